@@ -1,0 +1,1 @@
+//! Wire models and HTTP client for the management API. No Kubernetes here.

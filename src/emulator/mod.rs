@@ -1,0 +1,1 @@
+//! The management + data-plane API emulator (axum).
