@@ -5,7 +5,11 @@ mod cli;
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "aigw", version, about = "GitOps operator for an AI gateway's management API")]
+#[command(
+    name = "aigw",
+    version,
+    about = "GitOps operator for an AI gateway's management API"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -18,7 +22,7 @@ enum Command {
     /// Serve the management API and data-plane emulator on one port.
     Emulator(cli::emulator::EmulatorArgs),
     /// Print every CustomResourceDefinition as multi-document YAML.
-    Crds,
+    Crds(cli::crds::CrdsArgs),
     /// Call the management API directly.
     Api(cli::api::ApiArgs),
 }
@@ -29,7 +33,7 @@ async fn main() -> anyhow::Result<()> {
     match cli.command {
         Command::Operator(args) => cli::operator::run(args).await,
         Command::Emulator(args) => cli::emulator::run(args).await,
-        Command::Crds => cli::crds::run(),
+        Command::Crds(args) => cli::crds::run(args),
         Command::Api(args) => cli::api::run(args).await,
     }
 }

@@ -1,5 +1,22 @@
-//! `aigw crds`.
+//! `aigw crds`: print every CRD as multi-document YAML (what `crds/` holds).
 
-pub fn run() -> anyhow::Result<()> {
-    anyhow::bail!("aigw crds is not built yet")
+use std::path::PathBuf;
+
+#[derive(clap::Args)]
+pub struct CrdsArgs {
+    /// Write one file per kind into this directory instead of printing (what `make crds` does).
+    #[arg(long, value_name = "DIR")]
+    out_dir: Option<PathBuf>,
+}
+
+pub fn run(args: CrdsArgs) -> anyhow::Result<()> {
+    let Some(dir) = args.out_dir else {
+        print!("{}", aigw::resources::crds_yaml()?);
+        return Ok(());
+    };
+    std::fs::create_dir_all(&dir)?;
+    for (file, crd) in aigw::resources::crds() {
+        std::fs::write(dir.join(file), aigw::resources::crd_yaml(&crd)?)?;
+    }
+    Ok(())
 }

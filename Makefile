@@ -1,0 +1,47 @@
+# aigw — see README.md. Every target installs or builds what it needs when it is missing.
+SHELL := /bin/bash
+KUBECONFIG_DEV := $(CURDIR)/.aigw-dev/kubeconfig
+CARGO ?= cargo
+
+.PHONY: all build crds cluster cluster-down test lint unit integration demo bench clean
+
+all: build
+
+build:
+	$(CARGO) build --bins
+
+## crds: regenerate crds/ from the Rust types (a test fails when they drift)
+crds:
+	$(CARGO) run --quiet -- crds --out-dir crds
+
+## cluster: start the local control plane (kube-apiserver + etcd) and write .aigw-dev/kubeconfig
+cluster:
+	bash hack/cluster-up.sh
+
+## cluster-down: stop the local control plane and remove its state
+cluster-down:
+	bash hack/cluster-down.sh
+
+lint:
+	$(CARGO) fmt --check
+	$(CARGO) clippy --all-targets -- -D warnings
+
+unit:
+	$(CARGO) test --lib --bins
+
+## integration: the tests under tests/ (they start the control plane themselves when it is not running)
+integration: cluster
+	$(CARGO) test --tests
+
+## test: everything CI runs: fmt, clippy, unit and integration tests
+test: lint
+	$(CARGO) test --no-run
+	$(MAKE) cluster
+	$(CARGO) test --all-targets
+
+## demo: control plane + emulator + operator + examples/, then `kubectl get aigw -A`
+demo:
+	bash hack/demo.sh
+
+clean: cluster-down
+	$(CARGO) clean

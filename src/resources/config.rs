@@ -1,0 +1,112 @@
+//! The `Config` kind: a named gateway routing config.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use super::common::{ConnectionRef, conditions_schema, free_form_object};
+
+/// A named routing config of the AI gateway (`/ai_gw/v2/configs`). Every change of `spec.config`,
+/// `spec.name` or `spec.state` is applied with one PUT, which mints a new `status.versionId`.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "aigw.io",
+    doc = "A named routing config of the AI gateway, kept in line with the management API by aigw.",
+    version = "v1alpha1",
+    kind = "Config",
+    plural = "configs",
+    shortname = "aigwconfig",
+    category = "aigw",
+    namespaced,
+    status = "ConfigStatus",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(name = "Slug", type_ = "string", json_path = ".status.slug"),
+    printcolumn(name = "VersionId", type_ = "string", json_path = ".status.versionId"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigSpec {
+    /// Slug of an existing remote config to adopt (for example `pc-routing-3f2a1b`). When absent,
+    /// aigw creates a new config and records its slug in `status.slug`. Cannot be changed once set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("slug is immutable: create a new Config to adopt another remote config"))]
+    pub slug: Option<String>,
+
+    /// Display name of the config in the management API.
+    #[schemars(length(min = 1, max = 255))]
+    pub name: String,
+
+    /// UUID of the workspace the config belongs to. Cannot be changed once set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceId is immutable: create a new Config to move it to another workspace"))]
+    pub workspace_id: Option<String>,
+
+    /// The routing document, exactly as the API takes it: `strategy`, `targets`, `retry`,
+    /// `cache`, `virtual_key`, `override_params`, hooks, … The whole document is sent on every
+    /// update, so list every setting you want to keep.
+    #[schemars(schema_with = "free_form_object")]
+    pub config: serde_json::Map<String, serde_json::Value>,
+
+    /// Remote status of the config (the API's `status` field), e.g. `active`. Left as the API
+    /// sets it when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+
+    /// What happens to the remote config when this resource is deleted: `Delete` removes it
+    /// (the default), `Orphan` leaves it in place.
+    #[serde(default)]
+    pub deletion_policy: ConfigDeletionPolicy,
+
+    /// The Connection used to reach the management API; defaults to `default`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_ref: Option<ConnectionRef>,
+}
+
+/// What happens to the remote config when the resource is deleted.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
+pub enum ConfigDeletionPolicy {
+    /// Delete the remote config.
+    #[default]
+    Delete,
+    /// Leave the remote config in place.
+    Orphan,
+}
+
+/// What the management API reports about the config.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`, `Reconciling` and `Stalled`, each with a reason and its own observedGeneration.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<Condition>,
+    /// UUID of the remote config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Slug of the remote config; gateways reference configs by slug.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slug: Option<String>,
+    /// Version the API minted for the last applied document.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
+    /// When aigw last wrote the document (create or update).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_applied_at: Option<String>,
+    /// Set just before a create is sent and cleared once its outcome is known: a create whose
+    /// outcome was lost is looked up by name instead of being sent again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_create: Option<String>,
+}

@@ -1,0 +1,151 @@
+//! The cluster-scoped `Connection` kind: how to reach and authenticate to the management API.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use super::common::conditions_schema;
+
+/// How aigw reaches and authenticates to the management API. Namespaced resources name it in
+/// `spec.connectionRef.name` (default `default`).
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "aigw.io",
+    doc = "How aigw reaches and authenticates to the management API (cluster-scoped).",
+    version = "v1alpha1",
+    kind = "Connection",
+    plural = "connections",
+    shortname = "aigwconn",
+    category = "aigw",
+    status = "ConnectionStatus",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(name = "URL", type_ = "string", json_path = ".spec.managementUrl"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionSpec {
+    /// Root of the management API, e.g. `https://api.apps.paloaltonetworks.com`; the paths
+    /// `/ai_gw/v2…` and `/ai_gw/admin/v2…` are appended.
+    #[schemars(length(min = 1))]
+    pub management_url: String,
+    /// The gateway address including `/v1`, e.g. `https://gateway.example/v1`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_url: Option<String>,
+    /// How to obtain the bearer token.
+    pub auth: ConnectionAuth,
+    /// Extra headers sent on every request, e.g. `x-tsg-id`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub headers: Vec<Header>,
+    /// Requests per second allowed to the API through this connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.1))]
+    pub qps: Option<f64>,
+    /// Burst above `qps`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub burst: Option<u32>,
+    /// Namespaces whose resources may use this connection. Absent (and no namespaceSelector)
+    /// means all namespaces.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allowed_namespaces: Option<Vec<String>>,
+    /// Label selector of the namespaces whose resources may use this connection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<LabelSelector>,
+}
+
+/// Exactly one way to authenticate.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.bearerToken) != has(self.oauth2ClientCredentials)").message("auth needs exactly one of bearerToken or oauth2ClientCredentials"))]
+pub struct ConnectionAuth {
+    /// A static bearer token read from a Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bearer_token: Option<BearerTokenAuth>,
+    /// OAuth2 client credentials; tokens are cached and refreshed before they expire.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub oauth2_client_credentials: Option<OAuth2ClientCredentials>,
+}
+
+/// A bearer token kept in a Secret.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BearerTokenAuth {
+    /// Where the token is.
+    pub secret_ref: SecretKeyRef,
+}
+
+/// OAuth2 client-credentials grant.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OAuth2ClientCredentials {
+    /// Token endpoint, e.g. `https://auth.apps.paloaltonetworks.com/oauth2/access_token`.
+    #[schemars(length(min = 1))]
+    pub token_url: String,
+    /// Scope to request, e.g. `tsg_id:1234567890`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// Where the client id is.
+    pub client_id_ref: SecretKeyRef,
+    /// Where the client secret is.
+    pub client_secret_ref: SecretKeyRef,
+}
+
+/// A key of a Secret in a given namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretKeyRef {
+    /// Namespace of the Secret.
+    #[schemars(length(min = 1))]
+    pub namespace: String,
+    /// Name of the Secret.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// Key within the Secret.
+    #[schemars(length(min = 1))]
+    pub key: String,
+}
+
+/// An extra request header.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.value) != has(self.valueFrom)").message("a header needs exactly one of value or valueFrom"))]
+pub struct Header {
+    /// Header name, e.g. `x-tsg-id`.
+    #[schemars(length(min = 1))]
+    pub name: String,
+    /// Literal value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// Value taken from a Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_from: Option<HeaderValueFrom>,
+}
+
+/// Where a header value comes from.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HeaderValueFrom {
+    /// The Secret key holding the value.
+    pub secret_ref: SecretKeyRef,
+}
+
+/// Whether a token can be obtained with this connection.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConnectionStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready` when a token can be obtained, with the reason when it cannot.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<Condition>,
+}

@@ -1,0 +1,261 @@
+//! The `Deployment` kind: a registered self-hosted gateway and its auth settings.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use super::common::{ConnectionRef, conditions_schema, free_form_object};
+
+/// A self-hosted gateway registered with the management API (`/ai_gw/admin/v2/deployments`).
+/// On create, the one-time `client_auth`, `username` and `password` are written into the
+/// Secret named by `spec.credentialsSecretRef`.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "aigw.io",
+    doc = "A self-hosted AI gateway registered with the management API, with its auth settings and credentials Secret.",
+    version = "v1alpha1",
+    kind = "Deployment",
+    plural = "deployments",
+    shortname = "aigwdeploy",
+    category = "aigw",
+    namespaced,
+    status = "DeploymentStatus",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(
+        name = "Connection",
+        type_ = "string",
+        json_path = ".status.connectionStatus"
+    ),
+    printcolumn(name = "Remote", type_ = "string", json_path = ".status.remoteStatus"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentSpec {
+    /// UUID of an existing remote deployment to adopt. When absent, aigw registers a new
+    /// deployment. Cannot be changed once set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("deploymentId is immutable: create a new Deployment to adopt another remote deployment"))]
+    pub deployment_id: Option<String>,
+
+    /// Display name of the deployment.
+    #[schemars(length(min = 1, max = 255))]
+    pub name: String,
+
+    /// `production` or `non_production`.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<DeploymentType>,
+
+    /// Whether this is the organisation's default deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_default: Option<bool>,
+
+    /// Free-form deployment configuration, passed to the API as `deployment_config`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_free_form_object")]
+    pub deployment_config: Option<serde_json::Map<String, serde_json::Value>>,
+
+    /// Tags of the deployment (string map).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<BTreeMap<String, String>>,
+
+    /// Who may use the gateway and where it lives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_settings: Option<AuthSettings>,
+
+    /// When true, `authSettings.workspacesAllowed` and `jwtSubsAllowed` replace the remote
+    /// lists instead of being merged into them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub override_existing: Option<bool>,
+
+    /// Secret (in this namespace) that receives the one-time `client_auth`, `username` and
+    /// `password` when aigw creates or rotates the deployment. aigw creates it and owns it.
+    pub credentials_secret_ref: SecretRef,
+
+    /// What happens to the remote deployment when this resource is deleted: `Archive` (the
+    /// default; the API never hard-deletes deployments) or `Orphan`.
+    #[serde(default)]
+    pub deletion_policy: DeploymentDeletionPolicy,
+
+    /// Cluster-managed rotation of the gateway's credentials.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotation: Option<Rotation>,
+
+    /// The Connection used to reach the management API; defaults to `default`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_ref: Option<ConnectionRef>,
+}
+
+fn optional_free_form_object(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    free_form_object(generator)
+}
+
+/// Kind of deployment.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DeploymentType {
+    /// A production gateway.
+    Production,
+    /// A non-production gateway.
+    NonProduction,
+}
+
+/// Authentication settings of the gateway, mapped to the API's `auth_settings`.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuthSettings {
+    /// Base URL where the gateway is reachable, e.g. `https://gateway.example.com`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_base_url: Option<String>,
+    /// Base URL of the gateway's MCP endpoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_gateway_base_url: Option<String>,
+    /// Workspaces (slugs or UUIDs) allowed to use the gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspaces_allowed: Option<Vec<String>>,
+    /// JWT subjects allowed to use the gateway.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwt_subs_allowed: Option<Vec<String>>,
+    /// Maps a JWT subject to the workspace its requests run in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwt_sub_workspace_mapping: Option<BTreeMap<String, String>>,
+    /// Allow every workspace of the organisation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_all_workspaces: Option<bool>,
+}
+
+/// A Secret in the resource's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SecretRef {
+    /// Name of the Secret.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+}
+
+/// What happens to the remote deployment when the resource is deleted.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
+pub enum DeploymentDeletionPolicy {
+    /// Archive the remote deployment (the API's delete).
+    #[default]
+    Archive,
+    /// Leave the remote deployment as it is.
+    Orphan,
+}
+
+/// When and how the gateway's credentials are rotated.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Rotation {
+    /// Rotate when this much time has passed since the last rotation (or creation), as a
+    /// duration such as `720h` or `30m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h|d))+$"))]
+    pub interval: Option<String>,
+    /// Any string; changing it rotates the credentials now (for example a date or a ticket id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<String>,
+    /// Workloads in this namespace whose pods are restarted (by a pod-template annotation)
+    /// after a rotation, so they pick up the new credentials.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restart: Vec<WorkloadRef>,
+}
+
+/// An apps/v1 workload in the resource's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadRef {
+    /// `Deployment`, `StatefulSet` or `DaemonSet` (apps/v1).
+    pub kind: WorkloadKind,
+    /// Name of the workload.
+    pub name: String,
+}
+
+/// Kinds of workload that can be restarted after a rotation.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+pub enum WorkloadKind {
+    /// apps/v1 Deployment.
+    Deployment,
+    /// apps/v1 StatefulSet.
+    StatefulSet,
+    /// apps/v1 DaemonSet.
+    DaemonSet,
+}
+
+/// Connection health of the gateway as the management API reports it.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ConnectionStatus {
+    /// The gateway's heartbeat reaches the control plane.
+    Healthy,
+    /// The gateway reported problems.
+    Unhealthy,
+    /// No heartbeat has been seen.
+    Unknown,
+}
+
+/// Remote lifecycle state of the deployment.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RemoteStatus {
+    /// In use.
+    Active,
+    /// Archived (deleted).
+    Archived,
+}
+
+/// What the management API reports about the deployment.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeploymentStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`, `Reconciling` and `Stalled`, each with a reason and its own observedGeneration.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<Condition>,
+    /// UUID of the remote deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Slug of the remote deployment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slug: Option<String>,
+    /// `healthy`, `unhealthy` or `unknown`, from the gateway's heartbeat.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_status: Option<ConnectionStatus>,
+    /// When the gateway last synced with the control plane.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_synced_at: Option<String>,
+    /// `active` or `archived`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_status: Option<RemoteStatus>,
+    /// When the credentials were last rotated (or first issued).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_rotated_at: Option<String>,
+    /// When the next scheduled rotation is due.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_rotation_at: Option<String>,
+    /// The `spec.rotation.trigger` value that was last acted upon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_rotation_trigger: Option<String>,
+    /// Set just before a create is sent and cleared once its outcome is known: a create whose
+    /// outcome was lost is looked up by name instead of being sent again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_create: Option<String>,
+    /// Set just before a rotation is sent and cleared once the new credentials are in the
+    /// Secret: a rotation interrupted in between is done again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_rotation: Option<String>,
+}

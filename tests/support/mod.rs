@@ -1,0 +1,219 @@
+//! Test support for integration tests: a real kube-apiserver (started once, reused across test
+//! binaries), the CRDs from `crds/`, and a fresh namespace per test.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event, Namespace};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Starts the local control plane with `hack/cluster-up.sh` (idempotent; it reuses a running
+/// one) once per test binary. Panics with the script's output when it cannot start: an
+/// integration test never passes, or skips, without a real apiserver.
+pub fn kubeconfig_path() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let root = repo_root();
+        let output = std::process::Command::new("bash")
+            .arg(root.join("hack/cluster-up.sh"))
+            .current_dir(&root)
+            .output()
+            .expect("failed to run hack/cluster-up.sh");
+        assert!(
+            output.status.success(),
+            "the local control plane did not start (hack/cluster-up.sh exited {}):\n{}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let path = root.join(".aigw-dev/kubeconfig");
+        assert!(
+            path.exists(),
+            "hack/cluster-up.sh wrote no {}",
+            path.display()
+        );
+        path
+    })
+}
+
+pub async fn kube_client() -> Client {
+    let kubeconfig = Kubeconfig::read_from(kubeconfig_path()).expect("unreadable kubeconfig");
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("invalid kubeconfig");
+    Client::try_from(config).expect("failed to build a kube client")
+}
+
+/// Installs (server-side applies) every CRD under `crds/` and waits until each is established.
+pub async fn install_crds(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let dir = repo_root().join("crds");
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("crds/ is missing") {
+        let path = entry.expect("unreadable crds/ entry").path();
+        let text = std::fs::read_to_string(&path).expect("unreadable CRD file");
+        let crd: CustomResourceDefinition = serde_yaml::from_str(&text).expect("invalid CRD YAML");
+        let name = crd.name_any();
+        crds.patch(
+            &name,
+            &PatchParams::apply("aigw-tests").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("failed to install CRD {name}: {e}"));
+        names.push(name);
+    }
+    for name in names {
+        wait_until(Duration::from_secs(30), || async {
+            let crd = crds.get(&name).await.ok()?;
+            let established = crd
+                .status?
+                .conditions?
+                .into_iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            established.then_some(())
+        })
+        .await
+        .unwrap_or_else(|| panic!("CRD {name} was not established within 30s"));
+    }
+}
+
+/// Polls `probe` every 100 ms until it returns `Some` or `timeout` passes.
+pub async fn wait_until<T, F, Fut>(timeout: Duration, mut probe: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe().await {
+            return Some(value);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// One test's slice of the cluster: a client and a namespace of its own.
+pub struct TestEnv {
+    pub client: Client,
+    pub namespace: String,
+}
+
+impl TestEnv {
+    pub async fn new(prefix: &str) -> Self {
+        let client = kube_client().await;
+        install_crds(&client).await;
+        let namespace = format!(
+            "{prefix}-{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let ns = Namespace {
+            metadata: kube::api::ObjectMeta {
+                name: Some(namespace.clone()),
+                labels: Some([("aigw.io/test".to_string(), prefix.to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("failed to create namespace {namespace}: {e}"));
+        Self { client, namespace }
+    }
+
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// Waits until the named object satisfies `done`; on timeout, panics with the object and
+    /// the namespace's events so the failure explains itself.
+    pub async fn wait_for<K>(&self, name: &str, timeout: Duration, done: impl Fn(&K) -> bool) -> K
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+        <K as Resource>::DynamicType: Default,
+    {
+        let api = self.api::<K>();
+        let found = wait_until(timeout, || async {
+            let object = api.get_opt(name).await.ok()??;
+            done(&object).then_some(object)
+        })
+        .await;
+        match found {
+            Some(object) => object,
+            None => {
+                let current = api.get_opt(name).await.ok().flatten();
+                panic!(
+                    "timed out after {timeout:?} waiting for {name}\n--- object ---\n{}\n--- events ---\n{}",
+                    serde_yaml::to_string(&current).unwrap_or_default(),
+                    self.events_text().await
+                );
+            }
+        }
+    }
+
+    /// Every event in the namespace, one per line (for failure dumps and secret-leak checks).
+    pub async fn events_text(&self) -> String {
+        let events = self
+            .api::<Event>()
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default();
+        events
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {} {}: {}",
+                    e.type_.as_deref().unwrap_or(""),
+                    e.involved_object.name.as_deref().unwrap_or(""),
+                    e.reason.as_deref().unwrap_or(""),
+                    e.message.as_deref().unwrap_or("")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Deletes the namespace. There is no namespace controller in the local control plane, so
+    /// the namespace is finalized directly after the objects the test made are gone.
+    pub async fn cleanup(self) {
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let _ = namespaces
+            .delete(&self.namespace, &Default::default())
+            .await;
+        let finalize = serde_json::json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": self.namespace}, "spec": {"finalizers": []}
+        });
+        let _ = namespaces
+            .replace_subresource(
+                "finalize",
+                &self.namespace,
+                &PostParams::default(),
+                &finalize,
+            )
+            .await;
+    }
+}
