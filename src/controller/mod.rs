@@ -1,1 +1,217 @@
 //! Reconcile driver shared by all kinds, and per-kind observe/create/update/delete.
+
+pub mod backoff;
+pub mod config;
+pub mod connections;
+pub mod deployment;
+pub mod driver;
+pub mod error;
+pub mod failpoints;
+pub mod metrics;
+pub mod rate_limits_policy;
+pub mod status;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, ListParams};
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::watcher;
+use tracing::{info, warn};
+
+pub use backoff::Backoff;
+pub use connections::Connections;
+pub use driver::{Change, Cx, Managed};
+pub use error::Error;
+pub use metrics::Metrics;
+
+use crate::resources::{Config, Deployment, RateLimitsPolicy};
+
+/// Shared state of every controller.
+pub struct Context {
+    pub kube: kube::Client,
+    pub connections: Connections,
+    pub backoff: Backoff,
+    pub metrics: Arc<Metrics>,
+    pub recorder: Recorder,
+    pub drift_interval: Duration,
+    pub failpoints: failpoints::Failpoints,
+}
+
+/// How the operator runs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Namespaces to watch; empty means all.
+    pub namespaces: Vec<String>,
+    /// Reconciles running at once, per kind.
+    pub concurrency: u16,
+    /// Period of the drift check (jittered ±10 %).
+    pub drift_interval: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            namespaces: Vec::new(),
+            concurrency: 4,
+            drift_interval: driver::DEFAULT_DRIFT_INTERVAL,
+        }
+    }
+}
+
+impl Context {
+    pub fn new(
+        kube: kube::Client,
+        connections: Connections,
+        metrics: Arc<Metrics>,
+        settings: &Settings,
+    ) -> Self {
+        let reporter = Reporter {
+            controller: "aigw".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        Self {
+            recorder: Recorder::new(kube.clone(), reporter),
+            kube,
+            connections,
+            backoff: Backoff::new(Duration::from_millis(500), Duration::from_secs(300)),
+            metrics,
+            drift_interval: settings.drift_interval,
+            failpoints: Default::default(),
+        }
+    }
+}
+
+/// Fails with an install hint when a CRD aigw needs is not served by the cluster.
+pub async fn check_crds_installed(kube: &kube::Client) -> Result<(), String> {
+    async fn probe<K>(api: Api<K>, plural: &str) -> Result<(), String>
+    where
+        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    {
+        match api.list(&ListParams::default().limit(1)).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 404 => Err(format!(
+                "the CRD {plural}.aigw.io is not installed; install the CRDs with `aigw crds | kubectl apply --server-side -f -` (or `kubectl apply -f crds/`)"
+            )),
+            Err(e) => Err(format!("failed to check the CRD {plural}.aigw.io: {e}")),
+        }
+    }
+    probe(Api::<Config>::all(kube.clone()), "configs").await?;
+    probe(Api::<Deployment>::all(kube.clone()), "deployments").await?;
+    probe(
+        Api::<RateLimitsPolicy>::all(kube.clone()),
+        "ratelimitspolicies",
+    )
+    .await?;
+    Ok(())
+}
+
+fn scoped<K>(kube: &kube::Client, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(kube.clone(), ns),
+        None => Api::all(kube.clone()),
+    }
+}
+
+async fn run_kind<K: Managed>(
+    ctx: Arc<Context>,
+    namespace: Option<String>,
+    concurrency: u16,
+    with_secrets: bool,
+) {
+    let api = scoped::<K>(&ctx.kube, namespace.as_deref());
+    let mut controller = Controller::new(api, watcher::Config::default().any_semantic())
+        .with_config(ControllerConfig::default().concurrency(concurrency));
+    if with_secrets {
+        // Deleting a credentials Secret must be noticed at once, not at the next drift check.
+        controller = controller.owns(
+            scoped::<Secret>(&ctx.kube, namespace.as_deref()),
+            watcher::Config::default(),
+        );
+    }
+    controller
+        .shutdown_on_signal()
+        .run(driver::reconcile::<K>, driver::error_policy::<K>, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                warn!(kind = K::KIND, error = %e, "controller error");
+            }
+        })
+        .await;
+}
+
+/// Runs every controller until the process receives a termination signal or the returned
+/// future is dropped.
+pub async fn run(ctx: Arc<Context>, settings: Settings) {
+    let namespaces: Vec<Option<String>> = if settings.namespaces.is_empty() {
+        vec![None]
+    } else {
+        settings.namespaces.iter().cloned().map(Some).collect()
+    };
+    info!(namespaces = ?settings.namespaces, concurrency = settings.concurrency, drift_interval = ?settings.drift_interval, "starting controllers");
+    let mut tasks = Vec::new();
+    for namespace in namespaces {
+        tasks.push(tokio::spawn(run_kind::<Config>(
+            ctx.clone(),
+            namespace.clone(),
+            settings.concurrency,
+            false,
+        )));
+        tasks.push(tokio::spawn(run_kind::<Deployment>(
+            ctx.clone(),
+            namespace.clone(),
+            settings.concurrency,
+            true,
+        )));
+        tasks.push(tokio::spawn(run_kind::<RateLimitsPolicy>(
+            ctx.clone(),
+            namespace,
+            settings.concurrency,
+            false,
+        )));
+    }
+    let _abort_on_drop = AbortOnDrop(tasks.iter().map(|t| t.abort_handle()).collect());
+    for task in tasks {
+        let _ = task.await;
+    }
+}
+
+struct AbortOnDrop(Vec<tokio::task::AbortHandle>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for handle in &self.0 {
+            handle.abort();
+        }
+    }
+}
+
+/// Now, as an RFC 3339 timestamp for status fields.
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .map(|t| t.to_string())
+        .unwrap_or_default()
+}
+
+/// True when the current spec generation was already applied successfully, so a difference
+/// found now was made outside aigw (drift) rather than by a spec change.
+pub fn spec_already_applied(
+    generation: Option<i64>,
+    observed_generation: Option<i64>,
+    conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+) -> bool {
+    generation.is_some()
+        && generation == observed_generation
+        && crate::resources::common::find_condition(
+            conditions,
+            crate::resources::common::condition::READY,
+        )
+        .is_some_and(|c| c.status == "True" && c.observed_generation == generation)
+}

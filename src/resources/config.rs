@@ -110,3 +110,112 @@ pub struct ConfigStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_create: Option<String>,
 }
+
+impl ConfigSpec {
+    /// The `connectionRef` name, `default` when absent.
+    pub fn connection_name(&self) -> &str {
+        self.connection_ref
+            .as_ref()
+            .map_or("default", |c| c.name.as_str())
+    }
+
+    /// The create body for this spec.
+    pub fn create_request(&self) -> api::CreateConfigRequest {
+        api::CreateConfigRequest {
+            name: self.name.clone(),
+            config: serde_json::Value::Object(self.config.clone()),
+            workspace_id: self.workspace_id.clone(),
+            is_default: None,
+        }
+    }
+
+    /// The update body: the whole document (the API replaces it), the name and the state.
+    pub fn update_request(&self) -> api::UpdateConfigRequest {
+        api::UpdateConfigRequest {
+            name: Some(self.name.clone()),
+            config: Some(serde_json::Value::Object(self.config.clone())),
+            status: self.state.clone(),
+            workspace_id: None,
+        }
+    }
+
+    /// Names of the fields where the remote config differs from this spec; empty when in sync.
+    /// The document is compared as canonical JSON (key order and formatting do not matter).
+    pub fn diff(&self, remote: &api::ConfigDetail) -> Vec<&'static str> {
+        let mut fields = Vec::new();
+        if self.name != remote.name {
+            fields.push("name");
+        }
+        if serde_json::Value::Object(self.config.clone()) != remote.config {
+            fields.push("config");
+        }
+        if self
+            .state
+            .as_ref()
+            .is_some_and(|state| *state != remote.status)
+        {
+            fields.push("state");
+        }
+        fields
+    }
+}
+
+use crate::api;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec() -> ConfigSpec {
+        serde_json::from_value(json!({
+            "name": "routing",
+            "config": {"strategy": {"mode": "fallback"}, "targets": [{"provider": "@a"}, {"provider": "@b"}]},
+            "state": "active"
+        }))
+        .unwrap()
+    }
+
+    fn remote(config: serde_json::Value) -> api::ConfigDetail {
+        serde_json::from_value(json!({
+            "id": "id-1", "slug": "pc-routing-1", "name": "routing", "status": "active",
+            "config": serde_json::to_string(&config).unwrap(), "version_id": "v1"
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn same_document_in_another_key_order_is_in_sync() {
+        let remote = remote(
+            json!({"targets": [{"provider": "@a"}, {"provider": "@b"}], "strategy": {"mode": "fallback"}}),
+        );
+        assert!(spec().diff(&remote).is_empty());
+    }
+
+    #[test]
+    fn a_changed_document_name_or_state_is_a_difference() {
+        let mut remote = remote(
+            json!({"strategy": {"mode": "loadbalance"}, "targets": [{"provider": "@a"}, {"provider": "@b"}]}),
+        );
+        assert_eq!(spec().diff(&remote), vec!["config"]);
+        remote.name = "other".into();
+        remote.status = "archived".into();
+        assert_eq!(spec().diff(&remote), vec!["name", "config", "state"]);
+    }
+
+    #[test]
+    fn target_order_matters() {
+        let remote = remote(
+            json!({"strategy": {"mode": "fallback"}, "targets": [{"provider": "@b"}, {"provider": "@a"}]}),
+        );
+        assert_eq!(spec().diff(&remote), vec!["config"]);
+    }
+
+    #[test]
+    fn update_sends_the_whole_document() {
+        let body = serde_json::to_value(spec().update_request()).unwrap();
+        assert_eq!(body["config"]["targets"][1]["provider"], "@b");
+        assert_eq!(body["status"], "active");
+        assert_eq!(body["name"], "routing");
+    }
+}

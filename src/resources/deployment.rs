@@ -259,3 +259,216 @@ pub struct DeploymentStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_rotation: Option<String>,
 }
+
+use crate::api;
+
+fn to_api_type(t: DeploymentType) -> api::DeploymentType {
+    match t {
+        DeploymentType::Production => api::DeploymentType::Production,
+        DeploymentType::NonProduction => api::DeploymentType::NonProduction,
+    }
+}
+
+impl AuthSettings {
+    fn to_api(&self) -> api::DeploymentAuthSettingsInput {
+        api::DeploymentAuthSettingsInput {
+            gateway_base_url: self.gateway_base_url.clone(),
+            mcp_gateway_base_url: self.mcp_gateway_base_url.clone(),
+            workspaces_allowed: self.workspaces_allowed.clone(),
+            jwt_subs_allowed: self.jwt_subs_allowed.clone(),
+            jwt_sub_workspace_mapping: self.jwt_sub_workspace_mapping.clone(),
+            allow_all_workspaces: self.allow_all_workspaces,
+            remove_workspaces_allowed: None,
+            remove_subs_allowed: None,
+        }
+    }
+}
+
+/// `wanted` is satisfied by `remote`: the same set when the lists replace, a subset when the
+/// API merges them (the default, without `overrideExisting`).
+fn list_matches(wanted: &[String], remote: Option<&Vec<String>>, replace: bool) -> bool {
+    let remote = remote.map(Vec::as_slice).unwrap_or_default();
+    let contained = wanted.iter().all(|w| remote.contains(w));
+    if replace {
+        contained && remote.iter().all(|r| wanted.contains(r))
+    } else {
+        contained
+    }
+}
+
+impl DeploymentSpec {
+    /// The `connectionRef` name, `default` when absent.
+    pub fn connection_name(&self) -> &str {
+        self.connection_ref
+            .as_ref()
+            .map_or("default", |c| c.name.as_str())
+    }
+
+    /// The create body for this spec.
+    pub fn create_request(&self) -> api::CreateDeploymentRequest {
+        api::CreateDeploymentRequest {
+            name: self.name.clone(),
+            organisation_id: None,
+            slug: None,
+            deployment_type: self.type_.map(to_api_type),
+            deployment_config: self
+                .deployment_config
+                .clone()
+                .map(serde_json::Value::Object),
+            is_default: self.is_default,
+            auth_settings: self.auth_settings.as_ref().map(AuthSettings::to_api),
+            tags: self.tags.clone(),
+        }
+    }
+
+    /// The update body: every field the spec sets, and `status: active` (an archived
+    /// deployment that is still declared is brought back).
+    pub fn update_request(&self) -> api::UpdateDeploymentRequest {
+        api::UpdateDeploymentRequest {
+            name: Some(self.name.clone()),
+            deployment_type: self.type_.map(to_api_type),
+            status: Some(api::DeploymentStatus::Active),
+            deployment_config: self
+                .deployment_config
+                .clone()
+                .map(serde_json::Value::Object),
+            is_default: self.is_default,
+            rotate_auth: None,
+            override_existing: self.override_existing,
+            auth_settings: self.auth_settings.as_ref().map(AuthSettings::to_api),
+            tags: self.tags.clone(),
+        }
+    }
+
+    /// Fields where the remote deployment differs from the spec; empty when in sync. Fields the
+    /// spec leaves out are the API's to manage and are not compared.
+    pub fn diff(&self, remote: &api::Deployment) -> Vec<&'static str> {
+        let mut fields = Vec::new();
+        if self.name != remote.name {
+            fields.push("name");
+        }
+        if self
+            .type_
+            .is_some_and(|t| Some(to_api_type(t)) != remote.deployment_type)
+        {
+            fields.push("type");
+        }
+        if self
+            .is_default
+            .is_some_and(|d| Some(d) != remote.is_default)
+        {
+            fields.push("isDefault");
+        }
+        if let Some(config) = &self.deployment_config
+            && Some(&serde_json::Value::Object(config.clone())) != remote.deployment_config.as_ref()
+        {
+            fields.push("deploymentConfig");
+        }
+        if self
+            .tags
+            .as_ref()
+            .is_some_and(|t| Some(t) != remote.tags.as_ref())
+        {
+            fields.push("tags");
+        }
+        if remote.status == Some(api::DeploymentStatus::Archived) {
+            fields.push("status");
+        }
+        if let Some(wanted) = &self.auth_settings {
+            let remote_auth = remote.auth_settings.clone().unwrap_or_default();
+            let replace = self.override_existing == Some(true);
+            let differs = wanted
+                .gateway_base_url
+                .as_ref()
+                .is_some_and(|u| Some(u) != remote_auth.gateway_base_url.as_ref())
+                || wanted
+                    .mcp_gateway_base_url
+                    .as_ref()
+                    .is_some_and(|u| Some(u) != remote_auth.mcp_gateway_base_url.as_ref())
+                || wanted.workspaces_allowed.as_ref().is_some_and(|w| {
+                    !list_matches(w, remote_auth.workspaces_allowed.as_ref(), replace)
+                })
+                || wanted.jwt_subs_allowed.as_ref().is_some_and(|w| {
+                    !list_matches(w, remote_auth.jwt_subs_allowed.as_ref(), replace)
+                })
+                || wanted
+                    .jwt_sub_workspace_mapping
+                    .as_ref()
+                    .is_some_and(|m| Some(m) != remote_auth.jwt_sub_workspace_mapping.as_ref())
+                || wanted
+                    .allow_all_workspaces
+                    .is_some_and(|a| Some(a) != remote_auth.allow_all_workspaces);
+            if differs {
+                fields.push("authSettings");
+            }
+        }
+        fields
+    }
+
+    /// The rotation interval, parsed; `None` when not set.
+    pub fn rotation_interval(&self) -> Result<Option<std::time::Duration>, String> {
+        match self.rotation.as_ref().and_then(|r| r.interval.as_deref()) {
+            None => Ok(None),
+            Some(text) => humantime::parse_duration(text)
+                .map(Some)
+                .map_err(|e| format!("spec.rotation.interval {text:?} is not a duration: {e}")),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec() -> DeploymentSpec {
+        serde_json::from_value(json!({
+            "name": "edge", "type": "production", "credentialsSecretRef": {"name": "edge-creds"},
+            "tags": {"team": "a"},
+            "authSettings": {"gatewayBaseUrl": "https://gw", "workspacesAllowed": ["ws-1"]}
+        }))
+        .unwrap()
+    }
+
+    fn remote(workspaces: &[&str]) -> api::Deployment {
+        serde_json::from_value(json!({
+            "id": "d1", "name": "edge", "slug": "dp-edge", "type": "production", "status": "active",
+            "is_default": 0, "connection_status": "unknown", "tags": {"team": "a"},
+            "auth_settings": {"gateway_base_url": "https://gw", "workspaces_allowed": workspaces, "allow_all_workspaces": 0},
+            "object": "deployment"
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn merged_lists_only_need_to_contain_the_spec() {
+        assert!(spec().diff(&remote(&["ws-1", "ws-2"])).is_empty());
+        assert_eq!(spec().diff(&remote(&["ws-2"])), vec!["authSettings"]);
+        let mut replacing = spec();
+        replacing.override_existing = Some(true);
+        assert_eq!(
+            replacing.diff(&remote(&["ws-1", "ws-2"])),
+            vec!["authSettings"]
+        );
+    }
+
+    #[test]
+    fn archived_remote_is_a_difference() {
+        let mut remote = remote(&["ws-1"]);
+        remote.summary.status = Some(api::DeploymentStatus::Archived);
+        assert_eq!(spec().diff(&remote), vec!["status"]);
+    }
+
+    #[test]
+    fn rotation_interval_parses_go_style_durations() {
+        let mut spec = spec();
+        spec.rotation = Some(Rotation {
+            interval: Some("720h".into()),
+            ..Default::default()
+        });
+        assert_eq!(
+            spec.rotation_interval().unwrap(),
+            Some(std::time::Duration::from_secs(720 * 3600))
+        );
+    }
+}

@@ -181,3 +181,200 @@ pub struct RateLimitsPolicyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_create: Option<String>,
 }
+
+use crate::api;
+
+fn to_api_type(t: RateLimitType) -> api::RateLimitType {
+    match t {
+        RateLimitType::Requests => api::RateLimitType::Requests,
+        RateLimitType::Tokens => api::RateLimitType::Tokens,
+    }
+}
+
+fn to_api_unit(u: RateLimitUnit) -> api::RateLimitUnit {
+    match u {
+        RateLimitUnit::Rpm => api::RateLimitUnit::Rpm,
+        RateLimitUnit::Rph => api::RateLimitUnit::Rph,
+        RateLimitUnit::Rpd => api::RateLimitUnit::Rpd,
+        RateLimitUnit::Rpw => api::RateLimitUnit::Rpw,
+    }
+}
+
+fn to_api_target(t: RateLimitTarget) -> api::RateLimitTarget {
+    match t {
+        RateLimitTarget::Llm => api::RateLimitTarget::Llm,
+        RateLimitTarget::McpTools => api::RateLimitTarget::McpTools,
+    }
+}
+
+/// A one-element list and a plain string mean the same condition value.
+fn normalize(value: &api::OneOrMany) -> Vec<String> {
+    match value {
+        api::OneOrMany::One(v) => vec![v.clone()],
+        api::OneOrMany::Many(vs) => vs.clone(),
+    }
+}
+
+impl PolicyCondition {
+    fn to_api(&self) -> api::Condition {
+        api::Condition {
+            key: self.key.clone(),
+            value: api::OneOrMany::One(self.value.clone()),
+            excludes: self.excludes.clone().map(api::OneOrMany::One),
+        }
+    }
+
+    fn matches(&self, remote: &api::Condition) -> bool {
+        self.key == remote.key
+            && normalize(&remote.value) == [self.value.clone()]
+            && remote.excludes.as_ref().map(normalize) == self.excludes.clone().map(|e| vec![e])
+    }
+}
+
+impl RateLimitsPolicySpec {
+    /// The `connectionRef` name, `default` when absent.
+    pub fn connection_name(&self) -> &str {
+        self.connection_ref
+            .as_ref()
+            .map_or("default", |c| c.name.as_str())
+    }
+
+    /// The create body for this spec.
+    pub fn create_request(&self) -> api::CreateRateLimitsPolicyRequest {
+        api::CreateRateLimitsPolicyRequest {
+            name: self.name.clone(),
+            description: None,
+            conditions: self
+                .conditions
+                .iter()
+                .map(PolicyCondition::to_api)
+                .collect(),
+            group_by: self
+                .group_by
+                .iter()
+                .map(|g| api::GroupBy { key: g.key.clone() })
+                .collect(),
+            limit_type: to_api_type(self.type_),
+            unit: to_api_unit(self.unit),
+            value: self.value,
+            target: self.target.map(to_api_target),
+            workspace_id: self.workspace_id.clone(),
+            organisation_id: None,
+        }
+    }
+
+    /// The update body: every field the API lets change.
+    pub fn update_request(&self) -> api::UpdateRateLimitsPolicyRequest {
+        api::UpdateRateLimitsPolicyRequest {
+            name: self.name.clone(),
+            description: None,
+            conditions: Some(
+                self.conditions
+                    .iter()
+                    .map(PolicyCondition::to_api)
+                    .collect(),
+            ),
+            unit: Some(to_api_unit(self.unit)),
+            value: Some(self.value),
+        }
+    }
+
+    /// Mutable fields where the remote policy differs from the spec; a PUT fixes these.
+    pub fn diff(&self, remote: &api::RateLimitsPolicy) -> Vec<&'static str> {
+        let mut fields = Vec::new();
+        if self.name.is_some() && self.name != remote.name {
+            fields.push("name");
+        }
+        if to_api_unit(self.unit) != remote.unit {
+            fields.push("unit");
+        }
+        if self.value != remote.value {
+            fields.push("value");
+        }
+        let conditions_match = self.conditions.len() == remote.conditions.len()
+            && self
+                .conditions
+                .iter()
+                .zip(&remote.conditions)
+                .all(|(s, r)| s.matches(r));
+        if !conditions_match {
+            fields.push("conditions");
+        }
+        fields
+    }
+
+    /// Immutable fields where the remote policy differs; no PUT can fix these.
+    pub fn immutable_conflicts(&self, remote: &api::RateLimitsPolicy) -> Vec<&'static str> {
+        let mut fields = Vec::new();
+        if to_api_type(self.type_) != remote.limit_type {
+            fields.push("type");
+        }
+        let group_by: Vec<&str> = remote.group_by.iter().map(|g| g.key.as_str()).collect();
+        if self
+            .group_by
+            .iter()
+            .map(|g| g.key.as_str())
+            .collect::<Vec<_>>()
+            != group_by
+        {
+            fields.push("groupBy");
+        }
+        if self
+            .target
+            .map(to_api_target)
+            .unwrap_or(api::RateLimitTarget::Llm)
+            != remote.target.unwrap_or(api::RateLimitTarget::Llm)
+        {
+            fields.push("target");
+        }
+        fields
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec() -> RateLimitsPolicySpec {
+        serde_json::from_value(json!({
+            "name": "per-key", "type": "requests", "unit": "rpm", "value": 100,
+            "conditions": [{"key": "workspace_id", "value": "ws-1"}], "groupBy": [{"key": "api_key"}]
+        }))
+        .unwrap()
+    }
+
+    fn remote() -> api::RateLimitsPolicy {
+        serde_json::from_value(json!({
+            "id": "p1", "name": "per-key", "type": "requests", "unit": "rpm", "value": 100,
+            "status": "active", "workspace_id": "ws-1", "organisation_id": "o",
+            "conditions": [{"key": "workspace_id", "value": ["ws-1"]}], "group_by": [{"key": "api_key"}],
+            "created_at": "2026-01-01T00:00:00Z", "last_updated_at": "2026-01-01T00:00:00Z"
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn equal_policies_have_no_difference() {
+        assert!(spec().diff(&remote()).is_empty());
+        assert!(spec().immutable_conflicts(&remote()).is_empty());
+    }
+
+    #[test]
+    fn mutable_and_immutable_differences_are_told_apart() {
+        let mut remote = remote();
+        remote.value = 50.0;
+        remote.unit = api::RateLimitUnit::Rph;
+        remote.limit_type = api::RateLimitType::Tokens;
+        assert_eq!(spec().diff(&remote), vec!["unit", "value"]);
+        assert_eq!(spec().immutable_conflicts(&remote), vec!["type"]);
+    }
+
+    #[test]
+    fn create_body_carries_every_field() {
+        let body = serde_json::to_value(spec().create_request()).unwrap();
+        assert_eq!(body["type"], "requests");
+        assert_eq!(body["group_by"][0]["key"], "api_key");
+        assert_eq!(body["conditions"][0]["value"], "ws-1");
+    }
+}

@@ -1,0 +1,330 @@
+//! The reconcile driver every kind shares: finalizer, observe → diff → create/update (in the
+//! kind), conditions, events, status write, per-object backoff and the periodic drift check.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::NamespaceResourceScope;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Event as KubeEvent, EventType};
+use kube::runtime::finalizer::{self, Event as FinalizerEvent};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tracing::{info, warn};
+
+use super::Context;
+use super::backoff::jittered;
+use super::error::Error;
+use super::status::{CommonStatus, Outcome, record_outcome, sanitize_message, worth_writing};
+use crate::resources::common::{FINALIZER, condition::READY, find_condition};
+
+/// Something a reconcile did to the remote side, reported as a Normal event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    /// CamelCase event reason, e.g. `Created`, `Updated`, `DriftCorrected`.
+    pub reason: &'static str,
+    /// Human readable, secret-free.
+    pub message: String,
+}
+
+impl Change {
+    pub fn new(reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            reason,
+            message: message.into(),
+        }
+    }
+
+    /// True when the change corrected an edit made outside aigw.
+    pub fn is_drift(&self) -> bool {
+        self.reason == "DriftCorrected"
+    }
+}
+
+/// A kind aigw keeps in line with the management API. The kind supplies observe/create/
+/// update/delete (in `apply` and `cleanup`); the driver does everything around them.
+pub trait Managed:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Debug
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    type Status: CommonStatus;
+    /// Kind name, for logs, metrics and messages.
+    const KIND: &'static str;
+    /// Server-side apply field manager for this kind's status.
+    const MANAGER: &'static str;
+
+    fn status(&self) -> Option<&Self::Status>;
+
+    /// Name of the Connection this object uses.
+    fn connection_name(&self) -> &str;
+
+    /// Observe the remote object, diff it against the spec, create or update only when they
+    /// differ, and fill `status` with what the API reported.
+    fn apply(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut Self::Status,
+    ) -> impl Future<Output = Result<Vec<Change>, Error>> + Send;
+
+    /// Honour `deletionPolicy` for the remote object (treating "already gone" as done).
+    fn cleanup(&self, cx: &Cx<'_, Self>)
+    -> impl Future<Output = Result<Vec<Change>, Error>> + Send;
+}
+
+/// What a kind's apply/cleanup may use: the management API client for this object's
+/// connection, the Kubernetes client, and an immediate status write for intent records.
+pub struct Cx<'a, K: Managed> {
+    pub ctx: &'a Context,
+    pub api: crate::api::Client,
+    pub objects: Api<K>,
+    pub object: &'a K,
+}
+
+impl<K: Managed> Cx<'_, K> {
+    pub fn name(&self) -> String {
+        self.object.name_any()
+    }
+
+    pub fn namespace(&self) -> String {
+        self.object.namespace().unwrap_or_default()
+    }
+
+    /// Publishes a Warning event about this object.
+    pub async fn warn(&self, reason: &str, message: &str) {
+        publish(
+            self.ctx,
+            self.object,
+            EventType::Warning,
+            reason,
+            &sanitize_message(message),
+        )
+        .await;
+    }
+
+    /// Writes `status` now, before a call whose outcome might be lost (intent records).
+    pub async fn save_status(&self, status: &K::Status) -> Result<(), Error> {
+        write_status::<K>(&self.objects, &self.name(), status).await
+    }
+}
+
+async fn write_status<K: Managed>(
+    objects: &Api<K>,
+    name: &str,
+    status: &K::Status,
+) -> Result<(), Error> {
+    let patch = serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
+    });
+    objects
+        .patch_status(
+            name,
+            &PatchParams::apply(K::MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .map_err(|e| Error::kube(format!("write status of {} {name}", K::KIND), e))?;
+    Ok(())
+}
+
+fn object_key<K: Managed>(object: &K) -> String {
+    format!(
+        "{}/{}/{}",
+        K::KIND,
+        object.namespace().unwrap_or_default(),
+        object.name_any()
+    )
+}
+
+/// The reconcile function handed to `kube::runtime::Controller::run`.
+pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let namespace = object.namespace().unwrap_or_default();
+    let objects: Api<K> = Api::namespaced(ctx.kube.clone(), &namespace);
+    let started = std::time::Instant::now();
+    let result = finalizer::finalizer(&objects, FINALIZER, object, |event| async {
+        match event {
+            FinalizerEvent::Apply(object) => apply::<K>(&object, &objects, &ctx).await,
+            FinalizerEvent::Cleanup(object) => cleanup::<K>(&object, &objects, &ctx).await,
+        }
+    })
+    .await;
+    ctx.metrics
+        .observe_reconcile(K::KIND, result.is_ok(), started.elapsed());
+    result.map_err(|e| match e {
+        finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
+        finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => {
+            Error::kube("update finalizer", e)
+        }
+        other => Error::MissingState(other.to_string()),
+    })
+}
+
+/// `error_policy` for the Controller: only errors the driver could not record in status land
+/// here (a failed status or finalizer write, a failed cleanup). Back off per object.
+pub fn error_policy<K: Managed>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+    let key = object_key(&*object);
+    let delay = ctx.backoff.next_delay(&key, error.retry_after());
+    warn!(kind = K::KIND, object = %key, error = %error, retry_in = ?delay, "reconcile failed");
+    Action::requeue(delay)
+}
+
+async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Result<Action, Error> {
+    let key = object_key(object);
+    let generation = object.meta().generation;
+    let before = object.status().cloned();
+    let mut status = before.clone().unwrap_or_default();
+
+    let result = match ctx
+        .connections
+        .client_for(
+            object.namespace().as_deref().unwrap_or(""),
+            object.connection_name(),
+        )
+        .await
+    {
+        Ok(api) => {
+            let cx = Cx {
+                ctx,
+                api,
+                objects: objects.clone(),
+                object,
+            };
+            K::apply(object, &cx, &mut status).await
+        }
+        Err(e) => Err(e),
+    };
+
+    *status.observed_generation_mut() = generation;
+    let action = match &result {
+        Ok(changes) => {
+            ctx.backoff.reset(&key);
+            for change in changes {
+                info!(kind = K::KIND, object = %key, reason = change.reason, "{}", change.message);
+                if change.is_drift() {
+                    ctx.metrics.drift_corrected(K::KIND);
+                }
+                publish(
+                    ctx,
+                    object,
+                    EventType::Normal,
+                    change.reason,
+                    &change.message,
+                )
+                .await;
+            }
+            let outcome = Outcome::Ready {
+                reason: "Reconciled".into(),
+                message: format!("{} is in sync with the management API", K::KIND),
+            };
+            record_outcome(status.conditions_mut(), &outcome, generation);
+            Action::requeue(jittered(ctx.drift_interval))
+        }
+        Err(error) => {
+            let reason = error.category();
+            let message = sanitize_message(&error.to_string());
+            let previous_reason = before.as_ref().and_then(|s| {
+                find_condition(s.conditions(), READY)
+                    .filter(|c| c.status == "False")
+                    .map(|c| c.reason.clone())
+            });
+            if previous_reason.as_deref() != Some(reason) {
+                publish(ctx, object, EventType::Warning, reason, &message).await;
+            }
+            warn!(kind = K::KIND, object = %key, reason, error = %message, "reconcile failed");
+            if error.is_transient() {
+                let delay = ctx.backoff.next_delay(&key, error.retry_after());
+                let outcome = Outcome::Progressing {
+                    reason: reason.into(),
+                    message: message.clone(),
+                };
+                record_outcome(status.conditions_mut(), &outcome, generation);
+                Action::requeue(delay)
+            } else {
+                let outcome = Outcome::Stalled {
+                    reason: reason.into(),
+                    message: message.clone(),
+                };
+                record_outcome(status.conditions_mut(), &outcome, generation);
+                // Only a spec change can help: wait for one instead of retrying.
+                Action::await_change()
+            }
+        }
+    };
+
+    if worth_writing(before.as_ref(), &status) {
+        write_status::<K>(objects, &object.name_any(), &status).await?;
+    }
+    Ok(action)
+}
+
+async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Result<Action, Error> {
+    let key = object_key(object);
+    let api = ctx
+        .connections
+        .client_for(
+            object.namespace().as_deref().unwrap_or(""),
+            object.connection_name(),
+        )
+        .await?;
+    let cx = Cx {
+        ctx,
+        api,
+        objects: objects.clone(),
+        object,
+    };
+    match K::cleanup(object, &cx).await {
+        Ok(changes) => {
+            ctx.backoff.reset(&key);
+            for change in changes {
+                info!(kind = K::KIND, object = %key, reason = change.reason, "{}", change.message);
+                publish(
+                    ctx,
+                    object,
+                    EventType::Normal,
+                    change.reason,
+                    &change.message,
+                )
+                .await;
+            }
+            Ok(Action::await_change())
+        }
+        Err(error) => {
+            let message = sanitize_message(&error.to_string());
+            publish(ctx, object, EventType::Warning, error.category(), &message).await;
+            Err(error)
+        }
+    }
+}
+
+async fn publish<K: Managed>(
+    ctx: &Context,
+    object: &K,
+    type_: EventType,
+    reason: &str,
+    message: &str,
+) {
+    let event = KubeEvent {
+        type_,
+        reason: reason.to_string(),
+        note: Some(message.to_string()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &object.object_ref(&())).await {
+        warn!(kind = K::KIND, error = %e, "failed to publish event");
+    }
+}
+
+/// Default drift interval when none is configured.
+pub const DEFAULT_DRIFT_INTERVAL: Duration = Duration::from_secs(600);

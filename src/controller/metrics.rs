@@ -1,0 +1,162 @@
+//! Prometheus metrics of the operator. Labels are kinds, endpoints, statuses and error
+//! categories, never object names.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindResult {
+    kind: String,
+    result: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindLabel {
+    kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ApiRequest {
+    method: String,
+    endpoint: String,
+    status: String,
+}
+
+/// Every metric the operator exports.
+pub struct Metrics {
+    registry: Registry,
+    reconciles: Family<KindResult, Counter>,
+    reconcile_seconds: Family<KindLabel, Histogram>,
+    drift_corrections: Family<KindLabel, Counter>,
+    api_requests: Family<ApiRequest, Counter>,
+    api_request_seconds: Family<KindLabel, Histogram>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("aigw");
+        let reconciles = Family::<KindResult, Counter>::default();
+        let reconcile_seconds = Family::<KindLabel, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.005, 2.0, 14))
+        });
+        let drift_corrections = Family::<KindLabel, Counter>::default();
+        let api_requests = Family::<ApiRequest, Counter>::default();
+        let api_request_seconds = Family::<KindLabel, Histogram>::new_with_constructor(|| {
+            Histogram::new(exponential_buckets(0.005, 2.0, 14))
+        });
+        registry.register(
+            "reconciles",
+            "Reconciles by kind and result",
+            reconciles.clone(),
+        );
+        registry.register(
+            "reconcile_duration_seconds",
+            "Time spent in one reconcile",
+            reconcile_seconds.clone(),
+        );
+        registry.register(
+            "drift_corrections",
+            "Remote edits made outside aigw and corrected",
+            drift_corrections.clone(),
+        );
+        registry.register(
+            "api_requests",
+            "Management API requests by method, endpoint template and status",
+            api_requests.clone(),
+        );
+        registry.register(
+            "api_request_duration_seconds",
+            "Management API request latency by endpoint template",
+            api_request_seconds.clone(),
+        );
+        Self {
+            registry,
+            reconciles,
+            reconcile_seconds,
+            drift_corrections,
+            api_requests,
+            api_request_seconds,
+        }
+    }
+}
+
+impl Metrics {
+    pub fn observe_reconcile(&self, kind: &str, ok: bool, elapsed: Duration) {
+        let result = if ok { "ok" } else { "error" };
+        self.reconciles
+            .get_or_create(&KindResult {
+                kind: kind.into(),
+                result: result.into(),
+            })
+            .inc();
+        self.reconcile_seconds
+            .get_or_create(&KindLabel { kind: kind.into() })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    pub fn drift_corrected(&self, kind: &str) {
+        self.drift_corrections
+            .get_or_create(&KindLabel { kind: kind.into() })
+            .inc();
+    }
+
+    /// Total drift corrections of `kind` so far (tests and logs read it).
+    pub fn drift_corrections(&self, kind: &str) -> u64 {
+        self.drift_corrections
+            .get_or_create(&KindLabel { kind: kind.into() })
+            .get()
+    }
+
+    pub fn observe_api_request(
+        &self,
+        method: &str,
+        endpoint: &str,
+        status: Option<u16>,
+        elapsed: Duration,
+    ) {
+        let status = status.map_or_else(|| "error".to_string(), |s| s.to_string());
+        self.api_requests
+            .get_or_create(&ApiRequest {
+                method: method.into(),
+                endpoint: endpoint.into(),
+                status,
+            })
+            .inc();
+        self.api_request_seconds
+            .get_or_create(&KindLabel {
+                kind: endpoint.into(),
+            })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// The text exposition format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}
+
+/// Serves `/metrics` (and `/healthz`) until the process ends.
+pub async fn serve(addr: std::net::SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
+    use axum::routing::get;
+    let app = axum::Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let metrics = metrics.clone();
+                async move { metrics.encode() }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok" }));
+    let listener = tokio::net::TcpListener::bind(addr).await?;
+    axum::serve(listener, app).await
+}

@@ -1,0 +1,171 @@
+//! kstatus conditions and the status write: server-side apply under one field manager per kind,
+//! skipped when nothing but timestamps would change.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use crate::resources::common::condition::{READY, RECONCILING, STALLED};
+
+/// What a reconcile concluded, as the three kstatus conditions express it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// The remote object matches the spec.
+    Ready { reason: String, message: String },
+    /// Work is in progress or will be retried (transient failure).
+    Progressing { reason: String, message: String },
+    /// Only a spec change can help.
+    Stalled { reason: String, message: String },
+}
+
+/// The parts of a kind's status the driver maintains.
+pub trait CommonStatus:
+    Clone + Default + PartialEq + serde::Serialize + Send + Sync + std::fmt::Debug
+{
+    fn observed_generation_mut(&mut self) -> &mut Option<i64>;
+    fn conditions(&self) -> &[Condition];
+    fn conditions_mut(&mut self) -> &mut Vec<Condition>;
+    /// A copy with every timestamp blanked, to tell real changes from clock ticks.
+    fn without_timestamps(&self) -> Self;
+}
+
+/// Sets one condition, keeping `lastTransitionTime` when its status did not change.
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+) {
+    let status = if status { "True" } else { "False" }.to_string();
+    let now = Time(jiff::Timestamp::now());
+    match conditions.iter_mut().find(|c| c.type_ == type_) {
+        Some(existing) => {
+            if existing.status != status {
+                existing.last_transition_time = now;
+            }
+            existing.status = status;
+            existing.reason = reason.to_string();
+            existing.message = message.to_string();
+            existing.observed_generation = generation;
+        }
+        None => conditions.push(Condition {
+            type_: type_.to_string(),
+            status,
+            reason: reason.to_string(),
+            message: message.to_string(),
+            observed_generation: generation,
+            last_transition_time: now,
+        }),
+    }
+}
+
+/// Writes the three conditions for `outcome`.
+pub fn record_outcome(conditions: &mut Vec<Condition>, outcome: &Outcome, generation: Option<i64>) {
+    match outcome {
+        Outcome::Ready { reason, message } => {
+            set_condition(conditions, READY, true, reason, message, generation);
+            set_condition(conditions, RECONCILING, false, reason, "", generation);
+            set_condition(conditions, STALLED, false, reason, "", generation);
+        }
+        Outcome::Progressing { reason, message } => {
+            set_condition(conditions, READY, false, reason, message, generation);
+            set_condition(conditions, RECONCILING, true, reason, message, generation);
+            set_condition(conditions, STALLED, false, reason, "", generation);
+        }
+        Outcome::Stalled { reason, message } => {
+            set_condition(conditions, READY, false, reason, message, generation);
+            set_condition(conditions, RECONCILING, false, reason, "", generation);
+            set_condition(conditions, STALLED, true, reason, message, generation);
+        }
+    }
+}
+
+/// Blanks `lastTransitionTime` of every condition (for comparisons).
+pub fn conditions_without_timestamps(conditions: &[Condition]) -> Vec<Condition> {
+    conditions
+        .iter()
+        .map(|c| Condition {
+            last_transition_time: Time(jiff::Timestamp::UNIX_EPOCH),
+            ..c.clone()
+        })
+        .collect()
+}
+
+/// True when writing `after` over `before` would change more than timestamps.
+pub fn worth_writing<S: CommonStatus>(before: Option<&S>, after: &S) -> bool {
+    match before {
+        None => true,
+        Some(before) => before.without_timestamps() != after.without_timestamps(),
+    }
+}
+
+/// Trims a message for a condition or event: one line, bounded length.
+pub fn sanitize_message(message: &str) -> String {
+    let one_line: String = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    if one_line.chars().count() > 900 {
+        let mut cut: String = one_line.chars().take(900).collect();
+        cut.push('…');
+        cut
+    } else {
+        one_line
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transition_time_moves_only_when_status_flips() {
+        let mut conditions = Vec::new();
+        record_outcome(
+            &mut conditions,
+            &Outcome::Ready {
+                reason: "Reconciled".into(),
+                message: "ok".into(),
+            },
+            Some(1),
+        );
+        let first = conditions
+            .iter()
+            .find(|c| c.type_ == READY)
+            .unwrap()
+            .last_transition_time
+            .clone();
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        record_outcome(
+            &mut conditions,
+            &Outcome::Ready {
+                reason: "Reconciled".into(),
+                message: "ok".into(),
+            },
+            Some(2),
+        );
+        let ready = conditions.iter().find(|c| c.type_ == READY).unwrap();
+        assert_eq!(ready.last_transition_time, first);
+        assert_eq!(ready.observed_generation, Some(2));
+        record_outcome(
+            &mut conditions,
+            &Outcome::Stalled {
+                reason: "Validation".into(),
+                message: "bad".into(),
+            },
+            Some(3),
+        );
+        let ready = conditions.iter().find(|c| c.type_ == READY).unwrap();
+        assert_ne!(ready.last_transition_time, first);
+        assert_eq!(ready.status, "False");
+        let stalled = conditions.iter().find(|c| c.type_ == STALLED).unwrap();
+        assert_eq!(
+            (stalled.status.as_str(), stalled.message.as_str()),
+            ("True", "bad")
+        );
+        assert_eq!(conditions.len(), 3);
+    }
+
+    #[test]
+    fn messages_are_one_bounded_line() {
+        assert_eq!(sanitize_message("a\n  b\tc"), "a b c");
+        assert!(sanitize_message(&"x".repeat(5000)).chars().count() <= 901);
+    }
+}
