@@ -1,1 +1,31 @@
-//! Wire models and HTTP client for the management API. No Kubernetes here.
+//! Wire models and HTTP client for the management API and the gateway. No Kubernetes here.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), aigw::api::ApiError> {
+//! use std::sync::Arc;
+//! use aigw::api::{Client, ClientConfig, StaticToken, UpdateConfigRequest};
+//!
+//! let token = Arc::new(StaticToken::from_file("/var/run/secrets/aigw/token")?);
+//! let client = Client::new(ClientConfig::new("https://api.example", "https://gw.example/v1", token))?;
+//! let req = UpdateConfigRequest { name: Some("prod".into()), ..Default::default() };
+//! let updated = client.configs().update("pc-prod-123", &req).await?;
+//! # let _ = updated; Ok(()) }
+//! ```
+
+mod backoff;
+mod client;
+mod config;
+mod error;
+mod handles;
+pub mod models;
+mod routes;
+mod secret;
+mod token;
+
+pub use client::Client;
+pub use config::{ClientConfig, RequestObserver, RetryPolicy};
+pub use error::{ApiError, HttpError};
+pub use handles::{Configs, Deployments, Guardrails, RateLimits, Responses, VectorStoreFiles};
+pub use models::*;
+pub use secret::SecretString;
+pub use token::{StaticToken, TokenFuture, TokenSource};

@@ -1,0 +1,429 @@
+//! The HTTP client: one per connection, cheap to clone, shared by every controller.
+
+use std::fmt;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use governor::{DefaultDirectRateLimiter, Quota, RateLimiter};
+use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tokio::sync::Semaphore;
+use tracing::{Instrument, field};
+
+use super::backoff::retry_after_header;
+use super::config::{ClientConfig, RequestObserver, RetryPolicy};
+use super::error::{ApiError, HttpError};
+use super::handles::{Configs, Deployments, Guardrails, RateLimits, Responses, VectorStoreFiles};
+use super::models::{ApiErrorBody, unwrap_success};
+use super::routes::{Plane, Route, Verb};
+use super::token::TokenSource;
+
+/// A client of the management API and the gateway. Clones share the connection pool, the rate
+/// limiter and the in-flight limit.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    http: reqwest::Client,
+    management_url: String,
+    gateway_url: String,
+    token: Arc<dyn TokenSource>,
+    timeout: Duration,
+    retry: RetryPolicy,
+    limiter: Option<DefaultDirectRateLimiter>,
+    in_flight: Semaphore,
+    observer: Option<Arc<dyn RequestObserver>>,
+}
+
+/// A prepared call: route, query and JSON body.
+pub(crate) struct Call {
+    pub route: Route,
+    pub query: Vec<(&'static str, String)>,
+    pub body: Option<Vec<u8>>,
+    /// The answer carries secrets: never copy its body into an error.
+    pub sensitive: bool,
+}
+
+impl Call {
+    pub fn new(route: Route) -> Self {
+        Self {
+            route,
+            query: Vec::new(),
+            body: None,
+            sensitive: false,
+        }
+    }
+
+    pub fn query(mut self, pairs: Vec<(&'static str, String)>) -> Self {
+        self.query = pairs;
+        self
+    }
+
+    pub fn json<B: Serialize>(mut self, body: &B) -> Result<Self, ApiError> {
+        let bytes = serde_json::to_vec(body)
+            .map_err(|e| ApiError::validation("body", format!("cannot be serialised: {e}")))?;
+        self.body = Some(bytes);
+        Ok(self)
+    }
+
+    pub fn sensitive(mut self) -> Self {
+        self.sensitive = true;
+        self
+    }
+}
+
+/// A success answer.
+struct Answer {
+    status: u16,
+    body: String,
+}
+
+impl Client {
+    pub fn new(cfg: ClientConfig) -> Result<Self, ApiError> {
+        let management_url = base_url("management_url", &cfg.management_url)?;
+        let gateway_url = base_url("gateway_url", &cfg.gateway_url)?;
+        let http = reqwest::Client::builder()
+            .user_agent(concat!("aigw/", env!("CARGO_PKG_VERSION")))
+            .default_headers(extra_headers(&cfg.headers)?)
+            .build()
+            .map_err(|e| ApiError::Config(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Self {
+            inner: Arc::new(Inner {
+                http,
+                management_url,
+                gateway_url,
+                token: cfg.token,
+                timeout: cfg.timeout,
+                retry: RetryPolicy {
+                    max_attempts: cfg.retry.max_attempts.max(1),
+                    ..cfg.retry
+                },
+                limiter: rate_limiter(cfg.qps, cfg.burst),
+                in_flight: Semaphore::new(cfg.max_in_flight.max(1)),
+                observer: cfg.observer,
+            }),
+        })
+    }
+
+    pub fn configs(&self) -> Configs<'_> {
+        Configs::new(self)
+    }
+
+    pub fn deployments(&self) -> Deployments<'_> {
+        Deployments::new(self)
+    }
+
+    pub fn rate_limits(&self) -> RateLimits<'_> {
+        RateLimits::new(self)
+    }
+
+    pub fn guardrails(&self) -> Guardrails<'_> {
+        Guardrails::new(self)
+    }
+
+    pub fn responses(&self) -> Responses<'_> {
+        Responses::new(self)
+    }
+
+    pub fn vector_store_files(&self) -> VectorStoreFiles<'_> {
+        VectorStoreFiles::new(self)
+    }
+
+    pub fn management_url(&self) -> &str {
+        &self.inner.management_url
+    }
+
+    pub fn gateway_url(&self) -> &str {
+        &self.inner.gateway_url
+    }
+
+    /// Sends `call` and decodes the answer, unwrapping a `{success, data}` envelope.
+    pub(crate) async fn json<T: DeserializeOwned>(&self, call: Call) -> Result<T, ApiError> {
+        let answer = self.execute(&call).await?;
+        let value = answer_value(&call, &answer)?;
+        serde_json::from_value(value).map_err(|e| decode_error(&call, &answer, &e))
+    }
+
+    /// Sends `call` and ignores the body of a success answer (`{}` or empty).
+    pub(crate) async fn empty(&self, call: Call) -> Result<(), ApiError> {
+        let answer = self.execute(&call).await?;
+        answer_value(&call, &answer).map(drop)
+    }
+
+    async fn execute(&self, call: &Call) -> Result<Answer, ApiError> {
+        let url = self.url(call)?;
+        let span = tracing::debug_span!(
+            "api_request",
+            method = call.route.verb.as_str(),
+            endpoint = call.route.template,
+            status = field::Empty,
+            attempt = field::Empty,
+        );
+        self.retry_loop(call, &url).instrument(span).await
+    }
+
+    async fn retry_loop(&self, call: &Call, url: &reqwest::Url) -> Result<Answer, ApiError> {
+        let policy = self.inner.retry;
+        let mut attempt = 0u32;
+        let mut token_refreshed = false;
+        loop {
+            attempt += 1;
+            tracing::Span::current().record("attempt", attempt);
+            let err = match self.attempt(call, url).await {
+                Ok(answer) => return Ok(answer),
+                Err(err) => err,
+            };
+            if err.status() == Some(401) && !token_refreshed {
+                // A fresh token may help once; this retry does not count against the budget.
+                token_refreshed = true;
+                attempt -= 1;
+                self.inner.token.invalidate();
+                tracing::debug!("401 answer, refreshing the token and retrying once");
+                continue;
+            }
+            if !retryable(call.route.verb, &err) {
+                return Err(err);
+            }
+            if attempt >= policy.max_attempts {
+                return Err(exhausted(attempt, err));
+            }
+            let Some(delay) = policy.delay(attempt, err.retry_after()) else {
+                return Err(err);
+            };
+            tracing::debug!(
+                category = err.category(),
+                delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
+                "transient failure, retrying"
+            );
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    /// One HTTP exchange, under the rate limiter and the in-flight limit.
+    async fn attempt(&self, call: &Call, url: &reqwest::Url) -> Result<Answer, ApiError> {
+        if let Some(limiter) = &self.inner.limiter {
+            limiter.until_ready().await;
+        }
+        let _permit = self
+            .inner
+            .in_flight
+            .acquire()
+            .await
+            .map_err(|_| ApiError::Config("client is shut down".into()))?;
+        let token = self.inner.token.token().await?;
+        let mut request = self
+            .inner
+            .http
+            .request(call.route.verb.method(), url.clone())
+            .bearer_auth(token.expose())
+            .timeout(self.inner.timeout);
+        if !call.query.is_empty() {
+            request = request.query(&call.query);
+        }
+        if let Some(body) = &call.body {
+            request = request
+                .header(CONTENT_TYPE, "application/json")
+                .body(body.clone());
+        }
+        let started = Instant::now();
+        let result = self.exchange(call, request).await;
+        let status = match &result {
+            Ok(answer) => Some(answer.status),
+            Err(err) => err.status(),
+        };
+        if let Some(status) = status {
+            tracing::Span::current().record("status", status);
+        }
+        if let Some(observer) = &self.inner.observer {
+            let r = &call.route;
+            observer.on_response(r.verb.as_str(), r.template, status, started.elapsed());
+        }
+        result
+    }
+
+    async fn exchange(
+        &self,
+        call: &Call,
+        request: reqwest::RequestBuilder,
+    ) -> Result<Answer, ApiError> {
+        let response = request
+            .send()
+            .await
+            .map_err(|e| self.transport_error(call, &e))?;
+        let status = response.status().as_u16();
+        let headers = response.headers().clone();
+        let body = response
+            .text()
+            .await
+            .map_err(|e| self.transport_error(call, &e))?;
+        if (200..300).contains(&status) {
+            return Ok(Answer { status, body });
+        }
+        let parsed = ApiErrorBody::parse(&body);
+        let retry_after =
+            retry_after_header(&headers).or_else(|| parsed.as_ref().and_then(|b| b.retry_after));
+        let opa_denied = headers
+            .get("x-opa-decision")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.eq_ignore_ascii_case("false"));
+        Err(HttpError {
+            method: call.route.verb.as_str(),
+            endpoint: call.route.template,
+            status,
+            body: parsed,
+            raw: body,
+            retry_after,
+            opa_denied,
+        }
+        .into())
+    }
+
+    /// A failure with no (complete) answer. Unless the connection was never made, the server may
+    /// have acted on the request.
+    fn transport_error(&self, call: &Call, e: &reqwest::Error) -> ApiError {
+        let method = call.route.verb.as_str();
+        let endpoint = call.route.template;
+        let outcome_unknown = !e.is_connect();
+        if e.is_timeout() {
+            return ApiError::Timeout {
+                method,
+                endpoint,
+                timeout: self.inner.timeout,
+                outcome_unknown,
+            };
+        }
+        ApiError::Network {
+            method,
+            endpoint,
+            message: error_chain(e),
+            outcome_unknown,
+        }
+    }
+
+    fn url(&self, call: &Call) -> Result<reqwest::Url, ApiError> {
+        let base = match call.route.plane {
+            Plane::Management => &self.inner.management_url,
+            Plane::Gateway => &self.inner.gateway_url,
+        };
+        let url = format!("{base}{}", call.route.path);
+        reqwest::Url::parse(&url).map_err(|e| ApiError::Config(format!("bad URL {url}: {e}")))
+    }
+}
+
+impl fmt::Debug for Client {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Client")
+            .field("management_url", &self.inner.management_url)
+            .field("gateway_url", &self.inner.gateway_url)
+            .field("retry", &self.inner.retry)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Only idempotent calls are retried after an answer was lost: repeating a POST could create a
+/// second object, so that error goes back to the caller with `outcome_unknown()`.
+fn retryable(verb: Verb, err: &ApiError) -> bool {
+    err.is_transient() && (verb.is_idempotent() || !err.outcome_unknown())
+}
+
+fn exhausted(attempts: u32, last: ApiError) -> ApiError {
+    if attempts <= 1 {
+        return last;
+    }
+    ApiError::RetriesExhausted {
+        attempts,
+        last: Box::new(last),
+    }
+}
+
+fn answer_value(call: &Call, answer: &Answer) -> Result<Value, ApiError> {
+    let text = answer.body.trim();
+    let value = if text.is_empty() {
+        Value::Object(Default::default())
+    } else {
+        serde_json::from_str(text).map_err(|e| decode_error(call, answer, &e))?
+    };
+    unwrap_success(value).map_err(|failed| {
+        HttpError {
+            method: call.route.verb.as_str(),
+            endpoint: call.route.template,
+            status: answer.status,
+            body: ApiErrorBody::from_value(&failed),
+            raw: if call.sensitive {
+                String::new()
+            } else {
+                answer.body.clone()
+            },
+            retry_after: None,
+            opa_denied: false,
+        }
+        .into()
+    })
+}
+
+fn decode_error(call: &Call, answer: &Answer, e: &serde_json::Error) -> ApiError {
+    let full = e.to_string();
+    // serde quotes offending values, which for secret-bearing answers could be a secret.
+    let message = if !call.sensitive || full.starts_with("missing field") {
+        full
+    } else {
+        "the answer does not have the expected shape".to_owned()
+    };
+    ApiError::Decode {
+        method: call.route.verb.as_str(),
+        endpoint: call.route.template,
+        status: answer.status,
+        message,
+        body: (!call.sensitive).then(|| answer.body.clone()),
+    }
+}
+
+fn error_chain(e: &reqwest::Error) -> String {
+    let mut parts = vec![e.to_string()];
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !parts.iter().any(|p| p.contains(&text)) {
+            parts.push(text);
+        }
+        source = s.source();
+    }
+    parts.join(": ")
+}
+
+fn base_url(field: &str, raw: &str) -> Result<String, ApiError> {
+    let trimmed = raw.trim().trim_end_matches('/');
+    let url = reqwest::Url::parse(trimmed)
+        .map_err(|e| ApiError::Config(format!("{field} {trimmed:?} is not a URL: {e}")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(ApiError::Config(format!("{field} must be http or https")));
+    }
+    Ok(trimmed.to_owned())
+}
+
+fn extra_headers(headers: &[(String, super::secret::SecretString)]) -> Result<HeaderMap, ApiError> {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        let header = HeaderName::from_bytes(name.as_bytes())
+            .map_err(|_| ApiError::Config(format!("invalid header name {name:?}")))?;
+        let mut value = HeaderValue::from_str(value.expose())
+            .map_err(|_| ApiError::Config(format!("invalid value for header {name:?}")))?;
+        value.set_sensitive(true);
+        map.append(header, value);
+    }
+    Ok(map)
+}
+
+fn rate_limiter(qps: f64, burst: u32) -> Option<DefaultDirectRateLimiter> {
+    if !qps.is_finite() || qps <= 0.0 {
+        return None;
+    }
+    let quota = Quota::with_period(Duration::from_secs_f64(1.0 / qps))?
+        .allow_burst(NonZeroU32::new(burst.max(1))?);
+    Some(RateLimiter::direct(quota))
+}

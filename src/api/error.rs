@@ -1,0 +1,319 @@
+//! The one error type of the API layer.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::models::ApiErrorBody;
+
+/// Codes the API uses for "this object is gone": `AB03` (403, out of scope or deleted out of band)
+/// and `AB08` (404, not found or archived).
+const GONE_CODES: [&str; 2] = ["AB03", "AB08"];
+
+/// Everything that can go wrong talking to the API. `Debug` and `Display` never contain the token,
+/// header values or secret response fields.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// A request was rejected before it was sent.
+    #[error("invalid request: {field}: {reason}")]
+    Validation { field: String, reason: String },
+
+    /// The API answered with a non-success status.
+    #[error("{0}")]
+    Http(Box<HttpError>),
+
+    /// The request did not get an answer: connection refused, reset or closed.
+    #[error("{method} {endpoint} failed: {message}")]
+    Network {
+        method: &'static str,
+        endpoint: &'static str,
+        message: String,
+        /// The request may have reached the server (it was sent, or the answer was lost).
+        outcome_unknown: bool,
+    },
+
+    /// No answer within the per-request timeout.
+    #[error("{method} {endpoint} timed out after {timeout:?}")]
+    Timeout {
+        method: &'static str,
+        endpoint: &'static str,
+        timeout: Duration,
+        outcome_unknown: bool,
+    },
+
+    /// A success status with a body the client could not read.
+    #[error("failed to decode the answer to {method} {endpoint} (HTTP {status}): {message}")]
+    Decode {
+        method: &'static str,
+        endpoint: &'static str,
+        status: u16,
+        message: String,
+        /// The raw body, or `None` when the endpoint returns secrets.
+        body: Option<String>,
+    },
+
+    /// Every attempt failed; `last` is the final cause.
+    #[error("gave up after {attempts} attempts: {last}")]
+    RetriesExhausted { attempts: u32, last: Box<ApiError> },
+
+    #[error("failed to get a bearer token: {0}")]
+    Token(String),
+
+    #[error("failed to read token file {path}: {source}")]
+    TokenFile {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+
+    #[error("invalid client configuration: {0}")]
+    Config(String),
+}
+
+/// An HTTP error answer: status, the parsed API error (if any) and the raw body.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{method} {endpoint} returned HTTP {status}{}", describe(.body.as_ref(), .raw))]
+pub struct HttpError {
+    pub method: &'static str,
+    pub endpoint: &'static str,
+    pub status: u16,
+    pub body: Option<ApiErrorBody>,
+    pub raw: String,
+    /// From the `Retry-After` header, or else the body's `retry_after`.
+    pub retry_after: Option<Duration>,
+    /// The 403 came from the SCM policy engine (`x-opa-decision: false`), not the API.
+    pub opa_denied: bool,
+}
+
+fn describe(body: Option<&ApiErrorBody>, raw: &str) -> String {
+    let code = body.and_then(|b| b.code.as_deref());
+    let message = body.and_then(|b| b.message.as_deref());
+    match (code, message) {
+        (Some(c), Some(m)) => format!(": {m} ({c})"),
+        (Some(c), None) => format!(" ({c})"),
+        (None, Some(m)) => format!(": {m}"),
+        (None, None) if raw.trim().is_empty() => String::new(),
+        (None, None) => format!(": {}", truncate(raw.trim(), 200)),
+    }
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+impl ApiError {
+    pub(crate) fn validation(field: impl Into<String>, reason: impl Into<String>) -> Self {
+        ApiError::Validation {
+            field: field.into(),
+            reason: reason.into(),
+        }
+    }
+
+    /// The final cause, looking through [`ApiError::RetriesExhausted`].
+    pub fn root(&self) -> &ApiError {
+        match self {
+            ApiError::RetriesExhausted { last, .. } => last.root(),
+            other => other,
+        }
+    }
+
+    /// The HTTP error answer, if the API answered.
+    pub fn http(&self) -> Option<&HttpError> {
+        match self.root() {
+            ApiError::Http(h) => Some(h),
+            _ => None,
+        }
+    }
+
+    /// Worth retrying later: network errors, timeouts, 5xx and 429.
+    pub fn is_transient(&self) -> bool {
+        match self.root() {
+            ApiError::Network { .. } | ApiError::Timeout { .. } | ApiError::Token(_) => true,
+            ApiError::Http(h) => h.status == 429 || h.status >= 500,
+            _ => false,
+        }
+    }
+
+    /// The object does not exist: 404, or 403 with `AB03`/`AB08`. An OPA policy 403 is not.
+    pub fn is_not_found(&self) -> bool {
+        let Some(h) = self.http() else { return false };
+        if h.opa_denied {
+            return false;
+        }
+        let gone_code = h
+            .body
+            .as_ref()
+            .and_then(|b| b.code.as_deref())
+            .is_some_and(|c| GONE_CODES.contains(&c));
+        h.status == 404 || (h.status == 403 && gone_code)
+    }
+
+    pub fn status(&self) -> Option<u16> {
+        match self.root() {
+            ApiError::Http(h) => Some(h.status),
+            ApiError::Decode { status, .. } => Some(*status),
+            _ => None,
+        }
+    }
+
+    /// The API's own message, suitable for conditions and events.
+    pub fn api_message(&self) -> Option<&str> {
+        self.http()?.body.as_ref()?.message.as_deref()
+    }
+
+    /// The API's error code (`AB08`, `invalid_request_error` codes, …).
+    pub fn api_code(&self) -> Option<&str> {
+        self.http()?.body.as_ref()?.code.as_deref()
+    }
+
+    /// How long the API asked us to wait.
+    pub fn retry_after(&self) -> Option<Duration> {
+        self.http()?.retry_after
+    }
+
+    /// A short CamelCase reason for events and metrics labels.
+    pub fn category(&self) -> &'static str {
+        match self.root() {
+            ApiError::Validation { .. } => "Validation",
+            ApiError::Network { .. } => "Network",
+            ApiError::Timeout { .. } => "Timeout",
+            ApiError::Decode { .. } => "Decode",
+            ApiError::Token(_) | ApiError::TokenFile { .. } => "Token",
+            ApiError::Config(_) => "Config",
+            ApiError::RetriesExhausted { .. } => "Unknown",
+            ApiError::Http(_) if self.is_not_found() => "NotFound",
+            ApiError::Http(h) => match h.status {
+                401 => "Unauthorized",
+                403 => "Forbidden",
+                404 => "NotFound",
+                409 => "Conflict",
+                429 => "RateLimited",
+                400..=499 => "Validation",
+                _ => "ServerError",
+            },
+        }
+    }
+
+    /// The request may have been applied although no success answer arrived (timeout after
+    /// sending, connection reset or closed, body lost). Look the object up before creating again.
+    pub fn outcome_unknown(&self) -> bool {
+        match self.root() {
+            ApiError::Network {
+                outcome_unknown, ..
+            }
+            | ApiError::Timeout {
+                outcome_unknown, ..
+            } => *outcome_unknown,
+            _ => false,
+        }
+    }
+
+    /// Sending it again might help: a permanent error (a 400, a bad config) will not.
+    pub fn is_permanent(&self) -> bool {
+        !self.is_transient()
+    }
+}
+
+impl From<HttpError> for ApiError {
+    fn from(value: HttpError) -> Self {
+        ApiError::Http(Box::new(value))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn http(status: u16, raw: &str, opa: bool) -> ApiError {
+        HttpError {
+            method: "GET",
+            endpoint: "/ai_gw/v2/configs/{slug}",
+            status,
+            body: ApiErrorBody::parse(raw),
+            raw: raw.to_owned(),
+            retry_after: None,
+            opa_denied: opa,
+        }
+        .into()
+    }
+
+    #[test]
+    fn not_found_rules() {
+        assert!(http(404, "", false).is_not_found());
+        assert!(
+            http(
+                404,
+                r#"{"errorCode":"AB08","message":"Resource not found"}"#,
+                false
+            )
+            .is_not_found()
+        );
+        assert!(
+            http(
+                403,
+                r#"{"success":false,"data":{"message":"x","errorCode":"AB03"}}"#,
+                false
+            )
+            .is_not_found()
+        );
+        assert!(!http(403, r#"{"msg":"Access denied"}"#, true).is_not_found());
+        assert!(!http(403, r#"{"errorCode":"AB03"}"#, true).is_not_found());
+        assert!(!http(403, r#"{"errorCode":"AB01"}"#, false).is_not_found());
+        assert_eq!(
+            http(403, r#"{"msg":"Access denied"}"#, true).category(),
+            "Forbidden"
+        );
+        assert_eq!(
+            http(403, r#"{"errorCode":"AB03"}"#, false).category(),
+            "NotFound"
+        );
+    }
+
+    #[test]
+    fn categories_and_transience() {
+        assert_eq!(http(429, "", false).category(), "RateLimited");
+        assert!(http(429, "", false).is_transient());
+        assert_eq!(http(503, "", false).category(), "ServerError");
+        assert!(http(500, "", false).is_transient());
+        assert_eq!(http(400, "", false).category(), "Validation");
+        assert!(!http(400, "", false).is_transient());
+        assert_eq!(http(401, "", false).category(), "Unauthorized");
+        assert_eq!(http(409, "", false).category(), "Conflict");
+        let exhausted = ApiError::RetriesExhausted {
+            attempts: 5,
+            last: Box::new(http(503, r#"{"message":"down"}"#, false)),
+        };
+        assert_eq!(exhausted.category(), "ServerError");
+        assert_eq!(exhausted.status(), Some(503));
+        assert_eq!(exhausted.api_message(), Some("down"));
+        assert!(exhausted.is_transient());
+    }
+
+    #[test]
+    fn display_uses_api_message() {
+        let e = http(
+            400,
+            r#"{"error":{"code":"AB01","message":"name is required","param":null,"type":"invalid_request_error"}}"#,
+            false,
+        );
+        assert_eq!(
+            e.to_string(),
+            "GET /ai_gw/v2/configs/{slug} returned HTTP 400: name is required (AB01)"
+        );
+        assert_eq!(e.api_code(), Some("AB01"));
+    }
+
+    #[test]
+    fn outcome_unknown_only_for_lost_answers() {
+        let net = ApiError::Network {
+            method: "POST",
+            endpoint: "/x",
+            message: "connection closed".into(),
+            outcome_unknown: true,
+        };
+        assert!(net.outcome_unknown());
+        assert!(net.is_transient());
+        assert!(!http(500, "", false).outcome_unknown());
+    }
+}

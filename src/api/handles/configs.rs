@@ -1,0 +1,69 @@
+use crate::api::client::{Call, Client};
+use crate::api::error::ApiError;
+use crate::api::models::{
+    ConfigCreated, ConfigDetail, ConfigSummary, ConfigUpdated, ConfigVersion, CreateConfigRequest,
+    ListPage, UpdateConfigRequest, Validate,
+};
+use crate::api::routes::{CONFIG, CONFIG_VERSIONS, CONFIGS, Route, Verb};
+
+/// Configs (`/ai_gw/v2/configs`). Paths take the slug; the config UUID works too.
+#[derive(Debug, Clone, Copy)]
+pub struct Configs<'c> {
+    client: &'c Client,
+}
+
+impl<'c> Configs<'c> {
+    pub(crate) fn new(client: &'c Client) -> Self {
+        Self { client }
+    }
+
+    /// All configs, optionally of one workspace. The API does not page this list.
+    pub async fn list(&self, workspace_id: Option<&str>) -> Result<Vec<ConfigSummary>, ApiError> {
+        let query = workspace_id
+            .map(|ws| vec![("workspace_id", ws.to_owned())])
+            .unwrap_or_default();
+        let call = Call::new(Route::mgmt(Verb::Get, CONFIGS, &[])).query(query);
+        let page: ListPage<ConfigSummary> = self.client.json(call).await?;
+        Ok(page.data)
+    }
+
+    /// Not retried when the answer is lost: check `outcome_unknown()` and look the config up.
+    pub async fn create(&self, req: &CreateConfigRequest) -> Result<ConfigCreated, ApiError> {
+        req.validate()?;
+        let call = Call::new(Route::mgmt(Verb::Post, CONFIGS, &[])).json(req)?;
+        self.client.json(call).await
+    }
+
+    pub async fn get(&self, slug_or_id: &str) -> Result<ConfigDetail, ApiError> {
+        super::require("slug", slug_or_id)?;
+        let call = Call::new(Route::mgmt(Verb::Get, CONFIG, &[slug_or_id]));
+        self.client.json(call).await
+    }
+
+    /// Replaces the fields that are set; every update mints a new `version_id`.
+    pub async fn update(
+        &self,
+        slug: &str,
+        req: &UpdateConfigRequest,
+    ) -> Result<ConfigUpdated, ApiError> {
+        super::require("slug", slug)?;
+        req.validate()?;
+        let call = Call::new(Route::mgmt(Verb::Put, CONFIG, &[slug])).json(req)?;
+        self.client.json(call).await
+    }
+
+    /// Hard delete.
+    pub async fn delete(&self, slug: &str) -> Result<(), ApiError> {
+        super::require("slug", slug)?;
+        self.client
+            .empty(Call::new(Route::mgmt(Verb::Delete, CONFIG, &[slug])))
+            .await
+    }
+
+    pub async fn versions(&self, slug: &str) -> Result<Vec<ConfigVersion>, ApiError> {
+        super::require("slug", slug)?;
+        let call = Call::new(Route::mgmt(Verb::Get, CONFIG_VERSIONS, &[slug]));
+        let page: ListPage<ConfigVersion> = self.client.json(call).await?;
+        Ok(page.data)
+    }
+}

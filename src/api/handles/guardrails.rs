@@ -1,0 +1,38 @@
+use crate::api::client::{Call, Client};
+use crate::api::error::ApiError;
+use crate::api::models::{GuardrailList, GuardrailListQuery, Validate};
+use crate::api::routes::{GUARDRAILS, Route, Verb};
+
+/// The organisation's guardrails (`/ai_gw/admin/v2/guardrails`).
+#[derive(Debug, Clone, Copy)]
+pub struct Guardrails<'c> {
+    client: &'c Client,
+}
+
+impl<'c> Guardrails<'c> {
+    pub(crate) fn new(client: &'c Client) -> Self {
+        Self { client }
+    }
+
+    /// One page: `page_size` 1..=1000 (server default 100), `current_page` from 0.
+    pub async fn list(
+        &self,
+        page_size: Option<u32>,
+        current_page: Option<u32>,
+    ) -> Result<GuardrailList, ApiError> {
+        let query = GuardrailListQuery {
+            page_size,
+            current_page,
+        };
+        query.validate()?;
+        let mut pairs = Vec::new();
+        if let Some(size) = page_size {
+            pairs.push(("page_size", size.to_string()));
+        }
+        if let Some(page) = current_page {
+            pairs.push(("current_page", page.to_string()));
+        }
+        let call = Call::new(Route::mgmt(Verb::Get, GUARDRAILS, &[])).query(pairs);
+        self.client.json(call).await
+    }
+}

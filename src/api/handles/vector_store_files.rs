@@ -1,0 +1,27 @@
+use crate::api::client::{Call, Client};
+use crate::api::error::ApiError;
+use crate::api::models::VectorStoreFile;
+use crate::api::routes::{Route, VECTOR_STORE_FILE, Verb};
+
+/// Files of vector stores on the gateway (`{gateway_url}/vector_stores/{vs}/files`).
+#[derive(Debug, Clone, Copy)]
+pub struct VectorStoreFiles<'c> {
+    client: &'c Client,
+}
+
+impl<'c> VectorStoreFiles<'c> {
+    pub(crate) fn new(client: &'c Client) -> Self {
+        Self { client }
+    }
+
+    pub async fn get(
+        &self,
+        vector_store_id: &str,
+        file_id: &str,
+    ) -> Result<VectorStoreFile, ApiError> {
+        super::require("vector_store_id", vector_store_id)?;
+        super::require("file_id", file_id)?;
+        let route = Route::gateway(Verb::Get, VECTOR_STORE_FILE, &[vector_store_id, file_id]);
+        self.client.json(Call::new(route)).await
+    }
+}

@@ -1,0 +1,167 @@
+//! Configs: named gateway routing documents (`/ai_gw/v2/configs`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::de;
+use super::validate::Validate;
+use crate::api::error::ApiError;
+
+/// A row of the config list. Rows carry no `config` document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigSummary {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub slug: String,
+    /// `active` is the value seen; the API has no enum.
+    #[serde(default)]
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organisation_id: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "de::opt_flag",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub is_default: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_updated_at: Option<String>,
+}
+
+/// A config as `GET /configs/{slug}` returns it. `config` arrives as a JSON string and is parsed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigDetail {
+    #[serde(default)]
+    pub id: String,
+    #[serde(default)]
+    pub slug: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
+    #[serde(default, deserialize_with = "de::json_document")]
+    pub config: Value,
+    /// Changes on every update.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organisation_id: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "de::opt_flag",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub is_default: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<String>,
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub config_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_updated_at: Option<String>,
+}
+
+/// One entry of `GET /configs/{slug}/versions`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigVersion {
+    #[serde(flatten)]
+    pub detail: ConfigDetail,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_created_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_owner_id: Option<String>,
+}
+
+/// `POST /configs`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CreateConfigRequest {
+    pub name: String,
+    /// The routing document, sent as an object.
+    pub config: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
+    /// Sent as `isDefault: 0|1`.
+    #[serde(
+        rename = "isDefault",
+        default,
+        deserialize_with = "de::opt_flag",
+        serialize_with = "de::opt_flag_as_int",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub is_default: Option<bool>,
+}
+
+/// The create receipt. Live tenants return all three fields flat; the published spec has no slug.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ConfigCreated {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slug: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
+}
+
+/// `PUT /configs/{slug}`. A `config` replaces the whole routing document.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UpdateConfigRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
+}
+
+/// The update answer: `{success, data: {version_id}}` or flat.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ConfigUpdated {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slug: Option<String>,
+}
+
+impl Validate for CreateConfigRequest {
+    fn validate(&self) -> Result<(), ApiError> {
+        if self.name.trim().is_empty() {
+            return Err(ApiError::validation("name", "is required"));
+        }
+        if !self.config.is_object() {
+            return Err(ApiError::validation("config", "must be a JSON object"));
+        }
+        Ok(())
+    }
+}
+
+impl Validate for UpdateConfigRequest {
+    fn validate(&self) -> Result<(), ApiError> {
+        if self == &UpdateConfigRequest::default() {
+            return Err(ApiError::validation("body", "must set at least one field"));
+        }
+        if self.config.as_ref().is_some_and(|c| !c.is_object()) {
+            return Err(ApiError::validation("config", "must be a JSON object"));
+        }
+        Ok(())
+    }
+}

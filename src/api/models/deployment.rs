@@ -1,0 +1,319 @@
+//! Deployments: registered self-hosted gateways (`/ai_gw/admin/v2/deployments`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::de;
+use super::open_enum::open_enum;
+use super::validate::{self, Validate};
+use crate::api::error::ApiError;
+use crate::api::secret::SecretString;
+
+/// `production` or `non_production`; the API accepts nothing else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeploymentType {
+    Production,
+    NonProduction,
+}
+
+/// `active` or `archived`; deleting a deployment archives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DeploymentStatus {
+    Active,
+    Archived,
+}
+
+open_enum! {
+    /// Whether the gateway's heartbeat reaches the control plane.
+    pub enum ConnectionStatus {
+        Healthy = "healthy",
+        Unhealthy = "unhealthy",
+        Unknown = "unknown",
+    }
+}
+
+pub type Tags = BTreeMap<String, String>;
+
+/// A row of the deployment list.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeploymentSummary {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub slug: String,
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub deployment_type: Option<DeploymentType>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<DeploymentStatus>,
+    #[serde(
+        default,
+        deserialize_with = "de::opt_flag",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub is_default: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_status: Option<ConnectionStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_updated_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_synced_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_resynced_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Tags>,
+}
+
+/// A deployment as `GET /deployments/{id}` returns it. `client_auth` and `credentials.password`
+/// come back masked here; only create and `rotate_auth` return the real values.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Deployment {
+    #[serde(flatten)]
+    pub summary: DeploymentSummary,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_settings: Option<DeploymentAuthSettings>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment_config: Option<Value>,
+    #[serde(default, deserialize_with = "de::null_as_empty")]
+    pub workspaces: Vec<WorkspaceRef>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<Credentials>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_auth: Option<SecretString>,
+}
+
+impl std::ops::Deref for Deployment {
+    type Target = DeploymentSummary;
+
+    fn deref(&self) -> &DeploymentSummary {
+        &self.summary
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkspaceRef {
+    pub id: String,
+    #[serde(default)]
+    pub slug: String,
+}
+
+/// Registry credentials. `Debug` hides the password.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Credentials {
+    #[serde(default)]
+    pub username: String,
+    #[serde(default)]
+    pub password: SecretString,
+}
+
+/// `auth_settings` as reads return it; flags arrive as `0`/`1`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct DeploymentAuthSettings {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_base_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_gateway_base_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub private_link_endpoint: Option<String>,
+    #[serde(
+        default,
+        deserialize_with = "de::opt_flag",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub use_private_link_proxy: Option<bool>,
+    #[serde(
+        default,
+        deserialize_with = "de::opt_flag",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub is_dataservice_hosted: Option<bool>,
+    #[serde(
+        default,
+        deserialize_with = "de::opt_flag",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub is_playground_proxy_allowed: Option<bool>,
+    #[serde(
+        default,
+        deserialize_with = "de::opt_flag",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub disable_service_gateway: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspaces_allowed: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwt_subs_allowed: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwt_sub_workspace_mapping: Option<BTreeMap<String, String>>,
+    #[serde(
+        default,
+        deserialize_with = "de::opt_flag",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub allow_all_workspaces: Option<bool>,
+}
+
+/// `auth_settings` in create and update bodies.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct DeploymentAuthSettingsInput {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_base_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_gateway_base_url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspaces_allowed: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwt_subs_allowed: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jwt_sub_workspace_mapping: Option<BTreeMap<String, String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_all_workspaces: Option<bool>,
+    /// Update only: workspaces to take off `workspaces_allowed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remove_workspaces_allowed: Option<Vec<String>>,
+    /// Update only: subjects to take off `jwt_subs_allowed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remove_subs_allowed: Option<Vec<String>>,
+}
+
+/// `POST /deployments`. Only `name` is required.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CreateDeploymentRequest {
+    pub name: String,
+    /// The numeric TSG id as a string on live tenants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organisation_id: Option<String>,
+    /// 1 to 50 characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slug: Option<String>,
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub deployment_type: Option<DeploymentType>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment_config: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_default: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_settings: Option<DeploymentAuthSettingsInput>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Tags>,
+}
+
+/// The create receipt: the only time `client_auth` and the password are readable.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeploymentCreated {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slug: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organisation_id: Option<String>,
+    pub client_auth: SecretString,
+    pub credentials: Credentials,
+}
+
+/// `PUT /deployments/{id}`. No field is required, but the body must not be empty.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UpdateDeploymentRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub deployment_type: Option<DeploymentType>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<DeploymentStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment_config: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_default: Option<bool>,
+    /// Re-issues `client_auth` and the credentials, returned once in the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotate_auth: Option<bool>,
+    /// Replace the allow lists instead of merging into them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub override_existing: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_settings: Option<DeploymentAuthSettingsInput>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tags: Option<Tags>,
+}
+
+/// The update answer; carries new secrets after `rotate_auth: true`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct DeploymentUpdated {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_auth: Option<SecretString>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials: Option<Credentials>,
+}
+
+/// Filters of `GET /deployments`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DeploymentListQuery {
+    pub status: Option<DeploymentStatus>,
+    pub deployment_type: Option<DeploymentType>,
+    pub search: Option<String>,
+    pub workspace_slug: Vec<String>,
+    pub organisation_id: Option<String>,
+}
+
+impl DeploymentListQuery {
+    pub(crate) fn to_pairs(&self) -> Vec<(&'static str, String)> {
+        let mut pairs = Vec::new();
+        if let Some(status) = self.status {
+            pairs.push(("status", enum_str(&status)));
+        }
+        if let Some(t) = self.deployment_type {
+            pairs.push(("type", enum_str(&t)));
+        }
+        if let Some(search) = &self.search {
+            pairs.push(("search", search.clone()));
+        }
+        for slug in &self.workspace_slug {
+            pairs.push(("workspace_slug", slug.clone()));
+        }
+        if let Some(org) = &self.organisation_id {
+            pairs.push(("organisation_id", org.clone()));
+        }
+        pairs
+    }
+}
+
+/// The wire string of a unit enum.
+pub(crate) fn enum_str<T: Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(Value::String(s)) => s,
+        _ => String::new(),
+    }
+}
+
+impl Validate for CreateDeploymentRequest {
+    fn validate(&self) -> Result<(), ApiError> {
+        if self.name.trim().is_empty() {
+            return Err(ApiError::validation("name", "is required"));
+        }
+        if let Some(slug) = &self.slug {
+            validate::max_chars("slug", Some(slug), 50)?;
+            if slug.is_empty() {
+                return Err(ApiError::validation("slug", "must not be empty"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Validate for UpdateDeploymentRequest {
+    fn validate(&self) -> Result<(), ApiError> {
+        if self == &UpdateDeploymentRequest::default() {
+            return Err(ApiError::validation("body", "must set at least one field"));
+        }
+        Ok(())
+    }
+}

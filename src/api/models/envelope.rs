@@ -1,0 +1,96 @@
+//! Envelopes. Reads and writes come back either flat or wrapped as `{"success": true, "data": …}`;
+//! lists come back as a bare array, `{"data": [...]}` or `{"object": "list", "total", "data"}`.
+
+use serde::de::{DeserializeOwned, Deserializer};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Removes a `{success, data}` wrapper if there is one. Returns `Err(body)` when `success` is
+/// `false`, so the caller can report it as an API error.
+pub fn unwrap_success(value: Value) -> Result<Value, Value> {
+    let Value::Object(mut obj) = value else {
+        return Ok(value);
+    };
+    match obj.get("success") {
+        Some(Value::Bool(false)) => Err(Value::Object(obj)),
+        Some(Value::Bool(true)) if obj.contains_key("data") => {
+            Ok(obj.remove("data").unwrap_or(Value::Null))
+        }
+        _ => Ok(Value::Object(obj)),
+    }
+}
+
+/// A page of a list: its rows and, when the API says, the total across all pages.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ListPage<T> {
+    pub data: Vec<T>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+}
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for ListPage<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        // Decoded through `Value` rather than an untagged enum so a bad row keeps its own error.
+        let (rows, total) = match Value::deserialize(d)? {
+            rows @ Value::Array(_) => (rows, None),
+            Value::Object(mut o) => {
+                let total = o.get("total").and_then(Value::as_u64);
+                (o.remove("data").unwrap_or(Value::Null), total)
+            }
+            _ => return Err(D::Error::custom("expected a list")),
+        };
+        let data = match rows {
+            Value::Null => Vec::new(),
+            rows @ Value::Array(_) => serde_json::from_value(rows).map_err(D::Error::custom)?,
+            _ => return Err(D::Error::custom("list `data` is not an array")),
+        };
+        Ok(ListPage { data, total })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn unwraps_success_envelopes_only() {
+        assert_eq!(
+            unwrap_success(json!({"success": true, "data": {"version_id": "v1"}})),
+            Ok(json!({"version_id": "v1"}))
+        );
+        assert_eq!(
+            unwrap_success(json!({"id": "a", "version_id": "v1"})),
+            Ok(json!({"id": "a", "version_id": "v1"}))
+        );
+        // a list envelope is not a success envelope
+        let list = json!({"object": "list", "total": 1, "data": [1]});
+        assert_eq!(unwrap_success(list.clone()), Ok(list));
+        assert!(unwrap_success(json!({"success": false, "data": {"errorCode": "AB03"}})).is_err());
+    }
+
+    #[test]
+    fn list_shapes() {
+        let p: ListPage<u32> = serde_json::from_value(json!([1, 2])).unwrap();
+        assert_eq!(
+            p,
+            ListPage {
+                data: vec![1, 2],
+                total: None
+            }
+        );
+        let p: ListPage<u32> =
+            serde_json::from_value(json!({"object":"list","total":7,"data":[1]})).unwrap();
+        assert_eq!(
+            p,
+            ListPage {
+                data: vec![1],
+                total: Some(7)
+            }
+        );
+        let p: ListPage<u32> = serde_json::from_value(json!({"data": null})).unwrap();
+        assert!(p.data.is_empty());
+        assert!(serde_json::from_value::<ListPage<u32>>(json!({"data": ["x"]})).is_err());
+    }
+}

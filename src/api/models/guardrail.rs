@@ -1,0 +1,56 @@
+//! The organisation's guardrails (`GET /ai_gw/admin/v2/guardrails`).
+
+use serde::{Deserialize, Serialize};
+
+use super::de;
+use super::validate::{self, Validate};
+use crate::api::error::ApiError;
+
+/// One page of guardrails and the total across pages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GuardrailList {
+    #[serde(default, deserialize_with = "de::null_as_empty")]
+    pub data: Vec<GuardrailSummary>,
+    #[serde(default)]
+    pub total: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GuardrailSummary {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub slug: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_updated_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_id: Option<String>,
+    /// `llm` appears; other values are not shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organisation_id: Option<String>,
+    /// `None` for organisation-level guardrails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updated_by: Option<String>,
+}
+
+/// Paging of the guardrails list: `page_size` 1..=1000 (default 100), `current_page` ≥ 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct GuardrailListQuery {
+    pub page_size: Option<u32>,
+    pub current_page: Option<u32>,
+}
+
+impl Validate for GuardrailListQuery {
+    fn validate(&self) -> Result<(), ApiError> {
+        validate::range_u64("page_size", self.page_size.map(u64::from), 1, 1000)
+    }
+}

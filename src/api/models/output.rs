@@ -1,0 +1,197 @@
+//! Output items of a response, told apart by `type`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::de;
+use super::open_enum::open_enum;
+use super::vector_store_file::VectorStoreFileAttributes;
+
+/// One item of `output`. Item kinds this client does not know are kept as `Other`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum OutputItem {
+    Message(OutputMessage),
+    FileSearchCall(FileSearchCall),
+    FunctionCall(FunctionCall),
+    WebSearchCall(WebSearchCall),
+    ComputerCall(ComputerCall),
+    Reasoning(ReasoningItem),
+    #[serde(untagged)]
+    Other(Value),
+}
+
+open_enum! {
+    /// Status of an output item. Messages, function and computer calls and reasoning items use
+    /// in_progress/completed/incomplete; search calls add searching and failed.
+    pub enum ItemStatus {
+        InProgress = "in_progress",
+        Searching = "searching",
+        Completed = "completed",
+        Incomplete = "incomplete",
+        Failed = "failed",
+    }
+}
+
+/// An assistant message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OutputMessage {
+    pub id: String,
+    /// Always `assistant`.
+    #[serde(default = "assistant")]
+    pub role: String,
+    #[serde(default, deserialize_with = "de::null_as_empty")]
+    pub content: Vec<OutputContent>,
+    pub status: ItemStatus,
+}
+
+fn assistant() -> String {
+    "assistant".to_owned()
+}
+
+/// A content part of a message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum OutputContent {
+    OutputText {
+        text: String,
+        /// The seed does not show an annotation's shape.
+        #[serde(default, deserialize_with = "de::null_as_empty")]
+        annotations: Vec<Value>,
+    },
+    Refusal {
+        refusal: String,
+    },
+    #[serde(untagged)]
+    Other(Value),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FileSearchCall {
+    pub id: String,
+    pub status: ItemStatus,
+    #[serde(default, deserialize_with = "de::null_as_empty")]
+    pub queries: Vec<String>,
+    /// Present when the request included `file_search_call.results`.
+    #[serde(default)]
+    pub results: Option<Vec<FileSearchResult>>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct FileSearchResult {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub filename: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attributes: Option<VectorStoreFileAttributes>,
+    /// 0 to 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FunctionCall {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    pub call_id: String,
+    pub name: String,
+    /// The arguments as a JSON string.
+    pub arguments: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<ItemStatus>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WebSearchCall {
+    pub id: String,
+    pub status: ItemStatus,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComputerCall {
+    pub id: String,
+    pub call_id: String,
+    pub action: ComputerAction,
+    #[serde(default, deserialize_with = "de::null_as_empty")]
+    pub pending_safety_checks: Vec<SafetyCheck>,
+    pub status: ItemStatus,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SafetyCheck {
+    pub id: String,
+    pub code: String,
+    pub message: String,
+}
+
+/// What a computer call does. The seed shows the fields of click, double_click and drag; the other
+/// kinds (keypress, move, screenshot, scroll, type, wait, and any new one) are kept as JSON.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum ComputerAction {
+    Click {
+        button: MouseButton,
+        x: i64,
+        y: i64,
+    },
+    DoubleClick {
+        x: i64,
+        y: i64,
+    },
+    Drag {
+        path: Vec<Coordinate>,
+        /// Fields beyond `path` are not shown by the seed.
+        #[serde(flatten)]
+        extra: Map<String, Value>,
+    },
+    #[serde(untagged)]
+    Other(Value),
+}
+
+impl ComputerAction {
+    /// The action's `type`.
+    pub fn kind(&self) -> &str {
+        match self {
+            ComputerAction::Click { .. } => "click",
+            ComputerAction::DoubleClick { .. } => "double_click",
+            ComputerAction::Drag { .. } => "drag",
+            ComputerAction::Other(v) => v.get("type").and_then(Value::as_str).unwrap_or(""),
+        }
+    }
+}
+
+open_enum! {
+    pub enum MouseButton {
+        Left = "left",
+        Right = "right",
+        Wheel = "wheel",
+        Back = "back",
+        Forward = "forward",
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Coordinate {
+    pub x: i64,
+    pub y: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReasoningItem {
+    pub id: String,
+    #[serde(default, deserialize_with = "de::null_as_empty")]
+    pub summary: Vec<SummaryText>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<ItemStatus>,
+}
+
+/// A reasoning summary part; `type` is `summary_text`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SummaryText {
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub text: String,
+}

@@ -1,0 +1,211 @@
+//! Rate limits policies (`/ai_gw/v2/policies/rate-limits`).
+
+use serde::{Deserialize, Serialize};
+
+use super::de;
+use super::deployment::enum_str;
+use super::validate::{self, Validate};
+use crate::api::error::ApiError;
+
+/// What is counted. Immutable after create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RateLimitType {
+    Requests,
+    Tokens,
+}
+
+/// Per minute, hour, day or week.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RateLimitUnit {
+    Rpm,
+    Rph,
+    Rpd,
+    Rpw,
+}
+
+/// What the policy applies to. Immutable after create; default `llm`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RateLimitTarget {
+    Llm,
+    McpTools,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PolicyStatus {
+    Active,
+    Archived,
+}
+
+/// One value or several (`value` and `excludes` of a condition).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum OneOrMany {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// Which requests the policy applies to. `key` is `api_key`, `organisation_id`, `workspace_id` or
+/// `metadata.*`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Condition {
+    pub key: String,
+    pub value: OneOrMany,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub excludes: Option<OneOrMany>,
+}
+
+/// A grouping key; same key set as [`Condition`]. Immutable after create.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GroupBy {
+    pub key: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RateLimitsPolicy {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, deserialize_with = "de::null_as_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, deserialize_with = "de::null_as_empty")]
+    pub group_by: Vec<GroupBy>,
+    #[serde(rename = "type")]
+    pub limit_type: RateLimitType,
+    pub unit: RateLimitUnit,
+    pub value: f64,
+    pub status: PolicyStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<RateLimitTarget>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organisation_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_updated_at: Option<String>,
+}
+
+/// `POST /policies/rate-limits`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CreateRateLimitsPolicyRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    pub conditions: Vec<Condition>,
+    pub group_by: Vec<GroupBy>,
+    #[serde(rename = "type")]
+    pub limit_type: RateLimitType,
+    pub unit: RateLimitUnit,
+    pub value: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<RateLimitTarget>,
+    /// Workspace id or slug.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organisation_id: Option<String>,
+}
+
+/// `PUT /policies/rate-limits/{id}`: only these fields can change.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UpdateRateLimitsPolicyRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<Condition>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<RateLimitUnit>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<f64>,
+}
+
+/// The create receipt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyCreated {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
+}
+
+/// Filters of `GET /policies/rate-limits`. The client pages through every page itself.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RateLimitsListQuery {
+    /// Workspace id or slug.
+    pub workspace_id: Option<String>,
+    /// The API defaults to `active`.
+    pub status: Option<PolicyStatus>,
+    pub limit_type: Option<RateLimitType>,
+    pub unit: Option<RateLimitUnit>,
+    pub target: Option<RateLimitTarget>,
+    /// Rows per page request; the server's default when `None`.
+    pub page_size: Option<u32>,
+}
+
+impl RateLimitsListQuery {
+    pub(crate) fn to_pairs(&self) -> Vec<(&'static str, String)> {
+        let mut pairs = Vec::new();
+        if let Some(ws) = &self.workspace_id {
+            pairs.push(("workspace_id", ws.clone()));
+        }
+        if let Some(v) = &self.status {
+            pairs.push(("status", enum_str(v)));
+        }
+        if let Some(v) = &self.limit_type {
+            pairs.push(("type", enum_str(v)));
+        }
+        if let Some(v) = &self.unit {
+            pairs.push(("unit", enum_str(v)));
+        }
+        if let Some(v) = &self.target {
+            pairs.push(("target", enum_str(v)));
+        }
+        if let Some(size) = self.page_size {
+            pairs.push(("page_size", size.to_string()));
+        }
+        pairs
+    }
+}
+
+fn validate_value(value: f64) -> Result<(), ApiError> {
+    if !value.is_finite() || value < 0.0 {
+        return Err(ApiError::validation(
+            "value",
+            "must be a non-negative number",
+        ));
+    }
+    Ok(())
+}
+
+impl Validate for CreateRateLimitsPolicyRequest {
+    fn validate(&self) -> Result<(), ApiError> {
+        validate::max_chars("name", self.name.as_deref(), 255)?;
+        validate::max_chars("description", self.description.as_deref(), 500)?;
+        validate::non_empty("conditions", &self.conditions)?;
+        validate::non_empty("group_by", &self.group_by)?;
+        validate_value(self.value)
+    }
+}
+
+impl Validate for UpdateRateLimitsPolicyRequest {
+    fn validate(&self) -> Result<(), ApiError> {
+        if self == &UpdateRateLimitsPolicyRequest::default() {
+            return Err(ApiError::validation("body", "must set at least one field"));
+        }
+        validate::max_chars("name", self.name.as_deref(), 255)?;
+        validate::max_chars("description", self.description.as_deref(), 500)?;
+        if let Some(conditions) = &self.conditions {
+            validate::non_empty("conditions", conditions)?;
+        }
+        self.value.map_or(Ok(()), validate_value)
+    }
+}

@@ -1,0 +1,99 @@
+//! Client-side checks of the limits the seed states, so a bad request fails with the field's name
+//! before it costs a round trip.
+
+use std::collections::BTreeMap;
+
+use crate::api::error::ApiError;
+
+/// A request body (or part of one) that knows its own limits.
+pub trait Validate {
+    fn validate(&self) -> Result<(), ApiError>;
+}
+
+impl<T: Validate> Validate for Option<T> {
+    fn validate(&self) -> Result<(), ApiError> {
+        self.as_ref().map_or(Ok(()), Validate::validate)
+    }
+}
+
+pub(crate) fn range_f64(
+    field: &str,
+    value: Option<f64>,
+    min: f64,
+    max: f64,
+) -> Result<(), ApiError> {
+    match value {
+        Some(v) if !(min..=max).contains(&v) => Err(ApiError::validation(
+            field,
+            format!("must be between {min} and {max}, got {v}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+pub(crate) fn range_u64(
+    field: &str,
+    value: Option<u64>,
+    min: u64,
+    max: u64,
+) -> Result<(), ApiError> {
+    match value {
+        Some(v) if !(min..=max).contains(&v) => Err(ApiError::validation(
+            field,
+            format!("must be between {min} and {max}, got {v}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+pub(crate) fn max_chars(field: &str, value: Option<&str>, max: usize) -> Result<(), ApiError> {
+    match value {
+        Some(v) if v.chars().count() > max => Err(ApiError::validation(
+            field,
+            format!("must be at most {max} characters"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+pub(crate) fn non_empty<T>(field: &str, items: &[T]) -> Result<(), ApiError> {
+    if items.is_empty() {
+        return Err(ApiError::validation(field, "must have at least one item"));
+    }
+    Ok(())
+}
+
+/// `[A-Za-z0-9_-]{1,64}`, the json_schema format name rule.
+pub(crate) fn schema_name(field: &str, name: &str) -> Result<(), ApiError> {
+    let len = name.chars().count();
+    let allowed = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if len == 0 || len > 64 || !allowed {
+        return Err(ApiError::validation(
+            field,
+            "must be 1 to 64 letters, digits, underscores or dashes",
+        ));
+    }
+    Ok(())
+}
+
+/// Metadata: at most 16 pairs, keys at most 64 characters, values at most 512.
+pub(crate) fn metadata(field: &str, map: &BTreeMap<String, String>) -> Result<(), ApiError> {
+    if map.len() > 16 {
+        return Err(ApiError::validation(
+            field,
+            format!("must have at most 16 pairs, got {}", map.len()),
+        ));
+    }
+    for (key, value) in map {
+        if key.chars().count() > 64 {
+            return Err(ApiError::validation(
+                format!("{field}.{key}"),
+                "key must be at most 64 characters",
+            ));
+        }
+        max_chars(&format!("{field}.{key}"), Some(value), 512)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,130 @@
+//! Every path the client calls, in one place. Handles name a route; only the client turns it into a URL.
+
+use reqwest::Method;
+
+/// Which base URL a path hangs off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Plane {
+    /// `management_url` + `/ai_gw/v2…` or `/ai_gw/admin/v2…`.
+    Management,
+    /// `gateway_url` (already ends in `/v1`).
+    Gateway,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verb {
+    Get,
+    Post,
+    Put,
+    Delete,
+}
+
+impl Verb {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verb::Get => "GET",
+            Verb::Post => "POST",
+            Verb::Put => "PUT",
+            Verb::Delete => "DELETE",
+        }
+    }
+
+    pub fn method(self) -> Method {
+        match self {
+            Verb::Get => Method::GET,
+            Verb::Post => Method::POST,
+            Verb::Put => Method::PUT,
+            Verb::Delete => Method::DELETE,
+        }
+    }
+
+    /// Sending it twice has the same effect as once.
+    pub fn is_idempotent(self) -> bool {
+        !matches!(self, Verb::Post)
+    }
+}
+
+/// A resolved route: the template (for logs and metrics) and the real, encoded path.
+#[derive(Debug, Clone)]
+pub(crate) struct Route {
+    pub verb: Verb,
+    pub plane: Plane,
+    pub template: &'static str,
+    pub path: String,
+}
+
+pub(crate) const CONFIGS: &str = "/ai_gw/v2/configs";
+pub(crate) const CONFIG: &str = "/ai_gw/v2/configs/{slug}";
+pub(crate) const CONFIG_VERSIONS: &str = "/ai_gw/v2/configs/{slug}/versions";
+pub(crate) const DEPLOYMENTS: &str = "/ai_gw/admin/v2/deployments";
+pub(crate) const DEPLOYMENT: &str = "/ai_gw/admin/v2/deployments/{deploymentId}";
+pub(crate) const RATE_LIMITS: &str = "/ai_gw/v2/policies/rate-limits";
+pub(crate) const RATE_LIMIT: &str = "/ai_gw/v2/policies/rate-limits/{rateLimitsPolicyId}";
+pub(crate) const GUARDRAILS: &str = "/ai_gw/admin/v2/guardrails";
+pub(crate) const RESPONSE: &str = "/responses/{response_id}";
+pub(crate) const VECTOR_STORE_FILE: &str = "/vector_stores/{vector_store_id}/files/{file_id}";
+
+impl Route {
+    /// Fills the `{…}` placeholders of `template` with `params`, in order, percent-encoded.
+    pub fn new(verb: Verb, plane: Plane, template: &'static str, params: &[&str]) -> Self {
+        let mut path = String::with_capacity(template.len());
+        let mut params = params.iter();
+        let mut rest = template;
+        while let Some(open) = rest.find('{') {
+            path.push_str(&rest[..open]);
+            let close = rest[open..].find('}').map_or(rest.len(), |c| open + c + 1);
+            path.push_str(&encode_segment(params.next().copied().unwrap_or_default()));
+            rest = &rest[close..];
+        }
+        path.push_str(rest);
+        Self {
+            verb,
+            plane,
+            template,
+            path,
+        }
+    }
+
+    pub fn mgmt(verb: Verb, template: &'static str, params: &[&str]) -> Self {
+        Self::new(verb, Plane::Management, template, params)
+    }
+
+    pub fn gateway(verb: Verb, template: &'static str, params: &[&str]) -> Self {
+        Self::new(verb, Plane::Gateway, template, params)
+    }
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters, so an id can never add a path
+/// segment or a query.
+fn encode_segment(raw: &str) -> String {
+    // `.` and `..` alone would be resolved away by URL parsing.
+    let dot_only = raw.bytes().all(|b| b == b'.');
+    let mut out = String::with_capacity(raw.len());
+    for b in raw.bytes() {
+        let unreserved = b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'~');
+        if unreserved || (b == b'.' && !dot_only) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fills_and_encodes_placeholders() {
+        let r = Route::mgmt(Verb::Put, CONFIG, &["pc-abc/../x?y"]);
+        assert_eq!(r.path, "/ai_gw/v2/configs/pc-abc%2F..%2Fx%3Fy");
+        assert_eq!(r.template, CONFIG);
+        let r = Route::gateway(Verb::Get, VECTOR_STORE_FILE, &["vs_1", "file 2"]);
+        assert_eq!(r.path, "/vector_stores/vs_1/files/file%202");
+        let r = Route::mgmt(Verb::Get, CONFIG_VERSIONS, &["pc-1"]);
+        assert_eq!(r.path, "/ai_gw/v2/configs/pc-1/versions");
+        let r = Route::mgmt(Verb::Get, CONFIG, &[".."]);
+        assert_eq!(r.path, "/ai_gw/v2/configs/%2E%2E");
+    }
+}
