@@ -1,0 +1,352 @@
+//! `/ai_gw/v2/configs`: flat create receipt, `config` as a JSON string on reads, whole-document
+//! replace and a new `version_id` on every PUT, hard delete.
+
+use std::{collections::HashMap, sync::Arc};
+
+use axum::{
+    Json,
+    body::Bytes,
+    extract::{Path, Query, State},
+};
+use serde_json::{Value, json};
+
+use super::{
+    errors::{ApiResult, EmulatorError},
+    fields::{self, Object},
+    state::{Shared, lock, make_slug, new_id, now},
+};
+
+/// Versions kept per config; older ones are dropped so a PUT hot loop cannot exhaust memory.
+const MAX_VERSIONS: usize = 500;
+
+#[derive(Default)]
+pub struct ConfigStore {
+    by_id: HashMap<String, ConfigRecord>,
+    slug_to_id: HashMap<String, String>,
+}
+
+struct ConfigRecord {
+    seq: u64,
+    id: String,
+    slug: String,
+    name: String,
+    organisation_id: String,
+    workspace_id: String,
+    is_default: bool,
+    status: String,
+    owner_id: String,
+    updated_by: String,
+    created_at: String,
+    last_updated_at: String,
+    /// The current document, serialised once; reads return it as a string.
+    config: Arc<str>,
+    version_id: String,
+    /// Newest last.
+    versions: Vec<ConfigVersion>,
+}
+
+struct ConfigVersion {
+    version_id: String,
+    name: String,
+    status: String,
+    config: Arc<str>,
+    created_at: String,
+    owner_id: String,
+}
+
+impl ConfigStore {
+    fn find(&self, slug_or_id: &str) -> Option<&ConfigRecord> {
+        let id = self
+            .slug_to_id
+            .get(slug_or_id)
+            .map_or(slug_or_id, String::as_str);
+        self.by_id.get(id)
+    }
+
+    fn find_mut(&mut self, slug_or_id: &str) -> Option<&mut ConfigRecord> {
+        let id = self
+            .slug_to_id
+            .get(slug_or_id)
+            .map_or(slug_or_id, String::as_str);
+        self.by_id.get_mut(id)
+    }
+
+    fn insert(&mut self, record: ConfigRecord) -> ApiResult<()> {
+        if self.slug_to_id.contains_key(&record.slug) || self.by_id.contains_key(&record.id) {
+            return Err(EmulatorError::validation(format!(
+                "config {} already exists",
+                record.slug
+            )));
+        }
+        self.slug_to_id
+            .insert(record.slug.clone(), record.id.clone());
+        self.by_id.insert(record.id.clone(), record);
+        Ok(())
+    }
+
+    fn unique_slug(&self, name: &str) -> String {
+        loop {
+            let slug = make_slug("pc", name);
+            if !self.slug_to_id.contains_key(&slug) {
+                return slug;
+            }
+        }
+    }
+
+    fn sorted(&self) -> Vec<&ConfigRecord> {
+        let mut records: Vec<_> = self.by_id.values().collect();
+        records.sort_by_key(|record| record.seq);
+        records
+    }
+
+    /// Every config with `config` as an object (for `GET /_emulator/state`).
+    pub fn dump(&self) -> Vec<Value> {
+        self.sorted()
+            .into_iter()
+            .map(|record| {
+                let mut value = record.detail();
+                value["config"] = serde_json::from_str(&record.config).unwrap_or(Value::Null);
+                value["versions"] = json!(record.versions.len());
+                value
+            })
+            .collect()
+    }
+
+    /// Preloads a config given in its read shape (`config` as object or string); returns `(id, slug)`.
+    pub fn seed(&mut self, state: &Shared, item: &Object) -> ApiResult<(String, String)> {
+        let name = fields::str_or(item, "name", "seeded config");
+        let document = match item.get("config") {
+            Some(Value::String(text)) => serde_json::from_str::<Value>(text).map_err(|err| {
+                EmulatorError::validation(format!("config is not valid json: {err}"))
+            })?,
+            Some(value @ Value::Object(_)) => value.clone(),
+            _ => json!({}),
+        };
+        let created_at = fields::str_or(item, "created_at", now());
+        let slug = match fields::nullable_str(item, "slug") {
+            Some(slug) => slug,
+            None => self.unique_slug(&name),
+        };
+        let mut record = ConfigRecord {
+            seq: state.next_seq(),
+            id: fields::str_or(item, "id", new_id()),
+            slug,
+            name,
+            organisation_id: fields::str_or(item, "organisation_id", &state.organisation_id),
+            workspace_id: fields::str_or(item, "workspace_id", &state.default_workspace_id),
+            is_default: fields::flag_or(item, "is_default", false),
+            status: fields::str_or(item, "status", "active"),
+            owner_id: fields::str_or(item, "owner_id", &state.user_id),
+            updated_by: fields::str_or(item, "updated_by", &state.user_id),
+            last_updated_at: fields::str_or(item, "last_updated_at", &created_at),
+            created_at,
+            config: Arc::from(document.to_string()),
+            version_id: fields::str_or(item, "version_id", new_id()),
+            versions: Vec::new(),
+        };
+        record.push_version(&state.user_id);
+        let key = (record.id.clone(), record.slug.clone());
+        self.insert(record)?;
+        Ok(key)
+    }
+}
+
+impl ConfigRecord {
+    /// The 12-field list row.
+    fn row(&self) -> Value {
+        json!({
+            "id": self.id,
+            "name": self.name,
+            "slug": self.slug,
+            "organisation_id": self.organisation_id,
+            "workspace_id": self.workspace_id,
+            "is_default": fields::flag(self.is_default),
+            "status": self.status,
+            "owner_id": self.owner_id,
+            "updated_by": self.updated_by,
+            "created_at": self.created_at,
+            "last_updated_at": self.last_updated_at,
+            "object": "config",
+        })
+    }
+
+    /// The flat read shape: the row plus `config` (a JSON string), `format`, `type`, `version_id`.
+    fn detail(&self) -> Value {
+        let mut value = self.row();
+        value["config"] = json!(&*self.config);
+        value["format"] = json!("json");
+        value["type"] = json!("ORG_CONFIG");
+        value["version_id"] = json!(self.version_id);
+        value
+    }
+
+    fn push_version(&mut self, owner_id: &str) {
+        self.versions.push(ConfigVersion {
+            version_id: self.version_id.clone(),
+            name: self.name.clone(),
+            status: self.status.clone(),
+            config: Arc::clone(&self.config),
+            created_at: self.last_updated_at.clone(),
+            owner_id: owner_id.to_owned(),
+        });
+        if self.versions.len() > MAX_VERSIONS {
+            let excess = self.versions.len() - MAX_VERSIONS;
+            self.versions.drain(..excess);
+        }
+    }
+
+    fn version_detail(&self, version: &ConfigVersion) -> Value {
+        let mut value = self.detail();
+        value["name"] = json!(version.name);
+        value["status"] = json!(version.status);
+        value["config"] = json!(&*version.config);
+        value["version_id"] = json!(version.version_id);
+        value["version_created_at"] = json!(version.created_at);
+        value["version_owner_id"] = json!(version.owner_id);
+        value
+    }
+}
+
+fn not_found(slug: &str) -> EmulatorError {
+    EmulatorError::not_found(format!("config {slug} not found"))
+}
+
+/// `POST /ai_gw/v2/configs` → `{id, version_id, slug, object: "config"}`.
+pub async fn create(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<Value>> {
+    let body = fields::parse_object(&body)?;
+    let name = fields::req_str(&body, "name")?;
+    let document = fields::opt_object(&body, "config")?
+        .ok_or_else(|| EmulatorError::validation("config is required"))?;
+    let workspace_id = fields::opt_str(&body, "workspace_id")?
+        .filter(|id| !id.is_empty())
+        .unwrap_or_else(|| state.default_workspace_id.clone());
+    let is_default = match fields::opt_bool(&body, "is_default")? {
+        Some(flag) => flag,
+        None => fields::opt_bool(&body, "isDefault")?.unwrap_or(false),
+    };
+    let created_at = now();
+    let mut store = lock(&state.configs);
+    let mut record = ConfigRecord {
+        seq: state.next_seq(),
+        id: new_id(),
+        slug: store.unique_slug(&name),
+        name,
+        organisation_id: state.organisation_id.clone(),
+        workspace_id,
+        is_default,
+        status: "active".to_owned(),
+        owner_id: state.user_id.clone(),
+        updated_by: state.user_id.clone(),
+        created_at: created_at.clone(),
+        last_updated_at: created_at,
+        config: Arc::from(Value::Object(document).to_string()),
+        version_id: new_id(),
+        versions: Vec::new(),
+    };
+    record.push_version(&state.user_id);
+    let receipt = json!({
+        "id": record.id,
+        "version_id": record.version_id,
+        "slug": record.slug,
+        "object": "config",
+    });
+    store.insert(record)?;
+    Ok(Json(receipt))
+}
+
+/// `GET /ai_gw/v2/configs` → `{object: "list", total, data}`; no paging, like the live API.
+pub async fn list(
+    State(state): State<Shared>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Json<Value> {
+    let workspace = query.get("workspace_id").filter(|id| !id.is_empty());
+    let store = lock(&state.configs);
+    let data: Vec<Value> = store
+        .sorted()
+        .into_iter()
+        .filter(|record| workspace.is_none_or(|ws| &record.workspace_id == ws))
+        .map(ConfigRecord::row)
+        .collect();
+    Json(json!({ "object": "list", "total": data.len(), "data": data }))
+}
+
+/// `GET /ai_gw/v2/configs/{slug}` (slug or id) → the flat record.
+pub async fn get(State(state): State<Shared>, Path(slug): Path<String>) -> ApiResult<Json<Value>> {
+    let store = lock(&state.configs);
+    let record = store.find(&slug).ok_or_else(|| not_found(&slug))?;
+    Ok(Json(record.detail()))
+}
+
+/// `PUT /ai_gw/v2/configs/{slug}` with `{name?, config?, status?}` → `{success, data: {version_id}}`.
+pub async fn update(
+    State(state): State<Shared>,
+    Path(slug): Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    let body = fields::parse_object(&body)?;
+    let name = fields::opt_str(&body, "name")?;
+    if name.as_ref().is_some_and(|name| name.trim().is_empty()) {
+        return Err(EmulatorError::validation("name must not be empty"));
+    }
+    let document = fields::opt_object(&body, "config")?;
+    let status = fields::opt_str(&body, "status")?;
+    // workspace_id is accepted (the SDK sends it) but a config never moves between workspaces.
+    fields::opt_str(&body, "workspace_id")?;
+    if name.is_none() && document.is_none() && status.is_none() {
+        return Err(EmulatorError::validation(
+            "at least one of name, config, status is required",
+        ));
+    }
+    let mut store = lock(&state.configs);
+    let record = store.find_mut(&slug).ok_or_else(|| not_found(&slug))?;
+    if let Some(name) = name {
+        record.name = name;
+    }
+    if let Some(document) = document {
+        record.config = Arc::from(Value::Object(document).to_string());
+    }
+    if let Some(status) = status {
+        record.status = status;
+    }
+    record.version_id = new_id();
+    record.last_updated_at = now();
+    record.updated_by = state.user_id.clone();
+    record.push_version(&state.user_id);
+    Ok(Json(
+        json!({ "success": true, "data": { "version_id": record.version_id } }),
+    ))
+}
+
+/// `DELETE /ai_gw/v2/configs/{slug}`: hard delete → `{}`.
+pub async fn delete(
+    State(state): State<Shared>,
+    Path(slug): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let mut store = lock(&state.configs);
+    let id = store
+        .find(&slug)
+        .map(|record| record.id.clone())
+        .ok_or_else(|| not_found(&slug))?;
+    if let Some(record) = store.by_id.remove(&id) {
+        store.slug_to_id.remove(&record.slug);
+    }
+    Ok(Json(json!({})))
+}
+
+/// `GET /ai_gw/v2/configs/{slug}/versions` → `{object: "list", total, data}`, newest first.
+pub async fn versions(
+    State(state): State<Shared>,
+    Path(slug): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let store = lock(&state.configs);
+    let record = store.find(&slug).ok_or_else(|| not_found(&slug))?;
+    let data: Vec<Value> = record
+        .versions
+        .iter()
+        .rev()
+        .map(|version| record.version_detail(version))
+        .collect();
+    Ok(Json(
+        json!({ "object": "list", "total": data.len(), "data": data }),
+    ))
+}

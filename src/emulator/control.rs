@@ -1,0 +1,140 @@
+//! Test-only control endpoints under `/_emulator/`: stats, faults, seed and state.
+//! They need no token, are not counted in stats and never see injected faults.
+
+use std::collections::BTreeMap;
+
+use axum::{Json, body::Bytes, extract::State};
+use serde_json::{Map, Value, json};
+
+use super::{
+    errors::{ApiResult, EmulatorError},
+    faults::{Faults, RateWindow},
+    fields::{self, Object},
+    gateway, guardrails,
+    state::{Shared, lock},
+};
+
+/// `GET /_emulator/stats` → `{"requests": {"PUT /ai_gw/v2/configs/{slug}": {"200": 3}}}`.
+pub async fn get_stats(State(state): State<Shared>) -> Json<Value> {
+    let stats = lock(&state.stats);
+    let requests: BTreeMap<&String, BTreeMap<String, u64>> = stats
+        .iter()
+        .map(|(key, by_status)| {
+            let counts = by_status
+                .iter()
+                .map(|(status, n)| (status.to_string(), *n))
+                .collect();
+            (key, counts)
+        })
+        .collect();
+    Json(json!({ "requests": requests }))
+}
+
+/// `DELETE /_emulator/stats` resets the counters.
+pub async fn reset_stats(State(state): State<Shared>) -> Json<Value> {
+    lock(&state.stats).clear();
+    Json(json!({ "requests": {} }))
+}
+
+pub async fn get_faults(State(state): State<Shared>) -> Json<Faults> {
+    Json(lock(&state.faults).clone())
+}
+
+/// `PUT /_emulator/faults` replaces the fault settings; `{}` clears them.
+pub async fn put_faults(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<Faults>> {
+    let faults: Faults = serde_json::from_slice(&body)
+        .map_err(|err| EmulatorError::validation(format!("invalid faults: {err}")))?;
+    faults.validate()?;
+    *lock(&state.faults) = faults.clone();
+    *lock(&state.rate_window) = RateWindow::default();
+    Ok(Json(faults))
+}
+
+/// `GET /_emulator/state`: every collection, with deployment secrets in clear and config
+/// documents as objects (reads through the API return them as strings).
+pub async fn get_state(State(state): State<Shared>) -> Json<Value> {
+    let mut responses: Vec<Value> = lock(&state.responses).values().cloned().collect();
+    responses.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+    let mut files: Vec<Value> = lock(&state.vector_store_files).values().cloned().collect();
+    files.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
+    Json(json!({
+        "organisation_id": state.organisation_id,
+        "default_workspace_id": state.default_workspace_id,
+        "configs": lock(&state.configs).dump(),
+        "deployments": lock(&state.deployments).dump(),
+        "rate_limits": lock(&state.rate_limits).dump(),
+        "guardrails": *lock(&state.guardrails),
+        "responses": responses,
+        "vector_store_files": files,
+    }))
+}
+
+/// `DELETE /_emulator/state` empties every collection (stats and faults are left alone).
+pub async fn clear_state(State(state): State<Shared>) -> Json<Value> {
+    state.clear();
+    Json(json!({}))
+}
+
+/// `POST /_emulator/seed` preloads objects given in their read shapes, filling defaults.
+/// Answers with the identifiers of what it stored, per collection.
+pub async fn seed(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<Value>> {
+    let body = fields::parse_object(&body)?;
+    let mut created = Map::new();
+    for (collection, items) in &body {
+        let items = items.as_array().ok_or_else(|| {
+            EmulatorError::validation(format!("{collection} must be an array of objects"))
+        })?;
+        let mut keys = Vec::with_capacity(items.len());
+        for item in items {
+            let item = item.as_object().ok_or_else(|| {
+                EmulatorError::validation(format!("{collection} must be an array of objects"))
+            })?;
+            keys.push(seed_one(&state, collection, item)?);
+        }
+        created.insert(collection.clone(), Value::Array(keys));
+    }
+    Ok(Json(Value::Object(created)))
+}
+
+fn seed_one(state: &Shared, collection: &str, item: &Object) -> ApiResult<Value> {
+    match collection {
+        "configs" => {
+            let (id, slug) = lock(&state.configs).seed(state, item)?;
+            Ok(json!({ "id": id, "slug": slug }))
+        }
+        "deployments" => {
+            let (id, slug) = lock(&state.deployments).seed(state, item)?;
+            Ok(json!({ "id": id, "slug": slug }))
+        }
+        "rate_limits" => {
+            let id = lock(&state.rate_limits).seed(state, item)?;
+            Ok(json!({ "id": id }))
+        }
+        "guardrails" => {
+            let (value, id, slug) = guardrails::seeded(state, item);
+            lock(&state.guardrails).push(value);
+            Ok(json!({ "id": id, "slug": slug }))
+        }
+        "responses" => {
+            let id = fields::req_str(item, "id")
+                .map_err(|_| EmulatorError::validation("responses items need an id"))?;
+            let value = gateway::seeded_response(item);
+            lock(&state.responses).insert(id.clone(), Value::Object(value));
+            Ok(json!({ "id": id }))
+        }
+        "vector_store_files" => {
+            let missing = |_| {
+                EmulatorError::validation("vector_store_files items need id and vector_store_id")
+            };
+            let id = fields::req_str(item, "id").map_err(missing)?;
+            let store = fields::req_str(item, "vector_store_id").map_err(missing)?;
+            let value = gateway::seeded_vector_store_file(item);
+            lock(&state.vector_store_files)
+                .insert((store.clone(), id.clone()), Value::Object(value));
+            Ok(json!({ "id": id, "vector_store_id": store }))
+        }
+        other => Err(EmulatorError::validation(format!(
+            "unknown collection {other}; expected configs, deployments, rate_limits, guardrails, responses or vector_store_files"
+        ))),
+    }
+}

@@ -1,0 +1,138 @@
+//! The emulator's one error type and the wire shapes it renders to.
+//!
+//! The real API answers in three dialects, and so does the emulator:
+//! - management routes: `{"success": false, "data": {"message", "errorCode"}}` (AB01 validation,
+//!   AB08 not found);
+//! - guardrail routes: the seed's error envelope `{"error": {"code", "message", "param", "type"}}`;
+//! - gateway (`/v1`) routes: the same envelope, OpenAI style.
+
+use axum::{
+    Json,
+    http::{HeaderValue, StatusCode, header},
+    response::{IntoResponse, Response},
+};
+use serde_json::{Value, json};
+
+/// Everything a handler can fail with; each variant knows its status code and body dialect.
+#[derive(Debug, thiserror::Error)]
+pub enum EmulatorError {
+    /// A management request body or query failed validation (400, AB01).
+    #[error("{0}")]
+    Validation(String),
+    /// A management object does not exist (404, AB08).
+    #[error("{0}")]
+    NotFound(String),
+    /// A guardrail query parameter is out of bounds (400, error envelope).
+    #[error("{message}")]
+    InvalidParam {
+        param: &'static str,
+        message: String,
+    },
+    /// A guardrail does not exist; the API reports this as 403 (error envelope).
+    #[error("{0}")]
+    GuardrailNotFound(String),
+    /// A gateway object does not exist (404, error envelope).
+    #[error("{0}")]
+    GatewayNotFound(String),
+    /// A gateway request is invalid (400, error envelope).
+    #[error("{message}")]
+    GatewayInvalid {
+        param: &'static str,
+        message: String,
+    },
+    /// Missing, unknown or expired bearer token (401).
+    #[error("missing or invalid bearer token")]
+    Unauthorized,
+    /// Injected by the fault settings (500 or 503).
+    #[error("injected fault: {message}")]
+    Injected {
+        status: StatusCode,
+        message: &'static str,
+    },
+    /// Injected rate limit (429 with `Retry-After`).
+    #[error("rate limit exceeded")]
+    RateLimited { retry_after_secs: u64 },
+    /// An OAuth token request failed (RFC 6749 error body).
+    #[error("oauth error {code}")]
+    OAuth {
+        status: StatusCode,
+        code: &'static str,
+    },
+}
+
+impl EmulatorError {
+    pub fn validation(message: impl Into<String>) -> Self {
+        Self::Validation(message.into())
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::NotFound(message.into())
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::Validation(_) | Self::InvalidParam { .. } | Self::GatewayInvalid { .. } => {
+                StatusCode::BAD_REQUEST
+            }
+            Self::NotFound(_) | Self::GatewayNotFound(_) => StatusCode::NOT_FOUND,
+            Self::GuardrailNotFound(_) => StatusCode::FORBIDDEN,
+            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Injected { status, .. } | Self::OAuth { status, .. } => *status,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+        }
+    }
+
+    fn body(&self) -> Value {
+        let message = self.to_string();
+        match self {
+            Self::Validation(_) => management_body(&message, "AB01"),
+            Self::NotFound(_) => management_body(&message, "AB08"),
+            // Not a documented code: the live 401 body was never recorded.
+            Self::Unauthorized => management_body(&message, "AB02"),
+            Self::InvalidParam { param, .. } | Self::GatewayInvalid { param, .. } => envelope(
+                "invalid_parameter",
+                &message,
+                Some(param),
+                "invalid_request_error",
+            ),
+            Self::GuardrailNotFound(_) => {
+                envelope("forbidden", &message, None, "invalid_request_error")
+            }
+            Self::GatewayNotFound(_) => {
+                envelope("not_found", &message, None, "invalid_request_error")
+            }
+            Self::Injected { .. } => envelope("server_error", &message, None, "server_error"),
+            Self::RateLimited { .. } => {
+                envelope("rate_limit_exceeded", &message, None, "rate_limit_error")
+            }
+            Self::OAuth { code, .. } => json!({ "error": code }),
+        }
+    }
+}
+
+fn management_body(message: &str, code: &str) -> Value {
+    json!({ "success": false, "data": { "message": message, "errorCode": code } })
+}
+
+fn envelope(code: &str, message: &str, param: Option<&str>, kind: &str) -> Value {
+    json!({ "error": { "code": code, "message": message, "param": param, "type": kind } })
+}
+
+impl IntoResponse for EmulatorError {
+    fn into_response(self) -> Response {
+        let mut response = (self.status(), Json(self.body())).into_response();
+        if let Self::RateLimited { retry_after_secs } = self {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+        }
+        if matches!(self, Self::Unauthorized) {
+            response
+                .headers_mut()
+                .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}
+
+pub type ApiResult<T> = Result<T, EmulatorError>;

@@ -1,0 +1,197 @@
+//! Middleware for the API routes: request statistics and injected faults.
+
+use std::{io, time::Duration, time::Instant};
+
+use axum::{
+    body::{Body, Bytes},
+    extract::{ConnectInfo, MatchedPath, Request, State},
+    http::StatusCode,
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use serde::{Deserialize, Serialize};
+
+use super::{
+    errors::EmulatorError,
+    listener::ConnHandle,
+    state::{Shared, lock, roll},
+};
+
+/// How long a `timeout_rate` request hangs: longer than any sane client timeout.
+const HANG: Duration = Duration::from_secs(60);
+
+/// Fault settings (`PUT /_emulator/faults`); `{}` clears them all.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Faults {
+    /// Extra delay before every API request, on top of `--latency`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<u64>,
+    /// Share of requests answered 500 or 503 without touching state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_rate: Option<f64>,
+    /// Share of requests that hang (then 504) without touching state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_rate: Option<f64>,
+    /// Share of requests that are applied, after which the connection is cut with no response.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drop_after_commit_rate: Option<f64>,
+    /// Requests per second allowed across all API routes; beyond it, 429 with `Retry-After`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit_qps: Option<f64>,
+}
+
+impl Faults {
+    pub fn validate(&self) -> Result<(), EmulatorError> {
+        let rates = [
+            ("error_rate", self.error_rate),
+            ("timeout_rate", self.timeout_rate),
+            ("drop_after_commit_rate", self.drop_after_commit_rate),
+        ];
+        for (field, rate) in rates {
+            if rate.is_some_and(|rate| !(0.0..=1.0).contains(&rate)) {
+                return Err(EmulatorError::validation(format!(
+                    "{field} must be between 0 and 1"
+                )));
+            }
+        }
+        if self
+            .rate_limit_qps
+            .is_some_and(|qps| qps.is_nan() || qps <= 0.0)
+        {
+            return Err(EmulatorError::validation(
+                "rate_limit_qps must be greater than 0",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A token bucket holding up to one second of requests.
+#[derive(Default)]
+pub struct RateWindow {
+    tokens: f64,
+    qps: f64,
+    last: Option<Instant>,
+}
+
+impl RateWindow {
+    /// Takes a token, or says how many whole seconds to wait for one.
+    fn take(&mut self, qps: f64) -> Result<(), u64> {
+        let now = Instant::now();
+        let capacity = qps.max(1.0);
+        match self.last {
+            Some(last) if self.qps == qps => {
+                let refill = now.duration_since(last).as_secs_f64() * qps;
+                self.tokens = (self.tokens + refill).min(capacity);
+            }
+            _ => {
+                self.qps = qps;
+                self.tokens = capacity;
+            }
+        }
+        self.last = Some(now);
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            return Ok(());
+        }
+        let wait = ((1.0 - self.tokens) / qps).ceil().max(1.0);
+        // Saturating float-to-int conversion; the wait is small and positive.
+        Err(wait as u64)
+    }
+}
+
+/// Counts every response by `"<METHOD> <path template>"` and status.
+pub async fn record_stats(State(state): State<Shared>, request: Request, next: Next) -> Response {
+    let template = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("<unmatched>", MatchedPath::as_str);
+    let key = format!("{} {}", request.method(), template);
+    let response = next.run(request).await;
+    let status = response.status().as_u16();
+    *lock(&state.stats)
+        .entry(key)
+        .or_default()
+        .entry(status)
+        .or_default() += 1;
+    response
+}
+
+/// Applies the configured faults (and `--latency`) around an API request.
+pub async fn inject_faults(State(state): State<Shared>, request: Request, next: Next) -> Response {
+    let faults = lock(&state.faults).clone();
+    if let Some(qps) = faults.rate_limit_qps
+        && let Err(retry_after_secs) = lock(&state.rate_window).take(qps)
+    {
+        return EmulatorError::RateLimited { retry_after_secs }.into_response();
+    }
+    let latency = state.options.latency.unwrap_or_default()
+        + Duration::from_millis(faults.latency_ms.unwrap_or(0));
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    if roll(faults.timeout_rate) {
+        hang(&state).await;
+        return StatusCode::GATEWAY_TIMEOUT.into_response();
+    }
+    if roll(faults.error_rate) {
+        let (status, message) = if rand::random::<bool>() {
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal server error")
+        } else {
+            (StatusCode::SERVICE_UNAVAILABLE, "service unavailable")
+        };
+        return EmulatorError::Injected { status, message }.into_response();
+    }
+    if !roll(faults.drop_after_commit_rate) {
+        return next.run(request).await;
+    }
+    let connection = request
+        .extensions()
+        .get::<ConnectInfo<ConnHandle>>()
+        .cloned();
+    let response = next.run(request).await;
+    if let Some(ConnectInfo(connection)) = connection {
+        connection.kill();
+    }
+    // Belt and braces: should the connection survive, the body still fails mid-stream.
+    let (parts, _) = response.into_parts();
+    let failing = futures::stream::once(async {
+        Err::<Bytes, io::Error>(io::Error::new(
+            io::ErrorKind::ConnectionAborted,
+            "connection dropped by the emulator",
+        ))
+    });
+    Response::from_parts(parts, Body::from_stream(failing))
+}
+
+/// Waits out the hang, or until the server shuts down.
+async fn hang(state: &Shared) {
+    let mut shutdown = state.shutdown.clone();
+    tokio::select! {
+        () = tokio::time::sleep(HANG) => {}
+        _ = shutdown.wait_for(|stopped| *stopped) => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bucket_refuses_past_capacity() {
+        let mut window = RateWindow::default();
+        assert!(window.take(2.0).is_ok());
+        assert!(window.take(2.0).is_ok());
+        assert_eq!(window.take(2.0), Err(1));
+    }
+
+    #[test]
+    fn rates_must_be_probabilities() {
+        let faults = Faults {
+            error_rate: Some(1.5),
+            ..Faults::default()
+        };
+        assert!(faults.validate().is_err());
+    }
+}

@@ -1,0 +1,178 @@
+//! Typed reads of JSON request bodies, with AB01 messages that name the offending field.
+//!
+//! Bodies are parsed by hand rather than with axum's `Json` extractor so that malformed input gets
+//! the API's error shape instead of axum's plain-text rejection.
+
+use serde_json::{Map, Number, Value};
+
+use super::errors::{ApiResult, EmulatorError};
+
+pub type Object = Map<String, Value>;
+
+/// Parses a request body that must be a JSON object.
+pub fn parse_object(bytes: &[u8]) -> ApiResult<Object> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(EmulatorError::validation("request body is required"));
+    }
+    match serde_json::from_slice::<Value>(bytes) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(EmulatorError::validation(
+            "request body must be a json object",
+        )),
+        Err(err) => Err(EmulatorError::validation(format!(
+            "request body is not valid json: {err}"
+        ))),
+    }
+}
+
+/// A present, non-null field.
+fn present<'a>(body: &'a Object, field: &str) -> Option<&'a Value> {
+    body.get(field).filter(|value| !value.is_null())
+}
+
+pub fn opt_str(body: &Object, field: &str) -> ApiResult<Option<String>> {
+    match present(body, field) {
+        None => Ok(None),
+        Some(Value::String(text)) => Ok(Some(text.clone())),
+        Some(_) => Err(EmulatorError::validation(format!(
+            "{field} must be a string"
+        ))),
+    }
+}
+
+pub fn req_str(body: &Object, field: &str) -> ApiResult<String> {
+    match opt_str(body, field)? {
+        Some(text) if !text.trim().is_empty() => Ok(text),
+        _ => Err(EmulatorError::validation(format!("{field} is required"))),
+    }
+}
+
+/// A string no longer than `max` characters.
+pub fn opt_str_max(body: &Object, field: &str, max: usize) -> ApiResult<Option<String>> {
+    let text = opt_str(body, field)?;
+    if text.as_ref().is_some_and(|text| text.chars().count() > max) {
+        return Err(EmulatorError::validation(format!(
+            "{field} must be at most {max} characters"
+        )));
+    }
+    Ok(text)
+}
+
+/// A boolean; the API also takes (and returns) 0/1 integers for flags.
+pub fn opt_bool(body: &Object, field: &str) -> ApiResult<Option<bool>> {
+    match present(body, field) {
+        None => Ok(None),
+        Some(Value::Bool(flag)) => Ok(Some(*flag)),
+        Some(Value::Number(n)) if n.as_u64() == Some(0) => Ok(Some(false)),
+        Some(Value::Number(n)) if n.as_u64() == Some(1) => Ok(Some(true)),
+        Some(_) => Err(EmulatorError::validation(format!(
+            "{field} must be a boolean (or 0/1)"
+        ))),
+    }
+}
+
+pub fn opt_enum(body: &Object, field: &str, allowed: &[&str]) -> ApiResult<Option<String>> {
+    let Some(value) = present(body, field) else {
+        return Ok(None);
+    };
+    check_enum(field, value.as_str(), allowed).map(Some)
+}
+
+/// Checks one value (query or body) against a closed enumeration.
+pub fn check_enum(field: &str, value: Option<&str>, allowed: &[&str]) -> ApiResult<String> {
+    match value {
+        Some(text) if allowed.contains(&text) => Ok(text.to_owned()),
+        _ => Err(EmulatorError::validation(format!(
+            "{field} must be one of {}",
+            allowed.join(", ")
+        ))),
+    }
+}
+
+pub fn opt_object(body: &Object, field: &str) -> ApiResult<Option<Object>> {
+    match present(body, field) {
+        None => Ok(None),
+        Some(Value::Object(map)) => Ok(Some(map.clone())),
+        Some(_) => Err(EmulatorError::validation(format!(
+            "{field} must be an object"
+        ))),
+    }
+}
+
+/// An object whose values are all strings (tags, jwt_sub_workspace_mapping).
+pub fn opt_string_map(body: &Object, field: &str) -> ApiResult<Option<Object>> {
+    let map = opt_object(body, field)?;
+    if map
+        .as_ref()
+        .is_some_and(|map| map.values().any(|v| !v.is_string()))
+    {
+        return Err(EmulatorError::validation(format!(
+            "{field} values must be strings"
+        )));
+    }
+    Ok(map)
+}
+
+pub fn opt_str_list(body: &Object, field: &str) -> ApiResult<Option<Vec<String>>> {
+    match present(body, field) {
+        None => Ok(None),
+        Some(Value::Array(items)) => items
+            .iter()
+            .map(|item| item.as_str().map(str::to_owned))
+            .collect::<Option<Vec<_>>>()
+            .map(Some)
+            .ok_or_else(|| {
+                EmulatorError::validation(format!("{field} must be an array of strings"))
+            }),
+        Some(_) => Err(EmulatorError::validation(format!(
+            "{field} must be an array of strings"
+        ))),
+    }
+}
+
+pub fn opt_number(body: &Object, field: &str) -> ApiResult<Option<Number>> {
+    match present(body, field) {
+        None => Ok(None),
+        Some(Value::Number(n)) if n.as_f64().is_some_and(|f| f >= 0.0) => Ok(Some(n.clone())),
+        Some(_) => Err(EmulatorError::validation(format!(
+            "{field} must be a non-negative number"
+        ))),
+    }
+}
+
+pub fn opt_array(body: &Object, field: &str) -> ApiResult<Option<Vec<Value>>> {
+    match present(body, field) {
+        None => Ok(None),
+        Some(Value::Array(items)) => Ok(Some(items.clone())),
+        Some(_) => Err(EmulatorError::validation(format!(
+            "{field} must be an array"
+        ))),
+    }
+}
+
+/// Reads a field of a seeded object leniently: a string, or the default.
+pub fn str_or(body: &Object, field: &str, default: impl Into<String>) -> String {
+    match body.get(field) {
+        Some(Value::String(text)) => text.clone(),
+        _ => default.into(),
+    }
+}
+
+/// Reads a nullable string field of a seeded object leniently.
+pub fn nullable_str(body: &Object, field: &str) -> Option<String> {
+    body.get(field).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// Reads a 0/1-or-boolean flag of a seeded object leniently.
+pub fn flag_or(body: &Object, field: &str, default: bool) -> bool {
+    match body.get(field) {
+        Some(Value::Bool(flag)) => *flag,
+        Some(Value::Number(n)) => n.as_i64().is_some_and(|n| n != 0),
+        _ => default,
+    }
+}
+
+/// The API's read shape for flags.
+pub fn flag(value: bool) -> u8 {
+    u8::from(value)
+}

@@ -1,0 +1,348 @@
+//! `/ai_gw/v2/policies/rate-limits`.
+//!
+//! DELETE archives (`status: archived`) rather than removing the record. The list and get routes
+//! filter on `status` with default `active`, which is what FACTS §4 infers from the live API: a
+//! deleted policy disappears from default reads (GET → 404) but `?status=archived` still finds it.
+//! A second DELETE, or a PUT, of an archived policy is 404.
+
+use std::collections::HashMap;
+
+use axum::{
+    Json,
+    body::Bytes,
+    extract::{Path, Query, State},
+};
+use serde_json::{Number, Value, json};
+
+use super::{
+    errors::{ApiResult, EmulatorError},
+    fields::{self, Object},
+    state::{Shared, lock, new_id, now},
+};
+
+const TYPES: &[&str] = &["requests", "tokens"];
+const UNITS: &[&str] = &["rpm", "rph", "rpd", "rpw"];
+const TARGETS: &[&str] = &["llm", "mcp_tools"];
+const STATUSES: &[&str] = &["active", "archived"];
+const DEFAULT_PAGE_SIZE: usize = 100;
+
+#[derive(Default)]
+pub struct RateLimitStore {
+    by_id: HashMap<String, RateLimitRecord>,
+}
+
+struct RateLimitRecord {
+    seq: u64,
+    id: String,
+    name: Option<String>,
+    conditions: Vec<Value>,
+    group_by: Vec<Value>,
+    kind: String,
+    unit: String,
+    value: Number,
+    target: String,
+    status: String,
+    workspace_id: String,
+    organisation_id: String,
+    created_at: String,
+    last_updated_at: String,
+}
+
+impl RateLimitRecord {
+    fn read(&self) -> Value {
+        json!({
+            "id": self.id,
+            "name": self.name,
+            "conditions": self.conditions,
+            "group_by": self.group_by,
+            "type": self.kind,
+            "unit": self.unit,
+            "value": self.value,
+            "target": self.target,
+            "status": self.status,
+            "workspace_id": self.workspace_id,
+            "organisation_id": self.organisation_id,
+            "created_at": self.created_at,
+            "last_updated_at": self.last_updated_at,
+            "object": "policy_rate_limits",
+        })
+    }
+}
+
+impl RateLimitStore {
+    fn sorted(&self) -> Vec<&RateLimitRecord> {
+        let mut records: Vec<_> = self.by_id.values().collect();
+        records.sort_by_key(|record| record.seq);
+        records
+    }
+
+    /// Every policy, archived ones included (for `GET /_emulator/state`).
+    pub fn dump(&self) -> Vec<Value> {
+        self.sorted()
+            .into_iter()
+            .map(RateLimitRecord::read)
+            .collect()
+    }
+
+    /// Preloads a policy given in its read shape; returns its id.
+    pub fn seed(&mut self, state: &Shared, item: &Object) -> ApiResult<String> {
+        let created_at = fields::str_or(item, "created_at", now());
+        let record = RateLimitRecord {
+            seq: state.next_seq(),
+            id: fields::str_or(item, "id", new_id()),
+            name: fields::nullable_str(item, "name"),
+            conditions: conditions(item, "conditions")?,
+            group_by: group_by(item)?,
+            kind: required_enum(item, "type", TYPES)?,
+            unit: required_enum(item, "unit", UNITS)?,
+            value: fields::opt_number(item, "value")?.unwrap_or_else(|| Number::from(0)),
+            target: fields::opt_enum(item, "target", TARGETS)?.unwrap_or_else(|| "llm".to_owned()),
+            status: fields::opt_enum(item, "status", STATUSES)?
+                .unwrap_or_else(|| "active".to_owned()),
+            workspace_id: fields::str_or(item, "workspace_id", &state.default_workspace_id),
+            organisation_id: fields::str_or(item, "organisation_id", &state.organisation_id),
+            last_updated_at: fields::str_or(item, "last_updated_at", &created_at),
+            created_at,
+        };
+        let id = record.id.clone();
+        self.by_id.insert(id.clone(), record);
+        Ok(id)
+    }
+}
+
+fn required_enum(body: &Object, field: &str, allowed: &[&str]) -> ApiResult<String> {
+    fields::opt_enum(body, field, allowed)?
+        .ok_or_else(|| EmulatorError::validation(format!("{field} is required")))
+}
+
+/// `conditions`: at least one `{key, value: string | string[], excludes?: string | string[]}`.
+fn conditions(body: &Object, field: &str) -> ApiResult<Vec<Value>> {
+    let items = fields::opt_array(body, field)?.unwrap_or_default();
+    if items.is_empty() {
+        return Err(EmulatorError::validation(format!(
+            "{field} must have at least one item"
+        )));
+    }
+    let string_or_list = |value: Option<&Value>| match value {
+        Some(Value::String(_)) => true,
+        Some(Value::Array(items)) => items.iter().all(Value::is_string),
+        _ => false,
+    };
+    for item in &items {
+        let valid = item.get("key").is_some_and(Value::is_string)
+            && string_or_list(item.get("value"))
+            && item
+                .get("excludes")
+                .is_none_or(|ex| ex.is_null() || string_or_list(Some(ex)));
+        if !valid {
+            return Err(EmulatorError::validation(format!(
+                "{field} items need a string key and a string (or string array) value"
+            )));
+        }
+    }
+    Ok(items)
+}
+
+/// `group_by`: at least one `{key}`.
+fn group_by(body: &Object) -> ApiResult<Vec<Value>> {
+    let items = fields::opt_array(body, "group_by")?.unwrap_or_default();
+    if items.is_empty() {
+        return Err(EmulatorError::validation(
+            "group_by must have at least one item",
+        ));
+    }
+    if !items
+        .iter()
+        .all(|item| item.get("key").is_some_and(Value::is_string))
+    {
+        return Err(EmulatorError::validation(
+            "group_by items need a string key",
+        ));
+    }
+    Ok(items)
+}
+
+fn not_found(id: &str) -> EmulatorError {
+    EmulatorError::not_found(format!("rate limits policy {id} not found"))
+}
+
+/// `POST /ai_gw/v2/policies/rate-limits` → `{id, object: "policy_rate_limits"}`.
+pub async fn create(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<Value>> {
+    let body = fields::parse_object(&body)?;
+    let created_at = now();
+    let record = RateLimitRecord {
+        seq: state.next_seq(),
+        id: new_id(),
+        name: fields::opt_str_max(&body, "name", 255)?,
+        conditions: conditions(&body, "conditions")?,
+        group_by: group_by(&body)?,
+        kind: required_enum(&body, "type", TYPES)?,
+        unit: required_enum(&body, "unit", UNITS)?,
+        value: fields::opt_number(&body, "value")?
+            .ok_or_else(|| EmulatorError::validation("value is required"))?,
+        target: fields::opt_enum(&body, "target", TARGETS)?.unwrap_or_else(|| "llm".to_owned()),
+        status: "active".to_owned(),
+        workspace_id: fields::opt_str(&body, "workspace_id")?
+            .filter(|id| !id.is_empty())
+            .unwrap_or_else(|| state.default_workspace_id.clone()),
+        organisation_id: state.organisation_id.clone(),
+        created_at: created_at.clone(),
+        last_updated_at: created_at,
+    };
+    let receipt = json!({ "id": record.id, "object": "policy_rate_limits" });
+    lock(&state.rate_limits)
+        .by_id
+        .insert(record.id.clone(), record);
+    Ok(Json(receipt))
+}
+
+/// Reads the `status` query filter (default `active`).
+fn status_filter(query: &HashMap<String, String>) -> ApiResult<String> {
+    match query.get("status") {
+        None => Ok("active".to_owned()),
+        Some(status) => fields::check_enum("status", Some(status), STATUSES),
+    }
+}
+
+fn page_param(query: &HashMap<String, String>, name: &str, default: usize) -> ApiResult<usize> {
+    match query.get(name) {
+        None => Ok(default),
+        Some(text) => text
+            .parse::<usize>()
+            .map_err(|_| EmulatorError::validation(format!("{name} must be an integer >= 0"))),
+    }
+}
+
+/// `GET /ai_gw/v2/policies/rate-limits` → `{object: "list", data, total}`, 0-based paging.
+pub async fn list(
+    State(state): State<Shared>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Json<Value>> {
+    let status = status_filter(&query)?;
+    let enum_filter = |name: &str, allowed: &[&str]| -> ApiResult<Option<String>> {
+        query
+            .get(name)
+            .map(|value| fields::check_enum(name, Some(value), allowed))
+            .transpose()
+    };
+    let kind = enum_filter("type", TYPES)?;
+    let unit = enum_filter("unit", UNITS)?;
+    let target = enum_filter("target", TARGETS)?;
+    let workspace = query.get("workspace_id").filter(|ws| !ws.is_empty());
+    let search = query.get("search").map(|text| text.to_lowercase());
+    let page_size = match page_param(&query, "page_size", DEFAULT_PAGE_SIZE)? {
+        0 => DEFAULT_PAGE_SIZE,
+        size => size,
+    };
+    let current_page = page_param(&query, "current_page", 0)?;
+
+    let store = lock(&state.rate_limits);
+    let matching: Vec<&RateLimitRecord> = store
+        .sorted()
+        .into_iter()
+        .filter(|r| r.status == status)
+        .filter(|r| kind.as_ref().is_none_or(|k| &r.kind == k))
+        .filter(|r| unit.as_ref().is_none_or(|u| &r.unit == u))
+        .filter(|r| target.as_ref().is_none_or(|t| &r.target == t))
+        .filter(|r| workspace.is_none_or(|ws| &r.workspace_id == ws))
+        .filter(|r| {
+            search.as_ref().is_none_or(|needle| {
+                r.name
+                    .as_ref()
+                    .is_some_and(|name| name.to_lowercase().contains(needle.as_str()))
+            })
+        })
+        .collect();
+    let total = matching.len();
+    let data: Vec<Value> = matching
+        .into_iter()
+        .skip(current_page.saturating_mul(page_size))
+        .take(page_size)
+        .map(RateLimitRecord::read)
+        .collect();
+    Ok(Json(
+        json!({ "object": "list", "data": data, "total": total }),
+    ))
+}
+
+/// `GET /ai_gw/v2/policies/rate-limits/{id}` (`?status`, default `active`).
+pub async fn get(
+    State(state): State<Shared>,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Json<Value>> {
+    let status = status_filter(&query)?;
+    let store = lock(&state.rate_limits);
+    let record = store
+        .by_id
+        .get(&id)
+        .filter(|record| record.status == status)
+        .ok_or_else(|| not_found(&id))?;
+    Ok(Json(record.read()))
+}
+
+/// `PUT /ai_gw/v2/policies/rate-limits/{id}`: only `name`, `unit`, `value`, `conditions` change;
+/// `type`, `group_by`, `target` and `workspace_id` are immutable and a differing value is a 400.
+pub async fn update(
+    State(state): State<Shared>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    let body = fields::parse_object(&body)?;
+    let name = fields::opt_str_max(&body, "name", 255)?;
+    let unit = fields::opt_enum(&body, "unit", UNITS)?;
+    let value = fields::opt_number(&body, "value")?;
+    let new_conditions = match body.get("conditions") {
+        None | Some(Value::Null) => None,
+        Some(_) => Some(conditions(&body, "conditions")?),
+    };
+    let mut store = lock(&state.rate_limits);
+    let record = store
+        .by_id
+        .get_mut(&id)
+        .filter(|record| record.status == "active")
+        .ok_or_else(|| not_found(&id))?;
+    let immutable = [
+        ("type", json!(record.kind)),
+        ("group_by", json!(record.group_by)),
+        ("target", json!(record.target)),
+        ("workspace_id", json!(record.workspace_id)),
+    ];
+    for (field, current) in immutable {
+        if body
+            .get(field)
+            .is_some_and(|sent| !sent.is_null() && *sent != current)
+        {
+            return Err(EmulatorError::validation(format!(
+                "{field} cannot be changed; delete and recreate the policy"
+            )));
+        }
+    }
+    if let Some(name) = name {
+        record.name = Some(name);
+    }
+    if let Some(unit) = unit {
+        record.unit = unit;
+    }
+    if let Some(value) = value {
+        record.value = value;
+    }
+    if let Some(conditions) = new_conditions {
+        record.conditions = conditions;
+    }
+    record.last_updated_at = now();
+    Ok(Json(json!({})))
+}
+
+/// `DELETE /ai_gw/v2/policies/rate-limits/{id}` → `{}`; archives (see the module comment).
+pub async fn delete(State(state): State<Shared>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let mut store = lock(&state.rate_limits);
+    let record = store
+        .by_id
+        .get_mut(&id)
+        .filter(|record| record.status == "active")
+        .ok_or_else(|| not_found(&id))?;
+    record.status = "archived".to_owned();
+    record.last_updated_at = now();
+    Ok(Json(json!({})))
+}

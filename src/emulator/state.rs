@@ -1,0 +1,157 @@
+//! In-memory state: one std `Mutex` per collection, never held across an await.
+
+use std::{
+    collections::{BTreeMap, HashMap},
+    sync::{
+        Arc, Mutex, MutexGuard, PoisonError,
+        atomic::{AtomicU64, Ordering},
+    },
+    time::Instant,
+};
+
+use serde_json::Value;
+use tokio::sync::watch;
+
+use super::{
+    EmulatorOptions,
+    configs::ConfigStore,
+    deployments::DeploymentStore,
+    faults::{Faults, RateWindow},
+    rate_limits::RateLimitStore,
+};
+
+pub type Shared = Arc<AppState>;
+
+/// Counts per `"<METHOD> <path template>"`, then per status code.
+pub type Stats = HashMap<String, BTreeMap<u16, u64>>;
+
+pub struct AppState {
+    pub options: EmulatorOptions,
+    /// The organisation every object belongs to (reads return this internal UUID).
+    pub organisation_id: String,
+    /// Workspace used when a create request names none.
+    pub default_workspace_id: String,
+    /// The user the bearer token stands for (`owner_id`, `updated_by`, `created_by`).
+    pub user_id: String,
+    pub oauth_tokens: Mutex<HashMap<String, Instant>>,
+    pub configs: Mutex<ConfigStore>,
+    pub deployments: Mutex<DeploymentStore>,
+    pub rate_limits: Mutex<RateLimitStore>,
+    pub guardrails: Mutex<Vec<Value>>,
+    pub responses: Mutex<HashMap<String, Value>>,
+    pub vector_store_files: Mutex<HashMap<(String, String), Value>>,
+    pub stats: Mutex<Stats>,
+    pub faults: Mutex<Faults>,
+    pub rate_window: Mutex<RateWindow>,
+    /// Flips to true when the server shuts down; hung (timeout-fault) requests watch it.
+    pub shutdown: watch::Receiver<bool>,
+    seq: AtomicU64,
+}
+
+impl AppState {
+    pub fn new(options: EmulatorOptions, shutdown: watch::Receiver<bool>) -> Self {
+        Self {
+            options,
+            organisation_id: new_id(),
+            default_workspace_id: new_id(),
+            user_id: new_id(),
+            oauth_tokens: Mutex::default(),
+            configs: Mutex::default(),
+            deployments: Mutex::default(),
+            rate_limits: Mutex::default(),
+            guardrails: Mutex::default(),
+            responses: Mutex::default(),
+            vector_store_files: Mutex::default(),
+            stats: Mutex::default(),
+            faults: Mutex::default(),
+            rate_window: Mutex::default(),
+            shutdown,
+            seq: AtomicU64::new(0),
+        }
+    }
+
+    /// A monotonically increasing number that orders lists by creation.
+    pub fn next_seq(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Empties every collection (control endpoint `DELETE /_emulator/state`).
+    pub fn clear(&self) {
+        *lock(&self.configs) = ConfigStore::default();
+        *lock(&self.deployments) = DeploymentStore::default();
+        *lock(&self.rate_limits) = RateLimitStore::default();
+        lock(&self.guardrails).clear();
+        lock(&self.responses).clear();
+        lock(&self.vector_store_files).clear();
+    }
+}
+
+/// Locks a collection; a handler that panicked mid-update cannot leave it worse than a crash would.
+pub fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub fn new_id() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// ISO 8601 UTC with milliseconds, as the API writes timestamps (`2024-05-12T21:37:06.000Z`).
+pub fn now() -> String {
+    jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string()
+}
+
+pub fn unix_now() -> i64 {
+    jiff::Timestamp::now().as_second()
+}
+
+/// Six random lowercase hex digits, the suffix of generated slugs.
+pub fn hex6() -> String {
+    format!("{:06x}", rand::random::<u32>() & 0x00ff_ffff)
+}
+
+/// Random lowercase hex of `bytes` bytes, for one-time secrets.
+pub fn random_hex(bytes: usize) -> String {
+    (0..bytes)
+        .map(|_| format!("{:02x}", rand::random::<u8>()))
+        .collect()
+}
+
+/// `<prefix>-<first six characters of the name, dashed>-<6 hex>`, like `pc-pplx-c-ca7a87`.
+pub fn make_slug(prefix: &str, name: &str) -> String {
+    let stem: String = name
+        .to_lowercase()
+        .chars()
+        .take(6)
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let stem = stem.trim_matches('-');
+    let stem = if stem.is_empty() { prefix } else { stem };
+    format!("{prefix}-{stem}-{}", hex6())
+}
+
+/// A uniform draw in [0, 1) against a configured probability.
+pub fn roll(probability: Option<f64>) -> bool {
+    probability.is_some_and(|p| p > 0.0 && rand::random::<f64>() < p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slug_takes_six_name_characters() {
+        let slug = make_slug("pc", "Pplx Cache Test");
+        assert!(slug.starts_with("pc-pplx-c-"), "{slug}");
+        assert_eq!(slug.len(), "pc-pplx-c-".len() + 6);
+        assert!(make_slug("dp", "!!!").starts_with("dp-dp-"));
+    }
+
+    #[test]
+    fn timestamps_have_milliseconds() {
+        let ts = now();
+        assert_eq!(ts.len(), "2024-05-12T21:37:06.000Z".len(), "{ts}");
+        assert!(ts.ends_with('Z'));
+    }
+}

@@ -1,0 +1,760 @@
+//! Contract test: the emulator's responses against the published OpenAPI subset
+//! (`shared/api/openapi-subset.yaml`, found beside the repository as CI lays it out).
+//!
+//! Every operation in the spec is either exercised here or listed in `NOT_EMULATED`. Where
+//! `shared/api/FACTS.md` records live behaviour that differs from the spec, the emulator follows
+//! the live API and the test says so in `DEVIATIONS`, validating that response against the live
+//! shape instead (a schema written below, each with its reason).
+//!
+//! The validator covers the JSON Schema subset the file uses: `$ref`, `allOf`, `anyOf`, `oneOf`,
+//! `not`, `type`, OpenAPI 3.0 `nullable` (also beside a `$ref`), `enum`, `properties`,
+//! `required`, `additionalProperties`, `items`, `minItems`, `maxItems`, `minLength`, `maxLength`,
+//! `maxProperties`, `minimum`, `maximum`, `multipleOf` and the `uuid` / `date-time` formats.
+
+use std::{collections::BTreeSet, path::PathBuf};
+
+use aigw::emulator::{EmulatorOptions, Running, spawn};
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "contract-token";
+
+/// Spec operations the emulator does not serve (none of them is a seed operation).
+const NOT_EMULATED: &[&str] = &[
+    "createGuardrail",
+    "deleteResponse",
+    "deleteVectorStoreFile",
+    "Albus_get_deploymentsDeploymentIdPing",
+];
+
+/// Live behaviour (FACTS.md) the emulator follows where the spec says otherwise.
+const DEVIATIONS: &[(&str, &str)] = &[
+    (
+        "createConfig 200",
+        "live returns the flat receipt {id, version_id, slug, object: \"config\"}, not {success, data} (FACTS §3); validated against LIVE_CONFIG_RECEIPT",
+    ),
+    (
+        "getConfig 200",
+        "live returns the flat record with `config` as a JSON-encoded string, `format`, `type`, `version_id`, not {success, data: {config: object}} (FACTS §3); validated against the listConfigVersions item schema, which documents that flat shape",
+    ),
+    (
+        "listConfigs 200",
+        "live envelope is {object: \"list\", total, data} with no `success` (FACTS §3); rows validated against the spec, the envelope against LIVE_LIST_ENVELOPE",
+    ),
+    (
+        "RateLimitsPolicy.unit",
+        "the PANW API adds `rpw` (FACTS §4); the emulator accepts it, this test creates only spec units",
+    ),
+    (
+        "RateLimitsPolicy.conditions[].value",
+        "the PANW API also takes a string array (FACTS §4); this test sends strings only",
+    ),
+    (
+        "Albus_* deployments 200",
+        "the spec's AlbusPublicApiResponse is any object; responses are also validated against the seed's Deployment fields and FACTS §5 (0/1 integer flags, masked secrets)",
+    ),
+    (
+        "Albus_delete_deploymentsDeploymentId 200",
+        "live answers an empty body, not a JSON object (FACTS §5); the body is checked to be empty instead",
+    ),
+];
+
+// ---------------------------------------------------------------------------------------------
+// The spec and a validator for its JSON Schema subset.
+
+fn spec_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/api/openapi-subset.yaml")
+}
+
+fn load_spec() -> Value {
+    let path = spec_path();
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|err| {
+        panic!(
+            "the published spec must be at {} (CI clones shared/ beside the repo): {err}",
+            path.display()
+        )
+    });
+    let yaml: serde_yaml::Value = serde_yaml::from_str(&text).expect("spec is valid yaml");
+    serde_json::to_value(yaml).expect("spec converts to json")
+}
+
+struct Spec {
+    doc: Value,
+}
+
+impl Spec {
+    fn load() -> Self {
+        Self { doc: load_spec() }
+    }
+
+    fn operations(&self) -> Vec<(String, String, Value)> {
+        let mut ops = Vec::new();
+        for (path, item) in self.doc["paths"].as_object().expect("paths") {
+            for method in ["get", "put", "post", "delete", "patch"] {
+                if let Some(op) = item.get(method) {
+                    ops.push((method.to_uppercase(), path.clone(), op.clone()));
+                }
+            }
+        }
+        ops
+    }
+
+    fn response_schema(&self, operation_id: &str, status: u16) -> Value {
+        let (_, _, op) = self
+            .operations()
+            .into_iter()
+            .find(|(_, _, op)| op["operationId"] == json!(operation_id))
+            .unwrap_or_else(|| panic!("operation {operation_id} is in the spec"));
+        op["responses"][status.to_string()]["content"]["application/json"]["schema"].clone()
+    }
+
+    fn component(&self, name: &str) -> Value {
+        self.doc["components"]["schemas"][name].clone()
+    }
+
+    fn resolve<'a>(&'a self, schema: &'a Value) -> &'a Value {
+        let mut current = schema;
+        while let Some(reference) = current.get("$ref").and_then(Value::as_str) {
+            let name = reference
+                .strip_prefix("#/components/schemas/")
+                .unwrap_or_else(|| panic!("unsupported $ref {reference}"));
+            current = &self.doc["components"]["schemas"][name];
+            assert!(!current.is_null(), "dangling $ref {reference}");
+        }
+        current
+    }
+
+    /// All violations of `schema` by `value`, each with its JSON path.
+    fn violations(&self, schema: &Value, value: &Value) -> Vec<String> {
+        let mut errors = Vec::new();
+        self.check(schema, value, "$", &mut errors);
+        errors
+    }
+
+    fn check(&self, schema: &Value, value: &Value, at: &str, errors: &mut Vec<String>) {
+        if value.is_null() && schema.get("nullable") == Some(&json!(true)) {
+            return;
+        }
+        let schema = self.resolve(schema);
+        if schema.is_null() || schema.as_object().is_some_and(|s| s.is_empty()) {
+            return;
+        }
+        if value.is_null() && schema.get("nullable") == Some(&json!(true)) {
+            return;
+        }
+        if let Some(parts) = schema.get("allOf").and_then(Value::as_array) {
+            for part in parts {
+                self.check(part, value, at, errors);
+            }
+        }
+        for (keyword, exactly_one) in [("anyOf", false), ("oneOf", true)] {
+            if let Some(options) = schema.get(keyword).and_then(Value::as_array) {
+                let passing = options
+                    .iter()
+                    .filter(|o| self.violations(o, value).is_empty())
+                    .count();
+                if passing == 0 || (exactly_one && passing > 1) {
+                    errors.push(format!("{at}: matches {passing} of the {keyword} options"));
+                }
+            }
+        }
+        if let Some(not) = schema.get("not")
+            && self.violations(not, value).is_empty()
+        {
+            errors.push(format!("{at}: must not match the `not` schema"));
+        }
+        if let Some(expected) = schema.get("type").and_then(Value::as_str) {
+            if !type_matches(expected, value) {
+                errors.push(format!("{at}: expected {expected}, got {value}"));
+                return;
+            }
+        } else if value.is_null() && schema.get("properties").is_some() {
+            errors.push(format!("{at}: null is not allowed"));
+            return;
+        }
+        if let Some(allowed) = schema.get("enum").and_then(Value::as_array)
+            && !allowed.contains(value)
+        {
+            errors.push(format!("{at}: {value} is not one of {allowed:?}"));
+        }
+        self.check_bounds(schema, value, at, errors);
+        match value {
+            Value::Object(map) => self.check_object(schema, map, at, errors),
+            Value::Array(items) => {
+                if let Some(item_schema) = schema.get("items") {
+                    for (index, item) in items.iter().enumerate() {
+                        self.check(item_schema, item, &format!("{at}[{index}]"), errors);
+                    }
+                }
+            }
+            Value::String(text) => check_format(schema, text, at, errors),
+            _ => {}
+        }
+    }
+
+    fn check_object(
+        &self,
+        schema: &Value,
+        map: &serde_json::Map<String, Value>,
+        at: &str,
+        errors: &mut Vec<String>,
+    ) {
+        for field in schema
+            .get("required")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let field = field.as_str().unwrap_or_default();
+            if !map.contains_key(field) {
+                errors.push(format!("{at}: missing required field {field}"));
+            }
+        }
+        let properties = schema.get("properties").and_then(Value::as_object);
+        for (field, item) in map {
+            let path = format!("{at}.{field}");
+            match (
+                properties.and_then(|p| p.get(field)),
+                schema.get("additionalProperties"),
+            ) {
+                (Some(property), _) => self.check(property, item, &path, errors),
+                (None, Some(Value::Bool(false))) => {
+                    errors.push(format!("{path}: additional property not allowed"));
+                }
+                (None, Some(extra @ Value::Object(_))) => self.check(extra, item, &path, errors),
+                (None, _) => {}
+            }
+        }
+        if let Some(max) = schema.get("maxProperties").and_then(Value::as_u64)
+            && map.len() as u64 > max
+        {
+            errors.push(format!("{at}: more than {max} properties"));
+        }
+    }
+
+    fn check_bounds(&self, schema: &Value, value: &Value, at: &str, errors: &mut Vec<String>) {
+        let limit = |name: &str| schema.get(name).and_then(Value::as_f64);
+        if let Some(number) = value.as_f64() {
+            if limit("minimum").is_some_and(|min| number < min) {
+                errors.push(format!("{at}: {number} below minimum"));
+            }
+            if limit("maximum").is_some_and(|max| number > max) {
+                errors.push(format!("{at}: {number} above maximum"));
+            }
+            if limit("multipleOf").is_some_and(|m| (number / m).fract().abs() > 1e-9) {
+                errors.push(format!("{at}: {number} not a multiple"));
+            }
+        }
+        let length = match value {
+            Value::String(text) => Some((text.chars().count(), "minLength", "maxLength")),
+            Value::Array(items) => Some((items.len(), "minItems", "maxItems")),
+            _ => None,
+        };
+        if let Some((len, min_key, max_key)) = length {
+            if limit(min_key).is_some_and(|min| (len as f64) < min) {
+                errors.push(format!("{at}: shorter than {min_key}"));
+            }
+            if limit(max_key).is_some_and(|max| (len as f64) > max) {
+                errors.push(format!("{at}: longer than {max_key}"));
+            }
+        }
+    }
+}
+
+fn type_matches(expected: &str, value: &Value) -> bool {
+    match expected {
+        "object" => value.is_object(),
+        "array" => value.is_array(),
+        "string" => value.is_string(),
+        "boolean" => value.is_boolean(),
+        "integer" => value.is_i64() || value.is_u64(),
+        "number" => value.is_number(),
+        other => panic!("unsupported schema type {other}"),
+    }
+}
+
+fn check_format(schema: &Value, text: &str, at: &str, errors: &mut Vec<String>) {
+    match schema.get("format").and_then(Value::as_str) {
+        Some("uuid") if uuid::Uuid::parse_str(text).is_err() => {
+            errors.push(format!("{at}: {text:?} is not a uuid"));
+        }
+        Some("date-time") if text.parse::<jiff::Timestamp>().is_err() => {
+            errors.push(format!("{at}: {text:?} is not an RFC 3339 date-time"));
+        }
+        _ => {}
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Live shapes (see DEVIATIONS).
+
+fn live_config_receipt() -> Value {
+    json!({
+        "type": "object",
+        "required": ["id", "version_id", "slug", "object"],
+        "properties": {
+            "id": {"type": "string", "format": "uuid"},
+            "version_id": {"type": "string", "format": "uuid"},
+            "slug": {"type": "string"},
+            "object": {"type": "string", "enum": ["config"]},
+        },
+    })
+}
+
+fn live_list_envelope() -> Value {
+    json!({
+        "type": "object",
+        "required": ["object", "total", "data"],
+        "properties": {
+            "object": {"type": "string", "enum": ["list"]},
+            "total": {"type": "integer", "minimum": 0},
+            "data": {"type": "array"},
+        },
+    })
+}
+
+/// The seed's Deployment table with FACTS §5's read conventions.
+fn seed_deployment() -> Value {
+    let flag = json!({"type": "integer", "enum": [0, 1]});
+    let timestamp = json!({"type": "string", "format": "date-time"});
+    let nullable_timestamp = json!({"type": "string", "format": "date-time", "nullable": true});
+    let strings = json!({"type": "array", "items": {"type": "string"}});
+    json!({
+        "type": "object",
+        "required": ["id", "name", "slug", "type", "status", "is_default", "connection_status",
+                     "created_by", "created_at", "last_updated_at", "last_synced_at",
+                     "last_resynced_at", "tags", "object", "auth_settings", "deployment_config",
+                     "workspaces", "credentials", "client_auth"],
+        "properties": {
+            "id": {"type": "string", "format": "uuid"},
+            "name": {"type": "string"},
+            "slug": {"type": "string"},
+            "type": {"type": "string", "enum": ["production", "non_production"]},
+            "status": {"type": "string", "enum": ["active", "archived"]},
+            "is_default": flag,
+            "connection_status": {"type": "string", "enum": ["healthy", "unhealthy", "unknown"]},
+            "created_by": {"type": "string"},
+            "created_at": timestamp,
+            "last_updated_at": timestamp,
+            "last_synced_at": nullable_timestamp,
+            "last_resynced_at": nullable_timestamp,
+            "tags": {"type": "object", "additionalProperties": {"type": "string"}},
+            "object": {"type": "string", "enum": ["deployment"]},
+            "deployment_config": {"type": "object", "nullable": true},
+            "workspaces": {"type": "array", "items": {"type": "object", "required": ["id", "slug"]}},
+            "credentials": {
+                "type": "object", "required": ["username", "password"],
+                "properties": {"username": {"type": "string"}, "password": {"type": "string"}},
+            },
+            "client_auth": {"type": "string"},
+            "auth_settings": {
+                "type": "object",
+                "required": ["gateway_base_url", "mcp_gateway_base_url", "private_link_endpoint",
+                             "use_private_link_proxy", "is_dataservice_hosted",
+                             "is_playground_proxy_allowed", "disable_service_gateway",
+                             "workspaces_allowed", "jwt_subs_allowed", "jwt_sub_workspace_mapping",
+                             "allow_all_workspaces"],
+                "properties": {
+                    "gateway_base_url": {"type": "string"},
+                    "mcp_gateway_base_url": {"type": "string"},
+                    "private_link_endpoint": {"type": "string"},
+                    "use_private_link_proxy": flag,
+                    "is_dataservice_hosted": flag,
+                    "is_playground_proxy_allowed": flag,
+                    "disable_service_gateway": flag,
+                    "workspaces_allowed": strings,
+                    "jwt_subs_allowed": strings,
+                    "jwt_sub_workspace_mapping": {"type": "object"},
+                    "allow_all_workspaces": flag,
+                },
+            },
+        },
+    })
+}
+
+/// FACTS §5 `DeploymentCreateResponse`.
+fn live_deployment_receipt() -> Value {
+    json!({
+        "type": "object",
+        "required": ["id", "organisation_id", "client_auth", "credentials", "object"],
+        "additionalProperties": false,
+        "properties": {
+            "id": {"type": "string", "format": "uuid"},
+            "organisation_id": {"type": "string", "format": "uuid"},
+            "client_auth": {"type": "string", "minLength": 1},
+            "credentials": {
+                "type": "object", "required": ["username", "password"],
+                "properties": {"username": {"type": "string"}, "password": {"type": "string", "minLength": 1}},
+            },
+            "object": {"type": "string", "enum": ["deployment"]},
+        },
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Driving the emulator.
+
+struct Harness {
+    spec: Spec,
+    running: Running,
+    http: reqwest::Client,
+    checked: BTreeSet<String>,
+}
+
+impl Harness {
+    async fn start() -> Self {
+        Self {
+            spec: Spec::load(),
+            running: spawn(EmulatorOptions::new(TOKEN))
+                .await
+                .expect("emulator starts"),
+            http: reqwest::Client::new(),
+            checked: BTreeSet::new(),
+        }
+    }
+
+    async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
+        let url = format!("{}{path}", self.running.management_url());
+        let mut request = self.http.request(method, url).bearer_auth(TOKEN);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.expect("request");
+        let status = response.status().as_u16();
+        let bytes = response.bytes().await.expect("body");
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).expect("json")
+        };
+        (status, body)
+    }
+
+    async fn control(&self, path: &str, body: Value) -> Value {
+        let url = format!("{}{path}", self.running.management_url());
+        let response = self
+            .http
+            .post(url)
+            .json(&body)
+            .send()
+            .await
+            .expect("control");
+        assert_eq!(response.status(), StatusCode::OK);
+        response.json().await.expect("control json")
+    }
+
+    /// Validates against the spec's schema for this operation and status.
+    fn expect_spec(&mut self, operation_id: &str, status: u16, body: &Value) {
+        let schema = self.spec.response_schema(operation_id, status);
+        assert!(
+            !schema.is_null(),
+            "{operation_id} {status} has a schema in the spec"
+        );
+        self.expect_schema(operation_id, &schema, body);
+    }
+
+    fn expect_schema(&mut self, operation_id: &str, schema: &Value, body: &Value) {
+        let violations = self.spec.violations(schema, body);
+        assert!(
+            violations.is_empty(),
+            "{operation_id}: {violations:#?}\nbody: {body:#}"
+        );
+        self.checked.insert(operation_id.to_owned());
+    }
+}
+
+const WORKSPACE: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
+
+#[test]
+fn the_spec_is_present_and_every_operation_is_accounted_for() {
+    let spec = Spec::load();
+    let ids: BTreeSet<String> = spec
+        .operations()
+        .iter()
+        .filter_map(|(_, _, op)| op["operationId"].as_str().map(str::to_owned))
+        .collect();
+    let mut expected: BTreeSet<String> = CHECKED.iter().map(|id| (*id).to_owned()).collect();
+    expected.extend(NOT_EMULATED.iter().map(|id| (*id).to_owned()));
+    assert_eq!(
+        ids, expected,
+        "spec operations changed; update CHECKED or NOT_EMULATED"
+    );
+    for (what, why) in DEVIATIONS {
+        assert!(!why.is_empty(), "{what} needs a reason");
+        println!("deviation: {what}: {why}");
+    }
+}
+
+/// Operations the tests below exercise.
+const CHECKED: &[&str] = &[
+    "listConfigs",
+    "createConfig",
+    "getConfig",
+    "updateConfig",
+    "deleteConfig",
+    "listConfigVersions",
+    "createRateLimitsPolicy",
+    "listRateLimitsPolicies",
+    "getRateLimitsPolicy",
+    "updateRateLimitsPolicy",
+    "deleteRateLimitsPolicy",
+    "listGuardrails",
+    "getResponse",
+    "getVectorStoreFile",
+    "Albus_get_deployments",
+    "Albus_post_deployments",
+    "Albus_get_deploymentsDeploymentId",
+    "Albus_put_deploymentsDeploymentId",
+    "Albus_delete_deploymentsDeploymentId",
+];
+
+#[test]
+fn the_validator_rejects_wrong_shapes() {
+    let spec = Spec::load();
+    let policy = spec.component("RateLimitsPolicy");
+    let good = json!({"id": WORKSPACE, "type": "requests", "unit": "rpm", "value": 1, "status": "active",
+                      "workspace_id": WORKSPACE, "organisation_id": WORKSPACE,
+                      "created_at": "2024-05-12T21:37:06.000Z", "last_updated_at": "2024-05-12T21:37:06.000Z",
+                      "name": null});
+    assert_eq!(spec.violations(&policy, &good), Vec::<String>::new());
+    let mut bad = good.clone();
+    bad["unit"] = json!("rps");
+    bad["id"] = json!("not-a-uuid");
+    bad["created_at"] = json!("yesterday");
+    assert_eq!(
+        spec.violations(&policy, &bad).len(),
+        3,
+        "{:?}",
+        spec.violations(&policy, &bad)
+    );
+    let envelope = spec.component("ErrorResponse");
+    let missing_param = json!({"error": {"code": "x", "message": "m", "type": "t"}});
+    assert_eq!(spec.violations(&envelope, &missing_param).len(), 1);
+    let null_param = json!({"error": {"code": null, "message": "m", "type": "t", "param": null}});
+    assert!(
+        spec.violations(&envelope, &null_param).is_empty(),
+        "nullable is honoured"
+    );
+    let response = spec.component("Response");
+    let wrong_model = json!({"id": "r", "object": "response", "created_at": 1, "error": null,
+                             "incomplete_details": null, "instructions": null, "model": "gpt-4o",
+                             "tools": [], "output": [], "parallel_tool_calls": true, "metadata": null,
+                             "tool_choice": "auto", "temperature": 1, "top_p": 1});
+    let violations = spec.violations(&response, &wrong_model);
+    assert_eq!(violations.len(), 1, "{violations:?}");
+    assert!(violations[0].contains("model"), "{violations:?}");
+}
+
+#[tokio::test]
+async fn config_responses_match_the_spec() {
+    let mut h = Harness::start().await;
+    let body = json!({"name": "contract", "config": {"retry": {"attempts": 3}}, "workspace_id": WORKSPACE});
+    let (status, receipt) = h.call(Method::POST, "/ai_gw/v2/configs", Some(body)).await;
+    assert_eq!(status, 200);
+    h.expect_spec("createConfig", 200, &receipt);
+    h.expect_schema("createConfig", &live_config_receipt(), &receipt);
+    let slug = receipt["slug"].as_str().expect("slug").to_owned();
+
+    let (status, list) = h.call(Method::GET, "/ai_gw/v2/configs", None).await;
+    assert_eq!(status, 200);
+    h.expect_spec("listConfigs", 200, &list);
+    h.expect_schema("listConfigs", &live_list_envelope(), &list);
+
+    let (status, config) = h
+        .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
+        .await;
+    assert_eq!(status, 200);
+    let flat =
+        h.spec.response_schema("listConfigVersions", 200)["properties"]["data"]["items"].clone();
+    h.expect_schema("getConfig", &flat, &config);
+    assert!(
+        config["config"].is_string(),
+        "live: config is a JSON string"
+    );
+
+    let update = json!({"name": "testConf", "config": {"virtual_key": "copy-of-anthrop-b20259"}, "status": "active"});
+    let (status, updated) = h
+        .call(
+            Method::PUT,
+            &format!("/ai_gw/v2/configs/{slug}"),
+            Some(update),
+        )
+        .await;
+    assert_eq!(status, 200);
+    h.expect_spec("updateConfig", 200, &updated);
+    assert!(updated["data"]["version_id"].is_string());
+
+    let (status, versions) = h
+        .call(
+            Method::GET,
+            &format!("/ai_gw/v2/configs/{slug}/versions"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    h.expect_spec("listConfigVersions", 200, &versions);
+
+    let (status, deleted) = h
+        .call(Method::DELETE, &format!("/ai_gw/v2/configs/{slug}"), None)
+        .await;
+    assert_eq!(status, 200);
+    h.expect_spec("deleteConfig", 200, &deleted);
+    assert_eq!(h.checked.len(), 6);
+}
+
+#[tokio::test]
+async fn rate_limit_responses_match_the_spec() {
+    let mut h = Harness::start().await;
+    let base = "/ai_gw/v2/policies/rate-limits";
+    let body = json!({"name": "100 RPM per API Key", "conditions": [{"key": "workspace_id", "value": "workspace-123"}],
+                      "group_by": [{"key": "api_key"}], "type": "requests", "unit": "rpm", "value": 100,
+                      "workspace_id": WORKSPACE});
+    let (status, created) = h.call(Method::POST, base, Some(body)).await;
+    assert_eq!(status, 200);
+    h.expect_spec("createRateLimitsPolicy", 200, &created);
+    let path = format!("{base}/{}", created["id"].as_str().expect("id"));
+
+    let (status, list) = h
+        .call(
+            Method::GET,
+            &format!("{base}?page_size=10&current_page=0"),
+            None,
+        )
+        .await;
+    assert_eq!((status, list["total"].clone()), (200, json!(1)));
+    h.expect_spec("listRateLimitsPolicies", 200, &list);
+
+    let (status, policy) = h.call(Method::GET, &path, None).await;
+    assert_eq!(status, 200);
+    h.expect_spec("getRateLimitsPolicy", 200, &policy);
+
+    let (status, updated) = h
+        .call(
+            Method::PUT,
+            &path,
+            Some(json!({"value": 200, "unit": "rph"})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    h.expect_spec("updateRateLimitsPolicy", 200, &updated);
+
+    let (status, deleted) = h.call(Method::DELETE, &path, None).await;
+    assert_eq!(status, 200);
+    h.expect_spec("deleteRateLimitsPolicy", 200, &deleted);
+    assert_eq!(h.checked.len(), 5);
+}
+
+#[tokio::test]
+async fn guardrail_responses_match_the_spec() {
+    let mut h = Harness::start().await;
+    let guardrails: Vec<Value> = (0..3)
+        .map(|n| json!({"name": format!("guard {n}"), "workspace_id": if n == 0 { Value::Null } else { json!(WORKSPACE) }}))
+        .collect();
+    h.control("/_emulator/seed", json!({"guardrails": guardrails}))
+        .await;
+    for base in ["/ai_gw/admin/v2/guardrails", "/ai_gw/v2/guardrails"] {
+        let (status, list) = h
+            .call(Method::GET, &format!("{base}?page_size=2"), None)
+            .await;
+        assert_eq!(status, 200);
+        h.expect_spec("listGuardrails", 200, &list);
+        for query in ["page_size=0", "page_size=1001", "current_page=-1"] {
+            let (status, error) = h.call(Method::GET, &format!("{base}?{query}"), None).await;
+            assert_eq!(status, 400, "{query}");
+            h.expect_spec("listGuardrails", 400, &error);
+        }
+        let (status, error) = h
+            .call(Method::GET, &format!("{base}/pg-missing"), None)
+            .await;
+        assert_eq!(status, 403);
+        h.expect_spec("listGuardrails", 403, &error);
+    }
+}
+
+#[tokio::test]
+async fn gateway_responses_match_the_spec() {
+    let mut h = Harness::start().await;
+    let output = json!([
+        {"id": "msg_1", "type": "message", "role": "assistant", "status": "completed",
+         "content": [{"type": "output_text", "text": "hi", "annotations": []}]},
+        {"id": "fs_1", "type": "file_search_call", "status": "completed", "queries": ["q"],
+         "results": [{"file_id": "file_1", "text": "t", "filename": "a.txt", "score": 0.5}]},
+    ]);
+    let usage = json!({"input_tokens": 3, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": 1,
+                       "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 4});
+    let seed = json!({
+        "responses": [{"id": "resp_1", "output": output, "usage": usage}],
+        "vector_store_files": [{"id": "file_1", "vector_store_id": "vs_1", "usage_bytes": 1024}],
+    });
+    h.control("/_emulator/seed", seed).await;
+    for path in [
+        "/v1/responses/resp_1",
+        "/v1/responses/resp_1?include=file_search_call.results",
+    ] {
+        let (status, response) = h.call(Method::GET, path, None).await;
+        assert_eq!(status, 200);
+        h.expect_spec("getResponse", 200, &response);
+    }
+    let (status, file) = h
+        .call(Method::GET, "/v1/vector_stores/vs_1/files/file_1", None)
+        .await;
+    assert_eq!(status, 200);
+    h.expect_spec("getVectorStoreFile", 200, &file);
+    let (status, missing) = h
+        .call(Method::GET, "/v1/responses/resp_missing", None)
+        .await;
+    assert_eq!(status, 404);
+    h.expect_schema("getResponse", &h.spec.component("ErrorResponse"), &missing);
+}
+
+#[tokio::test]
+async fn deployment_responses_match_the_spec_and_the_seed() {
+    let mut h = Harness::start().await;
+    let base = "/ai_gw/admin/v2/deployments";
+    let body = json!({"name": "edge", "type": "production", "is_default": true, "tags": {"env": "prod"},
+                      "auth_settings": {"gateway_base_url": "https://gw.example", "workspaces_allowed": [WORKSPACE]}});
+    let (status, receipt) = h.call(Method::POST, base, Some(body)).await;
+    assert_eq!(status, 200);
+    h.expect_spec("Albus_post_deployments", 200, &receipt);
+    h.expect_schema(
+        "Albus_post_deployments",
+        &live_deployment_receipt(),
+        &receipt,
+    );
+    let path = format!("{base}/{}", receipt["id"].as_str().expect("id"));
+
+    let (status, list) = h.call(Method::GET, base, None).await;
+    assert_eq!(status, 200);
+    h.expect_spec("Albus_get_deployments", 200, &list);
+    h.expect_schema("Albus_get_deployments", &live_list_envelope(), &list);
+
+    let (status, detail) = h.call(Method::GET, &path, None).await;
+    assert_eq!(status, 200);
+    h.expect_spec("Albus_get_deploymentsDeploymentId", 200, &detail);
+    h.expect_schema(
+        "Albus_get_deploymentsDeploymentId",
+        &seed_deployment(),
+        &detail,
+    );
+
+    let (status, updated) = h
+        .call(
+            Method::PUT,
+            &path,
+            Some(json!({"rotate_auth": true, "status": "active"})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    h.expect_spec("Albus_put_deploymentsDeploymentId", 200, &updated);
+    h.expect_schema(
+        "Albus_put_deploymentsDeploymentId",
+        &seed_deployment(),
+        &updated,
+    );
+
+    let (status, deleted) = h.call(Method::DELETE, &path, None).await;
+    assert_eq!((status, deleted), (200, Value::Null), "live: empty body");
+    h.checked
+        .insert("Albus_delete_deploymentsDeploymentId".to_owned());
+    assert_eq!(h.checked.len(), 5);
+}
