@@ -23,6 +23,11 @@ impl SecretString {
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
+
+    /// Empty, or only `*`: what reads return in place of a one-time secret.
+    pub fn is_masked(&self) -> bool {
+        self.0.chars().all(|c| c == '*')
+    }
 }
 
 impl From<String> for SecretString {

@@ -243,8 +243,10 @@ pub struct UpdateDeploymentRequest {
     pub tags: Option<Tags>,
 }
 
-/// The update answer; carries new secrets after `rotate_auth: true`.
+/// The update answer; carries new secrets after `rotate_auth: true`. Masked values (`****`), which
+/// an answer without rotation may echo, read as `None`, so `Some` always means a usable secret.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(from = "RawDeploymentUpdated")]
 pub struct DeploymentUpdated {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
@@ -252,6 +254,26 @@ pub struct DeploymentUpdated {
     pub client_auth: Option<SecretString>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials: Option<Credentials>,
+}
+
+#[derive(Deserialize)]
+struct RawDeploymentUpdated {
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    client_auth: Option<SecretString>,
+    #[serde(default)]
+    credentials: Option<Credentials>,
+}
+
+impl From<RawDeploymentUpdated> for DeploymentUpdated {
+    fn from(raw: RawDeploymentUpdated) -> Self {
+        Self {
+            id: raw.id,
+            client_auth: raw.client_auth.filter(|s| !s.is_masked()),
+            credentials: raw.credentials.filter(|c| !c.password.is_masked()),
+        }
+    }
 }
 
 /// Filters of `GET /deployments`.

@@ -337,6 +337,10 @@ fn deployment_create_receipt_keeps_secrets_out_of_debug() {
     assert_eq!(rotated.client_auth.as_ref().unwrap().expose(), "new-ca");
     let plain: DeploymentUpdated = read("{}");
     assert_eq!(plain, DeploymentUpdated::default());
+    let masked: DeploymentUpdated = read(
+        r#"{"id":"d1","client_auth":"****","credentials":{"username":"u","password":"********"}}"#,
+    );
+    assert_eq!((masked.client_auth, masked.credentials), (None, None));
 }
 
 #[test]

@@ -1,0 +1,758 @@
+//! The API client against the emulator over real HTTP: every operation, then the failure paths
+//! (401, 400 envelopes, not found, 429, 5xx, timeouts, exhausted retries, lost answers).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aigw::api::{
+    ApiError, Client, ClientConfig, Condition, CreateConfigRequest, CreateDeploymentRequest,
+    CreateRateLimitsPolicyRequest, DeploymentAuthSettingsInput, DeploymentListQuery,
+    DeploymentStatus, DeploymentType, GroupBy, Includable, ItemStatus, OneOrMany, OutputItem,
+    PolicyStatus, RateLimitType, RateLimitUnit, RateLimitsListQuery, RequestObserver, RetryPolicy,
+    SecretString, StaticToken, TokenFuture, TokenSource, UpdateConfigRequest,
+    UpdateDeploymentRequest, UpdateRateLimitsPolicyRequest, VectorStoreFileStatus,
+};
+use aigw::emulator::{EmulatorOptions, Running, spawn};
+use serde_json::{Value, json};
+
+const TOKEN: &str = "test-token";
+
+struct Env {
+    emulator: Running,
+    control: reqwest::Client,
+}
+
+impl Env {
+    async fn start() -> Self {
+        let emulator = spawn(EmulatorOptions::new(TOKEN))
+            .await
+            .expect("emulator starts");
+        Self {
+            emulator,
+            control: reqwest::Client::new(),
+        }
+    }
+
+    fn config(&self) -> ClientConfig {
+        ClientConfig::new(
+            self.emulator.management_url(),
+            self.emulator.gateway_url(),
+            Arc::new(StaticToken::new(TOKEN)),
+        )
+        .retry(RetryPolicy {
+            max_attempts: 5,
+            base_delay: Duration::from_millis(5),
+            max_delay: Duration::from_secs(5),
+        })
+        .rate_limit(0.0, 1)
+    }
+
+    fn client(&self) -> Client {
+        Client::new(self.config()).expect("client builds")
+    }
+
+    async fn control(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
+        let url = format!("{}/_emulator/{path}", self.emulator.management_url());
+        let response = self
+            .control
+            .request(method, url)
+            .json(&body)
+            .send()
+            .await
+            .expect("control call");
+        assert!(
+            response.status().is_success(),
+            "control {path}: {}",
+            response.status()
+        );
+        response.json().await.expect("control answer is JSON")
+    }
+
+    async fn faults(&self, faults: Value) {
+        self.control(reqwest::Method::PUT, "faults", faults).await;
+    }
+
+    async fn seed(&self, body: Value) -> Value {
+        self.control(reqwest::Method::POST, "seed", body).await
+    }
+
+    /// How many answers with `status` the emulator gave to `key` (`"GET /ai_gw/..."`).
+    async fn count(&self, key: &str, status: u16) -> u64 {
+        let url = format!("{}/_emulator/stats", self.emulator.management_url());
+        let stats: Value = self
+            .control
+            .get(url)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        stats["requests"][key][status.to_string()]
+            .as_u64()
+            .unwrap_or(0)
+    }
+}
+
+/// Records every attempt the client makes.
+#[derive(Default)]
+struct Attempts(Mutex<Vec<(String, String, Option<u16>)>>);
+
+impl RequestObserver for Attempts {
+    fn on_response(&self, method: &str, endpoint: &str, status: Option<u16>, _: Duration) {
+        let mut seen = self.0.lock().unwrap();
+        seen.push((method.to_owned(), endpoint.to_owned(), status));
+    }
+}
+
+impl Attempts {
+    fn of(&self, method: &str, endpoint: &str) -> Vec<Option<u16>> {
+        let seen = self.0.lock().unwrap();
+        seen.iter()
+            .filter(|(m, e, _)| m == method && e == endpoint)
+            .map(|(_, _, s)| *s)
+            .collect()
+    }
+}
+
+fn config_request(name: &str) -> CreateConfigRequest {
+    CreateConfigRequest {
+        name: name.into(),
+        config: json!({"virtual_key": "vk-1", "retry": {"attempts": 3}}),
+        workspace_id: None,
+        is_default: None,
+    }
+}
+
+fn policy_request(name: &str) -> CreateRateLimitsPolicyRequest {
+    CreateRateLimitsPolicyRequest {
+        name: Some(name.into()),
+        description: None,
+        conditions: vec![Condition {
+            key: "workspace_id".into(),
+            value: OneOrMany::One("ws-1".into()),
+            excludes: None,
+        }],
+        group_by: vec![GroupBy {
+            key: "api_key".into(),
+        }],
+        limit_type: RateLimitType::Requests,
+        unit: RateLimitUnit::Rpm,
+        value: 100.0,
+        target: None,
+        workspace_id: None,
+        organisation_id: None,
+    }
+}
+
+#[tokio::test]
+async fn configs_crud() {
+    let env = Env::start().await;
+    let client = env.client();
+    let configs = client.configs();
+
+    let created = configs.create(&config_request("routing")).await.unwrap();
+    let slug = created.slug.clone().expect("the emulator returns the slug");
+    let detail = configs.get(&slug).await.unwrap();
+    assert_eq!(detail.id, created.id);
+    assert_eq!(detail.name, "routing");
+    assert_eq!(
+        detail.config["virtual_key"], "vk-1",
+        "config string is parsed"
+    );
+    assert_eq!(detail.version_id, created.version_id);
+    assert_eq!(
+        configs.get(&created.id).await.unwrap().slug,
+        slug,
+        "id works as path"
+    );
+
+    let listed = configs.list(None).await.unwrap();
+    assert!(listed.iter().any(|c| c.slug == slug));
+    let ws = detail.workspace_id.clone().unwrap();
+    assert!(
+        configs
+            .list(Some(&ws))
+            .await
+            .unwrap()
+            .iter()
+            .any(|c| c.slug == slug)
+    );
+
+    let update = UpdateConfigRequest {
+        config: Some(json!({"virtual_key": "vk-2"})),
+        ..Default::default()
+    };
+    let updated = configs.update(&slug, &update).await.unwrap();
+    assert!(updated.version_id.is_some());
+    assert_ne!(
+        updated.version_id, created.version_id,
+        "every update mints a version"
+    );
+    assert_eq!(
+        configs.get(&slug).await.unwrap().config,
+        json!({"virtual_key": "vk-2"})
+    );
+    assert!(configs.versions(&slug).await.unwrap().len() >= 2);
+
+    configs.delete(&slug).await.unwrap();
+    let gone = configs.get(&slug).await.unwrap_err();
+    assert!(gone.is_not_found(), "{gone}");
+    assert_eq!(gone.category(), "NotFound");
+    assert!(configs.delete(&slug).await.unwrap_err().is_not_found());
+}
+
+#[tokio::test]
+async fn deployments_lifecycle_and_one_time_secrets() {
+    let env = Env::start().await;
+    let client = env.client();
+    let deployments = client.deployments();
+
+    let req = CreateDeploymentRequest {
+        name: "edge-eu".into(),
+        deployment_type: Some(DeploymentType::NonProduction),
+        auth_settings: Some(DeploymentAuthSettingsInput {
+            gateway_base_url: Some("https://gw.example".into()),
+            workspaces_allowed: Some(vec!["ws-1".into()]),
+            allow_all_workspaces: Some(false),
+            ..Default::default()
+        }),
+        tags: Some([("env".to_owned(), "test".to_owned())].into()),
+        ..Default::default()
+    };
+    let created = deployments.create(&req).await.unwrap();
+    assert!(!created.client_auth.expose().is_empty());
+    assert!(!created.credentials.password.expose().is_empty());
+    assert!(!format!("{created:?}").contains(created.client_auth.expose()));
+
+    let read = deployments.get(&created.id).await.unwrap();
+    assert_eq!(read.name, "edge-eu");
+    assert_eq!(read.deployment_type, Some(DeploymentType::NonProduction));
+    assert_eq!(read.status, Some(DeploymentStatus::Active));
+    let auth = read.auth_settings.as_ref().unwrap();
+    assert_eq!(auth.allow_all_workspaces, Some(false));
+    assert_eq!(auth.gateway_base_url.as_deref(), Some("https://gw.example"));
+    assert_ne!(
+        read.client_auth.as_ref().map(SecretString::expose),
+        Some(created.client_auth.expose()),
+        "reads mask client_auth"
+    );
+
+    let listed = deployments
+        .list(&DeploymentListQuery {
+            deployment_type: Some(DeploymentType::NonProduction),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(listed.iter().any(|d| d.id == created.id));
+
+    let renamed = deployments
+        .update(
+            &created.id,
+            &UpdateDeploymentRequest {
+                name: Some("edge-eu-2".into()),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(renamed.client_auth.is_none(), "no rotation, no secrets");
+    assert_eq!(
+        deployments.get(&created.id).await.unwrap().name,
+        "edge-eu-2"
+    );
+
+    let rotated = deployments
+        .update(
+            &created.id,
+            &UpdateDeploymentRequest {
+                rotate_auth: Some(true),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let new_auth = rotated.client_auth.expect("rotation returns client_auth");
+    assert_ne!(new_auth.expose(), created.client_auth.expose());
+    assert!(rotated.credentials.is_some());
+
+    deployments.delete(&created.id).await.unwrap();
+    let archived = deployments.get(&created.id).await.unwrap();
+    assert_eq!(archived.status, Some(DeploymentStatus::Archived));
+
+    let missing = deployments
+        .get("00000000-0000-4000-8000-000000000000")
+        .await
+        .unwrap_err();
+    assert!(missing.is_not_found(), "{missing}");
+}
+
+#[tokio::test]
+async fn rate_limits_crud_and_paging() {
+    let env = Env::start().await;
+    let client = env.client();
+    let policies = client.rate_limits();
+
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(
+            policies
+                .create(&policy_request(&format!("p{i}")))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    let paged = policies
+        .list(&RateLimitsListQuery {
+            page_size: Some(2),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(paged.len(), 5, "all pages are fetched");
+    assert!(env.count("GET /ai_gw/v2/policies/rate-limits", 200).await >= 3);
+
+    let one = policies.get(&ids[0]).await.unwrap();
+    assert_eq!(one.name.as_deref(), Some("p0"));
+    assert_eq!(one.limit_type, RateLimitType::Requests);
+    assert_eq!(one.status, PolicyStatus::Active);
+
+    let update = UpdateRateLimitsPolicyRequest {
+        value: Some(250.0),
+        unit: Some(RateLimitUnit::Rph),
+        ..Default::default()
+    };
+    policies.update(&ids[0], &update).await.unwrap();
+    let after = policies.get(&ids[0]).await.unwrap();
+    assert_eq!((after.value, after.unit), (250.0, RateLimitUnit::Rph));
+
+    policies.delete(&ids[0]).await.unwrap();
+    assert!(policies.get(&ids[0]).await.unwrap_err().is_not_found());
+    let archived = policies
+        .get_with_status(&ids[0], PolicyStatus::Archived)
+        .await
+        .unwrap();
+    assert_eq!(archived.status, PolicyStatus::Archived);
+    assert!(policies.delete(&ids[0]).await.unwrap_err().is_not_found());
+    assert_eq!(
+        policies
+            .list(&RateLimitsListQuery::default())
+            .await
+            .unwrap()
+            .len(),
+        4
+    );
+}
+
+#[tokio::test]
+async fn guardrails_pages() {
+    let env = Env::start().await;
+    let rows: Vec<Value> = (0..5)
+        .map(|i| json!({"name": format!("g{i}"), "target": "llm"}))
+        .collect();
+    env.seed(json!({"guardrails": rows})).await;
+    let client = env.client();
+
+    let all = client.guardrails().list(None, None).await.unwrap();
+    assert_eq!(all.total, 5);
+    assert_eq!(all.data.len(), 5);
+    let page = client.guardrails().list(Some(2), Some(2)).await.unwrap();
+    assert_eq!((page.total, page.data.len()), (5, 1));
+
+    let err = client.guardrails().list(Some(0), None).await.unwrap_err();
+    assert!(matches!(&err, ApiError::Validation { field, .. } if field == "page_size"));
+    assert_eq!(
+        env.count("GET /ai_gw/admin/v2/guardrails", 400).await,
+        0,
+        "never sent"
+    );
+}
+
+#[tokio::test]
+async fn gateway_reads() {
+    let env = Env::start().await;
+    env.seed(json!({
+        "responses": [{
+            "id": "resp_1",
+            "model": "o1-pro",
+            "output": [{
+                "type": "file_search_call", "id": "fs_1", "status": "completed", "queries": ["q"],
+                "results": [{"file_id": "f1", "text": "t", "filename": "a.md", "score": 0.5}]
+            }]
+        }],
+        "vector_store_files": [{
+            "id": "file-1", "vector_store_id": "vs_1", "status": "completed",
+            "chunking_strategy": {"type": "static", "static": {"max_chunk_size_tokens": 800, "chunk_overlap_tokens": 400}}
+        }]
+    }))
+    .await;
+    let client = env.client();
+
+    let with = client
+        .responses()
+        .get("resp_1", &[Includable::FileSearchCallResults])
+        .await
+        .unwrap();
+    let OutputItem::FileSearchCall(call) = &with.output[0] else {
+        panic!("{:?}", with.output)
+    };
+    assert_eq!(call.status, ItemStatus::Completed);
+    assert_eq!(call.results.as_ref().map(Vec::len), Some(1));
+    let without = client.responses().get("resp_1", &[]).await.unwrap();
+    let OutputItem::FileSearchCall(call) = &without.output[0] else {
+        panic!()
+    };
+    assert!(call.results.is_none(), "results only when included");
+
+    let file = client
+        .vector_store_files()
+        .get("vs_1", "file-1")
+        .await
+        .unwrap();
+    assert_eq!(file.status, VectorStoreFileStatus::Completed);
+    assert_eq!(file.vector_store_id, "vs_1");
+
+    let missing = client
+        .responses()
+        .get("resp_missing", &[])
+        .await
+        .unwrap_err();
+    assert!(missing.is_not_found());
+    assert!(
+        missing.api_message().is_some(),
+        "the envelope is parsed: {missing}"
+    );
+    let missing = client
+        .vector_store_files()
+        .get("vs_1", "nope")
+        .await
+        .unwrap_err();
+    assert!(missing.is_not_found());
+}
+
+/// Hands out a stale token until invalidated.
+#[derive(Debug, Default)]
+struct StaleThenFresh {
+    invalidations: AtomicUsize,
+}
+
+impl TokenSource for StaleThenFresh {
+    fn token(&self) -> TokenFuture<'_> {
+        let fresh = self.invalidations.load(Ordering::SeqCst) > 0;
+        Box::pin(async move { Ok(SecretString::new(if fresh { TOKEN } else { "stale" })) })
+    }
+
+    fn invalidate(&self) {
+        self.invalidations.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test]
+async fn unauthorized_refreshes_the_token_once() {
+    let env = Env::start().await;
+    let source = Arc::new(StaleThenFresh::default());
+    let mut cfg = env.config();
+    cfg.token = source.clone();
+    let client = Client::new(cfg).unwrap();
+    client
+        .configs()
+        .list(None)
+        .await
+        .expect("second try has a fresh token");
+    assert_eq!(source.invalidations.load(Ordering::SeqCst), 1);
+
+    let mut cfg = env.config();
+    cfg.token = Arc::new(StaticToken::new("wrong"));
+    let attempts = Arc::new(Attempts::default());
+    cfg.observer = Some(attempts.clone());
+    let err = Client::new(cfg)
+        .unwrap()
+        .configs()
+        .list(None)
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), Some(401));
+    assert_eq!(err.category(), "Unauthorized");
+    assert!(!err.is_transient());
+    assert_eq!(
+        attempts.of("GET", "/ai_gw/v2/configs"),
+        [Some(401), Some(401)]
+    );
+    assert!(
+        !err.to_string().contains("wrong"),
+        "the token never shows: {err}"
+    );
+}
+
+#[tokio::test]
+async fn bad_request_envelope_is_permanent() {
+    let env = Env::start().await;
+    let client = env.client();
+    let req = CreateDeploymentRequest {
+        name: "a".into(),
+        slug: Some("dp-fixed".into()),
+        ..Default::default()
+    };
+    client.deployments().create(&req).await.unwrap();
+    let attempts = Arc::new(Attempts::default());
+    let client = Client::new(env.config().observer(attempts.clone())).unwrap();
+    let err = client.deployments().create(&req).await.unwrap_err();
+    assert_eq!(err.status(), Some(400));
+    assert_eq!(err.category(), "Validation");
+    assert_eq!(err.api_code(), Some("AB01"));
+    assert!(err.api_message().unwrap().contains("dp-fixed"), "{err}");
+    assert!(!err.is_transient() && !err.is_not_found() && !err.outcome_unknown());
+    assert_eq!(
+        attempts.of("POST", "/ai_gw/admin/v2/deployments").len(),
+        1,
+        "not retried"
+    );
+    let http = err.http().unwrap();
+    assert!(http.raw.contains("AB01"), "raw body kept");
+}
+
+#[tokio::test]
+async fn rate_limited_answers_are_retried_after_retry_after() {
+    let env = Env::start().await;
+    env.faults(json!({"rate_limit_qps": 1.0})).await;
+    let client = env.client();
+    let started = Instant::now();
+    for _ in 0..2 {
+        client
+            .configs()
+            .list(None)
+            .await
+            .expect("retried past the 429");
+    }
+    assert!(env.count("GET /ai_gw/v2/configs", 429).await >= 1);
+    assert!(
+        started.elapsed() >= Duration::from_millis(900),
+        "Retry-After: 1 was honoured ({:?})",
+        started.elapsed()
+    );
+
+    let mut cfg = env.config();
+    cfg.retry = RetryPolicy::none();
+    let strict = Client::new(cfg).unwrap();
+    let _ = strict.configs().list(None).await;
+    let err = strict.configs().list(None).await.unwrap_err();
+    assert_eq!(err.status(), Some(429));
+    assert_eq!(err.category(), "RateLimited");
+    assert!(err.is_transient());
+    assert_eq!(err.retry_after(), Some(Duration::from_secs(1)));
+}
+
+#[tokio::test]
+async fn server_errors_are_retried_until_success() {
+    let env = Env::start().await;
+    let created = env
+        .client()
+        .configs()
+        .create(&config_request("c"))
+        .await
+        .unwrap();
+    env.faults(json!({"error_rate": 0.3})).await;
+    let mut cfg = env.config();
+    cfg.retry.max_attempts = 12;
+    let client = Client::new(cfg).unwrap();
+    for _ in 0..20 {
+        client
+            .configs()
+            .get(&created.id)
+            .await
+            .expect("eventually succeeds");
+    }
+    let failures = env.count("GET /ai_gw/v2/configs/{slug}", 500).await
+        + env.count("GET /ai_gw/v2/configs/{slug}", 503).await;
+    assert!(failures > 0, "some attempts failed and were retried");
+    assert_eq!(env.count("GET /ai_gw/v2/configs/{slug}", 200).await, 20);
+}
+
+#[tokio::test]
+async fn retry_budget_exhausted_returns_the_last_cause() {
+    let env = Env::start().await;
+    env.faults(json!({"error_rate": 1.0})).await;
+    let attempts = Arc::new(Attempts::default());
+    let mut cfg = env.config().observer(attempts.clone());
+    cfg.retry.max_attempts = 3;
+    let err = Client::new(cfg)
+        .unwrap()
+        .configs()
+        .list(None)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, ApiError::RetriesExhausted { attempts: 3, .. }),
+        "{err:?}"
+    );
+    assert!(matches!(err.status(), Some(500 | 503)));
+    assert_eq!(err.category(), "ServerError");
+    assert!(err.is_transient());
+    assert_eq!(attempts.of("GET", "/ai_gw/v2/configs").len(), 3);
+
+    // A POST answered 5xx was not applied, so it is retried too.
+    let attempts = Arc::new(Attempts::default());
+    let mut cfg = env.config().observer(attempts.clone());
+    cfg.retry.max_attempts = 2;
+    let err = Client::new(cfg)
+        .unwrap()
+        .configs()
+        .create(&config_request("x"))
+        .await
+        .unwrap_err();
+    assert!(!err.outcome_unknown());
+    assert_eq!(attempts.of("POST", "/ai_gw/v2/configs").len(), 2);
+}
+
+#[tokio::test]
+async fn timeouts() {
+    let env = Env::start().await;
+    env.faults(json!({"timeout_rate": 1.0})).await;
+    let attempts = Arc::new(Attempts::default());
+    let mut cfg = env
+        .config()
+        .timeout(Duration::from_millis(200))
+        .observer(attempts.clone());
+    cfg.retry.max_attempts = 2;
+    let client = Client::new(cfg).unwrap();
+
+    let err = client.configs().list(None).await.unwrap_err();
+    assert_eq!(err.category(), "Timeout", "{err}");
+    assert!(err.is_transient());
+    assert_eq!(
+        attempts.of("GET", "/ai_gw/v2/configs"),
+        [None, None],
+        "GET retried"
+    );
+
+    let err = client
+        .configs()
+        .create(&config_request("t"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ApiError::Timeout { .. }), "{err:?}");
+    assert!(err.outcome_unknown(), "the POST may have been applied");
+    assert_eq!(
+        attempts.of("POST", "/ai_gw/v2/configs"),
+        [None],
+        "POST not retried"
+    );
+}
+
+#[tokio::test]
+async fn lost_answer_to_a_post_is_outcome_unknown() {
+    let env = Env::start().await;
+    env.faults(json!({"drop_after_commit_rate": 1.0})).await;
+    let attempts = Arc::new(Attempts::default());
+    let client = Client::new(env.config().observer(attempts.clone())).unwrap();
+
+    let err = client
+        .configs()
+        .create(&config_request("dropped"))
+        .await
+        .unwrap_err();
+    assert!(err.outcome_unknown(), "{err:?}");
+    assert!(err.is_transient());
+    assert_eq!(err.category(), "Network");
+    assert_eq!(
+        attempts.of("POST", "/ai_gw/v2/configs").len(),
+        1,
+        "not blindly retried"
+    );
+
+    env.faults(json!({})).await;
+    let listed = client.configs().list(None).await.unwrap();
+    assert_eq!(
+        listed.iter().filter(|c| c.name == "dropped").count(),
+        1,
+        "applied exactly once; the caller finds it by looking it up"
+    );
+}
+
+#[tokio::test]
+async fn lost_answer_to_a_put_is_retried() {
+    let env = Env::start().await;
+    let created = env
+        .client()
+        .configs()
+        .create(&config_request("c"))
+        .await
+        .unwrap();
+    env.faults(json!({"drop_after_commit_rate": 0.5})).await;
+    let mut cfg = env.config();
+    cfg.retry.max_attempts = 15;
+    let client = Client::new(cfg).unwrap();
+    let update = UpdateConfigRequest {
+        name: Some("renamed".into()),
+        ..Default::default()
+    };
+    for _ in 0..5 {
+        client
+            .configs()
+            .update(&created.id, &update)
+            .await
+            .expect("PUT is idempotent");
+    }
+    env.faults(json!({})).await;
+    assert_eq!(
+        client.configs().get(&created.id).await.unwrap().name,
+        "renamed"
+    );
+}
+
+#[tokio::test]
+async fn client_side_rate_limit_spaces_requests() {
+    let env = Env::start().await;
+    let client = Client::new(env.config().rate_limit(10.0, 1)).unwrap();
+    let started = Instant::now();
+    for _ in 0..6 {
+        client.configs().list(None).await.unwrap();
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(450),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn bad_configuration_is_rejected() {
+    let token: Arc<dyn TokenSource> = Arc::new(StaticToken::new(TOKEN));
+    let cfg = ClientConfig::new("not a url", "http://127.0.0.1:1/v1", token.clone());
+    assert!(matches!(Client::new(cfg), Err(ApiError::Config(_))));
+    let cfg = ClientConfig::new("http://127.0.0.1:1", "http://127.0.0.1:1/v1", token)
+        .header("bad header", "x");
+    assert!(matches!(Client::new(cfg), Err(ApiError::Config(_))));
+}
+
+#[tokio::test]
+async fn connection_refused_is_safe_to_retry() {
+    let token: Arc<dyn TokenSource> = Arc::new(StaticToken::new(TOKEN));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let cfg = ClientConfig::new(format!("http://{addr}"), format!("http://{addr}/v1"), token)
+        .retry(RetryPolicy {
+            max_attempts: 2,
+            base_delay: Duration::from_millis(1),
+            max_delay: Duration::from_millis(10),
+        });
+    let err = Client::new(cfg)
+        .unwrap()
+        .configs()
+        .create(&config_request("x"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.category(), "Network");
+    assert!(
+        !err.outcome_unknown(),
+        "never connected, so never applied: {err:?}"
+    );
+    assert!(matches!(
+        err,
+        ApiError::RetriesExhausted { attempts: 2, .. }
+    ));
+}
