@@ -20,6 +20,7 @@ cluster:
 
 ## cluster-down: stop the local control plane and remove its state
 cluster-down:
+	-bash hack/demo.sh stop
 	bash hack/cluster-down.sh
 
 lint:

@@ -13,6 +13,8 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
+pub mod harness;
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -173,6 +175,33 @@ impl TestEnv {
         }
     }
 
+    async fn purge<K>(&self)
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+        <K as Resource>::DynamicType: Default,
+    {
+        let api = self.api::<K>();
+        let Ok(list) = api.list(&ListParams::default()).await else {
+            return;
+        };
+        let drop_finalizers = serde_json::json!({"metadata": {"finalizers": null}});
+        for object in list.items {
+            let name = object.name_any();
+            let _ = api
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&drop_finalizers),
+                )
+                .await;
+            let _ = api.delete(&name, &Default::default()).await;
+        }
+    }
+
     /// Every event in the namespace, one per line (for failure dumps and secret-leak checks).
     pub async fn events_text(&self) -> String {
         let events = self
@@ -196,9 +225,13 @@ impl TestEnv {
             .join("\n")
     }
 
-    /// Deletes the namespace. There is no namespace controller in the local control plane, so
-    /// the namespace is finalized directly after the objects the test made are gone.
+    /// Deletes the test's aigw objects (dropping finalizers the stopped operator can no longer
+    /// run) and the namespace. There is no namespace controller in the local control plane, so
+    /// the namespace is finalized directly.
     pub async fn cleanup(self) {
+        self.purge::<aigw::resources::Config>().await;
+        self.purge::<aigw::resources::Deployment>().await;
+        self.purge::<aigw::resources::RateLimitsPolicy>().await;
         let namespaces: Api<Namespace> = Api::all(self.client.clone());
         let _ = namespaces
             .delete(&self.namespace, &Default::default())

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# `make demo`: the whole loop on this machine. Local control plane (kube-apiserver + etcd), the
+# management API emulator, the operator, and examples/ applied; waits for Ready and prints
+# `kubectl get aigw -A`. The emulator and the operator keep running afterwards so you can play;
+# `bash hack/demo.sh stop` (or `make cluster-down`) stops them.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$PWD
+demo="$root/.aigw-dev/demo"
+export KUBECONFIG="$root/.aigw-dev/kubeconfig"
+
+stop() {
+	for name in operator emulator; do
+		if [[ -f "$demo/$name.pid" ]]; then
+			kill "$(cat "$demo/$name.pid")" 2>/dev/null || true
+			rm -f "$demo/$name.pid"
+		fi
+	done
+}
+
+if [[ "${1:-}" == "stop" ]]; then
+	stop
+	exit 0
+fi
+
+step() { printf '\n\033[1m==> %s\033[0m\n' "$*"; }
+
+step "Local control plane"
+bash hack/cluster-up.sh
+step "Building aigw"
+cargo build --quiet --bin aigw
+aigw="$root/target/debug/aigw"
+
+stop
+mkdir -p "$demo"
+head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$demo/token"
+chmod 600 "$demo/token"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+api="http://127.0.0.1:$port"
+
+step "Management API emulator on $api"
+"$aigw" emulator --listen "127.0.0.1:$port" --token-file "$demo/token" >"$demo/emulator.log" 2>&1 &
+echo $! >"$demo/emulator.pid"
+for _ in $(seq 50); do curl -fs "$api/_emulator/stats" >/dev/null && break; sleep 0.1; done
+
+step "CRDs"
+"$aigw" crds | kubectl apply --server-side --force-conflicts -f -
+kubectl wait --for=condition=Established crd -l '!nonexistent' --timeout=60s >/dev/null 2>&1 || true
+kubectl create namespace aigw-demo --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+
+step "Operator (logs: $demo/operator.log)"
+"$aigw" operator --management-url "$api" --gateway-url "$api/v1" --token-file "$demo/token" \
+	--namespace aigw-demo --namespace aigw-dev --namespace aigw-prod \
+	--drift-interval 5s --metrics-addr 127.0.0.1:0 >"$demo/operator.log" 2>&1 &
+echo $! >"$demo/operator.pid"
+
+step "Applying examples/ (namespace aigw-demo) and the gitops overlays (aigw-dev, aigw-prod)"
+kubectl apply -n aigw-demo -f examples/
+kubectl apply -k examples/gitops/overlays/dev
+kubectl apply -k examples/gitops/overlays/prod
+
+step "Waiting for Ready"
+for ns in aigw-demo aigw-dev aigw-prod; do
+	kubectl wait -n "$ns" --for=condition=Ready aigw --all --timeout=120s
+done
+
+step "The gateway reports in (its heartbeat reaches the control plane)"
+id=$(kubectl get -n aigw-demo deployments.aigw.io edge-gateway -o jsonpath='{.status.id}')
+curl -fsS -X POST "$api/_emulator/deployments/$id/connection" -H 'content-type: application/json' \
+	-d '{"connection_status":"healthy"}' >/dev/null
+kubectl wait -n aigw-demo deployments.aigw.io/edge-gateway --for=jsonpath='{.status.connectionStatus}'=healthy --timeout=60s
+
+step "Promotion: dev's routing change is merged into prod (a new versionId, one PUT)"
+before=$(kubectl get -n aigw-prod configs.aigw.io assistant-routing -o jsonpath='{.status.versionId}')
+kubectl patch -n aigw-prod configs.aigw.io assistant-routing --type merge \
+	-p '{"spec":{"config":{"targets":[{"provider":"@openai","override_params":{"model":"gpt-4o"}},{"provider":"@anthropic"}],"retry":{"attempts":3},"strategy":{"mode":"fallback"}}}}'
+kubectl wait -n aigw-prod configs.aigw.io/assistant-routing --for=jsonpath='{.status.versionId}'!="$before" --timeout=60s >/dev/null 2>&1 ||
+	kubectl wait -n aigw-prod configs.aigw.io/assistant-routing --for=condition=Ready --timeout=60s
+echo "versionId $before -> $(kubectl get -n aigw-prod configs.aigw.io assistant-routing -o jsonpath='{.status.versionId}')"
+
+step "kubectl get aigw -A"
+kubectl get aigw -A
+
+step "Credentials Secret written by aigw (keys only)"
+kubectl get secret -n aigw-demo edge-gateway-credentials -o jsonpath='{.data}' | python3 -c 'import json,sys; print(sorted(json.load(sys.stdin)))'
+
+step "Management API calls the emulator served"
+curl -fsS "$api/_emulator/stats" | python3 -m json.tool
+
+cat <<MSG
+
+The emulator ($api, token in $demo/token) and the operator keep running.
+Try:  kubectl --kubeconfig $KUBECONFIG edit -n aigw-demo configs.aigw.io chat-routing
+Stop: bash hack/demo.sh stop   (make cluster-down stops everything)
+MSG

@@ -1,0 +1,198 @@
+//! A running aigw for integration tests: the emulator over real HTTP, the real API client, and
+//! the controllers in this process watching one test namespace of the real apiserver.
+
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use aigw::api::{Client, ClientConfig, RetryPolicy, StaticToken};
+use aigw::controller::{self, Connections, Context, Metrics, Settings};
+use aigw::emulator::{EmulatorOptions, Running};
+use serde_json::Value;
+
+use super::TestEnv;
+
+pub const TOKEN: &str = "test-token-3a7f9c1e";
+
+/// Every log line the operator wrote in this test binary, for secret-leak checks.
+pub fn captured_logs() -> String {
+    String::from_utf8_lossy(&log_buffer().lock().unwrap_or_else(|e| e.into_inner())).into_owned()
+}
+
+fn log_buffer() -> &'static Arc<Mutex<Vec<u8>>> {
+    static BUFFER: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
+    BUFFER.get_or_init(|| {
+        let buffer = Arc::new(Mutex::new(Vec::new()));
+        let writer = buffer.clone();
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter("aigw=debug,info")
+            .with_ansi(false)
+            .with_writer(move || CaptureWriter(writer.clone()))
+            .try_init();
+        buffer
+    })
+}
+
+struct CaptureWriter(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for CaptureWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+pub struct Harness {
+    pub env: TestEnv,
+    pub emulator: Running,
+    pub ctx: Arc<Context>,
+    settings: Settings,
+    operator: tokio::task::JoinHandle<()>,
+    http: reqwest::Client,
+}
+
+impl Harness {
+    pub async fn start(prefix: &str) -> Self {
+        Self::start_with(prefix, Duration::from_secs(600)).await
+    }
+
+    pub async fn start_with(prefix: &str, drift_interval: Duration) -> Self {
+        log_buffer();
+        let env = TestEnv::new(prefix).await;
+        let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+            .await
+            .expect("emulator did not start");
+        let settings = Settings {
+            namespaces: vec![env.namespace.clone()],
+            concurrency: 4,
+            drift_interval,
+        };
+        let ctx = new_context(&env, &emulator, &settings);
+        let operator = tokio::spawn(controller::run(ctx.clone(), settings.clone()));
+        Self {
+            env,
+            emulator,
+            ctx,
+            settings,
+            operator,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    /// Stops the controllers at once, as a killed process would stop, and starts new ones with
+    /// fresh in-memory state (backoff, failpoints).
+    pub async fn restart_operator(&mut self) {
+        self.operator.abort();
+        let _ = (&mut self.operator).await;
+        self.ctx = new_context(&self.env, &self.emulator, &self.settings);
+        self.operator = tokio::spawn(controller::run(self.ctx.clone(), self.settings.clone()));
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.emulator.management_url())
+    }
+
+    pub async fn stats(&self) -> Value {
+        self.http
+            .get(self.url("/_emulator/stats"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    pub async fn reset_stats(&self) {
+        self.http
+            .delete(self.url("/_emulator/stats"))
+            .send()
+            .await
+            .unwrap();
+    }
+
+    /// Requests counted for `"METHOD /template"`, all statuses.
+    pub async fn count(&self, endpoint: &str) -> u64 {
+        count_in(&self.stats().await, endpoint)
+    }
+
+    pub async fn faults(&self, faults: Value) {
+        let response = self
+            .http
+            .put(self.url("/_emulator/faults"))
+            .json(&faults)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            response.status().is_success(),
+            "faults not accepted: {}",
+            response.status()
+        );
+    }
+
+    pub async fn state(&self) -> Value {
+        self.http
+            .get(self.url("/_emulator/state"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// A management API call outside the operator (an out-of-band edit).
+    pub async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
+        let mut request = self.http.request(method, self.url(path)).bearer_auth(TOKEN);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status();
+        let text = response.text().await.unwrap();
+        assert!(status.is_success(), "{path}: {status} {text}");
+        serde_json::from_str(&text).unwrap_or(Value::Null)
+    }
+
+    pub async fn stop(self) {
+        self.operator.abort();
+        let _ = self.operator.await;
+        self.env.cleanup().await;
+    }
+}
+
+/// Sums every status of `endpoint` ("METHOD /template") in an emulator stats document.
+pub fn count_in(stats: &Value, endpoint: &str) -> u64 {
+    stats["requests"][endpoint]
+        .as_object()
+        .map(|by_status| by_status.values().filter_map(Value::as_u64).sum())
+        .unwrap_or(0)
+}
+
+fn new_context(env: &TestEnv, emulator: &Running, settings: &Settings) -> Arc<Context> {
+    let config = ClientConfig::new(
+        emulator.management_url(),
+        emulator.gateway_url(),
+        Arc::new(StaticToken::new(TOKEN)),
+    )
+    .timeout(Duration::from_secs(2))
+    .retry(RetryPolicy {
+        max_attempts: 3,
+        base_delay: Duration::from_millis(50),
+        max_delay: Duration::from_secs(1),
+    })
+    .rate_limit(200.0, 200);
+    let api = Client::new(config).expect("api client");
+    Arc::new(Context::new(
+        env.client.clone(),
+        Connections::new(Some(api)),
+        Arc::new(Metrics::default()),
+        settings,
+    ))
+}
