@@ -58,10 +58,11 @@ pub enum ApiError {
     #[error("failed to get a bearer token: {0}")]
     Token(String),
 
-    #[error("failed to read token file {path}: {source}")]
+    /// The io error is part of the message (not a `source`) so one-line renderings keep it.
+    #[error("failed to read token file {path}: {error}")]
     TokenFile {
         path: PathBuf,
-        source: std::io::Error,
+        error: std::io::Error,
     },
 
     #[error("invalid client configuration: {0}")]

@@ -32,9 +32,9 @@ impl StaticToken {
     /// Reads the token from `path`, trimming surrounding whitespace and the trailing newline.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ApiError> {
         let path = path.as_ref();
-        let raw = std::fs::read_to_string(path).map_err(|source| ApiError::TokenFile {
+        let raw = std::fs::read_to_string(path).map_err(|error| ApiError::TokenFile {
             path: PathBuf::from(path),
-            source,
+            error,
         })?;
         let token = raw.trim();
         if token.is_empty() {

@@ -1,8 +1,365 @@
-//! `aigw api`.
+//! `aigw api`: one direct call per seed operation (plus the create/read/delete ones the operator
+//! uses). Prints the answer as pretty JSON on stdout; errors go to stderr with a non-zero exit.
+//! Create and rotate answers include one-time secrets: they are printed, because that is the only
+//! time they can be read.
 
-#[derive(clap::Args)]
-pub struct ApiArgs {}
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
-pub async fn run(_args: ApiArgs) -> anyhow::Result<()> {
-    anyhow::bail!("aigw api is not built yet")
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use aigw::api::{
+    Client, ClientConfig, CreateConfigRequest, CreateDeploymentRequest,
+    CreateRateLimitsPolicyRequest, DeploymentListQuery, Includable, RateLimitsListQuery,
+    SecretString, StaticToken, UpdateConfigRequest, UpdateDeploymentRequest,
+    UpdateRateLimitsPolicyRequest,
+};
+
+#[derive(Args)]
+pub struct ApiArgs {
+    #[command(flatten)]
+    connection: ConnectionArgs,
+    #[command(subcommand)]
+    command: ApiCommand,
+}
+
+#[derive(Args)]
+struct ConnectionArgs {
+    /// Root of the management API; `/ai_gw/v2…` and `/ai_gw/admin/v2…` are appended.
+    #[arg(long, global = true, env = "AIGW_MANAGEMENT_URL", value_name = "URL")]
+    management_url: Option<String>,
+    /// The gateway address including `/v1`. Default: the management URL plus `/v1`.
+    #[arg(long, global = true, env = "AIGW_GATEWAY_URL", value_name = "URL")]
+    gateway_url: Option<String>,
+    /// File holding the bearer token.
+    #[arg(long, global = true, env = "AIGW_TOKEN_FILE", value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Extra header sent on every request, e.g. `x-tsg-id=1234`; repeatable. Values are not logged.
+    #[arg(long = "header", global = true, value_name = "NAME=VALUE", value_parser = parse_header)]
+    headers: Vec<(String, String)>,
+    /// Per-request timeout.
+    #[arg(long, global = true, default_value = "30s", value_parser = humantime::parse_duration, value_name = "DUR")]
+    timeout: Duration,
+}
+
+#[derive(Subcommand)]
+enum ApiCommand {
+    /// Stored model responses (gateway).
+    #[command(subcommand)]
+    Responses(ResponsesCommand),
+    /// Files of vector stores (gateway).
+    #[command(subcommand)]
+    VectorStoreFiles(VectorStoreFilesCommand),
+    /// Registered self-hosted gateways.
+    #[command(subcommand)]
+    Deployments(DeploymentsCommand),
+    /// Gateway routing configs.
+    #[command(subcommand)]
+    Configs(ConfigsCommand),
+    /// The organisation's guardrails.
+    #[command(subcommand)]
+    Guardrails(GuardrailsCommand),
+    /// Rate limits policies.
+    #[command(subcommand)]
+    RateLimits(RateLimitsCommand),
+}
+
+/// `-f FILE` (or `-f -` for stdin): a JSON request body.
+#[derive(Args)]
+struct BodyArg {
+    /// JSON request body; `-` reads stdin.
+    #[arg(short = 'f', long = "file", value_name = "FILE")]
+    file: PathBuf,
+}
+
+#[derive(Subcommand)]
+enum ResponsesCommand {
+    /// Retrieve a response by id.
+    Get {
+        id: String,
+        /// Extra data to include; repeatable: file_search_call.results,
+        /// message.input_image.image_url, computer_call_output.output.image_url.
+        #[arg(long = "include", value_name = "X")]
+        include: Vec<String>,
+    },
+}
+
+#[derive(Subcommand)]
+enum VectorStoreFilesCommand {
+    /// Retrieve one file of a vector store.
+    Get {
+        vector_store_id: String,
+        file_id: String,
+    },
+}
+
+#[derive(Subcommand)]
+enum DeploymentsCommand {
+    /// List deployments.
+    List {
+        /// active or archived.
+        #[arg(long)]
+        status: Option<String>,
+        /// production or non_production.
+        #[arg(long = "type")]
+        deployment_type: Option<String>,
+        #[arg(long)]
+        search: Option<String>,
+    },
+    /// Retrieve a deployment (secrets come back masked).
+    Get { id: String },
+    /// Register a deployment; prints the one-time `client_auth` and credentials.
+    Create(BodyArg),
+    /// Update a deployment; with `"rotate_auth": true` prints the new secrets.
+    Update {
+        id: String,
+        #[command(flatten)]
+        body: BodyArg,
+    },
+    /// Archive a deployment.
+    Delete { id: String },
+}
+
+#[derive(Subcommand)]
+enum ConfigsCommand {
+    /// List configs.
+    List {
+        #[arg(long)]
+        workspace_id: Option<String>,
+    },
+    /// Retrieve a config by slug or id.
+    Get { slug: String },
+    /// Create a config.
+    Create(BodyArg),
+    /// Update a config; a `config` in the body replaces the whole document.
+    Update {
+        slug: String,
+        #[command(flatten)]
+        body: BodyArg,
+    },
+    /// Delete a config.
+    Delete { slug: String },
+    /// List the versions of a config.
+    Versions { slug: String },
+}
+
+#[derive(Subcommand)]
+enum GuardrailsCommand {
+    /// List one page of guardrails.
+    List {
+        /// 1 to 1000 (server default 100).
+        #[arg(long)]
+        page_size: Option<u32>,
+        /// From 0.
+        #[arg(long)]
+        current_page: Option<u32>,
+    },
+}
+
+#[derive(Subcommand)]
+enum RateLimitsCommand {
+    /// List every active policy (all pages).
+    List {
+        #[arg(long)]
+        workspace_id: Option<String>,
+    },
+    /// Retrieve a policy.
+    Get { id: String },
+    /// Create a policy.
+    Create(BodyArg),
+    /// Update a policy's name, unit, value or conditions.
+    Update {
+        id: String,
+        #[command(flatten)]
+        body: BodyArg,
+    },
+    /// Delete a policy.
+    Delete { id: String },
+}
+
+pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
+    crate::cli::init_tracing();
+    let client = connect(&args.connection)?;
+    match args.command {
+        ApiCommand::Responses(cmd) => responses(&client, cmd).await,
+        ApiCommand::VectorStoreFiles(VectorStoreFilesCommand::Get {
+            vector_store_id,
+            file_id,
+        }) => print(
+            &client
+                .vector_store_files()
+                .get(&vector_store_id, &file_id)
+                .await?,
+        ),
+        ApiCommand::Deployments(cmd) => deployments(&client, cmd).await,
+        ApiCommand::Configs(cmd) => configs(&client, cmd).await,
+        ApiCommand::Guardrails(GuardrailsCommand::List {
+            page_size,
+            current_page,
+        }) => print(&client.guardrails().list(page_size, current_page).await?),
+        ApiCommand::RateLimits(cmd) => rate_limits(&client, cmd).await,
+    }
+}
+
+fn connect(args: &ConnectionArgs) -> anyhow::Result<Client> {
+    let management_url = args
+        .management_url
+        .clone()
+        .context("--management-url (or AIGW_MANAGEMENT_URL) is required")?;
+    let token_file = args
+        .token_file
+        .as_ref()
+        .context("--token-file (or AIGW_TOKEN_FILE) is required")?;
+    let gateway_url = args
+        .gateway_url
+        .clone()
+        .unwrap_or_else(|| format!("{}/v1", management_url.trim_end_matches('/')));
+    let token = Arc::new(StaticToken::from_file(token_file)?);
+    let mut config = ClientConfig::new(management_url, gateway_url, token).timeout(args.timeout);
+    for (name, value) in &args.headers {
+        config = config.header(name.clone(), SecretString::new(value.clone()));
+    }
+    Ok(Client::new(config)?)
+}
+
+async fn responses(client: &Client, cmd: ResponsesCommand) -> anyhow::Result<()> {
+    let ResponsesCommand::Get { id, include } = cmd;
+    let include: Vec<Includable> = include
+        .iter()
+        .map(|i| Includable::from(i.as_str()))
+        .collect();
+    print(&client.responses().get(&id, &include).await?)
+}
+
+async fn deployments(client: &Client, cmd: DeploymentsCommand) -> anyhow::Result<()> {
+    let api = client.deployments();
+    match cmd {
+        DeploymentsCommand::List {
+            status,
+            deployment_type,
+            search,
+        } => {
+            let query = DeploymentListQuery {
+                status: status.as_deref().map(parse_enum).transpose()?,
+                deployment_type: deployment_type.as_deref().map(parse_enum).transpose()?,
+                search,
+                ..Default::default()
+            };
+            print(&api.list(&query).await?)
+        }
+        DeploymentsCommand::Get { id } => print(&api.get(&id).await?),
+        DeploymentsCommand::Create(body) => {
+            let req: CreateDeploymentRequest = read_body(&body.file)?;
+            print(&api.create(&req).await?)
+        }
+        DeploymentsCommand::Update { id, body } => {
+            let req: UpdateDeploymentRequest = read_body(&body.file)?;
+            print(&api.update(&id, &req).await?)
+        }
+        DeploymentsCommand::Delete { id } => {
+            api.delete(&id).await?;
+            print_empty()
+        }
+    }
+}
+
+async fn configs(client: &Client, cmd: ConfigsCommand) -> anyhow::Result<()> {
+    let api = client.configs();
+    match cmd {
+        ConfigsCommand::List { workspace_id } => print(&api.list(workspace_id.as_deref()).await?),
+        ConfigsCommand::Get { slug } => print(&api.get(&slug).await?),
+        ConfigsCommand::Create(body) => {
+            let req: CreateConfigRequest = read_body(&body.file)?;
+            print(&api.create(&req).await?)
+        }
+        ConfigsCommand::Update { slug, body } => {
+            let req: UpdateConfigRequest = read_body(&body.file)?;
+            print(&api.update(&slug, &req).await?)
+        }
+        ConfigsCommand::Delete { slug } => {
+            api.delete(&slug).await?;
+            print_empty()
+        }
+        ConfigsCommand::Versions { slug } => print(&api.versions(&slug).await?),
+    }
+}
+
+async fn rate_limits(client: &Client, cmd: RateLimitsCommand) -> anyhow::Result<()> {
+    let api = client.rate_limits();
+    match cmd {
+        RateLimitsCommand::List { workspace_id } => {
+            let query = RateLimitsListQuery {
+                workspace_id,
+                ..Default::default()
+            };
+            print(&api.list(&query).await?)
+        }
+        RateLimitsCommand::Get { id } => print(&api.get(&id).await?),
+        RateLimitsCommand::Create(body) => {
+            let req: CreateRateLimitsPolicyRequest = read_body(&body.file)?;
+            print(&api.create(&req).await?)
+        }
+        RateLimitsCommand::Update { id, body } => {
+            let req: UpdateRateLimitsPolicyRequest = read_body(&body.file)?;
+            api.update(&id, &req).await?;
+            print_empty()
+        }
+        RateLimitsCommand::Delete { id } => {
+            api.delete(&id).await?;
+            print_empty()
+        }
+    }
+}
+
+fn read_body<T: DeserializeOwned>(file: &Path) -> anyhow::Result<T> {
+    let text = if file == Path::new("-") {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .context("failed to read the request body from stdin")?;
+        text
+    } else {
+        std::fs::read_to_string(file)
+            .with_context(|| format!("failed to read the request body from {}", file.display()))?
+    };
+    serde_json::from_str(&text)
+        .with_context(|| format!("invalid request body in {}", file.display()))
+}
+
+/// Parses a closed enum the way the API spells it (`non_production`, `archived`).
+fn parse_enum<T: DeserializeOwned>(value: &str) -> anyhow::Result<T> {
+    serde_json::from_value(serde_json::Value::String(value.to_owned()))
+        .with_context(|| format!("unknown value {value:?}"))
+}
+
+fn parse_header(raw: &str) -> Result<(String, String), String> {
+    match raw.split_once('=') {
+        Some((name, value)) if !name.trim().is_empty() => {
+            Ok((name.trim().to_owned(), value.to_owned()))
+        }
+        _ => Err("expected NAME=VALUE".to_owned()),
+    }
+}
+
+fn print<T: Serialize>(value: &T) -> anyhow::Result<()> {
+    write_stdout(&serde_json::to_string_pretty(value)?)
+}
+
+fn print_empty() -> anyhow::Result<()> {
+    write_stdout("{}")
+}
+
+/// Like `println!`, but a closed pipe (`aigw api … | head`) is not an error.
+fn write_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
 }
