@@ -14,7 +14,7 @@ use support::harness::{Harness, TOKEN, captured_logs, count_in};
 
 const WAIT: Duration = Duration::from_secs(30);
 
-fn is_ready<K>(
+fn is_ready(
     status: Option<&[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]>,
     generation: Option<i64>,
 ) -> bool {
@@ -25,21 +25,21 @@ fn is_ready<K>(
 }
 
 fn config_ready(c: &Config) -> bool {
-    is_ready::<Config>(
+    is_ready(
         c.status.as_ref().map(|s| s.conditions.as_slice()),
         c.meta().generation,
     )
 }
 
 fn deployment_ready(d: &Deployment) -> bool {
-    is_ready::<Deployment>(
+    is_ready(
         d.status.as_ref().map(|s| s.conditions.as_slice()),
         d.meta().generation,
     )
 }
 
 fn policy_ready(p: &RateLimitsPolicy) -> bool {
-    is_ready::<RateLimitsPolicy>(
+    is_ready(
         p.status.as_ref().map(|s| s.conditions.as_slice()),
         p.meta().generation,
     )

@@ -264,11 +264,7 @@ async fn create(
     status.pending_create = None;
     status.id = Some(created.id.clone());
     status.last_rotated_at = Some(now_rfc3339());
-    status.observed_rotation_trigger = deployment
-        .spec
-        .rotation
-        .as_ref()
-        .and_then(|r| r.trigger.clone());
+    status.observed_rotation_trigger = Some(current_trigger(deployment));
     refresh(cx, status, &created.id).await?;
     Ok(vec![Change::new(
         "Created",
@@ -315,35 +311,41 @@ async fn find_by_name(
         .map(|d| d.id))
 }
 
+/// The trigger as recorded in status: the spec's value, or "" when it sets none.
+fn current_trigger(deployment: &Deployment) -> String {
+    deployment
+        .spec
+        .rotation
+        .as_ref()
+        .and_then(|r| r.trigger.clone())
+        .unwrap_or_default()
+}
+
 /// Why a rotation is due now, if it is. Restarts, drift checks and status writes never make
-/// one due: only an interrupted rotation, a new `spec.rotation.trigger` or the interval.
+/// one due: only an interrupted rotation, a changed `spec.rotation.trigger` or the interval.
 fn rotation_due(deployment: &Deployment, status: &DeploymentStatus) -> Option<&'static str> {
     if status.pending_rotation.is_some() {
         return Some("an interrupted rotation is done again");
     }
-    let trigger = deployment
-        .spec
-        .rotation
+    // The first trigger aigw sees (on an adopted deployment) is only recorded: rotating then
+    // would cut off the gateway that holds the current credentials.
+    if status
+        .observed_rotation_trigger
         .as_ref()
-        .and_then(|r| r.trigger.as_ref());
-    // Before aigw has issued credentials itself (an adopted deployment), the first trigger it
-    // sees is only recorded: rotating then would cut off the gateway that holds them.
-    let issued_before =
-        status.last_rotated_at.is_some() || status.observed_rotation_trigger.is_some();
-    if trigger.is_some() && trigger != status.observed_rotation_trigger.as_ref() && issued_before {
+        .is_some_and(|seen| *seen != current_trigger(deployment))
+    {
         return Some("spec.rotation.trigger changed");
     }
     let due_at = status
         .next_rotation_at
         .as_deref()
         .and_then(|t| t.parse::<jiff::Timestamp>().ok());
-    if deployment
+    let has_interval = deployment
         .spec
         .rotation
         .as_ref()
-        .is_some_and(|r| r.interval.is_some())
-        && due_at.is_some_and(|due| due <= jiff::Timestamp::now())
-    {
+        .is_some_and(|r| r.interval.is_some());
+    if has_interval && due_at.is_some_and(|due| due <= jiff::Timestamp::now()) {
         return Some("the rotation interval has passed");
     }
     None
@@ -351,11 +353,7 @@ fn rotation_due(deployment: &Deployment, status: &DeploymentStatus) -> Option<&'
 
 fn record_adopted_trigger(deployment: &Deployment, status: &mut DeploymentStatus) {
     if status.observed_rotation_trigger.is_none() {
-        status.observed_rotation_trigger = deployment
-            .spec
-            .rotation
-            .as_ref()
-            .and_then(|r| r.trigger.clone());
+        status.observed_rotation_trigger = Some(current_trigger(deployment));
     }
 }
 
@@ -428,11 +426,7 @@ async fn rotate(
     status.pending_rotation = None;
     status.last_rotated_at = Some(now.clone());
     status.next_rotation_at = None;
-    status.observed_rotation_trigger = deployment
-        .spec
-        .rotation
-        .as_ref()
-        .and_then(|r| r.trigger.clone());
+    status.observed_rotation_trigger = Some(current_trigger(deployment));
     restart_workloads(deployment, cx, &now).await;
     Ok(Change::new(
         "Rotated",

@@ -8,6 +8,8 @@ use super::common::{ConnectionRef, conditions_schema, free_form_object};
 
 /// A named routing config of the AI gateway (`/ai_gw/v2/configs`). Every change of `spec.config`,
 /// `spec.name` or `spec.state` is applied with one PUT, which mints a new `status.versionId`.
+// kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "aigw.io",

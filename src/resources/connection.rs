@@ -8,6 +8,8 @@ use super::common::conditions_schema;
 
 /// How aigw reaches and authenticates to the management API. Namespaced resources name it in
 /// `spec.connectionRef.name` (default `default`).
+// kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "aigw.io",

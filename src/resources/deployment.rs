@@ -11,6 +11,8 @@ use super::common::{ConnectionRef, conditions_schema, free_form_object};
 /// A self-hosted gateway registered with the management API (`/ai_gw/admin/v2/deployments`).
 /// On create, the one-time `client_auth`, `username` and `password` are written into the
 /// Secret named by `spec.credentialsSecretRef`.
+// kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "aigw.io",
