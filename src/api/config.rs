@@ -136,3 +136,27 @@ impl fmt::Debug for ClientConfig {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::StaticToken;
+
+    #[test]
+    fn debug_shows_header_names_only() {
+        let cfg = ClientConfig::new(
+            "http://m",
+            "http://g/v1",
+            Arc::new(StaticToken::new("tok-secret")),
+        )
+        .header("x-tsg-id", "tsg-secret");
+        let debug = format!("{cfg:?}");
+        assert!(debug.contains("x-tsg-id"));
+        assert!(
+            !debug.contains("tok-secret") && !debug.contains("tsg-secret"),
+            "{debug}"
+        );
+        assert_eq!(cfg.retry.max_attempts, 5);
+        assert_eq!((cfg.qps, cfg.burst, cfg.max_in_flight), (10.0, 20, 16));
+    }
+}

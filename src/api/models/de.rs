@@ -47,6 +47,24 @@ pub fn opt_flag_as_int<S: Serializer>(value: &Option<bool>, s: S) -> Result<S::O
     }
 }
 
+/// Writes a whole number without a fraction (`100`, not `100.0`), as the API writes it.
+pub fn whole_f64<S: Serializer>(value: &f64, s: S) -> Result<S::Ok, S::Error> {
+    const MAX_EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+    if value.fract() == 0.0 && value.abs() < MAX_EXACT {
+        // Exact: whole and within the range f64 represents without rounding.
+        return s.serialize_i64(*value as i64);
+    }
+    s.serialize_f64(*value)
+}
+
+/// Like [`whole_f64`], for optional fields.
+pub fn opt_whole_f64<S: Serializer>(value: &Option<f64>, s: S) -> Result<S::Ok, S::Error> {
+    match value {
+        Some(v) => whole_f64(v, s),
+        None => s.serialize_none(),
+    }
+}
+
 /// A JSON document that reads return as a string (`"config": "{\"retry\":…}"`) and writes send as
 /// an object. A string that is not JSON is kept as a string.
 pub fn json_document<'de, D: Deserializer<'de>>(d: D) -> Result<Value, D::Error> {

@@ -78,6 +78,7 @@ pub struct RateLimitsPolicy {
     #[serde(rename = "type")]
     pub limit_type: RateLimitType,
     pub unit: RateLimitUnit,
+    #[serde(serialize_with = "de::whole_f64")]
     pub value: f64,
     pub status: PolicyStatus,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -104,6 +105,7 @@ pub struct CreateRateLimitsPolicyRequest {
     #[serde(rename = "type")]
     pub limit_type: RateLimitType,
     pub unit: RateLimitUnit,
+    #[serde(serialize_with = "de::whole_f64")]
     pub value: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<RateLimitTarget>,
@@ -125,7 +127,11 @@ pub struct UpdateRateLimitsPolicyRequest {
     pub conditions: Option<Vec<Condition>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unit: Option<RateLimitUnit>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        serialize_with = "de::opt_whole_f64",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub value: Option<f64>,
 }
 

@@ -24,6 +24,7 @@ pub struct Response {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<ResponseStatus>,
     /// Unix time in seconds.
+    #[serde(serialize_with = "de::whole_f64")]
     pub created_at: f64,
     /// Set when generation failed.
     #[serde(default)]

@@ -151,7 +151,9 @@ fn default_true() -> bool {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ComputerTool {
+    #[serde(serialize_with = "de::whole_f64")]
     pub display_width: f64,
+    #[serde(serialize_with = "de::whole_f64")]
     pub display_height: f64,
     pub environment: ComputerEnvironment,
 }
