@@ -147,7 +147,8 @@ impl ApiError {
             .as_ref()
             .and_then(|b| b.code.as_deref())
             .is_some_and(|c| GONE_CODES.contains(&c));
-        h.status == 404 || (h.status == 403 && gone_code)
+        // A `{success: false}` body can come with a 2xx status; its code decides then.
+        h.status == 404 || ((h.status == 403 || h.status < 300) && gone_code)
     }
 
     pub fn status(&self) -> Option<u16> {
@@ -191,15 +192,18 @@ impl ApiError {
                 409 => "Conflict",
                 429 => "RateLimited",
                 400..=499 => "Validation",
-                _ => "ServerError",
+                500.. => "ServerError",
+                _ => "Rejected",
             },
         }
     }
 
     /// The request may have been applied although no success answer arrived (timeout after
-    /// sending, connection reset or closed, body lost). Look the object up before creating again.
+    /// sending, connection reset or closed, body lost, or a proxy's 502/504). Look the object up
+    /// before creating again.
     pub fn outcome_unknown(&self) -> bool {
         match self.root() {
+            ApiError::Http(h) => matches!(h.status, 502 | 504),
             ApiError::Network {
                 outcome_unknown, ..
             }
@@ -281,6 +285,19 @@ mod tests {
         assert!(!http(400, "", false).is_transient());
         assert_eq!(http(401, "", false).category(), "Unauthorized");
         assert_eq!(http(409, "", false).category(), "Conflict");
+        let refused = http(
+            200,
+            r#"{"success":false,"data":{"errorCode":"AB01","message":"no"}}"#,
+            false,
+        );
+        assert_eq!(refused.category(), "Rejected");
+        assert!(!refused.is_transient());
+        let gone = http(
+            200,
+            r#"{"success":false,"data":{"errorCode":"AB08","message":"gone"}}"#,
+            false,
+        );
+        assert!(gone.is_not_found());
         let exhausted = ApiError::RetriesExhausted {
             attempts: 5,
             last: Box::new(http(503, r#"{"message":"down"}"#, false)),
@@ -316,5 +333,11 @@ mod tests {
         assert!(net.outcome_unknown());
         assert!(net.is_transient());
         assert!(!http(500, "", false).outcome_unknown());
+        assert!(!http(503, "", false).outcome_unknown());
+        assert!(
+            http(504, "", false).outcome_unknown(),
+            "a proxy gave up waiting"
+        );
+        assert!(http(502, "", false).outcome_unknown());
     }
 }
