@@ -719,6 +719,26 @@ async fn client_side_rate_limit_spaces_requests() {
 }
 
 #[tokio::test]
+async fn in_flight_limit_serialises_requests() {
+    let env = Env::start().await;
+    env.faults(json!({"latency_ms": 100})).await;
+    let client = Client::new(env.config().max_in_flight(1)).unwrap();
+    let started = Instant::now();
+    let calls = (0..3).map(|_| {
+        let client = client.clone();
+        async move { client.configs().list(None).await }
+    });
+    for result in futures::future::join_all(calls).await {
+        result.unwrap();
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[tokio::test]
 async fn bad_configuration_is_rejected() {
     let token: Arc<dyn TokenSource> = Arc::new(StaticToken::new(TOKEN));
     let cfg = ClientConfig::new("not a url", "http://127.0.0.1:1/v1", token.clone());
