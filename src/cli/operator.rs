@@ -86,12 +86,9 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         concurrency: args.concurrency.max(1),
         drift_interval: args.drift_interval,
     };
-    let ctx = Arc::new(Context::new(
-        kube,
-        Connections::new(default_client),
-        metrics.clone(),
-        &settings,
-    ));
+    let connections = Connections::new(kube.clone(), default_client)
+        .with_observer(Arc::new(MetricsObserver(metrics.clone())));
+    let ctx = Arc::new(Context::new(kube, connections, metrics.clone(), &settings));
     let metrics_addr = args.metrics_addr;
     tokio::spawn(async move {
         if let Err(e) = controller::metrics::serve(metrics_addr, metrics).await {

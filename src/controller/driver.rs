@@ -256,8 +256,12 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
                     message: message.clone(),
                 };
                 record_outcome(status.conditions_mut(), &outcome, generation);
-                // Only a spec change can help: wait for one instead of retrying.
-                Action::await_change()
+                if error.recheck_while_stalled() {
+                    Action::requeue(jittered(ctx.drift_interval))
+                } else {
+                    // Only a spec change can help: wait for one instead of retrying.
+                    Action::await_change()
+                }
             }
         }
     };

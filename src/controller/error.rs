@@ -28,6 +28,9 @@ pub enum Error {
     /// The referenced Connection is missing, unusable or does not allow this namespace.
     #[error("{0}")]
     Connection(String),
+    /// The referenced Connection does not allow this object's namespace.
+    #[error("{0}")]
+    NotAllowed(String),
     /// State that aigw must not invent is missing (for example a lost one-time credential).
     #[error("{0}")]
     MissingState(String),
@@ -60,7 +63,7 @@ impl Error {
             },
             // A Connection or its Secret may appear later; keep checking, slowly.
             Self::Connection(_) => true,
-            Self::InvalidSpec(_) | Self::MissingState(_) => false,
+            Self::InvalidSpec(_) | Self::MissingState(_) | Self::NotAllowed(_) => false,
         }
     }
 
@@ -72,7 +75,14 @@ impl Error {
             Self::InvalidSpec(_) => "InvalidSpec",
             Self::Connection(_) => "ConnectionUnavailable",
             Self::MissingState(_) => "MissingState",
+            Self::NotAllowed(_) => "NamespaceNotAllowed",
         }
+    }
+
+    /// Stalled, but on something outside the object's spec (a Connection may start allowing the
+    /// namespace): checked again at the drift interval rather than only on a spec change.
+    pub fn recheck_while_stalled(&self) -> bool {
+        matches!(self, Self::NotAllowed(_))
     }
 
     /// How long the API asked us to wait, when it did.

@@ -2,6 +2,7 @@
 
 pub mod backoff;
 pub mod config;
+pub mod connection;
 pub mod connections;
 pub mod deployment;
 pub mod driver;
@@ -146,6 +147,22 @@ async fn run_kind<K: Managed>(
         .await;
 }
 
+async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
+    Controller::new(
+        Api::<crate::resources::Connection>::all(ctx.kube.clone()),
+        watcher::Config::default().any_semantic(),
+    )
+    .with_config(ControllerConfig::default().concurrency(concurrency))
+    .shutdown_on_signal()
+    .run(connection::reconcile, connection::error_policy, ctx)
+    .for_each(|result| async move {
+        if let Err(e) = result {
+            warn!(kind = "Connection", error = %e, "controller error");
+        }
+    })
+    .await;
+}
+
 /// Runs every controller until the process receives a termination signal or the returned
 /// future is dropped.
 pub async fn run(ctx: Arc<Context>, settings: Settings) {
@@ -176,6 +193,10 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
             false,
         )));
     }
+    tasks.push(tokio::spawn(run_connections(
+        ctx.clone(),
+        settings.concurrency,
+    )));
     let _abort_on_drop = AbortOnDrop(tasks.iter().map(|t| t.abort_handle()).collect());
     for task in tasks {
         let _ = task.await;

@@ -191,7 +191,7 @@ fn new_context(env: &TestEnv, emulator: &Running, settings: &Settings) -> Arc<Co
     let api = Client::new(config).expect("api client");
     Arc::new(Context::new(
         env.client.clone(),
-        Connections::new(Some(api)),
+        Connections::new(env.client.clone(), Some(api)),
         Arc::new(Metrics::default()),
         settings,
     ))

@@ -1,0 +1,81 @@
+//! The Connection controller: `Ready` when a token can be obtained, with the reason when it
+//! cannot. No secret material is ever written to its status.
+
+use std::sync::Arc;
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::{Resource, ResourceExt};
+
+use super::Context;
+use super::backoff::jittered;
+use super::error::Error;
+use super::status::{Outcome, record_outcome, sanitize_message, worth_writing};
+use crate::resources::connection::{Connection, ConnectionStatus};
+
+const MANAGER: &str = "aigw/connection";
+
+impl super::status::CommonStatus for ConnectionStatus {
+    fn observed_generation_mut(&mut self) -> &mut Option<i64> {
+        &mut self.observed_generation
+    }
+    fn conditions(&self) -> &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition] {
+        &self.conditions
+    }
+    fn conditions_mut(
+        &mut self,
+    ) -> &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+        &mut self.conditions
+    }
+    fn without_timestamps(&self) -> Self {
+        Self {
+            conditions: super::status::conditions_without_timestamps(&self.conditions),
+            ..self.clone()
+        }
+    }
+}
+
+pub async fn reconcile(connection: Arc<Connection>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let name = connection.name_any();
+    let generation = connection.meta().generation;
+    let before = connection.status.clone();
+    let mut status = before.clone().unwrap_or_default();
+    status.observed_generation = generation;
+    let outcome = match ctx.connections.probe(&connection).await {
+        Ok(()) => Outcome::Ready {
+            reason: "TokenObtained".into(),
+            message: "a token was obtained".into(),
+        },
+        Err(e) if e.is_transient() => Outcome::Progressing {
+            reason: e.category().into(),
+            message: sanitize_message(&e.to_string()),
+        },
+        Err(e) => Outcome::Stalled {
+            reason: e.category().into(),
+            message: sanitize_message(&e.to_string()),
+        },
+    };
+    record_outcome(&mut status.conditions, &outcome, generation);
+    if worth_writing(before.as_ref(), &status) {
+        let patch = serde_json::json!({"apiVersion": Connection::api_version(&()), "kind": "Connection", "status": status});
+        Api::<Connection>::all(ctx.kube.clone())
+            .patch_status(
+                &name,
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(&patch),
+            )
+            .await
+            .map_err(|e| Error::kube(format!("write status of Connection {name}"), e))?;
+    }
+    // Secrets and token endpoints change outside this object: check again periodically.
+    Ok(Action::requeue(jittered(ctx.drift_interval)))
+}
+
+pub fn error_policy(connection: Arc<Connection>, error: &Error, ctx: Arc<Context>) -> Action {
+    let delay = ctx.backoff.next_delay(
+        &format!("Connection/{}", connection.name_any()),
+        error.retry_after(),
+    );
+    tracing::warn!(connection = %connection.name_any(), error = %error, "reconcile failed");
+    Action::requeue(delay)
+}
