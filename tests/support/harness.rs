@@ -62,9 +62,17 @@ impl Harness {
     }
 
     pub async fn start_with(prefix: &str, drift_interval: Duration) -> Self {
+        Self::start_with_emulator(prefix, drift_interval, EmulatorOptions::new(TOKEN)).await
+    }
+
+    pub async fn start_with_emulator(
+        prefix: &str,
+        drift_interval: Duration,
+        options: EmulatorOptions,
+    ) -> Self {
         log_buffer();
         let env = TestEnv::new(prefix).await;
-        let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        let emulator = aigw::emulator::spawn(options)
             .await
             .expect("emulator did not start");
         let settings = Settings {

@@ -1,0 +1,590 @@
+//! Cluster-managed credential rotation and Connections, on a real kube-apiserver and the
+//! emulator.
+
+mod support;
+
+use std::time::Duration;
+
+use aigw::controller::failpoints::AFTER_ROTATE_PUT;
+use aigw::emulator::{EmulatorOptions, OAuthOptions};
+use aigw::resources::{Config, Connection, Deployment};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment as AppsDeployment, StatefulSet};
+use k8s_openapi::api::core::v1::Secret;
+use kube::Resource;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use support::harness::{Harness, TOKEN, captured_logs};
+
+const WAIT: Duration = Duration::from_secs(30);
+const ANNOTATION: &str = "aigw.io/credentials-rotated-at";
+
+fn ready(
+    conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    generation: Option<i64>,
+) -> bool {
+    conditions
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True" && c.observed_generation == generation)
+}
+
+fn deployment_ready(d: &Deployment) -> bool {
+    d.status
+        .as_ref()
+        .is_some_and(|s| ready(&s.conditions, d.meta().generation))
+}
+
+fn object<K: serde::de::DeserializeOwned>(value: Value) -> K {
+    serde_json::from_value(value).unwrap()
+}
+
+fn rotating_deployment(name: &str, rotation: Value) -> Deployment {
+    object(
+        json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"name": name, "credentialsSecretRef": {"name": format!("{name}-creds")}, "rotation": rotation}}),
+    )
+}
+
+async fn remote(h: &Harness, id: &str) -> Value {
+    let state = h.state().await;
+    state["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == id)
+        .cloned()
+        .expect("remote deployment")
+}
+
+async fn secret_values(h: &Harness, name: &str) -> (String, String, String) {
+    let data = h.env.api::<Secret>().get(name).await.unwrap().data.unwrap();
+    let text = |k: &str| String::from_utf8(data[k].0.clone()).unwrap();
+    (text("client_auth"), text("username"), text("password"))
+}
+
+/// The Secret holds exactly the emulator's current credentials.
+async fn assert_secret_matches_remote(h: &Harness, secret: &str, id: &str) -> String {
+    let remote = remote(h, id).await;
+    let (client_auth, username, password) = secret_values(h, secret).await;
+    assert_eq!(
+        client_auth,
+        remote["client_auth"].as_str().unwrap(),
+        "client_auth"
+    );
+    assert_eq!(
+        username,
+        remote["credentials"]["username"].as_str().unwrap(),
+        "username"
+    );
+    assert_eq!(
+        password,
+        remote["credentials"]["password"].as_str().unwrap(),
+        "password"
+    );
+    client_auth
+}
+
+fn secrets_in(state: &Value) -> Vec<String> {
+    let mut secrets = vec![TOKEN.to_string()];
+    for d in state["deployments"].as_array().into_iter().flatten() {
+        secrets.extend(d["client_auth"].as_str().map(str::to_string));
+        secrets.extend(d["credentials"]["password"].as_str().map(str::to_string));
+    }
+    secrets
+}
+
+async fn assert_no_leaks(h: &Harness, extra: &[&str]) {
+    let mut secrets = secrets_in(&h.state().await);
+    secrets.extend(extra.iter().map(|s| s.to_string()));
+    let logs = captured_logs();
+    let events = h.env.events_text().await;
+    let statuses = serde_json::to_string(&(
+        h.env
+            .api::<Deployment>()
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|d| d.status.clone())
+            .collect::<Vec<_>>(),
+        Api::<Connection>::all(h.env.client.clone())
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|c| c.status.clone())
+            .collect::<Vec<_>>(),
+    ))
+    .unwrap();
+    for secret in secrets.iter().filter(|s| s.len() >= 8) {
+        assert!(
+            !logs.contains(secret.as_str()),
+            "a secret value appears in the logs"
+        );
+        assert!(
+            !events.contains(secret.as_str()),
+            "a secret value appears in the events"
+        );
+        assert!(
+            !statuses.contains(secret.as_str()),
+            "a secret value appears in a status"
+        );
+    }
+}
+
+async fn workload_annotation<K>(h: &Harness, name: &str) -> Option<String>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug,
+{
+    let object = serde_json::to_value(h.env.api::<K>().get(name).await.ok()?).ok()?;
+    object["spec"]["template"]["metadata"]["annotations"][ANNOTATION]
+        .as_str()
+        .map(str::to_string)
+}
+
+async fn create_workloads(h: &Harness) {
+    let pod = json!({"metadata": {"labels": {"app": "gw"}}, "spec": {"containers": [{"name": "gw", "image": "gateway:1"}]}});
+    let spec = json!({"selector": {"matchLabels": {"app": "gw"}}, "template": pod});
+    let pp = PostParams::default();
+    h.env
+        .api::<AppsDeployment>()
+        .create(
+            &pp,
+            &object(json!({"metadata": {"name": "gw"}, "spec": spec})),
+        )
+        .await
+        .unwrap();
+    let mut sts = spec.clone();
+    sts["serviceName"] = json!("gw");
+    h.env
+        .api::<StatefulSet>()
+        .create(
+            &pp,
+            &object(json!({"metadata": {"name": "gw-sts"}, "spec": sts})),
+        )
+        .await
+        .unwrap();
+    h.env
+        .api::<DaemonSet>()
+        .create(
+            &pp,
+            &object(json!({"metadata": {"name": "gw-ds"}, "spec": spec})),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn triggered_rotation_updates_the_secret_and_restarts_workloads() {
+    let h = Harness::start("rot-trigger").await;
+    create_workloads(&h).await;
+    let restart = json!([{"kind": "Deployment", "name": "gw"}, {"kind": "StatefulSet", "name": "gw-sts"}, {"kind": "DaemonSet", "name": "gw-ds"}]);
+    let deployments = h.env.api::<Deployment>();
+    deployments
+        .create(
+            &PostParams::default(),
+            &rotating_deployment("edge", json!({"trigger": "v1", "restart": restart})),
+        )
+        .await
+        .unwrap();
+    let created = h
+        .env
+        .wait_for::<Deployment>("edge", WAIT, deployment_ready)
+        .await;
+    let id = created.status.as_ref().unwrap().id.clone().unwrap();
+    let first = assert_secret_matches_remote(&h, "edge-creds", &id).await;
+    assert!(
+        workload_annotation::<AppsDeployment>(&h, "gw")
+            .await
+            .is_none(),
+        "creating is not rotating"
+    );
+
+    h.reset_stats().await;
+    deployments
+        .patch(
+            "edge",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "v2"}}})),
+        )
+        .await
+        .unwrap();
+    let rotated = h
+        .env
+        .wait_for::<Deployment>("edge", WAIT, |d| {
+            deployment_ready(d)
+                && d.status
+                    .as_ref()
+                    .unwrap()
+                    .observed_rotation_trigger
+                    .as_deref()
+                    == Some("v2")
+        })
+        .await;
+    let second = assert_secret_matches_remote(&h, "edge-creds", &id).await;
+    assert_ne!(first, second, "the old client_auth is replaced");
+    assert_eq!(
+        h.count("PUT /ai_gw/admin/v2/deployments/{deploymentId}")
+            .await,
+        1,
+        "one rotation"
+    );
+    let rotated_at = rotated.status.unwrap().last_rotated_at.unwrap();
+    assert_eq!(
+        workload_annotation::<AppsDeployment>(&h, "gw")
+            .await
+            .as_deref(),
+        Some(rotated_at.as_str())
+    );
+    assert_eq!(
+        workload_annotation::<StatefulSet>(&h, "gw-sts")
+            .await
+            .as_deref(),
+        Some(rotated_at.as_str())
+    );
+    assert_eq!(
+        workload_annotation::<DaemonSet>(&h, "gw-ds")
+            .await
+            .as_deref(),
+        Some(rotated_at.as_str())
+    );
+    assert!(h.env.events_text().await.contains("Rotated"));
+    assert_no_leaks(&h, &[&first]).await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn scheduled_rotation_happens_when_due_and_never_by_accident() {
+    let h = Harness::start_with("rot-interval", Duration::from_secs(1)).await;
+    let deployments = h.env.api::<Deployment>();
+    deployments
+        .create(
+            &PostParams::default(),
+            &rotating_deployment("sched", json!({"interval": "4s"})),
+        )
+        .await
+        .unwrap();
+    let created = h
+        .env
+        .wait_for::<Deployment>("sched", WAIT, deployment_ready)
+        .await;
+    let status = created.status.clone().unwrap();
+    let id = status.id.clone().unwrap();
+    let created_at = status.last_rotated_at.clone().unwrap();
+    assert!(status.next_rotation_at.is_some());
+    let first = assert_secret_matches_remote(&h, "sched-creds", &id).await;
+
+    // Due after 4 s: one rotation, and the next one scheduled from it.
+    let rotated = h
+        .env
+        .wait_for::<Deployment>("sched", Duration::from_secs(20), |d| {
+            deployment_ready(d)
+                && d.status.as_ref().unwrap().last_rotated_at.as_deref()
+                    != Some(created_at.as_str())
+        })
+        .await;
+    let second = assert_secret_matches_remote(&h, "sched-creds", &id).await;
+    assert_ne!(first, second);
+    let status = rotated.status.unwrap();
+    let last: jiff::Timestamp = status.last_rotated_at.unwrap().parse().unwrap();
+    let next: jiff::Timestamp = status.next_rotation_at.unwrap().parse().unwrap();
+    assert_eq!(next.duration_since(last).as_secs(), 4);
+
+    // Drift checks and a restart do not rotate when nothing is due: a long interval now.
+    deployments
+        .patch(
+            "sched",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"rotation": {"interval": "720h"}}})),
+        )
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<Deployment>("sched", WAIT, deployment_ready)
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let settled = secret_values(&h, "sched-creds").await.0;
+    h.reset_stats().await;
+    let mut h = h;
+    h.restart_operator().await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        h.count("PUT /ai_gw/admin/v2/deployments/{deploymentId}")
+            .await,
+        0,
+        "{}",
+        h.stats().await
+    );
+    assert!(
+        h.count("GET /ai_gw/admin/v2/deployments/{deploymentId}")
+            .await
+            >= 2,
+        "drift checks ran"
+    );
+    assert_eq!(secret_values(&h, "sched-creds").await.0, settled);
+    assert_secret_matches_remote(&h, "sched-creds", &id).await;
+    assert_no_leaks(&h, &[&first]).await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_crash_between_the_rotation_and_the_secret_write_is_recovered() {
+    let mut h = Harness::start("rot-crash").await;
+    let deployments = h.env.api::<Deployment>();
+    deployments
+        .create(
+            &PostParams::default(),
+            &rotating_deployment("crashy", json!({"trigger": "a"})),
+        )
+        .await
+        .unwrap();
+    let created = h
+        .env
+        .wait_for::<Deployment>("crashy", WAIT, deployment_ready)
+        .await;
+    let id = created.status.unwrap().id.unwrap();
+    let before = assert_secret_matches_remote(&h, "crashy-creds", &id).await;
+
+    // The process "dies" right after the API issued new credentials.
+    h.ctx.failpoints.arm(AFTER_ROTATE_PUT);
+    deployments
+        .patch(
+            "crashy",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
+        )
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        (remote(&h, &id).await["client_auth"] != before.as_str()).then_some(())
+    })
+    .await
+    .expect("the rotation PUT never happened");
+    let lost = remote(&h, &id).await["client_auth"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    // The Secret holds revoked credentials now, and status must not claim Ready.
+    assert_eq!(secret_values(&h, "crashy-creds").await.0, before);
+    let frozen = deployments.get("crashy").await.unwrap();
+    let status = frozen.status.unwrap();
+    assert!(
+        status.pending_rotation.is_some(),
+        "the intent was recorded before the PUT"
+    );
+    assert!(
+        !ready(&status.conditions, frozen.metadata.generation),
+        "not Ready over dead credentials"
+    );
+
+    h.restart_operator().await;
+    let recovered = h
+        .env
+        .wait_for::<Deployment>("crashy", WAIT, |d| {
+            deployment_ready(d) && d.status.as_ref().unwrap().pending_rotation.is_none()
+        })
+        .await;
+    let now = assert_secret_matches_remote(&h, "crashy-creds", &id).await;
+    assert_ne!(now, before);
+    assert_ne!(now, lost, "rotated again: the lost values were never seen");
+    assert_eq!(
+        recovered
+            .status
+            .unwrap()
+            .observed_rotation_trigger
+            .as_deref(),
+        Some("b")
+    );
+    assert_no_leaks(&h, &[&before, &lost]).await;
+    h.stop().await;
+}
+
+fn oauth_emulator() -> EmulatorOptions {
+    let mut options = EmulatorOptions::new(TOKEN);
+    options.oauth = Some(OAuthOptions {
+        client_id: "aigw-client".into(),
+        client_secret: "oauth-client-secret-9f3e".into(),
+        token_ttl: Duration::from_secs(2),
+    });
+    options
+}
+
+async fn create_connection(h: &Harness, name: &str, extra: Value) {
+    let secret: Secret = object(json!({"metadata": {"name": format!("{name}-oauth")},
+        "stringData": {"client_id": "aigw-client", "client_secret": "oauth-client-secret-9f3e"}}));
+    h.env
+        .api::<Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let ns = &h.env.namespace;
+    let mut spec = json!({
+        "managementUrl": h.emulator.management_url(),
+        "gatewayUrl": h.emulator.gateway_url(),
+        "auth": {"oauth2ClientCredentials": {
+            "tokenUrl": h.url("/oauth2/access_token"), "scope": "tsg_id:1234",
+            "clientIdRef": {"namespace": ns, "name": format!("{name}-oauth"), "key": "client_id"},
+            "clientSecretRef": {"namespace": ns, "name": format!("{name}-oauth"), "key": "client_secret"}}},
+        "headers": [{"name": "x-tsg-id", "value": "1234"}],
+        "qps": 50, "burst": 50,
+    });
+    for (k, v) in extra.as_object().unwrap() {
+        spec[k] = v.clone();
+    }
+    let connection: Connection = object(
+        json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Connection", "metadata": {"name": name}, "spec": spec}),
+    );
+    Api::<Connection>::all(h.env.client.clone())
+        .create(&PostParams::default(), &connection)
+        .await
+        .unwrap();
+}
+
+async fn delete_connection(h: &Harness, name: &str) {
+    let _ = Api::<Connection>::all(h.env.client.clone())
+        .delete(name, &DeleteParams::default())
+        .await;
+}
+
+#[tokio::test]
+async fn oauth_connection_refreshes_expiring_tokens_under_load() {
+    let h =
+        Harness::start_with_emulator("rot-oauth", Duration::from_secs(600), oauth_emulator()).await;
+    let name = format!("oauth-{}", h.env.namespace);
+    create_connection(&h, &name, json!({"allowedNamespaces": [h.env.namespace]})).await;
+    let connections = Api::<Connection>::all(h.env.client.clone());
+    support::wait_until(WAIT, || async {
+        let c = connections.get(&name).await.ok()?;
+        c.status
+            .as_ref()
+            .is_some_and(|s| ready(&s.conditions, c.metadata.generation))
+            .then_some(())
+    })
+    .await
+    .expect("the Connection never became Ready");
+
+    let configs = h.env.api::<Config>();
+    for i in 0..6 {
+        let config: Config = object(
+            json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Config", "metadata": {"name": format!("load-{i}")},
+            "spec": {"name": format!("load-{i}"), "config": {"retry": {"attempts": 1}}, "connectionRef": {"name": name}}}),
+        );
+        configs
+            .create(&PostParams::default(), &config)
+            .await
+            .unwrap();
+    }
+    // Keep changing them for several token lifetimes (2 s each).
+    for round in 2..10 {
+        for i in 0..6 {
+            let patch = json!({"spec": {"config": {"retry": {"attempts": round}}}});
+            configs
+                .patch(
+                    &format!("load-{i}"),
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await
+                .unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+    for i in 0..6 {
+        h.env
+            .wait_for::<Config>(&format!("load-{i}"), WAIT, |c| {
+                c.status
+                    .as_ref()
+                    .is_some_and(|s| ready(&s.conditions, c.metadata.generation))
+            })
+            .await;
+    }
+    let token_requests = h.count("POST /oauth2/access_token").await;
+    assert!(
+        token_requests >= 3,
+        "tokens were refreshed as they expired: {token_requests}"
+    );
+    let events = h.env.events_text().await;
+    assert!(
+        !events.contains("Warning"),
+        "no reconcile failed:\n{events}"
+    );
+    assert_eq!(h.count("POST /ai_gw/v2/configs").await, 6);
+    assert_no_leaks(&h, &["oauth-client-secret-9f3e"]).await;
+    delete_connection(&h, &name).await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_namespace_the_connection_does_not_allow_is_stalled() {
+    let h = Harness::start_with_emulator("rot-denied", Duration::from_secs(600), oauth_emulator())
+        .await;
+    let name = format!("narrow-{}", h.env.namespace);
+    create_connection(&h, &name, json!({"allowedNamespaces": ["team-elsewhere"]})).await;
+    let config: Config = object(
+        json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Config", "metadata": {"name": "denied"},
+        "spec": {"name": "denied", "config": {"retry": {"attempts": 1}}, "connectionRef": {"name": name}}}),
+    );
+    h.env
+        .api::<Config>()
+        .create(&PostParams::default(), &config)
+        .await
+        .unwrap();
+    let stalled = h
+        .env
+        .wait_for::<Config>("denied", WAIT, |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Stalled" && c.status == "True")
+            })
+        })
+        .await;
+    let conditions = stalled.status.unwrap().conditions;
+    let stalled = conditions.iter().find(|c| c.type_ == "Stalled").unwrap();
+    assert_eq!(stalled.reason, "NamespaceNotAllowed");
+    assert!(
+        stalled.message.contains(&h.env.namespace),
+        "{}",
+        stalled.message
+    );
+    assert_eq!(h.count("POST /ai_gw/v2/configs").await, 0);
+
+    // A Connection whose secret is wrong is not Ready, and says why without the secret.
+    let bad = format!("bad-{}", h.env.namespace);
+    create_connection(&h, &bad, json!({})).await;
+    let patch = json!({"stringData": {"client_secret": "wrong-secret-value-123"}});
+    h.env
+        .api::<Secret>()
+        .patch(
+            &format!("{bad}-oauth"),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+    let connections = Api::<Connection>::all(h.env.client.clone());
+    let failing = support::wait_until(WAIT, || async {
+        let c = connections.get(&bad).await.ok()?;
+        let ready = c
+            .status
+            .as_ref()?
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Ready")?
+            .clone();
+        (ready.status == "False").then_some(ready)
+    })
+    .await
+    .expect("the bad Connection was never reported");
+    assert!(failing.message.contains("401"), "{}", failing.message);
+    assert!(!failing.message.contains("wrong-secret-value-123"));
+    assert_no_leaks(&h, &["oauth-client-secret-9f3e", "wrong-secret-value-123"]).await;
+    delete_connection(&h, &name).await;
+    delete_connection(&h, &bad).await;
+    h.stop().await;
+}
