@@ -319,19 +319,19 @@ async fn config_adopt_and_orphan() {
 #[tokio::test]
 async fn api_validation_error_stalls_without_a_retry_storm() {
     let h = Harness::start("ctl-stalled").await;
-    // Admission accepts a blank name (minLength 1), the API refuses it.
-    h.env
-        .api::<Config>()
-        .create(
-            &PostParams::default(),
-            &config("blank", routing_spec("   ")),
-        )
+    // Admission accepts any condition key; the API knows only api_key, organisation_id,
+    // workspace_id and metadata.* and answers 400.
+    let mut spec = policy_spec("bad-key");
+    spec["conditions"] = json!([{"key": "team", "value": "a"}]);
+    let policies = h.env.api::<RateLimitsPolicy>();
+    policies
+        .create(&PostParams::default(), &policy("bad-key", spec))
         .await
         .unwrap();
     let stalled = h
         .env
-        .wait_for::<Config>("blank", WAIT, |c| {
-            c.status
+        .wait_for::<RateLimitsPolicy>("bad-key", WAIT, |p| {
+            p.status
                 .as_ref()
                 .and_then(|s| condition(&s.conditions, "Stalled"))
                 .is_some_and(|(status, _, _)| status == "True")
@@ -340,31 +340,59 @@ async fn api_validation_error_stalls_without_a_retry_storm() {
     let conditions = stalled.status.unwrap().conditions;
     let (_, reason, message) = condition(&conditions, "Stalled").unwrap();
     assert_eq!(condition(&conditions, "Ready").unwrap().0, "False");
+    assert_eq!(condition(&conditions, "Reconciling").unwrap().0, "False");
     assert!(
-        message.contains("name must not be empty"),
+        message.contains("unknown key \"team\""),
         "the API's message is shown: {message}"
     );
-    assert!(!reason.is_empty());
+    assert_eq!(reason, "Validation");
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let posts = h.count("POST /ai_gw/v2/configs").await;
+    let posts = h.count("POST /ai_gw/v2/policies/rate-limits").await;
     assert!(
-        (1..=3).contains(&posts),
+        (1..=2).contains(&posts),
         "a stalled object is not retried: {posts} POSTs"
     );
     assert_eq!(
-        h.env.events_text().await.matches("Warning blank").count(),
+        h.env
+            .events_text()
+            .await
+            .matches("Warning bad-key Validation")
+            .count(),
         1,
         "one Warning event per failure kind"
     );
 
-    // A spec change un-stalls it.
-    let patch = json!({"spec": {"name": "named"}});
+    // Client-side validation stalls the same way, without a call.
     h.env
         .api::<Config>()
-        .patch("blank", &PatchParams::default(), &Patch::Merge(&patch))
+        .create(
+            &PostParams::default(),
+            &config("blank", routing_spec("   ")),
+        )
         .await
         .unwrap();
-    h.env.wait_for::<Config>("blank", WAIT, config_ready).await;
+    let blank = h
+        .env
+        .wait_for::<Config>("blank", WAIT, |c| {
+            c.status
+                .as_ref()
+                .and_then(|s| condition(&s.conditions, "Stalled"))
+                .is_some_and(|(status, _, _)| status == "True")
+        })
+        .await;
+    let (_, _, message) = condition(&blank.status.unwrap().conditions, "Stalled").unwrap();
+    assert!(message.contains("name"), "{message}");
+    assert_eq!(h.count("POST /ai_gw/v2/configs").await, 0);
+
+    // A spec change un-stalls it.
+    let patch = json!({"spec": {"conditions": [{"key": "metadata.team", "value": "a"}]}});
+    policies
+        .patch("bad-key", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<RateLimitsPolicy>("bad-key", WAIT, policy_ready)
+        .await;
     h.stop().await;
 }
 

@@ -14,13 +14,17 @@ use kube::runtime::finalizer::{self, Event as FinalizerEvent};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use super::Context;
 use super::backoff::jittered;
 use super::error::Error;
 use super::status::{CommonStatus, Outcome, record_outcome, sanitize_message, worth_writing};
-use crate::resources::common::{FINALIZER, condition::READY, find_condition};
+use crate::resources::common::{
+    FINALIZER,
+    condition::{READY, STALLED},
+    find_condition,
+};
 
 /// Something a reconcile did to the remote side, reported as a Normal event.
 #[derive(Debug, Clone, PartialEq)]
@@ -88,6 +92,9 @@ pub struct Cx<'a, K: Managed> {
     pub api: crate::api::Client,
     pub objects: Api<K>,
     pub object: &'a K,
+    /// The status last written by `save_status`, so the final write compares against what the
+    /// cluster holds now rather than what the reconcile started from.
+    saved: std::sync::Mutex<Option<K::Status>>,
 }
 
 impl<K: Managed> Cx<'_, K> {
@@ -113,7 +120,9 @@ impl<K: Managed> Cx<'_, K> {
 
     /// Writes `status` now, before a call whose outcome might be lost (intent records).
     pub async fn save_status(&self, status: &K::Status) -> Result<(), Error> {
-        write_status::<K>(&self.objects, &self.name(), status).await
+        write_status::<K>(&self.objects, &self.name(), status).await?;
+        *self.saved.lock().unwrap_or_else(|e| e.into_inner()) = Some(status.clone());
+        Ok(())
     }
 }
 
@@ -179,11 +188,34 @@ pub fn error_policy<K: Managed>(object: Arc<K>, error: &Error, ctx: Arc<Context>
     Action::requeue(delay)
 }
 
+/// The reason of a `Stalled=True` condition recorded for `generation`, unless it is one that is
+/// rechecked without a spec change. Such an object is not retried: a 400 stays a 400 until the
+/// spec changes, and retrying it would only hammer the API.
+fn stalled_on_this_generation(
+    conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    generation: Option<i64>,
+) -> Option<String> {
+    find_condition(conditions, STALLED)
+        .filter(|c| {
+            c.status == "True" && c.observed_generation == generation && generation.is_some()
+        })
+        .filter(|c| !Error::is_rechecked_reason(&c.reason))
+        .map(|c| c.reason.clone())
+}
+
 async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Result<Action, Error> {
     let key = object_key(object);
     let generation = object.meta().generation;
     let before = object.status().cloned();
+    if let Some(stalled) = before
+        .as_ref()
+        .and_then(|s| stalled_on_this_generation(s.conditions(), generation))
+    {
+        debug!(kind = K::KIND, object = %key, reason = %stalled, "stalled on this generation; waiting for a spec change");
+        return Ok(Action::await_change());
+    }
     let mut status = before.clone().unwrap_or_default();
+    let mut written = before.clone();
 
     let result = match ctx
         .connections
@@ -199,8 +231,13 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
                 api,
                 objects: objects.clone(),
                 object,
+                saved: Default::default(),
             };
-            K::apply(object, &cx, &mut status).await
+            let result = K::apply(object, &cx, &mut status).await;
+            if let Some(saved) = cx.saved.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                written = Some(saved);
+            }
+            result
         }
         Err(e) => Err(e),
     };
@@ -266,7 +303,7 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
         }
     };
 
-    if worth_writing(before.as_ref(), &status) {
+    if worth_writing(written.as_ref(), &status) {
         write_status::<K>(objects, &object.name_any(), &status).await?;
     }
     Ok(action)
@@ -286,6 +323,7 @@ async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Res
         api,
         objects: objects.clone(),
         object,
+        saved: Default::default(),
     };
     match K::cleanup(object, &cx).await {
         Ok(changes) => {

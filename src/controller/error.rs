@@ -85,6 +85,11 @@ impl Error {
         matches!(self, Self::NotAllowed(_))
     }
 
+    /// True for the categories of [`Error::recheck_while_stalled`] errors.
+    pub fn is_rechecked_reason(reason: &str) -> bool {
+        reason == "NamespaceNotAllowed"
+    }
+
     /// How long the API asked us to wait, when it did.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {

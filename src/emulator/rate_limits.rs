@@ -115,6 +115,26 @@ fn required_enum(body: &Object, field: &str, allowed: &[&str]) -> ApiResult<Stri
         .ok_or_else(|| EmulatorError::validation(format!("{field} is required")))
 }
 
+/// Keys a condition or `group_by` may name: `api_key`, `organisation_id`, `workspace_id`, or
+/// `metadata.<key>` (Portkey's published description of `Condition.key`).
+fn valid_key(key: &str) -> bool {
+    matches!(key, "api_key" | "organisation_id" | "workspace_id")
+        || key.strip_prefix("metadata.").is_some_and(|rest| !rest.is_empty())
+}
+
+fn check_keys(field: &str, items: &[Value]) -> ApiResult<()> {
+    match items
+        .iter()
+        .filter_map(|item| item.get("key").and_then(Value::as_str))
+        .find(|key| !valid_key(key))
+    {
+        Some(key) => Err(EmulatorError::validation(format!(
+            "{field}: unknown key {key:?}; use api_key, organisation_id, workspace_id or metadata.<key>"
+        ))),
+        None => Ok(()),
+    }
+}
+
 /// `conditions`: at least one `{key, value: string | string[], excludes?: string | string[]}`.
 fn conditions(body: &Object, field: &str) -> ApiResult<Vec<Value>> {
     let items = fields::opt_array(body, field)?.unwrap_or_default();
@@ -140,6 +160,7 @@ fn conditions(body: &Object, field: &str) -> ApiResult<Vec<Value>> {
             )));
         }
     }
+    check_keys(field, &items)?;
     Ok(items)
 }
 
@@ -159,6 +180,7 @@ fn group_by(body: &Object) -> ApiResult<Vec<Value>> {
             "group_by items need a string key",
         ));
     }
+    check_keys("group_by", &items)?;
     Ok(items)
 }
 
