@@ -3,16 +3,21 @@ SHELL := /bin/bash
 KUBECONFIG_DEV := $(CURDIR)/.aigw-dev/kubeconfig
 CARGO ?= cargo
 
-.PHONY: all build crds cluster cluster-down test lint unit integration demo bench clean
+.PHONY: all build crds chart-check cluster cluster-down test lint unit integration demo bench clean
 
 all: build
 
 build:
 	$(CARGO) build --bins
 
-## crds: regenerate crds/ from the Rust types (a test fails when they drift)
+## crds: regenerate crds/ (and the chart's copy) from the Rust types (a test fails when they drift)
 crds:
 	$(CARGO) run --quiet -- crds --out-dir crds
+	$(CARGO) run --quiet -- crds --out-dir charts/aigw/crds
+
+## chart-check: lint and render the Helm chart, server-side dry run against the local cluster
+chart-check:
+	bash hack/chart-check.sh
 
 ## cluster: start the local control plane (kube-apiserver + etcd) and write .aigw-dev/kubeconfig
 cluster:

@@ -49,15 +49,17 @@ mod tests {
     /// forgets `make crds`.
     #[test]
     fn committed_crds_match_the_rust_types() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("crds");
-        for (file, crd) in crds() {
-            let committed = std::fs::read_to_string(dir.join(file))
-                .unwrap_or_else(|e| panic!("crds/{file} is missing ({e}); run `make crds`"));
-            assert_eq!(
-                committed,
-                crd_yaml(&crd).unwrap(),
-                "crds/{file} drifted from the Rust types; run `make crds`"
-            );
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        for dir in ["crds", "charts/aigw/crds"] {
+            for (file, crd) in crds() {
+                let committed = std::fs::read_to_string(root.join(dir).join(file))
+                    .unwrap_or_else(|e| panic!("{dir}/{file} is missing ({e}); run `make crds`"));
+                assert_eq!(
+                    committed,
+                    crd_yaml(&crd).unwrap(),
+                    "{dir}/{file} drifted from the Rust types; run `make crds`"
+                );
+            }
         }
     }
 
