@@ -17,11 +17,55 @@ use kube::CustomResourceExt;
 /// Every CRD aigw serves, with the file name it has under `crds/`.
 pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
     vec![
-        ("config.yaml", Config::crd()),
-        ("connection.yaml", Connection::crd()),
-        ("deployment.yaml", Deployment::crd()),
-        ("ratelimitspolicy.yaml", RateLimitsPolicy::crd()),
+        ("config.yaml", unwrap_descriptions(Config::crd())),
+        ("connection.yaml", unwrap_descriptions(Connection::crd())),
+        ("deployment.yaml", unwrap_descriptions(Deployment::crd())),
+        (
+            "ratelimitspolicy.yaml",
+            unwrap_descriptions(RateLimitsPolicy::crd()),
+        ),
     ]
+}
+
+/// Doc comments are wrapped at 100 columns; `kubectl explain` wraps text itself, so join the
+/// lines of each paragraph (blank lines between paragraphs stay).
+fn unwrap_descriptions(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    fn walk(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (key, child) in map.iter_mut() {
+                    match child {
+                        serde_json::Value::String(text) if key == "description" => {
+                            *text = text
+                                .split("\n\n")
+                                .map(|p| p.split('\n').map(str::trim).collect::<Vec<_>>().join(" "))
+                                .collect::<Vec<_>>()
+                                .join("\n\n");
+                        }
+                        _ => walk(child),
+                    }
+                }
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    for version in &mut crd.spec.versions {
+        if let Some(schema) = version
+            .schema
+            .as_mut()
+            .and_then(|s| s.open_api_v3_schema.as_mut())
+        {
+            let Ok(mut value) = serde_json::to_value(&*schema) else {
+                continue;
+            };
+            walk(&mut value);
+            if let Ok(unwrapped) = serde_json::from_value(value) {
+                *schema = unwrapped;
+            }
+        }
+    }
+    crd
 }
 
 /// One CRD rendered as the YAML document kept under `crds/`.
