@@ -39,7 +39,9 @@ port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); p
 api="http://127.0.0.1:$port"
 
 step "Management API emulator on $api"
-"$aigw" emulator --listen "127.0.0.1:$port" --token-file "$demo/token" >"$demo/emulator.log" 2>&1 &
+head -c 24 /dev/urandom | base64 | tr -d '/+=' >"$demo/client-secret"
+"$aigw" emulator --listen "127.0.0.1:$port" --token-file "$demo/token" \
+	--client-id demo-client --client-secret "$(cat "$demo/client-secret")" >"$demo/emulator.log" 2>&1 &
 echo $! >"$demo/emulator.pid"
 for _ in $(seq 50); do curl -fs "$api/_emulator/stats" >/dev/null && break; sleep 0.1; done
 
@@ -54,14 +56,49 @@ step "Operator (logs: $demo/operator.log)"
 	--drift-interval 5s --metrics-addr 127.0.0.1:0 >"$demo/operator.log" 2>&1 &
 echo $! >"$demo/operator.pid"
 
+step "A Connection using OAuth2 client credentials (the emulator's token endpoint)"
+kubectl create namespace aigw-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl create secret generic -n aigw-system demo-oauth --from-literal=client_id=demo-client \
+	--from-file=client_secret="$demo/client-secret" --dry-run=client -o yaml | kubectl apply -f -
+kubectl apply -f - <<YAML
+apiVersion: aigw.io/v1alpha1
+kind: Connection
+metadata: {name: demo-oauth}
+spec:
+  managementUrl: $api
+  gatewayUrl: $api/v1
+  auth:
+    oauth2ClientCredentials:
+      tokenUrl: $api/oauth2/access_token
+      scope: "tsg_id:1234567890"
+      clientIdRef: {namespace: aigw-system, name: demo-oauth, key: client_id}
+      clientSecretRef: {namespace: aigw-system, name: demo-oauth, key: client_secret}
+  headers: [{name: x-tsg-id, value: "1234567890"}]
+  allowedNamespaces: [aigw-demo]
+YAML
+
 step "Applying examples/ (namespace aigw-demo) and the gitops overlays (aigw-dev, aigw-prod)"
-kubectl apply -n aigw-demo -f examples/
+# The workload that runs the gateway (nothing schedules it here; aigw only annotates it).
+kubectl create deployment ai-gateway -n aigw-demo --image=registry.example/ai-gateway:1 \
+	--dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl apply -n aigw-demo -f examples/config.yaml -f examples/deployment.yaml \
+	-f examples/ratelimitspolicy.yaml -f examples/rotating-deployment.yaml
+kubectl apply -n aigw-demo -f - <<YAML
+apiVersion: aigw.io/v1alpha1
+kind: Config
+metadata: {name: via-oauth}
+spec:
+  name: via-oauth
+  connectionRef: {name: demo-oauth}
+  config: {retry: {attempts: 2}, strategy: {mode: single}, targets: [{provider: "@openai"}]}
+YAML
 kubectl apply -k examples/gitops/overlays/dev
 kubectl apply -k examples/gitops/overlays/prod
 
 step "Waiting for Ready"
+kubectl wait --for=condition=Ready connections.aigw.io/demo-oauth --timeout=60s
 for ns in aigw-demo aigw-dev aigw-prod; do
-	kubectl wait -n "$ns" --for=condition=Ready aigw --all --timeout=120s
+	kubectl wait -n "$ns" --for=condition=Ready configs.aigw.io,deployments.aigw.io,ratelimitspolicies.aigw.io --all --timeout=120s
 done
 
 step "The gateway reports in (its heartbeat reaches the control plane)"
@@ -77,6 +114,14 @@ kubectl patch -n aigw-prod configs.aigw.io assistant-routing --type merge \
 kubectl wait -n aigw-prod configs.aigw.io/assistant-routing --for=jsonpath='{.status.versionId}'!="$before" --timeout=60s >/dev/null 2>&1 ||
 	kubectl wait -n aigw-prod configs.aigw.io/assistant-routing --for=condition=Ready --timeout=60s
 echo "versionId $before -> $(kubectl get -n aigw-prod configs.aigw.io assistant-routing -o jsonpath='{.status.versionId}')"
+
+step "Rotation: a new spec.rotation.trigger rotates the gateway's credentials into its Secret"
+old=$(kubectl get secret -n aigw-demo rotating-gateway-credentials -o jsonpath='{.data.client_auth}')
+kubectl patch -n aigw-demo deployments.aigw.io rotating-gateway --type merge -p '{"spec":{"rotation":{"trigger":"demo-rotation"}}}'
+kubectl wait -n aigw-demo deployments.aigw.io/rotating-gateway --for=jsonpath='{.status.observedRotationTrigger}'=demo-rotation --timeout=60s
+new=$(kubectl get secret -n aigw-demo rotating-gateway-credentials -o jsonpath='{.data.client_auth}')
+[[ "$old" != "$new" ]] && echo "client_auth in Secret rotating-gateway-credentials replaced (lastRotatedAt $(kubectl get -n aigw-demo deployments.aigw.io rotating-gateway -o jsonpath='{.status.lastRotatedAt}'))"
+echo "apps/v1 Deployment ai-gateway pod template: $(kubectl get -n aigw-demo deployment.apps ai-gateway -o jsonpath='{.spec.template.metadata.annotations}')"
 
 step "kubectl get aigw -A"
 kubectl get aigw -A

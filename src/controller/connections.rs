@@ -23,7 +23,7 @@ pub struct Connections {
     kube: kube::Client,
     default: Option<Client>,
     observer: Option<Arc<dyn RequestObserver>>,
-    clients: Mutex<HashMap<String, (String, Client)>>,
+    clients: Mutex<HashMap<String, Cached>>,
 }
 
 impl Connections {
@@ -99,39 +99,60 @@ impl Connections {
 
     /// The cached client of this Connection version, or a new one.
     pub async fn client(&self, connection: &Connection) -> Result<Client, Error> {
+        Ok(self.cached(connection).await?.client)
+    }
+
+    /// The client and token source of this Connection's spec and Secrets, built once: the
+    /// fingerprint is the spec's generation (status writes do not change it) and the
+    /// resourceVersions of the Secrets read, so tokens stay cached across reconciles.
+    async fn cached(&self, connection: &Connection) -> Result<Cached, Error> {
         let name = connection.name_any();
         let material = self.read_material(&connection.spec, &name).await?;
         let fingerprint = format!(
-            "{}/{}",
-            connection.resource_version().unwrap_or_default(),
+            "{}/{}/{}",
+            connection.uid().unwrap_or_default(),
+            connection.metadata.generation.unwrap_or_default(),
             material.versions
         );
-        if let Some((seen, client)) = self
+        if let Some(cached) = self
             .clients
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .get(&name)
-            && *seen == fingerprint
+            .filter(|c| c.fingerprint == fingerprint)
         {
-            return Ok(client.clone());
+            return Ok(cached.clone());
         }
-        let client = build_client(&connection.spec, material, self.observer.clone())
-            .map_err(|e| Error::Connection(format!("Connection {name} is unusable: {e}")))?;
+        let unusable = |e: crate::api::ApiError| {
+            Error::Connection(format!("Connection {name} is unusable: {e}"))
+        };
+        let token = token_source(material.auth).map_err(unusable)?;
+        let client = build_client(
+            &connection.spec,
+            token.clone(),
+            material.headers,
+            self.observer.clone(),
+        )
+        .map_err(unusable)?;
+        let cached = Cached {
+            fingerprint,
+            token,
+            client,
+        };
         self.clients
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(name, (fingerprint, client.clone()));
-        Ok(client)
+            .insert(name, cached.clone());
+        Ok(cached)
     }
 
     /// Checks that a token can be obtained with this Connection (its Secrets exist, the
     /// client credentials are accepted).
     pub async fn probe(&self, connection: &Connection) -> Result<(), Error> {
         let name = connection.name_any();
-        let material = self.read_material(&connection.spec, &name).await?;
-        let source = token_source(material.auth)
-            .map_err(|e| Error::Connection(format!("Connection {name} is unusable: {e}")))?;
-        source
+        self.cached(connection)
+            .await?
+            .token
             .token()
             .await
             .map(|_| ())
@@ -177,6 +198,13 @@ impl Connections {
             versions: versions.join(","),
         })
     }
+}
+
+#[derive(Clone)]
+struct Cached {
+    fingerprint: String,
+    token: Arc<dyn TokenSource>,
+    client: Client,
 }
 
 struct Material {
@@ -249,10 +277,10 @@ fn token_source(auth: Auth) -> Result<Arc<dyn TokenSource>, crate::api::ApiError
 
 fn build_client(
     spec: &ConnectionSpec,
-    material: Material,
+    token: Arc<dyn TokenSource>,
+    headers: Vec<(String, SecretString)>,
     observer: Option<Arc<dyn RequestObserver>>,
 ) -> Result<Client, crate::api::ApiError> {
-    let token = token_source(material.auth)?;
     let management = spec.management_url.trim_end_matches('/').to_string();
     let gateway = spec
         .gateway_url
@@ -261,7 +289,7 @@ fn build_client(
     let qps = spec.qps.unwrap_or(10.0);
     let mut config = ClientConfig::new(management, gateway, token)
         .rate_limit(qps, spec.burst.unwrap_or((qps * 2.0).ceil() as u32));
-    for (name, value) in material.headers {
+    for (name, value) in headers {
         config = config.header(name, value);
     }
     if let Some(observer) = observer {

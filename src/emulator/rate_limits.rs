@@ -119,7 +119,9 @@ fn required_enum(body: &Object, field: &str, allowed: &[&str]) -> ApiResult<Stri
 /// `metadata.<key>` (Portkey's published description of `Condition.key`).
 fn valid_key(key: &str) -> bool {
     matches!(key, "api_key" | "organisation_id" | "workspace_id")
-        || key.strip_prefix("metadata.").is_some_and(|rest| !rest.is_empty())
+        || key
+            .strip_prefix("metadata.")
+            .is_some_and(|rest| !rest.is_empty())
 }
 
 fn check_keys(field: &str, items: &[Value]) -> ApiResult<()> {
