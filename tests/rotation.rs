@@ -229,6 +229,16 @@ async fn triggered_rotation_updates_the_secret_and_restarts_workloads() {
     let second = assert_secret_matches_remote(&h, "edge-creds", &id).await;
     assert_ne!(first, second, "the old client_auth is replaced");
     assert_eq!(
+        h.handshake(&id, &first).await,
+        401,
+        "the old client_auth is rejected"
+    );
+    assert_eq!(
+        h.handshake(&id, &second).await,
+        200,
+        "the Secret's client_auth is accepted"
+    );
+    assert_eq!(
         h.count("PUT /ai_gw/admin/v2/deployments/{deploymentId}")
             .await,
         1,
@@ -290,6 +300,8 @@ async fn scheduled_rotation_happens_when_due_and_never_by_accident() {
         .await;
     let second = assert_secret_matches_remote(&h, "sched-creds", &id).await;
     assert_ne!(first, second);
+    assert_eq!(h.handshake(&id, &first).await, 401);
+    assert_eq!(h.handshake(&id, &second).await, 200);
     let status = rotated.status.unwrap();
     let last: jiff::Timestamp = status.last_rotated_at.unwrap().parse().unwrap();
     let next: jiff::Timestamp = status.next_rotation_at.unwrap().parse().unwrap();
@@ -392,6 +404,9 @@ async fn a_crash_between_the_rotation_and_the_secret_write_is_recovered() {
     let now = assert_secret_matches_remote(&h, "crashy-creds", &id).await;
     assert_ne!(now, before);
     assert_ne!(now, lost, "rotated again: the lost values were never seen");
+    assert_eq!(h.handshake(&id, &before).await, 401);
+    assert_eq!(h.handshake(&id, &lost).await, 401);
+    assert_eq!(h.handshake(&id, &now).await, 200);
     assert_eq!(
         recovered
             .status

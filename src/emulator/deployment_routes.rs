@@ -313,3 +313,25 @@ pub async fn set_connection(
     record.last_resynced_at = Some(synced);
     Ok(Json(record.detail(Secrets::Masked)))
 }
+
+/// `POST /_emulator/deployments/{id}/handshake` with `{"client_auth": "…"}`: what a gateway
+/// presents to the control plane when it connects. 200 `{"accepted": true}` for the current
+/// value; 401 `{"accepted": false}` for any other, such as one a rotation revoked.
+pub async fn handshake(
+    State(state): State<Shared>,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> ApiResult<(axum::http::StatusCode, Json<Value>)> {
+    let body = fields::parse_object(&body)?;
+    let presented = fields::opt_str(&body, "client_auth")?
+        .ok_or_else(|| EmulatorError::validation("client_auth is required"))?;
+    let mut store = lock(&state.deployments);
+    let record = store.find_mut(&id).ok_or_else(|| not_found(&id))?;
+    let accepted = record.client_auth == presented;
+    let status = if accepted {
+        axum::http::StatusCode::OK
+    } else {
+        axum::http::StatusCode::UNAUTHORIZED
+    };
+    Ok((status, Json(serde_json::json!({ "accepted": accepted }))))
+}

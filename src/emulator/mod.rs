@@ -275,6 +275,10 @@ fn router(state: Shared) -> Router {
         .route(
             "/_emulator/deployments/{id}/connection",
             post(deployment_routes::set_connection),
+        )
+        .route(
+            "/_emulator/deployments/{id}/handshake",
+            post(deployment_routes::handshake),
         );
 
     api.merge(oauth)

@@ -144,6 +144,20 @@ impl Harness {
         );
     }
 
+    /// Presents `client_auth` for deployment `id` as its gateway would; the HTTP status.
+    pub async fn handshake(&self, id: &str, client_auth: &str) -> u16 {
+        let url = self.url(&format!("/_emulator/deployments/{id}/handshake"));
+        let body = serde_json::json!({ "client_auth": client_auth });
+        self.http
+            .post(url)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+
     pub async fn state(&self) -> Value {
         self.http
             .get(self.url("/_emulator/state"))
