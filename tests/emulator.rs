@@ -325,6 +325,21 @@ async fn deployment_secrets_are_one_time_masked_and_rotated() {
     assert_eq!(stored["credentials"]["password"], json!(new_password));
     let (_, read) = emu.get(&path).await;
     assert_eq!(read["client_auth"], "****");
+
+    // A gateway presenting the revoked value is refused; the new one is accepted.
+    let handshake = emu.url(&format!("/_emulator/deployments/{id}/handshake"));
+    for (presented, expected) in [
+        (&client_auth, StatusCode::UNAUTHORIZED),
+        (&new_auth, StatusCode::OK),
+    ] {
+        let response = emu
+            .http
+            .post(&handshake)
+            .json(&json!({"client_auth": presented}))
+            .send()
+            .await;
+        assert_eq!(response.expect("handshake").status(), expected);
+    }
 }
 
 #[tokio::test]
