@@ -3,32 +3,16 @@
 
 use super::driver::{Change, Cx, Managed};
 use super::error::Error;
-use super::status::{CommonStatus, conditions_without_timestamps};
+use super::status::common_status;
 use super::{now_rfc3339, spec_already_applied};
 use crate::api::ConfigDetail;
 use crate::resources::config::{Config, ConfigDeletionPolicy, ConfigStatus};
 
-impl CommonStatus for ConfigStatus {
-    fn observed_generation_mut(&mut self) -> &mut Option<i64> {
-        &mut self.observed_generation
-    }
-    fn conditions(&self) -> &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition] {
-        &self.conditions
-    }
-    fn conditions_mut(
-        &mut self,
-    ) -> &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
-        &mut self.conditions
-    }
-    fn without_timestamps(&self) -> Self {
-        Self {
-            conditions: conditions_without_timestamps(&self.conditions),
-            last_applied_at: None,
-            pending_create: self.pending_create.as_ref().map(|_| String::new()),
-            ..self.clone()
-        }
-    }
-}
+common_status!(ConfigStatus, |s| ConfigStatus {
+    last_applied_at: None,
+    pending_create: s.pending_create.as_ref().map(|_| String::new()),
+    ..s.clone()
+});
 
 impl Managed for Config {
     type Status = ConfigStatus;

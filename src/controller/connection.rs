@@ -10,30 +10,12 @@ use kube::{Resource, ResourceExt};
 use super::Context;
 use super::backoff::jittered;
 use super::error::Error;
-use super::status::{Outcome, record_outcome, sanitize_message, worth_writing};
+use super::status::{Outcome, common_status, record_outcome, sanitize_message, worth_writing};
 use crate::resources::connection::{Connection, ConnectionStatus};
 
 const MANAGER: &str = "aigw/connection";
 
-impl super::status::CommonStatus for ConnectionStatus {
-    fn observed_generation_mut(&mut self) -> &mut Option<i64> {
-        &mut self.observed_generation
-    }
-    fn conditions(&self) -> &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition] {
-        &self.conditions
-    }
-    fn conditions_mut(
-        &mut self,
-    ) -> &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
-        &mut self.conditions
-    }
-    fn without_timestamps(&self) -> Self {
-        Self {
-            conditions: super::status::conditions_without_timestamps(&self.conditions),
-            ..self.clone()
-        }
-    }
-}
+common_status!(ConnectionStatus, |s| s.clone());
 
 pub async fn reconcile(connection: Arc<Connection>, ctx: Arc<Context>) -> Result<Action, Error> {
     let name = connection.name_any();

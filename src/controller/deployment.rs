@@ -14,7 +14,7 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use super::driver::{Change, Cx, Managed};
 use super::error::Error;
 use super::failpoints::{AFTER_CREATE_POST, AFTER_ROTATE_PUT};
-use super::status::{CommonStatus, Outcome, conditions_without_timestamps, record_outcome};
+use super::status::{Outcome, common_status, record_outcome};
 use super::{now_rfc3339, spec_already_applied};
 use crate::api::{self, Credentials, DeploymentListQuery, SecretString, UpdateDeploymentRequest};
 use crate::resources::deployment::{
@@ -26,28 +26,12 @@ use crate::resources::deployment::{
 pub const ROTATED_AT_ANNOTATION: &str = "aigw.io/credentials-rotated-at";
 const MANAGER: &str = "aigw/deployment";
 
-impl CommonStatus for DeploymentStatus {
-    fn observed_generation_mut(&mut self) -> &mut Option<i64> {
-        &mut self.observed_generation
-    }
-    fn conditions(&self) -> &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition] {
-        &self.conditions
-    }
-    fn conditions_mut(
-        &mut self,
-    ) -> &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
-        &mut self.conditions
-    }
-    fn without_timestamps(&self) -> Self {
-        Self {
-            conditions: conditions_without_timestamps(&self.conditions),
-            last_synced_at: None,
-            pending_create: self.pending_create.as_ref().map(|_| String::new()),
-            pending_rotation: self.pending_rotation.as_ref().map(|_| String::new()),
-            ..self.clone()
-        }
-    }
-}
+common_status!(DeploymentStatus, |s| DeploymentStatus {
+    last_synced_at: None,
+    pending_create: s.pending_create.as_ref().map(|_| String::new()),
+    pending_rotation: s.pending_rotation.as_ref().map(|_| String::new()),
+    ..s.clone()
+});
 
 impl Managed for Deployment {
     type Status = DeploymentStatus;
