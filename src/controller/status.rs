@@ -111,6 +111,35 @@ pub fn sanitize_message(message: &str) -> String {
     }
 }
 
+/// Implements [`CommonStatus`] for a status struct with `observed_generation` and `conditions`
+/// fields. `|s| expr` returns a copy of `s` with the kind's own timestamps blanked; condition
+/// timestamps are blanked here.
+macro_rules! common_status {
+    ($status:ty, |$s:ident| $blank:expr) => {
+        impl $crate::controller::status::CommonStatus for $status {
+            fn observed_generation_mut(&mut self) -> &mut Option<i64> {
+                &mut self.observed_generation
+            }
+            fn conditions(&self) -> &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition] {
+                &self.conditions
+            }
+            fn conditions_mut(
+                &mut self,
+            ) -> &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+                &mut self.conditions
+            }
+            fn without_timestamps(&self) -> Self {
+                let $s = self;
+                let mut copy: Self = $blank;
+                copy.conditions =
+                    $crate::controller::status::conditions_without_timestamps(&self.conditions);
+                copy
+            }
+        }
+    };
+}
+pub(crate) use common_status;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,32 +198,3 @@ mod tests {
         assert!(sanitize_message(&"x".repeat(5000)).chars().count() <= 901);
     }
 }
-
-/// Implements [`CommonStatus`] for a status struct with `observed_generation` and `conditions`
-/// fields. `|s| expr` returns a copy of `s` with the kind's own timestamps blanked; condition
-/// timestamps are blanked here.
-macro_rules! common_status {
-    ($status:ty, |$s:ident| $blank:expr) => {
-        impl $crate::controller::status::CommonStatus for $status {
-            fn observed_generation_mut(&mut self) -> &mut Option<i64> {
-                &mut self.observed_generation
-            }
-            fn conditions(&self) -> &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition] {
-                &self.conditions
-            }
-            fn conditions_mut(
-                &mut self,
-            ) -> &mut Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
-                &mut self.conditions
-            }
-            fn without_timestamps(&self) -> Self {
-                let $s = self;
-                let mut copy: Self = $blank;
-                copy.conditions =
-                    $crate::controller::status::conditions_without_timestamps(&self.conditions);
-                copy
-            }
-        }
-    };
-}
-pub(crate) use common_status;
