@@ -49,5 +49,9 @@ test: lint
 demo:
 	bash hack/demo.sh
 
+## bench: the emulator's loopback throughput (release build, 10,000 configs, wrk)
+bench:
+	bash hack/bench-emulator.sh
+
 clean: cluster-down
 	$(CARGO) clean

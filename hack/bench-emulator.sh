@@ -18,6 +18,11 @@ CONNECTIONS=${CONNECTIONS:-32}
 TOKEN=bench-token
 BASE="http://127.0.0.1:${PORT}"
 
+if ! command -v wrk >/dev/null 2>&1; then
+  echo "installing wrk (apt)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk
+fi
+
 if [[ ! -x "$BIN" ]]; then
   cargo build --release
 fi
