@@ -399,7 +399,7 @@ async fn api_validation_error_stalls_without_a_retry_storm() {
 #[tokio::test]
 async fn server_errors_and_rate_limits_are_recovered_from() {
     let h = Harness::start("ctl-faults").await;
-    h.faults(json!({"error_rate": 0.5, "rate_limit_qps": 5}))
+    h.faults(json!({"error_rate": 0.3, "rate_limit_qps": 5}))
         .await;
     let configs = h.env.api::<Config>();
     for i in 0..6 {
