@@ -590,6 +590,7 @@ async fn deployment_create_secret_connection_status_and_archive() {
     );
 
     // The gateway's heartbeat shows up in status at the next observation.
+    h.reset_stats().await;
     h.call(
         Method::POST,
         &format!("/_emulator/deployments/{id}/connection"),

@@ -47,6 +47,27 @@ impl std::io::Write for CaptureWriter {
     }
 }
 
+/// Prints the operator's log lines about one namespace when the test that owns it panics.
+struct LogsOnPanic(String);
+
+impl Drop for LogsOnPanic {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let lines: Vec<String> = captured_logs()
+                .lines()
+                .filter(|l| l.contains(&self.0))
+                .map(str::to_string)
+                .collect();
+            eprintln!(
+                "--- operator log for {} ({} lines) ---\n{}",
+                self.0,
+                lines.len(),
+                lines.join("\n")
+            );
+        }
+    }
+}
+
 pub struct Harness {
     pub env: TestEnv,
     pub emulator: Running,
@@ -54,6 +75,7 @@ pub struct Harness {
     settings: Settings,
     operator: tokio::task::JoinHandle<()>,
     http: reqwest::Client,
+    _logs: LogsOnPanic,
 }
 
 impl Harness {
@@ -83,6 +105,7 @@ impl Harness {
         let ctx = new_context(&env, &emulator, &settings);
         let operator = tokio::spawn(controller::run(ctx.clone(), settings.clone()));
         Self {
+            _logs: LogsOnPanic(env.namespace.clone()),
             env,
             emulator,
             ctx,
@@ -203,7 +226,7 @@ fn new_context(env: &TestEnv, emulator: &Running, settings: &Settings) -> Arc<Co
         emulator.gateway_url(),
         Arc::new(StaticToken::new(TOKEN)),
     )
-    .timeout(Duration::from_secs(2))
+    .timeout(Duration::from_secs(10))
     .retry(RetryPolicy {
         max_attempts: 3,
         base_delay: Duration::from_millis(50),
