@@ -8,11 +8,15 @@ use super::{now_rfc3339, spec_already_applied};
 use crate::api::ConfigDetail;
 use crate::resources::config::{Config, ConfigDeletionPolicy, ConfigStatus};
 
-common_status!(ConfigStatus, |s| ConfigStatus {
-    last_applied_at: None,
-    pending_create: s.pending_create.as_ref().map(|_| String::new()),
-    ..s.clone()
-});
+common_status!(
+    ConfigStatus,
+    |s| ConfigStatus {
+        last_applied_at: None,
+        pending_create: s.pending_create.as_ref().map(|_| String::new()),
+        ..s.clone()
+    },
+    fresh_read_when = |s| s.id.is_none() || s.pending_create.is_some()
+);
 
 impl Managed for Config {
     type Status = ConfigStatus;

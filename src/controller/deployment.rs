@@ -26,12 +26,17 @@ use crate::resources::deployment::{
 pub const ROTATED_AT_ANNOTATION: &str = "aigw.io/credentials-rotated-at";
 const MANAGER: &str = "aigw/deployment";
 
-common_status!(DeploymentStatus, |s| DeploymentStatus {
-    last_synced_at: None,
-    pending_create: s.pending_create.as_ref().map(|_| String::new()),
-    pending_rotation: s.pending_rotation.as_ref().map(|_| String::new()),
-    ..s.clone()
-});
+common_status!(
+    DeploymentStatus,
+    |s| DeploymentStatus {
+        last_synced_at: None,
+        pending_create: s.pending_create.as_ref().map(|_| String::new()),
+        pending_rotation: s.pending_rotation.as_ref().map(|_| String::new()),
+        ..s.clone()
+    },
+    fresh_read_when =
+        |s| s.id.is_none() || s.pending_create.is_some() || s.pending_rotation.is_some()
+);
 
 impl Managed for Deployment {
     type Status = DeploymentStatus;

@@ -136,7 +136,7 @@ async fn write_status<K: Managed>(
         "kind": K::kind(&()),
         "status": status,
     });
-    objects
+    let written = objects
         .patch_status(
             name,
             &PatchParams::apply(K::MANAGER).force(),
@@ -144,6 +144,13 @@ async fn write_status<K: Managed>(
         )
         .await
         .map_err(|e| Error::kube(format!("write status of {} {name}", K::KIND), e))?;
+    debug!(
+        kind = K::KIND,
+        object = %format!("{}/{name}", written.namespace().unwrap_or_default()),
+        resource_version = written.resource_version().unwrap_or_default(),
+        status = %serde_json::to_string(&patch["status"]).unwrap_or_default(),
+        "status written"
+    );
     Ok(())
 }
 
@@ -160,6 +167,31 @@ fn object_key<K: Managed>(object: &K) -> String {
 pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
     let namespace = object.namespace().unwrap_or_default();
     let objects: Api<K> = Api::namespaced(ctx.kube.clone(), &namespace);
+    // The watch cache can lag behind aigw's own status writes: an intent record seen there may
+    // already be resolved (acting on it again would rotate twice), a missing id may already be
+    // known (creating again would duplicate). In those states, read the object itself.
+    let object = if object.status().is_none_or(CommonStatus::needs_fresh_read) {
+        match objects.get_opt(&object.name_any()).await {
+            Ok(Some(fresh)) => {
+                debug!(
+                    kind = K::KIND,
+                    cached = object.resource_version().unwrap_or_default(),
+                    fresh = fresh.resource_version().unwrap_or_default(),
+                    "read the object from the apiserver"
+                );
+                Arc::new(fresh)
+            }
+            Ok(None) => return Ok(Action::await_change()),
+            Err(e) => {
+                return Err(Error::kube(
+                    format!("re-read {} {}", K::KIND, object.name_any()),
+                    e,
+                ));
+            }
+        }
+    } else {
+        object
+    };
     let started = std::time::Instant::now();
     let result = finalizer::finalizer(&objects, FINALIZER, object, |event| async {
         match event {

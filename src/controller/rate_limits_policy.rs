@@ -10,10 +10,14 @@ use crate::resources::rate_limits_policy::{
     RateLimitsPolicy, RateLimitsPolicyDeletionPolicy, RateLimitsPolicyStatus,
 };
 
-common_status!(RateLimitsPolicyStatus, |s| RateLimitsPolicyStatus {
-    pending_create: s.pending_create.as_ref().map(|_| String::new()),
-    ..s.clone()
-});
+common_status!(
+    RateLimitsPolicyStatus,
+    |s| RateLimitsPolicyStatus {
+        pending_create: s.pending_create.as_ref().map(|_| String::new()),
+        ..s.clone()
+    },
+    fresh_read_when = |s| s.id.is_none() || s.pending_create.is_some()
+);
 
 impl Managed for RateLimitsPolicy {
     type Status = RateLimitsPolicyStatus;
