@@ -11,10 +11,12 @@ export KUBECONFIG="$root/.aigw-dev/kubeconfig"
 
 stop() {
 	for name in operator emulator; do
-		if [[ -f "$demo/$name.pid" ]]; then
-			kill "$(cat "$demo/$name.pid")" 2>/dev/null || true
-			rm -f "$demo/$name.pid"
-		fi
+		[[ -f "$demo/$name.pid" ]] || continue
+		pid=$(cat "$demo/$name.pid")
+		kill "$pid" 2>/dev/null || true
+		for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+		kill -9 "$pid" 2>/dev/null || true
+		rm -f "$demo/$name.pid"
 	done
 }
 
