@@ -22,6 +22,11 @@ struct KindLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EndpointLabel {
+    endpoint: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ApiRequest {
     method: String,
     endpoint: String,
@@ -35,7 +40,7 @@ pub struct Metrics {
     reconcile_seconds: Family<KindLabel, Histogram>,
     drift_corrections: Family<KindLabel, Counter>,
     api_requests: Family<ApiRequest, Counter>,
-    api_request_seconds: Family<KindLabel, Histogram>,
+    api_request_seconds: Family<EndpointLabel, Histogram>,
 }
 
 impl Default for Metrics {
@@ -47,7 +52,7 @@ impl Default for Metrics {
         });
         let drift_corrections = Family::<KindLabel, Counter>::default();
         let api_requests = Family::<ApiRequest, Counter>::default();
-        let api_request_seconds = Family::<KindLabel, Histogram>::new_with_constructor(|| {
+        let api_request_seconds = Family::<EndpointLabel, Histogram>::new_with_constructor(|| {
             Histogram::new(exponential_buckets(0.005, 2.0, 14))
         });
         registry.register(
@@ -129,8 +134,8 @@ impl Metrics {
             })
             .inc();
         self.api_request_seconds
-            .get_or_create(&KindLabel {
-                kind: endpoint.into(),
+            .get_or_create(&EndpointLabel {
+                endpoint: endpoint.into(),
             })
             .observe(elapsed.as_secs_f64());
     }
