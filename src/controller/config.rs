@@ -1,7 +1,7 @@
 //! Config: observe by slug, PUT the whole document only when it differs (every PUT mints a new
 //! version_id), create when there is nothing to adopt, delete per `deletionPolicy`.
 
-use super::driver::{Change, Cx, Managed};
+use super::driver::{Change, Cx, Managed, orphaned, removed};
 use super::error::Error;
 use super::status::common_status;
 use super::{now_rfc3339, spec_already_applied};
@@ -88,36 +88,20 @@ impl Managed for Config {
 
     async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
         let status = self.status.clone().unwrap_or_default();
+        let known = status.slug.or(self.spec.slug.clone());
         if self.spec.deletion_policy == ConfigDeletionPolicy::Orphan {
-            let slug = status.slug.or(self.spec.slug.clone()).unwrap_or_default();
-            return Ok(vec![Change::new(
-                "Orphaned",
-                format!("left config {slug} in place (deletionPolicy Orphan)"),
-            )]);
+            return Ok(orphaned(&format!("config {}", known.unwrap_or_default())));
         }
-        let slug = match (
-            status.slug.or(self.spec.slug.clone()),
-            status.pending_create,
-        ) {
-            (Some(slug), _) => slug,
-            // A create whose outcome was never learned may still have made the config.
-            (None, Some(_)) => match find_by_name(self, cx).await? {
-                Some(found) => found.slug,
-                None => return Ok(Vec::new()),
-            },
-            (None, None) => return Ok(Vec::new()),
+        // A create whose outcome was never learned may still have made the config.
+        let pending = match (&known, status.pending_create) {
+            (None, Some(_)) => find_by_name(self, cx).await?.map(|found| found.slug),
+            _ => None,
         };
-        match cx.api.configs().delete(&slug).await {
-            Ok(()) => Ok(vec![Change::new(
-                "Deleted",
-                format!("deleted config {slug}"),
-            )]),
-            Err(e) if e.is_not_found() => Ok(vec![Change::new(
-                "Deleted",
-                format!("config {slug} was already gone"),
-            )]),
-            Err(e) => Err(Error::api(format!("delete config {slug}"), e)),
-        }
+        let Some(slug) = known.or(pending) else {
+            return Ok(Vec::new());
+        };
+        let result = cx.api.configs().delete(&slug).await;
+        removed("Deleted", "delete", &format!("config {slug}"), result)
     }
 }
 

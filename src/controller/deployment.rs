@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Resource;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 
-use super::driver::{Change, Cx, Managed};
+use super::driver::{Change, Cx, Managed, orphaned, removed};
 use super::error::Error;
 use super::failpoints::{AFTER_CREATE_POST, AFTER_ROTATE_PUT};
 use super::status::{Outcome, common_status, record_outcome};
@@ -116,35 +116,23 @@ impl Managed for Deployment {
 
     async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
         let status = self.status.clone().unwrap_or_default();
-        let id = status.id.or(self.spec.deployment_id.clone());
+        let known = status.id.or(self.spec.deployment_id.clone());
         if self.spec.deletion_policy == DeploymentDeletionPolicy::Orphan {
-            return Ok(vec![Change::new(
-                "Orphaned",
-                format!(
-                    "left deployment {} in place (deletionPolicy Orphan)",
-                    id.unwrap_or_default()
-                ),
-            )]);
+            return Ok(orphaned(&format!(
+                "deployment {}",
+                known.unwrap_or_default()
+            )));
         }
-        let id = match (id, status.pending_create) {
-            (Some(id), _) => id,
-            (None, Some(_)) => match find_by_name(self, cx).await? {
-                Some(found) => found,
-                None => return Ok(Vec::new()),
-            },
-            (None, None) => return Ok(Vec::new()),
+        let pending = match (&known, status.pending_create) {
+            (None, Some(_)) => find_by_name(self, cx).await?,
+            _ => None,
         };
-        match cx.api.deployments().delete(&id).await {
-            Ok(()) => Ok(vec![Change::new(
-                "Archived",
-                format!("archived deployment {id}"),
-            )]),
-            Err(e) if e.is_not_found() => Ok(vec![Change::new(
-                "Archived",
-                format!("deployment {id} was already gone"),
-            )]),
-            Err(e) => Err(Error::api(format!("archive deployment {id}"), e)),
-        }
+        let Some(id) = known.or(pending) else {
+            return Ok(Vec::new());
+        };
+        // The API's DELETE archives a deployment; it never hard-deletes one.
+        let result = cx.api.deployments().delete(&id).await;
+        removed("Archived", "archive", &format!("deployment {id}"), result)
     }
 }
 

@@ -49,6 +49,33 @@ impl Change {
     }
 }
 
+/// The change a kind reports when `deletionPolicy: Orphan` leaves `what` (e.g. "config
+/// pc-abc") in place.
+pub fn orphaned(what: &str) -> Vec<Change> {
+    vec![Change::new(
+        "Orphaned",
+        format!("left {what} in place (deletionPolicy Orphan)"),
+    )]
+}
+
+/// The outcome of the DELETE (or archive) of `what`: "already gone" (404, or 403 AB03/AB08)
+/// counts as done, so a finalizer that runs twice, or after an out-of-band delete, finishes.
+pub fn removed(
+    reason: &'static str,
+    verb: &str,
+    what: &str,
+    result: Result<(), crate::api::ApiError>,
+) -> Result<Vec<Change>, Error> {
+    match result {
+        Ok(()) => Ok(vec![Change::new(reason, format!("{verb}d {what}"))]),
+        Err(e) if e.is_not_found() => Ok(vec![Change::new(
+            reason,
+            format!("{what} was already gone"),
+        )]),
+        Err(e) => Err(Error::api(format!("{verb} {what}"), e)),
+    }
+}
+
 /// A kind aigw keeps in line with the management API. The kind supplies observe/create/
 /// update/delete (in `apply` and `cleanup`); the driver does everything around them.
 pub trait Managed:

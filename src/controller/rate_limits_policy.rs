@@ -1,7 +1,7 @@
 //! RateLimitsPolicy: create or adopt, PUT the mutable fields (name, unit, value, conditions)
 //! only when they differ, delete per `deletionPolicy`.
 
-use super::driver::{Change, Cx, Managed};
+use super::driver::{Change, Cx, Managed, orphaned, removed};
 use super::error::Error;
 use super::status::common_status;
 use super::{now_rfc3339, spec_already_applied};
@@ -93,38 +93,27 @@ impl Managed for RateLimitsPolicy {
 
     async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
         let status = self.status.clone().unwrap_or_default();
+        let known = status.id.or(self.spec.policy_id.clone());
         if self.spec.deletion_policy == RateLimitsPolicyDeletionPolicy::Orphan {
-            let id = status
-                .id
-                .or(self.spec.policy_id.clone())
-                .unwrap_or_default();
-            return Ok(vec![Change::new(
-                "Orphaned",
-                format!("left rate-limits policy {id} in place (deletionPolicy Orphan)"),
-            )]);
+            return Ok(orphaned(&format!(
+                "rate-limits policy {}",
+                known.unwrap_or_default()
+            )));
         }
-        let id = match (
-            status.id.or(self.spec.policy_id.clone()),
-            status.pending_create,
-        ) {
-            (Some(id), _) => id,
-            (None, Some(_)) => match find_by_name(self, cx).await? {
-                Some(found) => found.id,
-                None => return Ok(Vec::new()),
-            },
-            (None, None) => return Ok(Vec::new()),
+        let pending = match (&known, status.pending_create) {
+            (None, Some(_)) => find_by_name(self, cx).await?.map(|found| found.id),
+            _ => None,
         };
-        match cx.api.rate_limits().delete(&id).await {
-            Ok(()) => Ok(vec![Change::new(
-                "Deleted",
-                format!("deleted rate-limits policy {id}"),
-            )]),
-            Err(e) if e.is_not_found() => Ok(vec![Change::new(
-                "Deleted",
-                format!("rate-limits policy {id} was already gone"),
-            )]),
-            Err(e) => Err(Error::api(format!("delete rate-limits policy {id}"), e)),
-        }
+        let Some(id) = known.or(pending) else {
+            return Ok(Vec::new());
+        };
+        let result = cx.api.rate_limits().delete(&id).await;
+        removed(
+            "Deleted",
+            "delete",
+            &format!("rate-limits policy {id}"),
+            result,
+        )
     }
 }
 
