@@ -1,7 +1,7 @@
 //! Config: observe by slug, PUT the whole document only when it differs (every PUT mints a new
 //! version_id), create when there is nothing to adopt, delete per `deletionPolicy`.
 
-use super::driver::{Change, Cx, Managed, orphaned, removed};
+use super::driver::{Change, Cx, Managed, observed, orphaned, removed};
 use super::error::Error;
 use super::status::common_status;
 use super::{now_rfc3339, spec_already_applied};
@@ -116,20 +116,18 @@ async fn observe(
     let Some(slug) = adopted.or(status.slug.as_deref()).map(str::to_string) else {
         return Ok(None);
     };
-    match cx.api.configs().get(&slug).await {
-        Ok(remote) => Ok(Some(remote)),
-        Err(e) if e.is_not_found() && adopted.is_none() => {
-            status.id = None;
-            status.slug = None;
-            status.version_id = None;
-            Ok(None)
-        }
-        Err(e) if e.is_not_found() => Err(Error::MissingState(format!(
-            "config {slug} named by spec.slug does not exist: {}",
-            e.api_message().unwrap_or("not found")
-        ))),
-        Err(e) => Err(Error::api(format!("read config {slug}"), e)),
+    let result = cx.api.configs().get(&slug).await;
+    let found = observed(
+        &format!("config {slug}"),
+        adopted.map(|_| "spec.slug"),
+        result,
+    )?;
+    if found.is_none() {
+        status.id = None;
+        status.slug = None;
+        status.version_id = None;
     }
+    Ok(found)
 }
 
 /// Creates the remote config, or finds the one an earlier create made.

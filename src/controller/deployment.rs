@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Resource;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 
-use super::driver::{Change, Cx, Managed, orphaned, removed};
+use super::driver::{Change, Cx, Managed, observed, orphaned, removed};
 use super::error::Error;
 use super::failpoints::{AFTER_CREATE_POST, AFTER_ROTATE_PUT};
 use super::status::{Outcome, common_status, record_outcome};
@@ -160,19 +160,17 @@ async fn observe(
     let Some(id) = adopted.or(status.id.as_deref()).map(str::to_string) else {
         return Ok(None);
     };
-    match cx.api.deployments().get(&id).await {
-        Ok(remote) => Ok(Some(remote)),
-        Err(e) if e.is_not_found() && adopted.is_none() => {
-            status.id = None;
-            status.slug = None;
-            Ok(None)
-        }
-        Err(e) if e.is_not_found() => Err(Error::MissingState(format!(
-            "deployment {id} named by spec.deploymentId does not exist: {}",
-            e.api_message().unwrap_or("not found")
-        ))),
-        Err(e) => Err(Error::api(format!("read deployment {id}"), e)),
+    let result = cx.api.deployments().get(&id).await;
+    let found = observed(
+        &format!("deployment {id}"),
+        adopted.map(|_| "spec.deploymentId"),
+        result,
+    )?;
+    if found.is_none() {
+        status.id = None;
+        status.slug = None;
     }
+    Ok(found)
 }
 
 /// Registers the deployment and stores its one-time credentials, or finds the deployment an

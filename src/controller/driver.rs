@@ -76,6 +76,27 @@ pub fn removed(
     }
 }
 
+/// The outcome of the GET of the remote object `what`: `Some` when found; `None` when it is gone
+/// and aigw created it (so it is created again); an error naming `adopted_by` (the spec field)
+/// when an adopted object is gone, since creating another would not be adopting it.
+pub fn observed<T>(
+    what: &str,
+    adopted_by: Option<&str>,
+    result: Result<T, crate::api::ApiError>,
+) -> Result<Option<T>, Error> {
+    match result {
+        Ok(remote) => Ok(Some(remote)),
+        Err(e) if e.is_not_found() => match adopted_by {
+            None => Ok(None),
+            Some(field) => Err(Error::MissingState(format!(
+                "{what} named by {field} does not exist: {}",
+                e.api_message().unwrap_or("not found")
+            ))),
+        },
+        Err(e) => Err(Error::api(format!("read {what}"), e)),
+    }
+}
+
 /// A kind aigw keeps in line with the management API. The kind supplies observe/create/
 /// update/delete (in `apply` and `cleanup`); the driver does everything around them.
 pub trait Managed:
@@ -429,3 +450,58 @@ async fn publish<K: Managed>(
 
 /// Default drift interval when none is configured.
 pub const DEFAULT_DRIFT_INTERVAL: Duration = Duration::from_secs(600);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::{ApiError, HttpError};
+
+    fn http(status: u16) -> ApiError {
+        ApiError::Http(Box::new(HttpError {
+            method: "GET",
+            endpoint: "/ai_gw/v2/configs/{slug}",
+            status,
+            body: None,
+            raw: String::new(),
+            retry_after: None,
+            opa_denied: false,
+        }))
+    }
+
+    #[test]
+    fn a_vanished_object_is_recreated_unless_it_was_adopted() {
+        assert_eq!(
+            observed("config a", None, Ok::<_, ApiError>(1)).unwrap(),
+            Some(1)
+        );
+        assert_eq!(
+            observed::<u8>("config a", None, Err(http(404))).unwrap(),
+            None
+        );
+        let adopted = observed::<u8>("config a", Some("spec.slug"), Err(http(404))).unwrap_err();
+        assert_eq!(adopted.category(), "MissingState");
+        assert!(
+            adopted
+                .to_string()
+                .contains("config a named by spec.slug does not exist")
+        );
+        assert!(
+            observed::<u8>("config a", None, Err(http(503)))
+                .unwrap_err()
+                .is_transient()
+        );
+    }
+
+    #[test]
+    fn already_gone_counts_as_removed() {
+        let gone = removed("Deleted", "delete", "config a", Err(http(404))).unwrap();
+        assert_eq!(gone[0].message, "config a was already gone");
+        let done = removed("Archived", "archive", "deployment d", Ok(())).unwrap();
+        assert_eq!(
+            (done[0].reason, done[0].message.as_str()),
+            ("Archived", "archived deployment d")
+        );
+        let failed = removed("Deleted", "delete", "config a", Err(http(500))).unwrap_err();
+        assert!(failed.to_string().starts_with("failed to delete config a"));
+    }
+}

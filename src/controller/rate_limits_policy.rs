@@ -1,7 +1,7 @@
 //! RateLimitsPolicy: create or adopt, PUT the mutable fields (name, unit, value, conditions)
 //! only when they differ, delete per `deletionPolicy`.
 
-use super::driver::{Change, Cx, Managed, orphaned, removed};
+use super::driver::{Change, Cx, Managed, observed, orphaned, removed};
 use super::error::Error;
 use super::status::common_status;
 use super::{now_rfc3339, spec_already_applied};
@@ -126,19 +126,17 @@ async fn observe(
     let Some(id) = adopted.or(status.id.as_deref()).map(str::to_string) else {
         return Ok(None);
     };
-    match cx.api.rate_limits().get(&id).await {
-        Ok(remote) => Ok(Some(remote)),
-        Err(e) if e.is_not_found() && adopted.is_none() => {
-            status.id = None;
-            status.remote_status = None;
-            Ok(None)
-        }
-        Err(e) if e.is_not_found() => Err(Error::MissingState(format!(
-            "rate-limits policy {id} named by spec.policyId does not exist: {}",
-            e.api_message().unwrap_or("not found")
-        ))),
-        Err(e) => Err(Error::api(format!("read rate-limits policy {id}"), e)),
+    let result = cx.api.rate_limits().get(&id).await;
+    let found = observed(
+        &format!("rate-limits policy {id}"),
+        adopted.map(|_| "spec.policyId"),
+        result,
+    )?;
+    if found.is_none() {
+        status.id = None;
+        status.remote_status = None;
     }
+    Ok(found)
 }
 
 /// Creates the remote policy, or finds the one an earlier create made. The intent is recorded
