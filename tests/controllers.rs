@@ -222,20 +222,7 @@ async fn config_lifecycle_create_update_drift_delete() {
     assert_eq!(h.ctx.metrics.drift_corrections("Config"), 1);
 
     // Delete (the default policy) removes the remote config and then the resource.
-    configs
-        .delete("routing", &DeleteParams::default())
-        .await
-        .unwrap();
-    support::wait_until(WAIT, || async {
-        configs
-            .get_opt("routing")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await
-    .expect("the Config was not deleted");
+    h.env.delete_and_wait::<Config>("routing", WAIT).await;
     assert_eq!(h.count("DELETE /ai_gw/v2/configs/{slug}").await, 1);
     let state = h.state().await;
     assert!(
@@ -294,22 +281,7 @@ async fn config_adopt_and_orphan() {
         .await;
     assert_eq!(h.count("PUT /ai_gw/v2/configs/{slug}").await, 1);
 
-    h.env
-        .api::<Config>()
-        .delete("adopted", &DeleteParams::default())
-        .await
-        .unwrap();
-    let configs = h.env.api::<Config>();
-    support::wait_until(WAIT, || async {
-        configs
-            .get_opt("adopted")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await
-    .expect("the Config was not deleted");
+    h.env.delete_and_wait::<Config>("adopted", WAIT).await;
     h.call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
         .await; // still there
     assert_eq!(h.count("DELETE /ai_gw/v2/configs/{slug}").await, 0);
@@ -657,20 +629,7 @@ async fn deployment_create_secret_connection_status_and_archive() {
     );
 
     // Archive on delete.
-    deployments
-        .delete("edge", &DeleteParams::default())
-        .await
-        .unwrap();
-    support::wait_until(WAIT, || async {
-        deployments
-            .get_opt("edge")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await
-    .expect("the Deployment was not deleted");
+    h.env.delete_and_wait::<Deployment>("edge", WAIT).await;
     let remote = h
         .call(
             Method::GET,
@@ -719,22 +678,7 @@ async fn deployment_adopt_and_orphan() {
         "in sync: no PUT"
     );
     let _ = adopted;
-    h.env
-        .api::<Deployment>()
-        .delete("legacy", &DeleteParams::default())
-        .await
-        .unwrap();
-    let deployments = h.env.api::<Deployment>();
-    support::wait_until(WAIT, || async {
-        deployments
-            .get_opt("legacy")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await
-    .expect("the Deployment was not deleted");
+    h.env.delete_and_wait::<Deployment>("legacy", WAIT).await;
     let remote = h
         .call(
             Method::GET,

@@ -175,6 +175,35 @@ impl TestEnv {
         }
     }
 
+    /// Deletes the named object and waits until it is gone (its finalizer has run); on timeout,
+    /// panics with the object and the namespace's events.
+    pub async fn delete_and_wait<K>(&self, name: &str, timeout: Duration)
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+        <K as Resource>::DynamicType: Default,
+    {
+        let api = self.api::<K>();
+        api.delete(name, &Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("failed to delete {name}: {e}"));
+        let gone = wait_until(timeout, || async {
+            api.get_opt(name).await.ok()?.is_none().then_some(())
+        })
+        .await;
+        if gone.is_none() {
+            let current = api.get_opt(name).await.ok().flatten();
+            panic!(
+                "{name} was not deleted within {timeout:?}\n--- object ---\n{}\n--- events ---\n{}",
+                serde_yaml::to_string(&current).unwrap_or_default(),
+                self.events_text().await
+            );
+        }
+    }
+
     async fn purge<K>(&self)
     where
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
