@@ -43,7 +43,7 @@ struct Inner {
 /// A prepared call: route, query and JSON body.
 pub(crate) struct Call {
     pub route: Route,
-    pub query: Vec<(&'static str, String)>,
+    pub query: Vec<(String, String)>,
     pub body: Option<Vec<u8>>,
     /// The answer carries secrets: never copy its body into an error.
     pub sensitive: bool,
@@ -59,8 +59,8 @@ impl Call {
         }
     }
 
-    pub fn query(mut self, pairs: Vec<(&'static str, String)>) -> Self {
-        self.query = pairs;
+    pub fn query<K: Into<String>>(mut self, pairs: Vec<(K, String)>) -> Self {
+        self.query = pairs.into_iter().map(|(k, v)| (k.into(), v)).collect();
         self
     }
 
@@ -325,10 +325,12 @@ impl fmt::Debug for Client {
     }
 }
 
-/// Only idempotent calls are retried after an answer was lost: repeating a POST could create a
-/// second object, so that error goes back to the caller with `outcome_unknown()`.
+/// Only reads and deletes are retried after an answer was lost. Repeating a POST could create a
+/// second object, and repeating a PUT mints another config version or rotates credentials
+/// twice, so those errors go back to the caller with `outcome_unknown()`: it re-reads, compares
+/// and decides.
 fn retryable(verb: Verb, err: &ApiError) -> bool {
-    err.is_transient() && (verb.is_idempotent() || !err.outcome_unknown())
+    err.is_transient() && (verb.is_repeatable() || !err.outcome_unknown())
 }
 
 fn exhausted(attempts: u32, last: ApiError) -> ApiError {

@@ -5,9 +5,11 @@ use std::time::Duration;
 
 use super::models::ApiErrorBody;
 
-/// Codes the API uses for "this object is gone": `AB03` (403, out of scope or deleted out of band)
-/// and `AB08` (404, not found or archived).
-const GONE_CODES: [&str; 2] = ["AB03", "AB08"];
+/// The code the API uses for "this object is gone": `AB08` (404, not found or archived).
+const GONE_CODE: &str = "AB08";
+/// The code of a 403 for an object outside the token's scope. The object may well exist, so it
+/// never means "gone": recreating it would duplicate it the moment the scope comes back.
+const NOT_VISIBLE_CODE: &str = "AB03";
 
 /// Everything that can go wrong talking to the API. `Debug` and `Display` never contain the token,
 /// header values or secret response fields.
@@ -136,7 +138,8 @@ impl ApiError {
         }
     }
 
-    /// The object does not exist: 404, or 403 with `AB03`/`AB08`. An OPA policy 403 is not.
+    /// The object does not exist: 404, or `AB08`. Only these mean "gone"; `AB03` does not (see
+    /// [`ApiError::is_not_visible`]) and neither does an OPA policy 403.
     pub fn is_not_found(&self) -> bool {
         let Some(h) = self.http() else { return false };
         if h.opa_denied {
@@ -146,9 +149,19 @@ impl ApiError {
             .body
             .as_ref()
             .and_then(|b| b.code.as_deref())
-            .is_some_and(|c| GONE_CODES.contains(&c));
+            .is_some_and(|c| c == GONE_CODE);
         // A `{success: false}` body can come with a 2xx status; its code decides then.
         h.status == 404 || ((h.status == 403 || h.status < 300) && gone_code)
+    }
+
+    /// 403 `AB03`: the object is outside this token's scope. It may exist; it is not "gone".
+    pub fn is_not_visible(&self) -> bool {
+        let Some(h) = self.http() else { return false };
+        !h.opa_denied
+            && h.body
+                .as_ref()
+                .and_then(|b| b.code.as_deref())
+                .is_some_and(|c| c == NOT_VISIBLE_CODE)
     }
 
     pub fn status(&self) -> Option<u16> {
@@ -185,11 +198,14 @@ impl ApiError {
             ApiError::Config(_) => "Config",
             ApiError::RetriesExhausted { .. } => "Unknown",
             ApiError::Http(_) if self.is_not_found() => "NotFound",
+            ApiError::Http(_) if self.is_not_visible() => "NotVisible",
             ApiError::Http(h) => match h.status {
                 401 => "Unauthorized",
                 403 => "Forbidden",
                 404 => "NotFound",
+                405 => "MethodNotAllowed",
                 409 => "Conflict",
+                422 => "Unprocessable",
                 429 => "RateLimited",
                 400..=499 => "Validation",
                 500.. => "ServerError",
@@ -198,12 +214,14 @@ impl ApiError {
         }
     }
 
-    /// The request may have been applied although no success answer arrived (timeout after
-    /// sending, connection reset or closed, body lost, or a proxy's 502/504). Look the object up
-    /// before creating again.
+    /// The request may have been applied although no readable success answer arrived: a
+    /// timeout after sending, a connection reset or closed, a 5xx (servers fail after they
+    /// commit, too), or a 2xx whose body could not be read. Look the object up before creating
+    /// again; never repeat a non-idempotent call blindly.
     pub fn outcome_unknown(&self) -> bool {
         match self.root() {
-            ApiError::Http(h) => matches!(h.status, 502 | 504),
+            ApiError::Http(h) => h.status >= 500,
+            ApiError::Decode { status, .. } => (200..300).contains(status),
             ApiError::Network {
                 outcome_unknown, ..
             }
@@ -254,14 +272,13 @@ mod tests {
             )
             .is_not_found()
         );
-        assert!(
-            http(
-                403,
-                r#"{"success":false,"data":{"message":"x","errorCode":"AB03"}}"#,
-                false
-            )
-            .is_not_found()
+        let out_of_scope = http(
+            403,
+            r#"{"success":false,"data":{"message":"x","errorCode":"AB03"}}"#,
+            false,
         );
+        assert!(!out_of_scope.is_not_found(), "AB03 is not proof of absence");
+        assert!(out_of_scope.is_not_visible());
         assert!(!http(403, r#"{"msg":"Access denied"}"#, true).is_not_found());
         assert!(!http(403, r#"{"errorCode":"AB03"}"#, true).is_not_found());
         assert!(!http(403, r#"{"errorCode":"AB01"}"#, false).is_not_found());
@@ -271,7 +288,7 @@ mod tests {
         );
         assert_eq!(
             http(403, r#"{"errorCode":"AB03"}"#, false).category(),
-            "NotFound"
+            "NotVisible"
         );
     }
 
@@ -332,8 +349,12 @@ mod tests {
         };
         assert!(net.outcome_unknown());
         assert!(net.is_transient());
-        assert!(!http(500, "", false).outcome_unknown());
-        assert!(!http(503, "", false).outcome_unknown());
+        assert!(
+            http(500, "", false).outcome_unknown(),
+            "it may have committed"
+        );
+        assert!(http(503, "", false).outcome_unknown());
+        assert!(!http(400, "", false).outcome_unknown());
         assert!(
             http(504, "", false).outcome_unknown(),
             "a proxy gave up waiting"

@@ -30,4 +30,4 @@ pub use handles::{Configs, Deployments, Guardrails, RateLimits, Responses, Vecto
 pub use models::*;
 pub use oauth::OAuth2ClientCredentials;
 pub use secret::SecretString;
-pub use token::{StaticToken, TokenFuture, TokenSource};
+pub use token::{FileToken, StaticToken, TokenFuture, TokenSource};

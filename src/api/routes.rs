@@ -38,9 +38,10 @@ impl Verb {
         }
     }
 
-    /// Sending it twice has the same effect as once.
-    pub fn is_idempotent(self) -> bool {
-        !matches!(self, Verb::Post)
+    /// Safe to send again when the first answer was lost: a PUT is idempotent in HTTP terms,
+    /// but here each config PUT mints a version and a `rotate_auth` PUT rotates.
+    pub fn is_repeatable(self) -> bool {
+        matches!(self, Verb::Get | Verb::Delete)
     }
 }
 

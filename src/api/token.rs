@@ -54,6 +54,57 @@ impl TokenSource for StaticToken {
     }
 }
 
+/// A token kept in a file that may change in place (a mounted Secret, updated by the kubelet
+/// through a symlink swap): read again whenever the file's modification time or size changes,
+/// so a rotated token is used without a restart. A file that became unreadable or empty keeps
+/// the last good token and says so in the log.
+#[derive(Debug)]
+pub struct FileToken {
+    path: PathBuf,
+    current: std::sync::Mutex<(SecretString, Option<(std::time::SystemTime, u64)>)>,
+}
+
+impl FileToken {
+    /// Reads the token now: a missing or empty file is an error at startup.
+    pub fn new(path: impl AsRef<Path>) -> Result<Self, ApiError> {
+        let path = path.as_ref().to_path_buf();
+        let token = StaticToken::from_file(&path)?.0;
+        Ok(Self {
+            current: std::sync::Mutex::new((token, stamp(&path))),
+            path,
+        })
+    }
+
+    fn refresh(&self) -> SecretString {
+        let mut current = self.current.lock().unwrap_or_else(|e| e.into_inner());
+        let now = stamp(&self.path);
+        if now.is_some() && now != current.1 {
+            match StaticToken::from_file(&self.path) {
+                Ok(token) => {
+                    tracing::info!(path = %self.path.display(), "token file changed; using the new token");
+                    *current = (token.0, now);
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "token file changed but cannot be used; keeping the last token")
+                }
+            }
+        }
+        current.0.clone()
+    }
+}
+
+/// The modification time and size of `path` (following symlinks), when it can be read.
+fn stamp(path: &Path) -> Option<(std::time::SystemTime, u64)> {
+    let meta = std::fs::metadata(path).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
+}
+
+impl TokenSource for FileToken {
+    fn token(&self) -> TokenFuture<'_> {
+        Box::pin(async move { Ok(self.refresh()) })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -66,6 +117,25 @@ mod tests {
         let source = StaticToken::from_file(&path).unwrap();
         assert_eq!(source.token().await.unwrap().expose(), "abc123");
         assert_eq!(format!("{source:?}"), "StaticToken(***)");
+    }
+
+    #[tokio::test]
+    async fn a_file_token_follows_changes_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        std::fs::write(&path, "first\n").unwrap();
+        let source = FileToken::new(&path).unwrap();
+        assert_eq!(source.token().await.unwrap().expose(), "first");
+        // A kubelet update swaps the file; a different size is enough to notice even within
+        // the same mtime tick.
+        std::fs::write(&path, "second-token\n").unwrap();
+        assert_eq!(source.token().await.unwrap().expose(), "second-token");
+        std::fs::write(&path, "").unwrap();
+        assert_eq!(
+            source.token().await.unwrap().expose(),
+            "second-token",
+            "an emptied file keeps the last good token"
+        );
     }
 
     #[test]

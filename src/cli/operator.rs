@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use aigw::api::{self, ClientConfig, StaticToken};
+use aigw::api::{self, ClientConfig};
 use aigw::controller::{self, Connections, Context, Metrics, Settings};
 
 #[derive(clap::Args)]
@@ -37,6 +37,17 @@ pub struct OperatorArgs {
     /// How often each object is re-read to detect and correct remote edits (jittered ±10 %).
     #[arg(long, env = "AIGW_DRIFT_INTERVAL", default_value = "10m", value_parser = humantime::parse_duration, value_name = "DUR")]
     drift_interval: Duration,
+    /// YAML file with the tenancy grants of the default connection (the one these flags define),
+    /// in the shape of a Connection's `spec.grants`: which namespaces may use it, for which
+    /// workspaces, and whether they may adopt. Without it, the default connection is open to
+    /// every watched namespace, every workspace, and adoption.
+    #[arg(long, env = "AIGW_GRANTS_FILE", value_name = "FILE")]
+    grants_file: Option<PathBuf>,
+    /// The only namespace Connections may read Secrets from (tokens, client credentials,
+    /// header values). Default: the operator's own namespace (`POD_NAMESPACE`); when that is
+    /// unknown too, any namespace.
+    #[arg(long, env = "AIGW_CONNECTION_SECRET_NAMESPACE", value_name = "NS")]
+    connection_secret_namespace: Option<String>,
     /// Address for Prometheus metrics (`/metrics`) and `/healthz`.
     #[arg(
         long,
@@ -67,7 +78,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
 
     let default_client = match (&args.management_url, &args.token_file) {
         (Some(url), Some(token_file)) => {
-            let token = Arc::new(StaticToken::from_file(token_file)?);
+            let token = Arc::new(api::FileToken::new(token_file)?);
             let gateway = args
                 .gateway_url
                 .clone()
@@ -86,7 +97,27 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         concurrency: args.concurrency.max(1),
         drift_interval: args.drift_interval,
     };
+    let grants = match &args.grants_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                anyhow::anyhow!("failed to read --grants-file {}: {e}", path.display())
+            })?;
+            Some(serde_yaml::from_str(&text).map_err(|e| {
+                anyhow::anyhow!(
+                    "--grants-file {} is not a list of grants: {e}",
+                    path.display()
+                )
+            })?)
+        }
+        None => None,
+    };
+    let secret_namespace = args
+        .connection_secret_namespace
+        .clone()
+        .or_else(|| std::env::var("POD_NAMESPACE").ok());
     let connections = Connections::new(kube.clone(), default_client)
+        .with_default_grants(grants)
+        .with_secret_namespace(secret_namespace)
         .with_observer(Arc::new(MetricsObserver(metrics.clone())));
     let ctx = Arc::new(Context::new(kube, connections, metrics.clone(), &settings));
     let metrics_addr = args.metrics_addr;

@@ -1,6 +1,8 @@
-//! Config: observe by slug, PUT the whole document only when it differs (every PUT mints a new
-//! version_id), create when there is nothing to adopt, delete per `deletionPolicy`.
+//! Config: observe by slug (or id), PUT the whole document only when it differs (every PUT mints
+//! a new version_id), create through the shared protocol when there is nothing to adopt, delete
+//! per `deletionPolicy`.
 
+use super::create::{Created, Lookup, create_once, one_created_since};
 use super::driver::{Change, Cx, Managed, observed, orphaned, removed};
 use super::error::Error;
 use super::status::common_status;
@@ -15,7 +17,7 @@ common_status!(
         pending_create: s.pending_create.as_ref().map(|_| String::new()),
         ..s.clone()
     },
-    fresh_read_when = |s| s.id.is_none() || s.pending_create.is_some()
+    intent_when = |s| s.pending_create.is_some()
 );
 
 impl Managed for Config {
@@ -36,26 +38,16 @@ impl Managed for Config {
         cx: &Cx<'_, Self>,
         status: &mut ConfigStatus,
     ) -> Result<Vec<Change>, Error> {
-        let mut changes = Vec::new();
-        let remote = match observe(self, cx, status).await? {
-            Some(remote) => remote,
-            None => {
-                let Some(created) = create(self, cx, status).await? else {
-                    return Ok(changes);
-                };
-                changes.push(created);
-                return Ok(changes);
-            }
+        let Some(remote) = observe(self, cx, status).await? else {
+            return create(self, cx, status).await.map(|c| vec![c]);
         };
-        status.id = Some(remote.id.clone());
-        status.slug = Some(remote.slug.clone());
         let differences = self.spec.diff(&remote);
         if differences.is_empty() {
-            status.version_id = remote.version_id.clone();
-            return Ok(changes);
+            return Ok(Vec::new());
         }
         let updated = cx
-            .api
+            .api()
+            .await?
             .configs()
             .update(&remote.slug, &self.spec.update_request())
             .await
@@ -63,163 +55,181 @@ impl Managed for Config {
         status.version_id = updated.version_id.or(remote.version_id);
         status.last_applied_at = Some(now_rfc3339());
         let fields = differences.join(", ");
-        changes.push(
-            if spec_already_applied(
-                self.metadata.generation,
-                status.observed_generation,
-                &status.conditions,
-            ) {
-                Change::new(
-                    "DriftCorrected",
-                    format!(
-                        "config {} was changed outside aigw ({fields}); restored it",
-                        remote.slug
-                    ),
-                )
-            } else {
-                Change::new(
-                    "Updated",
-                    format!("updated config {} ({fields})", remote.slug),
-                )
-            },
+        let drift = spec_already_applied(
+            self.metadata.generation,
+            status.observed_generation,
+            &status.conditions,
         );
-        Ok(changes)
+        Ok(vec![if drift {
+            Change::new(
+                "DriftCorrected",
+                format!(
+                    "config {} was changed outside aigw ({fields}); restored it",
+                    remote.slug
+                ),
+            )
+        } else {
+            Change::new(
+                "Updated",
+                format!("updated config {} ({fields})", remote.slug),
+            )
+        }])
+    }
+
+    async fn observe_only(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut ConfigStatus,
+    ) -> Result<Vec<&'static str>, Error> {
+        Ok(match observe(self, cx, status).await? {
+            Some(remote) => self.spec.diff(&remote),
+            None => Vec::new(),
+        })
     }
 
     async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
         let status = self.status.clone().unwrap_or_default();
-        let known = status.slug.or(self.spec.slug.clone());
+        let known = status
+            .slug
+            .clone()
+            .or(status.id.clone())
+            .or(self.spec.slug.clone());
         if self.spec.deletion_policy == ConfigDeletionPolicy::Orphan {
             return Ok(orphaned(&format!("config {}", known.unwrap_or_default())));
         }
-        // A create whose outcome was never learned may still have made the config.
-        let pending = match (&known, status.pending_create) {
-            (None, Some(_)) => find_by_name(self, cx).await?.map(|found| found.slug),
-            _ => None,
+        let key = match (known, &status.pending_create) {
+            (Some(key), _) => key,
+            // A create whose outcome was never learned may still have made the config.
+            (None, Some(intent)) => match find_created(self, cx, intent).await? {
+                Lookup::Found(found) => found.slug,
+                Lookup::Absent => return Ok(Vec::new()),
+                Lookup::Unknown(why) => {
+                    return Err(Error::CreateOutcomeUnknown(format!(
+                        "cannot tell whether the config of an unfinished create exists: {why}"
+                    )));
+                }
+            },
+            (None, None) => return Ok(Vec::new()),
         };
-        let Some(slug) = known.or(pending) else {
-            return Ok(Vec::new());
-        };
-        let result = cx.api.configs().delete(&slug).await;
-        removed("Deleted", "delete", &format!("config {slug}"), result)
+        let result = cx.api().await?.configs().delete(&key).await;
+        removed("Deleted", "delete", &format!("config {key}"), result)
     }
 }
 
-/// GETs the remote config this object manages, if any. A config aigw created that vanished is
-/// forgotten (so it is created again); an adopted one that is missing is an error.
+/// GETs the remote config this object manages, if any, and records what it reports. A config
+/// aigw created that is gone (404 or `AB08`, nothing else) is forgotten, so it is created again;
+/// an adopted one that is missing is an error.
 async fn observe(
     config: &Config,
     cx: &Cx<'_, Config>,
     status: &mut ConfigStatus,
 ) -> Result<Option<ConfigDetail>, Error> {
     let adopted = config.spec.slug.as_deref();
-    let Some(slug) = adopted.or(status.slug.as_deref()).map(str::to_string) else {
+    let Some(key) = adopted
+        .or(status.slug.as_deref())
+        .or(status.id.as_deref())
+        .map(str::to_string)
+    else {
         return Ok(None);
     };
-    let result = cx.api.configs().get(&slug).await;
+    let result = cx.api().await?.configs().get(&key).await;
     let found = observed(
-        &format!("config {slug}"),
+        &format!("config {key}"),
         adopted.map(|_| "spec.slug"),
         result,
     )?;
-    if found.is_none() {
-        status.id = None;
-        status.slug = None;
-        status.version_id = None;
+    if let (Some(remote), Some(_)) = (&found, adopted) {
+        // Adopting reaches an object made outside aigw: its own workspace must be granted too.
+        cx.scope().await?.check_workspace(
+            &format!("the workspace of config {key}"),
+            remote.workspace_id.as_deref(),
+        )?;
+    }
+    match &found {
+        Some(remote) => {
+            status.id = Some(remote.id.clone())
+                .filter(|id| !id.is_empty())
+                .or(status.id.take());
+            status.slug = Some(remote.slug.clone())
+                .filter(|s| !s.is_empty())
+                .or(status.slug.take());
+            status.version_id = remote.version_id.clone();
+        }
+        None => {
+            status.id = None;
+            status.slug = None;
+            status.version_id = None;
+        }
     }
     Ok(found)
 }
 
-/// Creates the remote config, or finds the one an earlier create made.
-///
-/// A POST whose answer is lost (timeout, reset connection, response dropped after commit, or
-/// this process killed mid-call) may or may not have created the config. To never leave two
-/// remote configs, the intent is recorded in `status.pendingCreate` (written to the cluster)
-/// *before* the POST and cleared only when its outcome is known. A reconcile that finds the
-/// intent still set lists the configs and adopts the one with our name instead of POSTing
-/// again; only when none exists is the POST repeated.
+/// Creates the remote config through the shared protocol (see [`super::create`]) and persists
+/// its id at once. A create answer without a slug is fine: the config is observed by id.
 async fn create(
     config: &Config,
     cx: &Cx<'_, Config>,
     status: &mut ConfigStatus,
-) -> Result<Option<Change>, Error> {
-    if status.pending_create.is_some()
-        && let Some(found) = find_by_name(config, cx).await?
-    {
-        status.id = Some(found.id.clone());
-        status.slug = Some(found.slug.clone());
-        status.pending_create = None;
-        let remote = cx
-            .api
-            .configs()
-            .get(&found.slug)
-            .await
-            .map_err(|e| Error::api(format!("read config {}", found.slug), e))?;
-        status.version_id = remote.version_id.clone();
-        if !config.spec.diff(&remote).is_empty() {
-            let updated = cx
-                .api
-                .configs()
-                .update(&found.slug, &config.spec.update_request())
-                .await
-                .map_err(|e| Error::api(format!("update config {}", found.slug), e))?;
-            status.version_id = updated.version_id.or(remote.version_id);
-        }
-        return Ok(Some(Change::new(
-            "Created",
-            format!(
-                "found config {} from an earlier create whose answer was lost",
-                found.slug
-            ),
-        )));
-    }
-
-    status.pending_create = Some(now_rfc3339());
-    cx.save_status(status).await?;
-    match cx.api.configs().create(&config.spec.create_request()).await {
-        Ok(created) => {
-            status.pending_create = None;
+) -> Result<Change, Error> {
+    let intent = status.pending_create.clone().unwrap_or_default();
+    let api = cx.api().await?;
+    let request = config.spec.create_request();
+    let outcome = create_once(
+        cx,
+        status,
+        "config",
+        find_created(config, cx, &intent),
+        api.configs().create(&request),
+    )
+    .await?;
+    let change = match outcome {
+        Created::Posted(created) => {
             status.id = Some(created.id.clone());
+            status.slug = created.slug.clone();
             status.version_id = created.version_id.clone();
-            status.slug = match created.slug {
-                Some(slug) => Some(slug),
-                None => Some(
-                    cx.api
-                        .configs()
-                        .get(&created.id)
-                        .await
-                        .map_err(|e| Error::api(format!("read config {}", created.id), e))?
-                        .slug,
-                ),
-            };
             status.last_applied_at = Some(now_rfc3339());
-            let slug = status.slug.clone().unwrap_or_default();
-            Ok(Some(Change::new(
+            let name = created.slug.unwrap_or(created.id);
+            Change::new("Created", format!("created config {name}"))
+        }
+        Created::Recovered(found) => {
+            status.id = Some(found.id.clone());
+            status.slug = Some(found.slug.clone()).filter(|s| !s.is_empty());
+            Change::new(
                 "Created",
-                format!("created config {slug}"),
-            )))
+                format!(
+                    "found config {} from an earlier create whose answer was lost",
+                    found.slug
+                ),
+            )
         }
-        // Outcome unknown: keep the intent so the next reconcile looks before it creates.
-        Err(e) if e.outcome_unknown() => Err(Error::api(
-            "create config (outcome unknown, will look it up)",
-            e,
-        )),
-        Err(e) => {
-            status.pending_create = None;
-            Err(Error::api("create config", e))
-        }
-    }
+    };
+    cx.save_status(status).await?;
+    Ok(change)
 }
 
-async fn find_by_name(
+/// The config an earlier create made: the one config with this name (and workspace) created
+/// after the intent, in a complete listing. The API keeps no marker on configs, so a namesake
+/// created before the intent, or two candidates, never count.
+async fn find_created(
     config: &Config,
     cx: &Cx<'_, Config>,
-) -> Result<Option<crate::api::ConfigSummary>, Error> {
-    let configs = cx
-        .api
+    intent: &str,
+) -> Result<Lookup<crate::api::ConfigSummary>, Error> {
+    let listing = cx
+        .api()
+        .await?
         .configs()
-        .list(config.spec.workspace_id.as_deref())
+        .listing(config.spec.workspace_id.as_deref())
         .await
         .map_err(|e| Error::api("list configs", e))?;
-    Ok(configs.into_iter().find(|c| c.name == config.spec.name))
+    Ok(one_created_since(
+        listing,
+        Some(intent),
+        |c| c.created_at.as_deref(),
+        |c| {
+            c.name == config.spec.name
+                && (config.spec.workspace_id.is_none()
+                    || c.workspace_id == config.spec.workspace_id)
+        },
+    ))
 }

@@ -2,7 +2,7 @@
 //! `spec.connectionRef` (default `default`), or the operator's flags for `default` when no
 //! Connection of that name exists.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -15,15 +15,87 @@ use crate::api::{
     Client, ClientConfig, OAuth2ClientCredentials, RequestObserver, SecretString, StaticToken,
     TokenSource,
 };
-use crate::resources::connection::{Connection, ConnectionSpec, SecretKeyRef};
+use crate::resources::connection::{Connection, ConnectionSpec, Grant, SecretKeyRef};
 
 /// Resolves connection names to API clients and caches one client (with its rate limiter and
 /// token cache) per Connection version.
 pub struct Connections {
     kube: kube::Client,
     default: Option<Client>,
+    /// Tenancy rules of the connection built from the operator's flags (`--grants-file`).
+    default_grants: Option<Vec<Grant>>,
+    /// The one namespace Connections may read Secrets from (the ClusterIssuer pattern).
+    secret_namespace: Option<String>,
     observer: Option<Arc<dyn RequestObserver>>,
     clients: Mutex<HashMap<String, Cached>>,
+}
+
+/// A connection resolved for one object: its client and what the object's namespace may do
+/// through it.
+#[derive(Clone)]
+pub struct Resolved {
+    pub client: Client,
+    pub scope: Scope,
+}
+
+/// What a namespace may do through a connection (the union of the grants that match it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scope {
+    /// The connection's name, for messages.
+    pub connection: String,
+    /// Workspaces it may manage; `None` means any.
+    pub workspaces: Option<BTreeSet<String>>,
+    /// Whether it may adopt remote objects aigw did not create.
+    pub adopt: bool,
+}
+
+impl Scope {
+    fn unrestricted(connection: &str) -> Self {
+        Self {
+            connection: connection.to_string(),
+            workspaces: None,
+            adopt: true,
+        }
+    }
+
+    /// Refuses `workspace` (named by `field`) when the grants do not cover it.
+    pub fn check_workspace(&self, field: &str, workspace: Option<&str>) -> Result<(), Error> {
+        let Some(allowed) = &self.workspaces else {
+            return Ok(());
+        };
+        match workspace {
+            Some(ws) if allowed.contains(ws) => Ok(()),
+            Some(ws) => Err(Error::not_allowed(
+                "WorkspaceNotAllowed",
+                format!(
+                    "{field} {ws} is not among the workspaces this namespace may manage through Connection {} (spec.grants[].workspaces)",
+                    self.connection
+                ),
+            )),
+            None => Err(Error::not_allowed(
+                "WorkspaceNotAllowed",
+                format!(
+                    "{field} must be set: Connection {} limits this namespace to workspaces {} (spec.grants[].workspaces)",
+                    self.connection,
+                    allowed.iter().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            )),
+        }
+    }
+
+    /// Refuses adopting the remote object `id` (named by `field`) without an adoption grant.
+    pub fn check_adoption(&self, field: &str, id: &str) -> Result<(), Error> {
+        if self.adopt {
+            return Ok(());
+        }
+        Err(Error::not_allowed(
+            "AdoptionNotAllowed",
+            format!(
+                "{field} {id} names an existing remote object, and Connection {} does not let this namespace adopt objects aigw did not create (spec.grants[].allowAdoption)",
+                self.connection
+            ),
+        ))
+    }
 }
 
 impl Connections {
@@ -32,9 +104,23 @@ impl Connections {
         Self {
             kube,
             default,
+            default_grants: None,
+            secret_namespace: None,
             observer: None,
             clients: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Tenancy rules for the connection built from the operator's flags.
+    pub fn with_default_grants(mut self, grants: Option<Vec<Grant>>) -> Self {
+        self.default_grants = grants;
+        self
+    }
+
+    /// Lets Connections read Secrets only in `namespace`.
+    pub fn with_secret_namespace(mut self, namespace: Option<String>) -> Self {
+        self.secret_namespace = namespace;
+        self
     }
 
     /// Reports every request of clients built from Connections (metrics).
@@ -43,16 +129,30 @@ impl Connections {
         self
     }
 
-    /// The client for connection `name`, as used by an object in `namespace`.
-    pub async fn client_for(&self, namespace: &str, name: &str) -> Result<Client, Error> {
-        let connections: Api<Connection> = Api::all(self.kube.clone());
-        let connection = connections
-            .get_opt(name)
-            .await
-            .map_err(|e| Error::kube(format!("read Connection {name}"), e))?;
+    /// The client for connection `name`, as used by an object in `namespace`, and what that
+    /// namespace may do through it. `cached` is the Connection from the watch cache, when the
+    /// caller has one (then no apiserver read is made).
+    pub async fn client_for(
+        &self,
+        namespace: &str,
+        name: &str,
+        cached: Option<Option<Arc<Connection>>>,
+    ) -> Result<Resolved, Error> {
+        let connection = match cached {
+            Some(found) => found.map(|c| (*c).clone()),
+            None => Api::<Connection>::all(self.kube.clone())
+                .get_opt(name)
+                .await
+                .map_err(|e| Error::kube(format!("read Connection {name}"), e))?,
+        };
         let Some(connection) = connection else {
             return match (&self.default, name) {
-                (Some(client), "default") => Ok(client.clone()),
+                (Some(client), "default") => Ok(Resolved {
+                    client: client.clone(),
+                    scope: self
+                        .scope(name, self.default_grants.as_deref(), namespace)
+                        .await?,
+                }),
                 (None, "default") => Err(Error::Connection(
                     "no Connection named default exists and the operator has no --management-url/--token-file".into(),
                 )),
@@ -60,7 +160,86 @@ impl Connections {
             };
         };
         self.check_namespace_allowed(&connection, namespace).await?;
-        self.client(&connection).await
+        let scope = self
+            .scope(name, connection.spec.grants.as_deref(), namespace)
+            .await?;
+        Ok(Resolved {
+            client: self.client(&connection).await?,
+            scope,
+        })
+    }
+
+    /// The union of the grants matching `namespace`; refuses a namespace no grant matches.
+    async fn scope(
+        &self,
+        connection: &str,
+        grants: Option<&[Grant]>,
+        namespace: &str,
+    ) -> Result<Scope, Error> {
+        let Some(grants) = grants else {
+            return Ok(Scope::unrestricted(connection));
+        };
+        let mut workspaces: Option<BTreeSet<String>> = Some(BTreeSet::new());
+        let mut adopt = false;
+        let mut matched = false;
+        for grant in grants {
+            if !self.grant_matches(grant, namespace).await? {
+                continue;
+            }
+            matched = true;
+            adopt |= grant.allow_adoption;
+            match (&mut workspaces, &grant.workspaces) {
+                (Some(all), Some(these)) => all.extend(these.iter().cloned()),
+                (_, None) => workspaces = None,
+                (None, Some(_)) => {}
+            }
+        }
+        if !matched {
+            return Err(Error::not_allowed(
+                "NamespaceNotAllowed",
+                format!(
+                    "Connection {connection} grants nothing to namespace {namespace} (spec.grants)"
+                ),
+            ));
+        }
+        Ok(Scope {
+            connection: connection.to_string(),
+            workspaces,
+            adopt,
+        })
+    }
+
+    async fn grant_matches(&self, grant: &Grant, namespace: &str) -> Result<bool, Error> {
+        if grant
+            .namespaces
+            .as_ref()
+            .is_some_and(|names| names.iter().any(|n| n == namespace))
+        {
+            return Ok(true);
+        }
+        match &grant.namespace_selector {
+            Some(selector) => self.namespace_matches(selector, namespace).await,
+            None => Ok(false),
+        }
+    }
+
+    async fn namespace_matches(
+        &self,
+        selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+        namespace: &str,
+    ) -> Result<bool, Error> {
+        let ns = Api::<Namespace>::all(self.kube.clone())
+            .get(namespace)
+            .await
+            .map_err(|e| Error::kube(format!("read namespace {namespace}"), e))?;
+        let selector: kube::core::Selector = selector.clone().try_into().map_err(|e| {
+            Error::not_allowed(
+                "NamespaceNotAllowed",
+                format!("invalid namespace selector: {e}"),
+            )
+        })?;
+        let labels: BTreeMap<String, String> = ns.labels().clone();
+        Ok(kube::core::SelectorExt::matches(&selector, &labels))
     }
 
     async fn check_namespace_allowed(
@@ -73,26 +252,22 @@ impl Connections {
         if let Some(allowed) = &spec.allowed_namespaces
             && !allowed.iter().any(|n| n == namespace)
         {
-            return Err(Error::NotAllowed(format!(
-                "Connection {name} does not allow namespace {namespace} (spec.allowedNamespaces)"
-            )));
+            return Err(Error::not_allowed(
+                "NamespaceNotAllowed",
+                format!(
+                    "Connection {name} does not allow namespace {namespace} (spec.allowedNamespaces)"
+                ),
+            ));
         }
-        if let Some(selector) = &spec.namespace_selector {
-            let ns = Api::<Namespace>::all(self.kube.clone())
-                .get(namespace)
-                .await
-                .map_err(|e| Error::kube(format!("read namespace {namespace}"), e))?;
-            let selector: kube::core::Selector = selector.clone().try_into().map_err(|e| {
-                Error::NotAllowed(format!(
-                    "Connection {name} has an invalid namespaceSelector: {e}"
-                ))
-            })?;
-            let labels: BTreeMap<String, String> = ns.labels().clone();
-            if !kube::core::SelectorExt::matches(&selector, &labels) {
-                return Err(Error::NotAllowed(format!(
+        if let Some(selector) = &spec.namespace_selector
+            && !self.namespace_matches(selector, namespace).await?
+        {
+            return Err(Error::not_allowed(
+                "NamespaceNotAllowed",
+                format!(
                     "Connection {name} does not allow namespace {namespace} (spec.namespaceSelector)"
-                )));
-            }
+                ),
+            ));
         }
         Ok(())
     }
@@ -162,6 +337,17 @@ impl Connections {
     async fn read_material(&self, spec: &ConnectionSpec, name: &str) -> Result<Material, Error> {
         let mut versions = Vec::new();
         let mut read = async |r: &SecretKeyRef| -> Result<SecretString, Error> {
+            if let Some(allowed) = &self.secret_namespace
+                && r.namespace != *allowed
+            {
+                return Err(Error::not_allowed(
+                    "SecretNamespaceNotAllowed",
+                    format!(
+                        "Connection {name} refers to Secret {}/{}, but Connections may only read Secrets in namespace {allowed} (--connection-secret-namespace)",
+                        r.namespace, r.name
+                    ),
+                ));
+            }
             let (value, version) = read_secret_key(&self.kube, r, name).await?;
             versions.push(version);
             Ok(value)

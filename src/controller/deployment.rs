@@ -11,16 +11,23 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Resource;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 
+use kube::ResourceExt;
+
+use super::create::{Created, Lookup, create_once};
 use super::driver::{Change, Cx, Managed, observed, orphaned, removed};
 use super::error::Error;
 use super::failpoints::{AFTER_CREATE_POST, AFTER_ROTATE_PUT};
-use super::status::{Outcome, common_status, record_outcome};
+use super::status::{Outcome, common_status, record_outcome, set_condition};
 use super::{now_rfc3339, spec_already_applied};
 use crate::api::{self, Credentials, DeploymentListQuery, SecretString, UpdateDeploymentRequest};
 use crate::resources::deployment::{
     ConnectionStatus, Deployment, DeploymentDeletionPolicy, DeploymentStatus, RemoteStatus,
-    WorkloadKind,
+    UID_TAG, WorkloadKind,
 };
+
+/// Label on every Secret aigw writes; the operator watches only Secrets carrying it.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub const MANAGED_BY: &str = "aigw";
 
 /// Pod-template annotation patched onto the workloads of `spec.rotation.restart`.
 pub const ROTATED_AT_ANNOTATION: &str = "aigw.io/credentials-rotated-at";
@@ -34,9 +41,18 @@ common_status!(
         pending_rotation: s.pending_rotation.as_ref().map(|_| String::new()),
         ..s.clone()
     },
-    fresh_read_when =
-        |s| s.id.is_none() || s.pending_create.is_some() || s.pending_rotation.is_some()
+    intent_when = |s| s.pending_create.is_some() || s.pending_rotation.is_some()
 );
+
+/// Annotation on the credentials Secret: the rotation whose values it holds. A reconcile that
+/// resumes an interrupted rotation and finds its id here completes it without rotating again.
+pub const ROTATION_ID_ANNOTATION: &str = "aigw.io/rotation-id";
+/// Annotation on the credentials Secret: the uid of the Deployment resource that wrote it.
+pub const OWNER_UID_ANNOTATION: &str = "aigw.io/owner-uid";
+/// Annotation on the credentials Secret: the remote deployment its values belong to.
+pub const DEPLOYMENT_ID_ANNOTATION: &str = "aigw.io/deployment-id";
+/// Condition saying whether the credentials Secret holds this deployment's credentials.
+pub const CREDENTIALS_AVAILABLE: &str = "CredentialsAvailable";
 
 impl Managed for Deployment {
     type Status = DeploymentStatus;
@@ -58,21 +74,18 @@ impl Managed for Deployment {
     ) -> Result<Vec<Change>, Error> {
         let interval = self.spec.rotation_interval().map_err(Error::InvalidSpec)?;
         let mut changes = Vec::new();
-        let remote = match observe(self, cx, status).await? {
-            Some(remote) => remote,
-            None => {
-                changes.extend(create(self, cx, status).await?);
-                schedule_rotation(status, interval);
-                return Ok(changes);
-            }
+        let Some(remote) = observe(self, cx, status).await? else {
+            changes.extend(create(self, cx, status).await?);
+            schedule_rotation(status, interval);
+            return Ok(changes);
         };
-        record_remote(status, &remote);
 
         let differences = self.spec.diff(&remote);
         if !differences.is_empty() {
-            cx.api
+            cx.api()
+                .await?
                 .deployments()
-                .update(&remote.id, &self.spec.update_request())
+                .update(&remote.id, &self.spec.update_request(created_uid(self)))
                 .await
                 .map_err(|e| Error::api(format!("update deployment {}", remote.id), e))?;
             status.remote_status = Some(RemoteStatus::Active);
@@ -99,40 +112,75 @@ impl Managed for Deployment {
             );
         }
 
-        if let Some(why) = rotation_due(self, status) {
+        if let Some(rotation) = status.pending_rotation.clone() {
+            changes.push(resume_rotation(self, cx, status, &remote.id, &rotation).await?);
+        } else if let Some(why) = rotation_due(self, status) {
             changes.push(rotate(self, cx, status, &remote.id, why).await?);
         } else {
             record_adopted_trigger(self, status);
-            if !credentials_present(cx, &self.spec.credentials_secret_ref.name).await? {
-                return Err(Error::MissingState(format!(
-                    "the credentials Secret {} is missing and the one-time credentials of deployment {} cannot be read back; change spec.rotation.trigger to issue new ones",
-                    self.spec.credentials_secret_ref.name, remote.id
-                )));
-            }
+            check_credentials(self, cx, status, &remote.id).await?;
         }
         schedule_rotation(status, interval);
         Ok(changes)
     }
 
+    async fn observe_only(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut DeploymentStatus,
+    ) -> Result<Vec<&'static str>, Error> {
+        Ok(match observe(self, cx, status).await? {
+            Some(remote) => self.spec.diff(&remote),
+            None => Vec::new(),
+        })
+    }
+
     async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
         let status = self.status.clone().unwrap_or_default();
-        let known = status.id.or(self.spec.deployment_id.clone());
+        let known = status.id.clone().or(self.spec.deployment_id.clone());
         if self.spec.deletion_policy == DeploymentDeletionPolicy::Orphan {
+            // The remote deployment stays live and its one-time credentials exist nowhere else:
+            // keep the Secret when this resource goes.
+            release_credentials(self, cx).await?;
             return Ok(orphaned(&format!(
                 "deployment {}",
                 known.unwrap_or_default()
             )));
         }
-        let pending = match (&known, status.pending_create) {
-            (None, Some(_)) => find_by_name(self, cx).await?,
-            _ => None,
-        };
-        let Some(id) = known.or(pending) else {
-            return Ok(Vec::new());
+        let id = match (known, &status.pending_create) {
+            (Some(id), _) => id,
+            (None, Some(_)) => match find_created(self, cx).await? {
+                Lookup::Found(found) => found.id,
+                Lookup::Absent => return Ok(Vec::new()),
+                Lookup::Unknown(why) => {
+                    return Err(Error::CreateOutcomeUnknown(format!(
+                        "cannot tell whether the deployment of an unfinished create exists: {why}"
+                    )));
+                }
+            },
+            (None, None) => return Ok(Vec::new()),
         };
         // The API's DELETE archives a deployment; it never hard-deletes one.
-        let result = cx.api.deployments().delete(&id).await;
+        let result = cx.api().await?.deployments().delete(&id).await;
         removed("Archived", "archive", &format!("deployment {id}"), result)
+    }
+
+    fn due_in(&self, status: &DeploymentStatus) -> Option<Duration> {
+        let due = status
+            .next_rotation_at
+            .as_deref()?
+            .parse::<jiff::Timestamp>()
+            .ok()?;
+        let left = due.duration_since(jiff::Timestamp::now());
+        Some(Duration::try_from(left).unwrap_or_default() + Duration::from_millis(200))
+    }
+}
+
+/// The uid for the identity tag, on a deployment aigw creates (not on an adopted one).
+fn created_uid(deployment: &Deployment) -> Option<&str> {
+    match deployment.spec.deployment_id {
+        Some(_) => None,
+        None => deployment.metadata.uid.as_deref(),
     }
 }
 
@@ -151,6 +199,7 @@ fn record_remote(status: &mut DeploymentStatus, remote: &api::Deployment) {
     });
 }
 
+/// GETs the remote deployment and records what it reports. Only 404 or `AB08` means it is gone.
 async fn observe(
     deployment: &Deployment,
     cx: &Cx<'_, Deployment>,
@@ -160,87 +209,109 @@ async fn observe(
     let Some(id) = adopted.or(status.id.as_deref()).map(str::to_string) else {
         return Ok(None);
     };
-    let result = cx.api.deployments().get(&id).await;
+    let result = cx.api().await?.deployments().get(&id).await;
     let found = observed(
         &format!("deployment {id}"),
         adopted.map(|_| "spec.deploymentId"),
         result,
     )?;
-    if found.is_none() {
-        status.id = None;
-        status.slug = None;
+    match &found {
+        Some(remote) => record_remote(status, remote),
+        None => {
+            status.id = None;
+            status.slug = None;
+        }
     }
     Ok(found)
 }
 
-/// Registers the deployment and stores its one-time credentials, or finds the deployment an
-/// earlier create made.
-///
-/// The intent goes into `status.pendingCreate` before the POST (see `controller::config::create`
-/// for why). When a reconcile finds the intent set, it looks the deployment up by name instead
-/// of POSTing again. The credentials of such a deployment were in the lost answer, and aigw made
-/// the deployment, so nobody else holds them: it rotates them at once to fill the Secret.
+/// Registers the deployment through the shared create protocol (see [`super::create`]) and
+/// stores its one-time credentials, or finds the deployment an earlier create made by its
+/// `aigw.io/uid` tag. A deployment found that way had its credentials in the lost answer and
+/// was made by aigw for this resource (the tag says so), so aigw rotates them to fill the
+/// Secret, unless the Secret already holds them.
 async fn create(
     deployment: &Deployment,
     cx: &Cx<'_, Deployment>,
     status: &mut DeploymentStatus,
 ) -> Result<Vec<Change>, Error> {
-    if status.pending_create.is_some()
-        && let Some(id) = find_by_name(deployment, cx).await?
-    {
-        status.id = Some(id.clone());
-        status.pending_create = None;
-        let found = Change::new(
-            "Created",
-            format!("found deployment {id} from an earlier create whose answer was lost"),
-        );
-        let rotated = rotate(
-            deployment,
-            cx,
-            status,
-            &id,
-            "its first credentials were lost with the create answer",
-        )
-        .await?;
-        refresh(cx, status, &id).await?;
-        return Ok(vec![found, rotated]);
-    }
-
-    status.pending_create = Some(now_rfc3339());
-    cx.save_status(status).await?;
-    let created = match cx
-        .api
-        .deployments()
-        .create(&deployment.spec.create_request())
-        .await
-    {
-        Ok(created) => created,
-        Err(e) if e.outcome_unknown() => {
-            return Err(Error::api(
-                "create deployment (outcome unknown, will look it up)",
-                e,
-            ));
-        }
-        Err(e) => {
-            status.pending_create = None;
-            return Err(Error::api("create deployment", e));
+    check_secret_is_ours(deployment, cx).await?;
+    let api = cx.api().await?;
+    let request = deployment.spec.create_request(created_uid(deployment));
+    let outcome = create_once(
+        cx,
+        status,
+        "deployment",
+        find_created(deployment, cx),
+        api.deployments().create(&request),
+    )
+    .await?;
+    let created = match outcome {
+        Created::Posted(created) => created,
+        Created::Recovered(found) => {
+            status.id = Some(found.id.clone());
+            cx.save_status(status).await?;
+            let mut changes = vec![Change::new(
+                "Created",
+                format!(
+                    "found deployment {} from an earlier create whose answer was lost",
+                    found.id
+                ),
+            )];
+            if secret_annotation(
+                cx,
+                &deployment.spec.credentials_secret_ref.name,
+                DEPLOYMENT_ID_ANNOTATION,
+            )
+            .await?
+            .as_deref()
+                != Some(found.id.as_str())
+            {
+                changes.push(
+                    rotate(
+                        deployment,
+                        cx,
+                        status,
+                        &found.id,
+                        "its first credentials were lost with the create answer",
+                    )
+                    .await?,
+                );
+            }
+            return Ok(changes);
         }
     };
     cx.ctx.failpoints.hit(AFTER_CREATE_POST).await;
-    // The credentials exist only in this answer: store them before anything else.
-    write_credentials(
+    status.id = Some(created.id.clone());
+    status.slug = created.slug.clone();
+    status.remote_status = Some(RemoteStatus::Active);
+    // The credentials exist only in this answer: store them before anything else. If that
+    // fails they are lost, and only a rotation can issue new ones: record that intent with
+    // the id, so the next reconcile rotates.
+    let stored = write_credentials(
         deployment,
         cx,
         &created.id,
-        &created.client_auth,
-        &created.credentials,
+        "create",
+        Some(&created.client_auth),
+        Some(&created.credentials),
     )
-    .await?;
-    status.pending_create = None;
-    status.id = Some(created.id.clone());
+    .await;
+    if let Err(e) = stored {
+        status.pending_rotation = Some(uuid::Uuid::new_v4().to_string());
+        cx.save_status(status).await?;
+        return Err(e);
+    }
     status.last_rotated_at = Some(now_rfc3339());
     status.observed_rotation_trigger = Some(current_trigger(deployment));
-    refresh(cx, status, &created.id).await?;
+    set_credentials_condition(
+        deployment,
+        status,
+        true,
+        "Stored",
+        "the credentials Secret holds the credentials aigw was issued",
+    );
+    cx.save_status(status).await?;
     Ok(vec![Change::new(
         "Created",
         format!(
@@ -250,40 +321,47 @@ async fn create(
     )])
 }
 
-async fn refresh(
-    cx: &Cx<'_, Deployment>,
-    status: &mut DeploymentStatus,
-    id: &str,
-) -> Result<(), Error> {
-    let remote = cx
-        .api
-        .deployments()
-        .get(id)
-        .await
-        .map_err(|e| Error::api(format!("read deployment {id}"), e))?;
-    record_remote(status, &remote);
-    Ok(())
-}
-
-async fn find_by_name(
+/// The deployment an earlier create made for this resource: the one carrying its
+/// `aigw.io/uid` tag, in a complete listing.
+async fn find_created(
     deployment: &Deployment,
     cx: &Cx<'_, Deployment>,
-) -> Result<Option<String>, Error> {
+) -> Result<Lookup<api::DeploymentSummary>, Error> {
+    let Some(uid) = created_uid(deployment) else {
+        return Ok(Lookup::Absent);
+    };
     let query = DeploymentListQuery {
-        search: Some(deployment.spec.name.clone()),
-        status: Some(api::DeploymentStatus::Active),
+        tags: [(UID_TAG.to_string(), uid.to_string())].into(),
         ..Default::default()
     };
-    let found = cx
-        .api
+    let listing = cx
+        .api()
+        .await?
         .deployments()
-        .list(&query)
+        .listing(&query)
         .await
         .map_err(|e| Error::api("list deployments", e))?;
-    Ok(found
+    let complete = listing.complete;
+    // The filter is applied here too, in case the server ignores it.
+    let mut tagged: Vec<_> = listing
+        .items
         .into_iter()
-        .find(|d| d.name == deployment.spec.name)
-        .map(|d| d.id))
+        .filter(|d| {
+            d.tags
+                .as_ref()
+                .and_then(|t| t.get(UID_TAG))
+                .map(String::as_str)
+                == Some(uid)
+        })
+        .collect();
+    Ok(match tagged.len() {
+        1 => tagged.pop().map_or(Lookup::Absent, Lookup::Found),
+        0 if complete => Lookup::Absent,
+        0 => {
+            Lookup::Unknown("the deployment list is incomplete (fewer rows than its total)".into())
+        }
+        n => Lookup::Unknown(format!("{n} deployments carry this resource's uid tag")),
+    })
 }
 
 /// The trigger as recorded in status: the spec's value, or "" when it sets none.
@@ -299,9 +377,6 @@ fn current_trigger(deployment: &Deployment) -> String {
 /// Why a rotation is due now, if it is. Restarts, drift checks and status writes never make
 /// one due: only an interrupted rotation, a changed `spec.rotation.trigger` or the interval.
 fn rotation_due(deployment: &Deployment, status: &DeploymentStatus) -> Option<&'static str> {
-    if status.pending_rotation.is_some() {
-        return Some("an interrupted rotation is done again");
-    }
     // The first trigger aigw sees (on an adopted deployment) is only recorded: rotating then
     // would cut off the gateway that holds the current credentials.
     if status
@@ -354,12 +429,15 @@ fn schedule_rotation(status: &mut DeploymentStatus, interval: Option<Duration>) 
 }
 
 /// Rotates the credentials: records the intent, PUTs `rotate_auth: true`, writes the new
-/// one-time values to the Secret, then clears the intent and restarts the listed workloads.
+/// one-time values to the Secret stamped with the rotation's id, then clears the intent and
+/// restarts the listed workloads.
 ///
-/// If the process dies between the PUT and the Secret write, the new values are lost and the
-/// Secret holds revoked ones. The intent recorded first (`status.pendingRotation`, with Ready
-/// False) makes the next reconcile rotate again, so the Secret ends up with live values and
-/// Ready is never reported over dead credentials.
+/// The intent (`status.pendingRotation`, holding the rotation id) is written with a
+/// compare-and-swap before the PUT, so two writers never both rotate for one trigger. If the
+/// answer is lost or the process dies before the Secret write, the next reconcile finds the
+/// intent and the Secret without this rotation's id, and rotates again: the Secret ends up with
+/// live values, and Ready is never reported over revoked ones. If the Secret already carries the
+/// id, the rotation is completed without another PUT.
 async fn rotate(
     deployment: &Deployment,
     cx: &Cx<'_, Deployment>,
@@ -367,7 +445,9 @@ async fn rotate(
     id: &str,
     why: &str,
 ) -> Result<Change, Error> {
-    status.pending_rotation = Some(now_rfc3339());
+    check_secret_is_ours(deployment, cx).await?;
+    let rotation = uuid::Uuid::new_v4().to_string();
+    status.pending_rotation = Some(rotation.clone());
     let rotating = Outcome::Progressing {
         reason: "RotatingCredentials".into(),
         message: format!("rotating the credentials of deployment {id}: {why}"),
@@ -378,69 +458,243 @@ async fn rotate(
         deployment.metadata.generation,
     );
     cx.save_status(status).await?;
+    put_rotation(deployment, cx, status, id, &rotation, why).await
+}
 
+/// Finishes the rotation an earlier reconcile started: completes it when the Secret already
+/// holds its values, otherwise rotates again (the values of the first PUT, if it happened, are
+/// lost).
+async fn resume_rotation(
+    deployment: &Deployment,
+    cx: &Cx<'_, Deployment>,
+    status: &mut DeploymentStatus,
+    id: &str,
+    rotation: &str,
+) -> Result<Change, Error> {
+    let name = &deployment.spec.credentials_secret_ref.name;
+    if secret_annotation(cx, name, ROTATION_ID_ANNOTATION)
+        .await?
+        .as_deref()
+        == Some(rotation)
+    {
+        // Settle the intent first (a compare-and-swap: a stale view stops here), then restart.
+        let now = finish_rotation(deployment, status);
+        cx.save_status(status).await?;
+        restart_workloads(deployment, cx, &now).await;
+        return Ok(Change::new(
+            "Rotated",
+            format!(
+                "completed the interrupted rotation of deployment {id}: Secret {name} already holds its credentials"
+            ),
+        ));
+    }
+    check_secret_is_ours(deployment, cx).await?;
+    put_rotation(
+        deployment,
+        cx,
+        status,
+        id,
+        rotation,
+        "an interrupted rotation is done again",
+    )
+    .await
+}
+
+async fn put_rotation(
+    deployment: &Deployment,
+    cx: &Cx<'_, Deployment>,
+    status: &mut DeploymentStatus,
+    id: &str,
+    rotation: &str,
+    why: &str,
+) -> Result<Change, Error> {
     let request = UpdateDeploymentRequest {
         rotate_auth: Some(true),
         ..Default::default()
     };
     let rotated = cx
-        .api
+        .api()
+        .await?
         .deployments()
         .update(id, &request)
         .await
         .map_err(|e| Error::api(format!("rotate the credentials of deployment {id}"), e))?;
     cx.ctx.failpoints.hit(AFTER_ROTATE_PUT).await;
-    let (Some(client_auth), Some(credentials)) = (rotated.client_auth, rotated.credentials) else {
+    // Whatever values the answer carried are the only copy: write them before anything else.
+    write_credentials(
+        deployment,
+        cx,
+        id,
+        rotation,
+        rotated.client_auth.as_ref(),
+        rotated.credentials.as_ref(),
+    )
+    .await?;
+    if rotated.client_auth.is_none() {
         return Err(Error::MissingState(format!(
-            "the API rotated deployment {id} but returned no new credentials"
+            "the API rotated deployment {id} but its answer carried no client_auth; rotating again"
         )));
-    };
-    write_credentials(deployment, cx, id, &client_auth, &credentials).await?;
-
-    let now = now_rfc3339();
-    status.pending_rotation = None;
-    status.last_rotated_at = Some(now.clone());
-    status.next_rotation_at = None;
-    status.observed_rotation_trigger = Some(current_trigger(deployment));
+    }
+    let now = finish_rotation(deployment, status);
     restart_workloads(deployment, cx, &now).await;
+    let partial = if rotated.credentials.is_none() {
+        " (the answer carried no registry credentials; the Secret keeps the previous ones)"
+    } else {
+        ""
+    };
     Ok(Change::new(
         "Rotated",
         format!(
-            "rotated the credentials of deployment {id} ({why}); Secret {} updated",
+            "rotated the credentials of deployment {id} ({why}); Secret {} updated{partial}",
             deployment.spec.credentials_secret_ref.name
         ),
     ))
 }
 
-/// Writes the one-time values into the credentials Secret, owned by the Deployment resource.
+/// Records a finished rotation in `status`; returns its time, for the workload restarts.
+fn finish_rotation(deployment: &Deployment, status: &mut DeploymentStatus) -> String {
+    let now = now_rfc3339();
+    status.pending_rotation = None;
+    status.last_rotated_at = Some(now.clone());
+    status.next_rotation_at = None;
+    status.observed_rotation_trigger = Some(current_trigger(deployment));
+    set_credentials_condition(deployment, status, true, "Stored", STORED);
+    now
+}
+
+const STORED: &str = "the credentials Secret holds the credentials aigw was issued";
+
+/// Checks that the credentials Secret holds this deployment's credentials. For a deployment
+/// aigw created, a missing Secret is an error (the values cannot be read back). For an adopted
+/// one whose credentials were issued before aigw knew it, it is the normal state: reported in
+/// `CredentialsAvailable`, with the object Ready.
+async fn check_credentials(
+    deployment: &Deployment,
+    cx: &Cx<'_, Deployment>,
+    status: &mut DeploymentStatus,
+    id: &str,
+) -> Result<(), Error> {
+    let name = &deployment.spec.credentials_secret_ref.name;
+    if credentials_present(cx, name).await? {
+        set_credentials_condition(deployment, status, true, "Stored", STORED);
+        return Ok(());
+    }
+    if deployment.spec.deployment_id.is_some() && status.last_rotated_at.is_none() {
+        let message = format!(
+            "deployment {id} was adopted: its credentials were issued before aigw managed it; change spec.rotation.trigger to issue new ones into Secret {name}"
+        );
+        set_credentials_condition(deployment, status, false, "NotIssued", &message);
+        return Ok(());
+    }
+    let message = format!(
+        "the credentials Secret {name} is missing and the one-time credentials of deployment {id} cannot be read back; change spec.rotation.trigger to issue new ones"
+    );
+    set_credentials_condition(deployment, status, false, "SecretMissing", &message);
+    Err(Error::MissingState(message))
+}
+
+fn set_credentials_condition(
+    deployment: &Deployment,
+    status: &mut DeploymentStatus,
+    available: bool,
+    reason: &str,
+    message: &str,
+) {
+    set_condition(
+        &mut status.conditions,
+        CREDENTIALS_AVAILABLE,
+        available,
+        reason,
+        message,
+        deployment.metadata.generation,
+    );
+}
+
+fn secrets(cx: &Cx<'_, Deployment>) -> Api<Secret> {
+    Api::<Secret>::namespaced(cx.ctx.kube.clone(), &cx.namespace())
+}
+
+/// `credentialsSecretRef` must never take over a Secret aigw did not create for this resource:
+/// if the named Secret exists, it must carry aigw's label and this resource's uid.
+async fn check_secret_is_ours(
+    deployment: &Deployment,
+    cx: &Cx<'_, Deployment>,
+) -> Result<(), Error> {
+    let name = &deployment.spec.credentials_secret_ref.name;
+    let Some(secret) = secrets(cx)
+        .get_metadata_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("read the credentials Secret {name}"), e))?
+    else {
+        return Ok(());
+    };
+    let uid = deployment.metadata.uid.as_deref().unwrap_or_default();
+    let managed = secret.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY);
+    let ours = secret
+        .annotations()
+        .get(OWNER_UID_ANNOTATION)
+        .map(String::as_str)
+        == Some(uid)
+        || secret.owner_references().iter().any(|o| o.uid == uid);
+    if managed && ours {
+        return Ok(());
+    }
+    Err(Error::SecretConflict(format!(
+        "Secret {name} exists and was not created by aigw for this Deployment; aigw never overwrites it: name another Secret in spec.credentialsSecretRef, or delete that one"
+    )))
+}
+
+async fn secret_annotation(
+    cx: &Cx<'_, Deployment>,
+    name: &str,
+    annotation: &str,
+) -> Result<Option<String>, Error> {
+    Ok(secrets(cx)
+        .get_metadata_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("read the credentials Secret {name}"), e))?
+        .and_then(|s| s.annotations().get(annotation).cloned()))
+}
+
+/// Writes the one-time values the API returned into the credentials Secret, owned by the
+/// Deployment resource and stamped with `rotation`. A value the answer lacked is left as it is.
 async fn write_credentials(
     deployment: &Deployment,
     cx: &Cx<'_, Deployment>,
     id: &str,
-    client_auth: &SecretString,
-    credentials: &Credentials,
+    rotation: &str,
+    client_auth: Option<&SecretString>,
+    credentials: Option<&Credentials>,
 ) -> Result<(), Error> {
     let name = &deployment.spec.credentials_secret_ref.name;
-    let data: BTreeMap<String, ByteString> = [
-        ("client_auth", client_auth.expose()),
-        ("username", credentials.username.as_str()),
-        ("password", credentials.password.expose()),
+    let mut data: BTreeMap<String, ByteString> = BTreeMap::new();
+    let mut put = |key: &str, value: &str| {
+        data.insert(key.to_string(), ByteString(value.as_bytes().to_vec()));
+    };
+    if let Some(client_auth) = client_auth {
+        put("client_auth", client_auth.expose());
+    }
+    if let Some(credentials) = credentials {
+        put("username", &credentials.username);
+        put("password", credentials.password.expose());
+    }
+    let annotations = [
+        (DEPLOYMENT_ID_ANNOTATION, id.to_string()),
+        (ROTATION_ID_ANNOTATION, rotation.to_string()),
+        (
+            OWNER_UID_ANNOTATION,
+            deployment.metadata.uid.clone().unwrap_or_default(),
+        ),
     ]
     .into_iter()
-    .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
+    .map(|(k, v)| (k.to_string(), v))
     .collect();
     let secret = Secret {
         metadata: ObjectMeta {
             name: Some(name.clone()),
             namespace: Some(cx.namespace()),
-            labels: Some(
-                [(
-                    "app.kubernetes.io/managed-by".to_string(),
-                    "aigw".to_string(),
-                )]
-                .into(),
-            ),
-            annotations: Some([("aigw.io/deployment-id".to_string(), id.to_string())].into()),
+            labels: Some([(MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string())].into()),
+            annotations: Some(annotations),
             owner_references: deployment.controller_owner_ref(&()).map(|o| vec![o]),
             ..Default::default()
         },
@@ -448,25 +702,61 @@ async fn write_credentials(
         data: Some(data),
         ..Default::default()
     };
-    Api::<Secret>::namespaced(cx.ctx.kube.clone(), &cx.namespace())
-        .patch(
-            name,
-            &PatchParams::apply(MANAGER).force(),
-            &Patch::Apply(&secret),
-        )
+    // A merge patch keeps the values an answer did not carry; create the Secret when missing.
+    let api = secrets(cx);
+    let written = match api
+        .patch(name, &PatchParams::default(), &Patch::Merge(&secret))
         .await
-        .map_err(|e| Error::kube(format!("write the credentials Secret {name}"), e))?;
-    Ok(())
+    {
+        Err(kube::Error::Api(e)) if e.code == 404 => api
+            .create(&kube::api::PostParams::default(), &secret)
+            .await
+            .map(|_| ()),
+        other => other.map(|_| ()),
+    };
+    written.map_err(|e| Error::kube(format!("write the credentials Secret {name}"), e))
 }
 
 async fn credentials_present(cx: &Cx<'_, Deployment>, name: &str) -> Result<bool, Error> {
-    let secret = Api::<Secret>::namespaced(cx.ctx.kube.clone(), &cx.namespace())
+    let secret = secrets(cx)
         .get_opt(name)
         .await
         .map_err(|e| Error::kube(format!("read the credentials Secret {name}"), e))?;
     Ok(secret
         .and_then(|s| s.data)
         .is_some_and(|d| d.contains_key("client_auth")))
+}
+
+/// Keeps the credentials Secret when the resource goes (`deletionPolicy: Orphan`): drops its
+/// owner reference so garbage collection leaves it.
+async fn release_credentials(
+    deployment: &Deployment,
+    cx: &Cx<'_, Deployment>,
+) -> Result<(), Error> {
+    let name = &deployment.spec.credentials_secret_ref.name;
+    let uid = deployment.metadata.uid.as_deref().unwrap_or_default();
+    let Some(secret) = secrets(cx)
+        .get_metadata_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("read the credentials Secret {name}"), e))?
+    else {
+        return Ok(());
+    };
+    let kept: Vec<_> = secret
+        .owner_references()
+        .iter()
+        .filter(|o| o.uid != uid)
+        .cloned()
+        .collect();
+    if kept.len() == secret.owner_references().len() {
+        return Ok(());
+    }
+    let patch = serde_json::json!({"metadata": {"ownerReferences": kept}});
+    secrets(cx)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| Error::kube(format!("release the credentials Secret {name}"), e))?;
+    Ok(())
 }
 
 /// Patches a pod-template annotation so the workloads roll and read the new credentials.

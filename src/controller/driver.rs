@@ -19,7 +19,9 @@ use tracing::{debug, info, warn};
 use super::Context;
 use super::backoff::jittered;
 use super::error::Error;
-use super::status::{CommonStatus, Outcome, record_outcome, sanitize_message, worth_writing};
+use super::status::{
+    CommonStatus, IntentStatus, Outcome, record_outcome, sanitize_message, worth_writing,
+};
 use crate::resources::common::{
     FINALIZER,
     condition::{READY, STALLED},
@@ -58,8 +60,8 @@ pub fn orphaned(what: &str) -> Vec<Change> {
     )]
 }
 
-/// The outcome of the DELETE (or archive) of `what`: "already gone" (404, or 403 AB03/AB08)
-/// counts as done, so a finalizer that runs twice, or after an out-of-band delete, finishes.
+/// The outcome of the DELETE (or archive) of `what`: "already gone" (404, or `AB08`) counts
+/// as done, so a finalizer that runs twice, or after an out-of-band delete, finishes.
 pub fn removed(
     reason: &'static str,
     verb: &str,
@@ -98,9 +100,11 @@ pub fn observed<T>(
 }
 
 /// A kind aigw keeps in line with the management API. The kind supplies observe/create/
-/// update/delete (in `apply` and `cleanup`); the driver does everything around them.
+/// update/delete (in `apply`, `observe_only` and `cleanup`); the driver does everything around
+/// them.
 pub trait Managed:
-    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    super::claims::Claims
+    + Resource<DynamicType = (), Scope = NamespaceResourceScope>
     + Clone
     + Debug
     + Serialize
@@ -109,7 +113,7 @@ pub trait Managed:
     + Sync
     + 'static
 {
-    type Status: CommonStatus;
+    type Status: IntentStatus;
     /// Kind name, for logs, metrics and messages.
     const KIND: &'static str;
     /// Server-side apply field manager for this kind's status.
@@ -128,24 +132,82 @@ pub trait Managed:
         status: &mut Self::Status,
     ) -> impl Future<Output = Result<Vec<Change>, Error>> + Send;
 
-    /// Honour `deletionPolicy` for the remote object (treating "already gone" as done).
+    /// Read-only: GET the remote object this resource manages (if it knows one), record what it
+    /// reports in `status`, and return the spec fields that differ. Never writes remotely. Used
+    /// to keep status following the remote while the object waits for a spec change.
+    fn observe_only(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut Self::Status,
+    ) -> impl Future<Output = Result<Vec<&'static str>, Error>> + Send;
+
+    /// Honour `deletionPolicy` for the remote object (treating "already gone" as done). Resolve
+    /// the client (`cx.api()`) only when an API call is needed.
     fn cleanup(&self, cx: &Cx<'_, Self>)
     -> impl Future<Output = Result<Vec<Change>, Error>> + Send;
+
+    /// When this object needs looking at again sooner than the drift interval (a rotation that
+    /// falls due), given the status just computed.
+    fn due_in(&self, _status: &Self::Status) -> Option<Duration> {
+        None
+    }
 }
 
 /// What a kind's apply/cleanup may use: the management API client for this object's
-/// connection, the Kubernetes client, and an immediate status write for intent records.
+/// connection (resolved on first use), the Kubernetes client, and status writes guarded by the
+/// resourceVersion this reconcile last saw.
 pub struct Cx<'a, K: Managed> {
     pub ctx: &'a Context,
-    pub api: crate::api::Client,
     pub objects: Api<K>,
     pub object: &'a K,
+    resolved: tokio::sync::OnceCell<super::connections::Resolved>,
+    /// The resourceVersion of the object as this reconcile last read or wrote it: every status
+    /// write is a compare-and-swap against it.
+    resource_version: std::sync::Mutex<Option<String>>,
     /// The status last written by `save_status`, so the final write compares against what the
     /// cluster holds now rather than what the reconcile started from.
     saved: std::sync::Mutex<Option<K::Status>>,
 }
 
-impl<K: Managed> Cx<'_, K> {
+impl<'a, K: Managed> Cx<'a, K> {
+    pub fn new(ctx: &'a Context, objects: Api<K>, object: &'a K) -> Self {
+        Self {
+            ctx,
+            objects,
+            object,
+            resolved: tokio::sync::OnceCell::new(),
+            resource_version: std::sync::Mutex::new(object.resource_version()),
+            saved: Default::default(),
+        }
+    }
+
+    /// The management API client of this object's Connection, resolved on first use.
+    pub async fn api(&self) -> Result<&crate::api::Client, Error> {
+        Ok(&self.resolve().await?.client)
+    }
+
+    /// What this object's namespace may do through its Connection (workspaces, adoption).
+    pub async fn scope(&self) -> Result<&super::connections::Scope, Error> {
+        Ok(&self.resolve().await?.scope)
+    }
+
+    async fn resolve(&self) -> Result<&super::connections::Resolved, Error> {
+        self.resolved
+            .get_or_try_init(|| async {
+                let name = self.object.connection_name();
+                let cached = self.ctx.stores.connections.find(name).await;
+                self.ctx
+                    .connections
+                    .client_for(
+                        self.object.namespace().as_deref().unwrap_or(""),
+                        name,
+                        cached,
+                    )
+                    .await
+            })
+            .await
+    }
+
     pub fn name(&self) -> String {
         self.object.name_any()
     }
@@ -166,24 +228,51 @@ impl<K: Managed> Cx<'_, K> {
         .await;
     }
 
-    /// Writes `status` now, before a call whose outcome might be lost (intent records).
+    /// Writes `status` now, before a call whose outcome might be lost (intent records) or right
+    /// after one (a remote id). The write carries the resourceVersion this reconcile last saw:
+    /// if anyone changed the object since, it fails with [`Error::Conflict`] and nothing that
+    /// depends on it may happen. That is what makes an intent a lock: of two writers acting on
+    /// the same view, exactly one records its intent; the other re-reads.
     pub async fn save_status(&self, status: &K::Status) -> Result<(), Error> {
-        write_status::<K>(&self.objects, &self.name(), status).await?;
+        let expected = self.expected_version();
+        let written =
+            write_status::<K>(&self.objects, &self.name(), status, expected.as_deref()).await?;
+        *self
+            .resource_version
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = written;
         *self.saved.lock().unwrap_or_else(|e| e.into_inner()) = Some(status.clone());
         Ok(())
     }
+
+    fn expected_version(&self) -> Option<String> {
+        self.resource_version
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    fn take_saved(&self) -> Option<K::Status> {
+        self.saved.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
 }
 
+/// Server-side applies `status` under the kind's field manager. With `expected` set, the write
+/// only succeeds while the object still has that resourceVersion. Returns the new one.
 async fn write_status<K: Managed>(
     objects: &Api<K>,
     name: &str,
     status: &K::Status,
-) -> Result<(), Error> {
-    let patch = serde_json::json!({
+    expected: Option<&str>,
+) -> Result<Option<String>, Error> {
+    let mut patch = serde_json::json!({
         "apiVersion": K::api_version(&()),
         "kind": K::kind(&()),
         "status": status,
     });
+    if let Some(version) = expected {
+        patch["metadata"] = serde_json::json!({ "resourceVersion": version });
+    }
     let written = objects
         .patch_status(
             name,
@@ -191,15 +280,19 @@ async fn write_status<K: Managed>(
             &Patch::Apply(&patch),
         )
         .await
-        .map_err(|e| Error::kube(format!("write status of {} {name}", K::KIND), e))?;
+        .map_err(|e| match e {
+            kube::Error::Api(status) if status.code == 409 => {
+                Error::Conflict(format!("{} {name}", K::KIND))
+            }
+            e => Error::kube(format!("write status of {} {name}", K::KIND), e),
+        })?;
     debug!(
         kind = K::KIND,
         object = %format!("{}/{name}", written.namespace().unwrap_or_default()),
         resource_version = written.resource_version().unwrap_or_default(),
-        status = %serde_json::to_string(&patch["status"]).unwrap_or_default(),
         "status written"
     );
-    Ok(())
+    Ok(written.resource_version())
 }
 
 fn object_key<K: Managed>(object: &K) -> String {
@@ -211,35 +304,12 @@ fn object_key<K: Managed>(object: &K) -> String {
     )
 }
 
-/// The reconcile function handed to `kube::runtime::Controller::run`.
+/// The reconcile function handed to `kube::runtime::Controller::run`. It works from the watch
+/// cache: a stale copy cannot cause a remote write, because every intent and status write is a
+/// compare-and-swap on the resourceVersion the reconcile started from.
 pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
     let namespace = object.namespace().unwrap_or_default();
     let objects: Api<K> = Api::namespaced(ctx.kube.clone(), &namespace);
-    // The watch cache can lag behind aigw's own status writes: an intent record seen there may
-    // already be resolved (acting on it again would rotate twice), a missing id may already be
-    // known (creating again would duplicate). In those states, read the object itself.
-    let object = if object.status().is_none_or(CommonStatus::needs_fresh_read) {
-        match objects.get_opt(&object.name_any()).await {
-            Ok(Some(fresh)) => {
-                debug!(
-                    kind = K::KIND,
-                    cached = object.resource_version().unwrap_or_default(),
-                    fresh = fresh.resource_version().unwrap_or_default(),
-                    "read the object from the apiserver"
-                );
-                Arc::new(fresh)
-            }
-            Ok(None) => return Ok(Action::await_change()),
-            Err(e) => {
-                return Err(Error::kube(
-                    format!("re-read {} {}", K::KIND, object.name_any()),
-                    e,
-                ));
-            }
-        }
-    } else {
-        object
-    };
     let started = std::time::Instant::now();
     let result = finalizer::finalizer(&objects, FINALIZER, object, |event| async {
         match event {
@@ -260,17 +330,21 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
 }
 
 /// `error_policy` for the Controller: only errors the driver could not record in status land
-/// here (a failed status or finalizer write, a failed cleanup). Back off per object.
+/// here (a lost status race, a failed status or finalizer write, a failed cleanup). Back off
+/// per object.
 pub fn error_policy<K: Managed>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
     let key = object_key(&*object);
     let delay = ctx.backoff.next_delay(&key, error.retry_after());
-    warn!(kind = K::KIND, object = %key, error = %error, retry_in = ?delay, "reconcile failed");
+    if matches!(error, Error::Conflict(_)) {
+        debug!(kind = K::KIND, object = %key, retry_in = ?delay, "{error}");
+    } else {
+        warn!(kind = K::KIND, object = %key, error = %error, retry_in = ?delay, "reconcile failed");
+    }
     Action::requeue(delay)
 }
 
-/// The reason of a `Stalled=True` condition recorded for `generation`, unless it is one that is
-/// rechecked without a spec change. Such an object is not retried: a 400 stays a 400 until the
-/// spec changes, and retrying it would only hammer the API.
+/// The reason of a `Stalled=True` condition recorded for `generation` that only a spec change
+/// can clear (a 400 stays a 400): such an object makes no API write until its spec changes.
 fn stalled_on_this_generation(
     conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
     generation: Option<i64>,
@@ -287,41 +361,46 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
     let key = object_key(object);
     let generation = object.meta().generation;
     let before = object.status().cloned();
-    if let Some(stalled) = before
-        .as_ref()
-        .and_then(|s| stalled_on_this_generation(s.conditions(), generation))
-    {
-        debug!(kind = K::KIND, object = %key, reason = %stalled, "stalled on this generation; waiting for a spec change");
-        return Ok(Action::await_change());
-    }
+    let cx = Cx::new(ctx, objects.clone(), object);
     let mut status = before.clone().unwrap_or_default();
-    let mut written = before.clone();
-
-    let result = match ctx
-        .connections
-        .client_for(
-            object.namespace().as_deref().unwrap_or(""),
-            object.connection_name(),
-        )
-        .await
-    {
-        Ok(api) => {
-            let cx = Cx {
-                ctx,
-                api,
-                objects: objects.clone(),
-                object,
-                saved: Default::default(),
-            };
-            let result = K::apply(object, &cx, &mut status).await;
-            if let Some(saved) = cx.saved.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                written = Some(saved);
-            }
-            result
+    if let Some(owner) = super::claims::owned_by_another(object, &ctx.stores) {
+        let error = Error::AlreadyManaged(format!(
+            "the remote object this {} names is managed by {} {owner} (the oldest resource claiming it); this one makes no API call until that one is gone",
+            K::KIND,
+            K::KIND
+        ));
+        *status.observed_generation_mut() = generation;
+        let action = record_failure(&cx, &key, &error, before.as_ref(), &mut status).await;
+        if worth_writing(before.as_ref(), &status) {
+            cx.save_status(&status).await?;
         }
-        Err(e) => Err(e),
-    };
+        return Ok(action);
+    }
+    if let Err(error) = check_tenancy(object, &cx).await {
+        *status.observed_generation_mut() = generation;
+        let action = record_failure(&cx, &key, &error, before.as_ref(), &mut status).await;
+        if worth_writing(before.as_ref(), &status) {
+            cx.save_status(&status).await?;
+        }
+        return Ok(action);
+    }
+    let stalled = before
+        .as_ref()
+        .filter(|s| !s.has_intent())
+        .and_then(|s| stalled_on_this_generation(s.conditions(), generation));
+    if let Some(reason) = stalled {
+        debug!(kind = K::KIND, object = %key, %reason, "stalled on this generation; refreshing what it observes, read-only");
+        if let Err(e) = K::observe_only(object, &cx, &mut status).await {
+            debug!(kind = K::KIND, object = %key, error = %e, "read-only refresh failed");
+        }
+        if worth_writing(before.as_ref(), &status) {
+            cx.save_status(&status).await?;
+        }
+        return Ok(Action::requeue(jittered(ctx.drift_interval)));
+    }
 
+    let result = K::apply(object, &cx, &mut status).await;
+    let written = cx.take_saved().or(before.clone());
     *status.observed_generation_mut() = generation;
     let action = match &result {
         Ok(changes) => {
@@ -345,66 +424,90 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
                 message: format!("{} is in sync with the management API", K::KIND),
             };
             record_outcome(status.conditions_mut(), &outcome, generation);
-            Action::requeue(jittered(ctx.drift_interval))
+            let drift = jittered(ctx.drift_interval);
+            Action::requeue(K::due_in(object, &status).map_or(drift, |due| due.min(drift)))
         }
-        Err(error) => {
-            let reason = error.category();
-            let message = sanitize_message(&error.to_string());
-            let previous_reason = before.as_ref().and_then(|s| {
-                find_condition(s.conditions(), READY)
-                    .filter(|c| c.status == "False")
-                    .map(|c| c.reason.clone())
-            });
-            if previous_reason.as_deref() != Some(reason) {
-                publish(ctx, object, EventType::Warning, reason, &message).await;
-            }
-            warn!(kind = K::KIND, object = %key, reason, error = %message, "reconcile failed");
-            if error.is_transient() {
-                let delay = ctx.backoff.next_delay(&key, error.retry_after());
-                let outcome = Outcome::Progressing {
-                    reason: reason.into(),
-                    message: message.clone(),
-                };
-                record_outcome(status.conditions_mut(), &outcome, generation);
-                Action::requeue(delay)
-            } else {
-                let outcome = Outcome::Stalled {
-                    reason: reason.into(),
-                    message: message.clone(),
-                };
-                record_outcome(status.conditions_mut(), &outcome, generation);
-                if error.recheck_while_stalled() {
-                    Action::requeue(jittered(ctx.drift_interval))
-                } else {
-                    // Only a spec change can help: wait for one instead of retrying.
-                    Action::await_change()
-                }
-            }
-        }
+        // Lost a race with another writer: this view is stale, so record nothing from it.
+        Err(Error::Conflict(_)) => return result.map(|_| Action::await_change()),
+        Err(error) => record_failure(&cx, &key, error, before.as_ref(), &mut status).await,
     };
 
     if worth_writing(written.as_ref(), &status) {
-        write_status::<K>(objects, &object.name_any(), &status).await?;
+        cx.save_status(&status).await?;
     }
     Ok(action)
 }
 
+/// The tenancy rules of the object's Connection, checked before any API call: the workspaces
+/// its namespace may manage, and whether it may adopt an existing remote object.
+async fn check_tenancy<K: Managed>(object: &K, cx: &Cx<'_, K>) -> Result<(), Error> {
+    let scope = cx.scope().await?;
+    for (field, workspace) in object.workspaces() {
+        scope.check_workspace(field, workspace.as_deref())?;
+    }
+    if let Some((field, id)) = object.adopted() {
+        scope.check_adoption(field, &id)?;
+    }
+    Ok(())
+}
+
+/// Records a failed reconcile in the conditions (one Warning event per new reason) and decides
+/// when to look again. While an intent (a create or rotation in flight) is recorded, every
+/// failure is transient: the work it stands for must finish, whatever went wrong.
+async fn record_failure<K: Managed>(
+    cx: &Cx<'_, K>,
+    key: &str,
+    error: &Error,
+    before: Option<&K::Status>,
+    status: &mut K::Status,
+) -> Action {
+    let ctx = cx.ctx;
+    let generation = cx.object.meta().generation;
+    let reason = error.category();
+    let message = sanitize_message(&error.to_string());
+    let previous_reason = before.and_then(|s| {
+        find_condition(s.conditions(), READY)
+            .filter(|c| c.status == "False")
+            .map(|c| c.reason.clone())
+    });
+    if previous_reason.as_deref() != Some(reason) {
+        publish(ctx, cx.object, EventType::Warning, reason, &message).await;
+    }
+    warn!(kind = K::KIND, object = %key, reason, error = %message, "reconcile failed");
+    let delay = ctx.backoff.next_delay(key, error.retry_after());
+    if error.is_transient() || status.has_intent() {
+        let outcome = Outcome::Progressing {
+            reason: reason.into(),
+            message,
+        };
+        record_outcome(status.conditions_mut(), &outcome, generation);
+        return Action::requeue(delay);
+    }
+    let outcome = Outcome::Stalled {
+        reason: reason.into(),
+        message,
+    };
+    record_outcome(status.conditions_mut(), &outcome, generation);
+    if error.recheck_while_stalled() {
+        Action::requeue(delay.min(jittered(ctx.drift_interval)))
+    } else {
+        // Only a spec change can help: the drift pass refreshes status read-only meanwhile.
+        Action::requeue(jittered(ctx.drift_interval))
+    }
+}
+
 async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Result<Action, Error> {
     let key = object_key(object);
-    let api = ctx
-        .connections
-        .client_for(
-            object.namespace().as_deref().unwrap_or(""),
-            object.connection_name(),
-        )
-        .await?;
-    let cx = Cx {
-        ctx,
-        api,
-        objects: objects.clone(),
-        object,
-        saved: Default::default(),
-    };
+    let cx = Cx::new(ctx, objects.clone(), object);
+    if let Some(owner) = super::claims::owned_by_another(object, &ctx.stores) {
+        let message = format!(
+            "left the remote object to its owner {} {owner}: this resource never managed it",
+            K::KIND
+        );
+        info!(kind = K::KIND, object = %key, "{message}");
+        publish(ctx, object, EventType::Normal, "Released", &message).await;
+        return Ok(Action::await_change());
+    }
     match K::cleanup(object, &cx).await {
         Ok(changes) => {
             ctx.backoff.reset(&key);

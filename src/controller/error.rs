@@ -4,6 +4,12 @@ use std::time::Duration;
 
 use crate::api::ApiError;
 
+/// Condition reasons that only a spec change can clear: the driver does not call the API again
+/// for such an object until its generation changes (a 400 stays a 400). Every other `Stalled`
+/// reason depends on something outside the spec (a grant, a token's scope, RBAC, another
+/// resource, a Secret) and is rechecked with backoff, up to the drift interval.
+const SPEC_REASONS: [&str; 2] = ["Validation", "InvalidSpec"];
+
 /// What stopped a reconcile. Messages are lowercase, say what failed, and never carry secrets:
 /// the API's own message is included, the request body never is.
 #[derive(Debug, thiserror::Error)]
@@ -22,15 +28,32 @@ pub enum Error {
         #[source]
         source: kube::Error,
     },
+    /// A status write lost a race: the object changed since this reconcile read it. Nothing was
+    /// done remotely on the stale view; the object is reconciled again from its current state.
+    #[error("{0} changed while it was reconciled; starting over from its current state")]
+    Conflict(String),
+    /// A create may or may not have happened and nothing yet proves either: keep the intent and
+    /// look again later, never POST a second time on a guess.
+    #[error("{0}")]
+    CreateOutcomeUnknown(String),
     /// The spec cannot be applied as written; only a spec change helps.
     #[error("invalid spec: {0}")]
     InvalidSpec(String),
-    /// The referenced Connection is missing, unusable or does not allow this namespace.
+    /// The referenced Connection is missing, unusable or does not allow this object's namespace.
     #[error("{0}")]
     Connection(String),
-    /// The referenced Connection does not allow this object's namespace.
+    /// A tenancy rule of the Connection refuses this object; `reason` names the rule.
+    #[error("{message}")]
+    NotAllowed {
+        reason: &'static str,
+        message: String,
+    },
+    /// Another resource manages the same remote object.
     #[error("{0}")]
-    NotAllowed(String),
+    AlreadyManaged(String),
+    /// `credentialsSecretRef` names a Secret that aigw did not create.
+    #[error("{0}")]
+    SecretConflict(String),
     /// State that aigw must not invent is missing (for example a lost one-time credential).
     #[error("{0}")]
     MissingState(String),
@@ -51,19 +74,32 @@ impl Error {
         }
     }
 
-    /// True when retrying later may succeed without a spec change.
+    pub fn not_allowed(reason: &'static str, message: impl Into<String>) -> Self {
+        Self::NotAllowed {
+            reason,
+            message: message.into(),
+        }
+    }
+
+    /// True when retrying soon may succeed without a spec change.
     pub fn is_transient(&self) -> bool {
         match self {
             Self::Api { source, .. } => {
-                source.is_transient() || matches!(source.status(), Some(401 | 409))
+                source.is_transient()
+                    || source.outcome_unknown()
+                    || matches!(source.status(), Some(401 | 409))
             }
             Self::Kube { source, .. } => match source {
                 kube::Error::Api(status) => status.code >= 500 || matches!(status.code, 409 | 429),
                 _ => true,
             },
-            // A Connection or its Secret may appear later; keep checking, slowly.
-            Self::Connection(_) => true,
-            Self::InvalidSpec(_) | Self::MissingState(_) | Self::NotAllowed(_) => false,
+            // A Connection or its Secret may appear later; keep checking.
+            Self::Connection(_) | Self::Conflict(_) | Self::CreateOutcomeUnknown(_) => true,
+            Self::InvalidSpec(_)
+            | Self::MissingState(_)
+            | Self::NotAllowed { .. }
+            | Self::AlreadyManaged(_)
+            | Self::SecretConflict(_) => false,
         }
     }
 
@@ -71,23 +107,30 @@ impl Error {
     pub fn category(&self) -> &'static str {
         match self {
             Self::Api { source, .. } => source.category(),
-            Self::Kube { .. } => "KubernetesApi",
+            Self::Kube { source, .. } => match source {
+                kube::Error::Api(status) if status.code == 403 => "KubernetesForbidden",
+                _ => "KubernetesApi",
+            },
+            Self::Conflict(_) => "Conflict",
+            Self::CreateOutcomeUnknown(_) => "CreateOutcomeUnknown",
             Self::InvalidSpec(_) => "InvalidSpec",
             Self::Connection(_) => "ConnectionUnavailable",
+            Self::NotAllowed { reason, .. } => reason,
+            Self::AlreadyManaged(_) => "AlreadyManaged",
+            Self::SecretConflict(_) => "SecretConflict",
             Self::MissingState(_) => "MissingState",
-            Self::NotAllowed(_) => "NamespaceNotAllowed",
         }
     }
 
-    /// Stalled, but on something outside the object's spec (a Connection may start allowing the
-    /// namespace): checked again at the drift interval rather than only on a spec change.
+    /// Stalled on something outside the object's spec (a grant, a token's scope, RBAC, another
+    /// resource): checked again with backoff up to the drift interval, not only on a spec change.
     pub fn recheck_while_stalled(&self) -> bool {
-        matches!(self, Self::NotAllowed(_))
+        Self::is_rechecked_reason(self.category())
     }
 
-    /// True for the categories of [`Error::recheck_while_stalled`] errors.
+    /// True for every `Stalled` reason except the ones only a spec change can clear.
     pub fn is_rechecked_reason(reason: &str) -> bool {
-        reason == "NamespaceNotAllowed"
+        !SPEC_REASONS.contains(&reason)
     }
 
     /// How long the API asked us to wait, when it did.
@@ -96,5 +139,62 @@ impl Error {
             Self::Api { source, .. } => source.retry_after(),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::HttpError;
+
+    fn http(status: u16, raw: &str) -> Error {
+        Error::api(
+            "read config a",
+            ApiError::Http(Box::new(HttpError {
+                method: "GET",
+                endpoint: "/ai_gw/v2/configs/{slug}",
+                status,
+                body: crate::api::ApiErrorBody::parse(raw),
+                raw: raw.to_string(),
+                retry_after: None,
+                opa_denied: false,
+            })),
+        )
+    }
+
+    #[test]
+    fn outside_causes_are_rechecked_and_bad_specs_wait_for_a_change() {
+        for (status, raw, reason) in [
+            (
+                403,
+                r#"{"errorCode":"AB03","message":"out of scope"}"#,
+                "NotVisible",
+            ),
+            (403, "", "Forbidden"),
+            (405, "", "MethodNotAllowed"),
+            (422, "", "Unprocessable"),
+        ] {
+            let e = http(status, raw);
+            assert_eq!(e.category(), reason);
+            assert!(!e.is_transient(), "{reason}");
+            assert!(e.recheck_while_stalled(), "{reason}");
+        }
+        let bad = http(400, r#"{"message":"unknown key"}"#);
+        assert_eq!(bad.category(), "Validation");
+        assert!(!bad.recheck_while_stalled());
+        assert!(!Error::InvalidSpec("x".into()).recheck_while_stalled());
+        assert!(Error::AlreadyManaged("x".into()).recheck_while_stalled());
+        assert!(Error::not_allowed("WorkspaceNotAllowed", "x").recheck_while_stalled());
+    }
+
+    #[test]
+    fn a_server_error_after_a_write_is_retried_as_unknown() {
+        let e = http(500, "");
+        assert!(e.is_transient());
+        assert!(Error::CreateOutcomeUnknown("x".into()).is_transient());
+        assert_eq!(
+            Error::CreateOutcomeUnknown("x".into()).category(),
+            "CreateOutcomeUnknown"
+        );
     }
 }

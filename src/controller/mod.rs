@@ -1,9 +1,11 @@
 //! Reconcile driver shared by all kinds, and per-kind observe/create/update/delete.
 
 pub mod backoff;
+pub mod claims;
 pub mod config;
 pub mod connection;
 pub mod connections;
+pub mod create;
 pub mod deployment;
 pub mod driver;
 pub mod error;
@@ -40,6 +42,8 @@ pub struct Context {
     pub recorder: Recorder,
     pub drift_interval: Duration,
     pub failpoints: failpoints::Failpoints,
+    /// The controllers' watch caches, for checks that must not cost an apiserver read.
+    pub stores: claims::Stores,
 }
 
 /// How the operator runs.
@@ -82,6 +86,7 @@ impl Context {
             metrics,
             drift_interval: settings.drift_interval,
             failpoints: Default::default(),
+            stores: Default::default(),
         }
     }
 }
@@ -129,6 +134,7 @@ async fn run_kind<K: Managed>(
     let api = scoped::<K>(&ctx.kube, namespace.as_deref());
     let mut controller = Controller::new(api, watcher::Config::default().any_semantic())
         .with_config(ControllerConfig::default().concurrency(concurrency));
+    K::stores(&ctx.stores).register(controller.store());
     if with_secrets {
         // Deleting a credentials Secret must be noticed at once, not at the next drift check.
         controller = controller.owns(
@@ -148,19 +154,21 @@ async fn run_kind<K: Managed>(
 }
 
 async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
-    Controller::new(
+    let controller = Controller::new(
         Api::<crate::resources::Connection>::all(ctx.kube.clone()),
         watcher::Config::default().any_semantic(),
-    )
-    .with_config(ControllerConfig::default().concurrency(concurrency))
-    .shutdown_on_signal()
-    .run(connection::reconcile, connection::error_policy, ctx)
-    .for_each(|result| async move {
-        if let Err(e) = result {
-            warn!(kind = "Connection", error = %e, "controller error");
-        }
-    })
-    .await;
+    );
+    ctx.stores.connections.register(controller.store());
+    controller
+        .with_config(ControllerConfig::default().concurrency(concurrency))
+        .shutdown_on_signal()
+        .run(connection::reconcile, connection::error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                warn!(kind = "Connection", error = %e, "controller error");
+            }
+        })
+        .await;
 }
 
 /// Runs every controller until the process receives a termination signal or the returned

@@ -1,10 +1,11 @@
-//! RateLimitsPolicy: create or adopt, PUT the mutable fields (name, unit, value, conditions)
-//! only when they differ, delete per `deletionPolicy`.
+//! RateLimitsPolicy: create (through the shared protocol) or adopt, PUT the mutable fields
+//! (name, unit, value, conditions) only when they differ, delete per `deletionPolicy`.
 
+use super::create::{Created, Lookup, create_once, one_created_since};
 use super::driver::{Change, Cx, Managed, observed, orphaned, removed};
 use super::error::Error;
+use super::spec_already_applied;
 use super::status::common_status;
-use super::{now_rfc3339, spec_already_applied};
 use crate::api::{RateLimitsListQuery, RateLimitsPolicy as RemotePolicy};
 use crate::resources::rate_limits_policy::{
     RateLimitsPolicy, RateLimitsPolicyDeletionPolicy, RateLimitsPolicyStatus,
@@ -16,7 +17,7 @@ common_status!(
         pending_create: s.pending_create.as_ref().map(|_| String::new()),
         ..s.clone()
     },
-    fresh_read_when = |s| s.id.is_none() || s.pending_create.is_some()
+    intent_when = |s| s.pending_create.is_some()
 );
 
 impl Managed for RateLimitsPolicy {
@@ -37,22 +38,9 @@ impl Managed for RateLimitsPolicy {
         cx: &Cx<'_, Self>,
         status: &mut RateLimitsPolicyStatus,
     ) -> Result<Vec<Change>, Error> {
-        let remote = match observe(self, cx, status).await? {
-            Some(remote) => remote,
-            None => {
-                return create(self, cx, status)
-                    .await
-                    .map(|c| c.into_iter().collect());
-            }
+        let Some(remote) = observe(self, cx, status).await? else {
+            return create(self, cx, status).await.map(|c| vec![c]);
         };
-        status.id = Some(remote.id.clone());
-        status.remote_status = Some(
-            match remote.status {
-                crate::api::PolicyStatus::Active => "active",
-                crate::api::PolicyStatus::Archived => "archived",
-            }
-            .to_string(),
-        );
         let conflicts = self.spec.immutable_conflicts(&remote);
         if !conflicts.is_empty() {
             return Err(Error::InvalidSpec(format!(
@@ -65,7 +53,8 @@ impl Managed for RateLimitsPolicy {
         if differences.is_empty() {
             return Ok(Vec::new());
         }
-        cx.api
+        cx.api()
+            .await?
             .rate_limits()
             .update(&remote.id, &self.spec.update_request())
             .await
@@ -91,23 +80,44 @@ impl Managed for RateLimitsPolicy {
         }])
     }
 
+    async fn observe_only(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut RateLimitsPolicyStatus,
+    ) -> Result<Vec<&'static str>, Error> {
+        Ok(match observe(self, cx, status).await? {
+            Some(remote) => {
+                let mut fields = self.spec.immutable_conflicts(&remote);
+                fields.extend(self.spec.diff(&remote));
+                fields
+            }
+            None => Vec::new(),
+        })
+    }
+
     async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
         let status = self.status.clone().unwrap_or_default();
-        let known = status.id.or(self.spec.policy_id.clone());
+        let known = status.id.clone().or(self.spec.policy_id.clone());
         if self.spec.deletion_policy == RateLimitsPolicyDeletionPolicy::Orphan {
             return Ok(orphaned(&format!(
                 "rate-limits policy {}",
                 known.unwrap_or_default()
             )));
         }
-        let pending = match (&known, status.pending_create) {
-            (None, Some(_)) => find_by_name(self, cx).await?.map(|found| found.id),
-            _ => None,
+        let id = match (known, &status.pending_create) {
+            (Some(id), _) => id,
+            (None, Some(intent)) => match find_created(self, cx, intent).await? {
+                Lookup::Found(found) => found.id,
+                Lookup::Absent => return Ok(Vec::new()),
+                Lookup::Unknown(why) => {
+                    return Err(Error::CreateOutcomeUnknown(format!(
+                        "cannot tell whether the policy of an unfinished create exists: {why}"
+                    )));
+                }
+            },
+            (None, None) => return Ok(Vec::new()),
         };
-        let Some(id) = known.or(pending) else {
-            return Ok(Vec::new());
-        };
-        let result = cx.api.rate_limits().delete(&id).await;
+        let result = cx.api().await?.rate_limits().delete(&id).await;
         removed(
             "Deleted",
             "delete",
@@ -126,95 +136,110 @@ async fn observe(
     let Some(id) = adopted.or(status.id.as_deref()).map(str::to_string) else {
         return Ok(None);
     };
-    let result = cx.api.rate_limits().get(&id).await;
+    let result = cx.api().await?.rate_limits().get(&id).await;
     let found = observed(
         &format!("rate-limits policy {id}"),
         adopted.map(|_| "spec.policyId"),
         result,
     )?;
-    if found.is_none() {
-        status.id = None;
-        status.remote_status = None;
+    if let (Some(remote), Some(_)) = (&found, adopted) {
+        // Adopting reaches an object made outside aigw: its own workspace must be granted too.
+        cx.scope().await?.check_workspace(
+            &format!("the workspace of rate-limits policy {id}"),
+            remote.workspace_id.as_deref(),
+        )?;
+    }
+    match &found {
+        Some(remote) => {
+            status.id = Some(remote.id.clone());
+            status.remote_status = Some(
+                match remote.status {
+                    crate::api::PolicyStatus::Active => "active",
+                    crate::api::PolicyStatus::Archived => "archived",
+                }
+                .to_string(),
+            );
+        }
+        None => {
+            status.id = None;
+            status.remote_status = None;
+        }
     }
     Ok(found)
 }
 
-/// Creates the remote policy, or finds the one an earlier create made. The intent is recorded
-/// in `status.pendingCreate` before the POST (see `controller::config::create` for why); a
-/// reconcile that finds it set looks the policy up by name, type and workspace first.
+/// Creates the remote policy through the shared protocol (see [`super::create`]) and persists
+/// its id at once.
 async fn create(
     policy: &RateLimitsPolicy,
     cx: &Cx<'_, RateLimitsPolicy>,
     status: &mut RateLimitsPolicyStatus,
-) -> Result<Option<Change>, Error> {
-    if status.pending_create.is_some()
-        && let Some(found) = find_by_name(policy, cx).await?
-    {
-        status.id = Some(found.id.clone());
-        status.pending_create = None;
-        if !policy.spec.diff(&found).is_empty() {
-            cx.api
-                .rate_limits()
-                .update(&found.id, &policy.spec.update_request())
-                .await
-                .map_err(|e| Error::api(format!("update rate-limits policy {}", found.id), e))?;
-        }
-        return Ok(Some(Change::new(
-            "Created",
-            format!(
-                "found rate-limits policy {} from an earlier create whose answer was lost",
-                found.id
-            ),
-        )));
-    }
-    status.pending_create = Some(now_rfc3339());
-    cx.save_status(status).await?;
-    match cx
-        .api
-        .rate_limits()
-        .create(&policy.spec.create_request())
-        .await
-    {
-        Ok(created) => {
-            status.pending_create = None;
-            status.id = Some(created.id.clone());
-            status.remote_status = Some("active".into());
-            Ok(Some(Change::new(
+) -> Result<Change, Error> {
+    let intent = status.pending_create.clone().unwrap_or_default();
+    let api = cx.api().await?;
+    let request = policy.spec.create_request();
+    let outcome = create_once(
+        cx,
+        status,
+        "rate-limits policy",
+        find_created(policy, cx, &intent),
+        api.rate_limits().create(&request),
+    )
+    .await?;
+    let (id, change) = match outcome {
+        Created::Posted(created) => (
+            created.id.clone(),
+            Change::new(
                 "Created",
                 format!("created rate-limits policy {}", created.id),
-            )))
-        }
-        Err(e) if e.outcome_unknown() => Err(Error::api(
-            "create rate-limits policy (outcome unknown, will look it up)",
-            e,
-        )),
-        Err(e) => {
-            status.pending_create = None;
-            Err(Error::api("create rate-limits policy", e))
-        }
-    }
+            ),
+        ),
+        Created::Recovered(found) => (
+            found.id.clone(),
+            Change::new(
+                "Created",
+                format!(
+                    "found rate-limits policy {} from an earlier create whose answer was lost",
+                    found.id
+                ),
+            ),
+        ),
+    };
+    status.id = Some(id);
+    status.remote_status = Some("active".into());
+    cx.save_status(status).await?;
+    Ok(change)
 }
 
-async fn find_by_name(
+/// The policy an earlier create made: the one policy of this workspace with the same name (or,
+/// without a name, the same limits) and immutable fields, created after the intent, in a
+/// complete, fully paged listing.
+async fn find_created(
     policy: &RateLimitsPolicy,
     cx: &Cx<'_, RateLimitsPolicy>,
-) -> Result<Option<RemotePolicy>, Error> {
+    intent: &str,
+) -> Result<Lookup<RemotePolicy>, Error> {
     let query = RateLimitsListQuery {
         workspace_id: policy.spec.workspace_id.clone(),
         ..Default::default()
     };
-    let policies = cx
-        .api
+    let listing = cx
+        .api()
+        .await?
         .rate_limits()
-        .list(&query)
+        .listing(&query)
         .await
         .map_err(|e| Error::api("list rate-limits policies", e))?;
-    // With a name, the name identifies it; without one, only an identical policy does.
-    Ok(policies.into_iter().find(|p| {
-        let same_name = match policy.spec.name.as_deref() {
-            Some(name) => p.name.as_deref() == Some(name),
-            None => policy.spec.diff(p).is_empty(),
-        };
-        same_name && policy.spec.immutable_conflicts(p).is_empty()
-    }))
+    Ok(one_created_since(
+        listing,
+        Some(intent),
+        |p| p.created_at.as_deref(),
+        |p| {
+            let same = match policy.spec.name.as_deref() {
+                Some(name) => p.name.as_deref() == Some(name),
+                None => policy.spec.diff(p).is_empty(),
+            };
+            same && policy.spec.immutable_conflicts(p).is_empty()
+        },
+    ))
 }

@@ -25,13 +25,15 @@ pub trait CommonStatus:
     fn conditions_mut(&mut self) -> &mut Vec<Condition>;
     /// A copy with every timestamp blanked, to tell real changes from clock ticks.
     fn without_timestamps(&self) -> Self;
-    /// True when acting on a stale copy of this status could repeat a remote write: while an
-    /// intent record (a create or rotation whose outcome is not yet known) is set, and before
-    /// the remote id is known. The driver then reads the object from the apiserver instead of
-    /// trusting the watch cache, which can lag behind aigw's own status writes.
-    fn needs_fresh_read(&self) -> bool {
-        false
-    }
+}
+
+/// The status of a kind that creates remote objects: its intent records.
+pub trait IntentStatus: CommonStatus {
+    /// The create intent: when the POST of the create in flight was about to be sent.
+    fn pending_create_mut(&mut self) -> &mut Option<String>;
+    /// True while an intent record (a create or rotation whose outcome is not yet known) is set:
+    /// the work it stands for must finish, so every failure meanwhile is transient.
+    fn has_intent(&self) -> bool;
 }
 
 /// Sets one condition, keeping `lastTransitionTime` when its status did not change.
@@ -122,10 +124,19 @@ pub fn sanitize_message(message: &str) -> String {
 /// fields. `|s| expr` returns a copy of `s` with the kind's own timestamps blanked; condition
 /// timestamps are blanked here.
 macro_rules! common_status {
-    ($status:ty, |$s:ident| $blank:expr) => {
-        common_status!($status, |$s| $blank, fresh_read_when = |_s| false);
+    ($status:ty, |$s:ident| $blank:expr, intent_when = |$p:ident| $when:expr) => {
+        common_status!($status, |$s| $blank);
+        impl $crate::controller::status::IntentStatus for $status {
+            fn pending_create_mut(&mut self) -> &mut Option<String> {
+                &mut self.pending_create
+            }
+            fn has_intent(&self) -> bool {
+                let $p = self;
+                $when
+            }
+        }
     };
-    ($status:ty, |$s:ident| $blank:expr, fresh_read_when = |$p:ident| $when:expr) => {
+    ($status:ty, |$s:ident| $blank:expr) => {
         impl $crate::controller::status::CommonStatus for $status {
             fn observed_generation_mut(&mut self) -> &mut Option<i64> {
                 &mut self.observed_generation
@@ -144,10 +155,6 @@ macro_rules! common_status {
                 copy.conditions =
                     $crate::controller::status::conditions_without_timestamps(&self.conditions);
                 copy
-            }
-            fn needs_fresh_read(&self) -> bool {
-                let $p = self;
-                $when
             }
         }
     };
@@ -207,30 +214,25 @@ mod tests {
     }
 
     #[test]
-    fn intent_records_and_unknown_ids_ask_for_a_fresh_read() {
+    fn intent_records_are_recognised() {
         use crate::resources::config::ConfigStatus;
         use crate::resources::deployment::DeploymentStatus;
         let settled = DeploymentStatus {
             id: Some("d1".into()),
             ..Default::default()
         };
-        assert!(!settled.needs_fresh_read());
+        assert!(!settled.has_intent());
         let rotating = DeploymentStatus {
             pending_rotation: Some("t".into()),
             ..settled.clone()
         };
-        assert!(rotating.needs_fresh_read());
-        assert!(DeploymentStatus::default().needs_fresh_read(), "no id yet");
+        assert!(rotating.has_intent());
         let creating = ConfigStatus {
             pending_create: Some("t".into()),
             ..Default::default()
         };
-        assert!(creating.needs_fresh_read());
-        let config = ConfigStatus {
-            id: Some("c1".into()),
-            ..Default::default()
-        };
-        assert!(!config.needs_fresh_read());
+        assert!(creating.has_intent());
+        assert!(!ConfigStatus::default().has_intent());
     }
 
     #[test]

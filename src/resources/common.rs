@@ -61,3 +61,42 @@ pub fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> schemars:
 pub fn find_condition<'a>(conditions: &'a [Condition], type_: &str) -> Option<&'a Condition> {
     conditions.iter().find(|c| c.type_ == type_)
 }
+
+/// True when two JSON documents mean the same: key order never matters (maps compare by key),
+/// and numbers compare by value, so a server that returns `1.0` as `1` is not a difference.
+/// Array order does matter (targets, fallbacks).
+pub fn json_equivalent(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => match (x.as_f64(), y.as_f64()) {
+            (Some(x), Some(y)) => x == y,
+            _ => x == y,
+        },
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| json_equivalent(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_equivalent(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+#[cfg(test)]
+mod json_tests {
+    use super::json_equivalent;
+    use serde_json::json;
+
+    #[test]
+    fn normalised_documents_are_equivalent() {
+        let written =
+            json!({"retry": {"attempts": 3.0}, "cache": {"mode": "simple", "max_age": 60}});
+        let read = json!({"cache": {"max_age": 60.0, "mode": "simple"}, "retry": {"attempts": 3}});
+        assert!(json_equivalent(&written, &read));
+        assert!(!json_equivalent(&json!({"a": 1}), &json!({"a": 1.5})));
+        assert!(!json_equivalent(&json!([1, 2]), &json!([2, 1])));
+        assert!(!json_equivalent(&json!({"a": 1}), &json!({"a": 1, "b": 2})));
+    }
+}

@@ -148,7 +148,10 @@ impl ConfigSpec {
         if self.name != remote.name {
             fields.push("name");
         }
-        if serde_json::Value::Object(self.config.clone()) != remote.config {
+        if !super::common::json_equivalent(
+            &serde_json::Value::Object(self.config.clone()),
+            &remote.config,
+        ) {
             fields.push("config");
         }
         if self

@@ -61,6 +61,36 @@ pub struct ConnectionSpec {
     /// Label selector of the namespaces whose resources may use this connection.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace_selector: Option<LabelSelector>,
+    /// Tenancy rules: which namespaces may use this connection, for which workspaces, and
+    /// whether they may adopt remote objects aigw did not create. When set, a namespace must
+    /// match at least one grant (in addition to allowedNamespaces/namespaceSelector); its
+    /// workspaces are the union of its grants', and it may adopt if any of its grants says so.
+    /// Absent: every allowed namespace may manage any workspace and adopt (single-team installs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grants: Option<Vec<Grant>>,
+}
+
+/// What some namespaces may do through a connection.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.namespaces) || has(self.namespaceSelector)").message("a grant needs namespaces or namespaceSelector"))]
+pub struct Grant {
+    /// The namespaces this grant is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespaces: Option<Vec<String>>,
+    /// Or: a label selector of the namespaces this grant is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace_selector: Option<LabelSelector>,
+    /// Workspace ids (UUIDs) whose objects these namespaces may manage: the `workspaceId` of
+    /// Configs and RateLimitsPolicies (which must then be set), the workspace of an adopted
+    /// object, and a Deployment's `authSettings.workspacesAllowed`. Absent: any workspace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspaces: Option<Vec<String>>,
+    /// May these namespaces adopt existing remote objects (`spec.slug`, `spec.deploymentId`,
+    /// `spec.policyId`)? Adopting a deployment includes rotating its credentials and archiving
+    /// it. Default false: without it a namespace can only reach objects aigw creates for it.
+    #[serde(default)]
+    pub allow_adoption: bool,
 }
 
 /// Exactly one way to authenticate.

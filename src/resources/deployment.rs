@@ -298,6 +298,10 @@ fn list_matches(wanted: &[String], remote: Option<&Vec<String>>, replace: bool) 
     }
 }
 
+/// Tag every deployment aigw creates carries, holding the resource's uid: a deterministic
+/// identity to find it by after a create whose answer was lost.
+pub const UID_TAG: &str = "aigw.io/uid";
+
 impl DeploymentSpec {
     /// The `connectionRef` name, `default` when absent.
     pub fn connection_name(&self) -> &str {
@@ -306,8 +310,21 @@ impl DeploymentSpec {
             .map_or("default", |c| c.name.as_str())
     }
 
-    /// The create body for this spec.
-    pub fn create_request(&self) -> api::CreateDeploymentRequest {
+    /// The tags to send: the spec's, plus [`UID_TAG`] with the resource's uid on a deployment
+    /// aigw creates (its identity, for finding it again after a lost create answer).
+    fn tags_with_uid(&self, uid: Option<&str>) -> Option<BTreeMap<String, String>> {
+        match uid {
+            None => self.tags.clone(),
+            Some(uid) => {
+                let mut tags = self.tags.clone().unwrap_or_default();
+                tags.insert(UID_TAG.to_string(), uid.to_string());
+                Some(tags)
+            }
+        }
+    }
+
+    /// The create body for this spec, tagged with the resource's `uid`.
+    pub fn create_request(&self, uid: Option<&str>) -> api::CreateDeploymentRequest {
         api::CreateDeploymentRequest {
             name: self.name.clone(),
             organisation_id: None,
@@ -319,13 +336,14 @@ impl DeploymentSpec {
                 .map(serde_json::Value::Object),
             is_default: self.is_default,
             auth_settings: self.auth_settings.as_ref().map(AuthSettings::to_api),
-            tags: self.tags.clone(),
+            tags: self.tags_with_uid(uid),
         }
     }
 
     /// The update body: every field the spec sets, and `status: active` (an archived
-    /// deployment that is still declared is brought back).
-    pub fn update_request(&self) -> api::UpdateDeploymentRequest {
+    /// deployment that is still declared is brought back). `uid` keeps the identity tag of a
+    /// deployment aigw created.
+    pub fn update_request(&self, uid: Option<&str>) -> api::UpdateDeploymentRequest {
         api::UpdateDeploymentRequest {
             name: Some(self.name.clone()),
             deployment_type: self.type_.map(to_api_type),
@@ -338,7 +356,7 @@ impl DeploymentSpec {
             rotate_auth: None,
             override_existing: self.override_existing,
             auth_settings: self.auth_settings.as_ref().map(AuthSettings::to_api),
-            tags: self.tags.clone(),
+            tags: self.tags_with_uid(uid),
         }
     }
 
@@ -362,14 +380,22 @@ impl DeploymentSpec {
             fields.push("isDefault");
         }
         if let Some(config) = &self.deployment_config
-            && Some(&serde_json::Value::Object(config.clone())) != remote.deployment_config.as_ref()
+            && !remote.deployment_config.as_ref().is_some_and(|remote| {
+                super::common::json_equivalent(&serde_json::Value::Object(config.clone()), remote)
+            })
         {
             fields.push("deploymentConfig");
         }
+        // The identity tag is aigw's own, not part of the user's tags.
+        let remote_tags = remote.tags.as_ref().map(|tags| {
+            let mut tags = tags.clone();
+            tags.remove(UID_TAG);
+            tags
+        });
         if self
             .tags
             .as_ref()
-            .is_some_and(|t| Some(t) != remote.tags.as_ref())
+            .is_some_and(|t| Some(t) != remote_tags.as_ref())
         {
             fields.push("tags");
         }

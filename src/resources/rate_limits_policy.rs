@@ -293,12 +293,16 @@ impl RateLimitsPolicySpec {
         if self.value != remote.value {
             fields.push("value");
         }
+        // The API may return conditions in another order than written: compare them as a set.
         let conditions_match = self.conditions.len() == remote.conditions.len()
             && self
                 .conditions
                 .iter()
-                .zip(&remote.conditions)
-                .all(|(s, r)| s.matches(r));
+                .all(|s| remote.conditions.iter().any(|r| s.matches(r)))
+            && remote
+                .conditions
+                .iter()
+                .all(|r| self.conditions.iter().any(|s| s.matches(r)));
         if !conditions_match {
             fields.push("conditions");
         }
@@ -311,14 +315,11 @@ impl RateLimitsPolicySpec {
         if to_api_type(self.type_) != remote.limit_type {
             fields.push("type");
         }
-        let group_by: Vec<&str> = remote.group_by.iter().map(|g| g.key.as_str()).collect();
-        if self
-            .group_by
-            .iter()
-            .map(|g| g.key.as_str())
-            .collect::<Vec<_>>()
-            != group_by
-        {
+        let mut group_by: Vec<&str> = remote.group_by.iter().map(|g| g.key.as_str()).collect();
+        let mut wanted: Vec<&str> = self.group_by.iter().map(|g| g.key.as_str()).collect();
+        group_by.sort_unstable();
+        wanted.sort_unstable();
+        if wanted != group_by {
             fields.push("groupBy");
         }
         if self

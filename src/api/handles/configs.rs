@@ -2,7 +2,7 @@ use crate::api::client::{Call, Client};
 use crate::api::error::ApiError;
 use crate::api::models::{
     ConfigCreated, ConfigDetail, ConfigSummary, ConfigUpdated, ConfigVersion, CreateConfigRequest,
-    ListPage, UpdateConfigRequest, Validate,
+    ListPage, Listing, UpdateConfigRequest, Validate,
 };
 use crate::api::routes::{CONFIG, CONFIG_VERSIONS, CONFIGS, Route, Verb};
 
@@ -19,12 +19,21 @@ impl<'c> Configs<'c> {
 
     /// All configs, optionally of one workspace. The API does not page this list.
     pub async fn list(&self, workspace_id: Option<&str>) -> Result<Vec<ConfigSummary>, ApiError> {
+        Ok(self.listing(workspace_id).await?.items)
+    }
+
+    /// Like [`Self::list`], saying whether the answer held every row (`total`): this list may be
+    /// capped, and an incomplete one proves nothing about absence.
+    pub async fn listing(
+        &self,
+        workspace_id: Option<&str>,
+    ) -> Result<Listing<ConfigSummary>, ApiError> {
         let query = workspace_id
             .map(|ws| vec![("workspace_id", ws.to_owned())])
             .unwrap_or_default();
         let call = Call::new(Route::mgmt(Verb::Get, CONFIGS, &[])).query(query);
         let page: ListPage<ConfigSummary> = self.client.json(call).await?;
-        Ok(page.data)
+        Ok(Listing::from_page(page))
     }
 
     /// Not retried when the answer is lost: check `outcome_unknown()` and look the config up.

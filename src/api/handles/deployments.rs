@@ -2,7 +2,7 @@ use crate::api::client::{Call, Client};
 use crate::api::error::ApiError;
 use crate::api::models::{
     CreateDeploymentRequest, Deployment, DeploymentCreated, DeploymentListQuery, DeploymentSummary,
-    DeploymentUpdated, ListPage, UpdateDeploymentRequest, Validate,
+    DeploymentUpdated, ListPage, Listing, UpdateDeploymentRequest, Validate,
 };
 use crate::api::routes::{DEPLOYMENT, DEPLOYMENTS, Route, Verb};
 
@@ -22,9 +22,17 @@ impl<'c> Deployments<'c> {
         &self,
         query: &DeploymentListQuery,
     ) -> Result<Vec<DeploymentSummary>, ApiError> {
+        Ok(self.listing(query).await?.items)
+    }
+
+    /// Like [`Self::list`], saying whether the answer held every row (`total`).
+    pub async fn listing(
+        &self,
+        query: &DeploymentListQuery,
+    ) -> Result<Listing<DeploymentSummary>, ApiError> {
         let call = Call::new(Route::mgmt(Verb::Get, DEPLOYMENTS, &[])).query(query.to_pairs());
         let page: ListPage<DeploymentSummary> = self.client.json(call).await?;
-        Ok(page.data)
+        Ok(Listing::from_page(page))
     }
 
     /// The answer holds `client_auth` and the password, which no later read returns: store them

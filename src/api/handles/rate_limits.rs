@@ -1,8 +1,8 @@
 use crate::api::client::{Call, Client};
 use crate::api::error::ApiError;
 use crate::api::models::{
-    CreateRateLimitsPolicyRequest, ListPage, PolicyCreated, PolicyStatus, RateLimitsListQuery,
-    RateLimitsPolicy, UpdateRateLimitsPolicyRequest, Validate, enum_str,
+    CreateRateLimitsPolicyRequest, ListPage, Listing, PolicyCreated, PolicyStatus,
+    RateLimitsListQuery, RateLimitsPolicy, UpdateRateLimitsPolicyRequest, Validate, enum_str,
 };
 use crate::api::routes::{RATE_LIMIT, RATE_LIMITS, Route, Verb};
 
@@ -13,6 +13,15 @@ const MAX_PAGES: u32 = 10_000;
 #[derive(Debug, Clone, Copy)]
 pub struct RateLimits<'c> {
     client: &'c Client,
+}
+
+/// The page size a query asks for, when it sets one.
+fn page_size_of(query: &RateLimitsListQuery) -> Option<u64> {
+    query
+        .to_pairs()
+        .into_iter()
+        .find(|(k, _)| *k == "page_size")
+        .and_then(|(_, v)| v.parse().ok())
 }
 
 impl<'c> RateLimits<'c> {
@@ -26,7 +35,17 @@ impl<'c> RateLimits<'c> {
         &self,
         query: &RateLimitsListQuery,
     ) -> Result<Vec<RateLimitsPolicy>, ApiError> {
+        Ok(self.listing(query).await?.items)
+    }
+
+    /// Like [`Self::list`], saying whether every page up to `total` arrived: a page that comes
+    /// back empty early (rows deleted meanwhile, or a lagging server) leaves it incomplete.
+    pub async fn listing(
+        &self,
+        query: &RateLimitsListQuery,
+    ) -> Result<Listing<RateLimitsPolicy>, ApiError> {
         let mut all = Vec::new();
+        let mut complete = false;
         for page_no in 0..MAX_PAGES {
             let mut pairs = query.to_pairs();
             pairs.push(("current_page", page_no.to_string()));
@@ -36,13 +55,20 @@ impl<'c> RateLimits<'c> {
             all.extend(page.data);
             let done = match page.total {
                 Some(total) => all.len() as u64 >= total,
-                None => true,
+                None => got == 0 || page_size_of(query).is_none_or(|size| (got as u64) < size),
             };
-            if done || got == 0 {
+            if done {
+                complete = true;
+                break;
+            }
+            if got == 0 {
                 break;
             }
         }
-        Ok(all)
+        Ok(Listing {
+            items: all,
+            complete,
+        })
     }
 
     /// Not retried when the answer is lost (`outcome_unknown()`).

@@ -284,25 +284,30 @@ pub struct DeploymentListQuery {
     pub search: Option<String>,
     pub workspace_slug: Vec<String>,
     pub organisation_id: Option<String>,
+    /// Only deployments carrying all of these tags (`tags[KEY]=VALUE`, deepObject).
+    pub tags: BTreeMap<String, String>,
 }
 
 impl DeploymentListQuery {
-    pub(crate) fn to_pairs(&self) -> Vec<(&'static str, String)> {
+    pub(crate) fn to_pairs(&self) -> Vec<(String, String)> {
         let mut pairs = Vec::new();
         if let Some(status) = self.status {
-            pairs.push(("status", enum_str(&status)));
+            pairs.push(("status".to_string(), enum_str(&status)));
         }
         if let Some(t) = self.deployment_type {
-            pairs.push(("type", enum_str(&t)));
+            pairs.push(("type".to_string(), enum_str(&t)));
         }
         if let Some(search) = &self.search {
-            pairs.push(("search", search.clone()));
+            pairs.push(("search".to_string(), search.clone()));
         }
         for slug in &self.workspace_slug {
-            pairs.push(("workspace_slug", slug.clone()));
+            pairs.push(("workspace_slug".to_string(), slug.clone()));
         }
         if let Some(org) = &self.organisation_id {
-            pairs.push(("organisation_id", org.clone()));
+            pairs.push(("organisation_id".to_string(), org.clone()));
+        }
+        for (key, value) in &self.tags {
+            pairs.push((format!("tags[{key}]"), value.clone()));
         }
         pairs
     }

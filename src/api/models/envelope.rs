@@ -20,6 +20,28 @@ pub fn unwrap_success(value: Value) -> Result<Value, Value> {
     }
 }
 
+/// Every row a list call could get, and whether that is all of them. Configs and deployments
+/// have no paging and may return fewer rows than their `total`; a page may also come back empty
+/// before `total` is reached. Only a complete listing proves that something is absent.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Listing<T> {
+    pub items: Vec<T>,
+    pub complete: bool,
+}
+
+impl<T> Listing<T> {
+    /// One unpaged answer: complete unless `total` says there are more rows than came back.
+    pub fn from_page(page: ListPage<T>) -> Self {
+        let complete = page
+            .total
+            .is_none_or(|total| page.data.len() as u64 >= total);
+        Self {
+            items: page.data,
+            complete,
+        }
+    }
+}
+
 /// A page of a list: its rows and, when the API says, the total across all pages.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ListPage<T> {

@@ -359,17 +359,20 @@ fn deployment_list_and_query() {
         search: Some("edge".into()),
         workspace_slug: vec!["a".into(), "b".into()],
         organisation_id: None,
+        tags: [("aigw.io/uid".to_string(), "u-1".to_string())].into(),
     };
-    assert_eq!(
-        q.to_pairs(),
-        [
-            ("status", "archived".to_owned()),
-            ("type", "non_production".to_owned()),
-            ("search", "edge".to_owned()),
-            ("workspace_slug", "a".to_owned()),
-            ("workspace_slug", "b".to_owned()),
-        ]
-    );
+    let pairs: Vec<(String, String)> = [
+        ("status", "archived"),
+        ("type", "non_production"),
+        ("search", "edge"),
+        ("workspace_slug", "a"),
+        ("workspace_slug", "b"),
+        ("tags[aigw.io/uid]", "u-1"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect();
+    assert_eq!(q.to_pairs(), pairs);
 }
 
 #[test]

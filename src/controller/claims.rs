@@ -1,0 +1,257 @@
+//! One owner per remote object. A remote object (kind, Connection, remote id or slug) is managed
+//! by at most one aigw resource: the oldest one claiming it (creation time, then uid), so every
+//! replica and every reconcile decides the same way. The others are `Stalled/AlreadyManaged`
+//! and make no API write, and deleting them never touches the object.
+//!
+//! The check reads the controllers' own watch caches (reflector stores), never the apiserver.
+
+use std::sync::RwLock;
+
+use kube::ResourceExt;
+use kube::runtime::reflector::Store;
+
+use super::driver::Managed;
+use crate::resources::{Config, Connection, Deployment, RateLimitsPolicy};
+
+/// The watch caches of one kind: one store per watched namespace (or one for all).
+pub struct StoreList<K: Cached>(RwLock<Vec<Store<K>>>);
+
+/// What a reflector store can hold.
+pub trait Cached: kube::Resource<DynamicType = ()> + Clone + 'static {}
+impl<K: kube::Resource<DynamicType = ()> + Clone + 'static> Cached for K {}
+
+impl<K: Cached> Default for StoreList<K> {
+    fn default() -> Self {
+        Self(RwLock::new(Vec::new()))
+    }
+}
+
+impl<K: Cached> StoreList<K> {
+    pub fn register(&self, store: Store<K>) {
+        self.0
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(store);
+    }
+
+    /// The object named `name` (cluster-scoped kinds), waiting for the caches to fill first.
+    /// `None` when no cache is registered (the caller then reads the apiserver).
+    pub async fn find(&self, name: &str) -> Option<Option<std::sync::Arc<K>>> {
+        let stores: Vec<Store<K>> = self.0.read().unwrap_or_else(|e| e.into_inner()).clone();
+        if stores.is_empty() {
+            return None;
+        }
+        for store in &stores {
+            let ready =
+                tokio::time::timeout(std::time::Duration::from_secs(10), store.wait_until_ready())
+                    .await;
+            if !matches!(ready, Ok(Ok(()))) {
+                return None;
+            }
+        }
+        Some(
+            stores
+                .iter()
+                .find_map(|s| s.find(|o| o.meta().name.as_deref() == Some(name))),
+        )
+    }
+
+    /// Every cached object of the kind, across the registered stores.
+    pub fn all(&self) -> Vec<std::sync::Arc<K>> {
+        self.0
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .flat_map(|store| store.state())
+            .collect()
+    }
+}
+
+/// The watch caches of every kind.
+#[derive(Default)]
+pub struct Stores {
+    pub connections: StoreList<Connection>,
+    pub configs: StoreList<Config>,
+    pub deployments: StoreList<Deployment>,
+    pub policies: StoreList<RateLimitsPolicy>,
+}
+
+/// A kind whose resources claim remote objects, in workspaces.
+pub trait Claims: Cached {
+    /// The store list of this kind.
+    fn stores(stores: &Stores) -> &StoreList<Self>;
+    /// The remote identities this resource claims (spec ids it adopts, ids it recorded).
+    fn claimed_ids(&self) -> Vec<String>;
+    /// The spec field and id of the existing remote object it adopts, if it adopts one.
+    fn adopted(&self) -> Option<(&'static str, String)>;
+    /// The workspaces it acts in, each with the spec field naming it (`None`: not set).
+    fn workspaces(&self) -> Vec<(&'static str, Option<String>)>;
+}
+
+/// The resource that owns what `object` claims, when it is another one: `namespace/name`.
+pub fn owned_by_another<K: Managed>(object: &K, stores: &Stores) -> Option<String> {
+    let mine = object.claimed_ids();
+    if mine.is_empty() {
+        return None;
+    }
+    let connection = object.connection_name();
+    let rivals = K::stores(stores).all();
+    let owner = rivals
+        .iter()
+        .map(|r| r.as_ref())
+        .filter(|r| r.uid() != object.uid())
+        .filter(|r| r.connection_name() == connection)
+        .filter(|r| r.claimed_ids().iter().any(|id| mine.contains(id)))
+        .filter(|r| seniority(*r) < seniority(object))
+        .min_by(|a, b| seniority(*a).cmp(&seniority(*b)))?;
+    Some(format!(
+        "{}/{}",
+        owner.namespace().unwrap_or_default(),
+        owner.name_any()
+    ))
+}
+
+/// Older first; the uid breaks ties between objects created in the same second.
+fn seniority<K: kube::Resource>(object: &K) -> (Option<jiff::Timestamp>, String) {
+    (
+        object.meta().creation_timestamp.as_ref().map(|t| t.0),
+        object.uid().unwrap_or_default(),
+    )
+}
+
+fn ids(values: [Option<&String>; 3]) -> Vec<String> {
+    let mut ids: Vec<String> = values.into_iter().flatten().cloned().collect();
+    ids.sort();
+    ids.dedup();
+    ids
+}
+
+impl Claims for Config {
+    fn stores(stores: &Stores) -> &StoreList<Self> {
+        &stores.configs
+    }
+    fn claimed_ids(&self) -> Vec<String> {
+        let status = self.status.as_ref();
+        ids([
+            self.spec.slug.as_ref(),
+            status.and_then(|s| s.slug.as_ref()),
+            status.and_then(|s| s.id.as_ref()),
+        ])
+    }
+    fn adopted(&self) -> Option<(&'static str, String)> {
+        self.spec.slug.clone().map(|slug| ("spec.slug", slug))
+    }
+    fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
+        vec![("spec.workspaceId", self.spec.workspace_id.clone())]
+    }
+}
+
+impl Claims for Deployment {
+    fn stores(stores: &Stores) -> &StoreList<Self> {
+        &stores.deployments
+    }
+    fn claimed_ids(&self) -> Vec<String> {
+        let status = self.status.as_ref();
+        ids([
+            self.spec.deployment_id.as_ref(),
+            status.and_then(|s| s.id.as_ref()),
+            status.and_then(|s| s.slug.as_ref()),
+        ])
+    }
+    fn adopted(&self) -> Option<(&'static str, String)> {
+        self.spec
+            .deployment_id
+            .clone()
+            .map(|id| ("spec.deploymentId", id))
+    }
+    /// The workspaces whose requests the gateway may serve: each must be granted, and
+    /// `allowAllWorkspaces` needs a grant of every workspace.
+    fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
+        let Some(auth) = &self.spec.auth_settings else {
+            return Vec::new();
+        };
+        let mut workspaces: Vec<(&'static str, Option<String>)> = auth
+            .workspaces_allowed
+            .iter()
+            .flatten()
+            .map(|ws| ("spec.authSettings.workspacesAllowed", Some(ws.clone())))
+            .collect();
+        if auth.allow_all_workspaces == Some(true) {
+            workspaces.push(("spec.authSettings.allowAllWorkspaces", Some("*".into())));
+        }
+        workspaces
+    }
+}
+
+impl Claims for RateLimitsPolicy {
+    fn stores(stores: &Stores) -> &StoreList<Self> {
+        &stores.policies
+    }
+    fn claimed_ids(&self) -> Vec<String> {
+        ids([
+            self.spec.policy_id.as_ref(),
+            self.status.as_ref().and_then(|s| s.id.as_ref()),
+            None,
+        ])
+    }
+    fn adopted(&self) -> Option<(&'static str, String)> {
+        self.spec.policy_id.clone().map(|id| ("spec.policyId", id))
+    }
+    fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
+        vec![("spec.workspaceId", self.spec.workspace_id.clone())]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::runtime::reflector::store;
+    use kube::runtime::watcher::Event;
+
+    fn config(ns: &str, name: &str, uid: &str, created: &str, slug: Option<&str>) -> Config {
+        let mut c: Config = serde_json::from_value(serde_json::json!({
+            "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+            "metadata": {"name": name, "namespace": ns, "uid": uid, "creationTimestamp": created},
+            "spec": {"name": name, "config": {"retry": {"attempts": 1}}}
+        }))
+        .unwrap();
+        c.spec.slug = slug.map(str::to_string);
+        c
+    }
+
+    fn stores_with(objects: &[Config]) -> Stores {
+        let (reader, mut writer) = store::<Config>();
+        for o in objects {
+            writer.apply_watcher_event(&Event::Apply(o.clone()));
+        }
+        let stores = Stores::default();
+        stores.configs.register(reader);
+        stores
+    }
+
+    #[test]
+    fn the_oldest_claimant_owns_and_the_uid_breaks_ties() {
+        let prod = config("prod", "a", "u2", "2026-01-01T00:00:00Z", Some("pc-x"));
+        let dev = config("dev", "a", "u1", "2026-01-02T00:00:00Z", Some("pc-x"));
+        let twin = config("qa", "a", "u0", "2026-01-01T00:00:00Z", Some("pc-x"));
+        let stores = stores_with(&[prod.clone(), dev.clone()]);
+        assert_eq!(owned_by_another(&prod, &stores), None);
+        assert_eq!(owned_by_another(&dev, &stores).as_deref(), Some("prod/a"));
+        let stores = stores_with(&[prod.clone(), twin.clone()]);
+        assert_eq!(owned_by_another(&prod, &stores).as_deref(), Some("qa/a"));
+        assert_eq!(owned_by_another(&twin, &stores), None);
+    }
+
+    #[test]
+    fn different_objects_or_connections_do_not_collide() {
+        let a = config("prod", "a", "u1", "2026-01-01T00:00:00Z", Some("pc-x"));
+        let b = config("dev", "b", "u2", "2026-01-02T00:00:00Z", Some("pc-y"));
+        let mut c = config("dev", "c", "u3", "2026-01-02T00:00:00Z", Some("pc-x"));
+        c.spec.connection_ref = Some(crate::resources::common::ConnectionRef {
+            name: "other-tenant".into(),
+        });
+        let stores = stores_with(&[a, b.clone(), c.clone()]);
+        assert_eq!(owned_by_another(&b, &stores), None);
+        assert_eq!(owned_by_another(&c, &stores), None);
+    }
+}
