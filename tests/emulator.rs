@@ -7,6 +7,8 @@ use reqwest::{Method, RequestBuilder, StatusCode};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "test-token";
+/// Config and guardrail `workspace_id`s are workspace UUIDs.
+const WORKSPACE: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
 
 struct Emu {
     running: Running,
@@ -90,7 +92,7 @@ impl Emu {
 
     async fn create_config(&self, name: &str) -> Value {
         let body =
-            json!({"name": name, "config": {"retry": {"attempts": 3}}, "workspace_id": "ws-1"});
+            json!({"name": name, "config": {"retry": {"attempts": 3}}, "workspace_id": WORKSPACE});
         let (status, receipt) = self.post("/ai_gw/v2/configs", body).await;
         assert_eq!(status, StatusCode::OK, "{receipt}");
         receipt
@@ -169,7 +171,7 @@ async fn config_create_read_update_versions_delete() {
     assert_eq!(read["type"], "ORG_CONFIG");
     assert_eq!(read["is_default"], json!(0));
     assert_eq!(read["version_id"], json!(first_version));
-    assert_eq!(read["workspace_id"], "ws-1");
+    assert_eq!(read["workspace_id"], WORKSPACE);
     let (_, by_id) = emu.get(&format!("/ai_gw/v2/configs/{id}")).await;
     assert_eq!(by_id["slug"], json!(slug));
 
