@@ -7,6 +7,8 @@ use reqwest::{Method, RequestBuilder, StatusCode};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "test-token";
+/// Config and guardrail `workspace_id`s are workspace UUIDs.
+const WORKSPACE: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
 
 struct Emu {
     running: Running,
@@ -46,6 +48,13 @@ impl Emu {
             serde_json::from_slice(&bytes).expect("json body")
         };
         (status, body)
+    }
+
+    /// Sends and returns status plus the body as text, for answers that are not JSON.
+    async fn send_raw(&self, request: RequestBuilder) -> (StatusCode, String) {
+        let response = request.send().await.expect("request succeeds");
+        let status = response.status();
+        (status, response.text().await.expect("body"))
     }
 
     async fn get(&self, path: &str) -> (StatusCode, Value) {
@@ -90,10 +99,20 @@ impl Emu {
 
     async fn create_config(&self, name: &str) -> Value {
         let body =
-            json!({"name": name, "config": {"retry": {"attempts": 3}}, "workspace_id": "ws-1"});
+            json!({"name": name, "config": {"retry": {"attempts": 3}}, "workspace_id": WORKSPACE});
         let (status, receipt) = self.post("/ai_gw/v2/configs", body).await;
         assert_eq!(status, StatusCode::OK, "{receipt}");
         receipt
+    }
+
+    async fn create_rate_limit(&self, body: Value) -> Value {
+        let (status, receipt) = self.post("/ai_gw/v2/policies/rate-limits", body).await;
+        assert_eq!(status, StatusCode::OK, "{receipt}");
+        receipt
+    }
+
+    async fn stats(&self) -> Value {
+        self.control(Method::GET, "/_emulator/stats", None).await["requests"].clone()
     }
 
     async fn create_deployment(&self, body: Value) -> Value {
@@ -101,6 +120,16 @@ impl Emu {
         assert_eq!(status, StatusCode::OK, "{receipt}");
         receipt
     }
+}
+
+fn text(value: &Value) -> String {
+    value.as_str().expect("a string").to_owned()
+}
+
+fn rate_limit_body(value: Value) -> Value {
+    json!({"conditions": [{"key": "api_key", "value": "k1"}, {"key": "metadata.team", "value": "t"}],
+           "group_by": [{"key": "api_key"}, {"key": "workspace_id"}],
+           "type": "requests", "unit": "rpm", "value": value})
 }
 
 fn assert_ab(body: &Value, code: &str, mentions: &str) {
@@ -169,7 +198,7 @@ async fn config_create_read_update_versions_delete() {
     assert_eq!(read["type"], "ORG_CONFIG");
     assert_eq!(read["is_default"], json!(0));
     assert_eq!(read["version_id"], json!(first_version));
-    assert_eq!(read["workspace_id"], "ws-1");
+    assert_eq!(read["workspace_id"], WORKSPACE);
     let (_, by_id) = emu.get(&format!("/ai_gw/v2/configs/{id}")).await;
     assert_eq!(by_id["slug"], json!(slug));
 
@@ -899,4 +928,569 @@ async fn dropping_the_handle_stops_the_server() {
     let fresh = reqwest::Client::new();
     assert!(fresh.get(&url).bearer_auth(TOKEN).send().await.is_err());
     drop(http);
+}
+
+#[tokio::test]
+async fn new_fault_switches_are_validated_reported_and_cleared() {
+    let emu = Emu::start().await;
+    let all = json!({
+        "error_after_commit_rate": 0.5, "garbage_2xx_rate": 0.25, "create_without_slug": true,
+        "missing_as_ab03": true, "list_cap": 2, "list_lag_ms": 100, "normalise": true,
+        "mask_credentials": true,
+    });
+    emu.faults(all.clone()).await;
+    assert_eq!(
+        emu.control(Method::GET, "/_emulator/faults", None).await,
+        all
+    );
+    for bad in [
+        json!({"error_after_commit_rate": 1.5}),
+        json!({"garbage_2xx_rate": -0.1}),
+        json!({"list_cap": -1}),
+        json!({"list_lag_ms": 3_600_000}),
+        json!({"normalise": "yes"}),
+        json!({"no_such_switch": true}),
+    ] {
+        let response = emu
+            .http
+            .put(emu.url("/_emulator/faults"))
+            .json(&bad)
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{bad}");
+        let body: Value = response.json().await.expect("json error");
+        assert_eq!(body["data"]["errorCode"], "AB01", "{body}");
+    }
+    emu.faults(json!({})).await;
+    assert_eq!(
+        emu.control(Method::GET, "/_emulator/faults", None).await,
+        json!({})
+    );
+}
+
+#[tokio::test]
+async fn create_without_slug_omits_it_from_the_receipt_only() {
+    let emu = Emu::start().await;
+    emu.faults(json!({"create_without_slug": true})).await;
+    let receipt = emu.create_config("no slug").await;
+    assert!(receipt.get("slug").is_none(), "{receipt}");
+    let id = text(&receipt["id"]);
+    let (status, read) = emu.get(&format!("/ai_gw/v2/configs/{id}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(text(&read["slug"]).starts_with("pc-no-slu-"), "{read}");
+    let (_, list) = emu.get("/ai_gw/v2/configs").await;
+    assert_eq!(list["data"][0]["slug"], read["slug"]);
+    let deployment = emu.create_deployment(json!({"name": "no slug"})).await;
+    assert!(deployment.get("slug").is_none(), "{deployment}");
+    emu.faults(json!({})).await;
+    assert!(emu.create_config("with slug").await["slug"].is_string());
+}
+
+#[tokio::test]
+async fn missing_as_ab03_answers_403_for_every_missing_object() {
+    let emu = Emu::start().await;
+    let slug = text(&emu.create_config("kept").await["slug"]);
+    emu.faults(json!({"missing_as_ab03": true})).await;
+    let missing = "00000000-0000-0000-0000-000000000000";
+    for path in [
+        "/ai_gw/v2/configs/pc-gone-000000".to_owned(),
+        format!("/ai_gw/admin/v2/deployments/{missing}"),
+        format!("/ai_gw/v2/policies/rate-limits/{missing}"),
+    ] {
+        for method in [Method::GET, Method::PUT, Method::DELETE] {
+            let request = emu.call(method.clone(), &path).json(&json!({"name": "x"}));
+            let (status, body) = emu.send(request).await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{method} {path}");
+            assert_envelope(&body, None);
+            assert_eq!(body["error"]["code"], "AB03", "{body}");
+        }
+    }
+    let (status, _) = emu.get(&format!("/ai_gw/v2/configs/{slug}")).await;
+    assert_eq!(status, StatusCode::OK, "existing objects are unaffected");
+    let stats = emu.stats().await;
+    assert_eq!(
+        stats["GET /ai_gw/v2/configs/{slug}"],
+        json!({"200": 1, "403": 1})
+    );
+    assert_eq!(
+        stats["DELETE /ai_gw/admin/v2/deployments/{deploymentId}"],
+        json!({"403": 1})
+    );
+    emu.faults(json!({})).await;
+    let (status, _) = emu.get("/ai_gw/v2/configs/pc-gone-000000").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn list_cap_cuts_config_and_deployment_lists_but_total_tells_the_truth() {
+    let emu = Emu::start().await;
+    for n in 0..3 {
+        emu.create_config(&format!("c{n}")).await;
+        emu.create_deployment(json!({"name": format!("d{n}")}))
+            .await;
+        emu.create_rate_limit(rate_limit_body(json!(n))).await;
+    }
+    emu.faults(json!({"list_cap": 2})).await;
+    for path in ["/ai_gw/v2/configs", "/ai_gw/admin/v2/deployments"] {
+        let (_, list) = emu.get(path).await;
+        assert_eq!(list["total"], json!(3), "{path}");
+        assert_eq!(list["data"].as_array().map(Vec::len), Some(2), "{path}");
+    }
+    let (_, policies) = emu.get("/ai_gw/v2/policies/rate-limits").await;
+    assert_eq!(
+        policies["data"].as_array().map(Vec::len),
+        Some(3),
+        "paged lists are not capped"
+    );
+}
+
+#[tokio::test]
+async fn list_lag_hides_fresh_objects_from_lists_but_not_from_reads() {
+    let emu = Emu::start().await;
+    let seed = json!({"configs": [{"name": "old"}]});
+    emu.control(Method::POST, "/_emulator/seed", Some(seed))
+        .await;
+    emu.faults(json!({"list_lag_ms": 60_000})).await;
+    let config = text(&emu.create_config("fresh").await["slug"]);
+    let deployment = text(&emu.create_deployment(json!({"name": "fresh"})).await["id"]);
+    let policy = text(&emu.create_rate_limit(rate_limit_body(json!(1))).await["id"]);
+    let (_, configs) = emu.get("/ai_gw/v2/configs").await;
+    assert_eq!(
+        configs["total"],
+        json!(1),
+        "only the seeded config: {configs}"
+    );
+    assert_eq!(configs["data"][0]["name"], "old");
+    for path in [
+        "/ai_gw/admin/v2/deployments",
+        "/ai_gw/v2/policies/rate-limits",
+    ] {
+        let (_, list) = emu.get(path).await;
+        assert_eq!(list["total"], json!(0), "{path}: {list}");
+    }
+    for path in [
+        format!("/ai_gw/v2/configs/{config}"),
+        format!("/ai_gw/admin/v2/deployments/{deployment}"),
+        format!("/ai_gw/v2/policies/rate-limits/{policy}"),
+    ] {
+        let (status, _) = emu.get(&path).await;
+        assert_eq!(status, StatusCode::OK, "{path} is readable at once");
+    }
+    emu.faults(json!({})).await;
+    let (_, configs) = emu.get("/ai_gw/v2/configs").await;
+    assert_eq!(configs["total"], json!(2));
+}
+
+#[tokio::test]
+async fn error_after_commit_applies_writes_then_answers_5xx() {
+    let emu = Emu::start().await;
+    let slug = text(&emu.create_config("committed").await["slug"]);
+    emu.faults(json!({"error_after_commit_rate": 1.0})).await;
+    let path = format!("/ai_gw/v2/configs/{slug}");
+    let (status, body) = emu
+        .put(&path, json!({"config": {"retry": {"attempts": 7}}}))
+        .await;
+    assert!(
+        [500, 502, 503].contains(&status.as_u16()),
+        "{status} {body}"
+    );
+    assert_envelope(&body, None);
+    let (status, _) = emu
+        .post("/ai_gw/v2/configs", json!({"name": "ghost", "config": {}}))
+        .await;
+    assert!(status.is_server_error(), "{status}");
+    let (status, read) = emu.get(&path).await;
+    assert_eq!(status, StatusCode::OK, "reads are not affected");
+    assert_eq!(read["config"], "{\"retry\":{\"attempts\":7}}");
+    let (status, _) = emu.put(&path, json!({})).await;
+    assert_eq!(
+        status,
+        StatusCode::BAD_REQUEST,
+        "rejected writes keep their answer"
+    );
+    let state = emu.state().await;
+    assert_eq!(
+        state["configs"].as_array().map(Vec::len),
+        Some(2),
+        "the failed create was applied"
+    );
+    let stats = emu.stats().await;
+    let puts = stats["PUT /ai_gw/v2/configs/{slug}"]
+        .as_object()
+        .expect("counted");
+    let errors: u64 = puts
+        .iter()
+        .filter(|(status, _)| status.starts_with('5'))
+        .filter_map(|(_, n)| n.as_u64())
+        .sum();
+    assert_eq!((errors, puts.get("400")), (1, Some(&json!(1))));
+}
+
+#[tokio::test]
+async fn garbage_2xx_applies_writes_then_answers_unparseable_200() {
+    let emu = Emu::start().await;
+    let slug = text(&emu.create_config("garbled").await["slug"]);
+    emu.faults(json!({"garbage_2xx_rate": 1.0})).await;
+    let path = format!("/ai_gw/v2/configs/{slug}");
+    let request = emu
+        .call(Method::PUT, &path)
+        .json(&json!({"config": {"retry": {"attempts": 8}}}));
+    let (status, body) = emu.send_raw(request).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(serde_json::from_str::<Value>(&body).is_err(), "{body}");
+    let (status, read) = emu.get(&path).await;
+    assert_eq!(status, StatusCode::OK, "reads stay JSON");
+    assert_eq!(read["config"], "{\"retry\":{\"attempts\":8}}");
+}
+
+#[tokio::test]
+async fn normalise_returns_documents_in_another_shape_with_the_same_meaning() {
+    let emu = Emu::start().await;
+    let document = json!({"cache": {"mode": "simple", "max_age": 60.0},
+                          "retry": {"attempts": 3.0, "on_status_codes": [500, 503]}});
+    let (_, receipt) = emu
+        .post(
+            "/ai_gw/v2/configs",
+            json!({"name": "n", "config": document}),
+        )
+        .await;
+    let slug = text(&receipt["slug"]);
+    let written = document.to_string();
+    let (_, plain) = emu.get(&format!("/ai_gw/v2/configs/{slug}")).await;
+    assert_eq!(text(&plain["config"]), written);
+    let policy = text(&emu.create_rate_limit(rate_limit_body(json!(10.0))).await["id"]);
+    let deployment = emu
+        .create_deployment(
+            json!({"name": "n", "deployment_config": {"replicas": 2.0, "zone": "a"}}),
+        )
+        .await;
+
+    emu.faults(json!({"normalise": true})).await;
+    let (_, read) = emu.get(&format!("/ai_gw/v2/configs/{slug}")).await;
+    let config = text(&read["config"]);
+    assert_ne!(config, written, "not byte for byte what was written");
+    assert!(
+        config.find("\"retry\"") < config.find("\"cache\""),
+        "{config}"
+    );
+    let parsed: Value = serde_json::from_str(&config).expect("still json");
+    assert_eq!(parsed["retry"]["attempts"], json!(3), "1.0 comes back as 1");
+    assert_eq!(parsed["cache"]["max_age"], json!(60));
+    let (_, versions) = emu.get(&format!("/ai_gw/v2/configs/{slug}/versions")).await;
+    assert_eq!(versions["data"][0]["config"], json!(config));
+
+    let (_, read) = emu
+        .get(&format!("/ai_gw/v2/policies/rate-limits/{policy}"))
+        .await;
+    assert_eq!(read["conditions"][0]["key"], "metadata.team");
+    assert_eq!(read["group_by"][0]["key"], "workspace_id");
+    assert_eq!(read["value"], json!(10));
+    let (_, list) = emu.get("/ai_gw/v2/policies/rate-limits").await;
+    assert_eq!(list["data"][0]["conditions"], read["conditions"]);
+
+    let path = format!("/ai_gw/admin/v2/deployments/{}", text(&deployment["id"]));
+    let (_, raw) = emu.send_raw(emu.call(Method::GET, &path)).await;
+    assert!(
+        raw.find("\"workspaces\"") < raw.find("\"auth_settings\""),
+        "{raw}"
+    );
+    let read: Value = serde_json::from_str(&raw).expect("json");
+    assert_eq!(
+        read["deployment_config"],
+        json!({"replicas": 2, "zone": "a"})
+    );
+}
+
+#[tokio::test]
+async fn mask_credentials_hides_secrets_in_config_reads() {
+    let emu = Emu::start().await;
+    let document = json!({
+        "api_key": "sk-live", "provider": "openai", "custom_headers": {"x-api-key": "hdr"},
+        "strategy": {"mode": "fallback"},
+        "targets": [{"virtual_key": "vk-1", "aws_secret_access_key": "aws-s", "aws_access_key_id": "AKIA"}],
+    });
+    let (_, receipt) = emu
+        .post(
+            "/ai_gw/v2/configs",
+            json!({"name": "m", "config": document}),
+        )
+        .await;
+    let slug = text(&receipt["slug"]);
+    emu.faults(json!({"mask_credentials": true})).await;
+    let (_, read) = emu.get(&format!("/ai_gw/v2/configs/{slug}")).await;
+    let config = text(&read["config"]);
+    for secret in ["sk-live", "hdr", "vk-1", "aws-s"] {
+        assert!(!config.contains(secret), "{secret} in {config}");
+    }
+    let parsed: Value = serde_json::from_str(&config).expect("json");
+    assert_eq!(parsed["api_key"], "********");
+    assert_eq!(parsed["targets"][0]["virtual_key"], "********");
+    assert_eq!(parsed["targets"][0]["aws_access_key_id"], "AKIA");
+    assert_eq!(parsed["provider"], "openai");
+    let (_, versions) = emu.get(&format!("/ai_gw/v2/configs/{slug}/versions")).await;
+    assert!(!versions.to_string().contains("sk-live"));
+    assert_eq!(
+        emu.state().await["configs"][0]["config"]["api_key"],
+        "sk-live",
+        "the stored document is intact"
+    );
+}
+
+#[tokio::test]
+async fn generated_guardrails_page_by_the_thousand_and_resolve_by_slug_and_id() {
+    let emu = Emu::start().await;
+    let seed = json!({"generate_guardrails": {"count": 2500, "prefix": "pg-gen"}});
+    let made = emu
+        .control(Method::POST, "/_emulator/seed", Some(seed.clone()))
+        .await;
+    assert_eq!(made["generate_guardrails"]["count"], json!(2500));
+    assert_eq!(made["generate_guardrails"]["last"]["slug"], "pg-gen-002499");
+    let mut ids = std::collections::HashSet::new();
+    for (page, expected) in [(0, 1000), (1, 1000), (2, 500), (3, 0)] {
+        let (status, body) = emu
+            .get(&format!(
+                "/ai_gw/admin/v2/guardrails?page_size=1000&current_page={page}"
+            ))
+            .await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(body["total"], json!(2500));
+        let rows = body["data"].as_array().expect("rows");
+        assert_eq!(rows.len(), expected, "page {page}");
+        ids.extend(rows.iter().map(|row| text(&row["id"])));
+    }
+    assert_eq!(ids.len(), 2500, "pages do not overlap");
+    let (status, by_slug) = emu.get("/ai_gw/v2/guardrails/pg-gen-001234").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(by_slug["name"], "pg-gen 1234");
+    let id = text(&by_slug["id"]);
+    let (_, by_id) = emu.get(&format!("/ai_gw/admin/v2/guardrails/{id}")).await;
+    assert_eq!(by_id["slug"], "pg-gen-001234");
+    let again = emu
+        .http
+        .post(emu.url("/_emulator/seed"))
+        .json(&seed)
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(again.status(), StatusCode::BAD_REQUEST, "slugs stay unique");
+    let (_, default_page) = emu.get("/ai_gw/v2/guardrails").await;
+    assert_eq!(default_page["data"].as_array().map(Vec::len), Some(100));
+}
+
+#[tokio::test]
+async fn list_rows_carry_timestamps_that_move_on_every_write() {
+    let emu = Emu::start().await;
+    let slug = text(&emu.create_config("ts").await["slug"]);
+    let deployment = text(&emu.create_deployment(json!({"name": "ts"})).await["id"]);
+    let policy = text(&emu.create_rate_limit(rate_limit_body(json!(1))).await["id"]);
+    let row = |list: &Value| list["data"][0].clone();
+    let lists = [
+        "/ai_gw/v2/configs",
+        "/ai_gw/admin/v2/deployments",
+        "/ai_gw/v2/policies/rate-limits",
+    ];
+    let mut before = Vec::new();
+    for path in lists {
+        let (_, list) = emu.get(path).await;
+        let row = row(&list);
+        assert!(row["created_at"].is_string(), "{path}: {row}");
+        before.push(text(&row["last_updated_at"]));
+    }
+    // Written back to back, within the same millisecond as the create more often than not.
+    emu.put(&format!("/ai_gw/v2/configs/{slug}"), json!({"name": "ts2"}))
+        .await;
+    emu.put(
+        &format!("/ai_gw/admin/v2/deployments/{deployment}"),
+        json!({"rotate_auth": true}),
+    )
+    .await;
+    emu.put(
+        &format!("/ai_gw/v2/policies/rate-limits/{policy}"),
+        json!({"value": 2}),
+    )
+    .await;
+    for (path, before) in lists.into_iter().zip(before) {
+        let (_, list) = emu.get(path).await;
+        let after = text(&row(&list)["last_updated_at"]);
+        assert!(after > before, "{path}: {after} after {before}");
+    }
+}
+
+#[tokio::test]
+async fn deployment_list_filters_by_deep_object_tags() {
+    let emu = Emu::start().await;
+    for (name, tags) in [
+        ("alpha", json!({"aigw.io/uid": "u1", "env": "dev"})),
+        ("beta", json!({"aigw.io/uid": "u2", "env": "dev"})),
+        ("gamma", json!({})),
+    ] {
+        emu.create_deployment(json!({"name": name, "tags": tags}))
+            .await;
+    }
+    let list = |query: Vec<(&'static str, &'static str)>| {
+        let request = emu
+            .call(Method::GET, "/ai_gw/admin/v2/deployments")
+            .query(&query);
+        emu.send(request)
+    };
+    let (status, one) = list(vec![("tags[aigw.io/uid]", "u1")]).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(one["total"], json!(1));
+    assert_eq!(
+        one["data"][0]["tags"],
+        json!({"aigw.io/uid": "u1", "env": "dev"})
+    );
+    let (_, dev) = list(vec![("tags[env]", "dev")]).await;
+    assert_eq!(dev["total"], json!(2));
+    let (_, both) = list(vec![("tags[env]", "dev"), ("tags[aigw.io/uid]", "u2")]).await;
+    assert_eq!(both["data"][0]["name"], "beta");
+    assert_eq!(both["total"], json!(1));
+    let (_, none) = list(vec![("tags[env]", "dev"), ("tags[aigw.io/uid]", "u3")]).await;
+    assert_eq!(none["total"], json!(0), "every given tag must match");
+    let (_, searched) = list(vec![
+        ("tags[env]", "dev"),
+        ("search", "ALP"),
+        ("status", "active"),
+    ])
+    .await;
+    assert_eq!(searched["total"], json!(1));
+    let (_, archived) = list(vec![("tags[env]", "dev"), ("status", "archived")]).await;
+    assert_eq!(archived["total"], json!(0));
+}
+
+#[tokio::test]
+async fn state_counts_rotations_per_deployment() {
+    let emu = Emu::start().await;
+    let rotated = text(&emu.create_deployment(json!({"name": "r"})).await["id"]);
+    let plain = text(&emu.create_deployment(json!({"name": "p"})).await["id"]);
+    for body in [
+        json!({"rotate_auth": true}),
+        json!({"rotate_auth": true}),
+        json!({"name": "r2"}),
+        json!({"rotate_auth": false}),
+    ] {
+        emu.put(&format!("/ai_gw/admin/v2/deployments/{rotated}"), body)
+            .await;
+    }
+    emu.put(
+        &format!("/ai_gw/admin/v2/deployments/{plain}"),
+        json!({"name": "p2"}),
+    )
+    .await;
+    let state = emu.state().await;
+    let rotations = |id: &str| {
+        state["deployments"]
+            .as_array()
+            .and_then(|all| all.iter().find(|d| d["id"] == json!(id)))
+            .map(|d| d["rotations"].clone())
+    };
+    assert_eq!(rotations(&rotated), Some(json!(2)));
+    assert_eq!(rotations(&plain), Some(json!(0)));
+    assert!(
+        state["deployments"][0]["client_auth"].is_string(),
+        "the rest of the dump stays"
+    );
+}
+
+#[tokio::test]
+async fn malformed_references_are_rejected_naming_the_field() {
+    let emu = Emu::start().await;
+    let (status, body) = emu
+        .post(
+            "/ai_gw/v2/configs",
+            json!({"name": "x", "config": {}, "workspace_id": "ws-1"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_envelope(&body, Some("workspace_id"));
+    for path in [
+        "/ai_gw/v2/configs?workspace_id=6f0e4a2c-zzzz",
+        "/ai_gw/v2/guardrails?workspace_id=not-a-uuid",
+        "/ai_gw/v2/policies/rate-limits?workspace_id=has%20space",
+        "/ai_gw/admin/v2/deployments?organisation_id=tsg-1",
+    ] {
+        let (status, body) = emu.get(path).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{path}");
+        assert!(body["error"]["param"].is_string(), "{path}: {body}");
+    }
+    let mut policy = rate_limit_body(json!(5));
+    policy["organisation_id"] = json!("org-1");
+    let (status, body) = emu.post("/ai_gw/v2/policies/rate-limits", policy).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_envelope(&body, Some("organisation_id"));
+    let mut policy = rate_limit_body(json!(5));
+    policy["workspace_id"] = json!("ws-slug-1");
+    emu.create_rate_limit(policy).await;
+
+    for organisation in ["1234567890", WORKSPACE] {
+        emu.create_deployment(json!({"name": "tsg", "organisation_id": organisation}))
+            .await;
+    }
+    let (status, body) = emu
+        .post(
+            "/ai_gw/admin/v2/deployments",
+            json!({"name": "tsg", "organisation_id": "tsg-12"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_envelope(&body, Some("organisation_id"));
+    let id = text(&emu.create_deployment(json!({"name": "del"})).await["id"]);
+    let (status, _) = emu
+        .delete(&format!(
+            "/ai_gw/admin/v2/deployments/{id}?organisation_id=abc"
+        ))
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, _) = emu
+        .delete(&format!(
+            "/ai_gw/admin/v2/deployments/{id}?organisation_id=1234567890"
+        ))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn null_for_a_required_number_is_a_400() {
+    let emu = Emu::start().await;
+    let (status, body) = emu
+        .post(
+            "/ai_gw/v2/policies/rate-limits",
+            rate_limit_body(Value::Null),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_ab(&body, "AB01", "value");
+    let id = text(&emu.create_rate_limit(rate_limit_body(json!(5))).await["id"]);
+    let path = format!("/ai_gw/v2/policies/rate-limits/{id}");
+    let (status, body) = emu.put(&path, json!({"value": null})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_ab(&body, "AB01", "null");
+    let (_, read) = emu.get(&path).await;
+    assert_eq!(read["value"], json!(5));
+}
+
+#[tokio::test]
+async fn rate_limit_paging_rejects_bad_parameters() {
+    let emu = Emu::start().await;
+    for n in 0..3 {
+        emu.create_rate_limit(rate_limit_body(json!(n))).await;
+    }
+    let base = "/ai_gw/v2/policies/rate-limits";
+    let (_, page) = emu.get(&format!("{base}?page_size=2&current_page=1")).await;
+    assert_eq!(
+        (page["total"].clone(), page["data"].as_array().map(Vec::len)),
+        (json!(3), Some(1))
+    );
+    let (_, default) = emu.get(&format!("{base}?page_size=0")).await;
+    assert_eq!(
+        default["data"].as_array().map(Vec::len),
+        Some(3),
+        "0 means the default of 100"
+    );
+    for query in ["page_size=-1", "current_page=-1", "page_size=abc"] {
+        let (status, body) = emu.get(&format!("{base}?{query}")).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{query}");
+        assert_eq!(body["data"]["errorCode"], "AB01", "{body}");
+    }
 }

@@ -1,19 +1,22 @@
 //! `/ai_gw/v2/configs`: flat create receipt, `config` as a JSON string on reads, whole-document
-//! replace and a new `version_id` on every PUT, hard delete.
+//! replace and a new `version_id` on every PUT, hard delete. `workspace_id` is a workspace UUID.
 
-use std::{collections::HashMap, sync::Arc};
+use std::{collections::HashMap, sync::Arc, time::Instant};
 
 use axum::{
     Json,
     body::Bytes,
     extract::{Path, Query, State},
+    response::Response,
 };
 use serde_json::{Value, json};
 
 use super::{
     errors::{ApiResult, EmulatorError},
-    fields::{self, Object},
-    state::{Shared, lock, make_slug, new_id, now},
+    faults::Faults,
+    fields::{self, IdRule, Object},
+    normalise,
+    state::{Shared, lock, make_slug, new_id, now, touched},
 };
 
 /// Versions kept per config; older ones are dropped so a PUT hot loop cannot exhaust memory.
@@ -27,6 +30,8 @@ pub struct ConfigStore {
 
 struct ConfigRecord {
     seq: u64,
+    /// When the API created it (`None` when seeded); lists lag behind it under `list_lag_ms`.
+    api_created: Option<Instant>,
     id: String,
     slug: String,
     name: String,
@@ -129,6 +134,7 @@ impl ConfigStore {
         };
         let mut record = ConfigRecord {
             seq: state.next_seq(),
+            api_created: None,
             id: fields::str_or(item, "id", new_id()),
             slug,
             name,
@@ -207,8 +213,19 @@ impl ConfigRecord {
     }
 }
 
-fn not_found(slug: &str) -> EmulatorError {
-    EmulatorError::not_found(format!("config {slug} not found"))
+fn not_found(state: &Shared, slug: &str) -> EmulatorError {
+    state.missing(&format!("config {slug}"))
+}
+
+/// Rewrites the `config` string of a read as the `normalise` and `mask_credentials` faults say.
+fn shape_document(value: &mut Value, faults: &Faults) {
+    if let Some(text) = value["config"].as_str() {
+        value["config"] = json!(normalise::config_text(
+            text,
+            faults.normalise,
+            faults.mask_credentials
+        ));
+    }
 }
 
 /// `POST /ai_gw/v2/configs` → `{id, version_id, slug, object: "config"}`.
@@ -217,7 +234,8 @@ pub async fn create(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<
     let name = fields::req_str(&body, "name")?;
     let document = fields::opt_object(&body, "config")?
         .ok_or_else(|| EmulatorError::validation("config is required"))?;
-    let workspace_id = fields::opt_str(&body, "workspace_id")?
+    let workspace_id = IdRule::Uuid
+        .opt_field(&body, "workspace_id")?
         .filter(|id| !id.is_empty())
         .unwrap_or_else(|| state.default_workspace_id.clone());
     let is_default = match fields::opt_bool(&body, "is_default")? {
@@ -228,6 +246,7 @@ pub async fn create(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<
     let mut store = lock(&state.configs);
     let mut record = ConfigRecord {
         seq: state.next_seq(),
+        api_created: Some(Instant::now()),
         id: new_id(),
         slug: store.unique_slug(&name),
         name,
@@ -244,37 +263,53 @@ pub async fn create(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<
         versions: Vec::new(),
     };
     record.push_version(&state.user_id);
-    let receipt = json!({
+    let mut receipt = json!({
         "id": record.id,
         "version_id": record.version_id,
         "slug": record.slug,
         "object": "config",
     });
+    if state.faults().create_without_slug {
+        // The published spec's receipt has no slug; a client must read it back.
+        receipt
+            .as_object_mut()
+            .map(|receipt| receipt.remove("slug"));
+    }
     store.insert(record)?;
     Ok(Json(receipt))
 }
 
 /// `GET /ai_gw/v2/configs` → `{object: "list", total, data}`; no paging, like the live API.
+/// Under `list_cap` the rows are cut short while `total` stays the true count.
 pub async fn list(
     State(state): State<Shared>,
     Query(query): Query<HashMap<String, String>>,
-) -> Json<Value> {
+) -> ApiResult<Response> {
+    IdRule::Uuid.query(&query, "workspace_id")?;
     let workspace = query.get("workspace_id").filter(|id| !id.is_empty());
+    let faults = state.faults();
     let store = lock(&state.configs);
-    let data: Vec<Value> = store
+    let mut data: Vec<Value> = store
         .sorted()
         .into_iter()
+        .filter(|record| faults.listed(record.api_created))
         .filter(|record| workspace.is_none_or(|ws| &record.workspace_id == ws))
         .map(ConfigRecord::row)
         .collect();
-    Json(json!({ "object": "list", "total": data.len(), "data": data }))
+    let total = data.len();
+    faults.cap(&mut data);
+    let body = json!({ "object": "list", "total": total, "data": data });
+    Ok(normalise::reply(&body, faults.normalise))
 }
 
 /// `GET /ai_gw/v2/configs/{slug}` (slug or id) → the flat record.
-pub async fn get(State(state): State<Shared>, Path(slug): Path<String>) -> ApiResult<Json<Value>> {
+pub async fn get(State(state): State<Shared>, Path(slug): Path<String>) -> ApiResult<Response> {
+    let faults = state.faults();
     let store = lock(&state.configs);
-    let record = store.find(&slug).ok_or_else(|| not_found(&slug))?;
-    Ok(Json(record.detail()))
+    let record = store.find(&slug).ok_or_else(|| not_found(&state, &slug))?;
+    let mut value = record.detail();
+    shape_document(&mut value, &faults);
+    Ok(normalise::reply(&value, faults.normalise))
 }
 
 /// `PUT /ai_gw/v2/configs/{slug}` with `{name?, config?, status?}` → `{success, data: {version_id}}`.
@@ -291,14 +326,16 @@ pub async fn update(
     let document = fields::opt_object(&body, "config")?;
     let status = fields::opt_str(&body, "status")?;
     // workspace_id is accepted (the SDK sends it) but a config never moves between workspaces.
-    fields::opt_str(&body, "workspace_id")?;
+    IdRule::Uuid.opt_field(&body, "workspace_id")?;
     if name.is_none() && document.is_none() && status.is_none() {
         return Err(EmulatorError::validation(
             "at least one of name, config, status is required",
         ));
     }
     let mut store = lock(&state.configs);
-    let record = store.find_mut(&slug).ok_or_else(|| not_found(&slug))?;
+    let record = store
+        .find_mut(&slug)
+        .ok_or_else(|| not_found(&state, &slug))?;
     if let Some(name) = name {
         record.name = name;
     }
@@ -309,7 +346,7 @@ pub async fn update(
         record.status = status;
     }
     record.version_id = new_id();
-    record.last_updated_at = now();
+    record.last_updated_at = touched(&record.last_updated_at);
     record.updated_by = state.user_id.clone();
     record.push_version(&state.user_id);
     Ok(Json(
@@ -326,7 +363,7 @@ pub async fn delete(
     let id = store
         .find(&slug)
         .map(|record| record.id.clone())
-        .ok_or_else(|| not_found(&slug))?;
+        .ok_or_else(|| not_found(&state, &slug))?;
     if let Some(record) = store.by_id.remove(&id) {
         store.slug_to_id.remove(&record.slug);
     }
@@ -337,16 +374,20 @@ pub async fn delete(
 pub async fn versions(
     State(state): State<Shared>,
     Path(slug): Path<String>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
+    let faults = state.faults();
     let store = lock(&state.configs);
-    let record = store.find(&slug).ok_or_else(|| not_found(&slug))?;
+    let record = store.find(&slug).ok_or_else(|| not_found(&state, &slug))?;
     let data: Vec<Value> = record
         .versions
         .iter()
         .rev()
-        .map(|version| record.version_detail(version))
+        .map(|version| {
+            let mut value = record.version_detail(version);
+            shape_document(&mut value, &faults);
+            value
+        })
         .collect();
-    Ok(Json(
-        json!({ "object": "list", "total": data.len(), "data": data }),
-    ))
+    let body = json!({ "object": "list", "total": data.len(), "data": data });
+    Ok(normalise::reply(&body, faults.normalise))
 }

@@ -10,7 +10,7 @@ use super::{
     errors::{ApiResult, EmulatorError},
     faults::{Faults, RateWindow},
     fields::{self, Object},
-    gateway, guardrails,
+    gateway,
     state::{Shared, lock},
 };
 
@@ -63,7 +63,7 @@ pub async fn get_state(State(state): State<Shared>) -> Json<Value> {
         "configs": lock(&state.configs).dump(),
         "deployments": lock(&state.deployments).dump(),
         "rate_limits": lock(&state.rate_limits).dump(),
-        "guardrails": *lock(&state.guardrails),
+        "guardrails": lock(&state.guardrails).dump(),
         "responses": responses,
         "vector_store_files": files,
     }))
@@ -76,11 +76,21 @@ pub async fn clear_state(State(state): State<Shared>) -> Json<Value> {
 }
 
 /// `POST /_emulator/seed` preloads objects given in their read shapes, filling defaults.
-/// Answers with the identifiers of what it stored, per collection.
+/// Answers with the identifiers of what it stored, per collection. The key
+/// `generate_guardrails` takes `{"count", "prefix", "workspace_id"}` instead of an array and makes
+/// that many guardrails at once (see `GuardrailStore::generate`).
 pub async fn seed(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<Value>> {
     let body = fields::parse_object(&body)?;
     let mut created = Map::new();
     for (collection, items) in &body {
+        if collection == "generate_guardrails" {
+            let spec = items.as_object().ok_or_else(|| {
+                EmulatorError::validation("generate_guardrails must be an object")
+            })?;
+            let made = lock(&state.guardrails).generate(&state, spec)?;
+            created.insert(collection.clone(), made);
+            continue;
+        }
         let items = items.as_array().ok_or_else(|| {
             EmulatorError::validation(format!("{collection} must be an array of objects"))
         })?;
@@ -111,8 +121,7 @@ fn seed_one(state: &Shared, collection: &str, item: &Object) -> ApiResult<Value>
             Ok(json!({ "id": id }))
         }
         "guardrails" => {
-            let (value, id, slug) = guardrails::seeded(state, item);
-            lock(&state.guardrails).push(value);
+            let (id, slug) = lock(&state.guardrails).seed(state, item)?;
             Ok(json!({ "id": id, "slug": slug }))
         }
         "responses" => {
@@ -134,7 +143,7 @@ fn seed_one(state: &Shared, collection: &str, item: &Object) -> ApiResult<Value>
             Ok(json!({ "id": id, "vector_store_id": store }))
         }
         other => Err(EmulatorError::validation(format!(
-            "unknown collection {other}; expected configs, deployments, rate_limits, guardrails, responses or vector_store_files"
+            "unknown collection {other}; expected configs, deployments, rate_limits, guardrails, generate_guardrails, responses or vector_store_files"
         ))),
     }
 }

@@ -1,5 +1,10 @@
 //! `/ai_gw/admin/v2/deployments`: create with one-time secrets, masked reads, update with
 //! `rotate_auth` / `override_existing`, and DELETE as archive.
+//!
+//! `organisation_id` (body of create, query of list, get and delete) is the numeric TSG id on
+//! writes and the internal UUID on reads (FACTS §2): both are accepted, anything else is a 400.
+
+use std::{collections::HashMap, time::Instant};
 
 use axum::{
     Json,
@@ -15,10 +20,17 @@ use super::{
         new_client_auth, new_password, new_username,
     },
     errors::{ApiResult, EmulatorError},
-    fields::{self, Object},
-    state::{Shared, lock, new_id, now},
+    fields::{self, IdRule, Object},
+    normalise,
+    state::{Shared, lock, new_id, now, touched},
 };
 
+/// For the API routes: 404, or 403 `AB03` under `missing_as_ab03`.
+fn missing(state: &Shared, id: &str) -> EmulatorError {
+    state.missing(&format!("deployment {id}"))
+}
+
+/// For the control routes, which no fault touches.
 fn not_found(id: &str) -> EmulatorError {
     EmulatorError::not_found(format!("deployment {id} not found"))
 }
@@ -43,7 +55,7 @@ pub async fn create(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<
         auth.apply_request(&settings, true)?;
     }
     // The live API takes the numeric TSG here and answers with its internal UUID.
-    fields::opt_str(&body, "organisation_id")?;
+    IdRule::TsgOrUuid.opt_field(&body, "organisation_id")?;
 
     let mut store = lock(&state.deployments);
     let slug = match slug {
@@ -58,6 +70,8 @@ pub async fn create(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<
     let created_at = now();
     let record = DeploymentRecord {
         seq: state.next_seq(),
+        api_created: Some(Instant::now()),
+        rotations: 0,
         id: new_id(),
         name,
         slug,
@@ -85,22 +99,26 @@ pub async fn create(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<
 }
 
 /// `GET /ai_gw/admin/v2/deployments` → `{object: "list", total, data}`; no paging.
-/// Filters: `status`, `type`, `search` (name or slug), `tags[k]=v` / `tags=k:v`, `workspace_slug`.
+/// Filters: `status`, `type`, `search` (name or slug), `tags[k]=v` (deepObject; every given tag
+/// must match) or `tags=k:v`, `workspace_slug`. Under `list_cap` the rows are cut short while
+/// `total` stays the true count.
 pub async fn list(
     State(state): State<Shared>,
     Query(query): Query<Vec<(String, String)>>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
     let filter = ListFilter::parse(&query)?;
+    let faults = state.faults();
     let store = lock(&state.deployments);
-    let data: Vec<Value> = store
+    let mut data: Vec<Value> = store
         .sorted()
         .into_iter()
-        .filter(|record| filter.matches(record))
+        .filter(|record| faults.listed(record.api_created) && filter.matches(record))
         .map(DeploymentRecord::row)
         .collect();
-    Ok(Json(
-        json!({ "object": "list", "total": data.len(), "data": data }),
-    ))
+    let total = data.len();
+    faults.cap(&mut data);
+    let body = json!({ "object": "list", "total": total, "data": data });
+    Ok(normalise::reply(&body, faults.normalise))
 }
 
 #[derive(Default)]
@@ -124,6 +142,7 @@ impl ListFilter {
                 "search" if !value.is_empty() => filter.search = Some(value.to_lowercase()),
                 "workspace_slug" | "workspace_slug[]" => filter.workspace_slugs.push(value.clone()),
                 "tags" => filter.tags.extend(parse_tag_filter(value)?),
+                "organisation_id" => IdRule::TsgOrUuid.check("organisation_id", value)?,
                 _ => {
                     if let Some(tag) = key.strip_prefix("tags[").and_then(|k| k.strip_suffix(']')) {
                         filter.tags.push((tag.to_owned(), value.clone()));
@@ -178,10 +197,16 @@ fn parse_tag_filter(value: &str) -> ApiResult<Vec<(String, String)>> {
 }
 
 /// `GET /ai_gw/admin/v2/deployments/{id}` → detail with masked secrets.
-pub async fn get(State(state): State<Shared>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+pub async fn get(
+    State(state): State<Shared>,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    IdRule::TsgOrUuid.query(&query, "organisation_id")?;
+    let normalise = state.faults().normalise;
     let mut store = lock(&state.deployments);
-    let record = store.find_mut(&id).ok_or_else(|| not_found(&id))?;
-    Ok(Json(record.detail(Secrets::Masked)))
+    let record = store.find_mut(&id).ok_or_else(|| missing(&state, &id))?;
+    Ok(normalise::reply(&record.detail(Secrets::Masked), normalise))
 }
 
 /// `PUT /ai_gw/admin/v2/deployments/{id}` → the detail shape; when `rotate_auth` is true it
@@ -199,9 +224,9 @@ pub async fn update(
     }
     let change = DeploymentChange::parse(&body)?;
     let mut store = lock(&state.deployments);
-    let record = store.find_mut(&id).ok_or_else(|| not_found(&id))?;
+    let record = store.find_mut(&id).ok_or_else(|| missing(&state, &id))?;
     change.apply(record)?;
-    record.last_updated_at = now();
+    record.last_updated_at = touched(&record.last_updated_at);
     let secrets = if change.rotate_auth {
         record.rotate();
         Secrets::Revealed
@@ -286,12 +311,18 @@ impl DeploymentChange {
     }
 }
 
-/// `DELETE /ai_gw/admin/v2/deployments/{id}`: archive; the record stays. Empty 200 body.
-pub async fn delete(State(state): State<Shared>, Path(id): Path<String>) -> ApiResult<Response> {
+/// `DELETE /ai_gw/admin/v2/deployments/{id}[?organisation_id=TSG]`: archive; the record stays.
+/// Empty 200 body.
+pub async fn delete(
+    State(state): State<Shared>,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    IdRule::TsgOrUuid.query(&query, "organisation_id")?;
     let mut store = lock(&state.deployments);
-    let record = store.find_mut(&id).ok_or_else(|| not_found(&id))?;
+    let record = store.find_mut(&id).ok_or_else(|| missing(&state, &id))?;
     record.status = "archived".to_owned();
-    record.last_updated_at = now();
+    record.last_updated_at = touched(&record.last_updated_at);
     Ok(Body::empty().into_response())
 }
 

@@ -3,7 +3,7 @@
 //! Secrets: `client_auth` and `credentials.password` are random, returned in full only by create
 //! and by a `rotate_auth: true` update; every read masks them. `GET /_emulator/state` shows them.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, time::Instant};
 
 use serde_json::{Value, json};
 
@@ -26,6 +26,10 @@ pub struct DeploymentStore {
 
 pub struct DeploymentRecord {
     pub seq: u64,
+    /// When the API created it (`None` when seeded); lists lag behind it under `list_lag_ms`.
+    pub api_created: Option<Instant>,
+    /// How many `rotate_auth: true` updates it has seen (shown by `GET /_emulator/state`).
+    pub rotations: u64,
     pub id: String,
     pub name: String,
     pub slug: String,
@@ -98,11 +102,16 @@ impl DeploymentStore {
         records
     }
 
-    /// Every deployment with its secrets in clear (for `GET /_emulator/state`).
+    /// Every deployment with its secrets in clear and its rotation count (for
+    /// `GET /_emulator/state`).
     pub fn dump(&self) -> Vec<Value> {
         self.sorted()
             .into_iter()
-            .map(|record| record.detail(Secrets::Revealed))
+            .map(|record| {
+                let mut value = record.detail(Secrets::Revealed);
+                value["rotations"] = json!(record.rotations);
+                value
+            })
             .collect()
     }
 
@@ -135,6 +144,8 @@ impl DeploymentStore {
         }
         let record = DeploymentRecord {
             seq: state.next_seq(),
+            api_created: None,
+            rotations: 0,
             id: fields::str_or(item, "id", new_id()),
             name,
             slug,
@@ -244,6 +255,7 @@ impl DeploymentRecord {
     pub fn rotate(&mut self) {
         self.client_auth = new_client_auth();
         self.password = new_password();
+        self.rotations += 1;
     }
 }
 

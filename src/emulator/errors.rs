@@ -5,6 +5,10 @@
 //!   AB08 not found);
 //! - guardrail routes: the seed's error envelope `{"error": {"code", "message", "param", "type"}}`;
 //! - gateway (`/v1`) routes: the same envelope, OpenAI style.
+//!
+//! With the `missing_as_ab03` fault a missing management object answers 403 in the envelope with
+//! `code: "AB03"` ("not visible with this token"), which is how the live API reports objects
+//! outside the caller's scope or deleted out of band.
 
 use axum::{
     Json,
@@ -22,7 +26,10 @@ pub enum EmulatorError {
     /// A management object does not exist (404, AB08).
     #[error("{0}")]
     NotFound(String),
-    /// A guardrail query parameter is out of bounds (400, error envelope).
+    /// A management object that does not exist, reported as out of scope (403, envelope, AB03).
+    #[error("{0}")]
+    NotVisible(String),
+    /// A query parameter or reference field is malformed (400, error envelope naming it).
     #[error("{message}")]
     InvalidParam {
         param: &'static str,
@@ -43,7 +50,7 @@ pub enum EmulatorError {
     /// Missing, unknown or expired bearer token (401).
     #[error("missing or invalid bearer token")]
     Unauthorized,
-    /// Injected by the fault settings (500 or 503).
+    /// Injected by the fault settings (500, 502 or 503).
     #[error("injected fault: {message}")]
     Injected {
         status: StatusCode,
@@ -75,7 +82,7 @@ impl EmulatorError {
                 StatusCode::BAD_REQUEST
             }
             Self::NotFound(_) | Self::GatewayNotFound(_) => StatusCode::NOT_FOUND,
-            Self::GuardrailNotFound(_) => StatusCode::FORBIDDEN,
+            Self::GuardrailNotFound(_) | Self::NotVisible(_) => StatusCode::FORBIDDEN,
             Self::Unauthorized => StatusCode::UNAUTHORIZED,
             Self::Injected { status, .. } | Self::OAuth { status, .. } => *status,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -98,6 +105,7 @@ impl EmulatorError {
             Self::GuardrailNotFound(_) => {
                 envelope("forbidden", &message, None, "invalid_request_error")
             }
+            Self::NotVisible(_) => envelope("AB03", &message, None, "forbidden"),
             Self::GatewayNotFound(_) => {
                 envelope("not_found", &message, None, "invalid_request_error")
             }

@@ -1,11 +1,16 @@
 //! Middleware for the API routes: request statistics and injected faults.
+//!
+//! Faults come in three kinds: transport (latency, timeouts, 429, dropped connections), commit
+//! faults (the write is applied, then the answer is lost, a 5xx or garbage), and shape faults that
+//! the handlers read through [`Faults`] (lagging and capped lists, 403 for missing objects,
+//! normalised or masked documents, create receipts without a slug).
 
 use std::{io, time::Duration, time::Instant};
 
 use axum::{
     body::{Body, Bytes},
     extract::{ConnectInfo, MatchedPath, Request, State},
-    http::StatusCode,
+    http::{Method, StatusCode, header},
     middleware::Next,
     response::{IntoResponse, Response},
 };
@@ -19,6 +24,13 @@ use super::{
 
 /// How long a `timeout_rate` request hangs: longer than any sane client timeout.
 const HANG: Duration = Duration::from_secs(60);
+
+/// The longest `list_lag_ms` accepted: ten minutes is already far past any test's patience.
+const MAX_LIST_LAG_MS: u64 = 600_000;
+
+/// What `garbage_2xx_rate` answers: the start of a JSON object, cut short like a truncated proxy
+/// response.
+const GARBAGE: &str = "{\"success\": true, \"data\": {\"id\": ";
 
 /// Fault settings (`PUT /_emulator/faults`); `{}` clears them all.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
@@ -39,6 +51,31 @@ pub struct Faults {
     /// Requests per second allowed across all API routes; beyond it, 429 with `Retry-After`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit_qps: Option<f64>,
+    /// Share of successful writes (POST/PUT/DELETE) that are applied, then answered 500/502/503.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_after_commit_rate: Option<f64>,
+    /// Share of successful writes that are applied, then answered 200 with a body that is not JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub garbage_2xx_rate: Option<f64>,
+    /// Config and deployment create receipts omit `slug` (reads still show it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub create_without_slug: bool,
+    /// A missing config, deployment or rate-limit policy answers 403 `AB03` instead of 404.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub missing_as_ab03: bool,
+    /// Config and deployment lists return at most this many rows; `total` stays the true count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list_cap: Option<u64>,
+    /// Objects created through the API less than this many ms ago are missing from every list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub list_lag_ms: Option<u64>,
+    /// Reads come back as a real server writes them: keys in another order, `1.0` as `1`,
+    /// rate-limit `conditions` and `group_by` reordered.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub normalise: bool,
+    /// Config reads replace credential fields of the document with a mask.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub mask_credentials: bool,
 }
 
 impl Faults {
@@ -47,6 +84,8 @@ impl Faults {
             ("error_rate", self.error_rate),
             ("timeout_rate", self.timeout_rate),
             ("drop_after_commit_rate", self.drop_after_commit_rate),
+            ("error_after_commit_rate", self.error_after_commit_rate),
+            ("garbage_2xx_rate", self.garbage_2xx_rate),
         ];
         for (field, rate) in rates {
             if rate.is_some_and(|rate| !(0.0..=1.0).contains(&rate)) {
@@ -63,7 +102,28 @@ impl Faults {
                 "rate_limit_qps must be greater than 0",
             ));
         }
+        if self.list_lag_ms.is_some_and(|lag| lag > MAX_LIST_LAG_MS) {
+            return Err(EmulatorError::validation(format!(
+                "list_lag_ms must be at most {MAX_LIST_LAG_MS}"
+            )));
+        }
         Ok(())
+    }
+
+    /// Whether a list shows an object yet. `created` is when the API created it; seeded objects
+    /// (`None`) existed before the test and are always listed.
+    pub fn listed(&self, created: Option<Instant>) -> bool {
+        match (self.list_lag_ms, created) {
+            (Some(lag), Some(created)) => created.elapsed() >= Duration::from_millis(lag),
+            _ => true,
+        }
+    }
+
+    /// Cuts a config or deployment list down to `list_cap` rows.
+    pub fn cap<T>(&self, rows: &mut Vec<T>) {
+        if let Some(cap) = self.list_cap {
+            rows.truncate(usize::try_from(cap).unwrap_or(usize::MAX));
+        }
     }
 }
 
@@ -143,9 +203,28 @@ pub async fn inject_faults(State(state): State<Shared>, request: Request, next: 
         };
         return EmulatorError::Injected { status, message }.into_response();
     }
-    if !roll(faults.drop_after_commit_rate) {
-        return next.run(request).await;
+    let is_write = matches!(
+        *request.method(),
+        Method::POST | Method::PUT | Method::DELETE
+    );
+    if roll(faults.drop_after_commit_rate) {
+        return drop_after_commit(request, next).await;
     }
+    let response = next.run(request).await;
+    if !is_write || !response.status().is_success() {
+        return response;
+    }
+    if roll(faults.error_after_commit_rate) {
+        return error_after_commit();
+    }
+    if roll(faults.garbage_2xx_rate) {
+        return garbage();
+    }
+    response
+}
+
+/// Applies the request, then cuts the connection so the client sees no response at all.
+async fn drop_after_commit(request: Request, next: Next) -> Response {
     let connection = request
         .extensions()
         .get::<ConnectInfo<ConnHandle>>()
@@ -163,6 +242,26 @@ pub async fn inject_faults(State(state): State<Shared>, request: Request, next: 
         ))
     });
     Response::from_parts(parts, Body::from_stream(failing))
+}
+
+/// The answer to a write that was applied: a 500, 502 or 503 in the error envelope.
+fn error_after_commit() -> Response {
+    let (status, message) = match rand::random_range(0..3u8) {
+        0 => (StatusCode::INTERNAL_SERVER_ERROR, "internal server error"),
+        1 => (StatusCode::BAD_GATEWAY, "bad gateway"),
+        _ => (StatusCode::SERVICE_UNAVAILABLE, "service unavailable"),
+    };
+    EmulatorError::Injected { status, message }.into_response()
+}
+
+/// The answer to a write that was applied: 200 with a truncated, unparseable JSON body.
+fn garbage() -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        GARBAGE,
+    )
+        .into_response()
 }
 
 /// Waits out the hang, or until the server shuts down.
@@ -184,6 +283,37 @@ mod tests {
         assert!(window.take(2.0).is_ok());
         assert!(window.take(2.0).is_ok());
         assert_eq!(window.take(2.0), Err(1));
+    }
+
+    #[test]
+    fn lag_hides_only_fresh_api_objects() {
+        let faults = Faults {
+            list_lag_ms: Some(60_000),
+            ..Faults::default()
+        };
+        assert!(!faults.listed(Some(Instant::now())));
+        assert!(faults.listed(None), "seeded objects are always listed");
+        assert!(Faults::default().listed(Some(Instant::now())));
+    }
+
+    #[test]
+    fn commit_rates_are_validated_too() {
+        for faults in [
+            Faults {
+                error_after_commit_rate: Some(-0.1),
+                ..Faults::default()
+            },
+            Faults {
+                garbage_2xx_rate: Some(1.1),
+                ..Faults::default()
+            },
+            Faults {
+                list_lag_ms: Some(MAX_LIST_LAG_MS + 1),
+                ..Faults::default()
+            },
+        ] {
+            assert!(faults.validate().is_err(), "{faults:?}");
+        }
     }
 
     #[test]

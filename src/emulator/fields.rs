@@ -140,6 +140,103 @@ pub fn opt_number(body: &Object, field: &str) -> ApiResult<Option<Number>> {
     }
 }
 
+/// A number that may be absent but not `null`: the API rejects `null` for its required numbers.
+pub fn opt_number_not_null(body: &Object, field: &str) -> ApiResult<Option<Number>> {
+    if body.get(field).is_some_and(Value::is_null) {
+        return Err(EmulatorError::validation(format!(
+            "{field} must be a non-negative number, not null"
+        )));
+    }
+    opt_number(body, field)
+}
+
+/// A hyphenated UUID (`6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11`), the only form the API writes.
+pub fn is_uuid(text: &str) -> bool {
+    text.len() == 36 && uuid::Uuid::try_parse(text).is_ok()
+}
+
+/// A numeric TSG id, which deployment writes take as `organisation_id` (FACTS §2).
+fn is_tsg(text: &str) -> bool {
+    (1..=20).contains(&text.len()) && text.bytes().all(|b| b.is_ascii_digit())
+}
+
+/// Something shaped like a UUID (8-4-4-4-12 dashes) whatever its digits: a slug never is.
+fn uuid_shaped(text: &str) -> bool {
+    text.len() == 36
+        && text
+            .char_indices()
+            .all(|(at, c)| matches!(at, 8 | 13 | 18 | 23) == (c == '-'))
+}
+
+/// A workspace slug: ASCII letters, digits, `-` and `_`, at most 100 characters.
+fn is_slug(text: &str) -> bool {
+    (1..=100).contains(&text.len())
+        && !uuid_shaped(text)
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+}
+
+/// What a reference field must look like; each rule is where FACTS places that field.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IdRule {
+    /// Configs and guardrails: `workspace_id` is a workspace UUID; rate limits: `organisation_id`.
+    Uuid,
+    /// Rate limits: `workspace_id` is "Workspace ID or slug".
+    UuidOrSlug,
+    /// Deployment writes: `organisation_id` is the numeric TSG (reads return a UUID; both pass).
+    TsgOrUuid,
+}
+
+impl IdRule {
+    fn accepts(self, text: &str) -> bool {
+        match self {
+            Self::Uuid => is_uuid(text),
+            Self::UuidOrSlug => is_uuid(text) || is_slug(text),
+            Self::TsgOrUuid => is_tsg(text) || is_uuid(text),
+        }
+    }
+
+    fn expected(self) -> &'static str {
+        match self {
+            Self::Uuid => "a UUID",
+            Self::UuidOrSlug => "a UUID or a workspace slug",
+            Self::TsgOrUuid => "a numeric TSG id or a UUID",
+        }
+    }
+
+    /// Checks one value (query or body); an empty string counts as absent, as the lists treat it.
+    pub fn check(self, param: &'static str, text: &str) -> ApiResult<()> {
+        if text.is_empty() || self.accepts(text) {
+            return Ok(());
+        }
+        Err(EmulatorError::InvalidParam {
+            param,
+            message: format!("{param} must be {}", self.expected()),
+        })
+    }
+
+    /// Reads an optional string field of a body and checks it.
+    pub fn opt_field(self, body: &Object, param: &'static str) -> ApiResult<Option<String>> {
+        let text = opt_str(body, param)?;
+        if let Some(text) = &text {
+            self.check(param, text)?;
+        }
+        Ok(text)
+    }
+
+    /// Checks an optional query parameter.
+    pub fn query(
+        self,
+        query: &std::collections::HashMap<String, String>,
+        param: &'static str,
+    ) -> ApiResult<()> {
+        query
+            .get(param)
+            .map_or(Ok(()), |text| self.check(param, text))
+    }
+}
+
 pub fn opt_array(body: &Object, field: &str) -> ApiResult<Option<Vec<Value>>> {
     match present(body, field) {
         None => Ok(None),
@@ -175,4 +272,24 @@ pub fn flag_or(body: &Object, field: &str, default: bool) -> bool {
 /// The API's read shape for flags.
 pub fn flag(value: bool) -> u8 {
     u8::from(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn id_rules_follow_facts() {
+        let uuid = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
+        assert!(IdRule::Uuid.accepts(uuid));
+        assert!(!IdRule::Uuid.accepts("ws-1"));
+        assert!(!IdRule::Uuid.accepts("6f0e4a2c5a4e4c1b9a533c2f1f0d9b11"));
+        assert!(IdRule::UuidOrSlug.accepts("ws-1"));
+        assert!(!IdRule::UuidOrSlug.accepts("6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9bzz"));
+        assert!(!IdRule::UuidOrSlug.accepts("my workspace"));
+        assert!(IdRule::TsgOrUuid.accepts("1234567890"));
+        assert!(IdRule::TsgOrUuid.accepts(uuid));
+        assert!(!IdRule::TsgOrUuid.accepts("tsg-123"));
+        assert!(IdRule::Uuid.check("workspace_id", "").is_ok());
+    }
 }

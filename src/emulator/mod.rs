@@ -24,6 +24,7 @@ mod fields;
 mod gateway;
 mod guardrails;
 mod listener;
+mod normalise;
 mod rate_limits;
 mod state;
 

@@ -4,20 +4,25 @@
 //! filter on `status` with default `active`, which is what FACTS §4 infers from the live API: a
 //! deleted policy disappears from default reads (GET → 404) but `?status=archived` still finds it.
 //! A second DELETE, or a PUT, of an archived policy is 404.
+//!
+//! `workspace_id` (body and list query) is a workspace UUID or slug; `organisation_id` in a body is
+//! a UUID. `value` is a required number: `null` is a 400 on create and on update.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, time::Instant};
 
 use axum::{
     Json,
     body::Bytes,
     extract::{Path, Query, State},
+    response::Response,
 };
 use serde_json::{Number, Value, json};
 
 use super::{
     errors::{ApiResult, EmulatorError},
-    fields::{self, Object},
-    state::{Shared, lock, new_id, now},
+    fields::{self, IdRule, Object},
+    normalise,
+    state::{Shared, lock, new_id, now, touched},
 };
 
 const TYPES: &[&str] = &["requests", "tokens"];
@@ -33,6 +38,8 @@ pub struct RateLimitStore {
 
 struct RateLimitRecord {
     seq: u64,
+    /// When the API created it (`None` when seeded); lists lag behind it under `list_lag_ms`.
+    api_created: Option<Instant>,
     id: String,
     name: Option<String>,
     conditions: Vec<Value>,
@@ -67,6 +74,19 @@ impl RateLimitRecord {
             "object": "policy_rate_limits",
         })
     }
+
+    /// The read as a normalising server returns it: `conditions` and `group_by` reordered.
+    fn read_as(&self, normalise: bool) -> Value {
+        let mut value = self.read();
+        if normalise {
+            for field in ["conditions", "group_by"] {
+                if let Some(items) = value[field].as_array_mut() {
+                    items.reverse();
+                }
+            }
+        }
+        value
+    }
 }
 
 impl RateLimitStore {
@@ -89,6 +109,7 @@ impl RateLimitStore {
         let created_at = fields::str_or(item, "created_at", now());
         let record = RateLimitRecord {
             seq: state.next_seq(),
+            api_created: None,
             id: fields::str_or(item, "id", new_id()),
             name: fields::nullable_str(item, "name"),
             conditions: conditions(item, "conditions")?,
@@ -186,27 +207,30 @@ fn group_by(body: &Object) -> ApiResult<Vec<Value>> {
     Ok(items)
 }
 
-fn not_found(id: &str) -> EmulatorError {
-    EmulatorError::not_found(format!("rate limits policy {id} not found"))
+fn not_found(state: &Shared, id: &str) -> EmulatorError {
+    state.missing(&format!("rate limits policy {id}"))
 }
 
 /// `POST /ai_gw/v2/policies/rate-limits` → `{id, object: "policy_rate_limits"}`.
 pub async fn create(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<Value>> {
     let body = fields::parse_object(&body)?;
+    IdRule::Uuid.opt_field(&body, "organisation_id")?;
     let created_at = now();
     let record = RateLimitRecord {
         seq: state.next_seq(),
+        api_created: Some(Instant::now()),
         id: new_id(),
         name: fields::opt_str_max(&body, "name", 255)?,
         conditions: conditions(&body, "conditions")?,
         group_by: group_by(&body)?,
         kind: required_enum(&body, "type", TYPES)?,
         unit: required_enum(&body, "unit", UNITS)?,
-        value: fields::opt_number(&body, "value")?
+        value: fields::opt_number_not_null(&body, "value")?
             .ok_or_else(|| EmulatorError::validation("value is required"))?,
         target: fields::opt_enum(&body, "target", TARGETS)?.unwrap_or_else(|| "llm".to_owned()),
         status: "active".to_owned(),
-        workspace_id: fields::opt_str(&body, "workspace_id")?
+        workspace_id: IdRule::UuidOrSlug
+            .opt_field(&body, "workspace_id")?
             .filter(|id| !id.is_empty())
             .unwrap_or_else(|| state.default_workspace_id.clone()),
         organisation_id: state.organisation_id.clone(),
@@ -241,7 +265,8 @@ fn page_param(query: &HashMap<String, String>, name: &str, default: usize) -> Ap
 pub async fn list(
     State(state): State<Shared>,
     Query(query): Query<HashMap<String, String>>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
+    IdRule::UuidOrSlug.query(&query, "workspace_id")?;
     let status = status_filter(&query)?;
     let enum_filter = |name: &str, allowed: &[&str]| -> ApiResult<Option<String>> {
         query
@@ -260,10 +285,12 @@ pub async fn list(
     };
     let current_page = page_param(&query, "current_page", 0)?;
 
+    let faults = state.faults();
     let store = lock(&state.rate_limits);
     let matching: Vec<&RateLimitRecord> = store
         .sorted()
         .into_iter()
+        .filter(|r| faults.listed(r.api_created))
         .filter(|r| r.status == status)
         .filter(|r| kind.as_ref().is_none_or(|k| &r.kind == k))
         .filter(|r| unit.as_ref().is_none_or(|u| &r.unit == u))
@@ -282,11 +309,10 @@ pub async fn list(
         .into_iter()
         .skip(current_page.saturating_mul(page_size))
         .take(page_size)
-        .map(RateLimitRecord::read)
+        .map(|record| record.read_as(faults.normalise))
         .collect();
-    Ok(Json(
-        json!({ "object": "list", "data": data, "total": total }),
-    ))
+    let body = json!({ "object": "list", "data": data, "total": total });
+    Ok(normalise::reply(&body, faults.normalise))
 }
 
 /// `GET /ai_gw/v2/policies/rate-limits/{id}` (`?status`, default `active`).
@@ -294,15 +320,16 @@ pub async fn get(
     State(state): State<Shared>,
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
     let status = status_filter(&query)?;
+    let normalise = state.faults().normalise;
     let store = lock(&state.rate_limits);
     let record = store
         .by_id
         .get(&id)
         .filter(|record| record.status == status)
-        .ok_or_else(|| not_found(&id))?;
-    Ok(Json(record.read()))
+        .ok_or_else(|| not_found(&state, &id))?;
+    Ok(normalise::reply(&record.read_as(normalise), normalise))
 }
 
 /// `PUT /ai_gw/v2/policies/rate-limits/{id}`: only `name`, `unit`, `value`, `conditions` change;
@@ -315,7 +342,8 @@ pub async fn update(
     let body = fields::parse_object(&body)?;
     let name = fields::opt_str_max(&body, "name", 255)?;
     let unit = fields::opt_enum(&body, "unit", UNITS)?;
-    let value = fields::opt_number(&body, "value")?;
+    let value = fields::opt_number_not_null(&body, "value")?;
+    IdRule::UuidOrSlug.opt_field(&body, "workspace_id")?;
     let new_conditions = match body.get("conditions") {
         None | Some(Value::Null) => None,
         Some(_) => Some(conditions(&body, "conditions")?),
@@ -325,7 +353,7 @@ pub async fn update(
         .by_id
         .get_mut(&id)
         .filter(|record| record.status == "active")
-        .ok_or_else(|| not_found(&id))?;
+        .ok_or_else(|| not_found(&state, &id))?;
     let immutable = [
         ("type", json!(record.kind)),
         ("group_by", json!(record.group_by)),
@@ -354,7 +382,7 @@ pub async fn update(
     if let Some(conditions) = new_conditions {
         record.conditions = conditions;
     }
-    record.last_updated_at = now();
+    record.last_updated_at = touched(&record.last_updated_at);
     Ok(Json(json!({})))
 }
 
@@ -365,8 +393,8 @@ pub async fn delete(State(state): State<Shared>, Path(id): Path<String>) -> ApiR
         .by_id
         .get_mut(&id)
         .filter(|record| record.status == "active")
-        .ok_or_else(|| not_found(&id))?;
+        .ok_or_else(|| not_found(&state, &id))?;
     record.status = "archived".to_owned();
-    record.last_updated_at = now();
+    record.last_updated_at = touched(&record.last_updated_at);
     Ok(Json(json!({})))
 }

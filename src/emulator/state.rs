@@ -16,7 +16,9 @@ use super::{
     EmulatorOptions,
     configs::ConfigStore,
     deployments::DeploymentStore,
+    errors::EmulatorError,
     faults::{Faults, RateWindow},
+    guardrails::GuardrailStore,
     rate_limits::RateLimitStore,
 };
 
@@ -37,7 +39,7 @@ pub struct AppState {
     pub configs: Mutex<ConfigStore>,
     pub deployments: Mutex<DeploymentStore>,
     pub rate_limits: Mutex<RateLimitStore>,
-    pub guardrails: Mutex<Vec<Value>>,
+    pub guardrails: Mutex<GuardrailStore>,
     pub responses: Mutex<HashMap<String, Value>>,
     pub vector_store_files: Mutex<HashMap<(String, String), Value>>,
     pub stats: Mutex<Stats>,
@@ -75,12 +77,27 @@ impl AppState {
         self.seq.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// A snapshot of the fault settings, for handlers whose answers they shape.
+    pub fn faults(&self) -> Faults {
+        lock(&self.faults).clone()
+    }
+
+    /// The error for a config, deployment or rate-limit policy that does not exist, e.g.
+    /// `missing("config pc-x")`: 404 `AB08`, or 403 `AB03` under the `missing_as_ab03` fault.
+    pub fn missing(&self, what: &str) -> EmulatorError {
+        if lock(&self.faults).missing_as_ab03 {
+            EmulatorError::NotVisible(format!("{what} is not visible with this token"))
+        } else {
+            EmulatorError::not_found(format!("{what} not found"))
+        }
+    }
+
     /// Empties every collection (control endpoint `DELETE /_emulator/state`).
     pub fn clear(&self) {
         *lock(&self.configs) = ConfigStore::default();
         *lock(&self.deployments) = DeploymentStore::default();
         *lock(&self.rate_limits) = RateLimitStore::default();
-        lock(&self.guardrails).clear();
+        *lock(&self.guardrails) = GuardrailStore::default();
         lock(&self.responses).clear();
         lock(&self.vector_store_files).clear();
     }
@@ -97,9 +114,24 @@ pub fn new_id() -> String {
 
 /// ISO 8601 UTC with milliseconds, as the API writes timestamps (`2024-05-12T21:37:06.000Z`).
 pub fn now() -> String {
-    jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
-        .to_string()
+    format_timestamp(jiff::Timestamp::now())
+}
+
+/// The `last_updated_at` of a write: now, or one millisecond after `previous` when the clock has
+/// not moved on at millisecond precision, so every write of an object changes it.
+pub fn touched(previous: &str) -> String {
+    let current = jiff::Timestamp::now().as_millisecond();
+    let after_previous = previous
+        .parse::<jiff::Timestamp>()
+        .map_or(i64::MIN, |previous| {
+            previous.as_millisecond().saturating_add(1)
+        });
+    jiff::Timestamp::from_millisecond(current.max(after_previous))
+        .map_or_else(|_| now(), format_timestamp)
+}
+
+fn format_timestamp(timestamp: jiff::Timestamp) -> String {
+    timestamp.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
 pub fn unix_now() -> i64 {
@@ -146,6 +178,15 @@ mod tests {
         assert!(slug.starts_with("pc-pplx-c-"), "{slug}");
         assert_eq!(slug.len(), "pc-pplx-c-".len() + 6);
         assert!(make_slug("dp", "!!!").starts_with("dp-dp-"));
+    }
+
+    #[test]
+    fn touched_always_moves_forward() {
+        let future = "2999-01-01T00:00:00.000Z";
+        assert_eq!(touched(future), "2999-01-01T00:00:00.001Z");
+        let stamp = now();
+        assert!(touched(&stamp) > stamp);
+        assert_eq!(touched("not a time").len(), stamp.len());
     }
 
     #[test]
