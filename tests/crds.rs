@@ -185,3 +185,96 @@ async fn immutable_fields_cannot_change() {
         .unwrap();
     env.cleanup().await;
 }
+
+/// Merge-patches `name`'s spec and returns the apiserver's refusal.
+async fn refused_patch(api: &Api<DynamicObject>, name: &str, spec: serde_json::Value) -> String {
+    match api
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": spec})),
+        )
+        .await
+    {
+        Ok(_) => panic!("the apiserver accepted {spec} on {name}"),
+        Err(kube::Error::Api(status)) => status.message,
+        Err(other) => panic!("unexpected error: {other}"),
+    }
+}
+
+#[tokio::test]
+async fn identity_fields_are_only_set_at_creation() {
+    let env = TestEnv::new("crds-identity").await;
+    let pp = PostParams::default();
+    let remote_id = "0b6f2a1e-7c4d-4e8a-9f3b-2d5c6e7f8a9b";
+    for (kind, plural, base, field, value) in [
+        (
+            "Config",
+            "configs",
+            config_spec(),
+            "slug",
+            "pc-routing-3f2a1b",
+        ),
+        (
+            "Deployment",
+            "deployments",
+            deployment_spec(),
+            "deploymentId",
+            remote_id,
+        ),
+        (
+            "RateLimitsPolicy",
+            "ratelimitspolicies",
+            policy_spec(),
+            "policyId",
+            remote_id,
+        ),
+    ] {
+        let api = dynamic_api(&env, kind, plural);
+        let wanted = format!("spec.{field} cannot be added or removed after creation");
+        let new = "created-without-id";
+        api.create(&pp, &object(kind, new, base.clone()))
+            .await
+            .unwrap();
+        let message = refused_patch(&api, new, json!({field: value})).await;
+        assert!(
+            message.contains(&wanted),
+            "adding {kind} {field}: {message}"
+        );
+
+        // An explicit null reads as absent to aigw, so setting the field later is also refused.
+        let null = "created-with-null";
+        let mut spec = base.clone();
+        spec[field] = json!(null);
+        api.create(&pp, &object(kind, null, spec)).await.unwrap();
+        let message = refused_patch(&api, null, json!({field: value})).await;
+        assert!(
+            message.contains(&wanted),
+            "setting a null {kind} {field}: {message}"
+        );
+
+        let adopted = "created-with-id";
+        let mut spec = base.clone();
+        spec[field] = json!(value);
+        api.create(&pp, &object(kind, adopted, spec)).await.unwrap();
+        let message = refused_patch(&api, adopted, json!({field: null})).await;
+        assert!(
+            message.contains(&wanted),
+            "removing {kind} {field}: {message}"
+        );
+        let message = refused_patch(&api, adopted, json!({field: "another"})).await;
+        assert!(
+            message.contains(&format!("{field} is immutable")),
+            "changing {kind} {field}: {message}"
+        );
+
+        // The rule holds the identity only: other fields of every object still change.
+        for name in [new, null, adopted] {
+            let patch = json!({"spec": {"name": "renamed"}});
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap_or_else(|err| panic!("renaming {kind} {name}: {err}"));
+        }
+    }
+    env.cleanup().await;
+}

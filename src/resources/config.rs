@@ -35,9 +35,13 @@ use super::common::{ConnectionRef, conditions_schema, free_form_object};
     )
 )]
 #[serde(rename_all = "camelCase")]
+// The field rule `self == oldSelf` only runs when the field is on both sides, so adding or
+// removing the identity, which would switch the object to another remote one, is caught here.
+#[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new Config instead"))]
 pub struct ConfigSpec {
     /// Slug of an existing remote config to adopt (for example `pc-routing-3f2a1b`). When absent,
-    /// aigw creates a new config and records its slug in `status.slug`. Cannot be changed once set.
+    /// aigw creates a new config and records its slug in `status.slug`. Only set at creation: it
+    /// cannot be added, removed or changed afterwards.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("slug is immutable: create a new Config to adopt another remote config"))]
     pub slug: Option<String>,

@@ -42,9 +42,12 @@ use super::common::{ConnectionRef, conditions_schema, free_form_object};
     )
 )]
 #[serde(rename_all = "camelCase")]
+// The field rule `self == oldSelf` only runs when the field is on both sides, so adding or
+// removing the identity, which would switch the object to another remote one, is caught here.
+#[x_kube(validation = Rule::new("has(self.deploymentId) == has(oldSelf.deploymentId)").field_path(".deploymentId").reason(Reason::FieldValueForbidden).message("spec.deploymentId cannot be added or removed after creation: create a new Deployment instead"))]
 pub struct DeploymentSpec {
     /// UUID of an existing remote deployment to adopt. When absent, aigw registers a new
-    /// deployment. Cannot be changed once set.
+    /// deployment. Only set at creation: it cannot be added, removed or changed afterwards.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("deploymentId is immutable: create a new Deployment to adopt another remote deployment"))]
     pub deployment_id: Option<String>,

@@ -37,9 +37,12 @@ use super::common::{ConnectionRef, conditions_schema};
     )
 )]
 #[serde(rename_all = "camelCase")]
+// The field rule `self == oldSelf` only runs when the field is on both sides, so adding or
+// removing the identity, which would switch the object to another remote one, is caught here.
+#[x_kube(validation = Rule::new("has(self.policyId) == has(oldSelf.policyId)").field_path(".policyId").reason(Reason::FieldValueForbidden).message("spec.policyId cannot be added or removed after creation: create a new RateLimitsPolicy instead"))]
 pub struct RateLimitsPolicySpec {
     /// UUID of an existing remote policy to adopt. When absent, aigw creates a new policy.
-    /// Cannot be changed once set.
+    /// Only set at creation: it cannot be added, removed or changed afterwards.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("policyId is immutable: create a new RateLimitsPolicy to adopt another remote policy"))]
     pub policy_id: Option<String>,
