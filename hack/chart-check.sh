@@ -343,6 +343,10 @@ else
 		echo "ok: $(wc -l <"$work/dry-run.out") objects accepted"
 	done
 
+	# can-i resolves the aigw kinds only once their CRDs are served (they stay, as after an install).
+	"${k[@]}" apply --server-side --force-conflicts --field-manager=aigw-chart-check -f "$CHART/crds/" >/dev/null
+	"${k[@]}" wait --for condition=established --timeout=30s -f "$CHART/crds/" >/dev/null
+
 	echo "--- RBAC applied with watchNamespaces: [a, b] (release aigw-chart-check)"
 	apply_rbac aigw-chart-check --set "watchNamespaces={a,b}"
 	can no get secrets -n c
@@ -356,11 +360,12 @@ else
 	can yes get secrets -n "$NAMESPACE"
 	can no list secrets -n "$NAMESPACE"
 	can yes list configs.aigw.io -n a
-	can yes patch deployments.aigw.io/status -n b
+	can yes patch deployments.aigw.io --subresource=status -n b
 	can no list configs.aigw.io --all-namespaces
 	can no list ratelimitspolicies.aigw.io -n c
 	can yes watch connections.aigw.io
-	can yes patch connections.aigw.io/status
+	can yes patch connections.aigw.io --subresource=status
+	can no update connections.aigw.io
 	can yes get namespaces
 	can yes create events.events.k8s.io -n a
 	can no create events.events.k8s.io -n c
