@@ -4,14 +4,22 @@
 #   2. helm lint --strict, with the default values and with an override;
 #   3. helm template with the default values and with an override (watchNamespaces, a default
 #      connection with token.existingSecret), plus assertions on what it renders;
-#   4. values the chart must refuse (replicaCount 2, managementUrl without a token Secret) fail;
-#   5. when the local control plane answers (.aigw-dev/kubeconfig, see hack/cluster-up.sh), the
-#      rendered manifests, CRDs included, go through `kubectl apply --server-side --dry-run=server`.
+#   4. the RBAC with watchNamespaces: [a, b]: Roles in a and b, no ClusterRole grants Secrets;
+#   5. values the chart must refuse (2 replicas without leader election, managementUrl without a
+#      token Secret, ...) fail;
+#   6. when the local control plane answers (.aigw-dev/kubeconfig, see hack/cluster-up.sh), the
+#      rendered manifests, CRDs included, go through `kubectl apply --server-side --dry-run=server`,
+#      and the RBAC rendered with watchNamespaces: [a, b] is applied for real and checked with
+#      `kubectl auth can-i ... --as system:serviceaccount:...` (namespaces a, b, c are created
+#      for it when missing; what the check created is deleted again).
 #
 # Helm is taken from $HELM, else from PATH (a v3), else from the cache, else built there with
 # `go install` from the Go module proxy (pinned: $HELM_VERSION).
 #
-# Usage: bash hack/chart-check.sh            (AIGW_CHART_CHECK_SERVER=0 skips step 5)
+# Usage: bash hack/chart-check.sh            (AIGW_CHART_CHECK_SERVER=0 skips step 6)
+#        bash hack/chart-check.sh --template [helm template args...]
+#            only prints `helm template <args...> charts/aigw` on stdout, with the helm found or
+#            built as above (tests/chart_rbac.rs renders the chart this way).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -68,6 +76,10 @@ find_helm() {
 	echo "$cached"
 }
 helm="$(find_helm)"
+if [[ "${1:-}" == --template ]]; then
+	shift
+	exec "$helm" template "$@" "$CHART"
+fi
 echo "helm: $helm ($("$helm" version --short))"
 
 # --- 1. CRD copy ----------------------------------------------------------------------------
@@ -127,7 +139,8 @@ kinds() { grep -E '^kind: ' "$1" | sort | uniq -c | awk '{printf "%s%s×%s", sep
 step "helm template (default values)"
 render "$work/default.yaml"
 echo "rendered: $(kinds "$work/default.yaml.all")"
-for kind in CustomResourceDefinition ServiceAccount ClusterRole ClusterRoleBinding Deployment Service; do
+for kind in CustomResourceDefinition ServiceAccount ClusterRole ClusterRoleBinding Role RoleBinding \
+	Deployment Service PodDisruptionBudget; do
 	expect "$work/default.yaml.all" "kind: $kind" "default values"
 done
 [[ "$(grep -c '^kind: CustomResourceDefinition' "$work/default.yaml.all")" == 4 ]] || die "expected 4 CRDs"
@@ -137,7 +150,23 @@ expect "$work/default.yaml" "image: \"aigw/aigw:0.1.0\"" "default values"
 expect "$work/default.yaml" "fieldPath: metadata.name" "default values (POD_NAME)"
 expect "$work/default.yaml" "readOnlyRootFilesystem: true" "default values"
 expect "$work/default.yaml" "type: RuntimeDefault" "default values"
-expect "$work/default.yaml" "path: /healthz" "default values"
+expect "$work/default.yaml" "path: /healthz" "default values (liveness)"
+expect "$work/default.yaml" "path: /readyz" "default values (readiness)"
+# Two replicas under leader election, rolled one new replica at a time, on different nodes.
+expect "$work/default.yaml" "replicas: 2" "default values"
+expect "$work/default.yaml" "type: RollingUpdate" "default values"
+expect "$work/default.yaml" "maxUnavailable: 0" "default values (rollout)"
+expect "$work/default.yaml" "maxSurge: 1" "default values (rollout)"
+expect "$work/default.yaml" "kind: PodDisruptionBudget" "default values"
+expect "$work/default.yaml" "maxUnavailable: 1" "default values (PDB)"
+expect "$work/default.yaml" "preferredDuringSchedulingIgnoredDuringExecution" "default values (anti-affinity)"
+expect "$work/default.yaml" "topologyKey: kubernetes.io/hostname" "default values (anti-affinity)"
+expect "$work/default.yaml" "--leader-elect=true" "default values"
+expect "$work/default.yaml" "\"--leader-election-namespace=$NAMESPACE\"" "default values"
+expect "$work/default.yaml" "\"--connection-secret-namespace=$NAMESPACE\"" "default values"
+expect "$work/default.yaml" "fieldPath: metadata.namespace" "default values (POD_NAMESPACE)"
+expect "$work/default.yaml" "name: aigw-leader-election" "default values (Lease Role)"
+expect_not "$work/default.yaml" "type: Recreate" "default values"
 expect_not "$work/default.yaml" "--namespace=" "default values (all namespaces)"
 expect_not "$work/default.yaml" "--token-file" "default values (no default connection)"
 
@@ -161,7 +190,82 @@ expect "$f" "name: aigw-operator" "override (serviceAccount.name)"
 expect "$f" "image: \"aigw/aigw:0.1.0-dev\"" "override"
 [[ "$(grep -c '^kind: Service$' "$f")" == 0 ]] || die "override: metrics Service rendered although disabled"
 
-# --- 4. refused values ----------------------------------------------------------------------
+step "helm template (replicaCount: 1, leaderElection.enabled: false)"
+render "$work/single.yaml" --set replicaCount=1 --set leaderElection.enabled=false
+f="$work/single.yaml"
+expect "$f" "replicas: 1" "single replica"
+expect "$f" "type: Recreate" "single replica without leader election"
+expect "$f" "--leader-elect=false" "single replica"
+expect_not "$f" "kind: PodDisruptionBudget" "single replica"
+expect_not "$f" "coordination.k8s.io" "single replica (no Lease Role)"
+expect_not "$f" "\"--leader-election-namespace=" "single replica"
+
+# --- 4. RBAC with watchNamespaces ---------------------------------------------------------
+# doc_of FILE KIND NAME NAMESPACE: the document of that object, comments dropped ("" when the
+# object is not rendered). helm separates documents with "---" lines.
+doc_of() {
+	awk -v kind="$2" -v name="$3" -v ns="$4" '
+		function flush() { if (k == kind && n == name && m == ns) printf "%s", doc; doc = ""; k = n = m = "" }
+		/^---/ { flush(); next }
+		/^[[:space:]]*#/ { next }
+		{ doc = doc $0 "\n" }
+		/^kind: / { k = $2 }
+		/^  name: / { if (n == "") n = $2 }
+		/^  namespace: / { if (m == "") m = $2 }
+		END { flush() }' "$1"
+}
+# The `resources:` lines of every ClusterRole of FILE (the chart writes them in flow style).
+cluster_role_resources() {
+	awk '
+		function flush() { if (k == "ClusterRole") printf "%s", doc; doc = ""; k = "" }
+		/^---/ { flush(); next }
+		/^[[:space:]]*#/ { next }
+		{ doc = doc $0 "\n" }
+		/^kind: / { k = $2 }
+		END { flush() }' "$1" | grep -E '^[[:space:]]*(- )?resources:' || true
+}
+
+step "RBAC with watchNamespaces: [a, b]: Roles in a and b, no Secrets through a ClusterRole"
+render "$work/rbac-ns.yaml" --set "watchNamespaces={a,b}"
+f="$work/rbac-ns.yaml"
+cluster_role_resources "$f" >"$work/cr.txt"
+[[ -s "$work/cr.txt" ]] || die "no ClusterRole rendered (Connections and Namespaces need one)"
+if grep -qw secrets "$work/cr.txt"; then
+	die "a ClusterRole grants secrets although watchNamespaces is set"
+fi
+for resource in connections namespaces; do
+	grep -qw "$resource" "$work/cr.txt" || die "the ClusterRole does not grant $resource"
+done
+for resource in configs deployments ratelimitspolicies events statefulsets; do
+	if grep -qw "$resource" "$work/cr.txt"; then
+		die "the ClusterRole grants $resource although watchNamespaces is set"
+	fi
+done
+for ns in a b; do
+	role="$(doc_of "$f" Role aigw "$ns")"
+	[[ -n "$role" ]] || die "no Role aigw in namespace $ns"
+	for resource in secrets configs deployments ratelimitspolicies events statefulsets daemonsets; do
+		grep -qw "$resource" <<<"$role" || die "the Role in $ns does not grant $resource"
+	done
+	[[ -n "$(doc_of "$f" RoleBinding aigw "$ns")" ]] || die "no RoleBinding aigw in namespace $ns"
+done
+[[ -z "$(doc_of "$f" Role aigw c)" ]] || die "a Role in a namespace not watched"
+role="$(doc_of "$f" Role aigw-connection-secrets "$NAMESPACE")"
+grep -qw secrets <<<"$role" || die "no Role for the Connection secrets in $NAMESPACE"
+grep -q 'verbs: \["get"\]' <<<"$role" || die "the Connection secrets Role grants more than get"
+grep -qw leases <<<"$(doc_of "$f" Role aigw-leader-election "$NAMESPACE")" ||
+	die "no Role for the Lease in $NAMESPACE"
+echo "ok: ClusterRole without secrets; Roles in a, b; connection-secrets and leader-election Roles in $NAMESPACE"
+
+step "RBAC without watchNamespaces: one ClusterRole for every namespace"
+cluster_role_resources "$work/default.yaml" >"$work/cr-default.txt"
+for resource in secrets configs connections namespaces events deployments statefulsets; do
+	grep -qw "$resource" "$work/cr-default.txt" || die "the cluster-wide ClusterRole does not grant $resource"
+done
+expect_not "$work/default.yaml" "name: aigw-connection-secrets" "default values (the ClusterRole covers them)"
+echo "ok"
+
+# --- 5. refused values ----------------------------------------------------------------------
 step "values the chart refuses"
 refuse() { # what, helm args...
 	local what="$1"
@@ -171,14 +275,55 @@ refuse() { # what, helm args...
 	fi
 	echo "ok: refused $what: $(grep -E "fail|rror|- at" "$work/err" | tr -s "\n " " " | cut -c1-220)"
 }
-refuse "replicaCount=2 (no leader election)" --set replicaCount=2
+refuse "replicaCount=2 without leader election" --set replicaCount=2 --set leaderElection.enabled=false
+refuse "podAntiAffinity=sometimes" --set podAntiAffinity=sometimes
 refuse "managementUrl without token.existingSecret" --set managementUrl=http://x
 refuse "token.existingSecret without managementUrl" --set token.existingSecret.name=t
 refuse "logFormat=xml" --set logFormat=xml
 refuse "concurrency=0" --set concurrency=0
 
-# --- 5. server-side dry run -----------------------------------------------------------------
-step "kubectl apply --dry-run=server"
+# --- 6. against the local control plane ----------------------------------------------------
+created_namespaces=()
+applied=()
+cleanup_server() {
+	local f ns
+	for f in "${applied[@]}"; do
+		"${k[@]}" delete --ignore-not-found --wait=false -f "$f" >/dev/null 2>&1 || true
+	done
+	# No namespace controller in the local control plane: finalize what was created directly.
+	for ns in "${created_namespaces[@]}"; do
+		"${k[@]}" delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
+		printf '{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"%s"},"spec":{"finalizers":[]}}' "$ns" |
+			"${k[@]}" replace --raw "/api/v1/namespaces/$ns/finalize" -f - >/dev/null 2>&1 || true
+	done
+	if ((${#created_namespaces[@]})); then echo "cleaned up: namespaces ${created_namespaces[*]}"; fi
+}
+ensure_namespace() {
+	if ! "${k[@]}" get namespace "$1" >/dev/null 2>&1; then
+		"${k[@]}" create namespace "$1" >/dev/null
+		created_namespaces+=("$1")
+	fi
+}
+# can WANT VERB RESOURCE [kubectl args...]: `kubectl auth can-i` as the operator's ServiceAccount.
+can() {
+	local want="$1" got
+	shift
+	got="$("${k[@]}" auth can-i "$@" --as "$sa" 2>/dev/null || true)"
+	[[ "$got" == "$want" ]] || die "kubectl auth can-i $* --as $sa: '$got', expected '$want'"
+	printf 'ok: %-3s can-i %s\n' "$got" "$*"
+}
+# apply_rbac RELEASE helm-args...: applies the ServiceAccount and RBAC of a render for real.
+apply_rbac() {
+	local release="$1" out="$work/rbac-$1.yaml"
+	shift
+	"$helm" template "$release" "$CHART" --namespace "$NAMESPACE" "$@" \
+		--show-only templates/serviceaccount.yaml --show-only templates/rbac.yaml >"$out"
+	applied+=("$out")
+	"${k[@]}" apply --server-side --field-manager=aigw-chart-check -f "$out" >/dev/null
+	sa="system:serviceaccount:$NAMESPACE:$release"
+}
+
+step "against the local control plane"
 if [[ "${AIGW_CHART_CHECK_SERVER:-1}" == 0 ]]; then
 	echo "skipped (AIGW_CHART_CHECK_SERVER=0)"
 elif [[ ! -f "$KUBECONFIG_DEV" ]]; then
@@ -187,15 +332,60 @@ elif ! kubectl --kubeconfig "$KUBECONFIG_DEV" --request-timeout=5s get --raw /re
 	echo "skipped: the control plane of $KUBECONFIG_DEV does not answer (make cluster)"
 else
 	k=(kubectl --kubeconfig "$KUBECONFIG_DEV")
-	# The release namespace must exist for the namespaced objects to pass a server dry run.
-	if ! "${k[@]}" get namespace "$NAMESPACE" >/dev/null 2>&1; then
-		"${k[@]}" create namespace "$NAMESPACE"
-	fi
-	for values in default override-rendered; do
-		echo "--- $values"
+	trap 'cleanup_server; rm -rf "$work"' EXIT
+	# Namespaced objects pass a server dry run only in namespaces that exist.
+	for ns in "$NAMESPACE" team-a team-b a b c; do ensure_namespace "$ns"; done
+
+	for values in default override-rendered single rbac-ns; do
+		echo "--- kubectl apply --dry-run=server: $values"
 		"${k[@]}" apply --server-side --force-conflicts --field-manager=aigw-chart-check \
-			--dry-run=server --validate=strict -f "$work/$values.yaml.all"
+			--dry-run=server --validate=strict -f "$work/$values.yaml.all" >"$work/dry-run.out"
+		echo "ok: $(wc -l <"$work/dry-run.out") objects accepted"
 	done
+
+	# can-i resolves the aigw kinds only once their CRDs are served (they stay, as after an install).
+	"${k[@]}" apply --server-side --force-conflicts --field-manager=aigw-chart-check -f "$CHART/crds/" >/dev/null
+	"${k[@]}" wait --for condition=established --timeout=30s -f "$CHART/crds/" >/dev/null
+
+	echo "--- RBAC applied with watchNamespaces: [a, b] (release aigw-chart-check)"
+	apply_rbac aigw-chart-check --set "watchNamespaces={a,b}"
+	can no get secrets -n c
+	can yes get secrets -n a
+	can yes list secrets -n b
+	can yes watch secrets -n a
+	can yes create secrets -n a
+	can yes patch secrets -n b
+	can no delete secrets -n a
+	can no list secrets --all-namespaces
+	can yes get secrets -n "$NAMESPACE"
+	can no list secrets -n "$NAMESPACE"
+	can yes list configs.aigw.io -n a
+	can yes patch deployments.aigw.io --subresource=status -n b
+	can no list configs.aigw.io --all-namespaces
+	can no list ratelimitspolicies.aigw.io -n c
+	can yes watch connections.aigw.io
+	can yes patch connections.aigw.io --subresource=status
+	can no update connections.aigw.io
+	can yes get namespaces
+	can yes create events.events.k8s.io -n a
+	can no create events.events.k8s.io -n c
+	can yes patch deployments.apps -n b
+	can no patch deployments.apps -n c
+	can no get configmaps -n a
+	can yes create leases.coordination.k8s.io -n "$NAMESPACE"
+	can yes update leases.coordination.k8s.io/aigw -n "$NAMESPACE"
+	can no update leases.coordination.k8s.io/other -n "$NAMESPACE"
+	can yes get customresourcedefinitions.apiextensions.k8s.io/configs.aigw.io
+	can no get customresourcedefinitions.apiextensions.k8s.io/other.example.com
+
+	echo "--- RBAC applied without watchNamespaces (release aigw-chart-check-all)"
+	apply_rbac aigw-chart-check-all
+	can yes get secrets -n c
+	can yes list secrets --all-namespaces
+	can yes list configs.aigw.io --all-namespaces
+	can yes patch statefulsets.apps -n c
+	can no delete secrets -n c
+	can yes update leases.coordination.k8s.io/aigw -n "$NAMESPACE"
 fi
 
 printf '\nchart-check: all checks passed\n'

@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, ListParams};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Resource;
+use kube::api::Api;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
@@ -91,27 +93,34 @@ impl Context {
     }
 }
 
-/// Fails with an install hint when a CRD aigw needs is not served by the cluster.
+/// Fails with an install hint when a CRD aigw needs is not served by the cluster. It reads the
+/// CRDs by name instead of listing the kinds cluster-wide, so an operator whose RBAC covers only
+/// its watched namespaces (the chart with `watchNamespaces`) passes it.
 pub async fn check_crds_installed(kube: &kube::Client) -> Result<(), String> {
-    async fn probe<K>(api: Api<K>, plural: &str) -> Result<(), String>
-    where
-        K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
-    {
-        match api.list(&ListParams::default().limit(1)).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 404 => Err(format!(
-                "the CRD {plural}.aigw.io is not installed; install the CRDs with `aigw crds | kubectl apply --server-side -f -` (or `kubectl apply -f crds/`)"
-            )),
-            Err(e) => Err(format!("failed to check the CRD {plural}.aigw.io: {e}")),
+    let crds: Api<CustomResourceDefinition> = Api::all(kube.clone());
+    for (plural, version) in [
+        ("configs", Config::version(&())),
+        ("deployments", Deployment::version(&())),
+        ("ratelimitspolicies", RateLimitsPolicy::version(&())),
+        ("connections", crate::resources::Connection::version(&())),
+    ] {
+        let name = format!("{plural}.aigw.io");
+        let crd = crds
+            .get_opt(&name)
+            .await
+            .map_err(|e| format!("failed to check the CRD {name}: {e}"))?;
+        let served = crd.is_some_and(|crd| {
+            crd.spec
+                .versions
+                .iter()
+                .any(|v| v.served && v.name == version)
+        });
+        if !served {
+            return Err(format!(
+                "the CRD {name} is not installed (or does not serve {version}); install the CRDs with `aigw crds | kubectl apply --server-side -f -` (or `kubectl apply -f crds/`)"
+            ));
         }
     }
-    probe(Api::<Config>::all(kube.clone()), "configs").await?;
-    probe(Api::<Deployment>::all(kube.clone()), "deployments").await?;
-    probe(
-        Api::<RateLimitsPolicy>::all(kube.clone()),
-        "ratelimitspolicies",
-    )
-    .await?;
     Ok(())
 }
 

@@ -58,8 +58,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* Fails the render on values the operator would reject or mis-run with. */}}
 {{- define "aigw.validate" -}}
-{{- if gt (int .Values.replicaCount) 1 }}
-{{- fail "replicaCount: aigw has no leader election; run exactly 1 replica" }}
+{{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
+{{- fail "replicaCount > 1 needs leaderElection.enabled: without it every replica would reconcile" }}
 {{- end }}
 {{- if and .Values.managementUrl (not .Values.token.existingSecret.name) }}
 {{- fail "token.existingSecret.name is required when managementUrl is set (a Secret holding the bearer token)" }}
@@ -82,4 +82,55 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if le (float64 .Values.apiQps) 0.0 }}
 {{- fail "apiQps must be greater than 0" }}
 {{- end }}
+{{- end }}
+
+{{/* The namespace of the Lease `aigw` (--leader-election-namespace). */}}
+{{- define "aigw.leaseNamespace" -}}
+{{- default .Release.Namespace .Values.leaderElection.namespace }}
+{{- end }}
+
+{{/* The namespace of the Secrets Connections reference (--connection-secret-namespace). */}}
+{{- define "aigw.connectionSecretNamespace" -}}
+{{- default .Release.Namespace .Values.connectionSecretNamespace }}
+{{- end }}
+
+{{/* The operator's ServiceAccount as an RBAC subject. */}}
+{{- define "aigw.subject" -}}
+- kind: ServiceAccount
+  name: {{ include "aigw.serviceAccountName" . }}
+  namespace: {{ .Release.Namespace }}
+{{- end }}
+
+{{/*
+What the operator does inside a namespace it watches: a ClusterRole's rules without
+watchNamespaces, each watched namespace's Role's rules with it.
+*/}}
+{{- define "aigw.namespacedRules" -}}
+# The namespaced kinds it reconciles; patch adds and removes the aigw.io/finalizer finalizer.
+- apiGroups: ["aigw.io"]
+  resources: ["configs", "deployments", "ratelimitspolicies"]
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["aigw.io"]
+  resources: ["configs/status", "deployments/status", "ratelimitspolicies/status"]
+  verbs: ["patch"]
+# Owner references with blockOwnerDeletion (the credentials Secrets a Deployment owns) need
+# update on the owner's finalizers subresource where OwnerReferencesPermissionEnforcement is on.
+- apiGroups: ["aigw.io"]
+  resources: ["deployments/finalizers"]
+  verbs: ["update"]
+# The credentials Secrets of Deployments: written with server-side apply (create the first
+# time, patch after), read back, and watched (label app.kubernetes.io/managed-by=aigw) so that
+# a deleted one is noticed at once. RBAC cannot narrow by label: the watch selector does.
+- apiGroups: [""]
+  resources: ["secrets"]
+  verbs: ["get", "list", "watch", "create", "patch"]
+# Events about the resources it reconciles (kube-rs Recorder: events.k8s.io/v1, created in the
+# namespace of the object, patched when repeated).
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+# Credential rotation restarts the listed workloads (a pod-template annotation merge patch).
+- apiGroups: ["apps"]
+  resources: ["deployments", "statefulsets", "daemonsets"]
+  verbs: ["patch"]
 {{- end }}

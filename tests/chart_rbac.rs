@@ -1,0 +1,594 @@
+//! The chart's RBAC is enough for the real operator, and no more: the chart is rendered
+//! (`hack/chart-check.sh --template`), its ServiceAccount and RBAC are applied to the local
+//! apiserver, and the `aigw` binary runs with a kubeconfig that impersonates that ServiceAccount,
+//! once cluster-wide and once with `watchNamespaces`. It creates, rotates and deletes what it
+//! manages, its log has no "forbidden" in it, and the same identity cannot read what the chart
+//! does not grant.
+
+mod support;
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use aigw::emulator::{EmulatorOptions, Running};
+use aigw::resources::{Config, Connection, Deployment};
+use k8s_openapi::api::apps::v1::Deployment as AppsDeployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{
+    Api, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
+};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Resource, ResourceExt};
+use serde::Deserialize;
+use serde_json::{Value, json};
+use support::{TestEnv, kubeconfig_path, repo_root};
+
+const WAIT: Duration = Duration::from_secs(60);
+const TOKEN: &str = "chart-rbac-token-5d1e7b";
+const ROTATED_AT: &str = "aigw.io/credentials-rotated-at";
+const API_TOKEN_SECRET: &str = "api-token";
+
+/// One operator at a time: a cluster-wide one would also reconcile the other test's objects.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+#[tokio::test]
+async fn cluster_wide_rbac_lets_the_operator_do_its_work() {
+    let _serial = SERIAL.lock().await;
+    let release = TestEnv::new("chart-rel").await;
+    let work = TestEnv::new("chart-all").await;
+    let chart = Chart::install(&release, &[]).await;
+    let emulator = spawn_emulator().await;
+    let operator = Operator::start(&chart, &emulator, &[]);
+
+    manage_config_and_rotating_deployment(&work, &work, &operator, None).await;
+
+    let sa = chart.client().await;
+    let secrets: Api<Secret> = Api::namespaced(sa.clone(), &work.namespace);
+    secrets
+        .list(&Default::default())
+        .await
+        .expect("cluster-wide: the ServiceAccount lists Secrets in any namespace");
+    let plain = plain_secret(&work, "not-aigw").await;
+    assert_forbidden(
+        secrets.delete(&plain, &DeleteParams::default()).await,
+        "delete a Secret",
+    );
+    assert_forbidden(
+        Api::<ConfigMap>::namespaced(sa, &work.namespace)
+            .list(&Default::default())
+            .await,
+        "list ConfigMaps",
+    );
+    operator.assert_clean_log();
+
+    drop(operator);
+    chart.uninstall().await;
+    work.cleanup().await;
+    release.cleanup().await;
+}
+
+#[tokio::test]
+async fn watch_namespaces_rbac_is_enough_and_confined_to_them() {
+    let _serial = SERIAL.lock().await;
+    let release = TestEnv::new("chart-rel").await;
+    let a = TestEnv::new("chart-a").await;
+    let b = TestEnv::new("chart-b").await;
+    let c = TestEnv::new("chart-c").await;
+    let watch = format!("watchNamespaces={{{},{}}}", a.namespace, b.namespace);
+    let chart = Chart::install(&release, &[watch]).await;
+    let emulator = spawn_emulator().await;
+    let operator = Operator::start(&chart, &emulator, &[&a.namespace, &b.namespace]);
+
+    // The Config in b through a Connection whose token Secret is in the release namespace (the
+    // connection-secrets Role) and whose namespaceSelector matches b (Namespaces in the
+    // ClusterRole); the Deployment (credentials Secret, workload restart) in a.
+    let connection = connection_with_token_in(&release, &chart, &emulator).await;
+    manage_config_and_rotating_deployment(&b, &a, &operator, Some(&connection)).await;
+
+    let sa = chart.client().await;
+    let outside = plain_secret(&c, "outside").await;
+    assert_forbidden(
+        Api::<Secret>::namespaced(sa.clone(), &c.namespace)
+            .get(&outside)
+            .await,
+        "get a Secret in a namespace that is not watched",
+    );
+    assert_forbidden(
+        Api::<Secret>::all(sa.clone())
+            .list(&Default::default())
+            .await,
+        "list Secrets cluster-wide",
+    );
+    assert_forbidden(
+        Api::<Config>::all(sa.clone())
+            .list(&Default::default())
+            .await,
+        "list Configs cluster-wide",
+    );
+    let inside = plain_secret(&a, "inside").await;
+    Api::<Secret>::namespaced(sa.clone(), &a.namespace)
+        .get(&inside)
+        .await
+        .expect("the ServiceAccount reads Secrets in a watched namespace");
+    Api::<Secret>::namespaced(sa.clone(), &release.namespace)
+        .get(API_TOKEN_SECRET)
+        .await
+        .expect("the ServiceAccount reads Connection secrets in the release namespace");
+    assert_forbidden(
+        Api::<Secret>::namespaced(sa, &release.namespace)
+            .list(&Default::default())
+            .await,
+        "list the Secrets of the release namespace",
+    );
+    operator.assert_clean_log();
+
+    drop(operator);
+    let _ = Api::<Connection>::all(release.client.clone())
+        .delete(&connection, &DeleteParams::default())
+        .await;
+    chart.uninstall().await;
+    for env in [a, b, c, release] {
+        env.cleanup().await;
+    }
+}
+
+/// Creates a Config in `config_ns`, and in `deployment_ns` a Deployment whose credentials
+/// Secret the operator writes, rotates (restarting an apps/v1 Deployment), then deletes both:
+/// every verb the chart grants for the namespaced kinds is exercised.
+async fn manage_config_and_rotating_deployment(
+    config_ns: &TestEnv,
+    deployment_ns: &TestEnv,
+    operator: &Operator,
+    connection: Option<&str>,
+) {
+    config_ns
+        .api::<Config>()
+        .create(&PostParams::default(), &config("routing", connection))
+        .await
+        .expect("create the Config");
+    operator.wait_for(config_ns, "routing", config_ready).await;
+
+    let pod = json!({"metadata": {"labels": {"app": "gw"}}, "spec": {"containers": [{"name": "gw", "image": "gateway:1"}]}});
+    let workload: AppsDeployment = object(json!({"metadata": {"name": "gw"},
+        "spec": {"selector": {"matchLabels": {"app": "gw"}}, "template": pod}}));
+    deployment_ns
+        .api::<AppsDeployment>()
+        .create(&PostParams::default(), &workload)
+        .await
+        .expect("create the workload");
+    let deployments = deployment_ns.api::<Deployment>();
+    deployments
+        .create(&PostParams::default(), &rotating_deployment("edge", "v1"))
+        .await
+        .expect("create the Deployment");
+    operator
+        .wait_for(deployment_ns, "edge", deployment_ready)
+        .await;
+    let first = client_auth(deployment_ns, "edge-creds").await;
+
+    deployments
+        .patch(
+            "edge",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "v2"}}})),
+        )
+        .await
+        .expect("change the rotation trigger");
+    let rotated = operator
+        .wait_for(deployment_ns, "edge", |d: &Deployment| {
+            deployment_ready(d)
+                && d.status
+                    .as_ref()
+                    .and_then(|s| s.observed_rotation_trigger.as_deref())
+                    == Some("v2")
+        })
+        .await;
+    assert_ne!(
+        client_auth(deployment_ns, "edge-creds").await,
+        first,
+        "the rotation wrote new credentials into the Secret"
+    );
+    let rotated_at = rotated.status.and_then(|s| s.last_rotated_at);
+    let workload = deployment_ns
+        .api::<AppsDeployment>()
+        .get("gw")
+        .await
+        .expect("read the workload");
+    let annotation = workload
+        .spec
+        .and_then(|s| s.template.metadata)
+        .and_then(|m| m.annotations)
+        .and_then(|a| a.get(ROTATED_AT).cloned());
+    assert_eq!(
+        annotation, rotated_at,
+        "the workload was restarted (patched)"
+    );
+    assert!(
+        deployment_ns.events_text().await.contains("Rotated"),
+        "the operator published events:\n{}",
+        deployment_ns.events_text().await
+    );
+
+    deployment_ns
+        .delete_and_wait::<Deployment>("edge", WAIT)
+        .await;
+    config_ns.delete_and_wait::<Config>("routing", WAIT).await;
+}
+
+/// The chart's ServiceAccount and RBAC, applied to the local apiserver.
+struct Chart {
+    admin: Client,
+    objects: Vec<DynamicObject>,
+    service_account: String,
+    namespace: String,
+    dir: tempfile::TempDir,
+}
+
+impl Chart {
+    /// Renders the chart into `release`'s namespace with a release name of its own (its
+    /// ClusterRole is cluster-scoped: parallel runs must not share it) and applies the RBAC.
+    async fn install(release: &TestEnv, sets: &[String]) -> Self {
+        let name = format!("aigw-{}", &release.namespace[release.namespace.len() - 8..]);
+        let mut objects = Vec::new();
+        for document in render(&name, &release.namespace, sets) {
+            objects.push(apply(&release.client, document).await);
+        }
+        let service_account = objects
+            .iter()
+            .find(|o| o.types.as_ref().is_some_and(|t| t.kind == "ServiceAccount"))
+            .map(|o| o.name_any())
+            .expect("the chart renders a ServiceAccount");
+        Self {
+            admin: release.client.clone(),
+            objects,
+            service_account,
+            namespace: release.namespace.clone(),
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    /// A kubeconfig with the admin credentials of the local control plane that impersonates
+    /// the chart's ServiceAccount (user and groups, as the apiserver would authenticate it).
+    fn kubeconfig(&self) -> Kubeconfig {
+        let mut kubeconfig =
+            Kubeconfig::read_from(kubeconfig_path()).expect("unreadable kubeconfig");
+        for named in &mut kubeconfig.auth_infos {
+            if let Some(auth) = named.auth_info.as_mut() {
+                auth.impersonate = Some(format!(
+                    "system:serviceaccount:{}:{}",
+                    self.namespace, self.service_account
+                ));
+                auth.impersonate_groups = Some(vec![
+                    "system:serviceaccounts".into(),
+                    format!("system:serviceaccounts:{}", self.namespace),
+                    "system:authenticated".into(),
+                ]);
+            }
+        }
+        kubeconfig
+    }
+
+    fn kubeconfig_file(&self) -> PathBuf {
+        let path = self.dir.path().join("kubeconfig");
+        let text = serde_yaml::to_string(&self.kubeconfig()).expect("kubeconfig as YAML");
+        std::fs::write(&path, text).expect("write the kubeconfig");
+        path
+    }
+
+    /// A client acting as the chart's ServiceAccount.
+    async fn client(&self) -> Client {
+        let config =
+            kube::Config::from_custom_kubeconfig(self.kubeconfig(), &KubeConfigOptions::default())
+                .await
+                .expect("invalid kubeconfig");
+        Client::try_from(config).expect("kube client")
+    }
+
+    async fn uninstall(self) {
+        for object in &self.objects {
+            let (api, _) = dynamic_api(&self.admin, object).await;
+            let _ = api
+                .delete(&object.name_any(), &DeleteParams::default())
+                .await;
+        }
+    }
+}
+
+/// `helm template` of the chart's ServiceAccount and RBAC, one JSON value per document.
+fn render(release: &str, namespace: &str, sets: &[String]) -> Vec<Value> {
+    let mut command = Command::new("bash");
+    command
+        .arg(repo_root().join("hack/chart-check.sh"))
+        .args(["--template", release, "--namespace", namespace])
+        .args(["--show-only", "templates/serviceaccount.yaml"])
+        .args(["--show-only", "templates/rbac.yaml"]);
+    for set in sets {
+        command.args(["--set", set]);
+    }
+    let output = command.output().expect("run hack/chart-check.sh");
+    assert!(
+        output.status.success(),
+        "hack/chart-check.sh --template failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let text = String::from_utf8(output.stdout).expect("UTF-8 manifests");
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|document| Value::deserialize(document).expect("invalid YAML from helm"))
+        .filter(|value| !value.is_null())
+        .collect()
+}
+
+async fn dynamic_api(client: &Client, object: &DynamicObject) -> (Api<DynamicObject>, bool) {
+    let types = object.types.as_ref().expect("apiVersion and kind");
+    let gvk = GroupVersionKind::try_from(types).expect("apiVersion");
+    let (resource, capabilities) = kube::discovery::pinned_kind(client, &gvk)
+        .await
+        .unwrap_or_else(|e| panic!("the apiserver does not serve {gvk:?}: {e}"));
+    let namespaced = capabilities.scope == kube::discovery::Scope::Namespaced;
+    let api = match object.namespace() {
+        Some(ns) if namespaced => Api::namespaced_with(client.clone(), &ns, &resource),
+        _ => Api::all_with(client.clone(), &resource),
+    };
+    (api, namespaced)
+}
+
+async fn apply(admin: &Client, document: Value) -> DynamicObject {
+    let object: DynamicObject = serde_json::from_value(document).expect("a Kubernetes object");
+    let (api, namespaced) = dynamic_api(admin, &object).await;
+    assert!(
+        !namespaced || object.namespace().is_some(),
+        "{} has no namespace",
+        object.name_any()
+    );
+    api.patch(
+        &object.name_any(),
+        &PatchParams::apply("aigw-chart-rbac-test").force(),
+        &Patch::Apply(&object),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("apply {}: {e}", object.name_any()))
+}
+
+async fn spawn_emulator() -> Running {
+    aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        .await
+        .expect("emulator did not start")
+}
+
+/// The real `aigw operator` process, acting as the chart's ServiceAccount; killed on drop.
+struct Operator {
+    child: Mutex<Child>,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Operator {
+    fn start(chart: &Chart, emulator: &Running, namespaces: &[&String]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let token = dir.path().join("token");
+        std::fs::write(&token, TOKEN).expect("write the token file");
+        let log = dir.path().join("operator.log");
+        let out = File::create(&log).expect("create the log file");
+        let err = out.try_clone().expect("clone the log file");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_aigw"));
+        command
+            .arg("operator")
+            .args(["--management-url", &emulator.management_url()])
+            .args(["--gateway-url", &emulator.gateway_url()])
+            .arg("--token-file")
+            .arg(&token)
+            .args(["--metrics-addr", "127.0.0.1:0"]);
+        for namespace in namespaces {
+            command.args(["--namespace", namespace]);
+        }
+        command.args(optional_flags(&chart.namespace));
+        let child = command
+            .env("KUBECONFIG", chart.kubeconfig_file())
+            .env("POD_NAME", format!("{}-0", chart.service_account))
+            .env("POD_NAMESPACE", &chart.namespace)
+            .env("RUST_LOG", "info,aigw=debug")
+            .env("AIGW_LOG_FORMAT", "text")
+            .env("NO_COLOR", "1")
+            .env_remove("AIGW_NAMESPACE")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("start aigw operator");
+        Self {
+            child: Mutex::new(child),
+            log,
+            _dir: dir,
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits until the object satisfies `done`; fails early when the operator has exited.
+    async fn wait_for<K>(&self, env: &TestEnv, name: &str, done: impl Fn(&K) -> bool) -> K
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+        <K as Resource>::DynamicType: Default,
+    {
+        let api = env.api::<K>();
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while tokio::time::Instant::now() < deadline {
+            if let Some(object) = api.get_opt(name).await.ok().flatten().filter(|o| done(o)) {
+                return object;
+            }
+            self.assert_running();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let current = api.get_opt(name).await.ok().flatten();
+        panic!(
+            "timed out after {WAIT:?} waiting for {name}\n--- object ---\n{}\n--- events ---\n{}",
+            serde_yaml::to_string(&current).unwrap_or_default(),
+            env.events_text().await
+        );
+    }
+
+    fn assert_running(&self) {
+        let exited = self
+            .child
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .try_wait()
+            .expect("query the operator process");
+        assert!(exited.is_none(), "the operator exited: {exited:?}");
+    }
+
+    /// Nothing the operator tried was refused, and the API token never reached its log.
+    fn assert_clean_log(&self) {
+        let log = self.log_text();
+        assert!(
+            !log.to_lowercase().contains("forbidden"),
+            "the chart's RBAC refused the operator something"
+        );
+        assert!(!log.contains(TOKEN), "the API token appears in the log");
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let child = self.child.get_mut().unwrap_or_else(|e| e.into_inner());
+        let _ = child.kill();
+        let _ = child.wait();
+        if std::thread::panicking() {
+            eprintln!("--- operator log ---\n{}", self.log_text());
+        }
+    }
+}
+
+/// The flags the chart renders that the binary under test may not have yet: passed only when
+/// `aigw operator --help` lists them.
+fn optional_flags(release_namespace: &str) -> Vec<String> {
+    let help = Command::new(env!("CARGO_BIN_EXE_aigw"))
+        .args(["operator", "--help"])
+        .output()
+        .expect("aigw operator --help");
+    let help = String::from_utf8_lossy(&help.stdout);
+    let mut flags = Vec::new();
+    if help.contains("--leader-elect") {
+        flags.push("--leader-elect=true".to_string());
+    }
+    if help.contains("--leader-election-namespace") {
+        flags.push(format!("--leader-election-namespace={release_namespace}"));
+    }
+    if help.contains("--connection-secret-namespace") {
+        flags.push(format!("--connection-secret-namespace={release_namespace}"));
+    }
+    eprintln!("optional operator flags in this build: {flags:?}");
+    flags
+}
+
+fn object<K: serde::de::DeserializeOwned>(value: Value) -> K {
+    serde_json::from_value(value).expect("a valid object")
+}
+
+/// A Config; through the named Connection, or the operator's default connection.
+fn config(name: &str, connection: Option<&str>) -> Config {
+    let mut spec = json!({"name": name, "config": {"strategy": {"mode": "fallback"}, "targets": [{"provider": "@openai"}]}});
+    if let Some(connection) = connection {
+        spec["connectionRef"] = json!({"name": connection});
+    }
+    object(
+        json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Config", "metadata": {"name": name}, "spec": spec}),
+    )
+}
+
+/// A Connection to the emulator (named like the release: unique, Connections are
+/// cluster-scoped) whose bearer token is a Secret in the release namespace and whose
+/// namespaceSelector matches the test's "chart-b" namespace; its name.
+async fn connection_with_token_in(release: &TestEnv, chart: &Chart, emulator: &Running) -> String {
+    let secret: Secret =
+        object(json!({"metadata": {"name": API_TOKEN_SECRET}, "stringData": {"token": TOKEN}}));
+    release
+        .api::<Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("create the token Secret");
+    let name = chart.service_account.clone();
+    let connection: Connection = object(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Connection", "metadata": {"name": name},
+        "spec": {
+            "managementUrl": emulator.management_url(), "gatewayUrl": emulator.gateway_url(),
+            "auth": {"bearerToken": {"secretRef": {"namespace": release.namespace, "name": API_TOKEN_SECRET, "key": "token"}}},
+            "namespaceSelector": {"matchLabels": {"aigw.io/test": "chart-b"}}
+        }
+    }));
+    Api::<Connection>::all(release.client.clone())
+        .create(&PostParams::default(), &connection)
+        .await
+        .expect("create the Connection");
+    name
+}
+
+fn rotating_deployment(name: &str, trigger: &str) -> Deployment {
+    object(
+        json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"name": name, "credentialsSecretRef": {"name": format!("{name}-creds")},
+                 "rotation": {"trigger": trigger, "restart": [{"kind": "Deployment", "name": "gw"}]}}}),
+    )
+}
+
+fn ready(
+    conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    generation: Option<i64>,
+) -> bool {
+    conditions
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True" && c.observed_generation == generation)
+}
+
+fn config_ready(c: &Config) -> bool {
+    c.status
+        .as_ref()
+        .is_some_and(|s| ready(&s.conditions, c.meta().generation))
+}
+
+fn deployment_ready(d: &Deployment) -> bool {
+    d.status
+        .as_ref()
+        .is_some_and(|s| ready(&s.conditions, d.meta().generation))
+}
+
+/// The `client_auth` of a credentials Secret, read as admin.
+async fn client_auth(env: &TestEnv, name: &str) -> Vec<u8> {
+    let secret = env
+        .api::<Secret>()
+        .get(name)
+        .await
+        .expect("read the Secret");
+    secret
+        .data
+        .and_then(|d| d.get("client_auth").map(|v| v.0.clone()))
+        .expect("the Secret holds client_auth")
+}
+
+/// A Secret aigw has nothing to do with, created as admin; its name.
+async fn plain_secret(env: &TestEnv, name: &str) -> String {
+    let secret: Secret = object(json!({"metadata": {"name": name}, "stringData": {"k": "v"}}));
+    env.api::<Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("create a Secret");
+    name.to_string()
+}
+
+/// The request was refused by RBAC (the object itself is never printed: it may be a Secret).
+fn assert_forbidden<T>(result: kube::Result<T>, what: &str) {
+    match result {
+        Err(kube::Error::Api(status)) if status.code == 403 => {}
+        Err(e) => panic!("{what}: expected 403 Forbidden for the ServiceAccount, got {e}"),
+        Ok(_) => panic!("{what}: the ServiceAccount was allowed to"),
+    }
+}
