@@ -7,6 +7,7 @@ use std::time::Duration;
 use aigw::api::{Client, ClientConfig, RetryPolicy, StaticToken};
 use aigw::controller::{self, Connections, Context, Metrics, Settings};
 use aigw::emulator::{EmulatorOptions, Running};
+use aigw::resources::connection::Grant;
 use serde_json::Value;
 
 use super::TestEnv;
@@ -70,9 +71,12 @@ impl Drop for LogsOnPanic {
 
 pub struct Harness {
     pub env: TestEnv,
+    /// A second namespace the operator watches, for tests of what one team may do to another.
+    pub other: Option<TestEnv>,
     pub emulator: Running,
     pub ctx: Arc<Context>,
     settings: Settings,
+    grants: Option<Vec<Grant>>,
     operator: tokio::task::JoinHandle<()>,
     http: reqwest::Client,
     _logs: LogsOnPanic,
@@ -92,27 +96,85 @@ impl Harness {
         drift_interval: Duration,
         options: EmulatorOptions,
     ) -> Self {
+        Self::start_full(prefix, drift_interval, options, false, None).await
+    }
+
+    /// Two namespaces watched by one operator, whose default connection has `grants` (a
+    /// Connection's `spec.grants`, naming the namespaces as `{ns}` and `{other}`).
+    pub async fn start_two_teams(
+        prefix: &str,
+        drift_interval: Duration,
+        grants: Option<Value>,
+    ) -> Self {
+        Self::start_full(
+            prefix,
+            drift_interval,
+            EmulatorOptions::new(TOKEN),
+            true,
+            grants,
+        )
+        .await
+    }
+
+    async fn start_full(
+        prefix: &str,
+        drift_interval: Duration,
+        options: EmulatorOptions,
+        two_teams: bool,
+        grants: Option<Value>,
+    ) -> Self {
         log_buffer();
         let env = TestEnv::new(prefix).await;
+        let other = match two_teams {
+            true => Some(TestEnv::new(&format!("{prefix}-b")).await),
+            false => None,
+        };
+        let grants: Option<Vec<Grant>> = grants.map(|g| {
+            let other_ns = other
+                .as_ref()
+                .map(|o| o.namespace.clone())
+                .unwrap_or_default();
+            let text = g
+                .to_string()
+                .replace("{ns}", &env.namespace)
+                .replace("{other}", &other_ns);
+            serde_json::from_str(&text).expect("grants")
+        });
         let emulator = aigw::emulator::spawn(options)
             .await
             .expect("emulator did not start");
+        let mut namespaces = vec![env.namespace.clone()];
+        namespaces.extend(other.iter().map(|o| o.namespace.clone()));
         let settings = Settings {
-            namespaces: vec![env.namespace.clone()],
+            namespaces,
             concurrency: 4,
             drift_interval,
         };
-        let ctx = new_context(&env, &emulator, &settings);
+        let ctx = new_context(&env, &emulator, &settings, grants.clone());
         let operator = tokio::spawn(controller::run(ctx.clone(), settings.clone()));
         Self {
             _logs: LogsOnPanic(env.namespace.clone()),
             env,
+            other,
             emulator,
             ctx,
             settings,
+            grants,
             operator,
             http: reqwest::Client::new(),
         }
+    }
+
+    /// Runs one more operator (its own caches and state) against the same namespaces, as a
+    /// second replica without leader election would. Aborted when the handle is dropped.
+    pub fn second_operator(&self) -> tokio::task::JoinHandle<()> {
+        let ctx = new_context(
+            &self.env,
+            &self.emulator,
+            &self.settings,
+            self.grants.clone(),
+        );
+        tokio::spawn(controller::run(ctx, self.settings.clone()))
     }
 
     /// Stops the controllers at once, as a killed process would stop, and starts new ones with
@@ -120,7 +182,12 @@ impl Harness {
     pub async fn restart_operator(&mut self) {
         self.operator.abort();
         let _ = (&mut self.operator).await;
-        self.ctx = new_context(&self.env, &self.emulator, &self.settings);
+        self.ctx = new_context(
+            &self.env,
+            &self.emulator,
+            &self.settings,
+            self.grants.clone(),
+        );
         self.operator = tokio::spawn(controller::run(self.ctx.clone(), self.settings.clone()));
     }
 
@@ -208,6 +275,9 @@ impl Harness {
     pub async fn stop(self) {
         self.operator.abort();
         let _ = self.operator.await;
+        if let Some(other) = self.other {
+            other.cleanup().await;
+        }
         self.env.cleanup().await;
     }
 }
@@ -220,7 +290,12 @@ pub fn count_in(stats: &Value, endpoint: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn new_context(env: &TestEnv, emulator: &Running, settings: &Settings) -> Arc<Context> {
+fn new_context(
+    env: &TestEnv,
+    emulator: &Running,
+    settings: &Settings,
+    grants: Option<Vec<Grant>>,
+) -> Arc<Context> {
     let config = ClientConfig::new(
         emulator.management_url(),
         emulator.gateway_url(),
@@ -236,7 +311,7 @@ fn new_context(env: &TestEnv, emulator: &Running, settings: &Settings) -> Arc<Co
     let api = Client::new(config).expect("api client");
     Arc::new(Context::new(
         env.client.clone(),
-        Connections::new(env.client.clone(), Some(api)),
+        Connections::new(env.client.clone(), Some(api)).with_default_grants(grants),
         Arc::new(Metrics::default()),
         settings,
     ))

@@ -14,6 +14,7 @@ use kube::{Client, Config, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 pub mod harness;
+pub mod objects;
 
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -1,0 +1,469 @@
+//! Exactly once under races, lost and unreadable answers, hidden objects and normalising
+//! servers: one focused test per way the promise used to break (issue 8), against the real
+//! apiserver and the emulator with its faults switched on.
+
+mod support;
+
+use std::time::Duration;
+
+use aigw::resources::{Config, Deployment, RateLimitsPolicy};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Patch, PatchParams, PostParams};
+use reqwest::Method;
+use serde_json::{Value, json};
+use support::harness::Harness;
+use support::objects::{Conditions, gateway, limits, object, routing};
+
+const WAIT: Duration = Duration::from_secs(60);
+const CONFIG_POST: &str = "POST /ai_gw/v2/configs";
+const DEPLOYMENT_POST: &str = "POST /ai_gw/admin/v2/deployments";
+const DEPLOYMENT_PUT: &str = "PUT /ai_gw/admin/v2/deployments/{deploymentId}";
+
+async fn remote_configs_named(h: &Harness, name: &str) -> Vec<Value> {
+    let state = h.state().await;
+    state["configs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["name"] == name)
+        .cloned()
+        .collect()
+}
+
+async fn remote_deployment(h: &Harness, id: &str) -> Value {
+    let state = h.state().await;
+    state["deployments"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|d| d["id"] == id)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+async fn client_auth(h: &Harness, secret: &str) -> String {
+    let secret = h.env.api::<Secret>().get(secret).await.unwrap();
+    let data = secret.data.unwrap();
+    String::from_utf8(data["client_auth"].0.clone()).unwrap()
+}
+
+#[tokio::test]
+async fn two_operators_racing_create_each_config_once() {
+    let h = Harness::start_with("eo-race", Duration::from_secs(2)).await;
+    let _second = h.second_operator();
+    let configs = h.env.api::<Config>();
+    for i in 0..10 {
+        let name = format!("race-{i}");
+        configs
+            .create(
+                &PostParams::default(),
+                &object("Config", &name, routing(&name)),
+            )
+            .await
+            .unwrap();
+    }
+    for i in 0..10 {
+        h.env
+            .wait_for::<Config>(&format!("race-{i}"), WAIT, |c| c.ready())
+            .await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for i in 0..10 {
+        let found = remote_configs_named(&h, &format!("race-{i}")).await;
+        assert_eq!(found.len(), 1, "race-{i}: {found:?}");
+    }
+    assert_eq!(h.count(CONFIG_POST).await, 10, "{}", h.stats().await);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_lost_create_answer_never_claims_an_older_namesake() {
+    let h = Harness::start_with("eo-namesake", Duration::from_secs(2)).await;
+    let seeded = h
+        .call(
+            Method::POST,
+            "/_emulator/seed",
+            Some(
+                json!({"configs": [{"name": "shared", "created_at": "2026-01-01T00:00:00Z",
+                                     "config": {"retry": {"attempts": 1}}}]}),
+            ),
+        )
+        .await;
+    let namesake = seeded["configs"][0]["id"].as_str().unwrap().to_string();
+    h.faults(json!({"drop_after_commit_rate": 1.0})).await;
+    h.env
+        .api::<Config>()
+        .create(
+            &PostParams::default(),
+            &object("Config", "shared", routing("shared")),
+        )
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        (h.count(CONFIG_POST).await >= 1).then_some(())
+    })
+    .await
+    .expect("the create was sent");
+    h.faults(json!({})).await;
+    let ready = h
+        .env
+        .wait_for::<Config>("shared", WAIT, |c| c.ready())
+        .await;
+    let ours = ready.status.unwrap().id.unwrap();
+    assert_ne!(ours, namesake, "the older namesake was claimed");
+    let found = remote_configs_named(&h, "shared").await;
+    assert_eq!(found.len(), 2, "the namesake and ours: {found:?}");
+    let untouched = found.iter().find(|c| c["id"] == namesake.as_str()).unwrap();
+    assert_eq!(untouched["versions"], 1, "the namesake was overwritten");
+    assert_eq!(h.count(CONFIG_POST).await, 1);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_capped_list_is_never_proof_of_absence() {
+    let h = Harness::start_with("eo-capped", Duration::from_secs(2)).await;
+    h.faults(json!({"drop_after_commit_rate": 1.0})).await;
+    let configs = h.env.api::<Config>();
+    configs
+        .create(
+            &PostParams::default(),
+            &object("Config", "capped", routing("capped")),
+        )
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        (h.count(CONFIG_POST).await >= 1).then_some(())
+    })
+    .await
+    .expect("the create was sent");
+    // The answer was lost; now the list is capped below its total.
+    h.faults(json!({"list_cap": 0})).await;
+    h.env
+        .wait_for::<Config>("capped", WAIT, |c| {
+            c.not_ready_with("CreateOutcomeUnknown")
+                && c.condition("Ready")
+                    .is_some_and(|(_, _, m)| m.contains("incomplete"))
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(h.count(CONFIG_POST).await, 1, "a second POST on a guess");
+    h.faults(json!({})).await;
+    h.env
+        .wait_for::<Config>("capped", WAIT, |c| c.ready())
+        .await;
+    assert_eq!(remote_configs_named(&h, "capped").await.len(), 1);
+    assert_eq!(h.count(CONFIG_POST).await, 1);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn an_unreadable_create_answer_loses_neither_object_nor_credentials() {
+    let h = Harness::start_with("eo-garbage", Duration::from_secs(2)).await;
+    h.faults(json!({"garbage_2xx_rate": 1.0})).await;
+    h.env
+        .api::<Deployment>()
+        .create(
+            &PostParams::default(),
+            &object("Deployment", "gw", gateway("gw-garbage", "gw-creds")),
+        )
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        (h.count(DEPLOYMENT_POST).await >= 1).then_some(())
+    })
+    .await
+    .expect("the create was sent");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    h.faults(json!({})).await;
+    let ready = h
+        .env
+        .wait_for::<Deployment>("gw", WAIT, |d| d.ready())
+        .await;
+    let id = ready.status.unwrap().id.unwrap();
+    assert_eq!(h.count(DEPLOYMENT_POST).await, 1, "one registration");
+    let live = client_auth(&h, "gw-creds").await;
+    assert_eq!(
+        h.handshake(&id, &live).await,
+        200,
+        "the Secret holds live credentials"
+    );
+    let remote = remote_deployment(&h, &id).await;
+    assert_eq!(
+        remote["tags"]["aigw.io/uid"],
+        ready.metadata.uid.unwrap().as_str()
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_create_answer_without_slug_is_followed_by_id() {
+    let h = Harness::start_with("eo-noslug", Duration::from_secs(1)).await;
+    h.faults(json!({"create_without_slug": true})).await;
+    h.env
+        .api::<Config>()
+        .create(
+            &PostParams::default(),
+            &object("Config", "noslug", routing("noslug")),
+        )
+        .await
+        .unwrap();
+    let with_slug = h
+        .env
+        .wait_for::<Config>("noslug", WAIT, |c| {
+            c.ready() && c.status.as_ref().is_some_and(|s| s.slug.is_some())
+        })
+        .await;
+    let remote = remote_configs_named(&h, "noslug").await;
+    assert_eq!(remote.len(), 1);
+    assert_eq!(
+        with_slug.status.unwrap().slug.as_deref(),
+        remote[0]["slug"].as_str()
+    );
+    assert_eq!(h.count(CONFIG_POST).await, 1);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn ab03_means_out_of_scope_never_gone() {
+    let h = Harness::start_with("eo-ab03", Duration::from_secs(1)).await;
+    h.faults(json!({"missing_as_ab03": true})).await;
+    let ready = {
+        h.env
+            .api::<Config>()
+            .create(
+                &PostParams::default(),
+                &object("Config", "scoped", routing("scoped")),
+            )
+            .await
+            .unwrap();
+        h.env
+            .wait_for::<Config>("scoped", WAIT, |c| c.ready())
+            .await
+    };
+    let slug = ready.status.unwrap().slug.unwrap();
+    h.call(Method::DELETE, &format!("/ai_gw/v2/configs/{slug}"), None)
+        .await;
+    h.env
+        .wait_for::<Config>("scoped", WAIT, |c| c.stalled_with("NotVisible"))
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.count(CONFIG_POST).await, 1, "recreated on an AB03");
+    // A 404 does mean gone: the config aigw created is made again.
+    h.faults(json!({})).await;
+    h.env
+        .wait_for::<Config>("scoped", WAIT, |c| c.ready())
+        .await;
+    assert_eq!(h.count(CONFIG_POST).await, 2);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn an_adopted_object_that_comes_into_scope_recovers_without_a_spec_change() {
+    let h = Harness::start_with("eo-scope", Duration::from_secs(1)).await;
+    h.faults(json!({"missing_as_ab03": true})).await;
+    let mut spec = routing("later");
+    spec["slug"] = json!("pc-later-1");
+    h.env
+        .api::<Config>()
+        .create(&PostParams::default(), &object("Config", "later", spec))
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<Config>("later", WAIT, |c| c.stalled_with("NotVisible"))
+        .await;
+    h.call(
+        Method::POST,
+        "/_emulator/seed",
+        Some(json!({"configs": [{"name": "later", "slug": "pc-later-1",
+                                 "config": routing("later")["config"]}]})),
+    )
+    .await;
+    h.env.wait_for::<Config>("later", WAIT, |c| c.ready()).await;
+    assert_eq!(h.count(CONFIG_POST).await, 0);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_rotation_whose_answer_is_lost_finishes_with_live_credentials() {
+    let h = Harness::start_with("eo-rotate", Duration::from_secs(2)).await;
+    let mut spec = gateway("gw-rotate", "rot-creds");
+    spec["rotation"] = json!({"trigger": "a"});
+    let deployments = h.env.api::<Deployment>();
+    deployments
+        .create(&PostParams::default(), &object("Deployment", "rot", spec))
+        .await
+        .unwrap();
+    let ready = h
+        .env
+        .wait_for::<Deployment>("rot", WAIT, |d| d.ready())
+        .await;
+    let id = ready.status.unwrap().id.unwrap();
+    h.faults(json!({"error_after_commit_rate": 1.0})).await;
+    deployments
+        .patch(
+            "rot",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
+        )
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        (h.count(DEPLOYMENT_PUT).await >= 1).then_some(())
+    })
+    .await
+    .expect("the rotation was sent");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let pending = deployments.get("rot").await.unwrap();
+    assert!(
+        pending.status.as_ref().unwrap().pending_rotation.is_some(),
+        "the rotation is still in flight"
+    );
+    assert!(
+        !pending.stalled_with("ServerError"),
+        "a started rotation never stalls"
+    );
+    h.faults(json!({})).await;
+    let lost = h.count(DEPLOYMENT_PUT).await;
+    let done = h
+        .env
+        .wait_for::<Deployment>("rot", WAIT, |d| {
+            d.ready() && d.status.as_ref().unwrap().pending_rotation.is_none()
+        })
+        .await;
+    assert_eq!(
+        done.status.unwrap().observed_rotation_trigger.as_deref(),
+        Some("b")
+    );
+    let live = client_auth(&h, "rot-creds").await;
+    assert_eq!(h.handshake(&id, &live).await, 200);
+    // Each lost answer may have rotated (its values are gone with it), so each is followed by
+    // one more rotation; once an answer arrives, nothing rotates again.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let rotations = remote_deployment(&h, &id).await["rotations"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(
+        h.count(DEPLOYMENT_PUT).await,
+        lost + 1,
+        "{}",
+        h.stats().await
+    );
+    assert_eq!(
+        rotations,
+        lost + 1,
+        "one rotation per PUT, none after the answer arrived"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn deleting_needs_no_connection_when_no_call_is_needed() {
+    let h = Harness::start("eo-noconn").await;
+    let configs = h.env.api::<Config>();
+    let mut orphan = routing("orphan");
+    orphan["connectionRef"] = json!({"name": "does-not-exist"});
+    orphan["deletionPolicy"] = "Orphan".into();
+    let mut never = routing("never");
+    never["connectionRef"] = json!({"name": "does-not-exist"});
+    for (name, spec) in [("orphan", orphan), ("never", never)] {
+        configs
+            .create(&PostParams::default(), &object("Config", name, spec))
+            .await
+            .unwrap();
+        h.env
+            .wait_for::<Config>(name, WAIT, |c| c.not_ready_with("ConnectionUnavailable"))
+            .await;
+        h.env.delete_and_wait::<Config>(name, WAIT).await;
+    }
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn an_adopted_deployment_without_credentials_is_ready_and_follows_the_gateway() {
+    let h = Harness::start_with("eo-adopt", Duration::from_secs(1)).await;
+    let seeded = h
+        .call(
+            Method::POST,
+            "/_emulator/seed",
+            Some(json!({"deployments": [{"name": "legacy", "type": "production"}]})),
+        )
+        .await;
+    let id = seeded["deployments"][0]["id"].as_str().unwrap().to_string();
+    let mut spec = gateway("legacy", "not-issued-yet");
+    spec["type"] = "production".into();
+    spec["deploymentId"] = json!(id);
+    h.env
+        .api::<Deployment>()
+        .create(
+            &PostParams::default(),
+            &object("Deployment", "legacy", spec),
+        )
+        .await
+        .unwrap();
+    let ready = h
+        .env
+        .wait_for::<Deployment>("legacy", WAIT, |d| d.ready())
+        .await;
+    let (available, reason, _) = ready.condition("CredentialsAvailable").unwrap();
+    assert_eq!(
+        (available.as_str(), reason.as_str()),
+        ("False", "NotIssued")
+    );
+    h.call(
+        Method::POST,
+        &format!("/_emulator/deployments/{id}/connection"),
+        Some(json!({"connection_status": "unhealthy"})),
+    )
+    .await;
+    h.env
+        .wait_for::<Deployment>("legacy", WAIT, |d| {
+            d.ready()
+                && d.status.as_ref().and_then(|s| s.connection_status)
+                    == Some(aigw::resources::deployment::ConnectionStatus::Unhealthy)
+        })
+        .await;
+    assert_eq!(h.count(DEPLOYMENT_PUT).await, 0);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_normalising_server_causes_no_writes_at_steady_state() {
+    let h = Harness::start_with("eo-normal", Duration::from_secs(1)).await;
+    h.faults(json!({"normalise": true})).await;
+    h.env
+        .api::<Config>()
+        .create(
+            &PostParams::default(),
+            &object("Config", "norm", routing("norm")),
+        )
+        .await
+        .unwrap();
+    h.env
+        .api::<RateLimitsPolicy>()
+        .create(
+            &PostParams::default(),
+            &object("RateLimitsPolicy", "norm", limits("norm")),
+        )
+        .await
+        .unwrap();
+    h.env.wait_for::<Config>("norm", WAIT, |c| c.ready()).await;
+    h.env
+        .wait_for::<RateLimitsPolicy>("norm", WAIT, |p| p.ready())
+        .await;
+    h.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let stats = h.stats().await;
+    let puts: u64 = stats["requests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|k| k.starts_with("PUT "))
+        .map(|k| support::harness::count_in(&stats, k))
+        .sum();
+    assert_eq!(puts, 0, "{stats}");
+    assert!(
+        h.count("GET /ai_gw/v2/configs/{slug}").await >= 2,
+        "drift checks ran: {stats}"
+    );
+    h.stop().await;
+}

@@ -1,0 +1,86 @@
+//! Building aigw objects and reading their conditions, for the newer integration tests.
+
+use aigw::resources::{Config, Deployment, RateLimitsPolicy};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::Resource;
+use serde_json::{Value, json};
+
+pub fn object<K: serde::de::DeserializeOwned>(kind: &str, name: &str, spec: Value) -> K {
+    serde_json::from_value(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": kind,
+        "metadata": {"name": name}, "spec": spec
+    }))
+    .unwrap()
+}
+
+/// The conditions of any aigw object.
+pub trait Conditions: Resource {
+    fn conditions(&self) -> &[Condition];
+
+    /// `(status, reason, message)` of the condition `type_`.
+    fn condition(&self, type_: &str) -> Option<(String, String, String)> {
+        self.conditions()
+            .iter()
+            .find(|c| c.type_ == type_)
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+    }
+
+    /// Ready=True for the current generation.
+    fn ready(&self) -> bool {
+        let generation = self.meta().generation;
+        self.conditions().iter().any(|c| {
+            c.type_ == "Ready" && c.status == "True" && c.observed_generation == generation
+        })
+    }
+
+    /// Stalled=True with `reason`.
+    fn stalled_with(&self, reason: &str) -> bool {
+        self.condition("Stalled")
+            .is_some_and(|(status, r, _)| status == "True" && r == reason)
+    }
+
+    /// Ready=False with `reason` (also the Reconciling or Stalled reason).
+    fn not_ready_with(&self, reason: &str) -> bool {
+        self.condition("Ready")
+            .is_some_and(|(status, r, _)| status == "False" && r == reason)
+    }
+}
+
+impl Conditions for Config {
+    fn conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .map_or(&[], |s| s.conditions.as_slice())
+    }
+}
+
+impl Conditions for Deployment {
+    fn conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .map_or(&[], |s| s.conditions.as_slice())
+    }
+}
+
+impl Conditions for RateLimitsPolicy {
+    fn conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .map_or(&[], |s| s.conditions.as_slice())
+    }
+}
+
+pub fn routing(name: &str) -> Value {
+    json!({"name": name, "config": {"retry": {"attempts": 3.0}, "strategy": {"mode": "fallback"},
+           "targets": [{"provider": "@openai", "weight": 1.0}, {"provider": "@anthropic"}]}})
+}
+
+pub fn limits(name: &str) -> Value {
+    json!({"name": name, "type": "requests", "unit": "rpm", "value": 100,
+           "conditions": [{"key": "api_key", "value": "k1"}, {"key": "metadata.user_id", "value": "u1"}],
+           "groupBy": [{"key": "api_key"}]})
+}
+
+pub fn gateway(name: &str, secret: &str) -> Value {
+    json!({"name": name, "type": "non_production", "credentialsSecretRef": {"name": secret}})
+}
