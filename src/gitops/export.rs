@@ -14,6 +14,7 @@ use kube::api::ObjectMeta;
 use serde::Serialize;
 
 use super::GitopsError;
+use super::mask::secret_paths;
 use super::project;
 use crate::api::{self, Client, DeploymentListQuery, RateLimitsListQuery};
 use crate::resources::{Config, Deployment, RateLimitsPolicy};
@@ -143,7 +144,33 @@ impl<'o> Builder<'o> {
         }
     }
 
+    /// False (and the object recorded as skipped) when `document` holds inline secrets: they
+    /// must not land in Git, and a manifest without them would make the operator erase them.
+    fn free_of_secrets(
+        &mut self,
+        what: String,
+        document: Option<&serde_json::Value>,
+        field: &str,
+    ) -> bool {
+        let found = document.map(|d| secret_paths(d, field)).unwrap_or_default();
+        if found.is_empty() {
+            return true;
+        }
+        self.export.skipped.push(format!(
+            "{what}: holds inline secrets at {}; move them to a secret reference or virtual key, or write its manifest by hand",
+            found.join(", ")
+        ));
+        false
+    }
+
     fn config(&mut self, remote: &api::ConfigDetail) -> Result<(), GitopsError> {
+        if !self.free_of_secrets(
+            format!("config {}", remote.slug),
+            Some(&remote.config),
+            "spec.config",
+        ) {
+            return Ok(());
+        }
         let metadata = self.meta("Config", &remote.name, &remote.slug);
         let object = Config {
             metadata,
@@ -155,6 +182,14 @@ impl<'o> Builder<'o> {
     }
 
     fn deployment(&mut self, remote: &api::Deployment) -> Result<(), GitopsError> {
+        let what = format!("deployment {}", remote.id);
+        if !self.free_of_secrets(
+            what,
+            remote.deployment_config.as_ref(),
+            "spec.deploymentConfig",
+        ) {
+            return Ok(());
+        }
         let metadata = self.meta("Deployment", &remote.name, &remote.slug);
         let name = metadata.name.clone().unwrap_or_default();
         let secret = format!(

@@ -45,6 +45,30 @@ pub fn masked(value: &Value) -> Value {
     }
 }
 
+/// Paths (below `path`) of the values [`masked`] would hide, e.g. `config.targets[0].api_key`.
+pub fn secret_paths(value: &Value, path: &str) -> Vec<String> {
+    match value {
+        Value::Object(map) => map
+            .iter()
+            .flat_map(|(k, v)| {
+                let here = format!("{path}.{k}");
+                let empty = v.is_null() || v.as_str() == Some("");
+                if is_secret_key(k) && !empty {
+                    vec![here]
+                } else {
+                    secret_paths(v, &here)
+                }
+            })
+            .collect(),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .flat_map(|(i, v)| secret_paths(v, &format!("{path}[{i}]")))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// Like [`masked`], but a secret that differs from the one in `other` (the other side of a
 /// diff) reads `<masked, changed>`, so the plan still shows *that* it changes.
 pub fn masked_against(value: &Value, other: &Value) -> Value {
@@ -94,5 +118,9 @@ mod tests {
         );
         assert_eq!(masked_against(&old, &old)["targets"][0]["api_key"], MASK);
         assert_eq!(masked(&old)["targets"][0]["provider"], "@a");
+        assert_eq!(
+            secret_paths(&old, "config"),
+            vec!["config.targets[0].api_key"]
+        );
     }
 }

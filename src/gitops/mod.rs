@@ -41,13 +41,14 @@ pub enum GitopsError {
         error: std::io::Error,
     },
 
-    #[error("{what}: {source}")]
+    /// `source` is the cause; `{:#}` renderings append it.
+    #[error("{what}")]
     Api {
         what: String,
         source: crate::api::ApiError,
     },
 
-    #[error("{what}: {source}")]
+    #[error("{what}")]
     Kube { what: String, source: kube::Error },
 
     #[error("failed to render {what}: {message}")]

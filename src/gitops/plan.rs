@@ -184,7 +184,9 @@ fn render_entry(entry: &Entry, out: &mut String) {
         out.push_str(&format!("    {reason}\n"));
     }
     for change in &entry.changes {
-        if change.diff.is_empty() {
+        if change.diff.is_empty() && change.from.is_null() {
+            out.push_str(&format!("    {}: {}\n", change.field, change.to));
+        } else if change.diff.is_empty() {
             out.push_str(&format!(
                 "    {}: {} → {}\n",
                 change.field, change.from, change.to

@@ -36,12 +36,17 @@ pub fn config_spec(remote: &api::ConfigDetail) -> ConfigSpec {
 /// A spec that adopts `remote` (by id) and matches it. No credential leaves the API: the spec
 /// only names the Secret the credentials are expected in.
 pub fn deployment_spec(remote: &api::Deployment, secret_name: &str) -> DeploymentSpec {
+    // Empty values are left out: a spec field that is absent is not compared, so the
+    // manifest stays short and still matches.
     let auth = remote.auth_settings.as_ref().map(|a| AuthSettings {
-        gateway_base_url: a.gateway_base_url.clone(),
-        mcp_gateway_base_url: a.mcp_gateway_base_url.clone(),
-        workspaces_allowed: a.workspaces_allowed.clone(),
-        jwt_subs_allowed: a.jwt_subs_allowed.clone(),
-        jwt_sub_workspace_mapping: a.jwt_sub_workspace_mapping.clone(),
+        gateway_base_url: a.gateway_base_url.clone().filter(|u| !u.is_empty()),
+        mcp_gateway_base_url: a.mcp_gateway_base_url.clone().filter(|u| !u.is_empty()),
+        workspaces_allowed: a.workspaces_allowed.clone().filter(|w| !w.is_empty()),
+        jwt_subs_allowed: a.jwt_subs_allowed.clone().filter(|s| !s.is_empty()),
+        jwt_sub_workspace_mapping: a
+            .jwt_sub_workspace_mapping
+            .clone()
+            .filter(|m| !m.is_empty()),
         allow_all_workspaces: a.allow_all_workspaces,
     });
     DeploymentSpec {
@@ -52,8 +57,9 @@ pub fn deployment_spec(remote: &api::Deployment, secret_name: &str) -> Deploymen
         deployment_config: remote
             .deployment_config
             .as_ref()
-            .and_then(|c| c.as_object().cloned()),
-        tags: remote.tags.clone(),
+            .and_then(|c| c.as_object().cloned())
+            .filter(|c| !c.is_empty()),
+        tags: remote.tags.clone().filter(|t| !t.is_empty()),
         auth_settings: auth.filter(|a| a != &AuthSettings::default()),
         override_existing: None,
         credentials_secret_ref: SecretRef {
