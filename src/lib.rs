@@ -3,4 +3,5 @@
 pub mod api;
 pub mod controller;
 pub mod emulator;
+pub mod gitops;
 pub mod resources;

@@ -25,13 +25,20 @@ enum Command {
     Crds(cli::crds::CrdsArgs),
     /// Call the management API directly.
     Api(cli::api::ApiArgs),
+    /// Check aigw manifests offline (exit 0 valid, 1 invalid).
+    Validate(cli::validate::ValidateArgs),
+    /// Show what applying manifests would change, reading the management API only
+    /// (exit 0 no change, 2 changes, 1 error or conflict).
+    Plan(cli::plan::PlanArgs),
+    /// Write every config, deployment and rate-limits policy of the tenant as manifests.
+    Export(cli::export::ExportArgs),
 }
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     match run(cli).await {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             // `{:#}` prints the cause chain on one line; never a backtrace.
             eprintln!("error: {e:#}");
@@ -40,11 +47,16 @@ async fn main() -> std::process::ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
+/// The exit code: success for most commands; `validate` and `plan` say more with theirs.
+async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
+    let done = std::process::ExitCode::SUCCESS;
     match cli.command {
-        Command::Operator(args) => cli::operator::run(args).await,
-        Command::Emulator(args) => cli::emulator::run(args).await,
-        Command::Crds(args) => cli::crds::run(args),
-        Command::Api(args) => cli::api::run(args).await,
+        Command::Operator(args) => cli::operator::run(args).await.map(|()| done),
+        Command::Emulator(args) => cli::emulator::run(args).await.map(|()| done),
+        Command::Crds(args) => cli::crds::run(args).map(|()| done),
+        Command::Api(args) => cli::api::run(args).await.map(|()| done),
+        Command::Validate(args) => cli::validate::run(args),
+        Command::Plan(args) => cli::plan::run(args).await,
+        Command::Export(args) => cli::export::run(args).await.map(|()| done),
     }
 }

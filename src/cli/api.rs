@@ -28,23 +28,24 @@ pub struct ApiArgs {
     command: ApiCommand,
 }
 
+/// The connection flags, shared with `aigw plan` and `aigw export`.
 #[derive(Args)]
-struct ConnectionArgs {
+pub(crate) struct ConnectionArgs {
     /// Root of the management API; `/ai_gw/v2…` and `/ai_gw/admin/v2…` are appended.
     #[arg(long, global = true, env = "AIGW_MANAGEMENT_URL", value_name = "URL")]
-    management_url: Option<String>,
+    pub(crate) management_url: Option<String>,
     /// The gateway address including `/v1`. Default: the management URL plus `/v1`.
     #[arg(long, global = true, env = "AIGW_GATEWAY_URL", value_name = "URL")]
-    gateway_url: Option<String>,
+    pub(crate) gateway_url: Option<String>,
     /// File holding the bearer token.
     #[arg(long, global = true, env = "AIGW_TOKEN_FILE", value_name = "FILE")]
-    token_file: Option<PathBuf>,
+    pub(crate) token_file: Option<PathBuf>,
     /// Extra header sent on every request, e.g. `x-tsg-id=1234`; repeatable. Values are not logged.
     #[arg(long = "header", global = true, value_name = "NAME=VALUE", value_parser = parse_header)]
-    headers: Vec<(String, String)>,
+    pub(crate) headers: Vec<(String, String)>,
     /// Per-request timeout.
     #[arg(long, global = true, default_value = "30s", value_parser = humantime::parse_duration, value_name = "DUR")]
-    timeout: Duration,
+    pub(crate) timeout: Duration,
 }
 
 #[derive(Subcommand)]
@@ -206,7 +207,7 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
     }
 }
 
-fn connect(args: &ConnectionArgs) -> anyhow::Result<Client> {
+pub(crate) fn connect(args: &ConnectionArgs) -> anyhow::Result<Client> {
     let management_url = args
         .management_url
         .clone()

@@ -3,7 +3,10 @@
 pub mod api;
 pub mod crds;
 pub mod emulator;
+pub mod export;
 pub mod operator;
+pub mod plan;
+pub mod validate;
 
 /// Logs to stderr; `RUST_LOG` filters (default `info`), `AIGW_LOG_FORMAT=json` for JSON lines.
 pub fn init_tracing() {
@@ -17,4 +20,14 @@ pub fn init_tracing() {
     } else {
         builder.try_init()
     };
+}
+
+/// Like `println!`, but a closed pipe (`aigw plan … | head`) is not an error.
+pub fn write_stdout(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        other => Ok(other?),
+    }
 }

@@ -1,0 +1,171 @@
+//! `aigw plan -f PATH`: validate, then compare with the live management API (reads only).
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+
+use aigw::api::{Client, ClientConfig, SecretString, StaticToken};
+use aigw::gitops::plan::{self, Live};
+use aigw::gitops::{load, validate::Validator};
+use aigw::resources::Connection;
+
+use super::api::{ConnectionArgs, connect};
+
+#[derive(clap::Args)]
+pub struct PlanArgs {
+    /// Manifest file, directory (searched recursively) or `-` for stdin; repeatable.
+    #[arg(
+        short = 'f',
+        long = "filename",
+        alias = "file",
+        required = true,
+        value_name = "PATH"
+    )]
+    files: Vec<PathBuf>,
+    #[command(flatten)]
+    target: TargetArgs,
+    /// `human` (default) or `json` (a stable document: `{"version": 1, "summary", "resources"}`).
+    #[arg(long, short = 'o', value_enum, default_value = "human")]
+    output: Output,
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum Output {
+    Human,
+    Json,
+}
+
+/// How to reach the management API and, optionally, the cluster; shared with `aigw export`.
+#[derive(clap::Args)]
+pub struct TargetArgs {
+    #[command(flatten)]
+    connection: ConnectionArgs,
+    /// A `Connection` manifest to take the URLs and headers from. Its Secrets live in the
+    /// cluster: they are read with `--kubeconfig` unless `--token-file` gives the token (then
+    /// `--header NAME=VALUE` must give any header it takes from a Secret).
+    #[arg(long = "connection", value_name = "FILE")]
+    connection_file: Option<PathBuf>,
+    /// Kubeconfig for reads from the cluster: the live resources' `status.slug`/`status.id`
+    /// (plan) and a Connection's Secrets. Nothing is written.
+    #[arg(long, env = "AIGW_KUBECONFIG", value_name = "FILE")]
+    pub(crate) kubeconfig: Option<PathBuf>,
+}
+
+pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
+    let loaded = load::load(&args.files)?;
+    let report = Validator::new().validate(&loaded);
+    if !report.is_valid() {
+        for problem in &report.problems {
+            eprintln!("{problem}");
+        }
+        eprintln!("{}; not planning an invalid set", report.summary());
+        return Ok(ExitCode::FAILURE);
+    }
+    let live = match &args.target.kubeconfig {
+        Some(path) => Some(live(path).await?),
+        None => None,
+    };
+    let api = client(&args.target, live.as_ref()).await?;
+    let plan = plan::plan(&api, live.as_ref(), &report.manifests).await?;
+    let text = match args.output {
+        Output::Human => plan.render(),
+        Output::Json => serde_json::to_string_pretty(&plan)?,
+    };
+    super::write_stdout(&text)?;
+    Ok(ExitCode::from(plan.exit_code()))
+}
+
+/// A read-only view of the cluster named by `path`.
+pub(crate) async fn live(path: &Path) -> anyhow::Result<Live> {
+    let kubeconfig = kube::config::Kubeconfig::read_from(path)
+        .with_context(|| format!("failed to read kubeconfig {}", path.display()))?;
+    let config = kube::Config::from_custom_kubeconfig(
+        kubeconfig,
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .with_context(|| format!("invalid kubeconfig {}", path.display()))?;
+    let default_namespace = config.default_namespace.clone();
+    let client = kube::Client::try_from(config).context("failed to build a Kubernetes client")?;
+    Ok(Live {
+        client,
+        default_namespace,
+    })
+}
+
+/// The API client: from `--connection FILE` when given, else from the connection flags.
+pub(crate) async fn client(target: &TargetArgs, live: Option<&Live>) -> anyhow::Result<Client> {
+    let Some(path) = &target.connection_file else {
+        return connect(&target.connection);
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("failed to read {}", path.display()))?;
+    let connection: Connection = serde_yaml::from_str(&text)
+        .with_context(|| format!("{} is not a Connection manifest", path.display()))?;
+    if target.connection.token_file.is_some() {
+        return client_with_token_file(&connection, &target.connection);
+    }
+    let Some(live) = live else {
+        anyhow::bail!(
+            "the Secrets of Connection {} are in the cluster: pass --kubeconfig to read them, or --token-file (and --header for headers taken from Secrets)",
+            connection.metadata.name.as_deref().unwrap_or_default()
+        );
+    };
+    // Resolved exactly as the operator does: the Secrets are read (GET) from the cluster.
+    let connections = aigw::controller::Connections::new(live.client.clone(), None);
+    connections
+        .client(&connection)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// The Connection's URLs and literal headers, with the token from `--token-file`; the flags
+/// override the manifest.
+fn client_with_token_file(
+    connection: &Connection,
+    flags: &ConnectionArgs,
+) -> anyhow::Result<Client> {
+    let spec = &connection.spec;
+    let management_url = flags
+        .management_url
+        .clone()
+        .unwrap_or_else(|| spec.management_url.clone());
+    let gateway_url = flags
+        .gateway_url
+        .clone()
+        .or_else(|| spec.gateway_url.clone())
+        .unwrap_or_else(|| format!("{}/v1", management_url.trim_end_matches('/')));
+    let token_file = flags
+        .token_file
+        .as_ref()
+        .context("--token-file is required")?;
+    let token = Arc::new(StaticToken::from_file(token_file)?);
+    let mut config = ClientConfig::new(management_url, gateway_url, token).timeout(flags.timeout);
+    for header in &spec.headers {
+        let given = flags
+            .headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(&header.name));
+        let value = match (given, &header.value) {
+            (Some((_, v)), _) | (None, Some(v)) => v.clone(),
+            (None, None) => anyhow::bail!(
+                "header {} of the Connection comes from a Secret: give it with --header {}=VALUE",
+                header.name,
+                header.name
+            ),
+        };
+        config = config.header(header.name.clone(), SecretString::new(value));
+    }
+    for (name, value) in &flags.headers {
+        if !spec
+            .headers
+            .iter()
+            .any(|h| h.name.eq_ignore_ascii_case(name))
+        {
+            config = config.header(name.clone(), SecretString::new(value.clone()));
+        }
+    }
+    Ok(Client::new(config)?)
+}

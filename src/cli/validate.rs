@@ -1,0 +1,37 @@
+//! `aigw validate -f PATH`: offline checks of aigw manifests (see `aigw::gitops::validate`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use aigw::gitops::{load, validate::Validator};
+
+#[derive(clap::Args)]
+pub struct ValidateArgs {
+    /// Manifest file, directory (searched recursively for *.yaml, *.yml, *.json) or `-` for
+    /// stdin, e.g. `kustomize build overlays/prod | aigw validate -f -`; repeatable.
+    #[arg(
+        short = 'f',
+        long = "filename",
+        alias = "file",
+        required = true,
+        value_name = "PATH"
+    )]
+    files: Vec<PathBuf>,
+}
+
+/// Prints one line per problem, then a summary; exit 0 when valid, 1 otherwise.
+pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
+    let loaded = load::load(&args.files)?;
+    let report = Validator::new().validate(&loaded);
+    let mut text = String::new();
+    for problem in &report.problems {
+        text.push_str(&format!("{problem}\n"));
+    }
+    text.push_str(&report.summary());
+    super::write_stdout(&text)?;
+    Ok(if report.is_valid() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}

@@ -1,0 +1,96 @@
+//! The CRDs' `x-kubernetes-validations` rules, evaluated with the `cel` crate (the maintained
+//! successor of `cel-interpreter`). Transition rules (those that read `oldSelf`) need the stored
+//! object, which an offline check does not have: they are skipped, and the apiserver still runs
+//! them on update.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+/// What one rule said about one value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    Pass,
+    Fail,
+    /// A transition rule; only the apiserver can evaluate it.
+    NeedsOldSelf,
+    /// The rule did not compile or did not evaluate to a bool.
+    Error(String),
+}
+
+/// Every rule compiled once, so a thousand resources do not parse the same rule a thousand times.
+#[derive(Default)]
+pub struct Rules {
+    programs: HashMap<String, Result<cel::Program, String>>,
+}
+
+impl Rules {
+    pub fn compile(&mut self, rule: &str) {
+        if self.programs.contains_key(rule) || reads_old_self(rule) {
+            return;
+        }
+        let program = cel::Program::compile(rule).map_err(|e| e.to_string());
+        self.programs.insert(rule.to_owned(), program);
+    }
+
+    /// Evaluates `rule` with `self` bound to `value`.
+    pub fn evaluate(&self, rule: &str, value: &Value) -> Outcome {
+        if reads_old_self(rule) {
+            return Outcome::NeedsOldSelf;
+        }
+        let program = match self.programs.get(rule) {
+            Some(Ok(program)) => program,
+            Some(Err(e)) => return Outcome::Error(format!("rule does not compile: {e}")),
+            None => return Outcome::Error("rule was not compiled".into()),
+        };
+        let mut context = cel::Context::default();
+        if let Err(e) = context.add_variable("self", value) {
+            return Outcome::Error(format!("value cannot be bound to self: {e}"));
+        }
+        match program.execute(&context) {
+            Ok(cel::Value::Bool(true)) => Outcome::Pass,
+            Ok(cel::Value::Bool(false)) => Outcome::Fail,
+            Ok(other) => Outcome::Error(format!("rule returned {other:?}, not a bool")),
+            Err(e) => Outcome::Error(format!("rule failed to evaluate: {e}")),
+        }
+    }
+}
+
+fn reads_old_self(rule: &str) -> bool {
+    rule.contains("oldSelf")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn exactly_one_of_two_fields() {
+        let rule = "has(self.bearerToken) != has(self.oauth2ClientCredentials)";
+        let mut rules = Rules::default();
+        rules.compile(rule);
+        assert_eq!(
+            rules.evaluate(rule, &json!({"bearerToken": {}})),
+            Outcome::Pass
+        );
+        assert_eq!(rules.evaluate(rule, &json!({})), Outcome::Fail);
+        assert_eq!(
+            rules.evaluate(
+                rule,
+                &json!({"bearerToken": {}, "oauth2ClientCredentials": {}})
+            ),
+            Outcome::Fail
+        );
+    }
+
+    #[test]
+    fn transition_rules_are_left_to_the_apiserver() {
+        let mut rules = Rules::default();
+        rules.compile("self == oldSelf");
+        assert_eq!(
+            rules.evaluate("self == oldSelf", &json!("a")),
+            Outcome::NeedsOldSelf
+        );
+    }
+}

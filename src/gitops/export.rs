@@ -1,0 +1,337 @@
+//! `aigw export`: a live tenant as aigw manifests, one file per object plus a
+//! `kustomization.yaml`. Every manifest adopts its object by id (`spec.slug`,
+//! `spec.deploymentId`, `spec.policyId`) and matches it field for field, so applying the export
+//! makes the operator adopt everything without writing to the API.
+//!
+//! Every exported object gets `deletionPolicy: Orphan`: these objects existed before aigw and
+//! serve traffic, so removing a manifest (or a namespace, or a mistaken prune) during the
+//! migration must never delete them. Switch to `Delete`/`Archive` once Git owns an object.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+use kube::api::ObjectMeta;
+use serde::Serialize;
+
+use super::GitopsError;
+use super::mask::secret_paths;
+use super::project;
+use crate::api::{self, Client, DeploymentListQuery, RateLimitsListQuery};
+use crate::resources::{Config, Deployment, RateLimitsPolicy};
+
+/// What to export and where the manifests go.
+#[derive(Debug, Clone, Default)]
+pub struct ExportOptions {
+    /// `metadata.namespace` of every manifest; absent leaves it to `kubectl -n` / kustomize.
+    pub namespace: Option<String>,
+    /// Only configs and rate-limit policies of this workspace. Deployments belong to the
+    /// organisation, not a workspace, and are always exported.
+    pub workspace_id: Option<String>,
+}
+
+/// One file of the export.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExportFile {
+    pub name: String,
+    pub content: String,
+}
+
+/// The rendered export.
+#[derive(Debug, Clone, Default)]
+pub struct Export {
+    /// The manifests, then `kustomization.yaml`.
+    pub files: Vec<ExportFile>,
+    /// Objects left out, with why.
+    pub skipped: Vec<String>,
+    /// Manifests written per kind.
+    pub counts: BTreeMap<&'static str, usize>,
+}
+
+impl Export {
+    /// Writes every file into `dir` (created when missing).
+    pub fn write(&self, dir: &Path) -> Result<(), GitopsError> {
+        let fail = |path: &Path| {
+            let path = path.to_path_buf();
+            move |error| GitopsError::Write { path, error }
+        };
+        std::fs::create_dir_all(dir).map_err(fail(dir))?;
+        for file in &self.files {
+            let path = dir.join(&file.name);
+            std::fs::write(&path, &file.content).map_err(fail(&path))?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads every config, active deployment and rate-limit policy (GET and list only) and renders
+/// them as manifests.
+pub async fn export(api: &Client, options: &ExportOptions) -> Result<Export, GitopsError> {
+    let mut out = Builder::new(options);
+    let configs = api
+        .configs()
+        .list(options.workspace_id.as_deref())
+        .await
+        .map_err(|e| GitopsError::api("failed to list configs", e))?;
+    for summary in configs {
+        let detail =
+            api.configs().get(&summary.slug).await.map_err(|e| {
+                GitopsError::api(format!("failed to read config {}", summary.slug), e)
+            })?;
+        out.config(&detail)?;
+    }
+    // Archived deployments are left out: declaring one would make the operator reactivate it.
+    let query = DeploymentListQuery {
+        status: Some(api::DeploymentStatus::Active),
+        ..Default::default()
+    };
+    let deployments = api
+        .deployments()
+        .list(&query)
+        .await
+        .map_err(|e| GitopsError::api("failed to list deployments", e))?;
+    for summary in deployments {
+        let remote = api.deployments().get(&summary.id).await.map_err(|e| {
+            GitopsError::api(format!("failed to read deployment {}", summary.id), e)
+        })?;
+        out.deployment(&remote)?;
+    }
+    let query = RateLimitsListQuery {
+        workspace_id: options.workspace_id.clone(),
+        ..Default::default()
+    };
+    let policies = api
+        .rate_limits()
+        .list(&query)
+        .await
+        .map_err(|e| GitopsError::api("failed to list rate-limits policies", e))?;
+    for policy in &policies {
+        out.policy(policy)?;
+    }
+    out.finish()
+}
+
+/// Collects rendered manifests and keeps `metadata.name` unique per kind.
+struct Builder<'o> {
+    options: &'o ExportOptions,
+    used: HashSet<(&'static str, String)>,
+    export: Export,
+}
+
+impl<'o> Builder<'o> {
+    fn new(options: &'o ExportOptions) -> Self {
+        Self {
+            options,
+            used: HashSet::new(),
+            export: Export::default(),
+        }
+    }
+
+    fn meta(&mut self, kind: &'static str, wanted: &str, fallback: &str) -> ObjectMeta {
+        let base = kubernetes_name(wanted)
+            .or_else(|| kubernetes_name(fallback))
+            .unwrap_or_else(|| kind.to_ascii_lowercase());
+        let mut name = base.clone();
+        let mut n = 2;
+        while !self.used.insert((kind, name.clone())) {
+            let suffix = format!("-{n}");
+            name = format!("{}{suffix}", truncate(&base, 63 - suffix.len()));
+            n += 1;
+        }
+        ObjectMeta {
+            name: Some(name),
+            namespace: self.options.namespace.clone(),
+            ..Default::default()
+        }
+    }
+
+    /// False (and the object recorded as skipped) when `document` holds inline secrets: they
+    /// must not land in Git, and a manifest without them would make the operator erase them.
+    fn free_of_secrets(
+        &mut self,
+        what: String,
+        document: Option<&serde_json::Value>,
+        field: &str,
+    ) -> bool {
+        let found = document.map(|d| secret_paths(d, field)).unwrap_or_default();
+        if found.is_empty() {
+            return true;
+        }
+        self.export.skipped.push(format!(
+            "{what}: holds inline secrets at {}; move them to a secret reference or virtual key, or write its manifest by hand",
+            found.join(", ")
+        ));
+        false
+    }
+
+    fn config(&mut self, remote: &api::ConfigDetail) -> Result<(), GitopsError> {
+        if !self.free_of_secrets(
+            format!("config {}", remote.slug),
+            Some(&remote.config),
+            "spec.config",
+        ) {
+            return Ok(());
+        }
+        let metadata = self.meta("Config", &remote.name, &remote.slug);
+        let object = Config {
+            metadata,
+            spec: project::config_spec(remote),
+            status: None,
+        };
+        let header = format!("# Adopts config {} as it is.\n", remote.slug);
+        self.push("Config", "config", &object.metadata, &object, header)
+    }
+
+    fn deployment(&mut self, remote: &api::Deployment) -> Result<(), GitopsError> {
+        let what = format!("deployment {}", remote.id);
+        if !self.free_of_secrets(
+            what,
+            remote.deployment_config.as_ref(),
+            "spec.deploymentConfig",
+        ) {
+            return Ok(());
+        }
+        let metadata = self.meta("Deployment", &remote.name, &remote.slug);
+        let name = metadata.name.clone().unwrap_or_default();
+        let secret = format!(
+            "{}-credentials",
+            truncate(&name, 253 - "-credentials".len())
+        );
+        let object = Deployment {
+            metadata,
+            spec: project::deployment_spec(remote, &secret),
+            status: None,
+        };
+        let header = format!(
+            "# Adopts deployment {} as it is. Its credentials are never exported: put the gateway's\n\
+             # current client_auth, username and password into Secret {secret} before applying\n\
+             # (or set spec.rotation.trigger to have aigw issue new ones).\n",
+            remote.id
+        );
+        self.push(
+            "Deployment",
+            "deployment",
+            &object.metadata,
+            &object,
+            header,
+        )
+    }
+
+    fn policy(&mut self, remote: &api::RateLimitsPolicy) -> Result<(), GitopsError> {
+        let spec = match project::policy_spec(remote) {
+            Ok(spec) => spec,
+            Err(why) => {
+                self.export
+                    .skipped
+                    .push(format!("rate-limits policy {}: {why}", remote.id));
+                return Ok(());
+            }
+        };
+        let wanted = remote.name.clone().unwrap_or_default();
+        let metadata = self.meta(
+            "RateLimitsPolicy",
+            &wanted,
+            &format!("policy-{}", remote.id),
+        );
+        let object = RateLimitsPolicy {
+            metadata,
+            spec,
+            status: None,
+        };
+        let header = format!("# Adopts rate-limits policy {} as it is.\n", remote.id);
+        self.push(
+            "RateLimitsPolicy",
+            "ratelimitspolicy",
+            &object.metadata,
+            &object,
+            header,
+        )
+    }
+
+    fn push<T: Serialize>(
+        &mut self,
+        kind: &'static str,
+        prefix: &str,
+        meta: &ObjectMeta,
+        object: &T,
+        header: String,
+    ) -> Result<(), GitopsError> {
+        let name = meta.name.clone().unwrap_or_default();
+        let yaml = serde_yaml::to_string(object).map_err(|e| GitopsError::Render {
+            what: format!("{kind} {name}"),
+            message: e.to_string(),
+        })?;
+        self.export.files.push(ExportFile {
+            name: format!("{prefix}-{name}.yaml"),
+            content: format!("{header}{yaml}"),
+        });
+        *self.export.counts.entry(kind).or_default() += 1;
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<Export, GitopsError> {
+        let resources: Vec<String> = self.export.files.iter().map(|f| f.name.clone()).collect();
+        let kustomization = serde_json::json!({
+            "apiVersion": "kustomize.config.k8s.io/v1beta1",
+            "kind": "Kustomization",
+            "resources": resources,
+        });
+        let yaml = serde_yaml::to_string(&kustomization).map_err(|e| GitopsError::Render {
+            what: "kustomization.yaml".into(),
+            message: e.to_string(),
+        })?;
+        self.export.files.push(ExportFile {
+            name: "kustomization.yaml".into(),
+            content: format!("# Generated by `aigw export`.\n{yaml}"),
+        });
+        Ok(self.export)
+    }
+}
+
+/// A valid `metadata.name` (RFC 1123 label, so it also works as a file name) derived from a
+/// display name: lowercase, runs of anything else become `-`, at most 63 characters. `None`
+/// when nothing usable is left.
+pub fn kubernetes_name(display: &str) -> Option<String> {
+    let mut name = String::with_capacity(display.len());
+    for c in display.chars().flat_map(char::to_lowercase) {
+        if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            name.push(c);
+        } else if !name.ends_with('-') {
+            name.push('-');
+        }
+    }
+    let name = truncate(name.trim_matches('-'), 63).trim_end_matches('-');
+    (!name.is_empty()).then(|| name.to_string())
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    // Names here are ASCII, so byte and char positions agree.
+    &s[..s.len().min(max)]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn display_names_become_kubernetes_names() {
+        assert_eq!(
+            kubernetes_name("Prod Routing (EU) v2").as_deref(),
+            Some("prod-routing-eu-v2")
+        );
+        assert_eq!(kubernetes_name("ÄÖ__x--").as_deref(), Some("x"));
+        assert_eq!(kubernetes_name("---"), None);
+        assert_eq!(kubernetes_name(&"a".repeat(80)).map(|n| n.len()), Some(63));
+    }
+
+    #[test]
+    fn names_are_unique_per_kind() {
+        let options = ExportOptions::default();
+        let mut builder = Builder::new(&options);
+        let first = builder.meta("Config", "routing", "pc-1");
+        let second = builder.meta("Config", "Routing", "pc-2");
+        let other_kind = builder.meta("Deployment", "routing", "d");
+        assert_eq!(first.name.as_deref(), Some("routing"));
+        assert_eq!(second.name.as_deref(), Some("routing-2"));
+        assert_eq!(other_kind.name.as_deref(), Some("routing"));
+    }
+}

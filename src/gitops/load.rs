@@ -1,0 +1,196 @@
+//! Reading manifests: files, directories (recursively: `*.yaml`, `*.yml`, `*.json`) and `-` for
+//! stdin, each holding one or more YAML documents or one JSON value. A `kind: List` is expanded
+//! into its items, as `kubectl apply` does.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::GitopsError;
+
+/// One manifest and where it came from.
+#[derive(Debug, Clone)]
+pub struct Document {
+    /// The file path as given (or found under a given directory), `-` for stdin.
+    pub source: String,
+    /// 0-based index of the document within its source.
+    pub index: usize,
+    /// Index within a `kind: List` document, when it came from one.
+    pub item: Option<usize>,
+    pub value: Value,
+}
+
+impl Document {
+    /// `file.yaml#2` or `file.yaml#2.items[3]`: what a problem report points at.
+    pub fn location(&self) -> String {
+        match self.item {
+            Some(item) => format!("{}#{}.items[{item}]", self.source, self.index),
+            None => format!("{}#{}", self.source, self.index),
+        }
+    }
+}
+
+/// A document that is not valid YAML or JSON; reported like any other problem.
+#[derive(Debug, Clone)]
+pub struct ParseFailure {
+    pub source: String,
+    pub index: usize,
+    pub message: String,
+}
+
+/// What [`load`] read: the documents, and the ones that could not be parsed.
+#[derive(Debug, Default)]
+pub struct Loaded {
+    pub documents: Vec<Document>,
+    pub failures: Vec<ParseFailure>,
+}
+
+/// Reads every path (a file, a directory, or `-` for stdin). Unreadable paths are errors;
+/// unparsable documents are [`ParseFailure`]s so every other document is still checked.
+pub fn load(paths: &[PathBuf]) -> Result<Loaded, GitopsError> {
+    let mut loaded = Loaded::default();
+    for path in paths {
+        if path == Path::new("-") {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .map_err(GitopsError::Stdin)?;
+            parse_into(&mut loaded, "-", &text, false);
+            continue;
+        }
+        for file in files_under(path)? {
+            let text = std::fs::read_to_string(&file).map_err(|error| GitopsError::Read {
+                path: file.clone(),
+                error,
+            })?;
+            let is_json = file.extension().is_some_and(|e| e == "json");
+            parse_into(&mut loaded, &file.display().to_string(), &text, is_json);
+        }
+    }
+    Ok(loaded)
+}
+
+/// The path itself when it is a file; otherwise every manifest file below it, sorted so the
+/// report order is stable.
+fn files_under(path: &Path) -> Result<Vec<PathBuf>, GitopsError> {
+    let read_error = |error| GitopsError::Read {
+        path: path.to_path_buf(),
+        error,
+    };
+    let meta = std::fs::metadata(path).map_err(read_error)?;
+    if !meta.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
+        .map_err(read_error)?
+        .map(|e| e.map(|e| e.path()))
+        .collect::<Result<_, _>>()
+        .map_err(read_error)?;
+    entries.sort();
+    let mut files = Vec::new();
+    for entry in entries {
+        if entry.is_dir() {
+            files.extend(files_under(&entry)?);
+        } else if entry
+            .extension()
+            .and_then(|e| e.to_str())
+            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
+        {
+            files.push(entry);
+        }
+    }
+    Ok(files)
+}
+
+/// Parses one source's text, appending documents (empty ones skipped) and failures.
+pub fn parse_into(loaded: &mut Loaded, source: &str, text: &str, is_json: bool) {
+    if is_json {
+        match serde_json::from_str::<Value>(text) {
+            Ok(value) => push(loaded, source, 0, value),
+            Err(e) => loaded.failures.push(ParseFailure {
+                source: source.into(),
+                index: 0,
+                message: format!("invalid JSON: {e}"),
+            }),
+        }
+        return;
+    }
+    for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
+        match Value::deserialize(document) {
+            Ok(value) => push(loaded, source, index, value),
+            Err(e) => {
+                loaded.failures.push(ParseFailure {
+                    source: source.into(),
+                    index,
+                    message: format!("invalid YAML: {e}"),
+                });
+                // The YAML stream cannot be resumed after a syntax error.
+                break;
+            }
+        }
+    }
+}
+
+fn push(loaded: &mut Loaded, source: &str, index: usize, value: Value) {
+    if value.is_null() {
+        return;
+    }
+    let is_list = value["kind"].as_str() == Some("List") && value["items"].is_array();
+    if !is_list {
+        loaded.documents.push(Document {
+            source: source.into(),
+            index,
+            item: None,
+            value,
+        });
+        return;
+    }
+    if let Value::Array(items) = value["items"].clone() {
+        for (item, value) in items.into_iter().enumerate() {
+            loaded.documents.push(Document {
+                source: source.into(),
+                index,
+                item: Some(item),
+                value,
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multi_document_yaml_keeps_indexes_and_skips_empty_documents() {
+        let mut loaded = Loaded::default();
+        parse_into(
+            &mut loaded,
+            "a.yaml",
+            "---\nkind: A\n---\n---\nkind: B\n",
+            false,
+        );
+        let found: Vec<(usize, &str)> = loaded
+            .documents
+            .iter()
+            .map(|d| (d.index, d.value["kind"].as_str().unwrap()))
+            .collect();
+        assert_eq!(found, vec![(0, "A"), (2, "B")]);
+    }
+
+    #[test]
+    fn a_list_is_expanded_and_bad_yaml_is_a_failure() {
+        let mut loaded = Loaded::default();
+        parse_into(
+            &mut loaded,
+            "l.yaml",
+            "kind: List\nitems:\n- kind: A\n- kind: B\n---\nkey: [unclosed\n",
+            false,
+        );
+        assert_eq!(loaded.documents[1].location(), "l.yaml#0.items[1]");
+        assert_eq!(loaded.failures.len(), 1);
+        assert_eq!(loaded.failures[0].index, 1);
+    }
+}

@@ -1,0 +1,570 @@
+//! `aigw plan`: what the operator would do to each remote object if the manifests were
+//! applied now, found through the management API with reads only (GET and list).
+//!
+//! The remote counterpart of a resource is the object its `spec.slug` / `spec.deploymentId` /
+//! `spec.policyId` names; without one, the object the live resource's `status.slug` /
+//! `status.id` names (only with a kubeconfig); otherwise there is none and the operator would
+//! create one. Differences come from the same `diff` functions the operator runs.
+
+use k8s_openapi::NamespaceResourceScope;
+use kube::Resource;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::GitopsError;
+use super::line_diff;
+use super::mask::{masked, masked_against};
+use super::project;
+use super::validate::{Manifest, Object};
+use crate::api::{self, ApiError, Client};
+use crate::resources::{Config, Deployment, RateLimitsPolicy};
+
+/// Version of the `--output json` document; bumped only on incompatible changes.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// What the operator would do with one resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// No remote counterpart: a POST.
+    Create,
+    /// The counterpart differs: a PUT of the listed fields.
+    Update,
+    /// The counterpart matches the spec.
+    NoChange,
+    /// The spec names an existing remote object aigw does not manage yet; `changes` lists what
+    /// the first reconcile would PUT (none when it already matches).
+    Adopt,
+    /// The operator could not reconcile it: the named object does not exist, or an immutable
+    /// field differs.
+    Conflict,
+}
+
+impl Action {
+    fn word(self) -> &'static str {
+        match self {
+            Action::Create => "create",
+            Action::Update => "update",
+            Action::NoChange => "no change",
+            Action::Adopt => "adopt",
+            Action::Conflict => "conflict",
+        }
+    }
+}
+
+/// One field that changes. Secret-looking values are masked on both sides.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FieldChange {
+    /// The spec field, e.g. `config`, `authSettings`, `value`.
+    pub field: String,
+    /// The remote value in spec form; `null` for a create.
+    pub from: Value,
+    pub to: Value,
+    /// For documents (`config`, `deploymentConfig`): a line diff of the pretty JSON.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub diff: Vec<String>,
+}
+
+/// The plan for one resource.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Entry {
+    pub kind: String,
+    /// As the manifest says; absent when kubectl's namespace would decide.
+    pub namespace: Option<String>,
+    pub name: String,
+    /// `file#document` the manifest came from.
+    pub source: String,
+    pub action: Action,
+    /// Slug (configs) or id of the remote counterpart, when there is one.
+    pub remote: Option<String>,
+    pub changes: Vec<FieldChange>,
+    /// Why, for conflicts and for creates of a vanished counterpart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+impl Entry {
+    /// True when applying would write to the management API.
+    pub fn writes(&self) -> bool {
+        match self.action {
+            Action::Create | Action::Update => true,
+            Action::Adopt => !self.changes.is_empty(),
+            Action::NoChange | Action::Conflict => false,
+        }
+    }
+}
+
+/// Counts per action.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Summary {
+    pub create: usize,
+    pub update: usize,
+    pub no_change: usize,
+    pub adopt: usize,
+    pub conflict: usize,
+}
+
+/// The whole plan: `{"version": 1, "summary": {...}, "resources": [...]}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Plan {
+    pub version: u32,
+    pub summary: Summary,
+    pub resources: Vec<Entry>,
+}
+
+impl Plan {
+    fn new(resources: Vec<Entry>) -> Self {
+        let mut summary = Summary::default();
+        for entry in &resources {
+            *match entry.action {
+                Action::Create => &mut summary.create,
+                Action::Update => &mut summary.update,
+                Action::NoChange => &mut summary.no_change,
+                Action::Adopt => &mut summary.adopt,
+                Action::Conflict => &mut summary.conflict,
+            } += 1;
+        }
+        Self {
+            version: FORMAT_VERSION,
+            summary,
+            resources,
+        }
+    }
+
+    /// 1 with any conflict, 2 when applying would write to the API, 0 otherwise.
+    pub fn exit_code(&self) -> u8 {
+        if self.summary.conflict > 0 {
+            1
+        } else if self.resources.iter().any(Entry::writes) {
+            2
+        } else {
+            0
+        }
+    }
+
+    /// The human rendering: one block per resource, then a summary line.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        for entry in &self.resources {
+            render_entry(entry, &mut out);
+        }
+        let s = &self.summary;
+        out.push_str(&format!(
+            "\nPlan: {} to create, {} to update, {} to adopt, {} unchanged, {} in conflict.\n",
+            s.create, s.update, s.adopt, s.no_change, s.conflict
+        ));
+        out
+    }
+}
+
+fn render_entry(entry: &Entry, out: &mut String) {
+    let who = match &entry.namespace {
+        Some(ns) => format!("{} {ns}/{}", entry.kind, entry.name),
+        None => format!("{} {}", entry.kind, entry.name),
+    };
+    let remote = entry
+        .remote
+        .as_ref()
+        .map(|r| format!(" {r}"))
+        .unwrap_or_default();
+    let in_sync = if entry.action == Action::Adopt && entry.changes.is_empty() {
+        " (in sync, nothing to write)"
+    } else {
+        ""
+    };
+    out.push_str(&format!(
+        "{who} ({}): {}{remote}{in_sync}\n",
+        entry.source,
+        entry.action.word()
+    ));
+    if let Some(reason) = &entry.reason {
+        out.push_str(&format!("    {reason}\n"));
+    }
+    for change in &entry.changes {
+        if change.diff.is_empty() && change.from.is_null() {
+            out.push_str(&format!("    {}: {}\n", change.field, change.to));
+        } else if change.diff.is_empty() {
+            out.push_str(&format!(
+                "    {}: {} → {}\n",
+                change.field, change.from, change.to
+            ));
+        } else {
+            out.push_str(&format!("    {}:\n", change.field));
+            for line in &change.diff {
+                out.push_str(&format!("      {line}\n"));
+            }
+        }
+    }
+}
+
+/// Read access to the cluster, to find the remote counterpart of resources without an id in
+/// their spec (`status.slug` / `status.id` of the live resource).
+#[derive(Clone)]
+pub struct Live {
+    pub client: kube::Client,
+    /// For manifests without `metadata.namespace` (the kubeconfig context's namespace).
+    pub default_namespace: String,
+}
+
+/// Plans every manifest (Connections are skipped: they configure aigw, not the remote API).
+pub async fn plan(
+    api: &Client,
+    live: Option<&Live>,
+    manifests: &[Manifest],
+) -> Result<Plan, GitopsError> {
+    let mut entries = Vec::new();
+    for manifest in manifests {
+        let entry = match &manifest.object {
+            Object::Config(o) => plan_config(api, live, o).await?,
+            Object::Deployment(o) => plan_deployment(api, live, o).await?,
+            Object::RateLimitsPolicy(o) => plan_policy(api, live, o).await?,
+            Object::Connection(_) => continue,
+        };
+        entries.push(Entry {
+            kind: manifest.object.kind().into(),
+            namespace: manifest.object.namespace().map(str::to_string),
+            name: manifest.object.name().into(),
+            source: manifest.location.clone(),
+            ..entry
+        });
+    }
+    Ok(Plan::new(entries))
+}
+
+/// Which remote object to read, and whether the operator would be adopting it.
+struct Counterpart {
+    key: String,
+    /// Named by the spec and not yet managed by a live resource.
+    adopting: bool,
+    /// Named by the spec (a missing one is a conflict, not a create).
+    from_spec: bool,
+}
+
+/// The counterpart: the spec's id; else the live resource's status id; else none.
+async fn counterpart<K>(
+    live: Option<&Live>,
+    object: &K,
+    spec_id: Option<&String>,
+    status_id: impl Fn(&K) -> Option<String>,
+) -> Result<Option<Counterpart>, GitopsError>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let managed = match live {
+        Some(live) => live_object(live, object).await?.and_then(|o| status_id(&o)),
+        None => None,
+    };
+    Ok(match (spec_id, managed) {
+        (Some(id), managed) => Some(Counterpart {
+            key: id.clone(),
+            adopting: managed.as_ref() != Some(id),
+            from_spec: true,
+        }),
+        (None, Some(id)) => Some(Counterpart {
+            key: id,
+            adopting: false,
+            from_spec: false,
+        }),
+        (None, None) => None,
+    })
+}
+
+async fn live_object<K>(live: &Live, object: &K) -> Result<Option<K>, GitopsError>
+where
+    K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let meta = object.meta();
+    let namespace = meta
+        .namespace
+        .clone()
+        .unwrap_or_else(|| live.default_namespace.clone());
+    let name = meta.name.clone().unwrap_or_default();
+    kube::Api::<K>::namespaced(live.client.clone(), &namespace)
+        .get_opt(&name)
+        .await
+        .map_err(|e| GitopsError::kube(format!("failed to read {namespace}/{name}"), e))
+}
+
+/// The entry for a found counterpart: adopt, update or no change.
+fn compared(counterpart: &Counterpart, changes: Vec<FieldChange>) -> Entry {
+    let action = match (counterpart.adopting, changes.is_empty()) {
+        (true, _) => Action::Adopt,
+        (false, true) => Action::NoChange,
+        (false, false) => Action::Update,
+    };
+    entry(action, Some(counterpart.key.clone()), changes, None)
+}
+
+/// The entry for a counterpart the API does not know: a conflict when the spec names it, a
+/// create when only the status did (the operator creates a vanished object again).
+fn missing(counterpart: &Counterpart, what: &str, field: &str, create: Vec<FieldChange>) -> Entry {
+    if counterpart.from_spec {
+        let reason = format!(
+            "{field} names {what} {}, which does not exist",
+            counterpart.key
+        );
+        return entry(
+            Action::Conflict,
+            Some(counterpart.key.clone()),
+            Vec::new(),
+            Some(reason),
+        );
+    }
+    let reason = format!(
+        "{what} {} recorded in the live status no longer exists; the operator creates a new one",
+        counterpart.key
+    );
+    entry(Action::Create, None, create, Some(reason))
+}
+
+fn entry(
+    action: Action,
+    remote: Option<String>,
+    changes: Vec<FieldChange>,
+    reason: Option<String>,
+) -> Entry {
+    Entry {
+        kind: String::new(),
+        namespace: None,
+        name: String::new(),
+        source: String::new(),
+        action,
+        remote,
+        changes,
+        reason,
+    }
+}
+
+/// `Ok(None)` for "not found"; other errors fail the plan (a plan must not guess).
+fn found<T>(what: &str, result: Result<T, ApiError>) -> Result<Option<T>, GitopsError> {
+    match result {
+        Ok(remote) => Ok(Some(remote)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(GitopsError::api(format!("failed to read {what}"), e)),
+    }
+}
+
+async fn plan_config(
+    api: &Client,
+    live: Option<&Live>,
+    config: &Config,
+) -> Result<Entry, GitopsError> {
+    let spec = &config.spec;
+    let desired = to_json(spec);
+    let creation = || create_changes(&desired, &["slug"]);
+    let Some(counterpart) = counterpart(live, config, spec.slug.as_ref(), |c: &Config| {
+        c.status.as_ref().and_then(|s| s.slug.clone())
+    })
+    .await?
+    else {
+        return Ok(entry(Action::Create, None, creation(), None));
+    };
+    let what = format!("config {}", counterpart.key);
+    let Some(remote) = found(&what, api.configs().get(&counterpart.key).await)? else {
+        return Ok(missing(&counterpart, "config", "spec.slug", creation()));
+    };
+    let current = to_json(&project::config_spec(&remote));
+    let changes = field_changes(&spec.diff(&remote), &current, &desired);
+    Ok(compared(&counterpart, changes))
+}
+
+async fn plan_deployment(
+    api: &Client,
+    live: Option<&Live>,
+    deployment: &Deployment,
+) -> Result<Entry, GitopsError> {
+    let spec = &deployment.spec;
+    let desired = to_json(spec);
+    let creation = || {
+        create_changes(
+            &desired,
+            &[
+                "deploymentId",
+                "credentialsSecretRef",
+                "rotation",
+                "overrideExisting",
+            ],
+        )
+    };
+    let Some(counterpart) = counterpart(
+        live,
+        deployment,
+        spec.deployment_id.as_ref(),
+        |d: &Deployment| d.status.as_ref().and_then(|s| s.id.clone()),
+    )
+    .await?
+    else {
+        return Ok(entry(Action::Create, None, creation(), None));
+    };
+    let what = format!("deployment {}", counterpart.key);
+    let Some(remote) = found(&what, api.deployments().get(&counterpart.key).await)? else {
+        return Ok(missing(
+            &counterpart,
+            "deployment",
+            "spec.deploymentId",
+            creation(),
+        ));
+    };
+    let mut current = to_json(&project::deployment_spec(
+        &remote,
+        &spec.credentials_secret_ref.name,
+    ));
+    let mut desired = desired;
+    if remote.status == Some(api::DeploymentStatus::Archived) {
+        current["status"] = Value::from("archived");
+        desired["status"] = Value::from("active");
+    }
+    let changes = field_changes(&spec.diff(&remote), &current, &desired);
+    Ok(compared(&counterpart, changes))
+}
+
+async fn plan_policy(
+    api: &Client,
+    live: Option<&Live>,
+    policy: &RateLimitsPolicy,
+) -> Result<Entry, GitopsError> {
+    let spec = &policy.spec;
+    let desired = to_json(spec);
+    let creation = || create_changes(&desired, &["policyId"]);
+    let Some(counterpart) = counterpart(
+        live,
+        policy,
+        spec.policy_id.as_ref(),
+        |p: &RateLimitsPolicy| p.status.as_ref().and_then(|s| s.id.clone()),
+    )
+    .await?
+    else {
+        return Ok(entry(Action::Create, None, creation(), None));
+    };
+    let what = format!("rate-limits policy {}", counterpart.key);
+    let Some(remote) = found(&what, api.rate_limits().get(&counterpart.key).await)? else {
+        return Ok(missing(
+            &counterpart,
+            "rate-limits policy",
+            "spec.policyId",
+            creation(),
+        ));
+    };
+    let current = match project::policy_spec(&remote) {
+        Ok(projected) => to_json(&projected),
+        Err(_) => serde_json::to_value(&remote).unwrap_or_default(),
+    };
+    let conflicts = spec.immutable_conflicts(&remote);
+    if !conflicts.is_empty() {
+        let reason = format!(
+            "the remote policy has a different {} and the API cannot change it; create a new RateLimitsPolicy instead",
+            conflicts.join(", ")
+        );
+        let changes = field_changes(&conflicts, &current, &desired);
+        return Ok(entry(
+            Action::Conflict,
+            Some(counterpart.key),
+            changes,
+            Some(reason),
+        ));
+    }
+    let changes = field_changes(&spec.diff(&remote), &current, &desired);
+    Ok(compared(&counterpart, changes))
+}
+
+fn to_json<T: Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or_default()
+}
+
+/// Spec fields that never reach the API.
+const LOCAL_FIELDS: [&str; 2] = ["deletionPolicy", "connectionRef"];
+
+/// What a create sends: every API field the spec sets, from nothing.
+fn create_changes(desired: &Value, skip: &[&str]) -> Vec<FieldChange> {
+    let Some(map) = desired.as_object() else {
+        return Vec::new();
+    };
+    let fields: Vec<&str> = map
+        .keys()
+        .map(String::as_str)
+        .filter(|k| !skip.contains(k) && !LOCAL_FIELDS.contains(k))
+        .collect();
+    field_changes(&fields, &Value::Null, desired)
+}
+
+/// One change per field, masked; documents get a line diff of their pretty JSON.
+fn field_changes(fields: &[&str], current: &Value, desired: &Value) -> Vec<FieldChange> {
+    fields
+        .iter()
+        .map(|field| {
+            let from = current.get(*field).cloned().unwrap_or(Value::Null);
+            let to = desired.get(*field).cloned().unwrap_or(Value::Null);
+            let (from, to) = (masked_against(&from, &to), masked_against(&to, &from));
+            let diff = if from.is_object() || to.is_object() {
+                line_diff::diff(&pretty(&from), &pretty(&to))
+            } else {
+                Vec::new()
+            };
+            FieldChange {
+                field: (*field).to_string(),
+                from,
+                to,
+                diff,
+            }
+        })
+        .collect()
+}
+
+fn pretty(value: &Value) -> String {
+    if value.is_null() {
+        return String::new();
+    }
+    serde_json::to_string_pretty(&masked(value)).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn document_changes_are_line_diffs_and_secrets_stay_masked() {
+        let current = json!({"config": {"retry": {"attempts": 2}, "api_key": "sk-old"}});
+        let desired = json!({"config": {"retry": {"attempts": 3}, "api_key": "sk-new"}});
+        let changes = field_changes(&["config"], &current, &desired);
+        let text = serde_json::to_string(&changes).unwrap();
+        assert!(
+            !text.contains("sk-old") && !text.contains("sk-new"),
+            "{text}"
+        );
+        assert!(
+            changes[0]
+                .diff
+                .contains(&"-     \"attempts\": 2".to_string()),
+            "{:?}",
+            changes[0].diff
+        );
+        assert!(
+            changes[0]
+                .diff
+                .contains(&"+     \"attempts\": 3".to_string())
+        );
+    }
+
+    #[test]
+    fn exit_codes_follow_the_actions() {
+        let adopt_in_sync = entry(Action::Adopt, Some("x".into()), Vec::new(), None);
+        assert_eq!(Plan::new(vec![adopt_in_sync.clone()]).exit_code(), 0);
+        let create = entry(Action::Create, None, Vec::new(), None);
+        assert_eq!(
+            Plan::new(vec![adopt_in_sync, create.clone()]).exit_code(),
+            2
+        );
+        let conflict = entry(Action::Conflict, None, Vec::new(), None);
+        assert_eq!(Plan::new(vec![create, conflict]).exit_code(), 1);
+    }
+}

@@ -1,0 +1,152 @@
+//! Remote objects projected onto the spec shape: what a spec would say to match the remote
+//! object exactly. `export` writes these specs; `plan` shows their fields as the "from" side.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::api;
+use crate::resources::config::{ConfigDeletionPolicy, ConfigSpec};
+use crate::resources::deployment::{
+    AuthSettings, DeploymentDeletionPolicy, DeploymentSpec, SecretRef,
+};
+use crate::resources::rate_limits_policy::{
+    GroupBy, PolicyCondition, RateLimitsPolicyDeletionPolicy, RateLimitsPolicySpec,
+};
+
+/// The API and the CRD spell these enums the same way (`non_production`, `rpm`, `mcp_tools`).
+fn same_enum<A: Serialize, B: DeserializeOwned>(value: &A) -> Option<B> {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| serde_json::from_value(v).ok())
+}
+
+/// A spec that adopts `remote` (by slug) and matches it.
+pub fn config_spec(remote: &api::ConfigDetail) -> ConfigSpec {
+    ConfigSpec {
+        slug: Some(remote.slug.clone()),
+        name: remote.name.clone(),
+        workspace_id: remote.workspace_id.clone().filter(|w| !w.is_empty()),
+        config: remote.config.as_object().cloned().unwrap_or_default(),
+        state: Some(remote.status.clone()).filter(|s| !s.is_empty()),
+        deletion_policy: ConfigDeletionPolicy::Orphan,
+        connection_ref: None,
+    }
+}
+
+/// A spec that adopts `remote` (by id) and matches it. No credential leaves the API: the spec
+/// only names the Secret the credentials are expected in.
+pub fn deployment_spec(remote: &api::Deployment, secret_name: &str) -> DeploymentSpec {
+    // Empty values are left out: a spec field that is absent is not compared, so the
+    // manifest stays short and still matches.
+    let auth = remote.auth_settings.as_ref().map(|a| AuthSettings {
+        gateway_base_url: a.gateway_base_url.clone().filter(|u| !u.is_empty()),
+        mcp_gateway_base_url: a.mcp_gateway_base_url.clone().filter(|u| !u.is_empty()),
+        workspaces_allowed: a.workspaces_allowed.clone().filter(|w| !w.is_empty()),
+        jwt_subs_allowed: a.jwt_subs_allowed.clone().filter(|s| !s.is_empty()),
+        jwt_sub_workspace_mapping: a
+            .jwt_sub_workspace_mapping
+            .clone()
+            .filter(|m| !m.is_empty()),
+        allow_all_workspaces: a.allow_all_workspaces,
+    });
+    DeploymentSpec {
+        deployment_id: Some(remote.id.clone()),
+        name: remote.name.clone(),
+        type_: remote.deployment_type.as_ref().and_then(same_enum),
+        is_default: remote.is_default,
+        deployment_config: remote
+            .deployment_config
+            .as_ref()
+            .and_then(|c| c.as_object().cloned())
+            .filter(|c| !c.is_empty()),
+        tags: remote.tags.clone().filter(|t| !t.is_empty()),
+        auth_settings: auth.filter(|a| a != &AuthSettings::default()),
+        override_existing: None,
+        credentials_secret_ref: SecretRef {
+            name: secret_name.into(),
+        },
+        deletion_policy: DeploymentDeletionPolicy::Orphan,
+        rotation: None,
+        connection_ref: None,
+    }
+}
+
+/// A spec that adopts `remote` (by id) and matches it, or why none can: the spec takes one
+/// value per condition, the API allows several.
+pub fn policy_spec(remote: &api::RateLimitsPolicy) -> Result<RateLimitsPolicySpec, String> {
+    let conditions = remote
+        .conditions
+        .iter()
+        .map(|c| {
+            Ok(PolicyCondition {
+                key: c.key.clone(),
+                value: single(&c.value, &c.key)?,
+                excludes: c.excludes.as_ref().map(|e| single(e, &c.key)).transpose()?,
+            })
+        })
+        .collect::<Result<Vec<_>, String>>()?;
+    let type_ = same_enum(&remote.limit_type).ok_or("unknown type")?;
+    let unit = same_enum(&remote.unit).ok_or("unknown unit")?;
+    Ok(RateLimitsPolicySpec {
+        policy_id: Some(remote.id.clone()),
+        name: remote.name.clone(),
+        workspace_id: remote.workspace_id.clone(),
+        type_,
+        unit,
+        value: remote.value,
+        conditions,
+        group_by: remote
+            .group_by
+            .iter()
+            .map(|g| GroupBy { key: g.key.clone() })
+            .collect(),
+        target: remote.target.as_ref().and_then(same_enum),
+        deletion_policy: RateLimitsPolicyDeletionPolicy::Orphan,
+        connection_ref: None,
+    })
+}
+
+fn single(value: &api::OneOrMany, key: &str) -> Result<String, String> {
+    match value {
+        api::OneOrMany::One(v) => Ok(v.clone()),
+        api::OneOrMany::Many(vs) if vs.len() == 1 => Ok(vs[0].clone()),
+        api::OneOrMany::Many(vs) => Err(format!(
+            "condition {key} has {} values and spec.conditions takes one per condition",
+            vs.len()
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_projected_policy_has_no_difference_with_its_source() {
+        let remote: api::RateLimitsPolicy = serde_json::from_value(json!({
+            "id": "p1", "name": "per-key", "type": "tokens", "unit": "rph", "value": 5,
+            "status": "active", "target": "mcp_tools",
+            "conditions": [{"key": "workspace_id", "value": ["ws-1"]}], "group_by": [{"key": "api_key"}]
+        }))
+        .unwrap();
+        let spec = policy_spec(&remote).unwrap();
+        assert!(spec.diff(&remote).is_empty());
+        assert!(spec.immutable_conflicts(&remote).is_empty());
+    }
+
+    #[test]
+    fn a_projected_deployment_has_no_difference_with_its_source() {
+        let remote: api::Deployment = serde_json::from_value(json!({
+            "id": "d1", "name": "edge", "slug": "dp-edge", "type": "non_production", "status": "active",
+            "is_default": 0, "tags": {"team": "a"}, "deployment_config": {"replicas": 2},
+            "auth_settings": {"gateway_base_url": "https://gw", "workspaces_allowed": ["ws-1"]},
+            "client_auth": "****", "credentials": {"username": "u", "password": "****"}
+        }))
+        .unwrap();
+        let spec = deployment_spec(&remote, "edge-credentials");
+        assert!(spec.diff(&remote).is_empty());
+        let text = serde_json::to_string(&spec).unwrap();
+        assert!(!text.contains("****") && !text.contains("username"));
+    }
+}

@@ -1,0 +1,314 @@
+//! A structural-schema check of one value against a CRD's `openAPIV3Schema`: the checks the
+//! apiserver (with kubectl's default strict field validation) makes on create, worded like its
+//! messages so a pipeline failure reads like the `kubectl apply` failure it prevents.
+
+use std::collections::HashMap;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+};
+use serde_json::Value;
+
+use super::cel::{Outcome, Rules};
+
+/// One thing wrong at one field.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// Field path from the document root, e.g. `spec.groupBy[0].key`.
+    pub path: String,
+    pub message: String,
+}
+
+/// Checks values against schemas whose regexes and CEL rules were compiled up front.
+#[derive(Default)]
+pub struct SchemaChecker {
+    patterns: HashMap<String, Result<regex::Regex, String>>,
+    rules: Rules,
+}
+
+impl SchemaChecker {
+    /// Compiles every pattern and rule found in `schemas`.
+    pub fn new<'a>(schemas: impl IntoIterator<Item = &'a JSONSchemaProps>) -> Self {
+        let mut checker = Self::default();
+        for schema in schemas {
+            checker.prepare(schema);
+        }
+        checker
+    }
+
+    fn prepare(&mut self, schema: &JSONSchemaProps) {
+        if let Some(pattern) = &schema.pattern {
+            self.patterns
+                .entry(pattern.clone())
+                .or_insert_with(|| regex::Regex::new(pattern).map_err(|e| e.to_string()));
+        }
+        for rule in schema.x_kubernetes_validations.iter().flatten() {
+            self.rules.compile(&rule.rule);
+        }
+        for child in children(schema) {
+            self.prepare(child);
+        }
+    }
+
+    /// Appends every violation of `value` (found at `path`) against `schema` to `out`.
+    pub fn check(
+        &self,
+        schema: &JSONSchemaProps,
+        value: &Value,
+        path: &str,
+        out: &mut Vec<Violation>,
+    ) {
+        if value.is_null() && schema.nullable == Some(true) {
+            return;
+        }
+        if !self.check_type(schema, value, path, out) {
+            return;
+        }
+        check_enum(schema, value, path, out);
+        match value {
+            Value::String(s) => self.check_string(schema, s, path, out),
+            Value::Number(n) => check_number(schema, n.as_f64().unwrap_or_default(), path, out),
+            Value::Array(items) => self.check_array(schema, items, path, out),
+            Value::Object(map) => self.check_object(schema, map, path, out),
+            _ => {}
+        }
+        self.check_rules(schema, value, path, out);
+    }
+
+    fn check_type(
+        &self,
+        schema: &JSONSchemaProps,
+        value: &Value,
+        path: &str,
+        out: &mut Vec<Violation>,
+    ) -> bool {
+        if schema.x_kubernetes_int_or_string == Some(true) {
+            return true;
+        }
+        let Some(expected) = schema.type_.as_deref() else {
+            return true;
+        };
+        let ok = match expected {
+            "object" => value.is_object(),
+            "array" => value.is_array(),
+            "string" => value.is_string(),
+            "boolean" => value.is_boolean(),
+            "integer" => value.is_i64() || value.is_u64(),
+            "number" => value.is_number(),
+            _ => true,
+        };
+        if !ok {
+            out.push(Violation {
+                path: path.into(),
+                message: format!(
+                    "Invalid value: \"{}\": {path} in body must be of type {expected}",
+                    json_type(value)
+                ),
+            });
+        }
+        ok
+    }
+
+    fn check_string(
+        &self,
+        schema: &JSONSchemaProps,
+        s: &str,
+        path: &str,
+        out: &mut Vec<Violation>,
+    ) {
+        let len = s.chars().count() as i64;
+        if let Some(min) = schema.min_length.filter(|min| len < *min) {
+            let message = if min == 1 {
+                "Invalid value: \"\": should be at least 1 chars long".to_string()
+            } else {
+                format!("Invalid value: {s:?}: should be at least {min} chars long")
+            };
+            out.push(violation(path, message));
+        }
+        if let Some(max) = schema.max_length.filter(|max| len > *max) {
+            out.push(violation(
+                path,
+                format!("Too long: may not be more than {max} bytes"),
+            ));
+        }
+        if let Some(pattern) = &schema.pattern {
+            match self.patterns.get(pattern) {
+                Some(Ok(re)) if re.is_match(s) => {}
+                Some(Ok(_)) => out.push(violation(
+                    path,
+                    format!("Invalid value: {s:?}: {path} in body should match '{pattern}'"),
+                )),
+                _ => out.push(violation(
+                    path,
+                    format!("pattern {pattern:?} does not compile"),
+                )),
+            }
+        }
+    }
+
+    fn check_array(
+        &self,
+        schema: &JSONSchemaProps,
+        items: &[Value],
+        path: &str,
+        out: &mut Vec<Violation>,
+    ) {
+        let len = items.len() as i64;
+        if let Some(min) = schema.min_items.filter(|min| len < *min) {
+            out.push(violation(
+                path,
+                format!("Invalid value: {len}: {path} in body should have at least {min} items"),
+            ));
+        }
+        if let Some(max) = schema.max_items.filter(|max| len > *max) {
+            out.push(violation(
+                path,
+                format!("Too many: {len}: must have at most {max} items"),
+            ));
+        }
+        if let Some(JSONSchemaPropsOrArray::Schema(item)) = &schema.items {
+            for (i, value) in items.iter().enumerate() {
+                self.check(item, value, &format!("{path}[{i}]"), out);
+            }
+        }
+    }
+
+    fn check_object(
+        &self,
+        schema: &JSONSchemaProps,
+        map: &serde_json::Map<String, Value>,
+        path: &str,
+        out: &mut Vec<Violation>,
+    ) {
+        for name in schema.required.iter().flatten() {
+            if !map.contains_key(name) {
+                out.push(violation(&join(path, name), "Required value".to_string()));
+            }
+        }
+        let properties = schema.properties.as_ref();
+        let additional = match &schema.additional_properties {
+            Some(JSONSchemaPropsOrBool::Schema(s)) => Some(s.as_ref()),
+            _ => None,
+        };
+        let preserve = schema.x_kubernetes_preserve_unknown_fields == Some(true);
+        for (key, value) in map {
+            let child = join(path, key);
+            match (properties.and_then(|p| p.get(key)), additional) {
+                (Some(property), _) => self.check(property, value, &child, out),
+                (None, Some(additional)) => self.check(additional, value, &child, out),
+                // An object without declared properties (like `metadata` in a CRD) is not pruned.
+                (None, None) if preserve || properties.is_none() => {}
+                (None, None) => out.push(violation(&child, format!("unknown field \"{child}\""))),
+            }
+        }
+    }
+
+    fn check_rules(
+        &self,
+        schema: &JSONSchemaProps,
+        value: &Value,
+        path: &str,
+        out: &mut Vec<Violation>,
+    ) {
+        for rule in schema.x_kubernetes_validations.iter().flatten() {
+            let at = match &rule.field_path {
+                Some(field) => format!("{path}{field}"),
+                None => path.to_string(),
+            };
+            match self.rules.evaluate(&rule.rule, value) {
+                Outcome::Pass | Outcome::NeedsOldSelf => {}
+                Outcome::Fail => {
+                    let message = rule
+                        .message
+                        .clone()
+                        .unwrap_or_else(|| format!("failed rule: {}", rule.rule));
+                    out.push(violation(
+                        &at,
+                        format!("Invalid value: \"object\": {message}"),
+                    ));
+                }
+                Outcome::Error(e) => out.push(violation(&at, format!("rule {:?}: {e}", rule.rule))),
+            }
+        }
+    }
+}
+
+fn check_enum(schema: &JSONSchemaProps, value: &Value, path: &str, out: &mut Vec<Violation>) {
+    let Some(allowed) = &schema.enum_ else {
+        return;
+    };
+    if allowed.iter().any(|a| a.0 == *value) {
+        return;
+    }
+    let supported: Vec<String> = allowed.iter().map(|a| a.0.to_string()).collect();
+    out.push(violation(
+        path,
+        format!(
+            "Unsupported value: {value}: supported values: {}",
+            supported.join(", ")
+        ),
+    ));
+}
+
+fn check_number(schema: &JSONSchemaProps, n: f64, path: &str, out: &mut Vec<Violation>) {
+    if let Some(min) = schema.minimum {
+        let exclusive = schema.exclusive_minimum == Some(true);
+        if n < min || (exclusive && n == min) {
+            out.push(violation(
+                path,
+                format!(
+                    "Invalid value: {n}: {path} in body should be greater than or equal to {min}"
+                ),
+            ));
+        }
+    }
+    if let Some(max) = schema.maximum {
+        let exclusive = schema.exclusive_maximum == Some(true);
+        if n > max || (exclusive && n == max) {
+            out.push(violation(
+                path,
+                format!("Invalid value: {n}: {path} in body should be less than or equal to {max}"),
+            ));
+        }
+    }
+}
+
+/// The direct sub-schemas of `schema`.
+fn children(schema: &JSONSchemaProps) -> Vec<&JSONSchemaProps> {
+    let mut found: Vec<&JSONSchemaProps> =
+        schema.properties.iter().flat_map(|p| p.values()).collect();
+    if let Some(JSONSchemaPropsOrArray::Schema(item)) = &schema.items {
+        found.push(item);
+    }
+    if let Some(JSONSchemaPropsOrBool::Schema(additional)) = &schema.additional_properties {
+        found.push(additional);
+    }
+    found
+}
+
+fn violation(path: &str, message: String) -> Violation {
+    Violation {
+        path: path.into(),
+        message,
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.into()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn json_type(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_f64() => "number",
+        Value::Number(_) => "integer",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}

@@ -1,0 +1,574 @@
+//! `aigw validate`: every aigw manifest checked offline, the way the apiserver and then the
+//! operator would check it, so a bad change fails in the pull request instead of in the cluster.
+//!
+//! Checks, in order: the CRD schema aigw itself generates (types, required fields, enums,
+//! lengths, patterns, unknown fields) with its CEL rules that need no stored object; the checks
+//! the operator makes before calling the API (a rotation interval that parses, the API request
+//! limits); and claims the set makes twice (the same object name, or the same remote object
+//! adopted by two resources). Documents of other API groups are counted and ignored.
+
+use std::collections::{BTreeMap, HashMap};
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::load::{Document, Loaded};
+use super::schema::{SchemaChecker, Violation};
+use crate::api::{ApiError, Validate};
+use crate::resources::common::GROUP;
+use crate::resources::{Config, Connection, Deployment, RateLimitsPolicy};
+
+/// One problem: where, which resource, which field, what.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// `file#index` (see [`Document::location`]).
+    pub location: String,
+    /// `Kind namespace/name`, `Kind name` without a namespace, or `-` when unknown.
+    pub resource: String,
+    /// Field path, e.g. `spec.groupBy`; empty for the whole document.
+    pub path: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.location, self.resource)?;
+        if !self.path.is_empty() {
+            write!(f, ": {}", self.path)?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+/// A manifest that passed its own checks, typed.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    pub location: String,
+    pub object: Object,
+}
+
+/// The aigw kinds.
+#[derive(Debug, Clone)]
+pub enum Object {
+    Config(Box<Config>),
+    Deployment(Box<Deployment>),
+    RateLimitsPolicy(Box<RateLimitsPolicy>),
+    Connection(Box<Connection>),
+}
+
+impl Object {
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Object::Config(_) => "Config",
+            Object::Deployment(_) => "Deployment",
+            Object::RateLimitsPolicy(_) => "RateLimitsPolicy",
+            Object::Connection(_) => "Connection",
+        }
+    }
+
+    fn meta(&self) -> &kube::api::ObjectMeta {
+        match self {
+            Object::Config(o) => &o.metadata,
+            Object::Deployment(o) => &o.metadata,
+            Object::RateLimitsPolicy(o) => &o.metadata,
+            Object::Connection(o) => &o.metadata,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        self.meta().name.as_deref().unwrap_or_default()
+    }
+
+    /// The namespace the manifest names, if any (kubectl's `-n` or context decides otherwise).
+    pub fn namespace(&self) -> Option<&str> {
+        match self {
+            Object::Connection(_) => None,
+            _ => self.meta().namespace.as_deref(),
+        }
+    }
+
+    /// `Kind namespace/name`, or `Kind name` without a namespace.
+    pub fn display(&self) -> String {
+        display(self.kind(), self.namespace(), self.name())
+    }
+}
+
+fn display(kind: &str, namespace: Option<&str>, name: &str) -> String {
+    match namespace {
+        Some(ns) => format!("{kind} {ns}/{name}"),
+        None => format!("{kind} {name}"),
+    }
+}
+
+/// What [`Validator::validate`] found.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub problems: Vec<Problem>,
+    /// The aigw manifests without problems of their own, in input order.
+    pub manifests: Vec<Manifest>,
+    /// aigw documents checked, per kind.
+    pub checked: BTreeMap<String, usize>,
+    /// Documents of other API groups (a Namespace, a kustomization, …).
+    pub ignored: usize,
+}
+
+impl Report {
+    pub fn is_valid(&self) -> bool {
+        self.problems.is_empty()
+    }
+
+    pub fn checked_total(&self) -> usize {
+        self.checked.values().sum()
+    }
+
+    /// `checked 3 aigw resources (2 Config, 1 Deployment), ignored 1 other document: valid`.
+    pub fn summary(&self) -> String {
+        let kinds: Vec<String> = self
+            .checked
+            .iter()
+            .map(|(k, n)| format!("{n} {k}"))
+            .collect();
+        let kinds = if kinds.is_empty() {
+            String::new()
+        } else {
+            format!(" ({})", kinds.join(", "))
+        };
+        let verdict = match self.problems.len() {
+            0 => "valid".to_string(),
+            1 => "1 problem".to_string(),
+            n => format!("{n} problems"),
+        };
+        format!(
+            "checked {} aigw resource{}{kinds}, ignored {} other document{}: {verdict}",
+            self.checked_total(),
+            plural(self.checked_total()),
+            self.ignored,
+            plural(self.ignored)
+        )
+    }
+}
+
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+struct KindSchema {
+    version: String,
+    namespaced: bool,
+    schema: JSONSchemaProps,
+}
+
+/// Holds the generated CRD schemas with their regexes and CEL rules compiled.
+pub struct Validator {
+    kinds: HashMap<String, KindSchema>,
+    checker: SchemaChecker,
+}
+
+impl Default for Validator {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Validator {
+    /// Built from [`crate::resources::crds`], the same generation `aigw crds` prints.
+    pub fn new() -> Self {
+        let mut kinds = HashMap::new();
+        for (_, crd) in crate::resources::crds() {
+            let Some(version) = crd.spec.versions.first() else {
+                continue;
+            };
+            let Some(schema) = version
+                .schema
+                .as_ref()
+                .and_then(|s| s.open_api_v3_schema.clone())
+            else {
+                continue;
+            };
+            kinds.insert(
+                crd.spec.names.kind.clone(),
+                KindSchema {
+                    version: version.name.clone(),
+                    namespaced: crd.spec.scope == "Namespaced",
+                    schema,
+                },
+            );
+        }
+        let checker = SchemaChecker::new(kinds.values().map(|k| &k.schema));
+        Self { kinds, checker }
+    }
+
+    pub fn validate(&self, loaded: &Loaded) -> Report {
+        let mut report = Report::default();
+        for failure in &loaded.failures {
+            report.problems.push(Problem {
+                location: format!("{}#{}", failure.source, failure.index),
+                resource: "-".into(),
+                path: String::new(),
+                message: failure.message.clone(),
+            });
+        }
+        let mut seen = Seen::default();
+        for document in &loaded.documents {
+            self.validate_document(document, &mut seen, &mut report);
+        }
+        report
+    }
+
+    fn validate_document(&self, document: &Document, seen: &mut Seen, report: &mut Report) {
+        let value = &document.value;
+        let api_version = value["apiVersion"].as_str().unwrap_or_default();
+        let Some((group, version)) = api_version.split_once('/') else {
+            report.ignored += 1;
+            return;
+        };
+        if group != GROUP {
+            report.ignored += 1;
+            return;
+        }
+        let kind = value["kind"].as_str().unwrap_or_default();
+        let name = value["metadata"]["name"].as_str().unwrap_or_default();
+        let namespace = value["metadata"]["namespace"].as_str();
+        let resource = display(if kind.is_empty() { "-" } else { kind }, namespace, name);
+        let problem = |path: &str, message: String| Problem {
+            location: document.location(),
+            resource: resource.clone(),
+            path: path.into(),
+            message,
+        };
+        *report.checked.entry(kind.to_string()).or_default() += 1;
+        let Some(schema) = self.kinds.get(kind) else {
+            let mut known: Vec<&str> = self.kinds.keys().map(String::as_str).collect();
+            known.sort_unstable();
+            let message = format!(
+                "unknown kind {kind:?} in {GROUP}; known: {}",
+                known.join(", ")
+            );
+            report.problems.push(problem("kind", message));
+            return;
+        };
+        if version != schema.version {
+            let message = format!(
+                "unsupported version {version:?}; {GROUP} serves {kind} as {}",
+                schema.version
+            );
+            report.problems.push(problem("apiVersion", message));
+            return;
+        }
+        let mut violations = seen.duplicates(kind, &resource, value, &document.location());
+        check_metadata(&value["metadata"], schema.namespaced, &mut violations);
+        self.check_body(&schema.schema, value, &mut violations);
+        if violations.is_empty() {
+            match checked_object(kind, value) {
+                Ok(object) => report.manifests.push(Manifest {
+                    location: document.location(),
+                    object,
+                }),
+                Err(found) => violations = found,
+            }
+        }
+        report
+            .problems
+            .extend(violations.into_iter().map(|v| problem(&v.path, v.message)));
+    }
+
+    /// `spec` against the schema; `status` is ignored (the apiserver ignores it on create and
+    /// `kubectl apply` never sets it); anything else at the top level is an unknown field.
+    fn check_body(&self, root: &JSONSchemaProps, value: &Value, out: &mut Vec<Violation>) {
+        let Some(map) = value.as_object() else {
+            out.push(Violation {
+                path: String::new(),
+                message: "a manifest must be an object".into(),
+            });
+            return;
+        };
+        for required in root.required.iter().flatten() {
+            if !map.contains_key(required) {
+                out.push(Violation {
+                    path: required.clone(),
+                    message: "Required value".into(),
+                });
+            }
+        }
+        for (key, child) in map {
+            match key.as_str() {
+                "apiVersion" | "kind" | "metadata" | "status" => {}
+                _ => match root.properties.as_ref().and_then(|p| p.get(key)) {
+                    Some(schema) => self.checker.check(schema, child, key, out),
+                    None => out.push(Violation {
+                        path: key.clone(),
+                        message: format!("unknown field \"{key}\""),
+                    }),
+                },
+            }
+        }
+    }
+}
+
+fn check_metadata(meta: &Value, namespaced: bool, out: &mut Vec<Violation>) {
+    match meta["name"].as_str() {
+        None if meta.get("generateName").is_some() => out.push(Violation {
+            path: "metadata.generateName".into(),
+            message: "generateName cannot be applied declaratively; set metadata.name".into(),
+        }),
+        None => out.push(Violation {
+            path: "metadata.name".into(),
+            message: "Required value: name is required".into(),
+        }),
+        Some(name) => {
+            if let Err(why) = dns1123_subdomain(name) {
+                out.push(Violation {
+                    path: "metadata.name".into(),
+                    message: format!("Invalid value: {name:?}: {why}"),
+                });
+            }
+        }
+    }
+    if let Some(ns) = meta["namespace"].as_str()
+        && namespaced
+        && let Err(why) = dns1123_label(ns)
+    {
+        out.push(Violation {
+            path: "metadata.namespace".into(),
+            message: format!("Invalid value: {ns:?}: {why}"),
+        });
+    }
+}
+
+const SUBDOMAIN_RULE: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
+const LABEL_RULE: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
+
+/// `metadata.name` of a custom resource: at most 253 characters, lowercase alphanumerics, `-`
+/// and `.`, alphanumeric at both ends.
+pub fn dns1123_subdomain(name: &str) -> Result<(), String> {
+    if name.len() > 253 {
+        return Err("must be no more than 253 characters".into());
+    }
+    let ok = name.split('.').all(|part| dns1123_label(part).is_ok());
+    if ok {
+        Ok(())
+    } else {
+        Err(SUBDOMAIN_RULE.into())
+    }
+}
+
+/// A namespace name: at most 63 characters, lowercase alphanumerics and `-`.
+pub fn dns1123_label(name: &str) -> Result<(), String> {
+    let bytes = name.as_bytes();
+    let ok = !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-')
+        && bytes[0] != b'-'
+        && bytes[bytes.len() - 1] != b'-';
+    if ok { Ok(()) } else { Err(LABEL_RULE.into()) }
+}
+
+/// The typed object, once it passed the operator's own checks.
+fn checked_object(kind: &str, value: &Value) -> Result<Object, Vec<Violation>> {
+    let object = typed(kind, value).map_err(|message| {
+        vec![Violation {
+            path: String::new(),
+            message,
+        }]
+    })?;
+    let mut violations = Vec::new();
+    operator_checks(&object, &mut violations);
+    if violations.is_empty() {
+        Ok(object)
+    } else {
+        Err(violations)
+    }
+}
+
+fn typed(kind: &str, value: &Value) -> Result<Object, String> {
+    fn parse<T: DeserializeOwned>(value: &Value) -> Result<Box<T>, String> {
+        serde_json::from_value(value.clone())
+            .map(Box::new)
+            .map_err(|e| format!("does not decode: {e}"))
+    }
+    Ok(match kind {
+        "Config" => Object::Config(parse(value)?),
+        "Deployment" => Object::Deployment(parse(value)?),
+        "RateLimitsPolicy" => Object::RateLimitsPolicy(parse(value)?),
+        "Connection" => Object::Connection(parse(value)?),
+        other => return Err(format!("unknown kind {other:?}")),
+    })
+}
+
+/// What the operator checks before it calls the API: errors that would otherwise only show up
+/// as a Stalled condition after the merge.
+fn operator_checks(object: &Object, out: &mut Vec<Violation>) {
+    let request = match object {
+        Object::Config(o) => o.spec.create_request().validate(),
+        Object::Deployment(o) => {
+            if let Err(message) = o.spec.rotation_interval() {
+                out.push(Violation {
+                    path: "spec.rotation.interval".into(),
+                    message,
+                });
+            }
+            o.spec.create_request().validate()
+        }
+        Object::RateLimitsPolicy(o) => o.spec.create_request().validate(),
+        Object::Connection(_) => Ok(()),
+    };
+    if let Err(e) = request {
+        out.push(api_violation(e));
+    }
+}
+
+/// An API request check, pointed at the spec field it came from.
+fn api_violation(error: ApiError) -> Violation {
+    match error {
+        ApiError::Validation { field, reason } => Violation {
+            path: format!("spec.{}", camel_case(&field)),
+            message: format!("rejected by the API request check: {reason}"),
+        },
+        other => Violation {
+            path: "spec".into(),
+            message: other.to_string(),
+        },
+    }
+}
+
+fn camel_case(snake: &str) -> String {
+    let mut out = String::with_capacity(snake.len());
+    let mut upper = false;
+    for c in snake.chars() {
+        if c == '_' {
+            upper = true;
+        } else if upper {
+            out.extend(c.to_uppercase());
+            upper = false;
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// The names and remote objects claimed so far: two manifests of one kind with the same
+/// namespace and name (the second overwrites the first on apply), or claiming the same remote
+/// object through the same connection (they would undo each other's changes). Read from the raw
+/// document, so a duplicate is reported even when the manifest has other problems.
+#[derive(Default)]
+struct Seen {
+    names: HashMap<String, String>,
+    claims: HashMap<String, String>,
+}
+
+impl Seen {
+    fn duplicates(
+        &mut self,
+        kind: &str,
+        resource: &str,
+        value: &Value,
+        location: &str,
+    ) -> Vec<Violation> {
+        let mut found = Vec::new();
+        match self.names.get(resource) {
+            Some(first) => found.push(Violation {
+                path: "metadata.name".into(),
+                message: format!("duplicate: {resource} is also defined at {first}"),
+            }),
+            None => {
+                self.names
+                    .insert(resource.to_string(), location.to_string());
+            }
+        }
+        let field = match kind {
+            "Config" => "slug",
+            "Deployment" => "deploymentId",
+            "RateLimitsPolicy" => "policyId",
+            _ => return found,
+        };
+        let Some(id) = value["spec"][field].as_str() else {
+            return found;
+        };
+        let connection = value["spec"]["connectionRef"]["name"]
+            .as_str()
+            .unwrap_or("default");
+        let key = format!("{kind}/{connection}/{id}");
+        match self.claims.get(&key) {
+            Some(first) => found.push(Violation {
+                path: format!("spec.{field}"),
+                message: format!("duplicate: {kind} {id} is also claimed by {first}"),
+            }),
+            None => {
+                self.claims.insert(key, format!("{resource} at {location}"));
+            }
+        }
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gitops::load::parse_into;
+
+    fn validate(text: &str) -> Report {
+        let mut loaded = Loaded::default();
+        parse_into(&mut loaded, "t.yaml", text, false);
+        Validator::new().validate(&loaded)
+    }
+
+    const POLICY: &str = "apiVersion: aigw.io/v1alpha1\nkind: RateLimitsPolicy\nmetadata: {name: p, namespace: team-a}\nspec: {type: requests, unit: rpm, value: 10, conditions: [{key: workspace_id, value: ws}], groupBy: [{key: api_key}]}\n";
+
+    #[test]
+    fn a_good_policy_is_valid_and_other_kinds_are_ignored() {
+        let report = validate(&format!(
+            "{POLICY}---\napiVersion: v1\nkind: Namespace\nmetadata: {{name: team-a}}\n"
+        ));
+        assert!(report.is_valid(), "{:?}", report.problems);
+        assert_eq!(report.ignored, 1);
+        assert_eq!(report.manifests.len(), 1);
+    }
+
+    #[test]
+    fn schema_problems_name_the_field() {
+        let bad = POLICY
+            .replace("unit: rpm", "unit: rps")
+            .replace("groupBy: [{key: api_key}]", "groupBy: []");
+        let report = validate(&bad);
+        let paths: Vec<&str> = report.problems.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            vec!["spec.groupBy", "spec.unit"],
+            "{:?}",
+            report.problems
+        );
+        assert_eq!(report.problems[0].resource, "RateLimitsPolicy team-a/p");
+        assert_eq!(report.problems[0].location, "t.yaml#0");
+    }
+
+    #[test]
+    fn the_connection_cel_rule_is_evaluated() {
+        let report = validate(
+            "apiVersion: aigw.io/v1alpha1\nkind: Connection\nmetadata: {name: c}\nspec: {managementUrl: 'http://x', auth: {}}\n",
+        );
+        assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+        assert_eq!(report.problems[0].path, "spec.auth");
+        assert!(
+            report.problems[0]
+                .message
+                .contains("exactly one of bearerToken")
+        );
+    }
+
+    #[test]
+    fn a_bad_rotation_interval_and_duplicates_are_found() {
+        let deployment = "apiVersion: aigw.io/v1alpha1\nkind: Deployment\nmetadata: {name: d}\nspec: {name: d, deploymentId: x, credentialsSecretRef: {name: s}, rotation: {interval: 5y}}\n";
+        let report = validate(deployment);
+        assert_eq!(report.problems[0].path, "spec.rotation.interval");
+        let ok = deployment.replace("interval: 5y", "interval: 720h");
+        let twice = format!("{ok}---\n{}", ok.replace("name: d}", "name: e}"));
+        let report = validate(&twice);
+        assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+        assert_eq!(report.problems[0].path, "spec.deploymentId");
+        assert_eq!(report.problems[0].location, "t.yaml#1");
+    }
+}
