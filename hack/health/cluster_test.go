@@ -62,6 +62,8 @@ func startCluster(root string) (dynamic.Interface, error) {
 	if err != nil {
 		return nil, fmt.Errorf("load %s: %w", kubeconfig, err)
 	}
+	// client-go's default of 5 requests per second would make this test wait on itself.
+	config.QPS, config.Burst = 100, 200
 	return dynamic.NewForConfig(config)
 }
 
