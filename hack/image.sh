@@ -88,7 +88,7 @@ check() {
 
 main() {
 	ensure_umoci
-	echo ">>> cargo build --release --bin aigw"
+	echo ">>> cargo build --release --locked --bin aigw"
 	nice -n 10 cargo build --release --locked --bin aigw
 	rm -rf "$work" "$archive"
 	mkdir -p "$work"
