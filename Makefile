@@ -3,7 +3,7 @@ SHELL := /bin/bash
 KUBECONFIG_DEV := $(CURDIR)/.aigw-dev/kubeconfig
 CARGO ?= cargo
 
-.PHONY: all build crds chart-check cluster cluster-down test lint unit integration demo bench clean
+.PHONY: all build crds chart-check cluster cluster-down test lint unit integration health-test image demo bench clean
 
 all: build
 
@@ -44,6 +44,16 @@ test: lint
 	$(CARGO) test --no-run
 	$(MAKE) cluster
 	$(CARGO) test --all-targets
+	$(MAKE) health-test
+
+## health-test: the Argo CD health scripts under gopher-lua, and kstatus on the local apiserver
+## (hack/health; the kstatus test starts the control plane itself when it is not running)
+health-test:
+	cd hack/health && GOFLAGS="-mod=mod -buildvcs=false" GOSUMDB=off GONOSUMDB='*' GOTOOLCHAIN=local go test -count=1 ./...
+
+## image: target/image/aigw-oci.tar, an OCI image built without a container engine (hack/image.sh)
+image:
+	bash hack/image.sh
 
 ## demo: control plane + emulator + operator + examples/, then `kubectl get aigw -A`
 demo:

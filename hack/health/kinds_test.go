@@ -1,0 +1,118 @@
+package health
+
+import (
+	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+)
+
+// outcome is one reconcile conclusion as aigw's controller::status::record_outcome writes it.
+type outcome struct {
+	state   string // Ready, Progressing or Stalled
+	reason  string
+	message string
+}
+
+// kind is one aigw kind: how the test creates an object of it and what aigw writes.
+type kind struct {
+	kind     string
+	resource string
+	// namespaced kinds also have the aigw.io/paused annotation and the Drifted condition.
+	namespaced bool
+	// manager is the field manager of the operator's status writes (src/controller).
+	manager string
+	// example is the file under examples/ whose object the test creates.
+	example string
+	// bump is a merge patch of the spec that raises metadata.generation.
+	bump map[string]any
+	// settled is what aigw records beside the conditions once the remote object is known.
+	settled     map[string]any
+	ready       outcome
+	progressing outcome
+	stalled     outcome
+}
+
+// step is one state the test puts an object in, with what kstatus and Argo CD must say of it.
+type step struct {
+	fixture string // file name under testdata/
+	// write is the outcome written to the status subresource; nil leaves the status alone.
+	write *outcome
+	// creating: the remote object does not exist yet, so the kind's own fields are absent.
+	creating bool
+	paused   bool // sets the aigw.io/paused annotation and the Paused condition
+	drifted  bool // adds Drifted=True (observe-only mode)
+	bump     bool // changes the spec after the status write
+	kstatus  status.Status
+	health   HealthStatus
+}
+
+const (
+	pausedMessage  = `aigw.io/paused is "true": aigw makes no API calls`
+	driftedMessage = "observe-only: the remote object differs from the spec (spec.name)"
+)
+
+var kinds = []kind{
+	{
+		kind: "Config", resource: "configs", namespaced: true, manager: "aigw/config", example: "config.yaml",
+		bump: map[string]any{"spec": map[string]any{"name": "chat-routing-v2"}},
+		settled: map[string]any{
+			"id": "5e0c8a4e-6d1f-4a7b-9c3e-2f1d0b7a8c91", "slug": "pc-chat-r-1a2b3c",
+			"versionId": "b2f4d6e8-1a3c-4e5f-8a7b-9c0d1e2f3a4b", "lastAppliedAt": "2026-01-05T10:00:00Z",
+		},
+		ready:       outcome{"Ready", "Reconciled", "Config is in sync with the management API"},
+		progressing: outcome{"Progressing", "ServerError", "failed to create config: POST /ai_gw/v2/configs returned HTTP 503: upstream unavailable"},
+		stalled: outcome{"Stalled", "Validation", "failed to update config pc-chat-r-1a2b3c: PUT /ai_gw/v2/configs/pc-chat-r-1a2b3c " +
+			"returned HTTP 400: targets[1].provider: unknown provider @anthropic-prod"},
+	},
+	{
+		kind: "Deployment", resource: "deployments", namespaced: true, manager: "aigw/deployment", example: "deployment.yaml",
+		bump: map[string]any{"spec": map[string]any{"name": "edge-gateway-v2"}},
+		settled: map[string]any{
+			"id": "0b8f2c1d-7e6a-4b5c-9d8e-1f2a3b4c5d6e", "slug": "edge-gateway", "connectionStatus": "healthy",
+			"lastSyncedAt": "2026-01-05T10:00:00Z",
+		},
+		ready:       outcome{"Ready", "Reconciled", "Deployment is in sync with the management API"},
+		progressing: outcome{"Progressing", "RotatingCredentials", "rotating the credentials of deployment 0b8f2c1d-7e6a-4b5c-9d8e-1f2a3b4c5d6e: spec.rotation.trigger changed"},
+		stalled: outcome{"Stalled", "MissingState", "the credentials Secret edge-gateway-credentials is missing and the one-time credentials of deployment " +
+			"0b8f2c1d-7e6a-4b5c-9d8e-1f2a3b4c5d6e cannot be read back; change spec.rotation.trigger to issue new ones"},
+	},
+	{
+		kind: "RateLimitsPolicy", resource: "ratelimitspolicies", namespaced: true, manager: "aigw/ratelimitspolicy", example: "ratelimitspolicy.yaml",
+		bump:        map[string]any{"spec": map[string]any{"value": 1200}},
+		settled:     map[string]any{"id": "3c2d1e0f-9a8b-4c7d-8e6f-5a4b3c2d1e0f", "remoteStatus": "active"},
+		ready:       outcome{"Ready", "Reconciled", "RateLimitsPolicy is in sync with the management API"},
+		progressing: outcome{"Progressing", "RateLimited", "failed to create rate-limits policy: POST /ai_gw/v2/policies/rate-limits returned HTTP 429: too many requests"},
+		stalled:     outcome{"Stalled", "NamespaceNotAllowed", "Connection default does not allow namespace aigw-health (spec.allowedNamespaces)"},
+	},
+	{
+		kind: "Connection", resource: "connections", manager: "aigw/connection", example: "connection.yaml",
+		bump:        map[string]any{"spec": map[string]any{"qps": 5}},
+		ready:       outcome{"Ready", "TokenObtained", "a token was obtained"},
+		progressing: outcome{"Progressing", "ConnectionUnavailable", "Connection production is unusable: failed to get a bearer token: POST https://auth.apps.paloaltonetworks.com/oauth2/access_token timed out after 10s"},
+		stalled:     outcome{"Stalled", "InvalidSpec", "invalid spec: headers[0]: x-tsg-id must be a number"},
+	},
+}
+
+// steps walks an object through every state aigw can report, in an order the operator can
+// reach them: created, reconciling, ready, drifted, stalled, paused, then a new spec.
+func (k kind) steps() []step {
+	var steps []step
+	add := func(s step, namespacedOnly bool) {
+		if k.namespaced || !namespacedOnly {
+			steps = append(steps, s)
+		}
+	}
+	add(step{fixture: "progressing_no_status.yaml", kstatus: status.CurrentStatus,
+		health: HealthStatus{"Progressing", "Waiting for aigw to report a status"}}, false)
+	add(step{fixture: "progressing_reconciling.yaml", write: &k.progressing, creating: true, kstatus: status.InProgressStatus,
+		health: HealthStatus{"Progressing", k.progressing.message}}, false)
+	add(step{fixture: "healthy.yaml", write: &k.ready, kstatus: status.CurrentStatus,
+		health: HealthStatus{"Healthy", k.ready.message}}, false)
+	add(step{fixture: "healthy_drifted.yaml", write: &k.ready, drifted: true, kstatus: status.CurrentStatus,
+		health: HealthStatus{"Healthy", k.ready.message + "; drifted: " + driftedMessage}}, true)
+	add(step{fixture: "degraded_stalled.yaml", write: &k.stalled, kstatus: status.FailedStatus,
+		health: HealthStatus{"Degraded", k.stalled.message}}, false)
+	add(step{fixture: "suspended_paused.yaml", write: &k.ready, paused: true, kstatus: status.CurrentStatus,
+		health: HealthStatus{"Suspended", pausedMessage}}, true)
+	add(step{fixture: "progressing_new_generation.yaml", write: &k.ready, bump: true, kstatus: status.InProgressStatus,
+		health: HealthStatus{"Progressing", "Waiting for aigw to observe generation 2"}}, false)
+	return steps
+}
