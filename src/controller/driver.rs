@@ -213,6 +213,10 @@ fn object_key<K: Managed>(object: &K) -> String {
 
 /// The reconcile function handed to `kube::runtime::Controller::run`.
 pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
+    // A standby keeps its caches warm but acts on nothing; it reconciles everything on election.
+    if !ctx.leadership.is_leader() {
+        return Ok(Action::await_change());
+    }
     let namespace = object.namespace().unwrap_or_default();
     let objects: Api<K> = Api::namespaced(ctx.kube.clone(), &namespace);
     // The watch cache can lag behind aigw's own status writes: an intent record seen there may
