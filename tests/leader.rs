@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 use aigw::emulator::{EmulatorOptions, Running};
 use aigw::resources::Config;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Resource;
 use kube::api::PostParams;
 use serde_json::{Value, json};
@@ -295,6 +296,45 @@ async fn one_leader_reconciles_and_a_standby_takes_over() {
 
     drop(third);
     drop(standby);
+    env.cleanup().await;
+    let _ = emulator.shutdown().await;
+}
+
+/// Another holder writing the lease (as after a network partition outlasting the term) makes
+/// the leader stop: it exits non-zero at its next renewal instead of acting on beside it.
+#[tokio::test]
+async fn a_leader_that_loses_its_lease_exits_non_zero() {
+    let env = TestEnv::new("leader-lost").await;
+    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        .await
+        .expect("emulator did not start");
+    let dir = tempfile::tempdir().unwrap();
+    let mut operator = Operator::start("aigw-lost", &env, &emulator, dir.path());
+    sole_leader(&[&operator]).await;
+
+    let leases = env.api::<Lease>();
+    let mut lease = leases.get("aigw").await.unwrap();
+    let spec = lease.spec.get_or_insert_default();
+    spec.holder_identity = Some("intruder".into());
+    spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+    spec.lease_duration_seconds = Some(3600);
+    leases
+        .replace("aigw", &PostParams::default(), &lease)
+        .await
+        .unwrap();
+
+    let code = operator.exit_code(TAKEOVER_TIMEOUT).await;
+    assert!(
+        code.is_some_and(|c| c != 0),
+        "exit code {code:?} after losing the lease"
+    );
+    let log = std::fs::read_to_string(&operator.log).unwrap();
+    assert!(
+        log.contains("lost the leader lease") && log.contains("held by intruder"),
+        "{log}"
+    );
+
+    drop(operator);
     env.cleanup().await;
     let _ = emulator.shutdown().await;
 }

@@ -130,7 +130,7 @@ pub fn default_identity() -> String {
 
 /// The holder could not keep the lease; the process must stop acting (and exit) at once.
 #[derive(Debug, thiserror::Error)]
-#[error("lost the leader lease {namespace}/{name} held by {identity}: {reason}")]
+#[error("{identity} lost the leader lease {namespace}/{name}: {reason}")]
 pub struct LeadershipLost {
     pub namespace: String,
     pub name: String,
@@ -157,6 +157,61 @@ enum Attempt {
     HeldBy(String),
     /// Another candidate wrote the lease between our read and our write.
     Conflict,
+}
+
+/// Where one attempt leaves the campaign.
+#[derive(Debug, PartialEq)]
+enum Step {
+    /// Just became leader.
+    Acquired(Instant),
+    /// Still leading, last renewed at `renewed`; `retry` is the error of a failed renewal.
+    Leading {
+        renewed: Instant,
+        retry: Option<String>,
+    },
+    /// Not leading: the lease is held by someone else (`Ok(holder)`) or could not be had.
+    Standby(Result<String, String>),
+    /// A held lease is gone, for the reason given.
+    Lost(String),
+}
+
+/// The campaign's state machine: a holder that sees another holder, or has not renewed for
+/// `renew_deadline`, has lost; a failed renewal within the deadline is retried.
+fn step(
+    renewed: Option<Instant>,
+    outcome: Result<Attempt, String>,
+    now: Instant,
+    renew_deadline: Duration,
+) -> Step {
+    let Some(at) = renewed else {
+        return match outcome {
+            Ok(Attempt::Held) => Step::Acquired(now),
+            Ok(Attempt::HeldBy(holder)) => Step::Standby(Ok(holder)),
+            Ok(Attempt::Conflict) => Step::Standby(Err("another candidate wrote the lease".into())),
+            Err(e) => Step::Standby(Err(e)),
+        };
+    };
+    let error = match outcome {
+        Ok(Attempt::Held) => {
+            return Step::Leading {
+                renewed: now,
+                retry: None,
+            };
+        }
+        Ok(Attempt::HeldBy(holder)) => {
+            return Step::Lost(format!("the lease is now held by {holder}"));
+        }
+        Ok(Attempt::Conflict) => "another candidate wrote the lease".to_string(),
+        Err(e) => e,
+    };
+    if now.saturating_duration_since(at) >= renew_deadline {
+        Step::Lost(format!("not renewed for {renew_deadline:?}: {error}"))
+    } else {
+        Step::Leading {
+            renewed: at,
+            retry: Some(error),
+        }
+    }
 }
 
 /// Creates the campaign and the handle controllers read. Nothing happens until `Elector::run`.
@@ -210,48 +265,38 @@ impl Elector {
         }
     }
 
-    /// Applies one attempt's outcome to the state: returns when the lease was last renewed
-    /// (`None` while standing by), or `LeadershipLost` when a held lease is gone.
+    /// Applies one attempt's outcome: returns when the lease was last renewed (`None` while
+    /// standing by), or `LeadershipLost` when a held lease is gone.
     fn follow(
         &self,
         renewed: Option<Instant>,
         outcome: Result<Attempt, String>,
     ) -> Result<Option<Instant>, LeadershipLost> {
-        match (renewed, outcome) {
-            (_, Ok(Attempt::Held)) => {
-                if renewed.is_none() {
-                    info!(identity = %self.settings.identity, "acquired the leader lease; this replica now reconciles");
-                    self.leading.send_replace(true);
-                }
-                Ok(Some(Instant::now()))
+        match step(
+            renewed,
+            outcome,
+            Instant::now(),
+            self.settings.renew_deadline,
+        ) {
+            Step::Acquired(at) => {
+                info!(identity = %self.settings.identity, "acquired the leader lease; this replica now reconciles");
+                self.leading.send_replace(true);
+                Ok(Some(at))
             }
-            (None, Ok(Attempt::HeldBy(holder))) => {
-                debug!(%holder, "standing by: the leader lease is held");
+            Step::Leading { renewed, retry } => {
+                if let Some(error) = retry {
+                    warn!(%error, "failed to renew the leader lease; retrying");
+                }
+                Ok(Some(renewed))
+            }
+            Step::Standby(why) => {
+                match why {
+                    Ok(holder) => debug!(%holder, "standing by: the leader lease is held"),
+                    Err(error) => warn!(%error, "failed to read or acquire the leader lease"),
+                }
                 Ok(None)
             }
-            (None, Ok(Attempt::Conflict)) => Ok(None),
-            (None, Err(e)) => {
-                warn!(error = %e, "failed to read or acquire the leader lease");
-                Ok(None)
-            }
-            (Some(_), Ok(Attempt::HeldBy(holder))) => {
-                Err(self.lost(format!("the lease is now held by {holder}")))
-            }
-            (Some(at), outcome) => {
-                let reason = match outcome {
-                    Err(e) => e,
-                    _ => "another candidate wrote the lease".into(),
-                };
-                if at.elapsed() >= self.settings.renew_deadline {
-                    Err(self.lost(format!(
-                        "not renewed for {:?}: {reason}",
-                        self.settings.renew_deadline
-                    )))
-                } else {
-                    warn!(error = %reason, "failed to renew the leader lease; retrying");
-                    Ok(Some(at))
-                }
-            }
+            Step::Lost(reason) => Err(self.lost(reason)),
         }
     }
 
@@ -391,5 +436,88 @@ impl Elector {
 
     fn duration_seconds(&self) -> i32 {
         i32::try_from(self.settings.lease_duration.as_secs()).unwrap_or(i32::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEADLINE: Duration = Duration::from_secs(10);
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[test]
+    fn a_standby_acquires_a_free_lease() {
+        let now = Instant::now();
+        assert_eq!(
+            step(None, Ok(Attempt::Held), now, DEADLINE),
+            Step::Acquired(now)
+        );
+    }
+
+    #[test]
+    fn a_standby_keeps_standing_by_on_errors_and_held_leases() {
+        let now = Instant::now();
+        let held = step(None, Ok(Attempt::HeldBy("b".into())), now, DEADLINE);
+        assert_eq!(held, Step::Standby(Ok("b".into())));
+        let failed = step(None, Err("refused".into()), now, DEADLINE);
+        assert_eq!(failed, Step::Standby(Err("refused".into())));
+        assert!(matches!(
+            step(None, Ok(Attempt::Conflict), now, DEADLINE),
+            Step::Standby(Err(_))
+        ));
+    }
+
+    #[test]
+    fn a_renewal_moves_the_deadline() {
+        let at = Instant::now();
+        let now = at + secs(2);
+        let next = step(Some(at), Ok(Attempt::Held), now, DEADLINE);
+        assert_eq!(
+            next,
+            Step::Leading {
+                renewed: now,
+                retry: None
+            }
+        );
+    }
+
+    #[test]
+    fn failed_renewals_are_retried_until_the_deadline() {
+        let at = Instant::now();
+        let early = step(Some(at), Err("refused".into()), at + secs(9), DEADLINE);
+        assert_eq!(
+            early,
+            Step::Leading {
+                renewed: at,
+                retry: Some("refused".into())
+            }
+        );
+        let conflict = step(Some(at), Ok(Attempt::Conflict), at + secs(9), DEADLINE);
+        assert!(matches!(conflict, Step::Leading { renewed, .. } if renewed == at));
+        let late = step(Some(at), Err("refused".into()), at + DEADLINE, DEADLINE);
+        assert!(matches!(late, Step::Lost(reason) if reason.contains("refused")));
+    }
+
+    #[test]
+    fn a_holder_that_sees_another_holder_has_lost_at_once() {
+        let at = Instant::now();
+        let next = step(
+            Some(at),
+            Ok(Attempt::HeldBy("b".into())),
+            at + secs(1),
+            DEADLINE,
+        );
+        assert!(matches!(next, Step::Lost(reason) if reason.contains("held by b")));
+    }
+
+    #[test]
+    fn the_renew_deadline_ends_before_the_lease_does() {
+        let settings = LeaseSettings::new("ns", "me");
+        assert!(settings.renew_deadline < settings.lease_duration);
+        assert!(settings.retry_period * 3 <= settings.renew_deadline);
     }
 }
