@@ -79,6 +79,13 @@ impl Operator {
             .and_then(|(status, role)| (status == 200).then_some(role))
     }
 
+    async fn healthz(&self) -> (u16, String) {
+        let response = reqwest::get(format!("http://{}/healthz", self.metrics))
+            .await
+            .unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    }
+
     async fn metrics(&self) -> String {
         reqwest::get(format!("http://{}/metrics", self.metrics))
             .await
@@ -231,6 +238,9 @@ async fn one_leader_reconciles_and_a_standby_takes_over() {
     );
     assert_eq!(leader.leader_gauge().await, 1.0);
     assert_eq!(standby.leader_gauge().await, 0.0);
+    for operator in [&leader, &standby] {
+        assert_eq!(operator.healthz().await, (200, "ok\n".to_string()));
+    }
 
     env.api::<Config>()
         .create(&PostParams::default(), &config("before"))

@@ -143,9 +143,15 @@ pub struct Elector {
     api: Api<Lease>,
     settings: LeaseSettings,
     leading: watch::Sender<bool>,
-    /// The `resourceVersion` of the lease as last read, and when (on this process's clock) it
-    /// was first seen: a lease nobody has renewed for its duration is expired.
-    observed: Option<(String, Instant)>,
+    /// The lease as last read: a lease nobody has renewed for its duration is expired.
+    observed: Option<Observed>,
+}
+
+/// One version of the lease, timed on this process's clock.
+struct Observed {
+    resource_version: String,
+    seen_at: Instant,
+    expires_at: Instant,
 }
 
 /// What one acquire-or-renew attempt found.
@@ -242,7 +248,7 @@ impl Elector {
             renewed = self.follow(renewed, outcome)?;
             tokio::select! {
                 () = &mut shutdown => break,
-                () = tokio::time::sleep(self.settings.retry_period) => {}
+                () = tokio::time::sleep(self.pause(renewed.is_some())) => {}
             }
         }
         if renewed.is_some() {
@@ -337,20 +343,39 @@ impl Elector {
     /// for the lease's duration since it was first observed in its current version.
     fn expired(&mut self, lease: &Lease, spec: &LeaseSpec) -> bool {
         let version = lease.metadata.resource_version.clone().unwrap_or_default();
-        let seen_at = match &self.observed {
-            Some((seen, at)) if *seen == version => *at,
-            _ => {
-                let now = Instant::now();
-                self.observed = Some((version, now));
-                now
-            }
-        };
         let duration = spec
             .lease_duration_seconds
             .map_or(self.settings.lease_duration, |s| {
                 Duration::from_secs(u64::try_from(s).unwrap_or(0))
             });
-        seen_at.elapsed() >= duration
+        let observed = match self.observed.take() {
+            Some(seen) if seen.resource_version == version => seen,
+            _ => {
+                let now = Instant::now();
+                Observed {
+                    resource_version: version,
+                    seen_at: now,
+                    expires_at: now.checked_add(duration).unwrap_or(now),
+                }
+            }
+        };
+        let expired = observed.seen_at.elapsed() >= duration;
+        self.observed = Some(observed);
+        expired
+    }
+
+    /// How long to wait before the next attempt: the retry period, or less when a standby
+    /// would otherwise poll again only after the lease it watches has expired.
+    fn pause(&self, leading: bool) -> Duration {
+        let until_expiry = self
+            .observed
+            .as_ref()
+            .filter(|_| !leading)
+            .map(|o| o.expires_at.saturating_duration_since(Instant::now()))
+            .filter(|d| !d.is_zero());
+        until_expiry.map_or(self.settings.retry_period, |d| {
+            d.min(self.settings.retry_period)
+        })
     }
 
     async fn create(&mut self) -> Result<Attempt, kube::Error> {
