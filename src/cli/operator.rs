@@ -6,7 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aigw::api::{self, ClientConfig};
-use aigw::controller::{self, Connections, Context, Metrics, Settings};
+use aigw::controller::leader::{self, Elector, LeaseSettings};
+use aigw::controller::{self, Connections, Context, Leadership, Metrics, Settings};
+use clap::builder::BoolishValueParser;
 
 #[derive(clap::Args)]
 pub struct OperatorArgs {
@@ -48,7 +50,29 @@ pub struct OperatorArgs {
     /// unknown too, any namespace.
     #[arg(long, env = "AIGW_CONNECTION_SECRET_NAMESPACE", value_name = "NS")]
     connection_secret_namespace: Option<String>,
-    /// Address for Prometheus metrics (`/metrics`) and `/healthz`.
+    /// Hold the Lease `aigw` so that of several replicas only one reconciles (the others stand
+    /// by with warm caches); `--leader-elect=false` makes this replica always act.
+    #[arg(
+        long,
+        env = "AIGW_LEADER_ELECT",
+        default_value_t = true,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set,
+        value_parser = BoolishValueParser::new(),
+        value_name = "BOOL"
+    )]
+    leader_elect: bool,
+    /// Namespace of the leader Lease (the pod's namespace via `POD_NAMESPACE`, else `default`).
+    #[arg(
+        long,
+        env = "POD_NAMESPACE",
+        default_value = "default",
+        value_name = "NS"
+    )]
+    leader_election_namespace: String,
+    /// Address for Prometheus metrics (`/metrics`), `/healthz` and `/readyz`.
     #[arg(
         long,
         env = "AIGW_METRICS_ADDR",
@@ -119,13 +143,59 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         .with_default_grants(grants)
         .with_secret_namespace(secret_namespace)
         .with_observer(Arc::new(MetricsObserver(metrics.clone())));
-    let ctx = Arc::new(Context::new(kube, connections, metrics.clone(), &settings));
+    let (leadership, elector) = if args.leader_elect {
+        let lease = LeaseSettings::new(args.leader_election_namespace, leader::default_identity());
+        let (leadership, elector) = leader::elect(kube.clone(), lease);
+        (leadership, Some(elector))
+    } else {
+        (Leadership::always(), None)
+    };
+    let ctx = Context::new(kube, connections, metrics.clone(), &settings)
+        .with_leadership(leadership.clone());
+    let ctx = Arc::new(ctx);
     let metrics_addr = args.metrics_addr;
+    let health = ctx.health.clone();
     tokio::spawn(async move {
-        if let Err(e) = controller::metrics::serve(metrics_addr, metrics).await {
+        if let Err(e) = controller::metrics::serve(metrics_addr, metrics, health, leadership).await
+        {
             tracing::error!(error = %e, addr = %metrics_addr, "metrics server failed");
         }
     });
-    controller::run(ctx, settings).await;
-    Ok(())
+    match elector {
+        Some(elector) => run_elected(ctx, settings, elector).await,
+        None => {
+            controller::run(ctx, settings).await;
+            Ok(())
+        }
+    }
+}
+
+/// Runs the controllers while campaigning. On SIGTERM/SIGINT the controllers finish their
+/// in-flight reconciles first, then the lease is released so a standby takes over at once.
+/// A lease that could not be renewed ends the process with an error, as controller-runtime
+/// does: restarting is the only sure way to stop every reconcile already under way.
+async fn run_elected(
+    ctx: Arc<Context>,
+    settings: Settings,
+    elector: Elector,
+) -> anyhow::Result<()> {
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let mut campaign = tokio::spawn(elector.run(async {
+        let _ = stopped.await;
+    }));
+    tokio::select! {
+        () = controller::run(ctx, settings) => {
+            let _ = stop.send(());
+            campaign.await??;
+            Ok(())
+        }
+        ended = &mut campaign => {
+            let lost = match ended? {
+                Err(lost) => lost,
+                Ok(()) => anyhow::bail!("leader election ended unexpectedly"),
+            };
+            tracing::error!(error = %lost, "stopping: this replica is no longer the leader");
+            Err(lost.into())
+        }
+    }
 }

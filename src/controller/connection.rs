@@ -18,6 +18,10 @@ const MANAGER: &str = "aigw/connection";
 common_status!(ConnectionStatus, |s| s.clone());
 
 pub async fn reconcile(connection: Arc<Connection>, ctx: Arc<Context>) -> Result<Action, Error> {
+    // A standby keeps its caches warm but acts on nothing; it reconciles everything on election.
+    if !ctx.leadership.is_leader() {
+        return Ok(Action::await_change());
+    }
     let name = connection.name_any();
     let generation = connection.meta().generation;
     let before = connection.status.clone();

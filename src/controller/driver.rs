@@ -308,6 +308,10 @@ fn object_key<K: Managed>(object: &K) -> String {
 /// cache: a stale copy cannot cause a remote write, because every intent and status write is a
 /// compare-and-swap on the resourceVersion the reconcile started from.
 pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
+    // A standby keeps its caches warm but acts on nothing; it reconciles everything on election.
+    if !ctx.leadership.is_leader() {
+        return Ok(Action::await_change());
+    }
     let namespace = object.namespace().unwrap_or_default();
     let objects: Api<K> = Api::namespaced(ctx.kube.clone(), &namespace);
     let started = std::time::Instant::now();

@@ -4,11 +4,15 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum::http::StatusCode;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
+
+use super::{Health, Leadership};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindResult {
@@ -41,6 +45,7 @@ pub struct Metrics {
     drift_corrections: Family<KindLabel, Counter>,
     api_requests: Family<ApiRequest, Counter>,
     api_request_seconds: Family<EndpointLabel, Histogram>,
+    leader: Gauge,
 }
 
 impl Default for Metrics {
@@ -80,8 +85,15 @@ impl Default for Metrics {
             "Management API request latency by endpoint template",
             api_request_seconds.clone(),
         );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica holds the leader lease (always 1 without leader election)",
+            leader.clone(),
+        );
         Self {
             registry,
+            leader,
             reconciles,
             reconcile_seconds,
             drift_corrections,
@@ -140,6 +152,10 @@ impl Metrics {
             .observe(elapsed.as_secs_f64());
     }
 
+    pub fn set_leader(&self, leading: bool) {
+        self.leader.set(i64::from(leading));
+    }
+
     /// The text exposition format.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -150,9 +166,17 @@ impl Metrics {
     }
 }
 
-/// Serves `/metrics` (and `/healthz`) until the process ends.
-pub async fn serve(addr: std::net::SocketAddr, metrics: Arc<Metrics>) -> std::io::Result<()> {
+/// Serves `/metrics`, `/healthz` (503 while a watch stream keeps failing) and `/readyz` (200
+/// once the caches are synced, leader or standby; the JSON body says which) until the process
+/// ends.
+pub async fn serve(
+    addr: std::net::SocketAddr,
+    metrics: Arc<Metrics>,
+    health: Arc<Health>,
+    leadership: Leadership,
+) -> std::io::Result<()> {
     use axum::routing::get;
+    let probes = health.clone();
     let app = axum::Router::new()
         .route(
             "/metrics",
@@ -161,7 +185,41 @@ pub async fn serve(addr: std::net::SocketAddr, metrics: Arc<Metrics>) -> std::io
                 async move { metrics.encode() }
             }),
         )
-        .route("/healthz", get(|| async { "ok" }));
+        .route("/healthz", get(move || async move { healthz(&probes) }))
+        .route(
+            "/readyz",
+            get(move || async move { readyz(&health, &leadership) }),
+        );
     let listener = tokio::net::TcpListener::bind(addr).await?;
     axum::serve(listener, app).await
+}
+
+fn healthz(health: &Health) -> (StatusCode, String) {
+    let failing = health.failing();
+    if failing.is_empty() {
+        (StatusCode::OK, "ok\n".into())
+    } else {
+        let body = format!("watch streams failing:\n{}\n", failing.join("\n"));
+        (StatusCode::SERVICE_UNAVAILABLE, body)
+    }
+}
+
+fn readyz(health: &Health, leadership: &Leadership) -> (StatusCode, axum::Json<serde_json::Value>) {
+    let synced = health.synced();
+    let role = if leadership.is_leader() {
+        "leader"
+    } else {
+        "standby"
+    };
+    let status = if synced {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    let body = serde_json::json!({
+        "role": role,
+        "synced": synced,
+        "identity": leadership.identity(),
+    });
+    (status, axum::Json(body))
 }

@@ -10,6 +10,8 @@ pub mod deployment;
 pub mod driver;
 pub mod error;
 pub mod failpoints;
+pub mod health;
+pub mod leader;
 pub mod metrics;
 pub mod rate_limits_policy;
 pub mod status;
@@ -21,16 +23,19 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Resource;
-use kube::api::Api;
+use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::watcher;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 use tracing::{info, warn};
 
 pub use backoff::Backoff;
 pub use connections::Connections;
 pub use driver::{Change, Cx, Managed};
 pub use error::Error;
+pub use health::Health;
+pub use leader::Leadership;
 pub use metrics::Metrics;
 
 use crate::resources::{Config, Deployment, RateLimitsPolicy};
@@ -46,6 +51,10 @@ pub struct Context {
     pub failpoints: failpoints::Failpoints,
     /// The controllers' watch caches, for checks that must not cost an apiserver read.
     pub stores: claims::Stores,
+    /// Whether this replica may act; a standby skips every reconcile.
+    pub leadership: Leadership,
+    /// What the watch streams report, for `/healthz` and `/readyz`.
+    pub health: Arc<Health>,
 }
 
 /// How the operator runs.
@@ -89,7 +98,15 @@ impl Context {
             drift_interval: settings.drift_interval,
             failpoints: Default::default(),
             stores: Default::default(),
+            leadership: Leadership::always(),
+            health: Arc::default(),
         }
+    }
+
+    /// Reconcile only while `leadership` says so (leader election); without it, always.
+    pub fn with_leadership(mut self, leadership: Leadership) -> Self {
+        self.leadership = leadership;
+        self
     }
 }
 
@@ -134,22 +151,62 @@ where
     }
 }
 
+/// A reflector over `api` whose every item is reported to `probe`, as a controller trigger.
+fn watched<K>(
+    api: Api<K>,
+    probe: health::WatchProbe,
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+)
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    let (reader, writer) = reflector::store();
+    let stream = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default().any_semantic()),
+    )
+    .inspect(move |item| probe.observe(item))
+    .applied_objects();
+    (reader, stream)
+}
+
+/// The name a watch stream reports its health under, e.g. `Config/ns1` or `Connection/*`.
+fn stream_name(kind: &str, namespace: Option<&str>) -> String {
+    format!("{kind}/{}", namespace.unwrap_or("*"))
+}
+
 async fn run_kind<K: Managed>(
     ctx: Arc<Context>,
     namespace: Option<String>,
     concurrency: u16,
     with_secrets: bool,
 ) {
-    let api = scoped::<K>(&ctx.kube, namespace.as_deref());
-    let mut controller = Controller::new(api, watcher::Config::default().any_semantic())
-        .with_config(ControllerConfig::default().concurrency(concurrency));
-    K::stores(&ctx.stores).register(controller.store());
+    let ns = namespace.as_deref();
+    let probe = ctx.health.register(stream_name(K::KIND, ns));
+    let (store, objects) = watched(scoped::<K>(&ctx.kube, ns), probe);
+    K::stores(&ctx.stores).register(store.clone());
+    let mut controller = Controller::for_stream(objects, store)
+        .with_config(ControllerConfig::default().concurrency(concurrency))
+        .reconcile_all_on(ctx.leadership.acquired());
     if with_secrets {
         // Deleting a credentials Secret must be noticed at once, not at the next drift check.
-        controller = controller.owns(
-            scoped::<Secret>(&ctx.kube, namespace.as_deref()),
-            watcher::Config::default(),
-        );
+        let probe = ctx.health.register(stream_name("Secret", ns));
+        let secrets = scoped::<PartialObjectMeta<Secret>>(&ctx.kube, ns);
+        // Only the Secrets aigw writes, and only their metadata: a change or deletion of one is
+        // all the Deployment controller needs to hear about.
+        let selector = format!("{}={}", deployment::MANAGED_BY_LABEL, deployment::MANAGED_BY);
+        let secrets = watcher(secrets, watcher::Config::default().labels(&selector))
+            .inspect(move |item| probe.observe(item))
+            .touched_objects();
+        controller = controller.owns_stream(secrets);
     }
     controller
         .shutdown_on_signal()
@@ -163,13 +220,15 @@ async fn run_kind<K: Managed>(
 }
 
 async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
-    let controller = Controller::new(
+    let probe = ctx.health.register(stream_name("Connection", None));
+    let (store, connections) = watched(
         Api::<crate::resources::Connection>::all(ctx.kube.clone()),
-        watcher::Config::default().any_semantic(),
+        probe,
     );
-    ctx.stores.connections.register(controller.store());
-    controller
+    ctx.stores.connections.register(store.clone());
+    Controller::for_stream(connections, store)
         .with_config(ControllerConfig::default().concurrency(concurrency))
+        .reconcile_all_on(ctx.leadership.acquired())
         .shutdown_on_signal()
         .run(connection::reconcile, connection::error_policy, ctx)
         .for_each(|result| async move {
@@ -178,6 +237,18 @@ async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
             }
         })
         .await;
+}
+
+/// Keeps the `aigw_leader` gauge equal to this replica's leadership.
+async fn follow_leadership(ctx: Arc<Context>) {
+    let mut leading = ctx.leadership.changes();
+    loop {
+        let now = *leading.borrow_and_update();
+        ctx.metrics.set_leader(now);
+        if leading.changed().await.is_err() {
+            return;
+        }
+    }
 }
 
 /// Runs every controller until the process receives a termination signal or the returned
@@ -214,7 +285,10 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
         ctx.clone(),
         settings.concurrency,
     )));
-    let _abort_on_drop = AbortOnDrop(tasks.iter().map(|t| t.abort_handle()).collect());
+    let gauge = tokio::spawn(follow_leadership(ctx.clone()));
+    let mut handles: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
+    handles.push(gauge.abort_handle());
+    let _abort_on_drop = AbortOnDrop(handles);
     for task in tasks {
         let _ = task.await;
     }

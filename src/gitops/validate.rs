@@ -410,7 +410,7 @@ fn operator_checks(object: &Object, out: &mut Vec<Violation>) {
                     message,
                 });
             }
-            o.spec.create_request().validate()
+            o.spec.create_request(None).validate()
         }
         Object::RateLimitsPolicy(o) => o.spec.create_request().validate(),
         Object::Connection(_) => Ok(()),

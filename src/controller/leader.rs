@@ -1,0 +1,548 @@
+//! Leader election on a `coordination.k8s.io/v1` Lease, so that of several replicas only one
+//! calls the management API while the others keep their watch caches warm.
+//!
+//! The lease loop is written here rather than taken from a crate, because none fits:
+//! - `kube-leader-election` 0.44 (the newest) is built on `kube` 4; aigw uses `kube` 5.
+//! - `kube-lease-manager` 0.13 works with `kube` 5, but a standby sleeps until the expiry it last
+//!   read, so a lease released on SIGTERM is taken over only when the old term would have run out
+//!   (up to the whole lease duration, not within a few seconds); while the apiserver cannot be
+//!   reached the holder keeps reporting `true` (errors are logged and retried, never turned into
+//!   a lost lease), so a stale leader would keep acting; and a renewal is a blind patch that
+//!   does not check who holds the lease.
+//!
+//! The algorithm is client-go's: every write carries the Lease's `resourceVersion`, so of two
+//! candidates only one wins (the other gets 409 Conflict); a standby considers a lease expired
+//! when it has seen no change to it for `leaseDurationSeconds` of its *own* clock (so clock skew
+//! between nodes does not matter); the holder renews every `retry_period` and gives up when it
+//! has not renewed for `renew_deadline`, which is shorter than the lease duration so it stops
+//! acting before anyone else may start; a holder that shuts down releases the lease so a standby
+//! takes over at its next poll instead of waiting for the term to run out.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::Stream;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{Api, ObjectMeta, PostParams};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+/// Name of the Lease every aigw replica competes for.
+pub const LEASE_NAME: &str = "aigw";
+
+/// Whether this replica may act on the management API. Cheap to clone; every controller holds
+/// one through `Context`.
+#[derive(Clone, Debug)]
+pub struct Leadership {
+    leading: watch::Receiver<bool>,
+    identity: Option<Arc<str>>,
+}
+
+impl Leadership {
+    /// A replica that always leads: leader election is off, or there is only one replica (the
+    /// in-process test harness).
+    pub fn always() -> Self {
+        let (_, leading) = watch::channel(true);
+        Self {
+            leading,
+            identity: None,
+        }
+    }
+
+    /// True while this replica holds the lease (always true without leader election).
+    pub fn is_leader(&self) -> bool {
+        *self.leading.borrow()
+    }
+
+    /// The identity this replica campaigns with; `None` without leader election.
+    pub fn identity(&self) -> Option<&str> {
+        self.identity.as_deref()
+    }
+
+    /// Every change of `is_leader`, for whoever must follow it (the `aigw_leader` gauge).
+    pub fn changes(&self) -> watch::Receiver<bool> {
+        self.leading.clone()
+    }
+
+    /// Yields once each time this replica becomes leader, so controllers can reconcile every
+    /// object they skipped while standing by. Ends when the election ends.
+    pub fn acquired(&self) -> impl Stream<Item = ()> + Send + 'static {
+        let mut leading = self.leading.clone();
+        leading.mark_unchanged();
+        futures::stream::unfold(leading, |mut leading| async move {
+            loop {
+                leading.changed().await.ok()?;
+                if *leading.borrow_and_update() {
+                    return Some(((), leading));
+                }
+            }
+        })
+    }
+}
+
+/// Timing and naming of the election.
+#[derive(Debug, Clone)]
+pub struct LeaseSettings {
+    pub namespace: String,
+    pub name: String,
+    pub identity: String,
+    /// How long a lease lasts after its last renewal before a standby may take it.
+    pub lease_duration: Duration,
+    /// How long the holder keeps acting without a successful renewal; shorter than
+    /// `lease_duration`, so it stops before a standby may start.
+    pub renew_deadline: Duration,
+    /// How often the holder renews and a standby polls.
+    pub retry_period: Duration,
+}
+
+impl LeaseSettings {
+    /// 15 s lease, renewed every 2 s, given up after 10 s without a renewal: a standby takes
+    /// over at most about 17 s after the holder dies, and within one poll (2 s) of a release.
+    pub fn new(namespace: impl Into<String>, identity: impl Into<String>) -> Self {
+        Self {
+            namespace: namespace.into(),
+            name: LEASE_NAME.into(),
+            identity: identity.into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    }
+}
+
+/// `POD_NAME` when set (the Downward API), else the hostname with a random suffix, so two
+/// processes on one machine never share an identity.
+pub fn default_identity() -> String {
+    if let Some(pod) = std::env::var("POD_NAME").ok().filter(|p| !p.is_empty()) {
+        return pod;
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "aigw".into());
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    format!("{host}-{}", &suffix[..8])
+}
+
+/// The holder could not keep the lease; the process must stop acting (and exit) at once.
+#[derive(Debug, thiserror::Error)]
+#[error("{identity} lost the leader lease {namespace}/{name}: {reason}")]
+pub struct LeadershipLost {
+    pub namespace: String,
+    pub name: String,
+    pub identity: String,
+    pub reason: String,
+}
+
+/// The campaign for the lease; `run` drives it.
+pub struct Elector {
+    api: Api<Lease>,
+    settings: LeaseSettings,
+    leading: watch::Sender<bool>,
+    /// The lease as last read: a lease nobody has renewed for its duration is expired.
+    observed: Option<Observed>,
+}
+
+/// One version of the lease, timed on this process's clock.
+struct Observed {
+    resource_version: String,
+    seen_at: Instant,
+    expires_at: Instant,
+}
+
+/// What one acquire-or-renew attempt found.
+#[derive(Debug, PartialEq)]
+enum Attempt {
+    /// This replica holds the lease (acquired or renewed).
+    Held,
+    /// Another replica holds a lease that has not expired.
+    HeldBy(String),
+    /// Another candidate wrote the lease between our read and our write.
+    Conflict,
+}
+
+/// Where one attempt leaves the campaign.
+#[derive(Debug, PartialEq)]
+enum Step {
+    /// Just became leader.
+    Acquired(Instant),
+    /// Still leading, last renewed at `renewed`; `retry` is the error of a failed renewal.
+    Leading {
+        renewed: Instant,
+        retry: Option<String>,
+    },
+    /// Not leading: the lease is held by someone else (`Ok(holder)`) or could not be had.
+    Standby(Result<String, String>),
+    /// A held lease is gone, for the reason given.
+    Lost(String),
+}
+
+/// The campaign's state machine: a holder that sees another holder, or has not renewed for
+/// `renew_deadline`, has lost; a failed renewal within the deadline is retried.
+fn step(
+    renewed: Option<Instant>,
+    outcome: Result<Attempt, String>,
+    now: Instant,
+    renew_deadline: Duration,
+) -> Step {
+    let Some(at) = renewed else {
+        return match outcome {
+            Ok(Attempt::Held) => Step::Acquired(now),
+            Ok(Attempt::HeldBy(holder)) => Step::Standby(Ok(holder)),
+            Ok(Attempt::Conflict) => Step::Standby(Err("another candidate wrote the lease".into())),
+            Err(e) => Step::Standby(Err(e)),
+        };
+    };
+    let error = match outcome {
+        Ok(Attempt::Held) => {
+            return Step::Leading {
+                renewed: now,
+                retry: None,
+            };
+        }
+        Ok(Attempt::HeldBy(holder)) => {
+            return Step::Lost(format!("the lease is now held by {holder}"));
+        }
+        Ok(Attempt::Conflict) => "another candidate wrote the lease".to_string(),
+        Err(e) => e,
+    };
+    if now.saturating_duration_since(at) >= renew_deadline {
+        Step::Lost(format!("not renewed for {renew_deadline:?}: {error}"))
+    } else {
+        Step::Leading {
+            renewed: at,
+            retry: Some(error),
+        }
+    }
+}
+
+/// Creates the campaign and the handle controllers read. Nothing happens until `Elector::run`.
+pub fn elect(kube: kube::Client, settings: LeaseSettings) -> (Leadership, Elector) {
+    let (leading, receiver) = watch::channel(false);
+    let leadership = Leadership {
+        leading: receiver,
+        identity: Some(settings.identity.as_str().into()),
+    };
+    let elector = Elector {
+        api: Api::namespaced(kube, &settings.namespace),
+        settings,
+        leading,
+        observed: None,
+    };
+    (leadership, elector)
+}
+
+impl Elector {
+    /// Campaigns for the lease and renews it while held. Returns `Ok` when `shutdown` resolves
+    /// (after releasing a held lease), or `LeadershipLost` when a held lease could not be kept.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), LeadershipLost> {
+        let mut shutdown = std::pin::pin!(shutdown);
+        info!(identity = %self.settings.identity, namespace = %self.settings.namespace, lease = %self.settings.name, "campaigning for the leader lease");
+        let mut renewed: Option<Instant> = None;
+        loop {
+            let outcome = self.attempt(renewed).await;
+            renewed = self.follow(renewed, outcome)?;
+            tokio::select! {
+                () = &mut shutdown => break,
+                () = tokio::time::sleep(self.pause(renewed.is_some())) => {}
+            }
+        }
+        if renewed.is_some() {
+            self.release().await;
+        }
+        self.leading.send_replace(false);
+        Ok(())
+    }
+
+    /// One acquire-or-renew, bounded so a hanging apiserver cannot outlast the renew deadline.
+    async fn attempt(&mut self, renewed: Option<Instant>) -> Result<Attempt, String> {
+        let budget = match renewed {
+            Some(at) => self.settings.renew_deadline.saturating_sub(at.elapsed()),
+            None => self.settings.lease_duration,
+        };
+        match tokio::time::timeout(budget, self.try_acquire_or_renew()).await {
+            Ok(Ok(attempt)) => Ok(attempt),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("no answer from the apiserver within {budget:?}")),
+        }
+    }
+
+    /// Applies one attempt's outcome: returns when the lease was last renewed (`None` while
+    /// standing by), or `LeadershipLost` when a held lease is gone.
+    fn follow(
+        &self,
+        renewed: Option<Instant>,
+        outcome: Result<Attempt, String>,
+    ) -> Result<Option<Instant>, LeadershipLost> {
+        match step(
+            renewed,
+            outcome,
+            Instant::now(),
+            self.settings.renew_deadline,
+        ) {
+            Step::Acquired(at) => {
+                info!(identity = %self.settings.identity, "acquired the leader lease; this replica now reconciles");
+                self.leading.send_replace(true);
+                Ok(Some(at))
+            }
+            Step::Leading { renewed, retry } => {
+                if let Some(error) = retry {
+                    warn!(%error, "failed to renew the leader lease; retrying");
+                }
+                Ok(Some(renewed))
+            }
+            Step::Standby(why) => {
+                match why {
+                    Ok(holder) => debug!(%holder, "standing by: the leader lease is held"),
+                    Err(error) => warn!(%error, "failed to read or acquire the leader lease"),
+                }
+                Ok(None)
+            }
+            Step::Lost(reason) => Err(self.lost(reason)),
+        }
+    }
+
+    fn lost(&self, reason: String) -> LeadershipLost {
+        self.leading.send_replace(false);
+        LeadershipLost {
+            namespace: self.settings.namespace.clone(),
+            name: self.settings.name.clone(),
+            identity: self.settings.identity.clone(),
+            reason,
+        }
+    }
+
+    async fn try_acquire_or_renew(&mut self) -> Result<Attempt, kube::Error> {
+        let Some(lease) = self.api.get_opt(&self.settings.name).await? else {
+            return self.create().await;
+        };
+        let spec = lease.spec.clone().unwrap_or_default();
+        let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
+        let expired = self.expired(&lease, &spec);
+        let ours = holder.as_deref() == Some(self.settings.identity.as_str());
+        if let Some(holder) = holder.filter(|_| !ours && !expired) {
+            return Ok(Attempt::HeldBy(holder));
+        }
+        let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+        let next = LeaseSpec {
+            holder_identity: Some(self.settings.identity.clone()),
+            lease_duration_seconds: Some(self.duration_seconds()),
+            renew_time: Some(now.clone()),
+            acquire_time: if ours { spec.acquire_time } else { Some(now) },
+            lease_transitions: Some(spec.lease_transitions.unwrap_or(0) + i32::from(!ours)),
+            ..spec
+        };
+        self.write(lease, next).await
+    }
+
+    /// Whether the lease's holder has let it run out, by this process's clock: no change seen
+    /// for the lease's duration since it was first observed in its current version.
+    fn expired(&mut self, lease: &Lease, spec: &LeaseSpec) -> bool {
+        let version = lease.metadata.resource_version.clone().unwrap_or_default();
+        let duration = spec
+            .lease_duration_seconds
+            .map_or(self.settings.lease_duration, |s| {
+                Duration::from_secs(u64::try_from(s).unwrap_or(0))
+            });
+        let observed = match self.observed.take() {
+            Some(seen) if seen.resource_version == version => seen,
+            _ => {
+                let now = Instant::now();
+                Observed {
+                    resource_version: version,
+                    seen_at: now,
+                    expires_at: now.checked_add(duration).unwrap_or(now),
+                }
+            }
+        };
+        let expired = observed.seen_at.elapsed() >= duration;
+        self.observed = Some(observed);
+        expired
+    }
+
+    /// How long to wait before the next attempt: the retry period, or less when a standby
+    /// would otherwise poll again only after the lease it watches has expired.
+    fn pause(&self, leading: bool) -> Duration {
+        let until_expiry = self
+            .observed
+            .as_ref()
+            .filter(|_| !leading)
+            .map(|o| o.expires_at.saturating_duration_since(Instant::now()))
+            .filter(|d| !d.is_zero());
+        until_expiry.map_or(self.settings.retry_period, |d| {
+            d.min(self.settings.retry_period)
+        })
+    }
+
+    async fn create(&mut self) -> Result<Attempt, kube::Error> {
+        let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(self.settings.name.clone()),
+                ..Default::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(self.settings.identity.clone()),
+                lease_duration_seconds: Some(self.duration_seconds()),
+                acquire_time: Some(now.clone()),
+                renew_time: Some(now),
+                lease_transitions: Some(0),
+                ..Default::default()
+            }),
+        };
+        match self.api.create(&PostParams::default(), &lease).await {
+            Ok(_) => Ok(Attempt::Held),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(Attempt::Conflict),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Replaces the lease's spec, conditional on the `resourceVersion` it was read at.
+    async fn write(&self, mut lease: Lease, spec: LeaseSpec) -> Result<Attempt, kube::Error> {
+        lease.spec = Some(spec);
+        lease.metadata.managed_fields = None;
+        match self
+            .api
+            .replace(&self.settings.name, &PostParams::default(), &lease)
+            .await
+        {
+            Ok(_) => Ok(Attempt::Held),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(Attempt::Conflict),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Gives the lease up (holder cleared, duration 1 s) so a standby takes over at its next
+    /// poll. Best effort: if it fails, the lease simply expires.
+    async fn release(&self) {
+        let released = tokio::time::timeout(self.settings.retry_period * 2, async {
+            for _ in 0..3 {
+                match self.try_release().await {
+                    Ok(Attempt::Conflict) => continue,
+                    other => return other,
+                }
+            }
+            Ok(Attempt::Conflict)
+        })
+        .await;
+        match released {
+            Ok(Ok(Attempt::Held)) => {
+                info!(identity = %self.settings.identity, "released the leader lease")
+            }
+            Ok(Ok(_)) => debug!("the leader lease was no longer ours to release"),
+            Ok(Err(e)) => warn!(error = %e, "failed to release the leader lease; it will expire"),
+            Err(_) => warn!("timed out releasing the leader lease; it will expire"),
+        }
+    }
+
+    /// `Held` when the lease was ours and is now released.
+    async fn try_release(&self) -> Result<Attempt, kube::Error> {
+        let Some(lease) = self.api.get_opt(&self.settings.name).await? else {
+            return Ok(Attempt::HeldBy(String::new()));
+        };
+        let spec = lease.spec.clone().unwrap_or_default();
+        if spec.holder_identity.as_deref() != Some(self.settings.identity.as_str()) {
+            return Ok(Attempt::HeldBy(spec.holder_identity.unwrap_or_default()));
+        }
+        let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+        let released = LeaseSpec {
+            holder_identity: None,
+            lease_duration_seconds: Some(1),
+            renew_time: Some(now.clone()),
+            acquire_time: Some(now),
+            ..spec
+        };
+        self.write(lease, released).await
+    }
+
+    fn duration_seconds(&self) -> i32 {
+        i32::try_from(self.settings.lease_duration.as_secs()).unwrap_or(i32::MAX)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DEADLINE: Duration = Duration::from_secs(10);
+
+    fn secs(s: u64) -> Duration {
+        Duration::from_secs(s)
+    }
+
+    #[test]
+    fn a_standby_acquires_a_free_lease() {
+        let now = Instant::now();
+        assert_eq!(
+            step(None, Ok(Attempt::Held), now, DEADLINE),
+            Step::Acquired(now)
+        );
+    }
+
+    #[test]
+    fn a_standby_keeps_standing_by_on_errors_and_held_leases() {
+        let now = Instant::now();
+        let held = step(None, Ok(Attempt::HeldBy("b".into())), now, DEADLINE);
+        assert_eq!(held, Step::Standby(Ok("b".into())));
+        let failed = step(None, Err("refused".into()), now, DEADLINE);
+        assert_eq!(failed, Step::Standby(Err("refused".into())));
+        assert!(matches!(
+            step(None, Ok(Attempt::Conflict), now, DEADLINE),
+            Step::Standby(Err(_))
+        ));
+    }
+
+    #[test]
+    fn a_renewal_moves_the_deadline() {
+        let at = Instant::now();
+        let now = at + secs(2);
+        let next = step(Some(at), Ok(Attempt::Held), now, DEADLINE);
+        assert_eq!(
+            next,
+            Step::Leading {
+                renewed: now,
+                retry: None
+            }
+        );
+    }
+
+    #[test]
+    fn failed_renewals_are_retried_until_the_deadline() {
+        let at = Instant::now();
+        let early = step(Some(at), Err("refused".into()), at + secs(9), DEADLINE);
+        assert_eq!(
+            early,
+            Step::Leading {
+                renewed: at,
+                retry: Some("refused".into())
+            }
+        );
+        let conflict = step(Some(at), Ok(Attempt::Conflict), at + secs(9), DEADLINE);
+        assert!(matches!(conflict, Step::Leading { renewed, .. } if renewed == at));
+        let late = step(Some(at), Err("refused".into()), at + DEADLINE, DEADLINE);
+        assert!(matches!(late, Step::Lost(reason) if reason.contains("refused")));
+    }
+
+    #[test]
+    fn a_holder_that_sees_another_holder_has_lost_at_once() {
+        let at = Instant::now();
+        let next = step(
+            Some(at),
+            Ok(Attempt::HeldBy("b".into())),
+            at + secs(1),
+            DEADLINE,
+        );
+        assert!(matches!(next, Step::Lost(reason) if reason.contains("held by b")));
+    }
+
+    #[test]
+    fn the_renew_deadline_ends_before_the_lease_does() {
+        let settings = LeaseSettings::new("ns", "me");
+        assert!(settings.renew_deadline < settings.lease_duration);
+        assert!(settings.retry_period * 3 <= settings.renew_deadline);
+    }
+}
