@@ -202,7 +202,11 @@ async fn run_kind<K: Managed>(
         let secrets = scoped::<PartialObjectMeta<Secret>>(&ctx.kube, ns);
         // Only the Secrets aigw writes, and only their metadata: a change or deletion of one is
         // all the Deployment controller needs to hear about.
-        let selector = format!("{}={}", deployment::MANAGED_BY_LABEL, deployment::MANAGED_BY);
+        let selector = format!(
+            "{}={}",
+            deployment::MANAGED_BY_LABEL,
+            deployment::MANAGED_BY
+        );
         let secrets = watcher(secrets, watcher::Config::default().labels(&selector))
             .inspect(move |item| probe.observe(item))
             .touched_objects();
