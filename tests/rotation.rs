@@ -569,6 +569,27 @@ async fn a_namespace_the_connection_does_not_allow_is_stalled() {
     );
     assert_eq!(h.count("POST /ai_gw/v2/configs").await, 0);
 
+    // Allowing the namespace brings the Config back without a spec change: the Connection's
+    // change requeues the objects that use it.
+    Api::<Connection>::all(h.env.client.clone())
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"allowedNamespaces": [h.env.namespace]}})),
+        )
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<Config>("denied", WAIT, |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Ready" && c.status == "True")
+            })
+        })
+        .await;
+    assert_eq!(h.count("POST /ai_gw/v2/configs").await, 1);
+
     // A Connection whose secret is wrong is not Ready, and says why without the secret.
     let bad = format!("bad-{}", h.env.namespace);
     create_connection(&h, &bad, json!({})).await;

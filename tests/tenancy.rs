@@ -60,6 +60,8 @@ async fn a_second_claim_on_a_config_writes_nothing_and_takes_over_only_when_the_
         .await;
     let slug = prod.status.unwrap().slug.unwrap();
     let owner_document = remote_config(&h, &slug).await.unwrap()["config"].clone();
+    // Creation times have one-second resolution; a tie would be broken by uid.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
 
     // Two intruders in the other namespace name the same slug with another document.
     for name in ["intruder", "late-intruder"] {

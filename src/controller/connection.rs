@@ -11,6 +11,7 @@ use super::Context;
 use super::backoff::jittered;
 use super::error::Error;
 use super::status::{Outcome, common_status, record_outcome, sanitize_message, worth_writing};
+use crate::resources::common::{condition::READY, find_condition};
 use crate::resources::connection::{Connection, ConnectionStatus};
 
 const MANAGER: &str = "aigw/connection";
@@ -42,6 +43,16 @@ pub async fn reconcile(connection: Arc<Connection>, ctx: Arc<Context>) -> Result
         },
     };
     record_outcome(&mut status.conditions, &outcome, generation);
+    let ready = |s: Option<&ConnectionStatus>| {
+        s.and_then(|s| find_condition(&s.conditions, READY))
+            .map(|c| c.status.clone())
+    };
+    let changed = before.as_ref().and_then(|b| b.observed_generation) != generation
+        || ready(before.as_ref()) != ready(Some(&status));
+    if changed {
+        // Nobody listening (no kind controller yet) is fine.
+        let _ = ctx.connection_changes.send(name.clone());
+    }
     if worth_writing(before.as_ref(), &status) {
         let patch = serde_json::json!({"apiVersion": Connection::api_version(&()), "kind": "Connection", "status": status});
         Api::<Connection>::all(ctx.kube.clone())

@@ -73,10 +73,13 @@ where
                     "an earlier create of this {what} may have succeeded and {why}; looking again before creating"
                 )));
             }
-            Lookup::Absent if !settled(&intent) => {
-                return Err(Error::CreateOutcomeUnknown(format!(
-                    "an earlier create of this {what} is not in the list yet, which may lag; looking again before creating"
-                )));
+            Lookup::Absent if let Some(left) = unsettled_for(&intent) => {
+                return Err(Error::NotYetSettled {
+                    message: format!(
+                        "an earlier create of this {what} is not in the list yet, which may lag; looking again before creating"
+                    ),
+                    look_again_in: left,
+                });
             }
             Lookup::Absent => {}
         }
@@ -98,18 +101,16 @@ where
     }
 }
 
-/// True when the intent is old enough for a list to show what it created.
-fn settled(intent: &str) -> bool {
-    intent
+/// How long until the intent is old enough for a list to show what it created; `None` once it
+/// is (or when the intent has no readable time).
+fn unsettled_for(intent: &str) -> Option<Duration> {
+    let due = intent
         .parse::<jiff::Timestamp>()
-        .ok()
-        .and_then(|t| {
-            jiff::SignedDuration::try_from(LIST_SETTLE)
-                .ok()
-                .map(|d| (t, d))
-        })
-        .and_then(|(t, d)| t.checked_add(d).ok())
-        .is_none_or(|due| due <= jiff::Timestamp::now())
+        .ok()?
+        .checked_add(jiff::SignedDuration::try_from(LIST_SETTLE).ok()?)
+        .ok()?;
+    let left = Duration::try_from(due.duration_since(jiff::Timestamp::now())).ok()?;
+    (!left.is_zero()).then_some(left + Duration::from_millis(100))
 }
 
 /// The single object of `listing` that `matches` and was created after `intent` (less clock
@@ -205,7 +206,8 @@ mod tests {
 
     #[test]
     fn a_fresh_intent_has_not_settled() {
-        assert!(!settled(&now_rfc3339()));
-        assert!(settled("2020-01-01T00:00:00Z"));
+        let left = unsettled_for(&now_rfc3339()).unwrap();
+        assert!(left <= LIST_SETTLE + Duration::from_millis(100) && left > Duration::from_secs(10));
+        assert_eq!(unsettled_for("2020-01-01T00:00:00Z"), None);
     }
 }

@@ -285,6 +285,8 @@ async fn create(
     status.id = Some(created.id.clone());
     status.slug = created.slug.clone();
     status.remote_status = Some(RemoteStatus::Active);
+    // A new gateway has not reported in yet; the next observation says how it is.
+    status.connection_status = Some(ConnectionStatus::Unknown);
     // The credentials exist only in this answer: store them before anything else. If that
     // fails they are lost, and only a rotation can issue new ones: record that intent with
     // the id, so the next reconcile rotates.

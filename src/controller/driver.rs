@@ -478,7 +478,10 @@ async fn record_failure<K: Managed>(
         publish(ctx, cx.object, EventType::Warning, reason, &message).await;
     }
     warn!(kind = K::KIND, object = %key, reason, error = %message, "reconcile failed");
-    let delay = ctx.backoff.next_delay(key, error.retry_after());
+    let delay = match error.look_again_in() {
+        Some(delay) => delay,
+        None => ctx.backoff.next_delay(key, error.retry_after()),
+    };
     if error.is_transient() || status.has_intent() {
         let outcome = Outcome::Progressing {
             reason: reason.into(),

@@ -36,6 +36,13 @@ pub enum Error {
     /// look again later, never POST a second time on a guess.
     #[error("{0}")]
     CreateOutcomeUnknown(String),
+    /// Like `CreateOutcomeUnknown`, but waiting only for time to pass (a list that may lag a
+    /// create): look again after `look_again_in`, not after a growing backoff.
+    #[error("{message}")]
+    NotYetSettled {
+        message: String,
+        look_again_in: Duration,
+    },
     /// The spec cannot be applied as written; only a spec change helps.
     #[error("invalid spec: {0}")]
     InvalidSpec(String),
@@ -94,7 +101,10 @@ impl Error {
                 _ => true,
             },
             // A Connection or its Secret may appear later; keep checking.
-            Self::Connection(_) | Self::Conflict(_) | Self::CreateOutcomeUnknown(_) => true,
+            Self::Connection(_)
+            | Self::Conflict(_)
+            | Self::CreateOutcomeUnknown(_)
+            | Self::NotYetSettled { .. } => true,
             Self::InvalidSpec(_)
             | Self::MissingState(_)
             | Self::NotAllowed { .. }
@@ -112,7 +122,7 @@ impl Error {
                 _ => "KubernetesApi",
             },
             Self::Conflict(_) => "Conflict",
-            Self::CreateOutcomeUnknown(_) => "CreateOutcomeUnknown",
+            Self::CreateOutcomeUnknown(_) | Self::NotYetSettled { .. } => "CreateOutcomeUnknown",
             Self::InvalidSpec(_) => "InvalidSpec",
             Self::Connection(_) => "ConnectionUnavailable",
             Self::NotAllowed { reason, .. } => reason,
@@ -131,6 +141,14 @@ impl Error {
     /// True for every `Stalled` reason except the ones only a spec change can clear.
     pub fn is_rechecked_reason(reason: &str) -> bool {
         !SPEC_REASONS.contains(&reason)
+    }
+
+    /// When to look again, for an error that only time resolves (instead of the backoff).
+    pub fn look_again_in(&self) -> Option<Duration> {
+        match self {
+            Self::NotYetSettled { look_again_in, .. } => Some(*look_again_in),
+            _ => None,
+        }
     }
 
     /// How long the API asked us to wait, when it did.

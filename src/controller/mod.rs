@@ -55,6 +55,8 @@ pub struct Context {
     pub leadership: Leadership,
     /// What the watch streams report, for `/healthz` and `/readyz`.
     pub health: Arc<Health>,
+    /// Names of Connections whose spec or usability just changed; the kinds requeue their users.
+    pub connection_changes: tokio::sync::broadcast::Sender<String>,
 }
 
 /// How the operator runs.
@@ -100,6 +102,7 @@ impl Context {
             stores: Default::default(),
             leadership: Leadership::always(),
             health: Arc::default(),
+            connection_changes: tokio::sync::broadcast::channel(256).0,
         }
     }
 
@@ -193,9 +196,10 @@ async fn run_kind<K: Managed>(
     let probe = ctx.health.register(stream_name(K::KIND, ns));
     let (store, objects) = watched(scoped::<K>(&ctx.kube, ns), probe);
     K::stores(&ctx.stores).register(store.clone());
-    let mut controller = Controller::for_stream(objects, store)
+    let mut controller = Controller::for_stream(objects, store.clone())
         .with_config(ControllerConfig::default().concurrency(concurrency))
-        .reconcile_all_on(ctx.leadership.acquired());
+        .reconcile_all_on(ctx.leadership.acquired())
+        .reconcile_on(users_of_changed_connections(&ctx, store));
     if with_secrets {
         // Deleting a credentials Secret must be noticed at once, not at the next drift check.
         let probe = ctx.health.register(stream_name("Secret", ns));
@@ -221,6 +225,33 @@ async fn run_kind<K: Managed>(
             }
         })
         .await;
+}
+
+/// The objects of `store` that use a Connection that just changed (its spec, or whether it
+/// works), so a fixed Connection brings them back at once rather than at their next retry.
+fn users_of_changed_connections<K: Managed>(
+    ctx: &Context,
+    store: Store<K>,
+) -> impl futures::Stream<Item = kube::runtime::reflector::ObjectRef<K>> + Send + 'static {
+    let changes = ctx.connection_changes.subscribe();
+    futures::stream::unfold(changes, |mut changes| async move {
+        loop {
+            match changes.recv().await {
+                Ok(name) => return Some((name, changes)),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
+    .flat_map(move |name: String| {
+        let users: Vec<_> = store
+            .state()
+            .iter()
+            .filter(|o| o.connection_name() == name)
+            .map(|o| kube::runtime::reflector::ObjectRef::from_obj(o.as_ref()))
+            .collect();
+        futures::stream::iter(users)
+    })
 }
 
 async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
