@@ -20,11 +20,12 @@ use super::Context;
 use super::backoff::jittered;
 use super::error::Error;
 use super::status::{
-    CommonStatus, IntentStatus, Outcome, record_outcome, sanitize_message, worth_writing,
+    CommonStatus, IntentStatus, Outcome, record_outcome, sanitize_message, set_condition,
+    worth_writing,
 };
 use crate::resources::common::{
-    FINALIZER,
-    condition::{READY, STALLED},
+    FINALIZER, Governed, ManagementPolicy, Recorded,
+    condition::{DRIFTED, PAUSED, READY, STALLED},
     find_condition,
 };
 
@@ -104,6 +105,7 @@ pub fn observed<T>(
 /// them.
 pub trait Managed:
     super::claims::Claims
+    + Governed
     + Resource<DynamicType = (), Scope = NamespaceResourceScope>
     + Clone
     + Debug
@@ -113,7 +115,7 @@ pub trait Managed:
     + Sync
     + 'static
 {
-    type Status: IntentStatus;
+    type Status: IntentStatus + Recorded;
     /// Kind name, for logs, metrics and messages.
     const KIND: &'static str;
     /// Server-side apply field manager for this kind's status.
@@ -366,7 +368,11 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
     let generation = object.meta().generation;
     let before = object.status().cloned();
     let cx = Cx::new(ctx, objects.clone(), object);
+    if object.paused() {
+        return hold_paused(&cx, before.as_ref()).await;
+    }
     let mut status = before.clone().unwrap_or_default();
+    resume_if_paused(&mut status, generation);
     if let Some(owner) = super::claims::owned_by_another(object, &ctx.stores) {
         let error = Error::AlreadyManaged(format!(
             "the remote object this {} names is managed by {} {owner} (the oldest resource claiming it); this one makes no API call until that one is gone",
@@ -387,6 +393,9 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
             cx.save_status(&status).await?;
         }
         return Ok(action);
+    }
+    if object.management_policy() == ManagementPolicy::Observe {
+        return observe_mode(&cx, &key, before.as_ref(), status).await;
     }
     let stalled = before
         .as_ref()
@@ -428,6 +437,7 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
                 message: format!("{} is in sync with the management API", K::KIND),
             };
             record_outcome(status.conditions_mut(), &outcome, generation);
+            clear_drifted::<K>(&mut status, generation);
             let drift = jittered(ctx.drift_interval);
             Action::requeue(K::due_in(object, &status).map_or(drift, |due| due.min(drift)))
         }
@@ -440,6 +450,197 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
         cx.save_status(&status).await?;
     }
     Ok(action)
+}
+
+/// `aigw.io/paused: "true"`: no API call at all, not even a read or the Connection's token. The
+/// pause is recorded (`Paused=True`) and announced with one event the first time it is seen;
+/// Ready and everything else stay as they were. The event follows the status write, a
+/// compare-and-swap, so two reconciles of one view cannot both announce it.
+async fn hold_paused<K: Managed>(
+    cx: &Cx<'_, K>,
+    before: Option<&K::Status>,
+) -> Result<Action, Error> {
+    let recorded = before
+        .and_then(|s| find_condition(s.conditions(), PAUSED))
+        .is_some_and(|c| c.status == "True");
+    if recorded {
+        return Ok(Action::await_change());
+    }
+    let message = "the aigw.io/paused annotation is \"true\": aigw makes no API call for this object until it is removed";
+    let mut status = before.cloned().unwrap_or_default();
+    let generation = cx.object.meta().generation;
+    set_condition(
+        status.conditions_mut(),
+        PAUSED,
+        true,
+        "Paused",
+        message,
+        generation,
+    );
+    cx.save_status(&status).await?;
+    info!(kind = K::KIND, object = %object_key(cx.object), "paused");
+    publish(cx.ctx, cx.object, EventType::Normal, "Paused", message).await;
+    // Removing the annotation is a change of the object, which wakes the controller.
+    Ok(Action::await_change())
+}
+
+/// Turns a recorded `Paused=True` into `Paused=False` once the annotation is gone; the
+/// reconcile then goes on as usual and writes it with its status.
+fn resume_if_paused<S: CommonStatus>(status: &mut S, generation: Option<i64>) {
+    let paused = find_condition(status.conditions(), PAUSED).is_some_and(|c| c.status == "True");
+    if paused {
+        set_condition(
+            status.conditions_mut(),
+            PAUSED,
+            false,
+            "Resumed",
+            "the aigw.io/paused annotation was removed; reconciling again",
+            generation,
+        );
+    }
+}
+
+/// `managementPolicy: Observe`: read the remote object through the kind's `observe_only` and
+/// report the differences as the `Drifted` condition. Nothing is ever created or written; an
+/// object with no remote object to read is `Stalled/NothingToObserve`.
+async fn observe_mode<K: Managed>(
+    cx: &Cx<'_, K>,
+    key: &str,
+    before: Option<&K::Status>,
+    mut status: K::Status,
+) -> Result<Action, Error> {
+    let object = cx.object;
+    let generation = object.meta().generation;
+    *status.observed_generation_mut() = generation;
+    let action = if !knows_remote(object, &status) {
+        nothing_to_observe(cx, before, &mut status, "names no remote object (spec.slug, spec.deploymentId or spec.policyId) and has none recorded").await
+    } else {
+        match K::observe_only(object, cx, &mut status).await {
+            Ok(_) if !knows_remote(object, &status) => {
+                nothing_to_observe(
+                    cx,
+                    before,
+                    &mut status,
+                    "recorded a remote object that no longer exists",
+                )
+                .await
+            }
+            Ok(fields) => {
+                cx.ctx.backoff.reset(key);
+                record_observation(cx, before, &mut status, &fields).await;
+                Action::requeue(jittered(cx.ctx.drift_interval))
+            }
+            Err(Error::Conflict(message)) => return Err(Error::Conflict(message)),
+            Err(error) => record_failure(cx, key, &error, before, &mut status).await,
+        }
+    };
+    if worth_writing(before, &status) {
+        cx.save_status(&status).await?;
+    }
+    Ok(action)
+}
+
+/// True when the spec names a remote object or the status has recorded one.
+fn knows_remote<K: Managed>(object: &K, status: &K::Status) -> bool {
+    object.named_remote().is_some() || status.recorded_remote().is_some()
+}
+
+/// `Stalled/NothingToObserve`: Observe never creates, so only a spec change can help.
+async fn nothing_to_observe<K: Managed>(
+    cx: &Cx<'_, K>,
+    before: Option<&K::Status>,
+    status: &mut K::Status,
+    why: &str,
+) -> Action {
+    const REASON: &str = "NothingToObserve";
+    let message = format!(
+        "managementPolicy is Observe, which never creates, and this {} {why}: adopt an existing object or switch to Full",
+        K::KIND
+    );
+    let generation = cx.object.meta().generation;
+    let outcome = Outcome::Stalled {
+        reason: REASON.into(),
+        message: message.clone(),
+    };
+    record_outcome(status.conditions_mut(), &outcome, generation);
+    let already = before
+        .and_then(|s| find_condition(s.conditions(), STALLED))
+        .is_some_and(|c| c.status == "True" && c.reason == REASON);
+    if !already {
+        publish(cx.ctx, cx.object, EventType::Warning, REASON, &message).await;
+    }
+    Action::await_change()
+}
+
+/// A successful observation: Ready (the observation is what Observe promises), and `Drifted`
+/// saying whether, and in which fields, the remote object differs from the spec.
+async fn record_observation<K: Managed>(
+    cx: &Cx<'_, K>,
+    before: Option<&K::Status>,
+    status: &mut K::Status,
+    fields: &[&'static str],
+) {
+    let generation = cx.object.meta().generation;
+    let outcome = Outcome::Ready {
+        reason: "Observed".into(),
+        message: format!(
+            "observed the remote {} (managementPolicy Observe: aigw does not write to it)",
+            K::KIND
+        ),
+    };
+    record_outcome(status.conditions_mut(), &outcome, generation);
+    if fields.is_empty() {
+        set_condition(
+            status.conditions_mut(),
+            DRIFTED,
+            false,
+            "InSync",
+            &format!("the remote {} matches the spec", K::KIND),
+            generation,
+        );
+        return;
+    }
+    let message = format!(
+        "the remote {} differs from the spec in: {}; managementPolicy Observe leaves it as it is",
+        K::KIND,
+        fields.join(", ")
+    );
+    set_condition(
+        status.conditions_mut(),
+        DRIFTED,
+        true,
+        "RemoteDiffers",
+        &message,
+        generation,
+    );
+    let was_drifted = before
+        .and_then(|s| find_condition(s.conditions(), DRIFTED))
+        .is_some_and(|c| c.status == "True" && c.message == message);
+    if !was_drifted {
+        publish(
+            cx.ctx,
+            cx.object,
+            EventType::Normal,
+            "RemoteDiffers",
+            &message,
+        )
+        .await;
+    }
+}
+
+/// After a successful apply the remote object matches the spec: a `Drifted` left over from
+/// Observe is cleared. Objects that never observed carry no `Drifted` at all.
+fn clear_drifted<K: Managed>(status: &mut K::Status, generation: Option<i64>) {
+    if find_condition(status.conditions(), DRIFTED).is_some() {
+        set_condition(
+            status.conditions_mut(),
+            DRIFTED,
+            false,
+            "InSync",
+            &format!("the remote {} matches the spec", K::KIND),
+            generation,
+        );
+    }
 }
 
 /// The tenancy rules of the object's Connection, checked before any API call: the workspaces
@@ -512,6 +713,9 @@ async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Res
         publish(ctx, object, EventType::Normal, "Released", &message).await;
         return Ok(Action::await_change());
     }
+    if object.management_policy() == ManagementPolicy::Observe {
+        return leave_observed(object, &cx).await;
+    }
     match K::cleanup(object, &cx).await {
         Ok(changes) => {
             ctx.backoff.reset(&key);
@@ -534,6 +738,37 @@ async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Res
             Err(error)
         }
     }
+}
+
+/// Deleting an Observe resource never touches the remote object, whatever `deletionPolicy`
+/// says: the kind's cleanup runs as for `Orphan` (which makes no API call, and keeps what a
+/// live remote object still needs, such as a Deployment's credentials Secret).
+async fn leave_observed<K: Managed>(object: &K, cx: &Cx<'_, K>) -> Result<Action, Error> {
+    let orphan = object.orphaning();
+    let orphan_cx = Cx::new(cx.ctx, cx.objects.clone(), &orphan);
+    if let Err(error) = K::cleanup(&orphan, &orphan_cx).await {
+        let message = sanitize_message(&error.to_string());
+        publish(
+            cx.ctx,
+            object,
+            EventType::Warning,
+            error.category(),
+            &message,
+        )
+        .await;
+        return Err(error);
+    }
+    let remote = object
+        .named_remote()
+        .or(object.status().and_then(Recorded::recorded_remote))
+        .unwrap_or("object");
+    let message = format!(
+        "left the remote {} {remote} in place (managementPolicy Observe never deletes)",
+        K::KIND
+    );
+    info!(kind = K::KIND, object = %object_key(object), "{message}");
+    publish(cx.ctx, object, EventType::Normal, "Orphaned", &message).await;
+    Ok(Action::await_change())
 }
 
 async fn publish<K: Managed>(
