@@ -835,6 +835,40 @@ mod tests {
     }
 
     #[test]
+    fn unpausing_turns_a_recorded_pause_off_and_adds_none_otherwise() {
+        use crate::resources::config::ConfigStatus;
+        let mut never = ConfigStatus::default();
+        resume_if_paused(&mut never, Some(1));
+        assert!(never.conditions.is_empty());
+        let mut paused = ConfigStatus::default();
+        set_condition(&mut paused.conditions, PAUSED, true, "Paused", "", Some(1));
+        resume_if_paused(&mut paused, Some(2));
+        let condition = find_condition(&paused.conditions, PAUSED).unwrap();
+        assert_eq!(
+            (condition.status.as_str(), condition.reason.as_str()),
+            ("False", "Resumed")
+        );
+    }
+
+    #[test]
+    fn only_the_annotation_value_true_pauses() {
+        use crate::resources::Config;
+        let mut config: Config = serde_json::from_value(serde_json::json!({
+            "apiVersion": "aigw.io/v1alpha1", "kind": "Config", "metadata": {"name": "c"},
+            "spec": {"name": "c", "config": {}}
+        }))
+        .unwrap();
+        assert!(!config.paused());
+        for (value, paused) in [("false", false), ("yes", false), ("true", true)] {
+            config
+                .annotations_mut()
+                .insert("aigw.io/paused".into(), value.into());
+            assert_eq!(config.paused(), paused, "{value}");
+        }
+        assert_eq!(config.management_policy(), ManagementPolicy::Full);
+    }
+
+    #[test]
     fn already_gone_counts_as_removed() {
         let gone = removed("Deleted", "delete", "config a", Err(http(404))).unwrap();
         assert_eq!(gone[0].message, "config a was already gone");
