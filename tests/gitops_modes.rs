@@ -6,14 +6,14 @@ mod support;
 
 use std::time::Duration;
 
-use aigw::resources::{Config, RateLimitsPolicy};
-use k8s_openapi::api::core::v1::Event;
+use aigw::resources::{Config, Deployment, RateLimitsPolicy};
+use k8s_openapi::api::core::v1::{Event, Secret};
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{Harness, count_in};
-use support::objects::{Conditions, limits, object, routing};
+use support::objects::{Conditions, gateway, limits, object, routing};
 
 const WAIT: Duration = Duration::from_secs(60);
 const DRIFT: Duration = Duration::from_secs(2);
@@ -231,6 +231,82 @@ async fn deleting_an_observed_object_leaves_the_remote_one_whatever_the_deletion
     h.stop().await;
 }
 
+/// Requests that write: every POST, PUT and DELETE the emulator counted.
+fn writes(stats: &Value) -> u64 {
+    stats["requests"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| {
+            ["POST ", "PUT ", "DELETE "]
+                .iter()
+                .any(|m| k.starts_with(m))
+        })
+        .map(|(k, _)| count_in(stats, k))
+        .sum()
+}
+
+#[tokio::test]
+async fn an_observed_deployment_is_never_written_nor_archived() {
+    let h = Harness::start_with("modes-deploy", DRIFT).await;
+    let seeded = h
+        .call(
+            Method::POST,
+            "/_emulator/seed",
+            Some(json!({"deployments": [{"name": "legacy", "type": "production"}]})),
+        )
+        .await;
+    let id = seeded["deployments"][0]["id"].as_str().unwrap().to_string();
+    h.reset_stats().await;
+    let mut spec = gateway("renamed", "legacy-credentials");
+    spec["type"] = "production".into();
+    spec["deploymentId"] = json!(id);
+    spec["managementPolicy"] = json!("Observe");
+    h.env
+        .api::<Deployment>()
+        .create(
+            &PostParams::default(),
+            &object("Deployment", "legacy", spec),
+        )
+        .await
+        .unwrap();
+    let seen = h
+        .env
+        .wait_for::<Deployment>("legacy", WAIT, |d| {
+            d.ready() && drifted(d).is_some_and(|(s, _)| s == "True")
+        })
+        .await;
+    assert!(drifted(&seen).unwrap().1.contains("name"), "{seen:?}");
+    let gets = h
+        .count("GET /ai_gw/admin/v2/deployments/{deploymentId}")
+        .await;
+    wait_for_requests(
+        &h,
+        "GET /ai_gw/admin/v2/deployments/{deploymentId}",
+        gets,
+        2,
+    )
+    .await;
+    let secret = h.env.api::<Secret>().get_opt("legacy-credentials").await;
+    assert!(
+        matches!(secret, Ok(None)),
+        "no Secret is written: {secret:?}"
+    );
+    h.env.delete_and_wait::<Deployment>("legacy", WAIT).await;
+    let stats = h.stats().await;
+    assert_eq!(writes(&stats), 0, "{stats}");
+    let remote = h
+        .call(
+            Method::GET,
+            &format!("/ai_gw/admin/v2/deployments/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(remote["name"], "legacy");
+    assert_eq!(remote["status"], "active", "not archived: {remote}");
+    h.stop().await;
+}
+
 #[tokio::test]
 async fn observe_works_for_rate_limits_policies_too() {
     let h = Harness::start_with("modes-rlp", DRIFT).await;
@@ -265,18 +341,7 @@ async fn observe_works_for_rate_limits_policies_too() {
     let (_, message) = drifted(&seen).unwrap();
     assert!(message.contains("value"), "{message}");
     let stats = h.stats().await;
-    let writes: u64 = ["POST", "PUT", "DELETE"]
-        .iter()
-        .flat_map(|method| {
-            stats["requests"]
-                .as_object()
-                .into_iter()
-                .flatten()
-                .filter(move |(k, _)| k.starts_with(method))
-                .map(|(k, _)| count_in(&stats, k))
-        })
-        .sum();
-    assert_eq!(writes, 0, "{stats}");
+    assert_eq!(writes(&stats), 0, "{stats}");
     h.stop().await;
 }
 
