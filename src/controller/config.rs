@@ -8,7 +8,8 @@ use super::error::Error;
 use super::status::common_status;
 use super::{now_rfc3339, spec_already_applied};
 use crate::api::ConfigDetail;
-use crate::resources::config::{Config, ConfigDeletionPolicy, ConfigStatus};
+use crate::resources::common::REVISION_ANNOTATION;
+use crate::resources::config::{AppliedVersion, Config, ConfigDeletionPolicy, ConfigStatus};
 
 common_status!(
     ConfigStatus,
@@ -53,7 +54,7 @@ impl Managed for Config {
             .await
             .map_err(|e| Error::api(format!("update config {}", remote.slug), e))?;
         status.version_id = updated.version_id.or(remote.version_id);
-        status.last_applied_at = Some(now_rfc3339());
+        record_applied(self, status);
         let fields = differences.join(", ");
         let drift = spec_already_applied(
             self.metadata.generation,
@@ -114,6 +115,24 @@ impl Managed for Config {
         let result = cx.api().await?.configs().delete(&key).await;
         removed("Deleted", "delete", &format!("config {key}"), result)
     }
+}
+
+/// Notes the version just written (`status.versionId`) as applied now, and adds it to
+/// `status.history` with the generation and the `aigw.io/revision` that produced it.
+fn record_applied(config: &Config, status: &mut ConfigStatus) {
+    let applied_at = now_rfc3339();
+    status.last_applied_at = Some(applied_at.clone());
+    status.record_applied(AppliedVersion {
+        version_id: status.version_id.clone(),
+        generation: config.metadata.generation,
+        applied_at,
+        revision: config
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(REVISION_ANNOTATION))
+            .cloned(),
+    });
 }
 
 /// GETs the remote config this object manages, if any, and records what it reports. A config
@@ -187,7 +206,7 @@ async fn create(
             status.id = Some(created.id.clone());
             status.slug = created.slug.clone();
             status.version_id = created.version_id.clone();
-            status.last_applied_at = Some(now_rfc3339());
+            record_applied(config, status);
             let name = created.slug.unwrap_or(created.id);
             Change::new("Created", format!("created config {name}"))
         }

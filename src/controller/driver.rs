@@ -16,6 +16,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::{debug, info, warn};
 
+mod modes;
+
 use super::Context;
 use super::backoff::jittered;
 use super::error::Error;
@@ -23,10 +25,11 @@ use super::status::{
     CommonStatus, IntentStatus, Outcome, record_outcome, sanitize_message, worth_writing,
 };
 use crate::resources::common::{
-    FINALIZER,
+    FINALIZER, Governed, ManagementPolicy, Recorded,
     condition::{READY, STALLED},
     find_condition,
 };
+use modes::{clear_drifted, hold_paused, leave_observed, observe_mode, resume_if_paused};
 
 /// Something a reconcile did to the remote side, reported as a Normal event.
 #[derive(Debug, Clone, PartialEq)]
@@ -104,6 +107,7 @@ pub fn observed<T>(
 /// them.
 pub trait Managed:
     super::claims::Claims
+    + Governed
     + Resource<DynamicType = (), Scope = NamespaceResourceScope>
     + Clone
     + Debug
@@ -113,7 +117,7 @@ pub trait Managed:
     + Sync
     + 'static
 {
-    type Status: IntentStatus;
+    type Status: IntentStatus + Recorded;
     /// Kind name, for logs, metrics and messages.
     const KIND: &'static str;
     /// Server-side apply field manager for this kind's status.
@@ -366,7 +370,11 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
     let generation = object.meta().generation;
     let before = object.status().cloned();
     let cx = Cx::new(ctx, objects.clone(), object);
+    if object.paused() {
+        return hold_paused(&cx, before.as_ref()).await;
+    }
     let mut status = before.clone().unwrap_or_default();
+    resume_if_paused(&mut status, generation);
     if let Some(owner) = super::claims::owned_by_another(object, &ctx.stores) {
         let error = Error::AlreadyManaged(format!(
             "the remote object this {} names is managed by {} {owner} (the oldest resource claiming it); this one makes no API call until that one is gone",
@@ -387,6 +395,9 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
             cx.save_status(&status).await?;
         }
         return Ok(action);
+    }
+    if object.management_policy() == ManagementPolicy::Observe {
+        return observe_mode(&cx, &key, before.as_ref(), status).await;
     }
     let stalled = before
         .as_ref()
@@ -428,6 +439,7 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
                 message: format!("{} is in sync with the management API", K::KIND),
             };
             record_outcome(status.conditions_mut(), &outcome, generation);
+            clear_drifted::<K>(&mut status, generation);
             let drift = jittered(ctx.drift_interval);
             Action::requeue(K::due_in(object, &status).map_or(drift, |due| due.min(drift)))
         }
@@ -515,6 +527,9 @@ async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Res
         publish(ctx, object, EventType::Normal, "Released", &message).await;
         return Ok(Action::await_change());
     }
+    if object.management_policy() == ManagementPolicy::Observe {
+        return leave_observed(object, &cx).await;
+    }
     match K::cleanup(object, &cx).await {
         Ok(changes) => {
             ctx.backoff.reset(&key);
@@ -600,6 +615,24 @@ mod tests {
                 .unwrap_err()
                 .is_transient()
         );
+    }
+
+    #[test]
+    fn only_the_annotation_value_true_pauses() {
+        use crate::resources::Config;
+        let mut config: Config = serde_json::from_value(serde_json::json!({
+            "apiVersion": "aigw.io/v1alpha1", "kind": "Config", "metadata": {"name": "c"},
+            "spec": {"name": "c", "config": {}}
+        }))
+        .unwrap();
+        assert!(!config.paused());
+        for (value, paused) in [("false", false), ("yes", false), ("true", true)] {
+            config
+                .annotations_mut()
+                .insert("aigw.io/paused".into(), value.into());
+            assert_eq!(config.paused(), paused, "{value}");
+        }
+        assert_eq!(config.management_policy(), ManagementPolicy::Full);
     }
 
     #[test]

@@ -481,7 +481,7 @@ fn to_json<T: Serialize>(value: &T) -> Value {
 }
 
 /// Spec fields that never reach the API.
-const LOCAL_FIELDS: [&str; 2] = ["deletionPolicy", "connectionRef"];
+const LOCAL_FIELDS: [&str; 3] = ["deletionPolicy", "managementPolicy", "connectionRef"];
 
 /// What a create sends: every API field the spec sets, from nothing.
 fn create_changes(desired: &Value, skip: &[&str]) -> Vec<FieldChange> {

@@ -5,6 +5,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::api;
+use crate::resources::common::ManagementPolicy;
 use crate::resources::config::{ConfigDeletionPolicy, ConfigSpec};
 use crate::resources::deployment::{
     AuthSettings, DeploymentDeletionPolicy, DeploymentSpec, SecretRef,
@@ -29,6 +30,7 @@ pub fn config_spec(remote: &api::ConfigDetail) -> ConfigSpec {
         config: remote.config.as_object().cloned().unwrap_or_default(),
         state: Some(remote.status.clone()).filter(|s| !s.is_empty()),
         deletion_policy: ConfigDeletionPolicy::Orphan,
+        management_policy: ManagementPolicy::Full,
         connection_ref: None,
     }
 }
@@ -67,6 +69,7 @@ pub fn deployment_spec(remote: &api::Deployment, secret_name: &str) -> Deploymen
         },
         deletion_policy: DeploymentDeletionPolicy::Orphan,
         rotation: None,
+        management_policy: ManagementPolicy::Full,
         connection_ref: None,
     }
 }
@@ -102,6 +105,7 @@ pub fn policy_spec(remote: &api::RateLimitsPolicy) -> Result<RateLimitsPolicySpe
             .collect(),
         target: remote.target.as_ref().and_then(same_enum),
         deletion_policy: RateLimitsPolicyDeletionPolicy::Orphan,
+        management_policy: ManagementPolicy::Full,
         connection_ref: None,
     })
 }

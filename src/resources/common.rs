@@ -9,6 +9,57 @@ pub const GROUP: &str = "aigw.io";
 /// The finalizer aigw puts on every namespaced kind so that `deletionPolicy` runs before removal.
 pub const FINALIZER: &str = "aigw.io/finalizer";
 
+/// Annotation that pauses reconciling an object: while it is `"true"`, aigw makes no API call
+/// for it at all (not even reads). Deletion still follows `deletionPolicy`.
+pub const PAUSED_ANNOTATION: &str = "aigw.io/paused";
+/// Annotation whose value (a Git commit, a release tag) is recorded with every version aigw
+/// applies, in `status.history`.
+pub const REVISION_ANNOTATION: &str = "aigw.io/revision";
+
+/// Whether aigw may write to the remote object or only read it.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
+pub enum ManagementPolicy {
+    /// Create, update, rotate and delete the remote object to match the spec.
+    #[default]
+    Full,
+    /// Only read the remote object and report how it differs from the spec (the `Drifted`
+    /// condition). Nothing is ever created, updated, rotated or deleted, also not on deletion of
+    /// this resource, whatever `deletionPolicy` says.
+    Observe,
+}
+
+/// What the reconcile driver needs to know of every namespaced kind, whatever the kind.
+pub trait Governed {
+    /// `spec.managementPolicy`.
+    fn management_policy(&self) -> ManagementPolicy;
+    /// The id or slug of the remote object the spec names (adoption), if any.
+    fn named_remote(&self) -> Option<&str>;
+    /// A copy whose `deletionPolicy` leaves the remote object in place: what deleting an
+    /// `Observe` resource does, whatever its own `deletionPolicy` says.
+    fn orphaning(&self) -> Self
+    where
+        Self: Sized;
+
+    /// True while the `aigw.io/paused` annotation is `"true"`.
+    fn paused(&self) -> bool
+    where
+        Self: kube::Resource,
+    {
+        self.meta()
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(PAUSED_ANNOTATION))
+            .is_some_and(|v| v == "true")
+    }
+}
+
+/// The remote object a status has recorded (created or adopted earlier), if any.
+pub trait Recorded {
+    fn recorded_remote(&self) -> Option<&str>;
+}
+
 /// Names the cluster-scoped `Connection` that says how to reach the management API.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -34,6 +85,10 @@ pub mod condition {
     pub const RECONCILING: &str = "Reconciling";
     /// Only a change of the spec can make progress.
     pub const STALLED: &str = "Stalled";
+    /// `managementPolicy: Observe` found the remote object different from the spec.
+    pub const DRIFTED: &str = "Drifted";
+    /// The `aigw.io/paused` annotation holds reconciling.
+    pub const PAUSED: &str = "Paused";
 }
 
 /// Schema of a free-form JSON object kept as the user wrote it.

@@ -4,7 +4,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use super::common::{ConnectionRef, conditions_schema, free_form_object};
+use super::common::{
+    ConnectionRef, Governed, ManagementPolicy, Recorded, conditions_schema, free_form_object,
+};
 
 /// A named routing config of the AI gateway (`/ai_gw/v2/configs`). Every change of `spec.config`,
 /// `spec.name` or `spec.state` is applied with one PUT, which mints a new `status.versionId`.
@@ -71,6 +73,13 @@ pub struct ConfigSpec {
     #[serde(default)]
     pub deletion_policy: ConfigDeletionPolicy,
 
+    /// `Full` (the default): aigw creates, updates and deletes the remote config to match this
+    /// spec. `Observe`: aigw only reads it and reports differences in the `Drifted` condition;
+    /// it never writes to it, also not when this resource is deleted (whatever
+    /// `deletionPolicy` says).
+    #[serde(default)]
+    pub management_policy: ManagementPolicy,
+
     /// The Connection used to reach the management API; defaults to `default`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<ConnectionRef>,
@@ -115,6 +124,40 @@ pub struct ConfigStatus {
     /// outcome was lost is looked up by name instead of being sent again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_create: Option<String>,
+    /// The last ten versions aigw applied (created or updated), newest first: which
+    /// generation and which `aigw.io/revision` produced each `versionId`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<AppliedVersion>,
+}
+
+/// How many applied versions `status.history` keeps.
+pub const HISTORY_LIMIT: usize = 10;
+
+/// One version of the document that aigw applied.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AppliedVersion {
+    /// The `version_id` the API minted for this version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
+    /// The `metadata.generation` of this resource that was applied.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+    /// When aigw applied it (RFC 3339).
+    pub applied_at: String,
+    /// The `aigw.io/revision` annotation at the time (a Git commit, a release tag); absent when
+    /// the resource had none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+}
+
+impl ConfigStatus {
+    /// Records `applied` as the newest entry of `history`, dropping the oldest beyond
+    /// [`HISTORY_LIMIT`].
+    pub fn record_applied(&mut self, applied: AppliedVersion) {
+        self.history.insert(0, applied);
+        self.history.truncate(HISTORY_LIMIT);
+    }
 }
 
 impl ConfigSpec {
@@ -171,6 +214,28 @@ impl ConfigSpec {
 
 use crate::api;
 
+impl Governed for Config {
+    fn management_policy(&self) -> ManagementPolicy {
+        self.spec.management_policy
+    }
+
+    fn orphaning(&self) -> Self {
+        let mut copy = self.clone();
+        copy.spec.deletion_policy = ConfigDeletionPolicy::Orphan;
+        copy
+    }
+
+    fn named_remote(&self) -> Option<&str> {
+        self.spec.slug.as_deref()
+    }
+}
+
+impl Recorded for ConfigStatus {
+    fn recorded_remote(&self) -> Option<&str> {
+        self.slug.as_deref().or(self.id.as_deref())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -218,6 +283,27 @@ mod tests {
             json!({"strategy": {"mode": "fallback"}, "targets": [{"provider": "@b"}, {"provider": "@a"}]}),
         );
         assert_eq!(spec().diff(&remote), vec!["config"]);
+    }
+
+    #[test]
+    fn history_keeps_the_newest_ten_first() {
+        let mut status = ConfigStatus::default();
+        for i in 0..12 {
+            status.record_applied(AppliedVersion {
+                version_id: Some(format!("v{i}")),
+                generation: Some(i),
+                applied_at: "2026-01-01T00:00:00Z".into(),
+                revision: None,
+            });
+        }
+        assert_eq!(status.history.len(), HISTORY_LIMIT);
+        assert_eq!(status.history[0].version_id.as_deref(), Some("v11"));
+        assert_eq!(status.history[9].version_id.as_deref(), Some("v2"));
+        let written = serde_json::to_value(&status.history[0]).unwrap();
+        assert_eq!(
+            written,
+            json!({"versionId": "v11", "generation": 11, "appliedAt": "2026-01-01T00:00:00Z"})
+        );
     }
 
     #[test]

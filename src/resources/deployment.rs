@@ -6,7 +6,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use super::common::{ConnectionRef, conditions_schema, free_form_object};
+use super::common::{
+    ConnectionRef, Governed, ManagementPolicy, Recorded, conditions_schema, free_form_object,
+};
 
 /// A self-hosted gateway registered with the management API (`/ai_gw/admin/v2/deployments`).
 /// On create, the one-time `client_auth`, `username` and `password` are written into the
@@ -94,6 +96,13 @@ pub struct DeploymentSpec {
     /// Cluster-managed rotation of the gateway's credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotation: Option<Rotation>,
+
+    /// `Full` (the default): aigw creates, updates, rotates and archives the remote deployment to match
+    /// this spec. `Observe`: aigw only reads it and reports differences in the `Drifted` condition;
+    /// it never writes to it, also not when this resource is deleted (whatever
+    /// `deletionPolicy` says).
+    #[serde(default)]
+    pub management_policy: ManagementPolicy,
 
     /// The Connection used to reach the management API; defaults to `default`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -444,6 +453,28 @@ impl DeploymentSpec {
                 .map(Some)
                 .map_err(|e| format!("spec.rotation.interval {text:?} is not a duration: {e}")),
         }
+    }
+}
+
+impl Governed for Deployment {
+    fn management_policy(&self) -> ManagementPolicy {
+        self.spec.management_policy
+    }
+
+    fn orphaning(&self) -> Self {
+        let mut copy = self.clone();
+        copy.spec.deletion_policy = DeploymentDeletionPolicy::Orphan;
+        copy
+    }
+
+    fn named_remote(&self) -> Option<&str> {
+        self.spec.deployment_id.as_deref()
+    }
+}
+
+impl Recorded for DeploymentStatus {
+    fn recorded_remote(&self) -> Option<&str> {
+        self.id.as_deref()
     }
 }
 

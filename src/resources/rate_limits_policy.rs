@@ -4,7 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use super::common::{ConnectionRef, conditions_schema};
+use super::common::{ConnectionRef, Governed, ManagementPolicy, Recorded, conditions_schema};
 
 /// A rate-limits policy (`/ai_gw/v2/policies/rate-limits`). `name`, `unit`, `value` and
 /// `conditions` are updated in place; `type`, `groupBy`, `target` and `workspaceId` are fixed
@@ -89,6 +89,13 @@ pub struct RateLimitsPolicySpec {
     /// or `Orphan`.
     #[serde(default)]
     pub deletion_policy: RateLimitsPolicyDeletionPolicy,
+
+    /// `Full` (the default): aigw creates, updates and deletes the remote policy to match this
+    /// spec. `Observe`: aigw only reads it and reports differences in the `Drifted` condition;
+    /// it never writes to it, also not when this resource is deleted (whatever
+    /// `deletionPolicy` says).
+    #[serde(default)]
+    pub management_policy: ManagementPolicy,
 
     /// The Connection used to reach the management API; defaults to `default`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -334,6 +341,28 @@ impl RateLimitsPolicySpec {
             fields.push("target");
         }
         fields
+    }
+}
+
+impl Governed for RateLimitsPolicy {
+    fn management_policy(&self) -> ManagementPolicy {
+        self.spec.management_policy
+    }
+
+    fn orphaning(&self) -> Self {
+        let mut copy = self.clone();
+        copy.spec.deletion_policy = RateLimitsPolicyDeletionPolicy::Orphan;
+        copy
+    }
+
+    fn named_remote(&self) -> Option<&str> {
+        self.spec.policy_id.as_deref()
+    }
+}
+
+impl Recorded for RateLimitsPolicyStatus {
+    fn recorded_remote(&self) -> Option<&str> {
+        self.id.as_deref()
     }
 }
 
