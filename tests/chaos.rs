@@ -534,8 +534,8 @@ async fn run_chaos(
             chaos.incidents.push(outage);
             chaos.apiserver_restarts += 1;
             eprintln!(
-                "chaos: apiserver restarted ({})",
-                outage.1.duration_since(outage.0)
+                "chaos: apiserver restarted, down {:.1} s",
+                outage.1.duration_since(outage.0).as_secs_f64()
             );
         }
         let alive = replicas
@@ -788,6 +788,44 @@ async fn rotations(
     result
 }
 
+/// `(name, trigger changes, rotations, incidents inside its windows)` per Deployment, summed up.
+struct RotationTally {
+    changes: u32,
+    rotated: u32,
+    extra: u32,
+    allowed: u32,
+    /// Fewer rotations than trigger changes: a trigger change was lost.
+    missed: Vec<(String, u32, u32, u32)>,
+    /// More extra rotations than incidents in the Deployment's windows.
+    unexplained: Vec<(String, u32, u32, u32)>,
+}
+
+impl RotationTally {
+    fn new(per_deployment: Vec<(String, u32, u32, u32)>) -> Self {
+        for (name, changes, rotated, incidents) in &per_deployment {
+            eprintln!(
+                "chaos: {name}: {changes} trigger changes, {rotated} rotations, {incidents} incidents in its windows"
+            );
+        }
+        Self {
+            changes: per_deployment.iter().map(|d| d.1).sum(),
+            rotated: per_deployment.iter().map(|d| d.2).sum(),
+            extra: per_deployment.iter().map(|d| d.2.saturating_sub(d.1)).sum(),
+            allowed: per_deployment.iter().map(|d| d.3).sum(),
+            missed: per_deployment
+                .iter()
+                .filter(|d| d.2 < d.1)
+                .cloned()
+                .collect(),
+            unexplained: per_deployment
+                .iter()
+                .filter(|d| d.2 > d.1 + d.3)
+                .cloned()
+                .collect(),
+        }
+    }
+}
+
 /// Where the run keeps its logs (kept after the run for reading).
 fn run_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("chaos")
@@ -815,10 +853,12 @@ fn failed_reconciles(namespace: &str, name: &str, dir: &Path) -> Vec<(Timestamp,
                 continue;
             };
             let fields = &entry["fields"];
-            if fields["message"] == "reconcile failed" && fields["object"] == object.as_str() {
-                if let Some(at) = entry["timestamp"].as_str().and_then(|t| t.parse().ok()) {
-                    found.push((at, at));
-                }
+            let at = entry["timestamp"].as_str().and_then(|t| t.parse().ok());
+            if fields["message"] == "reconcile failed"
+                && fields["object"] == object.as_str()
+                && let Some(at) = at
+            {
+                found.push((at, at));
             }
         }
     }
@@ -918,12 +958,7 @@ async fn exactly_once_under_kills_failover_and_faults() {
     let open: Vec<&String> = windows.open.keys().collect();
     assert!(open.is_empty(), "rotation windows still open: {open:?}");
     let per_deployment = rotations(&env, &state, &windows, &chaos.incidents).await;
-    let changes: u32 = per_deployment.iter().map(|d| d.1).sum();
-    let rotated: u32 = per_deployment.iter().map(|d| d.2).sum();
-    let extra: u32 = per_deployment.iter().map(|d| d.2.saturating_sub(d.1)).sum();
-    let allowed: u32 = per_deployment.iter().map(|d| d.3).sum();
-    let missed: Vec<_> = per_deployment.iter().filter(|d| d.2 < d.1).collect();
-    let unexplained: Vec<_> = per_deployment.iter().filter(|d| d.2 > d.1 + d.3).collect();
+    let rotations = RotationTally::new(per_deployment);
 
     emulator.faults(FAULTS).await;
     let stuck = delete_everything(&env).await;
@@ -940,12 +975,13 @@ async fn exactly_once_under_kills_failover_and_faults() {
         "resources": scale.configs + scale.policies + scale.deployments,
         "duplicates": duplicates.extra,
         "dead_credentials": dead.len(),
-        "trigger_changes": changes,
-        "rotations": rotated,
-        "extra_rotations": extra,
-        "allowed_extra_rotations": allowed,
-        "unexplained_rotations": unexplained.len(),
-        "missed_rotations": missed.len(),
+        "mismatched_ids": duplicates.missing.len(),
+        "trigger_changes": rotations.changes,
+        "rotations": rotations.rotated,
+        "extra_rotations": rotations.extra,
+        "allowed_extra_rotations": rotations.allowed,
+        "unexplained_rotations": rotations.unexplained.len(),
+        "missed_rotations": rotations.missed.len(),
         "lost_deletes": lost.len() + stuck.len(),
         "elapsed_s": started.elapsed().as_secs(),
     });
@@ -958,12 +994,14 @@ async fn exactly_once_under_kills_failover_and_faults() {
     );
     assert!(dead.is_empty(), "dead credentials: {dead:?}");
     assert!(
-        missed.is_empty(),
-        "fewer rotations than trigger changes (name, changes, rotations, incidents): {missed:?}"
+        rotations.missed.is_empty(),
+        "fewer rotations than trigger changes (name, changes, rotations, incidents): {:?}",
+        rotations.missed
     );
     assert!(
-        unexplained.is_empty(),
-        "more extra rotations than incidents in the window (name, changes, rotations, incidents): {unexplained:?}"
+        rotations.unexplained.is_empty(),
+        "more extra rotations than incidents in the window (name, changes, rotations, incidents): {:?}",
+        rotations.unexplained
     );
     assert!(
         stuck.is_empty(),
