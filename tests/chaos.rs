@@ -920,7 +920,7 @@ fn lost_deletes(state: &Value, deployment_uids: &[String]) -> Vec<String> {
 }
 
 #[tokio::test]
-#[ignore = "the chaos suite: `make chaos` (about 10 minutes)"]
+#[ignore = "the chaos suite: `make chaos` (about 7 minutes)"]
 async fn exactly_once_under_kills_failover_and_faults() {
     let started = Instant::now();
     let scale = Scale::from_env();
