@@ -3,7 +3,7 @@ SHELL := /bin/bash
 KUBECONFIG_DEV := $(CURDIR)/.aigw-dev/kubeconfig
 CARGO ?= cargo
 
-.PHONY: all build crds chart-check cluster cluster-down test lint unit integration health-test image demo bench clean
+.PHONY: all build crds chart-check cluster cluster-down test lint unit integration health-test chaos image demo bench clean
 
 all: build
 
@@ -50,6 +50,11 @@ test: lint
 ## (hack/health; the kstatus test starts the control plane itself when it is not running)
 health-test:
 	cd hack/health && GOFLAGS="-mod=mod -buildvcs=false" GOSUMDB=off GONOSUMDB='*' GOTOOLCHAIN=local go test -count=1 ./...
+
+## chaos: exactly-once under 20 leader SIGKILLs, an apiserver restart and emulator faults
+## (tests/chaos.rs, ignored by `make test`; about 10 minutes); prints one JSON summary line
+chaos: cluster
+	nice $(CARGO) test --test chaos -- --ignored --nocapture
 
 ## image: target/image/aigw-oci.tar, an OCI image built without a container engine (hack/image.sh)
 image:

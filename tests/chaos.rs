@@ -1,0 +1,1017 @@
+//! `make chaos`: the exactly-once promise under leader kills, an apiserver restart and a faulty
+//! management API, with the emulator's state as the truth.
+//!
+//! Everything runs as real processes: `aigw emulator` and two `aigw operator` replicas with
+//! leader election, against the local kube-apiserver. The emulator answers 10 % of requests
+//! with a 5xx (half of them after the write committed), drops 5 % of connections after commit
+//! and hides new objects from its lists for a while. Meanwhile the suite SIGKILLs the current
+//! leader 20 times at random moments (a fresh replica replaces each victim), changes rotation
+//! triggers in between and restarts the kube-apiserver once. Then, faults off and everything
+//! Ready, it checks: one remote object per resource, every Secret's `client_auth` accepted by
+//! the gateway handshake, rotations equal to trigger changes plus at most one per incident
+//! inside the rotation's window, and no remote object left behind after deleting everything.
+//!
+//! It prints one JSON summary line and fails when any of those counts is off. It is `#[ignore]`
+//! so that `make test` skips it; `make chaos` runs it. Scale knobs for a quick local try:
+//! `AIGW_CHAOS_CONFIGS`, `AIGW_CHAOS_POLICIES`, `AIGW_CHAOS_DEPLOYMENTS`, `AIGW_CHAOS_KILLS`.
+//!
+//! How extra rotations are allowed: a rotation whose answer was lost (5xx after commit, a
+//! dropped connection) or whose reconcile was cut by a kill cannot be told apart from one that
+//! never happened, so the operator may rotate once more. Each trigger change opens a window for
+//! its Deployment that closes when the status reports the new trigger observed and Ready (the
+//! create opens one too, closed at the first Ready). An incident is a leader SIGKILL, the
+//! apiserver outage, or a `reconcile failed` line the operators logged for that Deployment (every
+//! lost answer produces one: the write's error is the reconcile's error). The rotations the
+//! emulator counted for a Deployment must be at least its trigger changes and at most its
+//! trigger changes plus the incidents that fall inside its windows.
+
+mod support;
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aigw::resources::{Config, Deployment, RateLimitsPolicy};
+use futures::StreamExt;
+use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
+use rand::Rng;
+use serde_json::{Value, json};
+use support::objects::{Conditions, gateway, limits, object, routing};
+use support::{TestEnv, kubeconfig_path, repo_root, wait_until};
+
+const TOKEN: &str = "chaos-token-71c2e9";
+const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(120);
+const SETTLE_TIMEOUT: Duration = Duration::from_secs(300);
+const FAULTS: &str = r#"{"error_rate": 0.05, "error_after_commit_rate": 0.05,
+    "drop_after_commit_rate": 0.05, "list_lag_ms": 3000}"#;
+
+/// How big the run is; the defaults are the issue's scale.
+struct Scale {
+    configs: usize,
+    policies: usize,
+    deployments: usize,
+    kills: usize,
+}
+
+impl Scale {
+    fn from_env() -> Self {
+        let knob = |name: &str, default: usize| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(default)
+        };
+        Self {
+            configs: knob("AIGW_CHAOS_CONFIGS", 300),
+            policies: knob("AIGW_CHAOS_POLICIES", 20),
+            deployments: knob("AIGW_CHAOS_DEPLOYMENTS", 10),
+            kills: knob("AIGW_CHAOS_KILLS", 20),
+        }
+    }
+}
+
+fn free_port() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+fn http() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap()
+}
+
+/// A child process killed (SIGKILL) when dropped.
+struct Process {
+    name: String,
+    child: Child,
+}
+
+impl Process {
+    fn spawn(name: &str, command: &mut Command, dir: &Path) -> Self {
+        let log = dir.join(format!("{name}.log"));
+        let file = std::fs::File::create(&log).unwrap();
+        let child = command
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file)
+            .spawn()
+            .unwrap_or_else(|e| panic!("failed to start {name}: {e}"));
+        Self {
+            name: name.to_string(),
+            child,
+        }
+    }
+
+    fn exited(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_some()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `aigw emulator` as a process, and the calls the suite makes to its control endpoints.
+struct Emulator {
+    _process: Process,
+    url: String,
+    http: reqwest::Client,
+}
+
+impl Emulator {
+    async fn start(dir: &Path) -> Self {
+        let addr = free_port();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_aigw"));
+        command
+            .arg("emulator")
+            .args(["--listen", &addr.to_string(), "--token", TOKEN])
+            .env("RUST_LOG", "warn");
+        let process = Process::spawn("emulator", &mut command, dir);
+        let emulator = Self {
+            _process: process,
+            url: format!("http://{addr}"),
+            http: http(),
+        };
+        wait_until(Duration::from_secs(30), || async {
+            emulator.get("/_emulator/faults").await.ok().map(|_| ())
+        })
+        .await
+        .expect("the emulator did not answer within 30 s");
+        emulator
+    }
+
+    async fn get(&self, path: &str) -> reqwest::Result<Value> {
+        let response = self.http.get(format!("{}{path}", self.url)).send().await?;
+        response.error_for_status()?.json().await
+    }
+
+    async fn faults(&self, faults: &str) {
+        let response = self
+            .http
+            .put(format!("{}/_emulator/faults", self.url))
+            .header("content-type", "application/json")
+            .body(faults.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert!(response.status().is_success(), "faults {faults} refused");
+    }
+
+    async fn state(&self) -> Value {
+        self.get("/_emulator/state").await.unwrap()
+    }
+
+    /// The HTTP status of the gateway handshake with `client_auth`.
+    async fn handshake(&self, id: &str, client_auth: &str) -> u16 {
+        self.http
+            .post(format!("{}/_emulator/deployments/{id}/handshake", self.url))
+            .json(&json!({"client_auth": client_auth}))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
+    }
+}
+
+/// The two (or, briefly, more) operator replicas; each victim is replaced by a fresh one.
+struct Replicas {
+    live: Vec<(Process, SocketAddr)>,
+    started: usize,
+    unplanned_exits: Vec<String>,
+    dir: PathBuf,
+    namespace: String,
+    management_url: String,
+    token_file: PathBuf,
+}
+
+impl Replicas {
+    fn new(dir: &Path, namespace: &str, management_url: &str) -> Self {
+        let token_file = dir.join("token");
+        std::fs::write(&token_file, TOKEN).unwrap();
+        Self {
+            live: Vec::new(),
+            started: 0,
+            unplanned_exits: Vec::new(),
+            dir: dir.to_path_buf(),
+            namespace: namespace.to_string(),
+            management_url: management_url.to_string(),
+            token_file,
+        }
+    }
+
+    fn start_one(&mut self) {
+        self.started += 1;
+        let name = format!("aigw-chaos-{:02}", self.started);
+        let metrics = free_port();
+        let mut command = Command::new(env!("CARGO_BIN_EXE_aigw"));
+        command
+            .arg("operator")
+            .args(["--management-url", &self.management_url])
+            .arg("--token-file")
+            .arg(&self.token_file)
+            .args(["--namespace", &self.namespace])
+            .args(["--leader-election-namespace", &self.namespace])
+            .args(["--metrics-addr", &metrics.to_string()])
+            .args(["--drift-interval", "10s", "--concurrency", "8"])
+            .args(["--api-qps", "100"])
+            .env("KUBECONFIG", kubeconfig_path())
+            .env("POD_NAME", &name)
+            .env("AIGW_LOG_FORMAT", "json")
+            .env("RUST_LOG", "info")
+            .env_remove("AIGW_LEADER_ELECT")
+            .env_remove("POD_NAMESPACE");
+        let process = Process::spawn(&name, &mut command, &self.dir);
+        self.live.push((process, metrics));
+    }
+
+    /// Replaces replicas that exited on their own (a leader that cannot renew its lease while
+    /// the apiserver is down exits non-zero by design) so that two are always running.
+    fn keep_two(&mut self) {
+        let mut kept = Vec::new();
+        for (mut process, metrics) in std::mem::take(&mut self.live) {
+            if process.exited() {
+                self.unplanned_exits.push(process.name.clone());
+            } else {
+                kept.push((process, metrics));
+            }
+        }
+        self.live = kept;
+        while self.live.len() < 2 {
+            self.start_one();
+        }
+    }
+
+    /// `/readyz` of every live replica: `(HTTP status, role)`, `None` while it does not answer.
+    async fn roles(&self) -> Vec<Option<(u16, String)>> {
+        let client = http();
+        let mut roles = Vec::new();
+        for (_, metrics) in &self.live {
+            roles.push(readyz(&client, *metrics).await);
+        }
+        roles
+    }
+
+    /// Waits until one live replica leads and every other one is a ready standby; returns the
+    /// leader's index in `live`.
+    async fn sole_leader(&mut self) -> usize {
+        let deadline = Instant::now() + TAKEOVER_TIMEOUT;
+        loop {
+            self.keep_two();
+            let roles = self.roles().await;
+            let ready: Vec<Option<&str>> = roles
+                .iter()
+                .map(|r| {
+                    r.as_ref()
+                        .filter(|(s, _)| *s == 200)
+                        .map(|(_, r)| r.as_str())
+                })
+                .collect();
+            let leaders: Vec<usize> = (0..ready.len())
+                .filter(|&i| ready[i] == Some("leader"))
+                .collect();
+            let standbys = ready.iter().filter(|r| **r == Some("standby")).count();
+            if leaders.len() == 1 && standbys == ready.len() - 1 {
+                return leaders[0];
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no single ready leader within {TAKEOVER_TIMEOUT:?}: {roles:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    /// SIGKILLs the replica at `index`, starts its replacement, and returns how long it took
+    /// until a live replica reported itself the leader.
+    async fn kill_and_time_takeover(&mut self, index: usize) -> Duration {
+        let (mut victim, _) = self.live.remove(index);
+        let killed_at = Instant::now();
+        victim.child.kill().unwrap();
+        victim.child.wait().unwrap();
+        self.start_one();
+        loop {
+            let roles = self.roles().await;
+            if roles.iter().flatten().any(|(_, role)| role == "leader") {
+                return killed_at.elapsed();
+            }
+            assert!(
+                killed_at.elapsed() < TAKEOVER_TIMEOUT,
+                "no replica took over within {TAKEOVER_TIMEOUT:?} after SIGKILL of {}",
+                victim.name
+            );
+            self.keep_two();
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+async fn readyz(client: &reqwest::Client, metrics: SocketAddr) -> Option<(u16, String)> {
+    let response = client
+        .get(format!("http://{metrics}/readyz"))
+        .send()
+        .await
+        .ok()?;
+    let status = response.status().as_u16();
+    let body: Value = response.json().await.ok()?;
+    Some((status, body["role"].as_str()?.to_string()))
+}
+
+/// Rotation windows per Deployment: opened when the suite creates it or changes its trigger,
+/// closed once the status shows that trigger observed and the object Ready.
+#[derive(Default)]
+struct Windows {
+    open: HashMap<String, (Timestamp, String)>,
+    closed: HashMap<String, Vec<(Timestamp, Timestamp)>>,
+    trigger_changes: HashMap<String, u32>,
+}
+
+impl Windows {
+    fn is_open(&self, name: &str) -> bool {
+        self.open.contains_key(name)
+    }
+
+    fn close_settled(&mut self, deployments: &[Deployment]) {
+        let now = Timestamp::now();
+        for deployment in deployments {
+            let name = deployment.name_any();
+            let Some((_, expected)) = self.open.get(&name) else {
+                continue;
+            };
+            if settled_on(deployment, expected) {
+                let (start, _) = self.open.remove(&name).unwrap();
+                self.closed.entry(name).or_default().push((start, now));
+            }
+        }
+    }
+
+    /// Incidents `(start, end)` that overlap one of `name`'s windows.
+    fn incidents_inside(&self, name: &str, incidents: &[(Timestamp, Timestamp)]) -> u32 {
+        let windows = self.closed.get(name).map_or(&[][..], Vec::as_slice);
+        let inside = incidents
+            .iter()
+            .filter(|(a, b)| windows.iter().any(|(s, e)| a <= e && b >= s))
+            .count();
+        u32::try_from(inside).unwrap()
+    }
+}
+
+fn trigger_of(deployment: &Deployment) -> Option<String> {
+    deployment.spec.rotation.as_ref()?.trigger.clone()
+}
+
+fn settled_on(deployment: &Deployment, trigger: &str) -> bool {
+    let status = deployment.status.as_ref();
+    deployment.ready()
+        && trigger_of(deployment).as_deref() == Some(trigger)
+        && status.and_then(|s| s.observed_rotation_trigger.as_deref()) == Some(trigger)
+        && status.and_then(|s| s.id.as_deref()).is_some()
+}
+
+/// Closes windows every 500 ms until the returned handle is aborted.
+fn watch_windows(
+    api: Api<Deployment>,
+    windows: Arc<Mutex<Windows>>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            if let Ok(list) = api.list(&ListParams::default()).await {
+                windows.lock().unwrap().close_settled(&list.items);
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+}
+
+async fn create_all(env: &TestEnv, scale: &Scale, windows: &Mutex<Windows>) {
+    let mut creates = Vec::new();
+    for i in 0..scale.configs {
+        let name = format!("c-{i:03}");
+        let config: Config = object("Config", &name, routing(&name));
+        let api = env.api::<Config>();
+        creates.push(futures::future::FutureExt::boxed(async move {
+            api.create(&PostParams::default(), &config)
+                .await
+                .map(|_| ())
+        }));
+    }
+    for i in 0..scale.policies {
+        let name = format!("p-{i:02}");
+        let policy: RateLimitsPolicy = object("RateLimitsPolicy", &name, limits(&name));
+        let api = env.api::<RateLimitsPolicy>();
+        creates.push(futures::future::FutureExt::boxed(async move {
+            api.create(&PostParams::default(), &policy)
+                .await
+                .map(|_| ())
+        }));
+    }
+    for i in 0..scale.deployments {
+        let name = format!("d-{i:02}");
+        let mut spec = gateway(&name, &format!("{name}-credentials"));
+        spec["rotation"] = json!({"trigger": "t0"});
+        let deployment: Deployment = object("Deployment", &name, spec);
+        windows
+            .lock()
+            .unwrap()
+            .open
+            .insert(name, (Timestamp::now(), "t0".into()));
+        let api = env.api::<Deployment>();
+        creates.push(futures::future::FutureExt::boxed(async move {
+            api.create(&PostParams::default(), &deployment)
+                .await
+                .map(|_| ())
+        }));
+    }
+    let results: Vec<_> = futures::stream::iter(creates)
+        .buffer_unordered(16)
+        .collect()
+        .await;
+    for result in results {
+        result.expect("failed to create a resource");
+    }
+}
+
+/// Changes the trigger of about half of the Deployments whose last change has settled.
+async fn change_triggers(env: &TestEnv, windows: &Mutex<Windows>, step: usize) -> usize {
+    let api = env.api::<Deployment>();
+    let list = api.list(&ListParams::default()).await.unwrap();
+    let mut changed = 0;
+    for deployment in list.items {
+        let name = deployment.name_any();
+        if windows.lock().unwrap().is_open(&name) || rand::rng().random_bool(0.5) {
+            continue;
+        }
+        let trigger = format!("t{}", step + 1);
+        windows
+            .lock()
+            .unwrap()
+            .open
+            .insert(name.clone(), (Timestamp::now(), trigger.clone()));
+        let patch = json!({"spec": {"rotation": {"trigger": trigger}}});
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {
+                *windows
+                    .lock()
+                    .unwrap()
+                    .trigger_changes
+                    .entry(name)
+                    .or_default() += 1;
+                changed += 1;
+            }
+            Err(e) => {
+                eprintln!("trigger change of {name} failed: {e}");
+                windows.lock().unwrap().open.remove(&name);
+            }
+        }
+    }
+    changed
+}
+
+/// SIGKILLs the local kube-apiserver (and its embedded etcd) and starts it again on the same
+/// state with `hack/cluster-up.sh`; returns the outage.
+fn restart_apiserver() -> (Timestamp, Timestamp) {
+    let root = repo_root();
+    let pid = std::fs::read_to_string(root.join(".aigw-dev/controlplane.pid"))
+        .expect("no .aigw-dev/controlplane.pid")
+        .trim()
+        .to_string();
+    let down = Timestamp::now();
+    let killed = Command::new("kill").args(["-KILL", &pid]).status().unwrap();
+    assert!(killed.success(), "kill -KILL {pid} failed");
+    while Path::new(&format!("/proc/{pid}")).exists() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let output = Command::new("bash")
+        .arg(root.join("hack/cluster-up.sh"))
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "hack/cluster-up.sh failed after the restart:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (down, Timestamp::now())
+}
+
+/// What the kill loop saw.
+#[derive(Default)]
+struct Chaos {
+    takeovers: Vec<f64>,
+    incidents: Vec<(Timestamp, Timestamp)>,
+    apiserver_restarts: u32,
+}
+
+async fn run_chaos(
+    env: &TestEnv,
+    scale: &Scale,
+    replicas: &mut Replicas,
+    windows: &Mutex<Windows>,
+) -> Chaos {
+    let mut chaos = Chaos::default();
+    for step in 0..scale.kills {
+        let leader = replicas.sole_leader().await;
+        tokio::time::sleep(random_pause(0.5, 4.0)).await;
+        let changed = change_triggers(env, windows, step).await;
+        tokio::time::sleep(random_pause(0.0, 3.0)).await;
+        if step == scale.kills / 2 {
+            let outage = restart_apiserver();
+            chaos.incidents.push(outage);
+            chaos.apiserver_restarts += 1;
+            eprintln!(
+                "chaos: apiserver restarted, down {:.1} s",
+                outage.1.duration_since(outage.0).as_secs_f64()
+            );
+        }
+        let alive = replicas
+            .live
+            .get_mut(leader)
+            .is_some_and(|(process, _)| !process.exited());
+        let leader = match alive {
+            true => leader,
+            false => replicas.sole_leader().await,
+        };
+        let killed_at = Timestamp::now();
+        let takeover = replicas.kill_and_time_takeover(leader).await;
+        chaos.incidents.push((killed_at, killed_at));
+        chaos.takeovers.push(takeover.as_secs_f64());
+        eprintln!(
+            "chaos: kill {}/{}: {changed} trigger changes before it, takeover {:.1} s",
+            step + 1,
+            scale.kills,
+            takeover.as_secs_f64()
+        );
+    }
+    chaos
+}
+
+fn random_pause(min_s: f64, max_s: f64) -> Duration {
+    Duration::from_secs_f64(rand::rng().random_range(min_s..max_s))
+}
+
+/// The names of the objects of kind `K` that are not Ready (or whose check fails).
+async fn not_ready<K>(env: &TestEnv, done: impl Fn(&K) -> bool) -> Vec<String>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    <K as Resource>::DynamicType: Default,
+{
+    match env.api::<K>().list(&ListParams::default()).await {
+        Ok(list) => list
+            .items
+            .iter()
+            .filter(|o| !done(o))
+            .map(ResourceExt::name_any)
+            .collect(),
+        Err(e) => vec![format!("<list failed: {e}>")],
+    }
+}
+
+async fn pending(env: &TestEnv) -> Vec<String> {
+    let mut pending = not_ready::<Config>(env, Conditions::ready).await;
+    pending.extend(not_ready::<RateLimitsPolicy>(env, Conditions::ready).await);
+    pending.extend(
+        not_ready::<Deployment>(env, |d| trigger_of(d).is_some_and(|t| settled_on(d, &t))).await,
+    );
+    pending
+}
+
+async fn wait_all_ready(env: &TestEnv) {
+    let settled = wait_until(SETTLE_TIMEOUT, || async {
+        pending(env).await.is_empty().then_some(())
+    })
+    .await;
+    if settled.is_none() {
+        let left = pending(env).await;
+        let mut dump = String::new();
+        for name in left.iter().take(5) {
+            let yaml = match name.chars().next() {
+                Some('c') => serde_yaml::to_string(&env.api::<Config>().get_opt(name).await.ok()),
+                Some('p') => {
+                    serde_yaml::to_string(&env.api::<RateLimitsPolicy>().get_opt(name).await.ok())
+                }
+                _ => serde_yaml::to_string(&env.api::<Deployment>().get_opt(name).await.ok()),
+            };
+            dump.push_str(&yaml.unwrap_or_default());
+        }
+        panic!(
+            "{} resources not Ready within {SETTLE_TIMEOUT:?} after the faults stopped: {left:?}\n{dump}",
+            left.len()
+        );
+    }
+}
+
+/// Duplicates: remote objects beyond one per resource (or with no resource), and resources
+/// whose remote object is missing or is not the one their status names.
+#[derive(Debug, Default)]
+struct Duplicates {
+    extra: usize,
+    missing: Vec<String>,
+}
+
+fn count_by<'a>(
+    rows: impl Iterator<Item = &'a Value>,
+    key: impl Fn(&Value) -> Option<String>,
+) -> BTreeMap<String, Vec<String>> {
+    let mut by: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for row in rows {
+        let k = key(row).unwrap_or_default();
+        by.entry(k)
+            .or_default()
+            .push(row["id"].as_str().unwrap_or_default().to_string());
+    }
+    by
+}
+
+/// Compares `(resource key, status id)` pairs with the remote objects grouped by that key.
+fn tally(
+    dup: &mut Duplicates,
+    kind: &str,
+    resources: &[(String, Option<String>)],
+    mut remote: BTreeMap<String, Vec<String>>,
+) {
+    for (key, id) in resources {
+        let ids = remote.remove(key).unwrap_or_default();
+        dup.extra += ids.len().saturating_sub(1);
+        if ids.len() != 1 || id.as_ref() != ids.first() {
+            dup.missing
+                .push(format!("{kind} {key}: status id {id:?}, remote {ids:?}"));
+        }
+    }
+    for (key, ids) in remote {
+        dup.extra += ids.len();
+        dup.missing
+            .push(format!("{kind} {key}: remote {ids:?} without a resource"));
+    }
+}
+
+async fn check_duplicates(env: &TestEnv, state: &Value) -> Duplicates {
+    let mut dup = Duplicates::default();
+    let configs = env
+        .api::<Config>()
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let resources: Vec<_> = configs
+        .items
+        .iter()
+        .map(|c| {
+            (
+                c.spec.name.clone(),
+                c.status.as_ref().and_then(|s| s.id.clone()),
+            )
+        })
+        .collect();
+    let remote = count_by(rows(state, "configs"), |r| {
+        r["name"].as_str().map(str::to_string)
+    });
+    tally(&mut dup, "Config", &resources, remote);
+
+    let policies = env
+        .api::<RateLimitsPolicy>()
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let resources: Vec<_> = policies
+        .items
+        .iter()
+        .map(|p| (p.name_any(), p.status.as_ref().and_then(|s| s.id.clone())))
+        .collect();
+    let active = rows(state, "rate_limits").filter(|r| r["status"] == "active");
+    let remote = count_by(active, |r| r["name"].as_str().map(str::to_string));
+    tally(&mut dup, "RateLimitsPolicy", &resources, remote);
+
+    let deployments = env
+        .api::<Deployment>()
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let resources: Vec<_> = deployments
+        .items
+        .iter()
+        .map(|d| {
+            (
+                d.uid().unwrap_or_default(),
+                d.status.as_ref().and_then(|s| s.id.clone()),
+            )
+        })
+        .collect();
+    let remote = count_by(rows(state, "deployments"), |r| {
+        r["tags"]["aigw.io/uid"].as_str().map(str::to_string)
+    });
+    tally(&mut dup, "Deployment", &resources, remote);
+    dup
+}
+
+fn rows<'a>(state: &'a Value, collection: &str) -> impl Iterator<Item = &'a Value> {
+    state[collection].as_array().into_iter().flatten()
+}
+
+/// Deployments whose Secret's `client_auth` the gateway handshake refuses (or that has none).
+async fn dead_credentials(env: &TestEnv, emulator: &Emulator) -> Vec<String> {
+    let secrets = env.api::<Secret>();
+    let mut dead = Vec::new();
+    for deployment in env
+        .api::<Deployment>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+    {
+        let name = deployment.name_any();
+        let id = deployment
+            .status
+            .as_ref()
+            .and_then(|s| s.id.clone())
+            .unwrap_or_default();
+        let secret = secrets
+            .get_opt(&format!("{name}-credentials"))
+            .await
+            .unwrap();
+        let client_auth = secret
+            .and_then(|s| s.data?.get("client_auth").cloned())
+            .map(|b| String::from_utf8_lossy(&b.0).into_owned());
+        let status = match client_auth {
+            Some(value) => emulator.handshake(&id, &value).await,
+            None => 0,
+        };
+        if status != 200 {
+            dead.push(format!("{name}: handshake {status}"));
+        }
+    }
+    dead
+}
+
+/// Per Deployment: `(name, trigger changes, rotations, incidents inside its windows)`.
+async fn rotations(
+    env: &TestEnv,
+    state: &Value,
+    windows: &Windows,
+    incidents: &[(Timestamp, Timestamp)],
+) -> Vec<(String, u32, u32, u32)> {
+    let mut result = Vec::new();
+    for deployment in env
+        .api::<Deployment>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+    {
+        let name = deployment.name_any();
+        let uid = deployment.uid().unwrap_or_default();
+        let counted: u64 = rows(state, "deployments")
+            .filter(|r| r["tags"]["aigw.io/uid"] == uid.as_str())
+            .filter_map(|r| r["rotations"].as_u64())
+            .sum();
+        let changes = windows.trigger_changes.get(&name).copied().unwrap_or(0);
+        let own = failed_reconciles(&env.namespace, &name, &run_dir());
+        let mut all = incidents.to_vec();
+        all.extend(own);
+        let inside = windows.incidents_inside(&name, &all);
+        result.push((name, changes, u32::try_from(counted).unwrap(), inside));
+    }
+    result
+}
+
+/// `(name, trigger changes, rotations, incidents inside its windows)` per Deployment, summed up.
+struct RotationTally {
+    changes: u32,
+    rotated: u32,
+    extra: u32,
+    allowed: u32,
+    /// Fewer rotations than trigger changes: a trigger change was lost.
+    missed: Vec<(String, u32, u32, u32)>,
+    /// More extra rotations than incidents in the Deployment's windows.
+    unexplained: Vec<(String, u32, u32, u32)>,
+}
+
+impl RotationTally {
+    fn new(per_deployment: Vec<(String, u32, u32, u32)>) -> Self {
+        for (name, changes, rotated, incidents) in &per_deployment {
+            eprintln!(
+                "chaos: {name}: {changes} trigger changes, {rotated} rotations, {incidents} incidents in its windows"
+            );
+        }
+        Self {
+            changes: per_deployment.iter().map(|d| d.1).sum(),
+            rotated: per_deployment.iter().map(|d| d.2).sum(),
+            extra: per_deployment.iter().map(|d| d.2.saturating_sub(d.1)).sum(),
+            allowed: per_deployment.iter().map(|d| d.3).sum(),
+            missed: per_deployment
+                .iter()
+                .filter(|d| d.2 < d.1)
+                .cloned()
+                .collect(),
+            unexplained: per_deployment
+                .iter()
+                .filter(|d| d.2 > d.1 + d.3)
+                .cloned()
+                .collect(),
+        }
+    }
+}
+
+/// Where the run keeps its logs (kept after the run for reading).
+fn run_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("chaos")
+}
+
+/// `reconcile failed` lines every operator logged (JSON) for Deployment `ns/name`.
+fn failed_reconciles(namespace: &str, name: &str, dir: &Path) -> Vec<(Timestamp, Timestamp)> {
+    let object = format!("Deployment/{namespace}/{name}");
+    let mut found = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return found;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let is_operator = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("aigw-chaos-"));
+        if !is_operator {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).unwrap_or_default();
+        for line in text.lines() {
+            let Ok(entry) = serde_json::from_str::<Value>(line) else {
+                continue;
+            };
+            let fields = &entry["fields"];
+            let at = entry["timestamp"].as_str().and_then(|t| t.parse().ok());
+            if fields["message"] == "reconcile failed"
+                && fields["object"] == object.as_str()
+                && let Some(at) = at
+            {
+                found.push((at, at));
+            }
+        }
+    }
+    found
+}
+
+/// Deletes every aigw object in the namespace and waits until their finalizers have run.
+async fn delete_everything(env: &TestEnv) -> Vec<String> {
+    let params = (DeleteParams::default(), ListParams::default());
+    env.api::<Config>()
+        .delete_collection(&params.0, &params.1)
+        .await
+        .unwrap();
+    env.api::<RateLimitsPolicy>()
+        .delete_collection(&params.0, &params.1)
+        .await
+        .unwrap();
+    env.api::<Deployment>()
+        .delete_collection(&params.0, &params.1)
+        .await
+        .unwrap();
+    let remaining = || async {
+        let mut left = not_ready::<Config>(env, |_| false).await;
+        left.extend(not_ready::<RateLimitsPolicy>(env, |_| false).await);
+        left.extend(not_ready::<Deployment>(env, |_| false).await);
+        left
+    };
+    let gone = wait_until(SETTLE_TIMEOUT, || async {
+        remaining().await.is_empty().then_some(())
+    })
+    .await;
+    match gone {
+        Some(()) => Vec::new(),
+        None => remaining().await,
+    }
+}
+
+/// Remote objects a deletion should have removed (or archived) but did not.
+fn lost_deletes(state: &Value, deployment_uids: &[String]) -> Vec<String> {
+    let mut lost: Vec<String> = rows(state, "configs")
+        .map(|r| format!("config {}", r["name"]))
+        .collect();
+    lost.extend(
+        rows(state, "rate_limits")
+            .filter(|r| r["status"] != "archived")
+            .map(|r| format!("rate limit {}", r["name"])),
+    );
+    lost.extend(
+        rows(state, "deployments")
+            .filter(|r| {
+                deployment_uids
+                    .iter()
+                    .any(|u| r["tags"]["aigw.io/uid"] == u.as_str())
+            })
+            .filter(|r| r["status"] != "archived")
+            .map(|r| format!("deployment {} ({})", r["name"], r["status"])),
+    );
+    lost
+}
+
+#[tokio::test]
+#[ignore = "the chaos suite: `make chaos` (about 7 minutes)"]
+async fn exactly_once_under_kills_failover_and_faults() {
+    let started = Instant::now();
+    let scale = Scale::from_env();
+    let dir = run_dir();
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let env = TestEnv::new("chaos").await;
+    let emulator = Emulator::start(&dir).await;
+    let mut replicas = Replicas::new(&dir, &env.namespace, &emulator.url);
+    replicas.keep_two();
+    replicas.sole_leader().await;
+    emulator.faults(FAULTS).await;
+
+    let windows = Arc::new(Mutex::new(Windows::default()));
+    create_all(&env, &scale, &windows).await;
+    let watcher = watch_windows(env.api::<Deployment>(), windows.clone());
+    let chaos = run_chaos(&env, &scale, &mut replicas, &windows).await;
+
+    emulator.faults("{}").await;
+    replicas.sole_leader().await;
+    wait_all_ready(&env).await;
+    watcher.abort();
+    let deployments = env
+        .api::<Deployment>()
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    windows.lock().unwrap().close_settled(&deployments.items);
+    let uids: Vec<String> = deployments.items.iter().filter_map(|d| d.uid()).collect();
+
+    let state = emulator.state().await;
+    let duplicates = check_duplicates(&env, &state).await;
+    let dead = dead_credentials(&env, &emulator).await;
+    let windows = std::mem::take(&mut *windows.lock().unwrap());
+    let open: Vec<&String> = windows.open.keys().collect();
+    assert!(open.is_empty(), "rotation windows still open: {open:?}");
+    let per_deployment = rotations(&env, &state, &windows, &chaos.incidents).await;
+    let rotations = RotationTally::new(per_deployment);
+
+    emulator.faults(FAULTS).await;
+    let stuck = delete_everything(&env).await;
+    emulator.faults("{}").await;
+    let lost = lost_deletes(&emulator.state().await, &uids);
+
+    let max_takeover = chaos.takeovers.iter().copied().fold(0.0, f64::max);
+    let summary = json!({
+        "kills": chaos.takeovers.len(),
+        "max_takeover_s": (max_takeover * 10.0).round() / 10.0,
+        "takeover_s": chaos.takeovers.iter().map(|t| (t * 10.0).round() / 10.0).collect::<Vec<_>>(),
+        "apiserver_restarts": chaos.apiserver_restarts,
+        "unplanned_exits": replicas.unplanned_exits.len(),
+        "resources": scale.configs + scale.policies + scale.deployments,
+        "duplicates": duplicates.extra,
+        "dead_credentials": dead.len(),
+        "mismatched_ids": duplicates.missing.len(),
+        "trigger_changes": rotations.changes,
+        "rotations": rotations.rotated,
+        "extra_rotations": rotations.extra,
+        "allowed_extra_rotations": rotations.allowed,
+        "unexplained_rotations": rotations.unexplained.len(),
+        "missed_rotations": rotations.missed.len(),
+        "lost_deletes": lost.len() + stuck.len(),
+        "elapsed_s": started.elapsed().as_secs(),
+    });
+    println!("{summary}");
+    std::fs::write(dir.join("summary.json"), format!("{summary}\n")).unwrap();
+
+    assert!(
+        duplicates.extra == 0 && duplicates.missing.is_empty(),
+        "{duplicates:?}"
+    );
+    assert!(dead.is_empty(), "dead credentials: {dead:?}");
+    assert!(
+        rotations.missed.is_empty(),
+        "fewer rotations than trigger changes (name, changes, rotations, incidents): {:?}",
+        rotations.missed
+    );
+    assert!(
+        rotations.unexplained.is_empty(),
+        "more extra rotations than incidents in the window (name, changes, rotations, incidents): {:?}",
+        rotations.unexplained
+    );
+    assert!(
+        stuck.is_empty(),
+        "not deleted (finalizer stuck) within {SETTLE_TIMEOUT:?}: {stuck:?}"
+    );
+    assert!(
+        lost.is_empty(),
+        "remote objects left after deleting everything: {lost:?}"
+    );
+    println!("logs: {}", dir.display());
+    drop(replicas);
+    env.cleanup().await;
+}
