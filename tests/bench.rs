@@ -700,7 +700,8 @@ async fn namespace(kube: &kube::Client, prefix: &str) -> String {
 // ---------------------------------------------------------------------------------------------
 // Counting: apiserver_request_total and the emulator's stats
 
-/// `apiserver_request_total` summed by `VERB resource[/subresource]` (resource requests only).
+/// `apiserver_request_total` summed by `VERB resource[/subresource]`, with the code appended
+/// when it is not 2xx (resource requests only).
 async fn apiserver_snapshot() -> BTreeMap<String, f64> {
     let output = Command::new("kubectl")
         .args(["get", "--raw", "/metrics"])
@@ -725,13 +726,16 @@ async fn apiserver_snapshot() -> BTreeMap<String, f64> {
         if resource.is_empty() {
             continue;
         }
-        let key = match labels.get("subresource").copied().unwrap_or("") {
-            "" => format!("{} {resource}", labels.get("verb").copied().unwrap_or("")),
-            sub => format!(
-                "{} {resource}/{sub}",
-                labels.get("verb").copied().unwrap_or("")
-            ),
+        let verb = labels.get("verb").copied().unwrap_or("");
+        let mut key = match labels.get("subresource").copied().unwrap_or("") {
+            "" => format!("{verb} {resource}"),
+            sub => format!("{verb} {resource}/{sub}"),
         };
+        // Failed requests (409 conflicts above all) are work too; they are named apart.
+        let code = labels.get("code").copied().unwrap_or("");
+        if !code.starts_with('2') {
+            key = format!("{key} {code}");
+        }
         *counts.entry(key).or_insert(0.0) += value.trim().parse::<f64>().unwrap_or(0.0);
     }
     counts
