@@ -77,6 +77,10 @@ async fn bench() {
     std::fs::create_dir_all(&opts.out).expect("cannot create the output directory");
     let token_file = opts.out.join("token");
     std::fs::write(&token_file, TOKEN).expect("cannot write the token file");
+    assert!(
+        std::env::var_os("KUBECONFIG").is_some(),
+        "KUBECONFIG must name the bench's own control plane: run `make bench` (hack/bench.sh)"
+    );
     let kube = kube::Client::try_default()
         .await
         .expect("KUBECONFIG must point at the bench control plane (hack/bench.sh)");
@@ -365,17 +369,19 @@ async fn steady_state(
         }
         previous = now;
     }
-    let edit_ms = probe.await.ok().flatten();
+    // The window ends with the last sample, before waiting for the probe edit.
+    let window = started.elapsed().as_secs_f64();
+    let by_endpoint = emulator.stats().await["requests"].clone();
     let (rss, cpu) = operator.proc_stats();
     let reconciles = operator.reconciles().await;
+    let edit_ms = probe.await.ok().flatten();
     operator.kill().await;
-    let window = started.elapsed().as_secs_f64();
     json!({
         "flags": "defaults (--concurrency 4 --api-qps 10 --drift-interval 10m) --leader-elect=false",
         "window_seconds": round(window, 1),
         "readyz_after_start_seconds": round(ready_after.as_secs_f64(), 2),
         "management_api": burst(&seconds, |s| s.1, window),
-        "management_api_by_endpoint": management_figures(&emulator.stats().await, opts.n)["by_endpoint"],
+        "management_api_by_endpoint": by_endpoint,
         "apiserver_writes": burst(&seconds, |s| s.2, window),
         "apiserver_gets": burst(&seconds, |s| s.3, window),
         "apiserver_by_request": round_map(&without_watches(&total)),
