@@ -3,7 +3,7 @@ SHELL := /bin/bash
 KUBECONFIG_DEV := $(CURDIR)/.aigw-dev/kubeconfig
 CARGO ?= cargo
 
-.PHONY: all build crds chart-check cluster cluster-down test lint unit integration health-test chaos image demo bench clean
+.PHONY: all build crds chart-check cluster cluster-down test lint unit integration health-test chaos image demo bench bench-emulator clean
 
 all: build
 
@@ -64,8 +64,13 @@ image:
 demo:
 	bash hack/demo.sh
 
-## bench: the emulator's loopback throughput (release build, 10,000 configs, wrk)
+## bench: the operator rolling out N Configs (N=1000; N=10000 make bench) against a minimal
+## client, on a control plane of its own; writes target/bench/report-N.json (hack/bench.sh)
 bench:
+	bash hack/bench.sh
+
+## bench-emulator: the emulator's loopback throughput (release build, 10,000 configs, wrk)
+bench-emulator:
 	bash hack/bench-emulator.sh
 
 clean: cluster-down

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# `make bench`: the real `aigw operator` process rolling out N Config resources against the floor
+# (a minimal client doing one POST per config and one status patch per resource), with apiserver
+# and management-API request counts, reconciles, peak RSS and CPU, edit-to-versionId latency and a
+# steady-state window after a restart. Writes target/bench/report-N.json and prints it.
+#
+#   make bench                  # N=1000
+#   N=10000 make bench          # the large run
+#   PROFILE=release make bench  # a release build of the operator and the floor (long to build)
+#
+# It runs on a control plane of its own (state in target/bench/cluster, stopped and removed at
+# the end), so apiserver_request_total counts only the bench's traffic and no earlier objects
+# weigh on etcd. Knobs: N, BENCH_EDITS (50), BENCH_STEADY_SECONDS (60), BENCH_OUT (target/bench).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+root=$PWD
+
+export N=${N:-1000}
+export AIGW_DEV_DIR="$root/target/bench/cluster"
+export KUBECONFIG="$AIGW_DEV_DIR/kubeconfig"
+profile=()
+[[ "${PROFILE:-debug}" == "release" ]] && profile=(--release)
+
+cargo test "${profile[@]}" --test bench --no-run
+trap 'bash hack/cluster-down.sh >/dev/null' EXIT
+bash hack/cluster-down.sh >/dev/null
+bash hack/cluster-up.sh
+cargo test "${profile[@]}" --test bench -- --ignored --exact bench --nocapture

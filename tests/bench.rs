@@ -1,0 +1,828 @@
+//! `make bench` (hack/bench.sh): the real `aigw operator` process rolling out N Configs, beside a
+//! floor — a minimal client doing only the necessary work (one POST per config, one status patch
+//! per resource) at the same concurrency. Figures are reported, never asserted, so the test is
+//! `#[ignore]`d and `make test` does not run it.
+//!
+//! It needs `KUBECONFIG` pointing at a control plane of its own (hack/bench.sh starts one), since
+//! it reads the apiserver's `apiserver_request_total` and counts every request the apiserver saw.
+//! Knobs: `N` (resources, default 1000), `BENCH_EDITS` (default 50), `BENCH_STEADY_SECONDS`
+//! (default 60), `BENCH_OUT` (default `target/bench`).
+
+mod support;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use aigw::api::{Client, ClientConfig, CreateConfigRequest, StaticToken};
+use aigw::resources::Config;
+use futures::{StreamExt, TryStreamExt};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::{WatchStreamExt, watcher};
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+use tokio::sync::{mpsc, watch};
+
+const TOKEN: &str = "bench-token-5d1e";
+/// The issue's baseline: `--concurrency 16 --api-qps 1000`; the floor uses the same concurrency.
+const CONCURRENCY: usize = 16;
+const API_QPS: &str = "1000";
+const LATENCY: &str = "20ms";
+/// How many Config objects the bench itself creates at once, for both runs alike.
+const CREATORS: usize = 16;
+const WRITE_VERBS: [&str; 6] = [
+    "POST",
+    "PUT",
+    "PATCH",
+    "APPLY",
+    "DELETE",
+    "DELETECOLLECTION",
+];
+
+struct Opts {
+    n: usize,
+    edits: usize,
+    steady: Duration,
+    out: PathBuf,
+    bin: PathBuf,
+}
+
+impl Opts {
+    fn from_env() -> Self {
+        let num = |key: &str, default: usize| {
+            std::env::var(key)
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(default)
+        };
+        let out = std::env::var("BENCH_OUT")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| support::repo_root().join("target/bench"));
+        Self {
+            n: num("N", 1000),
+            edits: num("BENCH_EDITS", 50),
+            steady: Duration::from_secs(num("BENCH_STEADY_SECONDS", 60) as u64),
+            out,
+            bin: PathBuf::from(env!("CARGO_BIN_EXE_aigw")),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a benchmark: run it with `make bench`"]
+async fn bench() {
+    let opts = Opts::from_env();
+    std::fs::create_dir_all(&opts.out).expect("cannot create the output directory");
+    let token_file = opts.out.join("token");
+    std::fs::write(&token_file, TOKEN).expect("cannot write the token file");
+    assert!(
+        std::env::var_os("KUBECONFIG").is_some(),
+        "KUBECONFIG must name the bench's own control plane: run `make bench` (hack/bench.sh)"
+    );
+    let kube = kube::Client::try_default()
+        .await
+        .expect("KUBECONFIG must point at the bench control plane (hack/bench.sh)");
+    support::install_crds(&kube).await;
+    let emulator = Emulator::start(&opts, &token_file).await;
+
+    eprintln!("== floor: N={} at concurrency {CONCURRENCY}", opts.n);
+    let floor = run_floor(&opts, &kube, &emulator).await;
+    eprintln!("{}", serde_json::to_string(&floor).unwrap_or_default());
+
+    eprintln!("== aigw operator: N={}", opts.n);
+    let (aigw, edits, steady) = run_operator(&opts, &kube, &emulator, &token_file).await;
+
+    let ratio = aigw["rollout_seconds"].as_f64().unwrap_or(0.0)
+        / floor["rollout_seconds"].as_f64().unwrap_or(f64::NAN);
+    let report = json!({
+        "n": opts.n,
+        "build": if cfg!(debug_assertions) { "debug" } else { "release" },
+        "emulator_latency": LATENCY,
+        "operator_flags": format!("--concurrency {CONCURRENCY} --api-qps {API_QPS} --leader-elect=false"),
+        "floor": floor,
+        "aigw": aigw,
+        "ratio": round(ratio, 2),
+        "edit_to_version_id_ms": edits,
+        "steady_state_after_restart": steady,
+    });
+    let text = serde_json::to_string_pretty(&report).unwrap_or_default();
+    let path = opts.out.join(format!("report-{}.json", opts.n));
+    std::fs::write(&path, &text).expect("cannot write the report");
+    println!("{text}");
+    eprintln!("report written to {}", path.display());
+    drop(emulator);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The two rollouts
+
+/// The floor: as each Config is created, a worker POSTs it and patches its status Ready.
+async fn run_floor(opts: &Opts, kube: &kube::Client, emulator: &Emulator) -> Value {
+    let ns = namespace(kube, "bench-floor").await;
+    let api: Api<Config> = Api::namespaced(kube.clone(), &ns);
+    let tracker = Tracker::watch(api.clone());
+    emulator.reset_stats().await;
+    let before = apiserver_snapshot().await;
+    let client = emulator.client();
+    let (tx, rx) = mpsc::unbounded_channel::<(String, i64)>();
+    let rx = Arc::new(tokio::sync::Mutex::new(rx));
+    let t0 = Instant::now();
+    let workers: Vec<_> = (0..CONCURRENCY)
+        .map(|_| tokio::spawn(floor_worker(api.clone(), client.clone(), rx.clone())))
+        .collect();
+    let created = create_all(&api, opts.n, Some(tx)).await;
+    let rollout = tracker.wait_all_ready(opts.n, t0).await;
+    for worker in workers {
+        worker.await.expect("a floor worker panicked");
+    }
+    let after = apiserver_snapshot().await;
+    json!({
+        "rollout_seconds": round(rollout.as_secs_f64(), 2),
+        "create_seconds": round(created.as_secs_f64(), 2),
+        "apiserver": apiserver_figures(&delta(&before, &after), opts.n),
+        "management_api": management_figures(&emulator.stats().await, opts.n),
+    })
+}
+
+async fn floor_worker(
+    api: Api<Config>,
+    client: Client,
+    rx: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<(String, i64)>>>,
+) {
+    loop {
+        let next = rx.lock().await.recv().await;
+        let Some((name, generation)) = next else {
+            return;
+        };
+        let request = CreateConfigRequest {
+            name: name.clone(),
+            config: document(0),
+            workspace_id: None,
+            is_default: None,
+        };
+        let created = client
+            .configs()
+            .create(&request)
+            .await
+            .expect("floor POST failed");
+        let now = jiff::Timestamp::now()
+            .round(jiff::Unit::Second)
+            .unwrap_or_else(|_| jiff::Timestamp::now());
+        let status = json!({"status": {
+            "observedGeneration": generation,
+            "id": created.id, "slug": created.slug, "versionId": created.version_id,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Synced", "message": "",
+                "lastTransitionTime": now.to_string(), "observedGeneration": generation}],
+        }});
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .expect("floor status patch failed");
+    }
+}
+
+/// The real operator process at the issue's flags: rollout, edits, then a restart with default
+/// flags and the steady-state window.
+async fn run_operator(
+    opts: &Opts,
+    kube: &kube::Client,
+    emulator: &Emulator,
+    token_file: &std::path::Path,
+) -> (Value, Value, Value) {
+    let ns = namespace(kube, "bench-aigw").await;
+    let api: Api<Config> = Api::namespaced(kube.clone(), &ns);
+    let tracker = Tracker::watch(api.clone());
+    let fast = [
+        "--concurrency",
+        &CONCURRENCY.to_string(),
+        "--api-qps",
+        API_QPS,
+    ]
+    .map(String::from);
+    let mut operator =
+        Operator::start(opts, emulator, token_file, &ns, &fast, "operator-rollout").await;
+    emulator.reset_stats().await;
+    let before = apiserver_snapshot().await;
+    let t0 = Instant::now();
+    let created = create_all(&api, opts.n, None).await;
+    let rollout = tracker.wait_all_ready(opts.n, t0).await;
+    let after = apiserver_snapshot().await;
+    let reconciles = operator.reconciles().await;
+    let proc_stats = operator.proc_stats();
+    let aigw = json!({
+        "rollout_seconds": round(rollout.as_secs_f64(), 2),
+        "create_seconds": round(created.as_secs_f64(), 2),
+        "apiserver": apiserver_figures(&delta(&before, &after), opts.n),
+        "management_api": management_figures(&emulator.stats().await, opts.n),
+        "reconciles": reconciles,
+        "reconciles_per_resource": round(reconciles / opts.n as f64, 2),
+        "peak_rss_mib": proc_stats.0,
+        "cpu_seconds": proc_stats.1,
+    });
+    eprintln!("{}", serde_json::to_string(&aigw).unwrap_or_default());
+    eprintln!("== {} edits, one at a time", opts.edits);
+    let edits = edit_latencies(opts, &api, &tracker).await;
+    eprintln!("{edits}");
+    operator.kill().await;
+    eprintln!(
+        "== restart with default flags, {} s window",
+        opts.steady.as_secs()
+    );
+    let steady = steady_state(opts, emulator, token_file, &ns, &api, &tracker).await;
+    (aigw, edits, steady)
+}
+
+/// Creates `c-00000`… with [`CREATORS`] requests in flight; each name and generation goes to
+/// `tx` as soon as it exists. The time it took.
+async fn create_all(
+    api: &Api<Config>,
+    n: usize,
+    tx: Option<mpsc::UnboundedSender<(String, i64)>>,
+) -> Duration {
+    let t0 = Instant::now();
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let api = api.clone();
+            let tx = tx.clone();
+            async move {
+                let name = format!("c-{i:05}");
+                let object: Config = serde_json::from_value(json!({
+                    "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+                    "metadata": {"name": name},
+                    "spec": {"name": format!("bench {i}"), "config": document(i)},
+                }))
+                .expect("a Config");
+                let created = api
+                    .create(&PostParams::default(), &object)
+                    .await
+                    .expect("creating a Config failed");
+                if let Some(tx) = tx {
+                    let _ = tx.send((name, created.metadata.generation.unwrap_or(1)));
+                }
+            }
+        })
+        .buffer_unordered(CREATORS)
+        .collect::<Vec<()>>()
+        .await;
+    t0.elapsed()
+}
+
+fn document(i: usize) -> Value {
+    json!({"retry": {"attempts": 3}, "targets": [{"provider": "@openai", "virtual_key": format!("vk-{i}")}]})
+}
+
+// ---------------------------------------------------------------------------------------------
+// Edits and the steady state
+
+/// One spec edit at a time on configs spread over the N; milliseconds from the PATCH until the
+/// watch shows a new `status.versionId`.
+async fn edit_latencies(opts: &Opts, api: &Api<Config>, tracker: &Tracker) -> Value {
+    let mut samples = Vec::new();
+    for k in 0..opts.edits {
+        let name = format!("c-{:05}", k * opts.n / opts.edits.max(1));
+        if let Some(ms) = edit_once(api, tracker, &name, 100 + k, Duration::from_secs(60)).await {
+            samples.push(ms);
+        }
+    }
+    percentiles(samples, opts.edits)
+}
+
+/// Patches `spec.config.retry.attempts` to `attempts` and waits for a new `versionId`.
+async fn edit_once(
+    api: &Api<Config>,
+    tracker: &Tracker,
+    name: &str,
+    attempts: usize,
+    timeout: Duration,
+) -> Option<f64> {
+    let old = tracker.version(name);
+    let patch = json!({"spec": {"config": {"retry": {"attempts": attempts}}}});
+    let t0 = Instant::now();
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .expect("editing a Config failed");
+    let applied = tracker
+        .wait_for(timeout, |seen| {
+            seen.get(name)
+                .is_some_and(|s| s.version.is_some() && s.version != old)
+        })
+        .await;
+    applied.then(|| round(t0.elapsed().as_secs_f64() * 1000.0, 1))
+}
+
+fn percentiles(mut samples: Vec<f64>, attempted: usize) -> Value {
+    samples.sort_by(f64::total_cmp);
+    let at = |q: f64| {
+        let idx = ((q * samples.len() as f64).ceil() as usize).clamp(1, samples.len().max(1)) - 1;
+        samples.get(idx).copied()
+    };
+    json!({
+        "edits": attempted, "applied": samples.len(),
+        "p50": at(0.50), "p99": at(0.99), "max": samples.last(),
+    })
+}
+
+/// Restarts the operator with default flags and samples, once a second for the window,
+/// management-API calls and apiserver writes and GETs. One edit is made 2 s in, to see how long a
+/// user's change waits behind the restart's re-reads.
+async fn steady_state(
+    opts: &Opts,
+    emulator: &Emulator,
+    token_file: &std::path::Path,
+    ns: &str,
+    api: &Api<Config>,
+    tracker: &Tracker,
+) -> Value {
+    emulator.reset_stats().await;
+    let mut previous = (apiserver_snapshot().await, 0.0);
+    let started = Instant::now();
+    let mut operator =
+        Operator::start(opts, emulator, token_file, ns, &[], "operator-steady").await;
+    let ready_after = started.elapsed();
+    let t0 = Instant::now();
+    let probe = {
+        let (api, tracker) = (api.clone(), tracker.clone());
+        let timeout = opts.steady + Duration::from_secs(5);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_secs(2)).await;
+            edit_once(&api, &tracker, "c-00000", 999, timeout).await
+        })
+    };
+    let mut seconds: Vec<(f64, f64, f64, f64)> = Vec::new();
+    let mut total = BTreeMap::new();
+    // The first second also holds the start-up (CRD check, initial lists) until `/readyz`.
+    let mut last = started;
+    while t0.elapsed() < opts.steady {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let now = (
+            apiserver_snapshot().await,
+            total_calls(&emulator.stats().await),
+        );
+        let dt = last.elapsed().as_secs_f64();
+        last = Instant::now();
+        let d = delta(&previous.0, &now.0);
+        let (writes, gets) = writes_and_gets(&d);
+        seconds.push((dt, now.1 - previous.1, writes, gets));
+        for (key, value) in d {
+            *total.entry(key).or_insert(0.0) += value;
+        }
+        previous = now;
+    }
+    // The window ends with the last sample, before waiting for the probe edit.
+    let window = started.elapsed().as_secs_f64();
+    let by_endpoint = emulator.stats().await["requests"].clone();
+    let (rss, cpu) = operator.proc_stats();
+    let reconciles = operator.reconciles().await;
+    let edit_ms = probe.await.ok().flatten();
+    operator.kill().await;
+    json!({
+        "flags": "defaults (--concurrency 4 --api-qps 10 --drift-interval 10m) --leader-elect=false",
+        "window_seconds": round(window, 1),
+        "readyz_after_start_seconds": round(ready_after.as_secs_f64(), 2),
+        "management_api": burst(&seconds, |s| s.1, window),
+        "management_api_by_endpoint": by_endpoint,
+        "apiserver_writes": burst(&seconds, |s| s.2, window),
+        "apiserver_gets": burst(&seconds, |s| s.3, window),
+        "apiserver_by_request": round_map(&without_watches(&total)),
+        "bench_writes_included": "1 PATCH configs (the probe edit)",
+        "edit_2s_after_restart_ms": edit_ms,
+        "reconciles": reconciles,
+        "peak_rss_mib": rss,
+        "cpu_seconds": cpu,
+    })
+}
+
+/// Total, mean per second, and the largest one-second rate against that mean.
+fn burst(
+    seconds: &[(f64, f64, f64, f64)],
+    pick: impl Fn(&(f64, f64, f64, f64)) -> f64,
+    window: f64,
+) -> Value {
+    let total: f64 = seconds.iter().map(&pick).sum();
+    let max = seconds
+        .iter()
+        .map(|s| pick(s) / s.0.max(1e-3))
+        .fold(0.0, f64::max);
+    let mean = total / window.max(1e-3);
+    json!({
+        "total": round(total, 0),
+        "mean_per_s": round(mean, 2),
+        "max_1s": round(max, 1),
+        "max_over_mean": if mean > 0.0 { Some(round(max / mean, 1)) } else { None },
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Watching readiness and versions
+
+#[derive(Clone, Debug, Default)]
+struct Seen {
+    ready: bool,
+    version: Option<String>,
+}
+
+/// What a watch on the namespace's Configs last showed, and a tick on every change.
+#[derive(Clone)]
+struct Tracker {
+    seen: Arc<Mutex<HashMap<String, Seen>>>,
+    tick: watch::Receiver<u64>,
+}
+
+impl Tracker {
+    fn watch(api: Api<Config>) -> Self {
+        let seen = Arc::new(Mutex::new(HashMap::new()));
+        let (tx, tick) = watch::channel(0u64);
+        let map = seen.clone();
+        tokio::spawn(async move {
+            let mut stream = watcher(api, watcher::Config::default())
+                .default_backoff()
+                .applied_objects()
+                .boxed();
+            while let Ok(Some(config)) = stream.try_next().await {
+                let name = config.metadata.name.clone().unwrap_or_default();
+                let status = config.status.as_ref();
+                let generation = config.metadata.generation;
+                let ready = status.is_some_and(|s| {
+                    s.conditions.iter().any(|c| {
+                        c.type_ == "Ready"
+                            && c.status == "True"
+                            && c.observed_generation == generation
+                    })
+                });
+                let version = status.and_then(|s| s.version_id.clone());
+                map.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .insert(name, Seen { ready, version });
+                tx.send_modify(|t| *t += 1);
+            }
+        });
+        Self { seen, tick }
+    }
+
+    fn version(&self, name: &str) -> Option<String> {
+        let seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        seen.get(name).and_then(|s| s.version.clone())
+    }
+
+    /// Waits until `done` holds for what the watch shows; false after `timeout`.
+    async fn wait_for(
+        &self,
+        timeout: Duration,
+        done: impl Fn(&HashMap<String, Seen>) -> bool,
+    ) -> bool {
+        let mut tick = self.tick.clone();
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if done(&self.seen.lock().unwrap_or_else(|e| e.into_inner())) {
+                return true;
+            }
+            match tokio::time::timeout_at(deadline, tick.changed()).await {
+                Ok(Ok(())) => {}
+                _ => return false,
+            }
+        }
+    }
+
+    /// Time from `t0` until all `n` are Ready for their generation (panics after 30 min).
+    async fn wait_all_ready(&self, n: usize, t0: Instant) -> Duration {
+        let all = self
+            .wait_for(Duration::from_secs(1800), |seen| {
+                seen.values().filter(|s| s.ready).count() >= n
+            })
+            .await;
+        assert!(all, "not all {n} Configs became Ready within 30 min");
+        t0.elapsed()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes: the emulator and the operator
+
+struct Emulator {
+    child: Child,
+    url: String,
+    http: reqwest::Client,
+}
+
+impl Emulator {
+    async fn start(opts: &Opts, token_file: &std::path::Path) -> Self {
+        let port = free_port();
+        let log = std::fs::File::create(opts.out.join("emulator.log")).expect("emulator log");
+        let child = Command::new(&opts.bin)
+            .args(["emulator", "--listen", &format!("127.0.0.1:{port}")])
+            .arg("--token-file")
+            .arg(token_file)
+            .args(["--latency", LATENCY])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("cannot start aigw emulator");
+        let emulator = Self {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+            http: reqwest::Client::new(),
+        };
+        let up = support::wait_until(Duration::from_secs(30), || async {
+            emulator
+                .http
+                .get(emulator.stats_url())
+                .send()
+                .await
+                .ok()?
+                .status()
+                .is_success()
+                .then_some(())
+        })
+        .await;
+        assert!(up.is_some(), "the emulator did not answer within 30 s");
+        emulator
+    }
+
+    fn stats_url(&self) -> String {
+        format!("{}/_emulator/stats", self.url)
+    }
+
+    /// A management-API client for the floor, with no rate limit in the way.
+    fn client(&self) -> Client {
+        let config = ClientConfig::new(
+            self.url.clone(),
+            format!("{}/v1", self.url),
+            Arc::new(StaticToken::new(TOKEN)),
+        )
+        .rate_limit(1000.0, 2000);
+        Client::new(config).expect("a management-API client")
+    }
+
+    async fn stats(&self) -> Value {
+        let response = self.http.get(self.stats_url()).send().await;
+        response
+            .expect("emulator stats")
+            .json()
+            .await
+            .expect("stats JSON")
+    }
+
+    async fn reset_stats(&self) {
+        self.http
+            .delete(self.stats_url())
+            .send()
+            .await
+            .expect("resetting emulator stats");
+    }
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
+}
+
+struct Operator {
+    child: Child,
+    pid: u32,
+    metrics: String,
+}
+
+impl Operator {
+    /// Starts `aigw operator` on the one namespace with `extra` flags and waits for `/readyz`.
+    async fn start(
+        opts: &Opts,
+        emulator: &Emulator,
+        token_file: &std::path::Path,
+        ns: &str,
+        extra: &[String],
+        log_name: &str,
+    ) -> Self {
+        let port = free_port();
+        let log = std::fs::File::create(opts.out.join(format!("{log_name}-{}.log", opts.n)))
+            .expect("operator log");
+        let child = Command::new(&opts.bin)
+            .arg("operator")
+            .args(["--management-url", &emulator.url])
+            .args(["--gateway-url", &format!("{}/v1", emulator.url)])
+            .arg("--token-file")
+            .arg(token_file)
+            .args(["--namespace", ns])
+            .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+            .arg("--leader-elect=false")
+            .args(extra)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .expect("cannot start aigw operator");
+        let pid = child.id().expect("the operator has a pid");
+        let operator = Self {
+            child,
+            pid,
+            metrics: format!("http://127.0.0.1:{port}"),
+        };
+        let http = reqwest::Client::new();
+        let ready = support::wait_until(Duration::from_secs(120), || async {
+            let url = format!("{}/readyz", operator.metrics);
+            http.get(url)
+                .send()
+                .await
+                .ok()?
+                .status()
+                .is_success()
+                .then_some(())
+        })
+        .await;
+        assert!(ready.is_some(), "the operator was not ready within 120 s");
+        operator
+    }
+
+    /// Sum of `aigw_reconciles_total` over kinds and results.
+    async fn reconciles(&self) -> f64 {
+        let url = format!("{}/metrics", self.metrics);
+        let text = reqwest::get(url)
+            .await
+            .expect("operator /metrics")
+            .text()
+            .await
+            .unwrap_or_default();
+        text.lines()
+            .filter(|l| l.starts_with("aigw_reconciles_total"))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    /// Peak RSS (MiB, `VmHWM`) and CPU seconds (user + system) so far.
+    fn proc_stats(&self) -> (f64, f64) {
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap_or_default();
+        let hwm_kib: f64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0.0);
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap_or_default();
+        // Fields after the `(comm)`: state is field 3, utime 14 and stime 15.
+        let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        let ticks: f64 = [11, 12]
+            .iter()
+            .filter_map(|&i| fields.get(i)?.parse::<f64>().ok())
+            .sum();
+        (round(hwm_kib / 1024.0, 1), round(ticks / clock_ticks(), 2))
+    }
+
+    async fn kill(&mut self) {
+        let _ = self.child.kill().await;
+    }
+}
+
+fn clock_ticks() -> f64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("its address").port()
+}
+
+async fn namespace(kube: &kube::Client, prefix: &str) -> String {
+    let name = format!(
+        "{prefix}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..6]
+    );
+    let api: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(kube.clone());
+    let ns = serde_json::from_value(json!({"metadata": {"name": name}})).expect("a Namespace");
+    api.create(&PostParams::default(), &ns)
+        .await
+        .expect("creating the namespace failed");
+    name
+}
+
+// ---------------------------------------------------------------------------------------------
+// Counting: apiserver_request_total and the emulator's stats
+
+/// `apiserver_request_total` summed by `VERB resource[/subresource]`, with the code appended
+/// when it is not 2xx (resource requests only).
+async fn apiserver_snapshot() -> BTreeMap<String, f64> {
+    let output = Command::new("kubectl")
+        .args(["get", "--raw", "/metrics"])
+        .output()
+        .await
+        .expect("kubectl get --raw /metrics");
+    assert!(output.status.success(), "kubectl get --raw /metrics failed");
+    let label = regex::Regex::new(r#"(\w+)="([^"]*)""#).expect("a regex");
+    let mut counts = BTreeMap::new();
+    for line in String::from_utf8_lossy(&output.stdout).lines() {
+        let Some(rest) = line.strip_prefix("apiserver_request_total{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.rsplit_once("} ") else {
+            continue;
+        };
+        let labels: HashMap<&str, &str> = label
+            .captures_iter(labels)
+            .filter_map(|c| Some((c.get(1)?.as_str(), c.get(2)?.as_str())))
+            .collect();
+        let resource = labels.get("resource").copied().unwrap_or("");
+        if resource.is_empty() {
+            continue;
+        }
+        let verb = labels.get("verb").copied().unwrap_or("");
+        let mut key = match labels.get("subresource").copied().unwrap_or("") {
+            "" => format!("{verb} {resource}"),
+            sub => format!("{verb} {resource}/{sub}"),
+        };
+        // Failed requests (409 conflicts above all) are work too; they are named apart.
+        let code = labels.get("code").copied().unwrap_or("");
+        if !code.starts_with('2') {
+            key = format!("{key} {code}");
+        }
+        *counts.entry(key).or_insert(0.0) += value.trim().parse::<f64>().unwrap_or(0.0);
+    }
+    counts
+}
+
+fn delta(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    after
+        .iter()
+        .map(|(k, v)| (k.clone(), v - before.get(k).copied().unwrap_or(0.0)))
+        .filter(|(_, v)| *v > 0.0)
+        .collect()
+}
+
+/// Leaves out LIST and WATCH (a constant number per process, not per resource) and the bench's
+/// own creates of Configs (the user's work, not the operator's).
+fn without_watches(d: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    d.iter()
+        .filter(|(k, _)| {
+            !k.starts_with("LIST ") && !k.starts_with("WATCH ") && *k != "POST configs"
+        })
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
+}
+
+fn writes_and_gets(d: &BTreeMap<String, f64>) -> (f64, f64) {
+    let counted = without_watches(d);
+    let verb_sum = |pred: &dyn Fn(&str) -> bool| -> f64 {
+        counted
+            .iter()
+            .filter(|(k, _)| pred(k.split(' ').next().unwrap_or("")))
+            .map(|(_, v)| v)
+            .sum()
+    };
+    (
+        verb_sum(&|v| WRITE_VERBS.contains(&v)),
+        verb_sum(&|v| v == "GET"),
+    )
+}
+
+fn apiserver_figures(d: &BTreeMap<String, f64>, n: usize) -> Value {
+    let counted = without_watches(d);
+    let total: f64 = counted.values().sum();
+    let (writes, gets) = writes_and_gets(d);
+    let n = n as f64;
+    json!({
+        "requests_per_resource": round(total / n, 2),
+        "writes_per_resource": round(writes / n, 2),
+        "gets_per_resource": round(gets / n, 2),
+        "by_request": round_map(&counted),
+        "not_counted": round_map(&d.iter().filter(|(k, _)| !counted.contains_key(*k)).map(|(k, v)| (k.clone(), *v)).collect()),
+    })
+}
+
+fn total_calls(stats: &Value) -> f64 {
+    stats["requests"]
+        .as_object()
+        .map(|endpoints| {
+            endpoints
+                .values()
+                .filter_map(Value::as_object)
+                .flat_map(|by_status| by_status.values().filter_map(Value::as_f64))
+                .sum()
+        })
+        .unwrap_or(0.0)
+}
+
+fn management_figures(stats: &Value, n: usize) -> Value {
+    let total = total_calls(stats);
+    json!({
+        "calls_per_resource": round(total / n as f64, 2),
+        "calls": total,
+        "by_endpoint": stats["requests"],
+    })
+}
+
+/// Rounded to `digits` decimals; `+ 0.0` turns the `-0.0` of an empty sum into `0`.
+fn round(value: f64, digits: i32) -> f64 {
+    let scale = 10f64.powi(digits);
+    (value * scale).round() / scale + 0.0
+}
+
+fn round_map(map: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
+    map.iter().map(|(k, v)| (k.clone(), round(*v, 0))).collect()
+}
