@@ -34,17 +34,20 @@ impl<K: Cached> StoreList<K> {
             .push(store);
     }
 
-    /// The object named `name` (cluster-scoped kinds), waiting for the caches to fill first.
-    /// `None` when no cache is registered (the caller then reads the apiserver).
+    /// The object named `name` (cluster-scoped kinds), from caches that have listed once.
+    /// `None` when no cache is registered or one has not filled yet: the caller then reads the
+    /// apiserver, rather than taking an empty cache for "no such object".
     pub async fn find(&self, name: &str) -> Option<Option<std::sync::Arc<K>>> {
         let stores: Vec<Store<K>> = self.0.read().unwrap_or_else(|e| e.into_inner()).clone();
         if stores.is_empty() {
             return None;
         }
         for store in &stores {
-            let ready =
-                tokio::time::timeout(std::time::Duration::from_secs(10), store.wait_until_ready())
-                    .await;
+            let ready = tokio::time::timeout(
+                std::time::Duration::from_millis(200),
+                store.wait_until_ready(),
+            )
+            .await;
             if !matches!(ready, Ok(Ok(()))) {
                 return None;
             }

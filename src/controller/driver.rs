@@ -317,6 +317,7 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
         return Ok(Action::await_change());
     }
     let namespace = object.namespace().unwrap_or_default();
+    debug!(kind = K::KIND, object = %object_key(&*object), "reconcile");
     let objects: Api<K> = Api::namespaced(ctx.kube.clone(), &namespace);
     let started = std::time::Instant::now();
     let result = finalizer::finalizer(&objects, FINALIZER, object, |event| async {

@@ -177,8 +177,26 @@ where
         watcher(api, watcher::Config::default().any_semantic()),
     )
     .inspect(move |item| probe.observe(item))
-    .applied_objects();
+    .applied_objects()
+    .predicate_filter(worth_reconciling, Default::default());
     (reader, stream)
+}
+
+/// What of an object can ask for work: its spec (generation), annotations (pause, revision),
+/// finalizers and deletion. A change to status alone, which is aigw's own write, is not: it
+/// still updates the cache, but does not start another reconcile.
+fn worth_reconciling<K: kube::Resource>(object: &K) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let meta = object.meta();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    (
+        meta.generation,
+        &meta.annotations,
+        &meta.finalizers,
+        meta.deletion_timestamp.as_ref().map(|t| t.0.as_second()),
+    )
+        .hash(&mut hasher);
+    Some(hasher.finish())
 }
 
 /// The name a watch stream reports its health under, e.g. `Config/ns1` or `Connection/*`.
