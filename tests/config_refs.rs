@@ -421,3 +421,67 @@ async fn two_hundred_configs_share_a_few_listings() {
     assert_eq!(h.count("POST /ai_gw/v2/configs").await, 200);
     h.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_names_secret_sources_and_unresolved_guardrails() {
+    let emulator = aigw::emulator::spawn(aigw::emulator::EmulatorOptions::new(
+        support::harness::TOKEN,
+    ))
+    .await
+    .unwrap();
+    let url = emulator.management_url();
+    let response = reqwest::Client::new()
+        .post(format!("{url}/_emulator/seed"))
+        .json(&json!({"guardrails": [{"slug": "pg-known-2", "name": "known"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert!(response.status().is_success());
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, support::harness::TOKEN).unwrap();
+    let manifest = dir.path().join("config.yaml");
+    std::fs::write(
+        &manifest,
+        r#"
+apiVersion: aigw.io/v1alpha1
+kind: Config
+metadata: {name: planned, namespace: team-a}
+spec:
+  name: planned
+  config:
+    input_guardrails: [pg-known-2, pg-nope-9]
+    targets: [{provider: openai}]
+  secretRefs:
+    - {path: /targets/0/api_key, secretKeyRef: {name: keys, key: openai}}
+"#,
+    )
+    .unwrap();
+    let args = [
+        "plan".to_string(),
+        "-f".into(),
+        manifest.display().to_string(),
+        "--management-url".into(),
+        url.clone(),
+        "--token-file".into(),
+        token.display().to_string(),
+    ];
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
+            .args(&args)
+            .env_remove("KUBECONFIG")
+            .output()
+            .expect("failed to run aigw")
+    })
+    .await
+    .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("pg-nope-9 at /input_guardrails/1"), "{text}");
+    assert!(!text.contains("pg-known-2 at"), "{text}");
+    assert!(text.contains("(secret keys/openai)"), "{text}");
+}

@@ -25,13 +25,21 @@ fn is_secret_key(key: &str) -> bool {
     .any(|word| key.contains(word))
 }
 
+/// True for the `(secret name/key)` a plan shows where `spec.secretRefs` fills a value in: it
+/// names the value's source, not the value.
+fn names_a_secret(value: &Value) -> bool {
+    value
+        .as_str()
+        .is_some_and(|s| s.starts_with("(secret ") && s.ends_with(')') && !s.contains('\n'))
+}
+
 /// `value` with every value under a secret-looking key replaced by [`MASK`].
 pub fn masked(value: &Value) -> Value {
     match value {
         Value::Object(map) => Value::Object(
             map.iter()
                 .map(|(k, v)| {
-                    let v = if is_secret_key(k) && !v.is_null() {
+                    let v = if is_secret_key(k) && !v.is_null() && !names_a_secret(v) {
                         Value::String(MASK.into())
                     } else {
                         masked(v)
@@ -77,7 +85,7 @@ pub fn masked_against(value: &Value, other: &Value) -> Value {
             map.iter()
                 .map(|(k, v)| {
                     let theirs = other.get(k).unwrap_or(&Value::Null);
-                    let v = if is_secret_key(k) && !v.is_null() {
+                    let v = if is_secret_key(k) && !v.is_null() && !names_a_secret(v) {
                         let mark = if v == theirs {
                             MASK
                         } else {

@@ -344,6 +344,53 @@ impl ConfigSpec {
     }
 }
 
+impl ConfigSpec {
+    /// Puts `(secret name/key)` at each `secretRefs` path of `document` (a `config` shown by
+    /// `aigw plan`), so a plan names where a value comes from and never shows one. With
+    /// `only_present`, paths the document lacks are left out (a remote document).
+    pub fn show_secret_refs(&self, document: &mut serde_json::Value, only_present: bool) {
+        for reference in &self.secret_refs {
+            if only_present && document.pointer(&reference.path).is_none() {
+                continue;
+            }
+            let selector = &reference.secret_key_ref;
+            let shown = format!("(secret {}/{})", selector.name, selector.key);
+            put_pointer(document, &reference.path, serde_json::Value::String(shown));
+        }
+    }
+}
+
+/// Sets the value at JSON Pointer `path`, creating missing parent objects; a path through
+/// anything else is left alone.
+fn put_pointer(value: &mut serde_json::Value, path: &str, new: serde_json::Value) {
+    let tokens: Vec<String> = path
+        .split('/')
+        .skip(1)
+        .map(|t| t.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    let Some((last, parents)) = tokens.split_last() else {
+        return;
+    };
+    let mut here = value;
+    for token in parents {
+        here = match here {
+            serde_json::Value::Object(map) => map
+                .entry(token.clone())
+                .or_insert_with(|| serde_json::Value::Object(Default::default())),
+            serde_json::Value::Array(items) => {
+                match token.parse::<usize>().ok().and_then(|n| items.get_mut(n)) {
+                    Some(item) => item,
+                    None => return,
+                }
+            }
+            _ => return,
+        };
+    }
+    if let serde_json::Value::Object(map) = here {
+        map.insert(last.clone(), new);
+    }
+}
+
 /// Removes and returns the value at JSON Pointer `path`.
 pub fn take_pointer(value: &mut serde_json::Value, path: &str) -> Option<serde_json::Value> {
     let (parent, last) = path.rsplit_once('/')?;
@@ -497,6 +544,26 @@ mod tests {
         let mut edited = masked;
         edited["targets"][1]["provider"] = json!("@c");
         assert_eq!(spec.diff_without_secrets(&remote(edited)), vec!["config"]);
+    }
+
+    #[test]
+    fn plans_show_where_a_secret_comes_from() {
+        let mut spec = spec();
+        spec.secret_refs = serde_json::from_value(json!([
+            {"path": "/targets/0/api_key", "secretKeyRef": {"name": "keys", "key": "openai"}},
+            {"path": "/custom_headers/x-key", "secretKeyRef": {"name": "keys", "key": "h"}}
+        ]))
+        .unwrap();
+        let mut desired = serde_json::Value::Object(spec.config.clone());
+        spec.show_secret_refs(&mut desired, false);
+        assert_eq!(desired["targets"][0]["api_key"], "(secret keys/openai)");
+        assert_eq!(desired["custom_headers"]["x-key"], "(secret keys/h)");
+        let mut remote = json!({"targets": [{"api_key": "sk-real"}]});
+        spec.show_secret_refs(&mut remote, true);
+        assert_eq!(
+            remote,
+            json!({"targets": [{"api_key": "(secret keys/openai)"}]})
+        );
     }
 
     #[test]
