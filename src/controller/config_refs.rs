@@ -201,6 +201,16 @@ fn secret_value(
                 ),
             )
         })?;
+    if bytes.0.is_empty() {
+        // An exported placeholder not filled in yet: sending "" would erase the live credential.
+        return Err(Error::not_allowed(
+            "SecretKeyNotFound",
+            format!(
+                "key {} of Secret {namespace}/{} (named by spec.secretRefs, path {}) is empty",
+                selector.key, selector.name, reference.path
+            ),
+        ));
+    }
     String::from_utf8(bytes.0.clone()).map_err(|_| {
         Error::not_allowed(
             "SecretKeyNotFound",

@@ -77,6 +77,35 @@ pub fn secret_paths(value: &Value, path: &str) -> Vec<String> {
     }
 }
 
+/// JSON Pointers of the values [`masked`] would hide in `value`, e.g. `/targets/0/api_key`.
+pub fn secret_pointers(value: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    collect_pointers(value, "", &mut found);
+    found
+}
+
+fn collect_pointers(value: &Value, path: &str, found: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                let here = format!("{path}/{}", k.replace('~', "~0").replace('/', "~1"));
+                let empty = v.is_null() || v.as_str() == Some("");
+                if is_secret_key(k) && !empty {
+                    found.push(here);
+                } else {
+                    collect_pointers(v, &here, found);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                collect_pointers(v, &format!("{path}/{i}"), found);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Like [`masked`], but a secret that differs from the one in `other` (the other side of a
 /// diff) reads `<masked, changed>`, so the plan still shows *that* it changes.
 pub fn masked_against(value: &Value, other: &Value) -> Value {
