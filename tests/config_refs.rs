@@ -129,6 +129,11 @@ async fn secret_backed_values_are_applied_hashed_and_never_echoed() {
     );
     assert_not_echoed(&h, "routing", &first).await;
     assert_not_echoed(&h, "routing", &target).await;
+    eprintln!(
+        "[case 1] remote api_key is the Secret's value: {}; status.secretHash {}",
+        document["api_key"] == first.as_str(),
+        status.secret_hash.as_deref().unwrap_or_default()
+    );
 
     // The Secret changes: one PUT, soon, and a new versionId.
     let rotated = format!("sk-rotated-{}", uuid::Uuid::new_v4().simple());
@@ -168,6 +173,17 @@ async fn secret_backed_values_are_applied_hashed_and_never_echoed() {
         status.secret_hash,
         "the recorded hash follows the value"
     );
+    let events = h.env.events_text().await;
+    assert!(
+        events.contains("Updated") && !events.contains("DriftCorrected"),
+        "{events}"
+    );
+    eprintln!(
+        "[case 2] Secret changed: PUTs {}, versionId {:?} -> {:?}",
+        h.count("PUT /ai_gw/v2/configs/{slug}").await,
+        before.as_deref().unwrap_or_default(),
+        version(&updated).unwrap_or_default()
+    );
 
     // Reads that mask the values, three drift intervals and a restart: no write.
     h.faults(json!({"mask_credentials": true})).await;
@@ -175,13 +191,23 @@ async fn secret_backed_values_are_applied_hashed_and_never_echoed() {
     h.reset_stats().await;
     tokio::time::sleep(DRIFT * 3).await;
     h.restart_operator().await;
-    tokio::time::sleep(DRIFT * 2).await;
+    // The restarted operator reads the (masked) config again, more than once.
+    let reads_before = h.count("GET /ai_gw/v2/configs/{slug}").await;
+    let reread = support::wait_until(WAIT, || async {
+        (h.count("GET /ai_gw/v2/configs/{slug}").await >= reads_before + 2).then_some(())
+    })
+    .await;
     assert!(
-        h.count("GET /ai_gw/v2/configs/{slug}").await >= 3,
-        "the drift checks kept reading: {}",
+        reread.is_some(),
+        "the restarted operator did not read the config twice: {}",
         h.stats().await
     );
     assert_eq!(writes(&h).await, 0, "{}", h.stats().await);
+    eprintln!(
+        "[case 3] masked reads over 3 drift intervals and a restart: GETs {}, writes {}",
+        h.count("GET /ai_gw/v2/configs/{slug}").await,
+        writes(&h).await
+    );
 
     // The Secret is deleted: Ready=False naming it, and nothing is written.
     h.reset_stats().await;
@@ -198,6 +224,10 @@ async fn secret_backed_values_are_applied_hashed_and_never_echoed() {
     assert!(message.contains("provider-keys"), "{message}");
     tokio::time::sleep(DRIFT * 2).await;
     assert_eq!(writes(&h).await, 0, "{}", h.stats().await);
+    eprintln!(
+        "[case 4] Secret deleted: Ready=False {message:?}; writes {}",
+        writes(&h).await
+    );
     for value in [&first, &target, &rotated] {
         assert_not_echoed(&h, "routing", value).await;
     }
@@ -275,6 +305,7 @@ async fn plaintext_credentials_are_rejected_at_admission() {
             message.contains(field) && message.contains("spec.secretRefs"),
             "{message}"
         );
+        eprintln!("[case 5] plaintext {field} refused: {message}");
     }
     // The same document with the credential from a Secret is admitted.
     configs
@@ -325,6 +356,10 @@ async fn an_unknown_guardrail_stalls_until_it_exists() {
     );
     tokio::time::sleep(DRIFT * 2).await;
     assert_eq!(writes(&h).await, 0, "{}", h.stats().await);
+    eprintln!(
+        "[case 6] Stalled/UnresolvedGuardrail: {message:?}; writes {}",
+        writes(&h).await
+    );
 
     // The guardrail is created: Ready, without a spec change.
     seed(
@@ -340,6 +375,10 @@ async fn an_unknown_guardrail_stalls_until_it_exists() {
     let (resolved, _, _) = ready.condition("GuardrailsResolved").unwrap();
     assert_eq!(resolved, "True");
     assert_eq!(h.count("POST /ai_gw/v2/configs").await, 1);
+    eprintln!(
+        "[case 7] guardrail created: Ready, generation {:?} unchanged, GuardrailsResolved {resolved}",
+        ready.meta().generation
+    );
     h.stop().await;
 }
 
@@ -372,6 +411,10 @@ async fn references_on_the_third_page_resolve() {
         h.count("GET /ai_gw/admin/v2/guardrails").await >= 3,
         "three pages were read: {}",
         h.stats().await
+    );
+    eprintln!(
+        "[case 8] 2,500 guardrails: GuardrailsResolved {resolved} ({message}); list requests {}",
+        h.count("GET /ai_gw/admin/v2/guardrails").await
     );
     h.stop().await;
 }
@@ -419,6 +462,7 @@ async fn two_hundred_configs_share_a_few_listings() {
         "the guardrail list was read {listings} times for 200 Configs"
     );
     assert_eq!(h.count("POST /ai_gw/v2/configs").await, 200);
+    eprintln!("[case 9] 200 Configs Ready; guardrail list requests: {listings}");
     h.stop().await;
 }
 

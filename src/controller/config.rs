@@ -66,11 +66,14 @@ impl Managed for Config {
         status.version_id = updated.version_id.or(remote.version_id);
         record_applied(self, status);
         let fields = differences.join(", ");
-        let drift = spec_already_applied(
-            self.metadata.generation,
-            status.observed_generation,
-            &status.conditions,
-        );
+        // A changed Secret value is an update asked for, not an edit made outside aigw.
+        let outside = differences.iter().any(|field| *field != "secretRefs");
+        let drift = outside
+            && spec_already_applied(
+                self.metadata.generation,
+                status.observed_generation,
+                &status.conditions,
+            );
         Ok(vec![if drift {
             Change::new(
                 "DriftCorrected",
