@@ -368,7 +368,7 @@ async fn plan_exits_0_2_and_1_and_never_writes() {
     std::fs::write(&policy_file, edited).unwrap();
     std::fs::write(
         Path::new(set).join("new.yaml"),
-        "apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {name: fresh, namespace: team-a}\nspec: {name: fresh, config: {cache: {mode: simple}, targets: [{provider: '@openai', api_key: sk-never-printed}]}}\n",
+        "apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {name: fresh, namespace: team-a}\nspec: {name: fresh, config: {cache: {mode: simple}, targets: [{provider: '@openai', custom_headers: {authorization: sk-never-printed}}]}}\n",
     )
     .unwrap();
     let out = aigw_async(connection(&["plan", "-f", set])).await;

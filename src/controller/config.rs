@@ -2,6 +2,7 @@
 //! a new version_id), create through the shared protocol when there is nothing to adopt, delete
 //! per `deletionPolicy`.
 
+use super::config_refs::{self, Desired};
 use super::create::{Created, Lookup, create_once, one_created_since};
 use super::driver::{Change, Cx, Managed, observed, orphaned, removed};
 use super::error::Error;
@@ -39,10 +40,15 @@ impl Managed for Config {
         cx: &Cx<'_, Self>,
         status: &mut ConfigStatus,
     ) -> Result<Vec<Change>, Error> {
+        // Secret values and guardrail references are settled before anything is read or written.
+        let desired = config_refs::desired(self, cx, status).await?;
         let Some(remote) = observe(self, cx, status).await? else {
-            return create(self, cx, status).await.map(|c| vec![c]);
+            return create(self, cx, status, &desired).await.map(|c| vec![c]);
         };
-        let differences = self.spec.diff(&remote);
+        let mut differences = self.spec.diff_without_secrets(&remote);
+        if desired.secret_hash != status.secret_hash {
+            differences.push("secretRefs");
+        }
         if differences.is_empty() {
             return Ok(Vec::new());
         }
@@ -50,17 +56,24 @@ impl Managed for Config {
             .api()
             .await?
             .configs()
-            .update(&remote.slug, &self.spec.update_request())
+            .update(
+                &remote.slug,
+                &self.spec.update_request_with(&desired.document),
+            )
             .await
             .map_err(|e| Error::api(format!("update config {}", remote.slug), e))?;
+        status.secret_hash = desired.secret_hash;
         status.version_id = updated.version_id.or(remote.version_id);
         record_applied(self, status);
         let fields = differences.join(", ");
-        let drift = spec_already_applied(
-            self.metadata.generation,
-            status.observed_generation,
-            &status.conditions,
-        );
+        // A changed Secret value is an update asked for, not an edit made outside aigw.
+        let outside = differences.iter().any(|field| *field != "secretRefs");
+        let drift = outside
+            && spec_already_applied(
+                self.metadata.generation,
+                status.observed_generation,
+                &status.conditions,
+            );
         Ok(vec![if drift {
             Change::new(
                 "DriftCorrected",
@@ -189,10 +202,11 @@ async fn create(
     config: &Config,
     cx: &Cx<'_, Config>,
     status: &mut ConfigStatus,
+    desired: &Desired,
 ) -> Result<Change, Error> {
     let intent = status.pending_create.clone().unwrap_or_default();
     let api = cx.api().await?;
-    let request = config.spec.create_request();
+    let request = config.spec.create_request_with(&desired.document);
     let outcome = create_once(
         cx,
         status,
@@ -207,6 +221,7 @@ async fn create(
             status.slug = created.slug.clone();
             status.version_id = created.version_id.clone();
             record_applied(config, status);
+            status.secret_hash = desired.secret_hash.clone();
             let name = created.slug.unwrap_or(created.id);
             Change::new("Created", format!("created config {name}"))
         }

@@ -3,6 +3,7 @@
 pub mod backoff;
 pub mod claims;
 pub mod config;
+pub mod config_refs;
 pub mod connection;
 pub mod connections;
 pub mod create;
@@ -57,6 +58,8 @@ pub struct Context {
     pub health: Arc<Health>,
     /// Names of Connections whose spec or usability just changed; the kinds requeue their users.
     pub connection_changes: tokio::sync::broadcast::Sender<String>,
+    /// Each connection's guardrails, listed once per short TTL for every Config to check against.
+    pub guardrails: config_refs::GuardrailCache,
 }
 
 /// How the operator runs.
@@ -103,6 +106,7 @@ impl Context {
             leadership: Leadership::always(),
             health: Arc::default(),
             connection_changes: tokio::sync::broadcast::channel(256).0,
+            guardrails: Default::default(),
         }
     }
 
@@ -204,11 +208,15 @@ fn stream_name(kind: &str, namespace: Option<&str>) -> String {
     format!("{kind}/{}", namespace.unwrap_or("*"))
 }
 
+/// Adds a kind's own triggers to its controller (the Config kind watches the Secrets it reads).
+type ExtraTriggers<K> = fn(Controller<K>, &Context, Option<&str>, Store<K>) -> Controller<K>;
+
 async fn run_kind<K: Managed>(
     ctx: Arc<Context>,
     namespace: Option<String>,
     concurrency: u16,
     with_secrets: bool,
+    extra: Option<ExtraTriggers<K>>,
 ) {
     let ns = namespace.as_deref();
     let probe = ctx.health.register(stream_name(K::KIND, ns));
@@ -217,7 +225,7 @@ async fn run_kind<K: Managed>(
     let mut controller = Controller::for_stream(objects, store.clone())
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .reconcile_all_on(ctx.leadership.acquired())
-        .reconcile_on(users_of_changed_connections(&ctx, store));
+        .reconcile_on(users_of_changed_connections(&ctx, store.clone()));
     if with_secrets {
         // Deleting a credentials Secret must be noticed at once, not at the next drift check.
         let probe = ctx.health.register(stream_name("Secret", ns));
@@ -233,6 +241,9 @@ async fn run_kind<K: Managed>(
             .inspect(move |item| probe.observe(item))
             .touched_objects();
         controller = controller.owns_stream(secrets);
+    }
+    if let Some(extra) = extra {
+        controller = extra(controller, &ctx, ns, store);
     }
     controller
         .shutdown_on_signal()
@@ -320,18 +331,21 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
             namespace.clone(),
             settings.concurrency,
             false,
+            Some(config_refs::watch_secrets),
         )));
         tasks.push(tokio::spawn(run_kind::<Deployment>(
             ctx.clone(),
             namespace.clone(),
             settings.concurrency,
             true,
+            None,
         )));
         tasks.push(tokio::spawn(run_kind::<RateLimitsPolicy>(
             ctx.clone(),
             namespace,
             settings.concurrency,
             false,
+            None,
         )));
     }
     tasks.push(tokio::spawn(run_connections(

@@ -14,7 +14,7 @@ use kube::api::ObjectMeta;
 use serde::Serialize;
 
 use super::GitopsError;
-use super::mask::secret_paths;
+use super::mask::{secret_paths, secret_pointers};
 use super::project;
 use crate::api::{self, Client, DeploymentListQuery, RateLimitsListQuery};
 use crate::resources::{Config, Deployment, RateLimitsPolicy};
@@ -163,22 +163,37 @@ impl<'o> Builder<'o> {
         false
     }
 
+    /// Inline secrets of the document (never exported) become `spec.secretRefs` to a Secret
+    /// written as a placeholder with empty values, for the user to fill in before applying.
     fn config(&mut self, remote: &api::ConfigDetail) -> Result<(), GitopsError> {
-        if !self.free_of_secrets(
-            format!("config {}", remote.slug),
-            Some(&remote.config),
-            "spec.config",
-        ) {
-            return Ok(());
-        }
         let metadata = self.meta("Config", &remote.name, &remote.slug);
+        let mut spec = project::config_spec(remote);
+        let name = metadata.name.clone().unwrap_or_default();
+        let secret = format!("{}-secrets", truncate(&name, 253 - "-secrets".len()));
+        let keys = move_secrets_out(&mut spec, &secret);
         let object = Config {
             metadata,
-            spec: project::config_spec(remote),
+            spec,
             status: None,
         };
-        let header = format!("# Adopts config {} as it is.\n", remote.slug);
-        self.push("Config", "config", &object.metadata, &object, header)
+        if keys.is_empty() {
+            let header = format!("# Adopts config {} as it is.\n", remote.slug);
+            return self.push("Config", "config", &object.metadata, &object, header);
+        }
+        let header = format!(
+            "# Adopts config {}. Its inline secrets are never exported: they come from Secret\n\
+             # {secret} (secret-{secret}.yaml), which must hold their values before applying.\n",
+            remote.slug
+        );
+        self.push("Config", "config", &object.metadata, &object, header)?;
+        let placeholder = placeholder_secret(&secret, object.metadata.namespace.clone(), keys);
+        let header = format!(
+            "# Placeholder for the secrets of config {}: fill in every value before applying\n\
+             # (aigw refuses empty values rather than send them).\n",
+            remote.slug
+        );
+        let meta = placeholder.metadata.clone();
+        self.push("Secret", "secret", &meta, &placeholder, header)
     }
 
     fn deployment(&mut self, remote: &api::Deployment) -> Result<(), GitopsError> {
@@ -287,6 +302,66 @@ impl<'o> Builder<'o> {
     }
 }
 
+/// Takes every secret-looking value out of `spec.config` and references it from Secret `secret`
+/// instead, under a key derived from its path. Returns the Secret keys used.
+fn move_secrets_out(spec: &mut crate::resources::config::ConfigSpec, secret: &str) -> Vec<String> {
+    use crate::resources::config::{ConfigSecretRef, SecretKeyRef, take_pointer};
+    let mut document = serde_json::Value::Object(std::mem::take(&mut spec.config));
+    let mut keys = Vec::new();
+    for path in secret_pointers(&document) {
+        take_pointer(&mut document, &path);
+        let mut key = secret_key_for(&path);
+        if keys.contains(&key) {
+            key = format!("{key}-{}", keys.len());
+        }
+        keys.push(key.clone());
+        spec.secret_refs.push(ConfigSecretRef {
+            path,
+            secret_key_ref: SecretKeyRef {
+                name: secret.to_string(),
+                key,
+            },
+        });
+    }
+    if let serde_json::Value::Object(map) = document {
+        spec.config = map;
+    }
+    keys
+}
+
+/// A Secret data key (`[-._a-zA-Z0-9]+`) for a JSON Pointer: `/targets/0/api_key` →
+/// `targets.0.api_key`.
+fn secret_key_for(path: &str) -> String {
+    let joined = path.trim_start_matches('/').replace('/', ".");
+    let key: String = joined
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | 'A'..='Z' | '0'..='9' | '-' | '_' | '.' => c,
+            _ => '-',
+        })
+        .take(253)
+        .collect();
+    if key.is_empty() { "value".into() } else { key }
+}
+
+/// A Secret with an empty value at each key, to be filled in by the user.
+fn placeholder_secret(
+    name: &str,
+    namespace: Option<String>,
+    keys: Vec<String>,
+) -> k8s_openapi::api::core::v1::Secret {
+    k8s_openapi::api::core::v1::Secret {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            namespace,
+            ..Default::default()
+        },
+        type_: Some("Opaque".into()),
+        string_data: Some(keys.into_iter().map(|k| (k, String::new())).collect()),
+        ..Default::default()
+    }
+}
+
 /// A valid `metadata.name` (RFC 1123 label, so it also works as a file name) derived from a
 /// display name: lowercase, runs of anything else become `-`, at most 63 characters. `None`
 /// when nothing usable is left.
@@ -311,6 +386,32 @@ fn truncate(s: &str, max: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn inline_secrets_become_references_to_a_placeholder_secret() {
+        let remote: api::ConfigDetail = serde_json::from_value(serde_json::json!({
+            "id": "id-1", "slug": "pc-1", "name": "r", "status": "active",
+            "config": r#"{"targets": [{"provider": "openai", "api_key": "sk-live"}], "custom_headers": {"authorization": "Bearer t"}, "virtual_key": ""}"#
+        }))
+        .unwrap();
+        let mut spec = project::config_spec(&remote);
+        let keys = move_secrets_out(&mut spec, "r-secrets");
+        assert_eq!(
+            keys,
+            vec!["custom_headers.authorization", "targets.0.api_key"]
+        );
+        let text = serde_json::to_string(&spec).unwrap();
+        assert!(
+            !text.contains("sk-live") && !text.contains("Bearer t"),
+            "{text}"
+        );
+        assert_eq!(spec.secret_refs[1].path, "/targets/0/api_key");
+        assert_eq!(spec.secret_refs[1].secret_key_ref.name, "r-secrets");
+        assert!(spec.diff_without_secrets(&remote).is_empty());
+        let secret = serde_json::to_value(placeholder_secret("r-secrets", None, keys)).unwrap();
+        assert_eq!(secret["kind"], "Secret");
+        assert_eq!(secret["stringData"]["targets.0.api_key"], "");
+    }
 
     #[test]
     fn display_names_become_kubernetes_names() {

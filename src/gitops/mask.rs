@@ -25,13 +25,21 @@ fn is_secret_key(key: &str) -> bool {
     .any(|word| key.contains(word))
 }
 
+/// True for the `(secret name/key)` a plan shows where `spec.secretRefs` fills a value in: it
+/// names the value's source, not the value.
+fn names_a_secret(value: &Value) -> bool {
+    value
+        .as_str()
+        .is_some_and(|s| s.starts_with("(secret ") && s.ends_with(')') && !s.contains('\n'))
+}
+
 /// `value` with every value under a secret-looking key replaced by [`MASK`].
 pub fn masked(value: &Value) -> Value {
     match value {
         Value::Object(map) => Value::Object(
             map.iter()
                 .map(|(k, v)| {
-                    let v = if is_secret_key(k) && !v.is_null() {
+                    let v = if is_secret_key(k) && !v.is_null() && !names_a_secret(v) {
                         Value::String(MASK.into())
                     } else {
                         masked(v)
@@ -69,6 +77,35 @@ pub fn secret_paths(value: &Value, path: &str) -> Vec<String> {
     }
 }
 
+/// JSON Pointers of the values [`masked`] would hide in `value`, e.g. `/targets/0/api_key`.
+pub fn secret_pointers(value: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    collect_pointers(value, "", &mut found);
+    found
+}
+
+fn collect_pointers(value: &Value, path: &str, found: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                let here = format!("{path}/{}", k.replace('~', "~0").replace('/', "~1"));
+                let empty = v.is_null() || v.as_str() == Some("");
+                if is_secret_key(k) && !empty {
+                    found.push(here);
+                } else {
+                    collect_pointers(v, &here, found);
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                collect_pointers(v, &format!("{path}/{i}"), found);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// Like [`masked`], but a secret that differs from the one in `other` (the other side of a
 /// diff) reads `<masked, changed>`, so the plan still shows *that* it changes.
 pub fn masked_against(value: &Value, other: &Value) -> Value {
@@ -77,7 +114,7 @@ pub fn masked_against(value: &Value, other: &Value) -> Value {
             map.iter()
                 .map(|(k, v)| {
                     let theirs = other.get(k).unwrap_or(&Value::Null);
-                    let v = if is_secret_key(k) && !v.is_null() {
+                    let v = if is_secret_key(k) && !v.is_null() && !names_a_secret(v) {
                         let mark = if v == theirs {
                             MASK
                         } else {

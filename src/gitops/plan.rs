@@ -359,22 +359,69 @@ async fn plan_config(
     config: &Config,
 ) -> Result<Entry, GitopsError> {
     let spec = &config.spec;
-    let desired = to_json(spec);
-    let creation = || create_changes(&desired, &["slug"]);
+    let mut desired = to_json(spec);
+    spec.show_secret_refs(&mut desired["config"], false);
+    let creation = || create_changes(&desired, &["slug", "secretRefs"]);
+    let unresolved = unresolved_guardrails(api, spec).await?;
     let Some(counterpart) = counterpart(live, config, spec.slug.as_ref(), |c: &Config| {
         c.status.as_ref().and_then(|s| s.slug.clone())
     })
     .await?
     else {
-        return Ok(entry(Action::Create, None, creation(), None));
+        return Ok(match unresolved {
+            Some(reason) => entry(Action::Conflict, None, creation(), Some(reason)),
+            None => entry(Action::Create, None, creation(), None),
+        });
     };
     let what = format!("config {}", counterpart.key);
     let Some(remote) = found(&what, api.configs().get(&counterpart.key).await)? else {
         return Ok(missing(&counterpart, "config", "spec.slug", creation()));
     };
-    let current = to_json(&project::config_spec(&remote));
+    let mut current = to_json(&project::config_spec(&remote));
+    spec.show_secret_refs(&mut current["config"], true);
     let changes = field_changes(&spec.diff(&remote), &current, &desired);
-    Ok(compared(&counterpart, changes))
+    Ok(match unresolved {
+        Some(reason) => entry(
+            Action::Conflict,
+            Some(counterpart.key.clone()),
+            changes,
+            Some(reason),
+        ),
+        None => compared(&counterpart, changes),
+    })
+}
+
+/// The guardrails the document names that the API does not have, as the operator would report
+/// them (it would stall with `UnresolvedGuardrail` and write nothing). Lists only when the
+/// document names any.
+async fn unresolved_guardrails(
+    api: &Client,
+    spec: &crate::resources::config::ConfigSpec,
+) -> Result<Option<String>, GitopsError> {
+    use crate::controller::config_refs::guardrail_references;
+    let references = guardrail_references(&Value::Object(spec.config.clone()));
+    if references.is_empty() {
+        return Ok(None);
+    }
+    let known: std::collections::HashSet<String> = api
+        .guardrails()
+        .list_all()
+        .await
+        .map_err(|e| GitopsError::api("failed to list guardrails", e))?
+        .into_iter()
+        .flat_map(|g| [g.id, g.slug])
+        .collect();
+    let missing: Vec<String> = references
+        .iter()
+        .filter(|r| !known.contains(&r.name))
+        .map(|r| format!("{} at {}", r.name, r.path))
+        .collect();
+    Ok((!missing.is_empty()).then(|| {
+        format!(
+            "unresolved guardrail {}: the operator would stall (UnresolvedGuardrail) and write nothing",
+            missing.join(", ")
+        )
+    }))
 }
 
 async fn plan_deployment(

@@ -4,9 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use super::common::{
-    ConnectionRef, Governed, ManagementPolicy, Recorded, conditions_schema, free_form_object,
-};
+use super::common::{ConnectionRef, Governed, ManagementPolicy, Recorded, conditions_schema};
 
 /// A named routing config of the AI gateway (`/ai_gw/v2/configs`). Every change of `spec.config`,
 /// `spec.name` or `spec.state` is applied with one PUT, which mints a new `status.versionId`.
@@ -60,8 +58,21 @@ pub struct ConfigSpec {
     /// The routing document, exactly as the API takes it: `strategy`, `targets`, `retry`,
     /// `cache`, `virtual_key`, `override_params`, hooks, … The whole document is sent on every
     /// update, so list every setting you want to keep.
-    #[schemars(schema_with = "free_form_object")]
+    ///
+    /// Credentials (`api_key`, `aws_secret_access_key`, `aws_session_token`,
+    /// `vertex_service_account_json`) are refused here in plain text, at the top level and in
+    /// `targets` up to three levels deep: set them with `secretRefs` instead.
+    #[schemars(schema_with = "config_document_schema")]
     pub config: serde_json::Map<String, serde_json::Value>,
+
+    /// Values of `config` taken from Secrets in this Config's own namespace, substituted when the
+    /// document is sent and never shown anywhere else. Each names a JSON Pointer into `config`
+    /// (e.g. `/api_key`, `/targets/0/aws_secret_access_key`, `/custom_headers/x-api-key`) and a
+    /// Secret key. The field itself must not be written in `config`; missing parent objects are
+    /// created. A change of a referenced Secret is applied within seconds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub secret_refs: Vec<ConfigSecretRef>,
 
     /// Remote status of the config (the API's `status` field), e.g. `active`. Left as the API
     /// sets it when absent.
@@ -85,6 +96,85 @@ pub struct ConfigSpec {
     pub connection_ref: Option<ConnectionRef>,
 }
 
+/// One value of the routing document taken from a Secret.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigSecretRef {
+    /// JSON Pointer (RFC 6901) into `spec.config` where the value goes, e.g. `/api_key` or
+    /// `/targets/1/api_key`.
+    #[schemars(regex(pattern = r"^(/[^/]*)+$"), length(max = 512))]
+    pub path: String,
+    /// The Secret (in this Config's namespace) and key holding the value.
+    pub secret_key_ref: SecretKeyRef,
+}
+
+/// A key of a Secret in the same namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+pub struct SecretKeyRef {
+    /// Name of the Secret.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Key within the Secret's data; its value is used as a string (UTF-8).
+    #[schemars(length(min = 1, max = 253))]
+    pub key: String,
+}
+
+/// Keys that hold credentials wherever they appear in a routing document: they may only be set
+/// through `spec.secretRefs`, since `spec.config` lives in Git and shows in plans.
+pub const CREDENTIAL_KEYS: [&str; 4] = [
+    "api_key",
+    "aws_secret_access_key",
+    "aws_session_token",
+    "vertex_service_account_json",
+];
+
+/// How many levels of `targets` the admission rules look into; deeper documents are checked by
+/// the controller before any write.
+const CHECKED_TARGET_DEPTH: usize = 3;
+
+/// The most targets per level: bounds the cost of the admission rules.
+const MAX_TARGETS: u64 = 100;
+
+/// Schema of `spec.config`: free-form, except that credential keys are refused in plain text by
+/// CEL rules at the top level and in nested `targets` (one rule per key, so the message names
+/// it).
+fn config_document_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let value = document_level(CHECKED_TARGET_DEPTH);
+    serde_json::from_value(value).unwrap_or_else(|_| schemars::json_schema!({"type": "object"}))
+}
+
+fn document_level(depth: usize) -> serde_json::Value {
+    use serde_json::json;
+    let mut properties = serde_json::Map::new();
+    for key in CREDENTIAL_KEYS {
+        // Declared (as strings) so the rules can name them; any value there is refused anyway.
+        properties.insert(key.into(), json!({"type": "string"}));
+    }
+    if depth > 0 {
+        properties.insert(
+            "targets".into(),
+            json!({"type": "array", "maxItems": MAX_TARGETS, "items": document_level(depth - 1)}),
+        );
+    }
+    let rules: Vec<serde_json::Value> = CREDENTIAL_KEYS
+        .iter()
+        .map(|key| {
+            json!({
+                "rule": format!("!has(self.{key})"),
+                "fieldPath": format!(".{key}"),
+                "reason": "FieldValueForbidden",
+                "message": format!("{key} must not be written in spec.config in plain text: keep it in a Secret and set it with spec.secretRefs (path: the JSON Pointer of this field, secretKeyRef: {{name, key}})"),
+            })
+        })
+        .collect();
+    json!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+        "properties": properties,
+        "x-kubernetes-validations": rules,
+    })
+}
+
 /// What happens to the remote config when the resource is deleted.
 #[derive(
     Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
@@ -104,7 +194,8 @@ pub struct ConfigStatus {
     /// The `metadata.generation` this status describes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// `Ready`, `Reconciling` and `Stalled`, each with a reason and its own observedGeneration.
+    /// `Ready`, `Reconciling` and `Stalled`, each with a reason and its own observedGeneration,
+    /// and `GuardrailsResolved` when the document names guardrails.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,
@@ -117,6 +208,11 @@ pub struct ConfigStatus {
     /// Version the API minted for the last applied document.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version_id: Option<String>,
+    /// SHA-256 (salted with the object's uid) of the Secret values the last write substituted
+    /// for `spec.secretRefs`. The API may mask them on read, so a Secret change is found by
+    /// comparing this hash, never by reading values back. Never the values themselves.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_hash: Option<String>,
     /// When aigw last wrote the document (create or update).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_at: Option<String>,
@@ -170,9 +266,17 @@ impl ConfigSpec {
 
     /// The create body for this spec.
     pub fn create_request(&self) -> api::CreateConfigRequest {
+        self.create_request_with(&self.config)
+    }
+
+    /// The create body sending `document` (the spec's document with Secret values filled in).
+    pub fn create_request_with(
+        &self,
+        document: &serde_json::Map<String, serde_json::Value>,
+    ) -> api::CreateConfigRequest {
         api::CreateConfigRequest {
             name: self.name.clone(),
-            config: serde_json::Value::Object(self.config.clone()),
+            config: serde_json::Value::Object(document.clone()),
             workspace_id: self.workspace_id.clone(),
             is_default: None,
         }
@@ -180,9 +284,17 @@ impl ConfigSpec {
 
     /// The update body: the whole document (the API replaces it), the name and the state.
     pub fn update_request(&self) -> api::UpdateConfigRequest {
+        self.update_request_with(&self.config)
+    }
+
+    /// The update body sending `document` (the spec's document with Secret values filled in).
+    pub fn update_request_with(
+        &self,
+        document: &serde_json::Map<String, serde_json::Value>,
+    ) -> api::UpdateConfigRequest {
         api::UpdateConfigRequest {
             name: Some(self.name.clone()),
-            config: Some(serde_json::Value::Object(self.config.clone())),
+            config: Some(serde_json::Value::Object(document.clone())),
             status: self.state.clone(),
             workspace_id: None,
         }
@@ -191,14 +303,17 @@ impl ConfigSpec {
     /// Names of the fields where the remote config differs from this spec; empty when in sync.
     /// The document is compared as canonical JSON (key order and formatting do not matter).
     pub fn diff(&self, remote: &api::ConfigDetail) -> Vec<&'static str> {
+        self.diff_without_secrets(remote)
+    }
+
+    /// [`Self::diff`] for a document whose `secretRefs` paths are compared elsewhere (by hash):
+    /// the remote value at each of those paths may be masked, so it only has to be present.
+    pub fn diff_without_secrets(&self, remote: &api::ConfigDetail) -> Vec<&'static str> {
         let mut fields = Vec::new();
         if self.name != remote.name {
             fields.push("name");
         }
-        if !super::common::json_equivalent(
-            &serde_json::Value::Object(self.config.clone()),
-            &remote.config,
-        ) {
+        if !self.document_matches(&remote.config) {
             fields.push("config");
         }
         if self
@@ -209,6 +324,106 @@ impl ConfigSpec {
             fields.push("state");
         }
         fields
+    }
+
+    /// True when `remote` equals `spec.config` once the `secretRefs` paths are taken out of it,
+    /// and holds something at each of them.
+    fn document_matches(&self, remote: &serde_json::Value) -> bool {
+        let mut remote = remote.clone();
+        for reference in &self.secret_refs {
+            if take_pointer(&mut remote, &reference.path).is_none() {
+                return false;
+            }
+        }
+        let mut desired = serde_json::Value::Object(self.config.clone());
+        for reference in &self.secret_refs {
+            take_pointer(&mut desired, &reference.path);
+        }
+        prune_emptied(&mut desired, &mut remote, &self.secret_refs);
+        super::common::json_equivalent(&desired, &remote)
+    }
+}
+
+impl ConfigSpec {
+    /// Puts `(secret name/key)` at each `secretRefs` path of `document` (a `config` shown by
+    /// `aigw plan`), so a plan names where a value comes from and never shows one. With
+    /// `only_present`, paths the document lacks are left out (a remote document).
+    pub fn show_secret_refs(&self, document: &mut serde_json::Value, only_present: bool) {
+        for reference in &self.secret_refs {
+            if only_present && document.pointer(&reference.path).is_none() {
+                continue;
+            }
+            let selector = &reference.secret_key_ref;
+            let shown = format!("(secret {}/{})", selector.name, selector.key);
+            put_pointer(document, &reference.path, serde_json::Value::String(shown));
+        }
+    }
+}
+
+/// Sets the value at JSON Pointer `path`, creating missing parent objects; a path through
+/// anything else is left alone.
+fn put_pointer(value: &mut serde_json::Value, path: &str, new: serde_json::Value) {
+    let tokens: Vec<String> = path
+        .split('/')
+        .skip(1)
+        .map(|t| t.replace("~1", "/").replace("~0", "~"))
+        .collect();
+    let Some((last, parents)) = tokens.split_last() else {
+        return;
+    };
+    let mut here = value;
+    for token in parents {
+        here = match here {
+            serde_json::Value::Object(map) => map
+                .entry(token.clone())
+                .or_insert_with(|| serde_json::Value::Object(Default::default())),
+            serde_json::Value::Array(items) => {
+                match token.parse::<usize>().ok().and_then(|n| items.get_mut(n)) {
+                    Some(item) => item,
+                    None => return,
+                }
+            }
+            _ => return,
+        };
+    }
+    if let serde_json::Value::Object(map) = here {
+        map.insert(last.clone(), new);
+    }
+}
+
+/// Removes and returns the value at JSON Pointer `path`.
+pub fn take_pointer(value: &mut serde_json::Value, path: &str) -> Option<serde_json::Value> {
+    let (parent, last) = path.rsplit_once('/')?;
+    let last = last.replace("~1", "/").replace("~0", "~");
+    match value.pointer_mut(parent)? {
+        serde_json::Value::Object(map) => map.remove(&last),
+        _ => None,
+    }
+}
+
+/// Parent objects a `secretRefs` path created (absent from the spec) are empty in both
+/// documents once the secret values are taken out; drop them from the spec side only when the
+/// spec never had them, so both sides compare alike.
+fn prune_emptied(
+    desired: &mut serde_json::Value,
+    remote: &mut serde_json::Value,
+    refs: &[ConfigSecretRef],
+) {
+    for reference in refs {
+        let mut parent = reference.path.as_str();
+        while let Some((up, _)) = parent.rsplit_once('/') {
+            if up.is_empty() {
+                break;
+            }
+            let empty = |v: &serde_json::Value| {
+                v.pointer(up)
+                    .is_some_and(|p| p.as_object().is_some_and(|o| o.is_empty()))
+            };
+            if empty(remote) && desired.pointer(up).is_none() {
+                take_pointer(remote, up);
+            }
+            parent = up;
+        }
     }
 }
 
@@ -303,6 +518,51 @@ mod tests {
         assert_eq!(
             written,
             json!({"versionId": "v11", "generation": 11, "appliedAt": "2026-01-01T00:00:00Z"})
+        );
+    }
+
+    #[test]
+    fn secret_backed_fields_only_have_to_be_present_remotely() {
+        let mut spec = spec();
+        spec.secret_refs = serde_json::from_value(json!([
+            {"path": "/targets/0/api_key", "secretKeyRef": {"name": "s", "key": "a"}},
+            {"path": "/custom_headers/x-key", "secretKeyRef": {"name": "s", "key": "h"}}
+        ]))
+        .unwrap();
+        let masked = json!({"strategy": {"mode": "fallback"}, "custom_headers": {"x-key": "********"},
+                            "targets": [{"provider": "@a", "api_key": "********"}, {"provider": "@b"}]});
+        assert!(
+            spec.diff_without_secrets(&remote(masked.clone()))
+                .is_empty()
+        );
+        let mut removed = masked.clone();
+        removed["targets"][0]
+            .as_object_mut()
+            .unwrap()
+            .remove("api_key");
+        assert_eq!(spec.diff_without_secrets(&remote(removed)), vec!["config"]);
+        let mut edited = masked;
+        edited["targets"][1]["provider"] = json!("@c");
+        assert_eq!(spec.diff_without_secrets(&remote(edited)), vec!["config"]);
+    }
+
+    #[test]
+    fn plans_show_where_a_secret_comes_from() {
+        let mut spec = spec();
+        spec.secret_refs = serde_json::from_value(json!([
+            {"path": "/targets/0/api_key", "secretKeyRef": {"name": "keys", "key": "openai"}},
+            {"path": "/custom_headers/x-key", "secretKeyRef": {"name": "keys", "key": "h"}}
+        ]))
+        .unwrap();
+        let mut desired = serde_json::Value::Object(spec.config.clone());
+        spec.show_secret_refs(&mut desired, false);
+        assert_eq!(desired["targets"][0]["api_key"], "(secret keys/openai)");
+        assert_eq!(desired["custom_headers"]["x-key"], "(secret keys/h)");
+        let mut remote = json!({"targets": [{"api_key": "sk-real"}]});
+        spec.show_secret_refs(&mut remote, true);
+        assert_eq!(
+            remote,
+            json!({"targets": [{"api_key": "(secret keys/openai)"}]})
         );
     }
 
