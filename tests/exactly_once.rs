@@ -12,7 +12,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::Harness;
-use support::objects::{Conditions, gateway, limits, object, routing};
+use support::objects::{Conditions, create, gateway, limits, object, routing};
 
 const WAIT: Duration = Duration::from_secs(60);
 const CONFIG_POST: &str = "POST /ai_gw/v2/configs";
@@ -91,14 +91,7 @@ async fn a_lost_create_answer_never_claims_an_older_namesake() {
         .await;
     let namesake = seeded["configs"][0]["id"].as_str().unwrap().to_string();
     h.faults(json!({"drop_after_commit_rate": 1.0})).await;
-    h.env
-        .api::<Config>()
-        .create(
-            &PostParams::default(),
-            &object("Config", "shared", routing("shared")),
-        )
-        .await
-        .unwrap();
+    create::<Config>(&h.env, "shared", routing("shared")).await;
     support::wait_until(WAIT, || async {
         (h.count(CONFIG_POST).await >= 1).then_some(())
     })
@@ -160,14 +153,7 @@ async fn a_capped_list_is_never_proof_of_absence() {
 async fn an_unreadable_create_answer_loses_neither_object_nor_credentials() {
     let h = Harness::start_with("eo-garbage", Duration::from_secs(2)).await;
     h.faults(json!({"garbage_2xx_rate": 1.0})).await;
-    h.env
-        .api::<Deployment>()
-        .create(
-            &PostParams::default(),
-            &object("Deployment", "gw", gateway("gw-garbage", "gw-creds")),
-        )
-        .await
-        .unwrap();
+    create::<Deployment>(&h.env, "gw", gateway("gw-garbage", "gw-creds")).await;
     support::wait_until(WAIT, || async {
         (h.count(DEPLOYMENT_POST).await >= 1).then_some(())
     })
@@ -199,14 +185,7 @@ async fn an_unreadable_create_answer_loses_neither_object_nor_credentials() {
 async fn a_create_answer_without_slug_is_followed_by_id() {
     let h = Harness::start_with("eo-noslug", Duration::from_secs(1)).await;
     h.faults(json!({"create_without_slug": true})).await;
-    h.env
-        .api::<Config>()
-        .create(
-            &PostParams::default(),
-            &object("Config", "noslug", routing("noslug")),
-        )
-        .await
-        .unwrap();
+    create::<Config>(&h.env, "noslug", routing("noslug")).await;
     let with_slug = h
         .env
         .wait_for::<Config>("noslug", WAIT, |c| {
@@ -228,14 +207,7 @@ async fn ab03_means_out_of_scope_never_gone() {
     let h = Harness::start_with("eo-ab03", Duration::from_secs(1)).await;
     h.faults(json!({"missing_as_ab03": true})).await;
     let ready = {
-        h.env
-            .api::<Config>()
-            .create(
-                &PostParams::default(),
-                &object("Config", "scoped", routing("scoped")),
-            )
-            .await
-            .unwrap();
+        create::<Config>(&h.env, "scoped", routing("scoped")).await;
         h.env
             .wait_for::<Config>("scoped", WAIT, |c| c.ready())
             .await
@@ -263,11 +235,7 @@ async fn an_adopted_object_that_comes_into_scope_recovers_without_a_spec_change(
     h.faults(json!({"missing_as_ab03": true})).await;
     let mut spec = routing("later");
     spec["slug"] = json!("pc-later-1");
-    h.env
-        .api::<Config>()
-        .create(&PostParams::default(), &object("Config", "later", spec))
-        .await
-        .unwrap();
+    create::<Config>(&h.env, "later", spec).await;
     h.env
         .wait_for::<Config>("later", WAIT, |c| c.stalled_with("NotVisible"))
         .await;
@@ -398,14 +366,7 @@ async fn an_adopted_deployment_without_credentials_is_ready_and_follows_the_gate
     let mut spec = gateway("legacy", "not-issued-yet");
     spec["type"] = "production".into();
     spec["deploymentId"] = json!(id);
-    h.env
-        .api::<Deployment>()
-        .create(
-            &PostParams::default(),
-            &object("Deployment", "legacy", spec),
-        )
-        .await
-        .unwrap();
+    create::<Deployment>(&h.env, "legacy", spec).await;
     let ready = h
         .env
         .wait_for::<Deployment>("legacy", WAIT, |d| d.ready())
@@ -436,22 +397,8 @@ async fn an_adopted_deployment_without_credentials_is_ready_and_follows_the_gate
 async fn a_normalising_server_causes_no_writes_at_steady_state() {
     let h = Harness::start_with("eo-normal", Duration::from_secs(1)).await;
     h.faults(json!({"normalise": true})).await;
-    h.env
-        .api::<Config>()
-        .create(
-            &PostParams::default(),
-            &object("Config", "norm", routing("norm")),
-        )
-        .await
-        .unwrap();
-    h.env
-        .api::<RateLimitsPolicy>()
-        .create(
-            &PostParams::default(),
-            &object("RateLimitsPolicy", "norm", limits("norm")),
-        )
-        .await
-        .unwrap();
+    create::<Config>(&h.env, "norm", routing("norm")).await;
+    create::<RateLimitsPolicy>(&h.env, "norm", limits("norm")).await;
     h.env.wait_for::<Config>("norm", WAIT, |c| c.ready()).await;
     h.env
         .wait_for::<RateLimitsPolicy>("norm", WAIT, |p| p.ready())

@@ -11,7 +11,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::Harness;
-use support::objects::{Conditions, gateway, limits, object, routing};
+use support::objects::{Conditions, create, gateway, limits, object, routing};
 
 const WAIT: Duration = Duration::from_secs(60);
 const DRIFT: Duration = Duration::from_secs(1);
@@ -46,14 +46,7 @@ async fn a_second_claim_on_a_config_writes_nothing_and_takes_over_only_when_the_
     let dev = h.other.as_ref().unwrap();
     let mut prod_spec = routing("prod-routing");
     prod_spec["deletionPolicy"] = "Orphan".into();
-    h.env
-        .api::<Config>()
-        .create(
-            &PostParams::default(),
-            &object("Config", "routing", prod_spec),
-        )
-        .await
-        .unwrap();
+    create::<Config>(&h.env, "routing", prod_spec).await;
     let prod = h
         .env
         .wait_for::<Config>("routing", WAIT, |c| c.ready())
@@ -68,10 +61,7 @@ async fn a_second_claim_on_a_config_writes_nothing_and_takes_over_only_when_the_
         let mut spec = routing(name);
         spec["slug"] = json!(slug);
         spec["config"] = json!({"retry": {"attempts": 9}});
-        dev.api::<Config>()
-            .create(&PostParams::default(), &object("Config", name, spec))
-            .await
-            .unwrap();
+        create::<Config>(dev, name, spec).await;
         tokio::time::sleep(Duration::from_millis(1100)).await; // distinct creation seconds
     }
     let stalled = dev
@@ -113,14 +103,7 @@ async fn a_second_claim_on_a_config_writes_nothing_and_takes_over_only_when_the_
 async fn a_second_claim_on_a_policy_is_stalled() {
     let h = Harness::start_two_teams("ten-policy", DRIFT, None).await;
     let dev = h.other.as_ref().unwrap();
-    h.env
-        .api::<RateLimitsPolicy>()
-        .create(
-            &PostParams::default(),
-            &object("RateLimitsPolicy", "limits", limits("limits")),
-        )
-        .await
-        .unwrap();
+    create::<RateLimitsPolicy>(&h.env, "limits", limits("limits")).await;
     let owner = h
         .env
         .wait_for::<RateLimitsPolicy>("limits", WAIT, |p| p.ready())
@@ -130,13 +113,7 @@ async fn a_second_claim_on_a_policy_is_stalled() {
     let mut spec = limits("limits");
     spec["policyId"] = json!(id);
     spec["value"] = json!(5);
-    dev.api::<RateLimitsPolicy>()
-        .create(
-            &PostParams::default(),
-            &object("RateLimitsPolicy", "limits", spec),
-        )
-        .await
-        .unwrap();
+    create::<RateLimitsPolicy>(dev, "limits", spec).await;
     dev.wait_for::<RateLimitsPolicy>("limits", WAIT, |p| p.stalled_with("AlreadyManaged"))
         .await;
     h.reset_stats().await;
@@ -299,11 +276,7 @@ async fn grants_refuse_adoption_and_foreign_workspaces_without_any_api_call() {
     let mut spec = routing("theirs");
     spec["slug"] = json!(slug);
     let other = h.other.as_ref().unwrap();
-    other
-        .api::<Config>()
-        .create(&PostParams::default(), &object("Config", "theirs", spec))
-        .await
-        .unwrap();
+    create::<Config>(other, "theirs", spec).await;
     other
         .wait_for::<Config>("theirs", WAIT, |c| c.ready())
         .await;
@@ -323,14 +296,7 @@ async fn a_credentials_secret_aigw_did_not_create_is_never_taken_over() {
         .create(&PostParams::default(), &theirs)
         .await
         .unwrap();
-    h.env
-        .api::<Deployment>()
-        .create(
-            &PostParams::default(),
-            &object("Deployment", "gw", gateway("gw-conflict", "someone-elses")),
-        )
-        .await
-        .unwrap();
+    create::<Deployment>(&h.env, "gw", gateway("gw-conflict", "someone-elses")).await;
     h.env
         .wait_for::<Deployment>("gw", WAIT, |d| d.stalled_with("SecretConflict"))
         .await;
@@ -346,11 +312,7 @@ async fn an_orphaned_deployment_keeps_its_live_credentials() {
     let h = Harness::start("ten-orphan").await;
     let mut spec = gateway("gw-orphan", "orphan-creds");
     spec["deletionPolicy"] = "Orphan".into();
-    h.env
-        .api::<Deployment>()
-        .create(&PostParams::default(), &object("Deployment", "gw", spec))
-        .await
-        .unwrap();
+    create::<Deployment>(&h.env, "gw", spec).await;
     let ready = h
         .env
         .wait_for::<Deployment>("gw", WAIT, |d| d.ready())

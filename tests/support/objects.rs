@@ -84,3 +84,19 @@ pub fn limits(name: &str) -> Value {
 pub fn gateway(name: &str, secret: &str) -> Value {
     json!({"name": name, "type": "non_production", "credentialsSecretRef": {"name": secret}})
 }
+
+/// Creates the aigw object `name` of kind `K` with `spec` in the test's namespace.
+pub async fn create<K>(env: &super::TestEnv, name: &str, spec: Value) -> K
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + serde::Serialize
+        + serde::de::DeserializeOwned,
+{
+    let object: K = object(&K::kind(&()), name, spec);
+    env.api::<K>()
+        .create(&kube::api::PostParams::default(), &object)
+        .await
+        .unwrap_or_else(|e| panic!("failed to create {name}: {e}"))
+}
