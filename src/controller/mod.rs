@@ -176,10 +176,10 @@ where
         + 'static,
 {
     let (reader, writer) = reflector::store();
-    let stream = reflector::reflector(
-        writer,
-        watcher(api, watcher::Config::default().any_semantic()),
-    )
+    // managedFields are most of a cached object and aigw never reads them.
+    let objects = watcher(api, watcher::Config::default().any_semantic())
+        .modify(|object| object.meta_mut().managed_fields = None);
+    let stream = reflector::reflector(writer, objects)
     .inspect(move |item| probe.observe(item))
     .applied_objects()
     .predicate_filter(worth_reconciling, Default::default());
