@@ -180,9 +180,9 @@ where
     let objects = watcher(api, watcher::Config::default().any_semantic())
         .modify(|object| object.meta_mut().managed_fields = None);
     let stream = reflector::reflector(writer, objects)
-    .inspect(move |item| probe.observe(item))
-    .applied_objects()
-    .predicate_filter(worth_reconciling, Default::default());
+        .inspect(move |item| probe.observe(item))
+        .applied_objects()
+        .predicate_filter(worth_reconciling, Default::default());
     (reader, stream)
 }
 
