@@ -54,7 +54,7 @@ health-test:
 ## chaos: exactly-once under 20 leader SIGKILLs, an apiserver restart and emulator faults
 ## (tests/chaos.rs, ignored by `make test`; about 10 minutes); prints one JSON summary line
 chaos: cluster
-	nice $(CARGO) test --test chaos -- --ignored --nocapture
+	nice $(CARGO) test --test chaos -- --nocapture
 
 ## image: target/image/aigw-oci.tar, an OCI image built without a container engine (hack/image.sh)
 image:

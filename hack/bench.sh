@@ -25,4 +25,4 @@ cargo test "${profile[@]}" --test bench --no-run
 trap 'bash hack/cluster-down.sh >/dev/null' EXIT
 bash hack/cluster-down.sh >/dev/null
 bash hack/cluster-up.sh
-cargo test "${profile[@]}" --test bench -- --ignored --exact bench --nocapture
+cargo test "${profile[@]}" --test bench -- --exact bench --nocapture
