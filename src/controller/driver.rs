@@ -376,20 +376,17 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
     }
     let mut status = before.clone().unwrap_or_default();
     resume_if_paused(&mut status, generation);
-    if let Some(owner) = super::claims::owned_by_another(object, &ctx.stores) {
-        let error = Error::AlreadyManaged(format!(
+    // Checks that need no API call: which resource owns the remote object, and what the
+    // Connection's grants allow this namespace.
+    let allowed = match super::claims::owned_by_another(object, &ctx.stores) {
+        Some(owner) => Err(Error::AlreadyManaged(format!(
             "the remote object this {} names is managed by {} {owner} (the oldest resource claiming it); this one makes no API call until that one is gone",
             K::KIND,
             K::KIND
-        ));
-        *status.observed_generation_mut() = generation;
-        let action = record_failure(&cx, &key, &error, before.as_ref(), &mut status).await;
-        if worth_writing(before.as_ref(), &status) {
-            cx.save_status(&status).await?;
-        }
-        return Ok(action);
-    }
-    if let Err(error) = check_tenancy(object, &cx).await {
+        ))),
+        None => check_tenancy(object, &cx).await,
+    };
+    if let Err(error) = allowed {
         *status.observed_generation_mut() = generation;
         let action = record_failure(&cx, &key, &error, before.as_ref(), &mut status).await;
         if worth_writing(before.as_ref(), &status) {
