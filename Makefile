@@ -31,6 +31,7 @@ cluster-down:
 lint:
 	$(CARGO) fmt --check
 	$(CARGO) clippy --all-targets -- -D warnings
+	$(CARGO) clippy --test chaos --test bench -- -D warnings
 
 unit:
 	$(CARGO) test --lib --bins
