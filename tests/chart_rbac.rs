@@ -117,11 +117,16 @@ async fn watch_namespaces_rbac_is_enough_and_confined_to_them() {
         .get(API_TOKEN_SECRET)
         .await
         .expect("the ServiceAccount reads Connection secrets in the release namespace");
+    // It watches them there (the Connection secret namespace), and nowhere else unwatched.
+    Api::<Secret>::namespaced(sa.clone(), &release.namespace)
+        .list(&Default::default())
+        .await
+        .expect("the ServiceAccount lists the Connection secret namespace");
     assert_forbidden(
-        Api::<Secret>::namespaced(sa, &release.namespace)
+        Api::<Secret>::namespaced(sa, &c.namespace)
             .list(&Default::default())
             .await,
-        "list the Secrets of the release namespace",
+        "list the Secrets of a namespace that is not watched",
     );
     operator.assert_clean_log();
 

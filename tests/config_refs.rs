@@ -185,24 +185,32 @@ async fn secret_backed_values_are_applied_hashed_and_never_echoed() {
         version(&updated).unwrap_or_default()
     );
 
-    // Reads that mask the values, three drift intervals and a restart: no write.
+    // Reads that mask the values, after a restart: no write. A remote write that changes
+    // nothing aigw manages (the same name) makes the drift list show the config changed, so the
+    // restarted operator reads it, masked, again and again.
     h.faults(json!({"mask_credentials": true})).await;
     assert_eq!(remote_document(&h, &slug).await["api_key"], "********");
-    h.reset_stats().await;
-    tokio::time::sleep(DRIFT * 3).await;
     h.restart_operator().await;
-    // The restarted operator reads the (masked) config again, more than once.
-    let reads_before = h.count("GET /ai_gw/v2/configs/{slug}").await;
-    let reread = support::wait_until(WAIT, || async {
-        (h.count("GET /ai_gw/v2/configs/{slug}").await >= reads_before + 2).then_some(())
-    })
-    .await;
-    assert!(
-        reread.is_some(),
-        "the restarted operator did not read the config twice: {}",
-        h.stats().await
-    );
-    assert_eq!(writes(&h).await, 0, "{}", h.stats().await);
+    for _ in 0..2 {
+        h.call(
+            Method::PUT,
+            &format!("/ai_gw/v2/configs/{slug}"),
+            Some(json!({"name": "routing"})),
+        )
+        .await;
+        h.reset_stats().await;
+        let reread = support::wait_until(WAIT, || async {
+            (h.count("GET /ai_gw/v2/configs/{slug}").await >= 1).then_some(())
+        })
+        .await;
+        assert!(
+            reread.is_some(),
+            "the restarted operator did not read the touched config: {}",
+            h.stats().await
+        );
+        tokio::time::sleep(DRIFT * 3).await;
+        assert_eq!(writes(&h).await, 0, "{}", h.stats().await);
+    }
     eprintln!(
         "[case 3] masked reads over 3 drift intervals and a restart: GETs {}, writes {}",
         h.count("GET /ai_gw/v2/configs/{slug}").await,

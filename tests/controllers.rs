@@ -149,7 +149,8 @@ async fn config_lifecycle_create_update_drift_delete() {
         .await;
     assert_eq!(remote["version_id"], first_version.as_str());
 
-    // Several drift intervals without a change: reads, but no write.
+    // Several drift intervals without a change: each is one list, and the list shows the
+    // config untouched since aigw created it, so it is neither read again nor written.
     h.reset_stats().await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(
@@ -159,8 +160,15 @@ async fn config_lifecycle_create_update_drift_delete() {
         h.stats().await
     );
     assert!(
-        h.count("GET /ai_gw/v2/configs/{slug}").await >= 2,
-        "drift checks re-read the config"
+        h.count("GET /ai_gw/v2/configs").await >= 2,
+        "drift checks list the configs: {}",
+        h.stats().await
+    );
+    assert_eq!(
+        h.count("GET /ai_gw/v2/configs/{slug}").await,
+        0,
+        "an untouched config is not read again: {}",
+        h.stats().await
     );
 
     // A spec change: exactly one PUT, and a new versionId.

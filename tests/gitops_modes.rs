@@ -18,6 +18,8 @@ use support::objects::{Conditions, gateway, limits, object, routing};
 const WAIT: Duration = Duration::from_secs(60);
 const DRIFT: Duration = Duration::from_secs(2);
 const CONFIG_GET: &str = "GET /ai_gw/v2/configs/{slug}";
+/// A drift check of configs is one list.
+const CONFIG_LIST: &str = "GET /ai_gw/v2/configs";
 const CONFIG_PUT: &str = "PUT /ai_gw/v2/configs/{slug}";
 const CONFIG_POST: &str = "POST /ai_gw/v2/configs";
 const CONFIG_DELETE: &str = "DELETE /ai_gw/v2/configs/{slug}";
@@ -133,11 +135,13 @@ async fn observe_reports_differences_without_writing_until_full() {
         "{seen:?}"
     );
 
-    // Three more drift checks read the config and write nothing.
+    // Three more drift checks (lists) write nothing, and read nothing the list vouches for.
     let gets = h.count(CONFIG_GET).await;
-    wait_for_requests(&h, CONFIG_GET, gets, 3).await;
+    let lists = h.count(CONFIG_LIST).await;
+    wait_for_requests(&h, CONFIG_LIST, lists, 3).await;
     let stats = h.stats().await;
     assert_eq!(count_in(&stats, CONFIG_PUT), 0, "{stats}");
+    assert_eq!(count_in(&stats, CONFIG_GET), gets, "{stats}");
     assert_eq!(
         count_in(&stats, CONFIG_POST),
         1,
@@ -158,8 +162,8 @@ async fn observe_reports_differences_without_writing_until_full() {
         })
         .await;
     assert_eq!(remote_attempts(&h, &slug).await, 5);
-    let gets = h.count(CONFIG_GET).await;
-    wait_for_requests(&h, CONFIG_GET, gets, 2).await;
+    let lists = h.count(CONFIG_LIST).await;
+    wait_for_requests(&h, CONFIG_LIST, lists, 2).await;
     assert_eq!(h.count(CONFIG_PUT).await, 1, "{}", h.stats().await);
     assert_eq!(
         applied.status.unwrap().history.len(),

@@ -36,6 +36,8 @@ struct Inner {
     timeout: Duration,
     retry: RetryPolicy,
     limiter: Option<DefaultDirectRateLimiter>,
+    /// Requests per second the limiter allows (0: unlimited).
+    qps: f64,
     in_flight: Semaphore,
     observer: Option<Arc<dyn RequestObserver>>,
 }
@@ -104,10 +106,16 @@ impl Client {
                     ..cfg.retry
                 },
                 limiter: rate_limiter(cfg.qps, cfg.burst),
+                qps: cfg.qps,
                 in_flight: Semaphore::new(cfg.max_in_flight.max(1)),
                 observer: cfg.observer,
             }),
         })
+    }
+
+    /// Requests per second this client's rate limiter allows; `None` when it has none.
+    pub fn qps(&self) -> Option<f64> {
+        self.inner.limiter.as_ref().map(|_| self.inner.qps)
     }
 
     pub fn configs(&self) -> Configs<'_> {

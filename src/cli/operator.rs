@@ -36,9 +36,20 @@ pub struct OperatorArgs {
     /// Requests per second to the management API, shared by every controller (burst is twice this).
     #[arg(long, env = "AIGW_API_QPS", default_value_t = 10.0, value_name = "Q")]
     api_qps: f64,
-    /// How often each object is re-read to detect and correct remote edits (jittered ±10 %).
+    /// How often the remote objects are listed to detect and correct remote edits (jittered
+    /// ±10 %): one list per Connection and workspace; only objects whose `last_updated_at`
+    /// changed, that aigw never read, or that a list did not show are read again.
     #[arg(long, env = "AIGW_DRIFT_INTERVAL", default_value = "10m", value_parser = humantime::parse_duration, value_name = "DUR")]
     drift_interval: Duration,
+    /// How often every object is read in full (GET) whatever the lists show: the safety net for
+    /// changes a list cannot show. Spread over the interval; grown when the objects cannot be
+    /// read within it at the drift share of the QPS.
+    #[arg(long, env = "AIGW_FULL_READ_INTERVAL", default_value = "24h", value_parser = humantime::parse_duration, value_name = "DUR")]
+    full_read_interval: Duration,
+    /// Share of a Connection's QPS the drift reads may use (0 < S ≤ 1); the rest is kept for spec
+    /// changes, creates and deletes.
+    #[arg(long, env = "AIGW_DRIFT_QPS_SHARE", default_value_t = 0.5, value_parser = parse_share, value_name = "S")]
+    drift_qps_share: f64,
     /// YAML file with the tenancy grants of the default connection (the one these flags define),
     /// in the shape of a Connection's `spec.grants`: which namespaces may use it, for which
     /// workspaces, and whether they may adopt. Without it, the default connection is open to
@@ -82,6 +93,13 @@ pub struct OperatorArgs {
     metrics_addr: SocketAddr,
 }
 
+fn parse_share(value: &str) -> Result<f64, String> {
+    match value.parse::<f64>() {
+        Ok(share) if share > 0.0 && share <= 1.0 => Ok(share),
+        _ => Err(format!("{value} is not a share between 0 (excluded) and 1")),
+    }
+}
+
 /// Feeds per-request results of the API client into the operator's metrics.
 struct MetricsObserver(Arc<Metrics>);
 
@@ -120,6 +138,8 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         namespaces: args.namespaces,
         concurrency: args.concurrency.max(1),
         drift_interval: args.drift_interval,
+        full_read_interval: args.full_read_interval,
+        drift_qps_share: args.drift_qps_share,
     };
     let grants = match &args.grants_file {
         Some(path) => {

@@ -4,11 +4,12 @@
 
 use super::config_refs::{self, Desired};
 use super::create::{Created, Lookup, create_once, one_created_since};
+use super::drift::{Listed, Row};
 use super::driver::{Change, Cx, Managed, observed, orphaned, removed};
 use super::error::Error;
 use super::status::common_status;
 use super::{now_rfc3339, spec_already_applied};
-use crate::api::ConfigDetail;
+use crate::api::{ApiError, Client, ConfigDetail, Listing};
 use crate::resources::common::REVISION_ANNOTATION;
 use crate::resources::config::{AppliedVersion, Config, ConfigDeletionPolicy, ConfigStatus};
 
@@ -26,6 +27,7 @@ impl Managed for Config {
     type Status = ConfigStatus;
     const KIND: &'static str = "Config";
     const MANAGER: &'static str = "aigw/config";
+    const LISTED: bool = true;
 
     fn status(&self) -> Option<&ConfigStatus> {
         self.status.as_ref()
@@ -90,6 +92,10 @@ impl Managed for Config {
         }])
     }
 
+    async fn inputs_unchanged(&self, cx: &Cx<'_, Self>, status: &ConfigStatus) -> bool {
+        config_refs::secrets_unchanged(self, &cx.ctx.kube, status).await
+    }
+
     async fn observe_only(
         &self,
         cx: &Cx<'_, Self>,
@@ -127,6 +133,31 @@ impl Managed for Config {
         };
         let result = cx.api().await?.configs().delete(&key).await;
         removed("Deleted", "delete", &format!("config {key}"), result)
+    }
+}
+
+impl Listed for Config {
+    fn list_workspace(&self) -> Option<String> {
+        self.spec.workspace_id.clone()
+    }
+
+    async fn list(client: &Client, workspace: Option<String>) -> Result<Listing<Row>, ApiError> {
+        let listing = client.configs().listing(workspace.as_deref()).await?;
+        Ok(Listing {
+            items: listing
+                .items
+                .into_iter()
+                .map(|c| Row {
+                    keys: [c.id, c.slug]
+                        .into_iter()
+                        .filter(|k| !k.is_empty())
+                        .collect(),
+                    created_at: c.created_at,
+                    updated_at: c.last_updated_at,
+                })
+                .collect(),
+            complete: listing.complete,
+        })
     }
 }
 
@@ -186,18 +217,20 @@ async fn observe(
                 .filter(|s| !s.is_empty())
                 .or(status.slug.take());
             status.version_id = remote.version_id.clone();
+            status.remote_updated_at = remote.last_updated_at.clone();
         }
         None => {
             status.id = None;
             status.slug = None;
             status.version_id = None;
+            status.remote_updated_at = None;
         }
     }
     Ok(found)
 }
 
-/// Creates the remote config through the shared protocol (see [`super::create`]) and persists
-/// its id at once. A create answer without a slug is fine: the config is observed by id.
+/// Creates the remote config through the shared protocol (see [`super::create`]). A create
+/// answer without a slug is fine: the config is observed by id.
 async fn create(
     config: &Config,
     cx: &Cx<'_, Config>,
@@ -222,6 +255,11 @@ async fn create(
             status.version_id = created.version_id.clone();
             record_applied(config, status);
             status.secret_hash = desired.secret_hash.clone();
+            if created.slug.is_none() {
+                // Gateways reference configs by slug: an answer without one is completed by a
+                // read by id now, rather than trusted until the next full read.
+                observe(config, cx, status).await?;
+            }
             let name = created.slug.unwrap_or(created.id);
             Change::new("Created", format!("created config {name}"))
         }
@@ -237,7 +275,8 @@ async fn create(
             )
         }
     };
-    cx.save_status(status).await?;
+    // The driver's final status write records the id: a crash before it leaves the intent, and
+    // the lookup finds the config again.
     Ok(change)
 }
 

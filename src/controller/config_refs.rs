@@ -76,6 +76,26 @@ pub async fn desired(
     })
 }
 
+/// True when the Secret values `spec.secretRefs` names are still the ones the last write
+/// substituted (by their hash), so nothing but the spec could ask for a write. Any failure to
+/// read them is "changed": the full reconcile then reports it.
+pub async fn secrets_unchanged(
+    config: &Config,
+    kube: &kube::Client,
+    status: &ConfigStatus,
+) -> bool {
+    if config.spec.secret_refs.is_empty() {
+        return status.secret_hash.is_none();
+    }
+    match read_secret_values(config, kube).await {
+        Ok(values) => {
+            status.secret_hash.as_deref()
+                == Some(secret_hash(&config.uid().unwrap_or_default(), &values).as_str())
+        }
+        Err(_) => false,
+    }
+}
+
 /// Refuses credential keys written in plain text anywhere in the document: admission checks the
 /// top levels, this catches what its rules cannot reach (deeper `targets`, nested strategies).
 fn check_no_plaintext(document: &Map<String, Value>) -> Result<(), Error> {

@@ -8,8 +8,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::ResourceExt;
-use kube::api::Api;
+use kube::api::{Api, PartialObjectMeta};
 
+use super::claims::StoreList;
 use super::error::Error;
 use crate::api::{
     Client, ClientConfig, OAuth2ClientCredentials, RequestObserver, SecretString, StaticToken,
@@ -28,6 +29,10 @@ pub struct Connections {
     secret_namespace: Option<String>,
     observer: Option<Arc<dyn RequestObserver>>,
     clients: Mutex<HashMap<String, Cached>>,
+    /// Namespace labels (for namespace selectors), from a metadata-only watch.
+    namespaces: StoreList<PartialObjectMeta<Namespace>>,
+    /// The Secrets of `secret_namespace`, from a watch, so resolving a client reads none.
+    secrets: StoreList<Secret>,
 }
 
 /// A connection resolved for one object: its client and what the object's namespace may do
@@ -108,7 +113,48 @@ impl Connections {
             secret_namespace: None,
             observer: None,
             clients: Mutex::new(HashMap::new()),
+            namespaces: StoreList::default(),
+            secrets: StoreList::default(),
         }
+    }
+
+    /// The watch caches this resolver reads instead of the apiserver: every Namespace's
+    /// metadata, and the Secrets of the Connection secret namespace when there is one (without
+    /// one, Connection Secrets may be anywhere and are read by name). Returns the futures that
+    /// keep them filled, each with the name its health is reported under.
+    pub fn watches(&self) -> Vec<(&'static str, WatchProgress)> {
+        use futures::StreamExt;
+        use kube::runtime::{WatchStreamExt, reflector, watcher};
+        let mut watches = Vec::new();
+        let (reader, writer) = reflector::store();
+        self.namespaces.register(reader);
+        let namespaces = watcher(
+            Api::<PartialObjectMeta<Namespace>>::all(self.kube.clone()),
+            watcher::Config::default().any_semantic(),
+        )
+        .modify(|ns| ns.metadata.managed_fields = None);
+        watches.push((
+            "Namespace/*",
+            reflector::reflector(writer, namespaces)
+                .map(|event| event.map(progress))
+                .boxed(),
+        ));
+        if let Some(namespace) = &self.secret_namespace {
+            let (reader, writer) = reflector::store();
+            self.secrets.register(reader);
+            let secrets = watcher(
+                Api::<Secret>::namespaced(self.kube.clone(), namespace),
+                watcher::Config::default().any_semantic(),
+            )
+            .modify(|secret| secret.metadata.managed_fields = None);
+            watches.push((
+                "Secret(Connections)",
+                reflector::reflector(writer, secrets)
+                    .map(|event| event.map(progress))
+                    .boxed(),
+            ));
+        }
+        watches
     }
 
     /// Tenancy rules for the connection built from the operator's flags.
@@ -228,17 +274,23 @@ impl Connections {
         selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
         namespace: &str,
     ) -> Result<bool, Error> {
-        let ns = Api::<Namespace>::all(self.kube.clone())
-            .get(namespace)
-            .await
-            .map_err(|e| Error::kube(format!("read namespace {namespace}"), e))?;
+        let labels = match self.namespaces.find(namespace).await {
+            Some(Some(ns)) => ns.labels().clone(),
+            // Not in a filled cache: no such namespace, so no labels.
+            Some(None) => BTreeMap::new(),
+            None => Api::<Namespace>::all(self.kube.clone())
+                .get_metadata(namespace)
+                .await
+                .map_err(|e| Error::kube(format!("read namespace {namespace}"), e))?
+                .labels()
+                .clone(),
+        };
         let selector: kube::core::Selector = selector.clone().try_into().map_err(|e| {
             Error::not_allowed(
                 "NamespaceNotAllowed",
                 format!("invalid namespace selector: {e}"),
             )
         })?;
-        let labels: BTreeMap<String, String> = ns.labels().clone();
         Ok(kube::core::SelectorExt::matches(&selector, &labels))
     }
 
@@ -348,7 +400,11 @@ impl Connections {
                     ),
                 ));
             }
-            let (value, version) = read_secret_key(&self.kube, r, name).await?;
+            let cached = match &self.secret_namespace {
+                Some(allowed) if r.namespace == *allowed => self.secrets.find(&r.name).await,
+                _ => None,
+            };
+            let (value, version) = read_secret_key(&self.kube, r, name, cached).await?;
             versions.push(version);
             Ok(value)
         };
@@ -386,6 +442,20 @@ impl Connections {
     }
 }
 
+/// What a cache-filling watch reports, for the health probe: whether a list completed.
+pub type WatchProgress = futures::stream::BoxStream<
+    'static,
+    Result<kube::runtime::watcher::Event<()>, kube::runtime::watcher::Error>,
+>;
+
+fn progress<K>(event: kube::runtime::watcher::Event<K>) -> kube::runtime::watcher::Event<()> {
+    use kube::runtime::watcher::Event;
+    match event {
+        Event::InitDone => Event::InitDone,
+        _ => Event::Init,
+    }
+}
+
 #[derive(Clone)]
 struct Cached {
     fingerprint: String,
@@ -410,21 +480,27 @@ enum Auth {
     },
 }
 
+/// The key `r` names, from `cached` (the watch cache's answer, when it has one) or else read
+/// from the apiserver; with the Secret's resourceVersion, so a changed Secret makes a new client.
 async fn read_secret_key(
     kube: &kube::Client,
     r: &SecretKeyRef,
     connection: &str,
+    cached: Option<Option<Arc<Secret>>>,
 ) -> Result<(SecretString, String), Error> {
-    let secret = Api::<Secret>::namespaced(kube.clone(), &r.namespace)
-        .get_opt(&r.name)
-        .await
-        .map_err(|e| Error::kube(format!("read Secret {}/{}", r.namespace, r.name), e))?
-        .ok_or_else(|| {
-            Error::Connection(format!(
-                "Secret {}/{} of Connection {connection} not found",
-                r.namespace, r.name
-            ))
-        })?;
+    let found = match cached {
+        Some(found) => found.map(|s| (*s).clone()),
+        None => Api::<Secret>::namespaced(kube.clone(), &r.namespace)
+            .get_opt(&r.name)
+            .await
+            .map_err(|e| Error::kube(format!("read Secret {}/{}", r.namespace, r.name), e))?,
+    };
+    let secret = found.ok_or_else(|| {
+        Error::Connection(format!(
+            "Secret {}/{} of Connection {connection} not found",
+            r.namespace, r.name
+        ))
+    })?;
     let value = secret
         .data
         .as_ref()

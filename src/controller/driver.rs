@@ -155,6 +155,21 @@ pub trait Managed:
     fn due_in(&self, _status: &Self::Status) -> Option<Duration> {
         None
     }
+
+    /// True for kinds whose drift is found by the list-based drift pass ([`super::drift`]):
+    /// between drift checks, a reconcile of an applied spec trusts the recorded state and makes
+    /// no API call. False: every reconcile reads the remote object.
+    const LISTED: bool = false;
+
+    /// False when something besides the spec asks for a write although the spec was applied
+    /// (a Secret value the object substitutes changed). Checked before trusting the status.
+    fn inputs_unchanged(
+        &self,
+        _cx: &Cx<'_, Self>,
+        _status: &Self::Status,
+    ) -> impl Future<Output = bool> + Send {
+        async { true }
+    }
 }
 
 /// What a kind's apply/cleanup may use: the management API client for this object's
@@ -299,7 +314,7 @@ async fn write_status<K: Managed>(
     Ok(written.resource_version())
 }
 
-fn object_key<K: Managed>(object: &K) -> String {
+pub(super) fn object_key<K: Managed>(object: &K) -> String {
     format!(
         "{}/{}/{}",
         K::KIND,
@@ -394,6 +409,10 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
         }
         return Ok(action);
     }
+    if let Some(wait) = trusted(&cx, &key, before.as_ref()).await {
+        let wait = K::due_in(object, &status).map_or(wait, |due| due.min(wait));
+        return Ok(Action::requeue(wait));
+    }
     if object.management_policy() == ManagementPolicy::Observe {
         return observe_mode(&cx, &key, before.as_ref(), status).await;
     }
@@ -415,23 +434,9 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
     let result = K::apply(object, &cx, &mut status).await;
     let written = cx.take_saved().or(before.clone());
     *status.observed_generation_mut() = generation;
-    let action = match &result {
+    let (action, changes) = match result {
         Ok(changes) => {
             ctx.backoff.reset(&key);
-            for change in changes {
-                info!(kind = K::KIND, object = %key, reason = change.reason, "{}", change.message);
-                if change.is_drift() {
-                    ctx.metrics.drift_corrected(K::KIND);
-                }
-                publish(
-                    ctx,
-                    object,
-                    EventType::Normal,
-                    change.reason,
-                    &change.message,
-                )
-                .await;
-            }
             let outcome = Outcome::Ready {
                 reason: "Reconciled".into(),
                 message: format!("{} is in sync with the management API", K::KIND),
@@ -439,17 +444,61 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
             record_outcome(status.conditions_mut(), &outcome, generation);
             clear_drifted::<K>(&mut status, generation);
             let drift = jittered(ctx.drift_interval);
-            Action::requeue(K::due_in(object, &status).map_or(drift, |due| due.min(drift)))
+            let due = K::due_in(object, &status).map_or(drift, |due| due.min(drift));
+            (Action::requeue(due), changes)
         }
         // Lost a race with another writer: this view is stale, so record nothing from it.
-        Err(Error::Conflict(_)) => return result.map(|_| Action::await_change()),
-        Err(error) => record_failure(&cx, &key, error, before.as_ref(), &mut status).await,
+        Err(Error::Conflict(message)) => return Err(Error::Conflict(message)),
+        Err(error) => (
+            record_failure(&cx, &key, &error, before.as_ref(), &mut status).await,
+            Vec::new(),
+        ),
     };
 
+    // The events first, so that whoever waits for the status finds them; then the one status
+    // write (which also records a create's id: a crash before it leaves the intent, and the
+    // lookup finds the object again).
+    for change in changes {
+        info!(kind = K::KIND, object = %key, reason = change.reason, "{}", change.message);
+        if change.is_drift() {
+            ctx.metrics.drift_corrected(K::KIND);
+        }
+        publish(
+            ctx,
+            object,
+            EventType::Normal,
+            change.reason,
+            &change.message,
+        )
+        .await;
+    }
     if worth_writing(written.as_ref(), &status) {
         cx.save_status(&status).await?;
     }
     Ok(action)
+}
+
+/// How long this reconcile may trust the recorded state instead of reading the remote object:
+/// the spec was applied (or observed) at this generation, nothing is in flight, its inputs are
+/// unchanged, no drift list asked to read it and its full read is not due. `None`: read it.
+async fn trusted<K: Managed>(
+    cx: &Cx<'_, K>,
+    key: &str,
+    before: Option<&K::Status>,
+) -> Option<Duration> {
+    let before = before?;
+    let object = cx.object;
+    let applied = K::LISTED
+        && !before.has_intent()
+        && super::spec_already_applied(
+            object.meta().generation,
+            before.observed_generation(),
+            before.conditions(),
+        );
+    if !applied || !K::inputs_unchanged(object, cx, before).await {
+        return None;
+    }
+    cx.ctx.drift.trust(K::KIND, key)
 }
 
 /// The tenancy rules of the object's Connection, checked before any API call: the workspaces
@@ -531,6 +580,7 @@ async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Res
     match K::cleanup(object, &cx).await {
         Ok(changes) => {
             ctx.backoff.reset(&key);
+            ctx.drift.forget(&key);
             for change in changes {
                 info!(kind = K::KIND, object = %key, reason = change.reason, "{}", change.message);
                 publish(
@@ -559,6 +609,17 @@ async fn publish<K: Managed>(
     reason: &str,
     message: &str,
 ) {
+    if !ctx.events.allow(&type_) {
+        ctx.metrics.event_suppressed(match type_ {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        });
+        debug!(
+            kind = K::KIND,
+            reason, "event rate limit reached; not publishing this event"
+        );
+        return;
+    }
     let event = KubeEvent {
         type_,
         reason: reason.to_string(),

@@ -26,6 +26,11 @@ struct KindLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TypeLabel {
+    r#type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct EndpointLabel {
     endpoint: String,
 }
@@ -46,6 +51,10 @@ pub struct Metrics {
     api_requests: Family<ApiRequest, Counter>,
     api_request_seconds: Family<EndpointLabel, Histogram>,
     leader: Gauge,
+    drift_pass_seconds: Family<KindLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    drift_reads: Family<KindLabel, Counter>,
+    full_read_interval_seconds: Family<KindLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    events_suppressed: Family<TypeLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -91,9 +100,37 @@ impl Default for Metrics {
             "1 while this replica holds the leader lease (always 1 without leader election)",
             leader.clone(),
         );
+        let drift_pass_seconds = Family::default();
+        registry.register(
+            "drift_pass_duration_seconds",
+            "How long the last drift pass took: its lists, and the reads of what they showed changed, paced to a share of the Connection's QPS",
+            drift_pass_seconds.clone(),
+        );
+        let drift_reads = Family::<KindLabel, Counter>::default();
+        registry.register(
+            "drift_reads",
+            "Objects the drift pass asked to read again (changed, unknown, or not shown by a list)",
+            drift_reads.clone(),
+        );
+        let full_read_interval_seconds = Family::default();
+        registry.register(
+            "full_read_interval_seconds",
+            "The period of the safety-net GET of every object, grown when the objects cannot be read within it at the drift share of the QPS",
+            full_read_interval_seconds.clone(),
+        );
+        let events_suppressed = Family::<TypeLabel, Counter>::default();
+        registry.register(
+            "events_suppressed",
+            "Kubernetes Events not published because the event rate limit was reached (conditions still carry the state)",
+            events_suppressed.clone(),
+        );
         Self {
             registry,
             leader,
+            drift_pass_seconds,
+            drift_reads,
+            full_read_interval_seconds,
+            events_suppressed,
             reconciles,
             reconcile_seconds,
             drift_corrections,
@@ -115,6 +152,29 @@ impl Metrics {
         self.reconcile_seconds
             .get_or_create(&KindLabel { kind: kind.into() })
             .observe(elapsed.as_secs_f64());
+    }
+
+    /// A drift pass of `kind` ended after `took`, asking for `reads` objects to be read again.
+    pub fn drift_pass(&self, kind: &str, took: Duration, reads: usize) {
+        let label = KindLabel { kind: kind.into() };
+        self.drift_pass_seconds
+            .get_or_create(&label)
+            .set(took.as_secs_f64());
+        self.drift_reads.get_or_create(&label).inc_by(reads as u64);
+    }
+
+    pub fn full_read_interval(&self, kind: &str, interval: Duration) {
+        self.full_read_interval_seconds
+            .get_or_create(&KindLabel { kind: kind.into() })
+            .set(interval.as_secs_f64());
+    }
+
+    pub fn event_suppressed(&self, type_: &str) {
+        self.events_suppressed
+            .get_or_create(&TypeLabel {
+                r#type: type_.into(),
+            })
+            .inc();
     }
 
     pub fn drift_corrected(&self, kind: &str) {

@@ -8,8 +8,10 @@ pub mod connection;
 pub mod connections;
 pub mod create;
 pub mod deployment;
+pub mod drift;
 pub mod driver;
 pub mod error;
+pub mod events;
 pub mod failpoints;
 pub mod health;
 pub mod leader;
@@ -60,6 +62,10 @@ pub struct Context {
     pub connection_changes: tokio::sync::broadcast::Sender<String>,
     /// Each connection's guardrails, listed once per short TTL for every Config to check against.
     pub guardrails: config_refs::GuardrailCache,
+    /// What the list-based drift pass asked to read again, and when full reads are due.
+    pub drift: drift::Drift,
+    /// Limits the Kubernetes Events a mass rollout publishes.
+    pub events: events::EventBudget,
 }
 
 /// How the operator runs.
@@ -69,8 +75,12 @@ pub struct Settings {
     pub namespaces: Vec<String>,
     /// Reconciles running at once, per kind.
     pub concurrency: u16,
-    /// Period of the drift check (jittered ±10 %).
+    /// Period of the drift check (jittered ±10 %): one list per Connection and workspace.
     pub drift_interval: Duration,
+    /// Period of the safety-net full read (GET) of every object.
+    pub full_read_interval: Duration,
+    /// Share (0–1] of a Connection's QPS that drift reads may use.
+    pub drift_qps_share: f64,
 }
 
 impl Default for Settings {
@@ -79,6 +89,8 @@ impl Default for Settings {
             namespaces: Vec::new(),
             concurrency: 4,
             drift_interval: driver::DEFAULT_DRIFT_INTERVAL,
+            full_read_interval: drift::DEFAULT_FULL_READ_INTERVAL,
+            drift_qps_share: drift::DEFAULT_QPS_SHARE,
         }
     }
 }
@@ -107,6 +119,12 @@ impl Context {
             health: Arc::default(),
             connection_changes: tokio::sync::broadcast::channel(256).0,
             guardrails: Default::default(),
+            drift: drift::Drift::new(drift::DriftSettings {
+                interval: settings.drift_interval,
+                full_read_interval: settings.full_read_interval.max(settings.drift_interval),
+                qps_share: settings.drift_qps_share.clamp(0.01, 1.0),
+            }),
+            events: Default::default(),
         }
     }
 
@@ -159,9 +177,11 @@ where
 }
 
 /// A reflector over `api` whose every item is reported to `probe`, as a controller trigger.
+/// `on_event` sees every watch event before the store does (the claim index).
 fn watched<K>(
     api: Api<K>,
     probe: health::WatchProbe,
+    on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
 ) -> (
     Store<K>,
     impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
@@ -178,7 +198,12 @@ where
     let (reader, writer) = reflector::store();
     // managedFields are most of a cached object and aigw never reads them.
     let objects = watcher(api, watcher::Config::default().any_semantic())
-        .modify(|object| object.meta_mut().managed_fields = None);
+        .modify(|object| object.meta_mut().managed_fields = None)
+        .inspect(move |event| {
+            if let Ok(event) = event {
+                on_event(event);
+            }
+        });
     let stream = reflector::reflector(writer, objects)
         .inspect(move |item| probe.observe(item))
         .applied_objects()
@@ -211,17 +236,42 @@ fn stream_name(kind: &str, namespace: Option<&str>) -> String {
 /// Adds a kind's own triggers to its controller (the Config kind watches the Secrets it reads).
 type ExtraTriggers<K> = fn(Controller<K>, &Context, Option<&str>, Store<K>) -> Controller<K>;
 
+/// Starts a kind's list-based drift pass ([`drift::pass_of`]).
+type DriftPass<K> =
+    fn(Arc<Context>, Store<K>) -> (drift::Reads<K>, futures::future::BoxFuture<'static, ()>);
+
+/// What a kind's controller adds to the shared setup.
+struct KindSetup<K: Managed> {
+    /// Watch the credentials Secrets aigw writes (Deployments).
+    with_secrets: bool,
+    extra: Option<ExtraTriggers<K>>,
+    drift: Option<DriftPass<K>>,
+}
+
 async fn run_kind<K: Managed>(
     ctx: Arc<Context>,
     namespace: Option<String>,
     concurrency: u16,
-    with_secrets: bool,
-    extra: Option<ExtraTriggers<K>>,
+    setup: KindSetup<K>,
 ) {
+    let KindSetup {
+        with_secrets,
+        extra,
+        drift,
+    } = setup;
     let ns = namespace.as_deref();
     let probe = ctx.health.register(stream_name(K::KIND, ns));
-    let (store, objects) = watched(scoped::<K>(&ctx.kube, ns), probe);
-    K::stores(&ctx.stores).register(store.clone());
+    let stream = Arc::new(std::sync::OnceLock::new());
+    let index = {
+        let (ctx, stream) = (ctx.clone(), stream.clone());
+        move |event: &watcher::Event<K>| {
+            if let Some(n) = stream.get() {
+                K::stores(&ctx.stores).index_event(*n, event);
+            }
+        }
+    };
+    let (store, objects) = watched(scoped::<K>(&ctx.kube, ns), probe, index);
+    let _ = stream.set(K::stores(&ctx.stores).register(store.clone()));
     let mut controller = Controller::for_stream(objects, store.clone())
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .reconcile_all_on(ctx.leadership.acquired())
@@ -242,18 +292,31 @@ async fn run_kind<K: Managed>(
             .touched_objects();
         controller = controller.owns_stream(secrets);
     }
+    let mut pass: futures::future::BoxFuture<'static, ()> = Box::pin(futures::future::pending());
+    if let Some(drift) = drift {
+        let (reads, run) = drift(ctx.clone(), store.clone());
+        controller = controller.reconcile_on(reads);
+        // The pass ending (its cache failed) must not end the controller.
+        pass = Box::pin(async move {
+            run.await;
+            futures::future::pending::<()>().await
+        });
+    }
     if let Some(extra) = extra {
         controller = extra(controller, &ctx, ns, store);
     }
-    controller
+    let controller = controller
         .shutdown_on_signal()
         .run(driver::reconcile::<K>, driver::error_policy::<K>, ctx)
         .for_each(|result| async move {
             if let Err(e) = result {
                 warn!(kind = K::KIND, error = %e, "controller error");
             }
-        })
-        .await;
+        });
+    tokio::select! {
+        () = controller => {}
+        () = pass => {}
+    }
 }
 
 /// The objects of `store` that use a Connection that just changed (its spec, or whether it
@@ -288,6 +351,7 @@ async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
     let (store, connections) = watched(
         Api::<crate::resources::Connection>::all(ctx.kube.clone()),
         probe,
+        |_| {},
     );
     ctx.stores.connections.register(store.clone());
     Controller::for_stream(connections, store)
@@ -330,31 +394,49 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
             ctx.clone(),
             namespace.clone(),
             settings.concurrency,
-            false,
-            Some(config_refs::watch_secrets),
+            KindSetup {
+                with_secrets: false,
+                extra: Some(config_refs::watch_secrets),
+                drift: Some(drift::pass_of::<Config>),
+            },
         )));
         tasks.push(tokio::spawn(run_kind::<Deployment>(
             ctx.clone(),
             namespace.clone(),
             settings.concurrency,
-            true,
-            None,
+            KindSetup {
+                with_secrets: true,
+                extra: None,
+                drift: None,
+            },
         )));
         tasks.push(tokio::spawn(run_kind::<RateLimitsPolicy>(
             ctx.clone(),
             namespace,
             settings.concurrency,
-            false,
-            None,
+            KindSetup {
+                with_secrets: false,
+                extra: None,
+                drift: Some(drift::pass_of::<RateLimitsPolicy>),
+            },
         )));
     }
     tasks.push(tokio::spawn(run_connections(
         ctx.clone(),
         settings.concurrency,
     )));
-    let gauge = tokio::spawn(follow_leadership(ctx.clone()));
+    // Cache-filling watches and the gauge serve the controllers: they stop with them (on a
+    // termination signal the controllers finish and `run` returns), never keep `run` alive.
+    let mut helpers = vec![tokio::spawn(follow_leadership(ctx.clone()))];
+    for (name, watch) in ctx.connections.watches() {
+        let probe = ctx.health.register(name.to_string());
+        helpers.push(tokio::spawn(watch.for_each(move |item| {
+            probe.observe(&item);
+            futures::future::ready(())
+        })));
+    }
     let mut handles: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
-    handles.push(gauge.abort_handle());
+    handles.extend(helpers.iter().map(|t| t.abort_handle()));
     let _abort_on_drop = AbortOnDrop(handles);
     for task in tasks {
         let _ = task.await;

@@ -2,11 +2,14 @@
 //! (name, unit, value, conditions) only when they differ, delete per `deletionPolicy`.
 
 use super::create::{Created, Lookup, create_once, one_created_since};
+use super::drift::{Listed, Row};
 use super::driver::{Change, Cx, Managed, observed, orphaned, removed};
 use super::error::Error;
 use super::spec_already_applied;
 use super::status::common_status;
-use crate::api::{RateLimitsListQuery, RateLimitsPolicy as RemotePolicy};
+use crate::api::{
+    ApiError, Client, Listing, RateLimitsListQuery, RateLimitsPolicy as RemotePolicy,
+};
 use crate::resources::rate_limits_policy::{
     RateLimitsPolicy, RateLimitsPolicyDeletionPolicy, RateLimitsPolicyStatus,
 };
@@ -24,6 +27,7 @@ impl Managed for RateLimitsPolicy {
     type Status = RateLimitsPolicyStatus;
     const KIND: &'static str = "RateLimitsPolicy";
     const MANAGER: &'static str = "aigw/ratelimitspolicy";
+    const LISTED: bool = true;
 
     fn status(&self) -> Option<&RateLimitsPolicyStatus> {
         self.status.as_ref()
@@ -159,17 +163,18 @@ async fn observe(
                 }
                 .to_string(),
             );
+            status.remote_updated_at = remote.last_updated_at.clone();
         }
         None => {
             status.id = None;
             status.remote_status = None;
+            status.remote_updated_at = None;
         }
     }
     Ok(found)
 }
 
-/// Creates the remote policy through the shared protocol (see [`super::create`]) and persists
-/// its id at once.
+/// Creates the remote policy through the shared protocol (see [`super::create`]).
 async fn create(
     policy: &RateLimitsPolicy,
     cx: &Cx<'_, RateLimitsPolicy>,
@@ -207,8 +212,35 @@ async fn create(
     };
     status.id = Some(id);
     status.remote_status = Some("active".into());
-    cx.save_status(status).await?;
+    // The driver's final status write records the id: a crash before it leaves the intent, and
+    // the lookup finds the policy again.
     Ok(change)
+}
+
+impl Listed for RateLimitsPolicy {
+    fn list_workspace(&self) -> Option<String> {
+        self.spec.workspace_id.clone()
+    }
+
+    async fn list(client: &Client, workspace: Option<String>) -> Result<Listing<Row>, ApiError> {
+        let query = RateLimitsListQuery {
+            workspace_id: workspace,
+            ..Default::default()
+        };
+        let listing = client.rate_limits().listing(&query).await?;
+        Ok(Listing {
+            items: listing
+                .items
+                .into_iter()
+                .map(|p| Row {
+                    keys: vec![p.id],
+                    created_at: p.created_at,
+                    updated_at: p.last_updated_at,
+                })
+                .collect(),
+            complete: listing.complete,
+        })
+    }
 }
 
 /// The policy an earlier create made: the one policy of this workspace with the same name (or,

@@ -21,6 +21,7 @@ pub trait CommonStatus:
     Clone + Default + PartialEq + serde::Serialize + Send + Sync + std::fmt::Debug
 {
     fn observed_generation_mut(&mut self) -> &mut Option<i64>;
+    fn observed_generation(&self) -> Option<i64>;
     fn conditions(&self) -> &[Condition];
     fn conditions_mut(&mut self) -> &mut Vec<Condition>;
     /// A copy with every timestamp blanked, to tell real changes from clock ticks.
@@ -140,6 +141,9 @@ macro_rules! common_status {
         impl $crate::controller::status::CommonStatus for $status {
             fn observed_generation_mut(&mut self) -> &mut Option<i64> {
                 &mut self.observed_generation
+            }
+            fn observed_generation(&self) -> Option<i64> {
+                self.observed_generation
             }
             fn conditions(&self) -> &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition] {
                 &self.conditions

@@ -58,6 +58,14 @@ pub trait Governed {
 /// The remote object a status has recorded (created or adopted earlier), if any.
 pub trait Recorded {
     fn recorded_remote(&self) -> Option<&str>;
+    /// Every key the remote object can be found by in a list (id, slug).
+    fn remote_keys(&self) -> Vec<&str> {
+        self.recorded_remote().into_iter().collect()
+    }
+    /// The remote object's `last_updated_at` as aigw last read it, where the kind records it.
+    fn remote_updated_at(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// Names the cluster-scoped `Connection` that says how to reach the management API.

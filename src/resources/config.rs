@@ -216,6 +216,10 @@ pub struct ConfigStatus {
     /// When aigw last wrote the document (create or update).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_at: Option<String>,
+    /// The remote object's `last_updated_at` when aigw last read it. The drift check lists the
+    /// remote objects and reads again only those whose `last_updated_at` differs from this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_updated_at: Option<String>,
     /// Set just before a create is sent and cleared once its outcome is known: a create whose
     /// outcome was lost is looked up by name instead of being sent again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -448,6 +452,15 @@ impl Governed for Config {
 impl Recorded for ConfigStatus {
     fn recorded_remote(&self) -> Option<&str> {
         self.slug.as_deref().or(self.id.as_deref())
+    }
+    fn remote_keys(&self) -> Vec<&str> {
+        [self.id.as_deref(), self.slug.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+    fn remote_updated_at(&self) -> Option<&str> {
+        self.remote_updated_at.as_deref()
     }
 }
 

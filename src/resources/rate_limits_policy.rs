@@ -188,6 +188,10 @@ pub struct RateLimitsPolicyStatus {
     /// `active` or `archived`, as the API reports it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_status: Option<String>,
+    /// The remote object's `last_updated_at` when aigw last read it. The drift check lists the
+    /// remote objects and reads again only those whose `last_updated_at` differs from this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_updated_at: Option<String>,
     /// Set just before a create is sent and cleared once its outcome is known: a create whose
     /// outcome was lost is looked up by name instead of being sent again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -363,6 +367,12 @@ impl Governed for RateLimitsPolicy {
 impl Recorded for RateLimitsPolicyStatus {
     fn recorded_remote(&self) -> Option<&str> {
         self.id.as_deref()
+    }
+    fn remote_keys(&self) -> Vec<&str> {
+        self.id.as_deref().into_iter().collect()
+    }
+    fn remote_updated_at(&self) -> Option<&str> {
+        self.remote_updated_at.as_deref()
     }
 }
 

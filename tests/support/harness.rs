@@ -149,6 +149,7 @@ impl Harness {
             namespaces,
             concurrency: 4,
             drift_interval,
+            ..Default::default()
         };
         let ctx = new_context(&env, &emulator, &settings, grants.clone());
         let operator = tokio::spawn(controller::run(ctx.clone(), settings.clone()));

@@ -1,0 +1,446 @@
+//! Drift detection that costs a list, not N reads.
+//!
+//! Between drift checks aigw trusts what it last wrote or read: a reconcile of an object whose
+//! spec is applied, with nothing in flight, makes no API call (a restart, a resync, a requeue).
+//! Once per drift interval, per Connection and workspace, one list (paged where the API pages)
+//! shows every remote object's `last_updated_at`. Only these are read again (GET, then the usual
+//! diff and `DriftCorrected` PUT):
+//! - objects whose `last_updated_at` differs from the one their status recorded;
+//! - objects aigw has never read, unless the list shows them untouched since aigw created them
+//!   (`last_updated_at` equal to `created_at`): the create answer is trusted until then;
+//! - objects a list did not show. Absence from a complete list means the object was deleted,
+//!   which the GET confirms (only "not found" means gone); an incomplete list proves nothing, so
+//!   the objects it did not show are read one by one.
+//!
+//! Those reads are paced to a share of the Connection's QPS (`--drift-qps-share`), so a drift
+//! pass over 10,000 objects never crowds out a user's change: spec changes, creates and deletes
+//! take the rest of the budget, and their reconciles never queue behind drift reads.
+//!
+//! A full GET of every object still runs, at a much slower cadence (`--full-read-interval`,
+//! 24 h by default), as a safety net: a list says nothing about a write the API made without
+//! touching `last_updated_at`, about a list that lags or a clock that jumped, or about a record
+//! lost with a status write. Each object's full read falls at a random point of the interval,
+//! so a restart never reads them all at once; the interval grows when the objects cannot be
+//! read within it at the drift share of the QPS, and says so in a warning and a metric.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::SinkExt;
+use futures::channel::mpsc;
+use kube::ResourceExt;
+use kube::runtime::reflector::{ObjectRef, Store};
+use rand::Rng;
+use tracing::{debug, info, warn};
+
+use super::Context;
+use super::backoff::jittered;
+use super::driver::Managed;
+use super::spec_already_applied;
+use super::status::{CommonStatus, IntentStatus};
+use crate::api::{ApiError, Client, Listing};
+use crate::resources::common::Recorded;
+
+/// Default period of the safety-net full read of every object.
+pub const DEFAULT_FULL_READ_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+/// Default share of a Connection's QPS the drift reads may use.
+pub const DEFAULT_QPS_SHARE: f64 = 0.5;
+
+/// How drift detection runs.
+#[derive(Debug, Clone, Copy)]
+pub struct DriftSettings {
+    /// How often each Connection and workspace is listed.
+    pub interval: Duration,
+    /// How often every object is read in full regardless of what the lists show.
+    pub full_read_interval: Duration,
+    /// Share (0–1] of a Connection's QPS the drift reads may use.
+    pub qps_share: f64,
+}
+
+impl DriftSettings {
+    pub fn new(interval: Duration) -> Self {
+        Self {
+            interval,
+            full_read_interval: DEFAULT_FULL_READ_INTERVAL.max(interval),
+            qps_share: DEFAULT_QPS_SHARE,
+        }
+    }
+}
+
+/// A row of a remote list: the keys the object can be found by, and its timestamps.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    pub keys: Vec<String>,
+    pub created_at: Option<String>,
+    pub updated_at: Option<String>,
+}
+
+/// A kind whose drift is found by listing (Config, RateLimitsPolicy). Deployments are read on
+/// every drift check: their `connectionStatus` changes without `last_updated_at` changing.
+pub trait Listed: Managed {
+    /// The workspace filter of the list that shows this object.
+    fn list_workspace(&self) -> Option<String>;
+    /// Every remote object of the kind through `client`, in `workspace` (paged where the API
+    /// pages; `complete` false when the list fell short of its total).
+    fn list(
+        client: &Client,
+        workspace: Option<String>,
+    ) -> impl Future<Output = Result<Listing<Row>, ApiError>> + Send;
+}
+
+/// What the drift pass shares with the reconciles: which objects it asked to read again, and
+/// when each object's full read is due.
+pub struct Drift {
+    pub settings: DriftSettings,
+    flagged: Mutex<HashSet<String>>,
+    next_full_read: Mutex<HashMap<String, Instant>>,
+    /// Per kind, the full-read interval in force (grown with N when needed).
+    full_read: Mutex<HashMap<&'static str, Duration>>,
+}
+
+impl Drift {
+    pub fn new(settings: DriftSettings) -> Self {
+        Self {
+            settings,
+            flagged: Mutex::default(),
+            next_full_read: Mutex::default(),
+            full_read: Mutex::default(),
+        }
+    }
+
+    /// `None` when the object `key` must be read now (a list asked for it, or its full read is
+    /// due); otherwise how long its recorded state may still be trusted.
+    pub fn trust(&self, kind: &'static str, key: &str) -> Option<Duration> {
+        if lock(&self.flagged).remove(key) {
+            return None;
+        }
+        let interval = self.full_read_interval(kind);
+        let now = Instant::now();
+        let mut next = lock(&self.next_full_read);
+        // First seen (a start, a new object): its full read falls anywhere in the interval.
+        let due = *next
+            .entry(key.to_string())
+            .or_insert_with(|| now + interval.mul_f64(rand::rng().random_range(0.0..1.0)));
+        if due <= now {
+            next.insert(key.to_string(), now + jittered(interval));
+            return None;
+        }
+        Some(due - now)
+    }
+
+    /// The object is gone: forget its schedule.
+    pub fn forget(&self, key: &str) {
+        lock(&self.flagged).remove(key);
+        lock(&self.next_full_read).remove(key);
+    }
+
+    fn flag(&self, key: String) {
+        lock(&self.flagged).insert(key);
+    }
+
+    fn full_read_interval(&self, kind: &'static str) -> Duration {
+        lock(&self.full_read)
+            .get(kind)
+            .copied()
+            .unwrap_or(self.settings.full_read_interval)
+    }
+
+    /// Grows the full-read interval of `kind` so that `objects` full reads spread over it use at
+    /// most half of the drift share of `qps` (the other half is for what the lists show).
+    fn fit_full_read(&self, ctx: &Context, kind: &'static str, objects: usize, qps: Option<f64>) {
+        let configured = self.settings.full_read_interval;
+        let needed = qps
+            .filter(|q| *q > 0.0)
+            .map(|q| Duration::from_secs_f64(2.0 * objects as f64 / (q * self.settings.qps_share)))
+            .unwrap_or_default();
+        let interval = configured.max(needed);
+        let previous = lock(&self.full_read).insert(kind, interval);
+        if interval > configured && previous.is_none_or(|p| p.abs_diff(interval) > p / 10) {
+            warn!(
+                kind,
+                objects,
+                qps,
+                configured = ?configured,
+                interval = ?interval,
+                "these objects cannot all be read within --full-read-interval at the drift share of the Connection's qps; reading each once per the longer interval (raise spec.qps or --drift-qps-share to shorten it)"
+            );
+        }
+        ctx.metrics.full_read_interval(kind, interval);
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Why the object recorded by `keys` and `recorded` (its last-read `last_updated_at`) must be
+/// read again, given a list of `rows`; `None` when the list vouches for it.
+pub fn needs_read(
+    keys: &[&str],
+    recorded: Option<&str>,
+    created_by_aigw: bool,
+    rows: &HashMap<&str, &Row>,
+    complete: bool,
+) -> Option<&'static str> {
+    let Some(row) = keys.iter().find_map(|k| rows.get(k)) else {
+        return Some(if complete {
+            "absent from a complete list"
+        } else {
+            "not shown by an incomplete list"
+        });
+    };
+    match (recorded, row.updated_at.as_deref()) {
+        (_, None) => Some("listed without last_updated_at"),
+        (Some(seen), Some(now)) if seen == now => None,
+        (Some(_), Some(_)) => Some("changed since aigw last read it"),
+        // Never read since aigw created it: what it created is there while nothing updated it.
+        (None, Some(now)) if created_by_aigw && row.created_at.as_deref() == Some(now) => None,
+        (None, Some(_)) => Some("never read by aigw"),
+    }
+}
+
+/// Whether the drift pass vouches for `object` at all: its spec applied, nothing in flight, a
+/// remote object recorded. Everything else is reconciled on its own schedule anyway.
+fn listable<K: Listed>(object: &K) -> bool {
+    let Some(status) = object.status() else {
+        return false;
+    };
+    object.meta().deletion_timestamp.is_none()
+        && !object.paused()
+        && !status.has_intent()
+        && !status.remote_keys().is_empty()
+        && spec_already_applied(
+            object.meta().generation,
+            status.observed_generation(),
+            status.conditions(),
+        )
+}
+
+/// The objects the drift pass asks the controller to read again.
+pub type Reads<K> = mpsc::Receiver<ObjectRef<K>>;
+
+/// The drift pass of kind `K` over `store`: the stream of objects to read again, for
+/// `Controller::reconcile_on`, and the future that runs the pass.
+pub fn pass_of<K: Listed>(
+    ctx: Arc<Context>,
+    store: Store<K>,
+) -> (Reads<K>, futures::future::BoxFuture<'static, ()>) {
+    let (sender, reads) = mpsc::channel(64);
+    (reads, Box::pin(run(ctx, store, sender)))
+}
+
+/// The drift pass of one kind, until the process stops: every drift interval, one list per
+/// Connection and workspace, and the objects it shows changed sent to the controller through
+/// `reads`, paced.
+async fn run<K: Listed>(ctx: Arc<Context>, store: Store<K>, mut reads: mpsc::Sender<ObjectRef<K>>) {
+    if store.wait_until_ready().await.is_err() {
+        return;
+    }
+    let interval = ctx.drift.settings.interval;
+    // The first pass soon after a start (edits made while aigw was away), not at once.
+    let mut wait = interval
+        .min(Duration::from_secs(30))
+        .mul_f64(rand::rng().random_range(0.5..1.0));
+    loop {
+        tokio::time::sleep(wait).await;
+        let started = Instant::now();
+        if ctx.leadership.is_leader() {
+            let asked = pass(&ctx, &store, &mut reads).await;
+            let took = started.elapsed();
+            ctx.metrics.drift_pass(K::KIND, took, asked);
+            if took > interval {
+                warn!(kind = K::KIND, took = ?took, interval = ?interval, "a drift pass took longer than --drift-interval: the next one starts at once (raise spec.qps or --drift-qps-share)");
+            } else {
+                debug!(kind = K::KIND, took = ?took, read_again = asked, "drift pass done");
+            }
+        }
+        wait = jittered(interval).saturating_sub(started.elapsed());
+    }
+}
+
+/// One pass: returns how many objects it asked to read again.
+async fn pass<K: Listed>(
+    ctx: &Context,
+    store: &Store<K>,
+    reads: &mut mpsc::Sender<ObjectRef<K>>,
+) -> usize {
+    let mut groups: BTreeMap<(String, Option<String>), Vec<Arc<K>>> = BTreeMap::new();
+    for object in store.state() {
+        if listable(object.as_ref()) {
+            groups
+                .entry((
+                    object.connection_name().to_string(),
+                    object.list_workspace(),
+                ))
+                .or_default()
+                .push(object);
+        }
+    }
+    let share = ctx.drift.settings.qps_share;
+    let mut asked = 0;
+    for ((connection, workspace), members) in groups {
+        let namespace = members[0].namespace().unwrap_or_default();
+        let cached = ctx.stores.connections.find(&connection).await;
+        let client = match ctx
+            .connections
+            .client_for(&namespace, &connection, cached)
+            .await
+        {
+            Ok(resolved) => resolved.client,
+            Err(e) => {
+                debug!(kind = K::KIND, %connection, error = %e, "drift pass skips a Connection it cannot use");
+                continue;
+            }
+        };
+        let qps = client.qps();
+        ctx.drift.fit_full_read(ctx, K::KIND, members.len(), qps);
+        let listing = match K::list(&client, workspace.clone()).await {
+            Ok(listing) => listing,
+            Err(e) => {
+                warn!(kind = K::KIND, %connection, workspace = workspace.as_deref().unwrap_or(""), error = %e, "drift list failed; the objects wait for their full read");
+                continue;
+            }
+        };
+        let rows: HashMap<&str, &Row> = listing
+            .items
+            .iter()
+            .flat_map(|row| row.keys.iter().map(move |k| (k.as_str(), row)))
+            .collect();
+        let pace = qps
+            .filter(|q| *q > 0.0)
+            .map(|q| Duration::from_secs_f64(1.0 / (q * share)));
+        for object in &members {
+            let Some(status) = object.status() else {
+                continue;
+            };
+            let Some(why) = needs_read(
+                &status.remote_keys(),
+                status.remote_updated_at(),
+                object.adopted().is_none(),
+                &rows,
+                listing.complete,
+            ) else {
+                continue;
+            };
+            let reference = ObjectRef::from_obj(object.as_ref());
+            debug!(kind = K::KIND, object = %reference, why, "drift: reading again");
+            ctx.drift.flag(super::driver::object_key(object.as_ref()));
+            if reads.send(reference).await.is_err() {
+                return asked;
+            }
+            asked += 1;
+            if let Some(pace) = pace {
+                tokio::time::sleep(pace).await;
+            }
+        }
+    }
+    if asked > 0 {
+        info!(
+            kind = K::KIND,
+            read_again = asked,
+            "drift pass: lists showed objects changed or unknown"
+        );
+    }
+    asked
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(keys: &[&str], created: &str, updated: Option<&str>) -> Row {
+        Row {
+            keys: keys.iter().map(|k| k.to_string()).collect(),
+            created_at: Some(created.into()),
+            updated_at: updated.map(str::to_string),
+        }
+    }
+
+    fn check(
+        recorded: Option<&str>,
+        created_by_aigw: bool,
+        rows: &[Row],
+        complete: bool,
+    ) -> Option<&'static str> {
+        let index: HashMap<&str, &Row> = rows
+            .iter()
+            .flat_map(|r| r.keys.iter().map(move |k| (k.as_str(), r)))
+            .collect();
+        needs_read(
+            &["id-1", "slug-1"],
+            recorded,
+            created_by_aigw,
+            &index,
+            complete,
+        )
+    }
+
+    #[test]
+    fn only_changed_unknown_or_missing_objects_are_read() {
+        let t1 = "2026-01-01T00:00:01Z";
+        let t2 = "2026-01-01T00:00:02Z";
+        let same = [row(&["id-1", "slug-1"], t1, Some(t2))];
+        assert_eq!(check(Some(t2), true, &same, true), None);
+        assert_eq!(
+            check(Some(t1), true, &same, true),
+            Some("changed since aigw last read it")
+        );
+        // Found by slug alone.
+        assert_eq!(
+            check(Some(t2), true, &[row(&["slug-1"], t1, Some(t2))], true),
+            None
+        );
+        assert_eq!(
+            check(Some(t2), true, &[row(&["id-1"], t1, None)], true),
+            Some("listed without last_updated_at")
+        );
+    }
+
+    #[test]
+    fn an_untouched_object_aigw_created_is_trusted_but_an_adopted_one_is_read() {
+        let t1 = "2026-01-01T00:00:01Z";
+        let untouched = [row(&["id-1"], t1, Some(t1))];
+        assert_eq!(check(None, true, &untouched, true), None);
+        assert_eq!(
+            check(None, false, &untouched, true),
+            Some("never read by aigw")
+        );
+        let edited = [row(&["id-1"], t1, Some("2026-01-01T00:00:09Z"))];
+        assert_eq!(check(None, true, &edited, true), Some("never read by aigw"));
+    }
+
+    #[test]
+    fn absence_is_read_and_an_incomplete_list_proves_nothing() {
+        let other = [row(&["id-9"], "2026-01-01T00:00:01Z", None)];
+        assert_eq!(
+            check(Some("x"), true, &other, true),
+            Some("absent from a complete list")
+        );
+        assert_eq!(
+            check(Some("x"), true, &other, false),
+            Some("not shown by an incomplete list")
+        );
+    }
+
+    #[test]
+    fn a_flag_forces_one_read_and_full_reads_are_spread_then_due() {
+        let drift = Drift::new(DriftSettings {
+            interval: Duration::from_secs(60),
+            full_read_interval: Duration::from_secs(3600),
+            qps_share: 0.5,
+        });
+        let first = drift.trust("Config", "a").expect("trusted on first sight");
+        assert!(first <= Duration::from_secs(3600), "{first:?}");
+        drift.flag("a".into());
+        assert_eq!(drift.trust("Config", "a"), None);
+        assert!(drift.trust("Config", "a").is_some());
+        // A due full read is read once, then scheduled a full interval later.
+        lock(&drift.next_full_read).insert("a".into(), Instant::now());
+        assert_eq!(drift.trust("Config", "a"), None);
+        assert!(drift.trust("Config", "a").unwrap() > Duration::from_secs(3000));
+        drift.forget("a");
+        assert!(lock(&drift.next_full_read).is_empty());
+    }
+}
