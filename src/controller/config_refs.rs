@@ -472,8 +472,9 @@ impl GuardrailCache {
 }
 
 /// Requeues the Configs of `namespace` (or all) that reference a Secret whenever it changes or
-/// goes away, so a rotated value is applied within seconds rather than at the next drift check.
-/// Only metadata is watched: the values are read when the Config is reconciled.
+/// goes away, so a rotated value is applied within seconds rather than at the next drift check,
+/// and notes that their inputs changed: only then does a Config whose spec is applied read its
+/// Secrets. Only metadata is watched: the values are read when the Config is reconciled.
 pub fn watch_secrets(
     controller: Controller<Config>,
     ctx: &Context,
@@ -487,10 +488,11 @@ pub fn watch_secrets(
     let stream = watcher(secrets, watcher::Config::default().any_semantic())
         .inspect(move |item| probe.observe(item))
         .touched_objects();
+    let drift = ctx.drift.clone();
     controller.watches_stream(stream, move |secret: PartialObjectMeta<Secret>| {
         let namespace = secret.namespace();
         let name = secret.name_any();
-        configs
+        let users: Vec<_> = configs
             .state()
             .into_iter()
             .filter(|c| c.namespace() == namespace)
@@ -500,7 +502,13 @@ pub fn watch_secrets(
                     .iter()
                     .any(|r| r.secret_key_ref.name == name)
             })
-            .map(|c| ObjectRef::from_obj(&*c))
+            .collect();
+        for config in &users {
+            drift.inputs_changed(super::driver::object_key(config.as_ref()));
+        }
+        users
+            .iter()
+            .map(|c| ObjectRef::from_obj(c.as_ref()))
             .collect::<Vec<_>>()
     })
 }

@@ -95,6 +95,8 @@ pub trait Listed: Managed {
 pub struct Drift {
     pub settings: DriftSettings,
     flagged: Mutex<HashSet<String>>,
+    /// Objects whose inputs besides the spec (Secrets a Config substitutes) changed since.
+    inputs: Mutex<HashSet<String>>,
     next_full_read: Mutex<HashMap<String, Instant>>,
     /// Per kind, the full-read interval in force (grown with N when needed).
     full_read: Mutex<HashMap<&'static str, Duration>>,
@@ -105,6 +107,7 @@ impl Drift {
         Self {
             settings,
             flagged: Mutex::default(),
+            inputs: Mutex::default(),
             next_full_read: Mutex::default(),
             full_read: Mutex::default(),
         }
@@ -130,9 +133,21 @@ impl Drift {
         Some(due - now)
     }
 
+    /// Something the object `key` reads besides its spec changed (a watched Secret): its next
+    /// reconcile checks its inputs before trusting its recorded state.
+    pub fn inputs_changed(&self, key: String) {
+        lock(&self.inputs).insert(key);
+    }
+
+    /// Whether the inputs of `key` changed since it last checked them (and forgets it).
+    pub fn take_inputs_changed(&self, key: &str) -> bool {
+        lock(&self.inputs).remove(key)
+    }
+
     /// The object is gone: forget its schedule.
     pub fn forget(&self, key: &str) {
         lock(&self.flagged).remove(key);
+        lock(&self.inputs).remove(key);
         lock(&self.next_full_read).remove(key);
     }
 

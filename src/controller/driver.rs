@@ -162,7 +162,8 @@ pub trait Managed:
     const LISTED: bool = false;
 
     /// False when something besides the spec asks for a write although the spec was applied
-    /// (a Secret value the object substitutes changed). Checked before trusting the status.
+    /// (a Secret value the object substitutes changed). Checked before trusting the status,
+    /// when the watch of those inputs reported a change ([`super::drift::Drift::inputs_changed`]).
     fn inputs_unchanged(
         &self,
         _cx: &Cx<'_, Self>,
@@ -495,7 +496,12 @@ async fn trusted<K: Managed>(
             before.observed_generation(),
             before.conditions(),
         );
-    if !applied || !K::inputs_unchanged(object, cx, before).await {
+    if !applied {
+        return None;
+    }
+    // Inputs are read only when their watch said they changed (and once after a start, when
+    // the watch lists them), not on every reconcile.
+    if cx.ctx.drift.take_inputs_changed(key) && !K::inputs_unchanged(object, cx, before).await {
         return None;
     }
     cx.ctx.drift.trust(K::KIND, key)

@@ -63,7 +63,7 @@ pub struct Context {
     /// Each connection's guardrails, listed once per short TTL for every Config to check against.
     pub guardrails: config_refs::GuardrailCache,
     /// What the list-based drift pass asked to read again, and when full reads are due.
-    pub drift: drift::Drift,
+    pub drift: Arc<drift::Drift>,
     /// Limits the Kubernetes Events a mass rollout publishes.
     pub events: events::EventBudget,
 }
@@ -119,11 +119,11 @@ impl Context {
             health: Arc::default(),
             connection_changes: tokio::sync::broadcast::channel(256).0,
             guardrails: Default::default(),
-            drift: drift::Drift::new(drift::DriftSettings {
+            drift: Arc::new(drift::Drift::new(drift::DriftSettings {
                 interval: settings.drift_interval,
                 full_read_interval: settings.full_read_interval.max(settings.drift_interval),
                 qps_share: settings.drift_qps_share.clamp(0.01, 1.0),
-            }),
+            })),
             events: Default::default(),
         }
     }
