@@ -144,6 +144,17 @@ impl Drift {
         lock(&self.inputs).remove(key)
     }
 
+    /// How long until the full read of `key` is due (scheduled now, spread over the interval,
+    /// if it has no schedule yet).
+    pub fn until_full_read(&self, kind: &'static str, key: &str) -> Duration {
+        let interval = self.full_read_interval(kind);
+        let now = Instant::now();
+        let due = *lock(&self.next_full_read)
+            .entry(key.to_string())
+            .or_insert_with(|| now + interval.mul_f64(rand::rng().random_range(0.0..1.0)));
+        due.saturating_duration_since(now)
+    }
+
     /// The object is gone: forget its schedule.
     pub fn forget(&self, key: &str) {
         lock(&self.flagged).remove(key);
@@ -214,6 +225,18 @@ pub fn needs_read(
         (None, Some(now)) if created_by_aigw && row.created_at.as_deref() == Some(now) => None,
         (None, Some(_)) => Some("never read by aigw"),
     }
+}
+
+/// The wait between two reads a pass asks for: never faster than the drift share of the
+/// Connection's QPS, and a small batch spread over a quarter of the interval rather than sent at
+/// once (a big one takes what the share allows, and the pass runs long).
+fn spacing(settings: &DriftSettings, qps: Option<f64>, reads: usize) -> Duration {
+    let budget = qps
+        .filter(|q| *q > 0.0)
+        .map(|q| Duration::from_secs_f64(1.0 / (q * settings.qps_share)))
+        .unwrap_or_default();
+    let spread = settings.interval / 4 / u32::try_from(reads.max(1)).unwrap_or(u32::MAX);
+    budget.max(spread)
 }
 
 /// Whether the drift pass vouches for `object` at all: its spec applied, nothing in flight, a
@@ -293,8 +316,9 @@ async fn pass<K: Listed>(
                 .push(object);
         }
     }
-    let share = ctx.drift.settings.qps_share;
     let mut asked = 0;
+    let mut listed = 0;
+    let mut slowest: Option<f64> = None;
     for ((connection, workspace), members) in groups {
         let namespace = members[0].namespace().unwrap_or_default();
         let cached = ctx.stores.connections.find(&connection).await;
@@ -310,7 +334,11 @@ async fn pass<K: Listed>(
             }
         };
         let qps = client.qps();
-        ctx.drift.fit_full_read(ctx, K::KIND, members.len(), qps);
+        listed += members.len();
+        slowest = match (slowest, qps) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let listing = match K::list(&client, workspace.clone()).await {
             Ok(listing) => listing,
             Err(e) => {
@@ -323,22 +351,22 @@ async fn pass<K: Listed>(
             .iter()
             .flat_map(|row| row.keys.iter().map(move |k| (k.as_str(), row)))
             .collect();
-        let pace = qps
-            .filter(|q| *q > 0.0)
-            .map(|q| Duration::from_secs_f64(1.0 / (q * share)));
-        for object in &members {
-            let Some(status) = object.status() else {
-                continue;
-            };
-            let Some(why) = needs_read(
-                &status.remote_keys(),
-                status.remote_updated_at(),
-                object.adopted().is_none(),
-                &rows,
-                listing.complete,
-            ) else {
-                continue;
-            };
+        let due: Vec<(&Arc<K>, &'static str)> = members
+            .iter()
+            .filter_map(|object| {
+                let status = object.status()?;
+                let why = needs_read(
+                    &status.remote_keys(),
+                    status.remote_updated_at(),
+                    object.adopted().is_none(),
+                    &rows,
+                    listing.complete,
+                )?;
+                Some((object, why))
+            })
+            .collect();
+        let spacing = spacing(&ctx.drift.settings, qps, due.len());
+        for (object, why) in due {
             let reference = ObjectRef::from_obj(object.as_ref());
             debug!(kind = K::KIND, object = %reference, why, "drift: reading again");
             ctx.drift.flag(super::driver::object_key(object.as_ref()));
@@ -346,11 +374,10 @@ async fn pass<K: Listed>(
                 return asked;
             }
             asked += 1;
-            if let Some(pace) = pace {
-                tokio::time::sleep(pace).await;
-            }
+            tokio::time::sleep(spacing).await;
         }
     }
+    ctx.drift.fit_full_read(ctx, K::KIND, listed, slowest);
     if asked > 0 {
         info!(
             kind = K::KIND,
@@ -437,6 +464,24 @@ mod tests {
             check(Some("x"), true, &other, false),
             Some("not shown by an incomplete list")
         );
+    }
+
+    #[test]
+    fn reads_are_paced_to_the_share_and_small_batches_spread_out() {
+        let settings = DriftSettings {
+            interval: Duration::from_secs(600),
+            full_read_interval: Duration::from_secs(86_400),
+            qps_share: 0.5,
+        };
+        // 10,000 reads at qps 10: the share (5/s) is the limit.
+        assert_eq!(
+            spacing(&settings, Some(10.0), 10_000),
+            Duration::from_millis(200)
+        );
+        // 50 reads: spread over a quarter of the interval.
+        assert_eq!(spacing(&settings, Some(10.0), 50), Duration::from_secs(3));
+        // No limiter: only the spread.
+        assert_eq!(spacing(&settings, None, 150), Duration::from_secs(1));
     }
 
     #[test]

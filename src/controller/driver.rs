@@ -444,8 +444,13 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
             };
             record_outcome(status.conditions_mut(), &outcome, generation);
             clear_drifted::<K>(&mut status, generation);
-            let drift = jittered(ctx.drift_interval);
-            let due = K::due_in(object, &status).map_or(drift, |due| due.min(drift));
+            // A listed kind is looked at again when its full read is due (the drift pass asks
+            // sooner if a list shows it changed); the others at the next drift check.
+            let next = match K::LISTED {
+                true => ctx.drift.until_full_read(K::KIND, &key),
+                false => jittered(ctx.drift_interval),
+            };
+            let due = K::due_in(object, &status).map_or(next, |due| due.min(next));
             (Action::requeue(due), changes)
         }
         // Lost a race with another writer: this view is stale, so record nothing from it.
