@@ -485,7 +485,8 @@ pub fn watch_secrets(
         .health
         .register(super::stream_name("Secret(Config refs)", namespace));
     let secrets = super::scoped::<PartialObjectMeta<Secret>>(&ctx.kube, namespace);
-    let stream = watcher(secrets, watcher::Config::default().any_semantic())
+    // Paged initial lists: a namespace may hold many Secrets.
+    let stream = watcher(secrets, watcher::Config::default())
         .inspect(move |item| probe.observe(item))
         .touched_objects();
     let drift = ctx.drift.clone();

@@ -196,9 +196,18 @@ where
         + 'static,
 {
     let (reader, writer) = reflector::store();
-    // managedFields are most of a cached object and aigw never reads them.
-    let objects = watcher(api, watcher::Config::default().any_semantic())
-        .modify(|object| object.meta_mut().managed_fields = None)
+    // Paged initial lists (500 objects a page): a list served whole from the watch cache (the
+    // "any" semantic ignores the page size) put every object in one response, which at 10,000
+    // objects was the largest allocation of the process. managedFields and kubectl's copy of
+    // the last applied manifest are most of a cached object and aigw never reads them.
+    let objects = watcher(api, watcher::Config::default())
+        .modify(|object| {
+            let meta = object.meta_mut();
+            meta.managed_fields = None;
+            if let Some(annotations) = meta.annotations.as_mut() {
+                annotations.remove(LAST_APPLIED);
+            }
+        })
         .inspect(move |event| {
             if let Ok(event) = event {
                 on_event(event);
@@ -210,6 +219,9 @@ where
         .predicate_filter(worth_reconciling, Default::default());
     (reader, stream)
 }
+
+/// The annotation `kubectl apply` keeps the whole last applied manifest in.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// What of an object can ask for work: its spec (generation), annotations (pause, revision),
 /// finalizers and deletion. A change to status alone, which is aigw's own write, is not: it
