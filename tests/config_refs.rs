@@ -39,9 +39,8 @@ fn config(name: &str, spec: Value) -> Config {
     object("Config", name, spec)
 }
 
-/// Remote config writes (creates and updates) the emulator counted.
 async fn writes(h: &Harness) -> u64 {
-    h.count("POST /ai_gw/v2/configs").await + h.count("PUT /ai_gw/v2/configs/{slug}").await
+    h.remote_writes().await
 }
 
 async fn remote_document(h: &Harness, slug: &str) -> Value {

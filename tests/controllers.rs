@@ -10,7 +10,7 @@ use kube::Resource;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::harness::{Harness, TOKEN, captured_logs, count_in};
+use support::harness::{Harness, TOKEN, captured_logs};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -78,20 +78,8 @@ fn policy_spec(name: &str) -> Value {
            "conditions": [{"key": "workspace_id", "value": "ws-1"}], "groupBy": [{"key": "api_key"}]})
 }
 
-/// Remote writes recorded by the emulator, by method.
 async fn writes(h: &Harness) -> u64 {
-    let stats = h.stats().await;
-    stats["requests"]
-        .as_object()
-        .map(|m| {
-            m.iter()
-                .filter(|(k, _)| {
-                    k.starts_with("PUT ") || k.starts_with("POST ") || k.starts_with("DELETE ")
-                })
-                .map(|(k, _)| count_in(&stats, k))
-                .sum()
-        })
-        .unwrap_or(0)
+    h.remote_writes().await
 }
 
 /// No token, password or client_auth in the captured logs or the namespace's events.

@@ -18,20 +18,8 @@ const WAIT: Duration = Duration::from_secs(60);
 const DRIFT: Duration = Duration::from_secs(1);
 const NAMES: [&str; 3] = ["alpha", "beta", "gamma"];
 
-/// Remote writes (POST/PUT/DELETE) the emulator counted.
 async fn writes(h: &Harness) -> u64 {
-    let stats = h.stats().await;
-    stats["requests"]
-        .as_object()
-        .map(|m| {
-            m.keys()
-                .filter(|k| {
-                    k.starts_with("PUT ") || k.starts_with("POST ") || k.starts_with("DELETE ")
-                })
-                .map(|k| support::harness::count_in(&stats, k))
-                .sum()
-        })
-        .unwrap_or(0)
+    h.remote_writes().await
 }
 
 /// Waits for an event with `reason` (published right after the status write that follows the
@@ -208,8 +196,7 @@ async fn policies_are_listed_page_by_page_and_a_remote_edit_is_corrected() {
         Some(json!({"value": 7})),
     )
     .await;
-    let deadline = Instant::now() + WAIT;
-    loop {
+    let restored = support::wait_until(WAIT, || async {
         let remote = h
             .call(
                 Method::GET,
@@ -217,14 +204,9 @@ async fn policies_are_listed_page_by_page_and_a_remote_edit_is_corrected() {
                 None,
             )
             .await;
-        if remote["value"].as_f64() == Some(100.0) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the edit was never corrected: {remote}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        (remote["value"].as_f64() == Some(100.0)).then_some(())
+    })
+    .await;
+    assert!(restored.is_some(), "the remote edit was never corrected");
     wait_for_event(&h, "DriftCorrected").await;
 }

@@ -26,18 +26,8 @@ async fn remote_config(h: &Harness, slug: &str) -> Option<Value> {
         .cloned()
 }
 
-/// Writes (POST/PUT/DELETE) the emulator counted, all endpoints.
 async fn writes(h: &Harness) -> u64 {
-    let stats = h.stats().await;
-    stats["requests"]
-        .as_object()
-        .map(|m| {
-            m.keys()
-                .filter(|k| !k.starts_with("GET "))
-                .map(|k| support::harness::count_in(&stats, k))
-                .sum()
-        })
-        .unwrap_or(0)
+    h.remote_writes().await
 }
 
 #[tokio::test]

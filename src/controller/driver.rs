@@ -464,20 +464,7 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
     // The events first, so that whoever waits for the status finds them; then the one status
     // write (which also records a create's id: a crash before it leaves the intent, and the
     // lookup finds the object again).
-    for change in changes {
-        info!(kind = K::KIND, object = %key, reason = change.reason, "{}", change.message);
-        if change.is_drift() {
-            ctx.metrics.drift_corrected(K::KIND);
-        }
-        publish(
-            ctx,
-            object,
-            EventType::Normal,
-            change.reason,
-            &change.message,
-        )
-        .await;
-    }
+    report(ctx, object, &key, changes).await;
     if worth_writing(written.as_ref(), &status) {
         cx.save_status(&status).await?;
     }
@@ -592,17 +579,7 @@ async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Res
         Ok(changes) => {
             ctx.backoff.reset(&key);
             ctx.drift.forget(&key);
-            for change in changes {
-                info!(kind = K::KIND, object = %key, reason = change.reason, "{}", change.message);
-                publish(
-                    ctx,
-                    object,
-                    EventType::Normal,
-                    change.reason,
-                    &change.message,
-                )
-                .await;
-            }
+            report(ctx, object, &key, changes).await;
             Ok(Action::await_change())
         }
         Err(error) => {
@@ -610,6 +587,24 @@ async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Res
             publish(ctx, object, EventType::Warning, error.category(), &message).await;
             Err(error)
         }
+    }
+}
+
+/// Logs each change, counts drift corrections, and publishes each as a Normal event.
+async fn report<K: Managed>(ctx: &Context, object: &K, key: &str, changes: Vec<Change>) {
+    for change in changes {
+        info!(kind = K::KIND, object = %key, reason = change.reason, "{}", change.message);
+        if change.is_drift() {
+            ctx.metrics.drift_corrected(K::KIND);
+        }
+        publish(
+            ctx,
+            object,
+            EventType::Normal,
+            change.reason,
+            &change.message,
+        )
+        .await;
     }
 }
 

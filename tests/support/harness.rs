@@ -216,6 +216,20 @@ impl Harness {
     }
 
     /// Requests counted for `"METHOD /template"`, all statuses.
+    /// Remote writes (every request but GETs) the emulator counted, all endpoints.
+    pub async fn remote_writes(&self) -> u64 {
+        let stats = self.stats().await;
+        stats["requests"]
+            .as_object()
+            .map(|m| {
+                m.keys()
+                    .filter(|k| !k.starts_with("GET "))
+                    .map(|k| count_in(&stats, k))
+                    .sum()
+            })
+            .unwrap_or(0)
+    }
+
     pub async fn count(&self, endpoint: &str) -> u64 {
         count_in(&self.stats().await, endpoint)
     }
