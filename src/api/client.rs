@@ -157,6 +157,23 @@ impl Client {
         serde_json::from_value(value).map_err(|e| decode_error(&call, &answer, &e))
     }
 
+    /// Like [`Self::json`] for a large answer: decoded straight from the body into `T`, without
+    /// the intermediate `Value`. An answer `T` cannot take is decoded again the usual way, so
+    /// errors read the same.
+    pub(crate) async fn json_streamed<T: DeserializeOwned>(
+        &self,
+        call: Call,
+    ) -> Result<T, ApiError> {
+        let answer = self.execute(&call).await?;
+        match serde_json::from_str(answer.body.trim()) {
+            Ok(decoded) => Ok(decoded),
+            Err(_) => {
+                let value = answer_value(&call, &answer)?;
+                serde_json::from_value(value).map_err(|e| decode_error(&call, &answer, &e))
+            }
+        }
+    }
+
     /// Sends `call` and ignores the body of a success answer (`{}` or empty).
     pub(crate) async fn empty(&self, call: Call) -> Result<(), ApiError> {
         let answer = self.execute(&call).await?;

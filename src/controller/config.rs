@@ -142,7 +142,7 @@ impl Listed for Config {
     }
 
     async fn list(client: &Client, workspace: Option<String>) -> Result<Listing<Row>, ApiError> {
-        let listing = client.configs().listing(workspace.as_deref()).await?;
+        let listing = client.configs().stamps(workspace.as_deref()).await?;
         Ok(Listing {
             items: listing
                 .items

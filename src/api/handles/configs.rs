@@ -1,8 +1,8 @@
 use crate::api::client::{Call, Client};
 use crate::api::error::ApiError;
 use crate::api::models::{
-    ConfigCreated, ConfigDetail, ConfigSummary, ConfigUpdated, ConfigVersion, CreateConfigRequest,
-    ListPage, Listing, UpdateConfigRequest, Validate,
+    ConfigCreated, ConfigDetail, ConfigStamp, ConfigSummary, ConfigUpdated, ConfigVersion,
+    CreateConfigRequest, ListPage, Listing, StreamedPage, UpdateConfigRequest, Validate,
 };
 use crate::api::routes::{CONFIG, CONFIG_VERSIONS, CONFIGS, Route, Verb};
 
@@ -34,6 +34,20 @@ impl<'c> Configs<'c> {
         let call = Call::new(Route::mgmt(Verb::Get, CONFIGS, &[])).query(query);
         let page: ListPage<ConfigSummary> = self.client.json(call).await?;
         Ok(Listing::from_page(page))
+    }
+
+    /// Like [`Self::listing`], keeping of each row only its identity and timestamps, decoded
+    /// row by row: the drift check lists every config once per interval.
+    pub async fn stamps(
+        &self,
+        workspace_id: Option<&str>,
+    ) -> Result<Listing<ConfigStamp>, ApiError> {
+        let query = workspace_id
+            .map(|ws| vec![("workspace_id", ws.to_owned())])
+            .unwrap_or_default();
+        let call = Call::new(Route::mgmt(Verb::Get, CONFIGS, &[])).query(query);
+        let page: StreamedPage<ConfigStamp> = self.client.json_streamed(call).await?;
+        Ok(page.into())
     }
 
     /// Not retried when the answer is lost: check `outcome_unknown()` and look the config up.

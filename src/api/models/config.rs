@@ -38,6 +38,19 @@ pub struct ConfigSummary {
     pub last_updated_at: Option<String>,
 }
 
+/// The part of a config list row the drift check needs: what identifies the config and when it
+/// was created and last changed. Every other field of the row is skipped while decoding.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct ConfigStamp {
+    pub id: String,
+    #[serde(default)]
+    pub slug: String,
+    #[serde(default)]
+    pub created_at: Option<String>,
+    #[serde(default)]
+    pub last_updated_at: Option<String>,
+}
+
 /// A config as `GET /configs/{slug}` returns it. `config` arrives as a JSON string and is parsed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConfigDetail {

@@ -71,6 +71,78 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for ListPage<T> {
     }
 }
 
+/// A list answer decoded straight from the body, row by row, without the `Value` tree
+/// [`ListPage`] goes through: for large lists read often (the drift check lists every config),
+/// where that tree of maps was the largest allocation of the process. It takes the same shapes:
+/// a bare array, `{"data": [...], "total"}`, and either one inside `{"success": true, "data"}`.
+/// Any other shape (`success: false` included) fails to decode, and the caller reads the answer
+/// again the usual way to report it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamedPage<T> {
+    pub data: Vec<T>,
+    pub total: Option<u64>,
+}
+
+impl<T> From<StreamedPage<T>> for Listing<T> {
+    fn from(page: StreamedPage<T>) -> Self {
+        Listing::from_page(ListPage {
+            data: page.data,
+            total: page.total,
+        })
+    }
+}
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for StreamedPage<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(PageVisitor(std::marker::PhantomData))
+    }
+}
+
+struct PageVisitor<T>(std::marker::PhantomData<T>);
+
+impl<'de, T: DeserializeOwned> serde::de::Visitor<'de> for PageVisitor<T> {
+    type Value = StreamedPage<T>;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a list: an array, or an object with `data`")
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut data = Vec::with_capacity(seq.size_hint().unwrap_or(0));
+        while let Some(row) = seq.next_element()? {
+            data.push(row);
+        }
+        Ok(StreamedPage { data, total: None })
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        use serde::de::Error;
+        let mut page: Option<StreamedPage<T>> = None;
+        let mut total = None;
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                // `data` is the rows, or a list envelope inside a success envelope.
+                "data" => page = Some(map.next_value::<StreamedPage<T>>()?),
+                "total" => total = map.next_value::<Option<u64>>()?,
+                "success" => {
+                    if !map.next_value::<bool>()? {
+                        return Err(A::Error::custom("the answer says success: false"));
+                    }
+                }
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        let mut page = page.unwrap_or(StreamedPage {
+            data: Vec::new(),
+            total: None,
+        });
+        page.total = page.total.or(total);
+        Ok(page)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,6 +162,27 @@ mod tests {
         let list = json!({"object": "list", "total": 1, "data": [1]});
         assert_eq!(unwrap_success(list.clone()), Ok(list));
         assert!(unwrap_success(json!({"success": false, "data": {"errorCode": "AB03"}})).is_err());
+    }
+
+    #[test]
+    fn streamed_pages_take_every_list_shape() {
+        let parse = |text: &str| serde_json::from_str::<StreamedPage<u32>>(text).unwrap();
+        let page = |data: Vec<u32>, total| StreamedPage { data, total };
+        assert_eq!(parse("[1, 2]"), page(vec![1, 2], None));
+        assert_eq!(
+            parse(r#"{"object": "list", "total": 7, "data": [1]}"#),
+            page(vec![1], Some(7))
+        );
+        assert_eq!(
+            parse(r#"{"success": true, "data": {"total": 3, "data": [4]}}"#),
+            page(vec![4], Some(3))
+        );
+        assert_eq!(
+            parse(r#"{"success": true, "data": [5]}"#),
+            page(vec![5], None)
+        );
+        assert!(serde_json::from_str::<StreamedPage<u32>>(r#"{"success": false}"#).is_err());
+        assert!(serde_json::from_str::<StreamedPage<u32>>(r#""text""#).is_err());
     }
 
     #[test]

@@ -21,7 +21,7 @@ mod tests;
 
 pub use config::*;
 pub use deployment::*;
-pub use envelope::{ListPage, Listing, unwrap_success};
+pub use envelope::{ListPage, Listing, StreamedPage, unwrap_success};
 pub use error::{ApiErrorBody, ErrorEnvelope, ErrorObject};
 pub use guardrail::*;
 pub use output::*;
