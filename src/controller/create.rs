@@ -13,7 +13,9 @@
 //!    in a complete listing. A found object is adopted; a complete listing without it, old
 //!    enough for a lagging list to have caught up, allows the POST again; anything else is
 //!    "unknown" and is looked at again later, never taken as absence.
-//! 4. The caller persists the remote id as soon as it is known.
+//! 4. The remote id is persisted by the reconcile's next status write, right after the answer
+//!    (with the result, in one write). A crash before it leaves the intent, and step 3 finds the
+//!    object again.
 
 use std::time::Duration;
 
