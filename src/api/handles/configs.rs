@@ -6,6 +6,14 @@ use crate::api::models::{
 };
 use crate::api::routes::{CONFIG, CONFIG_VERSIONS, CONFIGS, Route, Verb};
 
+/// `GET /configs`, of one workspace when `workspace_id` is set.
+fn list_call(workspace_id: Option<&str>) -> Call {
+    let query = workspace_id
+        .map(|ws| vec![("workspace_id", ws.to_owned())])
+        .unwrap_or_default();
+    Call::new(Route::mgmt(Verb::Get, CONFIGS, &[])).query(query)
+}
+
 /// Configs (`/ai_gw/v2/configs`). Paths take the slug; the config UUID works too.
 #[derive(Debug, Clone, Copy)]
 pub struct Configs<'c> {
@@ -28,11 +36,7 @@ impl<'c> Configs<'c> {
         &self,
         workspace_id: Option<&str>,
     ) -> Result<Listing<ConfigSummary>, ApiError> {
-        let query = workspace_id
-            .map(|ws| vec![("workspace_id", ws.to_owned())])
-            .unwrap_or_default();
-        let call = Call::new(Route::mgmt(Verb::Get, CONFIGS, &[])).query(query);
-        let page: ListPage<ConfigSummary> = self.client.json(call).await?;
+        let page: ListPage<ConfigSummary> = self.client.json(list_call(workspace_id)).await?;
         Ok(Listing::from_page(page))
     }
 
@@ -42,11 +46,8 @@ impl<'c> Configs<'c> {
         &self,
         workspace_id: Option<&str>,
     ) -> Result<Listing<ConfigStamp>, ApiError> {
-        let query = workspace_id
-            .map(|ws| vec![("workspace_id", ws.to_owned())])
-            .unwrap_or_default();
-        let call = Call::new(Route::mgmt(Verb::Get, CONFIGS, &[])).query(query);
-        let page: StreamedPage<ConfigStamp> = self.client.json_streamed(call).await?;
+        let page: StreamedPage<ConfigStamp> =
+            self.client.json_streamed(list_call(workspace_id)).await?;
         Ok(page.into())
     }
 
