@@ -2,6 +2,8 @@
 //! a new version_id), create through the shared protocol when there is nothing to adopt, delete
 //! per `deletionPolicy`.
 
+use tracing::debug;
+
 use super::config_refs::{self, Desired};
 use super::create::{Created, Lookup, create_once, one_created_since};
 use super::drift::{Listed, Row};
@@ -257,8 +259,18 @@ async fn create(
             status.secret_hash = desired.secret_hash.clone();
             if created.slug.is_none() {
                 // Gateways reference configs by slug: an answer without one is completed by a
-                // read by id now, rather than trusted until the next full read.
-                observe(config, cx, status).await?;
+                // read by id. A failed read (a list or a read that lags the create) keeps the
+                // id: the drift list shows the slug the status lacks, and it is read then.
+                match api.configs().get(&created.id).await {
+                    Ok(remote) => {
+                        status.slug = Some(remote.slug).filter(|s| !s.is_empty());
+                        status.version_id = remote.version_id.or(status.version_id.take());
+                        status.remote_updated_at = remote.last_updated_at;
+                    }
+                    Err(e) => {
+                        debug!(config = %created.id, error = %e, "the read after a create answer without a slug failed; the drift list will show the slug")
+                    }
+                }
             }
             let name = created.slug.unwrap_or(created.id);
             Change::new("Created", format!("created config {name}"))
@@ -266,6 +278,8 @@ async fn create(
         Created::Recovered(found) => {
             status.id = Some(found.id.clone());
             status.slug = Some(found.slug.clone()).filter(|s| !s.is_empty());
+            // What the earlier POST sent may be an older spec: read it and diff, soon.
+            cx.ctx.drift.flag(super::driver::object_key(config));
             Change::new(
                 "Created",
                 format!(

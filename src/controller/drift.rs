@@ -97,6 +97,10 @@ pub struct Drift {
     flagged: Mutex<HashSet<String>>,
     /// Objects whose inputs besides the spec (Secrets a Config substitutes) changed since.
     inputs: Mutex<HashSet<String>>,
+    /// The resourceVersion of this process's last status write of each object, until a full
+    /// reconcile has seen the cache catch up: a cached copy older than aigw's own last write
+    /// (a failure, an intent) must not be trusted.
+    written: Mutex<HashMap<String, String>>,
     next_full_read: Mutex<HashMap<String, Instant>>,
     /// Per kind, the full-read interval in force (grown with N when needed).
     full_read: Mutex<HashMap<&'static str, Duration>>,
@@ -108,6 +112,7 @@ impl Drift {
             settings,
             flagged: Mutex::default(),
             inputs: Mutex::default(),
+            written: Mutex::default(),
             next_full_read: Mutex::default(),
             full_read: Mutex::default(),
         }
@@ -155,15 +160,47 @@ impl Drift {
         due.saturating_duration_since(now)
     }
 
+    /// This process wrote the status of `key`, which now has `resource_version`.
+    pub fn wrote(&self, key: &str, resource_version: Option<String>) {
+        match resource_version {
+            Some(rv) => lock(&self.written).insert(key.to_string(), rv),
+            None => lock(&self.written).remove(key),
+        };
+    }
+
+    /// A full reconcile ended without writing: whatever the cache holds is what it acted on.
+    pub fn caught_up(&self, key: &str) {
+        lock(&self.written).remove(key);
+    }
+
+    /// True when the cached copy (at `resource_version`) is not the one this process last wrote.
+    pub fn cache_behind(&self, key: &str, resource_version: Option<&str>) -> bool {
+        lock(&self.written)
+            .get(key)
+            .is_some_and(|rv| Some(rv.as_str()) != resource_version)
+    }
+
+    /// True the first time this process looks at `key` (no full read scheduled yet).
+    pub fn first_sight(&self, key: &str) -> bool {
+        !lock(&self.next_full_read).contains_key(key)
+    }
+
     /// The object is gone: forget its schedule.
     pub fn forget(&self, key: &str) {
         lock(&self.flagged).remove(key);
         lock(&self.inputs).remove(key);
+        lock(&self.written).remove(key);
         lock(&self.next_full_read).remove(key);
     }
 
-    fn flag(&self, key: String) {
+    /// Asks the next reconcile of `key` to read the remote object rather than trust the status.
+    pub fn flag(&self, key: String) {
         lock(&self.flagged).insert(key);
+    }
+
+    /// Whether a read of `key` is asked for and not yet done.
+    pub fn is_flagged(&self, key: &str) -> bool {
+        lock(&self.flagged).contains(key)
     }
 
     fn full_read_interval(&self, kind: &'static str) -> Duration {
@@ -217,6 +254,10 @@ pub fn needs_read(
             "not shown by an incomplete list"
         });
     };
+    if row.keys.iter().any(|k| !keys.contains(&k.as_str())) {
+        // A slug the create answer did not carry, say: the status is not complete.
+        return Some("listed with a key the status lacks");
+    }
     match (recorded, row.updated_at.as_deref()) {
         (_, None) => Some("listed without last_updated_at"),
         (Some(seen), Some(now)) if seen == now => None,
@@ -316,25 +357,25 @@ async fn pass<K: Listed>(
                 .push(object);
         }
     }
-    let mut asked = 0;
+    let mut due: Vec<(Arc<K>, &'static str)> = Vec::new();
     let mut listed = 0;
     let mut slowest: Option<f64> = None;
     for ((connection, workspace), members) in groups {
-        let namespace = members[0].namespace().unwrap_or_default();
-        let cached = ctx.stores.connections.find(&connection).await;
-        let client = match ctx
-            .connections
-            .client_for(&namespace, &connection, cached)
-            .await
-        {
-            Ok(resolved) => resolved.client,
-            Err(e) => {
-                debug!(kind = K::KIND, %connection, error = %e, "drift pass skips a Connection it cannot use");
-                continue;
-            }
+        let (client, refused) = client_for_group(ctx, &connection, &members).await;
+        let (refused, members): (Vec<Arc<K>>, Vec<Arc<K>>) = members
+            .into_iter()
+            .partition(|o| refused.contains(&o.namespace().unwrap_or_default()));
+        // Their reconcile records why the Connection cannot be used for them.
+        due.extend(
+            refused
+                .into_iter()
+                .map(|o| (o, "its Connection cannot be used for its namespace")),
+        );
+        let Some(client) = client else {
+            continue;
         };
-        let qps = client.qps();
         listed += members.len();
+        let qps = client.qps();
         slowest = match (slowest, qps) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -342,7 +383,7 @@ async fn pass<K: Listed>(
         let listing = match K::list(&client, workspace.clone()).await {
             Ok(listing) => listing,
             Err(e) => {
-                warn!(kind = K::KIND, %connection, workspace = workspace.as_deref().unwrap_or(""), error = %e, "drift list failed; the objects wait for their full read");
+                warn!(kind = K::KIND, %connection, workspace = workspace.as_deref().unwrap_or(""), error = %e, "drift list failed; the objects wait for the next pass or their full read");
                 continue;
             }
         };
@@ -351,33 +392,36 @@ async fn pass<K: Listed>(
             .iter()
             .flat_map(|row| row.keys.iter().map(move |k| (k.as_str(), row)))
             .collect();
-        let due: Vec<(&Arc<K>, &'static str)> = members
-            .iter()
-            .filter_map(|object| {
-                let status = object.status()?;
-                let why = needs_read(
-                    &status.remote_keys(),
-                    status.remote_updated_at(),
-                    object.adopted().is_none(),
-                    &rows,
-                    listing.complete,
-                )?;
-                Some((object, why))
-            })
-            .collect();
-        let spacing = spacing(&ctx.drift.settings, qps, due.len());
-        for (object, why) in due {
-            let reference = ObjectRef::from_obj(object.as_ref());
-            debug!(kind = K::KIND, object = %reference, why, "drift: reading again");
-            ctx.drift.flag(super::driver::object_key(object.as_ref()));
-            if reads.send(reference).await.is_err() {
-                return asked;
+        for object in members {
+            let Some(status) = object.status() else {
+                continue;
+            };
+            if let Some(why) = needs_read(
+                &status.remote_keys(),
+                status.remote_updated_at(),
+                object.adopted().is_none(),
+                &rows,
+                listing.complete,
+            ) {
+                due.push((object.clone(), why));
             }
-            asked += 1;
-            tokio::time::sleep(spacing).await;
         }
     }
     ctx.drift.fit_full_read(ctx, K::KIND, listed, slowest);
+    // One budget for the whole pass, however many Connections and workspaces it listed.
+    let spacing = spacing(&ctx.drift.settings, slowest, due.len());
+    let asked = due.len();
+    for (n, (object, why)) in due.into_iter().enumerate() {
+        if n > 0 {
+            tokio::time::sleep(spacing).await;
+        }
+        let reference = ObjectRef::from_obj(object.as_ref());
+        debug!(kind = K::KIND, object = %reference, why, "drift: reading again");
+        ctx.drift.flag(super::driver::object_key(object.as_ref()));
+        if reads.send(reference).await.is_err() {
+            return n;
+        }
+    }
     if asked > 0 {
         info!(
             kind = K::KIND,
@@ -386,6 +430,37 @@ async fn pass<K: Listed>(
         );
     }
     asked
+}
+
+/// The client of `connection`, resolved for the namespaces of `members` (the client is the
+/// same for all; the grants differ), and the namespaces it cannot be used for: one refused
+/// namespace never stops the others' drift checks.
+async fn client_for_group<K: Listed>(
+    ctx: &Context,
+    connection: &str,
+    members: &[Arc<K>],
+) -> (Option<Client>, HashSet<String>) {
+    let namespaces: std::collections::BTreeSet<String> = members
+        .iter()
+        .map(|o| o.namespace().unwrap_or_default())
+        .collect();
+    let mut client = None;
+    let mut refused = HashSet::new();
+    for namespace in namespaces {
+        let cached = ctx.stores.connections.find(connection).await;
+        match ctx
+            .connections
+            .client_for(&namespace, connection, cached)
+            .await
+        {
+            Ok(resolved) => client = Some(resolved.client),
+            Err(e) => {
+                warn!(kind = K::KIND, %connection, %namespace, error = %e, "drift pass cannot use this Connection for this namespace; its objects are reconciled to report it");
+                refused.insert(namespace);
+            }
+        }
+    }
+    (client, refused)
 }
 
 #[cfg(test)]

@@ -257,12 +257,20 @@ impl<'a, K: Managed> Cx<'a, K> {
         let expected = self.expected_version();
         let written =
             write_status::<K>(&self.objects, &self.name(), status, expected.as_deref()).await?;
+        self.ctx
+            .drift
+            .wrote(&object_key(self.object), written.clone());
         *self
             .resource_version
             .lock()
             .unwrap_or_else(|e| e.into_inner()) = written;
         *self.saved.lock().unwrap_or_else(|e| e.into_inner()) = Some(status.clone());
         Ok(())
+    }
+
+    /// True when this reconcile has not written the status (so far).
+    fn wrote_nothing(&self) -> bool {
+        self.expected_version() == self.object.resource_version()
     }
 
     fn expected_version(&self) -> Option<String> {
@@ -392,6 +400,7 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
     }
     let mut status = before.clone().unwrap_or_default();
     resume_if_paused(&mut status, generation);
+    let resumed = worth_writing(before.as_ref(), &status);
     // Checks that need no API call: which resource owns the remote object, and what the
     // Connection's grants allow this namespace.
     let allowed = match super::claims::owned_by_another(object, &ctx.stores) {
@@ -410,7 +419,12 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
         }
         return Ok(action);
     }
-    if let Some(wait) = trusted(&cx, &key, before.as_ref()).await {
+    let trust = match resumed {
+        // Leaving a pause is recorded by a full reconcile.
+        true => None,
+        false => trusted(&cx, &key, before.as_ref()).await,
+    };
+    if let Some(wait) = trust {
         let wait = K::due_in(object, &status).map_or(wait, |due| due.min(wait));
         return Ok(Action::requeue(wait));
     }
@@ -447,6 +461,8 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
             // A listed kind is looked at again when its full read is due (the drift pass asks
             // sooner if a list shows it changed); the others at the next drift check.
             let next = match K::LISTED {
+                // A read the kind asked for (an object found again after a lost answer).
+                true if ctx.drift.is_flagged(&key) => Duration::from_secs(1),
                 true => ctx.drift.until_full_read(K::KIND, &key),
                 false => jittered(ctx.drift_interval),
             };
@@ -467,6 +483,8 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
     report(ctx, object, &key, changes).await;
     if worth_writing(written.as_ref(), &status) {
         cx.save_status(&status).await?;
+    } else if cx.wrote_nothing() {
+        ctx.drift.caught_up(&key);
     }
     Ok(action)
 }
@@ -488,15 +506,18 @@ async fn trusted<K: Managed>(
             before.observed_generation(),
             before.conditions(),
         );
-    if !applied {
+    let drift = &cx.ctx.drift;
+    // A copy older than this process's own last write (a failure, an intent) is stale.
+    if !applied || drift.cache_behind(key, object.meta().resource_version.as_deref()) {
         return None;
     }
-    // Inputs are read only when their watch said they changed (and once after a start, when
-    // the watch lists them), not on every reconcile.
-    if cx.ctx.drift.take_inputs_changed(key) && !K::inputs_unchanged(object, cx, before).await {
+    // Inputs are read when their watch says they changed, and the first time this process
+    // sees the object (a change made while it was away), not on every reconcile.
+    let check_inputs = drift.first_sight(key) | drift.take_inputs_changed(key);
+    if check_inputs && !K::inputs_unchanged(object, cx, before).await {
         return None;
     }
-    cx.ctx.drift.trust(K::KIND, key)
+    drift.trust(K::KIND, key)
 }
 
 /// The tenancy rules of the object's Connection, checked before any API call: the workspaces

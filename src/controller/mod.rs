@@ -280,6 +280,11 @@ async fn run_kind<K: Managed>(
             if let Some(n) = stream.get() {
                 K::stores(&ctx.stores).index_event(*n, event);
             }
+            // Whatever way an object went (finalizer done or removed by hand), its drift
+            // bookkeeping goes with it.
+            if let watcher::Event::Delete(object) = event {
+                ctx.drift.forget(&driver::object_key(object));
+            }
         }
     };
     let (store, objects) = watched(scoped::<K>(&ctx.kube, ns), probe, index);

@@ -200,7 +200,11 @@ async fn create(
             ),
         ),
         Created::Recovered(found) => (
-            found.id.clone(),
+            {
+                // What the earlier POST sent may be an older spec: read it and diff, soon.
+                cx.ctx.drift.flag(super::driver::object_key(policy));
+                found.id.clone()
+            },
             Change::new(
                 "Created",
                 format!(
