@@ -404,6 +404,39 @@ async fn a_paused_object_makes_no_api_call_until_unpaused() {
     h.stop().await;
 }
 
+/// Unpausing alone (no spec change) is recorded too, although the object's spec was applied
+/// and a reconcile would otherwise trust its status and make no call.
+#[tokio::test]
+async fn unpausing_without_a_spec_change_clears_paused() {
+    let h = Harness::start_with("modes-unpause", DRIFT).await;
+    h.env
+        .api::<Config>()
+        .create(
+            &PostParams::default(),
+            &object("Config", "idle", routing("idle")),
+        )
+        .await
+        .unwrap();
+    h.env.wait_for::<Config>("idle", WAIT, |c| c.ready()).await;
+    for (value, paused) in [(json!("true"), "True"), (Value::Null, "False")] {
+        merge::<Config>(
+            &h,
+            "idle",
+            json!({"metadata": {"annotations": {"aigw.io/paused": value}}}),
+        )
+        .await;
+        h.env
+            .wait_for::<Config>("idle", WAIT, |c| {
+                c.condition("Paused").is_some_and(|(s, _, _)| s == paused)
+            })
+            .await;
+    }
+    let stats = h.stats().await;
+    assert_eq!(count_in(&stats, CONFIG_POST), 1, "{stats}");
+    assert_eq!(count_in(&stats, CONFIG_PUT), 0, "{stats}");
+    h.stop().await;
+}
+
 #[tokio::test]
 async fn deleting_a_paused_object_still_follows_its_deletion_policy() {
     let h = Harness::start_with("modes-paused-delete", DRIFT).await;
