@@ -123,35 +123,20 @@ impl Connections {
     /// one, Connection Secrets may be anywhere and are read by name). Returns the futures that
     /// keep them filled, each with the name its health is reported under.
     pub fn watches(&self) -> Vec<(&'static str, WatchProgress)> {
-        use futures::StreamExt;
-        use kube::runtime::{WatchStreamExt, reflector, watcher};
-        let mut watches = Vec::new();
-        let (reader, writer) = reflector::store();
-        self.namespaces.register(reader);
-        let namespaces = watcher(
-            Api::<PartialObjectMeta<Namespace>>::all(self.kube.clone()),
-            watcher::Config::default().any_semantic(),
-        )
-        .modify(|ns| ns.metadata.managed_fields = None);
-        watches.push((
+        let mut watches = vec![(
             "Namespace/*",
-            reflector::reflector(writer, namespaces)
-                .map(|event| event.map(progress))
-                .boxed(),
-        ));
+            filled(
+                Api::<PartialObjectMeta<Namespace>>::all(self.kube.clone()),
+                &self.namespaces,
+            ),
+        )];
         if let Some(namespace) = &self.secret_namespace {
-            let (reader, writer) = reflector::store();
-            self.secrets.register(reader);
-            let secrets = watcher(
-                Api::<Secret>::namespaced(self.kube.clone(), namespace),
-                watcher::Config::default().any_semantic(),
-            )
-            .modify(|secret| secret.metadata.managed_fields = None);
             watches.push((
                 "Secret(Connections)",
-                reflector::reflector(writer, secrets)
-                    .map(|event| event.map(progress))
-                    .boxed(),
+                filled(
+                    Api::<Secret>::namespaced(self.kube.clone(), namespace),
+                    &self.secrets,
+                ),
             ));
         }
         watches
@@ -447,6 +432,28 @@ pub type WatchProgress = futures::stream::BoxStream<
     'static,
     Result<kube::runtime::watcher::Event<()>, kube::runtime::watcher::Error>,
 >;
+
+/// A watch of `api` that keeps a new store of `stores` filled (without managedFields).
+fn filled<K>(api: Api<K>, stores: &StoreList<K>) -> WatchProgress
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+{
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, reflector, watcher};
+    let (reader, writer) = reflector::store();
+    stores.register(reader);
+    let objects = watcher(api, watcher::Config::default().any_semantic())
+        .modify(|object| object.meta_mut().managed_fields = None);
+    reflector::reflector(writer, objects)
+        .map(|event| event.map(progress))
+        .boxed()
+}
 
 fn progress<K>(event: kube::runtime::watcher::Event<K>) -> kube::runtime::watcher::Event<()> {
     use kube::runtime::watcher::Event;

@@ -124,18 +124,13 @@ impl Drift {
         if lock(&self.flagged).remove(key) {
             return None;
         }
-        let interval = self.full_read_interval(kind);
-        let now = Instant::now();
-        let mut next = lock(&self.next_full_read);
-        // First seen (a start, a new object): its full read falls anywhere in the interval.
-        let due = *next
-            .entry(key.to_string())
-            .or_insert_with(|| now + interval.mul_f64(rand::rng().random_range(0.0..1.0)));
-        if due <= now {
-            next.insert(key.to_string(), now + jittered(interval));
+        let left = self.until_full_read(kind, key);
+        if left.is_zero() {
+            let interval = self.full_read_interval(kind);
+            lock(&self.next_full_read).insert(key.to_string(), Instant::now() + jittered(interval));
             return None;
         }
-        Some(due - now)
+        Some(left)
     }
 
     /// Something the object `key` reads besides its spec changed (a watched Secret): its next
@@ -154,6 +149,7 @@ impl Drift {
     pub fn until_full_read(&self, kind: &'static str, key: &str) -> Duration {
         let interval = self.full_read_interval(kind);
         let now = Instant::now();
+        // First seen (a start, a new object): its full read falls anywhere in the interval.
         let due = *lock(&self.next_full_read)
             .entry(key.to_string())
             .or_insert_with(|| now + interval.mul_f64(rand::rng().random_range(0.0..1.0)));
@@ -288,8 +284,14 @@ fn listable<K: Listed>(object: &K) -> bool {
     };
     object.meta().deletion_timestamp.is_none()
         && !object.paused()
-        && !status.has_intent()
         && !status.remote_keys().is_empty()
+        && settled(object, status)
+}
+
+/// The spec of `object` was applied (or observed) at its generation and nothing is in flight:
+/// what `status` records may be trusted until a list or a full read says otherwise.
+pub fn settled<K: Managed>(object: &K, status: &K::Status) -> bool {
+    !status.has_intent()
         && spec_already_applied(
             object.meta().generation,
             status.observed_generation(),

@@ -499,13 +499,7 @@ async fn trusted<K: Managed>(
 ) -> Option<Duration> {
     let before = before?;
     let object = cx.object;
-    let applied = K::LISTED
-        && !before.has_intent()
-        && super::spec_already_applied(
-            object.meta().generation,
-            before.observed_generation(),
-            before.conditions(),
-        );
+    let applied = K::LISTED && super::drift::settled(object, before);
     let drift = &cx.ctx.drift;
     // A copy older than this process's own last write (a failure, an intent) is stale.
     if !applied || drift.cache_behind(key, object.meta().resource_version.as_deref()) {
