@@ -12,11 +12,11 @@ use std::time::Duration;
 use aigw::emulator::EmulatorOptions;
 use aigw::resources::{Config, Deployment, RateLimitsPolicy};
 use k8s_openapi::api::core::v1::Secret;
-use kube::Resource;
 use kube::api::PostParams;
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{Harness, TOKEN, count_in};
+use support::objects::Conditions;
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -502,16 +502,6 @@ async fn plan_reports_conflicts_with_exit_1() {
     );
 }
 
-fn ready(
-    conditions: Option<&[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]>,
-    generation: Option<i64>,
-) -> bool {
-    conditions
-        .unwrap_or_default()
-        .iter()
-        .any(|c| c.type_ == "Ready" && c.status == "True" && c.observed_generation == generation)
-}
-
 /// Export the tenant, apply it with the operator running: everything Ready, nothing written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn export_applied_with_the_operator_running_adopts_everything_without_a_write() {
@@ -600,28 +590,13 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
         }
     }
     h.env
-        .wait_for::<Config>("chat-routing", WAIT, |c| {
-            ready(
-                c.status.as_ref().map(|s| s.conditions.as_slice()),
-                c.meta().generation,
-            )
-        })
+        .wait_for::<Config>("chat-routing", WAIT, |c| c.ready())
         .await;
     h.env
-        .wait_for::<Deployment>("edge-eu", WAIT, |d| {
-            ready(
-                d.status.as_ref().map(|s| s.conditions.as_slice()),
-                d.meta().generation,
-            )
-        })
+        .wait_for::<Deployment>("edge-eu", WAIT, |d| d.ready())
         .await;
     h.env
-        .wait_for::<RateLimitsPolicy>("per-key", WAIT, |p| {
-            ready(
-                p.status.as_ref().map(|s| s.conditions.as_slice()),
-                p.meta().generation,
-            )
-        })
+        .wait_for::<RateLimitsPolicy>("per-key", WAIT, |p| p.ready())
         .await;
     let stats = h.stats().await;
     assert_eq!(

@@ -15,15 +15,8 @@ use super::api::{ConnectionArgs, connect};
 
 #[derive(clap::Args)]
 pub struct PlanArgs {
-    /// Manifest file, directory (searched recursively) or `-` for stdin; repeatable.
-    #[arg(
-        short = 'f',
-        long = "filename",
-        alias = "file",
-        required = true,
-        value_name = "PATH"
-    )]
-    files: Vec<PathBuf>,
+    #[command(flatten)]
+    manifests: super::validate::Manifests,
     #[command(flatten)]
     target: TargetArgs,
     /// `human` (default) or `json` (a stable document: `{"version": 1, "summary", "resources"}`).
@@ -54,7 +47,7 @@ pub struct TargetArgs {
 }
 
 pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
-    let loaded = load::load(&args.files)?;
+    let loaded = load::load(&args.manifests.files)?;
     let report = Validator::new().validate(&loaded);
     if !report.is_valid() {
         for problem in &report.problems {

@@ -7,8 +7,15 @@ use aigw::gitops::{load, validate::Validator};
 
 #[derive(clap::Args)]
 pub struct ValidateArgs {
+    #[command(flatten)]
+    manifests: Manifests,
+}
+
+/// The `-f` manifests of `aigw validate` and `aigw plan`.
+#[derive(clap::Args)]
+pub struct Manifests {
     /// Manifest file, directory (searched recursively for *.yaml, *.yml, *.json) or `-` for
-    /// stdin, e.g. `kustomize build overlays/prod | aigw validate -f -`; repeatable.
+    /// stdin, e.g. the output of `kustomize build overlays/prod`; repeatable.
     #[arg(
         short = 'f',
         long = "filename",
@@ -16,12 +23,12 @@ pub struct ValidateArgs {
         required = true,
         value_name = "PATH"
     )]
-    files: Vec<PathBuf>,
+    pub files: Vec<PathBuf>,
 }
 
 /// Prints one line per problem, then a summary; exit 0 when valid, 1 otherwise.
 pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
-    let loaded = load::load(&args.files)?;
+    let loaded = load::load(&args.manifests.files)?;
     let report = Validator::new().validate(&loaded);
     let mut text = String::new();
     for problem in &report.problems {
