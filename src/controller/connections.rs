@@ -434,16 +434,7 @@ pub type WatchProgress = futures::stream::BoxStream<
 >;
 
 /// A watch of `api` that keeps a new store of `stores` filled (without managedFields).
-fn filled<K>(api: Api<K>, stores: &StoreList<K>) -> WatchProgress
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
+fn filled<K: super::Watchable>(api: Api<K>, stores: &StoreList<K>) -> WatchProgress {
     use futures::StreamExt;
     use kube::runtime::{WatchStreamExt, reflector, watcher};
     let (reader, writer) = reflector::store();

@@ -176,25 +176,39 @@ where
     }
 }
 
-/// A reflector over `api` whose every item is reported to `probe`, as a controller trigger.
-/// `on_event` sees every watch event before the store does (the claim index).
-fn watched<K>(
-    api: Api<K>,
-    probe: health::WatchProbe,
-    on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
-) -> (
-    Store<K>,
-    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
-)
-where
+/// What a watch can fill a reflector store with.
+pub trait Watchable:
+    kube::Resource<DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Watchable for K where
     K: kube::Resource<DynamicType = ()>
         + Clone
         + serde::de::DeserializeOwned
         + std::fmt::Debug
         + Send
         + Sync
-        + 'static,
+        + 'static
 {
+}
+
+/// A reflector over `api` whose every item is reported to `probe`, as a controller trigger.
+/// `on_event` sees every watch event before the store does (the claim index).
+fn watched<K: Watchable>(
+    api: Api<K>,
+    probe: health::WatchProbe,
+    on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+) {
     let (reader, writer) = reflector::store();
     // Paged initial lists (500 objects a page): a list served whole from the watch cache (the
     // "any" semantic ignores the page size) put every object in one response, which at 10,000
