@@ -156,14 +156,7 @@ async fn record_observation<K: Managed>(
     };
     record_outcome(status.conditions_mut(), &outcome, generation);
     if fields.is_empty() {
-        set_condition(
-            status.conditions_mut(),
-            DRIFTED,
-            false,
-            "InSync",
-            &format!("the remote {} matches the spec", K::KIND),
-            generation,
-        );
+        set_in_sync::<K>(status, generation);
         return;
     }
     let message = format!(
@@ -198,15 +191,20 @@ async fn record_observation<K: Managed>(
 /// Observe is cleared. Objects that never observed carry no `Drifted` at all.
 pub(super) fn clear_drifted<K: Managed>(status: &mut K::Status, generation: Option<i64>) {
     if find_condition(status.conditions(), DRIFTED).is_some() {
-        set_condition(
-            status.conditions_mut(),
-            DRIFTED,
-            false,
-            "InSync",
-            &format!("the remote {} matches the spec", K::KIND),
-            generation,
-        );
+        set_in_sync::<K>(status, generation);
     }
+}
+
+/// `Drifted=False/InSync`.
+fn set_in_sync<K: Managed>(status: &mut K::Status, generation: Option<i64>) {
+    set_condition(
+        status.conditions_mut(),
+        DRIFTED,
+        false,
+        "InSync",
+        &format!("the remote {} matches the spec", K::KIND),
+        generation,
+    );
 }
 
 /// Deleting an Observe resource never touches the remote object, whatever `deletionPolicy`
