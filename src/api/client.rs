@@ -26,6 +26,16 @@ use super::token::TokenSource;
 #[derive(Clone)]
 pub struct Client {
     inner: Arc<Inner>,
+    /// Asked right before each write is sent; `None` lets every write out.
+    guard: Option<Arc<dyn WriteGuard>>,
+}
+
+/// Decides, right before a write (POST, PUT, PATCH, DELETE) leaves the process, whether it may:
+/// after the rate limiter and the in-flight limit, so a call that waited there is judged when it
+/// would really be sent. Reads are never held back.
+pub trait WriteGuard: Send + Sync {
+    /// `Err(why)` withholds the write.
+    fn may_write(&self) -> Result<(), String>;
 }
 
 struct Inner {
@@ -110,7 +120,16 @@ impl Client {
                 in_flight: Semaphore::new(cfg.max_in_flight.max(1)),
                 observer: cfg.observer,
             }),
+            guard: None,
         })
+    }
+
+    /// This client (same pool, limiter and in-flight limit), whose writes `guard` must let out.
+    pub fn guarded(&self, guard: Arc<dyn WriteGuard>) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            guard: Some(guard),
+        }
     }
 
     /// Requests per second this client's rate limiter allows; `None` when it has none.
@@ -240,6 +259,13 @@ impl Client {
             .acquire()
             .await
             .map_err(|_| ApiError::Config("client is shut down".into()))?;
+        if let Some(guard) = self.guard.as_ref().filter(|_| !call.route.verb.is_read()) {
+            guard.may_write().map_err(|reason| ApiError::Withheld {
+                method: call.route.verb.as_str(),
+                endpoint: call.route.template,
+                reason,
+            })?;
+        }
         let token = self.inner.token.token().await?;
         let mut request = self
             .inner

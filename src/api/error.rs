@@ -69,6 +69,15 @@ pub enum ApiError {
 
     #[error("invalid client configuration: {0}")]
     Config(String),
+
+    /// A write this client's guard did not let out (see [`super::WriteGuard`]): it was never
+    /// sent, so its outcome is known.
+    #[error("{method} {endpoint} was not sent: {reason}")]
+    Withheld {
+        method: &'static str,
+        endpoint: &'static str,
+        reason: String,
+    },
 }
 
 /// An HTTP error answer: status, the parsed API error (if any) and the raw body.
@@ -132,7 +141,10 @@ impl ApiError {
     /// Worth retrying later: network errors, timeouts, 5xx and 429.
     pub fn is_transient(&self) -> bool {
         match self.root() {
-            ApiError::Network { .. } | ApiError::Timeout { .. } | ApiError::Token(_) => true,
+            ApiError::Network { .. }
+            | ApiError::Timeout { .. }
+            | ApiError::Token(_)
+            | ApiError::Withheld { .. } => true,
             ApiError::Http(h) => h.status == 429 || h.status >= 500,
             _ => false,
         }
@@ -196,6 +208,7 @@ impl ApiError {
             ApiError::Decode { .. } => "Decode",
             ApiError::Token(_) | ApiError::TokenFile { .. } => "Token",
             ApiError::Config(_) => "Config",
+            ApiError::Withheld { .. } => "Withheld",
             ApiError::RetriesExhausted { .. } => "Unknown",
             ApiError::Http(_) if self.is_not_found() => "NotFound",
             ApiError::Http(_) if self.is_not_visible() => "NotVisible",

@@ -23,7 +23,7 @@ mod routes;
 mod secret;
 mod token;
 
-pub use client::Client;
+pub use client::{Client, WriteGuard};
 pub use config::{ClientConfig, RequestObserver, RetryPolicy};
 pub use error::{ApiError, HttpError};
 pub use handles::{Configs, Deployments, Guardrails, RateLimits, Responses, VectorStoreFiles};

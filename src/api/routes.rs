@@ -38,6 +38,11 @@ impl Verb {
         }
     }
 
+    /// Changes nothing on the server.
+    pub fn is_read(self) -> bool {
+        matches!(self, Verb::Get)
+    }
+
     /// Safe to send again when the first answer was lost: a PUT is idempotent in HTTP terms,
     /// but here each config PUT mints a version and a `rotate_auth` PUT rotates.
     pub fn is_repeatable(self) -> bool {

@@ -1,7 +1,14 @@
-//! One owner per remote object. A remote object (kind, Connection, remote id or slug) is managed
-//! by at most one aigw resource: the oldest one claiming it (creation time, then uid), so every
-//! replica and every reconcile decides the same way. The others are `Stalled/AlreadyManaged`
-//! and make no API write, and deleting them never touches the object.
+//! One owner per remote object. A remote object (kind, tenant, remote id or slug) is managed by
+//! at most one aigw resource, decided the same way by every replica and every reconcile:
+//! - the resource that already manages it (it created or adopted it and recorded its id)
+//!   stays its owner;
+//! - among claimants that never managed it, the oldest (creation time, then uid) owns it;
+//! - a claimant refused by its grants, that never managed the object, claims nothing: it does
+//!   not block a later claimant that is allowed.
+//!
+//! The others are `Stalled/AlreadyManaged` and make no API write, and deleting them never
+//! touches the object. Claims are keyed per Connection name; a check looks at every
+//! Connection that reaches the same tenant ([`crate::resources::connection::ConnectionSpec::tenant`]).
 //!
 //! The check reads an index kept from the controllers' own watch events, never the apiserver,
 //! and costs a map lookup per claimed id rather than a scan of every cached object (a scan per
@@ -98,16 +105,29 @@ impl<K: Managed> StoreList<K> {
         }
     }
 
-    fn owner_of(&self, object: &K) -> Option<String> {
+    fn owner_of(&self, object: &K, connections: &[String]) -> Option<String> {
         self.claims
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .owner_of(object)
+            .owner_of(object, connections)
+    }
+
+    /// True once every watch cache of the kind has listed: until then the claim index may lack
+    /// a namespace, and no ownership decision can be made. Waits up to `within`.
+    pub async fn listed(&self, within: std::time::Duration) -> bool {
+        let stores = self.snapshot();
+        tokio::time::timeout(
+            within,
+            futures::future::join_all(stores.iter().map(Store::wait_until_ready)),
+        )
+        .await
+        .is_ok_and(|all| all.iter().all(Result::is_ok))
     }
 }
 
-/// Older first; the uid breaks ties between objects created in the same second.
-type Seniority = (Option<jiff::Timestamp>, String);
+/// A resource that manages its object ranks first (`false` < `true`); then older first; the uid
+/// breaks ties between objects created in the same second.
+type Seniority = (bool, Option<jiff::Timestamp>, String);
 
 /// One resource's claims, as last seen on its watch stream.
 struct Claim {
@@ -133,11 +153,15 @@ impl ClaimIndex {
         let uid = object.uid().unwrap_or_default();
         self.remove(&uid);
         let connection = object.connection_name().to_string();
-        let keys: Vec<(String, String)> = object
-            .claimed_ids()
-            .into_iter()
-            .map(|id| (connection.clone(), id))
-            .collect();
+        let keys: Vec<(String, String)> = if claims_nothing(object) {
+            Vec::new()
+        } else {
+            object
+                .claimed_ids()
+                .into_iter()
+                .map(|id| (connection.clone(), id))
+                .collect()
+        };
         let seniority = seniority(object);
         for key in &keys {
             self.by_key
@@ -191,18 +215,21 @@ impl ClaimIndex {
         }
     }
 
-    /// The oldest other resource claiming any of what `object` claims, when older than it.
-    fn owner_of<K: Managed>(&self, object: &K) -> Option<String> {
+    /// The senior other resource claiming any of what `object` claims through any of
+    /// `connections` (those reaching its tenant), when senior to it.
+    fn owner_of<K: Managed>(&self, object: &K, connections: &[String]) -> Option<String> {
         let mine = seniority(object);
-        let connection = object.connection_name();
-        let oldest = object
-            .claimed_ids()
-            .into_iter()
-            .filter_map(|id| self.by_key.get(&(connection.to_string(), id)))
+        let ids = object.claimed_ids();
+        let senior = connections
+            .iter()
+            .flat_map(|connection| {
+                ids.iter()
+                    .filter_map(|id| self.by_key.get(&(connection.clone(), id.clone())))
+            })
             .filter_map(|claimants| claimants.first())
-            .filter(|oldest| **oldest < mine)
+            .filter(|senior| **senior < mine)
             .min()?;
-        self.by_uid.get(&oldest.1).map(|c| c.name.clone())
+        self.by_uid.get(&senior.2).map(|c| c.name.clone())
     }
 }
 
@@ -225,15 +252,62 @@ pub trait Claims: Cached {
     fn adopted(&self) -> Option<(&'static str, String)>;
     /// The workspaces it acts in, each with the spec field naming it (`None`: not set).
     fn workspaces(&self) -> Vec<(&'static str, Option<String>)>;
+    /// The spec field that makes it organisation-wide (a default gateway), when set: that
+    /// needs the grant `allowDefault`.
+    fn organisation_wide(&self) -> Option<&'static str> {
+        None
+    }
 }
 
 /// The resource that owns what `object` claims, when it is another one: `namespace/name`.
-pub fn owned_by_another<K: Managed>(object: &K, stores: &Stores) -> Option<String> {
-    K::stores(stores).owner_of(object)
+/// `connections` are the names of the Connections reaching the same tenant as the object's
+/// (its own included).
+pub fn owned_by_another<K: Managed>(
+    object: &K,
+    stores: &Stores,
+    connections: &[String],
+) -> Option<String> {
+    K::stores(stores).owner_of(object, connections)
 }
 
-fn seniority<K: kube::Resource>(object: &K) -> Seniority {
+/// True when the resource recorded the remote object as its own (an id in its status), or has
+/// a create or rotation in flight.
+pub fn manages<K: Managed>(object: &K) -> bool {
+    use super::status::IntentStatus;
+    use crate::resources::common::Recorded;
+    object
+        .status()
+        .is_some_and(|s| s.recorded_remote().is_some() || s.has_intent())
+}
+
+/// Reasons by which a Connection's grants refuse a resource.
+pub const GRANT_REFUSALS: [&str; 4] = [
+    "NamespaceNotAllowed",
+    "WorkspaceNotAllowed",
+    "AdoptionNotAllowed",
+    "DefaultNotAllowed",
+];
+
+/// A claimant that never managed its object and whose grants refuse its current spec claims
+/// nothing, so it cannot keep an allowed claimant from the object.
+fn claims_nothing<K: Managed>(object: &K) -> bool {
+    use super::status::CommonStatus;
+    use crate::resources::common::{condition::STALLED, find_condition};
+    if manages(object) {
+        return false;
+    }
+    object.status().is_some_and(|s| {
+        find_condition(s.conditions(), STALLED).is_some_and(|c| {
+            c.status == "True"
+                && c.observed_generation == object.meta().generation
+                && GRANT_REFUSALS.contains(&c.reason.as_str())
+        })
+    })
+}
+
+fn seniority<K: Managed>(object: &K) -> Seniority {
     (
+        !manages(object),
         object.meta().creation_timestamp.as_ref().map(|t| t.0),
         object.uid().unwrap_or_default(),
     )
@@ -296,10 +370,20 @@ impl Claims for Deployment {
             .flatten()
             .map(|ws| ("spec.authSettings.workspacesAllowed", Some(ws.clone())))
             .collect();
+        // A JWT subject mapped to a workspace is let into that workspace.
+        workspaces.extend(
+            auth.jwt_sub_workspace_mapping
+                .iter()
+                .flatten()
+                .map(|(_, ws)| ("spec.authSettings.jwtSubWorkspaceMapping", Some(ws.clone()))),
+        );
         if auth.allow_all_workspaces == Some(true) {
             workspaces.push(("spec.authSettings.allowAllWorkspaces", Some("*".into())));
         }
         workspaces
+    }
+    fn organisation_wide(&self) -> Option<&'static str> {
+        (self.spec.is_default == Some(true)).then_some("spec.isDefault")
     }
 }
 
@@ -339,6 +423,10 @@ mod tests {
         c
     }
 
+    fn tenant() -> Vec<String> {
+        vec!["default".into()]
+    }
+
     fn stores_with(objects: &[Config]) -> Stores {
         let (reader, mut writer) = store::<Config>();
         for o in objects {
@@ -358,11 +446,17 @@ mod tests {
         let dev = config("dev", "a", "u1", "2026-01-02T00:00:00Z", Some("pc-x"));
         let twin = config("qa", "a", "u0", "2026-01-01T00:00:00Z", Some("pc-x"));
         let stores = stores_with(&[prod.clone(), dev.clone()]);
-        assert_eq!(owned_by_another(&prod, &stores), None);
-        assert_eq!(owned_by_another(&dev, &stores).as_deref(), Some("prod/a"));
+        assert_eq!(owned_by_another(&prod, &stores, &tenant()), None);
+        assert_eq!(
+            owned_by_another(&dev, &stores, &tenant()).as_deref(),
+            Some("prod/a")
+        );
         let stores = stores_with(&[prod.clone(), twin.clone()]);
-        assert_eq!(owned_by_another(&prod, &stores).as_deref(), Some("qa/a"));
-        assert_eq!(owned_by_another(&twin, &stores), None);
+        assert_eq!(
+            owned_by_another(&prod, &stores, &tenant()).as_deref(),
+            Some("qa/a")
+        );
+        assert_eq!(owned_by_another(&twin, &stores, &tenant()), None);
     }
 
     #[test]
@@ -374,8 +468,11 @@ mod tests {
             name: "other-tenant".into(),
         });
         let stores = stores_with(&[a, b.clone(), c.clone()]);
-        assert_eq!(owned_by_another(&b, &stores), None);
-        assert_eq!(owned_by_another(&c, &stores), None);
+        assert_eq!(owned_by_another(&b, &stores, &tenant()), None);
+        assert_eq!(
+            owned_by_another(&c, &stores, &["other-tenant".into()]),
+            None
+        );
     }
 
     #[test]
@@ -383,17 +480,87 @@ mod tests {
         let old = config("prod", "a", "u1", "2026-01-01T00:00:00Z", Some("pc-x"));
         let new = config("dev", "b", "u2", "2026-01-02T00:00:00Z", Some("pc-x"));
         let stores = stores_with(&[old.clone(), new.clone()]);
-        assert_eq!(owned_by_another(&new, &stores).as_deref(), Some("prod/a"));
+        assert_eq!(
+            owned_by_another(&new, &stores, &tenant()).as_deref(),
+            Some("prod/a")
+        );
         // The watch restarts and lists only `new`: `old` was deleted while it was away.
         stores.configs.index_event(0, &Event::Init);
         stores
             .configs
             .index_event(0, &Event::InitApply(new.clone()));
         stores.configs.index_event(0, &Event::InitDone);
-        assert_eq!(owned_by_another(&new, &stores), None);
+        assert_eq!(owned_by_another(&new, &stores, &tenant()), None);
         stores.configs.index_event(0, &Event::Apply(old.clone()));
-        assert_eq!(owned_by_another(&new, &stores).as_deref(), Some("prod/a"));
+        assert_eq!(
+            owned_by_another(&new, &stores, &tenant()).as_deref(),
+            Some("prod/a")
+        );
         stores.configs.index_event(0, &Event::Delete(old));
-        assert_eq!(owned_by_another(&new, &stores), None);
+        assert_eq!(owned_by_another(&new, &stores, &tenant()), None);
+    }
+
+    #[test]
+    fn the_resource_that_manages_the_object_stays_its_owner() {
+        let older = config("qa", "a", "u0", "2026-01-01T00:00:00Z", Some("pc-x"));
+        let mut owner = config("prod", "a", "u2", "2026-01-01T00:00:00Z", Some("pc-x"));
+        owner.status = Some(crate::resources::config::ConfigStatus {
+            slug: Some("pc-x".into()),
+            ..Default::default()
+        });
+        let stores = stores_with(&[older.clone(), owner.clone()]);
+        assert_eq!(owned_by_another(&owner, &stores, &tenant()), None);
+        assert_eq!(
+            owned_by_another(&older, &stores, &tenant()).as_deref(),
+            Some("prod/a")
+        );
+    }
+
+    #[test]
+    fn a_claimant_refused_by_its_grants_does_not_block_an_allowed_one() {
+        let mut refused = config("dev", "a", "u0", "2026-01-01T00:00:00Z", Some("pc-x"));
+        refused.metadata.generation = Some(1);
+        let mut conditions = Vec::new();
+        crate::controller::status::record_outcome(
+            &mut conditions,
+            &crate::controller::status::Outcome::Stalled {
+                reason: "AdoptionNotAllowed".into(),
+                message: "no".into(),
+            },
+            Some(1),
+        );
+        refused.status = Some(crate::resources::config::ConfigStatus {
+            conditions,
+            ..Default::default()
+        });
+        let mut allowed = config("prod", "a", "u2", "2026-01-02T00:00:00Z", Some("pc-x"));
+        let stores = stores_with(&[refused.clone(), allowed.clone()]);
+        assert_eq!(owned_by_another(&allowed, &stores, &tenant()), None);
+        // Once the allowed one adopted it, it stays the owner even if the grants change.
+        allowed.status = Some(crate::resources::config::ConfigStatus {
+            slug: Some("pc-x".into()),
+            ..Default::default()
+        });
+        let stores = stores_with(&[refused.clone(), allowed.clone()]);
+        assert_eq!(
+            owned_by_another(&refused, &stores, &tenant()).as_deref(),
+            Some("prod/a")
+        );
+    }
+
+    #[test]
+    fn two_connections_to_one_tenant_share_owners() {
+        let a = config("prod", "a", "u1", "2026-01-01T00:00:00Z", Some("pc-x"));
+        let mut b = config("dev", "b", "u2", "2026-01-02T00:00:00Z", Some("pc-x"));
+        b.spec.connection_ref = Some(crate::resources::common::ConnectionRef {
+            name: "same-tenant".into(),
+        });
+        let stores = stores_with(&[a, b.clone()]);
+        assert_eq!(owned_by_another(&b, &stores, &["same-tenant".into()]), None);
+        let both = vec!["same-tenant".to_string(), "default".to_string()];
+        assert_eq!(
+            owned_by_another(&b, &stores, &both).as_deref(),
+            Some("prod/a")
+        );
     }
 }

@@ -9,6 +9,7 @@ use super::create::{Created, Lookup, create_once, one_created_since};
 use super::drift::{Listed, Row};
 use super::driver::{Change, Cx, Managed, observed, orphaned, removed};
 use super::error::Error;
+use super::gate::Op;
 use super::status::common_status;
 use super::{now_rfc3339, spec_already_applied};
 use crate::api::{ApiError, Client, ConfigDetail, Listing};
@@ -57,7 +58,7 @@ impl Managed for Config {
             return Ok(Vec::new());
         }
         let updated = cx
-            .api()
+            .api(Op::Update)
             .await?
             .configs()
             .update(
@@ -111,11 +112,9 @@ impl Managed for Config {
 
     async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
         let status = self.status.clone().unwrap_or_default();
-        let known = status
-            .slug
-            .clone()
-            .or(status.id.clone())
-            .or(self.spec.slug.clone());
+        // Only what this resource recorded: a slug its spec names but it never adopted is not
+        // its to delete (the gate releases such a resource before this runs).
+        let known = status.slug.clone().or(status.id.clone());
         if self.spec.deletion_policy == ConfigDeletionPolicy::Orphan {
             return Ok(orphaned(&format!("config {}", known.unwrap_or_default())));
         }
@@ -133,7 +132,7 @@ impl Managed for Config {
             },
             (None, None) => return Ok(Vec::new()),
         };
-        let result = cx.api().await?.configs().delete(&key).await;
+        let result = cx.api(Op::Delete).await?.configs().delete(&key).await;
         removed("Deleted", "delete", &format!("config {key}"), result)
     }
 }
@@ -197,7 +196,7 @@ async fn observe(
     else {
         return Ok(None);
     };
-    let result = cx.api().await?.configs().get(&key).await;
+    let result = cx.api(Op::Read).await?.configs().get(&key).await;
     let found = observed(
         &format!("config {key}"),
         adopted.map(|_| "spec.slug"),
@@ -205,10 +204,12 @@ async fn observe(
     )?;
     if let (Some(remote), Some(_)) = (&found, adopted) {
         // Adopting reaches an object made outside aigw: its own workspace must be granted too.
-        cx.scope().await?.check_workspace(
-            &format!("the workspace of config {key}"),
-            remote.workspace_id.as_deref(),
-        )?;
+        cx.gate
+            .reach(
+                &format!("the workspace of config {key}"),
+                remote.workspace_id.as_deref(),
+            )
+            .await?;
     }
     match &found {
         Some(remote) => {
@@ -240,7 +241,7 @@ async fn create(
     desired: &Desired,
 ) -> Result<Change, Error> {
     let intent = status.pending_create.clone().unwrap_or_default();
-    let api = cx.api().await?;
+    let api = cx.api(Op::Create).await?;
     let request = config.spec.create_request_with(&desired.document);
     let outcome = create_once(
         cx,
@@ -303,7 +304,7 @@ async fn find_created(
     intent: &str,
 ) -> Result<Lookup<crate::api::ConfigSummary>, Error> {
     let listing = cx
-        .api()
+        .api(Op::Read)
         .await?
         .configs()
         .listing(config.spec.workspace_id.as_deref())

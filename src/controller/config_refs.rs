@@ -19,6 +19,7 @@ use serde_json::{Map, Value};
 use super::Context;
 use super::driver::Cx;
 use super::error::Error;
+use super::gate::Op;
 use super::status::set_condition;
 use crate::resources::config::{CREDENTIAL_KEYS, Config, ConfigSecretRef, ConfigStatus};
 
@@ -383,7 +384,7 @@ async fn check_guardrails(
     let known = cx
         .ctx
         .guardrails
-        .known(config.spec.connection_name(), ttl, cx.api().await?)
+        .known(config.spec.connection_name(), ttl, cx.api(Op::Read).await?)
         .await?;
     let missing: Vec<String> = references
         .iter()

@@ -52,6 +52,8 @@ pub struct Scope {
     pub workspaces: Option<BTreeSet<String>>,
     /// Whether it may adopt remote objects aigw did not create.
     pub adopt: bool,
+    /// Whether it may make a Deployment the organisation's default gateway.
+    pub make_default: bool,
 }
 
 impl Scope {
@@ -60,6 +62,7 @@ impl Scope {
             connection: connection.to_string(),
             workspaces: None,
             adopt: true,
+            make_default: true,
         }
     }
 
@@ -86,6 +89,21 @@ impl Scope {
                 ),
             )),
         }
+    }
+
+    /// Refuses `field` (e.g. `spec.isDefault`), which makes an object organisation-wide,
+    /// without a grant that allows it.
+    pub fn check_default(&self, field: &str) -> Result<(), Error> {
+        if self.make_default {
+            return Ok(());
+        }
+        Err(Error::not_allowed(
+            "DefaultNotAllowed",
+            format!(
+                "{field} makes this gateway the organisation's default, and Connection {} does not let this namespace do that (spec.grants[].allowDefault)",
+                self.connection
+            ),
+        ))
     }
 
     /// Refuses adopting the remote object `id` (named by `field`) without an adoption grant.
@@ -212,6 +230,7 @@ impl Connections {
         };
         let mut workspaces: Option<BTreeSet<String>> = Some(BTreeSet::new());
         let mut adopt = false;
+        let mut make_default = false;
         let mut matched = false;
         for grant in grants {
             if !self.grant_matches(grant, namespace).await? {
@@ -219,6 +238,7 @@ impl Connections {
             }
             matched = true;
             adopt |= grant.allow_adoption;
+            make_default |= grant.allow_default;
             match (&mut workspaces, &grant.workspaces) {
                 (Some(all), Some(these)) => all.extend(these.iter().cloned()),
                 (_, None) => workspaces = None,
@@ -237,6 +257,7 @@ impl Connections {
             connection: connection.to_string(),
             workspaces,
             adopt,
+            make_default,
         })
     }
 
@@ -307,6 +328,22 @@ impl Connections {
             ));
         }
         Ok(())
+    }
+
+    /// What Connection `name` reaches ([`ConnectionSpec::tenant`]); the operator's flags for
+    /// `default` when no Connection of that name exists. `None`: it reaches nothing known.
+    pub fn tenant_of(&self, name: &str, connection: Option<&Connection>) -> Option<String> {
+        match (connection, &self.default, name) {
+            (Some(c), _, _) => Some(c.spec.tenant()),
+            (None, Some(client), "default") => Some(format!(
+                "{} ",
+                client
+                    .management_url()
+                    .trim_end_matches('/')
+                    .to_ascii_lowercase()
+            )),
+            _ => None,
+        }
     }
 
     /// The cached client of this Connection version, or a new one.

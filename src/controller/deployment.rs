@@ -17,6 +17,7 @@ use super::create::{Created, Lookup, create_once};
 use super::driver::{Change, Cx, Managed, observed, orphaned, removed};
 use super::error::Error;
 use super::failpoints::{AFTER_CREATE_POST, AFTER_ROTATE_PUT};
+use super::gate::Op;
 use super::status::{Outcome, common_status, record_outcome, set_condition};
 use super::{now_rfc3339, spec_already_applied};
 use crate::api::{self, Credentials, DeploymentListQuery, SecretString, UpdateDeploymentRequest};
@@ -82,7 +83,7 @@ impl Managed for Deployment {
 
         let differences = self.spec.diff(&remote);
         if !differences.is_empty() {
-            cx.api()
+            cx.api(Op::Update)
                 .await?
                 .deployments()
                 .update(&remote.id, &self.spec.update_request(created_uid(self)))
@@ -137,7 +138,8 @@ impl Managed for Deployment {
 
     async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
         let status = self.status.clone().unwrap_or_default();
-        let known = status.id.clone().or(self.spec.deployment_id.clone());
+        // Only what this resource recorded (see Config's cleanup).
+        let known = status.id.clone();
         if self.spec.deletion_policy == DeploymentDeletionPolicy::Orphan {
             // The remote deployment stays live and its one-time credentials exist nowhere else:
             // keep the Secret when this resource goes.
@@ -161,7 +163,7 @@ impl Managed for Deployment {
             (None, None) => return Ok(Vec::new()),
         };
         // The API's DELETE archives a deployment; it never hard-deletes one.
-        let result = cx.api().await?.deployments().delete(&id).await;
+        let result = cx.api(Op::Delete).await?.deployments().delete(&id).await;
         removed("Archived", "archive", &format!("deployment {id}"), result)
     }
 
@@ -209,7 +211,7 @@ async fn observe(
     let Some(id) = adopted.or(status.id.as_deref()).map(str::to_string) else {
         return Ok(None);
     };
-    let result = cx.api().await?.deployments().get(&id).await;
+    let result = cx.api(Op::Read).await?.deployments().get(&id).await;
     let found = observed(
         &format!("deployment {id}"),
         adopted.map(|_| "spec.deploymentId"),
@@ -235,8 +237,8 @@ async fn create(
     cx: &Cx<'_, Deployment>,
     status: &mut DeploymentStatus,
 ) -> Result<Vec<Change>, Error> {
-    check_secret_is_ours(deployment, cx).await?;
-    let api = cx.api().await?;
+    let secret_version = check_secret_is_ours(deployment, cx).await?;
+    let api = cx.api(Op::Create).await?;
     let request = deployment.spec.create_request(created_uid(deployment));
     let outcome = create_once(
         cx,
@@ -297,6 +299,7 @@ async fn create(
         "create",
         Some(&created.client_auth),
         Some(&created.credentials),
+        secret_version.as_deref(),
     )
     .await;
     if let Err(e) = stored {
@@ -337,7 +340,7 @@ async fn find_created(
         ..Default::default()
     };
     let listing = cx
-        .api()
+        .api(Op::Read)
         .await?
         .deployments()
         .listing(&query)
@@ -447,7 +450,7 @@ async fn rotate(
     id: &str,
     why: &str,
 ) -> Result<Change, Error> {
-    check_secret_is_ours(deployment, cx).await?;
+    let secret_version = check_secret_is_ours(deployment, cx).await?;
     let rotation = uuid::Uuid::new_v4().to_string();
     status.pending_rotation = Some(rotation.clone());
     let rotating = Outcome::Progressing {
@@ -460,7 +463,21 @@ async fn rotate(
         deployment.metadata.generation,
     );
     cx.save_status(status).await?;
-    put_rotation(deployment, cx, status, id, &rotation, why).await
+    let rotating = Rotating {
+        id,
+        rotation: &rotation,
+        why,
+        secret_version,
+    };
+    put_rotation(deployment, cx, status, rotating).await
+}
+
+/// One rotation's PUT and Secret write.
+struct Rotating<'a> {
+    id: &'a str,
+    rotation: &'a str,
+    why: &'a str,
+    secret_version: SecretVersion,
 }
 
 /// Finishes the rotation an earlier reconcile started: completes it when the Secret already
@@ -490,32 +507,34 @@ async fn resume_rotation(
             ),
         ));
     }
-    check_secret_is_ours(deployment, cx).await?;
-    put_rotation(
-        deployment,
-        cx,
-        status,
+    let secret_version = check_secret_is_ours(deployment, cx).await?;
+    let rotating = Rotating {
         id,
         rotation,
-        "an interrupted rotation is done again",
-    )
-    .await
+        why: "an interrupted rotation is done again",
+        secret_version,
+    };
+    put_rotation(deployment, cx, status, rotating).await
 }
 
 async fn put_rotation(
     deployment: &Deployment,
     cx: &Cx<'_, Deployment>,
     status: &mut DeploymentStatus,
-    id: &str,
-    rotation: &str,
-    why: &str,
+    rotating: Rotating<'_>,
 ) -> Result<Change, Error> {
+    let Rotating {
+        id,
+        rotation,
+        why,
+        secret_version,
+    } = rotating;
     let request = UpdateDeploymentRequest {
         rotate_auth: Some(true),
         ..Default::default()
     };
     let rotated = cx
-        .api()
+        .api(Op::Rotate)
         .await?
         .deployments()
         .update(id, &request)
@@ -530,6 +549,7 @@ async fn put_rotation(
         rotation,
         rotated.client_auth.as_ref(),
         rotated.credentials.as_ref(),
+        secret_version.as_deref(),
     )
     .await?;
     if rotated.client_auth.is_none() {
@@ -618,17 +638,22 @@ fn secrets(cx: &Cx<'_, Deployment>) -> Api<Secret> {
 
 /// `credentialsSecretRef` must never take over a Secret aigw did not create for this resource:
 /// if the named Secret exists, it must carry aigw's label and this resource's uid.
+/// The credentials Secret's resourceVersion as read before a call that issues credentials
+/// (`None`: no such Secret). Their write is conditional on it, so a writer that was paused
+/// while another rotated never stores revoked values over live ones.
+type SecretVersion = Option<String>;
+
 async fn check_secret_is_ours(
     deployment: &Deployment,
     cx: &Cx<'_, Deployment>,
-) -> Result<(), Error> {
+) -> Result<SecretVersion, Error> {
     let name = &deployment.spec.credentials_secret_ref.name;
     let Some(secret) = secrets(cx)
         .get_metadata_opt(name)
         .await
         .map_err(|e| Error::kube(format!("read the credentials Secret {name}"), e))?
     else {
-        return Ok(());
+        return Ok(None);
     };
     let uid = deployment.metadata.uid.as_deref().unwrap_or_default();
     let managed = secret.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY);
@@ -639,7 +664,7 @@ async fn check_secret_is_ours(
         == Some(uid)
         || secret.owner_references().iter().any(|o| o.uid == uid);
     if managed && ours {
-        return Ok(());
+        return Ok(Some(secret.resource_version().unwrap_or_default()));
     }
     Err(Error::SecretConflict(format!(
         "Secret {name} exists and was not created by aigw for this Deployment; aigw never overwrites it: name another Secret in spec.credentialsSecretRef, or delete that one"
@@ -660,6 +685,9 @@ async fn secret_annotation(
 
 /// Writes the one-time values the API returned into the credentials Secret, owned by the
 /// Deployment resource and stamped with `rotation`. A value the answer lacked is left as it is.
+/// The write is conditional on `expected` (the Secret's resourceVersion before the call;
+/// `None`: it must not exist yet) and on this replica's lease, so a stale writer fails instead
+/// of storing values another leader has since revoked.
 async fn write_credentials(
     deployment: &Deployment,
     cx: &Cx<'_, Deployment>,
@@ -667,7 +695,9 @@ async fn write_credentials(
     rotation: &str,
     client_auth: Option<&SecretString>,
     credentials: Option<&Credentials>,
+    expected: Option<&str>,
 ) -> Result<(), Error> {
+    cx.gate.may_write()?;
     let name = &deployment.spec.credentials_secret_ref.name;
     let mut data: BTreeMap<String, ByteString> = BTreeMap::new();
     let mut put = |key: &str, value: &str| {
@@ -698,25 +728,35 @@ async fn write_credentials(
             labels: Some([(MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string())].into()),
             annotations: Some(annotations),
             owner_references: deployment.controller_owner_ref(&()).map(|o| vec![o]),
+            resource_version: expected.map(str::to_string),
             ..Default::default()
         },
         type_: Some("Opaque".into()),
         data: Some(data),
         ..Default::default()
     };
-    // A merge patch keeps the values an answer did not carry; create the Secret when missing.
+    // A merge patch keeps the values an answer did not carry; a Secret that did not exist is
+    // created (and a create that finds one fails: someone else wrote it meanwhile).
     let api = secrets(cx);
-    let written = match api
-        .patch(name, &PatchParams::default(), &Patch::Merge(&secret))
-        .await
-    {
-        Err(kube::Error::Api(e)) if e.code == 404 => api
+    let written = match expected {
+        Some(_) => api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&secret))
+            .await
+            .map(|_| ()),
+        None => api
             .create(&kube::api::PostParams::default(), &secret)
             .await
             .map(|_| ()),
-        other => other.map(|_| ()),
     };
-    written.map_err(|e| Error::kube(format!("write the credentials Secret {name}"), e))
+    written.map_err(|e| match e {
+        kube::Error::Api(status) if status.code == 409 => Error::kube(
+            format!(
+                "write the credentials Secret {name}: it changed since it was read (another writer); not overwriting it"
+            ),
+            kube::Error::Api(status),
+        ),
+        e => Error::kube(format!("write the credentials Secret {name}"), e),
+    })
 }
 
 async fn credentials_present(cx: &Cx<'_, Deployment>, name: &str) -> Result<bool, Error> {

@@ -449,13 +449,8 @@ async fn client_for_group<K: Listed>(
     let mut client = None;
     let mut refused = HashSet::new();
     for namespace in namespaces {
-        let cached = ctx.stores.connections.find(connection).await;
-        match ctx
-            .connections
-            .client_for(&namespace, connection, cached)
-            .await
-        {
-            Ok(resolved) => client = Some(resolved.client),
+        match super::gate::list_client(ctx, connection, &namespace).await {
+            Ok(listing) => client = Some(listing),
             Err(e) => {
                 warn!(kind = K::KIND, %connection, %namespace, error = %e, "drift pass cannot use this Connection for this namespace; its objects are reconciled to report it");
                 refused.insert(namespace);

@@ -21,6 +21,7 @@ mod modes;
 use super::Context;
 use super::backoff::jittered;
 use super::error::Error;
+use super::gate::{Gate, Op};
 use super::status::{
     CommonStatus, IntentStatus, Outcome, record_outcome, sanitize_message, worth_writing,
 };
@@ -173,14 +174,15 @@ pub trait Managed:
     }
 }
 
-/// What a kind's apply/cleanup may use: the management API client for this object's
-/// connection (resolved on first use), the Kubernetes client, and status writes guarded by the
+/// What a kind's apply/cleanup may use: the gate to the management API for this object (the
+/// only way to its client), the Kubernetes client, and status writes guarded by the
 /// resourceVersion this reconcile last saw.
 pub struct Cx<'a, K: Managed> {
     pub ctx: &'a Context,
     pub objects: Api<K>,
     pub object: &'a K,
-    resolved: tokio::sync::OnceCell<super::connections::Resolved>,
+    /// Every management-API call for this object passes here.
+    pub gate: Gate<'a, K>,
     /// The resourceVersion of the object as this reconcile last read or wrote it: every status
     /// write is a compare-and-swap against it.
     resource_version: std::sync::Mutex<Option<String>>,
@@ -195,37 +197,16 @@ impl<'a, K: Managed> Cx<'a, K> {
             ctx,
             objects,
             object,
-            resolved: tokio::sync::OnceCell::new(),
+            gate: Gate::new(ctx, object),
             resource_version: std::sync::Mutex::new(object.resource_version()),
             saved: Default::default(),
         }
     }
 
-    /// The management API client of this object's Connection, resolved on first use.
-    pub async fn api(&self) -> Result<&crate::api::Client, Error> {
-        Ok(&self.resolve().await?.client)
-    }
-
-    /// What this object's namespace may do through its Connection (workspaces, adoption).
-    pub async fn scope(&self) -> Result<&super::connections::Scope, Error> {
-        Ok(&self.resolve().await?.scope)
-    }
-
-    async fn resolve(&self) -> Result<&super::connections::Resolved, Error> {
-        self.resolved
-            .get_or_try_init(|| async {
-                let name = self.object.connection_name();
-                let cached = self.ctx.stores.connections.find(name).await;
-                self.ctx
-                    .connections
-                    .client_for(
-                        self.object.namespace().as_deref().unwrap_or(""),
-                        name,
-                        cached,
-                    )
-                    .await
-            })
-            .await
+    /// The management API client for `op` on this object's remote object, once the gate
+    /// allows it ([`Gate::client`]).
+    pub async fn api(&self, op: Op) -> Result<&crate::api::Client, Error> {
+        self.gate.client(op).await
     }
 
     pub fn name(&self) -> String {
@@ -266,6 +247,48 @@ impl<'a, K: Managed> Cx<'a, K> {
             .unwrap_or_else(|e| e.into_inner()) = written;
         *self.saved.lock().unwrap_or_else(|e| e.into_inner()) = Some(status.clone());
         Ok(())
+    }
+
+    /// Writes the result of a side effect this reconcile started under the intent `intent` (the
+    /// status it wrote before the call). The result must not be lost to a change made during
+    /// the call (a `kubectl delete`, an annotation or spec edit): on a conflict it re-reads the
+    /// object and, while the intent there is still the one this reconcile wrote (nobody else
+    /// took the work over), writes again on the new resourceVersion.
+    pub async fn save_result(&self, status: &K::Status, intent: &K::Status) -> Result<(), Error> {
+        const ATTEMPTS: usize = 5;
+        let mine = serde_json::to_value(intent).ok();
+        for _ in 0..ATTEMPTS {
+            match self.save_status(status).await {
+                Err(Error::Conflict(_)) => {}
+                other => return other,
+            }
+            let fresh = match self.objects.get_status(&self.name()).await {
+                Ok(fresh) => fresh,
+                // Gone: nothing holds a status any more, and its finalizer kept it until
+                // cleanup, so this only happens once the cleanup has run.
+                Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+                Err(e) => {
+                    return Err(Error::kube(
+                        format!("re-read {} {}", K::KIND, self.name()),
+                        e,
+                    ));
+                }
+            };
+            let held = fresh.status().and_then(|s| serde_json::to_value(s).ok());
+            if held != mine {
+                return Err(Error::Conflict(format!(
+                    "{} {} (its intent was taken over)",
+                    K::KIND,
+                    self.name()
+                )));
+            }
+            debug!(kind = K::KIND, object = %object_key(self.object), "the object changed during a side effect; writing its result on the new version");
+            *self
+                .resource_version
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = fresh.resource_version();
+        }
+        Err(Error::Conflict(format!("{} {}", K::KIND, self.name())))
     }
 
     /// True when this reconcile has not written the status (so far).
@@ -401,17 +424,12 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
     let mut status = before.clone().unwrap_or_default();
     resume_if_paused(&mut status, generation);
     let resumed = worth_writing(before.as_ref(), &status);
-    // Checks that need no API call: which resource owns the remote object, and what the
-    // Connection's grants allow this namespace.
-    let allowed = match super::claims::owned_by_another(object, &ctx.stores) {
-        Some(owner) => Err(Error::AlreadyManaged(format!(
-            "the remote object this {} names is managed by {} {owner} (the oldest resource claiming it); this one makes no API call until that one is gone",
-            K::KIND,
-            K::KIND
-        ))),
-        None => check_tenancy(object, &cx).await,
-    };
-    if let Err(error) = allowed {
+    // The gate's rules that need no API call: which resource owns the remote object, and
+    // what the Connection's grants allow this namespace.
+    if let Err(error) = cx.gate.admit().await {
+        if error.records_nothing() {
+            return Err(error);
+        }
         *status.observed_generation_mut() = generation;
         let action = record_failure(&cx, &key, &error, before.as_ref(), &mut status).await;
         if worth_writing(before.as_ref(), &status) {
@@ -447,7 +465,8 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
     }
 
     let result = K::apply(object, &cx, &mut status).await;
-    let written = cx.take_saved().or(before.clone());
+    let intent = cx.take_saved();
+    let written = intent.clone().or(before.clone());
     *status.observed_generation_mut() = generation;
     let (action, changes) = match result {
         Ok(changes) => {
@@ -469,8 +488,8 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
             let due = K::due_in(object, &status).map_or(next, |due| due.min(next));
             (Action::requeue(due), changes)
         }
-        // Lost a race with another writer: this view is stale, so record nothing from it.
-        Err(Error::Conflict(message)) => return Err(Error::Conflict(message)),
+        // Lost a race with another writer (this view is stale), or may not act: record nothing.
+        Err(error) if error.records_nothing() => return Err(error),
         Err(error) => (
             record_failure(&cx, &key, &error, before.as_ref(), &mut status).await,
             Vec::new(),
@@ -482,7 +501,11 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
     // lookup finds the object again).
     report(ctx, object, &key, changes).await;
     if worth_writing(written.as_ref(), &status) {
-        cx.save_status(&status).await?;
+        match intent.filter(|i| i.has_intent()) {
+            // The result of a side effect started under an intent is never lost to a conflict.
+            Some(intent) => cx.save_result(&status, &intent).await?,
+            None => cx.save_status(&status).await?,
+        }
     } else if cx.wrote_nothing() {
         ctx.drift.caught_up(&key);
     }
@@ -512,19 +535,6 @@ async fn trusted<K: Managed>(
         return None;
     }
     drift.trust(K::KIND, key)
-}
-
-/// The tenancy rules of the object's Connection, checked before any API call: the workspaces
-/// its namespace may manage, and whether it may adopt an existing remote object.
-async fn check_tenancy<K: Managed>(object: &K, cx: &Cx<'_, K>) -> Result<(), Error> {
-    let scope = cx.scope().await?;
-    for (field, workspace) in object.workspaces() {
-        scope.check_workspace(field, workspace.as_deref())?;
-    }
-    if let Some((field, id)) = object.adopted() {
-        scope.check_adoption(field, &id)?;
-    }
-    Ok(())
 }
 
 /// Records a failed reconcile in the conditions (one Warning event per new reason) and decides
@@ -578,13 +588,21 @@ async fn record_failure<K: Managed>(
 async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Result<Action, Error> {
     let key = object_key(object);
     let cx = Cx::new(ctx, objects.clone(), object);
-    if let Some(owner) = super::claims::owned_by_another(object, &ctx.stores) {
-        let message = format!(
-            "left the remote object to its owner {} {owner}: this resource never managed it",
-            K::KIND
-        );
+    // The same gate as every call: a resource that never managed its object, or that the rules
+    // refuse, releases it whatever its deletionPolicy, and makes no call.
+    if let Some(why) = cx.gate.release_reason().await? {
+        let message = format!("left the remote object alone: {why}");
         info!(kind = K::KIND, object = %key, "{message}");
-        publish(ctx, object, EventType::Normal, "Released", &message).await;
+        publish(
+            ctx,
+            object,
+            EventType::Normal,
+            "Released",
+            &sanitize_message(&message),
+        )
+        .await;
+        ctx.backoff.reset(&key);
+        ctx.drift.forget(&key);
         return Ok(Action::await_change());
     }
     if object.management_policy() == ManagementPolicy::Observe {
@@ -597,6 +615,7 @@ async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Res
             report(ctx, object, &key, changes).await;
             Ok(Action::await_change())
         }
+        Err(error) if error.records_nothing() => Err(error),
         Err(error) => {
             let message = sanitize_message(&error.to_string());
             publish(ctx, object, EventType::Warning, error.category(), &message).await;

@@ -61,6 +61,13 @@ pub enum Error {
     /// `credentialsSecretRef` names a Secret that aigw did not create.
     #[error("{0}")]
     SecretConflict(String),
+    /// This replica may not act now (it does not lead, or its lease was not renewed in time):
+    /// nothing was sent, and nothing of this reconcile is recorded.
+    #[error("not acting: {0}")]
+    NotLeader(String),
+    /// The watch caches cannot answer a question yet (they have not listed every namespace).
+    #[error("{0}")]
+    CachesNotReady(String),
     /// State that aigw must not invent is missing (for example a lost one-time credential).
     #[error("{0}")]
     MissingState(String),
@@ -102,6 +109,8 @@ impl Error {
             },
             // A Connection or its Secret may appear later; keep checking.
             Self::Connection(_)
+            | Self::NotLeader(_)
+            | Self::CachesNotReady(_)
             | Self::Conflict(_)
             | Self::CreateOutcomeUnknown(_)
             | Self::NotYetSettled { .. } => true,
@@ -122,6 +131,8 @@ impl Error {
                 _ => "KubernetesApi",
             },
             Self::Conflict(_) => "Conflict",
+            Self::NotLeader(_) => "NotLeader",
+            Self::CachesNotReady(_) => "CachesNotReady",
             Self::CreateOutcomeUnknown(_) | Self::NotYetSettled { .. } => "CreateOutcomeUnknown",
             Self::InvalidSpec(_) => "InvalidSpec",
             Self::Connection(_) => "ConnectionUnavailable",
@@ -143,10 +154,22 @@ impl Error {
         !SPEC_REASONS.contains(&reason)
     }
 
+    /// True when the reconcile must stop without recording anything: its view is stale (a
+    /// lost status race), or this replica may not act (not the leader, a write withheld by the
+    /// lease guard, caches that have not listed).
+    pub fn records_nothing(&self) -> bool {
+        match self {
+            Self::Conflict(_) | Self::NotLeader(_) | Self::CachesNotReady(_) => true,
+            Self::Api { source, .. } => matches!(source.root(), ApiError::Withheld { .. }),
+            _ => false,
+        }
+    }
+
     /// When to look again, for an error that only time resolves (instead of the backoff).
     pub fn look_again_in(&self) -> Option<Duration> {
         match self {
             Self::NotYetSettled { look_again_in, .. } => Some(*look_again_in),
+            Self::CachesNotReady(_) => Some(Duration::from_secs(1)),
             _ => None,
         }
     }

@@ -19,7 +19,8 @@
 //! takes over at its next poll instead of waiting for the term to run out.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
 use futures::Stream;
@@ -38,6 +39,19 @@ pub const LEASE_NAME: &str = "aigw";
 pub struct Leadership {
     leading: watch::Receiver<bool>,
     identity: Option<Arc<str>>,
+    /// Until when this replica's writes are safe, as nanoseconds after [`EPOCH`]: when its
+    /// last successful renewal was *sent*, plus the renew deadline. A standby cannot take the
+    /// lease before that (it waits a whole lease duration, which is longer, from when it saw
+    /// the renewal), so a write let out before this instant cannot overlap a new leader's.
+    valid_until: Arc<AtomicU64>,
+}
+
+/// The monotonic origin of [`Leadership::valid_until`]. `Instant` counts on while the process
+/// is stopped (SIGSTOP), so a resumed replica sees its deadline passed.
+static EPOCH: LazyLock<Instant> = LazyLock::new(Instant::now);
+
+fn since_epoch(at: Instant) -> u64 {
+    u64::try_from(at.saturating_duration_since(*EPOCH).as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl Leadership {
@@ -48,12 +62,28 @@ impl Leadership {
         Self {
             leading,
             identity: None,
+            valid_until: Arc::new(AtomicU64::new(u64::MAX)),
         }
     }
 
     /// True while this replica holds the lease (always true without leader election).
     pub fn is_leader(&self) -> bool {
         *self.leading.borrow()
+    }
+
+    /// `Ok` while a write sent now cannot overlap another leader's: this replica leads and its
+    /// last renewal, counted from when it was sent, is within the renew deadline. Checked
+    /// right before every non-idempotent call leaves the process ([`crate::api::WriteGuard`]).
+    /// The limit: a process paused *after* this check and before its request reaches the
+    /// network can still send it late; nothing in-process can close that gap.
+    pub fn may_write(&self) -> Result<(), String> {
+        if !self.is_leader() {
+            return Err("this replica is not the leader".into());
+        }
+        if since_epoch(Instant::now()) >= self.valid_until.load(Ordering::Acquire) {
+            return Err("this replica's leader lease was not renewed in time".into());
+        }
+        Ok(())
     }
 
     /// The identity this replica campaigns with; `None` without leader election.
@@ -79,6 +109,12 @@ impl Leadership {
                 }
             }
         })
+    }
+}
+
+impl crate::api::WriteGuard for Leadership {
+    fn may_write(&self) -> Result<(), String> {
+        Leadership::may_write(self)
     }
 }
 
@@ -143,6 +179,8 @@ pub struct Elector {
     api: Api<Lease>,
     settings: LeaseSettings,
     leading: watch::Sender<bool>,
+    /// Shared with [`Leadership`]: until when writes are safe.
+    valid_until: Arc<AtomicU64>,
     /// The lease as last read: a lease nobody has renewed for its duration is expired.
     observed: Option<Observed>,
 }
@@ -182,7 +220,8 @@ enum Step {
 }
 
 /// The campaign's state machine: a holder that sees another holder, or has not renewed for
-/// `renew_deadline`, has lost; a failed renewal within the deadline is retried.
+/// `renew_deadline`, has lost; a failed renewal within the deadline is retried. `now` is when
+/// the attempt was sent: a renewal counts from then, not from when its answer came.
 fn step(
     renewed: Option<Instant>,
     outcome: Result<Attempt, String>,
@@ -223,14 +262,17 @@ fn step(
 /// Creates the campaign and the handle controllers read. Nothing happens until `Elector::run`.
 pub fn elect(kube: kube::Client, settings: LeaseSettings) -> (Leadership, Elector) {
     let (leading, receiver) = watch::channel(false);
+    let valid_until = Arc::new(AtomicU64::new(0));
     let leadership = Leadership {
         leading: receiver,
         identity: Some(settings.identity.as_str().into()),
+        valid_until: valid_until.clone(),
     };
     let elector = Elector {
         api: Api::namespaced(kube, &settings.namespace),
         settings,
         leading,
+        valid_until,
         observed: None,
     };
     (leadership, elector)
@@ -244,17 +286,19 @@ impl Elector {
         info!(identity = %self.settings.identity, namespace = %self.settings.namespace, lease = %self.settings.name, "campaigning for the leader lease");
         let mut renewed: Option<Instant> = None;
         loop {
+            let sent = Instant::now();
             let outcome = self.attempt(renewed).await;
-            renewed = self.follow(renewed, outcome)?;
+            renewed = self.follow(renewed, outcome, sent)?;
             tokio::select! {
                 () = &mut shutdown => break,
                 () = tokio::time::sleep(self.pause(renewed.is_some())) => {}
             }
         }
+        self.valid_until.store(0, Ordering::Release);
+        self.leading.send_replace(false);
         if renewed.is_some() {
             self.release().await;
         }
-        self.leading.send_replace(false);
         Ok(())
     }
 
@@ -277,19 +321,17 @@ impl Elector {
         &self,
         renewed: Option<Instant>,
         outcome: Result<Attempt, String>,
+        sent: Instant,
     ) -> Result<Option<Instant>, LeadershipLost> {
-        match step(
-            renewed,
-            outcome,
-            Instant::now(),
-            self.settings.renew_deadline,
-        ) {
+        match step(renewed, outcome, sent, self.settings.renew_deadline) {
             Step::Acquired(at) => {
                 info!(identity = %self.settings.identity, "acquired the leader lease; this replica now reconciles");
+                self.extend(at);
                 self.leading.send_replace(true);
                 Ok(Some(at))
             }
             Step::Leading { renewed, retry } => {
+                self.extend(renewed);
                 if let Some(error) = retry {
                     warn!(%error, "failed to renew the leader lease; retrying");
                 }
@@ -306,7 +348,17 @@ impl Elector {
         }
     }
 
+    /// Writes are safe until the renew deadline, counted from the renewal sent at `renewed`.
+    fn extend(&self, renewed: Instant) {
+        let until = renewed
+            .checked_add(self.settings.renew_deadline)
+            .unwrap_or(renewed);
+        self.valid_until
+            .store(since_epoch(until), Ordering::Release);
+    }
+
     fn lost(&self, reason: String) -> LeadershipLost {
+        self.valid_until.store(0, Ordering::Release);
         self.leading.send_replace(false);
         LeadershipLost {
             namespace: self.settings.namespace.clone(),

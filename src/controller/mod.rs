@@ -13,6 +13,7 @@ pub mod driver;
 pub mod error;
 pub mod events;
 pub mod failpoints;
+pub mod gate;
 pub mod health;
 pub mod leader;
 pub mod metrics;

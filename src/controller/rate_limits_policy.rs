@@ -5,6 +5,7 @@ use super::create::{Created, Lookup, create_once, one_created_since};
 use super::drift::{Listed, Row};
 use super::driver::{Change, Cx, Managed, observed, orphaned, removed};
 use super::error::Error;
+use super::gate::Op;
 use super::spec_already_applied;
 use super::status::common_status;
 use crate::api::{
@@ -57,7 +58,7 @@ impl Managed for RateLimitsPolicy {
         if differences.is_empty() {
             return Ok(Vec::new());
         }
-        cx.api()
+        cx.api(Op::Update)
             .await?
             .rate_limits()
             .update(&remote.id, &self.spec.update_request())
@@ -101,7 +102,8 @@ impl Managed for RateLimitsPolicy {
 
     async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
         let status = self.status.clone().unwrap_or_default();
-        let known = status.id.clone().or(self.spec.policy_id.clone());
+        // Only what this resource recorded (see Config's cleanup).
+        let known = status.id.clone();
         if self.spec.deletion_policy == RateLimitsPolicyDeletionPolicy::Orphan {
             return Ok(orphaned(&format!(
                 "rate-limits policy {}",
@@ -121,7 +123,7 @@ impl Managed for RateLimitsPolicy {
             },
             (None, None) => return Ok(Vec::new()),
         };
-        let result = cx.api().await?.rate_limits().delete(&id).await;
+        let result = cx.api(Op::Delete).await?.rate_limits().delete(&id).await;
         removed(
             "Deleted",
             "delete",
@@ -140,7 +142,7 @@ async fn observe(
     let Some(id) = adopted.or(status.id.as_deref()).map(str::to_string) else {
         return Ok(None);
     };
-    let result = cx.api().await?.rate_limits().get(&id).await;
+    let result = cx.api(Op::Read).await?.rate_limits().get(&id).await;
     let found = observed(
         &format!("rate-limits policy {id}"),
         adopted.map(|_| "spec.policyId"),
@@ -148,10 +150,12 @@ async fn observe(
     )?;
     if let (Some(remote), Some(_)) = (&found, adopted) {
         // Adopting reaches an object made outside aigw: its own workspace must be granted too.
-        cx.scope().await?.check_workspace(
-            &format!("the workspace of rate-limits policy {id}"),
-            remote.workspace_id.as_deref(),
-        )?;
+        cx.gate
+            .reach(
+                &format!("the workspace of rate-limits policy {id}"),
+                remote.workspace_id.as_deref(),
+            )
+            .await?;
     }
     match &found {
         Some(remote) => {
@@ -181,7 +185,7 @@ async fn create(
     status: &mut RateLimitsPolicyStatus,
 ) -> Result<Change, Error> {
     let intent = status.pending_create.clone().unwrap_or_default();
-    let api = cx.api().await?;
+    let api = cx.api(Op::Create).await?;
     let request = policy.spec.create_request();
     let outcome = create_once(
         cx,
@@ -260,7 +264,7 @@ async fn find_created(
         ..Default::default()
     };
     let listing = cx
-        .api()
+        .api(Op::Read)
         .await?
         .rate_limits()
         .listing(&query)

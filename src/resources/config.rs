@@ -38,6 +38,7 @@ use super::common::{ConnectionRef, Governed, ManagementPolicy, Recorded, conditi
 // The field rule `self == oldSelf` only runs when the field is on both sides, so adding or
 // removing the identity, which would switch the object to another remote one, is caught here.
 #[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new Config instead"))]
+#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Config to use another Connection"))]
 pub struct ConfigSpec {
     /// Slug of an existing remote config to adopt (for example `pc-routing-3f2a1b`). When absent,
     /// aigw creates a new config and records its slug in `status.slug`. Only set at creation: it

@@ -70,6 +70,38 @@ pub struct ConnectionSpec {
     pub grants: Option<Vec<Grant>>,
 }
 
+impl ConnectionSpec {
+    /// What this Connection reaches: its management URL and tenant (the `x-tsg-id` header, else
+    /// the OAuth2 scope, which names the TSG). Two Connections to one tenant reach the same
+    /// remote objects, so ownership is decided per tenant, not per Connection name. A tenant
+    /// that cannot be told (a header from a Secret) is named by its Secret reference.
+    pub fn tenant(&self) -> String {
+        let url = self
+            .management_url
+            .trim_end_matches('/')
+            .to_ascii_lowercase();
+        let header = self
+            .headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case("x-tsg-id"))
+            .map(|h| match (&h.value, &h.value_from) {
+                (Some(value), _) => value.trim().to_string(),
+                (None, Some(from)) => format!(
+                    "secret:{}/{}/{}",
+                    from.secret_ref.namespace, from.secret_ref.name, from.secret_ref.key
+                ),
+                (None, None) => String::new(),
+            });
+        let scope = self
+            .auth
+            .oauth2_client_credentials
+            .as_ref()
+            .and_then(|o| o.scope.clone());
+        let tenant = header.or(scope).unwrap_or_default();
+        format!("{url} {tenant}")
+    }
+}
+
 /// What some namespaces may do through a connection.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, KubeSchema)]
 #[serde(rename_all = "camelCase")]
@@ -91,6 +123,11 @@ pub struct Grant {
     /// it. Default false: without it a namespace can only reach objects aigw creates for it.
     #[serde(default)]
     pub allow_adoption: bool,
+    /// May these namespaces make a Deployment the organisation's default gateway
+    /// (`spec.isDefault: true`)? That changes where every team's traffic goes, so it needs this
+    /// explicit grant. Default false.
+    #[serde(default)]
+    pub allow_default: bool,
 }
 
 /// Exactly one way to authenticate.

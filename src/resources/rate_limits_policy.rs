@@ -40,6 +40,7 @@ use super::common::{ConnectionRef, Governed, ManagementPolicy, Recorded, conditi
 // The field rule `self == oldSelf` only runs when the field is on both sides, so adding or
 // removing the identity, which would switch the object to another remote one, is caught here.
 #[x_kube(validation = Rule::new("has(self.policyId) == has(oldSelf.policyId)").field_path(".policyId").reason(Reason::FieldValueForbidden).message("spec.policyId cannot be added or removed after creation: create a new RateLimitsPolicy instead"))]
+#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new RateLimitsPolicy to use another Connection"))]
 pub struct RateLimitsPolicySpec {
     /// UUID of an existing remote policy to adopt. When absent, aigw creates a new policy.
     /// Only set at creation: it cannot be added, removed or changed afterwards.

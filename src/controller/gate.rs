@@ -1,0 +1,217 @@
+//! The one gate in front of the management API. Every call made for a resource (apply,
+//! observe, the drift read, cleanup, rotation) gets its client here, and only after the gate has
+//! decided, for that resource and that operation:
+//! - whether this replica may act now: it leads, and for a write its lease is within the renew
+//!   deadline ([`super::Leadership::may_write`]), checked again right before the request leaves
+//!   the process (the client handed out is guarded);
+//! - whether the resource owns the remote object ([`super::claims`]);
+//! - whether its namespace may reach that object through its Connection: the namespace, the
+//!   workspaces, adoption, and `allowDefault` for an organisation-wide object.
+//!
+//! The client is reachable only through [`Gate::client`], so a kind cannot call the API without
+//! asking, and a new path cannot forget a rule. Deletion asks the same gate: a resource that
+//! never managed its object, or that the rules refuse, releases it without a call.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::ResourceExt;
+
+use super::Context;
+use super::claims::{manages, owned_by_another};
+use super::connections::Resolved;
+use super::driver::Managed;
+use super::error::Error;
+use crate::api::Client;
+
+/// What a call does to the remote object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// GET or list: changes nothing remotely.
+    Read,
+    /// POST of a new object.
+    Create,
+    /// PUT of a changed object.
+    Update,
+    /// DELETE (or archive).
+    Delete,
+    /// A credential rotation (a PUT that mints new secrets).
+    Rotate,
+}
+
+impl Op {
+    /// True for every operation that changes something remotely.
+    pub fn writes(self) -> bool {
+        self != Op::Read
+    }
+}
+
+/// How long a reconcile waits for every watch cache of its kind to list before it gives up
+/// deciding ownership (and tries again later).
+const CACHES_LISTED_WITHIN: Duration = Duration::from_secs(2);
+
+/// The gate for one resource during one reconcile.
+pub struct Gate<'a, K: Managed> {
+    ctx: &'a Context,
+    object: &'a K,
+    /// The Connection resolved for this object, its client guarded by the lease.
+    resolved: tokio::sync::OnceCell<Resolved>,
+}
+
+impl<'a, K: Managed> Gate<'a, K> {
+    pub fn new(ctx: &'a Context, object: &'a K) -> Self {
+        Self {
+            ctx,
+            object,
+            resolved: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    /// The client for `op` on this resource's remote object, once every rule allows it.
+    pub async fn client(&self, op: Op) -> Result<&Client, Error> {
+        self.leads(op)?;
+        self.admit().await?;
+        Ok(&self.resolve().await?.client)
+    }
+
+    /// The rules that need no API call: ownership, then the Connection's grants. `Ok` when
+    /// this resource may act on its remote object.
+    pub async fn admit(&self) -> Result<(), Error> {
+        let object = self.object;
+        if !K::stores(&self.ctx.stores)
+            .listed(CACHES_LISTED_WITHIN)
+            .await
+        {
+            return Err(Error::CachesNotReady(format!(
+                "the watch caches of {} have not listed every watched namespace yet, so ownership cannot be decided; waiting",
+                K::KIND
+            )));
+        }
+        let peers = self.same_tenant().await;
+        if let Some(owner) = owned_by_another(object, &self.ctx.stores, &peers) {
+            return Err(Error::AlreadyManaged(format!(
+                "the remote object this {} names is managed by {} {owner}; this one makes no API call until that one is gone",
+                K::KIND,
+                K::KIND
+            )));
+        }
+        let scope = &self.resolve().await?.scope;
+        for (field, workspace) in object.workspaces() {
+            scope.check_workspace(field, workspace.as_deref())?;
+        }
+        if let Some((field, id)) = object.adopted() {
+            scope.check_adoption(field, &id)?;
+        }
+        if let Some(field) = object.organisation_wide() {
+            scope.check_default(field)?;
+        }
+        Ok(())
+    }
+
+    /// An object read through an adoption lives in `workspace`: its namespace must be granted
+    /// that workspace too, or nothing read from it may be used.
+    pub async fn reach(&self, what: &str, workspace: Option<&str>) -> Result<(), Error> {
+        self.resolve().await?.scope.check_workspace(what, workspace)
+    }
+
+    /// Whether deleting this resource may touch its remote object. `Ok(None)`: go ahead.
+    /// `Ok(Some(why))`: release it without a call, for the reason given (it never managed the
+    /// object, another resource owns it, or a grant refuses it). `Err`: not decidable now.
+    pub async fn release_reason(&self) -> Result<Option<String>, Error> {
+        if !manages(self.object) {
+            return Ok(Some(format!(
+                "this {} never created or adopted a remote object",
+                K::KIND
+            )));
+        }
+        match self.admit().await {
+            Ok(()) => Ok(None),
+            Err(e @ (Error::AlreadyManaged(_) | Error::NotAllowed { .. })) => {
+                Ok(Some(e.to_string()))
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Before a write that is not a management-API call but must not come from a deposed
+    /// leader either (a rotation's Secret write).
+    pub fn may_write(&self) -> Result<(), Error> {
+        self.leads(Op::Update)
+    }
+
+    fn leads(&self, op: Op) -> Result<(), Error> {
+        let leadership = &self.ctx.leadership;
+        let verdict = match op.writes() {
+            true => leadership.may_write(),
+            false if leadership.is_leader() => Ok(()),
+            false => Err("this replica is not the leader".to_string()),
+        };
+        verdict.map_err(Error::NotLeader)
+    }
+
+    /// The names of the Connections that reach this object's tenant, its own first.
+    async fn same_tenant(&self) -> Vec<String> {
+        let own = self.object.connection_name().to_string();
+        let connections = &self.ctx.connections;
+        let all = self.ctx.stores.connections.all();
+        let find = |name: &str| all.iter().find(|c| c.name_any() == name).map(|c| &**c);
+        let Some(tenant) = connections.tenant_of(&own, find(&own)) else {
+            return vec![own];
+        };
+        let mut peers = vec![own.clone()];
+        let names = all
+            .iter()
+            .map(|c| c.name_any())
+            .chain(std::iter::once("default".to_string()));
+        for name in names {
+            if name != own
+                && !peers.contains(&name)
+                && connections.tenant_of(&name, find(&name)).as_ref() == Some(&tenant)
+            {
+                peers.push(name);
+            }
+        }
+        peers
+    }
+
+    async fn resolve(&self) -> Result<&Resolved, Error> {
+        self.resolved
+            .get_or_try_init(|| async {
+                let name = self.object.connection_name();
+                let cached = self.ctx.stores.connections.find(name).await;
+                let mut resolved = self
+                    .ctx
+                    .connections
+                    .client_for(
+                        self.object.namespace().as_deref().unwrap_or(""),
+                        name,
+                        cached,
+                    )
+                    .await?;
+                resolved.client = resolved
+                    .client
+                    .guarded(Arc::new(self.ctx.leadership.clone()));
+                Ok(resolved)
+            })
+            .await
+    }
+}
+
+/// The client for the drift pass's list of one Connection and workspace, as used by the
+/// objects of `namespace`: a read, so it needs leadership and the namespace's grants; the
+/// objects it shows changed are then read one by one through their own [`Gate`].
+pub async fn list_client(
+    ctx: &Context,
+    connection: &str,
+    namespace: &str,
+) -> Result<Client, Error> {
+    if !ctx.leadership.is_leader() {
+        return Err(Error::NotLeader("this replica is not the leader".into()));
+    }
+    let cached = ctx.stores.connections.find(connection).await;
+    let resolved = ctx
+        .connections
+        .client_for(namespace, connection, cached)
+        .await?;
+    Ok(resolved.client.guarded(Arc::new(ctx.leadership.clone())))
+}
