@@ -278,10 +278,105 @@ async fn a_spec_edit_during_a_slow_create_keeps_its_result_and_one_remote_config
         "{}",
         h.stats().await
     );
+    // The result was written straight away, not found again by a lookup after a lost write.
+    let logs: Vec<String> = support::harness::captured_logs()
+        .lines()
+        .filter(|l| l.contains(&h.env.namespace))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        logs.iter().any(|l| l.contains("created config"))
+            && !logs.iter().any(|l| l.contains("earlier create")),
+        "{logs:#?}"
+    );
     let configs = h.state().await["configs"].as_array().cloned().unwrap();
     assert_eq!(configs.len(), 1, "{configs:?}");
     let slug = done.status.unwrap().slug.unwrap();
     assert_eq!(configs[0]["slug"], slug.as_str());
     assert_eq!(configs[0]["name"], "slow-renamed");
+    h.stop().await;
+}
+
+/// A create whose answer is lost, deleted while the list still lags it: the resource goes only
+/// once the outcome is known, and the config the lost POST made is deleted, not left behind.
+#[tokio::test]
+async fn a_delete_during_an_unknown_create_waits_for_the_list_and_leaves_nothing() {
+    let h = Harness::start("gate-lag").await;
+    h.faults(json!({"drop_after_commit_rate": 1.0, "list_lag_ms": 20000}))
+        .await;
+    create::<Config>(&h.env, "lost", routing("lost")).await;
+    h.env
+        .wait_for::<Config>("lost", WAIT, |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.create_attempt
+                    .as_ref()
+                    .is_some_and(|a| a.ended_at.is_some())
+            })
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    h.faults(json!({"list_lag_ms": 20000})).await;
+    let started = std::time::Instant::now();
+    h.env
+        .delete_and_wait::<Config>("lost", Duration::from_secs(90))
+        .await;
+    assert!(
+        started.elapsed() >= Duration::from_secs(10),
+        "a lagging list was not taken for absence ({:?})",
+        started.elapsed()
+    );
+    let configs = h.state().await["configs"].as_array().cloned().unwrap();
+    assert!(configs.is_empty(), "no remote config left: {configs:?}");
+    h.stop().await;
+}
+
+/// A create in one namespace loses its answer; a few seconds later another namespace creates a
+/// config with the same name and document. The first never claims the second's config.
+#[tokio::test]
+async fn a_lost_create_never_claims_another_namespaces_namesake() {
+    let h = Harness::start_two_teams("gate-namesake", DRIFT, None).await;
+    let other = h.other.as_ref().unwrap();
+    h.faults(json!({"drop_after_commit_rate": 1.0})).await;
+    create::<Config>(&h.env, "twin", routing("twin")).await;
+    h.env
+        .wait_for::<Config>("twin", WAIT, |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.create_attempt
+                    .as_ref()
+                    .is_some_and(|a| a.ended_at.is_some())
+            })
+        })
+        .await;
+    h.faults(json!({})).await;
+    // Meanwhile the operator looks the lost create up: delete what it made, as if the POST had
+    // never committed, so the only namesake left is the other namespace's.
+    for c in h.state().await["configs"].as_array().cloned().unwrap() {
+        let slug = c["slug"].as_str().unwrap().to_string();
+        h.call(Method::DELETE, &format!("/ai_gw/v2/configs/{slug}"), None)
+            .await;
+    }
+    // Past the lost request's window (its end plus the clock skew allowed): a namesake made
+    // now cannot be what that request made. One made sooner is excluded once its own resource
+    // records it.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    create::<Config>(other, "twin", routing("twin")).await;
+    let theirs = other
+        .wait_for::<Config>("twin", WAIT, |c| c.ready())
+        .await
+        .status
+        .unwrap()
+        .slug
+        .unwrap();
+    let ours = h
+        .env
+        .wait_for::<Config>("twin", Duration::from_secs(90), |c| c.ready())
+        .await
+        .status
+        .unwrap()
+        .slug
+        .unwrap();
+    assert_ne!(ours, theirs, "each namespace has its own config");
+    let configs = h.state().await["configs"].as_array().cloned().unwrap();
+    assert_eq!(configs.len(), 2, "{configs:?}");
     h.stop().await;
 }

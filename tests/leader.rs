@@ -348,3 +348,80 @@ async fn a_leader_that_loses_its_lease_exits_non_zero() {
     env.cleanup().await;
     let _ = emulator.shutdown().await;
 }
+
+/// A leader paused (SIGSTOP) while its creates wait on a slow API, resumed after another
+/// replica took over: the writes it had queued are not sent, and every Config exists once.
+#[tokio::test]
+async fn a_paused_leader_resumed_after_a_takeover_sends_no_write() {
+    let env = TestEnv::new("leader-stop").await;
+    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        .await
+        .expect("emulator did not start");
+    let http = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    let suffix = &env.namespace[env.namespace.len() - 8..];
+    let first = Operator::start(&format!("aigw-a-{suffix}"), &env, &emulator, dir.path());
+    let second = Operator::start(&format!("aigw-b-{suffix}"), &env, &emulator, dir.path());
+    let leader_index = sole_leader(&[&first, &second]).await;
+    let (leader, standby) = if leader_index == 0 {
+        (&first, &second)
+    } else {
+        (&second, &first)
+    };
+    http.put(format!("{}/_emulator/faults", emulator.management_url()))
+        .json(&json!({"latency_ms": 2000}))
+        .send()
+        .await
+        .unwrap();
+    const N: usize = 20;
+    for i in 0..N {
+        env.api::<Config>()
+            .create(&PostParams::default(), &config(&format!("stop-{i}")))
+            .await
+            .unwrap();
+    }
+    // Let the leader start its creates, then freeze it with calls queued.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    leader.signal("-STOP");
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    leader.signal("-CONT");
+    for i in 0..N {
+        env.wait_for::<Config>(&format!("stop-{i}"), Duration::from_secs(120), config_ready)
+            .await;
+    }
+    // Whatever the resumed replica still held is past its window by now.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let state: Value = http
+        .get(format!("{}/_emulator/state", emulator.management_url()))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let configs = state["configs"].as_array().map_or(0, Vec::len);
+    assert_eq!(configs, N, "exactly one remote config per Config");
+    let stats: Value = http
+        .get(format!("{}/_emulator/stats", emulator.management_url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let posts: u64 = stats["requests"]["POST /ai_gw/v2/configs"]
+        .as_object()
+        .map_or(0, |m| m.values().filter_map(Value::as_u64).sum());
+    assert_eq!(posts, N as u64, "one POST per Config, none resent: {stats}");
+    let log = std::fs::read_to_string(&leader.log).unwrap();
+    let withheld = log.matches("was not sent").count() + log.matches("not acting").count();
+    println!(
+        "paused leader {}: {withheld} writes or reconciles withheld after resuming; standby {} took over",
+        leader.name, standby.name
+    );
+    drop(first);
+    drop(second);
+    env.cleanup().await;
+    let _ = emulator.shutdown().await;
+}

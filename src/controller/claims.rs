@@ -112,6 +112,19 @@ impl<K: Managed> StoreList<K> {
             .owner_of(object, connections)
     }
 
+    /// True when a resource other than `object` records or names `id` through one of
+    /// `connections`: a create lookup must not take it for its own.
+    pub fn claimed_by_other(&self, object: &K, connections: &[String], id: &str) -> bool {
+        let uid = object.uid().unwrap_or_default();
+        let index = self.claims.lock().unwrap_or_else(|e| e.into_inner());
+        connections.iter().any(|connection| {
+            index
+                .by_key
+                .get(&(connection.clone(), id.to_string()))
+                .is_some_and(|claimants| claimants.iter().any(|c| c.2 != uid))
+        })
+    }
+
     /// True once every watch cache of the kind has listed: until then the claim index may lack
     /// a namespace, and no ownership decision can be made. Waits up to `within`.
     pub async fn listed(&self, within: std::time::Duration) -> bool {

@@ -5,7 +5,9 @@
 use tracing::debug;
 
 use super::config_refs::{self, Desired};
-use super::create::{Created, Lookup, create_once, one_created_since};
+use super::create::{
+    Created, Lookup, Window, body_hash, create_once, one_created_within, settled_absence,
+};
 use super::drift::{Listed, Row};
 use super::driver::{Change, Cx, Managed, observed, orphaned, removed};
 use super::error::Error;
@@ -13,6 +15,7 @@ use super::gate::Op;
 use super::status::common_status;
 use super::{now_rfc3339, spec_already_applied};
 use crate::api::{ApiError, Client, ConfigDetail, Listing};
+use crate::resources::common::CreateAttempt;
 use crate::resources::common::REVISION_ANNOTATION;
 use crate::resources::config::{AppliedVersion, Config, ConfigDeletionPolicy, ConfigStatus};
 
@@ -121,9 +124,12 @@ impl Managed for Config {
         let key = match (known, &status.pending_create) {
             (Some(key), _) => key,
             // A create whose outcome was never learned may still have made the config.
-            (None, Some(intent)) => match find_created(self, cx, intent).await? {
+            (None, Some(_)) => match find_created(self, cx, &status).await? {
                 Lookup::Found(found) => found.slug,
-                Lookup::Absent => return Ok(Vec::new()),
+                Lookup::Absent => {
+                    settled_absence::<Self>(&mut status.clone(), "config")?;
+                    return Ok(Vec::new());
+                }
                 Lookup::Unknown(why) => {
                     return Err(Error::CreateOutcomeUnknown(format!(
                         "cannot tell whether the config of an unfinished create exists: {why}"
@@ -240,14 +246,21 @@ async fn create(
     status: &mut ConfigStatus,
     desired: &Desired,
 ) -> Result<Change, Error> {
-    let intent = status.pending_create.clone().unwrap_or_default();
+    let before = status.clone();
     let api = cx.api(Op::Create).await?;
     let request = config.spec.create_request_with(&desired.document);
+    let sent = CreateAttempt {
+        name: Some(config.spec.name.clone()),
+        workspace_id: config.spec.workspace_id.clone(),
+        body_hash: body_hash(config.metadata.uid.as_deref(), &request),
+        ended_at: None,
+    };
     let outcome = create_once(
         cx,
         status,
         "config",
-        find_created(config, cx, &intent),
+        sent,
+        find_created(config, cx, &before),
         api.configs().create(&request),
     )
     .await?;
@@ -295,29 +308,46 @@ async fn create(
     Ok(change)
 }
 
-/// The config an earlier create made: the one config with this name (and workspace) created
-/// after the intent, in a complete listing. The API keeps no marker on configs, so a namesake
-/// created before the intent, or two candidates, never count.
+/// The config an earlier create made: the one config with the name and workspace that create
+/// sent (not the spec's, which may have been edited since), created within its window, that no
+/// other resource records, in a complete listing. The API keeps no marker on configs, so a
+/// namesake outside the window, another resource's config, or two candidates never count.
 async fn find_created(
     config: &Config,
     cx: &Cx<'_, Config>,
-    intent: &str,
+    status: &ConfigStatus,
 ) -> Result<Lookup<crate::api::ConfigSummary>, Error> {
-    let listing = cx
+    let mut status = status.clone();
+    let window = Window::of(&mut status);
+    let sent = status
+        .create_attempt
+        .clone()
+        .unwrap_or_else(|| CreateAttempt {
+            name: Some(config.spec.name.clone()),
+            workspace_id: config.spec.workspace_id.clone(),
+            ..Default::default()
+        });
+    let mut listing = cx
         .api(Op::Read)
         .await?
         .configs()
-        .listing(config.spec.workspace_id.as_deref())
+        .listing(sent.workspace_id.as_deref())
         .await
         .map_err(|e| Error::api("list configs", e))?;
-    Ok(one_created_since(
+    let mut theirs = Vec::new();
+    for c in &listing.items {
+        if cx.gate.claimed_elsewhere(&c.id).await || cx.gate.claimed_elsewhere(&c.slug).await {
+            theirs.push(c.id.clone());
+        }
+    }
+    listing.items.retain(|c| !theirs.contains(&c.id));
+    Ok(one_created_within(
         listing,
-        Some(intent),
+        window,
         |c| c.created_at.as_deref(),
         |c| {
-            c.name == config.spec.name
-                && (config.spec.workspace_id.is_none()
-                    || c.workspace_id == config.spec.workspace_id)
+            sent.name.as_deref() == Some(c.name.as_str())
+                && (sent.workspace_id.is_none() || c.workspace_id == sent.workspace_id)
         },
     ))
 }

@@ -1,18 +1,21 @@
 //! The one create protocol every kind uses, so a remote object is created exactly once across
 //! crashes, failover and lost answers.
 //!
-//! 1. **Intent first.** `status.pendingCreate` is written (a compare-and-swap on the
-//!    resourceVersion this reconcile read) *before* the POST. Of two writers acting on the same
-//!    view only one gets its intent in; the other gets a conflict, re-reads, and sees the intent.
+//! 1. **Intent first.** `status.pendingCreate` (when) and `status.createAttempt` (the name,
+//!    workspace and body hash sent) are written (a compare-and-swap on the resourceVersion this
+//!    reconcile read) *before* the POST. Of two writers acting on the same view only one gets
+//!    its intent in; the other gets a conflict, re-reads, and sees the intent.
 //! 2. **POST once.** A definite refusal (4xx) clears the intent. Anything else without a readable
 //!    success answer (a timeout, a reset, a 5xx that may have come after the commit, a 2xx that
 //!    does not parse) leaves the outcome unknown: the intent stays.
 //! 3. **Look before POSTing again.** A reconcile that finds the intent set asks the kind to find
 //!    what the earlier POST made, by a deterministic identity where the API keeps one (a
-//!    Deployment's `aigw.io/uid` tag), otherwise by exactly one match created after the intent,
-//!    in a complete listing. A found object is adopted; a complete listing without it, old
-//!    enough for a lagging list to have caught up, allows the POST again; anything else is
-//!    "unknown" and is looked at again later, never taken as absence.
+//!    Deployment's `aigw.io/uid` tag), otherwise by exactly one match on what was sent, created
+//!    within the POST's window (not before the intent, not after the request ended), claimed by
+//!    no other resource, in a complete listing. A found object is adopted; a complete listing
+//!    without it, taken a settle time after the request ended (lists lag creates), allows the
+//!    POST again, and lets a cleanup go; anything else is "unknown" and is looked at again
+//!    later, never taken as absence.
 //! 4. The remote id is persisted by the reconcile's next status write, right after the answer
 //!    (with the result, in one write). A crash before it leaves the intent, and step 3 finds the
 //!    object again.
@@ -24,10 +27,15 @@ use super::error::Error;
 use super::now_rfc3339;
 use super::status::IntentStatus;
 use crate::api::{ApiError, Listing};
+use crate::resources::common::CreateAttempt;
 
-/// How long after the intent a list that does not show the object counts as proof that the
-/// POST never happened: lists may lag creates (eventual consistency).
+/// How long after the end of the POST a list that does not show the object counts as proof
+/// that the POST made nothing: lists may lag creates (eventual consistency).
 pub const LIST_SETTLE: Duration = Duration::from_secs(15);
+
+/// How long a POST can have run when its end was never recorded (the process died during it):
+/// the client's request timeout, with room for the rate limiter and retries of the connection.
+const LONGEST_ATTEMPT: Duration = Duration::from_secs(60);
 
 /// Clock skew tolerated between aigw and the API when comparing `created_at` to the intent.
 const CLOCK_SKEW: Duration = Duration::from_secs(5);
@@ -53,21 +61,23 @@ pub enum Created<N, F> {
 }
 
 /// Runs the protocol: `lookup` is awaited only when an intent is set, `post` only when no
-/// earlier create can have made the object. `what` names the kind in messages ("config").
+/// earlier create can have made the object. `what` names the kind in messages ("config");
+/// `sent` is what the POST carries.
 pub async fn create_once<K, N, F>(
     cx: &Cx<'_, K>,
     status: &mut K::Status,
     what: &str,
+    sent: CreateAttempt,
     lookup: impl Future<Output = Result<Lookup<F>, Error>>,
     post: impl Future<Output = Result<N, ApiError>>,
 ) -> Result<Created<N, F>, Error>
 where
     K: Managed,
 {
-    if let Some(intent) = status.pending_create_mut().clone() {
+    if status.pending_create_mut().is_some() {
         match lookup.await? {
             Lookup::Found(found) => {
-                *status.pending_create_mut() = None;
+                clear_intent(status);
                 return Ok(Created::Recovered(found));
             }
             Lookup::Unknown(why) => {
@@ -75,76 +85,149 @@ where
                     "an earlier create of this {what} may have succeeded and {why}; looking again before creating"
                 )));
             }
-            Lookup::Absent if let Some(left) = unsettled_for(&intent) => {
-                return Err(Error::NotYetSettled {
-                    message: format!(
-                        "an earlier create of this {what} is not in the list yet, which may lag; looking again before creating"
-                    ),
-                    look_again_in: left,
-                });
-            }
-            Lookup::Absent => {}
+            Lookup::Absent => settled_absence::<K>(status, what)?,
         }
     }
     *status.pending_create_mut() = Some(now_rfc3339());
+    *status.create_attempt_mut() = Some(sent);
     cx.save_status(status).await?;
     match post.await {
         Ok(created) => {
-            *status.pending_create_mut() = None;
+            clear_intent(status);
             Ok(Created::Posted(created))
         }
-        Err(e) if e.outcome_unknown() => Err(Error::CreateOutcomeUnknown(format!(
-            "the answer to the create of this {what} was lost ({e}); looking it up before creating again"
-        ))),
+        Err(e) if e.outcome_unknown() => {
+            if let Some(attempt) = status.create_attempt_mut() {
+                attempt.ended_at = Some(now_rfc3339());
+            }
+            Err(Error::CreateOutcomeUnknown(format!(
+                "the answer to the create of this {what} was lost ({e}); looking it up before creating again"
+            )))
+        }
         Err(e) => {
-            *status.pending_create_mut() = None;
+            clear_intent(status);
             Err(Error::api(format!("create {what}"), e))
         }
     }
 }
 
-/// How long until the intent is old enough for a list to show what it created; `None` once it
-/// is (or when the intent has no readable time).
-fn unsettled_for(intent: &str) -> Option<Duration> {
-    let due = intent
+fn clear_intent<S: IntentStatus>(status: &mut S) {
+    *status.pending_create_mut() = None;
+    *status.create_attempt_mut() = None;
+}
+
+/// `Ok` when a complete list without the object proves that the earlier create made nothing:
+/// the list was taken a settle time after the request ended. Otherwise an error that looks
+/// again once it has. Create and cleanup both ask this before taking absence for proof.
+pub fn settled_absence<K: Managed>(status: &mut K::Status, what: &str) -> Result<(), Error> {
+    let Some(left) = unsettled_for(status) else {
+        return Ok(());
+    };
+    Err(Error::NotYetSettled {
+        message: format!(
+            "an earlier create of this {what} is not in the list yet, which may lag; looking again before taking it as absent"
+        ),
+        look_again_in: left,
+    })
+}
+
+/// When the earlier request ended: as recorded, or else as late as it could have.
+fn attempt_end<S: IntentStatus>(status: &mut S) -> Option<jiff::Timestamp> {
+    if let Some(ended) = status
+        .create_attempt_mut()
+        .as_ref()
+        .and_then(|a| a.ended_at.as_deref())
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+    {
+        return Some(ended);
+    }
+    let sent = status
+        .pending_create_mut()
+        .as_deref()?
         .parse::<jiff::Timestamp>()
-        .ok()?
+        .ok()?;
+    sent.checked_add(jiff::SignedDuration::try_from(LONGEST_ATTEMPT).ok()?)
+        .ok()
+}
+
+/// How long until the request's end is old enough for a list to show what it created; `None`
+/// once it is (or when the intent has no readable time).
+fn unsettled_for<S: IntentStatus>(status: &mut S) -> Option<Duration> {
+    let due = attempt_end(status)?
         .checked_add(jiff::SignedDuration::try_from(LIST_SETTLE).ok()?)
         .ok()?;
     let left = Duration::try_from(due.duration_since(jiff::Timestamp::now())).ok()?;
     (!left.is_zero()).then_some(left + Duration::from_millis(100))
 }
 
-/// The single object of `listing` that `matches` and was created after `intent` (less clock
-/// skew). Several candidates, or none in an incomplete listing, are "unknown".
-pub fn one_created_since<T>(
+/// The window an earlier create's object was made in: from the intent (less clock skew) to the
+/// end of its request (plus clock skew), when that was recorded.
+#[derive(Debug, Clone, Copy)]
+pub struct Window {
+    since: Option<jiff::Timestamp>,
+    until: Option<jiff::Timestamp>,
+}
+
+impl Window {
+    pub fn of<S: IntentStatus>(status: &mut S) -> Self {
+        let skew = jiff::SignedDuration::try_from(CLOCK_SKEW).unwrap_or_default();
+        let since = status
+            .pending_create_mut()
+            .as_deref()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            .and_then(|t| t.checked_sub(skew).ok());
+        let until = status
+            .create_attempt_mut()
+            .as_ref()
+            .and_then(|a| a.ended_at.as_deref())
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            .and_then(|t| t.checked_add(skew).ok());
+        Self { since, until }
+    }
+
+    fn contains(&self, created_at: Option<&str>) -> bool {
+        let Some(at) = created_at.and_then(|t| t.parse::<jiff::Timestamp>().ok()) else {
+            // Without a time the match is only by name: not enough to claim it.
+            return false;
+        };
+        self.since.is_some_and(|since| at >= since) && self.until.is_none_or(|until| at <= until)
+    }
+}
+
+/// SHA-256 over the object's uid and a request body, hex-encoded, for
+/// [`CreateAttempt::body_hash`]. The body may hold Secret values: the uid salts the hash, as
+/// for Config's `secretHash`, so a guessed value cannot be checked against it elsewhere.
+pub fn body_hash<B: serde::Serialize>(uid: Option<&str>, body: &B) -> Option<String> {
+    let bytes = serde_json::to_vec(body).ok()?;
+    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+    context.update(uid.unwrap_or_default().as_bytes());
+    context.update(b"\0");
+    context.update(&bytes);
+    let digest = context.finish();
+    Some(digest.as_ref().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The single object of `listing` that `matches` what was sent and was created within
+/// `window`. Several candidates, or none in an incomplete listing, are "unknown".
+pub fn one_created_within<T>(
     listing: Listing<T>,
-    intent: Option<&str>,
+    window: Window,
     created_at: impl Fn(&T) -> Option<&str>,
     matches: impl Fn(&T) -> bool,
 ) -> Lookup<T> {
-    let since = intent
-        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-        .and_then(|t| {
-            jiff::SignedDuration::try_from(CLOCK_SKEW)
-                .ok()
-                .and_then(|d| t.checked_sub(d).ok())
-        });
     let complete = listing.complete;
     let mut candidates: Vec<T> = listing
         .items
         .into_iter()
         .filter(|item| matches(item))
-        .filter(|item| match (since, created_at(item)) {
-            (Some(since), Some(at)) => at.parse::<jiff::Timestamp>().is_ok_and(|at| at >= since),
-            // Without both timestamps the match is only by name: not enough to claim it.
-            _ => false,
-        })
+        .filter(|item| window.contains(created_at(item)))
         .collect();
     match candidates.len() {
         1 => candidates.pop().map_or(Lookup::Absent, Lookup::Found),
         0 if complete => Lookup::Absent,
-        0 => Lookup::Unknown("the list is incomplete (fewer rows than its total)".into()),
+        0 => Lookup::Unknown(
+            "the list is incomplete (fewer rows than its total, or its pages disagree)".into(),
+        ),
         n => Lookup::Unknown(format!(
             "{n} objects match it, so none can be claimed safely"
         )),
@@ -154,6 +237,7 @@ pub fn one_created_since<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resources::config::ConfigStatus;
 
     #[derive(Debug, PartialEq)]
     struct Row(&'static str, &'static str);
@@ -165,13 +249,29 @@ mod tests {
         }
     }
 
-    fn lookup(rows: Vec<Row>, complete: bool) -> Lookup<Row> {
-        one_created_since(
+    fn status(sent: &str, ended: Option<&str>) -> ConfigStatus {
+        ConfigStatus {
+            pending_create: Some(sent.into()),
+            create_attempt: Some(CreateAttempt {
+                ended_at: ended.map(str::to_string),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn lookup_in(rows: Vec<Row>, complete: bool, ended: Option<&str>) -> Lookup<Row> {
+        let window = Window::of(&mut status("2026-01-01T00:00:10Z", ended));
+        one_created_within(
             listing(rows, complete),
-            Some("2026-01-01T00:00:10Z"),
+            window,
             |r| Some(r.1),
             |r| r.0 == "a",
         )
+    }
+
+    fn lookup(rows: Vec<Row>, complete: bool) -> Lookup<Row> {
+        lookup_in(rows, complete, None)
     }
 
     #[test]
@@ -193,6 +293,22 @@ mod tests {
     }
 
     #[test]
+    fn a_namesake_created_after_the_request_ended_is_not_ours() {
+        let later = lookup_in(
+            vec![Row("a", "2026-01-01T00:00:30Z")],
+            true,
+            Some("2026-01-01T00:00:12Z"),
+        );
+        assert!(matches!(later, Lookup::Absent));
+        let within = lookup_in(
+            vec![Row("a", "2026-01-01T00:00:12Z")],
+            true,
+            Some("2026-01-01T00:00:12Z"),
+        );
+        assert!(matches!(within, Lookup::Found(_)));
+    }
+
+    #[test]
     fn ambiguity_and_incomplete_lists_are_unknown_never_absent() {
         let two = lookup(
             vec![
@@ -207,11 +323,21 @@ mod tests {
     }
 
     #[test]
-    fn a_fresh_intent_has_not_settled() {
-        let left = unsettled_for(&now_rfc3339()).unwrap();
-        // The intent is rounded to the second, so it may lie up to half a second ahead.
+    fn absence_settles_from_the_end_of_the_request() {
+        let now = now_rfc3339();
+        // The request ended just now: a list is no proof for another settle time.
+        let left = unsettled_for(&mut status("2020-01-01T00:00:00Z", Some(&now))).unwrap();
         assert!(left <= LIST_SETTLE + Duration::from_secs(1), "{left:?}");
         assert!(left > Duration::from_secs(10), "{left:?}");
-        assert_eq!(unsettled_for("2020-01-01T00:00:00Z"), None);
+        // Its end was never recorded: it may have run as long as a request can.
+        let left = unsettled_for(&mut status(&now, None)).unwrap();
+        assert!(left > LONGEST_ATTEMPT, "{left:?}");
+        assert_eq!(
+            unsettled_for(&mut status(
+                "2020-01-01T00:00:00Z",
+                Some("2020-01-01T00:00:03Z")
+            )),
+            None
+        );
     }
 }

@@ -13,7 +13,7 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 
 use kube::ResourceExt;
 
-use super::create::{Created, Lookup, create_once};
+use super::create::{Created, Lookup, body_hash, create_once, settled_absence};
 use super::driver::{Change, Cx, Managed, observed, orphaned, removed};
 use super::error::Error;
 use super::failpoints::{AFTER_CREATE_POST, AFTER_ROTATE_PUT};
@@ -21,6 +21,7 @@ use super::gate::Op;
 use super::status::{Outcome, common_status, record_outcome, set_condition};
 use super::{now_rfc3339, spec_already_applied};
 use crate::api::{self, Credentials, DeploymentListQuery, SecretString, UpdateDeploymentRequest};
+use crate::resources::common::CreateAttempt;
 use crate::resources::deployment::{
     ConnectionStatus, Deployment, DeploymentDeletionPolicy, DeploymentStatus, RemoteStatus,
     UID_TAG, WorkloadKind,
@@ -153,7 +154,10 @@ impl Managed for Deployment {
             (Some(id), _) => id,
             (None, Some(_)) => match find_created(self, cx).await? {
                 Lookup::Found(found) => found.id,
-                Lookup::Absent => return Ok(Vec::new()),
+                Lookup::Absent => {
+                    settled_absence::<Self>(&mut status.clone(), "deployment")?;
+                    return Ok(Vec::new());
+                }
                 Lookup::Unknown(why) => {
                     return Err(Error::CreateOutcomeUnknown(format!(
                         "cannot tell whether the deployment of an unfinished create exists: {why}"
@@ -240,10 +244,17 @@ async fn create(
     let secret_version = check_secret_is_ours(deployment, cx).await?;
     let api = cx.api(Op::Create).await?;
     let request = deployment.spec.create_request(created_uid(deployment));
+    let sent = CreateAttempt {
+        name: Some(deployment.spec.name.clone()),
+        workspace_id: None,
+        body_hash: body_hash(deployment.metadata.uid.as_deref(), &request),
+        ended_at: None,
+    };
     let outcome = create_once(
         cx,
         status,
         "deployment",
+        sent,
         find_created(deployment, cx),
         api.deployments().create(&request),
     )
@@ -307,7 +318,11 @@ async fn create(
         cx.save_status(status).await?;
         return Err(e);
     }
-    status.last_rotated_at = Some(now_rfc3339());
+    // A gateway created again (its remote deployment was gone) has new credentials: the
+    // workloads reading the old ones roll, as after a rotation.
+    let recreated = status.last_rotated_at.is_some();
+    let now = now_rfc3339();
+    status.last_rotated_at = Some(now.clone());
     status.observed_rotation_trigger = Some(current_trigger(deployment));
     set_credentials_condition(
         deployment,
@@ -317,6 +332,9 @@ async fn create(
         "the credentials Secret holds the credentials aigw was issued",
     );
     cx.save_status(status).await?;
+    if recreated {
+        restart_workloads(deployment, cx, &now).await;
+    }
     Ok(vec![Change::new(
         "Created",
         format!(

@@ -100,7 +100,7 @@ pub struct Drift {
     /// The resourceVersion of this process's last status write of each object, until a full
     /// reconcile has seen the cache catch up: a cached copy older than aigw's own last write
     /// (a failure, an intent) must not be trusted.
-    written: Mutex<HashMap<String, String>>,
+    written: Mutex<HashMap<String, Written>>,
     next_full_read: Mutex<HashMap<String, Instant>>,
     /// Per kind, the full-read interval in force (grown with N when needed).
     full_read: Mutex<HashMap<&'static str, Duration>>,
@@ -156,12 +156,28 @@ impl Drift {
         due.saturating_duration_since(now)
     }
 
-    /// This process wrote the status of `key`, which now has `resource_version`.
-    pub fn wrote(&self, key: &str, resource_version: Option<String>) {
+    /// This process wrote the status of `key`, which now has `resource_version`; `intent`: that
+    /// status holds an intent (a create or rotation in flight).
+    pub fn wrote(&self, key: &str, resource_version: Option<String>, intent: bool) {
         match resource_version {
-            Some(rv) => lock(&self.written).insert(key.to_string(), rv),
+            Some(rv) => lock(&self.written).insert(key.to_string(), Written { rv, intent }),
             None => lock(&self.written).remove(key),
         };
+    }
+
+    /// True when the cached copy (at `resource_version`, `intent` set or not) still shows an
+    /// intent this process has since settled: only aigw writes status, so that copy is older
+    /// than its own last write, and acting on it would look up (or redo) finished work.
+    pub fn shows_settled_intent(
+        &self,
+        key: &str,
+        resource_version: Option<&str>,
+        intent: bool,
+    ) -> bool {
+        intent
+            && lock(&self.written)
+                .get(key)
+                .is_some_and(|w| !w.intent && Some(w.rv.as_str()) != resource_version)
     }
 
     /// A full reconcile ended without writing: whatever the cache holds is what it acted on.
@@ -173,7 +189,7 @@ impl Drift {
     pub fn cache_behind(&self, key: &str, resource_version: Option<&str>) -> bool {
         lock(&self.written)
             .get(key)
-            .is_some_and(|rv| Some(rv.as_str()) != resource_version)
+            .is_some_and(|w| Some(w.rv.as_str()) != resource_version)
     }
 
     /// True the first time this process looks at `key` (no full read scheduled yet).
@@ -297,6 +313,12 @@ pub fn settled<K: Managed>(object: &K, status: &K::Status) -> bool {
             status.observed_generation(),
             status.conditions(),
         )
+}
+
+/// What this process last wrote into an object's status.
+struct Written {
+    rv: String,
+    intent: bool,
 }
 
 /// The objects the drift pass asks the controller to read again.

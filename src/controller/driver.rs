@@ -238,9 +238,11 @@ impl<'a, K: Managed> Cx<'a, K> {
         let expected = self.expected_version();
         let written =
             write_status::<K>(&self.objects, &self.name(), status, expected.as_deref()).await?;
-        self.ctx
-            .drift
-            .wrote(&object_key(self.object), written.clone());
+        self.ctx.drift.wrote(
+            &object_key(self.object),
+            written.clone(),
+            status.has_intent(),
+        );
         *self
             .resource_version
             .lock()
@@ -436,6 +438,17 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
             cx.save_status(&status).await?;
         }
         return Ok(action);
+    }
+    // A cached copy that still shows an intent this process has settled is older than its own
+    // last write: wait for the watch to deliver the newer one rather than redo finished work.
+    let cached_intent = before.as_ref().is_some_and(|s| s.has_intent());
+    if ctx.drift.shows_settled_intent(
+        &key,
+        object.meta().resource_version.as_deref(),
+        cached_intent,
+    ) {
+        debug!(kind = K::KIND, object = %key, "the cache is older than this process's last status write; looking again shortly");
+        return Ok(Action::requeue(Duration::from_millis(200)));
     }
     let trust = match resumed {
         // Leaving a pause is recorded by a full reconcile.

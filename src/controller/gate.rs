@@ -114,6 +114,13 @@ impl<'a, K: Managed> Gate<'a, K> {
         self.resolve().await?.scope.check_workspace(what, workspace)
     }
 
+    /// True when another resource records or names the remote object `id` (through any
+    /// Connection to this tenant): a create lookup never takes such an object for its own.
+    pub async fn claimed_elsewhere(&self, id: &str) -> bool {
+        let peers = self.same_tenant().await;
+        K::stores(&self.ctx.stores).claimed_by_other(self.object, &peers, id)
+    }
+
     /// Whether deleting this resource may touch its remote object. `Ok(None)`: go ahead.
     /// `Ok(Some(why))`: release it without a call, for the reason given (it never managed the
     /// object, another resource owns it, or a grant refuses it). `Err`: not decidable now.

@@ -296,9 +296,11 @@ async fn run_kind<K: Managed>(
                 K::stores(&ctx.stores).index_event(*n, event);
             }
             // Whatever way an object went (finalizer done or removed by hand), its drift
-            // bookkeeping goes with it.
+            // bookkeeping and its backoff go with it.
             if let watcher::Event::Delete(object) = event {
-                ctx.drift.forget(&driver::object_key(object));
+                let key = driver::object_key(object);
+                ctx.drift.forget(&key);
+                ctx.backoff.reset(&key);
             }
         }
     };

@@ -1,7 +1,9 @@
 //! RateLimitsPolicy: create (through the shared protocol) or adopt, PUT the mutable fields
 //! (name, unit, value, conditions) only when they differ, delete per `deletionPolicy`.
 
-use super::create::{Created, Lookup, create_once, one_created_since};
+use super::create::{
+    Created, Lookup, Window, body_hash, create_once, one_created_within, settled_absence,
+};
 use super::drift::{Listed, Row};
 use super::driver::{Change, Cx, Managed, observed, orphaned, removed};
 use super::error::Error;
@@ -11,6 +13,7 @@ use super::status::common_status;
 use crate::api::{
     ApiError, Client, Listing, RateLimitsListQuery, RateLimitsPolicy as RemotePolicy,
 };
+use crate::resources::common::CreateAttempt;
 use crate::resources::rate_limits_policy::{
     RateLimitsPolicy, RateLimitsPolicyDeletionPolicy, RateLimitsPolicyStatus,
 };
@@ -112,9 +115,12 @@ impl Managed for RateLimitsPolicy {
         }
         let id = match (known, &status.pending_create) {
             (Some(id), _) => id,
-            (None, Some(intent)) => match find_created(self, cx, intent).await? {
+            (None, Some(_)) => match find_created(self, cx, &status).await? {
                 Lookup::Found(found) => found.id,
-                Lookup::Absent => return Ok(Vec::new()),
+                Lookup::Absent => {
+                    settled_absence::<Self>(&mut status.clone(), "rate-limits policy")?;
+                    return Ok(Vec::new());
+                }
                 Lookup::Unknown(why) => {
                     return Err(Error::CreateOutcomeUnknown(format!(
                         "cannot tell whether the policy of an unfinished create exists: {why}"
@@ -184,14 +190,21 @@ async fn create(
     cx: &Cx<'_, RateLimitsPolicy>,
     status: &mut RateLimitsPolicyStatus,
 ) -> Result<Change, Error> {
-    let intent = status.pending_create.clone().unwrap_or_default();
+    let before = status.clone();
     let api = cx.api(Op::Create).await?;
     let request = policy.spec.create_request();
+    let sent = CreateAttempt {
+        name: policy.spec.name.clone(),
+        workspace_id: policy.spec.workspace_id.clone(),
+        body_hash: body_hash(policy.metadata.uid.as_deref(), &request),
+        ended_at: None,
+    };
     let outcome = create_once(
         cx,
         status,
         "rate-limits policy",
-        find_created(policy, cx, &intent),
+        sent,
+        find_created(policy, cx, &before),
         api.rate_limits().create(&request),
     )
     .await?;
@@ -257,25 +270,41 @@ impl Listed for RateLimitsPolicy {
 async fn find_created(
     policy: &RateLimitsPolicy,
     cx: &Cx<'_, RateLimitsPolicy>,
-    intent: &str,
+    status: &RateLimitsPolicyStatus,
 ) -> Result<Lookup<RemotePolicy>, Error> {
+    let mut status = status.clone();
+    let window = Window::of(&mut status);
+    let sent = status.create_attempt.clone();
     let query = RateLimitsListQuery {
-        workspace_id: policy.spec.workspace_id.clone(),
+        workspace_id: match &sent {
+            Some(sent) => sent.workspace_id.clone(),
+            None => policy.spec.workspace_id.clone(),
+        },
         ..Default::default()
     };
-    let listing = cx
+    let mut listing = cx
         .api(Op::Read)
         .await?
         .rate_limits()
         .listing(&query)
         .await
         .map_err(|e| Error::api("list rate-limits policies", e))?;
-    Ok(one_created_since(
+    let mut theirs = Vec::new();
+    for p in &listing.items {
+        if cx.gate.claimed_elsewhere(&p.id).await {
+            theirs.push(p.id.clone());
+        }
+    }
+    listing.items.retain(|p| !theirs.contains(&p.id));
+    let sent_name = sent
+        .as_ref()
+        .map_or(policy.spec.name.clone(), |s| s.name.clone());
+    Ok(one_created_within(
         listing,
-        Some(intent),
+        window,
         |p| p.created_at.as_deref(),
         |p| {
-            let same = match policy.spec.name.as_deref() {
+            let same = match sent_name.as_deref() {
                 Some(name) => p.name.as_deref() == Some(name),
                 None => policy.spec.diff(p).is_empty(),
             };

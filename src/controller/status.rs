@@ -32,6 +32,8 @@ pub trait CommonStatus:
 pub trait IntentStatus: CommonStatus {
     /// The create intent: when the POST of the create in flight was about to be sent.
     fn pending_create_mut(&mut self) -> &mut Option<String>;
+    /// What the create in flight sent ([`crate::resources::common::CreateAttempt`]).
+    fn create_attempt_mut(&mut self) -> &mut Option<crate::resources::common::CreateAttempt>;
     /// True while an intent record (a create or rotation whose outcome is not yet known) is set:
     /// the work it stands for must finish, so every failure meanwhile is transient.
     fn has_intent(&self) -> bool;
@@ -130,6 +132,11 @@ macro_rules! common_status {
         impl $crate::controller::status::IntentStatus for $status {
             fn pending_create_mut(&mut self) -> &mut Option<String> {
                 &mut self.pending_create
+            }
+            fn create_attempt_mut(
+                &mut self,
+            ) -> &mut Option<$crate::resources::common::CreateAttempt> {
+                &mut self.create_attempt
             }
             fn has_intent(&self) -> bool {
                 let $p = self;

@@ -68,6 +68,27 @@ pub trait Recorded {
     }
 }
 
+/// What a create in flight sent, recorded with its intent (`pendingCreate`), so that a lookup
+/// after a lost answer matches on what was sent (not on a spec edited since) and within the
+/// window the POST could have created something in.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateAttempt {
+    /// The name the request carried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The workspace the request carried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
+    /// SHA-256 of the request body, for an audit of what was sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body_hash: Option<String>,
+    /// When the request ended without a readable answer: nothing it made can be younger, and a
+    /// list may be taken as proof of absence only a settle time after this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+}
+
 /// Names the cluster-scoped `Connection` that says how to reach the management API.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

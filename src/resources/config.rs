@@ -4,7 +4,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use super::common::{ConnectionRef, Governed, ManagementPolicy, Recorded, conditions_schema};
+use super::common::{
+    ConnectionRef, CreateAttempt, Governed, ManagementPolicy, Recorded, conditions_schema,
+};
 
 /// A named routing config of the AI gateway (`/ai_gw/v2/configs`). Every change of `spec.config`,
 /// `spec.name` or `spec.state` is applied with one PUT, which mints a new `status.versionId`.
@@ -225,6 +227,9 @@ pub struct ConfigStatus {
     /// outcome was lost is looked up by name instead of being sent again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_create: Option<String>,
+    /// What the create in flight sent, and when its request ended without an answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_attempt: Option<CreateAttempt>,
     /// The last ten versions aigw applied (created or updated), newest first: which
     /// generation and which `aigw.io/revision` produced each `versionId`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -7,7 +7,8 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use super::common::{
-    ConnectionRef, Governed, ManagementPolicy, Recorded, conditions_schema, free_form_object,
+    ConnectionRef, CreateAttempt, Governed, ManagementPolicy, Recorded, conditions_schema,
+    free_form_object,
 };
 
 /// A self-hosted gateway registered with the management API (`/ai_gw/admin/v2/deployments`).
@@ -269,6 +270,9 @@ pub struct DeploymentStatus {
     /// outcome was lost is looked up by name instead of being sent again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_create: Option<String>,
+    /// What the create in flight sent, and when its request ended without an answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_attempt: Option<CreateAttempt>,
     /// Set just before a rotation is sent and cleared once the new credentials are in the
     /// Secret: a rotation interrupted in between is done again.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -4,7 +4,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use super::common::{ConnectionRef, Governed, ManagementPolicy, Recorded, conditions_schema};
+use super::common::{
+    ConnectionRef, CreateAttempt, Governed, ManagementPolicy, Recorded, conditions_schema,
+};
 
 /// A rate-limits policy (`/ai_gw/v2/policies/rate-limits`). `name`, `unit`, `value` and
 /// `conditions` are updated in place; `type`, `groupBy`, `target` and `workspaceId` are fixed
@@ -197,6 +199,9 @@ pub struct RateLimitsPolicyStatus {
     /// outcome was lost is looked up by name instead of being sent again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_create: Option<String>,
+    /// What the create in flight sent, and when its request ended without an answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_attempt: Option<CreateAttempt>,
 }
 
 use crate::api;

@@ -38,13 +38,19 @@ impl<'c> RateLimits<'c> {
         Ok(self.listing(query).await?.items)
     }
 
-    /// Like [`Self::list`], saying whether every page up to `total` arrived: a page that comes
-    /// back empty early (rows deleted meanwhile, or a lagging server) leaves it incomplete.
+    /// Like [`Self::list`], saying whether the pages prove the whole list: every page up to
+    /// `total` arrived, every page reported the same `total`, and no row came twice (a row seen
+    /// twice means rows shifted between pages, so another may have been skipped). Anything else
+    /// (an early empty page, a changed total, shifted rows) leaves it incomplete: not proof of
+    /// absence.
     pub async fn listing(
         &self,
         query: &RateLimitsListQuery,
     ) -> Result<Listing<RateLimitsPolicy>, ApiError> {
-        let mut all = Vec::new();
+        let mut all: Vec<RateLimitsPolicy> = Vec::new();
+        let mut seen = std::collections::HashSet::new();
+        let mut first_total = None;
+        let mut consistent = true;
         let mut complete = false;
         for page_no in 0..MAX_PAGES {
             let mut pairs = query.to_pairs();
@@ -52,13 +58,24 @@ impl<'c> RateLimits<'c> {
             let call = Call::new(Route::mgmt(Verb::Get, RATE_LIMITS, &[])).query(pairs);
             let page: ListPage<RateLimitsPolicy> = self.client.json(call).await?;
             let got = page.data.len();
-            all.extend(page.data);
+            if page_no == 0 {
+                first_total = page.total;
+            } else if page.total != first_total {
+                consistent = false;
+            }
+            for policy in page.data {
+                if !policy.id.is_empty() && !seen.insert(policy.id.clone()) {
+                    consistent = false;
+                    continue;
+                }
+                all.push(policy);
+            }
             let done = match page.total {
                 Some(total) => all.len() as u64 >= total,
                 None => got == 0 || page_size_of(query).is_none_or(|size| (got as u64) < size),
             };
             if done {
-                complete = true;
+                complete = consistent;
                 break;
             }
             if got == 0 {
