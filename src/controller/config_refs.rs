@@ -20,7 +20,8 @@ use super::Context;
 use super::driver::Cx;
 use super::error::Error;
 use super::status::set_condition;
-use crate::resources::config::{CREDENTIAL_KEYS, Config, ConfigSecretRef, ConfigStatus};
+use crate::api::secret_fields::CREDENTIAL_KEYS;
+use crate::resources::config::{Config, ConfigSecretRef, ConfigStatus};
 
 /// Condition type: every guardrail the document names exists on the connection.
 pub const GUARDRAILS_RESOLVED: &str = "GuardrailsResolved";
