@@ -62,7 +62,7 @@ impl Managed for Config {
             .configs()
             .update(
                 &remote.slug,
-                &self.spec.update_request_with(&desired.document),
+                &self.spec.update_request_with(&desired.request_document()),
             )
             .await
             .map_err(|e| Error::api(format!("update config {}", remote.slug), e))?;
@@ -241,7 +241,7 @@ async fn create(
 ) -> Result<Change, Error> {
     let intent = status.pending_create.clone().unwrap_or_default();
     let api = cx.api().await?;
-    let request = config.spec.create_request_with(&desired.document);
+    let request = config.spec.create_request_with(&desired.request_document());
     let outcome = create_once(
         cx,
         status,

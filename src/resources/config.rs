@@ -351,9 +351,16 @@ impl ConfigSpec {
             if only_present && document.pointer(&reference.path).is_none() {
                 continue;
             }
-            let selector = &reference.secret_key_ref;
-            let shown = format!("(secret {}/{})", selector.name, selector.key);
-            put_pointer(document, &reference.path, serde_json::Value::String(shown));
+            let slot = super::config_document::SecretSlot {
+                path: reference.path.clone(),
+                secret: reference.secret_key_ref.name.clone(),
+                key: reference.secret_key_ref.key.clone(),
+            };
+            put_pointer(
+                document,
+                &slot.path,
+                serde_json::Value::String(slot.marker()),
+            );
         }
     }
 }
