@@ -14,12 +14,15 @@ pub use crate::api::secret_fields::MASK;
 /// What a masked value that differs from the other side of a diff reads as.
 const MASK_CHANGED: &str = "<masked, changed>";
 
-/// True for the `(secret name/key)` a plan shows where `spec.secretRefs` fills a value in: it
-/// names the value's source, not the value.
+/// True for what needs no masking: the `(secret name/key)` a plan shows where
+/// `spec.secretRefs` fills a value in (it names the value's source, not the value), and a value
+/// masked already.
 fn names_a_secret(value: &Value) -> bool {
-    value
-        .as_str()
-        .is_some_and(|s| s.starts_with("(secret ") && s.ends_with(')') && !s.contains('\n'))
+    value.as_str().is_some_and(|s| {
+        (s.starts_with("(secret ") && s.ends_with(')') && !s.contains('\n'))
+            || s == MASK
+            || s == MASK_CHANGED
+    })
 }
 
 /// `value` with every secret replaced by [`MASK`].

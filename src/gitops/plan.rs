@@ -570,9 +570,12 @@ fn field_changes(fields: &[&str], current: &Value, desired: &Value) -> Vec<Field
         .map(|field| {
             let from = current.get(*field).cloned().unwrap_or(Value::Null);
             let to = desired.get(*field).cloned().unwrap_or(Value::Null);
+            // The line diff shows the old secret as `<masked>` and a new one as
+            // `<masked, changed>`, so a changed secret is a changed line.
+            let old_lines = pretty(&masked(&from));
             let (from, to) = (masked_against(&from, &to), masked_against(&to, &from));
             let diff = if from.is_object() || to.is_object() {
-                line_diff::diff(&pretty(&from), &pretty(&to))
+                line_diff::diff(&old_lines, &pretty(&to))
             } else {
                 Vec::new()
             };
@@ -619,6 +622,14 @@ mod tests {
             changes[0]
                 .diff
                 .contains(&"+     \"attempts\": 3".to_string())
+        );
+        // A changed secret is a changed line, still without either value.
+        assert!(
+            changes[0]
+                .diff
+                .contains(&"+   \"api_key\": \"<masked, changed>\",".to_string()),
+            "{:?}",
+            changes[0].diff
         );
     }
 
