@@ -1208,7 +1208,8 @@ async fn mask_credentials_hides_secrets_in_config_reads() {
     let document = json!({
         "api_key": "sk-live", "provider": "openai", "custom_headers": {"x-api-key": "hdr"},
         "strategy": {"mode": "fallback"},
-        "targets": [{"virtual_key": "vk-1", "aws_secret_access_key": "aws-s", "aws_access_key_id": "AKIA"}],
+        "targets": [{"virtual_key": "vk-1", "aws_secret_access_key": "aws-s", "aws_access_key_id": "AKIA",
+                     "vertex_service_account_json": "vx-1"}],
     });
     let (_, receipt) = emu
         .post(
@@ -1220,12 +1221,13 @@ async fn mask_credentials_hides_secrets_in_config_reads() {
     emu.faults(json!({"mask_credentials": true})).await;
     let (_, read) = emu.get(&format!("/ai_gw/v2/configs/{slug}")).await;
     let config = text(&read["config"]);
-    for secret in ["sk-live", "hdr", "vk-1", "aws-s"] {
+    for secret in ["sk-live", "hdr", "aws-s", "vx-1"] {
         assert!(!config.contains(secret), "{secret} in {config}");
     }
     let parsed: Value = serde_json::from_str(&config).expect("json");
     assert_eq!(parsed["api_key"], "********");
-    assert_eq!(parsed["targets"][0]["virtual_key"], "********");
+    // A virtual key names a stored key; it is not one itself.
+    assert_eq!(parsed["targets"][0]["virtual_key"], "vk-1");
     assert_eq!(parsed["targets"][0]["aws_access_key_id"], "AKIA");
     assert_eq!(parsed["provider"], "openai");
     let (_, versions) = emu.get(&format!("/ai_gw/v2/configs/{slug}/versions")).await;

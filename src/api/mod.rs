@@ -21,6 +21,7 @@ pub mod models;
 mod oauth;
 mod routes;
 mod secret;
+pub mod secret_fields;
 mod token;
 
 pub use client::{Client, WriteGuard};

@@ -40,6 +40,12 @@ pub struct TargetArgs {
     /// `--header NAME=VALUE` must give any header it takes from a Secret).
     #[arg(long = "connection", value_name = "FILE")]
     connection_file: Option<PathBuf>,
+    /// The only namespace a `--connection` manifest's Secrets are read from, as the operator's
+    /// `--connection-secret-namespace` (its own namespace, e.g. `aigw-system`). Required with
+    /// `--connection` and `--kubeconfig`: a manifest naming another namespace is refused, as the
+    /// operator refuses it.
+    #[arg(long, env = "AIGW_CONNECTION_SECRET_NAMESPACE", value_name = "NS")]
+    connection_secret_namespace: Option<String>,
     /// Kubeconfig for reads from the cluster: the live resources' `status.slug`/`status.id`
     /// (plan) and a Connection's Secrets. Nothing is written.
     #[arg(long, env = "AIGW_KUBECONFIG", value_name = "FILE")]
@@ -106,8 +112,15 @@ pub(crate) async fn client(target: &TargetArgs, live: Option<&Live>) -> anyhow::
             connection.metadata.name.as_deref().unwrap_or_default()
         );
     };
-    // Resolved exactly as the operator does: the Secrets are read (GET) from the cluster.
-    let connections = aigw::controller::Connections::new(live.client.clone(), None);
+    let Some(namespace) = &target.connection_secret_namespace else {
+        anyhow::bail!(
+            "--connection with --kubeconfig needs --connection-secret-namespace (the operator's, e.g. aigw-system): Secrets are only read from the namespace the operator reads them from, never from one the manifest names"
+        );
+    };
+    // Resolved exactly as the operator does: the Secrets are read (GET) from the cluster, and
+    // only from the operator's Connection secret namespace.
+    let connections = aigw::controller::Connections::new(live.client.clone(), None)
+        .with_secret_namespace(Some(namespace.clone()));
     connections
         .client(&connection)
         .await

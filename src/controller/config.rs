@@ -66,7 +66,7 @@ impl Managed for Config {
             .configs()
             .update(
                 &remote.slug,
-                &self.spec.update_request_with(&desired.document),
+                &self.spec.update_request_with(&desired.request_document()),
             )
             .await
             .map_err(|e| Error::api(format!("update config {}", remote.slug), e))?;
@@ -248,7 +248,7 @@ async fn create(
 ) -> Result<Change, Error> {
     let before = status.clone();
     let api = cx.api(Op::Create).await?;
-    let request = config.spec.create_request_with(&desired.document);
+    let request = config.spec.create_request_with(&desired.request_document());
     let sent = CreateAttempt {
         name: Some(config.spec.name.clone()),
         workspace_id: config.spec.workspace_id.clone(),

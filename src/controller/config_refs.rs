@@ -21,7 +21,8 @@ use super::driver::Cx;
 use super::error::Error;
 use super::gate::Op;
 use super::status::set_condition;
-use crate::resources::config::{CREDENTIAL_KEYS, Config, ConfigSecretRef, ConfigStatus};
+use crate::resources::config::{Config, ConfigSecretRef, ConfigStatus};
+use crate::resources::config_document::{GuardrailRef, MarkedDocument};
 
 /// Condition type: every guardrail the document names exists on the connection.
 pub const GUARDRAILS_RESOLVED: &str = "GuardrailsResolved";
@@ -33,17 +34,11 @@ pub const UNRESOLVED_GUARDRAIL: &str = "UnresolvedGuardrail";
 /// guardrail created later un-stalls its Configs within one interval.
 const GUARDRAIL_TTL: Duration = Duration::from_secs(30);
 
-/// Keys whose values name guardrails, at any level of `targets`.
-const GUARDRAIL_KEYS: [&str; 4] = [
-    "input_guardrails",
-    "output_guardrails",
-    "before_request_hooks",
-    "after_request_hooks",
-];
-
-/// The document to send, with the Secret values filled in. Its `Debug` never shows the document.
+/// The document to send: the spec's document with each Secret path marked, and the values
+/// that fill them in when the request body is built. Its `Debug` never shows a value.
 pub struct Desired {
-    pub document: Map<String, Value>,
+    marked: MarkedDocument,
+    values: SecretValues,
     /// Hash of the substituted values (see [`secret_hash`]); `None` without `secretRefs`.
     pub secret_hash: Option<String>,
 }
@@ -51,28 +46,39 @@ pub struct Desired {
 impl std::fmt::Debug for Desired {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Desired")
-            .field("document", &"***")
+            .field("marked", &self.marked)
+            .field("values", &self.values)
             .field("secret_hash", &self.secret_hash)
             .finish()
     }
 }
 
-/// Everything a write of `config` needs, checked first: the Secret values (a missing Secret or
-/// key stops here, so no document with a hole is sent) and the guardrail references (recorded
-/// in the `GuardrailsResolved` condition).
+impl Desired {
+    /// The document for a request body, Secret values filled in. Call it only where the body is
+    /// built: nothing else may hold the values.
+    pub fn request_document(&self) -> Map<String, Value> {
+        self.marked.filled(&self.values.0)
+    }
+}
+
+/// Everything a write of `config` needs, checked first on the document as the spec writes it
+/// (Secret paths marked, never filled): its shape, the Secret values (a missing Secret or key
+/// stops here, so no document with a hole is sent) and the guardrail references (recorded in
+/// the `GuardrailsResolved` condition).
 pub async fn desired(
     config: &Config,
     cx: &Cx<'_, Config>,
     status: &mut ConfigStatus,
 ) -> Result<Desired, Error> {
-    check_no_plaintext(&config.spec.config)?;
+    let marked = MarkedDocument::new(&config.spec).map_err(Error::InvalidSpec)?;
+    let references = marked.guardrail_references().map_err(Error::InvalidSpec)?;
     let values = read_secret_values(config, &cx.ctx.kube).await?;
-    let document = substitute(&config.spec.config, &values)?;
-    check_guardrails(config, cx, status, &Value::Object(document.clone())).await?;
+    check_guardrails(config, cx, status, &references, &values).await?;
     let secret_hash =
         (!values.is_empty()).then(|| secret_hash(&config.uid().unwrap_or_default(), &values));
     Ok(Desired {
-        document,
+        marked,
+        values,
         secret_hash,
     })
 }
@@ -97,50 +103,6 @@ pub async fn secrets_unchanged(
     }
 }
 
-/// Refuses credential keys written in plain text anywhere in the document: admission checks the
-/// top levels, this catches what its rules cannot reach (deeper `targets`, nested strategies).
-fn check_no_plaintext(document: &Map<String, Value>) -> Result<(), Error> {
-    let mut found = Vec::new();
-    plaintext_credentials(&Value::Object(document.clone()), "", &mut found);
-    match found.is_empty() {
-        true => Ok(()),
-        false => Err(Error::InvalidSpec(format!(
-            "spec.config holds credentials in plain text at {}: keep them in a Secret and set them with spec.secretRefs",
-            found.join(", ")
-        ))),
-    }
-}
-
-fn plaintext_credentials(value: &Value, path: &str, found: &mut Vec<String>) {
-    match value {
-        Value::Object(map) => {
-            for (key, item) in map {
-                let here = format!("{path}/{}", escape(key));
-                if CREDENTIAL_KEYS.contains(&key.as_str()) && !item.is_null() {
-                    found.push(here);
-                } else {
-                    plaintext_credentials(item, &here, found);
-                }
-            }
-        }
-        Value::Array(items) => {
-            for (n, item) in items.iter().enumerate() {
-                plaintext_credentials(item, &format!("{path}/{n}"), found);
-            }
-        }
-        _ => {}
-    }
-}
-
-/// A JSON Pointer token for `key` (RFC 6901).
-fn escape(key: &str) -> String {
-    key.replace('~', "~0").replace('/', "~1")
-}
-
-fn unescape(token: &str) -> String {
-    token.replace("~1", "/").replace("~0", "~")
-}
-
 /// A Secret value by the `spec.secretRefs` path it goes to. Its `Debug` never shows the values.
 pub struct SecretValues(BTreeMap<String, String>);
 
@@ -159,7 +121,6 @@ impl SecretValues {
 /// Reads each referenced Secret (once, from the Config's own namespace) and picks its key.
 async fn read_secret_values(config: &Config, kube: &kube::Client) -> Result<SecretValues, Error> {
     let refs = &config.spec.secret_refs;
-    check_paths(refs)?;
     let namespace = config.namespace().unwrap_or_default();
     let secrets: Api<Secret> = Api::namespaced(kube.clone(), &namespace);
     let mut read: HashMap<String, Option<Secret>> = HashMap::new();
@@ -177,20 +138,6 @@ async fn read_secret_values(config: &Config, kube: &kube::Client) -> Result<Secr
         values.insert(reference.path.clone(), value);
     }
     Ok(SecretValues(values))
-}
-
-/// Each path once: two values for one field cannot both be applied.
-fn check_paths(refs: &[ConfigSecretRef]) -> Result<(), Error> {
-    let mut seen = HashSet::new();
-    for reference in refs {
-        if !seen.insert(reference.path.as_str()) {
-            return Err(Error::InvalidSpec(format!(
-                "spec.secretRefs names the path {} twice",
-                reference.path
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// The value of one reference; the errors name the Secret and key, never a value.
@@ -243,63 +190,6 @@ fn secret_value(
     })
 }
 
-/// The spec's document with each value set at its path; missing parent objects are created.
-fn substitute(
-    document: &Map<String, Value>,
-    values: &SecretValues,
-) -> Result<Map<String, Value>, Error> {
-    let mut filled = Value::Object(document.clone());
-    for (path, value) in &values.0 {
-        set_pointer(&mut filled, path, Value::String(value.clone()))?;
-    }
-    match filled {
-        Value::Object(map) => Ok(map),
-        _ => Ok(document.clone()),
-    }
-}
-
-/// Sets `path` in `root`. The field must not be in the spec already (it would be plain text),
-/// and every step but the last must be an object or an existing array index.
-fn set_pointer(root: &mut Value, path: &str, value: Value) -> Result<(), Error> {
-    let invalid = |why: &str| {
-        Error::InvalidSpec(format!(
-            "spec.secretRefs path {path} cannot be set in spec.config: {why}"
-        ))
-    };
-    let tokens: Vec<String> = path.split('/').skip(1).map(unescape).collect();
-    let Some((last, parents)) = tokens.split_last() else {
-        return Err(invalid("it is not a JSON Pointer to a field"));
-    };
-    let mut here = root;
-    for token in parents {
-        here = match here {
-            Value::Object(map) => map
-                .entry(token.clone())
-                .or_insert_with(|| Value::Object(Map::new())),
-            Value::Array(items) => token
-                .parse::<usize>()
-                .ok()
-                .and_then(|n| items.get_mut(n))
-                .ok_or_else(|| invalid(&format!("there is no array element {token}")))?,
-            _ => {
-                return Err(invalid(&format!(
-                    "{token} is inside a value that is not an object"
-                )));
-            }
-        };
-    }
-    let Value::Object(map) = here else {
-        return Err(invalid("its parent is not an object"));
-    };
-    if map.contains_key(last) {
-        return Err(invalid(
-            "the field is already written in spec.config; remove it there",
-        ));
-    }
-    map.insert(last.clone(), value);
-    Ok(())
-}
-
 /// SHA-256 over the object's uid and the sorted `path=value` pairs, hex-encoded. The uid salts it,
 /// so the hash of a common value does not look the same on every object.
 pub fn secret_hash(uid: &str, values: &SecretValues) -> String {
@@ -316,55 +206,6 @@ pub fn secret_hash(uid: &str, values: &SecretValues) -> String {
     format!("sha256:{hex}")
 }
 
-/// A guardrail the document names, with the JSON Pointer where it does.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GuardrailRef {
-    pub path: String,
-    pub name: String,
-}
-
-/// Every guardrail slug or id the document names: strings in the guardrail lists and hooks, and
-/// `id`s of hook objects that carry no inline `checks`, at the top level and in nested `targets`.
-pub fn guardrail_references(document: &Value) -> Vec<GuardrailRef> {
-    let mut found = Vec::new();
-    collect_references(document, "", &mut found);
-    found
-}
-
-fn collect_references(level: &Value, path: &str, found: &mut Vec<GuardrailRef>) {
-    let Some(map) = level.as_object() else {
-        return;
-    };
-    for key in GUARDRAIL_KEYS {
-        let Some(items) = map.get(key).and_then(Value::as_array) else {
-            continue;
-        };
-        for (n, item) in items.iter().enumerate() {
-            let here = format!("{path}/{key}/{n}");
-            match item {
-                Value::String(name) => found.push(GuardrailRef {
-                    path: here,
-                    name: name.clone(),
-                }),
-                Value::Object(hook) if !hook.contains_key("checks") => {
-                    if let Some(id) = hook.get("id").and_then(Value::as_str) {
-                        found.push(GuardrailRef {
-                            path: format!("{here}/id"),
-                            name: id.to_string(),
-                        });
-                    }
-                }
-                _ => {}
-            }
-        }
-    }
-    if let Some(targets) = map.get("targets").and_then(Value::as_array) {
-        for (n, target) in targets.iter().enumerate() {
-            collect_references(target, &format!("{path}/targets/{n}"), found);
-        }
-    }
-}
-
 /// Resolves every guardrail reference against the connection's list (from the cache) and
 /// records `GuardrailsResolved`. An unknown one is `Stalled/UnresolvedGuardrail`, rechecked
 /// with backoff, so a guardrail created later un-stalls the Config without a spec change.
@@ -372,9 +213,9 @@ async fn check_guardrails(
     config: &Config,
     cx: &Cx<'_, Config>,
     status: &mut ConfigStatus,
-    document: &Value,
+    references: &[GuardrailRef],
+    values: &SecretValues,
 ) -> Result<(), Error> {
-    let references = guardrail_references(document);
     let generation = config.metadata.generation;
     if references.is_empty() {
         status.conditions.retain(|c| c.type_ != GUARDRAILS_RESOLVED);
@@ -386,11 +227,7 @@ async fn check_guardrails(
         .guardrails
         .known(config.spec.connection_name(), ttl, cx.api(Op::Read).await?)
         .await?;
-    let missing: Vec<String> = references
-        .iter()
-        .filter(|r| !known.contains(&r.name))
-        .map(|r| format!("{} at {}", r.name, r.path))
-        .collect();
+    let missing = unresolved(references, values, &known);
     if missing.is_empty() {
         let message = format!("all {} guardrail references resolve", references.len());
         set_condition(
@@ -416,6 +253,26 @@ async fn check_guardrails(
         generation,
     );
     Err(Error::not_allowed(UNRESOLVED_GUARDRAIL, message))
+}
+
+/// The references `known` lacks, described for a message. A Secret supplies some names: its
+/// value is what is looked up, and only its source (Secret, key, path) is described.
+fn unresolved(
+    references: &[GuardrailRef],
+    values: &SecretValues,
+    known: &HashSet<String>,
+) -> Vec<String> {
+    references
+        .iter()
+        .filter(|r| {
+            let name = match &r.secret {
+                Some(slot) => values.0.get(&slot.path).unwrap_or(&r.name),
+                None => &r.name,
+            };
+            !known.contains(name)
+        })
+        .map(GuardrailRef::describe)
+        .collect()
 }
 
 /// The guardrail ids and slugs of each connection, listed in full at most once per TTL. Callers
@@ -518,6 +375,7 @@ pub fn watch_secrets(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resources::config::ConfigSpec;
     use serde_json::json;
 
     fn values(pairs: &[(&str, &str)]) -> SecretValues {
@@ -530,49 +388,34 @@ mod tests {
     }
 
     #[test]
-    fn values_fill_their_paths_and_create_missing_parents() {
-        let document = json!({"provider": "openai", "targets": [{"provider": "@a"}]});
-        let document = document.as_object().unwrap();
-        let filled = substitute(
-            document,
-            &values(&[
-                ("/api_key", "sk-1"),
-                ("/targets/0/api_key", "sk-2"),
-                ("/custom_headers/x-team~1key", "h"),
-            ]),
-        )
+    fn an_unknown_guardrail_from_a_secret_is_described_by_its_source_never_its_value() {
+        let spec: ConfigSpec = serde_json::from_value(json!({
+            "name": "c",
+            "config": {"before_request_hooks": [{}], "input_guardrails": ["pg-known", {}]},
+            "secretRefs": [
+                {"path": "/before_request_hooks/0/id", "secretKeyRef": {"name": "db", "key": "password"}},
+                {"path": "/input_guardrails/1/id", "secretKeyRef": {"name": "db", "key": "known"}}
+            ]
+        }))
         .unwrap();
-        assert_eq!(filled["api_key"], "sk-1");
-        assert_eq!(filled["targets"][0]["api_key"], "sk-2");
-        assert_eq!(filled["custom_headers"]["x-team/key"], "h");
-        assert_eq!(filled["provider"], "openai");
-    }
-
-    #[test]
-    fn a_path_that_cannot_be_set_is_an_invalid_spec_without_the_value() {
-        let document = json!({"api_key": "plain", "targets": [{"provider": "@a"}], "retry": 3});
-        let document = document.as_object().unwrap();
-        for path in ["/api_key", "/targets/4/api_key", "/retry/x"] {
-            let error = substitute(document, &values(&[(path, "sk-hidden")])).unwrap_err();
-            assert_eq!(error.category(), "InvalidSpec", "{path}");
-            assert!(!error.to_string().contains("sk-hidden"));
-        }
-    }
-
-    #[test]
-    fn plaintext_credentials_are_found_at_any_depth() {
-        let document = json!({"targets": [{"targets": [{"targets": [{"targets": [{"aws_session_token": "t"}]}]}]}],
-                              "virtual_key": "vk-ok", "api_key": null});
-        let error = check_no_plaintext(document.as_object().unwrap()).unwrap_err();
-        assert!(
-            error
-                .to_string()
-                .contains("/targets/0/targets/0/targets/0/targets/0/aws_session_token")
+        let references = MarkedDocument::new(&spec)
+            .unwrap()
+            .guardrail_references()
+            .unwrap();
+        let secrets = values(&[
+            ("/before_request_hooks/0/id", "s3cr3t-hook"),
+            ("/input_guardrails/1/id", "pg-secret-known"),
+        ]);
+        let known: HashSet<String> = ["pg-known", "pg-secret-known"].map(String::from).into();
+        let missing = unresolved(&references, &secrets, &known);
+        assert_eq!(
+            missing,
+            vec!["the value of secret db/password at /before_request_hooks/0/id"]
         );
-        assert!(error.to_string().contains("spec.secretRefs"));
-        assert!(!error.to_string().contains("\"t\""));
-        let clean = json!({"provider": "openai", "virtual_key": "vk-ok"});
-        assert!(check_no_plaintext(clean.as_object().unwrap()).is_ok());
+        let known_too: HashSet<String> = ["pg-known", "pg-secret-known", "s3cr3t-hook"]
+            .map(String::from)
+            .into();
+        assert!(unresolved(&references, &secrets, &known_too).is_empty());
     }
 
     #[test]
@@ -592,34 +435,5 @@ mod tests {
             secret_hash("uid-2", &values(&[("/api_key", "a"), ("/x", "b")]))
         );
         assert!(!format!("{:?}", values(&[("/p", "hunter2")])).contains("hunter2"));
-    }
-
-    #[test]
-    fn references_are_found_in_lists_hooks_and_nested_targets() {
-        let document = json!({
-            "input_guardrails": ["pg-a", {"default.contains": {"words": ["x"]}}],
-            "before_request_hooks": [{"id": "pg-b"}, {"id": "inline", "checks": [{"id": "default.regex"}]}],
-            "targets": [{"provider": "@a", "output_guardrails": ["pg-c"],
-                         "targets": [{"after_request_hooks": [{"id": "pg-d"}]}]}]
-        });
-        let found: Vec<(String, String)> = guardrail_references(&document)
-            .into_iter()
-            .map(|r| (r.name, r.path))
-            .collect();
-        assert_eq!(
-            found,
-            vec![
-                ("pg-a".to_string(), "/input_guardrails/0".to_string()),
-                ("pg-b".to_string(), "/before_request_hooks/0/id".to_string()),
-                (
-                    "pg-c".to_string(),
-                    "/targets/0/output_guardrails/0".to_string()
-                ),
-                (
-                    "pg-d".to_string(),
-                    "/targets/0/targets/0/after_request_hooks/0/id".to_string()
-                ),
-            ]
-        );
     }
 }

@@ -396,7 +396,8 @@ pub fn error_policy<K: Managed>(object: Arc<K>, error: &Error, ctx: Arc<Context>
     if matches!(error, Error::Conflict(_)) {
         debug!(kind = K::KIND, object = %key, retry_in = ?delay, "{error}");
     } else {
-        warn!(kind = K::KIND, object = %key, error = %error, retry_in = ?delay, "reconcile failed");
+        let error = sanitize_message(&error.to_string());
+        warn!(kind = K::KIND, object = %key, %error, retry_in = ?delay, "reconcile failed");
     }
     Action::requeue(delay)
 }
@@ -469,7 +470,8 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
     if let Some(reason) = stalled {
         debug!(kind = K::KIND, object = %key, %reason, "stalled on this generation; refreshing what it observes, read-only");
         if let Err(e) = K::observe_only(object, &cx, &mut status).await {
-            debug!(kind = K::KIND, object = %key, error = %e, "read-only refresh failed");
+            let error = sanitize_message(&e.to_string());
+            debug!(kind = K::KIND, object = %key, %error, "read-only refresh failed");
         }
         if worth_writing(before.as_ref(), &status) {
             cx.save_status(&status).await?;

@@ -111,9 +111,12 @@ pub fn worth_writing<S: CommonStatus>(before: Option<&S>, after: &S) -> bool {
     }
 }
 
-/// Trims a message for a condition or event: one line, bounded length.
+/// Makes a message fit for a condition, an event or a log line: the value after any
+/// secret-looking key hidden (an API error may echo a request field; the keys are those of
+/// [`crate::api::secret_fields`]), one line, bounded length.
 pub fn sanitize_message(message: &str) -> String {
     let one_line: String = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    let one_line = crate::api::secret_fields::redact_text(&one_line);
     if one_line.chars().count() > 900 {
         let mut cut: String = one_line.chars().take(900).collect();
         cut.push('…');
@@ -250,5 +253,15 @@ mod tests {
     fn messages_are_one_bounded_line() {
         assert_eq!(sanitize_message("a\n  b\tc"), "a b c");
         assert!(sanitize_message(&"x".repeat(5000)).chars().count() <= 901);
+    }
+
+    #[test]
+    fn messages_never_carry_a_credential_value() {
+        let message = r#"failed to update config pc-1: PUT /configs returned HTTP 400: {"vertex_service_account_json": "vx-secret", "custom_headers": {"x-api-key": "hv-secret"}} Authorization: Bearer tok-secret"#;
+        let clean = sanitize_message(message);
+        for value in ["vx-secret", "hv-secret", "tok-secret"] {
+            assert!(!clean.contains(value), "{value} in {clean}");
+        }
+        assert!(clean.starts_with("failed to update config pc-1"));
     }
 }

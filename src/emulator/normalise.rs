@@ -13,45 +13,12 @@ use serde_json::{Number, Value};
 /// What a masked credential reads as.
 pub const CREDENTIAL_MASK: &str = "********";
 
-/// Keys whose values are credentials, wherever they appear in a config document (top level,
-/// `targets[]`, nested strategies). `aws_access_key_id` and `aws_region` are identifiers, not
-/// secrets, and stay readable.
-pub const CREDENTIAL_KEYS: &[&str] = &[
-    "api_key",
-    "aws_secret_access_key",
-    "aws_session_token",
-    "vertex_service_account_json",
-    "virtual_key",
-];
-
-/// Objects whose every value is a header value, which may carry a credential; when these keys
-/// hold an array (header names only, as `forward_headers` usually does) nothing is masked.
-pub const HEADER_MAP_KEYS: &[&str] = &["custom_headers", "forward_headers"];
-
-/// Replaces every credential in a config document with [`CREDENTIAL_MASK`].
+/// Replaces every credential in a config document with [`CREDENTIAL_MASK`]: the values of
+/// the credential keys and header maps of [`crate::api::secret_fields`], the list aigw itself
+/// hides by, so a read masks exactly what aigw treats as secret.
 pub fn mask_credentials(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            for (key, item) in map.iter_mut() {
-                if item.is_null() {
-                    continue;
-                }
-                if CREDENTIAL_KEYS.contains(&key.as_str()) {
-                    *item = Value::from(CREDENTIAL_MASK);
-                } else if let (true, Value::Object(headers)) =
-                    (HEADER_MAP_KEYS.contains(&key.as_str()), &mut *item)
-                {
-                    for header in headers.values_mut() {
-                        *header = Value::from(CREDENTIAL_MASK);
-                    }
-                } else {
-                    mask_credentials(item);
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(mask_credentials),
-        _ => {}
-    }
+    let masked = crate::api::secret_fields::masked_with(value, CREDENTIAL_MASK, &|_| false);
+    *value = masked;
 }
 
 /// JSON text with every object's keys in reverse order and integral floats as integers.
@@ -162,12 +129,17 @@ mod tests {
     fn credentials_are_masked_at_any_depth() {
         let mut document = json!({
             "api_key": "sk-1", "provider": "openai",
-            "targets": [{"virtual_key": "vk", "aws_access_key_id": "AKIA"}],
+            "targets": [{"virtual_key": "vk", "aws_access_key_id": "AKIA",
+                         "vertex_service_account_json": "{}"}],
             "custom_headers": {"x-token": "t"}, "forward_headers": ["x-user"],
         });
         mask_credentials(&mut document);
         assert_eq!(document["api_key"], CREDENTIAL_MASK);
-        assert_eq!(document["targets"][0]["virtual_key"], CREDENTIAL_MASK);
+        assert_eq!(document["targets"][0]["virtual_key"], "vk");
+        assert_eq!(
+            document["targets"][0]["vertex_service_account_json"],
+            CREDENTIAL_MASK
+        );
         assert_eq!(document["targets"][0]["aws_access_key_id"], "AKIA");
         assert_eq!(document["custom_headers"]["x-token"], CREDENTIAL_MASK);
         assert_eq!(document["forward_headers"], json!(["x-user"]));

@@ -1,142 +1,66 @@
-//! Masking of secret-looking values in what `plan` prints. Config documents may carry provider
-//! keys inline (`api_key`, `Authorization` override headers, …); a plan is posted as a pull
-//! request comment, so those values never appear in it.
+//! Masking of secrets in what `plan` prints and `export` writes. Config documents may carry
+//! provider keys inline (`api_key`, `vertex_service_account_json`, `custom_headers` values, …);
+//! a plan is posted as a pull request comment and an export is committed to Git, so those
+//! values never appear in either. Which values are secrets is decided by
+//! [`crate::api::secret_fields`], the list the operator and the emulator use too.
 
 use serde_json::Value;
 
+use crate::api::secret_fields::{self, secret_pointers as pointers};
+
 /// What a masked value reads as.
-pub const MASK: &str = "<masked>";
+pub use crate::api::secret_fields::MASK;
 
-/// Keys (compared lowercase, `-` read as `_`) whose values are masked.
-fn is_secret_key(key: &str) -> bool {
-    let key = key.to_ascii_lowercase().replace('-', "_");
-    [
-        "api_key",
-        "apikey",
-        "password",
-        "secret",
-        "token",
-        "client_auth",
-        "authorization",
-        "credential",
-        "private_key",
-    ]
-    .iter()
-    .any(|word| key.contains(word))
-}
+/// What a masked value that differs from the other side of a diff reads as.
+const MASK_CHANGED: &str = "<masked, changed>";
 
-/// True for the `(secret name/key)` a plan shows where `spec.secretRefs` fills a value in: it
-/// names the value's source, not the value.
+/// True for what needs no masking: the `(secret name/key)` a plan shows where
+/// `spec.secretRefs` fills a value in (it names the value's source, not the value), and a value
+/// masked already.
 fn names_a_secret(value: &Value) -> bool {
-    value
-        .as_str()
-        .is_some_and(|s| s.starts_with("(secret ") && s.ends_with(')') && !s.contains('\n'))
+    value.as_str().is_some_and(|s| {
+        (s.starts_with("(secret ") && s.ends_with(')') && !s.contains('\n'))
+            || s == MASK
+            || s == MASK_CHANGED
+    })
 }
 
-/// `value` with every value under a secret-looking key replaced by [`MASK`].
+/// `value` with every secret replaced by [`MASK`].
 pub fn masked(value: &Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| {
-                    let v = if is_secret_key(k) && !v.is_null() && !names_a_secret(v) {
-                        Value::String(MASK.into())
-                    } else {
-                        masked(v)
-                    };
-                    (k.clone(), v)
-                })
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(items.iter().map(masked).collect()),
-        other => other.clone(),
-    }
+    secret_fields::masked_with(value, MASK, &names_a_secret)
 }
 
-/// Paths (below `path`) of the values [`masked`] would hide, e.g. `config.targets[0].api_key`.
+/// Paths (below `path`) of the secrets in `value`, e.g. `config/targets/0/api_key`.
 pub fn secret_paths(value: &Value, path: &str) -> Vec<String> {
-    match value {
-        Value::Object(map) => map
-            .iter()
-            .flat_map(|(k, v)| {
-                let here = format!("{path}.{k}");
-                let empty = v.is_null() || v.as_str() == Some("");
-                if is_secret_key(k) && !empty {
-                    vec![here]
-                } else {
-                    secret_paths(v, &here)
-                }
-            })
-            .collect(),
-        Value::Array(items) => items
-            .iter()
-            .enumerate()
-            .flat_map(|(i, v)| secret_paths(v, &format!("{path}[{i}]")))
-            .collect(),
-        _ => Vec::new(),
-    }
+    pointers(value)
+        .into_iter()
+        .map(|pointer| format!("{path}{pointer}"))
+        .collect()
 }
 
-/// JSON Pointers of the values [`masked`] would hide in `value`, e.g. `/targets/0/api_key`.
+/// JSON Pointers of the secrets in `value`, e.g. `/targets/0/api_key`, `/custom_headers/x-key`.
 pub fn secret_pointers(value: &Value) -> Vec<String> {
-    let mut found = Vec::new();
-    collect_pointers(value, "", &mut found);
-    found
-}
-
-fn collect_pointers(value: &Value, path: &str, found: &mut Vec<String>) {
-    match value {
-        Value::Object(map) => {
-            for (k, v) in map {
-                let here = format!("{path}/{}", k.replace('~', "~0").replace('/', "~1"));
-                let empty = v.is_null() || v.as_str() == Some("");
-                if is_secret_key(k) && !empty {
-                    found.push(here);
-                } else {
-                    collect_pointers(v, &here, found);
-                }
-            }
-        }
-        Value::Array(items) => {
-            for (i, v) in items.iter().enumerate() {
-                collect_pointers(v, &format!("{path}/{i}"), found);
-            }
-        }
-        _ => {}
-    }
+    pointers(value)
 }
 
 /// Like [`masked`], but a secret that differs from the one in `other` (the other side of a
 /// diff) reads `<masked, changed>`, so the plan still shows *that* it changes.
 pub fn masked_against(value: &Value, other: &Value) -> Value {
-    match value {
-        Value::Object(map) => Value::Object(
-            map.iter()
-                .map(|(k, v)| {
-                    let theirs = other.get(k).unwrap_or(&Value::Null);
-                    let v = if is_secret_key(k) && !v.is_null() && !names_a_secret(v) {
-                        let mark = if v == theirs {
-                            MASK
-                        } else {
-                            "<masked, changed>"
-                        };
-                        Value::String(mark.into())
-                    } else {
-                        masked_against(v, theirs)
-                    };
-                    (k.clone(), v)
-                })
-                .collect(),
-        ),
-        Value::Array(items) => Value::Array(
-            items
-                .iter()
-                .enumerate()
-                .map(|(i, v)| masked_against(v, other.get(i).unwrap_or(&Value::Null)))
-                .collect(),
-        ),
-        other => other.clone(),
+    let mut copy = value.clone();
+    for pointer in pointers(value) {
+        let theirs = other.pointer(&pointer);
+        if let Some(slot) = copy.pointer_mut(&pointer)
+            && !names_a_secret(slot)
+        {
+            let mark = if Some(&*slot) == theirs {
+                MASK
+            } else {
+                MASK_CHANGED
+            };
+            *slot = Value::String(mark.into());
+        }
     }
+    copy
 }
 
 #[cfg(test)]
@@ -157,7 +81,38 @@ mod tests {
         assert_eq!(masked(&old)["targets"][0]["provider"], "@a");
         assert_eq!(
             secret_paths(&old, "config"),
-            vec!["config.targets[0].api_key"]
+            vec!["config/targets/0/api_key"]
+        );
+    }
+
+    #[test]
+    fn vertex_service_accounts_and_header_values_are_masked() {
+        let document = json!({
+            "provider": "@vertex",
+            "vertex_service_account_json": "{\"private_key\": \"pk-1\"}",
+            "custom_headers": {"x-team": "hv-1", "x-source": "(secret keys/h)"},
+            "forward_headers": {"x-forward": "hv-2"},
+            "targets": [{"forward_headers": ["x-user"], "azure_entra_client_secret": "az-1"}]
+        });
+        let shown = masked(&document).to_string();
+        for value in ["pk-1", "hv-1", "hv-2", "az-1"] {
+            assert!(!shown.contains(value), "{value} in {shown}");
+        }
+        assert!(shown.contains("(secret keys/h)") && shown.contains("x-user"));
+        let changed = json!({"custom_headers": {"x-team": "hv-9"}});
+        let against = masked_against(&changed, &document);
+        assert_eq!(against["custom_headers"]["x-team"], "<masked, changed>");
+        let mut paths = secret_pointers(&document);
+        paths.sort();
+        assert_eq!(
+            paths,
+            vec![
+                "/custom_headers/x-source",
+                "/custom_headers/x-team",
+                "/forward_headers/x-forward",
+                "/targets/0/azure_entra_client_secret",
+                "/vertex_service_account_json",
+            ]
         );
     }
 }

@@ -18,6 +18,7 @@ use super::mask::{masked, masked_against};
 use super::project;
 use super::validate::{Manifest, Object};
 use crate::api::{self, ApiError, Client};
+use crate::resources::config_document::MarkedDocument;
 use crate::resources::{Config, Deployment, RateLimitsPolicy};
 
 /// Version of the `--output json` document; bumped only on incompatible changes.
@@ -360,9 +361,20 @@ async fn plan_config(
 ) -> Result<Entry, GitopsError> {
     let spec = &config.spec;
     let mut desired = to_json(spec);
-    spec.show_secret_refs(&mut desired["config"], false);
+    // The document the operator checks: each Secret path marked with its source, never read.
+    let unresolved = match MarkedDocument::new(spec) {
+        Ok(marked) => {
+            desired["config"] = Value::Object(marked.document().clone());
+            unresolved_guardrails(api, &marked).await?
+        }
+        Err(why) => {
+            spec.show_secret_refs(&mut desired["config"], false);
+            Some(format!(
+                "{why}: the operator would stall (InvalidSpec) and write nothing"
+            ))
+        }
+    };
     let creation = || create_changes(&desired, &["slug", "secretRefs"]);
-    let unresolved = unresolved_guardrails(api, spec).await?;
     let Some(counterpart) = counterpart(live, config, spec.slug.as_ref(), |c: &Config| {
         c.status.as_ref().and_then(|s| s.slug.clone())
     })
@@ -393,14 +405,22 @@ async fn plan_config(
 
 /// The guardrails the document names that the API does not have, as the operator would report
 /// them (it would stall with `UnresolvedGuardrail` and write nothing). Lists only when the
-/// document names any.
+/// document names any. Names a Secret supplies are not checked: a plan never reads a Config's
+/// Secrets (the operator checks them).
 async fn unresolved_guardrails(
     api: &Client,
-    spec: &crate::resources::config::ConfigSpec,
+    marked: &MarkedDocument,
 ) -> Result<Option<String>, GitopsError> {
-    use crate::controller::config_refs::guardrail_references;
-    let references = guardrail_references(&Value::Object(spec.config.clone()));
-    if references.is_empty() {
+    let references = match marked.guardrail_references() {
+        Ok(references) => references,
+        Err(why) => {
+            return Ok(Some(format!(
+                "invalid spec: {why}: the operator would stall (InvalidSpec) and write nothing"
+            )));
+        }
+    };
+    let literal: Vec<_> = references.iter().filter(|r| r.secret.is_none()).collect();
+    if literal.is_empty() {
         return Ok(None);
     }
     let known: std::collections::HashSet<String> = api
@@ -411,10 +431,10 @@ async fn unresolved_guardrails(
         .into_iter()
         .flat_map(|g| [g.id, g.slug])
         .collect();
-    let missing: Vec<String> = references
+    let missing: Vec<String> = literal
         .iter()
         .filter(|r| !known.contains(&r.name))
-        .map(|r| format!("{} at {}", r.name, r.path))
+        .map(|r| r.describe())
         .collect();
     Ok((!missing.is_empty()).then(|| {
         format!(
@@ -550,9 +570,12 @@ fn field_changes(fields: &[&str], current: &Value, desired: &Value) -> Vec<Field
         .map(|field| {
             let from = current.get(*field).cloned().unwrap_or(Value::Null);
             let to = desired.get(*field).cloned().unwrap_or(Value::Null);
+            // The line diff shows the old secret as `<masked>` and a new one as
+            // `<masked, changed>`, so a changed secret is a changed line.
+            let old_lines = pretty(&masked(&from));
             let (from, to) = (masked_against(&from, &to), masked_against(&to, &from));
             let diff = if from.is_object() || to.is_object() {
-                line_diff::diff(&pretty(&from), &pretty(&to))
+                line_diff::diff(&old_lines, &pretty(&to))
             } else {
                 Vec::new()
             };
@@ -599,6 +622,14 @@ mod tests {
             changes[0]
                 .diff
                 .contains(&"+     \"attempts\": 3".to_string())
+        );
+        // A changed secret is a changed line, still without either value.
+        assert!(
+            changes[0]
+                .diff
+                .contains(&"+   \"api_key\": \"<masked, changed>\",".to_string()),
+            "{:?}",
+            changes[0].diff
         );
     }
 

@@ -17,6 +17,7 @@ use super::load::{Document, Loaded};
 use super::schema::{SchemaChecker, Violation};
 use crate::api::{ApiError, Validate};
 use crate::resources::common::GROUP;
+use crate::resources::config_document::MarkedDocument;
 use crate::resources::{Config, Connection, Deployment, RateLimitsPolicy};
 
 /// One problem: where, which resource, which field, what.
@@ -402,7 +403,19 @@ fn typed(kind: &str, value: &Value) -> Result<Object, String> {
 /// as a Stalled condition after the merge.
 fn operator_checks(object: &Object, out: &mut Vec<Violation>) {
     let request = match object {
-        Object::Config(o) => o.spec.create_request().validate(),
+        Object::Config(o) => {
+            // The document as the operator checks it: Secret paths marked, credentials refused
+            // at any depth (admission reaches only the top levels), guardrail lists typed.
+            let checked = MarkedDocument::new(&o.spec)
+                .and_then(|marked| marked.guardrail_references().map(|_| ()));
+            if let Err(message) = checked {
+                out.push(Violation {
+                    path: "spec.config".into(),
+                    message,
+                });
+            }
+            o.spec.create_request().validate()
+        }
         Object::Deployment(o) => {
             if let Err(message) = o.spec.rotation_interval() {
                 out.push(Violation {
@@ -543,6 +556,26 @@ mod tests {
         );
         assert_eq!(report.problems[0].resource, "RateLimitsPolicy team-a/p");
         assert_eq!(report.problems[0].location, "t.yaml#0");
+    }
+
+    #[test]
+    fn credentials_are_refused_at_any_depth_and_never_quoted() {
+        let config = "apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {name: c, namespace: a}\nspec: {name: c, config: CONFIG}\n";
+        let top = validate(&config.replace("CONFIG", "{vertex_service_account_json: vx-hidden}"));
+        let deep = validate(&config.replace(
+            "CONFIG",
+            "{targets: [{targets: [{targets: [{targets: [{azure_ad_token: az-hidden}]}]}]}]}",
+        ));
+        for (report, path) in [
+            (top, "vertex_service_account_json"),
+            (deep, "azure_ad_token"),
+        ] {
+            assert!(!report.is_valid());
+            let text: Vec<String> = report.problems.iter().map(|p| p.to_string()).collect();
+            let text = text.join("\n");
+            assert!(text.contains(path), "{text}");
+            assert!(!text.contains("-hidden"), "{text}");
+        }
     }
 
     #[test]

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::common::{
     ConnectionRef, CreateAttempt, Governed, ManagementPolicy, Recorded, conditions_schema,
 };
+use crate::api::secret_fields::CREDENTIAL_KEYS;
 
 /// A named routing config of the AI gateway (`/ai_gw/v2/configs`). Every change of `spec.config`,
 /// `spec.name` or `spec.state` is applied with one PUT, which mints a new `status.versionId`.
@@ -63,8 +64,10 @@ pub struct ConfigSpec {
     /// update, so list every setting you want to keep.
     ///
     /// Credentials (`api_key`, `aws_secret_access_key`, `aws_session_token`,
-    /// `vertex_service_account_json`) are refused here in plain text, at the top level and in
-    /// `targets` up to three levels deep: set them with `secretRefs` instead.
+    /// `vertex_service_account_json`, `azure_entra_client_secret`, `azure_ad_token`) are refused
+    /// here in plain text, at the top level and in `targets` up to three levels deep (deeper
+    /// ones before any write): set them with `secretRefs` instead. Keep header values that are
+    /// credentials (`custom_headers`) in `secretRefs` too: they are masked in every output.
     #[schemars(schema_with = "config_document_schema")]
     pub config: serde_json::Map<String, serde_json::Value>,
 
@@ -122,15 +125,6 @@ pub struct SecretKeyRef {
     pub key: String,
 }
 
-/// Keys that hold credentials wherever they appear in a routing document: they may only be set
-/// through `spec.secretRefs`, since `spec.config` lives in Git and shows in plans.
-pub const CREDENTIAL_KEYS: [&str; 4] = [
-    "api_key",
-    "aws_secret_access_key",
-    "aws_session_token",
-    "vertex_service_account_json",
-];
-
 /// How many levels of `targets` the admission rules look into; deeper documents are checked by
 /// the controller before any write.
 const CHECKED_TARGET_DEPTH: usize = 3;
@@ -149,7 +143,7 @@ fn config_document_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema
 fn document_level(depth: usize) -> serde_json::Value {
     use serde_json::json;
     let mut properties = serde_json::Map::new();
-    for key in CREDENTIAL_KEYS {
+    for key in CREDENTIAL_KEYS.iter().copied() {
         // Declared (as strings) so the rules can name them; any value there is refused anyway.
         properties.insert(key.into(), json!({"type": "string"}));
     }
@@ -363,9 +357,16 @@ impl ConfigSpec {
             if only_present && document.pointer(&reference.path).is_none() {
                 continue;
             }
-            let selector = &reference.secret_key_ref;
-            let shown = format!("(secret {}/{})", selector.name, selector.key);
-            put_pointer(document, &reference.path, serde_json::Value::String(shown));
+            let slot = super::config_document::SecretSlot {
+                path: reference.path.clone(),
+                secret: reference.secret_key_ref.name.clone(),
+                key: reference.secret_key_ref.key.clone(),
+            };
+            put_pointer(
+                document,
+                &slot.path,
+                serde_json::Value::String(slot.marker()),
+            );
         }
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod common;
 pub mod config;
+pub mod config_document;
 pub mod connection;
 pub mod deployment;
 pub mod rate_limits_policy;

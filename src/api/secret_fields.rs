@@ -1,0 +1,299 @@
+//! Which parts of a routing document (and of any text about one) are credentials: the one list
+//! the CRD's admission rules, `aigw validate`, `plan` and `export`, the emulator's masked reads
+//! and the operator's message sanitiser all read, so a key added here is hidden everywhere.
+
+use serde_json::Value;
+
+/// Keys whose values are credentials wherever they appear in a routing document (top level,
+/// `targets[]`, nested strategies). They may only be set through `spec.secretRefs`, and every
+/// output masks them. `aws_access_key_id`, `aws_region`, `vertex_project_id` and
+/// `azure_entra_client_id` identify an account and stay readable; `virtual_key` names a key
+/// stored in the gateway and is not one itself.
+pub const CREDENTIAL_KEYS: &[&str] = &[
+    "api_key",
+    "aws_secret_access_key",
+    "aws_session_token",
+    "vertex_service_account_json",
+    "azure_entra_client_secret",
+    "azure_ad_token",
+];
+
+/// Objects whose every value is an HTTP header value: `custom_headers` carry provider keys
+/// (`x-api-key`, `Authorization`), `forward_headers` as a map does the same. As an array (header
+/// names only, the usual `forward_headers`) there is nothing to hide.
+pub const HEADER_MAP_KEYS: &[&str] = &["custom_headers", "forward_headers"];
+
+/// Words that make any other key (or header name) read as a credential in what aigw prints:
+/// matched against whole `_`-separated words of the key lowercased with `-` read as `_`, so
+/// `x-api-key` and `client_secret` match while `max_tokens` does not.
+const SECRET_WORDS: &[&str] = &[
+    "api_key",
+    "apikey",
+    "password",
+    "passwd",
+    "secret",
+    "token",
+    "client_auth",
+    "authorization",
+    "credential",
+    "credentials",
+    "private_key",
+    "cookie",
+    "service_account_json",
+];
+
+/// What a masked value reads as in aigw's own output (plans, exports, messages).
+pub const MASK: &str = "<masked>";
+
+/// True for a key in [`CREDENTIAL_KEYS`] (exact: what admission refuses in plain text).
+pub fn is_credential_key(key: &str) -> bool {
+    CREDENTIAL_KEYS.contains(&key)
+}
+
+/// True for a key in [`HEADER_MAP_KEYS`].
+pub fn is_header_map(key: &str) -> bool {
+    HEADER_MAP_KEYS.contains(&key)
+}
+
+/// True for a key whose value aigw never prints: a credential key, or a key made of a
+/// secret-sounding word (`password`, `x-api-key`, `Authorization`, …).
+pub fn is_secret_key(key: &str) -> bool {
+    if is_credential_key(key) {
+        return true;
+    }
+    let normalised = key.to_ascii_lowercase().replace('-', "_");
+    let words: Vec<&str> = normalised.split('_').collect();
+    SECRET_WORDS.iter().any(|secret| {
+        let wanted: Vec<&str> = secret.split('_').collect();
+        words.windows(wanted.len()).any(|w| w == wanted.as_slice())
+    })
+}
+
+/// Where a secret sits in a document, as a JSON Pointer, and whether it is one by its key or
+/// because it is a header value.
+fn walk(value: &Value, path: &str, visit: &mut dyn FnMut(&str)) {
+    match value {
+        Value::Object(map) => {
+            for (key, item) in map {
+                let here = format!("{path}/{}", key.replace('~', "~0").replace('/', "~1"));
+                let empty = item.is_null() || item.as_str() == Some("");
+                match item {
+                    _ if empty => {}
+                    _ if is_secret_key(key) => visit(&here),
+                    Value::Object(headers) if is_header_map(key) => {
+                        for (name, header) in headers {
+                            if !(header.is_null() || header.as_str() == Some("")) {
+                                let name = name.replace('~', "~0").replace('/', "~1");
+                                visit(&format!("{here}/{name}"));
+                            }
+                        }
+                    }
+                    _ => walk(item, &here, visit),
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (n, item) in items.iter().enumerate() {
+                walk(item, &format!("{path}/{n}"), visit);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// JSON Pointers of every secret in `document`: values of secret keys and of header maps, e.g.
+/// `/targets/0/api_key`, `/custom_headers/x-team`. Null and empty values hold nothing.
+pub fn secret_pointers(document: &Value) -> Vec<String> {
+    let mut found = Vec::new();
+    walk(document, "", &mut |p| found.push(p.to_string()));
+    found
+}
+
+/// JSON Pointers of the values of [`CREDENTIAL_KEYS`] at any depth (what must not be written in
+/// plain text in `spec.config`); null values are not credentials.
+pub fn credential_pointers(document: &Value) -> Vec<String> {
+    fn visit(value: &Value, path: &str, found: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                for (key, item) in map {
+                    let here = format!("{path}/{}", key.replace('~', "~0").replace('/', "~1"));
+                    if is_credential_key(key) && !item.is_null() {
+                        found.push(here);
+                    } else {
+                        visit(item, &here, found);
+                    }
+                }
+            }
+            Value::Array(items) => {
+                for (n, item) in items.iter().enumerate() {
+                    visit(item, &format!("{path}/{n}"), found);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    visit(document, "", &mut found);
+    found
+}
+
+/// `document` with every value [`secret_pointers`] finds replaced by `mask`, except values
+/// `keep` accepts (e.g. a plan's `(secret name/key)`, which names a source, not a value).
+pub fn masked_with(document: &Value, mask: &str, keep: &dyn Fn(&Value) -> bool) -> Value {
+    let mut copy = document.clone();
+    for pointer in secret_pointers(document) {
+        if let Some(slot) = copy.pointer_mut(&pointer)
+            && !keep(slot)
+        {
+            *slot = Value::String(mask.to_string());
+        }
+    }
+    copy
+}
+
+/// `text` (an error or log message) with the value after each secret-looking key hidden:
+/// `"api_key":"sk-1"`, `api_key=sk-1`, `x-api-key: sk-1`, `Authorization: Bearer sk-1`. API
+/// errors may echo request fields, and a message is written to status, events and logs.
+pub fn redact_text(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(value_start) = next_secret_value(rest) {
+        out.push_str(&rest[..value_start]);
+        out.push_str(MASK);
+        rest = &rest[value_start + value_length(&rest[value_start..])..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where the value of the next `key<sep>value` whose key is secret starts.
+fn next_secret_value(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let is_key_char = |b: u8| b.is_ascii_alphanumeric() || b == b'_' || b == b'-';
+    let mut i = 0;
+    while i < bytes.len() {
+        if !is_key_char(bytes[i]) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while i < bytes.len() && is_key_char(bytes[i]) {
+            i += 1;
+        }
+        let key = &text[start..i];
+        let mut j = i;
+        if j < bytes.len() && bytes[j] == b'"' {
+            j += 1;
+        }
+        if j < bytes.len() && (bytes[j] == b':' || bytes[j] == b'=') {
+            j += 1;
+            while j < bytes.len() && bytes[j] == b' ' {
+                j += 1;
+            }
+            if is_secret_key(key) && j < bytes.len() && value_length(&text[j..]) > 0 {
+                return Some(j);
+            }
+        }
+    }
+    None
+}
+
+/// Length of the value at the start of `text`: a quoted string (with escapes), `Bearer …` /
+/// `Basic …` and the credential after it, or a bare token up to a separator.
+fn value_length(text: &str) -> usize {
+    if let Some(quoted) = text.strip_prefix('"') {
+        let mut escaped = false;
+        for (n, c) in quoted.char_indices() {
+            match c {
+                _ if escaped => escaped = false,
+                '\\' => escaped = true,
+                '"' => return n + 2,
+                _ => {}
+            }
+        }
+        return text.len();
+    }
+    let scheme = ["Bearer ", "Basic ", "bearer ", "basic "]
+        .iter()
+        .find(|s| text.starts_with(**s))
+        .map_or(0, |s| s.len());
+    let bare = text[scheme..]
+        .find(|c: char| c.is_whitespace() || matches!(c, ',' | ';' | '&' | '}' | ')' | ']'))
+        .unwrap_or(text.len() - scheme);
+    if bare == 0 { 0 } else { scheme + bare }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn every_provider_credential_and_header_value_is_a_secret() {
+        let document = json!({
+            "api_key": "sk", "provider": "@p", "virtual_key": "vk-ok",
+            "override_params": {"max_tokens": 10},
+            "targets": [{"vertex_service_account_json": "{}", "vertex_project_id": "p",
+                         "aws_secret_access_key": "a", "aws_session_token": "t",
+                         "aws_access_key_id": "AKIA", "azure_entra_client_secret": "z",
+                         "forward_headers": ["x-user"]}],
+            "custom_headers": {"x-team": "h1", "x/odd": "h2", "empty": ""},
+            "forward_headers": {"x-forwarded-key": "h3"},
+        });
+        let mut found = secret_pointers(&document);
+        found.sort();
+        assert_eq!(
+            found,
+            vec![
+                "/api_key",
+                "/custom_headers/x-team",
+                "/custom_headers/x~1odd",
+                "/forward_headers/x-forwarded-key",
+                "/targets/0/aws_secret_access_key",
+                "/targets/0/aws_session_token",
+                "/targets/0/azure_entra_client_secret",
+                "/targets/0/vertex_service_account_json",
+            ]
+        );
+    }
+
+    #[test]
+    fn secret_words_match_whole_words_only() {
+        for key in [
+            "x-api-key",
+            "Authorization",
+            "client_secret",
+            "password",
+            "x-portkey-api-key",
+            "vault_token",
+        ] {
+            assert!(is_secret_key(key), "{key}");
+        }
+        for key in ["max_tokens", "provider", "secretive_mode_x", "virtual_key"] {
+            assert!(!is_secret_key(key), "{key}");
+        }
+    }
+
+    #[test]
+    fn masking_keeps_what_the_caller_keeps() {
+        let document = json!({"api_key": "sk", "custom_headers": {"a": "(secret s/k)", "b": "v"}});
+        let keep = |v: &Value| v.as_str().is_some_and(|s| s.starts_with("(secret "));
+        let masked = masked_with(&document, MASK, &keep);
+        assert_eq!(
+            masked,
+            json!({"api_key": MASK, "custom_headers": {"a": "(secret s/k)", "b": MASK}})
+        );
+    }
+
+    #[test]
+    fn values_after_secret_keys_are_redacted_in_text() {
+        let text = r#"HTTP 400: {"api_key":"sk-1\"x","name":"n"} api_key=sk-2, Authorization: Bearer sk-3 x-api-key: sk-4 max_tokens=5"#;
+        let redacted = redact_text(text);
+        for value in ["sk-1", "sk-2", "sk-3", "sk-4"] {
+            assert!(!redacted.contains(value), "{value} in {redacted}");
+        }
+        assert!(redacted.contains("max_tokens=5"), "{redacted}");
+        assert!(redacted.contains(r#""name":"n""#), "{redacted}");
+        assert_eq!(redact_text("no secrets: a=b"), "no secrets: a=b");
+    }
+}
