@@ -3,7 +3,7 @@ SHELL := /bin/bash
 KUBECONFIG_DEV := $(CURDIR)/.aigw-dev/kubeconfig
 CARGO ?= cargo
 
-.PHONY: all build crds chart-check cluster cluster-down test lint unit integration health-test chaos image demo bench bench-emulator clean
+.PHONY: all build crds chart-check cluster cluster-down test lint unit integration health-test chaos chaos-short image demo bench bench-emulator clean
 
 all: build
 
@@ -40,22 +40,30 @@ unit:
 integration: cluster
 	$(CARGO) test --tests
 
-## test: everything CI runs: fmt, clippy, unit and integration tests
+## test: everything CI runs: fmt, clippy, unit and integration tests, and a short chaos round
 test: lint
 	$(CARGO) test --no-run
 	$(MAKE) cluster
 	$(CARGO) test --all-targets
 	$(MAKE) health-test
+	$(MAKE) chaos-short
 
 ## health-test: the Argo CD health scripts under gopher-lua, and kstatus on the local apiserver
 ## (hack/health; the kstatus test starts the control plane itself when it is not running)
 health-test:
 	cd hack/health && GOFLAGS="-mod=mod -buildvcs=false" GOSUMDB=off GONOSUMDB='*' GOTOOLCHAIN=local go test -count=1 ./...
 
-## chaos: exactly-once under 20 leader SIGKILLs, an apiserver restart and emulator faults
-## (tests/chaos.rs, ignored by `make test`; about 10 minutes); prints one JSON summary line
+## chaos: exactly-once under 20 leader SIGKILLs, a leader paused past its lease (SIGSTOP),
+## deletes during creates, an apiserver restart and emulator faults over 330 resources
+## (tests/chaos.rs; about 12 minutes); prints one JSON summary line
 chaos: cluster
 	nice $(CARGO) test --test chaos -- --nocapture
+
+## chaos-short: the same suite at 60 resources and 5 kills (one pause, deletes during creates,
+## the apiserver restart): about 4 minutes, part of `make test`
+chaos-short: cluster
+	AIGW_CHAOS_CONFIGS=40 AIGW_CHAOS_POLICIES=10 AIGW_CHAOS_DEPLOYMENTS=10 AIGW_CHAOS_KILLS=5 \
+		nice $(CARGO) test --test chaos -- --nocapture
 
 ## image: target/image/aigw-oci.tar, an OCI image built without a container engine (hack/image.sh)
 image:

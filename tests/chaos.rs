@@ -6,13 +6,16 @@
 //! with a 5xx (half of them after the write committed), drops 5 % of connections after commit
 //! and hides new objects from its lists for a while. Meanwhile the suite SIGKILLs the current
 //! leader 20 times at random moments (a fresh replica replaces each victim), changes rotation
-//! triggers in between and restarts the kube-apiserver once. Then, faults off and everything
+//! triggers in between, freezes one leader (SIGSTOP) past its lease and resumes it (it must
+//! send nothing it had queued, and exit), creates Configs and deletes them during their
+//! creates, and restarts the kube-apiserver once. Then, faults off and everything
 //! Ready, it checks: one remote object per resource, every Secret's `client_auth` accepted by
 //! the gateway handshake, rotations equal to trigger changes plus at most one per incident
 //! inside the rotation's window, and no remote object left behind after deleting everything.
 //!
 //! It prints one JSON summary line and fails when any of those counts is off. It is a test
-//! target with `test = false` (Cargo.toml), so `make test` does not build it; `make chaos` runs it. Scale knobs for a quick local try:
+//! target with `test = false` (Cargo.toml): `make chaos` runs it at full scale, and `make test`
+//! runs a short round (`make chaos-short`: 60 resources, 5 kills). Scale knobs:
 //! `AIGW_CHAOS_CONFIGS`, `AIGW_CHAOS_POLICIES`, `AIGW_CHAOS_DEPLOYMENTS`, `AIGW_CHAOS_KILLS`.
 //!
 //! How extra rotations are allowed: a rotation whose answer was lost (5xx after commit, a
@@ -48,6 +51,8 @@ use support::{TestEnv, kubeconfig_path, repo_root, wait_until};
 const TOKEN: &str = "chaos-token-71c2e9";
 const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(120);
 const SETTLE_TIMEOUT: Duration = Duration::from_secs(300);
+/// How long a leader is frozen: longer than the 15 s lease, so a standby takes over meanwhile.
+const PAUSE: Duration = Duration::from_secs(25);
 const FAULTS: &str = r#"{"error_rate": 0.05, "error_after_commit_rate": 0.05,
     "drop_after_commit_rate": 0.05, "list_lag_ms": 3000}"#;
 
@@ -293,6 +298,34 @@ impl Replicas {
         }
     }
 
+    /// Freezes the replica at `index` (SIGSTOP) for longer than its lease, so that another
+    /// takes over, then resumes it (SIGCONT): it must send none of the writes it had queued,
+    /// and it exits once it sees the lease gone (that exit is planned). Returns the pause.
+    async fn pause_past_the_lease(&mut self, index: usize) -> (Timestamp, Timestamp) {
+        let pid = self.live[index].0.child.id().to_string();
+        let name = self.live[index].0.name.clone();
+        let signal = |s: &str| {
+            let status = Command::new("kill").args([s, &pid]).status().unwrap();
+            assert!(status.success(), "kill {s} {name} failed");
+        };
+        let stopped = Timestamp::now();
+        signal("-STOP");
+        tokio::time::sleep(PAUSE).await;
+        signal("-CONT");
+        let resumed = Timestamp::now();
+        let (mut paused, _) = self.live.remove(index);
+        let deadline = Instant::now() + TAKEOVER_TIMEOUT;
+        while !paused.exited() {
+            assert!(
+                Instant::now() < deadline,
+                "{name} kept running after losing its lease while paused"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        self.keep_two();
+        (stopped, resumed)
+    }
+
     /// SIGKILLs the replica at `index`, starts its replacement, and returns how long it took
     /// until a live replica reported itself the leader.
     async fn kill_and_time_takeover(&mut self, index: usize) -> Duration {
@@ -515,6 +548,24 @@ struct Chaos {
     takeovers: Vec<f64>,
     incidents: Vec<(Timestamp, Timestamp)>,
     apiserver_restarts: u32,
+    pauses: u32,
+    deleted_during_create: usize,
+}
+
+/// Creates `n` Configs and deletes them about a second later, while their creates are in
+/// flight (and faulty): each must go, leaving no remote config behind.
+async fn delete_during_creates(env: &TestEnv, step: usize, n: usize) -> usize {
+    let api = env.api::<Config>();
+    let names: Vec<String> = (0..n).map(|i| format!("x-{step:02}-{i:02}")).collect();
+    for name in &names {
+        let config: Config = object("Config", name, routing(name));
+        api.create(&PostParams::default(), &config).await.unwrap();
+    }
+    tokio::time::sleep(random_pause(0.5, 1.5)).await;
+    for name in &names {
+        api.delete(name, &DeleteParams::default()).await.unwrap();
+    }
+    n
 }
 
 async fn run_chaos(
@@ -525,10 +576,20 @@ async fn run_chaos(
 ) -> Chaos {
     let mut chaos = Chaos::default();
     for step in 0..scale.kills {
-        let leader = replicas.sole_leader().await;
+        let mut leader = replicas.sole_leader().await;
         tokio::time::sleep(random_pause(0.5, 4.0)).await;
         let changed = change_triggers(env, windows, step).await;
         tokio::time::sleep(random_pause(0.0, 3.0)).await;
+        if step == (scale.kills / 3).max(1) {
+            let pause = replicas.pause_past_the_lease(leader).await;
+            chaos.incidents.push(pause);
+            chaos.pauses += 1;
+            eprintln!("chaos: leader paused (SIGSTOP) for {PAUSE:?}, resumed and exited");
+            leader = replicas.sole_leader().await;
+        }
+        if step == scale.kills * 2 / 3 {
+            chaos.deleted_during_create += delete_during_creates(env, step, 10).await;
+        }
         if step == scale.kills / 2 {
             let outage = restart_apiserver();
             chaos.incidents.push(outage);
@@ -970,6 +1031,8 @@ async fn exactly_once_under_kills_failover_and_faults() {
         "max_takeover_s": (max_takeover * 10.0).round() / 10.0,
         "takeover_s": chaos.takeovers.iter().map(|t| (t * 10.0).round() / 10.0).collect::<Vec<_>>(),
         "apiserver_restarts": chaos.apiserver_restarts,
+        "leader_pauses": chaos.pauses,
+        "deleted_during_create": chaos.deleted_during_create,
         "unplanned_exits": replicas.unplanned_exits.len(),
         "resources": scale.configs + scale.policies + scale.deployments,
         "duplicates": duplicates.extra,
