@@ -1,24 +1,18 @@
 //! Reconcile driver shared by all kinds, and per-kind observe/create/update/delete.
 
-pub mod backoff;
-pub mod claims;
-pub mod config;
-pub mod config_refs;
-pub mod connection;
-pub mod connections;
-pub mod create;
-pub mod deployment;
-pub mod drift;
 pub mod driver;
 pub mod error;
-pub mod events;
-pub mod failpoints;
-pub mod gate;
-pub mod health;
-pub mod leader;
-pub mod metrics;
-pub mod rate_limits_policy;
-pub mod status;
+pub mod kinds;
+pub mod runtime;
+pub mod state;
+
+// The layers: `driver` (the reconcile driver and its protocols: create, gate, drift, status),
+// `kinds` (what each kind does), `state` (watch caches, claims, connections) and `runtime`
+// (leader election, health, metrics, events). Their modules are re-exported by name.
+pub use driver::{create, drift, gate, status};
+pub use kinds::{config, config_refs, connection, deployment, rate_limits_policy};
+pub use runtime::{backoff, events, failpoints, health, leader, metrics};
+pub use state::{claims, connections};
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -16,11 +16,11 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Map, Value};
 
-use super::Context;
-use super::driver::Cx;
-use super::error::Error;
-use super::gate::Op;
-use super::status::set_condition;
+use crate::controller::Context;
+use crate::controller::driver::Cx;
+use crate::controller::error::Error;
+use crate::controller::gate::Op;
+use crate::controller::status::set_condition;
 use crate::resources::config::{Config, ConfigSecretRef, ConfigStatus};
 use crate::resources::config_document::{GuardrailRef, MarkedDocument};
 
@@ -339,10 +339,11 @@ pub fn watch_secrets(
     namespace: Option<&str>,
     configs: Store<Config>,
 ) -> Controller<Config> {
-    let probe = ctx
-        .health
-        .register(super::stream_name("Secret(Config refs)", namespace));
-    let secrets = super::scoped::<PartialObjectMeta<Secret>>(&ctx.kube, namespace);
+    let probe = ctx.health.register(crate::controller::stream_name(
+        "Secret(Config refs)",
+        namespace,
+    ));
+    let secrets = crate::controller::scoped::<PartialObjectMeta<Secret>>(&ctx.kube, namespace);
     // Paged initial lists: a namespace may hold many Secrets.
     let stream = watcher(secrets, watcher::Config::default())
         .inspect(move |item| probe.observe(item))
@@ -363,7 +364,7 @@ pub fn watch_secrets(
             })
             .collect();
         for config in &users {
-            drift.inputs_changed(super::driver::object_key(config.as_ref()));
+            drift.inputs_changed(crate::controller::driver::object_key(config.as_ref()));
         }
         users
             .iter()

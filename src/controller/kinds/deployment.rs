@@ -13,14 +13,14 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 
 use kube::ResourceExt;
 
-use super::create::{Created, Lookup, body_hash, create_once, settled_absence};
-use super::driver::{Change, Cx, Managed, observed, orphaned, removed};
-use super::error::Error;
-use super::failpoints::{AFTER_CREATE_POST, AFTER_ROTATE_PUT};
-use super::gate::Op;
-use super::status::{Outcome, common_status, record_outcome, set_condition};
-use super::{now_rfc3339, spec_already_applied};
 use crate::api::{self, Credentials, DeploymentListQuery, SecretString, UpdateDeploymentRequest};
+use crate::controller::create::{Created, Lookup, body_hash, create_once, settled_absence};
+use crate::controller::driver::{Change, Cx, Managed, observed, orphaned, removed};
+use crate::controller::error::Error;
+use crate::controller::failpoints::{AFTER_CREATE_POST, AFTER_ROTATE_PUT};
+use crate::controller::gate::Op;
+use crate::controller::status::{Outcome, common_status, record_outcome, set_condition};
+use crate::controller::{now_rfc3339, spec_already_applied};
 use crate::resources::common::CreateAttempt;
 use crate::resources::deployment::{
     ConnectionStatus, Deployment, DeploymentDeletionPolicy, DeploymentStatus, RemoteStatus,
@@ -231,7 +231,7 @@ async fn observe(
     Ok(found)
 }
 
-/// Registers the deployment through the shared create protocol (see [`super::create`]) and
+/// Registers the deployment through the shared create protocol (see [`crate::controller::create`]) and
 /// stores its one-time credentials, or finds the deployment an earlier create made by its
 /// `aigw.io/uid` tag. A deployment found that way had its credentials in the lost answer and
 /// was made by aigw for this resource (the tag says so), so aigw rotates them to fill the

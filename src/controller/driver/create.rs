@@ -22,11 +22,11 @@
 
 use std::time::Duration;
 
-use super::driver::{Cx, Managed};
-use super::error::Error;
-use super::now_rfc3339;
-use super::status::IntentStatus;
 use crate::api::{ApiError, Listing};
+use crate::controller::driver::{Cx, Managed};
+use crate::controller::error::Error;
+use crate::controller::now_rfc3339;
+use crate::controller::status::IntentStatus;
 use crate::resources::common::CreateAttempt;
 
 /// How long after the end of the POST a list that does not show the object counts as proof

@@ -10,12 +10,12 @@ use k8s_openapi::api::core::v1::{Namespace, Secret};
 use kube::ResourceExt;
 use kube::api::{Api, PartialObjectMeta};
 
-use super::claims::StoreList;
-use super::error::Error;
 use crate::api::{
     Client, ClientConfig, OAuth2ClientCredentials, RequestObserver, SecretString, StaticToken,
     TokenSource,
 };
+use crate::controller::claims::StoreList;
+use crate::controller::error::Error;
 use crate::resources::connection::{Connection, ConnectionSpec, Grant, SecretKeyRef};
 
 /// Resolves connection names to API clients and caches one client (with its rate limiter and
@@ -471,7 +471,7 @@ pub type WatchProgress = futures::stream::BoxStream<
 >;
 
 /// A watch of `api` that keeps a new store of `stores` filled (without managedFields).
-fn filled<K: super::Watchable>(api: Api<K>, stores: &StoreList<K>) -> WatchProgress {
+fn filled<K: crate::controller::Watchable>(api: Api<K>, stores: &StoreList<K>) -> WatchProgress {
     use futures::StreamExt;
     use kube::runtime::{WatchStreamExt, reflector, watcher};
     let (reader, writer) = reflector::store();

@@ -35,12 +35,12 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use rand::Rng;
 use tracing::{debug, info, warn};
 
-use super::Context;
-use super::backoff::jittered;
-use super::driver::Managed;
-use super::spec_already_applied;
-use super::status::{CommonStatus, IntentStatus};
 use crate::api::{ApiError, Client, Listing};
+use crate::controller::Context;
+use crate::controller::backoff::jittered;
+use crate::controller::driver::Managed;
+use crate::controller::spec_already_applied;
+use crate::controller::status::{CommonStatus, IntentStatus};
 use crate::resources::common::Recorded;
 
 /// Default period of the safety-net full read of every object.
@@ -441,7 +441,8 @@ async fn pass<K: Listed>(
         }
         let reference = ObjectRef::from_obj(object.as_ref());
         debug!(kind = K::KIND, object = %reference, why, "drift: reading again");
-        ctx.drift.flag(super::driver::object_key(object.as_ref()));
+        ctx.drift
+            .flag(crate::controller::driver::object_key(object.as_ref()));
         if reads.send(reference).await.is_err() {
             return n;
         }
@@ -471,7 +472,7 @@ async fn client_for_group<K: Listed>(
     let mut client = None;
     let mut refused = HashSet::new();
     for namespace in namespaces {
-        match super::gate::list_client(ctx, connection, &namespace).await {
+        match crate::controller::gate::list_client(ctx, connection, &namespace).await {
             Ok(listing) => client = Some(listing),
             Err(e) => {
                 warn!(kind = K::KIND, %connection, %namespace, error = %e, "drift pass cannot use this Connection for this namespace; its objects are reconciled to report it");

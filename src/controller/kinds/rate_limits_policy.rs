@@ -1,18 +1,18 @@
 //! RateLimitsPolicy: create (through the shared protocol) or adopt, PUT the mutable fields
 //! (name, unit, value, conditions) only when they differ, delete per `deletionPolicy`.
 
-use super::create::{
-    Created, Lookup, Window, body_hash, create_once, one_created_within, settled_absence,
-};
-use super::drift::{Listed, Row};
-use super::driver::{Change, Cx, Managed, observed, orphaned, removed};
-use super::error::Error;
-use super::gate::Op;
-use super::spec_already_applied;
-use super::status::common_status;
 use crate::api::{
     ApiError, Client, Listing, RateLimitsListQuery, RateLimitsPolicy as RemotePolicy,
 };
+use crate::controller::create::{
+    Created, Lookup, Window, body_hash, create_once, one_created_within, settled_absence,
+};
+use crate::controller::drift::{Listed, Row};
+use crate::controller::driver::{Change, Cx, Managed, observed, orphaned, removed};
+use crate::controller::error::Error;
+use crate::controller::gate::Op;
+use crate::controller::spec_already_applied;
+use crate::controller::status::common_status;
 use crate::resources::common::CreateAttempt;
 use crate::resources::rate_limits_policy::{
     RateLimitsPolicy, RateLimitsPolicyDeletionPolicy, RateLimitsPolicyStatus,
@@ -184,7 +184,7 @@ async fn observe(
     Ok(found)
 }
 
-/// Creates the remote policy through the shared protocol (see [`super::create`]).
+/// Creates the remote policy through the shared protocol (see [`crate::controller::create`]).
 async fn create(
     policy: &RateLimitsPolicy,
     cx: &Cx<'_, RateLimitsPolicy>,
@@ -219,7 +219,9 @@ async fn create(
         Created::Recovered(found) => (
             {
                 // What the earlier POST sent may be an older spec: read it and diff, soon.
-                cx.ctx.drift.flag(super::driver::object_key(policy));
+                cx.ctx
+                    .drift
+                    .flag(crate::controller::driver::object_key(policy));
                 found.id.clone()
             },
             Change::new(

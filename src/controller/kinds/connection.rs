@@ -7,10 +7,12 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
-use super::Context;
-use super::backoff::jittered;
-use super::error::Error;
-use super::status::{Outcome, common_status, record_outcome, sanitize_message, worth_writing};
+use crate::controller::Context;
+use crate::controller::backoff::jittered;
+use crate::controller::error::Error;
+use crate::controller::status::{
+    Outcome, common_status, record_outcome, sanitize_message, worth_writing,
+};
 use crate::resources::common::{condition::READY, find_condition};
 use crate::resources::connection::{Connection, ConnectionStatus};
 

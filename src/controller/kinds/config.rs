@@ -4,17 +4,17 @@
 
 use tracing::debug;
 
-use super::config_refs::{self, Desired};
-use super::create::{
+use crate::api::{ApiError, Client, ConfigDetail, Listing};
+use crate::controller::config_refs::{self, Desired};
+use crate::controller::create::{
     Created, Lookup, Window, body_hash, create_once, one_created_within, settled_absence,
 };
-use super::drift::{Listed, Row};
-use super::driver::{Change, Cx, Managed, observed, orphaned, removed};
-use super::error::Error;
-use super::gate::Op;
-use super::status::common_status;
-use super::{now_rfc3339, spec_already_applied};
-use crate::api::{ApiError, Client, ConfigDetail, Listing};
+use crate::controller::drift::{Listed, Row};
+use crate::controller::driver::{Change, Cx, Managed, observed, orphaned, removed};
+use crate::controller::error::Error;
+use crate::controller::gate::Op;
+use crate::controller::status::common_status;
+use crate::controller::{now_rfc3339, spec_already_applied};
 use crate::resources::common::CreateAttempt;
 use crate::resources::common::REVISION_ANNOTATION;
 use crate::resources::config::{AppliedVersion, Config, ConfigDeletionPolicy, ConfigStatus};
@@ -238,7 +238,7 @@ async fn observe(
     Ok(found)
 }
 
-/// Creates the remote config through the shared protocol (see [`super::create`]). A create
+/// Creates the remote config through the shared protocol (see [`crate::controller::create`]). A create
 /// answer without a slug is fine: the config is observed by id.
 async fn create(
     config: &Config,
@@ -293,7 +293,9 @@ async fn create(
             status.id = Some(found.id.clone());
             status.slug = Some(found.slug.clone()).filter(|s| !s.is_empty());
             // What the earlier POST sent may be an older spec: read it and diff, soon.
-            cx.ctx.drift.flag(super::driver::object_key(config));
+            cx.ctx
+                .drift
+                .flag(crate::controller::driver::object_key(config));
             Change::new(
                 "Created",
                 format!(

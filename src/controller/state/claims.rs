@@ -21,7 +21,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 
-use super::driver::Managed;
+use crate::controller::driver::Managed;
 use crate::resources::{Config, Connection, Deployment, RateLimitsPolicy};
 
 /// The watch caches of one kind: one store per watched namespace (or one for all), and the
@@ -286,7 +286,7 @@ pub fn owned_by_another<K: Managed>(
 /// True when the resource recorded the remote object as its own (an id in its status), or has
 /// a create or rotation in flight.
 pub fn manages<K: Managed>(object: &K) -> bool {
-    use super::status::IntentStatus;
+    use crate::controller::status::IntentStatus;
     use crate::resources::common::Recorded;
     object
         .status()
@@ -304,7 +304,7 @@ pub const GRANT_REFUSALS: [&str; 4] = [
 /// A claimant that never managed its object and whose grants refuse its current spec claims
 /// nothing, so it cannot keep an allowed claimant from the object.
 fn claims_nothing<K: Managed>(object: &K) -> bool {
-    use super::status::CommonStatus;
+    use crate::controller::status::CommonStatus;
     use crate::resources::common::{condition::STALLED, find_condition};
     if manages(object) {
         return false;

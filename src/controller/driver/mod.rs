@@ -16,13 +16,17 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tracing::{debug, info, warn};
 
+pub mod create;
+pub mod drift;
+pub mod gate;
 mod modes;
+pub mod status;
 
-use super::Context;
-use super::backoff::jittered;
-use super::error::Error;
-use super::gate::{Gate, Op};
-use super::status::{
+use crate::controller::Context;
+use crate::controller::backoff::jittered;
+use crate::controller::error::Error;
+use crate::controller::gate::{Gate, Op};
+use crate::controller::status::{
     CommonStatus, IntentStatus, Outcome, record_outcome, sanitize_message, worth_writing,
 };
 use crate::resources::common::{
@@ -107,7 +111,7 @@ pub fn observed<T>(
 /// update/delete (in `apply`, `observe_only` and `cleanup`); the driver does everything around
 /// them.
 pub trait Managed:
-    super::claims::Claims
+    crate::controller::claims::Claims
     + Governed
     + Resource<DynamicType = (), Scope = NamespaceResourceScope>
     + Clone
@@ -157,14 +161,14 @@ pub trait Managed:
         None
     }
 
-    /// True for kinds whose drift is found by the list-based drift pass ([`super::drift`]):
+    /// True for kinds whose drift is found by the list-based drift pass ([`crate::controller::drift`]):
     /// between drift checks, a reconcile of an applied spec trusts the recorded state and makes
     /// no API call. False: every reconcile reads the remote object.
     const LISTED: bool = false;
 
     /// False when something besides the spec asks for a write although the spec was applied
     /// (a Secret value the object substitutes changed). Checked before trusting the status,
-    /// when the watch of those inputs reported a change ([`super::drift::Drift::inputs_changed`]).
+    /// when the watch of those inputs reported a change ([`crate::controller::drift::Drift::inputs_changed`]).
     fn inputs_unchanged(
         &self,
         _cx: &Cx<'_, Self>,
@@ -537,7 +541,7 @@ async fn trusted<K: Managed>(
 ) -> Option<Duration> {
     let before = before?;
     let object = cx.object;
-    let applied = K::LISTED && super::drift::settled(object, before);
+    let applied = K::LISTED && crate::controller::drift::settled(object, before);
     let drift = &cx.ctx.drift;
     // A copy older than this process's own last write (a failure, an intent) is stale.
     if !applied || drift.cache_behind(key, object.meta().resource_version.as_deref()) {

@@ -2,9 +2,9 @@
 //! observe, the drift read, cleanup, rotation) gets its client here, and only after the gate has
 //! decided, for that resource and that operation:
 //! - whether this replica may act now: it leads, and for a write its lease is within the renew
-//!   deadline ([`super::Leadership::may_write`]), checked again right before the request leaves
+//!   deadline ([`crate::controller::Leadership::may_write`]), checked again right before the request leaves
 //!   the process (the client handed out is guarded);
-//! - whether the resource owns the remote object ([`super::claims`]);
+//! - whether the resource owns the remote object ([`crate::controller::claims`]);
 //! - whether its namespace may reach that object through its Connection: the namespace, the
 //!   workspaces, adoption, and `allowDefault` for an organisation-wide object.
 //!
@@ -17,12 +17,12 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 
-use super::Context;
-use super::claims::{manages, owned_by_another};
-use super::connections::Resolved;
-use super::driver::Managed;
-use super::error::Error;
 use crate::api::Client;
+use crate::controller::Context;
+use crate::controller::claims::{manages, owned_by_another};
+use crate::controller::connections::Resolved;
+use crate::controller::driver::Managed;
+use crate::controller::error::Error;
 
 /// What a call does to the remote object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,0 +1,5 @@
+pub mod config;
+pub mod config_refs;
+pub mod connection;
+pub mod deployment;
+pub mod rate_limits_policy;

@@ -1,0 +1,2 @@
+pub mod claims;
+pub mod connections;
