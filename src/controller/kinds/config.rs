@@ -39,10 +39,6 @@ impl Managed for Config {
         self.status.as_ref()
     }
 
-    fn connection_name(&self) -> &str {
-        self.spec.connection_name()
-    }
-
     async fn apply(
         &self,
         cx: &Cx<'_, Self>,

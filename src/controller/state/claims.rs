@@ -21,8 +21,9 @@ use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 
-use crate::controller::driver::Managed;
+use crate::resources::common::{condition::STALLED, find_condition};
 use crate::resources::{Config, Connection, Deployment, RateLimitsPolicy};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 /// The watch caches of one kind: one store per watched namespace (or one for all), and the
 /// index of which resource claims which remote object.
@@ -93,7 +94,7 @@ impl<K: Cached> StoreList<K> {
     }
 }
 
-impl<K: Managed> StoreList<K> {
+impl<K: Claims> StoreList<K> {
     /// Keeps the claim index in step with watch stream `stream` (from `register`).
     pub fn index_event(&self, stream: usize, event: &watcher::Event<K>) {
         let mut index = self.claims.lock().unwrap_or_else(|e| e.into_inner());
@@ -162,7 +163,7 @@ struct ClaimIndex {
 }
 
 impl ClaimIndex {
-    fn upsert<K: Managed>(&mut self, stream: usize, object: &K) {
+    fn upsert<K: Claims>(&mut self, stream: usize, object: &K) {
         let uid = object.uid().unwrap_or_default();
         self.remove(&uid);
         let connection = object.connection_name().to_string();
@@ -230,7 +231,7 @@ impl ClaimIndex {
 
     /// The senior other resource claiming any of what `object` claims through any of
     /// `connections` (those reaching its tenant), when senior to it.
-    fn owner_of<K: Managed>(&self, object: &K, connections: &[String]) -> Option<String> {
+    fn owner_of<K: Claims>(&self, object: &K, connections: &[String]) -> Option<String> {
         let mine = seniority(object);
         let ids = object.claimed_ids();
         let senior = connections
@@ -255,8 +256,17 @@ pub struct Stores {
     pub policies: StoreList<RateLimitsPolicy>,
 }
 
-/// A kind whose resources claim remote objects, in workspaces.
+/// A kind whose resources claim remote objects, in workspaces: what ownership and grants are
+/// decided on. It knows nothing of the reconcile driver, so the claim index depends on the
+/// resources alone.
 pub trait Claims: Cached {
+    /// Name of the Connection this object uses.
+    fn connection_name(&self) -> &str;
+    /// True when it recorded its remote object (an id in its status) or has a create or
+    /// rotation in flight.
+    fn manages(&self) -> bool;
+    /// Its status conditions.
+    fn conditions(&self) -> &[Condition];
     /// The store list of this kind.
     fn stores(stores: &Stores) -> &StoreList<Self>;
     /// The remote identities this resource claims (spec ids it adopts, ids it recorded).
@@ -275,7 +285,7 @@ pub trait Claims: Cached {
 /// The resource that owns what `object` claims, when it is another one: `namespace/name`.
 /// `connections` are the names of the Connections reaching the same tenant as the object's
 /// (its own included).
-pub fn owned_by_another<K: Managed>(
+pub fn owned_by_another<K: Claims>(
     object: &K,
     stores: &Stores,
     connections: &[String],
@@ -285,12 +295,8 @@ pub fn owned_by_another<K: Managed>(
 
 /// True when the resource recorded the remote object as its own (an id in its status), or has
 /// a create or rotation in flight.
-pub fn manages<K: Managed>(object: &K) -> bool {
-    use crate::controller::status::IntentStatus;
-    use crate::resources::common::Recorded;
-    object
-        .status()
-        .is_some_and(|s| s.recorded_remote().is_some() || s.has_intent())
+pub fn manages<K: Claims>(object: &K) -> bool {
+    object.manages()
 }
 
 /// Reasons by which a Connection's grants refuse a resource.
@@ -303,22 +309,19 @@ pub const GRANT_REFUSALS: [&str; 4] = [
 
 /// A claimant that never managed its object and whose grants refuse its current spec claims
 /// nothing, so it cannot keep an allowed claimant from the object.
-fn claims_nothing<K: Managed>(object: &K) -> bool {
-    use crate::controller::status::CommonStatus;
-    use crate::resources::common::{condition::STALLED, find_condition};
-    if manages(object) {
+fn claims_nothing<K: Claims>(object: &K) -> bool {
+    if object.manages() {
         return false;
     }
-    object.status().is_some_and(|s| {
-        find_condition(s.conditions(), STALLED).is_some_and(|c| {
-            c.status == "True"
-                && c.observed_generation == object.meta().generation
-                && GRANT_REFUSALS.contains(&c.reason.as_str())
-        })
+    let generation = object.meta().generation;
+    find_condition(object.conditions(), STALLED).is_some_and(|c| {
+        c.status == "True"
+            && c.observed_generation == generation
+            && GRANT_REFUSALS.contains(&c.reason.as_str())
     })
 }
 
-fn seniority<K: Managed>(object: &K) -> Seniority {
+fn seniority<K: Claims>(object: &K) -> Seniority {
     (
         !manages(object),
         object.meta().creation_timestamp.as_ref().map(|t| t.0),
@@ -334,6 +337,19 @@ fn ids(values: [Option<&String>; 3]) -> Vec<String> {
 }
 
 impl Claims for Config {
+    fn connection_name(&self) -> &str {
+        self.spec.connection_name()
+    }
+    fn manages(&self) -> bool {
+        self.status
+            .as_ref()
+            .is_some_and(|s| s.slug.is_some() || s.id.is_some() || s.pending_create.is_some())
+    }
+    fn conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .map_or(&[], |s| s.conditions.as_slice())
+    }
     fn stores(stores: &Stores) -> &StoreList<Self> {
         &stores.configs
     }
@@ -354,6 +370,19 @@ impl Claims for Config {
 }
 
 impl Claims for Deployment {
+    fn connection_name(&self) -> &str {
+        self.spec.connection_name()
+    }
+    fn manages(&self) -> bool {
+        self.status.as_ref().is_some_and(|s| {
+            s.id.is_some() || s.pending_create.is_some() || s.pending_rotation.is_some()
+        })
+    }
+    fn conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .map_or(&[], |s| s.conditions.as_slice())
+    }
     fn stores(stores: &Stores) -> &StoreList<Self> {
         &stores.deployments
     }
@@ -401,6 +430,19 @@ impl Claims for Deployment {
 }
 
 impl Claims for RateLimitsPolicy {
+    fn connection_name(&self) -> &str {
+        self.spec.connection_name()
+    }
+    fn manages(&self) -> bool {
+        self.status
+            .as_ref()
+            .is_some_and(|s| s.id.is_some() || s.pending_create.is_some())
+    }
+    fn conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .map_or(&[], |s| s.conditions.as_slice())
+    }
     fn stores(stores: &Stores) -> &StoreList<Self> {
         &stores.policies
     }

@@ -1,0 +1,344 @@
+//! The trait every kind implements and the context its reconcile gets: the management API only
+//! through the gate ([`Cx::api`]), status writes as compare-and-swaps, and the outcome helpers
+//! the kinds share.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::time::Duration;
+
+use k8s_openapi::NamespaceResourceScope;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tracing::debug;
+
+use super::publish;
+use crate::controller::Context;
+use crate::controller::error::Error;
+use crate::controller::gate::{Gate, Op};
+use crate::controller::status::{IntentStatus, sanitize_message};
+use crate::resources::common::{Governed, Recorded};
+
+/// Something a reconcile did to the remote side, reported as a Normal event.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Change {
+    /// CamelCase event reason, e.g. `Created`, `Updated`, `DriftCorrected`.
+    pub reason: &'static str,
+    /// Human readable, secret-free.
+    pub message: String,
+}
+
+impl Change {
+    pub fn new(reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            reason,
+            message: message.into(),
+        }
+    }
+
+    /// True when the change corrected an edit made outside aigw.
+    pub fn is_drift(&self) -> bool {
+        self.reason == "DriftCorrected"
+    }
+}
+
+/// The change a kind reports when `deletionPolicy: Orphan` leaves `what` (e.g. "config
+/// pc-abc") in place.
+pub fn orphaned(what: &str) -> Vec<Change> {
+    vec![Change::new(
+        "Orphaned",
+        format!("left {what} in place (deletionPolicy Orphan)"),
+    )]
+}
+
+/// The outcome of the DELETE (or archive) of `what`: "already gone" (404, or `AB08`) counts
+/// as done, so a finalizer that runs twice, or after an out-of-band delete, finishes.
+pub fn removed(
+    reason: &'static str,
+    verb: &str,
+    what: &str,
+    result: Result<(), crate::api::ApiError>,
+) -> Result<Vec<Change>, Error> {
+    match result {
+        Ok(()) => Ok(vec![Change::new(reason, format!("{verb}d {what}"))]),
+        Err(e) if e.is_not_found() => Ok(vec![Change::new(
+            reason,
+            format!("{what} was already gone"),
+        )]),
+        Err(e) => Err(Error::api(format!("{verb} {what}"), e)),
+    }
+}
+
+/// The outcome of the GET of the remote object `what`: `Some` when found; `None` when it is gone
+/// and aigw created it (so it is created again); an error naming `adopted_by` (the spec field)
+/// when an adopted object is gone, since creating another would not be adopting it.
+pub fn observed<T>(
+    what: &str,
+    adopted_by: Option<&str>,
+    result: Result<T, crate::api::ApiError>,
+) -> Result<Option<T>, Error> {
+    match result {
+        Ok(remote) => Ok(Some(remote)),
+        Err(e) if e.is_not_found() => match adopted_by {
+            None => Ok(None),
+            Some(field) => Err(Error::MissingState(format!(
+                "{what} named by {field} does not exist: {}",
+                e.api_message().unwrap_or("not found")
+            ))),
+        },
+        Err(e) => Err(Error::api(format!("read {what}"), e)),
+    }
+}
+
+/// A kind aigw keeps in line with the management API. The kind supplies observe/create/
+/// update/delete (in `apply`, `observe_only` and `cleanup`); the driver does everything around
+/// them.
+pub trait Managed:
+    crate::controller::claims::Claims
+    + Governed
+    + Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Debug
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    type Status: IntentStatus + Recorded;
+    /// Kind name, for logs, metrics and messages.
+    const KIND: &'static str;
+    /// Server-side apply field manager for this kind's status.
+    const MANAGER: &'static str;
+
+    fn status(&self) -> Option<&Self::Status>;
+
+    /// Observe the remote object, diff it against the spec, create or update only when they
+    /// differ, and fill `status` with what the API reported.
+    fn apply(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut Self::Status,
+    ) -> impl Future<Output = Result<Vec<Change>, Error>> + Send;
+
+    /// Read-only: GET the remote object this resource manages (if it knows one), record what it
+    /// reports in `status`, and return the spec fields that differ. Never writes remotely. Used
+    /// to keep status following the remote while the object waits for a spec change.
+    fn observe_only(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut Self::Status,
+    ) -> impl Future<Output = Result<Vec<&'static str>, Error>> + Send;
+
+    /// Honour `deletionPolicy` for the remote object (treating "already gone" as done). Resolve
+    /// the client (`cx.api()`) only when an API call is needed.
+    fn cleanup(&self, cx: &Cx<'_, Self>)
+    -> impl Future<Output = Result<Vec<Change>, Error>> + Send;
+
+    /// When this object needs looking at again sooner than the drift interval (a rotation that
+    /// falls due), given the status just computed.
+    fn due_in(&self, _status: &Self::Status) -> Option<Duration> {
+        None
+    }
+
+    /// True for kinds whose drift is found by the list-based drift pass ([`crate::controller::drift`]):
+    /// between drift checks, a reconcile of an applied spec trusts the recorded state and makes
+    /// no API call. False: every reconcile reads the remote object.
+    const LISTED: bool = false;
+
+    /// False when something besides the spec asks for a write although the spec was applied
+    /// (a Secret value the object substitutes changed). Checked before trusting the status,
+    /// when the watch of those inputs reported a change ([`crate::controller::drift::Drift::inputs_changed`]).
+    fn inputs_unchanged(
+        &self,
+        _cx: &Cx<'_, Self>,
+        _status: &Self::Status,
+    ) -> impl Future<Output = bool> + Send {
+        async { true }
+    }
+}
+
+/// What a kind's apply/cleanup may use: the gate to the management API for this object (the
+/// only way to its client), the Kubernetes client, and status writes guarded by the
+/// resourceVersion this reconcile last saw.
+pub struct Cx<'a, K: Managed> {
+    pub ctx: &'a Context,
+    pub objects: Api<K>,
+    pub object: &'a K,
+    /// Every management-API call for this object passes here.
+    pub gate: Gate<'a, K>,
+    /// The resourceVersion of the object as this reconcile last read or wrote it: every status
+    /// write is a compare-and-swap against it.
+    resource_version: std::sync::Mutex<Option<String>>,
+    /// The status last written by `save_status`, so the final write compares against what the
+    /// cluster holds now rather than what the reconcile started from.
+    saved: std::sync::Mutex<Option<K::Status>>,
+}
+
+impl<'a, K: Managed> Cx<'a, K> {
+    pub fn new(ctx: &'a Context, objects: Api<K>, object: &'a K) -> Self {
+        Self {
+            ctx,
+            objects,
+            object,
+            gate: Gate::new(ctx, object),
+            resource_version: std::sync::Mutex::new(object.resource_version()),
+            saved: Default::default(),
+        }
+    }
+
+    /// The management API client for `op` on this object's remote object, once the gate
+    /// allows it ([`Gate::client`]).
+    pub async fn api(&self, op: Op) -> Result<&crate::api::Client, Error> {
+        self.gate.client(op).await
+    }
+
+    pub fn name(&self) -> String {
+        self.object.name_any()
+    }
+
+    pub fn namespace(&self) -> String {
+        self.object.namespace().unwrap_or_default()
+    }
+
+    /// Publishes a Warning event about this object.
+    pub async fn warn(&self, reason: &str, message: &str) {
+        publish(
+            self.ctx,
+            self.object,
+            EventType::Warning,
+            reason,
+            &sanitize_message(message),
+        )
+        .await;
+    }
+
+    /// Writes `status` now, before a call whose outcome might be lost (intent records) or right
+    /// after one (a remote id). The write carries the resourceVersion this reconcile last saw:
+    /// if anyone changed the object since, it fails with [`Error::Conflict`] and nothing that
+    /// depends on it may happen. That is what makes an intent a lock: of two writers acting on
+    /// the same view, exactly one records its intent; the other re-reads.
+    pub async fn save_status(&self, status: &K::Status) -> Result<(), Error> {
+        let expected = self.expected_version();
+        let written =
+            write_status::<K>(&self.objects, &self.name(), status, expected.as_deref()).await?;
+        self.ctx.drift.wrote(
+            &object_key(self.object),
+            written.clone(),
+            status.has_intent(),
+        );
+        *self
+            .resource_version
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = written;
+        *self.saved.lock().unwrap_or_else(|e| e.into_inner()) = Some(status.clone());
+        Ok(())
+    }
+
+    /// Writes the result of a side effect this reconcile started under the intent `intent` (the
+    /// status it wrote before the call). The result must not be lost to a change made during
+    /// the call (a `kubectl delete`, an annotation or spec edit): on a conflict it re-reads the
+    /// object and, while the intent there is still the one this reconcile wrote (nobody else
+    /// took the work over), writes again on the new resourceVersion.
+    pub async fn save_result(&self, status: &K::Status, intent: &K::Status) -> Result<(), Error> {
+        const ATTEMPTS: usize = 5;
+        let mine = serde_json::to_value(intent).ok();
+        for _ in 0..ATTEMPTS {
+            match self.save_status(status).await {
+                Err(Error::Conflict(_)) => {}
+                other => return other,
+            }
+            let fresh = match self.objects.get_status(&self.name()).await {
+                Ok(fresh) => fresh,
+                // Gone: nothing holds a status any more, and its finalizer kept it until
+                // cleanup, so this only happens once the cleanup has run.
+                Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+                Err(e) => {
+                    return Err(Error::kube(
+                        format!("re-read {} {}", K::KIND, self.name()),
+                        e,
+                    ));
+                }
+            };
+            let held = fresh.status().and_then(|s| serde_json::to_value(s).ok());
+            if held != mine {
+                return Err(Error::Conflict(format!(
+                    "{} {} (its intent was taken over)",
+                    K::KIND,
+                    self.name()
+                )));
+            }
+            debug!(kind = K::KIND, object = %object_key(self.object), "the object changed during a side effect; writing its result on the new version");
+            *self
+                .resource_version
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = fresh.resource_version();
+        }
+        Err(Error::Conflict(format!("{} {}", K::KIND, self.name())))
+    }
+
+    /// True when this reconcile has not written the status (so far).
+    pub(super) fn wrote_nothing(&self) -> bool {
+        self.expected_version() == self.object.resource_version()
+    }
+
+    fn expected_version(&self) -> Option<String> {
+        self.resource_version
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub(super) fn take_saved(&self) -> Option<K::Status> {
+        self.saved.lock().unwrap_or_else(|e| e.into_inner()).take()
+    }
+}
+
+/// Server-side applies `status` under the kind's field manager. With `expected` set, the write
+/// only succeeds while the object still has that resourceVersion. Returns the new one.
+async fn write_status<K: Managed>(
+    objects: &Api<K>,
+    name: &str,
+    status: &K::Status,
+    expected: Option<&str>,
+) -> Result<Option<String>, Error> {
+    let mut patch = serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": status,
+    });
+    if let Some(version) = expected {
+        patch["metadata"] = serde_json::json!({ "resourceVersion": version });
+    }
+    let written = objects
+        .patch_status(
+            name,
+            &PatchParams::apply(K::MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await
+        .map_err(|e| match e {
+            kube::Error::Api(status) if status.code == 409 => {
+                Error::Conflict(format!("{} {name}", K::KIND))
+            }
+            e => Error::kube(format!("write status of {} {name}", K::KIND), e),
+        })?;
+    debug!(
+        kind = K::KIND,
+        object = %format!("{}/{name}", written.namespace().unwrap_or_default()),
+        resource_version = written.resource_version().unwrap_or_default(),
+        "status written"
+    );
+    Ok(written.resource_version())
+}
+
+pub fn object_key<K: Managed>(object: &K) -> String {
+    format!(
+        "{}/{}/{}",
+        K::KIND,
+        object.namespace().unwrap_or_default(),
+        object.name_any()
+    )
+}
