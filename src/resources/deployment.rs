@@ -277,6 +277,10 @@ pub struct DeploymentStatus {
     /// Secret: a rotation interrupted in between is done again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_rotation: Option<String>,
+    /// The `spec.rotation.trigger` the rotation in flight is for: only that trigger is marked
+    /// observed when it finishes, so a trigger changed meanwhile rotates again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotating_for: Option<String>,
 }
 
 use crate::api;

@@ -96,7 +96,9 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
     let generation = object.meta().generation;
     let before = object.status().cloned();
     let cx = Cx::new(ctx, objects.clone(), object);
-    if object.paused() {
+    // A pause waits for work in flight (a create or rotation whose intent is recorded) to
+    // finish: a rotation is never frozen between its PUT and its Secret write.
+    if object.paused() && !before.as_ref().is_some_and(|s| s.has_intent()) {
         return hold_paused(&cx, before.as_ref()).await;
     }
     let mut status = before.clone().unwrap_or_default();

@@ -467,6 +467,7 @@ async fn rotate(
     let secret_version = check_secret_is_ours(deployment, cx).await?;
     let rotation = uuid::Uuid::new_v4().to_string();
     status.pending_rotation = Some(rotation.clone());
+    status.rotating_for = Some(current_trigger(deployment));
     let rotating = Outcome::Progressing {
         reason: "RotatingCredentials".into(),
         message: format!("rotating the credentials of deployment {id}: {why}"),
@@ -593,7 +594,12 @@ fn finish_rotation(deployment: &Deployment, status: &mut DeploymentStatus) -> St
     status.pending_rotation = None;
     status.last_rotated_at = Some(now.clone());
     status.next_rotation_at = None;
-    status.observed_rotation_trigger = Some(current_trigger(deployment));
+    // The trigger this rotation was started for, not one that changed while it was in flight.
+    let rotated_for = status
+        .rotating_for
+        .take()
+        .unwrap_or_else(|| current_trigger(deployment));
+    status.observed_rotation_trigger = Some(rotated_for);
     set_credentials_condition(deployment, status, true, "Stored", STORED);
     now
 }
