@@ -259,6 +259,9 @@ impl Client {
             .acquire()
             .await
             .map_err(|_| ApiError::Config("client is shut down".into()))?;
+        let token = self.inner.token.token().await?;
+        // The last await before the request leaves: a token refresh can take longer than the
+        // lease's renew deadline, so the guard is asked after it.
         if let Some(guard) = self.guard.as_ref().filter(|_| !call.route.verb.is_read()) {
             guard.may_write().map_err(|reason| ApiError::Withheld {
                 method: call.route.verb.as_str(),
@@ -266,7 +269,6 @@ impl Client {
                 reason,
             })?;
         }
-        let token = self.inner.token.token().await?;
         let mut request = self
             .inner
             .http

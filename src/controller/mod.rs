@@ -61,6 +61,9 @@ pub struct Context {
     pub drift: Arc<drift::Drift>,
     /// Limits the Kubernetes Events a mass rollout publishes.
     pub events: events::EventBudget,
+    /// How many watch caches each namespaced kind has (one per watched namespace, or one for
+    /// all): ownership is decided only once every one of them has listed.
+    pub watched_stores: usize,
 }
 
 /// How the operator runs.
@@ -120,6 +123,7 @@ impl Context {
                 qps_share: settings.drift_qps_share.clamp(0.01, 1.0),
             })),
             events: Default::default(),
+            watched_stores: settings.namespaces.len().max(1),
         }
     }
 

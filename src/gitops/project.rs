@@ -62,7 +62,15 @@ pub fn deployment_spec(remote: &api::Deployment, secret_name: &str) -> Deploymen
             .as_ref()
             .and_then(|c| c.as_object().cloned())
             .filter(|c| !c.is_empty()),
-        tags: remote.tags.clone().filter(|t| !t.is_empty()),
+        // aigw's own identity tags stay out of manifests (admission refuses them).
+        tags: remote
+            .tags
+            .clone()
+            .map(|mut tags| {
+                tags.retain(|k, _| !k.starts_with("aigw.io/"));
+                tags
+            })
+            .filter(|t| !t.is_empty()),
         auth_settings: auth.filter(|a| a != &AuthSettings::default()),
         override_existing: None,
         credentials_secret_ref: SecretRef {

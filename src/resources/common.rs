@@ -41,6 +41,8 @@ pub trait Governed {
     fn orphaning(&self) -> Self
     where
         Self: Sized;
+    /// True when `deletionPolicy` leaves the remote object in place.
+    fn orphans(&self) -> bool;
 
     /// True while the `aigw.io/paused` annotation is `"true"`.
     fn paused(&self) -> bool

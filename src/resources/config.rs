@@ -451,6 +451,10 @@ impl Governed for Config {
         copy
     }
 
+    fn orphans(&self) -> bool {
+        self.spec.deletion_policy == ConfigDeletionPolicy::Orphan
+    }
+
     fn named_remote(&self) -> Option<&str> {
         self.spec.slug.as_deref()
     }

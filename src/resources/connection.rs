@@ -70,35 +70,66 @@ pub struct ConnectionSpec {
     pub grants: Option<Vec<Grant>>,
 }
 
+/// What a Connection reaches: a management API host and, where it can be told, a tenant (the
+/// TSG id). Ownership is decided per tenant, not per Connection name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tenant {
+    /// `host:port` of the management URL, the port made explicit (443 for https, 80 for http).
+    pub host: String,
+    /// The tenant id: the `x-tsg-id` header's value, else the `tsg_id:` of the OAuth2 scope.
+    /// `None` when it cannot be told (no such header or scope, or a header from a Secret).
+    pub id: Option<String>,
+}
+
+impl Tenant {
+    /// True unless the two provably differ: another host, or two known, different ids. A
+    /// tenant that cannot be told may be any tenant of its host, so it is treated as the same.
+    pub fn may_be(&self, other: &Tenant) -> bool {
+        self.host == other.host
+            && match (&self.id, &other.id) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            }
+    }
+
+    /// The host part of a management URL, with its port made explicit.
+    pub fn host_of(url: &str) -> String {
+        match reqwest::Url::parse(url.trim()) {
+            Ok(parsed) => format!(
+                "{}:{}",
+                parsed.host_str().unwrap_or_default().to_ascii_lowercase(),
+                parsed.port_or_known_default().unwrap_or_default()
+            ),
+            Err(_) => url.trim().trim_end_matches('/').to_ascii_lowercase(),
+        }
+    }
+}
+
 impl ConnectionSpec {
-    /// What this Connection reaches: its management URL and tenant (the `x-tsg-id` header, else
-    /// the OAuth2 scope, which names the TSG). Two Connections to one tenant reach the same
-    /// remote objects, so ownership is decided per tenant, not per Connection name. A tenant
-    /// that cannot be told (a header from a Secret) is named by its Secret reference.
-    pub fn tenant(&self) -> String {
-        let url = self
-            .management_url
-            .trim_end_matches('/')
-            .to_ascii_lowercase();
+    /// What this Connection reaches ([`Tenant`]).
+    pub fn tenant(&self) -> Tenant {
         let header = self
             .headers
             .iter()
             .find(|h| h.name.eq_ignore_ascii_case("x-tsg-id"))
-            .map(|h| match (&h.value, &h.value_from) {
-                (Some(value), _) => value.trim().to_string(),
-                (None, Some(from)) => format!(
-                    "secret:{}/{}/{}",
-                    from.secret_ref.namespace, from.secret_ref.name, from.secret_ref.key
-                ),
-                (None, None) => String::new(),
-            });
+            .and_then(|h| h.value.as_deref())
+            .map(|v| v.trim().to_string())
+            .filter(|v| !v.is_empty());
         let scope = self
             .auth
             .oauth2_client_credentials
             .as_ref()
-            .and_then(|o| o.scope.clone());
-        let tenant = header.or(scope).unwrap_or_default();
-        format!("{url} {tenant}")
+            .and_then(|o| o.scope.as_deref())
+            .and_then(|scope| {
+                scope
+                    .split_whitespace()
+                    .find_map(|part| part.strip_prefix("tsg_id:"))
+                    .map(str::to_string)
+            });
+        Tenant {
+            host: Tenant::host_of(&self.management_url),
+            id: header.or(scope),
+        }
     }
 }
 
@@ -217,4 +248,54 @@ pub struct ConnectionStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenants_differ_only_when_provably_different() {
+        let host = Tenant::host_of("https://API.example");
+        assert_eq!(host, Tenant::host_of("https://api.example:443/"));
+        let known = |id: &str| Tenant {
+            host: host.clone(),
+            id: Some(id.into()),
+        };
+        let unknown = Tenant {
+            host: host.clone(),
+            id: None,
+        };
+        assert!(known("1234").may_be(&known("1234")));
+        assert!(!known("1234").may_be(&known("5678")));
+        assert!(
+            unknown.may_be(&known("5678")),
+            "an unknown tenant may be any"
+        );
+        let elsewhere = Tenant {
+            host: Tenant::host_of("https://other.example"),
+            id: None,
+        };
+        assert!(!unknown.may_be(&elsewhere));
+    }
+
+    #[test]
+    fn the_tenant_comes_from_the_header_or_the_oauth_scope() {
+        let spec: ConnectionSpec = serde_json::from_value(serde_json::json!({
+            "managementUrl": "https://api.example",
+            "auth": {"oauth2ClientCredentials": {
+                "tokenUrl": "https://auth.example/token", "scope": "tsg_id:1234",
+                "clientIdRef": {"namespace": "a", "name": "o", "key": "id"},
+                "clientSecretRef": {"namespace": "a", "name": "o", "key": "secret"}}}
+        }))
+        .unwrap();
+        assert_eq!(spec.tenant().id.as_deref(), Some("1234"));
+        let mut by_header = spec.clone();
+        by_header.headers = vec![Header {
+            name: "X-TSG-ID".into(),
+            value: Some("1234".into()),
+            value_from: None,
+        }];
+        assert_eq!(by_header.tenant(), spec.tenant());
+    }
 }

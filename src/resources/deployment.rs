@@ -73,8 +73,11 @@ pub struct DeploymentSpec {
     #[schemars(schema_with = "optional_free_form_object")]
     pub deployment_config: Option<serde_json::Map<String, serde_json::Value>>,
 
-    /// Tags of the deployment (string map).
+    /// Tags of the deployment (string map). Keys under `aigw.io/` are aigw's own (it tags each
+    /// gateway it creates with `aigw.io/uid` to find it again after a lost answer) and are
+    /// refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self.all(k, !k.startsWith('aigw.io/'))").message("tags under aigw.io/ are aigw's own (it marks the gateways it creates with aigw.io/uid): remove them from spec.tags"))]
     pub tags: Option<BTreeMap<String, String>>,
 
     /// Who may use the gateway and where it lives.
@@ -413,8 +416,12 @@ impl DeploymentSpec {
             tags.remove(UID_TAG);
             tags
         });
-        if self
-            .tags
+        let wanted_tags = self.tags.as_ref().map(|tags| {
+            let mut tags = tags.clone();
+            tags.remove(UID_TAG);
+            tags
+        });
+        if wanted_tags
             .as_ref()
             .is_some_and(|t| Some(t) != remote_tags.as_ref())
         {
@@ -474,6 +481,10 @@ impl Governed for Deployment {
         let mut copy = self.clone();
         copy.spec.deletion_policy = DeploymentDeletionPolicy::Orphan;
         copy
+    }
+
+    fn orphans(&self) -> bool {
+        self.spec.deletion_policy == DeploymentDeletionPolicy::Orphan
     }
 
     fn named_remote(&self) -> Option<&str> {

@@ -365,6 +365,10 @@ impl Governed for RateLimitsPolicy {
         copy
     }
 
+    fn orphans(&self) -> bool {
+        self.spec.deletion_policy == RateLimitsPolicyDeletionPolicy::Orphan
+    }
+
     fn named_remote(&self) -> Option<&str> {
         self.spec.policy_id.as_deref()
     }

@@ -23,6 +23,7 @@ use crate::controller::claims::{manages, owned_by_another};
 use crate::controller::connections::Resolved;
 use crate::controller::driver::Managed;
 use crate::controller::error::Error;
+use crate::resources::common::CreateAttempt;
 
 /// What a call does to the remote object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,12 +79,14 @@ impl<'a, K: Managed> Gate<'a, K> {
     /// this resource may act on its remote object.
     pub async fn admit(&self) -> Result<(), Error> {
         let object = self.object;
-        if !K::stores(&self.ctx.stores)
-            .listed(CACHES_LISTED_WITHIN)
-            .await
-        {
+        let stores = &self.ctx.stores;
+        let kind_listed = K::stores(stores)
+            .listed(self.ctx.watched_stores, CACHES_LISTED_WITHIN)
+            .await;
+        // The Connections decide which others reach the same tenant.
+        if !kind_listed || !stores.connections.listed(1, CACHES_LISTED_WITHIN).await {
             return Err(Error::CachesNotReady(format!(
-                "the watch caches of {} have not listed every watched namespace yet, so ownership cannot be decided; waiting",
+                "the watch caches of {} and Connections have not listed every watched namespace yet, so ownership cannot be decided; waiting",
                 K::KIND
             )));
         }
@@ -103,7 +106,9 @@ impl<'a, K: Managed> Gate<'a, K> {
             scope.check_adoption(field, &id)?;
         }
         if let Some(field) = object.organisation_wide() {
-            scope.check_default(field)?;
+            scope.check_default(&format!(
+                "{field} makes this gateway the organisation's default"
+            ))?;
         }
         Ok(())
     }
@@ -119,6 +124,29 @@ impl<'a, K: Managed> Gate<'a, K> {
     pub async fn claimed_elsewhere(&self, id: &str) -> bool {
         let peers = self.same_tenant().await;
         K::stores(&self.ctx.stores).claimed_by_other(self.object, &peers, id)
+    }
+
+    /// True when another resource reaching this tenant has a create in flight that sent the
+    /// same name (and workspace): an object a lookup finds by name may be that one's, whose id
+    /// has not been recorded yet, so it is not claimed on that basis.
+    pub async fn attempts_elsewhere(&self, sent: &CreateAttempt) -> bool {
+        let peers = self.same_tenant().await;
+        let uid = self.object.uid();
+        K::stores(&self.ctx.stores).all().iter().any(|other| {
+            other.uid() != uid
+                && peers.iter().any(|p| p == other.connection_name())
+                && other.create_attempt().is_some_and(|theirs| {
+                    theirs.name == sent.name
+                        && (theirs.workspace_id.is_none()
+                            || sent.workspace_id.is_none()
+                            || theirs.workspace_id == sent.workspace_id)
+                })
+        })
+    }
+
+    /// An adopted object that is organisation-wide (the default gateway) needs `allowDefault`.
+    pub async fn reach_default(&self, what: &str) -> Result<(), Error> {
+        self.resolve().await?.scope.check_default(what)
     }
 
     /// Whether deleting this resource may touch its remote object. `Ok(None)`: go ahead.
@@ -173,7 +201,9 @@ impl<'a, K: Managed> Gate<'a, K> {
         for name in names {
             if name != own
                 && !peers.contains(&name)
-                && connections.tenant_of(&name, find(&name)).as_ref() == Some(&tenant)
+                && connections
+                    .tenant_of(&name, find(&name))
+                    .is_some_and(|theirs| theirs.may_be(&tenant))
             {
                 peers.push(name);
             }

@@ -175,6 +175,8 @@ pub struct Cx<'a, K: Managed> {
     /// The status last written by `save_status`, so the final write compares against what the
     /// cluster holds now rather than what the reconcile started from.
     saved: std::sync::Mutex<Option<K::Status>>,
+    /// Values no message of this reconcile may carry ([`Cx::conceal`]).
+    concealed: std::sync::Mutex<Vec<String>>,
 }
 
 impl<'a, K: Managed> Cx<'a, K> {
@@ -186,6 +188,7 @@ impl<'a, K: Managed> Cx<'a, K> {
             gate: Gate::new(ctx, object),
             resource_version: std::sync::Mutex::new(object.resource_version()),
             saved: Default::default(),
+            concealed: Default::default(),
         }
     }
 
@@ -210,7 +213,7 @@ impl<'a, K: Managed> Cx<'a, K> {
             self.object,
             EventType::Warning,
             reason,
-            &sanitize_message(message),
+            &self.scrub(message),
         )
         .await;
     }
@@ -220,7 +223,58 @@ impl<'a, K: Managed> Cx<'a, K> {
     /// if anyone changed the object since, it fails with [`Error::Conflict`] and nothing that
     /// depends on it may happen. That is what makes an intent a lock: of two writers acting on
     /// the same view, exactly one records its intent; the other re-reads.
+    ///
+    /// Once this reconcile holds an intent (its last write recorded one), what it writes next
+    /// is the result of a side effect, which must not be lost to a change made during the call
+    /// (a `kubectl delete`, an annotation or spec edit): on a conflict it re-reads the object
+    /// and, while the status there is still exactly what this reconcile wrote (nobody else took
+    /// the work over), writes again on the new resourceVersion.
     pub async fn save_status(&self, status: &K::Status) -> Result<(), Error> {
+        const ATTEMPTS: usize = 5;
+        let held = self
+            .saved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .filter(|s| s.has_intent());
+        let Some(held) = held else {
+            return self.write_once(status).await;
+        };
+        let mine = serde_json::to_value(&held).ok();
+        for _ in 0..ATTEMPTS {
+            match self.write_once(status).await {
+                Err(Error::Conflict(_)) => {}
+                other => return other,
+            }
+            let fresh = match self.objects.get_status(&self.name()).await {
+                Ok(fresh) => fresh,
+                // Gone: nothing holds a status any more, and its finalizer kept it until
+                // cleanup, so this only happens once the cleanup has run.
+                Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
+                Err(e) => {
+                    return Err(Error::kube(
+                        format!("re-read {} {}", K::KIND, self.name()),
+                        e,
+                    ));
+                }
+            };
+            if fresh.status().and_then(|s| serde_json::to_value(s).ok()) != mine {
+                return Err(Error::Conflict(format!(
+                    "{} {} (its intent was taken over)",
+                    K::KIND,
+                    self.name()
+                )));
+            }
+            debug!(kind = K::KIND, object = %object_key(self.object), "the object changed during a side effect; writing its result on the new version");
+            *self
+                .resource_version
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()) = fresh.resource_version();
+        }
+        Err(Error::Conflict(format!("{} {}", K::KIND, self.name())))
+    }
+
+    async fn write_once(&self, status: &K::Status) -> Result<(), Error> {
         let expected = self.expected_version();
         let written =
             write_status::<K>(&self.objects, &self.name(), status, expected.as_deref()).await?;
@@ -237,46 +291,29 @@ impl<'a, K: Managed> Cx<'a, K> {
         Ok(())
     }
 
-    /// Writes the result of a side effect this reconcile started under the intent `intent` (the
-    /// status it wrote before the call). The result must not be lost to a change made during
-    /// the call (a `kubectl delete`, an annotation or spec edit): on a conflict it re-reads the
-    /// object and, while the intent there is still the one this reconcile wrote (nobody else
-    /// took the work over), writes again on the new resourceVersion.
-    pub async fn save_result(&self, status: &K::Status, intent: &K::Status) -> Result<(), Error> {
-        const ATTEMPTS: usize = 5;
-        let mine = serde_json::to_value(intent).ok();
-        for _ in 0..ATTEMPTS {
-            match self.save_status(status).await {
-                Err(Error::Conflict(_)) => {}
-                other => return other,
-            }
-            let fresh = match self.objects.get_status(&self.name()).await {
-                Ok(fresh) => fresh,
-                // Gone: nothing holds a status any more, and its finalizer kept it until
-                // cleanup, so this only happens once the cleanup has run.
-                Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
-                Err(e) => {
-                    return Err(Error::kube(
-                        format!("re-read {} {}", K::KIND, self.name()),
-                        e,
-                    ));
-                }
-            };
-            let held = fresh.status().and_then(|s| serde_json::to_value(s).ok());
-            if held != mine {
-                return Err(Error::Conflict(format!(
-                    "{} {} (its intent was taken over)",
-                    K::KIND,
-                    self.name()
-                )));
-            }
-            debug!(kind = K::KIND, object = %object_key(self.object), "the object changed during a side effect; writing its result on the new version");
-            *self
-                .resource_version
+    /// Remembers a Secret value (or a credential) this reconcile handles, so that no message it
+    /// records, publishes or logs can carry it, even one an API echoed back.
+    pub fn conceal(&self, value: &str) {
+        if value.len() >= 4 {
+            self.concealed
                 .lock()
-                .unwrap_or_else(|e| e.into_inner()) = fresh.resource_version();
+                .unwrap_or_else(|e| e.into_inner())
+                .push(value.to_string());
         }
-        Err(Error::Conflict(format!("{} {}", K::KIND, self.name())))
+    }
+
+    /// `message` trimmed to one line with every concealed value replaced.
+    pub fn scrub(&self, message: &str) -> String {
+        let mut message = sanitize_message(message);
+        for value in self
+            .concealed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            message = message.replace(value.as_str(), "<secret>");
+        }
+        message
     }
 
     /// True when this reconcile has not written the status (so far).
@@ -291,8 +328,9 @@ impl<'a, K: Managed> Cx<'a, K> {
             .clone()
     }
 
-    pub(super) fn take_saved(&self) -> Option<K::Status> {
-        self.saved.lock().unwrap_or_else(|e| e.into_inner()).take()
+    /// The status this reconcile last wrote, if it wrote one.
+    pub(super) fn last_saved(&self) -> Option<K::Status> {
+        self.saved.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
 

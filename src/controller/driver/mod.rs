@@ -25,7 +25,7 @@ use crate::controller::status::{
     CommonStatus, IntentStatus, Outcome, record_outcome, sanitize_message, worth_writing,
 };
 use crate::resources::common::{
-    FINALIZER, ManagementPolicy,
+    FINALIZER, ManagementPolicy, Recorded,
     condition::{READY, STALLED},
     find_condition,
 };
@@ -147,7 +147,7 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
     if let Some(reason) = stalled {
         debug!(kind = K::KIND, object = %key, %reason, "stalled on this generation; refreshing what it observes, read-only");
         if let Err(e) = K::observe_only(object, &cx, &mut status).await {
-            let error = sanitize_message(&e.to_string());
+            let error = cx.scrub(&e.to_string());
             debug!(kind = K::KIND, object = %key, %error, "read-only refresh failed");
         }
         if worth_writing(before.as_ref(), &status) {
@@ -157,8 +157,7 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
     }
 
     let result = K::apply(object, &cx, &mut status).await;
-    let intent = cx.take_saved();
-    let written = intent.clone().or(before.clone());
+    let written = cx.last_saved().or(before.clone());
     *status.observed_generation_mut() = generation;
     let (action, changes) = match result {
         Ok(changes) => {
@@ -193,11 +192,8 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
     // lookup finds the object again).
     report(ctx, object, &key, changes).await;
     if worth_writing(written.as_ref(), &status) {
-        match intent.filter(|i| i.has_intent()) {
-            // The result of a side effect started under an intent is never lost to a conflict.
-            Some(intent) => cx.save_result(&status, &intent).await?,
-            None => cx.save_status(&status).await?,
-        }
+        // The result of a side effect started under an intent is never lost to a conflict.
+        cx.save_status(&status).await?;
     } else if cx.wrote_nothing() {
         ctx.drift.caught_up(&key);
     }
@@ -242,7 +238,7 @@ async fn record_failure<K: Managed>(
     let ctx = cx.ctx;
     let generation = cx.object.meta().generation;
     let reason = error.category();
-    let message = sanitize_message(&error.to_string());
+    let message = cx.scrub(&error.to_string());
     let previous_reason = before.and_then(|s| {
         find_condition(s.conditions(), READY)
             .filter(|c| c.status == "False")
@@ -280,25 +276,29 @@ async fn record_failure<K: Managed>(
 async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Result<Action, Error> {
     let key = object_key(object);
     let cx = Cx::new(ctx, objects.clone(), object);
-    // The same gate as every call: a resource that never managed its object, or that the rules
-    // refuse, releases it whatever its deletionPolicy, and makes no call.
-    if let Some(why) = cx.gate.release_reason().await? {
-        let message = format!("left the remote object alone: {why}");
-        info!(kind = K::KIND, object = %key, "{message}");
-        publish(
-            ctx,
-            object,
-            EventType::Normal,
-            "Released",
-            &sanitize_message(&message),
-        )
-        .await;
-        ctx.backoff.reset(&key);
-        ctx.drift.forget(&key);
-        return Ok(Action::await_change());
-    }
+    // Neither Observe nor `deletionPolicy: Orphan` calls the API (only Kubernetes leftovers
+    // are handled): they go even when the Connection is gone.
     if object.management_policy() == ManagementPolicy::Observe {
         return leave_observed(object, &cx).await;
+    }
+    let release = match object.orphans() {
+        true => None,
+        // The same gate as every call: a resource that never managed its object, or that the
+        // rules refuse, releases it whatever its deletionPolicy, and makes no call.
+        false => match cx.gate.release_reason().await {
+            Ok(release) => release,
+            Err(error) if error.records_nothing() => return Err(error),
+            Err(error) => {
+                let message = cx.scrub(&format!(
+                    "cannot delete the remote object yet, the finalizer waits: {error}"
+                ));
+                publish(ctx, object, EventType::Warning, error.category(), &message).await;
+                return Err(error);
+            }
+        },
+    };
+    if let Some(why) = release {
+        return release_remote(object, &cx, &key, &why).await;
     }
     match K::cleanup(object, &cx).await {
         Ok(changes) => {
@@ -309,11 +309,51 @@ async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Res
         }
         Err(error) if error.records_nothing() => Err(error),
         Err(error) => {
-            let message = sanitize_message(&error.to_string());
+            let message = cx.scrub(&error.to_string());
             publish(ctx, object, EventType::Warning, error.category(), &message).await;
             Err(error)
         }
     }
+}
+
+/// Lets the finalizer go without touching the remote object. A resource that never managed
+/// one says so in a Normal event. One that did (its grants were narrowed since) leaves it in
+/// place as `deletionPolicy: Orphan` would, keeping what only it holds (a gateway's
+/// credentials Secret), and says so in a Warning that names the object.
+async fn release_remote<K: Managed>(
+    object: &K,
+    cx: &Cx<'_, K>,
+    key: &str,
+    why: &str,
+) -> Result<Action, Error> {
+    let ctx = cx.ctx;
+    let recorded = object
+        .status()
+        .and_then(Recorded::recorded_remote)
+        .map(str::to_string);
+    let (type_, message) = match &recorded {
+        None => (
+            EventType::Normal,
+            format!("left the remote object alone: {why}"),
+        ),
+        Some(remote) => {
+            let orphan = object.orphaning();
+            let orphan_cx = Cx::new(ctx, cx.objects.clone(), &orphan);
+            K::cleanup(&orphan, &orphan_cx).await?;
+            (
+                EventType::Warning,
+                format!(
+                    "left the remote {} {remote} in place, unmanaged (find it by this id): {why}",
+                    K::KIND
+                ),
+            )
+        }
+    };
+    info!(kind = K::KIND, object = %key, "{message}");
+    publish(ctx, object, type_, "Released", &cx.scrub(&message)).await;
+    ctx.backoff.reset(key);
+    ctx.drift.forget(key);
+    Ok(Action::await_change())
 }
 
 /// Logs each change, counts drift corrections, and publishes each as a Normal event.

@@ -46,6 +46,9 @@ impl Managed for Config {
     ) -> Result<Vec<Change>, Error> {
         // Secret values and guardrail references are settled before anything is read or written.
         let desired = config_refs::desired(self, cx, status).await?;
+        for value in desired.secret_values() {
+            cx.conceal(value);
+        }
         let Some(remote) = observe(self, cx, status).await? else {
             return create(self, cx, status, &desired).await.map(|c| vec![c]);
         };
@@ -339,7 +342,7 @@ async fn find_created(
         }
     }
     listing.items.retain(|c| !theirs.contains(&c.id));
-    Ok(one_created_within(
+    let lookup = one_created_within(
         listing,
         window,
         |c| c.created_at.as_deref(),
@@ -347,5 +350,12 @@ async fn find_created(
             sent.name.as_deref() == Some(c.name.as_str())
                 && (sent.workspace_id.is_none() || c.workspace_id == sent.workspace_id)
         },
-    ))
+    );
+    if matches!(lookup, Lookup::Found(_)) && cx.gate.attempts_elsewhere(&sent).await {
+        return Ok(Lookup::Unknown(
+            "another resource's create with the same name is in flight, so the match may be its"
+                .into(),
+        ));
+    }
+    Ok(lookup)
 }

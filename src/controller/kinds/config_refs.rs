@@ -43,6 +43,13 @@ pub struct Desired {
     pub secret_hash: Option<String>,
 }
 
+impl Desired {
+    /// The Secret values this document substitutes, so that no message can carry them.
+    pub fn secret_values(&self) -> impl Iterator<Item = &str> {
+        self.values.0.values().map(String::as_str)
+    }
+}
+
 impl std::fmt::Debug for Desired {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Desired")

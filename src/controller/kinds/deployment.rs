@@ -217,6 +217,24 @@ async fn observe(
         adopted.map(|_| "spec.deploymentId"),
         result,
     )?;
+    if let (Some(remote), Some(_)) = (&found, adopted) {
+        // Adopting reaches a gateway made outside aigw: everything it serves must be granted
+        // too (its workspaces; the organisation, if it is the default gateway).
+        let what = format!("deployment {id}");
+        for workspace in &remote.workspaces {
+            cx.gate
+                .reach(
+                    &format!("a workspace {what} serves"),
+                    Some(workspace.id.as_str()),
+                )
+                .await?;
+        }
+        if remote.summary.is_default == Some(true) {
+            cx.gate
+                .reach_default(&format!("{what} is the organisation's default gateway"))
+                .await?;
+        }
+    }
     match &found {
         Some(remote) => record_remote(status, remote),
         None => {
@@ -361,18 +379,20 @@ async fn find_created(
         .await
         .map_err(|e| Error::api("list deployments", e))?;
     let complete = listing.complete;
-    // The filter is applied here too, in case the server ignores it.
-    let mut tagged: Vec<_> = listing
-        .items
-        .into_iter()
-        .filter(|d| {
-            d.tags
-                .as_ref()
-                .and_then(|t| t.get(UID_TAG))
-                .map(String::as_str)
-                == Some(uid)
-        })
-        .collect();
+    // The filter is applied here too, in case the server ignores it; a deployment another
+    // resource records is never taken for this one's, whatever its tags say.
+    let mut tagged = Vec::new();
+    for d in listing.items {
+        let ours = d
+            .tags
+            .as_ref()
+            .and_then(|t| t.get(UID_TAG))
+            .map(String::as_str)
+            == Some(uid);
+        if ours && !cx.gate.claimed_elsewhere(&d.id).await {
+            tagged.push(d);
+        }
+    }
     Ok(match tagged.len() {
         1 => tagged.pop().map_or(Lookup::Absent, Lookup::Found),
         0 if complete => Lookup::Absent,
@@ -719,6 +739,12 @@ async fn write_credentials(
 ) -> Result<(), Error> {
     cx.gate.may_write()?;
     let name = &deployment.spec.credentials_secret_ref.name;
+    for value in client_auth.into_iter().map(SecretString::expose) {
+        cx.conceal(value);
+    }
+    if let Some(credentials) = credentials {
+        cx.conceal(credentials.password.expose());
+    }
     let mut data: BTreeMap<String, ByteString> = BTreeMap::new();
     let mut put = |key: &str, value: &str| {
         data.insert(key.to_string(), ByteString(value.as_bytes().to_vec()));

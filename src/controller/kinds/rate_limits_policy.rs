@@ -297,7 +297,7 @@ async fn find_created(
     let sent_name = sent
         .as_ref()
         .map_or(policy.spec.name.clone(), |s| s.name.clone());
-    Ok(one_created_within(
+    let lookup = one_created_within(
         listing,
         window,
         |p| p.created_at.as_deref(),
@@ -308,5 +308,17 @@ async fn find_created(
             };
             same && policy.spec.immutable_conflicts(p).is_empty()
         },
-    ))
+    );
+    let sent = CreateAttempt {
+        name: sent_name.clone(),
+        workspace_id: query.workspace_id.clone(),
+        ..Default::default()
+    };
+    if matches!(lookup, Lookup::Found(_)) && cx.gate.attempts_elsewhere(&sent).await {
+        return Ok(Lookup::Unknown(
+            "another resource's create with the same name is in flight, so the match may be its"
+                .into(),
+        ));
+    }
+    Ok(lookup)
 }

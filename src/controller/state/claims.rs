@@ -21,7 +21,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 
-use crate::resources::common::{condition::STALLED, find_condition};
+use crate::resources::common::{CreateAttempt, condition::STALLED, find_condition};
 use crate::resources::{Config, Connection, Deployment, RateLimitsPolicy};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
@@ -85,6 +85,22 @@ impl<K: Cached> StoreList<K> {
         )
     }
 
+    /// True once `expected` watch caches of the kind are registered and every one has listed:
+    /// until then the claim index may lack a namespace, and no ownership decision can be made.
+    /// Waits up to `within`.
+    pub async fn listed(&self, expected: usize, within: std::time::Duration) -> bool {
+        let stores = self.snapshot();
+        if stores.len() < expected {
+            return false;
+        }
+        tokio::time::timeout(
+            within,
+            futures::future::join_all(stores.iter().map(Store::wait_until_ready)),
+        )
+        .await
+        .is_ok_and(|all| all.iter().all(Result::is_ok))
+    }
+
     /// Every cached object of the kind, across the registered stores.
     pub fn all(&self) -> Vec<std::sync::Arc<K>> {
         self.snapshot()
@@ -124,18 +140,6 @@ impl<K: Claims> StoreList<K> {
                 .get(&(connection.clone(), id.to_string()))
                 .is_some_and(|claimants| claimants.iter().any(|c| c.2 != uid))
         })
-    }
-
-    /// True once every watch cache of the kind has listed: until then the claim index may lack
-    /// a namespace, and no ownership decision can be made. Waits up to `within`.
-    pub async fn listed(&self, within: std::time::Duration) -> bool {
-        let stores = self.snapshot();
-        tokio::time::timeout(
-            within,
-            futures::future::join_all(stores.iter().map(Store::wait_until_ready)),
-        )
-        .await
-        .is_ok_and(|all| all.iter().all(Result::is_ok))
     }
 }
 
@@ -267,6 +271,8 @@ pub trait Claims: Cached {
     fn manages(&self) -> bool;
     /// Its status conditions.
     fn conditions(&self) -> &[Condition];
+    /// What its create in flight sent, while one is in flight.
+    fn create_attempt(&self) -> Option<&CreateAttempt>;
     /// The store list of this kind.
     fn stores(stores: &Stores) -> &StoreList<Self>;
     /// The remote identities this resource claims (spec ids it adopts, ids it recorded).
@@ -337,6 +343,12 @@ fn ids(values: [Option<&String>; 3]) -> Vec<String> {
 }
 
 impl Claims for Config {
+    fn create_attempt(&self) -> Option<&CreateAttempt> {
+        self.status
+            .as_ref()
+            .filter(|s| s.pending_create.is_some())
+            .and_then(|s| s.create_attempt.as_ref())
+    }
     fn connection_name(&self) -> &str {
         self.spec.connection_name()
     }
@@ -370,6 +382,12 @@ impl Claims for Config {
 }
 
 impl Claims for Deployment {
+    fn create_attempt(&self) -> Option<&CreateAttempt> {
+        self.status
+            .as_ref()
+            .filter(|s| s.pending_create.is_some())
+            .and_then(|s| s.create_attempt.as_ref())
+    }
     fn connection_name(&self) -> &str {
         self.spec.connection_name()
     }
@@ -430,6 +448,12 @@ impl Claims for Deployment {
 }
 
 impl Claims for RateLimitsPolicy {
+    fn create_attempt(&self) -> Option<&CreateAttempt> {
+        self.status
+            .as_ref()
+            .filter(|s| s.pending_create.is_some())
+            .and_then(|s| s.create_attempt.as_ref())
+    }
     fn connection_name(&self) -> &str {
         self.spec.connection_name()
     }

@@ -16,7 +16,7 @@ use crate::api::{
 };
 use crate::controller::claims::StoreList;
 use crate::controller::error::Error;
-use crate::resources::connection::{Connection, ConnectionSpec, Grant, SecretKeyRef};
+use crate::resources::connection::{Connection, ConnectionSpec, Grant, SecretKeyRef, Tenant};
 
 /// Resolves connection names to API clients and caches one client (with its rate limiter and
 /// token cache) per Connection version.
@@ -91,8 +91,8 @@ impl Scope {
         }
     }
 
-    /// Refuses `field` (e.g. `spec.isDefault`), which makes an object organisation-wide,
-    /// without a grant that allows it.
+    /// Refuses what `field` describes (e.g. "spec.isDefault makes this gateway the
+    /// organisation's default"), which is organisation-wide, without a grant that allows it.
     pub fn check_default(&self, field: &str) -> Result<(), Error> {
         if self.make_default {
             return Ok(());
@@ -100,7 +100,7 @@ impl Scope {
         Err(Error::not_allowed(
             "DefaultNotAllowed",
             format!(
-                "{field} makes this gateway the organisation's default, and Connection {} does not let this namespace do that (spec.grants[].allowDefault)",
+                "{field}, and Connection {} does not let this namespace manage the organisation's default gateway (spec.grants[].allowDefault)",
                 self.connection
             ),
         ))
@@ -331,17 +331,15 @@ impl Connections {
     }
 
     /// What Connection `name` reaches ([`ConnectionSpec::tenant`]); the operator's flags for
-    /// `default` when no Connection of that name exists. `None`: it reaches nothing known.
-    pub fn tenant_of(&self, name: &str, connection: Option<&Connection>) -> Option<String> {
+    /// `default` when no Connection of that name exists (a tenant that cannot be told).
+    /// `None`: it reaches nothing known.
+    pub fn tenant_of(&self, name: &str, connection: Option<&Connection>) -> Option<Tenant> {
         match (connection, &self.default, name) {
             (Some(c), _, _) => Some(c.spec.tenant()),
-            (None, Some(client), "default") => Some(format!(
-                "{} ",
-                client
-                    .management_url()
-                    .trim_end_matches('/')
-                    .to_ascii_lowercase()
-            )),
+            (None, Some(client), "default") => Some(Tenant {
+                host: Tenant::host_of(client.management_url()),
+                id: None,
+            }),
             _ => None,
         }
     }
