@@ -271,7 +271,7 @@ async fn a_spec_edit_during_a_slow_create_keeps_its_result_and_one_remote_config
         .await;
     h.faults(json!({})).await;
     // Past the list-settle window a lost result would have led to a second POST.
-    tokio::time::sleep(Duration::from_secs(16)).await;
+    tokio::time::sleep(Duration::from_secs(31)).await;
     assert_eq!(
         h.count("POST /ai_gw/v2/configs").await,
         1,
@@ -318,7 +318,7 @@ async fn a_delete_during_an_unknown_create_waits_for_the_list_and_leaves_nothing
     h.faults(json!({"list_lag_ms": 20000})).await;
     let started = std::time::Instant::now();
     h.env
-        .delete_and_wait::<Config>("lost", Duration::from_secs(90))
+        .delete_and_wait::<Config>("lost", Duration::from_secs(120))
         .await;
     assert!(
         started.elapsed() >= Duration::from_secs(10),
