@@ -40,8 +40,12 @@ async fn main() -> std::process::ExitCode {
     match run(cli).await {
         Ok(code) => code,
         Err(e) => {
-            // `{:#}` prints the cause chain on one line; never a backtrace.
-            eprintln!("error: {e:#}");
+            // `{:#}` prints the cause chain on one line; never a backtrace. A value after a
+            // secret-looking key (an API that echoed one back) is hidden.
+            eprintln!(
+                "error: {}",
+                aigw::api::secret_fields::redact_text(&format!("{e:#}"))
+            );
             std::process::ExitCode::FAILURE
         }
     }
