@@ -4,36 +4,19 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use aigw::resources::Config;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ListParams, PostParams};
 use kube::{Resource, ResourceExt};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{Harness, captured_logs};
-use support::objects::{Conditions, object};
+use support::objects::{Conditions, object, secret};
 
 const WAIT: Duration = Duration::from_secs(30);
 const DRIFT: Duration = Duration::from_secs(2);
-
-fn secret(name: &str, pairs: &[(&str, &str)]) -> Secret {
-    let data: BTreeMap<String, ByteString> = pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
-        .collect();
-    Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        data: Some(data),
-        ..Default::default()
-    }
-}
 
 fn config(name: &str, spec: Value) -> Config {
     object("Config", name, spec)

@@ -192,3 +192,30 @@ async fn untouched_policies_are_listed_not_read() {
     );
     assert_eq!(writes(&h).await, 0, "{}", h.stats().await);
 }
+
+/// An operator watching two namespaces (`--namespace a --namespace b`) runs one drift pass per
+/// Connection and workspace, not one per namespace: the configs of both are vouched for by
+/// one list per interval.
+#[tokio::test]
+async fn two_watched_namespaces_share_one_drift_list_per_interval() {
+    let interval = Duration::from_secs(3);
+    let h = Harness::start_two_teams("drift-two-ns", interval, None).await;
+    let other = h.other.as_ref().unwrap();
+    create::<Config>(&h.env, "mine", routing("mine")).await;
+    create::<Config>(other, "theirs", routing("theirs")).await;
+    h.env.wait_for::<Config>("mine", WAIT, |c| c.ready()).await;
+    other
+        .wait_for::<Config>("theirs", WAIT, |c| c.ready())
+        .await;
+    h.reset_stats().await;
+    let window = Duration::from_secs(10);
+    tokio::time::sleep(window).await;
+    let lists = h.count("GET /ai_gw/v2/configs").await;
+    // One pass every ~3 s (±10 %) lists 3 or 4 times in 10 s; a pass per namespace, twice that.
+    assert!(
+        (1..=4).contains(&lists),
+        "{lists} lists in {window:?}: {}",
+        h.stats().await
+    );
+    h.stop().await;
+}

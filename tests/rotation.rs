@@ -429,6 +429,69 @@ fn oauth_emulator() -> EmulatorOptions {
     options
 }
 
+/// A trigger changed while a rotation is in flight (here: frozen between its PUT and its
+/// Secret write, then the process restarts) is not marked as seen by finishing that rotation:
+/// the rotation is finished for the trigger it was started for, and the new trigger rotates
+/// once more.
+#[tokio::test]
+async fn a_trigger_changed_during_a_rotation_rotates_again() {
+    let mut h = Harness::start("rot-inflight").await;
+    let deployments = h.env.api::<Deployment>();
+    deployments
+        .create(
+            &PostParams::default(),
+            &rotating_deployment("busy", json!({"trigger": "a"})),
+        )
+        .await
+        .unwrap();
+    let created = h
+        .env
+        .wait_for::<Deployment>("busy", WAIT, deployment_ready)
+        .await;
+    let id = created.status.unwrap().id.unwrap();
+    let before = remote(&h, &id).await["client_auth"].clone();
+    h.ctx.failpoints.arm(AFTER_ROTATE_PUT);
+    let trigger = |t: &str| json!({"spec": {"rotation": {"trigger": t}}});
+    deployments
+        .patch(
+            "busy",
+            &PatchParams::default(),
+            &Patch::Merge(&trigger("b")),
+        )
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        (remote(&h, &id).await["client_auth"] != before).then_some(())
+    })
+    .await
+    .expect("the rotation PUT never happened");
+    // While that rotation is in flight, the trigger changes again.
+    deployments
+        .patch(
+            "busy",
+            &PatchParams::default(),
+            &Patch::Merge(&trigger("c")),
+        )
+        .await
+        .unwrap();
+    h.restart_operator().await;
+    let done = h
+        .env
+        .wait_for::<Deployment>("busy", WAIT, |d| {
+            deployment_ready(d)
+                && d.status.as_ref().is_some_and(|s| {
+                    s.pending_rotation.is_none()
+                        && s.observed_rotation_trigger.as_deref() == Some("c")
+                })
+        })
+        .await;
+    assert!(done.status.unwrap().rotating_for.is_none());
+    // b's PUT, b's again (its values were lost with the frozen reconcile), then c's.
+    assert_eq!(remote(&h, &id).await["rotations"], 3);
+    assert_secret_matches_remote(&h, "busy-creds", &id).await;
+    h.stop().await;
+}
+
 async fn create_connection(h: &Harness, name: &str, extra: Value) {
     let secret: Secret = object(json!({"metadata": {"name": format!("{name}-oauth")},
         "stringData": {"client_id": "aigw-client", "client_secret": "oauth-client-secret-9f3e"}}));

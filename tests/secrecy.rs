@@ -6,20 +6,18 @@
 
 mod support;
 
-use std::collections::BTreeMap;
 use std::process::{Command, Output};
 use std::time::Duration;
 
 use aigw::emulator::EmulatorOptions;
 use aigw::resources::Config;
-use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::PostParams;
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::TestEnv;
 use support::harness::{Harness, TOKEN, captured_logs};
-use support::objects::{Conditions, object};
+use support::objects::{Conditions, object, secret};
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -29,21 +27,6 @@ fn distinctive(what: &str) -> String {
         "s3cr3t-{what}-{}",
         &uuid::Uuid::new_v4().simple().to_string()[..12]
     )
-}
-
-fn secret(name: &str, pairs: &[(&str, &str)]) -> Secret {
-    let data: BTreeMap<String, ByteString> = pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), ByteString(v.as_bytes().to_vec())))
-        .collect();
-    Secret {
-        metadata: kube::api::ObjectMeta {
-            name: Some(name.into()),
-            ..Default::default()
-        },
-        data: Some(data),
-        ..Default::default()
-    }
 }
 
 fn secret_ref(path: &str, key: &str) -> Value {

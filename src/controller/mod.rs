@@ -261,16 +261,13 @@ fn stream_name(kind: &str, namespace: Option<&str>) -> String {
 /// Adds a kind's own triggers to its controller (the Config kind watches the Secrets it reads).
 type ExtraTriggers<K> = fn(Controller<K>, &Context, Option<&str>, Store<K>) -> Controller<K>;
 
-/// Starts a kind's list-based drift pass ([`drift::pass_of`]).
-type DriftPass<K> =
-    fn(Arc<Context>, Store<K>) -> (drift::Reads<K>, futures::future::BoxFuture<'static, ()>);
-
 /// What a kind's controller adds to the shared setup.
 struct KindSetup<K: Managed> {
     /// Watch the credentials Secrets aigw writes (Deployments).
     with_secrets: bool,
     extra: Option<ExtraTriggers<K>>,
-    drift: Option<DriftPass<K>>,
+    /// The kind's one drift pass, whose reads this namespace's controller takes.
+    drift: Option<drift::Reads<K>>,
 }
 
 async fn run_kind<K: Managed>(
@@ -324,15 +321,8 @@ async fn run_kind<K: Managed>(
             .touched_objects();
         controller = controller.owns_stream(secrets);
     }
-    let mut pass: futures::future::BoxFuture<'static, ()> = Box::pin(futures::future::pending());
-    if let Some(drift) = drift {
-        let (reads, run) = drift(ctx.clone(), store.clone());
-        controller = controller.reconcile_on(reads);
-        // The pass ending (its cache failed) must not end the controller.
-        pass = Box::pin(async move {
-            run.await;
-            futures::future::pending::<()>().await
-        });
+    if let Some(reads) = &drift {
+        controller = controller.reconcile_on(drift::reads_for(reads, namespace.clone()));
     }
     if let Some(extra) = extra {
         controller = extra(controller, &ctx, ns, store);
@@ -345,10 +335,7 @@ async fn run_kind<K: Managed>(
                 warn!(kind = K::KIND, error = %e, "controller error");
             }
         });
-    tokio::select! {
-        () = controller => {}
-        () = pass => {}
-    }
+    controller.await;
 }
 
 /// The objects of `store` that use a Connection that just changed (its spec, or whether it
@@ -421,6 +408,10 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
     };
     info!(namespaces = ?settings.namespaces, concurrency = settings.concurrency, drift_interval = ?settings.drift_interval, "starting controllers");
     let mut tasks = Vec::new();
+    // One drift pass per listed kind, over every watched namespace.
+    let (config_reads, config_pass) = drift::pass_of::<Config>(ctx.clone());
+    let (policy_reads, policy_pass) = drift::pass_of::<RateLimitsPolicy>(ctx.clone());
+    let passes = [tokio::spawn(config_pass), tokio::spawn(policy_pass)];
     for namespace in namespaces {
         tasks.push(tokio::spawn(run_kind::<Config>(
             ctx.clone(),
@@ -429,7 +420,7 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
             KindSetup {
                 with_secrets: false,
                 extra: Some(config_refs::watch_secrets),
-                drift: Some(drift::pass_of::<Config>),
+                drift: Some(config_reads.clone()),
             },
         )));
         tasks.push(tokio::spawn(run_kind::<Deployment>(
@@ -449,7 +440,7 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
             KindSetup {
                 with_secrets: false,
                 extra: None,
-                drift: Some(drift::pass_of::<RateLimitsPolicy>),
+                drift: Some(policy_reads.clone()),
             },
         )));
     }
@@ -460,6 +451,7 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
     // Cache-filling watches and the gauge serve the controllers: they stop with them (on a
     // termination signal the controllers finish and `run` returns), never keep `run` alive.
     let mut helpers = vec![tokio::spawn(follow_leadership(ctx.clone()))];
+    helpers.extend(passes);
     for (name, watch) in ctx.connections.watches() {
         let probe = ctx.health.register(name.to_string());
         helpers.push(tokio::spawn(watch.for_each(move |item| {

@@ -100,3 +100,24 @@ where
         .await
         .unwrap_or_else(|e| panic!("failed to create {name}: {e}"))
 }
+
+/// A Secret named `name` holding `pairs` (key, value).
+pub fn secret(name: &str, pairs: &[(&str, &str)]) -> k8s_openapi::api::core::v1::Secret {
+    let data: std::collections::BTreeMap<String, k8s_openapi::ByteString> = pairs
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                k8s_openapi::ByteString(v.as_bytes().to_vec()),
+            )
+        })
+        .collect();
+    k8s_openapi::api::core::v1::Secret {
+        metadata: kube::api::ObjectMeta {
+            name: Some(name.into()),
+            ..Default::default()
+        },
+        data: Some(data),
+        ..Default::default()
+    }
+}

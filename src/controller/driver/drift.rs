@@ -28,11 +28,10 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use futures::SinkExt;
-use futures::channel::mpsc;
 use kube::ResourceExt;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::ObjectRef;
 use rand::Rng;
+use tokio::sync::broadcast;
 use tracing::{debug, info, warn};
 
 use crate::api::{ApiError, Client, Listing};
@@ -321,25 +320,58 @@ struct Written {
     intent: bool,
 }
 
-/// The objects the drift pass asks the controller to read again.
-pub type Reads<K> = mpsc::Receiver<ObjectRef<K>>;
+/// Where the drift pass sends the objects to read again: every controller of the kind (one per
+/// watched namespace) hears them and takes those of its namespace ([`reads_for`]).
+pub type Reads<K> = broadcast::Sender<ObjectRef<K>>;
 
-/// The drift pass of kind `K` over `store`: the stream of objects to read again, for
-/// `Controller::reconcile_on`, and the future that runs the pass.
+/// How many objects to read again may wait for a controller; past that the oldest are dropped
+/// (they are read at their full read instead).
+const READS_BUFFERED: usize = 4096;
+
+/// The one drift pass of kind `K`, over every watched namespace: its sender, for
+/// [`reads_for`], and the future that runs it. One pass per kind (not per namespace) makes one
+/// list per Connection and workspace, whatever `--namespace` says.
 pub fn pass_of<K: Listed>(
     ctx: Arc<Context>,
-    store: Store<K>,
 ) -> (Reads<K>, futures::future::BoxFuture<'static, ()>) {
-    let (sender, reads) = mpsc::channel(64);
-    (reads, Box::pin(run(ctx, store, sender)))
+    let (sender, _) = broadcast::channel(READS_BUFFERED);
+    (sender.clone(), Box::pin(run(ctx, sender)))
 }
 
+/// The objects of `namespace` (all, for `None`) the pass asks to read again, for
+/// `Controller::reconcile_on`.
+pub fn reads_for<K: Managed>(
+    reads: &Reads<K>,
+    namespace: Option<String>,
+) -> impl futures::Stream<Item = ObjectRef<K>> + Send + 'static {
+    futures::stream::unfold(reads.subscribe(), move |mut reads| {
+        let namespace = namespace.clone();
+        async move {
+            loop {
+                match reads.recv().await {
+                    Ok(object) if namespace.is_none() || object.namespace == namespace => {
+                        return Some((object, reads));
+                    }
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => return None,
+                }
+            }
+        }
+    })
+}
+
+/// How long the pass waits, at most, for every watch cache of its kind to list.
+const CACHES_LISTED_WITHIN: Duration = Duration::from_secs(600);
+
 /// The drift pass of one kind, until the process stops: every drift interval, one list per
-/// Connection and workspace, and the objects it shows changed sent to the controller through
+/// Connection and workspace, and the objects it shows changed sent to the controllers through
 /// `reads`, paced.
-async fn run<K: Listed>(ctx: Arc<Context>, store: Store<K>, mut reads: mpsc::Sender<ObjectRef<K>>) {
-    if store.wait_until_ready().await.is_err() {
-        return;
+async fn run<K: Listed>(ctx: Arc<Context>, reads: Reads<K>) {
+    while !K::stores(&ctx.stores)
+        .listed(ctx.watched_stores, CACHES_LISTED_WITHIN)
+        .await
+    {
+        tokio::time::sleep(Duration::from_secs(1)).await;
     }
     let interval = ctx.drift.settings.interval;
     // The first pass soon after a start (edits made while aigw was away), not at once.
@@ -350,7 +382,7 @@ async fn run<K: Listed>(ctx: Arc<Context>, store: Store<K>, mut reads: mpsc::Sen
         tokio::time::sleep(wait).await;
         let started = Instant::now();
         if ctx.leadership.is_leader() {
-            let asked = pass(&ctx, &store, &mut reads).await;
+            let asked = pass(&ctx, &reads).await;
             let took = started.elapsed();
             ctx.metrics.drift_pass(K::KIND, took, asked);
             if took > interval {
@@ -364,13 +396,9 @@ async fn run<K: Listed>(ctx: Arc<Context>, store: Store<K>, mut reads: mpsc::Sen
 }
 
 /// One pass: returns how many objects it asked to read again.
-async fn pass<K: Listed>(
-    ctx: &Context,
-    store: &Store<K>,
-    reads: &mut mpsc::Sender<ObjectRef<K>>,
-) -> usize {
+async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>) -> usize {
     let mut groups: BTreeMap<(String, Option<String>), Vec<Arc<K>>> = BTreeMap::new();
-    for object in store.state() {
+    for object in K::stores(&ctx.stores).all() {
         if listable(object.as_ref()) {
             groups
                 .entry((
@@ -443,7 +471,8 @@ async fn pass<K: Listed>(
         debug!(kind = K::KIND, object = %reference, why, "drift: reading again");
         ctx.drift
             .flag(crate::controller::driver::object_key(object.as_ref()));
-        if reads.send(reference).await.is_err() {
+        // No controller listening (shutting down): nothing more to ask.
+        if reads.send(reference).is_err() {
             return n;
         }
     }

@@ -342,25 +342,33 @@ fn ids(values: [Option<&String>; 3]) -> Vec<String> {
     ids
 }
 
+/// The `Claims` methods every kind reads the same way from its spec and status
+/// (`spec.connectionRef`, `status.conditions`, `status.pendingCreate`/`createAttempt`).
+macro_rules! status_claims {
+    () => {
+        fn create_attempt(&self) -> Option<&CreateAttempt> {
+            self.status
+                .as_ref()
+                .filter(|s| s.pending_create.is_some())
+                .and_then(|s| s.create_attempt.as_ref())
+        }
+        fn connection_name(&self) -> &str {
+            self.spec.connection_name()
+        }
+        fn conditions(&self) -> &[Condition] {
+            self.status
+                .as_ref()
+                .map_or(&[], |s| s.conditions.as_slice())
+        }
+    };
+}
+
 impl Claims for Config {
-    fn create_attempt(&self) -> Option<&CreateAttempt> {
-        self.status
-            .as_ref()
-            .filter(|s| s.pending_create.is_some())
-            .and_then(|s| s.create_attempt.as_ref())
-    }
-    fn connection_name(&self) -> &str {
-        self.spec.connection_name()
-    }
+    status_claims!();
     fn manages(&self) -> bool {
         self.status
             .as_ref()
             .is_some_and(|s| s.slug.is_some() || s.id.is_some() || s.pending_create.is_some())
-    }
-    fn conditions(&self) -> &[Condition] {
-        self.status
-            .as_ref()
-            .map_or(&[], |s| s.conditions.as_slice())
     }
     fn stores(stores: &Stores) -> &StoreList<Self> {
         &stores.configs
@@ -382,24 +390,11 @@ impl Claims for Config {
 }
 
 impl Claims for Deployment {
-    fn create_attempt(&self) -> Option<&CreateAttempt> {
-        self.status
-            .as_ref()
-            .filter(|s| s.pending_create.is_some())
-            .and_then(|s| s.create_attempt.as_ref())
-    }
-    fn connection_name(&self) -> &str {
-        self.spec.connection_name()
-    }
+    status_claims!();
     fn manages(&self) -> bool {
         self.status.as_ref().is_some_and(|s| {
             s.id.is_some() || s.pending_create.is_some() || s.pending_rotation.is_some()
         })
-    }
-    fn conditions(&self) -> &[Condition] {
-        self.status
-            .as_ref()
-            .map_or(&[], |s| s.conditions.as_slice())
     }
     fn stores(stores: &Stores) -> &StoreList<Self> {
         &stores.deployments
@@ -448,24 +443,11 @@ impl Claims for Deployment {
 }
 
 impl Claims for RateLimitsPolicy {
-    fn create_attempt(&self) -> Option<&CreateAttempt> {
-        self.status
-            .as_ref()
-            .filter(|s| s.pending_create.is_some())
-            .and_then(|s| s.create_attempt.as_ref())
-    }
-    fn connection_name(&self) -> &str {
-        self.spec.connection_name()
-    }
+    status_claims!();
     fn manages(&self) -> bool {
         self.status
             .as_ref()
             .is_some_and(|s| s.id.is_some() || s.pending_create.is_some())
-    }
-    fn conditions(&self) -> &[Condition] {
-        self.status
-            .as_ref()
-            .map_or(&[], |s| s.conditions.as_slice())
     }
     fn stores(stores: &Stores) -> &StoreList<Self> {
         &stores.policies
