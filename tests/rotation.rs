@@ -492,6 +492,60 @@ async fn a_trigger_changed_during_a_rotation_rotates_again() {
     h.stop().await;
 }
 
+/// `aigw.io/paused` set while a rotation is between its PUT and its Secret write does not
+/// freeze it: the rotation finishes (the Secret holds live credentials), then the pause holds.
+#[tokio::test]
+async fn a_pause_waits_for_a_rotation_in_flight() {
+    let mut h = Harness::start("rot-pause").await;
+    let deployments = h.env.api::<Deployment>();
+    deployments
+        .create(
+            &PostParams::default(),
+            &rotating_deployment("held", json!({"trigger": "a"})),
+        )
+        .await
+        .unwrap();
+    let created = h
+        .env
+        .wait_for::<Deployment>("held", WAIT, deployment_ready)
+        .await;
+    let id = created.status.unwrap().id.unwrap();
+    let before = remote(&h, &id).await["client_auth"].clone();
+    h.ctx.failpoints.arm(AFTER_ROTATE_PUT);
+    deployments
+        .patch(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
+        )
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        (remote(&h, &id).await["client_auth"] != before).then_some(())
+    })
+    .await
+    .expect("the rotation PUT never happened");
+    deployments
+        .patch(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {"aigw.io/paused": "true"}}})),
+        )
+        .await
+        .unwrap();
+    h.restart_operator().await;
+    h.env
+        .wait_for::<Deployment>("held", WAIT, |d| {
+            d.status.as_ref().is_some_and(|s| {
+                s.pending_rotation.is_none() && s.observed_rotation_trigger.as_deref() == Some("b")
+            })
+        })
+        .await;
+    // The Secret holds what the API issued last: the rotation was finished, not frozen.
+    assert_secret_matches_remote(&h, "held-creds", &id).await;
+    h.stop().await;
+}
+
 async fn create_connection(h: &Harness, name: &str, extra: Value) {
     let secret: Secret = object(json!({"metadata": {"name": format!("{name}-oauth")},
         "stringData": {"client_id": "aigw-client", "client_secret": "oauth-client-secret-9f3e"}}));
