@@ -377,9 +377,15 @@ async fn server_errors_and_rate_limits_are_recovered_from() {
             .await
             .unwrap();
     }
+    // A 5xx to a POST may have come after the commit, so each one is looked up, and absence
+    // counts only a list-settle time (30 s) after it: two in a row on one Config take a minute.
     for i in 0..6 {
         h.env
-            .wait_for::<Config>(&format!("burst-{i}"), Duration::from_secs(60), config_ready)
+            .wait_for::<Config>(
+                &format!("burst-{i}"),
+                Duration::from_secs(180),
+                config_ready,
+            )
             .await;
     }
     let stats = h.stats().await;
