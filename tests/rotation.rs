@@ -429,6 +429,40 @@ fn oauth_emulator() -> EmulatorOptions {
     options
 }
 
+/// Creates Deployment `name` (trigger "a"), then changes its trigger to "b" with the process
+/// set to freeze right after the rotation PUT: returns the remote id once that PUT happened.
+async fn freeze_a_rotation_after_its_put(h: &Harness, name: &str) -> String {
+    let deployments = h.env.api::<Deployment>();
+    deployments
+        .create(
+            &PostParams::default(),
+            &rotating_deployment(name, json!({"trigger": "a"})),
+        )
+        .await
+        .unwrap();
+    let created = h
+        .env
+        .wait_for::<Deployment>(name, WAIT, deployment_ready)
+        .await;
+    let id = created.status.unwrap().id.unwrap();
+    let before = remote(h, &id).await["client_auth"].clone();
+    h.ctx.failpoints.arm(AFTER_ROTATE_PUT);
+    deployments
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
+        )
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        (remote(h, &id).await["client_auth"] != before).then_some(())
+    })
+    .await
+    .expect("the rotation PUT never happened");
+    id
+}
+
 /// A trigger changed while a rotation is in flight (here: frozen between its PUT and its
 /// Secret write, then the process restarts) is not marked as seen by finishing that rotation:
 /// the rotation is finished for the trigger it was started for, and the new trigger rotates
@@ -437,34 +471,8 @@ fn oauth_emulator() -> EmulatorOptions {
 async fn a_trigger_changed_during_a_rotation_rotates_again() {
     let mut h = Harness::start("rot-inflight").await;
     let deployments = h.env.api::<Deployment>();
-    deployments
-        .create(
-            &PostParams::default(),
-            &rotating_deployment("busy", json!({"trigger": "a"})),
-        )
-        .await
-        .unwrap();
-    let created = h
-        .env
-        .wait_for::<Deployment>("busy", WAIT, deployment_ready)
-        .await;
-    let id = created.status.unwrap().id.unwrap();
-    let before = remote(&h, &id).await["client_auth"].clone();
-    h.ctx.failpoints.arm(AFTER_ROTATE_PUT);
+    let id = freeze_a_rotation_after_its_put(&h, "busy").await;
     let trigger = |t: &str| json!({"spec": {"rotation": {"trigger": t}}});
-    deployments
-        .patch(
-            "busy",
-            &PatchParams::default(),
-            &Patch::Merge(&trigger("b")),
-        )
-        .await
-        .unwrap();
-    support::wait_until(WAIT, || async {
-        (remote(&h, &id).await["client_auth"] != before).then_some(())
-    })
-    .await
-    .expect("the rotation PUT never happened");
     // While that rotation is in flight, the trigger changes again.
     deployments
         .patch(
@@ -498,33 +506,7 @@ async fn a_trigger_changed_during_a_rotation_rotates_again() {
 async fn a_pause_waits_for_a_rotation_in_flight() {
     let mut h = Harness::start("rot-pause").await;
     let deployments = h.env.api::<Deployment>();
-    deployments
-        .create(
-            &PostParams::default(),
-            &rotating_deployment("held", json!({"trigger": "a"})),
-        )
-        .await
-        .unwrap();
-    let created = h
-        .env
-        .wait_for::<Deployment>("held", WAIT, deployment_ready)
-        .await;
-    let id = created.status.unwrap().id.unwrap();
-    let before = remote(&h, &id).await["client_auth"].clone();
-    h.ctx.failpoints.arm(AFTER_ROTATE_PUT);
-    deployments
-        .patch(
-            "held",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
-        )
-        .await
-        .unwrap();
-    support::wait_until(WAIT, || async {
-        (remote(&h, &id).await["client_auth"] != before).then_some(())
-    })
-    .await
-    .expect("the rotation PUT never happened");
+    let id = freeze_a_rotation_after_its_put(&h, "held").await;
     deployments
         .patch(
             "held",
