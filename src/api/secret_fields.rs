@@ -69,13 +69,18 @@ pub fn is_secret_key(key: &str) -> bool {
     })
 }
 
+/// `key` as a JSON Pointer token (RFC 6901).
+fn escape(key: &str) -> String {
+    key.replace('~', "~0").replace('/', "~1")
+}
+
 /// Where a secret sits in a document, as a JSON Pointer, and whether it is one by its key or
 /// because it is a header value.
 fn walk(value: &Value, path: &str, visit: &mut dyn FnMut(&str)) {
     match value {
         Value::Object(map) => {
             for (key, item) in map {
-                let here = format!("{path}/{}", key.replace('~', "~0").replace('/', "~1"));
+                let here = format!("{path}/{}", escape(key));
                 let empty = item.is_null() || item.as_str() == Some("");
                 match item {
                     _ if empty => {}
@@ -83,8 +88,7 @@ fn walk(value: &Value, path: &str, visit: &mut dyn FnMut(&str)) {
                     Value::Object(headers) if is_header_map(key) => {
                         for (name, header) in headers {
                             if !(header.is_null() || header.as_str() == Some("")) {
-                                let name = name.replace('~', "~0").replace('/', "~1");
-                                visit(&format!("{here}/{name}"));
+                                visit(&format!("{here}/{}", escape(name)));
                             }
                         }
                     }
@@ -116,7 +120,7 @@ pub fn credential_pointers(document: &Value) -> Vec<String> {
         match value {
             Value::Object(map) => {
                 for (key, item) in map {
-                    let here = format!("{path}/{}", key.replace('~', "~0").replace('/', "~1"));
+                    let here = format!("{path}/{}", escape(key));
                     if is_credential_key(key) && !item.is_null() {
                         found.push(here);
                     } else {

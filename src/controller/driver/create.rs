@@ -75,7 +75,7 @@ pub async fn create_once<K, N, F>(
 where
     K: Managed,
 {
-    if status.pending_create_mut().is_some() {
+    if status.pending_create().is_some() {
         match lookup.await? {
             Lookup::Found(found) => {
                 clear_intent(status);
@@ -86,7 +86,7 @@ where
                     "an earlier create of this {what} may have succeeded and {why}; looking again before creating"
                 )));
             }
-            Lookup::Absent => settled_absence::<K>(status, what)?,
+            Lookup::Absent => settled_absence(status, what)?,
         }
     }
     *status.pending_create_mut() = Some(now_rfc3339());
@@ -120,7 +120,7 @@ fn clear_intent<S: IntentStatus>(status: &mut S) {
 /// `Ok` when a complete list without the object proves that the earlier create made nothing:
 /// the list was taken a settle time after the request ended. Otherwise an error that looks
 /// again once it has. Create and cleanup both ask this before taking absence for proof.
-pub fn settled_absence<K: Managed>(status: &mut K::Status, what: &str) -> Result<(), Error> {
+fn settled_absence<S: IntentStatus>(status: &S, what: &str) -> Result<(), Error> {
     let Some(left) = unsettled_for(status) else {
         return Ok(());
     };
@@ -132,28 +132,46 @@ pub fn settled_absence<K: Managed>(status: &mut K::Status, what: &str) -> Result
     })
 }
 
+/// What an unfinished create (its intent in `status`, its outcome never learned) made, for a
+/// cleanup: `Some` when `lookup` finds it; `None` when a complete list, taken a settle time
+/// after the request ended, shows it never existed; an error while neither can be told.
+pub async fn made_by_unfinished_create<S: IntentStatus, F>(
+    status: &S,
+    what: &str,
+    lookup: impl Future<Output = Result<Lookup<F>, Error>>,
+) -> Result<Option<F>, Error> {
+    match lookup.await? {
+        Lookup::Found(found) => Ok(Some(found)),
+        Lookup::Absent => settled_absence(status, what).map(|()| None),
+        Lookup::Unknown(why) => Err(Error::CreateOutcomeUnknown(format!(
+            "cannot tell whether the {what} of an unfinished create exists: {why}"
+        ))),
+    }
+}
+
 /// When the earlier request ended: as recorded, or else as late as it could have.
-fn attempt_end<S: IntentStatus>(status: &mut S) -> Option<jiff::Timestamp> {
-    if let Some(ended) = status
-        .create_attempt_mut()
-        .as_ref()
-        .and_then(|a| a.ended_at.as_deref())
-        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-    {
+fn attempt_end<S: IntentStatus>(status: &S) -> Option<jiff::Timestamp> {
+    if let Some(ended) = ended_at(status) {
         return Some(ended);
     }
-    let sent = status
-        .pending_create_mut()
+    let sent = status.pending_create()?.parse::<jiff::Timestamp>().ok()?;
+    sent.checked_add(jiff::SignedDuration::try_from(LONGEST_ATTEMPT).ok()?)
+        .ok()
+}
+
+/// When the earlier request ended without a readable answer, if that was recorded.
+fn ended_at<S: IntentStatus>(status: &S) -> Option<jiff::Timestamp> {
+    status
+        .create_attempt()?
+        .ended_at
         .as_deref()?
         .parse::<jiff::Timestamp>()
-        .ok()?;
-    sent.checked_add(jiff::SignedDuration::try_from(LONGEST_ATTEMPT).ok()?)
         .ok()
 }
 
 /// How long until the request's end is old enough for a list to show what it created; `None`
 /// once it is (or when the intent has no readable time).
-fn unsettled_for<S: IntentStatus>(status: &mut S) -> Option<Duration> {
+fn unsettled_for<S: IntentStatus>(status: &S) -> Option<Duration> {
     let due = attempt_end(status)?
         .checked_add(jiff::SignedDuration::try_from(LIST_SETTLE).ok()?)
         .ok()?;
@@ -164,25 +182,19 @@ fn unsettled_for<S: IntentStatus>(status: &mut S) -> Option<Duration> {
 /// The window an earlier create's object was made in: from the intent (less clock skew) to the
 /// end of its request (plus clock skew), when that was recorded.
 #[derive(Debug, Clone, Copy)]
-pub struct Window {
+struct Window {
     since: Option<jiff::Timestamp>,
     until: Option<jiff::Timestamp>,
 }
 
 impl Window {
-    pub fn of<S: IntentStatus>(status: &mut S) -> Self {
+    fn of<S: IntentStatus>(status: &S) -> Self {
         let skew = jiff::SignedDuration::try_from(CLOCK_SKEW).unwrap_or_default();
         let since = status
-            .pending_create_mut()
-            .as_deref()
+            .pending_create()
             .and_then(|t| t.parse::<jiff::Timestamp>().ok())
             .and_then(|t| t.checked_sub(skew).ok());
-        let until = status
-            .create_attempt_mut()
-            .as_ref()
-            .and_then(|a| a.ended_at.as_deref())
-            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-            .and_then(|t| t.checked_add(skew).ok());
+        let until = ended_at(status).and_then(|t| t.checked_add(skew).ok());
         Self { since, until }
     }
 
@@ -210,7 +222,7 @@ pub fn body_hash<B: serde::Serialize>(uid: Option<&str>, body: &B) -> Option<Str
 
 /// The single object of `listing` that `matches` what was sent and was created within
 /// `window`. Several candidates, or none in an incomplete listing, are "unknown".
-pub fn one_created_within<T>(
+fn one_created_within<T>(
     listing: Listing<T>,
     window: Window,
     created_at: impl Fn(&T) -> Option<&str>,
@@ -232,6 +244,32 @@ pub fn one_created_within<T>(
         n => Lookup::Unknown(format!(
             "{n} objects match it, so none can be claimed safely"
         )),
+    }
+}
+
+/// The single object of `listing` this resource may take for the one its earlier create made
+/// (the intent in `status`; see [`one_created_within`]): `keys` of a candidate that another resource records or names
+/// rule it out, and a match is not claimed while another resource's create of the same name
+/// (and workspace) is in flight, since it may be that one's whose id is not recorded yet.
+pub fn one_of_ours<K: Managed, T>(
+    cx: &Cx<'_, K>,
+    status: &K::Status,
+    sent: &CreateAttempt,
+    mut listing: Listing<T>,
+    keys: impl Fn(&T) -> Vec<&str>,
+    created_at: impl Fn(&T) -> Option<&str>,
+    matches: impl Fn(&T) -> bool,
+) -> Lookup<T> {
+    let claimed_elsewhere = cx.gate.claimed_elsewhere();
+    listing
+        .items
+        .retain(|item| !keys(item).into_iter().any(&claimed_elsewhere));
+    match one_created_within(listing, Window::of(status), created_at, matches) {
+        Lookup::Found(_) if cx.gate.attempts_elsewhere(sent) => Lookup::Unknown(
+            "another resource's create with the same name is in flight, so the match may be its"
+                .into(),
+        ),
+        lookup => lookup,
     }
 }
 
@@ -262,7 +300,7 @@ mod tests {
     }
 
     fn lookup_in(rows: Vec<Row>, complete: bool, ended: Option<&str>) -> Lookup<Row> {
-        let window = Window::of(&mut status("2026-01-01T00:00:10Z", ended));
+        let window = Window::of(&status("2026-01-01T00:00:10Z", ended));
         one_created_within(
             listing(rows, complete),
             window,
@@ -327,14 +365,14 @@ mod tests {
     fn absence_settles_from_the_end_of_the_request() {
         let now = now_rfc3339();
         // The request ended just now: a list is no proof for another settle time.
-        let left = unsettled_for(&mut status("2020-01-01T00:00:00Z", Some(&now))).unwrap();
+        let left = unsettled_for(&status("2020-01-01T00:00:00Z", Some(&now))).unwrap();
         assert!(left <= LIST_SETTLE + Duration::from_secs(1), "{left:?}");
         assert!(left > LIST_SETTLE - Duration::from_secs(5), "{left:?}");
         // Its end was never recorded: it may have run as long as a request can.
-        let left = unsettled_for(&mut status(&now, None)).unwrap();
+        let left = unsettled_for(&status(&now, None)).unwrap();
         assert!(left > LONGEST_ATTEMPT, "{left:?}");
         assert_eq!(
-            unsettled_for(&mut status(
+            unsettled_for(&status(
                 "2020-01-01T00:00:00Z",
                 Some("2020-01-01T00:00:03Z")
             )),

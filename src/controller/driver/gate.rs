@@ -19,7 +19,7 @@ use kube::ResourceExt;
 
 use crate::api::Client;
 use crate::controller::Context;
-use crate::controller::claims::{manages, owned_by_another};
+use crate::controller::claims::owned_by_another;
 use crate::controller::connections::Resolved;
 use crate::controller::driver::Managed;
 use crate::controller::error::Error;
@@ -90,7 +90,7 @@ impl<'a, K: Managed> Gate<'a, K> {
                 K::KIND
             )));
         }
-        let peers = self.same_tenant().await;
+        let peers = self.same_tenant();
         if let Some(owner) = owned_by_another(object, &self.ctx.stores, &peers) {
             return Err(Error::AlreadyManaged(format!(
                 "the remote object this {} names is managed by {} {owner}; this one makes no API call until that one is gone",
@@ -121,16 +121,16 @@ impl<'a, K: Managed> Gate<'a, K> {
 
     /// True when another resource records or names the remote object `id` (through any
     /// Connection to this tenant): a create lookup never takes such an object for its own.
-    pub async fn claimed_elsewhere(&self, id: &str) -> bool {
-        let peers = self.same_tenant().await;
-        K::stores(&self.ctx.stores).claimed_by_other(self.object, &peers, id)
+    pub fn claimed_elsewhere(&self) -> impl Fn(&str) -> bool + '_ {
+        let peers = self.same_tenant();
+        move |id| K::stores(&self.ctx.stores).claimed_by_other(self.object, &peers, id)
     }
 
     /// True when another resource reaching this tenant has a create in flight that sent the
     /// same name (and workspace): an object a lookup finds by name may be that one's, whose id
-    /// has not been recorded yet, so it is not claimed on that basis.
-    pub async fn attempts_elsewhere(&self, sent: &CreateAttempt) -> bool {
-        let peers = self.same_tenant().await;
+    /// has not been recorded yet.
+    pub fn attempts_elsewhere(&self, sent: &CreateAttempt) -> bool {
+        let peers = self.same_tenant();
         let uid = self.object.uid();
         K::stores(&self.ctx.stores).all().iter().any(|other| {
             other.uid() != uid
@@ -153,7 +153,7 @@ impl<'a, K: Managed> Gate<'a, K> {
     /// `Ok(Some(why))`: release it without a call, for the reason given (it never managed the
     /// object, another resource owns it, or a grant refuses it). `Err`: not decidable now.
     pub async fn release_reason(&self) -> Result<Option<String>, Error> {
-        if !manages(self.object) {
+        if !self.object.manages() {
             return Ok(Some(format!(
                 "this {} never created or adopted a remote object",
                 K::KIND
@@ -185,7 +185,7 @@ impl<'a, K: Managed> Gate<'a, K> {
     }
 
     /// The names of the Connections that reach this object's tenant, its own first.
-    async fn same_tenant(&self) -> Vec<String> {
+    fn same_tenant(&self) -> Vec<String> {
         let own = self.object.connection_name().to_string();
         let connections = &self.ctx.connections;
         let all = self.ctx.stores.connections.all();
@@ -213,25 +213,21 @@ impl<'a, K: Managed> Gate<'a, K> {
 
     async fn resolve(&self) -> Result<&Resolved, Error> {
         self.resolved
-            .get_or_try_init(|| async {
-                let name = self.object.connection_name();
-                let cached = self.ctx.stores.connections.find(name).await;
-                let mut resolved = self
-                    .ctx
-                    .connections
-                    .client_for(
-                        self.object.namespace().as_deref().unwrap_or(""),
-                        name,
-                        cached,
-                    )
-                    .await?;
-                resolved.client = resolved
-                    .client
-                    .guarded(Arc::new(self.ctx.leadership.clone()));
-                Ok(resolved)
+            .get_or_try_init(|| {
+                let namespace = self.object.namespace().unwrap_or_default();
+                resolve_guarded(self.ctx, self.object.connection_name(), namespace)
             })
             .await
     }
+}
+
+/// Connection `name` as used by the objects of `namespace` (its grants for them), with a
+/// client whose writes the lease guards.
+async fn resolve_guarded(ctx: &Context, name: &str, namespace: String) -> Result<Resolved, Error> {
+    let cached = ctx.stores.connections.find(name).await;
+    let mut resolved = ctx.connections.client_for(&namespace, name, cached).await?;
+    resolved.client = resolved.client.guarded(Arc::new(ctx.leadership.clone()));
+    Ok(resolved)
 }
 
 /// The client for the drift pass's list of one Connection and workspace, as used by the
@@ -245,10 +241,7 @@ pub async fn list_client(
     if !ctx.leadership.is_leader() {
         return Err(Error::NotLeader("this replica is not the leader".into()));
     }
-    let cached = ctx.stores.connections.find(connection).await;
-    let resolved = ctx
-        .connections
-        .client_for(namespace, connection, cached)
-        .await?;
-    Ok(resolved.client.guarded(Arc::new(ctx.leadership.clone())))
+    Ok(resolve_guarded(ctx, connection, namespace.to_string())
+        .await?
+        .client)
 }

@@ -30,7 +30,9 @@ use crate::resources::common::{
     find_condition,
 };
 pub use kind::{Change, Cx, Managed, object_key, observed, orphaned, removed};
-use modes::{clear_drifted, hold_paused, leave_observed, observe_mode, resume_if_paused};
+use modes::{
+    cleanup_as_orphan, clear_drifted, hold_paused, leave_observed, observe_mode, resume_if_paused,
+};
 
 /// The reconcile function handed to `kube::runtime::Controller::run`. It works from the watch
 /// cache: a stale copy cannot cause a remote write, because every intent and status write is a
@@ -337,9 +339,7 @@ async fn release_remote<K: Managed>(
             format!("left the remote object alone: {why}"),
         ),
         Some(remote) => {
-            let orphan = object.orphaning();
-            let orphan_cx = Cx::new(ctx, cx.objects.clone(), &orphan);
-            K::cleanup(&orphan, &orphan_cx).await?;
+            cleanup_as_orphan(object, cx).await?;
             (
                 EventType::Warning,
                 format!(

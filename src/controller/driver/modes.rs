@@ -10,7 +10,7 @@ use super::{Cx, Managed, object_key, publish, record_failure};
 use crate::controller::backoff::jittered;
 use crate::controller::error::Error;
 use crate::controller::status::{
-    CommonStatus, Outcome, record_outcome, sanitize_message, set_condition, worth_writing,
+    CommonStatus, Outcome, record_outcome, set_condition, worth_writing,
 };
 use crate::resources::common::{
     Recorded,
@@ -207,17 +207,14 @@ fn set_in_sync<K: Managed>(status: &mut K::Status, generation: Option<i64>) {
     );
 }
 
-/// Deleting an Observe resource never touches the remote object, whatever `deletionPolicy`
-/// says: the kind's cleanup runs as for `Orphan` (which makes no API call, and keeps what a
-/// live remote object still needs, such as a Deployment's credentials Secret).
-pub(super) async fn leave_observed<K: Managed>(
-    object: &K,
-    cx: &Cx<'_, K>,
-) -> Result<Action, Error> {
+/// Runs the kind's cleanup as `deletionPolicy: Orphan` would (no API call; what a live remote
+/// object still needs, such as a Deployment's credentials Secret, is kept). A failure is
+/// published as a Warning.
+pub(super) async fn cleanup_as_orphan<K: Managed>(object: &K, cx: &Cx<'_, K>) -> Result<(), Error> {
     let orphan = object.orphaning();
     let orphan_cx = Cx::new(cx.ctx, cx.objects.clone(), &orphan);
     if let Err(error) = K::cleanup(&orphan, &orphan_cx).await {
-        let message = sanitize_message(&error.to_string());
+        let message = cx.scrub(&error.to_string());
         publish(
             cx.ctx,
             object,
@@ -228,6 +225,17 @@ pub(super) async fn leave_observed<K: Managed>(
         .await;
         return Err(error);
     }
+    Ok(())
+}
+
+/// Deleting an Observe resource never touches the remote object, whatever `deletionPolicy`
+/// says: the kind's cleanup runs as for `Orphan` (which makes no API call, and keeps what a
+/// live remote object still needs, such as a Deployment's credentials Secret).
+pub(super) async fn leave_observed<K: Managed>(
+    object: &K,
+    cx: &Cx<'_, K>,
+) -> Result<Action, Error> {
+    cleanup_as_orphan(object, cx).await?;
     let remote = object
         .named_remote()
         .or(object.status().and_then(Recorded::recorded_remote))

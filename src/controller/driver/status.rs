@@ -34,6 +34,10 @@ pub trait IntentStatus: CommonStatus {
     fn pending_create_mut(&mut self) -> &mut Option<String>;
     /// What the create in flight sent ([`crate::resources::common::CreateAttempt`]).
     fn create_attempt_mut(&mut self) -> &mut Option<crate::resources::common::CreateAttempt>;
+    /// When the create in flight was about to be sent.
+    fn pending_create(&self) -> Option<&str>;
+    /// What the create in flight sent.
+    fn create_attempt(&self) -> Option<&crate::resources::common::CreateAttempt>;
     /// True while an intent record (a create or rotation whose outcome is not yet known) is set:
     /// the work it stands for must finish, so every failure meanwhile is transient.
     fn has_intent(&self) -> bool;
@@ -140,6 +144,12 @@ macro_rules! common_status {
                 &mut self,
             ) -> &mut Option<$crate::resources::common::CreateAttempt> {
                 &mut self.create_attempt
+            }
+            fn pending_create(&self) -> Option<&str> {
+                self.pending_create.as_deref()
+            }
+            fn create_attempt(&self) -> Option<&$crate::resources::common::CreateAttempt> {
+                self.create_attempt.as_ref()
             }
             fn has_intent(&self) -> bool {
                 let $p = self;

@@ -7,7 +7,7 @@ use tracing::debug;
 use crate::api::{ApiError, Client, ConfigDetail, Listing};
 use crate::controller::config_refs::{self, Desired};
 use crate::controller::create::{
-    Created, Lookup, Window, body_hash, create_once, one_created_within, settled_absence,
+    Created, Lookup, body_hash, create_once, made_by_unfinished_create, one_of_ours,
 };
 use crate::controller::drift::{Listed, Row};
 use crate::controller::driver::{Change, Cx, Managed, observed, orphaned, removed};
@@ -123,18 +123,13 @@ impl Managed for Config {
         let key = match (known, &status.pending_create) {
             (Some(key), _) => key,
             // A create whose outcome was never learned may still have made the config.
-            (None, Some(_)) => match find_created(self, cx, &status).await? {
-                Lookup::Found(found) => found.slug,
-                Lookup::Absent => {
-                    settled_absence::<Self>(&mut status.clone(), "config")?;
-                    return Ok(Vec::new());
+            (None, Some(_)) => {
+                let lookup = find_created(self, cx, &status);
+                match made_by_unfinished_create(&status, "config", lookup).await? {
+                    Some(found) => found.slug,
+                    None => return Ok(Vec::new()),
                 }
-                Lookup::Unknown(why) => {
-                    return Err(Error::CreateOutcomeUnknown(format!(
-                        "cannot tell whether the config of an unfinished create exists: {why}"
-                    )));
-                }
-            },
+            }
             (None, None) => return Ok(Vec::new()),
         };
         let result = cx.api(Op::Delete).await?.configs().delete(&key).await;
@@ -318,8 +313,6 @@ async fn find_created(
     cx: &Cx<'_, Config>,
     status: &ConfigStatus,
 ) -> Result<Lookup<crate::api::ConfigSummary>, Error> {
-    let mut status = status.clone();
-    let window = Window::of(&mut status);
     let sent = status
         .create_attempt
         .clone()
@@ -328,34 +321,23 @@ async fn find_created(
             workspace_id: config.spec.workspace_id.clone(),
             ..Default::default()
         });
-    let mut listing = cx
+    let listing = cx
         .api(Op::Read)
         .await?
         .configs()
         .listing(sent.workspace_id.as_deref())
         .await
         .map_err(|e| Error::api("list configs", e))?;
-    let mut theirs = Vec::new();
-    for c in &listing.items {
-        if cx.gate.claimed_elsewhere(&c.id).await || cx.gate.claimed_elsewhere(&c.slug).await {
-            theirs.push(c.id.clone());
-        }
-    }
-    listing.items.retain(|c| !theirs.contains(&c.id));
-    let lookup = one_created_within(
+    Ok(one_of_ours(
+        cx,
+        status,
+        &sent,
         listing,
-        window,
+        |c| vec![c.id.as_str(), c.slug.as_str()],
         |c| c.created_at.as_deref(),
         |c| {
             sent.name.as_deref() == Some(c.name.as_str())
                 && (sent.workspace_id.is_none() || c.workspace_id == sent.workspace_id)
         },
-    );
-    if matches!(lookup, Lookup::Found(_)) && cx.gate.attempts_elsewhere(&sent).await {
-        return Ok(Lookup::Unknown(
-            "another resource's create with the same name is in flight, so the match may be its"
-                .into(),
-        ));
-    }
-    Ok(lookup)
+    ))
 }

@@ -14,7 +14,9 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube::ResourceExt;
 
 use crate::api::{self, Credentials, DeploymentListQuery, SecretString, UpdateDeploymentRequest};
-use crate::controller::create::{Created, Lookup, body_hash, create_once, settled_absence};
+use crate::controller::create::{
+    Created, Lookup, body_hash, create_once, made_by_unfinished_create,
+};
 use crate::controller::driver::{Change, Cx, Managed, observed, orphaned, removed};
 use crate::controller::error::Error;
 use crate::controller::failpoints::{AFTER_CREATE_POST, AFTER_ROTATE_PUT};
@@ -148,18 +150,13 @@ impl Managed for Deployment {
         }
         let id = match (known, &status.pending_create) {
             (Some(id), _) => id,
-            (None, Some(_)) => match find_created(self, cx).await? {
-                Lookup::Found(found) => found.id,
-                Lookup::Absent => {
-                    settled_absence::<Self>(&mut status.clone(), "deployment")?;
-                    return Ok(Vec::new());
+            (None, Some(_)) => {
+                let lookup = find_created(self, cx);
+                match made_by_unfinished_create(&status, "deployment", lookup).await? {
+                    Some(found) => found.id,
+                    None => return Ok(Vec::new()),
                 }
-                Lookup::Unknown(why) => {
-                    return Err(Error::CreateOutcomeUnknown(format!(
-                        "cannot tell whether the deployment of an unfinished create exists: {why}"
-                    )));
-                }
-            },
+            }
             (None, None) => return Ok(Vec::new()),
         };
         // The API's DELETE archives a deployment; it never hard-deletes one.
@@ -381,18 +378,19 @@ async fn find_created(
     let complete = listing.complete;
     // The filter is applied here too, in case the server ignores it; a deployment another
     // resource records is never taken for this one's, whatever its tags say.
-    let mut tagged = Vec::new();
-    for d in listing.items {
-        let ours = d
-            .tags
-            .as_ref()
-            .and_then(|t| t.get(UID_TAG))
-            .map(String::as_str)
-            == Some(uid);
-        if ours && !cx.gate.claimed_elsewhere(&d.id).await {
-            tagged.push(d);
-        }
-    }
+    let claimed_elsewhere = cx.gate.claimed_elsewhere();
+    let mut tagged: Vec<_> = listing
+        .items
+        .into_iter()
+        .filter(|d| {
+            d.tags
+                .as_ref()
+                .and_then(|t| t.get(UID_TAG))
+                .map(String::as_str)
+                == Some(uid)
+        })
+        .filter(|d| !claimed_elsewhere(&d.id))
+        .collect();
     Ok(match tagged.len() {
         1 => tagged.pop().map_or(Lookup::Absent, Lookup::Found),
         0 if complete => Lookup::Absent,

@@ -5,7 +5,7 @@ use crate::api::{
     ApiError, Client, Listing, RateLimitsListQuery, RateLimitsPolicy as RemotePolicy,
 };
 use crate::controller::create::{
-    Created, Lookup, Window, body_hash, create_once, one_created_within, settled_absence,
+    Created, Lookup, body_hash, create_once, made_by_unfinished_create, one_of_ours,
 };
 use crate::controller::drift::{Listed, Row};
 use crate::controller::driver::{Change, Cx, Managed, observed, orphaned, removed};
@@ -111,18 +111,13 @@ impl Managed for RateLimitsPolicy {
         }
         let id = match (known, &status.pending_create) {
             (Some(id), _) => id,
-            (None, Some(_)) => match find_created(self, cx, &status).await? {
-                Lookup::Found(found) => found.id,
-                Lookup::Absent => {
-                    settled_absence::<Self>(&mut status.clone(), "rate-limits policy")?;
-                    return Ok(Vec::new());
+            (None, Some(_)) => {
+                let lookup = find_created(self, cx, &status);
+                match made_by_unfinished_create(&status, "rate-limits policy", lookup).await? {
+                    Some(found) => found.id,
+                    None => return Ok(Vec::new()),
                 }
-                Lookup::Unknown(why) => {
-                    return Err(Error::CreateOutcomeUnknown(format!(
-                        "cannot tell whether the policy of an unfinished create exists: {why}"
-                    )));
-                }
-            },
+            }
             (None, None) => return Ok(Vec::new()),
         };
         let result = cx.api(Op::Delete).await?.rate_limits().delete(&id).await;
@@ -270,55 +265,38 @@ async fn find_created(
     cx: &Cx<'_, RateLimitsPolicy>,
     status: &RateLimitsPolicyStatus,
 ) -> Result<Lookup<RemotePolicy>, Error> {
-    let mut status = status.clone();
-    let window = Window::of(&mut status);
-    let sent = status.create_attempt.clone();
+    let sent = status
+        .create_attempt
+        .clone()
+        .unwrap_or_else(|| CreateAttempt {
+            name: policy.spec.name.clone(),
+            workspace_id: policy.spec.workspace_id.clone(),
+            ..Default::default()
+        });
     let query = RateLimitsListQuery {
-        workspace_id: match &sent {
-            Some(sent) => sent.workspace_id.clone(),
-            None => policy.spec.workspace_id.clone(),
-        },
+        workspace_id: sent.workspace_id.clone(),
         ..Default::default()
     };
-    let mut listing = cx
+    let listing = cx
         .api(Op::Read)
         .await?
         .rate_limits()
         .listing(&query)
         .await
         .map_err(|e| Error::api("list rate-limits policies", e))?;
-    let mut theirs = Vec::new();
-    for p in &listing.items {
-        if cx.gate.claimed_elsewhere(&p.id).await {
-            theirs.push(p.id.clone());
-        }
-    }
-    listing.items.retain(|p| !theirs.contains(&p.id));
-    let sent_name = sent
-        .as_ref()
-        .map_or(policy.spec.name.clone(), |s| s.name.clone());
-    let lookup = one_created_within(
+    Ok(one_of_ours(
+        cx,
+        status,
+        &sent,
         listing,
-        window,
+        |p| vec![p.id.as_str()],
         |p| p.created_at.as_deref(),
         |p| {
-            let same = match sent_name.as_deref() {
+            let same = match sent.name.as_deref() {
                 Some(name) => p.name.as_deref() == Some(name),
                 None => policy.spec.diff(p).is_empty(),
             };
             same && policy.spec.immutable_conflicts(p).is_empty()
         },
-    );
-    let sent = CreateAttempt {
-        name: sent_name.clone(),
-        workspace_id: query.workspace_id.clone(),
-        ..Default::default()
-    };
-    if matches!(lookup, Lookup::Found(_)) && cx.gate.attempts_elsewhere(&sent).await {
-        return Ok(Lookup::Unknown(
-            "another resource's create with the same name is in flight, so the match may be its"
-                .into(),
-        ));
-    }
-    Ok(lookup)
+    ))
 }

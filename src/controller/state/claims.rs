@@ -299,20 +299,6 @@ pub fn owned_by_another<K: Claims>(
     K::stores(stores).owner_of(object, connections)
 }
 
-/// True when the resource recorded the remote object as its own (an id in its status), or has
-/// a create or rotation in flight.
-pub fn manages<K: Claims>(object: &K) -> bool {
-    object.manages()
-}
-
-/// Reasons by which a Connection's grants refuse a resource.
-pub const GRANT_REFUSALS: [&str; 4] = [
-    "NamespaceNotAllowed",
-    "WorkspaceNotAllowed",
-    "AdoptionNotAllowed",
-    "DefaultNotAllowed",
-];
-
 /// A claimant that never managed its object and whose grants refuse its current spec claims
 /// nothing, so it cannot keep an allowed claimant from the object.
 fn claims_nothing<K: Claims>(object: &K) -> bool {
@@ -323,13 +309,13 @@ fn claims_nothing<K: Claims>(object: &K) -> bool {
     find_condition(object.conditions(), STALLED).is_some_and(|c| {
         c.status == "True"
             && c.observed_generation == generation
-            && GRANT_REFUSALS.contains(&c.reason.as_str())
+            && crate::controller::connections::GRANT_REFUSALS.contains(&c.reason.as_str())
     })
 }
 
 fn seniority<K: Claims>(object: &K) -> Seniority {
     (
-        !manages(object),
+        !object.manages(),
         object.meta().creation_timestamp.as_ref().map(|t| t.0),
         object.uid().unwrap_or_default(),
     )

@@ -18,6 +18,19 @@ use crate::controller::claims::StoreList;
 use crate::controller::error::Error;
 use crate::resources::connection::{Connection, ConnectionSpec, Grant, SecretKeyRef, Tenant};
 
+/// The condition reasons by which a Connection's grants refuse a resource.
+const NAMESPACE_NOT_ALLOWED: &str = "NamespaceNotAllowed";
+const WORKSPACE_NOT_ALLOWED: &str = "WorkspaceNotAllowed";
+const ADOPTION_NOT_ALLOWED: &str = "AdoptionNotAllowed";
+const DEFAULT_NOT_ALLOWED: &str = "DefaultNotAllowed";
+/// Every one of them: a claimant refused by them, that never managed its object, claims nothing.
+pub const GRANT_REFUSALS: [&str; 4] = [
+    NAMESPACE_NOT_ALLOWED,
+    WORKSPACE_NOT_ALLOWED,
+    ADOPTION_NOT_ALLOWED,
+    DEFAULT_NOT_ALLOWED,
+];
+
 /// Resolves connection names to API clients and caches one client (with its rate limiter and
 /// token cache) per Connection version.
 pub struct Connections {
@@ -74,14 +87,14 @@ impl Scope {
         match workspace {
             Some(ws) if allowed.contains(ws) => Ok(()),
             Some(ws) => Err(Error::not_allowed(
-                "WorkspaceNotAllowed",
+                WORKSPACE_NOT_ALLOWED,
                 format!(
                     "{field} {ws} is not among the workspaces this namespace may manage through Connection {} (spec.grants[].workspaces)",
                     self.connection
                 ),
             )),
             None => Err(Error::not_allowed(
-                "WorkspaceNotAllowed",
+                WORKSPACE_NOT_ALLOWED,
                 format!(
                     "{field} must be set: Connection {} limits this namespace to workspaces {} (spec.grants[].workspaces)",
                     self.connection,
@@ -98,7 +111,7 @@ impl Scope {
             return Ok(());
         }
         Err(Error::not_allowed(
-            "DefaultNotAllowed",
+            DEFAULT_NOT_ALLOWED,
             format!(
                 "{field}, and Connection {} does not let this namespace manage the organisation's default gateway (spec.grants[].allowDefault)",
                 self.connection
@@ -112,7 +125,7 @@ impl Scope {
             return Ok(());
         }
         Err(Error::not_allowed(
-            "AdoptionNotAllowed",
+            ADOPTION_NOT_ALLOWED,
             format!(
                 "{field} {id} names an existing remote object, and Connection {} does not let this namespace adopt objects aigw did not create (spec.grants[].allowAdoption)",
                 self.connection
@@ -247,7 +260,7 @@ impl Connections {
         }
         if !matched {
             return Err(Error::not_allowed(
-                "NamespaceNotAllowed",
+                NAMESPACE_NOT_ALLOWED,
                 format!(
                     "Connection {connection} grants nothing to namespace {namespace} (spec.grants)"
                 ),
@@ -293,7 +306,7 @@ impl Connections {
         };
         let selector: kube::core::Selector = selector.clone().try_into().map_err(|e| {
             Error::not_allowed(
-                "NamespaceNotAllowed",
+                NAMESPACE_NOT_ALLOWED,
                 format!("invalid namespace selector: {e}"),
             )
         })?;
@@ -311,7 +324,7 @@ impl Connections {
             && !allowed.iter().any(|n| n == namespace)
         {
             return Err(Error::not_allowed(
-                "NamespaceNotAllowed",
+                NAMESPACE_NOT_ALLOWED,
                 format!(
                     "Connection {name} does not allow namespace {namespace} (spec.allowedNamespaces)"
                 ),
@@ -321,7 +334,7 @@ impl Connections {
             && !self.namespace_matches(selector, namespace).await?
         {
             return Err(Error::not_allowed(
-                "NamespaceNotAllowed",
+                NAMESPACE_NOT_ALLOWED,
                 format!(
                     "Connection {name} does not allow namespace {namespace} (spec.namespaceSelector)"
                 ),
