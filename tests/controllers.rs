@@ -815,3 +815,61 @@ async fn rate_limits_policy_lifecycle() {
     assert_no_secrets_leaked(&h).await;
     h.stop().await;
 }
+
+/// An object's per-object memory (its failure count for the backoff, its drift schedule) goes
+/// with the object, whatever route it leaves by: its finalizer run by aigw, or removed by hand
+/// while it kept failing.
+#[tokio::test]
+async fn backoff_and_drift_bookkeeping_go_with_the_object() {
+    let h = Harness::start("prune").await;
+    let configs = h.env.api::<Config>();
+    let mut failing = routing_spec("failing");
+    failing["connectionRef"] = json!({"name": "does-not-exist"});
+    configs
+        .create(&PostParams::default(), &config("failing", failing))
+        .await
+        .unwrap();
+    configs
+        .create(
+            &PostParams::default(),
+            &config("kept", routing_spec("kept")),
+        )
+        .await
+        .unwrap();
+    h.env.wait_for::<Config>("kept", WAIT, config_ready).await;
+    let key = |name: &str| format!("Config/{}/{name}", h.env.namespace);
+    let failed = support::wait_until(WAIT, || async {
+        (h.ctx.backoff.failures(&key("failing")) >= 2).then_some(())
+    })
+    .await;
+    assert!(failed.is_some(), "the failing Config is backing off");
+    assert!(
+        !h.ctx.drift.first_sight(&key("kept")),
+        "the Ready Config has a drift schedule"
+    );
+
+    // Route 1: the finalizer taken off by hand, then deleted, while it still fails.
+    configs
+        .patch(
+            "failing",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    h.env.delete_and_wait::<Config>("failing", WAIT).await;
+    // Route 2: an ordinary deletion, the finalizer run by aigw.
+    h.env.delete_and_wait::<Config>("kept", WAIT).await;
+    let pruned = support::wait_until(WAIT, || async {
+        (h.ctx.backoff.failures(&key("failing")) == 0 && h.ctx.drift.first_sight(&key("kept")))
+            .then_some(())
+    })
+    .await;
+    assert!(
+        pruned.is_some(),
+        "failures {} for the deleted Config; drift schedule kept: {}",
+        h.ctx.backoff.failures(&key("failing")),
+        !h.ctx.drift.first_sight(&key("kept"))
+    );
+    h.stop().await;
+}

@@ -723,3 +723,71 @@ async fn a_namespace_the_connection_does_not_allow_is_stalled() {
     delete_connection(&h, &bad).await;
     h.stop().await;
 }
+
+/// A gateway whose remote deployment vanished (404, not archived) is registered again, with new
+/// credentials: the workloads that read the old ones roll, as after a rotation.
+#[tokio::test]
+async fn a_gateway_registered_again_after_a_404_restarts_its_workloads() {
+    let h = Harness::start("rot-recreate").await;
+    create_workloads(&h).await;
+    let deployments = h.env.api::<Deployment>();
+    deployments
+        .create(
+            &PostParams::default(),
+            &rotating_deployment(
+                "edge",
+                json!({"restart": [{"kind": "Deployment", "name": "gw"}]}),
+            ),
+        )
+        .await
+        .unwrap();
+    let created = h
+        .env
+        .wait_for::<Deployment>("edge", WAIT, deployment_ready)
+        .await;
+    let first_id = created.status.as_ref().unwrap().id.clone().unwrap();
+    let first = assert_secret_matches_remote(&h, "edge-creds", &first_id).await;
+    assert!(
+        workload_annotation::<AppsDeployment>(&h, "gw")
+            .await
+            .is_none(),
+        "creating is not rotating"
+    );
+
+    h.purge_deployment(&first_id).await;
+    // Any change makes the controller read the gateway again (Deployments are read on every
+    // reconcile); an annotation does not change the spec.
+    deployments
+        .patch(
+            "edge",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"annotations": {"test/poke": "1"}}})),
+        )
+        .await
+        .unwrap();
+    let recreated = h
+        .env
+        .wait_for::<Deployment>("edge", Duration::from_secs(60), |d| {
+            deployment_ready(d)
+                && d.status.as_ref().and_then(|s| s.id.as_deref()) != Some(first_id.as_str())
+        })
+        .await;
+    let status = recreated.status.unwrap();
+    let second_id = status.id.clone().unwrap();
+    let second = assert_secret_matches_remote(&h, "edge-creds", &second_id).await;
+    assert_ne!(first, second, "the new gateway has new credentials");
+    assert_eq!(
+        workload_annotation::<AppsDeployment>(&h, "gw")
+            .await
+            .as_deref(),
+        status.last_rotated_at.as_deref(),
+        "the workload rolled onto the new credentials"
+    );
+    assert_eq!(
+        h.state().await["deployments"].as_array().unwrap().len(),
+        1,
+        "one remote gateway"
+    );
+    assert_no_leaks(&h, &[&first]).await;
+    h.stop().await;
+}

@@ -345,6 +345,17 @@ pub async fn set_connection(
     Ok(Json(record.detail(Secrets::Masked)))
 }
 
+/// `DELETE /_emulator/deployments/{id}`: the deployment vanishes, as if removed outside the API
+/// (the API itself only archives): every later read of it answers 404. For tests of what a
+/// gateway whose remote object is gone does (it is registered again).
+pub async fn purge(State(state): State<Shared>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+    let mut store = lock(&state.deployments);
+    let found = store.find_mut(&id).map(|record| record.id.clone());
+    let id = found.ok_or_else(|| not_found(&id))?;
+    store.by_id.remove(&id);
+    Ok(Json(serde_json::json!({ "purged": id })))
+}
+
 /// `POST /_emulator/deployments/{id}/handshake` with `{"client_auth": "…"}`: what a gateway
 /// presents to the control plane when it connects. 200 `{"accepted": true}` for the current
 /// value; 401 `{"accepted": false}` for any other, such as one a rotation revoked.

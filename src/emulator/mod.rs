@@ -42,7 +42,7 @@ use axum::{
     Json, Router,
     http::StatusCode,
     middleware,
-    routing::{get, post},
+    routing::{delete, get, post},
 };
 use serde_json::json;
 use tokio::{net::TcpListener, sync::watch, task::JoinHandle};
@@ -272,6 +272,10 @@ fn router(state: Shared) -> Router {
         .route(
             "/_emulator/state",
             get(control::get_state).delete(control::clear_state),
+        )
+        .route(
+            "/_emulator/deployments/{id}",
+            delete(deployment_routes::purge),
         )
         .route(
             "/_emulator/deployments/{id}/connection",

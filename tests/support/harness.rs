@@ -263,6 +263,18 @@ impl Harness {
             .as_u16()
     }
 
+    /// Makes deployment `id` vanish from the emulator, as if removed outside the API: later
+    /// reads answer 404.
+    pub async fn purge_deployment(&self, id: &str) {
+        let url = self.url(&format!("/_emulator/deployments/{id}"));
+        let response = self.http.delete(url).send().await.unwrap();
+        assert!(
+            response.status().is_success(),
+            "purge: {}",
+            response.status()
+        );
+    }
+
     pub async fn state(&self) -> Value {
         self.http
             .get(self.url("/_emulator/state"))

@@ -43,7 +43,8 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
         return Ok(Action::await_change());
     }
     let namespace = object.namespace().unwrap_or_default();
-    debug!(kind = K::KIND, object = %object_key(&*object), "reconcile");
+    let key = object_key(&*object);
+    debug!(kind = K::KIND, object = %key, "reconcile");
     let objects: Api<K> = Api::namespaced(ctx.kube.clone(), &namespace);
     let started = std::time::Instant::now();
     let result = finalizer::finalizer(&objects, FINALIZER, object, |event| async {
@@ -55,6 +56,17 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
     .await;
     ctx.metrics
         .observe_reconcile(K::KIND, result.is_ok(), started.elapsed());
+    if let Err(
+        finalizer::Error::AddFinalizer(kube::Error::Api(e))
+        | finalizer::Error::RemoveFinalizer(kube::Error::Api(e)),
+    ) = &result
+        && e.code == 404
+    {
+        // The object went while this reconcile ran (a queued run after its deletion): nothing
+        // is left to do, and nothing to remember about it (its watch Delete pruned that).
+        ctx.backoff.reset(&key);
+        return Ok(Action::await_change());
+    }
     result.map_err(|e| match e {
         finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
         finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => {
@@ -69,6 +81,12 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
 /// per object.
 pub fn error_policy<K: Managed>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
     let key = object_key(&*object);
+    if K::stores(&ctx.stores).lost(&object) {
+        // Gone while its reconcile ran: its watch Delete already pruned its backoff, and a
+        // failure of a reconcile that lost its object must not bring it back.
+        ctx.backoff.reset(&key);
+        return Action::await_change();
+    }
     let delay = ctx.backoff.next_delay(&key, error.retry_after());
     if matches!(error, Error::Conflict(_)) {
         debug!(kind = K::KIND, object = %key, retry_in = ?delay, "{error}");

@@ -101,6 +101,14 @@ impl<K: Cached> StoreList<K> {
         .is_ok_and(|all| all.iter().all(Result::is_ok))
     }
 
+    /// True once the watch caches no longer hold `object` (by namespace and name): its watch
+    /// reported it deleted. False while any holds it, or when no cache is registered.
+    pub fn lost(&self, object: &K) -> bool {
+        let wanted = kube::runtime::reflector::ObjectRef::from_obj(object);
+        let stores = self.snapshot();
+        !stores.is_empty() && stores.iter().all(|store| store.get(&wanted).is_none())
+    }
+
     /// Every cached object of the kind, across the registered stores.
     pub fn all(&self) -> Vec<std::sync::Arc<K>> {
         self.snapshot()
