@@ -16,7 +16,9 @@ use tracing::{Instrument, field};
 use super::backoff::retry_after_header;
 use super::config::{ClientConfig, RequestObserver, RetryPolicy};
 use super::error::{ApiError, HttpError};
-use super::handles::{Configs, Deployments, Guardrails, RateLimits, Responses, VectorStoreFiles};
+use super::handles::{
+    Configs, Deployments, Guardrails, RateLimits, Responses, UsageLimits, VectorStoreFiles,
+};
 use super::models::{ApiErrorBody, unwrap_success};
 use super::routes::{Plane, Route, Verb};
 use super::token::TokenSource;
@@ -147,6 +149,10 @@ impl Client {
 
     pub fn rate_limits(&self) -> RateLimits<'_> {
         RateLimits::new(self)
+    }
+
+    pub fn usage_limits(&self) -> UsageLimits<'_> {
+        UsageLimits::new(self)
     }
 
     pub fn guardrails(&self) -> Guardrails<'_> {

@@ -27,7 +27,9 @@ mod token;
 pub use client::{Client, WriteGuard};
 pub use config::{ClientConfig, RequestObserver, RetryPolicy};
 pub use error::{ApiError, HttpError};
-pub use handles::{Configs, Deployments, Guardrails, RateLimits, Responses, VectorStoreFiles};
+pub use handles::{
+    Configs, Deployments, Guardrails, RateLimits, Responses, UsageLimits, VectorStoreFiles,
+};
 pub use models::*;
 pub use oauth::OAuth2ClientCredentials;
 pub use secret::SecretString;

@@ -66,6 +66,12 @@ pub(crate) const DEPLOYMENTS: &str = "/ai_gw/admin/v2/deployments";
 pub(crate) const DEPLOYMENT: &str = "/ai_gw/admin/v2/deployments/{deploymentId}";
 pub(crate) const RATE_LIMITS: &str = "/ai_gw/v2/policies/rate-limits";
 pub(crate) const RATE_LIMIT: &str = "/ai_gw/v2/policies/rate-limits/{rateLimitsPolicyId}";
+pub(crate) const USAGE_LIMITS: &str = "/ai_gw/v2/policies/usage-limits";
+pub(crate) const USAGE_LIMIT: &str = "/ai_gw/v2/policies/usage-limits/{policyUsageLimitsId}";
+pub(crate) const USAGE_LIMIT_ENTITIES: &str =
+    "/ai_gw/v2/policies/usage-limits/{policyUsageLimitsId}/entities";
+pub(crate) const USAGE_LIMIT_ENTITY_RESET: &str =
+    "/ai_gw/v2/policies/usage-limits/{policyUsageLimitsId}/entities/{entityId}/reset";
 pub(crate) const GUARDRAILS: &str = "/ai_gw/admin/v2/guardrails";
 pub(crate) const RESPONSE: &str = "/responses/{response_id}";
 pub(crate) const VECTOR_STORE_FILE: &str = "/vector_stores/{vector_store_id}/files/{file_id}";

@@ -10,7 +10,9 @@ pub mod state;
 // `kinds` (what each kind does), `state` (watch caches, claims, connections) and `runtime`
 // (leader election, health, metrics, events). Their modules are re-exported by name.
 pub use driver::{create, drift, gate, status};
-pub use kinds::{config, config_refs, connection, deployment, rate_limits_policy};
+pub use kinds::{
+    config, config_refs, connection, deployment, policy, rate_limits_policy, usage_limits_policy,
+};
 pub use runtime::{backoff, events, failpoints, health, leader, metrics};
 pub use state::{claims, connections};
 
@@ -36,7 +38,7 @@ pub use health::Health;
 pub use leader::Leadership;
 pub use metrics::Metrics;
 
-use crate::resources::{Config, Deployment, RateLimitsPolicy};
+use crate::resources::{Config, Deployment, RateLimitsPolicy, UsageLimitsPolicy};
 
 /// Shared state of every controller.
 pub struct Context {
@@ -143,6 +145,7 @@ pub async fn check_crds_installed(kube: &kube::Client) -> Result<(), String> {
         ("configs", Config::version(&())),
         ("deployments", Deployment::version(&())),
         ("ratelimitspolicies", RateLimitsPolicy::version(&())),
+        ("usagelimitspolicies", UsageLimitsPolicy::version(&())),
         ("connections", crate::resources::Connection::version(&())),
     ] {
         let name = format!("{plural}.aigw.io");
@@ -262,12 +265,42 @@ fn stream_name(kind: &str, namespace: Option<&str>) -> String {
 type ExtraTriggers<K> = fn(Controller<K>, &Context, Option<&str>, Store<K>) -> Controller<K>;
 
 /// What a kind's controller adds to the shared setup.
+#[derive(Clone)]
 struct KindSetup<K: Managed> {
     /// Watch the credentials Secrets aigw writes (Deployments).
     with_secrets: bool,
     extra: Option<ExtraTriggers<K>>,
     /// The kind's one drift pass, whose reads this namespace's controller takes.
     drift: Option<drift::Reads<K>>,
+}
+
+/// The setup of a kind whose drift is found by listing: its one drift pass goes to `passes`.
+fn listed_kind<K: drift::Listed>(
+    ctx: &Arc<Context>,
+    passes: &mut Vec<futures::future::BoxFuture<'static, ()>>,
+    extra: Option<ExtraTriggers<K>>,
+) -> KindSetup<K> {
+    let (reads, pass) = drift::pass_of::<K>(ctx.clone());
+    passes.push(pass);
+    KindSetup {
+        with_secrets: false,
+        extra,
+        drift: Some(reads),
+    }
+}
+
+fn spawn_kind<K: Managed>(
+    ctx: &Arc<Context>,
+    namespace: &Option<String>,
+    concurrency: u16,
+    setup: &KindSetup<K>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(run_kind::<K>(
+        ctx.clone(),
+        namespace.clone(),
+        concurrency,
+        setup.clone(),
+    ))
 }
 
 async fn run_kind<K: Managed>(
@@ -408,41 +441,23 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
     };
     info!(namespaces = ?settings.namespaces, concurrency = settings.concurrency, drift_interval = ?settings.drift_interval, "starting controllers");
     let mut tasks = Vec::new();
-    // One drift pass per listed kind, over every watched namespace.
-    let (config_reads, config_pass) = drift::pass_of::<Config>(ctx.clone());
-    let (policy_reads, policy_pass) = drift::pass_of::<RateLimitsPolicy>(ctx.clone());
-    let passes = [tokio::spawn(config_pass), tokio::spawn(policy_pass)];
+    let mut passes = Vec::new();
+    // One drift pass per listed kind, over every watched namespace; one controller per kind and
+    // namespace.
+    let configs = listed_kind::<Config>(&ctx, &mut passes, Some(config_refs::watch_secrets));
+    let policies = listed_kind::<RateLimitsPolicy>(&ctx, &mut passes, None);
+    let usage_limits = listed_kind::<UsageLimitsPolicy>(&ctx, &mut passes, None);
+    let deployments = KindSetup::<Deployment> {
+        with_secrets: true,
+        extra: None,
+        drift: None,
+    };
     for namespace in namespaces {
-        tasks.push(tokio::spawn(run_kind::<Config>(
-            ctx.clone(),
-            namespace.clone(),
-            settings.concurrency,
-            KindSetup {
-                with_secrets: false,
-                extra: Some(config_refs::watch_secrets),
-                drift: Some(config_reads.clone()),
-            },
-        )));
-        tasks.push(tokio::spawn(run_kind::<Deployment>(
-            ctx.clone(),
-            namespace.clone(),
-            settings.concurrency,
-            KindSetup {
-                with_secrets: true,
-                extra: None,
-                drift: None,
-            },
-        )));
-        tasks.push(tokio::spawn(run_kind::<RateLimitsPolicy>(
-            ctx.clone(),
-            namespace,
-            settings.concurrency,
-            KindSetup {
-                with_secrets: false,
-                extra: None,
-                drift: Some(policy_reads.clone()),
-            },
-        )));
+        let concurrency = settings.concurrency;
+        tasks.push(spawn_kind(&ctx, &namespace, concurrency, &configs));
+        tasks.push(spawn_kind(&ctx, &namespace, concurrency, &deployments));
+        tasks.push(spawn_kind(&ctx, &namespace, concurrency, &policies));
+        tasks.push(spawn_kind(&ctx, &namespace, concurrency, &usage_limits));
     }
     tasks.push(tokio::spawn(run_connections(
         ctx.clone(),
@@ -451,7 +466,7 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
     // Cache-filling watches and the gauge serve the controllers: they stop with them (on a
     // termination signal the controllers finish and `run` returns), never keep `run` alive.
     let mut helpers = vec![tokio::spawn(follow_leadership(ctx.clone()))];
-    helpers.extend(passes);
+    helpers.extend(passes.into_iter().map(tokio::spawn));
     for (name, watch) in ctx.connections.watches() {
         let probe = ctx.health.register(name.to_string());
         helpers.push(tokio::spawn(watch.for_each(move |item| {

@@ -6,11 +6,13 @@ pub mod config_document;
 pub mod connection;
 pub mod deployment;
 pub mod rate_limits_policy;
+pub mod usage_limits_policy;
 
 pub use config::Config;
 pub use connection::Connection;
 pub use deployment::Deployment;
 pub use rate_limits_policy::RateLimitsPolicy;
+pub use usage_limits_policy::UsageLimitsPolicy;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
@@ -24,6 +26,10 @@ pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
         (
             "ratelimitspolicy.yaml",
             unwrap_descriptions(RateLimitsPolicy::crd()),
+        ),
+        (
+            "usagelimitspolicy.yaml",
+            unwrap_descriptions(UsageLimitsPolicy::crd()),
         ),
     ]
 }

@@ -238,7 +238,7 @@ fn normalize(value: &api::OneOrMany) -> Vec<String> {
 }
 
 impl PolicyCondition {
-    fn to_api(&self) -> api::Condition {
+    pub(crate) fn to_api(&self) -> api::Condition {
         api::Condition {
             key: self.key.clone(),
             value: api::OneOrMany::One(self.value.clone()),
@@ -250,6 +250,26 @@ impl PolicyCondition {
         self.key == remote.key
             && normalize(&remote.value) == [self.value.clone()]
             && remote.excludes.as_ref().map(normalize) == self.excludes.clone().map(|e| vec![e])
+    }
+}
+
+impl PolicyCondition {
+    /// The API may return conditions in another order than written: compare them as a set.
+    pub(crate) fn same_set(wanted: &[PolicyCondition], remote: &[api::Condition]) -> bool {
+        wanted.len() == remote.len()
+            && wanted.iter().all(|s| remote.iter().any(|r| s.matches(r)))
+            && remote.iter().all(|r| wanted.iter().any(|s| s.matches(r)))
+    }
+}
+
+impl GroupBy {
+    /// The same grouping keys, in any order.
+    pub(crate) fn same_set(wanted: &[GroupBy], remote: &[api::GroupBy]) -> bool {
+        let mut remote: Vec<&str> = remote.iter().map(|g| g.key.as_str()).collect();
+        let mut wanted: Vec<&str> = wanted.iter().map(|g| g.key.as_str()).collect();
+        remote.sort_unstable();
+        wanted.sort_unstable();
+        wanted == remote
     }
 }
 
@@ -313,17 +333,7 @@ impl RateLimitsPolicySpec {
         if self.value != remote.value {
             fields.push("value");
         }
-        // The API may return conditions in another order than written: compare them as a set.
-        let conditions_match = self.conditions.len() == remote.conditions.len()
-            && self
-                .conditions
-                .iter()
-                .all(|s| remote.conditions.iter().any(|r| s.matches(r)))
-            && remote
-                .conditions
-                .iter()
-                .all(|r| self.conditions.iter().any(|s| s.matches(r)));
-        if !conditions_match {
+        if !PolicyCondition::same_set(&self.conditions, &remote.conditions) {
             fields.push("conditions");
         }
         fields
@@ -335,11 +345,7 @@ impl RateLimitsPolicySpec {
         if to_api_type(self.type_) != remote.limit_type {
             fields.push("type");
         }
-        let mut group_by: Vec<&str> = remote.group_by.iter().map(|g| g.key.as_str()).collect();
-        let mut wanted: Vec<&str> = self.group_by.iter().map(|g| g.key.as_str()).collect();
-        group_by.sort_unstable();
-        wanted.sort_unstable();
-        if wanted != group_by {
+        if !GroupBy::same_set(&self.group_by, &remote.group_by) {
             fields.push("groupBy");
         }
         if self

@@ -5,6 +5,7 @@ mod deployments;
 mod guardrails;
 mod rate_limits;
 mod responses;
+mod usage_limits;
 mod vector_store_files;
 
 pub use configs::Configs;
@@ -12,9 +13,76 @@ pub use deployments::Deployments;
 pub use guardrails::Guardrails;
 pub use rate_limits::RateLimits;
 pub use responses::Responses;
+pub use usage_limits::UsageLimits;
 pub use vector_store_files::VectorStoreFiles;
 
+use serde::de::DeserializeOwned;
+
+use super::client::{Call, Client};
 use super::error::ApiError;
+use super::models::{ListPage, Listing};
+use super::routes::{Route, Verb};
+
+/// Safety stop for a server whose `total` never matches what it returns.
+const MAX_PAGES: u32 = 10_000;
+
+/// Every row of a paged collection (`current_page` from 0, `page_size`, `total`), saying
+/// whether the pages prove the whole list: every page up to `total` arrived, every page
+/// reported the same `total`, and no row came twice (a row seen twice means rows shifted
+/// between pages, so another may have been skipped). Anything else (an early empty page, a
+/// changed total, shifted rows) leaves it incomplete: not proof of absence.
+async fn paged<T: DeserializeOwned>(
+    client: &Client,
+    template: &'static str,
+    params: &[&str],
+    pairs: Vec<(&'static str, String)>,
+    id_of: impl Fn(&T) -> &str,
+) -> Result<Listing<T>, ApiError> {
+    let page_size: Option<u64> = pairs
+        .iter()
+        .find(|(k, _)| *k == "page_size")
+        .and_then(|(_, v)| v.parse().ok());
+    let mut all: Vec<T> = Vec::new();
+    let mut seen = std::collections::HashSet::new();
+    let mut first_total = None;
+    let mut consistent = true;
+    let mut complete = false;
+    for page_no in 0..MAX_PAGES {
+        let mut query = pairs.clone();
+        query.push(("current_page", page_no.to_string()));
+        let call = Call::new(Route::mgmt(Verb::Get, template, params)).query(query);
+        let page: ListPage<T> = client.json(call).await?;
+        let got = page.data.len();
+        if page_no == 0 {
+            first_total = page.total;
+        } else if page.total != first_total {
+            consistent = false;
+        }
+        for row in page.data {
+            let id = id_of(&row);
+            if !id.is_empty() && !seen.insert(id.to_string()) {
+                consistent = false;
+                continue;
+            }
+            all.push(row);
+        }
+        let done = match page.total {
+            Some(total) => all.len() as u64 >= total,
+            None => got == 0 || page_size.is_none_or(|size| (got as u64) < size),
+        };
+        if done {
+            complete = consistent;
+            break;
+        }
+        if got == 0 {
+            break;
+        }
+    }
+    Ok(Listing {
+        items: all,
+        complete,
+    })
+}
 
 /// Rejects an empty path identifier, which would silently address the collection instead.
 fn require(field: &str, value: &str) -> Result<(), ApiError> {

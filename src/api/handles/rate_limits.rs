@@ -1,27 +1,15 @@
 use crate::api::client::{Call, Client};
 use crate::api::error::ApiError;
 use crate::api::models::{
-    CreateRateLimitsPolicyRequest, ListPage, Listing, PolicyCreated, PolicyStatus,
-    RateLimitsListQuery, RateLimitsPolicy, UpdateRateLimitsPolicyRequest, Validate, enum_str,
+    CreateRateLimitsPolicyRequest, Listing, PolicyCreated, PolicyStatus, RateLimitsListQuery,
+    RateLimitsPolicy, UpdateRateLimitsPolicyRequest, Validate, enum_str,
 };
 use crate::api::routes::{RATE_LIMIT, RATE_LIMITS, Route, Verb};
-
-/// Safety stop for a server whose `total` never matches what it returns.
-const MAX_PAGES: u32 = 10_000;
 
 /// Rate limits policies (`/ai_gw/v2/policies/rate-limits`).
 #[derive(Debug, Clone, Copy)]
 pub struct RateLimits<'c> {
     client: &'c Client,
-}
-
-/// The page size a query asks for, when it sets one.
-fn page_size_of(query: &RateLimitsListQuery) -> Option<u64> {
-    query
-        .to_pairs()
-        .into_iter()
-        .find(|(k, _)| *k == "page_size")
-        .and_then(|(_, v)| v.parse().ok())
 }
 
 impl<'c> RateLimits<'c> {
@@ -38,54 +26,19 @@ impl<'c> RateLimits<'c> {
         Ok(self.listing(query).await?.items)
     }
 
-    /// Like [`Self::list`], saying whether the pages prove the whole list: every page up to
-    /// `total` arrived, every page reported the same `total`, and no row came twice (a row seen
-    /// twice means rows shifted between pages, so another may have been skipped). Anything else
-    /// (an early empty page, a changed total, shifted rows) leaves it incomplete: not proof of
-    /// absence.
+    /// Like [`Self::list`], saying whether the pages prove the whole list (see `paged`).
     pub async fn listing(
         &self,
         query: &RateLimitsListQuery,
     ) -> Result<Listing<RateLimitsPolicy>, ApiError> {
-        let mut all: Vec<RateLimitsPolicy> = Vec::new();
-        let mut seen = std::collections::HashSet::new();
-        let mut first_total = None;
-        let mut consistent = true;
-        let mut complete = false;
-        for page_no in 0..MAX_PAGES {
-            let mut pairs = query.to_pairs();
-            pairs.push(("current_page", page_no.to_string()));
-            let call = Call::new(Route::mgmt(Verb::Get, RATE_LIMITS, &[])).query(pairs);
-            let page: ListPage<RateLimitsPolicy> = self.client.json(call).await?;
-            let got = page.data.len();
-            if page_no == 0 {
-                first_total = page.total;
-            } else if page.total != first_total {
-                consistent = false;
-            }
-            for policy in page.data {
-                if !policy.id.is_empty() && !seen.insert(policy.id.clone()) {
-                    consistent = false;
-                    continue;
-                }
-                all.push(policy);
-            }
-            let done = match page.total {
-                Some(total) => all.len() as u64 >= total,
-                None => got == 0 || page_size_of(query).is_none_or(|size| (got as u64) < size),
-            };
-            if done {
-                complete = consistent;
-                break;
-            }
-            if got == 0 {
-                break;
-            }
-        }
-        Ok(Listing {
-            items: all,
-            complete,
-        })
+        super::paged(
+            self.client,
+            RATE_LIMITS,
+            &[],
+            query.to_pairs(),
+            |p: &RateLimitsPolicy| p.id.as_str(),
+        )
+        .await
     }
 
     /// Not retried when the answer is lost (`outcome_unknown()`).

@@ -13,6 +13,7 @@ mod output;
 mod rate_limits;
 mod response;
 mod tool;
+mod usage_limits;
 pub mod validate;
 mod vector_store_file;
 
@@ -28,5 +29,6 @@ pub use output::*;
 pub use rate_limits::*;
 pub use response::*;
 pub use tool::*;
+pub use usage_limits::*;
 pub use validate::Validate;
 pub use vector_store_file::*;

@@ -22,7 +22,7 @@ use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 
 use crate::resources::common::{CreateAttempt, condition::STALLED, find_condition};
-use crate::resources::{Config, Connection, Deployment, RateLimitsPolicy};
+use crate::resources::{Config, Connection, Deployment, RateLimitsPolicy, UsageLimitsPolicy};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 /// The watch caches of one kind: one store per watched namespace (or one for all), and the
@@ -266,6 +266,7 @@ pub struct Stores {
     pub configs: StoreList<Config>,
     pub deployments: StoreList<Deployment>,
     pub policies: StoreList<RateLimitsPolicy>,
+    pub usage_limits: StoreList<UsageLimitsPolicy>,
 }
 
 /// A kind whose resources claim remote objects, in workspaces: what ownership and grants are
@@ -436,30 +437,39 @@ impl Claims for Deployment {
     }
 }
 
-impl Claims for RateLimitsPolicy {
-    status_claims!();
-    fn manages(&self) -> bool {
-        self.status
-            .as_ref()
-            .is_some_and(|s| s.id.is_some() || s.pending_create.is_some())
-    }
-    fn stores(stores: &Stores) -> &StoreList<Self> {
-        &stores.policies
-    }
-    fn claimed_ids(&self) -> Vec<String> {
-        ids([
-            self.spec.policy_id.as_ref(),
-            self.status.as_ref().and_then(|s| s.id.as_ref()),
-            None,
-        ])
-    }
-    fn adopted(&self) -> Option<(&'static str, String)> {
-        self.spec.policy_id.clone().map(|id| ("spec.policyId", id))
-    }
-    fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
-        vec![("spec.workspaceId", self.spec.workspace_id.clone())]
-    }
+/// `Claims` of a policy kind: a UUID in `status.id`, adopted by `spec.policyId`, in the one
+/// workspace `spec.workspaceId` names.
+macro_rules! policy_claims {
+    ($kind:ty, $store:ident) => {
+        impl Claims for $kind {
+            status_claims!();
+            fn manages(&self) -> bool {
+                self.status
+                    .as_ref()
+                    .is_some_and(|s| s.id.is_some() || s.pending_create.is_some())
+            }
+            fn stores(stores: &Stores) -> &StoreList<Self> {
+                &stores.$store
+            }
+            fn claimed_ids(&self) -> Vec<String> {
+                ids([
+                    self.spec.policy_id.as_ref(),
+                    self.status.as_ref().and_then(|s| s.id.as_ref()),
+                    None,
+                ])
+            }
+            fn adopted(&self) -> Option<(&'static str, String)> {
+                self.spec.policy_id.clone().map(|id| ("spec.policyId", id))
+            }
+            fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
+                vec![("spec.workspaceId", self.spec.workspace_id.clone())]
+            }
+        }
+    };
 }
+
+policy_claims!(RateLimitsPolicy, policies);
+policy_claims!(UsageLimitsPolicy, usage_limits);
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,257 @@
+//! Usage-limits policies (`/ai_gw/v2/policies/usage-limits`): budgets in cost or tokens, with an
+//! alert threshold and a periodic reset. The sibling of rate-limits policies: the same
+//! conditions, grouping keys, receipts and archive-on-delete.
+
+use serde::{Deserialize, Serialize};
+
+use super::de;
+use super::deployment::enum_str;
+use super::rate_limits::{Condition, GroupBy, PolicyStatus};
+use super::validate::{self, Validate};
+use crate::api::error::ApiError;
+
+/// What the budget counts. Immutable after create.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageLimitType {
+    Cost,
+    Tokens,
+}
+
+/// When usage goes back to zero by itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PeriodicReset {
+    Monthly,
+    Weekly,
+}
+
+/// A usage-limits policy as reads return it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UsageLimitsPolicy {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, deserialize_with = "de::null_as_empty")]
+    pub conditions: Vec<Condition>,
+    #[serde(default, deserialize_with = "de::null_as_empty")]
+    pub group_by: Vec<GroupBy>,
+    #[serde(rename = "type")]
+    pub limit_type: UsageLimitType,
+    #[serde(default, serialize_with = "de::whole_f64")]
+    pub credit_limit: f64,
+    #[serde(
+        default,
+        serialize_with = "de::opt_whole_f64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub alert_threshold: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub periodic_reset: Option<PeriodicReset>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub periodic_reset_days: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_usage_reset_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_reset_at: Option<String>,
+    pub status: PolicyStatus,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organisation_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_updated_at: Option<String>,
+    /// Usage per value of the grouping key; only on a read with `include_usage=true`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_key_usage_map: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// `POST /policies/usage-limits`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CreateUsageLimitsPolicyRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    pub conditions: Vec<Condition>,
+    pub group_by: Vec<GroupBy>,
+    #[serde(rename = "type")]
+    pub limit_type: UsageLimitType,
+    #[serde(serialize_with = "de::whole_f64")]
+    pub credit_limit: f64,
+    #[serde(
+        default,
+        serialize_with = "de::opt_whole_f64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub alert_threshold: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub periodic_reset: Option<PeriodicReset>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub periodic_reset_days: Option<u32>,
+    /// Workspace id or slug.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
+}
+
+/// `PUT /policies/usage-limits/{id}`: only these fields can change. `alert_threshold`,
+/// `periodic_reset` and `periodic_reset_days` are sent as `null` to clear them, so a PUT
+/// states every one of them.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UpdateUsageLimitsPolicyRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub conditions: Option<Vec<Condition>>,
+    #[serde(
+        default,
+        serialize_with = "de::opt_whole_f64",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub credit_limit: Option<f64>,
+    #[serde(default, serialize_with = "de::opt_whole_f64")]
+    pub alert_threshold: Option<f64>,
+    #[serde(default)]
+    pub periodic_reset: Option<PeriodicReset>,
+    #[serde(default)]
+    pub periodic_reset_days: Option<u32>,
+}
+
+/// One value of the grouping key and its usage (`GET …/{id}/entities`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UsageEntity {
+    pub id: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_usage: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+}
+
+/// Filters of `GET /policies/usage-limits`. The client pages through every page itself.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct UsageLimitsListQuery {
+    /// Workspace id or slug.
+    pub workspace_id: Option<String>,
+    /// The API defaults to `active`.
+    pub status: Option<PolicyStatus>,
+    pub limit_type: Option<UsageLimitType>,
+    /// Rows per page request; the server's default when `None`.
+    pub page_size: Option<u32>,
+}
+
+impl UsageLimitsListQuery {
+    pub(crate) fn to_pairs(&self) -> Vec<(&'static str, String)> {
+        let mut pairs = Vec::new();
+        if let Some(ws) = &self.workspace_id {
+            pairs.push(("workspace_id", ws.clone()));
+        }
+        if let Some(v) = &self.status {
+            pairs.push(("status", enum_str(v)));
+        }
+        if let Some(v) = &self.limit_type {
+            pairs.push(("type", enum_str(v)));
+        }
+        if let Some(size) = self.page_size {
+            pairs.push(("page_size", size.to_string()));
+        }
+        pairs
+    }
+}
+
+fn validate_amount(field: &str, value: Option<f64>) -> Result<(), ApiError> {
+    match value {
+        Some(v) if !v.is_finite() || v < 0.0 => {
+            Err(ApiError::validation(field, "must be a non-negative number"))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn validate_reset(reset: Option<PeriodicReset>, days: Option<u32>) -> Result<(), ApiError> {
+    if reset.is_some() && days.is_some() {
+        return Err(ApiError::validation(
+            "periodic_reset_days",
+            "cannot be set together with periodic_reset",
+        ));
+    }
+    if days.is_some_and(|d| !(1..=365).contains(&d)) {
+        return Err(ApiError::validation(
+            "periodic_reset_days",
+            "must be between 1 and 365",
+        ));
+    }
+    Ok(())
+}
+
+impl Validate for CreateUsageLimitsPolicyRequest {
+    fn validate(&self) -> Result<(), ApiError> {
+        validate::max_chars("name", self.name.as_deref(), 255)?;
+        validate::non_empty("conditions", &self.conditions)?;
+        validate::non_empty("group_by", &self.group_by)?;
+        validate_amount("credit_limit", Some(self.credit_limit))?;
+        validate_amount("alert_threshold", self.alert_threshold)?;
+        validate_reset(self.periodic_reset, self.periodic_reset_days)
+    }
+}
+
+impl Validate for UpdateUsageLimitsPolicyRequest {
+    fn validate(&self) -> Result<(), ApiError> {
+        validate::max_chars("name", self.name.as_deref(), 255)?;
+        if let Some(conditions) = &self.conditions {
+            validate::non_empty("conditions", conditions)?;
+        }
+        validate_amount("credit_limit", self.credit_limit)?;
+        validate_amount("alert_threshold", self.alert_threshold)?;
+        validate_reset(self.periodic_reset, self.periodic_reset_days)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_live_read_decodes_with_its_nulls() {
+        let policy: UsageLimitsPolicy = serde_json::from_value(json!({
+            "id": "u1", "name": "budget", "description": null,
+            "conditions": [{"key": "workspace_id", "value": "ws-1"}], "group_by": [{"key": "api_key"}],
+            "type": "cost", "credit_limit": 100, "alert_threshold": null, "periodic_reset": "monthly",
+            "periodic_reset_days": null, "next_usage_reset_at": null, "last_reset_at": null,
+            "status": "archived", "workspace_id": "w", "organisation_id": "o",
+            "created_at": "2026-09-06T00:00:00Z", "last_updated_at": "2026-09-06T00:00:00Z",
+            "created_by": "someone", "object": "policy_usage_limits", "value_key_usage_map": {}
+        }))
+        .unwrap();
+        assert_eq!(policy.status, PolicyStatus::Archived);
+        assert_eq!(policy.periodic_reset, Some(PeriodicReset::Monthly));
+        assert_eq!(policy.alert_threshold, None);
+    }
+
+    #[test]
+    fn an_update_states_the_fields_it_clears() {
+        let body = serde_json::to_value(UpdateUsageLimitsPolicyRequest {
+            credit_limit: Some(5.0),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            body,
+            json!({"credit_limit": 5, "alert_threshold": null, "periodic_reset": null, "periodic_reset_days": null})
+        );
+    }
+
+    #[test]
+    fn both_reset_forms_are_refused() {
+        let update = UpdateUsageLimitsPolicyRequest {
+            periodic_reset: Some(PeriodicReset::Weekly),
+            periodic_reset_days: Some(7),
+            ..Default::default()
+        };
+        assert!(update.validate().is_err());
+    }
+}

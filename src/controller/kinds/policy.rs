@@ -1,0 +1,335 @@
+//! What the policy kinds (`RateLimitsPolicy`, `UsageLimitsPolicy`) share: a remote object with a
+//! UUID and no slug, in one workspace, adopted by `spec.policyId` or created through the shared
+//! protocol, updated in place for its mutable fields, and deleted (archived) per
+//! `deletionPolicy`. A policy kind supplies its API calls and its diff ([`PolicyKind`]); the
+//! flow here is written once.
+
+use std::future::Future;
+
+use crate::api::{ApiError, Client, Listing};
+use crate::controller::create::{
+    Created, Lookup, create_once, made_by_unfinished_create, one_of_ours,
+};
+use crate::controller::drift::Row;
+use crate::controller::driver::{Change, Cx, Managed, object_key, observed, orphaned, removed};
+use crate::controller::error::Error;
+use crate::controller::gate::Op;
+use crate::controller::spec_already_applied;
+use crate::controller::status::IntentStatus;
+use crate::resources::common::CreateAttempt;
+
+/// What the flow needs to know of a remote policy as a read returns it.
+pub struct Facts<'a> {
+    pub id: &'a str,
+    pub name: Option<&'a str>,
+    pub active: bool,
+    pub workspace_id: Option<&'a str>,
+    pub created_at: Option<&'a str>,
+    pub updated_at: Option<&'a str>,
+}
+
+impl Facts<'_> {
+    /// `active` or `archived`, for `status.remoteStatus`.
+    pub fn remote_status(&self) -> &'static str {
+        if self.active { "active" } else { "archived" }
+    }
+}
+
+/// The status field every policy kind records its remote policy in.
+pub trait PolicyStatus {
+    fn id(&self) -> Option<&str>;
+}
+
+/// A policy kind: its API calls, its diff, and the names its messages use.
+pub trait PolicyKind: Managed<Status: PolicyStatus> {
+    /// The remote policy as a read returns it.
+    type Remote: Send + Sync;
+    /// In messages: "rate-limits policy".
+    const WHAT: &'static str;
+    /// The event reason and verb of the remote removal: ("Deleted", "delete"), ("Archived",
+    /// "archive").
+    const REMOVAL: (&'static str, &'static str);
+
+    fn facts(remote: &Self::Remote) -> Facts<'_>;
+    /// Records in `status` what a read reported (`None`: the policy is gone).
+    fn record(status: &mut Self::Status, remote: Option<&Self::Remote>);
+    /// Records in `status` the policy a create made (`id`), before any read of it.
+    fn record_created(status: &mut Self::Status, id: String);
+    /// `spec.policyId`: the existing policy this resource adopts.
+    fn adopts(&self) -> Option<&str>;
+    fn name(&self) -> Option<&str>;
+    fn workspace_id(&self) -> Option<&str>;
+    /// True when `deletionPolicy` leaves the remote policy in place.
+    fn orphaned(&self) -> bool;
+    /// Mutable fields that differ (a PUT fixes these).
+    fn diff(&self, remote: &Self::Remote) -> Vec<&'static str>;
+    /// Fixed fields that differ (no PUT can fix these).
+    fn immutable_conflicts(&self, remote: &Self::Remote) -> Vec<&'static str>;
+    /// The SHA-256 of the create body, salted with the uid (for `createAttempt`).
+    fn create_hash(&self) -> Option<String>;
+
+    fn get(
+        client: &Client,
+        id: &str,
+    ) -> impl Future<Output = Result<Self::Remote, ApiError>> + Send;
+    fn list(
+        client: &Client,
+        workspace: Option<String>,
+    ) -> impl Future<Output = Result<Listing<Self::Remote>, ApiError>> + Send;
+    /// POSTs the spec; the new id.
+    fn create(&self, client: &Client) -> impl Future<Output = Result<String, ApiError>> + Send;
+    fn update(
+        &self,
+        client: &Client,
+        id: &str,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    fn delete(client: &Client, id: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+}
+
+/// Observe, then create, or update only the fields that differ.
+pub async fn apply<P: PolicyKind>(
+    policy: &P,
+    cx: &Cx<'_, P>,
+    status: &mut P::Status,
+) -> Result<Vec<Change>, Error> {
+    let Some(remote) = observe(policy, cx, status).await? else {
+        return create(policy, cx, status).await.map(|c| vec![c]);
+    };
+    let id = P::facts(&remote).id.to_string();
+    let conflicts = policy.immutable_conflicts(&remote);
+    if !conflicts.is_empty() {
+        return Err(Error::InvalidSpec(format!(
+            "remote {} {id} has a different {} and the API cannot change it; create a new {} instead",
+            P::WHAT,
+            conflicts.join(", "),
+            P::KIND
+        )));
+    }
+    let differences = policy.diff(&remote);
+    if differences.is_empty() {
+        return Ok(Vec::new());
+    }
+    let client = cx.api(Op::Update).await?;
+    policy
+        .update(client, &id)
+        .await
+        .map_err(|e| Error::api(format!("update {} {id}", P::WHAT), e))?;
+    let fields = differences.join(", ");
+    let (generation, observed, conditions) = applied_generation(policy);
+    Ok(vec![
+        if spec_already_applied(generation, observed, conditions) {
+            Change::new(
+                "DriftCorrected",
+                format!(
+                    "{} {id} was changed outside aigw ({fields}); restored it",
+                    P::WHAT
+                ),
+            )
+        } else {
+            Change::new("Updated", format!("updated {} {id} ({fields})", P::WHAT))
+        },
+    ])
+}
+
+fn applied_generation<P: PolicyKind>(
+    policy: &P,
+) -> (
+    Option<i64>,
+    Option<i64>,
+    &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+) {
+    use crate::controller::status::CommonStatus;
+    let status = policy.status();
+    (
+        policy.meta().generation,
+        status.and_then(CommonStatus::observed_generation),
+        status.map_or(&[], CommonStatus::conditions),
+    )
+}
+
+/// Read-only: the spec fields that differ from the remote policy (none when there is none).
+pub async fn observe_only<P: PolicyKind>(
+    policy: &P,
+    cx: &Cx<'_, P>,
+    status: &mut P::Status,
+) -> Result<Vec<&'static str>, Error> {
+    Ok(match observe(policy, cx, status).await? {
+        Some(remote) => {
+            let mut fields = policy.immutable_conflicts(&remote);
+            fields.extend(policy.diff(&remote));
+            fields
+        }
+        None => Vec::new(),
+    })
+}
+
+/// Honours `deletionPolicy` for what this resource recorded (see Config's cleanup): never what
+/// the spec names, and what an unfinished create made only once the lookup finds it.
+pub async fn cleanup<P: PolicyKind>(policy: &P, cx: &Cx<'_, P>) -> Result<Vec<Change>, Error> {
+    let status = policy.status().cloned().unwrap_or_default();
+    let known = status.id().map(str::to_string);
+    if policy.orphaned() {
+        return Ok(orphaned(&format!(
+            "{} {}",
+            P::WHAT,
+            known.unwrap_or_default()
+        )));
+    }
+    let id = match (known, status.pending_create()) {
+        (Some(id), _) => id,
+        (None, Some(_)) => {
+            let lookup = find_created(policy, cx, &status);
+            match made_by_unfinished_create(&status, P::WHAT, lookup).await? {
+                Some(found) => P::facts(&found).id.to_string(),
+                None => return Ok(Vec::new()),
+            }
+        }
+        (None, None) => return Ok(Vec::new()),
+    };
+    let client = cx.api(Op::Delete).await?;
+    let (reason, verb) = P::REMOVAL;
+    removed(
+        reason,
+        verb,
+        &format!("{} {id}", P::WHAT),
+        P::delete(client, &id).await,
+    )
+}
+
+/// GETs the policy this resource adopts or recorded, and records what the API reports. Only
+/// "not found" means gone; an adopted policy's workspace must be granted too.
+pub async fn observe<P: PolicyKind>(
+    policy: &P,
+    cx: &Cx<'_, P>,
+    status: &mut P::Status,
+) -> Result<Option<P::Remote>, Error> {
+    let adopted = policy.adopts();
+    let Some(id) = adopted.or(status.id()).map(str::to_string) else {
+        return Ok(None);
+    };
+    let client = cx.api(Op::Read).await?;
+    let found = observed(
+        &format!("{} {id}", P::WHAT),
+        adopted.map(|_| "spec.policyId"),
+        P::get(client, &id).await,
+    )?;
+    if let (Some(remote), Some(_)) = (&found, adopted) {
+        // Adopting reaches an object made outside aigw: its own workspace must be granted too.
+        cx.gate
+            .reach(
+                &format!("the workspace of {} {id}", P::WHAT),
+                P::facts(remote).workspace_id,
+            )
+            .await?;
+    }
+    P::record(status, found.as_ref());
+    Ok(found)
+}
+
+/// Creates the remote policy through the shared protocol (see [`crate::controller::create`]).
+async fn create<P: PolicyKind>(
+    policy: &P,
+    cx: &Cx<'_, P>,
+    status: &mut P::Status,
+) -> Result<Change, Error> {
+    let before = status.clone();
+    let client = cx.api(Op::Create).await?;
+    let sent = CreateAttempt {
+        name: policy.name().map(str::to_string),
+        workspace_id: policy.workspace_id().map(str::to_string),
+        body_hash: policy.create_hash(),
+        ended_at: None,
+    };
+    let outcome = create_once(
+        cx,
+        status,
+        P::WHAT,
+        sent,
+        find_created(policy, cx, &before),
+        policy.create(client),
+    )
+    .await?;
+    let (id, change) = match outcome {
+        Created::Posted(id) => {
+            let change = Change::new("Created", format!("created {} {id}", P::WHAT));
+            (id, change)
+        }
+        Created::Recovered(found) => {
+            // What the earlier POST sent may be an older spec: read it and diff, soon.
+            cx.ctx.drift.flag(object_key(policy));
+            let id = P::facts(&found).id.to_string();
+            let change = Change::new(
+                "Created",
+                format!(
+                    "found {} {id} from an earlier create whose answer was lost",
+                    P::WHAT
+                ),
+            );
+            (id, change)
+        }
+    };
+    P::record_created(status, id);
+    // The driver's final status write records the id: a crash before it leaves the intent, and
+    // the lookup finds the policy again.
+    Ok(change)
+}
+
+/// The policy an earlier create made: the one policy of the workspace it was sent to with the
+/// same name (or, without a name, the same fields) and fixed fields, created within the POST's
+/// window, claimed by no other resource, in a complete, fully paged listing.
+async fn find_created<P: PolicyKind>(
+    policy: &P,
+    cx: &Cx<'_, P>,
+    status: &P::Status,
+) -> Result<Lookup<P::Remote>, Error> {
+    let sent = status
+        .create_attempt()
+        .cloned()
+        .unwrap_or_else(|| CreateAttempt {
+            name: policy.name().map(str::to_string),
+            workspace_id: policy.workspace_id().map(str::to_string),
+            ..Default::default()
+        });
+    let client = cx.api(Op::Read).await?;
+    let listing = P::list(client, sent.workspace_id.clone())
+        .await
+        .map_err(|e| Error::api(format!("list {}s", P::WHAT), e))?;
+    Ok(one_of_ours(
+        cx,
+        status,
+        &sent,
+        listing,
+        |p| vec![P::facts(p).id],
+        |p| P::facts(p).created_at,
+        |p| {
+            let same = match sent.name.as_deref() {
+                Some(name) => P::facts(p).name == Some(name),
+                None => policy.diff(p).is_empty(),
+            };
+            same && policy.immutable_conflicts(p).is_empty()
+        },
+    ))
+}
+
+/// The drift pass's rows for a policy kind: one per remote policy of `workspace`.
+pub async fn rows<P: PolicyKind>(
+    client: &Client,
+    workspace: Option<String>,
+) -> Result<Listing<Row>, ApiError> {
+    let listing = P::list(client, workspace).await?;
+    Ok(Listing {
+        items: listing
+            .items
+            .iter()
+            .map(|p| {
+                let facts = P::facts(p);
+                Row {
+                    keys: vec![facts.id.to_string()],
+                    created_at: facts.created_at.map(str::to_string),
+                    updated_at: facts.updated_at.map(str::to_string),
+                }
+            })
+            .collect(),
+        complete: listing.complete,
+    })
+}

@@ -1,0 +1,268 @@
+//! UsageLimitsPolicy: the shared policy flow ([`super::policy`]) over the usage-limits API, and
+//! the usage reset a change of `spec.resetUsage` asks for, exactly once.
+//!
+//! Applying a spec never resets usage: the update body has no reset field. A reset is a side
+//! effect like a rotation: its intent (`status.resettingFor`, the trigger value) is written with
+//! a resourceVersion precondition before the first reset call, so of two reconciles acting on
+//! one view only one resets; it is cleared, with `status.observedResetUsage` set, by the same
+//! reconcile's result write, which survives conflicts. Each value of the grouping key with usage
+//! is reset with `PUT …/entities/{id}/reset`; a run that resumes an interrupted reset resets
+//! only the values that still have usage.
+
+use super::policy::{self, Facts, PolicyKind, PolicyStatus};
+use crate::api::{
+    ApiError, Client, Listing, UsageLimitsListQuery, UsageLimitsPolicy as RemotePolicy,
+};
+use crate::controller::create::body_hash;
+use crate::controller::drift::{Listed, Row};
+use crate::controller::driver::{Change, Cx, Managed};
+use crate::controller::error::Error;
+use crate::controller::gate::Op;
+use crate::controller::now_rfc3339;
+use crate::controller::status::common_status;
+use crate::resources::usage_limits_policy::{
+    UsageLimitsPolicy, UsageLimitsPolicyDeletionPolicy, UsageLimitsPolicyStatus, ValueUsage,
+};
+
+/// How many values of the grouping key `status.usage` lists (the largest first).
+const USAGE_SHOWN: usize = 20;
+
+common_status!(
+    UsageLimitsPolicyStatus,
+    |s| UsageLimitsPolicyStatus {
+        pending_create: s.pending_create.as_ref().map(|_| String::new()),
+        ..s.clone()
+    },
+    intent_when = |s| s.pending_create.is_some() || s.resetting_for.is_some()
+);
+
+impl PolicyStatus for UsageLimitsPolicyStatus {
+    fn id(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+}
+
+/// The usage a read reported, largest first, at most [`USAGE_SHOWN`] values.
+fn usage_of(remote: &RemotePolicy) -> (Vec<ValueUsage>, Option<u32>) {
+    let Some(map) = &remote.value_key_usage_map else {
+        return (Vec::new(), None);
+    };
+    let mut usage: Vec<ValueUsage> = map
+        .iter()
+        .map(|(key, value)| ValueUsage {
+            value_key: key.clone(),
+            current_usage: value["current_usage"].as_f64().unwrap_or_default(),
+            status: value["status"].as_str().map(str::to_string),
+        })
+        .collect();
+    usage.sort_by(|a, b| {
+        b.current_usage
+            .total_cmp(&a.current_usage)
+            .then_with(|| a.value_key.cmp(&b.value_key))
+    });
+    let values = u32::try_from(usage.len()).ok();
+    usage.truncate(USAGE_SHOWN);
+    (usage, values)
+}
+
+impl PolicyKind for UsageLimitsPolicy {
+    type Remote = RemotePolicy;
+    const WHAT: &'static str = "usage-limits policy";
+    const REMOVAL: (&'static str, &'static str) = ("Archived", "archive");
+
+    fn facts(remote: &RemotePolicy) -> Facts<'_> {
+        Facts {
+            id: &remote.id,
+            name: remote.name.as_deref(),
+            active: remote.status == crate::api::PolicyStatus::Active,
+            workspace_id: remote.workspace_id.as_deref(),
+            created_at: remote.created_at.as_deref(),
+            updated_at: remote.last_updated_at.as_deref(),
+        }
+    }
+    fn record(status: &mut UsageLimitsPolicyStatus, remote: Option<&RemotePolicy>) {
+        let facts = remote.map(Self::facts);
+        status.id = facts.as_ref().map(|r| r.id.to_string());
+        status.remote_status = facts.as_ref().map(|r| r.remote_status().into());
+        status.remote_updated_at = facts.and_then(|r| r.updated_at.map(str::to_string));
+        status.last_reset_at = remote.and_then(|r| r.last_reset_at.clone());
+        (status.usage, status.usage_values) = remote.map(usage_of).unwrap_or_default();
+    }
+    fn record_created(status: &mut UsageLimitsPolicyStatus, id: String) {
+        status.id = Some(id);
+        status.remote_status = Some("active".into());
+    }
+    fn adopts(&self) -> Option<&str> {
+        self.spec.policy_id.as_deref()
+    }
+    fn name(&self) -> Option<&str> {
+        self.spec.name.as_deref()
+    }
+    fn workspace_id(&self) -> Option<&str> {
+        self.spec.workspace_id.as_deref()
+    }
+    fn orphaned(&self) -> bool {
+        self.spec.deletion_policy == UsageLimitsPolicyDeletionPolicy::Orphan
+    }
+    fn diff(&self, remote: &RemotePolicy) -> Vec<&'static str> {
+        self.spec.diff(remote)
+    }
+    fn immutable_conflicts(&self, remote: &RemotePolicy) -> Vec<&'static str> {
+        self.spec.immutable_conflicts(remote)
+    }
+    fn create_hash(&self) -> Option<String> {
+        body_hash(self.metadata.uid.as_deref(), &self.spec.create_request())
+    }
+    async fn get(client: &Client, id: &str) -> Result<RemotePolicy, ApiError> {
+        client.usage_limits().get(id).await
+    }
+    async fn list(
+        client: &Client,
+        workspace: Option<String>,
+    ) -> Result<Listing<RemotePolicy>, ApiError> {
+        let query = UsageLimitsListQuery {
+            workspace_id: workspace,
+            ..Default::default()
+        };
+        client.usage_limits().listing(&query).await
+    }
+    async fn create(&self, client: &Client) -> Result<String, ApiError> {
+        let created = client
+            .usage_limits()
+            .create(&self.spec.create_request())
+            .await?;
+        Ok(created.id)
+    }
+    async fn update(&self, client: &Client, id: &str) -> Result<(), ApiError> {
+        client
+            .usage_limits()
+            .update(id, &self.spec.update_request())
+            .await
+    }
+    async fn delete(client: &Client, id: &str) -> Result<(), ApiError> {
+        client.usage_limits().delete(id).await
+    }
+}
+
+impl Managed for UsageLimitsPolicy {
+    type Status = UsageLimitsPolicyStatus;
+    const KIND: &'static str = "UsageLimitsPolicy";
+    const MANAGER: &'static str = "aigw/usagelimitspolicy";
+    const LISTED: bool = true;
+
+    fn status(&self) -> Option<&UsageLimitsPolicyStatus> {
+        self.status.as_ref()
+    }
+
+    async fn apply(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut UsageLimitsPolicyStatus,
+    ) -> Result<Vec<Change>, Error> {
+        // The trigger a policy is created or adopted with resets nothing: only a change does.
+        let first_sight = status.id.is_none();
+        let mut changes = policy::apply(self, cx, status).await?;
+        if first_sight && status.resetting_for.is_none() {
+            status.observed_reset_usage = self.spec.reset_usage.clone();
+        }
+        changes.extend(reset_usage(self, cx, status).await?);
+        Ok(changes)
+    }
+
+    async fn observe_only(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut UsageLimitsPolicyStatus,
+    ) -> Result<Vec<&'static str>, Error> {
+        policy::observe_only(self, cx, status).await
+    }
+
+    async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
+        policy::cleanup(self, cx).await
+    }
+}
+
+/// Resets the usage of every value of the grouping key once per change of `spec.resetUsage`
+/// (see the module docs). `None` when no reset is due.
+async fn reset_usage(
+    policy: &UsageLimitsPolicy,
+    cx: &Cx<'_, UsageLimitsPolicy>,
+    status: &mut UsageLimitsPolicyStatus,
+) -> Result<Option<Change>, Error> {
+    let trigger = match (&status.resetting_for, &policy.spec.reset_usage) {
+        // An interrupted reset is finished first, whatever the spec says now.
+        (Some(resuming), _) => resuming.clone(),
+        (None, Some(wanted)) if status.observed_reset_usage.as_ref() != Some(wanted) => {
+            wanted.clone()
+        }
+        (None, wanted) => {
+            status.observed_reset_usage = wanted.clone();
+            return Ok(None);
+        }
+    };
+    let Some(id) = status.id.clone() else {
+        return Ok(None);
+    };
+    if status.resetting_for.is_none() {
+        status.resetting_for = Some(trigger.clone());
+        // The intent is a compare-and-swap: a reconcile acting on a stale view stops here.
+        cx.save_status(status).await?;
+    }
+    let client = cx.api(Op::Update).await?;
+    let entities = client
+        .usage_limits()
+        .entities(&id)
+        .await
+        .map_err(|e| Error::api(format!("list the usage of usage-limits policy {id}"), e))?;
+    let mut reset = 0;
+    for entity in entities
+        .items
+        .iter()
+        .filter(|e| e.current_usage.is_none_or(|u| u > 0.0))
+    {
+        client
+            .usage_limits()
+            .reset_entity(&id, &entity.id)
+            .await
+            .map_err(|e| {
+                Error::api(
+                    format!(
+                        "reset the usage of {} in usage-limits policy {id}",
+                        entity.id
+                    ),
+                    e,
+                )
+            })?;
+        reset += 1;
+    }
+    if !entities.complete {
+        // What was reset stays reset (zero usage is skipped next time); the rest is found by
+        // the next attempt, under the same intent.
+        return Err(Error::NotYetSettled {
+            message: format!(
+                "the usage list of usage-limits policy {id} was incomplete; resetting the rest next"
+            ),
+            look_again_in: std::time::Duration::from_secs(5),
+        });
+    }
+    status.resetting_for = None;
+    status.observed_reset_usage = Some(trigger.clone());
+    status.last_reset_at = Some(now_rfc3339());
+    status.usage.iter_mut().for_each(|u| u.current_usage = 0.0);
+    Ok(Some(Change::new(
+        "UsageReset",
+        format!(
+            "reset the usage of {reset} value(s) of usage-limits policy {id} (resetUsage {trigger:?})"
+        ),
+    )))
+}
+
+impl Listed for UsageLimitsPolicy {
+    fn list_workspace(&self) -> Option<String> {
+        self.spec.workspace_id.clone()
+    }
+
+    async fn list(client: &Client, workspace: Option<String>) -> Result<Listing<Row>, ApiError> {
+        policy::rows::<Self>(client, workspace).await
+    }
+}

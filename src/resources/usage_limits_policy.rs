@@ -1,0 +1,403 @@
+//! The `UsageLimitsPolicy` kind: a budget of the gateway (a credit limit in cost or tokens, an
+//! alert threshold, a periodic reset), the sibling of `RateLimitsPolicy`.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use super::common::{
+    ConnectionRef, CreateAttempt, Governed, ManagementPolicy, Recorded, conditions_schema,
+};
+pub use super::rate_limits_policy::{GroupBy, PolicyCondition};
+use crate::api;
+
+/// A usage-limits policy (`/ai_gw/v2/policies/usage-limits`). `name`, `creditLimit`,
+/// `alertThreshold`, the periodic reset and `conditions` are updated in place; `type`,
+/// `groupBy` and `workspaceId` are fixed at creation. Applying a spec never resets the usage
+/// counted so far: only a change of `resetUsage` does.
+// kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "aigw.io",
+    doc = "A usage-limits policy (a budget) of the AI gateway, kept in line with the management API by aigw.",
+    version = "v1alpha1",
+    kind = "UsageLimitsPolicy",
+    plural = "usagelimitspolicies",
+    shortname = "aigwulp",
+    category = "aigw",
+    namespaced,
+    status = "UsageLimitsPolicyStatus",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(name = "Type", type_ = "string", json_path = ".spec.type"),
+    printcolumn(name = "Limit", type_ = "string", json_path = ".spec.creditLimit"),
+    printcolumn(name = "Remote", type_ = "string", json_path = ".status.remoteStatus"),
+    printcolumn(name = "Id", type_ = "string", json_path = ".status.id", priority = 1),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.policyId) == has(oldSelf.policyId)").field_path(".policyId").reason(Reason::FieldValueForbidden).message("spec.policyId cannot be added or removed after creation: create a new UsageLimitsPolicy instead"))]
+#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new UsageLimitsPolicy to use another Connection"))]
+#[x_kube(validation = Rule::new("has(self.workspaceId) == has(oldSelf.workspaceId)").field_path(".workspaceId").reason(Reason::FieldValueForbidden).message("spec.workspaceId cannot be added or removed after creation: create a new UsageLimitsPolicy instead"))]
+#[x_kube(validation = Rule::new("!(has(self.periodicReset) && has(self.periodicResetDays))").field_path(".periodicResetDays").reason(Reason::FieldValueForbidden).message("spec.periodicResetDays cannot be set together with spec.periodicReset: choose one"))]
+pub struct UsageLimitsPolicySpec {
+    /// UUID of an existing remote policy to adopt. When absent, aigw creates a new policy.
+    /// Only set at creation: it cannot be added, removed or changed afterwards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("policyId is immutable: create a new UsageLimitsPolicy to adopt another remote policy"))]
+    pub policy_id: Option<String>,
+
+    /// Display name of the policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 255))]
+    pub name: Option<String>,
+
+    /// Workspace (UUID or slug) the policy belongs to. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceId is immutable: create a new UsageLimitsPolicy to change it"))]
+    pub workspace_id: Option<String>,
+
+    /// What is counted: `cost` or `tokens`. Immutable.
+    #[serde(rename = "type")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("type is immutable: create a new UsageLimitsPolicy to change it"))]
+    pub type_: UsageLimitType,
+
+    /// The budget: how much cost or how many tokens each value of `groupBy` may use.
+    #[schemars(range(min = 0))]
+    pub credit_limit: f64,
+
+    /// Usage at which the API sends a threshold alert; none when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0))]
+    pub alert_threshold: Option<f64>,
+
+    /// Usage goes back to zero every `monthly` or `weekly` period. Not together with
+    /// `periodicResetDays`; neither: usage is never reset by itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub periodic_reset: Option<PeriodicReset>,
+
+    /// Usage goes back to zero every this many days (1–365). Not together with `periodicReset`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 365))]
+    pub periodic_reset_days: Option<u32>,
+
+    /// Which requests the policy applies to; at least one.
+    #[schemars(length(min = 1))]
+    pub conditions: Vec<PolicyCondition>,
+
+    /// Keys the usage is counted per (for example `api_key` or `metadata.user_id`); at least
+    /// one. Immutable.
+    #[schemars(length(min = 1))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("groupBy is immutable: create a new UsageLimitsPolicy to change it"))]
+    pub group_by: Vec<GroupBy>,
+
+    /// A trigger: any string. Changing it resets the usage of every value of `groupBy` to zero,
+    /// once (`status.observedResetUsage` records the value done). Applying any other change
+    /// never resets usage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 253))]
+    pub reset_usage: Option<String>,
+
+    /// What happens to the remote policy when this resource is deleted: `Archive` (the
+    /// default; the API archives usage-limits policies rather than deleting them) or `Orphan`.
+    #[serde(default)]
+    pub deletion_policy: UsageLimitsPolicyDeletionPolicy,
+
+    /// `Full` (the default): aigw creates, updates and archives the remote policy to match this
+    /// spec. `Observe`: aigw only reads it and reports differences in the `Drifted` condition.
+    #[serde(default)]
+    pub management_policy: ManagementPolicy,
+
+    /// The Connection used to reach the management API; defaults to `default`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_ref: Option<ConnectionRef>,
+}
+
+/// What a usage limit counts.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageLimitType {
+    /// Cost.
+    Cost,
+    /// Tokens.
+    Tokens,
+}
+
+/// The period after which usage goes back to zero.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PeriodicReset {
+    /// Every month.
+    Monthly,
+    /// Every week.
+    Weekly,
+}
+
+/// What happens to the remote policy when the resource is deleted.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
+pub enum UsageLimitsPolicyDeletionPolicy {
+    /// Archive the remote policy (what the API's DELETE does).
+    #[default]
+    Archive,
+    /// Leave the remote policy in place.
+    Orphan,
+}
+
+/// The usage of one value of `groupBy`, as the API last reported it.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ValueUsage {
+    /// The value of the grouping key (for example an API key id).
+    pub value_key: String,
+    /// Usage counted since the last reset.
+    pub current_usage: f64,
+    /// `active` or `exhausted`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+}
+
+/// What the management API reports about the policy.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UsageLimitsPolicyStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`, `Reconciling` and `Stalled`, each with a reason and its own observedGeneration.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<Condition>,
+    /// UUID of the remote policy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// `active` or `archived`, as the API reports it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_status: Option<String>,
+    /// The remote object's `last_updated_at` when aigw last read it (for the drift check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_updated_at: Option<String>,
+    /// Usage per value of `groupBy` at the last read (at most the 20 largest).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub usage: Vec<ValueUsage>,
+    /// How many values of `groupBy` had usage at the last read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub usage_values: Option<u32>,
+    /// When the API last reset the usage (by period or on request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_reset_at: Option<String>,
+    /// The `spec.resetUsage` value whose reset is done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_reset_usage: Option<String>,
+    /// Set (to the `spec.resetUsage` value) just before a reset is sent and cleared once it is
+    /// done: of two reconciles acting on one view, only the one that recorded this resets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resetting_for: Option<String>,
+    /// Set just before a create is sent and cleared once its outcome is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_create: Option<String>,
+    /// What the create in flight sent, and when its request ended without an answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_attempt: Option<CreateAttempt>,
+}
+
+fn to_api_type(t: UsageLimitType) -> api::UsageLimitType {
+    match t {
+        UsageLimitType::Cost => api::UsageLimitType::Cost,
+        UsageLimitType::Tokens => api::UsageLimitType::Tokens,
+    }
+}
+
+fn to_api_reset(r: PeriodicReset) -> api::PeriodicReset {
+    match r {
+        PeriodicReset::Monthly => api::PeriodicReset::Monthly,
+        PeriodicReset::Weekly => api::PeriodicReset::Weekly,
+    }
+}
+
+impl UsageLimitsPolicySpec {
+    /// The `connectionRef` name, `default` when absent.
+    pub fn connection_name(&self) -> &str {
+        self.connection_ref
+            .as_ref()
+            .map_or("default", |c| c.name.as_str())
+    }
+
+    /// The create body for this spec.
+    pub fn create_request(&self) -> api::CreateUsageLimitsPolicyRequest {
+        api::CreateUsageLimitsPolicyRequest {
+            name: self.name.clone(),
+            conditions: self
+                .conditions
+                .iter()
+                .map(PolicyCondition::to_api)
+                .collect(),
+            group_by: self
+                .group_by
+                .iter()
+                .map(|g| api::GroupBy { key: g.key.clone() })
+                .collect(),
+            limit_type: to_api_type(self.type_),
+            credit_limit: self.credit_limit,
+            alert_threshold: self.alert_threshold,
+            periodic_reset: self.periodic_reset.map(to_api_reset),
+            periodic_reset_days: self.periodic_reset_days,
+            workspace_id: self.workspace_id.clone(),
+        }
+    }
+
+    /// The update body: every field the API lets change (the optional ones as `null` to clear
+    /// them). It never carries a usage reset.
+    pub fn update_request(&self) -> api::UpdateUsageLimitsPolicyRequest {
+        api::UpdateUsageLimitsPolicyRequest {
+            name: self.name.clone(),
+            conditions: Some(
+                self.conditions
+                    .iter()
+                    .map(PolicyCondition::to_api)
+                    .collect(),
+            ),
+            credit_limit: Some(self.credit_limit),
+            alert_threshold: self.alert_threshold,
+            periodic_reset: self.periodic_reset.map(to_api_reset),
+            periodic_reset_days: self.periodic_reset_days,
+        }
+    }
+
+    /// Mutable fields where the remote policy differs from the spec; a PUT fixes these.
+    pub fn diff(&self, remote: &api::UsageLimitsPolicy) -> Vec<&'static str> {
+        let mut fields = Vec::new();
+        if self.name.is_some() && self.name != remote.name {
+            fields.push("name");
+        }
+        if self.credit_limit != remote.credit_limit {
+            fields.push("creditLimit");
+        }
+        if self.alert_threshold != remote.alert_threshold {
+            fields.push("alertThreshold");
+        }
+        if self.periodic_reset.map(to_api_reset) != remote.periodic_reset {
+            fields.push("periodicReset");
+        }
+        if self.periodic_reset_days != remote.periodic_reset_days {
+            fields.push("periodicResetDays");
+        }
+        if !PolicyCondition::same_set(&self.conditions, &remote.conditions) {
+            fields.push("conditions");
+        }
+        fields
+    }
+
+    /// Immutable fields where the remote policy differs; no PUT can fix these.
+    pub fn immutable_conflicts(&self, remote: &api::UsageLimitsPolicy) -> Vec<&'static str> {
+        let mut fields = Vec::new();
+        if to_api_type(self.type_) != remote.limit_type {
+            fields.push("type");
+        }
+        if !GroupBy::same_set(&self.group_by, &remote.group_by) {
+            fields.push("groupBy");
+        }
+        fields
+    }
+}
+
+impl Governed for UsageLimitsPolicy {
+    fn management_policy(&self) -> ManagementPolicy {
+        self.spec.management_policy
+    }
+
+    fn orphaning(&self) -> Self {
+        let mut copy = self.clone();
+        copy.spec.deletion_policy = UsageLimitsPolicyDeletionPolicy::Orphan;
+        copy
+    }
+
+    fn orphans(&self) -> bool {
+        self.spec.deletion_policy == UsageLimitsPolicyDeletionPolicy::Orphan
+    }
+
+    fn named_remote(&self) -> Option<&str> {
+        self.spec.policy_id.as_deref()
+    }
+}
+
+impl Recorded for UsageLimitsPolicyStatus {
+    fn recorded_remote(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+    fn remote_updated_at(&self) -> Option<&str> {
+        self.remote_updated_at.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec() -> UsageLimitsPolicySpec {
+        serde_json::from_value(json!({
+            "name": "budget", "type": "cost", "creditLimit": 100, "alertThreshold": 80,
+            "periodicReset": "monthly",
+            "conditions": [{"key": "workspace_id", "value": "ws-1"}], "groupBy": [{"key": "api_key"}]
+        }))
+        .unwrap()
+    }
+
+    fn remote() -> api::UsageLimitsPolicy {
+        serde_json::from_value(json!({
+            "id": "u1", "name": "budget", "type": "cost", "credit_limit": 100, "alert_threshold": 80,
+            "periodic_reset": "monthly", "periodic_reset_days": null, "status": "active",
+            "workspace_id": "ws-1", "organisation_id": "o",
+            "conditions": [{"key": "workspace_id", "value": ["ws-1"]}], "group_by": [{"key": "api_key"}],
+            "created_at": "2026-01-01T00:00:00Z", "last_updated_at": "2026-01-01T00:00:00Z"
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn equal_policies_have_no_difference() {
+        assert!(spec().diff(&remote()).is_empty());
+        assert!(spec().immutable_conflicts(&remote()).is_empty());
+    }
+
+    #[test]
+    fn mutable_and_immutable_differences_are_told_apart() {
+        let mut remote = remote();
+        remote.credit_limit = 50.0;
+        remote.alert_threshold = None;
+        remote.periodic_reset = None;
+        remote.periodic_reset_days = Some(7);
+        remote.limit_type = api::UsageLimitType::Tokens;
+        assert_eq!(
+            spec().diff(&remote),
+            vec![
+                "creditLimit",
+                "alertThreshold",
+                "periodicReset",
+                "periodicResetDays"
+            ]
+        );
+        assert_eq!(spec().immutable_conflicts(&remote), vec!["type"]);
+    }
+
+    #[test]
+    fn the_update_never_resets_usage_and_clears_what_the_spec_dropped() {
+        let mut spec = spec();
+        spec.alert_threshold = None;
+        spec.reset_usage = Some("now".into());
+        let body = serde_json::to_value(spec.update_request()).unwrap();
+        assert_eq!(body["alert_threshold"], serde_json::Value::Null);
+        assert!(body.get("reset_usage_for_value").is_none());
+        assert_eq!(body["credit_limit"], 100);
+    }
+}
