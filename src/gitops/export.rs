@@ -16,8 +16,9 @@ use serde::Serialize;
 use super::GitopsError;
 use super::mask::{secret_paths, secret_pointers};
 use super::project;
-use crate::api::{self, Client, DeploymentListQuery, RateLimitsListQuery};
-use crate::resources::{Config, Deployment, RateLimitsPolicy};
+use crate::api::{self, Client, DeploymentListQuery};
+use crate::resources::policy::Policy;
+use crate::resources::{Config, Deployment, RateLimitsPolicy, UsageLimitsPolicy};
 
 /// What to export and where the manifests go.
 #[derive(Debug, Clone, Default)]
@@ -63,7 +64,8 @@ impl Export {
     }
 }
 
-/// Reads every config, active deployment and rate-limit policy (GET and list only) and renders
+/// Reads every config, active deployment, rate-limits and usage-limits policy (GET and list
+/// only) and renders
 /// them as manifests.
 pub async fn export(api: &Client, options: &ExportOptions) -> Result<Export, GitopsError> {
     let mut out = Builder::new(options);
@@ -95,19 +97,24 @@ pub async fn export(api: &Client, options: &ExportOptions) -> Result<Export, Git
         })?;
         out.deployment(&remote)?;
     }
-    let query = RateLimitsListQuery {
-        workspace_id: options.workspace_id.clone(),
-        ..Default::default()
-    };
-    let policies = api
-        .rate_limits()
-        .list(&query)
-        .await
-        .map_err(|e| GitopsError::api("failed to list rate-limits policies", e))?;
-    for policy in &policies {
-        out.policy(policy)?;
-    }
+    export_policies::<RateLimitsPolicy>(api, options, &mut out).await?;
+    export_policies::<UsageLimitsPolicy>(api, options, &mut out).await?;
     out.finish()
+}
+
+/// Every active policy of kind `P` (archived ones are gone for aigw), all pages.
+async fn export_policies<P: Policy>(
+    api: &Client,
+    options: &ExportOptions,
+    out: &mut Builder<'_>,
+) -> Result<(), GitopsError> {
+    let listing = P::list(api, options.workspace_id.clone())
+        .await
+        .map_err(|e| GitopsError::api(format!("failed to list {}s", P::WHAT), e))?;
+    for policy in &listing.items {
+        out.policy::<P>(policy)?;
+    }
+    Ok(())
 }
 
 /// Collects rendered manifests and keeps `metadata.name` unique per kind.
@@ -231,35 +238,21 @@ impl<'o> Builder<'o> {
         )
     }
 
-    fn policy(&mut self, remote: &api::RateLimitsPolicy) -> Result<(), GitopsError> {
-        let spec = match project::policy_spec(remote) {
+    fn policy<P: Policy>(&mut self, remote: &P::Remote) -> Result<(), GitopsError> {
+        let id = P::facts(remote).id.to_string();
+        let spec = match P::projected(remote) {
             Ok(spec) => spec,
             Err(why) => {
-                self.export
-                    .skipped
-                    .push(format!("rate-limits policy {}: {why}", remote.id));
+                self.export.skipped.push(format!("{} {id}: {why}", P::WHAT));
                 return Ok(());
             }
         };
-        let wanted = remote.name.clone().unwrap_or_default();
-        let metadata = self.meta(
-            "RateLimitsPolicy",
-            &wanted,
-            &format!("policy-{}", remote.id),
-        );
-        let object = RateLimitsPolicy {
-            metadata,
-            spec,
-            status: None,
-        };
-        let header = format!("# Adopts rate-limits policy {} as it is.\n", remote.id);
-        self.push(
-            "RateLimitsPolicy",
-            "ratelimitspolicy",
-            &object.metadata,
-            &object,
-            header,
-        )
+        let kind = P::RESOURCE;
+        let wanted = P::facts(remote).name.unwrap_or_default().to_string();
+        let metadata = self.meta(kind, &wanted, &format!("policy-{id}"));
+        let object = P::with_spec(metadata, spec);
+        let header = format!("# Adopts {} {id} as it is.\n", P::WHAT);
+        self.push(kind, &kind.to_lowercase(), object.meta(), &object, header)
     }
 
     fn push<T: Serialize>(

@@ -19,7 +19,8 @@ use super::project;
 use super::validate::{Manifest, Object};
 use crate::api::{self, ApiError, Client};
 use crate::resources::config_document::MarkedDocument;
-use crate::resources::{Config, Deployment, RateLimitsPolicy};
+use crate::resources::policy::Policy;
+use crate::resources::{Config, Deployment};
 
 /// Version of the `--output json` document; bumped only on incompatible changes.
 pub const FORMAT_VERSION: u32 = 1;
@@ -221,7 +222,8 @@ pub async fn plan(
         let entry = match &manifest.object {
             Object::Config(o) => plan_config(api, live, o).await?,
             Object::Deployment(o) => plan_deployment(api, live, o).await?,
-            Object::RateLimitsPolicy(o) => plan_policy(api, live, o).await?,
+            Object::RateLimitsPolicy(o) => plan_policy(api, live, o.as_ref()).await?,
+            Object::UsageLimitsPolicy(o) => plan_policy(api, live, o.as_ref()).await?,
             Object::Connection(_) => continue,
         };
         entries.push(Entry {
@@ -494,42 +496,36 @@ async fn plan_deployment(
     Ok(compared(&counterpart, changes))
 }
 
-async fn plan_policy(
+/// A policy kind ([`Policy`]): its counterpart is `spec.policyId`, else the live `status.id`.
+async fn plan_policy<P: Policy>(
     api: &Client,
     live: Option<&Live>,
-    policy: &RateLimitsPolicy,
+    policy: &P,
 ) -> Result<Entry, GitopsError> {
-    let spec = &policy.spec;
-    let desired = to_json(spec);
-    let creation = || create_changes(&desired, &["policyId"]);
-    let Some(counterpart) = counterpart(
-        live,
-        policy,
-        spec.policy_id.as_ref(),
-        |p: &RateLimitsPolicy| p.status.as_ref().and_then(|s| s.id.clone()),
-    )
+    let desired = to_json(policy.spec());
+    let creation = || create_changes(&desired, &["policyId", "resetUsage"]);
+    let adopts = policy.adopts().map(str::to_string);
+    let Some(counterpart) = counterpart(live, policy, adopts.as_ref(), |p: &P| {
+        p.recorded().map(str::to_string)
+    })
     .await?
     else {
         return Ok(entry(Action::Create, None, creation(), None));
     };
-    let what = format!("rate-limits policy {}", counterpart.key);
-    let Some(remote) = found(&what, api.rate_limits().get(&counterpart.key).await)? else {
-        return Ok(missing(
-            &counterpart,
-            "rate-limits policy",
-            "spec.policyId",
-            creation(),
-        ));
+    let what = format!("{} {}", P::WHAT, counterpart.key);
+    let Some(remote) = found(&what, P::get(api, &counterpart.key).await)? else {
+        return Ok(missing(&counterpart, P::WHAT, "spec.policyId", creation()));
     };
-    let current = match project::policy_spec(&remote) {
+    let current = match P::projected(&remote) {
         Ok(projected) => to_json(&projected),
         Err(_) => serde_json::to_value(&remote).unwrap_or_default(),
     };
-    let conflicts = spec.immutable_conflicts(&remote);
+    let conflicts = policy.immutable_conflicts(&remote);
     if !conflicts.is_empty() {
         let reason = format!(
-            "the remote policy has a different {} and the API cannot change it; create a new RateLimitsPolicy instead",
-            conflicts.join(", ")
+            "the remote policy has a different {} and the API cannot change it; create a new {} instead",
+            conflicts.join(", "),
+            P::RESOURCE
         );
         let changes = field_changes(&conflicts, &current, &desired);
         return Ok(entry(
@@ -539,7 +535,7 @@ async fn plan_policy(
             Some(reason),
         ));
     }
-    let changes = field_changes(&spec.diff(&remote), &current, &desired);
+    let changes = field_changes(&policy.diff(&remote), &current, &desired);
     Ok(compared(&counterpart, changes))
 }
 

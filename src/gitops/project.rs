@@ -10,12 +10,9 @@ use crate::resources::config::{ConfigDeletionPolicy, ConfigSpec};
 use crate::resources::deployment::{
     AuthSettings, DeploymentDeletionPolicy, DeploymentSpec, SecretRef,
 };
-use crate::resources::rate_limits_policy::{
-    GroupBy, PolicyCondition, RateLimitsPolicyDeletionPolicy, RateLimitsPolicySpec,
-};
 
 /// The API and the CRD spell these enums the same way (`non_production`, `rpm`, `mcp_tools`).
-fn same_enum<A: Serialize, B: DeserializeOwned>(value: &A) -> Option<B> {
+pub(crate) fn same_enum<A: Serialize, B: DeserializeOwned>(value: &A) -> Option<B> {
     serde_json::to_value(value)
         .ok()
         .and_then(|v| serde_json::from_value(v).ok())
@@ -83,53 +80,6 @@ pub fn deployment_spec(remote: &api::Deployment, secret_name: &str) -> Deploymen
     }
 }
 
-/// A spec that adopts `remote` (by id) and matches it, or why none can: the spec takes one
-/// value per condition, the API allows several.
-pub fn policy_spec(remote: &api::RateLimitsPolicy) -> Result<RateLimitsPolicySpec, String> {
-    let conditions = remote
-        .conditions
-        .iter()
-        .map(|c| {
-            Ok(PolicyCondition {
-                key: c.key.clone(),
-                value: single(&c.value, &c.key)?,
-                excludes: c.excludes.as_ref().map(|e| single(e, &c.key)).transpose()?,
-            })
-        })
-        .collect::<Result<Vec<_>, String>>()?;
-    let type_ = same_enum(&remote.limit_type).ok_or("unknown type")?;
-    let unit = same_enum(&remote.unit).ok_or("unknown unit")?;
-    Ok(RateLimitsPolicySpec {
-        policy_id: Some(remote.id.clone()),
-        name: remote.name.clone(),
-        workspace_id: remote.workspace_id.clone(),
-        type_,
-        unit,
-        value: remote.value,
-        conditions,
-        group_by: remote
-            .group_by
-            .iter()
-            .map(|g| GroupBy { key: g.key.clone() })
-            .collect(),
-        target: remote.target.as_ref().and_then(same_enum),
-        deletion_policy: RateLimitsPolicyDeletionPolicy::Orphan,
-        management_policy: ManagementPolicy::Full,
-        connection_ref: None,
-    })
-}
-
-fn single(value: &api::OneOrMany, key: &str) -> Result<String, String> {
-    match value {
-        api::OneOrMany::One(v) => Ok(v.clone()),
-        api::OneOrMany::Many(vs) if vs.len() == 1 => Ok(vs[0].clone()),
-        api::OneOrMany::Many(vs) => Err(format!(
-            "condition {key} has {} values and spec.conditions takes one per condition",
-            vs.len()
-        )),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -143,7 +93,8 @@ mod tests {
             "conditions": [{"key": "workspace_id", "value": ["ws-1"]}], "group_by": [{"key": "api_key"}]
         }))
         .unwrap();
-        let spec = policy_spec(&remote).unwrap();
+        let spec =
+            crate::resources::rate_limits_policy::RateLimitsPolicySpec::adopting(&remote).unwrap();
         assert!(spec.diff(&remote).is_empty());
         assert!(spec.immutable_conflicts(&remote).is_empty());
     }

@@ -18,7 +18,7 @@ use super::schema::{SchemaChecker, Violation};
 use crate::api::{ApiError, Validate};
 use crate::resources::common::GROUP;
 use crate::resources::config_document::MarkedDocument;
-use crate::resources::{Config, Connection, Deployment, RateLimitsPolicy};
+use crate::resources::{Config, Connection, Deployment, RateLimitsPolicy, UsageLimitsPolicy};
 
 /// One problem: where, which resource, which field, what.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -55,6 +55,7 @@ pub enum Object {
     Config(Box<Config>),
     Deployment(Box<Deployment>),
     RateLimitsPolicy(Box<RateLimitsPolicy>),
+    UsageLimitsPolicy(Box<UsageLimitsPolicy>),
     Connection(Box<Connection>),
 }
 
@@ -64,6 +65,7 @@ impl Object {
             Object::Config(_) => "Config",
             Object::Deployment(_) => "Deployment",
             Object::RateLimitsPolicy(_) => "RateLimitsPolicy",
+            Object::UsageLimitsPolicy(_) => "UsageLimitsPolicy",
             Object::Connection(_) => "Connection",
         }
     }
@@ -73,6 +75,7 @@ impl Object {
             Object::Config(o) => &o.metadata,
             Object::Deployment(o) => &o.metadata,
             Object::RateLimitsPolicy(o) => &o.metadata,
+            Object::UsageLimitsPolicy(o) => &o.metadata,
             Object::Connection(o) => &o.metadata,
         }
     }
@@ -394,6 +397,7 @@ fn typed(kind: &str, value: &Value) -> Result<Object, String> {
         "Config" => Object::Config(parse(value)?),
         "Deployment" => Object::Deployment(parse(value)?),
         "RateLimitsPolicy" => Object::RateLimitsPolicy(parse(value)?),
+        "UsageLimitsPolicy" => Object::UsageLimitsPolicy(parse(value)?),
         "Connection" => Object::Connection(parse(value)?),
         other => return Err(format!("unknown kind {other:?}")),
     })
@@ -426,6 +430,7 @@ fn operator_checks(object: &Object, out: &mut Vec<Violation>) {
             o.spec.create_request(None).validate()
         }
         Object::RateLimitsPolicy(o) => o.spec.create_request().validate(),
+        Object::UsageLimitsPolicy(o) => o.spec.create_request().validate(),
         Object::Connection(_) => Ok(()),
     };
     if let Err(e) = request {
@@ -495,7 +500,7 @@ impl Seen {
         let field = match kind {
             "Config" => "slug",
             "Deployment" => "deploymentId",
-            "RateLimitsPolicy" => "policyId",
+            "RateLimitsPolicy" | "UsageLimitsPolicy" => "policyId",
             _ => return found,
         };
         let Some(id) = value["spec"][field].as_str() else {

@@ -5,6 +5,7 @@ pub mod config;
 pub mod config_document;
 pub mod connection;
 pub mod deployment;
+pub mod policy;
 pub mod rate_limits_policy;
 pub mod usage_limits_policy;
 

@@ -204,6 +204,7 @@ pub struct RateLimitsPolicyStatus {
     pub create_attempt: Option<CreateAttempt>,
 }
 
+use super::policy::{bind_policy, same_enum, single};
 use crate::api;
 
 fn to_api_type(t: RateLimitType) -> api::RateLimitType {
@@ -254,6 +255,24 @@ impl PolicyCondition {
 }
 
 impl PolicyCondition {
+    /// The spec's condition for a remote one, or why none can say it.
+    pub(crate) fn from_api(remote: &api::Condition) -> Result<Self, String> {
+        Ok(Self {
+            key: remote.key.clone(),
+            value: single(&remote.value, &remote.key)?,
+            excludes: remote
+                .excludes
+                .as_ref()
+                .map(|e| single(e, &remote.key))
+                .transpose()?,
+        })
+    }
+
+    /// The spec's conditions for remote ones.
+    pub(crate) fn all_from_api(remote: &[api::Condition]) -> Result<Vec<Self>, String> {
+        remote.iter().map(Self::from_api).collect()
+    }
+
     /// The API may return conditions in another order than written: compare them as a set.
     pub(crate) fn same_set(wanted: &[PolicyCondition], remote: &[api::Condition]) -> bool {
         wanted.len() == remote.len()
@@ -263,6 +282,14 @@ impl PolicyCondition {
 }
 
 impl GroupBy {
+    /// The spec's grouping keys for remote ones.
+    pub(crate) fn all_from_api(remote: &[api::GroupBy]) -> Vec<Self> {
+        remote
+            .iter()
+            .map(|g| GroupBy { key: g.key.clone() })
+            .collect()
+    }
+
     /// The same grouping keys, in any order.
     pub(crate) fn same_set(wanted: &[GroupBy], remote: &[api::GroupBy]) -> bool {
         let mut remote: Vec<&str> = remote.iter().map(|g| g.key.as_str()).collect();
@@ -273,7 +300,38 @@ impl GroupBy {
     }
 }
 
+bind_policy!(
+    RateLimitsPolicy,
+    spec RateLimitsPolicySpec,
+    remote api::RateLimitsPolicy,
+    create api::CreateRateLimitsPolicyRequest,
+    what "rate-limits policy",
+    deletion RateLimitsPolicyDeletionPolicy::Orphan,
+    handle rate_limits,
+    query api::RateLimitsListQuery,
+    project RateLimitsPolicySpec::adopting
+);
+
 impl RateLimitsPolicySpec {
+    /// A spec that adopts `remote` (by id) and matches it, or why none can: the spec takes one
+    /// value per condition, the API allows several.
+    pub fn adopting(remote: &api::RateLimitsPolicy) -> Result<Self, String> {
+        Ok(Self {
+            policy_id: Some(remote.id.clone()),
+            name: remote.name.clone(),
+            workspace_id: remote.workspace_id.clone(),
+            type_: same_enum(&remote.limit_type).ok_or("unknown type")?,
+            unit: same_enum(&remote.unit).ok_or("unknown unit")?,
+            value: remote.value,
+            conditions: PolicyCondition::all_from_api(&remote.conditions)?,
+            group_by: GroupBy::all_from_api(&remote.group_by),
+            target: remote.target.as_ref().and_then(same_enum),
+            deletion_policy: RateLimitsPolicyDeletionPolicy::Orphan,
+            management_policy: ManagementPolicy::Full,
+            connection_ref: None,
+        })
+    }
+
     /// The `connectionRef` name, `default` when absent.
     pub fn connection_name(&self) -> &str {
         self.connection_ref

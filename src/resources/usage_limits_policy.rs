@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::common::{
     ConnectionRef, CreateAttempt, Governed, ManagementPolicy, Recorded, conditions_schema,
 };
+use super::policy::{bind_policy, same_enum};
 pub use super::rate_limits_policy::{GroupBy, PolicyCondition};
 use crate::api;
 
@@ -224,7 +225,39 @@ fn to_api_reset(r: PeriodicReset) -> api::PeriodicReset {
     }
 }
 
+bind_policy!(
+    UsageLimitsPolicy,
+    spec UsageLimitsPolicySpec,
+    remote api::UsageLimitsPolicy,
+    create api::CreateUsageLimitsPolicyRequest,
+    what "usage-limits policy",
+    deletion UsageLimitsPolicyDeletionPolicy::Orphan,
+    handle usage_limits,
+    query api::UsageLimitsListQuery,
+    project UsageLimitsPolicySpec::adopting
+);
+
 impl UsageLimitsPolicySpec {
+    /// A spec that adopts `remote` (by id) and matches it, or why none can.
+    pub fn adopting(remote: &api::UsageLimitsPolicy) -> Result<Self, String> {
+        Ok(Self {
+            policy_id: Some(remote.id.clone()),
+            name: remote.name.clone(),
+            workspace_id: remote.workspace_id.clone(),
+            type_: same_enum(&remote.limit_type).ok_or("unknown type")?,
+            credit_limit: remote.credit_limit,
+            alert_threshold: remote.alert_threshold,
+            periodic_reset: remote.periodic_reset.as_ref().and_then(same_enum),
+            periodic_reset_days: remote.periodic_reset_days,
+            conditions: PolicyCondition::all_from_api(&remote.conditions)?,
+            group_by: GroupBy::all_from_api(&remote.group_by),
+            reset_usage: None,
+            deletion_policy: UsageLimitsPolicyDeletionPolicy::Orphan,
+            management_policy: ManagementPolicy::Full,
+            connection_ref: None,
+        })
+    }
+
     /// The `connectionRef` name, `default` when absent.
     pub fn connection_name(&self) -> &str {
         self.connection_ref

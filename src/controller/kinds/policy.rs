@@ -4,11 +4,9 @@
 //! `deletionPolicy`. A policy kind supplies its API calls and its diff ([`PolicyKind`]); the
 //! flow here is written once.
 
-use std::future::Future;
-
 use crate::api::{ApiError, Client, Listing};
 use crate::controller::create::{
-    Created, Lookup, create_once, made_by_unfinished_create, one_of_ours,
+    Created, Lookup, body_hash, create_once, made_by_unfinished_create, one_of_ours,
 };
 use crate::controller::drift::Row;
 use crate::controller::driver::{Change, Cx, Managed, object_key, observed, orphaned, removed};
@@ -17,73 +15,22 @@ use crate::controller::gate::Op;
 use crate::controller::spec_already_applied;
 use crate::controller::status::IntentStatus;
 use crate::resources::common::CreateAttempt;
+pub use crate::resources::policy::{Facts, Policy};
 
-/// What the flow needs to know of a remote policy as a read returns it.
-pub struct Facts<'a> {
-    pub id: &'a str,
-    pub name: Option<&'a str>,
-    pub active: bool,
-    pub workspace_id: Option<&'a str>,
-    pub created_at: Option<&'a str>,
-    pub updated_at: Option<&'a str>,
-}
-
-impl Facts<'_> {
-    /// `active` or `archived`, for `status.remoteStatus`.
-    pub fn remote_status(&self) -> &'static str {
-        if self.active { "active" } else { "archived" }
-    }
+/// A policy kind in the driver: its [`Policy`] binding, and what its status records.
+pub trait PolicyKind: Managed<Status: PolicyStatus> + Policy {
+    /// The event reason and verb of the remote removal: ("Deleted", "delete"), ("Archived",
+    /// "archive").
+    const REMOVAL: (&'static str, &'static str);
+    /// Records in `status` what a read reported (`None`: the policy is gone).
+    fn record(status: &mut Self::Status, remote: Option<&Self::Remote>);
+    /// Records in `status` the policy a create made (`id`), before any read of it.
+    fn record_created(status: &mut Self::Status, id: String);
 }
 
 /// The status field every policy kind records its remote policy in.
 pub trait PolicyStatus {
     fn id(&self) -> Option<&str>;
-}
-
-/// A policy kind: its API calls, its diff, and the names its messages use.
-pub trait PolicyKind: Managed<Status: PolicyStatus> {
-    /// The remote policy as a read returns it.
-    type Remote: Send + Sync;
-    /// In messages: "rate-limits policy".
-    const WHAT: &'static str;
-    /// The event reason and verb of the remote removal: ("Deleted", "delete"), ("Archived",
-    /// "archive").
-    const REMOVAL: (&'static str, &'static str);
-
-    fn facts(remote: &Self::Remote) -> Facts<'_>;
-    /// Records in `status` what a read reported (`None`: the policy is gone).
-    fn record(status: &mut Self::Status, remote: Option<&Self::Remote>);
-    /// Records in `status` the policy a create made (`id`), before any read of it.
-    fn record_created(status: &mut Self::Status, id: String);
-    /// `spec.policyId`: the existing policy this resource adopts.
-    fn adopts(&self) -> Option<&str>;
-    fn name(&self) -> Option<&str>;
-    fn workspace_id(&self) -> Option<&str>;
-    /// True when `deletionPolicy` leaves the remote policy in place.
-    fn orphaned(&self) -> bool;
-    /// Mutable fields that differ (a PUT fixes these).
-    fn diff(&self, remote: &Self::Remote) -> Vec<&'static str>;
-    /// Fixed fields that differ (no PUT can fix these).
-    fn immutable_conflicts(&self, remote: &Self::Remote) -> Vec<&'static str>;
-    /// The SHA-256 of the create body, salted with the uid (for `createAttempt`).
-    fn create_hash(&self) -> Option<String>;
-
-    fn get(
-        client: &Client,
-        id: &str,
-    ) -> impl Future<Output = Result<Self::Remote, ApiError>> + Send;
-    fn list(
-        client: &Client,
-        workspace: Option<String>,
-    ) -> impl Future<Output = Result<Listing<Self::Remote>, ApiError>> + Send;
-    /// POSTs the spec; the new id.
-    fn create(&self, client: &Client) -> impl Future<Output = Result<String, ApiError>> + Send;
-    fn update(
-        &self,
-        client: &Client,
-        id: &str,
-    ) -> impl Future<Output = Result<(), ApiError>> + Send;
-    fn delete(client: &Client, id: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
 }
 
 /// Observe, then create, or update only the fields that differ.
@@ -110,8 +57,7 @@ pub async fn apply<P: PolicyKind>(
         return Ok(Vec::new());
     }
     let client = cx.api(Op::Update).await?;
-    policy
-        .update(client, &id)
+    P::update(policy, client, &id)
         .await
         .map_err(|e| Error::api(format!("update {} {id}", P::WHAT), e))?;
     let fields = differences.join(", ");
@@ -237,7 +183,7 @@ async fn create<P: PolicyKind>(
     let sent = CreateAttempt {
         name: policy.name().map(str::to_string),
         workspace_id: policy.workspace_id().map(str::to_string),
-        body_hash: policy.create_hash(),
+        body_hash: body_hash(policy.meta().uid.as_deref(), &policy.create_request()),
         ended_at: None,
     };
     let outcome = create_once(
@@ -246,7 +192,7 @@ async fn create<P: PolicyKind>(
         P::WHAT,
         sent,
         find_created(policy, cx, &before),
-        policy.create(client),
+        P::create(policy, client),
     )
     .await?;
     let (id, change) = match outcome {

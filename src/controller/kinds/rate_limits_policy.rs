@@ -2,18 +2,13 @@
 //! the mutable fields (name, unit, value, conditions) only when they differ, delete per
 //! `deletionPolicy`.
 
-use super::policy::{self, Facts, PolicyKind, PolicyStatus};
-use crate::api::{
-    ApiError, Client, Listing, RateLimitsListQuery, RateLimitsPolicy as RemotePolicy,
-};
-use crate::controller::create::body_hash;
+use super::policy::{self, Policy, PolicyKind, PolicyStatus};
+use crate::api::{ApiError, Client, Listing, RateLimitsPolicy as RemotePolicy};
 use crate::controller::drift::{Listed, Row};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
 use crate::controller::status::common_status;
-use crate::resources::rate_limits_policy::{
-    RateLimitsPolicy, RateLimitsPolicyDeletionPolicy, RateLimitsPolicyStatus,
-};
+use crate::resources::rate_limits_policy::{RateLimitsPolicy, RateLimitsPolicyStatus};
 
 common_status!(
     RateLimitsPolicyStatus,
@@ -31,22 +26,10 @@ impl PolicyStatus for RateLimitsPolicyStatus {
 }
 
 impl PolicyKind for RateLimitsPolicy {
-    type Remote = RemotePolicy;
-    const WHAT: &'static str = "rate-limits policy";
     const REMOVAL: (&'static str, &'static str) = ("Deleted", "delete");
 
-    fn facts(remote: &RemotePolicy) -> Facts<'_> {
-        Facts {
-            id: &remote.id,
-            name: remote.name.as_deref(),
-            active: remote.status == crate::api::PolicyStatus::Active,
-            workspace_id: remote.workspace_id.as_deref(),
-            created_at: remote.created_at.as_deref(),
-            updated_at: remote.last_updated_at.as_deref(),
-        }
-    }
     fn record(status: &mut RateLimitsPolicyStatus, remote: Option<&RemotePolicy>) {
-        let facts = remote.map(Self::facts);
+        let facts = remote.map(<Self as Policy>::facts);
         status.id = facts.as_ref().map(|r| r.id.to_string());
         status.remote_status = facts.as_ref().map(|r| r.remote_status().into());
         status.remote_updated_at = facts.and_then(|r| r.updated_at.map(str::to_string));
@@ -54,56 +37,6 @@ impl PolicyKind for RateLimitsPolicy {
     fn record_created(status: &mut RateLimitsPolicyStatus, id: String) {
         status.id = Some(id);
         status.remote_status = Some("active".into());
-    }
-    fn adopts(&self) -> Option<&str> {
-        self.spec.policy_id.as_deref()
-    }
-    fn name(&self) -> Option<&str> {
-        self.spec.name.as_deref()
-    }
-    fn workspace_id(&self) -> Option<&str> {
-        self.spec.workspace_id.as_deref()
-    }
-    fn orphaned(&self) -> bool {
-        self.spec.deletion_policy == RateLimitsPolicyDeletionPolicy::Orphan
-    }
-    fn diff(&self, remote: &RemotePolicy) -> Vec<&'static str> {
-        self.spec.diff(remote)
-    }
-    fn immutable_conflicts(&self, remote: &RemotePolicy) -> Vec<&'static str> {
-        self.spec.immutable_conflicts(remote)
-    }
-    fn create_hash(&self) -> Option<String> {
-        body_hash(self.metadata.uid.as_deref(), &self.spec.create_request())
-    }
-    async fn get(client: &Client, id: &str) -> Result<RemotePolicy, ApiError> {
-        client.rate_limits().get(id).await
-    }
-    async fn list(
-        client: &Client,
-        workspace: Option<String>,
-    ) -> Result<Listing<RemotePolicy>, ApiError> {
-        let query = RateLimitsListQuery {
-            workspace_id: workspace,
-            ..Default::default()
-        };
-        client.rate_limits().listing(&query).await
-    }
-    async fn create(&self, client: &Client) -> Result<String, ApiError> {
-        let created = client
-            .rate_limits()
-            .create(&self.spec.create_request())
-            .await?;
-        Ok(created.id)
-    }
-    async fn update(&self, client: &Client, id: &str) -> Result<(), ApiError> {
-        client
-            .rate_limits()
-            .update(id, &self.spec.update_request())
-            .await
-    }
-    async fn delete(client: &Client, id: &str) -> Result<(), ApiError> {
-        client.rate_limits().delete(id).await
     }
 }
 

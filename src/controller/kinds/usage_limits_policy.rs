@@ -9,11 +9,8 @@
 //! is reset with `PUT …/entities/{id}/reset`; a run that resumes an interrupted reset resets
 //! only the values that still have usage.
 
-use super::policy::{self, Facts, PolicyKind, PolicyStatus};
-use crate::api::{
-    ApiError, Client, Listing, UsageLimitsListQuery, UsageLimitsPolicy as RemotePolicy,
-};
-use crate::controller::create::body_hash;
+use super::policy::{self, Policy, PolicyKind, PolicyStatus};
+use crate::api::{ApiError, Client, Listing, UsageLimitsPolicy as RemotePolicy};
 use crate::controller::drift::{Listed, Row};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
@@ -21,7 +18,7 @@ use crate::controller::gate::Op;
 use crate::controller::now_rfc3339;
 use crate::controller::status::common_status;
 use crate::resources::usage_limits_policy::{
-    UsageLimitsPolicy, UsageLimitsPolicyDeletionPolicy, UsageLimitsPolicyStatus, ValueUsage,
+    UsageLimitsPolicy, UsageLimitsPolicyStatus, ValueUsage,
 };
 
 /// How many values of the grouping key `status.usage` lists (the largest first).
@@ -66,22 +63,10 @@ fn usage_of(remote: &RemotePolicy) -> (Vec<ValueUsage>, Option<u32>) {
 }
 
 impl PolicyKind for UsageLimitsPolicy {
-    type Remote = RemotePolicy;
-    const WHAT: &'static str = "usage-limits policy";
     const REMOVAL: (&'static str, &'static str) = ("Archived", "archive");
 
-    fn facts(remote: &RemotePolicy) -> Facts<'_> {
-        Facts {
-            id: &remote.id,
-            name: remote.name.as_deref(),
-            active: remote.status == crate::api::PolicyStatus::Active,
-            workspace_id: remote.workspace_id.as_deref(),
-            created_at: remote.created_at.as_deref(),
-            updated_at: remote.last_updated_at.as_deref(),
-        }
-    }
     fn record(status: &mut UsageLimitsPolicyStatus, remote: Option<&RemotePolicy>) {
-        let facts = remote.map(Self::facts);
+        let facts = remote.map(<Self as Policy>::facts);
         status.id = facts.as_ref().map(|r| r.id.to_string());
         status.remote_status = facts.as_ref().map(|r| r.remote_status().into());
         status.remote_updated_at = facts.and_then(|r| r.updated_at.map(str::to_string));
@@ -91,56 +76,6 @@ impl PolicyKind for UsageLimitsPolicy {
     fn record_created(status: &mut UsageLimitsPolicyStatus, id: String) {
         status.id = Some(id);
         status.remote_status = Some("active".into());
-    }
-    fn adopts(&self) -> Option<&str> {
-        self.spec.policy_id.as_deref()
-    }
-    fn name(&self) -> Option<&str> {
-        self.spec.name.as_deref()
-    }
-    fn workspace_id(&self) -> Option<&str> {
-        self.spec.workspace_id.as_deref()
-    }
-    fn orphaned(&self) -> bool {
-        self.spec.deletion_policy == UsageLimitsPolicyDeletionPolicy::Orphan
-    }
-    fn diff(&self, remote: &RemotePolicy) -> Vec<&'static str> {
-        self.spec.diff(remote)
-    }
-    fn immutable_conflicts(&self, remote: &RemotePolicy) -> Vec<&'static str> {
-        self.spec.immutable_conflicts(remote)
-    }
-    fn create_hash(&self) -> Option<String> {
-        body_hash(self.metadata.uid.as_deref(), &self.spec.create_request())
-    }
-    async fn get(client: &Client, id: &str) -> Result<RemotePolicy, ApiError> {
-        client.usage_limits().get(id).await
-    }
-    async fn list(
-        client: &Client,
-        workspace: Option<String>,
-    ) -> Result<Listing<RemotePolicy>, ApiError> {
-        let query = UsageLimitsListQuery {
-            workspace_id: workspace,
-            ..Default::default()
-        };
-        client.usage_limits().listing(&query).await
-    }
-    async fn create(&self, client: &Client) -> Result<String, ApiError> {
-        let created = client
-            .usage_limits()
-            .create(&self.spec.create_request())
-            .await?;
-        Ok(created.id)
-    }
-    async fn update(&self, client: &Client, id: &str) -> Result<(), ApiError> {
-        client
-            .usage_limits()
-            .update(id, &self.spec.update_request())
-            .await
-    }
-    async fn delete(client: &Client, id: &str) -> Result<(), ApiError> {
-        client.usage_limits().delete(id).await
     }
 }
 

@@ -1,0 +1,220 @@
+//! What the policy kinds (`RateLimitsPolicy`, `UsageLimitsPolicy`) share, bound once per kind:
+//! a remote object with a UUID and no slug, in one workspace, adopted by `spec.policyId`, with
+//! mutable and fixed fields. The operator's policy flow, `plan` and `export` are written once
+//! against [`Policy`].
+
+use std::fmt::Debug;
+use std::future::Future;
+
+use k8s_openapi::NamespaceResourceScope;
+use kube::Resource;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::api::{ApiError, Client, Listing};
+
+/// What a flow needs to know of a remote policy as a read returns it.
+pub struct Facts<'a> {
+    pub id: &'a str,
+    pub name: Option<&'a str>,
+    pub active: bool,
+    pub workspace_id: Option<&'a str>,
+    pub created_at: Option<&'a str>,
+    pub updated_at: Option<&'a str>,
+}
+
+impl Facts<'_> {
+    /// `active` or `archived`, for `status.remoteStatus`.
+    pub fn remote_status(&self) -> &'static str {
+        if self.active { "active" } else { "archived" }
+    }
+}
+
+/// The API and the CRD spell these enums the same way (`rpm`, `mcp_tools`, `cost`).
+pub(crate) fn same_enum<A: Serialize, B: DeserializeOwned>(value: &A) -> Option<B> {
+    serde_json::to_value(value)
+        .ok()
+        .and_then(|v| serde_json::from_value(v).ok())
+}
+
+/// The one value of a remote condition's `value` or `excludes`: the spec takes one value per
+/// condition, the API allows several.
+pub(crate) fn single(value: &crate::api::OneOrMany, key: &str) -> Result<String, String> {
+    match value {
+        crate::api::OneOrMany::One(v) => Ok(v.clone()),
+        crate::api::OneOrMany::Many(vs) if vs.len() == 1 => Ok(vs[0].clone()),
+        crate::api::OneOrMany::Many(vs) => Err(format!(
+            "condition {key} has {} values and spec.conditions takes one per condition",
+            vs.len()
+        )),
+    }
+}
+
+/// A policy kind's binding to its API: the calls, the diff, and the projection of a remote
+/// policy onto a spec.
+pub trait Policy:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + Debug
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    type Spec: Serialize;
+    /// The remote policy as a read returns it.
+    type Remote: Serialize + Send + Sync;
+    /// The create body.
+    type Create: Serialize + Send + Sync;
+    /// In messages: "rate-limits policy".
+    const WHAT: &'static str;
+    /// The kind's name: "RateLimitsPolicy".
+    const RESOURCE: &'static str;
+
+    fn spec(&self) -> &Self::Spec;
+    fn facts(remote: &Self::Remote) -> Facts<'_>;
+    /// `spec.policyId`: the existing policy this resource adopts.
+    fn adopts(&self) -> Option<&str>;
+    /// `status.id`: the policy this resource recorded.
+    fn recorded(&self) -> Option<&str>;
+    fn name(&self) -> Option<&str>;
+    fn workspace_id(&self) -> Option<&str>;
+    /// True when `deletionPolicy` leaves the remote policy in place.
+    fn orphaned(&self) -> bool;
+    /// Mutable fields that differ (a PUT fixes these).
+    fn diff(&self, remote: &Self::Remote) -> Vec<&'static str>;
+    /// Fixed fields that differ (no PUT can fix these).
+    fn immutable_conflicts(&self, remote: &Self::Remote) -> Vec<&'static str>;
+    fn create_request(&self) -> Self::Create;
+    /// A spec that adopts `remote` (by id) and matches it, or why none can.
+    fn projected(remote: &Self::Remote) -> Result<Self::Spec, String>;
+    /// A resource named `name` holding `spec`, for `export`.
+    fn with_spec(metadata: kube::api::ObjectMeta, spec: Self::Spec) -> Self;
+
+    fn get(
+        client: &Client,
+        id: &str,
+    ) -> impl Future<Output = Result<Self::Remote, ApiError>> + Send;
+    fn list(
+        client: &Client,
+        workspace: Option<String>,
+    ) -> impl Future<Output = Result<Listing<Self::Remote>, ApiError>> + Send;
+    /// POSTs the spec; the new id.
+    fn create(&self, client: &Client) -> impl Future<Output = Result<String, ApiError>> + Send;
+    /// PUTs the mutable fields.
+    fn update(
+        &self,
+        client: &Client,
+        id: &str,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// DELETEs (archives) the policy.
+    fn delete(client: &Client, id: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
+}
+
+/// The binding of one policy kind: `$kind` with spec `$spec`, read model `$remote`, create
+/// body `$create`, deletion policy `$deletion` (its `Orphan` leaves the policy in place), the
+/// client handle `$handle` (`rate_limits`), list query `$query` and projection `$project`.
+macro_rules! bind_policy {
+    (
+        $kind:ty, spec $spec:ty, remote $remote:ty, create $create:ty, what $what:expr,
+        deletion $deletion:path, handle $handle:ident, query $query:ty, project $project:path
+    ) => {
+        impl $crate::resources::policy::Policy for $kind {
+            type Spec = $spec;
+            type Remote = $remote;
+            type Create = $create;
+            const WHAT: &'static str = $what;
+            const RESOURCE: &'static str = stringify!($kind);
+
+            fn spec(&self) -> &$spec {
+                &self.spec
+            }
+            fn facts(remote: &$remote) -> $crate::resources::policy::Facts<'_> {
+                $crate::resources::policy::Facts {
+                    id: &remote.id,
+                    name: remote.name.as_deref(),
+                    active: remote.status == $crate::api::PolicyStatus::Active,
+                    workspace_id: remote.workspace_id.as_deref(),
+                    created_at: remote.created_at.as_deref(),
+                    updated_at: remote.last_updated_at.as_deref(),
+                }
+            }
+            fn adopts(&self) -> Option<&str> {
+                self.spec.policy_id.as_deref()
+            }
+            fn recorded(&self) -> Option<&str> {
+                self.status.as_ref().and_then(|s| s.id.as_deref())
+            }
+            fn name(&self) -> Option<&str> {
+                self.spec.name.as_deref()
+            }
+            fn workspace_id(&self) -> Option<&str> {
+                self.spec.workspace_id.as_deref()
+            }
+            fn orphaned(&self) -> bool {
+                matches!(self.spec.deletion_policy, $deletion)
+            }
+            fn diff(&self, remote: &$remote) -> Vec<&'static str> {
+                self.spec.diff(remote)
+            }
+            fn immutable_conflicts(&self, remote: &$remote) -> Vec<&'static str> {
+                self.spec.immutable_conflicts(remote)
+            }
+            fn create_request(&self) -> $create {
+                self.spec.create_request()
+            }
+            fn projected(remote: &$remote) -> Result<$spec, String> {
+                $project(remote)
+            }
+            fn with_spec(metadata: kube::api::ObjectMeta, spec: $spec) -> Self {
+                Self {
+                    metadata,
+                    spec,
+                    status: None,
+                }
+            }
+            async fn get(
+                client: &$crate::api::Client,
+                id: &str,
+            ) -> Result<$remote, $crate::api::ApiError> {
+                client.$handle().get(id).await
+            }
+            async fn list(
+                client: &$crate::api::Client,
+                workspace: Option<String>,
+            ) -> Result<$crate::api::Listing<$remote>, $crate::api::ApiError> {
+                type Query = $query;
+                let query = Query {
+                    workspace_id: workspace,
+                    ..Default::default()
+                };
+                client.$handle().listing(&query).await
+            }
+            async fn create(
+                &self,
+                client: &$crate::api::Client,
+            ) -> Result<String, $crate::api::ApiError> {
+                let created = client.$handle().create(&self.spec.create_request()).await?;
+                Ok(created.id)
+            }
+            async fn update(
+                &self,
+                client: &$crate::api::Client,
+                id: &str,
+            ) -> Result<(), $crate::api::ApiError> {
+                client
+                    .$handle()
+                    .update(id, &self.spec.update_request())
+                    .await
+            }
+            async fn delete(
+                client: &$crate::api::Client,
+                id: &str,
+            ) -> Result<(), $crate::api::ApiError> {
+                client.$handle().delete(id).await
+            }
+        }
+    };
+}
+pub(crate) use bind_policy;
