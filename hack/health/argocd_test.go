@@ -71,7 +71,7 @@ func TestArgoCDHealthScripts(t *testing.T) {
 	}
 }
 
-// TestNamespacedScriptsAreOne keeps the three namespaced kinds' scripts identical: they share
+// TestNamespacedScriptsAreOne keeps the namespaced kinds' scripts identical: they share
 // one status contract, and Argo CD needs one copy per kind.
 func TestNamespacedScriptsAreOne(t *testing.T) {
 	config := readScript(t, "Config")

@@ -83,6 +83,15 @@ var kinds = []kind{
 		stalled:     outcome{"Stalled", "NamespaceNotAllowed", "Connection default does not allow namespace aigw-health (spec.allowedNamespaces)"},
 	},
 	{
+		kind: "UsageLimitsPolicy", resource: "usagelimitspolicies", namespaced: true, manager: "aigw/usagelimitspolicy", example: "usagelimitspolicy.yaml",
+		bump:        map[string]any{"spec": map[string]any{"creditLimit": 800}},
+		settled:     map[string]any{"id": "8f1e2d3c-4b5a-4c6d-9e8f-7a6b5c4d3e2f", "remoteStatus": "active"},
+		ready:       outcome{"Ready", "Reconciled", "UsageLimitsPolicy is in sync with the management API"},
+		progressing: outcome{"Progressing", "RateLimited", "failed to create usage-limits policy: POST /ai_gw/v2/policies/usage-limits returned HTTP 429: too many requests"},
+		stalled: outcome{"Stalled", "WorkspaceNotAllowed", "spec.workspaceId team-b is not among the workspaces this namespace may manage " +
+			"through Connection default (spec.grants[].workspaces)"},
+	},
+	{
 		kind: "Connection", resource: "connections", manager: "aigw/connection", example: "connection.yaml",
 		bump:        map[string]any{"spec": map[string]any{"qps": 5}},
 		ready:       outcome{"Ready", "TokenObtained", "a token was obtained"},
