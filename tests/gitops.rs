@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use aigw::emulator::EmulatorOptions;
-use aigw::resources::{Config, Deployment, RateLimitsPolicy};
+use aigw::resources::{Config, Deployment, RateLimitsPolicy, UsageLimitsPolicy};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::PostParams;
 use reqwest::Method;
@@ -292,6 +292,15 @@ async fn seed(remote: &Remote) -> Value {
                    "conditions": [{"key": "workspace_id", "value": "ws-1"}], "group_by": [{"key": "api_key"}]}),
         )
         .await;
+    remote
+        .call(
+            Method::POST,
+            "/ai_gw/v2/policies/usage-limits",
+            json!({"name": "team budget", "type": "cost", "credit_limit": 500, "alert_threshold": 400,
+                   "periodic_reset": "monthly",
+                   "conditions": [{"key": "workspace_id", "value": "ws-1"}], "group_by": [{"key": "api_key"}]}),
+        )
+        .await;
     deployment
 }
 
@@ -530,7 +539,8 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
     .await;
     assert_eq!(code(&out), 0, "{}", text(&out));
     assert!(
-        text(&out).contains("exported 1 Config, 1 Deployment, 1 RateLimitsPolicy"),
+        text(&out)
+            .contains("exported 1 Config, 1 Deployment, 1 RateLimitsPolicy, 1 UsageLimitsPolicy"),
         "{}",
         text(&out)
     );
@@ -587,6 +597,13 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
                 .create(&PostParams::default(), &object)
                 .await
                 .unwrap();
+        } else if name.starts_with("usagelimitspolicy-") {
+            let object: UsageLimitsPolicy = serde_yaml::from_str(yaml).unwrap();
+            h.env
+                .api::<UsageLimitsPolicy>()
+                .create(&PostParams::default(), &object)
+                .await
+                .unwrap();
         }
     }
     h.env
@@ -597,6 +614,9 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
         .await;
     h.env
         .wait_for::<RateLimitsPolicy>("per-key", WAIT, |p| p.ready())
+        .await;
+    h.env
+        .wait_for::<UsageLimitsPolicy>("team-budget", WAIT, |p| p.ready())
         .await;
     let stats = h.stats().await;
     assert_eq!(
@@ -621,7 +641,7 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
     .await;
     assert_eq!(code(&out), 0, "{}", text(&out));
     assert!(
-        text(&out).contains("0 to adopt, 3 unchanged"),
+        text(&out).contains("0 to adopt, 4 unchanged"),
         "{}",
         text(&out)
     );
