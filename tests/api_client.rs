@@ -433,6 +433,74 @@ async fn gateway_reads() {
     assert!(missing.is_not_found());
 }
 
+/// Runs the built `aigw` off the async runtime, so the in-process emulator keeps serving.
+async fn aigw_api(env: &Env, args: &[&str]) -> std::process::Output {
+    let token = tempfile::NamedTempFile::new().expect("token file");
+    std::fs::write(token.path(), TOKEN).expect("token written");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
+    command
+        .arg("api")
+        .args(["--management-url", &env.emulator.management_url()])
+        .args(["--gateway-url", &env.emulator.gateway_url()])
+        .arg("--token-file")
+        .arg(token.path())
+        .args(args);
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .expect("aigw runs");
+    drop(token);
+    output
+}
+
+#[tokio::test]
+async fn fields_the_models_do_not_name_are_read_and_printed() {
+    let env = Env::start().await;
+    let response = json!({
+        "id": "resp_new", "model": "o1-pro", "service_tier": "default",
+        "output": [
+            {"type": "web_search_call", "id": "ws_1", "status": "completed",
+             "action": {"type": "search", "query": "weather paris"}},
+            {"type": "message", "id": "msg_1", "role": "assistant", "status": "completed",
+             "content": [{"type": "output_text", "text": "Sunny.", "annotations": [],
+                          "logprobs": [{"token": "Sunny", "logprob": -0.02}]}]},
+            {"type": "code_interpreter_call", "id": "ci_1", "code": "print(1)"}
+        ],
+        "usage": {"input_tokens": 10, "input_tokens_details": {"cached_tokens": 2, "cache_write_tokens": 5},
+                  "output_tokens": 3, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": 13}
+    });
+    env.seed(json!({"responses": [response.clone()]})).await;
+    let expect_kept = |printed: &Value, how: &str| {
+        assert_eq!(printed["service_tier"], "default", "{how}");
+        assert_eq!(
+            printed["output"][0]["action"], response["output"][0]["action"],
+            "{how}"
+        );
+        assert_eq!(
+            printed["output"][1]["content"][0]["logprobs"],
+            response["output"][1]["content"][0]["logprobs"],
+            "{how}"
+        );
+        assert_eq!(printed["output"][2], response["output"][2], "{how}");
+        assert_eq!(printed["usage"], response["usage"], "{how}");
+    };
+
+    let read = env.client().responses().get("resp_new", &[]).await.unwrap();
+    assert!(
+        matches!(&read.output[0], OutputItem::WebSearchCall(w) if w.status == ItemStatus::Completed)
+    );
+    expect_kept(&serde_json::to_value(&read).unwrap(), "client");
+
+    let output = aigw_api(&env, &["responses", "get", "resp_new"]).await;
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let printed: Value = serde_json::from_slice(&output.stdout).expect("aigw api prints JSON");
+    expect_kept(&printed, "aigw api");
+}
+
 /// Hands out a stale token until invalidated.
 #[derive(Debug, Default)]
 struct StaleThenFresh {

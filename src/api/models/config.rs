@@ -1,7 +1,7 @@
 //! Configs: named gateway routing documents (`/ai_gw/v2/configs`).
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::de;
 use super::validate::Validate;
@@ -36,10 +36,15 @@ pub struct ConfigSummary {
     pub created_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated_at: Option<String>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// The part of a config list row the drift check needs: what identifies the config and when it
-/// was created and last changed. Every other field of the row is skipped while decoding.
+/// was created and last changed. Every other field of the row is skipped while decoding, unknown
+/// ones included: the drift check decodes every row of every workspace once per interval, and
+/// these rows are never printed ([`ConfigSummary`] is the full row, unknown fields and all).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct ConfigStamp {
     pub id: String,
@@ -89,9 +94,13 @@ pub struct ConfigDetail {
     pub created_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated_at: Option<String>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
-/// One entry of `GET /configs/{slug}/versions`.
+/// One entry of `GET /configs/{slug}/versions`. Fields neither struct models are kept in
+/// `detail.extra` (one catch-all per flattened record: two would each take every unknown field).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConfigVersion {
     #[serde(flatten)]
@@ -129,6 +138,9 @@ pub struct ConfigCreated {
     pub slug: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version_id: Option<String>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// `PUT /configs/{slug}`. A `config` replaces the whole routing document.
@@ -153,6 +165,9 @@ pub struct ConfigUpdated {
     pub id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slug: Option<String>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 impl Validate for CreateConfigRequest {

@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::de;
 use super::open_enum::open_enum;
@@ -38,6 +38,35 @@ open_enum! {
 
 pub type Tags = BTreeMap<String, String>;
 
+/// The fields of a deployment answer this client does not model, kept so that printing the model
+/// shows what the API sent. Deployment answers carry secrets and a field added later may be one,
+/// so `Debug` shows the keys only, as [`SecretString`] does for the fields it knows.
+#[derive(Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct SensitiveFields(pub Map<String, Value>);
+
+impl std::ops::Deref for SensitiveFields {
+    type Target = Map<String, Value>;
+
+    fn deref(&self) -> &Map<String, Value> {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for SensitiveFields {
+    fn deref_mut(&mut self) -> &mut Map<String, Value> {
+        &mut self.0
+    }
+}
+
+impl std::fmt::Debug for SensitiveFields {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(self.0.keys().map(|key| (key, format_args!("***"))))
+            .finish()
+    }
+}
+
 /// A row of the deployment list.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeploymentSummary {
@@ -70,10 +99,15 @@ pub struct DeploymentSummary {
     pub last_resynced_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<Tags>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: SensitiveFields,
 }
 
 /// A deployment as `GET /deployments/{id}` returns it. `client_auth` and `credentials.password`
-/// come back masked here; only create and `rotate_auth` return the real values.
+/// come back masked here; only create and `rotate_auth` return the real values. Fields neither
+/// struct models are kept in `summary.extra` (one catch-all per flattened record: two would each
+/// take every unknown field).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Deployment {
     #[serde(flatten)]
@@ -103,6 +137,9 @@ pub struct WorkspaceRef {
     pub id: String,
     #[serde(default)]
     pub slug: String,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: SensitiveFields,
 }
 
 /// Registry credentials. `Debug` hides the password.
@@ -112,6 +149,9 @@ pub struct Credentials {
     pub username: String,
     #[serde(default)]
     pub password: SecretString,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: SensitiveFields,
 }
 
 /// `auth_settings` as reads return it; flags arrive as `0`/`1`.
@@ -159,6 +199,9 @@ pub struct DeploymentAuthSettings {
         skip_serializing_if = "Option::is_none"
     )]
     pub allow_all_workspaces: Option<bool>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: SensitiveFields,
 }
 
 /// `auth_settings` in create and update bodies.
@@ -216,6 +259,9 @@ pub struct DeploymentCreated {
     pub organisation_id: Option<String>,
     pub client_auth: SecretString,
     pub credentials: Credentials,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: SensitiveFields,
 }
 
 /// `PUT /deployments/{id}`. No field is required, but the body must not be empty.
@@ -254,6 +300,9 @@ pub struct DeploymentUpdated {
     pub client_auth: Option<SecretString>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials: Option<Credentials>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: SensitiveFields,
 }
 
 #[derive(Deserialize)]
@@ -264,6 +313,8 @@ struct RawDeploymentUpdated {
     client_auth: Option<SecretString>,
     #[serde(default)]
     credentials: Option<Credentials>,
+    #[serde(flatten)]
+    extra: SensitiveFields,
 }
 
 impl From<RawDeploymentUpdated> for DeploymentUpdated {
@@ -272,6 +323,7 @@ impl From<RawDeploymentUpdated> for DeploymentUpdated {
             id: raw.id,
             client_auth: raw.client_auth.filter(|s| !s.is_masked()),
             credentials: raw.credentials.filter(|c| !c.password.is_masked()),
+            extra: raw.extra,
         }
     }
 }

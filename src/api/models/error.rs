@@ -10,12 +10,15 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 /// The seed's error envelope, as the emulator writes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorEnvelope {
     pub error: ErrorObject,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// The `error` object of the seed's envelope. `code` and `param` are nullable.
@@ -29,6 +32,9 @@ pub struct ErrorObject {
     pub param: Option<String>,
     #[serde(rename = "type", default)]
     pub error_type: String,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// What the client could read out of an error body, whichever shape it had.

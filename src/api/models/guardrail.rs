@@ -1,6 +1,7 @@
 //! The organisation's guardrails (`GET /ai_gw/admin/v2/guardrails`).
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use super::de;
 use super::validate::{self, Validate};
@@ -13,6 +14,9 @@ pub struct GuardrailList {
     pub data: Vec<GuardrailSummary>,
     #[serde(default)]
     pub total: u64,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,6 +44,9 @@ pub struct GuardrailSummary {
     pub status: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updated_by: Option<String>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// Paging of the guardrails list: `page_size` 1..=1000 (default 100), `current_page` ≥ 0.

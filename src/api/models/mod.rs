@@ -1,6 +1,14 @@
 //! Wire models of every resource the seed and FACTS.md describe. Reads are tolerant (both envelope
 //! shapes, `0`/`1` flags, `config` as a string, unknown fields and unknown enum values); request
 //! bodies send only the fields that are set.
+//!
+//! Read models keep what they do not name, so serialising one (what `aigw api` prints) gives back
+//! every field the API sent: each has a flattened `extra` catch-all (a [`SensitiveFields`] on
+//! deployment answers, whose `Debug` hides the values), a tagged enum's known kind keeps its
+//! unknown fields in its own `extra`, and an unknown kind is kept whole as `Other`/`Unknown`. The
+//! fields the seed names stay typed. Left without a catch-all on purpose: [`ConfigStamp`] (the
+//! drift check's row, decoded for every config on every pass and never printed) and
+//! [`Condition`]/[`GroupBy`] (request body parts the operator builds field by field).
 
 mod config;
 pub mod de;

@@ -7,7 +7,8 @@ use super::de;
 use super::open_enum::open_enum;
 use super::vector_store_file::VectorStoreFileAttributes;
 
-/// One item of `output`. Item kinds this client does not know are kept as `Other`.
+/// One item of `output`. Item kinds this client does not know are kept whole as `Other`; a known
+/// kind keeps the fields it does not model in its `extra`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum OutputItem {
@@ -43,13 +44,16 @@ pub struct OutputMessage {
     #[serde(default, deserialize_with = "de::null_as_empty")]
     pub content: Vec<OutputContent>,
     pub status: ItemStatus,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 fn assistant() -> String {
     "assistant".to_owned()
 }
 
-/// A content part of a message.
+/// A content part of a message. Unknown kinds are kept whole as `Other`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum OutputContent {
@@ -58,9 +62,15 @@ pub enum OutputContent {
         /// The seed does not show an annotation's shape.
         #[serde(default, deserialize_with = "de::null_as_empty")]
         annotations: Vec<Value>,
+        /// Fields not modelled here, kept as sent.
+        #[serde(flatten)]
+        extra: Map<String, Value>,
     },
     Refusal {
         refusal: String,
+        /// Fields not modelled here, kept as sent.
+        #[serde(flatten)]
+        extra: Map<String, Value>,
     },
     #[serde(untagged)]
     Other(Value),
@@ -75,6 +85,9 @@ pub struct FileSearchCall {
     /// Present when the request included `file_search_call.results`.
     #[serde(default)]
     pub results: Option<Vec<FileSearchResult>>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -90,6 +103,9 @@ pub struct FileSearchResult {
     /// 0 to 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub score: Option<f64>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -102,12 +118,18 @@ pub struct FunctionCall {
     pub arguments: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<ItemStatus>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WebSearchCall {
     pub id: String,
     pub status: ItemStatus,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -118,6 +140,9 @@ pub struct ComputerCall {
     #[serde(default, deserialize_with = "de::null_as_empty")]
     pub pending_safety_checks: Vec<SafetyCheck>,
     pub status: ItemStatus,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -125,6 +150,9 @@ pub struct SafetyCheck {
     pub id: String,
     pub code: String,
     pub message: String,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// What a computer call does. The seed shows the fields of click, double_click and drag; the other
@@ -136,14 +164,20 @@ pub enum ComputerAction {
         button: MouseButton,
         x: i64,
         y: i64,
+        /// Fields not modelled here, kept as sent.
+        #[serde(flatten)]
+        extra: Map<String, Value>,
     },
     DoubleClick {
         x: i64,
         y: i64,
+        /// Fields not modelled here, kept as sent.
+        #[serde(flatten)]
+        extra: Map<String, Value>,
     },
     Drag {
         path: Vec<Coordinate>,
-        /// Fields beyond `path` are not shown by the seed.
+        /// Fields beyond `path` are not shown by the seed; kept as sent.
         #[serde(flatten)]
         extra: Map<String, Value>,
     },
@@ -173,10 +207,13 @@ open_enum! {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Coordinate {
     pub x: i64,
     pub y: i64,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -186,6 +223,9 @@ pub struct ReasoningItem {
     pub summary: Vec<SummaryText>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<ItemStatus>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// A reasoning summary part; `type` is `summary_text`.
@@ -194,4 +234,7 @@ pub struct SummaryText {
     #[serde(rename = "type")]
     pub kind: String,
     pub text: String,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }

@@ -1,6 +1,7 @@
 //! Rate limits policies (`/ai_gw/v2/policies/rate-limits`).
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use super::de;
 use super::deployment::enum_str;
@@ -49,7 +50,8 @@ pub enum OneOrMany {
 }
 
 /// Which requests the policy applies to. `key` is `api_key`, `organisation_id`, `workspace_id` or
-/// `metadata.*`.
+/// `metadata.*`. Also a request body part the operator builds field by field, so it has no
+/// catch-all for unknown fields: those of a read condition are dropped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Condition {
     pub key: String,
@@ -58,7 +60,8 @@ pub struct Condition {
     pub excludes: Option<OneOrMany>,
 }
 
-/// A grouping key; same key set as [`Condition`]. Immutable after create.
+/// A grouping key; same key set as [`Condition`]. Immutable after create. A request body part
+/// too, without a catch-all, like [`Condition`].
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GroupBy {
     pub key: String,
@@ -91,6 +94,9 @@ pub struct RateLimitsPolicy {
     pub created_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated_at: Option<String>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// `POST /policies/rate-limits`.
@@ -141,6 +147,9 @@ pub struct PolicyCreated {
     pub id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object: Option<String>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// Filters of `GET /policies/rate-limits`. The client pages through every page itself.

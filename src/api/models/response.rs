@@ -3,6 +3,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
 
 use super::de;
 use super::open_enum::open_enum;
@@ -67,6 +68,9 @@ pub struct Response {
     pub tool_choice: Option<ToolChoice>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub truncation: Option<Truncation>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 fn response_object() -> String {
@@ -100,6 +104,9 @@ open_enum! {
 pub struct ResponseError {
     pub code: ResponseErrorCode,
     pub message: String,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 open_enum! {
@@ -130,6 +137,9 @@ open_enum! {
 pub struct IncompleteDetails {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<IncompleteReason>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 open_enum! {
@@ -147,16 +157,25 @@ pub struct ResponseUsage {
     pub output_tokens: u64,
     pub output_tokens_details: OutputTokensDetails,
     pub total_tokens: u64,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct InputTokensDetails {
     pub cached_tokens: u64,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OutputTokensDetails {
     pub reasoning_tokens: u64,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// Reasoning options of reasoning models.
@@ -166,6 +185,9 @@ pub struct Reasoning {
     pub effort: Option<ReasoningEffort>,
     #[serde(default)]
     pub generate_summary: Option<ReasoningSummary>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 open_enum! {
@@ -188,6 +210,9 @@ open_enum! {
 pub struct TextConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<TextFormat>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 open_enum! {

@@ -1,14 +1,14 @@
 //! Tools, tool choice and text formats of a response.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::de;
 use super::open_enum::open_enum;
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
 
-/// A tool the model may call, told apart by `type`. Unknown tool kinds are kept as `Other`.
+/// A tool the model may call, told apart by `type`. Unknown tool kinds are kept whole as `Other`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type")]
 pub enum Tool {
@@ -63,6 +63,9 @@ pub struct FileSearchTool {
     pub filters: Option<Filter>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ranking_options: Option<RankingOptions>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
@@ -72,6 +75,9 @@ pub struct RankingOptions {
     /// 0 to 1, default 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub score_threshold: Option<f64>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 open_enum! {
@@ -97,6 +103,9 @@ pub struct ComparisonFilter {
     pub op: ComparisonOp,
     pub key: String,
     pub value: FilterValue,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -125,6 +134,9 @@ pub struct CompoundFilter {
     #[serde(rename = "type")]
     pub op: LogicalOp,
     pub filters: Vec<Filter>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -143,6 +155,9 @@ pub struct FunctionTool {
     pub parameters: Value,
     #[serde(default = "default_true", deserialize_with = "de::flag")]
     pub strict: bool,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 fn default_true() -> bool {
@@ -156,6 +171,9 @@ pub struct ComputerTool {
     #[serde(serialize_with = "de::whole_f64")]
     pub display_height: f64,
     pub environment: ComputerEnvironment,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 open_enum! {
@@ -173,6 +191,9 @@ pub struct WebSearchTool {
     pub user_location: Option<UserLocation>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search_context_size: Option<SearchContextSize>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// An approximate location; `type` is always `approximate`.
@@ -190,6 +211,9 @@ pub struct UserLocation {
     /// IANA time zone name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timezone: Option<String>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 fn approximate() -> String {
@@ -231,6 +255,9 @@ pub struct ToolChoiceFunction {
     #[serde(rename = "type")]
     pub kind: FunctionKind,
     pub name: String,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// The literal `function`.
@@ -246,6 +273,9 @@ pub enum FunctionKind {
 pub struct ToolChoiceHosted {
     #[serde(rename = "type")]
     pub kind: HostedTool,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -263,10 +293,18 @@ pub enum HostedTool {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum TextFormat {
     /// The default.
-    Text,
+    Text {
+        /// Fields not modelled here, kept as sent.
+        #[serde(flatten)]
+        extra: Map<String, Value>,
+    },
     JsonSchema(JsonSchemaFormat),
     /// The older JSON mode.
-    JsonObject,
+    JsonObject {
+        /// Fields not modelled here, kept as sent.
+        #[serde(flatten)]
+        extra: Map<String, Value>,
+    },
     #[serde(untagged)]
     Other(Value),
 }
@@ -281,6 +319,9 @@ pub struct JsonSchemaFormat {
     pub schema: Value,
     #[serde(default, deserialize_with = "de::opt_flag")]
     pub strict: Option<bool>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 impl Validate for TextFormat {

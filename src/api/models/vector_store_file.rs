@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::open_enum::open_enum;
 use super::validate::{self, Validate};
@@ -27,6 +27,9 @@ pub struct VectorStoreFile {
     pub chunking_strategy: Option<ChunkingStrategy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attributes: Option<VectorStoreFileAttributes>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 fn vector_store_file_object() -> String {
@@ -48,6 +51,9 @@ pub struct VectorStoreFileError {
     /// `internal_error` appears; other codes are not shown.
     pub code: String,
     pub message: String,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// How the file was chunked.
@@ -57,17 +63,27 @@ pub enum ChunkingStrategy {
     Static {
         #[serde(rename = "static")]
         config: StaticChunking,
+        /// Fields not modelled here, kept as sent.
+        #[serde(flatten)]
+        extra: Map<String, Value>,
     },
     /// Files indexed before chunking strategies existed.
-    Other,
+    Other {
+        /// Fields not modelled here, kept as sent.
+        #[serde(flatten)]
+        extra: Map<String, Value>,
+    },
     #[serde(untagged)]
     Unknown(Value),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StaticChunking {
     pub max_chunk_size_tokens: u32,
     pub chunk_overlap_tokens: u32,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
 }
 
 /// At most 16 entries; string values at most 512 characters.
