@@ -151,6 +151,14 @@ impl Client {
         RateLimits::new(self)
     }
 
+    /// A guardrail's reads and writes on `plane`.
+    pub fn guardrails_on(
+        &self,
+        plane: crate::api::GuardrailPlane,
+    ) -> super::handles::GuardrailsOn<'_> {
+        super::handles::GuardrailsOn::new(self, plane)
+    }
+
     pub fn usage_limits(&self) -> UsageLimits<'_> {
         UsageLimits::new(self)
     }

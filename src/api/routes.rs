@@ -73,6 +73,9 @@ pub(crate) const USAGE_LIMIT_ENTITIES: &str =
 pub(crate) const USAGE_LIMIT_ENTITY_RESET: &str =
     "/ai_gw/v2/policies/usage-limits/{policyUsageLimitsId}/entities/{entityId}/reset";
 pub(crate) const GUARDRAILS: &str = "/ai_gw/admin/v2/guardrails";
+pub(crate) const ORG_GUARDRAIL: &str = "/ai_gw/admin/v2/guardrails/{guardrailId}";
+pub(crate) const WORKSPACE_GUARDRAILS: &str = "/ai_gw/v2/guardrails";
+pub(crate) const WORKSPACE_GUARDRAIL: &str = "/ai_gw/v2/guardrails/{guardrailId}";
 pub(crate) const RESPONSE: &str = "/responses/{response_id}";
 pub(crate) const VECTOR_STORE_FILE: &str = "/vector_stores/{vector_store_id}/files/{file_id}";
 

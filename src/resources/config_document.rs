@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use serde_json::{Map, Value};
 
-use super::config::ConfigSpec;
+use super::config::{ConfigSecretRef, ConfigSpec};
 use crate::api::secret_fields::credential_pointers;
 
 /// Keys whose values name guardrails, at any level of `targets`.
@@ -42,6 +42,28 @@ impl SecretSlot {
     }
 }
 
+/// A spec whose document takes values from Secrets through `spec.secretRefs` (a Config's
+/// routing document, a Guardrail's checks): what [`MarkedDocument`] marks.
+pub trait SecretDocument {
+    /// The spec field the document is written in, for messages (`spec.config`).
+    const FIELD: &'static str;
+    /// The document as the API takes it, before any Secret value is filled in.
+    fn document(&self) -> Map<String, Value>;
+    fn secret_refs(&self) -> &[ConfigSecretRef];
+}
+
+impl SecretDocument for ConfigSpec {
+    const FIELD: &'static str = "spec.config";
+
+    fn document(&self) -> Map<String, Value> {
+        self.config.clone()
+    }
+
+    fn secret_refs(&self) -> &[ConfigSecretRef] {
+        &self.secret_refs
+    }
+}
+
 /// The spec's document with a [`SecretSlot::marker`] at each `secretRefs` path.
 #[derive(Debug, Clone)]
 pub struct MarkedDocument {
@@ -53,18 +75,20 @@ impl MarkedDocument {
     /// Marks every `secretRefs` path of `spec`. Refuses credentials written in plain text (at
     /// any depth: admission only reaches the top levels), a path named twice, and a path that
     /// cannot be set. The messages are built from the spec alone, so they hold no Secret value.
-    pub fn new(spec: &ConfigSpec) -> Result<Self, String> {
-        let plaintext = credential_pointers(&Value::Object(spec.config.clone()));
+    pub fn new<S: SecretDocument>(spec: &S) -> Result<Self, String> {
+        let source = Value::Object(spec.document());
+        let plaintext = credential_pointers(&source);
         if !plaintext.is_empty() {
             return Err(format!(
-                "spec.config holds credentials in plain text at {}: keep them in a Secret and set them with spec.secretRefs",
+                "{} holds credentials in plain text at {}: keep them in a Secret and set them with spec.secretRefs",
+                S::FIELD,
                 plaintext.join(", ")
             ));
         }
         let mut seen = HashSet::new();
-        let mut document = Value::Object(spec.config.clone());
+        let mut document = source;
         let mut slots = Vec::new();
-        for reference in &spec.secret_refs {
+        for reference in spec.secret_refs() {
             if !seen.insert(reference.path.as_str()) {
                 return Err(format!(
                     "spec.secretRefs names the path {} twice",
@@ -80,7 +104,7 @@ impl MarkedDocument {
             slots.push(slot);
         }
         let Value::Object(document) = document else {
-            return Err("spec.config is not an object".into());
+            return Err(format!("{} is not an object", S::FIELD));
         };
         Ok(Self { document, slots })
     }

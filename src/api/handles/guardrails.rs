@@ -1,7 +1,20 @@
 use crate::api::client::{Call, Client};
 use crate::api::error::ApiError;
-use crate::api::models::{GuardrailList, GuardrailListQuery, GuardrailSummary, Validate};
-use crate::api::routes::{GUARDRAILS, Route, Verb};
+use crate::api::models::{
+    CreateGuardrailRequest, GuardrailDetails, GuardrailList, GuardrailListQuery, GuardrailPlane,
+    GuardrailSummary, GuardrailWritten, UpdateGuardrailRequest, Validate,
+};
+use crate::api::routes::{
+    GUARDRAILS, ORG_GUARDRAIL, Route, Verb, WORKSPACE_GUARDRAIL, WORKSPACE_GUARDRAILS,
+};
+
+/// The collection and item routes of `plane`.
+fn routes(plane: GuardrailPlane) -> (&'static str, &'static str) {
+    match plane {
+        GuardrailPlane::Workspace => (WORKSPACE_GUARDRAILS, WORKSPACE_GUARDRAIL),
+        GuardrailPlane::Organisation => (GUARDRAILS, ORG_GUARDRAIL),
+    }
+}
 
 /// The organisation's guardrails (`/ai_gw/admin/v2/guardrails`).
 #[derive(Debug, Clone, Copy)]
@@ -50,6 +63,78 @@ impl<'c> Guardrails<'c> {
             }
         }
         Ok(all)
+    }
+}
+
+/// One guardrail's writes and full reads, on the workspace or the organisation plane.
+#[derive(Debug, Clone, Copy)]
+pub struct GuardrailsOn<'c> {
+    client: &'c Client,
+    plane: GuardrailPlane,
+}
+
+impl<'c> GuardrailsOn<'c> {
+    pub(crate) fn new(client: &'c Client, plane: GuardrailPlane) -> Self {
+        Self { client, plane }
+    }
+
+    /// By UUID or slug. A missing guardrail answers 403 (FACTS §6), which reads as not found.
+    pub async fn get(&self, key: &str) -> Result<GuardrailDetails, ApiError> {
+        super::require("guardrailId", key)?;
+        let (_, item) = routes(self.plane);
+        self.client
+            .json(Call::new(Route::mgmt(Verb::Get, item, &[key])))
+            .await
+    }
+
+    /// Not retried when the answer is lost (`outcome_unknown()`).
+    pub async fn create(&self, req: &CreateGuardrailRequest) -> Result<GuardrailWritten, ApiError> {
+        req.validate()?;
+        let (collection, _) = routes(self.plane);
+        let call = Call::new(Route::mgmt(Verb::Post, collection, &[])).json(req)?;
+        self.client.json(call).await
+    }
+
+    /// Replaces the checks and actions; mints a new `version_id`.
+    pub async fn update(
+        &self,
+        key: &str,
+        req: &UpdateGuardrailRequest,
+    ) -> Result<GuardrailWritten, ApiError> {
+        super::require("guardrailId", key)?;
+        req.validate()?;
+        let (_, item) = routes(self.plane);
+        let call = Call::new(Route::mgmt(Verb::Put, item, &[key])).json(req)?;
+        self.client.json(call).await
+    }
+
+    pub async fn delete(&self, key: &str) -> Result<(), ApiError> {
+        super::require("guardrailId", key)?;
+        let (_, item) = routes(self.plane);
+        self.client
+            .empty(Call::new(Route::mgmt(Verb::Delete, item, &[key])))
+            .await
+    }
+
+    /// Every guardrail of the plane (of `workspace` on the workspace plane), all pages, with
+    /// whether the pages prove the whole list.
+    pub async fn listing(
+        &self,
+        workspace: Option<&str>,
+    ) -> Result<crate::api::Listing<GuardrailSummary>, ApiError> {
+        let (collection, _) = routes(self.plane);
+        let mut pairs = vec![("page_size", PAGE_SIZE.to_string())];
+        if let Some(ws) = workspace {
+            pairs.push(("workspace_id", ws.to_string()));
+        }
+        super::paged(
+            self.client,
+            collection,
+            &[],
+            pairs,
+            |g: &GuardrailSummary| g.id.as_str(),
+        )
+        .await
     }
 }
 

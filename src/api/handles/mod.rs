@@ -10,7 +10,7 @@ mod vector_store_files;
 
 pub use configs::Configs;
 pub use deployments::Deployments;
-pub use guardrails::Guardrails;
+pub use guardrails::{Guardrails, GuardrailsOn};
 pub use rate_limits::RateLimits;
 pub use responses::Responses;
 pub use usage_limits::UsageLimits;

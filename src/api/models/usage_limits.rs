@@ -68,6 +68,9 @@ pub struct UsageLimitsPolicy {
     /// Usage per value of the grouping key; only on a read with `include_usage=true`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value_key_usage_map: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 /// `POST /policies/usage-limits`.
@@ -129,6 +132,9 @@ pub struct UsageEntity {
     pub current_usage: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 /// Filters of `GET /policies/usage-limits`. The client pages through every page itself.
@@ -230,6 +236,10 @@ mod tests {
         assert_eq!(policy.status, PolicyStatus::Archived);
         assert_eq!(policy.periodic_reset, Some(PeriodicReset::Monthly));
         assert_eq!(policy.alert_threshold, None);
+        assert_eq!(
+            policy.extra["created_by"], "someone",
+            "unknown fields are kept"
+        );
     }
 
     #[test]

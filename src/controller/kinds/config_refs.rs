@@ -22,6 +22,7 @@ use crate::controller::error::Error;
 use crate::controller::gate::Op;
 use crate::controller::status::set_condition;
 use crate::resources::config::{Config, ConfigSecretRef, ConfigStatus};
+use crate::resources::config_document::SecretDocument;
 use crate::resources::config_document::{GuardrailRef, MarkedDocument};
 
 /// Condition type: every guardrail the document names exists on the connection.
@@ -77,34 +78,54 @@ pub async fn desired(
     cx: &Cx<'_, Config>,
     status: &mut ConfigStatus,
 ) -> Result<Desired, Error> {
-    let marked = MarkedDocument::new(&config.spec).map_err(Error::InvalidSpec)?;
-    let references = marked.guardrail_references().map_err(Error::InvalidSpec)?;
-    let values = read_secret_values(config, &cx.ctx.kube).await?;
-    check_guardrails(config, cx, status, &references, &values).await?;
-    let secret_hash =
-        (!values.is_empty()).then(|| secret_hash(&config.uid().unwrap_or_default(), &values));
-    Ok(Desired {
-        marked,
-        values,
-        secret_hash,
-    })
+    let desired = Desired::read(config, &config.spec, &cx.ctx.kube).await?;
+    let references = desired
+        .marked
+        .guardrail_references()
+        .map_err(Error::InvalidSpec)?;
+    check_guardrails(config, cx, status, &references, &desired.values).await?;
+    Ok(desired)
+}
+
+impl Desired {
+    /// `spec`'s document with its Secret paths marked, and the values of those Secrets, read
+    /// from the namespace of `object` (whose uid salts the hash). A missing Secret or key stops
+    /// here, so no document with a hole is sent.
+    pub async fn read<S: SecretDocument>(
+        object: &impl kube::Resource,
+        spec: &S,
+        kube: &kube::Client,
+    ) -> Result<Self, Error> {
+        let marked = MarkedDocument::new(spec).map_err(Error::InvalidSpec)?;
+        let namespace = object.meta().namespace.clone().unwrap_or_default();
+        let values = read_secret_values(&namespace, spec.secret_refs(), kube).await?;
+        let uid = object.meta().uid.clone().unwrap_or_default();
+        let secret_hash = (!values.is_empty()).then(|| secret_hash(&uid, &values));
+        Ok(Desired {
+            marked,
+            values,
+            secret_hash,
+        })
+    }
 }
 
 /// True when the Secret values `spec.secretRefs` names are still the ones the last write
 /// substituted (by their hash), so nothing but the spec could ask for a write. Any failure to
 /// read them is "changed": the full reconcile then reports it.
 pub async fn secrets_unchanged(
-    config: &Config,
+    object: &impl kube::Resource,
+    refs: &[ConfigSecretRef],
     kube: &kube::Client,
-    status: &ConfigStatus,
+    recorded_hash: Option<&str>,
 ) -> bool {
-    if config.spec.secret_refs.is_empty() {
-        return status.secret_hash.is_none();
+    if refs.is_empty() {
+        return recorded_hash.is_none();
     }
-    match read_secret_values(config, kube).await {
+    let namespace = object.meta().namespace.clone().unwrap_or_default();
+    match read_secret_values(&namespace, refs, kube).await {
         Ok(values) => {
-            status.secret_hash.as_deref()
-                == Some(secret_hash(&config.uid().unwrap_or_default(), &values).as_str())
+            let uid = object.meta().uid.clone().unwrap_or_default();
+            recorded_hash == Some(secret_hash(&uid, &values).as_str())
         }
         Err(_) => false,
     }
@@ -125,10 +146,13 @@ impl SecretValues {
     }
 }
 
-/// Reads each referenced Secret (once, from the Config's own namespace) and picks its key.
-async fn read_secret_values(config: &Config, kube: &kube::Client) -> Result<SecretValues, Error> {
-    let refs = &config.spec.secret_refs;
-    let namespace = config.namespace().unwrap_or_default();
+/// Reads each referenced Secret (once, from the object's own namespace) and picks its key.
+async fn read_secret_values(
+    namespace: &str,
+    refs: &[ConfigSecretRef],
+    kube: &kube::Client,
+) -> Result<SecretValues, Error> {
+    let namespace = namespace.to_string();
     let secrets: Api<Secret> = Api::namespaced(kube.clone(), &namespace);
     let mut read: HashMap<String, Option<Secret>> = HashMap::new();
     let mut values = BTreeMap::new();
@@ -340,14 +364,17 @@ impl GuardrailCache {
 /// goes away, so a rotated value is applied within seconds rather than at the next drift check,
 /// and notes that their inputs changed: only then does a Config whose spec is applied read its
 /// Secrets. Only metadata is watched: the values are read when the Config is reconciled.
-pub fn watch_secrets(
-    controller: Controller<Config>,
+pub fn watch_secrets<K>(
+    controller: Controller<K>,
     ctx: &Context,
     namespace: Option<&str>,
-    configs: Store<Config>,
-) -> Controller<Config> {
+    objects: Store<K>,
+) -> Controller<K>
+where
+    K: crate::controller::driver::Managed + ReadsSecrets,
+{
     let probe = ctx.health.register(crate::controller::stream_name(
-        "Secret(Config refs)",
+        &format!("Secret({} refs)", K::KIND),
         namespace,
     ));
     let secrets = crate::controller::scoped::<PartialObjectMeta<Secret>>(&ctx.kube, namespace);
@@ -359,25 +386,35 @@ pub fn watch_secrets(
     controller.watches_stream(stream, move |secret: PartialObjectMeta<Secret>| {
         let namespace = secret.namespace();
         let name = secret.name_any();
-        let users: Vec<_> = configs
+        let users: Vec<_> = objects
             .state()
             .into_iter()
-            .filter(|c| c.namespace() == namespace)
-            .filter(|c| {
-                c.spec
-                    .secret_refs
+            .filter(|o| o.namespace() == namespace)
+            .filter(|o| {
+                o.secret_refs()
                     .iter()
                     .any(|r| r.secret_key_ref.name == name)
             })
             .collect();
-        for config in &users {
-            drift.inputs_changed(crate::controller::driver::object_key(config.as_ref()));
+        for object in &users {
+            drift.inputs_changed(crate::controller::driver::object_key(object.as_ref()));
         }
         users
             .iter()
-            .map(|c| ObjectRef::from_obj(c.as_ref()))
+            .map(|o| ObjectRef::from_obj(o.as_ref()))
             .collect::<Vec<_>>()
     })
+}
+
+/// A kind whose spec takes values from Secrets of its namespace (`spec.secretRefs`).
+pub trait ReadsSecrets {
+    fn secret_refs(&self) -> &[ConfigSecretRef];
+}
+
+impl ReadsSecrets for Config {
+    fn secret_refs(&self) -> &[ConfigSecretRef] {
+        &self.spec.secret_refs
+    }
 }
 
 #[cfg(test)]

@@ -291,6 +291,40 @@ fn samples() -> Vec<(&'static str, RoundTrip, Value)> {
             }),
         ),
         (
+            "UsageLimitsPolicy",
+            round_trip::<UsageLimitsPolicy>,
+            json!({
+                "id": "u-1", "name": "budget", "description": "d",
+                "conditions": [{"key": "workspace_id", "value": "ws-1"}], "group_by": [{"key": "api_key"}],
+                "type": "cost", "credit_limit": 100, "alert_threshold": 80, "periodic_reset": "monthly",
+                "periodic_reset_days": 30, "next_usage_reset_at": "2026-12-01T00:00:00.000Z",
+                "last_reset_at": "2026-11-01T00:00:00.000Z", "status": "active", "workspace_id": "w-1",
+                "organisation_id": "o-1", "created_at": "2026-09-01T10:00:00.000Z",
+                "last_updated_at": "2026-09-02T10:00:00.000Z", "value_key_usage_map": {"k": {"current_usage": 3}}
+            }),
+        ),
+        (
+            "UsageEntity",
+            round_trip::<UsageEntity>,
+            json!({"id": "e-1", "value_key": "k", "current_usage": 3.5, "status": "active"}),
+        ),
+        (
+            "GuardrailDetails",
+            round_trip::<GuardrailDetails>,
+            json!({
+                "id": "g-1", "name": "pii", "slug": "pg-pii-1a2b3c", "target": "llm", "workspace_id": "w-1",
+                "organisation_id": "o-1", "status": "active", "version_id": "v-1",
+                "checks": [{"id": "default.regexMatch", "parameters": {"rule": "x"}, "is_enabled": true}],
+                "actions": {"deny": true, "async": false, "sequential": false},
+                "created_at": "2026-09-01T10:00:00.000Z", "last_updated_at": "2026-09-02T10:00:00.000Z"
+            }),
+        ),
+        (
+            "GuardrailWritten",
+            round_trip::<GuardrailWritten>,
+            json!({"id": "g-1", "slug": "pg-pii-1a2b3c", "version_id": "v-2"}),
+        ),
+        (
             "PolicyCreated",
             round_trip::<PolicyCreated>,
             json!({"id": "p-1", "object": "policy_rate_limits"}),

@@ -1,0 +1,112 @@
+//! A guardrail's full record and its writes (`/ai_gw/v2/guardrails…` for workspace guardrails,
+//! `/ai_gw/admin/v2/guardrails…` for organisation ones; the same shapes on both planes).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::de;
+use super::validate::{self, Validate};
+use crate::api::error::ApiError;
+
+/// Where a guardrail lives: a workspace (`/ai_gw/v2/guardrails`) or the organisation
+/// (`/ai_gw/admin/v2/guardrails`, the admin plane).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GuardrailPlane {
+    Workspace,
+    Organisation,
+}
+
+/// `GET …/guardrails/{guardrailId}`: the summary fields, the checks and the actions. Checks and
+/// actions stay JSON: parameters are free-form per check, and a diff compares them by meaning.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GuardrailDetails {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub slug: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// `None` for organisation guardrails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organisation_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
+    #[serde(default, deserialize_with = "de::null_as_empty")]
+    pub checks: Vec<serde_json::Map<String, Value>>,
+    #[serde(default)]
+    pub actions: Value,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_updated_at: Option<String>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, Value>,
+}
+
+/// `POST …/guardrails`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CreateGuardrailRequest {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
+    pub checks: Value,
+    pub actions: Value,
+}
+
+/// `PUT …/guardrails/{guardrailId}`: replaces the checks and actions; `target` and
+/// `workspace_id` cannot change.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UpdateGuardrailRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checks: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actions: Option<Value>,
+}
+
+/// The receipt of a create or update: each mints a `version_id`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GuardrailWritten {
+    pub id: String,
+    #[serde(default)]
+    pub slug: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
+    /// Fields not modelled here, kept as sent.
+    #[serde(flatten)]
+    pub extra: serde_json::Map<String, Value>,
+}
+
+fn non_empty_checks(checks: Option<&Value>) -> Result<(), ApiError> {
+    match checks {
+        None => Ok(()),
+        Some(Value::Array(items)) if !items.is_empty() => Ok(()),
+        Some(_) => Err(ApiError::validation("checks", "must be a non-empty list")),
+    }
+}
+
+impl Validate for CreateGuardrailRequest {
+    fn validate(&self) -> Result<(), ApiError> {
+        validate::max_chars("name", Some(self.name.as_str()), 255)?;
+        if self.name.trim().is_empty() {
+            return Err(ApiError::validation("name", "must not be empty"));
+        }
+        non_empty_checks(Some(&self.checks))
+    }
+}
+
+impl Validate for UpdateGuardrailRequest {
+    fn validate(&self) -> Result<(), ApiError> {
+        validate::max_chars("name", self.name.as_deref(), 255)?;
+        non_empty_checks(self.checks.as_ref())
+    }
+}

@@ -1,0 +1,502 @@
+//! The `Guardrail` kind: a workspace guardrail (the checks a config's `input_guardrails`,
+//! `output_guardrails` or hooks name), with check parameters that may come from Secrets.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use super::common::{
+    ConnectionRef, CreateAttempt, Governed, ManagementPolicy, Recorded, conditions_schema,
+};
+use super::config::{AppliedVersion, ConfigSecretRef, HISTORY_LIMIT};
+use super::config_document::SecretDocument;
+use crate::api;
+
+/// A workspace guardrail (`/ai_gw/v2/guardrails`). Every change of `name`, `checks` or
+/// `actions` is applied with one PUT, which replaces the checks and actions and mints a new
+/// `status.versionId`; `workspaceId` and `target` are fixed at creation.
+// kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "aigw.io",
+    doc = "A workspace guardrail of the AI gateway, kept in line with the management API by aigw.",
+    version = "v1alpha1",
+    kind = "Guardrail",
+    plural = "guardrails",
+    shortname = "aigwgr",
+    category = "aigw",
+    namespaced,
+    status = "GuardrailStatus",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(name = "Slug", type_ = "string", json_path = ".status.slug"),
+    printcolumn(name = "VersionId", type_ = "string", json_path = ".status.versionId"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new Guardrail instead"))]
+#[x_kube(validation = Rule::new("has(self.workspaceId) == has(oldSelf.workspaceId)").field_path(".workspaceId").reason(Reason::FieldValueForbidden).message("spec.workspaceId cannot be added or removed after creation: create a new Guardrail instead"))]
+#[x_kube(validation = Rule::new("has(self.target) == has(oldSelf.target)").field_path(".target").reason(Reason::FieldValueForbidden).message("spec.target cannot be added or removed after creation: create a new Guardrail instead"))]
+#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Guardrail to use another Connection"))]
+pub struct GuardrailSpec {
+    /// Slug (or UUID) of an existing guardrail to adopt. When absent, aigw creates one and
+    /// records its slug in `status.slug`. Only set at creation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("slug is immutable: create a new Guardrail to adopt another guardrail"))]
+    pub slug: Option<String>,
+
+    /// Display name of the guardrail.
+    #[schemars(length(min = 1, max = 255))]
+    pub name: String,
+
+    /// UUID of the workspace the guardrail belongs to (the API requires one for a workspace
+    /// guardrail). Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceId is immutable: create a new Guardrail to move it to another workspace"))]
+    pub workspace_id: Option<String>,
+
+    /// What the guardrail checks: `llm` (model calls, the default) or `mcp_tools`. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("target is immutable: create a new Guardrail to change it"))]
+    pub target: Option<GuardrailTarget>,
+
+    /// The checks, in order; at least one. Each update replaces them all.
+    #[schemars(length(min = 1, max = 64))]
+    pub checks: Vec<GuardrailCheck>,
+
+    /// What happens when the checks pass or fail. Each update replaces it.
+    #[serde(default)]
+    pub actions: GuardrailActions,
+
+    /// Check parameters taken from Secrets in this namespace, substituted when the guardrail is
+    /// sent and never shown anywhere else: each names a JSON Pointer into the guardrail's
+    /// document `{checks, actions}` (e.g. `/checks/0/parameters/api_key`) and a Secret key. A
+    /// change of a referenced Secret is applied with one PUT within seconds.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub secret_refs: Vec<ConfigSecretRef>,
+
+    /// What happens to the remote guardrail when this resource is deleted: `Delete` (the
+    /// default) or `Orphan`. A guardrail that a Config of this namespace still names is not
+    /// deleted until that reference is gone.
+    #[serde(default)]
+    pub deletion_policy: GuardrailDeletionPolicy,
+
+    /// `Full` (the default) or `Observe` (read and report differences, never write).
+    #[serde(default)]
+    pub management_policy: ManagementPolicy,
+
+    /// The Connection used to reach the management API; defaults to `default`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_ref: Option<ConnectionRef>,
+}
+
+/// One check of a guardrail.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GuardrailCheck {
+    /// The check's id, e.g. `default.regexMatch` or `panw-prisma-airs.intercept`.
+    #[schemars(length(min = 1, max = 255))]
+    pub id: String,
+    /// The check's parameters, as the API takes them (free-form). Credentials go in
+    /// `spec.secretRefs`, never here.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    #[schemars(schema_with = "free_form")]
+    pub parameters: Map<String, Value>,
+    /// Display name of the check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// False disables the check; true (the default) runs it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_enabled: Option<bool>,
+}
+
+/// What happens on a guardrail's verdict.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GuardrailActions {
+    /// Deny the request when a check fails.
+    #[serde(default)]
+    pub deny: bool,
+    /// Run the checks without holding the request.
+    #[serde(default)]
+    pub r#async: bool,
+    /// Run the checks one after another (the live API's `sequential`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequential: Option<bool>,
+    /// Feedback recorded when the checks pass.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_success: Option<Feedback>,
+    /// Feedback recorded when a check fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_fail: Option<Feedback>,
+}
+
+/// A feedback action: the value and weight recorded, with metadata.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Feedback {
+    /// The feedback value (the API's default: 5 on success, -5 on failure).
+    pub value: f64,
+    /// Its weight (default 1).
+    #[serde(default = "one")]
+    pub weight: f64,
+    /// Free-form metadata.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    #[schemars(schema_with = "free_form")]
+    pub metadata: Map<String, Value>,
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+fn free_form(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+}
+
+/// What a guardrail checks.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum GuardrailTarget {
+    /// Model calls.
+    Llm,
+    /// MCP tool calls.
+    McpTools,
+}
+
+impl GuardrailTarget {
+    fn as_api(self) -> &'static str {
+        match self {
+            GuardrailTarget::Llm => "llm",
+            GuardrailTarget::McpTools => "mcp_tools",
+        }
+    }
+}
+
+/// What happens to the remote guardrail when the resource is deleted.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
+pub enum GuardrailDeletionPolicy {
+    /// Delete the remote guardrail.
+    #[default]
+    Delete,
+    /// Leave the remote guardrail in place.
+    Orphan,
+}
+
+/// What the management API reports about the guardrail.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GuardrailStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`, `Reconciling` and `Stalled`, each with a reason and its own observedGeneration.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<Condition>,
+    /// UUID of the remote guardrail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Slug of the remote guardrail: what a Config names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slug: Option<String>,
+    /// The `version_id` of the guardrail as aigw last wrote or read it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version_id: Option<String>,
+    /// When aigw last wrote the guardrail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_applied_at: Option<String>,
+    /// The versions aigw applied, newest first (at most 10).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<AppliedVersion>,
+    /// Salted hash of the Secret values last sent (never the values).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_hash: Option<String>,
+    /// The remote object's `last_updated_at` when aigw last read it (for the drift check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_updated_at: Option<String>,
+    /// Set just before a create is sent and cleared once its outcome is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_create: Option<String>,
+    /// What the create in flight sent, and when its request ended without an answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_attempt: Option<CreateAttempt>,
+}
+
+impl GuardrailStatus {
+    /// Records `applied` as the newest entry of `history`.
+    pub fn record_applied(&mut self, applied: AppliedVersion) {
+        self.history.insert(0, applied);
+        self.history.truncate(HISTORY_LIMIT);
+    }
+}
+
+impl GuardrailCheck {
+    fn to_api(&self) -> Value {
+        let mut check = Map::new();
+        check.insert("id".into(), Value::String(self.id.clone()));
+        check.insert("parameters".into(), Value::Object(self.parameters.clone()));
+        if let Some(name) = &self.name {
+            check.insert("name".into(), Value::String(name.clone()));
+        }
+        check.insert("is_enabled".into(), Value::Bool(self.is_enabled.unwrap_or(true)));
+        Value::Object(check)
+    }
+}
+
+impl Feedback {
+    fn to_api(&self) -> Value {
+        json!({"feedback": {"value": self.value, "weight": self.weight, "metadata": self.metadata}})
+    }
+}
+
+impl GuardrailActions {
+    fn to_api(&self) -> Value {
+        let mut actions = Map::new();
+        actions.insert("deny".into(), Value::Bool(self.deny));
+        actions.insert("async".into(), Value::Bool(self.r#async));
+        if let Some(sequential) = self.sequential {
+            actions.insert("sequential".into(), Value::Bool(sequential));
+        }
+        if let Some(feedback) = &self.on_success {
+            actions.insert("on_success".into(), feedback.to_api());
+        }
+        if let Some(feedback) = &self.on_fail {
+            actions.insert("on_fail".into(), feedback.to_api());
+        }
+        Value::Object(actions)
+    }
+}
+
+impl SecretDocument for GuardrailSpec {
+    const FIELD: &'static str = "spec.checks";
+
+    /// `{checks, actions}` as the API takes them.
+    fn document(&self) -> Map<String, Value> {
+        let mut document = Map::new();
+        document.insert(
+            "checks".into(),
+            Value::Array(self.checks.iter().map(GuardrailCheck::to_api).collect()),
+        );
+        document.insert("actions".into(), self.actions.to_api());
+        document
+    }
+
+    fn secret_refs(&self) -> &[ConfigSecretRef] {
+        &self.secret_refs
+    }
+}
+
+/// A remote guardrail's `{checks, actions}` in the shape [`GuardrailSpec::document`] writes:
+/// booleans given as 0/1 read as booleans, defaults filled in, and only the fields the spec
+/// can say.
+pub fn remote_document(remote: &api::GuardrailDetails) -> Value {
+    let flag = |v: Option<&Value>, default: bool| -> Value {
+        Value::Bool(match v {
+            Some(Value::Bool(b)) => *b,
+            Some(Value::Number(n)) => n.as_f64().is_some_and(|n| n != 0.0),
+            _ => default,
+        })
+    };
+    let checks: Vec<Value> = remote
+        .checks
+        .iter()
+        .map(|c| {
+            let mut check = Map::new();
+            check.insert("id".into(), c.get("id").cloned().unwrap_or(Value::Null));
+            let parameters = match c.get("parameters") {
+                Some(Value::Object(p)) => Value::Object(p.clone()),
+                _ => Value::Object(Map::new()),
+            };
+            check.insert("parameters".into(), parameters);
+            if let Some(Value::String(name)) = c.get("name") {
+                check.insert("name".into(), Value::String(name.clone()));
+            }
+            check.insert("is_enabled".into(), flag(c.get("is_enabled"), true));
+            Value::Object(check)
+        })
+        .collect();
+    let source = remote.actions.as_object().cloned().unwrap_or_default();
+    let mut actions = Map::new();
+    actions.insert("deny".into(), flag(source.get("deny"), false));
+    actions.insert("async".into(), flag(source.get("async"), false));
+    for key in ["sequential", "on_success", "on_fail"] {
+        match (key, source.get(key)) {
+            (_, None | Some(Value::Null)) => {}
+            ("sequential", value) => {
+                actions.insert(key.into(), flag(value, false));
+            }
+            (_, Some(value)) => {
+                actions.insert(key.into(), value.clone());
+            }
+        }
+    }
+    json!({"checks": checks, "actions": actions})
+}
+
+impl GuardrailSpec {
+    /// The `connectionRef` name, `default` when absent.
+    pub fn connection_name(&self) -> &str {
+        self.connection_ref
+            .as_ref()
+            .map_or("default", |c| c.name.as_str())
+    }
+
+    /// The create body sending `document` (the spec's `{checks, actions}`, Secret values
+    /// filled in).
+    pub fn create_request_with(&self, document: &Map<String, Value>) -> api::CreateGuardrailRequest {
+        api::CreateGuardrailRequest {
+            name: self.name.clone(),
+            target: self.target.map(|t| t.as_api().to_string()),
+            workspace_id: self.workspace_id.clone(),
+            checks: document.get("checks").cloned().unwrap_or(Value::Array(Vec::new())),
+            actions: document.get("actions").cloned().unwrap_or(Value::Object(Map::new())),
+        }
+    }
+
+    /// The update body sending `document`: the name, checks and actions, replaced whole.
+    pub fn update_request_with(&self, document: &Map<String, Value>) -> api::UpdateGuardrailRequest {
+        api::UpdateGuardrailRequest {
+            name: Some(self.name.clone()),
+            checks: document.get("checks").cloned(),
+            actions: document.get("actions").cloned(),
+        }
+    }
+
+    /// Fields that differ from `remote`, by meaning (key order and number spelling do not
+    /// count). The values at `secretRefs` paths are compared elsewhere (by hash): the remote
+    /// may mask them, so they only have to be present.
+    pub fn diff(&self, remote: &api::GuardrailDetails) -> Vec<&'static str> {
+        let mut fields = Vec::new();
+        if self.name != remote.name {
+            fields.push("name");
+        }
+        let mut desired = Value::Object(self.document());
+        let mut current = remote_document(remote);
+        for reference in &self.secret_refs {
+            super::config::take_pointer(&mut desired, &reference.path);
+            if super::config::take_pointer(&mut current, &reference.path).is_none() {
+                fields.push("checks");
+            }
+        }
+        if !super::common::json_equivalent(&desired["checks"], &current["checks"])
+            && !fields.contains(&"checks")
+        {
+            fields.push("checks");
+        }
+        if !super::common::json_equivalent(&desired["actions"], &current["actions"]) {
+            fields.push("actions");
+        }
+        fields
+    }
+
+    /// Fixed fields where the remote guardrail differs; no PUT can fix these.
+    pub fn immutable_conflicts(&self, remote: &api::GuardrailDetails) -> Vec<&'static str> {
+        let mut fields = Vec::new();
+        let target = self.target.unwrap_or(GuardrailTarget::Llm).as_api();
+        if remote.target.as_deref().unwrap_or("llm") != target {
+            fields.push("target");
+        }
+        if self.workspace_id.is_some()
+            && remote.workspace_id.is_some()
+            && self.workspace_id != remote.workspace_id
+        {
+            fields.push("workspaceId");
+        }
+        fields
+    }
+}
+
+impl Governed for Guardrail {
+    fn management_policy(&self) -> ManagementPolicy {
+        self.spec.management_policy
+    }
+
+    fn orphaning(&self) -> Self {
+        let mut copy = self.clone();
+        copy.spec.deletion_policy = GuardrailDeletionPolicy::Orphan;
+        copy
+    }
+
+    fn orphans(&self) -> bool {
+        self.spec.deletion_policy == GuardrailDeletionPolicy::Orphan
+    }
+
+    fn named_remote(&self) -> Option<&str> {
+        self.spec.slug.as_deref()
+    }
+}
+
+impl Recorded for GuardrailStatus {
+    fn recorded_remote(&self) -> Option<&str> {
+        self.slug.as_deref().or(self.id.as_deref())
+    }
+    fn remote_keys(&self) -> Vec<&str> {
+        [self.id.as_deref(), self.slug.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+    fn remote_updated_at(&self) -> Option<&str> {
+        self.remote_updated_at.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> GuardrailSpec {
+        serde_json::from_value(json!({
+            "name": "pii", "workspaceId": "ws-1",
+            "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{3}", "max": 2}}],
+            "actions": {"deny": true, "onFail": {"value": -5}},
+            "secretRefs": [{"path": "/checks/0/parameters/api_key", "secretKeyRef": {"name": "s", "key": "k"}}]
+        }))
+        .unwrap()
+    }
+
+    fn remote(checks: Value, actions: Value) -> api::GuardrailDetails {
+        serde_json::from_value(json!({
+            "id": "g1", "slug": "pg-pii-1a2b3c", "name": "pii", "workspace_id": "ws-1", "target": "llm",
+            "checks": checks, "actions": actions, "version_id": "v1"
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_normalised_read_with_a_masked_secret_is_in_sync() {
+        let read = remote(
+            json!([{"is_enabled": 1, "parameters": {"max": 2.0, "rule": "\\d{3}", "api_key": "****"}, "id": "default.regexMatch"}]),
+            json!({"on_fail": {"feedback": {"weight": 1, "value": -5.0, "metadata": {}}}, "async": 0, "deny": 1}),
+        );
+        assert!(spec().diff(&read).is_empty(), "{:?}", spec().diff(&read));
+        assert!(spec().immutable_conflicts(&read).is_empty());
+    }
+
+    #[test]
+    fn changed_checks_actions_and_a_missing_secret_are_differences() {
+        let read = remote(
+            json!([{"id": "default.regexMatch", "parameters": {"rule": "x", "max": 2, "api_key": "****"}}]),
+            json!({"deny": false, "async": false}),
+        );
+        assert_eq!(spec().diff(&read), vec!["checks", "actions"]);
+        let without_secret = remote(
+            json!([{"id": "default.regexMatch", "parameters": {"rule": "\\d{3}", "max": 2}}]),
+            json!({"deny": true, "async": false, "on_fail": {"feedback": {"value": -5, "weight": 1, "metadata": {}}}}),
+        );
+        assert_eq!(spec().diff(&without_secret), vec!["checks"]);
+    }
+}
