@@ -28,7 +28,8 @@ pub use client::{Client, WriteGuard};
 pub use config::{ClientConfig, RequestObserver, RetryPolicy};
 pub use error::{ApiError, HttpError};
 pub use handles::{
-    Configs, Deployments, Guardrails, RateLimits, Responses, UsageLimits, VectorStoreFiles,
+    Configs, Deployments, Guardrails, GuardrailsOn, RateLimits, Responses, UsageLimits,
+    VectorStoreFiles,
 };
 pub use models::*;
 pub use oauth::OAuth2ClientCredentials;

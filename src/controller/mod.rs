@@ -11,7 +11,8 @@ pub mod state;
 // (leader election, health, metrics, events). Their modules are re-exported by name.
 pub use driver::{create, drift, gate, status};
 pub use kinds::{
-    config, config_refs, connection, deployment, policy, rate_limits_policy, usage_limits_policy,
+    config, config_refs, connection, deployment, guardrail, policy, rate_limits_policy,
+    usage_limits_policy,
 };
 pub use runtime::{backoff, events, failpoints, health, leader, metrics};
 pub use state::{claims, connections};
@@ -38,7 +39,7 @@ pub use health::Health;
 pub use leader::Leadership;
 pub use metrics::Metrics;
 
-use crate::resources::{Config, Deployment, RateLimitsPolicy, UsageLimitsPolicy};
+use crate::resources::{Config, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy};
 
 /// Shared state of every controller.
 pub struct Context {
@@ -146,6 +147,7 @@ pub async fn check_crds_installed(kube: &kube::Client) -> Result<(), String> {
         ("deployments", Deployment::version(&())),
         ("ratelimitspolicies", RateLimitsPolicy::version(&())),
         ("usagelimitspolicies", UsageLimitsPolicy::version(&())),
+        ("guardrails", Guardrail::version(&())),
         ("connections", crate::resources::Connection::version(&())),
     ] {
         let name = format!("{plural}.aigw.io");
@@ -451,6 +453,11 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
     );
     let policies = listed_kind::<RateLimitsPolicy>(&ctx, &mut passes, None);
     let usage_limits = listed_kind::<UsageLimitsPolicy>(&ctx, &mut passes, None);
+    let guardrails = listed_kind::<Guardrail>(
+        &ctx,
+        &mut passes,
+        Some(config_refs::watch_secrets::<Guardrail>),
+    );
     let deployments = KindSetup::<Deployment> {
         with_secrets: true,
         extra: None,
@@ -462,6 +469,7 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
         tasks.push(spawn_kind(&ctx, &namespace, concurrency, &deployments));
         tasks.push(spawn_kind(&ctx, &namespace, concurrency, &policies));
         tasks.push(spawn_kind(&ctx, &namespace, concurrency, &usage_limits));
+        tasks.push(spawn_kind(&ctx, &namespace, concurrency, &guardrails));
     }
     tasks.push(tokio::spawn(run_connections(
         ctx.clone(),

@@ -18,7 +18,7 @@ use super::mask::{secret_paths, secret_pointers};
 use super::project;
 use crate::api::{self, Client, DeploymentListQuery};
 use crate::resources::policy::Policy;
-use crate::resources::{Config, Deployment, RateLimitsPolicy, UsageLimitsPolicy};
+use crate::resources::{Config, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy};
 
 /// What to export and where the manifests go.
 #[derive(Debug, Clone, Default)]
@@ -96,6 +96,21 @@ pub async fn export(api: &Client, options: &ExportOptions) -> Result<Export, Git
             GitopsError::api(format!("failed to read deployment {}", summary.id), e)
         })?;
         out.deployment(&remote)?;
+    }
+    let guardrails = api
+        .guardrails_on(api::GuardrailPlane::Workspace)
+        .listing(options.workspace_id.as_deref())
+        .await
+        .map_err(|e| GitopsError::api("failed to list guardrails", e))?;
+    for summary in guardrails.items.iter().filter(|g| g.workspace_id.is_some()) {
+        let remote = api
+            .guardrails_on(api::GuardrailPlane::Workspace)
+            .get(&summary.slug)
+            .await
+            .map_err(|e| {
+                GitopsError::api(format!("failed to read guardrail {}", summary.slug), e)
+            })?;
+        out.guardrail(&remote)?;
     }
     export_policies::<RateLimitsPolicy>(api, options, &mut out).await?;
     export_policies::<UsageLimitsPolicy>(api, options, &mut out).await?;
@@ -236,6 +251,23 @@ impl<'o> Builder<'o> {
             &object,
             header,
         )
+    }
+
+    /// A workspace guardrail as it is. One whose check parameters hold credentials (masked on
+    /// read, so never known here) is left out: its manifest needs `secretRefs` by hand.
+    fn guardrail(&mut self, remote: &api::GuardrailDetails) -> Result<(), GitopsError> {
+        let document = crate::resources::guardrail::remote_document(remote);
+        if !self.free_of_secrets(format!("guardrail {}", remote.slug), Some(&document), "") {
+            return Ok(());
+        }
+        let metadata = self.meta("Guardrail", &remote.name, &remote.slug);
+        let object = Guardrail {
+            metadata,
+            spec: project::guardrail_spec(remote),
+            status: None,
+        };
+        let header = format!("# Adopts guardrail {} as it is.\n", remote.slug);
+        self.push("Guardrail", "guardrail", &object.metadata, &object, header)
     }
 
     fn policy<P: Policy>(&mut self, remote: &P::Remote) -> Result<(), GitopsError> {

@@ -20,7 +20,7 @@ use super::validate::{Manifest, Object};
 use crate::api::{self, ApiError, Client};
 use crate::resources::config_document::MarkedDocument;
 use crate::resources::policy::Policy;
-use crate::resources::{Config, Deployment};
+use crate::resources::{Config, Deployment, Guardrail};
 
 /// Version of the `--output json` document; bumped only on incompatible changes.
 pub const FORMAT_VERSION: u32 = 1;
@@ -224,6 +224,7 @@ pub async fn plan(
             Object::Deployment(o) => plan_deployment(api, live, o).await?,
             Object::RateLimitsPolicy(o) => plan_policy(api, live, o.as_ref()).await?,
             Object::UsageLimitsPolicy(o) => plan_policy(api, live, o.as_ref()).await?,
+            Object::Guardrail(o) => plan_guardrail(api, live, o).await?,
             Object::Connection(_) => continue,
         };
         entries.push(Entry {
@@ -494,6 +495,77 @@ async fn plan_deployment(
     }
     let changes = field_changes(&spec.diff(&remote), &current, &desired);
     Ok(compared(&counterpart, changes))
+}
+
+/// A Guardrail: its counterpart is `spec.slug`, else the live `status.slug`. Secret parameters
+/// show where their value comes from, never a value.
+async fn plan_guardrail(
+    api: &Client,
+    live: Option<&Live>,
+    guardrail: &Guardrail,
+) -> Result<Entry, GitopsError> {
+    let spec = &guardrail.spec;
+    let mut desired = to_json(spec);
+    let invalid = match MarkedDocument::new(spec) {
+        Ok(marked) => {
+            desired["checks"] = marked.document()["checks"].clone();
+            None
+        }
+        Err(why) => Some(format!(
+            "{why}: the operator would stall (InvalidSpec) and write nothing"
+        )),
+    };
+    let creation = || create_changes(&desired, &["slug", "secretRefs"]);
+    let Some(counterpart) = counterpart(live, guardrail, spec.slug.as_ref(), |g: &Guardrail| {
+        g.status.as_ref().and_then(|s| s.slug.clone())
+    })
+    .await?
+    else {
+        return Ok(match invalid {
+            Some(reason) => entry(Action::Conflict, None, creation(), Some(reason)),
+            None => entry(Action::Create, None, creation(), None),
+        });
+    };
+    let what = format!("guardrail {}", counterpart.key);
+    let read = api
+        .guardrails_on(api::GuardrailPlane::Workspace)
+        .get(&counterpart.key)
+        .await;
+    let Some(remote) = found(&what, read)? else {
+        return Ok(missing(&counterpart, "guardrail", "spec.slug", creation()));
+    };
+    let mut current = to_json(&project::guardrail_spec(&remote));
+    current["checks"] = crate::resources::guardrail::remote_document(&remote)["checks"].clone();
+    for reference in &spec.secret_refs {
+        if let Some(value) = current.pointer_mut(&reference.path) {
+            *value = Value::String(format!(
+                "(secret {}/{})",
+                reference.secret_key_ref.name, reference.secret_key_ref.key
+            ));
+        }
+    }
+    let conflicts = spec.immutable_conflicts(&remote);
+    let mut fields = conflicts.clone();
+    fields.extend(spec.diff(&remote));
+    let changes = field_changes(&fields, &current, &desired);
+    Ok(match (invalid, conflicts.is_empty()) {
+        (Some(reason), _) => entry(
+            Action::Conflict,
+            Some(counterpart.key),
+            changes,
+            Some(reason),
+        ),
+        (None, false) => entry(
+            Action::Conflict,
+            Some(counterpart.key),
+            changes,
+            Some(format!(
+                "the remote guardrail has a different {} and the API cannot change it; create a new Guardrail instead",
+                conflicts.join(", ")
+            )),
+        ),
+        (None, true) => compared(&counterpart, changes),
+    })
 }
 
 /// A policy kind ([`Policy`]): its counterpart is `spec.policyId`, else the live `status.id`.

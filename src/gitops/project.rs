@@ -1,22 +1,16 @@
 //! Remote objects projected onto the spec shape: what a spec would say to match the remote
 //! object exactly. `export` writes these specs; `plan` shows their fields as the "from" side.
 
-use serde::Serialize;
-use serde::de::DeserializeOwned;
-
 use crate::api;
 use crate::resources::common::ManagementPolicy;
 use crate::resources::config::{ConfigDeletionPolicy, ConfigSpec};
 use crate::resources::deployment::{
     AuthSettings, DeploymentDeletionPolicy, DeploymentSpec, SecretRef,
 };
-
-/// The API and the CRD spell these enums the same way (`non_production`, `rpm`, `mcp_tools`).
-pub(crate) fn same_enum<A: Serialize, B: DeserializeOwned>(value: &A) -> Option<B> {
-    serde_json::to_value(value)
-        .ok()
-        .and_then(|v| serde_json::from_value(v).ok())
-}
+use crate::resources::guardrail::{
+    Feedback, GuardrailActions, GuardrailCheck, GuardrailDeletionPolicy, GuardrailSpec,
+};
+use crate::resources::policy::same_enum;
 
 /// A spec that adopts `remote` (by slug) and matches it.
 pub fn config_spec(remote: &api::ConfigDetail) -> ConfigSpec {
@@ -80,6 +74,50 @@ pub fn deployment_spec(remote: &api::Deployment, secret_name: &str) -> Deploymen
     }
 }
 
+/// A spec that adopts `remote` (by slug) and matches it: the checks and actions as read, with
+/// 0/1 flags as booleans. Masked parameters stay masked: `export` leaves such a guardrail out.
+pub fn guardrail_spec(remote: &api::GuardrailDetails) -> GuardrailSpec {
+    let document = crate::resources::guardrail::remote_document(remote);
+    let checks = document["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| GuardrailCheck {
+            id: c["id"].as_str().unwrap_or_default().to_string(),
+            parameters: c["parameters"].as_object().cloned().unwrap_or_default(),
+            name: c["name"].as_str().map(str::to_string),
+            is_enabled: c["is_enabled"].as_bool().filter(|enabled| !enabled),
+        })
+        .collect();
+    let actions = &document["actions"];
+    let feedback = |key: &str| {
+        let f = actions.get(key)?.get("feedback")?;
+        Some(Feedback {
+            value: f["value"].as_f64()?,
+            weight: f["weight"].as_f64().unwrap_or(1.0),
+            metadata: f["metadata"].as_object().cloned().unwrap_or_default(),
+        })
+    };
+    GuardrailSpec {
+        slug: Some(remote.slug.clone()).filter(|s| !s.is_empty()),
+        name: remote.name.clone(),
+        workspace_id: remote.workspace_id.clone(),
+        target: remote.target.as_ref().and_then(same_enum),
+        checks,
+        actions: GuardrailActions {
+            deny: actions["deny"].as_bool().unwrap_or(false),
+            r#async: actions["async"].as_bool().unwrap_or(false),
+            sequential: actions["sequential"].as_bool(),
+            on_success: feedback("on_success"),
+            on_fail: feedback("on_fail"),
+        },
+        secret_refs: Vec::new(),
+        deletion_policy: GuardrailDeletionPolicy::Orphan,
+        management_policy: ManagementPolicy::Full,
+        connection_ref: None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -97,6 +135,22 @@ mod tests {
             crate::resources::rate_limits_policy::RateLimitsPolicySpec::adopting(&remote).unwrap();
         assert!(spec.diff(&remote).is_empty());
         assert!(spec.immutable_conflicts(&remote).is_empty());
+    }
+
+    #[test]
+    fn a_projected_guardrail_has_no_difference_with_its_source() {
+        let remote: api::GuardrailDetails = serde_json::from_value(json!({
+            "id": "g1", "slug": "pg-pii-1a2b3c", "name": "pii", "workspace_id": "ws-1", "target": "mcp_tools",
+            "checks": [{"id": "default.regexMatch", "parameters": {"rule": "x"}, "is_enabled": 0, "name": "rx"}],
+            "actions": {"deny": 1, "async": 0, "sequential": true,
+                        "on_fail": {"feedback": {"value": -5, "weight": 1, "metadata": {"k": "v"}}}},
+            "version_id": "v1"
+        }))
+        .unwrap();
+        let spec = guardrail_spec(&remote);
+        assert!(spec.diff(&remote).is_empty(), "{:?}", spec.diff(&remote));
+        assert!(spec.immutable_conflicts(&remote).is_empty());
+        assert_eq!(spec.checks[0].is_enabled, Some(false));
     }
 
     #[test]

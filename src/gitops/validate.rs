@@ -18,7 +18,9 @@ use super::schema::{SchemaChecker, Violation};
 use crate::api::{ApiError, Validate};
 use crate::resources::common::GROUP;
 use crate::resources::config_document::MarkedDocument;
-use crate::resources::{Config, Connection, Deployment, RateLimitsPolicy, UsageLimitsPolicy};
+use crate::resources::{
+    Config, Connection, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy,
+};
 
 /// One problem: where, which resource, which field, what.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,6 +58,7 @@ pub enum Object {
     Deployment(Box<Deployment>),
     RateLimitsPolicy(Box<RateLimitsPolicy>),
     UsageLimitsPolicy(Box<UsageLimitsPolicy>),
+    Guardrail(Box<Guardrail>),
     Connection(Box<Connection>),
 }
 
@@ -66,6 +69,7 @@ impl Object {
             Object::Deployment(_) => "Deployment",
             Object::RateLimitsPolicy(_) => "RateLimitsPolicy",
             Object::UsageLimitsPolicy(_) => "UsageLimitsPolicy",
+            Object::Guardrail(_) => "Guardrail",
             Object::Connection(_) => "Connection",
         }
     }
@@ -76,6 +80,7 @@ impl Object {
             Object::Deployment(o) => &o.metadata,
             Object::RateLimitsPolicy(o) => &o.metadata,
             Object::UsageLimitsPolicy(o) => &o.metadata,
+            Object::Guardrail(o) => &o.metadata,
             Object::Connection(o) => &o.metadata,
         }
     }
@@ -398,6 +403,7 @@ fn typed(kind: &str, value: &Value) -> Result<Object, String> {
         "Deployment" => Object::Deployment(parse(value)?),
         "RateLimitsPolicy" => Object::RateLimitsPolicy(parse(value)?),
         "UsageLimitsPolicy" => Object::UsageLimitsPolicy(parse(value)?),
+        "Guardrail" => Object::Guardrail(parse(value)?),
         "Connection" => Object::Connection(parse(value)?),
         other => return Err(format!("unknown kind {other:?}")),
     })
@@ -431,6 +437,16 @@ fn operator_checks(object: &Object, out: &mut Vec<Violation>) {
         }
         Object::RateLimitsPolicy(o) => o.spec.create_request().validate(),
         Object::UsageLimitsPolicy(o) => o.spec.create_request().validate(),
+        Object::Guardrail(o) => match MarkedDocument::new(&o.spec) {
+            Ok(marked) => o.spec.create_request_with(marked.document()).validate(),
+            Err(message) => {
+                out.push(Violation {
+                    path: "spec.checks".into(),
+                    message,
+                });
+                Ok(())
+            }
+        },
         Object::Connection(_) => Ok(()),
     };
     if let Err(e) = request {
@@ -501,6 +517,7 @@ impl Seen {
             "Config" => "slug",
             "Deployment" => "deploymentId",
             "RateLimitsPolicy" | "UsageLimitsPolicy" => "policyId",
+            "Guardrail" => "slug",
             _ => return found,
         };
         let Some(id) = value["spec"][field].as_str() else {

@@ -348,6 +348,21 @@ impl ConfigSpec {
     }
 }
 
+impl Config {
+    /// True when the document names (as a slug or id written in it) one of `keys`. A name a
+    /// Secret supplies is not known here and does not count.
+    pub fn names_guardrail(&self, keys: &[&str]) -> bool {
+        if keys.is_empty() {
+            return false;
+        }
+        super::config_document::guardrail_references(&serde_json::Value::Object(
+            self.spec.config.clone(),
+        ))
+        .iter()
+        .any(|r| keys.contains(&r.name.as_str()))
+    }
+}
+
 impl ConfigSpec {
     /// Puts `(secret name/key)` at each `secretRefs` path of `document` (a `config` shown by
     /// `aigw plan`), so a plan names where a value comes from and never shows one. With

@@ -251,7 +251,10 @@ impl GuardrailCheck {
         if let Some(name) = &self.name {
             check.insert("name".into(), Value::String(name.clone()));
         }
-        check.insert("is_enabled".into(), Value::Bool(self.is_enabled.unwrap_or(true)));
+        check.insert(
+            "is_enabled".into(),
+            Value::Bool(self.is_enabled.unwrap_or(true)),
+        );
         Value::Object(check)
     }
 }
@@ -356,18 +359,30 @@ impl GuardrailSpec {
 
     /// The create body sending `document` (the spec's `{checks, actions}`, Secret values
     /// filled in).
-    pub fn create_request_with(&self, document: &Map<String, Value>) -> api::CreateGuardrailRequest {
+    pub fn create_request_with(
+        &self,
+        document: &Map<String, Value>,
+    ) -> api::CreateGuardrailRequest {
         api::CreateGuardrailRequest {
             name: self.name.clone(),
             target: self.target.map(|t| t.as_api().to_string()),
             workspace_id: self.workspace_id.clone(),
-            checks: document.get("checks").cloned().unwrap_or(Value::Array(Vec::new())),
-            actions: document.get("actions").cloned().unwrap_or(Value::Object(Map::new())),
+            checks: document
+                .get("checks")
+                .cloned()
+                .unwrap_or(Value::Array(Vec::new())),
+            actions: document
+                .get("actions")
+                .cloned()
+                .unwrap_or(Value::Object(Map::new())),
         }
     }
 
     /// The update body sending `document`: the name, checks and actions, replaced whole.
-    pub fn update_request_with(&self, document: &Map<String, Value>) -> api::UpdateGuardrailRequest {
+    pub fn update_request_with(
+        &self,
+        document: &Map<String, Value>,
+    ) -> api::UpdateGuardrailRequest {
         api::UpdateGuardrailRequest {
             name: Some(self.name.clone()),
             checks: document.get("checks").cloned(),

@@ -5,6 +5,7 @@ pub mod config;
 pub mod config_document;
 pub mod connection;
 pub mod deployment;
+pub mod guardrail;
 pub mod policy;
 pub mod rate_limits_policy;
 pub mod usage_limits_policy;
@@ -12,6 +13,7 @@ pub mod usage_limits_policy;
 pub use config::Config;
 pub use connection::Connection;
 pub use deployment::Deployment;
+pub use guardrail::Guardrail;
 pub use rate_limits_policy::RateLimitsPolicy;
 pub use usage_limits_policy::UsageLimitsPolicy;
 
@@ -24,6 +26,7 @@ pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
         ("config.yaml", unwrap_descriptions(Config::crd())),
         ("connection.yaml", unwrap_descriptions(Connection::crd())),
         ("deployment.yaml", unwrap_descriptions(Deployment::crd())),
+        ("guardrail.yaml", unwrap_descriptions(Guardrail::crd())),
         (
             "ratelimitspolicy.yaml",
             unwrap_descriptions(RateLimitsPolicy::crd()),

@@ -22,7 +22,9 @@ use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 
 use crate::resources::common::{CreateAttempt, condition::STALLED, find_condition};
-use crate::resources::{Config, Connection, Deployment, RateLimitsPolicy, UsageLimitsPolicy};
+use crate::resources::{
+    Config, Connection, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 /// The watch caches of one kind: one store per watched namespace (or one for all), and the
@@ -267,6 +269,7 @@ pub struct Stores {
     pub deployments: StoreList<Deployment>,
     pub policies: StoreList<RateLimitsPolicy>,
     pub usage_limits: StoreList<UsageLimitsPolicy>,
+    pub guardrails: StoreList<Guardrail>,
 }
 
 /// A kind whose resources claim remote objects, in workspaces: what ownership and grants are
@@ -466,6 +469,32 @@ macro_rules! policy_claims {
             }
         }
     };
+}
+
+impl Claims for Guardrail {
+    status_claims!();
+    fn manages(&self) -> bool {
+        self.status
+            .as_ref()
+            .is_some_and(|s| s.slug.is_some() || s.id.is_some() || s.pending_create.is_some())
+    }
+    fn stores(stores: &Stores) -> &StoreList<Self> {
+        &stores.guardrails
+    }
+    fn claimed_ids(&self) -> Vec<String> {
+        let status = self.status.as_ref();
+        ids([
+            self.spec.slug.as_ref(),
+            status.and_then(|s| s.slug.as_ref()),
+            status.and_then(|s| s.id.as_ref()),
+        ])
+    }
+    fn adopted(&self) -> Option<(&'static str, String)> {
+        self.spec.slug.clone().map(|slug| ("spec.slug", slug))
+    }
+    fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
+        vec![("spec.workspaceId", self.spec.workspace_id.clone())]
+    }
 }
 
 policy_claims!(RateLimitsPolicy, policies);

@@ -1,0 +1,440 @@
+//! Guardrail: a workspace guardrail. Observe by slug (or id), PUT name, checks and actions only
+//! when they differ by meaning or a Secret value changed (every PUT mints a version), create
+//! through the shared protocol, and delete per `deletionPolicy` once no Config of the namespace
+//! names it.
+//!
+//! The API answers 403 (not 404) for a guardrail that does not exist (FACTS §6), and a 403 may
+//! also be a refusal: such an answer counts as "gone" only when a complete listing of the
+//! workspace's guardrails shows no guardrail with that id or slug.
+
+use crate::api::{
+    ApiError, Client, GuardrailDetails, GuardrailPlane, GuardrailSummary, GuardrailsOn, Listing,
+};
+use crate::controller::config_refs::{self, Desired, ReadsSecrets};
+use crate::controller::create::{
+    Created, Lookup, body_hash, create_once, made_by_unfinished_create, one_of_ours,
+};
+use crate::controller::drift::{Listed, Row};
+use crate::controller::driver::{Change, Cx, Managed, object_key, observed, orphaned, removed};
+use crate::controller::error::Error;
+use crate::controller::gate::Op;
+use crate::controller::status::common_status;
+use crate::controller::{now_rfc3339, spec_already_applied};
+use crate::resources::common::{CreateAttempt, REVISION_ANNOTATION};
+use crate::resources::config::{AppliedVersion, ConfigSecretRef};
+use crate::resources::guardrail::{Guardrail, GuardrailStatus};
+
+/// Condition reason while a Config of the namespace still names the guardrail being deleted.
+pub const STILL_REFERENCED: &str = "StillReferenced";
+
+common_status!(
+    GuardrailStatus,
+    |s| GuardrailStatus {
+        last_applied_at: None,
+        pending_create: s.pending_create.as_ref().map(|_| String::new()),
+        ..s.clone()
+    },
+    intent_when = |s| s.pending_create.is_some()
+);
+
+impl ReadsSecrets for Guardrail {
+    fn secret_refs(&self) -> &[ConfigSecretRef] {
+        &self.spec.secret_refs
+    }
+}
+
+fn plane(client: &Client) -> GuardrailsOn<'_> {
+    client.guardrails_on(GuardrailPlane::Workspace)
+}
+
+impl Managed for Guardrail {
+    type Status = GuardrailStatus;
+    const KIND: &'static str = "Guardrail";
+    const MANAGER: &'static str = "aigw/guardrail";
+    const LISTED: bool = true;
+
+    fn status(&self) -> Option<&GuardrailStatus> {
+        self.status.as_ref()
+    }
+
+    async fn apply(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut GuardrailStatus,
+    ) -> Result<Vec<Change>, Error> {
+        let desired = Desired::read(self, &self.spec, &cx.ctx.kube).await?;
+        for value in desired.secret_values() {
+            cx.conceal(value);
+        }
+        let Some(remote) = observe(self, cx, status).await? else {
+            return create(self, cx, status, &desired).await.map(|c| vec![c]);
+        };
+        let conflicts = self.spec.immutable_conflicts(&remote);
+        if !conflicts.is_empty() {
+            return Err(Error::InvalidSpec(format!(
+                "remote guardrail {} has a different {} and the API cannot change it; create a new Guardrail instead",
+                remote.slug,
+                conflicts.join(", ")
+            )));
+        }
+        let mut differences = self.spec.diff(&remote);
+        if desired.secret_hash != status.secret_hash {
+            differences.push("secretRefs");
+        }
+        if differences.is_empty() {
+            return Ok(Vec::new());
+        }
+        let key = key_of(&remote);
+        let client = cx.api(Op::Update).await?;
+        let updated = plane(client)
+            .update(
+                &key,
+                &self.spec.update_request_with(&desired.request_document()),
+            )
+            .await
+            .map_err(|e| Error::api(format!("update guardrail {key}"), e))?;
+        status.secret_hash = desired.secret_hash;
+        status.version_id = updated.version_id.or(remote.version_id);
+        record_applied(self, status);
+        let fields = differences.join(", ");
+        let outside = differences.iter().any(|field| *field != "secretRefs");
+        let drift = outside
+            && spec_already_applied(
+                self.metadata.generation,
+                status.observed_generation,
+                &status.conditions,
+            );
+        Ok(vec![if drift {
+            Change::new(
+                "DriftCorrected",
+                format!("guardrail {key} was changed outside aigw ({fields}); restored it"),
+            )
+        } else {
+            Change::new("Updated", format!("updated guardrail {key} ({fields})"))
+        }])
+    }
+
+    async fn inputs_unchanged(&self, cx: &Cx<'_, Self>, status: &GuardrailStatus) -> bool {
+        config_refs::secrets_unchanged(
+            self,
+            &self.spec.secret_refs,
+            &cx.ctx.kube,
+            status.secret_hash.as_deref(),
+        )
+        .await
+    }
+
+    async fn observe_only(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut GuardrailStatus,
+    ) -> Result<Vec<&'static str>, Error> {
+        Ok(match observe(self, cx, status).await? {
+            Some(remote) => {
+                let mut fields = self.spec.immutable_conflicts(&remote);
+                fields.extend(self.spec.diff(&remote));
+                fields
+            }
+            None => Vec::new(),
+        })
+    }
+
+    async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
+        let status = self.status.clone().unwrap_or_default();
+        let known = status.slug.clone().or(status.id.clone());
+        if self.spec.deletion_policy == crate::resources::guardrail::GuardrailDeletionPolicy::Orphan
+        {
+            return Ok(orphaned(&format!(
+                "guardrail {}",
+                known.unwrap_or_default()
+            )));
+        }
+        let key = match (known, &status.pending_create) {
+            (Some(key), _) => key,
+            (None, Some(_)) => {
+                let lookup = find_created(self, cx, &status);
+                match made_by_unfinished_create(&status, "guardrail", lookup).await? {
+                    Some(found) => found.slug,
+                    None => return Ok(Vec::new()),
+                }
+            }
+            (None, None) => return Ok(Vec::new()),
+        };
+        let users = referencing_configs(self, cx, &status);
+        if !users.is_empty() {
+            return Err(Error::not_allowed(
+                STILL_REFERENCED,
+                format!(
+                    "guardrail {key} is still named by Config {} of this namespace; it is deleted once no Config names it (or set deletionPolicy: Orphan)",
+                    users.join(", ")
+                ),
+            ));
+        }
+        let client = cx.api(Op::Delete).await?;
+        let result = match plane(client).delete(&key).await {
+            Err(e) if missing_answer(&e) && absent_from_list(self, client, &status).await => Ok(()),
+            other => other,
+        };
+        removed("Deleted", "delete", &format!("guardrail {key}"), result)
+    }
+}
+
+impl Listed for Guardrail {
+    fn list_workspace(&self) -> Option<String> {
+        self.spec.workspace_id.clone()
+    }
+
+    async fn list(client: &Client, workspace: Option<String>) -> Result<Listing<Row>, ApiError> {
+        let listing = plane(client).listing(workspace.as_deref()).await?;
+        Ok(Listing {
+            items: listing
+                .items
+                .into_iter()
+                .map(|g| Row {
+                    keys: [g.id, g.slug]
+                        .into_iter()
+                        .filter(|k| !k.is_empty())
+                        .collect(),
+                    created_at: g.created_at,
+                    updated_at: g.last_updated_at,
+                })
+                .collect(),
+            complete: listing.complete,
+        })
+    }
+}
+
+/// The names of the Configs of the guardrail's namespace whose document names its slug or id
+/// (from the watch cache: no apiserver read).
+fn referencing_configs(
+    guardrail: &Guardrail,
+    cx: &Cx<'_, Guardrail>,
+    status: &GuardrailStatus,
+) -> Vec<String> {
+    let keys: Vec<&str> = [status.slug.as_deref(), status.id.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect();
+    let namespace = guardrail.metadata.namespace.as_deref();
+    let mut users: Vec<String> = cx
+        .ctx
+        .stores
+        .configs
+        .all()
+        .iter()
+        .filter(|c| c.metadata.namespace.as_deref() == namespace)
+        .filter(|c| c.metadata.deletion_timestamp.is_none())
+        .filter(|c| c.names_guardrail(&keys))
+        .map(|c| c.metadata.name.clone().unwrap_or_default())
+        .collect();
+    users.sort();
+    users
+}
+
+/// The key the API addresses the guardrail by: its slug, else its id.
+fn key_of(remote: &GuardrailDetails) -> String {
+    if remote.slug.is_empty() {
+        remote.id.clone()
+    } else {
+        remote.slug.clone()
+    }
+}
+
+/// A 403 that may mean "no such guardrail" (FACTS §6): not an OPA denial, not `AB03`.
+fn missing_answer(e: &ApiError) -> bool {
+    e.http()
+        .is_some_and(|h| h.status == 403 && !h.opa_denied && !e.is_not_visible())
+}
+
+/// True when a complete listing of the guardrail's workspace shows no guardrail with the id or
+/// slug it recorded: only then is a 403 taken for "gone".
+async fn absent_from_list(
+    guardrail: &Guardrail,
+    client: &Client,
+    status: &GuardrailStatus,
+) -> bool {
+    let Ok(listing) = plane(client)
+        .listing(guardrail.spec.workspace_id.as_deref())
+        .await
+    else {
+        return false;
+    };
+    let keys: Vec<&str> = [
+        status.id.as_deref(),
+        status.slug.as_deref(),
+        guardrail.spec.slug.as_deref(),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    listing.complete
+        && !listing
+            .items
+            .iter()
+            .any(|g| keys.contains(&g.id.as_str()) || keys.contains(&g.slug.as_str()))
+}
+
+/// Notes the version just written as applied now, with the generation and revision.
+fn record_applied(guardrail: &Guardrail, status: &mut GuardrailStatus) {
+    let applied_at = now_rfc3339();
+    status.last_applied_at = Some(applied_at.clone());
+    status.record_applied(AppliedVersion {
+        version_id: status.version_id.clone(),
+        generation: guardrail.metadata.generation,
+        applied_at,
+        revision: guardrail
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(REVISION_ANNOTATION))
+            .cloned(),
+    });
+}
+
+/// GETs the guardrail this object adopts or recorded, and records what it reports. Gone means
+/// 404/`AB08`, or a 403 that a complete listing confirms; an adopted one that is gone is an
+/// error.
+async fn observe(
+    guardrail: &Guardrail,
+    cx: &Cx<'_, Guardrail>,
+    status: &mut GuardrailStatus,
+) -> Result<Option<GuardrailDetails>, Error> {
+    let adopted = guardrail.spec.slug.as_deref();
+    let Some(key) = adopted
+        .or(status.slug.as_deref())
+        .or(status.id.as_deref())
+        .map(str::to_string)
+    else {
+        return Ok(None);
+    };
+    let client = cx.api(Op::Read).await?;
+    let result = plane(client).get(&key).await;
+    let gone = match &result {
+        Err(e) if missing_answer(e) => absent_from_list(guardrail, client, status).await,
+        _ => false,
+    };
+    let found = match (gone, adopted) {
+        (true, Some(_)) => {
+            return Err(Error::MissingState(format!(
+                "guardrail {key} named by spec.slug does not exist"
+            )));
+        }
+        (true, None) => None,
+        (false, _) => observed(
+            &format!("guardrail {key}"),
+            adopted.map(|_| "spec.slug"),
+            result,
+        )?,
+    };
+    if let (Some(remote), Some(_)) = (&found, adopted) {
+        cx.gate
+            .reach(
+                &format!("the workspace of guardrail {key}"),
+                remote.workspace_id.as_deref(),
+            )
+            .await?;
+    }
+    match &found {
+        Some(remote) => {
+            status.id = Some(remote.id.clone()).filter(|id| !id.is_empty());
+            status.slug = Some(remote.slug.clone()).filter(|s| !s.is_empty());
+            status.version_id = remote.version_id.clone();
+            status.remote_updated_at = remote.last_updated_at.clone();
+        }
+        None => {
+            status.id = None;
+            status.slug = None;
+            status.version_id = None;
+            status.remote_updated_at = None;
+        }
+    }
+    Ok(found)
+}
+
+/// Creates the guardrail through the shared protocol (see [`crate::controller::create`]).
+async fn create(
+    guardrail: &Guardrail,
+    cx: &Cx<'_, Guardrail>,
+    status: &mut GuardrailStatus,
+    desired: &Desired,
+) -> Result<Change, Error> {
+    let before = status.clone();
+    let client = cx.api(Op::Create).await?;
+    let request = guardrail
+        .spec
+        .create_request_with(&desired.request_document());
+    let sent = CreateAttempt {
+        name: Some(guardrail.spec.name.clone()),
+        workspace_id: guardrail.spec.workspace_id.clone(),
+        body_hash: body_hash(guardrail.metadata.uid.as_deref(), &request),
+        ended_at: None,
+    };
+    let outcome = create_once(
+        cx,
+        status,
+        "guardrail",
+        sent,
+        find_created(guardrail, cx, &before),
+        plane(client).create(&request),
+    )
+    .await?;
+    let change = match outcome {
+        Created::Posted(created) => {
+            status.id = Some(created.id.clone());
+            status.slug = Some(created.slug.clone()).filter(|s| !s.is_empty());
+            status.version_id = created.version_id.clone();
+            status.secret_hash = desired.secret_hash.clone();
+            record_applied(guardrail, status);
+            let name = status.slug.clone().unwrap_or(created.id);
+            Change::new("Created", format!("created guardrail {name}"))
+        }
+        Created::Recovered(found) => {
+            status.id = Some(found.id.clone());
+            status.slug = Some(found.slug.clone()).filter(|s| !s.is_empty());
+            // What the earlier POST sent may be an older spec: read it and diff, soon.
+            cx.ctx.drift.flag(object_key(guardrail));
+            Change::new(
+                "Created",
+                format!(
+                    "found guardrail {} from an earlier create whose answer was lost",
+                    found.slug
+                ),
+            )
+        }
+    };
+    Ok(change)
+}
+
+/// The guardrail an earlier create made: the one of the workspace it was sent to with the name
+/// it sent, created within its window, claimed by no other resource, in a complete listing.
+async fn find_created(
+    guardrail: &Guardrail,
+    cx: &Cx<'_, Guardrail>,
+    status: &GuardrailStatus,
+) -> Result<Lookup<GuardrailSummary>, Error> {
+    let sent = status
+        .create_attempt
+        .clone()
+        .unwrap_or_else(|| CreateAttempt {
+            name: Some(guardrail.spec.name.clone()),
+            workspace_id: guardrail.spec.workspace_id.clone(),
+            ..Default::default()
+        });
+    let client = cx.api(Op::Read).await?;
+    let listing = plane(client)
+        .listing(sent.workspace_id.as_deref())
+        .await
+        .map_err(|e| Error::api("list guardrails", e))?;
+    Ok(one_of_ours(
+        cx,
+        status,
+        &sent,
+        listing,
+        |g| vec![g.id.as_str(), g.slug.as_str()],
+        |g| g.created_at.as_deref(),
+        |g| {
+            sent.name.as_deref() == Some(g.name.as_str())
+                && (sent.workspace_id.is_none() || g.workspace_id == sent.workspace_id)
+        },
+    ))
+}
