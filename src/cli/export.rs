@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use aigw::gitops::export::{ExportOptions, export};
+use aigw::gitops::export::{ExportOptions, export, live_secret_refs};
 use aigw::gitops::validate::dns1123_label;
 
 use super::plan::{TargetArgs, client, live};
@@ -32,9 +32,22 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
         None => None,
     };
     let api = client(&args.target, live.as_ref()).await?;
+    // Values aigw substitutes from Secrets may sit at paths whose key does not look secret (a
+    // hook id): only the live resources' secretRefs say where. Without a kubeconfig they are
+    // unknown, and only values at secret-looking keys are held back.
+    let live_secret_refs = match &live {
+        Some(live) => live_secret_refs(&live.client).await?,
+        None => {
+            eprintln!(
+                "note: without --kubeconfig, values that aigw substitutes from Secrets at paths that do not look secret (a hook id, a guardrail parameter) cannot be recognised; review the files before committing them"
+            );
+            Default::default()
+        }
+    };
     let options = ExportOptions {
         namespace: args.namespace.clone(),
         workspace_id: args.workspace_id.clone(),
+        live_secret_refs,
     };
     let exported = export(&api, &options).await?;
     exported.write(&args.out)?;

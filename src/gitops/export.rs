@@ -7,7 +7,7 @@
 //! serve traffic, so removing a manifest (or a namespace, or a mistaken prune) during the
 //! migration must never delete them. Switch to `Delete`/`Archive` once Git owns an object.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 
 use kube::api::ObjectMeta;
@@ -17,6 +17,7 @@ use super::GitopsError;
 use super::mask::{secret_paths, secret_pointers};
 use super::project;
 use crate::api::{self, Client, DeploymentListQuery};
+use crate::resources::config::ConfigSecretRef;
 use crate::resources::policy::Policy;
 use crate::resources::{Config, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy};
 
@@ -28,6 +29,74 @@ pub struct ExportOptions {
     /// Only configs and rate-limit policies of this workspace. Deployments belong to the
     /// organisation, not a workspace, and are always exported.
     pub workspace_id: Option<String>,
+    /// The `spec.secretRefs` of the live resources (read with a kubeconfig), by the remote slug
+    /// or id each records: the values there came from Secrets and are never exported, whatever
+    /// their key is called.
+    pub live_secret_refs: HashMap<String, Vec<ConfigSecretRef>>,
+}
+
+/// The `spec.secretRefs` of every Config and Guardrail of the cluster, by the remote slug and
+/// id each records, for [`ExportOptions::live_secret_refs`].
+pub async fn live_secret_refs(
+    kube: &kube::Client,
+) -> Result<HashMap<String, Vec<ConfigSecretRef>>, GitopsError> {
+    let mut refs = HashMap::new();
+    let configs = kube::Api::<Config>::all(kube.clone())
+        .list(&Default::default())
+        .await
+        .map_err(|e| GitopsError::kube("failed to list Configs", e))?;
+    for config in configs
+        .items
+        .iter()
+        .filter(|c| !c.spec.secret_refs.is_empty())
+    {
+        let status = config.status.as_ref();
+        for key in [
+            status.and_then(|s| s.slug.clone()),
+            status.and_then(|s| s.id.clone()),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            refs.insert(key, config.spec.secret_refs.clone());
+        }
+    }
+    let guardrails = kube::Api::<Guardrail>::all(kube.clone())
+        .list(&Default::default())
+        .await
+        .map_err(|e| GitopsError::kube("failed to list Guardrails", e))?;
+    for guardrail in guardrails
+        .items
+        .iter()
+        .filter(|g| !g.spec.secret_refs.is_empty())
+    {
+        let status = guardrail.status.as_ref();
+        for key in [
+            status.and_then(|s| s.slug.clone()),
+            status.and_then(|s| s.id.clone()),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            refs.insert(key, guardrail.spec.secret_refs.clone());
+        }
+    }
+    Ok(refs)
+}
+
+/// Takes the values at the live resource's `secretRefs` paths out of `document` and returns
+/// those references, so the export names the same Secrets and carries no value.
+fn take_live_secrets(
+    document: &mut serde_json::Value,
+    live: Option<&Vec<ConfigSecretRef>>,
+) -> Vec<ConfigSecretRef> {
+    let mut kept = Vec::new();
+    for reference in live.into_iter().flatten() {
+        if crate::resources::config::take_pointer(document, &reference.path).is_some() {
+            kept.push(reference.clone());
+        }
+    }
+    kept
 }
 
 /// One file of the export.
@@ -190,6 +259,12 @@ impl<'o> Builder<'o> {
     fn config(&mut self, remote: &api::ConfigDetail) -> Result<(), GitopsError> {
         let metadata = self.meta("Config", &remote.name, &remote.slug);
         let mut spec = project::config_spec(remote);
+        let live = self.options.live_secret_refs.get(&remote.slug);
+        let mut document = serde_json::Value::Object(std::mem::take(&mut spec.config));
+        spec.secret_refs = take_live_secrets(&mut document, live);
+        if let serde_json::Value::Object(map) = document {
+            spec.config = map;
+        }
         let name = metadata.name.clone().unwrap_or_default();
         let secret = format!("{}-secrets", truncate(&name, 253 - "-secrets".len()));
         let keys = move_secrets_out(&mut spec, &secret);
@@ -256,14 +331,30 @@ impl<'o> Builder<'o> {
     /// A workspace guardrail as it is. One whose check parameters hold credentials (masked on
     /// read, so never known here) is left out: its manifest needs `secretRefs` by hand.
     fn guardrail(&mut self, remote: &api::GuardrailDetails) -> Result<(), GitopsError> {
-        let document = crate::resources::guardrail::remote_document(remote);
+        let mut document = crate::resources::guardrail::remote_document(remote);
+        let live = self.options.live_secret_refs.get(&remote.slug);
+        let secret_refs = take_live_secrets(&mut document, live);
         if !self.free_of_secrets(format!("guardrail {}", remote.slug), Some(&document), "") {
             return Ok(());
         }
         let metadata = self.meta("Guardrail", &remote.name, &remote.slug);
+        let mut spec = project::guardrail_spec(remote);
+        for reference in &secret_refs {
+            // The spec's checks hold the same parameters as the document, under the same index.
+            if let Some(rest) = reference.path.strip_prefix("/checks/")
+                && let Some((n, path)) = rest.split_once("/parameters")
+                && let Some(check) = n.parse::<usize>().ok().and_then(|n| spec.checks.get_mut(n))
+            {
+                let mut parameters =
+                    serde_json::Value::Object(std::mem::take(&mut check.parameters));
+                crate::resources::config::take_pointer(&mut parameters, path);
+                check.parameters = parameters.as_object().cloned().unwrap_or_default();
+            }
+        }
+        spec.secret_refs = secret_refs;
         let object = Guardrail {
             metadata,
-            spec: project::guardrail_spec(remote),
+            spec,
             status: None,
         };
         let header = format!("# Adopts guardrail {} as it is.\n", remote.slug);

@@ -180,7 +180,7 @@ fn unsettled_for<S: IntentStatus>(status: &S) -> Option<Duration> {
 }
 
 /// The window an earlier create's object was made in: from the intent (less clock skew) to the
-/// end of its request (plus clock skew), when that was recorded.
+/// end of its request (plus clock skew): the recorded end, else the longest a request runs.
 #[derive(Debug, Clone, Copy)]
 struct Window {
     since: Option<jiff::Timestamp>,
@@ -194,7 +194,10 @@ impl Window {
             .pending_create()
             .and_then(|t| t.parse::<jiff::Timestamp>().ok())
             .and_then(|t| t.checked_sub(skew).ok());
-        let until = ended_at(status).and_then(|t| t.checked_add(skew).ok());
+        // Without a recorded end (the process died during the POST, or its result write
+        // failed) the request ran at most as long as a request can: never unbounded, or a
+        // namesake made any time later would count as this create's.
+        let until = attempt_end(status).and_then(|t| t.checked_add(skew).ok());
         Self { since, until }
     }
 
@@ -345,6 +348,14 @@ mod tests {
             Some("2026-01-01T00:00:12Z"),
         );
         assert!(matches!(within, Lookup::Found(_)));
+    }
+
+    #[test]
+    fn without_a_recorded_end_the_window_closes_after_the_longest_request() {
+        let day_later = lookup(vec![Row("a", "2026-01-02T00:00:11Z")], true);
+        assert!(matches!(day_later, Lookup::Absent), "{day_later:?}");
+        let within = lookup(vec![Row("a", "2026-01-01T00:01:05Z")], true);
+        assert!(matches!(within, Lookup::Found(_)), "{within:?}");
     }
 
     #[test]

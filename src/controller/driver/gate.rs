@@ -75,7 +75,7 @@ impl<'a, K: Managed> Gate<'a, K> {
         Ok(&self.resolve().await?.client)
     }
 
-    /// The rules that need no API call: ownership, then the Connection's grants. `Ok` when
+    /// The rules that need no API call: the Connection's grants, then ownership. `Ok` when
     /// this resource may act on its remote object.
     pub async fn admit(&self) -> Result<(), Error> {
         let object = self.object;
@@ -90,14 +90,8 @@ impl<'a, K: Managed> Gate<'a, K> {
                 K::KIND
             )));
         }
-        let peers = self.same_tenant();
-        if let Some(owner) = owned_by_another(object, &self.ctx.stores, &peers) {
-            return Err(Error::AlreadyManaged(format!(
-                "the remote object this {} names is managed by {} {owner}; this one makes no API call until that one is gone",
-                K::KIND,
-                K::KIND
-            )));
-        }
+        // Grants first: a refused resource reports its refusal (and ranks last among the
+        // claimants), whatever else claims the object.
         let scope = &self.resolve().await?.scope;
         for (field, workspace) in object.workspaces() {
             scope.check_workspace(field, workspace.as_deref())?;
@@ -109,6 +103,14 @@ impl<'a, K: Managed> Gate<'a, K> {
             scope.check_default(&format!(
                 "{field} makes this gateway the organisation's default"
             ))?;
+        }
+        let peers = self.same_tenant();
+        if let Some(owner) = owned_by_another(object, &self.ctx.stores, &peers) {
+            return Err(Error::AlreadyManaged(format!(
+                "the remote object this {} names is managed by {} {owner}; this one makes no API call until that one is gone",
+                K::KIND,
+                K::KIND
+            )));
         }
         Ok(())
     }

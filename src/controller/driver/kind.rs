@@ -177,6 +177,9 @@ pub struct Cx<'a, K: Managed> {
     saved: std::sync::Mutex<Option<K::Status>>,
     /// Values no message of this reconcile may carry ([`Cx::conceal`]).
     concealed: std::sync::Mutex<Vec<String>>,
+    /// The status as read, when it holds an intent this reconcile resumes (an interrupted
+    /// create, rotation or reset): its result writes are conflict-proof too.
+    resumed: Option<K::Status>,
 }
 
 impl<'a, K: Managed> Cx<'a, K> {
@@ -189,6 +192,7 @@ impl<'a, K: Managed> Cx<'a, K> {
             resource_version: std::sync::Mutex::new(object.resource_version()),
             saved: Default::default(),
             concealed: Default::default(),
+            resumed: object.status().filter(|s| s.has_intent()).cloned(),
         }
     }
 
@@ -224,7 +228,8 @@ impl<'a, K: Managed> Cx<'a, K> {
     /// depends on it may happen. That is what makes an intent a lock: of two writers acting on
     /// the same view, exactly one records its intent; the other re-reads.
     ///
-    /// Once this reconcile holds an intent (its last write recorded one), what it writes next
+    /// Once this reconcile holds an intent (its last write recorded one, or it resumes one it
+    /// read), what it writes next
     /// is the result of a side effect, which must not be lost to a change made during the call
     /// (a `kubectl delete`, an annotation or spec edit): on a conflict it re-reads the object
     /// and, while the status there is still exactly what this reconcile wrote (nobody else took
@@ -236,7 +241,8 @@ impl<'a, K: Managed> Cx<'a, K> {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone()
-            .filter(|s| s.has_intent());
+            .filter(|s| s.has_intent())
+            .or_else(|| self.resumed.clone());
         let Some(held) = held else {
             return self.write_once(status).await;
         };
@@ -302,18 +308,16 @@ impl<'a, K: Managed> Cx<'a, K> {
         }
     }
 
-    /// `message` trimmed to one line with every concealed value replaced.
+    /// `message` with every concealed value replaced, then trimmed to one line. Values are
+    /// replaced first, as written, JSON-escaped (an API echo) and with their whitespace collapsed
+    /// (a value with a newline, a PEM key), so trimming can neither split nor reshape one.
     pub fn scrub(&self, message: &str) -> String {
-        let mut message = sanitize_message(message);
-        for value in self
+        let concealed = self
             .concealed
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .iter()
-        {
-            message = message.replace(value.as_str(), "<secret>");
-        }
-        message
+            .clone();
+        sanitize_message(&conceal_in(message, &concealed))
     }
 
     /// True when this reconcile has not written the status (so far).
@@ -332,6 +336,36 @@ impl<'a, K: Managed> Cx<'a, K> {
     pub(super) fn last_saved(&self) -> Option<K::Status> {
         self.saved.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
+}
+
+/// `message` with each of `values` replaced by `<secret>`: as written, JSON-escaped, and with
+/// whitespace collapsed (what [`sanitize_message`] makes of it), longest first.
+fn conceal_in(message: &str, values: &[String]) -> String {
+    let mut forms: Vec<String> = values
+        .iter()
+        .flat_map(|value| {
+            let escaped = serde_json::to_string(value).unwrap_or_default();
+            let escaped = escaped.trim_matches('"').to_string();
+            let collapsed = value.split_whitespace().collect::<Vec<_>>().join(" ");
+            [value.clone(), escaped, collapsed]
+        })
+        .filter(|form| form.len() >= 4)
+        .collect();
+    forms.sort_by_key(|form| std::cmp::Reverse(form.len()));
+    forms.dedup();
+    let mut message = message.to_string();
+    for form in &forms {
+        message = message.replace(form.as_str(), "<secret>");
+    }
+    // A value spread over lines may also come back with its whitespace collapsed.
+    let collapsed = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    if forms.iter().any(|form| collapsed.contains(form.as_str())) {
+        message = collapsed;
+        for form in &forms {
+            message = message.replace(form.as_str(), "<secret>");
+        }
+    }
+    message
 }
 
 /// Server-side applies `status` under the kind's field manager. With `expected` set, the write
@@ -370,6 +404,23 @@ async fn write_status<K: Managed>(
         "status written"
     );
     Ok(written.resource_version())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::conceal_in;
+
+    #[test]
+    fn concealed_values_go_before_the_message_is_reshaped() {
+        let key = "sk-live-0123456789abcdef\n".to_string();
+        let pem =
+            "-----BEGIN KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END KEY-----".to_string();
+        let message = format!("the API said: bad value '{key}' and {pem:?} and\n{pem}");
+        let out = crate::controller::status::sanitize_message(&conceal_in(&message, &[key, pem]));
+        assert!(!out.contains("sk-live-0123456789abcdef"), "{out}");
+        assert!(!out.contains("MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"), "{out}");
+        assert!(out.contains("<secret>"), "{out}");
+    }
 }
 
 pub fn object_key<K: Managed>(object: &K) -> String {

@@ -198,6 +198,28 @@ fn record_remote(status: &mut DeploymentStatus, remote: &api::Deployment) {
     });
 }
 
+/// Every workspace an existing gateway can act in: the workspaces it reports serving, its
+/// auth settings' `workspaces_allowed` and `jwt_sub_workspace_mapping` values, and `*` when it
+/// allows all workspaces (which only a grant of `"*"` covers).
+fn served_workspaces(remote: &api::Deployment) -> Vec<&str> {
+    let mut workspaces: Vec<&str> = remote.workspaces.iter().map(|w| w.id.as_str()).collect();
+    if let Some(auth) = &remote.auth_settings {
+        if auth.allow_all_workspaces == Some(true) {
+            workspaces.push("*");
+        }
+        workspaces.extend(auth.workspaces_allowed.iter().flatten().map(String::as_str));
+        workspaces.extend(
+            auth.jwt_sub_workspace_mapping
+                .iter()
+                .flat_map(|m| m.values())
+                .map(String::as_str),
+        );
+    }
+    workspaces.sort_unstable();
+    workspaces.dedup();
+    workspaces
+}
+
 /// GETs the remote deployment and records what it reports. Only 404 or `AB08` means it is gone.
 async fn observe(
     deployment: &Deployment,
@@ -218,12 +240,9 @@ async fn observe(
         // Adopting reaches a gateway made outside aigw: everything it serves must be granted
         // too (its workspaces; the organisation, if it is the default gateway).
         let what = format!("deployment {id}");
-        for workspace in &remote.workspaces {
+        for workspace in served_workspaces(remote) {
             cx.gate
-                .reach(
-                    &format!("a workspace {what} serves"),
-                    Some(workspace.id.as_str()),
-                )
+                .reach(&format!("a workspace {what} serves"), Some(workspace))
                 .await?;
         }
         if remote.summary.is_default == Some(true) {

@@ -153,9 +153,10 @@ impl<K: Claims> StoreList<K> {
     }
 }
 
-/// A resource that manages its object ranks first (`false` < `true`); then older first; the uid
+/// A resource that manages its object ranks first (tier 0), then one that does not (1), then
+/// one that never managed it and is refused by its grants (2); then older first; the uid
 /// breaks ties between objects created in the same second.
-type Seniority = (bool, Option<jiff::Timestamp>, String);
+type Seniority = (u8, Option<jiff::Timestamp>, String);
 
 /// One resource's claims, as last seen on its watch stream.
 struct Claim {
@@ -181,15 +182,11 @@ impl ClaimIndex {
         let uid = object.uid().unwrap_or_default();
         self.remove(&uid);
         let connection = object.connection_name().to_string();
-        let keys: Vec<(String, String)> = if claims_nothing(object) {
-            Vec::new()
-        } else {
-            object
-                .claimed_ids()
-                .into_iter()
-                .map(|id| (connection.clone(), id))
-                .collect()
-        };
+        let keys: Vec<(String, String)> = object
+            .claimed_ids()
+            .into_iter()
+            .map(|id| (connection.clone(), id))
+            .collect();
         let seniority = seniority(object);
         for key in &keys {
             self.by_key
@@ -311,9 +308,11 @@ pub fn owned_by_another<K: Claims>(
     K::stores(stores).owner_of(object, connections)
 }
 
-/// A claimant that never managed its object and whose grants refuse its current spec claims
-/// nothing, so it cannot keep an allowed claimant from the object.
-fn claims_nothing<K: Claims>(object: &K) -> bool {
+/// A claimant that never managed its object and whose grants refuse its current spec ranks
+/// after every other claimant, so it cannot keep an allowed claimant from the object. It still
+/// ranks among the refused: when a grant is widened, the refusals recorded before are stale
+/// for a moment, and of two refused claimants admitted at once only the senior may act.
+fn refused<K: Claims>(object: &K) -> bool {
     if object.manages() {
         return false;
     }
@@ -326,8 +325,13 @@ fn claims_nothing<K: Claims>(object: &K) -> bool {
 }
 
 fn seniority<K: Claims>(object: &K) -> Seniority {
+    let tier = match (object.manages(), refused(object)) {
+        (true, _) => 0,
+        (false, false) => 1,
+        (false, true) => 2,
+    };
     (
-        !object.manages(),
+        tier,
         object.meta().creation_timestamp.as_ref().map(|t| t.0),
         object.uid().unwrap_or_default(),
     )
@@ -610,9 +614,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_claimant_refused_by_its_grants_does_not_block_an_allowed_one() {
-        let mut refused = config("dev", "a", "u0", "2026-01-01T00:00:00Z", Some("pc-x"));
+    /// A Config whose last reconcile was refused by its grants (`AdoptionNotAllowed`).
+    fn refused(ns: &str, uid: &str, created: &str) -> Config {
+        let mut refused = config(ns, "a", uid, created, Some("pc-x"));
         refused.metadata.generation = Some(1);
         let mut conditions = Vec::new();
         crate::controller::status::record_outcome(
@@ -627,6 +631,25 @@ mod tests {
             conditions,
             ..Default::default()
         });
+        refused
+    }
+
+    #[test]
+    fn of_two_refused_claimants_admitted_at_once_only_the_senior_may_act() {
+        // A grant was widened: both refusals are stale, both are reconciled at once.
+        let older = refused("dev", "u1", "2026-01-01T00:00:00Z");
+        let younger = refused("qa", "u2", "2026-01-02T00:00:00Z");
+        let stores = stores_with(&[older.clone(), younger.clone()]);
+        assert_eq!(owned_by_another(&older, &stores, &tenant()), None);
+        assert_eq!(
+            owned_by_another(&younger, &stores, &tenant()).as_deref(),
+            Some("dev/a")
+        );
+    }
+
+    #[test]
+    fn a_claimant_refused_by_its_grants_does_not_block_an_allowed_one() {
+        let refused = refused("dev", "u0", "2026-01-01T00:00:00Z");
         let mut allowed = config("prod", "a", "u2", "2026-01-02T00:00:00Z", Some("pc-x"));
         let stores = stores_with(&[refused.clone(), allowed.clone()]);
         assert_eq!(owned_by_another(&allowed, &stores, &tenant()), None);
