@@ -25,6 +25,7 @@ mod gateway;
 mod guardrails;
 mod listener;
 mod normalise;
+mod policy_fields;
 mod rate_limits;
 mod state;
 
