@@ -1,6 +1,8 @@
 //! Contract test: the emulator's responses against the published OpenAPI description, reduced to
-//! the operations aigw calls (`tests/fixtures/openapi/openapi-subset.yaml`; its README names the
-//! upstream commit and how it was reduced). Kept in the repository so any clone can run it.
+//! the operations aigw calls (`tests/fixtures/openapi/openapi-subset.yaml`, and
+//! `openapi-usage-limits.yaml` for usage-limits policies from the PANW spec; their README names
+//! the upstream commits and how they were reduced). Kept in the repository so any clone can run
+//! it.
 //!
 //! Every operation in the fixture is exercised here. Where
 //! `shared/api/FACTS.md` records live behaviour that differs from the spec, the emulator follows
@@ -47,6 +49,18 @@ const DEVIATIONS: &[(&str, &str)] = &[
         "the spec's AlbusPublicApiResponse is any object; responses are also validated against the seed's Deployment fields and FACTS §5 (0/1 integer flags, masked secrets)",
     ),
     (
+        "ValueKeyUsage.is_threshold_alerts_sent, is_exhausted_alerts_sent",
+        "live reads carry 0/1 integers, not booleans (FACTS-more §0.6); `value_key_usage_map` entries are validated against the spec's ValueKeyUsage with those two as integers 0/1 (live_value_key_usage)",
+    ),
+    (
+        "listUsageLimitsPolicyEntities 200",
+        "live rows add status, the two 0/1 alert flags, last_used_at and object to the spec's {id, value_key, current_usage} (FACTS-more §5); rows are also validated against LIVE_USAGE_ENTITY",
+    ),
+    (
+        "CreateUsageLimitsPolicyRequest",
+        "the emulator also takes `periodic_reset_days` and `description` on create (FACTS §4 lists the reset days beside `periodic_reset`); this test sends only spec fields",
+    ),
+    (
         "Albus_delete_deploymentsDeploymentId 200",
         "live answers an empty body, not a JSON object (FACTS §5); the body is checked to be empty instead",
     ),
@@ -55,12 +69,19 @@ const DEVIATIONS: &[(&str, &str)] = &[
 // ---------------------------------------------------------------------------------------------
 // The spec and a validator for its JSON Schema subset.
 
-fn spec_path() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/openapi/openapi-subset.yaml")
+/// The Portkey-derived fixture: configs, rate limits, guardrails, deployments, gateway reads.
+const SUBSET: &str = "openapi-subset.yaml";
+/// The PANW-derived fixture for usage-limits policies.
+const USAGE_LIMITS: &str = "openapi-usage-limits.yaml";
+
+fn spec_path(fixture: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/openapi")
+        .join(fixture)
 }
 
-fn load_spec() -> Value {
-    let path = spec_path();
+fn load_spec(fixture: &str) -> Value {
+    let path = spec_path(fixture);
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|err| panic!("the spec fixture {}: {err}", path.display()));
     let yaml: serde_yaml::Value = serde_yaml::from_str(&text).expect("spec is valid yaml");
@@ -73,7 +94,20 @@ struct Spec {
 
 impl Spec {
     fn load() -> Self {
-        Self { doc: load_spec() }
+        Self::load_fixture(SUBSET)
+    }
+
+    fn load_fixture(fixture: &str) -> Self {
+        Self {
+            doc: load_spec(fixture),
+        }
+    }
+
+    fn operation_ids(&self) -> BTreeSet<String> {
+        self.operations()
+            .iter()
+            .filter_map(|(_, _, op)| op["operationId"].as_str().map(str::to_owned))
+            .collect()
     }
 
     fn operations(&self) -> Vec<(String, String, Value)> {
@@ -361,6 +395,41 @@ fn seed_deployment() -> Value {
     })
 }
 
+/// The spec's `ValueKeyUsage` with the alert flags as the live API writes them: 0/1 integers.
+fn live_value_key_usage(spec: &Spec) -> Value {
+    let mut schema = spec.component("ValueKeyUsage");
+    for flag in ["is_threshold_alerts_sent", "is_exhausted_alerts_sent"] {
+        schema["properties"][flag] = json!({"type": "integer", "enum": [0, 1]});
+    }
+    schema["required"] = json!([
+        "current_usage",
+        "status",
+        "is_threshold_alerts_sent",
+        "is_exhausted_alerts_sent"
+    ]);
+    schema
+}
+
+/// A live entity row (FACTS-more §5).
+fn live_usage_entity() -> Value {
+    let flag = json!({"type": "integer", "enum": [0, 1]});
+    json!({
+        "type": "object",
+        "required": ["id", "value_key", "current_usage", "status", "is_threshold_alerts_sent",
+                     "is_exhausted_alerts_sent", "last_used_at", "object"],
+        "properties": {
+            "id": {"type": "string", "format": "uuid"},
+            "value_key": {"type": "string"},
+            "current_usage": {"type": "number", "minimum": 0},
+            "status": {"type": "string", "enum": ["active", "exhausted"]},
+            "is_threshold_alerts_sent": flag,
+            "is_exhausted_alerts_sent": flag,
+            "last_used_at": {"type": "string", "format": "date-time", "nullable": true},
+            "object": {"type": "string"},
+        },
+    })
+}
+
 /// FACTS §5 `DeploymentCreateResponse`.
 fn live_deployment_receipt() -> Value {
     json!({
@@ -392,8 +461,12 @@ struct Harness {
 
 impl Harness {
     async fn start() -> Self {
+        Self::start_with(Spec::load()).await
+    }
+
+    async fn start_with(spec: Spec) -> Self {
         Self {
-            spec: Spec::load(),
+            spec,
             running: spawn(EmulatorOptions::new(TOKEN))
                 .await
                 .expect("emulator starts"),
@@ -456,17 +529,14 @@ const WORKSPACE: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
 
 #[test]
 fn the_spec_is_present_and_every_operation_is_accounted_for() {
-    let spec = Spec::load();
-    let ids: BTreeSet<String> = spec
-        .operations()
-        .iter()
-        .filter_map(|(_, _, op)| op["operationId"].as_str().map(str::to_owned))
-        .collect();
-    let expected: BTreeSet<String> = CHECKED.iter().map(|id| (*id).to_owned()).collect();
-    assert_eq!(
-        ids, expected,
-        "fixture operations changed; regenerate it (tests/fixtures/openapi/README.md) or update CHECKED"
-    );
+    for (fixture, checked) in [(SUBSET, CHECKED), (USAGE_LIMITS, CHECKED_USAGE_LIMITS)] {
+        let expected: BTreeSet<String> = checked.iter().map(|id| (*id).to_owned()).collect();
+        assert_eq!(
+            Spec::load_fixture(fixture).operation_ids(),
+            expected,
+            "{fixture} operations changed; regenerate it (tests/fixtures/openapi/README.md) or update its CHECKED list"
+        );
+    }
     for (what, why) in DEVIATIONS {
         assert!(!why.is_empty(), "{what} needs a reason");
         println!("deviation: {what}: {why}");
@@ -494,6 +564,17 @@ const CHECKED: &[&str] = &[
     "Albus_get_deploymentsDeploymentId",
     "Albus_put_deploymentsDeploymentId",
     "Albus_delete_deploymentsDeploymentId",
+];
+
+/// The operations of the usage-limits fixture; `usage_limit_responses_match_the_spec` calls each.
+const CHECKED_USAGE_LIMITS: &[&str] = &[
+    "createUsageLimitsPolicy",
+    "listUsageLimitsPolicies",
+    "getUsageLimitsPolicy",
+    "updateUsageLimitsPolicy",
+    "deleteUsageLimitsPolicy",
+    "listUsageLimitsPolicyEntities",
+    "resetUsageLimitsPolicyEntity",
 ];
 
 #[test]
@@ -745,4 +826,99 @@ async fn deployment_responses_match_the_spec_and_the_seed() {
     h.checked
         .insert("Albus_delete_deploymentsDeploymentId".to_owned());
     assert_eq!(h.checked.len(), 5);
+}
+
+#[tokio::test]
+async fn usage_limit_responses_match_the_spec() {
+    let mut h = Harness::start_with(Spec::load_fixture(USAGE_LIMITS)).await;
+    let base = "/ai_gw/v2/policies/usage-limits";
+    let body = json!({"name": "team budget", "type": "cost", "credit_limit": 100, "alert_threshold": 80,
+                      "periodic_reset": "monthly", "workspace_id": WORKSPACE,
+                      "conditions": [{"key": "workspace_id", "value": [WORKSPACE], "excludes": "other"}],
+                      "group_by": [{"key": "api_key"}]});
+    let (status, created) = h.call(Method::POST, base, Some(body)).await;
+    assert_eq!(status, 200);
+    h.expect_spec("createUsageLimitsPolicy", 200, &created);
+    let id = created["id"].as_str().expect("id").to_owned();
+    let path = format!("{base}/{id}");
+    for (value_key, usage) in [("key-1", 85.5), ("key-2", 120.0), ("key-3", 1.0)] {
+        h.control(
+            &format!("/_emulator/usage-limits/{id}/usage"),
+            json!({"value_key": value_key, "usage": usage}),
+        )
+        .await;
+    }
+
+    let (status, list) = h
+        .call(
+            Method::GET,
+            &format!("{base}?type=cost&page_size=10&current_page=0"),
+            None,
+        )
+        .await;
+    assert_eq!((status, list["total"].clone()), (200, json!(1)));
+    h.expect_spec("listUsageLimitsPolicies", 200, &list);
+
+    let (status, mut policy) = h
+        .call(Method::GET, &format!("{path}?include_usage=true"), None)
+        .await;
+    assert_eq!(status, 200);
+    let usage = policy
+        .as_object_mut()
+        .and_then(|p| p.remove("value_key_usage_map"))
+        .expect("include_usage adds the map");
+    h.expect_spec("getUsageLimitsPolicy", 200, &policy);
+    let spec_usage = h.spec.component("ValueKeyUsage");
+    let live_usage = live_value_key_usage(&h.spec);
+    for entry in usage.as_object().expect("a map").values() {
+        h.expect_schema("getUsageLimitsPolicy", &live_usage, entry);
+        assert!(
+            !h.spec.violations(&spec_usage, entry).is_empty(),
+            "the deviation is real: the spec wants booleans, live sends 0/1"
+        );
+    }
+
+    let (status, entities) = h
+        .call(Method::GET, &format!("{path}/entities?page_size=2"), None)
+        .await;
+    assert_eq!((status, entities["total"].clone()), (200, json!(3)));
+    h.expect_spec("listUsageLimitsPolicyEntities", 200, &entities);
+    h.expect_schema(
+        "listUsageLimitsPolicyEntities",
+        &live_list_envelope(),
+        &entities,
+    );
+    for row in entities["data"].as_array().expect("rows") {
+        h.expect_schema("listUsageLimitsPolicyEntities", &live_usage_entity(), row);
+    }
+    let entity = entities["data"][1]["id"].as_str().expect("entity id");
+
+    let (status, reset) = h
+        .call(
+            Method::PUT,
+            &format!("{path}/entities/{entity}/reset"),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    h.expect_spec("resetUsageLimitsPolicyEntity", 200, &reset);
+
+    let update = json!({"name": "renamed", "description": null, "credit_limit": 200, "alert_threshold": null,
+                        "periodic_reset": null, "periodic_reset_days": 30,
+                        "next_usage_reset_at": "2030-01-01T00:00:00Z", "reset_usage_for_value": "key-1",
+                        "conditions": [{"key": "api_key", "value": "k"}]});
+    let (status, updated) = h.call(Method::PUT, &path, Some(update)).await;
+    assert_eq!(status, 200);
+    h.expect_spec("updateUsageLimitsPolicy", 200, &updated);
+
+    let (status, deleted) = h.call(Method::DELETE, &path, None).await;
+    assert_eq!(status, 200);
+    h.expect_spec("deleteUsageLimitsPolicy", 200, &deleted);
+    let (status, archived) = h
+        .call(Method::GET, &format!("{path}?status=archived"), None)
+        .await;
+    assert_eq!(status, 200);
+    h.expect_spec("getUsageLimitsPolicy", 200, &archived);
+    assert_eq!(archived["periodic_reset_days"], json!(30));
+    assert_eq!(h.checked.len(), CHECKED_USAGE_LIMITS.len());
 }

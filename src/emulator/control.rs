@@ -50,8 +50,9 @@ pub async fn put_faults(State(state): State<Shared>, body: Bytes) -> ApiResult<J
     Ok(Json(faults))
 }
 
-/// `GET /_emulator/state`: every collection, with deployment secrets in clear and config
-/// documents as objects (reads through the API return them as strings).
+/// `GET /_emulator/state`: every collection, with deployment secrets in clear, config
+/// documents as objects (reads through the API return them as strings), and each usage-limits
+/// policy's entities and reset count.
 pub async fn get_state(State(state): State<Shared>) -> Json<Value> {
     let mut responses: Vec<Value> = lock(&state.responses).values().cloned().collect();
     responses.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
@@ -63,6 +64,7 @@ pub async fn get_state(State(state): State<Shared>) -> Json<Value> {
         "configs": lock(&state.configs).dump(),
         "deployments": lock(&state.deployments).dump(),
         "rate_limits": lock(&state.rate_limits).dump(),
+        "usage_limits": lock(&state.usage_limits).dump(),
         "guardrails": lock(&state.guardrails).dump(),
         "responses": responses,
         "vector_store_files": files,
@@ -120,6 +122,10 @@ fn seed_one(state: &Shared, collection: &str, item: &Object) -> ApiResult<Value>
             let id = lock(&state.rate_limits).seed(state, item)?;
             Ok(json!({ "id": id }))
         }
+        "usage_limits" => {
+            let id = lock(&state.usage_limits).seed(state, item)?;
+            Ok(json!({ "id": id }))
+        }
         "guardrails" => {
             let (id, slug) = lock(&state.guardrails).seed(state, item)?;
             Ok(json!({ "id": id, "slug": slug }))
@@ -143,7 +149,7 @@ fn seed_one(state: &Shared, collection: &str, item: &Object) -> ApiResult<Value>
             Ok(json!({ "id": id, "vector_store_id": store }))
         }
         other => Err(EmulatorError::validation(format!(
-            "unknown collection {other}; expected configs, deployments, rate_limits, guardrails, generate_guardrails, responses or vector_store_files"
+            "unknown collection {other}; expected configs, deployments, rate_limits, usage_limits, guardrails, generate_guardrails, responses or vector_store_files"
         ))),
     }
 }

@@ -60,7 +60,7 @@ pub struct Faults {
     /// Config and deployment create receipts omit `slug` (reads still show it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub create_without_slug: bool,
-    /// A missing config, deployment or rate-limit policy answers 403 `AB03` instead of 404.
+    /// A missing config, deployment or policy (or policy entity) answers 403 `AB03` instead of 404.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub missing_as_ab03: bool,
     /// Config and deployment lists return at most this many rows; `total` stays the true count.
@@ -70,7 +70,7 @@ pub struct Faults {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub list_lag_ms: Option<u64>,
     /// Reads come back as a real server writes them: keys in another order, `1.0` as `1`,
-    /// rate-limit `conditions` and `group_by` reordered.
+    /// policy `conditions` and `group_by` reordered.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub normalise: bool,
     /// Config reads replace credential fields of the document with a mask.

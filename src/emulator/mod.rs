@@ -25,8 +25,11 @@ mod gateway;
 mod guardrails;
 mod listener;
 mod normalise;
+mod policy_fields;
 mod rate_limits;
 mod state;
+mod usage_limit_routes;
+mod usage_limits;
 
 use std::{
     future::Future,
@@ -42,7 +45,7 @@ use axum::{
     Json, Router,
     http::StatusCode,
     middleware,
-    routing::{delete, get, post},
+    routing::{delete, get, post, put},
 };
 use serde_json::json;
 use tokio::{net::TcpListener, sync::watch, task::JoinHandle};
@@ -232,6 +235,24 @@ fn router(state: Shared) -> Router {
                 .put(rate_limits::update)
                 .delete(rate_limits::delete),
         )
+        .route(
+            "/ai_gw/v2/policies/usage-limits",
+            get(usage_limit_routes::list).post(usage_limit_routes::create),
+        )
+        .route(
+            "/ai_gw/v2/policies/usage-limits/{policyUsageLimitsId}",
+            get(usage_limit_routes::get)
+                .put(usage_limit_routes::update)
+                .delete(usage_limit_routes::delete),
+        )
+        .route(
+            "/ai_gw/v2/policies/usage-limits/{policyUsageLimitsId}/entities",
+            get(usage_limit_routes::entities),
+        )
+        .route(
+            "/ai_gw/v2/policies/usage-limits/{policyUsageLimitsId}/entities/{entityId}/reset",
+            put(usage_limit_routes::reset_entity),
+        )
         .route("/ai_gw/v2/guardrails", get(guardrails::list))
         .route("/ai_gw/v2/guardrails/{guardrailId}", get(guardrails::get))
         .route("/ai_gw/admin/v2/guardrails", get(guardrails::list))
@@ -284,6 +305,10 @@ fn router(state: Shared) -> Router {
         .route(
             "/_emulator/deployments/{id}/handshake",
             post(deployment_routes::handshake),
+        )
+        .route(
+            "/_emulator/usage-limits/{id}/usage",
+            post(usage_limit_routes::add_usage),
         );
 
     api.merge(oauth)

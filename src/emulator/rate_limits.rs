@@ -22,14 +22,16 @@ use super::{
     errors::{ApiResult, EmulatorError},
     fields::{self, IdRule, Object},
     normalise,
+    policy_fields::{
+        self, STATUSES, conditions, group_by, policy_page, reject_changes, required_enum,
+        status_filter,
+    },
     state::{Shared, lock, new_id, now, touched},
 };
 
 const TYPES: &[&str] = &["requests", "tokens"];
 const UNITS: &[&str] = &["rpm", "rph", "rpd", "rpw"];
 const TARGETS: &[&str] = &["llm", "mcp_tools"];
-const STATUSES: &[&str] = &["active", "archived"];
-const DEFAULT_PAGE_SIZE: usize = 100;
 
 #[derive(Default)]
 pub struct RateLimitStore {
@@ -77,15 +79,7 @@ impl RateLimitRecord {
 
     /// The read as a normalising server returns it: `conditions` and `group_by` reordered.
     fn read_as(&self, normalise: bool) -> Value {
-        let mut value = self.read();
-        if normalise {
-            for field in ["conditions", "group_by"] {
-                if let Some(items) = value[field].as_array_mut() {
-                    items.reverse();
-                }
-            }
-        }
-        value
+        policy_fields::normalised(self.read(), normalise)
     }
 }
 
@@ -131,82 +125,6 @@ impl RateLimitStore {
     }
 }
 
-fn required_enum(body: &Object, field: &str, allowed: &[&str]) -> ApiResult<String> {
-    fields::opt_enum(body, field, allowed)?
-        .ok_or_else(|| EmulatorError::validation(format!("{field} is required")))
-}
-
-/// Keys a condition or `group_by` may name: `api_key`, `organisation_id`, `workspace_id`, or
-/// `metadata.<key>` (Portkey's published description of `Condition.key`).
-fn valid_key(key: &str) -> bool {
-    matches!(key, "api_key" | "organisation_id" | "workspace_id")
-        || key
-            .strip_prefix("metadata.")
-            .is_some_and(|rest| !rest.is_empty())
-}
-
-fn check_keys(field: &str, items: &[Value]) -> ApiResult<()> {
-    match items
-        .iter()
-        .filter_map(|item| item.get("key").and_then(Value::as_str))
-        .find(|key| !valid_key(key))
-    {
-        Some(key) => Err(EmulatorError::validation(format!(
-            "{field}: unknown key {key:?}; use api_key, organisation_id, workspace_id or metadata.<key>"
-        ))),
-        None => Ok(()),
-    }
-}
-
-/// `conditions`: at least one `{key, value: string | string[], excludes?: string | string[]}`.
-fn conditions(body: &Object, field: &str) -> ApiResult<Vec<Value>> {
-    let items = fields::opt_array(body, field)?.unwrap_or_default();
-    if items.is_empty() {
-        return Err(EmulatorError::validation(format!(
-            "{field} must have at least one item"
-        )));
-    }
-    let string_or_list = |value: Option<&Value>| match value {
-        Some(Value::String(_)) => true,
-        Some(Value::Array(items)) => items.iter().all(Value::is_string),
-        _ => false,
-    };
-    for item in &items {
-        let valid = item.get("key").is_some_and(Value::is_string)
-            && string_or_list(item.get("value"))
-            && item
-                .get("excludes")
-                .is_none_or(|ex| ex.is_null() || string_or_list(Some(ex)));
-        if !valid {
-            return Err(EmulatorError::validation(format!(
-                "{field} items need a string key and a string (or string array) value"
-            )));
-        }
-    }
-    check_keys(field, &items)?;
-    Ok(items)
-}
-
-/// `group_by`: at least one `{key}`.
-fn group_by(body: &Object) -> ApiResult<Vec<Value>> {
-    let items = fields::opt_array(body, "group_by")?.unwrap_or_default();
-    if items.is_empty() {
-        return Err(EmulatorError::validation(
-            "group_by must have at least one item",
-        ));
-    }
-    if !items
-        .iter()
-        .all(|item| item.get("key").is_some_and(Value::is_string))
-    {
-        return Err(EmulatorError::validation(
-            "group_by items need a string key",
-        ));
-    }
-    check_keys("group_by", &items)?;
-    Ok(items)
-}
-
 fn not_found(state: &Shared, id: &str) -> EmulatorError {
     state.missing(&format!("rate limits policy {id}"))
 }
@@ -244,23 +162,6 @@ pub async fn create(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<
     Ok(Json(receipt))
 }
 
-/// Reads the `status` query filter (default `active`).
-fn status_filter(query: &HashMap<String, String>) -> ApiResult<String> {
-    match query.get("status") {
-        None => Ok("active".to_owned()),
-        Some(status) => fields::check_enum("status", Some(status), STATUSES),
-    }
-}
-
-fn page_param(query: &HashMap<String, String>, name: &str, default: usize) -> ApiResult<usize> {
-    match query.get(name) {
-        None => Ok(default),
-        Some(text) => text
-            .parse::<usize>()
-            .map_err(|_| EmulatorError::validation(format!("{name} must be an integer >= 0"))),
-    }
-}
-
 /// `GET /ai_gw/v2/policies/rate-limits` → `{object: "list", data, total}`, 0-based paging.
 pub async fn list(
     State(state): State<Shared>,
@@ -268,22 +169,12 @@ pub async fn list(
 ) -> ApiResult<Response> {
     IdRule::UuidOrSlug.query(&query, "workspace_id")?;
     let status = status_filter(&query)?;
-    let enum_filter = |name: &str, allowed: &[&str]| -> ApiResult<Option<String>> {
-        query
-            .get(name)
-            .map(|value| fields::check_enum(name, Some(value), allowed))
-            .transpose()
-    };
-    let kind = enum_filter("type", TYPES)?;
-    let unit = enum_filter("unit", UNITS)?;
-    let target = enum_filter("target", TARGETS)?;
+    let kind = policy_fields::enum_filter(&query, "type", TYPES)?;
+    let unit = policy_fields::enum_filter(&query, "unit", UNITS)?;
+    let target = policy_fields::enum_filter(&query, "target", TARGETS)?;
     let workspace = query.get("workspace_id").filter(|ws| !ws.is_empty());
     let search = query.get("search").map(|text| text.to_lowercase());
-    let page_size = match page_param(&query, "page_size", DEFAULT_PAGE_SIZE)? {
-        0 => DEFAULT_PAGE_SIZE,
-        size => size,
-    };
-    let current_page = page_param(&query, "current_page", 0)?;
+    let (page_size, current_page) = policy_page(&query)?;
 
     let faults = state.faults();
     let store = lock(&state.rate_limits);
@@ -305,10 +196,8 @@ pub async fn list(
         })
         .collect();
     let total = matching.len();
-    let data: Vec<Value> = matching
+    let data: Vec<Value> = policy_fields::page(matching, page_size, current_page)
         .into_iter()
-        .skip(current_page.saturating_mul(page_size))
-        .take(page_size)
         .map(|record| record.read_as(faults.normalise))
         .collect();
     let body = json!({ "object": "list", "data": data, "total": total });
@@ -344,32 +233,22 @@ pub async fn update(
     let unit = fields::opt_enum(&body, "unit", UNITS)?;
     let value = fields::opt_number_not_null(&body, "value")?;
     IdRule::UuidOrSlug.opt_field(&body, "workspace_id")?;
-    let new_conditions = match body.get("conditions") {
-        None | Some(Value::Null) => None,
-        Some(_) => Some(conditions(&body, "conditions")?),
-    };
+    let new_conditions = policy_fields::opt_conditions(&body)?;
     let mut store = lock(&state.rate_limits);
     let record = store
         .by_id
         .get_mut(&id)
         .filter(|record| record.status == "active")
         .ok_or_else(|| not_found(&state, &id))?;
-    let immutable = [
-        ("type", json!(record.kind)),
-        ("group_by", json!(record.group_by)),
-        ("target", json!(record.target)),
-        ("workspace_id", json!(record.workspace_id)),
-    ];
-    for (field, current) in immutable {
-        if body
-            .get(field)
-            .is_some_and(|sent| !sent.is_null() && *sent != current)
-        {
-            return Err(EmulatorError::validation(format!(
-                "{field} cannot be changed; delete and recreate the policy"
-            )));
-        }
-    }
+    reject_changes(
+        &body,
+        &[
+            ("type", json!(record.kind)),
+            ("group_by", json!(record.group_by)),
+            ("target", json!(record.target)),
+            ("workspace_id", json!(record.workspace_id)),
+        ],
+    )?;
     if let Some(name) = name {
         record.name = Some(name);
     }

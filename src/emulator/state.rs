@@ -20,6 +20,7 @@ use super::{
     faults::{Faults, RateWindow},
     guardrails::GuardrailStore,
     rate_limits::RateLimitStore,
+    usage_limits::UsageLimitStore,
 };
 
 pub type Shared = Arc<AppState>;
@@ -39,6 +40,7 @@ pub struct AppState {
     pub configs: Mutex<ConfigStore>,
     pub deployments: Mutex<DeploymentStore>,
     pub rate_limits: Mutex<RateLimitStore>,
+    pub usage_limits: Mutex<UsageLimitStore>,
     pub guardrails: Mutex<GuardrailStore>,
     pub responses: Mutex<HashMap<String, Value>>,
     pub vector_store_files: Mutex<HashMap<(String, String), Value>>,
@@ -61,6 +63,7 @@ impl AppState {
             configs: Mutex::default(),
             deployments: Mutex::default(),
             rate_limits: Mutex::default(),
+            usage_limits: Mutex::default(),
             guardrails: Mutex::default(),
             responses: Mutex::default(),
             vector_store_files: Mutex::default(),
@@ -82,7 +85,7 @@ impl AppState {
         lock(&self.faults).clone()
     }
 
-    /// The error for a config, deployment or rate-limit policy that does not exist, e.g.
+    /// The error for a config, deployment or policy (or a policy's entity) that does not exist, e.g.
     /// `missing("config pc-x")`: 404 `AB08`, or 403 `AB03` under the `missing_as_ab03` fault.
     pub fn missing(&self, what: &str) -> EmulatorError {
         if lock(&self.faults).missing_as_ab03 {
@@ -97,6 +100,7 @@ impl AppState {
         *lock(&self.configs) = ConfigStore::default();
         *lock(&self.deployments) = DeploymentStore::default();
         *lock(&self.rate_limits) = RateLimitStore::default();
+        *lock(&self.usage_limits) = UsageLimitStore::default();
         *lock(&self.guardrails) = GuardrailStore::default();
         lock(&self.responses).clear();
         lock(&self.vector_store_files).clear();

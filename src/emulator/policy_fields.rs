@@ -1,0 +1,179 @@
+//! What rate-limits and usage-limits policies share on the wire: `conditions`, `group_by`, the
+//! `status` filter with its `active` default, 0-based paging, immutable fields on update, and how
+//! the `normalise` fault reorders a read. Kept in one place so the two siblings cannot drift.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::{
+    errors::{ApiResult, EmulatorError},
+    fields::{self, Object},
+};
+
+/// A policy's `status`; DELETE archives, the `status` filter picks one of them.
+pub const STATUSES: &[&str] = &["active", "archived"];
+
+/// Rows per page when a list names no (or a zero) `page_size`.
+pub const DEFAULT_PAGE_SIZE: usize = 100;
+
+/// A required field that must be one of `allowed`.
+pub fn required_enum(body: &Object, field: &str, allowed: &[&str]) -> ApiResult<String> {
+    fields::opt_enum(body, field, allowed)?
+        .ok_or_else(|| EmulatorError::validation(format!("{field} is required")))
+}
+
+/// Keys a condition or `group_by` may name: `api_key`, `organisation_id`, `workspace_id`, or
+/// `metadata.<key>` (Portkey's published description of `Condition.key`).
+fn valid_key(key: &str) -> bool {
+    matches!(key, "api_key" | "organisation_id" | "workspace_id")
+        || key
+            .strip_prefix("metadata.")
+            .is_some_and(|rest| !rest.is_empty())
+}
+
+fn check_keys(field: &str, items: &[Value]) -> ApiResult<()> {
+    match items
+        .iter()
+        .filter_map(|item| item.get("key").and_then(Value::as_str))
+        .find(|key| !valid_key(key))
+    {
+        Some(key) => Err(EmulatorError::validation(format!(
+            "{field}: unknown key {key:?}; use api_key, organisation_id, workspace_id or metadata.<key>"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// `conditions`: at least one `{key, value: string | string[], excludes?: string | string[]}`.
+pub fn conditions(body: &Object, field: &str) -> ApiResult<Vec<Value>> {
+    let items = fields::opt_array(body, field)?.unwrap_or_default();
+    if items.is_empty() {
+        return Err(EmulatorError::validation(format!(
+            "{field} must have at least one item"
+        )));
+    }
+    let string_or_list = |value: Option<&Value>| match value {
+        Some(Value::String(_)) => true,
+        Some(Value::Array(items)) => items.iter().all(Value::is_string),
+        _ => false,
+    };
+    for item in &items {
+        let valid = item.get("key").is_some_and(Value::is_string)
+            && string_or_list(item.get("value"))
+            && item
+                .get("excludes")
+                .is_none_or(|ex| ex.is_null() || string_or_list(Some(ex)));
+        if !valid {
+            return Err(EmulatorError::validation(format!(
+                "{field} items need a string key and a string (or string array) value"
+            )));
+        }
+    }
+    check_keys(field, &items)?;
+    Ok(items)
+}
+
+/// `conditions` on an update: absent or `null` leaves them as they are.
+pub fn opt_conditions(body: &Object) -> ApiResult<Option<Vec<Value>>> {
+    match body.get("conditions") {
+        None | Some(Value::Null) => Ok(None),
+        Some(_) => conditions(body, "conditions").map(Some),
+    }
+}
+
+/// `group_by`: at least one `{key}`.
+pub fn group_by(body: &Object) -> ApiResult<Vec<Value>> {
+    let items = fields::opt_array(body, "group_by")?.unwrap_or_default();
+    if items.is_empty() {
+        return Err(EmulatorError::validation(
+            "group_by must have at least one item",
+        ));
+    }
+    if !items
+        .iter()
+        .all(|item| item.get("key").is_some_and(Value::is_string))
+    {
+        return Err(EmulatorError::validation(
+            "group_by items need a string key",
+        ));
+    }
+    check_keys("group_by", &items)?;
+    Ok(items)
+}
+
+/// Refuses an update that sends an immutable field with a value other than the current one
+/// (sending the current value, or `null`, is accepted): the API wants the policy recreated.
+pub fn reject_changes(body: &Object, immutable: &[(&str, Value)]) -> ApiResult<()> {
+    for (field, current) in immutable {
+        if body
+            .get(*field)
+            .is_some_and(|sent| !sent.is_null() && sent != current)
+        {
+            return Err(EmulatorError::validation(format!(
+                "{field} cannot be changed; delete and recreate the policy"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Reads the `status` query filter (default `active`).
+pub fn status_filter(query: &HashMap<String, String>) -> ApiResult<String> {
+    match query.get("status") {
+        None => Ok("active".to_owned()),
+        Some(status) => fields::check_enum("status", Some(status), STATUSES),
+    }
+}
+
+/// An optional enumerated query filter.
+pub fn enum_filter(
+    query: &HashMap<String, String>,
+    name: &str,
+    allowed: &[&str],
+) -> ApiResult<Option<String>> {
+    query
+        .get(name)
+        .map(|value| fields::check_enum(name, Some(value), allowed))
+        .transpose()
+}
+
+/// A non-negative integer query parameter.
+pub fn page_param(query: &HashMap<String, String>, name: &str, default: usize) -> ApiResult<usize> {
+    match query.get(name) {
+        None => Ok(default),
+        Some(text) => text
+            .parse::<usize>()
+            .map_err(|_| EmulatorError::validation(format!("{name} must be an integer >= 0"))),
+    }
+}
+
+/// A policy list's `(page_size, current_page)`: a `page_size` of 0 (or none) means the default.
+pub fn policy_page(query: &HashMap<String, String>) -> ApiResult<(usize, usize)> {
+    let page_size = match page_param(query, "page_size", DEFAULT_PAGE_SIZE)? {
+        0 => DEFAULT_PAGE_SIZE,
+        size => size,
+    };
+    Ok((page_size, page_param(query, "current_page", 0)?))
+}
+
+/// One 0-based page of `rows`.
+pub fn page<T>(rows: Vec<T>, page_size: usize, current_page: usize) -> Vec<T> {
+    rows.into_iter()
+        .skip(current_page.saturating_mul(page_size))
+        .take(page_size)
+        .collect()
+}
+
+/// A read as a normalising server returns it: `conditions` and `group_by` in reverse order (the
+/// rest of the reordering is [`super::normalise::reply`]'s).
+pub fn normalised(mut read: Value, normalise: bool) -> Value {
+    if normalise {
+        for field in ["conditions", "group_by"] {
+            if let Some(items) = read[field].as_array_mut() {
+                items.reverse();
+            }
+        }
+    }
+    read
+}
