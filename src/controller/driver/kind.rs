@@ -406,6 +406,15 @@ async fn write_status<K: Managed>(
     Ok(written.resource_version())
 }
 
+pub fn object_key<K: Managed>(object: &K) -> String {
+    format!(
+        "{}/{}/{}",
+        K::KIND,
+        object.namespace().unwrap_or_default(),
+        object.name_any()
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::conceal_in;
@@ -421,13 +430,4 @@ mod tests {
         assert!(!out.contains("MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"), "{out}");
         assert!(out.contains("<secret>"), "{out}");
     }
-}
-
-pub fn object_key<K: Managed>(object: &K) -> String {
-    format!(
-        "{}/{}/{}",
-        K::KIND,
-        object.namespace().unwrap_or_default(),
-        object.name_any()
-    )
 }
