@@ -360,8 +360,10 @@ pub fn reads_for<K: Managed>(
     })
 }
 
-/// How long the pass waits, at most, for every watch cache of its kind to list.
-const CACHES_LISTED_WITHIN: Duration = Duration::from_secs(600);
+/// How long the pass waits for every watch cache of its kind to list before it looks again. Short
+/// on purpose: a wait that starts while a cache is registered but not yet filled was seen to
+/// miss the moment it filled (the pass then sat out the whole wait), so it is retried.
+const CACHES_LISTED_WITHIN: Duration = Duration::from_secs(2);
 
 /// The drift pass of one kind, until the process stops: every drift interval, one list per
 /// Connection and workspace, and the objects it shows changed sent to the controllers through
