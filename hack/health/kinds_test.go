@@ -92,6 +92,18 @@ var kinds = []kind{
 			"through Connection default (spec.grants[].workspaces)"},
 	},
 	{
+		kind: "Guardrail", resource: "guardrails", namespaced: true, manager: "aigw/guardrail", example: "guardrail.yaml",
+		bump: map[string]any{"spec": map[string]any{"name": "pii-check-v2"}},
+		settled: map[string]any{
+			"id": "7a6b5c4d-3e2f-4a1b-9c8d-7e6f5a4b3c2d", "slug": "pg-pii-ch-4d5e6f",
+			"versionId": "c3d4e5f6-a7b8-4c9d-8e0f-1a2b3c4d5e6f", "lastAppliedAt": "2026-01-05T10:00:00Z",
+		},
+		ready:       outcome{"Ready", "Reconciled", "Guardrail is in sync with the management API"},
+		progressing: outcome{"Progressing", "ServerError", "failed to create guardrail: POST /ai_gw/v2/guardrails returned HTTP 503: upstream unavailable"},
+		stalled: outcome{"Stalled", "SecretNotFound", "Secret aigw-health/airs-credentials named by spec.secretRefs " +
+			"(path /checks/1/parameters/api_key) does not exist"},
+	},
+	{
 		kind: "Connection", resource: "connections", manager: "aigw/connection", example: "connection.yaml",
 		bump:        map[string]any{"spec": map[string]any{"qps": 5}},
 		ready:       outcome{"Ready", "TokenObtained", "a token was obtained"},

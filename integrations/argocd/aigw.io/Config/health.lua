@@ -1,5 +1,5 @@
 -- Argo CD health of a namespaced aigw.io kind (Config, Deployment, RateLimitsPolicy,
--- UsageLimitsPolicy: the scripts are identical; hack/health checks that they stay so).
+-- UsageLimitsPolicy, Guardrail: the scripts are identical; hack/health checks that they stay so).
 --
 -- aigw writes kstatus conditions (Ready, Reconciling, Stalled, each with its own
 -- observedGeneration) plus Paused and Drifted. The order below follows kstatus: a status that
