@@ -360,7 +360,7 @@ async fn plan_exits_0_2_and_1_and_never_writes() {
     let plan = text(&out);
     assert_eq!(code(&out), 0, "{plan}");
     assert!(
-        plan.contains("Plan: 0 to create, 0 to update, 3 to adopt, 0 unchanged, 0 in conflict."),
+        plan.contains("Plan: 0 to create, 0 to update, 4 to adopt, 0 unchanged, 0 in conflict."),
         "{plan}"
     );
 
@@ -399,7 +399,7 @@ async fn plan_exits_0_2_and_1_and_never_writes() {
     let document: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(document["version"], 1);
     assert_eq!(document["summary"]["create"], 1);
-    assert_eq!(document["resources"].as_array().unwrap().len(), 4);
+    assert_eq!(document["resources"].as_array().unwrap().len(), 5);
     let policy = document["resources"]
         .as_array()
         .unwrap()

@@ -446,11 +446,7 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
     let mut passes = Vec::new();
     // One drift pass per listed kind, over every watched namespace; one controller per kind and
     // namespace.
-    let configs = listed_kind::<Config>(
-        &ctx,
-        &mut passes,
-        Some(config_refs::watch_secrets::<Config>),
-    );
+    let configs = listed_kind::<Config>(&ctx, &mut passes, Some(config_refs::watch_inputs));
     let policies = listed_kind::<RateLimitsPolicy>(&ctx, &mut passes, None);
     let usage_limits = listed_kind::<UsageLimitsPolicy>(&ctx, &mut passes, None);
     let guardrails = listed_kind::<Guardrail>(

@@ -357,11 +357,65 @@ fn found<T>(what: &str, result: Result<T, ApiError>) -> Result<Option<T>, Gitops
     }
 }
 
+/// `config` with the slug of each resource its `spec.resourceRefs` names written in (read from
+/// the cluster with a kubeconfig); without one, or for a resource without a slug yet, a marker
+/// naming it, and why the operator would wait.
+async fn with_resources(
+    live: Option<&Live>,
+    config: &Config,
+) -> Result<(Config, Option<String>), GitopsError> {
+    let mut resolved = config.clone();
+    let mut document = Value::Object(config.spec.config.clone());
+    let mut waiting = Vec::new();
+    for reference in &config.spec.resource_refs {
+        let slug = match live {
+            Some(live) => {
+                let namespace = config
+                    .metadata
+                    .namespace
+                    .clone()
+                    .unwrap_or_else(|| live.default_namespace.clone());
+                kube::Api::<Guardrail>::namespaced(live.client.clone(), &namespace)
+                    .get_opt(&reference.name)
+                    .await
+                    .map_err(|e| {
+                        GitopsError::kube(format!("failed to read Guardrail {}", reference.name), e)
+                    })?
+                    .and_then(|g| g.status.and_then(|s| s.slug))
+            }
+            None => None,
+        };
+        let value = slug.unwrap_or_else(|| {
+            waiting.push(format!("{:?} {}", reference.kind, reference.name));
+            format!("({:?} {})", reference.kind, reference.name)
+        });
+        if let Err(why) = crate::resources::config_document::set_reference(
+            &mut document,
+            &reference.path,
+            Value::String(value),
+        ) {
+            return Ok((resolved, Some(format!("invalid spec: {why}"))));
+        }
+    }
+    if let Value::Object(map) = document {
+        resolved.spec.config = map;
+    }
+    let reason = (!waiting.is_empty()).then(|| {
+        format!(
+            "the operator waits for {} to be Ready with a slug (with --kubeconfig, plan reads them)",
+            waiting.join(", ")
+        )
+    });
+    Ok((resolved, reason))
+}
+
 async fn plan_config(
     api: &Client,
     live: Option<&Live>,
     config: &Config,
 ) -> Result<Entry, GitopsError> {
+    let (resolved, waiting) = with_resources(live, config).await?;
+    let config = &resolved;
     let spec = &config.spec;
     let mut desired = to_json(spec);
     // The document the operator checks: each Secret path marked with its source, never read.
@@ -377,7 +431,8 @@ async fn plan_config(
             ))
         }
     };
-    let creation = || create_changes(&desired, &["slug", "secretRefs"]);
+    let unresolved = unresolved.or(waiting);
+    let creation = || create_changes(&desired, &["slug", "secretRefs", "resourceRefs"]);
     let Some(counterpart) = counterpart(live, config, spec.slug.as_ref(), |c: &Config| {
         c.status.as_ref().and_then(|s| s.slug.clone())
     })

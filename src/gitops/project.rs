@@ -20,6 +20,7 @@ pub fn config_spec(remote: &api::ConfigDetail) -> ConfigSpec {
         workspace_id: remote.workspace_id.clone().filter(|w| !w.is_empty()),
         config: remote.config.as_object().cloned().unwrap_or_default(),
         secret_refs: Vec::new(),
+        resource_refs: Vec::new(),
         state: Some(remote.status.clone()).filter(|s| !s.is_empty()),
         deletion_policy: ConfigDeletionPolicy::Orphan,
         management_policy: ManagementPolicy::Full,

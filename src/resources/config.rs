@@ -80,6 +80,15 @@ pub struct ConfigSpec {
     #[schemars(length(max = 64))]
     pub secret_refs: Vec<ConfigSecretRef>,
 
+    /// Values of `config` that name other aigw resources, substituted with their remote slug
+    /// when the config is applied: each names a JSON Pointer into `config` (e.g.
+    /// `/input_guardrails/0`; the element need not exist, as with `secretRefs`), the `kind` and
+    /// the `name` of a resource of this namespace. Until the resource is Ready with a slug, the
+    /// Config waits (`Stalled`, reason `ReferenceNotReady`, naming it) and writes nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub resource_refs: Vec<ConfigResourceRef>,
+
     /// Remote status of the config (the API's `status` field), e.g. `active`. Left as the API
     /// sets it when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -100,6 +109,28 @@ pub struct ConfigSpec {
     /// The Connection used to reach the management API; defaults to `default`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<ConnectionRef>,
+}
+
+/// One value of the routing document that names another aigw resource.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigResourceRef {
+    /// JSON Pointer (RFC 6901) into `spec.config` where the resource's slug goes, e.g.
+    /// `/input_guardrails/0` or `/targets/0/output_guardrails/1`.
+    #[schemars(regex(pattern = r"^(/[^/]*)+$"), length(max = 512))]
+    pub path: String,
+    /// The kind of the resource: `Guardrail` (a Guardrail of this namespace).
+    pub kind: ReferencedKind,
+    /// The resource's `metadata.name`.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+}
+
+/// The kinds a document can name by resource.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+pub enum ReferencedKind {
+    /// A workspace guardrail of the Config's namespace.
+    Guardrail,
 }
 
 /// One value of the routing document taken from a Secret.
@@ -349,17 +380,22 @@ impl ConfigSpec {
 }
 
 impl Config {
-    /// True when the document names (as a slug or id written in it) one of `keys`. A name a
-    /// Secret supplies is not known here and does not count.
-    pub fn names_guardrail(&self, keys: &[&str]) -> bool {
-        if keys.is_empty() {
-            return false;
-        }
-        super::config_document::guardrail_references(&serde_json::Value::Object(
-            self.spec.config.clone(),
-        ))
-        .iter()
-        .any(|r| keys.contains(&r.name.as_str()))
+    /// True when the Config names the Guardrail resource `name` (`spec.resourceRefs`), or its
+    /// document names one of `keys` (its slug or id, written in it). A name a Secret supplies
+    /// is not known here and does not count.
+    pub fn names_guardrail(&self, name: &str, keys: &[&str]) -> bool {
+        let by_resource = self
+            .spec
+            .resource_refs
+            .iter()
+            .any(|r| r.kind == ReferencedKind::Guardrail && r.name == name);
+        by_resource
+            || (!keys.is_empty()
+                && super::config_document::guardrail_references(&serde_json::Value::Object(
+                    self.spec.config.clone(),
+                ))
+                .iter()
+                .any(|r| keys.contains(&r.name.as_str())))
     }
 }
 

@@ -272,9 +272,7 @@ fn set_new(root: &mut Value, path: &str, value: Value) -> Result<(), String> {
             Value::Object(map) => map
                 .entry(token.clone())
                 .or_insert_with(|| Value::Object(Map::new())),
-            Value::Array(items) => token
-                .parse::<usize>()
-                .ok()
+            Value::Array(items) => array_index(token)
                 .and_then(|n| items.get_mut(n))
                 .ok_or_else(|| invalid(&format!("there is no array element {token}")))?,
             _ => {
@@ -296,6 +294,65 @@ fn set_new(root: &mut Value, path: &str, value: Value) -> Result<(), String> {
     Ok(())
 }
 
+/// An array index as JSON Pointer writes one (RFC 6901): digits, no leading zero. `01` is not
+/// `1` to a pointer lookup, so a slot marked there would never be filled.
+fn array_index(token: &str) -> Option<usize> {
+    let canonical = token == "0" || (!token.starts_with('0') && !token.is_empty());
+    canonical.then(|| token.parse::<usize>().ok()).flatten()
+}
+
+/// Sets `value` at `path` of `root` for a `spec.resourceRefs` entry: missing parents are created
+/// (an array where the next token is an index), and the last token may name a new array element
+/// at the end of its array. Nothing already written is overwritten.
+pub fn set_reference(root: &mut Value, path: &str, value: Value) -> Result<(), String> {
+    let invalid =
+        |why: &str| format!("spec.resourceRefs path {path} cannot be set in spec.config: {why}");
+    let tokens: Vec<String> = path.split('/').skip(1).map(unescape).collect();
+    let Some((last, parents)) = tokens.split_last() else {
+        return Err(invalid("it is not a JSON Pointer"));
+    };
+    let empty_for = |next: &str| match array_index(next) {
+        Some(_) => Value::Array(Vec::new()),
+        None => Value::Object(Map::new()),
+    };
+    let mut here = root;
+    for (n, token) in parents.iter().enumerate() {
+        let next = tokens[n + 1].as_str();
+        here = match here {
+            Value::Object(map) => map.entry(token.clone()).or_insert_with(|| empty_for(next)),
+            Value::Array(items) => {
+                let at = array_index(token)
+                    .ok_or_else(|| invalid(&format!("{token} is not an array index")))?;
+                if at == items.len() {
+                    items.push(empty_for(next));
+                }
+                items
+                    .get_mut(at)
+                    .ok_or_else(|| invalid(&format!("there is no array element {token}")))?
+            }
+            _ => {
+                return Err(invalid(&format!(
+                    "{token} is inside a value that is neither an object nor a list"
+                )));
+            }
+        };
+    }
+    match here {
+        Value::Object(map) if !map.contains_key(last) => {
+            map.insert(last.clone(), value);
+            Ok(())
+        }
+        Value::Array(items) if array_index(last) == Some(items.len()) => {
+            items.push(value);
+            Ok(())
+        }
+        Value::Object(_) | Value::Array(_) => Err(invalid(
+            "a value is already written there in spec.config; remove it there",
+        )),
+        _ => Err(invalid("its parent is neither an object nor a list")),
+    }
+}
+
 fn unescape(token: &str) -> String {
     token.replace("~1", "/").replace("~0", "~")
 }
@@ -304,6 +361,28 @@ fn unescape(token: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn references_fill_new_elements_and_never_overwrite() {
+        let mut doc = json!({"targets": [{"provider": "@a"}]});
+        set_reference(&mut doc, "/input_guardrails/0", json!("pg-1")).unwrap();
+        set_reference(&mut doc, "/input_guardrails/1", json!("pg-2")).unwrap();
+        set_reference(&mut doc, "/targets/0/output_guardrails/0", json!("pg-3")).unwrap();
+        assert_eq!(
+            doc,
+            json!({"targets": [{"provider": "@a", "output_guardrails": ["pg-3"]}], "input_guardrails": ["pg-1", "pg-2"]})
+        );
+        assert!(set_reference(&mut doc, "/input_guardrails/0", json!("x")).is_err());
+        assert!(set_reference(&mut doc, "/input_guardrails/5", json!("x")).is_err());
+        assert!(set_reference(&mut doc, "/targets/01/x", json!("x")).is_err());
+    }
+
+    #[test]
+    fn a_secret_path_with_a_leading_zero_index_is_refused() {
+        let mut doc = json!({"targets": [{}, {}]});
+        assert!(set_new(&mut doc, "/targets/01/api_key", json!("(secret s/k)")).is_err());
+        assert!(set_new(&mut doc, "/targets/1/api_key", json!("(secret s/k)")).is_ok());
+    }
 
     const VALUE: &str = "s3cr3t-value";
 

@@ -1,6 +1,6 @@
 //! Building aigw objects and reading their conditions, for the newer integration tests.
 
-use aigw::resources::{Config, Deployment, RateLimitsPolicy, UsageLimitsPolicy};
+use aigw::resources::{Config, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Resource;
 use serde_json::{Value, json};
@@ -63,6 +63,14 @@ impl Conditions for Deployment {
 }
 
 impl Conditions for RateLimitsPolicy {
+    fn conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .map_or(&[], |s| s.conditions.as_slice())
+    }
+}
+
+impl Conditions for Guardrail {
     fn conditions(&self) -> &[Condition] {
         self.status
             .as_ref()

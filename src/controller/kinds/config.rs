@@ -44,57 +44,12 @@ impl Managed for Config {
         cx: &Cx<'_, Self>,
         status: &mut ConfigStatus,
     ) -> Result<Vec<Change>, Error> {
-        // Secret values and guardrail references are settled before anything is read or written.
-        let desired = config_refs::desired(self, cx, status).await?;
-        for value in desired.secret_values() {
-            cx.conceal(value);
+        // The resources the document names, by their slugs: from here on the document is the
+        // resolved one.
+        match config_refs::with_resources(self, cx.ctx)? {
+            Some(resolved) => apply_resolved(&resolved, cx, status).await,
+            None => apply_resolved(self, cx, status).await,
         }
-        let Some(remote) = observe(self, cx, status).await? else {
-            return create(self, cx, status, &desired).await.map(|c| vec![c]);
-        };
-        let mut differences = self.spec.diff_without_secrets(&remote);
-        if desired.secret_hash != status.secret_hash {
-            differences.push("secretRefs");
-        }
-        if differences.is_empty() {
-            return Ok(Vec::new());
-        }
-        let updated = cx
-            .api(Op::Update)
-            .await?
-            .configs()
-            .update(
-                &remote.slug,
-                &self.spec.update_request_with(&desired.request_document()),
-            )
-            .await
-            .map_err(|e| Error::api(format!("update config {}", remote.slug), e))?;
-        status.secret_hash = desired.secret_hash;
-        status.version_id = updated.version_id.or(remote.version_id);
-        record_applied(self, status);
-        let fields = differences.join(", ");
-        // A changed Secret value is an update asked for, not an edit made outside aigw.
-        let outside = differences.iter().any(|field| *field != "secretRefs");
-        let drift = outside
-            && spec_already_applied(
-                self.metadata.generation,
-                status.observed_generation,
-                &status.conditions,
-            );
-        Ok(vec![if drift {
-            Change::new(
-                "DriftCorrected",
-                format!(
-                    "config {} was changed outside aigw ({fields}); restored it",
-                    remote.slug
-                ),
-            )
-        } else {
-            Change::new(
-                "Updated",
-                format!("updated config {} ({fields})", remote.slug),
-            )
-        }])
     }
 
     async fn inputs_unchanged(&self, cx: &Cx<'_, Self>, status: &ConfigStatus) -> bool {
@@ -112,35 +67,101 @@ impl Managed for Config {
         cx: &Cx<'_, Self>,
         status: &mut ConfigStatus,
     ) -> Result<Vec<&'static str>, Error> {
-        Ok(match observe(self, cx, status).await? {
-            Some(remote) => self.spec.diff(&remote),
+        let resolved = config_refs::with_resources(self, cx.ctx)?;
+        let config = resolved.as_ref().unwrap_or(self);
+        Ok(match observe(config, cx, status).await? {
+            Some(remote) => config.spec.diff(&remote),
             None => Vec::new(),
         })
     }
 
     async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
-        let status = self.status.clone().unwrap_or_default();
-        // Only what this resource recorded: a slug its spec names but it never adopted is not
-        // its to delete (the gate releases such a resource before this runs).
-        let known = status.slug.clone().or(status.id.clone());
-        if self.spec.deletion_policy == ConfigDeletionPolicy::Orphan {
-            return Ok(orphaned(&format!("config {}", known.unwrap_or_default())));
-        }
-        let key = match (known, &status.pending_create) {
-            (Some(key), _) => key,
-            // A create whose outcome was never learned may still have made the config.
-            (None, Some(_)) => {
-                let lookup = find_created(self, cx, &status);
-                match made_by_unfinished_create(&status, "config", lookup).await? {
-                    Some(found) => found.slug,
-                    None => return Ok(Vec::new()),
-                }
-            }
-            (None, None) => return Ok(Vec::new()),
-        };
-        let result = cx.api(Op::Delete).await?.configs().delete(&key).await;
-        removed("Deleted", "delete", &format!("config {key}"), result)
+        cleanup(self, cx).await
     }
+}
+
+/// [`Managed::apply`] for a Config whose resource references are resolved.
+async fn apply_resolved(
+    config: &Config,
+    cx: &Cx<'_, Config>,
+    status: &mut ConfigStatus,
+) -> Result<Vec<Change>, Error> {
+    // Secret values and guardrail references are settled before anything is read or written.
+    let desired = config_refs::desired(config, cx, status).await?;
+    for value in desired.secret_values() {
+        cx.conceal(value);
+    }
+    let Some(remote) = observe(config, cx, status).await? else {
+        return create(config, cx, status, &desired).await.map(|c| vec![c]);
+    };
+    let mut differences = config.spec.diff_without_secrets(&remote);
+    if desired.secret_hash != status.secret_hash {
+        differences.push("secretRefs");
+    }
+    if differences.is_empty() {
+        return Ok(Vec::new());
+    }
+    let updated = cx
+        .api(Op::Update)
+        .await?
+        .configs()
+        .update(
+            &remote.slug,
+            &config.spec.update_request_with(&desired.request_document()),
+        )
+        .await
+        .map_err(|e| Error::api(format!("update config {}", remote.slug), e))?;
+    status.secret_hash = desired.secret_hash;
+    status.version_id = updated.version_id.or(remote.version_id);
+    record_applied(config, status);
+    let fields = differences.join(", ");
+    // A changed Secret value is an update asked for, not an edit made outside aigw.
+    let outside = differences.iter().any(|field| *field != "secretRefs");
+    let drift = outside
+        && spec_already_applied(
+            config.metadata.generation,
+            status.observed_generation,
+            &status.conditions,
+        );
+    Ok(vec![if drift {
+        Change::new(
+            "DriftCorrected",
+            format!(
+                "config {} was changed outside aigw ({fields}); restored it",
+                remote.slug
+            ),
+        )
+    } else {
+        Change::new(
+            "Updated",
+            format!("updated config {} ({fields})", remote.slug),
+        )
+    }])
+}
+
+/// Honours `deletionPolicy` for what this Config recorded.
+async fn cleanup(config: &Config, cx: &Cx<'_, Config>) -> Result<Vec<Change>, Error> {
+    let status = config.status.clone().unwrap_or_default();
+    // Only what this resource recorded: a slug its spec names but it never adopted is not
+    // its to delete (the gate releases such a resource before this runs).
+    let known = status.slug.clone().or(status.id.clone());
+    if config.spec.deletion_policy == ConfigDeletionPolicy::Orphan {
+        return Ok(orphaned(&format!("config {}", known.unwrap_or_default())));
+    }
+    let key = match (known, &status.pending_create) {
+        (Some(key), _) => key,
+        // A create whose outcome was never learned may still have made the config.
+        (None, Some(_)) => {
+            let lookup = find_created(config, cx, &status);
+            match made_by_unfinished_create(&status, "config", lookup).await? {
+                Some(found) => found.slug,
+                None => return Ok(Vec::new()),
+            }
+        }
+        (None, None) => return Ok(Vec::new()),
+    };
+    let result = cx.api(Op::Delete).await?.configs().delete(&key).await;
+    removed("Deleted", "delete", &format!("config {key}"), result)
 }
 
 impl Listed for Config {

@@ -21,6 +21,7 @@ use crate::controller::driver::Cx;
 use crate::controller::error::Error;
 use crate::controller::gate::Op;
 use crate::controller::status::set_condition;
+use crate::resources::Guardrail;
 use crate::resources::config::{Config, ConfigSecretRef, ConfigStatus};
 use crate::resources::config_document::SecretDocument;
 use crate::resources::config_document::{GuardrailRef, MarkedDocument};
@@ -404,6 +405,102 @@ where
             .map(|o| ObjectRef::from_obj(o.as_ref()))
             .collect::<Vec<_>>()
     })
+}
+
+/// Condition reason while a resource a Config names (`spec.resourceRefs`) is not Ready yet.
+pub const REFERENCE_NOT_READY: &str = "ReferenceNotReady";
+
+/// `config` with the remote slug of every resource its `spec.resourceRefs` names written in its
+/// document (from the watch caches: no apiserver read). `None` when it names none. A resource
+/// that is missing, not Ready at its generation, or without a slug yet makes the Config wait,
+/// naming it: nothing is written until every reference resolves.
+pub fn with_resources(config: &Config, ctx: &Context) -> Result<Option<Config>, Error> {
+    if config.spec.resource_refs.is_empty() {
+        return Ok(None);
+    }
+    let namespace = config.namespace();
+    let guardrails = ctx.stores.guardrails.all();
+    let mut document = Value::Object(config.spec.config.clone());
+    for (n, reference) in config.spec.resource_refs.iter().enumerate() {
+        let what = format!(
+            "{:?} {} named by spec.resourceRefs[{n}] (path {})",
+            reference.kind, reference.name, reference.path
+        );
+        let found = guardrails
+            .iter()
+            .find(|g| g.namespace() == namespace && g.name_any() == reference.name);
+        let Some(guardrail) = found else {
+            return Err(Error::not_allowed(
+                REFERENCE_NOT_READY,
+                format!("{what} does not exist in this namespace yet; waiting for it"),
+            ));
+        };
+        let ready_slug = guardrail.status.as_ref().and_then(|s| {
+            let ready = crate::controller::spec_already_applied(
+                guardrail.metadata.generation,
+                s.observed_generation,
+                &s.conditions,
+            );
+            s.slug.clone().filter(|_| ready)
+        });
+        let Some(slug) = ready_slug else {
+            return Err(Error::not_allowed(
+                REFERENCE_NOT_READY,
+                format!("{what} is not Ready yet; waiting for its slug"),
+            ));
+        };
+        crate::resources::config_document::set_reference(
+            &mut document,
+            &reference.path,
+            Value::String(slug),
+        )
+        .map_err(Error::InvalidSpec)?;
+    }
+    let mut resolved = config.clone();
+    if let Value::Object(map) = document {
+        resolved.spec.config = map;
+    }
+    Ok(Some(resolved))
+}
+
+/// Requeues the Configs that name a Guardrail (`spec.resourceRefs`) whenever it changes, so a
+/// Config waiting for it applies as soon as it is Ready.
+pub fn watch_guardrails(
+    controller: Controller<Config>,
+    ctx: &Context,
+    namespace: Option<&str>,
+    configs: Store<Config>,
+) -> Controller<Config> {
+    let probe = ctx.health.register(crate::controller::stream_name(
+        "Guardrail(Config refs)",
+        namespace,
+    ));
+    let guardrails = crate::controller::scoped::<Guardrail>(&ctx.kube, namespace);
+    let stream = watcher(guardrails, watcher::Config::default())
+        .inspect(move |item| probe.observe(item))
+        .touched_objects();
+    controller.watches_stream(stream, move |guardrail: Guardrail| {
+        let namespace = guardrail.namespace();
+        let name = guardrail.name_any();
+        configs
+            .state()
+            .into_iter()
+            .filter(|c| c.namespace() == namespace)
+            .filter(|c| c.spec.resource_refs.iter().any(|r| r.name == name))
+            .map(|c| ObjectRef::from_obj(c.as_ref()))
+            .collect::<Vec<_>>()
+    })
+}
+
+/// The Config's own triggers: the Secrets and the Guardrails it names.
+pub fn watch_inputs(
+    controller: Controller<Config>,
+    ctx: &Context,
+    namespace: Option<&str>,
+    configs: Store<Config>,
+) -> Controller<Config> {
+    let controller = watch_secrets(controller, ctx, namespace, configs.clone());
+    watch_guardrails(controller, ctx, namespace, configs)
 }
 
 /// A kind whose spec takes values from Secrets of its namespace (`spec.secretRefs`).

@@ -7,6 +7,8 @@
 //! also be a refusal: such an answer counts as "gone" only when a complete listing of the
 //! workspace's guardrails shows no guardrail with that id or slug.
 
+use kube::ResourceExt;
+
 use crate::api::{
     ApiError, Client, GuardrailDetails, GuardrailPlane, GuardrailSummary, GuardrailsOn, Listing,
 };
@@ -224,7 +226,7 @@ fn referencing_configs(
         .iter()
         .filter(|c| c.metadata.namespace.as_deref() == namespace)
         .filter(|c| c.metadata.deletion_timestamp.is_none())
-        .filter(|c| c.names_guardrail(&keys))
+        .filter(|c| c.names_guardrail(&guardrail.name_any(), &keys))
         .map(|c| c.metadata.name.clone().unwrap_or_default())
         .collect();
     users.sort();
