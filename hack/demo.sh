@@ -84,7 +84,8 @@ step "Applying examples/ (namespace aigw-demo) and the gitops overlays (aigw-dev
 kubectl create deployment ai-gateway -n aigw-demo --image=registry.example/ai-gateway:1 \
 	--dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl apply -n aigw-demo -f examples/config.yaml -f examples/deployment.yaml \
-	-f examples/ratelimitspolicy.yaml -f examples/rotating-deployment.yaml
+	-f examples/ratelimitspolicy.yaml -f examples/usagelimitspolicy.yaml \
+	-f examples/rotating-deployment.yaml
 kubectl apply -n aigw-demo -f - <<YAML
 apiVersion: aigw.io/v1alpha1
 kind: Config
@@ -100,7 +101,7 @@ kubectl apply -k examples/gitops/overlays/prod
 step "Waiting for Ready"
 kubectl wait --for=condition=Ready connections.aigw.io/demo-oauth --timeout=60s
 for ns in aigw-demo aigw-dev aigw-prod; do
-	kubectl wait -n "$ns" --for=condition=Ready configs.aigw.io,deployments.aigw.io,ratelimitspolicies.aigw.io --all --timeout=120s
+	kubectl wait -n "$ns" --for=condition=Ready configs.aigw.io,deployments.aigw.io,ratelimitspolicies.aigw.io,usagelimitspolicies.aigw.io --all --timeout=120s
 done
 
 step "The gateway reports in (its heartbeat reaches the control plane)"
