@@ -58,6 +58,30 @@ pub trait Governed {
 }
 
 /// The remote object a status has recorded (created or adopted earlier), if any.
+/// `Governed` for a kind whose spec has `managementPolicy`, a `deletionPolicy` with an `Orphan`
+/// variant, and the adopting field `$named` (e.g. `slug`, `policy_id`).
+macro_rules! governed {
+    ($kind:ty, $orphan:path, $named:ident) => {
+        impl $crate::resources::common::Governed for $kind {
+            fn management_policy(&self) -> $crate::resources::common::ManagementPolicy {
+                self.spec.management_policy
+            }
+            fn orphaning(&self) -> Self {
+                let mut copy = self.clone();
+                copy.spec.deletion_policy = $orphan;
+                copy
+            }
+            fn orphans(&self) -> bool {
+                self.spec.deletion_policy == $orphan
+            }
+            fn named_remote(&self) -> Option<&str> {
+                self.spec.$named.as_deref()
+            }
+        }
+    };
+}
+pub(crate) use governed;
+
 pub trait Recorded {
     fn recorded_remote(&self) -> Option<&str>;
     /// Every key the remote object can be found by in a list (id, slug).

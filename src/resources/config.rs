@@ -4,9 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use super::common::{
-    ConnectionRef, CreateAttempt, Governed, ManagementPolicy, Recorded, conditions_schema,
-};
+use super::common::{ConnectionRef, CreateAttempt, ManagementPolicy, Recorded, conditions_schema};
 use crate::api::secret_fields::CREDENTIAL_KEYS;
 
 /// A named routing config of the AI gateway (`/ai_gw/v2/configs`). Every change of `spec.config`,
@@ -491,25 +489,7 @@ fn prune_emptied(
 
 use crate::api;
 
-impl Governed for Config {
-    fn management_policy(&self) -> ManagementPolicy {
-        self.spec.management_policy
-    }
-
-    fn orphaning(&self) -> Self {
-        let mut copy = self.clone();
-        copy.spec.deletion_policy = ConfigDeletionPolicy::Orphan;
-        copy
-    }
-
-    fn orphans(&self) -> bool {
-        self.spec.deletion_policy == ConfigDeletionPolicy::Orphan
-    }
-
-    fn named_remote(&self) -> Option<&str> {
-        self.spec.slug.as_deref()
-    }
-}
+super::common::governed!(Config, ConfigDeletionPolicy::Orphan, slug);
 
 impl Recorded for ConfigStatus {
     fn recorded_remote(&self) -> Option<&str> {

@@ -7,8 +7,7 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use super::common::{
-    ConnectionRef, CreateAttempt, Governed, ManagementPolicy, Recorded, conditions_schema,
-    free_form_object,
+    ConnectionRef, CreateAttempt, ManagementPolicy, Recorded, conditions_schema, free_form_object,
 };
 
 /// A self-hosted gateway registered with the management API (`/ai_gw/admin/v2/deployments`).
@@ -472,25 +471,7 @@ impl DeploymentSpec {
     }
 }
 
-impl Governed for Deployment {
-    fn management_policy(&self) -> ManagementPolicy {
-        self.spec.management_policy
-    }
-
-    fn orphaning(&self) -> Self {
-        let mut copy = self.clone();
-        copy.spec.deletion_policy = DeploymentDeletionPolicy::Orphan;
-        copy
-    }
-
-    fn orphans(&self) -> bool {
-        self.spec.deletion_policy == DeploymentDeletionPolicy::Orphan
-    }
-
-    fn named_remote(&self) -> Option<&str> {
-        self.spec.deployment_id.as_deref()
-    }
-}
+super::common::governed!(Deployment, DeploymentDeletionPolicy::Orphan, deployment_id);
 
 impl Recorded for DeploymentStatus {
     fn recorded_remote(&self) -> Option<&str> {

@@ -6,9 +6,7 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::common::{
-    ConnectionRef, CreateAttempt, Governed, ManagementPolicy, Recorded, conditions_schema,
-};
+use super::common::{ConnectionRef, CreateAttempt, ManagementPolicy, Recorded, conditions_schema};
 use super::config::{AppliedVersion, ConfigSecretRef, HISTORY_LIMIT};
 use super::config_document::SecretDocument;
 use crate::api;
@@ -434,25 +432,7 @@ impl GuardrailSpec {
     }
 }
 
-impl Governed for Guardrail {
-    fn management_policy(&self) -> ManagementPolicy {
-        self.spec.management_policy
-    }
-
-    fn orphaning(&self) -> Self {
-        let mut copy = self.clone();
-        copy.spec.deletion_policy = GuardrailDeletionPolicy::Orphan;
-        copy
-    }
-
-    fn orphans(&self) -> bool {
-        self.spec.deletion_policy == GuardrailDeletionPolicy::Orphan
-    }
-
-    fn named_remote(&self) -> Option<&str> {
-        self.spec.slug.as_deref()
-    }
-}
+super::common::governed!(Guardrail, GuardrailDeletionPolicy::Orphan, slug);
 
 impl Recorded for GuardrailStatus {
     fn recorded_remote(&self) -> Option<&str> {

@@ -4,9 +4,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use super::common::{
-    ConnectionRef, CreateAttempt, Governed, ManagementPolicy, Recorded, conditions_schema,
-};
+use super::common::{ConnectionRef, CreateAttempt, ManagementPolicy, Recorded, conditions_schema};
 
 /// A rate-limits policy (`/ai_gw/v2/policies/rate-limits`). `name`, `unit`, `value` and
 /// `conditions` are updated in place; `type`, `groupBy`, `target` and `workspaceId` are fixed
@@ -418,25 +416,11 @@ impl RateLimitsPolicySpec {
     }
 }
 
-impl Governed for RateLimitsPolicy {
-    fn management_policy(&self) -> ManagementPolicy {
-        self.spec.management_policy
-    }
-
-    fn orphaning(&self) -> Self {
-        let mut copy = self.clone();
-        copy.spec.deletion_policy = RateLimitsPolicyDeletionPolicy::Orphan;
-        copy
-    }
-
-    fn orphans(&self) -> bool {
-        self.spec.deletion_policy == RateLimitsPolicyDeletionPolicy::Orphan
-    }
-
-    fn named_remote(&self) -> Option<&str> {
-        self.spec.policy_id.as_deref()
-    }
-}
+super::common::governed!(
+    RateLimitsPolicy,
+    RateLimitsPolicyDeletionPolicy::Orphan,
+    policy_id
+);
 
 impl Recorded for RateLimitsPolicyStatus {
     fn recorded_remote(&self) -> Option<&str> {

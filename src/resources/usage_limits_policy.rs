@@ -5,9 +5,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use super::common::{
-    ConnectionRef, CreateAttempt, Governed, ManagementPolicy, Recorded, conditions_schema,
-};
+use super::common::{ConnectionRef, CreateAttempt, ManagementPolicy, Recorded, conditions_schema};
 use super::policy::{bind_policy, same_enum};
 pub use super::rate_limits_policy::{GroupBy, PolicyCondition};
 use crate::api;
@@ -343,25 +341,11 @@ impl UsageLimitsPolicySpec {
     }
 }
 
-impl Governed for UsageLimitsPolicy {
-    fn management_policy(&self) -> ManagementPolicy {
-        self.spec.management_policy
-    }
-
-    fn orphaning(&self) -> Self {
-        let mut copy = self.clone();
-        copy.spec.deletion_policy = UsageLimitsPolicyDeletionPolicy::Orphan;
-        copy
-    }
-
-    fn orphans(&self) -> bool {
-        self.spec.deletion_policy == UsageLimitsPolicyDeletionPolicy::Orphan
-    }
-
-    fn named_remote(&self) -> Option<&str> {
-        self.spec.policy_id.as_deref()
-    }
-}
+super::common::governed!(
+    UsageLimitsPolicy,
+    UsageLimitsPolicyDeletionPolicy::Orphan,
+    policy_id
+);
 
 impl Recorded for UsageLimitsPolicyStatus {
     fn recorded_remote(&self) -> Option<&str> {
