@@ -1496,3 +1496,108 @@ async fn rate_limit_paging_rejects_bad_parameters() {
         assert_eq!(body["data"]["errorCode"], "AB01", "{body}");
     }
 }
+
+#[tokio::test]
+async fn guardrails_are_created_read_updated_and_deleted_on_both_planes() {
+    let emu = Emu::start().await;
+    let checks =
+        json!([{"id": "default.regexMatch", "parameters": {"rule": "x", "api_key": "sk-airs-1"}}]);
+    // The workspace plane needs a workspace.
+    let (status, _) = emu
+        .post(
+            "/ai_gw/v2/guardrails",
+            json!({"name": "pii", "checks": checks}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let (status, created) = emu
+        .post(
+            "/ai_gw/v2/guardrails",
+            json!({"name": "pii", "workspace_id": WORKSPACE, "checks": checks, "actions": {"deny": true}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    let slug = created["slug"].as_str().unwrap().to_string();
+    assert!(slug.starts_with("pg-"), "{slug}");
+    let first_version = created["version_id"].clone();
+    assert!(first_version.is_string());
+
+    // Read by slug and by id: defaults filled, credentials masked; the state shows them in clear.
+    for key in [slug.as_str(), created["id"].as_str().unwrap()] {
+        let (status, read) = emu.get(&format!("/ai_gw/v2/guardrails/{key}")).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(read["checks"][0]["is_enabled"], true);
+        assert_eq!(read["actions"], json!({"deny": true, "async": false}));
+        assert_ne!(
+            read["checks"][0]["parameters"]["api_key"], "sk-airs-1",
+            "masked on read"
+        );
+        assert_eq!(read["checks"][0]["parameters"]["rule"], "x");
+    }
+    let state = emu.state().await;
+    let stored = state["guardrails"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["slug"] == slug.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(stored["checks"][0]["parameters"]["api_key"], "sk-airs-1");
+    // Lists show summaries, never checks.
+    let (_, list) = emu.get("/ai_gw/v2/guardrails").await;
+    assert!(
+        list["data"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|g| g.get("checks").is_none())
+    );
+
+    // An update replaces the checks and mints a version; the fixed fields are refused.
+    let (status, updated) = emu
+        .put(
+            &format!("/ai_gw/v2/guardrails/{slug}"),
+            json!({"checks": [{"id": "default.contains", "parameters": {"words": ["a"]}}]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{updated}");
+    assert_ne!(updated["version_id"], first_version);
+    let (_, read) = emu.get(&format!("/ai_gw/v2/guardrails/{slug}")).await;
+    assert_eq!(read["checks"].as_array().unwrap().len(), 1);
+    assert_eq!(read["checks"][0]["id"], "default.contains");
+    for fixed in [
+        json!({"target": "mcp_tools"}),
+        json!({"workspace_id": WORKSPACE}),
+    ] {
+        let (status, _) = emu
+            .put(&format!("/ai_gw/v2/guardrails/{slug}"), fixed)
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST);
+    }
+
+    // A hard delete: reads then answer the missing-guardrail 403, and the list forgets it.
+    let (status, _) = emu.delete(&format!("/ai_gw/v2/guardrails/{slug}")).await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _) = emu.get(&format!("/ai_gw/v2/guardrails/{slug}")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _) = emu.delete(&format!("/ai_gw/v2/guardrails/{slug}")).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (_, list) = emu.get("/ai_gw/v2/guardrails").await;
+    assert_eq!(list["total"], 0);
+
+    // The admin plane makes organisation guardrails (no workspace).
+    let (status, org) = emu
+        .post(
+            "/ai_gw/admin/v2/guardrails",
+            json!({"name": "org-wide", "checks": checks}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{org}");
+    let (_, read) = emu
+        .get(&format!(
+            "/ai_gw/admin/v2/guardrails/{}",
+            org["slug"].as_str().unwrap()
+        ))
+        .await;
+    assert!(read["workspace_id"].is_null(), "{read}");
+}

@@ -253,12 +253,25 @@ fn router(state: Shared) -> Router {
             "/ai_gw/v2/policies/usage-limits/{policyUsageLimitsId}/entities/{entityId}/reset",
             put(usage_limit_routes::reset_entity),
         )
-        .route("/ai_gw/v2/guardrails", get(guardrails::list))
-        .route("/ai_gw/v2/guardrails/{guardrailId}", get(guardrails::get))
-        .route("/ai_gw/admin/v2/guardrails", get(guardrails::list))
+        .route(
+            "/ai_gw/v2/guardrails",
+            get(guardrails::list).post(guardrails::create_in_workspace),
+        )
+        .route(
+            "/ai_gw/v2/guardrails/{guardrailId}",
+            get(guardrails::get)
+                .put(guardrails::update)
+                .delete(guardrails::delete),
+        )
+        .route(
+            "/ai_gw/admin/v2/guardrails",
+            get(guardrails::list).post(guardrails::create_in_organisation),
+        )
         .route(
             "/ai_gw/admin/v2/guardrails/{guardrailId}",
-            get(guardrails::get),
+            get(guardrails::get)
+                .put(guardrails::update)
+                .delete(guardrails::delete),
         )
         .layer(middleware::from_fn_with_state(
             state.clone(),
