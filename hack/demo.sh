@@ -83,8 +83,11 @@ step "Applying examples/ (namespace aigw-demo) and the gitops overlays (aigw-dev
 # The workload that runs the gateway (nothing schedules it here; aigw only annotates it).
 kubectl create deployment ai-gateway -n aigw-demo --image=registry.example/ai-gateway:1 \
 	--dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl create secret generic -n aigw-demo airs-credentials --from-literal=api-key="airs-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')" \
+	--dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl apply -n aigw-demo -f examples/config.yaml -f examples/deployment.yaml \
 	-f examples/ratelimitspolicy.yaml -f examples/usagelimitspolicy.yaml \
+	-f examples/guardrail.yaml -f examples/config-guardrail-ref.yaml \
 	-f examples/rotating-deployment.yaml
 kubectl apply -n aigw-demo -f - <<YAML
 apiVersion: aigw.io/v1alpha1
@@ -101,8 +104,15 @@ kubectl apply -k examples/gitops/overlays/prod
 step "Waiting for Ready"
 kubectl wait --for=condition=Ready connections.aigw.io/demo-oauth --timeout=60s
 for ns in aigw-demo aigw-dev aigw-prod; do
-	kubectl wait -n "$ns" --for=condition=Ready configs.aigw.io,deployments.aigw.io,ratelimitspolicies.aigw.io,usagelimitspolicies.aigw.io --all --timeout=120s
+	kubectl wait -n "$ns" --for=condition=Ready configs.aigw.io,deployments.aigw.io,ratelimitspolicies.aigw.io --all --timeout=120s
 done
+kubectl wait -n aigw-demo --for=condition=Ready usagelimitspolicies.aigw.io,guardrails.aigw.io --all --timeout=120s
+step "Config guarded-routing names Guardrail pii-check by resource; its slug went into the document"
+guard=$(kubectl get -n aigw-demo guardrails.aigw.io pii-check -o jsonpath='{.status.slug}')
+routed=$(kubectl get -n aigw-demo configs.aigw.io guarded-routing -o jsonpath='{.status.slug}')
+echo "Guardrail pii-check is $guard; config $routed has input_guardrails:"
+curl -fsS "$api/ai_gw/v2/configs/$routed" -H "authorization: Bearer $(cat "$demo/token")" |
+	python3 -c 'import json,sys; print(json.loads(json.load(sys.stdin)["config"]).get("input_guardrails"))'
 
 step "The gateway reports in (its heartbeat reaches the control plane)"
 id=$(kubectl get -n aigw-demo deployments.aigw.io edge-gateway -o jsonpath='{.status.id}')
