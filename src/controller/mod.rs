@@ -449,11 +449,8 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
     let configs = listed_kind::<Config>(&ctx, &mut passes, Some(config_refs::watch_inputs));
     let policies = listed_kind::<RateLimitsPolicy>(&ctx, &mut passes, None);
     let usage_limits = listed_kind::<UsageLimitsPolicy>(&ctx, &mut passes, None);
-    let guardrails = listed_kind::<Guardrail>(
-        &ctx,
-        &mut passes,
-        Some(config_refs::watch_secrets::<Guardrail>),
-    );
+    let guardrails =
+        listed_kind::<Guardrail>(&ctx, &mut passes, Some(config_refs::guardrail_inputs));
     let deployments = KindSetup::<Deployment> {
         with_secrets: true,
         extra: None,

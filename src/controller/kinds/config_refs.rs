@@ -492,6 +492,56 @@ pub fn watch_guardrails(
     })
 }
 
+/// Requeues the Guardrails a Config names (by resource, or by slug or id in its document)
+/// whenever that Config changes or goes, so a Guardrail whose deletion waits for its Configs
+/// goes as soon as the last one lets go.
+pub fn watch_referrers(
+    controller: Controller<Guardrail>,
+    ctx: &Context,
+    namespace: Option<&str>,
+    guardrails: Store<Guardrail>,
+) -> Controller<Guardrail> {
+    let probe = ctx.health.register(crate::controller::stream_name(
+        "Config(Guardrail users)",
+        namespace,
+    ));
+    let configs = crate::controller::scoped::<Config>(&ctx.kube, namespace);
+    let stream = watcher(configs, watcher::Config::default())
+        .inspect(move |item| probe.observe(item))
+        .touched_objects();
+    controller.watches_stream(stream, move |config: Config| {
+        let namespace = config.namespace();
+        guardrails
+            .state()
+            .into_iter()
+            .filter(|g| g.namespace() == namespace)
+            .filter(|g| {
+                let status = g.status.as_ref();
+                let keys: Vec<&str> = [
+                    status.and_then(|s| s.slug.as_deref()),
+                    status.and_then(|s| s.id.as_deref()),
+                ]
+                .into_iter()
+                .flatten()
+                .collect();
+                config.names_guardrail(&g.name_any(), &keys)
+            })
+            .map(|g| ObjectRef::from_obj(g.as_ref()))
+            .collect::<Vec<_>>()
+    })
+}
+
+/// The Guardrail's own triggers: the Secrets it reads and the Configs that name it.
+pub fn guardrail_inputs(
+    controller: Controller<Guardrail>,
+    ctx: &Context,
+    namespace: Option<&str>,
+    guardrails: Store<Guardrail>,
+) -> Controller<Guardrail> {
+    let controller = watch_secrets(controller, ctx, namespace, guardrails.clone());
+    watch_referrers(controller, ctx, namespace, guardrails)
+}
+
 /// The Config's own triggers: the Secrets and the Guardrails it names.
 pub fn watch_inputs(
     controller: Controller<Config>,
