@@ -330,9 +330,40 @@ async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Res
         Err(error) if error.records_nothing() => Err(error),
         Err(error) => {
             let message = cx.scrub(&error.to_string());
+            record_waiting_deletion(&cx, &error, &message).await;
             publish(ctx, object, EventType::Warning, error.category(), &message).await;
             Err(error)
         }
+    }
+}
+
+/// Records why a deletion waits (a referencing Config, an unknown create outcome, an API
+/// error) in the object's conditions, as a reconcile records a failure: `Stalled` with the
+/// reason for what only something else can change, `Reconciling` for what passes. Written only
+/// when it changes what the status says; a failed write is left to the next attempt.
+async fn record_waiting_deletion<K: Managed>(cx: &Cx<'_, K>, error: &Error, message: &str) {
+    let Some(before) = cx.object.status().cloned() else {
+        return;
+    };
+    let mut status = before.clone();
+    let outcome = if error.is_transient() {
+        Outcome::Progressing {
+            reason: error.category().into(),
+            message: message.into(),
+        }
+    } else {
+        Outcome::Stalled {
+            reason: error.category().into(),
+            message: message.into(),
+        }
+    };
+    record_outcome(
+        status.conditions_mut(),
+        &outcome,
+        cx.object.meta().generation,
+    );
+    if status.without_timestamps() != before.without_timestamps() {
+        let _ = cx.save_status(&status).await;
     }
 }
 
