@@ -334,7 +334,7 @@ async fn run_kind<K: Managed>(
             }
         }
     };
-    let (store, objects) = watched(scoped::<K>(&ctx.kube, ns), probe, index);
+    let (store, objects) = watched(K::api(&ctx.kube, ns), probe, index);
     let _ = stream.set(K::stores(&ctx.stores).register(store.clone()));
     let mut controller = Controller::for_stream(objects, store.clone())
         .with_config(ControllerConfig::default().concurrency(concurrency))

@@ -6,7 +6,6 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::time::Duration;
 
-use k8s_openapi::NamespaceResourceScope;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
@@ -98,7 +97,7 @@ pub fn observed<T>(
 pub trait Managed:
     crate::controller::claims::Claims
     + Governed
-    + Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Resource<DynamicType = ()>
     + Clone
     + Debug
     + Serialize
@@ -110,6 +109,14 @@ pub trait Managed:
     type Status: IntentStatus + Recorded;
     /// Kind name, for logs, metrics and messages.
     const KIND: &'static str;
+    /// True for a cluster-scoped kind: one controller whatever `--namespace` says, no namespace
+    /// grants (Kubernetes RBAC decides who may create one), Secrets from the Connection Secret
+    /// namespace.
+    const CLUSTER_SCOPED: bool = false;
+
+    /// The API of this kind's objects in `namespace` (all namespaces for `None`; a
+    /// cluster-scoped kind ignores it).
+    fn api(client: &kube::Client, namespace: Option<&str>) -> Api<Self>;
     /// Server-side apply field manager for this kind's status.
     const MANAGER: &'static str;
 
@@ -159,6 +166,16 @@ pub trait Managed:
         async { true }
     }
 }
+
+/// [`Managed::api`] of a namespaced kind.
+macro_rules! namespaced_api {
+    () => {
+        fn api(client: &kube::Client, namespace: Option<&str>) -> kube::Api<Self> {
+            $crate::controller::scoped::<Self>(client, namespace)
+        }
+    };
+}
+pub(crate) use namespaced_api;
 
 /// What a kind's apply/cleanup may use: the gate to the management API for this object (the
 /// only way to its client), the Kubernetes client, and status writes guarded by the

@@ -45,7 +45,7 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
     let namespace = object.namespace().unwrap_or_default();
     let key = object_key(&*object);
     debug!(kind = K::KIND, object = %key, "reconcile");
-    let objects: Api<K> = Api::namespaced(ctx.kube.clone(), &namespace);
+    let objects: Api<K> = K::api(&ctx.kube, Some(namespace.as_str()));
     let started = std::time::Instant::now();
     let result = finalizer::finalizer(&objects, FINALIZER, object, |event| async {
         match event {

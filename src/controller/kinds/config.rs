@@ -30,6 +30,7 @@ common_status!(
 );
 
 impl Managed for Config {
+    crate::controller::driver::kind::namespaced_api!();
     type Status = ConfigStatus;
     const KIND: &'static str = "Config";
     const MANAGER: &'static str = "aigw/config";

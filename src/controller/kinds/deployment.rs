@@ -59,6 +59,7 @@ pub const DEPLOYMENT_ID_ANNOTATION: &str = "aigw.io/deployment-id";
 pub const CREDENTIALS_AVAILABLE: &str = "CredentialsAvailable";
 
 impl Managed for Deployment {
+    crate::controller::driver::kind::namespaced_api!();
     type Status = DeploymentStatus;
     const KIND: &'static str = "Deployment";
     const MANAGER: &'static str = MANAGER;

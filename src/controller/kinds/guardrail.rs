@@ -50,6 +50,7 @@ fn plane(client: &Client) -> GuardrailsOn<'_> {
 }
 
 impl Managed for Guardrail {
+    crate::controller::driver::kind::namespaced_api!();
     type Status = GuardrailStatus;
     const KIND: &'static str = "Guardrail";
     const MANAGER: &'static str = "aigw/guardrail";

@@ -41,6 +41,7 @@ impl PolicyKind for RateLimitsPolicy {
 }
 
 impl Managed for RateLimitsPolicy {
+    crate::controller::driver::kind::namespaced_api!();
     type Status = RateLimitsPolicyStatus;
     const KIND: &'static str = "RateLimitsPolicy";
     const MANAGER: &'static str = "aigw/ratelimitspolicy";

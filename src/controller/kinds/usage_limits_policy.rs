@@ -80,6 +80,7 @@ impl PolicyKind for UsageLimitsPolicy {
 }
 
 impl Managed for UsageLimitsPolicy {
+    crate::controller::driver::kind::namespaced_api!();
     type Status = UsageLimitsPolicyStatus;
     const KIND: &'static str = "UsageLimitsPolicy";
     const MANAGER: &'static str = "aigw/usagelimitspolicy";
