@@ -109,13 +109,8 @@ pub trait Managed:
     type Status: IntentStatus + Recorded;
     /// Kind name, for logs, metrics and messages.
     const KIND: &'static str;
-    /// True for a cluster-scoped kind: one controller whatever `--namespace` says, no namespace
-    /// grants (Kubernetes RBAC decides who may create one), Secrets from the Connection Secret
-    /// namespace.
-    const CLUSTER_SCOPED: bool = false;
-
-    /// The API of this kind's objects in `namespace` (all namespaces for `None`; a
-    /// cluster-scoped kind ignores it).
+    /// The API of this kind's objects in `namespace` (all namespaces for `None`). The trait does
+    /// not tie a kind to namespaces: a cluster-scoped kind would answer `Api::all`.
     fn api(client: &kube::Client, namespace: Option<&str>) -> Api<Self>;
     /// Server-side apply field manager for this kind's status.
     const MANAGER: &'static str;
