@@ -280,12 +280,34 @@ pub struct AppliedVersion {
     pub revision: Option<String>,
 }
 
+impl AppliedVersion {
+    /// `version_id` applied now from the object described by `meta`: its generation and its
+    /// `aigw.io/revision` annotation.
+    pub fn now(meta: &kube::api::ObjectMeta, version_id: Option<String>, at: String) -> Self {
+        Self {
+            version_id,
+            generation: meta.generation,
+            applied_at: at,
+            revision: meta
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(super::common::REVISION_ANNOTATION))
+                .cloned(),
+        }
+    }
+}
+
+/// Records `applied` as the newest entry of `history`, dropping the oldest beyond
+/// [`HISTORY_LIMIT`].
+pub fn push_history(history: &mut Vec<AppliedVersion>, applied: AppliedVersion) {
+    history.insert(0, applied);
+    history.truncate(HISTORY_LIMIT);
+}
+
 impl ConfigStatus {
-    /// Records `applied` as the newest entry of `history`, dropping the oldest beyond
-    /// [`HISTORY_LIMIT`].
+    /// Records `applied` as the newest entry of `history`.
     pub fn record_applied(&mut self, applied: AppliedVersion) {
-        self.history.insert(0, applied);
-        self.history.truncate(HISTORY_LIMIT);
+        push_history(&mut self.history, applied);
     }
 }
 

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::common::{ConnectionRef, CreateAttempt, ManagementPolicy, Recorded, conditions_schema};
-use super::config::{AppliedVersion, ConfigSecretRef, HISTORY_LIMIT};
+use super::config::{AppliedVersion, ConfigSecretRef};
 use super::config_document::SecretDocument;
 use crate::api;
 
@@ -236,8 +236,7 @@ pub struct GuardrailStatus {
 impl GuardrailStatus {
     /// Records `applied` as the newest entry of `history`.
     pub fn record_applied(&mut self, applied: AppliedVersion) {
-        self.history.insert(0, applied);
-        self.history.truncate(HISTORY_LIMIT);
+        super::config::push_history(&mut self.history, applied);
     }
 }
 

@@ -16,7 +16,6 @@ use crate::controller::gate::Op;
 use crate::controller::status::common_status;
 use crate::controller::{now_rfc3339, spec_already_applied};
 use crate::resources::common::CreateAttempt;
-use crate::resources::common::REVISION_ANNOTATION;
 use crate::resources::config::{AppliedVersion, Config, ConfigDeletionPolicy, ConfigStatus};
 
 common_status!(
@@ -195,17 +194,8 @@ impl Listed for Config {
 fn record_applied(config: &Config, status: &mut ConfigStatus) {
     let applied_at = now_rfc3339();
     status.last_applied_at = Some(applied_at.clone());
-    status.record_applied(AppliedVersion {
-        version_id: status.version_id.clone(),
-        generation: config.metadata.generation,
-        applied_at,
-        revision: config
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(REVISION_ANNOTATION))
-            .cloned(),
-    });
+    let applied = AppliedVersion::now(&config.metadata, status.version_id.clone(), applied_at);
+    status.record_applied(applied);
 }
 
 /// GETs the remote config this object manages, if any, and records what it reports. A config

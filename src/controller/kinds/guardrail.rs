@@ -22,7 +22,7 @@ use crate::controller::error::Error;
 use crate::controller::gate::Op;
 use crate::controller::status::common_status;
 use crate::controller::{now_rfc3339, spec_already_applied};
-use crate::resources::common::{CreateAttempt, REVISION_ANNOTATION};
+use crate::resources::common::CreateAttempt;
 use crate::resources::config::{AppliedVersion, ConfigSecretRef};
 use crate::resources::guardrail::{Guardrail, GuardrailStatus};
 
@@ -281,17 +281,8 @@ async fn absent_from_list(
 fn record_applied(guardrail: &Guardrail, status: &mut GuardrailStatus) {
     let applied_at = now_rfc3339();
     status.last_applied_at = Some(applied_at.clone());
-    status.record_applied(AppliedVersion {
-        version_id: status.version_id.clone(),
-        generation: guardrail.metadata.generation,
-        applied_at,
-        revision: guardrail
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(REVISION_ANNOTATION))
-            .cloned(),
-    });
+    let applied = AppliedVersion::now(&guardrail.metadata, status.version_id.clone(), applied_at);
+    status.record_applied(applied);
 }
 
 /// GETs the guardrail this object adopts or recorded, and records what it reports. Gone means
