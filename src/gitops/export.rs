@@ -530,6 +530,34 @@ mod tests {
     }
 
     #[test]
+    fn values_aigw_substitutes_from_secrets_are_never_exported_whatever_their_key() {
+        let remote: api::ConfigDetail = serde_json::from_value(serde_json::json!({
+            "id": "id-1", "slug": "pc-1", "name": "r", "status": "active",
+            "config": r#"{"before_request_hooks": [{"id": "hunter2-hook"}], "targets": [{"provider": "openai"}]}"#
+        }))
+        .unwrap();
+        let live: ConfigSecretRef = serde_json::from_value(serde_json::json!({
+            "path": "/before_request_hooks/0/id", "secretKeyRef": {"name": "db", "key": "password"}
+        }))
+        .unwrap();
+        let options = ExportOptions {
+            live_secret_refs: HashMap::from([("pc-1".to_string(), vec![live.clone()])]),
+            ..Default::default()
+        };
+        let mut builder = Builder::new(&options);
+        builder.config(&remote).unwrap();
+        let file = &builder.export.files[0];
+        assert!(!file.content.contains("hunter2-hook"), "{}", file.content);
+        let exported: Config = serde_yaml::from_str(&file.content).unwrap();
+        assert_eq!(exported.spec.secret_refs, vec![live]);
+        // Without the live references, only secret-looking keys are held back.
+        let defaults = ExportOptions::default();
+        let mut blind = Builder::new(&defaults);
+        blind.config(&remote).unwrap();
+        assert!(blind.export.files[0].content.contains("hunter2-hook"));
+    }
+
+    #[test]
     fn display_names_become_kubernetes_names() {
         assert_eq!(
             kubernetes_name("Prod Routing (EU) v2").as_deref(),
