@@ -848,3 +848,70 @@ async fn connection_refused_is_safe_to_retry() {
         ApiError::RetriesExhausted { attempts: 2, .. }
     ));
 }
+
+#[tokio::test]
+async fn usage_limits_through_the_cli_create_list_read_usage_and_reset() {
+    let env = Env::start().await;
+    let body = tempfile::NamedTempFile::new().expect("body file");
+    std::fs::write(
+        body.path(),
+        r#"{"name": "budget", "type": "cost", "credit_limit": 100,
+            "conditions": [{"key": "workspace_id", "value": "ws-1"}], "group_by": [{"key": "api_key"}]}"#,
+    )
+    .unwrap();
+    let run = |args: Vec<String>| {
+        let env = &env;
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let output = aigw_api(env, &args).await;
+            assert!(
+                output.status.success(),
+                "{args:?}: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            serde_json::from_slice::<Value>(&output.stdout).expect("aigw api prints JSON")
+        }
+    };
+    let path = body.path().display().to_string();
+    let created = run(vec![
+        "usage-limits".into(),
+        "create".into(),
+        "-f".into(),
+        path,
+    ])
+    .await;
+    let id = created["id"].as_str().expect("an id").to_string();
+    let listed = run(vec!["usage-limits".into(), "list".into()]).await;
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed}");
+
+    // Usage from gateway traffic, then one value reset through the CLI.
+    let http = reqwest::Client::new();
+    let usage = format!(
+        "{}/_emulator/usage-limits/{id}/usage",
+        env.emulator.management_url()
+    );
+    let spent = http
+        .post(&usage)
+        .json(&json!({"value_key": "key-a", "usage": 12.5}))
+        .send()
+        .await
+        .unwrap();
+    assert!(spent.status().is_success());
+    let entities = run(vec!["usage-limits".into(), "entities".into(), id.clone()]).await;
+    assert_eq!(entities[0]["value_key"], "key-a", "{entities}");
+    let entity = entities[0]["id"].as_str().unwrap().to_string();
+    run(vec![
+        "usage-limits".into(),
+        "reset".into(),
+        id.clone(),
+        entity,
+    ])
+    .await;
+    let read = run(vec!["usage-limits".into(), "get".into(), id.clone()]).await;
+    assert_eq!(
+        read["value_key_usage_map"]["key-a"]["current_usage"].as_f64(),
+        Some(0.0),
+        "{read}"
+    );
+    run(vec!["usage-limits".into(), "delete".into(), id]).await;
+}

@@ -15,9 +15,9 @@ use serde::de::DeserializeOwned;
 
 use aigw::api::{
     Client, ClientConfig, CreateConfigRequest, CreateDeploymentRequest,
-    CreateRateLimitsPolicyRequest, DeploymentListQuery, Includable, RateLimitsListQuery,
-    SecretString, StaticToken, UpdateConfigRequest, UpdateDeploymentRequest,
-    UpdateRateLimitsPolicyRequest,
+    CreateRateLimitsPolicyRequest, CreateUsageLimitsPolicyRequest, DeploymentListQuery, Includable,
+    RateLimitsListQuery, SecretString, StaticToken, UpdateConfigRequest, UpdateDeploymentRequest,
+    UpdateRateLimitsPolicyRequest, UpdateUsageLimitsPolicyRequest, UsageLimitsListQuery,
 };
 
 #[derive(Args)]
@@ -68,6 +68,9 @@ enum ApiCommand {
     /// Rate limits policies.
     #[command(subcommand)]
     RateLimits(RateLimitsCommand),
+    /// Usage-limits policies (budgets) and the usage they counted.
+    #[command(subcommand)]
+    UsageLimits(UsageLimitsCommand),
 }
 
 /// `-f FILE` (or `-f -` for stdin): a JSON request body.
@@ -183,6 +186,31 @@ enum RateLimitsCommand {
     Delete { id: String },
 }
 
+#[derive(Subcommand)]
+enum UsageLimitsCommand {
+    /// List every active policy (all pages).
+    List {
+        #[arg(long)]
+        workspace_id: Option<String>,
+    },
+    /// Retrieve a policy with its usage.
+    Get { id: String },
+    /// Create a policy.
+    Create(BodyArg),
+    /// Update a policy's name, limits, periodic reset or conditions (never resets usage).
+    Update {
+        id: String,
+        #[command(flatten)]
+        body: BodyArg,
+    },
+    /// Archive a policy.
+    Delete { id: String },
+    /// List the values of the grouping key that have usage (all pages).
+    Entities { id: String },
+    /// Reset one value's usage to zero.
+    Reset { id: String, entity_id: String },
+}
+
 pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
     crate::cli::init_tracing();
     let client = connect(&args.connection)?;
@@ -204,6 +232,7 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
             current_page,
         }) => print(&client.guardrails().list(page_size, current_page).await?),
         ApiCommand::RateLimits(cmd) => rate_limits(&client, cmd).await,
+        ApiCommand::UsageLimits(cmd) => usage_limits(&client, cmd).await,
     }
 }
 
@@ -312,6 +341,38 @@ async fn rate_limits(client: &Client, cmd: RateLimitsCommand) -> anyhow::Result<
         }
         RateLimitsCommand::Delete { id } => {
             api.delete(&id).await?;
+            print_empty()
+        }
+    }
+}
+
+async fn usage_limits(client: &Client, cmd: UsageLimitsCommand) -> anyhow::Result<()> {
+    let api = client.usage_limits();
+    match cmd {
+        UsageLimitsCommand::List { workspace_id } => {
+            let query = UsageLimitsListQuery {
+                workspace_id,
+                ..Default::default()
+            };
+            print(&api.list(&query).await?)
+        }
+        UsageLimitsCommand::Get { id } => print(&api.get(&id).await?),
+        UsageLimitsCommand::Create(body) => {
+            let req: CreateUsageLimitsPolicyRequest = read_body(&body.file)?;
+            print(&api.create(&req).await?)
+        }
+        UsageLimitsCommand::Update { id, body } => {
+            let req: UpdateUsageLimitsPolicyRequest = read_body(&body.file)?;
+            api.update(&id, &req).await?;
+            print_empty()
+        }
+        UsageLimitsCommand::Delete { id } => {
+            api.delete(&id).await?;
+            print_empty()
+        }
+        UsageLimitsCommand::Entities { id } => print(&api.entities(&id).await?.items),
+        UsageLimitsCommand::Reset { id, entity_id } => {
+            api.reset_entity(&id, &entity_id).await?;
             print_empty()
         }
     }
