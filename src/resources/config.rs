@@ -280,12 +280,27 @@ pub struct AppliedVersion {
     pub revision: Option<String>,
 }
 
-impl AppliedVersion {
-    /// `version_id` applied now from the object described by `meta`: its generation and its
-    /// `aigw.io/revision` annotation.
-    pub fn now(meta: &kube::api::ObjectMeta, version_id: Option<String>, at: String) -> Self {
-        Self {
-            version_id,
+/// A status that keeps the versions aigw applied (`versionId`, `lastAppliedAt`, `history`):
+/// Config and Guardrail.
+pub trait AppliedHistory {
+    fn version_id(&self) -> Option<String>;
+    fn last_applied_at_mut(&mut self) -> &mut Option<String>;
+    fn history_mut(&mut self) -> &mut Vec<AppliedVersion>;
+
+    /// Records `applied` as the newest entry of `history`, dropping the oldest beyond
+    /// [`HISTORY_LIMIT`].
+    fn record_applied(&mut self, applied: AppliedVersion) {
+        let history = self.history_mut();
+        history.insert(0, applied);
+        history.truncate(HISTORY_LIMIT);
+    }
+
+    /// Notes the version just written (`versionId`) as applied at `at` by the object `meta`
+    /// describes, with its generation and its `aigw.io/revision` annotation.
+    fn record_applied_now(&mut self, meta: &kube::api::ObjectMeta, at: String) {
+        *self.last_applied_at_mut() = Some(at.clone());
+        let applied = AppliedVersion {
+            version_id: self.version_id(),
             generation: meta.generation,
             applied_at: at,
             revision: meta
@@ -293,23 +308,30 @@ impl AppliedVersion {
                 .as_ref()
                 .and_then(|a| a.get(super::common::REVISION_ANNOTATION))
                 .cloned(),
+        };
+        self.record_applied(applied);
+    }
+}
+
+/// [`AppliedHistory`] for a status with `version_id`, `last_applied_at` and `history` fields.
+macro_rules! applied_history {
+    ($status:ty) => {
+        impl $crate::resources::config::AppliedHistory for $status {
+            fn version_id(&self) -> Option<String> {
+                self.version_id.clone()
+            }
+            fn last_applied_at_mut(&mut self) -> &mut Option<String> {
+                &mut self.last_applied_at
+            }
+            fn history_mut(&mut self) -> &mut Vec<$crate::resources::config::AppliedVersion> {
+                &mut self.history
+            }
         }
-    }
+    };
 }
+pub(crate) use applied_history;
 
-/// Records `applied` as the newest entry of `history`, dropping the oldest beyond
-/// [`HISTORY_LIMIT`].
-pub fn push_history(history: &mut Vec<AppliedVersion>, applied: AppliedVersion) {
-    history.insert(0, applied);
-    history.truncate(HISTORY_LIMIT);
-}
-
-impl ConfigStatus {
-    /// Records `applied` as the newest entry of `history`.
-    pub fn record_applied(&mut self, applied: AppliedVersion) {
-        push_history(&mut self.history, applied);
-    }
-}
+applied_history!(ConfigStatus);
 
 impl ConfigSpec {
     /// The `connectionRef` name, `default` when absent.

@@ -233,12 +233,7 @@ pub struct GuardrailStatus {
     pub create_attempt: Option<CreateAttempt>,
 }
 
-impl GuardrailStatus {
-    /// Records `applied` as the newest entry of `history`.
-    pub fn record_applied(&mut self, applied: AppliedVersion) {
-        super::config::push_history(&mut self.history, applied);
-    }
-}
+super::config::applied_history!(GuardrailStatus);
 
 impl GuardrailCheck {
     fn to_api(&self) -> Value {
@@ -344,6 +339,19 @@ pub fn remote_document(remote: &api::GuardrailDetails) -> Value {
         }
     }
     json!({"checks": checks, "actions": actions})
+}
+
+impl Guardrail {
+    /// True when `config` names this guardrail: by resource (`spec.resourceRefs`), or by the
+    /// slug or id it recorded, written in the config's document.
+    pub fn named_by(&self, config: &super::Config) -> bool {
+        let keys = self
+            .status
+            .as_ref()
+            .map(Recorded::remote_keys)
+            .unwrap_or_default();
+        config.names_guardrail(self.metadata.name.as_deref().unwrap_or_default(), &keys)
+    }
 }
 
 impl GuardrailSpec {

@@ -16,7 +16,7 @@ use crate::controller::gate::Op;
 use crate::controller::status::common_status;
 use crate::controller::{now_rfc3339, spec_already_applied};
 use crate::resources::common::CreateAttempt;
-use crate::resources::config::{AppliedVersion, Config, ConfigDeletionPolicy, ConfigStatus};
+use crate::resources::config::{AppliedHistory, Config, ConfigDeletionPolicy, ConfigStatus};
 
 common_status!(
     ConfigStatus,
@@ -113,7 +113,7 @@ async fn apply_resolved(
         .map_err(|e| Error::api(format!("update config {}", remote.slug), e))?;
     status.secret_hash = desired.secret_hash;
     status.version_id = updated.version_id.or(remote.version_id);
-    record_applied(config, status);
+    status.record_applied_now(&config.metadata, now_rfc3339());
     let fields = differences.join(", ");
     // A changed Secret value is an update asked for, not an edit made outside aigw.
     let outside = differences.iter().any(|field| *field != "secretRefs");
@@ -187,15 +187,6 @@ impl Listed for Config {
             complete: listing.complete,
         })
     }
-}
-
-/// Notes the version just written (`status.versionId`) as applied now, and adds it to
-/// `status.history` with the generation and the `aigw.io/revision` that produced it.
-fn record_applied(config: &Config, status: &mut ConfigStatus) {
-    let applied_at = now_rfc3339();
-    status.last_applied_at = Some(applied_at.clone());
-    let applied = AppliedVersion::now(&config.metadata, status.version_id.clone(), applied_at);
-    status.record_applied(applied);
 }
 
 /// GETs the remote config this object manages, if any, and records what it reports. A config
@@ -281,7 +272,7 @@ async fn create(
             status.id = Some(created.id.clone());
             status.slug = created.slug.clone();
             status.version_id = created.version_id.clone();
-            record_applied(config, status);
+            status.record_applied_now(&config.metadata, now_rfc3339());
             status.secret_hash = desired.secret_hash.clone();
             if created.slug.is_none() {
                 // Gateways reference configs by slug: an answer without one is completed by a

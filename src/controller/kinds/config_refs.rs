@@ -515,17 +515,7 @@ pub fn watch_referrers(
             .state()
             .into_iter()
             .filter(|g| g.namespace() == namespace)
-            .filter(|g| {
-                let status = g.status.as_ref();
-                let keys: Vec<&str> = [
-                    status.and_then(|s| s.slug.as_deref()),
-                    status.and_then(|s| s.id.as_deref()),
-                ]
-                .into_iter()
-                .flatten()
-                .collect();
-                config.names_guardrail(&g.name_any(), &keys)
-            })
+            .filter(|g| g.named_by(&config))
             .map(|g| ObjectRef::from_obj(g.as_ref()))
             .collect::<Vec<_>>()
     })

@@ -7,8 +7,6 @@
 //! also be a refusal: such an answer counts as "gone" only when a complete listing of the
 //! workspace's guardrails shows no guardrail with that id or slug.
 
-use kube::ResourceExt;
-
 use crate::api::{
     ApiError, Client, GuardrailDetails, GuardrailPlane, GuardrailSummary, GuardrailsOn, Listing,
 };
@@ -23,7 +21,7 @@ use crate::controller::gate::Op;
 use crate::controller::status::common_status;
 use crate::controller::{now_rfc3339, spec_already_applied};
 use crate::resources::common::CreateAttempt;
-use crate::resources::config::{AppliedVersion, ConfigSecretRef};
+use crate::resources::config::{AppliedHistory, ConfigSecretRef};
 use crate::resources::guardrail::{Guardrail, GuardrailStatus};
 
 /// Condition reason while a Config of the namespace still names the guardrail being deleted.
@@ -98,7 +96,7 @@ impl Managed for Guardrail {
             .map_err(|e| Error::api(format!("update guardrail {key}"), e))?;
         status.secret_hash = desired.secret_hash;
         status.version_id = updated.version_id.or(remote.version_id);
-        record_applied(self, status);
+        status.record_applied_now(&self.metadata, now_rfc3339());
         let fields = differences.join(", ");
         let outside = differences.iter().any(|field| *field != "secretRefs");
         let drift = outside
@@ -163,7 +161,7 @@ impl Managed for Guardrail {
             }
             (None, None) => return Ok(Vec::new()),
         };
-        let users = referencing_configs(self, cx, &status);
+        let users = referencing_configs(self, cx);
         if !users.is_empty() {
             return Err(Error::not_allowed(
                 STILL_REFERENCED,
@@ -207,17 +205,9 @@ impl Listed for Guardrail {
     }
 }
 
-/// The names of the Configs of the guardrail's namespace whose document names its slug or id
-/// (from the watch cache: no apiserver read).
-fn referencing_configs(
-    guardrail: &Guardrail,
-    cx: &Cx<'_, Guardrail>,
-    status: &GuardrailStatus,
-) -> Vec<String> {
-    let keys: Vec<&str> = [status.slug.as_deref(), status.id.as_deref()]
-        .into_iter()
-        .flatten()
-        .collect();
+/// The names of the Configs of the guardrail's namespace that name it (from the watch cache:
+/// no apiserver read).
+fn referencing_configs(guardrail: &Guardrail, cx: &Cx<'_, Guardrail>) -> Vec<String> {
     let namespace = guardrail.metadata.namespace.as_deref();
     let mut users: Vec<String> = cx
         .ctx
@@ -227,7 +217,7 @@ fn referencing_configs(
         .iter()
         .filter(|c| c.metadata.namespace.as_deref() == namespace)
         .filter(|c| c.metadata.deletion_timestamp.is_none())
-        .filter(|c| c.names_guardrail(&guardrail.name_any(), &keys))
+        .filter(|c| guardrail.named_by(c))
         .map(|c| c.metadata.name.clone().unwrap_or_default())
         .collect();
     users.sort();
@@ -275,14 +265,6 @@ async fn absent_from_list(
             .items
             .iter()
             .any(|g| keys.contains(&g.id.as_str()) || keys.contains(&g.slug.as_str()))
-}
-
-/// Notes the version just written as applied now, with the generation and revision.
-fn record_applied(guardrail: &Guardrail, status: &mut GuardrailStatus) {
-    let applied_at = now_rfc3339();
-    status.last_applied_at = Some(applied_at.clone());
-    let applied = AppliedVersion::now(&guardrail.metadata, status.version_id.clone(), applied_at);
-    status.record_applied(applied);
 }
 
 /// GETs the guardrail this object adopts or recorded, and records what it reports. Gone means
@@ -378,7 +360,7 @@ async fn create(
             status.slug = Some(created.slug.clone()).filter(|s| !s.is_empty());
             status.version_id = created.version_id.clone();
             status.secret_hash = desired.secret_hash.clone();
-            record_applied(guardrail, status);
+            status.record_applied_now(&guardrail.metadata, now_rfc3339());
             let name = status.slug.clone().unwrap_or(created.id);
             Change::new("Created", format!("created guardrail {name}"))
         }

@@ -13,7 +13,7 @@ use crate::controller::driver::{Change, Cx, Managed, object_key, observed, orpha
 use crate::controller::error::Error;
 use crate::controller::gate::Op;
 use crate::controller::spec_already_applied;
-use crate::controller::status::IntentStatus;
+use crate::controller::status::{CommonStatus, IntentStatus};
 use crate::resources::common::CreateAttempt;
 pub use crate::resources::policy::{Facts, Policy};
 
@@ -61,36 +61,22 @@ pub async fn apply<P: PolicyKind>(
         .await
         .map_err(|e| Error::api(format!("update {} {id}", P::WHAT), e))?;
     let fields = differences.join(", ");
-    let (generation, observed, conditions) = applied_generation(policy);
-    Ok(vec![
-        if spec_already_applied(generation, observed, conditions) {
-            Change::new(
-                "DriftCorrected",
-                format!(
-                    "{} {id} was changed outside aigw ({fields}); restored it",
-                    P::WHAT
-                ),
-            )
-        } else {
-            Change::new("Updated", format!("updated {} {id} ({fields})", P::WHAT))
-        },
-    ])
-}
-
-fn applied_generation<P: PolicyKind>(
-    policy: &P,
-) -> (
-    Option<i64>,
-    Option<i64>,
-    &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
-) {
-    use crate::controller::status::CommonStatus;
-    let status = policy.status();
-    (
+    let applied = spec_already_applied(
         policy.meta().generation,
-        status.and_then(CommonStatus::observed_generation),
-        status.map_or(&[], CommonStatus::conditions),
-    )
+        status.observed_generation(),
+        status.conditions(),
+    );
+    Ok(vec![if applied {
+        Change::new(
+            "DriftCorrected",
+            format!(
+                "{} {id} was changed outside aigw ({fields}); restored it",
+                P::WHAT
+            ),
+        )
+    } else {
+        Change::new("Updated", format!("updated {} {id} ({fields})", P::WHAT))
+    }])
 }
 
 /// Read-only: the spec fields that differ from the remote policy (none when there is none).
