@@ -605,6 +605,7 @@ impl Operator {
             .arg("--token-file")
             .arg(token_file)
             .args(["--namespace", ns])
+            .args(["--cluster-selector", &format!("aigw-test/env={ns}")])
             .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
             .arg("--leader-elect=false")
             .args(extra)

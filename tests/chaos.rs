@@ -227,6 +227,10 @@ impl Replicas {
             .arg("--token-file")
             .arg(&self.token_file)
             .args(["--namespace", &self.namespace])
+            .args([
+                "--cluster-selector",
+                &format!("aigw-test/env={}", self.namespace),
+            ])
             .args(["--leader-election-namespace", &self.namespace])
             .args(["--metrics-addr", &metrics.to_string()])
             .args(["--drift-interval", "10s", "--concurrency", "8"])

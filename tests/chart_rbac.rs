@@ -491,6 +491,12 @@ fn optional_flags(release_namespace: &str) -> Vec<String> {
     if help.contains("--connection-secret-namespace") {
         flags.push(format!("--connection-secret-namespace={release_namespace}"));
     }
+    // Other tests' cluster-scoped objects are not this operator's.
+    if help.contains("--cluster-selector") {
+        flags.push(format!(
+            "--cluster-selector=aigw-test/env={release_namespace}"
+        ));
+    }
     eprintln!("optional operator flags in this build: {flags:?}");
     flags
 }

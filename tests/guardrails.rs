@@ -1,14 +1,17 @@
-//! Guardrail on a real kube-apiserver against the emulator over HTTP: a Secret-backed check
-//! parameter reaches the API and nothing else, steady state writes nothing, a Secret change is
-//! one PUT, a remote edit is corrected, and a guardrail a Config names waits for that Config.
+//! Guardrail and ClusterGuardrail on a real kube-apiserver against the emulator over HTTP: a
+//! Secret-backed check parameter reaches the API and nothing else, steady state writes nothing,
+//! a Secret change is one PUT, a remote edit is corrected, a guardrail a Config names waits for
+//! that Config, an organisation guardrail is made on the admin plane, and Kubernetes RBAC alone
+//! keeps a namespaced user from making one.
 
 mod support;
 
 use std::time::Duration;
 
-use aigw::resources::{Config, Guardrail};
+use aigw::resources::{ClusterGuardrail, Config, Guardrail};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Patch, PatchParams, PostParams};
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{Harness, captured_logs};
@@ -268,4 +271,175 @@ async fn a_config_naming_a_guardrail_resource_waits_for_it_then_applies_with_one
     };
     assert_eq!(document["input_guardrails"], json!([slug]));
     h.stop().await;
+}
+
+/// The emulator's guardrail `slug` as the admin plane reads it.
+async fn org_guardrail(h: &Harness, slug: &str) -> Option<Value> {
+    let listed = h
+        .call(Method::GET, "/ai_gw/admin/v2/guardrails", None)
+        .await;
+    listed["data"]
+        .as_array()?
+        .iter()
+        .find(|g| g["slug"] == slug)
+        .cloned()
+}
+
+#[tokio::test]
+async fn a_cluster_guardrail_lives_on_the_admin_plane_and_waits_for_configs_of_any_namespace() {
+    let h = Harness::start_with("cgr-life", Duration::from_secs(1)).await;
+    // The harness's operator reads Connection Secrets (and so a ClusterGuardrail's) in the test
+    // namespace.
+    put_secret(&h, SECRET_VALUE).await;
+    let mut spec = guardrail_spec("org-pii");
+    spec.as_object_mut().unwrap().remove("workspaceId");
+    let cluster = Api::<ClusterGuardrail>::all(h.env.client.clone());
+    let name = h.cluster_name("org-pii");
+    cluster
+        .create(
+            &PostParams::default(),
+            &h.cluster_object("ClusterGuardrail", "org-pii", spec),
+        )
+        .await
+        .unwrap();
+    let ready = support::wait_until(WAIT, || async {
+        let g = cluster.get_opt(&name).await.ok()??;
+        g.ready().then_some(g)
+    })
+    .await
+    .unwrap_or_else(|| panic!("ClusterGuardrail {name} never became Ready"));
+    let slug = ready.status.unwrap().slug.expect("a slug");
+    assert_eq!(h.count("POST /ai_gw/admin/v2/guardrails").await, 1);
+    assert_eq!(h.count("POST /ai_gw/v2/guardrails").await, 0);
+    let listed = org_guardrail(&h, &slug)
+        .await
+        .expect("an organisation guardrail");
+    assert!(listed["workspace_id"].is_null(), "{listed}");
+    let stored = remote(&h, &slug).await.unwrap();
+    assert_eq!(
+        stored["checks"][1]["parameters"]["api_key"], SECRET_VALUE,
+        "the Secret's value reached the API"
+    );
+
+    h.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(h.remote_writes().await, 0, "no write at steady state");
+
+    // A Config of the test namespace names it by resource.
+    let config = json!({"name": "uses-org", "config": {"targets": [{"provider": "@openai"}]},
+        "resourceRefs": [{"path": "/input_guardrails/0", "kind": "ClusterGuardrail", "name": name}]});
+    h.env
+        .api::<Config>()
+        .create(
+            &PostParams::default(),
+            &object("Config", "uses-org", config),
+        )
+        .await
+        .unwrap();
+    let config_slug = h
+        .env
+        .wait_for::<Config>("uses-org", WAIT, |c| c.ready())
+        .await
+        .status
+        .unwrap()
+        .slug
+        .unwrap();
+    let document = h
+        .call(
+            Method::GET,
+            &format!("/ai_gw/v2/configs/{config_slug}"),
+            None,
+        )
+        .await;
+    let document: Value = serde_json::from_str(document["config"].as_str().unwrap()).unwrap();
+    assert_eq!(document["input_guardrails"][0], slug, "{document}");
+
+    // Deleting it waits for that Config, naming it with its namespace.
+    cluster.delete(&name, &Default::default()).await.unwrap();
+    let waiting = support::wait_until(WAIT, || async {
+        let g = cluster.get_opt(&name).await.ok()??;
+        g.stalled_with("StillReferenced").then_some(g)
+    })
+    .await
+    .expect("the deletion waits for the Config");
+    let (_, _, message) = waiting.condition("Stalled").unwrap();
+    assert!(
+        message.contains(&format!("{}/uses-org", h.env.namespace)),
+        "{message}"
+    );
+    assert!(
+        org_guardrail(&h, &slug).await.is_some(),
+        "not deleted while named"
+    );
+
+    h.env.delete_and_wait::<Config>("uses-org", WAIT).await;
+    let gone = support::wait_until(Duration::from_secs(60), || async {
+        cluster.get_opt(&name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "the ClusterGuardrail went once no Config named it"
+    );
+    assert!(org_guardrail(&h, &slug).await.is_none(), "deleted remotely");
+    assert_eq!(
+        h.count("DELETE /ai_gw/admin/v2/guardrails/{guardrailId}")
+            .await,
+        1
+    );
+
+    let events = h.env.events_text().await;
+    let logs = captured_logs();
+    assert!(!events.contains(SECRET_VALUE), "a Secret value in an event");
+    assert!(!logs.contains(SECRET_VALUE), "a Secret value in the logs");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_namespaced_user_cannot_create_a_cluster_guardrail() {
+    let env = support::TestEnv::new("cgr-rbac").await;
+    let user = format!("{}-dev", env.namespace);
+    // Everything aigw serves in the namespace: the RBAC a team gets for its own namespace.
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": "aigw-editor"},
+        "rules": [{"apiGroups": ["aigw.io"], "resources": ["*"], "verbs": ["*"]}]
+    }))
+    .unwrap();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "aigw-editor"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "aigw-editor"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
+    }))
+    .unwrap();
+    env.api::<Role>()
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    env.api::<RoleBinding>()
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let as_user = support::impersonating(&user).await;
+
+    let mut spec = guardrail_spec("team-pii");
+    spec["secretRefs"] = json!([]);
+    Api::<Guardrail>::namespaced(as_user.clone(), &env.namespace)
+        .create(
+            &PostParams::default(),
+            &object("Guardrail", "team-pii", spec.clone()),
+        )
+        .await
+        .expect("the team may create a Guardrail in its namespace");
+    spec.as_object_mut().unwrap().remove("workspaceId");
+    let refused = Api::<ClusterGuardrail>::all(as_user)
+        .create(
+            &PostParams::default(),
+            &object("ClusterGuardrail", &format!("{}-org", env.namespace), spec),
+        )
+        .await;
+    match refused {
+        Err(kube::Error::Api(status)) => assert_eq!(status.code, 403, "{status:?}"),
+        other => panic!("a namespaced user created a ClusterGuardrail: {other:?}"),
+    }
+    env.cleanup().await;
 }

@@ -42,6 +42,10 @@ impl Operator {
             .arg("--token-file")
             .arg(&token_file)
             .args(["--namespace", &env.namespace])
+            .args([
+                "--cluster-selector",
+                &format!("aigw-test/env={}", env.namespace),
+            ])
             .args(["--metrics-addr", &metrics.to_string()])
             .args(["--leader-election-namespace", &env.namespace])
             .env("KUBECONFIG", kubeconfig_path())

@@ -30,6 +30,11 @@ pub struct OperatorArgs {
         value_delimiter = ','
     )]
     namespaces: Vec<String>,
+    /// Label selector of the cluster-scoped objects (ClusterGuardrails) to reconcile, e.g.
+    /// `aigw.io/environment=prod`. Cluster-scoped kinds are reconciled whatever `--namespace`
+    /// says; this lets several operators share a cluster, each taking its own. Default: all.
+    #[arg(long, env = "AIGW_CLUSTER_SELECTOR", value_name = "SELECTOR")]
+    cluster_selector: Option<String>,
     /// Reconciles running at once, per kind.
     #[arg(long, env = "AIGW_CONCURRENCY", default_value_t = 4, value_name = "N")]
     concurrency: u16,
@@ -140,6 +145,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         drift_interval: args.drift_interval,
         full_read_interval: args.full_read_interval,
         drift_qps_share: args.drift_qps_share,
+        cluster_selector: args.cluster_selector.clone(),
     };
     let grants = match &args.grants_file {
         Some(path) => {

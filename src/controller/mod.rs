@@ -39,7 +39,9 @@ pub use health::Health;
 pub use leader::Leadership;
 pub use metrics::Metrics;
 
-use crate::resources::{Config, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy};
+use crate::resources::{
+    ClusterGuardrail, Config, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy,
+};
 
 /// Shared state of every controller.
 pub struct Context {
@@ -64,9 +66,10 @@ pub struct Context {
     pub drift: Arc<drift::Drift>,
     /// Limits the Kubernetes Events a mass rollout publishes.
     pub events: events::EventBudget,
-    /// How many watch caches each namespaced kind has (one per watched namespace, or one for
-    /// all): ownership is decided only once every one of them has listed.
-    pub watched_stores: usize,
+    /// The namespaces the namespaced kinds are watched in (`None`: all of them).
+    pub watched_namespaces: Vec<Option<String>>,
+    /// The label selector of the cluster-scoped objects this operator reconciles (`None`: all).
+    pub cluster_selector: Option<String>,
 }
 
 /// How the operator runs.
@@ -82,6 +85,9 @@ pub struct Settings {
     pub full_read_interval: Duration,
     /// Share (0–1] of a Connection's QPS that drift reads may use.
     pub drift_qps_share: f64,
+    /// Label selector of the cluster-scoped objects to reconcile (`None`: all of them), so that
+    /// operators sharing a cluster (one per environment) each take their own.
+    pub cluster_selector: Option<String>,
 }
 
 impl Default for Settings {
@@ -92,6 +98,18 @@ impl Default for Settings {
             drift_interval: driver::DEFAULT_DRIFT_INTERVAL,
             full_read_interval: drift::DEFAULT_FULL_READ_INTERVAL,
             drift_qps_share: drift::DEFAULT_QPS_SHARE,
+            cluster_selector: None,
+        }
+    }
+}
+
+impl Settings {
+    /// The namespaces to watch, `[None]` for all.
+    pub fn watched_namespaces(&self) -> Vec<Option<String>> {
+        if self.namespaces.is_empty() {
+            vec![None]
+        } else {
+            self.namespaces.iter().cloned().map(Some).collect()
         }
     }
 }
@@ -126,7 +144,26 @@ impl Context {
                 qps_share: settings.drift_qps_share.clamp(0.01, 1.0),
             })),
             events: Default::default(),
-            watched_stores: settings.namespaces.len().max(1),
+            watched_namespaces: settings.watched_namespaces(),
+            cluster_selector: settings.cluster_selector.clone(),
+        }
+    }
+
+    /// What a watch of kind `K` lists: everything of a namespaced kind (in its namespace); the
+    /// cluster-scoped objects `--cluster-selector` selects.
+    pub fn watch_config<K: Managed>(&self) -> watcher::Config {
+        match (&self.cluster_selector, K::NAMESPACED) {
+            (Some(selector), false) => watcher::Config::default().labels(selector),
+            _ => watcher::Config::default(),
+        }
+    }
+
+    /// How many watch caches kind `K` has (one per watched namespace, or one for all; one for
+    /// a cluster-scoped kind): ownership is decided only once every one of them has listed.
+    pub fn stores_of<K: Managed>(&self) -> usize {
+        match K::NAMESPACED {
+            true => self.watched_namespaces.len(),
+            false => 1,
         }
     }
 
@@ -148,6 +185,7 @@ pub async fn check_crds_installed(kube: &kube::Client) -> Result<(), String> {
         ("ratelimitspolicies", RateLimitsPolicy::version(&())),
         ("usagelimitspolicies", UsageLimitsPolicy::version(&())),
         ("guardrails", Guardrail::version(&())),
+        ("clusterguardrails", ClusterGuardrail::version(&())),
         ("connections", crate::resources::Connection::version(&())),
     ] {
         let name = format!("{plural}.aigw.io");
@@ -207,6 +245,7 @@ impl<K> Watchable for K where
 /// `on_event` sees every watch event before the store does (the claim index).
 fn watched<K: Watchable>(
     api: Api<K>,
+    config: watcher::Config,
     probe: health::WatchProbe,
     on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
 ) -> (
@@ -218,7 +257,7 @@ fn watched<K: Watchable>(
     // "any" semantic ignores the page size) put every object in one response, which at 10,000
     // objects was the largest allocation of the process. managedFields and kubectl's copy of
     // the last applied manifest are most of a cached object and aigw never reads them.
-    let objects = watcher(api, watcher::Config::default())
+    let objects = watcher(api, config)
         .modify(|object| {
             let meta = object.meta_mut();
             meta.managed_fields = None;
@@ -334,7 +373,7 @@ async fn run_kind<K: Managed>(
             }
         }
     };
-    let (store, objects) = watched(K::api(&ctx.kube, ns), probe, index);
+    let (store, objects) = watched(K::api(&ctx.kube, ns), ctx.watch_config::<K>(), probe, index);
     let _ = stream.set(K::stores(&ctx.stores).register(store.clone()));
     let mut controller = Controller::for_stream(objects, store.clone())
         .with_config(ControllerConfig::default().concurrency(concurrency))
@@ -404,6 +443,7 @@ async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
     let probe = ctx.health.register(stream_name("Connection", None));
     let (store, connections) = watched(
         Api::<crate::resources::Connection>::all(ctx.kube.clone()),
+        watcher::Config::default(),
         probe,
         |_| {},
     );
@@ -436,11 +476,7 @@ async fn follow_leadership(ctx: Arc<Context>) {
 /// Runs every controller until the process receives a termination signal or the returned
 /// future is dropped.
 pub async fn run(ctx: Arc<Context>, settings: Settings) {
-    let namespaces: Vec<Option<String>> = if settings.namespaces.is_empty() {
-        vec![None]
-    } else {
-        settings.namespaces.iter().cloned().map(Some).collect()
-    };
+    let namespaces = settings.watched_namespaces();
     info!(namespaces = ?settings.namespaces, concurrency = settings.concurrency, drift_interval = ?settings.drift_interval, "starting controllers");
     let mut tasks = Vec::new();
     let mut passes = Vec::new();
@@ -449,8 +485,16 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
     let configs = listed_kind::<Config>(&ctx, &mut passes, Some(config_refs::watch_inputs));
     let policies = listed_kind::<RateLimitsPolicy>(&ctx, &mut passes, None);
     let usage_limits = listed_kind::<UsageLimitsPolicy>(&ctx, &mut passes, None);
-    let guardrails =
-        listed_kind::<Guardrail>(&ctx, &mut passes, Some(config_refs::guardrail_inputs));
+    let guardrails = listed_kind::<Guardrail>(
+        &ctx,
+        &mut passes,
+        Some(guardrail::watch_inputs::<Guardrail>),
+    );
+    let cluster_guardrails = listed_kind::<ClusterGuardrail>(
+        &ctx,
+        &mut passes,
+        Some(guardrail::watch_inputs::<ClusterGuardrail>),
+    );
     let deployments = KindSetup::<Deployment> {
         with_secrets: true,
         extra: None,
@@ -464,6 +508,9 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
         tasks.push(spawn_kind(&ctx, &namespace, concurrency, &usage_limits));
         tasks.push(spawn_kind(&ctx, &namespace, concurrency, &guardrails));
     }
+    // Cluster-scoped kinds: one controller, whatever `--namespace` says.
+    let concurrency = settings.concurrency;
+    tasks.push(spawn_kind(&ctx, &None, concurrency, &cluster_guardrails));
     tasks.push(tokio::spawn(run_connections(
         ctx.clone(),
         settings.concurrency,

@@ -18,8 +18,11 @@ use super::mask::{secret_paths, secret_pointers};
 use super::project;
 use crate::api::{self, Client, DeploymentListQuery};
 use crate::resources::config::ConfigSecretRef;
+use crate::resources::guardrail::GuardrailKind;
 use crate::resources::policy::Policy;
-use crate::resources::{Config, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy};
+use crate::resources::{
+    ClusterGuardrail, Config, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy,
+};
 
 /// What to export and where the manifests go.
 #[derive(Debug, Clone, Default)]
@@ -35,8 +38,8 @@ pub struct ExportOptions {
     pub live_secret_refs: HashMap<String, Vec<ConfigSecretRef>>,
 }
 
-/// The `spec.secretRefs` of every Config and Guardrail of the cluster, by the remote slug and
-/// id each records, for [`ExportOptions::live_secret_refs`].
+/// The `spec.secretRefs` of every Config, Guardrail and ClusterGuardrail of the cluster, by the
+/// remote slug and id each records, for [`ExportOptions::live_secret_refs`].
 pub async fn live_secret_refs(
     kube: &kube::Client,
 ) -> Result<HashMap<String, Vec<ConfigSecretRef>>, GitopsError> {
@@ -61,16 +64,29 @@ pub async fn live_secret_refs(
             refs.insert(key, config.spec.secret_refs.clone());
         }
     }
-    let guardrails = kube::Api::<Guardrail>::all(kube.clone())
+    guardrail_secret_refs(kube::Api::<Guardrail>::all(kube.clone()), &mut refs).await?;
+    guardrail_secret_refs(kube::Api::<ClusterGuardrail>::all(kube.clone()), &mut refs).await?;
+    Ok(refs)
+}
+
+/// The `spec.secretRefs` of every resource `api` lists, by the slug and id each records.
+async fn guardrail_secret_refs<G>(
+    api: kube::Api<G>,
+    refs: &mut HashMap<String, Vec<ConfigSecretRef>>,
+) -> Result<(), GitopsError>
+where
+    G: GuardrailKind + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let guardrails = api
         .list(&Default::default())
         .await
-        .map_err(|e| GitopsError::kube("failed to list Guardrails", e))?;
-    for guardrail in guardrails
-        .items
-        .iter()
-        .filter(|g| !g.spec.secret_refs.is_empty())
-    {
-        let status = guardrail.status.as_ref();
+        .map_err(|e| GitopsError::kube("failed to list guardrail resources", e))?;
+    for guardrail in &guardrails.items {
+        let secret_refs = &guardrail.definition().secret_refs;
+        let status = guardrail.guardrail_status();
+        if secret_refs.is_empty() {
+            continue;
+        }
         for key in [
             status.and_then(|s| s.slug.clone()),
             status.and_then(|s| s.id.clone()),
@@ -78,10 +94,10 @@ pub async fn live_secret_refs(
         .into_iter()
         .flatten()
         {
-            refs.insert(key, guardrail.spec.secret_refs.clone());
+            refs.insert(key, secret_refs.clone());
         }
     }
-    Ok(refs)
+    Ok(())
 }
 
 /// Takes the values at the live resource's `secretRefs` paths out of `document` and returns
@@ -166,24 +182,38 @@ pub async fn export(api: &Client, options: &ExportOptions) -> Result<Export, Git
         })?;
         out.deployment(&remote)?;
     }
-    let guardrails = api
-        .guardrails_on(api::GuardrailPlane::Workspace)
-        .listing(options.workspace_id.as_deref())
-        .await
-        .map_err(|e| GitopsError::api("failed to list guardrails", e))?;
-    for summary in guardrails.items.iter().filter(|g| g.workspace_id.is_some()) {
-        let remote = api
-            .guardrails_on(api::GuardrailPlane::Workspace)
-            .get(&summary.slug)
-            .await
-            .map_err(|e| {
-                GitopsError::api(format!("failed to read guardrail {}", summary.slug), e)
-            })?;
-        out.guardrail(&remote)?;
-    }
+    export_guardrails::<Guardrail>(api, options.workspace_id.as_deref(), &mut out).await?;
+    // Organisation guardrails belong to no workspace: always exported.
+    export_guardrails::<ClusterGuardrail>(api, None, &mut out).await?;
     export_policies::<RateLimitsPolicy>(api, options, &mut out).await?;
     export_policies::<UsageLimitsPolicy>(api, options, &mut out).await?;
     out.finish()
+}
+
+/// Every guardrail of `G`'s plane (of `workspace`, if given) that is `G`'s: a workspace
+/// guardrail has a workspace, an organisation guardrail has none.
+async fn export_guardrails<G: GuardrailKind + Serialize>(
+    api: &Client,
+    workspace: Option<&str>,
+    out: &mut Builder<'_>,
+) -> Result<(), GitopsError> {
+    let plane = api.guardrails_on(G::PLANE);
+    let guardrails = plane
+        .listing(workspace)
+        .await
+        .map_err(|e| GitopsError::api("failed to list guardrails", e))?;
+    let organisation = !G::REFERENCED_AS.namespaced();
+    for summary in guardrails
+        .items
+        .iter()
+        .filter(|g| g.workspace_id.is_none() == organisation)
+    {
+        let remote = plane.get(&summary.slug).await.map_err(|e| {
+            GitopsError::api(format!("failed to read guardrail {}", summary.slug), e)
+        })?;
+        out.guardrail::<G>(&remote)?;
+    }
+    Ok(())
 }
 
 /// Every active policy of kind `P` (archived ones are gone for aigw), all pages.
@@ -328,17 +358,25 @@ impl<'o> Builder<'o> {
         )
     }
 
-    /// A workspace guardrail as it is. One whose check parameters hold credentials (masked on
-    /// read, so never known here) is left out: its manifest needs `secretRefs` by hand.
-    fn guardrail(&mut self, remote: &api::GuardrailDetails) -> Result<(), GitopsError> {
+    /// A guardrail as it is, as a resource of kind `G`. One whose check parameters hold
+    /// credentials (masked on read, so never known here) is left out: its manifest needs
+    /// `secretRefs` by hand.
+    fn guardrail<G: GuardrailKind + Serialize>(
+        &mut self,
+        remote: &api::GuardrailDetails,
+    ) -> Result<(), GitopsError> {
         let mut document = crate::resources::guardrail::remote_document(remote);
         let live = self.options.live_secret_refs.get(&remote.slug);
         let secret_refs = take_live_secrets(&mut document, live);
         if !self.free_of_secrets(format!("guardrail {}", remote.slug), Some(&document), "") {
             return Ok(());
         }
-        let metadata = self.meta("Guardrail", &remote.name, &remote.slug);
-        let mut spec = project::guardrail_spec(remote);
+        let kind = G::REFERENCED_AS.kind();
+        let mut metadata = self.meta(kind, &remote.name, &remote.slug);
+        if !G::REFERENCED_AS.namespaced() {
+            metadata.namespace = None;
+        }
+        let mut spec = project::guardrail_definition(remote);
         for reference in &secret_refs {
             // The spec's checks hold the same parameters as the document, under the same index.
             if let Some(rest) = reference.path.strip_prefix("/checks/")
@@ -352,13 +390,10 @@ impl<'o> Builder<'o> {
             }
         }
         spec.secret_refs = secret_refs;
-        let object = Guardrail {
-            metadata,
-            spec,
-            status: None,
-        };
+        let object = G::from_definition(metadata, spec, remote.workspace_id.clone());
         let header = format!("# Adopts guardrail {} as it is.\n", remote.slug);
-        self.push("Guardrail", "guardrail", &object.metadata, &object, header)
+        let prefix = kind.to_ascii_lowercase();
+        self.push(kind, &prefix, object.meta(), &object, header)
     }
 
     fn policy<P: Policy>(&mut self, remote: &P::Remote) -> Result<(), GitopsError> {

@@ -18,9 +18,11 @@ use super::mask::{masked, masked_against};
 use super::project;
 use super::validate::{Manifest, Object};
 use crate::api::{self, ApiError, Client};
+use crate::resources::config::ReferencedKind;
 use crate::resources::config_document::MarkedDocument;
+use crate::resources::guardrail::GuardrailKind;
 use crate::resources::policy::Policy;
-use crate::resources::{Config, Deployment, Guardrail};
+use crate::resources::{ClusterGuardrail, Config, Deployment, Guardrail};
 
 /// Version of the `--output json` document; bumped only on incompatible changes.
 pub const FORMAT_VERSION: u32 = 1;
@@ -224,7 +226,20 @@ pub async fn plan(
             Object::Deployment(o) => plan_deployment(api, live, o).await?,
             Object::RateLimitsPolicy(o) => plan_policy(api, live, o.as_ref()).await?,
             Object::UsageLimitsPolicy(o) => plan_policy(api, live, o.as_ref()).await?,
-            Object::Guardrail(o) => plan_guardrail(api, live, o).await?,
+            Object::Guardrail(o) => {
+                let managed = match live {
+                    Some(live) => live_object(live, o.as_ref()).await?,
+                    None => None,
+                };
+                plan_guardrail(api, o.as_ref(), managed).await?
+            }
+            Object::ClusterGuardrail(o) => {
+                let managed = match live {
+                    Some(live) => live_cluster_object(live, o.as_ref()).await?,
+                    None => None,
+                };
+                plan_guardrail(api, o.as_ref(), managed).await?
+            }
             Object::Connection(_) => continue,
         };
         entries.push(Entry {
@@ -264,7 +279,13 @@ where
         Some(live) => live_object(live, object).await?.and_then(|o| status_id(&o)),
         None => None,
     };
-    Ok(match (spec_id, managed) {
+    Ok(pair(spec_id, managed))
+}
+
+/// The counterpart named by the spec (`spec_id`), else the one the live resource recorded
+/// (`managed`).
+fn pair(spec_id: Option<&String>, managed: Option<String>) -> Option<Counterpart> {
+    match (spec_id, managed) {
         (Some(id), managed) => Some(Counterpart {
             key: id.clone(),
             adopting: managed.as_ref() != Some(id),
@@ -276,7 +297,22 @@ where
             from_spec: false,
         }),
         (None, None) => None,
-    })
+    }
+}
+
+/// The live copy of a cluster-scoped resource.
+async fn live_cluster_object<K>(live: &Live, object: &K) -> Result<Option<K>, GitopsError>
+where
+    K: Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let name = object.meta().name.clone().unwrap_or_default();
+    kube::Api::<K>::all(live.client.clone())
+        .get_opt(&name)
+        .await
+        .map_err(|e| GitopsError::kube(format!("failed to read {name}"), e))
 }
 
 async fn live_object<K>(live: &Live, object: &K) -> Result<Option<K>, GitopsError>
@@ -375,13 +411,27 @@ async fn with_resources(
                     .namespace
                     .clone()
                     .unwrap_or_else(|| live.default_namespace.clone());
-                kube::Api::<Guardrail>::namespaced(live.client.clone(), &namespace)
-                    .get_opt(&reference.name)
-                    .await
-                    .map_err(|e| {
-                        GitopsError::kube(format!("failed to read Guardrail {}", reference.name), e)
-                    })?
-                    .and_then(|g| g.status.and_then(|s| s.slug))
+                let read = match reference.kind {
+                    ReferencedKind::Guardrail => {
+                        kube::Api::<Guardrail>::namespaced(live.client.clone(), &namespace)
+                            .get_opt(&reference.name)
+                            .await
+                            .map(|g| g.and_then(|g| g.status))
+                    }
+                    ReferencedKind::ClusterGuardrail => {
+                        kube::Api::<ClusterGuardrail>::all(live.client.clone())
+                            .get_opt(&reference.name)
+                            .await
+                            .map(|g| g.and_then(|g| g.status))
+                    }
+                };
+                read.map_err(|e| {
+                    GitopsError::kube(
+                        format!("failed to read {:?} {}", reference.kind, reference.name),
+                        e,
+                    )
+                })?
+                .and_then(|s| s.slug)
             }
             None => None,
         };
@@ -552,16 +602,17 @@ async fn plan_deployment(
     Ok(compared(&counterpart, changes))
 }
 
-/// A Guardrail: its counterpart is `spec.slug`, else the live `status.slug`. Secret parameters
-/// show where their value comes from, never a value.
-async fn plan_guardrail(
+/// A Guardrail or ClusterGuardrail: its counterpart is `spec.slug`, else the live
+/// `status.slug` (of `managed`, the live resource). Secret parameters show where their value
+/// comes from, never a value.
+async fn plan_guardrail<G: GuardrailKind>(
     api: &Client,
-    live: Option<&Live>,
-    guardrail: &Guardrail,
+    guardrail: &G,
+    managed: Option<G>,
 ) -> Result<Entry, GitopsError> {
-    let spec = &guardrail.spec;
-    let mut desired = to_json(spec);
-    let invalid = match MarkedDocument::new(spec) {
+    let definition = guardrail.definition();
+    let mut desired = to_json(guardrail.spec());
+    let invalid = match MarkedDocument::new(definition) {
         Ok(marked) => {
             desired["checks"] = marked.document()["checks"].clone();
             None
@@ -571,27 +622,28 @@ async fn plan_guardrail(
         )),
     };
     let creation = || create_changes(&desired, &["slug", "secretRefs"]);
-    let Some(counterpart) = counterpart(live, guardrail, spec.slug.as_ref(), |g: &Guardrail| {
-        g.status.as_ref().and_then(|s| s.slug.clone())
-    })
-    .await?
-    else {
+    let recorded = managed
+        .as_ref()
+        .and_then(|g| g.guardrail_status()?.slug.clone());
+    let Some(counterpart) = pair(definition.slug.as_ref(), recorded) else {
         return Ok(match invalid {
             Some(reason) => entry(Action::Conflict, None, creation(), Some(reason)),
             None => entry(Action::Create, None, creation(), None),
         });
     };
     let what = format!("guardrail {}", counterpart.key);
-    let read = api
-        .guardrails_on(api::GuardrailPlane::Workspace)
-        .get(&counterpart.key)
-        .await;
+    let read = api.guardrails_on(G::PLANE).get(&counterpart.key).await;
     let Some(remote) = found(&what, read)? else {
         return Ok(missing(&counterpart, "guardrail", "spec.slug", creation()));
     };
-    let mut current = to_json(&project::guardrail_spec(&remote));
+    let projected = G::from_definition(
+        Default::default(),
+        project::guardrail_definition(&remote),
+        remote.workspace_id.clone(),
+    );
+    let mut current = to_json(projected.spec());
     current["checks"] = crate::resources::guardrail::remote_document(&remote)["checks"].clone();
-    for reference in &spec.secret_refs {
+    for reference in &definition.secret_refs {
         if let Some(value) = current.pointer_mut(&reference.path) {
             *value = Value::String(format!(
                 "(secret {}/{})",
@@ -599,9 +651,9 @@ async fn plan_guardrail(
             ));
         }
     }
-    let conflicts = spec.immutable_conflicts(&remote);
+    let conflicts = definition.immutable_conflicts(&remote, guardrail.workspace_id());
     let mut fields = conflicts.clone();
-    fields.extend(spec.diff(&remote));
+    fields.extend(definition.diff(&remote));
     let changes = field_changes(&fields, &current, &desired);
     Ok(match (invalid, conflicts.is_empty()) {
         (Some(reason), _) => entry(
@@ -615,7 +667,7 @@ async fn plan_guardrail(
             Some(counterpart.key),
             changes,
             Some(format!(
-                "the remote guardrail has a different {} and the API cannot change it; create a new Guardrail instead",
+                "the remote guardrail has a different {} and the API cannot change it; create a new resource instead",
                 conflicts.join(", ")
             )),
         ),

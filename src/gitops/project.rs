@@ -8,7 +8,7 @@ use crate::resources::deployment::{
     AuthSettings, DeploymentDeletionPolicy, DeploymentSpec, SecretRef,
 };
 use crate::resources::guardrail::{
-    Feedback, GuardrailActions, GuardrailCheck, GuardrailDeletionPolicy, GuardrailSpec,
+    Feedback, GuardrailActions, GuardrailCheck, GuardrailDefinition, GuardrailDeletionPolicy,
 };
 use crate::resources::policy::same_enum;
 
@@ -75,9 +75,10 @@ pub fn deployment_spec(remote: &api::Deployment, secret_name: &str) -> Deploymen
     }
 }
 
-/// A spec that adopts `remote` (by slug) and matches it: the checks and actions as read, with
-/// 0/1 flags as booleans. Masked parameters stay masked: `export` leaves such a guardrail out.
-pub fn guardrail_spec(remote: &api::GuardrailDetails) -> GuardrailSpec {
+/// What a guardrail resource says to adopt `remote` (by slug) and match it: the checks and
+/// actions as read, with 0/1 flags as booleans (its workspace is `remote.workspace_id`). Masked
+/// parameters stay masked: `export` leaves such a guardrail out.
+pub fn guardrail_definition(remote: &api::GuardrailDetails) -> GuardrailDefinition {
     let document = crate::resources::guardrail::remote_document(remote);
     let checks = document["checks"]
         .as_array()
@@ -99,10 +100,9 @@ pub fn guardrail_spec(remote: &api::GuardrailDetails) -> GuardrailSpec {
             metadata: f["metadata"].as_object().cloned().unwrap_or_default(),
         })
     };
-    GuardrailSpec {
+    GuardrailDefinition {
         slug: Some(remote.slug.clone()).filter(|s| !s.is_empty()),
         name: remote.name.clone(),
-        workspace_id: remote.workspace_id.clone(),
         target: remote.target.as_ref().and_then(same_enum),
         checks,
         actions: GuardrailActions {
@@ -148,9 +148,9 @@ mod tests {
             "version_id": "v1"
         }))
         .unwrap();
-        let spec = guardrail_spec(&remote);
+        let spec = guardrail_definition(&remote);
         assert!(spec.diff(&remote).is_empty(), "{:?}", spec.diff(&remote));
-        assert!(spec.immutable_conflicts(&remote).is_empty());
+        assert!(spec.immutable_conflicts(&remote, Some("ws-1")).is_empty());
         assert_eq!(spec.checks[0].is_enabled, Some(false));
     }
 

@@ -18,8 +18,10 @@ use super::schema::{SchemaChecker, Violation};
 use crate::api::{ApiError, Validate};
 use crate::resources::common::GROUP;
 use crate::resources::config_document::MarkedDocument;
+use crate::resources::guardrail::GuardrailKind;
 use crate::resources::{
-    Config, Connection, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy,
+    ClusterGuardrail, Config, Connection, Deployment, Guardrail, RateLimitsPolicy,
+    UsageLimitsPolicy,
 };
 
 /// One problem: where, which resource, which field, what.
@@ -59,6 +61,7 @@ pub enum Object {
     RateLimitsPolicy(Box<RateLimitsPolicy>),
     UsageLimitsPolicy(Box<UsageLimitsPolicy>),
     Guardrail(Box<Guardrail>),
+    ClusterGuardrail(Box<ClusterGuardrail>),
     Connection(Box<Connection>),
 }
 
@@ -70,6 +73,7 @@ impl Object {
             Object::RateLimitsPolicy(_) => "RateLimitsPolicy",
             Object::UsageLimitsPolicy(_) => "UsageLimitsPolicy",
             Object::Guardrail(_) => "Guardrail",
+            Object::ClusterGuardrail(_) => "ClusterGuardrail",
             Object::Connection(_) => "Connection",
         }
     }
@@ -81,6 +85,7 @@ impl Object {
             Object::RateLimitsPolicy(o) => &o.metadata,
             Object::UsageLimitsPolicy(o) => &o.metadata,
             Object::Guardrail(o) => &o.metadata,
+            Object::ClusterGuardrail(o) => &o.metadata,
             Object::Connection(o) => &o.metadata,
         }
     }
@@ -92,7 +97,7 @@ impl Object {
     /// The namespace the manifest names, if any (kubectl's `-n` or context decides otherwise).
     pub fn namespace(&self) -> Option<&str> {
         match self {
-            Object::Connection(_) => None,
+            Object::Connection(_) | Object::ClusterGuardrail(_) => None,
             _ => self.meta().namespace.as_deref(),
         }
     }
@@ -404,9 +409,30 @@ fn typed(kind: &str, value: &Value) -> Result<Object, String> {
         "RateLimitsPolicy" => Object::RateLimitsPolicy(parse(value)?),
         "UsageLimitsPolicy" => Object::UsageLimitsPolicy(parse(value)?),
         "Guardrail" => Object::Guardrail(parse(value)?),
+        "ClusterGuardrail" => Object::ClusterGuardrail(parse(value)?),
         "Connection" => Object::Connection(parse(value)?),
         other => return Err(format!("unknown kind {other:?}")),
     })
+}
+
+/// The create request of a guardrail kind, as the operator would check it.
+fn guardrail_request<G: GuardrailKind>(
+    guardrail: &G,
+    out: &mut Vec<Violation>,
+) -> Result<(), crate::api::ApiError> {
+    let definition = guardrail.definition();
+    match MarkedDocument::new(definition) {
+        Ok(marked) => definition
+            .create_request_with(marked.document(), guardrail.workspace_id())
+            .validate(),
+        Err(message) => {
+            out.push(Violation {
+                path: "spec.checks".into(),
+                message,
+            });
+            Ok(())
+        }
+    }
 }
 
 /// What the operator checks before it calls the API: errors that would otherwise only show up
@@ -451,16 +477,8 @@ fn operator_checks(object: &Object, out: &mut Vec<Violation>) {
         }
         Object::RateLimitsPolicy(o) => o.spec.create_request().validate(),
         Object::UsageLimitsPolicy(o) => o.spec.create_request().validate(),
-        Object::Guardrail(o) => match MarkedDocument::new(&o.spec) {
-            Ok(marked) => o.spec.create_request_with(marked.document()).validate(),
-            Err(message) => {
-                out.push(Violation {
-                    path: "spec.checks".into(),
-                    message,
-                });
-                Ok(())
-            }
-        },
+        Object::Guardrail(o) => guardrail_request(o.as_ref(), out),
+        Object::ClusterGuardrail(o) => guardrail_request(o.as_ref(), out),
         Object::Connection(_) => Ok(()),
     };
     if let Err(e) = request {
@@ -531,7 +549,7 @@ impl Seen {
             "Config" => "slug",
             "Deployment" => "deploymentId",
             "RateLimitsPolicy" | "UsageLimitsPolicy" => "policyId",
-            "Guardrail" => "slug",
+            "Guardrail" | "ClusterGuardrail" => "slug",
             _ => return found,
         };
         let Some(id) = value["spec"][field].as_str() else {

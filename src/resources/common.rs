@@ -60,22 +60,26 @@ pub trait Governed {
 /// The remote object a status has recorded (created or adopted earlier), if any.
 /// `Governed` for a kind whose spec has `managementPolicy`, a `deletionPolicy` with an `Orphan`
 /// variant, and the adopting field `$named` (e.g. `slug`, `policy_id`).
+/// `in $part` reads those fields from `spec.$part` (a part the spec flattens).
 macro_rules! governed {
     ($kind:ty, $orphan:path, $named:ident) => {
+        $crate::resources::common::governed!($kind, $orphan, $named, in spec);
+    };
+    ($kind:ty, $orphan:path, $named:ident, in $($part:ident).+) => {
         impl $crate::resources::common::Governed for $kind {
             fn management_policy(&self) -> $crate::resources::common::ManagementPolicy {
-                self.spec.management_policy
+                self.$($part).+.management_policy
             }
             fn orphaning(&self) -> Self {
                 let mut copy = self.clone();
-                copy.spec.deletion_policy = $orphan;
+                copy.$($part).+.deletion_policy = $orphan;
                 copy
             }
             fn orphans(&self) -> bool {
-                self.spec.deletion_policy == $orphan
+                self.$($part).+.deletion_policy == $orphan
             }
             fn named_remote(&self) -> Option<&str> {
-                self.spec.$named.as_deref()
+                self.$($part).+.$named.as_deref()
             }
         }
     };

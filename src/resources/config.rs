@@ -117,7 +117,8 @@ pub struct ConfigResourceRef {
     /// `/input_guardrails/0` or `/targets/0/output_guardrails/1`.
     #[schemars(regex(pattern = r"^(/[^/]*)+$"), length(max = 512))]
     pub path: String,
-    /// The kind of the resource: `Guardrail` (a Guardrail of this namespace).
+    /// The kind of the resource: `Guardrail` (a Guardrail of this namespace) or
+    /// `ClusterGuardrail` (an organisation guardrail).
     pub kind: ReferencedKind,
     /// The resource's `metadata.name`.
     #[schemars(length(min = 1, max = 253))]
@@ -129,6 +130,26 @@ pub struct ConfigResourceRef {
 pub enum ReferencedKind {
     /// A workspace guardrail of the Config's namespace.
     Guardrail,
+    /// An organisation guardrail (cluster-scoped).
+    ClusterGuardrail,
+}
+
+impl ReferencedKind {
+    /// The kind's name, as in `kind:`.
+    pub fn kind(self) -> &'static str {
+        match self {
+            ReferencedKind::Guardrail => "Guardrail",
+            ReferencedKind::ClusterGuardrail => "ClusterGuardrail",
+        }
+    }
+
+    /// False for a cluster-scoped kind.
+    pub fn namespaced(self) -> bool {
+        match self {
+            ReferencedKind::Guardrail => true,
+            ReferencedKind::ClusterGuardrail => false,
+        }
+    }
 }
 
 /// One value of the routing document taken from a Secret.
@@ -422,15 +443,15 @@ impl ConfigSpec {
 }
 
 impl Config {
-    /// True when the Config names the Guardrail resource `name` (`spec.resourceRefs`), or its
+    /// True when the Config names the resource `name` of `kind` (`spec.resourceRefs`), or its
     /// document names one of `keys` (its slug or id, written in it). A name a Secret supplies
     /// is not known here and does not count.
-    pub fn names_guardrail(&self, name: &str, keys: &[&str]) -> bool {
+    pub fn names_guardrail(&self, kind: ReferencedKind, name: &str, keys: &[&str]) -> bool {
         let by_resource = self
             .spec
             .resource_refs
             .iter()
-            .any(|r| r.kind == ReferencedKind::Guardrail && r.name == name);
+            .any(|r| r.kind == kind && r.name == name);
         by_resource
             || (!keys.is_empty()
                 && super::config_document::guardrail_references(&serde_json::Value::Object(

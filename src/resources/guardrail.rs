@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::common::{ConnectionRef, CreateAttempt, ManagementPolicy, Recorded, conditions_schema};
-use super::config::{AppliedVersion, ConfigSecretRef};
+use super::config::{AppliedVersion, ConfigSecretRef, ReferencedKind};
 use super::config_document::SecretDocument;
 use crate::api;
 
@@ -46,25 +46,73 @@ use crate::api;
 #[x_kube(validation = Rule::new("has(self.target) == has(oldSelf.target)").field_path(".target").reason(Reason::FieldValueForbidden).message("spec.target cannot be added or removed after creation: create a new Guardrail instead"))]
 #[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Guardrail to use another Connection"))]
 pub struct GuardrailSpec {
-    /// Slug (or UUID) of an existing guardrail to adopt. When absent, aigw creates one and
-    /// records its slug in `status.slug`. Only set at creation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("slug is immutable: create a new Guardrail to adopt another guardrail"))]
-    pub slug: Option<String>,
-
-    /// Display name of the guardrail.
-    #[schemars(length(min = 1, max = 255))]
-    pub name: String,
-
     /// UUID of the workspace the guardrail belongs to (the API requires one for a workspace
     /// guardrail). Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceId is immutable: create a new Guardrail to move it to another workspace"))]
     pub workspace_id: Option<String>,
 
+    /// Everything else, which `ClusterGuardrail` says the same way.
+    #[serde(flatten)]
+    pub definition: GuardrailDefinition,
+}
+
+/// An organisation guardrail (`/ai_gw/admin/v2/guardrails`), for every workspace: only those
+/// who may create cluster-scoped objects (cluster administrators, by Kubernetes RBAC) can make
+/// one. Like `Guardrail`, every change of `name`, `checks` or `actions` is one PUT; `target`
+/// is fixed at creation.
+// kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "aigw.io",
+    doc = "An organisation guardrail of the AI gateway (cluster-scoped), kept in line with the management API by aigw.",
+    version = "v1alpha1",
+    kind = "ClusterGuardrail",
+    plural = "clusterguardrails",
+    shortname = "aigwcgr",
+    category = "aigw",
+    status = "GuardrailStatus",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(name = "Slug", type_ = "string", json_path = ".status.slug"),
+    printcolumn(name = "VersionId", type_ = "string", json_path = ".status.versionId"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new ClusterGuardrail instead"))]
+#[x_kube(validation = Rule::new("has(self.target) == has(oldSelf.target)").field_path(".target").reason(Reason::FieldValueForbidden).message("spec.target cannot be added or removed after creation: create a new ClusterGuardrail instead"))]
+#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new ClusterGuardrail to use another Connection"))]
+pub struct ClusterGuardrailSpec {
+    /// The guardrail, said as a `Guardrail` says it (without a workspace).
+    #[serde(flatten)]
+    pub definition: GuardrailDefinition,
+}
+
+/// What a `Guardrail` and a `ClusterGuardrail` say of their guardrail.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct GuardrailDefinition {
+    /// Slug (or UUID) of an existing guardrail to adopt. When absent, aigw creates one and
+    /// records its slug in `status.slug`. Only set at creation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("slug is immutable: create a new resource to adopt another guardrail"))]
+    pub slug: Option<String>,
+
+    /// Display name of the guardrail.
+    #[schemars(length(min = 1, max = 255))]
+    pub name: String,
+
     /// What the guardrail checks: `llm` (model calls, the default) or `mcp_tools`. Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("target is immutable: create a new Guardrail to change it"))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("target is immutable: create a new resource to change it"))]
     pub target: Option<GuardrailTarget>,
 
     /// The checks, in order; at least one. Each update replaces them all.
@@ -75,17 +123,20 @@ pub struct GuardrailSpec {
     #[serde(default)]
     pub actions: GuardrailActions,
 
-    /// Check parameters taken from Secrets in this namespace, substituted when the guardrail is
-    /// sent and never shown anywhere else: each names a JSON Pointer into the guardrail's
-    /// document `{checks, actions}` (e.g. `/checks/0/parameters/api_key`) and a Secret key. A
-    /// change of a referenced Secret is applied with one PUT within seconds.
+    /// Check parameters taken from Secrets, substituted when the guardrail is sent and never
+    /// shown anywhere else: each names a JSON Pointer into the guardrail's document `{checks,
+    /// actions}` (e.g. `/checks/0/parameters/api_key`) and a Secret key. A `Guardrail` reads
+    /// the Secrets of its namespace; a `ClusterGuardrail` those of the namespace the operator
+    /// reads Connection Secrets from (`--connection-secret-namespace`, the chart's release
+    /// namespace). A change of a referenced Secret is applied with one PUT within seconds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
     pub secret_refs: Vec<ConfigSecretRef>,
 
     /// What happens to the remote guardrail when this resource is deleted: `Delete` (the
-    /// default) or `Orphan`. A guardrail that a Config of this namespace still names is not
-    /// deleted until that reference is gone.
+    /// default) or `Orphan`. A guardrail that a Config still names (a Config of the same
+    /// namespace; of any namespace for a `ClusterGuardrail`) is not deleted until that
+    /// reference is gone.
     #[serde(default)]
     pub deletion_policy: GuardrailDeletionPolicy,
 
@@ -275,7 +326,7 @@ impl GuardrailActions {
     }
 }
 
-impl SecretDocument for GuardrailSpec {
+impl SecretDocument for GuardrailDefinition {
     const FIELD: &'static str = "spec.checks";
 
     /// `{checks, actions}` as the API takes them.
@@ -341,20 +392,116 @@ pub fn remote_document(remote: &api::GuardrailDetails) -> Value {
     json!({"checks": checks, "actions": actions})
 }
 
-impl Guardrail {
-    /// True when `config` names this guardrail: by resource (`spec.resourceRefs`), or by the
-    /// slug or id it recorded, written in the config's document.
-    pub fn named_by(&self, config: &super::Config) -> bool {
+/// What the controller, the claims and the Config references need of either guardrail kind.
+pub trait GuardrailKind: kube::Resource<DynamicType = ()> + Sized {
+    /// The API plane its guardrails live on.
+    const PLANE: api::GuardrailPlane;
+    /// The kind a Config's `spec.resourceRefs` names it by.
+    const REFERENCED_AS: ReferencedKind;
+    type Spec: Serialize;
+    fn spec(&self) -> &Self::Spec;
+    fn definition(&self) -> &GuardrailDefinition;
+    /// The workspace it belongs to (`None` for an organisation guardrail).
+    fn workspace_id(&self) -> Option<&str>;
+    fn guardrail_status(&self) -> Option<&GuardrailStatus>;
+    /// A resource saying `definition`, in `workspace_id` where the kind has one.
+    fn from_definition(
+        metadata: kube::api::ObjectMeta,
+        definition: GuardrailDefinition,
+        workspace_id: Option<String>,
+    ) -> Self;
+
+    /// True when `config` names this guardrail: by resource (`spec.resourceRefs`, a
+    /// `Guardrail` only from its own namespace), or by the slug or id it recorded, written in
+    /// the config's document.
+    fn named_by(&self, config: &super::Config) -> bool {
         let keys = self
-            .status
-            .as_ref()
+            .guardrail_status()
             .map(Recorded::remote_keys)
             .unwrap_or_default();
-        config.names_guardrail(self.metadata.name.as_deref().unwrap_or_default(), &keys)
+        let reachable =
+            self.meta().namespace.is_none() || self.meta().namespace == config.metadata.namespace;
+        let name = self.meta().name.as_deref().unwrap_or_default();
+        reachable && config.names_guardrail(Self::REFERENCED_AS, name, &keys)
+    }
+}
+
+impl GuardrailKind for Guardrail {
+    const PLANE: api::GuardrailPlane = api::GuardrailPlane::Workspace;
+    const REFERENCED_AS: ReferencedKind = ReferencedKind::Guardrail;
+    type Spec = GuardrailSpec;
+    fn spec(&self) -> &GuardrailSpec {
+        &self.spec
+    }
+    fn from_definition(
+        metadata: kube::api::ObjectMeta,
+        definition: GuardrailDefinition,
+        workspace_id: Option<String>,
+    ) -> Self {
+        Guardrail {
+            metadata,
+            spec: GuardrailSpec {
+                workspace_id,
+                definition,
+            },
+            status: None,
+        }
+    }
+    fn definition(&self) -> &GuardrailDefinition {
+        &self.spec.definition
+    }
+    fn workspace_id(&self) -> Option<&str> {
+        self.spec.workspace_id.as_deref()
+    }
+    fn guardrail_status(&self) -> Option<&GuardrailStatus> {
+        self.status.as_ref()
+    }
+}
+
+impl GuardrailKind for ClusterGuardrail {
+    const PLANE: api::GuardrailPlane = api::GuardrailPlane::Organisation;
+    const REFERENCED_AS: ReferencedKind = ReferencedKind::ClusterGuardrail;
+    type Spec = ClusterGuardrailSpec;
+    fn spec(&self) -> &ClusterGuardrailSpec {
+        &self.spec
+    }
+    fn from_definition(
+        metadata: kube::api::ObjectMeta,
+        definition: GuardrailDefinition,
+        _workspace_id: Option<String>,
+    ) -> Self {
+        ClusterGuardrail {
+            metadata,
+            spec: ClusterGuardrailSpec { definition },
+            status: None,
+        }
+    }
+    fn definition(&self) -> &GuardrailDefinition {
+        &self.spec.definition
+    }
+    fn workspace_id(&self) -> Option<&str> {
+        None
+    }
+    fn guardrail_status(&self) -> Option<&GuardrailStatus> {
+        self.status.as_ref()
     }
 }
 
 impl GuardrailSpec {
+    /// The `connectionRef` name, `default` when absent.
+    pub fn connection_name(&self) -> &str {
+        self.definition.connection_name()
+    }
+}
+
+impl ClusterGuardrailSpec {
+    /// The `connectionRef` name, `default` when absent.
+    pub fn connection_name(&self) -> &str {
+        self.definition.connection_name()
+    }
+}
+
+impl GuardrailDefinition {
     /// The `connectionRef` name, `default` when absent.
     pub fn connection_name(&self) -> &str {
         self.connection_ref
@@ -367,11 +514,12 @@ impl GuardrailSpec {
     pub fn create_request_with(
         &self,
         document: &Map<String, Value>,
+        workspace_id: Option<&str>,
     ) -> api::CreateGuardrailRequest {
         api::CreateGuardrailRequest {
             name: self.name.clone(),
             target: self.target.map(|t| t.as_api().to_string()),
-            workspace_id: self.workspace_id.clone(),
+            workspace_id: workspace_id.map(str::to_string),
             checks: document
                 .get("checks")
                 .cloned()
@@ -423,15 +571,20 @@ impl GuardrailSpec {
     }
 
     /// Fixed fields where the remote guardrail differs; no PUT can fix these.
-    pub fn immutable_conflicts(&self, remote: &api::GuardrailDetails) -> Vec<&'static str> {
+    /// `workspace_id` is the resource's (`None` for an organisation guardrail).
+    pub fn immutable_conflicts(
+        &self,
+        remote: &api::GuardrailDetails,
+        workspace_id: Option<&str>,
+    ) -> Vec<&'static str> {
         let mut fields = Vec::new();
         let target = self.target.unwrap_or(GuardrailTarget::Llm).as_api();
         if remote.target.as_deref().unwrap_or("llm") != target {
             fields.push("target");
         }
-        if self.workspace_id.is_some()
+        if workspace_id.is_some()
             && remote.workspace_id.is_some()
-            && self.workspace_id != remote.workspace_id
+            && workspace_id != remote.workspace_id.as_deref()
         {
             fields.push("workspaceId");
         }
@@ -439,7 +592,18 @@ impl GuardrailSpec {
     }
 }
 
-super::common::governed!(Guardrail, GuardrailDeletionPolicy::Orphan, slug);
+super::common::governed!(
+    Guardrail,
+    GuardrailDeletionPolicy::Orphan,
+    slug,
+    in spec.definition
+);
+super::common::governed!(
+    ClusterGuardrail,
+    GuardrailDeletionPolicy::Orphan,
+    slug,
+    in spec.definition
+);
 
 impl Recorded for GuardrailStatus {
     fn recorded_remote(&self) -> Option<&str> {
@@ -484,8 +648,17 @@ mod tests {
             json!([{"is_enabled": 1, "parameters": {"max": 2.0, "rule": "\\d{3}", "api_key": "****"}, "id": "default.regexMatch"}]),
             json!({"on_fail": {"feedback": {"weight": 1, "value": -5.0, "metadata": {}}}, "async": 0, "deny": 1}),
         );
-        assert!(spec().diff(&read).is_empty(), "{:?}", spec().diff(&read));
-        assert!(spec().immutable_conflicts(&read).is_empty());
+        assert!(
+            spec().definition.diff(&read).is_empty(),
+            "{:?}",
+            spec().definition.diff(&read)
+        );
+        assert!(
+            spec()
+                .definition
+                .immutable_conflicts(&read, Some("ws-1"))
+                .is_empty()
+        );
     }
 
     #[test]
@@ -494,11 +667,32 @@ mod tests {
             json!([{"id": "default.regexMatch", "parameters": {"rule": "x", "max": 2, "api_key": "****"}}]),
             json!({"deny": false, "async": false}),
         );
-        assert_eq!(spec().diff(&read), vec!["checks", "actions"]);
+        assert_eq!(spec().definition.diff(&read), vec!["checks", "actions"]);
         let without_secret = remote(
             json!([{"id": "default.regexMatch", "parameters": {"rule": "\\d{3}", "max": 2}}]),
             json!({"deny": true, "async": false, "on_fail": {"feedback": {"value": -5, "weight": 1, "metadata": {}}}}),
         );
-        assert_eq!(spec().diff(&without_secret), vec!["checks"]);
+        assert_eq!(spec().definition.diff(&without_secret), vec!["checks"]);
+    }
+
+    #[test]
+    fn both_kinds_read_the_same_spec_and_only_a_guardrail_has_a_workspace() {
+        let cluster: ClusterGuardrailSpec =
+            serde_json::from_value(serde_json::to_value(spec().definition).unwrap()).unwrap();
+        assert_eq!(cluster.definition, spec().definition);
+        let written = serde_json::to_value(spec()).unwrap();
+        assert_eq!(written["workspaceId"], "ws-1");
+        assert_eq!(written["checks"][0]["id"], "default.regexMatch");
+        let read = remote(json!([]), json!({}));
+        assert_eq!(
+            spec().definition.immutable_conflicts(&read, Some("ws-2")),
+            vec!["workspaceId"]
+        );
+        assert!(
+            cluster
+                .definition
+                .immutable_conflicts(&read, None)
+                .is_empty()
+        );
     }
 }

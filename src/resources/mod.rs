@@ -13,7 +13,7 @@ pub mod usage_limits_policy;
 pub use config::Config;
 pub use connection::Connection;
 pub use deployment::Deployment;
-pub use guardrail::Guardrail;
+pub use guardrail::{ClusterGuardrail, Guardrail};
 pub use rate_limits_policy::RateLimitsPolicy;
 pub use usage_limits_policy::UsageLimitsPolicy;
 
@@ -23,6 +23,10 @@ use kube::CustomResourceExt;
 /// Every CRD aigw serves, with the file name it has under `crds/`.
 pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
     vec![
+        (
+            "clusterguardrail.yaml",
+            unwrap_descriptions(ClusterGuardrail::crd()),
+        ),
         ("config.yaml", unwrap_descriptions(Config::crd())),
         ("connection.yaml", unwrap_descriptions(Connection::crd())),
         ("deployment.yaml", unwrap_descriptions(Deployment::crd())),

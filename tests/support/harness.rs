@@ -149,6 +149,8 @@ impl Harness {
             namespaces,
             concurrency: 4,
             drift_interval,
+            // Each test's operator takes only the cluster-scoped objects labelled for it.
+            cluster_selector: Some(format!("{CLUSTER_LABEL}={}", env.namespace)),
             ..Default::default()
         };
         let ctx = new_context(&env, &emulator, &settings, grants.clone());
@@ -302,10 +304,68 @@ impl Harness {
     pub async fn stop(self) {
         self.operator.abort();
         let _ = self.operator.await;
+        purge_cluster::<aigw::resources::ClusterGuardrail>(&self.env).await;
         if let Some(other) = self.other {
             other.cleanup().await;
         }
         self.env.cleanup().await;
+    }
+}
+
+/// The label that selects a test's cluster-scoped objects for its operator (value: its namespace).
+pub const CLUSTER_LABEL: &str = "aigw-test/env";
+
+impl Harness {
+    /// `kind`/`name` as a cluster-scoped object of this test: its name prefixed with the test
+    /// namespace (cluster-wide names are shared by every test), labelled for this operator.
+    pub fn cluster_object<K: serde::de::DeserializeOwned>(
+        &self,
+        kind: &str,
+        name: &str,
+        spec: Value,
+    ) -> K {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "aigw.io/v1alpha1", "kind": kind,
+            "metadata": {"name": self.cluster_name(name),
+                         "labels": {CLUSTER_LABEL: self.env.namespace}},
+            "spec": spec
+        }))
+        .unwrap()
+    }
+
+    /// The cluster-wide name of this test's cluster-scoped object `name`.
+    pub fn cluster_name(&self, name: &str) -> String {
+        format!("{}-{name}", self.env.namespace)
+    }
+}
+
+/// Deletes the cluster-scoped objects of kind `K` labelled for `env`, finalizers dropped.
+async fn purge_cluster<K>(env: &TestEnv)
+where
+    K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+{
+    let api = kube::Api::<K>::all(env.client.clone());
+    let selector = format!("{CLUSTER_LABEL}={}", env.namespace);
+    let Ok(list) = api
+        .list(&kube::api::ListParams::default().labels(&selector))
+        .await
+    else {
+        return;
+    };
+    let drop_finalizers = serde_json::json!({"metadata": {"finalizers": null}});
+    for object in list.items {
+        let name = kube::ResourceExt::name_any(&object);
+        let _ = api
+            .patch(
+                &name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&drop_finalizers),
+            )
+            .await;
+        let _ = api.delete(&name, &Default::default()).await;
     }
 }
 
@@ -338,7 +398,10 @@ fn new_context(
     let api = Client::new(config).expect("api client");
     Arc::new(Context::new(
         env.client.clone(),
-        Connections::new(env.client.clone(), Some(api)).with_default_grants(grants),
+        // The test namespace plays the operator's own: cluster-scoped objects read Secrets there.
+        Connections::new(env.client.clone(), Some(api))
+            .with_default_grants(grants)
+            .with_secret_namespace(Some(env.namespace.clone())),
         Arc::new(Metrics::default()),
         settings,
     ))

@@ -57,6 +57,22 @@ pub async fn kube_client() -> Client {
     Client::try_from(config).expect("failed to build a kube client")
 }
 
+/// A client of the local control plane that acts as the user `user` (admin credentials
+/// impersonating it, group `system:authenticated`): what that user's RBAC allows, and no more.
+pub async fn impersonating(user: &str) -> Client {
+    let mut kubeconfig = Kubeconfig::read_from(kubeconfig_path()).expect("unreadable kubeconfig");
+    for named in &mut kubeconfig.auth_infos {
+        if let Some(auth) = named.auth_info.as_mut() {
+            auth.impersonate = Some(user.to_string());
+            auth.impersonate_groups = Some(vec!["system:authenticated".into()]);
+        }
+    }
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("invalid kubeconfig");
+    Client::try_from(config).expect("failed to build a kube client")
+}
+
 /// Installs (server-side applies) every CRD under `crds/` and waits until each is established.
 pub async fn install_crds(client: &Client) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());

@@ -70,6 +70,14 @@ impl Conditions for RateLimitsPolicy {
     }
 }
 
+impl Conditions for aigw::resources::ClusterGuardrail {
+    fn conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .map_or(&[], |s| s.conditions.as_slice())
+    }
+}
+
 impl Conditions for Guardrail {
     fn conditions(&self) -> &[Condition] {
         self.status

@@ -370,7 +370,7 @@ const CACHES_LISTED_WITHIN: Duration = Duration::from_secs(2);
 /// `reads`, paced.
 async fn run<K: Listed>(ctx: Arc<Context>, reads: Reads<K>) {
     while !K::stores(&ctx.stores)
-        .listed(ctx.watched_stores, CACHES_LISTED_WITHIN)
+        .listed(ctx.stores_of::<K>(), CACHES_LISTED_WITHIN)
         .await
     {
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -418,7 +418,7 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>) -> usize {
         let (client, refused) = client_for_group(ctx, &connection, &members).await;
         let (refused, members): (Vec<Arc<K>>, Vec<Arc<K>>) = members
             .into_iter()
-            .partition(|o| refused.contains(&o.namespace().unwrap_or_default()));
+            .partition(|o| refused.contains(&o.namespace()));
         // Their reconcile records why the Connection cannot be used for them.
         due.extend(
             refused
@@ -491,22 +491,22 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>) -> usize {
 /// The client of `connection`, resolved for the namespaces of `members` (the client is the
 /// same for all; the grants differ), and the namespaces it cannot be used for: one refused
 /// namespace never stops the others' drift checks.
+/// Cluster-scoped objects have no namespace (`None`).
 async fn client_for_group<K: Listed>(
     ctx: &Context,
     connection: &str,
     members: &[Arc<K>],
-) -> (Option<Client>, HashSet<String>) {
-    let namespaces: std::collections::BTreeSet<String> = members
-        .iter()
-        .map(|o| o.namespace().unwrap_or_default())
-        .collect();
+) -> (Option<Client>, HashSet<Option<String>>) {
+    let namespaces: std::collections::BTreeSet<Option<String>> =
+        members.iter().map(|o| o.namespace()).collect();
     let mut client = None;
     let mut refused = HashSet::new();
     for namespace in namespaces {
-        match crate::controller::gate::list_client(ctx, connection, &namespace).await {
+        match crate::controller::gate::list_client(ctx, connection, namespace.as_deref()).await {
             Ok(listing) => client = Some(listing),
             Err(e) => {
-                warn!(kind = K::KIND, %connection, %namespace, error = %e, "drift pass cannot use this Connection for this namespace; its objects are reconciled to report it");
+                let shown = namespace.as_deref().unwrap_or("(cluster-scoped)");
+                warn!(kind = K::KIND, %connection, namespace = %shown, error = %e, "drift pass cannot use this Connection for this namespace; its objects are reconciled to report it");
                 refused.insert(namespace);
             }
         }

@@ -6,7 +6,9 @@
 //!   the process (the client handed out is guarded);
 //! - whether the resource owns the remote object ([`crate::controller::claims`]);
 //! - whether its namespace may reach that object through its Connection: the namespace, the
-//!   workspaces, adoption, and `allowDefault` for an organisation-wide object.
+//!   workspaces, adoption, and `allowDefault` for an organisation-wide object. A
+//!   cluster-scoped object has no namespace and no grant applies to it: Kubernetes RBAC on the
+//!   cluster-scoped kind decides who can make one.
 //!
 //! The client is reachable only through [`Gate::client`], so a kind cannot call the API without
 //! asking, and a new path cannot forget a rule. Deletion asks the same gate: a resource that
@@ -81,7 +83,7 @@ impl<'a, K: Managed> Gate<'a, K> {
         let object = self.object;
         let stores = &self.ctx.stores;
         let kind_listed = K::stores(stores)
-            .listed(self.ctx.watched_stores, CACHES_LISTED_WITHIN)
+            .listed(self.ctx.stores_of::<K>(), CACHES_LISTED_WITHIN)
             .await;
         // The Connections decide which others reach the same tenant.
         if !kind_listed || !stores.connections.listed(1, CACHES_LISTED_WITHIN).await {
@@ -216,18 +218,25 @@ impl<'a, K: Managed> Gate<'a, K> {
     async fn resolve(&self) -> Result<&Resolved, Error> {
         self.resolved
             .get_or_try_init(|| {
-                let namespace = self.object.namespace().unwrap_or_default();
+                let namespace = self.object.namespace();
                 resolve_guarded(self.ctx, self.object.connection_name(), namespace)
             })
             .await
     }
 }
 
-/// Connection `name` as used by the objects of `namespace` (its grants for them), with a
-/// client whose writes the lease guards.
-async fn resolve_guarded(ctx: &Context, name: &str, namespace: String) -> Result<Resolved, Error> {
+/// Connection `name` as used by the objects of `namespace` (its grants for them; none for a
+/// cluster-scoped object), with a client whose writes the lease guards.
+async fn resolve_guarded(
+    ctx: &Context,
+    name: &str,
+    namespace: Option<String>,
+) -> Result<Resolved, Error> {
     let cached = ctx.stores.connections.find(name).await;
-    let mut resolved = ctx.connections.client_for(&namespace, name, cached).await?;
+    let mut resolved = ctx
+        .connections
+        .client_for(namespace.as_deref(), name, cached)
+        .await?;
     resolved.client = resolved.client.guarded(Arc::new(ctx.leadership.clone()));
     Ok(resolved)
 }
@@ -238,12 +247,14 @@ async fn resolve_guarded(ctx: &Context, name: &str, namespace: String) -> Result
 pub async fn list_client(
     ctx: &Context,
     connection: &str,
-    namespace: &str,
+    namespace: Option<&str>,
 ) -> Result<Client, Error> {
     if !ctx.leadership.is_leader() {
         return Err(Error::NotLeader("this replica is not the leader".into()));
     }
-    Ok(resolve_guarded(ctx, connection, namespace.to_string())
-        .await?
-        .client)
+    Ok(
+        resolve_guarded(ctx, connection, namespace.map(str::to_string))
+            .await?
+            .client,
+    )
 }

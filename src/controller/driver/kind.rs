@@ -112,6 +112,9 @@ pub trait Managed:
     /// The API of this kind's objects in `namespace` (all namespaces for `None`). The trait does
     /// not tie a kind to namespaces: a cluster-scoped kind would answer `Api::all`.
     fn api(client: &kube::Client, namespace: Option<&str>) -> Api<Self>;
+    /// False for a cluster-scoped kind: one controller and one watch cache for it, whatever
+    /// `--namespace` says, and no namespace grants (see [`crate::controller::gate`]).
+    const NAMESPACED: bool = true;
     /// Server-side apply field manager for this kind's status.
     const MANAGER: &'static str;
 
@@ -171,6 +174,17 @@ macro_rules! namespaced_api {
     };
 }
 pub(crate) use namespaced_api;
+
+/// [`Managed::api`] and [`Managed::NAMESPACED`] of a cluster-scoped kind.
+macro_rules! cluster_api {
+    () => {
+        fn api(client: &kube::Client, _namespace: Option<&str>) -> kube::Api<Self> {
+            kube::Api::all(client.clone())
+        }
+        const NAMESPACED: bool = false;
+    };
+}
+pub(crate) use cluster_api;
 
 /// What a kind's apply/cleanup may use: the gate to the management API for this object (the
 /// only way to its client), the Kubernetes client, and status writes guarded by the

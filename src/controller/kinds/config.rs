@@ -53,13 +53,7 @@ impl Managed for Config {
     }
 
     async fn inputs_unchanged(&self, cx: &Cx<'_, Self>, status: &ConfigStatus) -> bool {
-        config_refs::secrets_unchanged(
-            self,
-            &self.spec.secret_refs,
-            &cx.ctx.kube,
-            status.secret_hash.as_deref(),
-        )
-        .await
+        config_refs::secrets_unchanged(self, cx.ctx, status.secret_hash.as_deref()).await
     }
 
     async fn observe_only(

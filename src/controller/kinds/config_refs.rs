@@ -21,10 +21,13 @@ use crate::controller::driver::Cx;
 use crate::controller::error::Error;
 use crate::controller::gate::Op;
 use crate::controller::status::set_condition;
-use crate::resources::Guardrail;
-use crate::resources::config::{Config, ConfigSecretRef, ConfigStatus};
+use crate::resources::config::{
+    Config, ConfigResourceRef, ConfigSecretRef, ConfigStatus, ReferencedKind,
+};
 use crate::resources::config_document::SecretDocument;
 use crate::resources::config_document::{GuardrailRef, MarkedDocument};
+use crate::resources::guardrail::GuardrailKind;
+use crate::resources::{ClusterGuardrail, Guardrail};
 
 /// Condition type: every guardrail the document names exists on the connection.
 pub const GUARDRAILS_RESOLVED: &str = "GuardrailsResolved";
@@ -79,7 +82,7 @@ pub async fn desired(
     cx: &Cx<'_, Config>,
     status: &mut ConfigStatus,
 ) -> Result<Desired, Error> {
-    let desired = Desired::read(config, &config.spec, &cx.ctx.kube).await?;
+    let desired = Desired::read(config, &config.spec, cx.ctx).await?;
     let references = desired
         .marked
         .guardrail_references()
@@ -90,16 +93,19 @@ pub async fn desired(
 
 impl Desired {
     /// `spec`'s document with its Secret paths marked, and the values of those Secrets, read
-    /// from the namespace of `object` (whose uid salts the hash). A missing Secret or key stops
-    /// here, so no document with a hole is sent.
+    /// from the namespace `object` reads Secrets from ([`ReadsSecrets::secrets_namespace`];
+    /// its uid salts the hash). A missing Secret or key stops here, so no document with a hole
+    /// is sent.
     pub async fn read<S: SecretDocument>(
-        object: &impl kube::Resource,
+        object: &impl ReadsSecrets,
         spec: &S,
-        kube: &kube::Client,
+        ctx: &Context,
     ) -> Result<Self, Error> {
         let marked = MarkedDocument::new(spec).map_err(Error::InvalidSpec)?;
-        let namespace = object.meta().namespace.clone().unwrap_or_default();
-        let values = read_secret_values(&namespace, spec.secret_refs(), kube).await?;
+        let values = match spec.secret_refs() {
+            [] => SecretValues(BTreeMap::new()),
+            refs => read_secret_values(&secrets_namespace(object, ctx)?, refs, &ctx.kube).await?,
+        };
         let uid = object.meta().uid.clone().unwrap_or_default();
         let secret_hash = (!values.is_empty()).then(|| secret_hash(&uid, &values));
         Ok(Desired {
@@ -114,16 +120,18 @@ impl Desired {
 /// substituted (by their hash), so nothing but the spec could ask for a write. Any failure to
 /// read them is "changed": the full reconcile then reports it.
 pub async fn secrets_unchanged(
-    object: &impl kube::Resource,
-    refs: &[ConfigSecretRef],
-    kube: &kube::Client,
+    object: &impl ReadsSecrets,
+    ctx: &Context,
     recorded_hash: Option<&str>,
 ) -> bool {
+    let refs = object.secret_refs();
     if refs.is_empty() {
         return recorded_hash.is_none();
     }
-    let namespace = object.meta().namespace.clone().unwrap_or_default();
-    match read_secret_values(&namespace, refs, kube).await {
+    let Ok(namespace) = secrets_namespace(object, ctx) else {
+        return false;
+    };
+    match read_secret_values(&namespace, refs, &ctx.kube).await {
         Ok(values) => {
             let uid = object.meta().uid.clone().unwrap_or_default();
             recorded_hash == Some(secret_hash(&uid, &values).as_str())
@@ -259,7 +267,10 @@ async fn check_guardrails(
         .guardrails
         .known(config.spec.connection_name(), ttl, cx.api(Op::Read).await?)
         .await?;
-    let missing = unresolved(references, values, &known);
+    let resources = slugs_of_resources(config, cx.ctx);
+    let missing = unresolved(references, values, |name| {
+        known.contains(name) || resources.contains(name)
+    });
     if missing.is_empty() {
         let message = format!("all {} guardrail references resolve", references.len());
         set_condition(
@@ -292,7 +303,7 @@ async fn check_guardrails(
 fn unresolved(
     references: &[GuardrailRef],
     values: &SecretValues,
-    known: &HashSet<String>,
+    known: impl Fn(&str) -> bool,
 ) -> Vec<String> {
     references
         .iter()
@@ -301,7 +312,7 @@ fn unresolved(
                 Some(slot) => values.0.get(&slot.path).unwrap_or(&r.name),
                 None => &r.name,
             };
-            !known.contains(name)
+            !known(name)
         })
         .map(GuardrailRef::describe)
         .collect()
@@ -361,10 +372,11 @@ impl GuardrailCache {
     }
 }
 
-/// Requeues the Configs of `namespace` (or all) that reference a Secret whenever it changes or
+/// Requeues the objects of `namespace` (or all) that reference a Secret whenever it changes or
 /// goes away, so a rotated value is applied within seconds rather than at the next drift check,
-/// and notes that their inputs changed: only then does a Config whose spec is applied read its
-/// Secrets. Only metadata is watched: the values are read when the Config is reconciled.
+/// and notes that their inputs changed: only then does an object whose spec is applied read its
+/// Secrets. Only metadata is watched: the values are read when the object is reconciled. A
+/// cluster-scoped kind's Secrets are those of the operator's Connection secret namespace.
 pub fn watch_secrets<K>(
     controller: Controller<K>,
     ctx: &Context,
@@ -374,6 +386,13 @@ pub fn watch_secrets<K>(
 where
     K: crate::controller::driver::Managed + ReadsSecrets,
 {
+    let operator = ctx.connections.secret_namespace().map(str::to_string);
+    let namespace = match K::NAMESPACED {
+        true => namespace,
+        // Without that namespace a cluster-scoped object can read no Secret: nothing to hear.
+        false if operator.is_none() => return controller,
+        false => operator.as_deref(),
+    };
     let probe = ctx.health.register(crate::controller::stream_name(
         &format!("Secret({} refs)", K::KIND),
         namespace,
@@ -390,7 +409,7 @@ where
         let users: Vec<_> = objects
             .state()
             .into_iter()
-            .filter(|o| o.namespace() == namespace)
+            .filter(|o| o.secrets_namespace(operator.as_deref()) == namespace)
             .filter(|o| {
                 o.secret_refs()
                     .iter()
@@ -418,37 +437,9 @@ pub fn with_resources(config: &Config, ctx: &Context) -> Result<Option<Config>, 
     if config.spec.resource_refs.is_empty() {
         return Ok(None);
     }
-    let namespace = config.namespace();
-    let guardrails = ctx.stores.guardrails.all();
     let mut document = Value::Object(config.spec.config.clone());
     for (n, reference) in config.spec.resource_refs.iter().enumerate() {
-        let what = format!(
-            "{:?} {} named by spec.resourceRefs[{n}] (path {})",
-            reference.kind, reference.name, reference.path
-        );
-        let found = guardrails
-            .iter()
-            .find(|g| g.namespace() == namespace && g.name_any() == reference.name);
-        let Some(guardrail) = found else {
-            return Err(Error::not_allowed(
-                REFERENCE_NOT_READY,
-                format!("{what} does not exist in this namespace yet; waiting for it"),
-            ));
-        };
-        let ready_slug = guardrail.status.as_ref().and_then(|s| {
-            let ready = crate::controller::spec_already_applied(
-                guardrail.metadata.generation,
-                s.observed_generation,
-                &s.conditions,
-            );
-            s.slug.clone().filter(|_| ready)
-        });
-        let Some(slug) = ready_slug else {
-            return Err(Error::not_allowed(
-                REFERENCE_NOT_READY,
-                format!("{what} is not Ready yet; waiting for its slug"),
-            ));
-        };
+        let slug = referenced_slug(config, n, reference, ctx)?;
         crate::resources::config_document::set_reference(
             &mut document,
             &reference.path,
@@ -463,76 +454,111 @@ pub fn with_resources(config: &Config, ctx: &Context) -> Result<Option<Config>, 
     Ok(Some(resolved))
 }
 
-/// Requeues the Configs that name a Guardrail (`spec.resourceRefs`) whenever it changes, so a
-/// Config waiting for it applies as soon as it is Ready.
-pub fn watch_guardrails(
+/// The slugs of the resources `config` names that are Ready: guardrails known to exist, whatever
+/// a listing of the Connection's guardrails shows (an organisation guardrail may not be in it).
+fn slugs_of_resources(config: &Config, ctx: &Context) -> HashSet<String> {
+    let refs = config.spec.resource_refs.iter().enumerate();
+    refs.filter_map(|(n, r)| referenced_slug(config, n, r, ctx).ok())
+        .collect()
+}
+
+/// The slug of the resource `spec.resourceRefs[n]` names, once it is Ready; else why the
+/// Config waits.
+fn referenced_slug(
+    config: &Config,
+    n: usize,
+    reference: &ConfigResourceRef,
+    ctx: &Context,
+) -> Result<String, Error> {
+    let what = format!(
+        "{:?} {} named by spec.resourceRefs[{n}] (path {})",
+        reference.kind, reference.name, reference.path
+    );
+    let named = |name: Option<&String>| name == Some(&reference.name);
+    match reference.kind {
+        ReferencedKind::Guardrail => {
+            let namespace = config.namespace();
+            let all = ctx.stores.guardrails.all();
+            let found = all
+                .iter()
+                .find(|g| g.namespace() == namespace && named(g.metadata.name.as_ref()));
+            ready_slug(found.map(|g| &**g), &what)
+        }
+        ReferencedKind::ClusterGuardrail => {
+            let all = ctx.stores.cluster_guardrails.all();
+            let found = all.iter().find(|g| named(g.metadata.name.as_ref()));
+            ready_slug(found.map(|g| &**g), &what)
+        }
+    }
+}
+
+/// The slug of `found` once it is Ready at its generation.
+fn ready_slug<G: GuardrailKind>(found: Option<&G>, what: &str) -> Result<String, Error> {
+    let Some(guardrail) = found else {
+        let scope = match G::REFERENCED_AS {
+            ReferencedKind::Guardrail => " in this namespace",
+            ReferencedKind::ClusterGuardrail => "",
+        };
+        return Err(Error::not_allowed(
+            REFERENCE_NOT_READY,
+            format!("{what} does not exist{scope} yet; waiting for it"),
+        ));
+    };
+    let ready = guardrail.guardrail_status().and_then(|s| {
+        let ready = crate::controller::spec_already_applied(
+            guardrail.meta().generation,
+            s.observed_generation,
+            &s.conditions,
+        );
+        s.slug.clone().filter(|_| ready)
+    });
+    ready.ok_or_else(|| {
+        Error::not_allowed(
+            REFERENCE_NOT_READY,
+            format!("{what} is not Ready yet; waiting for its slug"),
+        )
+    })
+}
+
+/// Requeues the Configs that name a resource of kind `G` (`spec.resourceRefs`) whenever one
+/// changes, so a Config waiting for it applies as soon as it is Ready. A Guardrail is watched
+/// in the Configs' namespace, a ClusterGuardrail everywhere.
+fn watch_referenced<G>(
     controller: Controller<Config>,
     ctx: &Context,
     namespace: Option<&str>,
     configs: Store<Config>,
-) -> Controller<Config> {
+) -> Controller<Config>
+where
+    G: GuardrailKind + crate::controller::Managed,
+{
+    let namespace = namespace.filter(|_| G::NAMESPACED);
     let probe = ctx.health.register(crate::controller::stream_name(
-        "Guardrail(Config refs)",
+        &format!("{}(Config refs)", G::KIND),
         namespace,
     ));
-    let guardrails = crate::controller::scoped::<Guardrail>(&ctx.kube, namespace);
-    let stream = watcher(guardrails, watcher::Config::default())
+    let stream = watcher(G::api(&ctx.kube, namespace), ctx.watch_config::<G>())
         .inspect(move |item| probe.observe(item))
         .touched_objects();
-    controller.watches_stream(stream, move |guardrail: Guardrail| {
-        let namespace = guardrail.namespace();
+    controller.watches_stream(stream, move |guardrail: G| {
+        let namespace = guardrail.meta().namespace.clone();
         let name = guardrail.name_any();
         configs
             .state()
             .into_iter()
-            .filter(|c| c.namespace() == namespace)
-            .filter(|c| c.spec.resource_refs.iter().any(|r| r.name == name))
+            .filter(|c| namespace.is_none() || c.namespace() == namespace)
+            .filter(|c| {
+                c.spec
+                    .resource_refs
+                    .iter()
+                    .any(|r| r.kind == G::REFERENCED_AS && r.name == name)
+            })
             .map(|c| ObjectRef::from_obj(c.as_ref()))
             .collect::<Vec<_>>()
     })
 }
 
-/// Requeues the Guardrails a Config names (by resource, or by slug or id in its document)
-/// whenever that Config changes or goes, so a Guardrail whose deletion waits for its Configs
-/// goes as soon as the last one lets go.
-pub fn watch_referrers(
-    controller: Controller<Guardrail>,
-    ctx: &Context,
-    namespace: Option<&str>,
-    guardrails: Store<Guardrail>,
-) -> Controller<Guardrail> {
-    let probe = ctx.health.register(crate::controller::stream_name(
-        "Config(Guardrail users)",
-        namespace,
-    ));
-    let configs = crate::controller::scoped::<Config>(&ctx.kube, namespace);
-    let stream = watcher(configs, watcher::Config::default())
-        .inspect(move |item| probe.observe(item))
-        .touched_objects();
-    controller.watches_stream(stream, move |config: Config| {
-        let namespace = config.namespace();
-        guardrails
-            .state()
-            .into_iter()
-            .filter(|g| g.namespace() == namespace)
-            .filter(|g| g.named_by(&config))
-            .map(|g| ObjectRef::from_obj(g.as_ref()))
-            .collect::<Vec<_>>()
-    })
-}
-
-/// The Guardrail's own triggers: the Secrets it reads and the Configs that name it.
-pub fn guardrail_inputs(
-    controller: Controller<Guardrail>,
-    ctx: &Context,
-    namespace: Option<&str>,
-    guardrails: Store<Guardrail>,
-) -> Controller<Guardrail> {
-    let controller = watch_secrets(controller, ctx, namespace, guardrails.clone());
-    watch_referrers(controller, ctx, namespace, guardrails)
-}
-
-/// The Config's own triggers: the Secrets and the Guardrails it names.
+/// The Config's own triggers: the Secrets and the guardrail resources it names.
 pub fn watch_inputs(
     controller: Controller<Config>,
     ctx: &Context,
@@ -540,12 +566,33 @@ pub fn watch_inputs(
     configs: Store<Config>,
 ) -> Controller<Config> {
     let controller = watch_secrets(controller, ctx, namespace, configs.clone());
-    watch_guardrails(controller, ctx, namespace, configs)
+    let controller = watch_referenced::<Guardrail>(controller, ctx, namespace, configs.clone());
+    watch_referenced::<ClusterGuardrail>(controller, ctx, namespace, configs)
 }
 
-/// A kind whose spec takes values from Secrets of its namespace (`spec.secretRefs`).
-pub trait ReadsSecrets {
+/// A kind whose spec takes values from Secrets (`spec.secretRefs`).
+pub trait ReadsSecrets: kube::Resource<DynamicType = ()> {
     fn secret_refs(&self) -> &[ConfigSecretRef];
+
+    /// The namespace its Secrets are read from: its own; for a cluster-scoped object, the one
+    /// the operator reads Connection Secrets from (`operator`), if it has one.
+    fn secrets_namespace(&self, operator: Option<&str>) -> Option<String> {
+        self.meta()
+            .namespace
+            .clone()
+            .or_else(|| operator.map(str::to_string))
+    }
+}
+
+/// [`ReadsSecrets::secrets_namespace`] of `object`, or why it has none.
+fn secrets_namespace(object: &impl ReadsSecrets, ctx: &Context) -> Result<String, Error> {
+    object
+        .secrets_namespace(ctx.connections.secret_namespace())
+        .ok_or_else(|| {
+            Error::InvalidSpec(
+                "spec.secretRefs: a cluster-scoped resource reads Secrets from the namespace the operator reads Connection Secrets from (--connection-secret-namespace, or its own POD_NAMESPACE), and this operator has none".into(),
+            )
+        })
 }
 
 impl ReadsSecrets for Config {
@@ -589,7 +636,7 @@ mod tests {
             ("/input_guardrails/1/id", "pg-secret-known"),
         ]);
         let known: HashSet<String> = ["pg-known", "pg-secret-known"].map(String::from).into();
-        let missing = unresolved(&references, &secrets, &known);
+        let missing = unresolved(&references, &secrets, |n| known.contains(n));
         assert_eq!(
             missing,
             vec!["the value of secret db/password at /before_request_hooks/0/id"]
@@ -597,7 +644,7 @@ mod tests {
         let known_too: HashSet<String> = ["pg-known", "pg-secret-known", "s3cr3t-hook"]
             .map(String::from)
             .into();
-        assert!(unresolved(&references, &secrets, &known_too).is_empty());
+        assert!(unresolved(&references, &secrets, |n| known_too.contains(n)).is_empty());
     }
 
     #[test]

@@ -1,15 +1,21 @@
-//! Guardrail: a workspace guardrail. Observe by slug (or id), PUT name, checks and actions only
-//! when they differ by meaning or a Secret value changed (every PUT mints a version), create
-//! through the shared protocol, and delete per `deletionPolicy` once no Config of the namespace
-//! names it.
+//! Guardrail (a workspace guardrail) and ClusterGuardrail (an organisation guardrail, on the
+//! admin plane): one flow for both kinds, which differ only in their plane, their scope and
+//! where their Secrets are. Observe by slug (or id), PUT name, checks and actions only when
+//! they differ by meaning or a Secret value changed (every PUT mints a version), create through
+//! the shared protocol, and delete per `deletionPolicy` once no Config names the guardrail.
 //!
 //! The API answers 403 (not 404) for a guardrail that does not exist (FACTS §6), and a 403 may
 //! also be a refusal: such an answer counts as "gone" only when a complete listing of the
-//! workspace's guardrails shows no guardrail with that id or slug.
+//! guardrails shows no guardrail with that id or slug.
 
-use crate::api::{
-    ApiError, Client, GuardrailDetails, GuardrailPlane, GuardrailSummary, GuardrailsOn, Listing,
-};
+use futures::StreamExt;
+use kube::ResourceExt;
+use kube::runtime::controller::Controller;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+
+use crate::api::{ApiError, Client, GuardrailDetails, GuardrailSummary, GuardrailsOn, Listing};
+use crate::controller::Context;
 use crate::controller::config_refs::{self, Desired, ReadsSecrets};
 use crate::controller::create::{
     Created, Lookup, body_hash, create_once, made_by_unfinished_create, one_of_ours,
@@ -21,10 +27,12 @@ use crate::controller::gate::Op;
 use crate::controller::status::common_status;
 use crate::controller::{now_rfc3339, spec_already_applied};
 use crate::resources::common::CreateAttempt;
-use crate::resources::config::{AppliedHistory, ConfigSecretRef};
-use crate::resources::guardrail::{Guardrail, GuardrailStatus};
+use crate::resources::config::{AppliedHistory, Config, ConfigSecretRef};
+use crate::resources::guardrail::{
+    ClusterGuardrail, Guardrail, GuardrailDeletionPolicy, GuardrailKind, GuardrailStatus,
+};
 
-/// Condition reason while a Config of the namespace still names the guardrail being deleted.
+/// Condition reason while a Config still names the guardrail being deleted.
 pub const STILL_REFERENCED: &str = "StillReferenced";
 
 common_status!(
@@ -37,188 +45,230 @@ common_status!(
     intent_when = |s| s.pending_create.is_some()
 );
 
-impl ReadsSecrets for Guardrail {
-    fn secret_refs(&self) -> &[ConfigSecretRef] {
-        &self.spec.secret_refs
-    }
+/// What the flow needs of a guardrail kind.
+pub trait GuardrailObject:
+    GuardrailKind + Managed<Status = GuardrailStatus> + ReadsSecrets
+{
+}
+impl<G: GuardrailKind + Managed<Status = GuardrailStatus> + ReadsSecrets> GuardrailObject for G {}
+
+/// `Managed`, `Listed` and `ReadsSecrets` of a guardrail kind, all through the one flow below.
+macro_rules! guardrail_kind {
+    ($kind:ident, $manager:literal, $api:ident) => {
+        impl ReadsSecrets for $kind {
+            fn secret_refs(&self) -> &[ConfigSecretRef] {
+                &self.definition().secret_refs
+            }
+        }
+
+        impl Managed for $kind {
+            crate::controller::driver::kind::$api!();
+            type Status = GuardrailStatus;
+            const KIND: &'static str = stringify!($kind);
+            const MANAGER: &'static str = $manager;
+            const LISTED: bool = true;
+
+            fn status(&self) -> Option<&GuardrailStatus> {
+                self.status.as_ref()
+            }
+
+            async fn apply(
+                &self,
+                cx: &Cx<'_, Self>,
+                status: &mut GuardrailStatus,
+            ) -> Result<Vec<Change>, Error> {
+                apply(self, cx, status).await
+            }
+
+            async fn inputs_unchanged(&self, cx: &Cx<'_, Self>, status: &GuardrailStatus) -> bool {
+                config_refs::secrets_unchanged(self, cx.ctx, status.secret_hash.as_deref()).await
+            }
+
+            async fn observe_only(
+                &self,
+                cx: &Cx<'_, Self>,
+                status: &mut GuardrailStatus,
+            ) -> Result<Vec<&'static str>, Error> {
+                observe_only(self, cx, status).await
+            }
+
+            async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
+                cleanup(self, cx).await
+            }
+        }
+
+        impl Listed for $kind {
+            fn list_workspace(&self) -> Option<String> {
+                self.workspace_id().map(str::to_string)
+            }
+
+            async fn list(
+                client: &Client,
+                workspace: Option<String>,
+            ) -> Result<Listing<Row>, ApiError> {
+                list::<Self>(client, workspace).await
+            }
+        }
+    };
 }
 
-fn plane(client: &Client) -> GuardrailsOn<'_> {
-    client.guardrails_on(GuardrailPlane::Workspace)
+guardrail_kind!(Guardrail, "aigw/guardrail", namespaced_api);
+guardrail_kind!(ClusterGuardrail, "aigw/clusterguardrail", cluster_api);
+
+fn plane<G: GuardrailKind>(client: &Client) -> GuardrailsOn<'_> {
+    client.guardrails_on(G::PLANE)
 }
 
-impl Managed for Guardrail {
-    crate::controller::driver::kind::namespaced_api!();
-    type Status = GuardrailStatus;
-    const KIND: &'static str = "Guardrail";
-    const MANAGER: &'static str = "aigw/guardrail";
-    const LISTED: bool = true;
-
-    fn status(&self) -> Option<&GuardrailStatus> {
-        self.status.as_ref()
+async fn apply<G: GuardrailObject>(
+    guardrail: &G,
+    cx: &Cx<'_, G>,
+    status: &mut GuardrailStatus,
+) -> Result<Vec<Change>, Error> {
+    let spec = guardrail.definition();
+    let desired = Desired::read(guardrail, spec, cx.ctx).await?;
+    for value in desired.secret_values() {
+        cx.conceal(value);
     }
-
-    async fn apply(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &mut GuardrailStatus,
-    ) -> Result<Vec<Change>, Error> {
-        let desired = Desired::read(self, &self.spec, &cx.ctx.kube).await?;
-        for value in desired.secret_values() {
-            cx.conceal(value);
-        }
-        let Some(remote) = observe(self, cx, status).await? else {
-            return create(self, cx, status, &desired).await.map(|c| vec![c]);
-        };
-        let conflicts = self.spec.immutable_conflicts(&remote);
-        if !conflicts.is_empty() {
-            return Err(Error::InvalidSpec(format!(
-                "remote guardrail {} has a different {} and the API cannot change it; create a new Guardrail instead",
-                remote.slug,
-                conflicts.join(", ")
-            )));
-        }
-        let mut differences = self.spec.diff(&remote);
-        if desired.secret_hash != status.secret_hash {
-            differences.push("secretRefs");
-        }
-        if differences.is_empty() {
-            return Ok(Vec::new());
-        }
-        let key = key_of(&remote);
-        let client = cx.api(Op::Update).await?;
-        let updated = plane(client)
-            .update(
-                &key,
-                &self.spec.update_request_with(&desired.request_document()),
-            )
+    let Some(remote) = observe(guardrail, cx, status).await? else {
+        return create(guardrail, cx, status, &desired)
             .await
-            .map_err(|e| Error::api(format!("update guardrail {key}"), e))?;
-        status.secret_hash = desired.secret_hash;
-        status.version_id = updated.version_id.or(remote.version_id);
-        status.record_applied_now(&self.metadata, now_rfc3339());
-        let fields = differences.join(", ");
-        let outside = differences.iter().any(|field| *field != "secretRefs");
-        let drift = outside
-            && spec_already_applied(
-                self.metadata.generation,
-                status.observed_generation,
-                &status.conditions,
-            );
-        Ok(vec![if drift {
-            Change::new(
-                "DriftCorrected",
-                format!("guardrail {key} was changed outside aigw ({fields}); restored it"),
-            )
-        } else {
-            Change::new("Updated", format!("updated guardrail {key} ({fields})"))
-        }])
+            .map(|c| vec![c]);
+    };
+    let conflicts = spec.immutable_conflicts(&remote, guardrail.workspace_id());
+    if !conflicts.is_empty() {
+        return Err(Error::InvalidSpec(format!(
+            "remote guardrail {} has a different {} and the API cannot change it; create a new {} instead",
+            remote.slug,
+            conflicts.join(", "),
+            G::KIND
+        )));
     }
-
-    async fn inputs_unchanged(&self, cx: &Cx<'_, Self>, status: &GuardrailStatus) -> bool {
-        config_refs::secrets_unchanged(
-            self,
-            &self.spec.secret_refs,
-            &cx.ctx.kube,
-            status.secret_hash.as_deref(),
-        )
+    let mut differences = spec.diff(&remote);
+    if desired.secret_hash != status.secret_hash {
+        differences.push("secretRefs");
+    }
+    if differences.is_empty() {
+        return Ok(Vec::new());
+    }
+    let key = key_of(&remote);
+    let client = cx.api(Op::Update).await?;
+    let updated = plane::<G>(client)
+        .update(&key, &spec.update_request_with(&desired.request_document()))
         .await
-    }
-
-    async fn observe_only(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &mut GuardrailStatus,
-    ) -> Result<Vec<&'static str>, Error> {
-        Ok(match observe(self, cx, status).await? {
-            Some(remote) => {
-                let mut fields = self.spec.immutable_conflicts(&remote);
-                fields.extend(self.spec.diff(&remote));
-                fields
-            }
-            None => Vec::new(),
-        })
-    }
-
-    async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
-        let status = self.status.clone().unwrap_or_default();
-        let known = status.slug.clone().or(status.id.clone());
-        if self.spec.deletion_policy == crate::resources::guardrail::GuardrailDeletionPolicy::Orphan
-        {
-            return Ok(orphaned(&format!(
-                "guardrail {}",
-                known.unwrap_or_default()
-            )));
-        }
-        let key = match (known, &status.pending_create) {
-            (Some(key), _) => key,
-            (None, Some(_)) => {
-                let lookup = find_created(self, cx, &status);
-                match made_by_unfinished_create(&status, "guardrail", lookup).await? {
-                    Some(found) => found.slug,
-                    None => return Ok(Vec::new()),
-                }
-            }
-            (None, None) => return Ok(Vec::new()),
-        };
-        let users = referencing_configs(self, cx);
-        if !users.is_empty() {
-            return Err(Error::not_allowed(
-                STILL_REFERENCED,
-                format!(
-                    "guardrail {key} is still named by Config {} of this namespace; it is deleted once no Config names it (or set deletionPolicy: Orphan)",
-                    users.join(", ")
-                ),
-            ));
-        }
-        let client = cx.api(Op::Delete).await?;
-        let result = match plane(client).delete(&key).await {
-            Err(e) if missing_answer(&e) && absent_from_list(self, client, &status).await => Ok(()),
-            other => other,
-        };
-        removed("Deleted", "delete", &format!("guardrail {key}"), result)
-    }
+        .map_err(|e| Error::api(format!("update guardrail {key}"), e))?;
+    status.secret_hash = desired.secret_hash;
+    status.version_id = updated.version_id.or(remote.version_id);
+    status.record_applied_now(guardrail.meta(), now_rfc3339());
+    let fields = differences.join(", ");
+    let outside = differences.iter().any(|field| *field != "secretRefs");
+    let drift = outside
+        && spec_already_applied(
+            guardrail.meta().generation,
+            status.observed_generation,
+            &status.conditions,
+        );
+    Ok(vec![if drift {
+        Change::new(
+            "DriftCorrected",
+            format!("guardrail {key} was changed outside aigw ({fields}); restored it"),
+        )
+    } else {
+        Change::new("Updated", format!("updated guardrail {key} ({fields})"))
+    }])
 }
 
-impl Listed for Guardrail {
-    fn list_workspace(&self) -> Option<String> {
-        self.spec.workspace_id.clone()
-    }
-
-    async fn list(client: &Client, workspace: Option<String>) -> Result<Listing<Row>, ApiError> {
-        let listing = plane(client).listing(workspace.as_deref()).await?;
-        Ok(Listing {
-            items: listing
-                .items
-                .into_iter()
-                .map(|g| Row {
-                    keys: [g.id, g.slug]
-                        .into_iter()
-                        .filter(|k| !k.is_empty())
-                        .collect(),
-                    created_at: g.created_at,
-                    updated_at: g.last_updated_at,
-                })
-                .collect(),
-            complete: listing.complete,
-        })
-    }
+async fn observe_only<G: GuardrailObject>(
+    guardrail: &G,
+    cx: &Cx<'_, G>,
+    status: &mut GuardrailStatus,
+) -> Result<Vec<&'static str>, Error> {
+    let spec = guardrail.definition();
+    Ok(match observe(guardrail, cx, status).await? {
+        Some(remote) => {
+            let mut fields = spec.immutable_conflicts(&remote, guardrail.workspace_id());
+            fields.extend(spec.diff(&remote));
+            fields
+        }
+        None => Vec::new(),
+    })
 }
 
-/// The names of the Configs of the guardrail's namespace that name it (from the watch cache:
-/// no apiserver read).
-fn referencing_configs(guardrail: &Guardrail, cx: &Cx<'_, Guardrail>) -> Vec<String> {
-    let namespace = guardrail.metadata.namespace.as_deref();
-    let mut users: Vec<String> = cx
-        .ctx
+async fn cleanup<G: GuardrailObject>(guardrail: &G, cx: &Cx<'_, G>) -> Result<Vec<Change>, Error> {
+    let status = guardrail.guardrail_status().cloned().unwrap_or_default();
+    let known = status.slug.clone().or(status.id.clone());
+    if guardrail.definition().deletion_policy == GuardrailDeletionPolicy::Orphan {
+        return Ok(orphaned(&format!(
+            "guardrail {}",
+            known.unwrap_or_default()
+        )));
+    }
+    let key = match (known, &status.pending_create) {
+        (Some(key), _) => key,
+        (None, Some(_)) => {
+            let lookup = find_created(guardrail, cx, &status);
+            match made_by_unfinished_create(&status, "guardrail", lookup).await? {
+                Some(found) => found.slug,
+                None => return Ok(Vec::new()),
+            }
+        }
+        (None, None) => return Ok(Vec::new()),
+    };
+    let users = referencing_configs(guardrail, cx.ctx);
+    if !users.is_empty() {
+        return Err(Error::not_allowed(
+            STILL_REFERENCED,
+            format!(
+                "guardrail {key} is still named by Config {}; it is deleted once no Config names it (or set deletionPolicy: Orphan)",
+                users.join(", ")
+            ),
+        ));
+    }
+    let client = cx.api(Op::Delete).await?;
+    let result = match plane::<G>(client).delete(&key).await {
+        Err(e) if missing_answer(&e) && absent_from_list(guardrail, client, &status).await => {
+            Ok(())
+        }
+        other => other,
+    };
+    removed("Deleted", "delete", &format!("guardrail {key}"), result)
+}
+
+async fn list<G: GuardrailKind>(
+    client: &Client,
+    workspace: Option<String>,
+) -> Result<Listing<Row>, ApiError> {
+    let listing = plane::<G>(client).listing(workspace.as_deref()).await?;
+    Ok(Listing {
+        items: listing
+            .items
+            .into_iter()
+            .map(|g| Row {
+                keys: [g.id, g.slug]
+                    .into_iter()
+                    .filter(|k| !k.is_empty())
+                    .collect(),
+                created_at: g.created_at,
+                updated_at: g.last_updated_at,
+            })
+            .collect(),
+        complete: listing.complete,
+    })
+}
+
+/// The Configs that name the guardrail (from the watch cache: no apiserver read): by name for
+/// a Guardrail (they are of its namespace), `namespace/name` for a ClusterGuardrail.
+fn referencing_configs<G: GuardrailKind>(guardrail: &G, ctx: &Context) -> Vec<String> {
+    let mut users: Vec<String> = ctx
         .stores
         .configs
         .all()
         .iter()
-        .filter(|c| c.metadata.namespace.as_deref() == namespace)
         .filter(|c| c.metadata.deletion_timestamp.is_none())
         .filter(|c| guardrail.named_by(c))
-        .map(|c| c.metadata.name.clone().unwrap_or_default())
+        .map(|c| match guardrail.meta().namespace {
+            Some(_) => c.name_any(),
+            None => format!("{}/{}", c.namespace().unwrap_or_default(), c.name_any()),
+        })
         .collect();
     users.sort();
     users
@@ -241,21 +291,18 @@ fn missing_answer(e: &ApiError) -> bool {
 
 /// True when a complete listing of the guardrail's workspace shows no guardrail with the id or
 /// slug it recorded: only then is a 403 taken for "gone".
-async fn absent_from_list(
-    guardrail: &Guardrail,
+async fn absent_from_list<G: GuardrailKind>(
+    guardrail: &G,
     client: &Client,
     status: &GuardrailStatus,
 ) -> bool {
-    let Ok(listing) = plane(client)
-        .listing(guardrail.spec.workspace_id.as_deref())
-        .await
-    else {
+    let Ok(listing) = plane::<G>(client).listing(guardrail.workspace_id()).await else {
         return false;
     };
     let keys: Vec<&str> = [
         status.id.as_deref(),
         status.slug.as_deref(),
-        guardrail.spec.slug.as_deref(),
+        guardrail.definition().slug.as_deref(),
     ]
     .into_iter()
     .flatten()
@@ -270,12 +317,12 @@ async fn absent_from_list(
 /// GETs the guardrail this object adopts or recorded, and records what it reports. Gone means
 /// 404/`AB08`, or a 403 that a complete listing confirms; an adopted one that is gone is an
 /// error.
-async fn observe(
-    guardrail: &Guardrail,
-    cx: &Cx<'_, Guardrail>,
+async fn observe<G: GuardrailObject>(
+    guardrail: &G,
+    cx: &Cx<'_, G>,
     status: &mut GuardrailStatus,
 ) -> Result<Option<GuardrailDetails>, Error> {
-    let adopted = guardrail.spec.slug.as_deref();
+    let adopted = guardrail.definition().slug.as_deref();
     let Some(key) = adopted
         .or(status.slug.as_deref())
         .or(status.id.as_deref())
@@ -284,7 +331,7 @@ async fn observe(
         return Ok(None);
     };
     let client = cx.api(Op::Read).await?;
-    let result = plane(client).get(&key).await;
+    let result = plane::<G>(client).get(&key).await;
     let gone = match &result {
         Err(e) if missing_answer(e) => absent_from_list(guardrail, client, status).await,
         _ => false,
@@ -328,21 +375,20 @@ async fn observe(
 }
 
 /// Creates the guardrail through the shared protocol (see [`crate::controller::create`]).
-async fn create(
-    guardrail: &Guardrail,
-    cx: &Cx<'_, Guardrail>,
+async fn create<G: GuardrailObject>(
+    guardrail: &G,
+    cx: &Cx<'_, G>,
     status: &mut GuardrailStatus,
     desired: &Desired,
 ) -> Result<Change, Error> {
     let before = status.clone();
     let client = cx.api(Op::Create).await?;
-    let request = guardrail
-        .spec
-        .create_request_with(&desired.request_document());
+    let spec = guardrail.definition();
+    let request = spec.create_request_with(&desired.request_document(), guardrail.workspace_id());
     let sent = CreateAttempt {
-        name: Some(guardrail.spec.name.clone()),
-        workspace_id: guardrail.spec.workspace_id.clone(),
-        body_hash: body_hash(guardrail.metadata.uid.as_deref(), &request),
+        name: Some(spec.name.clone()),
+        workspace_id: guardrail.workspace_id().map(str::to_string),
+        body_hash: body_hash(guardrail.meta().uid.as_deref(), &request),
         ended_at: None,
     };
     let outcome = create_once(
@@ -351,7 +397,7 @@ async fn create(
         "guardrail",
         sent,
         find_created(guardrail, cx, &before),
-        plane(client).create(&request),
+        plane::<G>(client).create(&request),
     )
     .await?;
     let change = match outcome {
@@ -360,7 +406,7 @@ async fn create(
             status.slug = Some(created.slug.clone()).filter(|s| !s.is_empty());
             status.version_id = created.version_id.clone();
             status.secret_hash = desired.secret_hash.clone();
-            status.record_applied_now(&guardrail.metadata, now_rfc3339());
+            status.record_applied_now(guardrail.meta(), now_rfc3339());
             let name = status.slug.clone().unwrap_or(created.id);
             Change::new("Created", format!("created guardrail {name}"))
         }
@@ -383,21 +429,21 @@ async fn create(
 
 /// The guardrail an earlier create made: the one of the workspace it was sent to with the name
 /// it sent, created within its window, claimed by no other resource, in a complete listing.
-async fn find_created(
-    guardrail: &Guardrail,
-    cx: &Cx<'_, Guardrail>,
+async fn find_created<G: GuardrailObject>(
+    guardrail: &G,
+    cx: &Cx<'_, G>,
     status: &GuardrailStatus,
 ) -> Result<Lookup<GuardrailSummary>, Error> {
     let sent = status
         .create_attempt
         .clone()
         .unwrap_or_else(|| CreateAttempt {
-            name: Some(guardrail.spec.name.clone()),
-            workspace_id: guardrail.spec.workspace_id.clone(),
+            name: Some(guardrail.definition().name.clone()),
+            workspace_id: guardrail.workspace_id().map(str::to_string),
             ..Default::default()
         });
     let client = cx.api(Op::Read).await?;
-    let listing = plane(client)
+    let listing = plane::<G>(client)
         .listing(sent.workspace_id.as_deref())
         .await
         .map_err(|e| Error::api("list guardrails", e))?;
@@ -413,4 +459,51 @@ async fn find_created(
                 && (sent.workspace_id.is_none() || g.workspace_id == sent.workspace_id)
         },
     ))
+}
+
+/// Requeues the guardrails a Config names (by resource, or by slug or id in its document)
+/// whenever that Config changes or goes, so a guardrail whose deletion waits for its Configs
+/// goes as soon as the last one lets go. A Guardrail hears the Configs of its namespace; a
+/// ClusterGuardrail those of every watched namespace.
+fn watch_referrers<G: GuardrailObject>(
+    controller: Controller<G>,
+    ctx: &Context,
+    namespace: Option<&str>,
+    guardrails: Store<G>,
+) -> Controller<G> {
+    let namespaces = match G::NAMESPACED {
+        true => vec![namespace.map(str::to_string)],
+        false => ctx.watched_namespaces.clone(),
+    };
+    let streams = namespaces.into_iter().map(|namespace| {
+        let probe = ctx.health.register(crate::controller::stream_name(
+            &format!("Config({} users)", G::KIND),
+            namespace.as_deref(),
+        ));
+        let configs = crate::controller::scoped::<Config>(&ctx.kube, namespace.as_deref());
+        watcher(configs, watcher::Config::default())
+            .inspect(move |item| probe.observe(item))
+            .touched_objects()
+            .boxed()
+    });
+    let stream = futures::stream::select_all(streams);
+    controller.watches_stream(stream, move |config: Config| {
+        guardrails
+            .state()
+            .into_iter()
+            .filter(|g| g.named_by(&config))
+            .map(|g| ObjectRef::from_obj(g.as_ref()))
+            .collect::<Vec<_>>()
+    })
+}
+
+/// A guardrail's own triggers: the Secrets it reads and the Configs that name it.
+pub fn watch_inputs<G: GuardrailObject>(
+    controller: Controller<G>,
+    ctx: &Context,
+    namespace: Option<&str>,
+    guardrails: Store<G>,
+) -> Controller<G> {
+    let controller = config_refs::watch_secrets(controller, ctx, namespace, guardrails.clone());
+    watch_referrers(controller, ctx, namespace, guardrails)
 }

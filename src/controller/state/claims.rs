@@ -22,8 +22,10 @@ use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 
 use crate::resources::common::{CreateAttempt, condition::STALLED, find_condition};
+use crate::resources::guardrail::GuardrailKind;
 use crate::resources::{
-    Config, Connection, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy,
+    ClusterGuardrail, Config, Connection, Deployment, Guardrail, RateLimitsPolicy,
+    UsageLimitsPolicy,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
@@ -267,6 +269,7 @@ pub struct Stores {
     pub policies: StoreList<RateLimitsPolicy>,
     pub usage_limits: StoreList<UsageLimitsPolicy>,
     pub guardrails: StoreList<Guardrail>,
+    pub cluster_guardrails: StoreList<ClusterGuardrail>,
 }
 
 /// A kind whose resources claim remote objects, in workspaces: what ownership and grants are
@@ -475,31 +478,46 @@ macro_rules! policy_claims {
     };
 }
 
-impl Claims for Guardrail {
-    status_claims!();
-    fn manages(&self) -> bool {
-        self.status
-            .as_ref()
-            .is_some_and(|s| s.slug.is_some() || s.id.is_some() || s.pending_create.is_some())
-    }
-    fn stores(stores: &Stores) -> &StoreList<Self> {
-        &stores.guardrails
-    }
-    fn claimed_ids(&self) -> Vec<String> {
-        let status = self.status.as_ref();
-        ids([
-            self.spec.slug.as_ref(),
-            status.and_then(|s| s.slug.as_ref()),
-            status.and_then(|s| s.id.as_ref()),
-        ])
-    }
-    fn adopted(&self) -> Option<(&'static str, String)> {
-        self.spec.slug.clone().map(|slug| ("spec.slug", slug))
-    }
-    fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
-        vec![("spec.workspaceId", self.spec.workspace_id.clone())]
-    }
+/// `Claims` of a guardrail kind: a slug (and UUID) in its status, adopted by `spec.slug`, in
+/// the workspace `spec.workspaceId` names (none for an organisation guardrail).
+macro_rules! guardrail_claims {
+    ($kind:ty, $store:ident) => {
+        impl Claims for $kind {
+            status_claims!();
+            fn manages(&self) -> bool {
+                self.status.as_ref().is_some_and(|s| {
+                    s.slug.is_some() || s.id.is_some() || s.pending_create.is_some()
+                })
+            }
+            fn stores(stores: &Stores) -> &StoreList<Self> {
+                &stores.$store
+            }
+            fn claimed_ids(&self) -> Vec<String> {
+                let status = self.status.as_ref();
+                ids([
+                    self.definition().slug.as_ref(),
+                    status.and_then(|s| s.slug.as_ref()),
+                    status.and_then(|s| s.id.as_ref()),
+                ])
+            }
+            fn adopted(&self) -> Option<(&'static str, String)> {
+                self.definition()
+                    .slug
+                    .clone()
+                    .map(|slug| ("spec.slug", slug))
+            }
+            fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
+                match self.metadata.namespace {
+                    Some(_) => vec![("spec.workspaceId", self.workspace_id().map(String::from))],
+                    None => Vec::new(),
+                }
+            }
+        }
+    };
 }
+
+guardrail_claims!(Guardrail, guardrails);
+guardrail_claims!(ClusterGuardrail, cluster_guardrails);
 
 policy_claims!(RateLimitsPolicy, policies);
 policy_claims!(UsageLimitsPolicy, usage_limits);

@@ -191,12 +191,23 @@ impl Connections {
         self
     }
 
+    /// The namespace Connections read Secrets from, when the operator has one
+    /// (`--connection-secret-namespace`): a cluster-scoped kind reads its Secrets there too.
+    pub fn secret_namespace(&self) -> Option<&str> {
+        self.secret_namespace.as_deref()
+    }
+
     /// The client for connection `name`, as used by an object in `namespace`, and what that
     /// namespace may do through it. `cached` is the Connection from the watch cache, when the
     /// caller has one (then no apiserver read is made).
+    ///
+    /// A cluster-scoped object (`namespace` `None`) belongs to no namespace, so neither
+    /// `allowedNamespaces`, `namespaceSelector` nor `grants` (all about namespaces) apply to
+    /// it: only those who may create cluster-scoped objects can make one (Kubernetes RBAC),
+    /// the `Issuer`/`ClusterIssuer` split.
     pub async fn client_for(
         &self,
-        namespace: &str,
+        namespace: Option<&str>,
         name: &str,
         cached: Option<Option<Arc<Connection>>>,
     ) -> Result<Resolved, Error> {
@@ -221,7 +232,9 @@ impl Connections {
                 _ => Err(Error::Connection(format!("Connection {name} not found"))),
             };
         };
-        self.check_namespace_allowed(&connection, namespace).await?;
+        if let Some(namespace) = namespace {
+            self.check_namespace_allowed(&connection, namespace).await?;
+        }
         let scope = self
             .scope(name, connection.spec.grants.as_deref(), namespace)
             .await?;
@@ -232,13 +245,14 @@ impl Connections {
     }
 
     /// The union of the grants matching `namespace`; refuses a namespace no grant matches.
+    /// A cluster-scoped object (`None`) is not limited by grants.
     async fn scope(
         &self,
         connection: &str,
         grants: Option<&[Grant]>,
-        namespace: &str,
+        namespace: Option<&str>,
     ) -> Result<Scope, Error> {
-        let Some(grants) = grants else {
+        let (Some(grants), Some(namespace)) = (grants, namespace) else {
             return Ok(Scope::unrestricted(connection));
         };
         let mut workspaces: Option<BTreeSet<String>> = Some(BTreeSet::new());
