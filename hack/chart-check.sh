@@ -143,7 +143,8 @@ for kind in CustomResourceDefinition ServiceAccount ClusterRole ClusterRoleBindi
 	Deployment Service PodDisruptionBudget; do
 	expect "$work/default.yaml.all" "kind: $kind" "default values"
 done
-[[ "$(grep -c '^kind: CustomResourceDefinition' "$work/default.yaml.all")" == 4 ]] || die "expected 4 CRDs"
+crd_count=$(find crds -name '*.yaml' | wc -l)
+[[ "$(grep -c '^kind: CustomResourceDefinition' "$work/default.yaml.all")" == "$crd_count" ]] || die "expected $crd_count CRDs (one per file under crds/)"
 expect "$work/default.yaml" "- operator" "default values"
 expect "$work/default.yaml" "--metrics-addr=0.0.0.0:9090" "default values"
 expect "$work/default.yaml" "image: \"aigw/aigw:0.1.0\"" "default values"
@@ -252,7 +253,7 @@ done
 [[ -z "$(doc_of "$f" Role aigw c)" ]] || die "a Role in a namespace not watched"
 role="$(doc_of "$f" Role aigw-connection-secrets "$NAMESPACE")"
 grep -qw secrets <<<"$role" || die "no Role for the Connection secrets in $NAMESPACE"
-grep -q 'verbs: \["get"\]' <<<"$role" || die "the Connection secrets Role grants more than get"
+grep -q 'verbs: \["get", "list", "watch"\]' <<<"$role" || die "the Connection secrets Role grants more than reading (get, list, watch)"
 grep -qw leases <<<"$(doc_of "$f" Role aigw-leader-election "$NAMESPACE")" ||
 	die "no Role for the Lease in $NAMESPACE"
 echo "ok: ClusterRole without secrets; Roles in a, b; connection-secrets and leader-election Roles in $NAMESPACE"
@@ -358,7 +359,8 @@ else
 	can no delete secrets -n a
 	can no list secrets --all-namespaces
 	can yes get secrets -n "$NAMESPACE"
-	can no list secrets -n "$NAMESPACE"
+	can yes watch secrets -n "$NAMESPACE"
+	can no create secrets -n "$NAMESPACE"
 	can yes list configs.aigw.io -n a
 	can yes patch deployments.aigw.io --subresource=status -n b
 	can no list configs.aigw.io --all-namespaces
@@ -366,6 +368,10 @@ else
 	can yes watch connections.aigw.io
 	can yes patch connections.aigw.io --subresource=status
 	can no update connections.aigw.io
+	can yes watch clusterguardrails.aigw.io
+	can yes patch clusterguardrails.aigw.io --subresource=status
+	can no update clusterguardrails.aigw.io
+	can yes create events.events.k8s.io -n default
 	can yes get namespaces
 	can yes create events.events.k8s.io -n a
 	can no create events.events.k8s.io -n c

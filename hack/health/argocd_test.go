@@ -59,7 +59,7 @@ func TestArgoCDHealthScripts(t *testing.T) {
 				t.Logf("%s -> %s: %s", c.InputPath, c.HealthStatus.Status, c.HealthStatus.Message)
 			}
 			want := []string{"Healthy", "Progressing", "Degraded"}
-			if k.namespaced {
+			if k.managed {
 				want = append(want, "Suspended")
 			}
 			for _, s := range want {
@@ -71,12 +71,12 @@ func TestArgoCDHealthScripts(t *testing.T) {
 	}
 }
 
-// TestNamespacedScriptsAreOne keeps the namespaced kinds' scripts identical: they share
-// one status contract, and Argo CD needs one copy per kind.
-func TestNamespacedScriptsAreOne(t *testing.T) {
+// TestManagedScriptsAreOne keeps the managed kinds' scripts identical: they share one status
+// contract, and Argo CD needs one copy per kind.
+func TestManagedScriptsAreOne(t *testing.T) {
 	config := readScript(t, "Config")
 	for _, k := range kinds {
-		if k.namespaced && readScript(t, k.kind) != config {
+		if k.managed && readScript(t, k.kind) != config {
 			t.Errorf("%s/health.lua differs from Config/health.lua", k.kind)
 		}
 	}

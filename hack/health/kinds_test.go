@@ -15,8 +15,11 @@ type outcome struct {
 type kind struct {
 	kind     string
 	resource string
-	// namespaced kinds also have the aigw.io/paused annotation and the Drifted condition.
+	// namespaced: the kind's objects live in a namespace.
 	namespaced bool
+	// managed kinds (all but Connection) also have the aigw.io/paused annotation and the
+	// Drifted condition.
+	managed bool
 	// manager is the field manager of the operator's status writes (src/controller).
 	manager string
 	// example is the file under examples/ whose object the test creates.
@@ -51,7 +54,7 @@ const (
 
 var kinds = []kind{
 	{
-		kind: "Config", resource: "configs", namespaced: true, manager: "aigw/config", example: "config.yaml",
+		kind: "Config", resource: "configs", namespaced: true, managed: true, manager: "aigw/config", example: "config.yaml",
 		bump: map[string]any{"spec": map[string]any{"name": "chat-routing-v2"}},
 		settled: map[string]any{
 			"id": "5e0c8a4e-6d1f-4a7b-9c3e-2f1d0b7a8c91", "slug": "pc-chat-r-1a2b3c",
@@ -63,7 +66,7 @@ var kinds = []kind{
 			"returned HTTP 400: targets[1].provider: unknown provider @anthropic-prod"},
 	},
 	{
-		kind: "Deployment", resource: "deployments", namespaced: true, manager: "aigw/deployment", example: "deployment.yaml",
+		kind: "Deployment", resource: "deployments", namespaced: true, managed: true, manager: "aigw/deployment", example: "deployment.yaml",
 		bump: map[string]any{"spec": map[string]any{"name": "edge-gateway-v2"}},
 		settled: map[string]any{
 			"id": "0b8f2c1d-7e6a-4b5c-9d8e-1f2a3b4c5d6e", "slug": "edge-gateway", "connectionStatus": "healthy",
@@ -75,7 +78,7 @@ var kinds = []kind{
 			"0b8f2c1d-7e6a-4b5c-9d8e-1f2a3b4c5d6e cannot be read back; change spec.rotation.trigger to issue new ones"},
 	},
 	{
-		kind: "RateLimitsPolicy", resource: "ratelimitspolicies", namespaced: true, manager: "aigw/ratelimitspolicy", example: "ratelimitspolicy.yaml",
+		kind: "RateLimitsPolicy", resource: "ratelimitspolicies", namespaced: true, managed: true, manager: "aigw/ratelimitspolicy", example: "ratelimitspolicy.yaml",
 		bump:        map[string]any{"spec": map[string]any{"value": 1200}},
 		settled:     map[string]any{"id": "3c2d1e0f-9a8b-4c7d-8e6f-5a4b3c2d1e0f", "remoteStatus": "active"},
 		ready:       outcome{"Ready", "Reconciled", "RateLimitsPolicy is in sync with the management API"},
@@ -83,7 +86,7 @@ var kinds = []kind{
 		stalled:     outcome{"Stalled", "NamespaceNotAllowed", "Connection default does not allow namespace aigw-health (spec.allowedNamespaces)"},
 	},
 	{
-		kind: "UsageLimitsPolicy", resource: "usagelimitspolicies", namespaced: true, manager: "aigw/usagelimitspolicy", example: "usagelimitspolicy.yaml",
+		kind: "UsageLimitsPolicy", resource: "usagelimitspolicies", namespaced: true, managed: true, manager: "aigw/usagelimitspolicy", example: "usagelimitspolicy.yaml",
 		bump:        map[string]any{"spec": map[string]any{"creditLimit": 800}},
 		settled:     map[string]any{"id": "8f1e2d3c-4b5a-4c6d-9e8f-7a6b5c4d3e2f", "remoteStatus": "active"},
 		ready:       outcome{"Ready", "Reconciled", "UsageLimitsPolicy is in sync with the management API"},
@@ -92,7 +95,7 @@ var kinds = []kind{
 			"through Connection default (spec.grants[].workspaces)"},
 	},
 	{
-		kind: "Guardrail", resource: "guardrails", namespaced: true, manager: "aigw/guardrail", example: "guardrail.yaml",
+		kind: "Guardrail", resource: "guardrails", namespaced: true, managed: true, manager: "aigw/guardrail", example: "guardrail.yaml",
 		bump: map[string]any{"spec": map[string]any{"name": "pii-check-v2"}},
 		settled: map[string]any{
 			"id": "7a6b5c4d-3e2f-4a1b-9c8d-7e6f5a4b3c2d", "slug": "pg-pii-ch-4d5e6f",
@@ -102,6 +105,18 @@ var kinds = []kind{
 		progressing: outcome{"Progressing", "ServerError", "failed to create guardrail: POST /ai_gw/v2/guardrails returned HTTP 503: upstream unavailable"},
 		stalled: outcome{"Stalled", "SecretNotFound", "Secret aigw-health/airs-credentials named by spec.secretRefs " +
 			"(path /checks/1/parameters/api_key) does not exist"},
+	},
+	{
+		kind: "ClusterGuardrail", resource: "clusterguardrails", managed: true, manager: "aigw/clusterguardrail", example: "clusterguardrail.yaml",
+		bump: map[string]any{"spec": map[string]any{"name": "org-pii-v2"}},
+		settled: map[string]any{
+			"id": "2b3c4d5e-6f7a-4b8c-9d0e-1f2a3b4c5d6e", "slug": "pg-org-pi-7a8b9c",
+			"versionId": "d4e5f6a7-b8c9-4d0e-8f1a-2b3c4d5e6f7a", "lastAppliedAt": "2026-01-05T10:00:00Z",
+		},
+		ready:       outcome{"Ready", "Reconciled", "ClusterGuardrail is in sync with the management API"},
+		progressing: outcome{"Progressing", "ServerError", "failed to create guardrail: POST /ai_gw/admin/v2/guardrails returned HTTP 503: upstream unavailable"},
+		stalled: outcome{"Stalled", "StillReferenced", "guardrail pg-org-pi-7a8b9c is still named by Config team-a/chat-routing; " +
+			"it is deleted once no Config names it (or set deletionPolicy: Orphan)"},
 	},
 	{
 		kind: "Connection", resource: "connections", manager: "aigw/connection", example: "connection.yaml",
@@ -116,8 +131,8 @@ var kinds = []kind{
 // reach them: created, reconciling, ready, drifted, stalled, paused, then a new spec.
 func (k kind) steps() []step {
 	var steps []step
-	add := func(s step, namespacedOnly bool) {
-		if k.namespaced || !namespacedOnly {
+	add := func(s step, managedOnly bool) {
+		if k.managed || !managedOnly {
 			steps = append(steps, s)
 		}
 	}
