@@ -10,12 +10,14 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use aigw::emulator::EmulatorOptions;
-use aigw::resources::{Config, Deployment, RateLimitsPolicy, UsageLimitsPolicy};
+use aigw::resources::{
+    ClusterGuardrail, Config, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy,
+};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::PostParams;
+use kube::api::{Api, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::harness::{Harness, TOKEN, count_in};
+use support::harness::{CLUSTER_LABEL, Harness, TOKEN, count_in};
 use support::objects::Conditions;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -295,6 +297,24 @@ async fn seed(remote: &Remote) -> Value {
     remote
         .call(
             Method::POST,
+            "/ai_gw/v2/guardrails",
+            json!({"name": "pii check", "workspace_id": "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c",
+                   "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
+                   "actions": {"deny": true}}),
+        )
+        .await;
+    remote
+        .call(
+            Method::POST,
+            "/ai_gw/admin/v2/guardrails",
+            json!({"name": "org secrets scan",
+                   "checks": [{"id": "default.regexMatch", "parameters": {"rule": "sk-[a-z0-9]{20}"}}],
+                   "actions": {"deny": true, "async": false}}),
+        )
+        .await;
+    remote
+        .call(
+            Method::POST,
             "/ai_gw/v2/policies/usage-limits",
             json!({"name": "team budget", "type": "cost", "credit_limit": 500, "alert_threshold": 400,
                    "periodic_reset": "monthly",
@@ -360,7 +380,7 @@ async fn plan_exits_0_2_and_1_and_never_writes() {
     let plan = text(&out);
     assert_eq!(code(&out), 0, "{plan}");
     assert!(
-        plan.contains("Plan: 0 to create, 0 to update, 4 to adopt, 0 unchanged, 0 in conflict."),
+        plan.contains("Plan: 0 to create, 0 to update, 6 to adopt, 0 unchanged, 0 in conflict."),
         "{plan}"
     );
 
@@ -399,7 +419,7 @@ async fn plan_exits_0_2_and_1_and_never_writes() {
     let document: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(document["version"], 1);
     assert_eq!(document["summary"]["create"], 1);
-    assert_eq!(document["resources"].as_array().unwrap().len(), 5);
+    assert_eq!(document["resources"].as_array().unwrap().len(), 7);
     let policy = document["resources"]
         .as_array()
         .unwrap()
@@ -540,7 +560,7 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
     assert_eq!(code(&out), 0, "{}", text(&out));
     assert!(
         text(&out)
-            .contains("exported 1 Config, 1 Deployment, 1 RateLimitsPolicy, 1 UsageLimitsPolicy"),
+            .contains("exported 1 ClusterGuardrail, 1 Config, 1 Deployment, 1 Guardrail, 1 RateLimitsPolicy, 1 UsageLimitsPolicy"),
         "{}",
         text(&out)
     );
@@ -597,6 +617,39 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
                 .create(&PostParams::default(), &object)
                 .await
                 .unwrap();
+        } else if name.starts_with("guardrail-") {
+            let object: Guardrail = serde_yaml::from_str(yaml).unwrap();
+            h.env
+                .api::<Guardrail>()
+                .create(&PostParams::default(), &object)
+                .await
+                .unwrap();
+        } else if name.starts_with("clusterguardrail-") {
+            // Labelled for the harness's operator (which takes only its own cluster-scoped
+            // objects); a leftover of an earlier run is removed first.
+            let mut object: ClusterGuardrail = serde_yaml::from_str(yaml).unwrap();
+            object.metadata.labels =
+                Some([(CLUSTER_LABEL.to_string(), h.env.namespace.clone())].into());
+            let cluster = Api::<ClusterGuardrail>::all(h.env.client.clone());
+            let name = object.metadata.name.clone().unwrap();
+            let unfinalized = json!({"metadata": {"finalizers": null}});
+            let _ = cluster
+                .patch(
+                    &name,
+                    &Default::default(),
+                    &kube::api::Patch::Merge(&unfinalized),
+                )
+                .await;
+            let _ = cluster.delete(&name, &Default::default()).await;
+            support::wait_until(WAIT, || async {
+                cluster.get_opt(&name).await.ok()?.is_none().then_some(())
+            })
+            .await
+            .expect("a leftover ClusterGuardrail went");
+            cluster
+                .create(&PostParams::default(), &object)
+                .await
+                .unwrap();
         } else if name.starts_with("usagelimitspolicy-") {
             let object: UsageLimitsPolicy = serde_yaml::from_str(yaml).unwrap();
             h.env
@@ -618,6 +671,20 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
     h.env
         .wait_for::<UsageLimitsPolicy>("team-budget", WAIT, |p| p.ready())
         .await;
+    h.env
+        .wait_for::<Guardrail>("pii-check", WAIT, |g| g.ready())
+        .await;
+    let cluster = Api::<ClusterGuardrail>::all(h.env.client.clone());
+    support::wait_until(WAIT, || async {
+        cluster
+            .get_opt("org-secrets-scan")
+            .await
+            .ok()??
+            .ready()
+            .then_some(())
+    })
+    .await
+    .expect("the exported ClusterGuardrail was adopted");
     let stats = h.stats().await;
     assert_eq!(
         writes(&stats),
@@ -641,7 +708,7 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
     .await;
     assert_eq!(code(&out), 0, "{}", text(&out));
     assert!(
-        text(&out).contains("0 to adopt, 4 unchanged"),
+        text(&out).contains("0 to adopt, 6 unchanged"),
         "{}",
         text(&out)
     );
