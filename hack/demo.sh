@@ -85,6 +85,7 @@ kubectl create deployment ai-gateway -n aigw-demo --image=registry.example/ai-ga
 	--dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl create secret generic -n aigw-demo airs-credentials --from-literal=api-key="airs-$(head -c 12 /dev/urandom | base64 | tr -d '/+=')" \
 	--dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl apply -f examples/clusterguardrail.yaml
 kubectl apply -n aigw-demo -f examples/config.yaml -f examples/deployment.yaml \
 	-f examples/ratelimitspolicy.yaml -f examples/usagelimitspolicy.yaml \
 	-f examples/guardrail.yaml -f examples/config-guardrail-ref.yaml \
@@ -107,12 +108,14 @@ for ns in aigw-demo aigw-dev aigw-prod; do
 	kubectl wait -n "$ns" --for=condition=Ready configs.aigw.io,deployments.aigw.io,ratelimitspolicies.aigw.io --all --timeout=120s
 done
 kubectl wait -n aigw-demo --for=condition=Ready usagelimitspolicies.aigw.io,guardrails.aigw.io --all --timeout=120s
-step "Config guarded-routing names Guardrail pii-check by resource; its slug went into the document"
+kubectl wait --for=condition=Ready clusterguardrails.aigw.io/org-pii --timeout=120s
+step "Config guarded-routing names Guardrail pii-check and ClusterGuardrail org-pii by resource; their slugs went into the document"
 guard=$(kubectl get -n aigw-demo guardrails.aigw.io pii-check -o jsonpath='{.status.slug}')
+org=$(kubectl get clusterguardrails.aigw.io org-pii -o jsonpath='{.status.slug}')
 routed=$(kubectl get -n aigw-demo configs.aigw.io guarded-routing -o jsonpath='{.status.slug}')
-echo "Guardrail pii-check is $guard; config $routed has input_guardrails:"
+echo "Guardrail pii-check is $guard, ClusterGuardrail org-pii is $org; config $routed has:"
 curl -fsS "$api/ai_gw/v2/configs/$routed" -H "authorization: Bearer $(cat "$demo/token")" |
-	python3 -c 'import json,sys; print(json.loads(json.load(sys.stdin)["config"]).get("input_guardrails"))'
+	python3 -c 'import json,sys; c=json.loads(json.load(sys.stdin)["config"]); print("input_guardrails", c.get("input_guardrails"), "output_guardrails", c.get("output_guardrails"))'
 
 step "The gateway reports in (its heartbeat reaches the control plane)"
 id=$(kubectl get -n aigw-demo deployments.aigw.io edge-gateway -o jsonpath='{.status.id}')

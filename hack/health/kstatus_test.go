@@ -102,6 +102,12 @@ func createFromExample(t *testing.T, objects dynamic.ResourceInterface, k kind) 
 	}
 	ctx := context.Background()
 	name := obj.GetName()
+	// A leftover may hold aigw's finalizer (e.g. the ClusterGuardrail of `make demo`, whose
+	// operator is stopped): no operator runs here to release it.
+	unfinalize := []byte(`{"metadata":{"finalizers":null}}`)
+	if _, err := objects.Patch(ctx, name, types.MergePatchType, unfinalize, metav1.PatchOptions{}); err != nil && !apierrors.IsNotFound(err) {
+		t.Fatalf("release leftover %s %s: %v", k.kind, name, err)
+	}
 	if err := objects.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatalf("delete leftover %s %s: %v", k.kind, name, err)
 	}
