@@ -915,3 +915,48 @@ async fn usage_limits_through_the_cli_create_list_read_usage_and_reset() {
     );
     run(vec!["usage-limits".into(), "delete".into(), id]).await;
 }
+
+#[tokio::test]
+async fn guardrails_get_through_the_cli_reads_either_plane_and_keeps_unknown_fields() {
+    let env = Env::start().await;
+    let http = reqwest::Client::new();
+    let mut slugs = Vec::new();
+    for (path, body) in [
+        (
+            "/ai_gw/v2/guardrails",
+            json!({"name": "ws-check", "workspace_id": "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c",
+                   "checks": [{"id": "default.regexMatch", "parameters": {"rule": "x"}}],
+                   "actions": {"deny": true}}),
+        ),
+        (
+            "/ai_gw/admin/v2/guardrails",
+            json!({"name": "org-check",
+                   "checks": [{"id": "default.regexMatch", "parameters": {"rule": "y"}}],
+                   "actions": {"deny": true}}),
+        ),
+    ] {
+        let created: Value = http
+            .post(format!("{}{path}", env.emulator.management_url()))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        slugs.push(created["slug"].as_str().expect("a slug").to_string());
+    }
+    let output = aigw_api(&env, &["guardrails", "get", &slugs[0]]).await;
+    assert!(output.status.success(), "{output:?}");
+    let read: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(read["name"], "ws-check");
+    assert_eq!(read["checks"][0]["parameters"]["rule"], "x", "{read}");
+    let output = aigw_api(&env, &["guardrails", "get", "--organisation", &slugs[1]]).await;
+    assert!(output.status.success(), "{output:?}");
+    let read: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(read["name"], "org-check");
+    assert!(read["workspace_id"].is_null(), "{read}");
+    // What the API sends beyond the typed fields is printed too.
+    assert!(read.get("created_at").is_some(), "{read}");
+}

@@ -163,6 +163,14 @@ enum GuardrailsCommand {
         #[arg(long)]
         current_page: Option<u32>,
     },
+    /// Retrieve a guardrail by UUID or slug, checks and actions as the API sent them (Secret
+    /// parameters as the API masks them).
+    Get {
+        guardrail: String,
+        /// An organisation guardrail (the admin plane) rather than a workspace guardrail.
+        #[arg(long)]
+        organisation: bool,
+    },
 }
 
 #[derive(Subcommand)]
@@ -231,6 +239,16 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
             page_size,
             current_page,
         }) => print(&client.guardrails().list(page_size, current_page).await?),
+        ApiCommand::Guardrails(GuardrailsCommand::Get {
+            guardrail,
+            organisation,
+        }) => {
+            let plane = match organisation {
+                true => aigw::api::GuardrailPlane::Organisation,
+                false => aigw::api::GuardrailPlane::Workspace,
+            };
+            print(&client.guardrails_on(plane).get(&guardrail).await?)
+        }
         ApiCommand::RateLimits(cmd) => rate_limits(&client, cmd).await,
         ApiCommand::UsageLimits(cmd) => usage_limits(&client, cmd).await,
     }
