@@ -23,7 +23,6 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::Resource;
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
@@ -179,16 +178,15 @@ impl Context {
 /// its watched namespaces (the chart with `watchNamespaces`) passes it.
 pub async fn check_crds_installed(kube: &kube::Client) -> Result<(), String> {
     let crds: Api<CustomResourceDefinition> = Api::all(kube.clone());
-    for (plural, version) in [
-        ("configs", Config::version(&())),
-        ("deployments", Deployment::version(&())),
-        ("ratelimitspolicies", RateLimitsPolicy::version(&())),
-        ("usagelimitspolicies", UsageLimitsPolicy::version(&())),
-        ("guardrails", Guardrail::version(&())),
-        ("clusterguardrails", ClusterGuardrail::version(&())),
-        ("connections", crate::resources::Connection::version(&())),
-    ] {
-        let name = format!("{plural}.aigw.io");
+    // The CRDs this build generates: a new kind is checked without an edit here.
+    for (_, wanted) in crate::resources::crds() {
+        let name = wanted.metadata.name.clone().unwrap_or_default();
+        let version = wanted
+            .spec
+            .versions
+            .first()
+            .map(|v| v.name.clone())
+            .unwrap_or_default();
         let crd = crds
             .get_opt(&name)
             .await
