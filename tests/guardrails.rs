@@ -302,6 +302,23 @@ async fn a_cluster_guardrail_lives_on_the_admin_plane_and_waits_for_configs_of_a
         )
         .await
         .unwrap();
+    // The operator's namespace also holds Connection credentials: a cluster-scoped resource
+    // reads only the Secrets labelled for it there, and sends nothing until then.
+    let refused = support::wait_until(WAIT, || async {
+        let g = cluster.get_opt(&name).await.ok()??;
+        g.stalled_with("SecretNotReadable").then_some(g)
+    })
+    .await
+    .expect("an unlabelled Secret is refused");
+    let (_, _, message) = refused.condition("Stalled").unwrap();
+    assert!(message.contains("aigw.io/cluster-readable"), "{message}");
+    assert_eq!(h.remote_writes().await, 0, "nothing sent without the label");
+    let label = json!({"metadata": {"labels": {"aigw.io/cluster-readable": "true"}}});
+    h.env
+        .api::<Secret>()
+        .patch("airs", &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .unwrap();
     let ready = support::wait_until(WAIT, || async {
         let g = cluster.get_opt(&name).await.ok()??;
         g.ready().then_some(g)
@@ -324,6 +341,31 @@ async fn a_cluster_guardrail_lives_on_the_admin_plane_and_waits_for_configs_of_a
     h.reset_stats().await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(h.remote_writes().await, 0, "no write at steady state");
+
+    // A team's Guardrail cannot adopt the organisation guardrail: it stalls and writes nothing.
+    let mut adopting = guardrail_spec("org-pii");
+    adopting["slug"] = json!(slug);
+    adopting["secretRefs"] = json!([]);
+    h.env
+        .api::<Guardrail>()
+        .create(
+            &PostParams::default(),
+            &object("Guardrail", "takeover", adopting),
+        )
+        .await
+        .unwrap();
+    let stalled = h
+        .env
+        .wait_for::<Guardrail>("takeover", WAIT, |g| g.stalled_with("InvalidSpec"))
+        .await;
+    let (_, _, message) = stalled.condition("Stalled").unwrap();
+    assert!(message.contains("organisation guardrail"), "{message}");
+    h.env.delete_and_wait::<Guardrail>("takeover", WAIT).await;
+    assert_eq!(h.remote_writes().await, 0, "the takeover wrote nothing");
+    assert!(
+        org_guardrail(&h, &slug).await.is_some(),
+        "and deleted nothing"
+    );
 
     // A Config of the test namespace names it by resource.
     let config = json!({"name": "uses-org", "config": {"targets": [{"provider": "@openai"}]},

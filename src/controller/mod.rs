@@ -476,6 +476,11 @@ async fn follow_leadership(ctx: Arc<Context>) {
 pub async fn run(ctx: Arc<Context>, settings: Settings) {
     let namespaces = settings.watched_namespaces();
     info!(namespaces = ?settings.namespaces, concurrency = settings.concurrency, drift_interval = ?settings.drift_interval, "starting controllers");
+    if !settings.namespaces.is_empty() && settings.cluster_selector.is_none() {
+        warn!(
+            "--namespace scopes the namespaced kinds only: this operator reconciles every cluster-scoped object (ClusterGuardrail); when several operators share the cluster, give each a --cluster-selector"
+        );
+    }
     let mut tasks = Vec::new();
     let mut passes = Vec::new();
     // One drift pass per listed kind, over every watched namespace; one controller per kind and

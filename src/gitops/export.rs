@@ -202,11 +202,10 @@ async fn export_guardrails<G: GuardrailKind + Serialize>(
         .listing(workspace)
         .await
         .map_err(|e| GitopsError::api("failed to list guardrails", e))?;
-    let organisation = !G::REFERENCED_AS.namespaced();
     for summary in guardrails
         .items
         .iter()
-        .filter(|g| g.workspace_id.is_none() == organisation)
+        .filter(|g| G::lists_as_own(g.workspace_id.as_deref()))
     {
         let remote = plane.get(&summary.slug).await.map_err(|e| {
             GitopsError::api(format!("failed to read guardrail {}", summary.slug), e)

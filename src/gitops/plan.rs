@@ -655,6 +655,10 @@ async fn plan_guardrail<G: GuardrailKind>(
     let mut fields = conflicts.clone();
     fields.extend(definition.diff(&remote));
     let changes = field_changes(&fields, &current, &desired);
+    let invalid = invalid.or_else(|| {
+        G::other_kind(&remote)
+            .map(|why| format!("{why}: the operator would stall and write nothing"))
+    });
     Ok(match (invalid, conflicts.is_empty()) {
         (Some(reason), _) => entry(
             Action::Conflict,

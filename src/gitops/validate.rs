@@ -558,7 +558,12 @@ impl Seen {
         let connection = value["spec"]["connectionRef"]["name"]
             .as_str()
             .unwrap_or("default");
-        let key = format!("{kind}/{connection}/{id}");
+        // Both guardrail kinds name guardrails: one slug is claimed once across them.
+        let claimant = match kind {
+            "ClusterGuardrail" => "Guardrail",
+            other => other,
+        };
+        let key = format!("{claimant}/{connection}/{id}");
         match self.claims.get(&key) {
             Some(first) => found.push(Violation {
                 path: format!("spec.{field}"),

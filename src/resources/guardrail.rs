@@ -128,7 +128,8 @@ pub struct GuardrailDefinition {
     /// actions}` (e.g. `/checks/0/parameters/api_key`) and a Secret key. A `Guardrail` reads
     /// the Secrets of its namespace; a `ClusterGuardrail` those of the namespace the operator
     /// reads Connection Secrets from (`--connection-secret-namespace`, the chart's release
-    /// namespace). A change of a referenced Secret is applied with one PUT within seconds.
+    /// namespace) labelled `aigw.io/cluster-readable: "true"`. A change of a referenced Secret
+    /// is applied with one PUT within seconds.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
     pub secret_refs: Vec<ConfigSecretRef>,
@@ -410,6 +411,33 @@ pub trait GuardrailKind: kube::Resource<DynamicType = ()> + Sized {
         definition: GuardrailDefinition,
         workspace_id: Option<String>,
     ) -> Self;
+
+    /// Why `remote` is not a guardrail of this kind, if it is not: a Guardrail manages only
+    /// workspace guardrails (with a workspace), a ClusterGuardrail only organisation
+    /// guardrails (without one), whatever plane answered the read. So a team's Guardrail can
+    /// never adopt, change or delete an organisation guardrail (which only RBAC on
+    /// ClusterGuardrails may reach), nor a ClusterGuardrail a team's guardrail, and one remote
+    /// guardrail is claimed by one kind only.
+    fn other_kind(remote: &api::GuardrailDetails) -> Option<String> {
+        if Self::lists_as_own(remote.workspace_id.as_deref()) {
+            return None;
+        }
+        Some(match &remote.workspace_id {
+            Some(workspace) => format!(
+                "guardrail {} belongs to workspace {workspace}: a ClusterGuardrail manages only organisation guardrails; use a Guardrail",
+                remote.slug
+            ),
+            None => format!(
+                "guardrail {} is an organisation guardrail: a Guardrail manages only workspace guardrails; use a ClusterGuardrail",
+                remote.slug
+            ),
+        })
+    }
+
+    /// Whether a guardrail in `workspace` (`None`: organisation-wide) is of this kind.
+    fn lists_as_own(workspace: Option<&str>) -> bool {
+        workspace.is_some() == Self::REFERENCED_AS.namespaced()
+    }
 
     /// True when `config` names this guardrail: by resource (`spec.resourceRefs`, a
     /// `Guardrail` only from its own namespace), or by the slug or id it recorded, written in
@@ -694,5 +722,18 @@ mod tests {
                 .immutable_conflicts(&read, None)
                 .is_empty()
         );
+    }
+
+    #[test]
+    fn each_kind_refuses_the_other_kinds_guardrail() {
+        let workspace = remote(json!([]), json!({}));
+        let mut organisation = workspace.clone();
+        organisation.workspace_id = None;
+        assert!(Guardrail::other_kind(&workspace).is_none());
+        assert!(ClusterGuardrail::other_kind(&organisation).is_none());
+        let why = Guardrail::other_kind(&organisation).unwrap();
+        assert!(why.contains("use a ClusterGuardrail"), "{why}");
+        let why = ClusterGuardrail::other_kind(&workspace).unwrap();
+        assert!(why.contains("belongs to workspace ws-1"), "{why}");
     }
 }

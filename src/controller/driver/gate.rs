@@ -51,7 +51,7 @@ impl Op {
 
 /// How long a reconcile waits for every watch cache of its kind to list before it gives up
 /// deciding ownership (and tries again later).
-const CACHES_LISTED_WITHIN: Duration = Duration::from_secs(2);
+pub const CACHES_LISTED_WITHIN: Duration = Duration::from_secs(2);
 
 /// The gate for one resource during one reconcile.
 pub struct Gate<'a, K: Managed> {
@@ -190,29 +190,7 @@ impl<'a, K: Managed> Gate<'a, K> {
 
     /// The names of the Connections that reach this object's tenant, its own first.
     fn same_tenant(&self) -> Vec<String> {
-        let own = self.object.connection_name().to_string();
-        let connections = &self.ctx.connections;
-        let all = self.ctx.stores.connections.all();
-        let find = |name: &str| all.iter().find(|c| c.name_any() == name).map(|c| &**c);
-        let Some(tenant) = connections.tenant_of(&own, find(&own)) else {
-            return vec![own];
-        };
-        let mut peers = vec![own.clone()];
-        let names = all
-            .iter()
-            .map(|c| c.name_any())
-            .chain(std::iter::once("default".to_string()));
-        for name in names {
-            if name != own
-                && !peers.contains(&name)
-                && connections
-                    .tenant_of(&name, find(&name))
-                    .is_some_and(|theirs| theirs.may_be(&tenant))
-            {
-                peers.push(name);
-            }
-        }
-        peers
+        tenant_peers(self.ctx, self.object.connection_name())
     }
 
     async fn resolve(&self) -> Result<&Resolved, Error> {
@@ -223,6 +201,34 @@ impl<'a, K: Managed> Gate<'a, K> {
             })
             .await
     }
+}
+
+/// The names of the Connections that reach the tenant Connection `own` reaches, `own` first
+/// (from the watch cache).
+pub fn tenant_peers(ctx: &Context, own: &str) -> Vec<String> {
+    let own = own.to_string();
+    let connections = &ctx.connections;
+    let all = ctx.stores.connections.all();
+    let find = |name: &str| all.iter().find(|c| c.name_any() == name).map(|c| &**c);
+    let Some(tenant) = connections.tenant_of(&own, find(&own)) else {
+        return vec![own];
+    };
+    let mut peers = vec![own.clone()];
+    let names = all
+        .iter()
+        .map(|c| c.name_any())
+        .chain(std::iter::once("default".to_string()));
+    for name in names {
+        if name != own
+            && !peers.contains(&name)
+            && connections
+                .tenant_of(&name, find(&name))
+                .is_some_and(|theirs| theirs.may_be(&tenant))
+        {
+            peers.push(name);
+        }
+    }
+    peers
 }
 
 /// Connection `name` as used by the objects of `namespace` (its grants for them; none for a

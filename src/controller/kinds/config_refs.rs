@@ -17,6 +17,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Map, Value};
 
 use crate::controller::Context;
+use crate::controller::claims::Claims;
 use crate::controller::driver::Cx;
 use crate::controller::error::Error;
 use crate::controller::gate::Op;
@@ -128,10 +129,10 @@ pub async fn secrets_unchanged(
     if refs.is_empty() {
         return recorded_hash.is_none();
     }
-    let Ok(namespace) = secrets_namespace(object, ctx) else {
+    let Ok(source) = secrets_namespace(object, ctx) else {
         return false;
     };
-    match read_secret_values(&namespace, refs, &ctx.kube).await {
+    match read_secret_values(&source, refs, &ctx.kube).await {
         Ok(values) => {
             let uid = object.meta().uid.clone().unwrap_or_default();
             recorded_hash == Some(secret_hash(&uid, &values).as_str())
@@ -157,11 +158,11 @@ impl SecretValues {
 
 /// Reads each referenced Secret (once, from the object's own namespace) and picks its key.
 async fn read_secret_values(
-    namespace: &str,
+    source: &SecretSource,
     refs: &[ConfigSecretRef],
     kube: &kube::Client,
 ) -> Result<SecretValues, Error> {
-    let namespace = namespace.to_string();
+    let namespace = source.namespace.clone();
     let secrets: Api<Secret> = Api::namespaced(kube.clone(), &namespace);
     let mut read: HashMap<String, Option<Secret>> = HashMap::new();
     let mut values = BTreeMap::new();
@@ -174,6 +175,17 @@ async fn read_secret_values(
             read.insert(selector.name.clone(), secret);
         }
         let secret = read.get(&selector.name).and_then(Option::as_ref);
+        if let (true, Some(secret)) = (source.labelled_only, secret)
+            && secret.labels().get(CLUSTER_READABLE).map(String::as_str) != Some("true")
+        {
+            return Err(Error::not_allowed(
+                SECRET_NOT_READABLE,
+                format!(
+                    "Secret {namespace}/{} (named by spec.secretRefs, path {}) is not labelled {CLUSTER_READABLE}=true: a cluster-scoped resource reads only the Secrets labelled for it in the operator's namespace, so the Connection Secrets there stay out of its reach",
+                    selector.name, reference.path
+                ),
+            ));
+        }
         let value = secret_value(secret, &namespace, reference)?;
         values.insert(reference.path.clone(), value);
     }
@@ -475,6 +487,7 @@ fn referenced_slug(
         reference.kind, reference.name, reference.path
     );
     let named = |name: Option<&String>| name == Some(&reference.name);
+    let peers = crate::controller::gate::tenant_peers(ctx, config.spec.connection_name());
     match reference.kind {
         ReferencedKind::Guardrail => {
             let namespace = config.namespace();
@@ -482,18 +495,24 @@ fn referenced_slug(
             let found = all
                 .iter()
                 .find(|g| g.namespace() == namespace && named(g.metadata.name.as_ref()));
-            ready_slug(found.map(|g| &**g), &what)
+            ready_slug(found.map(|g| &**g), &what, &peers)
         }
         ReferencedKind::ClusterGuardrail => {
             let all = ctx.stores.cluster_guardrails.all();
             let found = all.iter().find(|g| named(g.metadata.name.as_ref()));
-            ready_slug(found.map(|g| &**g), &what)
+            ready_slug(found.map(|g| &**g), &what, &peers)
         }
     }
 }
 
-/// The slug of `found` once it is Ready at its generation.
-fn ready_slug<G: GuardrailKind>(found: Option<&G>, what: &str) -> Result<String, Error> {
+/// The slug of `found` once it is Ready at its generation, not being deleted, and reached
+/// through a Connection to the Config's tenant (`peers`: a slug of another tenant names
+/// nothing the Config's API knows).
+fn ready_slug<G: GuardrailKind + Claims>(
+    found: Option<&G>,
+    what: &str,
+    peers: &[String],
+) -> Result<String, Error> {
     let Some(guardrail) = found else {
         let scope = match G::REFERENCED_AS {
             ReferencedKind::Guardrail => " in this namespace",
@@ -504,6 +523,21 @@ fn ready_slug<G: GuardrailKind>(found: Option<&G>, what: &str) -> Result<String,
             format!("{what} does not exist{scope} yet; waiting for it"),
         ));
     };
+    if !peers.iter().any(|p| p == guardrail.connection_name()) {
+        return Err(Error::InvalidSpec(format!(
+            "{what} uses Connection {}, which reaches another tenant than this Config's Connection {}",
+            guardrail.connection_name(),
+            peers.first().map(String::as_str).unwrap_or("default")
+        )));
+    }
+    if guardrail.meta().deletion_timestamp.is_some() {
+        return Err(Error::not_allowed(
+            REFERENCE_NOT_READY,
+            format!(
+                "{what} is being deleted (it waits until no Config names it); remove this reference"
+            ),
+        ));
+    }
     let ready = guardrail.guardrail_status().and_then(|s| {
         let ready = crate::controller::spec_already_applied(
             guardrail.meta().generation,
@@ -584,10 +618,29 @@ pub trait ReadsSecrets: kube::Resource<DynamicType = ()> {
     }
 }
 
+/// The label a Secret of the operator's namespace needs before a cluster-scoped resource may
+/// read it (`"true"`).
+pub const CLUSTER_READABLE: &str = "aigw.io/cluster-readable";
+/// Condition reason when a cluster-scoped resource names a Secret not labelled for it.
+pub const SECRET_NOT_READABLE: &str = "SecretNotReadable";
+
+/// Where an object's Secrets are read: a namespace, and for a cluster-scoped object only the
+/// Secrets labelled [`CLUSTER_READABLE`] there (the operator's namespace also holds the
+/// Connections' credentials, which no guardrail may send anywhere).
+struct SecretSource {
+    namespace: String,
+    labelled_only: bool,
+}
+
 /// [`ReadsSecrets::secrets_namespace`] of `object`, or why it has none.
-fn secrets_namespace(object: &impl ReadsSecrets, ctx: &Context) -> Result<String, Error> {
+fn secrets_namespace(object: &impl ReadsSecrets, ctx: &Context) -> Result<SecretSource, Error> {
+    let labelled_only = object.meta().namespace.is_none();
     object
         .secrets_namespace(ctx.connections.secret_namespace())
+        .map(|namespace| SecretSource {
+            namespace,
+            labelled_only,
+        })
         .ok_or_else(|| {
             Error::InvalidSpec(
                 "spec.secretRefs: a cluster-scoped resource reads Secrets from the namespace the operator reads Connection Secrets from (--connection-secret-namespace, or its own POD_NAMESPACE), and this operator has none".into(),

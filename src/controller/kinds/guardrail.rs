@@ -23,7 +23,7 @@ use crate::controller::create::{
 use crate::controller::drift::{Listed, Row};
 use crate::controller::driver::{Change, Cx, Managed, object_key, observed, orphaned, removed};
 use crate::controller::error::Error;
-use crate::controller::gate::Op;
+use crate::controller::gate::{CACHES_LISTED_WITHIN, Op};
 use crate::controller::status::common_status;
 use crate::controller::{now_rfc3339, spec_already_applied};
 use crate::resources::common::CreateAttempt;
@@ -213,7 +213,7 @@ async fn cleanup<G: GuardrailObject>(guardrail: &G, cx: &Cx<'_, G>) -> Result<Ve
         }
         (None, None) => return Ok(Vec::new()),
     };
-    let users = referencing_configs(guardrail, cx.ctx);
+    let users = referencing_configs(guardrail, cx.ctx).await?;
     if !users.is_empty() {
         return Err(Error::not_allowed(
             STILL_REFERENCED,
@@ -255,15 +255,26 @@ async fn list<G: GuardrailKind>(
     })
 }
 
-/// The Configs that name the guardrail (from the watch cache: no apiserver read): by name for
-/// a Guardrail (they are of its namespace), `namespace/name` for a ClusterGuardrail.
-fn referencing_configs<G: GuardrailKind>(guardrail: &G, ctx: &Context) -> Vec<String> {
-    let mut users: Vec<String> = ctx
-        .stores
-        .configs
+/// The Configs that name the guardrail (from the watch caches: no apiserver read), once every
+/// Config cache has listed (an empty cache is not "no Config"): by name for a Guardrail (they
+/// are of its namespace), `namespace/name` for a ClusterGuardrail. A Config being deleted still
+/// counts until it is gone.
+async fn referencing_configs<G: GuardrailKind>(
+    guardrail: &G,
+    ctx: &Context,
+) -> Result<Vec<String>, Error> {
+    let configs = &ctx.stores.configs;
+    if !configs
+        .listed(ctx.stores_of::<Config>(), CACHES_LISTED_WITHIN)
+        .await
+    {
+        return Err(Error::CachesNotReady(
+            "the Config caches have not listed every watched namespace yet, so whether a Config names this guardrail cannot be decided; waiting".into(),
+        ));
+    }
+    let mut users: Vec<String> = configs
         .all()
         .iter()
-        .filter(|c| c.metadata.deletion_timestamp.is_none())
         .filter(|c| guardrail.named_by(c))
         .map(|c| match guardrail.meta().namespace {
             Some(_) => c.name_any(),
@@ -271,7 +282,7 @@ fn referencing_configs<G: GuardrailKind>(guardrail: &G, ctx: &Context) -> Vec<St
         })
         .collect();
     users.sort();
-    users
+    Ok(users)
 }
 
 /// The key the API addresses the guardrail by: its slug, else its id.
@@ -349,6 +360,9 @@ async fn observe<G: GuardrailObject>(
             result,
         )?,
     };
+    if let Some(remote) = &found {
+        of_this_kind::<G>(remote)?;
+    }
     if let (Some(remote), Some(_)) = (&found, adopted) {
         cx.gate
             .reach(
@@ -372,6 +386,15 @@ async fn observe<G: GuardrailObject>(
         }
     }
     Ok(found)
+}
+
+/// Refuses a remote guardrail of the other kind ([`GuardrailKind::other_kind`]), before
+/// anything is recorded or written.
+fn of_this_kind<G: GuardrailKind>(remote: &GuardrailDetails) -> Result<(), Error> {
+    match G::other_kind(remote) {
+        Some(why) => Err(Error::InvalidSpec(why)),
+        None => Ok(()),
+    }
 }
 
 /// Creates the guardrail through the shared protocol (see [`crate::controller::create`]).
@@ -456,6 +479,7 @@ async fn find_created<G: GuardrailObject>(
         |g| g.created_at.as_deref(),
         |g| {
             sent.name.as_deref() == Some(g.name.as_str())
+                && G::lists_as_own(g.workspace_id.as_deref())
                 && (sent.workspace_id.is_none() || g.workspace_id == sent.workspace_id)
         },
     ))
