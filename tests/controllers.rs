@@ -216,6 +216,38 @@ async fn config_lifecycle_create_update_drift_delete() {
     assert_eq!(h.count("PUT /ai_gw/v2/configs/{slug}").await, 1);
     assert!(h.env.events_text().await.contains("DriftCorrected"));
     assert_eq!(h.ctx.metrics.drift_corrections("Config"), 1);
+    // What the correction replaced: the remote version, each path with both values.
+    let corrected = h.env.api::<Config>().get("routing").await.unwrap();
+    let record = corrected
+        .status
+        .unwrap()
+        .last_drift_correction
+        .expect("status.lastDriftCorrection");
+    assert!(record.replaced_version_id.is_some(), "{record:?}");
+    assert!(
+        record
+            .changes
+            .iter()
+            .any(|c| c.path.starts_with("/config/retry")
+                && c.remote.as_deref().is_some_and(|r| r.contains('9'))),
+        "{record:?}"
+    );
+    assert!(
+        record
+            .changes
+            .iter()
+            .any(|c| c.path.starts_with("/config/strategy") && c.remote.is_none()),
+        "{record:?}"
+    );
+    support::wait_until(WAIT, || async {
+        h.env
+            .events_text()
+            .await
+            .contains("/config/retry")
+            .then_some(())
+    })
+    .await
+    .expect("the DriftCorrected event names the paths");
 
     // Delete (the default policy) removes the remote config and then the resource.
     h.env.delete_and_wait::<Config>("routing", WAIT).await;

@@ -287,7 +287,7 @@ async fn org_guardrail(h: &Harness, slug: &str) -> Option<Value> {
 
 #[tokio::test]
 async fn a_cluster_guardrail_lives_on_the_admin_plane_and_waits_for_configs_of_any_namespace() {
-    let h = Harness::start_with("cgr-life", Duration::from_secs(1)).await;
+    let h = Harness::start_with_secret_namespace("cgr-life", Duration::from_secs(1)).await;
     // The harness's operator reads Connection Secrets (and so a ClusterGuardrail's) in the test
     // namespace.
     put_secret(&h, SECRET_VALUE).await;

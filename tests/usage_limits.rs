@@ -123,7 +123,29 @@ async fn a_usage_limits_policy_is_created_updated_and_archived_with_one_write_ea
     })
     .await
     .expect("the remote edit was not corrected");
-    assert!(h.env.events_text().await.contains("DriftCorrected"));
+    // The event follows the PUT (after the status write).
+    support::wait_until(WAIT, || async {
+        h.env
+            .events_text()
+            .await
+            .contains("DriftCorrected")
+            .then_some(())
+    })
+    .await
+    .expect("a DriftCorrected event");
+    let recorded = support::wait_until(WAIT, || async {
+        let policy = h.env.api::<UsageLimitsPolicy>().get("budget").await.ok()?;
+        policy.status?.last_drift_correction
+    })
+    .await
+    .expect("status.lastDriftCorrection");
+    let change = &recorded.changes[0];
+    assert_eq!(change.path, "/creditLimit", "{recorded:?}");
+    assert_eq!(
+        (change.remote.as_deref(), change.desired.as_deref()),
+        (Some("1.0"), Some("250.0")),
+        "{recorded:?}"
+    );
 
     h.reset_stats().await;
     h.env

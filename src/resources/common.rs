@@ -198,6 +198,206 @@ pub fn json_equivalent(a: &serde_json::Value, b: &serde_json::Value) -> bool {
     }
 }
 
+/// What a drift correction replaced: when, the remote version it replaced (for kinds with
+/// versions), and for each path that differed the remote value and the desired one, as JSON
+/// text, masked where the path or a key on it is secret.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftCorrection {
+    /// When aigw wrote the correction.
+    pub at: String,
+    /// The remote `version_id` the correction replaced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaced_version_id: Option<String>,
+    /// The paths that differed (JSON Pointers into the API's object), first
+    /// [`DRIFT_PATHS_KEPT`] of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<DriftedValue>,
+    /// How many more paths differed than `changes` lists.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub more: u32,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// One path a drift correction overwrote.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DriftedValue {
+    /// JSON Pointer into the API's object, e.g. `/config/retry/attempts`.
+    pub path: String,
+    /// What the remote object held (JSON text; absent when it had nothing there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<String>,
+    /// What aigw wrote back (JSON text; absent when it removed the path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub desired: Option<String>,
+}
+
+/// How many changed paths a [`DriftCorrection`] lists.
+pub const DRIFT_PATHS_KEPT: usize = 20;
+/// The longest value a [`DriftedValue`] shows, in characters.
+const DRIFT_VALUE_CHARS: usize = 200;
+/// What a secret value shows as.
+const MASKED: &str = "\"(masked)\"";
+
+impl DriftCorrection {
+    /// The paths where `remote` differs from `desired` (both in the API's shape, compared by
+    /// meaning as [`json_equivalent`] does), `secret` saying which paths are secret beyond
+    /// those with a secret-sounding key (`api_key`, `password`, …).
+    pub fn between(
+        at: String,
+        replaced_version_id: Option<String>,
+        desired: &serde_json::Value,
+        remote: &serde_json::Value,
+        secret: &dyn Fn(&str) -> bool,
+    ) -> Self {
+        let mut changes = Vec::new();
+        leaf_changes(desired, remote, String::new(), &mut changes);
+        let more = changes.len().saturating_sub(DRIFT_PATHS_KEPT) as u32;
+        changes.truncate(DRIFT_PATHS_KEPT);
+        let changes = changes
+            .into_iter()
+            .map(|(path, remote, desired)| {
+                let hidden = secret(&path)
+                    || path
+                        .split('/')
+                        .any(crate::api::secret_fields::is_secret_key);
+                let show = |value: Option<&serde_json::Value>| {
+                    value.map(|v| match hidden {
+                        true => MASKED.to_string(),
+                        false => shortened(v.to_string()),
+                    })
+                };
+                DriftedValue {
+                    remote: show(remote),
+                    desired: show(desired),
+                    path,
+                }
+            })
+            .collect();
+        DriftCorrection {
+            at,
+            replaced_version_id,
+            changes,
+            more,
+        }
+    }
+
+    /// The changed paths, for an event message.
+    pub fn paths(&self) -> String {
+        let mut paths: Vec<&str> = self.changes.iter().map(|c| c.path.as_str()).collect();
+        if paths.is_empty() {
+            paths.push("/");
+        }
+        let more = match self.more {
+            0 => String::new(),
+            n => format!(" and {n} more"),
+        };
+        format!("{}{more}", paths.join(", "))
+    }
+}
+
+type LeafChange<'a> = (
+    String,
+    Option<&'a serde_json::Value>,
+    Option<&'a serde_json::Value>,
+);
+
+/// Every leaf path where the two documents differ, in document order (maps by key).
+fn leaf_changes<'a>(
+    desired: &'a serde_json::Value,
+    remote: &'a serde_json::Value,
+    path: String,
+    out: &mut Vec<LeafChange<'a>>,
+) {
+    use serde_json::Value;
+    if json_equivalent(desired, remote) {
+        return;
+    }
+    match (desired, remote) {
+        (Value::Object(d), Value::Object(r)) => {
+            let mut keys: Vec<&String> = d.keys().chain(r.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for key in keys {
+                let child = format!("{path}/{}", key.replace('~', "~0").replace('/', "~1"));
+                match (d.get(key), r.get(key)) {
+                    (Some(dv), Some(rv)) => leaf_changes(dv, rv, child, out),
+                    (dv, rv) => out.push((child, rv, dv)),
+                }
+            }
+        }
+        (Value::Array(d), Value::Array(r)) if d.len() == r.len() => {
+            for (n, (dv, rv)) in d.iter().zip(r).enumerate() {
+                leaf_changes(dv, rv, format!("{path}/{n}"), out);
+            }
+        }
+        _ => out.push((path, Some(remote), Some(desired))),
+    }
+}
+
+fn shortened(text: String) -> String {
+    match text.char_indices().nth(DRIFT_VALUE_CHARS) {
+        Some((cut, _)) => format!("{}…", &text[..cut]),
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod drift_tests {
+    use super::DriftCorrection;
+    use serde_json::json;
+
+    #[test]
+    fn a_correction_names_each_path_with_both_values_and_masks_secrets() {
+        let desired = json!({"name": "routing", "config": {"retry": {"attempts": 3},
+            "targets": [{"provider": "@openai", "api_key": "sk-desired"}], "hook": "from-secret"}});
+        let remote = json!({"name": "routing", "config": {"retry": {"attempts": 5.0},
+            "targets": [{"provider": "@other", "api_key": "sk-remote"}], "hook": "edited", "extra": true}});
+        let record = DriftCorrection::between(
+            "2026-11-26T12:00:00Z".into(),
+            Some("v7".into()),
+            &desired,
+            &remote,
+            &|path| path == "/config/hook",
+        );
+        let shown: Vec<(&str, Option<&str>, Option<&str>)> = record
+            .changes
+            .iter()
+            .map(|c| (c.path.as_str(), c.remote.as_deref(), c.desired.as_deref()))
+            .collect();
+        assert_eq!(
+            shown,
+            vec![
+                ("/config/extra", Some("true"), None),
+                ("/config/hook", Some("\"(masked)\""), Some("\"(masked)\"")),
+                ("/config/retry/attempts", Some("5.0"), Some("3")),
+                (
+                    "/config/targets/0/api_key",
+                    Some("\"(masked)\""),
+                    Some("\"(masked)\"")
+                ),
+                (
+                    "/config/targets/0/provider",
+                    Some("\"@other\""),
+                    Some("\"@openai\"")
+                ),
+            ]
+        );
+        let text = serde_json::to_string(&record).unwrap();
+        for secret in ["sk-desired", "sk-remote", "from-secret", "\"edited\""] {
+            assert!(!text.contains(secret), "{text}");
+        }
+        assert_eq!(
+            record.paths(),
+            "/config/extra, /config/hook, /config/retry/attempts, /config/targets/0/api_key, /config/targets/0/provider"
+        );
+    }
+}
+
 #[cfg(test)]
 mod json_tests {
     use super::json_equivalent;

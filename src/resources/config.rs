@@ -274,6 +274,10 @@ pub struct ConfigStatus {
     /// What the create in flight sent, and when its request ended without an answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub create_attempt: Option<CreateAttempt>,
+    /// What the last drift correction replaced: when, the remote version, and each changed
+    /// path with the remote and the desired value (masked where secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_drift_correction: Option<super::common::DriftCorrection>,
     /// The last ten versions aigw applied (created or updated), newest first: which
     /// generation and which `aigw.io/revision` produced each `versionId`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -402,6 +406,28 @@ impl ConfigSpec {
     /// The document is compared as canonical JSON (key order and formatting do not matter).
     pub fn diff(&self, remote: &api::ConfigDetail) -> Vec<&'static str> {
         self.diff_without_secrets(remote)
+    }
+
+    /// What correcting `remote` to this spec at time `at` replaces: the name and the document,
+    /// the `secretRefs` paths left out of both (their values never reach a status).
+    pub fn drift_against(
+        &self,
+        remote: &api::ConfigDetail,
+        at: String,
+    ) -> super::common::DriftCorrection {
+        let mut desired = serde_json::Value::Object(self.config.clone());
+        let mut current = remote.config.clone();
+        for reference in &self.secret_refs {
+            take_pointer(&mut desired, &reference.path);
+            take_pointer(&mut current, &reference.path);
+        }
+        super::common::DriftCorrection::between(
+            at,
+            remote.version_id.clone(),
+            &serde_json::json!({"name": self.name, "config": desired}),
+            &serde_json::json!({"name": remote.name, "config": current}),
+            &|_| false,
+        )
     }
 
     /// [`Self::diff`] for a document whose `secretRefs` paths are compared elsewhere (by hash):

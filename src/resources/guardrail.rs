@@ -283,6 +283,10 @@ pub struct GuardrailStatus {
     /// What the create in flight sent, and when its request ended without an answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub create_attempt: Option<CreateAttempt>,
+    /// What the last drift correction replaced: when, the remote version, and each changed
+    /// path with the remote and the desired value (masked where secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_drift_correction: Option<super::common::DriftCorrection>,
 }
 
 super::config::applied_history!(GuardrailStatus);
@@ -596,6 +600,30 @@ impl GuardrailDefinition {
             fields.push("actions");
         }
         fields
+    }
+
+    /// What correcting `remote` to this definition at time `at` replaces: the name, checks and
+    /// actions as the API holds them, the `secretRefs` paths left out of both.
+    pub fn drift_against(
+        &self,
+        remote: &api::GuardrailDetails,
+        at: String,
+    ) -> super::common::DriftCorrection {
+        let mut desired = Value::Object(self.document());
+        let mut current = remote_document(remote);
+        for reference in &self.secret_refs {
+            super::config::take_pointer(&mut desired, &reference.path);
+            super::config::take_pointer(&mut current, &reference.path);
+        }
+        desired["name"] = Value::String(self.name.clone());
+        current["name"] = Value::String(remote.name.clone());
+        super::common::DriftCorrection::between(
+            at,
+            remote.version_id.clone(),
+            &desired,
+            &current,
+            &|_| false,
+        )
     }
 
     /// Fixed fields where the remote guardrail differs; no PUT can fix these.

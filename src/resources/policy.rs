@@ -92,6 +92,32 @@ pub trait Policy:
     /// A resource named `name` holding `spec`, for `export`.
     fn with_spec(metadata: kube::api::ObjectMeta, spec: Self::Spec) -> Self;
 
+    /// What correcting `remote` at time `at` replaces, in the spec's terms: the `fields` that
+    /// differ (from [`Policy::diff`]), the remote's values as a spec adopting it would say them.
+    fn drift_against(
+        &self,
+        remote: &Self::Remote,
+        fields: &[&str],
+        at: String,
+    ) -> super::common::DriftCorrection {
+        let desired = serde_json::to_value(self.spec()).unwrap_or_default();
+        let current = Self::projected(remote)
+            .ok()
+            .and_then(|spec| serde_json::to_value(spec).ok())
+            .unwrap_or_default();
+        let pick = |value: &serde_json::Value| {
+            serde_json::Value::Object(
+                fields
+                    .iter()
+                    .filter_map(|f| value.get(*f).map(|v| (f.to_string(), v.clone())))
+                    .collect(),
+            )
+        };
+        super::common::DriftCorrection::between(at, None, &pick(&desired), &pick(&current), &|_| {
+            false
+        })
+    }
+
     fn get(
         client: &Client,
         id: &str,

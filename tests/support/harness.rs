@@ -77,6 +77,7 @@ pub struct Harness {
     pub ctx: Arc<Context>,
     settings: Settings,
     grants: Option<Vec<Grant>>,
+    secret_namespace: Option<String>,
     operator: tokio::task::JoinHandle<()>,
     http: reqwest::Client,
     _logs: LogsOnPanic,
@@ -96,7 +97,16 @@ impl Harness {
         drift_interval: Duration,
         options: EmulatorOptions,
     ) -> Self {
-        Self::start_full(prefix, drift_interval, options, false, None).await
+        Self::start_full(prefix, drift_interval, options, false, None, false).await
+    }
+
+    /// An operator whose Connection secret namespace (its "own" namespace) is the test
+    /// namespace: where cluster-scoped resources read their Secrets. Only for test binaries
+    /// that create no Connection: every harness reconciles every Connection, and harnesses that
+    /// disagree on the secret namespace would fight over their status.
+    pub async fn start_with_secret_namespace(prefix: &str, drift_interval: Duration) -> Self {
+        let options = EmulatorOptions::new(TOKEN);
+        Self::start_full(prefix, drift_interval, options, false, None, true).await
     }
 
     /// Two namespaces watched by one operator, whose default connection has `grants` (a
@@ -112,6 +122,7 @@ impl Harness {
             EmulatorOptions::new(TOKEN),
             true,
             grants,
+            false,
         )
         .await
     }
@@ -122,6 +133,7 @@ impl Harness {
         options: EmulatorOptions,
         two_teams: bool,
         grants: Option<Value>,
+        own_secret_namespace: bool,
     ) -> Self {
         log_buffer();
         let env = TestEnv::new(prefix).await;
@@ -153,7 +165,14 @@ impl Harness {
             cluster_selector: Some(format!("{CLUSTER_LABEL}={}", env.namespace)),
             ..Default::default()
         };
-        let ctx = new_context(&env, &emulator, &settings, grants.clone());
+        let secret_namespace = own_secret_namespace.then(|| env.namespace.clone());
+        let ctx = new_context(
+            &env,
+            &emulator,
+            &settings,
+            grants.clone(),
+            secret_namespace.clone(),
+        );
         let operator = tokio::spawn(controller::run(ctx.clone(), settings.clone()));
         Self {
             _logs: LogsOnPanic(env.namespace.clone()),
@@ -163,6 +182,7 @@ impl Harness {
             ctx,
             settings,
             grants,
+            secret_namespace,
             operator,
             http: reqwest::Client::new(),
         }
@@ -176,6 +196,7 @@ impl Harness {
             &self.emulator,
             &self.settings,
             self.grants.clone(),
+            self.secret_namespace.clone(),
         );
         tokio::spawn(controller::run(ctx, self.settings.clone()))
     }
@@ -190,6 +211,7 @@ impl Harness {
             &self.emulator,
             &self.settings,
             self.grants.clone(),
+            self.secret_namespace.clone(),
         );
         self.operator = tokio::spawn(controller::run(self.ctx.clone(), self.settings.clone()));
     }
@@ -382,6 +404,7 @@ fn new_context(
     emulator: &Running,
     settings: &Settings,
     grants: Option<Vec<Grant>>,
+    secret_namespace: Option<String>,
 ) -> Arc<Context> {
     let config = ClientConfig::new(
         emulator.management_url(),
@@ -398,10 +421,9 @@ fn new_context(
     let api = Client::new(config).expect("api client");
     Arc::new(Context::new(
         env.client.clone(),
-        // The test namespace plays the operator's own: cluster-scoped objects read Secrets there.
         Connections::new(env.client.clone(), Some(api))
             .with_default_grants(grants)
-            .with_secret_namespace(Some(env.namespace.clone())),
+            .with_secret_namespace(secret_namespace),
         Arc::new(Metrics::default()),
         settings,
     ))

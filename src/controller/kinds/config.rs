@@ -95,6 +95,7 @@ async fn apply_resolved(
     if differences.is_empty() {
         return Ok(Vec::new());
     }
+    let replaced = config.spec.drift_against(&remote, now_rfc3339());
     let updated = cx
         .api(Op::Update)
         .await?
@@ -118,10 +119,12 @@ async fn apply_resolved(
             &status.conditions,
         );
     Ok(vec![if drift {
+        let paths = replaced.paths();
+        status.last_drift_correction = Some(replaced);
         Change::new(
             "DriftCorrected",
             format!(
-                "config {} was changed outside aigw ({fields}); restored it",
+                "config {} was changed outside aigw at {paths}; restored it (status.lastDriftCorrection has the values it replaced)",
                 remote.slug
             ),
         )

@@ -151,6 +151,7 @@ async fn apply<G: GuardrailObject>(
         return Ok(Vec::new());
     }
     let key = key_of(&remote);
+    let replaced = spec.drift_against(&remote, now_rfc3339());
     let client = cx.api(Op::Update).await?;
     let updated = plane::<G>(client)
         .update(&key, &spec.update_request_with(&desired.request_document()))
@@ -168,9 +169,13 @@ async fn apply<G: GuardrailObject>(
             &status.conditions,
         );
     Ok(vec![if drift {
+        let paths = replaced.paths();
+        status.last_drift_correction = Some(replaced);
         Change::new(
             "DriftCorrected",
-            format!("guardrail {key} was changed outside aigw ({fields}); restored it"),
+            format!(
+                "guardrail {key} was changed outside aigw at {paths}; restored it (status.lastDriftCorrection has the values it replaced)"
+            ),
         )
     } else {
         Change::new("Updated", format!("updated guardrail {key} ({fields})"))

@@ -12,9 +12,9 @@ use crate::controller::drift::Row;
 use crate::controller::driver::{Change, Cx, Managed, object_key, observed, orphaned, removed};
 use crate::controller::error::Error;
 use crate::controller::gate::Op;
-use crate::controller::spec_already_applied;
 use crate::controller::status::{CommonStatus, IntentStatus};
-use crate::resources::common::CreateAttempt;
+use crate::controller::{now_rfc3339, spec_already_applied};
+use crate::resources::common::{CreateAttempt, DriftCorrection};
 pub use crate::resources::policy::{Facts, Policy};
 
 /// A policy kind in the driver: its [`Policy`] binding, and what its status records.
@@ -31,6 +31,8 @@ pub trait PolicyKind: Managed<Status: PolicyStatus> + Policy {
 /// The status field every policy kind records its remote policy in.
 pub trait PolicyStatus {
     fn id(&self) -> Option<&str>;
+    /// Keeps what the last drift correction replaced.
+    fn record_drift(&mut self, replaced: DriftCorrection);
 }
 
 /// Observe, then create, or update only the fields that differ.
@@ -56,6 +58,7 @@ pub async fn apply<P: PolicyKind>(
     if differences.is_empty() {
         return Ok(Vec::new());
     }
+    let replaced = policy.drift_against(&remote, &differences, now_rfc3339());
     let client = cx.api(Op::Update).await?;
     P::update(policy, client, &id)
         .await
@@ -67,10 +70,12 @@ pub async fn apply<P: PolicyKind>(
         status.conditions(),
     );
     Ok(vec![if applied {
+        let paths = replaced.paths();
+        status.record_drift(replaced);
         Change::new(
             "DriftCorrected",
             format!(
-                "{} {id} was changed outside aigw ({fields}); restored it",
+                "{} {id} was changed outside aigw at {paths}; restored it (status.lastDriftCorrection has the values it replaced)",
                 P::WHAT
             ),
         )

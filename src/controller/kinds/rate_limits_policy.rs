@@ -8,6 +8,7 @@ use crate::controller::drift::{Listed, Row};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
 use crate::controller::status::common_status;
+use crate::resources::common::DriftCorrection;
 use crate::resources::rate_limits_policy::{RateLimitsPolicy, RateLimitsPolicyStatus};
 
 common_status!(
@@ -22,6 +23,9 @@ common_status!(
 impl PolicyStatus for RateLimitsPolicyStatus {
     fn id(&self) -> Option<&str> {
         self.id.as_deref()
+    }
+    fn record_drift(&mut self, replaced: DriftCorrection) {
+        self.last_drift_correction = Some(replaced);
     }
 }
 

@@ -17,6 +17,7 @@ use crate::controller::error::Error;
 use crate::controller::gate::Op;
 use crate::controller::now_rfc3339;
 use crate::controller::status::common_status;
+use crate::resources::common::DriftCorrection;
 use crate::resources::usage_limits_policy::{
     UsageLimitsPolicy, UsageLimitsPolicyStatus, ValueUsage,
 };
@@ -36,6 +37,9 @@ common_status!(
 impl PolicyStatus for UsageLimitsPolicyStatus {
     fn id(&self) -> Option<&str> {
         self.id.as_deref()
+    }
+    fn record_drift(&mut self, replaced: DriftCorrection) {
+        self.last_drift_correction = Some(replaced);
     }
 }
 
