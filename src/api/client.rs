@@ -17,7 +17,7 @@ use super::backoff::retry_after_header;
 use super::config::{ClientConfig, RequestObserver, RetryPolicy};
 use super::error::{ApiError, HttpError};
 use super::handles::{
-    Configs, Deployments, Guardrails, RateLimits, Responses, UsageLimits, VectorStoreFiles,
+    ApiKeys, Configs, Deployments, Guardrails, RateLimits, Responses, UsageLimits, VectorStoreFiles,
 };
 use super::models::{ApiErrorBody, unwrap_success};
 use super::routes::{Plane, Route, Verb};
@@ -161,6 +161,11 @@ impl Client {
 
     pub fn usage_limits(&self) -> UsageLimits<'_> {
         UsageLimits::new(self)
+    }
+
+    /// Service or user API keys (`/ai_gw/v2/api-keys/{service|user}`).
+    pub fn api_keys(&self, kind: crate::api::ApiKeyKind) -> ApiKeys<'_> {
+        ApiKeys::new(self, kind)
     }
 
     pub fn guardrails(&self) -> Guardrails<'_> {

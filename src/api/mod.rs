@@ -28,7 +28,7 @@ pub use client::{Client, WriteGuard};
 pub use config::{ClientConfig, RequestObserver, RetryPolicy};
 pub use error::{ApiError, HttpError};
 pub use handles::{
-    Configs, Deployments, Guardrails, GuardrailsOn, RateLimits, Responses, UsageLimits,
+    ApiKeys, Configs, Deployments, Guardrails, GuardrailsOn, RateLimits, Responses, UsageLimits,
     VectorStoreFiles,
 };
 pub use models::*;

@@ -72,6 +72,12 @@ pub(crate) const USAGE_LIMIT_ENTITIES: &str =
     "/ai_gw/v2/policies/usage-limits/{policyUsageLimitsId}/entities";
 pub(crate) const USAGE_LIMIT_ENTITY_RESET: &str =
     "/ai_gw/v2/policies/usage-limits/{policyUsageLimitsId}/entities/{entityId}/reset";
+pub(crate) const SERVICE_API_KEYS: &str = "/ai_gw/v2/api-keys/service";
+pub(crate) const SERVICE_API_KEY: &str = "/ai_gw/v2/api-keys/service/{keyId}";
+pub(crate) const SERVICE_API_KEY_ROTATE: &str = "/ai_gw/v2/api-keys/service/{keyId}/rotate";
+pub(crate) const USER_API_KEYS: &str = "/ai_gw/v2/api-keys/user";
+pub(crate) const USER_API_KEY: &str = "/ai_gw/v2/api-keys/user/{keyId}";
+pub(crate) const USER_API_KEY_ROTATE: &str = "/ai_gw/v2/api-keys/user/{keyId}/rotate";
 pub(crate) const GUARDRAILS: &str = "/ai_gw/admin/v2/guardrails";
 pub(crate) const ORG_GUARDRAIL: &str = "/ai_gw/admin/v2/guardrails/{guardrailId}";
 pub(crate) const WORKSPACE_GUARDRAILS: &str = "/ai_gw/v2/guardrails";

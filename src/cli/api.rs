@@ -14,9 +14,10 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use aigw::api::{
-    Client, ClientConfig, CreateConfigRequest, CreateDeploymentRequest,
-    CreateRateLimitsPolicyRequest, CreateUsageLimitsPolicyRequest, DeploymentListQuery, Includable,
-    RateLimitsListQuery, SecretString, StaticToken, UpdateConfigRequest, UpdateDeploymentRequest,
+    ApiKeyKind, ApiKeysListQuery, Client, ClientConfig, CreateApiKeyRequest, CreateConfigRequest,
+    CreateDeploymentRequest, CreateRateLimitsPolicyRequest, CreateUsageLimitsPolicyRequest,
+    DeploymentListQuery, Includable, RateLimitsListQuery, RotateApiKeyRequest, SecretString,
+    StaticToken, UpdateApiKeyRequest, UpdateConfigRequest, UpdateDeploymentRequest,
     UpdateRateLimitsPolicyRequest, UpdateUsageLimitsPolicyRequest, UsageLimitsListQuery,
 };
 
@@ -71,6 +72,9 @@ enum ApiCommand {
     /// Usage-limits policies (budgets) and the usage they counted.
     #[command(subcommand)]
     UsageLimits(UsageLimitsCommand),
+    /// Gateway API keys, service or user (`--kind`).
+    #[command(subcommand)]
+    ApiKeys(ApiKeysCommand),
 }
 
 /// `-f FILE` (or `-f -` for stdin): a JSON request body.
@@ -219,6 +223,68 @@ enum UsageLimitsCommand {
     Reset { id: String, entity_id: String },
 }
 
+/// `--kind service|user`: which per-kind route a key command uses.
+#[derive(Args)]
+struct KindArg {
+    /// service or user.
+    #[arg(long, default_value = "service", value_parser = ["service", "user"])]
+    kind: String,
+}
+
+impl KindArg {
+    fn kind(&self) -> anyhow::Result<ApiKeyKind> {
+        parse_enum(&self.kind)
+    }
+}
+
+#[derive(Subcommand)]
+enum ApiKeysCommand {
+    /// List every key of the kind (all pages; values masked).
+    List {
+        #[command(flatten)]
+        kind: KindArg,
+        #[arg(long)]
+        workspace_id: Option<String>,
+    },
+    /// Retrieve a key (its value masked).
+    Get {
+        id: String,
+        #[command(flatten)]
+        kind: KindArg,
+    },
+    /// Create a key; prints the one-time key value.
+    Create {
+        #[command(flatten)]
+        kind: KindArg,
+        #[command(flatten)]
+        body: BodyArg,
+    },
+    /// Update a key's name, description, scopes, limits, defaults, alert e-mails, expiry or
+    /// rotation policy.
+    Update {
+        id: String,
+        #[command(flatten)]
+        kind: KindArg,
+        #[command(flatten)]
+        body: BodyArg,
+    },
+    /// Delete a key for good.
+    Delete {
+        id: String,
+        #[command(flatten)]
+        kind: KindArg,
+    },
+    /// Issue a new value (printed once); the old one works until `key_transition_expires_at`.
+    Rotate {
+        id: String,
+        #[command(flatten)]
+        kind: KindArg,
+        /// How long the old value keeps working, at least 30m; the API's default when absent.
+        #[arg(long, value_parser = humantime::parse_duration, value_name = "DUR")]
+        transition: Option<Duration>,
+    },
+}
+
 pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
     crate::cli::init_tracing();
     let client = connect(&args.connection)?;
@@ -251,6 +317,7 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
         }
         ApiCommand::RateLimits(cmd) => rate_limits(&client, cmd).await,
         ApiCommand::UsageLimits(cmd) => usage_limits(&client, cmd).await,
+        ApiCommand::ApiKeys(cmd) => api_keys(&client, cmd).await,
     }
 }
 
@@ -392,6 +459,43 @@ async fn usage_limits(client: &Client, cmd: UsageLimitsCommand) -> anyhow::Resul
         UsageLimitsCommand::Reset { id, entity_id } => {
             api.reset_entity(&id, &entity_id).await?;
             print_empty()
+        }
+    }
+}
+
+async fn api_keys(client: &Client, cmd: ApiKeysCommand) -> anyhow::Result<()> {
+    match cmd {
+        ApiKeysCommand::List { kind, workspace_id } => {
+            let query = ApiKeysListQuery {
+                workspace_id,
+                ..Default::default()
+            };
+            print(&client.api_keys(kind.kind()?).list(&query).await?)
+        }
+        ApiKeysCommand::Get { id, kind } => print(&client.api_keys(kind.kind()?).get(&id).await?),
+        ApiKeysCommand::Create { kind, body } => {
+            let req: CreateApiKeyRequest = read_body(&body.file)?;
+            print(&client.api_keys(kind.kind()?).create(&req).await?)
+        }
+        ApiKeysCommand::Update { id, kind, body } => {
+            let req: UpdateApiKeyRequest = read_body(&body.file)?;
+            client.api_keys(kind.kind()?).update(&id, &req).await?;
+            print_empty()
+        }
+        ApiKeysCommand::Delete { id, kind } => {
+            client.api_keys(kind.kind()?).delete(&id).await?;
+            print_empty()
+        }
+        ApiKeysCommand::Rotate {
+            id,
+            kind,
+            transition,
+        } => {
+            let req = transition.map_or_else(
+                RotateApiKeyRequest::default,
+                RotateApiKeyRequest::with_transition,
+            );
+            print(&client.api_keys(kind.kind()?).rotate(&id, &req).await?)
         }
     }
 }

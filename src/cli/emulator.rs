@@ -40,6 +40,12 @@ pub struct EmulatorArgs {
     #[arg(long, env = "AIGW_EMULATOR_TOKEN_TTL", value_parser = humantime::parse_duration,
           default_value = "15m")]
     token_ttl: Duration,
+    /// Caps every API-key rotation's transition at DUR, e.g. `2s`: the old key stops working
+    /// after the smaller of the requested period (still at least 30 minutes) and DUR, and
+    /// `key_transition_expires_at` says so. For tests; absent, transitions last as asked.
+    #[arg(long, env = "AIGW_EMULATOR_MIN_KEY_TRANSITION", value_parser = humantime::parse_duration,
+          value_name = "DUR")]
+    min_key_transition: Option<Duration>,
 }
 
 pub async fn run(args: EmulatorArgs) -> anyhow::Result<()> {
@@ -70,6 +76,7 @@ pub async fn run(args: EmulatorArgs) -> anyhow::Result<()> {
         token,
         latency: args.latency,
         oauth,
+        min_key_transition: args.min_key_transition,
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

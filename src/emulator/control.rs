@@ -51,8 +51,8 @@ pub async fn put_faults(State(state): State<Shared>, body: Bytes) -> ApiResult<J
 }
 
 /// `GET /_emulator/state`: every collection, with deployment secrets in clear, config
-/// documents as objects (reads through the API return them as strings), and each usage-limits
-/// policy's entities and reset count.
+/// documents as objects (reads through the API return them as strings), each usage-limits
+/// policy's entities and reset count, and each API key's values in clear with its rotation count.
 pub async fn get_state(State(state): State<Shared>) -> Json<Value> {
     let mut responses: Vec<Value> = lock(&state.responses).values().cloned().collect();
     responses.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
@@ -66,6 +66,7 @@ pub async fn get_state(State(state): State<Shared>) -> Json<Value> {
         "rate_limits": lock(&state.rate_limits).dump(),
         "usage_limits": lock(&state.usage_limits).dump(),
         "guardrails": lock(&state.guardrails).dump(),
+        "api_keys": lock(&state.api_keys).dump(),
         "responses": responses,
         "vector_store_files": files,
     }))
@@ -130,6 +131,10 @@ fn seed_one(state: &Shared, collection: &str, item: &Object) -> ApiResult<Value>
             let (id, slug) = lock(&state.guardrails).seed(state, item)?;
             Ok(json!({ "id": id, "slug": slug }))
         }
+        "api_keys" => {
+            let (id, key) = lock(&state.api_keys).seed(state, item)?;
+            Ok(json!({ "id": id, "key": key }))
+        }
         "responses" => {
             let id = fields::req_str(item, "id")
                 .map_err(|_| EmulatorError::validation("responses items need an id"))?;
@@ -149,7 +154,7 @@ fn seed_one(state: &Shared, collection: &str, item: &Object) -> ApiResult<Value>
             Ok(json!({ "id": id, "vector_store_id": store }))
         }
         other => Err(EmulatorError::validation(format!(
-            "unknown collection {other}; expected configs, deployments, rate_limits, usage_limits, guardrails, generate_guardrails, responses or vector_store_files"
+            "unknown collection {other}; expected configs, deployments, rate_limits, usage_limits, guardrails, generate_guardrails, api_keys, responses or vector_store_files"
         ))),
     }
 }

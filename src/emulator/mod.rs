@@ -13,6 +13,8 @@
 //! # Ok(()) }
 //! ```
 
+mod api_key_routes;
+mod api_keys;
 mod auth;
 mod configs;
 mod control;
@@ -65,6 +67,10 @@ pub struct EmulatorOptions {
     pub latency: Option<Duration>,
     /// Enables `POST /oauth2/access_token` (client credentials grant).
     pub oauth: Option<OAuthOptions>,
+    /// Caps every API-key rotation's transition: the old key stops working after the smaller of
+    /// the requested period (at least 30 minutes, as the API demands) and this, so tests can see
+    /// a transition end in seconds. `key_transition_expires_at` reports the capped expiry.
+    pub min_key_transition: Option<Duration>,
 }
 
 impl EmulatorOptions {
@@ -73,6 +79,7 @@ impl EmulatorOptions {
             token: token.into(),
             latency: None,
             oauth: None,
+            min_key_transition: None,
         }
     }
 }
@@ -273,6 +280,7 @@ fn router(state: Shared) -> Router {
                 .put(guardrails::update)
                 .delete(guardrails::delete),
         )
+        .merge(api_key_routes::routes())
         .layer(middleware::from_fn_with_state(
             state.clone(),
             faults::inject_faults,
@@ -322,6 +330,10 @@ fn router(state: Shared) -> Router {
         .route(
             "/_emulator/usage-limits/{id}/usage",
             post(usage_limit_routes::add_usage),
+        )
+        .route(
+            "/_emulator/api-keys/{id}/handshake",
+            post(api_key_routes::handshake),
         );
 
     api.merge(oauth)

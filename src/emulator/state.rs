@@ -14,6 +14,7 @@ use tokio::sync::watch;
 
 use super::{
     EmulatorOptions,
+    api_keys::ApiKeyStore,
     configs::ConfigStore,
     deployments::DeploymentStore,
     errors::EmulatorError,
@@ -42,6 +43,7 @@ pub struct AppState {
     pub rate_limits: Mutex<RateLimitStore>,
     pub usage_limits: Mutex<UsageLimitStore>,
     pub guardrails: Mutex<GuardrailStore>,
+    pub api_keys: Mutex<ApiKeyStore>,
     pub responses: Mutex<HashMap<String, Value>>,
     pub vector_store_files: Mutex<HashMap<(String, String), Value>>,
     pub stats: Mutex<Stats>,
@@ -65,6 +67,7 @@ impl AppState {
             rate_limits: Mutex::default(),
             usage_limits: Mutex::default(),
             guardrails: Mutex::default(),
+            api_keys: Mutex::default(),
             responses: Mutex::default(),
             vector_store_files: Mutex::default(),
             stats: Mutex::default(),
@@ -85,7 +88,7 @@ impl AppState {
         lock(&self.faults).clone()
     }
 
-    /// The error for a config, deployment or policy (or a policy's entity) that does not exist, e.g.
+    /// The error for a config, deployment, policy (or a policy's entity) or API key that does not exist, e.g.
     /// `missing("config pc-x")`: 404 `AB08`, or 403 `AB03` under the `missing_as_ab03` fault.
     pub fn missing(&self, what: &str) -> EmulatorError {
         if lock(&self.faults).missing_as_ab03 {
@@ -102,6 +105,7 @@ impl AppState {
         *lock(&self.rate_limits) = RateLimitStore::default();
         *lock(&self.usage_limits) = UsageLimitStore::default();
         *lock(&self.guardrails) = GuardrailStore::default();
+        *lock(&self.api_keys) = ApiKeyStore::default();
         lock(&self.responses).clear();
         lock(&self.vector_store_files).clear();
     }
@@ -119,6 +123,15 @@ pub fn new_id() -> String {
 /// ISO 8601 UTC with milliseconds, as the API writes timestamps (`2024-05-12T21:37:06.000Z`).
 pub fn now() -> String {
     format_timestamp(jiff::Timestamp::now())
+}
+
+/// The API's timestamp `by` from now (an expiry), saturating far in the future.
+pub fn now_plus(by: std::time::Duration) -> String {
+    let later = jiff::SignedDuration::try_from(by)
+        .ok()
+        .and_then(|span| jiff::Timestamp::now().checked_add(span).ok())
+        .unwrap_or(jiff::Timestamp::MAX);
+    format_timestamp(later)
 }
 
 /// The `last_updated_at` of a write: now, or one millisecond after `previous` when the clock has

@@ -1,5 +1,6 @@
 //! Resource handles: `client.configs().update(slug, &req)`. Each borrows the client.
 
+mod api_keys;
 mod configs;
 mod deployments;
 mod guardrails;
@@ -8,6 +9,7 @@ mod responses;
 mod usage_limits;
 mod vector_store_files;
 
+pub use api_keys::ApiKeys;
 pub use configs::Configs;
 pub use deployments::Deployments;
 pub use guardrails::{Guardrails, GuardrailsOn};

@@ -88,6 +88,17 @@ where
     Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
 }
 
+/// A field where absent and `null` differ (`Option<Option<T>>`): absent reads as `None` (with
+/// `#[serde(default)]`), `null` as `Some(None)`. With `skip_serializing_if = "Option::is_none"`
+/// an update body sends `null` only when asked to clear the field.
+pub fn double_option<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,6 +10,7 @@
 //! drift check's row, decoded for every config on every pass and never printed) and
 //! [`Condition`]/[`GroupBy`] (request body parts the operator builds field by field).
 
+mod api_keys;
 mod config;
 pub mod de;
 mod deployment;
@@ -29,6 +30,7 @@ mod vector_store_file;
 #[cfg(test)]
 mod tests;
 
+pub use api_keys::*;
 pub use config::*;
 pub use deployment::*;
 pub use envelope::{ListPage, Listing, StreamedPage, unwrap_success};
