@@ -96,6 +96,12 @@ async fn apply_resolved(
         return Ok(Vec::new());
     }
     let replaced = config.spec.drift_against(&remote, now_rfc3339());
+    cx.gate.intend(format!(
+        "would update config {} ({}) at {}",
+        remote.slug,
+        differences.join(", "),
+        replaced.paths()
+    ));
     let updated = cx
         .api(Op::Update)
         .await?

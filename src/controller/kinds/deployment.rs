@@ -857,6 +857,7 @@ async fn release_credentials(
     if kept.len() == secret.owner_references().len() {
         return Ok(());
     }
+    cx.gate.may_write()?;
     let patch = serde_json::json!({"metadata": {"ownerReferences": kept}});
     secrets(cx)
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -871,6 +872,9 @@ async fn restart_workloads(deployment: &Deployment, cx: &Cx<'_, Deployment>, rot
     let Some(rotation) = &deployment.spec.rotation else {
         return;
     };
+    if cx.ctx.dry_run {
+        return;
+    }
     let patch = serde_json::json!({
         "spec": {"template": {"metadata": {"annotations": {ROTATED_AT_ANNOTATION: rotated_at}}}}
     });

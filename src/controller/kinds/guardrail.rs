@@ -152,6 +152,11 @@ async fn apply<G: GuardrailObject>(
     }
     let key = key_of(&remote);
     let replaced = spec.drift_against(&remote, now_rfc3339());
+    cx.gate.intend(format!(
+        "would update guardrail {key} ({}) at {}",
+        differences.join(", "),
+        replaced.paths()
+    ));
     let client = cx.api(Op::Update).await?;
     let updated = plane::<G>(client)
         .update(&key, &spec.update_request_with(&desired.request_document()))
