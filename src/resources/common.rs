@@ -254,6 +254,9 @@ impl DriftCorrection {
         remote: &serde_json::Value,
         secret: &dyn Fn(&str) -> bool,
     ) -> Self {
+        // Secrets go before anything is compared or cut out: a changed subtree that holds one
+        // (an added target with its `api_key`, a `custom_headers` map) shows it masked too.
+        let (desired, remote) = &masked_pair(desired, remote);
         let mut changes = Vec::new();
         leaf_changes(desired, remote, String::new(), &mut changes);
         let more = changes.len().saturating_sub(DRIFT_PATHS_KEPT) as u32;
@@ -298,6 +301,32 @@ impl DriftCorrection {
         };
         format!("{}{more}", paths.join(", "))
     }
+}
+
+/// `desired` and `remote` with every secret the one secret list finds in either (a secret key,
+/// a header map's values) replaced: `"(masked)"` where both hold the same value, and on the
+/// remote side `"(masked, different)"` where they differ, so the change still shows.
+fn masked_pair(
+    desired: &serde_json::Value,
+    remote: &serde_json::Value,
+) -> (serde_json::Value, serde_json::Value) {
+    use crate::api::secret_fields::secret_pointers;
+    let (mut d, mut r) = (desired.clone(), remote.clone());
+    let mut pointers = secret_pointers(desired);
+    pointers.extend(secret_pointers(remote));
+    pointers.sort();
+    pointers.dedup();
+    for pointer in pointers {
+        let same = desired.pointer(&pointer) == remote.pointer(&pointer);
+        if let Some(slot) = d.pointer_mut(&pointer) {
+            *slot = serde_json::Value::String("(masked)".into());
+        }
+        if let Some(slot) = r.pointer_mut(&pointer) {
+            let mark = if same { "(masked)" } else { "(masked, different)" };
+            *slot = serde_json::Value::String(mark.into());
+        }
+    }
+    (d, r)
 }
 
 type LeafChange<'a> = (
@@ -387,6 +416,17 @@ mod drift_tests {
                 ),
             ]
         );
+        let added = DriftCorrection::between(
+            "t".into(),
+            None,
+            &json!({"targets": [{"provider": "@a"}]}),
+            &json!({"targets": [{"provider": "@a"}, {"provider": "@b", "custom_headers": {"x-tenant": "hdr-secret"},
+                                                     "override_params": {"api_key": "sk-nested"}}]}),
+            &|_| false,
+        );
+        let text = serde_json::to_string(&added).unwrap();
+        assert!(!text.contains("hdr-secret") && !text.contains("sk-nested"), "{text}");
+        assert!(text.contains("@b"), "the rest of the subtree shows: {text}");
         let text = serde_json::to_string(&record).unwrap();
         for secret in ["sk-desired", "sk-remote", "from-secret", "\"edited\""] {
             assert!(!text.contains(secret), "{text}");
