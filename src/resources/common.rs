@@ -322,7 +322,11 @@ fn masked_pair(
             *slot = serde_json::Value::String("(masked)".into());
         }
         if let Some(slot) = r.pointer_mut(&pointer) {
-            let mark = if same { "(masked)" } else { "(masked, different)" };
+            let mark = if same {
+                "(masked)"
+            } else {
+                "(masked, different)"
+            };
             *slot = serde_json::Value::String(mark.into());
         }
     }
@@ -425,7 +429,10 @@ mod drift_tests {
             &|_| false,
         );
         let text = serde_json::to_string(&added).unwrap();
-        assert!(!text.contains("hdr-secret") && !text.contains("sk-nested"), "{text}");
+        assert!(
+            !text.contains("hdr-secret") && !text.contains("sk-nested"),
+            "{text}"
+        );
         assert!(text.contains("@b"), "the rest of the subtree shows: {text}");
         let text = serde_json::to_string(&record).unwrap();
         for secret in ["sk-desired", "sk-remote", "from-secret", "\"edited\""] {
