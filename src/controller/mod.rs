@@ -468,6 +468,11 @@ async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
 
 /// Keeps the `aigw_leader` gauge equal to this replica's leadership.
 async fn follow_leadership(ctx: Arc<Context>) {
+    if ctx.dry_run {
+        // A dry run leads nothing: `sum(aigw_leader)` stays the real operators' count.
+        ctx.metrics.set_leader(false);
+        return;
+    }
     let mut leading = ctx.leadership.changes();
     loop {
         let now = *leading.borrow_and_update();

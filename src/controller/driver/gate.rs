@@ -283,8 +283,21 @@ async fn resolve_guarded(
         .connections
         .client_for(namespace.as_deref(), name, cached)
         .await?;
-    resolved.client = resolved.client.guarded(Arc::new(ctx.leadership.clone()));
+    resolved.client = match ctx.dry_run {
+        // Whatever a caller declared, a dry run's client sends no write.
+        true => resolved.client.guarded(Arc::new(DryRunGuard)),
+        false => resolved.client.guarded(Arc::new(ctx.leadership.clone())),
+    };
     Ok(resolved)
+}
+
+/// The guard of a `--dry-run` client: every write is withheld, at the last moment too.
+struct DryRunGuard;
+
+impl crate::api::WriteGuard for DryRunGuard {
+    fn may_write(&self) -> Result<(), String> {
+        Err("--dry-run: this operator writes nothing".into())
+    }
 }
 
 /// The client for the drift pass's list of one Connection and workspace, as used by the

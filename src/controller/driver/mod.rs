@@ -267,6 +267,11 @@ async fn trusted<K: Managed>(
     before: Option<&K::Status>,
 ) -> Option<Duration> {
     let before = before?;
+    // A dry run reads every object once at least: what it would write (a new version rendering
+    // a document differently) shows only against the remote object.
+    if cx.ctx.dry_run && !cx.ctx.drift.read_once(key) {
+        return None;
+    }
     let object = cx.object;
     let applied = K::LISTED && crate::controller::drift::settled(object, before);
     let drift = &cx.ctx.drift;
@@ -480,10 +485,18 @@ pub(crate) async fn publish<K: Managed>(
         );
         return;
     }
+    // A dry run only says what it would do: a Normal event about something done (`Rotated`,
+    // `Orphaned`, `Released`) would read as the real operator's.
+    let reason = match (ctx.dry_run, &type_) {
+        (true, EventType::Normal) if !reason.starts_with("Would") => format!("Would{reason}"),
+        _ => reason.to_string(),
+    };
+    // An event's note is capped by the apiserver (1 KiB); a longer one would be refused.
+    let note: String = message.chars().take(EVENT_NOTE_CHARS).collect();
     let event = KubeEvent {
         type_,
-        reason: reason.to_string(),
-        note: Some(message.to_string()),
+        reason,
+        note: Some(note),
         action: "Reconcile".into(),
         secondary: None,
     };
@@ -491,6 +504,9 @@ pub(crate) async fn publish<K: Managed>(
         warn!(kind = K::KIND, error = %e, "failed to publish event");
     }
 }
+
+/// The longest event note published, in characters (the apiserver refuses more than 1 KiB).
+const EVENT_NOTE_CHARS: usize = 900;
 
 /// Default drift interval when none is configured.
 pub const DEFAULT_DRIFT_INTERVAL: Duration = Duration::from_secs(600);
