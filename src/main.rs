@@ -32,6 +32,8 @@ enum Command {
     Plan(cli::plan::PlanArgs),
     /// Write every config, deployment and rate-limits policy of the tenant as manifests.
     Export(cli::export::ExportArgs),
+    /// List a Config's remote versions with the revision aigw applied each from, or diff two.
+    History(cli::history::HistoryArgs),
 }
 
 #[tokio::main]
@@ -62,5 +64,6 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Validate(args) => cli::validate::run(args),
         Command::Plan(args) => cli::plan::run(args).await,
         Command::Export(args) => cli::export::run(args).await.map(|()| done),
+        Command::History(args) => cli::history::run(args).await,
     }
 }

@@ -565,5 +565,46 @@ async fn history_records_each_applied_version_with_its_revision() {
         .collect();
     let expected: Vec<_> = (3..=12).rev().map(|i| format!("c0ffee{i}")).collect();
     assert_eq!(revisions, expected, "the newest ten");
+
+    // `aigw history` joins the API's versions with what aigw recorded, and diffs two of them.
+    let newest = status.history[0].version_id.clone().unwrap();
+    let before = status.history[1].version_id.clone().unwrap();
+    let listed = history(&h, &["config/promoted"]).await;
+    let line = listed
+        .lines()
+        .find(|l| l.starts_with(&newest))
+        .unwrap_or_else(|| panic!("{listed}"));
+    assert!(line.contains("c0ffee12"), "{listed}");
+    assert!(
+        listed.contains("made outside aigw, or older than its history"),
+        "{listed}"
+    );
+    let diff = history(&h, &["config/promoted", "--diff", &before, &newest]).await;
+    assert!(
+        diff.contains("-     \"attempts\": 21") && diff.contains("+     \"attempts\": 22"),
+        "{diff}"
+    );
     h.stop().await;
+}
+
+/// `aigw history ARGS` against the harness's cluster and emulator; its stdout.
+async fn history(h: &Harness, args: &[&str]) -> String {
+    let token = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(token.path(), support::harness::TOKEN).unwrap();
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
+    command
+        .arg("history")
+        .args(args)
+        .args(["-n", &h.env.namespace])
+        .arg("--kubeconfig")
+        .arg(support::kubeconfig_path())
+        .args(["--management-url", &h.emulator.management_url()])
+        .arg("--token-file")
+        .arg(token.path());
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .expect("aigw runs");
+    assert!(output.status.success(), "{output:?}");
+    String::from_utf8(output.stdout).unwrap()
 }

@@ -412,24 +412,7 @@ async fn configs(client: &Client, cmd: ConfigsCommand) -> anyhow::Result<()> {
             diff: Some(pair),
         } => {
             let versions = api.versions(&slug).await?;
-            let find = |id: &str| {
-                versions
-                    .iter()
-                    .find(|v| v.detail.version_id.as_deref() == Some(id))
-                    .map(|v| &v.detail.config)
-                    .with_context(|| format!("config {slug} has no version {id}"))
-            };
-            let (old, new) = (find(&pair[0])?, find(&pair[1])?);
-            // A secret shows as masked on the old side and `<masked, changed>` on the new side
-            // when it changed, so the diff says that it changed, never what it is.
-            let before = serde_json::to_string_pretty(&aigw::gitops::mask::masked(old))?;
-            let after =
-                serde_json::to_string_pretty(&aigw::gitops::mask::masked_against(new, old))?;
-            let lines = aigw::gitops::line_diff::diff(&before, &after);
-            match lines.is_empty() {
-                true => write_stdout(&format!("no change between {} and {}", pair[0], pair[1])),
-                false => write_stdout(&lines.join("\n")),
-            }
+            write_stdout(&version_diff(&slug, &versions, &pair[0], &pair[1])?)
         }
     }
 }
@@ -558,6 +541,32 @@ fn parse_header(raw: &str) -> Result<(String, String), String> {
         }
         _ => Err("expected NAME=VALUE".to_owned()),
     }
+}
+
+/// The change from version `a` to version `b` of config `slug` (by `version_id`), as a line
+/// diff of the documents. A secret shows as `<masked>` on A's side and `<masked, changed>` on
+/// B's when it changed, so the diff says that it changed, never what it is.
+pub(crate) fn version_diff(
+    slug: &str,
+    versions: &[aigw::api::ConfigVersion],
+    a: &str,
+    b: &str,
+) -> anyhow::Result<String> {
+    let find = |id: &str| {
+        versions
+            .iter()
+            .find(|v| v.detail.version_id.as_deref() == Some(id))
+            .map(|v| &v.detail.config)
+            .with_context(|| format!("config {slug} has no version {id}"))
+    };
+    let (old, new) = (find(a)?, find(b)?);
+    let before = serde_json::to_string_pretty(&aigw::gitops::mask::masked(old))?;
+    let after = serde_json::to_string_pretty(&aigw::gitops::mask::masked_against(new, old))?;
+    let lines = aigw::gitops::line_diff::diff(&before, &after);
+    Ok(match lines.is_empty() {
+        true => format!("no change between {a} and {b}"),
+        false => lines.join("\n"),
+    })
 }
 
 fn print<T: Serialize>(value: &T) -> anyhow::Result<()> {

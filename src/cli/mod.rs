@@ -4,6 +4,7 @@ pub mod api;
 pub mod crds;
 pub mod emulator;
 pub mod export;
+pub mod history;
 pub mod operator;
 pub mod plan;
 pub mod validate;

@@ -1,0 +1,88 @@
+//! `aigw history config/NAME`: the remote versions of a Config beside what aigw recorded for
+//! each (the `aigw.io/revision` it was applied from, when), and `--diff A B` between two.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+
+use super::plan::{TargetArgs, client, live};
+use crate::cli::api::version_diff;
+use aigw::resources::Config;
+
+#[derive(clap::Args)]
+pub struct HistoryArgs {
+    /// `config/NAME`: the resource whose remote versions to list (Configs have versions).
+    resource: String,
+    /// Its namespace; default: the kubeconfig context's.
+    #[arg(long, short = 'n', value_name = "NS")]
+    namespace: Option<String>,
+    /// Print the change from version A to version B (`version_id`s) instead of the list; a
+    /// secret shows as `<masked>`, `<masked, changed>` on B's side when it changed.
+    #[arg(long, num_args = 2, value_names = ["A", "B"])]
+    diff: Option<Vec<String>>,
+    #[command(flatten)]
+    target: TargetArgs,
+}
+
+pub async fn run(args: HistoryArgs) -> anyhow::Result<ExitCode> {
+    let name = match args.resource.split_once('/') {
+        Some(("config" | "configs" | "Config" | "configs.aigw.io", name)) if !name.is_empty() => {
+            name.to_string()
+        }
+        _ => anyhow::bail!(
+            "{}: name a Config as config/NAME (the kind whose updates make remote versions)",
+            args.resource
+        ),
+    };
+    let path = args.target.kubeconfig.clone().context(
+        "aigw history reads the resource's status: pass --kubeconfig (or AIGW_KUBECONFIG)",
+    )?;
+    let live = live(&path).await?;
+    let namespace = args
+        .namespace
+        .clone()
+        .unwrap_or_else(|| live.default_namespace.clone());
+    let config = kube::Api::<Config>::namespaced(live.client.clone(), &namespace)
+        .get(&name)
+        .await
+        .with_context(|| format!("failed to read Config {namespace}/{name}"))?;
+    let status = config.status.clone().unwrap_or_default();
+    let slug = status.slug.clone().with_context(|| {
+        format!("Config {namespace}/{name} has no remote config yet (no status.slug)")
+    })?;
+    let api = client(&args.target, Some(&live)).await?;
+    let versions = api
+        .configs()
+        .versions(&slug)
+        .await
+        .with_context(|| format!("failed to list the versions of config {slug}"))?;
+    if let Some(pair) = &args.diff {
+        super::write_stdout(&version_diff(&slug, &versions, &pair[0], &pair[1])?)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let mut lines = vec![format!(
+        "{:<38}{:<26}{:<14}{}",
+        "VERSION", "CREATED", "REVISION", "APPLIED BY AIGW"
+    )];
+    for version in &versions {
+        let id = version.detail.version_id.clone().unwrap_or_default();
+        let created = version
+            .version_created_at
+            .clone()
+            .or(version.detail.last_updated_at.clone())
+            .unwrap_or_default();
+        let applied = status
+            .history
+            .iter()
+            .find(|entry| entry.version_id.as_deref() == Some(id.as_str()));
+        let revision = applied
+            .and_then(|entry| entry.revision.clone())
+            .unwrap_or_else(|| "-".into());
+        let by_aigw = applied
+            .map(|entry| entry.applied_at.clone())
+            .unwrap_or_else(|| "no (made outside aigw, or older than its history)".into());
+        lines.push(format!("{id:<38}{created:<26}{revision:<14}{by_aigw}"));
+    }
+    super::write_stdout(&lines.join("\n"))?;
+    Ok(ExitCode::SUCCESS)
+}
