@@ -638,6 +638,22 @@ async fn deployment_create_secret_connection_status_and_archive() {
     })
     .await
     .expect("the remote rename was not corrected");
+    let recorded = support::wait_until(WAIT, || async {
+        let d = h.env.api::<Deployment>().get("edge").await.ok()?;
+        d.status?.last_drift_correction
+    })
+    .await
+    .expect("status.lastDriftCorrection");
+    let change = &recorded.changes[0];
+    assert_eq!(
+        (
+            change.path.as_str(),
+            change.remote.as_deref(),
+            change.desired.as_deref()
+        ),
+        ("/name", Some("\"renamed\""), Some("\"edge-gw\"")),
+        "{recorded:?}"
+    );
 
     // Deleting a credentials Secret is reported, never papered over with invented values.
     h.env

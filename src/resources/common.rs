@@ -294,6 +294,29 @@ impl DriftCorrection {
         }
     }
 
+    /// For a kind compared field by field: the `fields` that differ (camelCase spec names),
+    /// as the spec says them (`desired`) and as a spec adopting the remote object would
+    /// (`current`).
+    pub fn of_fields(
+        at: String,
+        replaced_version_id: Option<String>,
+        desired: &impl Serialize,
+        current: &impl Serialize,
+        fields: &[&str],
+    ) -> Self {
+        let pick = |value: serde_json::Value| {
+            serde_json::Value::Object(
+                fields
+                    .iter()
+                    .filter_map(|f| value.get(*f).map(|v| (f.to_string(), v.clone())))
+                    .collect(),
+            )
+        };
+        let desired = pick(serde_json::to_value(desired).unwrap_or_default());
+        let current = pick(serde_json::to_value(current).unwrap_or_default());
+        Self::between(at, replaced_version_id, &desired, &current, &[])
+    }
+
     /// The changed paths, for an event message.
     pub fn paths(&self) -> String {
         let mut paths: Vec<&str> = self.changes.iter().map(|c| c.path.as_str()).collect();

@@ -275,6 +275,10 @@ pub struct DeploymentStatus {
     /// What the create in flight sent, and when its request ended without an answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub create_attempt: Option<CreateAttempt>,
+    /// What the last drift correction replaced: when, and each changed field with the remote
+    /// and the desired value (masked where secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_drift_correction: Option<super::common::DriftCorrection>,
     /// Set just before a rotation is sent and cleared once the new credentials are in the
     /// Secret: a rotation interrupted in between is done again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -467,6 +471,58 @@ impl DeploymentSpec {
             Some(text) => humantime::parse_duration(text)
                 .map(Some)
                 .map_err(|e| format!("spec.rotation.interval {text:?} is not a duration: {e}")),
+        }
+    }
+}
+
+impl DeploymentSpec {
+    /// A spec that adopts `remote` (by id) and matches it. No credential leaves the API: the spec
+    /// only names the Secret the credentials are expected in.
+    pub fn adopting(remote: &api::Deployment, secret_name: &str) -> DeploymentSpec {
+        // Empty values are left out: a spec field that is absent is not compared, so the
+        // manifest stays short and still matches.
+        let auth = remote.auth_settings.as_ref().map(|a| AuthSettings {
+            gateway_base_url: a.gateway_base_url.clone().filter(|u| !u.is_empty()),
+            mcp_gateway_base_url: a.mcp_gateway_base_url.clone().filter(|u| !u.is_empty()),
+            workspaces_allowed: a.workspaces_allowed.clone().filter(|w| !w.is_empty()),
+            jwt_subs_allowed: a.jwt_subs_allowed.clone().filter(|s| !s.is_empty()),
+            jwt_sub_workspace_mapping: a
+                .jwt_sub_workspace_mapping
+                .clone()
+                .filter(|m| !m.is_empty()),
+            allow_all_workspaces: a.allow_all_workspaces,
+        });
+        DeploymentSpec {
+            deployment_id: Some(remote.id.clone()),
+            name: remote.name.clone(),
+            type_: remote
+                .deployment_type
+                .as_ref()
+                .and_then(super::policy::same_enum),
+            is_default: remote.is_default,
+            deployment_config: remote
+                .deployment_config
+                .as_ref()
+                .and_then(|c| c.as_object().cloned())
+                .filter(|c| !c.is_empty()),
+            // aigw's own identity tags stay out of manifests (admission refuses them).
+            tags: remote
+                .tags
+                .clone()
+                .map(|mut tags| {
+                    tags.retain(|k, _| !k.starts_with("aigw.io/"));
+                    tags
+                })
+                .filter(|t| !t.is_empty()),
+            auth_settings: auth.filter(|a| a != &AuthSettings::default()),
+            override_existing: None,
+            credentials_secret_ref: SecretRef {
+                name: secret_name.into(),
+            },
+            deletion_policy: DeploymentDeletionPolicy::Orphan,
+            rotation: None,
+            management_policy: ManagementPolicy::Full,
+            connection_ref: None,
         }
     }
 }

@@ -100,20 +100,11 @@ pub trait Policy:
         fields: &[&str],
         at: String,
     ) -> super::common::DriftCorrection {
-        let desired = serde_json::to_value(self.spec()).unwrap_or_default();
         let current = Self::projected(remote)
             .ok()
             .and_then(|spec| serde_json::to_value(spec).ok())
             .unwrap_or_default();
-        let pick = |value: &serde_json::Value| {
-            serde_json::Value::Object(
-                fields
-                    .iter()
-                    .filter_map(|f| value.get(*f).map(|v| (f.to_string(), v.clone())))
-                    .collect(),
-            )
-        };
-        super::common::DriftCorrection::between(at, None, &pick(&desired), &pick(&current), &[])
+        super::common::DriftCorrection::of_fields(at, None, self.spec(), &current, fields)
     }
 
     fn get(

@@ -23,10 +23,10 @@ use crate::controller::failpoints::{AFTER_CREATE_POST, AFTER_ROTATE_PUT};
 use crate::controller::gate::Op;
 use crate::controller::status::{Outcome, common_status, record_outcome, set_condition};
 use crate::controller::{now_rfc3339, spec_already_applied};
-use crate::resources::common::CreateAttempt;
+use crate::resources::common::{CreateAttempt, DriftCorrection};
 use crate::resources::deployment::{
-    ConnectionStatus, Deployment, DeploymentDeletionPolicy, DeploymentStatus, RemoteStatus,
-    UID_TAG, WorkloadKind,
+    ConnectionStatus, Deployment, DeploymentDeletionPolicy, DeploymentSpec, DeploymentStatus,
+    RemoteStatus, UID_TAG, WorkloadKind,
 };
 
 /// Label on every Secret aigw writes; the operator watches only Secrets carrying it.
@@ -83,6 +83,18 @@ impl Managed for Deployment {
 
         let differences = self.spec.diff(&remote);
         if !differences.is_empty() {
+            let replaced = DriftCorrection::of_fields(
+                now_rfc3339(),
+                None,
+                &self.spec,
+                &DeploymentSpec::adopting(&remote, &self.spec.credentials_secret_ref.name),
+                &differences,
+            );
+            cx.gate.intend(format!(
+                "would update deployment {} at {}",
+                remote.id,
+                replaced.paths()
+            ));
             cx.api(Op::Update)
                 .await?
                 .deployments()
@@ -97,10 +109,12 @@ impl Managed for Deployment {
                     status.observed_generation,
                     &status.conditions,
                 ) {
+                    let paths = replaced.paths();
+                    status.last_drift_correction = Some(replaced);
                     Change::new(
                         "DriftCorrected",
                         format!(
-                            "deployment {} was changed outside aigw ({fields}); restored it",
+                            "deployment {} was changed outside aigw at {paths}; restored it (status.lastDriftCorrection has the values it replaced)",
                             remote.id
                         ),
                     )
