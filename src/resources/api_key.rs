@@ -44,11 +44,7 @@ pub const SECRET_KEY: &str = "api_key";
     ),
     printcolumn(name = "Kind", type_ = "string", json_path = ".spec.kind"),
     printcolumn(name = "Secret", type_ = "string", json_path = ".spec.secretRef.name"),
-    printcolumn(
-        name = "Rotated",
-        type_ = "date",
-        json_path = ".status.lastRotatedAt"
-    ),
+    printcolumn(name = "Rotated", type_ = "date", json_path = ".status.lastRotatedAt"),
     printcolumn(name = "Id", type_ = "string", json_path = ".status.id", priority = 1),
     printcolumn(
         name = "Age",
@@ -413,7 +409,8 @@ impl ApiKeySpec {
         }
         if let Some(wanted) = self.defaults_to_api(config_id) {
             let remote_defaults = remote.defaults.clone().unwrap_or_default();
-            let config_differs = remote_defaults.config_id.clone().flatten().as_deref() != config_id;
+            let config_differs =
+                remote_defaults.config_id.clone().flatten().as_deref() != config_id;
             let override_differs = wanted.allow_config_override.is_some()
                 && wanted.allow_config_override
                     != remote_defaults
@@ -587,7 +584,10 @@ mod tests {
     #[test]
     fn the_create_body_never_carries_a_rotation_policy() {
         let mut spec = spec();
-        spec.rotation_policy = Some(Map::from_iter([("rotation_period".into(), json!("weekly"))]));
+        spec.rotation_policy = Some(Map::from_iter([(
+            "rotation_period".into(),
+            json!("weekly"),
+        )]));
         let body = serde_json::to_value(spec.create_request(Some("pc-a"))).unwrap();
         assert!(body.get("rotation_policy").is_none(), "{body}");
         assert_eq!(body["defaults"]["config_id"], "pc-a");

@@ -5,4 +5,5 @@ pub mod deployment;
 pub mod guardrail;
 pub mod policy;
 pub mod rate_limits_policy;
+pub mod secret_delivery;
 pub mod usage_limits_policy;
