@@ -39,7 +39,7 @@ pub use leader::Leadership;
 pub use metrics::Metrics;
 
 use crate::resources::{
-    ClusterGuardrail, Config, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy,
+    ApiKey, ClusterGuardrail, Config, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy,
 };
 
 /// Shared state of every controller.
@@ -503,6 +503,10 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
         extra: None,
         drift: None,
     };
+    let api_keys = KindSetup::<ApiKey> {
+        with_secrets: true,
+        ..listed_kind::<ApiKey>(&ctx, &mut passes, None)
+    };
     for namespace in namespaces {
         let concurrency = settings.concurrency;
         tasks.push(spawn_kind(&ctx, &namespace, concurrency, &configs));
@@ -510,6 +514,7 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
         tasks.push(spawn_kind(&ctx, &namespace, concurrency, &policies));
         tasks.push(spawn_kind(&ctx, &namespace, concurrency, &usage_limits));
         tasks.push(spawn_kind(&ctx, &namespace, concurrency, &guardrails));
+        tasks.push(spawn_kind(&ctx, &namespace, concurrency, &api_keys));
     }
     // Cluster-scoped kinds: one controller, whatever `--namespace` says.
     let concurrency = settings.concurrency;

@@ -1,3 +1,4 @@
+pub mod api_key;
 pub mod config;
 pub mod config_refs;
 pub mod connection;

@@ -1,0 +1,691 @@
+//! ApiKey: create the gateway API key through the shared create protocol and write its
+//! one-time value into the Secret in the same reconcile, keep its mutable fields in line (a PUT
+//! of only the fields that differ), rotate it into the Secret when asked or due, and delete (or
+//! orphan) it on delete.
+//!
+//! The value exists only in the create or rotate answer. So:
+//! - a create whose answer was lost made a key nobody can ever use: the create protocol's
+//!   lookup finds it, aigw deletes it and creates a new one. No key is left in the API that no
+//!   Secret holds;
+//! - a rotation is recorded (`status.pendingRotation`, a compare-and-swap) before the call, and
+//!   its value is written into the Secret stamped with the rotation's id before anything else.
+//!   A reconcile that resumes the intent and finds the id on the Secret completes it without
+//!   rotating; one that does not find it (the answer, or the process, was lost in between)
+//!   rotates once more, since the lost value exists nowhere. The previous value keeps working
+//!   until its transition ends, so the Secret never holds a dead key meanwhile.
+//!
+//! The API's own `rotation_policy` is never sent (refused at admission): a scheduled rotation
+//! on the server would issue a value that never reaches the Secret.
+
+use std::time::Duration;
+
+use kube::api::Api;
+
+use crate::api::{self, ApiError, Client, Listing, RotateApiKeyRequest};
+use crate::controller::create::{
+    Created, Lookup, body_hash, create_once, made_by_unfinished_create, one_of_ours,
+};
+use crate::controller::drift::{Listed, Row};
+use crate::controller::driver::{Change, Cx, Managed, observed, orphaned, removed};
+use crate::controller::error::Error;
+use crate::controller::failpoints::AFTER_API_KEY_ROTATE;
+use crate::controller::gate::Op;
+use crate::controller::status::{Outcome, common_status, record_outcome, set_condition};
+use crate::controller::{now_rfc3339, spec_already_applied};
+use crate::resources::Config;
+use crate::resources::api_key::{ApiKey, ApiKeyDeletionPolicy, ApiKeyStatus, SECRET_KEY};
+use crate::resources::common::CreateAttempt;
+
+use super::deployment::CREDENTIALS_AVAILABLE;
+use super::secret_delivery::{
+    self, Delivery, ROTATION_ID_ANNOTATION, SecretVersion, check_secret_is_ours,
+};
+
+/// Annotation on the key's Secret: the remote key its value belongs to.
+pub const API_KEY_ID_ANNOTATION: &str = "aigw.io/api-key-id";
+/// Annotation on the key's Secret: when the value it replaced stops working.
+pub const PREVIOUS_EXPIRES_ANNOTATION: &str = "aigw.io/previous-key-expires-at";
+const SECRET_FIELD: &str = "spec.secretRef";
+const WHAT: &str = "API key";
+
+common_status!(
+    ApiKeyStatus,
+    |s| ApiKeyStatus {
+        pending_create: s.pending_create.as_ref().map(|_| String::new()),
+        pending_rotation: s.pending_rotation.as_ref().map(|_| String::new()),
+        ..s.clone()
+    },
+    intent_when = |s| s.pending_create.is_some() || s.pending_rotation.is_some()
+);
+
+impl Managed for ApiKey {
+    crate::controller::driver::kind::namespaced_api!();
+    type Status = ApiKeyStatus;
+    const KIND: &'static str = "ApiKey";
+    const MANAGER: &'static str = "aigw/apikey";
+    const LISTED: bool = true;
+
+    fn status(&self) -> Option<&ApiKeyStatus> {
+        self.status.as_ref()
+    }
+
+    async fn apply(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut ApiKeyStatus,
+    ) -> Result<Vec<Change>, Error> {
+        if self.spec.rotation_policy.is_some() {
+            return Err(Error::InvalidSpec(
+                "spec.rotationPolicy is refused: a server-side rotation would leave the Secret with a dead key; use spec.rotation".into(),
+            ));
+        }
+        let interval = self.spec.rotation_interval().map_err(Error::InvalidSpec)?;
+        let transition = self.spec.transition_period().map_err(Error::InvalidSpec)?;
+        let config_id = resolve_config(self, cx).await?;
+        status.config_id = config_id.clone();
+        let mut changes = Vec::new();
+        let Some(remote) = observe(self, cx, status).await? else {
+            changes.extend(create(self, cx, status, config_id.as_deref()).await?);
+            schedule_rotation(status, interval);
+            return Ok(changes);
+        };
+        let conflicts = self.spec.immutable_conflicts(&remote);
+        if !conflicts.is_empty() {
+            return Err(Error::InvalidSpec(format!(
+                "remote API key {} has a different {} and the API cannot change it; create a new ApiKey instead",
+                remote.id,
+                conflicts.join(", ")
+            )));
+        }
+        let (fields, update) = self.spec.update_for(&remote, config_id.as_deref());
+        if let Some(update) = update {
+            let client = cx.api(Op::Update).await?;
+            client
+                .api_keys(self.spec.kind.to_api())
+                .update(&remote.id, &update)
+                .await
+                .map_err(|e| Error::api(format!("update API key {}", remote.id), e))?;
+            let fields = fields.join(", ");
+            let applied = spec_already_applied(
+                self.metadata.generation,
+                status.observed_generation,
+                &status.conditions,
+            );
+            changes.push(if applied {
+                Change::new(
+                    "DriftCorrected",
+                    format!(
+                        "API key {} was changed outside aigw ({fields}); restored it",
+                        remote.id
+                    ),
+                )
+            } else {
+                Change::new(
+                    "Updated",
+                    format!("updated API key {} ({fields})", remote.id),
+                )
+            });
+            // The PUT moved `last_updated_at`: the next list shows it, and the read after it
+            // records the new stamp.
+            cx.ctx
+                .drift
+                .flag(crate::controller::driver::object_key(self));
+        }
+        if let Some(rotation) = status.pending_rotation.clone() {
+            changes
+                .push(resume_rotation(self, cx, status, &remote.id, &rotation, transition).await?);
+        } else if let Some(why) = rotation_due(self, status) {
+            changes.push(rotate(self, cx, status, &remote.id, why, transition).await?);
+        } else {
+            if status.observed_rotation_trigger.is_none() {
+                status.observed_rotation_trigger = Some(current_trigger(self));
+            }
+            check_secret(self, cx, status, &remote.id).await?;
+        }
+        schedule_rotation(status, interval);
+        Ok(changes)
+    }
+
+    async fn observe_only(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut ApiKeyStatus,
+    ) -> Result<Vec<&'static str>, Error> {
+        let config_id = status.config_id.clone();
+        Ok(match observe(self, cx, status).await? {
+            Some(remote) => {
+                let mut fields = self.spec.immutable_conflicts(&remote);
+                fields.extend(self.spec.update_for(&remote, config_id.as_deref()).0);
+                fields
+            }
+            None => Vec::new(),
+        })
+    }
+
+    async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
+        let status = self.status.clone().unwrap_or_default();
+        if self.spec.deletion_policy == ApiKeyDeletionPolicy::Orphan {
+            // The key stays live and its value exists nowhere else: keep the Secret too.
+            secret_delivery::release_secret(cx, &self.spec.secret_ref.name).await?;
+            return Ok(orphaned(&format!(
+                "API key {}",
+                status.id.unwrap_or_default()
+            )));
+        }
+        let id = match (status.id.clone(), &status.pending_create) {
+            (Some(id), _) => id,
+            (None, Some(_)) => {
+                let lookup = find_created(self, cx, &status);
+                match made_by_unfinished_create(&status, WHAT, lookup).await? {
+                    Some(found) => found.id,
+                    None => return Ok(Vec::new()),
+                }
+            }
+            (None, None) => return Ok(Vec::new()),
+        };
+        let result = cx
+            .api(Op::Delete)
+            .await?
+            .api_keys(self.spec.kind.to_api())
+            .delete(&id)
+            .await;
+        removed("Deleted", "delete", &format!("API key {id}"), result)
+    }
+
+    fn due_in(&self, status: &ApiKeyStatus) -> Option<Duration> {
+        let due = status
+            .next_rotation_at
+            .as_deref()?
+            .parse::<jiff::Timestamp>()
+            .ok()?;
+        let left = due.duration_since(jiff::Timestamp::now());
+        Some(Duration::try_from(left).unwrap_or_default() + Duration::from_millis(200))
+    }
+
+    fn due_now(&self, status: &ApiKeyStatus) -> bool {
+        status.pending_rotation.is_some() || rotation_due(self, status).is_some()
+    }
+}
+
+impl Listed for ApiKey {
+    fn list_workspace(&self) -> Option<String> {
+        self.spec.workspace_id.clone()
+    }
+
+    /// Service and user keys live under separate routes: both lists, complete only when both
+    /// are.
+    async fn list(client: &Client, workspace: Option<String>) -> Result<Listing<Row>, ApiError> {
+        let query = api::ApiKeysListQuery {
+            workspace_id: workspace,
+            page_size: None,
+        };
+        let mut rows = Vec::new();
+        let mut complete = true;
+        for kind in [api::ApiKeyKind::Service, api::ApiKeyKind::User] {
+            let listing = client.api_keys(kind).listing(&query).await?;
+            complete &= listing.complete;
+            rows.extend(listing.items.into_iter().map(|k| Row {
+                keys: vec![k.id],
+                created_at: k.created_at,
+                updated_at: k.last_updated_at,
+            }));
+        }
+        Ok(Listing {
+            items: rows,
+            complete,
+        })
+    }
+}
+
+/// The config the key's defaults name: `defaults.configId` as written, or the remote slug of
+/// the Config resource `defaults.config` names (waiting until it has one).
+async fn resolve_config(key: &ApiKey, cx: &Cx<'_, ApiKey>) -> Result<Option<String>, Error> {
+    let Some(defaults) = &key.spec.defaults else {
+        return Ok(None);
+    };
+    if let Some(id) = &defaults.config_id {
+        return Ok(Some(id.clone()));
+    }
+    let Some(name) = &defaults.config else {
+        return Ok(None);
+    };
+    let configs = Api::<Config>::namespaced(cx.ctx.kube.clone(), &cx.namespace());
+    let config = configs
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("read Config {name}"), e))?;
+    let slug = config.and_then(|c| c.status).and_then(|s| s.slug.or(s.id));
+    match slug {
+        Some(slug) => Ok(Some(slug)),
+        None => Err(Error::MissingState(format!(
+            "defaults.config names Config {name}, which has no remote config yet; waiting for it"
+        ))),
+    }
+}
+
+/// GETs the key this resource recorded and records what the API reports. A key that is gone
+/// (404, nothing else) is forgotten, so a new one is created into the Secret.
+async fn observe(
+    key: &ApiKey,
+    cx: &Cx<'_, ApiKey>,
+    status: &mut ApiKeyStatus,
+) -> Result<Option<api::ApiKey>, Error> {
+    let Some(id) = status.id.clone() else {
+        return Ok(None);
+    };
+    let result = cx
+        .api(Op::Read)
+        .await?
+        .api_keys(key.spec.kind.to_api())
+        .get(&id)
+        .await;
+    let found = observed(&format!("API key {id}"), None, result)?;
+    match &found {
+        Some(remote) => {
+            status.remote_updated_at = remote.last_updated_at.clone();
+        }
+        None => {
+            status.id = None;
+            status.remote_updated_at = None;
+        }
+    }
+    Ok(found)
+}
+
+/// Creates the key through the shared create protocol and writes its value into the Secret. A
+/// key an earlier create made whose answer was lost is deleted first: its value is gone.
+async fn create(
+    key: &ApiKey,
+    cx: &Cx<'_, ApiKey>,
+    status: &mut ApiKeyStatus,
+    config_id: Option<&str>,
+) -> Result<Vec<Change>, Error> {
+    let secret_version = check_secret_is_ours(cx, &key.spec.secret_ref.name, SECRET_FIELD).await?;
+    let request = key.spec.create_request(config_id);
+    let sent = CreateAttempt {
+        name: Some(key.spec.name.clone()),
+        workspace_id: key.spec.workspace_id.clone(),
+        body_hash: body_hash(key.metadata.uid.as_deref(), &request),
+        ended_at: None,
+    };
+    let before = status.clone();
+    let client = cx.api(Op::Create).await?;
+    let keys = client.api_keys(key.spec.kind.to_api());
+    let outcome = create_once(
+        cx,
+        status,
+        WHAT,
+        sent.clone(),
+        find_created(key, cx, &before),
+        keys.create(&request),
+    )
+    .await?;
+    let mut changes = Vec::new();
+    let created = match outcome {
+        Created::Posted(created) => created,
+        Created::Recovered(found) => {
+            let result = cx
+                .api(Op::Delete)
+                .await?
+                .api_keys(key.spec.kind.to_api())
+                .delete(&found.id)
+                .await;
+            let what = format!(
+                "API key {} (an earlier create made it, but its answer and so its value were lost)",
+                found.id
+            );
+            changes.extend(removed("Deleted", "delete", &what, result)?);
+            let nothing_to_find = async { Ok::<Lookup<api::ApiKey>, Error>(Lookup::Absent) };
+            match create_once(
+                cx,
+                status,
+                WHAT,
+                sent,
+                nothing_to_find,
+                keys.create(&request),
+            )
+            .await?
+            {
+                Created::Posted(created) => created,
+                Created::Recovered(_) => {
+                    return Err(Error::MissingState(
+                        "the create of the replacement API key found no answer".into(),
+                    ));
+                }
+            }
+        }
+    };
+    cx.conceal(created.key.expose());
+    status.id = Some(created.id.clone());
+    let secret = &key.spec.secret_ref.name;
+    let delivery = Delivery {
+        name: secret,
+        values: vec![(SECRET_KEY, created.key.expose())],
+        annotations: vec![
+            (API_KEY_ID_ANNOTATION, created.id.clone()),
+            (ROTATION_ID_ANNOTATION, "create".into()),
+        ],
+        expected: secret_version.as_deref(),
+    };
+    if let Err(e) = secret_delivery::deliver(cx, delivery).await {
+        // The value is lost with this answer: only a rotation issues another. Record that
+        // intent with the id, so the next reconcile rotates into the Secret.
+        status.pending_rotation = Some(uuid::Uuid::new_v4().to_string());
+        cx.save_status(status).await?;
+        return Err(e);
+    }
+    // A key created again (the remote one was gone) has a new value: roll the workloads.
+    let recreated = status.last_rotated_at.is_some();
+    let now = now_rfc3339();
+    status.last_rotated_at = Some(now.clone());
+    status.previous_key_expires_at = None;
+    status.observed_rotation_trigger = Some(current_trigger(key));
+    set_secret_condition(key, status, true, "Stored", STORED);
+    cx.save_status(status).await?;
+    if recreated {
+        restart_workloads(key, cx, &now).await;
+    }
+    changes.push(Change::new(
+        "Created",
+        format!(
+            "created API key {} and stored its value in Secret {secret}",
+            created.id
+        ),
+    ));
+    Ok(changes)
+}
+
+/// The key an earlier create made: the one key of its kind in the workspace it was sent to
+/// with the same name, created within the POST's window, claimed by no other resource, in a
+/// complete listing.
+async fn find_created(
+    key: &ApiKey,
+    cx: &Cx<'_, ApiKey>,
+    status: &ApiKeyStatus,
+) -> Result<Lookup<api::ApiKey>, Error> {
+    let sent = status
+        .create_attempt
+        .clone()
+        .unwrap_or_else(|| CreateAttempt {
+            name: Some(key.spec.name.clone()),
+            workspace_id: key.spec.workspace_id.clone(),
+            ..Default::default()
+        });
+    let query = api::ApiKeysListQuery {
+        workspace_id: sent.workspace_id.clone(),
+        page_size: None,
+    };
+    let listing = cx
+        .api(Op::Read)
+        .await?
+        .api_keys(key.spec.kind.to_api())
+        .listing(&query)
+        .await
+        .map_err(|e| Error::api("list API keys", e))?;
+    Ok(one_of_ours(
+        cx,
+        status,
+        &sent,
+        listing,
+        |k| vec![k.id.as_str()],
+        |k| k.created_at.as_deref(),
+        |k| k.name == sent.name && key.spec.immutable_conflicts(k).is_empty(),
+    ))
+}
+
+/// The trigger as recorded in status: the spec's value, or "" when it sets none.
+fn current_trigger(key: &ApiKey) -> String {
+    key.spec
+        .rotation
+        .as_ref()
+        .and_then(|r| r.trigger.clone())
+        .unwrap_or_default()
+}
+
+/// Why a rotation is due now, if it is: a changed `spec.rotation.trigger`, or the interval.
+fn rotation_due(key: &ApiKey, status: &ApiKeyStatus) -> Option<&'static str> {
+    if status
+        .observed_rotation_trigger
+        .as_ref()
+        .is_some_and(|seen| *seen != current_trigger(key))
+    {
+        return Some("spec.rotation.trigger changed");
+    }
+    let has_interval = key
+        .spec
+        .rotation
+        .as_ref()
+        .is_some_and(|r| r.interval.is_some());
+    let due_at = status
+        .next_rotation_at
+        .as_deref()
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+    if has_interval && due_at.is_some_and(|due| due <= jiff::Timestamp::now()) {
+        return Some("the rotation interval has passed");
+    }
+    None
+}
+
+/// Sets `nextRotationAt` from the last rotation (or creation) and the interval.
+fn schedule_rotation(status: &mut ApiKeyStatus, interval: Option<Duration>) {
+    let Some(interval) = interval else {
+        status.next_rotation_at = None;
+        return;
+    };
+    let base = status
+        .last_rotated_at
+        .as_deref()
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        .unwrap_or_else(jiff::Timestamp::now);
+    let next = jiff::SignedDuration::try_from(interval)
+        .ok()
+        .and_then(|d| base.checked_add(d).ok())
+        .and_then(|t| t.round(jiff::Unit::Second).ok());
+    if status.next_rotation_at.is_none() || status.last_rotated_at.is_some() {
+        status.next_rotation_at = next.map(|t| t.to_string());
+    }
+}
+
+/// One rotation's call and Secret write.
+struct Rotating<'a> {
+    id: &'a str,
+    rotation: &'a str,
+    why: &'a str,
+    secret_version: SecretVersion,
+    transition: Option<Duration>,
+}
+
+/// Rotates the key: records the intent (a compare-and-swap, so two writers never both rotate
+/// for one trigger), calls rotate, writes the new value into the Secret stamped with the
+/// rotation's id, then settles the intent and rolls the workloads.
+async fn rotate(
+    key: &ApiKey,
+    cx: &Cx<'_, ApiKey>,
+    status: &mut ApiKeyStatus,
+    id: &str,
+    why: &str,
+    transition: Option<Duration>,
+) -> Result<Change, Error> {
+    let secret_version = check_secret_is_ours(cx, &key.spec.secret_ref.name, SECRET_FIELD).await?;
+    let rotation = uuid::Uuid::new_v4().to_string();
+    status.pending_rotation = Some(rotation.clone());
+    status.rotating_for = Some(current_trigger(key));
+    let rotating = Outcome::Progressing {
+        reason: "RotatingKey".into(),
+        message: format!("rotating API key {id}: {why}"),
+    };
+    record_outcome(&mut status.conditions, &rotating, key.metadata.generation);
+    cx.save_status(status).await?;
+    let rotating = Rotating {
+        id,
+        rotation: &rotation,
+        why,
+        secret_version,
+        transition,
+    };
+    call_rotate(key, cx, status, rotating).await
+}
+
+/// Finishes the rotation an earlier reconcile started: completes it when the Secret already
+/// holds its value, otherwise rotates again (the value of the first call, if it happened, is
+/// lost; it stops working when its transition ends).
+async fn resume_rotation(
+    key: &ApiKey,
+    cx: &Cx<'_, ApiKey>,
+    status: &mut ApiKeyStatus,
+    id: &str,
+    rotation: &str,
+    transition: Option<Duration>,
+) -> Result<Change, Error> {
+    let name = &key.spec.secret_ref.name;
+    let secret = secret_delivery::secrets(cx)
+        .get_metadata_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("read the credentials Secret {name}"), e))?;
+    let annotation = |a: &str| {
+        secret
+            .as_ref()
+            .and_then(|s| s.metadata.annotations.as_ref())
+            .and_then(|m| m.get(a).cloned())
+    };
+    if annotation(ROTATION_ID_ANNOTATION).as_deref() == Some(rotation) {
+        // Settle the intent first (a compare-and-swap: a stale view stops here), then restart.
+        let now = finish_rotation(key, status, annotation(PREVIOUS_EXPIRES_ANNOTATION));
+        cx.save_status(status).await?;
+        restart_workloads(key, cx, &now).await;
+        return Ok(Change::new(
+            "Rotated",
+            format!(
+                "completed the interrupted rotation of API key {id}: Secret {name} already holds its value"
+            ),
+        ));
+    }
+    let secret_version = check_secret_is_ours(cx, name, SECRET_FIELD).await?;
+    let rotating = Rotating {
+        id,
+        rotation,
+        why: "an interrupted rotation is done again",
+        secret_version,
+        transition,
+    };
+    call_rotate(key, cx, status, rotating).await
+}
+
+async fn call_rotate(
+    key: &ApiKey,
+    cx: &Cx<'_, ApiKey>,
+    status: &mut ApiKeyStatus,
+    rotating: Rotating<'_>,
+) -> Result<Change, Error> {
+    let Rotating {
+        id,
+        rotation,
+        why,
+        secret_version,
+        transition,
+    } = rotating;
+    let request = transition
+        .map(RotateApiKeyRequest::with_transition)
+        .unwrap_or_default();
+    let rotated = cx
+        .api(Op::Rotate)
+        .await?
+        .api_keys(key.spec.kind.to_api())
+        .rotate(id, &request)
+        .await
+        .map_err(|e| Error::api(format!("rotate API key {id}"), e))?;
+    cx.conceal(rotated.key.expose());
+    cx.ctx.failpoints.hit(AFTER_API_KEY_ROTATE).await;
+    let name = &key.spec.secret_ref.name;
+    let mut annotations = vec![
+        (API_KEY_ID_ANNOTATION, id.to_string()),
+        (ROTATION_ID_ANNOTATION, rotation.to_string()),
+    ];
+    if let Some(expires) = &rotated.key_transition_expires_at {
+        annotations.push((PREVIOUS_EXPIRES_ANNOTATION, expires.clone()));
+    }
+    // The answer is the only copy of the new value: write it before anything else.
+    let delivery = Delivery {
+        name,
+        values: vec![(SECRET_KEY, rotated.key.expose())],
+        annotations,
+        expected: secret_version.as_deref(),
+    };
+    secret_delivery::deliver(cx, delivery).await?;
+    let now = finish_rotation(key, status, rotated.key_transition_expires_at.clone());
+    restart_workloads(key, cx, &now).await;
+    let until = rotated
+        .key_transition_expires_at
+        .map(|t| format!("; the previous value works until {t}"))
+        .unwrap_or_default();
+    Ok(Change::new(
+        "Rotated",
+        format!("rotated API key {id} ({why}); Secret {name} updated{until}"),
+    ))
+}
+
+/// Records a finished rotation in `status`; returns its time, for the workload restarts.
+fn finish_rotation(
+    key: &ApiKey,
+    status: &mut ApiKeyStatus,
+    previous_expires: Option<String>,
+) -> String {
+    let now = now_rfc3339();
+    status.pending_rotation = None;
+    status.last_rotated_at = Some(now.clone());
+    status.next_rotation_at = None;
+    status.previous_key_expires_at = previous_expires;
+    // The trigger this rotation was started for, not one that changed while it was in flight.
+    let rotated_for = status
+        .rotating_for
+        .take()
+        .unwrap_or_else(|| current_trigger(key));
+    status.observed_rotation_trigger = Some(rotated_for);
+    set_secret_condition(key, status, true, "Stored", STORED);
+    now
+}
+
+async fn restart_workloads(key: &ApiKey, cx: &Cx<'_, ApiKey>, rotated_at: &str) {
+    if let Some(rotation) = &key.spec.rotation {
+        secret_delivery::restart_workloads(cx, &rotation.restart, rotated_at).await;
+    }
+}
+
+const STORED: &str = "the Secret holds the key's current value";
+
+/// Checks that the Secret still holds the key's value; a missing one cannot be refilled by a
+/// read (the value is one-time), only by a rotation the user asks for.
+async fn check_secret(
+    key: &ApiKey,
+    cx: &Cx<'_, ApiKey>,
+    status: &mut ApiKeyStatus,
+    id: &str,
+) -> Result<(), Error> {
+    let name = &key.spec.secret_ref.name;
+    if secret_delivery::secret_holds(cx, name, SECRET_KEY).await? {
+        set_secret_condition(key, status, true, "Stored", STORED);
+        return Ok(());
+    }
+    let message = format!(
+        "the Secret {name} is missing and the one-time value of API key {id} cannot be read back; change spec.rotation.trigger to issue a new one"
+    );
+    set_secret_condition(key, status, false, "SecretMissing", &message);
+    Err(Error::MissingState(message))
+}
+
+fn set_secret_condition(
+    key: &ApiKey,
+    status: &mut ApiKeyStatus,
+    available: bool,
+    reason: &str,
+    message: &str,
+) {
+    set_condition(
+        &mut status.conditions,
+        CREDENTIALS_AVAILABLE,
+        available,
+        reason,
+        message,
+        key.metadata.generation,
+    );
+}
