@@ -406,3 +406,43 @@ async fn a_crash_between_the_rotate_call_and_the_secret_write_is_recovered() {
     assert_no_leaks(&h, &[&before, &lost]).await;
     h.stop().await;
 }
+
+#[tokio::test]
+async fn defaults_config_names_a_config_resource_and_waits_until_it_exists() {
+    let h = Harness::start("ak-config").await;
+    let mut spec = service_key("routed", json!({}));
+    spec["defaults"] = json!({"config": "routing", "allowConfigOverride": false});
+    h.env
+        .api::<ApiKey>()
+        .create(&PostParams::default(), &api_key("routed", spec))
+        .await
+        .unwrap();
+    // No Config yet: the key waits, and nothing is created.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(remote_keys(&h).await.is_empty());
+    let waiting = h.env.api::<ApiKey>().get("routed").await.unwrap();
+    assert!(!ready(&waiting));
+
+    support::objects::create::<aigw::resources::Config>(
+        &h.env,
+        "routing",
+        support::objects::routing("routing"),
+    )
+    .await;
+    let config = h
+        .env
+        .wait_for::<aigw::resources::Config>("routing", WAIT, |c| {
+            c.status.as_ref().is_some_and(|s| s.slug.is_some())
+        })
+        .await;
+    let slug = config.status.unwrap().slug.unwrap();
+    let created = h
+        .env
+        .wait_for::<ApiKey>("routed", Duration::from_secs(90), ready)
+        .await;
+    let status = created.status.unwrap();
+    assert_eq!(status.config_id.as_deref(), Some(slug.as_str()));
+    let remote_key = remote(&h, &status.id.unwrap()).await;
+    assert_eq!(remote_key["defaults"]["config_id"], slug.as_str());
+    h.stop().await;
+}
