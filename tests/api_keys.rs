@@ -446,3 +446,35 @@ async fn defaults_config_names_a_config_resource_and_waits_until_it_exists() {
     assert_eq!(remote_key["defaults"]["config_id"], slug.as_str());
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_deleted_secret_is_reported_at_once_and_a_trigger_change_refills_it() {
+    let h = Harness::start("ak-gone").await;
+    let id = create(&h, "gone", service_key("gone", json!({"trigger": "a"}))).await;
+    h.env
+        .api::<Secret>()
+        .delete("gone-key", &Default::default())
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<ApiKey>("gone", WAIT, |k| {
+            k.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == "CredentialsAvailable"
+                        && c.status == "False"
+                        && c.reason == "SecretMissing"
+                })
+            })
+        })
+        .await;
+    assert_eq!(
+        remote(&h, &id).await["rotations"],
+        0,
+        "nothing rotates by itself"
+    );
+    set_trigger(&h, "gone", "b").await;
+    let value = secret_value(&h, "gone-key").await;
+    assert_eq!(handshake(&h, &id, &value).await, 200);
+    assert_eq!(remote(&h, &id).await["rotations"], 1);
+    h.stop().await;
+}

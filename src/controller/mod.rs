@@ -11,7 +11,7 @@ pub mod state;
 // (leader election, health, metrics, events). Their modules are re-exported by name.
 pub use driver::{create, drift, gate, status};
 pub use kinds::{
-    config, config_refs, connection, deployment, guardrail, policy, rate_limits_policy,
+    api_key, config, config_refs, connection, deployment, guardrail, policy, rate_limits_policy,
     usage_limits_policy,
 };
 pub use runtime::{backoff, events, failpoints, health, leader, metrics};
@@ -503,10 +503,7 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
         extra: None,
         drift: None,
     };
-    let api_keys = KindSetup::<ApiKey> {
-        with_secrets: true,
-        ..listed_kind::<ApiKey>(&ctx, &mut passes, None)
-    };
+    let api_keys = listed_kind::<ApiKey>(&ctx, &mut passes, Some(api_key::watch_inputs));
     for namespace in namespaces {
         let concurrency = settings.concurrency;
         tasks.push(spawn_kind(&ctx, &namespace, concurrency, &configs));

@@ -19,7 +19,13 @@
 
 use std::time::Duration;
 
-use kube::api::Api;
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Api, PartialObjectMeta};
+use kube::runtime::controller::Controller;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::api::{self, ApiError, Client, Listing, RotateApiKeyRequest};
 use crate::controller::create::{
@@ -31,7 +37,7 @@ use crate::controller::error::Error;
 use crate::controller::failpoints::AFTER_API_KEY_ROTATE;
 use crate::controller::gate::Op;
 use crate::controller::status::{Outcome, common_status, record_outcome, set_condition};
-use crate::controller::{now_rfc3339, spec_already_applied};
+use crate::controller::{Context, now_rfc3339, scoped, spec_already_applied, stream_name};
 use crate::resources::Config;
 use crate::resources::api_key::{ApiKey, ApiKeyDeletionPolicy, ApiKeyStatus, SECRET_KEY};
 use crate::resources::common::CreateAttempt;
@@ -205,6 +211,91 @@ impl Managed for ApiKey {
     fn due_now(&self, status: &ApiKeyStatus) -> bool {
         status.pending_rotation.is_some() || rotation_due(self, status).is_some()
     }
+
+    /// The Secret still holds this key's value, and `defaults.config` still resolves to what
+    /// was sent. Asked when the Secret or the Config changed ([`watch_inputs`]), and the
+    /// first time this process sees the key.
+    async fn inputs_unchanged(&self, cx: &Cx<'_, Self>, status: &ApiKeyStatus) -> bool {
+        let name = &self.spec.secret_ref.name;
+        let secret_holds_key = match secret_delivery::secrets(cx).get_opt(name).await {
+            Ok(Some(secret)) => {
+                let annotated = secret
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(API_KEY_ID_ANNOTATION));
+                secret.data.is_some_and(|d| d.contains_key(SECRET_KEY))
+                    && annotated == status.id.as_ref()
+            }
+            _ => false,
+        };
+        let config_unchanged = match self.spec.defaults.as_ref().and_then(|d| d.config.as_ref()) {
+            Some(_) => resolve_config(self, cx).await.ok().flatten() == status.config_id,
+            None => true,
+        };
+        secret_holds_key && config_unchanged
+    }
+}
+
+/// Reconciles an ApiKey when its Secret (one aigw wrote) or the Config its `defaults.config`
+/// names changes: a deleted Secret is reported at once, a Config's new slug is sent.
+pub fn watch_inputs(
+    controller: Controller<ApiKey>,
+    ctx: &Context,
+    namespace: Option<&str>,
+    keys: Store<ApiKey>,
+) -> Controller<ApiKey> {
+    let selector = format!(
+        "{}={}",
+        secret_delivery::MANAGED_BY_LABEL,
+        secret_delivery::MANAGED_BY
+    );
+    let probe = ctx
+        .health
+        .register(stream_name("Secret(ApiKey)", namespace));
+    let secrets = scoped::<PartialObjectMeta<Secret>>(&ctx.kube, namespace);
+    let secrets = watcher(secrets, watcher::Config::default().labels(&selector))
+        .inspect(move |item| probe.observe(item))
+        .touched_objects();
+    let (drift, store) = (ctx.drift.clone(), keys.clone());
+    let controller =
+        controller.watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
+            users(&store, &drift, secret.namespace(), |k| {
+                k.spec.secret_ref.name == secret.name_any()
+            })
+        });
+    let probe = ctx
+        .health
+        .register(stream_name("Config(ApiKey)", namespace));
+    let configs = scoped::<PartialObjectMeta<Config>>(&ctx.kube, namespace);
+    let configs = watcher(configs, watcher::Config::default())
+        .inspect(move |item| probe.observe(item))
+        .touched_objects();
+    let drift = ctx.drift.clone();
+    controller.watches_stream(configs, move |config: PartialObjectMeta<Config>| {
+        let name = config.name_any();
+        users(&keys, &drift, config.namespace(), |k| {
+            k.spec.defaults.as_ref().and_then(|d| d.config.as_ref()) == Some(&name)
+        })
+    })
+}
+
+/// The ApiKeys of `namespace` that `uses` an input that changed, each marked so its next
+/// reconcile checks its inputs.
+fn users(
+    keys: &Store<ApiKey>,
+    drift: &crate::controller::drift::Drift,
+    namespace: Option<String>,
+    uses: impl Fn(&ApiKey) -> bool,
+) -> Vec<ObjectRef<ApiKey>> {
+    keys.state()
+        .iter()
+        .filter(|k| k.namespace() == namespace && uses(k))
+        .map(|k| {
+            drift.inputs_changed(crate::controller::driver::object_key(k.as_ref()));
+            ObjectRef::from_obj(k.as_ref())
+        })
+        .collect()
 }
 
 impl Listed for ApiKey {
