@@ -177,6 +177,30 @@ async fn an_api_key_is_delivered_into_its_secret_and_kept_in_line_without_idle_w
     assert_eq!(remote_key["rotations"], 0);
     assert_eq!(secret_value(&h, "app-key").await, value);
 
+    // An edit outside aigw is corrected by one PUT, found by the drift list.
+    h.reset_stats().await;
+    h.call(
+        reqwest::Method::PUT,
+        &format!("{SERVICE_KEYS}/{id}"),
+        Some(json!({"name": "edited"})),
+    )
+    .await;
+    support::wait_until(WAIT, || async {
+        (remote(&h, &id).await["name"] == "app").then_some(())
+    })
+    .await
+    .expect("the remote edit was not corrected");
+    assert_eq!(h.count(&format!("PUT {SERVICE_KEYS}/{{keyId}}")).await, 2);
+    support::wait_until(WAIT, || async {
+        h.env
+            .events_text()
+            .await
+            .contains("DriftCorrected")
+            .then_some(())
+    })
+    .await
+    .expect("a DriftCorrected event");
+
     h.reset_stats().await;
     h.env.delete_and_wait::<ApiKey>("app", WAIT).await;
     assert_eq!(
@@ -476,5 +500,31 @@ async fn a_deleted_secret_is_reported_at_once_and_a_trigger_change_refills_it() 
     let value = secret_value(&h, "gone-key").await;
     assert_eq!(handshake(&h, &id, &value).await, 200);
     assert_eq!(remote(&h, &id).await["rotations"], 1);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_scheduled_rotation_happens_when_due() {
+    let h = Harness::start_with("ak-sched", Duration::from_secs(1)).await;
+    let id = create(&h, "sched", service_key("sched", json!({"interval": "4s"}))).await;
+    let first = secret_value(&h, "sched-key").await;
+    support::wait_until(Duration::from_secs(20), || async {
+        (remote(&h, &id).await["rotations"] == 1).then_some(())
+    })
+    .await
+    .expect("no scheduled rotation");
+    let rotated = h
+        .env
+        .wait_for::<ApiKey>("sched", WAIT, |k| {
+            ready(k) && k.status.as_ref().unwrap().pending_rotation.is_none()
+        })
+        .await;
+    let second = secret_value(&h, "sched-key").await;
+    assert_ne!(first, second);
+    assert_eq!(handshake(&h, &id, &second).await, 200);
+    let status = rotated.status.unwrap();
+    let last: jiff::Timestamp = status.last_rotated_at.unwrap().parse().unwrap();
+    let next: jiff::Timestamp = status.next_rotation_at.unwrap().parse().unwrap();
+    assert_eq!(next.duration_since(last).as_secs(), 4);
     h.stop().await;
 }
