@@ -528,3 +528,61 @@ async fn a_scheduled_rotation_happens_when_due() {
     assert_eq!(next.duration_since(last).as_secs(), 4);
     h.stop().await;
 }
+
+/// `aigw plan` off the async runtime (the in-process emulator keeps serving).
+async fn plan(h: &Harness, manifest: String) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, token) = (dir.path().join("key.yaml"), dir.path().join("token"));
+    std::fs::write(&file, manifest).unwrap();
+    std::fs::write(&token, TOKEN).unwrap();
+    let args: Vec<String> = [
+        "plan",
+        "-f",
+        file.to_str().unwrap(),
+        "--management-url",
+        &h.emulator.management_url(),
+        "--token-file",
+        token.to_str().unwrap(),
+        "--kubeconfig",
+        support::kubeconfig_path().to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
+            .args(&args)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[tokio::test]
+async fn plan_compares_the_recorded_key_and_never_prints_its_value() {
+    let h = Harness::start("ak-plan").await;
+    create(&h, "planned", service_key("planned", json!({}))).await;
+    let value = secret_value(&h, "planned-key").await;
+    let manifest = |scopes: &str| {
+        format!(
+            "apiVersion: aigw.io/v1alpha1\nkind: ApiKey\nmetadata: {{name: planned, namespace: {}}}\nspec: {{name: planned, kind: service, scopes: [{scopes}], secretRef: {{name: planned-key}}}}\n",
+            h.env.namespace
+        )
+    };
+    h.reset_stats().await;
+    let (code, text) = plan(&h, manifest("completions.write")).await;
+    assert_eq!(code, 0, "{text}");
+    let (code, text) = plan(&h, manifest("completions.write, logs.write")).await;
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("scopes"), "{text}");
+    assert!(!text.contains(&value), "the plan never prints the key");
+    assert_eq!(h.remote_writes().await, 0, "a plan never writes");
+    h.stop().await;
+}
