@@ -586,3 +586,33 @@ async fn plan_compares_the_recorded_key_and_never_prints_its_value() {
     assert_eq!(h.remote_writes().await, 0, "a plan never writes");
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_user_key_is_orphaned_with_its_secret_when_asked() {
+    let h = Harness::start("ak-orphan").await;
+    let mut spec = service_key("mine", json!({}));
+    spec["kind"] = json!("user");
+    spec["userId"] = json!("6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b");
+    spec["deletionPolicy"] = json!("Orphan");
+    let id = create(&h, "mine", spec).await;
+    assert_eq!(h.count("POST /ai_gw/v2/api-keys/user").await, 1);
+    let value = secret_value(&h, "mine-key").await;
+    assert_eq!(handshake(&h, &id, &value).await, 200);
+    h.env.delete_and_wait::<ApiKey>("mine", WAIT).await;
+    assert_eq!(remote_keys(&h).await.len(), 1, "the key stays");
+    // Garbage collection would have taken an owned Secret by now; give it a moment anyway.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let kept = h.env.api::<Secret>().get("mine-key").await.unwrap();
+    assert!(
+        kept.metadata
+            .owner_references
+            .unwrap_or_default()
+            .is_empty()
+    );
+    assert_eq!(
+        secret_value(&h, "mine-key").await,
+        value,
+        "and so does its Secret"
+    );
+    h.stop().await;
+}
