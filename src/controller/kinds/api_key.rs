@@ -27,24 +27,27 @@ use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 
-use crate::api::{self, ApiError, Client, Listing, RotateApiKeyRequest};
+use crate::api::{self, ApiError, Client, Listing};
 use crate::controller::create::{
     Created, Lookup, body_hash, create_once, made_by_unfinished_create, one_of_ours,
 };
 use crate::controller::drift::{Listed, Row};
 use crate::controller::driver::{Change, Cx, Managed, observed, orphaned, removed};
 use crate::controller::error::Error;
-use crate::controller::failpoints::AFTER_API_KEY_ROTATE;
 use crate::controller::gate::Op;
-use crate::controller::status::{Outcome, common_status, record_outcome, set_condition};
+use crate::controller::status::common_status;
 use crate::controller::{Context, now_rfc3339, scoped, spec_already_applied, stream_name};
 use crate::resources::Config;
 use crate::resources::api_key::{ApiKey, ApiKeyDeletionPolicy, ApiKeyStatus, SECRET_KEY};
 use crate::resources::common::CreateAttempt;
 
-use super::deployment::CREDENTIALS_AVAILABLE;
-use super::secret_delivery::{
-    self, Delivery, ROTATION_ID_ANNOTATION, SecretVersion, check_secret_is_ours,
+use super::rotation_schedule;
+use super::secret_delivery::{self, Delivery, ROTATION_ID_ANNOTATION, check_secret_is_ours};
+
+mod rotation;
+use rotation::{
+    STORED, check_secret, current_trigger, restart_workloads, resume_rotation, rotate,
+    rotation_due, schedule_rotation, set_secret_condition,
 };
 
 /// Annotation on the key's Secret: the remote key its value belongs to.
@@ -199,13 +202,7 @@ impl Managed for ApiKey {
     }
 
     fn due_in(&self, status: &ApiKeyStatus) -> Option<Duration> {
-        let due = status
-            .next_rotation_at
-            .as_deref()?
-            .parse::<jiff::Timestamp>()
-            .ok()?;
-        let left = due.duration_since(jiff::Timestamp::now());
-        Some(Duration::try_from(left).unwrap_or_default() + Duration::from_millis(200))
+        rotation_schedule::due_in(status.next_rotation_at.as_deref())
     }
 
     fn due_now(&self, status: &ApiKeyStatus) -> bool {
@@ -522,261 +519,4 @@ async fn find_created(
         |k| k.created_at.as_deref(),
         |k| k.name == sent.name && key.spec.immutable_conflicts(k).is_empty(),
     ))
-}
-
-/// The trigger as recorded in status: the spec's value, or "" when it sets none.
-fn current_trigger(key: &ApiKey) -> String {
-    key.spec
-        .rotation
-        .as_ref()
-        .and_then(|r| r.trigger.clone())
-        .unwrap_or_default()
-}
-
-/// Why a rotation is due now, if it is: a changed `spec.rotation.trigger`, or the interval.
-fn rotation_due(key: &ApiKey, status: &ApiKeyStatus) -> Option<&'static str> {
-    if status
-        .observed_rotation_trigger
-        .as_ref()
-        .is_some_and(|seen| *seen != current_trigger(key))
-    {
-        return Some("spec.rotation.trigger changed");
-    }
-    let has_interval = key
-        .spec
-        .rotation
-        .as_ref()
-        .is_some_and(|r| r.interval.is_some());
-    let due_at = status
-        .next_rotation_at
-        .as_deref()
-        .and_then(|t| t.parse::<jiff::Timestamp>().ok());
-    if has_interval && due_at.is_some_and(|due| due <= jiff::Timestamp::now()) {
-        return Some("the rotation interval has passed");
-    }
-    None
-}
-
-/// Sets `nextRotationAt` from the last rotation (or creation) and the interval.
-fn schedule_rotation(status: &mut ApiKeyStatus, interval: Option<Duration>) {
-    let Some(interval) = interval else {
-        status.next_rotation_at = None;
-        return;
-    };
-    let base = status
-        .last_rotated_at
-        .as_deref()
-        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-        .unwrap_or_else(jiff::Timestamp::now);
-    let next = jiff::SignedDuration::try_from(interval)
-        .ok()
-        .and_then(|d| base.checked_add(d).ok())
-        .and_then(|t| t.round(jiff::Unit::Second).ok());
-    if status.next_rotation_at.is_none() || status.last_rotated_at.is_some() {
-        status.next_rotation_at = next.map(|t| t.to_string());
-    }
-}
-
-/// One rotation's call and Secret write.
-struct Rotating<'a> {
-    id: &'a str,
-    rotation: &'a str,
-    why: &'a str,
-    secret_version: SecretVersion,
-    transition: Option<Duration>,
-}
-
-/// Rotates the key: records the intent (a compare-and-swap, so two writers never both rotate
-/// for one trigger), calls rotate, writes the new value into the Secret stamped with the
-/// rotation's id, then settles the intent and rolls the workloads.
-async fn rotate(
-    key: &ApiKey,
-    cx: &Cx<'_, ApiKey>,
-    status: &mut ApiKeyStatus,
-    id: &str,
-    why: &str,
-    transition: Option<Duration>,
-) -> Result<Change, Error> {
-    let secret_version = check_secret_is_ours(cx, &key.spec.secret_ref.name, SECRET_FIELD).await?;
-    let rotation = uuid::Uuid::new_v4().to_string();
-    status.pending_rotation = Some(rotation.clone());
-    status.rotating_for = Some(current_trigger(key));
-    let rotating = Outcome::Progressing {
-        reason: "RotatingKey".into(),
-        message: format!("rotating API key {id}: {why}"),
-    };
-    record_outcome(&mut status.conditions, &rotating, key.metadata.generation);
-    cx.save_status(status).await?;
-    let rotating = Rotating {
-        id,
-        rotation: &rotation,
-        why,
-        secret_version,
-        transition,
-    };
-    call_rotate(key, cx, status, rotating).await
-}
-
-/// Finishes the rotation an earlier reconcile started: completes it when the Secret already
-/// holds its value, otherwise rotates again (the value of the first call, if it happened, is
-/// lost; it stops working when its transition ends).
-async fn resume_rotation(
-    key: &ApiKey,
-    cx: &Cx<'_, ApiKey>,
-    status: &mut ApiKeyStatus,
-    id: &str,
-    rotation: &str,
-    transition: Option<Duration>,
-) -> Result<Change, Error> {
-    let name = &key.spec.secret_ref.name;
-    let secret = secret_delivery::secrets(cx)
-        .get_metadata_opt(name)
-        .await
-        .map_err(|e| Error::kube(format!("read the credentials Secret {name}"), e))?;
-    let annotation = |a: &str| {
-        secret
-            .as_ref()
-            .and_then(|s| s.metadata.annotations.as_ref())
-            .and_then(|m| m.get(a).cloned())
-    };
-    if annotation(ROTATION_ID_ANNOTATION).as_deref() == Some(rotation) {
-        // Settle the intent first (a compare-and-swap: a stale view stops here), then restart.
-        let now = finish_rotation(key, status, annotation(PREVIOUS_EXPIRES_ANNOTATION));
-        cx.save_status(status).await?;
-        restart_workloads(key, cx, &now).await;
-        return Ok(Change::new(
-            "Rotated",
-            format!(
-                "completed the interrupted rotation of API key {id}: Secret {name} already holds its value"
-            ),
-        ));
-    }
-    let secret_version = check_secret_is_ours(cx, name, SECRET_FIELD).await?;
-    let rotating = Rotating {
-        id,
-        rotation,
-        why: "an interrupted rotation is done again",
-        secret_version,
-        transition,
-    };
-    call_rotate(key, cx, status, rotating).await
-}
-
-async fn call_rotate(
-    key: &ApiKey,
-    cx: &Cx<'_, ApiKey>,
-    status: &mut ApiKeyStatus,
-    rotating: Rotating<'_>,
-) -> Result<Change, Error> {
-    let Rotating {
-        id,
-        rotation,
-        why,
-        secret_version,
-        transition,
-    } = rotating;
-    let request = transition
-        .map(RotateApiKeyRequest::with_transition)
-        .unwrap_or_default();
-    let rotated = cx
-        .api(Op::Rotate)
-        .await?
-        .api_keys(key.spec.kind.to_api())
-        .rotate(id, &request)
-        .await
-        .map_err(|e| Error::api(format!("rotate API key {id}"), e))?;
-    cx.conceal(rotated.key.expose());
-    cx.ctx.failpoints.hit(AFTER_API_KEY_ROTATE).await;
-    let name = &key.spec.secret_ref.name;
-    let mut annotations = vec![
-        (API_KEY_ID_ANNOTATION, id.to_string()),
-        (ROTATION_ID_ANNOTATION, rotation.to_string()),
-    ];
-    if let Some(expires) = &rotated.key_transition_expires_at {
-        annotations.push((PREVIOUS_EXPIRES_ANNOTATION, expires.clone()));
-    }
-    // The answer is the only copy of the new value: write it before anything else.
-    let delivery = Delivery {
-        name,
-        values: vec![(SECRET_KEY, rotated.key.expose())],
-        annotations,
-        expected: secret_version.as_deref(),
-    };
-    secret_delivery::deliver(cx, delivery).await?;
-    let now = finish_rotation(key, status, rotated.key_transition_expires_at.clone());
-    restart_workloads(key, cx, &now).await;
-    let until = rotated
-        .key_transition_expires_at
-        .map(|t| format!("; the previous value works until {t}"))
-        .unwrap_or_default();
-    Ok(Change::new(
-        "Rotated",
-        format!("rotated API key {id} ({why}); Secret {name} updated{until}"),
-    ))
-}
-
-/// Records a finished rotation in `status`; returns its time, for the workload restarts.
-fn finish_rotation(
-    key: &ApiKey,
-    status: &mut ApiKeyStatus,
-    previous_expires: Option<String>,
-) -> String {
-    let now = now_rfc3339();
-    status.pending_rotation = None;
-    status.last_rotated_at = Some(now.clone());
-    status.next_rotation_at = None;
-    status.previous_key_expires_at = previous_expires;
-    // The trigger this rotation was started for, not one that changed while it was in flight.
-    let rotated_for = status
-        .rotating_for
-        .take()
-        .unwrap_or_else(|| current_trigger(key));
-    status.observed_rotation_trigger = Some(rotated_for);
-    set_secret_condition(key, status, true, "Stored", STORED);
-    now
-}
-
-async fn restart_workloads(key: &ApiKey, cx: &Cx<'_, ApiKey>, rotated_at: &str) {
-    if let Some(rotation) = &key.spec.rotation {
-        secret_delivery::restart_workloads(cx, &rotation.restart, rotated_at).await;
-    }
-}
-
-const STORED: &str = "the Secret holds the key's current value";
-
-/// Checks that the Secret still holds the key's value; a missing one cannot be refilled by a
-/// read (the value is one-time), only by a rotation the user asks for.
-async fn check_secret(
-    key: &ApiKey,
-    cx: &Cx<'_, ApiKey>,
-    status: &mut ApiKeyStatus,
-    id: &str,
-) -> Result<(), Error> {
-    let name = &key.spec.secret_ref.name;
-    if secret_delivery::secret_holds(cx, name, SECRET_KEY).await? {
-        set_secret_condition(key, status, true, "Stored", STORED);
-        return Ok(());
-    }
-    let message = format!(
-        "the Secret {name} is missing and the one-time value of API key {id} cannot be read back; change spec.rotation.trigger to issue a new one"
-    );
-    set_secret_condition(key, status, false, "SecretMissing", &message);
-    Err(Error::MissingState(message))
-}
-
-fn set_secret_condition(
-    key: &ApiKey,
-    status: &mut ApiKeyStatus,
-    available: bool,
-    reason: &str,
-    message: &str,
-) {
-    set_condition(
-        &mut status.conditions,
-        CREDENTIALS_AVAILABLE,
-        available,
-        reason,
-        message,
-        key.metadata.generation,
-    );
 }

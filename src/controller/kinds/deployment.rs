@@ -19,6 +19,7 @@ use crate::resources::deployment::{
     ConnectionStatus, Deployment, DeploymentDeletionPolicy, DeploymentStatus, RemoteStatus, UID_TAG,
 };
 
+use super::rotation_schedule::{self, Schedule};
 use super::secret_delivery::{self, Delivery, SecretVersion};
 pub use super::secret_delivery::{
     MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_ANNOTATION, ROTATED_AT_ANNOTATION,
@@ -150,13 +151,7 @@ impl Managed for Deployment {
     }
 
     fn due_in(&self, status: &DeploymentStatus) -> Option<Duration> {
-        let due = status
-            .next_rotation_at
-            .as_deref()?
-            .parse::<jiff::Timestamp>()
-            .ok()?;
-        let left = due.duration_since(jiff::Timestamp::now());
-        Some(Duration::try_from(left).unwrap_or_default() + Duration::from_millis(200))
+        rotation_schedule::due_in(status.next_rotation_at.as_deref())
     }
 }
 
@@ -415,31 +410,21 @@ fn current_trigger(deployment: &Deployment) -> String {
         .unwrap_or_default()
 }
 
-/// Why a rotation is due now, if it is. Restarts, drift checks and status writes never make
-/// one due: only an interrupted rotation, a changed `spec.rotation.trigger` or the interval.
+/// Why a rotation is due now, if it is (see [`Schedule::due`]).
 fn rotation_due(deployment: &Deployment, status: &DeploymentStatus) -> Option<&'static str> {
-    // The first trigger aigw sees (on an adopted deployment) is only recorded: rotating then
-    // would cut off the gateway that holds the current credentials.
-    if status
-        .observed_rotation_trigger
-        .as_ref()
-        .is_some_and(|seen| *seen != current_trigger(deployment))
-    {
-        return Some("spec.rotation.trigger changed");
-    }
-    let due_at = status
-        .next_rotation_at
-        .as_deref()
-        .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+    let trigger = current_trigger(deployment);
     let has_interval = deployment
         .spec
         .rotation
         .as_ref()
         .is_some_and(|r| r.interval.is_some());
-    if has_interval && due_at.is_some_and(|due| due <= jiff::Timestamp::now()) {
-        return Some("the rotation interval has passed");
+    Schedule {
+        trigger: &trigger,
+        observed_trigger: status.observed_rotation_trigger.as_deref(),
+        has_interval,
+        next_rotation_at: status.next_rotation_at.as_deref(),
     }
-    None
+    .due()
 }
 
 fn record_adopted_trigger(deployment: &Deployment, status: &mut DeploymentStatus) {
@@ -451,22 +436,11 @@ fn record_adopted_trigger(deployment: &Deployment, status: &mut DeploymentStatus
 /// Sets `nextRotationAt` from the last rotation (or from now, for a deployment aigw has not
 /// rotated yet) and the interval.
 fn schedule_rotation(status: &mut DeploymentStatus, interval: Option<Duration>) {
-    let Some(interval) = interval else {
-        status.next_rotation_at = None;
-        return;
-    };
-    let base = status
-        .last_rotated_at
-        .as_deref()
-        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-        .unwrap_or_else(jiff::Timestamp::now);
-    let next = jiff::SignedDuration::try_from(interval)
-        .ok()
-        .and_then(|d| base.checked_add(d).ok())
-        .and_then(|t| t.round(jiff::Unit::Second).ok());
-    if status.next_rotation_at.is_none() || status.last_rotated_at.is_some() {
-        status.next_rotation_at = next.map(|t| t.to_string());
-    }
+    status.next_rotation_at = rotation_schedule::next_rotation_at(
+        status.next_rotation_at.as_deref(),
+        status.last_rotated_at.as_deref(),
+        interval,
+    );
 }
 
 /// Rotates the credentials: records the intent, PUTs `rotate_auth: true`, writes the new
