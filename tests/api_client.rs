@@ -960,3 +960,78 @@ async fn guardrails_get_through_the_cli_reads_either_plane_and_keeps_unknown_fie
     // What the API sends beyond the typed fields is printed too.
     assert!(read.get("created_at").is_some(), "{read}");
 }
+
+#[tokio::test]
+async fn config_versions_diff_through_the_cli_shows_the_change_masked() {
+    let env = Env::start().await;
+    let http = reqwest::Client::new();
+    let url = |path: &str| format!("{}{path}", env.emulator.management_url());
+    let created: Value = http
+        .post(url("/ai_gw/v2/configs"))
+        .bearer_auth(TOKEN)
+        .json(
+            &json!({"name": "routing", "config": {"retry": {"attempts": 2},
+            "targets": [{"provider": "@openai", "api_key": "sk-first-version"}]}}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let slug = created["slug"].as_str().unwrap().to_string();
+    let updated = http
+        .put(url(&format!("/ai_gw/v2/configs/{slug}")))
+        .bearer_auth(TOKEN)
+        .json(&json!({"config": {"retry": {"attempts": 5},
+            "targets": [{"provider": "@openai", "api_key": "sk-second-version"}]}}))
+        .send()
+        .await
+        .unwrap();
+    assert!(updated.status().is_success());
+    // The versions as the CLI lists them: each with its document and `version_id`.
+    let listed = aigw_api(&env, &["configs", "versions", &slug]).await;
+    assert!(listed.status.success(), "{listed:?}");
+    let versions: Value = serde_json::from_slice(&listed.stdout).unwrap();
+    let version_with = |attempts: u64| {
+        versions
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| {
+                let document: Value = match &v["config"] {
+                    Value::String(text) => serde_json::from_str(text).unwrap(),
+                    other => other.clone(),
+                };
+                document["retry"]["attempts"] == attempts
+            })
+            .and_then(|v| v["version_id"].as_str())
+            .unwrap_or_else(|| panic!("no version with attempts {attempts}: {versions}"))
+            .to_string()
+    };
+    let (first, second) = (version_with(2), version_with(5));
+    let output = aigw_api(
+        &env,
+        &["configs", "versions", &slug, "--diff", &first, &second],
+    )
+    .await;
+    assert!(output.status.success(), "{output:?}");
+    let text = String::from_utf8_lossy(&output.stdout);
+    assert!(text.contains("-     \"attempts\": 2"), "{text}");
+    assert!(text.contains("+     \"attempts\": 5"), "{text}");
+    assert!(text.contains("<masked, changed>"), "{text}");
+    assert!(
+        !text.contains("sk-first") && !text.contains("sk-second"),
+        "{text}"
+    );
+    let output = aigw_api(
+        &env,
+        &["configs", "versions", &slug, "--diff", &first, "nope"],
+    )
+    .await;
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("has no version nope"),
+        "{output:?}"
+    );
+}

@@ -6,11 +6,12 @@ use std::time::Duration;
 
 use aigw::resources::{Config, Deployment, RateLimitsPolicy};
 use k8s_openapi::api::core::v1::Secret;
-use kube::Resource;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{Harness, TOKEN, captured_logs};
+use support::objects::Conditions;
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -903,5 +904,93 @@ async fn backoff_and_drift_bookkeeping_go_with_the_object() {
         h.ctx.backoff.failures(&key("failing")),
         !h.ctx.drift.first_sight(&key("kept"))
     );
+    h.stop().await;
+}
+
+/// `--dry-run` against 50 Configs, 10 of them with a spec the remote does not match yet and one
+/// edited remotely before it starts: one `WouldUpdate` event each, naming what it would change, and no write anywhere (no API write,
+/// no status, finalizer or any other write to the resources).
+#[tokio::test]
+async fn a_dry_run_reports_what_it_would_write_and_writes_nothing() {
+    // A long drift interval: only the dry run's first read of each object can find a remote
+    // edit made before it starts.
+    let mut h = Harness::start_with("dry-run", Duration::from_secs(600)).await;
+    let configs = h.env.api::<Config>();
+    for n in 0..50 {
+        let config: Config = serde_json::from_value(json!({
+            "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+            "metadata": {"name": format!("c{n:02}")},
+            "spec": {"name": format!("c{n:02}"), "config": {"retry": {"attempts": 2}}}
+        }))
+        .unwrap();
+        configs
+            .create(&PostParams::default(), &config)
+            .await
+            .unwrap();
+    }
+    for n in 0..50 {
+        h.env
+            .wait_for::<Config>(&format!("c{n:02}"), WAIT, |c| c.ready())
+            .await;
+    }
+    // A remote edit the real operator has not seen (its drift check is 10 minutes away).
+    let slug = configs
+        .get("c49")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .slug
+        .unwrap();
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/v2/configs/{slug}"),
+        Some(json!({"config": {"retry": {"attempts": 9}}})),
+    )
+    .await;
+    h.restart_dry_run().await;
+    for n in 0..10 {
+        let edit = json!({"spec": {"config": {"retry": {"attempts": 5}}}});
+        configs
+            .patch(
+                &format!("c{n:02}"),
+                &PatchParams::default(),
+                &Patch::Merge(&edit),
+            )
+            .await
+            .unwrap();
+    }
+    let versions = |list: Vec<Config>| -> Vec<(String, Option<String>)> {
+        list.into_iter()
+            .map(|c| (c.name_any(), c.resource_version()))
+            .collect()
+    };
+    let before = versions(configs.list(&Default::default()).await.unwrap().items);
+    h.reset_stats().await;
+
+    let reported = support::wait_until(WAIT, || async {
+        let events = h.env.events_text().await;
+        let would: Vec<&str> = events
+            .lines()
+            .filter(|l| l.contains("WouldUpdate"))
+            .collect();
+        (would.len() == 11).then(|| would.join("\n"))
+    })
+    .await
+    .expect("one WouldUpdate event per differing Config, the remote edit included");
+    assert!(reported.contains("c49"), "{reported}");
+    assert!(
+        reported.contains("would update config") && reported.contains("/config/retry/attempts"),
+        "{reported}"
+    );
+    for n in 0..10 {
+        assert!(reported.contains(&format!("c{n:02}")), "{reported}");
+    }
+    // A little longer: still nothing written, to the API or to the resources.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+    let after = versions(configs.list(&Default::default()).await.unwrap().items);
+    assert_eq!(before, after, "a resource was written");
+    assert!(h.ctx.metrics.would_count("Config", "WouldUpdate") >= 11);
     h.stop().await;
 }

@@ -4,11 +4,13 @@
 
 use std::time::Duration;
 
-use aigw::emulator::{EmulatorOptions, Running, spawn};
-use reqwest::{Method, RequestBuilder, StatusCode};
-use serde_json::{Value, json};
+mod support;
 
-const TOKEN: &str = "test-token";
+use aigw::emulator::EmulatorOptions;
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use support::emu::{Emu, TOKEN};
+
 const SERVICE: &str = "/ai_gw/v2/api-keys/service";
 const USER: &str = "/ai_gw/v2/api-keys/user";
 const WORKSPACE: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
@@ -19,83 +21,12 @@ const TSG: &str = "1234567890";
 /// How long a rotation's old key keeps working in these tests.
 const TRANSITION: Duration = Duration::from_secs(2);
 
-struct Emu {
-    running: Running,
-    http: reqwest::Client,
-}
-
 impl Emu {
-    async fn start() -> Self {
+    /// An emulator whose rotations keep the old key for [`TRANSITION`] at most.
+    async fn with_short_transitions() -> Self {
         let mut options = EmulatorOptions::new(TOKEN);
         options.min_key_transition = Some(TRANSITION);
-        let running = spawn(options).await.expect("emulator starts");
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .build()
-            .expect("http client");
-        Self { running, http }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.running.management_url())
-    }
-
-    fn call(&self, method: Method, path: &str) -> RequestBuilder {
-        self.http.request(method, self.url(path)).bearer_auth(TOKEN)
-    }
-
-    /// Sends and returns status plus JSON body (`Null` for an empty body).
-    async fn send(&self, request: RequestBuilder) -> (StatusCode, Value) {
-        let response = request.send().await.expect("request succeeds");
-        let status = response.status();
-        let bytes = response.bytes().await.expect("body");
-        let body = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes).expect("json body")
-        };
-        (status, body)
-    }
-
-    async fn get(&self, path: &str) -> (StatusCode, Value) {
-        self.send(self.call(Method::GET, path)).await
-    }
-
-    async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
-        self.send(self.call(Method::POST, path).json(&body)).await
-    }
-
-    async fn put(&self, path: &str, body: Value) -> (StatusCode, Value) {
-        self.send(self.call(Method::PUT, path).json(&body)).await
-    }
-
-    async fn delete(&self, path: &str) -> (StatusCode, Value) {
-        self.send(self.call(Method::DELETE, path)).await
-    }
-
-    /// A control endpoint (no token); returns status and body.
-    async fn control(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
-        let mut request = self.http.request(method, self.url(path));
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        self.send(request).await
-    }
-
-    async fn state(&self) -> Value {
-        self.control(Method::GET, "/_emulator/state", None).await.1
-    }
-
-    async fn faults(&self, faults: Value) {
-        let (status, _) = self
-            .control(Method::PUT, "/_emulator/faults", Some(faults))
-            .await;
-        assert_eq!(status, StatusCode::OK);
+        Self::start_with(options).await
     }
 
     /// Creates a key under `base`; returns its path and the one-time value.
@@ -161,7 +92,7 @@ fn assert_ab(body: &Value, code: &str, mentions: &str) {
 
 #[tokio::test]
 async fn create_validates_and_reads_back_the_masked_live_shape() {
-    let emu = Emu::start().await;
+    let emu = Emu::with_short_transitions().await;
     let cases = [
         ("name", json!({"name": null})),
         ("scopes", json!({"scopes": null})),
@@ -288,7 +219,7 @@ async fn create_validates_and_reads_back_the_masked_live_shape() {
 
 #[tokio::test]
 async fn lists_filter_by_workspace_and_page() {
-    let emu = Emu::start().await;
+    let emu = Emu::with_short_transitions().await;
     for n in 0..3 {
         emu.create(SERVICE, service_key(&format!("k{n}"))).await;
     }
@@ -336,7 +267,7 @@ async fn lists_filter_by_workspace_and_page() {
 
 #[tokio::test]
 async fn update_answers_empty_object_and_refuses_fixed_fields() {
-    let emu = Emu::start().await;
+    let emu = Emu::with_short_transitions().await;
     let (path, _) = emu.create(SERVICE, service_key("svc")).await;
     let (_, before) = emu.get(&path).await;
     for body in [
@@ -408,7 +339,7 @@ async fn update_answers_empty_object_and_refuses_fixed_fields() {
 
 #[tokio::test]
 async fn delete_is_hard_and_afterwards_the_key_is_not_found() {
-    let emu = Emu::start().await;
+    let emu = Emu::with_short_transitions().await;
     let (path, key) = emu.create(SERVICE, service_key("svc")).await;
     let (status, answer) = emu.delete(&path).await;
     assert_eq!((status, answer), (StatusCode::OK, json!({})));
@@ -441,7 +372,7 @@ async fn delete_is_hard_and_afterwards_the_key_is_not_found() {
 
 #[tokio::test]
 async fn rotation_keeps_the_old_key_live_until_the_transition_ends() {
-    let emu = Emu::start().await;
+    let emu = Emu::with_short_transitions().await;
     let (path, first) = emu.create(SERVICE, service_key("svc")).await;
     let (status, live) = emu.handshake(&path, &first).await;
     assert_eq!(
@@ -530,7 +461,7 @@ async fn rotation_keeps_the_old_key_live_until_the_transition_ends() {
 
 #[tokio::test]
 async fn seeded_keys_keep_their_values_and_show_in_state() {
-    let emu = Emu::start().await;
+    let emu = Emu::with_short_transitions().await;
     let ahead = jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1);
     let seed = json!({"api_keys": [
         {"id": "5d1c3b2a-1e2f-4a3b-9c4d-5e6f7a8b9c0d", "name": "seeded", "type": "workspace-user",
@@ -571,7 +502,7 @@ async fn seeded_keys_keep_their_values_and_show_in_state() {
 
 #[tokio::test]
 async fn faults_apply_to_api_keys_as_to_every_route() {
-    let emu = Emu::start().await;
+    let emu = Emu::with_short_transitions().await;
     // Applied, then the connection is cut: the caller never sees the one-time value.
     emu.faults(json!({"drop_after_commit_rate": 1.0})).await;
     let lost = emu

@@ -1,99 +1,22 @@
 //! The emulator's usage-limits policies over real HTTP: create, read, list and page, update,
 //! archive, both reset forms, usage and its entities, resets, seeding, state and faults.
 
-use std::{sync::Arc, time::Duration};
+use std::sync::Arc;
 
 use aigw::api::{
     Client, ClientConfig, Condition, CreateUsageLimitsPolicyRequest, GroupBy, OneOrMany,
     PeriodicReset, PolicyStatus, StaticToken, UpdateUsageLimitsPolicyRequest, UsageLimitType,
 };
-use aigw::emulator::{EmulatorOptions, Running, spawn};
-use reqwest::{Method, RequestBuilder, StatusCode};
-use serde_json::{Value, json};
+mod support;
 
-const TOKEN: &str = "test-token";
+use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
+use support::emu::{Emu, TOKEN};
+
 const BASE: &str = "/ai_gw/v2/policies/usage-limits";
 const WORKSPACE: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
 
-struct Emu {
-    running: Running,
-    http: reqwest::Client,
-}
-
 impl Emu {
-    async fn start() -> Self {
-        let running = spawn(EmulatorOptions::new(TOKEN))
-            .await
-            .expect("emulator starts");
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .build()
-            .expect("http client");
-        Self { running, http }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.running.management_url())
-    }
-
-    fn call(&self, method: Method, path: &str) -> RequestBuilder {
-        self.http.request(method, self.url(path)).bearer_auth(TOKEN)
-    }
-
-    /// Sends and returns status plus JSON body (`Null` for an empty body).
-    async fn send(&self, request: RequestBuilder) -> (StatusCode, Value) {
-        let response = request.send().await.expect("request succeeds");
-        let status = response.status();
-        let bytes = response.bytes().await.expect("body");
-        let body = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes).expect("json body")
-        };
-        (status, body)
-    }
-
-    async fn get(&self, path: &str) -> (StatusCode, Value) {
-        self.send(self.call(Method::GET, path)).await
-    }
-
-    async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
-        self.send(self.call(Method::POST, path).json(&body)).await
-    }
-
-    async fn put(&self, path: &str, body: Value) -> (StatusCode, Value) {
-        self.send(self.call(Method::PUT, path).json(&body)).await
-    }
-
-    async fn delete(&self, path: &str) -> (StatusCode, Value) {
-        self.send(self.call(Method::DELETE, path)).await
-    }
-
-    /// A control endpoint (no token); returns status and body.
-    async fn control(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> (StatusCode, Value) {
-        let mut request = self.http.request(method, self.url(path));
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        self.send(request).await
-    }
-
-    async fn state(&self) -> Value {
-        self.control(Method::GET, "/_emulator/state", None).await.1
-    }
-
-    async fn faults(&self, faults: Value) {
-        let (status, _) = self
-            .control(Method::PUT, "/_emulator/faults", Some(faults))
-            .await;
-        assert_eq!(status, StatusCode::OK);
-    }
-
     /// Creates a policy and returns its path.
     async fn create(&self, body: Value) -> String {
         let (status, receipt) = self.post(BASE, body).await;

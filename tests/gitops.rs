@@ -431,6 +431,35 @@ async fn plan_exits_0_2_and_1_and_never_writes() {
         json!({"field": "value", "from": 100.0, "to": 250.0})
     );
 
+    // The same edits under `managementPolicy: Observe` are differences the operator would
+    // report, never writes: the policy is planned as `observe`; the remaining changes (the
+    // config, the new Config) still give exit 2, and without them exit 0.
+    let edited = std::fs::read_to_string(&policy_file)
+        .unwrap()
+        .replace("managementPolicy: Full", "managementPolicy: Observe");
+    assert!(edited.contains("managementPolicy: Observe"), "{edited}");
+    std::fs::write(&policy_file, edited).unwrap();
+    let out = aigw_async(connection(&["plan", "-f", set])).await;
+    let plan = text(&out);
+    assert!(plan.contains("per-key.yaml#0): observe"), "{plan}");
+    assert!(plan.contains("    value: 100.0 → 250.0\n"), "{plan}");
+    assert!(
+        plan.contains("1 observed (Observe: never written)"),
+        "{plan}"
+    );
+    std::fs::remove_file(Path::new(set).join("new.yaml")).unwrap();
+    let config_back = std::fs::read_to_string(&config_file)
+        .unwrap()
+        .replace("attempts: 3", "attempts: 2");
+    std::fs::write(&config_file, config_back).unwrap();
+    let out = aigw_async(connection(&["plan", "-f", set])).await;
+    assert_eq!(
+        code(&out),
+        0,
+        "an Observe difference is not a change: {}",
+        text(&out)
+    );
+
     // A bad token and an unreachable API: exit 1.
     let bad_token = dir.path().join("bad-token");
     std::fs::write(&bad_token, "not-the-token").unwrap();

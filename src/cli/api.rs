@@ -152,8 +152,14 @@ enum ConfigsCommand {
     },
     /// Delete a config.
     Delete { slug: String },
-    /// List the versions of a config.
-    Versions { slug: String },
+    /// List the versions of a config (as the API sends them), or with `--diff A B` the change
+    /// between two of them (by `version_id`), secrets masked.
+    Versions {
+        slug: String,
+        /// Print what changed from version A to version B instead of the list.
+        #[arg(long, num_args = 2, value_names = ["A", "B"])]
+        diff: Option<Vec<String>>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -400,7 +406,31 @@ async fn configs(client: &Client, cmd: ConfigsCommand) -> anyhow::Result<()> {
             api.delete(&slug).await?;
             print_empty()
         }
-        ConfigsCommand::Versions { slug } => print(&api.versions(&slug).await?),
+        ConfigsCommand::Versions { slug, diff: None } => print(&api.versions(&slug).await?),
+        ConfigsCommand::Versions {
+            slug,
+            diff: Some(pair),
+        } => {
+            let versions = api.versions(&slug).await?;
+            let find = |id: &str| {
+                versions
+                    .iter()
+                    .find(|v| v.detail.version_id.as_deref() == Some(id))
+                    .map(|v| &v.detail.config)
+                    .with_context(|| format!("config {slug} has no version {id}"))
+            };
+            let (old, new) = (find(&pair[0])?, find(&pair[1])?);
+            // A secret shows as masked on the old side and `<masked, changed>` on the new side
+            // when it changed, so the diff says that it changed, never what it is.
+            let before = serde_json::to_string_pretty(&aigw::gitops::mask::masked(old))?;
+            let after =
+                serde_json::to_string_pretty(&aigw::gitops::mask::masked_against(new, old))?;
+            let lines = aigw::gitops::line_diff::diff(&before, &after);
+            match lines.is_empty() {
+                true => write_stdout(&format!("no change between {} and {}", pair[0], pair[1])),
+                false => write_stdout(&lines.join("\n")),
+            }
+        }
     }
 }
 

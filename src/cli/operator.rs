@@ -66,6 +66,12 @@ pub struct OperatorArgs {
     /// unknown too, any namespace.
     #[arg(long, env = "AIGW_CONNECTION_SECRET_NAMESPACE", value_name = "NS")]
     connection_secret_namespace: Option<String>,
+    /// Read everything and write nothing: no management-API write, no status, finalizer or
+    /// Secret write, no Lease (it runs beside the real operator). Each write a reconcile reaches
+    /// is logged and published as a `WouldCreate`, `WouldUpdate`, `WouldDelete` or `WouldRotate`
+    /// event, and counted in `aigw_dry_run_actions_total{kind,action}`.
+    #[arg(long, env = "AIGW_DRY_RUN")]
+    dry_run: bool,
     /// Hold the Lease `aigw` so that of several replicas only one reconciles (the others stand
     /// by with warm caches); `--leader-elect=false` makes this replica always act.
     #[arg(
@@ -146,6 +152,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         full_read_interval: args.full_read_interval,
         drift_qps_share: args.drift_qps_share,
         cluster_selector: args.cluster_selector.clone(),
+        dry_run: args.dry_run,
     };
     let grants = match &args.grants_file {
         Some(path) => {
@@ -169,7 +176,8 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         .with_default_grants(grants)
         .with_secret_namespace(secret_namespace)
         .with_observer(Arc::new(MetricsObserver(metrics.clone())));
-    let (leadership, elector) = if args.leader_elect {
+    // A dry run writes no Lease: it must never take over from the operator that does write.
+    let (leadership, elector) = if args.leader_elect && !args.dry_run {
         let lease = LeaseSettings::new(args.leader_election_namespace, leader::default_identity());
         let (leadership, elector) = leader::elect(kube.clone(), lease);
         (leadership, Some(elector))

@@ -14,6 +14,13 @@ const SPEC_REASONS: [&str; 2] = ["Validation", "InvalidSpec"];
 /// the API's own message is included, the request body never is.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// `--dry-run`: the reconcile reached a write, which the gate refused. `reason` is the
+    /// event reason (`WouldCreate`, `WouldUpdate`, `WouldDelete`, `WouldRotate`).
+    #[error("dry run: {message}")]
+    DryRun {
+        reason: &'static str,
+        message: String,
+    },
     /// The management API refused or failed a call.
     #[error("failed to {action}: {source}")]
     Api {
@@ -109,6 +116,7 @@ impl Error {
             },
             // A Connection or its Secret may appear later; keep checking.
             Self::Connection(_)
+            | Self::DryRun { .. }
             | Self::NotLeader(_)
             | Self::CachesNotReady(_)
             | Self::Conflict(_)
@@ -132,6 +140,7 @@ impl Error {
             },
             Self::Conflict(_) => "Conflict",
             Self::NotLeader(_) => "NotLeader",
+            Self::DryRun { reason, .. } => reason,
             Self::CachesNotReady(_) => "CachesNotReady",
             Self::CreateOutcomeUnknown(_) | Self::NotYetSettled { .. } => "CreateOutcomeUnknown",
             Self::InvalidSpec(_) => "InvalidSpec",

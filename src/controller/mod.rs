@@ -69,6 +69,9 @@ pub struct Context {
     pub watched_namespaces: Vec<Option<String>>,
     /// The label selector of the cluster-scoped objects this operator reconciles (`None`: all).
     pub cluster_selector: Option<String>,
+    /// `--dry-run`: read everything, write nothing (no management-API write, no status, no
+    /// finalizer, no Secret); each write a reconcile reaches becomes a `Would…` event.
+    pub dry_run: bool,
 }
 
 /// How the operator runs.
@@ -87,6 +90,8 @@ pub struct Settings {
     /// Label selector of the cluster-scoped objects to reconcile (`None`: all of them), so that
     /// operators sharing a cluster (one per environment) each take their own.
     pub cluster_selector: Option<String>,
+    /// Read everything and write nothing; report each write as a `Would…` event.
+    pub dry_run: bool,
 }
 
 impl Default for Settings {
@@ -98,6 +103,7 @@ impl Default for Settings {
             full_read_interval: drift::DEFAULT_FULL_READ_INTERVAL,
             drift_qps_share: drift::DEFAULT_QPS_SHARE,
             cluster_selector: None,
+            dry_run: false,
         }
     }
 }
@@ -145,6 +151,7 @@ impl Context {
             events: Default::default(),
             watched_namespaces: settings.watched_namespaces(),
             cluster_selector: settings.cluster_selector.clone(),
+            dry_run: settings.dry_run,
         }
     }
 
@@ -461,6 +468,11 @@ async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
 
 /// Keeps the `aigw_leader` gauge equal to this replica's leadership.
 async fn follow_leadership(ctx: Arc<Context>) {
+    if ctx.dry_run {
+        // A dry run leads nothing: `sum(aigw_leader)` stays the real operators' count.
+        ctx.metrics.set_leader(false);
+        return;
+    }
     let mut leading = ctx.leadership.changes();
     loop {
         let now = *leading.borrow_and_update();

@@ -18,6 +18,7 @@ use super::mask::{masked, masked_against};
 use super::project;
 use super::validate::{Manifest, Object};
 use crate::api::{self, ApiError, Client};
+use crate::resources::common::ManagementPolicy;
 use crate::resources::config::ReferencedKind;
 use crate::resources::config_document::MarkedDocument;
 use crate::resources::guardrail::GuardrailKind;
@@ -43,6 +44,9 @@ pub enum Action {
     /// The operator could not reconcile it: the named object does not exist, or an immutable
     /// field differs.
     Conflict,
+    /// `managementPolicy: Observe`: the operator only reads; `changes` are the differences it
+    /// would report (`Drifted`), never written.
+    Observe,
 }
 
 impl Action {
@@ -53,6 +57,7 @@ impl Action {
             Action::NoChange => "no change",
             Action::Adopt => "adopt",
             Action::Conflict => "conflict",
+            Action::Observe => "observe",
         }
     }
 }
@@ -95,7 +100,34 @@ impl Entry {
         match self.action {
             Action::Create | Action::Update => true,
             Action::Adopt => !self.changes.is_empty(),
-            Action::NoChange | Action::Conflict => false,
+            Action::NoChange | Action::Conflict | Action::Observe => false,
+        }
+    }
+
+    /// The entry of an `Observe` resource: what a Full one would write becomes the differences
+    /// it reports; with nothing to observe (no counterpart) it would stall, sending nothing.
+    /// A conflict stays one: the operator would stall on it in Observe too.
+    fn observed(self) -> Self {
+        if self.action == Action::Conflict {
+            return self;
+        }
+        let reason = match self.action {
+            Action::Create => Some(
+                "nothing to observe: no remote counterpart (spec names none and none is recorded); the operator would stall (NothingToObserve) and send nothing"
+                    .to_string(),
+            ),
+            _ if self.changes.is_empty() => None,
+            _ => Some("differs from the remote object: reported as Drifted, never written".into()),
+        };
+        let changes = match self.action {
+            Action::Create => Vec::new(),
+            _ => self.changes,
+        };
+        Entry {
+            action: Action::Observe,
+            changes,
+            reason,
+            ..self
         }
     }
 }
@@ -109,6 +141,7 @@ pub struct Summary {
     pub no_change: usize,
     pub adopt: usize,
     pub conflict: usize,
+    pub observe: usize,
 }
 
 /// The whole plan: `{"version": 1, "summary": {...}, "resources": [...]}`.
@@ -129,6 +162,7 @@ impl Plan {
                 Action::NoChange => &mut summary.no_change,
                 Action::Adopt => &mut summary.adopt,
                 Action::Conflict => &mut summary.conflict,
+                Action::Observe => &mut summary.observe,
             } += 1;
         }
         Self {
@@ -156,8 +190,12 @@ impl Plan {
             render_entry(entry, &mut out);
         }
         let s = &self.summary;
+        let observed = match s.observe {
+            0 => String::new(),
+            n => format!(", {n} observed (Observe: never written)"),
+        };
         out.push_str(&format!(
-            "\nPlan: {} to create, {} to update, {} to adopt, {} unchanged, {} in conflict.\n",
+            "\nPlan: {} to create, {} to update, {} to adopt, {} unchanged, {} in conflict{observed}.\n",
             s.create, s.update, s.adopt, s.no_change, s.conflict
         ));
         out
@@ -242,6 +280,10 @@ pub async fn plan(
             }
             Object::Connection(_) => continue,
             Object::ApiKey(o) => plan_api_key(api, live, o).await?,
+        };
+        let entry = match manifest.object.management_policy() {
+            ManagementPolicy::Observe => entry.observed(),
+            ManagementPolicy::Full => entry,
         };
         entries.push(Entry {
             kind: manifest.object.kind().into(),
@@ -861,6 +903,33 @@ mod tests {
             "{:?}",
             changes[0].diff
         );
+    }
+
+    #[test]
+    fn an_observe_resource_is_planned_as_observed_and_never_as_a_write() {
+        let change = FieldChange {
+            field: "value".into(),
+            from: Value::from(100),
+            to: Value::from(250),
+            diff: Vec::new(),
+        };
+        let update = entry(Action::Update, Some("p1".into()), vec![change], None).observed();
+        assert_eq!(update.action, Action::Observe);
+        assert_eq!(update.changes.len(), 1, "the differences it would report");
+        let create = entry(Action::Create, None, Vec::new(), None).observed();
+        assert!(
+            create
+                .reason
+                .as_deref()
+                .unwrap()
+                .contains("NothingToObserve")
+        );
+        let plan = Plan::new(vec![update, create]);
+        assert_eq!(plan.exit_code(), 0, "an Observe resource writes nothing");
+        assert_eq!(plan.summary.observe, 2);
+        assert!(plan.render().contains("2 observed"), "{}", plan.render());
+        let conflict = entry(Action::Conflict, None, Vec::new(), Some("x".into())).observed();
+        assert_eq!(conflict.action, Action::Conflict);
     }
 
     #[test]

@@ -93,6 +93,20 @@ impl Object {
         }
     }
 
+    /// `spec.managementPolicy` (`Full` for a Connection, which has none).
+    pub fn management_policy(&self) -> crate::resources::common::ManagementPolicy {
+        match self {
+            Object::Config(o) => o.spec.management_policy,
+            Object::Deployment(o) => o.spec.management_policy,
+            Object::RateLimitsPolicy(o) => o.spec.management_policy,
+            Object::UsageLimitsPolicy(o) => o.spec.management_policy,
+            Object::Guardrail(o) => o.spec.definition.management_policy,
+            Object::ClusterGuardrail(o) => o.spec.definition.management_policy,
+            Object::Connection(_) => crate::resources::common::ManagementPolicy::Full,
+            Object::ApiKey(o) => o.spec.management_policy,
+        }
+    }
+
     pub fn name(&self) -> &str {
         self.meta().name.as_deref().unwrap_or_default()
     }

@@ -245,15 +245,24 @@ const MASKED: &str = "\"(masked)\"";
 
 impl DriftCorrection {
     /// The paths where `remote` differs from `desired` (both in the API's shape, compared by
-    /// meaning as [`json_equivalent`] does), `secret` saying which paths are secret beyond
-    /// those with a secret-sounding key (`api_key`, `password`, …).
+    /// meaning as [`json_equivalent`] does). Secrets are masked wherever they stand: values
+    /// under a secret-sounding key or in a header map (the one secret list), and any text
+    /// holding one of `concealed` (the values `secretRefs` substituted: a remote edit may move
+    /// them to another index, where no path names them).
     pub fn between(
         at: String,
         replaced_version_id: Option<String>,
         desired: &serde_json::Value,
         remote: &serde_json::Value,
-        secret: &dyn Fn(&str) -> bool,
+        concealed: &[&str],
     ) -> Self {
+        // Secrets go before anything is compared or cut out: a changed subtree that holds one
+        // (an added target with its `api_key`, a `custom_headers` map) shows it masked too.
+        let (mut desired, mut remote) = masked_pair(desired, remote);
+        for document in [&mut desired, &mut remote] {
+            mask_values(document, concealed);
+        }
+        let (desired, remote) = (&desired, &remote);
         let mut changes = Vec::new();
         leaf_changes(desired, remote, String::new(), &mut changes);
         let more = changes.len().saturating_sub(DRIFT_PATHS_KEPT) as u32;
@@ -261,10 +270,9 @@ impl DriftCorrection {
         let changes = changes
             .into_iter()
             .map(|(path, remote, desired)| {
-                let hidden = secret(&path)
-                    || path
-                        .split('/')
-                        .any(crate::api::secret_fields::is_secret_key);
+                let hidden = path
+                    .split('/')
+                    .any(crate::api::secret_fields::is_secret_key);
                 let show = |value: Option<&serde_json::Value>| {
                     value.map(|v| match hidden {
                         true => MASKED.to_string(),
@@ -297,6 +305,50 @@ impl DriftCorrection {
             n => format!(" and {n} more"),
         };
         format!("{}{more}", paths.join(", "))
+    }
+}
+
+/// `desired` and `remote` with every secret the one secret list finds in either (a secret key,
+/// a header map's values) replaced: `"(masked)"` where both hold the same value, and on the
+/// remote side `"(masked, different)"` where they differ, so the change still shows.
+fn masked_pair(
+    desired: &serde_json::Value,
+    remote: &serde_json::Value,
+) -> (serde_json::Value, serde_json::Value) {
+    use crate::api::secret_fields::secret_pointers;
+    let (mut d, mut r) = (desired.clone(), remote.clone());
+    let mut pointers = secret_pointers(desired);
+    pointers.extend(secret_pointers(remote));
+    pointers.sort();
+    pointers.dedup();
+    for pointer in pointers {
+        let same = desired.pointer(&pointer) == remote.pointer(&pointer);
+        if let Some(slot) = d.pointer_mut(&pointer) {
+            *slot = serde_json::Value::String("(masked)".into());
+        }
+        if let Some(slot) = r.pointer_mut(&pointer) {
+            let mark = if same {
+                "(masked)"
+            } else {
+                "(masked, different)"
+            };
+            *slot = serde_json::Value::String(mark.into());
+        }
+    }
+    (d, r)
+}
+
+/// Every string in `document` that holds one of `values` (of 4 characters or more, as the
+/// messages' concealment goes) reads `"(masked)"`.
+fn mask_values(document: &mut serde_json::Value, values: &[&str]) {
+    use serde_json::Value;
+    match document {
+        Value::String(text) if values.iter().any(|v| v.len() >= 4 && text.contains(v)) => {
+            *text = "(masked)".into();
+        }
+        Value::Array(items) => items.iter_mut().for_each(|v| mask_values(v, values)),
+        Value::Object(map) => map.values_mut().for_each(|v| mask_values(v, values)),
+        _ => {}
     }
 }
 
@@ -362,7 +414,7 @@ mod drift_tests {
             Some("v7".into()),
             &desired,
             &remote,
-            &|path| path == "/config/hook",
+            &["from-secret", "edited"],
         );
         let shown: Vec<(&str, Option<&str>, Option<&str>)> = record
             .changes
@@ -373,7 +425,6 @@ mod drift_tests {
             shown,
             vec![
                 ("/config/extra", Some("true"), None),
-                ("/config/hook", Some("\"(masked)\""), Some("\"(masked)\"")),
                 ("/config/retry/attempts", Some("5.0"), Some("3")),
                 (
                     "/config/targets/0/api_key",
@@ -387,13 +438,39 @@ mod drift_tests {
                 ),
             ]
         );
+        let added = DriftCorrection::between(
+            "t".into(),
+            None,
+            &json!({"targets": [{"provider": "@a"}]}),
+            &json!({"targets": [{"provider": "@a"}, {"provider": "@b", "custom_headers": {"x-tenant": "hdr-secret"},
+                                                     "override_params": {"api_key": "sk-nested"}}]}),
+            &[],
+        );
+        let text = serde_json::to_string(&added).unwrap();
+        assert!(
+            !text.contains("hdr-secret") && !text.contains("sk-nested"),
+            "{text}"
+        );
+        assert!(text.contains("@b"), "the rest of the subtree shows: {text}");
+        // A remote edit moved a Secret-supplied value to another index (check 0 deleted): no
+        // path names it any more, its value still never shows.
+        let shifted = DriftCorrection::between(
+            "t".into(),
+            None,
+            &json!({"checks": [{"id": "a"}, {"id": "b", "parameters": {}}]}),
+            &json!({"checks": [{"id": "b", "parameters": {"webhookURL": "https://hook.example/S3CRET"}}]}),
+            &["https://hook.example/S3CRET"],
+        );
+        let text = serde_json::to_string(&shifted).unwrap();
+        assert!(!text.contains("S3CRET"), "{text}");
+        assert!(text.contains("/checks"), "{text}");
         let text = serde_json::to_string(&record).unwrap();
         for secret in ["sk-desired", "sk-remote", "from-secret", "\"edited\""] {
             assert!(!text.contains(secret), "{text}");
         }
         assert_eq!(
             record.paths(),
-            "/config/extra, /config/hook, /config/retry/attempts, /config/targets/0/api_key, /config/targets/0/provider"
+            "/config/extra, /config/retry/attempts, /config/targets/0/api_key, /config/targets/0/provider"
         );
     }
 }

@@ -410,10 +410,12 @@ impl ConfigSpec {
 
     /// What correcting `remote` to this spec at time `at` replaces: the name and the document,
     /// the `secretRefs` paths left out of both (their values never reach a status).
+    /// `concealed`: the values its `secretRefs` substituted, masked wherever they stand.
     pub fn drift_against(
         &self,
         remote: &api::ConfigDetail,
         at: String,
+        concealed: &[&str],
     ) -> super::common::DriftCorrection {
         let mut desired = serde_json::Value::Object(self.config.clone());
         let mut current = remote.config.clone();
@@ -426,7 +428,7 @@ impl ConfigSpec {
             remote.version_id.clone(),
             &serde_json::json!({"name": self.name, "config": desired}),
             &serde_json::json!({"name": remote.name, "config": current}),
-            &|_| false,
+            concealed,
         )
     }
 

@@ -604,10 +604,12 @@ impl GuardrailDefinition {
 
     /// What correcting `remote` to this definition at time `at` replaces: the name, checks and
     /// actions as the API holds them, the `secretRefs` paths left out of both.
+    /// `concealed`: the values its `secretRefs` substituted, masked wherever they stand.
     pub fn drift_against(
         &self,
         remote: &api::GuardrailDetails,
         at: String,
+        concealed: &[&str],
     ) -> super::common::DriftCorrection {
         let mut desired = Value::Object(self.document());
         let mut current = remote_document(remote);
@@ -622,7 +624,7 @@ impl GuardrailDefinition {
             remote.version_id.clone(),
             &desired,
             &current,
-            &|_| false,
+            concealed,
         )
     }
 

@@ -113,9 +113,7 @@ pub trait Policy:
                     .collect(),
             )
         };
-        super::common::DriftCorrection::between(at, None, &pick(&desired), &pick(&current), &|_| {
-            false
-        })
+        super::common::DriftCorrection::between(at, None, &pick(&desired), &pick(&current), &[])
     }
 
     fn get(

@@ -216,6 +216,12 @@ impl Harness {
         self.operator = tokio::spawn(controller::run(self.ctx.clone(), self.settings.clone()));
     }
 
+    /// Stops the controllers and starts an `--dry-run` operator in their place.
+    pub async fn restart_dry_run(&mut self) {
+        self.settings.dry_run = true;
+        self.restart_operator().await;
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("{}{path}", self.emulator.management_url())
     }

@@ -103,6 +103,8 @@ pub struct Drift {
     next_full_read: Mutex<HashMap<String, Instant>>,
     /// Per kind, the full-read interval in force (grown with N when needed).
     full_read: Mutex<HashMap<&'static str, Duration>>,
+    /// `--dry-run`: the objects read once already by this process.
+    read: Mutex<HashSet<String>>,
 }
 
 impl Drift {
@@ -114,7 +116,14 @@ impl Drift {
             written: Mutex::default(),
             next_full_read: Mutex::default(),
             full_read: Mutex::default(),
+            read: Mutex::default(),
         }
+    }
+
+    /// True when `key` was read once by this process already; notes it as read. A dry run
+    /// trusts no recorded state before its first read of an object.
+    pub fn read_once(&self, key: &str) -> bool {
+        !lock(&self.read).insert(key.to_string())
     }
 
     /// `None` when the object `key` must be read now (a list asked for it, or its full read is
@@ -198,6 +207,7 @@ impl Drift {
 
     /// The object is gone: forget its schedule.
     pub fn forget(&self, key: &str) {
+        lock(&self.read).remove(key);
         lock(&self.flagged).remove(key);
         lock(&self.inputs).remove(key);
         lock(&self.written).remove(key);

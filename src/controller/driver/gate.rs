@@ -57,6 +57,8 @@ pub const CACHES_LISTED_WITHIN: Duration = Duration::from_secs(2);
 pub struct Gate<'a, K: Managed> {
     ctx: &'a Context,
     object: &'a K,
+    /// What the kind is about to write, for a `--dry-run` report ([`Gate::intend`]).
+    intended: std::sync::Mutex<Option<String>>,
     /// The Connection resolved for this object, its client guarded by the lease.
     resolved: tokio::sync::OnceCell<Resolved>,
 }
@@ -66,6 +68,7 @@ impl<'a, K: Managed> Gate<'a, K> {
         Self {
             ctx,
             object,
+            intended: Default::default(),
             resolved: tokio::sync::OnceCell::new(),
         }
     }
@@ -74,7 +77,40 @@ impl<'a, K: Managed> Gate<'a, K> {
     pub async fn client(&self, op: Op) -> Result<&Client, Error> {
         self.leads(op)?;
         self.admit().await?;
+        if self.ctx.dry_run && op.writes() {
+            return Err(self.would(op));
+        }
         Ok(&self.resolve().await?.client)
+    }
+
+    /// Says what the next write will do (e.g. "update config pc-x at /config/retry"), for the
+    /// `Would…` event of a `--dry-run`.
+    pub fn intend(&self, what: String) {
+        *self.intended.lock().unwrap_or_else(|e| e.into_inner()) = Some(what);
+    }
+
+    /// The `--dry-run` refusal of `op`, saying what it would have done.
+    fn would(&self, op: Op) -> Error {
+        let reason = match op {
+            Op::Create => "WouldCreate",
+            Op::Update | Op::Read => "WouldUpdate",
+            Op::Delete => "WouldDelete",
+            Op::Rotate => "WouldRotate",
+        };
+        let intended = self
+            .intended
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        let message = intended.unwrap_or_else(|| {
+            format!(
+                "would {} the remote object of {} {}",
+                reason.trim_start_matches("Would").to_ascii_lowercase(),
+                K::KIND,
+                self.object.name_any()
+            )
+        });
+        Error::DryRun { reason, message }
     }
 
     /// The rules that need no API call: the Connection's grants, then ownership. `Ok` when
@@ -175,7 +211,11 @@ impl<'a, K: Managed> Gate<'a, K> {
     /// Before a write that is not a management-API call but must not come from a deposed
     /// leader either (a rotation's Secret write).
     pub fn may_write(&self) -> Result<(), Error> {
-        self.leads(Op::Update)
+        self.leads(Op::Update)?;
+        match self.ctx.dry_run {
+            true => Err(self.would(Op::Update)),
+            false => Ok(()),
+        }
     }
 
     fn leads(&self, op: Op) -> Result<(), Error> {
@@ -243,8 +283,21 @@ async fn resolve_guarded(
         .connections
         .client_for(namespace.as_deref(), name, cached)
         .await?;
-    resolved.client = resolved.client.guarded(Arc::new(ctx.leadership.clone()));
+    resolved.client = match ctx.dry_run {
+        // Whatever a caller declared, a dry run's client sends no write.
+        true => resolved.client.guarded(Arc::new(DryRunGuard)),
+        false => resolved.client.guarded(Arc::new(ctx.leadership.clone())),
+    };
     Ok(resolved)
+}
+
+/// The guard of a `--dry-run` client: every write is withheld, at the last moment too.
+struct DryRunGuard;
+
+impl crate::api::WriteGuard for DryRunGuard {
+    fn may_write(&self) -> Result<(), String> {
+        Err("--dry-run: this operator writes nothing".into())
+    }
 }
 
 /// The client for the drift pass's list of one Connection and workspace, as used by the

@@ -268,6 +268,10 @@ impl<'a, K: Managed> Cx<'a, K> {
     /// the work over), writes again on the new resourceVersion.
     pub async fn save_status(&self, status: &K::Status) -> Result<(), Error> {
         const ATTEMPTS: usize = 5;
+        if self.ctx.dry_run {
+            // `--dry-run` writes no status: what it would do goes into `Would…` events.
+            return Ok(());
+        }
         let held = self
             .saved
             .lock()

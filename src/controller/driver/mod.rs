@@ -47,6 +47,12 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
     debug!(kind = K::KIND, object = %key, "reconcile");
     let objects: Api<K> = K::api(&ctx.kube, Some(namespace.as_str()));
     let started = std::time::Instant::now();
+    if ctx.dry_run {
+        let result = dry_run::<K>(&object, &objects, &ctx).await;
+        ctx.metrics
+            .observe_reconcile(K::KIND, result.is_ok(), started.elapsed());
+        return result;
+    }
     let result = finalizer::finalizer(&objects, FINALIZER, object, |event| async {
         match event {
             FinalizerEvent::Apply(object) => apply::<K>(&object, &objects, &ctx).await,
@@ -74,6 +80,35 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
         }
         other => Error::MissingState(other.to_string()),
     })
+}
+
+/// `--dry-run`: the reconcile without the finalizer (adding or removing it is a write), every
+/// write refused at the gate ([`crate::controller::gate::Gate::client`]) and reported instead
+/// ([`would`]); status writes are skipped in [`Cx::save_status`].
+async fn dry_run<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Result<Action, Error> {
+    let ours = object.finalizers().iter().any(|f| f == FINALIZER);
+    match object.meta().deletion_timestamp {
+        Some(_) if ours => cleanup::<K>(object, objects, ctx).await,
+        // Nothing of aigw's waits on it: it goes without aigw.
+        Some(_) => Ok(Action::await_change()),
+        None => apply::<K>(object, objects, ctx).await,
+    }
+}
+
+/// Reports a write `--dry-run` refused: a log line, a Normal event with `reason`
+/// (`WouldCreate`, `WouldUpdate`, `WouldDelete`, `WouldRotate`) and the metric
+/// `aigw_dry_run_actions_total`. Looked at again at the next drift check.
+async fn would<K: Managed>(
+    cx: &Cx<'_, K>,
+    key: &str,
+    reason: &'static str,
+    message: &str,
+) -> Action {
+    let message = cx.scrub(message);
+    info!(kind = K::KIND, object = %key, reason, "dry run: {message}");
+    cx.ctx.metrics.would(K::KIND, reason);
+    publish(cx.ctx, cx.object, EventType::Normal, reason, &message).await;
+    Action::requeue(jittered(cx.ctx.drift_interval))
 }
 
 /// `error_policy` for the Controller: only errors the driver could not record in status land
@@ -199,6 +234,9 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
             let due = K::due_in(object, &status).map_or(next, |due| due.min(next));
             (Action::requeue(due), changes)
         }
+        Err(Error::DryRun { reason, message }) => {
+            return Ok(would(&cx, &key, reason, &message).await);
+        }
         // Lost a race with another writer (this view is stale), or may not act: record nothing.
         Err(error) if error.records_nothing() => return Err(error),
         Err(error) => (
@@ -229,6 +267,11 @@ async fn trusted<K: Managed>(
     before: Option<&K::Status>,
 ) -> Option<Duration> {
     let before = before?;
+    // A dry run reads every object once at least: what it would write (a new version rendering
+    // a document differently) shows only against the remote object.
+    if cx.ctx.dry_run && !cx.ctx.drift.read_once(key) {
+        return None;
+    }
     let object = cx.object;
     let applied = K::LISTED
         && crate::controller::drift::settled(object, before)
@@ -329,6 +372,7 @@ async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Res
             report(ctx, object, &key, changes).await;
             Ok(Action::await_change())
         }
+        Err(Error::DryRun { reason, message }) => Ok(would(&cx, &key, reason, &message).await),
         Err(error) if error.records_nothing() => Err(error),
         Err(error) => {
             let message = cx.scrub(&error.to_string());
@@ -443,10 +487,18 @@ pub(crate) async fn publish<K: Managed>(
         );
         return;
     }
+    // A dry run only says what it would do: a Normal event about something done (`Rotated`,
+    // `Orphaned`, `Released`) would read as the real operator's.
+    let reason = match (ctx.dry_run, &type_) {
+        (true, EventType::Normal) if !reason.starts_with("Would") => format!("Would{reason}"),
+        _ => reason.to_string(),
+    };
+    // An event's note is capped by the apiserver (1 KiB); a longer one would be refused.
+    let note: String = message.chars().take(EVENT_NOTE_CHARS).collect();
     let event = KubeEvent {
         type_,
-        reason: reason.to_string(),
-        note: Some(message.to_string()),
+        reason,
+        note: Some(note),
         action: "Reconcile".into(),
         secondary: None,
     };
@@ -454,6 +506,9 @@ pub(crate) async fn publish<K: Managed>(
         warn!(kind = K::KIND, error = %e, "failed to publish event");
     }
 }
+
+/// The longest event note published, in characters (the apiserver refuses more than 1 KiB).
+const EVENT_NOTE_CHARS: usize = 900;
 
 /// Default drift interval when none is configured.
 pub const DEFAULT_DRIFT_INTERVAL: Duration = Duration::from_secs(600);

@@ -214,6 +214,11 @@ pub(super) async fn cleanup_as_orphan<K: Managed>(object: &K, cx: &Cx<'_, K>) ->
     let orphan = object.orphaning();
     let orphan_cx = Cx::new(cx.ctx, cx.objects.clone(), &orphan);
     if let Err(error) = K::cleanup(&orphan, &orphan_cx).await {
+        if let Error::DryRun { reason, message } = &error {
+            // `--dry-run`: the Kubernetes leftover it would release, reported, not retried.
+            super::would(cx, &object_key(object), reason, message).await;
+            return Ok(());
+        }
         let message = cx.scrub(&error.to_string());
         publish(
             cx.ctx,

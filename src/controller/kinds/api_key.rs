@@ -108,6 +108,11 @@ impl Managed for ApiKey {
         }
         let (fields, update) = self.spec.update_for(&remote, config_id.as_deref());
         if let Some(update) = update {
+            cx.gate.intend(format!(
+                "would update API key {} ({})",
+                remote.id,
+                fields.join(", ")
+            ));
             let client = cx.api(Op::Update).await?;
             client
                 .api_keys(self.spec.kind.to_api())

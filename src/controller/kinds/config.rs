@@ -95,7 +95,16 @@ async fn apply_resolved(
     if differences.is_empty() {
         return Ok(Vec::new());
     }
-    let replaced = config.spec.drift_against(&remote, now_rfc3339());
+    let concealed: Vec<&str> = desired.secret_values().collect();
+    let replaced = config
+        .spec
+        .drift_against(&remote, now_rfc3339(), &concealed);
+    cx.gate.intend(format!(
+        "would update config {} ({}) at {}",
+        remote.slug,
+        differences.join(", "),
+        replaced.paths()
+    ));
     let updated = cx
         .api(Op::Update)
         .await?

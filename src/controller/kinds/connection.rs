@@ -55,7 +55,8 @@ pub async fn reconcile(connection: Arc<Connection>, ctx: Arc<Context>) -> Result
         // Nobody listening (no kind controller yet) is fine.
         let _ = ctx.connection_changes.send(name.clone());
     }
-    if worth_writing(before.as_ref(), &status) {
+    // `--dry-run` writes no status, a Connection's neither.
+    if worth_writing(before.as_ref(), &status) && !ctx.dry_run {
         let patch = serde_json::json!({"apiVersion": Connection::api_version(&()), "kind": "Connection", "status": status});
         Api::<Connection>::all(ctx.kube.clone())
             .patch_status(

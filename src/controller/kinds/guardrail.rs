@@ -151,7 +151,13 @@ async fn apply<G: GuardrailObject>(
         return Ok(Vec::new());
     }
     let key = key_of(&remote);
-    let replaced = spec.drift_against(&remote, now_rfc3339());
+    let concealed: Vec<&str> = desired.secret_values().collect();
+    let replaced = spec.drift_against(&remote, now_rfc3339(), &concealed);
+    cx.gate.intend(format!(
+        "would update guardrail {key} ({}) at {}",
+        differences.join(", "),
+        replaced.paths()
+    ));
     let client = cx.api(Op::Update).await?;
     let updated = plane::<G>(client)
         .update(&key, &spec.update_request_with(&desired.request_document()))

@@ -59,6 +59,11 @@ pub async fn apply<P: PolicyKind>(
         return Ok(Vec::new());
     }
     let replaced = policy.drift_against(&remote, &differences, now_rfc3339());
+    cx.gate.intend(format!(
+        "would update {} {id} at {}",
+        P::WHAT,
+        replaced.paths()
+    ));
     let client = cx.api(Op::Update).await?;
     P::update(policy, client, &id)
         .await

@@ -192,6 +192,7 @@ pub async fn release_secret<K: Managed>(cx: &Cx<'_, K>, name: &str) -> Result<()
     if kept.len() == secret.owner_references().len() {
         return Ok(());
     }
+    cx.gate.may_write()?;
     let patch = serde_json::json!({"metadata": {"ownerReferences": kept}});
     secrets(cx)
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -207,6 +208,9 @@ pub async fn restart_workloads<K: Managed>(
     workloads: &[WorkloadRef],
     rotated_at: &str,
 ) {
+    if cx.ctx.dry_run {
+        return;
+    }
     let patch = serde_json::json!({
         "spec": {"template": {"metadata": {"annotations": {ROTATED_AT_ANNOTATION: rotated_at}}}}
     });

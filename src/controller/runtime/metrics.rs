@@ -26,6 +26,12 @@ struct KindLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindAction {
+    kind: String,
+    action: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TypeLabel {
     r#type: String,
 }
@@ -55,6 +61,7 @@ pub struct Metrics {
     drift_reads: Family<KindLabel, Counter>,
     full_read_interval_seconds: Family<KindLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
     events_suppressed: Family<TypeLabel, Counter>,
+    dry_run_actions: Family<KindAction, Counter>,
 }
 
 impl Default for Metrics {
@@ -124,8 +131,15 @@ impl Default for Metrics {
             "Kubernetes Events not published because the event rate limit was reached (conditions still carry the state)",
             events_suppressed.clone(),
         );
+        let dry_run_actions = Family::<KindAction, Counter>::default();
+        registry.register(
+            "dry_run_actions",
+            "With --dry-run: the writes the operator would have made, by kind and action (WouldCreate, WouldUpdate, WouldDelete, WouldRotate)",
+            dry_run_actions.clone(),
+        );
         Self {
             registry,
+            dry_run_actions,
             leader,
             drift_pass_seconds,
             drift_reads,
@@ -175,6 +189,26 @@ impl Metrics {
                 r#type: type_.into(),
             })
             .inc();
+    }
+
+    /// With `--dry-run`: a write of `action` that `kind` would have made.
+    pub fn would(&self, kind: &str, action: &str) {
+        self.dry_run_actions
+            .get_or_create(&KindAction {
+                kind: kind.into(),
+                action: action.into(),
+            })
+            .inc();
+    }
+
+    /// The writes `kind` would have made with `action` so far (tests read it).
+    pub fn would_count(&self, kind: &str, action: &str) -> u64 {
+        self.dry_run_actions
+            .get_or_create(&KindAction {
+                kind: kind.into(),
+                action: action.into(),
+            })
+            .get()
     }
 
     pub fn drift_corrected(&self, kind: &str) {
