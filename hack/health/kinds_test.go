@@ -95,6 +95,14 @@ var kinds = []kind{
 			"through Connection default (spec.grants[].workspaces)"},
 	},
 	{
+		kind: "ApiKey", resource: "apikeys", namespaced: true, managed: true, manager: "aigw/apikey", example: "apikey.yaml",
+		bump:        map[string]any{"spec": map[string]any{"description": "billing service v2"}},
+		settled:     map[string]any{"id": "3c2b1a09-8f7e-4d6c-9b5a-4e3d2c1b0a9f", "lastRotatedAt": "2026-01-05T10:00:00Z"},
+		ready:       outcome{"Ready", "Reconciled", "ApiKey is in sync with the management API"},
+		progressing: outcome{"Progressing", "ServerError", "failed to rotate API key 3c2b1a09-8f7e-4d6c-9b5a-4e3d2c1b0a9f: POST /ai_gw/v2/api-keys/service/3c2b1a09-8f7e-4d6c-9b5a-4e3d2c1b0a9f/rotate returned HTTP 503: upstream unavailable"},
+		stalled:     outcome{"Stalled", "SecretConflict", "Secret billing-app-key exists and was not created by aigw for this ApiKey; aigw never overwrites it: name another Secret in spec.secretRef, or delete that one"},
+	},
+	{
 		kind: "Guardrail", resource: "guardrails", namespaced: true, managed: true, manager: "aigw/guardrail", example: "guardrail.yaml",
 		bump: map[string]any{"spec": map[string]any{"name": "pii-check-v2"}},
 		settled: map[string]any{

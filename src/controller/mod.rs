@@ -11,7 +11,7 @@ pub mod state;
 // (leader election, health, metrics, events). Their modules are re-exported by name.
 pub use driver::{create, drift, gate, status};
 pub use kinds::{
-    config, config_refs, connection, deployment, guardrail, policy, rate_limits_policy,
+    api_key, config, config_refs, connection, deployment, guardrail, policy, rate_limits_policy,
     usage_limits_policy,
 };
 pub use runtime::{backoff, events, failpoints, health, leader, metrics};
@@ -39,7 +39,7 @@ pub use leader::Leadership;
 pub use metrics::Metrics;
 
 use crate::resources::{
-    ClusterGuardrail, Config, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy,
+    ApiKey, ClusterGuardrail, Config, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy,
 };
 
 /// Shared state of every controller.
@@ -515,6 +515,7 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
         extra: None,
         drift: None,
     };
+    let api_keys = listed_kind::<ApiKey>(&ctx, &mut passes, Some(api_key::watch_inputs));
     for namespace in namespaces {
         let concurrency = settings.concurrency;
         tasks.push(spawn_kind(&ctx, &namespace, concurrency, &configs));
@@ -522,6 +523,7 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
         tasks.push(spawn_kind(&ctx, &namespace, concurrency, &policies));
         tasks.push(spawn_kind(&ctx, &namespace, concurrency, &usage_limits));
         tasks.push(spawn_kind(&ctx, &namespace, concurrency, &guardrails));
+        tasks.push(spawn_kind(&ctx, &namespace, concurrency, &api_keys));
     }
     // Cluster-scoped kinds: one controller, whatever `--namespace` says.
     let concurrency = settings.concurrency;

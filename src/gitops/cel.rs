@@ -44,6 +44,15 @@ impl Rules {
             None => return Outcome::Error("rule was not compiled".into()),
         };
         let mut context = cel::Context::default();
+        // Kubernetes' `duration('30m')`, as whole nanoseconds: enough to compare durations.
+        let duration = context.add_function("duration", |text: std::sync::Arc<String>| {
+            humantime::parse_duration(&text)
+                .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+                .map_err(|e| cel::ExecutionError::function_error("duration", e.to_string()))
+        });
+        if let Err(e) = duration {
+            return Outcome::Error(format!("duration() cannot be declared: {e}"));
+        }
         if let Err(e) = context.add_variable("self", value) {
             return Outcome::Error(format!("value cannot be bound to self: {e}"));
         }
@@ -64,6 +73,16 @@ fn reads_old_self(rule: &str) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn durations_compare_as_kubernetes_does() {
+        let rule = "duration(self) >= duration('30m')";
+        let mut rules = Rules::default();
+        rules.compile(rule);
+        assert_eq!(rules.evaluate(rule, &json!("2h")), Outcome::Pass);
+        assert_eq!(rules.evaluate(rule, &json!("1h30m")), Outcome::Pass);
+        assert_eq!(rules.evaluate(rule, &json!("29m")), Outcome::Fail);
+    }
 
     #[test]
     fn exactly_one_of_two_fields() {

@@ -23,7 +23,7 @@ use crate::resources::config::ReferencedKind;
 use crate::resources::config_document::MarkedDocument;
 use crate::resources::guardrail::GuardrailKind;
 use crate::resources::policy::Policy;
-use crate::resources::{ClusterGuardrail, Config, Deployment, Guardrail};
+use crate::resources::{ApiKey, ClusterGuardrail, Config, Deployment, Guardrail};
 
 /// Version of the `--output json` document; bumped only on incompatible changes.
 pub const FORMAT_VERSION: u32 = 1;
@@ -279,6 +279,7 @@ pub async fn plan(
                 plan_guardrail(api, o.as_ref(), managed).await?
             }
             Object::Connection(_) => continue,
+            Object::ApiKey(o) => plan_api_key(api, live, o).await?,
         };
         let entry = match manifest.object.management_policy() {
             ManagementPolicy::Observe => entry.observed(),
@@ -762,6 +763,56 @@ async fn plan_policy<P: Policy>(
     }
     let changes = field_changes(&policy.diff(&remote), &current, &desired);
     Ok(compared(&counterpart, changes))
+}
+
+/// An API key: a create when the live resource recorded none, else the fields a PUT would
+/// send. Never the key's value (reads mask it, and the plan never shows it).
+async fn plan_api_key(
+    api: &Client,
+    live: Option<&Live>,
+    key: &ApiKey,
+) -> Result<Entry, GitopsError> {
+    let desired = to_json(&key.spec);
+    let creation = || create_changes(&desired, &["secretRef", "rotation", "kind", "userId"]);
+    let managed = match live {
+        Some(live) => live_object(live, key).await?,
+        None => None,
+    };
+    let status = managed.and_then(|m| m.status);
+    let Some(counterpart) = pair(None, status.as_ref().and_then(|s| s.id.clone())) else {
+        return Ok(entry(Action::Create, None, creation(), None));
+    };
+    let what = format!("API key {}", counterpart.key);
+    let read = api
+        .api_keys(key.spec.kind.to_api())
+        .get(&counterpart.key)
+        .await;
+    let Some(remote) = found(&what, read)? else {
+        return Ok(missing(&counterpart, "API key", "status.id", creation()));
+    };
+    let config_id = key
+        .spec
+        .defaults
+        .as_ref()
+        .and_then(|d| d.config_id.clone())
+        .or_else(|| status.and_then(|s| s.config_id));
+    let current = serde_json::json!({
+        "name": remote.name,
+        "description": remote.description,
+        "scopes": remote.scopes,
+        "rateLimits": remote.rate_limits,
+        "usageLimits": remote.usage_limits,
+        "defaults": remote.defaults.as_ref().map(|d| serde_json::json!({
+            "configId": d.config_id.clone().flatten(),
+            "allowConfigOverride": d.allow_config_override,
+        })),
+        "expiresAt": remote.expires_at,
+    });
+    let (fields, _) = key.spec.update_for(&remote, config_id.as_deref());
+    Ok(compared(
+        &counterpart,
+        field_changes(&fields, &current, &desired),
+    ))
 }
 
 fn to_json<T: Serialize>(value: &T) -> Value {

@@ -20,7 +20,7 @@ use crate::resources::common::GROUP;
 use crate::resources::config_document::MarkedDocument;
 use crate::resources::guardrail::GuardrailKind;
 use crate::resources::{
-    ClusterGuardrail, Config, Connection, Deployment, Guardrail, RateLimitsPolicy,
+    ApiKey, ClusterGuardrail, Config, Connection, Deployment, Guardrail, RateLimitsPolicy,
     UsageLimitsPolicy,
 };
 
@@ -63,6 +63,7 @@ pub enum Object {
     Guardrail(Box<Guardrail>),
     ClusterGuardrail(Box<ClusterGuardrail>),
     Connection(Box<Connection>),
+    ApiKey(Box<ApiKey>),
 }
 
 impl Object {
@@ -75,6 +76,7 @@ impl Object {
             Object::Guardrail(_) => "Guardrail",
             Object::ClusterGuardrail(_) => "ClusterGuardrail",
             Object::Connection(_) => "Connection",
+            Object::ApiKey(_) => "ApiKey",
         }
     }
 
@@ -87,6 +89,7 @@ impl Object {
             Object::Guardrail(o) => &o.metadata,
             Object::ClusterGuardrail(o) => &o.metadata,
             Object::Connection(o) => &o.metadata,
+            Object::ApiKey(o) => &o.metadata,
         }
     }
 
@@ -100,6 +103,7 @@ impl Object {
             Object::Guardrail(o) => o.spec.definition.management_policy,
             Object::ClusterGuardrail(o) => o.spec.definition.management_policy,
             Object::Connection(_) => crate::resources::common::ManagementPolicy::Full,
+            Object::ApiKey(o) => o.spec.management_policy,
         }
     }
 
@@ -424,6 +428,7 @@ fn typed(kind: &str, value: &Value) -> Result<Object, String> {
         "Guardrail" => Object::Guardrail(parse(value)?),
         "ClusterGuardrail" => Object::ClusterGuardrail(parse(value)?),
         "Connection" => Object::Connection(parse(value)?),
+        "ApiKey" => Object::ApiKey(parse(value)?),
         other => return Err(format!("unknown kind {other:?}")),
     })
 }
@@ -493,10 +498,41 @@ fn operator_checks(object: &Object, out: &mut Vec<Violation>) {
         Object::Guardrail(o) => guardrail_request(o.as_ref(), out),
         Object::ClusterGuardrail(o) => guardrail_request(o.as_ref(), out),
         Object::Connection(_) => Ok(()),
+        Object::ApiKey(o) => api_key_request(o, out),
     };
     if let Err(e) = request {
         out.push(api_violation(e));
     }
+}
+
+/// What the operator checks of an ApiKey before any call: durations, no server-side rotation,
+/// and the create request (a `defaults.config` reference is resolved only in the cluster).
+fn api_key_request(key: &ApiKey, out: &mut Vec<Violation>) -> Result<(), ApiError> {
+    let spec = &key.spec;
+    let durations = [
+        ("spec.rotation.interval", spec.rotation_interval().err()),
+        (
+            "spec.rotation.transitionPeriod",
+            spec.transition_period().err(),
+        ),
+    ];
+    for (path, message) in durations {
+        if let Some(message) = message {
+            out.push(Violation {
+                path: path.into(),
+                message,
+            });
+        }
+    }
+    if spec.rotation_policy.is_some() {
+        out.push(Violation {
+            path: "spec.rotationPolicy".into(),
+            message: "refused: a server-side rotation would leave the Secret with a dead key; use spec.rotation".into(),
+        });
+    }
+    let config_id = spec.defaults.as_ref().and_then(|d| d.config_id.as_deref());
+    spec.create_request(config_id)
+        .validate_for(spec.kind.to_api())
 }
 
 /// An API request check, pointed at the spec field it came from.

@@ -1,5 +1,6 @@
 //! Custom resource types, one module per kind, with the pure mapping from spec to API request.
 
+pub mod api_key;
 pub mod common;
 pub mod config;
 pub mod config_document;
@@ -10,6 +11,7 @@ pub mod policy;
 pub mod rate_limits_policy;
 pub mod usage_limits_policy;
 
+pub use api_key::ApiKey;
 pub use config::Config;
 pub use connection::Connection;
 pub use deployment::Deployment;
@@ -23,6 +25,7 @@ use kube::CustomResourceExt;
 /// Every CRD aigw serves, with the file name it has under `crds/`.
 pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
     vec![
+        ("apikey.yaml", unwrap_descriptions(ApiKey::crd())),
         (
             "clusterguardrail.yaml",
             unwrap_descriptions(ClusterGuardrail::crd()),

@@ -108,15 +108,15 @@ watchNamespaces, each watched namespace's Role's rules with it.
 {{- define "aigw.namespacedRules" -}}
 # The namespaced kinds it reconciles; patch adds and removes the aigw.io/finalizer finalizer.
 - apiGroups: ["aigw.io"]
-  resources: ["configs", "deployments", "ratelimitspolicies", "usagelimitspolicies", "guardrails"]
+  resources: ["configs", "deployments", "ratelimitspolicies", "usagelimitspolicies", "guardrails", "apikeys"]
   verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["aigw.io"]
-  resources: ["configs/status", "deployments/status", "ratelimitspolicies/status", "usagelimitspolicies/status", "guardrails/status"]
+  resources: ["configs/status", "deployments/status", "ratelimitspolicies/status", "usagelimitspolicies/status", "guardrails/status", "apikeys/status"]
   verbs: ["patch"]
 # Owner references with blockOwnerDeletion (the credentials Secrets a Deployment owns) need
 # update on the owner's finalizers subresource where OwnerReferencesPermissionEnforcement is on.
 - apiGroups: ["aigw.io"]
-  resources: ["deployments/finalizers"]
+  resources: ["deployments/finalizers", "apikeys/finalizers"]
   verbs: ["update"]
 # The credentials Secrets of Deployments: written with server-side apply (create the first
 # time, patch after), read back, and watched (label app.kubernetes.io/managed-by=aigw) so that

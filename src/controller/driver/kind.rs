@@ -148,6 +148,12 @@ pub trait Managed:
         None
     }
 
+    /// True when something besides the spec and the remote object asks for work now (a
+    /// rotation whose time has come), so a reconcile must not trust the recorded state.
+    fn due_now(&self, _status: &Self::Status) -> bool {
+        false
+    }
+
     /// True for kinds whose drift is found by the list-based drift pass ([`crate::controller::drift`]):
     /// between drift checks, a reconcile of an applied spec trusts the recorded state and makes
     /// no API call. False: every reconcile reads the remote object.

@@ -273,7 +273,9 @@ async fn trusted<K: Managed>(
         return None;
     }
     let object = cx.object;
-    let applied = K::LISTED && crate::controller::drift::settled(object, before);
+    let applied = K::LISTED
+        && crate::controller::drift::settled(object, before)
+        && !K::due_now(object, before);
     let drift = &cx.ctx.drift;
     // A copy older than this process's own last write (a failure, an intent) is stale.
     if !applied || drift.cache_behind(key, object.meta().resource_version.as_deref()) {

@@ -2,16 +2,7 @@
 //! its connection status, keep the one-time credentials in the owned Secret, rotate them when
 //! asked or due, and archive (or orphan) on delete.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
-
-use k8s_openapi::ByteString;
-use k8s_openapi::api::apps::v1::{DaemonSet, Deployment as AppsDeployment, StatefulSet};
-use k8s_openapi::api::core::v1::Secret;
-use kube::Resource;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams};
-
-use kube::ResourceExt;
 
 use crate::api::{self, Credentials, DeploymentListQuery, SecretString, UpdateDeploymentRequest};
 use crate::controller::create::{
@@ -26,15 +17,15 @@ use crate::controller::{now_rfc3339, spec_already_applied};
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 use crate::resources::deployment::{
     ConnectionStatus, Deployment, DeploymentDeletionPolicy, DeploymentSpec, DeploymentStatus,
-    RemoteStatus, UID_TAG, WorkloadKind,
+    RemoteStatus, UID_TAG,
 };
 
-/// Label on every Secret aigw writes; the operator watches only Secrets carrying it.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-pub const MANAGED_BY: &str = "aigw";
-
-/// Pod-template annotation patched onto the workloads of `spec.rotation.restart`.
-pub const ROTATED_AT_ANNOTATION: &str = "aigw.io/credentials-rotated-at";
+use super::rotation_schedule::{self, Schedule};
+use super::secret_delivery::{self, Delivery, SecretVersion};
+pub use super::secret_delivery::{
+    MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_ANNOTATION, ROTATED_AT_ANNOTATION,
+    ROTATION_ID_ANNOTATION,
+};
 const MANAGER: &str = "aigw/deployment";
 
 common_status!(
@@ -48,11 +39,6 @@ common_status!(
     intent_when = |s| s.pending_create.is_some() || s.pending_rotation.is_some()
 );
 
-/// Annotation on the credentials Secret: the rotation whose values it holds. A reconcile that
-/// resumes an interrupted rotation and finds its id here completes it without rotating again.
-pub const ROTATION_ID_ANNOTATION: &str = "aigw.io/rotation-id";
-/// Annotation on the credentials Secret: the uid of the Deployment resource that wrote it.
-pub const OWNER_UID_ANNOTATION: &str = "aigw.io/owner-uid";
 /// Annotation on the credentials Secret: the remote deployment its values belong to.
 pub const DEPLOYMENT_ID_ANNOTATION: &str = "aigw.io/deployment-id";
 /// Condition saying whether the credentials Secret holds this deployment's credentials.
@@ -180,13 +166,7 @@ impl Managed for Deployment {
     }
 
     fn due_in(&self, status: &DeploymentStatus) -> Option<Duration> {
-        let due = status
-            .next_rotation_at
-            .as_deref()?
-            .parse::<jiff::Timestamp>()
-            .ok()?;
-        let left = due.duration_since(jiff::Timestamp::now());
-        Some(Duration::try_from(left).unwrap_or_default() + Duration::from_millis(200))
+        rotation_schedule::due_in(status.next_rotation_at.as_deref())
     }
 }
 
@@ -316,7 +296,7 @@ async fn create(
                     found.id
                 ),
             )];
-            if secret_annotation(
+            if secret_delivery::secret_annotation(
                 cx,
                 &deployment.spec.credentials_secret_ref.name,
                 DEPLOYMENT_ID_ANNOTATION,
@@ -445,31 +425,21 @@ fn current_trigger(deployment: &Deployment) -> String {
         .unwrap_or_default()
 }
 
-/// Why a rotation is due now, if it is. Restarts, drift checks and status writes never make
-/// one due: only an interrupted rotation, a changed `spec.rotation.trigger` or the interval.
+/// Why a rotation is due now, if it is (see [`Schedule::due`]).
 fn rotation_due(deployment: &Deployment, status: &DeploymentStatus) -> Option<&'static str> {
-    // The first trigger aigw sees (on an adopted deployment) is only recorded: rotating then
-    // would cut off the gateway that holds the current credentials.
-    if status
-        .observed_rotation_trigger
-        .as_ref()
-        .is_some_and(|seen| *seen != current_trigger(deployment))
-    {
-        return Some("spec.rotation.trigger changed");
-    }
-    let due_at = status
-        .next_rotation_at
-        .as_deref()
-        .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+    let trigger = current_trigger(deployment);
     let has_interval = deployment
         .spec
         .rotation
         .as_ref()
         .is_some_and(|r| r.interval.is_some());
-    if has_interval && due_at.is_some_and(|due| due <= jiff::Timestamp::now()) {
-        return Some("the rotation interval has passed");
+    Schedule {
+        trigger: &trigger,
+        observed_trigger: status.observed_rotation_trigger.as_deref(),
+        has_interval,
+        next_rotation_at: status.next_rotation_at.as_deref(),
     }
-    None
+    .due()
 }
 
 fn record_adopted_trigger(deployment: &Deployment, status: &mut DeploymentStatus) {
@@ -481,22 +451,11 @@ fn record_adopted_trigger(deployment: &Deployment, status: &mut DeploymentStatus
 /// Sets `nextRotationAt` from the last rotation (or from now, for a deployment aigw has not
 /// rotated yet) and the interval.
 fn schedule_rotation(status: &mut DeploymentStatus, interval: Option<Duration>) {
-    let Some(interval) = interval else {
-        status.next_rotation_at = None;
-        return;
-    };
-    let base = status
-        .last_rotated_at
-        .as_deref()
-        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-        .unwrap_or_else(jiff::Timestamp::now);
-    let next = jiff::SignedDuration::try_from(interval)
-        .ok()
-        .and_then(|d| base.checked_add(d).ok())
-        .and_then(|t| t.round(jiff::Unit::Second).ok());
-    if status.next_rotation_at.is_none() || status.last_rotated_at.is_some() {
-        status.next_rotation_at = next.map(|t| t.to_string());
-    }
+    status.next_rotation_at = rotation_schedule::next_rotation_at(
+        status.next_rotation_at.as_deref(),
+        status.last_rotated_at.as_deref(),
+        interval,
+    );
 }
 
 /// Rotates the credentials: records the intent, PUTs `rotate_auth: true`, writes the new
@@ -558,7 +517,7 @@ async fn resume_rotation(
     rotation: &str,
 ) -> Result<Change, Error> {
     let name = &deployment.spec.credentials_secret_ref.name;
-    if secret_annotation(cx, name, ROTATION_ID_ANNOTATION)
+    if secret_delivery::secret_annotation(cx, name, ROTATION_ID_ANNOTATION)
         .await?
         .as_deref()
         == Some(rotation)
@@ -704,62 +663,17 @@ fn set_credentials_condition(
     );
 }
 
-fn secrets(cx: &Cx<'_, Deployment>) -> Api<Secret> {
-    Api::<Secret>::namespaced(cx.ctx.kube.clone(), &cx.namespace())
-}
-
-/// `credentialsSecretRef` must never take over a Secret aigw did not create for this resource:
-/// if the named Secret exists, it must carry aigw's label and this resource's uid.
-/// The credentials Secret's resourceVersion as read before a call that issues credentials
-/// (`None`: no such Secret). Their write is conditional on it, so a writer that was paused
-/// while another rotated never stores revoked values over live ones.
-type SecretVersion = Option<String>;
-
+/// `credentialsSecretRef` must never take over a Secret aigw did not create for this resource.
 async fn check_secret_is_ours(
     deployment: &Deployment,
     cx: &Cx<'_, Deployment>,
 ) -> Result<SecretVersion, Error> {
     let name = &deployment.spec.credentials_secret_ref.name;
-    let Some(secret) = secrets(cx)
-        .get_metadata_opt(name)
-        .await
-        .map_err(|e| Error::kube(format!("read the credentials Secret {name}"), e))?
-    else {
-        return Ok(None);
-    };
-    let uid = deployment.metadata.uid.as_deref().unwrap_or_default();
-    let managed = secret.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY);
-    let ours = secret
-        .annotations()
-        .get(OWNER_UID_ANNOTATION)
-        .map(String::as_str)
-        == Some(uid)
-        || secret.owner_references().iter().any(|o| o.uid == uid);
-    if managed && ours {
-        return Ok(Some(secret.resource_version().unwrap_or_default()));
-    }
-    Err(Error::SecretConflict(format!(
-        "Secret {name} exists and was not created by aigw for this Deployment; aigw never overwrites it: name another Secret in spec.credentialsSecretRef, or delete that one"
-    )))
+    secret_delivery::check_secret_is_ours(cx, name, "spec.credentialsSecretRef").await
 }
 
-async fn secret_annotation(
-    cx: &Cx<'_, Deployment>,
-    name: &str,
-    annotation: &str,
-) -> Result<Option<String>, Error> {
-    Ok(secrets(cx)
-        .get_metadata_opt(name)
-        .await
-        .map_err(|e| Error::kube(format!("read the credentials Secret {name}"), e))?
-        .and_then(|s| s.annotations().get(annotation).cloned()))
-}
-
-/// Writes the one-time values the API returned into the credentials Secret, owned by the
-/// Deployment resource and stamped with `rotation`. A value the answer lacked is left as it is.
-/// The write is conditional on `expected` (the Secret's resourceVersion before the call;
-/// `None`: it must not exist yet) and on this replica's lease, so a stale writer fails instead
-/// of storing values another leader has since revoked.
+/// Writes the one-time values the API returned into the credentials Secret, stamped with
+/// `rotation` and the deployment id. A value the answer lacked is left as it is.
 async fn write_credentials(
     deployment: &Deployment,
     cx: &Cx<'_, Deployment>,
@@ -769,153 +683,41 @@ async fn write_credentials(
     credentials: Option<&Credentials>,
     expected: Option<&str>,
 ) -> Result<(), Error> {
-    cx.gate.may_write()?;
-    let name = &deployment.spec.credentials_secret_ref.name;
-    for value in client_auth.into_iter().map(SecretString::expose) {
-        cx.conceal(value);
-    }
-    if let Some(credentials) = credentials {
-        cx.conceal(credentials.password.expose());
-    }
-    let mut data: BTreeMap<String, ByteString> = BTreeMap::new();
-    let mut put = |key: &str, value: &str| {
-        data.insert(key.to_string(), ByteString(value.as_bytes().to_vec()));
-    };
+    let mut values = Vec::new();
     if let Some(client_auth) = client_auth {
-        put("client_auth", client_auth.expose());
+        values.push(("client_auth", client_auth.expose()));
     }
     if let Some(credentials) = credentials {
-        put("username", &credentials.username);
-        put("password", credentials.password.expose());
+        values.push(("username", credentials.username.as_str()));
+        values.push(("password", credentials.password.expose()));
     }
-    let annotations = [
-        (DEPLOYMENT_ID_ANNOTATION, id.to_string()),
-        (ROTATION_ID_ANNOTATION, rotation.to_string()),
-        (
-            OWNER_UID_ANNOTATION,
-            deployment.metadata.uid.clone().unwrap_or_default(),
-        ),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v))
-    .collect();
-    let secret = Secret {
-        metadata: ObjectMeta {
-            name: Some(name.clone()),
-            namespace: Some(cx.namespace()),
-            labels: Some([(MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string())].into()),
-            annotations: Some(annotations),
-            owner_references: deployment.controller_owner_ref(&()).map(|o| vec![o]),
-            resource_version: expected.map(str::to_string),
-            ..Default::default()
-        },
-        type_: Some("Opaque".into()),
-        data: Some(data),
-        ..Default::default()
+    let delivery = Delivery {
+        name: &deployment.spec.credentials_secret_ref.name,
+        values,
+        annotations: vec![
+            (DEPLOYMENT_ID_ANNOTATION, id.to_string()),
+            (ROTATION_ID_ANNOTATION, rotation.to_string()),
+        ],
+        expected,
     };
-    // A merge patch keeps the values an answer did not carry; a Secret that did not exist is
-    // created (and a create that finds one fails: someone else wrote it meanwhile).
-    let api = secrets(cx);
-    let written = match expected {
-        Some(_) => api
-            .patch(name, &PatchParams::default(), &Patch::Merge(&secret))
-            .await
-            .map(|_| ()),
-        None => api
-            .create(&kube::api::PostParams::default(), &secret)
-            .await
-            .map(|_| ()),
-    };
-    written.map_err(|e| match e {
-        kube::Error::Api(status) if status.code == 409 => Error::kube(
-            format!(
-                "write the credentials Secret {name}: it changed since it was read (another writer); not overwriting it"
-            ),
-            kube::Error::Api(status),
-        ),
-        e => Error::kube(format!("write the credentials Secret {name}"), e),
-    })
+    secret_delivery::deliver(cx, delivery).await
 }
 
 async fn credentials_present(cx: &Cx<'_, Deployment>, name: &str) -> Result<bool, Error> {
-    let secret = secrets(cx)
-        .get_opt(name)
-        .await
-        .map_err(|e| Error::kube(format!("read the credentials Secret {name}"), e))?;
-    Ok(secret
-        .and_then(|s| s.data)
-        .is_some_and(|d| d.contains_key("client_auth")))
+    secret_delivery::secret_holds(cx, name, "client_auth").await
 }
 
-/// Keeps the credentials Secret when the resource goes (`deletionPolicy: Orphan`): drops its
-/// owner reference so garbage collection leaves it.
+/// Keeps the credentials Secret when the resource goes (`deletionPolicy: Orphan`).
 async fn release_credentials(
     deployment: &Deployment,
     cx: &Cx<'_, Deployment>,
 ) -> Result<(), Error> {
-    let name = &deployment.spec.credentials_secret_ref.name;
-    let uid = deployment.metadata.uid.as_deref().unwrap_or_default();
-    let Some(secret) = secrets(cx)
-        .get_metadata_opt(name)
-        .await
-        .map_err(|e| Error::kube(format!("read the credentials Secret {name}"), e))?
-    else {
-        return Ok(());
-    };
-    let kept: Vec<_> = secret
-        .owner_references()
-        .iter()
-        .filter(|o| o.uid != uid)
-        .cloned()
-        .collect();
-    if kept.len() == secret.owner_references().len() {
-        return Ok(());
-    }
-    cx.gate.may_write()?;
-    let patch = serde_json::json!({"metadata": {"ownerReferences": kept}});
-    secrets(cx)
-        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| Error::kube(format!("release the credentials Secret {name}"), e))?;
-    Ok(())
+    secret_delivery::release_secret(cx, &deployment.spec.credentials_secret_ref.name).await
 }
 
-/// Patches a pod-template annotation so the workloads roll and read the new credentials.
-/// A workload that cannot be patched is reported, not retried: the rotation itself is done.
+/// Rolls the workloads of `spec.rotation.restart` so they read the new credentials.
 async fn restart_workloads(deployment: &Deployment, cx: &Cx<'_, Deployment>, rotated_at: &str) {
-    let Some(rotation) = &deployment.spec.rotation else {
-        return;
-    };
-    if cx.ctx.dry_run {
-        return;
-    }
-    let patch = serde_json::json!({
-        "spec": {"template": {"metadata": {"annotations": {ROTATED_AT_ANNOTATION: rotated_at}}}}
-    });
-    let params = PatchParams::default();
-    let ns = cx.namespace();
-    for workload in &rotation.restart {
-        let kube = cx.ctx.kube.clone();
-        let result = match workload.kind {
-            WorkloadKind::Deployment => Api::<AppsDeployment>::namespaced(kube, &ns)
-                .patch(&workload.name, &params, &Patch::Merge(&patch))
-                .await
-                .map(|_| ()),
-            WorkloadKind::StatefulSet => Api::<StatefulSet>::namespaced(kube, &ns)
-                .patch(&workload.name, &params, &Patch::Merge(&patch))
-                .await
-                .map(|_| ()),
-            WorkloadKind::DaemonSet => Api::<DaemonSet>::namespaced(kube, &ns)
-                .patch(&workload.name, &params, &Patch::Merge(&patch))
-                .await
-                .map(|_| ()),
-        };
-        if let Err(e) = result {
-            let message = format!(
-                "failed to restart {:?} {} after the rotation: {e}",
-                workload.kind, workload.name
-            );
-            cx.warn("RestartFailed", &message).await;
-        }
+    if let Some(rotation) = &deployment.spec.rotation {
+        secret_delivery::restart_workloads(cx, &rotation.restart, rotated_at).await;
     }
 }

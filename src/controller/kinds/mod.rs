@@ -1,3 +1,4 @@
+pub mod api_key;
 pub mod config;
 pub mod config_refs;
 pub mod connection;
@@ -5,4 +6,6 @@ pub mod deployment;
 pub mod guardrail;
 pub mod policy;
 pub mod rate_limits_policy;
+pub mod rotation_schedule;
+pub mod secret_delivery;
 pub mod usage_limits_policy;

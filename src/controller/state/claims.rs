@@ -24,7 +24,7 @@ use kube::runtime::watcher;
 use crate::resources::common::{CreateAttempt, condition::STALLED, find_condition};
 use crate::resources::guardrail::GuardrailKind;
 use crate::resources::{
-    ClusterGuardrail, Config, Connection, Deployment, Guardrail, RateLimitsPolicy,
+    ApiKey, ClusterGuardrail, Config, Connection, Deployment, Guardrail, RateLimitsPolicy,
     UsageLimitsPolicy,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -270,6 +270,7 @@ pub struct Stores {
     pub usage_limits: StoreList<UsageLimitsPolicy>,
     pub guardrails: StoreList<Guardrail>,
     pub cluster_guardrails: StoreList<ClusterGuardrail>,
+    pub api_keys: StoreList<ApiKey>,
 }
 
 /// A kind whose resources claim remote objects, in workspaces: what ownership and grants are
@@ -514,6 +515,29 @@ macro_rules! guardrail_claims {
             }
         }
     };
+}
+
+/// An API key is never adopted: it claims the UUID it recorded, in the workspace
+/// `spec.workspaceId` names.
+impl Claims for ApiKey {
+    status_claims!();
+    fn manages(&self) -> bool {
+        self.status.as_ref().is_some_and(|s| {
+            s.id.is_some() || s.pending_create.is_some() || s.pending_rotation.is_some()
+        })
+    }
+    fn stores(stores: &Stores) -> &StoreList<Self> {
+        &stores.api_keys
+    }
+    fn claimed_ids(&self) -> Vec<String> {
+        ids([self.status.as_ref().and_then(|s| s.id.as_ref()), None, None])
+    }
+    fn adopted(&self) -> Option<(&'static str, String)> {
+        None
+    }
+    fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
+        vec![("spec.workspaceId", self.spec.workspace_id.clone())]
+    }
 }
 
 guardrail_claims!(Guardrail, guardrails);

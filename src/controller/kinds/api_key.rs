@@ -1,0 +1,527 @@
+//! ApiKey: create the gateway API key through the shared create protocol and write its
+//! one-time value into the Secret in the same reconcile, keep its mutable fields in line (a PUT
+//! of only the fields that differ), rotate it into the Secret when asked or due, and delete (or
+//! orphan) it on delete.
+//!
+//! The value exists only in the create or rotate answer. So:
+//! - a create whose answer was lost made a key nobody can ever use: the create protocol's
+//!   lookup finds it, aigw deletes it and creates a new one. No key is left in the API that no
+//!   Secret holds;
+//! - a rotation is recorded (`status.pendingRotation`, a compare-and-swap) before the call, and
+//!   its value is written into the Secret stamped with the rotation's id before anything else.
+//!   A reconcile that resumes the intent and finds the id on the Secret completes it without
+//!   rotating; one that does not find it (the answer, or the process, was lost in between)
+//!   rotates once more, since the lost value exists nowhere. The previous value keeps working
+//!   until its transition ends, so the Secret never holds a dead key meanwhile.
+//!
+//! The API's own `rotation_policy` is never sent (refused at admission): a scheduled rotation
+//! on the server would issue a value that never reaches the Secret.
+
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Api, PartialObjectMeta};
+use kube::runtime::controller::Controller;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+
+use crate::api::{self, ApiError, Client, Listing};
+use crate::controller::create::{
+    Created, Lookup, body_hash, create_once, made_by_unfinished_create, one_of_ours,
+};
+use crate::controller::drift::{Listed, Row};
+use crate::controller::driver::{Change, Cx, Managed, observed, orphaned, removed};
+use crate::controller::error::Error;
+use crate::controller::gate::Op;
+use crate::controller::status::common_status;
+use crate::controller::{Context, now_rfc3339, scoped, spec_already_applied, stream_name};
+use crate::resources::Config;
+use crate::resources::api_key::{ApiKey, ApiKeyDeletionPolicy, ApiKeyStatus, SECRET_KEY};
+use crate::resources::common::CreateAttempt;
+
+use super::rotation_schedule;
+use super::secret_delivery::{self, Delivery, ROTATION_ID_ANNOTATION, check_secret_is_ours};
+
+mod rotation;
+use rotation::{
+    STORED, check_secret, current_trigger, restart_workloads, resume_rotation, rotate,
+    rotation_due, schedule_rotation, set_secret_condition,
+};
+
+/// Annotation on the key's Secret: the remote key its value belongs to.
+pub const API_KEY_ID_ANNOTATION: &str = "aigw.io/api-key-id";
+/// Annotation on the key's Secret: when the value it replaced stops working.
+pub const PREVIOUS_EXPIRES_ANNOTATION: &str = "aigw.io/previous-key-expires-at";
+const SECRET_FIELD: &str = "spec.secretRef";
+const WHAT: &str = "API key";
+
+common_status!(
+    ApiKeyStatus,
+    |s| ApiKeyStatus {
+        pending_create: s.pending_create.as_ref().map(|_| String::new()),
+        pending_rotation: s.pending_rotation.as_ref().map(|_| String::new()),
+        ..s.clone()
+    },
+    intent_when = |s| s.pending_create.is_some() || s.pending_rotation.is_some()
+);
+
+impl Managed for ApiKey {
+    crate::controller::driver::kind::namespaced_api!();
+    type Status = ApiKeyStatus;
+    const KIND: &'static str = "ApiKey";
+    const MANAGER: &'static str = "aigw/apikey";
+    const LISTED: bool = true;
+
+    fn status(&self) -> Option<&ApiKeyStatus> {
+        self.status.as_ref()
+    }
+
+    async fn apply(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut ApiKeyStatus,
+    ) -> Result<Vec<Change>, Error> {
+        if self.spec.rotation_policy.is_some() {
+            return Err(Error::InvalidSpec(
+                "spec.rotationPolicy is refused: a server-side rotation would leave the Secret with a dead key; use spec.rotation".into(),
+            ));
+        }
+        let interval = self.spec.rotation_interval().map_err(Error::InvalidSpec)?;
+        let transition = self.spec.transition_period().map_err(Error::InvalidSpec)?;
+        let config_id = resolve_config(self, cx).await?;
+        status.config_id = config_id.clone();
+        let mut changes = Vec::new();
+        let Some(remote) = observe(self, cx, status).await? else {
+            changes.extend(create(self, cx, status, config_id.as_deref()).await?);
+            schedule_rotation(status, interval);
+            return Ok(changes);
+        };
+        let conflicts = self.spec.immutable_conflicts(&remote);
+        if !conflicts.is_empty() {
+            return Err(Error::InvalidSpec(format!(
+                "remote API key {} has a different {} and the API cannot change it; create a new ApiKey instead",
+                remote.id,
+                conflicts.join(", ")
+            )));
+        }
+        let (fields, update) = self.spec.update_for(&remote, config_id.as_deref());
+        if let Some(update) = update {
+            cx.gate.intend(format!(
+                "would update API key {} ({})",
+                remote.id,
+                fields.join(", ")
+            ));
+            let client = cx.api(Op::Update).await?;
+            client
+                .api_keys(self.spec.kind.to_api())
+                .update(&remote.id, &update)
+                .await
+                .map_err(|e| Error::api(format!("update API key {}", remote.id), e))?;
+            let fields = fields.join(", ");
+            let applied = spec_already_applied(
+                self.metadata.generation,
+                status.observed_generation,
+                &status.conditions,
+            );
+            changes.push(if applied {
+                Change::new(
+                    "DriftCorrected",
+                    format!(
+                        "API key {} was changed outside aigw ({fields}); restored it",
+                        remote.id
+                    ),
+                )
+            } else {
+                Change::new(
+                    "Updated",
+                    format!("updated API key {} ({fields})", remote.id),
+                )
+            });
+            // The PUT moved `last_updated_at`: the next list shows it, and the read after it
+            // records the new stamp.
+            cx.ctx
+                .drift
+                .flag(crate::controller::driver::object_key(self));
+        }
+        if let Some(rotation) = status.pending_rotation.clone() {
+            changes
+                .push(resume_rotation(self, cx, status, &remote.id, &rotation, transition).await?);
+        } else if let Some(why) = rotation_due(self, status) {
+            changes.push(rotate(self, cx, status, &remote.id, why, transition).await?);
+        } else {
+            if status.observed_rotation_trigger.is_none() {
+                status.observed_rotation_trigger = Some(current_trigger(self));
+            }
+            check_secret(self, cx, status, &remote.id).await?;
+        }
+        schedule_rotation(status, interval);
+        Ok(changes)
+    }
+
+    async fn observe_only(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut ApiKeyStatus,
+    ) -> Result<Vec<&'static str>, Error> {
+        let config_id = status.config_id.clone();
+        Ok(match observe(self, cx, status).await? {
+            Some(remote) => {
+                let mut fields = self.spec.immutable_conflicts(&remote);
+                fields.extend(self.spec.update_for(&remote, config_id.as_deref()).0);
+                fields
+            }
+            None => Vec::new(),
+        })
+    }
+
+    async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
+        let status = self.status.clone().unwrap_or_default();
+        if self.spec.deletion_policy == ApiKeyDeletionPolicy::Orphan {
+            // The key stays live and its value exists nowhere else: keep the Secret too.
+            secret_delivery::release_secret(cx, &self.spec.secret_ref.name).await?;
+            return Ok(orphaned(&format!(
+                "API key {}",
+                status.id.unwrap_or_default()
+            )));
+        }
+        let id = match (status.id.clone(), &status.pending_create) {
+            (Some(id), _) => id,
+            (None, Some(_)) => {
+                let lookup = find_created(self, cx, &status);
+                match made_by_unfinished_create(&status, WHAT, lookup).await? {
+                    Some(found) => found.id,
+                    None => return Ok(Vec::new()),
+                }
+            }
+            (None, None) => return Ok(Vec::new()),
+        };
+        let result = cx
+            .api(Op::Delete)
+            .await?
+            .api_keys(self.spec.kind.to_api())
+            .delete(&id)
+            .await;
+        removed("Deleted", "delete", &format!("API key {id}"), result)
+    }
+
+    fn due_in(&self, status: &ApiKeyStatus) -> Option<Duration> {
+        rotation_schedule::due_in(status.next_rotation_at.as_deref())
+    }
+
+    fn due_now(&self, status: &ApiKeyStatus) -> bool {
+        status.pending_rotation.is_some() || rotation_due(self, status).is_some()
+    }
+
+    /// The Secret still holds this key's value, and `defaults.config` still resolves to what
+    /// was sent. Asked when the Secret or the Config changed ([`watch_inputs`]), and the
+    /// first time this process sees the key.
+    async fn inputs_unchanged(&self, cx: &Cx<'_, Self>, status: &ApiKeyStatus) -> bool {
+        let name = &self.spec.secret_ref.name;
+        let secret_holds_key = match secret_delivery::secrets(cx).get_opt(name).await {
+            Ok(Some(secret)) => {
+                let annotated = secret
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(API_KEY_ID_ANNOTATION));
+                secret.data.is_some_and(|d| d.contains_key(SECRET_KEY))
+                    && annotated == status.id.as_ref()
+            }
+            _ => false,
+        };
+        let config_unchanged = match self.spec.defaults.as_ref().and_then(|d| d.config.as_ref()) {
+            Some(_) => resolve_config(self, cx).await.ok().flatten() == status.config_id,
+            None => true,
+        };
+        secret_holds_key && config_unchanged
+    }
+}
+
+/// Reconciles an ApiKey when its Secret (one aigw wrote) or the Config its `defaults.config`
+/// names changes: a deleted Secret is reported at once, a Config's new slug is sent.
+pub fn watch_inputs(
+    controller: Controller<ApiKey>,
+    ctx: &Context,
+    namespace: Option<&str>,
+    keys: Store<ApiKey>,
+) -> Controller<ApiKey> {
+    let selector = format!(
+        "{}={}",
+        secret_delivery::MANAGED_BY_LABEL,
+        secret_delivery::MANAGED_BY
+    );
+    let probe = ctx
+        .health
+        .register(stream_name("Secret(ApiKey)", namespace));
+    let secrets = scoped::<PartialObjectMeta<Secret>>(&ctx.kube, namespace);
+    let secrets = watcher(secrets, watcher::Config::default().labels(&selector))
+        .inspect(move |item| probe.observe(item))
+        .touched_objects();
+    let (drift, store) = (ctx.drift.clone(), keys.clone());
+    let controller =
+        controller.watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
+            users(&store, &drift, secret.namespace(), |k| {
+                k.spec.secret_ref.name == secret.name_any()
+            })
+        });
+    let probe = ctx
+        .health
+        .register(stream_name("Config(ApiKey)", namespace));
+    let configs = scoped::<PartialObjectMeta<Config>>(&ctx.kube, namespace);
+    let configs = watcher(configs, watcher::Config::default())
+        .inspect(move |item| probe.observe(item))
+        .touched_objects();
+    let drift = ctx.drift.clone();
+    controller.watches_stream(configs, move |config: PartialObjectMeta<Config>| {
+        let name = config.name_any();
+        users(&keys, &drift, config.namespace(), |k| {
+            k.spec.defaults.as_ref().and_then(|d| d.config.as_ref()) == Some(&name)
+        })
+    })
+}
+
+/// The ApiKeys of `namespace` that `uses` an input that changed, each marked so its next
+/// reconcile checks its inputs.
+fn users(
+    keys: &Store<ApiKey>,
+    drift: &crate::controller::drift::Drift,
+    namespace: Option<String>,
+    uses: impl Fn(&ApiKey) -> bool,
+) -> Vec<ObjectRef<ApiKey>> {
+    keys.state()
+        .iter()
+        .filter(|k| k.namespace() == namespace && uses(k))
+        .map(|k| {
+            drift.inputs_changed(crate::controller::driver::object_key(k.as_ref()));
+            ObjectRef::from_obj(k.as_ref())
+        })
+        .collect()
+}
+
+impl Listed for ApiKey {
+    fn list_workspace(&self) -> Option<String> {
+        self.spec.workspace_id.clone()
+    }
+
+    /// Service and user keys live under separate routes: both lists, complete only when both
+    /// are.
+    async fn list(client: &Client, workspace: Option<String>) -> Result<Listing<Row>, ApiError> {
+        let query = api::ApiKeysListQuery {
+            workspace_id: workspace,
+            page_size: None,
+        };
+        let mut rows = Vec::new();
+        let mut complete = true;
+        for kind in [api::ApiKeyKind::Service, api::ApiKeyKind::User] {
+            let listing = client.api_keys(kind).listing(&query).await?;
+            complete &= listing.complete;
+            rows.extend(listing.items.into_iter().map(|k| Row {
+                keys: vec![k.id],
+                created_at: k.created_at,
+                updated_at: k.last_updated_at,
+            }));
+        }
+        Ok(Listing {
+            items: rows,
+            complete,
+        })
+    }
+}
+
+/// The config the key's defaults name: `defaults.configId` as written, or the remote slug of
+/// the Config resource `defaults.config` names (waiting until it has one).
+async fn resolve_config(key: &ApiKey, cx: &Cx<'_, ApiKey>) -> Result<Option<String>, Error> {
+    let Some(defaults) = &key.spec.defaults else {
+        return Ok(None);
+    };
+    if let Some(id) = &defaults.config_id {
+        return Ok(Some(id.clone()));
+    }
+    let Some(name) = &defaults.config else {
+        return Ok(None);
+    };
+    let configs = Api::<Config>::namespaced(cx.ctx.kube.clone(), &cx.namespace());
+    let config = configs
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("read Config {name}"), e))?;
+    let slug = config.and_then(|c| c.status).and_then(|s| s.slug.or(s.id));
+    match slug {
+        Some(slug) => Ok(Some(slug)),
+        None => Err(Error::MissingState(format!(
+            "defaults.config names Config {name}, which has no remote config yet; waiting for it"
+        ))),
+    }
+}
+
+/// GETs the key this resource recorded and records what the API reports. A key that is gone
+/// (404, nothing else) is forgotten, so a new one is created into the Secret.
+async fn observe(
+    key: &ApiKey,
+    cx: &Cx<'_, ApiKey>,
+    status: &mut ApiKeyStatus,
+) -> Result<Option<api::ApiKey>, Error> {
+    let Some(id) = status.id.clone() else {
+        return Ok(None);
+    };
+    let result = cx
+        .api(Op::Read)
+        .await?
+        .api_keys(key.spec.kind.to_api())
+        .get(&id)
+        .await;
+    let found = observed(&format!("API key {id}"), None, result)?;
+    match &found {
+        Some(remote) => {
+            status.remote_updated_at = remote.last_updated_at.clone();
+        }
+        None => {
+            status.id = None;
+            status.remote_updated_at = None;
+        }
+    }
+    Ok(found)
+}
+
+/// Creates the key through the shared create protocol and writes its value into the Secret. A
+/// key an earlier create made whose answer was lost is deleted first: its value is gone.
+async fn create(
+    key: &ApiKey,
+    cx: &Cx<'_, ApiKey>,
+    status: &mut ApiKeyStatus,
+    config_id: Option<&str>,
+) -> Result<Vec<Change>, Error> {
+    let secret_version = check_secret_is_ours(cx, &key.spec.secret_ref.name, SECRET_FIELD).await?;
+    let request = key.spec.create_request(config_id);
+    let sent = CreateAttempt {
+        name: Some(key.spec.name.clone()),
+        workspace_id: key.spec.workspace_id.clone(),
+        body_hash: body_hash(key.metadata.uid.as_deref(), &request),
+        ended_at: None,
+    };
+    let before = status.clone();
+    let client = cx.api(Op::Create).await?;
+    let keys = client.api_keys(key.spec.kind.to_api());
+    let outcome = create_once(
+        cx,
+        status,
+        WHAT,
+        sent.clone(),
+        find_created(key, cx, &before),
+        keys.create(&request),
+    )
+    .await?;
+    let mut changes = Vec::new();
+    let created = match outcome {
+        Created::Posted(created) => created,
+        Created::Recovered(found) => {
+            let result = cx
+                .api(Op::Delete)
+                .await?
+                .api_keys(key.spec.kind.to_api())
+                .delete(&found.id)
+                .await;
+            let what = format!(
+                "API key {} (an earlier create made it, but its answer and so its value were lost)",
+                found.id
+            );
+            changes.extend(removed("Deleted", "delete", &what, result)?);
+            let nothing_to_find = async { Ok::<Lookup<api::ApiKey>, Error>(Lookup::Absent) };
+            match create_once(
+                cx,
+                status,
+                WHAT,
+                sent,
+                nothing_to_find,
+                keys.create(&request),
+            )
+            .await?
+            {
+                Created::Posted(created) => created,
+                Created::Recovered(_) => {
+                    return Err(Error::MissingState(
+                        "the create of the replacement API key found no answer".into(),
+                    ));
+                }
+            }
+        }
+    };
+    cx.conceal(created.key.expose());
+    status.id = Some(created.id.clone());
+    let secret = &key.spec.secret_ref.name;
+    let delivery = Delivery {
+        name: secret,
+        values: vec![(SECRET_KEY, created.key.expose())],
+        annotations: vec![
+            (API_KEY_ID_ANNOTATION, created.id.clone()),
+            (ROTATION_ID_ANNOTATION, "create".into()),
+        ],
+        expected: secret_version.as_deref(),
+    };
+    if let Err(e) = secret_delivery::deliver(cx, delivery).await {
+        // The value is lost with this answer: only a rotation issues another. Record that
+        // intent with the id, so the next reconcile rotates into the Secret.
+        status.pending_rotation = Some(uuid::Uuid::new_v4().to_string());
+        cx.save_status(status).await?;
+        return Err(e);
+    }
+    // A key created again (the remote one was gone) has a new value: roll the workloads.
+    let recreated = status.last_rotated_at.is_some();
+    let now = now_rfc3339();
+    status.last_rotated_at = Some(now.clone());
+    status.previous_key_expires_at = None;
+    status.observed_rotation_trigger = Some(current_trigger(key));
+    set_secret_condition(key, status, true, "Stored", STORED);
+    cx.save_status(status).await?;
+    if recreated {
+        restart_workloads(key, cx, &now).await;
+    }
+    changes.push(Change::new(
+        "Created",
+        format!(
+            "created API key {} and stored its value in Secret {secret}",
+            created.id
+        ),
+    ));
+    Ok(changes)
+}
+
+/// The key an earlier create made: the one key of its kind in the workspace it was sent to
+/// with the same name, created within the POST's window, claimed by no other resource, in a
+/// complete listing.
+async fn find_created(
+    key: &ApiKey,
+    cx: &Cx<'_, ApiKey>,
+    status: &ApiKeyStatus,
+) -> Result<Lookup<api::ApiKey>, Error> {
+    let sent = status
+        .create_attempt
+        .clone()
+        .unwrap_or_else(|| CreateAttempt {
+            name: Some(key.spec.name.clone()),
+            workspace_id: key.spec.workspace_id.clone(),
+            ..Default::default()
+        });
+    let query = api::ApiKeysListQuery {
+        workspace_id: sent.workspace_id.clone(),
+        page_size: None,
+    };
+    let listing = cx
+        .api(Op::Read)
+        .await?
+        .api_keys(key.spec.kind.to_api())
+        .listing(&query)
+        .await
+        .map_err(|e| Error::api("list API keys", e))?;
+    Ok(one_of_ours(
+        cx,
+        status,
+        &sent,
+        listing,
+        |k| vec![k.id.as_str()],
+        |k| k.created_at.as_deref(),
+        |k| k.name == sent.name && key.spec.immutable_conflicts(k).is_empty(),
+    ))
+}

@@ -1,0 +1,104 @@
+//! When a cluster-managed rotation is due (Deployment credentials, API keys): only when
+//! `spec.rotation.trigger` changes or `spec.rotation.interval` has passed since the last
+//! rotation. Restarts, drift checks and status writes never make one due.
+
+use std::time::Duration;
+
+/// What a kind's spec and status say about its rotation schedule.
+pub struct Schedule<'a> {
+    /// `spec.rotation.trigger`, or "" when it sets none.
+    pub trigger: &'a str,
+    /// `status.observedRotationTrigger`: the trigger last acted upon.
+    pub observed_trigger: Option<&'a str>,
+    /// Whether `spec.rotation.interval` is set.
+    pub has_interval: bool,
+    /// `status.nextRotationAt`.
+    pub next_rotation_at: Option<&'a str>,
+}
+
+impl Schedule<'_> {
+    /// Why a rotation is due now, if it is. The first trigger aigw sees (on an adopted object)
+    /// is only recorded: rotating then would cut off whoever holds the current values.
+    pub fn due(&self) -> Option<&'static str> {
+        if self
+            .observed_trigger
+            .is_some_and(|seen| seen != self.trigger)
+        {
+            return Some("spec.rotation.trigger changed");
+        }
+        let due_at = self
+            .next_rotation_at
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok());
+        if self.has_interval && due_at.is_some_and(|due| due <= jiff::Timestamp::now()) {
+            return Some("the rotation interval has passed");
+        }
+        None
+    }
+}
+
+/// `nextRotationAt` from the last rotation (or from now, for an object not rotated yet) and
+/// the interval; `current` (the recorded value) stays until a first rotation is recorded.
+pub fn next_rotation_at(
+    current: Option<&str>,
+    last_rotated_at: Option<&str>,
+    interval: Option<Duration>,
+) -> Option<String> {
+    let interval = interval?;
+    if current.is_some() && last_rotated_at.is_none() {
+        return current.map(str::to_string);
+    }
+    let base = last_rotated_at
+        .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+        .unwrap_or_else(jiff::Timestamp::now);
+    jiff::SignedDuration::try_from(interval)
+        .ok()
+        .and_then(|d| base.checked_add(d).ok())
+        .and_then(|t| t.round(jiff::Unit::Second).ok())
+        .map(|t| t.to_string())
+}
+
+/// How long until `next_rotation_at` (a little after, so the reconcile finds it due).
+pub fn due_in(next_rotation_at: Option<&str>) -> Option<Duration> {
+    let due = next_rotation_at?.parse::<jiff::Timestamp>().ok()?;
+    let left = due.duration_since(jiff::Timestamp::now());
+    Some(Duration::try_from(left).unwrap_or_default() + Duration::from_millis(200))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_changed_trigger_or_a_passed_interval_is_due() {
+        let mut schedule = Schedule {
+            trigger: "b",
+            observed_trigger: None,
+            has_interval: false,
+            next_rotation_at: Some("2020-01-01T00:00:00Z"),
+        };
+        assert_eq!(schedule.due(), None, "the first trigger is only recorded");
+        schedule.observed_trigger = Some("a");
+        assert_eq!(schedule.due(), Some("spec.rotation.trigger changed"));
+        schedule.observed_trigger = Some("b");
+        assert_eq!(schedule.due(), None, "no interval");
+        schedule.has_interval = true;
+        assert_eq!(schedule.due(), Some("the rotation interval has passed"));
+    }
+
+    #[test]
+    fn the_next_rotation_follows_the_last_one() {
+        let next = next_rotation_at(
+            Some("2020-01-01T00:00:00Z"),
+            Some("2026-01-01T00:00:00Z"),
+            Some(Duration::from_secs(3600)),
+        );
+        assert_eq!(next.as_deref(), Some("2026-01-01T01:00:00Z"));
+        let kept = next_rotation_at(
+            Some("2030-01-01T00:00:00Z"),
+            None,
+            Some(Duration::from_secs(1)),
+        );
+        assert_eq!(kept.as_deref(), Some("2030-01-01T00:00:00Z"));
+        assert_eq!(next_rotation_at(Some("x"), None, None), None);
+    }
+}

@@ -1,0 +1,243 @@
+//! Delivering one-time values (a Deployment's credentials, an API key) into a Secret aigw owns,
+//! and rolling the workloads that read them. Shared by every kind that receives a value the API
+//! returns once.
+//!
+//! The Secret is created by aigw, labelled `app.kubernetes.io/managed-by: aigw`, annotated with
+//! the uid of the resource that wrote it and owned by that resource; aigw never takes over a
+//! Secret it did not create. Each write is conditional on the Secret's resourceVersion as read
+//! before the call that issued the values, so a writer that was paused while another rotated
+//! never stores revoked values over live ones.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment as AppsDeployment, StatefulSet};
+use k8s_openapi::api::core::v1::Secret;
+use kube::ResourceExt;
+use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+
+use crate::controller::driver::{Cx, Managed};
+use crate::controller::error::Error;
+use crate::resources::deployment::{WorkloadKind, WorkloadRef};
+
+/// Label on every Secret aigw writes; the operator watches only Secrets carrying it.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+pub const MANAGED_BY: &str = "aigw";
+/// Annotation on a delivered Secret: the rotation whose values it holds. A reconcile that
+/// resumes an interrupted rotation and finds its id here completes it without rotating again.
+pub const ROTATION_ID_ANNOTATION: &str = "aigw.io/rotation-id";
+/// Annotation on a delivered Secret: the uid of the resource that wrote it.
+pub const OWNER_UID_ANNOTATION: &str = "aigw.io/owner-uid";
+/// Pod-template annotation patched onto the workloads of `spec.rotation.restart`.
+pub const ROTATED_AT_ANNOTATION: &str = "aigw.io/credentials-rotated-at";
+
+/// The Secret's resourceVersion as read before a call that issues values (`None`: no such
+/// Secret). Their write is conditional on it.
+pub type SecretVersion = Option<String>;
+
+pub fn secrets<K: Managed>(cx: &Cx<'_, K>) -> Api<Secret> {
+    Api::<Secret>::namespaced(cx.ctx.kube.clone(), &cx.namespace())
+}
+
+/// The Secret `name` must never be one aigw did not create for this resource: if it exists, it
+/// must carry aigw's label and this resource's uid. `field` names the spec field that names it.
+pub async fn check_secret_is_ours<K: Managed>(
+    cx: &Cx<'_, K>,
+    name: &str,
+    field: &str,
+) -> Result<SecretVersion, Error> {
+    let Some(secret) = secrets(cx)
+        .get_metadata_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("read the credentials Secret {name}"), e))?
+    else {
+        return Ok(None);
+    };
+    let uid = cx.object.meta().uid.as_deref().unwrap_or_default();
+    let managed = secret.labels().get(MANAGED_BY_LABEL).map(String::as_str) == Some(MANAGED_BY);
+    let ours = secret
+        .annotations()
+        .get(OWNER_UID_ANNOTATION)
+        .map(String::as_str)
+        == Some(uid)
+        || secret.owner_references().iter().any(|o| o.uid == uid);
+    if managed && ours {
+        return Ok(Some(secret.resource_version().unwrap_or_default()));
+    }
+    Err(Error::SecretConflict(format!(
+        "Secret {name} exists and was not created by aigw for this {}; aigw never overwrites it: name another Secret in {field}, or delete that one",
+        K::KIND
+    )))
+}
+
+/// The value of `annotation` on the Secret `name`, if both exist.
+pub async fn secret_annotation<K: Managed>(
+    cx: &Cx<'_, K>,
+    name: &str,
+    annotation: &str,
+) -> Result<Option<String>, Error> {
+    Ok(secrets(cx)
+        .get_metadata_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("read the credentials Secret {name}"), e))?
+        .and_then(|s| s.annotations().get(annotation).cloned()))
+}
+
+/// True when the Secret `name` exists and holds `key`.
+pub async fn secret_holds<K: Managed>(
+    cx: &Cx<'_, K>,
+    name: &str,
+    key: &str,
+) -> Result<bool, Error> {
+    let secret = secrets(cx)
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("read the credentials Secret {name}"), e))?;
+    Ok(secret
+        .and_then(|s| s.data)
+        .is_some_and(|d| d.contains_key(key)))
+}
+
+/// One write of one-time values into the Secret `name`.
+pub struct Delivery<'a> {
+    pub name: &'a str,
+    /// Keys and values; a key left out keeps its previous value.
+    pub values: Vec<(&'a str, &'a str)>,
+    /// Annotations stamped on the Secret besides the owner uid (the rotation id, the remote id).
+    pub annotations: Vec<(&'a str, String)>,
+    /// The Secret's resourceVersion before the call that issued the values; `None`: it must
+    /// not exist yet.
+    pub expected: Option<&'a str>,
+}
+
+/// Writes the values into the Secret, owned by this resource. Every value is concealed from
+/// this reconcile's messages first. The write is conditional on `expected` and on this
+/// replica's lease, so a stale writer fails instead of storing values since revoked.
+pub async fn deliver<K: Managed>(cx: &Cx<'_, K>, delivery: Delivery<'_>) -> Result<(), Error> {
+    cx.gate.may_write()?;
+    let Delivery {
+        name,
+        values,
+        annotations,
+        expected,
+    } = delivery;
+    let mut data: BTreeMap<String, ByteString> = BTreeMap::new();
+    for (key, value) in values {
+        cx.conceal(value);
+        data.insert(key.to_string(), ByteString(value.as_bytes().to_vec()));
+    }
+    let annotations = annotations
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .chain([(
+            OWNER_UID_ANNOTATION.to_string(),
+            cx.object.meta().uid.clone().unwrap_or_default(),
+        )])
+        .collect();
+    let secret = Secret {
+        metadata: ObjectMeta {
+            name: Some(name.to_string()),
+            namespace: Some(cx.namespace()),
+            labels: Some([(MANAGED_BY_LABEL.to_string(), MANAGED_BY.to_string())].into()),
+            annotations: Some(annotations),
+            owner_references: cx.object.controller_owner_ref(&()).map(|o| vec![o]),
+            resource_version: expected.map(str::to_string),
+            ..Default::default()
+        },
+        type_: Some("Opaque".into()),
+        data: Some(data),
+        ..Default::default()
+    };
+    // A merge patch keeps the values an answer did not carry; a Secret that did not exist is
+    // created (and a create that finds one fails: someone else wrote it meanwhile).
+    let api = secrets(cx);
+    let written = match expected {
+        Some(_) => api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&secret))
+            .await
+            .map(|_| ()),
+        None => api
+            .create(&kube::api::PostParams::default(), &secret)
+            .await
+            .map(|_| ()),
+    };
+    written.map_err(|e| match e {
+        kube::Error::Api(status) if status.code == 409 => Error::kube(
+            format!(
+                "write the credentials Secret {name}: it changed since it was read (another writer); not overwriting it"
+            ),
+            kube::Error::Api(status),
+        ),
+        e => Error::kube(format!("write the credentials Secret {name}"), e),
+    })
+}
+
+/// Keeps the Secret `name` when the resource goes (`deletionPolicy: Orphan`): drops its owner
+/// reference so garbage collection leaves it.
+pub async fn release_secret<K: Managed>(cx: &Cx<'_, K>, name: &str) -> Result<(), Error> {
+    let uid = cx.object.meta().uid.as_deref().unwrap_or_default();
+    let Some(secret) = secrets(cx)
+        .get_metadata_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("read the credentials Secret {name}"), e))?
+    else {
+        return Ok(());
+    };
+    let kept: Vec<_> = secret
+        .owner_references()
+        .iter()
+        .filter(|o| o.uid != uid)
+        .cloned()
+        .collect();
+    if kept.len() == secret.owner_references().len() {
+        return Ok(());
+    }
+    cx.gate.may_write()?;
+    let patch = serde_json::json!({"metadata": {"ownerReferences": kept}});
+    secrets(cx)
+        .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| Error::kube(format!("release the credentials Secret {name}"), e))?;
+    Ok(())
+}
+
+/// Patches a pod-template annotation so the `workloads` roll and read the new values. A
+/// workload that cannot be patched is reported, not retried: the rotation itself is done.
+pub async fn restart_workloads<K: Managed>(
+    cx: &Cx<'_, K>,
+    workloads: &[WorkloadRef],
+    rotated_at: &str,
+) {
+    if cx.ctx.dry_run {
+        return;
+    }
+    let patch = serde_json::json!({
+        "spec": {"template": {"metadata": {"annotations": {ROTATED_AT_ANNOTATION: rotated_at}}}}
+    });
+    let params = PatchParams::default();
+    let ns = cx.namespace();
+    for workload in workloads {
+        let kube = cx.ctx.kube.clone();
+        let result = match workload.kind {
+            WorkloadKind::Deployment => Api::<AppsDeployment>::namespaced(kube, &ns)
+                .patch(&workload.name, &params, &Patch::Merge(&patch))
+                .await
+                .map(|_| ()),
+            WorkloadKind::StatefulSet => Api::<StatefulSet>::namespaced(kube, &ns)
+                .patch(&workload.name, &params, &Patch::Merge(&patch))
+                .await
+                .map(|_| ()),
+            WorkloadKind::DaemonSet => Api::<DaemonSet>::namespaced(kube, &ns)
+                .patch(&workload.name, &params, &Patch::Merge(&patch))
+                .await
+                .map(|_| ()),
+        };
+        if let Err(e) = result {
+            let message = format!(
+                "failed to restart {:?} {} after the rotation: {e}",
+                workload.kind, workload.name
+            );
+            cx.warn("RestartFailed", &message).await;
+        }
+    }
+}

@@ -1,0 +1,610 @@
+//! The `ApiKey` kind: a gateway API key (service or user) whose one-time value aigw writes into
+//! a Secret, and rotates there on request or on a schedule.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::common::{
+    ConnectionRef, CreateAttempt, ManagementPolicy, Recorded, conditions_schema, free_form_object,
+    json_equivalent,
+};
+use super::deployment::{SecretRef, WorkloadRef};
+use crate::api;
+
+/// The shortest `rotation.transitionPeriod` the API takes (30 minutes).
+pub const MIN_TRANSITION: std::time::Duration =
+    std::time::Duration::from_millis(api::MIN_KEY_TRANSITION_MS);
+
+/// The key the value is stored under in the Secret.
+pub const SECRET_KEY: &str = "api_key";
+
+/// A gateway API key (`/ai_gw/v2/api-keys/{service|user}`). aigw creates it, writes its one-time
+/// value into the Secret named by `spec.secretRef` (key `api_key`), keeps its mutable fields in
+/// line with the spec, rotates it into the Secret when `spec.rotation` says so (the old value
+/// keeps working for `transitionPeriod`), and deletes it (or leaves it) when the resource goes.
+// kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "aigw.io",
+    doc = "A gateway API key whose one-time value aigw delivers into a Secret and rotates there.",
+    version = "v1alpha1",
+    kind = "ApiKey",
+    plural = "apikeys",
+    shortname = "aigwkey",
+    category = "aigw",
+    namespaced,
+    status = "ApiKeyStatus",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(name = "Kind", type_ = "string", json_path = ".spec.kind"),
+    printcolumn(name = "Secret", type_ = "string", json_path = ".spec.secretRef.name"),
+    printcolumn(name = "Rotated", type_ = "date", json_path = ".status.lastRotatedAt"),
+    printcolumn(name = "Id", type_ = "string", json_path = ".status.id", priority = 1),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!has(self.rotationPolicy)").field_path(".rotationPolicy").reason(Reason::FieldValueForbidden).message("spec.rotationPolicy is refused: a server-side rotation would issue a new key that never reaches the Secret, which would be left holding a dead key; use spec.rotation (interval, trigger) so aigw rotates the key into the Secret"))]
+#[x_kube(validation = Rule::new("self.kind != 'user' || has(self.userId)").field_path(".userId").reason(Reason::FieldValueRequired).message("spec.userId is required for a user key"))]
+#[x_kube(validation = Rule::new("self.kind != 'service' || !has(self.userId)").field_path(".userId").reason(Reason::FieldValueForbidden).message("spec.userId is only taken by user keys"))]
+#[x_kube(validation = Rule::new("has(self.userId) == has(oldSelf.userId)").field_path(".userId").reason(Reason::FieldValueForbidden).message("spec.userId cannot be added or removed after creation: create a new ApiKey instead"))]
+#[x_kube(validation = Rule::new("has(self.workspaceId) == has(oldSelf.workspaceId)").field_path(".workspaceId").reason(Reason::FieldValueForbidden).message("spec.workspaceId cannot be added or removed after creation: create a new ApiKey instead"))]
+#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new ApiKey to use another Connection"))]
+pub struct ApiKeySpec {
+    /// Display name of the key.
+    #[schemars(length(min = 1, max = 255))]
+    pub name: String,
+
+    /// `service` (a key for an application) or `user` (a key that acts for `userId`). Immutable.
+    #[x_kube(validation = Rule::new("self == oldSelf").message("kind is immutable: create a new ApiKey to change it"))]
+    pub kind: ApiKeyKind,
+
+    /// UUID of the user a `user` key acts for; required for user keys, refused for service keys.
+    /// Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("userId is immutable: create a new ApiKey to change it"))]
+    pub user_id: Option<String>,
+
+    /// Workspace (UUID or slug) the key belongs to; the API's default workspace when absent.
+    /// Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceId is immutable: create a new ApiKey to move it to another workspace"))]
+    pub workspace_id: Option<String>,
+
+    /// What the key may do, at least one, e.g. `completions.write`, `logs.write`, `mcp.invoke`.
+    #[schemars(length(min = 1))]
+    pub scopes: Vec<String>,
+
+    /// Description of the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+
+    /// Rate limits of the key.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rate_limits: Vec<KeyRateLimit>,
+
+    /// Usage limits of the key, as the API takes them (free-form object).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_free_form_object")]
+    pub usage_limits: Option<Map<String, Value>>,
+
+    /// What requests made with the key get unless they say otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub defaults: Option<KeyDefaults>,
+
+    /// When the key stops working (RFC 3339); never when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<String>,
+
+    /// The Secret (in this namespace) that receives the key's value under `api_key`. aigw
+    /// creates it and owns it; it never takes over a Secret it did not create.
+    pub secret_ref: SecretRef,
+
+    /// Cluster-managed rotation of the key into the Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotation: Option<KeyRotation>,
+
+    /// Not supported, refused at admission: the API's own scheduled rotation would issue new
+    /// values that never reach the Secret, leaving it with a dead key. Use `rotation` instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_free_form_object")]
+    pub rotation_policy: Option<Map<String, Value>>,
+
+    /// What happens to the remote key when this resource is deleted: `Delete` (the default;
+    /// the key stops working) or `Orphan` (it stays, and so does the Secret holding it).
+    #[serde(default)]
+    pub deletion_policy: ApiKeyDeletionPolicy,
+
+    /// `Full` (the default): aigw creates, updates, rotates and deletes the key to match this
+    /// spec. `Observe`: aigw only reads a key it already manages and reports differences in the
+    /// `Drifted` condition.
+    #[serde(default)]
+    pub management_policy: ManagementPolicy,
+
+    /// The Connection used to reach the management API; defaults to `default`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_ref: Option<ConnectionRef>,
+}
+
+fn optional_free_form_object(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    free_form_object(generator)
+}
+
+/// Service or user key.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ApiKeyKind {
+    /// A key for a service or application.
+    Service,
+    /// A key that acts for one user (`userId`).
+    User,
+}
+
+impl ApiKeyKind {
+    pub fn to_api(self) -> api::ApiKeyKind {
+        match self {
+            Self::Service => api::ApiKeyKind::Service,
+            Self::User => api::ApiKeyKind::User,
+        }
+    }
+}
+
+/// One rate limit of the key.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyRateLimit {
+    /// `requests` or `tokens`.
+    #[serde(rename = "type")]
+    pub type_: KeyRateLimitType,
+    /// `rps`, `rpm`, `rph`, `rpd` or `rpw`.
+    pub unit: KeyRateLimitUnit,
+    /// How many per unit.
+    pub value: u64,
+}
+
+/// What a rate limit counts.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyRateLimitType {
+    /// Requests.
+    Requests,
+    /// Tokens.
+    Tokens,
+}
+
+/// The window of a rate limit.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyRateLimitUnit {
+    /// Per second.
+    Rps,
+    /// Per minute.
+    Rpm,
+    /// Per hour.
+    Rph,
+    /// Per day.
+    Rpd,
+    /// Per week.
+    Rpw,
+}
+
+/// Defaults of the key's requests.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!(has(self.configId) && has(self.config))").field_path(".config").reason(Reason::FieldValueForbidden).message("set either defaults.configId or defaults.config, not both"))]
+pub struct KeyDefaults {
+    /// Slug or id of the gateway config requests use by default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_id: Option<String>,
+    /// Name of a Config resource of this namespace whose remote config requests use by
+    /// default; the key waits until that Config is Ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
+    /// Whether a request may name another config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_config_override: Option<bool>,
+    /// Metadata attached to the key's requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "optional_free_form_object")]
+    pub metadata: Option<Map<String, Value>>,
+}
+
+/// When and how the key is rotated into the Secret.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyRotation {
+    /// Rotate when this much time has passed since the last rotation (or creation), as a
+    /// duration such as `720h` or `30m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h|d))+$"))]
+    pub interval: Option<String>,
+    /// Any string; changing it rotates the key now (for example a date or a ticket id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trigger: Option<String>,
+    /// Workloads in this namespace whose pods are restarted (by a pod-template annotation)
+    /// right after a new key is in the Secret.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub restart: Vec<WorkloadRef>,
+    /// How long the previous key keeps working after a rotation, at least `30m` (the API's
+    /// minimum and default), e.g. `2h`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
+    #[x_kube(validation = Rule::new("duration(self) >= duration('30m')").message("rotation.transitionPeriod must be at least 30m (the API's minimum)"))]
+    pub transition_period: Option<String>,
+}
+
+/// What happens to the remote key when the resource is deleted.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
+pub enum ApiKeyDeletionPolicy {
+    /// Delete the remote key (for good: every value of it stops working).
+    #[default]
+    Delete,
+    /// Leave the remote key, and the Secret holding it, in place.
+    Orphan,
+}
+
+/// What aigw knows of the key.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKeyStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`, `Reconciling`, `Stalled` and `CredentialsAvailable`, each with a reason and its
+    /// own observedGeneration.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<Condition>,
+    /// UUID of the remote key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// The config the key's defaults name, as sent (resolved from `defaults.config`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_id: Option<String>,
+    /// The remote key's `last_updated_at` when aigw last read it (for the drift check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote_updated_at: Option<String>,
+    /// When the key was last rotated (or first issued) into the Secret.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_rotated_at: Option<String>,
+    /// When the next scheduled rotation is due.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_rotation_at: Option<String>,
+    /// When the previous value stops working (the API's `key_transition_expires_at` of the
+    /// last rotation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub previous_key_expires_at: Option<String>,
+    /// The `spec.rotation.trigger` value that was last acted upon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_rotation_trigger: Option<String>,
+    /// Set just before a create is sent and cleared once its outcome is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_create: Option<String>,
+    /// What the create in flight sent, and when its request ended without an answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_attempt: Option<CreateAttempt>,
+    /// Set (to a rotation id) just before a rotation is sent and cleared once the new value is
+    /// in the Secret: a rotation interrupted in between is done again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_rotation: Option<String>,
+    /// The `spec.rotation.trigger` the rotation in flight is for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotating_for: Option<String>,
+}
+
+impl ApiKeySpec {
+    /// The `connectionRef` name, `default` when absent.
+    pub fn connection_name(&self) -> &str {
+        self.connection_ref
+            .as_ref()
+            .map_or("default", |c| c.name.as_str())
+    }
+
+    fn rate_limits_to_api(&self) -> Vec<api::ApiKeyRateLimit> {
+        self.rate_limits
+            .iter()
+            .map(|limit| api::ApiKeyRateLimit {
+                limit_type: match limit.type_ {
+                    KeyRateLimitType::Requests => api::RateLimitType::Requests,
+                    KeyRateLimitType::Tokens => api::RateLimitType::Tokens,
+                },
+                unit: api::ApiKeyRateLimitUnit::from(match limit.unit {
+                    KeyRateLimitUnit::Rps => "rps",
+                    KeyRateLimitUnit::Rpm => "rpm",
+                    KeyRateLimitUnit::Rph => "rph",
+                    KeyRateLimitUnit::Rpd => "rpd",
+                    KeyRateLimitUnit::Rpw => "rpw",
+                }),
+                value: limit.value,
+                extra: Map::new(),
+            })
+            .collect()
+    }
+
+    /// The defaults to send, with `config_id` the resolved config (`None`: none named).
+    fn defaults_to_api(&self, config_id: Option<&str>) -> Option<api::ApiKeyDefaults> {
+        let defaults = self.defaults.as_ref()?;
+        Some(api::ApiKeyDefaults {
+            metadata: defaults.metadata.clone().map(Some),
+            config_id: Some(config_id.map(str::to_string)),
+            allow_config_override: defaults.allow_config_override,
+            extra: Map::new(),
+        })
+    }
+
+    /// The create body. `config_id` is `defaults.configId`, or what `defaults.config` resolved
+    /// to. Never a `rotation_policy`.
+    pub fn create_request(&self, config_id: Option<&str>) -> api::CreateApiKeyRequest {
+        api::CreateApiKeyRequest {
+            name: self.name.clone(),
+            scopes: self.scopes.clone(),
+            key_type: None,
+            description: self.description.clone(),
+            organisation_id: None,
+            workspace_id: self.workspace_id.clone(),
+            user_id: self.user_id.clone(),
+            rate_limits: Some(self.rate_limits_to_api()).filter(|l| !l.is_empty()),
+            usage_limits: self.usage_limits.clone().map(Value::Object),
+            defaults: self.defaults_to_api(config_id),
+            alert_emails: None,
+            expires_at: self.expires_at.clone(),
+            rotation_policy: None,
+        }
+    }
+
+    /// The fields where `remote` differs from the spec, and the update body that sends only
+    /// those (`None` when in sync). Fields the spec leaves out are the API's to manage.
+    pub fn update_for(
+        &self,
+        remote: &api::ApiKey,
+        config_id: Option<&str>,
+    ) -> (Vec<&'static str>, Option<api::UpdateApiKeyRequest>) {
+        let mut fields = Vec::new();
+        let mut update = api::UpdateApiKeyRequest::default();
+        if remote.name.as_deref() != Some(self.name.as_str()) {
+            fields.push("name");
+            update.name = Some(self.name.clone());
+        }
+        if self.description.is_some() && remote.description != self.description {
+            fields.push("description");
+            update.description = Some(self.description.clone());
+        }
+        let mut wanted = self.scopes.clone();
+        let mut have = remote.scopes.clone();
+        wanted.sort();
+        have.sort();
+        if wanted != have {
+            fields.push("scopes");
+            update.scopes = Some(self.scopes.clone());
+        }
+        let limits = self.rate_limits_to_api();
+        let strip = |l: &api::ApiKeyRateLimit| (l.limit_type, l.unit.to_string(), l.value);
+        if limits.iter().map(strip).collect::<Vec<_>>()
+            != remote.rate_limits.iter().map(strip).collect::<Vec<_>>()
+        {
+            fields.push("rateLimits");
+            update.rate_limits = Some(Some(limits).filter(|l| !l.is_empty()));
+        }
+        if let Some(usage) = &self.usage_limits {
+            let wanted = Value::Object(usage.clone());
+            if !remote
+                .usage_limits
+                .as_ref()
+                .is_some_and(|r| json_equivalent(&wanted, r))
+            {
+                fields.push("usageLimits");
+                update.usage_limits = Some(Some(wanted));
+            }
+        }
+        if let Some(wanted) = self.defaults_to_api(config_id) {
+            let remote_defaults = remote.defaults.clone().unwrap_or_default();
+            let config_differs =
+                remote_defaults.config_id.clone().flatten().as_deref() != config_id;
+            let override_differs = wanted.allow_config_override.is_some()
+                && wanted.allow_config_override
+                    != remote_defaults
+                        .allow_config_override
+                        .or(remote.allow_config_override);
+            let metadata_differs = wanted.metadata.as_ref().is_some_and(|m| {
+                let have = remote_defaults.metadata.clone().flatten();
+                !json_equivalent(
+                    &m.clone().map(Value::Object).unwrap_or(Value::Null),
+                    &have.map(Value::Object).unwrap_or(Value::Null),
+                )
+            });
+            if config_differs || override_differs || metadata_differs {
+                fields.push("defaults");
+                update.defaults = Some(wanted);
+            }
+        }
+        if let Some(expires) = &self.expires_at
+            && !same_instant(Some(expires), remote.expires_at.as_deref())
+        {
+            fields.push("expiresAt");
+            update.expires_at = Some(Some(expires.clone()));
+        }
+        let update = (!fields.is_empty()).then_some(update);
+        (fields, update)
+    }
+
+    /// The fixed fields where `remote` differs: the API cannot change them.
+    pub fn immutable_conflicts(&self, remote: &api::ApiKey) -> Vec<&'static str> {
+        let mut fields = Vec::new();
+        if self.user_id.is_some() && remote.user_id != self.user_id {
+            fields.push("userId");
+        }
+        if let (Some(wanted), Some(have)) = (&self.workspace_id, &remote.workspace_id)
+            && wanted != have
+        {
+            fields.push("workspaceId");
+        }
+        fields
+    }
+
+    /// The rotation interval, parsed; `None` when not set.
+    pub fn rotation_interval(&self) -> Result<Option<std::time::Duration>, String> {
+        parse_duration(
+            "spec.rotation.interval",
+            self.rotation.as_ref().and_then(|r| r.interval.as_deref()),
+        )
+    }
+
+    /// The transition period, parsed and at least [`MIN_TRANSITION`]; `None` when not set.
+    pub fn transition_period(&self) -> Result<Option<std::time::Duration>, String> {
+        let period = parse_duration(
+            "spec.rotation.transitionPeriod",
+            self.rotation
+                .as_ref()
+                .and_then(|r| r.transition_period.as_deref()),
+        )?;
+        match period {
+            Some(p) if p < MIN_TRANSITION => Err(format!(
+                "spec.rotation.transitionPeriod must be at least 30m, got {p:?}"
+            )),
+            other => Ok(other),
+        }
+    }
+}
+
+fn parse_duration(field: &str, text: Option<&str>) -> Result<Option<std::time::Duration>, String> {
+    match text {
+        None => Ok(None),
+        Some(text) => humantime::parse_duration(text)
+            .map(Some)
+            .map_err(|e| format!("{field} {text:?} is not a duration: {e}")),
+    }
+}
+
+/// True when both are the same instant (or the same text, where one does not parse).
+fn same_instant(a: Option<&str>, b: Option<&str>) -> bool {
+    let parse = |t: &str| {
+        t.parse::<jiff::Timestamp>().ok().or_else(|| {
+            t.replace(' ', "T")
+                .parse::<jiff::civil::DateTime>()
+                .ok()
+                .and_then(|d| d.to_zoned(jiff::tz::TimeZone::UTC).ok())
+                .map(|z| z.timestamp())
+        })
+    };
+    match (a, b) {
+        (Some(a), Some(b)) => match (parse(a), parse(b)) {
+            (Some(x), Some(y)) => x == y,
+            _ => a == b,
+        },
+        (a, b) => a == b,
+    }
+}
+
+impl super::common::Governed for ApiKey {
+    fn management_policy(&self) -> ManagementPolicy {
+        self.spec.management_policy
+    }
+    fn orphaning(&self) -> Self {
+        let mut copy = self.clone();
+        copy.spec.deletion_policy = ApiKeyDeletionPolicy::Orphan;
+        copy
+    }
+    fn orphans(&self) -> bool {
+        self.spec.deletion_policy == ApiKeyDeletionPolicy::Orphan
+    }
+    /// An API key is never adopted: its value cannot be read back, so only a key aigw created
+    /// (and whose value it wrote into the Secret) is managed.
+    fn named_remote(&self) -> Option<&str> {
+        None
+    }
+}
+
+impl Recorded for ApiKeyStatus {
+    fn recorded_remote(&self) -> Option<&str> {
+        self.id.as_deref()
+    }
+    fn remote_updated_at(&self) -> Option<&str> {
+        self.remote_updated_at.as_deref()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec() -> ApiKeySpec {
+        serde_json::from_value(json!({
+            "name": "app", "kind": "service", "workspaceId": "ws-1",
+            "scopes": ["completions.write", "logs.write"], "secretRef": {"name": "app-key"},
+            "rateLimits": [{"type": "requests", "unit": "rpm", "value": 100}],
+            "defaults": {"configId": "pc-a"}, "expiresAt": "2030-01-01T00:00:00Z"
+        }))
+        .unwrap()
+    }
+
+    fn remote() -> api::ApiKey {
+        serde_json::from_value(json!({
+            "id": "k1", "key": "****", "name": "app", "workspace_id": "ws-1",
+            "scopes": ["logs.write", "completions.write"],
+            "rate_limits": [{"type": "requests", "unit": "rpm", "value": 100}],
+            "defaults": {"metadata": null, "config_id": "pc-a"}, "usage_limits": null,
+            "expires_at": "2030-01-01 00:00:00", "allow_config_override": null
+        }))
+        .unwrap()
+    }
+
+    #[test]
+    fn a_remote_matching_the_spec_needs_no_update() {
+        let (fields, update) = spec().update_for(&remote(), Some("pc-a"));
+        assert!(fields.is_empty(), "{fields:?}");
+        assert!(update.is_none());
+    }
+
+    #[test]
+    fn only_differing_fields_are_sent() {
+        let mut remote = remote();
+        remote.name = Some("renamed".into());
+        remote.scopes = vec!["logs.write".into()];
+        let (fields, update) = spec().update_for(&remote, Some("pc-a"));
+        assert_eq!(fields, vec!["name", "scopes"]);
+        let body = serde_json::to_value(update.unwrap()).unwrap();
+        assert_eq!(
+            body,
+            json!({"name": "app", "scopes": ["completions.write", "logs.write"]})
+        );
+    }
+
+    #[test]
+    fn the_create_body_never_carries_a_rotation_policy() {
+        let mut spec = spec();
+        spec.rotation_policy = Some(Map::from_iter([(
+            "rotation_period".into(),
+            json!("weekly"),
+        )]));
+        let body = serde_json::to_value(spec.create_request(Some("pc-a"))).unwrap();
+        assert!(body.get("rotation_policy").is_none(), "{body}");
+        assert_eq!(body["defaults"]["config_id"], "pc-a");
+    }
+
+    #[test]
+    fn transition_periods_under_30_minutes_are_refused() {
+        let mut spec = spec();
+        spec.rotation = Some(KeyRotation {
+            transition_period: Some("29m".into()),
+            ..Default::default()
+        });
+        assert!(spec.transition_period().is_err());
+        spec.rotation.as_mut().unwrap().transition_period = Some("2h".into());
+        assert_eq!(
+            spec.transition_period().unwrap(),
+            Some(std::time::Duration::from_secs(7200))
+        );
+    }
+}

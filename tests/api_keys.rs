@@ -1,0 +1,618 @@
+//! ApiKey on a real kube-apiserver against the emulator over HTTP: the key delivered into its
+//! Secret (and live), rotations into the Secret exactly once per trigger change with the old
+//! value working until its transition ends, workloads rolled, admission of a server-side
+//! rotation refused, no write at steady state, a lost create answer leaving no orphaned key,
+//! and a crash between the rotate call and the Secret write.
+
+mod support;
+
+use std::time::Duration;
+
+use aigw::controller::failpoints::AFTER_API_KEY_ROTATE;
+use aigw::emulator::EmulatorOptions;
+use aigw::resources::ApiKey;
+use k8s_openapi::api::apps::v1::Deployment as AppsDeployment;
+use k8s_openapi::api::core::v1::Secret;
+use kube::Resource;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use support::harness::{Harness, TOKEN, captured_logs};
+
+const WAIT: Duration = Duration::from_secs(30);
+const SERVICE_KEYS: &str = "/ai_gw/v2/api-keys/service";
+const ROLLED: &str = "aigw.io/credentials-rotated-at";
+
+fn ready(k: &ApiKey) -> bool {
+    k.status.as_ref().is_some_and(|s| {
+        s.conditions.iter().any(|c| {
+            c.type_ == "Ready" && c.status == "True" && c.observed_generation == k.meta().generation
+        })
+    })
+}
+
+fn api_key(name: &str, spec: Value) -> ApiKey {
+    serde_json::from_value(json!({"apiVersion": "aigw.io/v1alpha1", "kind": "ApiKey",
+        "metadata": {"name": name}, "spec": spec}))
+    .unwrap()
+}
+
+fn service_key(name: &str, rotation: Value) -> Value {
+    json!({"name": name, "kind": "service", "scopes": ["completions.write"],
+           "secretRef": {"name": format!("{name}-key")}, "rotation": rotation})
+}
+
+async fn create(h: &Harness, name: &str, spec: Value) -> String {
+    h.env
+        .api::<ApiKey>()
+        .create(&PostParams::default(), &api_key(name, spec))
+        .await
+        .unwrap();
+    let created = h.env.wait_for::<ApiKey>(name, WAIT, ready).await;
+    created.status.unwrap().id.unwrap()
+}
+
+async fn set_trigger(h: &Harness, name: &str, trigger: &str) -> ApiKey {
+    h.env
+        .api::<ApiKey>()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": trigger}}})),
+        )
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<ApiKey>(name, WAIT, |k| {
+            ready(k)
+                && k.status.as_ref().is_some_and(|s| {
+                    s.pending_rotation.is_none()
+                        && s.observed_rotation_trigger.as_deref() == Some(trigger)
+                })
+        })
+        .await
+}
+
+/// Every API key the emulator holds (with values, previous values and `rotations`).
+async fn remote_keys(h: &Harness) -> Vec<Value> {
+    h.state().await["api_keys"].as_array().unwrap().clone()
+}
+
+async fn remote(h: &Harness, id: &str) -> Value {
+    remote_keys(h)
+        .await
+        .into_iter()
+        .find(|k| k["id"] == id)
+        .unwrap_or_else(|| panic!("no remote API key {id}"))
+}
+
+async fn secret_value(h: &Harness, name: &str) -> String {
+    let secret = h.env.api::<Secret>().get(name).await.unwrap();
+    String::from_utf8(secret.data.unwrap()["api_key"].0.clone()).unwrap()
+}
+
+/// Presents `key` for API key `id` as the gateway would: the HTTP status.
+async fn handshake(h: &Harness, id: &str, key: &str) -> u16 {
+    reqwest::Client::new()
+        .post(h.url(&format!("/_emulator/api-keys/{id}/handshake")))
+        .json(&json!({ "key": key }))
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// No key value the emulator ever handed out (nor `extra`) is in logs, events or statuses.
+async fn assert_no_leaks(h: &Harness, extra: &[&str]) {
+    let mut values: Vec<String> = vec![TOKEN.to_string()];
+    for key in remote_keys(h).await {
+        values.extend(key["key"].as_str().map(str::to_string));
+        for old in key["previous_keys"].as_array().into_iter().flatten() {
+            values.extend(old["key"].as_str().map(str::to_string));
+        }
+    }
+    values.extend(extra.iter().map(|s| s.to_string()));
+    let logs = captured_logs();
+    let events = h.env.events_text().await;
+    let statuses = serde_json::to_string(
+        &h.env
+            .api::<ApiKey>()
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|k| k.status.clone())
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    for value in values.iter().filter(|s| s.len() >= 8) {
+        assert!(!logs.contains(value.as_str()), "a key appears in the logs");
+        assert!(!events.contains(value.as_str()), "a key appears in events");
+        assert!(
+            !statuses.contains(value.as_str()),
+            "a key appears in a status"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_api_key_is_delivered_into_its_secret_and_kept_in_line_without_idle_writes() {
+    let h = Harness::start_with("ak-life", Duration::from_secs(1)).await;
+    let id = create(&h, "app", service_key("app", json!({"trigger": "a"}))).await;
+    assert_eq!(h.count(&format!("POST {SERVICE_KEYS}")).await, 1);
+    let value = secret_value(&h, "app-key").await;
+    assert_eq!(
+        handshake(&h, &id, &value).await,
+        200,
+        "the Secret's key is live"
+    );
+    let remote_key = remote(&h, &id).await;
+    assert_eq!(remote_key["key"], value.as_str());
+    assert!(
+        remote_key["rotation_policy"].is_null(),
+        "never a rotation_policy"
+    );
+
+    // Steady state across several drift passes: no write.
+    h.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+
+    // A change: one PUT of the changed fields only, no rotation.
+    h.env
+        .api::<ApiKey>()
+        .patch(
+            "app",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"description": "billing", "scopes": ["completions.write", "logs.write"]}})),
+        )
+        .await
+        .unwrap();
+    h.env.wait_for::<ApiKey>("app", WAIT, ready).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(h.remote_writes().await, 1, "{}", h.stats().await);
+    let remote_key = remote(&h, &id).await;
+    assert_eq!(remote_key["description"], "billing");
+    assert_eq!(remote_key["rotations"], 0);
+    assert_eq!(secret_value(&h, "app-key").await, value);
+
+    // An edit outside aigw is corrected by one PUT, found by the drift list.
+    h.reset_stats().await;
+    h.call(
+        reqwest::Method::PUT,
+        &format!("{SERVICE_KEYS}/{id}"),
+        Some(json!({"name": "edited"})),
+    )
+    .await;
+    support::wait_until(WAIT, || async {
+        (remote(&h, &id).await["name"] == "app").then_some(())
+    })
+    .await
+    .expect("the remote edit was not corrected");
+    assert_eq!(h.count(&format!("PUT {SERVICE_KEYS}/{{keyId}}")).await, 2);
+    support::wait_until(WAIT, || async {
+        h.env
+            .events_text()
+            .await
+            .contains("DriftCorrected")
+            .then_some(())
+    })
+    .await
+    .expect("a DriftCorrected event");
+
+    h.reset_stats().await;
+    h.env.delete_and_wait::<ApiKey>("app", WAIT).await;
+    assert_eq!(
+        h.count(&format!("DELETE {SERVICE_KEYS}/{{keyId}}")).await,
+        1
+    );
+    assert!(remote_keys(&h).await.is_empty(), "the key is deleted");
+    assert_no_leaks(&h, &[&value]).await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn two_trigger_changes_rotate_twice_and_the_old_key_works_until_its_transition_ends() {
+    let mut options = EmulatorOptions::new(TOKEN);
+    options.min_key_transition = Some(Duration::from_secs(6));
+    let h = Harness::start_with_emulator("ak-rotate", Duration::from_secs(600), options).await;
+    let pod = json!({"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "web:1"}]}});
+    let workload: AppsDeployment = serde_json::from_value(json!({"metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": pod}}))
+    .unwrap();
+    h.env
+        .api::<AppsDeployment>()
+        .create(&PostParams::default(), &workload)
+        .await
+        .unwrap();
+    let rotation = json!({"trigger": "a", "transitionPeriod": "1h",
+                          "restart": [{"kind": "Deployment", "name": "web"}]});
+    let id = create(&h, "rot", service_key("rot", rotation)).await;
+    let first = secret_value(&h, "rot-key").await;
+
+    let rotated = set_trigger(&h, "rot", "b").await;
+    let second = secret_value(&h, "rot-key").await;
+    assert_ne!(first, second);
+    assert_eq!(handshake(&h, &id, &second).await, 200, "the new key works");
+    assert_eq!(
+        handshake(&h, &id, &first).await,
+        200,
+        "the old one still works"
+    );
+    let status = rotated.status.unwrap();
+    let expires: jiff::Timestamp = status
+        .previous_key_expires_at
+        .as_deref()
+        .expect("previousKeyExpiresAt")
+        .parse()
+        .unwrap();
+    let workload = h.env.api::<AppsDeployment>().get("web").await.unwrap();
+    let rolled =
+        serde_json::to_value(&workload).unwrap()["spec"]["template"]["metadata"]["annotations"]
+            [ROLLED]
+            .as_str()
+            .map(str::to_string);
+    assert_eq!(rolled, status.last_rotated_at, "the workload was rolled");
+    // The transition ends: the old key stops working, the Secret's keeps working.
+    let left = expires.duration_since(jiff::Timestamp::now());
+    let left = Duration::try_from(left).unwrap_or_default() + Duration::from_secs(1);
+    tokio::time::sleep(left).await;
+    assert_eq!(handshake(&h, &id, &first).await, 401, "the old key expired");
+    assert_eq!(handshake(&h, &id, &second).await, 200);
+
+    set_trigger(&h, "rot", "c").await;
+    let third = secret_value(&h, "rot-key").await;
+    assert_eq!(handshake(&h, &id, &third).await, 200);
+    assert_eq!(remote(&h, &id).await["rotations"], 2, "exactly 2 rotations");
+    // Nothing rotates again by itself.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(remote(&h, &id).await["rotations"], 2);
+    assert!(h.env.events_text().await.contains("Rotated"));
+    assert_no_leaks(&h, &[&first, &second]).await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_server_side_rotation_policy_is_refused_at_admission_saying_why() {
+    let h = Harness::start("ak-admit").await;
+    let mut spec = service_key("policy", json!({}));
+    spec["rotationPolicy"] = json!({"rotation_period": "weekly"});
+    let refused = h
+        .env
+        .api::<ApiKey>()
+        .create(&PostParams::default(), &api_key("policy", spec))
+        .await
+        .expect_err("a rotationPolicy must be refused");
+    let message = refused.to_string();
+    assert!(message.contains("rotationPolicy"), "{message}");
+    assert!(message.contains("dead key"), "{message}");
+
+    let short = service_key("short", json!({"transitionPeriod": "10m"}));
+    let refused = h
+        .env
+        .api::<ApiKey>()
+        .create(&PostParams::default(), &api_key("short", short))
+        .await
+        .expect_err("a transition under 30m must be refused");
+    assert!(refused.to_string().contains("30m"), "{refused}");
+
+    let mut user = service_key("user", json!({}));
+    user["kind"] = json!("user");
+    let refused = h
+        .env
+        .api::<ApiKey>()
+        .create(&PostParams::default(), &api_key("user", user))
+        .await
+        .expect_err("a user key needs a userId");
+    assert!(refused.to_string().contains("userId"), "{refused}");
+
+    // kind is fixed once created.
+    create(&h, "fixed", service_key("fixed", json!({}))).await;
+    let changed = h
+        .env
+        .api::<ApiKey>()
+        .patch(
+            "fixed",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"kind": "user", "userId": "6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b"}})),
+        )
+        .await
+        .expect_err("kind is immutable");
+    assert!(changed.to_string().contains("immutable"), "{changed}");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_lost_create_answer_leaves_no_orphaned_key() {
+    let h = Harness::start("ak-lost").await;
+    h.faults(json!({"drop_after_commit_rate": 1.0})).await;
+    h.env
+        .api::<ApiKey>()
+        .create(
+            &PostParams::default(),
+            &api_key("lost", service_key("lost", json!({}))),
+        )
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        (!remote_keys(&h).await.is_empty()).then_some(())
+    })
+    .await
+    .expect("the create was never applied");
+    let orphan = remote_keys(&h).await[0]["id"].as_str().unwrap().to_string();
+    h.faults(json!({})).await;
+
+    let created = h
+        .env
+        .wait_for::<ApiKey>("lost", Duration::from_secs(90), ready)
+        .await;
+    let id = created.status.unwrap().id.unwrap();
+    assert_ne!(id, orphan, "the key whose value was lost is not used");
+    let keys = remote_keys(&h).await;
+    assert_eq!(keys.len(), 1, "one key in the API: {keys:?}");
+    assert_eq!(keys[0]["id"], id.as_str());
+    let value = secret_value(&h, "lost-key").await;
+    assert_eq!(keys[0]["key"], value.as_str(), "held by the Secret");
+    assert_eq!(handshake(&h, &id, &value).await, 200);
+    assert!(
+        h.env.events_text().await.contains(&orphan),
+        "the deletion is reported"
+    );
+    assert_no_leaks(&h, &[]).await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_crash_between_the_rotate_call_and_the_secret_write_is_recovered() {
+    let mut h = Harness::start("ak-crash").await;
+    let id = create(&h, "crashy", service_key("crashy", json!({"trigger": "a"}))).await;
+    let before = secret_value(&h, "crashy-key").await;
+
+    // The process "dies" right after the API issued the new value.
+    h.ctx.failpoints.arm(AFTER_API_KEY_ROTATE);
+    h.env
+        .api::<ApiKey>()
+        .patch(
+            "crashy",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
+        )
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        (remote(&h, &id).await["rotations"] == 1).then_some(())
+    })
+    .await
+    .expect("the rotate call never happened");
+    let lost = remote(&h, &id).await["key"].as_str().unwrap().to_string();
+    assert_eq!(secret_value(&h, "crashy-key").await, before);
+    let frozen = h.env.api::<ApiKey>().get("crashy").await.unwrap();
+    assert!(frozen.status.as_ref().unwrap().pending_rotation.is_some());
+    assert!(!ready(&frozen), "not Ready while the Secret lags the API");
+    // Meanwhile the Secret's key still works: the rotation keeps it live for its transition.
+    assert_eq!(handshake(&h, &id, &before).await, 200);
+
+    h.restart_operator().await;
+    let recovered = h
+        .env
+        .wait_for::<ApiKey>("crashy", WAIT, |k| {
+            ready(k) && k.status.as_ref().unwrap().pending_rotation.is_none()
+        })
+        .await;
+    let now = secret_value(&h, "crashy-key").await;
+    let remote_key = remote(&h, &id).await;
+    assert_eq!(
+        remote_key["key"],
+        now.as_str(),
+        "the Secret holds the live key"
+    );
+    assert_ne!(
+        now, lost,
+        "the lost value was never seen, so it is replaced"
+    );
+    assert_eq!(
+        remote_key["rotations"], 2,
+        "the interrupted rotation is done once more, never more"
+    );
+    assert_eq!(
+        recovered
+            .status
+            .unwrap()
+            .observed_rotation_trigger
+            .as_deref(),
+        Some("b")
+    );
+    // Restarts and resyncs rotate nothing more.
+    h.restart_operator().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(remote(&h, &id).await["rotations"], 2);
+    assert_no_leaks(&h, &[&before, &lost]).await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn defaults_config_names_a_config_resource_and_waits_until_it_exists() {
+    let h = Harness::start("ak-config").await;
+    let mut spec = service_key("routed", json!({}));
+    spec["defaults"] = json!({"config": "routing", "allowConfigOverride": false});
+    h.env
+        .api::<ApiKey>()
+        .create(&PostParams::default(), &api_key("routed", spec))
+        .await
+        .unwrap();
+    // No Config yet: the key waits, and nothing is created.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(remote_keys(&h).await.is_empty());
+    let waiting = h.env.api::<ApiKey>().get("routed").await.unwrap();
+    assert!(!ready(&waiting));
+
+    support::objects::create::<aigw::resources::Config>(
+        &h.env,
+        "routing",
+        support::objects::routing("routing"),
+    )
+    .await;
+    let config = h
+        .env
+        .wait_for::<aigw::resources::Config>("routing", WAIT, |c| {
+            c.status.as_ref().is_some_and(|s| s.slug.is_some())
+        })
+        .await;
+    let slug = config.status.unwrap().slug.unwrap();
+    let created = h
+        .env
+        .wait_for::<ApiKey>("routed", Duration::from_secs(90), ready)
+        .await;
+    let status = created.status.unwrap();
+    assert_eq!(status.config_id.as_deref(), Some(slug.as_str()));
+    let remote_key = remote(&h, &status.id.unwrap()).await;
+    assert_eq!(remote_key["defaults"]["config_id"], slug.as_str());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_deleted_secret_is_reported_at_once_and_a_trigger_change_refills_it() {
+    let h = Harness::start("ak-gone").await;
+    let id = create(&h, "gone", service_key("gone", json!({"trigger": "a"}))).await;
+    h.env
+        .api::<Secret>()
+        .delete("gone-key", &Default::default())
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<ApiKey>("gone", WAIT, |k| {
+            k.status.as_ref().is_some_and(|s| {
+                s.conditions.iter().any(|c| {
+                    c.type_ == "CredentialsAvailable"
+                        && c.status == "False"
+                        && c.reason == "SecretMissing"
+                })
+            })
+        })
+        .await;
+    assert_eq!(
+        remote(&h, &id).await["rotations"],
+        0,
+        "nothing rotates by itself"
+    );
+    set_trigger(&h, "gone", "b").await;
+    let value = secret_value(&h, "gone-key").await;
+    assert_eq!(handshake(&h, &id, &value).await, 200);
+    assert_eq!(remote(&h, &id).await["rotations"], 1);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_scheduled_rotation_happens_when_due() {
+    let h = Harness::start_with("ak-sched", Duration::from_secs(1)).await;
+    let id = create(&h, "sched", service_key("sched", json!({"interval": "4s"}))).await;
+    let first = secret_value(&h, "sched-key").await;
+    support::wait_until(Duration::from_secs(20), || async {
+        (remote(&h, &id).await["rotations"] == 1).then_some(())
+    })
+    .await
+    .expect("no scheduled rotation");
+    let rotated = h
+        .env
+        .wait_for::<ApiKey>("sched", WAIT, |k| {
+            ready(k) && k.status.as_ref().unwrap().pending_rotation.is_none()
+        })
+        .await;
+    let second = secret_value(&h, "sched-key").await;
+    assert_ne!(first, second);
+    assert_eq!(handshake(&h, &id, &second).await, 200);
+    let status = rotated.status.unwrap();
+    let last: jiff::Timestamp = status.last_rotated_at.unwrap().parse().unwrap();
+    let next: jiff::Timestamp = status.next_rotation_at.unwrap().parse().unwrap();
+    assert_eq!(next.duration_since(last).as_secs(), 4);
+    h.stop().await;
+}
+
+/// `aigw plan` off the async runtime (the in-process emulator keeps serving).
+async fn plan(h: &Harness, manifest: String) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, token) = (dir.path().join("key.yaml"), dir.path().join("token"));
+    std::fs::write(&file, manifest).unwrap();
+    std::fs::write(&token, TOKEN).unwrap();
+    let args: Vec<String> = [
+        "plan",
+        "-f",
+        file.to_str().unwrap(),
+        "--management-url",
+        &h.emulator.management_url(),
+        "--token-file",
+        token.to_str().unwrap(),
+        "--kubeconfig",
+        support::kubeconfig_path().to_str().unwrap(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
+            .args(&args)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[tokio::test]
+async fn plan_compares_the_recorded_key_and_never_prints_its_value() {
+    let h = Harness::start("ak-plan").await;
+    create(&h, "planned", service_key("planned", json!({}))).await;
+    let value = secret_value(&h, "planned-key").await;
+    let manifest = |scopes: &str| {
+        format!(
+            "apiVersion: aigw.io/v1alpha1\nkind: ApiKey\nmetadata: {{name: planned, namespace: {}}}\nspec: {{name: planned, kind: service, scopes: [{scopes}], secretRef: {{name: planned-key}}}}\n",
+            h.env.namespace
+        )
+    };
+    h.reset_stats().await;
+    let (code, text) = plan(&h, manifest("completions.write")).await;
+    assert_eq!(code, 0, "{text}");
+    let (code, text) = plan(&h, manifest("completions.write, logs.write")).await;
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("scopes"), "{text}");
+    assert!(!text.contains(&value), "the plan never prints the key");
+    assert_eq!(h.remote_writes().await, 0, "a plan never writes");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_user_key_is_orphaned_with_its_secret_when_asked() {
+    let h = Harness::start("ak-orphan").await;
+    let mut spec = service_key("mine", json!({}));
+    spec["kind"] = json!("user");
+    spec["userId"] = json!("6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b");
+    spec["deletionPolicy"] = json!("Orphan");
+    let id = create(&h, "mine", spec).await;
+    assert_eq!(h.count("POST /ai_gw/v2/api-keys/user").await, 1);
+    let value = secret_value(&h, "mine-key").await;
+    assert_eq!(handshake(&h, &id, &value).await, 200);
+    h.env.delete_and_wait::<ApiKey>("mine", WAIT).await;
+    assert_eq!(remote_keys(&h).await.len(), 1, "the key stays");
+    // Garbage collection would have taken an owned Secret by now; give it a moment anyway.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let kept = h.env.api::<Secret>().get("mine-key").await.unwrap();
+    assert!(
+        kept.metadata
+            .owner_references
+            .unwrap_or_default()
+            .is_empty()
+    );
+    assert_eq!(
+        secret_value(&h, "mine-key").await,
+        value,
+        "and so does its Secret"
+    );
+    h.stop().await;
+}
