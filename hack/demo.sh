@@ -110,12 +110,18 @@ done
 kubectl wait -n aigw-demo --for=condition=Ready usagelimitspolicies.aigw.io,guardrails.aigw.io --all --timeout=120s
 kubectl wait --for=condition=Ready clusterguardrails.aigw.io/org-pii --timeout=120s
 step "Config guarded-routing names Guardrail pii-check and ClusterGuardrail org-pii by resource; their slugs went into the document"
-guard=$(kubectl get -n aigw-demo guardrails.aigw.io pii-check -o jsonpath='{.status.slug}')
-org=$(kubectl get clusterguardrails.aigw.io org-pii -o jsonpath='{.status.slug}')
-routed=$(kubectl get -n aigw-demo configs.aigw.io guarded-routing -o jsonpath='{.status.slug}')
+# On a re-run the resources still carry the status of the previous run's emulator (Ready, old
+# slugs) until the operator has recreated them on this one: wait for the config to be served.
+for _ in $(seq 60); do
+	guard=$(kubectl get -n aigw-demo guardrails.aigw.io pii-check -o jsonpath='{.status.slug}')
+	org=$(kubectl get clusterguardrails.aigw.io org-pii -o jsonpath='{.status.slug}')
+	routed=$(kubectl get -n aigw-demo configs.aigw.io guarded-routing -o jsonpath='{.status.slug}')
+	document=$(curl -fsS "$api/ai_gw/v2/configs/$routed" -H "authorization: Bearer $(cat "$demo/token")" 2>/dev/null) &&
+		[[ "$document" == *"$guard"* && "$document" == *"$org"* ]] && break
+	sleep 1
+done
 echo "Guardrail pii-check is $guard, ClusterGuardrail org-pii is $org; config $routed has:"
-curl -fsS "$api/ai_gw/v2/configs/$routed" -H "authorization: Bearer $(cat "$demo/token")" |
-	python3 -c 'import json,sys; c=json.loads(json.load(sys.stdin)["config"]); print("input_guardrails", c.get("input_guardrails"), "output_guardrails", c.get("output_guardrails"))'
+python3 -c 'import json,sys; c=json.loads(json.load(sys.stdin)["config"]); print("input_guardrails", c.get("input_guardrails"), "output_guardrails", c.get("output_guardrails"))' <<<"$document"
 
 step "The gateway reports in (its heartbeat reaches the control plane)"
 id=$(kubectl get -n aigw-demo deployments.aigw.io edge-gateway -o jsonpath='{.status.id}')
@@ -138,6 +144,26 @@ kubectl wait -n aigw-demo deployments.aigw.io/rotating-gateway --for=jsonpath='{
 new=$(kubectl get secret -n aigw-demo rotating-gateway-credentials -o jsonpath='{.data.client_auth}')
 [[ "$old" != "$new" ]] && echo "client_auth in Secret rotating-gateway-credentials replaced (lastRotatedAt $(kubectl get -n aigw-demo deployments.aigw.io rotating-gateway -o jsonpath='{.status.lastRotatedAt}'))"
 echo "apps/v1 Deployment ai-gateway pod template: $(kubectl get -n aigw-demo deployment.apps ai-gateway -o jsonpath='{.spec.template.metadata.annotations}')"
+
+step "An application's API key: created into its Secret, then rotated there (its workload rolled)"
+kubectl create deployment billing-app -n aigw-demo --image=registry.example/billing:1 \
+	--dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl apply -n aigw-demo -f examples/apikey.yaml
+kubectl patch -n aigw-demo apikeys.aigw.io billing-app --type merge \
+	-p '{"spec":{"rotation":{"restart":[{"kind":"Deployment","name":"billing-app"}]}}}'
+kubectl wait -n aigw-demo --for=condition=Ready apikeys.aigw.io/billing-app --timeout=60s
+key_id=$(kubectl get -n aigw-demo apikeys.aigw.io billing-app -o jsonpath='{.status.id}')
+handshake() { # the emulator's answer for the key in Secret billing-app-key (never printed)
+	local key
+	key=$(kubectl get secret -n aigw-demo billing-app-key -o jsonpath='{.data.api_key}' | base64 -d)
+	curl -sS -X POST "$api/_emulator/api-keys/$key_id/handshake" -H 'content-type: application/json' \
+		-d "{\"key\":\"$key\"}"
+}
+echo "key $key_id in Secret billing-app-key: handshake $(handshake)"
+kubectl patch -n aigw-demo apikeys.aigw.io billing-app --type merge -p '{"spec":{"rotation":{"trigger":"demo-rotation"}}}'
+kubectl wait -n aigw-demo apikeys.aigw.io/billing-app --for=jsonpath='{.status.observedRotationTrigger}'=demo-rotation --timeout=60s
+echo "rotated (lastRotatedAt $(kubectl get -n aigw-demo apikeys.aigw.io billing-app -o jsonpath='{.status.lastRotatedAt}')); the new key: handshake $(handshake)"
+echo "apps/v1 Deployment billing-app pod template: $(kubectl get -n aigw-demo deployment.apps billing-app -o jsonpath='{.spec.template.metadata.annotations}')"
 
 step "kubectl get aigw -A"
 kubectl get aigw -A
