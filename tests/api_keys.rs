@@ -65,8 +65,8 @@ async fn set_trigger(h: &Harness, name: &str, trigger: &str) -> ApiKey {
         .wait_for::<ApiKey>(name, WAIT, |k| {
             ready(k)
                 && k.status.as_ref().is_some_and(|s| {
-                    s.pending_rotation.is_none()
-                        && s.observed_rotation_trigger.as_deref() == Some(trigger)
+                    s.rotation.pending_rotation.is_none()
+                        && s.rotation.observed_rotation_trigger.as_deref() == Some(trigger)
                 })
         })
         .await
@@ -253,7 +253,10 @@ async fn two_trigger_changes_rotate_twice_and_the_old_key_works_until_its_transi
             [ROLLED]
             .as_str()
             .map(str::to_string);
-    assert_eq!(rolled, status.last_rotated_at, "the workload was rolled");
+    assert_eq!(
+        rolled, status.rotation.last_rotated_at,
+        "the workload was rolled"
+    );
     // The transition ends: the old key stops working, the Secret's keeps working.
     let left = expires.duration_since(jiff::Timestamp::now());
     let left = Duration::try_from(left).unwrap_or_default() + Duration::from_secs(1);
@@ -388,7 +391,15 @@ async fn a_crash_between_the_rotate_call_and_the_secret_write_is_recovered() {
     let lost = remote(&h, &id).await["key"].as_str().unwrap().to_string();
     assert_eq!(secret_value(&h, "crashy-key").await, before);
     let frozen = h.env.api::<ApiKey>().get("crashy").await.unwrap();
-    assert!(frozen.status.as_ref().unwrap().pending_rotation.is_some());
+    assert!(
+        frozen
+            .status
+            .as_ref()
+            .unwrap()
+            .rotation
+            .pending_rotation
+            .is_some()
+    );
     assert!(!ready(&frozen), "not Ready while the Secret lags the API");
     // Meanwhile the Secret's key still works: the rotation keeps it live for its transition.
     assert_eq!(handshake(&h, &id, &before).await, 200);
@@ -397,7 +408,13 @@ async fn a_crash_between_the_rotate_call_and_the_secret_write_is_recovered() {
     let recovered = h
         .env
         .wait_for::<ApiKey>("crashy", WAIT, |k| {
-            ready(k) && k.status.as_ref().unwrap().pending_rotation.is_none()
+            ready(k)
+                && k.status
+                    .as_ref()
+                    .unwrap()
+                    .rotation
+                    .pending_rotation
+                    .is_none()
         })
         .await;
     let now = secret_value(&h, "crashy-key").await;
@@ -419,6 +436,7 @@ async fn a_crash_between_the_rotate_call_and_the_secret_write_is_recovered() {
         recovered
             .status
             .unwrap()
+            .rotation
             .observed_rotation_trigger
             .as_deref(),
         Some("b")
@@ -516,15 +534,21 @@ async fn a_scheduled_rotation_happens_when_due() {
     let rotated = h
         .env
         .wait_for::<ApiKey>("sched", WAIT, |k| {
-            ready(k) && k.status.as_ref().unwrap().pending_rotation.is_none()
+            ready(k)
+                && k.status
+                    .as_ref()
+                    .unwrap()
+                    .rotation
+                    .pending_rotation
+                    .is_none()
         })
         .await;
     let second = secret_value(&h, "sched-key").await;
     assert_ne!(first, second);
     assert_eq!(handshake(&h, &id, &second).await, 200);
     let status = rotated.status.unwrap();
-    let last: jiff::Timestamp = status.last_rotated_at.unwrap().parse().unwrap();
-    let next: jiff::Timestamp = status.next_rotation_at.unwrap().parse().unwrap();
+    let last: jiff::Timestamp = status.rotation.last_rotated_at.unwrap().parse().unwrap();
+    let next: jiff::Timestamp = status.rotation.next_rotation_at.unwrap().parse().unwrap();
     assert_eq!(next.duration_since(last).as_secs(), 4);
     h.stop().await;
 }
