@@ -2,7 +2,8 @@
 //! Secret (and live), rotations into the Secret exactly once per trigger change with the old
 //! value working until its transition ends, workloads rolled, admission of a server-side
 //! rotation refused, no write at steady state, a lost create answer leaving no orphaned key,
-//! and a crash between the rotate call and the Secret write.
+//! a crash between the rotate call and the Secret write, a lost rotate answer, and a key
+//! deleted outside aigw.
 
 mod support;
 
@@ -638,5 +639,100 @@ async fn a_user_key_is_orphaned_with_its_secret_when_asked() {
         value,
         "and so does its Secret"
     );
+    h.stop().await;
+}
+
+/// The rotate answer lost without a crash (the API applied it, then answered 5xx): the value
+/// it carried exists nowhere, so the next reconcile rotates once more. Each lost answer costs
+/// exactly one rotation, the Secret ends with the key's current value, and nothing rotates
+/// after that.
+#[tokio::test]
+async fn a_lost_rotate_answer_costs_one_rotation_and_the_secret_ends_live() {
+    let h = Harness::start("ak-lost-rotate").await;
+    let id = create(&h, "shaky", service_key("shaky", json!({"trigger": "a"}))).await;
+    h.reset_stats().await;
+    h.faults(json!({"error_after_commit_rate": 1.0})).await;
+    h.env
+        .api::<ApiKey>()
+        .patch(
+            "shaky",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
+        )
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        (remote(&h, &id).await["rotations"] == 1).then_some(())
+    })
+    .await
+    .expect("the rotate call never happened");
+    h.faults(json!({})).await;
+    let settled = set_trigger(&h, "shaky", "b").await;
+    assert!(ready(&settled));
+
+    let rotate = format!("POST {SERVICE_KEYS}/{{keyId}}/rotate");
+    let stats = h.stats().await;
+    let answered: u64 = ["200", "201"]
+        .iter()
+        .filter_map(|s| stats["requests"][&rotate][s].as_u64())
+        .sum();
+    let lost = h.count(&rotate).await - answered;
+    assert_eq!(answered, 1, "one rotate answer reached aigw: {stats}");
+    assert!(lost >= 1, "the first answer was lost: {stats}");
+    let remote_key = remote(&h, &id).await;
+    assert_eq!(
+        remote_key["rotations"].as_u64(),
+        Some(lost + 1),
+        "one rotation per lost answer, plus the one that got through"
+    );
+    let value = secret_value(&h, "shaky-key").await;
+    assert_eq!(
+        remote_key["key"],
+        value.as_str(),
+        "the Secret holds the live key"
+    );
+    assert_eq!(handshake(&h, &id, &value).await, 200);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(remote(&h, &id).await["rotations"].as_u64(), Some(lost + 1));
+    assert_no_leaks(&h, &[]).await;
+    h.stop().await;
+}
+
+/// A key deleted outside aigw (hard delete: its value stops working) is found gone by the
+/// drift list, created again through the create protocol, its value written to the Secret and
+/// the workloads rolled. Only a 404 means gone.
+#[tokio::test]
+async fn a_key_deleted_outside_aigw_is_created_again_into_the_secret() {
+    let h = Harness::start_with("ak-gone", Duration::from_secs(1)).await;
+    let id = create(&h, "gone", service_key("gone", json!({"trigger": "a"}))).await;
+    let before = secret_value(&h, "gone-key").await;
+    h.call(
+        reqwest::Method::DELETE,
+        &format!("{SERVICE_KEYS}/{id}"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        handshake(&h, &id, &before).await,
+        404,
+        "the old key is gone"
+    );
+    let again = h
+        .env
+        .wait_for::<ApiKey>("gone", WAIT, |k| {
+            ready(k) && k.status.as_ref().unwrap().id.as_deref() != Some(id.as_str())
+        })
+        .await;
+    let new_id = again.status.unwrap().id.unwrap();
+    let keys = remote_keys(&h).await;
+    assert_eq!(keys.len(), 1, "one key in the API: {keys:?}");
+    let value = secret_value(&h, "gone-key").await;
+    assert_eq!(
+        keys[0]["key"],
+        value.as_str(),
+        "the Secret holds the new key"
+    );
+    assert_eq!(handshake(&h, &new_id, &value).await, 200);
+    assert_no_leaks(&h, &[&before]).await;
     h.stop().await;
 }
