@@ -50,6 +50,14 @@ pub enum Error {
         message: String,
         look_again_in: Duration,
     },
+    /// A rotation recorded by another writer (or a process that died) may still be in flight:
+    /// redoing it now could revoke the values it is about to store. Look again after
+    /// `look_again_in`, when any such call has ended.
+    #[error("{message}")]
+    RotationInFlight {
+        message: String,
+        look_again_in: Duration,
+    },
     /// The spec cannot be applied as written; only a spec change helps.
     #[error("invalid spec: {0}")]
     InvalidSpec(String),
@@ -121,7 +129,8 @@ impl Error {
             | Self::CachesNotReady(_)
             | Self::Conflict(_)
             | Self::CreateOutcomeUnknown(_)
-            | Self::NotYetSettled { .. } => true,
+            | Self::NotYetSettled { .. }
+            | Self::RotationInFlight { .. } => true,
             Self::InvalidSpec(_)
             | Self::MissingState(_)
             | Self::NotAllowed { .. }
@@ -143,6 +152,7 @@ impl Error {
             Self::DryRun { reason, .. } => reason,
             Self::CachesNotReady(_) => "CachesNotReady",
             Self::CreateOutcomeUnknown(_) | Self::NotYetSettled { .. } => "CreateOutcomeUnknown",
+            Self::RotationInFlight { .. } => "RotationInFlight",
             Self::InvalidSpec(_) => "InvalidSpec",
             Self::Connection(_) => "ConnectionUnavailable",
             Self::NotAllowed { reason, .. } => reason,
@@ -177,7 +187,8 @@ impl Error {
     /// When to look again, for an error that only time resolves (instead of the backoff).
     pub fn look_again_in(&self) -> Option<Duration> {
         match self {
-            Self::NotYetSettled { look_again_in, .. } => Some(*look_again_in),
+            Self::NotYetSettled { look_again_in, .. }
+            | Self::RotationInFlight { look_again_in, .. } => Some(*look_again_in),
             Self::CachesNotReady(_) => Some(Duration::from_secs(1)),
             _ => None,
         }

@@ -80,6 +80,14 @@ pub struct RotationStatus {
     /// are in the Secret: a rotation interrupted in between is finished, or done again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_rotation: Option<String>,
+    /// When the rotation in flight was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_rotation_since: Option<String>,
+    /// When the call of the rotation in flight ended without its values stored (a lost or
+    /// incomplete answer): it may be done again at once. Without it, a rotation recorded by
+    /// another process is given the longest time a call can take before it is done again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotation_call_ended_at: Option<String>,
     /// The `spec.rotation.trigger` the rotation in flight is for: only that trigger is marked
     /// observed when it finishes, so a trigger changed meanwhile rotates again.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -36,7 +36,7 @@ pub const LIST_SETTLE: Duration = Duration::from_secs(30);
 
 /// How long a POST can have run when its end was never recorded (the process died during it):
 /// the client's request timeout, with room for the rate limiter and retries of the connection.
-const LONGEST_ATTEMPT: Duration = Duration::from_secs(60);
+pub const LONGEST_ATTEMPT: Duration = Duration::from_secs(60);
 
 /// Clock skew tolerated between aigw and the API when comparing `created_at` to the intent.
 const CLOCK_SKEW: Duration = Duration::from_secs(5);

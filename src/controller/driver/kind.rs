@@ -148,6 +148,17 @@ pub trait Managed:
         None
     }
 
+    /// Finishes a side effect recorded before `managementPolicy: Observe` was set (a rotation
+    /// whose values may be on their way to the Secret): Observe stops new writes, it never
+    /// leaves one half done. `None` when nothing is in flight.
+    fn finish_in_flight(
+        &self,
+        _cx: &Cx<'_, Self>,
+        _status: &mut Self::Status,
+    ) -> impl Future<Output = Result<Option<Change>, Error>> + Send {
+        async { Ok(None) }
+    }
+
     /// True when something besides the spec and the remote object asks for work now (a
     /// rotation whose time has come), so a reconcile must not trust the recorded state.
     fn due_now(&self, _status: &Self::Status) -> bool {

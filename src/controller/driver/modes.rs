@@ -78,6 +78,28 @@ pub(super) async fn observe_mode<K: Managed>(
     let object = cx.object;
     let generation = object.meta().generation;
     *status.observed_generation_mut() = generation;
+    match K::finish_in_flight(object, cx, &mut status).await {
+        Ok(Some(change)) => {
+            info!(kind = K::KIND, object = %key, reason = change.reason, "{}", change.message);
+            publish(
+                cx.ctx,
+                object,
+                EventType::Normal,
+                change.reason,
+                &change.message,
+            )
+            .await;
+        }
+        Ok(None) => {}
+        Err(Error::Conflict(message)) => return Err(Error::Conflict(message)),
+        Err(error) => {
+            let action = record_failure(cx, key, &error, before, &mut status).await;
+            if worth_writing(before, &status) {
+                cx.save_status(&status).await?;
+            }
+            return Ok(action);
+        }
+    }
     let action = if !knows_remote(object, &status) {
         nothing_to_observe(cx, before, &mut status, "names no remote object (spec.slug, spec.deploymentId or spec.policyId) and has none recorded").await
     } else {

@@ -32,6 +32,7 @@ use crate::controller::now_rfc3339;
 use crate::controller::status::{CommonStatus, Outcome, record_outcome, set_condition};
 use crate::resources::rotation::{Rotation, RotationStatus};
 
+use super::create::LONGEST_ATTEMPT;
 use super::secret_delivery::{self, Delivery, ROTATION_ID_ANNOTATION, SecretVersion};
 
 /// Condition saying whether the Secret holds the resource's current values.
@@ -138,6 +139,20 @@ pub async fn rotate_if_due<K: Rotates>(
     Ok(None)
 }
 
+/// Finishes the rotation in flight, if one is (see [`Managed::finish_in_flight`]).
+pub async fn finish_in_flight<K: Rotates>(
+    object: &K,
+    cx: &Cx<'_, K>,
+    status: &mut K::Status,
+    id: Option<&str>,
+) -> Result<Option<Change>, Error> {
+    let pending = K::rotation_status(status).pending_rotation.clone();
+    match (pending, id) {
+        (Some(pending), Some(id)) => resume(object, cx, status, id, &pending).await.map(Some),
+        _ => Ok(None),
+    }
+}
+
 /// Records that values were issued into the Secret outside a rotation (a create, or a create
 /// whose Secret write failed): `stored` says which. After a failed write only a rotation can
 /// issue new values, so that intent is recorded for the next reconcile.
@@ -145,14 +160,36 @@ pub fn issued_by_create<K: Rotates>(object: &K, status: &mut K::Status, stored: 
     let now = now_rfc3339();
     let rotation = K::rotation_status(status);
     if stored {
+        // Whatever rotation was recorded before is moot: the values are new.
+        settle_intent(rotation);
         rotation.last_rotated_at = Some(now.clone());
         rotation.observed_rotation_trigger = Some(current_trigger(object));
         set_credentials_condition(object, status, true, "Stored", K::STORED);
     } else {
-        rotation.pending_rotation = Some(uuid::Uuid::new_v4().to_string());
-        rotation.rotating_for = Some(current_trigger(object));
+        record_intent(
+            rotation,
+            uuid::Uuid::new_v4().to_string(),
+            current_trigger(object),
+        );
+        // No call of it is in flight: the next reconcile may rotate at once.
+        rotation.rotation_call_ended_at = Some(now.clone());
     }
     now
+}
+
+/// Records a rotation about to be sent (saved by the caller with a compare-and-swap).
+fn record_intent(rotation: &mut RotationStatus, id: String, trigger: String) {
+    rotation.pending_rotation = Some(id);
+    rotation.pending_rotation_since = Some(now_rfc3339());
+    rotation.rotation_call_ended_at = None;
+    rotation.rotating_for = Some(trigger);
+}
+
+fn settle_intent(rotation: &mut RotationStatus) {
+    rotation.pending_rotation = None;
+    rotation.pending_rotation_since = None;
+    rotation.rotation_call_ended_at = None;
+    rotation.rotating_for = None;
 }
 
 /// Rotates now, for the reason `why`: the intent (a compare-and-swap), then the call and the
@@ -166,9 +203,11 @@ pub async fn rotate<K: Rotates>(
 ) -> Result<Change, Error> {
     let secret_version = check_secret_is_ours(object, cx).await?;
     let rotation = uuid::Uuid::new_v4().to_string();
-    let state = K::rotation_status(status);
-    state.pending_rotation = Some(rotation.clone());
-    state.rotating_for = Some(current_trigger(object));
+    record_intent(
+        K::rotation_status(status),
+        rotation.clone(),
+        current_trigger(object),
+    );
     let rotating = Outcome::Progressing {
         reason: K::ROTATING_REASON.into(),
         message: format!("rotating {}: {why}", K::what(id)),
@@ -198,6 +237,16 @@ async fn resume<K: Rotates>(
         .and_then(|s| s.metadata.annotations.as_ref())
         .and_then(|m| m.get(ROTATION_ID_ANNOTATION));
     if stamped.map(String::as_str) == Some(rotation) {
+        if cx.ctx.dry_run {
+            // Only status is left to write, and a dry run writes none.
+            return Err(Error::DryRun {
+                reason: "WouldUpdate",
+                message: format!(
+                    "would complete the interrupted rotation of {}: Secret {name} already holds its values",
+                    K::what(id)
+                ),
+            });
+        }
         let annotations = secret
             .and_then(|s| s.metadata.annotations)
             .unwrap_or_default();
@@ -213,9 +262,46 @@ async fn resume<K: Rotates>(
             ),
         ));
     }
+    if let Some(left) = maybe_in_flight(K::rotation_status(status)) {
+        return Err(Error::RotationInFlight {
+            message: format!(
+                "a rotation of {} recorded by another process may still be in flight; doing it again once any such call has ended",
+                K::what(id)
+            ),
+            look_again_in: left,
+        });
+    }
     let secret_version = check_secret_is_ours(object, cx).await?;
+    // A fresh id, recorded with a compare-and-swap: of two writers resuming the same view,
+    // only one calls again.
+    let rotating_for = K::rotation_status(status)
+        .rotating_for
+        .clone()
+        .unwrap_or_else(|| current_trigger(object));
+    let rotation = uuid::Uuid::new_v4().to_string();
+    record_intent(K::rotation_status(status), rotation.clone(), rotating_for);
+    cx.save_status(status).await?;
     let why = "an interrupted rotation is done again";
-    call(object, cx, status, id, rotation, why, secret_version).await
+    call(object, cx, status, id, &rotation, why, secret_version).await
+}
+
+/// How long a call of the recorded rotation may still be running, when it may: none ended
+/// (as far as status knows) and it was recorded less than the longest call ago.
+fn maybe_in_flight(rotation: &RotationStatus) -> Option<Duration> {
+    if rotation.rotation_call_ended_at.is_some() {
+        return None;
+    }
+    let since = rotation
+        .pending_rotation_since
+        .as_deref()?
+        .parse::<jiff::Timestamp>()
+        .ok()?;
+    let longest = jiff::SignedDuration::try_from(LONGEST_ATTEMPT).ok()?;
+    let left = since
+        .checked_add(longest)
+        .ok()?
+        .duration_since(jiff::Timestamp::now());
+    Duration::try_from(left).ok().filter(|d| !d.is_zero())
 }
 
 /// The rotate call, the Secret write, then the settled intent and the restarts.
@@ -228,14 +314,20 @@ async fn call<K: Rotates>(
     why: &str,
     secret_version: SecretVersion,
 ) -> Result<Change, Error> {
-    let issued = object.call_rotate(cx, id).await?;
+    let issued = match object.call_rotate(cx, id).await {
+        Ok(issued) => issued,
+        Err(e) => return Err(call_ended::<K>(status, e)),
+    };
     for (_, value) in &issued.values {
         cx.conceal(value.expose());
     }
     cx.ctx.failpoints.hit(K::AFTER_ROTATE).await;
     let name = object.secret_name();
     let mut annotations = issued.annotations;
-    annotations.push((ROTATION_ID_ANNOTATION, rotation.to_string()));
+    if issued.incomplete.is_none() {
+        // The stamp says "this rotation's values are stored": never on a partial answer.
+        annotations.push((ROTATION_ID_ANNOTATION, rotation.to_string()));
+    }
     // The answer is the only copy of the new values: write them before anything else.
     let delivery = Delivery {
         name,
@@ -247,13 +339,15 @@ async fn call<K: Rotates>(
         annotations: annotations.clone(),
         expected: secret_version.as_deref(),
     };
-    secret_delivery::deliver(cx, delivery).await?;
+    if let Err(e) = secret_delivery::deliver(cx, delivery).await {
+        return Err(call_ended::<K>(status, e));
+    }
     let annotations = annotations
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
         .collect();
     if let Some(missing) = issued.incomplete {
-        return Err(Error::MissingState(missing));
+        return Err(call_ended::<K>(status, Error::MissingState(missing)));
     }
     let now = finish(object, status, &annotations);
     restart_workloads(object, cx, &now).await;
@@ -267,6 +361,13 @@ async fn call<K: Rotates>(
     ))
 }
 
+/// Records that the rotation's call ended without its values stored (the failure's status
+/// write keeps it): the next reconcile may rotate again at once.
+fn call_ended<K: Rotates>(status: &mut K::Status, error: Error) -> Error {
+    K::rotation_status(status).rotation_call_ended_at = Some(now_rfc3339());
+    error
+}
+
 /// Records a finished rotation in `status`; returns its time, for the workload restarts.
 fn finish<K: Rotates>(
     object: &K,
@@ -275,14 +376,14 @@ fn finish<K: Rotates>(
 ) -> String {
     let now = now_rfc3339();
     let rotation = K::rotation_status(status);
-    rotation.pending_rotation = None;
-    rotation.last_rotated_at = Some(now.clone());
-    rotation.next_rotation_at = None;
     // The trigger this rotation was started for, not one that changed while it was in flight.
     let rotated_for = rotation
         .rotating_for
         .take()
         .unwrap_or_else(|| current_trigger(object));
+    settle_intent(rotation);
+    rotation.last_rotated_at = Some(now.clone());
+    rotation.next_rotation_at = None;
     rotation.observed_rotation_trigger = Some(rotated_for);
     K::settle(status, annotations);
     set_credentials_condition(object, status, true, "Stored", K::STORED);

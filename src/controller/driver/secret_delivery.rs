@@ -162,6 +162,11 @@ pub async fn deliver<K: Managed>(cx: &Cx<'_, K>, delivery: Delivery<'_>) -> Resu
             .map(|_| ()),
     };
     written.map_err(|e| match e {
+        kube::Error::Api(status) if status.code == 409 && expected.is_none() => {
+            Error::SecretConflict(format!(
+                "Secret {name} was created by someone else while aigw was issuing the values it was to hold; aigw never overwrites it"
+            ))
+        }
         kube::Error::Api(status) if status.code == 409 => Error::kube(
             format!(
                 "write the credentials Secret {name}: it changed since it was read (another writer); not overwriting it"

@@ -203,6 +203,15 @@ impl Managed for ApiKey {
         rotation::due_in(status.rotation.next_rotation_at.as_deref())
     }
 
+    async fn finish_in_flight(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut Self::Status,
+    ) -> Result<Option<Change>, Error> {
+        let id = status.id.clone();
+        rotation::finish_in_flight(self, cx, status, id.as_deref()).await
+    }
+
     fn due_now(&self, status: &ApiKeyStatus) -> bool {
         rotation::rotation_pending(self, &status.rotation)
     }
@@ -410,6 +419,22 @@ async fn create(
     let created = match outcome {
         Created::Posted(created) => created,
         Created::Recovered(found) => {
+            let name = &key.spec.secret_ref.name;
+            let held = secret_delivery::secret_annotation(cx, name, API_KEY_ID_ANNOTATION).await?;
+            if held.as_deref() == Some(found.id.as_str()) {
+                // The answer reached the Secret before its status write was lost: the key is
+                // the one the Secret holds, not an orphan.
+                status.id = Some(found.id.clone());
+                rotation::issued_by_create(key, status, true);
+                cx.save_status(status).await?;
+                return Ok(vec![Change::new(
+                    "Created",
+                    format!(
+                        "found API key {} from an earlier create whose status write was lost; Secret {name} already holds its value",
+                        found.id
+                    ),
+                )]);
+            }
             let result = cx
                 .api(Op::Delete)
                 .await?
@@ -454,6 +479,19 @@ async fn create(
         expected: secret_version.as_deref(),
     };
     if let Err(e) = secret_delivery::deliver(cx, delivery).await {
+        if matches!(e, Error::SecretConflict(_)) {
+            // Someone else's Secret took the name: no Secret can hold this key, so it goes.
+            let result = cx
+                .api(Op::Delete)
+                .await?
+                .api_keys(key.spec.kind.to_api())
+                .delete(&created.id)
+                .await;
+            let what = format!("API key {} (no Secret can hold its value)", created.id);
+            removed("Deleted", "delete", &what, result)?;
+            status.id = None;
+            return Err(e);
+        }
         // The value is lost with this answer: only a rotation issues another. Record that
         // intent with the id, so the next reconcile rotates into the Secret.
         rotation::issued_by_create(key, status, false);

@@ -166,6 +166,15 @@ impl Managed for Deployment {
     fn due_in(&self, status: &DeploymentStatus) -> Option<Duration> {
         rotation::due_in(status.rotation.next_rotation_at.as_deref())
     }
+
+    async fn finish_in_flight(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut Self::Status,
+    ) -> Result<Option<Change>, Error> {
+        let id = status.id.clone();
+        rotation::finish_in_flight(self, cx, status, id.as_deref()).await
+    }
 }
 
 impl Rotates for Deployment {
