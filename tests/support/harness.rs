@@ -216,6 +216,14 @@ impl Harness {
         self.operator = tokio::spawn(controller::run(self.ctx.clone(), self.settings.clone()));
     }
 
+    /// Stops the controllers at once, as a killed process would stop, and starts none (a later
+    /// `restart_operator` starts new ones).
+    pub async fn stop_operator(&mut self) {
+        self.operator.abort();
+        let stopped = std::mem::replace(&mut self.operator, tokio::spawn(async {}));
+        let _ = stopped.await;
+    }
+
     /// Stops the controllers and starts an `--dry-run` operator in their place.
     pub async fn restart_dry_run(&mut self) {
         self.settings.dry_run = true;
