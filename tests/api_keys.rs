@@ -866,7 +866,10 @@ async fn attack_a_crash_after_the_create_secret_write_deletes_the_key_the_secret
     let settled = h
         .env
         .wait_for::<ApiKey>("held", Duration::from_secs(60), |k| {
-            ready(k) && k.status.as_ref().is_some_and(|s| s.pending_create.is_none())
+            ready(k)
+                && k.status
+                    .as_ref()
+                    .is_some_and(|s| s.pending_create.is_none())
         })
         .await;
     let now_id = settled.status.unwrap().id.unwrap();
@@ -922,7 +925,8 @@ async fn attack_a_stale_rotation_intent_rotates_a_freshly_created_key() {
         .wait_for::<ApiKey>("stale", WAIT, |k| {
             ready(k)
                 && k.status.as_ref().is_some_and(|s| {
-                    s.id.as_deref().is_some_and(|n| n != id) && s.rotation.pending_rotation.is_none()
+                    s.id.as_deref().is_some_and(|n| n != id)
+                        && s.rotation.pending_rotation.is_none()
                 })
         })
         .await;
