@@ -736,3 +736,207 @@ async fn a_key_deleted_outside_aigw_is_created_again_into_the_secret() {
     assert_no_leaks(&h, &[&before]).await;
     h.stop().await;
 }
+
+// ---- attack-rot: tests that demonstrate problems (branch attack-rot) ----
+
+async fn pending_rotation(h: &Harness, name: &str) -> Option<String> {
+    h.env
+        .api::<ApiKey>()
+        .get(name)
+        .await
+        .unwrap()
+        .status
+        .and_then(|s| s.rotation.pending_rotation)
+}
+
+/// Two writers (two replicas without leader election, or two installs whose leases differ):
+/// writer A records the intent and sends the rotate call, which is slow in the network. Writer
+/// B sees the intent, finds no stamp on the Secret and rotates again at once: it cannot tell a
+/// rotation in flight from an interrupted one. A's call lands after B's, so A's value is the
+/// current one; A's Secret write is refused (the Secret changed), so the Secret keeps B's
+/// value, which is now the *previous* key and dies when its transition ends, while status says
+/// Ready/Stored. Expected: one rotation for one trigger change (no crash, no lost answer), and
+/// the Secret holding the current key.
+#[tokio::test]
+async fn attack_a_rotation_in_flight_is_redone_by_a_second_writer_and_the_secret_ends_dead() {
+    let mut options = EmulatorOptions::new(TOKEN);
+    options.min_key_transition = Some(Duration::from_secs(8));
+    let h = Harness::start_with_emulator("ak-inflight", Duration::from_secs(600), options).await;
+    let id = create(
+        &h,
+        "race",
+        service_key("race", json!({"trigger": "a", "transitionPeriod": "1h"})),
+    )
+    .await;
+    // Writer A's rotate call spends 7 s in the network.
+    h.faults(json!({"latency_ms": 7000})).await;
+    h.env
+        .api::<ApiKey>()
+        .patch(
+            "race",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
+        )
+        .await
+        .unwrap();
+    support::wait_until(Duration::from_secs(20), || async {
+        pending_rotation(&h, "race").await.map(|_| ())
+    })
+    .await
+    .expect("writer A never recorded its intent");
+    // A's rotate request leaves right after its intent write; then the network is fast again.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    h.faults(json!({})).await;
+    let _writer_b = h.second_operator();
+    h.env
+        .wait_for::<ApiKey>("race", WAIT, |k| {
+            ready(k)
+                && k.status.as_ref().is_some_and(|s| {
+                    s.rotation.pending_rotation.is_none()
+                        && s.rotation.observed_rotation_trigger.as_deref() == Some("b")
+                })
+        })
+        .await;
+    // Let A's slow call land, and both writers settle.
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    let remote_key = remote(&h, &id).await;
+    let value = secret_value(&h, "race-key").await;
+    let settled = h.env.api::<ApiKey>().get("race").await.unwrap();
+    eprintln!(
+        "rotations={} secret_is_current={} secret_is_previous={} ready={}",
+        remote_key["rotations"],
+        remote_key["key"] == value.as_str(),
+        remote_key["previous_keys"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|p| p["key"] == value.as_str()),
+        ready(&settled)
+    );
+    let handshake_now = handshake(&h, &id, &value).await;
+    // The transition of the previous value ends (min_key_transition 8 s).
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    let handshake_later = handshake(&h, &id, &value).await;
+    eprintln!("secret handshake now={handshake_now} after the transition={handshake_later}");
+    assert_eq!(
+        remote_key["rotations"], 1,
+        "one trigger change, no crash, no lost answer: one rotation"
+    );
+    assert_eq!(
+        remote_key["key"],
+        value.as_str(),
+        "the Secret holds the current key"
+    );
+    assert_eq!(handshake_later, 200, "the Secret's key still works");
+    h.stop().await;
+}
+
+/// The process dies after the create's Secret write and before the status write that records
+/// the id (api_key.rs: deliver, then save_status): the status still shows the create intent,
+/// the Secret already holds the key's value (stamped with its id). A resumed reconcile should
+/// finish without touching the key (as Deployment's recovered create does when the Secret holds
+/// the found deployment's id); instead the lookup finds the key, aigw deletes the key the
+/// Secret holds and creates another one (and, the status having no lastRotatedAt, does not
+/// roll the workloads that read the deleted value).
+#[tokio::test]
+async fn attack_a_crash_after_the_create_secret_write_deletes_the_key_the_secret_holds() {
+    let mut h = Harness::start("ak-crash-create").await;
+    let intent = jiff::Timestamp::now().to_string();
+    let id = create(&h, "held", service_key("held", json!({"trigger": "a"}))).await;
+    let value = secret_value(&h, "held-key").await;
+    // The status as a crash between the Secret write and the status write leaves it: the
+    // intent recorded before the POST, no id.
+    h.stop_operator().await;
+    h.env
+        .api::<ApiKey>()
+        .patch_status(
+            "held",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": {
+                "id": null, "lastRotatedAt": null, "observedRotationTrigger": null,
+                "nextRotationAt": null, "remoteUpdatedAt": null,
+                "pendingCreate": intent,
+                "createAttempt": {"name": "held"}
+            }})),
+        )
+        .await
+        .unwrap();
+    h.reset_stats().await;
+    h.restart_operator().await;
+    let settled = h
+        .env
+        .wait_for::<ApiKey>("held", Duration::from_secs(60), |k| {
+            ready(k)
+                && k.status
+                    .as_ref()
+                    .is_some_and(|s| s.pending_create.is_none())
+        })
+        .await;
+    let now_id = settled.status.unwrap().id.unwrap();
+    let now_value = secret_value(&h, "held-key").await;
+    eprintln!(
+        "before: id={id}; after: id={now_id}; deletes={} creates={}; old value live={}",
+        h.count(&format!("DELETE {SERVICE_KEYS}/{{keyId}}")).await,
+        h.count(&format!("POST {SERVICE_KEYS}")).await,
+        handshake(&h, &id, &value).await
+    );
+    assert_eq!(
+        now_id, id,
+        "the key the Secret already holds is kept, not deleted and replaced"
+    );
+    assert_eq!(now_value, value);
+    h.stop().await;
+}
+
+/// A rotation is interrupted (crash after the rotate call), and the key is deleted outside aigw
+/// meanwhile. The resumed reconcile finds it gone and creates a new key into the Secret (with
+/// the current trigger recorded as observed), but `issued_by_create` leaves the old
+/// `pendingRotation` in place: the next reconcile "resumes" it and rotates the brand-new key,
+/// which no trigger asked for.
+#[tokio::test]
+async fn attack_a_stale_rotation_intent_rotates_a_freshly_created_key() {
+    let mut h = Harness::start("ak-stale-intent").await;
+    let id = create(&h, "stale", service_key("stale", json!({"trigger": "a"}))).await;
+    h.ctx.failpoints.arm(AFTER_API_KEY_ROTATE);
+    h.env
+        .api::<ApiKey>()
+        .patch(
+            "stale",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
+        )
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        (remote(&h, &id).await["rotations"] == 1).then_some(())
+    })
+    .await
+    .expect("the rotate call never happened");
+    h.stop_operator().await;
+    h.call(
+        reqwest::Method::DELETE,
+        &format!("{SERVICE_KEYS}/{id}"),
+        None,
+    )
+    .await;
+    h.restart_operator().await;
+    let again = h
+        .env
+        .wait_for::<ApiKey>("stale", WAIT, |k| {
+            ready(k)
+                && k.status.as_ref().is_some_and(|s| {
+                    s.id.as_deref().is_some_and(|n| n != id)
+                        && s.rotation.pending_rotation.is_none()
+                })
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let new_id = again.status.unwrap().id.unwrap();
+    let fresh = remote(&h, &new_id).await;
+    eprintln!("new key rotations={}", fresh["rotations"]);
+    assert_eq!(
+        fresh["rotations"], 0,
+        "a key created for trigger b needs no rotation"
+    );
+    h.stop().await;
+}

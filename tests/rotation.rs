@@ -805,3 +805,141 @@ async fn a_gateway_registered_again_after_a_404_restarts_its_workloads() {
     assert_no_leaks(&h, &[&first]).await;
     h.stop().await;
 }
+
+// ---- attack-rot: tests that demonstrate problems (branch attack-rot) ----
+
+/// A proxy in front of the emulator that removes `client_auth` from the next answer to a
+/// `rotate_auth` PUT (the API rotated, its answer lacked the value: `Issued::incomplete`).
+async fn stripping_proxy(
+    upstream: String,
+    armed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> String {
+    use axum::extract::Request;
+    use std::sync::atomic::Ordering;
+    fn strip(value: &mut Value) {
+        if let Some(map) = value.as_object_mut() {
+            map.remove("client_auth");
+            if let Some(data) = map.get_mut("data") {
+                strip(data);
+            }
+        }
+    }
+    let client = reqwest::Client::new();
+    let app = axum::Router::new().fallback(move |request: Request| {
+        let (client, upstream, armed) = (client.clone(), upstream.clone(), armed.clone());
+        async move {
+            let (parts, body) = request.into_parts();
+            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+            let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+            let mut out = client
+                .request(parts.method.clone(), format!("{upstream}{path}"))
+                .body(body.to_vec());
+            for (name, value) in &parts.headers {
+                if name == "authorization" || name == "content-type" {
+                    out = out.header(name.as_str(), value.as_bytes());
+                }
+            }
+            let answer = out.send().await.unwrap();
+            let status = answer.status().as_u16();
+            let mut text = answer.bytes().await.unwrap().to_vec();
+            let rotating = parts.method == reqwest::Method::PUT
+                && parts.uri.path().contains("/deployments/")
+                && String::from_utf8_lossy(&body).contains("\"rotate_auth\":true");
+            if rotating && status == 200 && armed.swap(false, Ordering::SeqCst) {
+                let mut value: Value = serde_json::from_slice(&text).unwrap();
+                strip(&mut value);
+                text = serde_json::to_vec(&value).unwrap();
+            }
+            axum::response::Response::builder()
+                .status(status)
+                .header("content-type", "application/json")
+                .body(axum::body::Body::from(text))
+                .unwrap()
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}
+
+/// The API rotates, but its answer carries no `client_auth` (rotation.rs: `Issued::incomplete`,
+/// "stored, then reported unfinished and done again"). `call` stamps the Secret with the
+/// rotation id *before* it checks `incomplete`; the next reconcile resumes the intent, finds
+/// its id on the Secret and completes it as if the values were there. No second rotation
+/// happens: the Secret keeps the client_auth the rotation revoked, and the Deployment is Ready
+/// with `CredentialsAvailable=True`.
+#[tokio::test]
+async fn attack_an_incomplete_rotate_answer_is_completed_by_the_resume_over_revoked_credentials() {
+    let mut h = Harness::start("rot-incomplete").await;
+    let deployments = h.env.api::<Deployment>();
+    deployments
+        .create(
+            &PostParams::default(),
+            &rotating_deployment("partial", json!({"trigger": "v1"})),
+        )
+        .await
+        .unwrap();
+    let created = h
+        .env
+        .wait_for::<Deployment>("partial", WAIT, deployment_ready)
+        .await;
+    let id = created.status.unwrap().id.unwrap();
+    let first = assert_secret_matches_remote(&h, "partial-creds", &id).await;
+
+    let armed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let proxy = stripping_proxy(h.emulator.management_url(), armed.clone()).await;
+    h.restart_operator_via(&proxy).await;
+    deployments
+        .patch(
+            "partial",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "v2"}}})),
+        )
+        .await
+        .unwrap();
+    let settled = h
+        .env
+        .wait_for::<Deployment>("partial", Duration::from_secs(60), |d| {
+            deployment_ready(d)
+                && d.status.as_ref().is_some_and(|s| {
+                    s.rotation.pending_rotation.is_none()
+                        && s.rotation.observed_rotation_trigger.as_deref() == Some("v2")
+                })
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        !armed.load(std::sync::atomic::Ordering::SeqCst),
+        "the rotate answer went through the proxy"
+    );
+    let (client_auth, _, _) = secret_values(&h, "partial-creds").await;
+    let live = remote(&h, &id).await;
+    let credentials = settled
+        .status
+        .as_ref()
+        .unwrap()
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "CredentialsAvailable")
+        .map(|c| format!("{} {}", c.status, c.reason));
+    eprintln!(
+        "secret client_auth unchanged={} handshake={} CredentialsAvailable={credentials:?} events={}",
+        client_auth == first,
+        h.handshake(&id, &client_auth).await,
+        h.env
+            .events_text()
+            .await
+            .lines()
+            .filter(|l| l.contains("Rotated") || l.contains("MissingState"))
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    assert_eq!(
+        client_auth,
+        live["client_auth"].as_str().unwrap(),
+        "the Secret holds the live client_auth"
+    );
+    assert_eq!(h.handshake(&id, &client_auth).await, 200);
+    h.stop().await;
+}

@@ -216,6 +216,29 @@ impl Harness {
         self.operator = tokio::spawn(controller::run(self.ctx.clone(), self.settings.clone()));
     }
 
+    /// Stops the controllers at once, as a killed process would stop, and starts none (a later
+    /// `restart_operator` starts new ones).
+    pub async fn stop_operator(&mut self) {
+        self.operator.abort();
+        let stopped = std::mem::replace(&mut self.operator, tokio::spawn(async {}));
+        let _ = stopped.await;
+    }
+
+    /// Replaces the operator by one whose management API client talks to `management_url` (a
+    /// proxy in front of the emulator) instead of to the emulator itself.
+    pub async fn restart_operator_via(&mut self, management_url: &str) {
+        self.stop_operator().await;
+        self.ctx = new_context_at(
+            &self.env,
+            management_url.to_string(),
+            &self.emulator,
+            &self.settings,
+            self.grants.clone(),
+            self.secret_namespace.clone(),
+        );
+        self.operator = tokio::spawn(controller::run(self.ctx.clone(), self.settings.clone()));
+    }
+
     /// Stops the controllers and starts an `--dry-run` operator in their place.
     pub async fn restart_dry_run(&mut self) {
         self.settings.dry_run = true;
@@ -412,8 +435,26 @@ fn new_context(
     grants: Option<Vec<Grant>>,
     secret_namespace: Option<String>,
 ) -> Arc<Context> {
-    let config = ClientConfig::new(
+    new_context_at(
+        env,
         emulator.management_url(),
+        emulator,
+        settings,
+        grants,
+        secret_namespace,
+    )
+}
+
+fn new_context_at(
+    env: &TestEnv,
+    management_url: String,
+    emulator: &Running,
+    settings: &Settings,
+    grants: Option<Vec<Grant>>,
+    secret_namespace: Option<String>,
+) -> Arc<Context> {
+    let config = ClientConfig::new(
+        management_url,
         emulator.gateway_url(),
         Arc::new(StaticToken::new(TOKEN)),
     )
