@@ -401,9 +401,10 @@ async fn a_crash_between_the_rotation_and_the_secret_write_is_recovered() {
     );
 
     h.restart_operator().await;
+    // The dead process's call is given the longest a call can take before it is redone.
     let recovered = h
         .env
-        .wait_for::<Deployment>("crashy", WAIT, |d| {
+        .wait_for::<Deployment>("crashy", Duration::from_secs(90), |d| {
             deployment_ready(d)
                 && d.status
                     .as_ref()
@@ -498,7 +499,8 @@ async fn a_trigger_changed_during_a_rotation_rotates_again() {
     h.restart_operator().await;
     let done = h
         .env
-        .wait_for::<Deployment>("busy", WAIT, |d| {
+        // After the crash, its call is given the longest a call can take before it is redone.
+        .wait_for::<Deployment>("busy", Duration::from_secs(90), |d| {
             deployment_ready(d)
                 && d.status.as_ref().is_some_and(|s| {
                     s.rotation.pending_rotation.is_none()
@@ -530,7 +532,8 @@ async fn a_pause_waits_for_a_rotation_in_flight() {
         .unwrap();
     h.restart_operator().await;
     h.env
-        .wait_for::<Deployment>("held", WAIT, |d| {
+        // After the crash, its call is given the longest a call can take before it is redone.
+        .wait_for::<Deployment>("held", Duration::from_secs(90), |d| {
             d.status.as_ref().is_some_and(|s| {
                 s.rotation.pending_rotation.is_none()
                     && s.rotation.observed_rotation_trigger.as_deref() == Some("b")
@@ -806,7 +809,7 @@ async fn a_gateway_registered_again_after_a_404_restarts_its_workloads() {
     h.stop().await;
 }
 
-// ---- attack-rot: tests that demonstrate problems (branch attack-rot) ----
+// ---- Found by an attack on the rotation protocol; it failed before its fix. ----
 
 /// A proxy in front of the emulator that removes `client_auth` from the next answer to a
 /// `rotate_auth` PUT (the API rotated, its answer lacked the value: `Issued::incomplete`).
@@ -863,14 +866,12 @@ async fn stripping_proxy(
     format!("http://{addr}")
 }
 
-/// The API rotates, but its answer carries no `client_auth` (rotation.rs: `Issued::incomplete`,
-/// "stored, then reported unfinished and done again"). `call` stamps the Secret with the
-/// rotation id *before* it checks `incomplete`; the next reconcile resumes the intent, finds
-/// its id on the Secret and completes it as if the values were there. No second rotation
-/// happens: the Secret keeps the client_auth the rotation revoked, and the Deployment is Ready
-/// with `CredentialsAvailable=True`.
+/// The API rotates, but its answer carries no `client_auth` (`Issued::incomplete`). The Secret
+/// was once stamped with the rotation id before that was checked, so the next reconcile took
+/// the rotation as stored and left revoked credentials in a Ready Deployment's Secret. A
+/// partial answer is now never stamped: the rotation is done again.
 #[tokio::test]
-async fn attack_an_incomplete_rotate_answer_is_completed_by_the_resume_over_revoked_credentials() {
+async fn an_incomplete_rotate_answer_is_done_again_never_completed_over_revoked_credentials() {
     let mut h = Harness::start("rot-incomplete").await;
     let deployments = h.env.api::<Deployment>();
     deployments
