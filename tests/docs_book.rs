@@ -3,7 +3,8 @@
 //! page of the book (and its `#fragment` an id on that page) or a file of the repository, the
 //! README's links into the book must too, every repository path the book or the README names
 //! (`examples/…`, `hack/…`, …) must exist, and every chapter under `docs/src` must be listed in
-//! `SUMMARY.md`. mdBook itself does not fail on a broken link.
+//! `SUMMARY.md`. mdBook itself does not fail on a broken link. And the book keeps up with the
+//! code: every long flag of every `aigw` command, and every spec field of every kind, is in it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
@@ -58,6 +59,122 @@ fn the_book_builds_and_every_link_and_path_in_it_resolves() {
         problems.len(),
         problems.join("\n")
     );
+}
+
+/// Every long flag of every `aigw` command (as `aigw … --help` lists them) is named somewhere in
+/// the book, and every spec field of every kind (as `crds/` holds them) on that kind's page, or on
+/// the Custom resources overview for the fields every kind shares.
+#[test]
+fn every_flag_and_spec_field_is_in_the_book() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let book = markdown_under(&root.join(SRC))
+        .iter()
+        .map(|path| std::fs::read_to_string(path).expect("read chapter"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let named: BTreeSet<&str> = LONG_FLAG.find_iter(&book).map(|m| m.as_str()).collect();
+    let mut problems = Vec::new();
+    for (command, flag) in cli_flags(&[]) {
+        if !named.contains(flag.as_str()) {
+            problems.push(format!(
+                "`aigw {command}` has {flag}, which the book never names"
+            ));
+        }
+    }
+    let kinds = root.join(SRC).join("kinds");
+    let overview = std::fs::read_to_string(kinds.join("README.md")).expect("read kinds overview");
+    for (kind, fields) in spec_fields(&root.join("crds")) {
+        let page = kinds.join(format!("{}.md", kind.to_lowercase()));
+        let Ok(text) = std::fs::read_to_string(&page) else {
+            problems.push(format!("kind {kind} has no page {}", relative(root, &page)));
+            continue;
+        };
+        for field in fields {
+            let mention = Regex::new(&format!(
+                r"[`.]{}(?:[^A-Za-z0-9_]|$)",
+                regex::escape(&field)
+            ))
+            .expect("field pattern");
+            if !mention.is_match(&text) && !mention.is_match(&overview) {
+                problems.push(format!(
+                    "{kind} spec.{field} is on neither {} nor the kinds overview",
+                    relative(root, &page)
+                ));
+            }
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "undocumented in the book:\n{}",
+        problems.join("\n")
+    );
+}
+
+static LONG_FLAG: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(r"--[a-z][a-z0-9-]*").expect("flag pattern"));
+
+/// `(command path, --flag)` for every option of `aigw <path> --help`, walking the subcommands.
+fn cli_flags(path: &[String]) -> Vec<(String, String)> {
+    let output = Command::new(env!("CARGO_BIN_EXE_aigw"))
+        .args(path)
+        .arg("--help")
+        .output()
+        .expect("run aigw --help");
+    assert!(output.status.success(), "aigw {path:?} --help failed");
+    let help = String::from_utf8(output.stdout).expect("help is UTF-8");
+    let option = Regex::new(r"^\s+(?:-\w, )?(--[a-z][a-z0-9-]*)").expect("option pattern");
+    let subcommand = Regex::new(r"^  ([a-z][a-z0-9-]*)  ").expect("subcommand pattern");
+    let mut flags = Vec::new();
+    let mut section = "";
+    for line in help.lines() {
+        if !line.starts_with(' ') {
+            section = line;
+            continue;
+        }
+        match section {
+            "Options:" => {
+                if let Some(flag) = option.captures(line).map(|c| c[1].to_string())
+                    && flag != "--help"
+                    && flag != "--version"
+                {
+                    flags.push((path.join(" "), flag));
+                }
+            }
+            "Commands:" => {
+                if let Some(name) = subcommand.captures(line).map(|c| c[1].to_string())
+                    && name != "help"
+                {
+                    let mut sub = path.to_vec();
+                    sub.push(name);
+                    flags.extend(cli_flags(&sub));
+                }
+            }
+            _ => {}
+        }
+    }
+    flags
+}
+
+/// Kind → the names of its top-level spec fields, from the generated CRDs.
+fn spec_fields(crds: &Path) -> BTreeMap<String, Vec<String>> {
+    let mut kinds = BTreeMap::new();
+    for path in files_under(crds) {
+        let text = std::fs::read_to_string(&path).expect("read CRD");
+        let crd: serde_yaml::Value = serde_yaml::from_str(&text).expect("parse CRD");
+        let kind = crd["spec"]["names"]["kind"]
+            .as_str()
+            .expect("kind")
+            .to_string();
+        let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+        let fields = spec["properties"]
+            .as_mapping()
+            .expect("spec properties")
+            .keys()
+            .filter_map(|k| k.as_str().map(str::to_string))
+            .collect();
+        kinds.insert(kind, fields);
+    }
+    kinds
 }
 
 /// The checker finds what it is for: a link to a missing page, a missing anchor, a link out of
@@ -267,10 +384,7 @@ fn readme_links(repo: &Path, book: &Book) -> Vec<String> {
 /// Repository paths named anywhere in the book's sources or the README, code blocks included,
 /// that do not exist (unless git ignores them: `docs/book/` is built, not committed).
 fn missing_repo_paths(repo: &Path) -> Vec<String> {
-    let mut sources: Vec<PathBuf> = files_under(&repo.join(SRC))
-        .into_iter()
-        .filter(|p| p.extension().is_some_and(|e| e == "md"))
-        .collect();
+    let mut sources = markdown_under(&repo.join(SRC));
     sources.push(repo.join("README.md"));
     let mut problems = Vec::new();
     for source in sources {
@@ -351,6 +465,13 @@ fn normalize(path: &Path) -> Option<PathBuf> {
         }
     }
     Some(out)
+}
+
+fn markdown_under(dir: &Path) -> Vec<PathBuf> {
+    files_under(dir)
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect()
 }
 
 fn files_under(dir: &Path) -> Vec<PathBuf> {
