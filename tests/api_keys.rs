@@ -2,7 +2,8 @@
 //! Secret (and live), rotations into the Secret exactly once per trigger change with the old
 //! value working until its transition ends, workloads rolled, admission of a server-side
 //! rotation refused, no write at steady state, a lost create answer leaving no orphaned key,
-//! and a crash between the rotate call and the Secret write.
+//! a crash between the rotate call and the Secret write, a lost rotate answer, and a key
+//! deleted outside aigw.
 
 mod support;
 
@@ -65,8 +66,8 @@ async fn set_trigger(h: &Harness, name: &str, trigger: &str) -> ApiKey {
         .wait_for::<ApiKey>(name, WAIT, |k| {
             ready(k)
                 && k.status.as_ref().is_some_and(|s| {
-                    s.pending_rotation.is_none()
-                        && s.observed_rotation_trigger.as_deref() == Some(trigger)
+                    s.rotation.pending_rotation.is_none()
+                        && s.rotation.observed_rotation_trigger.as_deref() == Some(trigger)
                 })
         })
         .await
@@ -253,7 +254,10 @@ async fn two_trigger_changes_rotate_twice_and_the_old_key_works_until_its_transi
             [ROLLED]
             .as_str()
             .map(str::to_string);
-    assert_eq!(rolled, status.last_rotated_at, "the workload was rolled");
+    assert_eq!(
+        rolled, status.rotation.last_rotated_at,
+        "the workload was rolled"
+    );
     // The transition ends: the old key stops working, the Secret's keeps working.
     let left = expires.duration_since(jiff::Timestamp::now());
     let left = Duration::try_from(left).unwrap_or_default() + Duration::from_secs(1);
@@ -388,7 +392,15 @@ async fn a_crash_between_the_rotate_call_and_the_secret_write_is_recovered() {
     let lost = remote(&h, &id).await["key"].as_str().unwrap().to_string();
     assert_eq!(secret_value(&h, "crashy-key").await, before);
     let frozen = h.env.api::<ApiKey>().get("crashy").await.unwrap();
-    assert!(frozen.status.as_ref().unwrap().pending_rotation.is_some());
+    assert!(
+        frozen
+            .status
+            .as_ref()
+            .unwrap()
+            .rotation
+            .pending_rotation
+            .is_some()
+    );
     assert!(!ready(&frozen), "not Ready while the Secret lags the API");
     // Meanwhile the Secret's key still works: the rotation keeps it live for its transition.
     assert_eq!(handshake(&h, &id, &before).await, 200);
@@ -397,7 +409,13 @@ async fn a_crash_between_the_rotate_call_and_the_secret_write_is_recovered() {
     let recovered = h
         .env
         .wait_for::<ApiKey>("crashy", WAIT, |k| {
-            ready(k) && k.status.as_ref().unwrap().pending_rotation.is_none()
+            ready(k)
+                && k.status
+                    .as_ref()
+                    .unwrap()
+                    .rotation
+                    .pending_rotation
+                    .is_none()
         })
         .await;
     let now = secret_value(&h, "crashy-key").await;
@@ -419,6 +437,7 @@ async fn a_crash_between_the_rotate_call_and_the_secret_write_is_recovered() {
         recovered
             .status
             .unwrap()
+            .rotation
             .observed_rotation_trigger
             .as_deref(),
         Some("b")
@@ -516,15 +535,21 @@ async fn a_scheduled_rotation_happens_when_due() {
     let rotated = h
         .env
         .wait_for::<ApiKey>("sched", WAIT, |k| {
-            ready(k) && k.status.as_ref().unwrap().pending_rotation.is_none()
+            ready(k)
+                && k.status
+                    .as_ref()
+                    .unwrap()
+                    .rotation
+                    .pending_rotation
+                    .is_none()
         })
         .await;
     let second = secret_value(&h, "sched-key").await;
     assert_ne!(first, second);
     assert_eq!(handshake(&h, &id, &second).await, 200);
     let status = rotated.status.unwrap();
-    let last: jiff::Timestamp = status.last_rotated_at.unwrap().parse().unwrap();
-    let next: jiff::Timestamp = status.next_rotation_at.unwrap().parse().unwrap();
+    let last: jiff::Timestamp = status.rotation.last_rotated_at.unwrap().parse().unwrap();
+    let next: jiff::Timestamp = status.rotation.next_rotation_at.unwrap().parse().unwrap();
     assert_eq!(next.duration_since(last).as_secs(), 4);
     h.stop().await;
 }
@@ -614,5 +639,100 @@ async fn a_user_key_is_orphaned_with_its_secret_when_asked() {
         value,
         "and so does its Secret"
     );
+    h.stop().await;
+}
+
+/// The rotate answer lost without a crash (the API applied it, then answered 5xx): the value
+/// it carried exists nowhere, so the next reconcile rotates once more. Each lost answer costs
+/// exactly one rotation, the Secret ends with the key's current value, and nothing rotates
+/// after that.
+#[tokio::test]
+async fn a_lost_rotate_answer_costs_one_rotation_and_the_secret_ends_live() {
+    let h = Harness::start("ak-lost-rotate").await;
+    let id = create(&h, "shaky", service_key("shaky", json!({"trigger": "a"}))).await;
+    h.reset_stats().await;
+    h.faults(json!({"error_after_commit_rate": 1.0})).await;
+    h.env
+        .api::<ApiKey>()
+        .patch(
+            "shaky",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
+        )
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        (remote(&h, &id).await["rotations"] == 1).then_some(())
+    })
+    .await
+    .expect("the rotate call never happened");
+    h.faults(json!({})).await;
+    let settled = set_trigger(&h, "shaky", "b").await;
+    assert!(ready(&settled));
+
+    let rotate = format!("POST {SERVICE_KEYS}/{{keyId}}/rotate");
+    let stats = h.stats().await;
+    let answered: u64 = ["200", "201"]
+        .iter()
+        .filter_map(|s| stats["requests"][&rotate][s].as_u64())
+        .sum();
+    let lost = h.count(&rotate).await - answered;
+    assert_eq!(answered, 1, "one rotate answer reached aigw: {stats}");
+    assert!(lost >= 1, "the first answer was lost: {stats}");
+    let remote_key = remote(&h, &id).await;
+    assert_eq!(
+        remote_key["rotations"].as_u64(),
+        Some(lost + 1),
+        "one rotation per lost answer, plus the one that got through"
+    );
+    let value = secret_value(&h, "shaky-key").await;
+    assert_eq!(
+        remote_key["key"],
+        value.as_str(),
+        "the Secret holds the live key"
+    );
+    assert_eq!(handshake(&h, &id, &value).await, 200);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(remote(&h, &id).await["rotations"].as_u64(), Some(lost + 1));
+    assert_no_leaks(&h, &[]).await;
+    h.stop().await;
+}
+
+/// A key deleted outside aigw (hard delete: its value stops working) is found gone by the
+/// drift list, created again through the create protocol, its value written to the Secret and
+/// the workloads rolled. Only a 404 means gone.
+#[tokio::test]
+async fn a_key_deleted_outside_aigw_is_created_again_into_the_secret() {
+    let h = Harness::start_with("ak-gone", Duration::from_secs(1)).await;
+    let id = create(&h, "gone", service_key("gone", json!({"trigger": "a"}))).await;
+    let before = secret_value(&h, "gone-key").await;
+    h.call(
+        reqwest::Method::DELETE,
+        &format!("{SERVICE_KEYS}/{id}"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        handshake(&h, &id, &before).await,
+        404,
+        "the old key is gone"
+    );
+    let again = h
+        .env
+        .wait_for::<ApiKey>("gone", WAIT, |k| {
+            ready(k) && k.status.as_ref().unwrap().id.as_deref() != Some(id.as_str())
+        })
+        .await;
+    let new_id = again.status.unwrap().id.unwrap();
+    let keys = remote_keys(&h).await;
+    assert_eq!(keys.len(), 1, "one key in the API: {keys:?}");
+    let value = secret_value(&h, "gone-key").await;
+    assert_eq!(
+        keys[0]["key"],
+        value.as_str(),
+        "the Secret holds the new key"
+    );
+    assert_eq!(handshake(&h, &new_id, &value).await, 200);
+    assert_no_leaks(&h, &[&before]).await;
     h.stop().await;
 }

@@ -10,13 +10,19 @@
 //! send nothing it had queued, and exit), creates Configs and deletes them during their
 //! creates, and restarts the kube-apiserver once. Then, faults off and everything
 //! Ready, it checks: one remote object per resource, every Secret's `client_auth` accepted by
-//! the gateway handshake, rotations equal to trigger changes plus at most one per incident
+//! the gateway handshake (and every ApiKey Secret the key's current value), rotations equal to
+//! trigger changes plus at most one per incident
 //! inside the rotation's window, and no remote object left behind after deleting everything.
 //!
 //! It prints one JSON summary line and fails when any of those counts is off. It is a test
 //! target with `test = false` (Cargo.toml): `make chaos` runs it at full scale, and `make test`
 //! runs a short round (`make chaos-short`: 60 resources, 5 kills). Scale knobs:
-//! `AIGW_CHAOS_CONFIGS`, `AIGW_CHAOS_POLICIES`, `AIGW_CHAOS_DEPLOYMENTS`, `AIGW_CHAOS_KILLS`.
+//! `AIGW_CHAOS_CONFIGS`, `AIGW_CHAOS_POLICIES`, `AIGW_CHAOS_DEPLOYMENTS`, `AIGW_CHAOS_API_KEYS`,
+//! `AIGW_CHAOS_KILLS`.
+//!
+//! Rotating ApiKeys (5 by default) go through the same rotation protocol as the Deployments'
+//! credentials and are held to the same counts; at the end each key's Secret must hold the
+//! key's current value (not one still inside its transition period, which would die later).
 //!
 //! How extra rotations are allowed: a rotation whose answer was lost (5xx after commit, a
 //! dropped connection) or whose reconcile was cut by a kill cannot be told apart from one that
@@ -37,11 +43,11 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aigw::resources::{Config, Deployment, RateLimitsPolicy};
+use aigw::resources::{ApiKey, Config, Deployment, RateLimitsPolicy};
 use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use rand::Rng;
 use serde_json::{Value, json};
@@ -61,6 +67,7 @@ struct Scale {
     configs: usize,
     policies: usize,
     deployments: usize,
+    api_keys: usize,
     kills: usize,
 }
 
@@ -76,6 +83,7 @@ impl Scale {
             configs: knob("AIGW_CHAOS_CONFIGS", 300),
             policies: knob("AIGW_CHAOS_POLICIES", 20),
             deployments: knob("AIGW_CHAOS_DEPLOYMENTS", 10),
+            api_keys: knob("AIGW_CHAOS_API_KEYS", 5),
             kills: knob("AIGW_CHAOS_KILLS", 20),
         }
     }
@@ -175,6 +183,18 @@ impl Emulator {
 
     async fn state(&self) -> Value {
         self.get("/_emulator/state").await.unwrap()
+    }
+
+    /// The HTTP status of the gateway's check of API key `id` presented as `key`.
+    async fn key_handshake(&self, id: &str, key: &str) -> u16 {
+        self.http
+            .post(format!("{}/_emulator/api-keys/{id}/handshake", self.url))
+            .json(&json!({ "key": key }))
+            .send()
+            .await
+            .unwrap()
+            .status()
+            .as_u16()
     }
 
     /// The HTTP status of the gateway handshake with `client_auth`.
@@ -379,14 +399,14 @@ impl Windows {
         self.open.contains_key(name)
     }
 
-    fn close_settled(&mut self, deployments: &[Deployment]) {
+    fn close_settled<K: Rotating>(&mut self, objects: &[K]) {
         let now = Timestamp::now();
-        for deployment in deployments {
-            let name = deployment.name_any();
+        for object in objects {
+            let name = object.name_any();
             let Some((_, expected)) = self.open.get(&name) else {
                 continue;
             };
-            if settled_on(deployment, expected) {
+            if settled_on(object, expected) {
                 let (start, _) = self.open.remove(&name).unwrap();
                 self.closed.entry(name).or_default().push((start, now));
             }
@@ -404,26 +424,74 @@ impl Windows {
     }
 }
 
-fn trigger_of(deployment: &Deployment) -> Option<String> {
-    deployment.spec.rotation.as_ref()?.trigger.clone()
+/// A kind whose values aigw rotates into a Secret: Deployment credentials and API keys.
+trait Rotating:
+    Conditions
+    + Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + serde::Serialize
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+    const KIND: &'static str;
+    fn trigger(&self) -> Option<String>;
+    fn rotation_status(&self) -> Option<&aigw::resources::rotation::RotationStatus>;
+    fn remote_id(&self) -> Option<&str>;
 }
 
-fn settled_on(deployment: &Deployment, trigger: &str) -> bool {
-    let status = deployment.status.as_ref();
-    deployment.ready()
-        && trigger_of(deployment).as_deref() == Some(trigger)
-        && status.and_then(|s| s.observed_rotation_trigger.as_deref()) == Some(trigger)
-        && status.and_then(|s| s.id.as_deref()).is_some()
+impl Rotating for Deployment {
+    const KIND: &'static str = "Deployment";
+    fn trigger(&self) -> Option<String> {
+        self.spec.rotation.as_ref()?.trigger.clone()
+    }
+    fn rotation_status(&self) -> Option<&aigw::resources::rotation::RotationStatus> {
+        self.status.as_ref().map(|s| &s.rotation)
+    }
+    fn remote_id(&self) -> Option<&str> {
+        self.status.as_ref()?.id.as_deref()
+    }
+}
+
+impl Rotating for ApiKey {
+    const KIND: &'static str = "ApiKey";
+    fn trigger(&self) -> Option<String> {
+        self.spec.rotation.as_ref()?.schedule.trigger.clone()
+    }
+    fn rotation_status(&self) -> Option<&aigw::resources::rotation::RotationStatus> {
+        self.status.as_ref().map(|s| &s.rotation)
+    }
+    fn remote_id(&self) -> Option<&str> {
+        self.status.as_ref()?.id.as_deref()
+    }
+}
+
+/// Ready, on `trigger`, with that trigger observed and a remote object recorded.
+fn settled_on<K: Rotating>(object: &K, trigger: &str) -> bool {
+    object.ready()
+        && object.trigger().as_deref() == Some(trigger)
+        && object
+            .rotation_status()
+            .and_then(|s| s.observed_rotation_trigger.as_deref())
+            == Some(trigger)
+        && object.remote_id().is_some()
+}
+
+fn settled<K: Rotating>(object: &K) -> bool {
+    object.trigger().is_some_and(|t| settled_on(object, &t))
 }
 
 /// Closes windows every 500 ms until the returned handle is aborted.
-fn watch_windows(
-    api: Api<Deployment>,
-    windows: Arc<Mutex<Windows>>,
-) -> tokio::task::JoinHandle<()> {
+fn watch_windows(env: &TestEnv, windows: Arc<Mutex<Windows>>) -> tokio::task::JoinHandle<()> {
+    let (deployments, keys) = (env.api::<Deployment>(), env.api::<ApiKey>());
     tokio::spawn(async move {
         loop {
-            if let Ok(list) = api.list(&ListParams::default()).await {
+            if let Ok(list) = deployments.list(&ListParams::default()).await {
+                windows.lock().unwrap().close_settled(&list.items);
+            }
+            if let Ok(list) = keys.list(&ListParams::default()).await {
                 windows.lock().unwrap().close_settled(&list.items);
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
@@ -470,6 +538,21 @@ async fn create_all(env: &TestEnv, scale: &Scale, windows: &Mutex<Windows>) {
                 .map(|_| ())
         }));
     }
+    for i in 0..scale.api_keys {
+        let name = format!("k-{i:02}");
+        let spec = json!({"name": name, "kind": "service", "scopes": ["completions.write"],
+            "secretRef": {"name": format!("{name}-key")}, "rotation": {"trigger": "t0"}});
+        let key: ApiKey = object("ApiKey", &name, spec);
+        windows
+            .lock()
+            .unwrap()
+            .open
+            .insert(name, (Timestamp::now(), "t0".into()));
+        let api = env.api::<ApiKey>();
+        creates.push(futures::future::FutureExt::boxed(async move {
+            api.create(&PostParams::default(), &key).await.map(|_| ())
+        }));
+    }
     let results: Vec<_> = futures::stream::iter(creates)
         .buffer_unordered(16)
         .collect()
@@ -479,13 +562,23 @@ async fn create_all(env: &TestEnv, scale: &Scale, windows: &Mutex<Windows>) {
     }
 }
 
-/// Changes the trigger of about half of the Deployments whose last change has settled.
+/// Changes the trigger of about half of the Deployments and ApiKeys whose last change has
+/// settled.
 async fn change_triggers(env: &TestEnv, windows: &Mutex<Windows>, step: usize) -> usize {
-    let api = env.api::<Deployment>();
+    change_triggers_of::<Deployment>(env, windows, step).await
+        + change_triggers_of::<ApiKey>(env, windows, step).await
+}
+
+async fn change_triggers_of<K: Rotating>(
+    env: &TestEnv,
+    windows: &Mutex<Windows>,
+    step: usize,
+) -> usize {
+    let api = env.api::<K>();
     let list = api.list(&ListParams::default()).await.unwrap();
     let mut changed = 0;
-    for deployment in list.items {
-        let name = deployment.name_any();
+    for object in list.items {
+        let name = object.name_any();
         if windows.lock().unwrap().is_open(&name) || rand::rng().random_bool(0.5) {
             continue;
         }
@@ -652,9 +745,8 @@ where
 async fn pending(env: &TestEnv) -> Vec<String> {
     let mut pending = not_ready::<Config>(env, Conditions::ready).await;
     pending.extend(not_ready::<RateLimitsPolicy>(env, Conditions::ready).await);
-    pending.extend(
-        not_ready::<Deployment>(env, |d| trigger_of(d).is_some_and(|t| settled_on(d, &t))).await,
-    );
+    pending.extend(not_ready::<Deployment>(env, settled).await);
+    pending.extend(not_ready::<ApiKey>(env, settled).await);
     pending
 }
 
@@ -672,6 +764,7 @@ async fn wait_all_ready(env: &TestEnv) {
                 Some('p') => {
                     serde_yaml::to_string(&env.api::<RateLimitsPolicy>().get_opt(name).await.ok())
                 }
+                Some('k') => serde_yaml::to_string(&env.api::<ApiKey>().get_opt(name).await.ok()),
                 _ => serde_yaml::to_string(&env.api::<Deployment>().get_opt(name).await.ok()),
             };
             dump.push_str(&yaml.unwrap_or_default());
@@ -782,6 +875,21 @@ async fn check_duplicates(env: &TestEnv, state: &Value) -> Duplicates {
         r["tags"]["aigw.io/uid"].as_str().map(str::to_string)
     });
     tally(&mut dup, "Deployment", &resources, remote);
+
+    let keys = env
+        .api::<ApiKey>()
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    let resources: Vec<_> = keys
+        .items
+        .iter()
+        .map(|k| (k.spec.name.clone(), k.remote_id().map(str::to_string)))
+        .collect();
+    let remote = count_by(rows(state, "api_keys"), |r| {
+        r["name"].as_str().map(str::to_string)
+    });
+    tally(&mut dup, "ApiKey", &resources, remote);
     dup
 }
 
@@ -823,28 +931,89 @@ async fn dead_credentials(env: &TestEnv, emulator: &Emulator) -> Vec<String> {
     dead
 }
 
-/// Per Deployment: `(name, trigger changes, rotations, incidents inside its windows)`.
+/// ApiKeys whose Secret does not hold the key's current value: the gateway refuses it, or it
+/// is a previous value that stops working when its transition ends.
+async fn dead_keys(env: &TestEnv, emulator: &Emulator, state: &Value) -> Vec<String> {
+    let secrets = env.api::<Secret>();
+    let mut dead = Vec::new();
+    for key in env
+        .api::<ApiKey>()
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+    {
+        let name = key.name_any();
+        let id = key.remote_id().unwrap_or_default().to_string();
+        let held = secrets
+            .get_opt(&key.spec.secret_ref.name)
+            .await
+            .unwrap()
+            .and_then(|s| s.data?.get("api_key").cloned())
+            .map(|b| String::from_utf8_lossy(&b.0).into_owned());
+        let current = rows(state, "api_keys")
+            .find(|r| r["id"] == id.as_str())
+            .and_then(|r| r["key"].as_str());
+        let status = match &held {
+            Some(value) => emulator.key_handshake(&id, value).await,
+            None => 0,
+        };
+        if status != 200 || held.as_deref() != current {
+            let current = held.as_deref() == current;
+            dead.push(format!(
+                "{name}: handshake {status}, current value: {current}"
+            ));
+        }
+    }
+    dead
+}
+
+/// Per rotating object: `(name, trigger changes, rotations, incidents inside its windows)`.
 async fn rotations(
     env: &TestEnv,
     state: &Value,
     windows: &Windows,
     incidents: &[(Timestamp, Timestamp)],
 ) -> Vec<(String, u32, u32, u32)> {
-    let mut result = Vec::new();
-    for deployment in env
+    let deployments = env
         .api::<Deployment>()
         .list(&ListParams::default())
         .await
-        .unwrap()
-    {
-        let name = deployment.name_any();
-        let uid = deployment.uid().unwrap_or_default();
-        let counted: u64 = rows(state, "deployments")
+        .unwrap();
+    let mut result = rotations_of(env, windows, incidents, deployments.items, |d| {
+        let uid = d.uid().unwrap_or_default();
+        rows(state, "deployments")
             .filter(|r| r["tags"]["aigw.io/uid"] == uid.as_str())
             .filter_map(|r| r["rotations"].as_u64())
-            .sum();
+            .sum()
+    });
+    let keys = env
+        .api::<ApiKey>()
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    result.extend(rotations_of(env, windows, incidents, keys.items, |k| {
+        let id = k.remote_id().unwrap_or_default();
+        rows(state, "api_keys")
+            .filter(|r| r["id"] == id)
+            .filter_map(|r| r["rotations"].as_u64())
+            .sum()
+    }));
+    result
+}
+
+fn rotations_of<K: Rotating>(
+    env: &TestEnv,
+    windows: &Windows,
+    incidents: &[(Timestamp, Timestamp)],
+    objects: Vec<K>,
+    counted: impl Fn(&K) -> u64,
+) -> Vec<(String, u32, u32, u32)> {
+    let mut result = Vec::new();
+    for object in objects {
+        let name = object.name_any();
+        let counted = counted(&object);
         let changes = windows.trigger_changes.get(&name).copied().unwrap_or(0);
-        let own = failed_reconciles(&env.namespace, &name, &run_dir());
+        let own = failed_reconciles(K::KIND, &env.namespace, &name, &run_dir());
         let mut all = incidents.to_vec();
         all.extend(own);
         let inside = windows.incidents_inside(&name, &all);
@@ -896,9 +1065,14 @@ fn run_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("chaos")
 }
 
-/// `reconcile failed` lines every operator logged (JSON) for Deployment `ns/name`.
-fn failed_reconciles(namespace: &str, name: &str, dir: &Path) -> Vec<(Timestamp, Timestamp)> {
-    let object = format!("Deployment/{namespace}/{name}");
+/// `reconcile failed` lines every operator logged (JSON) for the `kind` object `ns/name`.
+fn failed_reconciles(
+    kind: &str,
+    namespace: &str,
+    name: &str,
+    dir: &Path,
+) -> Vec<(Timestamp, Timestamp)> {
+    let object = format!("{kind}/{namespace}/{name}");
     let mut found = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return found;
@@ -945,10 +1119,15 @@ async fn delete_everything(env: &TestEnv) -> Vec<String> {
         .delete_collection(&params.0, &params.1)
         .await
         .unwrap();
+    env.api::<ApiKey>()
+        .delete_collection(&params.0, &params.1)
+        .await
+        .unwrap();
     let remaining = || async {
         let mut left = not_ready::<Config>(env, |_| false).await;
         left.extend(not_ready::<RateLimitsPolicy>(env, |_| false).await);
         left.extend(not_ready::<Deployment>(env, |_| false).await);
+        left.extend(not_ready::<ApiKey>(env, |_| false).await);
         left
     };
     let gone = wait_until(SETTLE_TIMEOUT, || async {
@@ -981,6 +1160,7 @@ fn lost_deletes(state: &Value, deployment_uids: &[String]) -> Vec<String> {
             .filter(|r| r["status"] != "archived")
             .map(|r| format!("deployment {} ({})", r["name"], r["status"])),
     );
+    lost.extend(rows(state, "api_keys").map(|r| format!("API key {}", r["name"])));
     lost
 }
 
@@ -1000,7 +1180,7 @@ async fn exactly_once_under_kills_failover_and_faults() {
 
     let windows = Arc::new(Mutex::new(Windows::default()));
     create_all(&env, &scale, &windows).await;
-    let watcher = watch_windows(env.api::<Deployment>(), windows.clone());
+    let watcher = watch_windows(&env, windows.clone());
     let chaos = run_chaos(&env, &scale, &mut replicas, &windows).await;
 
     emulator.faults("{}").await;
@@ -1013,11 +1193,18 @@ async fn exactly_once_under_kills_failover_and_faults() {
         .await
         .unwrap();
     windows.lock().unwrap().close_settled(&deployments.items);
+    let keys = env
+        .api::<ApiKey>()
+        .list(&ListParams::default())
+        .await
+        .unwrap();
+    windows.lock().unwrap().close_settled(&keys.items);
     let uids: Vec<String> = deployments.items.iter().filter_map(|d| d.uid()).collect();
 
     let state = emulator.state().await;
     let duplicates = check_duplicates(&env, &state).await;
     let dead = dead_credentials(&env, &emulator).await;
+    let dead_keys = dead_keys(&env, &emulator, &state).await;
     let windows = std::mem::take(&mut *windows.lock().unwrap());
     let open: Vec<&String> = windows.open.keys().collect();
     assert!(open.is_empty(), "rotation windows still open: {open:?}");
@@ -1038,9 +1225,11 @@ async fn exactly_once_under_kills_failover_and_faults() {
         "leader_pauses": chaos.pauses,
         "deleted_during_create": chaos.deleted_during_create,
         "unplanned_exits": replicas.unplanned_exits.len(),
-        "resources": scale.configs + scale.policies + scale.deployments,
+        "resources": scale.configs + scale.policies + scale.deployments + scale.api_keys,
+        "api_keys": scale.api_keys,
         "duplicates": duplicates.extra,
         "dead_credentials": dead.len(),
+        "dead_keys": dead_keys.len(),
         "mismatched_ids": duplicates.missing.len(),
         "trigger_changes": rotations.changes,
         "rotations": rotations.rotated,
@@ -1059,6 +1248,7 @@ async fn exactly_once_under_kills_failover_and_faults() {
         "{duplicates:?}"
     );
     assert!(dead.is_empty(), "dead credentials: {dead:?}");
+    assert!(dead_keys.is_empty(), "dead API keys: {dead_keys:?}");
     assert!(
         rotations.missed.is_empty(),
         "fewer rotations than trigger changes (name, changes, rotations, incidents): {:?}",

@@ -187,7 +187,7 @@ async fn manage_config_and_rotating_deployment(
             deployment_ready(d)
                 && d.status
                     .as_ref()
-                    .and_then(|s| s.observed_rotation_trigger.as_deref())
+                    .and_then(|s| s.rotation.observed_rotation_trigger.as_deref())
                     == Some("v2")
         })
         .await;
@@ -196,7 +196,7 @@ async fn manage_config_and_rotating_deployment(
         first,
         "the rotation wrote new credentials into the Secret"
     );
-    let rotated_at = rotated.status.and_then(|s| s.last_rotated_at);
+    let rotated_at = rotated.status.and_then(|s| s.rotation.last_rotated_at);
     let workload = deployment_ns
         .api::<AppsDeployment>()
         .get("gw")

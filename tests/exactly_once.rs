@@ -286,7 +286,13 @@ async fn a_rotation_whose_answer_is_lost_finishes_with_live_credentials() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     let pending = deployments.get("rot").await.unwrap();
     assert!(
-        pending.status.as_ref().unwrap().pending_rotation.is_some(),
+        pending
+            .status
+            .as_ref()
+            .unwrap()
+            .rotation
+            .pending_rotation
+            .is_some(),
         "the rotation is still in flight"
     );
     assert!(
@@ -301,11 +307,21 @@ async fn a_rotation_whose_answer_is_lost_finishes_with_live_credentials() {
     let done = h
         .env
         .wait_for::<Deployment>("rot", WAIT, |d| {
-            d.ready() && d.status.as_ref().unwrap().pending_rotation.is_none()
+            d.ready()
+                && d.status
+                    .as_ref()
+                    .unwrap()
+                    .rotation
+                    .pending_rotation
+                    .is_none()
         })
         .await;
     assert_eq!(
-        done.status.unwrap().observed_rotation_trigger.as_deref(),
+        done.status
+            .unwrap()
+            .rotation
+            .observed_rotation_trigger
+            .as_deref(),
         Some("b")
     );
     let live = client_auth(&h, "rot-creds").await;

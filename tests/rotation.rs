@@ -221,6 +221,7 @@ async fn triggered_rotation_updates_the_secret_and_restarts_workloads() {
                 && d.status
                     .as_ref()
                     .unwrap()
+                    .rotation
                     .observed_rotation_trigger
                     .as_deref()
                     == Some("v2")
@@ -244,7 +245,7 @@ async fn triggered_rotation_updates_the_secret_and_restarts_workloads() {
         1,
         "one rotation"
     );
-    let rotated_at = rotated.status.unwrap().last_rotated_at.unwrap();
+    let rotated_at = rotated.status.unwrap().rotation.last_rotated_at.unwrap();
     assert_eq!(
         workload_annotation::<AppsDeployment>(&h, "gw")
             .await
@@ -285,8 +286,8 @@ async fn scheduled_rotation_happens_when_due_and_never_by_accident() {
         .await;
     let status = created.status.clone().unwrap();
     let id = status.id.clone().unwrap();
-    let created_at = status.last_rotated_at.clone().unwrap();
-    assert!(status.next_rotation_at.is_some());
+    let created_at = status.rotation.last_rotated_at.clone().unwrap();
+    assert!(status.rotation.next_rotation_at.is_some());
     let first = assert_secret_matches_remote(&h, "sched-creds", &id).await;
 
     // Due after 4 s: one rotation, and the next one scheduled from it.
@@ -294,7 +295,12 @@ async fn scheduled_rotation_happens_when_due_and_never_by_accident() {
         .env
         .wait_for::<Deployment>("sched", Duration::from_secs(20), |d| {
             deployment_ready(d)
-                && d.status.as_ref().unwrap().last_rotated_at.as_deref()
+                && d.status
+                    .as_ref()
+                    .unwrap()
+                    .rotation
+                    .last_rotated_at
+                    .as_deref()
                     != Some(created_at.as_str())
         })
         .await;
@@ -303,8 +309,8 @@ async fn scheduled_rotation_happens_when_due_and_never_by_accident() {
     assert_eq!(h.handshake(&id, &first).await, 401);
     assert_eq!(h.handshake(&id, &second).await, 200);
     let status = rotated.status.unwrap();
-    let last: jiff::Timestamp = status.last_rotated_at.unwrap().parse().unwrap();
-    let next: jiff::Timestamp = status.next_rotation_at.unwrap().parse().unwrap();
+    let last: jiff::Timestamp = status.rotation.last_rotated_at.unwrap().parse().unwrap();
+    let next: jiff::Timestamp = status.rotation.next_rotation_at.unwrap().parse().unwrap();
     assert_eq!(next.duration_since(last).as_secs(), 4);
 
     // Drift checks and a restart do not rotate when nothing is due: a long interval now.
@@ -386,7 +392,7 @@ async fn a_crash_between_the_rotation_and_the_secret_write_is_recovered() {
     let frozen = deployments.get("crashy").await.unwrap();
     let status = frozen.status.unwrap();
     assert!(
-        status.pending_rotation.is_some(),
+        status.rotation.pending_rotation.is_some(),
         "the intent was recorded before the PUT"
     );
     assert!(
@@ -398,7 +404,13 @@ async fn a_crash_between_the_rotation_and_the_secret_write_is_recovered() {
     let recovered = h
         .env
         .wait_for::<Deployment>("crashy", WAIT, |d| {
-            deployment_ready(d) && d.status.as_ref().unwrap().pending_rotation.is_none()
+            deployment_ready(d)
+                && d.status
+                    .as_ref()
+                    .unwrap()
+                    .rotation
+                    .pending_rotation
+                    .is_none()
         })
         .await;
     let now = assert_secret_matches_remote(&h, "crashy-creds", &id).await;
@@ -411,6 +423,7 @@ async fn a_crash_between_the_rotation_and_the_secret_write_is_recovered() {
         recovered
             .status
             .unwrap()
+            .rotation
             .observed_rotation_trigger
             .as_deref(),
         Some("b")
@@ -488,12 +501,12 @@ async fn a_trigger_changed_during_a_rotation_rotates_again() {
         .wait_for::<Deployment>("busy", WAIT, |d| {
             deployment_ready(d)
                 && d.status.as_ref().is_some_and(|s| {
-                    s.pending_rotation.is_none()
-                        && s.observed_rotation_trigger.as_deref() == Some("c")
+                    s.rotation.pending_rotation.is_none()
+                        && s.rotation.observed_rotation_trigger.as_deref() == Some("c")
                 })
         })
         .await;
-    assert!(done.status.unwrap().rotating_for.is_none());
+    assert!(done.status.unwrap().rotation.rotating_for.is_none());
     // b's PUT, b's again (its values were lost with the frozen reconcile), then c's.
     assert_eq!(remote(&h, &id).await["rotations"], 3);
     assert_secret_matches_remote(&h, "busy-creds", &id).await;
@@ -519,7 +532,8 @@ async fn a_pause_waits_for_a_rotation_in_flight() {
     h.env
         .wait_for::<Deployment>("held", WAIT, |d| {
             d.status.as_ref().is_some_and(|s| {
-                s.pending_rotation.is_none() && s.observed_rotation_trigger.as_deref() == Some("b")
+                s.rotation.pending_rotation.is_none()
+                    && s.rotation.observed_rotation_trigger.as_deref() == Some("b")
             })
         })
         .await;
@@ -780,7 +794,7 @@ async fn a_gateway_registered_again_after_a_404_restarts_its_workloads() {
         workload_annotation::<AppsDeployment>(&h, "gw")
             .await
             .as_deref(),
-        status.last_rotated_at.as_deref(),
+        status.rotation.last_rotated_at.as_deref(),
         "the workload rolled onto the new credentials"
     );
     assert_eq!(

@@ -172,6 +172,7 @@ async fn only_the_owner_rotates_a_shared_deployment() {
                 && d.status
                     .as_ref()
                     .unwrap()
+                    .rotation
                     .observed_rotation_trigger
                     .as_deref()
                     == Some("2")

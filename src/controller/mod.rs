@@ -9,7 +9,7 @@ pub mod state;
 // The layers: `driver` (the reconcile driver and its protocols: create, gate, drift, status),
 // `kinds` (what each kind does), `state` (watch caches, claims, connections) and `runtime`
 // (leader election, health, metrics, events). Their modules are re-exported by name.
-pub use driver::{create, drift, gate, status};
+pub use driver::{create, drift, gate, rotation, secret_delivery, status};
 pub use kinds::{
     api_key, config, config_refs, connection, deployment, guardrail, policy, rate_limits_policy,
     usage_limits_policy,

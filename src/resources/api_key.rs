@@ -10,7 +10,8 @@ use super::common::{
     ConnectionRef, CreateAttempt, ManagementPolicy, Recorded, conditions_schema, free_form_object,
     json_equivalent,
 };
-use super::deployment::{SecretRef, WorkloadRef};
+use super::deployment::SecretRef;
+use super::rotation::{Rotation, RotationStatus};
 use crate::api;
 
 /// The shortest `rotation.transitionPeriod` the API takes (30 minutes).
@@ -222,18 +223,9 @@ pub struct KeyDefaults {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KeyRotation {
-    /// Rotate when this much time has passed since the last rotation (or creation), as a
-    /// duration such as `720h` or `30m`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h|d))+$"))]
-    pub interval: Option<String>,
-    /// Any string; changing it rotates the key now (for example a date or a ticket id).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trigger: Option<String>,
-    /// Workloads in this namespace whose pods are restarted (by a pod-template annotation)
-    /// right after a new key is in the Secret.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub restart: Vec<WorkloadRef>,
+    /// `interval`, `trigger` and `restart`, as for a Deployment's credentials.
+    #[serde(flatten)]
+    pub schedule: Rotation,
     /// How long the previous key keeps working after a rotation, at least `30m` (the API's
     /// minimum and default), e.g. `2h`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -275,32 +267,19 @@ pub struct ApiKeyStatus {
     /// The remote key's `last_updated_at` when aigw last read it (for the drift check).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_updated_at: Option<String>,
-    /// When the key was last rotated (or first issued) into the Secret.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_rotated_at: Option<String>,
-    /// When the next scheduled rotation is due.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_rotation_at: Option<String>,
+    /// Where the key's rotation stands.
+    #[serde(flatten)]
+    pub rotation: RotationStatus,
     /// When the previous value stops working (the API's `key_transition_expires_at` of the
     /// last rotation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_key_expires_at: Option<String>,
-    /// The `spec.rotation.trigger` value that was last acted upon.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_rotation_trigger: Option<String>,
     /// Set just before a create is sent and cleared once its outcome is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_create: Option<String>,
     /// What the create in flight sent, and when its request ended without an answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub create_attempt: Option<CreateAttempt>,
-    /// Set (to a rotation id) just before a rotation is sent and cleared once the new value is
-    /// in the Secret: a rotation interrupted in between is done again.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_rotation: Option<String>,
-    /// The `spec.rotation.trigger` the rotation in flight is for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rotating_for: Option<String>,
 }
 
 impl ApiKeySpec {
@@ -454,15 +433,14 @@ impl ApiKeySpec {
 
     /// The rotation interval, parsed; `None` when not set.
     pub fn rotation_interval(&self) -> Result<Option<std::time::Duration>, String> {
-        parse_duration(
-            "spec.rotation.interval",
-            self.rotation.as_ref().and_then(|r| r.interval.as_deref()),
-        )
+        self.rotation
+            .as_ref()
+            .map_or(Ok(None), |r| r.schedule.parsed_interval())
     }
 
     /// The transition period, parsed and at least [`MIN_TRANSITION`]; `None` when not set.
     pub fn transition_period(&self) -> Result<Option<std::time::Duration>, String> {
-        let period = parse_duration(
+        let period = super::rotation::parse_duration(
             "spec.rotation.transitionPeriod",
             self.rotation
                 .as_ref()
@@ -474,15 +452,6 @@ impl ApiKeySpec {
             )),
             other => Ok(other),
         }
-    }
-}
-
-fn parse_duration(field: &str, text: Option<&str>) -> Result<Option<std::time::Duration>, String> {
-    match text {
-        None => Ok(None),
-        Some(text) => humantime::parse_duration(text)
-            .map(Some)
-            .map_err(|e| format!("{field} {text:?} is not a duration: {e}")),
     }
 }
 

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::common::{
     ConnectionRef, CreateAttempt, ManagementPolicy, Recorded, conditions_schema, free_form_object,
 };
+pub use super::rotation::{Rotation, RotationStatus, WorkloadKind, WorkloadRef};
 
 /// A self-hosted gateway registered with the management API (`/ai_gw/admin/v2/deployments`).
 /// On create, the one-time `client_auth`, `username` and `password` are written into the
@@ -172,45 +173,6 @@ pub enum DeploymentDeletionPolicy {
     Orphan,
 }
 
-/// When and how the gateway's credentials are rotated.
-#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct Rotation {
-    /// Rotate when this much time has passed since the last rotation (or creation), as a
-    /// duration such as `720h` or `30m`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h|d))+$"))]
-    pub interval: Option<String>,
-    /// Any string; changing it rotates the credentials now (for example a date or a ticket id).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub trigger: Option<String>,
-    /// Workloads in this namespace whose pods are restarted (by a pod-template annotation)
-    /// after a rotation, so they pick up the new credentials.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub restart: Vec<WorkloadRef>,
-}
-
-/// An apps/v1 workload in the resource's namespace.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct WorkloadRef {
-    /// `Deployment`, `StatefulSet` or `DaemonSet` (apps/v1).
-    pub kind: WorkloadKind,
-    /// Name of the workload.
-    pub name: String,
-}
-
-/// Kinds of workload that can be restarted after a rotation.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
-pub enum WorkloadKind {
-    /// apps/v1 Deployment.
-    Deployment,
-    /// apps/v1 StatefulSet.
-    StatefulSet,
-    /// apps/v1 DaemonSet.
-    DaemonSet,
-}
-
 /// Connection health of the gateway as the management API reports it.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -259,15 +221,9 @@ pub struct DeploymentStatus {
     /// `active` or `archived`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_status: Option<RemoteStatus>,
-    /// When the credentials were last rotated (or first issued).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_rotated_at: Option<String>,
-    /// When the next scheduled rotation is due.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub next_rotation_at: Option<String>,
-    /// The `spec.rotation.trigger` value that was last acted upon.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_rotation_trigger: Option<String>,
+    /// Where the credentials' rotation stands.
+    #[serde(flatten)]
+    pub rotation: RotationStatus,
     /// Set just before a create is sent and cleared once its outcome is known: a create whose
     /// outcome was lost is looked up by name instead of being sent again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -279,14 +235,6 @@ pub struct DeploymentStatus {
     /// and the desired value (masked where secret).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_drift_correction: Option<super::common::DriftCorrection>,
-    /// Set just before a rotation is sent and cleared once the new credentials are in the
-    /// Secret: a rotation interrupted in between is done again.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_rotation: Option<String>,
-    /// The `spec.rotation.trigger` the rotation in flight is for: only that trigger is marked
-    /// observed when it finishes, so a trigger changed meanwhile rotates again.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rotating_for: Option<String>,
 }
 
 use crate::api;
@@ -466,12 +414,9 @@ impl DeploymentSpec {
 
     /// The rotation interval, parsed; `None` when not set.
     pub fn rotation_interval(&self) -> Result<Option<std::time::Duration>, String> {
-        match self.rotation.as_ref().and_then(|r| r.interval.as_deref()) {
-            None => Ok(None),
-            Some(text) => humantime::parse_duration(text)
-                .map(Some)
-                .map_err(|e| format!("spec.rotation.interval {text:?} is not a duration: {e}")),
-        }
+        self.rotation
+            .as_ref()
+            .map_or(Ok(None), Rotation::parsed_interval)
     }
 }
 

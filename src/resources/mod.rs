@@ -9,6 +9,7 @@ pub mod deployment;
 pub mod guardrail;
 pub mod policy;
 pub mod rate_limits_policy;
+pub mod rotation;
 pub mod usage_limits_policy;
 
 pub use api_key::ApiKey;

@@ -86,6 +86,14 @@ impl Conditions for Guardrail {
     }
 }
 
+impl Conditions for aigw::resources::ApiKey {
+    fn conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .map_or(&[], |s| s.conditions.as_slice())
+    }
+}
+
 impl Conditions for UsageLimitsPolicy {
     fn conditions(&self) -> &[Condition] {
         self.status

@@ -16,6 +16,8 @@ pub mod drift;
 pub mod gate;
 pub mod kind;
 mod modes;
+pub mod rotation;
+pub mod secret_delivery;
 pub mod status;
 
 use crate::controller::Context;

@@ -247,7 +247,10 @@ mod tests {
         };
         assert!(!settled.has_intent());
         let rotating = DeploymentStatus {
-            pending_rotation: Some("t".into()),
+            rotation: crate::resources::rotation::RotationStatus {
+                pending_rotation: Some("t".into()),
+                ..Default::default()
+            },
             ..settled.clone()
         };
         assert!(rotating.has_intent());

@@ -36,35 +36,35 @@ use crate::controller::driver::{Change, Cx, Managed, observed, orphaned, removed
 use crate::controller::error::Error;
 use crate::controller::gate::Op;
 use crate::controller::status::common_status;
-use crate::controller::{Context, now_rfc3339, scoped, spec_already_applied, stream_name};
+use crate::controller::{Context, scoped, spec_already_applied, stream_name};
 use crate::resources::Config;
 use crate::resources::api_key::{ApiKey, ApiKeyDeletionPolicy, ApiKeyStatus, SECRET_KEY};
 use crate::resources::common::CreateAttempt;
 
-use super::rotation_schedule;
-use super::secret_delivery::{self, Delivery, ROTATION_ID_ANNOTATION, check_secret_is_ours};
+use crate::controller::rotation;
+use crate::controller::secret_delivery::{self, Delivery, ROTATION_ID_ANNOTATION};
+use crate::resources::rotation::RotationStatus;
 
-mod rotation;
-use rotation::{
-    STORED, check_secret, current_trigger, restart_workloads, resume_rotation, rotate,
-    rotation_due, schedule_rotation, set_secret_condition,
-};
+mod rotation_calls;
+use rotation_calls::check_secret;
 
 /// Annotation on the key's Secret: the remote key its value belongs to.
 pub const API_KEY_ID_ANNOTATION: &str = "aigw.io/api-key-id";
 /// Annotation on the key's Secret: when the value it replaced stops working.
 pub const PREVIOUS_EXPIRES_ANNOTATION: &str = "aigw.io/previous-key-expires-at";
-const SECRET_FIELD: &str = "spec.secretRef";
 const WHAT: &str = "API key";
 
 common_status!(
     ApiKeyStatus,
     |s| ApiKeyStatus {
         pending_create: s.pending_create.as_ref().map(|_| String::new()),
-        pending_rotation: s.pending_rotation.as_ref().map(|_| String::new()),
+        rotation: RotationStatus {
+            pending_rotation: s.rotation.pending_rotation.as_ref().map(|_| String::new()),
+            ..s.rotation.clone()
+        },
         ..s.clone()
     },
-    intent_when = |s| s.pending_create.is_some() || s.pending_rotation.is_some()
+    intent_when = |s| s.pending_create.is_some() || s.rotation.pending_rotation.is_some()
 );
 
 impl Managed for ApiKey {
@@ -89,13 +89,13 @@ impl Managed for ApiKey {
             ));
         }
         let interval = self.spec.rotation_interval().map_err(Error::InvalidSpec)?;
-        let transition = self.spec.transition_period().map_err(Error::InvalidSpec)?;
+        self.spec.transition_period().map_err(Error::InvalidSpec)?;
         let config_id = resolve_config(self, cx).await?;
         status.config_id = config_id.clone();
         let mut changes = Vec::new();
         let Some(remote) = observe(self, cx, status).await? else {
             changes.extend(create(self, cx, status, config_id.as_deref()).await?);
-            schedule_rotation(status, interval);
+            rotation::schedule(&mut status.rotation, interval);
             return Ok(changes);
         };
         let conflicts = self.spec.immutable_conflicts(&remote);
@@ -145,18 +145,11 @@ impl Managed for ApiKey {
                 .drift
                 .flag(crate::controller::driver::object_key(self));
         }
-        if let Some(rotation) = status.pending_rotation.clone() {
-            changes
-                .push(resume_rotation(self, cx, status, &remote.id, &rotation, transition).await?);
-        } else if let Some(why) = rotation_due(self, status) {
-            changes.push(rotate(self, cx, status, &remote.id, why, transition).await?);
-        } else {
-            if status.observed_rotation_trigger.is_none() {
-                status.observed_rotation_trigger = Some(current_trigger(self));
-            }
-            check_secret(self, cx, status, &remote.id).await?;
+        match rotation::rotate_if_due(self, cx, status, &remote.id).await? {
+            Some(rotated) => changes.push(rotated),
+            None => check_secret(self, cx, status, &remote.id).await?,
         }
-        schedule_rotation(status, interval);
+        rotation::schedule(&mut status.rotation, interval);
         Ok(changes)
     }
 
@@ -207,11 +200,11 @@ impl Managed for ApiKey {
     }
 
     fn due_in(&self, status: &ApiKeyStatus) -> Option<Duration> {
-        rotation_schedule::due_in(status.next_rotation_at.as_deref())
+        rotation::due_in(status.rotation.next_rotation_at.as_deref())
     }
 
     fn due_now(&self, status: &ApiKeyStatus) -> bool {
-        status.pending_rotation.is_some() || rotation_due(self, status).is_some()
+        rotation::rotation_pending(self, &status.rotation)
     }
 
     /// The Secret still holds this key's value, and `defaults.config` still resolves to what
@@ -393,7 +386,7 @@ async fn create(
     status: &mut ApiKeyStatus,
     config_id: Option<&str>,
 ) -> Result<Vec<Change>, Error> {
-    let secret_version = check_secret_is_ours(cx, &key.spec.secret_ref.name, SECRET_FIELD).await?;
+    let secret_version = rotation::check_secret_is_ours(key, cx).await?;
     let request = key.spec.create_request(config_id);
     let sent = CreateAttempt {
         name: Some(key.spec.name.clone()),
@@ -463,20 +456,17 @@ async fn create(
     if let Err(e) = secret_delivery::deliver(cx, delivery).await {
         // The value is lost with this answer: only a rotation issues another. Record that
         // intent with the id, so the next reconcile rotates into the Secret.
-        status.pending_rotation = Some(uuid::Uuid::new_v4().to_string());
+        rotation::issued_by_create(key, status, false);
         cx.save_status(status).await?;
         return Err(e);
     }
     // A key created again (the remote one was gone) has a new value: roll the workloads.
-    let recreated = status.last_rotated_at.is_some();
-    let now = now_rfc3339();
-    status.last_rotated_at = Some(now.clone());
+    let recreated = status.rotation.last_rotated_at.is_some();
     status.previous_key_expires_at = None;
-    status.observed_rotation_trigger = Some(current_trigger(key));
-    set_secret_condition(key, status, true, "Stored", STORED);
+    let now = rotation::issued_by_create(key, status, true);
     cx.save_status(status).await?;
     if recreated {
-        restart_workloads(key, cx, &now).await;
+        rotation::restart_workloads(key, cx, &now).await;
     }
     changes.push(Change::new(
         "Created",

@@ -12,17 +12,18 @@ use crate::controller::driver::{Change, Cx, Managed, observed, orphaned, removed
 use crate::controller::error::Error;
 use crate::controller::failpoints::{AFTER_CREATE_POST, AFTER_ROTATE_PUT};
 use crate::controller::gate::Op;
-use crate::controller::status::{Outcome, common_status, record_outcome, set_condition};
+use crate::controller::status::common_status;
 use crate::controller::{now_rfc3339, spec_already_applied};
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 use crate::resources::deployment::{
     ConnectionStatus, Deployment, DeploymentDeletionPolicy, DeploymentSpec, DeploymentStatus,
-    RemoteStatus, UID_TAG,
+    RemoteStatus, Rotation, RotationStatus, UID_TAG,
 };
 
-use super::rotation_schedule::{self, Schedule};
-use super::secret_delivery::{self, Delivery, SecretVersion};
-pub use super::secret_delivery::{
+pub use crate::controller::rotation::CREDENTIALS_AVAILABLE;
+use crate::controller::rotation::{self, Issued, Rotates, set_credentials_condition};
+use crate::controller::secret_delivery::{self, Delivery};
+pub use crate::controller::secret_delivery::{
     MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_ANNOTATION, ROTATED_AT_ANNOTATION,
     ROTATION_ID_ANNOTATION,
 };
@@ -33,16 +34,17 @@ common_status!(
     |s| DeploymentStatus {
         last_synced_at: None,
         pending_create: s.pending_create.as_ref().map(|_| String::new()),
-        pending_rotation: s.pending_rotation.as_ref().map(|_| String::new()),
+        rotation: RotationStatus {
+            pending_rotation: s.rotation.pending_rotation.as_ref().map(|_| String::new()),
+            ..s.rotation.clone()
+        },
         ..s.clone()
     },
-    intent_when = |s| s.pending_create.is_some() || s.pending_rotation.is_some()
+    intent_when = |s| s.pending_create.is_some() || s.rotation.pending_rotation.is_some()
 );
 
 /// Annotation on the credentials Secret: the remote deployment its values belong to.
 pub const DEPLOYMENT_ID_ANNOTATION: &str = "aigw.io/deployment-id";
-/// Condition saying whether the credentials Secret holds this deployment's credentials.
-pub const CREDENTIALS_AVAILABLE: &str = "CredentialsAvailable";
 
 impl Managed for Deployment {
     crate::controller::driver::kind::namespaced_api!();
@@ -63,7 +65,7 @@ impl Managed for Deployment {
         let mut changes = Vec::new();
         let Some(remote) = observe(self, cx, status).await? else {
             changes.extend(create(self, cx, status).await?);
-            schedule_rotation(status, interval);
+            rotation::schedule(&mut status.rotation, interval);
             return Ok(changes);
         };
 
@@ -113,15 +115,11 @@ impl Managed for Deployment {
             );
         }
 
-        if let Some(rotation) = status.pending_rotation.clone() {
-            changes.push(resume_rotation(self, cx, status, &remote.id, &rotation).await?);
-        } else if let Some(why) = rotation_due(self, status) {
-            changes.push(rotate(self, cx, status, &remote.id, why).await?);
-        } else {
-            record_adopted_trigger(self, status);
-            check_credentials(self, cx, status, &remote.id).await?;
+        match rotation::rotate_if_due(self, cx, status, &remote.id).await? {
+            Some(rotated) => changes.push(rotated),
+            None => check_credentials(self, cx, status, &remote.id).await?,
         }
-        schedule_rotation(status, interval);
+        rotation::schedule(&mut status.rotation, interval);
         Ok(changes)
     }
 
@@ -166,7 +164,71 @@ impl Managed for Deployment {
     }
 
     fn due_in(&self, status: &DeploymentStatus) -> Option<Duration> {
-        rotation_schedule::due_in(status.next_rotation_at.as_deref())
+        rotation::due_in(status.rotation.next_rotation_at.as_deref())
+    }
+}
+
+impl Rotates for Deployment {
+    const ROTATING_REASON: &'static str = "RotatingCredentials";
+    const AFTER_ROTATE: &'static str = AFTER_ROTATE_PUT;
+    const SECRET_FIELD: &'static str = "spec.credentialsSecretRef";
+    const STORED: &'static str = "the credentials Secret holds the credentials aigw was issued";
+
+    fn rotation(&self) -> Option<&Rotation> {
+        self.spec.rotation.as_ref()
+    }
+
+    fn secret_name(&self) -> &str {
+        &self.spec.credentials_secret_ref.name
+    }
+
+    fn what(id: &str) -> String {
+        format!("the credentials of deployment {id}")
+    }
+
+    fn rotation_status(status: &mut DeploymentStatus) -> &mut RotationStatus {
+        &mut status.rotation
+    }
+
+    /// PUTs `rotate_auth: true`. Whatever values the answer carried are stored; one without
+    /// `client_auth` leaves the rotation unfinished (and done again).
+    async fn call_rotate(&self, cx: &Cx<'_, Self>, id: &str) -> Result<Issued, Error> {
+        let request = UpdateDeploymentRequest {
+            rotate_auth: Some(true),
+            ..Default::default()
+        };
+        let rotated = cx
+            .api(Op::Rotate)
+            .await?
+            .deployments()
+            .update(id, &request)
+            .await
+            .map_err(|e| Error::api(format!("rotate the credentials of deployment {id}"), e))?;
+        let mut values = Vec::new();
+        if let Some(client_auth) = rotated.client_auth {
+            values.push(("client_auth", client_auth));
+        }
+        let note = match rotated.credentials {
+            Some(credentials) => {
+                values.push(("username", SecretString::from(credentials.username)));
+                values.push(("password", credentials.password));
+                ""
+            }
+            None => {
+                " (the answer carried no registry credentials; the Secret keeps the previous ones)"
+            }
+        };
+        let incomplete = (!values.iter().any(|(key, _)| *key == "client_auth")).then(|| {
+            format!(
+                "the API rotated deployment {id} but its answer carried no client_auth; rotating again"
+            )
+        });
+        Ok(Issued {
+            values,
+            annotations: vec![(DEPLOYMENT_ID_ANNOTATION, id.to_string())],
+            note: note.into(),
+            incomplete,
+        })
     }
 }
 
@@ -266,7 +328,7 @@ async fn create(
     cx: &Cx<'_, Deployment>,
     status: &mut DeploymentStatus,
 ) -> Result<Vec<Change>, Error> {
-    let secret_version = check_secret_is_ours(deployment, cx).await?;
+    let secret_version = rotation::check_secret_is_ours(deployment, cx).await?;
     let api = cx.api(Op::Create).await?;
     let request = deployment.spec.create_request(created_uid(deployment));
     let sent = CreateAttempt {
@@ -306,7 +368,7 @@ async fn create(
                 != Some(found.id.as_str())
             {
                 changes.push(
-                    rotate(
+                    rotation::rotate(
                         deployment,
                         cx,
                         status,
@@ -339,26 +401,17 @@ async fn create(
     )
     .await;
     if let Err(e) = stored {
-        status.pending_rotation = Some(uuid::Uuid::new_v4().to_string());
+        rotation::issued_by_create(deployment, status, false);
         cx.save_status(status).await?;
         return Err(e);
     }
     // A gateway created again (its remote deployment was gone) has new credentials: the
     // workloads reading the old ones roll, as after a rotation.
-    let recreated = status.last_rotated_at.is_some();
-    let now = now_rfc3339();
-    status.last_rotated_at = Some(now.clone());
-    status.observed_rotation_trigger = Some(current_trigger(deployment));
-    set_credentials_condition(
-        deployment,
-        status,
-        true,
-        "Stored",
-        "the credentials Secret holds the credentials aigw was issued",
-    );
+    let recreated = status.rotation.last_rotated_at.is_some();
+    let now = rotation::issued_by_create(deployment, status, true);
     cx.save_status(status).await?;
     if recreated {
-        restart_workloads(deployment, cx, &now).await;
+        rotation::restart_workloads(deployment, cx, &now).await;
     }
     Ok(vec![Change::new(
         "Created",
@@ -415,208 +468,6 @@ async fn find_created(
     })
 }
 
-/// The trigger as recorded in status: the spec's value, or "" when it sets none.
-fn current_trigger(deployment: &Deployment) -> String {
-    deployment
-        .spec
-        .rotation
-        .as_ref()
-        .and_then(|r| r.trigger.clone())
-        .unwrap_or_default()
-}
-
-/// Why a rotation is due now, if it is (see [`Schedule::due`]).
-fn rotation_due(deployment: &Deployment, status: &DeploymentStatus) -> Option<&'static str> {
-    let trigger = current_trigger(deployment);
-    let has_interval = deployment
-        .spec
-        .rotation
-        .as_ref()
-        .is_some_and(|r| r.interval.is_some());
-    Schedule {
-        trigger: &trigger,
-        observed_trigger: status.observed_rotation_trigger.as_deref(),
-        has_interval,
-        next_rotation_at: status.next_rotation_at.as_deref(),
-    }
-    .due()
-}
-
-fn record_adopted_trigger(deployment: &Deployment, status: &mut DeploymentStatus) {
-    if status.observed_rotation_trigger.is_none() {
-        status.observed_rotation_trigger = Some(current_trigger(deployment));
-    }
-}
-
-/// Sets `nextRotationAt` from the last rotation (or from now, for a deployment aigw has not
-/// rotated yet) and the interval.
-fn schedule_rotation(status: &mut DeploymentStatus, interval: Option<Duration>) {
-    status.next_rotation_at = rotation_schedule::next_rotation_at(
-        status.next_rotation_at.as_deref(),
-        status.last_rotated_at.as_deref(),
-        interval,
-    );
-}
-
-/// Rotates the credentials: records the intent, PUTs `rotate_auth: true`, writes the new
-/// one-time values to the Secret stamped with the rotation's id, then clears the intent and
-/// restarts the listed workloads.
-///
-/// The intent (`status.pendingRotation`, holding the rotation id) is written with a
-/// compare-and-swap before the PUT, so two writers never both rotate for one trigger. If the
-/// answer is lost or the process dies before the Secret write, the next reconcile finds the
-/// intent and the Secret without this rotation's id, and rotates again: the Secret ends up with
-/// live values, and Ready is never reported over revoked ones. If the Secret already carries the
-/// id, the rotation is completed without another PUT.
-async fn rotate(
-    deployment: &Deployment,
-    cx: &Cx<'_, Deployment>,
-    status: &mut DeploymentStatus,
-    id: &str,
-    why: &str,
-) -> Result<Change, Error> {
-    let secret_version = check_secret_is_ours(deployment, cx).await?;
-    let rotation = uuid::Uuid::new_v4().to_string();
-    status.pending_rotation = Some(rotation.clone());
-    status.rotating_for = Some(current_trigger(deployment));
-    let rotating = Outcome::Progressing {
-        reason: "RotatingCredentials".into(),
-        message: format!("rotating the credentials of deployment {id}: {why}"),
-    };
-    record_outcome(
-        &mut status.conditions,
-        &rotating,
-        deployment.metadata.generation,
-    );
-    cx.save_status(status).await?;
-    let rotating = Rotating {
-        id,
-        rotation: &rotation,
-        why,
-        secret_version,
-    };
-    put_rotation(deployment, cx, status, rotating).await
-}
-
-/// One rotation's PUT and Secret write.
-struct Rotating<'a> {
-    id: &'a str,
-    rotation: &'a str,
-    why: &'a str,
-    secret_version: SecretVersion,
-}
-
-/// Finishes the rotation an earlier reconcile started: completes it when the Secret already
-/// holds its values, otherwise rotates again (the values of the first PUT, if it happened, are
-/// lost).
-async fn resume_rotation(
-    deployment: &Deployment,
-    cx: &Cx<'_, Deployment>,
-    status: &mut DeploymentStatus,
-    id: &str,
-    rotation: &str,
-) -> Result<Change, Error> {
-    let name = &deployment.spec.credentials_secret_ref.name;
-    if secret_delivery::secret_annotation(cx, name, ROTATION_ID_ANNOTATION)
-        .await?
-        .as_deref()
-        == Some(rotation)
-    {
-        // Settle the intent first (a compare-and-swap: a stale view stops here), then restart.
-        let now = finish_rotation(deployment, status);
-        cx.save_status(status).await?;
-        restart_workloads(deployment, cx, &now).await;
-        return Ok(Change::new(
-            "Rotated",
-            format!(
-                "completed the interrupted rotation of deployment {id}: Secret {name} already holds its credentials"
-            ),
-        ));
-    }
-    let secret_version = check_secret_is_ours(deployment, cx).await?;
-    let rotating = Rotating {
-        id,
-        rotation,
-        why: "an interrupted rotation is done again",
-        secret_version,
-    };
-    put_rotation(deployment, cx, status, rotating).await
-}
-
-async fn put_rotation(
-    deployment: &Deployment,
-    cx: &Cx<'_, Deployment>,
-    status: &mut DeploymentStatus,
-    rotating: Rotating<'_>,
-) -> Result<Change, Error> {
-    let Rotating {
-        id,
-        rotation,
-        why,
-        secret_version,
-    } = rotating;
-    let request = UpdateDeploymentRequest {
-        rotate_auth: Some(true),
-        ..Default::default()
-    };
-    let rotated = cx
-        .api(Op::Rotate)
-        .await?
-        .deployments()
-        .update(id, &request)
-        .await
-        .map_err(|e| Error::api(format!("rotate the credentials of deployment {id}"), e))?;
-    cx.ctx.failpoints.hit(AFTER_ROTATE_PUT).await;
-    // Whatever values the answer carried are the only copy: write them before anything else.
-    write_credentials(
-        deployment,
-        cx,
-        id,
-        rotation,
-        rotated.client_auth.as_ref(),
-        rotated.credentials.as_ref(),
-        secret_version.as_deref(),
-    )
-    .await?;
-    if rotated.client_auth.is_none() {
-        return Err(Error::MissingState(format!(
-            "the API rotated deployment {id} but its answer carried no client_auth; rotating again"
-        )));
-    }
-    let now = finish_rotation(deployment, status);
-    restart_workloads(deployment, cx, &now).await;
-    let partial = if rotated.credentials.is_none() {
-        " (the answer carried no registry credentials; the Secret keeps the previous ones)"
-    } else {
-        ""
-    };
-    Ok(Change::new(
-        "Rotated",
-        format!(
-            "rotated the credentials of deployment {id} ({why}); Secret {} updated{partial}",
-            deployment.spec.credentials_secret_ref.name
-        ),
-    ))
-}
-
-/// Records a finished rotation in `status`; returns its time, for the workload restarts.
-fn finish_rotation(deployment: &Deployment, status: &mut DeploymentStatus) -> String {
-    let now = now_rfc3339();
-    status.pending_rotation = None;
-    status.last_rotated_at = Some(now.clone());
-    status.next_rotation_at = None;
-    // The trigger this rotation was started for, not one that changed while it was in flight.
-    let rotated_for = status
-        .rotating_for
-        .take()
-        .unwrap_or_else(|| current_trigger(deployment));
-    status.observed_rotation_trigger = Some(rotated_for);
-    set_credentials_condition(deployment, status, true, "Stored", STORED);
-    now
-}
-
-const STORED: &str = "the credentials Secret holds the credentials aigw was issued";
-
 /// Checks that the credentials Secret holds this deployment's credentials. For a deployment
 /// aigw created, a missing Secret is an error (the values cannot be read back). For an adopted
 /// one whose credentials were issued before aigw knew it, it is the normal state: reported in
@@ -629,10 +480,10 @@ async fn check_credentials(
 ) -> Result<(), Error> {
     let name = &deployment.spec.credentials_secret_ref.name;
     if credentials_present(cx, name).await? {
-        set_credentials_condition(deployment, status, true, "Stored", STORED);
+        set_credentials_condition(deployment, status, true, "Stored", Deployment::STORED);
         return Ok(());
     }
-    if deployment.spec.deployment_id.is_some() && status.last_rotated_at.is_none() {
+    if deployment.spec.deployment_id.is_some() && status.rotation.last_rotated_at.is_none() {
         let message = format!(
             "deployment {id} was adopted: its credentials were issued before aigw managed it; change spec.rotation.trigger to issue new ones into Secret {name}"
         );
@@ -644,32 +495,6 @@ async fn check_credentials(
     );
     set_credentials_condition(deployment, status, false, "SecretMissing", &message);
     Err(Error::MissingState(message))
-}
-
-fn set_credentials_condition(
-    deployment: &Deployment,
-    status: &mut DeploymentStatus,
-    available: bool,
-    reason: &str,
-    message: &str,
-) {
-    set_condition(
-        &mut status.conditions,
-        CREDENTIALS_AVAILABLE,
-        available,
-        reason,
-        message,
-        deployment.metadata.generation,
-    );
-}
-
-/// `credentialsSecretRef` must never take over a Secret aigw did not create for this resource.
-async fn check_secret_is_ours(
-    deployment: &Deployment,
-    cx: &Cx<'_, Deployment>,
-) -> Result<SecretVersion, Error> {
-    let name = &deployment.spec.credentials_secret_ref.name;
-    secret_delivery::check_secret_is_ours(cx, name, "spec.credentialsSecretRef").await
 }
 
 /// Writes the one-time values the API returned into the credentials Secret, stamped with
@@ -713,11 +538,4 @@ async fn release_credentials(
     cx: &Cx<'_, Deployment>,
 ) -> Result<(), Error> {
     secret_delivery::release_secret(cx, &deployment.spec.credentials_secret_ref.name).await
-}
-
-/// Rolls the workloads of `spec.rotation.restart` so they read the new credentials.
-async fn restart_workloads(deployment: &Deployment, cx: &Cx<'_, Deployment>, rotated_at: &str) {
-    if let Some(rotation) = &deployment.spec.rotation {
-        secret_delivery::restart_workloads(cx, &rotation.restart, rotated_at).await;
-    }
 }

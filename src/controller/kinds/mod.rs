@@ -6,6 +6,4 @@ pub mod deployment;
 pub mod guardrail;
 pub mod policy;
 pub mod rate_limits_policy;
-pub mod rotation_schedule;
-pub mod secret_delivery;
 pub mod usage_limits_policy;

@@ -399,7 +399,7 @@ impl Claims for Deployment {
     status_claims!();
     fn manages(&self) -> bool {
         self.status.as_ref().is_some_and(|s| {
-            s.id.is_some() || s.pending_create.is_some() || s.pending_rotation.is_some()
+            s.id.is_some() || s.pending_create.is_some() || s.rotation.pending_rotation.is_some()
         })
     }
     fn stores(stores: &Stores) -> &StoreList<Self> {
@@ -523,7 +523,7 @@ impl Claims for ApiKey {
     status_claims!();
     fn manages(&self) -> bool {
         self.status.as_ref().is_some_and(|s| {
-            s.id.is_some() || s.pending_create.is_some() || s.pending_rotation.is_some()
+            s.id.is_some() || s.pending_create.is_some() || s.rotation.pending_rotation.is_some()
         })
     }
     fn stores(stores: &Stores) -> &StoreList<Self> {

@@ -1,0 +1,95 @@
+//! What an API key supplies to the one rotation protocol ([`crate::controller::rotation`]): the
+//! rotate call, with the transition during which the previous value keeps working, and the
+//! check that the Secret still holds the key.
+
+use std::collections::BTreeMap;
+
+use crate::api::RotateApiKeyRequest;
+use crate::controller::driver::Cx;
+use crate::controller::error::Error;
+use crate::controller::failpoints::AFTER_API_KEY_ROTATE;
+use crate::controller::gate::Op;
+use crate::controller::rotation::{Issued, Rotates, set_credentials_condition};
+use crate::controller::secret_delivery;
+use crate::resources::api_key::{ApiKey, ApiKeyStatus, SECRET_KEY};
+use crate::resources::rotation::{Rotation, RotationStatus};
+
+use super::{API_KEY_ID_ANNOTATION, PREVIOUS_EXPIRES_ANNOTATION};
+
+impl Rotates for ApiKey {
+    const ROTATING_REASON: &'static str = "RotatingKey";
+    const AFTER_ROTATE: &'static str = AFTER_API_KEY_ROTATE;
+    const SECRET_FIELD: &'static str = "spec.secretRef";
+    const STORED: &'static str = "the Secret holds the key's current value";
+
+    fn rotation(&self) -> Option<&Rotation> {
+        self.spec.rotation.as_ref().map(|r| &r.schedule)
+    }
+
+    fn secret_name(&self) -> &str {
+        &self.spec.secret_ref.name
+    }
+
+    fn what(id: &str) -> String {
+        format!("API key {id}")
+    }
+
+    fn rotation_status(status: &mut ApiKeyStatus) -> &mut RotationStatus {
+        &mut status.rotation
+    }
+
+    /// Rotates with `spec.rotation.transitionPeriod` (the API's default when unset): the
+    /// previous value works until the answer's `key_transition_expires_at`.
+    async fn call_rotate(&self, cx: &Cx<'_, Self>, id: &str) -> Result<Issued, Error> {
+        let transition = self.spec.transition_period().map_err(Error::InvalidSpec)?;
+        let request = transition
+            .map(RotateApiKeyRequest::with_transition)
+            .unwrap_or_default();
+        let rotated = cx
+            .api(Op::Rotate)
+            .await?
+            .api_keys(self.spec.kind.to_api())
+            .rotate(id, &request)
+            .await
+            .map_err(|e| Error::api(format!("rotate API key {id}"), e))?;
+        let mut annotations = vec![(API_KEY_ID_ANNOTATION, id.to_string())];
+        let note = match rotated.key_transition_expires_at {
+            Some(expires) => {
+                let note = format!("; the previous value works until {expires}");
+                annotations.push((PREVIOUS_EXPIRES_ANNOTATION, expires));
+                note
+            }
+            None => String::new(),
+        };
+        Ok(Issued {
+            values: vec![(SECRET_KEY, rotated.key)],
+            annotations,
+            note,
+            incomplete: None,
+        })
+    }
+
+    fn settle(status: &mut ApiKeyStatus, annotations: &BTreeMap<String, String>) {
+        status.previous_key_expires_at = annotations.get(PREVIOUS_EXPIRES_ANNOTATION).cloned();
+    }
+}
+
+/// Checks that the Secret still holds the key's value; a missing one cannot be refilled by a
+/// read (the value is one-time), only by a rotation the user asks for.
+pub(super) async fn check_secret(
+    key: &ApiKey,
+    cx: &Cx<'_, ApiKey>,
+    status: &mut ApiKeyStatus,
+    id: &str,
+) -> Result<(), Error> {
+    let name = &key.spec.secret_ref.name;
+    if secret_delivery::secret_holds(cx, name, SECRET_KEY).await? {
+        set_credentials_condition(key, status, true, "Stored", ApiKey::STORED);
+        return Ok(());
+    }
+    let message = format!(
+        "the Secret {name} is missing and the one-time value of API key {id} cannot be read back; change spec.rotation.trigger to issue a new one"
+    );
+    set_credentials_condition(key, status, false, "SecretMissing", &message);
+    Err(Error::MissingState(message))
+}
