@@ -3,7 +3,7 @@ SHELL := /bin/bash
 KUBECONFIG_DEV := $(CURDIR)/.aigw-dev/kubeconfig
 CARGO ?= cargo
 
-.PHONY: all build crds chart-check cluster cluster-down test lint unit integration health-test chaos chaos-short image demo bench bench-emulator clean
+.PHONY: all build crds chart-check cluster cluster-down test lint unit integration health-test chaos chaos-short image demo bench bench-emulator docs clean
 
 all: build
 
@@ -40,7 +40,8 @@ unit:
 integration: cluster
 	$(CARGO) test --tests
 
-## test: everything CI runs: fmt, clippy, unit and integration tests, and a short chaos round
+## test: everything CI runs: fmt, clippy, unit and integration tests (the docs book built and its
+## links checked among them), and a short chaos round
 test: lint
 	$(CARGO) test --no-run
 	$(MAKE) cluster
@@ -64,6 +65,11 @@ chaos: cluster
 chaos-short: cluster
 	AIGW_CHAOS_CONFIGS=40 AIGW_CHAOS_POLICIES=10 AIGW_CHAOS_DEPLOYMENTS=10 AIGW_CHAOS_KILLS=5 \
 		nice $(CARGO) test --test chaos -- --nocapture
+
+## docs: the book in docs/ (mdBook) built into docs/book/ (hack/docs.sh installs the pinned mdbook
+## once); `make test` builds it too and fails on a broken internal link (tests/docs_book.rs)
+docs:
+	bash hack/docs.sh
 
 ## image: target/image/aigw-oci.tar, an OCI image built without a container engine (hack/image.sh)
 image:

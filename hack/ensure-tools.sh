@@ -2,8 +2,8 @@
 # Install what the local control plane and the tests need on a fresh Debian
 # machine, when missing: Go (checked only), flock/setsid, curl, kubectl
 # (built from source when absent).
-# Then pre-build the control plane binary into the cache (skip with
-# --no-build) so that no test has to wait for that several-minute build.
+# Then pre-build the control plane binary and mdbook (the docs book) into the
+# cache (skip with --no-build) so that no test has to wait for those builds.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -69,4 +69,6 @@ fi
 if ((build)); then
 	ensure_controlplane_binary
 	echo "aigw-controlplane: $CP_BIN"
+	ensure_mdbook
+	echo "mdbook: $MDBOOK"
 fi

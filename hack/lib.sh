@@ -155,3 +155,38 @@ cp_stop() {
 		sleep 0.1
 	done
 }
+
+# mdBook, which builds the book under docs/ (`make docs`). No Debian package carries it, so it
+# is built from crates.io once, with the lock file it was published with.
+MDBOOK_VERSION="0.5.4"
+
+# ensure_mdbook: sets MDBOOK, installing mdbook $MDBOOK_VERSION into the cache if missing
+# ($AIGW_MDBOOK names another binary instead). Concurrent callers wait for one install.
+ensure_mdbook() {
+	if [[ -n "${AIGW_MDBOOK:-}" ]]; then
+		MDBOOK="$AIGW_MDBOOK"
+		return 0
+	fi
+	MDBOOK="$CACHE_ROOT/bin/mdbook-$MDBOOK_VERSION"
+	[[ -x "$MDBOOK" ]] && return 0
+	if ! command -v cargo >/dev/null 2>&1; then
+		echo "error: cargo is needed to install mdbook $MDBOOK_VERSION (the docs book)" >&2
+		return 1
+	fi
+	mkdir -p "$CACHE_ROOT/bin"
+	(
+		exec 8>>"$CACHE_ROOT/bin/.mdbook.lock"
+		flock 8
+		[[ -x "$MDBOOK" ]] && exit 0
+		local work t0=$SECONDS
+		work="$(mktemp -d)"
+		trap 'rm -rf "$work"' EXIT
+		echo ">>> Installing mdbook $MDBOOK_VERSION from crates.io into $MDBOOK (once, a few minutes)" >&2
+		# Its own target dir: a CARGO_TARGET_DIR in the environment would keep the build there.
+		CARGO_TARGET_DIR="$work/target" cargo install mdbook --version "=$MDBOOK_VERSION" --locked \
+			--no-default-features --features search --root "$work/root" --quiet >&2
+		mv -f "$work/root/bin/mdbook" "$MDBOOK.tmp.$$"
+		mv -f "$MDBOOK.tmp.$$" "$MDBOOK"
+		echo ">>> Installed mdbook $MDBOOK_VERSION in $((SECONDS - t0)) s" >&2
+	)
+}
