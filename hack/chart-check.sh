@@ -371,6 +371,9 @@ else
 	can yes watch clusterguardrails.aigw.io
 	can yes patch clusterguardrails.aigw.io --subresource=status
 	can no update clusterguardrails.aigw.io
+	can yes watch integrations.aigw.io
+	can yes patch integrations.aigw.io --subresource=status
+	can no update integrations.aigw.io
 	can yes create events.events.k8s.io -n default
 	can yes get namespaces
 	can yes create events.events.k8s.io -n a

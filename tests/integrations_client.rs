@@ -285,3 +285,100 @@ async fn the_cli_never_prints_a_key_or_a_credential() {
     let stderr = String::from_utf8_lossy(&missing.stderr);
     assert!(stderr.contains("404"), "{stderr}");
 }
+
+/// `aigw validate`, `plan` and `export` of Integration manifests against the emulator: plain
+/// credentials refused offline, the write-only key shown by its source and planned as a change
+/// only when the operator would send it, and an export that references a placeholder Secret.
+#[tokio::test]
+async fn validate_plan_and_export_never_handle_a_key() {
+    use aigw::gitops::{export, load, plan, validate};
+    let manifest = |slug: &str, configurations: Value| {
+        format!(
+            "apiVersion: aigw.io/v1alpha1\nkind: Integration\nmetadata: {{name: {slug}}}\nspec:\n  slug: {slug}\n  name: OpenAI prod\n  aiProviderId: open-ai\n  keySecretRef: {{name: upstream, key: api-key}}\n  configurations: {configurations}\n  workspaces: [{{id: {WORKSPACE}}}]\n"
+        )
+    };
+    let validator = validate::Validator::new();
+    let check = |text: String| {
+        let mut loaded = load::Loaded::default();
+        load::parse_into(&mut loaded, "i.yaml", &text, false);
+        validator.validate(&loaded)
+    };
+    let plain = check(manifest(
+        "openai-prod",
+        json!({"aws_secret_access_key": "aws-plain"}),
+    ));
+    assert!(!plain.is_valid());
+    let problems: Vec<String> = plain.problems.iter().map(|p| p.to_string()).collect();
+    assert!(
+        problems.join("\n").contains("aws_secret_access_key"),
+        "{problems:?}"
+    );
+    assert!(!problems.join("\n").contains("aws-plain"));
+    let good = check(manifest("openai-prod", json!({"aws_region": "eu-west-1"})));
+    assert!(good.is_valid(), "{:?}", good.problems);
+
+    let emulator = emulator().await;
+    let client = client(&emulator);
+    let planned = plan::plan(&client, None, &good.manifests).await.unwrap();
+    assert_eq!(planned.resources[0].action, plan::Action::Create);
+    let shown = serde_json::to_string(&planned).unwrap();
+    assert!(shown.contains("(secret upstream/api-key)"), "{shown}");
+
+    // An existing integration of that slug is adopted: the key is sent once, the row granted.
+    client
+        .integrations()
+        .create(&create_request())
+        .await
+        .unwrap();
+    let planned = plan::plan(&client, None, &good.manifests).await.unwrap();
+    let entry = &planned.resources[0];
+    assert_eq!(entry.action, plan::Action::Adopt);
+    let fields: Vec<&str> = entry.changes.iter().map(|c| c.field.as_str()).collect();
+    assert!(
+        fields.contains(&"keySecretRef") && fields.contains(&"workspaces"),
+        "{fields:?}"
+    );
+    let shown = serde_json::to_string(&planned).unwrap();
+    assert!(
+        !shown.contains(KEY) && !shown.contains(AWS_SECRET),
+        "{shown}"
+    );
+    let stats: Value = reqwest::get(format!("{}/_emulator/stats", emulator.management_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let writes: Vec<&String> = stats["requests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|k| !k.starts_with("GET"))
+        .collect();
+    assert_eq!(
+        writes,
+        ["POST /ai_gw/admin/v2/integrations"],
+        "plan only reads"
+    );
+
+    let exported = export::export(&client, &Default::default()).await.unwrap();
+    let files: String = exported.files.iter().map(|f| f.content.clone()).collect();
+    assert!(
+        !files.contains(KEY) && !files.contains(AWS_SECRET),
+        "{files}"
+    );
+    assert!(
+        files.contains("kind: Integration") && files.contains("keySecretRef"),
+        "{files}"
+    );
+    assert!(files.contains("aigw.io/cluster-readable"), "{files}");
+    let back = check(
+        exported
+            .files
+            .iter()
+            .filter(|f| f.name.starts_with("integration-"))
+            .map(|f| f.content.clone())
+            .collect(),
+    );
+    assert!(back.is_valid(), "{:?}", back.problems);
+}

@@ -20,8 +20,8 @@ use crate::resources::common::GROUP;
 use crate::resources::config_document::MarkedDocument;
 use crate::resources::guardrail::GuardrailKind;
 use crate::resources::{
-    ApiKey, ClusterGuardrail, Config, Connection, Deployment, Guardrail, RateLimitsPolicy,
-    UsageLimitsPolicy,
+    ApiKey, ClusterGuardrail, Config, Connection, Deployment, Guardrail, Integration,
+    RateLimitsPolicy, UsageLimitsPolicy,
 };
 
 /// One problem: where, which resource, which field, what.
@@ -64,6 +64,7 @@ pub enum Object {
     ClusterGuardrail(Box<ClusterGuardrail>),
     Connection(Box<Connection>),
     ApiKey(Box<ApiKey>),
+    Integration(Box<Integration>),
 }
 
 impl Object {
@@ -77,6 +78,7 @@ impl Object {
             Object::ClusterGuardrail(_) => "ClusterGuardrail",
             Object::Connection(_) => "Connection",
             Object::ApiKey(_) => "ApiKey",
+            Object::Integration(_) => "Integration",
         }
     }
 
@@ -90,6 +92,7 @@ impl Object {
             Object::ClusterGuardrail(o) => &o.metadata,
             Object::Connection(o) => &o.metadata,
             Object::ApiKey(o) => &o.metadata,
+            Object::Integration(o) => &o.metadata,
         }
     }
 
@@ -104,6 +107,7 @@ impl Object {
             Object::ClusterGuardrail(o) => o.spec.definition.management_policy,
             Object::Connection(_) => crate::resources::common::ManagementPolicy::Full,
             Object::ApiKey(o) => o.spec.management_policy,
+            Object::Integration(o) => o.spec.management_policy,
         }
     }
 
@@ -114,7 +118,7 @@ impl Object {
     /// The namespace the manifest names, if any (kubectl's `-n` or context decides otherwise).
     pub fn namespace(&self) -> Option<&str> {
         match self {
-            Object::Connection(_) | Object::ClusterGuardrail(_) => None,
+            Object::Connection(_) | Object::ClusterGuardrail(_) | Object::Integration(_) => None,
             _ => self.meta().namespace.as_deref(),
         }
     }
@@ -429,6 +433,7 @@ fn typed(kind: &str, value: &Value) -> Result<Object, String> {
         "ClusterGuardrail" => Object::ClusterGuardrail(parse(value)?),
         "Connection" => Object::Connection(parse(value)?),
         "ApiKey" => Object::ApiKey(parse(value)?),
+        "Integration" => Object::Integration(parse(value)?),
         other => return Err(format!("unknown kind {other:?}")),
     })
 }
@@ -499,6 +504,7 @@ fn operator_checks(object: &Object, out: &mut Vec<Violation>) {
         Object::ClusterGuardrail(o) => guardrail_request(o.as_ref(), out),
         Object::Connection(_) => Ok(()),
         Object::ApiKey(o) => api_key_request(o, out),
+        Object::Integration(o) => integration_request(o, out),
     };
     if let Err(e) = request {
         out.push(api_violation(e));
@@ -533,6 +539,25 @@ fn api_key_request(key: &ApiKey, out: &mut Vec<Violation>) -> Result<(), ApiErro
     let config_id = spec.defaults.as_ref().and_then(|d| d.config_id.as_deref());
     spec.create_request(config_id)
         .validate_for(spec.kind.to_api())
+}
+
+/// The create request of an Integration as the operator would check it: no credential in
+/// `configurations` in plain text (at any depth), each Secret path set once.
+fn integration_request(
+    integration: &Integration,
+    out: &mut Vec<Violation>,
+) -> Result<(), ApiError> {
+    let spec = &integration.spec;
+    match MarkedDocument::new(spec) {
+        Ok(marked) => spec.create_request_with(marked.document(), None).validate(),
+        Err(message) => {
+            out.push(Violation {
+                path: "spec.configurations".into(),
+                message,
+            });
+            Ok(())
+        }
+    }
 }
 
 /// An API request check, pointed at the spec field it came from.
@@ -598,7 +623,7 @@ impl Seen {
             "Config" => "slug",
             "Deployment" => "deploymentId",
             "RateLimitsPolicy" | "UsageLimitsPolicy" => "policyId",
-            "Guardrail" | "ClusterGuardrail" => "slug",
+            "Guardrail" | "ClusterGuardrail" | "Integration" => "slug",
             _ => return found,
         };
         let Some(id) = value["spec"][field].as_str() else {

@@ -7,6 +7,8 @@ pub mod config_document;
 pub mod connection;
 pub mod deployment;
 pub mod guardrail;
+pub mod integration;
+pub mod limits;
 pub mod policy;
 pub mod rate_limits_policy;
 pub mod usage_limits_policy;
@@ -16,6 +18,7 @@ pub use config::Config;
 pub use connection::Connection;
 pub use deployment::Deployment;
 pub use guardrail::{ClusterGuardrail, Guardrail};
+pub use integration::Integration;
 pub use rate_limits_policy::RateLimitsPolicy;
 pub use usage_limits_policy::UsageLimitsPolicy;
 
@@ -34,6 +37,7 @@ pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
         ("connection.yaml", unwrap_descriptions(Connection::crd())),
         ("deployment.yaml", unwrap_descriptions(Deployment::crd())),
         ("guardrail.yaml", unwrap_descriptions(Guardrail::crd())),
+        ("integration.yaml", unwrap_descriptions(Integration::crd())),
         (
             "ratelimitspolicy.yaml",
             unwrap_descriptions(RateLimitsPolicy::crd()),

@@ -333,6 +333,7 @@ impl Harness {
         self.operator.abort();
         let _ = self.operator.await;
         purge_cluster::<aigw::resources::ClusterGuardrail>(&self.env).await;
+        purge_cluster::<aigw::resources::Integration>(&self.env).await;
         if let Some(other) = self.other {
             other.cleanup().await;
         }
@@ -359,6 +360,39 @@ impl Harness {
             "spec": spec
         }))
         .unwrap()
+    }
+
+    /// Every event about cluster-scoped objects of this test (they are published to the
+    /// namespace `default`), one per line.
+    pub async fn cluster_events_text(&self) -> String {
+        let events = kube::Api::<k8s_openapi::api::core::v1::Event>::namespaced(
+            self.env.client.clone(),
+            "default",
+        )
+        .list(&Default::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+        let prefix = format!("{}-", self.env.namespace);
+        events
+            .iter()
+            .filter(|e| {
+                e.involved_object
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with(&prefix))
+            })
+            .map(|e| {
+                format!(
+                    "{} {} {}: {}",
+                    e.type_.as_deref().unwrap_or(""),
+                    e.involved_object.name.as_deref().unwrap_or(""),
+                    e.reason.as_deref().unwrap_or(""),
+                    e.message.as_deref().unwrap_or("")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// The cluster-wide name of this test's cluster-scoped object `name`.

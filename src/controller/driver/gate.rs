@@ -243,6 +243,14 @@ impl<'a, K: Managed> Gate<'a, K> {
     }
 }
 
+/// The tenant id (the TSG) Connection `name` reaches, when it can be told (an `x-tsg-id` header
+/// or a `tsg_id:` scope): what writes that take the numeric TSG as `organisation_id` send.
+pub fn tenant_id(ctx: &Context, name: &str) -> Option<String> {
+    let all = ctx.stores.connections.all();
+    let found = all.iter().find(|c| c.name_any() == name).map(|c| &**c);
+    ctx.connections.tenant_of(name, found).and_then(|t| t.id)
+}
+
 /// The names of the Connections that reach the tenant Connection `own` reaches, `own` first
 /// (from the watch cache).
 pub fn tenant_peers(ctx: &Context, own: &str) -> Vec<String> {

@@ -103,7 +103,8 @@ impl Desired {
         ctx: &Context,
     ) -> Result<Self, Error> {
         let marked = MarkedDocument::new(spec).map_err(Error::InvalidSpec)?;
-        let values = match spec.secret_refs() {
+        let refs = spec.secret_refs();
+        let values = match &*refs {
             [] => SecretValues(BTreeMap::new()),
             refs => read_secret_values(&secrets_namespace(object, ctx)?, refs, &ctx.kube).await?,
         };
@@ -132,7 +133,7 @@ pub async fn secrets_unchanged(
     let Ok(source) = secrets_namespace(object, ctx) else {
         return false;
     };
-    match read_secret_values(&source, refs, &ctx.kube).await {
+    match read_secret_values(&source, &refs, &ctx.kube).await {
         Ok(values) => {
             let uid = object.meta().uid.clone().unwrap_or_default();
             recorded_hash == Some(secret_hash(&uid, &values).as_str())
@@ -181,12 +182,18 @@ async fn read_secret_values(
             return Err(Error::not_allowed(
                 SECRET_NOT_READABLE,
                 format!(
-                    "Secret {namespace}/{} (named by spec.secretRefs, path {}) is not labelled {CLUSTER_READABLE}=true: a cluster-scoped resource reads only the Secrets labelled for it in the operator's namespace, so the Connection Secrets there stay out of its reach",
-                    selector.name, reference.path
+                    "Secret {namespace}/{} (named by {}) is not labelled {CLUSTER_READABLE}=true: a cluster-scoped resource reads only the Secrets labelled for it in the operator's namespace, so the Connection Secrets there stay out of its reach",
+                    selector.name,
+                    source.secret_source(&reference.path)
                 ),
             ));
         }
-        let value = secret_value(secret, &namespace, reference)?;
+        let value = secret_value(
+            secret,
+            &namespace,
+            reference,
+            &source.secret_source(&reference.path),
+        )?;
         values.insert(reference.path.clone(), value);
     }
     Ok(SecretValues(values))
@@ -197,14 +204,15 @@ fn secret_value(
     secret: Option<&Secret>,
     namespace: &str,
     reference: &ConfigSecretRef,
+    named_by: &str,
 ) -> Result<String, Error> {
     let selector = &reference.secret_key_ref;
     let Some(secret) = secret else {
         return Err(Error::not_allowed(
             "SecretNotFound",
             format!(
-                "Secret {namespace}/{} named by spec.secretRefs (path {}) does not exist",
-                selector.name, reference.path
+                "Secret {namespace}/{} (named by {named_by}) does not exist",
+                selector.name
             ),
         ));
     };
@@ -216,8 +224,8 @@ fn secret_value(
             Error::not_allowed(
                 "SecretKeyNotFound",
                 format!(
-                    "Secret {namespace}/{} has no key {} (named by spec.secretRefs, path {})",
-                    selector.name, selector.key, reference.path
+                    "Secret {namespace}/{} has no key {} (named by {named_by})",
+                    selector.name, selector.key
                 ),
             )
         })?;
@@ -226,8 +234,8 @@ fn secret_value(
         return Err(Error::not_allowed(
             "SecretKeyNotFound",
             format!(
-                "key {} of Secret {namespace}/{} (named by spec.secretRefs, path {}) is empty",
-                selector.key, selector.name, reference.path
+                "key {} of Secret {namespace}/{} (named by {named_by}) is empty",
+                selector.key, selector.name
             ),
         ));
     }
@@ -606,7 +614,12 @@ pub fn watch_inputs(
 
 /// A kind whose spec takes values from Secrets (`spec.secretRefs`).
 pub trait ReadsSecrets: kube::Resource<DynamicType = ()> {
-    fn secret_refs(&self) -> &[ConfigSecretRef];
+    fn secret_refs(&self) -> std::borrow::Cow<'_, [ConfigSecretRef]>;
+
+    /// How messages name the spec field that puts a Secret value at `path`.
+    fn secret_source(&self, path: &str) -> String {
+        format!("spec.secretRefs, path {path}")
+    }
 
     /// The namespace its Secrets are read from: its own; for a cluster-scoped object, the one
     /// the operator reads Connection Secrets from (`operator`), if it has one.
@@ -618,9 +631,7 @@ pub trait ReadsSecrets: kube::Resource<DynamicType = ()> {
     }
 }
 
-/// The label a Secret of the operator's namespace needs before a cluster-scoped resource may
-/// read it (`"true"`).
-pub const CLUSTER_READABLE: &str = "aigw.io/cluster-readable";
+pub use crate::resources::common::CLUSTER_READABLE;
 /// Condition reason when a cluster-scoped resource names a Secret not labelled for it.
 pub const SECRET_NOT_READABLE: &str = "SecretNotReadable";
 
@@ -630,16 +641,33 @@ pub const SECRET_NOT_READABLE: &str = "SecretNotReadable";
 struct SecretSource {
     namespace: String,
     labelled_only: bool,
+    /// How messages name the spec field behind each path ([`ReadsSecrets::secret_source`]).
+    named: std::collections::HashMap<String, String>,
+}
+
+impl SecretSource {
+    fn secret_source(&self, path: &str) -> String {
+        self.named
+            .get(path)
+            .cloned()
+            .unwrap_or_else(|| format!("spec.secretRefs, path {path}"))
+    }
 }
 
 /// [`ReadsSecrets::secrets_namespace`] of `object`, or why it has none.
 fn secrets_namespace(object: &impl ReadsSecrets, ctx: &Context) -> Result<SecretSource, Error> {
     let labelled_only = object.meta().namespace.is_none();
+    let named = object
+        .secret_refs()
+        .iter()
+        .map(|r| (r.path.clone(), object.secret_source(&r.path)))
+        .collect();
     object
         .secrets_namespace(ctx.connections.secret_namespace())
         .map(|namespace| SecretSource {
             namespace,
             labelled_only,
+            named,
         })
         .ok_or_else(|| {
             Error::InvalidSpec(
@@ -649,8 +677,8 @@ fn secrets_namespace(object: &impl ReadsSecrets, ctx: &Context) -> Result<Secret
 }
 
 impl ReadsSecrets for Config {
-    fn secret_refs(&self) -> &[ConfigSecretRef] {
-        &self.spec.secret_refs
+    fn secret_refs(&self) -> std::borrow::Cow<'_, [ConfigSecretRef]> {
+        std::borrow::Cow::Borrowed(&self.spec.secret_refs)
     }
 }
 

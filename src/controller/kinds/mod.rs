@@ -4,6 +4,7 @@ pub mod config_refs;
 pub mod connection;
 pub mod deployment;
 pub mod guardrail;
+pub mod integration;
 pub mod policy;
 pub mod rate_limits_policy;
 pub mod rotation_schedule;
