@@ -363,6 +363,9 @@ else
 	can no create secrets -n "$NAMESPACE"
 	can yes list configs.aigw.io -n a
 	can yes patch deployments.aigw.io --subresource=status -n b
+	can yes watch providers.aigw.io -n a
+	can yes patch providers.aigw.io --subresource=status -n b
+	can no list providers.aigw.io -n c
 	can no list configs.aigw.io --all-namespaces
 	can no list ratelimitspolicies.aigw.io -n c
 	can yes watch connections.aigw.io

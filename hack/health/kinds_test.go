@@ -136,6 +136,15 @@ var kinds = []kind{
 			"aigw.io/cluster-readable=true: a cluster-scoped resource reads only the Secrets labelled for it in the operator's namespace, so the Connection Secrets there stay out of its reach"},
 	},
 	{
+		kind: "Provider", resource: "providers", namespaced: true, managed: true, manager: "aigw/provider", example: "provider.yaml",
+		bump:        map[string]any{"spec": map[string]any{"name": "OpenAI for team A v2"}},
+		settled:     map[string]any{"id": "5f6a7b8c-9d0e-4f1a-8b2c-3d4e5f6a7b8c", "slug": "openai-team-a", "integrationId": "4e5f6a7b-8c9d-4e0f-9a1b-2c3d4e5f6a7b"},
+		ready:       outcome{"Ready", "Reconciled", "Provider is in sync with the management API"},
+		progressing: outcome{"Progressing", "ServerError", "failed to create provider: POST /ai_gw/v2/providers returned HTTP 503: upstream unavailable"},
+		stalled: outcome{"Stalled", "IntegrationNotAllowed", "spec.integration openai-prod is not among the integrations this namespace may bind " +
+			"through Connection default (spec.grants[].integrations: anthropic-prod)"},
+	},
+	{
 		kind: "Connection", resource: "connections", manager: "aigw/connection", example: "connection.yaml",
 		bump:        map[string]any{"spec": map[string]any{"qps": 5}},
 		ready:       outcome{"Ready", "TokenObtained", "a token was obtained"},

@@ -11,7 +11,7 @@ pub mod state;
 // (leader election, health, metrics, events). Their modules are re-exported by name.
 pub use driver::{create, drift, gate, status};
 pub use kinds::{
-    api_key, config, config_refs, connection, deployment, guardrail, integration, policy,
+    api_key, config, config_refs, connection, deployment, guardrail, integration, policy, provider,
     rate_limits_policy, usage_limits_policy,
 };
 pub use runtime::{backoff, events, failpoints, health, leader, metrics};
@@ -39,8 +39,8 @@ pub use leader::Leadership;
 pub use metrics::Metrics;
 
 use crate::resources::{
-    ApiKey, ClusterGuardrail, Config, Deployment, Guardrail, Integration, RateLimitsPolicy,
-    UsageLimitsPolicy,
+    ApiKey, ClusterGuardrail, Config, Deployment, Guardrail, Integration, Provider,
+    RateLimitsPolicy, UsageLimitsPolicy,
 };
 
 /// Shared state of every controller.
@@ -519,7 +519,12 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
     let api_keys = listed_kind::<ApiKey>(&ctx, &mut passes, Some(api_key::watch_inputs));
     let integrations = KindSetup::<Integration> {
         with_secrets: false,
-        extra: Some(config_refs::watch_secrets),
+        extra: Some(integration::watch_inputs),
+        drift: None,
+    };
+    let providers = KindSetup::<Provider> {
+        with_secrets: false,
+        extra: Some(provider::watch_inputs),
         drift: None,
     };
     for namespace in namespaces {
@@ -530,6 +535,7 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
         tasks.push(spawn_kind(&ctx, &namespace, concurrency, &usage_limits));
         tasks.push(spawn_kind(&ctx, &namespace, concurrency, &guardrails));
         tasks.push(spawn_kind(&ctx, &namespace, concurrency, &api_keys));
+        tasks.push(spawn_kind(&ctx, &namespace, concurrency, &providers));
     }
     // Cluster-scoped kinds: one controller, whatever `--namespace` says.
     let concurrency = settings.concurrency;

@@ -152,7 +152,8 @@ impl Export {
 }
 
 /// Reads every config, active deployment, guardrail, rate-limits and usage-limits policy and
-/// organisation integration (GET and list only) and renders them as manifests.
+/// organisation integration, and the providers of `--workspace-id` (GET and list only), and
+/// renders them as manifests.
 pub async fn export(api: &Client, options: &ExportOptions) -> Result<Export, GitopsError> {
     let mut out = Builder::new(options);
     let configs = api
@@ -190,6 +191,7 @@ pub async fn export(api: &Client, options: &ExportOptions) -> Result<Export, Git
     export_policies::<UsageLimitsPolicy>(api, options, &mut out).await?;
     // Integrations belong to the organisation: always exported.
     access::export_integrations(api, &mut out).await?;
+    access::export_providers(api, options.workspace_id.as_deref(), &mut out).await?;
     out.finish()
 }
 

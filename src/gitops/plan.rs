@@ -281,6 +281,7 @@ pub async fn plan(
             Object::Connection(_) => continue,
             Object::ApiKey(o) => plan_api_key(api, live, o).await?,
             Object::Integration(o) => super::plan_access::plan_integration(api, live, o).await?,
+            Object::Provider(o) => super::plan_access::plan_provider(api, live, o).await?,
         };
         let entry = match manifest.object.management_policy() {
             ManagementPolicy::Observe => entry.observed(),
@@ -468,13 +469,22 @@ async fn with_resources(
                         kube::Api::<Guardrail>::namespaced(live.client.clone(), &namespace)
                             .get_opt(&reference.name)
                             .await
-                            .map(|g| g.and_then(|g| g.status))
+                            .map(|g| g.and_then(|g| g.status).and_then(|s| s.slug))
                     }
                     ReferencedKind::ClusterGuardrail => {
                         kube::Api::<ClusterGuardrail>::all(live.client.clone())
                             .get_opt(&reference.name)
                             .await
-                            .map(|g| g.and_then(|g| g.status))
+                            .map(|g| g.and_then(|g| g.status).and_then(|s| s.slug))
+                    }
+                    ReferencedKind::Provider => {
+                        kube::Api::<crate::resources::Provider>::namespaced(
+                            live.client.clone(),
+                            &namespace,
+                        )
+                        .get_opt(&reference.name)
+                        .await
+                        .map(|p| p.and_then(|p| p.status).and_then(|s| s.slug))
                     }
                 };
                 read.map_err(|e| {
@@ -483,7 +493,7 @@ async fn with_resources(
                         e,
                     )
                 })?
-                .and_then(|s| s.slug)
+                .map(|slug| reference.kind.value(&slug))
             }
             None => None,
         };

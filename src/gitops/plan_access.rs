@@ -1,4 +1,5 @@
-//! `aigw plan` for the credential kinds: an Integration (with its workspace and model access).
+//! `aigw plan` for the credential kinds: an Integration (with its workspace and model access)
+//! and a Provider.
 //! A plan never reads a Secret: a write-only value shows where it comes from, `(secret
 //! name/key)`, and whether the operator would send it.
 
@@ -7,11 +8,11 @@ use serde_json::{Value, json};
 use super::GitopsError;
 use super::plan::{
     Action, Counterpart, Entry, Live, compared, create_changes, entry, field_changes, found,
-    live_cluster_object, to_json,
+    live_cluster_object, live_object, to_json,
 };
 use crate::api::{self, Client};
-use crate::resources::Integration;
 use crate::resources::config_document::MarkedDocument;
+use crate::resources::{Integration, Provider};
 
 /// An Integration: its counterpart is the live `status.id`, else `spec.slug` (which the operator
 /// creates when no integration has it). The key and credential configurations are write-only:
@@ -131,4 +132,81 @@ fn access_rows(rows: &api::IntegrationWorkspaces) -> Value {
         .iter()
         .map(|r| json!({"id": r.id, "enabled": r.enabled}))
         .collect()
+}
+
+/// A Provider: its counterpart is the live `status.id`, else `spec.slug` (created when no
+/// provider has it). A read's credential material is withheld by the client; only the fields
+/// the operator compares are shown.
+pub(super) async fn plan_provider(
+    api: &Client,
+    live: Option<&Live>,
+    provider: &Provider,
+) -> Result<Entry, GitopsError> {
+    let spec = &provider.spec;
+    let desired = to_json(spec);
+    let creation = || {
+        create_changes(
+            &desired,
+            &["slug", "integration", "integrationId", "resetUsage"],
+        )
+    };
+    let managed = match live {
+        Some(live) => live_object(live, provider).await?,
+        None => None,
+    };
+    let status = managed.and_then(|m| m.status).unwrap_or_default();
+    let counterpart = status
+        .id
+        .clone()
+        .or(spec.slug.clone())
+        .map(|key| Counterpart {
+            key,
+            adopting: status.id.is_none(),
+            from_spec: status.id.is_none(),
+        });
+    let remote = match &counterpart {
+        Some(c) => found(
+            &format!("provider {}", c.key),
+            api.providers().get(&c.key, Some(&spec.workspace_id)).await,
+        )?,
+        None => None,
+    };
+    let (Some(counterpart), Some(remote)) = (counterpart, remote) else {
+        return Ok(entry(Action::Create, None, creation(), None));
+    };
+    let current = json!({
+        "name": remote.name,
+        "note": remote.note,
+        "usageLimits": remote.usage_limits,
+        "expiresAt": remote.expires_at,
+        "integrationId": remote.integration_id,
+    });
+    // What the integration is known by: the spec's id, or what the live resource recorded.
+    let known: Vec<String> = spec
+        .integration_id
+        .iter()
+        .cloned()
+        .chain(status.integration_id.clone())
+        .collect();
+    let keys: Vec<&str> = match known.is_empty() {
+        true => remote.integration_id.iter().map(String::as_str).collect(),
+        false => known.iter().map(String::as_str).collect(),
+    };
+    let conflicts = spec.immutable_conflicts(&remote, &keys);
+    let reset = spec.reset_usage.is_some() && spec.reset_usage != status.observed_reset_usage;
+    let mut fields = conflicts.clone();
+    fields.extend(spec.update_for(&remote, reset).0);
+    let changes = field_changes(&fields, &current, &desired);
+    Ok(match conflicts.is_empty() {
+        true => compared(&counterpart, changes),
+        false => entry(
+            Action::Conflict,
+            Some(counterpart.key),
+            changes,
+            Some(format!(
+                "the remote provider has a different {} and the API cannot change it; create a new Provider instead",
+                conflicts.join(", ")
+            )),
+        ),
+    })
 }

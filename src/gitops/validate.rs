@@ -20,7 +20,7 @@ use crate::resources::common::GROUP;
 use crate::resources::config_document::MarkedDocument;
 use crate::resources::guardrail::GuardrailKind;
 use crate::resources::{
-    ApiKey, ClusterGuardrail, Config, Connection, Deployment, Guardrail, Integration,
+    ApiKey, ClusterGuardrail, Config, Connection, Deployment, Guardrail, Integration, Provider,
     RateLimitsPolicy, UsageLimitsPolicy,
 };
 
@@ -65,6 +65,7 @@ pub enum Object {
     Connection(Box<Connection>),
     ApiKey(Box<ApiKey>),
     Integration(Box<Integration>),
+    Provider(Box<Provider>),
 }
 
 impl Object {
@@ -79,6 +80,7 @@ impl Object {
             Object::Connection(_) => "Connection",
             Object::ApiKey(_) => "ApiKey",
             Object::Integration(_) => "Integration",
+            Object::Provider(_) => "Provider",
         }
     }
 
@@ -93,6 +95,7 @@ impl Object {
             Object::Connection(o) => &o.metadata,
             Object::ApiKey(o) => &o.metadata,
             Object::Integration(o) => &o.metadata,
+            Object::Provider(o) => &o.metadata,
         }
     }
 
@@ -108,6 +111,7 @@ impl Object {
             Object::Connection(_) => crate::resources::common::ManagementPolicy::Full,
             Object::ApiKey(o) => o.spec.management_policy,
             Object::Integration(o) => o.spec.management_policy,
+            Object::Provider(o) => o.spec.management_policy,
         }
     }
 
@@ -434,6 +438,7 @@ fn typed(kind: &str, value: &Value) -> Result<Object, String> {
         "Connection" => Object::Connection(parse(value)?),
         "ApiKey" => Object::ApiKey(parse(value)?),
         "Integration" => Object::Integration(parse(value)?),
+        "Provider" => Object::Provider(parse(value)?),
         other => return Err(format!("unknown kind {other:?}")),
     })
 }
@@ -505,6 +510,8 @@ fn operator_checks(object: &Object, out: &mut Vec<Violation>) {
         Object::Connection(_) => Ok(()),
         Object::ApiKey(o) => api_key_request(o, out),
         Object::Integration(o) => integration_request(o, out),
+        // The integration's UUID is resolved in the cluster; its form is not checked here.
+        Object::Provider(o) => o.spec.create_request("(integration)").validate(),
     };
     if let Err(e) = request {
         out.push(api_violation(e));
@@ -623,7 +630,7 @@ impl Seen {
             "Config" => "slug",
             "Deployment" => "deploymentId",
             "RateLimitsPolicy" | "UsageLimitsPolicy" => "policyId",
-            "Guardrail" | "ClusterGuardrail" | "Integration" => "slug",
+            "Guardrail" | "ClusterGuardrail" | "Integration" | "Provider" => "slug",
             _ => return found,
         };
         let Some(id) = value["spec"][field].as_str() else {

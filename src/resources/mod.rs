@@ -10,6 +10,7 @@ pub mod guardrail;
 pub mod integration;
 pub mod limits;
 pub mod policy;
+pub mod provider;
 pub mod rate_limits_policy;
 pub mod usage_limits_policy;
 
@@ -19,6 +20,7 @@ pub use connection::Connection;
 pub use deployment::Deployment;
 pub use guardrail::{ClusterGuardrail, Guardrail};
 pub use integration::Integration;
+pub use provider::Provider;
 pub use rate_limits_policy::RateLimitsPolicy;
 pub use usage_limits_policy::UsageLimitsPolicy;
 
@@ -38,6 +40,7 @@ pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
         ("deployment.yaml", unwrap_descriptions(Deployment::crd())),
         ("guardrail.yaml", unwrap_descriptions(Guardrail::crd())),
         ("integration.yaml", unwrap_descriptions(Integration::crd())),
+        ("provider.yaml", unwrap_descriptions(Provider::crd())),
         (
             "ratelimitspolicy.yaml",
             unwrap_descriptions(RateLimitsPolicy::crd()),

@@ -184,6 +184,18 @@ impl<'a, K: Managed> Gate<'a, K> {
         })
     }
 
+    /// Adopting the existing remote object `id` (found where the spec named an identity to create
+    /// with, such as a provider's slug) needs `allowAdoption`.
+    pub async fn adopting(&self, field: &str, id: &str) -> Result<(), Error> {
+        self.resolve().await?.scope.check_adoption(field, id)
+    }
+
+    /// Binding the integration `keys` name (resource name, slug, UUID) into a workspace needs
+    /// a grant of it (`spec.grants[].integrations`).
+    pub async fn binding(&self, field: &str, keys: &[String]) -> Result<(), Error> {
+        self.resolve().await?.scope.check_integration(field, keys)
+    }
+
     /// An adopted object that is organisation-wide (the default gateway) needs `allowDefault`.
     pub async fn reach_default(&self, what: &str) -> Result<(), Error> {
         self.resolve().await?.scope.check_default(what)

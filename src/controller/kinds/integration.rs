@@ -4,7 +4,7 @@
 //! Secrets of the operator's namespace) changed, so a Secret change gives exactly one PUT;
 //! create through the shared protocol with `create_default_provider: false`; then merge the
 //! workspace access rows the spec names (a removed workspace is disabled, other rows untouched)
-//! and the model access. Delete per `deletionPolicy`.
+//! and the model access. Delete per `deletionPolicy` once no Provider resource binds it.
 //!
 //! Not a listed kind: the API's `last_updated_at` is null until the first update and an access
 //! row's change does not move it, so each reconcile (at least once per drift interval) reads the
@@ -30,6 +30,9 @@ use crate::resources::config_document::SecretDocument;
 use crate::resources::integration::{
     Integration, IntegrationDeletionPolicy, IntegrationSpec, IntegrationStatus, KEY_PATH,
 };
+
+/// Condition reason while a Provider resource still binds the integration being deleted.
+pub const STILL_REFERENCED: &str = "StillReferenced";
 
 common_status!(
     IntegrationStatus,
@@ -498,6 +501,16 @@ async fn cleanup(
         }
         (None, None) => return Ok(Vec::new()),
     };
+    let users = crate::controller::provider::naming(integration, cx.ctx).await?;
+    if !users.is_empty() {
+        return Err(Error::not_allowed(
+            STILL_REFERENCED,
+            format!(
+                "integration {key} is still bound by Provider {}; it is deleted once no Provider binds it (or set deletionPolicy: Orphan)",
+                users.join(", ")
+            ),
+        ));
+    }
     let organisation = tenant_id(cx.ctx, integration.spec.connection_name());
     let client = cx.api(Op::Delete).await?;
     let result = client
@@ -506,4 +519,21 @@ async fn cleanup(
         .await;
     let name = status.slug.clone().unwrap_or(key);
     removed("Deleted", "delete", &format!("integration {name}"), result)
+}
+
+/// An Integration's own triggers: the Secrets it reads (in the operator's namespace) and the
+/// Providers that bind it.
+pub fn watch_inputs(
+    controller: kube::runtime::controller::Controller<Integration>,
+    ctx: &Context,
+    namespace: Option<&str>,
+    integrations: kube::runtime::reflector::Store<Integration>,
+) -> kube::runtime::controller::Controller<Integration> {
+    let controller = crate::controller::config_refs::watch_secrets(
+        controller,
+        ctx,
+        namespace,
+        integrations.clone(),
+    );
+    crate::controller::provider::watch_binders(controller, ctx, integrations)
 }

@@ -6,6 +6,7 @@ pub mod deployment;
 pub mod guardrail;
 pub mod integration;
 pub mod policy;
+pub mod provider;
 pub mod rate_limits_policy;
 pub mod rotation_schedule;
 pub mod secret_delivery;

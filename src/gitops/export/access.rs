@@ -1,4 +1,4 @@
-//! `aigw export` of the organisation's integrations. A key or credential is never exported (the
+//! `aigw export` of the organisation's integrations and a workspace's providers. A key or credential is never exported (the
 //! API never returns one): each becomes a reference to a placeholder Secret, labelled for
 //! cluster-scoped readers, whose empty values the user fills in (aigw refuses an empty value
 //! rather than erase the live credential).
@@ -7,12 +7,13 @@ use serde_json::{Map, Value};
 
 use super::{Builder, GitopsError, placeholder_secret};
 use crate::api::secret_fields::is_header_map;
-use crate::api::{self, Client, IntegrationsListQuery};
+use crate::api::{self, Client, IntegrationsListQuery, ProvidersListQuery};
 use crate::resources::common::{CLUSTER_READABLE, ManagementPolicy};
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
 use crate::resources::integration::{
     Integration, IntegrationDeletionPolicy, IntegrationSpec, KeySecretRef, WorkspaceAccess,
 };
+use crate::resources::provider::{Provider, ProviderDeletionPolicy, ProviderSpec};
 
 /// The Secret key the exported `keySecretRef` names.
 const KEY: &str = "api-key";
@@ -53,7 +54,72 @@ pub(super) async fn export_integrations(
     Ok(())
 }
 
+/// The providers of `--workspace-id` (the API's provider rows do not say their workspace, so
+/// they are exported per workspace only), each adopting its provider by slug and binding its
+/// integration by UUID (`integrationId`).
+pub(super) async fn export_providers(
+    api: &Client,
+    workspace: Option<&str>,
+    out: &mut Builder<'_>,
+) -> Result<(), GitopsError> {
+    let query = ProvidersListQuery {
+        workspace_id: workspace.map(str::to_string),
+        ..Default::default()
+    };
+    let providers = api
+        .providers()
+        .list(&query)
+        .await
+        .map_err(|e| GitopsError::api("failed to list providers", e))?;
+    let Some(workspace) = workspace else {
+        if !providers.is_empty() {
+            out.export.skipped.push(format!(
+                "{} providers: exported per workspace only (their rows do not name it); pass --workspace-id",
+                providers.len()
+            ));
+        }
+        return Ok(());
+    };
+    for remote in &providers {
+        out.provider(remote, workspace)?;
+    }
+    Ok(())
+}
+
 impl Builder<'_> {
+    /// The provider as a Provider of `workspace` that adopts it by slug.
+    fn provider(&mut self, remote: &api::Provider, workspace: &str) -> Result<(), GitopsError> {
+        let Some(integration) = remote.integration_id.clone() else {
+            self.export.skipped.push(format!(
+                "provider {}: its read names no integration",
+                remote.slug
+            ));
+            return Ok(());
+        };
+        let metadata = self.meta("Provider", &remote.name, &remote.slug);
+        let spec = ProviderSpec {
+            slug: Some(remote.slug.clone()),
+            name: remote.name.clone(),
+            workspace_id: workspace.to_string(),
+            integration: None,
+            integration_id: Some(integration),
+            note: remote.note.clone(),
+            usage_limits: None,
+            expires_at: remote.expires_at.clone(),
+            reset_usage: None,
+            deletion_policy: ProviderDeletionPolicy::Orphan,
+            management_policy: ManagementPolicy::Full,
+            connection_ref: None,
+        };
+        let object = Provider {
+            metadata,
+            spec,
+            status: None,
+        };
+        let header = format!("# Adopts provider {} as it is.\n", remote.slug);
+        self.push("Provider", "provider", &object.metadata, &object, header)
+    }
+
     /// The integration as an Integration that adopts it by slug, its key and masked
     /// configuration fields referenced from a placeholder Secret.
     fn integration(
