@@ -310,3 +310,230 @@ async fn a_removed_workspace_is_disabled_and_no_other_row_is_touched() {
     );
     h.stop().await;
 }
+
+fn provider_spec(h: &Harness) -> Value {
+    json!({"slug": format!("{}-openai-a", h.env.namespace), "name": "OpenAI for team A",
+           "workspaceId": WS_A, "integration": h.cluster_name("openai"), "note": "managed",
+           "usageLimits": {"creditLimit": 200, "type": "cost"}})
+}
+
+#[tokio::test]
+async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_ready() {
+    let h = Harness::start_with_secret_namespace("int-prov", Duration::from_secs(1)).await;
+    put_key(&h, FIRST_KEY, true).await;
+    let config = json!({"name": "routes", "config": {"targets": [{"weight": 1}]}});
+    h.env
+        .api::<aigw::resources::Config>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Config", "routes", config),
+        )
+        .await
+        .unwrap();
+    let slug = h
+        .env
+        .wait_for::<aigw::resources::Config>("routes", WAIT, |c| c.ready())
+        .await
+        .status
+        .unwrap()
+        .slug
+        .unwrap();
+
+    // The Config names a Provider that does not exist yet, which binds an Integration that does
+    // not exist yet: each waits, naming what it waits for, and nothing is written.
+    h.reset_stats().await;
+    let refs = json!({"spec": {"resourceRefs": [
+        {"path": "/targets/0/provider", "kind": "Provider", "name": "openai-a"}]}});
+    h.env
+        .api::<aigw::resources::Config>()
+        .patch("routes", &PatchParams::default(), &Patch::Merge(&refs))
+        .await
+        .unwrap();
+    let waiting = h
+        .env
+        .wait_for::<aigw::resources::Config>("routes", WAIT, |c| {
+            c.not_ready_with("ReferenceNotReady")
+        })
+        .await;
+    let (_, _, message) = waiting.condition("Ready").unwrap();
+    assert!(message.contains("Provider openai-a"), "{message}");
+    h.env
+        .api::<aigw::resources::Provider>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Provider", "openai-a", provider_spec(&h)),
+        )
+        .await
+        .unwrap();
+    let waiting = h
+        .env
+        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| {
+            p.stalled_with("IntegrationNotReady")
+        })
+        .await;
+    let (_, _, message) = waiting.condition("Stalled").unwrap();
+    assert!(message.contains(&h.cluster_name("openai")), "{message}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(h.remote_writes().await, 0, "nothing written while waiting");
+
+    // The Integration grants the workspace: the provider is made, then the Config applies its
+    // slug with exactly one PUT.
+    create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
+    let provider = h
+        .env
+        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| p.ready())
+        .await;
+    let provider_slug = provider.status.clone().unwrap().slug.unwrap();
+    assert_eq!(provider_slug, format!("{}-openai-a", h.env.namespace));
+    h.env
+        .wait_for::<aigw::resources::Config>("routes", WAIT, |c| c.ready())
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.count("PUT /ai_gw/v2/configs/{slug}").await, 1, "one PUT");
+    assert_eq!(h.count("POST /ai_gw/v2/providers").await, 1);
+    let document = h
+        .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
+        .await;
+    let document: Value = serde_json::from_str(document["config"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        document["targets"][0]["provider"],
+        format!("@{provider_slug}"),
+        "{document}"
+    );
+    let state = h.state().await;
+    let made = state["providers"].as_array().unwrap();
+    assert_eq!(made.len(), 1, "only the managed provider: {made:?}");
+    assert_eq!(made[0]["workspace_id"], WS_A);
+    assert_eq!(made[0]["usage_limits"]["credit_limit"], 200);
+
+    // Steady state: the provider is read (its read carries the upstream key), never copied.
+    h.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.remote_writes().await, 0, "no write at steady state");
+    assert!(h.count("GET /ai_gw/v2/providers/{providerId}").await > 0);
+    let statuses = serde_json::to_string(
+        &h.env
+            .api::<aigw::resources::Provider>()
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|p| p.status.clone())
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let events = format!(
+        "{}\n{}",
+        h.env.events_text().await,
+        h.cluster_events_text().await
+    );
+    let logs = captured_logs();
+    for text in [&statuses, &events, &logs] {
+        assert!(!text.contains(FIRST_KEY), "the upstream key leaked");
+    }
+
+    // Deletion runs in reverse: the Integration waits for its Provider, the Provider for the
+    // Config that names it.
+    let integrations = Api::<Integration>::all(h.env.client.clone());
+    integrations
+        .delete(&h.cluster_name("openai"), &Default::default())
+        .await
+        .unwrap();
+    let bound = wait_integration(&h, "openai", |i| i.stalled_with("StillReferenced")).await;
+    let (_, _, message) = bound.condition("Stalled").unwrap();
+    assert!(
+        message.contains(&format!("{}/openai-a", h.env.namespace)),
+        "{message}"
+    );
+    h.env
+        .api::<aigw::resources::Provider>()
+        .delete("openai-a", &Default::default())
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| {
+            p.stalled_with("StillReferenced")
+        })
+        .await;
+    assert_eq!(
+        h.state().await["providers"].as_array().map(Vec::len),
+        Some(1)
+    );
+    h.env
+        .delete_and_wait::<aigw::resources::Config>("routes", WAIT)
+        .await;
+    support::wait_until(Duration::from_secs(60), || async {
+        integrations
+            .get_opt(&h.cluster_name("openai"))
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .expect("the Integration went once its Provider had gone");
+    let state = h.state().await;
+    assert_eq!(state["providers"], json!([]), "the provider was deleted");
+    assert_eq!(
+        state["integrations"],
+        json!([]),
+        "the integration was deleted"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn grants_decide_which_integrations_a_namespace_may_bind() {
+    let grants =
+        json!([{"namespaces": ["{ns}"], "workspaces": [WS_A], "integrations": ["anthropic-prod"]}]);
+    let h = Harness::start_with_grants("int-grant", Duration::from_secs(1), grants).await;
+    put_key(&h, FIRST_KEY, true).await;
+    create_integration(
+        &h,
+        "openai",
+        integration_spec(&h, json!([{"id": WS_A}, {"id": WS_B}])),
+    )
+    .await;
+    wait_integration(&h, "openai", |i| i.ready()).await;
+    h.reset_stats().await;
+    h.env
+        .api::<aigw::resources::Provider>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Provider", "openai-a", provider_spec(&h)),
+        )
+        .await
+        .unwrap();
+    let refused = h
+        .env
+        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| {
+            p.stalled_with("IntegrationNotAllowed")
+        })
+        .await;
+    let (_, _, message) = refused.condition("Stalled").unwrap();
+    assert!(message.contains("spec.grants[].integrations"), "{message}");
+    // Another workspace than the grants' is refused by the workspace rule.
+    let mut elsewhere = provider_spec(&h);
+    elsewhere["workspaceId"] = json!(WS_B);
+    elsewhere["slug"] = json!(format!("{}-openai-b", h.env.namespace));
+    h.env
+        .api::<aigw::resources::Provider>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Provider", "openai-b", elsewhere),
+        )
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<aigw::resources::Provider>("openai-b", WAIT, |p| {
+            p.stalled_with("WorkspaceNotAllowed")
+        })
+        .await;
+    assert_eq!(
+        h.count("POST /ai_gw/v2/providers").await,
+        0,
+        "nothing created"
+    );
+    h.stop().await;
+}

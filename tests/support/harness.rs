@@ -109,6 +109,13 @@ impl Harness {
         Self::start_full(prefix, drift_interval, options, false, None, true).await
     }
 
+    /// Like [`Self::start_with_secret_namespace`], with `grants` (a Connection's `spec.grants`,
+    /// naming the test namespace as `{ns}`) on the default connection.
+    pub async fn start_with_grants(prefix: &str, drift_interval: Duration, grants: Value) -> Self {
+        let options = EmulatorOptions::new(TOKEN);
+        Self::start_full(prefix, drift_interval, options, false, Some(grants), true).await
+    }
+
     /// Two namespaces watched by one operator, whose default connection has `grants` (a
     /// Connection's `spec.grants`, naming the namespaces as `{ns}` and `{other}`).
     pub async fn start_two_teams(
