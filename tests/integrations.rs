@@ -537,3 +537,41 @@ async fn grants_decide_which_integrations_a_namespace_may_bind() {
     );
     h.stop().await;
 }
+
+#[tokio::test]
+async fn a_lost_create_answer_is_found_by_its_slug_and_never_created_twice() {
+    let h = Harness::start_with_secret_namespace("int-lost", Duration::from_secs(1)).await;
+    put_key(&h, FIRST_KEY, true).await;
+    let slug = h.cluster_name("openai");
+    // Every successful write is applied, then answered 503: the create's outcome is unknown.
+    h.faults(json!({"error_after_commit_rate": 1.0})).await;
+    create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
+    support::wait_until(WAIT, || async {
+        (!remote(&h, &slug).await.is_null()).then_some(())
+    })
+    .await
+    .expect("the create was applied");
+    wait_integration(&h, "openai", |i| {
+        i.status
+            .as_ref()
+            .is_some_and(|s| s.pending_create.is_some())
+    })
+    .await;
+    h.faults(json!({})).await;
+    let ready = wait_integration(&h, "openai", |i| {
+        i.ready() && i.status.as_ref().is_some_and(|s| s.workspaces == [WS_A])
+    })
+    .await;
+    let status = ready.status.unwrap();
+    assert!(status.pending_create.is_none() && status.create_attempt.is_none());
+    assert_eq!(status.slug.as_deref(), Some(slug.as_str()));
+    assert_eq!(
+        h.count("POST /ai_gw/admin/v2/integrations").await,
+        1,
+        "created once"
+    );
+    let state = h.state().await;
+    assert_eq!(state["integrations"].as_array().map(Vec::len), Some(1));
+    assert_eq!(remote(&h, &slug).await["key"], FIRST_KEY);
+    h.stop().await;
+}

@@ -261,6 +261,10 @@ async fn observe(
         Some(remote) => {
             status.id = Some(remote.id.clone()).filter(|id| !id.is_empty());
             status.slug = Some(remote.slug.clone()).filter(|s| !s.is_empty());
+            // Found by `spec.slug` while a create of it was in flight: that create made it (a
+            // slug taken before would have been refused, which clears the intent).
+            status.pending_create = None;
+            status.create_attempt = None;
         }
         None => {
             status.id = None;
