@@ -382,3 +382,89 @@ async fn validate_plan_and_export_never_handle_a_key() {
     );
     assert!(back.is_valid(), "{:?}", back.problems);
 }
+
+/// A Provider manifest planned against an existing provider (adopted by slug, its read's
+/// credentials never shown) and exported for its workspace (bound by `integrationId`).
+#[tokio::test]
+async fn providers_are_planned_and_exported_without_their_credentials() {
+    use aigw::gitops::{export, load, plan, validate};
+    let emulator = emulator().await;
+    let client = client(&emulator);
+    let created = client
+        .integrations()
+        .create(&create_request())
+        .await
+        .unwrap();
+    let grant = UpdateWorkspacesRequest {
+        workspaces: vec![WorkspaceAccessUpdate {
+            id: WORKSPACE.into(),
+            enabled: true,
+            ..Default::default()
+        }],
+        create_default_provider: Some(false),
+        ..Default::default()
+    };
+    client
+        .integrations()
+        .update_workspaces(&created.id, &grant)
+        .await
+        .unwrap();
+    let provider = CreateProviderRequest {
+        name: "team a".into(),
+        integration_id: created.id.clone(),
+        workspace_id: Some(WORKSPACE.into()),
+        slug: Some("openai-team-a".into()),
+        ..Default::default()
+    };
+    client.providers().create(&provider).await.unwrap();
+
+    let manifest = format!(
+        "apiVersion: aigw.io/v1alpha1\nkind: Provider\nmetadata: {{name: openai-team-a, namespace: team-a}}\nspec:\n  slug: openai-team-a\n  name: team a\n  workspaceId: {WORKSPACE}\n  integrationId: {}\n  note: from git\n",
+        created.id
+    );
+    let mut loaded = load::Loaded::default();
+    load::parse_into(&mut loaded, "p.yaml", &manifest, false);
+    let report = validate::Validator::new().validate(&loaded);
+    assert!(report.is_valid(), "{:?}", report.problems);
+    let planned = plan::plan(&client, None, &report.manifests).await.unwrap();
+    let entry = &planned.resources[0];
+    assert_eq!(entry.action, plan::Action::Adopt, "{entry:?}");
+    let fields: Vec<&str> = entry.changes.iter().map(|c| c.field.as_str()).collect();
+    assert_eq!(fields, ["note"]);
+    let shown = serde_json::to_string(&planned).unwrap();
+    assert!(
+        !shown.contains(KEY) && !shown.contains(AWS_SECRET),
+        "{shown}"
+    );
+
+    let options = export::ExportOptions {
+        workspace_id: Some(WORKSPACE.into()),
+        ..Default::default()
+    };
+    let exported = export::export(&client, &options).await.unwrap();
+    let file = exported
+        .files
+        .iter()
+        .find(|f| f.name.starts_with("provider-"))
+        .expect("a provider manifest");
+    assert!(
+        file.content
+            .contains(&format!("integrationId: {}", created.id)),
+        "{}",
+        file.content
+    );
+    assert!(
+        !file.content.contains(KEY) && !file.content.contains("withheld"),
+        "{}",
+        file.content
+    );
+    let everywhere = export::export(&client, &Default::default()).await.unwrap();
+    assert!(
+        everywhere
+            .skipped
+            .iter()
+            .any(|s| s.contains("--workspace-id")),
+        "{:?}",
+        everywhere.skipped
+    );
+}
