@@ -363,6 +363,9 @@ else
 	can no create secrets -n "$NAMESPACE"
 	can yes list configs.aigw.io -n a
 	can yes patch deployments.aigw.io --subresource=status -n b
+	can yes watch providers.aigw.io -n a
+	can yes patch providers.aigw.io --subresource=status -n b
+	can no list providers.aigw.io -n c
 	can no list configs.aigw.io --all-namespaces
 	can no list ratelimitspolicies.aigw.io -n c
 	can yes watch connections.aigw.io
@@ -371,6 +374,9 @@ else
 	can yes watch clusterguardrails.aigw.io
 	can yes patch clusterguardrails.aigw.io --subresource=status
 	can no update clusterguardrails.aigw.io
+	can yes watch integrations.aigw.io
+	can yes patch integrations.aigw.io --subresource=status
+	can no update integrations.aigw.io
 	can yes create events.events.k8s.io -n default
 	can yes get namespaces
 	can yes create events.events.k8s.io -n a

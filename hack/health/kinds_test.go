@@ -127,6 +127,24 @@ var kinds = []kind{
 			"it is deleted once no Config names it (or set deletionPolicy: Orphan)"},
 	},
 	{
+		kind: "Integration", resource: "integrations", managed: true, manager: "aigw/integration", example: "integration.yaml",
+		bump:        map[string]any{"spec": map[string]any{"name": "OpenAI production v2"}},
+		settled:     map[string]any{"id": "4e5f6a7b-8c9d-4e0f-9a1b-2c3d4e5f6a7b", "slug": "openai-prod", "workspaces": []any{"6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11"}},
+		ready:       outcome{"Ready", "Reconciled", "Integration is in sync with the management API"},
+		progressing: outcome{"Progressing", "ServerError", "failed to update the workspace access of integration 4e5f6a7b-8c9d-4e0f-9a1b-2c3d4e5f6a7b: PUT /ai_gw/admin/v2/integrations/{integrationId}/workspaces returned HTTP 503: upstream unavailable"},
+		stalled: outcome{"Stalled", "SecretNotReadable", "Secret aigw-system/openai-upstream (named by spec.keySecretRef) is not labelled " +
+			"aigw.io/cluster-readable=true: a cluster-scoped resource reads only the Secrets labelled for it in the operator's namespace, so the Connection Secrets there stay out of its reach"},
+	},
+	{
+		kind: "Provider", resource: "providers", namespaced: true, managed: true, manager: "aigw/provider", example: "provider.yaml",
+		bump:        map[string]any{"spec": map[string]any{"name": "OpenAI for team A v2"}},
+		settled:     map[string]any{"id": "5f6a7b8c-9d0e-4f1a-8b2c-3d4e5f6a7b8c", "slug": "openai-team-a", "integrationId": "4e5f6a7b-8c9d-4e0f-9a1b-2c3d4e5f6a7b"},
+		ready:       outcome{"Ready", "Reconciled", "Provider is in sync with the management API"},
+		progressing: outcome{"Progressing", "ServerError", "failed to create provider: POST /ai_gw/v2/providers returned HTTP 503: upstream unavailable"},
+		stalled: outcome{"Stalled", "IntegrationNotAllowed", "spec.integration openai-prod is not among the integrations this namespace may bind " +
+			"through Connection default (spec.grants[].integrations: anthropic-prod)"},
+	},
+	{
 		kind: "Connection", resource: "connections", manager: "aigw/connection", example: "connection.yaml",
 		bump:        map[string]any{"spec": map[string]any{"qps": 5}},
 		ready:       outcome{"Ready", "TokenObtained", "a token was obtained"},

@@ -17,7 +17,8 @@ use super::backoff::retry_after_header;
 use super::config::{ClientConfig, RequestObserver, RetryPolicy};
 use super::error::{ApiError, HttpError};
 use super::handles::{
-    ApiKeys, Configs, Deployments, Guardrails, RateLimits, Responses, UsageLimits, VectorStoreFiles,
+    ApiKeys, Configs, Deployments, Guardrails, Integrations, Providers, RateLimits, Responses,
+    UsageLimits, VectorStoreFiles,
 };
 use super::models::{ApiErrorBody, unwrap_success};
 use super::routes::{Plane, Route, Verb};
@@ -166,6 +167,16 @@ impl Client {
     /// Service or user API keys (`/ai_gw/v2/api-keys/{service|user}`).
     pub fn api_keys(&self, kind: crate::api::ApiKeyKind) -> ApiKeys<'_> {
         ApiKeys::new(self, kind)
+    }
+
+    /// The organisation's integrations (`/ai_gw/admin/v2/integrations`).
+    pub fn integrations(&self) -> Integrations<'_> {
+        Integrations::new(self)
+    }
+
+    /// Providers (`/ai_gw/v2/providers`).
+    pub fn providers(&self) -> Providers<'_> {
+        Providers::new(self)
     }
 
     pub fn guardrails(&self) -> Guardrails<'_> {

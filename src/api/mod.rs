@@ -28,8 +28,8 @@ pub use client::{Client, WriteGuard};
 pub use config::{ClientConfig, RequestObserver, RetryPolicy};
 pub use error::{ApiError, HttpError};
 pub use handles::{
-    ApiKeys, Configs, Deployments, Guardrails, GuardrailsOn, RateLimits, Responses, UsageLimits,
-    VectorStoreFiles,
+    ApiKeys, Configs, Deployments, Guardrails, GuardrailsOn, Integrations, Providers, RateLimits,
+    Responses, UsageLimits, VectorStoreFiles,
 };
 pub use models::*;
 pub use oauth::OAuth2ClientCredentials;

@@ -82,6 +82,13 @@ pub(crate) const GUARDRAILS: &str = "/ai_gw/admin/v2/guardrails";
 pub(crate) const ORG_GUARDRAIL: &str = "/ai_gw/admin/v2/guardrails/{guardrailId}";
 pub(crate) const WORKSPACE_GUARDRAILS: &str = "/ai_gw/v2/guardrails";
 pub(crate) const WORKSPACE_GUARDRAIL: &str = "/ai_gw/v2/guardrails/{guardrailId}";
+pub(crate) const INTEGRATIONS: &str = "/ai_gw/admin/v2/integrations";
+pub(crate) const INTEGRATION: &str = "/ai_gw/admin/v2/integrations/{integrationId}";
+pub(crate) const INTEGRATION_WORKSPACES: &str =
+    "/ai_gw/admin/v2/integrations/{integrationId}/workspaces";
+pub(crate) const INTEGRATION_MODELS: &str = "/ai_gw/admin/v2/integrations/{integrationId}/models";
+pub(crate) const PROVIDERS: &str = "/ai_gw/v2/providers";
+pub(crate) const PROVIDER: &str = "/ai_gw/v2/providers/{providerId}";
 pub(crate) const RESPONSE: &str = "/responses/{response_id}";
 pub(crate) const VECTOR_STORE_FILE: &str = "/vector_stores/{vector_store_id}/files/{file_id}";
 

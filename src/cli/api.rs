@@ -75,14 +75,21 @@ enum ApiCommand {
     /// Gateway API keys, service or user (`--kind`).
     #[command(subcommand)]
     ApiKeys(ApiKeysCommand),
+    /// The organisation's integrations (upstream credentials) and their workspace and model
+    /// access.
+    #[command(subcommand)]
+    Integrations(super::api_access::IntegrationsCommand),
+    /// Providers: a workspace's handle on an integration (`@slug` in configs).
+    #[command(subcommand)]
+    Providers(super::api_access::ProvidersCommand),
 }
 
 /// `-f FILE` (or `-f -` for stdin): a JSON request body.
 #[derive(Args)]
-struct BodyArg {
+pub(super) struct BodyArg {
     /// JSON request body; `-` reads stdin.
     #[arg(short = 'f', long = "file", value_name = "FILE")]
-    file: PathBuf,
+    pub(super) file: PathBuf,
 }
 
 #[derive(Subcommand)]
@@ -324,6 +331,8 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
         ApiCommand::RateLimits(cmd) => rate_limits(&client, cmd).await,
         ApiCommand::UsageLimits(cmd) => usage_limits(&client, cmd).await,
         ApiCommand::ApiKeys(cmd) => api_keys(&client, cmd).await,
+        ApiCommand::Integrations(cmd) => super::api_access::integrations(&client, cmd).await,
+        ApiCommand::Providers(cmd) => super::api_access::providers(&client, cmd).await,
     }
 }
 
@@ -513,7 +522,7 @@ async fn api_keys(client: &Client, cmd: ApiKeysCommand) -> anyhow::Result<()> {
     }
 }
 
-fn read_body<T: DeserializeOwned>(file: &Path) -> anyhow::Result<T> {
+pub(super) fn read_body<T: DeserializeOwned>(file: &Path) -> anyhow::Result<T> {
     let text = if file == Path::new("-") {
         let mut text = String::new();
         std::io::stdin()
@@ -569,11 +578,11 @@ pub(crate) fn version_diff(
     })
 }
 
-fn print<T: Serialize>(value: &T) -> anyhow::Result<()> {
+pub(super) fn print<T: Serialize>(value: &T) -> anyhow::Result<()> {
     write_stdout(&serde_json::to_string_pretty(value)?)
 }
 
-fn print_empty() -> anyhow::Result<()> {
+pub(super) fn print_empty() -> anyhow::Result<()> {
     write_stdout("{}")
 }
 

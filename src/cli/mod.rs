@@ -1,6 +1,7 @@
 //! One module per subcommand: clap arguments and the glue to the library.
 
 pub mod api;
+mod api_access;
 pub mod crds;
 pub mod emulator;
 pub mod export;

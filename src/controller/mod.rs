@@ -11,8 +11,8 @@ pub mod state;
 // (leader election, health, metrics, events). Their modules are re-exported by name.
 pub use driver::{create, drift, gate, rotation, secret_delivery, status};
 pub use kinds::{
-    api_key, config, config_refs, connection, deployment, guardrail, policy, rate_limits_policy,
-    usage_limits_policy,
+    api_key, config, config_refs, connection, deployment, guardrail, integration, policy, provider,
+    rate_limits_policy, usage_limits_policy,
 };
 pub use runtime::{backoff, events, failpoints, health, leader, metrics};
 pub use state::{claims, connections};
@@ -39,7 +39,8 @@ pub use leader::Leadership;
 pub use metrics::Metrics;
 
 use crate::resources::{
-    ApiKey, ClusterGuardrail, Config, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy,
+    ApiKey, ClusterGuardrail, Config, Deployment, Guardrail, Integration, Provider,
+    RateLimitsPolicy, UsageLimitsPolicy,
 };
 
 /// Shared state of every controller.
@@ -490,7 +491,7 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
     info!(namespaces = ?settings.namespaces, concurrency = settings.concurrency, drift_interval = ?settings.drift_interval, "starting controllers");
     if !settings.namespaces.is_empty() && settings.cluster_selector.is_none() {
         warn!(
-            "--namespace scopes the namespaced kinds only: this operator reconciles every cluster-scoped object (ClusterGuardrail); when several operators share the cluster, give each a --cluster-selector"
+            "--namespace scopes the namespaced kinds only: this operator reconciles every cluster-scoped object (ClusterGuardrail, Integration); when several operators share the cluster, give each a --cluster-selector"
         );
     }
     let mut tasks = Vec::new();
@@ -516,6 +517,16 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
         drift: None,
     };
     let api_keys = listed_kind::<ApiKey>(&ctx, &mut passes, Some(api_key::watch_inputs));
+    let integrations = KindSetup::<Integration> {
+        with_secrets: false,
+        extra: Some(integration::watch_inputs),
+        drift: None,
+    };
+    let providers = KindSetup::<Provider> {
+        with_secrets: false,
+        extra: Some(provider::watch_inputs),
+        drift: None,
+    };
     for namespace in namespaces {
         let concurrency = settings.concurrency;
         tasks.push(spawn_kind(&ctx, &namespace, concurrency, &configs));
@@ -524,10 +535,12 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
         tasks.push(spawn_kind(&ctx, &namespace, concurrency, &usage_limits));
         tasks.push(spawn_kind(&ctx, &namespace, concurrency, &guardrails));
         tasks.push(spawn_kind(&ctx, &namespace, concurrency, &api_keys));
+        tasks.push(spawn_kind(&ctx, &namespace, concurrency, &providers));
     }
     // Cluster-scoped kinds: one controller, whatever `--namespace` says.
     let concurrency = settings.concurrency;
     tasks.push(spawn_kind(&ctx, &None, concurrency, &cluster_guardrails));
+    tasks.push(spawn_kind(&ctx, &None, concurrency, &integrations));
     tasks.push(tokio::spawn(run_connections(
         ctx.clone(),
         settings.concurrency,

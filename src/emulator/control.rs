@@ -52,7 +52,9 @@ pub async fn put_faults(State(state): State<Shared>, body: Bytes) -> ApiResult<J
 
 /// `GET /_emulator/state`: every collection, with deployment secrets in clear, config
 /// documents as objects (reads through the API return them as strings), each usage-limits
-/// policy's entities and reset count, and each API key's values in clear with its rotation count.
+/// policy's entities and reset count, each API key's values in clear with its rotation count,
+/// each integration's key and configurations in clear with its key writes and access rows (each
+/// with its write count), and every provider (those the API made by itself marked `default`).
 pub async fn get_state(State(state): State<Shared>) -> Json<Value> {
     let mut responses: Vec<Value> = lock(&state.responses).values().cloned().collect();
     responses.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
@@ -67,6 +69,8 @@ pub async fn get_state(State(state): State<Shared>) -> Json<Value> {
         "usage_limits": lock(&state.usage_limits).dump(),
         "guardrails": lock(&state.guardrails).dump(),
         "api_keys": lock(&state.api_keys).dump(),
+        "integrations": lock(&state.integrations).dump(),
+        "providers": lock(&state.providers).dump(),
         "responses": responses,
         "vector_store_files": files,
     }))
@@ -135,6 +139,14 @@ fn seed_one(state: &Shared, collection: &str, item: &Object) -> ApiResult<Value>
             let (id, key) = lock(&state.api_keys).seed(state, item)?;
             Ok(json!({ "id": id, "key": key }))
         }
+        "integrations" => {
+            let (id, slug) = lock(&state.integrations).seed(state, item)?;
+            Ok(json!({ "id": id, "slug": slug }))
+        }
+        "providers" => {
+            let (id, slug) = lock(&state.providers).seed(state, item)?;
+            Ok(json!({ "id": id, "slug": slug }))
+        }
         "responses" => {
             let id = fields::req_str(item, "id")
                 .map_err(|_| EmulatorError::validation("responses items need an id"))?;
@@ -154,7 +166,7 @@ fn seed_one(state: &Shared, collection: &str, item: &Object) -> ApiResult<Value>
             Ok(json!({ "id": id, "vector_store_id": store }))
         }
         other => Err(EmulatorError::validation(format!(
-            "unknown collection {other}; expected configs, deployments, rate_limits, usage_limits, guardrails, generate_guardrails, api_keys, responses or vector_store_files"
+            "unknown collection {other}; expected configs, deployments, rate_limits, usage_limits, guardrails, generate_guardrails, api_keys, integrations, providers, responses or vector_store_files"
         ))),
     }
 }

@@ -60,8 +60,8 @@ pub struct Faults {
     /// Config and deployment create receipts omit `slug` (reads still show it).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub create_without_slug: bool,
-    /// A missing config, deployment, policy (or policy entity) or API key answers 403 `AB03`
-    /// instead of 404.
+    /// A missing config, deployment, policy (or policy entity), API key, integration or provider
+    /// answers 403 `AB03` instead of 404.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub missing_as_ab03: bool,
     /// Config and deployment lists return at most this many rows; `total` stays the true count.

@@ -25,9 +25,12 @@ mod faults;
 mod fields;
 mod gateway;
 mod guardrails;
+mod integration_routes;
+mod integrations;
 mod listener;
 mod normalise;
 mod policy_fields;
+mod providers;
 mod rate_limits;
 mod state;
 mod usage_limit_routes;
@@ -281,6 +284,36 @@ fn router(state: Shared) -> Router {
                 .delete(guardrails::delete),
         )
         .merge(api_key_routes::routes())
+        .route(
+            "/ai_gw/admin/v2/integrations",
+            get(integration_routes::list).post(integration_routes::create),
+        )
+        .route(
+            "/ai_gw/admin/v2/integrations/{integrationId}",
+            get(integration_routes::get)
+                .put(integration_routes::update)
+                .delete(integration_routes::delete),
+        )
+        .route(
+            "/ai_gw/admin/v2/integrations/{integrationId}/workspaces",
+            get(integration_routes::workspaces).put(integration_routes::update_workspaces),
+        )
+        .route(
+            "/ai_gw/admin/v2/integrations/{integrationId}/models",
+            get(integration_routes::models)
+                .put(integration_routes::update_models)
+                .delete(integration_routes::delete_models),
+        )
+        .route(
+            "/ai_gw/v2/providers",
+            get(providers::list).post(providers::create),
+        )
+        .route(
+            "/ai_gw/v2/providers/{providerId}",
+            get(providers::get)
+                .put(providers::update)
+                .delete(providers::delete),
+        )
         .layer(middleware::from_fn_with_state(
             state.clone(),
             faults::inject_faults,

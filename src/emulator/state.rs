@@ -20,6 +20,8 @@ use super::{
     errors::EmulatorError,
     faults::{Faults, RateWindow},
     guardrails::GuardrailStore,
+    integrations::IntegrationStore,
+    providers::ProviderStore,
     rate_limits::RateLimitStore,
     usage_limits::UsageLimitStore,
 };
@@ -44,6 +46,10 @@ pub struct AppState {
     pub usage_limits: Mutex<UsageLimitStore>,
     pub guardrails: Mutex<GuardrailStore>,
     pub api_keys: Mutex<ApiKeyStore>,
+    /// Taken before `providers` when both are needed (a default provider is made while the
+    /// integration is locked).
+    pub integrations: Mutex<IntegrationStore>,
+    pub providers: Mutex<ProviderStore>,
     pub responses: Mutex<HashMap<String, Value>>,
     pub vector_store_files: Mutex<HashMap<(String, String), Value>>,
     pub stats: Mutex<Stats>,
@@ -68,6 +74,8 @@ impl AppState {
             usage_limits: Mutex::default(),
             guardrails: Mutex::default(),
             api_keys: Mutex::default(),
+            integrations: Mutex::default(),
+            providers: Mutex::default(),
             responses: Mutex::default(),
             vector_store_files: Mutex::default(),
             stats: Mutex::default(),
@@ -88,7 +96,8 @@ impl AppState {
         lock(&self.faults).clone()
     }
 
-    /// The error for a config, deployment, policy (or a policy's entity) or API key that does not exist, e.g.
+    /// The error for a config, deployment, policy (or a policy's entity), API key, integration or
+    /// provider that does not exist, e.g.
     /// `missing("config pc-x")`: 404 `AB08`, or 403 `AB03` under the `missing_as_ab03` fault.
     pub fn missing(&self, what: &str) -> EmulatorError {
         if lock(&self.faults).missing_as_ab03 {
@@ -106,6 +115,8 @@ impl AppState {
         *lock(&self.usage_limits) = UsageLimitStore::default();
         *lock(&self.guardrails) = GuardrailStore::default();
         *lock(&self.api_keys) = ApiKeyStore::default();
+        *lock(&self.integrations) = IntegrationStore::default();
+        *lock(&self.providers) = ProviderStore::default();
         lock(&self.responses).clear();
         lock(&self.vector_store_files).clear();
     }

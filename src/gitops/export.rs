@@ -24,6 +24,8 @@ use crate::resources::{
     ClusterGuardrail, Config, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy,
 };
 
+mod access;
+
 /// What to export and where the manifests go.
 #[derive(Debug, Clone, Default)]
 pub struct ExportOptions {
@@ -149,9 +151,9 @@ impl Export {
     }
 }
 
-/// Reads every config, active deployment, rate-limits and usage-limits policy (GET and list
-/// only) and renders
-/// them as manifests.
+/// Reads every config, active deployment, guardrail, rate-limits and usage-limits policy and
+/// organisation integration, and the providers of `--workspace-id` (GET and list only), and
+/// renders them as manifests.
 pub async fn export(api: &Client, options: &ExportOptions) -> Result<Export, GitopsError> {
     let mut out = Builder::new(options);
     let configs = api
@@ -187,6 +189,9 @@ pub async fn export(api: &Client, options: &ExportOptions) -> Result<Export, Git
     export_guardrails::<ClusterGuardrail>(api, None, &mut out).await?;
     export_policies::<RateLimitsPolicy>(api, options, &mut out).await?;
     export_policies::<UsageLimitsPolicy>(api, options, &mut out).await?;
+    // Integrations belong to the organisation: always exported.
+    access::export_integrations(api, &mut out).await?;
+    access::export_providers(api, options.workspace_id.as_deref(), &mut out).await?;
     out.finish()
 }
 

@@ -16,6 +16,7 @@ pub mod line_diff;
 pub mod load;
 pub mod mask;
 pub mod plan;
+mod plan_access;
 mod project;
 pub mod schema;
 pub mod validate;

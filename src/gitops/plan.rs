@@ -280,6 +280,8 @@ pub async fn plan(
             }
             Object::Connection(_) => continue,
             Object::ApiKey(o) => plan_api_key(api, live, o).await?,
+            Object::Integration(o) => super::plan_access::plan_integration(api, live, o).await?,
+            Object::Provider(o) => super::plan_access::plan_provider(api, live, o).await?,
         };
         let entry = match manifest.object.management_policy() {
             ManagementPolicy::Observe => entry.observed(),
@@ -297,12 +299,12 @@ pub async fn plan(
 }
 
 /// Which remote object to read, and whether the operator would be adopting it.
-struct Counterpart {
-    key: String,
+pub(super) struct Counterpart {
+    pub(super) key: String,
     /// Named by the spec and not yet managed by a live resource.
-    adopting: bool,
+    pub(super) adopting: bool,
     /// Named by the spec (a missing one is a conflict, not a create).
-    from_spec: bool,
+    pub(super) from_spec: bool,
 }
 
 /// The counterpart: the spec's id; else the live resource's status id; else none.
@@ -327,7 +329,7 @@ where
 
 /// The counterpart named by the spec (`spec_id`), else the one the live resource recorded
 /// (`managed`).
-fn pair(spec_id: Option<&String>, managed: Option<String>) -> Option<Counterpart> {
+pub(super) fn pair(spec_id: Option<&String>, managed: Option<String>) -> Option<Counterpart> {
     match (spec_id, managed) {
         (Some(id), managed) => Some(Counterpart {
             key: id.clone(),
@@ -344,7 +346,10 @@ fn pair(spec_id: Option<&String>, managed: Option<String>) -> Option<Counterpart
 }
 
 /// The live copy of a cluster-scoped resource.
-async fn live_cluster_object<K>(live: &Live, object: &K) -> Result<Option<K>, GitopsError>
+pub(super) async fn live_cluster_object<K>(
+    live: &Live,
+    object: &K,
+) -> Result<Option<K>, GitopsError>
 where
     K: Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>
         + Clone
@@ -358,7 +363,7 @@ where
         .map_err(|e| GitopsError::kube(format!("failed to read {name}"), e))
 }
 
-async fn live_object<K>(live: &Live, object: &K) -> Result<Option<K>, GitopsError>
+pub(super) async fn live_object<K>(live: &Live, object: &K) -> Result<Option<K>, GitopsError>
 where
     K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
         + Clone
@@ -378,7 +383,7 @@ where
 }
 
 /// The entry for a found counterpart: adopt, update or no change.
-fn compared(counterpart: &Counterpart, changes: Vec<FieldChange>) -> Entry {
+pub(super) fn compared(counterpart: &Counterpart, changes: Vec<FieldChange>) -> Entry {
     let action = match (counterpart.adopting, changes.is_empty()) {
         (true, _) => Action::Adopt,
         (false, true) => Action::NoChange,
@@ -389,7 +394,12 @@ fn compared(counterpart: &Counterpart, changes: Vec<FieldChange>) -> Entry {
 
 /// The entry for a counterpart the API does not know: a conflict when the spec names it, a
 /// create when only the status did (the operator creates a vanished object again).
-fn missing(counterpart: &Counterpart, what: &str, field: &str, create: Vec<FieldChange>) -> Entry {
+pub(super) fn missing(
+    counterpart: &Counterpart,
+    what: &str,
+    field: &str,
+    create: Vec<FieldChange>,
+) -> Entry {
     if counterpart.from_spec {
         let reason = format!(
             "{field} names {what} {}, which does not exist",
@@ -409,7 +419,7 @@ fn missing(counterpart: &Counterpart, what: &str, field: &str, create: Vec<Field
     entry(Action::Create, None, create, Some(reason))
 }
 
-fn entry(
+pub(super) fn entry(
     action: Action,
     remote: Option<String>,
     changes: Vec<FieldChange>,
@@ -428,7 +438,7 @@ fn entry(
 }
 
 /// `Ok(None)` for "not found"; other errors fail the plan (a plan must not guess).
-fn found<T>(what: &str, result: Result<T, ApiError>) -> Result<Option<T>, GitopsError> {
+pub(super) fn found<T>(what: &str, result: Result<T, ApiError>) -> Result<Option<T>, GitopsError> {
     match result {
         Ok(remote) => Ok(Some(remote)),
         Err(e) if e.is_not_found() => Ok(None),
@@ -459,13 +469,22 @@ async fn with_resources(
                         kube::Api::<Guardrail>::namespaced(live.client.clone(), &namespace)
                             .get_opt(&reference.name)
                             .await
-                            .map(|g| g.and_then(|g| g.status))
+                            .map(|g| g.and_then(|g| g.status).and_then(|s| s.slug))
                     }
                     ReferencedKind::ClusterGuardrail => {
                         kube::Api::<ClusterGuardrail>::all(live.client.clone())
                             .get_opt(&reference.name)
                             .await
-                            .map(|g| g.and_then(|g| g.status))
+                            .map(|g| g.and_then(|g| g.status).and_then(|s| s.slug))
+                    }
+                    ReferencedKind::Provider => {
+                        kube::Api::<crate::resources::Provider>::namespaced(
+                            live.client.clone(),
+                            &namespace,
+                        )
+                        .get_opt(&reference.name)
+                        .await
+                        .map(|p| p.and_then(|p| p.status).and_then(|s| s.slug))
                     }
                 };
                 read.map_err(|e| {
@@ -474,7 +493,7 @@ async fn with_resources(
                         e,
                     )
                 })?
-                .and_then(|s| s.slug)
+                .map(|slug| reference.kind.value(&slug))
             }
             None => None,
         };
@@ -815,7 +834,7 @@ async fn plan_api_key(
     ))
 }
 
-fn to_json<T: Serialize>(value: &T) -> Value {
+pub(super) fn to_json<T: Serialize>(value: &T) -> Value {
     serde_json::to_value(value).unwrap_or_default()
 }
 
@@ -823,7 +842,7 @@ fn to_json<T: Serialize>(value: &T) -> Value {
 const LOCAL_FIELDS: [&str; 3] = ["deletionPolicy", "managementPolicy", "connectionRef"];
 
 /// What a create sends: every API field the spec sets, from nothing.
-fn create_changes(desired: &Value, skip: &[&str]) -> Vec<FieldChange> {
+pub(super) fn create_changes(desired: &Value, skip: &[&str]) -> Vec<FieldChange> {
     let Some(map) = desired.as_object() else {
         return Vec::new();
     };
@@ -836,7 +855,7 @@ fn create_changes(desired: &Value, skip: &[&str]) -> Vec<FieldChange> {
 }
 
 /// One change per field, masked; documents get a line diff of their pretty JSON.
-fn field_changes(fields: &[&str], current: &Value, desired: &Value) -> Vec<FieldChange> {
+pub(super) fn field_changes(fields: &[&str], current: &Value, desired: &Value) -> Vec<FieldChange> {
     fields
         .iter()
         .map(|field| {

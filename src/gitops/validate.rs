@@ -20,8 +20,8 @@ use crate::resources::common::GROUP;
 use crate::resources::config_document::MarkedDocument;
 use crate::resources::guardrail::GuardrailKind;
 use crate::resources::{
-    ApiKey, ClusterGuardrail, Config, Connection, Deployment, Guardrail, RateLimitsPolicy,
-    UsageLimitsPolicy,
+    ApiKey, ClusterGuardrail, Config, Connection, Deployment, Guardrail, Integration, Provider,
+    RateLimitsPolicy, UsageLimitsPolicy,
 };
 
 /// One problem: where, which resource, which field, what.
@@ -64,6 +64,8 @@ pub enum Object {
     ClusterGuardrail(Box<ClusterGuardrail>),
     Connection(Box<Connection>),
     ApiKey(Box<ApiKey>),
+    Integration(Box<Integration>),
+    Provider(Box<Provider>),
 }
 
 impl Object {
@@ -77,6 +79,8 @@ impl Object {
             Object::ClusterGuardrail(_) => "ClusterGuardrail",
             Object::Connection(_) => "Connection",
             Object::ApiKey(_) => "ApiKey",
+            Object::Integration(_) => "Integration",
+            Object::Provider(_) => "Provider",
         }
     }
 
@@ -90,6 +94,8 @@ impl Object {
             Object::ClusterGuardrail(o) => &o.metadata,
             Object::Connection(o) => &o.metadata,
             Object::ApiKey(o) => &o.metadata,
+            Object::Integration(o) => &o.metadata,
+            Object::Provider(o) => &o.metadata,
         }
     }
 
@@ -104,6 +110,8 @@ impl Object {
             Object::ClusterGuardrail(o) => o.spec.definition.management_policy,
             Object::Connection(_) => crate::resources::common::ManagementPolicy::Full,
             Object::ApiKey(o) => o.spec.management_policy,
+            Object::Integration(o) => o.spec.management_policy,
+            Object::Provider(o) => o.spec.management_policy,
         }
     }
 
@@ -114,7 +122,7 @@ impl Object {
     /// The namespace the manifest names, if any (kubectl's `-n` or context decides otherwise).
     pub fn namespace(&self) -> Option<&str> {
         match self {
-            Object::Connection(_) | Object::ClusterGuardrail(_) => None,
+            Object::Connection(_) | Object::ClusterGuardrail(_) | Object::Integration(_) => None,
             _ => self.meta().namespace.as_deref(),
         }
     }
@@ -429,6 +437,8 @@ fn typed(kind: &str, value: &Value) -> Result<Object, String> {
         "ClusterGuardrail" => Object::ClusterGuardrail(parse(value)?),
         "Connection" => Object::Connection(parse(value)?),
         "ApiKey" => Object::ApiKey(parse(value)?),
+        "Integration" => Object::Integration(parse(value)?),
+        "Provider" => Object::Provider(parse(value)?),
         other => return Err(format!("unknown kind {other:?}")),
     })
 }
@@ -499,6 +509,9 @@ fn operator_checks(object: &Object, out: &mut Vec<Violation>) {
         Object::ClusterGuardrail(o) => guardrail_request(o.as_ref(), out),
         Object::Connection(_) => Ok(()),
         Object::ApiKey(o) => api_key_request(o, out),
+        Object::Integration(o) => integration_request(o, out),
+        // The integration's UUID is resolved in the cluster; its form is not checked here.
+        Object::Provider(o) => o.spec.create_request("(integration)").validate(),
     };
     if let Err(e) = request {
         out.push(api_violation(e));
@@ -533,6 +546,25 @@ fn api_key_request(key: &ApiKey, out: &mut Vec<Violation>) -> Result<(), ApiErro
     let config_id = spec.defaults.as_ref().and_then(|d| d.config_id.as_deref());
     spec.create_request(config_id)
         .validate_for(spec.kind.to_api())
+}
+
+/// The create request of an Integration as the operator would check it: no credential in
+/// `configurations` in plain text (at any depth), each Secret path set once.
+fn integration_request(
+    integration: &Integration,
+    out: &mut Vec<Violation>,
+) -> Result<(), ApiError> {
+    let spec = &integration.spec;
+    match MarkedDocument::new(spec) {
+        Ok(marked) => spec.create_request_with(marked.document(), None).validate(),
+        Err(message) => {
+            out.push(Violation {
+                path: "spec.configurations".into(),
+                message,
+            });
+            Ok(())
+        }
+    }
 }
 
 /// An API request check, pointed at the spec field it came from.
@@ -598,7 +630,7 @@ impl Seen {
             "Config" => "slug",
             "Deployment" => "deploymentId",
             "RateLimitsPolicy" | "UsageLimitsPolicy" => "policyId",
-            "Guardrail" | "ClusterGuardrail" => "slug",
+            "Guardrail" | "ClusterGuardrail" | "Integration" | "Provider" => "slug",
             _ => return found,
         };
         let Some(id) = value["spec"][field].as_str() else {

@@ -455,8 +455,9 @@ impl ApiKeySpec {
     }
 }
 
-/// True when both are the same instant (or the same text, where one does not parse).
-fn same_instant(a: Option<&str>, b: Option<&str>) -> bool {
+/// True when both are the same instant (or the same text, where one does not parse); the live
+/// API also writes `2026-09-06 19:18:51` (no `T`, no zone: UTC).
+pub(crate) fn same_instant(a: Option<&str>, b: Option<&str>) -> bool {
     let parse = |t: &str| {
         t.parse::<jiff::Timestamp>().ok().or_else(|| {
             t.replace(' ', "T")

@@ -12,6 +12,9 @@ pub const FINALIZER: &str = "aigw.io/finalizer";
 /// Annotation that pauses reconciling an object: while it is `"true"`, aigw makes no API call
 /// for it at all (not even reads). Deletion still follows `deletionPolicy`.
 pub const PAUSED_ANNOTATION: &str = "aigw.io/paused";
+/// The label a Secret of the operator's namespace needs before a cluster-scoped resource may
+/// read it (`"true"`): that namespace also holds the Connections' credentials.
+pub const CLUSTER_READABLE: &str = "aigw.io/cluster-readable";
 /// Annotation whose value (a Git commit, a release tag) is recorded with every version aigw
 /// applies, in `status.history`.
 pub const REVISION_ANNOTATION: &str = "aigw.io/revision";

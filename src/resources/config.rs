@@ -79,9 +79,10 @@ pub struct ConfigSpec {
     pub secret_refs: Vec<ConfigSecretRef>,
 
     /// Values of `config` that name other aigw resources, substituted with their remote slug
-    /// when the config is applied: each names a JSON Pointer into `config` (e.g.
-    /// `/input_guardrails/0`; the element need not exist, as with `secretRefs`), the `kind` and
-    /// the `name` of a resource of this namespace. Until the resource is Ready with a slug, the
+    /// when the config is applied (`@<slug>` for a Provider): each names a JSON Pointer into
+    /// `config` (e.g. `/input_guardrails/0` or `/targets/0/provider`; the element need not
+    /// exist, as with `secretRefs`), the `kind` and the `name` of a resource of this namespace
+    /// (or of a cluster-scoped kind). Until the resource is Ready with a slug, the
     /// Config waits (`Stalled`, reason `ReferenceNotReady`, naming it) and writes nothing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
@@ -117,8 +118,9 @@ pub struct ConfigResourceRef {
     /// `/input_guardrails/0` or `/targets/0/output_guardrails/1`.
     #[schemars(regex(pattern = r"^(/[^/]*)+$"), length(max = 512))]
     pub path: String,
-    /// The kind of the resource: `Guardrail` (a Guardrail of this namespace) or
-    /// `ClusterGuardrail` (an organisation guardrail).
+    /// The kind of the resource: `Guardrail` (a Guardrail of this namespace),
+    /// `ClusterGuardrail` (an organisation guardrail) or `Provider` (a Provider of this
+    /// namespace, written as `@<slug>`).
     pub kind: ReferencedKind,
     /// The resource's `metadata.name`.
     #[schemars(length(min = 1, max = 253))]
@@ -132,6 +134,8 @@ pub enum ReferencedKind {
     Guardrail,
     /// An organisation guardrail (cluster-scoped).
     ClusterGuardrail,
+    /// A provider of the Config's namespace, substituted as `@<slug>`.
+    Provider,
 }
 
 impl ReferencedKind {
@@ -140,13 +144,23 @@ impl ReferencedKind {
         match self {
             ReferencedKind::Guardrail => "Guardrail",
             ReferencedKind::ClusterGuardrail => "ClusterGuardrail",
+            ReferencedKind::Provider => "Provider",
+        }
+    }
+
+    /// What a reference puts in the document for the resource's `slug`: the slug itself, and
+    /// `@<slug>` for a provider (how configs route to one).
+    pub fn value(self, slug: &str) -> String {
+        match self {
+            ReferencedKind::Provider => format!("@{slug}"),
+            ReferencedKind::Guardrail | ReferencedKind::ClusterGuardrail => slug.to_string(),
         }
     }
 
     /// False for a cluster-scoped kind.
     pub fn namespaced(self) -> bool {
         match self {
-            ReferencedKind::Guardrail => true,
+            ReferencedKind::Guardrail | ReferencedKind::Provider => true,
             ReferencedKind::ClusterGuardrail => false,
         }
     }

@@ -49,7 +49,8 @@ pub trait SecretDocument {
     const FIELD: &'static str;
     /// The document as the API takes it, before any Secret value is filled in.
     fn document(&self) -> Map<String, Value>;
-    fn secret_refs(&self) -> &[ConfigSecretRef];
+    /// Where the Secret values go (computed by a kind that gathers them from several fields).
+    fn secret_refs(&self) -> std::borrow::Cow<'_, [ConfigSecretRef]>;
 }
 
 impl SecretDocument for ConfigSpec {
@@ -59,8 +60,8 @@ impl SecretDocument for ConfigSpec {
         self.config.clone()
     }
 
-    fn secret_refs(&self) -> &[ConfigSecretRef] {
-        &self.secret_refs
+    fn secret_refs(&self) -> std::borrow::Cow<'_, [ConfigSecretRef]> {
+        std::borrow::Cow::Borrowed(&self.secret_refs)
     }
 }
 
@@ -88,7 +89,7 @@ impl MarkedDocument {
         let mut seen = HashSet::new();
         let mut document = source;
         let mut slots = Vec::new();
-        for reference in spec.secret_refs() {
+        for reference in spec.secret_refs().iter() {
             if !seen.insert(reference.path.as_str()) {
                 return Err(format!(
                     "spec.secretRefs names the path {} twice",

@@ -159,6 +159,13 @@ pub struct Grant {
     /// explicit grant. Default false.
     #[serde(default)]
     pub allow_default: bool,
+    /// Integrations these namespaces may bind into their workspaces with a Provider: names of
+    /// Integration resources (`spec.integration`), or slugs or UUIDs of remote integrations
+    /// (`spec.integrationId`; an Integration resource is also matched by its recorded slug and
+    /// UUID). Absent: any integration. The workspace a Provider binds it into must be among
+    /// `workspaces`, and the integration must grant that workspace access itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integrations: Option<Vec<String>>,
 }
 
 /// Exactly one way to authenticate.

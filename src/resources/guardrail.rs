@@ -345,8 +345,8 @@ impl SecretDocument for GuardrailDefinition {
         document
     }
 
-    fn secret_refs(&self) -> &[ConfigSecretRef] {
-        &self.secret_refs
+    fn secret_refs(&self) -> std::borrow::Cow<'_, [ConfigSecretRef]> {
+        std::borrow::Cow::Borrowed(&self.secret_refs)
     }
 }
 

@@ -7,7 +7,10 @@ pub mod config_document;
 pub mod connection;
 pub mod deployment;
 pub mod guardrail;
+pub mod integration;
+pub mod limits;
 pub mod policy;
+pub mod provider;
 pub mod rate_limits_policy;
 pub mod rotation;
 pub mod usage_limits_policy;
@@ -17,6 +20,8 @@ pub use config::Config;
 pub use connection::Connection;
 pub use deployment::Deployment;
 pub use guardrail::{ClusterGuardrail, Guardrail};
+pub use integration::Integration;
+pub use provider::Provider;
 pub use rate_limits_policy::RateLimitsPolicy;
 pub use usage_limits_policy::UsageLimitsPolicy;
 
@@ -35,6 +40,8 @@ pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
         ("connection.yaml", unwrap_descriptions(Connection::crd())),
         ("deployment.yaml", unwrap_descriptions(Deployment::crd())),
         ("guardrail.yaml", unwrap_descriptions(Guardrail::crd())),
+        ("integration.yaml", unwrap_descriptions(Integration::crd())),
+        ("provider.yaml", unwrap_descriptions(Provider::crd())),
         (
             "ratelimitspolicy.yaml",
             unwrap_descriptions(RateLimitsPolicy::crd()),

@@ -109,6 +109,13 @@ impl Harness {
         Self::start_full(prefix, drift_interval, options, false, None, true).await
     }
 
+    /// Like [`Self::start_with_secret_namespace`], with `grants` (a Connection's `spec.grants`,
+    /// naming the test namespace as `{ns}`) on the default connection.
+    pub async fn start_with_grants(prefix: &str, drift_interval: Duration, grants: Value) -> Self {
+        let options = EmulatorOptions::new(TOKEN);
+        Self::start_full(prefix, drift_interval, options, false, Some(grants), true).await
+    }
+
     /// Two namespaces watched by one operator, whose default connection has `grants` (a
     /// Connection's `spec.grants`, naming the namespaces as `{ns}` and `{other}`).
     pub async fn start_two_teams(
@@ -356,6 +363,7 @@ impl Harness {
         self.operator.abort();
         let _ = self.operator.await;
         purge_cluster::<aigw::resources::ClusterGuardrail>(&self.env).await;
+        purge_cluster::<aigw::resources::Integration>(&self.env).await;
         if let Some(other) = self.other {
             other.cleanup().await;
         }
@@ -382,6 +390,39 @@ impl Harness {
             "spec": spec
         }))
         .unwrap()
+    }
+
+    /// Every event about cluster-scoped objects of this test (they are published to the
+    /// namespace `default`), one per line.
+    pub async fn cluster_events_text(&self) -> String {
+        let events = kube::Api::<k8s_openapi::api::core::v1::Event>::namespaced(
+            self.env.client.clone(),
+            "default",
+        )
+        .list(&Default::default())
+        .await
+        .map(|l| l.items)
+        .unwrap_or_default();
+        let prefix = format!("{}-", self.env.namespace);
+        events
+            .iter()
+            .filter(|e| {
+                e.involved_object
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with(&prefix))
+            })
+            .map(|e| {
+                format!(
+                    "{} {} {}: {}",
+                    e.type_.as_deref().unwrap_or(""),
+                    e.involved_object.name.as_deref().unwrap_or(""),
+                    e.reason.as_deref().unwrap_or(""),
+                    e.message.as_deref().unwrap_or("")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// The cluster-wide name of this test's cluster-scoped object `name`.

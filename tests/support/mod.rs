@@ -279,6 +279,7 @@ impl TestEnv {
         self.purge::<aigw::resources::Config>().await;
         self.purge::<aigw::resources::Deployment>().await;
         self.purge::<aigw::resources::RateLimitsPolicy>().await;
+        self.purge::<aigw::resources::Provider>().await;
         let namespaces: Api<Namespace> = Api::all(self.client.clone());
         let _ = namespaces
             .delete(&self.namespace, &Default::default())

@@ -78,6 +78,22 @@ impl Conditions for aigw::resources::ClusterGuardrail {
     }
 }
 
+impl Conditions for aigw::resources::Integration {
+    fn conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .map_or(&[], |s| s.conditions.as_slice())
+    }
+}
+
+impl Conditions for aigw::resources::Provider {
+    fn conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .map_or(&[], |s| s.conditions.as_slice())
+    }
+}
+
 impl Conditions for Guardrail {
     fn conditions(&self) -> &[Condition] {
         self.status

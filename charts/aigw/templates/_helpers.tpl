@@ -108,10 +108,10 @@ watchNamespaces, each watched namespace's Role's rules with it.
 {{- define "aigw.namespacedRules" -}}
 # The namespaced kinds it reconciles; patch adds and removes the aigw.io/finalizer finalizer.
 - apiGroups: ["aigw.io"]
-  resources: ["configs", "deployments", "ratelimitspolicies", "usagelimitspolicies", "guardrails", "apikeys"]
+  resources: ["configs", "deployments", "ratelimitspolicies", "usagelimitspolicies", "guardrails", "apikeys", "providers"]
   verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["aigw.io"]
-  resources: ["configs/status", "deployments/status", "ratelimitspolicies/status", "usagelimitspolicies/status", "guardrails/status", "apikeys/status"]
+  resources: ["configs/status", "deployments/status", "ratelimitspolicies/status", "usagelimitspolicies/status", "guardrails/status", "apikeys/status", "providers/status"]
   verbs: ["patch"]
 # Owner references with blockOwnerDeletion (the credentials Secrets a Deployment owns) need
 # update on the owner's finalizers subresource where OwnerReferencesPermissionEnforcement is on.

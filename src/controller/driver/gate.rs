@@ -184,6 +184,18 @@ impl<'a, K: Managed> Gate<'a, K> {
         })
     }
 
+    /// Adopting the existing remote object `id` (found where the spec named an identity to create
+    /// with, such as a provider's slug) needs `allowAdoption`.
+    pub async fn adopting(&self, field: &str, id: &str) -> Result<(), Error> {
+        self.resolve().await?.scope.check_adoption(field, id)
+    }
+
+    /// Binding the integration `keys` name (resource name, slug, UUID) into a workspace needs
+    /// a grant of it (`spec.grants[].integrations`).
+    pub async fn binding(&self, field: &str, keys: &[String]) -> Result<(), Error> {
+        self.resolve().await?.scope.check_integration(field, keys)
+    }
+
     /// An adopted object that is organisation-wide (the default gateway) needs `allowDefault`.
     pub async fn reach_default(&self, what: &str) -> Result<(), Error> {
         self.resolve().await?.scope.check_default(what)
@@ -241,6 +253,14 @@ impl<'a, K: Managed> Gate<'a, K> {
             })
             .await
     }
+}
+
+/// The tenant id (the TSG) Connection `name` reaches, when it can be told (an `x-tsg-id` header
+/// or a `tsg_id:` scope): what writes that take the numeric TSG as `organisation_id` send.
+pub fn tenant_id(ctx: &Context, name: &str) -> Option<String> {
+    let all = ctx.stores.connections.all();
+    let found = all.iter().find(|c| c.name_any() == name).map(|c| &**c);
+    ctx.connections.tenant_of(name, found).and_then(|t| t.id)
 }
 
 /// The names of the Connections that reach the tenant Connection `own` reaches, `own` first

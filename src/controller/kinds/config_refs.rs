@@ -28,7 +28,7 @@ use crate::resources::config::{
 use crate::resources::config_document::SecretDocument;
 use crate::resources::config_document::{GuardrailRef, MarkedDocument};
 use crate::resources::guardrail::GuardrailKind;
-use crate::resources::{ClusterGuardrail, Guardrail};
+use crate::resources::{ClusterGuardrail, Guardrail, Provider};
 
 /// Condition type: every guardrail the document names exists on the connection.
 pub const GUARDRAILS_RESOLVED: &str = "GuardrailsResolved";
@@ -103,7 +103,8 @@ impl Desired {
         ctx: &Context,
     ) -> Result<Self, Error> {
         let marked = MarkedDocument::new(spec).map_err(Error::InvalidSpec)?;
-        let values = match spec.secret_refs() {
+        let refs = spec.secret_refs();
+        let values = match &*refs {
             [] => SecretValues(BTreeMap::new()),
             refs => read_secret_values(&secrets_namespace(object, ctx)?, refs, &ctx.kube).await?,
         };
@@ -132,7 +133,7 @@ pub async fn secrets_unchanged(
     let Ok(source) = secrets_namespace(object, ctx) else {
         return false;
     };
-    match read_secret_values(&source, refs, &ctx.kube).await {
+    match read_secret_values(&source, &refs, &ctx.kube).await {
         Ok(values) => {
             let uid = object.meta().uid.clone().unwrap_or_default();
             recorded_hash == Some(secret_hash(&uid, &values).as_str())
@@ -181,12 +182,18 @@ async fn read_secret_values(
             return Err(Error::not_allowed(
                 SECRET_NOT_READABLE,
                 format!(
-                    "Secret {namespace}/{} (named by spec.secretRefs, path {}) is not labelled {CLUSTER_READABLE}=true: a cluster-scoped resource reads only the Secrets labelled for it in the operator's namespace, so the Connection Secrets there stay out of its reach",
-                    selector.name, reference.path
+                    "Secret {namespace}/{} (named by {}) is not labelled {CLUSTER_READABLE}=true: a cluster-scoped resource reads only the Secrets labelled for it in the operator's namespace, so the Connection Secrets there stay out of its reach",
+                    selector.name,
+                    source.secret_source(&reference.path)
                 ),
             ));
         }
-        let value = secret_value(secret, &namespace, reference)?;
+        let value = secret_value(
+            secret,
+            &namespace,
+            reference,
+            &source.secret_source(&reference.path),
+        )?;
         values.insert(reference.path.clone(), value);
     }
     Ok(SecretValues(values))
@@ -197,14 +204,15 @@ fn secret_value(
     secret: Option<&Secret>,
     namespace: &str,
     reference: &ConfigSecretRef,
+    named_by: &str,
 ) -> Result<String, Error> {
     let selector = &reference.secret_key_ref;
     let Some(secret) = secret else {
         return Err(Error::not_allowed(
             "SecretNotFound",
             format!(
-                "Secret {namespace}/{} named by spec.secretRefs (path {}) does not exist",
-                selector.name, reference.path
+                "Secret {namespace}/{} (named by {named_by}) does not exist",
+                selector.name
             ),
         ));
     };
@@ -216,8 +224,8 @@ fn secret_value(
             Error::not_allowed(
                 "SecretKeyNotFound",
                 format!(
-                    "Secret {namespace}/{} has no key {} (named by spec.secretRefs, path {})",
-                    selector.name, selector.key, reference.path
+                    "Secret {namespace}/{} has no key {} (named by {named_by})",
+                    selector.name, selector.key
                 ),
             )
         })?;
@@ -226,8 +234,8 @@ fn secret_value(
         return Err(Error::not_allowed(
             "SecretKeyNotFound",
             format!(
-                "key {} of Secret {namespace}/{} (named by spec.secretRefs, path {}) is empty",
-                selector.key, selector.name, reference.path
+                "key {} of Secret {namespace}/{} (named by {named_by}) is empty",
+                selector.key, selector.name
             ),
         ));
     }
@@ -455,7 +463,7 @@ pub fn with_resources(config: &Config, ctx: &Context) -> Result<Option<Config>, 
         crate::resources::config_document::set_reference(
             &mut document,
             &reference.path,
-            Value::String(slug),
+            Value::String(reference.kind.value(&slug)),
         )
         .map_err(Error::InvalidSpec)?;
     }
@@ -466,12 +474,17 @@ pub fn with_resources(config: &Config, ctx: &Context) -> Result<Option<Config>, 
     Ok(Some(resolved))
 }
 
-/// The slugs of the resources `config` names that are Ready: guardrails known to exist, whatever
-/// a listing of the Connection's guardrails shows (an organisation guardrail may not be in it).
+/// The values the resources `config` names put in its document, once Ready: guardrails known
+/// to exist, whatever a listing of the Connection's guardrails shows (an organisation guardrail
+/// may not be in it).
 fn slugs_of_resources(config: &Config, ctx: &Context) -> HashSet<String> {
     let refs = config.spec.resource_refs.iter().enumerate();
-    refs.filter_map(|(n, r)| referenced_slug(config, n, r, ctx).ok())
-        .collect()
+    refs.filter_map(|(n, r)| {
+        referenced_slug(config, n, r, ctx)
+            .ok()
+            .map(|s| r.kind.value(&s))
+    })
+    .collect()
 }
 
 /// The slug of the resource `spec.resourceRefs[n]` names, once it is Ready; else why the
@@ -502,35 +515,84 @@ fn referenced_slug(
             let found = all.iter().find(|g| named(g.metadata.name.as_ref()));
             ready_slug(found.map(|g| &**g), &what, &peers)
         }
+        ReferencedKind::Provider => {
+            let namespace = config.namespace();
+            let all = ctx.stores.providers.all();
+            let found = all
+                .iter()
+                .find(|p| p.namespace() == namespace && named(p.metadata.name.as_ref()));
+            ready_slug(found.map(|p| &**p), &what, &peers)
+        }
     }
 }
+
+/// A kind a Config's `spec.resourceRefs` may name: what it puts in the document once Ready.
+pub trait Referenced: Claims + kube::Resource<DynamicType = ()> {
+    /// The kind `spec.resourceRefs` names it by.
+    const REFERENCED_AS: ReferencedKind;
+    /// Its remote slug, once it is Ready at its generation.
+    fn ready_slug(&self) -> Option<String>;
+}
+
+/// The slug `status` recorded, when its Ready condition is for `meta`'s generation.
+pub fn slug_when_ready(
+    meta: &kube::api::ObjectMeta,
+    slug: Option<&String>,
+    observed_generation: Option<i64>,
+    conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+) -> Option<String> {
+    let ready =
+        crate::controller::spec_already_applied(meta.generation, observed_generation, conditions);
+    slug.filter(|_| ready).cloned()
+}
+
+/// [`Referenced`] of a guardrail kind, through [`GuardrailKind`].
+macro_rules! referenced_guardrail {
+    ($kind:ty) => {
+        impl Referenced for $kind {
+            const REFERENCED_AS: ReferencedKind = <$kind as GuardrailKind>::REFERENCED_AS;
+            fn ready_slug(&self) -> Option<String> {
+                let s = self.guardrail_status()?;
+                slug_when_ready(
+                    kube::Resource::meta(self),
+                    s.slug.as_ref(),
+                    s.observed_generation,
+                    &s.conditions,
+                )
+            }
+        }
+    };
+}
+
+referenced_guardrail!(Guardrail);
+referenced_guardrail!(ClusterGuardrail);
 
 /// The slug of `found` once it is Ready at its generation, not being deleted, and reached
 /// through a Connection to the Config's tenant (`peers`: a slug of another tenant names
 /// nothing the Config's API knows).
-fn ready_slug<G: GuardrailKind + Claims>(
+fn ready_slug<G: Referenced>(
     found: Option<&G>,
     what: &str,
     peers: &[String],
 ) -> Result<String, Error> {
-    let Some(guardrail) = found else {
-        let scope = match G::REFERENCED_AS {
-            ReferencedKind::Guardrail => " in this namespace",
-            ReferencedKind::ClusterGuardrail => "",
+    let Some(resource) = found else {
+        let scope = match G::REFERENCED_AS.namespaced() {
+            true => " in this namespace",
+            false => "",
         };
         return Err(Error::not_allowed(
             REFERENCE_NOT_READY,
             format!("{what} does not exist{scope} yet; waiting for it"),
         ));
     };
-    if !peers.iter().any(|p| p == guardrail.connection_name()) {
+    if !peers.iter().any(|p| p == resource.connection_name()) {
         return Err(Error::InvalidSpec(format!(
             "{what} uses Connection {}, which reaches another tenant than this Config's Connection {}",
-            guardrail.connection_name(),
+            resource.connection_name(),
             peers.first().map(String::as_str).unwrap_or("default")
         )));
     }
-    if guardrail.meta().deletion_timestamp.is_some() {
+    if resource.meta().deletion_timestamp.is_some() {
         return Err(Error::not_allowed(
             REFERENCE_NOT_READY,
             format!(
@@ -538,15 +600,7 @@ fn ready_slug<G: GuardrailKind + Claims>(
             ),
         ));
     }
-    let ready = guardrail.guardrail_status().and_then(|s| {
-        let ready = crate::controller::spec_already_applied(
-            guardrail.meta().generation,
-            s.observed_generation,
-            &s.conditions,
-        );
-        s.slug.clone().filter(|_| ready)
-    });
-    ready.ok_or_else(|| {
+    resource.ready_slug().ok_or_else(|| {
         Error::not_allowed(
             REFERENCE_NOT_READY,
             format!("{what} is not Ready yet; waiting for its slug"),
@@ -555,8 +609,8 @@ fn ready_slug<G: GuardrailKind + Claims>(
 }
 
 /// Requeues the Configs that name a resource of kind `G` (`spec.resourceRefs`) whenever one
-/// changes, so a Config waiting for it applies as soon as it is Ready. A Guardrail is watched
-/// in the Configs' namespace, a ClusterGuardrail everywhere.
+/// changes, so a Config waiting for it applies as soon as it is Ready. A Guardrail or Provider
+/// is watched in the Configs' namespace, a ClusterGuardrail everywhere.
 fn watch_referenced<G>(
     controller: Controller<Config>,
     ctx: &Context,
@@ -564,7 +618,7 @@ fn watch_referenced<G>(
     configs: Store<Config>,
 ) -> Controller<Config>
 where
-    G: GuardrailKind + crate::controller::Managed,
+    G: Referenced + crate::controller::Managed,
 {
     let namespace = namespace.filter(|_| G::NAMESPACED);
     let probe = ctx.health.register(crate::controller::stream_name(
@@ -574,9 +628,9 @@ where
     let stream = watcher(G::api(&ctx.kube, namespace), ctx.watch_config::<G>())
         .inspect(move |item| probe.observe(item))
         .touched_objects();
-    controller.watches_stream(stream, move |guardrail: G| {
-        let namespace = guardrail.meta().namespace.clone();
-        let name = guardrail.name_any();
+    controller.watches_stream(stream, move |resource: G| {
+        let namespace = resource.meta().namespace.clone();
+        let name = resource.name_any();
         configs
             .state()
             .into_iter()
@@ -592,7 +646,7 @@ where
     })
 }
 
-/// The Config's own triggers: the Secrets and the guardrail resources it names.
+/// The Config's own triggers: the Secrets and the guardrail and provider resources it names.
 pub fn watch_inputs(
     controller: Controller<Config>,
     ctx: &Context,
@@ -601,12 +655,19 @@ pub fn watch_inputs(
 ) -> Controller<Config> {
     let controller = watch_secrets(controller, ctx, namespace, configs.clone());
     let controller = watch_referenced::<Guardrail>(controller, ctx, namespace, configs.clone());
-    watch_referenced::<ClusterGuardrail>(controller, ctx, namespace, configs)
+    let controller =
+        watch_referenced::<ClusterGuardrail>(controller, ctx, namespace, configs.clone());
+    watch_referenced::<Provider>(controller, ctx, namespace, configs)
 }
 
 /// A kind whose spec takes values from Secrets (`spec.secretRefs`).
 pub trait ReadsSecrets: kube::Resource<DynamicType = ()> {
-    fn secret_refs(&self) -> &[ConfigSecretRef];
+    fn secret_refs(&self) -> std::borrow::Cow<'_, [ConfigSecretRef]>;
+
+    /// How messages name the spec field that puts a Secret value at `path`.
+    fn secret_source(&self, path: &str) -> String {
+        format!("spec.secretRefs, path {path}")
+    }
 
     /// The namespace its Secrets are read from: its own; for a cluster-scoped object, the one
     /// the operator reads Connection Secrets from (`operator`), if it has one.
@@ -618,9 +679,7 @@ pub trait ReadsSecrets: kube::Resource<DynamicType = ()> {
     }
 }
 
-/// The label a Secret of the operator's namespace needs before a cluster-scoped resource may
-/// read it (`"true"`).
-pub const CLUSTER_READABLE: &str = "aigw.io/cluster-readable";
+pub use crate::resources::common::CLUSTER_READABLE;
 /// Condition reason when a cluster-scoped resource names a Secret not labelled for it.
 pub const SECRET_NOT_READABLE: &str = "SecretNotReadable";
 
@@ -630,16 +689,33 @@ pub const SECRET_NOT_READABLE: &str = "SecretNotReadable";
 struct SecretSource {
     namespace: String,
     labelled_only: bool,
+    /// How messages name the spec field behind each path ([`ReadsSecrets::secret_source`]).
+    named: std::collections::HashMap<String, String>,
+}
+
+impl SecretSource {
+    fn secret_source(&self, path: &str) -> String {
+        self.named
+            .get(path)
+            .cloned()
+            .unwrap_or_else(|| format!("spec.secretRefs, path {path}"))
+    }
 }
 
 /// [`ReadsSecrets::secrets_namespace`] of `object`, or why it has none.
 fn secrets_namespace(object: &impl ReadsSecrets, ctx: &Context) -> Result<SecretSource, Error> {
     let labelled_only = object.meta().namespace.is_none();
+    let named = object
+        .secret_refs()
+        .iter()
+        .map(|r| (r.path.clone(), object.secret_source(&r.path)))
+        .collect();
     object
         .secrets_namespace(ctx.connections.secret_namespace())
         .map(|namespace| SecretSource {
             namespace,
             labelled_only,
+            named,
         })
         .ok_or_else(|| {
             Error::InvalidSpec(
@@ -649,8 +725,8 @@ fn secrets_namespace(object: &impl ReadsSecrets, ctx: &Context) -> Result<Secret
 }
 
 impl ReadsSecrets for Config {
-    fn secret_refs(&self) -> &[ConfigSecretRef] {
-        &self.spec.secret_refs
+    fn secret_refs(&self) -> std::borrow::Cow<'_, [ConfigSecretRef]> {
+        std::borrow::Cow::Borrowed(&self.spec.secret_refs)
     }
 }
 

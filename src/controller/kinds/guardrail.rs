@@ -56,8 +56,8 @@ impl<G: GuardrailKind + Managed<Status = GuardrailStatus> + ReadsSecrets> Guardr
 macro_rules! guardrail_kind {
     ($kind:ident, $manager:literal, $api:ident) => {
         impl ReadsSecrets for $kind {
-            fn secret_refs(&self) -> &[ConfigSecretRef] {
-                &self.definition().secret_refs
+            fn secret_refs(&self) -> std::borrow::Cow<'_, [ConfigSecretRef]> {
+                std::borrow::Cow::Borrowed(&self.definition().secret_refs)
             }
         }
 

@@ -4,6 +4,8 @@ pub mod config_refs;
 pub mod connection;
 pub mod deployment;
 pub mod guardrail;
+pub mod integration;
 pub mod policy;
+pub mod provider;
 pub mod rate_limits_policy;
 pub mod usage_limits_policy;

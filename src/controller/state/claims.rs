@@ -24,8 +24,8 @@ use kube::runtime::watcher;
 use crate::resources::common::{CreateAttempt, condition::STALLED, find_condition};
 use crate::resources::guardrail::GuardrailKind;
 use crate::resources::{
-    ApiKey, ClusterGuardrail, Config, Connection, Deployment, Guardrail, RateLimitsPolicy,
-    UsageLimitsPolicy,
+    ApiKey, ClusterGuardrail, Config, Connection, Deployment, Guardrail, Integration, Provider,
+    RateLimitsPolicy, UsageLimitsPolicy,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
@@ -271,6 +271,8 @@ pub struct Stores {
     pub guardrails: StoreList<Guardrail>,
     pub cluster_guardrails: StoreList<ClusterGuardrail>,
     pub api_keys: StoreList<ApiKey>,
+    pub integrations: StoreList<Integration>,
+    pub providers: StoreList<Provider>,
 }
 
 /// A kind whose resources claim remote objects, in workspaces: what ownership and grants are
@@ -537,6 +539,63 @@ impl Claims for ApiKey {
     }
     fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
         vec![("spec.workspaceId", self.spec.workspace_id.clone())]
+    }
+}
+
+/// An integration (cluster-scoped: no workspace grant applies) claims its UUID and slug, and
+/// the slug `spec.slug` names.
+impl Claims for Integration {
+    status_claims!();
+    fn manages(&self) -> bool {
+        self.status
+            .as_ref()
+            .is_some_and(|s| s.id.is_some() || s.slug.is_some() || s.pending_create.is_some())
+    }
+    fn stores(stores: &Stores) -> &StoreList<Self> {
+        &stores.integrations
+    }
+    fn claimed_ids(&self) -> Vec<String> {
+        let status = self.status.as_ref();
+        ids([
+            self.spec.slug.as_ref(),
+            status.and_then(|s| s.slug.as_ref()),
+            status.and_then(|s| s.id.as_ref()),
+        ])
+    }
+    fn adopted(&self) -> Option<(&'static str, String)> {
+        self.spec.slug.clone().map(|slug| ("spec.slug", slug))
+    }
+    fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
+        Vec::new()
+    }
+}
+
+/// A provider claims its UUID and slug, and the slug `spec.slug` names, in the one workspace
+/// `spec.workspaceId` names. Its slug is not an adoption by itself (a provider is created with
+/// it): finding one that exists is, and is checked then ([`crate::controller::gate::Gate::adopting`]).
+impl Claims for Provider {
+    status_claims!();
+    fn manages(&self) -> bool {
+        self.status
+            .as_ref()
+            .is_some_and(|s| s.id.is_some() || s.slug.is_some() || s.pending_create.is_some())
+    }
+    fn stores(stores: &Stores) -> &StoreList<Self> {
+        &stores.providers
+    }
+    fn claimed_ids(&self) -> Vec<String> {
+        let status = self.status.as_ref();
+        ids([
+            self.spec.slug.as_ref(),
+            status.and_then(|s| s.slug.as_ref()),
+            status.and_then(|s| s.id.as_ref()),
+        ])
+    }
+    fn adopted(&self) -> Option<(&'static str, String)> {
+        None
+    }
+    fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
+        vec![("spec.workspaceId", Some(self.spec.workspace_id.clone()))]
     }
 }
 

@@ -23,12 +23,14 @@ const NAMESPACE_NOT_ALLOWED: &str = "NamespaceNotAllowed";
 const WORKSPACE_NOT_ALLOWED: &str = "WorkspaceNotAllowed";
 const ADOPTION_NOT_ALLOWED: &str = "AdoptionNotAllowed";
 const DEFAULT_NOT_ALLOWED: &str = "DefaultNotAllowed";
+const INTEGRATION_NOT_ALLOWED: &str = "IntegrationNotAllowed";
 /// Every one of them: a claimant refused by them, that never managed its object, claims nothing.
-pub const GRANT_REFUSALS: [&str; 4] = [
+pub const GRANT_REFUSALS: [&str; 5] = [
     NAMESPACE_NOT_ALLOWED,
     WORKSPACE_NOT_ALLOWED,
     ADOPTION_NOT_ALLOWED,
     DEFAULT_NOT_ALLOWED,
+    INTEGRATION_NOT_ALLOWED,
 ];
 
 /// Resolves connection names to API clients and caches one client (with its rate limiter and
@@ -67,6 +69,8 @@ pub struct Scope {
     pub adopt: bool,
     /// Whether it may make a Deployment the organisation's default gateway.
     pub make_default: bool,
+    /// Integrations it may bind into providers (by resource name, slug or UUID); `None`: any.
+    pub integrations: Option<BTreeSet<String>>,
 }
 
 impl Scope {
@@ -76,6 +80,7 @@ impl Scope {
             workspaces: None,
             adopt: true,
             make_default: true,
+            integrations: None,
         }
     }
 
@@ -115,6 +120,26 @@ impl Scope {
             format!(
                 "{field}, and Connection {} does not let this namespace manage the organisation's default gateway (spec.grants[].allowDefault)",
                 self.connection
+            ),
+        ))
+    }
+
+    /// Refuses binding the integration `keys` name (its resource name, slug, UUID: any one
+    /// granted will do), named by `field`, when the grants do not cover it.
+    pub fn check_integration(&self, field: &str, keys: &[String]) -> Result<(), Error> {
+        let Some(allowed) = &self.integrations else {
+            return Ok(());
+        };
+        if keys.iter().any(|key| allowed.contains(key)) {
+            return Ok(());
+        }
+        Err(Error::not_allowed(
+            INTEGRATION_NOT_ALLOWED,
+            format!(
+                "{field} {} is not among the integrations this namespace may bind through Connection {} (spec.grants[].integrations: {})",
+                keys.first().map(String::as_str).unwrap_or_default(),
+                self.connection,
+                allowed.iter().cloned().collect::<Vec<_>>().join(", ")
             ),
         ))
     }
@@ -256,6 +281,7 @@ impl Connections {
             return Ok(Scope::unrestricted(connection));
         };
         let mut workspaces: Option<BTreeSet<String>> = Some(BTreeSet::new());
+        let mut integrations: Option<BTreeSet<String>> = Some(BTreeSet::new());
         let mut adopt = false;
         let mut make_default = false;
         let mut matched = false;
@@ -269,6 +295,11 @@ impl Connections {
             match (&mut workspaces, &grant.workspaces) {
                 (Some(all), Some(these)) => all.extend(these.iter().cloned()),
                 (_, None) => workspaces = None,
+                (None, Some(_)) => {}
+            }
+            match (&mut integrations, &grant.integrations) {
+                (Some(all), Some(these)) => all.extend(these.iter().cloned()),
+                (_, None) => integrations = None,
                 (None, Some(_)) => {}
             }
         }
@@ -285,6 +316,7 @@ impl Connections {
             workspaces,
             adopt,
             make_default,
+            integrations,
         })
     }
 

@@ -1,0 +1,84 @@
+use crate::api::client::{Call, Client};
+use crate::api::error::ApiError;
+use crate::api::models::{
+    CreateProviderRequest, Listing, Provider, ProviderWritten, ProvidersListQuery,
+    UpdateProviderRequest, Validate,
+};
+use crate::api::routes::{PROVIDER, PROVIDERS, Route, Verb};
+
+/// Providers (`/ai_gw/v2/providers`), addressed by UUID or slug, with the workspace as a query
+/// parameter. Reads drop every field that may carry credentials ([`Provider`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Providers<'c> {
+    client: &'c Client,
+}
+
+fn workspace_query(workspace: Option<&str>) -> Vec<(&'static str, String)> {
+    workspace
+        .map(|ws| ("workspace_id", ws.to_string()))
+        .into_iter()
+        .collect()
+}
+
+impl<'c> Providers<'c> {
+    pub(crate) fn new(client: &'c Client) -> Self {
+        Self { client }
+    }
+
+    /// Every provider that matches, all pages.
+    pub async fn list(&self, query: &ProvidersListQuery) -> Result<Vec<Provider>, ApiError> {
+        Ok(self.listing(query).await?.items)
+    }
+
+    /// Like [`Self::list`], saying whether the pages prove the whole list.
+    pub async fn listing(&self, query: &ProvidersListQuery) -> Result<Listing<Provider>, ApiError> {
+        super::paged(
+            self.client,
+            PROVIDERS,
+            &[],
+            query.to_pairs(),
+            |p: &Provider| p.id.as_str(),
+        )
+        .await
+    }
+
+    /// The detail, its credential material withheld. The answer may carry the upstream key:
+    /// it is never copied into an error.
+    pub async fn get(&self, id: &str, workspace: Option<&str>) -> Result<Provider, ApiError> {
+        super::require("providerId", id)?;
+        let call = Call::new(Route::mgmt(Verb::Get, PROVIDER, &[id]))
+            .query(workspace_query(workspace))
+            .sensitive();
+        self.client.json(call).await
+    }
+
+    /// Not retried when the answer is lost (`outcome_unknown()`).
+    pub async fn create(&self, req: &CreateProviderRequest) -> Result<ProviderWritten, ApiError> {
+        req.validate()?;
+        let call = Call::new(Route::mgmt(Verb::Post, PROVIDERS, &[])).json(req)?;
+        self.client.json(call).await
+    }
+
+    /// `integration_id`, `workspace_id` and `slug` cannot change.
+    pub async fn update(
+        &self,
+        id: &str,
+        workspace: Option<&str>,
+        req: &UpdateProviderRequest,
+    ) -> Result<ProviderWritten, ApiError> {
+        super::require("providerId", id)?;
+        req.validate()?;
+        let call = Call::new(Route::mgmt(Verb::Put, PROVIDER, &[id]))
+            .query(workspace_query(workspace))
+            .json(req)?;
+        self.client.json(call).await
+    }
+
+    /// Deletes it for good.
+    pub async fn delete(&self, id: &str, workspace: Option<&str>) -> Result<(), ApiError> {
+        super::require("providerId", id)?;
+        let call =
+            Call::new(Route::mgmt(Verb::Delete, PROVIDER, &[id])).query(workspace_query(workspace));
+        self.client.empty(call).await
+    }
+}

@@ -1,0 +1,449 @@
+//! Integrations (`/ai_gw/admin/v2/integrations`): the organisation's upstream credentials, with
+//! their workspace access and model access. `key` and the credential fields of
+//! `configurations` are write-only: reads carry `masked_key` and `masked_<field>`; the requests
+//! that send them hold them in types whose `Debug` never prints a value.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::de;
+use super::deployment::SensitiveFields;
+use super::validate::{self, Validate};
+use crate::api::error::ApiError;
+use crate::api::secret::SecretString;
+
+/// An integration as list rows and reads return it (a row lacks the detail's fields).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Integration {
+    pub id: String,
+    #[serde(default)]
+    pub slug: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ai_provider_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// The internal organisation UUID (writes take the numeric TSG).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organisation_id: Option<String>,
+    /// Set for a workspace-scoped integration; `None` for an organisation one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
+    /// `organisation` or `workspace`.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub integration_type: Option<String>,
+    /// The key as the API masks it; never the key.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub masked_key: Option<String>,
+    /// Non-secret settings as sent; secret ones as `masked_<field>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configurations: Option<Map<String, Value>>,
+    #[serde(
+        default,
+        deserialize_with = "de::opt_flag",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub allow_all_models: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    /// `null` until the first update.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_updated_at: Option<String>,
+    /// Fields not modelled here, kept as sent (`Debug` shows their names only).
+    #[serde(flatten)]
+    pub extra: SensitiveFields,
+}
+
+/// `POST /integrations`. Send `create_default_provider: Some(false)` unless you want the API to
+/// make a provider nobody manages (it defaults to true).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CreateIntegrationRequest {
+    pub name: String,
+    /// A catalogue entry (`open-ai`, `bedrock`, … or its UUID on SCM).
+    pub ai_provider_id: String,
+    /// `^[a-zA-Z0-9_-]+$`; made from the name when absent. Fixed once created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slug: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<SecretString>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The numeric TSG id as a string on live tenants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organisation_id: Option<String>,
+    /// Makes a workspace-scoped integration; absent for an organisation one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
+    /// Provider settings (`aws_region`, `aws_secret_access_key`, …); `Debug` hides the values.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configurations: Option<SensitiveFields>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_default_provider: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_provider_slug: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_mappings: Option<Vec<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pricing_adjustments: Option<Value>,
+}
+
+/// `PUT /integrations/{id}`: `configurations` is sent whole (no source says whether the API
+/// merges it). `ai_provider_id`, `slug` and `workspace_id` cannot change.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UpdateIntegrationRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<SecretString>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configurations: Option<SensitiveFields>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_mappings: Option<Vec<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pricing_adjustments: Option<Value>,
+}
+
+/// The create receipt: `{id, slug, provider_id, object}` (live).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntegrationCreated {
+    pub id: String,
+    #[serde(default)]
+    pub slug: String,
+    /// The default provider the API made, if it made one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_id: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `GET /integrations/{id}/workspaces`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntegrationWorkspaces {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    #[serde(default, deserialize_with = "de::null_as_empty")]
+    pub workspaces: Vec<WorkspaceAccess>,
+    /// Live: an object `{enabled, rate_limits?, usage_limits?}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global_workspace_access: Option<Value>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl IntegrationWorkspaces {
+    /// True when every row the API counts came back (absence from a short list proves nothing).
+    pub fn complete(&self) -> bool {
+        self.total
+            .is_none_or(|total| self.workspaces.len() as u64 >= total)
+            && self.extra.get("has_more").and_then(Value::as_bool) != Some(true)
+    }
+}
+
+/// One workspace's access to an integration. A disabled row stays listed (`enabled: false`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkspaceAccess {
+    /// The workspace, as the API writes it (UUID or slug: FACTS-more §8.4).
+    pub id: String,
+    #[serde(deserialize_with = "de::flag")]
+    pub enabled: bool,
+    /// `null` or at most one usage-limits object.
+    #[serde(default, deserialize_with = "de::null_as_empty")]
+    pub usage_limits: Vec<Value>,
+    #[serde(default, deserialize_with = "de::null_as_empty")]
+    pub rate_limits: Vec<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `PUT /integrations/{id}/workspaces`: merges the listed rows. aigw never sets
+/// `override_existing_workspace_access` (it would disable every row not listed).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UpdateWorkspacesRequest {
+    pub workspaces: Vec<WorkspaceAccessUpdate>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global_workspace_access: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub override_existing_workspace_access: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_default_provider: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_provider_slug: Option<String>,
+}
+
+/// One row of [`UpdateWorkspacesRequest`]; `usage_limits`/`rate_limits` hold at most one item,
+/// `Some(None)` sends `null`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct WorkspaceAccessUpdate {
+    pub id: String,
+    pub enabled: bool,
+    #[serde(
+        default,
+        deserialize_with = "de::double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub usage_limits: Option<Option<Vec<Value>>>,
+    #[serde(
+        default,
+        deserialize_with = "de::double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub rate_limits: Option<Option<Vec<Value>>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reset_usage: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_default_provider: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_provider_slug: Option<String>,
+}
+
+/// `GET /integrations/{id}/models`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntegrationModels {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    #[serde(default, deserialize_with = "de::null_as_empty")]
+    pub models: Vec<IntegrationModel>,
+    #[serde(
+        default,
+        deserialize_with = "de::opt_flag",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub allow_all_models: Option<bool>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// One model of an integration; the flags may come as booleans, numbers or strings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IntegrationModel {
+    pub slug: String,
+    #[serde(deserialize_with = "de::flag")]
+    pub enabled: bool,
+    #[serde(
+        default,
+        deserialize_with = "de::opt_flag",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub is_custom: Option<bool>,
+    #[serde(
+        default,
+        deserialize_with = "de::opt_flag",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub is_finetune: Option<bool>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `PUT /integrations/{id}/models`: merges per slug (inference, FACTS-more §8.5).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UpdateModelsRequest {
+    pub models: Vec<ModelAccessUpdate>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_all_models: Option<bool>,
+}
+
+/// One model of [`UpdateModelsRequest`].
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ModelAccessUpdate {
+    pub slug: String,
+    pub enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_custom: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_finetune: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base_model_slug: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configurations: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pricing_config: Option<Value>,
+}
+
+/// Filters of `GET /integrations`. The client pages through every page itself.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct IntegrationsListQuery {
+    /// Integrations that workspace may use.
+    pub workspace_id: Option<String>,
+    /// `workspace`, `organisation` or `all` (the default).
+    pub integration_type: Option<String>,
+    pub page_size: Option<u32>,
+}
+
+impl IntegrationsListQuery {
+    pub(crate) fn to_pairs(&self) -> Vec<(&'static str, String)> {
+        let mut pairs = Vec::new();
+        if let Some(ws) = &self.workspace_id {
+            pairs.push(("workspace_id", ws.clone()));
+        }
+        if let Some(kind) = &self.integration_type {
+            pairs.push(("type", kind.clone()));
+        }
+        if let Some(size) = self.page_size {
+            pairs.push(("page_size", size.to_string()));
+        }
+        pairs
+    }
+}
+
+/// `^[a-zA-Z0-9_-]+$`, at most 255 characters.
+pub(crate) fn check_slug(field: &str, slug: Option<&str>) -> Result<(), ApiError> {
+    let Some(slug) = slug else { return Ok(()) };
+    let allowed = slug
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    if slug.is_empty() || slug.len() > 255 || !allowed {
+        return Err(ApiError::validation(
+            field,
+            "must be 1 to 255 letters, digits, underscores or dashes",
+        ));
+    }
+    Ok(())
+}
+
+impl Validate for CreateIntegrationRequest {
+    fn validate(&self) -> Result<(), ApiError> {
+        if self.name.trim().is_empty() {
+            return Err(ApiError::validation("name", "is required"));
+        }
+        if self.ai_provider_id.trim().is_empty() {
+            return Err(ApiError::validation("ai_provider_id", "is required"));
+        }
+        if self.key.as_ref().is_some_and(SecretString::is_empty) {
+            return Err(ApiError::validation("key", "must not be empty"));
+        }
+        check_slug("slug", self.slug.as_deref())?;
+        check_slug(
+            "default_provider_slug",
+            self.default_provider_slug.as_deref(),
+        )
+    }
+}
+
+impl Validate for UpdateIntegrationRequest {
+    fn validate(&self) -> Result<(), ApiError> {
+        if self == &Self::default() {
+            return Err(ApiError::validation("body", "must set at least one field"));
+        }
+        if self.key.as_ref().is_some_and(SecretString::is_empty) {
+            return Err(ApiError::validation("key", "must not be empty"));
+        }
+        Ok(())
+    }
+}
+
+impl Validate for UpdateWorkspacesRequest {
+    fn validate(&self) -> Result<(), ApiError> {
+        if self.workspaces.is_empty() && self.global_workspace_access.is_none() {
+            return Err(ApiError::validation(
+                "workspaces",
+                "must have at least one item (or set global_workspace_access)",
+            ));
+        }
+        for row in &self.workspaces {
+            if row.id.trim().is_empty() {
+                return Err(ApiError::validation("workspaces[].id", "is required"));
+            }
+            for (field, items) in [
+                ("workspaces[].usage_limits", &row.usage_limits),
+                ("workspaces[].rate_limits", &row.rate_limits),
+            ] {
+                if items
+                    .as_ref()
+                    .and_then(Option::as_ref)
+                    .is_some_and(|i| i.len() > 1)
+                {
+                    return Err(ApiError::validation(field, "takes at most one item"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Validate for UpdateModelsRequest {
+    fn validate(&self) -> Result<(), ApiError> {
+        validate::non_empty("models", &self.models)?;
+        match self.models.iter().find(|m| m.slug.trim().is_empty()) {
+            Some(_) => Err(ApiError::validation("models[].slug", "is required")),
+            None => Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_live_detail_decodes_and_never_debugs_a_secret() {
+        let read: Integration = serde_json::from_value(json!({
+            "id": "i1", "slug": "openai-prod", "name": "OpenAI", "ai_provider_id": "open-ai",
+            "organisation_id": "o", "status": "active", "type": "organisation", "workspace_id": null,
+            "masked_key": "****wxyz", "configurations": {"masked_aws_secret_access_key": "****abcd"},
+            "allow_all_models": true, "global_workspace_access": null, "last_updated_at": null,
+            "owner_id": "u", "tags": {}, "object": "integration"
+        }))
+        .unwrap();
+        assert_eq!(read.masked_key.as_deref(), Some("****wxyz"));
+        assert_eq!(read.last_updated_at, None);
+        assert_eq!(read.extra["owner_id"], "u");
+        let create = CreateIntegrationRequest {
+            name: "n".into(),
+            ai_provider_id: "open-ai".into(),
+            key: Some("sk-live-secret".into()),
+            configurations: Some(SensitiveFields(
+                json!({"aws_secret_access_key": "aws-hidden"})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+            )),
+            ..Default::default()
+        };
+        let debug = format!("{create:?}");
+        assert!(
+            !debug.contains("sk-live") && !debug.contains("aws-hidden"),
+            "{debug}"
+        );
+        let body = serde_json::to_value(&create).unwrap();
+        assert_eq!(body["key"], "sk-live-secret", "the body carries it");
+    }
+
+    #[test]
+    fn workspace_rows_take_0_1_and_null_limits() {
+        let rows: IntegrationWorkspaces = serde_json::from_value(json!({
+            "total": 2, "object": "list", "global_workspace_access": {"enabled": false},
+            "workspaces": [{"id": "ws-1", "enabled": 1, "usage_limits": null, "status": "active"},
+                           {"id": "ws-2", "enabled": false, "rate_limits": [], "status": "archived"}]
+        }))
+        .unwrap();
+        assert!(rows.workspaces[0].enabled && !rows.workspaces[1].enabled);
+        assert!(rows.complete());
+        let short: IntegrationWorkspaces =
+            serde_json::from_value(json!({"total": 3, "workspaces": []})).unwrap();
+        assert!(!short.complete());
+        let update = UpdateWorkspacesRequest {
+            workspaces: vec![WorkspaceAccessUpdate {
+                id: "ws-1".into(),
+                enabled: false,
+                usage_limits: Some(None),
+                ..Default::default()
+            }],
+            create_default_provider: Some(false),
+            ..Default::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&update).unwrap(),
+            json!({"workspaces": [{"id": "ws-1", "enabled": false, "usage_limits": null}],
+                   "create_default_provider": false})
+        );
+    }
+}

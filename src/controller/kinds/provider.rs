@@ -1,0 +1,553 @@
+//! Provider (namespaced): binds an integration into one workspace. The integration is an
+//! Integration resource (from the watch cache: it must be Ready and grant the workspace access)
+//! or a remote one (`integrationId`); the Connection's grants must allow the namespace to bind
+//! it ([`crate::controller::gate::Gate::binding`]). Observe by id (or slug), PUT only the fields
+//! that differ, create through the shared protocol, delete once no Config names it.
+//!
+//! A provider read may carry the upstream key (`key`, `model_config`): the client drops those
+//! fields on decode, and only the id and slug of a read are ever recorded. Not a listed kind:
+//! the provider list carries no `last_updated_at`, so each reconcile (once per drift interval)
+//! reads the provider.
+
+use kube::ResourceExt;
+use serde_json::Value;
+
+mod watches;
+pub use watches::{watch_binders, watch_inputs};
+
+use crate::api::{Provider as RemoteProvider, ProvidersListQuery};
+use crate::controller::config_refs::{Referenced, slug_when_ready};
+use crate::controller::create::{
+    Created, Lookup, body_hash, create_once, made_by_unfinished_create, one_of_ours,
+};
+use crate::controller::driver::{Change, Cx, Managed, object_key, observed, orphaned, removed};
+use crate::controller::error::Error;
+use crate::controller::gate::{CACHES_LISTED_WITHIN, Op, tenant_peers};
+use crate::controller::status::common_status;
+use crate::controller::{Context, now_rfc3339, spec_already_applied};
+use crate::resources::common::CreateAttempt;
+use crate::resources::config::{Config, ReferencedKind};
+use crate::resources::integration::Integration;
+use crate::resources::provider::{Provider, ProviderDeletionPolicy, ProviderStatus};
+
+/// Condition reason while the integration a Provider binds is not ready for it.
+pub const INTEGRATION_NOT_READY: &str = "IntegrationNotReady";
+/// Condition reason while a Config still names the provider being deleted.
+pub const STILL_REFERENCED: &str = "StillReferenced";
+
+common_status!(
+    ProviderStatus,
+    |s| ProviderStatus {
+        last_applied_at: None,
+        pending_create: s.pending_create.as_ref().map(|_| String::new()),
+        ..s.clone()
+    },
+    intent_when = |s| s.pending_create.is_some()
+);
+
+impl Managed for Provider {
+    crate::controller::driver::kind::namespaced_api!();
+    type Status = ProviderStatus;
+    const KIND: &'static str = "Provider";
+    const MANAGER: &'static str = "aigw/provider";
+
+    fn status(&self) -> Option<&ProviderStatus> {
+        self.status.as_ref()
+    }
+
+    async fn apply(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut ProviderStatus,
+    ) -> Result<Vec<Change>, Error> {
+        apply(self, cx, status).await
+    }
+
+    async fn observe_only(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut ProviderStatus,
+    ) -> Result<Vec<&'static str>, Error> {
+        let Some(remote) = observe(self, cx, status).await? else {
+            return Ok(Vec::new());
+        };
+        let keys = integration_keys(self, cx.ctx);
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let mut fields = self.spec.immutable_conflicts(&remote, &keys);
+        fields.extend(self.spec.update_for(&remote, false).0);
+        Ok(fields)
+    }
+
+    async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
+        cleanup(self, cx).await
+    }
+}
+
+impl Referenced for Provider {
+    const REFERENCED_AS: ReferencedKind = ReferencedKind::Provider;
+    fn ready_slug(&self) -> Option<String> {
+        let s = self.status.as_ref()?;
+        slug_when_ready(
+            &self.metadata,
+            s.slug.as_ref(),
+            s.observed_generation,
+            &s.conditions,
+        )
+    }
+}
+
+/// The integration a provider binds: the UUID (or slug) sent as `integration_id`, and every
+/// key grants may name it by.
+struct Bound {
+    id: String,
+    keys: Vec<String>,
+}
+
+/// What the provider's integration is known by, without an API call: `spec.integrationId`, or
+/// the Integration resource's name and the UUID and slug it recorded.
+fn integration_keys(provider: &Provider, ctx: &Context) -> Vec<String> {
+    let spec = &provider.spec;
+    if let Some(id) = &spec.integration_id {
+        return vec![id.clone()];
+    }
+    let Some(name) = &spec.integration else {
+        return Vec::new();
+    };
+    let mut keys = vec![name.clone()];
+    if let Some(found) = integration_resource(ctx, name) {
+        let status = found.status.as_ref();
+        keys.extend(status.and_then(|s| s.id.clone()));
+        keys.extend(status.and_then(|s| s.slug.clone()));
+    }
+    keys
+}
+
+fn integration_resource(ctx: &Context, name: &str) -> Option<std::sync::Arc<Integration>> {
+    let all = ctx.stores.integrations.all();
+    all.into_iter().find(|i| i.name_any() == name)
+}
+
+/// The integration `spec.integration` names, once it can be bound here: it exists, reaches the
+/// provider's tenant, is not being deleted, is Ready, and grants the provider's workspace
+/// access. Then the Connection's grants must let this namespace bind it.
+async fn bound_integration(provider: &Provider, cx: &Cx<'_, Provider>) -> Result<Bound, Error> {
+    let spec = &provider.spec;
+    let keys = integration_keys(provider, cx.ctx);
+    let id = match (&spec.integration, &spec.integration_id) {
+        (_, Some(id)) => id.clone(),
+        (Some(name), None) => ready_integration(provider, cx.ctx, name)?,
+        (None, None) => {
+            return Err(Error::InvalidSpec(
+                "set spec.integration or spec.integrationId".into(),
+            ));
+        }
+    };
+    let field = match spec.integration {
+        Some(_) => "spec.integration",
+        None => "spec.integrationId",
+    };
+    cx.gate.binding(field, &keys).await?;
+    Ok(Bound { id, keys })
+}
+
+/// The UUID of Integration `name`, once this provider may bind it (else why it waits).
+fn ready_integration(provider: &Provider, ctx: &Context, name: &str) -> Result<String, Error> {
+    let waiting = |why: String| Error::not_allowed(INTEGRATION_NOT_READY, why);
+    let what = format!("Integration {name} named by spec.integration");
+    let Some(integration) = integration_resource(ctx, name) else {
+        return Err(waiting(format!(
+            "{what} does not exist yet; waiting for it"
+        )));
+    };
+    let peers = tenant_peers(ctx, provider.spec.connection_name());
+    let theirs = integration.spec.connection_name();
+    if !peers.iter().any(|p| p == theirs) {
+        return Err(Error::InvalidSpec(format!(
+            "{what} uses Connection {theirs}, which reaches another tenant than this Provider's Connection {}",
+            provider.spec.connection_name()
+        )));
+    }
+    if integration.metadata.deletion_timestamp.is_some() {
+        return Err(waiting(format!("{what} is being deleted")));
+    }
+    let status = integration.status.clone().unwrap_or_default();
+    let ready = spec_already_applied(
+        integration.metadata.generation,
+        status.observed_generation,
+        &status.conditions,
+    );
+    let Some(id) = status.id.filter(|_| ready) else {
+        return Err(waiting(format!("{what} is not Ready yet; waiting for it")));
+    };
+    let workspace = &provider.spec.workspace_id;
+    if !status.workspaces.contains(workspace) {
+        return Err(waiting(format!(
+            "{what} does not grant workspace {workspace} access (its spec.workspaces); the provider waits until it does"
+        )));
+    }
+    Ok(id)
+}
+
+async fn apply(
+    provider: &Provider,
+    cx: &Cx<'_, Provider>,
+    status: &mut ProviderStatus,
+) -> Result<Vec<Change>, Error> {
+    let spec = &provider.spec;
+    let bound = bound_integration(provider, cx).await?;
+    let reset = spec.reset_usage.is_some() && spec.reset_usage != status.observed_reset_usage;
+    let Some(remote) = observe(provider, cx, status).await? else {
+        let change = create(provider, cx, status, &bound).await?;
+        // A new provider has no usage to reset.
+        status.observed_reset_usage = spec.reset_usage.clone();
+        return Ok(vec![change]);
+    };
+    status.integration_id = Some(bound.id.clone());
+    let keys: Vec<&str> = bound.keys.iter().map(String::as_str).collect();
+    let conflicts = spec.immutable_conflicts(&remote, &keys);
+    if !conflicts.is_empty() {
+        return Err(Error::InvalidSpec(format!(
+            "remote provider {} has a different {} and the API cannot change it; create a new Provider instead",
+            remote.slug,
+            conflicts.join(", ")
+        )));
+    }
+    let (fields, update) = spec.update_for(&remote, reset);
+    let Some(update) = update else {
+        status.observed_reset_usage = spec.reset_usage.clone();
+        return Ok(Vec::new());
+    };
+    let key = key_of(&remote);
+    let fields = fields.join(", ");
+    cx.gate
+        .intend(format!("would update provider {} ({fields})", remote.slug));
+    cx.api(Op::Update)
+        .await?
+        .providers()
+        .update(&key, Some(&spec.workspace_id), &update)
+        .await
+        .map_err(|e| Error::api(format!("update provider {}", remote.slug), e))?;
+    status.observed_reset_usage = spec.reset_usage.clone();
+    status.last_applied_at = Some(now_rfc3339());
+    let drift = !reset
+        && spec_already_applied(
+            provider.metadata.generation,
+            status.observed_generation,
+            &status.conditions,
+        );
+    Ok(vec![match drift {
+        true => Change::new(
+            "DriftCorrected",
+            format!(
+                "provider {} was changed outside aigw ({fields}); restored it",
+                remote.slug
+            ),
+        ),
+        false => Change::new(
+            "Updated",
+            format!("updated provider {} ({fields})", remote.slug),
+        ),
+    }])
+}
+
+/// The key the API addresses the provider by: its UUID, else its slug.
+fn key_of(remote: &RemoteProvider) -> String {
+    match remote.id.is_empty() {
+        true => remote.slug.clone(),
+        false => remote.id.clone(),
+    }
+}
+
+/// GETs the provider this resource recorded (or its slug names) in its workspace, and records
+/// its id and slug, nothing else. One found by `spec.slug` that this resource never made is
+/// an adoption, which needs the grant. Gone (404/`AB08`) means a new one is created.
+async fn observe(
+    provider: &Provider,
+    cx: &Cx<'_, Provider>,
+    status: &mut ProviderStatus,
+) -> Result<Option<RemoteProvider>, Error> {
+    let spec = &provider.spec;
+    let Some(key) = status
+        .id
+        .clone()
+        .or(spec.slug.clone())
+        .or(status.slug.clone())
+    else {
+        return Ok(None);
+    };
+    let client = cx.api(Op::Read).await?;
+    let read = client.providers().get(&key, Some(&spec.workspace_id)).await;
+    let found = observed(&format!("provider {key}"), None, read)?;
+    let adopting = status.id.is_none() && status.pending_create.is_none();
+    match &found {
+        Some(_) if adopting => cx.gate.adopting("spec.slug", &key).await?,
+        _ => {}
+    }
+    match &found {
+        Some(remote) => {
+            status.id = Some(remote.id.clone()).filter(|id| !id.is_empty());
+            status.slug = Some(remote.slug.clone()).filter(|s| !s.is_empty());
+            // Found by `spec.slug` while a create of it was in flight: that create made it (a
+            // slug taken before would have been refused, which clears the intent).
+            status.pending_create = None;
+            status.create_attempt = None;
+        }
+        None => {
+            status.id = None;
+            status.slug = None;
+        }
+    }
+    Ok(found)
+}
+
+/// Before binding a remote integration (`integrationId`), that it exists and grants the
+/// workspace access, when the admin plane answers (a Connection without admin rights is left
+/// to the create's own answer).
+async fn check_remote_integration(
+    provider: &Provider,
+    cx: &Cx<'_, Provider>,
+    id: &str,
+) -> Result<(), Error> {
+    let workspace = &provider.spec.workspace_id;
+    let rows = cx.api(Op::Read).await?.integrations().workspaces(id).await;
+    match rows {
+        Err(e) if e.is_not_found() => Err(Error::not_allowed(
+            INTEGRATION_NOT_READY,
+            format!("integration {id} named by spec.integrationId does not exist"),
+        )),
+        Ok(rows)
+            if rows.complete()
+                && !rows
+                    .workspaces
+                    .iter()
+                    .any(|r| r.enabled && &r.id == workspace) =>
+        {
+            Err(Error::not_allowed(
+                INTEGRATION_NOT_READY,
+                format!(
+                    "integration {id} named by spec.integrationId does not grant workspace {workspace} access; the provider waits until it does"
+                ),
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Creates the provider through the shared protocol (see [`crate::controller::create`]).
+async fn create(
+    provider: &Provider,
+    cx: &Cx<'_, Provider>,
+    status: &mut ProviderStatus,
+    bound: &Bound,
+) -> Result<Change, Error> {
+    let spec = &provider.spec;
+    if spec.integration_id.is_some() && status.pending_create.is_none() {
+        check_remote_integration(provider, cx, &bound.id).await?;
+    }
+    let before = status.clone();
+    let request = spec.create_request(&bound.id);
+    let sent = CreateAttempt {
+        name: Some(spec.name.clone()),
+        workspace_id: Some(spec.workspace_id.clone()),
+        body_hash: body_hash(provider.metadata.uid.as_deref(), &request),
+        ended_at: None,
+    };
+    let client = cx.api(Op::Create).await?;
+    let outcome = create_once(
+        cx,
+        status,
+        "provider",
+        sent,
+        find_created(provider, cx, &before),
+        client.providers().create(&request),
+    )
+    .await?;
+    status.integration_id = Some(bound.id.clone());
+    Ok(match outcome {
+        Created::Posted(created) => {
+            status.id = Some(created.id.clone());
+            status.slug = Some(created.slug.clone()).filter(|s| !s.is_empty());
+            status.last_applied_at = Some(now_rfc3339());
+            Change::new("Created", format!("created provider {}", created.slug))
+        }
+        Created::Recovered(found) => {
+            status.id = Some(found.id.clone()).filter(|id| !id.is_empty());
+            status.slug = Some(found.slug.clone()).filter(|s| !s.is_empty());
+            cx.ctx.drift.flag(object_key(provider));
+            Change::new(
+                "Created",
+                format!(
+                    "found provider {} from an earlier create whose answer was lost",
+                    found.slug
+                ),
+            )
+        }
+    })
+}
+
+/// The provider an earlier create made: the one with `spec.slug` (a deterministic identity),
+/// else the one of the workspace with the name it sent, created within its window, claimed by
+/// no other resource, in a complete listing.
+async fn find_created(
+    provider: &Provider,
+    cx: &Cx<'_, Provider>,
+    status: &ProviderStatus,
+) -> Result<Lookup<RemoteProvider>, Error> {
+    let spec = &provider.spec;
+    let query = ProvidersListQuery {
+        workspace_id: Some(spec.workspace_id.clone()),
+        ..Default::default()
+    };
+    let listing = cx
+        .api(Op::Read)
+        .await?
+        .providers()
+        .listing(&query)
+        .await
+        .map_err(|e| Error::api("list providers", e))?;
+    if let Some(slug) = &spec.slug {
+        let found = listing.items.iter().find(|p| &p.slug == slug).cloned();
+        return Ok(match (found, listing.complete) {
+            (Some(found), _) => Lookup::Found(found),
+            (None, true) => Lookup::Absent,
+            (None, false) => Lookup::Unknown("the provider list is incomplete".into()),
+        });
+    }
+    let sent = status
+        .create_attempt
+        .clone()
+        .unwrap_or_else(|| CreateAttempt {
+            name: Some(spec.name.clone()),
+            workspace_id: Some(spec.workspace_id.clone()),
+            ..Default::default()
+        });
+    Ok(one_of_ours(
+        cx,
+        status,
+        &sent,
+        listing,
+        |p| vec![p.id.as_str(), p.slug.as_str()],
+        |p| p.created_at.as_deref(),
+        |p| sent.name.as_deref() == Some(p.name.as_str()),
+    ))
+}
+
+async fn cleanup(provider: &Provider, cx: &Cx<'_, Provider>) -> Result<Vec<Change>, Error> {
+    let status = provider.status.clone().unwrap_or_default();
+    let known = status.id.clone().or(status.slug.clone());
+    if provider.spec.deletion_policy == ProviderDeletionPolicy::Orphan {
+        return Ok(orphaned(&format!(
+            "provider {}",
+            status.slug.clone().or(known).unwrap_or_default()
+        )));
+    }
+    let key = match (known, &status.pending_create) {
+        (Some(key), _) => key,
+        (None, Some(_)) => {
+            let lookup = find_created(provider, cx, &status);
+            match made_by_unfinished_create(&status, "provider", lookup).await? {
+                Some(found) => key_of(&found),
+                None => return Ok(Vec::new()),
+            }
+        }
+        (None, None) => return Ok(Vec::new()),
+    };
+    let users = referencing_configs(provider, cx.ctx).await?;
+    if !users.is_empty() {
+        return Err(Error::not_allowed(
+            STILL_REFERENCED,
+            format!(
+                "provider {key} is still named by Config {}; it is deleted once no Config names it (or set deletionPolicy: Orphan)",
+                users.join(", ")
+            ),
+        ));
+    }
+    let client = cx.api(Op::Delete).await?;
+    let result = client
+        .providers()
+        .delete(&key, Some(&provider.spec.workspace_id))
+        .await;
+    let name = status.slug.clone().unwrap_or(key);
+    removed("Deleted", "delete", &format!("provider {name}"), result)
+}
+
+/// True when `config` (of the provider's namespace) names the provider: by resource
+/// (`spec.resourceRefs`), or by routing to its `@<slug>` anywhere in its document.
+fn named_by(provider: &Provider, config: &Config) -> bool {
+    if config.metadata.namespace != provider.metadata.namespace {
+        return false;
+    }
+    let name = provider.name_any();
+    let by_resource = config
+        .spec
+        .resource_refs
+        .iter()
+        .any(|r| r.kind == ReferencedKind::Provider && r.name == name);
+    by_resource || routes_to(provider, &Value::Object(config.spec.config.clone()))
+}
+
+fn routes_to(provider: &Provider, document: &Value) -> bool {
+    match document {
+        Value::Array(items) => items.iter().any(|v| routes_to(provider, v)),
+        Value::Object(map) => map.values().any(|v| routes_to(provider, v)),
+        other => provider.routed_by(other),
+    }
+}
+
+/// The Configs (by name) that name the provider, once every Config cache has listed.
+async fn referencing_configs(provider: &Provider, ctx: &Context) -> Result<Vec<String>, Error> {
+    let configs = &ctx.stores.configs;
+    if !configs
+        .listed(ctx.stores_of::<Config>(), CACHES_LISTED_WITHIN)
+        .await
+    {
+        return Err(Error::CachesNotReady(
+            "the Config caches have not listed every watched namespace yet, so whether a Config names this provider cannot be decided; waiting".into(),
+        ));
+    }
+    let mut users: Vec<String> = configs
+        .all()
+        .iter()
+        .filter(|c| named_by(provider, c))
+        .map(|c| c.name_any())
+        .collect();
+    users.sort();
+    Ok(users)
+}
+
+/// The Providers (as `namespace/name`) that bind `integration`: by resource name, or by the
+/// UUID or slug it recorded. From the caches, once every Provider cache has listed.
+pub async fn naming(integration: &Integration, ctx: &Context) -> Result<Vec<String>, Error> {
+    let providers = &ctx.stores.providers;
+    if !providers
+        .listed(ctx.stores_of::<Provider>(), CACHES_LISTED_WITHIN)
+        .await
+    {
+        return Err(Error::CachesNotReady(
+            "the Provider caches have not listed every watched namespace yet, so whether a Provider binds this integration cannot be decided; waiting".into(),
+        ));
+    }
+    let name = integration.name_any();
+    let status = integration.status.as_ref();
+    let keys: Vec<&str> = [
+        status.and_then(|s| s.id.as_deref()),
+        status.and_then(|s| s.slug.as_deref()),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
+    let mut users: Vec<String> = providers
+        .all()
+        .iter()
+        .filter(|p| {
+            p.spec.integration.as_deref() == Some(name.as_str())
+                || p.spec
+                    .integration_id
+                    .as_deref()
+                    .is_some_and(|id| keys.contains(&id))
+        })
+        .map(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()))
+        .collect();
+    users.sort();
+    Ok(users)
+}

@@ -1,0 +1,472 @@
+//! `/ai_gw/v2/providers` (FACTS-more §1): a workspace's handle on an integration, what configs
+//! route to as `@<slug>`. Create, list, read, update and a hard delete, by UUID or slug, with an
+//! optional `workspace_id` query that must match the provider's.
+//!
+//! Create takes `name` and `integration_id` (its UUID or slug), `workspace_id` (the default
+//! workspace when absent), a `slug` (`^[a-zA-Z0-9_-]+$`; made from the name when absent),
+//! `note`, `usage_limits` and `expires_at`. The integration must be enabled for the workspace
+//! ([pTF]: "Must be an integration enabled for the workspace"), else 400. Inline `rate_limits`
+//! on create answer 503, as they do live ([cTF]). `integration_id`, `workspace_id` and `slug`
+//! are fixed afterwards.
+//!
+//! A read carries credential material as the live API's does: `key` (the integration's key in
+//! clear) and `model_config` (its configurations in clear), next to `masked_api_key`. A client
+//! must never copy them anywhere; the emulator hands them out so that tests can check it.
+
+use std::{collections::HashMap, time::Instant};
+
+use axum::{
+    Json,
+    body::Bytes,
+    extract::{Path, Query, State},
+    http::StatusCode,
+    response::Response,
+};
+use serde_json::{Value, json};
+
+use super::{
+    errors::{ApiResult, EmulatorError},
+    fields::{self, IdRule, Object},
+    integration_routes::{opt_slug, rate_limits, usage_limits},
+    integrations::{IntegrationRecord, masked},
+    normalise, policy_fields,
+    state::{Shared, hex6, lock, new_id, now},
+};
+
+/// The `object` of reads and receipts.
+const OBJECT: &str = "provider";
+/// Rows per list page when the request names none ([PK]: "default to 50").
+const DEFAULT_PAGE_SIZE: usize = 50;
+
+#[derive(Default)]
+pub struct ProviderStore {
+    by_id: HashMap<String, ProviderRecord>,
+}
+
+pub struct ProviderRecord {
+    pub seq: u64,
+    /// When the API created it (`None` when seeded); lists lag behind it under `list_lag_ms`.
+    pub api_created: Option<Instant>,
+    pub id: String,
+    pub slug: String,
+    pub name: String,
+    /// The integration's UUID.
+    pub integration_id: String,
+    pub workspace_id: String,
+    pub note: Option<String>,
+    /// `null` or one usage-limits object.
+    pub usage_limits: Value,
+    pub expires_at: Option<String>,
+    pub created_at: String,
+    pub last_reset_at: Option<String>,
+    pub exhausted: bool,
+    /// Made by the API itself (`create_default_provider`), not by a provider create.
+    pub default: bool,
+}
+
+impl ProviderRecord {
+    fn status(&self) -> &'static str {
+        let expired = self
+            .expires_at
+            .as_deref()
+            .and_then(|at| at.parse::<jiff::Timestamp>().ok())
+            .is_some_and(|at| at <= jiff::Timestamp::now());
+        match (expired, self.exhausted) {
+            (true, _) => "expired",
+            (false, true) => "exhausted",
+            (false, false) => "active",
+        }
+    }
+
+    /// A list row: the subset the SDK types for lists.
+    fn row(&self) -> Value {
+        json!({
+            "id": self.id,
+            "name": self.name,
+            "slug": self.slug,
+            "integration_id": self.integration_id,
+            "note": self.note,
+            "status": self.status(),
+            "usage_limits": self.usage_limits,
+            "rate_limits": [],
+            "created_at": self.created_at,
+            "expires_at": self.expires_at,
+            "reset_usage": null,
+            "object": OBJECT,
+        })
+    }
+
+    /// The live detail without its integration's part (see [`get`]).
+    fn read(&self) -> Value {
+        let mut value = self.row();
+        for field in ["ai_provider_name", "model_config", "key", "masked_api_key"] {
+            value[field] = Value::Null;
+        }
+        value["last_reset_at"] = json!(self.last_reset_at);
+        value["tags"] = json!({});
+        value
+    }
+
+    fn dump(&self) -> Value {
+        let mut value = self.row();
+        value["workspace_id"] = json!(self.workspace_id);
+        value["last_reset_at"] = json!(self.last_reset_at);
+        value["default"] = json!(self.default);
+        value
+    }
+}
+
+impl ProviderStore {
+    fn sorted(&self) -> Vec<&ProviderRecord> {
+        let mut records: Vec<_> = self.by_id.values().collect();
+        records.sort_by_key(|record| record.seq);
+        records
+    }
+
+    fn find(&self, key: &str) -> Option<&ProviderRecord> {
+        self.by_id
+            .get(key)
+            .or_else(|| self.by_id.values().find(|r| r.slug == key))
+    }
+
+    fn find_mut(&mut self, key: &str) -> Option<&mut ProviderRecord> {
+        let id = self.find(key)?.id.clone();
+        self.by_id.get_mut(&id)
+    }
+
+    fn slug_taken(&self, slug: &str) -> bool {
+        self.by_id.values().any(|r| r.slug == slug)
+    }
+
+    fn new_slug(&self, name: &str) -> String {
+        let stem: String = name
+            .to_lowercase()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .take(40)
+            .collect();
+        let stem = stem.trim_matches('-');
+        let stem = if stem.is_empty() { "provider" } else { stem };
+        loop {
+            let slug = format!("{stem}-{}", hex6());
+            if !self.slug_taken(&slug) {
+                return slug;
+            }
+        }
+    }
+
+    fn insert(&mut self, record: ProviderRecord) {
+        self.by_id.insert(record.id.clone(), record);
+    }
+
+    /// Every provider, default ones marked (for `GET /_emulator/state`).
+    pub fn dump(&self) -> Vec<Value> {
+        self.sorted()
+            .into_iter()
+            .map(ProviderRecord::dump)
+            .collect()
+    }
+
+    /// Preloads a provider given in its read shape (`integration_id` and `workspace_id` as
+    /// they should read); answers its id and slug.
+    pub fn seed(&mut self, state: &Shared, item: &Object) -> ApiResult<(String, String)> {
+        let name = fields::str_or(item, "name", "seeded provider");
+        let slug = fields::nullable_str(item, "slug").unwrap_or_else(|| self.new_slug(&name));
+        let id = fields::str_or(item, "id", new_id());
+        if self.by_id.contains_key(&id) || self.slug_taken(&slug) {
+            return Err(EmulatorError::validation(format!(
+                "provider {slug} already exists"
+            )));
+        }
+        let record = ProviderRecord {
+            seq: state.next_seq(),
+            api_created: None,
+            id: id.clone(),
+            slug: slug.clone(),
+            name,
+            integration_id: fields::str_or(item, "integration_id", ""),
+            workspace_id: fields::str_or(item, "workspace_id", &state.default_workspace_id),
+            note: fields::nullable_str(item, "note"),
+            usage_limits: item.get("usage_limits").cloned().unwrap_or(Value::Null),
+            expires_at: fields::nullable_str(item, "expires_at"),
+            created_at: fields::str_or(item, "created_at", now()),
+            last_reset_at: fields::nullable_str(item, "last_reset_at"),
+            exhausted: item.get("status").and_then(Value::as_str) == Some("exhausted"),
+            default: false,
+        };
+        self.insert(record);
+        Ok((id, slug))
+    }
+}
+
+/// The provider the API makes by itself when an integration is enabled for `workspace` without
+/// `create_default_provider: false`; answers its id. Called with the integrations locked.
+pub fn create_default(
+    state: &Shared,
+    integration: &IntegrationRecord,
+    workspace: &str,
+    slug: Option<String>,
+) -> String {
+    let mut store = lock(&state.providers);
+    let slug = slug
+        .filter(|s| !store.slug_taken(s))
+        .unwrap_or_else(|| store.new_slug(&integration.slug));
+    let record = ProviderRecord {
+        seq: state.next_seq(),
+        api_created: Some(Instant::now()),
+        id: new_id(),
+        slug,
+        name: integration.name.clone(),
+        integration_id: integration.id.clone(),
+        workspace_id: workspace.to_owned(),
+        note: None,
+        usage_limits: Value::Null,
+        expires_at: None,
+        created_at: now(),
+        last_reset_at: None,
+        exhausted: false,
+        default: true,
+    };
+    let id = record.id.clone();
+    store.insert(record);
+    id
+}
+
+fn missing(state: &Shared, key: &str) -> EmulatorError {
+    state.missing(&format!("provider {key}"))
+}
+
+/// An RFC 3339 date-time or `null` (`Some(None)`), absent (`None`).
+fn expires_at(body: &Object) -> ApiResult<Option<Option<String>>> {
+    match body.get("expires_at") {
+        None => Ok(None),
+        Some(Value::Null) => Ok(Some(None)),
+        Some(Value::String(at)) if at.parse::<jiff::Timestamp>().is_ok() => {
+            Ok(Some(Some(at.clone())))
+        }
+        Some(_) => Err(EmulatorError::validation(
+            "expires_at must be an RFC 3339 date-time or null",
+        )),
+    }
+}
+
+/// The provider `key` names, when it lives in `workspace` (if the request names one).
+fn in_workspace<'a>(
+    store: &'a ProviderStore,
+    state: &Shared,
+    key: &str,
+    workspace: Option<&String>,
+) -> ApiResult<&'a ProviderRecord> {
+    store
+        .find(key)
+        .filter(|r| workspace.is_none_or(|ws| ws.is_empty() || &r.workspace_id == ws))
+        .ok_or_else(|| missing(state, key))
+}
+
+/// `POST /ai_gw/v2/providers` → `{id, slug, object: "provider"}` (no `version_id`).
+pub async fn create(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<Value>> {
+    let body = fields::parse_object(&body)?;
+    let name = fields::req_str(&body, "name")?;
+    let integration = fields::req_str(&body, "integration_id")?;
+    let workspace = IdRule::UuidOrSlug
+        .opt_field(&body, "workspace_id")?
+        .filter(|ws| !ws.is_empty())
+        .unwrap_or_else(|| state.default_workspace_id.clone());
+    let slug = opt_slug(&body, "slug")?;
+    let note = fields::opt_str(&body, "note")?;
+    let limits = match body.get("usage_limits") {
+        None | Some(Value::Null) => Value::Null,
+        Some(value) => usage_limits(value, "usage_limits")?,
+    };
+    let expires = expires_at(&body)?.flatten();
+    if body.get("rate_limits").is_some_and(|v| !v.is_null()) {
+        rate_limits(&body["rate_limits"], "rate_limits")?;
+        // Live: "Inline provider rate limits on create currently fail … with upstream HTTP 503".
+        return Err(EmulatorError::Injected {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: "inline provider rate limits on create are not supported upstream",
+        });
+    }
+    let integration_id = {
+        let integrations = lock(&state.integrations);
+        let found = integrations.find(&integration).ok_or_else(|| {
+            EmulatorError::validation(format!("integration {integration} does not exist"))
+        })?;
+        if !found.enabled_for(&workspace) {
+            return Err(EmulatorError::validation(format!(
+                "integration {integration} is not enabled for workspace {workspace}; grant it workspace access first"
+            )));
+        }
+        found.id.clone()
+    };
+    let mut store = lock(&state.providers);
+    let slug = match slug {
+        Some(slug) if store.slug_taken(&slug) => {
+            return Err(EmulatorError::validation(format!(
+                "a provider with slug {slug} already exists"
+            )));
+        }
+        Some(slug) => slug,
+        None => store.new_slug(&name),
+    };
+    let record = ProviderRecord {
+        seq: state.next_seq(),
+        api_created: Some(Instant::now()),
+        id: new_id(),
+        slug,
+        name,
+        integration_id,
+        workspace_id: workspace,
+        note,
+        usage_limits: limits,
+        expires_at: expires,
+        created_at: now(),
+        last_reset_at: None,
+        exhausted: false,
+        default: false,
+    };
+    let receipt = json!({ "id": record.id, "slug": record.slug, "object": OBJECT });
+    store.insert(record);
+    Ok(Json(receipt))
+}
+
+/// `GET /ai_gw/v2/providers` → `{object: "list", total, data}`: `workspace_id` filters,
+/// `current_page` from 0, `page_size` (default 50).
+pub async fn list(
+    State(state): State<Shared>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    IdRule::UuidOrSlug.query(&query, "workspace_id")?;
+    let workspace = query.get("workspace_id").filter(|ws| !ws.is_empty());
+    let page_size = match policy_fields::page_param(&query, "page_size", DEFAULT_PAGE_SIZE)? {
+        0 => DEFAULT_PAGE_SIZE,
+        size => size,
+    };
+    let current_page = policy_fields::page_param(&query, "current_page", 0)?;
+    let faults = state.faults();
+    let store = lock(&state.providers);
+    let matching: Vec<&ProviderRecord> = store
+        .sorted()
+        .into_iter()
+        .filter(|r| faults.listed(r.api_created))
+        .filter(|r| workspace.is_none_or(|ws| &r.workspace_id == ws))
+        .collect();
+    let total = matching.len();
+    let data: Vec<Value> = policy_fields::page(matching, page_size, current_page)
+        .into_iter()
+        .map(ProviderRecord::row)
+        .collect();
+    let body = json!({ "object": "list", "total": total, "data": data });
+    Ok(normalise::reply(&body, faults.normalise))
+}
+
+/// `GET /ai_gw/v2/providers/{id}` (UUID or slug; `?workspace_id`) → the live detail.
+pub async fn get(
+    State(state): State<Shared>,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    let normalise = state.faults().normalise;
+    let (mut read, integration) = {
+        let store = lock(&state.providers);
+        let record = in_workspace(&store, &state, &id, query.get("workspace_id"))?;
+        (record.read(), record.integration_id.clone())
+    };
+    // The credential material a live read carries. The providers lock is released before the
+    // integrations one is taken (create_default takes them the other way round).
+    if let Some(found) = lock(&state.integrations).find(&integration) {
+        read["ai_provider_name"] = json!(found.ai_provider_id);
+        read["key"] = json!(found.key);
+        read["masked_api_key"] = json!(found.key.as_deref().map(masked));
+        read["model_config"] = Value::Object(found.configurations.clone());
+    }
+    Ok(normalise::reply(&read, normalise))
+}
+
+/// `PUT /ai_gw/v2/providers/{id}` → `{id, slug}`: `name`, `note`, `usage_limits`,
+/// `rate_limits`, `expires_at` (`null` clears the nullable ones) and `reset_usage`.
+pub async fn update(
+    State(state): State<Shared>,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    let body = fields::parse_object(&body)?;
+    let name = fields::opt_str(&body, "name")?;
+    if name.as_ref().is_some_and(|n| n.trim().is_empty()) {
+        return Err(EmulatorError::validation("name must not be empty"));
+    }
+    let note = body
+        .contains_key("note")
+        .then(|| fields::opt_str(&body, "note"))
+        .transpose()?;
+    let limits = match body.get("usage_limits") {
+        None => None,
+        Some(Value::Null) => Some(Value::Null),
+        Some(value) => Some(usage_limits(value, "usage_limits")?),
+    };
+    if let Some(value) = body.get("rate_limits").filter(|v| !v.is_null()) {
+        rate_limits(value, "rate_limits")?;
+    }
+    let expires = expires_at(&body)?;
+    let reset = fields::opt_bool(&body, "reset_usage")?.unwrap_or(false);
+    let changes = name.is_some()
+        || note.is_some()
+        || limits.is_some()
+        || body.contains_key("rate_limits")
+        || expires.is_some()
+        || reset;
+    let workspace = fields::opt_str(&body, "workspace_id")?.or(query.get("workspace_id").cloned());
+    let mut store = lock(&state.providers);
+    let current = in_workspace(&store, &state, &id, workspace.as_ref())?;
+    for (field, value) in [
+        ("integration_id", json!(current.integration_id)),
+        ("slug", json!(current.slug)),
+    ] {
+        if body
+            .get(field)
+            .is_some_and(|sent| !sent.is_null() && *sent != value)
+        {
+            return Err(EmulatorError::validation(format!(
+                "{field} cannot be changed; create a new provider"
+            )));
+        }
+    }
+    if !changes {
+        return Err(EmulatorError::validation(
+            "request body must contain at least one field to update",
+        ));
+    }
+    let record = store.find_mut(&id).ok_or_else(|| missing(&state, &id))?;
+    if let Some(name) = name {
+        record.name = name;
+    }
+    if let Some(note) = note {
+        record.note = note;
+    }
+    if let Some(limits) = limits {
+        record.usage_limits = limits;
+    }
+    if let Some(expires) = expires {
+        record.expires_at = expires;
+    }
+    if reset {
+        record.exhausted = false;
+        record.last_reset_at = Some(now());
+    }
+    Ok(Json(json!({ "id": record.id, "slug": record.slug })))
+}
+
+/// `DELETE /ai_gw/v2/providers/{id}` (`?workspace_id`) → `{}`; gone for good.
+pub async fn delete(
+    State(state): State<Shared>,
+    Path(id): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Json<Value>> {
+    let mut store = lock(&state.providers);
+    let found = in_workspace(&store, &state, &id, query.get("workspace_id"))?
+        .id
+        .clone();
+    store.by_id.remove(&found);
+    Ok(Json(json!({})))
+}

@@ -1,0 +1,298 @@
+//! `aigw export` of the organisation's integrations and a workspace's providers. A key or credential is never exported (the
+//! API never returns one): each becomes a reference to a placeholder Secret, labelled for
+//! cluster-scoped readers, whose empty values the user fills in (aigw refuses an empty value
+//! rather than erase the live credential).
+
+use serde_json::{Map, Value};
+
+use super::{Builder, GitopsError, placeholder_secret};
+use crate::api::secret_fields::is_header_map;
+use crate::api::{self, Client, IntegrationsListQuery, ProvidersListQuery};
+use crate::resources::common::{CLUSTER_READABLE, ManagementPolicy};
+use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
+use crate::resources::integration::{
+    Integration, IntegrationDeletionPolicy, IntegrationSpec, KeySecretRef, WorkspaceAccess,
+};
+use crate::resources::provider::{Provider, ProviderDeletionPolicy, ProviderSpec};
+
+/// The Secret key the exported `keySecretRef` names.
+const KEY: &str = "api-key";
+
+/// Every organisation integration, with its workspace access rows. Workspace-scoped ones are
+/// left out: an Integration manages organisation integrations.
+pub(super) async fn export_integrations(
+    api: &Client,
+    out: &mut Builder<'_>,
+) -> Result<(), GitopsError> {
+    let query = IntegrationsListQuery::default();
+    let listed = api
+        .integrations()
+        .list(&query)
+        .await
+        .map_err(|e| GitopsError::api("failed to list integrations", e))?;
+    for summary in listed {
+        if summary
+            .workspace_id
+            .as_deref()
+            .is_some_and(|w| !w.is_empty())
+        {
+            out.export.skipped.push(format!(
+                "integration {}: workspace-scoped (an Integration manages organisation integrations)",
+                summary.slug
+            ));
+            continue;
+        }
+        let read = |e| GitopsError::api(format!("failed to read integration {}", summary.slug), e);
+        let remote = api.integrations().get(&summary.id).await.map_err(read)?;
+        let rows = api
+            .integrations()
+            .workspaces(&summary.id)
+            .await
+            .map_err(read)?;
+        out.integration(&remote, &rows)?;
+    }
+    Ok(())
+}
+
+/// The providers of `--workspace-id` (the API's provider rows do not say their workspace, so
+/// they are exported per workspace only), each adopting its provider by slug and binding its
+/// integration by UUID (`integrationId`).
+pub(super) async fn export_providers(
+    api: &Client,
+    workspace: Option<&str>,
+    out: &mut Builder<'_>,
+) -> Result<(), GitopsError> {
+    let query = ProvidersListQuery {
+        workspace_id: workspace.map(str::to_string),
+        ..Default::default()
+    };
+    let providers = api
+        .providers()
+        .list(&query)
+        .await
+        .map_err(|e| GitopsError::api("failed to list providers", e))?;
+    let Some(workspace) = workspace else {
+        if !providers.is_empty() {
+            out.export.skipped.push(format!(
+                "{} providers: exported per workspace only (their rows do not name it); pass --workspace-id",
+                providers.len()
+            ));
+        }
+        return Ok(());
+    };
+    for remote in &providers {
+        out.provider(remote, workspace)?;
+    }
+    Ok(())
+}
+
+impl Builder<'_> {
+    /// The provider as a Provider of `workspace` that adopts it by slug.
+    fn provider(&mut self, remote: &api::Provider, workspace: &str) -> Result<(), GitopsError> {
+        let Some(integration) = remote.integration_id.clone() else {
+            self.export.skipped.push(format!(
+                "provider {}: its read names no integration",
+                remote.slug
+            ));
+            return Ok(());
+        };
+        let metadata = self.meta("Provider", &remote.name, &remote.slug);
+        let spec = ProviderSpec {
+            slug: Some(remote.slug.clone()),
+            name: remote.name.clone(),
+            workspace_id: workspace.to_string(),
+            integration: None,
+            integration_id: Some(integration),
+            note: remote.note.clone(),
+            usage_limits: None,
+            expires_at: remote.expires_at.clone(),
+            reset_usage: None,
+            deletion_policy: ProviderDeletionPolicy::Orphan,
+            management_policy: ManagementPolicy::Full,
+            connection_ref: None,
+        };
+        let object = Provider {
+            metadata,
+            spec,
+            status: None,
+        };
+        let header = format!("# Adopts provider {} as it is.\n", remote.slug);
+        self.push("Provider", "provider", &object.metadata, &object, header)
+    }
+
+    /// The integration as an Integration that adopts it by slug, its key and masked
+    /// configuration fields referenced from a placeholder Secret.
+    fn integration(
+        &mut self,
+        remote: &api::Integration,
+        rows: &api::IntegrationWorkspaces,
+    ) -> Result<(), GitopsError> {
+        let mut metadata = self.meta("Integration", &remote.name, &remote.slug);
+        metadata.namespace = None;
+        let name = metadata.name.clone().unwrap_or_default();
+        let secret = format!(
+            "{}-upstream",
+            super::truncate(&name, 253 - "-upstream".len())
+        );
+        let mut keys = Vec::new();
+        let key_secret_ref = remote.masked_key.as_ref().map(|_| {
+            keys.push(KEY.to_string());
+            KeySecretRef {
+                name: secret.clone(),
+                key: KEY.into(),
+                namespace: None,
+            }
+        });
+        let (configurations, secret_refs) =
+            readable_configurations(remote.configurations.as_ref(), &secret, &mut keys);
+        let spec = IntegrationSpec {
+            slug: Some(remote.slug.clone()),
+            name: remote.name.clone(),
+            ai_provider_id: remote.ai_provider_id.clone().unwrap_or_default(),
+            description: remote.description.clone(),
+            key_secret_ref,
+            configurations,
+            secret_refs,
+            workspaces: rows
+                .workspaces
+                .iter()
+                .map(|row| WorkspaceAccess {
+                    id: row.id.clone(),
+                    enabled: row.enabled,
+                    usage_limits: None,
+                    rate_limits: None,
+                })
+                .collect(),
+            models: None,
+            deletion_policy: IntegrationDeletionPolicy::Orphan,
+            management_policy: ManagementPolicy::Full,
+            connection_ref: None,
+        };
+        let object = Integration {
+            metadata,
+            spec,
+            status: None,
+        };
+        if keys.is_empty() {
+            let header = format!("# Adopts integration {} as it is.\n", remote.slug);
+            return self.push(
+                "Integration",
+                "integration",
+                &object.metadata,
+                &object,
+                header,
+            );
+        }
+        let header = format!(
+            "# Adopts integration {}. Its key and credentials are never exported: they come from\n\
+             # Secret {secret} (secret-{secret}.yaml), which must hold them before applying.\n",
+            remote.slug
+        );
+        self.push(
+            "Integration",
+            "integration",
+            &object.metadata,
+            &object,
+            header,
+        )?;
+        let mut placeholder = placeholder_secret(&secret, None, keys);
+        placeholder.metadata.labels =
+            Some([(CLUSTER_READABLE.to_string(), "true".to_string())].into());
+        let header = format!(
+            "# Placeholder for the credentials of integration {}: fill in every value and apply it\n\
+             # into the namespace the operator reads Connection Secrets from (a cluster-scoped\n\
+             # Integration reads Secrets only there, labelled as below).\n",
+            remote.slug
+        );
+        let meta = placeholder.metadata.clone();
+        self.push("Secret", "secret", &meta, &placeholder, header)
+    }
+}
+
+/// The readable fields of a read's `configurations`, and a Secret reference (to `secret`) for
+/// each masked one: `masked_<field>` and the values of header maps.
+fn readable_configurations(
+    read: Option<&Map<String, Value>>,
+    secret: &str,
+    keys: &mut Vec<String>,
+) -> (Option<Map<String, Value>>, Vec<ConfigSecretRef>) {
+    let Some(read) = read else {
+        return (None, Vec::new());
+    };
+    let mut shown = Map::new();
+    let mut refs = Vec::new();
+    let mut reference = |path: String, key: String| {
+        keys.push(key.clone());
+        refs.push(ConfigSecretRef {
+            path,
+            secret_key_ref: SecretKeyRef {
+                name: secret.to_string(),
+                key,
+            },
+        });
+    };
+    for (field, value) in read {
+        if let Some(secret_field) = field.strip_prefix("masked_") {
+            reference(format!("/{secret_field}"), secret_field.to_string());
+        } else if let (true, Some(headers)) = (is_header_map(field), value.as_object()) {
+            for header in headers.keys() {
+                let escaped = header.replace('~', "~0").replace('/', "~1");
+                reference(format!("/{field}/{escaped}"), format!("{field}.{header}"));
+            }
+        } else {
+            shown.insert(field.clone(), value.clone());
+        }
+    }
+    (Some(shown).filter(|s| !s.is_empty()), refs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gitops::export::ExportOptions;
+    use serde_json::json;
+
+    #[test]
+    fn an_exported_integration_references_its_credentials_and_holds_none() {
+        let remote: api::Integration = serde_json::from_value(json!({
+            "id": "i1", "slug": "bedrock-prod", "name": "Bedrock prod", "ai_provider_id": "bedrock",
+            "masked_key": "****abcd",
+            "configurations": {"aws_region": "eu-west-1", "masked_aws_secret_access_key": "****wxyz",
+                               "custom_headers": {"x-team": "****"}}
+        }))
+        .unwrap();
+        let rows: api::IntegrationWorkspaces = serde_json::from_value(json!({
+            "total": 2, "workspaces": [{"id": "ws-a", "enabled": true}, {"id": "ws-b", "enabled": false}]
+        }))
+        .unwrap();
+        let options = ExportOptions::default();
+        let mut builder = Builder::new(&options);
+        builder.integration(&remote, &rows).unwrap();
+        let text: String = builder
+            .export
+            .files
+            .iter()
+            .map(|f| f.content.clone())
+            .collect();
+        assert!(!text.contains("****"), "{text}");
+        let exported: Integration = serde_yaml::from_str(&builder.export.files[0].content).unwrap();
+        let spec = &exported.spec;
+        assert_eq!(spec.slug.as_deref(), Some("bedrock-prod"));
+        assert_eq!(
+            spec.key_secret_ref.as_ref().unwrap().name,
+            "bedrock-prod-upstream"
+        );
+        let paths: Vec<&str> = spec.secret_refs.iter().map(|r| r.path.as_str()).collect();
+        assert_eq!(paths, ["/custom_headers/x-team", "/aws_secret_access_key"]);
+        assert_eq!(
+            spec.configurations.as_ref().unwrap()["aws_region"],
+            "eu-west-1"
+        );
+        assert_eq!(spec.workspaces.len(), 2);
+        assert!(!spec.workspaces[1].enabled);
+        assert_eq!(spec.deletion_policy, IntegrationDeletionPolicy::Orphan);
+        let secret = &builder.export.files[1].content;
+        assert!(secret.contains("aigw.io/cluster-readable"), "{secret}");
+        assert!(secret.contains("api-key: ''"), "{secret}");
+    }
+}

@@ -1,0 +1,212 @@
+//! `aigw plan` for the credential kinds: an Integration (with its workspace and model access)
+//! and a Provider.
+//! A plan never reads a Secret: a write-only value shows where it comes from, `(secret
+//! name/key)`, and whether the operator would send it.
+
+use serde_json::{Value, json};
+
+use super::GitopsError;
+use super::plan::{
+    Action, Counterpart, Entry, Live, compared, create_changes, entry, field_changes, found,
+    live_cluster_object, live_object, to_json,
+};
+use crate::api::{self, Client};
+use crate::resources::config_document::MarkedDocument;
+use crate::resources::{Integration, Provider};
+
+/// An Integration: its counterpart is the live `status.id`, else `spec.slug` (which the operator
+/// creates when no integration has it). The key and credential configurations are write-only:
+/// they show as their Secret, and as a change when the operator would send them (a create, an
+/// adoption, or a live resource that never recorded what it sent).
+pub(super) async fn plan_integration(
+    api: &Client,
+    live: Option<&Live>,
+    integration: &Integration,
+) -> Result<Entry, GitopsError> {
+    let spec = &integration.spec;
+    let mut desired = to_json(spec);
+    let invalid = match MarkedDocument::new(spec) {
+        Ok(marked) => {
+            if let Some(configurations) = marked.document().get("configurations") {
+                desired["configurations"] = configurations.clone();
+            }
+            None
+        }
+        Err(why) => Some(format!(
+            "{why}: the operator would stall (InvalidSpec) and write nothing"
+        )),
+    };
+    if let Some(key) = &spec.key_secret_ref {
+        desired["keySecretRef"] = json!(format!("(secret {}/{})", key.name, key.key));
+    }
+    let creation = || create_changes(&desired, &["slug", "secretRefs"]);
+    let managed = match live {
+        Some(live) => live_cluster_object(live, integration).await?,
+        None => None,
+    };
+    let status = managed.and_then(|m| m.status).unwrap_or_default();
+    // The live resource's integration, else the one its slug names (adopted if it exists).
+    let counterpart = status
+        .id
+        .clone()
+        .or(spec.slug.clone())
+        .map(|key| Counterpart {
+            key,
+            adopting: status.id.is_none(),
+            from_spec: status.id.is_none(),
+        });
+    let remote = match &counterpart {
+        Some(c) => found(
+            &format!("integration {}", c.key),
+            api.integrations().get(&c.key).await,
+        )?,
+        None => None,
+    };
+    let (Some(counterpart), Some(remote)) = (counterpart, remote) else {
+        return Ok(match invalid {
+            Some(reason) => entry(Action::Conflict, None, creation(), Some(reason)),
+            None => entry(Action::Create, None, creation(), None),
+        });
+    };
+    let mut current = json!({
+        "name": remote.name,
+        "aiProviderId": remote.ai_provider_id,
+        "description": remote.description,
+        "configurations": remote.configurations,
+        "keySecretRef": remote.masked_key.as_ref().map(|_| "(write-only: not readable)"),
+        "workspaceId": remote.workspace_id,
+    });
+    let conflicts = spec.immutable_conflicts(&remote);
+    let mut fields = conflicts.clone();
+    fields.extend(spec.diff(&remote));
+    let writes_secrets = spec.key_secret_ref.is_some() || !spec.secret_refs.is_empty();
+    if writes_secrets && status.secret_hash.is_none() {
+        fields.push("keySecretRef");
+    }
+    let client_rows = api.integrations().workspaces(&remote.id).await;
+    let rows = client_rows.map_err(|e| {
+        GitopsError::api(
+            format!("failed to read the access of integration {}", remote.slug),
+            e,
+        )
+    })?;
+    if !spec.access_updates(&rows, &status.workspaces).is_empty() {
+        fields.push("workspaces");
+        current["workspaces"] = access_rows(&rows);
+    }
+    if spec.models.is_some() {
+        let models = api.integrations().models(&remote.id).await.map_err(|e| {
+            GitopsError::api(
+                format!("failed to read the models of integration {}", remote.slug),
+                e,
+            )
+        })?;
+        if spec.model_updates(&models).is_some() {
+            fields.push("models");
+            current["models"] = serde_json::to_value(&models).unwrap_or_default();
+        }
+    }
+    let changes = field_changes(&fields, &current, &desired);
+    let reason = invalid.or_else(|| {
+        (!conflicts.is_empty()).then(|| {
+            format!(
+                "the remote integration has a different {} and the API cannot change it; create a new Integration instead",
+                conflicts.join(", ")
+            )
+        })
+    });
+    Ok(match reason {
+        Some(reason) => entry(
+            Action::Conflict,
+            Some(counterpart.key),
+            changes,
+            Some(reason),
+        ),
+        None => compared(&counterpart, changes),
+    })
+}
+
+/// The access rows as a spec would say them.
+fn access_rows(rows: &api::IntegrationWorkspaces) -> Value {
+    rows.workspaces
+        .iter()
+        .map(|r| json!({"id": r.id, "enabled": r.enabled}))
+        .collect()
+}
+
+/// A Provider: its counterpart is the live `status.id`, else `spec.slug` (created when no
+/// provider has it). A read's credential material is withheld by the client; only the fields
+/// the operator compares are shown.
+pub(super) async fn plan_provider(
+    api: &Client,
+    live: Option<&Live>,
+    provider: &Provider,
+) -> Result<Entry, GitopsError> {
+    let spec = &provider.spec;
+    let desired = to_json(spec);
+    let creation = || {
+        create_changes(
+            &desired,
+            &["slug", "integration", "integrationId", "resetUsage"],
+        )
+    };
+    let managed = match live {
+        Some(live) => live_object(live, provider).await?,
+        None => None,
+    };
+    let status = managed.and_then(|m| m.status).unwrap_or_default();
+    let counterpart = status
+        .id
+        .clone()
+        .or(spec.slug.clone())
+        .map(|key| Counterpart {
+            key,
+            adopting: status.id.is_none(),
+            from_spec: status.id.is_none(),
+        });
+    let remote = match &counterpart {
+        Some(c) => found(
+            &format!("provider {}", c.key),
+            api.providers().get(&c.key, Some(&spec.workspace_id)).await,
+        )?,
+        None => None,
+    };
+    let (Some(counterpart), Some(remote)) = (counterpart, remote) else {
+        return Ok(entry(Action::Create, None, creation(), None));
+    };
+    let current = json!({
+        "name": remote.name,
+        "note": remote.note,
+        "usageLimits": remote.usage_limits,
+        "expiresAt": remote.expires_at,
+        "integrationId": remote.integration_id,
+    });
+    // What the integration is known by: the spec's id, or what the live resource recorded.
+    let known: Vec<String> = spec
+        .integration_id
+        .iter()
+        .cloned()
+        .chain(status.integration_id.clone())
+        .collect();
+    let keys: Vec<&str> = match known.is_empty() {
+        true => remote.integration_id.iter().map(String::as_str).collect(),
+        false => known.iter().map(String::as_str).collect(),
+    };
+    let conflicts = spec.immutable_conflicts(&remote, &keys);
+    let reset = spec.reset_usage.is_some() && spec.reset_usage != status.observed_reset_usage;
+    let mut fields = conflicts.clone();
+    fields.extend(spec.update_for(&remote, reset).0);
+    let changes = field_changes(&fields, &current, &desired);
+    Ok(match conflicts.is_empty() {
+        true => compared(&counterpart, changes),
+        false => entry(
+            Action::Conflict,
+            Some(counterpart.key),
+            changes,
+            Some(format!(
+                "the remote provider has a different {} and the API cannot change it; create a new Provider instead",
+                conflicts.join(", ")
+            )),
+        ),
+    })
+}

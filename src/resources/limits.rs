@@ -1,0 +1,155 @@
+//! The usage and rate limits an Integration's workspace access and a Provider take, as the API's
+//! `UsageLimits` and `RateLimits` objects (FACTS-more §1).
+
+use kube::KubeSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::common::json_equivalent;
+
+/// A budget: how much may be spent (or how many tokens used), with an alert and a reset.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("!(has(self.periodicReset) && has(self.periodicResetDays))").message("set either periodicReset or periodicResetDays, not both"))]
+pub struct UsageLimits {
+    /// The limit (cost in the account's currency, or tokens), at least 1.
+    #[schemars(range(min = 1))]
+    pub credit_limit: u64,
+    /// `cost` or `tokens`.
+    #[serde(rename = "type")]
+    pub kind: UsageLimitType,
+    /// Alert when usage reaches this much (at least 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub alert_threshold: Option<u64>,
+    /// `monthly` or `weekly`: usage resets on that schedule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub periodic_reset: Option<PeriodicReset>,
+    /// Or: usage resets every this many days (1–365).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 365))]
+    pub periodic_reset_days: Option<u32>,
+}
+
+/// What a budget counts.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum UsageLimitType {
+    /// Spend.
+    Cost,
+    /// Tokens.
+    Tokens,
+}
+
+/// A budget's reset schedule.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PeriodicReset {
+    /// Every month.
+    Monthly,
+    /// Every week.
+    Weekly,
+}
+
+/// A rate limit.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RateLimit {
+    /// `requests` or `tokens`.
+    #[serde(rename = "type")]
+    pub kind: RateLimitKind,
+    /// `rpm`, `rph` or `rpd`.
+    pub unit: RateLimitUnit,
+    /// How many per unit.
+    pub value: u64,
+}
+
+/// What a rate limit counts.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RateLimitKind {
+    /// Requests.
+    Requests,
+    /// Tokens.
+    Tokens,
+}
+
+/// The window of a rate limit.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RateLimitUnit {
+    /// Per minute.
+    Rpm,
+    /// Per hour.
+    Rph,
+    /// Per day.
+    Rpd,
+}
+
+impl UsageLimits {
+    /// The API's `UsageLimits` object.
+    pub fn to_api(&self) -> Value {
+        let mut value = json!({"credit_limit": self.credit_limit, "type": self.kind});
+        if let Some(threshold) = self.alert_threshold {
+            value["alert_threshold"] = json!(threshold);
+        }
+        if let Some(reset) = self.periodic_reset {
+            value["periodic_reset"] = json!(reset);
+        }
+        if let Some(days) = self.periodic_reset_days {
+            value["periodic_reset_days"] = json!(days);
+        }
+        value
+    }
+}
+
+impl RateLimit {
+    /// The API's `RateLimits` object.
+    pub fn to_api(&self) -> Value {
+        json!({"type": self.kind, "unit": self.unit, "value": self.value})
+    }
+}
+
+/// True when `remote` holds every field `desired` sets, with the same meaning. A read adds
+/// fields of its own (`next_usage_reset_at`, …), which do not count; it may also be an array of
+/// one object (live reads carry either).
+pub fn covers(remote: Option<&Value>, desired: &Value) -> bool {
+    let remote = match remote {
+        Some(Value::Array(items)) if items.len() == 1 => &items[0],
+        Some(other) => other,
+        None => return false,
+    };
+    desired.as_object().is_some_and(|wanted| {
+        wanted.iter().all(|(key, value)| {
+            remote
+                .get(key)
+                .is_some_and(|have| json_equivalent(have, value))
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_with_extra_fields_covers_what_the_spec_sets() {
+        let limits = UsageLimits {
+            credit_limit: 100,
+            kind: UsageLimitType::Cost,
+            alert_threshold: Some(80),
+            periodic_reset: Some(PeriodicReset::Monthly),
+            periodic_reset_days: None,
+        };
+        let desired = limits.to_api();
+        let read = json!([{"credit_limit": 100.0, "type": "cost", "alert_threshold": 80,
+                           "periodic_reset": "monthly", "next_usage_reset_at": "2026-12-01T00:00:00Z"}]);
+        assert!(covers(Some(&read), &desired));
+        assert!(!covers(
+            Some(&json!({"credit_limit": 50, "type": "cost"})),
+            &desired
+        ));
+        assert!(!covers(None, &desired));
+        assert!(!covers(Some(&Value::Null), &desired));
+    }
+}

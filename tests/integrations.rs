@@ -1,0 +1,577 @@
+//! Integration (cluster-scoped) and Provider on a real kube-apiserver against the emulator over
+//! HTTP: the upstream key comes from a labelled Secret of the operator's namespace and reaches
+//! the API write-only, each Secret change is exactly one PUT, no key value shows in status,
+//! events, logs, metrics or CLI output; workspace access is merged per workspace and a removed
+//! one is disabled without touching any other row.
+
+mod support;
+
+use std::time::Duration;
+
+use aigw::resources::Integration;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use reqwest::Method;
+use serde_json::{Value, json};
+use support::harness::{Harness, captured_logs};
+use support::objects::Conditions;
+
+const WAIT: Duration = Duration::from_secs(30);
+const WS_A: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
+const WS_B: &str = "0b7c1d2e-3f40-4a5b-8c6d-7e8f9a0b1c2d";
+const WS_OTHER: &str = "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c";
+const FIRST_KEY: &str = "sk-upstream-Fq3Wz8Lm1Rt6";
+const SECOND_KEY: &str = "sk-upstream-Kd9Pv4Hx2Ny7";
+const THIRD_KEY: &str = "sk-upstream-Bs5Jc7Qe0Ua3";
+const PUT_INTEGRATION: &str = "PUT /ai_gw/admin/v2/integrations/{integrationId}";
+const PUT_ACCESS: &str = "PUT /ai_gw/admin/v2/integrations/{integrationId}/workspaces";
+
+/// The upstream key Secret in the operator's namespace (the test namespace), labelled for
+/// cluster-scoped readers unless `labelled` is false.
+async fn put_key(h: &Harness, value: &str, labelled: bool) {
+    let labels = match labelled {
+        true => json!({"aigw.io/cluster-readable": "true"}),
+        false => json!({}),
+    };
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "openai-upstream", "labels": labels},
+        "stringData": {"api-key": value}
+    }))
+    .unwrap();
+    h.env
+        .api::<Secret>()
+        .patch(
+            "openai-upstream",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .unwrap();
+}
+
+fn integration_spec(h: &Harness, workspaces: Value) -> Value {
+    json!({"slug": h.cluster_name("openai"), "name": "OpenAI prod", "aiProviderId": "open-ai",
+           "keySecretRef": {"name": "openai-upstream", "key": "api-key"},
+           "configurations": {"aws_region": "eu-west-1"},
+           "workspaces": workspaces})
+}
+
+async fn create_integration(h: &Harness, name: &str, spec: Value) -> Api<Integration> {
+    let api = Api::<Integration>::all(h.env.client.clone());
+    api.create(
+        &PostParams::default(),
+        &h.cluster_object("Integration", name, spec),
+    )
+    .await
+    .unwrap();
+    api
+}
+
+async fn wait_integration(
+    h: &Harness,
+    name: &str,
+    done: impl Fn(&Integration) -> bool,
+) -> Integration {
+    let api = Api::<Integration>::all(h.env.client.clone());
+    let name = h.cluster_name(name);
+    let found = support::wait_until(WAIT, || async {
+        let i = api.get_opt(&name).await.ok()??;
+        done(&i).then_some(i)
+    })
+    .await;
+    match found {
+        Some(i) => i,
+        None => panic!(
+            "Integration {name} did not get there: {:?}\n--- events ---\n{}",
+            api.get_opt(&name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|i| i.status),
+            h.cluster_events_text().await
+        ),
+    }
+}
+
+/// The emulator's record of the integration, key in clear.
+async fn remote(h: &Harness, slug: &str) -> Value {
+    let state = h.state().await;
+    state["integrations"]
+        .as_array()
+        .and_then(|all| all.iter().find(|i| i["slug"] == slug).cloned())
+        .unwrap_or(Value::Null)
+}
+
+fn row(remote: &Value, id: &str) -> Value {
+    remote["workspaces"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["id"] == id).cloned())
+        .unwrap_or(Value::Null)
+}
+
+/// Runs the built `aigw api …` against the harness's emulator; its stdout and stderr.
+async fn aigw_api(h: &Harness, args: &[&str]) -> String {
+    let token = tempfile::NamedTempFile::new().expect("token file");
+    std::fs::write(token.path(), support::harness::TOKEN).expect("token written");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
+    command
+        .arg("api")
+        .args(["--management-url", &h.emulator.management_url()])
+        .arg("--token-file")
+        .arg(token.path())
+        .args(args);
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .expect("aigw runs");
+    assert!(output.status.success(), "{args:?}: {output:?}");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[tokio::test]
+async fn the_key_comes_from_a_labelled_secret_and_each_change_is_one_put() {
+    let h = Harness::start_with_secret_namespace("int-key", Duration::from_secs(1)).await;
+    put_key(&h, FIRST_KEY, false).await;
+    let slug = h.cluster_name("openai");
+    create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
+
+    // The operator's namespace also holds Connection credentials: only a labelled Secret is read.
+    let refused = wait_integration(&h, "openai", |i| i.stalled_with("SecretNotReadable")).await;
+    let (_, _, message) = refused.condition("Stalled").unwrap();
+    assert!(message.contains("aigw.io/cluster-readable"), "{message}");
+    assert_eq!(h.remote_writes().await, 0, "nothing sent without the label");
+    put_key(&h, FIRST_KEY, true).await;
+
+    let ready = wait_integration(&h, "openai", |i| i.ready()).await;
+    let status = ready.status.clone().unwrap();
+    assert_eq!(status.slug.as_deref(), Some(slug.as_str()));
+    assert_eq!(status.workspaces, vec![WS_A.to_string()]);
+    let stored = remote(&h, &slug).await;
+    assert_eq!(stored["key"], FIRST_KEY, "the key reached the API");
+    assert_eq!(stored["configurations"]["aws_region"], "eu-west-1");
+    assert_eq!(row(&stored, WS_A)["enabled"], true);
+    assert_eq!(
+        h.state().await["providers"],
+        json!([]),
+        "create_default_provider: false, so no provider nobody manages"
+    );
+
+    // Steady state over several drift intervals: reads only.
+    h.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(h.remote_writes().await, 0, "no write at steady state");
+
+    // Each Secret change: the new key reaches the API with exactly one PUT.
+    for (n, value) in [SECOND_KEY, THIRD_KEY].into_iter().enumerate() {
+        put_key(&h, value, true).await;
+        support::wait_until(WAIT, || async {
+            (remote(&h, &slug).await["key"] == value).then_some(())
+        })
+        .await
+        .unwrap_or_else(|| panic!("key {n} never reached the API"));
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(
+            h.count(PUT_INTEGRATION).await,
+            n as u64 + 1,
+            "one PUT per Secret change"
+        );
+    }
+    assert_eq!(remote(&h, &slug).await["key_writes"], 3);
+    assert_eq!(
+        h.count(PUT_ACCESS).await,
+        0,
+        "the access rows were not touched"
+    );
+
+    // A keySecretRef naming another namespace is refused before any read.
+    let mut elsewhere = integration_spec(&h, json!([]));
+    elsewhere["slug"] = json!(h.cluster_name("elsewhere"));
+    elsewhere["keySecretRef"]["namespace"] = json!("kube-system");
+    create_integration(&h, "elsewhere", elsewhere).await;
+    let refused = wait_integration(&h, "elsewhere", |i| i.stalled_with("SecretNotReadable")).await;
+    let (_, _, message) = refused.condition("Stalled").unwrap();
+    assert!(message.contains("kube-system"), "{message}");
+
+    // No key value anywhere but the API.
+    let statuses = serde_json::to_string(
+        &Api::<Integration>::all(h.env.client.clone())
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|i| i.status.clone())
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let events = format!(
+        "{}\n{}",
+        h.cluster_events_text().await,
+        h.env.events_text().await
+    );
+    assert!(events.contains("Updated"), "{events}");
+    let logs = captured_logs();
+    let metrics = h.ctx.metrics.encode();
+    let cli = format!(
+        "{}{}",
+        aigw_api(&h, &["integrations", "get", &slug]).await,
+        aigw_api(&h, &["integrations", "list"]).await
+    );
+    assert!(cli.contains("masked_key"), "{cli}");
+    for value in [FIRST_KEY, SECOND_KEY, THIRD_KEY] {
+        assert!(!statuses.contains(value), "a key in a status");
+        assert!(!events.contains(value), "a key in an event");
+        assert!(!logs.contains(value), "a key in the logs");
+        assert!(!metrics.contains(value), "a key in the metrics");
+        assert!(!cli.contains(value), "a key in the CLI output");
+    }
+
+    // Deleting it deletes the remote integration.
+    let api = Api::<Integration>::all(h.env.client.clone());
+    api.delete(&h.cluster_name("openai"), &Default::default())
+        .await
+        .unwrap();
+    support::wait_until(Duration::from_secs(60), || async {
+        api.get_opt(&h.cluster_name("openai"))
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .expect("the Integration went");
+    assert!(remote(&h, &slug).await.is_null(), "deleted remotely");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_removed_workspace_is_disabled_and_no_other_row_is_touched() {
+    let h = Harness::start_with_secret_namespace("int-access", Duration::from_secs(1)).await;
+    put_key(&h, FIRST_KEY, true).await;
+    let slug = h.cluster_name("openai");
+    let workspaces = json!([
+        {"id": WS_A, "usageLimits": {"creditLimit": 500, "type": "cost", "periodicReset": "monthly"}},
+        {"id": WS_B, "rateLimits": {"type": "requests", "unit": "rpm", "value": 60}}
+    ]);
+    let api = create_integration(&h, "openai", integration_spec(&h, workspaces)).await;
+    wait_integration(&h, "openai", |i| {
+        i.ready() && i.status.as_ref().is_some_and(|s| s.workspaces.len() == 2)
+    })
+    .await;
+    let stored = remote(&h, &slug).await;
+    assert_eq!(row(&stored, WS_A)["usage_limits"][0]["credit_limit"], 500);
+    assert_eq!(row(&stored, WS_B)["rate_limits"][0]["value"], 60);
+
+    // A row aigw does not manage, granted out of band.
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/admin/v2/integrations/{slug}/workspaces"),
+        Some(json!({"workspaces": [{"id": WS_OTHER, "enabled": true}], "create_default_provider": false})),
+    )
+    .await;
+    let before = remote(&h, &slug).await;
+    h.reset_stats().await;
+
+    let dropped = json!({"spec": {"workspaces": [
+        {"id": WS_A, "usageLimits": {"creditLimit": 500, "type": "cost", "periodicReset": "monthly"}}]}});
+    api.patch(&slug, &PatchParams::default(), &Patch::Merge(&dropped))
+        .await
+        .unwrap();
+    wait_integration(&h, "openai", |i| {
+        i.ready() && i.status.as_ref().is_some_and(|s| s.workspaces == [WS_A])
+    })
+    .await;
+    let after = remote(&h, &slug).await;
+    assert_eq!(row(&after, WS_B)["enabled"], false, "disabled, not deleted");
+    assert_eq!(row(&after, WS_B)["status"], "archived");
+    for untouched in [WS_A, WS_OTHER] {
+        assert_eq!(
+            row(&after, untouched),
+            row(&before, untouched),
+            "row {untouched} was not touched"
+        );
+    }
+    assert_eq!(
+        h.count(PUT_ACCESS).await,
+        1,
+        "one PUT, naming only the removed row"
+    );
+    assert_eq!(h.count(PUT_INTEGRATION).await, 0);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.remote_writes().await, 1, "nothing more at steady state");
+    assert_eq!(
+        h.state().await["providers"],
+        json!([]),
+        "no default provider"
+    );
+    h.stop().await;
+}
+
+fn provider_spec(h: &Harness) -> Value {
+    json!({"slug": format!("{}-openai-a", h.env.namespace), "name": "OpenAI for team A",
+           "workspaceId": WS_A, "integration": h.cluster_name("openai"), "note": "managed",
+           "usageLimits": {"creditLimit": 200, "type": "cost"}})
+}
+
+#[tokio::test]
+async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_ready() {
+    let h = Harness::start_with_secret_namespace("int-prov", Duration::from_secs(1)).await;
+    put_key(&h, FIRST_KEY, true).await;
+    let config = json!({"name": "routes", "config": {"targets": [{"weight": 1}]}});
+    h.env
+        .api::<aigw::resources::Config>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Config", "routes", config),
+        )
+        .await
+        .unwrap();
+    let slug = h
+        .env
+        .wait_for::<aigw::resources::Config>("routes", WAIT, |c| c.ready())
+        .await
+        .status
+        .unwrap()
+        .slug
+        .unwrap();
+
+    // The Config names a Provider that does not exist yet, which binds an Integration that does
+    // not exist yet: each waits, naming what it waits for, and nothing is written.
+    h.reset_stats().await;
+    let refs = json!({"spec": {"resourceRefs": [
+        {"path": "/targets/0/provider", "kind": "Provider", "name": "openai-a"}]}});
+    h.env
+        .api::<aigw::resources::Config>()
+        .patch("routes", &PatchParams::default(), &Patch::Merge(&refs))
+        .await
+        .unwrap();
+    let waiting = h
+        .env
+        .wait_for::<aigw::resources::Config>("routes", WAIT, |c| {
+            c.not_ready_with("ReferenceNotReady")
+        })
+        .await;
+    let (_, _, message) = waiting.condition("Ready").unwrap();
+    assert!(message.contains("Provider openai-a"), "{message}");
+    h.env
+        .api::<aigw::resources::Provider>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Provider", "openai-a", provider_spec(&h)),
+        )
+        .await
+        .unwrap();
+    let waiting = h
+        .env
+        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| {
+            p.stalled_with("IntegrationNotReady")
+        })
+        .await;
+    let (_, _, message) = waiting.condition("Stalled").unwrap();
+    assert!(message.contains(&h.cluster_name("openai")), "{message}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(h.remote_writes().await, 0, "nothing written while waiting");
+
+    // The Integration grants the workspace: the provider is made, then the Config applies its
+    // slug with exactly one PUT.
+    create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
+    let provider = h
+        .env
+        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| p.ready())
+        .await;
+    let provider_slug = provider.status.clone().unwrap().slug.unwrap();
+    assert_eq!(provider_slug, format!("{}-openai-a", h.env.namespace));
+    h.env
+        .wait_for::<aigw::resources::Config>("routes", WAIT, |c| c.ready())
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.count("PUT /ai_gw/v2/configs/{slug}").await, 1, "one PUT");
+    assert_eq!(h.count("POST /ai_gw/v2/providers").await, 1);
+    let document = h
+        .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
+        .await;
+    let document: Value = serde_json::from_str(document["config"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        document["targets"][0]["provider"],
+        format!("@{provider_slug}"),
+        "{document}"
+    );
+    let state = h.state().await;
+    let made = state["providers"].as_array().unwrap();
+    assert_eq!(made.len(), 1, "only the managed provider: {made:?}");
+    assert_eq!(made[0]["workspace_id"], WS_A);
+    assert_eq!(made[0]["usage_limits"]["credit_limit"], 200);
+
+    // Steady state: the provider is read (its read carries the upstream key), never copied.
+    h.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.remote_writes().await, 0, "no write at steady state");
+    assert!(h.count("GET /ai_gw/v2/providers/{providerId}").await > 0);
+    let statuses = serde_json::to_string(
+        &h.env
+            .api::<aigw::resources::Provider>()
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|p| p.status.clone())
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let events = format!(
+        "{}\n{}",
+        h.env.events_text().await,
+        h.cluster_events_text().await
+    );
+    let logs = captured_logs();
+    for text in [&statuses, &events, &logs] {
+        assert!(!text.contains(FIRST_KEY), "the upstream key leaked");
+    }
+
+    // Deletion runs in reverse: the Integration waits for its Provider, the Provider for the
+    // Config that names it.
+    let integrations = Api::<Integration>::all(h.env.client.clone());
+    integrations
+        .delete(&h.cluster_name("openai"), &Default::default())
+        .await
+        .unwrap();
+    let bound = wait_integration(&h, "openai", |i| i.stalled_with("StillReferenced")).await;
+    let (_, _, message) = bound.condition("Stalled").unwrap();
+    assert!(
+        message.contains(&format!("{}/openai-a", h.env.namespace)),
+        "{message}"
+    );
+    h.env
+        .api::<aigw::resources::Provider>()
+        .delete("openai-a", &Default::default())
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| {
+            p.stalled_with("StillReferenced")
+        })
+        .await;
+    assert_eq!(
+        h.state().await["providers"].as_array().map(Vec::len),
+        Some(1)
+    );
+    h.env
+        .delete_and_wait::<aigw::resources::Config>("routes", WAIT)
+        .await;
+    support::wait_until(Duration::from_secs(60), || async {
+        integrations
+            .get_opt(&h.cluster_name("openai"))
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .expect("the Integration went once its Provider had gone");
+    let state = h.state().await;
+    assert_eq!(state["providers"], json!([]), "the provider was deleted");
+    assert_eq!(
+        state["integrations"],
+        json!([]),
+        "the integration was deleted"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn grants_decide_which_integrations_a_namespace_may_bind() {
+    let grants =
+        json!([{"namespaces": ["{ns}"], "workspaces": [WS_A], "integrations": ["anthropic-prod"]}]);
+    let h = Harness::start_with_grants("int-grant", Duration::from_secs(1), grants).await;
+    put_key(&h, FIRST_KEY, true).await;
+    create_integration(
+        &h,
+        "openai",
+        integration_spec(&h, json!([{"id": WS_A}, {"id": WS_B}])),
+    )
+    .await;
+    wait_integration(&h, "openai", |i| i.ready()).await;
+    h.reset_stats().await;
+    h.env
+        .api::<aigw::resources::Provider>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Provider", "openai-a", provider_spec(&h)),
+        )
+        .await
+        .unwrap();
+    let refused = h
+        .env
+        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| {
+            p.stalled_with("IntegrationNotAllowed")
+        })
+        .await;
+    let (_, _, message) = refused.condition("Stalled").unwrap();
+    assert!(message.contains("spec.grants[].integrations"), "{message}");
+    // Another workspace than the grants' is refused by the workspace rule.
+    let mut elsewhere = provider_spec(&h);
+    elsewhere["workspaceId"] = json!(WS_B);
+    elsewhere["slug"] = json!(format!("{}-openai-b", h.env.namespace));
+    h.env
+        .api::<aigw::resources::Provider>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Provider", "openai-b", elsewhere),
+        )
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<aigw::resources::Provider>("openai-b", WAIT, |p| {
+            p.stalled_with("WorkspaceNotAllowed")
+        })
+        .await;
+    assert_eq!(
+        h.count("POST /ai_gw/v2/providers").await,
+        0,
+        "nothing created"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_lost_create_answer_is_found_by_its_slug_and_never_created_twice() {
+    let h = Harness::start_with_secret_namespace("int-lost", Duration::from_secs(1)).await;
+    put_key(&h, FIRST_KEY, true).await;
+    let slug = h.cluster_name("openai");
+    // Every successful write is applied, then answered 503: the create's outcome is unknown.
+    h.faults(json!({"error_after_commit_rate": 1.0})).await;
+    create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
+    support::wait_until(WAIT, || async {
+        (!remote(&h, &slug).await.is_null()).then_some(())
+    })
+    .await
+    .expect("the create was applied");
+    wait_integration(&h, "openai", |i| {
+        i.status
+            .as_ref()
+            .is_some_and(|s| s.pending_create.is_some())
+    })
+    .await;
+    h.faults(json!({})).await;
+    let ready = wait_integration(&h, "openai", |i| {
+        i.ready() && i.status.as_ref().is_some_and(|s| s.workspaces == [WS_A])
+    })
+    .await;
+    let status = ready.status.unwrap();
+    assert!(status.pending_create.is_none() && status.create_attempt.is_none());
+    assert_eq!(status.slug.as_deref(), Some(slug.as_str()));
+    assert_eq!(
+        h.count("POST /ai_gw/admin/v2/integrations").await,
+        1,
+        "created once"
+    );
+    let state = h.state().await;
+    assert_eq!(state["integrations"].as_array().map(Vec::len), Some(1));
+    assert_eq!(remote(&h, &slug).await["key"], FIRST_KEY);
+    h.stop().await;
+}
