@@ -168,6 +168,10 @@ impl Managed for Deployment {
     fn due_in(&self, status: &DeploymentStatus) -> Option<Duration> {
         rotation_schedule::due_in(status.next_rotation_at.as_deref())
     }
+
+    fn due_now(&self, status: &DeploymentStatus) -> bool {
+        status.pending_rotation.is_some() || rotation_due(self, status).is_some()
+    }
 }
 
 /// The uid for the identity tag, on a deployment aigw creates (not on an adopted one).
