@@ -1,15 +1,17 @@
 //! Prometheus metrics of the operator. Labels are kinds, endpoints, statuses and error
 //! categories, never object names.
 
-use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -39,9 +41,25 @@ struct KindCondition {
     condition: String,
 }
 
-/// A gauge exported only once it has a value (a Family over no labels).
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct NoLabels {}
+/// `aigw_leader_lease_transitions`, exported only once the Lease was read: a 0 before that
+/// would read as a Lease whose count went back, and as changes of hands over a window.
+#[derive(Debug, Default)]
+struct LeaseTransitions(Mutex<Option<i64>>);
+
+impl Collector for LeaseTransitions {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(transitions) = *self.0.lock().unwrap_or_else(|e| e.into_inner()) else {
+            return Ok(());
+        };
+        let metric = encoder.encode_descriptor(
+            "leader_lease_transitions",
+            "spec.leaseTransitions of the leader Lease as this replica last read or wrote it: how often the lease changed hands (absent until read, and without leader election)",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(transitions).encode(metric)
+    }
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TypeLabel {
@@ -78,7 +96,7 @@ pub struct Metrics {
     resources: Family<KindLabel, Gauge>,
     resource_conditions: Family<KindCondition, Gauge>,
     rotations_due: Family<KindLabel, Gauge>,
-    lease_transitions: Family<NoLabels, Gauge>,
+    lease_transitions: Arc<LeaseTransitions>,
 }
 
 impl Default for Metrics {
@@ -178,12 +196,8 @@ impl Default for Metrics {
             "Resources whose credential rotation is due (interval passed, trigger changed) or in flight, and not done yet",
             rotations_due.clone(),
         );
-        let lease_transitions = Family::<NoLabels, Gauge>::default();
-        registry.register(
-            "leader_lease_transitions",
-            "spec.leaseTransitions of the leader Lease as this replica last read or wrote it: how often the lease changed hands (absent until read, and without leader election)",
-            lease_transitions.clone(),
-        );
+        let lease_transitions = Arc::new(LeaseTransitions::default());
+        registry.register_collector(Box::new(lease_transitions.clone()));
         Self {
             registry,
             dry_run_actions,
@@ -307,9 +321,11 @@ impl Metrics {
     }
 
     pub fn set_lease_transitions(&self, transitions: i64) {
-        self.lease_transitions
-            .get_or_create(&NoLabels {})
-            .set(transitions);
+        *self
+            .lease_transitions
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(transitions);
     }
 
     /// The gauges of `kind` from what its watch caches hold now.
@@ -396,4 +412,25 @@ fn readyz(health: &Health, leadership: &Leadership) -> (StatusCode, axum::Json<s
         "identity": leadership.identity(),
     });
     (status, axum::Json(body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_transitions_are_exported_once_known() {
+        let metrics = Metrics::default();
+        assert!(!metrics.encode().contains("aigw_leader_lease_transitions"));
+        metrics.set_lease_transitions(3);
+        let text = metrics.encode();
+        assert!(
+            text.lines()
+                .any(|l| l == "# TYPE aigw_leader_lease_transitions gauge")
+        );
+        assert!(
+            text.lines().any(|l| l == "aigw_leader_lease_transitions 3"),
+            "{text}"
+        );
+    }
 }
