@@ -3,7 +3,7 @@ SHELL := /bin/bash
 KUBECONFIG_DEV := $(CURDIR)/.aigw-dev/kubeconfig
 CARGO ?= cargo
 
-.PHONY: all build crds chart-check cluster cluster-down test lint unit integration health-test chaos chaos-short image demo bench bench-emulator docs clean
+.PHONY: all build crds chart-check cluster cluster-down test lint unit integration health-test alerts-test chaos chaos-short image demo bench bench-emulator docs clean
 
 all: build
 
@@ -47,12 +47,18 @@ test: lint
 	$(MAKE) cluster
 	$(CARGO) test --all-targets
 	$(MAKE) health-test
+	$(MAKE) alerts-test
 	$(MAKE) chaos-short
 
 ## health-test: the Argo CD health scripts under gopher-lua, and kstatus on the local apiserver
 ## (hack/health; the kstatus test starts the control plane itself when it is not running)
 health-test:
 	cd hack/health && GOFLAGS="-mod=mod -buildvcs=false" GOSUMDB=off GONOSUMDB='*' GOTOOLCHAIN=local go test -count=1 ./...
+
+## alerts-test: the chart's alert rules under `promtool test rules` (hack/alerts/*_test.yaml; promtool
+## is built from its Go module, hack/promtool, into ~/.cache/aigw once)
+alerts-test:
+	bash hack/alerts-test.sh
 
 ## chaos: exactly-once under 20 leader SIGKILLs, a leader paused past its lease (SIGSTOP),
 ## deletes during creates, an apiserver restart and emulator faults over 330 resources

@@ -5,10 +5,15 @@
 #   3. helm template with the default values and with an override (watchNamespaces, a default
 #      connection with token.existingSecret), plus assertions on what it renders;
 #   4. the RBAC with watchNamespaces: [a, b]: Roles in a and b, no ClusterRole grants Secrets;
+#   4b. with monitoring.enabled=true: the PrometheusRule (rules from files/prometheus-rules.yaml),
+#      the ServiceMonitor and the Grafana dashboard ConfigMap (files/grafana-dashboard.json, with
+#      the sidecar label); none of them by default;
 #   5. values the chart must refuse (2 replicas without leader election, managementUrl without a
 #      token Secret, ...) fail;
 #   6. when the local control plane answers (.aigw-dev/kubeconfig, see hack/cluster-up.sh), the
-#      rendered manifests, CRDs included, go through `kubectl apply --server-side --dry-run=server`,
+#      rendered manifests, CRDs included, go through `kubectl apply --server-side --dry-run=server`
+#      (the monitoring rendering without its PrometheusRule and ServiceMonitor: the local
+#      apiserver has no Prometheus Operator CRDs; `make alerts-test` checks the rules with promtool),
 #      and the RBAC rendered with watchNamespaces: [a, b] is applied for real and checked with
 #      `kubectl auth can-i ... --as system:serviceaccount:...` (namespaces a, b, c are created
 #      for it when missing; what the check created is deleted again).
@@ -120,6 +125,7 @@ EOF
 step "helm lint --strict $CHART"
 "$helm" lint --strict "$CHART"
 "$helm" lint --strict "$CHART" -f "$work/override.yaml"
+"$helm" lint --strict "$CHART" --set monitoring.enabled=true
 
 # --- 3. template ----------------------------------------------------------------------------
 render() { # out-file, extra helm args...: out-file gets the templates, out-file.all the CRDs too
@@ -266,6 +272,41 @@ done
 expect_not "$work/default.yaml" "name: aigw-connection-secrets" "default values (the ClusterRole covers them)"
 echo "ok"
 
+# --- 4b. monitoring ---------------------------------------------------------------------------
+step "monitoring: PrometheusRule, ServiceMonitor and Grafana dashboard (monitoring.enabled=true)"
+for kind in PrometheusRule ServiceMonitor; do
+	expect_not "$work/default.yaml" "kind: $kind" "default values (monitoring.enabled is false)"
+done
+expect_not "$work/default.yaml" "grafana_dashboard" "default values (monitoring.enabled is false)"
+render "$work/monitoring.yaml" --set monitoring.enabled=true \
+	--set monitoring.rules.labels.release=kube-prometheus-stack \
+	--set monitoring.dashboard.annotations.grafana_folder=aigw
+f="$work/monitoring.yaml"
+echo "rendered: $(kinds "$f")"
+expect "$f" "kind: PrometheusRule" "monitoring"
+expect "$f" "apiVersion: monitoring.coreos.com/v1" "monitoring"
+expect "$f" "release: kube-prometheus-stack" "monitoring (rules.labels)"
+expect "$f" "alert: AigwResourcesStalled" "monitoring"
+expect "$f" 'job="aigw-metrics",namespace="'"$NAMESPACE"'"' "monitoring (the rules' default selector)"
+expect "$f" 'summary: "{{ $value }} aigw {{ $labels.kind }}' "monitoring (Prometheus templates pass through Helm)"
+expect "$f" "kind: ServiceMonitor" "monitoring"
+expect "$f" "honorLabels: true" "monitoring (aigw's endpoint label kept)"
+expect "$f" "grafana_dashboard: \"1\"" "monitoring (the dashboard sidecar label)"
+expect "$f" "grafana_folder: aigw" "monitoring (dashboard.annotations)"
+expect "$f" '"uid": "aigw-operator"' "monitoring (the dashboard JSON)"
+render "$work/monitoring-only-rules.yaml" --set monitoring.enabled=true \
+	--set monitoring.serviceMonitor.enabled=false --set monitoring.dashboard.enabled=false
+expect "$work/monitoring-only-rules.yaml" "kind: PrometheusRule" "monitoring without ServiceMonitor and dashboard"
+expect_not "$work/monitoring-only-rules.yaml" "kind: ServiceMonitor" "monitoring.serviceMonitor.enabled=false"
+expect_not "$work/monitoring-only-rules.yaml" "grafana_dashboard" "monitoring.dashboard.enabled=false"
+# The server-side dry run below takes what the local apiserver knows: no Prometheus Operator CRDs.
+awk 'function flush() { if (k != "PrometheusRule" && k != "ServiceMonitor") printf "%s", doc; doc = ""; k = "" }
+	/^---/ { flush(); doc = $0 "\n"; next }
+	{ doc = doc $0 "\n" }
+	/^kind: / { k = $2 }
+	END { flush() }' "$f.all" >"$work/monitoring-core.yaml.all"
+echo "ok"
+
 # --- 5. refused values ----------------------------------------------------------------------
 step "values the chart refuses"
 refuse() { # what, helm args...
@@ -282,6 +323,7 @@ refuse "managementUrl without token.existingSecret" --set managementUrl=http://x
 refuse "token.existingSecret without managementUrl" --set token.existingSecret.name=t
 refuse "logFormat=xml" --set logFormat=xml
 refuse "concurrency=0" --set concurrency=0
+refuse "a ServiceMonitor without the metrics Service" --set monitoring.enabled=true --set metrics.service.enabled=false
 
 # --- 6. against the local control plane ----------------------------------------------------
 created_namespaces=()
@@ -337,7 +379,7 @@ else
 	# Namespaced objects pass a server dry run only in namespaces that exist.
 	for ns in "$NAMESPACE" team-a team-b a b c; do ensure_namespace "$ns"; done
 
-	for values in default override-rendered single rbac-ns; do
+	for values in default override-rendered single rbac-ns monitoring-core; do
 		echo "--- kubectl apply --dry-run=server: $values"
 		"${k[@]}" apply --server-side --force-conflicts --field-manager=aigw-chart-check \
 			--dry-run=server --validate=strict -f "$work/$values.yaml.all" >"$work/dry-run.out"

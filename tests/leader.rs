@@ -108,6 +108,16 @@ impl Operator {
         sum_of(&self.metrics().await, "aigw_leader")
     }
 
+    /// `aigw_leader_lease_transitions`: the Lease's count of changes of hands, once this
+    /// process has read the Lease.
+    async fn lease_transitions(&self) -> Option<f64> {
+        self.metrics().await.lines().find_map(|l| {
+            l.strip_prefix("aigw_leader_lease_transitions ")?
+                .parse()
+                .ok()
+        })
+    }
+
     fn signal(&self, signal: &str) {
         let status = Command::new("kill")
             .args([signal, &self.child.id().to_string()])
@@ -242,6 +252,14 @@ async fn one_leader_reconciles_and_a_standby_takes_over() {
     );
     assert_eq!(leader.leader_gauge().await, 1.0);
     assert_eq!(standby.leader_gauge().await, 0.0);
+    // Both follow the Lease's count of changes of hands: 0, it was created, never taken over.
+    for operator in [&leader, &standby] {
+        let seen = wait_until(TAKEOVER_TIMEOUT, || async {
+            operator.lease_transitions().await
+        })
+        .await;
+        assert_eq!(seen, Some(0.0), "{}", operator.name);
+    }
     for operator in [&leader, &standby] {
         assert_eq!(operator.healthz().await, (200, "ok\n".to_string()));
     }
@@ -272,6 +290,13 @@ async fn one_leader_reconciles_and_a_standby_takes_over() {
     assert_eq!(
         lease_holder(&env).await.as_deref(),
         Some(standby.name.as_str())
+    );
+    let lease = env.api::<Lease>().get("aigw").await.unwrap();
+    assert_eq!(lease.spec.and_then(|s| s.lease_transitions), Some(1));
+    assert_eq!(
+        standby.lease_transitions().await,
+        Some(1.0),
+        "the new leader reports the takeover"
     );
 
     // SIGTERM: the leader releases the lease; a freshly started replica takes over at once.

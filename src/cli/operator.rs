@@ -184,14 +184,12 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     } else {
         (Leadership::always(), None)
     };
-    let ctx = Context::new(kube, connections, metrics.clone(), &settings)
-        .with_leadership(leadership.clone());
+    let ctx = Context::new(kube, connections, metrics, &settings).with_leadership(leadership);
     let ctx = Arc::new(ctx);
     let metrics_addr = args.metrics_addr;
-    let health = ctx.health.clone();
+    let served = ctx.clone();
     tokio::spawn(async move {
-        if let Err(e) = controller::metrics::serve(metrics_addr, metrics, health, leadership).await
-        {
+        if let Err(e) = controller::metrics::serve(metrics_addr, served).await {
             tracing::error!(error = %e, addr = %metrics_addr, "metrics server failed");
         }
     });

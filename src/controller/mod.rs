@@ -14,7 +14,7 @@ pub use kinds::{
     api_key, config, config_refs, connection, deployment, guardrail, integration, policy, provider,
     rate_limits_policy, usage_limits_policy,
 };
-pub use runtime::{backoff, events, failpoints, health, leader, metrics};
+pub use runtime::{backoff, census, events, failpoints, health, leader, metrics};
 pub use state::{claims, connections};
 
 use std::sync::Arc;
@@ -127,6 +127,7 @@ impl Context {
         metrics: Arc<Metrics>,
         settings: &Settings,
     ) -> Self {
+        metrics.set_drift_interval(settings.drift_interval);
         let reporter = Reporter {
             controller: "aigw".into(),
             instance: std::env::var("POD_NAME").ok(),

@@ -134,3 +134,21 @@ watchNamespaces, each watched namespace's Role's rules with it.
   resources: ["deployments", "statefulsets", "daemonsets"]
   verbs: ["patch"]
 {{- end }}
+
+{{/*
+PromQL label matchers selecting this release's operator series in the alert rules
+(monitoring.rules.selector; by default the job and namespace the ServiceMonitor gives them).
+*/}}
+{{- define "aigw.metricsSelector" -}}
+{{- $job := printf "%s-metrics" (include "aigw.fullname" .) -}}
+{{- default (printf "job=%q,namespace=%q" $job .Release.Namespace) .Values.monitoring.rules.selector -}}
+{{- end }}
+
+{{/* The labels of one alert: (list $ severity). */}}
+{{- define "aigw.alertLabels" -}}
+{{- $root := index . 0 -}}
+severity: {{ index . 1 | quote }}
+{{- with $root.Values.monitoring.rules.additionalAlertLabels }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}

@@ -167,6 +167,10 @@ impl Managed for Deployment {
         rotation::due_in(status.rotation.next_rotation_at.as_deref())
     }
 
+    fn due_now(&self, status: &DeploymentStatus) -> bool {
+        rotation::rotation_pending(self, &status.rotation)
+    }
+
     async fn finish_in_flight(
         &self,
         cx: &Cx<'_, Self>,

@@ -19,7 +19,7 @@
 //! takes over at its next poll instead of waiting for the term to run out.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
@@ -44,7 +44,13 @@ pub struct Leadership {
     /// lease before that (it waits a whole lease duration, which is longer, from when it saw
     /// the renewal), so a write let out before this instant cannot overlap a new leader's.
     valid_until: Arc<AtomicU64>,
+    /// `spec.leaseTransitions` of the Lease as last read or written; [`UNKNOWN`] until then,
+    /// and without leader election.
+    lease_transitions: Arc<AtomicI64>,
 }
+
+/// [`Leadership::lease_transitions`] before the Lease was read.
+const UNKNOWN: i64 = -1;
 
 /// The monotonic origin of [`Leadership::valid_until`]. `Instant` counts on while the process
 /// is stopped (SIGSTOP), so a resumed replica sees its deadline passed.
@@ -63,6 +69,7 @@ impl Leadership {
             leading,
             identity: None,
             valid_until: Arc::new(AtomicU64::new(u64::MAX)),
+            lease_transitions: Arc::new(AtomicI64::new(UNKNOWN)),
         }
     }
 
@@ -89,6 +96,14 @@ impl Leadership {
     /// The identity this replica campaigns with; `None` without leader election.
     pub fn identity(&self) -> Option<&str> {
         self.identity.as_deref()
+    }
+
+    /// How often the Lease changed hands (its `spec.leaseTransitions`), as this replica last
+    /// read or wrote it: the `aigw_leader_lease_transitions` gauge. A standby reads the Lease
+    /// at every poll, so every replica follows it. `None` before the first read, and without
+    /// leader election.
+    pub fn lease_transitions(&self) -> Option<i64> {
+        Some(self.lease_transitions.load(Ordering::Relaxed)).filter(|t| *t != UNKNOWN)
     }
 
     /// Every change of `is_leader`, for whoever must follow it (the `aigw_leader` gauge).
@@ -181,6 +196,8 @@ pub struct Elector {
     leading: watch::Sender<bool>,
     /// Shared with [`Leadership`]: until when writes are safe.
     valid_until: Arc<AtomicU64>,
+    /// Shared with [`Leadership`]: the Lease's `spec.leaseTransitions`.
+    lease_transitions: Arc<AtomicI64>,
     /// The lease as last read: a lease nobody has renewed for its duration is expired.
     observed: Option<Observed>,
 }
@@ -263,16 +280,19 @@ fn step(
 pub fn elect(kube: kube::Client, settings: LeaseSettings) -> (Leadership, Elector) {
     let (leading, receiver) = watch::channel(false);
     let valid_until = Arc::new(AtomicU64::new(0));
+    let lease_transitions = Arc::new(AtomicI64::new(UNKNOWN));
     let leadership = Leadership {
         leading: receiver,
         identity: Some(settings.identity.as_str().into()),
         valid_until: valid_until.clone(),
+        lease_transitions: lease_transitions.clone(),
     };
     let elector = Elector {
         api: Api::namespaced(kube, &settings.namespace),
         settings,
         leading,
         valid_until,
+        lease_transitions,
         observed: None,
     };
     (leadership, elector)
@@ -373,6 +393,7 @@ impl Elector {
             return self.create().await;
         };
         let spec = lease.spec.clone().unwrap_or_default();
+        self.saw_transitions(&spec);
         let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
         let expired = self.expired(&lease, &spec);
         let ours = holder.as_deref() == Some(self.settings.identity.as_str());
@@ -447,14 +468,24 @@ impl Elector {
             }),
         };
         match self.api.create(&PostParams::default(), &lease).await {
-            Ok(_) => Ok(Attempt::Held),
+            Ok(_) => {
+                self.lease_transitions.store(0, Ordering::Relaxed);
+                Ok(Attempt::Held)
+            }
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(Attempt::Conflict),
             Err(e) => Err(e),
         }
     }
 
+    fn saw_transitions(&self, spec: &LeaseSpec) {
+        let transitions = spec.lease_transitions.unwrap_or(0);
+        self.lease_transitions
+            .store(i64::from(transitions), Ordering::Relaxed);
+    }
+
     /// Replaces the lease's spec, conditional on the `resourceVersion` it was read at.
     async fn write(&self, mut lease: Lease, spec: LeaseSpec) -> Result<Attempt, kube::Error> {
+        let written = spec.clone();
         lease.spec = Some(spec);
         lease.metadata.managed_fields = None;
         match self
@@ -462,7 +493,10 @@ impl Elector {
             .replace(&self.settings.name, &PostParams::default(), &lease)
             .await
         {
-            Ok(_) => Ok(Attempt::Held),
+            Ok(_) => {
+                self.saw_transitions(&written);
+                Ok(Attempt::Held)
+            }
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(Attempt::Conflict),
             Err(e) => Err(e),
         }

@@ -1,18 +1,22 @@
 //! Prometheus metrics of the operator. Labels are kinds, endpoints, statuses and error
 //! categories, never object names.
 
-use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::controller::{Health, Leadership};
+use crate::controller::census::{self, Census};
+use crate::controller::{Context, Health, Leadership};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct KindResult {
@@ -29,6 +33,32 @@ struct KindLabel {
 struct KindAction {
     kind: String,
     action: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct KindCondition {
+    kind: String,
+    condition: String,
+}
+
+/// `aigw_leader_lease_transitions`, exported only once the Lease was read: a 0 before that
+/// would read as a Lease whose count went back, and as changes of hands over a window.
+#[derive(Debug, Default)]
+struct LeaseTransitions(Mutex<Option<i64>>);
+
+impl Collector for LeaseTransitions {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(transitions) = *self.0.lock().unwrap_or_else(|e| e.into_inner()) else {
+            return Ok(());
+        };
+        let metric = encoder.encode_descriptor(
+            "leader_lease_transitions",
+            "spec.leaseTransitions of the leader Lease as this replica last read or wrote it: how often the lease changed hands (absent until read, and without leader election)",
+            None,
+            MetricType::Gauge,
+        )?;
+        ConstGauge::new(transitions).encode(metric)
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -57,11 +87,16 @@ pub struct Metrics {
     api_requests: Family<ApiRequest, Counter>,
     api_request_seconds: Family<EndpointLabel, Histogram>,
     leader: Gauge,
-    drift_pass_seconds: Family<KindLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    drift_pass_seconds: Family<KindLabel, Gauge<f64, AtomicU64>>,
     drift_reads: Family<KindLabel, Counter>,
-    full_read_interval_seconds: Family<KindLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    full_read_interval_seconds: Family<KindLabel, Gauge<f64, AtomicU64>>,
     events_suppressed: Family<TypeLabel, Counter>,
     dry_run_actions: Family<KindAction, Counter>,
+    drift_interval_seconds: Gauge<f64, AtomicU64>,
+    resources: Family<KindLabel, Gauge>,
+    resource_conditions: Family<KindCondition, Gauge>,
+    rotations_due: Family<KindLabel, Gauge>,
+    lease_transitions: Arc<LeaseTransitions>,
 }
 
 impl Default for Metrics {
@@ -137,9 +172,40 @@ impl Default for Metrics {
             "With --dry-run: the writes the operator would have made, by kind and action (WouldCreate, WouldUpdate, WouldDelete, WouldRotate)",
             dry_run_actions.clone(),
         );
+        let drift_interval_seconds = Gauge::default();
+        registry.register(
+            "drift_interval_seconds",
+            "--drift-interval: how often each listed kind's drift pass starts (a pass taking longer delays the next)",
+            drift_interval_seconds.clone(),
+        );
+        let resources = Family::<KindLabel, Gauge>::default();
+        registry.register(
+            "resources",
+            "Resources of each kind in this replica's watch caches",
+            resources.clone(),
+        );
+        let resource_conditions = Family::<KindCondition, Gauge>::default();
+        registry.register(
+            "resource_conditions",
+            "Resources of each kind whose condition (Ready, Reconciling, Stalled, Drifted, Paused) is True",
+            resource_conditions.clone(),
+        );
+        let rotations_due = Family::<KindLabel, Gauge>::default();
+        registry.register(
+            "rotations_due",
+            "Resources whose credential rotation is due (interval passed, trigger changed) or in flight, and not done yet",
+            rotations_due.clone(),
+        );
+        let lease_transitions = Arc::new(LeaseTransitions::default());
+        registry.register_collector(Box::new(lease_transitions.clone()));
         Self {
             registry,
             dry_run_actions,
+            drift_interval_seconds,
+            resources,
+            resource_conditions,
+            rotations_due,
+            lease_transitions,
             leader,
             drift_pass_seconds,
             drift_reads,
@@ -250,6 +316,35 @@ impl Metrics {
         self.leader.set(i64::from(leading));
     }
 
+    pub fn set_drift_interval(&self, interval: Duration) {
+        self.drift_interval_seconds.set(interval.as_secs_f64());
+    }
+
+    pub fn set_lease_transitions(&self, transitions: i64) {
+        *self
+            .lease_transitions
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(transitions);
+    }
+
+    /// The gauges of `kind` from what its watch caches hold now.
+    pub fn census(&self, kind: &str, census: &Census) {
+        let label = KindLabel { kind: kind.into() };
+        self.resources.get_or_create(&label).set(census.resources);
+        self.rotations_due
+            .get_or_create(&label)
+            .set(census.rotations_due);
+        for (condition, count) in census.conditions {
+            self.resource_conditions
+                .get_or_create(&KindCondition {
+                    kind: kind.into(),
+                    condition: condition.into(),
+                })
+                .set(count);
+        }
+    }
+
     /// The text exposition format.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -260,29 +355,30 @@ impl Metrics {
     }
 }
 
-/// Serves `/metrics`, `/healthz` (503 while a watch stream keeps failing) and `/readyz` (200
-/// once the caches are synced, leader or standby; the JSON body says which) until the process
-/// ends.
-pub async fn serve(
-    addr: std::net::SocketAddr,
-    metrics: Arc<Metrics>,
-    health: Arc<Health>,
-    leadership: Leadership,
-) -> std::io::Result<()> {
+/// Serves `/metrics` (the resource gauges counted from the watch caches at each scrape, see
+/// [`census`]), `/healthz` (503 while a watch stream keeps failing) and `/readyz` (200 once the
+/// caches are synced, leader or standby; the JSON body says which) until the process ends.
+pub async fn serve(addr: std::net::SocketAddr, ctx: Arc<Context>) -> std::io::Result<()> {
     use axum::routing::get;
-    let probes = health.clone();
+    let (scraped, probed) = (ctx.clone(), ctx.clone());
     let app = axum::Router::new()
         .route(
             "/metrics",
             get(move || {
-                let metrics = metrics.clone();
-                async move { metrics.encode() }
+                let ctx = scraped.clone();
+                async move {
+                    census::refresh(&ctx);
+                    ctx.metrics.encode()
+                }
             }),
         )
-        .route("/healthz", get(move || async move { healthz(&probes) }))
+        .route(
+            "/healthz",
+            get(move || async move { healthz(&probed.health) }),
+        )
         .route(
             "/readyz",
-            get(move || async move { readyz(&health, &leadership) }),
+            get(move || async move { readyz(&ctx.health, &ctx.leadership) }),
         );
     let listener = tokio::net::TcpListener::bind(addr).await?;
     axum::serve(listener, app).await
@@ -316,4 +412,25 @@ fn readyz(health: &Health, leadership: &Leadership) -> (StatusCode, axum::Json<s
         "identity": leadership.identity(),
     });
     (status, axum::Json(body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lease_transitions_are_exported_once_known() {
+        let metrics = Metrics::default();
+        assert!(!metrics.encode().contains("aigw_leader_lease_transitions"));
+        metrics.set_lease_transitions(3);
+        let text = metrics.encode();
+        assert!(
+            text.lines()
+                .any(|l| l == "# TYPE aigw_leader_lease_transitions gauge")
+        );
+        assert!(
+            text.lines().any(|l| l == "aigw_leader_lease_transitions 3"),
+            "{text}"
+        );
+    }
 }

@@ -1,4 +1,5 @@
 pub mod backoff;
+pub mod census;
 pub mod events;
 pub mod failpoints;
 pub mod health;
