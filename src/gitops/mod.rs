@@ -17,6 +17,7 @@ pub mod load;
 pub mod mask;
 pub mod plan;
 mod project;
+mod promotion;
 pub mod schema;
 pub mod validate;
 

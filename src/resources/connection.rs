@@ -159,6 +159,11 @@ pub struct Grant {
     /// explicit grant. Default false.
     #[serde(default)]
     pub allow_default: bool,
+    /// Namespaces whose resources these namespaces may follow in `spec.promotion.after` (e.g.
+    /// prod may follow dev): aigw reads only those resources' status, whether they are Ready
+    /// and at which revision. Absent: only resources of their own namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promote_from: Option<Vec<String>>,
 }
 
 /// Exactly one way to authenticate.

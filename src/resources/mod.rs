@@ -8,6 +8,7 @@ pub mod connection;
 pub mod deployment;
 pub mod guardrail;
 pub mod policy;
+pub mod promotion;
 pub mod rate_limits_policy;
 pub mod usage_limits_policy;
 
