@@ -108,6 +108,36 @@ async fn remote(h: &Harness, config: &Config) -> Value {
         .unwrap_or_else(|| panic!("no remote config {slug}: {state}"))
 }
 
+/// `aigw plan -f` of `manifest` against the harness's emulator, with the cluster in view:
+/// its exit code and output.
+async fn plan(h: &Harness, manifest: &Config) -> (Option<i32>, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("web.yaml");
+    std::fs::write(&file, serde_yaml::to_string(manifest).unwrap()).unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, support::harness::TOKEN).unwrap();
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
+    command
+        .arg("plan")
+        .arg("-f")
+        .arg(&file)
+        .arg("--kubeconfig")
+        .arg(support::kubeconfig_path())
+        .args(["--management-url", &h.emulator.management_url()])
+        .arg("--token-file")
+        .arg(&token);
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .expect("aigw runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code(), text)
+}
+
 /// `retry.attempts` of the remote document.
 async fn attempts(h: &Harness, config: &Config) -> f64 {
     let remote = remote(h, config).await;
@@ -264,6 +294,22 @@ async fn promote_now_lets_exactly_that_revision_through_and_history_says_so() {
         .await;
     h.reset_stats().await;
 
+    // `aigw plan` (reading dev's status through the kubeconfig) shows the held update as gated.
+    let mut manifest = web("r2", Some(after(&dev.namespace, "1h")));
+    manifest.metadata.namespace = Some(prod.namespace.clone());
+    manifest.spec.config["retry"] = json!({"attempts": 4});
+    let (code, out) = plan(&h, &manifest).await;
+    assert_eq!(code, Some(2), "a gated update is still a change: {out}");
+    assert!(
+        out.contains(&format!("Config {}/web", prod.namespace))
+            && out.contains(": gated pc-")
+            && out.contains("eligible at")
+            && out.contains("(Soaking)")
+            && out.contains("1 gated"),
+        "{out}"
+    );
+    assert_eq!(h.count(PUT).await, 0, "plan writes nothing");
+
     // An override naming another revision lets nothing through, and says so.
     annotate(prod, "aigw.io/promote-now", "r9").await;
     prod.wait_for::<Config>("web", WAIT, |c| {
@@ -323,4 +369,49 @@ async fn following_another_namespace_without_the_grant_is_refused_naming_the_rul
     let config = prod.api::<Config>().get("web").await.unwrap();
     assert_eq!(newest(&config).unwrap().revision.as_deref(), Some("r1"));
     h.stop().await;
+}
+
+/// The error message of an admission that refuses `object`.
+async fn refused<K>(api: &kube::Api<K>, object: Value) -> String
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let object: K = serde_json::from_value(object).unwrap();
+    match api.create(&PostParams::default(), &object).await {
+        Ok(_) => panic!("the apiserver accepted an invalid promotion"),
+        Err(kube::Error::Api(status)) => status.message,
+        Err(other) => panic!("unexpected error: {other}"),
+    }
+}
+
+#[tokio::test]
+async fn promotion_is_validated_at_admission_naming_the_field() {
+    let env = TestEnv::new("promo-admission").await;
+    let configs = env.api::<Config>();
+    let config = |promotion: Value| {
+        let mut spec = routing("web");
+        spec["promotion"] = promotion;
+        json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+               "metadata": {"name": "web"}, "spec": spec})
+    };
+    let message = refused(
+        &configs,
+        config(json!({"after": [{"name": "web"}], "soak": "a day"})),
+    )
+    .await;
+    assert!(message.contains("spec.promotion.soak"), "{message}");
+    let message = refused(&configs, config(json!({"after": [], "soak": "1h"}))).await;
+    assert!(message.contains("spec.promotion.after"), "{message}");
+
+    let cluster = kube::Api::<aigw::resources::ClusterGuardrail>::all(env.client.clone());
+    let guardrail = json!({"apiVersion": "aigw.io/v1alpha1", "kind": "ClusterGuardrail",
+        "metadata": {"name": format!("{}-org-pii", env.namespace)},
+        "spec": {"name": "org pii", "checks": [{"id": "default.regexMatch", "parameters": {"rule": "x"}}],
+                 "promotion": {"after": [{"namespace": "dev", "name": "org-pii"}], "soak": "1h"}}});
+    let message = refused(&cluster, guardrail).await;
+    assert!(
+        message.contains("spec.promotion.after") && message.contains("leave namespace out"),
+        "{message}"
+    );
+    env.cleanup().await;
 }
