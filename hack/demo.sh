@@ -129,13 +129,42 @@ curl -fsS -X POST "$api/_emulator/deployments/$id/connection" -H 'content-type: 
 	-d '{"connection_status":"healthy"}' >/dev/null
 kubectl wait -n aigw-demo deployments.aigw.io/edge-gateway --for=jsonpath='{.status.connectionStatus}'=healthy --timeout=60s
 
-step "Promotion: dev's routing change is merged into prod (a new versionId, one PUT)"
-before=$(kubectl get -n aigw-prod configs.aigw.io assistant-routing -o jsonpath='{.status.versionId}')
-kubectl patch -n aigw-prod configs.aigw.io assistant-routing --type merge \
-	-p '{"spec":{"config":{"targets":[{"provider":"@openai","override_params":{"model":"gpt-4o"}},{"provider":"@anthropic"}],"retry":{"attempts":3},"strategy":{"mode":"fallback"}}}}'
-kubectl wait -n aigw-prod configs.aigw.io/assistant-routing --for=jsonpath='{.status.versionId}'!="$before" --timeout=60s >/dev/null 2>&1 ||
-	kubectl wait -n aigw-prod configs.aigw.io/assistant-routing --for=condition=Ready --timeout=60s
-echo "versionId $before -> $(kubectl get -n aigw-prod configs.aigw.io assistant-routing -o jsonpath='{.status.versionId}')"
+step "Promotion gate: one commit reaches dev and prod; prod follows dev (spec.promotion: after aigw-dev, soak 20s)"
+# What the pipeline does for a new Git commit: the same revision and document in both overlays.
+rev="demo-$(date +%H%M%S)"
+document='{"targets":[{"provider":"@openai","override_params":{"model":"gpt-4o"}},{"provider":"@anthropic"}],"retry":{"attempts":4},"strategy":{"mode":"fallback"}}'
+config() { kubectl get -n "$1" configs.aigw.io assistant-routing -o jsonpath="$2"; }
+versions() { # how many versions the emulator holds of prod's remote config
+	curl -fsS "$api/_emulator/state" | python3 -c 'import json,sys; print(next(c["versions"] for c in json.load(sys.stdin)["configs"] if c["slug"] == sys.argv[1]))' \
+		"$(config aigw-prod '{.status.slug}')"
+}
+before=$(config aigw-prod '{.status.versionId}') versions_before=$(versions)
+seen=$(config aigw-prod '{.status.conditions[?(@.type=="Promoted")].reason}') dev_done=""
+start=$(date +%s)
+for ns in aigw-dev aigw-prod; do
+	kubectl patch -n "$ns" configs.aigw.io assistant-routing --type merge >/dev/null \
+		-p "{\"metadata\":{\"annotations\":{\"aigw.io/revision\":\"$rev\"}},\"spec\":{\"config\":$document}}"
+done
+echo "  +0s   commit $rev applied to aigw-dev and aigw-prod"
+for _ in $(seq 120); do
+	t="+$(($(date +%s) - start))s"
+	if [[ -z "$dev_done" && "$(config aigw-dev '{.status.history[0].revision}')" == "$rev" ]]; then
+		dev_done=1
+		printf '  %-5s dev applied %s (versionId %s, Ready)\n' "$t" "$rev" "$(config aigw-dev '{.status.versionId}')"
+	fi
+	gate=$(config aigw-prod '{.status.conditions[?(@.type=="Promoted")].reason}')
+	if [[ "$gate" != "$seen" ]]; then
+		seen=$gate
+		printf '  %-5s prod Promoted=%s %s: %s\n' "$t" "$(config aigw-prod '{.status.conditions[?(@.type=="Promoted")].status}')" \
+			"$gate" "$(config aigw-prod '{.status.conditions[?(@.type=="Promoted")].message}')"
+	fi
+	if [[ "$(config aigw-prod '{.status.history[0].revision}')" == "$rev" && "$gate" == Promoted ]]; then
+		printf '  %-5s prod applied %s: versionId %s -> %s\n' "$t" "$rev" "$before" "$(config aigw-prod '{.status.versionId}')"
+		break
+	fi
+	sleep 1
+done
+echo "prod's remote config: $versions_before -> $(versions) versions (one PUT); status.history[0]: $(config aigw-prod '{.status.history[0]}')"
 
 step "Rotation: a new spec.rotation.trigger rotates the gateway's credentials into its Secret"
 old=$(kubectl get secret -n aigw-demo rotating-gateway-credentials -o jsonpath='{.data.client_auth}')

@@ -31,6 +31,9 @@ type kind struct {
 	ready       outcome
 	progressing outcome
 	stalled     outcome
+	// gated is what a kind with spec.promotion reports while its gate holds a change (nil:
+	// the kind has no promotion gate).
+	gated *outcome
 }
 
 // step is one state the test puts an object in, with what kstatus and Argo CD must say of it.
@@ -42,6 +45,7 @@ type step struct {
 	creating bool
 	paused   bool // sets the aigw.io/paused annotation and the Paused condition
 	drifted  bool // adds Drifted=True (observe-only mode)
+	gated    bool // adds Promoted=False with the outcome's reason (a promotion gate holds it)
 	bump     bool // changes the spec after the status write
 	kstatus  status.Status
 	health   HealthStatus
@@ -64,6 +68,8 @@ var kinds = []kind{
 		progressing: outcome{"Progressing", "ServerError", "failed to create config: POST /ai_gw/v2/configs returned HTTP 503: upstream unavailable"},
 		stalled: outcome{"Stalled", "Validation", "failed to update config pc-chat-r-1a2b3c: PUT /ai_gw/v2/configs/pc-chat-r-1a2b3c " +
 			"returned HTTP 400: targets[1].provider: unknown provider @anthropic-prod"},
+		gated: &outcome{"Progressing", "Soaking", "revision 9d4e7a21 becomes eligible at 2026-01-05T11:00:01Z: Config aigw-dev/chat-routing " +
+			"has been proven at it since 2026-01-05T10:00:00Z and must stay so for 1h (spec.promotion.soak)"},
 	},
 	{
 		kind: "Deployment", resource: "deployments", namespaced: true, managed: true, manager: "aigw/deployment", example: "deployment.yaml",
@@ -113,6 +119,8 @@ var kinds = []kind{
 		progressing: outcome{"Progressing", "ServerError", "failed to create guardrail: POST /ai_gw/v2/guardrails returned HTTP 503: upstream unavailable"},
 		stalled: outcome{"Stalled", "SecretNotFound", "Secret aigw-health/airs-credentials named by spec.secretRefs " +
 			"(path /checks/1/parameters/api_key) does not exist"},
+		gated: &outcome{"Progressing", "SourceNotReady", "revision 9d4e7a21 waits for Guardrail aigw-dev/pii-check, which is not Ready " +
+			"(ServerError: failed to update guardrail pg-pii-ch-4d5e6f: PUT /ai_gw/v2/guardrails/pg-pii-ch-4d5e6f returned HTTP 503: upstream unavailable)"},
 	},
 	{
 		kind: "ClusterGuardrail", resource: "clusterguardrails", managed: true, manager: "aigw/clusterguardrail", example: "clusterguardrail.yaml",
@@ -125,6 +133,8 @@ var kinds = []kind{
 		progressing: outcome{"Progressing", "ServerError", "failed to create guardrail: POST /ai_gw/admin/v2/guardrails returned HTTP 503: upstream unavailable"},
 		stalled: outcome{"Stalled", "StillReferenced", "guardrail pg-org-pi-7a8b9c is still named by Config team-a/chat-routing; " +
 			"it is deleted once no Config names it (or set deletionPolicy: Orphan)"},
+		gated: &outcome{"Progressing", "Soaking", "revision 9d4e7a21 becomes eligible at 2026-01-06T10:00:01Z: ClusterGuardrail org-pii-staging " +
+			"has been proven at it since 2026-01-05T10:00:00Z and must stay so for 1day (spec.promotion.soak)"},
 	},
 	{
 		kind: "Integration", resource: "integrations", managed: true, manager: "aigw/integration", example: "integration.yaml",
@@ -170,6 +180,10 @@ func (k kind) steps() []step {
 		health: HealthStatus{"Healthy", k.ready.message}}, false)
 	add(step{fixture: "healthy_drifted.yaml", write: &k.ready, drifted: true, kstatus: status.CurrentStatus,
 		health: HealthStatus{"Healthy", k.ready.message + "; drifted: " + driftedMessage}}, true)
+	if k.gated != nil {
+		steps = append(steps, step{fixture: "progressing_soaking.yaml", write: k.gated, gated: true, kstatus: status.InProgressStatus,
+			health: HealthStatus{"Progressing", k.gated.message}})
+	}
 	add(step{fixture: "degraded_stalled.yaml", write: &k.stalled, kstatus: status.FailedStatus,
 		health: HealthStatus{"Degraded", k.stalled.message}}, false)
 	add(step{fixture: "suspended_paused.yaml", write: &k.ready, paused: true, kstatus: status.CurrentStatus,

@@ -216,6 +216,9 @@ func statusFor(k kind, s step, generation int64) map[string]any {
 		drifted["reason"] = "Drifted"
 		conditions = append(conditions, drifted)
 	}
+	if s.gated {
+		conditions = append(conditions, condition("Promoted", false, o.message))
+	}
 	result := map[string]any{"observedGeneration": generation, "conditions": conditions}
 	if !s.creating {
 		for key, value := range k.settled {

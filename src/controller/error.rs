@@ -86,6 +86,14 @@ pub enum Error {
     /// State that aigw must not invent is missing (for example a lost one-time credential).
     #[error("{0}")]
     MissingState(String),
+    /// The promotion gate (`spec.promotion`) holds this change: nothing is written until it
+    /// opens. `reason` is `Soaking` or `SourceNotReady`; `look_again_in` is when the soak ends.
+    #[error("{message}")]
+    Gated {
+        reason: &'static str,
+        message: String,
+        look_again_in: Option<Duration>,
+    },
 }
 
 impl Error {
@@ -130,7 +138,8 @@ impl Error {
             | Self::Conflict(_)
             | Self::CreateOutcomeUnknown(_)
             | Self::NotYetSettled { .. }
-            | Self::RotationInFlight { .. } => true,
+            | Self::RotationInFlight { .. }
+            | Self::Gated { .. } => true,
             Self::InvalidSpec(_)
             | Self::MissingState(_)
             | Self::NotAllowed { .. }
@@ -159,6 +168,7 @@ impl Error {
             Self::AlreadyManaged(_) => "AlreadyManaged",
             Self::SecretConflict(_) => "SecretConflict",
             Self::MissingState(_) => "MissingState",
+            Self::Gated { reason, .. } => reason,
         }
     }
 
@@ -189,6 +199,7 @@ impl Error {
         match self {
             Self::NotYetSettled { look_again_in, .. }
             | Self::RotationInFlight { look_again_in, .. } => Some(*look_again_in),
+            Self::Gated { look_again_in, .. } => *look_again_in,
             Self::CachesNotReady(_) => Some(Duration::from_secs(1)),
             _ => None,
         }

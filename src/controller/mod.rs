@@ -15,7 +15,7 @@ pub use kinds::{
     rate_limits_policy, usage_limits_policy,
 };
 pub use runtime::{backoff, census, events, failpoints, health, leader, metrics};
-pub use state::{claims, connections};
+pub use state::{claims, connections, followers};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,6 +73,8 @@ pub struct Context {
     /// `--dry-run`: read everything, write nothing (no management-API write, no status, no
     /// finalizer, no Secret); each write a reconcile reaches becomes a `Would…` event.
     pub dry_run: bool,
+    /// Who follows whom (`spec.promotion.after`): a source's change requeues its followers.
+    pub followers: followers::Followers,
 }
 
 /// How the operator runs.
@@ -154,6 +156,7 @@ impl Context {
             watched_namespaces: settings.watched_namespaces(),
             cluster_selector: settings.cluster_selector.clone(),
             dry_run: settings.dry_run,
+            followers: Default::default(),
         }
     }
 
@@ -249,12 +252,14 @@ impl<K> Watchable for K where
 }
 
 /// A reflector over `api` whose every item is reported to `probe`, as a controller trigger.
-/// `on_event` sees every watch event before the store does (the claim index).
+/// `on_event` sees every watch event before the store does (the claim index), `on_stored`
+/// right after (what reads the store on hearing of it: the followers of a source).
 fn watched<K: Watchable>(
     api: Api<K>,
     config: watcher::Config,
     probe: health::WatchProbe,
     on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
+    on_stored: impl Fn(&watcher::Event<K>) + Send + 'static,
 ) -> (
     Store<K>,
     impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
@@ -278,7 +283,12 @@ fn watched<K: Watchable>(
             }
         });
     let stream = reflector::reflector(writer, objects)
-        .inspect(move |item| probe.observe(item))
+        .inspect(move |item| {
+            probe.observe(item);
+            if let Ok(event) = item {
+                on_stored(event);
+            }
+        })
         .applied_objects()
         .predicate_filter(worth_reconciling, Default::default());
     (reader, stream)
@@ -380,12 +390,23 @@ async fn run_kind<K: Managed>(
             }
         }
     };
-    let (store, objects) = watched(K::api(&ctx.kube, ns), ctx.watch_config::<K>(), probe, index);
+    let stored = {
+        let ctx = ctx.clone();
+        move |event: &watcher::Event<K>| ctx.followers.observe(event)
+    };
+    let (store, objects) = watched(
+        K::api(&ctx.kube, ns),
+        ctx.watch_config::<K>(),
+        probe,
+        index,
+        stored,
+    );
     let _ = stream.set(K::stores(&ctx.stores).register(store.clone()));
     let mut controller = Controller::for_stream(objects, store.clone())
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .reconcile_all_on(ctx.leadership.acquired())
-        .reconcile_on(users_of_changed_connections(&ctx, store.clone()));
+        .reconcile_on(users_of_changed_connections(&ctx, store.clone()))
+        .reconcile_on(ctx.followers.requeues::<K>(namespace.clone()));
     if with_secrets {
         // Deleting a credentials Secret must be noticed at once, not at the next drift check.
         let probe = ctx.health.register(stream_name("Secret", ns));
@@ -452,6 +473,7 @@ async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
         Api::<crate::resources::Connection>::all(ctx.kube.clone()),
         watcher::Config::default(),
         probe,
+        |_| {},
         |_| {},
     );
     ctx.stores.connections.register(store.clone());

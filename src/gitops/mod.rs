@@ -18,6 +18,7 @@ pub mod mask;
 pub mod plan;
 mod plan_access;
 mod project;
+mod promotion;
 pub mod schema;
 pub mod validate;
 

@@ -47,6 +47,9 @@ pub enum Action {
     /// `managementPolicy: Observe`: the operator only reads; `changes` are the differences it
     /// would report (`Drifted`), never written.
     Observe,
+    /// An update its promotion gate (`spec.promotion`) holds now: `changes` are written once
+    /// the resources it follows have proven its revision; `reason` says what it waits for.
+    Gated,
 }
 
 impl Action {
@@ -58,6 +61,7 @@ impl Action {
             Action::Adopt => "adopt",
             Action::Conflict => "conflict",
             Action::Observe => "observe",
+            Action::Gated => "gated",
         }
     }
 }
@@ -95,10 +99,11 @@ pub struct Entry {
 }
 
 impl Entry {
-    /// True when applying would write to the management API.
+    /// True when applying would write to the management API (a gated update too: once its
+    /// gate opens).
     pub fn writes(&self) -> bool {
         match self.action {
-            Action::Create | Action::Update => true,
+            Action::Create | Action::Update | Action::Gated => true,
             Action::Adopt => !self.changes.is_empty(),
             Action::NoChange | Action::Conflict | Action::Observe => false,
         }
@@ -142,6 +147,7 @@ pub struct Summary {
     pub adopt: usize,
     pub conflict: usize,
     pub observe: usize,
+    pub gated: usize,
 }
 
 /// The whole plan: `{"version": 1, "summary": {...}, "resources": [...]}`.
@@ -163,6 +169,7 @@ impl Plan {
                 Action::Adopt => &mut summary.adopt,
                 Action::Conflict => &mut summary.conflict,
                 Action::Observe => &mut summary.observe,
+                Action::Gated => &mut summary.gated,
             } += 1;
         }
         Self {
@@ -194,8 +201,12 @@ impl Plan {
             0 => String::new(),
             n => format!(", {n} observed (Observe: never written)"),
         };
+        let gated = match s.gated {
+            0 => String::new(),
+            n => format!(", {n} gated (written once promoted)"),
+        };
         out.push_str(&format!(
-            "\nPlan: {} to create, {} to update, {} to adopt, {} unchanged, {} in conflict{observed}.\n",
+            "\nPlan: {} to create, {} to update, {} to adopt, {} unchanged, {} in conflict{observed}{gated}.\n",
             s.create, s.update, s.adopt, s.no_change, s.conflict
         ));
         out
@@ -285,7 +296,7 @@ pub async fn plan(
         };
         let entry = match manifest.object.management_policy() {
             ManagementPolicy::Observe => entry.observed(),
-            ManagementPolicy::Full => entry,
+            ManagementPolicy::Full => gate(live, &manifest.object, entry).await?,
         };
         entries.push(Entry {
             kind: manifest.object.kind().into(),
@@ -296,6 +307,23 @@ pub async fn plan(
         });
     }
     Ok(Plan::new(entries))
+}
+
+/// An update as the operator's promotion gate would hold it now: `gated`, with what it waits
+/// for. A create, or an entry that writes nothing, is never gated.
+async fn gate(live: Option<&Live>, object: &Object, entry: Entry) -> Result<Entry, GitopsError> {
+    let update = matches!(entry.action, Action::Update | Action::Adopt);
+    if !update || !entry.writes() {
+        return Ok(entry);
+    }
+    Ok(match super::promotion::held(live, object).await? {
+        Some(reason) => Entry {
+            action: Action::Gated,
+            reason: Some(reason),
+            ..entry
+        },
+        None => entry,
+    })
 }
 
 /// Which remote object to read, and whether the operator would be adopting it.
@@ -839,7 +867,12 @@ pub(super) fn to_json<T: Serialize>(value: &T) -> Value {
 }
 
 /// Spec fields that never reach the API.
-const LOCAL_FIELDS: [&str; 3] = ["deletionPolicy", "managementPolicy", "connectionRef"];
+const LOCAL_FIELDS: [&str; 4] = [
+    "deletionPolicy",
+    "managementPolicy",
+    "connectionRef",
+    "promotion",
+];
 
 /// What a create sends: every API field the spec sets, from nothing.
 pub(super) fn create_changes(desired: &Value, skip: &[&str]) -> Vec<FieldChange> {
@@ -949,6 +982,24 @@ mod tests {
         assert!(plan.render().contains("2 observed"), "{}", plan.render());
         let conflict = entry(Action::Conflict, None, Vec::new(), Some("x".into())).observed();
         assert_eq!(conflict.action, Action::Conflict);
+    }
+
+    #[test]
+    fn a_gated_update_is_counted_shown_with_its_reason_and_still_a_change() {
+        let gated = Entry {
+            action: Action::Gated,
+            reason: Some("revision r2 waits for Config dev/web, which is not Ready".into()),
+            ..entry(Action::Update, Some("pc-1".into()), Vec::new(), None)
+        };
+        let plan = Plan::new(vec![gated]);
+        assert_eq!(plan.summary.gated, 1);
+        assert_eq!(plan.exit_code(), 2, "written once its gate opens");
+        let text = plan.render();
+        assert!(text.contains(": gated pc-1"), "{text}");
+        assert!(text.contains("waits for Config dev/web"), "{text}");
+        assert!(text.contains("1 gated (written once promoted)"), "{text}");
+        let json = serde_json::to_value(&plan).unwrap();
+        assert_eq!(json["resources"][0]["action"], "gated");
     }
 
     #[test]

@@ -23,6 +23,7 @@ pub fn config_spec(remote: &api::ConfigDetail) -> ConfigSpec {
         deletion_policy: ConfigDeletionPolicy::Orphan,
         management_policy: ManagementPolicy::Full,
         connection_ref: None,
+        promotion: None,
     }
 }
 
@@ -72,6 +73,7 @@ pub fn guardrail_definition(remote: &api::GuardrailDetails) -> GuardrailDefiniti
         deletion_policy: GuardrailDeletionPolicy::Orphan,
         management_policy: ManagementPolicy::Full,
         connection_ref: None,
+        promotion: None,
     }
 }
 

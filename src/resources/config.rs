@@ -108,6 +108,12 @@ pub struct ConfigSpec {
     /// The Connection used to reach the management API; defaults to `default`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<ConnectionRef>,
+
+    /// Gates every change of this Config behind other Configs that must have run it first,
+    /// e.g. prod's after dev's: see `after` and `soak`. The annotation
+    /// `aigw.io/promote-now: <revision>` lets exactly that revision through at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promotion: Option<super::promotion::Promotion>,
 }
 
 /// One value of the routing document that names another aigw resource.
@@ -317,6 +323,10 @@ pub struct AppliedVersion {
     /// the resource had none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
+    /// True when the `aigw.io/promote-now` annotation let this revision through before its
+    /// promotion gate (`spec.promotion`) would have.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub promotion_override: bool,
 }
 
 /// A status that keeps the versions aigw applied (`versionId`, `lastAppliedAt`, `history`):
@@ -324,6 +334,7 @@ pub struct AppliedVersion {
 pub trait AppliedHistory {
     fn version_id(&self) -> Option<String>;
     fn last_applied_at_mut(&mut self) -> &mut Option<String>;
+    fn history(&self) -> &[AppliedVersion];
     fn history_mut(&mut self) -> &mut Vec<AppliedVersion>;
 
     /// Records `applied` as the newest entry of `history`, dropping the oldest beyond
@@ -347,6 +358,7 @@ pub trait AppliedHistory {
                 .as_ref()
                 .and_then(|a| a.get(super::common::REVISION_ANNOTATION))
                 .cloned(),
+            promotion_override: false,
         };
         self.record_applied(applied);
     }
@@ -361,6 +373,9 @@ macro_rules! applied_history {
             }
             fn last_applied_at_mut(&mut self) -> &mut Option<String> {
                 &mut self.last_applied_at
+            }
+            fn history(&self) -> &[$crate::resources::config::AppliedVersion] {
+                &self.history
             }
             fn history_mut(&mut self) -> &mut Vec<$crate::resources::config::AppliedVersion> {
                 &mut self.history
@@ -671,6 +686,7 @@ mod tests {
                 generation: Some(i),
                 applied_at: "2026-01-01T00:00:00Z".into(),
                 revision: None,
+                promotion_override: false,
             });
         }
         assert_eq!(status.history.len(), HISTORY_LIMIT);

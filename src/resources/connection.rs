@@ -166,6 +166,11 @@ pub struct Grant {
     /// `workspaces`, and the integration must grant that workspace access itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub integrations: Option<Vec<String>>,
+    /// Namespaces whose resources these namespaces may follow in `spec.promotion.after` (e.g.
+    /// prod may follow dev): aigw reads only those resources' status, whether they are Ready
+    /// and at which revision. Absent: only resources of their own namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promote_from: Option<Vec<String>>,
 }
 
 /// Exactly one way to authenticate.

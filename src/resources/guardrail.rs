@@ -90,6 +90,7 @@ pub struct GuardrailSpec {
 #[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new ClusterGuardrail instead"))]
 #[x_kube(validation = Rule::new("has(self.target) == has(oldSelf.target)").field_path(".target").reason(Reason::FieldValueForbidden).message("spec.target cannot be added or removed after creation: create a new ClusterGuardrail instead"))]
 #[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new ClusterGuardrail to use another Connection"))]
+#[x_kube(validation = Rule::new("!has(self.promotion) || self.promotion.after.all(a, !has(a.namespace))").field_path(".promotion.after").reason(Reason::FieldValueForbidden).message("spec.promotion.after of a ClusterGuardrail names other ClusterGuardrails, which are cluster-scoped: leave namespace out"))]
 pub struct ClusterGuardrailSpec {
     /// The guardrail, said as a `Guardrail` says it (without a workspace).
     #[serde(flatten)]
@@ -148,6 +149,12 @@ pub struct GuardrailDefinition {
     /// The Connection used to reach the management API; defaults to `default`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<ConnectionRef>,
+
+    /// Gates every change of this guardrail behind other resources of its kind that must have
+    /// run it first, e.g. prod's after dev's: see `after` and `soak`. The annotation
+    /// `aigw.io/promote-now: <revision>` lets exactly that revision through at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promotion: Option<super::promotion::Promotion>,
 }
 
 /// One check of a guardrail.

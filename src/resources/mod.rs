@@ -10,6 +10,7 @@ pub mod guardrail;
 pub mod integration;
 pub mod limits;
 pub mod policy;
+pub mod promotion;
 pub mod provider;
 pub mod rate_limits_policy;
 pub mod rotation;

@@ -8,7 +8,9 @@
 //! - whether its namespace may reach that object through its Connection: the namespace, the
 //!   workspaces, adoption, and `allowDefault` for an organisation-wide object. A
 //!   cluster-scoped object has no namespace and no grant applies to it: Kubernetes RBAC on the
-//!   cluster-scoped kind decides who can make one.
+//!   cluster-scoped kind decides who can make one;
+//! - for an update of a spec not applied yet, whether its promotion gate (`spec.promotion`)
+//!   lets the change through ([`crate::controller::driver::promotion`]).
 //!
 //! The client is reachable only through [`Gate::client`], so a kind cannot call the API without
 //! asking, and a new path cannot forget a rule. Deletion asks the same gate: a resource that
@@ -24,6 +26,7 @@ use crate::controller::Context;
 use crate::controller::claims::owned_by_another;
 use crate::controller::connections::Resolved;
 use crate::controller::driver::Managed;
+use crate::controller::driver::promotion::{self, Decision};
 use crate::controller::error::Error;
 use crate::resources::common::CreateAttempt;
 
@@ -61,6 +64,8 @@ pub struct Gate<'a, K: Managed> {
     intended: std::sync::Mutex<Option<String>>,
     /// The Connection resolved for this object, its client guarded by the lease.
     resolved: tokio::sync::OnceCell<Resolved>,
+    /// What the promotion gate decided for this reconcile's update, when it was asked.
+    promotion: std::sync::Mutex<Option<Decision>>,
 }
 
 impl<'a, K: Managed> Gate<'a, K> {
@@ -70,6 +75,7 @@ impl<'a, K: Managed> Gate<'a, K> {
             object,
             intended: Default::default(),
             resolved: tokio::sync::OnceCell::new(),
+            promotion: Default::default(),
         }
     }
 
@@ -77,6 +83,9 @@ impl<'a, K: Managed> Gate<'a, K> {
     pub async fn client(&self, op: Op) -> Result<&Client, Error> {
         self.leads(op)?;
         self.admit().await?;
+        if op == Op::Update {
+            self.promote().await?;
+        }
         if self.ctx.dry_run && op.writes() {
             return Err(self.would(op));
         }
@@ -151,6 +160,27 @@ impl<'a, K: Managed> Gate<'a, K> {
             )));
         }
         Ok(())
+    }
+
+    /// The promotion gate, for an update: the change passes, or the error says why it waits
+    /// (`Soaking`, `SourceNotReady`) or is refused. What it decided is kept for the status.
+    async fn promote(&self) -> Result<(), Error> {
+        let scope = &self.resolve().await?.scope;
+        let decided = promotion::decide(self.ctx, self.object, scope);
+        let kept = match &decided {
+            Ok(decision) => decision.clone(),
+            Err(error) => Some(Decision::held(error)),
+        };
+        *self.promotion.lock().unwrap_or_else(|e| e.into_inner()) = kept;
+        decided.map(|_| ())
+    }
+
+    /// What the promotion gate decided in this reconcile, if it was asked.
+    pub fn promotion(&self) -> Option<Decision> {
+        self.promotion
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// An object read through an adoption lives in `workspace`: its namespace must be granted

@@ -19,6 +19,8 @@ use crate::controller::error::Error;
 use crate::controller::gate::{Gate, Op};
 use crate::controller::status::{IntentStatus, sanitize_message};
 use crate::resources::common::{Governed, Recorded};
+use crate::resources::config::AppliedVersion;
+use crate::resources::promotion::Promotion;
 
 /// Something a reconcile did to the remote side, reported as a Normal event.
 #[derive(Debug, Clone, PartialEq)]
@@ -180,7 +182,46 @@ pub trait Managed:
     ) -> impl Future<Output = bool> + Send {
         async { true }
     }
+
+    /// `spec.promotion`, for the kinds whose changes wait behind resources of their kind
+    /// (Config, Guardrail, ClusterGuardrail): see [`crate::controller::driver::promotion`].
+    fn promotion(&self) -> Option<&Promotion> {
+        None
+    }
+
+    /// `status.history` (newest first), for the kinds that keep one.
+    fn history(_status: &Self::Status) -> &[AppliedVersion] {
+        &[]
+    }
+
+    /// `status.history`, to mark an entry (a promotion override).
+    fn history_mut(_status: &mut Self::Status) -> Option<&mut Vec<AppliedVersion>> {
+        None
+    }
 }
+
+/// [`Managed::promotion`], [`Managed::history`] and [`Managed::history_mut`] of a kind whose
+/// status keeps `history` ([`crate::resources::config::AppliedHistory`]); `|o| expr` is its
+/// `spec.promotion`.
+macro_rules! promotes {
+    (|$o:ident| $promotion:expr) => {
+        fn promotion(&self) -> Option<&$crate::resources::promotion::Promotion> {
+            let $o = self;
+            $promotion.as_ref()
+        }
+        fn history(status: &Self::Status) -> &[$crate::resources::config::AppliedVersion] {
+            $crate::resources::config::AppliedHistory::history(status)
+        }
+        fn history_mut(
+            status: &mut Self::Status,
+        ) -> Option<&mut Vec<$crate::resources::config::AppliedVersion>> {
+            Some($crate::resources::config::AppliedHistory::history_mut(
+                status,
+            ))
+        }
+    };
+}
+pub(crate) use promotes;
 
 /// [`Managed::api`] of a namespaced kind.
 macro_rules! namespaced_api {

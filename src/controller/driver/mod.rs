@@ -16,6 +16,7 @@ pub mod drift;
 pub mod gate;
 pub mod kind;
 mod modes;
+pub mod promotion;
 pub mod rotation;
 pub mod secret_delivery;
 pub mod status;
@@ -216,7 +217,8 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
     let result = K::apply(object, &cx, &mut status).await;
     let written = cx.last_saved().or(before.clone());
     *status.observed_generation_mut() = generation;
-    let (action, changes) = match result {
+    let succeeded = result.is_ok();
+    let (action, mut changes) = match result {
         Ok(changes) => {
             ctx.backoff.reset(&key);
             let outcome = Outcome::Ready {
@@ -239,6 +241,15 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
         Err(Error::DryRun { reason, message }) => {
             return Ok(would(&cx, &key, reason, &message).await);
         }
+        // The promotion gate holds the change: nothing was written, nothing failed.
+        Err(Error::Gated {
+            reason,
+            message,
+            look_again_in,
+        }) => (
+            promotion::hold(&cx, reason, &message, look_again_in, &mut status),
+            Vec::new(),
+        ),
         // Lost a race with another writer (this view is stale), or may not act: record nothing.
         Err(error) if error.records_nothing() => return Err(error),
         Err(error) => (
@@ -246,6 +257,13 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
             Vec::new(),
         ),
     };
+
+    changes.extend(promotion::conclude(
+        &cx,
+        before.as_ref(),
+        &mut status,
+        succeeded,
+    ));
 
     // The events first, so that whoever waits for the status finds them; then the one status
     // write (which also records a create's id: a crash before it leaves the intent, and the

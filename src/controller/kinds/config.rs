@@ -72,6 +72,8 @@ impl Managed for Config {
     async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
         cleanup(self, cx).await
     }
+
+    crate::controller::driver::kind::promotes!(|config| config.spec.promotion);
 }
 
 /// [`Managed::apply`] for a Config whose resource references are resolved.

@@ -95,6 +95,10 @@ macro_rules! guardrail_kind {
             async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
                 cleanup(self, cx).await
             }
+
+            crate::controller::driver::kind::promotes!(|guardrail| guardrail
+                .definition()
+                .promotion);
         }
 
         impl Listed for $kind {

@@ -32,6 +32,9 @@ pub const GRANT_REFUSALS: [&str; 5] = [
     DEFAULT_NOT_ALLOWED,
     INTEGRATION_NOT_ALLOWED,
 ];
+/// The reason by which a Connection's grants refuse following a resource of another namespace
+/// (`spec.promotion.after`). It refuses a promotion, not the remote object: not a claim refusal.
+pub const PROMOTION_NOT_ALLOWED: &str = "PromotionNotAllowed";
 
 /// Resolves connection names to API clients and caches one client (with its rate limiter and
 /// token cache) per Connection version.
@@ -71,6 +74,8 @@ pub struct Scope {
     pub make_default: bool,
     /// Integrations it may bind into providers (by resource name, slug or UUID); `None`: any.
     pub integrations: Option<BTreeSet<String>>,
+    /// Other namespaces whose resources it may follow (`spec.promotion.after`); `None` means any.
+    pub promote_from: Option<BTreeSet<String>>,
 }
 
 impl Scope {
@@ -81,6 +86,28 @@ impl Scope {
             adopt: true,
             make_default: true,
             integrations: None,
+            promote_from: None,
+        }
+    }
+
+    /// Refuses following (`field`, `spec.promotion.after[n]`) a resource of `source`, another
+    /// namespace than `namespace`, without a grant that names it.
+    pub fn check_promote_from(
+        &self,
+        field: &str,
+        namespace: &str,
+        source: &str,
+    ) -> Result<(), Error> {
+        match &self.promote_from {
+            None => Ok(()),
+            Some(allowed) if allowed.contains(source) => Ok(()),
+            Some(_) => Err(Error::not_allowed(
+                PROMOTION_NOT_ALLOWED,
+                format!(
+                    "{field} names a resource of namespace {source}, and Connection {} does not let namespace {namespace} follow resources of {source} (spec.grants[].promoteFrom)",
+                    self.connection
+                ),
+            )),
         }
     }
 
@@ -284,6 +311,7 @@ impl Connections {
         let mut integrations: Option<BTreeSet<String>> = Some(BTreeSet::new());
         let mut adopt = false;
         let mut make_default = false;
+        let mut promote_from = BTreeSet::new();
         let mut matched = false;
         for grant in grants {
             if !self.grant_matches(grant, namespace).await? {
@@ -292,6 +320,7 @@ impl Connections {
             matched = true;
             adopt |= grant.allow_adoption;
             make_default |= grant.allow_default;
+            promote_from.extend(grant.promote_from.iter().flatten().cloned());
             match (&mut workspaces, &grant.workspaces) {
                 (Some(all), Some(these)) => all.extend(these.iter().cloned()),
                 (_, None) => workspaces = None,
@@ -317,6 +346,7 @@ impl Connections {
             adopt,
             make_default,
             integrations,
+            promote_from: Some(promote_from),
         })
     }
 
@@ -650,4 +680,39 @@ fn build_client(
         config = config.observer(observer);
     }
     Client::new(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn following_another_namespace_needs_a_grant_naming_it() {
+        let unrestricted = Scope::unrestricted("default");
+        assert!(
+            unrestricted
+                .check_promote_from("spec.promotion.after[0]", "prod", "dev")
+                .is_ok()
+        );
+        let granted = Scope {
+            promote_from: Some(["dev".to_string()].into()),
+            ..Scope::unrestricted("tenant")
+        };
+        assert!(
+            granted
+                .check_promote_from("spec.promotion.after[0]", "prod", "dev")
+                .is_ok()
+        );
+        let refused = granted
+            .check_promote_from("spec.promotion.after[1]", "prod", "team-b")
+            .unwrap_err();
+        assert_eq!(refused.category(), PROMOTION_NOT_ALLOWED);
+        let message = refused.to_string();
+        assert!(
+            message.contains("spec.promotion.after[1]")
+                && message.contains("spec.grants[].promoteFrom")
+                && message.contains("Connection tenant"),
+            "{message}"
+        );
+    }
 }

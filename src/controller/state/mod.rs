@@ -1,2 +1,3 @@
 pub mod claims;
 pub mod connections;
+pub mod followers;
