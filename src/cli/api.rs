@@ -421,7 +421,8 @@ async fn configs(client: &Client, cmd: ConfigsCommand) -> anyhow::Result<()> {
             diff: Some(pair),
         } => {
             let versions = api.versions(&slug).await?;
-            write_stdout(&version_diff(&slug, &versions, &pair[0], &pair[1])?)
+            // No Config names which paths come from Secrets here: `aigw history` knows them.
+            write_stdout(&version_diff(&slug, &versions, (&pair[0], &pair[1]), &[])?)
         }
     }
 }
@@ -553,13 +554,15 @@ fn parse_header(raw: &str) -> Result<(String, String), String> {
 }
 
 /// The change from version `a` to version `b` of config `slug` (by `version_id`), as a line
-/// diff of the documents. A secret shows as `<masked>` on A's side and `<masked, changed>` on
-/// B's when it changed, so the diff says that it changed, never what it is.
+/// diff of the documents. A secret (by the one secret list, and every value at `secret_refs`,
+/// the pointers a Config fills from Secrets) shows as `<masked>` on A's side and
+/// `<masked, changed>` on B's when it changed, so the diff says that it changed, never what it
+/// is.
 pub(crate) fn version_diff(
     slug: &str,
     versions: &[aigw::api::ConfigVersion],
-    a: &str,
-    b: &str,
+    (a, b): (&str, &str),
+    secret_refs: &[String],
 ) -> anyhow::Result<String> {
     let find = |id: &str| {
         versions
@@ -569,8 +572,9 @@ pub(crate) fn version_diff(
             .with_context(|| format!("config {slug} has no version {id}"))
     };
     let (old, new) = (find(a)?, find(b)?);
-    let before = serde_json::to_string_pretty(&aigw::gitops::mask::masked(old))?;
-    let after = serde_json::to_string_pretty(&aigw::gitops::mask::masked_against(new, old))?;
+    let mask = |value, other| aigw::gitops::mask::masked_against_at(value, other, secret_refs);
+    let before = serde_json::to_string_pretty(&mask(old, old))?;
+    let after = serde_json::to_string_pretty(&mask(new, old))?;
     let lines = aigw::gitops::line_diff::diff(&before, &after);
     Ok(match lines.is_empty() {
         true => format!("no change between {a} and {b}"),

@@ -57,7 +57,14 @@ pub async fn run(args: HistoryArgs) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("failed to list the versions of config {slug}"))?;
     if let Some(pair) = &args.diff {
-        super::write_stdout(&version_diff(&slug, &versions, &pair[0], &pair[1])?)?;
+        let secret_refs: Vec<String> = config
+            .spec
+            .secret_refs
+            .iter()
+            .map(|r| r.path.clone())
+            .collect();
+        let diff = version_diff(&slug, &versions, (&pair[0], &pair[1]), &secret_refs)?;
+        super::write_stdout(&diff)?;
         return Ok(ExitCode::SUCCESS);
     }
     let mut lines = vec![format!(

@@ -63,6 +63,28 @@ pub fn masked_against(value: &Value, other: &Value) -> Value {
     copy
 }
 
+/// Like [`masked_against`], and also every value at `extra` (JSON Pointers: the paths
+/// `spec.secretRefs` fills from Secrets, whatever their key is called).
+pub fn masked_against_at(value: &Value, other: &Value, extra: &[String]) -> Value {
+    let mut copy = masked_against(value, other);
+    for pointer in extra {
+        let Some(mine) = value.pointer(pointer) else {
+            continue;
+        };
+        if names_a_secret(mine) {
+            continue;
+        }
+        let mark = match other.pointer(pointer) == Some(mine) {
+            true => MASK,
+            false => MASK_CHANGED,
+        };
+        if let Some(slot) = copy.pointer_mut(pointer) {
+            *slot = Value::String(mark.into());
+        }
+    }
+    copy
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -366,6 +366,36 @@ fn masked_pair(
 
 /// Every string in `document` that holds one of `values` (of 4 characters or more, as the
 /// messages' concealment goes) reads `"(masked)"`.
+/// Masks, anywhere in `document`, every value under one of `keys`: the last segments of the
+/// `secretRefs` paths. A remote edit may move a Secret-supplied value (an earlier one, which
+/// no current value matches) to another index, where no path names it.
+pub fn mask_secret_ref_keys(document: &mut serde_json::Value, keys: &[&str]) {
+    use serde_json::Value;
+    match document {
+        Value::Array(items) => items.iter_mut().for_each(|v| mask_secret_ref_keys(v, keys)),
+        Value::Object(map) => {
+            for (key, value) in map.iter_mut() {
+                if keys.contains(&key.as_str()) && !value.is_null() {
+                    *value = Value::String("(masked)".into());
+                } else {
+                    mask_secret_ref_keys(value, keys);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The keys `secretRefs` paths end in (`/targets/0/api_key` → `api_key`), for
+/// [`mask_secret_ref_keys`]; an index is no key.
+pub fn secret_ref_keys<'a>(paths: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    paths
+        .into_iter()
+        .filter_map(|path| path.rsplit('/').next())
+        .filter(|key| !key.is_empty() && key.parse::<usize>().is_err())
+        .collect()
+}
+
 fn mask_values(document: &mut serde_json::Value, values: &[&str]) {
     use serde_json::Value;
     match document {

@@ -452,6 +452,10 @@ impl ConfigSpec {
             take_pointer(&mut desired, &reference.path);
             take_pointer(&mut current, &reference.path);
         }
+        let keys = super::common::secret_ref_keys(self.secret_refs.iter().map(|r| r.path.as_str()));
+        for document in [&mut desired, &mut current] {
+            super::common::mask_secret_ref_keys(document, &keys);
+        }
         super::common::DriftCorrection::between(
             at,
             remote.version_id.clone(),
@@ -750,5 +754,37 @@ mod tests {
         assert_eq!(body["config"]["targets"][1]["provider"], "@b");
         assert_eq!(body["status"], "active");
         assert_eq!(body["name"], "routing");
+    }
+
+    /// `status.lastDriftCorrection` never shows a Secret-backed value. A Secret changed while the
+    /// remote object was edited (both seen by one reconcile: the operator was down, or handed over
+    /// from a dry run): the remote edit moved the old value to another index, where no
+    /// `secretRefs` path names it, and only the new value is concealed.
+    #[test]
+    fn a_drift_record_never_shows_the_previous_secret_value() {
+        const OLD: &str = "AKIAOLDVALUE00000001";
+        const NEW: &str = "AKIANEWVALUE00000002";
+        let spec: ConfigSpec = serde_json::from_value(json!({
+            "name": "bedrock",
+            "config": {"strategy": {"mode": "fallback"},
+                       "targets": [{"provider": "@bedrock-a"}, {"provider": "@bedrock-b"}]},
+            "secretRefs": [{"path": "/targets/0/aws_access_key_id",
+                            "secretKeyRef": {"name": "aws", "key": "id"}}]
+        }))
+        .unwrap();
+        // Someone swapped the targets by hand; the value aigw wrote (OLD) moved with target 0.
+        let remote: crate::api::ConfigDetail = serde_json::from_value(json!({
+            "id": "1", "slug": "pc-bedrock-1", "name": "bedrock", "version_id": "v2",
+            "config": {"strategy": {"mode": "fallback"},
+                       "targets": [{"provider": "@bedrock-b"},
+                                   {"provider": "@bedrock-a", "aws_access_key_id": OLD}]}
+        }))
+        .unwrap();
+        let record = spec.drift_against(&remote, "2030-01-01T00:00:00Z".into(), &[NEW]);
+        let text = serde_json::to_string(&record).unwrap();
+        assert!(
+            !text.contains(OLD),
+            "lastDriftCorrection shows the Secret's previous value: {text}"
+        );
     }
 }

@@ -624,6 +624,10 @@ impl GuardrailDefinition {
             super::config::take_pointer(&mut desired, &reference.path);
             super::config::take_pointer(&mut current, &reference.path);
         }
+        let keys = super::common::secret_ref_keys(self.secret_refs.iter().map(|r| r.path.as_str()));
+        for document in [&mut desired, &mut current] {
+            super::common::mask_secret_ref_keys(document, &keys);
+        }
         desired["name"] = Value::String(self.name.clone());
         current["name"] = Value::String(remote.name.clone());
         super::common::DriftCorrection::between(
