@@ -7,7 +7,7 @@ mod support;
 
 use std::time::Duration;
 
-use aigw::resources::Config;
+use aigw::resources::{Config, Guardrail};
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::TestEnv;
@@ -15,6 +15,7 @@ use support::harness::Harness;
 use support::objects::{Conditions, routing};
 
 const WAIT: Duration = Duration::from_secs(60);
+const WORKSPACE: &str = "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c";
 /// Long enough that nothing here waits for a drift check: a gate opens through the watch of
 /// its source, or at the end of its soak.
 const DRIFT: Duration = Duration::from_secs(120);
@@ -414,4 +415,114 @@ async fn promotion_is_validated_at_admission_naming_the_field() {
         "{message}"
     );
     env.cleanup().await;
+}
+
+fn guardrail(revision: &str, rule: &str, promotion: Option<Value>) -> Guardrail {
+    let mut spec = json!({"name": "pii", "workspaceId": WORKSPACE,
+        "checks": [{"id": "default.regexMatch", "parameters": {"rule": rule}}],
+        "actions": {"deny": true}});
+    if let Some(promotion) = promotion {
+        spec["promotion"] = promotion;
+    }
+    serde_json::from_value(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Guardrail",
+        "metadata": {"name": "pii", "annotations": {"aigw.io/revision": revision}},
+        "spec": spec
+    }))
+    .unwrap()
+}
+
+fn guardrail_at(g: &Guardrail, revision: &str) -> bool {
+    g.ready()
+        && g.status
+            .as_ref()
+            .and_then(|s| s.history.first())
+            .and_then(|v| v.revision.as_deref())
+            == Some(revision)
+}
+
+/// A prod Guardrail holding a change at its promotion gate keeps its remote guardrail (same
+/// slug) as it is, so the prod Configs that name it (`spec.resourceRefs`) are unaffected: a
+/// remote edit of such a Config is corrected as usual during the guardrail's soak. (Found by
+/// an attack: a held Guardrail once stalled them `ReferenceNotReady` for the whole soak.)
+#[tokio::test]
+async fn a_guardrail_soaking_a_change_leaves_the_configs_that_name_it_working() {
+    let h = Harness::start_two_teams("prom-gr-soak", Duration::from_secs(2), None).await;
+    let (prod, dev) = (&h.env, h.other.as_ref().unwrap());
+    let after = json!({"after": [{"namespace": dev.namespace, "name": "pii"}], "soak": "1h"});
+    dev.api::<Guardrail>()
+        .create(&PostParams::default(), &guardrail("r1", "a1", None))
+        .await
+        .unwrap();
+    prod.api::<Guardrail>()
+        .create(
+            &PostParams::default(),
+            &guardrail("r1", "a1", Some(after.clone())),
+        )
+        .await
+        .unwrap();
+    for env in [dev, prod] {
+        env.wait_for::<Guardrail>("pii", WAIT, |g| guardrail_at(g, "r1"))
+            .await;
+    }
+    let mut spec = routing("routes");
+    spec["resourceRefs"] =
+        json!([{"path": "/input_guardrails/0", "kind": "Guardrail", "name": "pii"}]);
+    prod.api::<Config>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Config", "routes", spec),
+        )
+        .await
+        .unwrap();
+    let config = prod.wait_for::<Config>("routes", WAIT, |c| c.ready()).await;
+    let slug = config.status.unwrap().slug.unwrap();
+
+    // Commit r2 reaches both guardrails: dev applies it, prod soaks it for an hour.
+    let commit = json!({"metadata": {"annotations": {"aigw.io/revision": "r2"}},
+        "spec": {"checks": [{"id": "default.regexMatch", "parameters": {"rule": "b2"}}]}});
+    for env in [dev, prod] {
+        env.api::<Guardrail>()
+            .patch("pii", &PatchParams::default(), &Patch::Merge(&commit))
+            .await
+            .unwrap();
+    }
+    dev.wait_for::<Guardrail>("pii", WAIT, |g| guardrail_at(g, "r2"))
+        .await;
+    prod.wait_for::<Guardrail>("pii", WAIT, |g| {
+        g.condition("Promoted")
+            .is_some_and(|(s, r, _)| s == "False" && r == "Soaking")
+    })
+    .await;
+
+    // Someone edits prod's remote config by hand during the soak.
+    h.call(
+        reqwest::Method::PUT,
+        &format!("/ai_gw/v2/configs/{slug}"),
+        Some(json!({"config": {"retry": {"attempts": 9}}})),
+    )
+    .await;
+    let corrected = support::wait_until(Duration::from_secs(30), || async {
+        let state = h.state().await;
+        let remote = state["configs"]
+            .as_array()?
+            .iter()
+            .find(|c| c["slug"] == slug.as_str())?
+            .clone();
+        (remote["config"]["retry"]["attempts"] == json!(3.0)
+            || remote["config"]["retry"]["attempts"] == json!(3))
+        .then_some(())
+    })
+    .await;
+    let config = prod.api::<Config>().get("routes").await.unwrap();
+    assert!(
+        corrected.is_some() && !config.stalled_with("ReferenceNotReady"),
+        "the remote edit of prod's Config was not corrected while its guardrail soaks: {:?}",
+        config.status.map(|s| s
+            .conditions
+            .into_iter()
+            .map(|c| (c.type_, c.status, c.reason, c.message))
+            .collect::<Vec<_>>())
+    );
+    h.stop().await;
 }

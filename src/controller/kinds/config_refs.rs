@@ -534,16 +534,24 @@ pub trait Referenced: Claims + kube::Resource<DynamicType = ()> {
     fn ready_slug(&self) -> Option<String>;
 }
 
-/// The slug `status` recorded, when its Ready condition is for `meta`'s generation.
+/// The slug `status` recorded, when its Ready condition is for `meta`'s generation, or when
+/// only a promotion gate holds its change (`Promoted=False`, `Soaking` or `SourceNotReady`):
+/// the remote object and its slug are there, serving the revision before the held one.
 pub fn slug_when_ready(
     meta: &kube::api::ObjectMeta,
     slug: Option<&String>,
     observed_generation: Option<i64>,
     conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
 ) -> Option<String> {
+    use crate::resources::promotion::{PROMOTED, SOAKING, SOURCE_NOT_READY};
     let ready =
         crate::controller::spec_already_applied(meta.generation, observed_generation, conditions);
-    slug.filter(|_| ready).cloned()
+    let held = conditions.iter().any(|c| {
+        c.type_ == PROMOTED
+            && c.status == "False"
+            && (c.reason == SOAKING || c.reason == SOURCE_NOT_READY)
+    });
+    slug.filter(|_| ready || held).cloned()
 }
 
 /// [`Referenced`] of a guardrail kind, through [`GuardrailKind`].
