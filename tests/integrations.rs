@@ -577,7 +577,7 @@ async fn a_lost_create_answer_is_found_by_its_slug_and_never_created_twice() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Attacks (branch attack-int): each test below states a guarantee and fails while it is broken.
+// Found by attacks (branch attack-int): each test below states a guarantee, and once failed.
 // ---------------------------------------------------------------------------------------------
 
 /// An organisation integration made out of band (not by aigw), enabled for `workspace`; its id.
@@ -610,12 +610,15 @@ fn remote_providers(state: &Value) -> Vec<Value> {
     state["providers"].as_array().cloned().unwrap_or_default()
 }
 
-/// Tenancy: `grants[].integrations` names the Integration *resource* `<ns>-granted` (whose
-/// remote slug is `<ns>-granted-slug`). A Provider's `spec.integrationId` is matched against the
-/// same list, so `integrationId: <ns>-granted` passes the grant, and the API resolves it as the
-/// *slug* of a different, ungranted integration: the namespace binds it.
+/// Tenancy: a Provider's `spec.integrationId` is resolved to the remote integration first, and
+/// granted only by that integration's UUID or slug; a grant entry naming an Integration
+/// resource stands for what that resource recorded. Here `grants[].integrations` names the
+/// Integration *resource* `<ns>-granted` (remote slug `<ns>-granted-slug`), and
+/// `integrationId: <ns>-granted` is the slug of another, ungranted integration: it is refused.
+/// Once, `integrationId` was matched against the list as written, passed, and the namespace
+/// bound the other integration.
 #[tokio::test]
-async fn attack_integration_id_equal_to_a_granted_resource_name_binds_another_integration() {
+async fn an_integration_id_is_granted_by_the_remote_integration_never_by_a_resource_name() {
     let grants = json!([{"namespaces": ["{ns}"], "workspaces": [WS_A],
                           "integrations": ["{ns}-granted"]}]);
     let h = Harness::start_with_grants("atk-intid", Duration::from_secs(1), grants).await;
@@ -666,11 +669,12 @@ async fn attack_integration_id_equal_to_a_granted_resource_name_binds_another_in
     );
 }
 
-/// `spec.integrationId` is documented as "the UUID (or slug)". Bound by slug, the provider is
-/// created, then every read (which names the integration by UUID) is taken for an immutable
-/// conflict: the Provider never becomes Ready.
+/// `spec.integrationId` is "the UUID (or slug)": bound by slug, the provider is created with the
+/// UUID the slug resolves to (recorded as `status.integrationId`), and its reads, which name
+/// the integration by UUID, agree: it becomes Ready. Once, every read after the create was
+/// taken for an immutable conflict and the Provider stalled forever.
 #[tokio::test]
-async fn attack_a_provider_bound_by_integration_slug_becomes_ready() {
+async fn a_provider_bound_by_integration_slug_becomes_ready() {
     let h = Harness::start_with_secret_namespace("atk-intslug", Duration::from_secs(1)).await;
     let slug = h.cluster_name("by-slug");
     out_of_band_integration(&h, &slug, WS_A).await;
@@ -717,10 +721,11 @@ async fn attack_a_provider_bound_by_integration_slug_becomes_ready() {
 
 /// Tenancy on adopt and delete: a namespace granted integration `<ns>-granted` (and adoption)
 /// names, by `spec.slug`, an existing provider of its workspace that binds an ungranted
-/// integration. The adoption is recorded before the integration is compared; deleting the
-/// Provider then deletes the other integration's provider.
+/// integration. It is not adopted (nothing of it is recorded), and deleting the Provider never
+/// deletes it. Once, the adoption was recorded before the integration was compared, and the
+/// deletion then deleted the other integration's provider.
 #[tokio::test]
-async fn attack_adopting_a_provider_of_an_ungranted_integration_never_deletes_it() {
+async fn a_provider_of_another_integration_is_never_adopted_nor_deleted() {
     let grants = json!([{"namespaces": ["{ns}"], "workspaces": [WS_A], "allowAdoption": true,
                           "integrations": ["{ns}-granted"]}]);
     let h = Harness::start_with_grants("atk-adopt", Duration::from_secs(1), grants).await;
@@ -786,12 +791,13 @@ async fn attack_adopting_a_provider_of_an_ungranted_integration_never_deletes_it
     );
 }
 
-/// Secrecy in `aigw plan` and `aigw export`: a configuration value the spec takes from a Secret
-/// (`spec.secretRefs`) is "substituted when the integration is sent and never shown anywhere
-/// else". When the API reads it back unmasked (any field outside the secret-word list, e.g.
-/// `aws_access_key_id` or `aws_external_id`), plan prints it and export writes it into Git.
+/// Secrecy in `aigw plan`, `aigw export` and `aigw api`: a configuration value the spec takes
+/// from a Secret (`spec.secretRefs`) is substituted when the integration is sent and never shown
+/// anywhere else, even when the API reads it back unmasked (any field outside the secret-word
+/// list, e.g. `aws_access_key_id` or `aws_external_id`). Once, plan printed it, export wrote it
+/// into Git and `aigw api integrations get` printed it.
 #[tokio::test]
-async fn attack_plan_and_export_never_show_a_configuration_value_from_a_secret() {
+async fn plan_export_and_api_never_show_a_configuration_value_from_a_secret() {
     use aigw::gitops::{export, load, plan, validate};
     const FROM_SECRET: &str = "ext-id-from-secret-Vb7Nm3Kx9";
     let h = Harness::start_with_secret_namespace("atk-cfgsec", Duration::from_secs(1)).await;
@@ -864,12 +870,13 @@ async fn attack_plan_and_export_never_show_a_configuration_value_from_a_secret()
     );
 }
 
-/// Exactly once: one PUT per Secret change. The hash of what was sent is recorded by the
-/// reconcile's status write, guarded by the resourceVersion it read; a metadata-only edit of the
-/// Integration during the reconcile (an annotation, as Argo CD or kubectl writes) makes that
-/// write conflict, the hash is lost, and the same key is PUT again.
+/// Exactly once: one PUT per Secret change, even when the Integration is edited (metadata only:
+/// an annotation, as Argo CD or kubectl writes) during the reconcile that PUTs it. The hash of
+/// what was sent is the result of a side effect: its status write re-reads on a conflict and
+/// writes again. Once, that write was guarded by the resourceVersion first read only, so it
+/// conflicted, the hash was lost, and the same key was PUT again.
 #[tokio::test]
-async fn attack_a_secret_change_is_one_put_even_when_the_integration_is_annotated_meanwhile() {
+async fn a_secret_change_is_one_put_even_when_the_integration_is_annotated_meanwhile() {
     let h = Harness::start_with_secret_namespace("atk-oneput", Duration::from_secs(1)).await;
     put_key(&h, FIRST_KEY, true).await;
     let slug = h.cluster_name("openai");
