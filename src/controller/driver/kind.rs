@@ -7,6 +7,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use kube::api::{Api, Patch, PatchParams};
+
+use crate::controller::driver::status::CommonStatus;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
@@ -399,6 +401,16 @@ impl<'a, K: Managed> Cx<'a, K> {
             written.clone(),
             status.has_intent(),
         );
+        // After a remote write, the next reconcile waits until the cache shows this status;
+        // any other write replaces what it waited for.
+        let result = self
+            .wrote_remotely
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .then(|| serde_json::to_value(CommonStatus::without_timestamps(status)).ok())
+            .flatten();
+        self.ctx
+            .drift
+            .wrote_result(&object_key(self.object), result);
         *self
             .resource_version
             .lock()
