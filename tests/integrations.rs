@@ -575,3 +575,337 @@ async fn a_lost_create_answer_is_found_by_its_slug_and_never_created_twice() {
     assert_eq!(remote(&h, &slug).await["key"], FIRST_KEY);
     h.stop().await;
 }
+
+// ---------------------------------------------------------------------------------------------
+// Found by attacks (branch attack-int): each test below states a guarantee, and once failed.
+// ---------------------------------------------------------------------------------------------
+
+/// An organisation integration made out of band (not by aigw), enabled for `workspace`; its id.
+async fn out_of_band_integration(h: &Harness, slug: &str, workspace: &str) -> String {
+    let created = h
+        .call(
+            Method::POST,
+            "/ai_gw/admin/v2/integrations",
+            Some(
+                json!({"name": format!("out of band {slug}"), "ai_provider_id": "anthropic",
+                        "slug": slug, "key": "sk-out-of-band-Qw8Er4Ty6U",
+                        "create_default_provider": false}),
+            ),
+        )
+        .await;
+    let created = created.get("data").cloned().unwrap_or(created);
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/admin/v2/integrations/{slug}/workspaces"),
+        Some(json!({"workspaces": [{"id": workspace, "enabled": true}], "create_default_provider": false})),
+    )
+    .await;
+    created["id"]
+        .as_str()
+        .expect("an integration id")
+        .to_string()
+}
+
+fn remote_providers(state: &Value) -> Vec<Value> {
+    state["providers"].as_array().cloned().unwrap_or_default()
+}
+
+/// Tenancy: a Provider's `spec.integrationId` is resolved to the remote integration first, and
+/// granted only by that integration's UUID or slug; a grant entry naming an Integration
+/// resource stands for what that resource recorded. Here `grants[].integrations` names the
+/// Integration *resource* `<ns>-granted` (remote slug `<ns>-granted-slug`), and
+/// `integrationId: <ns>-granted` is the slug of another, ungranted integration: it is refused.
+/// Once, `integrationId` was matched against the list as written, passed, and the namespace
+/// bound the other integration.
+#[tokio::test]
+async fn an_integration_id_is_granted_by_the_remote_integration_never_by_a_resource_name() {
+    let grants = json!([{"namespaces": ["{ns}"], "workspaces": [WS_A],
+                          "integrations": ["{ns}-granted"]}]);
+    let h = Harness::start_with_grants("atk-intid", Duration::from_secs(1), grants).await;
+    put_key(&h, FIRST_KEY, true).await;
+    let mut spec = integration_spec(&h, json!([{"id": WS_A}]));
+    spec["slug"] = json!(h.cluster_name("granted-slug"));
+    create_integration(&h, "granted", spec).await;
+    wait_integration(&h, "granted", |i| i.ready()).await;
+    // Another team's integration whose slug equals the granted resource's name.
+    let other_slug = h.cluster_name("granted");
+    let other_id = out_of_band_integration(&h, &other_slug, WS_A).await;
+
+    let provider = json!({"slug": format!("{}-bound", h.env.namespace), "name": "bound",
+                          "workspaceId": WS_A, "integrationId": other_slug});
+    h.env
+        .api::<aigw::resources::Provider>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Provider", "bound", provider),
+        )
+        .await
+        .unwrap();
+    let settled = support::wait_until(WAIT, || async {
+        let p = h
+            .env
+            .api::<aigw::resources::Provider>()
+            .get_opt("bound")
+            .await
+            .ok()??;
+        p.status
+            .as_ref()?
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Stalled" && c.status == "True")
+            .then_some(p)
+    })
+    .await;
+    let made: Vec<Value> = remote_providers(&h.state().await)
+        .into_iter()
+        .filter(|p| p["integration_id"] == other_id.as_str())
+        .collect();
+    let status = settled.and_then(|p| p.status);
+    h.stop().await;
+    assert!(
+        made.is_empty(),
+        "the namespace bound integration {other_slug} ({other_id}), which its grants do not name: \
+         {made:?}; Provider status: {status:?}"
+    );
+}
+
+/// `spec.integrationId` is "the UUID (or slug)": bound by slug, the provider is created with the
+/// UUID the slug resolves to (recorded as `status.integrationId`), and its reads, which name
+/// the integration by UUID, agree: it becomes Ready. Once, every read after the create was
+/// taken for an immutable conflict and the Provider stalled forever.
+#[tokio::test]
+async fn a_provider_bound_by_integration_slug_becomes_ready() {
+    let h = Harness::start_with_secret_namespace("atk-intslug", Duration::from_secs(1)).await;
+    let slug = h.cluster_name("by-slug");
+    out_of_band_integration(&h, &slug, WS_A).await;
+    let provider = json!({"slug": format!("{}-by-slug", h.env.namespace), "name": "by slug",
+                          "workspaceId": WS_A, "integrationId": slug});
+    h.env
+        .api::<aigw::resources::Provider>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Provider", "by-slug", provider),
+        )
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        (h.count("POST /ai_gw/v2/providers").await > 0).then_some(())
+    })
+    .await
+    .expect("the provider was created");
+    // Several drift intervals (1 s): every later reconcile reads the provider back.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let ready = h
+        .env
+        .api::<aigw::resources::Provider>()
+        .get_opt("by-slug")
+        .await
+        .ok()
+        .flatten()
+        .filter(|p| p.ready());
+    let status = h
+        .env
+        .api::<aigw::resources::Provider>()
+        .get_opt("by-slug")
+        .await
+        .ok()
+        .flatten()
+        .and_then(|p| p.status);
+    let posts = h.count("POST /ai_gw/v2/providers").await;
+    h.stop().await;
+    assert!(
+        ready.is_some(),
+        "never Ready after {posts} create(s); status: {status:?}"
+    );
+}
+
+/// Tenancy on adopt and delete: a namespace granted integration `<ns>-granted` (and adoption)
+/// names, by `spec.slug`, an existing provider of its workspace that binds an ungranted
+/// integration. It is not adopted (nothing of it is recorded), and deleting the Provider never
+/// deletes it. Once, the adoption was recorded before the integration was compared, and the
+/// deletion then deleted the other integration's provider.
+#[tokio::test]
+async fn a_provider_of_another_integration_is_never_adopted_nor_deleted() {
+    let grants = json!([{"namespaces": ["{ns}"], "workspaces": [WS_A], "allowAdoption": true,
+                          "integrations": ["{ns}-granted"]}]);
+    let h = Harness::start_with_grants("atk-adopt", Duration::from_secs(1), grants).await;
+    put_key(&h, FIRST_KEY, true).await;
+    let mut spec = integration_spec(&h, json!([{"id": WS_A}]));
+    spec["slug"] = json!(h.cluster_name("granted"));
+    create_integration(&h, "granted", spec).await;
+    wait_integration(&h, "granted", |i| i.ready()).await;
+    let other = h.cluster_name("other");
+    let other_id = out_of_band_integration(&h, &other, WS_A).await;
+    let victim = format!("{}-victim", h.env.namespace);
+    h.call(
+        Method::POST,
+        "/ai_gw/v2/providers",
+        Some(
+            json!({"name": "another team's", "integration_id": other_id, "workspace_id": WS_A,
+                    "slug": victim}),
+        ),
+    )
+    .await;
+
+    let grab = json!({"slug": victim, "name": "grab", "workspaceId": WS_A,
+                      "integration": h.cluster_name("granted")});
+    let providers = h.env.api::<aigw::resources::Provider>();
+    providers
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Provider", "grab", grab),
+        )
+        .await
+        .unwrap();
+    // Whatever it concludes (it was once Stalled with the victim's id recorded; now Stalled
+    // without it), the reconcile settled.
+    let stalled = h
+        .env
+        .wait_for::<aigw::resources::Provider>("grab", WAIT, |p| {
+            p.status.as_ref().is_some_and(|s| !s.conditions.is_empty())
+        })
+        .await;
+    let recorded = stalled.status.clone().unwrap();
+    h.reset_stats().await;
+    providers.delete("grab", &Default::default()).await.unwrap();
+    support::wait_until(WAIT, || async {
+        providers
+            .get_opt("grab")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .expect("the Provider went");
+    let left = remote_providers(&h.state().await)
+        .into_iter()
+        .any(|p| p["slug"] == victim.as_str());
+    let deletes = h.count("DELETE /ai_gw/v2/providers/{providerId}").await;
+    h.stop().await;
+    assert!(
+        left,
+        "provider {victim} of ungranted integration {other} was deleted ({deletes} DELETE) by a \
+         namespace granted only {{ns}}-granted; the Provider had recorded id {:?} and conditions {:?}",
+        recorded.id, recorded.conditions
+    );
+}
+
+/// Secrecy in `aigw plan`, `aigw export` and `aigw api`: a configuration value the spec takes
+/// from a Secret (`spec.secretRefs`) is substituted when the integration is sent and never shown
+/// anywhere else, even when the API reads it back unmasked (any field outside the secret-word
+/// list, e.g. `aws_access_key_id` or `aws_external_id`). Once, plan printed it, export wrote it
+/// into Git and `aigw api integrations get` printed it.
+#[tokio::test]
+async fn plan_export_and_api_never_show_a_configuration_value_from_a_secret() {
+    use aigw::gitops::{export, load, plan, validate};
+    const FROM_SECRET: &str = "ext-id-from-secret-Vb7Nm3Kx9";
+    let h = Harness::start_with_secret_namespace("atk-cfgsec", Duration::from_secs(1)).await;
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "openai-upstream", "labels": {"aigw.io/cluster-readable": "true"}},
+        "stringData": {"api-key": FIRST_KEY, "external-id": FROM_SECRET}
+    }))
+    .unwrap();
+    h.env
+        .api::<Secret>()
+        .patch(
+            "openai-upstream",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .unwrap();
+    let slug = h.cluster_name("bedrock");
+    let mut spec = integration_spec(&h, json!([]));
+    spec["slug"] = json!(slug);
+    spec["aiProviderId"] = json!("bedrock");
+    spec["secretRefs"] = json!([{"path": "/aws_external_id",
+                                 "secretKeyRef": {"name": "openai-upstream", "key": "external-id"}}]);
+    create_integration(&h, "bedrock", spec.clone()).await;
+    wait_integration(&h, "bedrock", |i| i.ready()).await;
+    assert_eq!(
+        remote(&h, &slug).await["configurations"]["aws_external_id"],
+        FROM_SECRET,
+        "the Secret value reached the API"
+    );
+
+    let client = aigw::api::Client::new(aigw::api::ClientConfig::new(
+        h.emulator.management_url(),
+        h.emulator.gateway_url(),
+        std::sync::Arc::new(aigw::api::StaticToken::new(support::harness::TOKEN)),
+    ))
+    .unwrap();
+    // The manifest in Git: the same Integration, its region changed.
+    let mut changed = spec.clone();
+    changed["configurations"]["aws_region"] = json!("us-east-1");
+    let manifest = serde_yaml::to_string(&json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Integration",
+        "metadata": {"name": "bedrock"}, "spec": changed
+    }))
+    .unwrap();
+    let mut loaded = load::Loaded::default();
+    load::parse_into(&mut loaded, "i.yaml", &manifest, false);
+    let report = validate::Validator::new().validate(&loaded);
+    assert!(report.is_valid(), "{:?}", report.problems);
+    let planned = plan::plan(&client, None, &report.manifests).await.unwrap();
+    let shown_plan = serde_json::to_string(&planned).unwrap();
+    let exported = export::export(&client, &export::ExportOptions::default())
+        .await
+        .unwrap();
+    let shown_export: String = exported.files.iter().map(|f| f.content.clone()).collect();
+    let cli = aigw_api(&h, &["integrations", "get", &slug]).await;
+    h.stop().await;
+    let leaks: Vec<&str> = [
+        ("plan", &shown_plan),
+        ("export", &shown_export),
+        ("aigw api", &cli),
+    ]
+    .into_iter()
+    .filter(|(_, text)| text.contains(FROM_SECRET))
+    .map(|(what, _)| what)
+    .collect();
+    assert!(
+        leaks.is_empty(),
+        "a value taken from a Secret is shown by {leaks:?}\n--- plan ---\n{shown_plan}\n--- export ---\n{shown_export}"
+    );
+}
+
+/// Exactly once: one PUT per Secret change, even when the Integration is edited (metadata only:
+/// an annotation, as Argo CD or kubectl writes) during the reconcile that PUTs it. The hash of
+/// what was sent is the result of a side effect: its status write re-reads on a conflict and
+/// writes again. Once, that write was guarded by the resourceVersion first read only, so it
+/// conflicted, the hash was lost, and the same key was PUT again.
+#[tokio::test]
+async fn a_secret_change_is_one_put_even_when_the_integration_is_annotated_meanwhile() {
+    let h = Harness::start_with_secret_namespace("atk-oneput", Duration::from_secs(1)).await;
+    put_key(&h, FIRST_KEY, true).await;
+    let slug = h.cluster_name("openai");
+    let api = create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
+    wait_integration(&h, "openai", |i| i.ready()).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    h.reset_stats().await;
+    // Slow API calls, so that the reconcile the Secret change starts is still running when the
+    // annotation lands.
+    h.faults(json!({"latency_ms": 1500})).await;
+    put_key(&h, SECOND_KEY, true).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let annotate = json!({"metadata": {"annotations": {"example.com/touched": "yes"}}});
+    api.patch(&slug, &PatchParams::default(), &Patch::Merge(&annotate))
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        (remote(&h, &slug).await["key"] == SECOND_KEY).then_some(())
+    })
+    .await
+    .expect("the new key reached the API");
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    h.faults(json!({})).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let puts = h.count(PUT_INTEGRATION).await;
+    let writes = remote(&h, &slug).await["key_writes"].clone();
+    h.stop().await;
+    assert_eq!(
+        puts, 1,
+        "one Secret change, {puts} PUTs of the integration (emulator key_writes {writes})"
+    );
+}

@@ -112,9 +112,15 @@ pub(super) async fn integrations(client: &Client, cmd: IntegrationsCommand) -> a
                 integration_type,
                 ..Default::default()
             };
-            print(&api.list(&query).await?)
+            let rows: Vec<_> = api
+                .list(&query)
+                .await?
+                .into_iter()
+                .map(|i| i.with_configurations_hidden())
+                .collect();
+            print(&rows)
         }
-        IntegrationsCommand::Get { id } => print(&api.get(&id).await?),
+        IntegrationsCommand::Get { id } => print(&api.get(&id).await?.with_configurations_hidden()),
         IntegrationsCommand::Create(body) => {
             let req: CreateIntegrationRequest = read_body(&body.file)?;
             print(&api.create(&req).await?)

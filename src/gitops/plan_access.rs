@@ -106,6 +106,8 @@ pub(super) async fn plan_integration(
             current["models"] = serde_json::to_value(&models).unwrap_or_default();
         }
     }
+    // What the spec takes from Secrets is never shown, on either side, whatever the read says.
+    hide_secret_paths(integration, &mut current, &mut desired);
     let changes = field_changes(&fields, &current, &desired);
     let reason = invalid.or_else(|| {
         (!conflicts.is_empty()).then(|| {
@@ -124,6 +126,25 @@ pub(super) async fn plan_integration(
         ),
         None => compared(&counterpart, changes),
     })
+}
+
+/// Replaces, in `current` (the read) and `desired`, the value at every path the spec takes from
+/// a Secret (`keySecretRef` at `/key`, each of `secretRefs` under `/configurations`): with the
+/// Secret it comes from on the desired side, as unreadable on the read's.
+fn hide_secret_paths(integration: &Integration, current: &mut Value, desired: &mut Value) {
+    use crate::resources::config_document::SecretDocument;
+    for reference in integration.spec.secret_refs().iter() {
+        let shown = format!(
+            "(secret {}/{})",
+            reference.secret_key_ref.name, reference.secret_key_ref.key
+        );
+        if let Some(value) = current.pointer_mut(&reference.path) {
+            *value = json!("(write-only: not shown)");
+        }
+        if let Some(value) = desired.pointer_mut(&reference.path) {
+            *value = json!(shown);
+        }
+    }
 }
 
 /// The access rows as a spec would say them.

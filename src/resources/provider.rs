@@ -141,8 +141,8 @@ pub struct ProviderStatus {
     /// Slug of the remote provider: configs route to `@<slug>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slug: Option<String>,
-    /// The integration the provider binds, as sent (the Integration resource's UUID, or
-    /// `spec.integrationId`).
+    /// The UUID of the integration the provider binds, as sent (the Integration resource's
+    /// UUID, or the one `spec.integrationId`, a UUID or slug, was resolved to).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub integration_id: Option<String>,
     /// The `spec.resetUsage` value last acted upon.

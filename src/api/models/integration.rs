@@ -57,6 +57,57 @@ pub struct Integration {
     pub extra: SensitiveFields,
 }
 
+/// Configuration fields known to be public settings (a region, a host, a project), shown as
+/// read. Any other field may come from a Secret (an Integration's `secretRefs`, or a credential
+/// the API reads back unmasked): plan, export and `aigw api` never show its value.
+pub const PUBLIC_CONFIGURATIONS: &[&str] = &[
+    "aws_region",
+    "aws_auth_type",
+    "custom_host",
+    "vertex_project_id",
+    "vertex_region",
+    "azure_resource_name",
+    "azure_deployment_id",
+    "azure_api_version",
+    "azure_auth_mode",
+    "azure_model_name",
+    "openai_organization",
+    "openai_project",
+    "anthropic_version",
+    "user_location",
+];
+
+/// What stands for a configuration value that is not shown.
+pub const HIDDEN_CONFIGURATION: &str = "(hidden: may come from a Secret)";
+
+/// True when the configuration field `field` is a known public setting
+/// ([`PUBLIC_CONFIGURATIONS`]) or the API's own mask (`masked_<field>`).
+pub fn shown_configuration(field: &str) -> bool {
+    field.starts_with("masked_") || PUBLIC_CONFIGURATIONS.contains(&field)
+}
+
+impl Integration {
+    /// The integration with every configuration value that is not a known public setting
+    /// replaced by [`HIDDEN_CONFIGURATION`] (each value of a map, such as headers), so that
+    /// printing it never shows a value that came from a Secret.
+    pub fn with_configurations_hidden(mut self) -> Self {
+        if let Some(configurations) = &mut self.configurations {
+            for (field, value) in configurations.iter_mut() {
+                if shown_configuration(field) {
+                    continue;
+                }
+                match value {
+                    Value::Object(map) => map
+                        .values_mut()
+                        .for_each(|v| *v = Value::String(HIDDEN_CONFIGURATION.into())),
+                    other => *other = Value::String(HIDDEN_CONFIGURATION.into()),
+                }
+            }
+        }
+        self
+    }
+}
+
 /// `POST /integrations`. Send `create_default_provider: Some(false)` unless you want the API to
 /// make a provider nobody manages (it defaults to true).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]

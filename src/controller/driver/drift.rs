@@ -91,6 +91,10 @@ pub trait Listed: Managed {
 
 /// What the drift pass shares with the reconciles: which objects it asked to read again, and
 /// when each object's full read is due.
+/// How long a reconcile waits for the cache to show the result of a remote write this process
+/// recorded ([`Drift::behind_result`]).
+pub const RESULT_SHOWS_WITHIN: Duration = Duration::from_secs(10);
+
 pub struct Drift {
     pub settings: DriftSettings,
     flagged: Mutex<HashSet<String>>,
@@ -100,6 +104,10 @@ pub struct Drift {
     /// reconcile has seen the cache catch up: a cached copy older than aigw's own last write
     /// (a failure, an intent) must not be trusted.
     written: Mutex<HashMap<String, Written>>,
+    /// The status (without timestamps) this process last wrote as the result of a remote write
+    /// (a PUT's hash), and when: until the cache shows it, a reconcile must wait for the watch
+    /// rather than act on the older copy and redo the write.
+    results: Mutex<HashMap<String, (serde_json::Value, Instant)>>,
     next_full_read: Mutex<HashMap<String, Instant>>,
     /// Per kind, the full-read interval in force (grown with N when needed).
     full_read: Mutex<HashMap<&'static str, Duration>>,
@@ -114,6 +122,7 @@ impl Drift {
             flagged: Mutex::default(),
             inputs: Mutex::default(),
             written: Mutex::default(),
+            results: Mutex::default(),
             next_full_read: Mutex::default(),
             full_read: Mutex::default(),
             read: Mutex::default(),
@@ -173,6 +182,32 @@ impl Drift {
         };
     }
 
+    /// This process wrote the status of `key`: `Some(status)` (without timestamps) when it is
+    /// the result of a remote write, `None` for any other write.
+    pub fn wrote_result(&self, key: &str, status: Option<serde_json::Value>) {
+        let mut results = lock(&self.results);
+        match status {
+            Some(status) => results.insert(key.to_string(), (status, Instant::now())),
+            None => results.remove(key),
+        };
+    }
+
+    /// True when the cached copy's status (`cached`, without timestamps) is not yet the result
+    /// this process last wrote for `key`, written within [`RESULT_SHOWS_WITHIN`]: only aigw
+    /// writes status, so that copy is older than the write, and acting on it would redo the
+    /// remote write. Past that window (a status edited by hand) the cache is taken as it is.
+    pub fn behind_result(&self, key: &str, cached: Option<serde_json::Value>) -> bool {
+        let mut results = lock(&self.results);
+        let Some((written, at)) = results.get(key) else {
+            return false;
+        };
+        if at.elapsed() < RESULT_SHOWS_WITHIN && cached.as_ref() != Some(written) {
+            return true;
+        }
+        results.remove(key);
+        false
+    }
+
     /// True when the cached copy (at `resource_version`, `intent` set or not) still shows an
     /// intent this process has since settled: only aigw writes status, so that copy is older
     /// than its own last write, and acting on it would look up (or redo) finished work.
@@ -211,6 +246,7 @@ impl Drift {
         lock(&self.flagged).remove(key);
         lock(&self.inputs).remove(key);
         lock(&self.written).remove(key);
+        lock(&self.results).remove(key);
         lock(&self.next_full_read).remove(key);
     }
 

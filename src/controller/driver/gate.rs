@@ -226,6 +226,21 @@ impl<'a, K: Managed> Gate<'a, K> {
         self.resolve().await?.scope.check_integration(field, keys)
     }
 
+    /// Binding the remote integration `keys` name (its UUID and slug only) needs a grant of
+    /// it: a grant entry naming an Integration resource stands for the integration that
+    /// resource recorded.
+    pub async fn binding_remote(
+        &self,
+        field: &str,
+        keys: &[String],
+        resource: impl Fn(&str) -> Option<Vec<String>>,
+    ) -> Result<(), Error> {
+        self.resolve()
+            .await?
+            .scope
+            .check_integration_by(field, keys, resource)
+    }
+
     /// An adopted object that is organisation-wide (the default gateway) needs `allowDefault`.
     pub async fn reach_default(&self, what: &str) -> Result<(), Error> {
         self.resolve().await?.scope.check_default(what)

@@ -7,6 +7,8 @@ use std::future::Future;
 use std::time::Duration;
 
 use kube::api::{Api, Patch, PatchParams};
+
+use crate::controller::driver::status::CommonStatus;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
@@ -264,6 +266,10 @@ pub struct Cx<'a, K: Managed> {
     /// The status as read, when it holds an intent this reconcile resumes (an interrupted
     /// create, rotation or reset): its result writes are conflict-proof too.
     resumed: Option<K::Status>,
+    /// Set once this reconcile was handed a client for a remote write: from then on what it
+    /// writes into the status is the result of a side effect (a hash of what a PUT sent, a new
+    /// id), conflict-proof like an intent's result.
+    wrote_remotely: std::sync::atomic::AtomicBool,
 }
 
 impl<'a, K: Managed> Cx<'a, K> {
@@ -277,13 +283,19 @@ impl<'a, K: Managed> Cx<'a, K> {
             saved: Default::default(),
             concealed: Default::default(),
             resumed: object.status().filter(|s| s.has_intent()).cloned(),
+            wrote_remotely: Default::default(),
         }
     }
 
     /// The management API client for `op` on this object's remote object, once the gate
     /// allows it ([`Gate::client`]).
     pub async fn api(&self, op: Op) -> Result<&crate::api::Client, Error> {
-        self.gate.client(op).await
+        let client = self.gate.client(op).await?;
+        if op.writes() {
+            self.wrote_remotely
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+        Ok(client)
     }
 
     pub fn name(&self) -> String {
@@ -324,17 +336,29 @@ impl<'a, K: Managed> Cx<'a, K> {
             // `--dry-run` writes no status: what it would do goes into `Would…` events.
             return Ok(());
         }
-        let held = self
-            .saved
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+        let saved = self.saved.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let held = saved
             .clone()
             .filter(|s| s.has_intent())
             .or_else(|| self.resumed.clone());
-        let Some(held) = held else {
-            return self.write_once(status).await;
+        // The status this reconcile last wrote or read: after a remote write, what it writes
+        // next is that write's result, kept while the status there is still this one.
+        let mine = match held {
+            Some(held) => serde_json::to_value(&held).ok(),
+            None if self
+                .wrote_remotely
+                .load(std::sync::atomic::Ordering::SeqCst) =>
+            {
+                match saved {
+                    Some(saved) => serde_json::to_value(&saved).ok(),
+                    None => self
+                        .object
+                        .status()
+                        .and_then(|s| serde_json::to_value(s).ok()),
+                }
+            }
+            None => return self.write_once(status).await,
         };
-        let mine = serde_json::to_value(&held).ok();
         for _ in 0..ATTEMPTS {
             match self.write_once(status).await {
                 Err(Error::Conflict(_)) => {}
@@ -377,6 +401,16 @@ impl<'a, K: Managed> Cx<'a, K> {
             written.clone(),
             status.has_intent(),
         );
+        // After a remote write, the next reconcile waits until the cache shows this status;
+        // any other write replaces what it waited for.
+        let result = self
+            .wrote_remotely
+            .load(std::sync::atomic::Ordering::SeqCst)
+            .then(|| serde_json::to_value(CommonStatus::without_timestamps(status)).ok())
+            .flatten();
+        self.ctx
+            .drift
+            .wrote_result(&object_key(self.object), result);
         *self
             .resource_version
             .lock()

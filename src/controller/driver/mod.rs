@@ -186,6 +186,15 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
         debug!(kind = K::KIND, object = %key, "the cache is older than this process's last status write; looking again shortly");
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
+    // A cached copy that does not show yet the result of a remote write this process recorded
+    // (a PUT's hash) is older than that write: wait for the watch rather than redo the write.
+    let cached = before
+        .as_ref()
+        .and_then(|s| serde_json::to_value(s.without_timestamps()).ok());
+    if ctx.drift.behind_result(&key, cached) {
+        debug!(kind = K::KIND, object = %key, "the cache does not show this process's last result yet; looking again shortly");
+        return Ok(Action::requeue(Duration::from_millis(200)));
+    }
     let trust = match resumed {
         // Leaving a pause is recorded by a full reconcile.
         true => None,

@@ -68,10 +68,10 @@ impl Managed for Provider {
         cx: &Cx<'_, Self>,
         status: &mut ProviderStatus,
     ) -> Result<Vec<&'static str>, Error> {
-        let Some(remote) = observe(self, cx, status).await? else {
+        let keys = integration_keys(self, cx.ctx, status);
+        let Some(remote) = observe(self, cx, status, &keys).await? else {
             return Ok(Vec::new());
         };
-        let keys = integration_keys(self, cx.ctx);
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
         let mut fields = self.spec.immutable_conflicts(&remote, &keys);
         fields.extend(self.spec.update_for(&remote, false).0);
@@ -96,29 +96,33 @@ impl Referenced for Provider {
     }
 }
 
-/// The integration a provider binds: the UUID (or slug) sent as `integration_id`, and every
-/// key grants may name it by.
+/// The integration a provider binds: the UUID sent as `integration_id`, and what a provider
+/// read may name it by (its UUID and slug).
 struct Bound {
     id: String,
     keys: Vec<String>,
 }
 
-/// What the provider's integration is known by, without an API call: `spec.integrationId`, or
-/// the Integration resource's name and the UUID and slug it recorded.
-fn integration_keys(provider: &Provider, ctx: &Context) -> Vec<String> {
+/// What a provider read may name the provider's integration by, without an API call: the UUID
+/// and slug the Integration resource (`spec.integration`) recorded, or `spec.integrationId`
+/// and the UUID it was resolved to (`status.integrationId`). Never a resource name.
+fn integration_keys(provider: &Provider, ctx: &Context, status: &ProviderStatus) -> Vec<String> {
     let spec = &provider.spec;
+    let mut keys = Vec::new();
     if let Some(id) = &spec.integration_id {
-        return vec![id.clone()];
+        keys.push(id.clone());
+        keys.extend(status.integration_id.clone());
+    } else if let Some(found) = spec
+        .integration
+        .as_deref()
+        .and_then(|name| integration_resource(ctx, name))
+    {
+        let recorded = found.status.as_ref();
+        keys.extend(recorded.and_then(|s| s.id.clone()));
+        keys.extend(recorded.and_then(|s| s.slug.clone()));
     }
-    let Some(name) = &spec.integration else {
-        return Vec::new();
-    };
-    let mut keys = vec![name.clone()];
-    if let Some(found) = integration_resource(ctx, name) {
-        let status = found.status.as_ref();
-        keys.extend(status.and_then(|s| s.id.clone()));
-        keys.extend(status.and_then(|s| s.slug.clone()));
-    }
+    keys.retain(|k| !k.is_empty());
+    keys.dedup();
     keys
 }
 
@@ -127,27 +131,84 @@ fn integration_resource(ctx: &Context, name: &str) -> Option<std::sync::Arc<Inte
     all.into_iter().find(|i| i.name_any() == name)
 }
 
-/// The integration `spec.integration` names, once it can be bound here: it exists, reaches the
-/// provider's tenant, is not being deleted, is Ready, and grants the provider's workspace
-/// access. Then the Connection's grants must let this namespace bind it.
+/// The integration the provider binds, once it can be bound here. `spec.integration`: the
+/// Integration resource exists, reaches the provider's tenant, is not being deleted, is Ready,
+/// and grants the provider's workspace access; the grants may name it by resource name, UUID
+/// or slug. `spec.integrationId`: the remote integration it names (a UUID or a slug) is read
+/// first, and the grants must name *that* integration, by its UUID or slug: never by a
+/// resource name, which could equal another integration's slug.
 async fn bound_integration(provider: &Provider, cx: &Cx<'_, Provider>) -> Result<Bound, Error> {
     let spec = &provider.spec;
-    let keys = integration_keys(provider, cx.ctx);
-    let id = match (&spec.integration, &spec.integration_id) {
-        (_, Some(id)) => id.clone(),
-        (Some(name), None) => ready_integration(provider, cx.ctx, name)?,
-        (None, None) => {
-            return Err(Error::InvalidSpec(
-                "set spec.integration or spec.integrationId".into(),
-            ));
+    match (&spec.integration, &spec.integration_id) {
+        (_, Some(given)) => remote_integration(provider, cx, given).await,
+        (Some(name), None) => {
+            let id = ready_integration(provider, cx.ctx, name)?;
+            let mut keys = integration_keys(provider, cx.ctx, &ProviderStatus::default());
+            if !keys.contains(&id) {
+                keys.insert(0, id.clone());
+            }
+            let mut granted = vec![name.clone()];
+            granted.extend(keys.iter().cloned());
+            cx.gate.binding("spec.integration", &granted).await?;
+            Ok(Bound { id, keys })
         }
-    };
-    let field = match spec.integration {
-        Some(_) => "spec.integration",
-        None => "spec.integrationId",
-    };
-    cx.gate.binding(field, &keys).await?;
-    Ok(Bound { id, keys })
+        (None, None) => Err(Error::InvalidSpec(
+            "set spec.integration or spec.integrationId".into(),
+        )),
+    }
+}
+
+/// The remote integration `spec.integrationId` names (by UUID or slug), read through the gate,
+/// once the grants name it by its UUID or slug.
+async fn remote_integration(
+    provider: &Provider,
+    cx: &Cx<'_, Provider>,
+    given: &str,
+) -> Result<Bound, Error> {
+    const FIELD: &str = "spec.integrationId";
+    let read = cx.api(Op::Read).await?.integrations().get(given).await;
+    match read {
+        Ok(found) => {
+            let id = match found.id.is_empty() {
+                true => given.to_string(),
+                false => found.id.clone(),
+            };
+            let mut keys = vec![id.clone()];
+            if !found.slug.is_empty() && found.slug != id {
+                keys.push(found.slug.clone());
+            }
+            let resource = |entry: &str| {
+                integration_resource(cx.ctx, entry).map(|found| {
+                    let recorded = found.status.clone().unwrap_or_default();
+                    recorded.id.into_iter().chain(recorded.slug).collect()
+                })
+            };
+            cx.gate.binding_remote(FIELD, &keys, resource).await?;
+            Ok(Bound { id, keys })
+        }
+        Err(e) if e.is_not_found() => Err(Error::not_allowed(
+            INTEGRATION_NOT_READY,
+            format!("integration {given} named by {FIELD} does not exist"),
+        )),
+        // Unreadable (a Connection without admin rights): only a namespace whose grants do not
+        // limit integrations may bind it, as the spec names it.
+        Err(e) => match cx.gate.binding(FIELD, &[]).await {
+            Ok(()) => {
+                let status = provider.status.clone().unwrap_or_default();
+                let id = given.to_string();
+                let mut keys = vec![id.clone()];
+                keys.extend(status.integration_id.filter(|i| i != given));
+                Ok(Bound { id, keys })
+            }
+            Err(Error::NotAllowed { .. }) => Err(Error::api(
+                format!(
+                    "read integration {given} (named by {FIELD}) to check it against the Connection's grants (spec.grants[].integrations)"
+                ),
+                e,
+            )),
+            Err(other) => Err(other),
+        },
+    }
 }
 
 /// The UUID of Integration `name`, once this provider may bind it (else why it waits).
@@ -196,7 +257,7 @@ async fn apply(
     let spec = &provider.spec;
     let bound = bound_integration(provider, cx).await?;
     let reset = spec.reset_usage.is_some() && spec.reset_usage != status.observed_reset_usage;
-    let Some(remote) = observe(provider, cx, status).await? else {
+    let Some(remote) = observe(provider, cx, status, &bound.keys).await? else {
         let change = create(provider, cx, status, &bound).await?;
         // A new provider has no usage to reset.
         status.observed_reset_usage = spec.reset_usage.clone();
@@ -260,11 +321,15 @@ fn key_of(remote: &RemoteProvider) -> String {
 
 /// GETs the provider this resource recorded (or its slug names) in its workspace, and records
 /// its id and slug, nothing else. One found by `spec.slug` that this resource never made is
-/// an adoption, which needs the grant. Gone (404/`AB08`) means a new one is created.
+/// an adoption, which needs the grant, and must bind the integration this provider binds
+/// (`integration`: the UUID and slug it may be read as) in its workspace: else nothing of it is
+/// recorded, so nothing this resource does (its deletion) ever touches it. Gone (404/`AB08`)
+/// means a new one is created.
 async fn observe(
     provider: &Provider,
     cx: &Cx<'_, Provider>,
     status: &mut ProviderStatus,
+    integration: &[String],
 ) -> Result<Option<RemoteProvider>, Error> {
     let spec = &provider.spec;
     let Some(key) = status
@@ -279,9 +344,20 @@ async fn observe(
     let read = client.providers().get(&key, Some(&spec.workspace_id)).await;
     let found = observed(&format!("provider {key}"), None, read)?;
     let adopting = status.id.is_none() && status.pending_create.is_none();
-    match &found {
-        Some(_) if adopting => cx.gate.adopting("spec.slug", &key).await?,
-        _ => {}
+    if let (Some(remote), true) = (&found, adopting) {
+        cx.gate.adopting("spec.slug", &key).await?;
+        let keys: Vec<&str> = integration.iter().map(String::as_str).collect();
+        let conflicts = match keys.is_empty() {
+            // What this provider binds is not known yet: nothing can be adopted.
+            true => vec!["integration"],
+            false => spec.immutable_conflicts(remote, &keys),
+        };
+        if !conflicts.is_empty() {
+            return Err(Error::InvalidSpec(format!(
+                "spec.slug {key} names an existing provider with a different {} than this Provider binds; it is not adopted: create the Provider with another slug",
+                conflicts.join(", ")
+            )));
+        }
     }
     match &found {
         Some(remote) => {
@@ -452,6 +528,12 @@ async fn cleanup(provider: &Provider, cx: &Cx<'_, Provider>) -> Result<Vec<Chang
         }
         (None, None) => return Ok(Vec::new()),
     };
+    if let Some(why) = binds_another(provider, cx, &status, &key).await? {
+        return Ok(vec![Change::new(
+            "Released",
+            format!("left provider {key} in place without a call: {why}"),
+        )]);
+    }
     let users = referencing_configs(provider, cx.ctx).await?;
     if !users.is_empty() {
         return Err(Error::not_allowed(
@@ -469,6 +551,41 @@ async fn cleanup(provider: &Provider, cx: &Cx<'_, Provider>) -> Result<Vec<Chang
         .await;
     let name = status.slug.clone().unwrap_or(key);
     removed("Deleted", "delete", &format!("provider {name}"), result)
+}
+
+/// Before a delete: why the provider `key` names must not be deleted by this resource, when
+/// the read shows it binds another integration (or lives in another workspace) than this
+/// Provider binds (what it recorded, `status.integrationId`, or its Integration resource's).
+async fn binds_another(
+    provider: &Provider,
+    cx: &Cx<'_, Provider>,
+    status: &ProviderStatus,
+    key: &str,
+) -> Result<Option<String>, Error> {
+    let mut keys = integration_keys(provider, cx.ctx, status);
+    keys.extend(status.integration_id.clone());
+    let read = cx
+        .api(Op::Read)
+        .await?
+        .providers()
+        .get(key, Some(&provider.spec.workspace_id))
+        .await;
+    let remote = match read {
+        Ok(remote) => remote,
+        Err(e) if e.is_not_found() => return Ok(None),
+        Err(e) => return Err(Error::api(format!("read provider {key}"), e)),
+    };
+    let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+    let conflicts = match keys.is_empty() {
+        true => Vec::new(),
+        false => provider.spec.immutable_conflicts(&remote, &keys),
+    };
+    Ok((!conflicts.is_empty()).then(|| {
+        format!(
+            "it has a different {} than this Provider binds",
+            conflicts.join(", ")
+        )
+    }))
 }
 
 /// True when `config` (of the provider's namespace) names the provider: by resource

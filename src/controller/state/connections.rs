@@ -154,10 +154,27 @@ impl Scope {
     /// Refuses binding the integration `keys` name (its resource name, slug, UUID: any one
     /// granted will do), named by `field`, when the grants do not cover it.
     pub fn check_integration(&self, field: &str, keys: &[String]) -> Result<(), Error> {
+        self.check_integration_by(field, keys, |_| None)
+    }
+
+    /// Like [`Self::check_integration`], for a remote integration `keys` names by its UUID and
+    /// slug only: a grant entry that `resource` resolves (the name of an Integration resource,
+    /// to the UUID and slug it recorded) grants that integration, never another whose slug
+    /// happens to equal the name.
+    pub fn check_integration_by(
+        &self,
+        field: &str,
+        keys: &[String],
+        resource: impl Fn(&str) -> Option<Vec<String>>,
+    ) -> Result<(), Error> {
         let Some(allowed) = &self.integrations else {
             return Ok(());
         };
-        if keys.iter().any(|key| allowed.contains(key)) {
+        let granted = |entry: &String| match resource(entry) {
+            Some(recorded) => recorded.iter().any(|r| keys.contains(r)),
+            None => keys.contains(entry),
+        };
+        if allowed.iter().any(granted) {
             return Ok(());
         }
         Err(Error::not_allowed(

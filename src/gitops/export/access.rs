@@ -209,8 +209,10 @@ impl Builder<'_> {
     }
 }
 
-/// The readable fields of a read's `configurations`, and a Secret reference (to `secret`) for
-/// each masked one: `masked_<field>` and the values of header maps.
+/// The known public fields of a read's `configurations` ([`api::PUBLIC_CONFIGURATIONS`]), and
+/// a Secret reference (to `secret`) for every other one: `masked_<field>`, the values of header
+/// maps, and any field that may have come from a Secret (an Integration's `secretRefs`), even
+/// when the API reads it back unmasked.
 fn readable_configurations(
     read: Option<&Map<String, Value>>,
     secret: &str,
@@ -239,8 +241,11 @@ fn readable_configurations(
                 let escaped = header.replace('~', "~0").replace('/', "~1");
                 reference(format!("/{field}/{escaped}"), format!("{field}.{header}"));
             }
-        } else {
+        } else if api::shown_configuration(field) {
             shown.insert(field.clone(), value.clone());
+        } else {
+            let escaped = field.replace('~', "~0").replace('/', "~1");
+            reference(format!("/{escaped}"), field.clone());
         }
     }
     (Some(shown).filter(|s| !s.is_empty()), refs)
