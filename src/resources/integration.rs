@@ -536,22 +536,7 @@ fn write_only(
     (key, configurations)
 }
 
-impl super::common::Governed for Integration {
-    fn management_policy(&self) -> ManagementPolicy {
-        self.spec.management_policy
-    }
-    fn orphaning(&self) -> Self {
-        let mut copy = self.clone();
-        copy.spec.deletion_policy = IntegrationDeletionPolicy::Orphan;
-        copy
-    }
-    fn orphans(&self) -> bool {
-        self.spec.deletion_policy == IntegrationDeletionPolicy::Orphan
-    }
-    fn named_remote(&self) -> Option<&str> {
-        self.spec.slug.as_deref()
-    }
-}
+super::common::governed!(Integration, IntegrationDeletionPolicy::Orphan, slug);
 
 impl Recorded for IntegrationStatus {
     fn recorded_remote(&self) -> Option<&str> {

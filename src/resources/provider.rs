@@ -246,22 +246,7 @@ impl ProviderSpec {
     }
 }
 
-impl super::common::Governed for Provider {
-    fn management_policy(&self) -> ManagementPolicy {
-        self.spec.management_policy
-    }
-    fn orphaning(&self) -> Self {
-        let mut copy = self.clone();
-        copy.spec.deletion_policy = ProviderDeletionPolicy::Orphan;
-        copy
-    }
-    fn orphans(&self) -> bool {
-        self.spec.deletion_policy == ProviderDeletionPolicy::Orphan
-    }
-    fn named_remote(&self) -> Option<&str> {
-        self.spec.slug.as_deref()
-    }
-}
+super::common::governed!(Provider, ProviderDeletionPolicy::Orphan, slug);
 
 impl Recorded for ProviderStatus {
     fn recorded_remote(&self) -> Option<&str> {
