@@ -18,7 +18,7 @@ use serde_json::{Map, Value, json};
 use super::{
     errors::{ApiResult, EmulatorError},
     fields::{self, Object},
-    state::{Shared, hex6, new_id, now},
+    state::{Shared, new_id, now},
 };
 
 /// The `object` of reads and receipts.
@@ -377,20 +377,7 @@ impl IntegrationStore {
 
     /// A slug for `name` that no integration has: its name, dashed, with a random suffix.
     pub fn new_slug(&self, name: &str) -> String {
-        let stem: String = name
-            .to_lowercase()
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .take(40)
-            .collect();
-        let stem = stem.trim_matches('-');
-        let stem = if stem.is_empty() { "integration" } else { stem };
-        loop {
-            let slug = format!("{stem}-{}", hex6());
-            if !self.slug_taken(&slug) {
-                return slug;
-            }
-        }
+        super::state::free_slug(name, "integration", |slug| self.slug_taken(slug))
     }
 
     /// Every integration with its secrets in clear (for `GET /_emulator/state`).

@@ -30,7 +30,7 @@ use super::{
     integration_routes::{opt_slug, rate_limits, usage_limits},
     integrations::{IntegrationRecord, masked},
     normalise, policy_fields,
-    state::{Shared, hex6, lock, new_id, now},
+    state::{Shared, lock, new_id, now},
 };
 
 /// The `object` of reads and receipts.
@@ -139,20 +139,7 @@ impl ProviderStore {
     }
 
     fn new_slug(&self, name: &str) -> String {
-        let stem: String = name
-            .to_lowercase()
-            .chars()
-            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-            .take(40)
-            .collect();
-        let stem = stem.trim_matches('-');
-        let stem = if stem.is_empty() { "provider" } else { stem };
-        loop {
-            let slug = format!("{stem}-{}", hex6());
-            if !self.slug_taken(&slug) {
-                return slug;
-            }
-        }
+        super::state::free_slug(name, "provider", |slug| self.slug_taken(slug))
     }
 
     fn insert(&mut self, record: ProviderRecord) {

@@ -191,6 +191,25 @@ pub fn make_slug(prefix: &str, name: &str) -> String {
     format!("{prefix}-{stem}-{}", hex6())
 }
 
+/// `<name, dashed, up to 40 characters>-<6 hex>` (`fallback` for a name with nothing to keep),
+/// drawn again while `taken` says another object has it: integration and provider slugs.
+pub fn free_slug(name: &str, fallback: &str, taken: impl Fn(&str) -> bool) -> String {
+    let stem: String = name
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .take(40)
+        .collect();
+    let stem = stem.trim_matches('-');
+    let stem = if stem.is_empty() { fallback } else { stem };
+    loop {
+        let slug = format!("{stem}-{}", hex6());
+        if !taken(&slug) {
+            return slug;
+        }
+    }
+}
+
 /// A uniform draw in [0, 1) against a configured probability.
 pub fn roll(probability: Option<f64>) -> bool {
     probability.is_some_and(|p| p > 0.0 && rand::random::<f64>() < p)
