@@ -89,25 +89,21 @@ pub trait Listed: Managed {
     ) -> impl Future<Output = Result<Listing<Row>, ApiError>> + Send;
 }
 
-/// What the drift pass shares with the reconciles: which objects it asked to read again, and
-/// when each object's full read is due.
 /// How long a reconcile waits for the cache to show the result of a remote write this process
 /// recorded ([`Drift::behind_result`]).
 pub const RESULT_SHOWS_WITHIN: Duration = Duration::from_secs(10);
 
+/// What the drift pass shares with the reconciles: which objects it asked to read again, and
+/// when each object's full read is due.
 pub struct Drift {
     pub settings: DriftSettings,
     flagged: Mutex<HashSet<String>>,
     /// Objects whose inputs besides the spec (Secrets a Config substitutes) changed since.
     inputs: Mutex<HashSet<String>>,
-    /// The resourceVersion of this process's last status write of each object, until a full
-    /// reconcile has seen the cache catch up: a cached copy older than aigw's own last write
-    /// (a failure, an intent) must not be trusted.
+    /// This process's last status write of each object, until a full reconcile has seen the
+    /// cache catch up: a cached copy older than aigw's own last write (a failure, an intent,
+    /// the result of a remote write) must not be trusted.
     written: Mutex<HashMap<String, Written>>,
-    /// The status (without timestamps) this process last wrote as the result of a remote write
-    /// (a PUT's hash), and when: until the cache shows it, a reconcile must wait for the watch
-    /// rather than act on the older copy and redo the write.
-    results: Mutex<HashMap<String, (serde_json::Value, Instant)>>,
     next_full_read: Mutex<HashMap<String, Instant>>,
     /// Per kind, the full-read interval in force (grown with N when needed).
     full_read: Mutex<HashMap<&'static str, Duration>>,
@@ -122,7 +118,6 @@ impl Drift {
             flagged: Mutex::default(),
             inputs: Mutex::default(),
             written: Mutex::default(),
-            results: Mutex::default(),
             next_full_read: Mutex::default(),
             full_read: Mutex::default(),
             read: Mutex::default(),
@@ -174,21 +169,25 @@ impl Drift {
     }
 
     /// This process wrote the status of `key`, which now has `resource_version`; `intent`: that
-    /// status holds an intent (a create or rotation in flight).
-    pub fn wrote(&self, key: &str, resource_version: Option<String>, intent: bool) {
+    /// status holds an intent (a create or rotation in flight); `result`: the status (without
+    /// timestamps) when it records a remote write's result.
+    pub fn wrote(
+        &self,
+        key: &str,
+        resource_version: Option<String>,
+        intent: bool,
+        result: Option<serde_json::Value>,
+    ) {
         match resource_version {
-            Some(rv) => lock(&self.written).insert(key.to_string(), Written { rv, intent }),
+            Some(rv) => lock(&self.written).insert(
+                key.to_string(),
+                Written {
+                    rv,
+                    intent,
+                    result: result.map(|status| (status, Instant::now())),
+                },
+            ),
             None => lock(&self.written).remove(key),
-        };
-    }
-
-    /// This process wrote the status of `key`: `Some(status)` (without timestamps) when it is
-    /// the result of a remote write, `None` for any other write.
-    pub fn wrote_result(&self, key: &str, status: Option<serde_json::Value>) {
-        let mut results = lock(&self.results);
-        match status {
-            Some(status) => results.insert(key.to_string(), (status, Instant::now())),
-            None => results.remove(key),
         };
     }
 
@@ -197,15 +196,19 @@ impl Drift {
     /// writes status, so that copy is older than the write, and acting on it would redo the
     /// remote write. Past that window (a status edited by hand) the cache is taken as it is.
     pub fn behind_result(&self, key: &str, cached: Option<serde_json::Value>) -> bool {
-        let mut results = lock(&self.results);
-        let Some((written, at)) = results.get(key) else {
+        let mut written = lock(&self.written);
+        let Some(entry) = written.get_mut(key) else {
             return false;
         };
-        if at.elapsed() < RESULT_SHOWS_WITHIN && cached.as_ref() != Some(written) {
-            return true;
+        match &entry.result {
+            Some((status, at)) if at.elapsed() < RESULT_SHOWS_WITHIN => {
+                cached.as_ref() != Some(status)
+            }
+            _ => {
+                entry.result = None;
+                false
+            }
         }
-        results.remove(key);
-        false
     }
 
     /// True when the cached copy (at `resource_version`, `intent` set or not) still shows an
@@ -246,7 +249,6 @@ impl Drift {
         lock(&self.flagged).remove(key);
         lock(&self.inputs).remove(key);
         lock(&self.written).remove(key);
-        lock(&self.results).remove(key);
         lock(&self.next_full_read).remove(key);
     }
 
@@ -364,6 +366,9 @@ pub fn settled<K: Managed>(object: &K, status: &K::Status) -> bool {
 struct Written {
     rv: String,
     intent: bool,
+    /// The status written (without timestamps) when it recorded a remote write's result, and
+    /// when: a reconcile waits for the cache to show it ([`Drift::behind_result`]).
+    result: Option<(serde_json::Value, Instant)>,
 }
 
 /// Where the drift pass sends the objects to read again: every controller of the kind (one per

@@ -396,11 +396,6 @@ impl<'a, K: Managed> Cx<'a, K> {
         let expected = self.expected_version();
         let written =
             write_status::<K>(&self.objects, &self.name(), status, expected.as_deref()).await?;
-        self.ctx.drift.wrote(
-            &object_key(self.object),
-            written.clone(),
-            status.has_intent(),
-        );
         // After a remote write, the next reconcile waits until the cache shows this status;
         // any other write replaces what it waited for.
         let result = self
@@ -408,9 +403,12 @@ impl<'a, K: Managed> Cx<'a, K> {
             .load(std::sync::atomic::Ordering::SeqCst)
             .then(|| serde_json::to_value(CommonStatus::without_timestamps(status)).ok())
             .flatten();
-        self.ctx
-            .drift
-            .wrote_result(&object_key(self.object), result);
+        self.ctx.drift.wrote(
+            &object_key(self.object),
+            written.clone(),
+            status.has_intent(),
+            result,
+        );
         *self
             .resource_version
             .lock()
