@@ -721,7 +721,11 @@ async fn a_key_deleted_outside_aigw_is_created_again_into_the_secret() {
     let again = h
         .env
         .wait_for::<ApiKey>("gone", WAIT, |k| {
-            ready(k) && k.status.as_ref().unwrap().id.as_deref() != Some(id.as_str())
+            ready(k)
+                && k.status
+                    .as_ref()
+                    .and_then(|s| s.id.as_deref())
+                    .is_some_and(|now| now != id)
         })
         .await;
     let new_id = again.status.unwrap().id.unwrap();

@@ -171,7 +171,10 @@ async fn config_lifecycle_create_update_drift_delete() {
         .env
         .wait_for::<Config>("routing", WAIT, |c| {
             config_ready(c)
-                && c.status.as_ref().unwrap().version_id.as_deref() != Some(first_version.as_str())
+                && c.status
+                    .as_ref()
+                    .and_then(|s| s.version_id.as_deref())
+                    .is_some_and(|now| now != first_version)
         })
         .await;
     tokio::time::sleep(Duration::from_secs(3)).await;

@@ -121,7 +121,11 @@ async fn drift_is_found_by_listing_and_only_changed_objects_are_read() {
     }
     h.env
         .wait_for::<Config>(NAMES[1], WAIT, |c| {
-            c.ready() && c.status.as_ref().and_then(|s| s.slug.as_deref()) != Some(&slugs[1])
+            c.ready()
+                && c.status
+                    .as_ref()
+                    .and_then(|s| s.slug.as_deref())
+                    .is_some_and(|now| now != slugs[1])
         })
         .await;
 

@@ -786,7 +786,10 @@ async fn a_gateway_registered_again_after_a_404_restarts_its_workloads() {
         .env
         .wait_for::<Deployment>("edge", Duration::from_secs(60), |d| {
             deployment_ready(d)
-                && d.status.as_ref().and_then(|s| s.id.as_deref()) != Some(first_id.as_str())
+                && d.status
+                    .as_ref()
+                    .and_then(|s| s.id.as_deref())
+                    .is_some_and(|now| now != first_id)
         })
         .await;
     let status = recreated.status.unwrap();
