@@ -11,7 +11,7 @@ use super::validate::Object;
 use crate::resources::common::REVISION_ANNOTATION;
 use crate::resources::config::AppliedVersion;
 use crate::resources::promotion::{
-    Promotion, Source, SourceState, Verdict, judge, promote_now, revision_of,
+    Promotion, RevisionOrder, Source, SourceState, Verdict, judge, promote_now, revision_of,
 };
 use crate::resources::{ClusterGuardrail, Config, Guardrail};
 
@@ -69,6 +69,7 @@ struct Read {
     observed_generation: Option<i64>,
     conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
     history: Vec<AppliedVersion>,
+    order: RevisionOrder,
 }
 
 impl Read {
@@ -78,6 +79,7 @@ impl Read {
             observed_generation: self.observed_generation,
             conditions: &self.conditions,
             history: &self.history,
+            order: Some(&self.order),
         }
     }
 }
@@ -125,8 +127,14 @@ async fn read_sources(
                 .map(|c| {
                     read(
                         c.metadata,
-                        c.status
-                            .map(|s| (s.observed_generation, s.conditions, s.history)),
+                        c.status.map(|s| {
+                            (
+                                s.observed_generation,
+                                s.conditions,
+                                s.history,
+                                s.revision_order,
+                            )
+                        }),
                     )
                 }),
             Object::Guardrail(_) => {
@@ -137,8 +145,14 @@ async fn read_sources(
                     .map(|g| {
                         read(
                             g.metadata,
-                            g.status
-                                .map(|s| (s.observed_generation, s.conditions, s.history)),
+                            g.status.map(|s| {
+                                (
+                                    s.observed_generation,
+                                    s.conditions,
+                                    s.history,
+                                    s.revision_order,
+                                )
+                            }),
                         )
                     })
             }
@@ -149,8 +163,14 @@ async fn read_sources(
                 .map(|g| {
                     read(
                         g.metadata,
-                        g.status
-                            .map(|s| (s.observed_generation, s.conditions, s.history)),
+                        g.status.map(|s| {
+                            (
+                                s.observed_generation,
+                                s.conditions,
+                                s.history,
+                                s.revision_order,
+                            )
+                        }),
                     )
                 }),
         };
@@ -163,14 +183,16 @@ type StatusParts = (
     Option<i64>,
     Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
     Vec<AppliedVersion>,
+    RevisionOrder,
 );
 
 fn read(meta: ObjectMeta, status: Option<StatusParts>) -> Read {
-    let (observed_generation, conditions, history) = status.unwrap_or_default();
+    let (observed_generation, conditions, history, order) = status.unwrap_or_default();
     Read {
         meta,
         observed_generation,
         conditions,
         history,
+        order,
     }
 }

@@ -302,6 +302,13 @@ pub struct ConfigStatus {
     /// generation and which `aigw.io/revision` produced each `versionId`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<AppliedVersion>,
+    /// The order in which the revisions were written, read by the promotion gate of the
+    /// resources that follow this one (`spec.promotion.after`).
+    #[serde(
+        default,
+        skip_serializing_if = "super::promotion::RevisionOrder::is_empty"
+    )]
+    pub revision_order: super::promotion::RevisionOrder,
 }
 
 /// How many applied versions `status.history` keeps.
@@ -336,6 +343,8 @@ pub trait AppliedHistory {
     fn last_applied_at_mut(&mut self) -> &mut Option<String>;
     fn history(&self) -> &[AppliedVersion];
     fn history_mut(&mut self) -> &mut Vec<AppliedVersion>;
+    fn revision_order(&self) -> &super::promotion::RevisionOrder;
+    fn revision_order_mut(&mut self) -> &mut super::promotion::RevisionOrder;
 
     /// Records `applied` as the newest entry of `history`, dropping the oldest beyond
     /// [`HISTORY_LIMIT`].
@@ -360,6 +369,9 @@ pub trait AppliedHistory {
                 .cloned(),
             promotion_override: false,
         };
+        if let Some(revision) = &applied.revision {
+            self.revision_order_mut().record(revision);
+        }
         self.record_applied(applied);
     }
 }
@@ -379,6 +391,12 @@ macro_rules! applied_history {
             }
             fn history_mut(&mut self) -> &mut Vec<$crate::resources::config::AppliedVersion> {
                 &mut self.history
+            }
+            fn revision_order(&self) -> &$crate::resources::promotion::RevisionOrder {
+                &self.revision_order
+            }
+            fn revision_order_mut(&mut self) -> &mut $crate::resources::promotion::RevisionOrder {
+                &mut self.revision_order
             }
         }
     };

@@ -278,6 +278,13 @@ pub struct GuardrailStatus {
     /// The versions aigw applied, newest first (at most 10).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<AppliedVersion>,
+    /// The order in which the revisions were written, read by the promotion gate of the
+    /// resources that follow this one (`spec.promotion.after`).
+    #[serde(
+        default,
+        skip_serializing_if = "super::promotion::RevisionOrder::is_empty"
+    )]
+    pub revision_order: super::promotion::RevisionOrder,
     /// Salted hash of the Secret values last sent (never the values).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_hash: Option<String>,

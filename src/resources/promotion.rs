@@ -5,9 +5,14 @@
 //! The rule: a change carrying revision R (the `aigw.io/revision` annotation) is written only
 //! once every source in `after` is Ready at its current generation, not Drifted, not paused,
 //! and at revision R or one that contains R, and has been so for at least `soak`.
-//! - A source *contains* R when R is in its `status.history` and the source's own revision was
-//!   not applied before R there: it moved on from R (a revision never applied before R is
-//!   newer), and is not a rollback to a revision older than R.
+//! - A source *contains* R when it applied R and its own revision was not applied before R:
+//!   it moved on from R (a revision never applied before R is newer), and is not a rollback
+//!   to a revision older than R. The order is the source's `status.revisionOrder`, which
+//!   counts each change of revision once (drift corrections and Secret changes do not push
+//!   anything out of it): the 32 newest exactly, and the revisions older than those as a
+//!   Bloom filter. A revision that may be in the filter counts as applied long ago, so a
+//!   rollback is never taken for a newer revision; the price is that, rarely, a revision new
+//!   to the source is taken for an old one and the follower waits for exactly R.
 //! - A source has been proven since the latest of: the last time it wrote its document
 //!   (`status.history[0].appliedAt`), the last time it became Ready, and the last time it
 //!   stopped being Drifted. A new revision that changes the source's spec is written, so it
@@ -27,6 +32,7 @@ use super::common::{
     find_condition,
 };
 use super::config::AppliedVersion;
+use base64::Engine;
 
 /// Annotation that lets exactly the named revision through the promotion gate at once (an
 /// emergency fix): recorded in `status.history` as an override.
@@ -124,6 +130,101 @@ pub struct SourceState<'a> {
     pub conditions: &'a [Condition],
     /// `status.history`, newest first.
     pub history: &'a [AppliedVersion],
+    /// `status.revisionOrder` (`None`: the source wrote no revision yet).
+    pub order: Option<&'a RevisionOrder>,
+}
+
+/// How many revisions [`RevisionOrder::recent`] lists.
+pub const RECENT_REVISIONS: usize = 32;
+/// The size of [`RevisionOrder::older`] in bits, and how many bits each revision sets.
+const OLDER_BITS: usize = 1024;
+const OLDER_HASHES: usize = 4;
+
+/// The order in which a resource applied its revisions (`aigw.io/revision`): what the
+/// promotion gate of the resources that follow it reads to tell a revision that moved on from
+/// R from a rollback to one older than R.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RevisionOrder {
+    /// The revisions written, newest first, each listed again each time it became current
+    /// again (a rollback lists the older revision anew); at most 32. A write at the current
+    /// revision (a drift correction, a changed Secret value) adds nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub recent: Vec<String>,
+    /// The revisions that fell off `recent`, as a Bloom filter (base64 of 1024 bits, four
+    /// SHA-256-derived bits per revision): one it does not hold was never applied before
+    /// those in `recent`; one it holds may have been.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub older: Option<String>,
+}
+
+impl RevisionOrder {
+    pub fn is_empty(&self) -> bool {
+        self.recent.is_empty() && self.older.is_none()
+    }
+
+    /// Notes that `revision` was written; nothing when it is the current one already.
+    pub fn record(&mut self, revision: &str) {
+        if self.recent.first().map(String::as_str) == Some(revision) {
+            return;
+        }
+        self.recent.insert(0, revision.to_string());
+        while self.recent.len() > RECENT_REVISIONS {
+            if let Some(gone) = self.recent.pop() {
+                self.remember_older(&gone);
+            }
+        }
+    }
+
+    /// True when this source, now at revision `current`, contains `wanted`: the same
+    /// revision, or `wanted` was applied and `current` was not applied before it.
+    pub fn contains(&self, current: &str, wanted: &str) -> bool {
+        if current == wanted {
+            return true;
+        }
+        let Some(at) = self.recent.iter().position(|r| r == wanted) else {
+            return false;
+        };
+        !self.recent[at + 1..].iter().any(|r| r == current) && !self.maybe_older(current)
+    }
+
+    fn bits(revision: &str) -> [usize; OLDER_HASHES] {
+        let digest = ring::digest::digest(&ring::digest::SHA256, revision.as_bytes());
+        let bytes = digest.as_ref();
+        std::array::from_fn(|n| {
+            usize::from(u16::from_be_bytes([bytes[2 * n], bytes[2 * n + 1]])) % OLDER_BITS
+        })
+    }
+
+    fn filter(&self) -> Vec<u8> {
+        self.older
+            .as_deref()
+            .and_then(|text| base64::engine::general_purpose::STANDARD.decode(text).ok())
+            .filter(|bytes| bytes.len() == OLDER_BITS / 8)
+            .unwrap_or_else(|| vec![0; OLDER_BITS / 8])
+    }
+
+    fn encode(bytes: &[u8]) -> String {
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    }
+
+    fn remember_older(&mut self, revision: &str) {
+        let mut filter = self.filter();
+        for bit in Self::bits(revision) {
+            filter[bit / 8] |= 1 << (bit % 8);
+        }
+        self.older = Some(Self::encode(&filter));
+    }
+
+    fn maybe_older(&self, revision: &str) -> bool {
+        if self.older.is_none() {
+            return false;
+        }
+        let filter = self.filter();
+        Self::bits(revision)
+            .iter()
+            .all(|bit| filter[bit / 8] & (1 << (bit % 8)) != 0)
+    }
 }
 
 /// One source of a promotion: how it is named in messages (`Config aigw-dev/web`) and what it
@@ -252,7 +353,10 @@ pub fn proven_since(source: &SourceState<'_>, revision: &str) -> Result<jiff::Ti
     let Some(current) = revision_of(meta) else {
         return Err(format!("carries no {REVISION_ANNOTATION} annotation"));
     };
-    if !contains(source.history, current, revision) {
+    let contained = source
+        .order
+        .is_some_and(|order| order.contains(current, revision));
+    if current != revision && !contained {
         return Err(format!(
             "is at revision {current}, which does not contain {revision}"
         ));
@@ -271,21 +375,6 @@ pub fn proven_since(source: &SourceState<'_>, revision: &str) -> Result<jiff::Ti
     .max()
     .unwrap_or(jiff::Timestamp::UNIX_EPOCH);
     Ok(since)
-}
-
-/// True when a source at revision `current` contains `wanted`: the same revision, or one it
-/// moved on to after applying `wanted` (newest first in `history`): `wanted` is there, and
-/// `current` was not applied before it (which would make `current` an older revision brought
-/// back, a rollback).
-pub fn contains(history: &[AppliedVersion], current: &str, wanted: &str) -> bool {
-    if current == wanted {
-        return true;
-    }
-    let is = |v: &AppliedVersion, r: &str| v.revision.as_deref() == Some(r);
-    match history.iter().position(|v| is(v, wanted)) {
-        Some(at) => !history[at + 1..].iter().any(|v| is(v, current)),
-        None => false,
-    }
 }
 
 #[cfg(test)]
@@ -324,19 +413,70 @@ mod tests {
         }
     }
 
+    fn order(oldest_first: &[&str]) -> RevisionOrder {
+        let mut order = RevisionOrder::default();
+        for revision in oldest_first {
+            order.record(revision);
+        }
+        order
+    }
+
     #[test]
     fn a_revision_is_contained_by_itself_and_by_what_came_after_it_never_by_a_rollback() {
-        let history = [applied("r3", "t"), applied("r2", "t"), applied("r1", "t")];
-        assert!(contains(&history, "r2", "r2"));
-        assert!(contains(&history, "r3", "r2"));
+        let order = order(&["r1", "r2", "r3"]);
+        assert!(order.contains("r2", "r2"));
+        assert!(order.contains("r3", "r2"));
         assert!(
-            contains(&history, "r4", "r2"),
+            order.contains("r4", "r2"),
             "an annotation moved on after r3"
         );
-        assert!(!contains(&history, "r1", "r2"), "r1 came before r2");
-        assert!(!contains(&history, "r3", "r9"), "r9 was never applied");
-        let rolled_back = [applied("r1", "t"), applied("r2", "t"), applied("r1", "t")];
-        assert!(!contains(&rolled_back, "r1", "r2"), "a rollback to r1");
+        assert!(!order.contains("r1", "r2"), "r1 came before r2");
+        assert!(!order.contains("r3", "r9"), "r9 was never applied");
+        let rolled_back = self::order(&["r1", "r2", "r1"]);
+        assert!(!rolled_back.contains("r1", "r2"), "a rollback to r1");
+    }
+
+    /// Found by an attack: the order was read from `status.history`, which keeps ten writes of
+    /// any kind, so ten drift corrections at r2 pushed r1 out and a rollback to r1 read as
+    /// containing r2.
+    #[test]
+    fn writes_at_the_same_revision_never_push_a_rollback_out_of_sight() {
+        let mut order = order(&["r1", "r2"]);
+        for _ in 0..100 {
+            order.record("r2");
+        }
+        order.record("r1");
+        assert_eq!(order.recent, ["r1", "r2", "r1"]);
+        assert!(!order.contains("r1", "r2"));
+    }
+
+    #[test]
+    fn a_rollback_to_a_revision_older_than_the_recent_ones_is_still_seen() {
+        let mut revisions: Vec<String> = (0..200).map(|n| format!("c{n:03}")).collect();
+        let mut order = RevisionOrder::default();
+        for revision in &revisions {
+            order.record(revision);
+        }
+        assert_eq!(order.recent.len(), RECENT_REVISIONS);
+        assert_eq!(order.recent[0], "c199");
+        // Every revision that fell off is still known as older: a rollback to any of them
+        // never contains a recent one.
+        for old in &revisions[..200 - RECENT_REVISIONS] {
+            assert!(!order.contains(old, "c190"), "{old}");
+        }
+        // Moving on still counts for almost every new revision (a false "older" only makes
+        // the follower wait for exactly its revision).
+        revisions = (0..1000).map(|n| format!("new{n}")).collect();
+        let moved_on = revisions
+            .iter()
+            .filter(|r| order.contains(r, "c190"))
+            .count();
+        assert!(moved_on > 900, "{moved_on} of 1000");
+        let written = serde_json::to_value(&order).unwrap();
+        assert_eq!(
+            serde_json::from_value::<RevisionOrder>(written).unwrap(),
+            order
+        );
     }
 
     #[test]
@@ -352,6 +492,7 @@ mod tests {
             observed_generation: Some(2),
             conditions: &conditions,
             history: &history,
+            order: None,
         };
         let sources = [Source {
             name: "Config dev/web".into(),
@@ -399,6 +540,7 @@ mod tests {
             observed_generation: Some(2),
             conditions,
             history: &history,
+            order: None,
         };
         let why = proven_since(&state(&stalled), "r2").unwrap_err();
         assert!(why.contains("not Ready (InvalidSpec"), "{why}");
@@ -453,6 +595,7 @@ mod tests {
             observed_generation: Some(2),
             conditions: &settled,
             history: &history,
+            order: None,
         };
         assert!(proven_since(&paused, "r2").unwrap_err().contains("paused"));
     }
@@ -471,6 +614,7 @@ mod tests {
                 observed_generation: Some(2),
                 conditions: &conditions,
                 history,
+                order: None,
             }),
         };
         let sources = [

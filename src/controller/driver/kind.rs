@@ -22,7 +22,7 @@ use crate::controller::gate::{Gate, Op};
 use crate::controller::status::{IntentStatus, sanitize_message};
 use crate::resources::common::{Governed, Recorded};
 use crate::resources::config::AppliedVersion;
-use crate::resources::promotion::Promotion;
+use crate::resources::promotion::{Promotion, RevisionOrder};
 
 /// Something a reconcile did to the remote side, reported as a Normal event.
 #[derive(Debug, Clone, PartialEq)]
@@ -200,6 +200,11 @@ pub trait Managed:
     fn history_mut(_status: &mut Self::Status) -> Option<&mut Vec<AppliedVersion>> {
         None
     }
+
+    /// `status.revisionOrder`, for the kinds that keep `history`.
+    fn revision_order(_status: &Self::Status) -> Option<&RevisionOrder> {
+        None
+    }
 }
 
 /// [`Managed::promotion`], [`Managed::history`] and [`Managed::history_mut`] of a kind whose
@@ -218,6 +223,13 @@ macro_rules! promotes {
             status: &mut Self::Status,
         ) -> Option<&mut Vec<$crate::resources::config::AppliedVersion>> {
             Some($crate::resources::config::AppliedHistory::history_mut(
+                status,
+            ))
+        }
+        fn revision_order(
+            status: &Self::Status,
+        ) -> Option<&$crate::resources::promotion::RevisionOrder> {
+            Some($crate::resources::config::AppliedHistory::revision_order(
                 status,
             ))
         }

@@ -172,6 +172,7 @@ fn state_of<K: Managed>(source: &K) -> SourceState<'_> {
         observed_generation: status.and_then(CommonStatus::observed_generation),
         conditions: status.map(CommonStatus::conditions).unwrap_or_default(),
         history: status.map(K::history).unwrap_or_default(),
+        order: status.and_then(K::revision_order),
     }
 }
 
