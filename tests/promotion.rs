@@ -112,6 +112,11 @@ async fn remote(h: &Harness, config: &Config) -> Value {
 /// `aigw plan -f` of `manifest` against the harness's emulator, with the cluster in view:
 /// its exit code and output.
 async fn plan(h: &Harness, manifest: &Config) -> (Option<i32>, String) {
+    plan_with(h, manifest, None).await
+}
+
+/// [`plan`] with `--grants-file` holding `grants` (the operator's default-connection grants).
+async fn plan_with(h: &Harness, manifest: &Config, grants: Option<Value>) -> (Option<i32>, String) {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("web.yaml");
     std::fs::write(&file, serde_yaml::to_string(manifest).unwrap()).unwrap();
@@ -127,6 +132,11 @@ async fn plan(h: &Harness, manifest: &Config) -> (Option<i32>, String) {
         .args(["--management-url", &h.emulator.management_url()])
         .arg("--token-file")
         .arg(&token);
+    if let Some(grants) = grants {
+        let file = dir.path().join("grants.yaml");
+        std::fs::write(&file, serde_yaml::to_string(&grants).unwrap()).unwrap();
+        command.arg("--grants-file").arg(file);
+    }
     let output = tokio::task::spawn_blocking(move || command.output())
         .await
         .unwrap()
@@ -365,9 +375,31 @@ async fn following_another_namespace_without_the_grant_is_refused_naming_the_rul
     assert!(promoted_with(&refused, "False", "PromotionNotAllowed"));
     dev.wait_for::<Config>("web", WAIT, |c| at_revision(c, "r2"))
         .await;
+    // `aigw plan` decides by the same grants (found by an attack: it planned an update).
+    let mut manifest = web("r2", Some(after(&dev.namespace, "1s")));
+    manifest.metadata.namespace = Some(prod.namespace.clone());
+    manifest
+        .spec
+        .config
+        .insert("retry".into(), json!({"attempts": 4}));
+    let granted = json!([{"namespaces": [prod.namespace, dev.namespace]}]);
+    let (code, out) = plan_with(&h, &manifest, Some(granted)).await;
+    assert!(
+        out.contains("gated")
+            && out.contains("PromotionNotAllowed")
+            && out.contains("spec.grants[].promoteFrom"),
+        "plan (exit {code:?}):\n{out}"
+    );
+    // aigw.io/promote-now cuts a wait short, never a refusal.
+    annotate(prod, "aigw.io/promote-now", "r2").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(h.count(PUT).await, 1, "dev's only: {}", h.stats().await);
     let config = prod.api::<Config>().get("web").await.unwrap();
+    assert!(
+        config.stalled_with("PromotionNotAllowed"),
+        "{:?}",
+        config.condition("Stalled")
+    );
+    assert_eq!(h.count(PUT).await, 1, "dev's only: {}", h.stats().await);
     assert_eq!(newest(&config).unwrap().revision.as_deref(), Some("r1"));
     h.stop().await;
 }
@@ -523,6 +555,133 @@ async fn a_guardrail_soaking_a_change_leaves_the_configs_that_name_it_working() 
             .into_iter()
             .map(|c| (c.type_, c.status, c.reason, c.message))
             .collect::<Vec<_>>())
+    );
+    h.stop().await;
+}
+
+const GUARDRAIL_CREATE: &str = "POST /ai_gw/v2/guardrails";
+
+/// A change the gate holds makes no write on any path. prod's Guardrail soaks r2 and its remote
+/// guardrail is deleted outside aigw: creating it again would publish r2 unsoaked, so it waits
+/// for the gate (found by an attack: it was created at once from the held spec, and the
+/// Config naming it kept the deleted slug until the full read). `aigw.io/promote-now` lets it
+/// through, and the Config naming it is rewritten for the new slug at once.
+#[tokio::test]
+async fn a_held_guardrail_deleted_remotely_is_created_again_only_when_the_gate_opens() {
+    let h = Harness::start_two_teams("prom-gr-recreate", Duration::from_secs(2), None).await;
+    let (prod, dev) = (&h.env, h.other.as_ref().unwrap());
+    let after = json!({"after": [{"namespace": dev.namespace, "name": "pii"}], "soak": "1h"});
+    dev.api::<Guardrail>()
+        .create(&PostParams::default(), &guardrail("r1", "a1", None))
+        .await
+        .unwrap();
+    prod.api::<Guardrail>()
+        .create(&PostParams::default(), &guardrail("r1", "a1", Some(after)))
+        .await
+        .unwrap();
+    for env in [dev, prod] {
+        env.wait_for::<Guardrail>("pii", WAIT, |g| guardrail_at(g, "r1"))
+            .await;
+    }
+    let slug_of = |g: Guardrail| g.status.and_then(|s| s.slug);
+    let old_slug = slug_of(prod.api::<Guardrail>().get("pii").await.unwrap()).unwrap();
+    let mut spec = routing("routes");
+    spec["resourceRefs"] =
+        json!([{"path": "/input_guardrails/0", "kind": "Guardrail", "name": "pii"}]);
+    prod.api::<Config>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Config", "routes", spec),
+        )
+        .await
+        .unwrap();
+    let config = prod.wait_for::<Config>("routes", WAIT, |c| c.ready()).await;
+    let config_slug = config.status.unwrap().slug.unwrap();
+    let input_guardrail = || async {
+        let state = h.state().await;
+        state["configs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["slug"] == config_slug.as_str())
+            .map(|c| c["config"]["input_guardrails"][0].clone())
+            .unwrap()
+    };
+    assert_eq!(input_guardrail().await, json!(old_slug));
+
+    let commit = json!({"metadata": {"annotations": {"aigw.io/revision": "r2"}},
+        "spec": {"checks": [{"id": "default.regexMatch", "parameters": {"rule": "b2"}}]}});
+    for env in [dev, prod] {
+        env.api::<Guardrail>()
+            .patch("pii", &PatchParams::default(), &Patch::Merge(&commit))
+            .await
+            .unwrap();
+    }
+    dev.wait_for::<Guardrail>("pii", WAIT, |g| guardrail_at(g, "r2"))
+        .await;
+    prod.wait_for::<Guardrail>("pii", WAIT, |g| {
+        g.condition("Promoted")
+            .is_some_and(|(s, r, _)| s == "False" && r == "Soaking")
+    })
+    .await;
+
+    // The remote guardrail goes away outside aigw; a label edit brings prod's back to its
+    // reconcile at once.
+    h.reset_stats().await;
+    h.call(
+        reqwest::Method::DELETE,
+        &format!("/ai_gw/v2/guardrails/{old_slug}"),
+        None,
+    )
+    .await;
+    let touch = json!({"metadata": {"labels": {"touched": "1"}}});
+    prod.api::<Guardrail>()
+        .patch("pii", &PatchParams::default(), &Patch::Merge(&touch))
+        .await
+        .unwrap();
+    let waiting = prod
+        .wait_for::<Guardrail>("pii", WAIT, |g| {
+            g.condition("Ready").is_some_and(|(s, r, m)| {
+                s == "False" && r == "Soaking" && m.contains("the remote object is gone")
+            })
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        h.count(GUARDRAIL_CREATE).await,
+        0,
+        "nothing created while r2 soaks: {}",
+        h.stats().await
+    );
+    assert!(
+        slug_of(prod.api::<Guardrail>().get("pii").await.unwrap()).is_none(),
+        "{:?}",
+        waiting.status
+    );
+
+    // The emergency override lets r2 through: created again, and the Config follows at once
+    // (its drift pass trusts its own unchanged remote; the full read is a day away).
+    let promote = json!({"metadata": {"annotations": {"aigw.io/promote-now": "r2"}}});
+    prod.api::<Guardrail>()
+        .patch("pii", &PatchParams::default(), &Patch::Merge(&promote))
+        .await
+        .unwrap();
+    let recreated = prod
+        .wait_for::<Guardrail>("pii", WAIT, |g| {
+            g.ready() && g.status.as_ref().and_then(|s| s.slug.as_deref()).is_some()
+        })
+        .await;
+    let new_slug = slug_of(recreated).unwrap();
+    assert_ne!(new_slug, old_slug);
+    assert_eq!(h.count(GUARDRAIL_CREATE).await, 1, "{}", h.stats().await);
+    let followed = support::wait_until(Duration::from_secs(20), || async {
+        (input_guardrail().await == json!(new_slug)).then_some(())
+    })
+    .await;
+    assert!(
+        followed.is_some(),
+        "prod's Config still names {} rather than {new_slug}",
+        input_guardrail().await
     );
     h.stop().await;
 }

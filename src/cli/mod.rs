@@ -33,3 +33,17 @@ pub fn write_stdout(text: &str) -> anyhow::Result<()> {
         other => Ok(other?),
     }
 }
+
+/// The grants of a `--grants-file`: a YAML list in the shape of a Connection's `spec.grants`.
+pub fn read_grants_file(
+    path: &std::path::Path,
+) -> anyhow::Result<Vec<aigw::resources::connection::Grant>> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow::anyhow!("failed to read --grants-file {}: {e}", path.display()))?;
+    serde_yaml::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "--grants-file {} is not a list of grants: {e}",
+            path.display()
+        )
+    })
+}

@@ -154,20 +154,11 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         cluster_selector: args.cluster_selector.clone(),
         dry_run: args.dry_run,
     };
-    let grants = match &args.grants_file {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|e| {
-                anyhow::anyhow!("failed to read --grants-file {}: {e}", path.display())
-            })?;
-            Some(serde_yaml::from_str(&text).map_err(|e| {
-                anyhow::anyhow!(
-                    "--grants-file {} is not a list of grants: {e}",
-                    path.display()
-                )
-            })?)
-        }
-        None => None,
-    };
+    let grants = args
+        .grants_file
+        .as_deref()
+        .map(super::read_grants_file)
+        .transpose()?;
     let secret_namespace = args
         .connection_secret_namespace
         .clone()

@@ -50,6 +50,12 @@ pub struct TargetArgs {
     /// (plan) and a Connection's Secrets. Nothing is written.
     #[arg(long, env = "AIGW_KUBECONFIG", value_name = "FILE")]
     pub(crate) kubeconfig: Option<PathBuf>,
+    /// The grants of the connection these flags define, as the operator's `--grants-file`
+    /// (a YAML list in the shape of a Connection's `spec.grants`). With `--kubeconfig`, plan
+    /// judges a manifest naming the Connection `default` by them when no Connection of that
+    /// name exists (e.g. `spec.promotion.after` in another namespace needs `promoteFrom`).
+    #[arg(long, env = "AIGW_GRANTS_FILE", value_name = "FILE")]
+    pub(crate) grants_file: Option<PathBuf>,
 }
 
 pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
@@ -63,7 +69,15 @@ pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::FAILURE);
     }
     let live = match &args.target.kubeconfig {
-        Some(path) => Some(live(path).await?),
+        Some(path) => Some(Live {
+            default_grants: args
+                .target
+                .grants_file
+                .as_deref()
+                .map(super::read_grants_file)
+                .transpose()?,
+            ..live(path).await?
+        }),
         None => None,
     };
     let api = client(&args.target, live.as_ref()).await?;
@@ -91,6 +105,7 @@ pub(crate) async fn live(path: &Path) -> anyhow::Result<Live> {
     Ok(Live {
         client,
         default_namespace,
+        default_grants: None,
     })
 }
 

@@ -260,6 +260,9 @@ pub struct Live {
     pub client: kube::Client,
     /// For manifests without `metadata.namespace` (the kubeconfig context's namespace).
     pub default_namespace: String,
+    /// The grants of the connection the command's flags define (`--grants-file`): what the
+    /// operator's default connection grants when no Connection named `default` exists.
+    pub default_grants: Option<Vec<crate::resources::connection::Grant>>,
 }
 
 /// Plans every manifest (Connections are skipped: they configure aigw, not the remote API).
@@ -309,14 +312,15 @@ pub async fn plan(
     Ok(Plan::new(entries))
 }
 
-/// An update as the operator's promotion gate would hold it now: `gated`, with what it waits
-/// for. A create, or an entry that writes nothing, is never gated.
+/// A write as the operator's promotion gate would hold it now: `gated`, with what it waits
+/// for. The first create, or an entry that writes nothing, is never gated.
 async fn gate(live: Option<&Live>, object: &Object, entry: Entry) -> Result<Entry, GitopsError> {
+    let create = entry.action == Action::Create;
     let update = matches!(entry.action, Action::Update | Action::Adopt);
-    if !update || !entry.writes() {
+    if !(create || update) || !entry.writes() {
         return Ok(entry);
     }
-    Ok(match super::promotion::held(live, object).await? {
+    Ok(match super::promotion::held(live, object, create).await? {
         Some(reason) => Entry {
             action: Action::Gated,
             reason: Some(reason),

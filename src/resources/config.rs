@@ -5,6 +5,7 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use super::common::{ConnectionRef, CreateAttempt, ManagementPolicy, Recorded, conditions_schema};
+use super::promotion::RevisionOrder;
 use crate::api::secret_fields::CREDENTIAL_KEYS;
 
 /// A named routing config of the AI gateway (`/ai_gw/v2/configs`). Every change of `spec.config`,
@@ -304,11 +305,13 @@ pub struct ConfigStatus {
     pub history: Vec<AppliedVersion>,
     /// The order in which the revisions were written, read by the promotion gate of the
     /// resources that follow this one (`spec.promotion.after`).
-    #[serde(
-        default,
-        skip_serializing_if = "super::promotion::RevisionOrder::is_empty"
-    )]
-    pub revision_order: super::promotion::RevisionOrder,
+    #[serde(default, skip_serializing_if = "RevisionOrder::is_empty")]
+    pub revision_order: RevisionOrder,
+    /// The value each `spec.resourceRefs` entry put in the document when aigw last brought
+    /// the remote config in line (a guardrail's slug, `@` and a provider's slug), in order: a
+    /// resource created again under a new slug is found by comparing them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resolved_references: Vec<String>,
 }
 
 /// How many applied versions `status.history` keeps.

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use super::common::{ConnectionRef, CreateAttempt, ManagementPolicy, Recorded, conditions_schema};
 use super::config::{AppliedVersion, ConfigSecretRef, ReferencedKind};
 use super::config_document::SecretDocument;
+use super::promotion::RevisionOrder;
 use crate::api;
 
 /// A workspace guardrail (`/ai_gw/v2/guardrails`). Every change of `name`, `checks` or
@@ -280,11 +281,8 @@ pub struct GuardrailStatus {
     pub history: Vec<AppliedVersion>,
     /// The order in which the revisions were written, read by the promotion gate of the
     /// resources that follow this one (`spec.promotion.after`).
-    #[serde(
-        default,
-        skip_serializing_if = "super::promotion::RevisionOrder::is_empty"
-    )]
-    pub revision_order: super::promotion::RevisionOrder,
+    #[serde(default, skip_serializing_if = "RevisionOrder::is_empty")]
+    pub revision_order: RevisionOrder,
     /// Salted hash of the Secret values last sent (never the values).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_hash: Option<String>,

@@ -56,7 +56,8 @@ pub struct Promotion {
     /// of them has been Ready, not Drifted, and at revision R (or a later one that contains it,
     /// judged by its `status.history`) for at least `soak`. Until then this resource keeps its
     /// current remote object and reports `Promoted=False` (`Soaking` or `SourceNotReady`).
-    /// Creating a new remote object is not gated: nothing uses it yet.
+    /// Creating the first remote object is not gated: nothing uses it yet. Creating it again
+    /// (deleted outside aigw) is: it would publish the held change.
     #[schemars(length(min = 1, max = 16))]
     pub after: Vec<PromotionSource>,
     /// How long each source must have been proven before the change is written, as a

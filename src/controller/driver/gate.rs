@@ -83,8 +83,8 @@ impl<'a, K: Managed> Gate<'a, K> {
     pub async fn client(&self, op: Op) -> Result<&Client, Error> {
         self.leads(op)?;
         self.admit().await?;
-        if op == Op::Update {
-            self.promote().await?;
+        if op == Op::Update || (op == Op::Create && self.recreates()) {
+            self.promote(op).await?;
         }
         if self.ctx.dry_run && op.writes() {
             return Err(self.would(op));
@@ -162,11 +162,29 @@ impl<'a, K: Managed> Gate<'a, K> {
         Ok(())
     }
 
-    /// The promotion gate, for an update: the change passes, or the error says why it waits
-    /// (`Soaking`, `SourceNotReady`) or is refused. What it decided is kept for the status.
-    async fn promote(&self) -> Result<(), Error> {
+    /// True when this resource wrote its remote object before (`status.history` lists it):
+    /// creating it again publishes the spec as much as an update does. Only the first create
+    /// passes the promotion gate unasked: nothing uses that object yet.
+    fn recreates(&self) -> bool {
+        self.object
+            .status()
+            .is_some_and(|status| !K::history(status).is_empty())
+    }
+
+    /// The promotion gate, for an update or a create again: the change passes, or the error
+    /// says why it waits (`Soaking`, `SourceNotReady`) or is refused. What it decided is kept
+    /// for the status.
+    async fn promote(&self, op: Op) -> Result<(), Error> {
         let scope = &self.resolve().await?.scope;
-        let decided = promotion::decide(self.ctx, self.object, scope);
+        let decided = promotion::decide(self.ctx, self.object, scope).map_err(|held| {
+            if op != Op::Create {
+                return held;
+            }
+            promotion::with_note(
+                held,
+                "(the remote object is gone: it is created again, with this change, once the gate opens, or at once when aigw.io/promote-now names the revision)",
+            )
+        });
         let kept = match &decided {
             Ok(decision) => decision.clone(),
             Err(error) => Some(Decision::held(error)),

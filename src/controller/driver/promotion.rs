@@ -5,8 +5,10 @@
 //! watch caches (never the apiserver), and [`crate::controller::followers`] requeues a waiting
 //! resource whenever one of them changes; a soak in progress requeues itself for its end.
 //!
-//! Not gated: creating a remote object (nothing uses it yet), and writes that restore the
-//! spec already applied at this generation (a drift correction, a changed Secret value).
+//! Not gated: the first create of a remote object (nothing uses it yet), and writes that
+//! restore the spec already applied at this generation (a drift correction, a changed Secret
+//! value, a referenced resource's new slug). Creating the object again after it was deleted
+//! outside aigw is gated like an update: it would publish the held change.
 
 use std::time::Duration;
 
@@ -88,7 +90,10 @@ pub fn decide<K: Managed>(
                 message,
             }));
         }
-        Err(held) => held,
+        // Only waiting can be cut short: a refused source namespace (the grants) or an
+        // invalid `spec.promotion` stays refused, whatever the annotation says.
+        Err(held @ Error::Gated { .. }) => held,
+        Err(refused) => return Err(refused),
     };
     match promote_now(meta) {
         Some(named) if named == revision => Ok(Some(Decision::Passed {
@@ -177,7 +182,7 @@ fn state_of<K: Managed>(source: &K) -> SourceState<'_> {
 }
 
 /// `error` with `note` added to its message.
-fn with_note(error: Error, note: &str) -> Error {
+pub(super) fn with_note(error: Error, note: &str) -> Error {
     match error {
         Error::Gated {
             reason,

@@ -46,14 +46,23 @@ impl Managed for Config {
     ) -> Result<Vec<Change>, Error> {
         // The resources the document names, by their slugs: from here on the document is the
         // resolved one.
-        match config_refs::with_resources(self, cx.ctx)? {
-            Some(resolved) => apply_resolved(&resolved, cx, status).await,
-            None => apply_resolved(self, cx, status).await,
-        }
+        let values = config_refs::resolved_values(self, cx.ctx)?;
+        let changes = match config_refs::with_values(self, &values)? {
+            Some(resolved) => apply_resolved(&resolved, cx, status).await?,
+            None => apply_resolved(self, cx, status).await?,
+        };
+        // The remote document holds these now.
+        status.resolved_references = values;
+        Ok(changes)
     }
 
+    /// The Secret values are the ones last sent, and every `spec.resourceRefs` entry resolves
+    /// to the value the remote document was last brought in line with.
     async fn inputs_unchanged(&self, cx: &Cx<'_, Self>, status: &ConfigStatus) -> bool {
-        config_refs::secrets_unchanged(self, cx.ctx, status.secret_hash.as_deref()).await
+        let references = config_refs::resolved_values(self, cx.ctx)
+            .is_ok_and(|values| values == status.resolved_references);
+        references
+            && config_refs::secrets_unchanged(self, cx.ctx, status.secret_hash.as_deref()).await
     }
 
     async fn observe_only(

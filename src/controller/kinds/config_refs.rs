@@ -454,16 +454,31 @@ pub const REFERENCE_NOT_READY: &str = "ReferenceNotReady";
 /// that is missing, not Ready at its generation, or without a slug yet makes the Config wait,
 /// naming it: nothing is written until every reference resolves.
 pub fn with_resources(config: &Config, ctx: &Context) -> Result<Option<Config>, Error> {
+    with_values(config, &resolved_values(config, ctx)?)
+}
+
+/// The value each `spec.resourceRefs` entry of `config` puts in its document, in order (from
+/// the watch caches), or why one does not resolve yet.
+pub fn resolved_values(config: &Config, ctx: &Context) -> Result<Vec<String>, Error> {
+    let refs = config.spec.resource_refs.iter().enumerate();
+    refs.map(|(n, reference)| {
+        referenced_slug(config, n, reference, ctx).map(|slug| reference.kind.value(&slug))
+    })
+    .collect()
+}
+
+/// `config` with `values` ([`resolved_values`]) written at its `spec.resourceRefs` paths;
+/// `None` when it names no resource.
+pub fn with_values(config: &Config, values: &[String]) -> Result<Option<Config>, Error> {
     if config.spec.resource_refs.is_empty() {
         return Ok(None);
     }
     let mut document = Value::Object(config.spec.config.clone());
-    for (n, reference) in config.spec.resource_refs.iter().enumerate() {
-        let slug = referenced_slug(config, n, reference, ctx)?;
+    for (reference, value) in config.spec.resource_refs.iter().zip(values) {
         crate::resources::config_document::set_reference(
             &mut document,
             &reference.path,
-            Value::String(reference.kind.value(&slug)),
+            Value::String(value.clone()),
         )
         .map_err(Error::InvalidSpec)?;
     }
@@ -617,8 +632,10 @@ fn ready_slug<G: Referenced>(
 }
 
 /// Requeues the Configs that name a resource of kind `G` (`spec.resourceRefs`) whenever one
-/// changes, so a Config waiting for it applies as soon as it is Ready. A Guardrail or Provider
-/// is watched in the Configs' namespace, a ClusterGuardrail everywhere.
+/// changes, so a Config waiting for it applies as soon as it is Ready, and notes that their
+/// inputs changed: a resource created again under a new slug is sent at once, not at the next
+/// full read. A Guardrail or Provider is watched in the Configs' namespace, a ClusterGuardrail
+/// everywhere.
 fn watch_referenced<G>(
     controller: Controller<Config>,
     ctx: &Context,
@@ -636,10 +653,11 @@ where
     let stream = watcher(G::api(&ctx.kube, namespace), ctx.watch_config::<G>())
         .inspect(move |item| probe.observe(item))
         .touched_objects();
+    let drift = ctx.drift.clone();
     controller.watches_stream(stream, move |resource: G| {
         let namespace = resource.meta().namespace.clone();
         let name = resource.name_any();
-        configs
+        let users: Vec<_> = configs
             .state()
             .into_iter()
             .filter(|c| namespace.is_none() || c.namespace() == namespace)
@@ -649,6 +667,12 @@ where
                     .iter()
                     .any(|r| r.kind == G::REFERENCED_AS && r.name == name)
             })
+            .collect();
+        for config in &users {
+            drift.inputs_changed(crate::controller::driver::object_key(config.as_ref()));
+        }
+        users
+            .iter()
             .map(|c| ObjectRef::from_obj(c.as_ref()))
             .collect::<Vec<_>>()
     })

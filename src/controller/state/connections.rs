@@ -36,6 +36,91 @@ pub const GRANT_REFUSALS: [&str; 5] = [
 /// (`spec.promotion.after`). It refuses a promotion, not the remote object: not a claim refusal.
 pub const PROMOTION_NOT_ALLOWED: &str = "PromotionNotAllowed";
 
+/// What the grants of Connection `connection` let `namespace` (whose labels are `labels`) do:
+/// the union of the grants that match it. Refuses a namespace no grant matches. The operator's
+/// gate and `aigw plan` both decide by it.
+pub fn scope_of(
+    connection: &str,
+    grants: &[Grant],
+    namespace: &str,
+    labels: &BTreeMap<String, String>,
+) -> Result<Scope, Error> {
+    let mut workspaces: Option<BTreeSet<String>> = Some(BTreeSet::new());
+    let mut integrations: Option<BTreeSet<String>> = Some(BTreeSet::new());
+    let mut adopt = false;
+    let mut make_default = false;
+    let mut promote_from = BTreeSet::new();
+    let mut matched = false;
+    for grant in grants {
+        if !grant_matches(grant, namespace, labels)? {
+            continue;
+        }
+        matched = true;
+        adopt |= grant.allow_adoption;
+        make_default |= grant.allow_default;
+        promote_from.extend(grant.promote_from.iter().flatten().cloned());
+        match (&mut workspaces, &grant.workspaces) {
+            (Some(all), Some(these)) => all.extend(these.iter().cloned()),
+            (_, None) => workspaces = None,
+            (None, Some(_)) => {}
+        }
+        match (&mut integrations, &grant.integrations) {
+            (Some(all), Some(these)) => all.extend(these.iter().cloned()),
+            (_, None) => integrations = None,
+            (None, Some(_)) => {}
+        }
+    }
+    if !matched {
+        return Err(Error::not_allowed(
+            NAMESPACE_NOT_ALLOWED,
+            format!(
+                "Connection {connection} grants nothing to namespace {namespace} (spec.grants)"
+            ),
+        ));
+    }
+    Ok(Scope {
+        connection: connection.to_string(),
+        workspaces,
+        adopt,
+        make_default,
+        integrations,
+        promote_from: Some(promote_from),
+    })
+}
+
+/// Whether `grant` names `namespace` or selects it by its `labels`.
+fn grant_matches(
+    grant: &Grant,
+    namespace: &str,
+    labels: &BTreeMap<String, String>,
+) -> Result<bool, Error> {
+    if grant
+        .namespaces
+        .as_ref()
+        .is_some_and(|names| names.iter().any(|n| n == namespace))
+    {
+        return Ok(true);
+    }
+    match &grant.namespace_selector {
+        Some(selector) => selects(selector, labels),
+        None => Ok(false),
+    }
+}
+
+/// Whether a namespace selector selects a namespace with `labels`.
+fn selects(
+    selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
+    labels: &BTreeMap<String, String>,
+) -> Result<bool, Error> {
+    let selector: kube::core::Selector = selector.clone().try_into().map_err(|e| {
+        Error::not_allowed(
+            NAMESPACE_NOT_ALLOWED,
+            format!("invalid namespace selector: {e}"),
+        )
+    })?;
+    Ok(kube::core::SelectorExt::matches(&selector, labels))
+}
+
 /// Resolves connection names to API clients and caches one client (with its rate limiter and
 /// token cache) per Connection version.
 pub struct Connections {
@@ -324,69 +409,17 @@ impl Connections {
         let (Some(grants), Some(namespace)) = (grants, namespace) else {
             return Ok(Scope::unrestricted(connection));
         };
-        let mut workspaces: Option<BTreeSet<String>> = Some(BTreeSet::new());
-        let mut integrations: Option<BTreeSet<String>> = Some(BTreeSet::new());
-        let mut adopt = false;
-        let mut make_default = false;
-        let mut promote_from = BTreeSet::new();
-        let mut matched = false;
-        for grant in grants {
-            if !self.grant_matches(grant, namespace).await? {
-                continue;
-            }
-            matched = true;
-            adopt |= grant.allow_adoption;
-            make_default |= grant.allow_default;
-            promote_from.extend(grant.promote_from.iter().flatten().cloned());
-            match (&mut workspaces, &grant.workspaces) {
-                (Some(all), Some(these)) => all.extend(these.iter().cloned()),
-                (_, None) => workspaces = None,
-                (None, Some(_)) => {}
-            }
-            match (&mut integrations, &grant.integrations) {
-                (Some(all), Some(these)) => all.extend(these.iter().cloned()),
-                (_, None) => integrations = None,
-                (None, Some(_)) => {}
-            }
-        }
-        if !matched {
-            return Err(Error::not_allowed(
-                NAMESPACE_NOT_ALLOWED,
-                format!(
-                    "Connection {connection} grants nothing to namespace {namespace} (spec.grants)"
-                ),
-            ));
-        }
-        Ok(Scope {
-            connection: connection.to_string(),
-            workspaces,
-            adopt,
-            make_default,
-            integrations,
-            promote_from: Some(promote_from),
-        })
+        let selects = grants.iter().any(|g| g.namespace_selector.is_some());
+        let labels = match selects {
+            true => self.namespace_labels(namespace).await?,
+            false => BTreeMap::new(),
+        };
+        scope_of(connection, grants, namespace, &labels)
     }
 
-    async fn grant_matches(&self, grant: &Grant, namespace: &str) -> Result<bool, Error> {
-        if grant
-            .namespaces
-            .as_ref()
-            .is_some_and(|names| names.iter().any(|n| n == namespace))
-        {
-            return Ok(true);
-        }
-        match &grant.namespace_selector {
-            Some(selector) => self.namespace_matches(selector, namespace).await,
-            None => Ok(false),
-        }
-    }
-
-    async fn namespace_matches(
-        &self,
-        selector: &k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector,
-        namespace: &str,
-    ) -> Result<bool, Error> {
-        let labels = match self.namespaces.find(namespace).await {
+    /// The labels of `namespace`, from the watch cache when it is filled.
+    async fn namespace_labels(&self, namespace: &str) -> Result<BTreeMap<String, String>, Error> {
+        Ok(match self.namespaces.find(namespace).await {
             Some(Some(ns)) => ns.labels().clone(),
             // Not in a filled cache: no such namespace, so no labels.
             Some(None) => BTreeMap::new(),
@@ -396,14 +429,7 @@ impl Connections {
                 .map_err(|e| Error::kube(format!("read namespace {namespace}"), e))?
                 .labels()
                 .clone(),
-        };
-        let selector: kube::core::Selector = selector.clone().try_into().map_err(|e| {
-            Error::not_allowed(
-                NAMESPACE_NOT_ALLOWED,
-                format!("invalid namespace selector: {e}"),
-            )
-        })?;
-        Ok(kube::core::SelectorExt::matches(&selector, &labels))
+        })
     }
 
     async fn check_namespace_allowed(
@@ -424,7 +450,7 @@ impl Connections {
             ));
         }
         if let Some(selector) = &spec.namespace_selector
-            && !self.namespace_matches(selector, namespace).await?
+            && !selects(selector, &self.namespace_labels(namespace).await?)?
         {
             return Err(Error::not_allowed(
                 NAMESPACE_NOT_ALLOWED,
