@@ -551,10 +551,12 @@ async fn a_lost_create_answer_is_found_by_its_slug_and_never_created_twice() {
     })
     .await
     .expect("the create was applied");
+    // The intent went on before the POST (the annotation, written with the finalizer).
     wait_integration(&h, "openai", |i| {
-        i.status
+        i.metadata
+            .annotations
             .as_ref()
-            .is_some_and(|s| s.pending_create.is_some())
+            .is_some_and(|a| a.contains_key("aigw.io/create-intent"))
     })
     .await;
     h.faults(json!({})).await;

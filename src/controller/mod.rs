@@ -252,12 +252,13 @@ impl<K> Watchable for K where
 }
 
 /// A reflector over `api` whose every item is reported to `probe`, as a controller trigger.
-/// `on_event` sees every watch event before the store does (the claim index), `on_stored`
+/// `prepare` makes each object what reconciles read ([`driver::Managed::prepare`]); `on_event` sees every watch event before the store does (the claim index), `on_stored`
 /// right after (what reads the store on hearing of it: the followers of a source).
 fn watched<K: Watchable>(
     api: Api<K>,
     config: watcher::Config,
     probe: health::WatchProbe,
+    prepare: fn(&mut K),
     on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
     on_stored: impl Fn(&watcher::Event<K>) + Send + 'static,
 ) -> (
@@ -270,12 +271,13 @@ fn watched<K: Watchable>(
     // objects was the largest allocation of the process. managedFields and kubectl's copy of
     // the last applied manifest are most of a cached object and aigw never reads them.
     let objects = watcher(api, config)
-        .modify(|object| {
+        .modify(move |object| {
             let meta = object.meta_mut();
             meta.managed_fields = None;
             if let Some(annotations) = meta.annotations.as_mut() {
                 annotations.remove(LAST_APPLIED);
             }
+            prepare(object);
         })
         .inspect(move |event| {
             if let Ok(event) = event {
@@ -398,6 +400,7 @@ async fn run_kind<K: Managed>(
         K::api(&ctx.kube, ns),
         ctx.watch_config::<K>(),
         probe,
+        K::prepare,
         index,
         stored,
     );
@@ -473,6 +476,7 @@ async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
         Api::<crate::resources::Connection>::all(ctx.kube.clone()),
         watcher::Config::default(),
         probe,
+        |_| {},
         |_| {},
         |_| {},
     );

@@ -120,6 +120,32 @@ pub struct CreateAttempt {
     /// list may be taken as proof of absence only a settle time after this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<String>,
+    /// The id of the intent this attempt belongs to (the `aigw.io/create-intent` annotation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intent: Option<String>,
+}
+
+/// Annotation holding the create intent of a resource: written, with aigw's finalizer, in one
+/// metadata write guarded by the resourceVersion before the POST is sent; settled by the
+/// status write of its outcome (`status.createSettled` names its id), never removed.
+pub const CREATE_INTENT_ANNOTATION: &str = "aigw.io/create-intent";
+
+/// The value of [`CREATE_INTENT_ANNOTATION`] (JSON).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateIntent {
+    /// When the POST was about to be sent (the status's `pendingCreate` while it is in flight).
+    pub pending_create: String,
+    /// What it sends; `intent` is this intent's id.
+    pub create_attempt: CreateAttempt,
+}
+
+impl CreateIntent {
+    /// The intent an object's annotation holds, if any (one that does not parse is none).
+    pub fn of(meta: &kube::api::ObjectMeta) -> Option<Self> {
+        let text = meta.annotations.as_ref()?.get(CREATE_INTENT_ANNOTATION)?;
+        serde_json::from_str(text).ok()
+    }
 }
 
 /// Names the cluster-scoped `Connection` that says how to reach the management API.

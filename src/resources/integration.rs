@@ -239,6 +239,11 @@ pub struct IntegrationStatus {
     /// Set just before a create is sent and cleared once its outcome is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_create: Option<String>,
+    /// The id of the last create intent whose outcome was recorded (the intent itself is the
+    /// `aigw.io/create-intent` annotation, written with the finalizer in one write): an
+    /// annotation naming this id is settled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_settled: Option<String>,
     /// What the create in flight sent, and when its request ended without an answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub create_attempt: Option<CreateAttempt>,

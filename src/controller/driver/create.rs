@@ -89,9 +89,15 @@ where
             Lookup::Absent => settled_absence(status, what)?,
         }
     }
+    let sent = CreateAttempt {
+        intent: Some(uuid::Uuid::new_v4().to_string()),
+        ..sent
+    };
     *status.pending_create_mut() = Some(now_rfc3339());
     *status.create_attempt_mut() = Some(sent);
-    cx.save_status(status).await?;
+    // The intent and the finalizer in one write, guarded by the resourceVersion: durable
+    // before the POST, and the remote object it may make is cleaned up on delete.
+    cx.save_intent(status).await?;
     match post.await {
         Ok(created) => {
             clear_intent(status);
@@ -112,9 +118,13 @@ where
     }
 }
 
-fn clear_intent<S: IntentStatus>(status: &mut S) {
+/// The outcome of the create in flight is known: its intent is settled (the annotation that
+/// holds it stays, named by `createSettled`, and means nothing more).
+pub fn clear_intent<S: IntentStatus>(status: &mut S) {
     *status.pending_create_mut() = None;
-    *status.create_attempt_mut() = None;
+    if let Some(id) = status.create_attempt_mut().take().and_then(|a| a.intent) {
+        *status.create_settled_mut() = Some(id);
+    }
 }
 
 /// `Ok` when a complete list without the object proves that the earlier create made nothing:

@@ -20,7 +20,9 @@ use crate::controller::Context;
 use crate::controller::error::Error;
 use crate::controller::gate::{Gate, Op};
 use crate::controller::status::{IntentStatus, sanitize_message};
-use crate::resources::common::{Governed, Recorded};
+use crate::resources::common::{
+    CREATE_INTENT_ANNOTATION, CreateIntent, FINALIZER, Governed, Recorded,
+};
 use crate::resources::config::AppliedVersion;
 use crate::resources::promotion::{Promotion, RevisionOrder};
 
@@ -123,6 +125,15 @@ pub trait Managed:
     const MANAGER: &'static str;
 
     fn status(&self) -> Option<&Self::Status>;
+    fn status_slot(&mut self) -> &mut Option<Self::Status>;
+
+    /// Makes a copy read from the cluster (a watch event, a re-read) what reconciles read: the
+    /// create intent of its `aigw.io/create-intent` annotation shown in its status
+    /// ([`crate::controller::status::project_intent`]).
+    fn prepare(&mut self) {
+        let intent = CreateIntent::of(self.meta());
+        crate::controller::status::project_intent(intent, self.status_slot());
+    }
 
     /// Observe the remote object, diff it against the spec, create or update only when they
     /// differ, and fill `status` with what the API reported.
@@ -282,6 +293,8 @@ pub struct Cx<'a, K: Managed> {
     /// writes into the status is the result of a side effect (a hash of what a PUT sent, a new
     /// id), conflict-proof like an intent's result.
     wrote_remotely: std::sync::atomic::AtomicBool,
+    /// Whether the object carries aigw's finalizer (as read, or since this reconcile added it).
+    finalized: std::sync::atomic::AtomicBool,
 }
 
 impl<'a, K: Managed> Cx<'a, K> {
@@ -296,18 +309,109 @@ impl<'a, K: Managed> Cx<'a, K> {
             concealed: Default::default(),
             resumed: object.status().filter(|s| s.has_intent()).cloned(),
             wrote_remotely: Default::default(),
+            finalized: object.finalizers().iter().any(|f| f == FINALIZER).into(),
         }
     }
 
     /// The management API client for `op` on this object's remote object, once the gate
-    /// allows it ([`Gate::client`]).
+    /// allows it ([`Gate::client`]). Before any remote write the object carries aigw's
+    /// finalizer, so that what it makes or changes is cleaned up on delete: a create's intent
+    /// write adds it ([`Cx::save_intent`]); any other write adds it here first.
     pub async fn api(&self, op: Op) -> Result<&crate::api::Client, Error> {
         let client = self.gate.client(op).await?;
+        if op.writes() && op != Op::Create {
+            self.ensure_finalizer().await?;
+        }
         if op.writes() {
             self.wrote_remotely
                 .store(true, std::sync::atomic::Ordering::SeqCst);
         }
         Ok(client)
+    }
+
+    /// Adds aigw's finalizer when the object lacks it: one metadata write guarded by the
+    /// resourceVersion this reconcile last saw.
+    pub async fn ensure_finalizer(&self) -> Result<(), Error> {
+        if self.ctx.dry_run || self.finalized.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(());
+        }
+        self.write_metadata(serde_json::Map::new(), false).await
+    }
+
+    /// Records the create intent `status` holds (its `pendingCreate` and `createAttempt`, with
+    /// the intent's id) in the `aigw.io/create-intent` annotation, adding aigw's finalizer in the
+    /// same write: one metadata write guarded by the resourceVersion this reconcile last saw,
+    /// so of two writers acting on the same view exactly one records its intent. From here on
+    /// every copy of the object shows the intent in its status
+    /// ([`crate::controller::status::project_intent`]) until the status settles it.
+    pub async fn save_intent(&self, status: &K::Status) -> Result<(), Error> {
+        if self.ctx.dry_run {
+            return Ok(());
+        }
+        let intent = CreateIntent {
+            pending_create: status.pending_create().unwrap_or_default().to_string(),
+            create_attempt: status.create_attempt().cloned().unwrap_or_default(),
+        };
+        let text = serde_json::to_string(&intent)
+            .map_err(|e| Error::MissingState(format!("create intent: {e}")))?;
+        let mut annotations = serde_json::Map::new();
+        annotations.insert(CREATE_INTENT_ANNOTATION.into(), text.into());
+        self.write_metadata(annotations, true).await?;
+        // What every reader now sees: the status as last written, with this intent.
+        let mut shown = self
+            .last_saved()
+            .or_else(|| self.object.status().cloned())
+            .unwrap_or_default();
+        *shown.pending_create_mut() = status.pending_create().map(str::to_string);
+        *shown.create_attempt_mut() = status.create_attempt().cloned();
+        *self.saved.lock().unwrap_or_else(|e| e.into_inner()) = Some(shown);
+        Ok(())
+    }
+
+    /// One merge patch of the object's metadata: `annotations`, and aigw's finalizer when the
+    /// object lacks it, guarded by the resourceVersion this reconcile last saw.
+    async fn write_metadata(
+        &self,
+        annotations: serde_json::Map<String, serde_json::Value>,
+        intent: bool,
+    ) -> Result<(), Error> {
+        let mut metadata = serde_json::json!({ "resourceVersion": self.expected_version() });
+        if !annotations.is_empty() {
+            metadata["annotations"] = annotations.into();
+        }
+        if !self.finalized.load(std::sync::atomic::Ordering::SeqCst) {
+            // The whole list as of that resourceVersion, plus ours: the precondition makes
+            // replacing it safe.
+            let mut finalizers = self.object.finalizers().to_vec();
+            finalizers.push(FINALIZER.to_string());
+            metadata["finalizers"] = serde_json::json!(finalizers);
+        }
+        let name = self.name();
+        let written = self
+            .objects
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({ "metadata": metadata })),
+            )
+            .await
+            .map_err(|e| match e {
+                kube::Error::Api(status) if status.code == 409 => {
+                    Error::Conflict(format!("{} {name}", K::KIND))
+                }
+                e => Error::kube(format!("write metadata of {} {name}", K::KIND), e),
+            })?;
+        self.finalized
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let version = written.resource_version();
+        self.ctx
+            .drift
+            .wrote(&object_key(self.object), version.clone(), intent, None);
+        *self
+            .resource_version
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = version;
+        Ok(())
     }
 
     pub fn name(&self) -> String {
@@ -377,7 +481,10 @@ impl<'a, K: Managed> Cx<'a, K> {
                 other => return other,
             }
             let fresh = match self.objects.get_status(&self.name()).await {
-                Ok(fresh) => fresh,
+                Ok(mut fresh) => {
+                    fresh.prepare();
+                    fresh
+                }
                 // Gone: nothing holds a status any more, and its finalizer kept it until
                 // cleanup, so this only happens once the cleanup has run.
                 Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),

@@ -8,7 +8,6 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event as KubeEvent, EventType};
-use kube::runtime::finalizer::{self, Event as FinalizerEvent};
 use tracing::{debug, info, warn};
 
 pub mod create;
@@ -56,33 +55,46 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
             .observe_reconcile(K::KIND, result.is_ok(), started.elapsed());
         return result;
     }
-    let result = finalizer::finalizer(&objects, FINALIZER, object, |event| async {
-        match event {
-            FinalizerEvent::Apply(object) => apply::<K>(&object, &objects, &ctx).await,
-            FinalizerEvent::Cleanup(object) => cleanup::<K>(&object, &objects, &ctx).await,
-        }
-    })
-    .await;
+    let ours = object.finalizers().iter().any(|f| f == FINALIZER);
+    let result = match (object.meta().deletion_timestamp.is_some(), ours) {
+        (true, true) => match cleanup::<K>(&object, &objects, &ctx).await {
+            Ok(action) => release::<K>(&object, &objects).await.map(|()| action),
+            Err(e) => Err(e),
+        },
+        // Nothing of aigw's waits on it: it goes without aigw (it never wrote anything remote).
+        (true, false) => Ok(Action::await_change()),
+        (false, _) => apply::<K>(&object, &objects, &ctx).await,
+    };
     ctx.metrics
         .observe_reconcile(K::KIND, result.is_ok(), started.elapsed());
-    if let Err(
-        finalizer::Error::AddFinalizer(kube::Error::Api(e))
-        | finalizer::Error::RemoveFinalizer(kube::Error::Api(e)),
-    ) = &result
-        && e.code == 404
+    result
+}
+
+/// Removes aigw's finalizer once the cleanup is done: a JSON patch that tests the finalizer is
+/// still where the cached copy has it (another controller's finalizer going meanwhile makes it
+/// fail, and the next reconcile tries again). An object already gone is fine.
+async fn release<K: Managed>(object: &K, objects: &Api<K>) -> Result<(), Error> {
+    let Some(at) = object.finalizers().iter().position(|f| f == FINALIZER) else {
+        return Ok(());
+    };
+    let path = format!("/metadata/finalizers/{at}");
+    let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
+        {"op": "test", "path": path, "value": FINALIZER},
+        {"op": "remove", "path": path},
+    ]))
+    .map_err(|e| Error::MissingState(format!("finalizer patch: {e}")))?;
+    match objects
+        .patch::<K>(
+            &object.name_any(),
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Json(patch),
+        )
+        .await
     {
-        // The object went while this reconcile ran (a queued run after its deletion): nothing
-        // is left to do, and nothing to remember about it (its watch Delete pruned that).
-        ctx.backoff.reset(&key);
-        return Ok(Action::await_change());
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
+        Err(e) => Err(Error::kube("remove finalizer", e)),
     }
-    result.map_err(|e| match e {
-        finalizer::Error::ApplyFailed(e) | finalizer::Error::CleanupFailed(e) => e,
-        finalizer::Error::AddFinalizer(e) | finalizer::Error::RemoveFinalizer(e) => {
-            Error::kube("update finalizer", e)
-        }
-        other => Error::MissingState(other.to_string()),
-    })
 }
 
 /// `--dry-run`: the reconcile without the finalizer (adding or removing it is a write), every
@@ -274,6 +286,11 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
         succeeded,
     ));
 
+    // A remote object recorded without a write (adopted as it was, found again) is cleaned up
+    // on delete like one aigw wrote: the finalizer goes on before the status names it.
+    if status.recorded_remote().is_some() {
+        cx.ensure_finalizer().await?;
+    }
     // The events first, so that whoever waits for the status finds them; then the one status
     // write (which also records a create's id: a crash before it leaves the intent, and the
     // lookup finds the object again).

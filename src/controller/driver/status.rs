@@ -41,6 +41,36 @@ pub trait IntentStatus: CommonStatus {
     /// True while an intent record (a create or rotation whose outcome is not yet known) is set:
     /// the work it stands for must finish, so every failure meanwhile is transient.
     fn has_intent(&self) -> bool;
+    /// The id of the last create intent whose outcome was recorded.
+    fn create_settled_mut(&mut self) -> &mut Option<String>;
+    fn create_settled(&self) -> Option<&str>;
+}
+
+/// Brings the create intent of an `aigw.io/create-intent` annotation into `status`, as
+/// if the status had recorded it: unless its outcome was recorded (`createSettled` names it) or
+/// the status carries it already (a failure recorded while it was in flight, with the time its
+/// request ended). Every cached copy and every re-read passes here, so everything downstream
+/// reads the intent from the status as before.
+pub fn project_intent<S: IntentStatus>(
+    intent: Option<crate::resources::common::CreateIntent>,
+    status: &mut Option<S>,
+) {
+    let Some(intent) = intent else {
+        return;
+    };
+    let Some(id) = intent.create_attempt.intent.clone() else {
+        return;
+    };
+    let status = status.get_or_insert_with(S::default);
+    let carried = status
+        .create_attempt()
+        .and_then(|a| a.intent.as_deref())
+        .is_some_and(|carried| carried == id);
+    if status.create_settled() == Some(id.as_str()) || carried {
+        return;
+    }
+    *status.pending_create_mut() = Some(intent.pending_create);
+    *status.create_attempt_mut() = Some(intent.create_attempt);
 }
 
 /// Sets one condition, keeping `lastTransitionTime` when its status did not change.
@@ -154,6 +184,12 @@ macro_rules! common_status {
             fn has_intent(&self) -> bool {
                 let $p = self;
                 $when
+            }
+            fn create_settled_mut(&mut self) -> &mut Option<String> {
+                &mut self.create_settled
+            }
+            fn create_settled(&self) -> Option<&str> {
+                self.create_settled.as_deref()
             }
         }
     };

@@ -78,6 +78,10 @@ impl Managed for ApiKey {
         self.status.as_ref()
     }
 
+    fn status_slot(&mut self) -> &mut Option<ApiKeyStatus> {
+        &mut self.status
+    }
+
     async fn apply(
         &self,
         cx: &Cx<'_, Self>,
@@ -402,6 +406,7 @@ async fn create(
         workspace_id: key.spec.workspace_id.clone(),
         body_hash: body_hash(key.metadata.uid.as_deref(), &request),
         ended_at: None,
+        intent: None,
     };
     let before = status.clone();
     let client = cx.api(Op::Create).await?;

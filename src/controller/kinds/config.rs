@@ -39,6 +39,10 @@ impl Managed for Config {
         self.status.as_ref()
     }
 
+    fn status_slot(&mut self) -> &mut Option<ConfigStatus> {
+        &mut self.status
+    }
+
     async fn apply(
         &self,
         cx: &Cx<'_, Self>,
@@ -274,6 +278,7 @@ async fn create(
         workspace_id: config.spec.workspace_id.clone(),
         body_hash: body_hash(config.metadata.uid.as_deref(), &request),
         ended_at: None,
+        intent: None,
     };
     let outcome = create_once(
         cx,

@@ -56,6 +56,10 @@ impl Managed for Deployment {
         self.status.as_ref()
     }
 
+    fn status_slot(&mut self) -> &mut Option<DeploymentStatus> {
+        &mut self.status
+    }
+
     async fn apply(
         &self,
         cx: &Cx<'_, Self>,
@@ -349,6 +353,7 @@ async fn create(
         workspace_id: None,
         body_hash: body_hash(deployment.metadata.uid.as_deref(), &request),
         ended_at: None,
+        intent: None,
     };
     let outcome = create_once(
         cx,

@@ -72,6 +72,10 @@ macro_rules! guardrail_kind {
                 self.status.as_ref()
             }
 
+            fn status_slot(&mut self) -> &mut Option<GuardrailStatus> {
+                &mut self.status
+            }
+
             async fn apply(
                 &self,
                 cx: &Cx<'_, Self>,
@@ -428,6 +432,7 @@ async fn create<G: GuardrailObject>(
         workspace_id: guardrail.workspace_id().map(str::to_string),
         body_hash: body_hash(guardrail.meta().uid.as_deref(), &request),
         ended_at: None,
+        intent: None,
     };
     let outcome = create_once(
         cx,

@@ -69,6 +69,10 @@ impl Managed for Integration {
         self.status.as_ref()
     }
 
+    fn status_slot(&mut self) -> &mut Option<IntegrationStatus> {
+        &mut self.status
+    }
+
     async fn apply(
         &self,
         cx: &Cx<'_, Self>,
@@ -263,8 +267,7 @@ async fn observe(
             status.slug = Some(remote.slug.clone()).filter(|s| !s.is_empty());
             // Found by `spec.slug` while a create of it was in flight: that create made it (a
             // slug taken before would have been refused, which clears the intent).
-            status.pending_create = None;
-            status.create_attempt = None;
+            crate::controller::driver::create::clear_intent(status);
         }
         None => {
             status.id = None;
@@ -292,6 +295,7 @@ async fn create(
         workspace_id: None,
         body_hash: body_hash(integration.meta().uid.as_deref(), &request),
         ended_at: None,
+        intent: None,
     };
     let client = cx.api(Op::Create).await?;
     let outcome = create_once(

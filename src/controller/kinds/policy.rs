@@ -181,6 +181,7 @@ async fn create<P: PolicyKind>(
         workspace_id: policy.workspace_id().map(str::to_string),
         body_hash: body_hash(policy.meta().uid.as_deref(), &policy.create_request()),
         ended_at: None,
+        intent: None,
     };
     let outcome = create_once(
         cx,

@@ -55,6 +55,10 @@ impl Managed for Provider {
         self.status.as_ref()
     }
 
+    fn status_slot(&mut self) -> &mut Option<ProviderStatus> {
+        &mut self.status
+    }
+
     async fn apply(
         &self,
         cx: &Cx<'_, Self>,
@@ -365,8 +369,7 @@ async fn observe(
             status.slug = Some(remote.slug.clone()).filter(|s| !s.is_empty());
             // Found by `spec.slug` while a create of it was in flight: that create made it (a
             // slug taken before would have been refused, which clears the intent).
-            status.pending_create = None;
-            status.create_attempt = None;
+            crate::controller::driver::create::clear_intent(status);
         }
         None => {
             status.id = None;
@@ -427,6 +430,7 @@ async fn create(
         workspace_id: Some(spec.workspace_id.clone()),
         body_hash: body_hash(provider.metadata.uid.as_deref(), &request),
         ended_at: None,
+        intent: None,
     };
     let client = cx.api(Op::Create).await?;
     let outcome = create_once(

@@ -55,6 +55,10 @@ impl Managed for RateLimitsPolicy {
         self.status.as_ref()
     }
 
+    fn status_slot(&mut self) -> &mut Option<RateLimitsPolicyStatus> {
+        &mut self.status
+    }
+
     async fn apply(
         &self,
         cx: &Cx<'_, Self>,

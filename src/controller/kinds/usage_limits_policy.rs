@@ -94,6 +94,10 @@ impl Managed for UsageLimitsPolicy {
         self.status.as_ref()
     }
 
+    fn status_slot(&mut self) -> &mut Option<UsageLimitsPolicyStatus> {
+        &mut self.status
+    }
+
     async fn apply(
         &self,
         cx: &Cx<'_, Self>,
