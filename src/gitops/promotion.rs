@@ -4,7 +4,10 @@
 //! ([`crate::resources::promotion`]), following another namespace is checked against the
 //! grants of the Connection the manifest names (the operator's own rule,
 //! [`crate::controller::connections::scope_of`]), and the live object tells a change from a
-//! drift correction; without it, the plan says what the write waits for.
+//! drift correction; without it, the plan says what the write waits for. Plan reads a source
+//! wherever it is; the operator sees only the namespaces it watches (`--namespace`) and the
+//! cluster-scoped objects its `--cluster-selector` selects, and holds a change whose source is
+//! outside them (`SourceNotReady`).
 
 use std::collections::BTreeMap;
 
@@ -62,13 +65,27 @@ pub async fn held(
     {
         return Ok(Some(refused));
     }
+    // What the operator refuses whatever aigw.io/promote-now says.
+    let soak = match promotion.soak() {
+        Ok(soak) => soak,
+        Err(why) => return Ok(Some(format!("invalid spec: {why} (InvalidSpec)"))),
+    };
+    let own = meta
+        .namespace
+        .as_deref()
+        .or(live.map(|l| l.default_namespace.as_str()));
+    let itself = promotion
+        .sources(own)
+        .find(|(_, namespace, name)| *namespace == own && *name == object.name());
+    if let Some((field, _, _)) = itself {
+        return Ok(Some(format!(
+            "invalid spec: {field} names this {} itself (InvalidSpec)",
+            object.kind()
+        )));
+    }
     if promote_now(meta) == Some(revision) {
         return Ok(None);
     }
-    let soak = match promotion.soak() {
-        Ok(soak) => soak,
-        Err(why) => return Ok(Some(format!("invalid spec: {why}"))),
-    };
     let Some(live) = live else {
         return Ok(Some(format!(
             "written only once {} have been Ready at revision {revision} for {} (spec.promotion; with --kubeconfig, plan reads whether they have)",

@@ -216,6 +216,13 @@ pub trait Managed:
     fn revision_order(_status: &Self::Status) -> Option<&RevisionOrder> {
         None
     }
+
+    /// Notes in `status.revisionOrder` the revision (`aigw.io/revision`) this resource stands
+    /// at, once its spec is applied: a revision that moved only the annotation counts as
+    /// applied then too (nothing was written for it). True when the status changed.
+    fn note_revision(&self, _status: &mut Self::Status) -> bool {
+        false
+    }
 }
 
 /// [`Managed::promotion`], [`Managed::history`] and [`Managed::history_mut`] of a kind whose
@@ -243,6 +250,20 @@ macro_rules! promotes {
             Some($crate::resources::config::AppliedHistory::revision_order(
                 status,
             ))
+        }
+        fn note_revision(&self, status: &mut Self::Status) -> bool {
+            use $crate::resources::config::AppliedHistory;
+            let Some(revision) =
+                $crate::resources::promotion::revision_of(kube::Resource::meta(self))
+            else {
+                return false;
+            };
+            let order = status.revision_order_mut();
+            if order.recent.first().map(String::as_str) == Some(revision) {
+                return false;
+            }
+            order.record(revision);
+            true
         }
     };
 }

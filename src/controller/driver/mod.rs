@@ -213,6 +213,11 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
         false => trusted(&cx, &key, before.as_ref()).await,
     };
     if let Some(wait) = trust {
+        // Trusted: the spec is applied, so a revision that moved only the annotation is this
+        // resource's revision now.
+        if K::note_revision(object, &mut status) {
+            cx.save_status(&status).await?;
+        }
         let wait = K::due_in(object, &status).map_or(wait, |due| due.min(wait));
         return Ok(Action::requeue(wait));
     }
@@ -248,6 +253,7 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
             };
             record_outcome(status.conditions_mut(), &outcome, generation);
             clear_drifted::<K>(&mut status, generation);
+            K::note_revision(object, &mut status);
             // A listed kind is looked at again when its full read is due (the drift pass asks
             // sooner if a list shows it changed); the others at the next drift check.
             let next = match K::LISTED {

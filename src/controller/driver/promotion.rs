@@ -64,12 +64,19 @@ pub fn decide<K: Managed>(
         return Ok(None);
     };
     let meta = object.meta();
+    // This generation's spec was written already (the newest version recorded is of it), or
+    // applied and Ready: a write now restores it (a drift correction, a Secret value, a
+    // referenced resource's new slug), whatever failed since.
     let applied = object.status().is_some_and(|s| {
-        crate::controller::spec_already_applied(
-            meta.generation,
-            s.observed_generation(),
-            s.conditions(),
-        )
+        let written = K::history(s)
+            .first()
+            .is_some_and(|v| v.generation.is_some() && v.generation == meta.generation);
+        written
+            || crate::controller::spec_already_applied(
+                meta.generation,
+                s.observed_generation(),
+                s.conditions(),
+            )
     });
     if applied {
         return Ok(None);

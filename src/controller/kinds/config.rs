@@ -317,6 +317,12 @@ async fn create(
         Created::Recovered(found) => {
             status.id = Some(found.id.clone());
             status.slug = Some(found.slug.clone()).filter(|s| !s.is_empty());
+            // A version this resource published, whose spec is not known (no generation): it
+            // counts as written before, so creating it again waits for the promotion gate.
+            status.record_applied(crate::resources::config::AppliedVersion {
+                applied_at: now_rfc3339(),
+                ..Default::default()
+            });
             // What the earlier POST sent may be an older spec: read it and diff, soon.
             cx.ctx
                 .drift
