@@ -300,16 +300,22 @@ fn watched<K: Watchable>(
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// What of an object can ask for work: its spec (generation), annotations (pause, revision),
-/// finalizers and deletion. A change to status alone, which is aigw's own write, is not: it
-/// still updates the cache, but does not start another reconcile.
+/// finalizers and deletion. What aigw itself writes is not: its status, its create intent
+/// annotation and its finalizer (written together before a POST, by the reconcile that goes on
+/// to finish the create). They still update the cache, but start no other reconcile.
 fn worth_reconciling<K: kube::Resource>(object: &K) -> Option<u64> {
+    use crate::resources::common::{CREATE_INTENT_ANNOTATION, FINALIZER};
     use std::hash::{Hash, Hasher};
     let meta = object.meta();
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let annotations = meta.annotations.iter().flatten();
+    let others = annotations.filter(|(key, _)| *key != CREATE_INTENT_ANNOTATION);
+    let finalizers = meta.finalizers.iter().flatten();
+    let others_finalizers = finalizers.filter(|f| *f != FINALIZER);
     (
         meta.generation,
-        &meta.annotations,
-        &meta.finalizers,
+        others.collect::<Vec<_>>(),
+        others_finalizers.collect::<Vec<_>>(),
         meta.deletion_timestamp.as_ref().map(|t| t.0.as_second()),
     )
         .hash(&mut hasher);
