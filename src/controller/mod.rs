@@ -400,7 +400,17 @@ async fn run_kind<K: Managed>(
     };
     let stored = {
         let ctx = ctx.clone();
-        move |event: &watcher::Event<K>| ctx.followers.observe(event)
+        move |event: &watcher::Event<K>| {
+            ctx.followers.observe(event);
+            // The cache now holds this process's last write of the object: nothing of it needs
+            // remembering any more (at 10,000 creates, one status copy each).
+            if let watcher::Event::Apply(object) = event {
+                ctx.drift.stored(
+                    &driver::object_key(object),
+                    object.meta().resource_version.clone(),
+                );
+            }
+        }
     };
     let (store, objects) = watched(
         K::api(&ctx.kube, ns),

@@ -226,6 +226,18 @@ impl Drift {
                 .is_some_and(|w| !w.intent && Some(w.rv.as_str()) != resource_version)
     }
 
+    /// The watch cache now holds `key` at `resource_version`: when that is this process's last
+    /// write of it, the cache has caught up and the record of that write goes.
+    pub fn stored(&self, key: &str, resource_version: Option<String>) {
+        let mut written = lock(&self.written);
+        if written
+            .get(key)
+            .is_some_and(|w| resource_version.as_deref() == Some(w.rv.as_str()))
+        {
+            written.remove(key);
+        }
+    }
+
     /// A full reconcile ended without writing: whatever the cache holds is what it acted on.
     pub fn caught_up(&self, key: &str) {
         lock(&self.written).remove(key);
