@@ -122,6 +122,11 @@ pub(super) async fn observe_mode<K: Managed>(
             Err(error) => record_failure(cx, key, &error, before, &mut status).await,
         }
     };
+    // An observed object is left in place on delete, and said so (`Orphaned`): the finalizer
+    // goes on before the status names it, as for any recorded remote object.
+    if status.recorded_remote().is_some() {
+        cx.ensure_finalizer().await?;
+    }
     if worth_writing(before, &status) {
         cx.save_status(&status).await?;
     }
