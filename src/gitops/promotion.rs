@@ -18,12 +18,12 @@ use super::GitopsError;
 use super::plan::Live;
 use super::validate::Object;
 use crate::controller::connections::scope_of;
+use crate::controller::driver::Managed;
+use crate::controller::driver::promotion::state_of;
+use crate::controller::driver::status::CommonStatus;
 use crate::resources::Connection;
 use crate::resources::common::REVISION_ANNOTATION;
-use crate::resources::config::AppliedVersion;
-use crate::resources::promotion::{
-    Promotion, RevisionOrder, Source, SourceState, Verdict, judge, promote_now, revision_of,
-};
+use crate::resources::promotion::{Promotion, Source, Verdict, judge, promote_now, revision_of};
 use crate::resources::{ClusterGuardrail, Config, Guardrail};
 
 /// Why the operator's promotion gate would hold a write of `object` now (`create`: a POST);
@@ -93,20 +93,64 @@ pub async fn held(
             promotion.soak
         )));
     };
-    let sources = read_sources(live, object, meta, promotion).await?;
-    let sources: Vec<Source<'_>> = sources
+    let verdict = match object {
+        Object::Config(_) => {
+            judge_sources::<Config>(live, object, meta, promotion, revision, soak).await?
+        }
+        Object::Guardrail(_) => {
+            judge_sources::<Guardrail>(live, object, meta, promotion, revision, soak).await?
+        }
+        _ => {
+            judge_sources::<ClusterGuardrail>(live, object, meta, promotion, revision, soak).await?
+        }
+    };
+    Ok(match verdict {
+        Verdict::Open { .. } => None,
+        held => Some(format!("{} ({})", held.message(), held.reason())),
+    })
+}
+
+/// The operator's verdict on `revision`, its sources (of kind `K`) read from the cluster.
+async fn judge_sources<K: Managed>(
+    live: &Live,
+    object: &Object,
+    meta: &ObjectMeta,
+    promotion: &Promotion,
+    revision: &str,
+    soak: std::time::Duration,
+) -> Result<Verdict, GitopsError> {
+    let own = meta
+        .namespace
+        .clone()
+        .unwrap_or_else(|| live.default_namespace.clone());
+    let shown = names(object, meta, promotion, Some(&own));
+    let mut read = Vec::new();
+    for ((_, namespace, name), shown) in promotion.sources(Some(&own)).zip(shown) {
+        let found = live_object::<K>(live, namespace.unwrap_or(&own), name, &shown).await?;
+        read.push((shown, found));
+    }
+    let sources: Vec<Source<'_>> = read
         .iter()
-        .map(|(name, read)| Source {
+        .map(|(name, found)| Source {
             name: name.clone(),
-            state: read.as_ref().map(Read::state),
+            state: found.as_ref().map(state_of),
         })
         .collect();
-    Ok(
-        match judge(revision, soak, &sources, jiff::Timestamp::now()) {
-            Verdict::Open { .. } => None,
-            held => Some(format!("{} ({})", held.message(), held.reason())),
-        },
-    )
+    Ok(judge(revision, soak, &sources, jiff::Timestamp::now()))
+}
+
+/// The live `K` named `name` (in `namespace` when the kind is namespaced); `shown` names it in
+/// an error.
+async fn live_object<K: Managed>(
+    live: &Live,
+    namespace: &str,
+    name: &str,
+    shown: &str,
+) -> Result<Option<K>, GitopsError> {
+    K::api(&live.client, Some(namespace))
+        .get_opt(name)
+        .await
+        .map_err(|e| GitopsError::kube(format!("failed to read {shown}"), e))
 }
 
 /// What the live object of the manifest shows the gate.
@@ -121,96 +165,37 @@ struct Itself {
 
 async fn read_itself(live: &Live, object: &Object) -> Result<Itself, GitopsError> {
     let namespace = object.namespace().unwrap_or(&live.default_namespace);
-    let name = object.name();
-    let failed = |e| GitopsError::kube(format!("failed to read {}", object.display()), e);
-    let itself = match object {
-        Object::Config(manifest) => kube::Api::<Config>::namespaced(live.client.clone(), namespace)
-            .get_opt(name)
-            .await
-            .map_err(failed)?
-            .map(|o| {
-                let spec =
-                    serde_json::to_value(&o.spec).ok() == serde_json::to_value(&manifest.spec).ok();
-                itself(
-                    &o.metadata,
-                    o.status.as_ref().map(|s| {
-                        (
-                            s.observed_generation,
-                            &s.conditions[..],
-                            !s.history.is_empty(),
-                        )
-                    }),
-                    spec,
-                )
-            }),
-        Object::Guardrail(manifest) => {
-            kube::Api::<Guardrail>::namespaced(live.client.clone(), namespace)
-                .get_opt(name)
-                .await
-                .map_err(failed)?
-                .map(|o| {
-                    let spec = serde_json::to_value(&o.spec).ok()
-                        == serde_json::to_value(&manifest.spec).ok();
-                    itself(
-                        &o.metadata,
-                        o.status.as_ref().map(|s| {
-                            (
-                                s.observed_generation,
-                                &s.conditions[..],
-                                !s.history.is_empty(),
-                            )
-                        }),
-                        spec,
-                    )
-                })
-        }
-        Object::ClusterGuardrail(manifest) => {
-            kube::Api::<ClusterGuardrail>::all(live.client.clone())
-                .get_opt(name)
-                .await
-                .map_err(failed)?
-                .map(|o| {
-                    let spec = serde_json::to_value(&o.spec).ok()
-                        == serde_json::to_value(&manifest.spec).ok();
-                    itself(
-                        &o.metadata,
-                        o.status.as_ref().map(|s| {
-                            (
-                                s.observed_generation,
-                                &s.conditions[..],
-                                !s.history.is_empty(),
-                            )
-                        }),
-                        spec,
-                    )
-                })
-        }
-        _ => None,
-    };
-    Ok(itself.unwrap_or_default())
+    let (name, shown) = (object.name(), object.display());
+    Ok(match object {
+        Object::Config(manifest) => itself(
+            live_object(live, namespace, name, &shown).await?,
+            &**manifest,
+        ),
+        Object::Guardrail(manifest) => itself(
+            live_object(live, namespace, name, &shown).await?,
+            &**manifest,
+        ),
+        Object::ClusterGuardrail(manifest) => itself(
+            live_object(live, namespace, name, &shown).await?,
+            &**manifest,
+        ),
+        _ => Itself::default(),
+    })
 }
 
-/// [`Itself`] from a live object's metadata, status parts (observed generation, conditions,
-/// whether `history` lists anything) and whether its spec is the manifest's.
-fn itself(
-    meta: &ObjectMeta,
-    status: Option<(
-        Option<i64>,
-        &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
-        bool,
-    )>,
-    same_spec: bool,
-) -> Itself {
-    let Some((observed_generation, conditions, wrote_before)) = status else {
+/// [`Itself`] from the live object (`None`: not in the cluster) and the manifest.
+fn itself<K: Managed>(live: Option<K>, manifest: &K) -> Itself {
+    let Some((live, status)) = live.as_ref().and_then(|o| Some((o, o.status()?))) else {
         return Itself::default();
     };
+    let spec = |o: &K| serde_json::to_value(o).ok().map(|v| v["spec"].clone());
     Itself {
-        wrote_before,
-        spec_applied: same_spec
+        wrote_before: !K::history(status).is_empty(),
+        spec_applied: spec(live) == spec(manifest)
             && crate::controller::spec_already_applied(
-                meta.generation,
-                observed_generation,
-                conditions,
+                live.meta().generation,
+                status.observed_generation(),
+                status.conditions(),
             ),
     }
 }
@@ -281,27 +266,6 @@ async fn refused_source(
     Ok(None)
 }
 
-/// What a source's live object shows: its metadata and the parts of its status the rule reads.
-struct Read {
-    meta: ObjectMeta,
-    observed_generation: Option<i64>,
-    conditions: Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
-    history: Vec<AppliedVersion>,
-    order: RevisionOrder,
-}
-
-impl Read {
-    fn state(&self) -> SourceState<'_> {
-        SourceState {
-            meta: &self.meta,
-            observed_generation: self.observed_generation,
-            conditions: &self.conditions,
-            history: &self.history,
-            order: Some(&self.order),
-        }
-    }
-}
-
 /// How each source is named in messages, with the namespace it is read from.
 fn names(
     object: &Object,
@@ -319,98 +283,4 @@ fn names(
             _ => format!("{} {name}", object.kind()),
         })
         .collect()
-}
-
-/// Each source, named, with its live object (`None`: not in the cluster).
-async fn read_sources(
-    live: &Live,
-    object: &Object,
-    meta: &ObjectMeta,
-    promotion: &Promotion,
-) -> Result<Vec<(String, Option<Read>)>, GitopsError> {
-    let own = meta
-        .namespace
-        .clone()
-        .unwrap_or_else(|| live.default_namespace.clone());
-    let shown = names(object, meta, promotion, Some(&own));
-    let mut sources = Vec::new();
-    for ((_, namespace, name), shown) in promotion.sources(Some(&own)).zip(shown) {
-        let namespace = namespace.unwrap_or(&own);
-        let failed = |e| GitopsError::kube(format!("failed to read {shown}"), e);
-        let read = match object {
-            Object::Config(_) => kube::Api::<Config>::namespaced(live.client.clone(), namespace)
-                .get_opt(name)
-                .await
-                .map_err(failed)?
-                .map(|c| {
-                    read(
-                        c.metadata,
-                        c.status.map(|s| {
-                            (
-                                s.observed_generation,
-                                s.conditions,
-                                s.history,
-                                s.revision_order,
-                            )
-                        }),
-                    )
-                }),
-            Object::Guardrail(_) => {
-                kube::Api::<Guardrail>::namespaced(live.client.clone(), namespace)
-                    .get_opt(name)
-                    .await
-                    .map_err(failed)?
-                    .map(|g| {
-                        read(
-                            g.metadata,
-                            g.status.map(|s| {
-                                (
-                                    s.observed_generation,
-                                    s.conditions,
-                                    s.history,
-                                    s.revision_order,
-                                )
-                            }),
-                        )
-                    })
-            }
-            _ => kube::Api::<ClusterGuardrail>::all(live.client.clone())
-                .get_opt(name)
-                .await
-                .map_err(failed)?
-                .map(|g| {
-                    read(
-                        g.metadata,
-                        g.status.map(|s| {
-                            (
-                                s.observed_generation,
-                                s.conditions,
-                                s.history,
-                                s.revision_order,
-                            )
-                        }),
-                    )
-                }),
-        };
-        sources.push((shown, read));
-    }
-    Ok(sources)
-}
-
-type StatusParts = (
-    Option<i64>,
-    Vec<k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition>,
-    Vec<AppliedVersion>,
-    RevisionOrder,
-);
-
-fn read(meta: ObjectMeta, status: Option<StatusParts>) -> Read {
-    let (observed_generation, conditions, history, order) = status.unwrap_or_default();
-    Read {
-        meta,
-        observed_generation,
-        conditions,
-        history,
-        order,
-    }
 }

@@ -177,7 +177,7 @@ fn verdict<K: Managed>(
 }
 
 /// What a cached source shows the rule.
-fn state_of<K: Managed>(source: &K) -> SourceState<'_> {
+pub(crate) fn state_of<K: Managed>(source: &K) -> SourceState<'_> {
     let status = source.status();
     SourceState {
         meta: source.meta(),
