@@ -3,7 +3,7 @@ SHELL := /bin/bash
 KUBECONFIG_DEV := $(CURDIR)/.aigw-dev/kubeconfig
 CARGO ?= cargo
 
-.PHONY: all build crds chart-check cluster cluster-down test lint unit integration health-test alerts-test chaos chaos-short image demo bench bench-emulator docs clean
+.PHONY: all build crds chart-check cluster cluster-down test lint unit integration health-test alerts-test chaos chaos-short image demo bench bench-scale bench-emulator docs clean
 
 all: build
 
@@ -89,6 +89,11 @@ demo:
 ## client, on a control plane of its own; writes target/bench/report-N.json (hack/bench.sh)
 bench:
 	bash hack/bench.sh
+
+## bench-scale: the operator's and the control plane's RSS and CPU per object at 1,000 / 10,000 /
+## 100,000 Configs, each on a fresh control plane (hack/bench-scale.sh; about an hour; not in CI)
+bench-scale:
+	bash hack/bench-scale.sh
 
 ## bench-emulator: the emulator's loopback throughput (release build, 10,000 configs, wrk)
 bench-emulator:

@@ -10,7 +10,10 @@
 #
 # It runs on a control plane of its own (state in target/bench/cluster, stopped and removed at
 # the end), so apiserver_request_total counts only the bench's traffic and no earlier objects
-# weigh on etcd. Knobs: N, BENCH_EDITS (50), BENCH_STEADY_SECONDS (60), BENCH_OUT (target/bench).
+# weigh on etcd. Then the mixed set (tests/bench.rs, bench_mixed: Configs, RateLimitsPolicies,
+# UsageLimitsPolicies, Guardrails, Deployments and ApiKeys, N in total) on a fresh control plane:
+# target/bench/report-mixed-N.json. Knobs: N, BENCH_EDITS (50), BENCH_STEADY_SECONDS (60),
+# BENCH_MIXED (1; 0 skips the mixed set), BENCH_OUT (target/bench).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
@@ -26,3 +29,9 @@ trap 'bash hack/cluster-down.sh >/dev/null' EXIT
 bash hack/cluster-down.sh >/dev/null
 bash hack/cluster-up.sh
 cargo test "${profile[@]}" --test bench -- --exact bench --nocapture
+# The mixed set (every namespaced kind, N in total) on a fresh control plane; BENCH_MIXED=0 skips it.
+if [[ "${BENCH_MIXED:-1}" != "0" ]]; then
+	bash hack/cluster-down.sh >/dev/null
+	bash hack/cluster-up.sh
+	cargo test "${profile[@]}" --test bench -- --exact bench_mixed --nocapture
+fi

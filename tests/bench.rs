@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 use aigw::api::{Client, ClientConfig, CreateConfigRequest, StaticToken};
 use aigw::resources::Config;
 use futures::{StreamExt, TryStreamExt};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
@@ -93,8 +93,24 @@ async fn bench() {
     eprintln!("== aigw operator: N={}", opts.n);
     let (aigw, edits, steady) = run_operator(&opts, &kube, &emulator, &token_file).await;
 
+    eprintln!("== backlog: N={} Configs before either side starts", opts.n);
+    let backlog_floor = run_floor_backlog(&opts, &kube, &emulator).await;
+    eprintln!(
+        "{}",
+        serde_json::to_string(&backlog_floor).unwrap_or_default()
+    );
+    let backlog_aigw = run_operator_backlog(&opts, &kube, &emulator, &token_file).await;
+    eprintln!(
+        "{}",
+        serde_json::to_string(&backlog_aigw).unwrap_or_default()
+    );
+
     let ratio = aigw["rollout_seconds"].as_f64().unwrap_or(0.0)
         / floor["rollout_seconds"].as_f64().unwrap_or(f64::NAN);
+    let backlog_ratio = backlog_aigw["rollout_seconds"].as_f64().unwrap_or(0.0)
+        / backlog_floor["rollout_seconds"]
+            .as_f64()
+            .unwrap_or(f64::NAN);
     let report = json!({
         "n": opts.n,
         "build": if cfg!(debug_assertions) { "debug" } else { "release" },
@@ -103,6 +119,12 @@ async fn bench() {
         "floor": floor,
         "aigw": aigw,
         "ratio": round(ratio, 2),
+        "backlog": {
+            "clock": "from the start of the operator (of the floor's first list) to the last Ready",
+            "floor": backlog_floor,
+            "aigw": backlog_aigw,
+            "ratio": round(backlog_ratio, 2),
+        },
         "edit_to_version_id_ms": edits,
         "steady_state_after_restart": steady,
     });
@@ -112,6 +134,565 @@ async fn bench() {
     println!("{text}");
     eprintln!("report written to {}", path.display());
     drop(emulator);
+}
+
+/// `make bench-scale` (hack/bench-scale.sh, one N per fresh control plane): N Configs as a backlog,
+/// the operator started on them at the rollout's flags, then edits, then a restart with default
+/// flags; the operator's and the control plane's peak RSS and CPU, per object. Writes
+/// `scale-N.json`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bench_scale() {
+    let opts = Opts::from_env();
+    std::fs::create_dir_all(&opts.out).expect("cannot create the output directory");
+    let token_file = opts.out.join("token");
+    std::fs::write(&token_file, TOKEN).expect("cannot write the token file");
+    let kube = kube::Client::try_default()
+        .await
+        .expect("KUBECONFIG must point at the bench control plane (hack/bench-scale.sh)");
+    support::install_crds(&kube).await;
+    let emulator = Emulator::start(&opts, &token_file).await;
+    let ns = namespace(&kube, "bench-scale").await;
+    let api: Api<Config> = Api::namespaced(kube.clone(), &ns);
+
+    eprintln!("== creating N={} Configs", opts.n);
+    let created = create_all(&api, opts.n, None).await;
+    let plane_idle = ControlPlane::stats();
+    let tracker = Tracker::watch(api.clone());
+    emulator.reset_stats().await;
+    let before = apiserver_snapshot().await;
+    let t0 = Instant::now();
+    eprintln!("== operator on the backlog");
+    let mut operator = Operator::start(
+        &opts,
+        &emulator,
+        &token_file,
+        &ns,
+        &fast_flags(),
+        "operator-scale",
+    )
+    .await;
+    let readyz = t0.elapsed();
+    let rollout = tracker.wait_all_ready(opts.n, t0).await;
+    let after = apiserver_snapshot().await;
+    let (rss, cpu) = operator.proc_stats();
+    let plane = ControlPlane::stats();
+    let reconciles = operator.reconciles().await;
+    eprintln!("== {} edits, one at a time", opts.edits);
+    let edits = edit_latencies(&opts, &api, &tracker).await;
+    operator.kill().await;
+    eprintln!(
+        "== restart with default flags, {} s window",
+        opts.steady.as_secs()
+    );
+    let steady = steady_state(&opts, &emulator, &token_file, &ns, &api, &tracker).await;
+    let plane_end = ControlPlane::stats();
+
+    let n = opts.n as f64;
+    let per_object_kib = |mib: f64, base: f64| round((mib - base) * 1024.0 / n, 2);
+    let report = json!({
+        "n": opts.n,
+        "build": if cfg!(debug_assertions) { "debug" } else { "release" },
+        "create_seconds": round(created.as_secs_f64(), 1),
+        "rollout": {
+            "rollout_seconds": round(rollout.as_secs_f64(), 1),
+            "readyz_after_start_seconds": round(readyz.as_secs_f64(), 2),
+            "reconciles_per_resource": round(reconciles / n, 2),
+            "apiserver": apiserver_figures(&delta(&before, &after), opts.n),
+            "management_api": management_figures(&emulator.stats().await, opts.n),
+            "peak_rss_mib": rss,
+            "cpu_seconds": cpu,
+            "cpu_ms_per_object": round(cpu * 1000.0 / n, 3),
+        },
+        "edit_to_version_id_ms": edits,
+        "steady_state_after_restart": steady,
+        "control_plane": {
+            "rss_mib_with_n_created": plane_idle.rss_mib,
+            "rss_mib_after_rollout": plane.rss_mib,
+            "peak_rss_mib": plane_end.peak_rss_mib,
+            "cpu_seconds_during_rollout": round(plane.cpu_seconds - plane_idle.cpu_seconds, 1),
+            "cpu_ms_per_object_during_rollout": round((plane.cpu_seconds - plane_idle.cpu_seconds) * 1000.0 / n, 3),
+        },
+        "operator_kib_per_object": {
+            "rollout_peak": per_object_kib(rss, 0.0),
+            "restart_peak": per_object_kib(steady["peak_rss_mib"].as_f64().unwrap_or(0.0), 0.0),
+        },
+    });
+    let text = serde_json::to_string_pretty(&report).unwrap_or_default();
+    let path = opts.out.join(format!("scale-{}.json", opts.n));
+    std::fs::write(&path, &text).expect("cannot write the report");
+    println!("{text}");
+    eprintln!("report written to {}", path.display());
+    drop(emulator);
+}
+
+/// The control plane of hack/cluster-up.sh (kube-apiserver and etcd in one process): its RSS,
+/// peak RSS and CPU seconds so far.
+struct ControlPlane {
+    rss_mib: f64,
+    peak_rss_mib: f64,
+    cpu_seconds: f64,
+}
+
+impl ControlPlane {
+    fn stats() -> Self {
+        let dir = std::env::var("AIGW_DEV_DIR").unwrap_or_else(|_| ".aigw-dev".into());
+        let pid = std::fs::read_to_string(format!("{dir}/controlplane.pid")).unwrap_or_default();
+        let (peak, cpu) = proc_stats(pid.trim().parse().unwrap_or(0));
+        let status =
+            std::fs::read_to_string(format!("/proc/{}/status", pid.trim())).unwrap_or_default();
+        Self {
+            rss_mib: round(status_kib(&status, "VmRSS:") / 1024.0, 1),
+            peak_rss_mib: peak,
+            cpu_seconds: cpu,
+        }
+    }
+}
+
+/// The mixed set's kinds and their share of every 20 objects (documented in the benchmark
+/// chapter): the namespaced kinds a team holds, each through its own controller and drift pass.
+const MIX: [(&str, usize); 6] = [
+    ("Config", 8),
+    ("RateLimitsPolicy", 3),
+    ("UsageLimitsPolicy", 2),
+    ("Guardrail", 3),
+    ("Deployment", 2),
+    ("ApiKey", 2),
+];
+
+/// The kind of the mixed set's `i`th object.
+fn mixed_kind(i: usize) -> &'static str {
+    let mut at = i % 20;
+    for (kind, share) in MIX {
+        if at < share {
+            return kind;
+        }
+        at -= share;
+    }
+    MIX[0].0
+}
+
+/// The spec of the mixed set's `i`th object (`workspace`: the emulator's default workspace).
+fn mixed_spec(kind: &str, i: usize, workspace: &str) -> Value {
+    match kind {
+        "Config" => json!({"name": format!("mixed {i}"), "config": document(i)}),
+        "RateLimitsPolicy" => json!({
+            "name": format!("rl {i}"), "type": "requests", "unit": "rpm", "value": 600,
+            "conditions": [{"key": "workspace_id", "value": workspace}],
+            "groupBy": [{"key": "api_key"}], "target": "llm",
+        }),
+        "UsageLimitsPolicy" => json!({
+            "name": format!("ul {i}"), "type": "cost", "creditLimit": 500,
+            "periodicReset": "monthly",
+            "conditions": [{"key": "workspace_id", "value": workspace}],
+            "groupBy": [{"key": "api_key"}],
+        }),
+        "Guardrail" => json!({
+            "name": format!("gr {i}"), "workspaceId": workspace,
+            "checks": [{"id": "default.regexMatch", "name": "cards",
+                "parameters": {"rule": format!("\\d{{16}}-{i}")}}],
+            "actions": {"deny": true},
+        }),
+        "Deployment" => json!({
+            "name": format!("dep-{i}"), "type": "non_production",
+            "credentialsSecretRef": {"name": format!("m-{i:05}-credentials")},
+            "deletionPolicy": "Archive",
+        }),
+        _ => json!({
+            "name": format!("key {i}"), "kind": "service", "workspaceId": workspace,
+            "scopes": ["completions.write"],
+            "secretRef": {"name": format!("m-{i:05}-key")},
+        }),
+    }
+}
+
+/// The typed kind's API resource, for a dynamic `Api`.
+fn api_resource(kind: &str) -> kube::discovery::ApiResource {
+    use aigw::resources::{ApiKey, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy};
+    use kube::discovery::ApiResource;
+    match kind {
+        "Config" => ApiResource::erase::<Config>(&()),
+        "RateLimitsPolicy" => ApiResource::erase::<RateLimitsPolicy>(&()),
+        "UsageLimitsPolicy" => ApiResource::erase::<UsageLimitsPolicy>(&()),
+        "Guardrail" => ApiResource::erase::<Guardrail>(&()),
+        "Deployment" => ApiResource::erase::<Deployment>(&()),
+        _ => ApiResource::erase::<ApiKey>(&()),
+    }
+}
+
+/// Creates the mixed set's `n` objects in `ns` with [`CREATORS`] in flight; each kind, name,
+/// generation and spec goes to `tx` as soon as it exists.
+async fn create_mixed(
+    kube: &kube::Client,
+    ns: &str,
+    n: usize,
+    workspace: &str,
+    tx: Option<mpsc::UnboundedSender<Created>>,
+) -> Duration {
+    let t0 = Instant::now();
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let (kube, tx) = (kube.clone(), tx.clone());
+            async move {
+                let kind = mixed_kind(i);
+                let resource = api_resource(kind);
+                let api: Api<DynamicObject> = Api::namespaced_with(kube, ns, &resource);
+                let name = format!("m-{i:05}");
+                let spec = mixed_spec(kind, i, workspace);
+                let object: DynamicObject = serde_json::from_value(json!({
+                    "apiVersion": resource.api_version, "kind": kind,
+                    "metadata": {"name": name}, "spec": spec,
+                }))
+                .expect("an object");
+                let created = api
+                    .create(&PostParams::default(), &object)
+                    .await
+                    .unwrap_or_else(|e| panic!("creating {kind} {name} failed: {e}"));
+                if let Some(tx) = tx {
+                    let generation = created.metadata.generation.unwrap_or(1);
+                    let _ = tx.send(Created {
+                        kind,
+                        name,
+                        generation,
+                        spec,
+                    });
+                }
+            }
+        })
+        .buffer_unordered(CREATORS)
+        .collect::<Vec<()>>()
+        .await;
+    t0.elapsed()
+}
+
+/// One object of the mixed set, as the floor hears of it.
+struct Created {
+    kind: &'static str,
+    name: String,
+    generation: i64,
+    spec: Value,
+}
+
+/// The floor for one object of any kind of the mix: its POST, the Secret the key or
+/// credentials go to (Deployment, ApiKey), and its status Ready.
+async fn floor_mixed_worker(
+    kube: kube::Client,
+    ns: String,
+    client: Client,
+    rx: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Created>>>,
+) {
+    use aigw::resources::config_document::SecretDocument;
+    use aigw::resources::{
+        api_key, deployment, guardrail, rate_limits_policy, usage_limits_policy,
+    };
+    loop {
+        let next = rx.lock().await.recv().await;
+        let Some(Created {
+            kind,
+            name,
+            generation,
+            spec,
+        }) = next
+        else {
+            return;
+        };
+        let secret: Option<(String, String)> = match kind {
+            "Config" => {
+                let spec: aigw::resources::config::ConfigSpec =
+                    serde_json::from_value(spec).expect("a spec");
+                client
+                    .configs()
+                    .create(&spec.create_request())
+                    .await
+                    .expect("floor POST");
+                None
+            }
+            "RateLimitsPolicy" => {
+                let spec: rate_limits_policy::RateLimitsPolicySpec =
+                    serde_json::from_value(spec).expect("a spec");
+                client
+                    .rate_limits()
+                    .create(&spec.create_request())
+                    .await
+                    .expect("floor POST");
+                None
+            }
+            "UsageLimitsPolicy" => {
+                let spec: usage_limits_policy::UsageLimitsPolicySpec =
+                    serde_json::from_value(spec).expect("a spec");
+                client
+                    .usage_limits()
+                    .create(&spec.create_request())
+                    .await
+                    .expect("floor POST");
+                None
+            }
+            "Guardrail" => {
+                let spec: guardrail::GuardrailSpec = serde_json::from_value(spec).expect("a spec");
+                let request = spec
+                    .definition
+                    .create_request_with(&spec.definition.document(), spec.workspace_id.as_deref());
+                client
+                    .guardrails_on(aigw::api::GuardrailPlane::Workspace)
+                    .create(&request)
+                    .await
+                    .expect("floor POST");
+                None
+            }
+            "Deployment" => {
+                let spec: deployment::DeploymentSpec =
+                    serde_json::from_value(spec).expect("a spec");
+                let created = client
+                    .deployments()
+                    .create(&spec.create_request(None))
+                    .await
+                    .expect("floor POST");
+                Some((
+                    spec.credentials_secret_ref.name.clone(),
+                    created.client_auth.expose().to_string(),
+                ))
+            }
+            _ => {
+                let spec: api_key::ApiKeySpec = serde_json::from_value(spec).expect("a spec");
+                let created = client
+                    .api_keys(spec.kind.to_api())
+                    .create(&spec.create_request(None))
+                    .await
+                    .expect("floor POST");
+                Some((
+                    spec.secret_ref.name.clone(),
+                    created.key.expose().to_string(),
+                ))
+            }
+        };
+        if let Some((secret_name, value)) = secret {
+            let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+                Api::namespaced(kube.clone(), &ns);
+            let secret = serde_json::from_value(json!({
+                "metadata": {"name": secret_name}, "stringData": {"key": value},
+            }))
+            .expect("a Secret");
+            secrets
+                .create(&PostParams::default(), &secret)
+                .await
+                .expect("floor Secret");
+        }
+        let resource = api_resource(kind);
+        let api: Api<DynamicObject> = Api::namespaced_with(kube.clone(), &ns, &resource);
+        let now = jiff::Timestamp::now()
+            .round(jiff::Unit::Second)
+            .unwrap_or_else(|_| jiff::Timestamp::now());
+        let status = json!({"status": {
+            "observedGeneration": generation,
+            "conditions": [{"type": "Ready", "status": "True", "reason": "Synced", "message": "",
+                "lastTransitionTime": now.to_string(), "observedGeneration": generation}],
+        }});
+        api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .expect("floor status patch failed");
+    }
+}
+
+/// `make bench` (after the Configs): the mixed set of [`MIX`] at N objects in total, rolled out
+/// by the floor and by the operator, live and as a backlog. Writes `report-mixed-N.json`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bench_mixed() {
+    let opts = Opts::from_env();
+    std::fs::create_dir_all(&opts.out).expect("cannot create the output directory");
+    let token_file = opts.out.join("token");
+    std::fs::write(&token_file, TOKEN).expect("cannot write the token file");
+    let kube = kube::Client::try_default()
+        .await
+        .expect("KUBECONFIG must point at the bench control plane (hack/bench.sh)");
+    support::install_crds(&kube).await;
+    let emulator = Emulator::start(&opts, &token_file).await;
+    let workspace = emulator.stats().await["default_workspace_id"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let n = opts.n;
+    let counts: BTreeMap<&str, usize> = MIX
+        .iter()
+        .map(|(kind, _)| (*kind, (0..n).filter(|i| mixed_kind(*i) == *kind).count()))
+        .collect();
+
+    // The floor, live: as each object is created, a worker does its API work.
+    eprintln!("== mixed floor: N={n} at concurrency {CONCURRENCY}");
+    let floor = {
+        let ns = namespace(&kube, "mixed-floor").await;
+        let tracker = MixedTracker::watch(&kube, &ns);
+        emulator.reset_stats().await;
+        let before = apiserver_snapshot().await;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let rx = Arc::new(tokio::sync::Mutex::new(rx));
+        let t0 = Instant::now();
+        let workers: Vec<_> = (0..CONCURRENCY)
+            .map(|_| {
+                tokio::spawn(floor_mixed_worker(
+                    kube.clone(),
+                    ns.clone(),
+                    emulator.client(),
+                    rx.clone(),
+                ))
+            })
+            .collect();
+        create_mixed(&kube, &ns, n, &workspace, Some(tx)).await;
+        let rollout = tracker.wait_all_ready(n, t0).await;
+        for worker in workers {
+            worker.await.expect("a floor worker panicked");
+        }
+        let after = apiserver_snapshot().await;
+        json!({
+            "rollout_seconds": round(rollout.as_secs_f64(), 2),
+            "apiserver": apiserver_figures(&delta(&before, &after), n),
+            "management_api": management_figures(&emulator.stats().await, n),
+        })
+    };
+    eprintln!("{floor}");
+
+    // The operator, live, then on a backlog of the same size.
+    let mut runs = Vec::new();
+    for backlog in [false, true] {
+        eprintln!("== mixed aigw operator: N={n}, backlog {backlog}");
+        let ns = namespace(
+            &kube,
+            if backlog {
+                "mixed-backlog"
+            } else {
+                "mixed-aigw"
+            },
+        )
+        .await;
+        let tracker = MixedTracker::watch(&kube, &ns);
+        if backlog {
+            create_mixed(&kube, &ns, n, &workspace, None).await;
+        }
+        let t_start = Instant::now();
+        let operator = Operator::start(
+            &opts,
+            &emulator,
+            &token_file,
+            &ns,
+            &fast_flags(),
+            if backlog {
+                "operator-mixed-backlog"
+            } else {
+                "operator-mixed"
+            },
+        )
+        .await;
+        emulator.reset_stats().await;
+        let before = apiserver_snapshot().await;
+        let t0 = if backlog { t_start } else { Instant::now() };
+        if !backlog {
+            create_mixed(&kube, &ns, n, &workspace, None).await;
+        }
+        let rollout = tracker.wait_all_ready(n, t0).await;
+        let after = apiserver_snapshot().await;
+        let reconciles = operator.reconciles().await;
+        let (rss, cpu) = operator.proc_stats();
+        let run = json!({
+            "rollout_seconds": round(rollout.as_secs_f64(), 2),
+            "apiserver": apiserver_figures(&delta(&before, &after), n),
+            "management_api": management_figures(&emulator.stats().await, n),
+            "reconciles_per_resource": round(reconciles / n as f64, 2),
+            "peak_rss_mib": rss,
+            "cpu_seconds": cpu,
+        });
+        eprintln!("{run}");
+        runs.push(run);
+    }
+    let backlog = runs.pop().unwrap_or_default();
+    let live = runs.pop().unwrap_or_default();
+    let ratio = |run: &Value| {
+        round(
+            run["rollout_seconds"].as_f64().unwrap_or(0.0)
+                / floor["rollout_seconds"].as_f64().unwrap_or(f64::NAN),
+            2,
+        )
+    };
+    let report = json!({
+        "n": n,
+        "kinds": counts,
+        "build": if cfg!(debug_assertions) { "debug" } else { "release" },
+        "emulator_latency": LATENCY,
+        "floor": floor,
+        "aigw": live,
+        "ratio": ratio(&live),
+        "backlog": {
+            "clock": "from the start of the operator to the last Ready (the floor: its live rollout)",
+            "aigw": backlog,
+            "ratio_to_live_floor": ratio(&backlog),
+        },
+    });
+    let text = serde_json::to_string_pretty(&report).unwrap_or_default();
+    let path = opts.out.join(format!("report-mixed-{n}.json"));
+    std::fs::write(&path, &text).expect("cannot write the report");
+    println!("{text}");
+    eprintln!("report written to {}", path.display());
+    drop(emulator);
+}
+
+/// Readiness of every object of the mix in one namespace, from one watch per kind.
+#[derive(Clone)]
+struct MixedTracker {
+    ready: Arc<Mutex<HashMap<String, bool>>>,
+    tick: watch::Receiver<u64>,
+}
+
+impl MixedTracker {
+    fn watch(kube: &kube::Client, ns: &str) -> Self {
+        let ready = Arc::new(Mutex::new(HashMap::new()));
+        let (tx, tick) = watch::channel(0u64);
+        let tx = Arc::new(tx);
+        for (kind, _) in MIX {
+            let resource = api_resource(kind);
+            let api: Api<DynamicObject> = Api::namespaced_with(kube.clone(), ns, &resource);
+            let (map, tx) = (ready.clone(), tx.clone());
+            tokio::spawn(async move {
+                let mut stream = watcher(api, watcher::Config::default())
+                    .default_backoff()
+                    .applied_objects()
+                    .boxed();
+                while let Ok(Some(object)) = stream.try_next().await {
+                    let generation = object.metadata.generation;
+                    let conditions = object.data["status"]["conditions"].as_array().cloned();
+                    let is_ready = conditions.unwrap_or_default().iter().any(|c| {
+                        c["type"] == "Ready"
+                            && c["status"] == "True"
+                            && c["observedGeneration"].as_i64() == generation
+                    });
+                    let key = format!("{kind}/{}", object.metadata.name.unwrap_or_default());
+                    map.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(key, is_ready);
+                    tx.send_modify(|t| *t += 1);
+                }
+            });
+        }
+        Self { ready, tick }
+    }
+
+    async fn wait_all_ready(&self, n: usize, t0: Instant) -> Duration {
+        let mut tick = self.tick.clone();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(1800);
+        loop {
+            let count = self
+                .ready
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .values()
+                .filter(|r| **r)
+                .count();
+            if count >= n {
+                return t0.elapsed();
+            }
+            let waited = tokio::time::timeout_at(deadline, tick.changed()).await;
+            assert!(
+                matches!(waited, Ok(Ok(()))),
+                "only {count} of {n} objects of the mix became Ready within 30 min"
+            );
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -192,15 +773,15 @@ async fn run_operator(
     let ns = namespace(kube, "bench-aigw").await;
     let api: Api<Config> = Api::namespaced(kube.clone(), &ns);
     let tracker = Tracker::watch(api.clone());
-    let fast = [
-        "--concurrency",
-        &CONCURRENCY.to_string(),
-        "--api-qps",
-        API_QPS,
-    ]
-    .map(String::from);
-    let mut operator =
-        Operator::start(opts, emulator, token_file, &ns, &fast, "operator-rollout").await;
+    let mut operator = Operator::start(
+        opts,
+        emulator,
+        token_file,
+        &ns,
+        &fast_flags(),
+        "operator-rollout",
+    )
+    .await;
     emulator.reset_stats().await;
     let before = apiserver_snapshot().await;
     let t0 = Instant::now();
@@ -230,6 +811,99 @@ async fn run_operator(
     );
     let steady = steady_state(opts, emulator, token_file, &ns, &api, &tracker).await;
     (aigw, edits, steady)
+}
+
+/// The floor on a backlog: the N Configs exist before it starts; the clock runs from its first
+/// (paged) list to the last Ready.
+async fn run_floor_backlog(opts: &Opts, kube: &kube::Client, emulator: &Emulator) -> Value {
+    let ns = namespace(kube, "bench-floor-backlog").await;
+    let api: Api<Config> = Api::namespaced(kube.clone(), &ns);
+    create_all(&api, opts.n, None).await;
+    let tracker = Tracker::watch(api.clone());
+    emulator.reset_stats().await;
+    let before = apiserver_snapshot().await;
+    let client = emulator.client();
+    let (tx, rx) = mpsc::unbounded_channel::<(String, i64)>();
+    let rx = Arc::new(tokio::sync::Mutex::new(rx));
+    let t0 = Instant::now();
+    let workers: Vec<_> = (0..CONCURRENCY)
+        .map(|_| tokio::spawn(floor_worker(api.clone(), client.clone(), rx.clone())))
+        .collect();
+    let mut params = kube::api::ListParams::default().limit(500);
+    loop {
+        let page = api.list(&params).await.expect("the floor's list failed");
+        for config in &page.items {
+            let name = config.metadata.name.clone().unwrap_or_default();
+            let _ = tx.send((name, config.metadata.generation.unwrap_or(1)));
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => break,
+        }
+    }
+    drop(tx);
+    let rollout = tracker.wait_all_ready(opts.n, t0).await;
+    for worker in workers {
+        worker.await.expect("a floor worker panicked");
+    }
+    let after = apiserver_snapshot().await;
+    json!({
+        "rollout_seconds": round(rollout.as_secs_f64(), 2),
+        "apiserver": apiserver_figures(&delta(&before, &after), opts.n),
+        "management_api": management_figures(&emulator.stats().await, opts.n),
+    })
+}
+
+/// The operator on a backlog: the N Configs exist before it starts, at the rollout's flags; the
+/// clock runs from its start to the last Ready.
+async fn run_operator_backlog(
+    opts: &Opts,
+    kube: &kube::Client,
+    emulator: &Emulator,
+    token_file: &std::path::Path,
+) -> Value {
+    let ns = namespace(kube, "bench-aigw-backlog").await;
+    let api: Api<Config> = Api::namespaced(kube.clone(), &ns);
+    create_all(&api, opts.n, None).await;
+    let tracker = Tracker::watch(api.clone());
+    emulator.reset_stats().await;
+    let before = apiserver_snapshot().await;
+    let t0 = Instant::now();
+    let operator = Operator::start(
+        opts,
+        emulator,
+        token_file,
+        &ns,
+        &fast_flags(),
+        "operator-backlog",
+    )
+    .await;
+    let readyz = t0.elapsed();
+    let rollout = tracker.wait_all_ready(opts.n, t0).await;
+    let after = apiserver_snapshot().await;
+    let reconciles = operator.reconciles().await;
+    let (rss, cpu) = operator.proc_stats();
+    json!({
+        "rollout_seconds": round(rollout.as_secs_f64(), 2),
+        "readyz_after_start_seconds": round(readyz.as_secs_f64(), 2),
+        "apiserver": apiserver_figures(&delta(&before, &after), opts.n),
+        "management_api": management_figures(&emulator.stats().await, opts.n),
+        "reconciles": reconciles,
+        "reconciles_per_resource": round(reconciles / opts.n as f64, 2),
+        "peak_rss_mib": rss,
+        "cpu_seconds": cpu,
+    })
+}
+
+/// The rollout's flags: the baseline concurrency and API budget.
+fn fast_flags() -> [String; 4] {
+    [
+        "--concurrency",
+        &CONCURRENCY.to_string(),
+        "--api-qps",
+        API_QPS,
+    ]
+    .map(String::from)
 }
 
 /// Creates `c-00000`… with [`CREATORS`] requests in flight; each name and generation goes to
@@ -651,29 +1325,40 @@ impl Operator {
             .sum()
     }
 
-    /// Peak RSS (MiB, `VmHWM`) and CPU seconds (user + system) so far.
+    /// Peak RSS (MiB) and CPU seconds so far.
     fn proc_stats(&self) -> (f64, f64) {
-        let status =
-            std::fs::read_to_string(format!("/proc/{}/status", self.pid)).unwrap_or_default();
-        let hwm_kib: f64 = status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmHWM:"))
-            .and_then(|v| v.split_whitespace().next()?.parse().ok())
-            .unwrap_or(0.0);
-        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid)).unwrap_or_default();
-        // Fields after the `(comm)`: state is field 3, utime 14 and stime 15.
-        let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
-        let fields: Vec<&str> = after.split_whitespace().collect();
-        let ticks: f64 = [11, 12]
-            .iter()
-            .filter_map(|&i| fields.get(i)?.parse::<f64>().ok())
-            .sum();
-        (round(hwm_kib / 1024.0, 1), round(ticks / clock_ticks(), 2))
+        proc_stats(self.pid)
     }
 
     async fn kill(&mut self) {
         let _ = self.child.kill().await;
     }
+}
+
+/// Peak RSS (MiB, `VmHWM`) and CPU seconds (user + system) of a process so far.
+fn proc_stats(pid: u32) -> (f64, f64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the `(comm)`: state is field 3, utime 14 and stime 15.
+    let after = stat.rsplit_once(')').map(|(_, rest)| rest).unwrap_or("");
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    let ticks: f64 = [11, 12]
+        .iter()
+        .filter_map(|&i| fields.get(i)?.parse::<f64>().ok())
+        .sum();
+    (
+        round(status_kib(&status, "VmHWM:") / 1024.0, 1),
+        round(ticks / clock_ticks(), 2),
+    )
+}
+
+/// A `kB` line of `/proc/PID/status`.
+fn status_kib(status: &str, field: &str) -> f64 {
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap_or(0.0)
 }
 
 fn clock_ticks() -> f64 {
@@ -755,12 +1440,24 @@ fn delta(before: &BTreeMap<String, f64>, after: &BTreeMap<String, f64>) -> BTree
         .collect()
 }
 
+/// The bench's own creates (the user's work, not the operator's), by apiserver resource.
+const USER_CREATES: [&str; 6] = [
+    "POST configs",
+    "POST ratelimitspolicies",
+    "POST usagelimitspolicies",
+    "POST guardrails",
+    "POST deployments",
+    "POST apikeys",
+];
+
 /// Leaves out LIST and WATCH (a constant number per process, not per resource) and the bench's
-/// own creates of Configs (the user's work, not the operator's).
+/// own creates of its objects (the user's work, not the operator's).
 fn without_watches(d: &BTreeMap<String, f64>) -> BTreeMap<String, f64> {
     d.iter()
         .filter(|(k, _)| {
-            !k.starts_with("LIST ") && !k.starts_with("WATCH ") && *k != "POST configs"
+            !k.starts_with("LIST ")
+                && !k.starts_with("WATCH ")
+                && !USER_CREATES.contains(&k.as_str())
         })
         .map(|(k, v)| (k.clone(), *v))
         .collect()

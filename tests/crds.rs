@@ -51,7 +51,10 @@ async fn each_kind_round_trips_through_the_apiserver() {
         .unwrap();
     let config = env.api::<Config>().get("routing").await.unwrap();
     assert_eq!(config.spec.name, "routing");
-    assert_eq!(config.spec.config["strategy"]["mode"], "fallback");
+    assert_eq!(
+        config.spec.config.to_value()["strategy"]["mode"],
+        "fallback"
+    );
 
     dynamic_api(&env, "Deployment", "deployments")
         .create(&pp, &object("Deployment", "edge", deployment_spec()))

@@ -311,7 +311,10 @@ async fn promote_now_lets_exactly_that_revision_through_and_history_says_so() {
     // `aigw plan` (reading dev's status through the kubeconfig) shows the held update as gated.
     let mut manifest = web("r2", Some(after(&dev.namespace, "1h")));
     manifest.metadata.namespace = Some(prod.namespace.clone());
-    manifest.spec.config["retry"] = json!({"attempts": 4});
+    manifest
+        .spec
+        .config
+        .insert("retry".into(), json!({"attempts": 4}));
     let (code, out) = plan(&h, &manifest).await;
     assert_eq!(code, Some(2), "a gated update is still a change: {out}");
     assert!(

@@ -294,10 +294,10 @@ impl<'o> Builder<'o> {
         let metadata = self.meta("Config", &remote.name, &remote.slug);
         let mut spec = project::config_spec(remote);
         let live = self.options.live_secret_refs.get(&remote.slug);
-        let mut document = serde_json::Value::Object(std::mem::take(&mut spec.config));
+        let mut document = spec.config.to_value();
         spec.secret_refs = take_live_secrets(&mut document, live);
         if let serde_json::Value::Object(map) = document {
-            spec.config = map;
+            spec.config = map.into();
         }
         let name = metadata.name.clone().unwrap_or_default();
         let secret = format!("{}-secrets", truncate(&name, 253 - "-secrets".len()));
@@ -461,7 +461,7 @@ impl<'o> Builder<'o> {
 /// instead, under a key derived from its path. Returns the Secret keys used.
 fn move_secrets_out(spec: &mut crate::resources::config::ConfigSpec, secret: &str) -> Vec<String> {
     use crate::resources::config::{ConfigSecretRef, SecretKeyRef, take_pointer};
-    let mut document = serde_json::Value::Object(std::mem::take(&mut spec.config));
+    let mut document = spec.config.to_value();
     let mut keys = Vec::new();
     for path in secret_pointers(&document) {
         take_pointer(&mut document, &path);
@@ -479,7 +479,7 @@ fn move_secrets_out(spec: &mut crate::resources::config::ConfigSpec, secret: &st
         });
     }
     if let serde_json::Value::Object(map) = document {
-        spec.config = map;
+        spec.config = map.into();
     }
     keys
 }

@@ -486,7 +486,7 @@ async fn with_resources(
     config: &Config,
 ) -> Result<(Config, Option<String>), GitopsError> {
     let mut resolved = config.clone();
-    let mut document = Value::Object(config.spec.config.clone());
+    let mut document = config.spec.config.to_value();
     let mut waiting = Vec::new();
     for reference in &config.spec.resource_refs {
         let slug = match live {
@@ -542,7 +542,7 @@ async fn with_resources(
         }
     }
     if let Value::Object(map) = document {
-        resolved.spec.config = map;
+        resolved.spec.config = map.into();
     }
     let reason = (!waiting.is_empty()).then(|| {
         format!(

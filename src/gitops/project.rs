@@ -16,7 +16,11 @@ pub fn config_spec(remote: &api::ConfigDetail) -> ConfigSpec {
         slug: Some(remote.slug.clone()),
         name: remote.name.clone(),
         workspace_id: remote.workspace_id.clone().filter(|w| !w.is_empty()),
-        config: remote.config.as_object().cloned().unwrap_or_default(),
+        config: remote
+            .config
+            .as_object()
+            .map(Into::into)
+            .unwrap_or_default(),
         secret_refs: Vec::new(),
         resource_refs: Vec::new(),
         state: Some(remote.status.clone()).filter(|s| !s.is_empty()),

@@ -470,7 +470,7 @@ fn operator_checks(object: &Object, out: &mut Vec<Violation>) {
         Object::Config(o) => {
             // The document as the operator checks it: Secret paths marked, credentials refused
             // at any depth (admission reaches only the top levels), guardrail lists typed.
-            let mut document = serde_json::Value::Object(o.spec.config.clone());
+            let mut document = o.spec.config.to_value();
             for reference in &o.spec.resource_refs {
                 let marker = serde_json::Value::String(format!("({})", reference.name));
                 if let Err(message) = crate::resources::config_document::set_reference(

@@ -68,7 +68,7 @@ pub struct ConfigSpec {
     /// ones before any write): set them with `secretRefs` instead. Keep header values that are
     /// credentials (`custom_headers`) in `secretRefs` too: they are masked in every output.
     #[schemars(schema_with = "config_document_schema")]
-    pub config: serde_json::Map<String, serde_json::Value>,
+    pub config: super::json_object::JsonObject,
 
     /// Values of `config` taken from Secrets in this Config's own namespace, substituted when the
     /// document is sent and never shown anywhere else. Each names a JSON Pointer into `config`
@@ -423,7 +423,7 @@ impl ConfigSpec {
 
     /// The create body for this spec.
     pub fn create_request(&self) -> api::CreateConfigRequest {
-        self.create_request_with(&self.config)
+        self.create_request_with(&self.config.to_map())
     }
 
     /// The create body sending `document` (the spec's document with Secret values filled in).
@@ -441,7 +441,7 @@ impl ConfigSpec {
 
     /// The update body: the whole document (the API replaces it), the name and the state.
     pub fn update_request(&self) -> api::UpdateConfigRequest {
-        self.update_request_with(&self.config)
+        self.update_request_with(&self.config.to_map())
     }
 
     /// The update body sending `document` (the spec's document with Secret values filled in).
@@ -472,7 +472,7 @@ impl ConfigSpec {
         at: String,
         concealed: &[&str],
     ) -> super::common::DriftCorrection {
-        let mut desired = serde_json::Value::Object(self.config.clone());
+        let mut desired = self.config.to_value();
         let mut current = remote.config.clone();
         for reference in &self.secret_refs {
             take_pointer(&mut desired, &reference.path);
@@ -520,7 +520,7 @@ impl ConfigSpec {
                 return false;
             }
         }
-        let mut desired = serde_json::Value::Object(self.config.clone());
+        let mut desired = self.config.to_value();
         for reference in &self.secret_refs {
             take_pointer(&mut desired, &reference.path);
         }
@@ -541,11 +541,9 @@ impl Config {
             .any(|r| r.kind == kind && r.name == name);
         by_resource
             || (!keys.is_empty()
-                && super::config_document::guardrail_references(&serde_json::Value::Object(
-                    self.spec.config.clone(),
-                ))
-                .iter()
-                .any(|r| keys.contains(&r.name.as_str())))
+                && super::config_document::guardrail_references(&self.spec.config.to_value())
+                    .iter()
+                    .any(|r| keys.contains(&r.name.as_str())))
     }
 }
 
@@ -762,7 +760,7 @@ mod tests {
             {"path": "/custom_headers/x-key", "secretKeyRef": {"name": "keys", "key": "h"}}
         ]))
         .unwrap();
-        let mut desired = serde_json::Value::Object(spec.config.clone());
+        let mut desired = spec.config.to_value();
         spec.show_secret_refs(&mut desired, false);
         assert_eq!(desired["targets"][0]["api_key"], "(secret keys/openai)");
         assert_eq!(desired["custom_headers"]["x-key"], "(secret keys/h)");

@@ -57,7 +57,7 @@ impl SecretDocument for ConfigSpec {
     const FIELD: &'static str = "spec.config";
 
     fn document(&self) -> Map<String, Value> {
-        self.config.clone()
+        self.config.to_map()
     }
 
     fn secret_refs(&self) -> std::borrow::Cow<'_, [ConfigSecretRef]> {

@@ -8,6 +8,7 @@ pub mod connection;
 pub mod deployment;
 pub mod guardrail;
 pub mod integration;
+pub mod json_object;
 pub mod limits;
 pub mod policy;
 pub mod promotion;

@@ -176,7 +176,7 @@ impl Drift {
         key: &str,
         resource_version: Option<String>,
         intent: bool,
-        result: Option<serde_json::Value>,
+        result: Option<Fingerprint>,
     ) {
         match resource_version {
             Some(rv) => lock(&self.written).insert(
@@ -195,7 +195,7 @@ impl Drift {
     /// this process last wrote for `key`, written within [`RESULT_SHOWS_WITHIN`]: only aigw
     /// writes status, so that copy is older than the write, and acting on it would redo the
     /// remote write. Past that window (a status edited by hand) the cache is taken as it is.
-    pub fn behind_result(&self, key: &str, cached: Option<serde_json::Value>) -> bool {
+    pub fn behind_result(&self, key: &str, cached: Option<Fingerprint>) -> bool {
         let mut written = lock(&self.written);
         let Some(entry) = written.get_mut(key) else {
             return false;
@@ -378,9 +378,26 @@ pub fn settled<K: Managed>(object: &K, status: &K::Status) -> bool {
 struct Written {
     rv: String,
     intent: bool,
-    /// The status written (without timestamps) when it recorded a remote write's result, and
-    /// when: a reconcile waits for the cache to show it ([`Drift::behind_result`]).
-    result: Option<(serde_json::Value, Instant)>,
+    /// The fingerprint of the status written (without timestamps) when it recorded a remote
+    /// write's result, and when: a reconcile waits for the cache to show it
+    /// ([`Drift::behind_result`]).
+    result: Option<(Fingerprint, Instant)>,
+}
+
+/// What [`Drift`] keeps of a status it waits for the cache to show: a hash of its JSON, not the
+/// document (a record can outlive its write when the watch shows the write before it is made).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fingerprint(u64);
+
+impl Fingerprint {
+    /// The hash of `value`'s JSON, keys sorted; `None` when it cannot be written as JSON.
+    pub fn of<T: serde::Serialize>(value: &T) -> Option<Self> {
+        use std::hash::{Hash, Hasher};
+        let text = serde_json::to_value(value).ok()?.to_string();
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        text.hash(&mut hasher);
+        Some(Self(hasher.finish()))
+    }
 }
 
 /// Where the drift pass sends the objects to read again: every controller of the kind (one per

@@ -541,7 +541,7 @@ impl<'a, K: Managed> Cx<'a, K> {
         let result = self
             .wrote_remotely
             .load(std::sync::atomic::Ordering::SeqCst)
-            .then(|| serde_json::to_value(CommonStatus::without_timestamps(status)).ok())
+            .then(|| super::drift::Fingerprint::of(&CommonStatus::without_timestamps(status)))
             .flatten();
         self.ctx.drift.wrote(
             &object_key(self.object),

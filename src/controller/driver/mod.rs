@@ -202,7 +202,7 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
     // (a PUT's hash) is older than that write: wait for the watch rather than redo the write.
     let cached = before
         .as_ref()
-        .and_then(|s| serde_json::to_value(s.without_timestamps()).ok());
+        .and_then(|s| drift::Fingerprint::of(&s.without_timestamps()));
     if ctx.drift.behind_result(&key, cached) {
         debug!(kind = K::KIND, object = %key, "the cache does not show this process's last result yet; looking again shortly");
         return Ok(Action::requeue(Duration::from_millis(200)));

@@ -473,7 +473,7 @@ pub fn with_values(config: &Config, values: &[String]) -> Result<Option<Config>,
     if config.spec.resource_refs.is_empty() {
         return Ok(None);
     }
-    let mut document = Value::Object(config.spec.config.clone());
+    let mut document = config.spec.config.to_value();
     for (reference, value) in config.spec.resource_refs.iter().zip(values) {
         crate::resources::config_document::set_reference(
             &mut document,
@@ -484,7 +484,7 @@ pub fn with_values(config: &Config, values: &[String]) -> Result<Option<Config>,
     }
     let mut resolved = config.clone();
     if let Value::Object(map) = document {
-        resolved.spec.config = map;
+        resolved.spec.config = map.into();
     }
     Ok(Some(resolved))
 }

@@ -604,7 +604,7 @@ fn named_by(provider: &Provider, config: &Config) -> bool {
         .resource_refs
         .iter()
         .any(|r| r.kind == ReferencedKind::Provider && r.name == name);
-    by_resource || routes_to(provider, &Value::Object(config.spec.config.clone()))
+    by_resource || routes_to(provider, &config.spec.config.to_value())
 }
 
 fn routes_to(provider: &Provider, document: &Value) -> bool {

@@ -14,8 +14,8 @@
 //! and costs a map lookup per claimed id rather than a scan of every cached object (a scan per
 //! reconcile made a 10,000-resource rollout quadratic).
 
-use std::collections::{BTreeSet, HashMap};
-use std::sync::{Mutex, RwLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
 
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
@@ -150,15 +150,16 @@ impl<K: Claims> StoreList<K> {
             index
                 .by_key
                 .get(&(connection.clone(), id.to_string()))
-                .is_some_and(|claimants| claimants.iter().any(|c| c.2 != uid))
+                .is_some_and(|claimants| claimants.iter().any(|c| *c.2 != *uid))
         })
     }
 }
 
 /// A resource that manages its object ranks first (tier 0), then one that does not (1), then
 /// one that never managed it and is refused by its grants (2); then older first; the uid
-/// breaks ties between objects created in the same second.
-type Seniority = (u8, Option<jiff::Timestamp>, String);
+/// breaks ties between objects created in the same second. The uid is shared with the index's
+/// other entries for the resource.
+type Seniority = (u8, Option<jiff::Timestamp>, Arc<str>);
 
 /// One resource's claims, as last seen on its watch stream.
 struct Claim {
@@ -170,11 +171,12 @@ struct Claim {
     name: String,
 }
 
-/// Who claims what: `(connection, remote id)` → claimants, oldest first.
+/// Who claims what: `(connection, remote id)` → claimants, senior first (a sorted `Vec`: almost
+/// always one claimant, where a set would cost a tree node per id).
 #[derive(Default)]
 struct ClaimIndex {
-    by_uid: HashMap<String, Claim>,
-    by_key: HashMap<(String, String), BTreeSet<Seniority>>,
+    by_uid: HashMap<Arc<str>, Claim>,
+    by_key: HashMap<(String, String), Vec<Seniority>>,
     /// Per stream, the number of the list in progress or last completed.
     epochs: HashMap<usize, u64>,
 }
@@ -191,10 +193,10 @@ impl ClaimIndex {
             .collect();
         let seniority = seniority(object);
         for key in &keys {
-            self.by_key
-                .entry(key.clone())
-                .or_default()
-                .insert(seniority.clone());
+            let claimants = self.by_key.entry(key.clone()).or_default();
+            if let Err(at) = claimants.binary_search(&seniority) {
+                claimants.insert(at, seniority.clone());
+            }
         }
         let claim = Claim {
             stream,
@@ -207,7 +209,7 @@ impl ClaimIndex {
                 object.name_any()
             ),
         };
-        self.by_uid.insert(uid, claim);
+        self.by_uid.insert(claim.seniority.2.clone(), claim);
     }
 
     fn remove(&mut self, uid: &str) {
@@ -216,7 +218,7 @@ impl ClaimIndex {
         };
         for key in claim.keys {
             if let Some(claimants) = self.by_key.get_mut(&key) {
-                claimants.remove(&claim.seniority);
+                claimants.retain(|c| *c != claim.seniority);
                 if claimants.is_empty() {
                     self.by_key.remove(&key);
                 }
@@ -231,7 +233,7 @@ impl ClaimIndex {
 
     fn finish(&mut self, stream: usize) {
         let epoch = self.epochs.get(&stream).copied().unwrap_or_default();
-        let stale: Vec<String> = self
+        let stale: Vec<Arc<str>> = self
             .by_uid
             .iter()
             .filter(|(_, c)| c.stream == stream && c.epoch < epoch)
@@ -339,7 +341,7 @@ fn seniority<K: Claims>(object: &K) -> Seniority {
     (
         tier,
         object.meta().creation_timestamp.as_ref().map(|t| t.0),
-        object.uid().unwrap_or_default(),
+        object.uid().unwrap_or_default().into(),
     )
 }
 
