@@ -311,6 +311,18 @@ async fn a_server_side_rotation_policy_is_refused_at_admission_saying_why() {
         .expect_err("a user key needs a userId");
     assert!(refused.to_string().contains("userId"), "{refused}");
 
+    // An empty workspaceId would mean the default workspace to the API and read back as
+    // another value: refused, naming the field.
+    let mut empty = service_key("empty", json!({}));
+    empty["workspaceId"] = json!("");
+    let refused = h
+        .env
+        .api::<ApiKey>()
+        .create(&PostParams::default(), &api_key("empty", empty))
+        .await
+        .expect_err("an empty workspaceId must be refused");
+    assert!(refused.to_string().contains("spec.workspaceId"), "{refused}");
+
     // kind is fixed once created.
     create(&h, "fixed", service_key("fixed", json!({}))).await;
     let changed = h

@@ -505,10 +505,7 @@ async fn bench_mixed() {
         .expect("KUBECONFIG must point at the bench control plane (hack/bench.sh)");
     support::install_crds(&kube).await;
     let emulator = Emulator::start(&opts, &token_file).await;
-    let workspace = emulator.stats().await["default_workspace_id"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
+    let workspace = emulator.default_workspace().await;
     let n = opts.n;
     let counts: BTreeMap<&str, usize> = MIX
         .iter()
@@ -1236,6 +1233,26 @@ impl Emulator {
             .json()
             .await
             .expect("stats JSON")
+    }
+
+    /// The emulator's default workspace (`GET /_emulator/state`, while it is still empty).
+    async fn default_workspace(&self) -> String {
+        let url = format!("{}/_emulator/state", self.url);
+        let state: Value = self
+            .http
+            .get(url)
+            .send()
+            .await
+            .expect("emulator state")
+            .json()
+            .await
+            .expect("state JSON");
+        let id = state["default_workspace_id"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert!(!id.is_empty(), "the emulator names no default workspace");
+        id
     }
 
     async fn reset_stats(&self) {

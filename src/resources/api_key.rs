@@ -79,6 +79,7 @@ pub struct ApiKeySpec {
     /// Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceId is immutable: create a new ApiKey to move it to another workspace"))]
+    #[schemars(length(min = 1))]
     pub workspace_id: Option<String>,
 
     /// What the key may do, at least one, e.g. `completions.write`, `logs.write`, `mcp.invoke`.

@@ -56,6 +56,7 @@ pub struct ConfigSpec {
     /// UUID of the workspace the config belongs to. Cannot be changed once set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceId is immutable: create a new Config to move it to another workspace"))]
+    #[schemars(length(min = 1))]
     pub workspace_id: Option<String>,
 
     /// The routing document, exactly as the API takes it: `strategy`, `targets`, `retry`,

@@ -51,6 +51,7 @@ pub struct GuardrailSpec {
     /// guardrail). Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceId is immutable: create a new Guardrail to move it to another workspace"))]
+    #[schemars(length(min = 1))]
     pub workspace_id: Option<String>,
 
     /// Everything else, which `ClusterGuardrail` says the same way.

@@ -62,6 +62,7 @@ pub struct UsageLimitsPolicySpec {
     /// Workspace (UUID or slug) the policy belongs to. Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceId is immutable: create a new UsageLimitsPolicy to change it"))]
+    #[schemars(length(min = 1))]
     pub workspace_id: Option<String>,
 
     /// What is counted: `cost` or `tokens`. Immutable.
