@@ -321,7 +321,10 @@ async fn a_server_side_rotation_policy_is_refused_at_admission_saying_why() {
         .create(&PostParams::default(), &api_key("empty", empty))
         .await
         .expect_err("an empty workspaceId must be refused");
-    assert!(refused.to_string().contains("spec.workspaceId"), "{refused}");
+    assert!(
+        refused.to_string().contains("spec.workspaceId"),
+        "{refused}"
+    );
 
     // kind is fixed once created.
     create(&h, "fixed", service_key("fixed", json!({}))).await;

@@ -177,6 +177,7 @@ async fn bench_scale() {
     let (rss, cpu) = operator.proc_stats();
     let plane = ControlPlane::stats();
     let reconciles = operator.reconciles().await;
+    let management = management_figures(&emulator.stats().await, opts.n);
     eprintln!("== {} edits, one at a time", opts.edits);
     let edits = edit_latencies(&opts, &api, &tracker).await;
     operator.kill().await;
@@ -198,7 +199,7 @@ async fn bench_scale() {
             "readyz_after_start_seconds": round(readyz.as_secs_f64(), 2),
             "reconciles_per_resource": round(reconciles / n, 2),
             "apiserver": apiserver_figures(&delta(&before, &after), opts.n),
-            "management_api": management_figures(&emulator.stats().await, opts.n),
+            "management_api": management,
             "peak_rss_mib": rss,
             "cpu_seconds": cpu,
             "cpu_ms_per_object": round(cpu * 1000.0 / n, 3),

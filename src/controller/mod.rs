@@ -269,15 +269,21 @@ fn watched<K: Watchable>(
     // Paged initial lists (500 objects a page): a list served whole from the watch cache (the
     // "any" semantic ignores the page size) put every object in one response, which at 10,000
     // objects was the largest allocation of the process. managedFields and kubectl's copy of
-    // the last applied manifest are most of a cached object and aigw never reads them.
+    // the last applied manifest are most of a cached object and aigw never reads them. The
+    // create intent annotation is read once, by `prepare`, into the status reconciles read;
+    // kept, it would cost every cached object its text and a tree node for the map.
     let objects = watcher(api, config)
         .modify(move |object| {
+            object.meta_mut().managed_fields = None;
+            prepare(object);
             let meta = object.meta_mut();
-            meta.managed_fields = None;
             if let Some(annotations) = meta.annotations.as_mut() {
                 annotations.remove(LAST_APPLIED);
+                annotations.remove(crate::resources::common::CREATE_INTENT_ANNOTATION);
+                if annotations.is_empty() {
+                    meta.annotations = None;
+                }
             }
-            prepare(object);
         })
         .inspect(move |event| {
             if let Ok(event) = event {

@@ -127,7 +127,8 @@ pub struct CreateAttempt {
 
 /// Annotation holding the create intent of a resource: written, with aigw's finalizer, in one
 /// metadata write guarded by the resourceVersion before the POST is sent; settled by the
-/// status write of its outcome (`status.createSettled` names its id), never removed.
+/// status write of its outcome (`status.createSettled` names its id), never removed. The watch
+/// caches do not keep it: `Managed::prepare` reads it into the status as each copy arrives.
 pub const CREATE_INTENT_ANNOTATION: &str = "aigw.io/create-intent";
 
 /// The value of [`CREATE_INTENT_ANNOTATION`] (JSON).
