@@ -13,7 +13,8 @@
 # weigh on etcd. Then the mixed set (tests/bench.rs, bench_mixed: Configs, RateLimitsPolicies,
 # UsageLimitsPolicies, Guardrails, Deployments and ApiKeys, N in total) on a fresh control plane:
 # target/bench/report-mixed-N.json. Knobs: N, BENCH_EDITS (50), BENCH_STEADY_SECONDS (60),
-# BENCH_MIXED (1; 0 skips the mixed set), BENCH_OUT (target/bench).
+# BENCH_MIXED (1; 0 skips the mixed set), BENCH_STATUS (0; 1 adds the status-write comparison,
+# target/bench/status-writes-N.json), BENCH_OUT (target/bench).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
@@ -34,4 +35,10 @@ if [[ "${BENCH_MIXED:-1}" != "0" ]]; then
 	bash hack/cluster-down.sh >/dev/null
 	bash hack/cluster-up.sh
 	cargo test "${profile[@]}" --test bench -- --exact bench_mixed --nocapture
+fi
+# Status writes, server-side apply against a merge patch (N/2 Configs each); BENCH_STATUS=1 runs it.
+if [[ "${BENCH_STATUS:-0}" == "1" ]]; then
+	bash hack/cluster-down.sh >/dev/null
+	bash hack/cluster-up.sh
+	cargo test "${profile[@]}" --test bench -- --exact bench_status_writes --nocapture
 fi

@@ -226,6 +226,114 @@ async fn bench_scale() {
     drop(emulator);
 }
 
+/// `BENCH_STATUS=1 make bench` runs it too (or `cargo test --test bench -- --exact
+/// bench_status_writes`): the operator's status write (server-side apply of the whole status with
+/// a resourceVersion precondition) against a merge patch with the same precondition, each on N/2
+/// Configs written twice (the first status, then a changed one), 16 in flight. The control
+/// plane's CPU and the wall time per write. Writes `status-writes-N.json`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bench_status_writes() {
+    let opts = Opts::from_env();
+    std::fs::create_dir_all(&opts.out).expect("cannot create the output directory");
+    let kube = kube::Client::try_default()
+        .await
+        .expect("KUBECONFIG must point at the bench control plane (hack/bench.sh)");
+    support::install_crds(&kube).await;
+    let ns = namespace(&kube, "bench-status").await;
+    let api: Api<Config> = Api::namespaced(kube.clone(), &ns);
+    create_all(&api, opts.n, None).await;
+    let half = opts.n / 2;
+    let mut results = serde_json::Map::new();
+    for (method, range) in [
+        ("merge_patch", 0..half),
+        ("server_side_apply", half..opts.n),
+    ] {
+        let names: Vec<String> = range.map(|i| format!("c-{i:05}")).collect();
+        let mut versions: HashMap<String, String> = HashMap::new();
+        for config in api
+            .list(&kube::api::ListParams::default())
+            .await
+            .expect("list")
+            .items
+        {
+            let name = config.metadata.name.clone().unwrap_or_default();
+            versions.insert(name, config.metadata.resource_version.unwrap_or_default());
+        }
+        let mut rounds = Vec::new();
+        for pass in 0..2 {
+            let plane = ControlPlane::stats();
+            let t0 = Instant::now();
+            let written: Vec<(String, String)> = futures::stream::iter(names.iter().cloned())
+                .map(|name| {
+                    let api = api.clone();
+                    let version = versions.get(&name).cloned().unwrap_or_default();
+                    async move {
+                        let status = operator_like_status(&name, pass);
+                        let written = match method {
+                            "merge_patch" => {
+                                let patch = json!({"metadata": {"resourceVersion": version}, "status": status});
+                                api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch)).await
+                            }
+                            _ => {
+                                let patch = json!({
+                                    "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+                                    "metadata": {"resourceVersion": version}, "status": status,
+                                });
+                                api.patch_status(&name, &PatchParams::apply("aigw/config").force(), &Patch::Apply(&patch)).await
+                            }
+                        };
+                        let written = written.unwrap_or_else(|e| panic!("{method} of {name} failed: {e}"));
+                        (name, written.metadata.resource_version.unwrap_or_default())
+                    }
+                })
+                .buffer_unordered(CONCURRENCY)
+                .collect()
+                .await;
+            let took = t0.elapsed().as_secs_f64();
+            let cpu = ControlPlane::stats().cpu_seconds - plane.cpu_seconds;
+            versions.extend(written);
+            rounds.push(json!({
+                "pass": if pass == 0 { "first status" } else { "changed status" },
+                "writes": names.len(),
+                "seconds": round(took, 2),
+                "control_plane_cpu_ms_per_write": round(cpu * 1000.0 / names.len() as f64, 3),
+                "wall_ms_per_write_at_16": round(took * 1000.0 / names.len() as f64, 3),
+            }));
+        }
+        results.insert(method.into(), Value::Array(rounds));
+    }
+    let report = json!({"n": opts.n, "build": if cfg!(debug_assertions) { "debug" } else { "release" }, "status_writes": results});
+    let text = serde_json::to_string_pretty(&report).unwrap_or_default();
+    let path = opts.out.join(format!("status-writes-{}.json", opts.n));
+    std::fs::write(&path, &text).expect("cannot write the report");
+    println!("{text}");
+}
+
+/// A status as the operator writes it for a Config it created: conditions, ids, a version, the
+/// settled intent and one history entry. `pass` changes the version.
+fn operator_like_status(name: &str, pass: usize) -> Value {
+    let now = jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .unwrap_or_else(|_| jiff::Timestamp::now())
+        .to_string();
+    let version = format!("{}-v{pass}", uuid::Uuid::new_v4());
+    let condition = |type_: &str, status: &str, reason: &str| {
+        json!({"type": type_, "status": status, "reason": reason, "message": "",
+            "lastTransitionTime": now, "observedGeneration": 1})
+    };
+    json!({
+        "observedGeneration": 1,
+        "conditions": [condition("Ready", "True", "Synced"), condition("Reconciling", "False", "Synced"), condition("Stalled", "False", "Synced")],
+        "id": uuid::Uuid::new_v4().to_string(),
+        "slug": format!("pc-{name}"),
+        "versionId": version,
+        "lastAppliedAt": now,
+        "remoteUpdatedAt": now,
+        "createSettled": uuid::Uuid::new_v4().to_string(),
+        "history": [{"versionId": version, "generation": 1, "appliedAt": now}],
+    })
+}
+
 /// The control plane of hack/cluster-up.sh (kube-apiserver and etcd in one process): its RSS,
 /// peak RSS and CPU seconds so far.
 struct ControlPlane {
