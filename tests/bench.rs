@@ -70,8 +70,10 @@ impl Opts {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn bench() {
+/// What every bench starts with: its options, the output directory with the token file the
+/// emulator and the operator read, and a client of the bench's own control plane with the CRDs
+/// installed (hack/bench.sh and hack/bench-scale.sh start one and set `KUBECONFIG`).
+async fn setup() -> (Opts, kube::Client, PathBuf) {
     let opts = Opts::from_env();
     std::fs::create_dir_all(&opts.out).expect("cannot create the output directory");
     let token_file = opts.out.join("token");
@@ -84,6 +86,12 @@ async fn bench() {
         .await
         .expect("KUBECONFIG must point at the bench control plane (hack/bench.sh)");
     support::install_crds(&kube).await;
+    (opts, kube, token_file)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bench() {
+    let (opts, kube, token_file) = setup().await;
     let emulator = Emulator::start(&opts, &token_file).await;
 
     eprintln!("== floor: N={} at concurrency {CONCURRENCY}", opts.n);
@@ -142,14 +150,7 @@ async fn bench() {
 /// `scale-N.json`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bench_scale() {
-    let opts = Opts::from_env();
-    std::fs::create_dir_all(&opts.out).expect("cannot create the output directory");
-    let token_file = opts.out.join("token");
-    std::fs::write(&token_file, TOKEN).expect("cannot write the token file");
-    let kube = kube::Client::try_default()
-        .await
-        .expect("KUBECONFIG must point at the bench control plane (hack/bench-scale.sh)");
-    support::install_crds(&kube).await;
+    let (opts, kube, token_file) = setup().await;
     let emulator = Emulator::start(&opts, &token_file).await;
     let ns = namespace(&kube, "bench-scale").await;
     let api: Api<Config> = Api::namespaced(kube.clone(), &ns);
@@ -233,12 +234,7 @@ async fn bench_scale() {
 /// plane's CPU and the wall time per write. Writes `status-writes-N.json`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bench_status_writes() {
-    let opts = Opts::from_env();
-    std::fs::create_dir_all(&opts.out).expect("cannot create the output directory");
-    let kube = kube::Client::try_default()
-        .await
-        .expect("KUBECONFIG must point at the bench control plane (hack/bench.sh)");
-    support::install_crds(&kube).await;
+    let (opts, kube, _) = setup().await;
     let ns = namespace(&kube, "bench-status").await;
     let api: Api<Config> = Api::namespaced(kube.clone(), &ns);
     create_all(&api, opts.n, None).await;
@@ -312,18 +308,11 @@ async fn bench_status_writes() {
 /// A status as the operator writes it for a Config it created: conditions, ids, a version, the
 /// settled intent and one history entry. `pass` changes the version.
 fn operator_like_status(name: &str, pass: usize) -> Value {
-    let now = jiff::Timestamp::now()
-        .round(jiff::Unit::Second)
-        .unwrap_or_else(|_| jiff::Timestamp::now())
-        .to_string();
+    let now = now_seconds();
     let version = format!("{}-v{pass}", uuid::Uuid::new_v4());
-    let condition = |type_: &str, status: &str, reason: &str| {
-        json!({"type": type_, "status": status, "reason": reason, "message": "",
-            "lastTransitionTime": now, "observedGeneration": 1})
-    };
     json!({
         "observedGeneration": 1,
-        "conditions": [condition("Ready", "True", "Synced"), condition("Reconciling", "False", "Synced"), condition("Stalled", "False", "Synced")],
+        "conditions": [condition("Ready", "True", 1), condition("Reconciling", "False", 1), condition("Stalled", "False", 1)],
         "id": uuid::Uuid::new_v4().to_string(),
         "slug": format!("pc-{name}"),
         "versionId": version,
@@ -332,6 +321,20 @@ fn operator_like_status(name: &str, pass: usize) -> Value {
         "createSettled": uuid::Uuid::new_v4().to_string(),
         "history": [{"versionId": version, "generation": 1, "appliedAt": now}],
     })
+}
+
+/// A status condition as aigw writes it (reason `Synced`), at `generation`, set now.
+fn condition(type_: &str, status: &str, generation: i64) -> Value {
+    json!({"type": type_, "status": status, "reason": "Synced", "message": "",
+        "lastTransitionTime": now_seconds(), "observedGeneration": generation})
+}
+
+/// Now, to the second, as Kubernetes writes times.
+fn now_seconds() -> String {
+    jiff::Timestamp::now()
+        .round(jiff::Unit::Second)
+        .unwrap_or_else(|_| jiff::Timestamp::now())
+        .to_string()
 }
 
 /// The control plane of hack/cluster-up.sh (kube-apiserver and etcd in one process): its RSS,
@@ -587,13 +590,9 @@ async fn floor_mixed_worker(
         }
         let resource = api_resource(kind);
         let api: Api<DynamicObject> = Api::namespaced_with(kube.clone(), &ns, &resource);
-        let now = jiff::Timestamp::now()
-            .round(jiff::Unit::Second)
-            .unwrap_or_else(|_| jiff::Timestamp::now());
         let status = json!({"status": {
             "observedGeneration": generation,
-            "conditions": [{"type": "Ready", "status": "True", "reason": "Synced", "message": "",
-                "lastTransitionTime": now.to_string(), "observedGeneration": generation}],
+            "conditions": [condition("Ready", "True", generation)],
         }});
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
             .await
@@ -605,14 +604,7 @@ async fn floor_mixed_worker(
 /// by the floor and by the operator, live and as a backlog. Writes `report-mixed-N.json`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bench_mixed() {
-    let opts = Opts::from_env();
-    std::fs::create_dir_all(&opts.out).expect("cannot create the output directory");
-    let token_file = opts.out.join("token");
-    std::fs::write(&token_file, TOKEN).expect("cannot write the token file");
-    let kube = kube::Client::try_default()
-        .await
-        .expect("KUBECONFIG must point at the bench control plane (hack/bench.sh)");
-    support::install_crds(&kube).await;
+    let (opts, kube, token_file) = setup().await;
     let emulator = Emulator::start(&opts, &token_file).await;
     let workspace = emulator.default_workspace().await;
     let n = opts.n;
@@ -853,14 +845,10 @@ async fn floor_worker(
             .create(&request)
             .await
             .expect("floor POST failed");
-        let now = jiff::Timestamp::now()
-            .round(jiff::Unit::Second)
-            .unwrap_or_else(|_| jiff::Timestamp::now());
         let status = json!({"status": {
             "observedGeneration": generation,
             "id": created.id, "slug": created.slug, "versionId": created.version_id,
-            "conditions": [{"type": "Ready", "status": "True", "reason": "Synced", "message": "",
-                "lastTransitionTime": now.to_string(), "observedGeneration": generation}],
+            "conditions": [condition("Ready", "True", generation)],
         }});
         api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&status))
             .await

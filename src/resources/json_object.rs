@@ -38,11 +38,6 @@ impl JsonObject {
     pub fn as_str(&self) -> &str {
         &self.0
     }
-
-    /// Heap bytes the object holds.
-    pub fn heap_size(&self) -> usize {
-        self.0.len()
-    }
 }
 
 impl Default for JsonObject {
@@ -79,20 +74,6 @@ impl Serialize for JsonObject {
 impl<'de> Deserialize<'de> for JsonObject {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         Map::<String, Value>::deserialize(deserializer).map(Self::from)
-    }
-}
-
-impl schemars::JsonSchema for JsonObject {
-    fn schema_name() -> std::borrow::Cow<'static, str> {
-        "JsonObject".into()
-    }
-
-    fn inline_schema() -> bool {
-        true
-    }
-
-    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        schemars::json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
     }
 }
 
