@@ -15,7 +15,7 @@ pub use kinds::{
     rate_limits_policy, usage_limits_policy,
 };
 pub use runtime::{backoff, census, events, failpoints, health, leader, metrics};
-pub use state::{claims, connections, followers};
+pub use state::{claims, connections, followers, relay};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -75,6 +75,9 @@ pub struct Context {
     pub dry_run: bool,
     /// Who follows whom (`spec.promotion.after`): a source's change requeues its followers.
     pub followers: followers::Followers,
+    /// Each kind's changes, once its watch cache stored them, for the controllers of the kinds
+    /// that read it (a Config hears the Guardrails it names).
+    pub relay: relay::Relay,
 }
 
 /// How the operator runs.
@@ -157,6 +160,7 @@ impl Context {
             cluster_selector: settings.cluster_selector.clone(),
             dry_run: settings.dry_run,
             followers: Default::default(),
+            relay: Default::default(),
         }
     }
 
@@ -406,8 +410,13 @@ async fn run_kind<K: Managed>(
     };
     let stored = {
         let ctx = ctx.clone();
+        let relayed = std::sync::Mutex::new(relay::Relayed::default());
         move |event: &watcher::Event<K>| {
             ctx.followers.observe(event);
+            relayed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .stored(&ctx.relay, event);
             // The cache now holds this process's last write of the object: nothing of it needs
             // remembering any more (at 10,000 creates, one status copy each).
             if let watcher::Event::Apply(object) = event {

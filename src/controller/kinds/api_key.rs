@@ -17,6 +17,7 @@
 //! The API's own `rotation_policy` is never sent (refused at admission): a scheduled rotation
 //! on the server would issue a value that never reaches the Secret.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -272,15 +273,10 @@ pub fn watch_inputs(
                 k.spec.secret_ref.name == secret.name_any()
             })
         });
-    let probe = ctx
-        .health
-        .register(stream_name("Config(ApiKey)", namespace));
-    let configs = scoped::<PartialObjectMeta<Config>>(&ctx.kube, namespace);
-    let configs = watcher(configs, watcher::Config::default())
-        .inspect(move |item| probe.observe(item))
-        .touched_objects();
+    // Heard once the Config watch cache, which `defaults.config` is resolved from, holds it.
+    let configs = ctx.relay.subscribe::<Config>(namespace.map(str::to_string));
     let drift = ctx.drift.clone();
-    controller.watches_stream(configs, move |config: PartialObjectMeta<Config>| {
+    controller.watches_shared_stream(configs, move |config: Arc<Config>| {
         let name = config.name_any();
         users(&keys, &drift, config.namespace(), |k| {
             k.spec.defaults.as_ref().and_then(|d| d.config.as_ref()) == Some(&name)

@@ -634,8 +634,8 @@ fn ready_slug<G: Referenced>(
 /// Requeues the Configs that name a resource of kind `G` (`spec.resourceRefs`) whenever one
 /// changes, so a Config waiting for it applies as soon as it is Ready, and notes that their
 /// inputs changed: a resource created again under a new slug is sent at once, not at the next
-/// full read. A Guardrail or Provider is watched in the Configs' namespace, a ClusterGuardrail
-/// everywhere.
+/// full read. A Guardrail or Provider is heard in the Configs' namespace, a ClusterGuardrail
+/// everywhere; each change only once `G`'s watch cache, which the Config reads, holds it.
 fn watch_referenced<G>(
     controller: Controller<Config>,
     ctx: &Context,
@@ -645,16 +645,10 @@ fn watch_referenced<G>(
 where
     G: Referenced + crate::controller::Managed,
 {
-    let namespace = namespace.filter(|_| G::NAMESPACED);
-    let probe = ctx.health.register(crate::controller::stream_name(
-        &format!("{}(Config refs)", G::KIND),
-        namespace,
-    ));
-    let stream = watcher(G::api(&ctx.kube, namespace), ctx.watch_config::<G>())
-        .inspect(move |item| probe.observe(item))
-        .touched_objects();
+    let namespace = namespace.filter(|_| G::NAMESPACED).map(str::to_string);
+    let stream = ctx.relay.subscribe::<G>(namespace);
     let drift = ctx.drift.clone();
-    controller.watches_stream(stream, move |resource: G| {
+    controller.watches_shared_stream(stream, move |resource: Arc<G>| {
         let namespace = resource.meta().namespace.clone();
         let name = resource.name_any();
         let users: Vec<_> = configs

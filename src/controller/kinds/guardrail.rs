@@ -8,11 +8,11 @@
 //! also be a refusal: such an answer counts as "gone" only when a complete listing of the
 //! guardrails shows no guardrail with that id or slug.
 
-use futures::StreamExt;
+use std::sync::Arc;
+
 use kube::ResourceExt;
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::api::{ApiError, Client, GuardrailDetails, GuardrailSummary, GuardrailsOn, Listing};
 use crate::controller::Context;
@@ -521,23 +521,10 @@ fn watch_referrers<G: GuardrailObject>(
     namespace: Option<&str>,
     guardrails: Store<G>,
 ) -> Controller<G> {
-    let namespaces = match G::NAMESPACED {
-        true => vec![namespace.map(str::to_string)],
-        false => ctx.watched_namespaces.clone(),
-    };
-    let streams = namespaces.into_iter().map(|namespace| {
-        let probe = ctx.health.register(crate::controller::stream_name(
-            &format!("Config({} users)", G::KIND),
-            namespace.as_deref(),
-        ));
-        let configs = crate::controller::scoped::<Config>(&ctx.kube, namespace.as_deref());
-        watcher(configs, watcher::Config::default())
-            .inspect(move |item| probe.observe(item))
-            .touched_objects()
-            .boxed()
-    });
-    let stream = futures::stream::select_all(streams);
-    controller.watches_stream(stream, move |config: Config| {
+    // A ClusterGuardrail hears the Configs of every watched namespace.
+    let namespace = namespace.filter(|_| G::NAMESPACED).map(str::to_string);
+    let stream = ctx.relay.subscribe::<Config>(namespace);
+    controller.watches_shared_stream(stream, move |config: Arc<Config>| {
         guardrails
             .state()
             .into_iter()

@@ -1,3 +1,4 @@
 pub mod claims;
 pub mod connections;
 pub mod followers;
+pub mod relay;

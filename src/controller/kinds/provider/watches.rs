@@ -1,12 +1,13 @@
 //! What wakes the Provider and Integration controllers besides their own objects: the
 //! Integration resources a Provider binds, the Configs that name a Provider, and the Providers
-//! that bind an Integration.
+//! that bind an Integration. Each is heard from its kind's own watch, once its cache holds
+//! the change ([`crate::controller::relay`]).
 
-use futures::StreamExt;
+use std::sync::Arc;
+
 use kube::ResourceExt;
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
 
 use super::named_by;
 use crate::controller::Context;
@@ -22,15 +23,8 @@ fn integrations(
     _namespace: Option<&str>,
     providers: Store<Provider>,
 ) -> Controller<Provider> {
-    let probe = ctx.health.register(crate::controller::stream_name(
-        "Integration(Provider refs)",
-        None,
-    ));
-    let integrations = kube::Api::<Integration>::all(ctx.kube.clone());
-    let stream = watcher(integrations, ctx.watch_config::<Integration>())
-        .inspect(move |item| probe.observe(item))
-        .touched_objects();
-    controller.watches_stream(stream, move |integration: Integration| {
+    let stream = ctx.relay.subscribe::<Integration>(None);
+    controller.watches_shared_stream(stream, move |integration: Arc<Integration>| {
         let name = integration.name_any();
         providers
             .state()
@@ -49,16 +43,8 @@ fn referrers(
     namespace: Option<&str>,
     providers: Store<Provider>,
 ) -> Controller<Provider> {
-    let probe = ctx.health.register(crate::controller::stream_name(
-        "Config(Provider users)",
-        namespace,
-    ));
-    let configs = crate::controller::scoped::<Config>(&ctx.kube, namespace);
-    let stream = watcher(configs, watcher::Config::default())
-        .inspect(move |item| probe.observe(item))
-        .touched_objects()
-        .boxed();
-    controller.watches_stream(stream, move |config: Config| {
+    let stream = ctx.relay.subscribe::<Config>(namespace.map(str::to_string));
+    controller.watches_shared_stream(stream, move |config: Arc<Config>| {
         providers
             .state()
             .into_iter()
@@ -86,19 +72,9 @@ pub fn watch_binders(
     ctx: &Context,
     integrations: Store<Integration>,
 ) -> Controller<Integration> {
-    let streams = ctx.watched_namespaces.clone().into_iter().map(|namespace| {
-        let probe = ctx.health.register(crate::controller::stream_name(
-            "Provider(Integration users)",
-            namespace.as_deref(),
-        ));
-        let providers = crate::controller::scoped::<Provider>(&ctx.kube, namespace.as_deref());
-        watcher(providers, watcher::Config::default())
-            .inspect(move |item| probe.observe(item))
-            .touched_objects()
-            .boxed()
-    });
-    let stream = futures::stream::select_all(streams);
-    controller.watches_stream(stream, move |provider: Provider| {
+    // The Providers of every watched namespace.
+    let stream = ctx.relay.subscribe::<Provider>(None);
+    controller.watches_shared_stream(stream, move |provider: Arc<Provider>| {
         let named = provider.spec.integration.clone();
         let id = provider.spec.integration_id.clone();
         integrations
