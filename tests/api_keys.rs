@@ -423,45 +423,59 @@ async fn a_crash_between_the_rotate_call_and_the_secret_write_is_recovered() {
     h.restart_operator().await;
     let recovered = h
         .env
-        // The dead process's call is given the longest a call can take before it is redone.
+        // The dead process's call is given the longest a call can take before it is given up.
         .wait_for::<ApiKey>("crashy", Duration::from_secs(90), |k| {
+            let status = k.status.as_ref().unwrap();
             ready(k)
-                && k.status
-                    .as_ref()
-                    .unwrap()
-                    .rotation
-                    .pending_rotation
-                    .is_none()
+                && status.rotation.pending_rotation.is_none()
+                && status.replaced_key.is_none()
+                && status.id.as_deref().is_some_and(|new| new != id)
         })
         .await;
+    let status = recovered.status.clone().unwrap();
+    let new_id = status.id.clone().unwrap();
+    // No second rotation: the key whose value was lost is replaced by a new key, and deleted
+    // once the Secret holds the new one, so no live value is left that nobody holds.
+    let keys = remote_keys(&h).await;
+    let ours: Vec<_> = keys.iter().filter(|k| k["name"] == "crashy").collect();
+    assert_eq!(ours.len(), 1, "one key left in the API: {ours:?}");
+    assert_eq!(ours[0]["id"], new_id.as_str());
+    assert_eq!(ours[0]["rotations"], 0, "the new key was never rotated");
     let now = secret_value(&h, "crashy-key").await;
-    let remote_key = remote(&h, &id).await;
     assert_eq!(
-        remote_key["key"],
+        ours[0]["key"],
         now.as_str(),
         "the Secret holds the live key"
     );
+    assert_eq!(handshake(&h, &new_id, &now).await, 200);
     assert_ne!(
-        now, lost,
-        "the lost value was never seen, so it is replaced"
+        handshake(&h, &id, &lost).await,
+        200,
+        "the lost value is dead"
     );
+    assert_ne!(handshake(&h, &id, &before).await, 200);
     assert_eq!(
-        remote_key["rotations"], 2,
-        "the interrupted rotation is done once more, never more"
-    );
-    assert_eq!(
-        recovered
-            .status
-            .unwrap()
-            .rotation
-            .observed_rotation_trigger
-            .as_deref(),
+        status.rotation.observed_rotation_trigger.as_deref(),
         Some("b")
     );
-    // Restarts and resyncs rotate nothing more.
+    let events = h.env.events_text().await;
+    for (reason, names) in [("Replacing", &id), ("Deleted", &id), ("Created", &new_id)] {
+        let line = format!("crashy {reason}: ");
+        assert!(
+            events
+                .lines()
+                .any(|l| l.contains(&line) && l.contains(names.as_str())),
+            "no {reason} event naming {names}:\n{events}"
+        );
+    }
+    // Restarts and resyncs rotate or replace nothing more.
     h.restart_operator().await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(remote(&h, &id).await["rotations"], 2);
+    let keys = remote_keys(&h).await;
+    let ours: Vec<_> = keys.iter().filter(|k| k["name"] == "crashy").collect();
+    assert_eq!(ours.len(), 1);
+    assert_eq!(ours[0]["id"], new_id.as_str());
+    assert_eq!(ours[0]["rotations"], 0);
     assert_no_leaks(&h, &[&before, &lost]).await;
     h.stop().await;
 }
@@ -659,11 +673,11 @@ async fn a_user_key_is_orphaned_with_its_secret_when_asked() {
 }
 
 /// The rotate answer lost without a crash (the API applied it, then answered 5xx): the value
-/// it carried exists nowhere, so the next reconcile rotates once more. Each lost answer costs
-/// exactly one rotation, the Secret ends with the key's current value, and nothing rotates
-/// after that.
+/// it carried exists nowhere, so the key is replaced rather than rotated again: a new key into
+/// the Secret, then the old one deleted. No second rotation, one key left, held by the Secret,
+/// and nothing rotates or is replaced after that.
 #[tokio::test]
-async fn a_lost_rotate_answer_costs_one_rotation_and_the_secret_ends_live() {
+async fn a_lost_rotate_answer_replaces_the_key_and_the_secret_ends_live() {
     let h = Harness::start("ak-lost-rotate").await;
     let id = create(&h, "shaky", service_key("shaky", json!({"trigger": "a"}))).await;
     h.reset_stats().await;
@@ -683,33 +697,46 @@ async fn a_lost_rotate_answer_costs_one_rotation_and_the_secret_ends_live() {
     .await
     .expect("the rotate call never happened");
     h.faults(json!({})).await;
-    let settled = set_trigger(&h, "shaky", "b").await;
-    assert!(ready(&settled));
+    let settled = h
+        .env
+        .wait_for::<ApiKey>("shaky", WAIT, |k| {
+            let status = k.status.as_ref().unwrap();
+            ready(k)
+                && status.rotation.observed_rotation_trigger.as_deref() == Some("b")
+                && status.replaced_key.is_none()
+                && status.id.as_deref().is_some_and(|new| new != id)
+        })
+        .await;
+    let new_id = settled.status.unwrap().id.unwrap();
 
     let rotate = format!("POST {SERVICE_KEYS}/{{keyId}}/rotate");
-    let stats = h.stats().await;
-    let answered: u64 = ["200", "201"]
+    assert_eq!(h.count(&rotate).await, 1, "no second rotation");
+    let state = h.state().await;
+    let replaced: Vec<_> = state["deleted_api_keys"]
+        .as_array()
+        .unwrap()
         .iter()
-        .filter_map(|s| stats["requests"][&rotate][s].as_u64())
-        .sum();
-    let lost = h.count(&rotate).await - answered;
-    assert_eq!(answered, 1, "one rotate answer reached aigw: {stats}");
-    assert!(lost >= 1, "the first answer was lost: {stats}");
-    let remote_key = remote(&h, &id).await;
-    assert_eq!(
-        remote_key["rotations"].as_u64(),
-        Some(lost + 1),
-        "one rotation per lost answer, plus the one that got through"
-    );
+        .filter(|k| k["id"] == id.as_str())
+        .collect();
+    assert_eq!(replaced.len(), 1, "the replaced key was deleted: {state}");
+    assert_eq!(replaced[0]["rotations"], 1);
+    let ours: Vec<_> = remote_keys(&h)
+        .await
+        .into_iter()
+        .filter(|k| k["name"] == "shaky")
+        .collect();
+    assert_eq!(ours.len(), 1, "one key left in the API: {ours:?}");
+    assert_eq!(ours[0]["id"], new_id.as_str());
     let value = secret_value(&h, "shaky-key").await;
     assert_eq!(
-        remote_key["key"],
+        ours[0]["key"],
         value.as_str(),
         "the Secret holds the live key"
     );
-    assert_eq!(handshake(&h, &id, &value).await, 200);
+    assert_eq!(handshake(&h, &new_id, &value).await, 200);
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(remote(&h, &id).await["rotations"].as_u64(), Some(lost + 1));
+    assert_eq!(h.count(&rotate).await, 1);
+    assert_eq!(remote(&h, &new_id).await["rotations"], 0);
     assert_no_leaks(&h, &[]).await;
     h.stop().await;
 }

@@ -60,6 +60,9 @@ impl KeyKind {
 #[derive(Default)]
 pub struct ApiKeyStore {
     by_id: HashMap<String, ApiKeyRecord>,
+    /// The keys DELETE removed, each as `{id, name, rotations}` (for `GET /_emulator/state`:
+    /// tests count the rotations a replaced key saw).
+    deleted: Vec<Value>,
 }
 
 /// `defaults` of a key: what requests made with it get unless they say otherwise.
@@ -329,7 +332,18 @@ impl ApiKeyStore {
 
     pub fn remove(&mut self, kind: KeyKind, id: &str) -> Option<ApiKeyRecord> {
         self.find(kind, id)?;
-        self.by_id.remove(id)
+        let removed = self.by_id.remove(id)?;
+        self.deleted.push(json!({
+            "id": removed.id,
+            "name": removed.name,
+            "rotations": removed.rotations,
+        }));
+        Some(removed)
+    }
+
+    /// The keys DELETE removed: `{id, name, rotations}` each, in the order they went.
+    pub fn deleted(&self) -> Vec<Value> {
+        self.deleted.clone()
     }
 
     /// Every key with its values in clear and its rotation count (for `GET /_emulator/state`).

@@ -54,7 +54,8 @@ pub async fn put_faults(State(state): State<Shared>, body: Bytes) -> ApiResult<J
 /// documents as objects (reads through the API return them as strings), each usage-limits
 /// policy's entities and reset count, each API key's values in clear with its rotation count,
 /// each integration's key and configurations in clear with its key writes and access rows (each
-/// with its write count), and every provider (those the API made by itself marked `default`).
+/// with its write count), every provider (those the API made by itself marked `default`), and
+/// the API keys DELETE removed (`deleted_api_keys`: id, name, rotations).
 pub async fn get_state(State(state): State<Shared>) -> Json<Value> {
     let mut responses: Vec<Value> = lock(&state.responses).values().cloned().collect();
     responses.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
@@ -69,6 +70,7 @@ pub async fn get_state(State(state): State<Shared>) -> Json<Value> {
         "usage_limits": lock(&state.usage_limits).dump(),
         "guardrails": lock(&state.guardrails).dump(),
         "api_keys": lock(&state.api_keys).dump(),
+        "deleted_api_keys": lock(&state.api_keys).deleted(),
         "integrations": lock(&state.integrations).dump(),
         "providers": lock(&state.providers).dump(),
         "responses": responses,

@@ -275,6 +275,10 @@ pub struct ApiKeyStatus {
     /// last rotation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_key_expires_at: Option<String>,
+    /// The key a new one replaces because a rotation's answer, and so the value it issued,
+    /// was lost: deleted once the Secret holds the new key's value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaced_key: Option<String>,
     /// Set just before a create is sent and cleared once its outcome is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_create: Option<String>,

@@ -68,6 +68,15 @@ pub trait Rotates: Managed {
     /// Records what the Secret's annotations say about the values it now holds (for example
     /// when the previous value stops working): those written with them.
     fn settle(_status: &mut Self::Status, _annotations: &BTreeMap<String, String>) {}
+
+    /// Gives up the remote object `id` when a rotation's answer was lost, instead of rotating
+    /// it again: the value that rotation issued exists nowhere, and a kind that can replace the
+    /// object (an API key: a new key, then the old one deleted) leaves no live value that
+    /// nobody holds. Records that in `status` and returns what happened; `None` (the default)
+    /// rotates again.
+    fn give_up_lost(_status: &mut Self::Status, _id: &str) -> Option<String> {
+        None
+    }
 }
 
 /// What a rotate call issued: the values for the Secret and the annotations stamped beside
@@ -218,8 +227,8 @@ pub async fn rotate<K: Rotates>(
 }
 
 /// Finishes the rotation an earlier reconcile started: completes it when the Secret already
-/// holds its values, otherwise rotates again (the values of the first call, if it happened,
-/// are lost).
+/// holds its values, otherwise rotates again or, for a kind that can, gives the object up to
+/// be replaced (the values of the first call, if it happened, are lost).
 async fn resume<K: Rotates>(
     object: &K,
     cx: &Cx<'_, K>,
@@ -271,13 +280,22 @@ async fn resume<K: Rotates>(
             look_again_in: left,
         });
     }
-    let secret_version = check_secret_is_ours(object, cx).await?;
-    // A fresh id, recorded with a compare-and-swap: of two writers resuming the same view,
-    // only one calls again.
     let rotating_for = K::rotation_status(status)
         .rotating_for
         .clone()
         .unwrap_or_else(|| current_trigger(object));
+    if let Some(message) = K::give_up_lost(status, id) {
+        // The rotation ends here (a compare-and-swap: of two writers resuming the same view,
+        // only one gives the object up); the kind replaces the object.
+        let rotation = K::rotation_status(status);
+        settle_intent(rotation);
+        rotation.observed_rotation_trigger = Some(rotating_for);
+        cx.save_status(status).await?;
+        return Ok(Change::new("Replacing", message));
+    }
+    let secret_version = check_secret_is_ours(object, cx).await?;
+    // A fresh id, recorded with a compare-and-swap: of two writers resuming the same view,
+    // only one calls again.
     let rotation = uuid::Uuid::new_v4().to_string();
     record_intent(K::rotation_status(status), rotation.clone(), rotating_for);
     cx.save_status(status).await?;

@@ -65,7 +65,10 @@ common_status!(
         },
         ..s.clone()
     },
-    intent_when = |s| s.pending_create.is_some() || s.rotation.pending_rotation.is_some()
+    // A key being replaced is work in flight too: its deletion is not left to a full read.
+    intent_when = |s| s.pending_create.is_some()
+        || s.rotation.pending_rotation.is_some()
+        || s.replaced_key.is_some()
 );
 
 impl Managed for ApiKey {
@@ -100,6 +103,7 @@ impl Managed for ApiKey {
         let mut changes = Vec::new();
         let Some(remote) = observe(self, cx, status).await? else {
             changes.extend(create(self, cx, status, config_id.as_deref()).await?);
+            changes.extend(retire_replaced(self, cx, status).await?);
             rotation::schedule(&mut status.rotation, interval);
             return Ok(changes);
         };
@@ -154,6 +158,11 @@ impl Managed for ApiKey {
             Some(rotated) => changes.push(rotated),
             None => check_secret(self, cx, status, &remote.id).await?,
         }
+        if status.id.is_none() {
+            // The key was given up (its rotated value was lost): a new one replaces it.
+            changes.extend(create(self, cx, status, config_id.as_deref()).await?);
+        }
+        changes.extend(retire_replaced(self, cx, status).await?);
         rotation::schedule(&mut status.rotation, interval);
         Ok(changes)
     }
@@ -176,13 +185,30 @@ impl Managed for ApiKey {
 
     async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
         let status = self.status.clone().unwrap_or_default();
+        // A replaced key goes whatever the policy: its last value was lost, nobody holds it.
+        let mut changes = Vec::new();
+        if let Some(replaced) = &status.replaced_key {
+            let result = cx
+                .api(Op::Delete)
+                .await?
+                .api_keys(self.spec.kind.to_api())
+                .delete(replaced)
+                .await;
+            changes.extend(removed(
+                "Deleted",
+                "delete",
+                &format!("API key {replaced}"),
+                result,
+            )?);
+        }
         if self.spec.deletion_policy == ApiKeyDeletionPolicy::Orphan {
             // The key stays live and its value exists nowhere else: keep the Secret too.
             secret_delivery::release_secret(cx, &self.spec.secret_ref.name).await?;
-            return Ok(orphaned(&format!(
+            changes.extend(orphaned(&format!(
                 "API key {}",
                 status.id.unwrap_or_default()
             )));
+            return Ok(changes);
         }
         let id = match (status.id.clone(), &status.pending_create) {
             (Some(id), _) => id,
@@ -190,10 +216,10 @@ impl Managed for ApiKey {
                 let lookup = find_created(self, cx, &status);
                 match made_by_unfinished_create(&status, WHAT, lookup).await? {
                     Some(found) => found.id,
-                    None => return Ok(Vec::new()),
+                    None => return Ok(changes),
                 }
             }
-            (None, None) => return Ok(Vec::new()),
+            (None, None) => return Ok(changes),
         };
         let result = cx
             .api(Op::Delete)
@@ -201,7 +227,13 @@ impl Managed for ApiKey {
             .api_keys(self.spec.kind.to_api())
             .delete(&id)
             .await;
-        removed("Deleted", "delete", &format!("API key {id}"), result)
+        changes.extend(removed(
+            "Deleted",
+            "delete",
+            &format!("API key {id}"),
+            result,
+        )?);
+        Ok(changes)
     }
 
     fn due_in(&self, status: &ApiKeyStatus) -> Option<Duration> {
@@ -514,6 +546,39 @@ async fn create(
             created.id
         ),
     ));
+    Ok(changes)
+}
+
+/// Deletes the key a new one replaced ([`ApiKeyStatus::replaced_key`]) once the Secret holds the
+/// new key's value: the old key's last value was lost with a rotation's answer, so nobody can
+/// hold it. Until then the old key stays, and with it the value the Secret still holds.
+async fn retire_replaced(
+    key: &ApiKey,
+    cx: &Cx<'_, ApiKey>,
+    status: &mut ApiKeyStatus,
+) -> Result<Vec<Change>, Error> {
+    let Some(old) = status.replaced_key.clone() else {
+        return Ok(Vec::new());
+    };
+    // A new key whose Secret write failed waits for its own rotation into the Secret.
+    if status.id.is_none() || status.rotation.pending_rotation.is_some() {
+        return Ok(Vec::new());
+    }
+    cx.gate.intend(format!(
+        "would delete API key {old}, replaced by a new key because the value of its last rotation was lost"
+    ));
+    let result = cx
+        .api(Op::Delete)
+        .await?
+        .api_keys(key.spec.kind.to_api())
+        .delete(&old)
+        .await;
+    let what = format!(
+        "API key {old} (replaced by {}: the value of its last rotation was lost with the answer)",
+        status.id.as_deref().unwrap_or_default()
+    );
+    let changes = removed("Deleted", "delete", &what, result)?;
+    status.replaced_key = None;
     Ok(changes)
 }
 

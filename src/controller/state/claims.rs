@@ -527,14 +527,22 @@ impl Claims for ApiKey {
     status_claims!();
     fn manages(&self) -> bool {
         self.status.as_ref().is_some_and(|s| {
-            s.id.is_some() || s.pending_create.is_some() || s.rotation.pending_rotation.is_some()
+            s.id.is_some()
+                || s.replaced_key.is_some()
+                || s.pending_create.is_some()
+                || s.rotation.pending_rotation.is_some()
         })
     }
     fn stores(stores: &Stores) -> &StoreList<Self> {
         &stores.api_keys
     }
     fn claimed_ids(&self) -> Vec<String> {
-        ids([self.status.as_ref().and_then(|s| s.id.as_ref()), None, None])
+        let status = self.status.as_ref();
+        ids([
+            status.and_then(|s| s.id.as_ref()),
+            status.and_then(|s| s.replaced_key.as_ref()),
+            None,
+        ])
     }
     fn adopted(&self) -> Option<(&'static str, String)> {
         None

@@ -72,6 +72,20 @@ impl Rotates for ApiKey {
     fn settle(status: &mut ApiKeyStatus, annotations: &BTreeMap<String, String>) {
         status.previous_key_expires_at = annotations.get(PREVIOUS_EXPIRES_ANNOTATION).cloned();
     }
+
+    /// A key whose rotated value was lost is replaced rather than rotated again: rotating
+    /// again would leave the lost value working through the new transition, held by nobody.
+    /// A new key is created into the Secret (whose value keeps working meanwhile), the
+    /// workloads are rolled, then this key goes ([`super::retire_replaced`]).
+    fn give_up_lost(status: &mut ApiKeyStatus, id: &str) -> Option<String> {
+        status.replaced_key = Some(id.to_string());
+        status.id = None;
+        status.remote_updated_at = None;
+        status.previous_key_expires_at = None;
+        Some(format!(
+            "the answer to the rotation of API key {id} was lost, and with it the new value: a new key replaces it, and it is deleted once the Secret holds the new one"
+        ))
+    }
 }
 
 /// Checks that the Secret still holds the key's value; a missing one cannot be refilled by a
