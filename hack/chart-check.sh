@@ -408,6 +408,9 @@ else
 	can yes watch providers.aigw.io -n a
 	can yes patch providers.aigw.io --subresource=status -n b
 	can no list providers.aigw.io -n c
+	can yes watch apikeys.aigw.io -n a
+	can yes patch apikeys.aigw.io --subresource=status -n b
+	can no list apikeys.aigw.io -n c
 	can no list configs.aigw.io --all-namespaces
 	can no list ratelimitspolicies.aigw.io -n c
 	can yes watch connections.aigw.io

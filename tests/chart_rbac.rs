@@ -14,7 +14,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use aigw::emulator::{EmulatorOptions, Running};
-use aigw::resources::{Config, Connection, Deployment};
+use aigw::resources::{ApiKey, Config, Connection, Deployment};
 use k8s_openapi::api::apps::v1::Deployment as AppsDeployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{
@@ -44,6 +44,7 @@ async fn cluster_wide_rbac_lets_the_operator_do_its_work() {
     let operator = Operator::start(&chart, &emulator, &[]);
 
     manage_config_and_rotating_deployment(&work, &work, &operator, None).await;
+    manage_rotating_api_key(&work, &operator).await;
 
     let sa = chart.client().await;
     let secrets: Api<Secret> = Api::namespaced(sa.clone(), &work.namespace);
@@ -221,6 +222,72 @@ async fn manage_config_and_rotating_deployment(
         .delete_and_wait::<Deployment>("edge", WAIT)
         .await;
     config_ns.delete_and_wait::<Config>("routing", WAIT).await;
+}
+
+/// Creates an ApiKey whose Secret the operator writes, rotates it (restarting the workload
+/// `app`, an apps/v1 Deployment), then deletes it: the verbs the chart grants for API keys and
+/// the Secrets they are delivered into.
+async fn manage_rotating_api_key(env: &TestEnv, operator: &Operator) {
+    let pod = json!({"metadata": {"labels": {"app": "app"}}, "spec": {"containers": [{"name": "app", "image": "app:1"}]}});
+    let workload: AppsDeployment = object(json!({"metadata": {"name": "app"},
+        "spec": {"selector": {"matchLabels": {"app": "app"}}, "template": pod}}));
+    env.api::<AppsDeployment>()
+        .create(&PostParams::default(), &workload)
+        .await
+        .expect("create the workload");
+    let key: ApiKey = object(json!({"apiVersion": "aigw.io/v1alpha1", "kind": "ApiKey",
+        "metadata": {"name": "app-key"},
+        "spec": {"name": "app-key", "kind": "service", "scopes": ["completions.write"],
+                 "secretRef": {"name": "app-key"},
+                 "rotation": {"trigger": "v1", "restart": [{"kind": "Deployment", "name": "app"}]}}}));
+    let keys = env.api::<ApiKey>();
+    keys.create(&PostParams::default(), &key)
+        .await
+        .expect("create the ApiKey");
+    let key_ready = |k: &ApiKey| {
+        k.status
+            .as_ref()
+            .is_some_and(|s| ready(&s.conditions, k.meta().generation) && s.id.is_some())
+    };
+    operator.wait_for(env, "app-key", key_ready).await;
+    let first = secret_value(env, "app-key", "api_key").await;
+    keys.patch(
+        "app-key",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "v2"}}})),
+    )
+    .await
+    .expect("change the rotation trigger");
+    let rotated = operator
+        .wait_for(env, "app-key", |k: &ApiKey| {
+            key_ready(k)
+                && k.status
+                    .as_ref()
+                    .and_then(|s| s.rotation.observed_rotation_trigger.as_deref())
+                    == Some("v2")
+        })
+        .await;
+    assert_ne!(
+        secret_value(env, "app-key", "api_key").await,
+        first,
+        "the rotation wrote a new key into the Secret"
+    );
+    let workload = env
+        .api::<AppsDeployment>()
+        .get("app")
+        .await
+        .expect("read the workload");
+    let annotation = workload
+        .spec
+        .and_then(|s| s.template.metadata)
+        .and_then(|m| m.annotations)
+        .and_then(|a| a.get(ROTATED_AT).cloned());
+    assert_eq!(
+        annotation,
+        rotated.status.and_then(|s| s.rotation.last_rotated_at),
+        "the workload was restarted (patched)"
+    );
+    env.delete_and_wait::<ApiKey>("app-key", WAIT).await;
 }
 
 /// The chart's ServiceAccount and RBAC, applied to the local apiserver.
@@ -574,6 +641,11 @@ fn deployment_ready(d: &Deployment) -> bool {
 
 /// The `client_auth` of a credentials Secret, read as admin.
 async fn client_auth(env: &TestEnv, name: &str) -> Vec<u8> {
+    secret_value(env, name, "client_auth").await
+}
+
+/// The value of `key` in the Secret `name`, read as admin.
+async fn secret_value(env: &TestEnv, name: &str, key: &str) -> Vec<u8> {
     let secret = env
         .api::<Secret>()
         .get(name)
@@ -581,8 +653,8 @@ async fn client_auth(env: &TestEnv, name: &str) -> Vec<u8> {
         .expect("read the Secret");
     secret
         .data
-        .and_then(|d| d.get("client_auth").map(|v| v.0.clone()))
-        .expect("the Secret holds client_auth")
+        .and_then(|d| d.get(key).map(|v| v.0.clone()))
+        .unwrap_or_else(|| panic!("the Secret {name} holds {key}"))
 }
 
 /// A Secret aigw has nothing to do with, created as admin; its name.
