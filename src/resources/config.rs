@@ -217,12 +217,23 @@ fn document_level(depth: usize) -> serde_json::Value {
     let mut properties = serde_json::Map::new();
     for key in CREDENTIAL_KEYS.iter().copied() {
         // Declared (as strings) so the rules can name them; any value there is refused anyway.
-        properties.insert(key.into(), json!({"type": "string"}));
+        properties.insert(
+            key.into(),
+            json!({
+                "type": "string",
+                "description": "A credential: refused here in plain text. Keep it in a Secret and set it with spec.secretRefs (path: the JSON Pointer of this field).",
+            }),
+        );
     }
     if depth > 0 {
         properties.insert(
             "targets".into(),
-            json!({"type": "array", "maxItems": MAX_TARGETS, "items": document_level(depth - 1)}),
+            json!({
+                "type": "array",
+                "maxItems": MAX_TARGETS,
+                "description": "The providers or nested strategies this level routes to (`provider: \"@slug\"`, or a Provider resource through spec.resourceRefs).",
+                "items": document_level(depth - 1),
+            }),
         );
     }
     let rules: Vec<serde_json::Value> = CREDENTIAL_KEYS

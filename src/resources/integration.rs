@@ -254,7 +254,13 @@ pub struct IntegrationStatus {
 fn configurations_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let mut properties = Map::new();
     for key in CREDENTIAL_KEYS.iter().copied() {
-        properties.insert(key.into(), json!({"type": "string"}));
+        properties.insert(
+            key.into(),
+            json!({
+                "type": "string",
+                "description": format!("A credential: refused here in plain text. Keep it in a Secret and set it with spec.secretRefs (path: /{key})."),
+            }),
+        );
     }
     let rules: Vec<Value> = CREDENTIAL_KEYS
         .iter()

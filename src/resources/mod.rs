@@ -162,4 +162,46 @@ mod tests {
             );
         }
     }
+
+    /// `kubectl explain` has something to say about every field of every spec and status.
+    #[test]
+    fn every_spec_and_status_field_has_a_description() {
+        fn undescribed(schema: &serde_json::Value, path: &str, out: &mut Vec<String>) {
+            if let Some(properties) = schema["properties"].as_object() {
+                for (name, field) in properties {
+                    let path = format!("{path}.{name}");
+                    if field["description"].as_str().is_none_or(str::is_empty) {
+                        out.push(path.clone());
+                    }
+                    undescribed(field, &path, out);
+                }
+            }
+            if schema["items"].is_object() {
+                undescribed(&schema["items"], &format!("{path}[]"), out);
+            }
+        }
+        let mut missing = Vec::new();
+        for (_, crd) in crds() {
+            let kind = &crd.spec.names.kind;
+            let version = &crd.spec.versions[0];
+            let schema = version
+                .schema
+                .as_ref()
+                .and_then(|s| s.open_api_v3_schema.as_ref());
+            let schema = serde_json::to_value(schema).unwrap();
+            for top in ["spec", "status"] {
+                if schema["properties"][top].is_object() {
+                    undescribed(
+                        &schema["properties"][top],
+                        &format!("{kind}.{top}"),
+                        &mut missing,
+                    );
+                }
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "fields without a description: {missing:#?}"
+        );
+    }
 }
