@@ -18,6 +18,7 @@ use kube::Resource;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::harness::{Harness, TOKEN, captured_logs};
+use support::objects::Conditions;
 
 const WAIT: Duration = Duration::from_secs(30);
 const SERVICE_KEYS: &str = "/ai_gw/v2/api-keys/service";
@@ -977,5 +978,93 @@ async fn a_stale_rotation_intent_never_rotates_a_freshly_created_key() {
         fresh["rotations"], 0,
         "a key created for trigger b needs no rotation"
     );
+    h.stop().await;
+}
+
+/// The writes (POST, PUT, DELETE) the emulator has counted.
+fn writes(stats: &Value) -> u64 {
+    stats["requests"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(k, _)| {
+            ["POST ", "PUT ", "DELETE "]
+                .iter()
+                .any(|m| k.starts_with(m))
+        })
+        .map(|(k, _)| support::harness::count_in(stats, k))
+        .sum()
+}
+
+/// A paused ApiKey neither rotates nor updates its key until unpaused, and then rotates once;
+/// an observed one reports how the key differs and writes nothing until it is Full again.
+#[tokio::test]
+async fn a_paused_or_observed_api_key_writes_nothing_until_let_go() {
+    let drift = Duration::from_secs(1);
+    let h = Harness::start_with("ak-modes", drift).await;
+    let id = create(&h, "held", service_key("held", json!({"trigger": "a"}))).await;
+    let before = secret_value(&h, "held-key").await;
+    let patch = |patch: Value| {
+        let keys = h.env.api::<ApiKey>();
+        async move {
+            keys.patch("held", &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap();
+        }
+    };
+
+    patch(json!({"metadata": {"annotations": {"aigw.io/paused": "true"}}})).await;
+    h.env
+        .wait_for::<ApiKey>("held", WAIT, |k| {
+            k.condition("Paused").is_some_and(|(s, _, _)| s == "True")
+        })
+        .await;
+    h.reset_stats().await;
+    patch(json!({"spec": {"description": "paused edit", "rotation": {"trigger": "b"}}})).await;
+    tokio::time::sleep(drift * 3 + Duration::from_millis(500)).await;
+    let stats = h.stats().await;
+    assert_eq!(writes(&stats), 0, "{stats}");
+    assert_eq!(remote(&h, &id).await["rotations"], 0);
+    assert_eq!(secret_value(&h, "held-key").await, before);
+
+    patch(json!({"metadata": {"annotations": {"aigw.io/paused": null}}})).await;
+    let resumed = set_trigger(&h, "held", "b").await;
+    assert!(ready(&resumed));
+    let remote_key = remote(&h, &id).await;
+    assert_eq!(
+        remote_key["rotations"], 1,
+        "one rotation for the held trigger change"
+    );
+    assert_eq!(remote_key["description"], "paused edit");
+    assert_eq!(
+        secret_value(&h, "held-key").await,
+        remote_key["key"].as_str().unwrap()
+    );
+
+    patch(
+        json!({"spec": {"managementPolicy": "Observe", "description": "observed edit",
+                          "rotation": {"trigger": "c"}}}),
+    )
+    .await;
+    let observed = h
+        .env
+        .wait_for::<ApiKey>("held", WAIT, |k| {
+            k.condition("Drifted").is_some_and(|(s, _, _)| s == "True")
+        })
+        .await;
+    let (_, _, message) = observed.condition("Drifted").unwrap();
+    assert!(message.contains("description"), "{message}");
+    h.reset_stats().await;
+    tokio::time::sleep(drift * 3 + Duration::from_millis(500)).await;
+    let stats = h.stats().await;
+    assert_eq!(writes(&stats), 0, "{stats}");
+    assert_eq!(remote(&h, &id).await["rotations"], 1);
+
+    patch(json!({"spec": {"managementPolicy": "Full"}})).await;
+    set_trigger(&h, "held", "c").await;
+    let remote_key = remote(&h, &id).await;
+    assert_eq!(remote_key["description"], "observed edit");
+    assert_eq!(remote_key["rotations"], 2);
+    assert_no_leaks(&h, &[&before]).await;
     h.stop().await;
 }
