@@ -152,6 +152,43 @@ fn validate_names_file_document_resource_and_field_of_each_problem() {
     assert!(report.contains(": 5 problems"), "{report}");
 }
 
+/// ApiKey manifests are checked offline as the operator and the apiserver would: a good one
+/// passes; a short transition, a bad interval, a server-side rotation policy, a user key
+/// without its user and an empty scope list are each named by field.
+#[test]
+fn validate_checks_api_keys_naming_each_field() {
+    let good = "apiVersion: aigw.io/v1alpha1\nkind: ApiKey\nmetadata: {name: billing, namespace: team-a}\n\
+        spec: {name: billing, kind: service, scopes: [completions.write], secretRef: {name: billing-key},\
+        rotation: {interval: 30d, transitionPeriod: 1h, restart: [{kind: Deployment, name: billing}]}}\n";
+    let out = aigw_stdin(&["validate", "-f", "-"], good);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let bad = good
+        .replace("transitionPeriod: 1h", "transitionPeriod: 10m")
+        .replace("interval: 30d", "interval: 30days")
+        + "---\napiVersion: aigw.io/v1alpha1\nkind: ApiKey\nmetadata: {name: personal, namespace: team-a}\n\
+        spec: {name: personal, kind: user, scopes: [], secretRef: {name: personal-key},\
+        rotationPolicy: {rotationPeriod: weekly}}\n";
+    let out = aigw_stdin(&["validate", "-f", "-"], &bad);
+    let report = text(&out);
+    assert_eq!(code(&out), 1, "{report}");
+    for expected in [
+        "-#0: ApiKey team-a/billing: spec.rotation.interval",
+        "-#0: ApiKey team-a/billing: spec.rotation.transitionPeriod",
+        "-#1: ApiKey team-a/personal: spec.rotationPolicy",
+        "-#1: ApiKey team-a/personal: spec.userId",
+        "-#1: ApiKey team-a/personal: spec.scopes",
+    ] {
+        assert!(
+            report.contains(expected),
+            "missing {expected:?} in:\n{report}"
+        );
+    }
+    assert!(
+        report.contains("dead key"),
+        "the refusal says why: {report}"
+    );
+}
+
 #[test]
 fn validate_finds_duplicate_names_and_duplicate_claims() {
     let adopt = |name: &str, slug: &str| {
