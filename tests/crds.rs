@@ -281,3 +281,97 @@ async fn identity_fields_are_only_set_at_creation() {
     }
     env.cleanup().await;
 }
+
+/// The identities of Integration, Provider and ApiKey cannot change once created (the API
+/// cannot change them either): each refusal names the field and says what to do instead.
+#[tokio::test]
+async fn integration_provider_and_api_key_identities_are_immutable() {
+    let env = TestEnv::new("crds-immutable-new").await;
+    let pp = PostParams::default();
+    let workspace = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
+    let integrations: Api<DynamicObject> = Api::all_with(
+        env.client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("aigw.io", "v1alpha1", "Integration"),
+            "integrations",
+        ),
+    );
+    let integration = format!("{}-openai", env.namespace);
+    let spec = json!({"slug": integration, "name": "OpenAI", "aiProviderId": "openai",
+                      "keySecretRef": {"name": "upstream", "key": "api-key"}});
+    integrations
+        .create(&pp, &object("Integration", &integration, spec))
+        .await
+        .unwrap();
+    let providers = dynamic_api(&env, "Provider", "providers");
+    let spec = json!({"slug": "openai-a", "name": "OpenAI A", "workspaceId": workspace,
+                      "integration": integration});
+    providers
+        .create(&pp, &object("Provider", "openai-a", spec))
+        .await
+        .unwrap();
+    let keys = dynamic_api(&env, "ApiKey", "apikeys");
+    let spec = json!({"name": "app", "kind": "user", "userId": "u-1", "workspaceId": workspace,
+                      "scopes": ["completions.write"], "secretRef": {"name": "app-key"}});
+    keys.create(&pp, &object("ApiKey", "app", spec))
+        .await
+        .unwrap();
+
+    for (api, name, spec, wanted) in [
+        (
+            &integrations,
+            integration.as_str(),
+            json!({"slug": "other"}),
+            "slug is immutable: create a new Integration",
+        ),
+        (
+            &integrations,
+            integration.as_str(),
+            json!({"aiProviderId": "anthropic"}),
+            "aiProviderId is immutable",
+        ),
+        (
+            &providers,
+            "openai-a",
+            json!({"workspaceId": "0b7c1d2e-3f40-4a5b-8c6d-7e8f9a0b1c2d"}),
+            "workspaceId is immutable",
+        ),
+        (
+            &providers,
+            "openai-a",
+            json!({"integration": "another"}),
+            "integration is immutable",
+        ),
+        (
+            &providers,
+            "openai-a",
+            json!({"slug": "openai-b"}),
+            "slug is immutable: create a new Provider",
+        ),
+        (&keys, "app", json!({"kind": "service"}), "kind"),
+        (&keys, "app", json!({"userId": "u-2"}), "userId"),
+        (
+            &keys,
+            "app",
+            json!({"workspaceId": null}),
+            "spec.workspaceId cannot be added or removed after creation",
+        ),
+    ] {
+        let message = refused_patch(api, name, spec.clone()).await;
+        assert!(message.contains(wanted), "{spec}: {message}");
+    }
+    // What may change still does.
+    providers
+        .patch(
+            "openai-a",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"note": "edited"}})),
+        )
+        .await
+        .unwrap();
+    integrations
+        .delete(&integration, &Default::default())
+        .await
+        .unwrap();
+    env.cleanup().await;
+}
