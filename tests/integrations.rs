@@ -1063,3 +1063,77 @@ async fn paused_or_observed_integrations_and_providers_write_nothing_until_let_g
     assert!(applied.is_some(), "Full did not apply: {}", h.state().await);
     h.stop().await;
 }
+
+/// `resetUsage` is a trigger: each new value resets the provider's usage with one PUT, the
+/// same value again does nothing; `expiresAt` is sent once and kept.
+#[tokio::test]
+async fn a_provider_resets_usage_once_per_trigger_value_and_keeps_its_expiry() {
+    let h = Harness::start_with_secret_namespace("int-reset", Duration::from_secs(1)).await;
+    put_key(&h, FIRST_KEY, true).await;
+    create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
+    wait_integration(&h, "openai", |i| i.ready()).await;
+    let providers = h.env.api::<aigw::resources::Provider>();
+    let mut spec = provider_spec(&h);
+    spec["expiresAt"] = json!("2031-01-01T00:00:00Z");
+    providers
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Provider", "openai-a", spec),
+        )
+        .await
+        .unwrap();
+    let settled = |value: Option<&'static str>| {
+        move |p: &aigw::resources::Provider| {
+            p.ready()
+                && p.status
+                    .as_ref()
+                    .is_some_and(|s| s.observed_reset_usage.as_deref() == value)
+        }
+    };
+    h.env
+        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, settled(None))
+        .await;
+    let slug = format!("{}-openai-a", h.env.namespace);
+    let stored = || async {
+        h.state().await["providers"]
+            .as_array()
+            .and_then(|all| all.iter().find(|p| p["slug"] == slug.as_str()).cloned())
+            .unwrap_or(Value::Null)
+    };
+    let created = stored().await;
+    assert!(
+        created["expires_at"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("2031-01-01")),
+        "{created}"
+    );
+    assert_eq!(created["last_reset_at"], Value::Null);
+    const PUT: &str = "PUT /ai_gw/v2/providers/{providerId}";
+
+    let mut resets = Vec::new();
+    for (value, puts) in [("r1", 1), ("r1", 1), ("r2", 2)] {
+        providers
+            .patch(
+                "openai-a",
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"spec": {"resetUsage": value}})),
+            )
+            .await
+            .unwrap();
+        h.env
+            .wait_for::<aigw::resources::Provider>("openai-a", WAIT, settled(Some(value)))
+            .await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert_eq!(h.count(PUT).await, puts, "{}", h.stats().await);
+        resets.push(stored().await["last_reset_at"].clone());
+    }
+    assert!(resets[0].is_string(), "r1 reset the usage");
+    assert_eq!(resets[0], resets[1], "the same value again resets nothing");
+    assert_ne!(resets[1], resets[2], "r2 reset it again");
+    assert!(
+        stored().await["expires_at"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("2031-01-01"))
+    );
+    h.stop().await;
+}
