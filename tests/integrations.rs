@@ -1137,3 +1137,75 @@ async fn a_provider_resets_usage_once_per_trigger_value_and_keeps_its_expiry() {
     );
     h.stop().await;
 }
+
+/// `spec.models` through the controller: a built-in model disabled, a custom one added, and
+/// `allowAllModels` set, with one model-access PUT; a model the spec does not list is left as
+/// it was; nothing is written again at steady state, and a model enabled out of band is
+/// disabled again by the drift check.
+#[tokio::test]
+async fn model_access_is_applied_with_one_put_and_kept() {
+    let h = Harness::start_with_secret_namespace("int-models", Duration::from_secs(1)).await;
+    put_key(&h, FIRST_KEY, true).await;
+    let slug = h.cluster_name("openai");
+    let mut spec = integration_spec(&h, json!([{"id": WS_A}]));
+    spec["models"] = json!({"allowAllModels": false, "models": [
+        {"slug": "gpt-4o-mini", "enabled": false},
+        {"slug": "ft-gpt-4o-acme", "custom": true, "baseModelSlug": "gpt-4o"}]});
+    create_integration(&h, "openai", spec).await;
+    wait_integration(&h, "openai", |i| i.ready()).await;
+    const PUT_MODELS: &str = "PUT /ai_gw/admin/v2/integrations/{integrationId}/models";
+    let models = || async {
+        let stored = remote(&h, &slug).await;
+        let enabled: Vec<(String, bool)> = stored["models"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| {
+                let on = m["enabled"] == json!(true) || m["enabled"] == json!(1);
+                (m["slug"].as_str().unwrap_or_default().to_string(), on)
+            })
+            .collect();
+        (enabled, stored["allow_all_models"].clone())
+    };
+    let (enabled, allow_all) = models().await;
+    assert!(enabled.contains(&("gpt-4o".into(), true)), "{enabled:?}");
+    assert!(
+        enabled.contains(&("gpt-4o-mini".into(), false)),
+        "{enabled:?}"
+    );
+    assert!(
+        enabled.contains(&("ft-gpt-4o-acme".into(), true)),
+        "{enabled:?}"
+    );
+    assert_eq!(allow_all, json!(false));
+    assert_eq!(h.count(PUT_MODELS).await, 1, "{}", h.stats().await);
+
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        h.count(PUT_MODELS).await,
+        1,
+        "nothing written at steady state"
+    );
+
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/admin/v2/integrations/{slug}/models"),
+        Some(json!({"models": [{"slug": "gpt-4o-mini", "enabled": true}]})),
+    )
+    .await;
+    let restored = support::wait_until(WAIT, || async {
+        models()
+            .await
+            .0
+            .contains(&("gpt-4o-mini".into(), false))
+            .then_some(())
+    })
+    .await;
+    assert!(
+        restored.is_some(),
+        "the out-of-band change stayed: {:?}",
+        models().await
+    );
+    assert_eq!(h.count(PUT_MODELS).await, 3, "{}", h.stats().await);
+    h.stop().await;
+}
