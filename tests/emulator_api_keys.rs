@@ -562,3 +562,75 @@ async fn faults_apply_to_api_keys_as_to_every_route() {
         Some(2)
     );
 }
+
+/// `aigw emulator --min-key-transition 2s`, the flag tests and demos use: a rotation's old key
+/// works right after it and stops within seconds, and the receipt says when.
+#[tokio::test]
+async fn the_min_key_transition_flag_caps_transitions() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
+        .args(["emulator", "--listen", &format!("127.0.0.1:{port}")])
+        .args(["--token", TOKEN, "--min-key-transition", "2s"])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start aigw emulator");
+    let base = format!("http://127.0.0.1:{port}");
+    let http = reqwest::Client::new();
+    let call = |method: Method, path: &str, body: Value| {
+        http.request(method, format!("{base}{path}"))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+    };
+    let started = support::wait_until(Duration::from_secs(30), || async {
+        call(Method::GET, "/_emulator/faults", Value::Null)
+            .await
+            .ok()
+            .map(|_| ())
+    })
+    .await;
+    assert!(started.is_some(), "the emulator did not answer");
+    let receipt: Value = call(Method::POST, SERVICE, service_key("flagged"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let (id, first) = (text(&receipt["id"]), text(&receipt["key"]));
+    let rotated: Value = call(
+        Method::POST,
+        &format!("{SERVICE}/{id}/rotate"),
+        json!({"key_transition_period_ms": 1_800_000}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let expires: jiff::Timestamp = text(&rotated["key_transition_expires_at"]).parse().unwrap();
+    assert!(
+        expires < jiff::Timestamp::now() + jiff::SignedDuration::from_secs(10),
+        "the receipt reports the capped expiry: {expires}"
+    );
+    let handshake = |key: String| {
+        let path = format!("/_emulator/api-keys/{id}/handshake");
+        let request = call(Method::POST, &path, json!({ "key": key }));
+        async move { request.await.unwrap().status() }
+    };
+    assert_eq!(handshake(first.clone()).await, StatusCode::OK);
+    let ended = support::wait_until(Duration::from_secs(10), || async {
+        (handshake(first.clone()).await == StatusCode::UNAUTHORIZED).then_some(())
+    })
+    .await;
+    assert!(
+        ended.is_some(),
+        "the old key still works after its capped transition"
+    );
+    assert_eq!(handshake(text(&rotated["key"])).await, StatusCode::OK);
+    let _ = child.kill();
+    let _ = child.wait();
+}
