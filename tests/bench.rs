@@ -1371,6 +1371,8 @@ struct Operator {
     child: Child,
     pid: u32,
     metrics: String,
+    /// Run under heaptrack (`BENCH_HEAPTRACK`): stopped with SIGINT so the profile is written.
+    profiled: bool,
 }
 
 impl Operator {
@@ -1386,7 +1388,22 @@ impl Operator {
         let port = free_port();
         let log = std::fs::File::create(opts.out.join(format!("{log_name}-{}.log", opts.n)))
             .expect("operator log");
-        let child = Command::new(&opts.bin)
+        // BENCH_HEAPTRACK=DIR profiles the operator of the steady state after the restart with
+        // heaptrack (DIR/steady-N.zst; its RSS figures are then the wrapper's).
+        let heaptrack = std::env::var("BENCH_HEAPTRACK")
+            .ok()
+            .filter(|_| log_name == "operator-steady");
+        let mut command = match &heaptrack {
+            Some(dir) => {
+                let mut command = Command::new("heaptrack");
+                command
+                    .args(["-o", &format!("{dir}/steady-{}", opts.n)])
+                    .arg(&opts.bin);
+                command
+            }
+            None => Command::new(&opts.bin),
+        };
+        let child = command
             .arg("operator")
             .args(["--management-url", &emulator.url])
             .args(["--gateway-url", &format!("{}/v1", emulator.url)])
@@ -1407,6 +1424,7 @@ impl Operator {
             child,
             pid,
             metrics: format!("http://127.0.0.1:{port}"),
+            profiled: heaptrack.is_some(),
         };
         let http = reqwest::Client::new();
         let ready = support::wait_until(Duration::from_secs(120), || async {
@@ -1445,6 +1463,15 @@ impl Operator {
     }
 
     async fn kill(&mut self) {
+        if self.profiled {
+            // heaptrack writes its profile once the program exits by itself.
+            let program = format!("^{} operator", env!("CARGO_BIN_EXE_aigw"));
+            let _ = Command::new("pkill")
+                .args(["-INT", "-f", &program])
+                .status()
+                .await;
+            let _ = tokio::time::timeout(Duration::from_secs(60), self.child.wait()).await;
+        }
         let _ = self.child.kill().await;
     }
 }
