@@ -149,7 +149,7 @@ impl<K: Claims> StoreList<K> {
         connections.iter().any(|connection| {
             index
                 .by_key
-                .get(&(connection.clone(), id.to_string()))
+                .get(&*claim_key(connection, id))
                 .is_some_and(|claimants| claimants.iter().any(|c| *c.2 != *uid))
         })
     }
@@ -166,9 +166,17 @@ struct Claim {
     stream: usize,
     /// The list (epoch) of its stream that last showed it.
     epoch: u64,
-    keys: Vec<(String, String)>,
+    /// The keys of [`ClaimIndex::by_key`] it is under (the same allocations).
+    keys: Vec<Arc<str>>,
     seniority: Seniority,
-    name: String,
+    name: Box<str>,
+}
+
+/// A key of [`ClaimIndex::by_key`]: a Connection's name and a remote id in one string (a
+/// Kubernetes name holds no newline), so an entry costs one allocation, shared with the
+/// claim that lists it.
+fn claim_key(connection: &str, id: &str) -> Arc<str> {
+    Arc::from(format!("{connection}\n{id}"))
 }
 
 /// Who claims what: `(connection, remote id)` → claimants, senior first (a sorted `Vec`: almost
@@ -176,7 +184,7 @@ struct Claim {
 #[derive(Default)]
 struct ClaimIndex {
     by_uid: HashMap<Arc<str>, Claim>,
-    by_key: HashMap<(String, String), Vec<Seniority>>,
+    by_key: HashMap<Arc<str>, Vec<Seniority>>,
     /// Per stream, the number of the list in progress or last completed.
     epochs: HashMap<usize, u64>,
 }
@@ -185,11 +193,11 @@ impl ClaimIndex {
     fn upsert<K: Claims>(&mut self, stream: usize, object: &K) {
         let uid = object.uid().unwrap_or_default();
         self.remove(&uid);
-        let connection = object.connection_name().to_string();
-        let keys: Vec<(String, String)> = object
+        let connection = object.connection_name();
+        let keys: Vec<Arc<str>> = object
             .claimed_ids()
-            .into_iter()
-            .map(|id| (connection.clone(), id))
+            .iter()
+            .map(|id| claim_key(connection, id))
             .collect();
         let seniority = seniority(object);
         for key in &keys {
@@ -207,7 +215,8 @@ impl ClaimIndex {
                 "{}/{}",
                 object.namespace().unwrap_or_default(),
                 object.name_any()
-            ),
+            )
+            .into(),
         };
         self.by_uid.insert(claim.seniority.2.clone(), claim);
     }
@@ -217,10 +226,10 @@ impl ClaimIndex {
             return;
         };
         for key in claim.keys {
-            if let Some(claimants) = self.by_key.get_mut(&key) {
+            if let Some(claimants) = self.by_key.get_mut(&*key) {
                 claimants.retain(|c| *c != claim.seniority);
                 if claimants.is_empty() {
-                    self.by_key.remove(&key);
+                    self.by_key.remove(&*key);
                 }
             }
         }
@@ -253,12 +262,12 @@ impl ClaimIndex {
             .iter()
             .flat_map(|connection| {
                 ids.iter()
-                    .filter_map(|id| self.by_key.get(&(connection.clone(), id.clone())))
+                    .filter_map(|id| self.by_key.get(&*claim_key(connection, id)))
             })
             .filter_map(|claimants| claimants.first())
             .filter(|senior| **senior < mine)
             .min()?;
-        self.by_uid.get(&senior.2).map(|c| c.name.clone())
+        self.by_uid.get(&senior.2).map(|c| c.name.to_string())
     }
 }
 
