@@ -1035,3 +1035,49 @@ async fn config_versions_diff_through_the_cli_shows_the_change_masked() {
         "{output:?}"
     );
 }
+
+/// The drift check's config list is decoded as it arrives (never held whole): thousands of
+/// rows, far more than the part of an answer kept for error reports, come back complete and
+/// the same as the ordinary list; a capped list is reported incomplete.
+#[tokio::test]
+async fn config_stamps_are_decoded_as_the_answer_arrives() {
+    let env = Env::start().await;
+    let seeded: Vec<Value> = (0..3000)
+        .map(|i| {
+            json!({"name": format!("seeded-{i:04}"), "slug": format!("pc-seeded-{i:04}"),
+                   "config": {"retry": {"attempts": 3}, "note": "x".repeat(200)}})
+        })
+        .collect();
+    env.control(reqwest::Method::POST, "seed", json!({ "configs": seeded }))
+        .await;
+    let client = env.client();
+    let configs = client.configs();
+    let stamps = configs.stamps(None).await.unwrap();
+    assert!(stamps.complete);
+    assert_eq!(stamps.items.len(), 3000);
+    let listing = configs.listing(None).await.unwrap();
+    let ids = |rows: Vec<String>| {
+        let mut rows = rows;
+        rows.sort();
+        rows
+    };
+    assert_eq!(
+        ids(stamps.items.iter().map(|s| s.id.clone()).collect()),
+        ids(listing.items.iter().map(|c| c.id.clone()).collect())
+    );
+    assert!(
+        stamps
+            .items
+            .iter()
+            .all(|s| s.slug.starts_with("pc-seeded-"))
+    );
+
+    env.control(reqwest::Method::PUT, "faults", json!({"list_cap": 100}))
+        .await;
+    let capped = configs.stamps(None).await.unwrap();
+    assert_eq!(capped.items.len(), 100);
+    assert!(
+        !capped.complete,
+        "a capped list proves nothing about absence"
+    );
+}

@@ -62,6 +62,8 @@ pub(crate) struct Call {
     pub body: Option<Vec<u8>>,
     /// The answer carries secrets: never copy its body into an error.
     pub sensitive: bool,
+    /// A success answer is decoded as it arrives ([`Client::json_streamed`]), never held whole.
+    pub streamed: bool,
 }
 
 impl Call {
@@ -71,6 +73,7 @@ impl Call {
             query: Vec::new(),
             body: None,
             sensitive: false,
+            streamed: false,
         }
     }
 
@@ -90,12 +93,20 @@ impl Call {
         self.sensitive = true;
         self
     }
+
+    /// Decode a success answer as it arrives (a large list read often).
+    pub fn streamed(mut self) -> Self {
+        self.streamed = true;
+        self
+    }
 }
 
 /// A success answer.
 struct Answer {
     status: u16,
     body: String,
+    /// A streamed call's success answer, its body not read yet (`body` is then empty).
+    stream: Option<reqwest::Response>,
 }
 
 impl Client {
@@ -206,21 +217,79 @@ impl Client {
         serde_json::from_value(value).map_err(|e| decode_error(&call, &answer, &e))
     }
 
-    /// Like [`Self::json`] for a large answer: decoded straight from the body into `T`, without
-    /// the intermediate `Value`. An answer `T` cannot take is decoded again the usual way, so
-    /// errors read the same.
-    pub(crate) async fn json_streamed<T: DeserializeOwned>(
+    /// Like [`Self::json`] for a large answer: decoded into `T` as the body arrives, without
+    /// the intermediate `Value` and without ever holding the whole body. An answer `T` cannot
+    /// take is decoded again the usual way, so errors read the same (such answers, an error in
+    /// a success envelope, are small; of a larger one only serde's message is kept).
+    pub(crate) async fn json_streamed<T: DeserializeOwned + Send + 'static>(
         &self,
         call: Call,
     ) -> Result<T, ApiError> {
-        let answer = self.execute(&call).await?;
-        match serde_json::from_str(answer.body.trim()) {
+        let call = call.streamed();
+        let mut answer = self.execute(&call).await?;
+        let decoded = match answer.stream.take() {
+            Some(response) => {
+                let (decoded, head) = self.decode_arriving(&call, response).await?;
+                answer.body = head.unwrap_or_default();
+                decoded
+            }
+            None => serde_json::from_str(answer.body.trim()),
+        };
+        match decoded {
             Ok(decoded) => Ok(decoded),
-            Err(_) => {
+            Err(_) if !answer.body.is_empty() => {
                 let value = answer_value(&call, &answer)?;
                 serde_json::from_value(value).map_err(|e| decode_error(&call, &answer, &e))
             }
+            Err(e) => Err(decode_error(&call, &answer, &e)),
         }
+    }
+
+    /// Decodes `response`'s body into `T` on a blocking thread as its chunks arrive, a few at a
+    /// time in memory. Also returns the whole body when it is small ([`STREAM_HEAD`]), for
+    /// the usual decoding to report an answer `T` cannot take.
+    async fn decode_arriving<T: DeserializeOwned + Send + 'static>(
+        &self,
+        call: &Call,
+        mut response: reqwest::Response,
+    ) -> Result<(serde_json::Result<T>, Option<String>), ApiError> {
+        let (chunks, receiver) = tokio::sync::mpsc::channel::<bytes::Bytes>(8);
+        let decoder = tokio::task::spawn_blocking(move || {
+            let reader = ChunkReader {
+                chunks: receiver,
+                current: bytes::Bytes::new(),
+            };
+            serde_json::from_reader(std::io::BufReader::with_capacity(64 * 1024, reader))
+        });
+        let mut head = Some(Vec::new());
+        let mut decoding = true;
+        loop {
+            let chunk = match response.chunk().await {
+                Ok(Some(chunk)) => chunk,
+                Ok(None) => break,
+                Err(e) => return Err(self.transport_error(call, &e)),
+            };
+            head = head.filter(|h| h.len() + chunk.len() <= STREAM_HEAD);
+            if let Some(head) = head.as_mut() {
+                head.extend_from_slice(&chunk);
+            }
+            // A decoder that stopped (the answer is not a `T`) takes no more; the rest is read
+            // only while it may still complete the head.
+            decoding = decoding && chunks.send(chunk).await.is_ok();
+            if !decoding && head.is_none() {
+                break;
+            }
+        }
+        drop(chunks);
+        let decoded = decoder.await.map_err(|e| ApiError::Decode {
+            method: call.route.verb.as_str(),
+            endpoint: call.route.template,
+            status: 200,
+            message: format!("the decoder stopped: {e}"),
+            body: None,
+        })?;
+        let head = head.map(|h| String::from_utf8_lossy(&h).into_owned());
+        Ok((decoded, head))
     }
 
     /// Sends `call` and ignores the body of a success answer (`{}` or empty).
@@ -339,13 +408,24 @@ impl Client {
             .await
             .map_err(|e| self.transport_error(call, &e))?;
         let status = response.status().as_u16();
+        if call.streamed && (200..300).contains(&status) {
+            return Ok(Answer {
+                status,
+                body: String::new(),
+                stream: Some(response),
+            });
+        }
         let headers = response.headers().clone();
         let body = response
             .text()
             .await
             .map_err(|e| self.transport_error(call, &e))?;
         if (200..300).contains(&status) {
-            return Ok(Answer { status, body });
+            return Ok(Answer {
+                status,
+                body,
+                stream: None,
+            });
         }
         let parsed = ApiErrorBody::parse(&body);
         let retry_after =
@@ -511,4 +591,27 @@ fn rate_limiter(qps: f64, burst: u32) -> Option<DefaultDirectRateLimiter> {
     let quota = Quota::with_period(Duration::from_secs_f64(1.0 / qps))?
         .allow_burst(NonZeroU32::new(burst.max(1))?);
     Some(RateLimiter::direct(quota))
+}
+
+/// How much of a streamed answer is kept whole, for reporting one that does not decode.
+const STREAM_HEAD: usize = 64 * 1024;
+
+/// The chunks of an answer's body as a [`std::io::Read`], for a decoder on a blocking thread.
+struct ChunkReader {
+    chunks: tokio::sync::mpsc::Receiver<bytes::Bytes>,
+    current: bytes::Bytes,
+}
+
+impl std::io::Read for ChunkReader {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.current.is_empty() {
+            match self.chunks.blocking_recv() {
+                Some(chunk) => self.current = chunk,
+                None => return Ok(0),
+            }
+        }
+        let n = buf.len().min(self.current.len());
+        buf[..n].copy_from_slice(&self.current.split_to(n));
+        Ok(n)
+    }
 }
