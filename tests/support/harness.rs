@@ -223,6 +223,14 @@ impl Harness {
         self.operator = tokio::spawn(controller::run(self.ctx.clone(), self.settings.clone()));
     }
 
+    /// Replaces the default Connection's grants (`{ns}` stands for the test namespace); the
+    /// next `restart_operator` uses them.
+    #[allow(dead_code)]
+    pub fn set_grants(&mut self, grants: Value) {
+        let text = grants.to_string().replace("{ns}", &self.env.namespace);
+        self.grants = Some(serde_json::from_str(&text).expect("grants"));
+    }
+
     /// Stops the controllers at once, as a killed process would stop, and starts none (a later
     /// `restart_operator` starts new ones).
     pub async fn stop_operator(&mut self) {

@@ -625,8 +625,27 @@ fn conceal_in(message: &str, values: &[String]) -> String {
             message = message.replace(form.as_str(), "<secret>");
         }
     }
+    // An answer may quote part of a value (a validator printing its start and end): a run of
+    // a value long and varied enough to be part of a secret withholds the whole message.
+    if values.iter().any(|value| quotes_part_of(&message, value)) {
+        return "<the API's message was withheld: it quoted part of a secret value>".into();
+    }
     message
 }
+
+/// Whether `message` holds a run of [`QUOTED_RUN`] characters of `value` with both a letter
+/// and a digit in it (field names and prose that a value shares with a message have none).
+fn quotes_part_of(message: &str, value: &str) -> bool {
+    let chars: Vec<char> = value.chars().collect();
+    chars.windows(QUOTED_RUN).any(|run| {
+        run.iter().any(char::is_ascii_digit)
+            && run.iter().any(char::is_ascii_alphabetic)
+            && message.contains(run.iter().collect::<String>().as_str())
+    })
+}
+
+/// How many characters of a secret value a message may not quote.
+const QUOTED_RUN: usize = 12;
 
 /// Server-side applies `status` under the kind's field manager. With `expected` set, the write
 /// only succeeds while the object still has that resourceVersion. Returns the new one.
@@ -689,5 +708,19 @@ mod tests {
         assert!(!out.contains("sk-live-0123456789abcdef"), "{out}");
         assert!(!out.contains("MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"), "{out}");
         assert!(out.contains("<secret>"), "{out}");
+    }
+
+    #[test]
+    fn a_message_quoting_part_of_a_value_is_withheld_and_prose_is_not() {
+        let key = "sk-proj-Q7vN2mX9pL4kR8tW1yZ6cB3nH5jF0dS2aG7eU4iO9qP1wE6rT3yU8".to_string();
+        let echo = "1 validation error for IntegrationCreate: key [input_value='sk-proj-Q7vN2mX9pL4k...1wE6rT3yU8']";
+        let out = conceal_in(echo, std::slice::from_ref(&key));
+        assert!(!out.contains("Q7vN2mX9"), "{out}");
+        assert!(out.contains("withheld"), "{out}");
+        // A value that shares words with the message (a service account's field names) does
+        // not hide a message that only names them.
+        let account = r#"{"type": "service_account", "private_key_id": "3f9a0c1b7d"}"#.to_string();
+        let prose = "vertex_service_account_json: private_key_id is missing";
+        assert_eq!(conceal_in(prose, &[account]), prose);
     }
 }

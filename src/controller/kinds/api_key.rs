@@ -452,8 +452,17 @@ async fn create(
     let created = match outcome {
         Created::Posted(created) => created,
         Created::Recovered(found) => {
+            // Until the orphan is known gone the create intent stays recorded: a failure below
+            // (a read, the gate, the DELETE) leaves it, and the next reconcile finds the orphan
+            // again instead of creating past it.
+            let keep_intent = |status: &mut ApiKeyStatus, e: Error| {
+                *status = before.clone();
+                e
+            };
             let name = &key.spec.secret_ref.name;
-            let held = secret_delivery::secret_annotation(cx, name, API_KEY_ID_ANNOTATION).await?;
+            let held = secret_delivery::secret_annotation(cx, name, API_KEY_ID_ANNOTATION)
+                .await
+                .map_err(|e| keep_intent(status, e))?;
             if held.as_deref() == Some(found.id.as_str()) {
                 // The answer reached the Secret before its status write was lost: the key is
                 // the one the Secret holds, not an orphan.
@@ -468,9 +477,11 @@ async fn create(
                     ),
                 )]);
             }
-            let result = cx
+            let client = cx
                 .api(Op::Delete)
-                .await?
+                .await
+                .map_err(|e| keep_intent(status, e))?;
+            let result = client
                 .api_keys(key.spec.kind.to_api())
                 .delete(&found.id)
                 .await;
@@ -478,7 +489,9 @@ async fn create(
                 "API key {} (an earlier create made it, but its answer and so its value were lost)",
                 found.id
             );
-            changes.extend(removed("Deleted", "delete", &what, result)?);
+            changes.extend(
+                removed("Deleted", "delete", &what, result).map_err(|e| keep_intent(status, e))?,
+            );
             let nothing_to_find = async { Ok::<Lookup<api::ApiKey>, Error>(Lookup::Absent) };
             match create_once(
                 cx,

@@ -347,7 +347,18 @@ async fn observe(
     let client = cx.api(Op::Read).await?;
     let read = client.providers().get(&key, Some(&spec.workspace_id)).await;
     let found = observed(&format!("provider {key}"), None, read)?;
-    let adopting = status.id.is_none() && status.pending_create.is_none();
+    // Found by `spec.slug` while a create of it is in flight: that create made it only if it
+    // carries the name the create sent. The slug alone proves nothing: another party may have
+    // taken it first, and the refusal of our POST been lost with its answer.
+    let sent_name = status
+        .create_attempt
+        .as_ref()
+        .and_then(|a| a.name.as_deref());
+    let made_by_our_create = status.pending_create.is_some()
+        && found
+            .as_ref()
+            .is_some_and(|remote| sent_name == Some(remote.name.as_str()));
+    let adopting = status.id.is_none() && !made_by_our_create;
     if let (Some(remote), true) = (&found, adopting) {
         cx.gate.adopting("spec.slug", &key).await?;
         let keys: Vec<&str> = integration.iter().map(String::as_str).collect();
@@ -367,8 +378,8 @@ async fn observe(
         Some(remote) => {
             status.id = Some(remote.id.clone()).filter(|id| !id.is_empty());
             status.slug = Some(remote.slug.clone()).filter(|s| !s.is_empty());
-            // Found by `spec.slug` while a create of it was in flight: that create made it (a
-            // slug taken before would have been refused, which clears the intent).
+            // Ours (recorded, made by our create, or adopted under the grant): whatever create
+            // was in flight is settled.
             crate::controller::driver::create::clear_intent(status);
         }
         None => {
@@ -465,9 +476,9 @@ async fn create(
     })
 }
 
-/// The provider an earlier create made: the one with `spec.slug` (a deterministic identity),
-/// else the one of the workspace with the name it sent, created within its window, claimed by
-/// no other resource, in a complete listing.
+/// The provider an earlier create made: the one of the workspace with the name it sent (and
+/// `spec.slug`, when set), created within its window, claimed by no other resource, in a
+/// complete listing.
 async fn find_created(
     provider: &Provider,
     cx: &Cx<'_, Provider>,
@@ -485,14 +496,6 @@ async fn find_created(
         .listing(&query)
         .await
         .map_err(|e| Error::api("list providers", e))?;
-    if let Some(slug) = &spec.slug {
-        let found = listing.items.iter().find(|p| &p.slug == slug).cloned();
-        return Ok(match (found, listing.complete) {
-            (Some(found), _) => Lookup::Found(found),
-            (None, true) => Lookup::Absent,
-            (None, false) => Lookup::Unknown("the provider list is incomplete".into()),
-        });
-    }
     let sent = status
         .create_attempt
         .clone()
@@ -501,6 +504,11 @@ async fn find_created(
             workspace_id: Some(spec.workspace_id.clone()),
             ..Default::default()
         });
+    // `spec.slug` narrows the search, but is no proof: someone else may hold that slug (and
+    // our POST was refused for it). Only the provider our POST made counts as ours (the name
+    // it sent, within its window, claimed by no other resource); any other is left to the
+    // adoption rules of `observe`.
+    let slug = spec.slug.as_deref();
     Ok(one_of_ours(
         cx,
         status,
@@ -508,7 +516,7 @@ async fn find_created(
         listing,
         |p| vec![p.id.as_str(), p.slug.as_str()],
         |p| p.created_at.as_deref(),
-        |p| sent.name.as_deref() == Some(p.name.as_str()),
+        |p| sent.name.as_deref() == Some(p.name.as_str()) && slug.is_none_or(|slug| p.slug == slug),
     ))
 }
 
@@ -538,6 +546,18 @@ async fn cleanup(provider: &Provider, cx: &Cx<'_, Provider>) -> Result<Vec<Chang
             format!("left provider {key} in place without a call: {why}"),
         )]);
     }
+    // A delete reaches the integration's provider as much as an update: a namespace no longer
+    // granted the integration releases it without a call, as for a revoked workspace.
+    match integration_granted(provider, cx, &status).await {
+        Ok(()) => {}
+        Err(refused @ Error::NotAllowed { .. }) => {
+            return Ok(vec![Change::new(
+                "Released",
+                format!("left provider {key} in place without a call: {refused}"),
+            )]);
+        }
+        Err(other) => return Err(other),
+    }
     let users = referencing_configs(provider, cx.ctx).await?;
     if !users.is_empty() {
         return Err(Error::not_allowed(
@@ -555,6 +575,35 @@ async fn cleanup(provider: &Provider, cx: &Cx<'_, Provider>) -> Result<Vec<Chang
         .await;
     let name = status.slug.clone().unwrap_or(key);
     removed("Deleted", "delete", &format!("provider {name}"), result)
+}
+
+/// Whether the grants still let this namespace bind the provider's integration, as recorded
+/// (no API call): the rule [`bound_integration`] applies before every write.
+async fn integration_granted(
+    provider: &Provider,
+    cx: &Cx<'_, Provider>,
+    status: &ProviderStatus,
+) -> Result<(), Error> {
+    let keys = integration_keys(provider, cx.ctx, status);
+    match (&provider.spec.integration, &provider.spec.integration_id) {
+        (_, Some(_)) => {
+            let resource = |entry: &str| {
+                integration_resource(cx.ctx, entry).map(|found| {
+                    let recorded = found.status.clone().unwrap_or_default();
+                    recorded.id.into_iter().chain(recorded.slug).collect()
+                })
+            };
+            cx.gate
+                .binding_remote("spec.integrationId", &keys, resource)
+                .await
+        }
+        (Some(name), None) => {
+            let mut granted = vec![name.clone()];
+            granted.extend(keys);
+            cx.gate.binding("spec.integration", &granted).await
+        }
+        (None, None) => Ok(()),
+    }
 }
 
 /// Before a delete: why the provider `key` names must not be deleted by this resource, when

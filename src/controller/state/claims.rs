@@ -258,13 +258,15 @@ impl ClaimIndex {
     fn owner_of<K: Claims>(&self, object: &K, connections: &[String]) -> Option<String> {
         let mine = seniority(object);
         let ids = object.claimed_ids();
+        // The index may hold a newer copy of the object itself (after its own intent write),
+        // ranked differently: never its own rival.
         let senior = connections
             .iter()
             .flat_map(|connection| {
                 ids.iter()
                     .filter_map(|id| self.by_key.get(&*claim_key(connection, id)))
             })
-            .filter_map(|claimants| claimants.first())
+            .filter_map(|claimants| claimants.iter().find(|c| c.2 != mine.2))
             .filter(|senior| **senior < mine)
             .min()?;
         self.by_uid.get(&senior.2).map(|c| c.name.to_string())
