@@ -185,8 +185,38 @@ impl Managed for ApiKey {
 
     async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
         let status = self.status.clone().unwrap_or_default();
-        // A replaced key goes whatever the policy: its last value was lost, nobody holds it.
+        let orphan = self.spec.deletion_policy == ApiKeyDeletionPolicy::Orphan;
+        // Mid-replacement (no new key recorded yet) the Secret still holds the replaced key's
+        // value, which works until that key goes: kept under Orphan, with the Secret.
+        let secret_holds_replaced = status.replaced_key.is_some() && status.id.is_none();
         let mut changes = Vec::new();
+        if orphan && secret_holds_replaced {
+            // A key the replacement's unfinished create made is held by nobody: it goes.
+            if status.pending_create.is_some() {
+                let lookup = find_created(self, cx, &status);
+                if let Some(found) = made_by_unfinished_create(&status, WHAT, lookup).await? {
+                    let result = cx
+                        .api(Op::Delete)
+                        .await?
+                        .api_keys(self.spec.kind.to_api())
+                        .delete(&found.id)
+                        .await;
+                    changes.extend(removed(
+                        "Deleted",
+                        "delete",
+                        &format!("API key {} (made by an unfinished replacement)", found.id),
+                        result,
+                    )?);
+                }
+            }
+            secret_delivery::release_secret(cx, &self.spec.secret_ref.name).await?;
+            changes.extend(orphaned(&format!(
+                "API key {}",
+                status.replaced_key.clone().unwrap_or_default()
+            )));
+            return Ok(changes);
+        }
+        // Otherwise a replaced key goes whatever the policy: its last value was lost.
         if let Some(replaced) = &status.replaced_key {
             let result = cx
                 .api(Op::Delete)
@@ -201,7 +231,7 @@ impl Managed for ApiKey {
                 result,
             )?);
         }
-        if self.spec.deletion_policy == ApiKeyDeletionPolicy::Orphan {
+        if orphan {
             // The key stays live and its value exists nowhere else: keep the Secret too.
             secret_delivery::release_secret(cx, &self.spec.secret_ref.name).await?;
             changes.extend(orphaned(&format!(
@@ -573,8 +603,12 @@ async fn retire_replaced(
     let Some(old) = status.replaced_key.clone() else {
         return Ok(Vec::new());
     };
-    // A new key whose Secret write failed waits for its own rotation into the Secret.
-    if status.id.is_none() || status.rotation.pending_rotation.is_some() {
+    // A new key whose Secret write failed waits for its own rotation into the Secret; and the
+    // key the Secret holds is never the one deleted.
+    if status.id.is_none()
+        || status.id == status.replaced_key
+        || status.rotation.pending_rotation.is_some()
+    {
         return Ok(Vec::new());
     }
     cx.gate.intend(format!(
@@ -629,6 +663,11 @@ async fn find_created(
         listing,
         |k| vec![k.id.as_str()],
         |k| k.created_at.as_deref(),
-        |k| k.name == sent.name && key.spec.immutable_conflicts(k).is_empty(),
+        // The key a replacement replaces has the same name and body, and is no answer to it.
+        |k| {
+            k.name == sent.name
+                && status.replaced_key.as_deref() != Some(k.id.as_str())
+                && key.spec.immutable_conflicts(k).is_empty()
+        },
     ))
 }

@@ -78,6 +78,12 @@ impl Rotates for ApiKey {
     /// A new key is created into the Secret (whose value keeps working meanwhile), the
     /// workloads are rolled, then this key goes ([`super::retire_replaced`]).
     fn give_up_lost(status: &mut ApiKeyStatus, id: &str) -> Option<String> {
+        // One replacement at a time: a key replacing another whose value never reached the
+        // Secret (its delivery failed) is rotated into it instead, so the replaced key stays
+        // recorded until it is deleted.
+        if status.replaced_key.is_some() {
+            return None;
+        }
         status.replaced_key = Some(id.to_string());
         status.id = None;
         status.remote_updated_at = None;
