@@ -991,16 +991,19 @@ async fn rotations(
         .list(&ListParams::default())
         .await
         .unwrap();
-    // A key whose rotated value was lost is replaced, not rotated again: its rotations count
-    // with the current key's.
+    // A key whose rotated value was lost is replaced, not rotated again: the replacement gives
+    // the Secret the value that rotation was for (`status.replacements`), and the replaced
+    // key's rotations count with the current key's.
     result.extend(rotations_of(env, windows, incidents, keys.items, |k| {
         let id = k.remote_id().unwrap_or_default();
         let replaced = rows(state, "deleted_api_keys").filter(|r| r["name"] == k.spec.name);
-        rows(state, "api_keys")
+        let rotations: u64 = rows(state, "api_keys")
             .filter(|r| r["id"] == id)
             .chain(replaced)
             .filter_map(|r| r["rotations"].as_u64())
-            .sum()
+            .sum();
+        let replacements = k.status.as_ref().map_or(0, |s| u64::from(s.replacements));
+        rotations + replacements
     }));
     result
 }

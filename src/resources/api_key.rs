@@ -279,6 +279,10 @@ pub struct ApiKeyStatus {
     /// was lost: deleted once the Secret holds the new key's value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaced_key: Option<String>,
+    /// How many times the key was replaced instead of rotated (a rotation's answer lost): each
+    /// gave the Secret a new value for the rotation it stood in for.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub replacements: u32,
     /// Set just before a create is sent and cleared once its outcome is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_create: Option<String>,
@@ -512,6 +516,10 @@ impl Recorded for ApiKeyStatus {
     fn remote_updated_at(&self) -> Option<&str> {
         self.remote_updated_at.as_deref()
     }
+}
+
+fn is_zero(count: &u32) -> bool {
+    *count == 0
 }
 
 #[cfg(test)]

@@ -85,6 +85,7 @@ impl Rotates for ApiKey {
             return None;
         }
         status.replaced_key = Some(id.to_string());
+        status.replacements += 1;
         status.id = None;
         status.remote_updated_at = None;
         status.previous_key_expires_at = None;
