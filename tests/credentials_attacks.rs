@@ -154,28 +154,9 @@ async fn faulty_proxy(upstream: String, knobs: Arc<Knobs>) -> String {
                 && knobs.fail_deletes.load(Ordering::SeqCst)
             {
                 knobs.failed_deletes.fetch_add(1, Ordering::SeqCst);
-                return axum::response::Response::builder()
-                    .status(503)
-                    .header("content-type", "application/json")
-                    .body(axum::body::Body::from(
-                        "{\"success\":false,\"message\":\"unavailable\"}",
-                    ))
-                    .unwrap();
+                return json_answer(503, "{\"success\":false,\"message\":\"unavailable\"}");
             }
-            let mut out = client
-                .request(parts.method.clone(), format!("{upstream}{path}"))
-                .body(body.to_vec());
-            for (name, value) in &parts.headers {
-                if name == "authorization"
-                    || name == "content-type"
-                    || name.as_str().starts_with("x-")
-                {
-                    out = out.header(name.as_str(), value.as_bytes());
-                }
-            }
-            let answer = out.send().await.unwrap();
-            let status = answer.status().as_u16();
-            let text = answer.bytes().await.unwrap().to_vec();
+            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
             let creating = is_key_route
                 && parts.method == reqwest::Method::POST
                 && !parts.uri.path().contains("/rotate");
@@ -185,17 +166,10 @@ async fn faulty_proxy(upstream: String, knobs: Arc<Knobs>) -> String {
                     .body(axum::body::Body::from("bad gateway"))
                     .unwrap();
             }
-            axum::response::Response::builder()
-                .status(status)
-                .header("content-type", "application/json")
-                .body(axum::body::Body::from(text))
-                .unwrap()
+            json_answer(status, text)
         }
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    format!("http://{addr}")
+    serve(app).await
 }
 
 fn api_key_ready(k: &ApiKey) -> bool {
@@ -409,34 +383,13 @@ async fn echo_proxy(upstream: String, mode: &'static str) -> String {
                     }
                 };
                 let answer = json!({"success": false, "message": message});
-                return axum::response::Response::builder()
-                    .status(400)
-                    .header("content-type", "application/json")
-                    .body(axum::body::Body::from(answer.to_string()))
-                    .unwrap();
+                return json_answer(400, answer.to_string());
             }
-            let mut out = client
-                .request(parts.method.clone(), format!("{upstream}{path}"))
-                .body(body.to_vec());
-            for (name, value) in &parts.headers {
-                if name == "authorization" || name == "content-type" || name.as_str().starts_with("x-") {
-                    out = out.header(name.as_str(), value.as_bytes());
-                }
-            }
-            let answer = out.send().await.unwrap();
-            let status = answer.status().as_u16();
-            let text = answer.bytes().await.unwrap().to_vec();
-            axum::response::Response::builder()
-                .status(status)
-                .header("content-type", "application/json")
-                .body(axum::body::Body::from(text))
-                .unwrap()
+            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
+            json_answer(status, text)
         }
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    format!("http://{addr}")
+    serve(app).await
 }
 
 async fn echo_attack(mode: &'static str) {
@@ -547,20 +500,7 @@ async fn slug_race_proxy(
                 eprintln!("proxy: foreign provider POST -> {status} id {id:?}");
                 *foreign.lock().unwrap() = id;
             }
-            let mut out = client
-                .request(parts.method.clone(), format!("{upstream}{path}"))
-                .body(body.to_vec());
-            for (name, value) in &parts.headers {
-                if name == "authorization"
-                    || name == "content-type"
-                    || name.as_str().starts_with("x-")
-                {
-                    out = out.header(name.as_str(), value.as_bytes());
-                }
-            }
-            let answer = out.send().await.unwrap();
-            let status = answer.status().as_u16();
-            let text = answer.bytes().await.unwrap().to_vec();
+            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
             if race {
                 eprintln!(
                     "proxy: our POST -> {status} {} (answer dropped: 502)",
@@ -571,17 +511,10 @@ async fn slug_race_proxy(
                     .body(axum::body::Body::from("bad gateway"))
                     .unwrap();
             }
-            axum::response::Response::builder()
-                .status(status)
-                .header("content-type", "application/json")
-                .body(axum::body::Body::from(text))
-                .unwrap()
+            json_answer(status, text)
         }
     });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    format!("http://{addr}")
+    serve(app).await
 }
 
 #[tokio::test]
@@ -667,4 +600,46 @@ async fn a_lost_answer_to_a_refused_provider_create_never_adopts_another_partys_
         (0, 0),
         "another party's provider was written to"
     );
+}
+
+/// Sends what a proxy received on to the emulator (its credentials and content type with it);
+/// the status and body of the answer.
+async fn forward(
+    client: &reqwest::Client,
+    upstream: &str,
+    parts: &axum::http::request::Parts,
+    path: &str,
+    body: &[u8],
+) -> (u16, Vec<u8>) {
+    let mut out = client
+        .request(parts.method.clone(), format!("{upstream}{path}"))
+        .body(body.to_vec());
+    for (name, value) in &parts.headers {
+        if name == "authorization" || name == "content-type" || name.as_str().starts_with("x-") {
+            out = out.header(name.as_str(), value.as_bytes());
+        }
+    }
+    let answer = out.send().await.unwrap();
+    let status = answer.status().as_u16();
+    (status, answer.bytes().await.unwrap().to_vec())
+}
+
+/// A JSON answer of a proxy.
+fn json_answer(
+    status: u16,
+    body: impl Into<axum::body::Body>,
+) -> axum::response::Response<axum::body::Body> {
+    axum::response::Response::builder()
+        .status(status)
+        .header("content-type", "application/json")
+        .body(body.into())
+        .unwrap()
+}
+
+/// Serves a proxy on a free local port; its URL.
+async fn serve(app: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
 }
