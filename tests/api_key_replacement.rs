@@ -9,72 +9,11 @@ use std::time::Duration;
 
 use aigw::resources::ApiKey;
 use k8s_openapi::api::core::v1::Secret;
-use kube::Resource;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use support::harness::Harness;
 
-const WAIT: Duration = Duration::from_secs(30);
-const SERVICE_KEYS: &str = "/ai_gw/v2/api-keys/service";
-
-fn ready(k: &ApiKey) -> bool {
-    k.status.as_ref().is_some_and(|s| {
-        s.conditions.iter().any(|c| {
-            c.type_ == "Ready" && c.status == "True" && c.observed_generation == k.meta().generation
-        })
-    })
-}
-
-fn api_key(name: &str, spec: Value) -> ApiKey {
-    serde_json::from_value(json!({"apiVersion": "aigw.io/v1alpha1", "kind": "ApiKey",
-        "metadata": {"name": name}, "spec": spec}))
-    .unwrap()
-}
-
-fn service_key(name: &str, rotation: Value) -> Value {
-    json!({"name": name, "kind": "service", "scopes": ["completions.write"],
-           "secretRef": {"name": format!("{name}-key")}, "rotation": rotation})
-}
-
-async fn create(h: &Harness, name: &str, spec: Value) -> String {
-    h.env
-        .api::<ApiKey>()
-        .create(&PostParams::default(), &api_key(name, spec))
-        .await
-        .unwrap();
-    let created = h.env.wait_for::<ApiKey>(name, WAIT, ready).await;
-    created.status.unwrap().id.unwrap()
-}
-
-/// Every API key the emulator holds (with values, previous values and `rotations`).
-async fn remote_keys(h: &Harness) -> Vec<Value> {
-    h.state().await["api_keys"].as_array().unwrap().clone()
-}
-
-async fn remote(h: &Harness, id: &str) -> Value {
-    remote_keys(h)
-        .await
-        .into_iter()
-        .find(|k| k["id"] == id)
-        .unwrap_or_else(|| panic!("no remote API key {id}"))
-}
-
-async fn secret_value(h: &Harness, name: &str) -> String {
-    let secret = h.env.api::<Secret>().get(name).await.unwrap();
-    String::from_utf8(secret.data.unwrap()["api_key"].0.clone()).unwrap()
-}
-
-/// Presents `key` for API key `id` as the gateway would: the HTTP status.
-async fn handshake(h: &Harness, id: &str, key: &str) -> u16 {
-    reqwest::Client::new()
-        .post(h.url(&format!("/_emulator/api-keys/{id}/handshake")))
-        .json(&json!({ "key": key }))
-        .send()
-        .await
-        .unwrap()
-        .status()
-        .as_u16()
-}
+use support::api_keys::*;
 
 fn live_ours(keys: &[Value], name: &str) -> Vec<Value> {
     keys.iter().filter(|k| k["name"] == name).cloned().collect()

@@ -14,44 +14,13 @@ use aigw::emulator::EmulatorOptions;
 use aigw::resources::ApiKey;
 use k8s_openapi::api::apps::v1::Deployment as AppsDeployment;
 use k8s_openapi::api::core::v1::Secret;
-use kube::Resource;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use support::api_keys::*;
 use support::harness::{Harness, TOKEN, captured_logs};
 use support::objects::Conditions;
 
-const WAIT: Duration = Duration::from_secs(30);
-const SERVICE_KEYS: &str = "/ai_gw/v2/api-keys/service";
 const ROLLED: &str = "aigw.io/credentials-rotated-at";
-
-fn ready(k: &ApiKey) -> bool {
-    k.status.as_ref().is_some_and(|s| {
-        s.conditions.iter().any(|c| {
-            c.type_ == "Ready" && c.status == "True" && c.observed_generation == k.meta().generation
-        })
-    })
-}
-
-fn api_key(name: &str, spec: Value) -> ApiKey {
-    serde_json::from_value(json!({"apiVersion": "aigw.io/v1alpha1", "kind": "ApiKey",
-        "metadata": {"name": name}, "spec": spec}))
-    .unwrap()
-}
-
-fn service_key(name: &str, rotation: Value) -> Value {
-    json!({"name": name, "kind": "service", "scopes": ["completions.write"],
-           "secretRef": {"name": format!("{name}-key")}, "rotation": rotation})
-}
-
-async fn create(h: &Harness, name: &str, spec: Value) -> String {
-    h.env
-        .api::<ApiKey>()
-        .create(&PostParams::default(), &api_key(name, spec))
-        .await
-        .unwrap();
-    let created = h.env.wait_for::<ApiKey>(name, WAIT, ready).await;
-    created.status.unwrap().id.unwrap()
-}
 
 async fn set_trigger(h: &Harness, name: &str, trigger: &str) -> ApiKey {
     h.env
@@ -72,36 +41,6 @@ async fn set_trigger(h: &Harness, name: &str, trigger: &str) -> ApiKey {
                 })
         })
         .await
-}
-
-/// Every API key the emulator holds (with values, previous values and `rotations`).
-async fn remote_keys(h: &Harness) -> Vec<Value> {
-    h.state().await["api_keys"].as_array().unwrap().clone()
-}
-
-async fn remote(h: &Harness, id: &str) -> Value {
-    remote_keys(h)
-        .await
-        .into_iter()
-        .find(|k| k["id"] == id)
-        .unwrap_or_else(|| panic!("no remote API key {id}"))
-}
-
-async fn secret_value(h: &Harness, name: &str) -> String {
-    let secret = h.env.api::<Secret>().get(name).await.unwrap();
-    String::from_utf8(secret.data.unwrap()["api_key"].0.clone()).unwrap()
-}
-
-/// Presents `key` for API key `id` as the gateway would: the HTTP status.
-async fn handshake(h: &Harness, id: &str, key: &str) -> u16 {
-    reqwest::Client::new()
-        .post(h.url(&format!("/_emulator/api-keys/{id}/handshake")))
-        .json(&json!({ "key": key }))
-        .send()
-        .await
-        .unwrap()
-        .status()
-        .as_u16()
 }
 
 /// No key value the emulator ever handed out (nor `extra`) is in logs, events or statuses.
