@@ -17,14 +17,11 @@ use aigw::emulator::{EmulatorOptions, Running};
 use aigw::resources::{ApiKey, Config, Connection, Deployment};
 use k8s_openapi::api::apps::v1::Deployment as AppsDeployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use kube::api::{
-    Api, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams,
-};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
-use serde::Deserialize;
 use serde_json::{Value, json};
-use support::{TestEnv, kubeconfig_path, repo_root};
+use support::TestEnv;
+use support::chart::{self, Identity};
 
 const WAIT: Duration = Duration::from_secs(60);
 const TOKEN: &str = "chart-rbac-token-5d1e7b";
@@ -45,6 +42,7 @@ async fn cluster_wide_rbac_lets_the_operator_do_its_work() {
 
     manage_config_and_rotating_deployment(&work, &work, &operator, None).await;
     manage_rotating_api_key(&work, &operator).await;
+    edit_during_a_slow_create(&work, &operator, &emulator).await;
 
     let sa = chart.client().await;
     let secrets: Api<Secret> = Api::namespaced(sa.clone(), &work.namespace);
@@ -224,6 +222,54 @@ async fn manage_config_and_rotating_deployment(
     config_ns.delete_and_wait::<Config>("routing", WAIT).await;
 }
 
+/// A spec edit while the create's POST is on the wire: the status write that records the
+/// result conflicts, and the operator re-reads the object before writing it again. That re-read
+/// must be one the chart allows (it once read `configs/status`, which the chart does not grant).
+async fn edit_during_a_slow_create(env: &TestEnv, operator: &Operator, emulator: &Running) {
+    let faults = format!("{}/_emulator/faults", emulator.management_url());
+    let http = reqwest::Client::new();
+    let set = async |body: Value| {
+        let response = http
+            .put(&faults)
+            .json(&body)
+            .send()
+            .await
+            .expect("set faults");
+        assert!(
+            response.status().is_success(),
+            "faults: {}",
+            response.status()
+        );
+    };
+    set(json!({"latency_ms": 3000})).await;
+    env.api::<Config>()
+        .create(&PostParams::default(), &config("slow", None))
+        .await
+        .expect("create the Config");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    env.api::<Config>()
+        .patch(
+            "slow",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"name": "slow-renamed"}})),
+        )
+        .await
+        .expect("edit the Config");
+    let done = operator.wait_for(env, "slow", config_ready).await;
+    set(json!({})).await;
+    assert!(
+        done.status.and_then(|s| s.slug).is_some(),
+        "the create's result was recorded"
+    );
+    assert!(
+        operator
+            .log_text()
+            .contains("writing its result on the new version"),
+        "the status write conflicted and was retried (the path under test ran)"
+    );
+    env.delete_and_wait::<Config>("slow", WAIT).await;
+}
+
 /// Creates an ApiKey whose Secret the operator writes, rotates it (restarting the workload
 /// `app`, an apps/v1 Deployment), then deletes it: the verbs the chart grants for API keys and
 /// the Secrets they are delivered into.
@@ -294,6 +340,7 @@ async fn manage_rotating_api_key(env: &TestEnv, operator: &Operator) {
 struct Chart {
     admin: Client,
     objects: Vec<DynamicObject>,
+    identity: Identity,
     service_account: String,
     namespace: String,
     dir: tempfile::TempDir,
@@ -305,123 +352,45 @@ impl Chart {
     async fn install(release: &TestEnv, sets: &[String]) -> Self {
         let name = format!("aigw-{}", &release.namespace[release.namespace.len() - 8..]);
         let mut objects = Vec::new();
-        for document in render(&name, &release.namespace, sets) {
-            objects.push(apply(&release.client, document).await);
+        for document in chart::render(&name, &release.namespace, sets) {
+            objects.push(chart::apply(&release.client, document).await);
         }
         let service_account = objects
             .iter()
             .find(|o| o.types.as_ref().is_some_and(|t| t.kind == "ServiceAccount"))
             .map(|o| o.name_any())
             .expect("the chart renders a ServiceAccount");
+        let identity = Identity {
+            namespace: release.namespace.clone(),
+            service_account: service_account.clone(),
+        };
         Self {
             admin: release.client.clone(),
             objects,
+            identity,
             service_account,
             namespace: release.namespace.clone(),
             dir: tempfile::tempdir().expect("temp dir"),
         }
     }
 
-    /// A kubeconfig with the admin credentials of the local control plane that impersonates
-    /// the chart's ServiceAccount (user and groups, as the apiserver would authenticate it).
-    fn kubeconfig(&self) -> Kubeconfig {
-        let mut kubeconfig =
-            Kubeconfig::read_from(kubeconfig_path()).expect("unreadable kubeconfig");
-        for named in &mut kubeconfig.auth_infos {
-            if let Some(auth) = named.auth_info.as_mut() {
-                auth.impersonate = Some(format!(
-                    "system:serviceaccount:{}:{}",
-                    self.namespace, self.service_account
-                ));
-                auth.impersonate_groups = Some(vec![
-                    "system:serviceaccounts".into(),
-                    format!("system:serviceaccounts:{}", self.namespace),
-                    "system:authenticated".into(),
-                ]);
-            }
-        }
-        kubeconfig
-    }
-
     fn kubeconfig_file(&self) -> PathBuf {
-        let path = self.dir.path().join("kubeconfig");
-        let text = serde_yaml::to_string(&self.kubeconfig()).expect("kubeconfig as YAML");
-        std::fs::write(&path, text).expect("write the kubeconfig");
-        path
+        self.identity.kubeconfig_file(self.dir.path())
     }
 
     /// A client acting as the chart's ServiceAccount.
     async fn client(&self) -> Client {
-        let config =
-            kube::Config::from_custom_kubeconfig(self.kubeconfig(), &KubeConfigOptions::default())
-                .await
-                .expect("invalid kubeconfig");
-        Client::try_from(config).expect("kube client")
+        self.identity.client().await
     }
 
     async fn uninstall(self) {
         for object in &self.objects {
-            let (api, _) = dynamic_api(&self.admin, object).await;
+            let (api, _) = chart::dynamic_api(&self.admin, object).await;
             let _ = api
                 .delete(&object.name_any(), &DeleteParams::default())
                 .await;
         }
     }
-}
-
-/// `helm template` of the chart's ServiceAccount and RBAC, one JSON value per document.
-fn render(release: &str, namespace: &str, sets: &[String]) -> Vec<Value> {
-    let mut command = Command::new("bash");
-    command
-        .arg(repo_root().join("hack/chart-check.sh"))
-        .args(["--template", release, "--namespace", namespace])
-        .args(["--show-only", "templates/serviceaccount.yaml"])
-        .args(["--show-only", "templates/rbac.yaml"]);
-    for set in sets {
-        command.args(["--set", set]);
-    }
-    let output = command.output().expect("run hack/chart-check.sh");
-    assert!(
-        output.status.success(),
-        "hack/chart-check.sh --template failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let text = String::from_utf8(output.stdout).expect("UTF-8 manifests");
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|document| Value::deserialize(document).expect("invalid YAML from helm"))
-        .filter(|value| !value.is_null())
-        .collect()
-}
-
-async fn dynamic_api(client: &Client, object: &DynamicObject) -> (Api<DynamicObject>, bool) {
-    let types = object.types.as_ref().expect("apiVersion and kind");
-    let gvk = GroupVersionKind::try_from(types).expect("apiVersion");
-    let (resource, capabilities) = kube::discovery::pinned_kind(client, &gvk)
-        .await
-        .unwrap_or_else(|e| panic!("the apiserver does not serve {gvk:?}: {e}"));
-    let namespaced = capabilities.scope == kube::discovery::Scope::Namespaced;
-    let api = match object.namespace() {
-        Some(ns) if namespaced => Api::namespaced_with(client.clone(), &ns, &resource),
-        _ => Api::all_with(client.clone(), &resource),
-    };
-    (api, namespaced)
-}
-
-async fn apply(admin: &Client, document: Value) -> DynamicObject {
-    let object: DynamicObject = serde_json::from_value(document).expect("a Kubernetes object");
-    let (api, namespaced) = dynamic_api(admin, &object).await;
-    assert!(
-        !namespaced || object.namespace().is_some(),
-        "{} has no namespace",
-        object.name_any()
-    );
-    api.patch(
-        &object.name_any(),
-        &PatchParams::apply("aigw-chart-rbac-test").force(),
-        &Patch::Apply(&object),
-    )
-    .await
-    .unwrap_or_else(|e| panic!("apply {}: {e}", object.name_any()))
 }
 
 async fn spawn_emulator() -> Running {

@@ -14,6 +14,7 @@ use kube::{Client, Config, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 
 pub mod api_keys;
+pub mod chart;
 pub mod emu;
 pub mod harness;
 pub mod objects;
@@ -62,13 +63,7 @@ pub async fn kube_client() -> Client {
 /// A client of the local control plane that acts as the user `user` (admin credentials
 /// impersonating it, group `system:authenticated`): what that user's RBAC allows, and no more.
 pub async fn impersonating(user: &str) -> Client {
-    let mut kubeconfig = Kubeconfig::read_from(kubeconfig_path()).expect("unreadable kubeconfig");
-    for named in &mut kubeconfig.auth_infos {
-        if let Some(auth) = named.auth_info.as_mut() {
-            auth.impersonate = Some(user.to_string());
-            auth.impersonate_groups = Some(vec!["system:authenticated".into()]);
-        }
-    }
+    let kubeconfig = chart::impersonating_kubeconfig(user, vec!["system:authenticated".into()]);
     let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
         .await
         .expect("invalid kubeconfig");

@@ -501,7 +501,9 @@ impl<'a, K: Managed> Cx<'a, K> {
                 Err(Error::Conflict(_)) => {}
                 other => return other,
             }
-            let fresh = match self.objects.get_status(&self.name()).await {
+            // The object itself, not its status subresource: the chart grants `get` on the
+            // kinds and only `patch` on `*/status`, and the object carries the status anyway.
+            let fresh = match self.objects.get(&self.name()).await {
                 Ok(mut fresh) => {
                     fresh.prepare();
                     fresh
