@@ -2,8 +2,9 @@
 # Install what the local control plane and the tests need on a fresh Debian
 # machine, when missing: Go (checked only), flock/setsid, curl, kubectl
 # (built from source when absent).
-# Then pre-build the control plane binary and mdbook (the docs book) into the
-# cache (skip with --no-build) so that no test has to wait for those builds.
+# Then pre-build the control plane binary, mdbook (the docs book) and Helm (the
+# chart's RBAC the tests run under) into the cache (skip with --no-build) so that
+# no test has to wait for those builds.
 set -euo pipefail
 # shellcheck source=hack/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -71,4 +72,8 @@ if ((build)); then
 	echo "aigw-controlplane: $CP_BIN"
 	ensure_mdbook
 	echo "mdbook: $MDBOOK"
+	# Helm renders the chart's RBAC, which the demo's and every integration test's operator runs
+	# under; hack/chart-check.sh finds it or builds it into the cache.
+	bash "$HACK_DIR/chart-check.sh" --template aigw --show-only templates/serviceaccount.yaml >/dev/null
+	echo "helm: ready"
 fi

@@ -16,12 +16,14 @@ use std::time::Duration;
 use aigw::emulator::{EmulatorOptions, Running};
 use aigw::resources::{ApiKey, Config, Connection, Deployment};
 use k8s_openapi::api::apps::v1::Deployment as AppsDeployment;
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use kube::{Client, Resource, ResourceExt};
 use serde_json::{Value, json};
 use support::TestEnv;
 use support::chart::{self, Identity};
+use support::harness::Harness;
 
 const WAIT: Duration = Duration::from_secs(60);
 const TOKEN: &str = "chart-rbac-token-5d1e7b";
@@ -137,6 +139,57 @@ async fn watch_namespaces_rbac_is_enough_and_confined_to_them() {
     for env in [a, b, c, release] {
         env.cleanup().await;
     }
+}
+
+/// The harness's in-process operator, which every other integration test runs, acts as the
+/// chart's ServiceAccount: cluster-wide for one harness, through Roles in the watched namespaces
+/// for a harness of two teams; never as the admin the test code uses.
+#[tokio::test]
+async fn the_harness_operator_runs_under_the_charts_rbac() {
+    let h = Harness::start("chart-harness").await;
+    let operator = h.ctx.kube.clone();
+    let who = Api::<SelfSubjectReview>::all(operator.clone())
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .expect("ask who the operator is");
+    let user = who
+        .status
+        .and_then(|s| s.user_info)
+        .and_then(|u| u.username);
+    assert_eq!(user, Some(h.identity.user()));
+    assert!(h.identity.user().starts_with("system:serviceaccount:"));
+    Api::<Secret>::all(operator.clone())
+        .list(&Default::default())
+        .await
+        .expect("cluster-wide: Secrets in every namespace");
+    assert_forbidden(
+        Api::<ConfigMap>::namespaced(operator, &h.env.namespace)
+            .list(&Default::default())
+            .await,
+        "list ConfigMaps",
+    );
+    h.stop().await;
+
+    let h = Harness::start_two_teams("chart-harness", WAIT, None).await;
+    let operator = h.ctx.kube.clone();
+    let other = h.other.as_ref().expect("two teams");
+    for namespace in [&h.env.namespace, &other.namespace] {
+        Api::<Secret>::namespaced(operator.clone(), namespace)
+            .list(&Default::default())
+            .await
+            .expect("watchNamespaces: Secrets in a watched namespace");
+    }
+    assert_forbidden(
+        Api::<Secret>::all(operator.clone())
+            .list(&Default::default())
+            .await,
+        "watchNamespaces: list Secrets cluster-wide",
+    );
+    assert_forbidden(
+        Api::<Config>::all(operator).list(&Default::default()).await,
+        "watchNamespaces: list Configs cluster-wide",
+    );
+    h.stop().await;
 }
 
 /// Creates a Config in `config_ns`, and in `deployment_ns` a Deployment whose credentials

@@ -1,7 +1,8 @@
 //! Leader election across real `aigw operator` processes: one leads, a standby makes no
 //! management-API call, and a standby takes over after the leader is SIGKILLed and after it is
-//! SIGTERMed (which releases the lease). The takeover times are printed (`--nocapture`), not
-//! asserted: the only bound is the wait's timeout.
+//! SIGTERMed (which releases the lease). The processes run under the chart's RBAC (its
+//! `watchNamespaces` form, with the Lease in the test namespace). The takeover times are
+//! printed (`--nocapture`), not asserted: the only bound is the wait's timeout.
 
 mod support;
 
@@ -17,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Resource;
 use kube::api::PostParams;
 use serde_json::{Value, json};
-use support::{TestEnv, kubeconfig_path, wait_until};
+use support::{TestEnv, wait_until};
 
 const TOKEN: &str = "leader-test-token-5b1d";
 const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(60);
@@ -31,6 +32,8 @@ struct Operator {
 }
 
 impl Operator {
+    /// Runs under the chart's RBAC, with the kubeconfig `support::chart::operator_kubeconfig`
+    /// wrote into `dir`.
     fn start(name: &str, env: &TestEnv, emulator: &Running, dir: &Path) -> Self {
         let metrics = free_port();
         let log = dir.join(format!("{name}.log"));
@@ -48,7 +51,7 @@ impl Operator {
             ])
             .args(["--metrics-addr", &metrics.to_string()])
             .args(["--leader-election-namespace", &env.namespace])
-            .env("KUBECONFIG", kubeconfig_path())
+            .env("KUBECONFIG", dir.join("kubeconfig"))
             .env("POD_NAME", name)
             .env("RUST_LOG", "aigw=debug,info")
             .env_remove("AIGW_LEADER_ELECT")
@@ -236,6 +239,7 @@ async fn one_leader_reconciles_and_a_standby_takes_over() {
         .await
         .expect("emulator did not start");
     let dir = tempfile::tempdir().unwrap();
+    support::chart::operator_kubeconfig(&env.client, &env.namespace, dir.path()).await;
     let suffix = &env.namespace[env.namespace.len() - 8..];
     let first = Operator::start(&format!("aigw-a-{suffix}"), &env, &emulator, dir.path());
     let second = Operator::start(&format!("aigw-b-{suffix}"), &env, &emulator, dir.path());
@@ -348,6 +352,7 @@ async fn a_leader_that_loses_its_lease_exits_non_zero() {
         .await
         .expect("emulator did not start");
     let dir = tempfile::tempdir().unwrap();
+    support::chart::operator_kubeconfig(&env.client, &env.namespace, dir.path()).await;
     let mut operator = Operator::start("aigw-lost", &env, &emulator, dir.path());
     sole_leader(&[&operator]).await;
 
@@ -388,6 +393,7 @@ async fn a_paused_leader_resumed_after_a_takeover_sends_no_write() {
         .expect("emulator did not start");
     let http = reqwest::Client::new();
     let dir = tempfile::tempdir().unwrap();
+    support::chart::operator_kubeconfig(&env.client, &env.namespace, dir.path()).await;
     let suffix = &env.namespace[env.namespace.len() - 8..];
     let first = Operator::start(&format!("aigw-a-{suffix}"), &env, &emulator, dir.path());
     let second = Operator::start(&format!("aigw-b-{suffix}"), &env, &emulator, dir.path());

@@ -11,6 +11,7 @@ use aigw::resources::connection::Grant;
 use serde_json::Value;
 
 use super::TestEnv;
+use super::chart::{self, Identity, Scope};
 
 pub const TOKEN: &str = "test-token-3a7f9c1e";
 
@@ -75,6 +76,10 @@ pub struct Harness {
     pub other: Option<TestEnv>,
     pub emulator: Running,
     pub ctx: Arc<Context>,
+    /// The operator's identity: the chart's ServiceAccount, with the chart's RBAC.
+    pub identity: Identity,
+    /// The operator's kube client, acting as [`Self::identity`] (test code keeps `env.client`).
+    kube: kube::Client,
     settings: Settings,
     grants: Option<Vec<Grant>>,
     secret_namespace: Option<String>,
@@ -173,8 +178,20 @@ impl Harness {
             ..Default::default()
         };
         let secret_namespace = own_secret_namespace.then(|| env.namespace.clone());
+        // Operators that watch two teams or read Secrets in their own namespace run under the
+        // chart's `watchNamespaces` form (a Role per namespace), the others under its
+        // cluster-wide form.
+        let scope = match two_teams || own_secret_namespace {
+            true => {
+                let watched: Vec<&str> = settings.namespaces.iter().map(String::as_str).collect();
+                Scope::watched(&watched).secret_namespace(secret_namespace.as_deref())
+            }
+            false => Scope::cluster_wide(),
+        };
+        let identity = chart::install(&env.client, &scope).await;
+        let kube = identity.client().await;
         let ctx = new_context(
-            &env,
+            &kube,
             &emulator,
             &settings,
             grants.clone(),
@@ -187,6 +204,8 @@ impl Harness {
             other,
             emulator,
             ctx,
+            identity,
+            kube,
             settings,
             grants,
             secret_namespace,
@@ -199,7 +218,7 @@ impl Harness {
     /// second replica without leader election would. Aborted when the handle is dropped.
     pub fn second_operator(&self) -> tokio::task::JoinHandle<()> {
         let ctx = new_context(
-            &self.env,
+            &self.kube,
             &self.emulator,
             &self.settings,
             self.grants.clone(),
@@ -214,7 +233,7 @@ impl Harness {
         self.operator.abort();
         let _ = (&mut self.operator).await;
         self.ctx = new_context(
-            &self.env,
+            &self.kube,
             &self.emulator,
             &self.settings,
             self.grants.clone(),
@@ -244,7 +263,7 @@ impl Harness {
     pub async fn restart_operator_via(&mut self, management_url: &str) {
         self.stop_operator().await;
         self.ctx = new_context_at(
-            &self.env,
+            &self.kube,
             management_url.to_string(),
             &self.emulator,
             &self.settings,
@@ -370,6 +389,7 @@ impl Harness {
     pub async fn stop(self) {
         self.operator.abort();
         let _ = self.operator.await;
+        assert_no_refusals(&self.env.namespace);
         purge_cluster::<aigw::resources::ClusterGuardrail>(&self.env).await;
         purge_cluster::<aigw::resources::Integration>(&self.env).await;
         if let Some(other) = self.other {
@@ -377,6 +397,22 @@ impl Harness {
         }
         self.env.cleanup().await;
     }
+}
+
+/// Fails when the apiserver refused the operator anything about the test's objects (their log
+/// lines name the test namespace; cluster-scoped ones are named after it): a verb the chart's
+/// RBAC lacks.
+pub fn assert_no_refusals(namespace: &str) {
+    let refused: Vec<String> = captured_logs()
+        .lines()
+        .filter(|l| l.contains(namespace) && l.contains("is forbidden: User"))
+        .map(str::to_string)
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "the chart's RBAC refused the operator:\n{}",
+        refused.join("\n")
+    );
 }
 
 /// The label that selects a test's cluster-scoped objects for its operator (value: its namespace).
@@ -478,14 +514,14 @@ pub fn count_in(stats: &Value, endpoint: &str) -> u64 {
 }
 
 fn new_context(
-    env: &TestEnv,
+    kube: &kube::Client,
     emulator: &Running,
     settings: &Settings,
     grants: Option<Vec<Grant>>,
     secret_namespace: Option<String>,
 ) -> Arc<Context> {
     new_context_at(
-        env,
+        kube,
         emulator.management_url(),
         emulator,
         settings,
@@ -495,7 +531,7 @@ fn new_context(
 }
 
 fn new_context_at(
-    env: &TestEnv,
+    kube: &kube::Client,
     management_url: String,
     emulator: &Running,
     settings: &Settings,
@@ -516,8 +552,8 @@ fn new_context_at(
     .rate_limit(200.0, 200);
     let api = Client::new(config).expect("api client");
     Arc::new(Context::new(
-        env.client.clone(),
-        Connections::new(env.client.clone(), Some(api))
+        kube.clone(),
+        Connections::new(kube.clone(), Some(api))
             .with_default_grants(grants)
             .with_secret_namespace(secret_namespace),
         Arc::new(Metrics::default()),
