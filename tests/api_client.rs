@@ -849,6 +849,83 @@ async fn connection_refused_is_safe_to_retry() {
     ));
 }
 
+/// A create bound to a deadline ([`Client::answered_by`]) leaves only while its whole timeout
+/// fits before it: a 429's `Retry-After` that would push the retry past it ends the call with
+/// `PastDeadline` (not sent, outcome known, the wait handed back), and a deadline already too
+/// close sends nothing at all.
+#[tokio::test]
+async fn a_request_that_could_not_be_answered_by_its_deadline_is_not_sent() {
+    let posts = Arc::new(AtomicUsize::new(0));
+    let counted = posts.clone();
+    let app = axum::Router::new().fallback(move || {
+        let counted = counted.clone();
+        async move {
+            counted.fetch_add(1, Ordering::SeqCst);
+            axum::response::Response::builder()
+                .status(429)
+                .header("retry-after", "1")
+                .body(axum::body::Body::from("{\"message\":\"slow down\"}"))
+                .unwrap()
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let token: Arc<dyn TokenSource> = Arc::new(StaticToken::new(TOKEN));
+    let cfg = ClientConfig::new(format!("http://{addr}"), format!("http://{addr}/v1"), token)
+        .timeout(Duration::from_secs(2))
+        .retry(RetryPolicy {
+            max_attempts: 5,
+            base_delay: Duration::from_millis(1),
+            max_delay: Duration::from_secs(5),
+        });
+    let client = Client::new(cfg).unwrap();
+
+    // Room for one attempt (2 s), not for a retry after `Retry-After: 1`.
+    let bound = client.answered_by(Instant::now() + Duration::from_millis(2500));
+    let started = Instant::now();
+    let err = bound
+        .configs()
+        .create(&config_request("late"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ApiError::PastDeadline { .. }), "{err:?}");
+    assert_eq!(err.category(), "PastDeadline");
+    assert!(!err.outcome_unknown(), "never sent: {err:?}");
+    assert!(err.is_transient());
+    assert_eq!(err.retry_after(), Some(Duration::from_secs(1)));
+    assert_eq!(posts.load(Ordering::SeqCst), 1, "the late retry was sent");
+    assert!(
+        started.elapsed() < Duration::from_millis(900),
+        "it waited for a retry it could not send ({:?})",
+        started.elapsed()
+    );
+
+    // Less than one timeout left: nothing leaves.
+    let too_close = client.answered_by(Instant::now() + Duration::from_secs(1));
+    let err = too_close
+        .configs()
+        .create(&config_request("late"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, ApiError::PastDeadline { .. }), "{err:?}");
+    assert_eq!(err.retry_after(), None);
+    assert_eq!(
+        posts.load(Ordering::SeqCst),
+        1,
+        "a request too late was sent"
+    );
+
+    // The same client without a deadline retries past the 429s as before.
+    let err = client
+        .configs()
+        .create(&config_request("late"))
+        .await
+        .unwrap_err();
+    assert_eq!(err.status(), Some(429), "{err:?}");
+    assert_eq!(posts.load(Ordering::SeqCst), 6, "{err:?}");
+}
+
 #[tokio::test]
 async fn usage_limits_through_the_cli_create_list_read_usage_and_reset() {
     let env = Env::start().await;

@@ -12,6 +12,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::harness::Harness;
 use support::objects::Conditions;
+use support::proxy::{forward, json_answer, serve};
 
 const WAIT: Duration = Duration::from_secs(30);
 const WS_A: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
@@ -600,46 +601,4 @@ async fn a_lost_answer_to_a_refused_provider_create_never_adopts_another_partys_
         (0, 0),
         "another party's provider was written to"
     );
-}
-
-/// Sends what a proxy received on to the emulator (its credentials and content type with it);
-/// the status and body of the answer.
-async fn forward(
-    client: &reqwest::Client,
-    upstream: &str,
-    parts: &axum::http::request::Parts,
-    path: &str,
-    body: &[u8],
-) -> (u16, Vec<u8>) {
-    let mut out = client
-        .request(parts.method.clone(), format!("{upstream}{path}"))
-        .body(body.to_vec());
-    for (name, value) in &parts.headers {
-        if name == "authorization" || name == "content-type" || name.as_str().starts_with("x-") {
-            out = out.header(name.as_str(), value.as_bytes());
-        }
-    }
-    let answer = out.send().await.unwrap();
-    let status = answer.status().as_u16();
-    (status, answer.bytes().await.unwrap().to_vec())
-}
-
-/// A JSON answer of a proxy.
-fn json_answer(
-    status: u16,
-    body: impl Into<axum::body::Body>,
-) -> axum::response::Response<axum::body::Body> {
-    axum::response::Response::builder()
-        .status(status)
-        .header("content-type", "application/json")
-        .body(body.into())
-        .unwrap()
-}
-
-/// Serves a proxy on a free local port; its URL.
-async fn serve(app: axum::Router) -> String {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    format!("http://{addr}")
 }

@@ -4,8 +4,10 @@
 
 mod support;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use aigw::resources::common::CreateIntent;
 use aigw::resources::{Config, Deployment, RateLimitsPolicy};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -13,6 +15,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::Harness;
 use support::objects::{Conditions, create, gateway, limits, object, routing};
+use support::proxy::{forward, json_answer, serve};
 
 const WAIT: Duration = Duration::from_secs(60);
 const CONFIG_POST: &str = "POST /ai_gw/v2/configs";
@@ -455,5 +458,93 @@ async fn a_normalising_server_causes_no_writes_at_steady_state() {
                 >= 1,
         "the touched objects were read: {stats}"
     );
+    h.stop().await;
+}
+
+/// A proxy in front of the emulator: the first three config POSTs are answered 429
+/// `Retry-After: 25` without reaching it; later ones are forwarded, and their answers held 30 s.
+/// `posts` records when each config POST arrived.
+async fn slow_create_proxy(upstream: String, posts: Arc<Mutex<Vec<jiff::Timestamp>>>) -> String {
+    use axum::extract::Request;
+    let client = reqwest::Client::new();
+    let app = axum::Router::new().fallback(move |request: Request| {
+        let (client, upstream, posts) = (client.clone(), upstream.clone(), posts.clone());
+        async move {
+            let (parts, body) = request.into_parts();
+            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+            let path = parts
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_string();
+            let creating =
+                parts.method == reqwest::Method::POST && parts.uri.path() == "/ai_gw/v2/configs";
+            if !creating {
+                let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
+                return json_answer(status, text);
+            }
+            let arrived = {
+                let mut posts = posts.lock().unwrap();
+                posts.push(jiff::Timestamp::now());
+                posts.len()
+            };
+            if arrived <= 3 {
+                let mut answer = json_answer(429, "{\"success\":false,\"message\":\"slow down\"}");
+                answer
+                    .headers_mut()
+                    .insert("retry-after", axum::http::HeaderValue::from_static("25"));
+                return answer;
+            }
+            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            json_answer(status, text)
+        }
+    });
+    serve(app).await
+}
+
+/// A POST never leaves after its intent's window (issue 27, F7). 429s with `Retry-After: 25`
+/// used to be waited out: the POST that went through left 75 s after its intent, and when the
+/// process died before recording the request's end, a new one looked for the config only in
+/// [intent, intent + 60 s], missed it, and created a second. Now a create that could no longer
+/// be answered within the window is not sent: a new intent is written and the POST goes with it.
+#[tokio::test]
+async fn a_create_never_leaves_after_its_intents_window() {
+    let mut h = Harness::start_with("eo-late", Duration::from_secs(2)).await;
+    let posts = Arc::new(Mutex::new(Vec::new()));
+    let proxy = slow_create_proxy(h.emulator.management_url(), posts.clone()).await;
+    h.restart_operator_via_production_client(&proxy).await;
+    create::<Config>(&h.env, "late", routing("late")).await;
+    support::wait_until(Duration::from_secs(240), || async {
+        (h.count(CONFIG_POST).await >= 1).then_some(())
+    })
+    .await
+    .expect("no create reached the API");
+    // The POST that reached the API is in flight (its answer held): its intent is the one in
+    // status, and it left within that intent's window.
+    let config = h.env.api::<Config>().get("late").await.unwrap();
+    let intent: jiff::Timestamp = CreateIntent::of(&config.metadata)
+        .expect("the create in flight has its intent recorded")
+        .pending_create
+        .parse()
+        .unwrap();
+    let sent = *posts.lock().unwrap().last().unwrap();
+    let after = sent.duration_since(intent);
+    assert!(
+        after < jiff::SignedDuration::from_secs(60),
+        "a POST left {after:?} after its intent (posts at {:?})",
+        posts.lock().unwrap()
+    );
+    // The process dies before the answer arrives; a new one finds the config by the intent.
+    h.restart_operator().await;
+    let ready = h
+        .env
+        .wait_for::<Config>("late", Duration::from_secs(180), |c| c.ready())
+        .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let found = remote_configs_named(&h, "late").await;
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(ready.status.unwrap().id.as_deref(), found[0]["id"].as_str());
+    assert_eq!(h.count(CONFIG_POST).await, 1, "{}", h.stats().await);
     h.stop().await;
 }

@@ -31,6 +31,8 @@ pub struct Client {
     inner: Arc<Inner>,
     /// Asked right before each write is sent; `None` lets every write out.
     guard: Option<Arc<dyn WriteGuard>>,
+    /// Every request through this client must be answered by then ([`Client::answered_by`]).
+    deadline: Option<Instant>,
 }
 
 /// Decides, right before a write (POST, PUT, PATCH, DELETE) leaves the process, whether it may:
@@ -135,15 +137,43 @@ impl Client {
                 observer: cfg.observer,
             }),
             guard: None,
+            deadline: None,
         })
     }
 
     /// This client (same pool, limiter and in-flight limit), whose writes `guard` must let out.
     pub fn guarded(&self, guard: Arc<dyn WriteGuard>) -> Self {
         Self {
-            inner: self.inner.clone(),
             guard: Some(guard),
+            ..self.clone()
         }
+    }
+
+    /// This client, whose requests must be answered by `deadline`. A request leaves only if its
+    /// whole timeout still fits before it, judged when it would really be sent (after the rate
+    /// limiter, the in-flight limit and the token) and before each retry's wait (a 429's
+    /// `Retry-After`); otherwise it is not sent and fails with [`ApiError::PastDeadline`], its
+    /// outcome known. A create uses it so that nothing it makes is younger than its window.
+    pub fn answered_by(&self, deadline: Instant) -> Self {
+        Self {
+            deadline: Some(deadline),
+            ..self.clone()
+        }
+    }
+
+    /// `Err` when a request sent after `wait` more could not be answered by the deadline.
+    fn in_time(&self, call: &Call, wait: Duration) -> Result<(), ApiError> {
+        let Some(deadline) = self.deadline else {
+            return Ok(());
+        };
+        if Instant::now() + wait + self.inner.timeout <= deadline {
+            return Ok(());
+        }
+        Err(ApiError::PastDeadline {
+            method: call.route.verb.as_str(),
+            endpoint: call.route.template,
+            retry_after: (!wait.is_zero()).then_some(wait),
+        })
     }
 
     /// Requests per second this client's rate limiter allows; `None` when it has none.
@@ -338,6 +368,9 @@ impl Client {
             let Some(delay) = policy.delay(attempt, err.retry_after()) else {
                 return Err(err);
             };
+            // Every attempt so far was refused without effect: a retry that would end too
+            // late is not sent either, and the wait asked for goes back with the refusal.
+            self.in_time(call, delay)?;
             tracing::debug!(
                 category = err.category(),
                 delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX),
@@ -368,6 +401,7 @@ impl Client {
                 reason,
             })?;
         }
+        self.in_time(call, Duration::ZERO)?;
         let mut request = self
             .inner
             .http
@@ -493,7 +527,8 @@ impl fmt::Debug for Client {
 /// twice, so those errors go back to the caller with `outcome_unknown()`: it re-reads, compares
 /// and decides.
 fn retryable(verb: Verb, err: &ApiError) -> bool {
-    err.is_transient() && (verb.is_repeatable() || !err.outcome_unknown())
+    let too_late = matches!(err, ApiError::PastDeadline { .. });
+    err.is_transient() && !too_late && (verb.is_repeatable() || !err.outcome_unknown())
 }
 
 fn exhausted(attempts: u32, last: ApiError) -> ApiError {

@@ -78,6 +78,16 @@ pub enum ApiError {
         endpoint: &'static str,
         reason: String,
     },
+
+    /// A request that could no longer be answered by its deadline when it could leave (see
+    /// [`super::Client::answered_by`]): it was never sent, so its outcome is known.
+    /// `retry_after` is the wait the API had asked for before the retry that was not sent.
+    #[error("{method} {endpoint} was not sent: it could no longer be answered within its deadline")]
+    PastDeadline {
+        method: &'static str,
+        endpoint: &'static str,
+        retry_after: Option<Duration>,
+    },
 }
 
 /// An HTTP error answer: status, the parsed API error (if any) and the raw body.
@@ -144,7 +154,8 @@ impl ApiError {
             ApiError::Network { .. }
             | ApiError::Timeout { .. }
             | ApiError::Token(_)
-            | ApiError::Withheld { .. } => true,
+            | ApiError::Withheld { .. }
+            | ApiError::PastDeadline { .. } => true,
             ApiError::Http(h) => h.status == 429 || h.status >= 500,
             _ => false,
         }
@@ -196,7 +207,10 @@ impl ApiError {
 
     /// How long the API asked us to wait.
     pub fn retry_after(&self) -> Option<Duration> {
-        self.http()?.retry_after
+        match self.root() {
+            ApiError::PastDeadline { retry_after, .. } => *retry_after,
+            _ => self.http()?.retry_after,
+        }
     }
 
     /// A short CamelCase reason for events and metrics labels.
@@ -209,6 +223,7 @@ impl ApiError {
             ApiError::Token(_) | ApiError::TokenFile { .. } => "Token",
             ApiError::Config(_) => "Config",
             ApiError::Withheld { .. } => "Withheld",
+            ApiError::PastDeadline { .. } => "PastDeadline",
             ApiError::RetriesExhausted { .. } => "Unknown",
             ApiError::Http(_) if self.is_not_found() => "NotFound",
             ApiError::Http(_) if self.is_not_visible() => "NotVisible",

@@ -273,6 +273,25 @@ impl Harness {
         self.operator = tokio::spawn(controller::run(self.ctx.clone(), self.settings.clone()));
     }
 
+    /// Like [`Self::restart_operator_via`], with the client the operator binary builds (its
+    /// 30 s timeout, and retries that wait out a `Retry-After` of up to 30 s) instead of the
+    /// quick one tests use.
+    pub async fn restart_operator_via_production_client(&mut self, management_url: &str) {
+        self.stop_operator().await;
+        self.ctx = new_context_with(
+            &self.env,
+            ClientConfig::new(
+                management_url,
+                self.emulator.gateway_url(),
+                Arc::new(StaticToken::new(TOKEN)),
+            ),
+            &self.settings,
+            self.grants.clone(),
+            self.secret_namespace.clone(),
+        );
+        self.operator = tokio::spawn(controller::run(self.ctx.clone(), self.settings.clone()));
+    }
+
     /// Stops the controllers and starts an `--dry-run` operator in their place.
     pub async fn restart_dry_run(&mut self) {
         self.settings.dry_run = true;
@@ -550,6 +569,16 @@ fn new_context_at(
         max_delay: Duration::from_secs(1),
     })
     .rate_limit(200.0, 200);
+    new_context_with(env, config, settings, grants, secret_namespace)
+}
+
+fn new_context_with(
+    env: &TestEnv,
+    config: ClientConfig,
+    settings: &Settings,
+    grants: Option<Vec<Grant>>,
+    secret_namespace: Option<String>,
+) -> Arc<Context> {
     let api = Client::new(config).expect("api client");
     Arc::new(Context::new(
         kube.clone(),

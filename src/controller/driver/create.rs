@@ -5,9 +5,15 @@
 //!    workspace and body hash sent) are written (a compare-and-swap on the resourceVersion this
 //!    reconcile read) *before* the POST. Of two writers acting on the same view only one gets
 //!    its intent in; the other gets a conflict, re-reads, and sees the intent.
-//! 2. **POST once.** A definite refusal (4xx) clears the intent. Anything else without a readable
-//!    success answer (a timeout, a reset, a 5xx that may have come after the commit, a 2xx that
-//!    does not parse) leaves the outcome unknown: the intent stays.
+//! 2. **POST once, within the window.** The POST must be answered within [`LONGEST_ATTEMPT`]
+//!    of the intent (less [`SEND_MARGIN`]): one that could not be by the time it would leave
+//!    (after the rate limiter, the token, a 429's `Retry-After`) is not sent, and the intent is
+//!    cleared like after a definite refusal; the next reconcile writes a new one. So nothing the
+//!    POST makes is younger than the window a lookup searches, even when the process dies
+//!    before it records the request's end. A definite refusal (4xx) clears the intent. Anything
+//!    else without a readable success answer (a timeout, a reset, a 5xx that may have come
+//!    after the commit, a 2xx that does not parse) leaves the outcome unknown: the intent
+//!    stays.
 //! 3. **Look before POSTing again.** A reconcile that finds the intent set asks the kind to find
 //!    what the earlier POST made, by a deterministic identity where the API keeps one (a
 //!    Deployment's `aigw.io/uid` tag), otherwise by exactly one match on what was sent, created
@@ -20,9 +26,9 @@
 //!    (with the result, in one write). A crash before it leaves the intent, and step 3 finds the
 //!    object again.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::api::{ApiError, Listing};
+use crate::api::{ApiError, Client, Listing};
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::Error;
 use crate::controller::now_rfc3339;
@@ -34,9 +40,14 @@ use crate::resources::common::CreateAttempt;
 /// no bound; 30 s covers the lags the emulator is run with (up to 20 s) with room to spare.
 pub const LIST_SETTLE: Duration = Duration::from_secs(30);
 
-/// How long a POST can have run when its end was never recorded (the process died during it):
-/// the client's request timeout, with room for the rate limiter and retries of the connection.
+/// How long after its intent a POST can have run when its end was never recorded (the process
+/// died during it). The client never sends a create that could be answered later than this
+/// (less [`SEND_MARGIN`]), whatever it waited for first.
 pub const LONGEST_ATTEMPT: Duration = Duration::from_secs(60);
+
+/// Taken off [`LONGEST_ATTEMPT`] for the POST's deadline: the intent's recorded time is read
+/// before the intent write, the deadline's clock after it.
+const SEND_MARGIN: Duration = Duration::from_secs(5);
 
 /// Clock skew tolerated between aigw and the API when comparing `created_at` to the intent.
 const CLOCK_SKEW: Duration = Duration::from_secs(5);
@@ -62,15 +73,16 @@ pub enum Created<N, F> {
 }
 
 /// Runs the protocol: `lookup` is awaited only when an intent is set, `post` only when no
-/// earlier create can have made the object. `what` names the kind in messages ("config");
-/// `sent` is what the POST carries.
+/// earlier create can have made the object, with `client` bound to answer within the intent's
+/// window. `what` names the kind in messages ("config"); `sent` is what the POST carries.
 pub async fn create_once<K, N, F>(
     cx: &Cx<'_, K>,
     status: &mut K::Status,
     what: &str,
     sent: CreateAttempt,
     lookup: impl Future<Output = Result<Lookup<F>, Error>>,
-    post: impl Future<Output = Result<N, ApiError>>,
+    client: &Client,
+    post: impl AsyncFnOnce(&Client) -> Result<N, ApiError>,
 ) -> Result<Created<N, F>, Error>
 where
     K: Managed,
@@ -93,12 +105,17 @@ where
         intent: Some(uuid::Uuid::new_v4().to_string()),
         ..sent
     };
+    let intended = Instant::now();
     *status.pending_create_mut() = Some(now_rfc3339());
     *status.create_attempt_mut() = Some(sent);
     // The intent and the finalizer in one write, guarded by the resourceVersion: durable
     // before the POST, and the remote object it may make is cleaned up on delete.
     cx.save_intent(status).await?;
-    match post.await {
+    let client = client.answered_by(intended + LONGEST_ATTEMPT - SEND_MARGIN);
+    // A POST too late for the window is refused unsent (`PastDeadline`, outcome known): the
+    // intent is cleared below like after any definite refusal, and the next reconcile writes
+    // a new one, after the wait the API asked for.
+    match post(&client).await {
         Ok(created) => {
             clear_intent(status);
             Ok(Created::Posted(created))

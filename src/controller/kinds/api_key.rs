@@ -468,14 +468,15 @@ async fn create(
     };
     let before = status.clone();
     let client = cx.api(Op::Create).await?;
-    let keys = client.api_keys(key.spec.kind.to_api());
+    let kind = key.spec.kind.to_api();
     let outcome = create_once(
         cx,
         status,
         WHAT,
         sent.clone(),
         find_created(key, cx, &before),
-        keys.create(&request),
+        client,
+        async |client| client.api_keys(kind).create(&request).await,
     )
     .await?;
     let mut changes = Vec::new();
@@ -507,12 +508,11 @@ async fn create(
                     ),
                 )]);
             }
-            let client = cx
+            let result = cx
                 .api(Op::Delete)
                 .await
-                .map_err(|e| keep_intent(status, e))?;
-            let result = client
-                .api_keys(key.spec.kind.to_api())
+                .map_err(|e| keep_intent(status, e))?
+                .api_keys(kind)
                 .delete(&found.id)
                 .await;
             let what = format!(
@@ -529,7 +529,8 @@ async fn create(
                 WHAT,
                 sent,
                 nothing_to_find,
-                keys.create(&request),
+                client,
+                async |client| client.api_keys(kind).create(&request).await,
             )
             .await?
             {

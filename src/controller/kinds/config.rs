@@ -286,7 +286,8 @@ async fn create(
         "config",
         sent,
         find_created(config, cx, &before),
-        api.configs().create(&request),
+        api,
+        async |api| api.configs().create(&request).await,
     )
     .await?;
     let change = match outcome {

@@ -361,7 +361,8 @@ async fn create(
         "deployment",
         sent,
         find_created(deployment, cx),
-        api.deployments().create(&request),
+        api,
+        async |api| api.deployments().create(&request).await,
     )
     .await?;
     let created = match outcome {

@@ -440,7 +440,8 @@ async fn create<G: GuardrailObject>(
         "guardrail",
         sent,
         find_created(guardrail, cx, &before),
-        plane::<G>(client).create(&request),
+        client,
+        async |client| plane::<G>(client).create(&request).await,
     )
     .await?;
     let change = match outcome {

@@ -304,7 +304,8 @@ async fn create(
         "integration",
         sent,
         find_created(integration, cx, &before),
-        client.integrations().create(&request),
+        client,
+        async |client| client.integrations().create(&request).await,
     )
     .await?;
     Ok(match outcome {

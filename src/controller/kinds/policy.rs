@@ -189,7 +189,8 @@ async fn create<P: PolicyKind>(
         P::WHAT,
         sent,
         find_created(policy, cx, &before),
-        P::create(policy, client),
+        client,
+        async |client| P::create(policy, client).await,
     )
     .await?;
     let (id, change) = match outcome {

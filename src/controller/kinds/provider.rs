@@ -450,7 +450,8 @@ async fn create(
         "provider",
         sent,
         find_created(provider, cx, &before),
-        client.providers().create(&request),
+        client,
+        async |client| client.providers().create(&request).await,
     )
     .await?;
     status.integration_id = Some(bound.id.clone());
