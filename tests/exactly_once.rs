@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aigw::resources::common::CreateIntent;
-use aigw::resources::{Config, Deployment, RateLimitsPolicy};
+use aigw::resources::{Config, Deployment, RateLimitsPolicy, UsageLimitsPolicy};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams, PostParams};
 use reqwest::Method;
@@ -546,5 +546,66 @@ async fn a_create_never_leaves_after_its_intents_window() {
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(ready.status.unwrap().id.as_deref(), found[0]["id"].as_str());
     assert_eq!(h.count(CONFIG_POST).await, 1, "{}", h.stats().await);
+    h.stop().await;
+}
+
+/// An unnamed policy is found after a lost create answer by what that create sent, not by the
+/// spec as edited since (issue 27, F6). The create's answer is lost; `creditLimit` changes
+/// from 100 to 200 before a list shows the policy. It used to compare the remote policy with the current
+/// spec, miss it, and create a second budget over the same traffic. Reads come back reordered
+/// (`normalise`), as a real server may return `conditions` and `group_by`.
+#[tokio::test]
+async fn an_unnamed_policy_edited_after_a_lost_create_is_created_once() {
+    const POST: &str = "POST /ai_gw/v2/policies/usage-limits";
+    let h = Harness::start_with("eo-unnamed", Duration::from_secs(2)).await;
+    // Lists miss the new policy for 20 s: the lookup cannot find it before the edit.
+    let lagging = json!({"list_lag_ms": 20_000, "normalise": true});
+    let mut lossy = lagging.clone();
+    lossy["drop_after_commit_rate"] = json!(1.0);
+    h.faults(lossy).await;
+    let spec = json!({"type": "cost", "creditLimit": 100,
+        "conditions": [{"key": "workspace_id", "value": "ws-1"}, {"key": "api_key", "value": "k1"}],
+        "groupBy": [{"key": "metadata.user_id"}, {"key": "api_key"}]});
+    create::<UsageLimitsPolicy>(&h.env, "budget", spec).await;
+    let policies = h.env.api::<UsageLimitsPolicy>();
+    support::wait_until(WAIT, || async {
+        let policy = policies.get("budget").await.ok()?;
+        let attempt = policy.status?.create_attempt?;
+        attempt.ended_at.map(drop)
+    })
+    .await
+    .expect("the lost create's end was recorded");
+    h.faults(lagging).await;
+    policies
+        .patch(
+            "budget",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"creditLimit": 200}})),
+        )
+        .await
+        .unwrap();
+    let ready = h
+        .env
+        .wait_for::<UsageLimitsPolicy>("budget", Duration::from_secs(120), |p| p.ready())
+        .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let state = h.state().await;
+    let active: Vec<&Value> = state["usage_limits"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["status"] == "active")
+        .collect();
+    assert_eq!(
+        active.len(),
+        1,
+        "two budgets over the same traffic: {active:?}"
+    );
+    assert_eq!(
+        ready.status.unwrap().id.as_deref(),
+        active[0]["id"].as_str()
+    );
+    assert_eq!(active[0]["credit_limit"], 200, "the edit was not applied");
+    assert_eq!(h.count(POST).await, 1, "{}", h.stats().await);
     h.stop().await;
 }

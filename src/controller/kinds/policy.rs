@@ -179,7 +179,7 @@ async fn create<P: PolicyKind>(
     let sent = CreateAttempt {
         name: policy.name().map(str::to_string),
         workspace_id: policy.workspace_id().map(str::to_string),
-        body_hash: body_hash(policy.meta().uid.as_deref(), &policy.create_request()),
+        body_hash: sent_hash(policy, &policy.create_request()),
         ended_at: None,
         intent: None,
     };
@@ -219,8 +219,9 @@ async fn create<P: PolicyKind>(
 }
 
 /// The policy an earlier create made: the one policy of the workspace it was sent to with the
-/// same name (or, without a name, the same fields) and fixed fields, created within the POST's
-/// window, claimed by no other resource, in a complete, fully paged listing.
+/// same name (or, without a name, the fields that create sent: not the spec's, which may have
+/// been edited since) and fixed fields, created within the POST's window, claimed by no other
+/// resource, in a complete, fully paged listing.
 async fn find_created<P: PolicyKind>(
     policy: &P,
     cx: &Cx<'_, P>,
@@ -245,14 +246,36 @@ async fn find_created<P: PolicyKind>(
         listing,
         |p| vec![P::facts(p).id],
         |p| P::facts(p).created_at,
-        |p| {
-            let same = match sent.name.as_deref() {
-                Some(name) => P::facts(p).name == Some(name),
-                None => policy.diff(p).is_empty(),
-            };
-            same && policy.immutable_conflicts(p).is_empty()
+        |p| match (sent.name.as_deref(), sent.body_hash.as_deref()) {
+            (Some(name), _) => {
+                P::facts(p).name == Some(name) && policy.immutable_conflicts(p).is_empty()
+            }
+            (None, Some(hash)) => {
+                let read_back = P::projected(p)
+                    .map(|spec| P::with_spec(Default::default(), spec).create_request());
+                read_back.is_ok_and(|body| sent_hash(policy, &body).as_deref() == Some(hash))
+            }
+            // An intent recorded without what it sent: the current spec is all there is.
+            (None, None) => policy.diff(p).is_empty() && policy.immutable_conflicts(p).is_empty(),
         },
     ))
+}
+
+/// [`CreateAttempt::body_hash`] of a policy create: the hash of the fields `body` sends that a
+/// policy it made reads back the same, so that a lookup can tell an unnamed policy by what was
+/// sent. The name and workspace are left out (matched apart, and the API may fill them in), and
+/// the sets (conditions, groupBy) are put in one order, as a read may return them in any.
+fn sent_hash<P: PolicyKind>(policy: &P, body: &P::Create) -> Option<String> {
+    let mut fields = serde_json::to_value(body).ok()?;
+    let object = fields.as_object_mut()?;
+    object.remove("name");
+    object.remove("workspace_id");
+    for set in ["conditions", "group_by"] {
+        if let Some(serde_json::Value::Array(items)) = object.get_mut(set) {
+            items.sort_by_cached_key(|item| item.to_string());
+        }
+    }
+    body_hash(policy.meta().uid.as_deref(), &fields)
 }
 
 /// The drift pass's rows for a policy kind: one per remote policy of `workspace`.
