@@ -5,3 +5,9 @@ pub mod controller;
 pub mod emulator;
 pub mod gitops;
 pub mod resources;
+
+/// Unit tests count their allocations, so a test can bound the memory a function needs
+/// (`gitops::line_diff`).
+#[cfg(test)]
+#[global_allocator]
+static COUNTING: gitops::line_diff::peak::Counting = gitops::line_diff::peak::Counting;
