@@ -14,6 +14,7 @@
 
 mod backoff;
 mod client;
+pub mod concealment;
 mod config;
 mod error;
 mod handles;

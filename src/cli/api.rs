@@ -422,7 +422,12 @@ async fn configs(client: &Client, cmd: ConfigsCommand) -> anyhow::Result<()> {
         } => {
             let versions = api.versions(&slug).await?;
             // No Config names which paths come from Secrets here: `aigw history` knows them.
-            write_stdout(&version_diff(&slug, &versions, (&pair[0], &pair[1]), &[])?)
+            write_stdout(&version_diff(
+                &slug,
+                &versions,
+                (&pair[0], &pair[1]),
+                &Default::default(),
+            )?)
         }
     }
 }
@@ -562,7 +567,7 @@ pub(crate) fn version_diff(
     slug: &str,
     versions: &[aigw::api::ConfigVersion],
     (a, b): (&str, &str),
-    secret_refs: &[String],
+    masking: &aigw::gitops::mask::Masking,
 ) -> anyhow::Result<String> {
     let find = |id: &str| {
         versions
@@ -572,9 +577,12 @@ pub(crate) fn version_diff(
             .with_context(|| format!("config {slug} has no version {id}"))
     };
     let (old, new) = (find(a)?, find(b)?);
-    let mask = |value, other| aigw::gitops::mask::masked_against_at(value, other, secret_refs);
-    let before = serde_json::to_string_pretty(&mask(old, old))?;
-    let after = serde_json::to_string_pretty(&mask(new, old))?;
+    // What either version holds at a `secretRefs` path is hidden in both, wherever it sits.
+    let mut masking = masking.clone();
+    masking.learn(old);
+    masking.learn(new);
+    let before = serde_json::to_string_pretty(&masking.masked(old))?;
+    let after = serde_json::to_string_pretty(&masking.masked_against(new, old))?;
     let lines = aigw::gitops::line_diff::diff(&before, &after);
     Ok(match lines.is_empty() {
         true => format!("no change between {a} and {b}"),

@@ -47,7 +47,8 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
     let options = ExportOptions {
         namespace: args.namespace.clone(),
         workspace_id: args.workspace_id.clone(),
-        live_secret_refs,
+        live_secret_refs: live_secret_refs.refs,
+        live_masking: live_secret_refs.masking,
     };
     let exported = export(&api, &options).await?;
     exported.write(&args.out)?;

@@ -57,13 +57,19 @@ pub async fn run(args: HistoryArgs) -> anyhow::Result<ExitCode> {
         .await
         .with_context(|| format!("failed to list the versions of config {slug}"))?;
     if let Some(pair) = &args.diff {
-        let secret_refs: Vec<String> = config
-            .spec
-            .secret_refs
-            .iter()
-            .map(|r| r.path.clone())
-            .collect();
-        let diff = version_diff(&slug, &versions, (&pair[0], &pair[1]), &secret_refs)?;
+        // Every Secret this Config named, now or in a version it recorded, is read and its
+        // value hidden wherever it sits; one that cannot be read hides by its key names.
+        let mut refs = config.spec.secret_refs.clone();
+        refs.extend(
+            status
+                .history
+                .iter()
+                .flat_map(|v| v.secret_refs.iter().cloned()),
+        );
+        let mut masking = aigw::gitops::mask::Masking::default();
+        let kube = Some((&live.client, namespace.as_str()));
+        aigw::gitops::mask::add_references(&mut masking, kube, "", &refs).await;
+        let diff = version_diff(&slug, &versions, (&pair[0], &pair[1]), &masking)?;
         super::write_stdout(&diff)?;
         return Ok(ExitCode::SUCCESS);
     }

@@ -14,7 +14,7 @@ use kube::api::ObjectMeta;
 use serde::Serialize;
 
 use super::GitopsError;
-use super::mask::{secret_paths, secret_pointers};
+use super::mask::{Masking, add_references, secret_paths, secret_pointers};
 use super::project;
 use crate::api::{self, Client, DeploymentListQuery};
 use crate::resources::config::ConfigSecretRef;
@@ -38,14 +38,25 @@ pub struct ExportOptions {
     /// or id each records: the values there came from Secrets and are never exported, whatever
     /// their key is called.
     pub live_secret_refs: HashMap<String, Vec<ConfigSecretRef>>,
+    /// What each live resource's Secrets hold (read as the operator reads them), by the same
+    /// keys: a document holding one of those values outside its `secretRefs` paths (an older
+    /// write at another index) is not exported.
+    pub live_masking: HashMap<String, Masking>,
+}
+
+/// What [`live_secret_refs`] found: the `spec.secretRefs` of the live resources, and what to
+/// hide for each, by the remote slug and id each records.
+#[derive(Debug, Default)]
+pub struct LiveSecrets {
+    pub refs: HashMap<String, Vec<ConfigSecretRef>>,
+    pub masking: HashMap<String, Masking>,
 }
 
 /// The `spec.secretRefs` of every Config, Guardrail and ClusterGuardrail of the cluster, by the
-/// remote slug and id each records, for [`ExportOptions::live_secret_refs`].
-pub async fn live_secret_refs(
-    kube: &kube::Client,
-) -> Result<HashMap<String, Vec<ConfigSecretRef>>, GitopsError> {
-    let mut refs = HashMap::new();
+/// remote slug and id each records, for [`ExportOptions::live_secret_refs`], and the values of
+/// the Secrets they (and the versions they recorded) name, for [`ExportOptions::live_masking`].
+pub async fn live_secret_refs(kube: &kube::Client) -> Result<LiveSecrets, GitopsError> {
+    let mut live = LiveSecrets::default();
     let configs = kube::Api::<Config>::all(kube.clone())
         .list(&Default::default())
         .await
@@ -56,6 +67,16 @@ pub async fn live_secret_refs(
         .filter(|c| !c.spec.secret_refs.is_empty())
     {
         let status = config.status.as_ref();
+        let mut named = config.spec.secret_refs.clone();
+        named.extend(
+            status
+                .iter()
+                .flat_map(|s| &s.history)
+                .flat_map(|v| v.secret_refs.clone()),
+        );
+        let namespace = config.metadata.namespace.clone().unwrap_or_default();
+        let mut masking = Masking::default();
+        add_references(&mut masking, Some((kube, &namespace)), "", &named).await;
         for key in [
             status.and_then(|s| s.slug.clone()),
             status.and_then(|s| s.id.clone()),
@@ -63,18 +84,25 @@ pub async fn live_secret_refs(
         .into_iter()
         .flatten()
         {
-            refs.insert(key, config.spec.secret_refs.clone());
+            live.masking.insert(key.clone(), masking.clone());
+            live.refs.insert(key, config.spec.secret_refs.clone());
         }
     }
-    guardrail_secret_refs(kube::Api::<Guardrail>::all(kube.clone()), &mut refs).await?;
-    guardrail_secret_refs(kube::Api::<ClusterGuardrail>::all(kube.clone()), &mut refs).await?;
-    Ok(refs)
+    guardrail_secret_refs(kube, kube::Api::<Guardrail>::all(kube.clone()), &mut live).await?;
+    guardrail_secret_refs(
+        kube,
+        kube::Api::<ClusterGuardrail>::all(kube.clone()),
+        &mut live,
+    )
+    .await?;
+    Ok(live)
 }
 
 /// The `spec.secretRefs` of every resource `api` lists, by the slug and id each records.
 async fn guardrail_secret_refs<G>(
+    kube: &kube::Client,
     api: kube::Api<G>,
-    refs: &mut HashMap<String, Vec<ConfigSecretRef>>,
+    live: &mut LiveSecrets,
 ) -> Result<(), GitopsError>
 where
     G: GuardrailKind + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
@@ -89,6 +117,19 @@ where
         if secret_refs.is_empty() {
             continue;
         }
+        let mut named = secret_refs.clone();
+        named.extend(
+            status
+                .iter()
+                .flat_map(|s| &s.history)
+                .flat_map(|v| v.secret_refs.clone()),
+        );
+        // A ClusterGuardrail's Secrets sit in the operator's namespace, unknown here: it hides
+        // by the key names of its paths.
+        let namespace = guardrail.meta().namespace.clone();
+        let mut masking = Masking::default();
+        let source = namespace.as_deref().map(|ns| (kube, ns));
+        add_references(&mut masking, source, "", &named).await;
         for key in [
             status.and_then(|s| s.slug.clone()),
             status.and_then(|s| s.id.clone()),
@@ -96,7 +137,8 @@ where
         .into_iter()
         .flatten()
         {
-            refs.insert(key, secret_refs.clone());
+            live.masking.insert(key.clone(), masking.clone());
+            live.refs.insert(key, secret_refs.clone());
         }
     }
     Ok(())
@@ -288,6 +330,35 @@ impl<'o> Builder<'o> {
         false
     }
 
+    /// False (and the object recorded as skipped) when `document` holds a value of a Secret
+    /// its live resource names (or named, or wrote at one of its paths) anywhere but at a
+    /// current `secretRefs` path: an older write left it at another index, and it would land
+    /// in Git.
+    fn free_of_secret_values(
+        &mut self,
+        what: &str,
+        document: &serde_json::Value,
+        key: &str,
+    ) -> bool {
+        let Some(masking) = self.options.live_masking.get(key) else {
+            return true;
+        };
+        let mut masking = masking.clone();
+        masking.learn(document);
+        let mut stray = masking.stray(document);
+        let current = self.options.live_secret_refs.get(key).into_iter().flatten();
+        let current: Vec<&str> = current.map(|r| r.path.as_str()).collect();
+        stray.retain(|pointer| !current.contains(&pointer.as_str()));
+        if stray.is_empty() {
+            return true;
+        }
+        self.export.skipped.push(format!(
+            "{what}: holds a value of a Secret its resource takes values from at {}, outside its secretRefs paths; apply the resource so the operator rewrites the document, then export again",
+            stray.join(", ")
+        ));
+        false
+    }
+
     /// Inline secrets of the document (never exported) become `spec.secretRefs` to a Secret
     /// written as a placeholder with empty values, for the user to fill in before applying.
     fn config(&mut self, remote: &api::ConfigDetail) -> Result<(), GitopsError> {
@@ -295,6 +366,10 @@ impl<'o> Builder<'o> {
         let mut spec = project::config_spec(remote);
         let live = self.options.live_secret_refs.get(&remote.slug);
         let mut document = spec.config.to_value();
+        let what = format!("config {}", remote.slug);
+        if !self.free_of_secret_values(&what, &document, &remote.slug) {
+            return Ok(());
+        }
         spec.secret_refs = take_live_secrets(&mut document, live);
         if let serde_json::Value::Object(map) = document {
             spec.config = map.into();
@@ -371,6 +446,10 @@ impl<'o> Builder<'o> {
     ) -> Result<(), GitopsError> {
         let mut document = crate::resources::guardrail::remote_document(remote);
         let live = self.options.live_secret_refs.get(&remote.slug);
+        let what = format!("guardrail {}", remote.slug);
+        if !self.free_of_secret_values(&what, &document, &remote.slug) {
+            return Ok(());
+        }
         let secret_refs = take_live_secrets(&mut document, live);
         if !self.free_of_secrets(format!("guardrail {}", remote.slug), Some(&document), "") {
             return Ok(());

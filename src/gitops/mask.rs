@@ -4,9 +4,12 @@
 //! values never appear in either. Which values are secrets is decided by
 //! [`crate::api::secret_fields`], the list the operator and the emulator use too.
 
+use k8s_openapi::api::core::v1::Secret;
 use serde_json::Value;
 
-use crate::api::secret_fields::{self, secret_pointers as pointers};
+use crate::resources::config::ConfigSecretRef;
+
+use crate::api::secret_fields::secret_pointers as pointers;
 
 /// What a masked value reads as.
 pub use crate::api::secret_fields::MASK;
@@ -27,7 +30,7 @@ fn names_a_secret(value: &Value) -> bool {
 
 /// `value` with every secret replaced by [`MASK`].
 pub fn masked(value: &Value) -> Value {
-    secret_fields::masked_with(value, MASK, &names_a_secret)
+    Masking::default().masked(value)
 }
 
 /// Paths (below `path`) of the secrets in `value`, e.g. `config/targets/0/api_key`.
@@ -46,43 +49,201 @@ pub fn secret_pointers(value: &Value) -> Vec<String> {
 /// Like [`masked`], but a secret that differs from the one in `other` (the other side of a
 /// diff) reads `<masked, changed>`, so the plan still shows *that* it changes.
 pub fn masked_against(value: &Value, other: &Value) -> Value {
-    let mut copy = value.clone();
-    for pointer in pointers(value) {
-        let theirs = other.pointer(&pointer);
-        if let Some(slot) = copy.pointer_mut(&pointer)
-            && !names_a_secret(slot)
-        {
-            let mark = if Some(&*slot) == theirs {
-                MASK
-            } else {
-                MASK_CHANGED
-            };
-            *slot = Value::String(mark.into());
-        }
-    }
-    copy
+    Masking::default().masked_against(value, other)
 }
 
-/// Like [`masked_against`], and also every value at `extra` (JSON Pointers: the paths
-/// `spec.secretRefs` fills from Secrets, whatever their key is called).
-pub fn masked_against_at(value: &Value, other: &Value, extra: &[String]) -> Value {
-    let mut copy = masked_against(value, other);
-    for pointer in extra {
-        let Some(mine) = value.pointer(pointer) else {
-            continue;
-        };
-        if names_a_secret(mine) {
-            continue;
+/// What the reading tools (`plan`, `export`, `history --diff`) hide: every secret of the one
+/// secret list ([`crate::api::secret_fields`]), and for a resource that takes values from
+/// Secrets (`spec.secretRefs`), whatever any version of it took, wherever it sits now:
+/// - every string that equals, contains or encodes a value of those Secrets (read with cluster
+///   access) or a value found at one of its `secretRefs` paths, old or new, in any document
+///   shown ([`Masking::learn`]): a moved value (a target prepended, a hook inserted) is
+///   hidden at its new index too;
+/// - the values at those paths themselves;
+/// - for a path whose Secret could not be read, every value under the key its path ends in
+///   (`aws_access_key_id`, anywhere), or every item of the list it indexes.
+///
+/// Its `Debug` shows no value.
+#[derive(Clone, Default)]
+pub struct Masking {
+    pointers: Vec<String>,
+    keys: Vec<String>,
+    lists: Vec<String>,
+    values: Vec<String>,
+}
+
+impl std::fmt::Debug for Masking {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Masking")
+            .field("pointers", &self.pointers)
+            .field("keys", &self.keys)
+            .field("lists", &self.lists)
+            .field("values", &self.values.len())
+            .finish()
+    }
+}
+
+impl Masking {
+    /// A `secretRefs` path (JSON Pointer into the document the tool shows) and the value of
+    /// its Secret when it could be read; without one, every value under the path's key name
+    /// is hidden, since a value that moved keeps its key.
+    pub fn reference(&mut self, path: &str, value: Option<String>) {
+        if !self.pointers.iter().any(|p| p == path) {
+            self.pointers.push(path.to_string());
         }
-        let mark = match other.pointer(pointer) == Some(mine) {
-            true => MASK,
-            false => MASK_CHANGED,
-        };
-        if let Some(slot) = copy.pointer_mut(pointer) {
-            *slot = Value::String(mark.into());
+        match value {
+            Some(value) => self.value(value),
+            None => {
+                let Some((parent, last)) = path.rsplit_once('/') else {
+                    return;
+                };
+                let unescape = |t: &str| t.replace("~1", "/").replace("~0", "~");
+                let (into, key) = match last.parse::<usize>() {
+                    Ok(_) => (&mut self.lists, parent.rsplit('/').next().map(unescape)),
+                    Err(_) => (&mut self.keys, Some(unescape(last))),
+                };
+                if let Some(key) = key.filter(|k| !k.is_empty())
+                    && !into.contains(&key)
+                {
+                    into.push(key);
+                }
+            }
         }
     }
-    copy
+
+    /// A value to hide wherever it shows.
+    pub fn value(&mut self, value: String) {
+        if !value.is_empty() && !self.values.contains(&value) {
+            self.values.push(value);
+        }
+    }
+
+    /// Learns the values `document` holds at the known `secretRefs` paths: an older version,
+    /// or the remote object, holds there what a Secret gave it, which may show elsewhere in
+    /// another document (a later version moved it).
+    pub fn learn(&mut self, document: &Value) {
+        let found: Vec<String> = self
+            .pointers
+            .iter()
+            .filter_map(|pointer| document.pointer(pointer))
+            .filter(|found| !names_a_secret(found))
+            .filter_map(|found| found.as_str().map(str::to_string))
+            .collect();
+        for value in found {
+            self.value(value);
+        }
+    }
+
+    /// `value` with every secret replaced by [`MASK`].
+    pub fn masked(&self, value: &Value) -> Value {
+        self.masked_against(value, value)
+    }
+
+    /// Like [`Self::masked`], but a secret that differs from the one at the same place in
+    /// `other` (the other side of a diff) reads `<masked, changed>`, so a change still shows.
+    pub fn masked_against(&self, value: &Value, other: &Value) -> Value {
+        let mut copy = value.clone();
+        for pointer in self.hidden(value) {
+            let theirs = other.pointer(&pointer);
+            if let Some(slot) = copy.pointer_mut(&pointer)
+                && !names_a_secret(slot)
+            {
+                let mark = match Some(&*slot) == theirs {
+                    true => MASK,
+                    false => MASK_CHANGED,
+                };
+                *slot = Value::String(mark.into());
+            }
+        }
+        copy
+    }
+
+    /// Where `document` holds a Secret's value (or, for a Secret not read, a value under one of
+    /// its paths' key names), whatever the path: what an export cannot write as it is outside
+    /// the current `secretRefs` paths.
+    pub fn stray(&self, document: &Value) -> Vec<String> {
+        let mut found = Vec::new();
+        self.walk(document, "", None, &mut found);
+        found
+    }
+
+    /// JSON Pointers of everything to hide in `value`, outermost first.
+    fn hidden(&self, value: &Value) -> Vec<String> {
+        let mut found = pointers(value);
+        let present = self.pointers.iter().filter(|p| value.pointer(p).is_some());
+        found.extend(present.cloned());
+        self.walk(value, "", None, &mut found);
+        found.sort();
+        found.dedup();
+        found
+    }
+
+    fn walk(&self, value: &Value, path: &str, key: Option<&str>, found: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                for (name, item) in map {
+                    let here = format!("{path}/{}", name.replace('~', "~0").replace('/', "~1"));
+                    if !item.is_null() && self.keys.iter().any(|k| k == name) {
+                        found.push(here);
+                    } else {
+                        self.walk(item, &here, Some(name), found);
+                    }
+                }
+            }
+            Value::Array(items) => {
+                let listed = key.is_some_and(|k| self.lists.iter().any(|l| l == k));
+                for (n, item) in items.iter().enumerate() {
+                    let here = format!("{path}/{n}");
+                    match listed && !item.is_null() && !item.is_object() && !item.is_array() {
+                        true => found.push(here),
+                        false => self.walk(item, &here, None, found),
+                    }
+                }
+            }
+            Value::String(text)
+                if !names_a_secret(value)
+                    && self
+                        .values
+                        .iter()
+                        .any(|v| crate::api::concealment::holds(text, v)) =>
+            {
+                found.push(path.to_string());
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Adds each of `refs` (paths below `prefix` in the document shown) to `masking`, with the
+/// value of its Secret in `namespace` when `kube` is given and the Secret can be read (as the
+/// operator reads it); a Secret that cannot be read (absent, or refused to the user running the
+/// tool) leaves the key-name fallback.
+pub async fn add_references(
+    masking: &mut Masking,
+    kube: Option<(&kube::Client, &str)>,
+    prefix: &str,
+    refs: &[ConfigSecretRef],
+) {
+    let mut read: std::collections::HashMap<String, Option<Secret>> = Default::default();
+    for reference in refs {
+        let selector = &reference.secret_key_ref;
+        let value = match kube {
+            Some((client, namespace)) => {
+                if !read.contains_key(&selector.name) {
+                    let secrets = kube::Api::<Secret>::namespaced(client.clone(), namespace);
+                    let secret = secrets.get_opt(&selector.name).await.ok().flatten();
+                    read.insert(selector.name.clone(), secret);
+                }
+                read.get(&selector.name)
+                    .and_then(Option::as_ref)
+                    .and_then(|s| s.data.as_ref()?.get(&selector.key))
+                    .and_then(|bytes| String::from_utf8(bytes.0.clone()).ok())
+                    .filter(|value| !value.is_empty())
+            }
+            None => None,
+        };
+        masking.reference(&format!("{prefix}{}", reference.path), value);
+    }
 }
 
 #[cfg(test)]
@@ -136,5 +297,44 @@ mod tests {
                 "/vertex_service_account_json",
             ]
         );
+    }
+
+    /// A target prepended (or a hook inserted) moves a Secret-backed value to another index:
+    /// the remote document and older versions hold it at the old one. Found in review F2.
+    #[test]
+    fn a_value_that_moved_index_is_masked_at_the_old_and_the_new_place() {
+        const VALUE: &str = "AKIAPLANLEAK00000001";
+        let old = json!({"targets": [{"provider": "@bedrock-a", "aws_access_key_id": VALUE}]});
+        let new = json!({"targets": [{"provider": "@openai"},
+                                     {"provider": "@bedrock-a", "aws_access_key_id": VALUE}]});
+        // With cluster access: the Secret's value, wherever it sits, in every encoding.
+        let mut masking = Masking::default();
+        masking.reference("/targets/1/aws_access_key_id", Some(VALUE.into()));
+        let echoed = json!({"metadata": {"note": format!("https://h/?k={VALUE}")}});
+        for document in [&old, &new, &echoed] {
+            let shown = masking.masked_against(document, &new).to_string();
+            assert!(!shown.contains(VALUE), "{shown}");
+        }
+        // Without: the value an older version held at an old path, learned from it...
+        let mut learned = Masking::default();
+        learned.reference("/targets/0/aws_access_key_id", None);
+        learned.reference("/targets/1/aws_access_key_id", None);
+        learned.learn(&old);
+        let shown = learned.masked_against(&new, &old).to_string();
+        assert!(!shown.contains(VALUE), "{shown}");
+        // ...and the key names of the paths, old and new.
+        let mut keys = Masking::default();
+        keys.reference("/targets/1/aws_access_key_id", None);
+        let shown = keys.masked_against(&old, &new).to_string();
+        assert!(!shown.contains(VALUE), "{shown}");
+        assert!(shown.contains("@bedrock-a"), "{shown}");
+        // A path ending in an index hides the items of that list, wherever it sits.
+        let mut list = Masking::default();
+        list.reference("/input_guardrails/1", None);
+        let shown = list
+            .masked(&json!({"targets": [{"input_guardrails": ["pg-x", "sekrit-id"]}]}))
+            .to_string();
+        assert!(!shown.contains("sekrit-id"), "{shown}");
+        assert!(!format!("{list:?}").contains("sekrit"));
     }
 }

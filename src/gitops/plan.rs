@@ -14,7 +14,7 @@ use serde_json::Value;
 
 use super::GitopsError;
 use super::line_diff;
-use super::mask::{masked, masked_against};
+use super::mask::{Masking, add_references, masked, masked_against};
 use super::project;
 use super::validate::{Manifest, Object};
 use crate::api::{self, ApiError, Client};
@@ -283,14 +283,21 @@ pub async fn plan(
                     Some(live) => live_object(live, o.as_ref()).await?,
                     None => None,
                 };
-                plan_guardrail(api, o.as_ref(), managed).await?
+                let namespace = o.metadata.namespace.clone();
+                let secrets = live.map(|l| {
+                    let namespace = namespace.unwrap_or_else(|| l.default_namespace.clone());
+                    (l.client.clone(), namespace)
+                });
+                plan_guardrail(api, o.as_ref(), managed, secrets).await?
             }
             Object::ClusterGuardrail(o) => {
                 let managed = match live {
                     Some(live) => live_cluster_object(live, o.as_ref()).await?,
                     None => None,
                 };
-                plan_guardrail(api, o.as_ref(), managed).await?
+                // Its Secrets sit in the operator's namespace, which a plan does not know: it
+                // hides by the key names of its paths.
+                plan_guardrail(api, o.as_ref(), managed, None).await?
             }
             Object::Connection(_) => continue,
             Object::ApiKey(o) => plan_api_key(api, live, o).await?,
@@ -576,12 +583,19 @@ async fn plan_config(
         }
     };
     let unresolved = unresolved.or(waiting);
-    let creation = || create_changes(&desired, &["slug", "secretRefs", "resourceRefs"]);
-    let Some(counterpart) = counterpart(live, config, spec.slug.as_ref(), |c: &Config| {
-        c.status.as_ref().and_then(|s| s.slug.clone())
-    })
-    .await?
-    else {
+    let managed = match live {
+        Some(live) => live_object(live, config).await?,
+        None => None,
+    };
+    let masking = config_masking(live, config, managed.as_ref()).await;
+    let creation = || {
+        let desired = masking.masked(&desired);
+        create_changes(&desired, &["slug", "secretRefs", "resourceRefs"])
+    };
+    let recorded = managed
+        .as_ref()
+        .and_then(|c| c.status.as_ref()?.slug.clone());
+    let Some(counterpart) = pair(spec.slug.as_ref(), recorded) else {
         return Ok(match unresolved {
             Some(reason) => entry(Action::Conflict, None, creation(), Some(reason)),
             None => entry(Action::Create, None, creation(), None),
@@ -592,8 +606,11 @@ async fn plan_config(
         return Ok(missing(&counterpart, "config", "spec.slug", creation()));
     };
     let mut current = to_json(&project::config_spec(&remote));
+    let mut masking = masking;
+    // The remote document holds the values at the paths the live resource wrote them to.
+    masking.learn(&current);
     spec.show_secret_refs(&mut current["config"], true);
-    let changes = field_changes(&spec.diff(&remote), &current, &desired);
+    let changes = field_changes_masked(&spec.diff(&remote), &current, &desired, &masking);
     Ok(match unresolved {
         Some(reason) => entry(
             Action::Conflict,
@@ -603,6 +620,28 @@ async fn plan_config(
         ),
         None => compared(&counterpart, changes),
     })
+}
+
+/// What a Config's plan hides beyond the secret list: the values of the Secrets its planned
+/// manifest and its live resource (older paths) name, read with a kubeconfig as the operator
+/// reads them, at every place; without cluster access, by the key names of those paths.
+async fn config_masking(live: Option<&Live>, config: &Config, managed: Option<&Config>) -> Masking {
+    let mut masking = Masking::default();
+    let namespace = config
+        .metadata
+        .namespace
+        .clone()
+        .or_else(|| live.map(|l| l.default_namespace.clone()))
+        .unwrap_or_default();
+    let kube = live.map(|l| (&l.client, namespace.as_str()));
+    let mut refs = config.spec.secret_refs.clone();
+    if let Some(managed) = managed {
+        refs.extend(managed.spec.secret_refs.iter().cloned());
+        let recorded = managed.status.iter().flat_map(|s| &s.history);
+        refs.extend(recorded.flat_map(|v| v.secret_refs.iter().cloned()));
+    }
+    add_references(&mut masking, kube, "/config", &refs).await;
+    masking
 }
 
 /// The guardrails the document names that the API does not have, as the operator would report
@@ -703,6 +742,7 @@ async fn plan_guardrail<G: GuardrailKind>(
     api: &Client,
     guardrail: &G,
     managed: Option<G>,
+    secrets: Option<(kube::Client, String)>,
 ) -> Result<Entry, GitopsError> {
     let definition = guardrail.definition();
     let mut desired = to_json(guardrail.spec());
@@ -715,7 +755,19 @@ async fn plan_guardrail<G: GuardrailKind>(
             "{why}: the operator would stall (InvalidSpec) and write nothing"
         )),
     };
-    let creation = || create_changes(&desired, &["slug", "secretRefs"]);
+    let mut refs = definition.secret_refs.clone();
+    if let Some(managed) = &managed {
+        refs.extend(managed.definition().secret_refs.iter().cloned());
+        let recorded = managed
+            .guardrail_status()
+            .into_iter()
+            .flat_map(|s| &s.history);
+        refs.extend(recorded.flat_map(|v| v.secret_refs.iter().cloned()));
+    }
+    let mut masking = Masking::default();
+    let kube = secrets.as_ref().map(|(c, ns)| (c, ns.as_str()));
+    add_references(&mut masking, kube, "", &refs).await;
+    let creation = || create_changes(&masking.masked(&desired), &["slug", "secretRefs"]);
     let recorded = managed
         .as_ref()
         .and_then(|g| g.guardrail_status()?.slug.clone());
@@ -737,6 +789,8 @@ async fn plan_guardrail<G: GuardrailKind>(
     );
     let mut current = to_json(projected.spec());
     current["checks"] = crate::resources::guardrail::remote_document(&remote)["checks"].clone();
+    // The remote object holds the values at the paths the live resource wrote them to.
+    masking.learn(&current);
     for reference in &definition.secret_refs {
         if let Some(value) = current.pointer_mut(&reference.path) {
             *value = Value::String(format!(
@@ -748,7 +802,7 @@ async fn plan_guardrail<G: GuardrailKind>(
     let conflicts = definition.immutable_conflicts(&remote, guardrail.workspace_id());
     let mut fields = conflicts.clone();
     fields.extend(definition.diff(&remote));
-    let changes = field_changes(&fields, &current, &desired);
+    let changes = field_changes_masked(&fields, &current, &desired, &masking);
     let invalid = invalid.or_else(|| {
         G::other_kind(&remote)
             .map(|why| format!("{why}: the operator would stall and write nothing"))
@@ -889,6 +943,19 @@ pub(super) fn create_changes(desired: &Value, skip: &[&str]) -> Vec<FieldChange>
         .filter(|k| !skip.contains(k) && !LOCAL_FIELDS.contains(k))
         .collect();
     field_changes(&fields, &Value::Null, desired)
+}
+
+/// [`field_changes`] of the documents once `masking` hid what it knows on both sides (a
+/// value at the same place on both reads `<masked>`, else `<masked, changed>`).
+pub(super) fn field_changes_masked(
+    fields: &[&str],
+    current: &Value,
+    desired: &Value,
+    masking: &Masking,
+) -> Vec<FieldChange> {
+    let shown_current = masking.masked_against(current, desired);
+    let shown_desired = masking.masked_against(desired, current);
+    field_changes(fields, &shown_current, &shown_desired)
 }
 
 /// One change per field, masked; documents get a line diff of their pretty JSON.

@@ -391,8 +391,6 @@ fn masked_pair(
     (d, r)
 }
 
-/// Every string in `document` that holds one of `values` (of 4 characters or more, as the
-/// messages' concealment goes) reads `"(masked)"`.
 /// Masks, anywhere in `document`, every value under one of `keys`: the last segments of the
 /// `secretRefs` paths. A remote edit may move a Secret-supplied value (an earlier one, which
 /// no current value matches) to another index, where no path names it.
@@ -423,10 +421,16 @@ pub fn secret_ref_keys<'a>(paths: impl IntoIterator<Item = &'a str>) -> Vec<&'a 
         .collect()
 }
 
+/// Every string in `document` that holds one of `values` ([`crate::api::concealment::holds`]:
+/// as written or encoded, short values where they stand alone) reads `"(masked)"`.
 fn mask_values(document: &mut serde_json::Value, values: &[&str]) {
     use serde_json::Value;
     match document {
-        Value::String(text) if values.iter().any(|v| v.len() >= 4 && text.contains(v)) => {
+        Value::String(text)
+            if values
+                .iter()
+                .any(|v| crate::api::concealment::holds(text, v)) =>
+        {
             *text = "(masked)".into();
         }
         Value::Array(items) => items.iter_mut().for_each(|v| mask_values(v, values)),

@@ -354,6 +354,11 @@ pub struct AppliedVersion {
     /// promotion gate (`spec.promotion`) would have.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub promotion_override: bool,
+    /// The `spec.secretRefs` this version was filled from: paths and the Secret keys, never a
+    /// value. `aigw history --diff` and `aigw plan` hide what a version holds at these paths
+    /// wherever it shows later (an inserted target moves a value to another index).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub secret_refs: Vec<ConfigSecretRef>,
 }
 
 /// A status that keeps the versions aigw applied (`versionId`, `lastAppliedAt`, `history`):
@@ -375,8 +380,14 @@ pub trait AppliedHistory {
     }
 
     /// Notes the version just written (`versionId`) as applied at `at` by the object `meta`
-    /// describes, with its generation and its `aigw.io/revision` annotation.
-    fn record_applied_now(&mut self, meta: &kube::api::ObjectMeta, at: String) {
+    /// describes, with its generation, its `aigw.io/revision` annotation and the
+    /// `secretRefs` it was filled from.
+    fn record_applied_now(
+        &mut self,
+        meta: &kube::api::ObjectMeta,
+        at: String,
+        secret_refs: &[ConfigSecretRef],
+    ) {
         *self.last_applied_at_mut() = Some(at.clone());
         let applied = AppliedVersion {
             version_id: self.version_id(),
@@ -388,6 +399,7 @@ pub trait AppliedHistory {
                 .and_then(|a| a.get(super::common::REVISION_ANNOTATION))
                 .cloned(),
             promotion_override: false,
+            secret_refs: secret_refs.to_vec(),
         };
         if let Some(revision) = &applied.revision {
             self.revision_order_mut().record(revision);
@@ -727,6 +739,7 @@ mod tests {
                 applied_at: "2026-01-01T00:00:00Z".into(),
                 revision: None,
                 promotion_override: false,
+                secret_refs: Vec::new(),
             });
         }
         assert_eq!(status.history.len(), HISTORY_LIMIT);

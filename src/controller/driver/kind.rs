@@ -561,8 +561,9 @@ impl<'a, K: Managed> Cx<'a, K> {
 
     /// Remembers a Secret value (or a credential) this reconcile handles, so that no message it
     /// records, publishes or logs can carry it, even one an API echoed back.
+    /// Short values too: see [`crate::api::concealment`] for where they count.
     pub fn conceal(&self, value: &str) {
-        if value.len() >= 4 {
+        if !value.is_empty() {
             self.concealed
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -571,15 +572,16 @@ impl<'a, K: Managed> Cx<'a, K> {
     }
 
     /// `message` with every concealed value replaced, then trimmed to one line. Values are
-    /// replaced first, as written, JSON-escaped (an API echo) and with their whitespace collapsed
-    /// (a value with a newline, a PEM key), so trimming can neither split nor reshape one.
+    /// replaced first, in every form an API may echo them in (JSON-escaped, URL-encoded, base64,
+    /// whitespace collapsed: a value with a newline, a PEM key), so trimming can neither split
+    /// nor reshape one; a message quoting part of one is withheld.
     pub fn scrub(&self, message: &str) -> String {
         let concealed = self
             .concealed
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        sanitize_message(&conceal_in(message, &concealed))
+        sanitize_message(&crate::api::concealment::conceal(message, &concealed))
     }
 
     /// True when this reconcile has not written the status (so far).
@@ -599,55 +601,6 @@ impl<'a, K: Managed> Cx<'a, K> {
         self.saved.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 }
-
-/// `message` with each of `values` replaced by `<secret>`: as written, JSON-escaped, and with
-/// whitespace collapsed (what [`sanitize_message`] makes of it), longest first.
-fn conceal_in(message: &str, values: &[String]) -> String {
-    let mut forms: Vec<String> = values
-        .iter()
-        .flat_map(|value| {
-            let escaped = serde_json::to_string(value).unwrap_or_default();
-            let escaped = escaped.trim_matches('"').to_string();
-            let collapsed = value.split_whitespace().collect::<Vec<_>>().join(" ");
-            [value.clone(), escaped, collapsed]
-        })
-        .filter(|form| form.len() >= 4)
-        .collect();
-    forms.sort_by_key(|form| std::cmp::Reverse(form.len()));
-    forms.dedup();
-    let mut message = message.to_string();
-    for form in &forms {
-        message = message.replace(form.as_str(), "<secret>");
-    }
-    // A value spread over lines may also come back with its whitespace collapsed.
-    let collapsed = message.split_whitespace().collect::<Vec<_>>().join(" ");
-    if forms.iter().any(|form| collapsed.contains(form.as_str())) {
-        message = collapsed;
-        for form in &forms {
-            message = message.replace(form.as_str(), "<secret>");
-        }
-    }
-    // An answer may quote part of a value (a validator printing its start and end): a run of
-    // a value long and varied enough to be part of a secret withholds the whole message.
-    if values.iter().any(|value| quotes_part_of(&message, value)) {
-        return "<the API's message was withheld: it quoted part of a secret value>".into();
-    }
-    message
-}
-
-/// Whether `message` holds a run of [`QUOTED_RUN`] characters of `value` with both a letter
-/// and a digit in it (field names and prose that a value shares with a message have none).
-fn quotes_part_of(message: &str, value: &str) -> bool {
-    let chars: Vec<char> = value.chars().collect();
-    chars.windows(QUOTED_RUN).any(|run| {
-        run.iter().any(char::is_ascii_digit)
-            && run.iter().any(char::is_ascii_alphabetic)
-            && message.contains(run.iter().collect::<String>().as_str())
-    })
-}
-
-/// How many characters of a secret value a message may not quote.
-const QUOTED_RUN: usize = 12;
 
 /// Server-side applies `status` under the kind's field manager. With `expected` set, the write
 /// only succeeds while the object still has that resourceVersion. Returns the new one.
@@ -698,7 +651,7 @@ pub fn object_key<K: Managed>(object: &K) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::conceal_in;
+    use crate::api::concealment::conceal as conceal_in;
 
     #[test]
     fn concealed_values_go_before_the_message_is_reshaped() {

@@ -132,7 +132,7 @@ async fn apply_resolved(
         .map_err(|e| Error::api(format!("update config {}", remote.slug), e))?;
     status.secret_hash = desired.secret_hash;
     status.version_id = updated.version_id.or(remote.version_id);
-    status.record_applied_now(&config.metadata, now_rfc3339());
+    status.record_applied_now(&config.metadata, now_rfc3339(), &config.spec.secret_refs);
     let fields = differences.join(", ");
     // A changed Secret value is an update asked for, not an edit made outside aigw.
     let outside = differences.iter().any(|field| *field != "secretRefs");
@@ -295,7 +295,7 @@ async fn create(
             status.id = Some(created.id.clone());
             status.slug = created.slug.clone();
             status.version_id = created.version_id.clone();
-            status.record_applied_now(&config.metadata, now_rfc3339());
+            status.record_applied_now(&config.metadata, now_rfc3339(), &config.spec.secret_refs);
             status.secret_hash = desired.secret_hash.clone();
             if created.slug.is_none() {
                 // Gateways reference configs by slug: an answer without one is completed by a

@@ -173,7 +173,11 @@ async fn apply<G: GuardrailObject>(
         .map_err(|e| Error::api(format!("update guardrail {key}"), e))?;
     status.secret_hash = desired.secret_hash;
     status.version_id = updated.version_id.or(remote.version_id);
-    status.record_applied_now(guardrail.meta(), now_rfc3339());
+    status.record_applied_now(
+        guardrail.meta(),
+        now_rfc3339(),
+        &guardrail.definition().secret_refs,
+    );
     let fields = differences.join(", ");
     let outside = differences.iter().any(|field| *field != "secretRefs");
     let drift = outside
@@ -450,7 +454,11 @@ async fn create<G: GuardrailObject>(
             status.slug = Some(created.slug.clone()).filter(|s| !s.is_empty());
             status.version_id = created.version_id.clone();
             status.secret_hash = desired.secret_hash.clone();
-            status.record_applied_now(guardrail.meta(), now_rfc3339());
+            status.record_applied_now(
+                guardrail.meta(),
+                now_rfc3339(),
+                &guardrail.definition().secret_refs,
+            );
             let name = status.slug.clone().unwrap_or(created.id);
             Change::new("Created", format!("created guardrail {name}"))
         }

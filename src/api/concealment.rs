@@ -1,0 +1,361 @@
+//! Where a secret value shows in a text, however it was written: as is, JSON-escaped, with its
+//! whitespace collapsed, URL-encoded, base64-encoded, or quoted in part. The one matcher behind
+//! every output aigw writes about a value it knows: the operator's messages (status, events,
+//! logs, dry-run events), the drift record, and the reading tools (`plan`, `export`,
+//! `history --diff`).
+//!
+//! Short values need a rule of their own. A value of 4 characters or more is found anywhere. A
+//! 3-character value (a PIN, a short id) is found where it stands alone, between characters
+//! that are not letters or digits: `pin 123 rejected` hides it, `HTTP 1234` does not. A value of
+//! 1 or 2 characters is found only where it is the whole text or quoted (`'7'`, `"ab"`):
+//! hiding every `a` or `1` of a message would leave nothing readable, and such a value has so
+//! few possibilities that hiding it elsewhere would protect nothing.
+
+use base64::Engine;
+use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+use percent_encoding::{NON_ALPHANUMERIC, utf8_percent_encode};
+
+/// What a concealed value reads as in a message.
+pub const SECRET: &str = "<secret>";
+
+/// What a message that still carries part or an encoding of a value is replaced by.
+pub const WITHHELD: &str = "<the API's message was withheld: it quoted part of a secret value>";
+
+/// Values this long or longer are found anywhere, in any encoding.
+const ANYWHERE: usize = 4;
+
+/// Values this long are found where they stand alone; shorter ones only quoted.
+const ALONE: usize = 3;
+
+/// How many characters of a value a message may not quote when the run has a letter and a
+/// digit (field names and prose that a value shares with a message have none).
+const QUOTED_RUN: usize = 12;
+
+/// The shortest base64 run decoded to look for a value in it.
+const BASE64_RUN: usize = 8;
+
+/// The forms `value` may take in a text: as written, JSON-escaped, with whitespace collapsed,
+/// URL-encoded (as a path or query component, and as a form with `+` for space) and base64
+/// (standard and URL-safe, padded or not). Longest first.
+pub fn forms(value: &str) -> Vec<String> {
+    if value.is_empty() {
+        return Vec::new();
+    }
+    let escaped = serde_json::to_string(value).unwrap_or_default();
+    let escaped = escaped.trim_matches('"').to_string();
+    let collapsed = value.split_whitespace().collect::<Vec<_>>().join(" ");
+    let url = utf8_percent_encode(value, NON_ALPHANUMERIC).to_string();
+    let mut all = vec![value.to_string(), escaped, collapsed, url.clone()];
+    all.push(url.replace("%20", "+"));
+    // Unreserved characters (`-._~`) are left as they are by most encoders.
+    all.push(
+        url.replace("%2D", "-")
+            .replace("%2E", ".")
+            .replace("%5F", "_")
+            .replace("%7E", "~"),
+    );
+    if value.len() >= ANYWHERE {
+        for engine in [&STANDARD, &STANDARD_NO_PAD, &URL_SAFE, &URL_SAFE_NO_PAD] {
+            all.push(engine.encode(value));
+        }
+    }
+    all.retain(|form| !form.is_empty());
+    all.sort_by_key(|form| std::cmp::Reverse(form.len()));
+    all.dedup();
+    all
+}
+
+/// True when `text` is `value`, holds it in one of its [`forms`], or decodes (URL or base64) to
+/// text holding it; for short values only where the value stands alone or is quoted (see the
+/// module documentation).
+pub fn holds(text: &str, value: &str) -> bool {
+    if value.is_empty() {
+        return false;
+    }
+    if text == value {
+        return true;
+    }
+    let found = |haystack: &str| {
+        forms(value)
+            .iter()
+            .any(|form| occurrence(haystack, form, value.len()).is_some())
+    };
+    found(text) || decoded(text).iter().any(|plain| found(plain))
+}
+
+/// `message` with every one of `values` replaced by [`SECRET`] in each of its [`forms`] (the
+/// longest first, so a longer value is never left half-replaced by a shorter one), and with
+/// whitespace collapsed where a value came back so. A message that still carries a value (in
+/// an encoding of a longer text) or quotes part of one is withheld whole.
+pub fn conceal(message: &str, values: &[String]) -> String {
+    let mut forms_of: Vec<(String, usize)> = values
+        .iter()
+        .flat_map(|value| forms(value).into_iter().map(|form| (form, value.len())))
+        .collect();
+    forms_of.sort_by_key(|(form, _)| std::cmp::Reverse(form.len()));
+    forms_of.dedup();
+    let replace_all = |text: &str| {
+        let mut text = text.to_string();
+        for (form, length) in &forms_of {
+            text = replaced(&text, form, *length);
+        }
+        text
+    };
+    let mut message = replace_all(message);
+    // A value spread over lines may also come back with its whitespace collapsed.
+    let collapsed = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    if forms_of
+        .iter()
+        .any(|(form, length)| occurrence(&collapsed, form, *length).is_some())
+    {
+        message = replace_all(&collapsed);
+    }
+    let still = values.iter().any(|value| holds(&message, value));
+    if still || values.iter().any(|value| quotes_part_of(&message, value)) {
+        return WITHHELD.into();
+    }
+    message
+}
+
+/// `text` with each occurrence of `form` (of a value `length` long) replaced by [`SECRET`].
+fn replaced(text: &str, form: &str, length: usize) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some((start, end)) = occurrence(rest, form, length) {
+        out.push_str(&rest[..start]);
+        out.push_str(SECRET);
+        rest = &rest[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Where the first occurrence of `form` (a form of a value `length` long) that counts starts
+/// and ends: anywhere for long values, standing alone for 3 characters, quoted (or the whole
+/// text) for 1 or 2.
+fn occurrence(text: &str, form: &str, length: usize) -> Option<(usize, usize)> {
+    if form.is_empty() {
+        return None;
+    }
+    if length >= ANYWHERE {
+        return text.find(form).map(|start| (start, start + form.len()));
+    }
+    if text == form {
+        return Some((0, text.len()));
+    }
+    let mut from = 0;
+    while let Some(found) = text[from..].find(form) {
+        let (start, end) = (from + found, from + found + form.len());
+        let before = text[..start].chars().next_back();
+        let after = text[end..].chars().next();
+        let counts = match length >= ALONE {
+            true => {
+                !before.is_some_and(char::is_alphanumeric)
+                    && !after.is_some_and(char::is_alphanumeric)
+            }
+            false => matches!(
+                (before, after),
+                (Some(a), Some(b)) if a == b && matches!(a, '\'' | '"' | '`')
+            ),
+        };
+        if counts {
+            return Some((start, end));
+        }
+        from = start + text[start..].chars().next().map_or(1, char::len_utf8);
+    }
+    None
+}
+
+/// What `text` may be an encoding of: the text URL-decoded (`+` read as a space, and as is),
+/// and every base64 run in it decoded.
+fn decoded(text: &str) -> Vec<String> {
+    let mut plain = Vec::new();
+    if text.contains('%') {
+        let url = percent_encoding::percent_decode_str(text).decode_utf8_lossy();
+        plain.push(url.to_string());
+        let form = text.replace('+', " ");
+        let form = percent_encoding::percent_decode_str(&form).decode_utf8_lossy();
+        plain.push(form.to_string());
+    }
+    let base64_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '-' | '_');
+    for run in text.split(|c: char| !base64_char(c) && c != '=') {
+        let run = run.trim_end_matches('=');
+        if run.len() < BASE64_RUN {
+            continue;
+        }
+        // A run may end in the middle of a quantum; the bytes before it still decode.
+        for cut in 0..4 {
+            let Some(candidate) = run.get(..run.len() - cut) else {
+                break;
+            };
+            let bytes = URL_SAFE_NO_PAD
+                .decode(candidate.replace('+', "-").replace('/', "_"))
+                .ok();
+            if let Some(bytes) = bytes {
+                plain.push(String::from_utf8_lossy(&bytes).into_owned());
+                break;
+            }
+        }
+    }
+    plain
+}
+
+/// Whether `message` quotes part of `value`: a run of [`QUOTED_RUN`] characters of it with a
+/// letter and a digit; a fragment of it next to an ellipsis (an echo cut short:
+/// `'correc...staple'`); or a quoted part of at least half of it (at least 4 characters).
+pub fn quotes_part_of(message: &str, value: &str) -> bool {
+    let chars: Vec<char> = value.chars().collect();
+    if chars.len() < ANYWHERE {
+        return false;
+    }
+    let long_run = chars.windows(QUOTED_RUN).any(|run| {
+        run.iter().any(char::is_ascii_digit)
+            && run.iter().any(char::is_ascii_alphabetic)
+            && message.contains(run.iter().collect::<String>().as_str())
+    });
+    long_run || elided_part(message, value) || quoted_part(message, value)
+}
+
+/// The shortest fragment of a value that counts as quoting it: half the value, at least 3 and
+/// at most 6 characters.
+fn shortest_fragment(value: &str) -> usize {
+    (value.chars().count() / 2).clamp(ALONE, 6)
+}
+
+/// Characters that end a fragment: whitespace, quotes and the punctuation around a value.
+fn ends_fragment(c: char) -> bool {
+    c.is_whitespace()
+        || matches!(
+            c,
+            '\'' | '"' | '`' | '=' | ':' | '(' | ')' | '[' | ']' | '{' | '}' | ',' | '<' | '>'
+        )
+}
+
+/// A fragment next to an ellipsis (`...`, `…`) that starts or ends the value (or is a longer
+/// part of it).
+fn elided_part(message: &str, value: &str) -> bool {
+    let shortest = shortest_fragment(value);
+    let fits = |fragment: &str, edge: bool| {
+        let n = fragment.chars().count();
+        n >= shortest && (edge || (n >= 6 && value.contains(fragment)))
+    };
+    for marker in ["...", "…"] {
+        for (at, _) in message.match_indices(marker) {
+            let before = &message[..at];
+            let before = &before[before.rfind(ends_fragment).map_or(0, |i| i + 1)..];
+            let after = &message[at + marker.len()..];
+            let after = &after[..after.find(ends_fragment).unwrap_or(after.len())];
+            let after = after.trim_start_matches('.');
+            if fits(before, value.starts_with(before) && !before.is_empty())
+                || fits(after, value.ends_with(after) && !after.is_empty())
+            {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+/// A quoted string of the message that is a part of the value, at least half as long.
+fn quoted_part(message: &str, value: &str) -> bool {
+    let wanted = (value.chars().count().div_ceil(2)).max(ANYWHERE);
+    ['\'', '"', '`'].iter().any(|quote| {
+        message
+            .split(*quote)
+            .skip(1)
+            .step_by(2)
+            .any(|quoted| quoted.chars().count() >= wanted && value.contains(quoted))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_value_is_found_as_written_escaped_url_encoded_and_in_base64() {
+        let value = "p@ss w/rd\"1";
+        assert!(holds(&format!("x {value} y"), value));
+        assert!(holds(r#"{"k":"p@ss w/rd\"1"}"#, value));
+        assert!(holds("https://h/?q=p%40ss%20w%2Frd%221&x", value));
+        assert!(holds("q=p%40ss+w%2Frd%221", value));
+        assert!(holds(&format!("token {}", STANDARD.encode(value)), value));
+        assert!(holds(&URL_SAFE_NO_PAD.encode(value), value));
+        // An encoding of a longer text that holds the value: Basic auth, a URL with userinfo.
+        let basic = STANDARD.encode(format!("user:{value}"));
+        assert!(holds(&format!("Authorization: Basic {basic}"), value));
+        assert!(holds("https%3A%2F%2Fu%3Ap%40ss%20w%2Frd%221%40h", value));
+        assert!(!holds("nothing here", value));
+        assert!(!holds("p@ss", value));
+    }
+
+    #[test]
+    fn short_values_are_found_standing_alone_or_quoted_only() {
+        assert!(holds("pin 123 rejected", "123"));
+        assert!(holds("id=123,", "123"));
+        assert!(!holds("HTTP 1234", "123"));
+        assert!(!holds("a123", "123"));
+        assert!(holds("7", "7"));
+        assert!(holds("bad value '7'", "7"));
+        assert!(holds(r#"{"pin":"ab"}"#, "ab"));
+        assert!(!holds("HTTP 1 error at 7 places", "7"));
+        assert!(!holds("about", "ab"));
+        assert_eq!(
+            conceal("pin 123 rejected for 1234", &["123".into()]),
+            "pin <secret> rejected for 1234"
+        );
+        assert_eq!(
+            conceal("value '7' at line 7", &["7".into()]),
+            "value '<secret>' at line 7"
+        );
+    }
+
+    #[test]
+    fn encoded_echoes_are_concealed_or_withheld() {
+        let value = "correct-horse-battery-staple".to_string();
+        let url = "host https%3A%2F%2Fu%3Acorrect-horse-battery-staple%40h is bad";
+        let out = conceal(url, std::slice::from_ref(&value));
+        assert!(!out.contains("correct-horse"), "{out}");
+        let encoded = STANDARD.encode(&value);
+        let out = conceal(
+            &format!("bad header {encoded}"),
+            std::slice::from_ref(&value),
+        );
+        assert_eq!(out, "bad header <secret>");
+        // An encoding of a longer text: replaced where its base64 lines up with the value's,
+        // withheld where it does not.
+        let aligned = STANDARD.encode(format!("me:{value}"));
+        let out = conceal(
+            &format!("Basic {aligned} refused"),
+            std::slice::from_ref(&value),
+        );
+        assert_eq!(out, "Basic bWU6<secret> refused");
+        let basic = STANDARD.encode(format!("user:{value}"));
+        let out = conceal(
+            &format!("Basic {basic} refused"),
+            std::slice::from_ref(&value),
+        );
+        assert_eq!(out, WITHHELD);
+    }
+
+    #[test]
+    fn partial_quotes_short_and_all_letter_ones_too_withhold_the_message() {
+        let passphrase = "correct-horse-battery-staple".to_string();
+        let echo = "{\"message\":\"bad value 'correc...staple'\"}";
+        assert_eq!(conceal(echo, std::slice::from_ref(&passphrase)), WITHHELD);
+        let pydantic = "input_value='correct-horse-battery-s...'";
+        assert_eq!(
+            conceal(pydantic, std::slice::from_ref(&passphrase)),
+            WITHHELD
+        );
+        let short = "Tr0ub4dor&3".to_string();
+        let quoted = "bad value 'Tr0ub4d'";
+        assert_eq!(conceal(quoted, std::slice::from_ref(&short)), WITHHELD);
+        // Prose that shares words with a value still reads.
+        let prose = "failed to read the config: field is missing...";
+        assert_eq!(conceal(prose, std::slice::from_ref(&passphrase)), prose);
+        let account = r#"{"type": "service_account", "private_key_id": "3f9a0c1b7d"}"#.to_string();
+        let named = "vertex_service_account_json: 'private_key_id' is missing";
+        assert_eq!(conceal(named, std::slice::from_ref(&account)), named);
+    }
+}
