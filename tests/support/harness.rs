@@ -279,7 +279,7 @@ impl Harness {
     pub async fn restart_operator_via_production_client(&mut self, management_url: &str) {
         self.stop_operator().await;
         self.ctx = new_context_with(
-            &self.env,
+            &self.kube,
             ClientConfig::new(
                 management_url,
                 self.emulator.gateway_url(),
@@ -569,11 +569,11 @@ fn new_context_at(
         max_delay: Duration::from_secs(1),
     })
     .rate_limit(200.0, 200);
-    new_context_with(env, config, settings, grants, secret_namespace)
+    new_context_with(kube, config, settings, grants, secret_namespace)
 }
 
 fn new_context_with(
-    env: &TestEnv,
+    kube: &kube::Client,
     config: ClientConfig,
     settings: &Settings,
     grants: Option<Vec<Grant>>,
