@@ -8,7 +8,8 @@ use serde_json::Value;
 /// `targets[]`, nested strategies). They may only be set through `spec.secretRefs`, and every
 /// output masks them. `aws_access_key_id`, `aws_region`, `vertex_project_id` and
 /// `azure_entra_client_id` identify an account and stay readable; `virtual_key` names a key
-/// stored in the gateway and is not one itself.
+/// stored in the gateway and is not one itself. Each is listed in snake_case and camelCase
+/// (guardrail plugins spell theirs `accessKeySecret`, `awsSessionToken`).
 pub const CREDENTIAL_KEYS: &[&str] = &[
     "api_key",
     "aws_secret_access_key",
@@ -16,6 +17,20 @@ pub const CREDENTIAL_KEYS: &[&str] = &[
     "vertex_service_account_json",
     "azure_entra_client_secret",
     "azure_ad_token",
+    "access_key_secret",
+    "client_secret",
+    "private_key",
+    "auth_token",
+    "apiKey",
+    "awsSecretAccessKey",
+    "awsSessionToken",
+    "vertexServiceAccountJson",
+    "azureEntraClientSecret",
+    "azureAdToken",
+    "accessKeySecret",
+    "clientSecret",
+    "privateKey",
+    "authToken",
 ];
 
 /// Objects whose every value is an HTTP header value: `custom_headers` carry provider keys
@@ -24,8 +39,8 @@ pub const CREDENTIAL_KEYS: &[&str] = &[
 pub const HEADER_MAP_KEYS: &[&str] = &["custom_headers", "forward_headers"];
 
 /// Words that make any other key (or header name) read as a credential in what aigw prints:
-/// matched against whole `_`-separated words of the key lowercased with `-` read as `_`, so
-/// `x-api-key` and `client_secret` match while `max_tokens` does not.
+/// matched against whole words of the key (split at `_`, `-` and camelCase humps, lowercased),
+/// so `x-api-key`, `client_secret` and `clientSecret` match while `max_tokens` does not.
 const SECRET_WORDS: &[&str] = &[
     "api_key",
     "apikey",
@@ -61,12 +76,33 @@ pub fn is_secret_key(key: &str) -> bool {
     if is_credential_key(key) {
         return true;
     }
-    let normalised = key.to_ascii_lowercase().replace('-', "_");
+    let normalised = snake_case(key);
     let words: Vec<&str> = normalised.split('_').collect();
     SECRET_WORDS.iter().any(|secret| {
         let wanted: Vec<&str> = secret.split('_').collect();
         words.windows(wanted.len()).any(|w| w == wanted.as_slice())
     })
+}
+
+/// `key` lowercased with `-` read as `_` and a `_` before each camelCase hump:
+/// `awsSessionToken` → `aws_session_token`, `X-Api-Key` → `x_api_key`.
+fn snake_case(key: &str) -> String {
+    let mut out = String::with_capacity(key.len() + 4);
+    let mut previous: Option<char> = None;
+    for c in key.chars() {
+        if c.is_ascii_uppercase()
+            && previous.is_some_and(|p| p.is_ascii_lowercase() || p.is_ascii_digit())
+        {
+            out.push('_');
+        }
+        out.push(if c == '-' {
+            '_'
+        } else {
+            c.to_ascii_lowercase()
+        });
+        previous = Some(c);
+    }
+    out
 }
 
 /// `key` as a JSON Pointer token (RFC 6901).
@@ -273,7 +309,38 @@ mod tests {
         ] {
             assert!(is_secret_key(key), "{key}");
         }
-        for key in ["max_tokens", "provider", "secretive_mode_x", "virtual_key"] {
+        // camelCase keys, as guardrail plugins spell them (review F14).
+        for key in [
+            "accessKeySecret",
+            "awsSessionToken",
+            "clientSecret",
+            "privateKey",
+            "authToken",
+            "xApiKey",
+        ] {
+            assert!(is_secret_key(key), "{key}");
+        }
+        let parameters = json!({"accessKeySecret": "a", "awsSessionToken": "t", "region": "r",
+                                "clientSecret": "c", "privateKey": "p", "authToken": "x"});
+        let mut refused = credential_pointers(&parameters);
+        refused.sort();
+        assert_eq!(
+            refused,
+            vec![
+                "/accessKeySecret",
+                "/authToken",
+                "/awsSessionToken",
+                "/clientSecret",
+                "/privateKey"
+            ]
+        );
+        for key in [
+            "max_tokens",
+            "maxTokens",
+            "provider",
+            "secretive_mode_x",
+            "virtual_key",
+        ] {
             assert!(!is_secret_key(key), "{key}");
         }
     }

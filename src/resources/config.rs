@@ -64,8 +64,9 @@ pub struct ConfigSpec {
     /// update, so list every setting you want to keep.
     ///
     /// Credentials (`api_key`, `aws_secret_access_key`, `aws_session_token`,
-    /// `vertex_service_account_json`, `azure_entra_client_secret`, `azure_ad_token`) are refused
-    /// here in plain text, at the top level and in `targets` up to three levels deep (deeper
+    /// `vertex_service_account_json`, `azure_entra_client_secret`, `azure_ad_token`,
+    /// `access_key_secret`, `client_secret`, `private_key`, `auth_token`, and each of these in
+    /// camelCase: `apiKey`, `accessKeySecret`, …) are refused here in plain text, at the top level and in `targets` up to three levels deep (deeper
     /// ones before any write): set them with `secretRefs` instead. Keep header values that are
     /// credentials (`custom_headers`) in `secretRefs` too: they are masked in every output.
     #[schemars(schema_with = "config_document_schema")]
