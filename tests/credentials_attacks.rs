@@ -376,6 +376,27 @@ async fn echo_proxy(upstream: String, mode: &'static str) -> String {
                 let key = sent["key"].as_str().unwrap_or("").to_string();
                 let message = match mode {
                     "full" => format!("invalid request: {}", String::from_utf8_lossy(&body)),
+                    // Review F11: an all-letter value cut short, a URL-encoded and a base64 echo.
+                    "elided" => {
+                        let n = key.chars().count();
+                        let head: String = key.chars().take(6).collect();
+                        let tail: String = key.chars().skip(n.saturating_sub(6)).collect();
+                        format!("bad value '{head}...{tail}'")
+                    }
+                    "url" => {
+                        let url = format!("https://u:{key}@h");
+                        let encoded = percent_encoding::utf8_percent_encode(
+                            &url,
+                            percent_encoding::NON_ALPHANUMERIC,
+                        );
+                        format!("custom_host {encoded} is not reachable")
+                    }
+                    "base64" => {
+                        use base64::Engine;
+                        let basic = base64::engine::general_purpose::STANDARD
+                            .encode(format!("user:{key}"));
+                        format!("upstream refused Authorization: Basic {basic}")
+                    }
                     _ => {
                         let n = key.chars().count();
                         let head: String = key.chars().take(24).collect();
@@ -393,13 +414,20 @@ async fn echo_proxy(upstream: String, mode: &'static str) -> String {
     serve(app).await
 }
 
+/// An all-letter passphrase: no 12-character run of it has a digit.
+const PASSPHRASE: &str = "correct-horse-battery-staple";
+
 async fn echo_attack(mode: &'static str) {
+    let key = match mode {
+        "elided" | "url" | "base64" => PASSPHRASE,
+        _ => LONG_KEY,
+    };
     let mut h =
         Harness::start_with_secret_namespace(&format!("cred-echo-{mode}"), Duration::from_secs(1))
             .await;
     let proxy = echo_proxy(h.emulator.management_url(), mode).await;
     h.restart_operator_via(&proxy).await;
-    put_key(&h, LONG_KEY).await;
+    put_key(&h, key).await;
     let api = Api::<Integration>::all(h.env.client.clone());
     let mut spec = integration_spec(&h);
     spec["workspaces"] = json!([]);
@@ -417,6 +445,8 @@ async fn echo_attack(mode: &'static str) {
                 c.message.contains("validation error")
                     || c.message.contains("invalid request")
                     || c.message.contains("withheld")
+                    || c.message.contains("<secret>")
+                    || c.message.contains("400")
             })
         });
         failed.then_some(i)
@@ -428,9 +458,18 @@ async fn echo_attack(mode: &'static str) {
     let events = h.cluster_events_text().await;
     let logs = support::harness::captured_logs();
     eprintln!("[{mode}] status: {status}\n[{mode}] events: {events}");
-    // Any 12-character window of the key is a leak of (part of) it.
-    let chars: Vec<char> = LONG_KEY.chars().collect();
-    let windows: Vec<String> = chars.windows(12).map(|w| w.iter().collect()).collect();
+    // Any 12-character window of the key is a leak of (part of) it; for the passphrase, any
+    // 6 (what the elided echo quotes), and its URL and base64 encodings.
+    let chars: Vec<char> = key.chars().collect();
+    let window = if key == PASSPHRASE { 6 } else { 12 };
+    let mut windows: Vec<String> = chars.windows(window).map(|w| w.iter().collect()).collect();
+    windows.push(
+        percent_encoding::utf8_percent_encode(key, percent_encoding::NON_ALPHANUMERIC).to_string(),
+    );
+    {
+        use base64::Engine;
+        windows.push(base64::engine::general_purpose::STANDARD.encode(format!("user:{key}")));
+    }
     let leaked = |text: &str| windows.iter().any(|w| text.contains(w.as_str()));
     let (s, e, l) = (leaked(&status), leaked(&events), leaked(&logs));
     eprintln!("[{mode}] part of the key in status: {s}, events: {e}, logs: {l}");
@@ -446,6 +485,21 @@ async fn an_api_error_echoing_the_whole_request_hides_the_key() {
 #[tokio::test]
 async fn an_api_error_quoting_part_of_the_key_is_withheld() {
     echo_attack("pydantic").await;
+}
+
+#[tokio::test]
+async fn an_api_error_quoting_an_all_letter_value_cut_short_is_withheld() {
+    echo_attack("elided").await;
+}
+
+#[tokio::test]
+async fn an_api_error_echoing_a_url_encoded_value_hides_it() {
+    echo_attack("url").await;
+}
+
+#[tokio::test]
+async fn an_api_error_echoing_a_base64_encoded_value_hides_it() {
+    echo_attack("base64").await;
 }
 
 // ------------------------------------------------------------------------------------------
