@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aigw::resources::common::CreateIntent;
-use aigw::resources::{Config, Deployment, RateLimitsPolicy, UsageLimitsPolicy};
+use aigw::resources::{ApiKey, Config, Deployment, RateLimitsPolicy, UsageLimitsPolicy};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams, PostParams};
 use reqwest::Method;
@@ -607,5 +607,172 @@ async fn an_unnamed_policy_edited_after_a_lost_create_is_created_once() {
     );
     assert_eq!(active[0]["credit_limit"], 200, "the edit was not applied");
     assert_eq!(h.count(POST).await, 1, "{}", h.stats().await);
+    h.stop().await;
+}
+
+/// A proxy in front of the emulator: the first POST to `route` never reaches it; instead
+/// `foreign` (another party's create of the same name, made in the console or by another
+/// cluster) is created, and the POST is answered 503, so its outcome is unknown. `made` gets
+/// the foreign object's id.
+async fn namesake_proxy(
+    upstream: String,
+    route: &'static str,
+    foreign: Value,
+    made: Arc<Mutex<Option<String>>>,
+) -> String {
+    use axum::extract::Request;
+    let client = reqwest::Client::new();
+    let app = axum::Router::new().fallback(move |request: Request| {
+        let (client, upstream, foreign, made) = (
+            client.clone(),
+            upstream.clone(),
+            foreign.clone(),
+            made.clone(),
+        );
+        async move {
+            let (parts, body) = request.into_parts();
+            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+            let path = parts
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_string();
+            let first = parts.method == reqwest::Method::POST
+                && parts.uri.path() == route
+                && made.lock().unwrap().is_none();
+            if !first {
+                let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
+                return json_answer(status, text);
+            }
+            let foreign = serde_json::to_vec(&foreign).unwrap();
+            let (status, text) = forward(&client, &upstream, &parts, &path, &foreign).await;
+            assert_eq!(status, 200, "{}", String::from_utf8_lossy(&text));
+            let answer: Value = serde_json::from_slice(&text).unwrap();
+            *made.lock().unwrap() = Some(answer["id"].as_str().unwrap().to_string());
+            json_answer(503, "{\"success\":false,\"message\":\"unavailable\"}")
+        }
+    });
+    serve(app).await
+}
+
+/// The grants of a namespace that may not adopt: any workspace, no `allowAdoption`.
+fn no_adoption() -> Value {
+    json!([{"namespaces": ["{ns}"]}])
+}
+
+/// The message of `object`'s condition with `reason`, if it has one.
+fn reported<K: Conditions>(object: &K, reason: &str) -> Option<String> {
+    let condition = object.conditions().iter().find(|c| c.reason == reason)?;
+    Some(condition.message.clone())
+}
+
+/// A lost create answer plus a namesake another party made inside the lookup window (issue 27,
+/// F3): the API key found has the name but not this resource's mark, so it is neither deleted
+/// (it used to be, as "our orphan whose value was lost") nor taken without the adoption grant;
+/// the ApiKey reports it and leaves it alone.
+#[tokio::test]
+async fn a_foreign_namesake_key_is_never_deleted_after_a_lost_create() {
+    let mut h = Harness::start_with_grants("eo-fkey", Duration::from_secs(1), no_adoption()).await;
+    let made = Arc::new(Mutex::new(None));
+    let foreign = json!({"name": "checkout", "scopes": ["completions.write"]});
+    let proxy = namesake_proxy(
+        h.emulator.management_url(),
+        "/ai_gw/v2/api-keys/service",
+        foreign,
+        made.clone(),
+    )
+    .await;
+    h.restart_operator_via(&proxy).await;
+    let spec = json!({"name": "checkout", "kind": "service", "scopes": ["completions.write"],
+                      "secretRef": {"name": "checkout-key"}});
+    create::<ApiKey>(&h.env, "checkout", spec).await;
+    let found = h
+        .env
+        .wait_for::<ApiKey>("checkout", WAIT, |k| {
+            reported(k, "AdoptionNotAllowed").is_some()
+        })
+        .await;
+    let foreign_id = made
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the foreign key was made");
+    let message = reported(&found, "AdoptionNotAllowed").unwrap();
+    assert!(message.contains(&foreign_id), "{message}");
+    // Long enough for a delete and a replacement create, as before the fix.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let state = h.state().await;
+    let deleted = state["deleted_api_keys"].to_string();
+    assert!(
+        !deleted.contains(&foreign_id),
+        "the foreign key was deleted: {deleted}"
+    );
+    let keys = state["api_keys"].as_array().cloned().unwrap_or_default();
+    let live: Vec<&Value> = keys.iter().filter(|k| k["name"] == "checkout").collect();
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert_eq!(live[0]["id"], foreign_id.as_str());
+    assert_eq!(
+        live[0]["rotations"], 0,
+        "the foreign key was rotated: {:?}",
+        live[0]
+    );
+    let status = h
+        .env
+        .api::<ApiKey>()
+        .get("checkout")
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(status.id, None, "the foreign key was taken");
+    h.stop().await;
+}
+
+/// The same for a Config: a foreign config of the same name made during a lost create is not
+/// adopted and not overwritten (it used to be, and then PUT over and deleted with the Config).
+#[tokio::test]
+async fn a_foreign_namesake_config_is_never_adopted_after_a_lost_create() {
+    let mut h = Harness::start_with_grants("eo-fcfg", Duration::from_secs(1), no_adoption()).await;
+    let made = Arc::new(Mutex::new(None));
+    let foreign = json!({"name": "shared", "config": {"retry": {"attempts": 1}}});
+    let proxy = namesake_proxy(
+        h.emulator.management_url(),
+        "/ai_gw/v2/configs",
+        foreign,
+        made.clone(),
+    )
+    .await;
+    h.restart_operator_via(&proxy).await;
+    create::<Config>(&h.env, "shared", routing("shared")).await;
+    let found = h
+        .env
+        .wait_for::<Config>("shared", WAIT, |c| {
+            reported(c, "AdoptionNotAllowed").is_some()
+        })
+        .await;
+    let foreign_id = made
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the foreign config was made");
+    let message = reported(&found, "AdoptionNotAllowed").unwrap();
+    assert!(message.contains(&foreign_id), "{message}");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let config = h.env.api::<Config>().get("shared").await.unwrap();
+    assert_eq!(
+        config.status.unwrap().id,
+        None,
+        "the foreign config was adopted"
+    );
+    let found = remote_configs_named(&h, "shared").await;
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["id"], foreign_id.as_str());
+    assert_eq!(
+        found[0]["versions"], 1,
+        "the foreign config was overwritten"
+    );
+    // Deleting the Config leaves the foreign config in place.
+    h.env.delete_and_wait::<Config>("shared", WAIT).await;
+    assert_eq!(remote_configs_named(&h, "shared").await.len(), 1);
     h.stop().await;
 }

@@ -86,7 +86,9 @@ pub struct ApiKeySpec {
     #[schemars(length(min = 1))]
     pub scopes: Vec<String>,
 
-    /// Description of the key.
+    /// Description of the key. Without one, aigw describes a key it creates as `created by
+    /// aigw for <uid>`: after a lost create answer, that tells its key from another party's of
+    /// the same name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
 

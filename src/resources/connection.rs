@@ -150,7 +150,8 @@ pub struct Grant {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspaces: Option<Vec<String>>,
     /// May these namespaces adopt existing remote objects (`spec.slug`, `spec.deploymentId`,
-    /// `spec.policyId`)? Adopting a deployment includes rotating its credentials and archiving
+    /// `spec.policyId`, or a namesake found after a lost create answer that nothing proves
+    /// aigw's own)? Adopting a deployment includes rotating its credentials and archiving
     /// it. Default false: without it a namespace can only reach objects aigw creates for it.
     #[serde(default)]
     pub allow_adoption: bool,

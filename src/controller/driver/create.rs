@@ -167,7 +167,15 @@ pub async fn made_by_unfinished_create<S: IntentStatus, F>(
     what: &str,
     lookup: impl Future<Output = Result<Lookup<F>, Error>>,
 ) -> Result<Option<F>, Error> {
-    match lookup.await? {
+    let lookup = match lookup.await {
+        // A namesake not proven this create's is never deleted: the resource goes without it.
+        Err(e) if unproven_namesake(&e) => {
+            tracing::warn!(error = %e, "a cleanup leaves a namesake it cannot prove its own");
+            return Ok(None);
+        }
+        lookup => lookup?,
+    };
+    match lookup {
         Lookup::Found(found) => Ok(Some(found)),
         Lookup::Absent => settled_absence(status, what).map(|()| None),
         Lookup::Unknown(why) => Err(Error::CreateOutcomeUnknown(format!(
@@ -281,7 +289,14 @@ fn one_created_within<T>(
 /// (the intent in `status`; see [`one_created_within`]): `keys` of a candidate that another resource records or names
 /// rule it out, and a match is not claimed while another resource's create of the same name
 /// (and workspace) is in flight, since it may be that one's whose id is not recorded yet.
-pub fn one_of_ours<K: Managed, T>(
+///
+/// A match is this create's only when a marker the API keeps proves it (`unproven` is `None`
+/// for it). Otherwise (`unproven` names it) another party may have made it with the same name
+/// in the window (another cluster applying the same manifests, a person in the console): it is
+/// taken only under the Connection's adoption grant, and else reported (`AdoptionNotAllowed`,
+/// naming it) and left alone, never written to or deleted.
+#[allow(clippy::too_many_arguments)]
+pub async fn one_of_ours<K: Managed, T>(
     cx: &Cx<'_, K>,
     status: &K::Status,
     sent: &CreateAttempt,
@@ -289,18 +304,41 @@ pub fn one_of_ours<K: Managed, T>(
     keys: impl Fn(&T) -> Vec<&str>,
     created_at: impl Fn(&T) -> Option<&str>,
     matches: impl Fn(&T) -> bool,
-) -> Lookup<T> {
+    unproven: impl Fn(&T) -> Option<String>,
+) -> Result<Lookup<T>, Error> {
     let claimed_elsewhere = cx.gate.claimed_elsewhere();
     listing
         .items
         .retain(|item| !keys(item).into_iter().any(&claimed_elsewhere));
-    match one_created_within(listing, Window::of(status), created_at, matches) {
-        Lookup::Found(_) if cx.gate.attempts_elsewhere(sent) => Lookup::Unknown(
-            "another resource's create with the same name is in flight, so the match may be its"
-                .into(),
-        ),
-        lookup => lookup,
+    let found = match one_created_within(listing, Window::of(status), created_at, matches) {
+        Lookup::Found(_) if cx.gate.attempts_elsewhere(sent) => {
+            return Ok(Lookup::Unknown(
+                "another resource's create with the same name is in flight, so the match may be its"
+                    .into(),
+            ));
+        }
+        Lookup::Found(found) => found,
+        lookup => return Ok(lookup),
+    };
+    let Some(what) = unproven(&found) else {
+        return Ok(Lookup::Found(found));
+    };
+    match cx.gate.adopting("the namesake", &what).await {
+        Ok(()) => Ok(Lookup::Found(found)),
+        Err(Error::NotAllowed { reason, .. }) => Err(Error::not_allowed(
+            reason,
+            format!(
+                "{what} has the name an unanswered create of this resource sent and was made in its window, but nothing it keeps proves that create made it, and this namespace may not adopt objects aigw did not create: it is left alone (delete it to create anew, or grant spec.grants[].allowAdoption on the Connection to take it)"
+            ),
+        )),
+        Err(e) => Err(e),
     }
+}
+
+/// True for the refusal [`one_of_ours`] gives a namesake it cannot prove this create's: a
+/// cleanup leaves such an object alone rather than deleting it.
+fn unproven_namesake(error: &Error) -> bool {
+    matches!(error, Error::NotAllowed { reason, .. } if *reason == crate::controller::state::connections::ADOPTION_NOT_ALLOWED)
 }
 
 #[cfg(test)]

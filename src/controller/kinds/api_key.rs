@@ -458,7 +458,12 @@ async fn create(
     config_id: Option<&str>,
 ) -> Result<Vec<Change>, Error> {
     let secret_version = rotation::check_secret_is_ours(key, cx).await?;
-    let request = key.spec.create_request(config_id);
+    let mut request = key.spec.create_request(config_id);
+    // Without a description of the spec's, the key carries this resource's mark: what proves,
+    // after a lost answer, that a key of the name is the one its create made.
+    if request.description.is_none() {
+        request.description = created_mark(key);
+    }
     let sent = CreateAttempt {
         name: Some(key.spec.name.clone()),
         workspace_id: key.spec.workspace_id.clone(),
@@ -494,6 +499,20 @@ async fn create(
             let held = secret_delivery::secret_annotation(cx, name, API_KEY_ID_ANNOTATION)
                 .await
                 .map_err(|e| keep_intent(status, e))?;
+            if !ours(key, &found) && held.as_deref() != Some(found.id.as_str()) {
+                // Not proven this create's, and taken under the adoption grant: never deleted.
+                // Its value is not known here: a rotation puts a new one into the Secret.
+                status.id = Some(found.id.clone());
+                rotation::issued_by_create(key, status, false);
+                cx.save_status(status).await?;
+                return Ok(vec![Change::new(
+                    "Adopted",
+                    format!(
+                        "adopted API key {} (it has the name an unanswered create sent, but not this resource's mark); rotating it to store a value in Secret {name}",
+                        found.id
+                    ),
+                )]);
+            }
             if held.as_deref() == Some(found.id.as_str()) {
                 // The answer reached the Secret before its status write was lost: the key is
                 // the one the Secret holds, not an orphan.
@@ -630,9 +649,22 @@ async fn retire_replaced(
     Ok(changes)
 }
 
+/// The description a key aigw creates carries when the spec gives none: this resource's uid,
+/// which no other party's key has.
+fn created_mark(key: &ApiKey) -> Option<String> {
+    let uid = key.metadata.uid.as_deref()?;
+    Some(format!("created by aigw for {uid}"))
+}
+
+/// True when `found` carries the mark of this resource's creates ([`created_mark`]).
+fn ours(key: &ApiKey, found: &api::ApiKey) -> bool {
+    created_mark(key).is_some_and(|mark| found.description.as_deref() == Some(mark.as_str()))
+}
+
 /// The key an earlier create made: the one key of its kind in the workspace it was sent to
 /// with the same name, created within the POST's window, claimed by no other resource, in a
-/// complete listing.
+/// complete listing; proven by this resource's mark, or else taken only under the adoption
+/// grant (see [`one_of_ours`]).
 async fn find_created(
     key: &ApiKey,
     cx: &Cx<'_, ApiKey>,
@@ -657,7 +689,7 @@ async fn find_created(
         .listing(&query)
         .await
         .map_err(|e| Error::api("list API keys", e))?;
-    Ok(one_of_ours(
+    one_of_ours(
         cx,
         status,
         &sent,
@@ -670,5 +702,15 @@ async fn find_created(
                 && status.replaced_key.as_deref() != Some(k.id.as_str())
                 && key.spec.immutable_conflicts(k).is_empty()
         },
-    ))
+        |k| {
+            (!ours(key, k)).then(|| {
+                format!(
+                    "API key {} ({})",
+                    k.name.as_deref().unwrap_or_default(),
+                    k.id
+                )
+            })
+        },
+    )
+    .await
 }

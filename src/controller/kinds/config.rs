@@ -366,7 +366,7 @@ async fn find_created(
         .listing(sent.workspace_id.as_deref())
         .await
         .map_err(|e| Error::api("list configs", e))?;
-    Ok(one_of_ours(
+    one_of_ours(
         cx,
         status,
         &sent,
@@ -377,5 +377,8 @@ async fn find_created(
             sent.name.as_deref() == Some(c.name.as_str())
                 && (sent.workspace_id.is_none() || c.workspace_id == sent.workspace_id)
         },
-    ))
+        // The API keeps no marker of the create on a config: a match is never proven.
+        |c| Some(format!("config {} ({})", c.slug, c.id)),
+    )
+    .await
 }

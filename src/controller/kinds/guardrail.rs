@@ -505,7 +505,7 @@ async fn find_created<G: GuardrailObject>(
         .listing(sent.workspace_id.as_deref())
         .await
         .map_err(|e| Error::api("list guardrails", e))?;
-    Ok(one_of_ours(
+    one_of_ours(
         cx,
         status,
         &sent,
@@ -517,7 +517,10 @@ async fn find_created<G: GuardrailObject>(
                 && G::lists_as_own(g.workspace_id.as_deref())
                 && (sent.workspace_id.is_none() || g.workspace_id == sent.workspace_id)
         },
-    ))
+        // The API keeps no marker of the create on a guardrail: a match is never proven.
+        |g| Some(format!("guardrail {} ({})", g.slug, g.id)),
+    )
+    .await
 }
 
 /// Requeues the guardrails a Config names (by resource, or by slug or id in its document)

@@ -367,7 +367,7 @@ async fn find_created(
             name: Some(integration.spec.name.clone()),
             ..Default::default()
         });
-    Ok(one_of_ours(
+    one_of_ours(
         cx,
         status,
         &sent,
@@ -375,7 +375,10 @@ async fn find_created(
         |i| vec![i.id.as_str(), i.slug.as_str()],
         |i| i.created_at.as_deref(),
         |i| sent.name.as_deref() == Some(i.name.as_str()) && i.workspace_id.is_none(),
-    ))
+        // The API keeps no marker of the create on a integration: a match is never proven.
+        |i| Some(format!("integration {} ({})", i.slug, i.id)),
+    )
+    .await
 }
 
 async fn read_workspaces(client: &Client, key: &str) -> Result<api::IntegrationWorkspaces, Error> {

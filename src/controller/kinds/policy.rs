@@ -239,7 +239,7 @@ async fn find_created<P: PolicyKind>(
     let listing = P::list(client, sent.workspace_id.clone())
         .await
         .map_err(|e| Error::api(format!("list {}s", P::WHAT), e))?;
-    Ok(one_of_ours(
+    one_of_ours(
         cx,
         status,
         &sent,
@@ -258,7 +258,10 @@ async fn find_created<P: PolicyKind>(
             // An intent recorded without what it sent: the current spec is all there is.
             (None, None) => policy.diff(p).is_empty() && policy.immutable_conflicts(p).is_empty(),
         },
-    ))
+        // The API keeps no marker of the create on a policy: a match is never proven.
+        |p| Some(format!("{} {}", P::WHAT, P::facts(p).id)),
+    )
+    .await
 }
 
 /// [`CreateAttempt::body_hash`] of a policy create: the hash of the fields `body` sends that a

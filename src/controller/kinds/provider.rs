@@ -510,7 +510,7 @@ async fn find_created(
     // it sent, within its window, claimed by no other resource); any other is left to the
     // adoption rules of `observe`.
     let slug = spec.slug.as_deref();
-    Ok(one_of_ours(
+    one_of_ours(
         cx,
         status,
         &sent,
@@ -518,7 +518,10 @@ async fn find_created(
         |p| vec![p.id.as_str(), p.slug.as_str()],
         |p| p.created_at.as_deref(),
         |p| sent.name.as_deref() == Some(p.name.as_str()) && slug.is_none_or(|slug| p.slug == slug),
-    ))
+        // The API keeps no marker of the create on a provider: a match is never proven.
+        |p| Some(format!("provider {} ({})", p.slug, p.id)),
+    )
+    .await
 }
 
 async fn cleanup(provider: &Provider, cx: &Cx<'_, Provider>) -> Result<Vec<Change>, Error> {

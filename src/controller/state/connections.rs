@@ -21,7 +21,7 @@ use crate::resources::connection::{Connection, ConnectionSpec, Grant, SecretKeyR
 /// The condition reasons by which a Connection's grants refuse a resource.
 const NAMESPACE_NOT_ALLOWED: &str = "NamespaceNotAllowed";
 const WORKSPACE_NOT_ALLOWED: &str = "WorkspaceNotAllowed";
-const ADOPTION_NOT_ALLOWED: &str = "AdoptionNotAllowed";
+pub(crate) const ADOPTION_NOT_ALLOWED: &str = "AdoptionNotAllowed";
 const DEFAULT_NOT_ALLOWED: &str = "DefaultNotAllowed";
 const INTEGRATION_NOT_ALLOWED: &str = "IntegrationNotAllowed";
 /// Every one of them: a claimant refused by them, that never managed its object, claims nothing.
