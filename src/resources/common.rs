@@ -272,6 +272,8 @@ pub const DRIFT_PATHS_KEPT: usize = 20;
 const DRIFT_VALUE_CHARS: usize = 200;
 /// What a secret value shows as.
 const MASKED: &str = "\"(masked)\"";
+/// What a secret value the remote object changed shows as.
+const MASKED_DIFFERENT: &str = "\"(masked, different)\"";
 
 impl DriftCorrection {
     /// The paths where `remote` differs from `desired` (both in the API's shape, compared by
@@ -347,6 +349,17 @@ impl DriftCorrection {
         Self::between(at, replaced_version_id, &desired, &current, &[])
     }
 
+    /// The record with `entries` (the `secretRefs` paths drift changed or removed) among its
+    /// changes, in path order, within the [`DRIFT_PATHS_KEPT`] it lists.
+    pub fn with_secret_paths(mut self, entries: Vec<DriftedValue>) -> Self {
+        let total = self.changes.len() + self.more as usize + entries.len();
+        self.changes.extend(entries);
+        self.changes.sort_by(|a, b| a.path.cmp(&b.path));
+        self.changes.truncate(DRIFT_PATHS_KEPT);
+        self.more = (total - self.changes.len()) as u32;
+        self
+    }
+
     /// The changed paths, for an event message.
     pub fn paths(&self) -> String {
         let mut paths: Vec<&str> = self.changes.iter().map(|c| c.path.as_str()).collect();
@@ -389,6 +402,96 @@ fn masked_pair(
         }
     }
     (d, r)
+}
+
+/// Prepares the two documents of a drift record for a resource whose `secretRefs` fill
+/// `paths`, and returns the record's entries for those paths. Each path is taken out of both
+/// documents (a path into a list is masked in place: taking it out would shift the rest), and
+/// values under the paths' key names, or in the lists they index, are masked wherever they
+/// stand (a remote edit may have moved a value). A path the remote object lacks, or holds
+/// something else at than what `concealed` (the values substituted) says, gets an entry with
+/// its value masked, so a console edit that removed a credential leaves a trace. `prefix`:
+/// where the documents sit in the record (`/config` for a Config).
+pub fn take_secret_paths(
+    desired: &mut serde_json::Value,
+    remote: &mut serde_json::Value,
+    paths: &[&str],
+    concealed: &[&str],
+    prefix: &str,
+) -> Vec<DriftedValue> {
+    use serde_json::Value;
+    let mut entries = Vec::new();
+    for path in paths {
+        let theirs = remote.pointer(path);
+        let unchanged = theirs
+            .and_then(Value::as_str)
+            .is_some_and(|s| concealed.contains(&s) || s.contains('*') || s.contains("masked"));
+        if !unchanged {
+            entries.push(DriftedValue {
+                path: format!("{prefix}{path}"),
+                remote: theirs.map(|_| MASKED_DIFFERENT.to_string()),
+                desired: Some(MASKED.to_string()),
+            });
+        }
+        for document in [&mut *desired, &mut *remote] {
+            let in_list = path
+                .rsplit_once('/')
+                .is_some_and(|(parent, _)| document.pointer(parent).is_some_and(Value::is_array));
+            match in_list {
+                true => {
+                    if let Some(slot) = document.pointer_mut(path) {
+                        *slot = Value::String("(masked)".into());
+                    }
+                }
+                false => {
+                    super::config::take_pointer(document, path);
+                }
+            }
+        }
+    }
+    let keys = secret_ref_keys(paths.iter().copied());
+    let lists = secret_ref_lists(paths.iter().copied());
+    for document in [desired, remote] {
+        mask_secret_ref_keys(document, &keys);
+        mask_secret_ref_lists(document, &lists, None);
+    }
+    entries
+}
+
+/// The keys of the lists `secretRefs` paths index (`/input_guardrails/1` → `input_guardrails`).
+fn secret_ref_lists<'a>(paths: impl IntoIterator<Item = &'a str>) -> Vec<&'a str> {
+    paths
+        .into_iter()
+        .filter_map(|path| {
+            let (parent, last) = path.rsplit_once('/')?;
+            last.parse::<usize>().ok()?;
+            parent.rsplit('/').next().filter(|key| !key.is_empty())
+        })
+        .collect()
+}
+
+/// Masks every item (not an object or list) of a list under one of `lists`, anywhere.
+fn mask_secret_ref_lists(document: &mut serde_json::Value, lists: &[&str], key: Option<&str>) {
+    use serde_json::Value;
+    match document {
+        Value::Array(items) => {
+            let listed = key.is_some_and(|k| lists.contains(&k));
+            for item in items.iter_mut() {
+                match item {
+                    Value::Object(_) | Value::Array(_) => mask_secret_ref_lists(item, lists, None),
+                    Value::Null => {}
+                    _ if listed => *item = Value::String("(masked)".into()),
+                    _ => {}
+                }
+            }
+        }
+        Value::Object(map) => {
+            for (name, value) in map.iter_mut() {
+                mask_secret_ref_lists(value, lists, Some(name));
+            }
+        }
+        _ => {}
+    }
 }
 
 /// Masks, anywhere in `document`, every value under one of `keys`: the last segments of the

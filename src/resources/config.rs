@@ -499,14 +499,14 @@ impl ConfigSpec {
     ) -> super::common::DriftCorrection {
         let mut desired = self.config.to_value();
         let mut current = remote.config.clone();
-        for reference in &self.secret_refs {
-            take_pointer(&mut desired, &reference.path);
-            take_pointer(&mut current, &reference.path);
-        }
-        let keys = super::common::secret_ref_keys(self.secret_refs.iter().map(|r| r.path.as_str()));
-        for document in [&mut desired, &mut current] {
-            super::common::mask_secret_ref_keys(document, &keys);
-        }
+        let paths: Vec<&str> = self.secret_refs.iter().map(|r| r.path.as_str()).collect();
+        let secret_paths = super::common::take_secret_paths(
+            &mut desired,
+            &mut current,
+            &paths,
+            concealed,
+            "/config",
+        );
         super::common::DriftCorrection::between(
             at,
             remote.version_id.clone(),
@@ -514,6 +514,7 @@ impl ConfigSpec {
             &serde_json::json!({"name": remote.name, "config": current}),
             concealed,
         )
+        .with_secret_paths(secret_paths)
     }
 
     /// [`Self::diff`] for a document whose `secretRefs` paths are compared elsewhere (by hash):
@@ -836,5 +837,41 @@ mod tests {
             !text.contains(OLD),
             "lastDriftCorrection shows the Secret's previous value: {text}"
         );
+    }
+
+    /// A path into a list (a guardrail id in `input_guardrails`) that a remote edit reordered,
+    /// while the Secret changed: the old value shows nowhere, and the path is listed, masked.
+    /// A keyed path the remote edit removed is listed too (review F12).
+    #[test]
+    fn a_drift_record_lists_secret_paths_drift_changed_or_removed_with_their_values_masked() {
+        const OLD: &str = "pg-old-secret-guardrail";
+        const NEW: &str = "pg-new-secret-guardrail";
+        let spec: ConfigSpec = serde_json::from_value(json!({
+            "name": "guarded",
+            "config": {"input_guardrails": ["pg-a", "placeholder"], "retry": {"attempts": 2}},
+            "secretRefs": [
+                {"path": "/input_guardrails/1", "secretKeyRef": {"name": "g", "key": "id"}},
+                {"path": "/targets/0/api_key", "secretKeyRef": {"name": "k", "key": "key"}}
+            ]
+        }))
+        .unwrap();
+        let remote: crate::api::ConfigDetail = serde_json::from_value(json!({
+            "id": "1", "slug": "pc-guarded-1", "name": "guarded", "version_id": "v2",
+            "config": {"input_guardrails": [OLD, "pg-a"], "retry": {"attempts": 2},
+                       "targets": [{"provider": "@openai"}]}
+        }))
+        .unwrap();
+        let record = spec.drift_against(&remote, "2030-01-01T00:00:00Z".into(), &[NEW, "sk-1"]);
+        let text = serde_json::to_string(&record).unwrap();
+        assert!(
+            !text.contains(OLD),
+            "the drift record shows the old value: {text}"
+        );
+        let entry = |path: &str| record.changes.iter().find(|c| c.path == path);
+        let listed = entry("/config/input_guardrails/1").expect(&text);
+        assert_eq!(listed.remote.as_deref(), Some("\"(masked, different)\""));
+        let removed = entry("/config/targets/0/api_key").expect(&text);
+        assert_eq!(removed.remote, None);
+        assert_eq!(removed.desired.as_deref(), Some("\"(masked)\""));
     }
 }

@@ -631,14 +631,9 @@ impl GuardrailDefinition {
     ) -> super::common::DriftCorrection {
         let mut desired = Value::Object(self.document());
         let mut current = remote_document(remote);
-        for reference in &self.secret_refs {
-            super::config::take_pointer(&mut desired, &reference.path);
-            super::config::take_pointer(&mut current, &reference.path);
-        }
-        let keys = super::common::secret_ref_keys(self.secret_refs.iter().map(|r| r.path.as_str()));
-        for document in [&mut desired, &mut current] {
-            super::common::mask_secret_ref_keys(document, &keys);
-        }
+        let paths: Vec<&str> = self.secret_refs.iter().map(|r| r.path.as_str()).collect();
+        let secret_paths =
+            super::common::take_secret_paths(&mut desired, &mut current, &paths, concealed, "");
         desired["name"] = Value::String(self.name.clone());
         current["name"] = Value::String(remote.name.clone());
         super::common::DriftCorrection::between(
@@ -648,6 +643,7 @@ impl GuardrailDefinition {
             &current,
             concealed,
         )
+        .with_secret_paths(secret_paths)
     }
 
     /// Fixed fields where the remote guardrail differs; no PUT can fix these.
