@@ -107,10 +107,10 @@ async fn aigw(args: Vec<String>) -> (bool, String) {
 
 /// A target prepended before the one a Secret fills shifts the `secretRefs` index: the remote
 /// document and the older version hold the value at the old index. Neither `aigw plan` (with
-/// and without cluster access) nor `aigw history --diff` prints it (review F2; both printed it
-/// before the fix).
+/// and without cluster access) nor `aigw history --diff` prints it, nor does `aigw export`
+/// after a console edit moved it (review F2; plan and export printed it before the fix).
 #[tokio::test]
-async fn plan_and_history_never_print_a_secret_backed_value_after_an_index_shift() {
+async fn plan_history_and_export_never_print_a_secret_backed_value_after_an_index_shift() {
     const VALUE: &str = "AKIAPLANLEAK00000001";
     let h = Harness::start_with("atk-index-shift", Duration::from_secs(600)).await;
     let secret: Secret =
@@ -219,5 +219,33 @@ async fn plan_and_history_never_print_a_secret_backed_value_after_an_index_shift
         !out.contains(VALUE),
         "aigw history --diff printed the Secret's value:\n{out}"
     );
+
+    // A console edit swaps the targets: the remote holds the value at index 0, the live
+    // resource names index 1. `aigw export` writes no file holding it, and says why.
+    h.call(
+        reqwest::Method::PUT,
+        &format!("/ai_gw/v2/configs/{slug}"),
+        Some(
+            json!({"config": {"strategy": {"mode": "fallback"}, "targets": [
+            {"provider": "@bedrock-a", "aws_access_key_id": VALUE}, {"provider": "@openai"}]}}),
+        ),
+    )
+    .await;
+    let out_dir = dir.path().join("export");
+    let mut args = vec!["export".to_string(), "--out".into()];
+    args.push(out_dir.to_str().unwrap().into());
+    args.extend(["--namespace".into(), h.env.namespace.clone()]);
+    args.extend(target(true));
+    let (ran, out) = aigw(args).await;
+    assert!(ran, "{out}");
+    let mut exported = out.clone();
+    for entry in std::fs::read_dir(&out_dir).unwrap() {
+        exported.push_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap());
+    }
+    assert!(
+        !exported.contains(VALUE),
+        "aigw export wrote the Secret's value:\n{exported}"
+    );
+    assert!(out.contains(&format!("config {slug}")), "{out}");
     h.stop().await;
 }
