@@ -780,3 +780,29 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
     );
     h.stop().await;
 }
+
+/// camelCase credential keys (as guardrail plugins spell them) are refused in plain text like
+/// snake_case ones: by the CRD's rules that `aigw validate` evaluates, and by the document
+/// check (review F14: both were accepted).
+#[test]
+fn validate_refuses_camel_case_credentials_in_plain_text() {
+    let manifests = "apiVersion: aigw.io/v1alpha1\nkind: Guardrail\nmetadata: {name: guard, namespace: team-a}\n\
+        spec: {name: guard, checks: [{id: bedrock.guard, parameters: {accessKeySecret: wJalrXUtnFEMI, region: us-east-1}}]}\n\
+        ---\napiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {name: c, namespace: team-a}\n\
+        spec: {name: c, config: {targets: [{provider: \"@x\", awsSessionToken: tok-1}]}}\n";
+    let out = aigw_stdin(&["validate", "-f", "-"], manifests);
+    let report = text(&out);
+    assert_eq!(code(&out), 1, "{report}");
+    assert!(
+        report.contains("/checks/0/parameters/accessKeySecret"),
+        "{report}"
+    );
+    assert!(
+        report.contains("awsSessionToken must not be written in spec.config"),
+        "{report}"
+    );
+    assert!(
+        !report.contains("wJalrXUtnFEMI") && !report.contains("tok-1"),
+        "{report}"
+    );
+}
