@@ -231,23 +231,22 @@ fn ends_fragment(c: char) -> bool {
         )
 }
 
-/// A fragment next to an ellipsis (`...`, `…`) that starts or ends the value (or is a longer
-/// part of it).
+/// A fragment next to an ellipsis (`...`, `…`) that starts the value (before it) or ends it
+/// (after it), as an echo cut short prints them. A fragment that is only somewhere inside the
+/// value does not count: field names a JSON value shares with a message (`private_key_id...`)
+/// would withhold messages that quote nothing.
 fn elided_part(message: &str, value: &str) -> bool {
     let shortest = shortest_fragment(value);
-    let fits = |fragment: &str, edge: bool| {
-        let n = fragment.chars().count();
-        n >= shortest && (edge || (n >= 6 && value.contains(fragment)))
-    };
+    let long_enough = |fragment: &str| fragment.chars().count() >= shortest;
     for marker in ["...", "…"] {
         for (at, _) in message.match_indices(marker) {
             let before = &message[..at];
             let before = &before[before.rfind(ends_fragment).map_or(0, |i| i + 1)..];
             let after = &message[at + marker.len()..];
-            let after = &after[..after.find(ends_fragment).unwrap_or(after.len())];
             let after = after.trim_start_matches('.');
-            if fits(before, value.starts_with(before) && !before.is_empty())
-                || fits(after, value.ends_with(after) && !after.is_empty())
+            let after = &after[..after.find(ends_fragment).unwrap_or(after.len())];
+            if (long_enough(before) && value.starts_with(before))
+                || (long_enough(after) && value.ends_with(after))
             {
                 return true;
             }
@@ -357,5 +356,7 @@ mod tests {
         let account = r#"{"type": "service_account", "private_key_id": "3f9a0c1b7d"}"#.to_string();
         let named = "vertex_service_account_json: 'private_key_id' is missing";
         assert_eq!(conceal(named, std::slice::from_ref(&account)), named);
+        let listed = "expected one of type, project_id, private_key_id...";
+        assert_eq!(conceal(listed, std::slice::from_ref(&account)), listed);
     }
 }
