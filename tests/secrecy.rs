@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 use std::time::Duration;
 
 use aigw::emulator::EmulatorOptions;
-use aigw::resources::Config;
+use aigw::resources::{Config, Connection};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::PostParams;
 use reqwest::Method;
@@ -320,7 +320,7 @@ async fn plan_and_export_never_print_vertex_credentials_or_header_values() {
 }
 
 /// `plan --connection` reads the Connection's Secret from the operator's namespace only: a
-/// manifest naming another namespace is refused, whatever that namespace holds.
+/// Connection naming another namespace is refused, whatever that namespace holds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn plan_reads_connection_secrets_only_from_the_operator_namespace() {
     let operator = TestEnv::new("secrecy-op").await;
@@ -338,17 +338,13 @@ async fn plan_reads_connection_secrets_only_from_the_operator_namespace() {
         .await
         .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let connection = |namespace: &str| -> String {
-        let path = dir.path().join(format!("connection-{namespace}.yaml"));
-        std::fs::write(
-            &path,
-            format!(
-                "apiVersion: aigw.io/v1alpha1\nkind: Connection\nmetadata: {{name: default}}\nspec:\n  managementUrl: {}\n  auth:\n    bearerToken: {{secretRef: {{namespace: {namespace}, name: api-token, key: token}}}}\n",
-                emulator.management_url()
-            ),
-        )
-        .unwrap();
-        path.display().to_string()
+    // The cluster's Connection (what plan uses) and the same manifest on disk.
+    let connection = async |namespace: &str| -> String {
+        let name = format!("plan-{namespace}");
+        let spec = json!({"managementUrl": emulator.management_url(),
+            "auth": {"bearerToken": {"secretRef": {"namespace": namespace, "name": "api-token", "key": "token"}}}});
+        create_connection(&operator, &name, &spec).await;
+        connection_file(dir.path(), &name, &spec)
     };
     let manifest = dir.path().join("config.yaml");
     std::fs::write(
@@ -380,7 +376,7 @@ async fn plan_reads_connection_secrets_only_from_the_operator_namespace() {
     };
     let own = Some(operator.namespace.clone());
 
-    let out = plan(connection(&elsewhere.namespace), own.clone()).await;
+    let out = plan(connection(&elsewhere.namespace).await, own.clone()).await;
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(
         text(&out).contains(&format!(
@@ -390,17 +386,252 @@ async fn plan_reads_connection_secrets_only_from_the_operator_namespace() {
         "{}",
         text(&out)
     );
-    let out = plan(connection(&operator.namespace), None).await;
+    let ours = connection(&operator.namespace).await;
+    let out = plan(ours.clone(), None).await;
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(
         text(&out).contains("--connection-secret-namespace"),
         "{}",
         text(&out)
     );
-    let out = plan(connection(&operator.namespace), own).await;
+    let out = plan(ours, own).await;
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("Config"), "{}", text(&out));
     assert!(!text(&out).contains(TOKEN), "{}", text(&out));
+    for namespace in [&operator.namespace, &elsewhere.namespace] {
+        delete_connection(&operator, &format!("plan-{namespace}")).await;
+    }
     operator.cleanup().await;
     elsewhere.cleanup().await;
+}
+
+/// `plan`/`export`/`history --connection FILE --kubeconfig` send credentials only where the
+/// cluster's Connection of that name says: a file (which a pull request can edit) naming another
+/// token URL, management URL, gateway URL or Secret is refused, naming the field, and a listener
+/// at the URL it names receives nothing; `--token-file` with a file needs `--management-url`.
+/// The file that matches the cluster's Connection plans as before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_file_never_decides_where_credentials_go() {
+    const CLIENT_SECRET: &str = "oauth-client-secret-5d1c";
+    let env = TestEnv::new("secrecy-reach").await;
+    let secrets = env.api::<Secret>();
+    for (name, pairs) in [
+        (
+            "oauth",
+            &[
+                ("client_id", "aigw-client"),
+                ("client_secret", CLIENT_SECRET),
+            ][..],
+        ),
+        ("integration-key", &[("api-key", "sk-upstream-77aa01")][..]),
+    ] {
+        secrets
+            .create(&PostParams::default(), &secret(name, pairs))
+            .await
+            .unwrap();
+    }
+    let mut options = EmulatorOptions::new(TOKEN);
+    options.oauth = Some(aigw::emulator::OAuthOptions {
+        client_id: "aigw-client".into(),
+        client_secret: CLIENT_SECRET.into(),
+        token_ttl: Duration::from_secs(300),
+    });
+    let emulator = aigw::emulator::spawn(options).await.unwrap();
+    // Where a hostile file would send the credentials: every connection to it is counted.
+    let trap = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let trap_url = format!("http://{}", trap.local_addr().unwrap());
+    let received = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = received.clone();
+    tokio::spawn(async move {
+        while let Ok((socket, _)) = trap.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            drop(socket);
+        }
+    });
+
+    let ns = env.namespace.clone();
+    let name = format!("reach-{ns}");
+    let oauth_ref = |key: &str| json!({"namespace": ns, "name": "oauth", "key": key});
+    let live = json!({"managementUrl": emulator.management_url(),
+        "gatewayUrl": emulator.gateway_url(),
+        "auth": {"oauth2ClientCredentials": {
+            "tokenUrl": format!("{}/oauth2/access_token", emulator.management_url().trim_end_matches('/')),
+            "scope": "tsg_id:1234",
+            "clientIdRef": oauth_ref("client_id"), "clientSecretRef": oauth_ref("client_secret")}},
+        "headers": [{"name": "x-tsg-id", "value": "1234"}]});
+    create_connection(&env, &name, &live).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = dir.path().join("config.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {{name: fresh, namespace: {ns}}}\nspec: {{name: fresh, config: {{retry: {{attempts: 2}}}}}}\n"
+        ),
+    )
+    .unwrap();
+    let manifest = manifest.to_str().unwrap().to_string();
+    let kubeconfig = support::kubeconfig_path().to_str().unwrap().to_string();
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let token = token.to_str().unwrap().to_string();
+    let run = |command: &str, file: &str, extra: &[&str]| {
+        let mut args: Vec<String> = vec![command.into()];
+        if command == "plan" {
+            args.extend(["-f".into(), manifest.clone()]);
+        } else {
+            args.extend([
+                "--out".into(),
+                dir.path().join("export").display().to_string(),
+            ]);
+        }
+        args.extend(
+            ["--connection", file, "--connection-secret-namespace", &ns]
+                .iter()
+                .map(|s| s.to_string()),
+        );
+        args.extend(extra.iter().map(|s| s.to_string()));
+        async move {
+            tokio::task::spawn_blocking(move || aigw(&args))
+                .await
+                .unwrap()
+        }
+    };
+    let with_cluster = ["--kubeconfig", kubeconfig.as_str()];
+
+    let hostile: [(&str, Value, &str); 5] = [
+        ("managementUrl", json!(trap_url), "spec.managementUrl"),
+        (
+            "gatewayUrl",
+            json!(format!("{trap_url}/v1")),
+            "spec.gatewayUrl",
+        ),
+        (
+            "/auth/oauth2ClientCredentials/tokenUrl",
+            json!(format!("{trap_url}/token")),
+            "spec.auth.oauth2ClientCredentials.tokenUrl",
+        ),
+        (
+            "/auth/oauth2ClientCredentials/clientSecretRef",
+            json!({"namespace": ns, "name": "integration-key", "key": "api-key"}),
+            "spec.auth.oauth2ClientCredentials.clientSecretRef",
+        ),
+        (
+            "headers",
+            json!([{"name": "x-tsg-id", "valueFrom": {"secretRef": {"namespace": ns, "name": "integration-key", "key": "api-key"}}}]),
+            "spec.headers[0]",
+        ),
+    ];
+    for (at, value, field) in hostile {
+        let mut spec = live.clone();
+        match at.strip_prefix('/') {
+            Some(pointer) => *spec.pointer_mut(&format!("/{pointer}")).unwrap() = value,
+            None => spec[at] = value,
+        }
+        let file = connection_file(dir.path(), &name, &spec);
+        for command in ["plan", "export"] {
+            let out = run(command, &file, &with_cluster).await;
+            let said = text(&out);
+            assert_eq!(
+                out.status.code(),
+                Some(1),
+                "{command} with {field} changed: {said}"
+            );
+            assert!(
+                said.contains(&format!(
+                    "{field} differs from the cluster's Connection {name}"
+                )),
+                "{command} with {field} changed: {said}"
+            );
+            assert!(
+                !said.contains(CLIENT_SECRET) && !said.contains("sk-upstream"),
+                "{said}"
+            );
+        }
+    }
+
+    // A file naming no Connection of the cluster is refused too: the file is never the source.
+    let file = connection_file(dir.path(), &format!("absent-{ns}"), &live);
+    let out = run("plan", &file, &with_cluster).await;
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("does not exist in the cluster"),
+        "{}",
+        text(&out)
+    );
+
+    // With --token-file, the token goes only to --management-url, with or without a cluster.
+    let mut pointed = live.clone();
+    pointed["managementUrl"] = json!(trap_url);
+    let trapped = connection_file(dir.path(), &format!("tokenfile-{ns}"), &pointed);
+    for extra in [
+        &["--token-file", token.as_str()][..],
+        &[
+            "--token-file",
+            token.as_str(),
+            "--kubeconfig",
+            kubeconfig.as_str(),
+        ][..],
+    ] {
+        let out = run("plan", &trapped, extra).await;
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+        assert!(
+            text(&out).contains("--token-file with --connection needs --management-url"),
+            "{}",
+            text(&out)
+        );
+    }
+
+    assert_eq!(
+        received.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "the URL a Connection file named was contacted"
+    );
+
+    // The file that matches the cluster's Connection plans, over OAuth, as the operator would.
+    let file = connection_file(dir.path(), &name, &live);
+    let out = run("plan", &file, &with_cluster).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("Config"), "{}", text(&out));
+    assert!(!text(&out).contains(CLIENT_SECRET), "{}", text(&out));
+    // And --token-file with --management-url still works with a file Connection.
+    let url = emulator.management_url();
+    let out = run(
+        "plan",
+        &file,
+        &["--token-file", &token, "--management-url", &url],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert_eq!(received.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+    delete_connection(&env, &name).await;
+    env.cleanup().await;
+}
+
+/// Creates the cluster-scoped Connection `name` with `spec`.
+async fn create_connection(env: &TestEnv, name: &str, spec: &Value) {
+    let connection: Connection = object("Connection", name, spec.clone());
+    kube::Api::<Connection>::all(env.client.clone())
+        .create(&PostParams::default(), &connection)
+        .await
+        .unwrap();
+}
+
+async fn delete_connection(env: &TestEnv, name: &str) {
+    let _ = kube::Api::<Connection>::all(env.client.clone())
+        .delete(name, &Default::default())
+        .await;
+}
+
+/// Writes a Connection manifest `name` with `spec` into `dir`; returns its path.
+fn connection_file(dir: &std::path::Path, name: &str, spec: &Value) -> String {
+    let path = dir.join(format!(
+        "connection-{name}-{}.yaml",
+        uuid::Uuid::new_v4().simple()
+    ));
+    let manifest = json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
+        "metadata": {"name": name}, "spec": spec});
+    std::fs::write(&path, serde_json::to_string(&manifest).unwrap()).unwrap();
+    path.display().to_string()
 }

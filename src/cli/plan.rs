@@ -35,9 +35,12 @@ enum Output {
 pub struct TargetArgs {
     #[command(flatten)]
     connection: ConnectionArgs,
-    /// A `Connection` manifest to take the URLs and headers from. Its Secrets live in the
-    /// cluster: they are read with `--kubeconfig` unless `--token-file` gives the token (then
-    /// `--header NAME=VALUE` must give any header it takes from a Secret).
+    /// A `Connection` manifest naming the connection to plan against. With `--kubeconfig` the
+    /// cluster's Connection of that name is used (its URLs, token URL and Secrets, read from
+    /// `--connection-secret-namespace`), and a file that differs from it in any of them is
+    /// refused. With `--token-file`, `--management-url` is required: the token goes only there
+    /// (`--header NAME=VALUE` gives any header the Connection takes from a Secret). Without
+    /// `--kubeconfig`, the file's literal headers are all it supplies.
     #[arg(long = "connection", value_name = "FILE")]
     connection_file: Option<PathBuf>,
     /// The only namespace a `--connection` manifest's Secrets are read from, as the operator's
@@ -110,20 +113,36 @@ pub(crate) async fn live(path: &Path) -> anyhow::Result<Live> {
 }
 
 /// The API client: from `--connection FILE` when given, else from the connection flags.
+///
+/// A `--connection` file names the Connection; it never decides where credentials go. With
+/// `--kubeconfig` the URLs, token URL and Secret references are the cluster's Connection of that
+/// name (a file that differs in any of them is refused, naming the field); with `--token-file`
+/// the token goes only to `--management-url`.
 pub(crate) async fn client(target: &TargetArgs, live: Option<&Live>) -> anyhow::Result<Client> {
     let Some(path) = &target.connection_file else {
         return connect(&target.connection);
     };
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("failed to read {}", path.display()))?;
-    let connection: Connection = serde_yaml::from_str(&text)
+    let file: Connection = serde_yaml::from_str(&text)
         .with_context(|| format!("{} is not a Connection manifest", path.display()))?;
-    if target.connection.token_file.is_some() {
-        return client_with_token_file(&connection, &target.connection);
+    let token_file = target.connection.token_file.is_some();
+    if token_file && target.connection.management_url.is_none() {
+        // The token goes only where the command line says, never where a manifest says.
+        anyhow::bail!(
+            "--token-file with --connection needs --management-url: the token is sent only to a URL given with --management-url, never to one a Connection manifest names"
+        );
+    }
+    let connection = match live {
+        Some(live) => live_connection(live, &file, path).await?,
+        None => file,
+    };
+    if token_file {
+        return client_with_token_file(&connection, &target.connection, live.is_some());
     }
     let Some(live) = live else {
         anyhow::bail!(
-            "the Secrets of Connection {} are in the cluster: pass --kubeconfig to read them, or --token-file (and --header for headers taken from Secrets)",
+            "the Secrets of Connection {} are in the cluster: pass --kubeconfig to read them, or --token-file with --management-url (and --header for headers taken from Secrets)",
             connection.metadata.name.as_deref().unwrap_or_default()
         );
     };
@@ -132,7 +151,7 @@ pub(crate) async fn client(target: &TargetArgs, live: Option<&Live>) -> anyhow::
             "--connection with --kubeconfig needs --connection-secret-namespace (the operator's, e.g. aigw-system): Secrets are only read from the namespace the operator reads them from, never from one the manifest names"
         );
     };
-    // Resolved exactly as the operator does: the Secrets are read (GET) from the cluster, and
+    // Resolved exactly as the operator does: the cluster's Connection, its Secrets read (GET)
     // only from the operator's Connection secret namespace.
     let connections = aigw::controller::Connections::new(live.client.clone(), None)
         .with_secret_namespace(Some(namespace.clone()));
@@ -142,21 +161,52 @@ pub(crate) async fn client(target: &TargetArgs, live: Option<&Live>) -> anyhow::
         .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-/// The Connection's URLs and literal headers, with the token from `--token-file`; the flags
-/// override the manifest.
+/// The cluster's Connection named by the manifest at `path`, when the manifest agrees with it
+/// on everything that decides where requests go and what they carry.
+async fn live_connection(
+    live: &Live,
+    file: &Connection,
+    path: &Path,
+) -> anyhow::Result<Connection> {
+    let Some(name) = file.metadata.name.as_deref().filter(|n| !n.is_empty()) else {
+        anyhow::bail!("{}: metadata.name is required", path.display());
+    };
+    let found = kube::Api::<Connection>::all(live.client.clone())
+        .get_opt(name)
+        .await
+        .with_context(|| format!("failed to read Connection {name} from the cluster"))?;
+    let Some(found) = found else {
+        anyhow::bail!(
+            "Connection {name} (named by {}) does not exist in the cluster: with --kubeconfig the URLs, token URL and Secret references are taken from the cluster's Connection, never from a file",
+            path.display()
+        );
+    };
+    if let Some(field) = found.spec.reach_differs(&file.spec) {
+        anyhow::bail!(
+            "{}: {field} differs from the cluster's Connection {name}; refused: with --kubeconfig the URLs, token URL and Secret references come from the cluster, never from a file (a file a pull request can edit would decide where credentials go)",
+            path.display()
+        );
+    }
+    Ok(found)
+}
+
+/// The Connection's literal headers, with the token from `--token-file`, sent to
+/// `--management-url` (required); the flags override the manifest.
 fn client_with_token_file(
     connection: &Connection,
     flags: &ConnectionArgs,
+    from_cluster: bool,
 ) -> anyhow::Result<Client> {
     let spec = &connection.spec;
     let management_url = flags
         .management_url
         .clone()
-        .unwrap_or_else(|| spec.management_url.clone());
+        .context("--token-file with --connection needs --management-url")?;
+    // The gateway URL of the cluster's Connection is trusted; a file's is not.
     let gateway_url = flags
         .gateway_url
         .clone()
-        .or_else(|| spec.gateway_url.clone())
+        .or_else(|| spec.gateway_url.clone().filter(|_| from_cluster))
         .unwrap_or_else(|| format!("{}/v1", management_url.trim_end_matches('/')));
     let token_file = flags
         .token_file

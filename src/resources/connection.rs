@@ -106,6 +106,57 @@ impl Tenant {
 }
 
 impl ConnectionSpec {
+    /// The first field, as a spec path, where `other` would send requests elsewhere or send
+    /// other values: the URLs, the token endpoint and scope, the Secrets read, the headers.
+    /// `None` when a client built from either reaches the same place with the same material.
+    /// Used by the CLI to refuse a `--connection` file that differs from the cluster's
+    /// Connection: a file (which a pull request can edit) never decides where Secrets go.
+    pub fn reach_differs(&self, other: &ConnectionSpec) -> Option<String> {
+        let url = |u: &str| u.trim().trim_end_matches('/').to_string();
+        if url(&self.management_url) != url(&other.management_url) {
+            return Some("spec.managementUrl".into());
+        }
+        if self.gateway_url.as_deref().map(url) != other.gateway_url.as_deref().map(url) {
+            return Some("spec.gatewayUrl".into());
+        }
+        let (a, b) = (&self.auth, &other.auth);
+        if a.bearer_token.is_some() != b.bearer_token.is_some() {
+            return Some("spec.auth.bearerToken".into());
+        }
+        if let (Some(a), Some(b)) = (&a.bearer_token, &b.bearer_token)
+            && a.secret_ref != b.secret_ref
+        {
+            return Some("spec.auth.bearerToken.secretRef".into());
+        }
+        if a.oauth2_client_credentials.is_some() != b.oauth2_client_credentials.is_some() {
+            return Some("spec.auth.oauth2ClientCredentials".into());
+        }
+        if let (Some(a), Some(b)) = (&a.oauth2_client_credentials, &b.oauth2_client_credentials) {
+            let field = if url(&a.token_url) != url(&b.token_url) {
+                Some("tokenUrl")
+            } else if a.scope != b.scope {
+                Some("scope")
+            } else if a.client_id_ref != b.client_id_ref {
+                Some("clientIdRef")
+            } else if a.client_secret_ref != b.client_secret_ref {
+                Some("clientSecretRef")
+            } else {
+                None
+            };
+            if let Some(field) = field {
+                return Some(format!("spec.auth.oauth2ClientCredentials.{field}"));
+            }
+        }
+        if self.headers.len() != other.headers.len() {
+            return Some("spec.headers".into());
+        }
+        self.headers
+            .iter()
+            .zip(&other.headers)
+            .position(|(a, b)| a != b)
+            .map(|i| format!("spec.headers[{i}]"))
+    }
+
     /// What this Connection reaches ([`Tenant`]).
     pub fn tenant(&self) -> Tenant {
         let header = self
@@ -310,5 +361,79 @@ mod tests {
             value_from: None,
         }];
         assert_eq!(by_header.tenant(), spec.tenant());
+    }
+
+    #[test]
+    fn a_connection_that_sends_elsewhere_or_reads_another_secret_differs_by_field() {
+        let spec: ConnectionSpec = serde_json::from_value(serde_json::json!({
+            "managementUrl": "https://api.example",
+            "auth": {"oauth2ClientCredentials": {
+                "tokenUrl": "https://auth.example/token", "scope": "tsg_id:1234",
+                "clientIdRef": {"namespace": "aigw-system", "name": "o", "key": "id"},
+                "clientSecretRef": {"namespace": "aigw-system", "name": "o", "key": "secret"}}},
+            "headers": [{"name": "x-tsg-id", "value": "1234"}]
+        }))
+        .unwrap();
+        let mut same = spec.clone();
+        same.management_url = "https://api.example/".into();
+        same.qps = Some(3.0);
+        assert_eq!(
+            spec.reach_differs(&same),
+            None,
+            "a trailing slash or qps is no difference"
+        );
+        let changed = |edit: &dyn Fn(&mut ConnectionSpec)| {
+            let mut other = spec.clone();
+            edit(&mut other);
+            spec.reach_differs(&other)
+        };
+        type Edit<'a> = &'a dyn Fn(&mut ConnectionSpec);
+        let cases: [(Edit, &str); 7] = [
+            (
+                &|s| s.management_url = "http://127.0.0.1:9999".into(),
+                "spec.managementUrl",
+            ),
+            (
+                &|s| s.gateway_url = Some("http://127.0.0.1:9999/v1".into()),
+                "spec.gatewayUrl",
+            ),
+            (
+                &|s| oauth(s).token_url = "http://127.0.0.1:9999/token".into(),
+                "spec.auth.oauth2ClientCredentials.tokenUrl",
+            ),
+            (
+                &|s| oauth(s).client_secret_ref.name = "integration-key".into(),
+                "spec.auth.oauth2ClientCredentials.clientSecretRef",
+            ),
+            (
+                &|s| oauth(s).client_id_ref.key = "other".into(),
+                "spec.auth.oauth2ClientCredentials.clientIdRef",
+            ),
+            (&|s| s.headers[0].value = None, "spec.headers[0]"),
+            (
+                &|s| {
+                    s.auth.oauth2_client_credentials = None;
+                    s.auth.bearer_token = Some(BearerTokenAuth {
+                        secret_ref: oauth_ref(),
+                    });
+                },
+                "spec.auth.bearerToken",
+            ),
+        ];
+        for (edit, field) in cases {
+            assert_eq!(changed(edit).as_deref(), Some(field));
+        }
+    }
+
+    fn oauth(s: &mut ConnectionSpec) -> &mut OAuth2ClientCredentials {
+        s.auth.oauth2_client_credentials.as_mut().unwrap()
+    }
+
+    fn oauth_ref() -> SecretKeyRef {
+        SecretKeyRef {
+            namespace: "aigw-system".into(),
+            name: "o".into(),
+            key: "secret".into(),
+        }
     }
 }
