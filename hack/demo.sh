@@ -50,16 +50,33 @@ for _ in $(seq 50); do curl -fs "$api/_emulator/stats" >/dev/null && break; slee
 step "CRDs"
 "$aigw" crds | kubectl apply --server-side --force-conflicts -f -
 kubectl wait --for=condition=Established crd -l '!nonexistent' --timeout=60s >/dev/null 2>&1 || true
-kubectl create namespace aigw-demo --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+for ns in aigw-system aigw-demo aigw-dev aigw-prod; do
+	kubectl create namespace "$ns" --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+done
 
-step "Operator (logs: $demo/operator.log)"
-"$aigw" operator --management-url "$api" --gateway-url "$api/v1" --token-file "$demo/token" \
-	--namespace aigw-demo --namespace aigw-dev --namespace aigw-prod \
+step "The chart's ServiceAccount and RBAC (release aigw-demo in aigw-system, watchNamespaces: aigw-demo, aigw-dev, aigw-prod)"
+# The operator runs with exactly what the chart grants: the chart's RBAC applied, and a
+# kubeconfig that impersonates its ServiceAccount (as a pod would run with its token).
+bash hack/chart-check.sh --template aigw-demo --namespace aigw-system \
+	--show-only templates/serviceaccount.yaml --show-only templates/rbac.yaml \
+	--set 'watchNamespaces={aigw-demo,aigw-dev,aigw-prod}' --set connectionSecretNamespace=aigw-system \
+	| kubectl apply --server-side --force-conflicts -f -
+# (act-as is kubeconfig's `as`; the apiserver adds the ServiceAccount groups to that user.)
+(umask 077 && kubectl config view --raw --minify >"$demo/kubeconfig")
+user=$(kubectl --kubeconfig "$demo/kubeconfig" config view -o jsonpath='{.users[0].name}')
+kubectl --kubeconfig "$demo/kubeconfig" config set "users.$user.act-as" \
+	system:serviceaccount:aigw-system:aigw-demo >/dev/null
+
+step "Operator as system:serviceaccount:aigw-system:aigw-demo (logs: $demo/operator.log)"
+KUBECONFIG="$demo/kubeconfig" "$aigw" operator --management-url "$api" --gateway-url "$api/v1" \
+	--token-file "$demo/token" --namespace aigw-demo --namespace aigw-dev --namespace aigw-prod \
+	--connection-secret-namespace aigw-system --leader-election-namespace aigw-system \
 	--drift-interval 5s --metrics-addr 127.0.0.1:0 >"$demo/operator.log" 2>&1 &
 echo $! >"$demo/operator.pid"
+# A step that fails shows what the chart's RBAC refused the operator, if anything.
+trap 'grep -F "is forbidden: User" "$demo/operator.log" | head -3 >&2 || true' ERR
 
 step "A Connection using OAuth2 client credentials (the emulator's token endpoint)"
-kubectl create namespace aigw-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
 kubectl create secret generic -n aigw-system demo-oauth --from-literal=client_id=demo-client \
 	--from-file=client_secret="$demo/client-secret" --dry-run=client -o yaml | kubectl apply -f -
 kubectl apply -f - <<YAML
@@ -202,6 +219,13 @@ kubectl get secret -n aigw-demo edge-gateway-credentials -o jsonpath='{.data}' |
 
 step "Management API calls the emulator served"
 curl -fsS "$api/_emulator/stats" | python3 -m json.tool
+
+step "Nothing the operator did was refused by the chart's RBAC"
+if grep -F "is forbidden: User" "$demo/operator.log"; then
+	echo "the chart's RBAC refused the operator the calls above (see $demo/operator.log)" >&2
+	exit 1
+fi
+echo "no refusal in $demo/operator.log"
 
 cat <<MSG
 

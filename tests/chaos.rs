@@ -1,14 +1,16 @@
 //! `make chaos`: the exactly-once promise under leader kills, an apiserver restart and a faulty
 //! management API, with the emulator's state as the truth.
 //!
-//! Everything runs as real processes: `aigw emulator` and two `aigw operator` replicas with
-//! leader election, against the local kube-apiserver. The emulator answers 10 % of requests
-//! with a 5xx (half of them after the write committed), drops 5 % of connections after commit
-//! and hides new objects from its lists for a while. Meanwhile the suite SIGKILLs the current
-//! leader 20 times at random moments (a fresh replica replaces each victim), changes rotation
-//! triggers in between, freezes one leader (SIGSTOP) past its lease and resumes it (it must
-//! send nothing it had queued, and exit), creates Configs and deletes them during their
-//! creates, and restarts the kube-apiserver once. Then, faults off and everything
+//! Everything runs as real processes: `aigw emulator` and two `aigw operator` replicas with leader
+//! election, against the local kube-apiserver, under the chart's RBAC (its `watchNamespaces` form,
+//! impersonating its ServiceAccount; no refusal may appear in their logs but right after the
+//! apiserver restart, before its RBAC caches have synced). The emulator answers 10 % of requests
+//! with a 5xx (half of them after the write committed), drops 5 % of connections after commit and
+//! hides new objects from its lists for a while. Meanwhile the suite SIGKILLs the current leader 20
+//! times at random moments (a fresh replica replaces each victim), changes rotation triggers in
+//! between, freezes one leader (SIGSTOP) past its lease and resumes it (it must send nothing it had
+//! queued, and exit), creates Configs and deletes them during their creates, and restarts the
+//! kube-apiserver once. Then, faults off and everything
 //! Ready, it checks: one remote object per resource, every Secret's `client_auth` accepted by
 //! the gateway handshake (and every ApiKey Secret the key's current value), rotations equal to
 //! trigger changes plus at most one per incident
@@ -52,7 +54,7 @@ use kube::{Resource, ResourceExt};
 use rand::Rng;
 use serde_json::{Value, json};
 use support::objects::{Conditions, gateway, limits, object, routing};
-use support::{TestEnv, kubeconfig_path, repo_root, wait_until};
+use support::{TestEnv, repo_root, wait_until};
 
 const TOKEN: &str = "chaos-token-71c2e9";
 const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(120);
@@ -219,10 +221,12 @@ struct Replicas {
     namespace: String,
     management_url: String,
     token_file: PathBuf,
+    /// Impersonates the chart's ServiceAccount: the replicas run under the chart's RBAC.
+    kubeconfig: PathBuf,
 }
 
 impl Replicas {
-    fn new(dir: &Path, namespace: &str, management_url: &str) -> Self {
+    fn new(dir: &Path, namespace: &str, management_url: &str, kubeconfig: PathBuf) -> Self {
         let token_file = dir.join("token");
         std::fs::write(&token_file, TOKEN).unwrap();
         Self {
@@ -233,6 +237,7 @@ impl Replicas {
             namespace: namespace.to_string(),
             management_url: management_url.to_string(),
             token_file,
+            kubeconfig,
         }
     }
 
@@ -255,7 +260,7 @@ impl Replicas {
             .args(["--metrics-addr", &metrics.to_string()])
             .args(["--drift-interval", "10s", "--concurrency", "8"])
             .args(["--api-qps", "100"])
-            .env("KUBECONFIG", kubeconfig_path())
+            .env("KUBECONFIG", &self.kubeconfig)
             .env("POD_NAME", &name)
             .env("AIGW_LOG_FORMAT", "json")
             .env("RUST_LOG", "info")
@@ -645,6 +650,8 @@ struct Chaos {
     takeovers: Vec<f64>,
     incidents: Vec<(Timestamp, Timestamp)>,
     apiserver_restarts: u32,
+    /// When the apiserver was down: from its kill until it answered again.
+    outages: Vec<(Timestamp, Timestamp)>,
     pauses: u32,
     deleted_during_create: usize,
 }
@@ -690,6 +697,7 @@ async fn run_chaos(
         if step == scale.kills / 2 {
             let outage = restart_apiserver();
             chaos.incidents.push(outage);
+            chaos.outages.push(outage);
             chaos.apiserver_restarts += 1;
             eprintln!(
                 "chaos: apiserver restarted, down {:.1} s",
@@ -1111,6 +1119,44 @@ fn failed_reconciles(
     found
 }
 
+/// How long a restarted apiserver may refuse what RBAC grants: it answers before its RBAC
+/// informers have synced (seen: 403s for 1 s after a restart, real kube-apiserver behaviour).
+const RBAC_SYNC: Duration = Duration::from_secs(15);
+
+/// Log lines of every operator in which the apiserver refused it something (a verb the chart's
+/// RBAC lacks), except during an apiserver outage and the [`RBAC_SYNC`] after it.
+fn refusals(dir: &Path, outages: &[(Timestamp, Timestamp)]) -> Vec<String> {
+    let restarting = |line: &str| {
+        let at: Option<Timestamp> = serde_json::from_str::<Value>(line)
+            .ok()
+            .and_then(|entry| entry["timestamp"].as_str()?.parse().ok());
+        at.is_some_and(|at| {
+            outages
+                .iter()
+                .any(|(down, up)| at >= *down && at <= *up + RBAC_SYNC)
+        })
+    };
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter(|e| {
+            e.file_name()
+                .to_str()
+                .is_some_and(|n| n.starts_with("aigw-chaos-"))
+        })
+        .flat_map(|e| {
+            std::fs::read_to_string(e.path())
+                .unwrap_or_default()
+                .lines()
+                .filter(|l| l.contains("is forbidden: User") && !restarting(l))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
 /// Deletes every aigw object in the namespace and waits until their finalizers have run.
 async fn delete_everything(env: &TestEnv) -> Vec<String> {
     let params = (DeleteParams::default(), ListParams::default());
@@ -1180,7 +1226,8 @@ async fn exactly_once_under_kills_failover_and_faults() {
     std::fs::create_dir_all(&dir).unwrap();
     let env = TestEnv::new("chaos").await;
     let emulator = Emulator::start(&dir).await;
-    let mut replicas = Replicas::new(&dir, &env.namespace, &emulator.url);
+    let kubeconfig = support::chart::operator_kubeconfig(&env.client, &env.namespace, &dir).await;
+    let mut replicas = Replicas::new(&dir, &env.namespace, &emulator.url, kubeconfig);
     replicas.keep_two();
     replicas.sole_leader().await;
     emulator.faults(FAULTS).await;
@@ -1273,6 +1320,11 @@ async fn exactly_once_under_kills_failover_and_faults() {
     assert!(
         lost.is_empty(),
         "remote objects left after deleting everything: {lost:?}"
+    );
+    let refused = refusals(&dir, &chaos.outages);
+    assert!(
+        refused.is_empty(),
+        "the chart's RBAC refused the operator: {refused:#?}"
     );
     println!("logs: {}", dir.display());
     drop(replicas);
