@@ -990,3 +990,150 @@ async fn a_paused_or_observed_api_key_writes_nothing_until_let_go() {
     assert_no_leaks(&h, &[&before]).await;
     h.stop().await;
 }
+
+/// A ValidatingAdmissionPolicy (and its binding) refusing every write of the Secret `name` in
+/// the test's namespace, in force when this returns; `lift` removes it.
+struct SecretRefusal {
+    policies: kube::Api<kube::api::DynamicObject>,
+    bindings: kube::Api<kube::api::DynamicObject>,
+    name: String,
+}
+
+impl SecretRefusal {
+    async fn install(h: &Harness, secret: &str) -> Self {
+        use kube::api::{ApiResource, DynamicObject, GroupVersionKind};
+        let admin = h.env.client.clone();
+        let group = "admissionregistration.k8s.io";
+        let resource = |kind: &str, plural: &str| {
+            ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, "v1", kind), plural)
+        };
+        let policies = kube::Api::<DynamicObject>::all_with(
+            admin.clone(),
+            &resource("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+        );
+        let bindings = kube::Api::<DynamicObject>::all_with(
+            admin.clone(),
+            &resource(
+                "ValidatingAdmissionPolicyBinding",
+                "validatingadmissionpolicybindings",
+            ),
+        );
+        let name = format!("refuse-{}", h.env.namespace);
+        let policy: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": "ValidatingAdmissionPolicy",
+            "metadata": {"name": name},
+            "spec": {"failurePolicy": "Fail",
+                "matchConstraints": {"resourceRules": [{"apiGroups": [""], "apiVersions": ["v1"],
+                    "operations": ["CREATE", "UPDATE"], "resources": ["secrets"]}]},
+                "validations": [{"expression": format!("object.metadata.name != '{secret}'"),
+                                 "message": "this Secret may not be written"}]}}))
+        .unwrap();
+        let binding: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": {"name": name},
+            "spec": {"policyName": name, "validationActions": ["Deny"],
+                "matchResources": {"namespaceSelector": {"matchLabels":
+                    {"kubernetes.io/metadata.name": h.env.namespace}}}}}))
+        .unwrap();
+        policies
+            .create(&PostParams::default(), &policy)
+            .await
+            .unwrap();
+        bindings
+            .create(&PostParams::default(), &binding)
+            .await
+            .unwrap();
+        // In force once a dry-run create of the Secret is refused.
+        let secrets = h.env.api::<Secret>();
+        let probe: Secret = serde_json::from_value(json!({"metadata": {"name": secret}})).unwrap();
+        let dry_run = PostParams {
+            dry_run: true,
+            ..Default::default()
+        };
+        support::wait_until(WAIT, || async {
+            secrets
+                .create(&dry_run, &probe)
+                .await
+                .is_err()
+                .then_some(())
+        })
+        .await
+        .expect("the admission policy never took effect");
+        Self {
+            policies,
+            bindings,
+            name,
+        }
+    }
+
+    async fn lift(&self) {
+        let _ = self.bindings.delete(&self.name, &Default::default()).await;
+        let _ = self.policies.delete(&self.name, &Default::default()).await;
+    }
+}
+
+/// While Kubernetes refuses the Secret write (an admission policy), an ApiKey stops at
+/// `Stalled`, reason `SecretNotWritable`, and leaves no key in the API that no Secret holds:
+/// the key whose value could not be stored is deleted, and no other is minted (no
+/// replacement, no rotation) until a dry-run write of the Secret passes (issue 27, F13). It
+/// used to keep the first key, replace it, then rotate the replacement on every backoff.
+#[tokio::test]
+async fn a_secret_that_cannot_be_written_mints_no_keys() {
+    let h = Harness::start_with("key-unwritable", Duration::from_secs(1)).await;
+    let refusal = SecretRefusal::install(&h, "refused-key").await;
+    let spec = json!({"name": "refused", "kind": "service", "scopes": ["completions.write"],
+                      "secretRef": {"name": "refused-key"}});
+    h.env
+        .api::<ApiKey>()
+        .create(&PostParams::default(), &api_key("refused", spec))
+        .await
+        .unwrap();
+    // Retries (backoff up to the 1 s drift interval) for 15 s.
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let named = |keys: Vec<Value>| -> Vec<Value> {
+        keys.into_iter()
+            .filter(|k| k["name"] == "refused")
+            .collect()
+    };
+    let live: Vec<Value> = named(remote_keys(&h).await)
+        .iter()
+        .map(|k| json!({"id": k["id"], "rotations": k["rotations"]}))
+        .collect();
+    let posts = h.count("POST /ai_gw/v2/api-keys/service").await;
+    let rotations = h
+        .count("POST /ai_gw/v2/api-keys/service/{keyId}/rotate")
+        .await;
+    eprintln!("live keys {live:?}; creates {posts}; rotations {rotations}");
+    assert!(live.is_empty(), "keys no Secret holds: {live:?}");
+    // The dry run before the create is refused too: not even a first key is minted.
+    assert_eq!(
+        posts, 0,
+        "keys were minted while the Secret could not be written"
+    );
+    let stalled = h
+        .env
+        .wait_for::<ApiKey>("refused", WAIT, |k| k.stalled_with("SecretNotWritable"))
+        .await;
+    let (_, _, message) = stalled.condition("Stalled").unwrap();
+    assert!(message.contains("refused-key"), "{message}");
+    assert!(
+        h.env
+            .api::<Secret>()
+            .get_opt("refused-key")
+            .await
+            .unwrap()
+            .is_none(),
+        "the refused Secret exists"
+    );
+    // Once the Secret may be written, one key is created into it.
+    refusal.lift().await;
+    let ready = h.env.wait_for::<ApiKey>("refused", WAIT, ready).await;
+    let id = ready.status.unwrap().id.unwrap();
+    let live = named(remote_keys(&h).await);
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert_eq!(live[0]["id"], id.as_str());
+    let value = secret_value(&h, "refused-key").await;
+    assert_eq!(handshake(&h, &id, &value).await, 200);
+    h.stop().await;
+}

@@ -76,6 +76,10 @@ pub enum Error {
     /// `credentialsSecretRef` names a Secret that aigw did not create.
     #[error("{0}")]
     SecretConflict(String),
+    /// Kubernetes refuses aigw's writes of the credentials Secret (an admission policy, RBAC,
+    /// a quota): no values are issued until a dry-run write of it passes.
+    #[error("{0}")]
+    SecretNotWritable(String),
     /// This replica may not act now (it does not lead, or its lease was not renewed in time):
     /// nothing was sent, and nothing of this reconcile is recorded.
     #[error("not acting: {0}")]
@@ -144,7 +148,8 @@ impl Error {
             | Self::MissingState(_)
             | Self::NotAllowed { .. }
             | Self::AlreadyManaged(_)
-            | Self::SecretConflict(_) => false,
+            | Self::SecretConflict(_)
+            | Self::SecretNotWritable(_) => false,
         }
     }
 
@@ -167,6 +172,7 @@ impl Error {
             Self::NotAllowed { reason, .. } => reason,
             Self::AlreadyManaged(_) => "AlreadyManaged",
             Self::SecretConflict(_) => "SecretConflict",
+            Self::SecretNotWritable(_) => "SecretNotWritable",
             Self::MissingState(_) => "MissingState",
             Self::Gated { reason, .. } => reason,
         }

@@ -211,6 +211,8 @@ pub async fn rotate<K: Rotates>(
     why: &str,
 ) -> Result<Change, Error> {
     let secret_version = check_secret_is_ours(object, cx).await?;
+    // No values are issued while their Secret cannot be written.
+    secret_delivery::probe(cx, object.secret_name(), secret_version.as_deref()).await?;
     let rotation = uuid::Uuid::new_v4().to_string();
     record_intent(
         K::rotation_status(status),
@@ -284,6 +286,10 @@ async fn resume<K: Rotates>(
         .rotating_for
         .clone()
         .unwrap_or_else(|| current_trigger(object));
+    // Neither a rotation nor a replacement issues values while their Secret cannot be written
+    // (an admission policy refusing it would otherwise have a key minted on every retry).
+    let secret_version = check_secret_is_ours(object, cx).await?;
+    secret_delivery::probe(cx, object.secret_name(), secret_version.as_deref()).await?;
     if let Some(message) = K::give_up_lost(status, id) {
         // The rotation ends here (a compare-and-swap: of two writers resuming the same view,
         // only one gives the object up); the kind replaces the object.
@@ -293,7 +299,6 @@ async fn resume<K: Rotates>(
         cx.save_status(status).await?;
         return Ok(Change::new("Replacing", message));
     }
-    let secret_version = check_secret_is_ours(object, cx).await?;
     // A fresh id, recorded with a compare-and-swap: of two writers resuming the same view,
     // only one calls again.
     let rotation = uuid::Uuid::new_v4().to_string();

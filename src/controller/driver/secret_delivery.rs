@@ -115,6 +115,35 @@ pub struct Delivery<'a> {
 /// replica's lease, so a stale writer fails instead of storing values since revoked.
 pub async fn deliver<K: Managed>(cx: &Cx<'_, K>, delivery: Delivery<'_>) -> Result<(), Error> {
     cx.gate.may_write()?;
+    write(cx, delivery, false).await
+}
+
+/// Asks Kubernetes whether aigw may write the Secret `name` as [`deliver`] would (`expected`
+/// its resourceVersion, `None` when it does not exist), by a dry-run write that stores nothing:
+/// called before values are issued (a create, a rotation), so that none are issued while their
+/// Secret cannot be written. A refusal is [`Error::SecretNotWritable`].
+pub async fn probe<K: Managed>(
+    cx: &Cx<'_, K>,
+    name: &str,
+    expected: Option<&str>,
+) -> Result<(), Error> {
+    if cx.ctx.dry_run {
+        return Ok(());
+    }
+    let delivery = Delivery {
+        name,
+        values: Vec::new(),
+        annotations: Vec::new(),
+        expected,
+    };
+    write(cx, delivery, true).await
+}
+
+async fn write<K: Managed>(
+    cx: &Cx<'_, K>,
+    delivery: Delivery<'_>,
+    dry_run: bool,
+) -> Result<(), Error> {
     let Delivery {
         name,
         values,
@@ -152,15 +181,24 @@ pub async fn deliver<K: Managed>(cx: &Cx<'_, K>, delivery: Delivery<'_>) -> Resu
     // created (and a create that finds one fails: someone else wrote it meanwhile).
     let api = secrets(cx);
     let written = match expected {
-        Some(_) => api
-            .patch(name, &PatchParams::default(), &Patch::Merge(&secret))
-            .await
-            .map(|_| ()),
-        None => api
-            .create(&kube::api::PostParams::default(), &secret)
-            .await
-            .map(|_| ()),
+        Some(_) => {
+            let params = PatchParams {
+                dry_run,
+                ..Default::default()
+            };
+            api.patch(name, &params, &Patch::Merge(&secret))
+                .await
+                .map(|_| ())
+        }
+        None => {
+            let params = kube::api::PostParams {
+                dry_run,
+                ..Default::default()
+            };
+            api.create(&params, &secret).await.map(|_| ())
+        }
     };
+    let tried = if dry_run { "may write" } else { "write" };
     written.map_err(|e| match e {
         kube::Error::Api(status) if status.code == 409 && expected.is_none() => {
             Error::SecretConflict(format!(
@@ -173,7 +211,14 @@ pub async fn deliver<K: Managed>(cx: &Cx<'_, K>, delivery: Delivery<'_>) -> Resu
             ),
             kube::Error::Api(status),
         ),
-        e => Error::kube(format!("write the credentials Secret {name}"), e),
+        // Refused by RBAC, an admission policy or a quota: no retry soon helps.
+        kube::Error::Api(status) if matches!(status.code, 400 | 403 | 422) => {
+            Error::SecretNotWritable(format!(
+                "Kubernetes refuses to let aigw {tried} the credentials Secret {name} ({}: {}); no values are issued until it may",
+                status.reason, status.message
+            ))
+        }
+        e => Error::kube(format!("{tried} the credentials Secret {name}"), e),
     })
 }
 

@@ -473,6 +473,9 @@ async fn create(
     };
     let before = status.clone();
     let client = cx.api(Op::Create).await?;
+    // No key is issued while its Secret cannot be written.
+    let secret = &key.spec.secret_ref.name;
+    secret_delivery::probe(cx, secret, secret_version.as_deref()).await?;
     let kind = key.spec.kind.to_api();
     let outcome = create_once(
         cx,
@@ -564,7 +567,6 @@ async fn create(
     };
     cx.conceal(created.key.expose());
     status.id = Some(created.id.clone());
-    let secret = &key.spec.secret_ref.name;
     let delivery = Delivery {
         name: secret,
         values: vec![(SECRET_KEY, created.key.expose())],
@@ -588,11 +590,32 @@ async fn create(
             status.id = None;
             return Err(e);
         }
-        // The value is lost with this answer: only a rotation issues another. Record that
-        // intent with the id, so the next reconcile rotates into the Secret.
-        rotation::issued_by_create(key, status, false);
-        cx.save_status(status).await?;
-        return Err(e);
+        // A write whose answer was lost may have stored it after all.
+        let held = secret_delivery::secret_annotation(cx, secret, API_KEY_ID_ANNOTATION).await;
+        if held.ok().flatten().as_deref() != Some(created.id.as_str()) {
+            // Its value was never stored, and is lost with this answer: the key goes, so no
+            // key is left that no Secret holds. The next create first asks whether the Secret
+            // may be written (a dry run), and issues no key while it may not.
+            let result = cx
+                .api(Op::Delete)
+                .await?
+                .api_keys(key.spec.kind.to_api())
+                .delete(&created.id)
+                .await;
+            let what = format!(
+                "API key {} (its value could not be stored in Secret {secret})",
+                created.id
+            );
+            if removed("Deleted", "delete", &what, result).is_ok() {
+                status.id = None;
+                return Err(e);
+            }
+            // The key stays: only a rotation can give the Secret a value of it, once the
+            // Secret may be written. Record that intent with the id.
+            rotation::issued_by_create(key, status, false);
+            cx.save_status(status).await?;
+            return Err(e);
+        }
     }
     // A key created again (the remote one was gone) has a new value: roll the workloads.
     let recreated = status.rotation.last_rotated_at.is_some();
