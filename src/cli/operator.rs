@@ -30,11 +30,19 @@ pub struct OperatorArgs {
         value_delimiter = ','
     )]
     namespaces: Vec<String>,
-    /// Label selector of the cluster-scoped objects (ClusterGuardrails) to reconcile, e.g.
-    /// `aigw.io/environment=prod`. Cluster-scoped kinds are reconciled whatever `--namespace`
-    /// says; this lets several operators share a cluster, each taking its own. Default: all.
-    #[arg(long, env = "AIGW_CLUSTER_SELECTOR", value_name = "SELECTOR")]
+    /// Label selector of the cluster-scoped objects this installation sees, e.g.
+    /// `aigw.io/environment=prod`: the ClusterGuardrails and Integrations it reconciles, and the
+    /// Connections it uses (a resource naming a Connection outside it is another
+    /// installation's, left untouched). Default: all.
+    #[arg(long, env = "AIGW_CLUSTER_SELECTOR", value_name = "SELECTOR", value_parser = parse_selector)]
     cluster_selector: Option<String>,
+    /// The id this installation claims its objects under (the annotation
+    /// `aigw.io/installation`): an object claimed by another id is left untouched. Installations
+    /// sharing a cluster need different ids; replicas of one installation (and its `--dry-run`)
+    /// the same. Default: `<leader-election namespace>/aigw` (the chart renders
+    /// `<release namespace>/<release fullname>`).
+    #[arg(long, env = "AIGW_INSTALLATION_ID", value_name = "ID", value_parser = parse_installation_id)]
+    installation_id: Option<String>,
     /// Reconciles running at once, per kind.
     #[arg(long, env = "AIGW_CONCURRENCY", default_value_t = 4, value_name = "N")]
     concurrency: u16,
@@ -111,6 +119,14 @@ fn parse_share(value: &str) -> Result<f64, String> {
     }
 }
 
+fn parse_selector(value: &str) -> Result<String, String> {
+    aigw::controller::installation::parse_selector(value).map(|_| value.to_string())
+}
+
+fn parse_installation_id(value: &str) -> Result<String, String> {
+    aigw::controller::installation::check_id(value).map(|()| value.to_string())
+}
+
 /// Feeds per-request results of the API client into the operator's metrics.
 struct MetricsObserver(Arc<Metrics>);
 
@@ -152,8 +168,12 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         full_read_interval: args.full_read_interval,
         drift_qps_share: args.drift_qps_share,
         cluster_selector: args.cluster_selector.clone(),
+        installation_id: args.installation_id.clone().unwrap_or_else(|| {
+            format!("{}/{}", args.leader_election_namespace, leader::LEASE_NAME)
+        }),
         dry_run: args.dry_run,
     };
+    tracing::info!(installation = %settings.installation_id, "this installation acts only on the objects it claims (aigw.io/installation)");
     let grants = args
         .grants_file
         .as_deref()

@@ -15,7 +15,7 @@ pub use kinds::{
     rate_limits_policy, usage_limits_policy,
 };
 pub use runtime::{backoff, census, events, failpoints, health, leader, metrics};
-pub use state::{claims, connections, followers, relay};
+pub use state::{claims, connections, followers, installation, relay};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -70,6 +70,8 @@ pub struct Context {
     pub watched_namespaces: Vec<Option<String>>,
     /// The label selector of the cluster-scoped objects this operator reconciles (`None`: all).
     pub cluster_selector: Option<String>,
+    /// This installation (`--installation-id`, `--cluster-selector`): which objects are its own.
+    pub installation: installation::Installation,
     /// `--dry-run`: read everything, write nothing (no management-API write, no status, no
     /// finalizer, no Secret); each write a reconcile reaches becomes a `Would…` event.
     pub dry_run: bool,
@@ -96,6 +98,9 @@ pub struct Settings {
     /// Label selector of the cluster-scoped objects to reconcile (`None`: all of them), so that
     /// operators sharing a cluster (one per environment) each take their own.
     pub cluster_selector: Option<String>,
+    /// The id this installation claims objects under (`aigw.io/installation`); installations
+    /// sharing a cluster need different ids, the replicas of one installation the same.
+    pub installation_id: String,
     /// Read everything and write nothing; report each write as a `Would…` event.
     pub dry_run: bool,
 }
@@ -109,6 +114,7 @@ impl Default for Settings {
             full_read_interval: drift::DEFAULT_FULL_READ_INTERVAL,
             drift_qps_share: drift::DEFAULT_QPS_SHARE,
             cluster_selector: None,
+            installation_id: installation::DEFAULT_ID.to_string(),
             dry_run: false,
         }
     }
@@ -125,7 +131,38 @@ impl Settings {
     }
 }
 
+impl Settings {
+    /// This installation, from `installation_id` and `cluster_selector` (the CLI checked both).
+    /// Should either be invalid all the same, the installation selects nothing cluster-scoped
+    /// (no Connection, no cluster-scoped object) rather than everything.
+    pub fn installation(&self) -> installation::Installation {
+        let selector = self.cluster_selector.as_deref();
+        installation::Installation::new(&self.installation_id, selector).unwrap_or_else(|error| {
+            tracing::error!(%error, "this installation selects no cluster-scoped object");
+            installation::Installation::new(
+                installation::DEFAULT_ID,
+                Some("aigw.io/none,!aigw.io/none"),
+            )
+            .unwrap_or_default()
+        })
+    }
+}
+
 impl Context {
+    /// What this installation does with `object` ([`installation::verdict`]), from the object and
+    /// the Connection watch cache: no apiserver read.
+    pub async fn verdict<K: Managed>(&self, object: &K) -> installation::Verdict {
+        use crate::resources::common::FINALIZER;
+        use kube::ResourceExt;
+        let name = object.connection_name();
+        let cached = self.stores.connections.find(name).await;
+        let labels = cached
+            .as_ref()
+            .map(|found| found.as_ref().map(|c| c.labels()));
+        let holds = object.finalizers().iter().any(|f| f == FINALIZER);
+        installation::verdict(&self.installation, object, name, labels, holds)
+    }
+
     pub fn new(
         kube: kube::Client,
         connections: Connections,
@@ -158,6 +195,7 @@ impl Context {
             events: Default::default(),
             watched_namespaces: settings.watched_namespaces(),
             cluster_selector: settings.cluster_selector.clone(),
+            installation: settings.installation(),
             dry_run: settings.dry_run,
             followers: Default::default(),
             relay: Default::default(),
@@ -549,7 +587,7 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
     info!(namespaces = ?settings.namespaces, concurrency = settings.concurrency, drift_interval = ?settings.drift_interval, "starting controllers");
     if !settings.namespaces.is_empty() && settings.cluster_selector.is_none() {
         warn!(
-            "--namespace scopes the namespaced kinds only: this operator reconciles every cluster-scoped object (ClusterGuardrail, Integration); when several operators share the cluster, give each a --cluster-selector"
+            "--namespace scopes the namespaced kinds only: this installation sees every Connection and takes every unclaimed cluster-scoped object (ClusterGuardrail, Integration); when several installations share the cluster, give each a --cluster-selector and its own --installation-id"
         );
     }
     let mut tasks = Vec::new();

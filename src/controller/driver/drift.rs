@@ -481,7 +481,12 @@ async fn run<K: Listed>(ctx: Arc<Context>, reads: Reads<K>) {
 async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>) -> usize {
     let mut groups: BTreeMap<(String, Option<String>), Vec<Arc<K>>> = BTreeMap::new();
     for object in K::stores(&ctx.stores).all() {
-        if listable(object.as_ref()) {
+        // Only this installation's objects: an API list through another's Connection is a call
+        // it must not make (an object not claimed yet is claimed by its reconcile first).
+        let ours = || async {
+            ctx.verdict(object.as_ref()).await == crate::controller::installation::Verdict::Ours
+        };
+        if listable(object.as_ref()) && ours().await {
             groups
                 .entry((
                     object.connection_name().to_string(),

@@ -48,6 +48,9 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
     let key = object_key(&*object);
     debug!(kind = K::KIND, object = %key, "reconcile");
     let objects: Api<K> = K::api(&ctx.kube, Some(namespace.as_str()));
+    if let Some(action) = not_yet_ours::<K>(&object, &objects, &ctx, &key).await? {
+        return Ok(action);
+    }
     let started = std::time::Instant::now();
     if ctx.dry_run {
         let result = dry_run::<K>(&object, &objects, &ctx).await;
@@ -68,6 +71,51 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
     ctx.metrics
         .observe_reconcile(K::KIND, result.is_ok(), started.elapsed());
     result
+}
+
+/// Whether this installation may go on with `object` ([`crate::controller::installation`]):
+/// `None` when it is this installation's. Otherwise what to do instead, having written nothing
+/// or only the claim: another installation's object is left untouched (a debug line, no
+/// finalizer, status, event or API call); an unclaimed one is claimed, and its reconcile starts
+/// when the watch shows the claim. A dry run writes no claim: it goes on with an unclaimed
+/// object as the installation that takes it would.
+async fn not_yet_ours<K: Managed>(
+    object: &K,
+    objects: &Api<K>,
+    ctx: &Context,
+    key: &str,
+) -> Result<Option<Action>, Error> {
+    use crate::controller::installation::{self, Verdict};
+    let verdict = ctx.verdict(object).await;
+    let deleting = object.meta().deletion_timestamp.is_some();
+    let holds = object.finalizers().iter().any(|f| f == FINALIZER);
+    Ok(Some(match verdict {
+        Verdict::Ours => return Ok(None),
+        Verdict::Unclaimed if ctx.dry_run => return Ok(None),
+        // Going without aigw: nothing to claim it for.
+        Verdict::Unclaimed if deleting && !holds => Action::await_change(),
+        Verdict::Unclaimed => {
+            installation::take(objects, object, ctx.installation.id()).await?;
+            debug!(kind = K::KIND, object = %key, installation = ctx.installation.id(), "claimed for this installation");
+            Action::await_change()
+        }
+        Verdict::GiveBack(why) => {
+            if !ctx.dry_run {
+                installation::give_back(objects, object).await?;
+            }
+            debug!(kind = K::KIND, object = %key, %why, "not this installation's any more; claim given back");
+            Action::await_change()
+        }
+        Verdict::NotOurs(why) => {
+            debug!(kind = K::KIND, object = %key, %why, "not this installation's; left untouched");
+            // A claim that changes shows in the watch; a Connection relabelled does not.
+            Action::requeue(jittered(ctx.drift_interval))
+        }
+        Verdict::Undecided => {
+            debug!(kind = K::KIND, object = %key, "the Connection cache has not listed yet; deciding later");
+            Action::requeue(Duration::from_secs(1))
+        }
+    }))
 }
 
 /// Removes aigw's finalizer once the cleanup is done: a JSON patch that tests the finalizer is

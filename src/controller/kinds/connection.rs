@@ -25,6 +25,10 @@ pub async fn reconcile(connection: Arc<Connection>, ctx: Arc<Context>) -> Result
     if !ctx.leadership.is_leader() {
         return Ok(Action::await_change());
     }
+    // Another installation's Connection (outside `--cluster-selector`): not probed, no status.
+    if !ctx.installation.selects(connection.labels()) {
+        return Ok(Action::await_change());
+    }
     let name = connection.name_any();
     let generation = connection.meta().generation;
     let before = connection.status.clone();

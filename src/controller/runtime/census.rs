@@ -73,7 +73,14 @@ pub fn refresh(ctx: &Context) {
 
 fn record<K: Managed>(ctx: &Context) {
     let objects = K::stores(&ctx.stores).all();
-    let census = count(objects.iter().map(AsRef::as_ref));
+    // Another installation's objects are counted by it.
+    let theirs = |o: &&K| {
+        matches!(
+            ctx.installation.claim_on(*o),
+            crate::controller::installation::Claim::Theirs(_)
+        )
+    };
+    let census = count(objects.iter().map(AsRef::as_ref).filter(|o| !theirs(o)));
     ctx.metrics.census(K::KIND, &census);
 }
 

@@ -1,0 +1,405 @@
+//! Which objects are this installation's. An installation is one release of the operator (its
+//! flags, its Connections, its `default`); several may share a cluster, even a namespace. Each
+//! acts only on objects that are its own:
+//! - a namespaced object whose Connection it can see: a Connection its `--cluster-selector`
+//!   selects, or, when no Connection of that name exists, its own `default` (its flags) or the
+//!   missing Connection it reports;
+//! - a cluster-scoped object its `--cluster-selector` selects (its watch lists no other);
+//! - and, of those, only one that no other installation has claimed.
+//!
+//! The claim is the annotation `aigw.io/installation: <id>`, written when an installation first
+//! takes an object (as external-dns records its owner id on a DNS record), before any other
+//! write: a merge patch that carries the resourceVersion the decision was made on, so of two
+//! installations racing for one object exactly one takes it; the other sees the claim and backs
+//! off without a trace (a debug log line). An object made before claims existed has none: the
+//! first installation that would reconcile it takes it. The claim stays as long as the object
+//! (it goes with it, after the finalizer), so a deletion is cleaned up by the installation that
+//! managed the object. An object of someone else gets no finalizer, no status, no event and no
+//! API call, and costs no apiserver read: the decision is made from the watch caches.
+
+use std::collections::BTreeMap;
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::core::{Expression, Selector, SelectorExt};
+use kube::{Resource, ResourceExt};
+
+use crate::controller::error::Error;
+
+/// The annotation naming the installation that took an object.
+pub const ANNOTATION: &str = "aigw.io/installation";
+
+/// The longest installation id accepted.
+const MAX_ID: usize = 253;
+
+/// This installation: its id and what its `--cluster-selector` selects.
+#[derive(Debug, Clone)]
+pub struct Installation {
+    id: String,
+    selector: Option<Selector>,
+}
+
+impl Default for Installation {
+    fn default() -> Self {
+        Self {
+            id: DEFAULT_ID.to_string(),
+            selector: None,
+        }
+    }
+}
+
+/// The id of an installation when nothing names one (`Settings::default`).
+pub const DEFAULT_ID: &str = "aigw";
+
+impl Installation {
+    /// `id` (see [`check_id`]) and the `--cluster-selector` text (see [`parse_selector`]).
+    pub fn new(id: &str, selector: Option<&str>) -> Result<Self, String> {
+        check_id(id)?;
+        let selector = selector.map(parse_selector).transpose()?;
+        Ok(Self {
+            id: id.to_string(),
+            selector,
+        })
+    }
+
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Whether the `--cluster-selector` selects a cluster-scoped object with `labels`
+    /// (everything, without one).
+    pub fn selects(&self, labels: &BTreeMap<String, String>) -> bool {
+        self.selector.as_ref().is_none_or(|s| s.matches(labels))
+    }
+
+    /// Who claimed `object`, and whether that is this installation.
+    pub fn claim_on<K: Resource>(&self, object: &K) -> Claim {
+        match object
+            .meta()
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ANNOTATION))
+        {
+            None => Claim::None,
+            Some(id) if *id == self.id => Claim::Ours,
+            Some(id) => Claim::Theirs(id.clone()),
+        }
+    }
+}
+
+/// The claim an object carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Claim {
+    None,
+    Ours,
+    Theirs(String),
+}
+
+/// What this installation does with an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// Claimed by this installation: reconcile it.
+    Ours,
+    /// This installation's to take: claim it first.
+    Unclaimed,
+    /// Another installation's: leave it untouched (the reason, for a debug line).
+    NotOurs(String),
+    /// Claimed by this installation, but its Connection is another installation's now and it
+    /// holds nothing of this one (no finalizer): give the claim back so that one can take it.
+    GiveBack(String),
+    /// The Connection cache has not listed yet: decide later.
+    Undecided,
+}
+
+/// What this installation does with `object`, which uses Connection `connection`: from the
+/// object's claim and the Connection watch cache (`cached`: `None` when that cache has not
+/// listed, `Some(None)` when no such Connection exists), without an apiserver read.
+pub fn verdict<K: Resource>(
+    installation: &Installation,
+    object: &K,
+    connection: &str,
+    cached: Option<Option<&BTreeMap<String, String>>>,
+    holds_finalizer: bool,
+) -> Verdict {
+    let claim = installation.claim_on(object);
+    if let Claim::Theirs(id) = &claim {
+        return Verdict::NotOurs(format!("claimed by installation {id}"));
+    }
+    let visible = match cached {
+        None => return Verdict::Undecided,
+        // No such Connection: no installation sees it, and the one that takes the object reports
+        // it (or uses its own `default`).
+        Some(None) => true,
+        Some(Some(labels)) => installation.selects(labels),
+    };
+    let hidden = || format!("its Connection {connection} is not selected by --cluster-selector");
+    match (claim, visible) {
+        (Claim::Ours, false) if !holds_finalizer => Verdict::GiveBack(hidden()),
+        (_, false) => Verdict::NotOurs(hidden()),
+        (Claim::Ours, true) => Verdict::Ours,
+        (_, true) => Verdict::Unclaimed,
+    }
+}
+
+/// Takes `object` for installation `id`: adds the claim, on condition that the object is still
+/// at the resourceVersion the decision was made on. `Err(Conflict)` when it changed (another
+/// installation may have claimed it: the next reconcile sees).
+pub async fn take<K>(objects: &Api<K>, object: &K, id: &str) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    write_claim(objects, object, serde_json::Value::String(id.into())).await
+}
+
+/// Removes this installation's claim from `object` (on the same condition as [`take`]).
+pub async fn give_back<K>(objects: &Api<K>, object: &K) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    write_claim(objects, object, serde_json::Value::Null).await
+}
+
+async fn write_claim<K>(objects: &Api<K>, object: &K, value: serde_json::Value) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let name = object.name_any();
+    let kind = K::kind(&());
+    let patch = serde_json::json!({"metadata": {
+        "resourceVersion": object.meta().resource_version,
+        "annotations": {ANNOTATION: value},
+    }});
+    match objects
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 409 => {
+            Err(Error::Conflict(format!("{kind} {name}: claimed meanwhile")))
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(e) => Err(Error::kube(format!("claim {kind} {name}"), e)),
+    }
+}
+
+/// An installation id: 1 to 253 characters, none of them whitespace or control characters.
+pub fn check_id(id: &str) -> Result<(), String> {
+    if id.is_empty() || id.len() > MAX_ID {
+        return Err(format!(
+            "--installation-id must be 1 to {MAX_ID} characters long"
+        ));
+    }
+    if id.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "--installation-id {id:?} holds whitespace or a control character"
+        ));
+    }
+    Ok(())
+}
+
+/// Parses a label selector as `kubectl -l` takes it: requirements joined by commas, each
+/// `key`, `!key`, `key=value`, `key==value`, `key!=value`, `key in (a,b)` or
+/// `key notin (a,b)`. The apiserver evaluates the same text for the cluster-scoped watches;
+/// this evaluates it on Connections from the cache.
+pub fn parse_selector(text: &str) -> Result<Selector, String> {
+    let bad = |why: &str| format!("--cluster-selector {text:?}: {why}");
+    let mut expressions = Vec::new();
+    for requirement in split_requirements(text).map_err(|e| bad(&e))? {
+        let requirement = requirement.trim();
+        if requirement.is_empty() {
+            return Err(bad("an empty requirement"));
+        }
+        expressions.push(parse_requirement(requirement).map_err(|e| bad(&e))?);
+    }
+    if expressions.is_empty() {
+        return Err(bad("no requirement"));
+    }
+    Ok(Selector::from_iter(expressions))
+}
+
+/// The requirements of `text`: split at the commas outside parentheses.
+fn split_requirements(text: &str) -> Result<Vec<&str>, String> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0usize, 0usize);
+    for (at, c) in text.char_indices() {
+        match c {
+            '(' if depth == 0 => depth = 1,
+            '(' => return Err("nested parentheses".into()),
+            ')' if depth == 1 => depth = 0,
+            ')' => return Err("a ')' without its '('".into()),
+            ',' if depth == 0 => {
+                parts.push(&text[start..at]);
+                start = at + 1;
+            }
+            _ => {}
+        }
+    }
+    if depth != 0 {
+        return Err("a '(' without its ')'".into());
+    }
+    parts.push(&text[start..]);
+    Ok(parts)
+}
+
+fn parse_requirement(text: &str) -> Result<Expression, String> {
+    if let Some(key) = text.strip_prefix('!') {
+        return Ok(Expression::DoesNotExist(label_key(key)?));
+    }
+    for (op, not) in [("!=", true), ("==", false), ("=", false)] {
+        if let Some((key, value)) = text.split_once(op) {
+            let (key, value) = (label_key(key)?, label_value(value)?);
+            return Ok(match not {
+                true => Expression::NotEqual(key, value),
+                false => Expression::Equal(key, value),
+            });
+        }
+    }
+    if let Some(open) = text.find('(') {
+        let head: Vec<&str> = text[..open].split_whitespace().collect();
+        let list = text[open + 1..]
+            .strip_suffix(')')
+            .ok_or_else(|| format!("{text:?}: text after ')'"))?;
+        let values = list.split(',').map(label_value).collect::<Result<_, _>>()?;
+        return match head.as_slice() {
+            [key, "in"] => Ok(Expression::In(label_key(key)?, values)),
+            [key, "notin"] => Ok(Expression::NotIn(label_key(key)?, values)),
+            _ => Err(format!(
+                "{text:?}: expected `key in (…)` or `key notin (…)`"
+            )),
+        };
+    }
+    Ok(Expression::Exists(label_key(text)?))
+}
+
+fn label_key(key: &str) -> Result<String, String> {
+    let key = key.trim();
+    let valid = !key.is_empty()
+        && key.len() <= 316
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./".contains(c));
+    match valid {
+        true => Ok(key.to_string()),
+        false => Err(format!("{key:?} is not a label key")),
+    }
+}
+
+fn label_value(value: &str) -> Result<String, String> {
+    let value = value.trim();
+    let valid = value.len() <= 63
+        && value
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c));
+    match valid {
+        true => Ok(value.to_string()),
+        false => Err(format!("{value:?} is not a label value")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn selectors_match_as_kubectl_reads_them() {
+        let prod = labels(&[("aigw.io/environment", "prod"), ("team", "a")]);
+        let staging = labels(&[("aigw.io/environment", "staging")]);
+        let cases = [
+            ("aigw.io/environment=prod", true, false),
+            ("aigw.io/environment==prod", true, false),
+            ("aigw.io/environment!=prod", false, true),
+            ("aigw.io/environment in (prod, dev)", true, false),
+            ("aigw.io/environment notin (prod,dev)", false, true),
+            ("team", true, false),
+            ("!team", false, true),
+            ("aigw.io/environment=prod,team=a", true, false),
+            ("aigw.io/environment in (prod,staging), !team", false, true),
+        ];
+        for (text, on_prod, on_staging) in cases {
+            let installation = Installation::new("ns/aigw", Some(text)).unwrap();
+            assert_eq!(installation.selects(&prod), on_prod, "{text} on prod");
+            assert_eq!(
+                installation.selects(&staging),
+                on_staging,
+                "{text} on staging"
+            );
+        }
+        assert!(Installation::new("ns/aigw", None).unwrap().selects(&prod));
+    }
+
+    #[test]
+    fn a_bad_selector_or_id_is_refused_naming_the_flag() {
+        for text in [
+            "",
+            "a=b,",
+            "a in (b",
+            "a in b)",
+            "a b",
+            "a=b c",
+            "x in (a,(b))",
+        ] {
+            let error = parse_selector(text).unwrap_err();
+            assert!(error.starts_with("--cluster-selector"), "{text}: {error}");
+        }
+        for id in ["", "a b", &"x".repeat(254)] {
+            let error = check_id(id).unwrap_err();
+            assert!(error.starts_with("--installation-id"), "{id}: {error}");
+        }
+    }
+
+    fn config(claim: Option<&str>) -> crate::resources::Config {
+        let mut value = serde_json::json!({
+            "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+            "metadata": {"name": "c", "namespace": "n"},
+            "spec": {"name": "c", "config": {}}
+        });
+        if let Some(id) = claim {
+            value["metadata"]["annotations"] = serde_json::json!({ ANNOTATION: id });
+        }
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn only_an_unclaimed_or_own_object_whose_connection_is_visible_is_ours() {
+        let me = Installation::new("a", Some("env=a")).unwrap();
+        let mine = labels(&[("env", "a")]);
+        let theirs = labels(&[("env", "b")]);
+        let verdict =
+            |claim, cached, finalizer| verdict(&me, &config(claim), "x", cached, finalizer);
+        // Claimed by another: whatever the Connection.
+        assert!(matches!(
+            verdict(Some("b"), Some(Some(&mine)), false),
+            Verdict::NotOurs(_)
+        ));
+        assert!(matches!(
+            verdict(Some("b"), Some(None), true),
+            Verdict::NotOurs(_)
+        ));
+        // Visible (selected, or no such Connection): ours, or to take.
+        assert_eq!(verdict(Some("a"), Some(Some(&mine)), true), Verdict::Ours);
+        assert_eq!(verdict(None, Some(Some(&mine)), false), Verdict::Unclaimed);
+        assert_eq!(verdict(None, Some(None), false), Verdict::Unclaimed);
+        assert_eq!(verdict(Some("a"), Some(None), false), Verdict::Ours);
+        // A Connection another installation selects.
+        assert!(matches!(
+            verdict(None, Some(Some(&theirs)), false),
+            Verdict::NotOurs(_)
+        ));
+        assert!(matches!(
+            verdict(Some("a"), Some(Some(&theirs)), false),
+            Verdict::GiveBack(_)
+        ));
+        assert!(matches!(
+            verdict(Some("a"), Some(Some(&theirs)), true),
+            Verdict::NotOurs(_)
+        ));
+        // The cache has not listed.
+        assert_eq!(verdict(None, None, false), Verdict::Undecided);
+    }
+}
