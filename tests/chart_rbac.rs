@@ -618,7 +618,9 @@ async fn connection_with_token_in(release: &TestEnv, chart: &Chart, emulator: &R
         .expect("create the token Secret");
     let name = chart.service_account.clone();
     let connection: Connection = object(json!({
-        "apiVersion": "aigw.io/v1alpha1", "kind": "Connection", "metadata": {"name": name},
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
+        // Selected by the release's --cluster-selector: otherwise another installation's.
+        "metadata": {"name": name, "labels": {"aigw-test/env": release.namespace}},
         "spec": {
             "managementUrl": emulator.management_url(), "gatewayUrl": emulator.gateway_url(),
             "auth": {"bearerToken": {"secretRef": {"namespace": release.namespace, "name": API_TOKEN_SECRET, "key": "token"}}},

@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use support::harness::{Harness, TOKEN, captured_logs};
+use support::harness::{CLUSTER_LABEL, Harness, TOKEN, captured_logs};
 
 const WAIT: Duration = Duration::from_secs(30);
 const ANNOTATION: &str = "aigw.io/credentials-rotated-at";
@@ -568,7 +568,10 @@ async fn create_connection(h: &Harness, name: &str, extra: Value) {
         spec[k] = v.clone();
     }
     let connection: Connection = object(
-        json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Connection", "metadata": {"name": name}, "spec": spec}),
+        // Labelled for this test's installation: a Connection its --cluster-selector does not
+        // select is another installation's.
+        json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
+               "metadata": {"name": name, "labels": {CLUSTER_LABEL: ns}}, "spec": spec}),
     );
     Api::<Connection>::all(h.env.client.clone())
         .create(&PostParams::default(), &connection)

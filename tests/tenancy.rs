@@ -347,3 +347,246 @@ async fn a_connection_may_not_read_secrets_outside_its_namespace() {
         .await;
     h.stop().await;
 }
+
+/// Two installations over one namespace and the same cluster-scoped kinds, each with its own id,
+/// tenant (its own emulator and token behind its `default`) and `--cluster-selector`: each
+/// object is taken by one of them, and the other makes no write about it, remote or in the
+/// cluster (no claim, finalizer, status or event). A Config naming no Connection (each
+/// installation's own `default`) has one remote copy; a ClusterGuardrail both select is not
+/// created again by the other when the one that took it is gone; objects naming one
+/// installation's Connection are that one's alone.
+#[tokio::test]
+async fn two_installations_act_only_on_their_own_objects() {
+    use aigw::controller::installation::ANNOTATION;
+    use aigw::resources::{ClusterGuardrail, Connection};
+    use support::harness::CLUSTER_LABEL;
+
+    let mut h = Harness::start_with("ten-inst", DRIFT).await;
+    // The harness's own operator is neither installation.
+    h.stop_operator().await;
+    let ns = h.env.namespace.clone();
+    // Both select this test's cluster-scoped objects; a Connection labelled for one is not the
+    // other's.
+    let selector = |other: &str| format!("{CLUSTER_LABEL}={ns},aigw-test/installation!={other}");
+    let a = h.installation("inst-a", &selector("inst-b")).await;
+    let b = h.installation("inst-b", &selector("inst-a")).await;
+
+    // A Connection of b's (to b's tenant), and a Config naming it.
+    let token: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "b-token"}, "stringData": {"token": b.token}
+    }))
+    .unwrap();
+    h.env
+        .api::<Secret>()
+        .create(&PostParams::default(), &token)
+        .await
+        .unwrap();
+    let conn_b = format!("{ns}-b");
+    let connection: Connection = serde_json::from_value(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
+        "metadata": {"name": conn_b, "labels": {CLUSTER_LABEL: ns, "aigw-test/installation": "inst-b"}},
+        "spec": {"managementUrl": b.emulator.management_url(), "gatewayUrl": b.emulator.gateway_url(),
+                 "auth": {"bearerToken": {"secretRef": {"namespace": ns, "name": "b-token", "key": "token"}}}}
+    }))
+    .unwrap();
+    let connections = Api::<Connection>::all(h.env.client.clone());
+    connections
+        .create(&PostParams::default(), &connection)
+        .await
+        .unwrap();
+    let mut through_b = routing("through-b");
+    through_b["connectionRef"] = json!({"name": conn_b});
+    create::<Config>(&h.env, "through-b", through_b).await;
+    // A Config naming no Connection, and a ClusterGuardrail: both installations see them.
+    create::<Config>(&h.env, "shared", routing("shared")).await;
+    let guardrail_spec = json!({"name": "org-shared",
+        "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
+        "actions": {"deny": true}});
+    let guardrails = Api::<ClusterGuardrail>::all(h.env.client.clone());
+    let guardrail = h.cluster_name("org-shared");
+    guardrails
+        .create(
+            &PostParams::default(),
+            &h.cluster_object("ClusterGuardrail", "org-shared", guardrail_spec),
+        )
+        .await
+        .unwrap();
+
+    for name in ["shared", "through-b"] {
+        h.env.wait_for::<Config>(name, WAIT, |c| c.ready()).await;
+    }
+    support::wait_until(WAIT, || async {
+        guardrails.get(&guardrail).await.ok().filter(|g| g.ready())
+    })
+    .await
+    .expect("the ClusterGuardrail is Ready");
+    // Both have had time to act (their drift interval is 1 s).
+    tokio::time::sleep(Duration::from_secs(5)).await;
+
+    let installations = [&a, &b];
+    let by_id = |id: &str| *installations.iter().find(|i| i.id == id).unwrap();
+    let other = |id: &str| *installations.iter().find(|i| i.id != id).unwrap();
+    // One remote copy of each, in the tenant of the installation that took it.
+    let mut copies = Vec::new();
+    for installation in installations {
+        let state = installation.state().await;
+        for config in state["configs"].as_array().into_iter().flatten() {
+            copies.push((
+                installation.id.clone(),
+                config["slug"].as_str().unwrap_or("").to_string(),
+            ));
+        }
+    }
+    let shared_copies: Vec<_> = copies
+        .iter()
+        .filter(|(_, slug)| slug.contains("shared"))
+        .collect();
+    assert_eq!(
+        shared_copies.len(),
+        1,
+        "one remote copy of the Config naming no Connection: {copies:?}"
+    );
+    let (in_a, in_b) = (
+        guardrail_copies(&a).await > 0,
+        guardrail_copies(&b).await > 0,
+    );
+    assert!(
+        in_a != in_b,
+        "the ClusterGuardrail exists in exactly one tenant (a: {in_a}, b: {in_b})"
+    );
+    let claim = |annotations: Option<&std::collections::BTreeMap<String, String>>| {
+        annotations.and_then(|a| a.get(ANNOTATION)).cloned()
+    };
+    let configs = h.env.api::<Config>();
+    let shared = configs.get("shared").await.unwrap();
+    let shared_owner = claim(shared.metadata.annotations.as_ref()).expect("shared is claimed");
+    let through = configs.get("through-b").await.unwrap();
+    assert_eq!(
+        claim(through.metadata.annotations.as_ref()).as_deref(),
+        Some("inst-b"),
+        "a Config naming b's Connection is b's"
+    );
+    let org = guardrails.get(&guardrail).await.unwrap();
+    let guardrail_owner =
+        claim(org.metadata.annotations.as_ref()).expect("the guardrail is claimed");
+
+    assert_eq!(shared_copies[0].0, shared_owner, "{copies:?}");
+    assert_eq!(
+        guardrail_copies(other(&guardrail_owner)).await,
+        0,
+        "the ClusterGuardrail exists only in its owner's tenant"
+    );
+    assert!(guardrail_copies(by_id(&guardrail_owner)).await > 0);
+
+    // In the cluster: the installation that did not take an object wrote nothing about it. Of
+    // two racing for an unclaimed one, the loser's claim may have been sent and refused (409,
+    // the precondition): that changed nothing.
+    let not_theirs = [
+        (other(&shared_owner), "configs", "shared".to_string(), true),
+        (&a, "configs", "through-b".to_string(), false),
+        (
+            other(&guardrail_owner),
+            "clusterguardrails",
+            guardrail.clone(),
+            true,
+        ),
+    ];
+    for (installation, resource, name, raced) in not_theirs {
+        let writes = installation.writes_to(resource, &name);
+        let refused_claim = format!(
+            "PATCH /apis/aigw.io/v1alpha1/{}{resource}/{name} 409",
+            match resource {
+                "configs" => format!("namespaces/{ns}/"),
+                _ => String::new(),
+            }
+        );
+        let allowed: &[String] = match raced {
+            true => std::slice::from_ref(&refused_claim),
+            false => &[],
+        };
+        assert!(
+            writes.len() <= 1 && writes.iter().all(|w| allowed.contains(w)),
+            "{} wrote to {resource}/{name}, which is not its own: {writes:?}",
+            installation.id
+        );
+    }
+    let mut events = Vec::new();
+    // Cluster-scoped objects' events go to the namespace `default`.
+    for namespace in [ns.as_str(), "default"] {
+        let api = kube::Api::<k8s_openapi::api::events::v1::Event>::namespaced(
+            h.env.client.clone(),
+            namespace,
+        );
+        events.extend(api.list(&Default::default()).await.unwrap().items);
+    }
+    for event in events {
+        let regarding = event
+            .regarding
+            .as_ref()
+            .and_then(|r| r.name.clone())
+            .unwrap_or_default();
+        let reporter = event.reporting_instance.clone().unwrap_or_default();
+        let owner = match regarding.as_str() {
+            "shared" => &shared_owner,
+            "through-b" => "inst-b",
+            n if n == guardrail => &guardrail_owner,
+            _ => continue,
+        };
+        assert!(
+            reporter == owner || !["inst-a", "inst-b"].contains(&reporter.as_str()),
+            "{reporter} published an event about {regarding}, which is {owner}'s: {:?}",
+            event.note
+        );
+    }
+
+    // The owner of the guardrail leaves; a spec change must not make the other create it in its
+    // own tenant.
+    let mut a = a;
+    let mut b = b;
+    let (owner, survivor) = match guardrail_owner.as_str() {
+        "inst-a" => (&mut a, &b),
+        _ => (&mut b, &a),
+    };
+    owner.stop().await;
+    let before = survivor.remote_writes().await;
+    guardrails
+        .patch(
+            &guardrail,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"actions": {"deny": false}}})),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        guardrail_copies(survivor).await,
+        0,
+        "re-created by the survivor"
+    );
+    assert!(
+        survivor
+            .writes_to("clusterguardrails", &guardrail)
+            .iter()
+            .all(|w| w.ends_with(" 409")),
+        "{:?}",
+        survivor.writes_to("clusterguardrails", &guardrail)
+    );
+    // Nothing of its own changed: no remote write at all since.
+    assert_eq!(
+        survivor.remote_writes().await,
+        before,
+        "{} wrote remotely after the other left",
+        survivor.id
+    );
+
+    let _ = connections.delete(&conn_b, &DeleteParams::default()).await;
+    drop(a);
+    drop(b);
+    h.stop().await;
+}
+
+/// How often the guardrail `org-shared` shows in `installation`'s tenant.
+async fn guardrail_copies(installation: &support::harness::Installation) -> usize {
+    let state = installation.state().await;
+    state.to_string().matches("org-shared").count()
+}

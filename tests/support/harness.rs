@@ -557,18 +557,7 @@ fn new_context_at(
     grants: Option<Vec<Grant>>,
     secret_namespace: Option<String>,
 ) -> Arc<Context> {
-    let config = ClientConfig::new(
-        management_url,
-        emulator.gateway_url(),
-        Arc::new(StaticToken::new(TOKEN)),
-    )
-    .timeout(Duration::from_secs(10))
-    .retry(RetryPolicy {
-        max_attempts: 3,
-        base_delay: Duration::from_millis(50),
-        max_delay: Duration::from_secs(1),
-    })
-    .rate_limit(200.0, 200);
+    let config = api_config(management_url, emulator, TOKEN);
     new_context_with(kube, config, settings, grants, secret_namespace)
 }
 
@@ -588,4 +577,209 @@ fn new_context_with(
         Arc::new(Metrics::default()),
         settings,
     ))
+}
+
+/// The management API client configuration of an operator's `default` connection:
+/// `management_url` (the emulator, or a proxy in front of it) with `token`.
+fn api_config(management_url: String, emulator: &Running, token: &str) -> ClientConfig {
+    ClientConfig::new(
+        management_url,
+        emulator.gateway_url(),
+        Arc::new(StaticToken::new(token)),
+    )
+    .timeout(Duration::from_secs(10))
+    .retry(RetryPolicy {
+        max_attempts: 3,
+        base_delay: Duration::from_millis(50),
+        max_delay: Duration::from_secs(1),
+    })
+    .rate_limit(200.0, 200)
+}
+
+/// One more installation of the operator over a harness's namespaces: its own id, its own
+/// emulator (a tenant of its own, reached with its own token as its `default`), its own
+/// `--cluster-selector`, and a kube client that records every write it sends, so a test can
+/// show what it did, and did not do, to the cluster. Its events name it as their reporting
+/// instance. Stopped when dropped.
+pub struct Installation {
+    pub id: String,
+    pub emulator: Running,
+    /// The bearer token its emulator takes.
+    pub token: String,
+    pub ctx: Arc<Context>,
+    writes: Arc<Mutex<Vec<String>>>,
+    operator: tokio::task::JoinHandle<()>,
+    http: reqwest::Client,
+}
+
+impl Harness {
+    /// Starts installation `id` over this harness's namespaces, selecting the cluster-scoped
+    /// objects (Connections included) that `cluster_selector` selects.
+    pub async fn installation(&self, id: &str, cluster_selector: &str) -> Installation {
+        let token = format!(
+            "{id}-token-{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let emulator = aigw::emulator::spawn(EmulatorOptions::new(&token))
+            .await
+            .expect("emulator did not start");
+        let settings = Settings {
+            cluster_selector: Some(cluster_selector.to_string()),
+            installation_id: id.to_string(),
+            ..self.settings.clone()
+        };
+        let writes = Arc::new(Mutex::new(Vec::new()));
+        // Under the chart's RBAC, as the harness's operator.
+        let kube = recording_client(self.identity.kubeconfig(), writes.clone()).await;
+        let config = api_config(emulator.management_url(), &emulator, &token);
+        let api = Client::new(config).expect("api client");
+        let mut ctx = Context::new(
+            kube.clone(),
+            Connections::new(kube.clone(), Some(api))
+                .with_default_grants(self.grants.clone())
+                .with_secret_namespace(self.secret_namespace.clone()),
+            Arc::new(Metrics::default()),
+            &settings,
+        );
+        let reporter = kube::runtime::events::Reporter {
+            controller: "aigw".into(),
+            instance: Some(id.to_string()),
+        };
+        ctx.recorder = kube::runtime::events::Recorder::new(kube, reporter);
+        let ctx = Arc::new(ctx);
+        let operator = tokio::spawn(controller::run(ctx.clone(), settings));
+        Installation {
+            id: id.to_string(),
+            emulator,
+            token,
+            ctx,
+            writes,
+            operator,
+            http: reqwest::Client::new(),
+        }
+    }
+}
+
+impl Installation {
+    /// Every write (`METHOD path STATUS`) this installation sent to the apiserver so far.
+    pub fn kube_writes(&self) -> Vec<String> {
+        self.writes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The writes this installation sent about object `name` of `resource` (the plural, e.g.
+    /// `configs`): to it, its status or its metadata, each with the apiserver's answer.
+    pub fn writes_to(&self, resource: &str, name: &str) -> Vec<String> {
+        let target = format!("/{resource}/{name}");
+        self.kube_writes()
+            .into_iter()
+            .filter(|w| w.contains(&format!("{target} ")) || w.contains(&format!("{target}/")))
+            .collect()
+    }
+
+    /// Its emulator's state (`GET /_emulator/state`).
+    pub async fn state(&self) -> Value {
+        let url = format!("{}/_emulator/state", self.emulator.management_url());
+        let response = self.http.get(url).send().await.unwrap();
+        response.json().await.unwrap()
+    }
+
+    /// The remote writes (every request but GETs) its emulator counted.
+    pub async fn remote_writes(&self) -> u64 {
+        let url = format!("{}/_emulator/stats", self.emulator.management_url());
+        let stats: Value = self
+            .http
+            .get(url)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let endpoints = stats["requests"].as_object().cloned().unwrap_or_default();
+        endpoints
+            .keys()
+            .filter(|k| !k.starts_with("GET "))
+            .map(|k| count_in(&stats, k))
+            .sum()
+    }
+
+    /// Stops its controllers at once, as a killed process would stop.
+    pub async fn stop(&mut self) {
+        self.operator.abort();
+        let stopped = std::mem::replace(&mut self.operator, tokio::spawn(async {}));
+        let _ = stopped.await;
+    }
+}
+
+impl Drop for Installation {
+    fn drop(&mut self) {
+        self.operator.abort();
+    }
+}
+
+/// A client of the local control plane (as `kubeconfig` says) that records every request but
+/// reads, with its answer (`METHOD path STATUS`), into `writes`.
+async fn recording_client(
+    kubeconfig: kube::config::Kubeconfig,
+    writes: Arc<Mutex<Vec<String>>>,
+) -> kube::Client {
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("invalid kubeconfig");
+    kube::client::ClientBuilder::try_from(config)
+        .expect("kube client")
+        .with_layer(&Recording { inner: (), writes })
+        .build()
+}
+
+/// The layer (`inner: ()`) and the service of [`recording_client`].
+struct Recording<S> {
+    inner: S,
+    writes: Arc<Mutex<Vec<String>>>,
+}
+
+impl<S> tower::Layer<S> for Recording<()> {
+    type Service = Recording<S>;
+
+    fn layer(&self, inner: S) -> Recording<S> {
+        Recording {
+            inner,
+            writes: self.writes.clone(),
+        }
+    }
+}
+
+impl<S, B> tower::Service<http::Request<kube::client::Body>> for Recording<S>
+where
+    S: tower::Service<http::Request<kube::client::Body>, Response = http::Response<B>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = futures::future::BoxFuture<'static, Result<S::Response, S::Error>>;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
+        let write = (request.method() != http::Method::GET)
+            .then(|| format!("{} {}", request.method(), request.uri().path()));
+        let writes = self.writes.clone();
+        let answer = self.inner.call(request);
+        Box::pin(async move {
+            let response = answer.await?;
+            if let Some(write) = write {
+                let line = format!("{write} {}", response.status().as_u16());
+                writes.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+            }
+            Ok(response)
+        })
+    }
 }
