@@ -84,6 +84,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end }}
 {{- end }}
 
+{{/* The id this release claims its objects under (--installation-id). */}}
+{{- define "aigw.installationId" -}}
+{{- .Values.installationId | default (printf "%s/%s" .Release.Namespace (include "aigw.fullname" .)) -}}
+{{- end }}
+
 {{/* The namespace of the Lease `aigw` (--leader-election-namespace). */}}
 {{- define "aigw.leaseNamespace" -}}
 {{- default .Release.Namespace .Values.leaderElection.namespace }}
