@@ -460,3 +460,82 @@ async fn a_paused_leader_resumed_after_a_takeover_sends_no_write() {
     env.cleanup().await;
     let _ = emulator.shutdown().await;
 }
+
+/// A replica that does not hold the lease (deposed, or not elected yet) restarts no workload
+/// after a rotation: the pod-template patch asks the lease first, as the Secret write does. The
+/// same call from a replica that leads rolls the workload (so the check is what stops it).
+#[tokio::test]
+async fn a_replica_without_the_lease_restarts_no_workload() {
+    use aigw::controller::leader::{LeaseSettings, elect};
+    use aigw::controller::{Connections, Context, Cx, Leadership, Metrics, Settings};
+    use aigw::resources::ApiKey;
+    use aigw::resources::rotation::{WorkloadKind, WorkloadRef};
+    use k8s_openapi::api::apps::v1::Deployment as AppsDeployment;
+
+    let env = TestEnv::new("leader-restart").await;
+    let workloads = env.api::<AppsDeployment>();
+    let app: AppsDeployment = serde_json::from_value(json!({
+        "metadata": {"name": "app"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "app"}},
+            "template": {"metadata": {"labels": {"app": "app"}},
+                "spec": {"containers": [{"name": "app", "image": "registry.invalid/app:1"}]}}}
+    }))
+    .unwrap();
+    workloads
+        .create(&PostParams::default(), &app)
+        .await
+        .unwrap();
+    let key: ApiKey = serde_json::from_value(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "ApiKey",
+        "metadata": {"name": "key", "namespace": env.namespace},
+        "spec": {"name": "key", "kind": "service", "scopes": ["completions.write"], "secretRef": {"name": "key"}}
+    }))
+    .unwrap();
+    // The operator's own identity: the chart's RBAC, not the admin's.
+    let kube = support::chart::install(&env.client, &support::chart::Scope::cluster_wide())
+        .await
+        .client()
+        .await;
+    let context = |leadership: Leadership| {
+        Context::new(
+            kube.clone(),
+            Connections::new(kube.clone(), None),
+            std::sync::Arc::new(Metrics::default()),
+            &Settings::default(),
+        )
+        .with_leadership(leadership)
+    };
+    let restart = [WorkloadRef {
+        kind: WorkloadKind::Deployment,
+        name: "app".into(),
+    }];
+    let rolled_at = async || {
+        workloads
+            .get("app")
+            .await
+            .unwrap()
+            .spec
+            .and_then(|s| s.template.metadata)
+            .and_then(|m| m.annotations)
+            .and_then(|a| a.get("aigw.io/credentials-rotated-at").cloned())
+    };
+
+    // Campaigning, never elected (the elector is not run): not the leader.
+    let (standby, _elector) = elect(kube.clone(), LeaseSettings::new(&env.namespace, "standby"));
+    let ctx = context(standby);
+    let cx = Cx::new(&ctx, env.api::<ApiKey>(), &key);
+    aigw::controller::secret_delivery::restart_workloads(&cx, &restart, "2026-01-01T00:00:00Z")
+        .await;
+    assert_eq!(
+        rolled_at().await,
+        None,
+        "a replica without the lease rolled a workload"
+    );
+
+    let ctx = context(Leadership::always());
+    let cx = Cx::new(&ctx, env.api::<ApiKey>(), &key);
+    aigw::controller::secret_delivery::restart_workloads(&cx, &restart, "2026-01-01T00:00:01Z")
+        .await;
+    assert_eq!(rolled_at().await.as_deref(), Some("2026-01-01T00:00:01Z"));
+    env.cleanup().await;
+}

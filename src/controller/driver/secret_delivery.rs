@@ -252,7 +252,9 @@ pub async fn release_secret<K: Managed>(cx: &Cx<'_, K>, name: &str) -> Result<()
 }
 
 /// Patches a pod-template annotation so the `workloads` roll and read the new values. A
-/// workload that cannot be patched is reported, not retried: the rotation itself is done.
+/// workload that cannot be patched is reported, not retried: the rotation itself is done. Each
+/// patch asks the lease first, as the Secret write does: a replica that no longer leads (paused
+/// past a takeover) rolls nothing, and the leader that resumes the rotation rolls them.
 pub async fn restart_workloads<K: Managed>(
     cx: &Cx<'_, K>,
     workloads: &[WorkloadRef],
@@ -267,6 +269,15 @@ pub async fn restart_workloads<K: Managed>(
     let params = PatchParams::default();
     let ns = cx.namespace();
     for workload in workloads {
+        if let Err(e) = cx.gate.may_write() {
+            tracing::info!(
+                object = %cx.name(),
+                namespace = %ns,
+                reason = %e,
+                "not restarting the workloads after the rotation: this replica may not write"
+            );
+            return;
+        }
         let kube = cx.ctx.kube.clone();
         let result = match workload.kind {
             WorkloadKind::Deployment => Api::<AppsDeployment>::namespaced(kube, &ns)
