@@ -590,3 +590,26 @@ async fn guardrail_copies(installation: &support::harness::Installation) -> usiz
     let state = installation.state().await;
     state.to_string().matches("org-shared").count()
 }
+
+/// A dry run writes no claim: on an object no installation has claimed yet it reports what the
+/// installation that takes it would do (`WouldCreate`), and leaves it unclaimed for that one.
+#[tokio::test]
+async fn a_dry_run_writes_no_claim() {
+    use aigw::controller::installation::ANNOTATION;
+    let mut h = Harness::start("ten-dry").await;
+    h.stop_operator().await;
+    create::<Config>(&h.env, "unclaimed", routing("unclaimed")).await;
+    h.restart_dry_run().await;
+    let reported = support::wait_until(WAIT, || async {
+        let events = h.env.events_text().await;
+        events.contains("unclaimed WouldCreate").then_some(())
+    })
+    .await;
+    assert!(reported.is_some(), "{}", h.env.events_text().await);
+    let config = h.env.api::<Config>().get("unclaimed").await.unwrap();
+    let annotations = config.metadata.annotations.unwrap_or_default();
+    assert!(!annotations.contains_key(ANNOTATION), "{annotations:?}");
+    assert!(config.metadata.finalizers.unwrap_or_default().is_empty());
+    assert_eq!(h.remote_writes().await, 0);
+    h.stop().await;
+}
