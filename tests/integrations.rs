@@ -535,6 +535,28 @@ async fn grants_decide_which_integrations_a_namespace_may_bind() {
         0,
         "nothing created"
     );
+    // Refused Providers bind nothing, so they do not pin the Integration: it is deleted (once
+    // a refused tenant's Provider held it forever, StillReferenced).
+    let integrations = Api::<Integration>::all(h.env.client.clone());
+    integrations
+        .delete(&h.cluster_name("openai"), &Default::default())
+        .await
+        .unwrap();
+    support::wait_until(Duration::from_secs(60), || async {
+        integrations
+            .get_opt(&h.cluster_name("openai"))
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .expect("the Integration was pinned by Providers its grants refuse");
+    assert_eq!(
+        h.state().await["integrations"],
+        json!([]),
+        "deleted remotely"
+    );
     h.stop().await;
 }
 

@@ -281,7 +281,8 @@ async fn list<G: GuardrailKind>(
 /// The Configs that name the guardrail (from the watch caches: no apiserver read), once every
 /// Config cache has listed (an empty cache is not "no Config"): by name for a Guardrail (they
 /// are of its namespace), `namespace/name` for a ClusterGuardrail. A Config being deleted still
-/// counts until it is gone.
+/// counts until it is gone; one its grants refuse that never managed a config does not (it
+/// never used the guardrail remotely, and a tenant cannot pin a cluster's guardrail).
 async fn referencing_configs<G: GuardrailKind>(
     guardrail: &G,
     ctx: &Context,
@@ -298,6 +299,7 @@ async fn referencing_configs<G: GuardrailKind>(
     let mut users: Vec<String> = configs
         .all()
         .iter()
+        .filter(|c| !crate::controller::claims::refused_by_grants(c.as_ref()))
         .filter(|c| guardrail.named_by(c))
         .map(|c| match guardrail.meta().namespace {
             Some(_) => c.name_any(),

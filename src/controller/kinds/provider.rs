@@ -690,7 +690,9 @@ async fn referencing_configs(provider: &Provider, ctx: &Context) -> Result<Vec<S
 }
 
 /// The Providers (as `namespace/name`) that bind `integration`: by resource name, or by the
-/// UUID or slug it recorded. From the caches, once every Provider cache has listed.
+/// UUID or slug it recorded. From the caches, once every Provider cache has listed. A Provider
+/// its grants refuse (Stalled `IntegrationNotAllowed`, `NamespaceNotAllowed`, …) that never
+/// managed a provider binds nothing and does not count: a tenant cannot pin the Integration.
 pub async fn naming(integration: &Integration, ctx: &Context) -> Result<Vec<String>, Error> {
     let providers = &ctx.stores.providers;
     if !providers
@@ -713,6 +715,7 @@ pub async fn naming(integration: &Integration, ctx: &Context) -> Result<Vec<Stri
     let mut users: Vec<String> = providers
         .all()
         .iter()
+        .filter(|p| !crate::controller::claims::refused_by_grants(p.as_ref()))
         .filter(|p| {
             p.spec.integration.as_deref() == Some(name.as_str())
                 || p.spec

@@ -331,7 +331,9 @@ pub fn owned_by_another<K: Claims>(
 /// after every other claimant, so it cannot keep an allowed claimant from the object. It still
 /// ranks among the refused: when a grant is widened, the refusals recorded before are stale
 /// for a moment, and of two refused claimants admitted at once only the senior may act.
-fn refused<K: Claims>(object: &K) -> bool {
+/// Nor does such an object hold anything it names against deletion (an Integration its
+/// Provider would bind, a ClusterGuardrail its Config would use): it never used it remotely.
+pub fn refused_by_grants<K: Claims>(object: &K) -> bool {
     if object.manages() {
         return false;
     }
@@ -344,7 +346,7 @@ fn refused<K: Claims>(object: &K) -> bool {
 }
 
 fn seniority<K: Claims>(object: &K) -> Seniority {
-    let tier = match (object.manages(), refused(object)) {
+    let tier = match (object.manages(), refused_by_grants(object)) {
         (true, _) => 0,
         (false, false) => 1,
         (false, true) => 2,
