@@ -1,5 +1,6 @@
-//! Where a secret value shows in a text, however it was written: as is, JSON-escaped, with its
-//! whitespace collapsed, URL-encoded, base64-encoded, or quoted in part. The one matcher behind
+//! Where a secret value shows in a text, however it was written: as is, in another letter case,
+//! JSON-escaped (`\u00e4` and all), with its whitespace collapsed, URL-encoded, base64- or
+//! hex-encoded, or quoted in part. The one matcher behind
 //! every output aigw writes about a value it knows: the operator's messages (status, events,
 //! logs, dry-run events), the drift record, and the reading tools (`plan`, `export`,
 //! `history --diff`).
@@ -34,18 +35,21 @@ const QUOTED_RUN: usize = 12;
 /// The shortest base64 run decoded to look for a value in it.
 const BASE64_RUN: usize = 8;
 
-/// The forms `value` may take in a text: as written, JSON-escaped, with whitespace collapsed,
-/// URL-encoded (as a path or query component, and as a form with `+` for space) and base64
-/// (standard and URL-safe, padded or not). Longest first.
+/// The forms `value` may take in a text: as written, JSON-escaped (and with every non-ASCII
+/// character as `\uXXXX`, as ASCII-only encoders write it), with whitespace collapsed,
+/// URL-encoded (as a path or query component, and as a form with `+` for space), base64
+/// (standard and URL-safe, padded or not) and hex. Longest first. Forms are found whatever
+/// their letter case (an API may echo a value upper- or lower-cased).
 pub fn forms(value: &str) -> Vec<String> {
     if value.is_empty() {
         return Vec::new();
     }
     let escaped = serde_json::to_string(value).unwrap_or_default();
     let escaped = escaped.trim_matches('"').to_string();
+    let ascii = ascii_escaped(&escaped);
     let collapsed = value.split_whitespace().collect::<Vec<_>>().join(" ");
     let url = utf8_percent_encode(value, NON_ALPHANUMERIC).to_string();
-    let mut all = vec![value.to_string(), escaped, collapsed, url.clone()];
+    let mut all = vec![value.to_string(), escaped, ascii, collapsed, url.clone()];
     all.push(url.replace("%20", "+"));
     // Unreserved characters (`-._~`) are left as they are by most encoders.
     all.push(
@@ -58,11 +62,61 @@ pub fn forms(value: &str) -> Vec<String> {
         for engine in [&STANDARD, &STANDARD_NO_PAD, &URL_SAFE, &URL_SAFE_NO_PAD] {
             all.push(engine.encode(value));
         }
+        all.push(value.bytes().map(|b| format!("{b:02x}")).collect());
     }
     all.retain(|form| !form.is_empty());
     all.sort_by_key(|form| std::cmp::Reverse(form.len()));
     all.dedup();
     all
+}
+
+/// `escaped` (a JSON-escaped text) with every non-ASCII character written `\uXXXX` (a
+/// surrogate pair beyond the basic plane).
+fn ascii_escaped(escaped: &str) -> String {
+    let mut out = String::with_capacity(escaped.len());
+    for c in escaped.chars() {
+        match c.is_ascii() {
+            true => out.push(c),
+            false => {
+                let mut units = [0u16; 2];
+                for unit in c.encode_utf16(&mut units) {
+                    out.push_str(&format!("\\u{unit:04x}"));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `text` with every JSON `\uXXXX` escape (surrogate pairs too) read as its character.
+fn json_unescaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut units = Vec::new();
+    let mut rest = text;
+    let flush = |units: &mut Vec<u16>, out: &mut String| {
+        out.extend(char::decode_utf16(units.drain(..)).map(|c| c.unwrap_or('\u{fffd}')));
+    };
+    while let Some(at) = rest.find("\\u") {
+        let digits = rest.get(at + 2..at + 6);
+        match digits.and_then(|d| u16::from_str_radix(d, 16).ok()) {
+            Some(unit) => {
+                if at > 0 {
+                    flush(&mut units, &mut out);
+                    out.push_str(&rest[..at]);
+                }
+                units.push(unit);
+                rest = &rest[at + 6..];
+            }
+            None => {
+                flush(&mut units, &mut out);
+                out.push_str(&rest[..at + 2]);
+                rest = &rest[at + 2..];
+            }
+        }
+    }
+    flush(&mut units, &mut out);
+    out.push_str(rest);
+    out
 }
 
 /// True when `text` is `value`, holds it in one of its [`forms`], or decodes (URL or base64) to
@@ -137,6 +191,9 @@ fn occurrence(text: &str, form: &str, length: usize) -> Option<(usize, usize)> {
     if form.is_empty() {
         return None;
     }
+    // ASCII case folding keeps every byte where it was, so positions found in the folded text
+    // are positions in `text`.
+    let (text, form) = (&text.to_ascii_lowercase(), &form.to_ascii_lowercase());
     if length >= ANYWHERE {
         return text.find(form).map(|start| (start, start + form.len()));
     }
@@ -166,10 +223,13 @@ fn occurrence(text: &str, form: &str, length: usize) -> Option<(usize, usize)> {
     None
 }
 
-/// What `text` may be an encoding of: the text URL-decoded (`+` read as a space, and as is),
-/// and every base64 run in it decoded.
+/// What `text` may be an encoding of: the text with its `\uXXXX` escapes read, URL-decoded (`+`
+/// read as a space, and as is), and every base64 run in it decoded.
 fn decoded(text: &str) -> Vec<String> {
     let mut plain = Vec::new();
+    if text.contains("\\u") {
+        plain.push(json_unescaped(text));
+    }
     if text.contains('%') {
         let url = percent_encoding::percent_decode_str(text).decode_utf8_lossy();
         plain.push(url.to_string());
@@ -358,5 +418,41 @@ mod tests {
         assert_eq!(conceal(named, std::slice::from_ref(&account)), named);
         let listed = "expected one of type, project_id, private_key_id...";
         assert_eq!(conceal(listed, std::slice::from_ref(&account)), listed);
+    }
+
+    /// Echoes an API may send back transformed: case changed, hex-encoded, with JSON `\u`
+    /// escapes for non-ASCII or for every character. Each reached a message before (attack on
+    /// issue 27's masking by value).
+    #[test]
+    fn transformed_echoes_case_hex_and_unicode_escapes_are_concealed() {
+        let key = "sk-live-Q7vN2mX9pL4k".to_string();
+        let upper = "invalid key SK-LIVE-Q7VN2MX9PL4K for tenant";
+        assert_eq!(
+            conceal(upper, std::slice::from_ref(&key)),
+            "invalid key <secret> for tenant"
+        );
+        let lower = "invalid key sk-live-q7vn2mx9pl4k";
+        assert!(holds(lower, &key));
+        assert!(!conceal(lower, std::slice::from_ref(&key)).contains("q7vn2mx9"));
+        let hex: String = key.bytes().map(|b| format!("{b:02x}")).collect();
+        let out = conceal(&format!("digest input {hex}"), std::slice::from_ref(&key));
+        assert_eq!(out, "digest input <secret>");
+        let hex_upper = format!("digest input {}", hex.to_uppercase());
+        assert!(!conceal(&hex_upper, std::slice::from_ref(&key)).contains(&hex.to_uppercase()));
+        let umlaut = "pässwört-geheim-9".to_string();
+        let escaped = r#"{"detail":"bad value p\u00e4ssw\u00f6rt-geheim-9"}"#;
+        assert!(holds(escaped, &umlaut), "{escaped}");
+        let out = conceal(escaped, std::slice::from_ref(&umlaut));
+        assert!(!out.contains("rt-geheim-9"), "{out}");
+        let every: String = key
+            .chars()
+            .map(|c| format!("\\u{:04x}", c as u32))
+            .collect();
+        let echo = format!("{{\"detail\":\"bad key {every}\"}}");
+        assert!(holds(&echo, &key), "{echo}");
+        assert_eq!(conceal(&echo, std::slice::from_ref(&key)), WITHHELD);
+        // Prose still reads.
+        let prose = "Invalid API key for tenant acme";
+        assert_eq!(conceal(prose, std::slice::from_ref(&key)), prose);
     }
 }

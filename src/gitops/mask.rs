@@ -127,7 +127,7 @@ impl Masking {
             .iter()
             .filter_map(|pointer| document.pointer(pointer))
             .filter(|found| !names_a_secret(found))
-            .filter_map(|found| found.as_str().map(str::to_string))
+            .filter_map(scalar_text)
             .collect();
         for value in found {
             self.value(value);
@@ -200,17 +200,27 @@ impl Masking {
                     }
                 }
             }
-            Value::String(text)
-                if !names_a_secret(value)
-                    && self
-                        .values
+            scalar if !names_a_secret(scalar) => {
+                let held = scalar_text(scalar).is_some_and(|text| {
+                    self.values
                         .iter()
-                        .any(|v| crate::api::concealment::holds(text, v)) =>
-            {
-                found.push(path.to_string());
+                        .any(|v| crate::api::concealment::holds(&text, v))
+                });
+                if held {
+                    found.push(path.to_string());
+                }
             }
             _ => {}
         }
+    }
+}
+
+/// The text of a string or a number: an API may keep a Secret's digits as a number.
+fn scalar_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(text) => Some(text.clone()),
+        Value::Number(number) => Some(number.to_string()),
+        _ => None,
     }
 }
 
@@ -336,5 +346,26 @@ mod tests {
             .to_string();
         assert!(!shown.contains("sekrit-id"), "{shown}");
         assert!(!format!("{list:?}").contains("sekrit"));
+    }
+
+    /// An API may keep a Secret's digits as a number: at a moved index, in a remote document,
+    /// the number was printed (attack on issue 27's masking by value).
+    #[test]
+    fn a_secret_value_kept_as_a_number_is_masked_where_it_moved() {
+        let old = json!({"targets": [{"provider": "@a", "account_pin": "90417735"}]});
+        let moved = json!({"targets": [{"provider": "@b"},
+                                       {"provider": "@a", "account_pin": 90417735_u64},
+                                       {"note": 90417735_u64}]});
+        let mut masking = Masking::default();
+        masking.reference("/targets/0/account_pin", Some("90417735".into()));
+        let shown = masking.masked_against(&moved, &old).to_string();
+        assert!(!shown.contains("90417735"), "{shown}");
+        assert_eq!(masking.stray(&moved).len(), 2);
+        // Learned from an older version that held it as a number.
+        let mut learned = Masking::default();
+        learned.reference("/targets/1/account_pin", None);
+        learned.learn(&moved);
+        let shown = learned.masked(&json!({"note": "pin 90417735"})).to_string();
+        assert!(!shown.contains("90417735"), "{shown}");
     }
 }

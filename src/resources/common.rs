@@ -524,8 +524,9 @@ pub fn secret_ref_keys<'a>(paths: impl IntoIterator<Item = &'a str>) -> Vec<&'a 
         .collect()
 }
 
-/// Every string in `document` that holds one of `values` ([`crate::api::concealment::holds`]:
-/// as written or encoded, short values where they stand alone) reads `"(masked)"`.
+/// Every string (or number) in `document` that holds one of `values`
+/// ([`crate::api::concealment::holds`]: as written or encoded, short values where they stand
+/// alone) reads `"(masked)"`.
 fn mask_values(document: &mut serde_json::Value, values: &[&str]) {
     use serde_json::Value;
     match document {
@@ -535,6 +536,14 @@ fn mask_values(document: &mut serde_json::Value, values: &[&str]) {
                 .any(|v| crate::api::concealment::holds(text, v)) =>
         {
             *text = "(masked)".into();
+        }
+        // An API may keep a Secret's digits as a number.
+        Value::Number(number)
+            if values
+                .iter()
+                .any(|v| crate::api::concealment::holds(&number.to_string(), v)) =>
+        {
+            *document = Value::String("(masked)".into());
         }
         Value::Array(items) => items.iter_mut().for_each(|v| mask_values(v, values)),
         Value::Object(map) => map.values_mut().for_each(|v| mask_values(v, values)),
@@ -662,6 +671,29 @@ mod drift_tests {
             record.paths(),
             "/config/extra, /config/retry/attempts, /config/targets/0/api_key, /config/targets/0/provider"
         );
+    }
+}
+
+#[cfg(test)]
+mod drift_echo_tests {
+    use super::DriftCorrection;
+    use serde_json::json;
+
+    /// A remote edit (or the API) keeps a Secret-supplied value as a number, or upper-cased,
+    /// at a path no `secretRefs` names: the drift record printed it (attack on issue 27).
+    #[test]
+    fn a_moved_secret_value_kept_as_a_number_or_recased_is_masked() {
+        let record = DriftCorrection::between(
+            "t".into(),
+            None,
+            &json!({"checks": [{"id": "a"}, {"id": "b", "parameters": {"pin": "90417735"}}]}),
+            &json!({"checks": [{"id": "b", "parameters": {"code": 90417735.0, "tag": "TOKEN-ABCD-EF12"}}]}),
+            &["90417735", "token-abcd-ef12"],
+        );
+        let text = serde_json::to_string(&record).unwrap();
+        assert!(!text.contains("90417735"), "{text}");
+        assert!(!text.contains("TOKEN-ABCD-EF12"), "{text}");
+        assert!(text.contains("/checks"), "{text}");
     }
 }
 
