@@ -11,7 +11,7 @@ use super::plan::{
     live_cluster_object, live_object, to_json,
 };
 use crate::api::{self, Client};
-use crate::resources::config_document::MarkedDocument;
+use crate::resources::config_document::{MarkedDocument, SecretDocument};
 use crate::resources::{Integration, Provider};
 
 /// An Integration: its counterpart is the live `status.id`, else `spec.slug` (which the operator
@@ -44,6 +44,12 @@ pub(super) async fn plan_integration(
         Some(live) => live_cluster_object(live, integration).await?,
         None => None,
     };
+    // The live resource's Secret paths: the read holds their values where a PR moved or
+    // dropped them.
+    let earlier = managed
+        .as_ref()
+        .map(|m| SecretDocument::secret_refs(&m.spec).into_owned())
+        .unwrap_or_default();
     let status = managed.and_then(|m| m.status).unwrap_or_default();
     // The live resource's integration, else the one its slug names (adopted if it exists).
     let counterpart = status
@@ -107,7 +113,7 @@ pub(super) async fn plan_integration(
         }
     }
     // What the spec takes from Secrets is never shown, on either side, whatever the read says.
-    hide_secret_paths(integration, &mut current, &mut desired);
+    hide_secret_paths(integration, &earlier, &mut current, &mut desired);
     let changes = field_changes(&fields, &current, &desired);
     let reason = invalid.or_else(|| {
         (!conflicts.is_empty()).then(|| {
@@ -130,10 +136,25 @@ pub(super) async fn plan_integration(
 
 /// Replaces, in `current` (the read) and `desired`, the value at every path the spec takes from
 /// a Secret (`keySecretRef` at `/key`, each of `secretRefs` under `/configurations`): with the
-/// Secret it comes from on the desired side, as unreadable on the read's.
-fn hide_secret_paths(integration: &Integration, current: &mut Value, desired: &mut Value) {
-    use crate::resources::config_document::SecretDocument;
-    for reference in integration.spec.secret_refs().iter() {
+/// Secret it comes from on the desired side, as unreadable on the read's. The paths the live
+/// resource (`earlier`) took from Secrets are hidden too, with the values the read holds there
+/// wherever else they show, and every value under their key names: a PR that moves or drops a
+/// `secretRefs` entry leaves the Secret's value in the read at the old path.
+fn hide_secret_paths(
+    integration: &Integration,
+    earlier: &[crate::resources::config::ConfigSecretRef],
+    current: &mut Value,
+    desired: &mut Value,
+) {
+    let refs = integration.spec.secret_refs();
+    let mut masking = super::mask::Masking::default();
+    for reference in refs.iter().chain(earlier) {
+        masking.reference(&reference.path, None);
+    }
+    masking.learn(current);
+    *current = masking.masked(current);
+    *desired = masking.masked(desired);
+    for reference in refs.iter() {
         let shown = format!(
             "(secret {}/{})",
             reference.secret_key_ref.name, reference.secret_key_ref.key
@@ -230,4 +251,36 @@ pub(super) async fn plan_provider(
             )),
         ),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A PR drops (or moves) an Integration's `secretRefs` entry for a configuration field the
+    /// API reads back: the read still holds the Secret's value at the old path, and the plan
+    /// printed it (attack on issue 27's masking by value).
+    #[test]
+    fn a_dropped_secret_path_of_the_live_integration_is_hidden_in_the_read() {
+        let integration: Integration = serde_json::from_value(json!({
+            "apiVersion": "aigw.io/v1alpha1", "kind": "Integration",
+            "metadata": {"name": "bedrock"},
+            "spec": {"name": "Bedrock", "aiProviderId": "bedrock", "slug": "bedrock",
+                     "configurations": {"aws_region": "eu-west-1", "endpoint_host": "https://h.example"}}
+        }))
+        .unwrap();
+        let earlier: Vec<crate::resources::config::ConfigSecretRef> =
+            serde_json::from_value(json!([{"path": "/configurations/endpoint_host",
+                "secretKeyRef": {"name": "aws", "key": "host"}}]))
+            .unwrap();
+        const VALUE: &str = "https://tok-9f3a7c2e1b@bedrock.internal.example";
+        let mut current = json!({"configurations": {"aws_region": "eu-west-1",
+            "endpoint_host": VALUE, "fallback_host": VALUE}});
+        let mut desired = json!({"configurations": {"aws_region": "eu-west-1",
+            "endpoint_host": "https://h.example"}});
+        hide_secret_paths(&integration, &earlier, &mut current, &mut desired);
+        let shown = format!("{current} {desired}");
+        assert!(!shown.contains("tok-9f3a7c2e1b"), "{shown}");
+        assert!(shown.contains("eu-west-1"), "{shown}");
+    }
 }
