@@ -513,6 +513,7 @@ async fn slug_race_proxy(
     upstream: String,
     armed: Arc<AtomicBool>,
     foreign: Arc<std::sync::Mutex<Option<String>>>,
+    same_name: bool,
 ) -> String {
     use axum::extract::Request;
     let client = reqwest::Client::new();
@@ -537,7 +538,9 @@ async fn slug_race_proxy(
             let race = creating && armed.swap(false, Ordering::SeqCst);
             if race {
                 let mut theirs: Value = serde_json::from_slice(&body).unwrap();
-                theirs["name"] = json!("someone else's provider");
+                if !same_name {
+                    theirs["name"] = json!("someone else's provider");
+                }
                 theirs["note"] = json!("not aigw's");
                 let mut out = client
                     .post(format!("{upstream}/ai_gw/v2/providers"))
@@ -574,14 +577,26 @@ async fn slug_race_proxy(
 
 #[tokio::test]
 async fn a_lost_answer_to_a_refused_provider_create_never_adopts_another_partys_provider() {
+    refused_provider_create_race("cred-race", false).await;
+}
+
+/// The same with another party's provider of the same display name as well as slug (issue 27,
+/// F3): the name alone used to count as proof that our create made it.
+#[tokio::test]
+async fn a_lost_answer_never_adopts_another_partys_provider_of_the_same_name() {
+    refused_provider_create_race("cred-race-name", true).await;
+}
+
+async fn refused_provider_create_race(prefix: &str, same_name: bool) {
     let grants = json!([{"namespaces": ["{ns}"], "workspaces": [WS_A], "integrations": ["{ns}-openai"], "allowAdoption": false}]);
-    let mut h = Harness::start_with_grants("cred-race", Duration::from_secs(1), grants).await;
+    let mut h = Harness::start_with_grants(prefix, Duration::from_secs(1), grants).await;
     let armed = Arc::new(AtomicBool::new(true));
     let foreign_id = Arc::new(std::sync::Mutex::new(None));
     let proxy = slug_race_proxy(
         h.emulator.management_url(),
         armed.clone(),
         foreign_id.clone(),
+        same_name,
     )
     .await;
     h.restart_operator_via(&proxy).await;

@@ -79,7 +79,9 @@ pub struct ProviderSpec {
     #[x_kube(validation = Rule::new("self == oldSelf").message("integrationId is immutable: create a new Provider to bind another integration"))]
     pub integration_id: Option<String>,
 
-    /// A note on the provider.
+    /// A note on the provider. Without one, aigw notes a provider it creates as `created by
+    /// aigw for <uid>`: after a lost create answer, that tells its provider from another
+    /// party's of the same name.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 

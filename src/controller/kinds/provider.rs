@@ -348,16 +348,17 @@ async fn observe(
     let read = client.providers().get(&key, Some(&spec.workspace_id)).await;
     let found = observed(&format!("provider {key}"), None, read)?;
     // Found by `spec.slug` while a create of it is in flight: that create made it only if it
-    // carries the name the create sent. The slug alone proves nothing: another party may have
-    // taken it first, and the refusal of our POST been lost with its answer.
+    // carries the name the create sent and this resource's mark. The slug and the name alone
+    // prove nothing: another party may have taken them first, and the refusal of our POST been
+    // lost with its answer.
     let sent_name = status
         .create_attempt
         .as_ref()
         .and_then(|a| a.name.as_deref());
     let made_by_our_create = status.pending_create.is_some()
-        && found
-            .as_ref()
-            .is_some_and(|remote| sent_name == Some(remote.name.as_str()));
+        && found.as_ref().is_some_and(|remote| {
+            sent_name == Some(remote.name.as_str()) && ours(provider, remote)
+        });
     let adopting = status.id.is_none() && !made_by_our_create;
     if let (Some(remote), true) = (&found, adopting) {
         cx.gate.adopting("spec.slug", &key).await?;
@@ -435,7 +436,12 @@ async fn create(
         check_remote_integration(provider, cx, &bound.id).await?;
     }
     let before = status.clone();
-    let request = spec.create_request(&bound.id);
+    let mut request = spec.create_request(&bound.id);
+    // Without a note of the spec's, the provider carries this resource's mark: what proves,
+    // after a lost answer, that a provider of the name is the one its create made.
+    if request.note.is_none() {
+        request.note = created_mark(provider);
+    }
     let sent = CreateAttempt {
         name: Some(spec.name.clone()),
         workspace_id: Some(spec.workspace_id.clone()),
@@ -518,10 +524,21 @@ async fn find_created(
         |p| vec![p.id.as_str(), p.slug.as_str()],
         |p| p.created_at.as_deref(),
         |p| sent.name.as_deref() == Some(p.name.as_str()) && slug.is_none_or(|slug| p.slug == slug),
-        // The API keeps no marker of the create on a provider: a match is never proven.
-        |p| Some(format!("provider {} ({})", p.slug, p.id)),
+        |p| (!ours(provider, p)).then(|| format!("provider {} ({})", p.slug, p.id)),
     )
     .await
+}
+
+/// The note a provider aigw creates carries when the spec gives none: this resource's uid,
+/// which no other party's provider has.
+fn created_mark(provider: &Provider) -> Option<String> {
+    let uid = provider.metadata.uid.as_deref()?;
+    Some(format!("created by aigw for {uid}"))
+}
+
+/// True when `remote` carries the mark of this resource's creates ([`created_mark`]).
+fn ours(provider: &Provider, remote: &RemoteProvider) -> bool {
+    created_mark(provider).is_some_and(|mark| remote.note.as_deref() == Some(mark.as_str()))
 }
 
 async fn cleanup(provider: &Provider, cx: &Cx<'_, Provider>) -> Result<Vec<Change>, Error> {
