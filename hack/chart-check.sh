@@ -93,7 +93,7 @@ if ! diff -r crds "$CHART/crds" >"$work/crds.diff"; then
 	head -n 40 "$work/crds.diff" >&2
 	die "charts/aigw/crds/ differs from crds/; run: rm -f $CHART/crds/*.yaml && cp crds/*.yaml $CHART/crds/"
 fi
-echo "ok: $(find crds -name "*.yaml" | wc -l) CRD files identical"
+echo "ok: $(find crds -name "*.yaml" | wc -l) CRD and policy files identical"
 
 # --- values ---------------------------------------------------------------------------------
 cat >"$work/override.yaml" <<'EOF'
@@ -149,8 +149,11 @@ for kind in CustomResourceDefinition ServiceAccount ClusterRole ClusterRoleBindi
 	Deployment Service PodDisruptionBudget; do
 	expect "$work/default.yaml.all" "kind: $kind" "default values"
 done
-crd_count=$(find crds -name '*.yaml' | wc -l)
-[[ "$(grep -c '^kind: CustomResourceDefinition' "$work/default.yaml.all")" == "$crd_count" ]] || die "expected $crd_count CRDs (one per file under crds/)"
+# crds/ holds one file per CRD, and free-form-limits.yaml (the admission policies bounding the
+# free-form fields), which the chart installs with them.
+crd_count=$(grep -l '^kind: CustomResourceDefinition' crds/*.yaml | wc -l)
+[[ "$(grep -c '^kind: CustomResourceDefinition' "$work/default.yaml.all")" == "$crd_count" ]] || die "expected $crd_count CRDs (one per CRD file under crds/)"
+expect "$work/default.yaml.all" "kind: ValidatingAdmissionPolicy" "default values (the free-form bounds)"
 expect "$work/default.yaml" "- operator" "default values"
 expect "$work/default.yaml" "--metrics-addr=0.0.0.0:9090" "default values"
 expect "$work/default.yaml" "image: \"aigw/aigw:0.1.0\"" "default values"
@@ -388,7 +391,8 @@ else
 
 	# can-i resolves the aigw kinds only once their CRDs are served (they stay, as after an install).
 	"${k[@]}" apply --server-side --force-conflicts --field-manager=aigw-chart-check -f "$CHART/crds/" >/dev/null
-	"${k[@]}" wait --for condition=established --timeout=30s -f "$CHART/crds/" >/dev/null
+	mapfile -t crd_files < <(grep -l '^kind: CustomResourceDefinition' "$CHART"/crds/*.yaml)
+	"${k[@]}" wait --for condition=established --timeout=30s "${crd_files[@]/#/-f}" >/dev/null
 
 	echo "--- RBAC applied with watchNamespaces: [a, b] (release aigw-chart-check)"
 	apply_rbac aigw-chart-check --set "watchNamespaces={a,b}"

@@ -159,6 +159,10 @@ fn cli_flags(path: &[String]) -> Vec<(String, String)> {
 fn spec_fields(crds: &Path) -> BTreeMap<String, Vec<String>> {
     let mut kinds = BTreeMap::new();
     for path in files_under(crds) {
+        // The admission policies that bound the free-form fields live beside the CRDs.
+        if path.ends_with(aigw::resources::ADMISSION_POLICIES_FILE) {
+            continue;
+        }
         let text = std::fs::read_to_string(&path).expect("read CRD");
         let crd: serde_yaml::Value = serde_yaml::from_str(&text).expect("parse CRD");
         let kind = crd["spec"]["names"]["kind"]

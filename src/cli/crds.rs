@@ -1,4 +1,5 @@
-//! `aigw crds`: print every CRD as multi-document YAML (what `crds/` holds).
+//! `aigw crds`: print every CRD, and the admission policies bounding their free-form fields, as
+//! multi-document YAML (what `crds/` holds).
 
 use std::path::PathBuf;
 
@@ -18,5 +19,9 @@ pub fn run(args: CrdsArgs) -> anyhow::Result<()> {
     for (file, crd) in aigw::resources::crds() {
         std::fs::write(dir.join(file), aigw::resources::crd_yaml(&crd)?)?;
     }
+    std::fs::write(
+        dir.join(aigw::resources::ADMISSION_POLICIES_FILE),
+        aigw::resources::admission_policies_yaml()?,
+    )?;
     Ok(())
 }

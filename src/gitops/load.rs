@@ -5,7 +5,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use serde::Deserialize;
+use serde::de::DeserializeSeed;
 use serde_json::Value;
 
 use super::GitopsError;
@@ -107,7 +107,11 @@ fn files_under(path: &Path) -> Result<Vec<PathBuf>, GitopsError> {
 /// Parses one source's text, appending documents (empty ones skipped) and failures.
 pub fn parse_into(loaded: &mut Loaded, source: &str, text: &str, is_json: bool) {
     if is_json {
-        match serde_json::from_str::<Value>(text) {
+        let mut json = serde_json::Deserializer::from_str(text);
+        let read = Capped(READ_DEPTH)
+            .deserialize(&mut json)
+            .and_then(|value| json.end().map(|()| value));
+        match read {
             Ok(value) => push(loaded, source, 0, value),
             Err(e) => loaded.failures.push(ParseFailure {
                 source: source.into(),
@@ -118,7 +122,7 @@ pub fn parse_into(loaded: &mut Loaded, source: &str, text: &str, is_json: bool) 
         return;
     }
     for (index, document) in serde_yaml::Deserializer::from_str(text).enumerate() {
-        match Value::deserialize(document) {
+        match Capped(READ_DEPTH).deserialize(document) {
             Ok(value) => push(loaded, source, index, value),
             Err(e) => {
                 loaded.failures.push(ParseFailure {
@@ -130,6 +134,84 @@ pub fn parse_into(loaded: &mut Loaded, source: &str, text: &str, is_json: bool) 
                 break;
             }
         }
+    }
+}
+
+/// How many levels of objects and arrays of a document are read; deeper ones are skipped (the
+/// parsers skip with a loop, however deep) and read as `null`. Far past what any field may nest
+/// (a free-form field at most [`crate::resources::free_form::MAX_DEPTH`] levels), so a document
+/// that deep is refused by the check of the field it is in, which names it, instead of failing
+/// to load at the parsers' recursion limit (128 levels), which names nothing.
+const READ_DEPTH: usize = 100;
+
+/// A JSON value read at most `.0` levels of objects and arrays deep (see [`READ_DEPTH`]).
+struct Capped(usize);
+
+impl<'de> serde::de::DeserializeSeed<'de> for Capped {
+    type Value = Value;
+
+    fn deserialize<D: serde::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for Capped {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(v.into())
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.into()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        self.deserialize(d)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let Some(levels) = self.0.checked_sub(1) else {
+            while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+            return Ok(Value::Null);
+        };
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element_seed(Capped(levels))? {
+            items.push(item);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let Some(levels) = self.0.checked_sub(1) else {
+            while map
+                .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+                .is_some()
+            {}
+            return Ok(Value::Null);
+        };
+        let mut object = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            object.insert(key, map.next_value_seed(Capped(levels))?);
+        }
+        Ok(Value::Object(object))
     }
 }
 

@@ -1,11 +1,13 @@
 //! `aigw validate`: every aigw manifest checked offline, the way the apiserver and then the
 //! operator would check it, so a bad change fails in the pull request instead of in the cluster.
 //!
-//! Checks, in order: the CRD schema aigw itself generates (types, required fields, enums,
-//! lengths, patterns, unknown fields) with its CEL rules that need no stored object; the checks
-//! the operator makes before calling the API (a rotation interval that parses, the API request
-//! limits); and claims the set makes twice (the same object name, or the same remote object
-//! adopted by two resources). Documents of other API groups are counted and ignored.
+//! Checks, in order: the bounds of the free-form fields ([`crate::resources::free_form`], what
+//! the admission policies generated with the CRDs enforce); the CRD schema aigw itself generates
+//! (types, required fields, enums, lengths, patterns, unknown fields) with its CEL rules that need
+//! no stored object; the checks the operator makes before calling the API (a rotation interval
+//! that parses, the API request limits); and claims the set makes twice (the same object name, or
+//! the same remote object adopted by two resources). Documents of other API groups are counted
+//! and ignored.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -297,7 +299,16 @@ impl Validator {
         }
         let mut violations = seen.duplicates(kind, &resource, value, &document.location());
         check_metadata(&value["metadata"], schema.namespaced, &mut violations);
-        self.check_body(&schema.schema, value, &mut violations);
+        // The free-form fields' bounds first: the schema's checks walk what they hold.
+        let bounds = crate::resources::free_form::check(&schema.schema, value);
+        if bounds.is_empty() {
+            self.check_body(&schema.schema, value, &mut violations);
+        }
+        violations.extend(
+            bounds
+                .into_iter()
+                .map(|(path, message)| Violation { path, message }),
+        );
         if violations.is_empty() {
             match checked_object(kind, value) {
                 Ok(object) => report.manifests.push(Manifest {
@@ -696,6 +707,87 @@ mod tests {
         );
         assert_eq!(report.problems[0].resource, "RateLimitsPolicy team-a/p");
         assert_eq!(report.problems[0].location, "t.yaml#0");
+    }
+
+    /// A flow mapping `levels` objects deep: `{a: {a: … 1 …}}`.
+    fn nested_yaml(levels: usize) -> String {
+        format!("{}1{}", "{a: ".repeat(levels), "}".repeat(levels))
+    }
+
+    #[test]
+    fn free_form_fields_deeper_than_the_bound_are_refused_naming_the_field() {
+        let config = "apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {name: c, namespace: a}\nspec: {name: c, config: {metadata: DOC}}\n";
+        // spec.config itself is the first of its levels.
+        let within = validate(&config.replace("DOC", &nested_yaml(31)));
+        assert!(within.is_valid(), "{:?}", within.problems);
+        // 150 levels: past the YAML parser's own recursion limit (128), still named.
+        for levels in [32, 150] {
+            let report = validate(&config.replace("DOC", &nested_yaml(levels)));
+            let problems: Vec<_> = report
+                .problems
+                .iter()
+                .map(|p| (p.path.as_str(), p.message.as_str()))
+                .collect();
+            assert_eq!(problems.len(), 1, "{levels}: {problems:?}");
+            assert_eq!(problems[0].0, "spec.config", "{levels}");
+            assert!(
+                problems[0].1.starts_with("nested deeper than 32 levels"),
+                "{}",
+                problems[0].1
+            );
+            assert_eq!(report.problems[0].resource, "Config a/c");
+        }
+
+        let guardrail = format!(
+            "apiVersion: aigw.io/v1alpha1\nkind: Guardrail\nmetadata: {{name: g, namespace: a}}\nspec: {{name: g, checks: [{{id: default.regexMatch, parameters: {{rule: x}}}}, {{id: default.regexMatch, parameters: {}}}]}}\n",
+            nested_yaml(150)
+        );
+        let report = validate(&guardrail);
+        let paths: Vec<&str> = report.problems.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            ["spec.checks[1].parameters"],
+            "{:?}",
+            report.problems
+        );
+
+        let json = serde_json::json!({
+            "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+            "metadata": {"name": "c", "namespace": "a"},
+            "spec": {"name": "c", "config": {"metadata": "DOC"}},
+        })
+        .to_string()
+        .replace(
+            "\"DOC\"",
+            &format!("{}1{}", "[".repeat(150), "]".repeat(150)),
+        );
+        let mut loaded = Loaded::default();
+        parse_into(&mut loaded, "t.json", &json, true);
+        let report = Validator::new().validate(&loaded);
+        let paths: Vec<&str> = report.problems.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(paths, ["spec.config"], "{:?}", report.problems);
+    }
+
+    #[test]
+    fn free_form_fields_of_more_values_than_the_bound_are_refused() {
+        let values: Vec<String> = (0..25_000).map(|i| i.to_string()).collect();
+        let config = format!(
+            "apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {{name: c, namespace: a}}\nspec: {{name: c, config: {{metadata: {{words: [{}]}}}}}}\n",
+            values.join(", ")
+        );
+        let report = validate(&config);
+        let problems: Vec<_> = report
+            .problems
+            .iter()
+            .map(|p| (p.path.as_str(), p.message.as_str()))
+            .collect();
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert_eq!(problems[0].0, "spec.config");
+        assert!(
+            problems[0].1.starts_with("more than 25000 values"),
+            "{}",
+            problems[0].1
+        );
     }
 
     #[test]

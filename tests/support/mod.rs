@@ -79,6 +79,10 @@ pub async fn install_crds(client: &Client) {
     for entry in std::fs::read_dir(&dir).expect("crds/ is missing") {
         let path = entry.expect("unreadable crds/ entry").path();
         let text = std::fs::read_to_string(&path).expect("unreadable CRD file");
+        if path.ends_with(aigw::resources::ADMISSION_POLICIES_FILE) {
+            install_admission_policies(client, &text).await;
+            continue;
+        }
         let crd: CustomResourceDefinition = serde_yaml::from_str(&text).expect("invalid CRD YAML");
         let name = crd.name_any();
         crds.patch(
@@ -102,6 +106,37 @@ pub async fn install_crds(client: &Client) {
         })
         .await
         .unwrap_or_else(|| panic!("CRD {name} was not established within 30s"));
+    }
+}
+
+/// Server-side applies the ValidatingAdmissionPolicies (and bindings) of `text`, the
+/// multi-document file under `crds/` that bounds the free-form fields.
+pub async fn install_admission_policies(client: &Client, text: &str) {
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    use serde::Deserialize as _;
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    let apply = PatchParams::apply("aigw-tests").force();
+    for document in serde_yaml::Deserializer::from_str(text) {
+        let value = serde_json::Value::deserialize(document).expect("invalid policy YAML");
+        let name = value["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let result = match value["kind"].as_str() {
+            Some("ValidatingAdmissionPolicy") => policies
+                .patch(&name, &apply, &Patch::Apply(&value))
+                .await
+                .map(drop),
+            Some("ValidatingAdmissionPolicyBinding") => bindings
+                .patch(&name, &apply, &Patch::Apply(&value))
+                .await
+                .map(drop),
+            other => panic!("unexpected kind {other:?} in the admission policies"),
+        };
+        result.unwrap_or_else(|e| panic!("failed to install {name}: {e}"));
     }
 }
 

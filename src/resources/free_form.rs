@@ -1,0 +1,416 @@
+//! Bounds on the free-form fields (`x-kubernetes-preserve-unknown-fields`: `spec.config`, guardrail
+//! `parameters`, ApiKey `usageLimits` and `defaults.metadata`, …): at most [`MAX_DEPTH`] levels of
+//! nested objects and arrays and [`MAX_VALUES`] values in all.
+//!
+//! Why: the apiserver keeps JSON nested up to 10,000 levels, and a decoder that stops at 128
+//! (serde_json's, which kube-client uses) failed a whole list over one such object; see
+//! [`super::readable`] for how the operator survives objects already stored. No real document
+//! comes near these bounds: the API's own documents nest fewer than 10 levels, and the largest
+//! routing document we know of (100 targets of 200 parameters) holds about 20,300 values.
+//!
+//! Where: a CRD schema cannot bound the depth of a free-form field (its CEL rules see such a
+//! field as an object without fields), so each kind that has one gets a
+//! ValidatingAdmissionPolicy, generated here from the same CRD schema, whose CEL walks the
+//! field's values; it ships with the CRDs (`crds/free-form-limits.yaml`). `aigw validate` checks
+//! the same fields against the same bounds ([`check`]), and the CRD field descriptions state
+//! them ([`describe`]).
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceDefinition, JSONSchemaProps, JSONSchemaPropsOrArray, JSONSchemaPropsOrBool,
+};
+use serde_json::{Value, json};
+
+/// The most levels of objects and arrays a free-form field may nest, counting the field itself.
+pub const MAX_DEPTH: usize = 32;
+
+/// The most values (objects, arrays, strings, numbers, booleans, nulls, each counted once) a
+/// free-form field may hold, counting the field itself. Also keeps the admission policy's CEL
+/// within the apiserver's cost budget (it ran out at about 60,000 values).
+pub const MAX_VALUES: usize = 25_000;
+
+/// What every free-form field's description says of the bounds.
+pub fn limits_sentence() -> String {
+    format!(
+        "Free-form, within bounds no real document reaches: at most {MAX_DEPTH} levels of nested objects and arrays (counting this field) and {MAX_VALUES} values in all; more is refused at admission (the ValidatingAdmissionPolicy in crds/free-form-limits.yaml) and by `aigw validate`."
+    )
+}
+
+/// What is wrong with a field deeper than [`MAX_DEPTH`] (admission and `aigw validate` say the
+/// same).
+pub fn too_deep() -> String {
+    format!(
+        "nested deeper than {MAX_DEPTH} levels of objects and arrays (a free-form field's bound; see `kubectl explain`)"
+    )
+}
+
+/// What is wrong with a field of more than [`MAX_VALUES`] values.
+pub fn too_large() -> String {
+    format!("more than {MAX_VALUES} values (a free-form field's bound; see `kubectl explain`)")
+}
+
+/// One step from a parent schema to a child.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Step {
+    Field(String),
+    /// Every item of an array.
+    Items,
+    /// Every value of a map (`additionalProperties`).
+    Values,
+}
+
+/// A free-form field, by its steps from the object root (e.g. `spec`, `checks`, items,
+/// `parameters`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Field {
+    steps: Vec<Step>,
+}
+
+impl Field {
+    /// `spec.checks[].parameters`, `spec.config`.
+    pub fn display(&self) -> String {
+        let mut out = String::new();
+        for step in &self.steps {
+            match step {
+                Step::Field(name) => {
+                    if !out.is_empty() {
+                        out.push('.');
+                    }
+                    out.push_str(name);
+                }
+                Step::Items => out.push_str("[]"),
+                Step::Values => out.push_str("[*]"),
+            }
+        }
+        out
+    }
+}
+
+/// The outermost free-form fields under `spec` of a kind's schema (a free-form field's own
+/// declared children are within its bounds already).
+pub fn fields(root: &JSONSchemaProps) -> Vec<Field> {
+    fn walk(schema: &JSONSchemaProps, steps: &mut Vec<Step>, out: &mut Vec<Field>) {
+        if schema.x_kubernetes_preserve_unknown_fields == Some(true) {
+            out.push(Field {
+                steps: steps.clone(),
+            });
+            return;
+        }
+        for (name, child) in schema.properties.iter().flatten() {
+            steps.push(Step::Field(name.clone()));
+            walk(child, steps, out);
+            steps.pop();
+        }
+        if let Some(JSONSchemaPropsOrArray::Schema(items)) = &schema.items {
+            steps.push(Step::Items);
+            walk(items, steps, out);
+            steps.pop();
+        }
+        if let Some(JSONSchemaPropsOrBool::Schema(values)) = &schema.additional_properties {
+            steps.push(Step::Values);
+            walk(values, steps, out);
+            steps.pop();
+        }
+    }
+    let mut out = Vec::new();
+    if let Some(spec) = root.properties.as_ref().and_then(|p| p.get("spec")) {
+        walk(spec, &mut vec![Step::Field("spec".into())], &mut out);
+    }
+    out
+}
+
+fn schema_of(crd: &mut CustomResourceDefinition) -> Option<&mut JSONSchemaProps> {
+    crd.spec
+        .versions
+        .first_mut()?
+        .schema
+        .as_mut()?
+        .open_api_v3_schema
+        .as_mut()
+}
+
+/// Appends the bounds to the description of every free-form field of `crd` (what `kubectl
+/// explain` shows).
+pub fn describe(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    let Some(root) = schema_of(&mut crd) else {
+        return crd;
+    };
+    for field in fields(root) {
+        let mut schema = &mut *root;
+        for step in &field.steps {
+            let next = match step {
+                Step::Field(name) => schema.properties.as_mut().and_then(|p| p.get_mut(name)),
+                Step::Items => match schema.items.as_mut() {
+                    Some(JSONSchemaPropsOrArray::Schema(items)) => Some(&mut **items),
+                    _ => None,
+                },
+                Step::Values => match schema.additional_properties.as_mut() {
+                    Some(JSONSchemaPropsOrBool::Schema(values)) => Some(&mut **values),
+                    _ => None,
+                },
+            };
+            let Some(next) = next else { break };
+            schema = next;
+        }
+        let sentence = limits_sentence();
+        schema.description = Some(match schema.description.take() {
+            Some(text) if !text.is_empty() => format!("{text}\n\n{sentence}"),
+            _ => sentence,
+        });
+    }
+    crd
+}
+
+/// CEL: true when `value` nests at most `levels` levels of objects and arrays. Each level
+/// names its own variable, so the expression grows linearly with `levels`.
+fn depth_rule(value: &str, levels: usize) -> String {
+    let scalar = format!("type({value}) != map && type({value}) != list");
+    if levels == 0 {
+        return scalar;
+    }
+    let child = format!("v{levels}");
+    format!(
+        "{scalar} || {value}.all(k{levels}, {child}, {})",
+        depth_rule(&child, levels - 1)
+    )
+}
+
+/// CEL: how many values `value` holds, itself included, counted `levels` levels deep (the depth
+/// rule refuses anything deeper).
+fn count_expression(value: &str, levels: usize) -> String {
+    if levels == 0 {
+        return "1".into();
+    }
+    let child = format!("v{levels}");
+    format!(
+        "(type({value}) != map && type({value}) != list ? 1 : 1 + {value}.transformList(k{levels}, {child}, {}).sum())",
+        count_expression(&child, levels - 1)
+    )
+}
+
+/// CEL: `check` holds for every value the field's steps reach from `object`.
+fn over_field(steps: &[Step], value: &str, index: usize, check: &dyn Fn(&str) -> String) -> String {
+    match steps.split_first() {
+        None => check(value),
+        Some((Step::Field(name), rest)) => {
+            let child = format!("{value}.{name}");
+            format!(
+                "!has({child}) || {}",
+                over_field(rest, &child, index, check)
+            )
+        }
+        Some((Step::Items, rest)) => {
+            let item = format!("i{index}");
+            format!(
+                "{value}.all({item}, {})",
+                over_field(rest, &item, index + 1, check)
+            )
+        }
+        Some((Step::Values, rest)) => {
+            let key = format!("m{index}");
+            let child = format!("{value}[{key}]");
+            format!(
+                "{value}.all({key}, {})",
+                over_field(rest, &child, index + 1, check)
+            )
+        }
+    }
+}
+
+/// The name of the admission policy (and its binding) of the kind `plural`.
+pub fn policy_name(crd: &CustomResourceDefinition) -> String {
+    format!("aigw-free-form-limits.{}", crd.spec.names.plural)
+}
+
+/// The ValidatingAdmissionPolicy and its binding that bound the free-form fields of `crd`, or
+/// `None` for a kind without one.
+pub fn admission_policy(crd: &CustomResourceDefinition) -> Option<[Value; 2]> {
+    let root = crd
+        .spec
+        .versions
+        .first()?
+        .schema
+        .as_ref()?
+        .open_api_v3_schema
+        .as_ref()?;
+    let fields = fields(root);
+    if fields.is_empty() {
+        return None;
+    }
+    let mut validations = Vec::new();
+    for field in &fields {
+        let name = field.display();
+        let steps = &field.steps;
+        validations.push(json!({
+            "expression": over_field(steps, "object", 0, &|v| depth_rule(v, MAX_DEPTH)),
+            "message": format!("{name}: {}", too_deep()),
+            "reason": "Invalid",
+        }));
+        validations.push(json!({
+            "expression": over_field(steps, "object", 0, &|v| format!("{} <= {MAX_VALUES}", count_expression(v, MAX_DEPTH))),
+            "message": format!("{name}: {}", too_large()),
+            "reason": "Invalid",
+        }));
+    }
+    let name = policy_name(crd);
+    let policy = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "aigw"}},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{
+                "apiGroups": [crd.spec.group],
+                "apiVersions": ["*"],
+                "operations": ["CREATE", "UPDATE"],
+                "resources": [crd.spec.names.plural],
+            }]},
+            // An update that leaves the spec as it was (a finalizer removed, a label, an
+            // annotation) passes, so an object stored before these bounds can still be
+            // cleaned up.
+            "matchConditions": [{
+                "name": "spec-written",
+                "expression": "oldObject == null || !has(oldObject.spec) || !has(object.spec) || oldObject.spec != object.spec",
+            }],
+            "validations": validations,
+        },
+    });
+    let binding = json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name, "labels": {"app.kubernetes.io/part-of": "aigw"}},
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
+    });
+    Some([policy, binding])
+}
+
+/// How deep `value` nests objects and arrays (0 for a scalar) and how many values it holds,
+/// itself included; measured with a loop, so any depth is measured without recursion.
+pub fn measure(value: &Value) -> (usize, usize) {
+    let (mut deepest, mut count) = (0, 0);
+    let mut pending = vec![(value, 0usize)];
+    while let Some((value, level)) = pending.pop() {
+        count += 1;
+        match value {
+            Value::Object(map) => {
+                deepest = deepest.max(level + 1);
+                pending.extend(map.values().map(|v| (v, level + 1)));
+            }
+            Value::Array(items) => {
+                deepest = deepest.max(level + 1);
+                pending.extend(items.iter().map(|v| (v, level + 1)));
+            }
+            _ => {}
+        }
+    }
+    (deepest, count)
+}
+
+/// Each free-form field of `document` (a manifest of the kind whose schema is `root`) over its
+/// bounds: `(path, message)`, the path with its indexes, e.g. `spec.checks[1].parameters`.
+pub fn check(root: &JSONSchemaProps, document: &Value) -> Vec<(String, String)> {
+    fn reach<'a>(
+        steps: &[Step],
+        value: &'a Value,
+        path: String,
+        out: &mut Vec<(String, &'a Value)>,
+    ) {
+        match steps.split_first() {
+            None => out.push((path, value)),
+            Some((Step::Field(name), rest)) => {
+                if let Some(child) = value.get(name) {
+                    let path = if path.is_empty() {
+                        name.clone()
+                    } else {
+                        format!("{path}.{name}")
+                    };
+                    reach(rest, child, path, out);
+                }
+            }
+            Some((Step::Items, rest)) => {
+                for (i, item) in value.as_array().into_iter().flatten().enumerate() {
+                    reach(rest, item, format!("{path}[{i}]"), out);
+                }
+            }
+            Some((Step::Values, rest)) => {
+                for (key, child) in value.as_object().into_iter().flatten() {
+                    reach(rest, child, format!("{path}[{key}]"), out);
+                }
+            }
+        }
+    }
+    let mut reached = Vec::new();
+    for field in fields(root) {
+        reach(&field.steps, document, String::new(), &mut reached);
+    }
+    let mut out = Vec::new();
+    for (path, value) in reached {
+        let (depth, values) = measure(value);
+        if depth > MAX_DEPTH {
+            out.push((path.clone(), too_deep()));
+        }
+        if values > MAX_VALUES {
+            out.push((path, too_large()));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn schema_of_kind(kind: &str) -> JSONSchemaProps {
+        let (_, crd) = crate::resources::crds()
+            .into_iter()
+            .find(|(_, crd)| crd.spec.names.kind == kind)
+            .unwrap();
+        crd.spec.versions[0]
+            .schema
+            .clone()
+            .unwrap()
+            .open_api_v3_schema
+            .unwrap()
+    }
+
+    #[test]
+    fn the_free_form_fields_of_each_kind_are_found_in_its_schema() {
+        let names = |kind: &str| -> Vec<String> {
+            fields(&schema_of_kind(kind))
+                .iter()
+                .map(Field::display)
+                .collect()
+        };
+        assert_eq!(names("Config"), ["spec.config"]);
+        let guardrail = names("Guardrail");
+        assert!(
+            guardrail.contains(&"spec.checks[].parameters".to_string()),
+            "{guardrail:?}"
+        );
+        let api_key = names("ApiKey");
+        assert!(
+            api_key.iter().any(|f| f.contains("usageLimits")),
+            "{api_key:?}"
+        );
+        assert!(
+            api_key.iter().any(|f| f.contains("metadata")),
+            "{api_key:?}"
+        );
+    }
+
+    #[test]
+    fn measure_counts_levels_and_values() {
+        assert_eq!(measure(&json!(1)), (0, 1));
+        assert_eq!(measure(&json!({})), (1, 1));
+        assert_eq!(measure(&json!({"a": [1, {"b": null}]})), (3, 5));
+    }
+
+    #[test]
+    fn the_depth_rule_is_linear_in_the_depth() {
+        let rule = depth_rule("object.spec.config", MAX_DEPTH);
+        assert!(rule.len() < 6_000, "{}", rule.len());
+        assert!(
+            rule.contains("v2.all(k1, v1, type(v1) != map && type(v1) != list)"),
+            "{rule}"
+        );
+    }
+}
