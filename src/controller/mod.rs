@@ -14,7 +14,7 @@ pub use kinds::{
     api_key, config, config_refs, connection, deployment, guardrail, integration, policy, provider,
     rate_limits_policy, usage_limits_policy,
 };
-pub use runtime::{backoff, census, events, failpoints, health, leader, metrics};
+pub use runtime::{backoff, census, events, failpoints, health, leader, metrics, unreadable};
 pub use state::{claims, connections, followers, installation, relay};
 
 use std::sync::Arc;
@@ -26,7 +26,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tracing::{info, warn};
 
@@ -38,6 +38,7 @@ pub use health::Health;
 pub use leader::Leadership;
 pub use metrics::Metrics;
 
+use crate::resources::readable::{Readable, Unreadable, readable_api};
 use crate::resources::{
     ApiKey, ClusterGuardrail, Config, Deployment, Guardrail, Integration, Provider,
     RateLimitsPolicy, UsageLimitsPolicy,
@@ -80,6 +81,8 @@ pub struct Context {
     /// Each kind's changes, once its watch cache stored them, for the controllers of the kinds
     /// that read it (a Config hears the Guardrails it names).
     pub relay: relay::Relay,
+    /// The objects watches could not decode, each version reported once.
+    pub unreadable: unreadable::Reported,
 }
 
 /// How the operator runs.
@@ -199,6 +202,7 @@ impl Context {
             dry_run: settings.dry_run,
             followers: Default::default(),
             relay: Default::default(),
+            unreadable: Default::default(),
         }
     }
 
@@ -293,28 +297,43 @@ impl<K> Watchable for K where
 {
 }
 
-/// A reflector over `api` whose every item is reported to `probe`, as a controller trigger.
-/// `prepare` makes each object what reconciles read ([`driver::Managed::prepare`]); `on_event` sees every watch event before the store does (the claim index), `on_stored`
-/// right after (what reads the store on hearing of it: the followers of a source).
+/// A reflector over the objects of kind `K` in `namespace` whose every item is reported to
+/// `probe`, as a controller trigger. `prepare` makes each object what reconciles read
+/// ([`driver::Managed::prepare`]); `on_event` sees every watch event before the store does (the
+/// claim index), `on_stored` right after (what reads the store on hearing of it: the followers
+/// of a source).
+///
+/// Objects are decoded one by one ([`Readable`]): one that does not decode goes to
+/// `on_unreadable` and stays out of the cache, and the rest of the kind is listed and watched
+/// as usual. The watch backs off after errors (kube-runtime's default: 800 ms doubling to 30 s,
+/// reset after 120 s of health) instead of retrying at once.
+#[allow(clippy::too_many_arguments)]
 fn watched<K: Watchable>(
-    api: Api<K>,
+    kube: &kube::Client,
+    namespace: Option<&str>,
     config: watcher::Config,
     probe: health::WatchProbe,
     prepare: fn(&mut K),
     on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
     on_stored: impl Fn(&watcher::Event<K>) + Send + 'static,
+    on_unreadable: impl Fn(&Unreadable) + Send + 'static,
 ) -> (
     Store<K>,
     impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
 ) {
     let (reader, writer) = reflector::store();
+    let cache = reader.clone();
     // Paged initial lists (500 objects a page): a list served whole from the watch cache (the
     // "any" semantic ignores the page size) put every object in one response, which at 10,000
     // objects was the largest allocation of the process. managedFields and kubectl's copy of
     // the last applied manifest are most of a cached object and aigw never reads them. The
     // create intent annotation is read once, by `prepare`, into the status reconciles read;
     // kept, it would cost every cached object its text and a tree node for the map.
-    let objects = watcher(api, config)
+    let objects = watcher(readable_api::<K>(kube, namespace), config)
+        .default_backoff()
+        .filter_map(move |event| {
+            futures::future::ready(readable_event(event, &cache, &on_unreadable))
+        })
         .modify(move |object| {
             object.meta_mut().managed_fields = None;
             prepare(object);
@@ -342,6 +361,48 @@ fn watched<K: Watchable>(
         .applied_objects()
         .predicate_filter(worth_reconciling, Default::default());
     (reader, stream)
+}
+
+/// The event the cache of `K` takes for a watch event of [`Readable<K>`]. An object that does
+/// not decode is reported and kept out of the cache: a copy read before it changed is removed
+/// (as a relist would leave it out), so nothing reconciles a spec that is no longer the
+/// object's. Its deletion removes that copy too, and needs no report.
+fn readable_event<K: Watchable>(
+    event: Result<watcher::Event<Readable<K>>, watcher::Error>,
+    cache: &Store<K>,
+    report: &impl Fn(&Unreadable),
+) -> Option<Result<watcher::Event<K>, watcher::Error>> {
+    use watcher::Event;
+    let cached = |unreadable: &Unreadable| {
+        let mut key = ObjectRef::<K>::new(unreadable.meta.name.as_deref()?);
+        if let Some(namespace) = &unreadable.meta.namespace {
+            key = key.within(namespace);
+        }
+        cache
+            .get(&key)
+            .map(|object| Event::Delete(K::clone(&object)))
+    };
+    let event = match event {
+        Err(error) => return Some(Err(error)),
+        Ok(event) => event,
+    };
+    let mapped = match event {
+        Event::Init => Event::Init,
+        Event::InitDone => Event::InitDone,
+        Event::InitApply(Readable::Object(object)) => Event::InitApply(object),
+        Event::Apply(Readable::Object(object)) => Event::Apply(object),
+        Event::Delete(Readable::Object(object)) => Event::Delete(object),
+        Event::InitApply(Readable::Unreadable(unreadable)) => {
+            report(&unreadable);
+            return None;
+        }
+        Event::Apply(Readable::Unreadable(unreadable)) => {
+            report(&unreadable);
+            cached(&unreadable)?
+        }
+        Event::Delete(Readable::Unreadable(unreadable)) => cached(&unreadable)?,
+    };
+    Some(Ok(mapped))
 }
 
 /// The annotation `kubectl apply` keeps the whole last applied manifest in.
@@ -465,13 +526,19 @@ async fn run_kind<K: Managed>(
             }
         }
     };
+    let unreadable = {
+        let ctx = ctx.clone();
+        move |object: &Unreadable| unreadable::report::<K>(&ctx, object)
+    };
     let (store, objects) = watched(
-        K::api(&ctx.kube, ns),
+        &ctx.kube,
+        ns,
         ctx.watch_config::<K>(),
         probe,
         K::prepare,
         index,
         stored,
+        unreadable,
     );
     let _ = stream.set(K::stores(&ctx.stores).register(store.clone()));
     let mut controller = Controller::for_stream(objects, store.clone())
@@ -491,6 +558,7 @@ async fn run_kind<K: Managed>(
             deployment::MANAGED_BY
         );
         let secrets = watcher(secrets, watcher::Config::default().labels(&selector))
+            .default_backoff()
             .inspect(move |item| probe.observe(item))
             .touched_objects();
         controller = controller.owns_stream(secrets);
@@ -541,13 +609,19 @@ fn users_of_changed_connections<K: Managed>(
 
 async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
     let probe = ctx.health.register(stream_name("Connection", None));
+    let unreadable = {
+        let ctx = ctx.clone();
+        move |object: &Unreadable| unreadable::report::<crate::resources::Connection>(&ctx, object)
+    };
     let (store, connections) = watched(
-        Api::<crate::resources::Connection>::all(ctx.kube.clone()),
+        &ctx.kube,
+        None,
         watcher::Config::default(),
         probe,
         |_| {},
         |_| {},
         |_| {},
+        unreadable,
     );
     ctx.stores.connections.register(store.clone());
     Controller::for_stream(connections, store)

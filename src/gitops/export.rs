@@ -57,88 +57,90 @@ pub struct LiveSecrets {
 /// the Secrets they (and the versions they recorded) name, for [`ExportOptions::live_masking`].
 pub async fn live_secret_refs(kube: &kube::Client) -> Result<LiveSecrets, GitopsError> {
     let mut live = LiveSecrets::default();
-    let configs = kube::Api::<Config>::all(kube.clone())
-        .list(&Default::default())
-        .await
-        .map_err(|e| GitopsError::kube("failed to list Configs", e))?;
-    for config in configs
-        .items
-        .iter()
-        .filter(|c| !c.spec.secret_refs.is_empty())
-    {
-        let status = config.status.as_ref();
-        let mut named = config.spec.secret_refs.clone();
-        named.extend(
-            status
-                .iter()
-                .flat_map(|s| &s.history)
-                .flat_map(|v| v.secret_refs.clone()),
-        );
-        let namespace = config.metadata.namespace.clone().unwrap_or_default();
-        let mut masking = Masking::default();
-        add_references(&mut masking, Some((kube, &namespace)), "", &named).await;
-        for key in [
-            status.and_then(|s| s.slug.clone()),
-            status.and_then(|s| s.id.clone()),
-        ]
-        .into_iter()
-        .flatten()
-        {
-            live.masking.insert(key.clone(), masking.clone());
-            live.refs.insert(key, config.spec.secret_refs.clone());
-        }
-    }
-    guardrail_secret_refs(kube, kube::Api::<Guardrail>::all(kube.clone()), &mut live).await?;
-    guardrail_secret_refs(
-        kube,
-        kube::Api::<ClusterGuardrail>::all(kube.clone()),
-        &mut live,
-    )
-    .await?;
+    live_refs_of::<Config>(kube, "Configs", &mut live).await?;
+    live_refs_of::<Guardrail>(kube, "Guardrails", &mut live).await?;
+    live_refs_of::<ClusterGuardrail>(kube, "ClusterGuardrails", &mut live).await?;
     Ok(live)
 }
 
-/// The `spec.secretRefs` of every resource `api` lists, by the slug and id each records.
-async fn guardrail_secret_refs<G>(
+/// What [`live_secret_refs`] reads of a resource: the same fields on the three kinds (a
+/// guardrail's definition is flattened into its spec).
+#[derive(serde::Deserialize, Default)]
+struct LiveRefs {
+    #[serde(default)]
+    metadata: LiveMeta,
+    #[serde(default)]
+    spec: LiveSpec,
+    #[serde(default)]
+    status: Option<LiveStatus>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct LiveMeta {
+    namespace: Option<String>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct LiveSpec {
+    #[serde(default)]
+    secret_refs: Vec<ConfigSecretRef>,
+}
+
+#[derive(serde::Deserialize, Default)]
+struct LiveStatus {
+    slug: Option<String>,
+    id: Option<String>,
+    /// The versions applied before, each with the `secretRefs` it had.
+    #[serde(default)]
+    history: Vec<LiveSpec>,
+}
+
+/// Adds the `spec.secretRefs` of every `K` of the cluster to `live`, by slug and id, with what
+/// the Secrets they (and their recorded versions) name hold. An object too deep to decode whole
+/// is read for these fields alone ([`Unreadable::part`]): it does not fail the list, and its
+/// Secret-backed values stay masked.
+///
+/// [`Unreadable::part`]: crate::resources::readable::Unreadable::part
+async fn live_refs_of<K>(
     kube: &kube::Client,
-    api: kube::Api<G>,
+    what: &str,
     live: &mut LiveSecrets,
 ) -> Result<(), GitopsError>
 where
-    G: GuardrailKind + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K: kube::Resource<DynamicType = ()>
+        + Serialize
+        + serde::de::DeserializeOwned
+        + Clone
+        + std::fmt::Debug,
 {
-    let guardrails = api
-        .list(&Default::default())
+    let (objects, unreadable) = crate::resources::readable::list_readable::<K>(kube, None)
         .await
-        .map_err(|e| GitopsError::kube("failed to list guardrail resources", e))?;
-    for guardrail in &guardrails.items {
-        let secret_refs = &guardrail.definition().secret_refs;
-        let status = guardrail.guardrail_status();
-        if secret_refs.is_empty() {
+        .map_err(|e| GitopsError::kube(format!("failed to list {what}"), e))?;
+    let decoded = objects
+        .iter()
+        .filter_map(|object| serde_json::from_value(serde_json::to_value(object).ok()?).ok());
+    let read_in_part = unreadable.iter().filter_map(|u| u.part::<LiveRefs>().ok());
+    for found in decoded.chain(read_in_part) {
+        let LiveRefs {
+            metadata,
+            spec,
+            status,
+        } = found;
+        if spec.secret_refs.is_empty() {
             continue;
         }
-        let mut named = secret_refs.clone();
-        named.extend(
-            status
-                .iter()
-                .flat_map(|s| &s.history)
-                .flat_map(|v| v.secret_refs.clone()),
-        );
+        let status = status.unwrap_or_default();
+        let mut named = spec.secret_refs.clone();
+        named.extend(status.history.into_iter().flat_map(|v| v.secret_refs));
         // A ClusterGuardrail's Secrets sit in the operator's namespace, unknown here: it hides
         // by the key names of its paths.
-        let namespace = guardrail.meta().namespace.clone();
         let mut masking = Masking::default();
-        let source = namespace.as_deref().map(|ns| (kube, ns));
+        let source = metadata.namespace.as_deref().map(|ns| (kube, ns));
         add_references(&mut masking, source, "", &named).await;
-        for key in [
-            status.and_then(|s| s.slug.clone()),
-            status.and_then(|s| s.id.clone()),
-        ]
-        .into_iter()
-        .flatten()
-        {
+        for key in [status.slug, status.id].into_iter().flatten() {
             live.masking.insert(key.clone(), masking.clone());
-            live.refs.insert(key, secret_refs.clone());
+            live.refs.insert(key, spec.secret_refs.clone());
         }
     }
     Ok(())

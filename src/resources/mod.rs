@@ -15,6 +15,7 @@ pub mod policy;
 pub mod promotion;
 pub mod provider;
 pub mod rate_limits_policy;
+pub mod readable;
 pub mod rotation;
 pub mod usage_limits_policy;
 

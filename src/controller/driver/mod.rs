@@ -576,13 +576,33 @@ pub(crate) async fn publish<K: Managed>(
     reason: &str,
     message: &str,
 ) {
+    publish_on(
+        ctx,
+        K::KIND,
+        &object.object_ref(&()),
+        type_,
+        reason,
+        message,
+    )
+    .await;
+}
+
+/// [`publish`] on the object `reference` names, of `kind`.
+pub(crate) async fn publish_on(
+    ctx: &Context,
+    kind: &str,
+    reference: &k8s_openapi::api::core::v1::ObjectReference,
+    type_: EventType,
+    reason: &str,
+    message: &str,
+) {
     if !ctx.events.allow(&type_) {
         ctx.metrics.event_suppressed(match type_ {
             EventType::Normal => "Normal",
             EventType::Warning => "Warning",
         });
         debug!(
-            kind = K::KIND,
+            kind,
             reason, "event rate limit reached; not publishing this event"
         );
         return;
@@ -602,8 +622,8 @@ pub(crate) async fn publish<K: Managed>(
         action: "Reconcile".into(),
         secondary: None,
     };
-    if let Err(e) = ctx.recorder.publish(&event, &object.object_ref(&())).await {
-        warn!(kind = K::KIND, error = %e, "failed to publish event");
+    if let Err(e) = ctx.recorder.publish(&event, reference).await {
+        warn!(kind, error = %e, "failed to publish event");
     }
 }
 

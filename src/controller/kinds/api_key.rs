@@ -326,6 +326,7 @@ pub fn watch_inputs(
         .register(stream_name("Secret(ApiKey)", namespace));
     let secrets = scoped::<PartialObjectMeta<Secret>>(&ctx.kube, namespace);
     let secrets = watcher(secrets, watcher::Config::default().labels(&selector))
+        .default_backoff()
         .inspect(move |item| probe.observe(item))
         .touched_objects();
     let (drift, store) = (ctx.drift.clone(), keys.clone());

@@ -420,6 +420,7 @@ where
     let secrets = crate::controller::scoped::<PartialObjectMeta<Secret>>(&ctx.kube, namespace);
     // Paged initial lists: a namespace may hold many Secrets.
     let stream = watcher(secrets, watcher::Config::default())
+        .default_backoff()
         .inspect(move |item| probe.observe(item))
         .touched_objects();
     let drift = ctx.drift.clone();

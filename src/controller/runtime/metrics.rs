@@ -96,6 +96,7 @@ pub struct Metrics {
     resources: Family<KindLabel, Gauge>,
     resource_conditions: Family<KindCondition, Gauge>,
     rotations_due: Family<KindLabel, Gauge>,
+    unreadable_objects: Family<KindLabel, Counter>,
     lease_transitions: Arc<LeaseTransitions>,
 }
 
@@ -196,6 +197,12 @@ impl Default for Metrics {
             "Resources whose credential rotation is due (interval passed, trigger changed) or in flight, and not done yet",
             rotations_due.clone(),
         );
+        let unreadable_objects = Family::<KindLabel, Counter>::default();
+        registry.register(
+            "unreadable_objects",
+            "Objects a watch or list could not decode (nested too deep, or of a shape this build does not know), left out of the caches and reported; each version counted once",
+            unreadable_objects.clone(),
+        );
         let lease_transitions = Arc::new(LeaseTransitions::default());
         registry.register_collector(Box::new(lease_transitions.clone()));
         Self {
@@ -205,6 +212,7 @@ impl Default for Metrics {
             resources,
             resource_conditions,
             rotations_due,
+            unreadable_objects,
             lease_transitions,
             leader,
             drift_pass_seconds,
@@ -275,6 +283,13 @@ impl Metrics {
                 action: action.into(),
             })
             .get()
+    }
+
+    /// One more object of `kind` that a watch could not decode.
+    pub fn unreadable(&self, kind: &str) {
+        self.unreadable_objects
+            .get_or_create(&KindLabel { kind: kind.into() })
+            .inc();
     }
 
     pub fn drift_corrected(&self, kind: &str) {

@@ -5,3 +5,4 @@ pub mod failpoints;
 pub mod health;
 pub mod leader;
 pub mod metrics;
+pub mod unreadable;

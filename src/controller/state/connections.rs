@@ -607,6 +607,7 @@ fn filled<K: crate::controller::Watchable>(api: Api<K>, stores: &StoreList<K>) -
     let (reader, writer) = reflector::store();
     stores.register(reader);
     let objects = watcher(api, watcher::Config::default().any_semantic())
+        .default_backoff()
         .modify(|object| object.meta_mut().managed_fields = None);
     reflector::reflector(writer, objects)
         .map(|event| event.map(progress))
