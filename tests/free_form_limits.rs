@@ -222,5 +222,19 @@ async fn a_config_nested_150_levels_stops_no_other_config_after_a_restart() {
         .request_text(request)
         .await
         .expect("a metadata-only update of the stored deep object was refused");
+    // Gone, so that no later test of this cluster lists it (it has no finalizer: the operator
+    // never read it).
+    let path = format!(
+        "/apis/aigw.io/v1alpha1/namespaces/{}/configs",
+        other.namespace
+    );
+    let request = kube::core::Request::new(path)
+        .delete("deep", &Default::default())
+        .expect("request");
+    other
+        .client
+        .request_text(request)
+        .await
+        .expect("the deep Config could not be deleted");
     h.stop().await;
 }

@@ -184,12 +184,14 @@ pub async fn install(admin: &Client, scope: &Scope) -> Identity {
     let identity = identity(scope.form, documents);
     // RBAC reaches the authorizer through a watch: wait until it allows what was bound.
     let client = identity.client().await;
-    let probes: Vec<Api<aigw::resources::Config>> = match scope.form {
-        Form::ClusterWide => vec![Api::all(client)],
+    // Read one by one: a Config another test left too deep to decode must not read as a refusal.
+    use aigw::resources::readable::readable_api;
+    let probes: Vec<Api<_>> = match scope.form {
+        Form::ClusterWide => vec![readable_api::<aigw::resources::Config>(&client, None)],
         Form::Watched => scope
             .watched
             .iter()
-            .map(|n| Api::namespaced(client.clone(), n))
+            .map(|n| readable_api::<aigw::resources::Config>(&client, Some(n)))
             .collect(),
     };
     for api in probes {
