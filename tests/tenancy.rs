@@ -585,6 +585,83 @@ async fn two_installations_act_only_on_their_own_objects() {
     h.stop().await;
 }
 
+/// Another installation's Config names nothing of this installation's: it does not take the
+/// slug of a Guardrail this installation took (that slug is of another tenant: `default` is each
+/// installation's own), and it does not keep that Guardrail from being deleted. Failed before:
+/// the other's Config went Ready with the slug, and the deletion waited on it for good.
+#[tokio::test]
+async fn another_installations_config_neither_uses_nor_pins_a_guardrail() {
+    use aigw::controller::installation::ANNOTATION;
+    use aigw::resources::Guardrail;
+    use support::harness::CLUSTER_LABEL;
+
+    let mut h = Harness::start_with("ten-pin", DRIFT).await;
+    h.stop_operator().await;
+    let ns = h.env.namespace.clone();
+    let selector = |other: &str| format!("{CLUSTER_LABEL}={ns},aigw-test/installation!={other}");
+    let a = h.installation("inst-a", &selector("inst-b")).await;
+    let b = h.installation("inst-b", &selector("inst-a")).await;
+    // Claimed up front, so which installation has which is not a race.
+    fn claimed<K: serde::de::DeserializeOwned>(kind: &str, name: &str, id: &str, spec: Value) -> K {
+        serde_json::from_value(json!({
+            "apiVersion": "aigw.io/v1alpha1", "kind": kind,
+            "metadata": {"name": name, "annotations": {ANNOTATION: id}}, "spec": spec
+        }))
+        .unwrap()
+    }
+    let guardrail = json!({"name": "pii", "workspaceId": "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c",
+        "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
+        "actions": {"deny": true}});
+    h.env
+        .api::<Guardrail>()
+        .create(
+            &PostParams::default(),
+            &claimed("Guardrail", "pii", "inst-a", guardrail),
+        )
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<Guardrail>("pii", WAIT, |g| g.ready())
+        .await;
+    assert!(
+        a.state().await.to_string().contains("pii"),
+        "a created it in its tenant"
+    );
+    let mut user = routing("user");
+    user["resourceRefs"] =
+        json!([{"path": "/input_guardrails/0", "kind": "Guardrail", "name": "pii"}]);
+    h.env
+        .api::<Config>()
+        .create(
+            &PostParams::default(),
+            &claimed("Config", "user", "inst-b", user),
+        )
+        .await
+        .unwrap();
+    let refused = h
+        .env
+        .wait_for::<Config>("user", WAIT, |c| c.stalled_with("InvalidSpec"))
+        .await;
+    let (_, _, message) = refused.condition("Stalled").unwrap();
+    assert!(message.contains("another installation"), "{message}");
+    let b_configs = b.state().await["configs"].clone();
+    assert_eq!(
+        b_configs.as_array().map_or(0, Vec::len),
+        0,
+        "b created no config with a's slug: {b_configs}"
+    );
+
+    // a deletes its Guardrail: b's Config does not hold it.
+    h.env.delete_and_wait::<Guardrail>("pii", WAIT).await;
+    assert!(
+        !a.state().await.to_string().contains("pii"),
+        "the guardrail is gone from a's tenant"
+    );
+    drop(a);
+    drop(b);
+    h.stop().await;
+}
+
 /// How often the guardrail `org-shared` shows in `installation`'s tenant.
 async fn guardrail_copies(installation: &support::harness::Installation) -> usize {
     let state = installation.state().await;

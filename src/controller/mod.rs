@@ -496,7 +496,7 @@ async fn run_kind<K: Managed>(
         let (ctx, stream) = (ctx.clone(), stream.clone());
         move |event: &watcher::Event<K>| {
             if let Some(n) = stream.get() {
-                K::stores(&ctx.stores).index_event(*n, event);
+                K::stores(&ctx.stores).index_event_as(&ctx.installation, *n, event);
             }
             // Whatever way an object went (finalizer done or removed by hand), its drift
             // bookkeeping and its backoff go with it.

@@ -524,12 +524,12 @@ fn referenced_slug(
             let found = all
                 .iter()
                 .find(|g| g.namespace() == namespace && named(g.metadata.name.as_ref()));
-            ready_slug(found.map(|g| &**g), &what, &peers)
+            ready_slug(found.map(|g| &**g), &what, &peers, ctx)
         }
         ReferencedKind::ClusterGuardrail => {
             let all = ctx.stores.cluster_guardrails.all();
             let found = all.iter().find(|g| named(g.metadata.name.as_ref()));
-            ready_slug(found.map(|g| &**g), &what, &peers)
+            ready_slug(found.map(|g| &**g), &what, &peers, ctx)
         }
         ReferencedKind::Provider => {
             let namespace = config.namespace();
@@ -537,7 +537,7 @@ fn referenced_slug(
             let found = all
                 .iter()
                 .find(|p| p.namespace() == namespace && named(p.metadata.name.as_ref()));
-            ready_slug(found.map(|p| &**p), &what, &peers)
+            ready_slug(found.map(|p| &**p), &what, &peers, ctx)
         }
     }
 }
@@ -598,6 +598,7 @@ fn ready_slug<G: Referenced>(
     found: Option<&G>,
     what: &str,
     peers: &[String],
+    ctx: &Context,
 ) -> Result<String, Error> {
     let Some(resource) = found else {
         let scope = match G::REFERENCED_AS.namespaced() {
@@ -609,6 +610,14 @@ fn ready_slug<G: Referenced>(
             format!("{what} does not exist{scope} yet; waiting for it"),
         ));
     };
+    // Another installation's: its slug is of that installation's tenant (`default` is each
+    // installation's own), and nothing of it is this one's to read.
+    if ctx.installation.is_theirs(resource) {
+        return Err(Error::InvalidSpec(format!(
+            "{what} is another installation's (annotation {}); a Config names only resources of its own installation",
+            crate::controller::installation::ANNOTATION
+        )));
+    }
     if !peers.iter().any(|p| p == resource.connection_name()) {
         return Err(Error::InvalidSpec(format!(
             "{what} uses Connection {}, which reaches another tenant than this Config's Connection {}",

@@ -300,6 +300,8 @@ async fn referencing_configs<G: GuardrailKind>(
         .all()
         .iter()
         .filter(|c| !crate::controller::claims::refused_by_grants(c.as_ref()))
+        // Another installation's Config names a guardrail of its own tenant, not this one.
+        .filter(|c| !ctx.installation.is_theirs(c.as_ref()))
         .filter(|c| guardrail.named_by(c))
         .map(|c| match guardrail.meta().namespace {
             Some(_) => c.name_any(),

@@ -699,6 +699,8 @@ async fn referencing_configs(provider: &Provider, ctx: &Context) -> Result<Vec<S
     let mut users: Vec<String> = configs
         .all()
         .iter()
+        // Another installation's Config names a provider of its own tenant, not this one.
+        .filter(|c| !ctx.installation.is_theirs(c.as_ref()))
         .filter(|c| named_by(provider, c))
         .map(|c| c.name_any())
         .collect();
@@ -733,6 +735,8 @@ pub async fn naming(integration: &Integration, ctx: &Context) -> Result<Vec<Stri
         .all()
         .iter()
         .filter(|p| !crate::controller::claims::refused_by_grants(p.as_ref()))
+        // Another installation's Provider binds an integration of its own tenant.
+        .filter(|p| !ctx.installation.is_theirs(p.as_ref()))
         .filter(|p| {
             p.spec.integration.as_deref() == Some(name.as_str())
                 || p.spec

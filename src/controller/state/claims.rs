@@ -134,6 +134,28 @@ impl<K: Claims> StoreList<K> {
         }
     }
 
+    /// [`StoreList::index_event`] as `installation` sees it: an object another installation
+    /// claimed claims nothing here. Its name in that installation's tenant is not one in this
+    /// one's, even under the same Connection name (`default` is each installation's own), so it
+    /// neither makes this installation's objects `AlreadyManaged` nor stops a create lookup.
+    pub fn index_event_as(
+        &self,
+        installation: &crate::controller::installation::Installation,
+        stream: usize,
+        event: &watcher::Event<K>,
+    ) {
+        use crate::controller::installation::Claim;
+        match event {
+            watcher::Event::Apply(o) | watcher::Event::InitApply(o)
+                if matches!(installation.claim_on(o), Claim::Theirs(_)) =>
+            {
+                let mut index = self.claims.lock().unwrap_or_else(|e| e.into_inner());
+                index.remove(&o.uid().unwrap_or_default());
+            }
+            _ => self.index_event(stream, event),
+        }
+    }
+
     fn owner_of(&self, object: &K, connections: &[String]) -> Option<String> {
         self.claims
             .lock()
@@ -679,6 +701,48 @@ mod tests {
             Some("qa/a")
         );
         assert_eq!(owned_by_another(&twin, &stores, &tenant()), None);
+    }
+
+    #[test]
+    fn an_object_another_installation_claimed_claims_nothing_here() {
+        use crate::controller::installation::{ANNOTATION, Installation};
+        let claimed = |mut c: Config, id: &str| {
+            c.metadata.annotations = Some([(ANNOTATION.to_string(), id.to_string())].into());
+            c
+        };
+        // Both name no Connection: `default` is each installation's own tenant.
+        let theirs = claimed(
+            config("b", "a", "u1", "2026-01-01T00:00:00Z", Some("pc-x")),
+            "other",
+        );
+        let mine = claimed(
+            config("a", "a", "u2", "2026-01-02T00:00:00Z", Some("pc-x")),
+            "me",
+        );
+        let me = Installation::new("me", None).unwrap();
+        let stores = Stores::default();
+        let (reader, _writer) = store::<Config>();
+        let stream = stores.configs.register(reader);
+        for o in [&theirs, &mine] {
+            stores
+                .configs
+                .index_event_as(&me, stream, &Event::Apply(o.clone()));
+        }
+        assert_eq!(owned_by_another(&mine, &stores, &tenant()), None);
+        assert!(!stores.configs.claimed_by_other(&mine, &tenant(), "pc-x"));
+        // Unclaimed, it is a rival as before; claimed by the other installation later, no more.
+        let unclaimed = config("b", "a", "u1", "2026-01-01T00:00:00Z", Some("pc-x"));
+        stores
+            .configs
+            .index_event_as(&me, stream, &Event::Apply(unclaimed));
+        assert_eq!(
+            owned_by_another(&mine, &stores, &tenant()).as_deref(),
+            Some("b/a")
+        );
+        stores
+            .configs
+            .index_event_as(&me, stream, &Event::Apply(theirs));
+        assert_eq!(owned_by_another(&mine, &stores, &tenant()), None);
     }
 
     #[test]

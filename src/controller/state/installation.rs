@@ -71,6 +71,12 @@ impl Installation {
         self.selector.as_ref().is_none_or(|s| s.matches(labels))
     }
 
+    /// True when another installation claimed `object`: it is that one's, and nothing of it
+    /// counts here (it names nothing this installation manages, and pins nothing of it).
+    pub fn is_theirs<K: Resource>(&self, object: &K) -> bool {
+        matches!(self.claim_on(object), Claim::Theirs(_))
+    }
+
     /// Who claimed `object`, and whether that is this installation.
     pub fn claim_on<K: Resource>(&self, object: &K) -> Claim {
         match object
