@@ -265,7 +265,10 @@ grep -qw secrets <<<"$role" || die "no Role for the Connection secrets in $NAMES
 grep -q 'verbs: \["get", "list", "watch"\]' <<<"$role" || die "the Connection secrets Role grants more than reading (get, list, watch)"
 grep -qw leases <<<"$(doc_of "$f" Role aigw-leader-election "$NAMESPACE")" ||
 	die "no Role for the Lease in $NAMESPACE"
-echo "ok: ClusterRole without secrets; Roles in a, b; connection-secrets and leader-election Roles in $NAMESPACE"
+role="$(doc_of "$f" Role aigw-hash-key "$NAMESPACE")"
+grep -q 'resourceNames: \["aigw-hash-key"\]' <<<"$role" ||
+	die "no Role for the hash key Secret in $NAMESPACE, or its get is not limited to that Secret"
+echo "ok: ClusterRole without secrets; Roles in a, b; connection-secrets, hash-key and leader-election Roles in $NAMESPACE"
 
 step "RBAC without watchNamespaces: one ClusterRole for every namespace"
 cluster_role_resources "$work/default.yaml" >"$work/cr-default.txt"
@@ -273,6 +276,7 @@ for resource in secrets configs connections namespaces events deployments statef
 	grep -qw "$resource" "$work/cr-default.txt" || die "the cluster-wide ClusterRole does not grant $resource"
 done
 expect_not "$work/default.yaml" "name: aigw-connection-secrets" "default values (the ClusterRole covers them)"
+expect "$work/default.yaml" "name: aigw-hash-key" "default values (the hash key Secret's Role)"
 echo "ok"
 
 # --- 4b. monitoring ---------------------------------------------------------------------------

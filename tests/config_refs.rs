@@ -6,9 +6,10 @@ mod support;
 
 use std::time::Duration;
 
+use aigw::controller::hash_key::{self, HashKey};
 use aigw::resources::Config;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{ListParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -100,7 +101,7 @@ async fn secret_backed_values_are_applied_hashed_and_never_echoed() {
         status
             .secret_hash
             .as_deref()
-            .is_some_and(|h| h.starts_with("sha256:"))
+            .is_some_and(|h| h.starts_with("hmac-sha256:"))
     );
     let document = remote_document(&h, &slug).await;
     assert_eq!(document["api_key"], first.as_str());
@@ -518,4 +519,142 @@ spec:
     assert!(text.contains("pg-nope-9 at /input_guardrails/1"), "{text}");
     assert!(!text.contains("pg-known-2 at"), "{text}");
     assert!(text.contains("(secret keys/openai)"), "{text}");
+}
+
+/// The unkeyed hash an earlier release recorded: `sha256:` of the uid and `\0path=value`.
+fn unkeyed_hash(uid: &str, pairs: &[(&str, &str)]) -> String {
+    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
+    context.update(uid.as_bytes());
+    for (path, value) in pairs {
+        context.update(format!("\0{path}={value}").as_bytes());
+    }
+    let hex: String = context
+        .finish()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("sha256:{hex}")
+}
+
+/// Issue 27 (F8): `status.secretHash` is keyed with the operator's own Secret. Restarts read the
+/// same key (no write at steady state); a hash in the earlier unkeyed format is one re-check and
+/// one rewrite, never an error.
+#[tokio::test]
+async fn secret_hashes_are_keyed_by_the_operators_secret_and_survive_restarts() {
+    let mut h = Harness::start_with("refs-hashkey", DRIFT).await;
+    let value = "Summer2025!";
+    h.env
+        .api::<Secret>()
+        .create(&PostParams::default(), &secret("pw", &[("pw", value)]))
+        .await
+        .unwrap();
+    let spec = json!({
+        "name": "keyed",
+        "config": {"provider": "openai", "metadata": {}},
+        "secretRefs": [{"path": "/metadata/pw", "secretKeyRef": {"name": "pw", "key": "pw"}}]
+    });
+    h.env
+        .api::<Config>()
+        .create(&PostParams::default(), &config("keyed", spec))
+        .await
+        .unwrap();
+    let ready = h.env.wait_for::<Config>("keyed", WAIT, |c| c.ready()).await;
+    let uid = ready.meta().uid.clone().unwrap();
+    let recorded = ready
+        .status
+        .clone()
+        .unwrap()
+        .secret_hash
+        .expect("secretHash");
+    let old = unkeyed_hash(&uid, &[("/metadata/pw", value)]);
+    assert!(recorded.starts_with("hmac-sha256:"), "{recorded}");
+    assert_ne!(recorded, old, "the guessable unkeyed hash");
+
+    // The key is in the operator's Secret, 32 bytes, and it is the one the operator hashes with.
+    let secrets = kube::Api::<Secret>::namespaced(h.env.client.clone(), &h.hash_key_namespace);
+    let stored = secrets
+        .get(hash_key::SECRET_NAME)
+        .await
+        .expect("the hash key Secret");
+    let bytes = stored.data.as_ref().unwrap()[hash_key::DATA_KEY].0.clone();
+    assert_eq!(bytes.len(), 32);
+    let probe = [b"probe".as_slice()];
+    assert_eq!(
+        HashKey::from_bytes(&bytes).hash(probe),
+        h.ctx.hash_key.hash(probe)
+    );
+
+    // Two restarts: the same key, no remote write, the same hash, the Secret untouched.
+    tokio::time::sleep(DRIFT * 2).await;
+    h.reset_stats().await;
+    for _ in 0..2 {
+        h.restart_operator().await;
+        tokio::time::sleep(DRIFT * 2).await;
+    }
+    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+    let after = h.env.api::<Config>().get("keyed").await.unwrap();
+    assert_eq!(
+        after.status.unwrap().secret_hash.as_deref(),
+        Some(recorded.as_str())
+    );
+    let again = secrets.get(hash_key::SECRET_NAME).await.unwrap();
+    assert_eq!(
+        again.metadata.resource_version,
+        stored.metadata.resource_version
+    );
+    assert_eq!(again.data.unwrap()[hash_key::DATA_KEY].0, bytes);
+    eprintln!("[case 1] two restarts: remote writes 0, secretHash kept, key Secret untouched");
+
+    // A status written by the previous release (the unkeyed format): one re-check, one PUT of
+    // the same values, the keyed hash recorded; then quiet, and no warning.
+    h.env
+        .api::<Config>()
+        .patch_status(
+            "keyed",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"secretHash": old}})),
+        )
+        .await
+        .unwrap();
+    h.reset_stats().await;
+    h.restart_operator().await;
+    let rewritten = h
+        .env
+        .wait_for::<Config>("keyed", WAIT, |c| {
+            c.ready() && c.status.as_ref().and_then(|s| s.secret_hash.as_deref()) == Some(&recorded)
+        })
+        .await;
+    tokio::time::sleep(DRIFT * 3).await;
+    assert_eq!(
+        h.count("PUT /ai_gw/v2/configs/{slug}").await,
+        1,
+        "{}",
+        h.stats().await
+    );
+    assert_eq!(h.remote_writes().await, 1, "{}", h.stats().await);
+    assert!(rewritten.ready());
+    let events = h.env.events_text().await;
+    assert!(!events.contains("Warning"), "{events}");
+    assert_not_echoed(&h, "keyed", value).await;
+    eprintln!("[case 2] old-format secretHash: 1 PUT, keyed hash recorded, no warning");
+
+    // Two operators starting at once in a namespace without the Secret agree on one key (the
+    // second create meets 409 and reads the first's); a dry run there creates nothing.
+    let fresh = &h.env.namespace;
+    let dry = hash_key::load(&h.ctx.kube, fresh, true).await.unwrap();
+    let own = kube::Api::<Secret>::namespaced(h.env.client.clone(), fresh);
+    assert!(
+        own.get_opt(hash_key::SECRET_NAME).await.unwrap().is_none(),
+        "a dry run created it"
+    );
+    let (one, two) = tokio::join!(
+        hash_key::load(&h.ctx.kube, fresh, false),
+        hash_key::load(&h.ctx.kube, fresh, false)
+    );
+    let (one, two) = (one.unwrap(), two.unwrap());
+    assert_eq!(one.hash(probe), two.hash(probe));
+    assert_ne!(dry.hash(probe), one.hash(probe));
+    assert!(own.get_opt(hash_key::SECRET_NAME).await.unwrap().is_some());
+    h.stop().await;
 }

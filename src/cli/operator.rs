@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use aigw::api::{self, ClientConfig};
 use aigw::controller::leader::{self, Elector, LeaseSettings};
-use aigw::controller::{self, Connections, Context, Leadership, Metrics, Settings};
+use aigw::controller::{self, Connections, Context, Leadership, Metrics, Settings, hash_key};
 use clap::builder::BoolishValueParser;
 
 #[derive(clap::Args)]
@@ -183,6 +183,14 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         .connection_secret_namespace
         .clone()
         .or_else(|| std::env::var("POD_NAMESPACE").ok());
+    // The hash key lives in the operator's own namespace: the Connection secret namespace,
+    // else the Lease namespace (both `POD_NAMESPACE` by default).
+    let hash_key_namespace = secret_namespace
+        .clone()
+        .unwrap_or_else(|| args.leader_election_namespace.clone());
+    let hash_key = hash_key::load(&kube, &hash_key_namespace, args.dry_run)
+        .await
+        .map_err(anyhow::Error::msg)?;
     let connections = Connections::new(kube.clone(), default_client)
         .with_default_grants(grants)
         .with_secret_namespace(secret_namespace)
@@ -195,7 +203,9 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     } else {
         (Leadership::always(), None)
     };
-    let ctx = Context::new(kube, connections, metrics, &settings).with_leadership(leadership);
+    let ctx = Context::new(kube, connections, metrics, &settings)
+        .with_leadership(leadership)
+        .with_hash_key(hash_key);
     let ctx = Arc::new(ctx);
     let metrics_addr = args.metrics_addr;
     let served = ctx.clone();

@@ -14,7 +14,9 @@ pub use kinds::{
     api_key, config, config_refs, connection, deployment, guardrail, integration, policy, provider,
     rate_limits_policy, usage_limits_policy,
 };
-pub use runtime::{backoff, census, events, failpoints, health, leader, metrics, unreadable};
+pub use runtime::{
+    backoff, census, events, failpoints, hash_key, health, leader, metrics, unreadable,
+};
 pub use state::{claims, connections, followers, installation, relay};
 
 use std::sync::Arc;
@@ -83,6 +85,9 @@ pub struct Context {
     pub relay: relay::Relay,
     /// The objects watches could not decode, each version reported once.
     pub unreadable: unreadable::Reported,
+    /// The key of every Secret-derived hash written to the cluster ([`hash_key`]): loaded from
+    /// the operator's Secret by [`hash_key::load`]; a random in-memory one until then.
+    pub hash_key: hash_key::HashKey,
 }
 
 /// How the operator runs.
@@ -203,7 +208,14 @@ impl Context {
             followers: Default::default(),
             relay: Default::default(),
             unreadable: Default::default(),
+            hash_key: hash_key::HashKey::random(),
         }
+    }
+
+    /// Hash Secret-derived values with `key` (see [`hash_key::load`]).
+    pub fn with_hash_key(mut self, key: hash_key::HashKey) -> Self {
+        self.hash_key = key;
+        self
     }
 
     /// What a watch of kind `K` lists: everything of a namespaced kind (in its namespace); the

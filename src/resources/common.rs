@@ -113,7 +113,9 @@ pub struct CreateAttempt {
     /// The workspace the request carried.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
-    /// SHA-256 of the request body, for an audit of what was sent.
+    /// HMAC-SHA256 (`hmac-sha256:`, keyed with the operator's Secret `aigw-hash-key`) of the
+    /// object's uid and the request body: what was sent, without a way to test guesses of the
+    /// Secret values in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_hash: Option<String>,
     /// When the request ended without a readable answer: nothing it made can be younger, and a

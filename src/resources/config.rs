@@ -289,7 +289,8 @@ pub struct ConfigStatus {
     /// Version the API minted for the last applied document.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version_id: Option<String>,
-    /// SHA-256 (salted with the object's uid) of the Secret values the last write substituted
+    /// HMAC-SHA256 (keyed with the operator's Secret `aigw-hash-key`, over the object's uid)
+    /// of the Secret values the last write substituted
     /// for `spec.secretRefs`. The API may mask them on read, so a Secret change is found by
     /// comparing this hash, never by reading values back. Never the values themselves.
     #[serde(default, skip_serializing_if = "Option::is_none")]

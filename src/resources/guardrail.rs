@@ -284,7 +284,8 @@ pub struct GuardrailStatus {
     /// resources that follow this one (`spec.promotion.after`).
     #[serde(default, skip_serializing_if = "RevisionOrder::is_empty")]
     pub revision_order: RevisionOrder,
-    /// Salted hash of the Secret values last sent (never the values).
+    /// Keyed hash (HMAC-SHA256 with the operator's Secret `aigw-hash-key`) of the Secret values
+    /// last sent (never the values).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_hash: Option<String>,
     /// The remote object's `last_updated_at` when aigw last read it (for the drift check).

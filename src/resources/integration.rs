@@ -225,7 +225,8 @@ pub struct IntegrationStatus {
     /// Slug of the remote integration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slug: Option<String>,
-    /// SHA-256 (salted with the object's uid) of the write-only values aigw last sent: the key
+    /// HMAC-SHA256 (keyed with the operator's Secret `aigw-hash-key`, over the object's uid)
+    /// of the write-only values aigw last sent: the key
     /// and the configurations, Secret values filled in. The API never returns them, so a change
     /// (of the spec or of a Secret) is found by comparing this hash. Never the values.
     #[serde(default, skip_serializing_if = "Option::is_none")]

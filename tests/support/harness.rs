@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use aigw::api::{Client, ClientConfig, RetryPolicy, StaticToken};
+use aigw::controller::hash_key::{self, HashKey};
 use aigw::controller::{self, Connections, Context, Metrics, Settings};
 use aigw::emulator::{EmulatorOptions, Running};
 use aigw::resources::connection::Grant;
@@ -83,6 +84,9 @@ pub struct Harness {
     settings: Settings,
     grants: Option<Vec<Grant>>,
     secret_namespace: Option<String>,
+    /// Where the operator keeps its hash key Secret: its Connection secret namespace (the
+    /// chart's `connectionSecretNamespace`, the release namespace by default).
+    pub hash_key_namespace: String,
     operator: tokio::task::JoinHandle<()>,
     http: reqwest::Client,
     _logs: LogsOnPanic,
@@ -190,12 +194,17 @@ impl Harness {
         };
         let identity = chart::install(&env.client, &scope).await;
         let kube = identity.client().await;
+        let hash_key_namespace = secret_namespace
+            .clone()
+            .unwrap_or_else(|| chart::RELEASE_NAMESPACE.to_string());
+        let hash_key = load_hash_key(&kube, &hash_key_namespace, settings.dry_run).await;
         let ctx = new_context(
             &kube,
             &emulator,
             &settings,
             grants.clone(),
             secret_namespace.clone(),
+            hash_key,
         );
         let operator = tokio::spawn(controller::run(ctx.clone(), settings.clone()));
         Self {
@@ -209,6 +218,7 @@ impl Harness {
             settings,
             grants,
             secret_namespace,
+            hash_key_namespace,
             operator,
             http: reqwest::Client::new(),
         }
@@ -223,6 +233,7 @@ impl Harness {
             &self.settings,
             self.grants.clone(),
             self.secret_namespace.clone(),
+            self.ctx.hash_key.clone(),
         );
         tokio::spawn(controller::run(ctx, self.settings.clone()))
     }
@@ -238,6 +249,7 @@ impl Harness {
             &self.settings,
             self.grants.clone(),
             self.secret_namespace.clone(),
+            self.load_hash_key().await,
         );
         self.operator = tokio::spawn(controller::run(self.ctx.clone(), self.settings.clone()));
     }
@@ -269,6 +281,7 @@ impl Harness {
             &self.settings,
             self.grants.clone(),
             self.secret_namespace.clone(),
+            self.load_hash_key().await,
         );
         self.operator = tokio::spawn(controller::run(self.ctx.clone(), self.settings.clone()));
     }
@@ -288,8 +301,15 @@ impl Harness {
             &self.settings,
             self.grants.clone(),
             self.secret_namespace.clone(),
+            self.load_hash_key().await,
         );
         self.operator = tokio::spawn(controller::run(self.ctx.clone(), self.settings.clone()));
+    }
+
+    /// The hash key a starting operator reads (as `aigw operator` does at start, under the
+    /// chart's RBAC).
+    pub async fn load_hash_key(&self) -> HashKey {
+        load_hash_key(&self.kube, &self.hash_key_namespace, self.settings.dry_run).await
     }
 
     /// Stops the controllers and starts an `--dry-run` operator in their place.
@@ -538,6 +558,7 @@ fn new_context(
     settings: &Settings,
     grants: Option<Vec<Grant>>,
     secret_namespace: Option<String>,
+    hash_key: HashKey,
 ) -> Arc<Context> {
     new_context_at(
         kube,
@@ -546,6 +567,7 @@ fn new_context(
         settings,
         grants,
         secret_namespace,
+        hash_key,
     )
 }
 
@@ -556,9 +578,10 @@ fn new_context_at(
     settings: &Settings,
     grants: Option<Vec<Grant>>,
     secret_namespace: Option<String>,
+    hash_key: HashKey,
 ) -> Arc<Context> {
     let config = api_config(management_url, emulator, TOKEN);
-    new_context_with(kube, config, settings, grants, secret_namespace)
+    new_context_with(kube, config, settings, grants, secret_namespace, hash_key)
 }
 
 fn new_context_with(
@@ -567,16 +590,27 @@ fn new_context_with(
     settings: &Settings,
     grants: Option<Vec<Grant>>,
     secret_namespace: Option<String>,
+    hash_key: HashKey,
 ) -> Arc<Context> {
     let api = Client::new(config).expect("api client");
-    Arc::new(Context::new(
-        kube.clone(),
-        Connections::new(kube.clone(), Some(api))
-            .with_default_grants(grants)
-            .with_secret_namespace(secret_namespace),
-        Arc::new(Metrics::default()),
-        settings,
-    ))
+    Arc::new(
+        Context::new(
+            kube.clone(),
+            Connections::new(kube.clone(), Some(api))
+                .with_default_grants(grants)
+                .with_secret_namespace(secret_namespace),
+            Arc::new(Metrics::default()),
+            settings,
+        )
+        .with_hash_key(hash_key),
+    )
+}
+
+/// [`hash_key::load`] as the operator identity `kube`; a test cannot go on without it.
+async fn load_hash_key(kube: &kube::Client, namespace: &str, dry_run: bool) -> HashKey {
+    hash_key::load(kube, namespace, dry_run)
+        .await
+        .unwrap_or_else(|e| panic!("the operator's hash key: {e}"))
 }
 
 /// The management API client configuration of an operator's `default` connection:
@@ -633,6 +667,7 @@ impl Harness {
         let kube = recording_client(self.identity.kubeconfig(), writes.clone()).await;
         let config = api_config(emulator.management_url(), &emulator, &token);
         let api = Client::new(config).expect("api client");
+        let hash_key = load_hash_key(&kube, &self.hash_key_namespace, settings.dry_run).await;
         let mut ctx = Context::new(
             kube.clone(),
             Connections::new(kube.clone(), Some(api))
@@ -640,7 +675,8 @@ impl Harness {
                 .with_secret_namespace(self.secret_namespace.clone()),
             Arc::new(Metrics::default()),
             &settings,
-        );
+        )
+        .with_hash_key(hash_key);
         let reporter = kube::runtime::events::Reporter {
             controller: "aigw".into(),
             instance: Some(id.to_string()),

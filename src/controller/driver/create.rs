@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 use crate::api::{ApiError, Client, Listing};
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::Error;
+use crate::controller::hash_key::HashKey;
 use crate::controller::now_rfc3339;
 use crate::controller::status::IntentStatus;
 use crate::resources::common::CreateAttempt;
@@ -245,17 +246,44 @@ impl Window {
     }
 }
 
-/// SHA-256 over the object's uid and a request body, hex-encoded, for
-/// [`CreateAttempt::body_hash`]. The body may hold Secret values: the uid salts the hash, as
-/// for Config's `secretHash`, so a guessed value cannot be checked against it elsewhere.
-pub fn body_hash<B: serde::Serialize>(uid: Option<&str>, body: &B) -> Option<String> {
+/// HMAC-SHA256 (keyed with the operator's [`HashKey`]) over the object's uid and a request
+/// body, for [`CreateAttempt::body_hash`]. The body may hold Secret values: without the key, a
+/// reader of the object cannot test guesses of them against the hash.
+pub fn body_hash<B: serde::Serialize>(
+    key: &HashKey,
+    uid: Option<&str>,
+    body: &B,
+) -> Option<String> {
     let bytes = serde_json::to_vec(body).ok()?;
+    Some(key.hash([uid.unwrap_or_default().as_bytes(), bytes.as_slice()]))
+}
+
+/// Whether `recorded` is the hash of `body` for the object `uid`: by [`body_hash`], or, for an
+/// attempt an earlier release recorded (an unkeyed hex SHA-256 over the uid, a NUL and the
+/// body), by that, so that a create in flight across the upgrade is still recognised.
+pub fn body_hash_matches<B: serde::Serialize>(
+    key: &HashKey,
+    uid: Option<&str>,
+    body: &B,
+    recorded: &str,
+) -> bool {
+    if recorded.starts_with(crate::controller::hash_key::PREFIX) {
+        return body_hash(key, uid, body).as_deref() == Some(recorded);
+    }
+    let Ok(bytes) = serde_json::to_vec(body) else {
+        return false;
+    };
     let mut context = ring::digest::Context::new(&ring::digest::SHA256);
     context.update(uid.unwrap_or_default().as_bytes());
     context.update(b"\0");
     context.update(&bytes);
-    let digest = context.finish();
-    Some(digest.as_ref().iter().map(|b| format!("{b:02x}")).collect())
+    let hex: String = context
+        .finish()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    hex == recorded
 }
 
 /// The single object of `listing` that `matches` what was sent and was created within

@@ -468,7 +468,7 @@ async fn create(
     let sent = CreateAttempt {
         name: Some(key.spec.name.clone()),
         workspace_id: key.spec.workspace_id.clone(),
-        body_hash: body_hash(key.metadata.uid.as_deref(), &request),
+        body_hash: body_hash(&cx.ctx.hash_key, key.metadata.uid.as_deref(), &request),
         ended_at: None,
         intent: None,
     };

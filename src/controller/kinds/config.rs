@@ -276,7 +276,7 @@ async fn create(
     let sent = CreateAttempt {
         name: Some(config.spec.name.clone()),
         workspace_id: config.spec.workspace_id.clone(),
-        body_hash: body_hash(config.metadata.uid.as_deref(), &request),
+        body_hash: body_hash(&cx.ctx.hash_key, config.metadata.uid.as_deref(), &request),
         ended_at: None,
         intent: None,
     };

@@ -21,6 +21,7 @@ use crate::controller::claims::Claims;
 use crate::controller::driver::Cx;
 use crate::controller::error::Error;
 use crate::controller::gate::Op;
+use crate::controller::hash_key::HashKey;
 use crate::controller::status::set_condition;
 use crate::resources::config::{
     Config, ConfigResourceRef, ConfigSecretRef, ConfigStatus, ReferencedKind,
@@ -109,7 +110,7 @@ impl Desired {
             refs => read_secret_values(&secrets_namespace(object, ctx)?, refs, &ctx.kube).await?,
         };
         let uid = object.meta().uid.clone().unwrap_or_default();
-        let secret_hash = (!values.is_empty()).then(|| secret_hash(&uid, &values));
+        let secret_hash = (!values.is_empty()).then(|| secret_hash(&ctx.hash_key, &uid, &values));
         Ok(Desired {
             marked,
             values,
@@ -136,7 +137,7 @@ pub async fn secrets_unchanged(
     match read_secret_values(&source, &refs, &ctx.kube).await {
         Ok(values) => {
             let uid = object.meta().uid.clone().unwrap_or_default();
-            recorded_hash == Some(secret_hash(&uid, &values).as_str())
+            recorded_hash == Some(secret_hash(&ctx.hash_key, &uid, &values).as_str())
         }
         Err(_) => false,
     }
@@ -250,20 +251,16 @@ fn secret_value(
     })
 }
 
-/// SHA-256 over the object's uid and the sorted `path=value` pairs, hex-encoded. The uid salts it,
-/// so the hash of a common value does not look the same on every object.
-pub fn secret_hash(uid: &str, values: &SecretValues) -> String {
-    let mut context = ring::digest::Context::new(&ring::digest::SHA256);
-    context.update(uid.as_bytes());
-    for (path, value) in &values.0 {
-        context.update(b"\0");
-        context.update(path.as_bytes());
-        context.update(b"=");
-        context.update(value.as_bytes());
-    }
-    let digest = context.finish();
-    let hex: String = digest.as_ref().iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
+/// HMAC-SHA256 (keyed with the operator's [`HashKey`]) over the object's uid and the sorted
+/// `path`, `value` pairs. Without the key, a reader of the object cannot test guesses of a
+/// value against it; the uid keeps the hash of a common value from looking the same on every
+/// object.
+pub fn secret_hash(key: &HashKey, uid: &str, values: &SecretValues) -> String {
+    let pairs = values
+        .0
+        .iter()
+        .flat_map(|(path, value)| [path.as_bytes(), value.as_bytes()]);
+    key.hash(std::iter::once(uid.as_bytes()).chain(pairs))
 }
 
 /// Resolves every guardrail reference against the connection's list (from the cache) and
@@ -813,21 +810,37 @@ mod tests {
     }
 
     #[test]
-    fn the_hash_changes_with_any_value_and_depends_on_the_object() {
-        let one = secret_hash("uid-1", &values(&[("/api_key", "a"), ("/x", "b")]));
-        assert!(one.starts_with("sha256:") && one.len() == 7 + 64);
-        assert_eq!(
-            one,
-            secret_hash("uid-1", &values(&[("/x", "b"), ("/api_key", "a")]))
-        );
+    fn the_hash_changes_with_any_value_and_depends_on_the_object_and_the_key() {
+        let key = HashKey::from_bytes(&[7; 32]);
+        let hash = |uid: &str, pairs: &[(&str, &str)]| secret_hash(&key, uid, &values(pairs));
+        let one = hash("uid-1", &[("/api_key", "a"), ("/x", "b")]);
+        assert!(one.starts_with("hmac-sha256:") && one.len() == 12 + 64);
+        assert_eq!(one, hash("uid-1", &[("/x", "b"), ("/api_key", "a")]));
+        assert_ne!(one, hash("uid-1", &[("/api_key", "a"), ("/x", "c")]));
+        assert_ne!(one, hash("uid-2", &[("/api_key", "a"), ("/x", "b")]));
+        // A path and a value never trade bytes unnoticed.
         assert_ne!(
-            one,
-            secret_hash("uid-1", &values(&[("/api_key", "a"), ("/x", "c")]))
+            hash("uid-1", &[("/a=b", "c")]),
+            hash("uid-1", &[("/a", "b=c")])
         );
-        assert_ne!(
-            one,
-            secret_hash("uid-2", &values(&[("/api_key", "a"), ("/x", "b")]))
-        );
+        // Another key (another installation, or a guess without the key): another hash.
+        let other = HashKey::from_bytes(&[8; 32]);
+        let same = values(&[("/api_key", "a"), ("/x", "b")]);
+        assert_ne!(one, secret_hash(&other, "uid-1", &same));
+        // Not the unkeyed SHA-256 an earlier release wrote (which anyone could recompute).
+        let mut unkeyed = ring::digest::Context::new(&ring::digest::SHA256);
+        unkeyed.update(b"uid-1");
+        for (path, value) in [("/api_key", "a"), ("/x", "b")] {
+            unkeyed.update(format!("\0{path}={value}").as_bytes());
+        }
+        let hex: String = unkeyed
+            .finish()
+            .as_ref()
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert!(!one.contains(&hex));
+        assert_ne!(one, format!("sha256:{hex}"));
         assert!(!format!("{:?}", values(&[("/p", "hunter2")])).contains("hunter2"));
     }
 }

@@ -351,7 +351,11 @@ async fn create(
     let sent = CreateAttempt {
         name: Some(deployment.spec.name.clone()),
         workspace_id: None,
-        body_hash: body_hash(deployment.metadata.uid.as_deref(), &request),
+        body_hash: body_hash(
+            &cx.ctx.hash_key,
+            deployment.metadata.uid.as_deref(),
+            &request,
+        ),
         ended_at: None,
         intent: None,
     };

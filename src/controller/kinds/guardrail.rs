@@ -438,7 +438,7 @@ async fn create<G: GuardrailObject>(
     let sent = CreateAttempt {
         name: Some(spec.name.clone()),
         workspace_id: guardrail.workspace_id().map(str::to_string),
-        body_hash: body_hash(guardrail.meta().uid.as_deref(), &request),
+        body_hash: body_hash(&cx.ctx.hash_key, guardrail.meta().uid.as_deref(), &request),
         ended_at: None,
         intent: None,
     };

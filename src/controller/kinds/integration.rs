@@ -115,12 +115,14 @@ impl Managed for Integration {
 }
 
 /// The write-only values as sent (`{key?, configurations?}`, Secret values filled in), hashed
-/// with the object's uid: what `status.secretHash` records.
+/// with the operator's key and the object's uid ([`body_hash`]): what `status.secretHash`
+/// records.
 fn write_only_hash(
     integration: &Integration,
+    ctx: &Context,
     document: &serde_json::Map<String, serde_json::Value>,
 ) -> Option<String> {
-    body_hash(integration.meta().uid.as_deref(), document).map(|hex| format!("sha256:{hex}"))
+    body_hash(&ctx.hash_key, integration.meta().uid.as_deref(), document)
 }
 
 /// `keySecretRef.namespace`, when given, must be the operator's Connection secret namespace: a
@@ -159,7 +161,7 @@ async fn apply(
         cx.conceal(value);
     }
     let document = desired.request_document();
-    let hash = write_only_hash(integration, &document);
+    let hash = write_only_hash(integration, cx.ctx, &document);
     let mut changes = Vec::new();
     let key = match observe(integration, cx, status).await? {
         None => {
@@ -293,7 +295,11 @@ async fn create(
     let sent = CreateAttempt {
         name: Some(spec.name.clone()),
         workspace_id: None,
-        body_hash: body_hash(integration.meta().uid.as_deref(), &request),
+        body_hash: body_hash(
+            &cx.ctx.hash_key,
+            integration.meta().uid.as_deref(),
+            &request,
+        ),
         ended_at: None,
         intent: None,
     };

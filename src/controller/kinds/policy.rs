@@ -6,7 +6,8 @@
 
 use crate::api::{ApiError, Client, Listing};
 use crate::controller::create::{
-    Created, Lookup, body_hash, create_once, made_by_unfinished_create, one_of_ours,
+    Created, Lookup, body_hash, body_hash_matches, create_once, made_by_unfinished_create,
+    one_of_ours,
 };
 use crate::controller::drift::Row;
 use crate::controller::driver::{Change, Cx, Managed, object_key, observed, orphaned, removed};
@@ -179,7 +180,8 @@ async fn create<P: PolicyKind>(
     let sent = CreateAttempt {
         name: policy.name().map(str::to_string),
         workspace_id: policy.workspace_id().map(str::to_string),
-        body_hash: sent_hash(policy, &policy.create_request()),
+        body_hash: sent_fields(&policy.create_request())
+            .and_then(|fields| body_hash(&cx.ctx.hash_key, policy.meta().uid.as_deref(), &fields)),
         ended_at: None,
         intent: None,
     };
@@ -253,7 +255,12 @@ async fn find_created<P: PolicyKind>(
             (None, Some(hash)) => {
                 let read_back = P::projected(p)
                     .map(|spec| P::with_spec(Default::default(), spec).create_request());
-                read_back.is_ok_and(|body| sent_hash(policy, &body).as_deref() == Some(hash))
+                let uid = policy.meta().uid.as_deref();
+                read_back.is_ok_and(|body| {
+                    sent_fields(&body).is_some_and(|fields| {
+                        body_hash_matches(&cx.ctx.hash_key, uid, &fields, hash)
+                    })
+                })
             }
             // An intent recorded without what it sent: the current spec is all there is.
             (None, None) => policy.diff(p).is_empty() && policy.immutable_conflicts(p).is_empty(),
@@ -264,11 +271,11 @@ async fn find_created<P: PolicyKind>(
     .await
 }
 
-/// [`CreateAttempt::body_hash`] of a policy create: the hash of the fields `body` sends that a
+/// What [`CreateAttempt::body_hash`] of a policy create hashes: the fields `body` sends that a
 /// policy it made reads back the same, so that a lookup can tell an unnamed policy by what was
 /// sent. The name and workspace are left out (matched apart, and the API may fill them in), and
 /// the sets (conditions, groupBy) are put in one order, as a read may return them in any.
-fn sent_hash<P: PolicyKind>(policy: &P, body: &P::Create) -> Option<String> {
+fn sent_fields<B: serde::Serialize>(body: &B) -> Option<serde_json::Value> {
     let mut fields = serde_json::to_value(body).ok()?;
     let object = fields.as_object_mut()?;
     object.remove("name");
@@ -278,7 +285,7 @@ fn sent_hash<P: PolicyKind>(policy: &P, body: &P::Create) -> Option<String> {
             items.sort_by_cached_key(|item| item.to_string());
         }
     }
-    body_hash(policy.meta().uid.as_deref(), &fields)
+    Some(fields)
 }
 
 /// The drift pass's rows for a policy kind: one per remote policy of `workspace`.

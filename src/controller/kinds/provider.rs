@@ -445,7 +445,7 @@ async fn create(
     let sent = CreateAttempt {
         name: Some(spec.name.clone()),
         workspace_id: Some(spec.workspace_id.clone()),
-        body_hash: body_hash(provider.metadata.uid.as_deref(), &request),
+        body_hash: body_hash(&cx.ctx.hash_key, provider.metadata.uid.as_deref(), &request),
         ended_at: None,
         intent: None,
     };

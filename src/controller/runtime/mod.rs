@@ -2,6 +2,7 @@ pub mod backoff;
 pub mod census;
 pub mod events;
 pub mod failpoints;
+pub mod hash_key;
 pub mod health;
 pub mod leader;
 pub mod metrics;
