@@ -410,7 +410,12 @@ else
 	can no list secrets --all-namespaces
 	can yes get secrets -n "$NAMESPACE"
 	can yes watch secrets -n "$NAMESPACE"
-	can no create secrets -n "$NAMESPACE"
+	# The hash key Secret aigw-hash-key is created there at the first start (create cannot be
+	# limited to a name); nothing else may be written there.
+	can yes create secrets -n "$NAMESPACE"
+	can no patch secrets -n "$NAMESPACE"
+	can no delete secrets -n "$NAMESPACE"
+	can yes get secrets/aigw-hash-key -n "$NAMESPACE"
 	can yes list configs.aigw.io -n a
 	can yes patch deployments.aigw.io --subresource=status -n b
 	can yes watch providers.aigw.io -n a
