@@ -158,6 +158,13 @@ async fn a_config_nested_150_levels_stops_no_other_config_after_a_restart() {
         let _one_at_a_time = POLICIES.lock().await;
         let body = deep_config("deep", &other.namespace, 150);
         create_around_admission(&other.client, &other.namespace, body).await;
+        // Another installation's deep object: reported in this one's log and metric only.
+        let theirs = deep_config("theirs", &other.namespace, 150).replace(
+            "\"metadata\":{\"name\"",
+            "\"metadata\":{\"annotations\":{\"aigw.io/installation\":\"someone-else\"},\"name\"",
+        );
+        assert!(theirs.contains("someone-else"), "{theirs}");
+        create_around_admission(&other.client, &other.namespace, theirs).await;
     }
     // A restart (a pod restart, a failover, a 410) lists every Config again.
     h.restart_operator().await;
@@ -195,9 +202,16 @@ async fn a_config_nested_150_levels_stops_no_other_config_after_a_restart() {
         events.contains("spec.config is nested 151 levels deep"),
         "{events}"
     );
+    // Both were reported at the same relist; give a stray event on the other one time to land.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let events = other.events_text().await;
+    assert!(
+        !events.contains("theirs Unreadable"),
+        "an event on another installation's object:\n{events}"
+    );
     let metrics = h.ctx.metrics.encode();
     assert!(
-        metrics.contains("aigw_unreadable_objects_total{kind=\"Config\"} 1"),
+        metrics.contains("aigw_unreadable_objects_total{kind=\"Config\"} 2"),
         "{metrics}"
     );
     let logs = support::harness::captured_logs();
@@ -228,13 +242,15 @@ async fn a_config_nested_150_levels_stops_no_other_config_after_a_restart() {
         "/apis/aigw.io/v1alpha1/namespaces/{}/configs",
         other.namespace
     );
-    let request = kube::core::Request::new(path)
-        .delete("deep", &Default::default())
-        .expect("request");
-    other
-        .client
-        .request_text(request)
-        .await
-        .expect("the deep Config could not be deleted");
+    for name in ["deep", "theirs"] {
+        let request = kube::core::Request::new(path.clone())
+            .delete(name, &Default::default())
+            .expect("request");
+        other
+            .client
+            .request_text(request)
+            .await
+            .expect("a deep Config could not be deleted");
+    }
     h.stop().await;
 }

@@ -89,6 +89,7 @@ impl Unreadable {
             namespace: Option<String>,
             uid: Option<String>,
             resource_version: Option<String>,
+            annotations: Option<BTreeMap<String, String>>,
         }
         let identity: Identity = serde_json::from_str(text).unwrap_or_default();
         let too_deep = identity
@@ -111,6 +112,7 @@ impl Unreadable {
                 namespace: meta.namespace,
                 uid: meta.uid,
                 resource_version: meta.resource_version,
+                annotations: meta.annotations,
                 ..Default::default()
             },
             reason,

@@ -10,6 +10,7 @@ use kube::runtime::events::EventType;
 use tracing::warn;
 
 use crate::controller::Context;
+use crate::controller::installation::Claim;
 use crate::resources::readable::Unreadable;
 
 /// The reason of the Event on an object a watch could not decode.
@@ -49,7 +50,13 @@ pub fn report<K: kube::Resource<DynamicType = ()>>(ctx: &Arc<Context>, unreadabl
         "cannot read this object: it is left out of the watch cache and not reconciled; the rest of the kind goes on"
     );
     ctx.metrics.unreadable(&kind);
-    if !ctx.leadership.is_leader() {
+    // Another installation's object gets no event from this one (its claim is in the metadata,
+    // which is read even when the spec is not).
+    let theirs = matches!(
+        ctx.installation.claim_in(&unreadable.meta),
+        Claim::Theirs(_)
+    );
+    if theirs || !ctx.leadership.is_leader() {
         return;
     }
     let reference = ObjectReference {

@@ -19,6 +19,7 @@
 
 use std::collections::BTreeMap;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::{Expression, Selector, SelectorExt};
 use kube::{Resource, ResourceExt};
@@ -79,12 +80,13 @@ impl Installation {
 
     /// Who claimed `object`, and whether that is this installation.
     pub fn claim_on<K: Resource>(&self, object: &K) -> Claim {
-        match object
-            .meta()
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(ANNOTATION))
-        {
+        self.claim_in(object.meta())
+    }
+
+    /// Who claimed the object `meta` belongs to (also for an object that could not be decoded,
+    /// whose metadata is all that is known of it).
+    pub fn claim_in(&self, meta: &ObjectMeta) -> Claim {
+        match meta.annotations.as_ref().and_then(|a| a.get(ANNOTATION)) {
             None => Claim::None,
             Some(id) if *id == self.id => Claim::Ours,
             Some(id) => Claim::Theirs(id.clone()),
