@@ -70,12 +70,13 @@ kubectl --kubeconfig "$demo/kubeconfig" config set "users.$user.act-as" \
 step "Operator as system:serviceaccount:aigw-system:aigw-demo (logs: $demo/operator.log)"
 # An installation of its own (`--installation-id demo`): the cluster-scoped objects and Connections
 # the tests label for themselves (`aigw-test/env`) are theirs, and it leaves them alone, so that
-# `make test` runs beside it.
+# `make test` runs beside it. The demo rotates right after creating: rotations are spaced by 10 s
+# instead of the default 5 minutes.
 KUBECONFIG="$demo/kubeconfig" "$aigw" operator --management-url "$api" --gateway-url "$api/v1" \
 	--token-file "$demo/token" --namespace aigw-demo --namespace aigw-dev --namespace aigw-prod \
 	--connection-secret-namespace aigw-system --leader-election-namespace aigw-system \
 	--installation-id demo --cluster-selector '!aigw-test/env' \
-	--drift-interval 5s --metrics-addr 127.0.0.1:0 >"$demo/operator.log" 2>&1 &
+	--drift-interval 5s --rotation-spacing 10s --metrics-addr 127.0.0.1:0 >"$demo/operator.log" 2>&1 &
 echo $! >"$demo/operator.pid"
 # A step that fails shows what the chart's RBAC refused the operator, if anything.
 trap 'grep -F "is forbidden: User" "$demo/operator.log" | head -3 >&2 || true' ERR

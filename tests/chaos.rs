@@ -259,6 +259,8 @@ impl Replicas {
             .args(["--leader-election-namespace", &self.namespace])
             .args(["--metrics-addr", &metrics.to_string()])
             .args(["--drift-interval", "10s", "--concurrency", "8"])
+            // The suite changes triggers every few seconds: no spacing between rotations.
+            .args(["--rotation-spacing", "0s"])
             .args(["--api-qps", "100"])
             .env("KUBECONFIG", &self.kubeconfig)
             .env("POD_NAME", &name)

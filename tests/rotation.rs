@@ -950,3 +950,195 @@ async fn an_incomplete_rotate_answer_is_done_again_never_completed_over_revoked_
     assert_eq!(h.handshake(&id, &client_auth).await, 200);
     h.stop().await;
 }
+
+/// The condition `type` of `d`, if set.
+fn condition<'a>(
+    d: &'a Deployment,
+    type_: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition> {
+    d.status
+        .as_ref()?
+        .conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+}
+
+/// Bounded rotation (issue 27, F5): admission refuses an interval of zero and an ApiKey's
+/// interval shorter than its transition; an interval admission takes but the operator's floor
+/// (`--min-rotation-interval`, 1h by default) does not is rotated at the floor, with a
+/// `RotationIntervalRaised` condition and Warning event, and no rotation before it.
+#[tokio::test]
+async fn a_rotation_interval_below_the_floor_is_refused_or_raised() {
+    let mut h = Harness::start_with("rot-floor", Duration::from_secs(1)).await;
+    h.set_rotation_limits(support::harness::RotationLimits::default());
+    h.restart_operator().await;
+    let deployments = h.env.api::<Deployment>();
+
+    // Admission: zero, and an ApiKey's interval below its transition period.
+    let zero = deployments
+        .create(
+            &PostParams::default(),
+            &rotating_deployment("zero", json!({"interval": "0s"})),
+        )
+        .await
+        .expect_err("an interval of zero is refused at admission");
+    assert!(
+        zero.to_string()
+            .contains("spec.rotation.interval must be longer than zero"),
+        "{zero}"
+    );
+    let key: aigw::resources::ApiKey = object(json!({"apiVersion": "aigw.io/v1alpha1",
+        "kind": "ApiKey", "metadata": {"name": "short"},
+        "spec": {"name": "short", "kind": "service", "scopes": ["completions.write"],
+            "secretRef": {"name": "short-key"},
+            "rotation": {"interval": "30m", "transitionPeriod": "1h"}}}));
+    let short = h
+        .env
+        .api::<aigw::resources::ApiKey>()
+        .create(&PostParams::default(), &key)
+        .await
+        .expect_err("an interval below the transition period is refused at admission");
+    assert!(
+        short
+            .to_string()
+            .contains("spec.rotation.interval must be at least spec.rotation.transitionPeriod"),
+        "{short}"
+    );
+
+    // Taken by admission, below the operator's floor: raised to it.
+    deployments
+        .create(
+            &PostParams::default(),
+            &rotating_deployment("fast", json!({"interval": "4s"})),
+        )
+        .await
+        .unwrap();
+    let raised = h
+        .env
+        .wait_for::<Deployment>("fast", WAIT, |d| {
+            deployment_ready(d) && condition(d, "RotationIntervalRaised").is_some()
+        })
+        .await;
+    let raised_condition = condition(&raised, "RotationIntervalRaised").unwrap();
+    assert_eq!(raised_condition.status, "True");
+    assert_eq!(raised_condition.reason, "BelowFloor");
+    assert!(
+        raised_condition
+            .message
+            .contains("spec.rotation.interval 4s is below the floor of 1h"),
+        "{}",
+        raised_condition.message
+    );
+    let rotation = raised.status.clone().unwrap().rotation;
+    let last: jiff::Timestamp = rotation.last_rotated_at.unwrap().parse().unwrap();
+    let next: jiff::Timestamp = rotation.next_rotation_at.unwrap().parse().unwrap();
+    assert_eq!(
+        next.duration_since(last).as_secs(),
+        3600,
+        "rotated at the floor"
+    );
+    let events = h.env.events_text().await;
+    assert!(
+        events.contains("RotationIntervalRaised"),
+        "a Warning event: {events}"
+    );
+
+    // Well past the 4 s: no rotation.
+    h.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(9)).await;
+    assert_eq!(
+        h.count("PUT /ai_gw/admin/v2/deployments/{deploymentId}")
+            .await,
+        0,
+        "{}",
+        h.stats().await
+    );
+
+    // An interval at the floor clears the condition.
+    deployments
+        .patch(
+            "fast",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"rotation": {"interval": "1h"}}})),
+        )
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<Deployment>("fast", WAIT, |d| {
+            deployment_ready(d) && condition(d, "RotationIntervalRaised").is_none()
+        })
+        .await;
+    h.stop().await;
+}
+
+/// Two rotations of one resource are `--rotation-spacing` apart whatever asks for them: a
+/// trigger changed right after the create, then again right after that rotation, each waits
+/// (`status.rotationHeldUntil`), then rotates once.
+#[tokio::test]
+async fn rotations_of_one_resource_are_spaced_whatever_asks_for_them() {
+    let spacing = Duration::from_secs(8);
+    let mut h = Harness::start_with("rot-spacing", Duration::from_secs(1)).await;
+    h.set_rotation_limits(support::harness::RotationLimits {
+        min_interval: Duration::from_secs(1),
+        spacing,
+    });
+    h.restart_operator().await;
+    let deployments = h.env.api::<Deployment>();
+    deployments
+        .create(
+            &PostParams::default(),
+            &rotating_deployment("spaced", json!({"trigger": "a"})),
+        )
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<Deployment>("spaced", WAIT, deployment_ready)
+        .await;
+    let rotations = "PUT /ai_gw/admin/v2/deployments/{deploymentId}";
+    h.reset_stats().await;
+
+    for (n, trigger) in [(1, "b"), (2, "c")] {
+        deployments
+            .patch(
+                "spaced",
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"spec": {"rotation": {"trigger": trigger}}})),
+            )
+            .await
+            .unwrap();
+        let held = h
+            .env
+            .wait_for::<Deployment>("spaced", WAIT, |d| {
+                d.status
+                    .as_ref()
+                    .is_some_and(|s| s.rotation.rotation_held_until.is_some())
+            })
+            .await;
+        let rotation = held.status.unwrap().rotation;
+        let last: jiff::Timestamp = rotation.last_rotated_at.unwrap().parse().unwrap();
+        let until: jiff::Timestamp = rotation.rotation_held_until.unwrap().parse().unwrap();
+        let apart = until.duration_since(last).as_secs_f64();
+        assert!(
+            (8.0..=9.0).contains(&apart),
+            "held {apart} s after the last rotation"
+        );
+        assert_ne!(rotation.observed_rotation_trigger.as_deref(), Some(trigger));
+        assert_eq!(h.count(rotations).await, n - 1, "{}", h.stats().await);
+        let rotated = h
+            .env
+            .wait_for::<Deployment>("spaced", WAIT, |d| {
+                deployment_ready(d)
+                    && d.status.as_ref().is_some_and(|s| {
+                        s.rotation.observed_rotation_trigger.as_deref() == Some(trigger)
+                    })
+            })
+            .await;
+        let rotation = rotated.status.unwrap().rotation;
+        assert_eq!(rotation.rotation_held_until, None);
+        let at: jiff::Timestamp = rotation.last_rotated_at.unwrap().parse().unwrap();
+        let after = at.duration_since(last).as_secs_f64();
+        assert!(after >= 8.0, "rotated {after} s after the last rotation");
+        assert_eq!(h.count(rotations).await, n, "{}", h.stats().await);
+    }
+    h.stop().await;
+}

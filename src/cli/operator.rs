@@ -63,6 +63,16 @@ pub struct OperatorArgs {
     /// changes, creates and deletes.
     #[arg(long, env = "AIGW_DRIFT_QPS_SHARE", default_value_t = 0.5, value_parser = parse_share, value_name = "S")]
     drift_qps_share: f64,
+    /// The shortest `spec.rotation.interval` this operator rotates at: a shorter one (and, for
+    /// an ApiKey, one shorter than its `transitionPeriod`) is raised to it, with a
+    /// `RotationIntervalRaised` condition and Warning event. At least 1s.
+    #[arg(long, env = "AIGW_MIN_ROTATION_INTERVAL", default_value = "1h", value_parser = parse_min_rotation_interval, value_name = "DUR")]
+    min_rotation_interval: Duration,
+    /// The least time between two rotations of one resource, whatever asks for them (the
+    /// interval, a changed `spec.rotation.trigger`): a later one waits, shown in
+    /// `status.rotationHeldUntil`. `0s` spaces nothing.
+    #[arg(long, env = "AIGW_ROTATION_SPACING", default_value = "5m", value_parser = humantime::parse_duration, value_name = "DUR")]
+    rotation_spacing: Duration,
     /// YAML file with the tenancy grants of the default connection (the one these flags define),
     /// in the shape of a Connection's `spec.grants`: which namespaces may use it, for which
     /// workspaces, and whether they may adopt. Without it, the default connection is open to
@@ -119,6 +129,14 @@ fn parse_share(value: &str) -> Result<f64, String> {
     }
 }
 
+fn parse_min_rotation_interval(value: &str) -> Result<Duration, String> {
+    match humantime::parse_duration(value) {
+        Ok(d) if d >= Duration::from_secs(1) => Ok(d),
+        Ok(_) => Err(format!("{value} is shorter than 1s")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 fn parse_selector(value: &str) -> Result<String, String> {
     aigw::controller::installation::parse_selector(value).map(|_| value.to_string())
 }
@@ -172,6 +190,10 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
             format!("{}/{}", args.leader_election_namespace, leader::LEASE_NAME)
         }),
         dry_run: args.dry_run,
+        rotation: aigw::resources::rotation::RotationLimits {
+            min_interval: args.min_rotation_interval,
+            spacing: args.rotation_spacing,
+        },
     };
     tracing::info!(installation = %settings.installation_id, "this installation acts only on the objects it claims (aigw.io/installation)");
     let grants = args

@@ -9,6 +9,10 @@ use aigw::gitops::{load, validate::Validator};
 pub struct ValidateArgs {
     #[command(flatten)]
     manifests: Manifests,
+    /// The `--min-rotation-interval` of the operator the manifests are for: a shorter
+    /// `spec.rotation.interval` is refused (the operator would raise it).
+    #[arg(long, env = "AIGW_MIN_ROTATION_INTERVAL", default_value = "1h", value_parser = humantime::parse_duration, value_name = "DUR")]
+    min_rotation_interval: std::time::Duration,
 }
 
 /// The `-f` manifests of `aigw validate` and `aigw plan`.
@@ -29,7 +33,9 @@ pub struct Manifests {
 /// Prints one line per problem, then a summary; exit 0 when valid, 1 otherwise.
 pub fn run(args: ValidateArgs) -> anyhow::Result<ExitCode> {
     let loaded = load::load(&args.manifests.files)?;
-    let report = Validator::new().validate(&loaded);
+    let report = Validator::new()
+        .with_min_rotation_interval(args.min_rotation_interval)
+        .validate(&loaded);
     let mut text = String::new();
     for problem in &report.problems {
         text.push_str(&format!("{problem}\n"));

@@ -88,6 +88,8 @@ pub struct Context {
     /// The key of every Secret-derived hash written to the cluster ([`hash_key`]): loaded from
     /// the operator's Secret by [`hash_key::load`]; a random in-memory one until then.
     pub hash_key: hash_key::HashKey,
+    /// `--min-rotation-interval` and `--rotation-spacing`: how often a resource may rotate.
+    pub rotation: crate::resources::rotation::RotationLimits,
 }
 
 /// How the operator runs.
@@ -111,6 +113,8 @@ pub struct Settings {
     pub installation_id: String,
     /// Read everything and write nothing; report each write as a `Would…` event.
     pub dry_run: bool,
+    /// How often one resource may rotate (`--min-rotation-interval`, `--rotation-spacing`).
+    pub rotation: crate::resources::rotation::RotationLimits,
 }
 
 impl Default for Settings {
@@ -124,6 +128,7 @@ impl Default for Settings {
             cluster_selector: None,
             installation_id: installation::DEFAULT_ID.to_string(),
             dry_run: false,
+            rotation: Default::default(),
         }
     }
 }
@@ -209,6 +214,7 @@ impl Context {
             relay: Default::default(),
             unreadable: Default::default(),
             hash_key: hash_key::HashKey::random(),
+            rotation: settings.rotation,
         }
     }
 

@@ -10,6 +10,7 @@
 //! and ignored.
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps;
 use serde::de::DeserializeOwned;
@@ -204,6 +205,8 @@ struct KindSchema {
 pub struct Validator {
     kinds: HashMap<String, KindSchema>,
     checker: SchemaChecker,
+    /// The operator's `--min-rotation-interval`: a shorter `spec.rotation.interval` is refused.
+    min_rotation_interval: Duration,
 }
 
 impl Default for Validator {
@@ -237,7 +240,18 @@ impl Validator {
             );
         }
         let checker = SchemaChecker::new(kinds.values().map(|k| &k.schema));
-        Self { kinds, checker }
+        Self {
+            kinds,
+            checker,
+            min_rotation_interval: crate::resources::rotation::DEFAULT_MIN_INTERVAL,
+        }
+    }
+
+    /// Refuses a `spec.rotation.interval` shorter than `floor` (the operator's
+    /// `--min-rotation-interval`, 1h by default), which the operator would raise to it.
+    pub fn with_min_rotation_interval(mut self, floor: Duration) -> Self {
+        self.min_rotation_interval = floor;
+        self
     }
 
     pub fn validate(&self, loaded: &Loaded) -> Report {
@@ -310,7 +324,7 @@ impl Validator {
                 .map(|(path, message)| Violation { path, message }),
         );
         if violations.is_empty() {
-            match checked_object(kind, value) {
+            match checked_object(kind, value, self.min_rotation_interval) {
                 Ok(object) => report.manifests.push(Manifest {
                     location: document.location(),
                     object,
@@ -417,7 +431,11 @@ pub fn dns1123_label(name: &str) -> Result<(), String> {
 }
 
 /// The typed object, once it passed the operator's own checks.
-fn checked_object(kind: &str, value: &Value) -> Result<Object, Vec<Violation>> {
+fn checked_object(
+    kind: &str,
+    value: &Value,
+    min_rotation_interval: Duration,
+) -> Result<Object, Vec<Violation>> {
     let object = typed(kind, value).map_err(|message| {
         vec![Violation {
             path: String::new(),
@@ -426,6 +444,7 @@ fn checked_object(kind: &str, value: &Value) -> Result<Object, Vec<Violation>> {
     })?;
     let mut violations = Vec::new();
     operator_checks(&object, &mut violations);
+    rotation_floor(&object, min_rotation_interval, &mut violations);
     if violations.is_empty() {
         Ok(object)
     } else {
@@ -526,6 +545,36 @@ fn operator_checks(object: &Object, out: &mut Vec<Violation>) {
     };
     if let Err(e) = request {
         out.push(api_violation(e));
+    }
+}
+
+/// Refuses a `spec.rotation.interval` the operator would raise: below `min_interval` (its
+/// `--min-rotation-interval`), or, for an ApiKey, below its `transitionPeriod`.
+fn rotation_floor(object: &Object, min_interval: Duration, out: &mut Vec<Violation>) {
+    let (interval, transition) = match object {
+        Object::Deployment(o) => (o.spec.rotation_interval(), Ok(None)),
+        Object::ApiKey(o) => (o.spec.rotation_interval(), o.spec.transition_period()),
+        _ => return,
+    };
+    // An unreadable duration is reported by the operator's own checks.
+    let (Ok(Some(interval)), Ok(transition)) = (interval, transition) else {
+        return;
+    };
+    let limits = crate::resources::rotation::RotationLimits {
+        min_interval,
+        ..Default::default()
+    };
+    let floor = limits.floor(transition);
+    if interval < floor {
+        out.push(Violation {
+            path: "spec.rotation.interval".into(),
+            message: format!(
+                "{} is below the floor of {} (the operator's --min-rotation-interval, or the key's transitionPeriod when longer; aigw validate --min-rotation-interval sets the one your operator runs with): the operator would rotate every {} instead",
+                humantime::format_duration(interval),
+                humantime::format_duration(floor),
+                humantime::format_duration(floor),
+            ),
+        });
     }
 }
 
@@ -835,5 +884,72 @@ mod tests {
         assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
         assert_eq!(report.problems[0].path, "spec.deploymentId");
         assert_eq!(report.problems[0].location, "t.yaml#1");
+    }
+
+    #[test]
+    fn a_rotation_interval_below_the_floor_is_refused_naming_the_field() {
+        let deployment = "apiVersion: aigw.io/v1alpha1\nkind: Deployment\nmetadata: {name: d}\nspec: {name: d, credentialsSecretRef: {name: s}, rotation: {interval: 1s}}\n";
+        let at_interval = |report: &Report| {
+            report
+                .problems
+                .iter()
+                .filter(|p| p.path == "spec.rotation.interval")
+                .map(|p| p.message.clone())
+                .collect::<Vec<_>>()
+        };
+        for short in ["1s", "59m"] {
+            let report = validate(&deployment.replace("1s", short));
+            assert_eq!(
+                at_interval(&report).len(),
+                1,
+                "{short}: {:?}",
+                report.problems
+            );
+        }
+        let message = &at_interval(&validate(deployment))[0];
+        assert!(message.contains("below the floor of 1h"), "{message}");
+        for long in ["1h", "30d", "1d12h"] {
+            let report = validate(&deployment.replace("1s", long));
+            assert!(report.problems.is_empty(), "{long}: {:?}", report.problems);
+        }
+        // Admission's own rules: never zero, whole days.
+        let report = validate(&deployment.replace("1s", "0s"));
+        assert!(
+            report
+                .problems
+                .iter()
+                .any(|p| p.message.contains("longer than zero")),
+            "{:?}",
+            report.problems
+        );
+        let report = validate(&deployment.replace("1s", "0.5d"));
+        assert!(!at_interval(&report).is_empty(), "{:?}", report.problems);
+
+        // An operator run with a lower floor: validate told so accepts what it rotates at.
+        let mut loaded = Loaded::default();
+        parse_into(&mut loaded, "t.yaml", deployment, false);
+        let lowered = Validator::new().with_min_rotation_interval(Duration::from_secs(1));
+        assert!(lowered.validate(&loaded).problems.is_empty());
+
+        // An ApiKey: never below its transition period, whatever the operator's floor.
+        let key = "apiVersion: aigw.io/v1alpha1\nkind: ApiKey\nmetadata: {name: k}\nspec: {name: k, kind: service, scopes: [completions.write], secretRef: {name: s}, rotation: {interval: 2h, transitionPeriod: 3h}}\n";
+        let mut loaded = Loaded::default();
+        parse_into(&mut loaded, "t.yaml", key, false);
+        let problems = lowered.validate(&loaded).problems;
+        let messages: Vec<&str> = problems
+            .iter()
+            .filter(|p| p.path == "spec.rotation.interval")
+            .map(|p| p.message.as_str())
+            .collect();
+        assert!(
+            messages
+                .iter()
+                .any(|m| m.contains("at least spec.rotation.transitionPeriod")),
+            "admission's rule: {problems:?}"
+        );
+        let report = validate(&key.replace("interval: 2h", "interval: 3h"));
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        let report = validate(&key.replace("interval: 2h", "interval: 1d"));
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
     }
 }

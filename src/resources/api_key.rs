@@ -225,6 +225,10 @@ pub struct KeyDefaults {
 /// When and how the key is rotated into the Secret.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+// Kubernetes' `duration()` does not read days: an interval with days is at least a day (the
+// pattern takes whole days only), and is held against a transition of at most a day.
+#[x_kube(validation = Rule::new("!has(self.interval) || self.interval.contains('d') || duration(self.interval) > duration('0s')").field_path(".interval").reason(Reason::FieldValueInvalid).message("spec.rotation.interval must be longer than zero"))]
+#[x_kube(validation = Rule::new("!has(self.interval) || !has(self.transitionPeriod) || (self.interval.contains('d') ? duration(self.transitionPeriod) <= duration('24h') : duration(self.interval) >= duration(self.transitionPeriod))").field_path(".interval").reason(Reason::FieldValueInvalid).message("spec.rotation.interval must be at least spec.rotation.transitionPeriod (give the interval in hours when the transition is longer than a day)"))]
 pub struct KeyRotation {
     /// `interval`, `trigger` and `restart`, as for a Deployment's credentials.
     #[serde(flatten)]

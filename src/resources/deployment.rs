@@ -47,6 +47,7 @@ pub use super::rotation::{Rotation, RotationStatus, WorkloadKind, WorkloadRef};
 #[serde(rename_all = "camelCase")]
 // The field rule `self == oldSelf` only runs when the field is on both sides, so adding or
 // removing the identity, which would switch the object to another remote one, is caught here.
+#[x_kube(validation = Rule::new("!has(self.rotation) || !has(self.rotation.interval) || self.rotation.interval.contains('d') || duration(self.rotation.interval) > duration('0s')").field_path(".rotation.interval").reason(Reason::FieldValueInvalid).message("spec.rotation.interval must be longer than zero"))]
 #[x_kube(validation = Rule::new("has(self.deploymentId) == has(oldSelf.deploymentId)").field_path(".deploymentId").reason(Reason::FieldValueForbidden).message("spec.deploymentId cannot be added or removed after creation: create a new Deployment instead"))]
 #[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Deployment to use another Connection"))]
 pub struct DeploymentSpec {

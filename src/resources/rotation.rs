@@ -9,9 +9,13 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase")]
 pub struct Rotation {
     /// Rotate when this much time has passed since the last rotation (or creation), as a
-    /// duration such as `720h` or `30m`.
+    /// duration such as `720h` or `30d` (days are whole: `1d`, not `0.5d`). Never zero, and for
+    /// an ApiKey never shorter than its `transitionPeriod` (refused at admission). The operator
+    /// rotates no more often than its `--min-rotation-interval` (default `1h`): a shorter
+    /// interval is raised to it, with a `RotationIntervalRaised` condition and Warning event.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h|d))+$"))]
+    #[schemars(regex(pattern = r"^([0-9]*[1-9][0-9]*d|[0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
+    #[schemars(length(max = 64))]
     pub interval: Option<String>,
     /// Any string; changing it rotates now (for example a date or a ticket id).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -20,6 +24,67 @@ pub struct Rotation {
     /// right after the new values are in the Secret, so they pick them up.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub restart: Vec<WorkloadRef>,
+}
+
+/// The operator's default `--min-rotation-interval`: rotation is credential hygiene (days or
+/// weeks) and an urgent rotation is a `trigger` change, so no schedule rotates more than 24
+/// times a day; an hour is also at least the API's default key transition (30 minutes), so a
+/// key rotated on schedule has at most two live values.
+pub const DEFAULT_MIN_INTERVAL: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// The operator's default `--rotation-spacing`: the least time between two rotations of one
+/// resource, whatever asks for them (the interval, a changed trigger). A trigger changed in a
+/// loop rotates at most every 5 minutes, while an urgent rotation right after another waits
+/// minutes, not hours.
+pub const DEFAULT_SPACING: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The operator's bounds on rotation (`--min-rotation-interval`, `--rotation-spacing`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RotationLimits {
+    /// No schedule rotates more often than this.
+    pub min_interval: std::time::Duration,
+    /// No two rotations of one resource are closer than this.
+    pub spacing: std::time::Duration,
+}
+
+impl Default for RotationLimits {
+    fn default() -> Self {
+        Self {
+            min_interval: DEFAULT_MIN_INTERVAL,
+            spacing: DEFAULT_SPACING,
+        }
+    }
+}
+
+impl RotationLimits {
+    /// The floor of `rotation.interval`: `min_interval`, or the key transition period when
+    /// that is longer (a key is not rotated again while an older value still works).
+    pub fn floor(&self, transition: Option<std::time::Duration>) -> std::time::Duration {
+        transition.map_or(self.min_interval, |t| t.max(self.min_interval))
+    }
+
+    /// `interval` held against [`Self::floor`]: the interval to rotate at, and the message
+    /// saying it was raised when it was.
+    pub fn floored(
+        &self,
+        interval: Option<std::time::Duration>,
+        transition: Option<std::time::Duration>,
+    ) -> (Option<std::time::Duration>, Option<String>) {
+        let floor = self.floor(transition);
+        match interval {
+            Some(i) if i < floor => (Some(floor), Some(below_floor(i, floor))),
+            other => (other, None),
+        }
+    }
+}
+
+/// Says that `interval` is below `floor`, naming the field.
+pub fn below_floor(interval: std::time::Duration, floor: std::time::Duration) -> String {
+    let floor = humantime::format_duration(floor);
+    format!(
+        "spec.rotation.interval {} is below the floor of {floor} (the operator's --min-rotation-interval, or the key's transitionPeriod when longer): rotating every {floor} instead",
+        humantime::format_duration(interval),
+    )
 }
 
 impl Rotation {
@@ -92,4 +157,49 @@ pub struct RotationStatus {
     /// observed when it finishes, so a trigger changed meanwhile rotates again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotating_for: Option<String>,
+    /// Set while a rotation is asked for (a changed trigger, a passed interval) but waits for
+    /// the operator's `--rotation-spacing` after the last one: when it may start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rotation_held_until: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn the_interval_floor_is_the_operators_or_the_transition_when_longer() {
+        let limits = RotationLimits::default();
+        assert_eq!(limits.floor(None), DEFAULT_MIN_INTERVAL);
+        assert_eq!(
+            limits.floor(Some(Duration::from_secs(1800))),
+            DEFAULT_MIN_INTERVAL
+        );
+        assert_eq!(
+            limits.floor(Some(Duration::from_secs(7200))),
+            Duration::from_secs(7200)
+        );
+        let (raised, why) = limits.floored(Some(Duration::from_secs(1)), None);
+        assert_eq!(raised, Some(DEFAULT_MIN_INTERVAL));
+        assert!(
+            why.unwrap()
+                .contains("spec.rotation.interval 1s is below the floor of 1h"),
+        );
+        let (raised, _) = limits.floored(
+            Some(Duration::from_secs(5400)),
+            Some(Duration::from_secs(7200)),
+        );
+        assert_eq!(raised, Some(Duration::from_secs(7200)), "the transition");
+        assert_eq!(
+            limits.floored(Some(DEFAULT_MIN_INTERVAL), None),
+            (Some(DEFAULT_MIN_INTERVAL), None)
+        );
+        assert_eq!(limits.floored(None, None), (None, None));
+        let low = RotationLimits {
+            min_interval: Duration::from_secs(1),
+            spacing: Duration::ZERO,
+        };
+        assert_eq!(low.floored(Some(Duration::from_secs(4)), None).1, None);
+    }
 }

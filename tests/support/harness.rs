@@ -9,6 +9,7 @@ use aigw::controller::hash_key::{self, HashKey};
 use aigw::controller::{self, Connections, Context, Metrics, Settings};
 use aigw::emulator::{EmulatorOptions, Running};
 use aigw::resources::connection::Grant;
+pub use aigw::resources::rotation::RotationLimits;
 use serde_json::Value;
 
 use super::TestEnv;
@@ -179,6 +180,12 @@ impl Harness {
             drift_interval,
             // Each test's operator takes only the cluster-scoped objects labelled for it.
             cluster_selector: Some(format!("{CLUSTER_LABEL}={}", env.namespace)),
+            // Tests rotate on intervals of seconds and change triggers back to back; the tests
+            // of the bounds raise them (`set_rotation_limits`).
+            rotation: RotationLimits {
+                min_interval: Duration::from_secs(1),
+                spacing: Duration::ZERO,
+            },
             ..Default::default()
         };
         let secret_namespace = own_secret_namespace.then(|| env.namespace.clone());
@@ -260,6 +267,13 @@ impl Harness {
     pub fn set_grants(&mut self, grants: Value) {
         let text = grants.to_string().replace("{ns}", &self.env.namespace);
         self.grants = Some(serde_json::from_str(&text).expect("grants"));
+    }
+
+    /// Replaces the operator's rotation bounds (`--min-rotation-interval`,
+    /// `--rotation-spacing`); the next `restart_operator` uses them.
+    #[allow(dead_code)]
+    pub fn set_rotation_limits(&mut self, limits: RotationLimits) {
+        self.settings.rotation = limits;
     }
 
     /// Stops the controllers at once, as a killed process would stop, and starts none (a later

@@ -21,7 +21,7 @@ mod schedule;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-pub use schedule::{Schedule, due_in, next_rotation_at};
+pub use schedule::{Schedule, next_rotation_at, spaced_until};
 
 use crate::api::SecretString;
 
@@ -102,13 +102,72 @@ pub fn current_trigger<K: Rotates>(object: &K) -> String {
 /// Why a rotation is due now, if it is (see [`Schedule::due`]).
 pub fn rotation_due<K: Rotates>(object: &K, rotation: &RotationStatus) -> Option<&'static str> {
     let trigger = current_trigger(object);
+    schedule_of(object, rotation, &trigger).due()
+}
+
+fn schedule_of<'a, K: Rotates>(
+    object: &K,
+    rotation: &'a RotationStatus,
+    trigger: &'a str,
+) -> Schedule<'a> {
     Schedule {
-        trigger: &trigger,
+        trigger,
         observed_trigger: rotation.observed_rotation_trigger.as_deref(),
         has_interval: object.rotation().is_some_and(|r| r.interval.is_some()),
         next_rotation_at: rotation.next_rotation_at.as_deref(),
+        held_until: rotation.rotation_held_until.as_deref(),
     }
-    .due()
+}
+
+/// When to look at the rotation again: at `nextRotationAt`, or when the spacing that holds a
+/// rotation asked for ends.
+pub fn due_in(rotation: &RotationStatus) -> Option<Duration> {
+    schedule::due_in(
+        rotation.next_rotation_at.as_deref(),
+        rotation.rotation_held_until.as_deref(),
+    )
+}
+
+/// The condition set while `spec.rotation.interval` is below the operator's floor.
+pub const INTERVAL_RAISED: &str = "RotationIntervalRaised";
+
+/// `interval` raised to the operator's floor (`--min-rotation-interval`, or the key transition
+/// `transition` when longer) for an object admitted below it (stored before admission refused
+/// it, or below a floor the operator was given since): a `RotationIntervalRaised` condition,
+/// and a Warning event when the condition is new for this generation.
+pub async fn floored_interval<K: Rotates>(
+    object: &K,
+    cx: &Cx<'_, K>,
+    status: &mut K::Status,
+    interval: Option<Duration>,
+    transition: Option<Duration>,
+) -> Option<Duration> {
+    let (interval, raised) = cx.ctx.rotation.floored(interval, transition);
+    let generation = object.meta().generation;
+    let conditions = status.conditions_mut();
+    match raised {
+        Some(message) => {
+            let known = conditions.iter().any(|c| {
+                c.type_ == INTERVAL_RAISED
+                    && c.status == "True"
+                    && c.observed_generation == generation
+                    && c.message == message
+            });
+            set_condition(
+                conditions,
+                INTERVAL_RAISED,
+                true,
+                "BelowFloor",
+                &message,
+                generation,
+            );
+            if !known {
+                cx.warn(INTERVAL_RAISED, &message).await;
+            }
+        }
+        None => conditions.retain(|c| c.type_ != INTERVAL_RAISED),
+    }
+    interval
 }
 
 /// Whether a rotation is in flight or due: the reconcile must not be skipped.
@@ -139,9 +198,26 @@ pub async fn rotate_if_due<K: Rotates>(
     if let Some(pending) = rotation.pending_rotation.clone() {
         return resume(object, cx, status, id, &pending).await.map(Some);
     }
-    if let Some(why) = rotation_due(object, rotation) {
-        return rotate(object, cx, status, id, why).await.map(Some);
+    let trigger = current_trigger(object);
+    let asked = schedule_of(object, rotation, &trigger).asked();
+    if let Some(why) = asked {
+        // Whatever asks, no two rotations of one resource are closer than the spacing.
+        let spacing = cx.ctx.rotation.spacing;
+        match spaced_until(rotation.last_rotated_at.as_deref(), spacing) {
+            Some(until) => {
+                if rotation.rotation_held_until.as_deref() != Some(until.as_str()) {
+                    tracing::info!(held_until = %until, "{why}: the rotation waits for the spacing after the last one (--rotation-spacing)");
+                }
+                rotation.rotation_held_until = Some(until);
+                return Ok(None);
+            }
+            None => {
+                rotation.rotation_held_until = None;
+                return rotate(object, cx, status, id, why).await.map(Some);
+            }
+        }
     }
+    rotation.rotation_held_until = None;
     if rotation.observed_rotation_trigger.is_none() {
         rotation.observed_rotation_trigger = Some(current_trigger(object));
     }

@@ -97,7 +97,8 @@ impl Managed for ApiKey {
             ));
         }
         let interval = self.spec.rotation_interval().map_err(Error::InvalidSpec)?;
-        self.spec.transition_period().map_err(Error::InvalidSpec)?;
+        let transition = self.spec.transition_period().map_err(Error::InvalidSpec)?;
+        let interval = rotation::floored_interval(self, cx, status, interval, transition).await;
         let config_id = resolve_config(self, cx).await?;
         status.config_id = config_id.clone();
         let mut changes = Vec::new();
@@ -267,7 +268,7 @@ impl Managed for ApiKey {
     }
 
     fn due_in(&self, status: &ApiKeyStatus) -> Option<Duration> {
-        rotation::due_in(status.rotation.next_rotation_at.as_deref())
+        rotation::due_in(&status.rotation)
     }
 
     async fn finish_in_flight(

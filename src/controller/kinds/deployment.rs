@@ -66,6 +66,7 @@ impl Managed for Deployment {
         status: &mut DeploymentStatus,
     ) -> Result<Vec<Change>, Error> {
         let interval = self.spec.rotation_interval().map_err(Error::InvalidSpec)?;
+        let interval = rotation::floored_interval(self, cx, status, interval, None).await;
         let mut changes = Vec::new();
         let Some(remote) = observe(self, cx, status).await? else {
             changes.extend(create(self, cx, status).await?);
@@ -168,7 +169,7 @@ impl Managed for Deployment {
     }
 
     fn due_in(&self, status: &DeploymentStatus) -> Option<Duration> {
-        rotation::due_in(status.rotation.next_rotation_at.as_deref())
+        rotation::due_in(&status.rotation)
     }
 
     fn due_now(&self, status: &DeploymentStatus) -> bool {

@@ -1,6 +1,7 @@
 //! When a cluster-managed rotation is due (Deployment credentials, API keys): only when
 //! `spec.rotation.trigger` changes or `spec.rotation.interval` has passed since the last
-//! rotation. Restarts, drift checks and status writes never make one due.
+//! rotation. Restarts, drift checks and status writes never make one due. Two rotations of one
+//! resource are spaced by the operator's `--rotation-spacing`, whatever asks for them.
 
 use std::time::Duration;
 
@@ -14,12 +15,23 @@ pub struct Schedule<'a> {
     pub has_interval: bool,
     /// `status.nextRotationAt`.
     pub next_rotation_at: Option<&'a str>,
+    /// `status.rotationHeldUntil`: nothing is due before it.
+    pub held_until: Option<&'a str>,
 }
 
 impl Schedule<'_> {
-    /// Why a rotation is due now, if it is. The first trigger aigw sees (on an adopted object)
-    /// is only recorded: rotating then would cut off whoever holds the current values.
+    /// Why a rotation is due now, if it is: asked for ([`Self::asked`]) and not held by the
+    /// spacing after the last one.
     pub fn due(&self) -> Option<&'static str> {
+        if held_for(self.held_until).is_some() {
+            return None;
+        }
+        self.asked()
+    }
+
+    /// Why a rotation is asked for, spacing aside. The first trigger aigw sees (on an adopted
+    /// object) is only recorded: rotating then would cut off whoever holds the current values.
+    pub fn asked(&self) -> Option<&'static str> {
         if self
             .observed_trigger
             .is_some_and(|seen| seen != self.trigger)
@@ -57,11 +69,42 @@ pub fn next_rotation_at(
         .map(|t| t.to_string())
 }
 
-/// How long until `next_rotation_at` (a little after, so the reconcile finds it due).
-pub fn due_in(next_rotation_at: Option<&str>) -> Option<Duration> {
+/// How long until `next_rotation_at` (a little after, so the reconcile finds it due), or until
+/// `held_until` while that is ahead: a rotation held by the spacing is looked at again then.
+pub fn due_in(next_rotation_at: Option<&str>, held_until: Option<&str>) -> Option<Duration> {
+    if let Some(held) = held_for(held_until) {
+        return Some(held + Duration::from_millis(200));
+    }
     let due = next_rotation_at?.parse::<jiff::Timestamp>().ok()?;
     let left = due.duration_since(jiff::Timestamp::now());
     Some(Duration::try_from(left).unwrap_or_default() + Duration::from_millis(200))
+}
+
+/// How long `held_until` is still ahead, if it is.
+fn held_for(held_until: Option<&str>) -> Option<Duration> {
+    let until = held_until?.parse::<jiff::Timestamp>().ok()?;
+    let left = until.duration_since(jiff::Timestamp::now());
+    Duration::try_from(left).ok().filter(|d| !d.is_zero())
+}
+
+/// Until when a rotation asked for now must wait: `spacing` after `last_rotated_at`, when
+/// that is still ahead (rounded up to the second).
+pub fn spaced_until(last_rotated_at: Option<&str>, spacing: Duration) -> Option<String> {
+    let last = last_rotated_at?.parse::<jiff::Timestamp>().ok()?;
+    let until = last
+        .checked_add(jiff::SignedDuration::try_from(spacing).ok()?)
+        .ok()?;
+    if until <= jiff::Timestamp::now() {
+        return None;
+    }
+    let whole = until
+        .round(
+            jiff::TimestampRound::new()
+                .smallest(jiff::Unit::Second)
+                .mode(jiff::RoundMode::Ceil),
+        )
+        .ok()?;
+    Some(whole.to_string())
 }
 
 #[cfg(test)]
@@ -75,6 +118,7 @@ mod tests {
             observed_trigger: None,
             has_interval: false,
             next_rotation_at: Some("2020-01-01T00:00:00Z"),
+            held_until: None,
         };
         assert_eq!(schedule.due(), None, "the first trigger is only recorded");
         schedule.observed_trigger = Some("a");
@@ -83,6 +127,35 @@ mod tests {
         assert_eq!(schedule.due(), None, "no interval");
         schedule.has_interval = true;
         assert_eq!(schedule.due(), Some("the rotation interval has passed"));
+    }
+
+    #[test]
+    fn a_rotation_asked_for_within_the_spacing_waits_for_it() {
+        let spacing = Duration::from_secs(300);
+        let just_now = jiff::Timestamp::now().to_string();
+        let until = spaced_until(Some(&just_now), spacing).expect("held");
+        let mut schedule = Schedule {
+            trigger: "b",
+            observed_trigger: Some("a"),
+            has_interval: true,
+            next_rotation_at: Some("2020-01-01T00:00:00Z"),
+            held_until: Some(&until),
+        };
+        assert_eq!(schedule.due(), None, "a changed trigger waits");
+        assert_eq!(schedule.asked(), Some("spec.rotation.trigger changed"));
+        let left = due_in(schedule.next_rotation_at, schedule.held_until).unwrap();
+        assert!(left > Duration::from_secs(290) && left <= Duration::from_secs(302));
+        schedule.observed_trigger = Some("b");
+        assert_eq!(schedule.due(), None, "a passed interval waits too");
+        schedule.held_until = Some("2020-01-01T00:00:00Z");
+        assert_eq!(schedule.due(), Some("the rotation interval has passed"));
+        assert_eq!(
+            due_in(schedule.next_rotation_at, schedule.held_until),
+            Some(Duration::from_millis(200))
+        );
+        assert_eq!(spaced_until(Some("2020-01-01T00:00:00Z"), spacing), None);
+        assert_eq!(spaced_until(Some(&just_now), Duration::ZERO), None);
+        assert_eq!(spaced_until(None, spacing), None);
     }
 
     #[test]
