@@ -262,7 +262,7 @@ fn decoded(text: &str) -> Vec<String> {
 
 /// Whether `message` quotes part of `value`: a run of [`QUOTED_RUN`] characters of it with a
 /// letter and a digit; a fragment of it next to an ellipsis (an echo cut short:
-/// `'correc...staple'`); or a quoted part of at least half of it (at least 4 characters).
+/// `'correc...staple'`); or a quoted part of it of at least 4 characters.
 pub fn quotes_part_of(message: &str, value: &str) -> bool {
     let chars: Vec<char> = value.chars().collect();
     if chars.len() < ANYWHERE {
@@ -315,16 +315,38 @@ fn elided_part(message: &str, value: &str) -> bool {
     false
 }
 
-/// A quoted string of the message that is a part of the value, at least half as long.
+/// A quoted string of the message, of at least [`ANYWHERE`] characters, that is a part of the
+/// value: however short a part of the value an echo quotes, it narrows the value down. A value
+/// that is a JSON document (a service account key) is looked at in its string leaves, not its
+/// field names: a message quoting the field it misses (`'private_key_id' is missing`) quotes
+/// nothing secret.
 fn quoted_part(message: &str, value: &str) -> bool {
-    let wanted = (value.chars().count().div_ceil(2)).max(ANYWHERE);
+    let parts = json_leaves(value).unwrap_or_else(|| vec![value.to_string()]);
     ['\'', '"', '`'].iter().any(|quote| {
-        message
-            .split(*quote)
-            .skip(1)
-            .step_by(2)
-            .any(|quoted| quoted.chars().count() >= wanted && value.contains(quoted))
+        message.split(*quote).skip(1).step_by(2).any(|quoted| {
+            quoted.chars().count() >= ANYWHERE
+                && parts.iter().any(|part| part.contains(quoted))
+        })
     })
+}
+
+/// The string leaves of `value` when it is a JSON object or array.
+fn json_leaves(value: &str) -> Option<Vec<String>> {
+    fn collect(value: &serde_json::Value, out: &mut Vec<String>) {
+        match value {
+            serde_json::Value::String(s) => out.push(s.clone()),
+            serde_json::Value::Array(items) => items.iter().for_each(|v| collect(v, out)),
+            serde_json::Value::Object(map) => map.values().for_each(|v| collect(v, out)),
+            other => out.push(other.to_string()),
+        }
+    }
+    let document: serde_json::Value = serde_json::from_str(value.trim()).ok()?;
+    if !(document.is_object() || document.is_array()) {
+        return None;
+    }
+    let mut leaves = Vec::new();
+    collect(&document, &mut leaves);
+    Some(leaves)
 }
 
 #[cfg(test)]
@@ -418,6 +440,41 @@ mod tests {
         assert_eq!(conceal(named, std::slice::from_ref(&account)), named);
         let listed = "expected one of type, project_id, private_key_id...";
         assert_eq!(conceal(listed, std::slice::from_ref(&account)), listed);
+    }
+
+    /// A quote of 4 characters of a value, less than half of it, with no digit and no ellipsis,
+    /// narrows the value down as well: withheld (attack on issue 27's concealment; before, a
+    /// quote had to be half the value).
+    #[test]
+    fn short_partial_quotes_of_a_value_withhold_the_message() {
+        let passphrase = "correct-horse-battery-staple".to_string();
+        for echo in [
+            "bad value near 'horse'",
+            "unexpected \"batt\" in value",
+            "token `staple` rejected",
+        ] {
+            assert_eq!(
+                conceal(echo, std::slice::from_ref(&passphrase)),
+                WITHHELD,
+                "{echo}"
+            );
+        }
+        let key = "Tr0ub4dor&3xyz".to_string();
+        assert_eq!(
+            conceal("bad value 'ub4d'", std::slice::from_ref(&key)),
+            WITHHELD
+        );
+        // Three characters are no quote of a value; nor is a quote the value does not hold.
+        let three = "bad value 'hor'";
+        assert_eq!(conceal(three, std::slice::from_ref(&passphrase)), three);
+        let other = "field 'name' is required";
+        assert_eq!(conceal(other, std::slice::from_ref(&passphrase)), other);
+        // A JSON key file: its leaves count, its field names do not.
+        let account = r#"{"type": "service_account", "private_key_id": "3f9a0c1b7d"}"#.to_string();
+        let leaf = "private_key_id '3f9a' does not match";
+        assert_eq!(conceal(leaf, std::slice::from_ref(&account)), WITHHELD);
+        let field = "'private_key_id' is missing";
+        assert_eq!(conceal(field, std::slice::from_ref(&account)), field);
     }
 
     /// Echoes an API may send back transformed: case changed, hex-encoded, with JSON `\u`
