@@ -397,6 +397,24 @@ async fn two_installations_act_only_on_their_own_objects() {
     let mut through_b = routing("through-b");
     through_b["connectionRef"] = json!({"name": conn_b});
     create::<Config>(&h.env, "through-b", through_b).await;
+    // A Connection both select but a third installation claimed by hand, and a Config naming
+    // it: neither a nor b touches them.
+    let conn_z = format!("{ns}-z");
+    let claimed: Connection = serde_json::from_value(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
+        "metadata": {"name": conn_z, "labels": {CLUSTER_LABEL: ns},
+                     "annotations": {ANNOTATION: "inst-z"}},
+        "spec": {"managementUrl": b.emulator.management_url(), "gatewayUrl": b.emulator.gateway_url(),
+                 "auth": {"bearerToken": {"secretRef": {"namespace": ns, "name": "b-token", "key": "token"}}}}
+    }))
+    .unwrap();
+    connections
+        .create(&PostParams::default(), &claimed)
+        .await
+        .unwrap();
+    let mut through_z = routing("through-z");
+    through_z["connectionRef"] = json!({"name": conn_z});
+    create::<Config>(&h.env, "through-z", through_z).await;
     // A Config naming no Connection, and a ClusterGuardrail: both installations see them.
     create::<Config>(&h.env, "shared", routing("shared")).await;
     let guardrail_spec = json!({"name": "org-shared",
@@ -510,6 +528,26 @@ async fn two_installations_act_only_on_their_own_objects() {
             installation.id
         );
     }
+    // The Connection a third installation claimed: not probed, and nothing naming it taken.
+    for installation in [&a, &b] {
+        for (resource, name) in [("connections", conn_z.as_str()), ("configs", "through-z")] {
+            let writes = installation.writes_to(resource, name);
+            assert!(
+                writes.is_empty(),
+                "{} wrote to {resource}/{name}, claimed by inst-z: {writes:?}",
+                installation.id
+            );
+        }
+    }
+    assert!(
+        connections.get(&conn_z).await.unwrap().status.is_none(),
+        "a Connection claimed by another installation gets no status"
+    );
+    let through_z = configs.get("through-z").await.unwrap();
+    assert!(claim(through_z.metadata.annotations.as_ref()).is_none());
+    assert!(through_z.status.is_none());
+    assert!(!copies.iter().any(|(_, slug)| slug.contains("through-z")));
+
     let mut events = Vec::new();
     // Cluster-scoped objects' events go to the namespace `default`.
     for namespace in [ns.as_str(), "default"] {

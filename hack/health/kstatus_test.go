@@ -100,6 +100,14 @@ func createFromExample(t *testing.T, objects dynamic.ResourceInterface, k kind) 
 	if err := yaml.Unmarshal(text, &obj.Object); err != nil {
 		t.Fatalf("examples/%s: %v", k.example, err)
 	}
+	// Claimed by an installation of its own: an operator running meanwhile (`make demo`) leaves
+	// the object, and for a Connection every object naming it, untouched.
+	annotations := obj.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations["aigw.io/installation"] = "hack-health"
+	obj.SetAnnotations(annotations)
 	ctx := context.Background()
 	name := obj.GetName()
 	// A leftover may hold aigw's finalizer (e.g. the ClusterGuardrail of `make demo`, whose

@@ -324,8 +324,7 @@ fn quoted_part(message: &str, value: &str) -> bool {
     let parts = json_leaves(value).unwrap_or_else(|| vec![value.to_string()]);
     ['\'', '"', '`'].iter().any(|quote| {
         message.split(*quote).skip(1).step_by(2).any(|quoted| {
-            quoted.chars().count() >= ANYWHERE
-                && parts.iter().any(|part| part.contains(quoted))
+            quoted.chars().count() >= ANYWHERE && parts.iter().any(|part| part.contains(quoted))
         })
     })
 }

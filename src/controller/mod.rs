@@ -161,6 +161,19 @@ impl Settings {
     }
 }
 
+/// How long a new object naming a Connection the watch cache lacks waits for it to appear.
+const CONNECTION_LAG: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// True when `object` was created less than `age` ago (by this process's clock).
+fn created_within<K: kube::Resource>(object: &K, age: std::time::Duration) -> bool {
+    object.meta().creation_timestamp.as_ref().is_some_and(|t| {
+        let created = std::time::SystemTime::from(t.0);
+        std::time::SystemTime::now()
+            .duration_since(created)
+            .is_ok_and(|elapsed| elapsed < age)
+    })
+}
+
 impl Context {
     /// What this installation does with `object` ([`installation::verdict`]), from the object and
     /// the Connection watch cache: no apiserver read.
@@ -168,12 +181,22 @@ impl Context {
         use crate::resources::common::FINALIZER;
         use kube::ResourceExt;
         let name = object.connection_name();
-        let cached = self.stores.connections.find(name).await;
-        let labels = cached
+        let mut cached = self.stores.connections.find(name).await;
+        // A Connection created just before the object may not have reached the watch cache
+        // yet: a young object naming a Connection the cache lacks waits a moment, rather than
+        // being taken by an installation the Connection is not meant for. (An omitted
+        // `connectionRef` is `default`, whose absence means the operator's flags: no wait.)
+        if matches!(cached, Some(None))
+            && name != "default"
+            && created_within(object, CONNECTION_LAG)
+        {
+            cached = None;
+        }
+        let meta = cached
             .as_ref()
-            .map(|found| found.as_ref().map(|c| c.labels()));
+            .map(|found| found.as_ref().map(|c| &c.metadata));
         let holds = object.finalizers().iter().any(|f| f == FINALIZER);
-        installation::verdict(&self.installation, object, name, labels, holds)
+        installation::verdict(&self.installation, object, name, meta, holds)
     }
 
     pub fn new(

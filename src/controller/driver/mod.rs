@@ -112,7 +112,7 @@ async fn not_yet_ours<K: Managed>(
             Action::requeue(jittered(ctx.drift_interval))
         }
         Verdict::Undecided => {
-            debug!(kind = K::KIND, object = %key, "the Connection cache has not listed yet; deciding later");
+            debug!(kind = K::KIND, object = %key, "the Connection cache has not listed yet, or not yet the Connection a new object names; deciding later");
             Action::requeue(Duration::from_secs(1))
         }
     }))

@@ -25,8 +25,9 @@ pub async fn reconcile(connection: Arc<Connection>, ctx: Arc<Context>) -> Result
     if !ctx.leadership.is_leader() {
         return Ok(Action::await_change());
     }
-    // Another installation's Connection (outside `--cluster-selector`): not probed, no status.
-    if !ctx.installation.selects(connection.labels()) {
+    // Another installation's Connection (outside `--cluster-selector`, or claimed by another
+    // installation's `aigw.io/installation`): not probed, no status.
+    if !ctx.installation.sees_connection(connection.meta()) {
         return Ok(Action::await_change());
     }
     let name = connection.name_any();

@@ -2,9 +2,12 @@
 //! flags, its Connections, its `default`); several may share a cluster, even a namespace. Each
 //! acts only on objects that are its own:
 //! - a namespaced object whose Connection it can see: a Connection its `--cluster-selector`
-//!   selects, or, when no Connection of that name exists, its own `default` (its flags) or the
+//!   selects and no other installation claimed, or, when no Connection of that name exists, its own `default` (its flags) or the
 //!   missing Connection it reports;
 //! - a cluster-scoped object its `--cluster-selector` selects (its watch lists no other);
+//! - a Connection its `--cluster-selector` selects, unless another installation claimed it
+//!   (Connections are not claimed by the operator; an `aigw.io/installation` annotation written
+//!   on one by hand gives it, and every object naming it, to that installation);
 //! - and, of those, only one that no other installation has claimed.
 //!
 //! The claim is the annotation `aigw.io/installation: <id>`, written when an installation first
@@ -72,6 +75,13 @@ impl Installation {
         self.selector.as_ref().is_none_or(|s| s.matches(labels))
     }
 
+    /// Whether this installation acts on the Connection of `meta`: its `--cluster-selector`
+    /// selects it and no other installation claimed it.
+    pub fn sees_connection(&self, meta: &ObjectMeta) -> bool {
+        let labels = meta.labels.clone().unwrap_or_default();
+        self.selects(&labels) && !matches!(self.claim_in(meta), Claim::Theirs(_))
+    }
+
     /// True when another installation claimed `object`: it is that one's, and nothing of it
     /// counts here (it names nothing this installation manages, and pins nothing of it).
     pub fn is_theirs<K: Resource>(&self, object: &K) -> bool {
@@ -114,18 +124,20 @@ pub enum Verdict {
     /// Claimed by this installation, but its Connection is another installation's now and it
     /// holds nothing of this one (no finalizer): give the claim back so that one can take it.
     GiveBack(String),
-    /// The Connection cache has not listed yet: decide later.
+    /// The Connection cache has not listed yet (or not yet the Connection a new object names):
+    /// decide later.
     Undecided,
 }
 
 /// What this installation does with `object`, which uses Connection `connection`: from the
-/// object's claim and the Connection watch cache (`cached`: `None` when that cache has not
-/// listed, `Some(None)` when no such Connection exists), without an apiserver read.
+/// object's claim and the Connection watch cache (`cached`: the Connection's metadata; `None`
+/// when that cache has not listed, `Some(None)` when no such Connection exists), without an
+/// apiserver read.
 pub fn verdict<K: Resource>(
     installation: &Installation,
     object: &K,
     connection: &str,
-    cached: Option<Option<&BTreeMap<String, String>>>,
+    cached: Option<Option<&ObjectMeta>>,
     holds_finalizer: bool,
 ) -> Verdict {
     let claim = installation.claim_on(object);
@@ -137,9 +149,13 @@ pub fn verdict<K: Resource>(
         // No such Connection: no installation sees it, and the one that takes the object reports
         // it (or uses its own `default`).
         Some(None) => true,
-        Some(Some(labels)) => installation.selects(labels),
+        Some(Some(meta)) => installation.sees_connection(meta),
     };
-    let hidden = || format!("its Connection {connection} is not selected by --cluster-selector");
+    let hidden = || {
+        format!(
+            "its Connection {connection} is not selected by --cluster-selector or is claimed by another installation"
+        )
+    };
     match (claim, visible) {
         (Claim::Ours, false) if !holds_finalizer => Verdict::GiveBack(hidden()),
         (_, false) => Verdict::NotOurs(hidden()),
@@ -376,8 +392,14 @@ mod tests {
     #[test]
     fn only_an_unclaimed_or_own_object_whose_connection_is_visible_is_ours() {
         let me = Installation::new("a", Some("env=a")).unwrap();
-        let mine = labels(&[("env", "a")]);
-        let theirs = labels(&[("env", "b")]);
+        let meta = |labels: BTreeMap<String, String>, claim: Option<&str>| ObjectMeta {
+            labels: Some(labels),
+            annotations: claim.map(|id| BTreeMap::from([(ANNOTATION.to_string(), id.to_string())])),
+            ..ObjectMeta::default()
+        };
+        let mine = meta(labels(&[("env", "a")]), None);
+        let theirs = meta(labels(&[("env", "b")]), None);
+        let claimed = meta(labels(&[("env", "a")]), Some("b"));
         let verdict =
             |claim, cached, finalizer| verdict(&me, &config(claim), "x", cached, finalizer);
         // Claimed by another: whatever the Connection.
@@ -405,6 +427,11 @@ mod tests {
         ));
         assert!(matches!(
             verdict(Some("a"), Some(Some(&theirs)), true),
+            Verdict::NotOurs(_)
+        ));
+        // A Connection it selects but another installation claimed.
+        assert!(matches!(
+            verdict(None, Some(Some(&claimed)), false),
             Verdict::NotOurs(_)
         ));
         // The cache has not listed.
