@@ -776,3 +776,53 @@ async fn a_foreign_namesake_config_is_never_adopted_after_a_lost_create() {
     assert_eq!(remote_configs_named(&h, "shared").await.len(), 1);
     h.stop().await;
 }
+
+/// Another installation's object whose status says it has a create of the same name in flight
+/// holds nothing of this installation's (attack on issue 27): a Config whose create answer was
+/// lost finds its own remote copy and is Ready, created once. Before, the lookup counted the
+/// other installation's in-flight create and stayed `CreateOutcomeUnknown` for as long as that
+/// status said so.
+#[tokio::test]
+async fn another_installations_create_in_flight_holds_no_lookup_of_this_one() {
+    let h = Harness::start_with("eo-other-inst", Duration::from_secs(2)).await;
+    let theirs: Config = serde_json::from_value(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+        "metadata": {"name": "theirs", "annotations": {"aigw.io/installation": "someone-else"}},
+        "spec": routing("shared-name")
+    }))
+    .unwrap();
+    let configs = h.env.api::<Config>();
+    configs
+        .create(&PostParams::default(), &theirs)
+        .await
+        .unwrap();
+    let in_flight = json!({"status": {
+        "pendingCreate": jiff::Timestamp::now().to_string(),
+        "createAttempt": {"name": "shared-name", "intent": "their-intent"}
+    }});
+    configs
+        .patch_status("theirs", &PatchParams::default(), &Patch::Merge(&in_flight))
+        .await
+        .unwrap();
+
+    h.faults(json!({"drop_after_commit_rate": 1.0})).await;
+    create::<Config>(&h.env, "ours", routing("shared-name")).await;
+    support::wait_until(WAIT, || async {
+        (h.count(CONFIG_POST).await >= 1).then_some(())
+    })
+    .await
+    .expect("the create was sent");
+    h.faults(json!({})).await;
+    let ready = h
+        .env
+        .wait_for::<Config>("ours", Duration::from_secs(30), |c| c.ready())
+        .await;
+    let found = remote_configs_named(&h, "shared-name").await;
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(ready.status.unwrap().id.as_deref(), found[0]["id"].as_str());
+    assert_eq!(h.count(CONFIG_POST).await, 1, "{}", h.stats().await);
+    // The other installation's object is left as it was.
+    let left = configs.get("theirs").await.unwrap();
+    assert!(left.metadata.finalizers.is_none(), "{:?}", left.metadata);
+    h.stop().await;
+}

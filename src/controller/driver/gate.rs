@@ -214,14 +214,18 @@ impl<'a, K: Managed> Gate<'a, K> {
         move |id| K::stores(&self.ctx.stores).claimed_by_other(self.object, &peers, id)
     }
 
-    /// True when another resource reaching this tenant has a create in flight that sent the
-    /// same name (and workspace): an object a lookup finds by name may be that one's, whose id
-    /// has not been recorded yet.
+    /// True when another resource of this installation reaching this tenant has a create in
+    /// flight that sent the same name (and workspace): an object a lookup finds by name may be
+    /// that one's, whose id has not been recorded yet. Another installation's objects count for
+    /// nothing here (their status is no proof of a create, and would hold this one's lookups);
+    /// what they made is told apart by its marker, or taken only under the adoption grant.
     pub fn attempts_elsewhere(&self, sent: &CreateAttempt) -> bool {
+        use crate::controller::installation::Claim;
         let peers = self.same_tenant();
         let uid = self.object.uid();
         K::stores(&self.ctx.stores).all().iter().any(|other| {
             other.uid() != uid
+                && self.ctx.installation.claim_on(other.as_ref()) == Claim::Ours
                 && peers.iter().any(|p| p == other.connection_name())
                 && other.create_attempt().is_some_and(|theirs| {
                     theirs.name == sent.name
