@@ -728,3 +728,62 @@ async fn a_dry_run_writes_no_claim() {
     assert_eq!(h.remote_writes().await, 0);
     h.stop().await;
 }
+
+/// A resource this installation's grants refuse is not claimed by it (attack on issue 27): the
+/// refusal is reported in status, but no `aigw.io/installation` annotation and no finalizer
+/// are written, so an installation whose grants admit it can take it. Once the grants admit it,
+/// this installation claims it and reconciles it. Before, the claim was written first, and the
+/// refused resource was this installation's for good.
+#[tokio::test]
+async fn a_resource_refused_by_the_grants_is_not_claimed() {
+    const WS_A: &str = "6f1d8c1e-5a8b-4c5e-9c1a-0b2d3e4f5a6b";
+    const WS_B: &str = "0a9b8c7d-6e5f-4a3b-9c2d-1e0f9a8b7c6d";
+    let mut h = Harness::start_with_grants(
+        "ten-noclaim",
+        DRIFT,
+        json!([{"namespaces": ["{ns}"], "workspaces": [WS_A]}]),
+    )
+    .await;
+    let mut foreign = routing("foreign");
+    foreign["workspaceId"] = json!(WS_B);
+    create::<Config>(&h.env, "foreign", foreign).await;
+    let refused = h
+        .env
+        .wait_for::<Config>("foreign", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
+        .await;
+    tokio::time::sleep(DRIFT * 3).await;
+    let refused = h
+        .env
+        .api::<Config>()
+        .get("foreign")
+        .await
+        .unwrap_or(refused);
+    let annotations = refused.metadata.annotations.clone().unwrap_or_default();
+    assert!(
+        !annotations.contains_key("aigw.io/installation"),
+        "claimed though refused: {annotations:?}"
+    );
+    assert!(
+        refused
+            .metadata
+            .finalizers
+            .as_ref()
+            .is_none_or(Vec::is_empty),
+        "{:?}",
+        refused.metadata.finalizers
+    );
+
+    // Admitted now: claimed and reconciled.
+    h.set_grants(json!([{"namespaces": ["{ns}"], "workspaces": [WS_A, WS_B]}]));
+    h.restart_operator().await;
+    let ready = h
+        .env
+        .wait_for::<Config>("foreign", WAIT, |c| c.ready())
+        .await;
+    let annotations = ready.metadata.annotations.unwrap_or_default();
+    assert!(
+        annotations.contains_key("aigw.io/installation"),
+        "{annotations:?}"
+    );
+    h.stop().await;
+}

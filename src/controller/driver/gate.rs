@@ -139,6 +139,23 @@ impl<'a, K: Managed> Gate<'a, K> {
         }
         // Grants first: a refused resource reports its refusal (and ranks last among the
         // claimants), whatever else claims the object.
+        self.granted().await?;
+        let peers = self.same_tenant();
+        if let Some(owner) = owned_by_another(object, &self.ctx.stores, &peers) {
+            return Err(Error::AlreadyManaged(format!(
+                "the remote object this {} names is managed by {} {owner}; this one makes no API call until that one is gone",
+                K::KIND,
+                K::KIND
+            )));
+        }
+        Ok(())
+    }
+
+    /// What the Connection's grants allow this namespace: the Connection itself, the
+    /// workspaces the object names, an adoption, an organisation-wide default. `Ok` when all
+    /// of it is granted.
+    pub async fn granted(&self) -> Result<(), Error> {
+        let object = self.object;
         let scope = &self.resolve().await?.scope;
         for (field, workspace) in object.workspaces() {
             scope.check_workspace(field, workspace.as_deref())?;
@@ -150,14 +167,6 @@ impl<'a, K: Managed> Gate<'a, K> {
             scope.check_default(&format!(
                 "{field} makes this gateway the organisation's default"
             ))?;
-        }
-        let peers = self.same_tenant();
-        if let Some(owner) = owned_by_another(object, &self.ctx.stores, &peers) {
-            return Err(Error::AlreadyManaged(format!(
-                "the remote object this {} names is managed by {} {owner}; this one makes no API call until that one is gone",
-                K::KIND,
-                K::KIND
-            )));
         }
         Ok(())
     }

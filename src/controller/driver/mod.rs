@@ -95,6 +95,15 @@ async fn not_yet_ours<K: Managed>(
         // Going without aigw: nothing to claim it for.
         Verdict::Unclaimed if deleting && !holds => Action::await_change(),
         Verdict::Unclaimed => {
+            // A resource this installation's grants refuse is not taken: the installation whose
+            // grants admit it may. Its refusal is still reported (the status write carries the
+            // resourceVersion, so it never lands over another installation's claim), and
+            // nothing else is written.
+            let cx = Cx::new(ctx, objects.clone(), object);
+            if let Err(error @ Error::NotAllowed { .. }) = cx.gate.granted().await {
+                debug!(kind = K::KIND, object = %key, %error, "refused by this installation's grants; not claimed");
+                return Ok(None);
+            }
             installation::take(objects, object, ctx.installation.id()).await?;
             debug!(kind = K::KIND, object = %key, installation = ctx.installation.id(), "claimed for this installation");
             Action::await_change()
