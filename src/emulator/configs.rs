@@ -1,7 +1,12 @@
 //! `/ai_gw/v2/configs`: flat create receipt, `config` as a JSON string on reads, whole-document
 //! replace and a new `version_id` on every PUT, hard delete. `workspace_id` is a workspace UUID.
 
-use std::{collections::HashMap, sync::Arc, time::Instant};
+use std::{
+    collections::HashMap,
+    ops::Deref,
+    sync::{Arc, Mutex},
+    time::Instant,
+};
 
 use axum::{
     Json,
@@ -11,13 +16,30 @@ use axum::{
 };
 use serde_json::{Value, json};
 
-use super::{
+use super::common::{
+    clock::{now, touched},
     errors::{ApiResult, EmulatorError},
     faults::Faults,
     fields::{self, IdRule, Object},
+    ids::{make_slug, new_id},
     normalise,
-    state::{Shared, lock, make_slug, new_id, now, touched},
+    state::{Common, lock},
 };
+
+/// What the config routes reach: the state every route shares and the configs.
+#[derive(Clone)]
+pub struct ConfigsState {
+    pub common: Arc<Common>,
+    pub configs: Arc<Mutex<ConfigStore>>,
+}
+
+impl Deref for ConfigsState {
+    type Target = Common;
+
+    fn deref(&self) -> &Common {
+        &self.common
+    }
+}
 
 /// Versions kept per config; older ones are dropped so a PUT hot loop cannot exhaust memory.
 const MAX_VERSIONS: usize = 500;
@@ -118,7 +140,7 @@ impl ConfigStore {
     }
 
     /// Preloads a config given in its read shape (`config` as object or string); returns `(id, slug)`.
-    pub fn seed(&mut self, state: &Shared, item: &Object) -> ApiResult<(String, String)> {
+    pub fn seed(&mut self, state: &Common, item: &Object) -> ApiResult<(String, String)> {
         let name = fields::str_or(item, "name", "seeded config");
         let document = match item.get("config") {
             Some(Value::String(text)) => serde_json::from_str::<Value>(text).map_err(|err| {
@@ -213,7 +235,7 @@ impl ConfigRecord {
     }
 }
 
-fn not_found(state: &Shared, slug: &str) -> EmulatorError {
+fn not_found(state: &Common, slug: &str) -> EmulatorError {
     state.missing(&format!("config {slug}"))
 }
 
@@ -229,7 +251,7 @@ fn shape_document(value: &mut Value, faults: &Faults) {
 }
 
 /// `POST /ai_gw/v2/configs` → `{id, version_id, slug, object: "config"}`.
-pub async fn create(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<Value>> {
+pub async fn create(State(state): State<ConfigsState>, body: Bytes) -> ApiResult<Json<Value>> {
     let body = fields::parse_object(&body)?;
     let name = fields::req_str(&body, "name")?;
     let document = fields::opt_object(&body, "config")?
@@ -282,7 +304,7 @@ pub async fn create(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<
 /// `GET /ai_gw/v2/configs` → `{object: "list", total, data}`; no paging, like the live API.
 /// Under `list_cap` the rows are cut short while `total` stays the true count.
 pub async fn list(
-    State(state): State<Shared>,
+    State(state): State<ConfigsState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
     IdRule::Uuid.query(&query, "workspace_id")?;
@@ -303,7 +325,10 @@ pub async fn list(
 }
 
 /// `GET /ai_gw/v2/configs/{slug}` (slug or id) → the flat record.
-pub async fn get(State(state): State<Shared>, Path(slug): Path<String>) -> ApiResult<Response> {
+pub async fn get(
+    State(state): State<ConfigsState>,
+    Path(slug): Path<String>,
+) -> ApiResult<Response> {
     let faults = state.faults();
     let store = lock(&state.configs);
     let record = store.find(&slug).ok_or_else(|| not_found(&state, &slug))?;
@@ -314,7 +339,7 @@ pub async fn get(State(state): State<Shared>, Path(slug): Path<String>) -> ApiRe
 
 /// `PUT /ai_gw/v2/configs/{slug}` with `{name?, config?, status?}` → `{success, data: {version_id}}`.
 pub async fn update(
-    State(state): State<Shared>,
+    State(state): State<ConfigsState>,
     Path(slug): Path<String>,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
@@ -356,7 +381,7 @@ pub async fn update(
 
 /// `DELETE /ai_gw/v2/configs/{slug}`: hard delete → `{}`.
 pub async fn delete(
-    State(state): State<Shared>,
+    State(state): State<ConfigsState>,
     Path(slug): Path<String>,
 ) -> ApiResult<Json<Value>> {
     let mut store = lock(&state.configs);
@@ -372,7 +397,7 @@ pub async fn delete(
 
 /// `GET /ai_gw/v2/configs/{slug}/versions` → `{object: "list", total, data}`, newest first.
 pub async fn versions(
-    State(state): State<Shared>,
+    State(state): State<ConfigsState>,
     Path(slug): Path<String>,
 ) -> ApiResult<Response> {
     let faults = state.faults();

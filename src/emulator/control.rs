@@ -1,22 +1,192 @@
-//! Test-only control endpoints under `/_emulator/`: stats, faults, seed and state.
-//! They need no token, are not counted in stats and never see injected faults.
+//! Test-only control endpoints under `/_emulator/`: stats, faults, seed and state, over
+//! [`AppState`], the whole emulator's state (every kind's store). They need no token, are not
+//! counted in stats and never see injected faults.
 
-use std::collections::BTreeMap;
-
-use axum::{Json, body::Bytes, extract::State};
-use serde_json::{Map, Value, json};
-
-use super::{
-    errors::{ApiResult, EmulatorError},
-    faults::{Faults, RateWindow},
-    fields::{self, Object},
-    gateway,
-    state::{Shared, lock},
+use std::{
+    collections::BTreeMap,
+    sync::{Arc, Mutex},
 };
 
+use axum::{
+    Json,
+    body::Bytes,
+    extract::{FromRef, State},
+};
+use serde_json::{Map, Value, json};
+use tokio::sync::watch;
+
+use super::{
+    api_keys::{ApiKeyStore, ApiKeysState},
+    common::{
+        errors::{ApiResult, EmulatorError},
+        faults::{Faults, RateWindow},
+        fields::{self, Object},
+        options::EmulatorOptions,
+        state::{Common, lock},
+    },
+    configs::{ConfigStore, ConfigsState},
+    deployments::{DeploymentStore, DeploymentsState},
+    gateway::{self, GatewayState, Responses, VectorStoreFiles},
+    guardrails::{GuardrailStore, GuardrailsState},
+    integrations::{DefaultProvider, IntegrationStore, IntegrationsState},
+    providers::{self, ProviderStore, ProvidersState},
+    rate_limits::{RateLimitStore, RateLimitsState},
+    usage_limits::{UsageLimitStore, UsageLimitsState},
+};
+
+/// The state of every route: what all share, and each kind's store. The router hands each
+/// handler its kind's part (`FromRef`).
+#[derive(Clone)]
+pub struct AppState {
+    pub common: Arc<Common>,
+    configs: Arc<Mutex<ConfigStore>>,
+    deployments: Arc<Mutex<DeploymentStore>>,
+    rate_limits: Arc<Mutex<RateLimitStore>>,
+    usage_limits: Arc<Mutex<UsageLimitStore>>,
+    guardrails: Arc<Mutex<GuardrailStore>>,
+    api_keys: Arc<Mutex<ApiKeyStore>>,
+    /// Taken before `providers` when both are needed (a default provider is made while the
+    /// integration is locked).
+    integrations: Arc<Mutex<IntegrationStore>>,
+    providers: Arc<Mutex<ProviderStore>>,
+    default_provider: DefaultProvider,
+    responses: Arc<Mutex<Responses>>,
+    vector_store_files: Arc<Mutex<VectorStoreFiles>>,
+}
+
+impl AppState {
+    pub fn new(options: EmulatorOptions, shutdown: watch::Receiver<bool>) -> Self {
+        let common = Arc::new(Common::new(options, shutdown));
+        let providers: Arc<Mutex<ProviderStore>> = Arc::default();
+        let default_provider: DefaultProvider = {
+            let (common, providers) = (Arc::clone(&common), Arc::clone(&providers));
+            Arc::new(move |integration, workspace, slug| {
+                providers::create_default(&common, &providers, integration, workspace, slug)
+            })
+        };
+        Self {
+            common,
+            configs: Arc::default(),
+            deployments: Arc::default(),
+            rate_limits: Arc::default(),
+            usage_limits: Arc::default(),
+            guardrails: Arc::default(),
+            api_keys: Arc::default(),
+            integrations: Arc::default(),
+            providers,
+            default_provider,
+            responses: Arc::default(),
+            vector_store_files: Arc::default(),
+        }
+    }
+
+    /// Empties every collection (control endpoint `DELETE /_emulator/state`).
+    fn clear(&self) {
+        *lock(&self.configs) = ConfigStore::default();
+        *lock(&self.deployments) = DeploymentStore::default();
+        *lock(&self.rate_limits) = RateLimitStore::default();
+        *lock(&self.usage_limits) = UsageLimitStore::default();
+        *lock(&self.guardrails) = GuardrailStore::default();
+        *lock(&self.api_keys) = ApiKeyStore::default();
+        *lock(&self.integrations) = IntegrationStore::default();
+        *lock(&self.providers) = ProviderStore::default();
+        lock(&self.responses).clear();
+        lock(&self.vector_store_files).clear();
+    }
+}
+
+impl FromRef<AppState> for Arc<Common> {
+    fn from_ref(app: &AppState) -> Self {
+        Arc::clone(&app.common)
+    }
+}
+
+impl FromRef<AppState> for ConfigsState {
+    fn from_ref(app: &AppState) -> Self {
+        Self {
+            common: Arc::clone(&app.common),
+            configs: Arc::clone(&app.configs),
+        }
+    }
+}
+
+impl FromRef<AppState> for DeploymentsState {
+    fn from_ref(app: &AppState) -> Self {
+        Self {
+            common: Arc::clone(&app.common),
+            deployments: Arc::clone(&app.deployments),
+        }
+    }
+}
+
+impl FromRef<AppState> for RateLimitsState {
+    fn from_ref(app: &AppState) -> Self {
+        Self {
+            common: Arc::clone(&app.common),
+            rate_limits: Arc::clone(&app.rate_limits),
+        }
+    }
+}
+
+impl FromRef<AppState> for UsageLimitsState {
+    fn from_ref(app: &AppState) -> Self {
+        Self {
+            common: Arc::clone(&app.common),
+            usage_limits: Arc::clone(&app.usage_limits),
+        }
+    }
+}
+
+impl FromRef<AppState> for GuardrailsState {
+    fn from_ref(app: &AppState) -> Self {
+        Self {
+            common: Arc::clone(&app.common),
+            guardrails: Arc::clone(&app.guardrails),
+        }
+    }
+}
+
+impl FromRef<AppState> for ApiKeysState {
+    fn from_ref(app: &AppState) -> Self {
+        Self {
+            common: Arc::clone(&app.common),
+            api_keys: Arc::clone(&app.api_keys),
+        }
+    }
+}
+
+impl FromRef<AppState> for IntegrationsState {
+    fn from_ref(app: &AppState) -> Self {
+        Self {
+            common: Arc::clone(&app.common),
+            integrations: Arc::clone(&app.integrations),
+            default_provider: Arc::clone(&app.default_provider),
+        }
+    }
+}
+
+impl FromRef<AppState> for ProvidersState {
+    fn from_ref(app: &AppState) -> Self {
+        Self {
+            common: Arc::clone(&app.common),
+            providers: Arc::clone(&app.providers),
+            integrations: Arc::clone(&app.integrations),
+        }
+    }
+}
+
+impl FromRef<AppState> for GatewayState {
+    fn from_ref(app: &AppState) -> Self {
+        Self {
+            responses: Arc::clone(&app.responses),
+            vector_store_files: Arc::clone(&app.vector_store_files),
+        }
+    }
+}
+
 /// `GET /_emulator/stats` → `{"requests": {"PUT /ai_gw/v2/configs/{slug}": {"200": 3}}}`.
-pub async fn get_stats(State(state): State<Shared>) -> Json<Value> {
-    let stats = lock(&state.stats);
+pub async fn get_stats(State(state): State<AppState>) -> Json<Value> {
+    let stats = lock(&state.common.stats);
     let requests: BTreeMap<&String, BTreeMap<String, u64>> = stats
         .iter()
         .map(|(key, by_status)| {
@@ -31,22 +201,22 @@ pub async fn get_stats(State(state): State<Shared>) -> Json<Value> {
 }
 
 /// `DELETE /_emulator/stats` resets the counters.
-pub async fn reset_stats(State(state): State<Shared>) -> Json<Value> {
-    lock(&state.stats).clear();
+pub async fn reset_stats(State(state): State<AppState>) -> Json<Value> {
+    lock(&state.common.stats).clear();
     Json(json!({ "requests": {} }))
 }
 
-pub async fn get_faults(State(state): State<Shared>) -> Json<Faults> {
-    Json(lock(&state.faults).clone())
+pub async fn get_faults(State(state): State<AppState>) -> Json<Faults> {
+    Json(lock(&state.common.faults).clone())
 }
 
 /// `PUT /_emulator/faults` replaces the fault settings; `{}` clears them.
-pub async fn put_faults(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<Faults>> {
+pub async fn put_faults(State(state): State<AppState>, body: Bytes) -> ApiResult<Json<Faults>> {
     let faults: Faults = serde_json::from_slice(&body)
         .map_err(|err| EmulatorError::validation(format!("invalid faults: {err}")))?;
     faults.validate()?;
-    *lock(&state.faults) = faults.clone();
-    *lock(&state.rate_window) = RateWindow::default();
+    *lock(&state.common.faults) = faults.clone();
+    *lock(&state.common.rate_window) = RateWindow::default();
     Ok(Json(faults))
 }
 
@@ -56,14 +226,14 @@ pub async fn put_faults(State(state): State<Shared>, body: Bytes) -> ApiResult<J
 /// each integration's key and configurations in clear with its key writes and access rows (each
 /// with its write count), every provider (those the API made by itself marked `default`), and
 /// the API keys DELETE removed (`deleted_api_keys`: id, name, rotations).
-pub async fn get_state(State(state): State<Shared>) -> Json<Value> {
+pub async fn get_state(State(state): State<AppState>) -> Json<Value> {
     let mut responses: Vec<Value> = lock(&state.responses).values().cloned().collect();
     responses.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
     let mut files: Vec<Value> = lock(&state.vector_store_files).values().cloned().collect();
     files.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
     Json(json!({
-        "organisation_id": state.organisation_id,
-        "default_workspace_id": state.default_workspace_id,
+        "organisation_id": state.common.organisation_id,
+        "default_workspace_id": state.common.default_workspace_id,
         "configs": lock(&state.configs).dump(),
         "deployments": lock(&state.deployments).dump(),
         "rate_limits": lock(&state.rate_limits).dump(),
@@ -79,7 +249,7 @@ pub async fn get_state(State(state): State<Shared>) -> Json<Value> {
 }
 
 /// `DELETE /_emulator/state` empties every collection (stats and faults are left alone).
-pub async fn clear_state(State(state): State<Shared>) -> Json<Value> {
+pub async fn clear_state(State(state): State<AppState>) -> Json<Value> {
     state.clear();
     Json(json!({}))
 }
@@ -88,7 +258,7 @@ pub async fn clear_state(State(state): State<Shared>) -> Json<Value> {
 /// Answers with the identifiers of what it stored, per collection. The key
 /// `generate_guardrails` takes `{"count", "prefix", "workspace_id"}` instead of an array and makes
 /// that many guardrails at once (see `GuardrailStore::generate`).
-pub async fn seed(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<Value>> {
+pub async fn seed(State(state): State<AppState>, body: Bytes) -> ApiResult<Json<Value>> {
     let body = fields::parse_object(&body)?;
     let mut created = Map::new();
     for (collection, items) in &body {
@@ -96,7 +266,7 @@ pub async fn seed(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<Va
             let spec = items.as_object().ok_or_else(|| {
                 EmulatorError::validation("generate_guardrails must be an object")
             })?;
-            let made = lock(&state.guardrails).generate(&state, spec)?;
+            let made = lock(&state.guardrails).generate(&state.common, spec)?;
             created.insert(collection.clone(), made);
             continue;
         }
@@ -115,38 +285,38 @@ pub async fn seed(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<Va
     Ok(Json(Value::Object(created)))
 }
 
-fn seed_one(state: &Shared, collection: &str, item: &Object) -> ApiResult<Value> {
+fn seed_one(state: &AppState, collection: &str, item: &Object) -> ApiResult<Value> {
     match collection {
         "configs" => {
-            let (id, slug) = lock(&state.configs).seed(state, item)?;
+            let (id, slug) = lock(&state.configs).seed(&state.common, item)?;
             Ok(json!({ "id": id, "slug": slug }))
         }
         "deployments" => {
-            let (id, slug) = lock(&state.deployments).seed(state, item)?;
+            let (id, slug) = lock(&state.deployments).seed(&state.common, item)?;
             Ok(json!({ "id": id, "slug": slug }))
         }
         "rate_limits" => {
-            let id = lock(&state.rate_limits).seed(state, item)?;
+            let id = lock(&state.rate_limits).seed(&state.common, item)?;
             Ok(json!({ "id": id }))
         }
         "usage_limits" => {
-            let id = lock(&state.usage_limits).seed(state, item)?;
+            let id = lock(&state.usage_limits).seed(&state.common, item)?;
             Ok(json!({ "id": id }))
         }
         "guardrails" => {
-            let (id, slug) = lock(&state.guardrails).seed(state, item)?;
+            let (id, slug) = lock(&state.guardrails).seed(&state.common, item)?;
             Ok(json!({ "id": id, "slug": slug }))
         }
         "api_keys" => {
-            let (id, key) = lock(&state.api_keys).seed(state, item)?;
+            let (id, key) = lock(&state.api_keys).seed(&state.common, item)?;
             Ok(json!({ "id": id, "key": key }))
         }
         "integrations" => {
-            let (id, slug) = lock(&state.integrations).seed(state, item)?;
+            let (id, slug) = lock(&state.integrations).seed(&state.common, item)?;
             Ok(json!({ "id": id, "slug": slug }))
         }
         "providers" => {
-            let (id, slug) = lock(&state.providers).seed(state, item)?;
+            let (id, slug) = lock(&state.providers).seed(&state.common, item)?;
             Ok(json!({ "id": id, "slug": slug }))
         }
         "responses" => {

@@ -1,17 +1,35 @@
 //! The data plane (`/v1`): stored model responses and vector store files, preloaded through
 //! `/_emulator/seed`. Errors use the OpenAI-style envelope.
 
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+};
+
 use axum::{
     Json,
     extract::{Path, Query, State},
 };
 use serde_json::{Value, json};
 
-use super::{
+use super::common::{
+    clock::unix_now,
     errors::{ApiResult, EmulatorError},
     fields::Object,
-    state::{Shared, lock, unix_now},
+    state::lock,
 };
+
+/// Stored model responses, by id.
+pub type Responses = HashMap<String, Value>;
+/// Stored vector store files, by (vector store id, file id).
+pub type VectorStoreFiles = HashMap<(String, String), Value>;
+
+/// What the data-plane routes reach: what `/_emulator/seed` stored.
+#[derive(Clone)]
+pub struct GatewayState {
+    pub responses: Arc<Mutex<Responses>>,
+    pub vector_store_files: Arc<Mutex<VectorStoreFiles>>,
+}
 
 const INCLUDABLE: &[&str] = &[
     "file_search_call.results",
@@ -91,7 +109,7 @@ fn includes(query: &[(String, String)]) -> ApiResult<Vec<String>> {
 /// `GET /v1/responses/{response_id}`. File search results are only returned when
 /// `include=file_search_call.results` asks for them, as with the upstream API.
 pub async fn get_response(
-    State(state): State<Shared>,
+    State(state): State<GatewayState>,
     Path(id): Path<String>,
     Query(query): Query<Vec<(String, String)>>,
 ) -> ApiResult<Json<Value>> {
@@ -117,7 +135,7 @@ pub async fn get_response(
 
 /// `GET /v1/vector_stores/{vector_store_id}/files/{file_id}`.
 pub async fn get_vector_store_file(
-    State(state): State<Shared>,
+    State(state): State<GatewayState>,
     Path((vector_store_id, file_id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     lock(&state.vector_store_files)

@@ -5,7 +5,11 @@
 //! thousand with `generate_guardrails`); paging errors and missing guardrails answer with the
 //! seed's error envelope (400 and 403).
 
-use std::collections::HashMap;
+use std::{
+    collections::HashMap,
+    ops::Deref,
+    sync::{Arc, Mutex},
+};
 
 use axum::{
     Json,
@@ -15,11 +19,29 @@ use axum::{
 };
 use serde_json::{Value, json};
 
-use super::{
+use super::common::{
+    clock::{now, touched},
     errors::{ApiResult, EmulatorError},
     fields::{self, IdRule, Object},
-    state::{Shared, lock, make_slug, new_id, now, touched},
+    ids::{make_slug, new_id},
+    normalise,
+    state::{Common, lock},
 };
+
+/// What the guardrail routes reach: the state every route shares and the guardrails.
+#[derive(Clone)]
+pub struct GuardrailsState {
+    pub common: Arc<Common>,
+    pub guardrails: Arc<Mutex<GuardrailStore>>,
+}
+
+impl Deref for GuardrailsState {
+    type Target = Common;
+
+    fn deref(&self) -> &Common {
+        &self.common
+    }
+}
 
 const MAX_PAGE_SIZE: u64 = 1000;
 const DEFAULT_PAGE_SIZE: u64 = 100;
@@ -59,7 +81,7 @@ impl GuardrailStore {
     }
 
     /// Fills the defaults of a seeded guardrail summary and stores it; returns `(id, slug)`.
-    pub fn seed(&mut self, state: &Shared, item: &Object) -> ApiResult<(String, String)> {
+    pub fn seed(&mut self, state: &Common, item: &Object) -> ApiResult<(String, String)> {
         let name = fields::str_or(item, "name", "seeded guardrail");
         let slug = match fields::nullable_str(item, "slug") {
             Some(slug) => slug,
@@ -88,7 +110,7 @@ impl GuardrailStore {
     /// `<prefix> <n>` with slugs `<prefix>-<n, six digits>` in list order; `workspace_id` defaults
     /// to the default workspace (`null` makes them organisation-level). Answers the count and the
     /// first and last `{id, slug}`.
-    pub fn generate(&mut self, state: &Shared, spec: &Object) -> ApiResult<Value> {
+    pub fn generate(&mut self, state: &Common, spec: &Object) -> ApiResult<Value> {
         let count = match spec.get("count").and_then(Value::as_u64) {
             Some(count) if (1..=MAX_GENERATED).contains(&count) => count,
             _ => {
@@ -131,7 +153,7 @@ impl GuardrailStore {
 }
 
 /// Fills the defaults of a guardrail summary given with at least `id` and `slug`.
-fn summary(state: &Shared, item: Object) -> Value {
+fn summary(state: &Common, item: Object) -> Value {
     let name = fields::str_or(&item, "name", "seeded guardrail");
     let created_at = fields::str_or(&item, "created_at", now());
     let mut value = item;
@@ -180,7 +202,7 @@ fn page_param(
 
 /// `GET …/guardrails?page_size=1..1000&current_page=0..` → `{data, total}`.
 pub async fn list(
-    State(state): State<Shared>,
+    State(state): State<GuardrailsState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Value>> {
     let page_size = page_param(&query, "page_size", DEFAULT_PAGE_SIZE, 1..=MAX_PAGE_SIZE)?;
@@ -208,7 +230,10 @@ pub async fn list(
 }
 
 /// `GET …/guardrails/{id}` (UUID or slug); a missing guardrail is 403, as the API reports it.
-pub async fn get(State(state): State<Shared>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+pub async fn get(
+    State(state): State<GuardrailsState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
     let guardrails = lock(&state.guardrails);
     guardrails
         .find(&id)
@@ -244,7 +269,7 @@ fn detail(item: &Value) -> Value {
     if let Some(checks) = detail.get_mut("checks") {
         for pointer in crate::api::secret_fields::credential_pointers(checks) {
             if let Some(slot) = checks.pointer_mut(&pointer) {
-                *slot = json!(super::normalise::CREDENTIAL_MASK);
+                *slot = json!(normalise::CREDENTIAL_MASK);
             }
         }
     }
@@ -313,7 +338,7 @@ fn actions(body: &Object) -> ApiResult<Option<Value>> {
     Ok(Some(Value::Object(actions)))
 }
 
-async fn create(state: Shared, plane: Plane, body: Bytes) -> ApiResult<Json<Value>> {
+async fn create(state: GuardrailsState, plane: Plane, body: Bytes) -> ApiResult<Json<Value>> {
     let body = fields::parse_object(&body)?;
     let name = fields::opt_str(&body, "name")?
         .filter(|name| !name.trim().is_empty())
@@ -362,7 +387,7 @@ async fn create(state: Shared, plane: Plane, body: Bytes) -> ApiResult<Json<Valu
 
 /// `POST /ai_gw/v2/guardrails`: a workspace guardrail (`workspace_id` required).
 pub async fn create_in_workspace(
-    State(state): State<Shared>,
+    State(state): State<GuardrailsState>,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
     create(state, Plane::Workspace, body).await
@@ -370,7 +395,7 @@ pub async fn create_in_workspace(
 
 /// `POST /ai_gw/admin/v2/guardrails`: an organisation guardrail (`workspace_id` null).
 pub async fn create_in_organisation(
-    State(state): State<Shared>,
+    State(state): State<GuardrailsState>,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
     create(state, Plane::Organisation, body).await
@@ -383,7 +408,7 @@ fn missing(key: &str) -> EmulatorError {
 /// `PUT …/guardrails/{id}`: `name`, `checks` and `actions`, each replaced whole when sent; a
 /// new `version_id` every time. `workspace_id` and `target` cannot change (400).
 pub async fn update(
-    State(state): State<Shared>,
+    State(state): State<GuardrailsState>,
     Path(key): Path<String>,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
@@ -428,7 +453,10 @@ pub async fn update(
 }
 
 /// `DELETE …/guardrails/{id}`: a hard delete (live: gone from reads and lists); empty 200.
-pub async fn delete(State(state): State<Shared>, Path(key): Path<String>) -> ApiResult<Response> {
+pub async fn delete(
+    State(state): State<GuardrailsState>,
+    Path(key): Path<String>,
+) -> ApiResult<Response> {
     let mut guardrails = lock(&state.guardrails);
     let at = *guardrails.by_key.get(&key).ok_or_else(|| missing(&key))?;
     guardrails.items.remove(at);

@@ -13,28 +13,20 @@
 //! # Ok(()) }
 //! ```
 
-mod api_key_routes;
 mod api_keys;
-mod auth;
+mod common;
 mod configs;
 mod control;
-mod deployment_routes;
 mod deployments;
-mod errors;
-mod faults;
-mod fields;
 mod gateway;
 mod guardrails;
-mod integration_routes;
 mod integrations;
-mod listener;
-mod normalise;
-mod policy_fields;
 mod providers;
 mod rate_limits;
-mod state;
-mod usage_limit_routes;
 mod usage_limits;
+
+#[cfg(test)]
+mod layering;
 
 use std::{
     future::Future,
@@ -49,51 +41,22 @@ use std::{
 use axum::{
     Json, Router,
     http::StatusCode,
-    middleware,
+    middleware::from_fn_with_state,
     routing::{delete, get, post, put},
 };
 use serde_json::json;
 use tokio::{net::TcpListener, sync::watch, task::JoinHandle};
 
-pub use errors::EmulatorError;
-pub use faults::Faults;
+// The options are the emulator's public face (`aigw emulator` flags, tests); they live in the
+// leaf `common` so that every kind can read them.
+pub use common::options::{EmulatorOptions, OAuthOptions};
 
-use listener::{ConnHandle, KillableListener};
-use state::{AppState, Shared};
-
-/// How the emulator authenticates callers and how fast it answers.
-#[derive(Clone, Debug)]
-pub struct EmulatorOptions {
-    /// The static bearer token every API request must carry (stays valid alongside OAuth tokens).
-    pub token: String,
-    /// A fixed delay added before every API request.
-    pub latency: Option<Duration>,
-    /// Enables `POST /oauth2/access_token` (client credentials grant).
-    pub oauth: Option<OAuthOptions>,
-    /// Caps every API-key rotation's transition: the old key stops working after the smaller of
-    /// the requested period (at least 30 minutes, as the API demands) and this, so tests can see
-    /// a transition end in seconds. `key_transition_expires_at` reports the capped expiry.
-    pub min_key_transition: Option<Duration>,
-}
-
-impl EmulatorOptions {
-    pub fn new(token: impl Into<String>) -> Self {
-        Self {
-            token: token.into(),
-            latency: None,
-            oauth: None,
-            min_key_transition: None,
-        }
-    }
-}
-
-/// The one OAuth2 client the token endpoint accepts, and how long its tokens live.
-#[derive(Clone, Debug)]
-pub struct OAuthOptions {
-    pub client_id: String,
-    pub client_secret: String,
-    pub token_ttl: Duration,
-}
+use common::{
+    auth,
+    listener::{ConnHandle, KillableListener},
+    middleware,
+};
+use control::AppState;
 
 /// Serves until the process ends.
 pub async fn serve(listener: TcpListener, opts: EmulatorOptions) -> std::io::Result<()> {
@@ -109,7 +72,7 @@ pub async fn serve_with_shutdown(
 ) -> std::io::Result<()> {
     let (stop_tx, stop_rx) = watch::channel(false);
     let server_killed = Arc::new(AtomicBool::new(false));
-    let state = Arc::new(AppState::new(opts, stop_rx));
+    let state = AppState::new(opts, stop_rx);
     run(listener, state, server_killed, async move {
         signal.await;
         let _ = stop_tx.send(true);
@@ -119,7 +82,7 @@ pub async fn serve_with_shutdown(
 
 async fn run(
     listener: TcpListener,
-    state: Shared,
+    state: AppState,
     server_killed: Arc<AtomicBool>,
     signal: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
@@ -135,7 +98,7 @@ pub async fn spawn(opts: EmulatorOptions) -> std::io::Result<Running> {
     let addr = listener.local_addr()?;
     let (stop_tx, stop_rx) = watch::channel(false);
     let server_killed = Arc::new(AtomicBool::new(false));
-    let state = Arc::new(AppState::new(opts, stop_rx.clone()));
+    let state = AppState::new(opts, stop_rx.clone());
     let mut signal = stop_rx;
     let task = tokio::spawn(run(
         listener,
@@ -207,7 +170,7 @@ impl Drop for Running {
 }
 
 /// Every route. API routes get, outermost first: stats, bearer auth, faults.
-fn router(state: Shared) -> Router {
+fn router(state: AppState) -> Router {
     let api = Router::new()
         .route("/v1/responses/{response_id}", get(gateway::get_response))
         .route(
@@ -227,13 +190,13 @@ fn router(state: Shared) -> Router {
         .route("/ai_gw/v2/configs/{slug}/versions", get(configs::versions))
         .route(
             "/ai_gw/admin/v2/deployments",
-            get(deployment_routes::list).post(deployment_routes::create),
+            get(deployments::list).post(deployments::create),
         )
         .route(
             "/ai_gw/admin/v2/deployments/{deploymentId}",
-            get(deployment_routes::get)
-                .put(deployment_routes::update)
-                .delete(deployment_routes::delete),
+            get(deployments::get)
+                .put(deployments::update)
+                .delete(deployments::delete),
         )
         .route(
             "/ai_gw/v2/policies/rate-limits",
@@ -247,21 +210,21 @@ fn router(state: Shared) -> Router {
         )
         .route(
             "/ai_gw/v2/policies/usage-limits",
-            get(usage_limit_routes::list).post(usage_limit_routes::create),
+            get(usage_limits::list).post(usage_limits::create),
         )
         .route(
             "/ai_gw/v2/policies/usage-limits/{policyUsageLimitsId}",
-            get(usage_limit_routes::get)
-                .put(usage_limit_routes::update)
-                .delete(usage_limit_routes::delete),
+            get(usage_limits::get)
+                .put(usage_limits::update)
+                .delete(usage_limits::delete),
         )
         .route(
             "/ai_gw/v2/policies/usage-limits/{policyUsageLimitsId}/entities",
-            get(usage_limit_routes::entities),
+            get(usage_limits::entities),
         )
         .route(
             "/ai_gw/v2/policies/usage-limits/{policyUsageLimitsId}/entities/{entityId}/reset",
-            put(usage_limit_routes::reset_entity),
+            put(usage_limits::reset_entity),
         )
         .route(
             "/ai_gw/v2/guardrails",
@@ -283,26 +246,26 @@ fn router(state: Shared) -> Router {
                 .put(guardrails::update)
                 .delete(guardrails::delete),
         )
-        .merge(api_key_routes::routes())
+        .merge(api_keys::routes())
         .route(
             "/ai_gw/admin/v2/integrations",
-            get(integration_routes::list).post(integration_routes::create),
+            get(integrations::list).post(integrations::create),
         )
         .route(
             "/ai_gw/admin/v2/integrations/{integrationId}",
-            get(integration_routes::get)
-                .put(integration_routes::update)
-                .delete(integration_routes::delete),
+            get(integrations::get)
+                .put(integrations::update)
+                .delete(integrations::delete),
         )
         .route(
             "/ai_gw/admin/v2/integrations/{integrationId}/workspaces",
-            get(integration_routes::workspaces).put(integration_routes::update_workspaces),
+            get(integrations::workspaces).put(integrations::update_workspaces),
         )
         .route(
             "/ai_gw/admin/v2/integrations/{integrationId}/models",
-            get(integration_routes::models)
-                .put(integration_routes::update_models)
-                .delete(integration_routes::delete_models),
+            get(integrations::models)
+                .put(integrations::update_models)
+                .delete(integrations::delete_models),
         )
         .route(
             "/ai_gw/v2/providers",
@@ -314,24 +277,24 @@ fn router(state: Shared) -> Router {
                 .put(providers::update)
                 .delete(providers::delete),
         )
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            faults::inject_faults,
+        .layer(from_fn_with_state(
+            Arc::clone(&state.common),
+            middleware::inject_faults,
         ))
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
+        .layer(from_fn_with_state(
+            Arc::clone(&state.common),
             auth::require_bearer,
         ))
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            faults::record_stats,
+        .layer(from_fn_with_state(
+            Arc::clone(&state.common),
+            middleware::record_stats,
         ));
 
     let oauth = Router::new()
         .route("/oauth2/access_token", post(auth::access_token))
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            faults::record_stats,
+        .layer(from_fn_with_state(
+            Arc::clone(&state.common),
+            middleware::record_stats,
         ));
 
     let control = Router::new()
@@ -348,25 +311,22 @@ fn router(state: Shared) -> Router {
             "/_emulator/state",
             get(control::get_state).delete(control::clear_state),
         )
-        .route(
-            "/_emulator/deployments/{id}",
-            delete(deployment_routes::purge),
-        )
+        .route("/_emulator/deployments/{id}", delete(deployments::purge))
         .route(
             "/_emulator/deployments/{id}/connection",
-            post(deployment_routes::set_connection),
+            post(deployments::set_connection),
         )
         .route(
             "/_emulator/deployments/{id}/handshake",
-            post(deployment_routes::handshake),
+            post(deployments::handshake),
         )
         .route(
             "/_emulator/usage-limits/{id}/usage",
-            post(usage_limit_routes::add_usage),
+            post(usage_limits::add_usage),
         )
         .route(
             "/_emulator/api-keys/{id}/handshake",
-            post(api_key_routes::handshake),
+            post(api_keys::handshake),
         );
 
     api.merge(oauth)

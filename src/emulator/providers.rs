@@ -13,7 +13,12 @@
 //! clear) and `model_config` (its configurations in clear), next to `masked_api_key`. A client
 //! must never copy them anywhere; the emulator hands them out so that tests can check it.
 
-use std::{collections::HashMap, time::Instant};
+use std::{
+    collections::HashMap,
+    ops::Deref,
+    sync::{Arc, Mutex},
+    time::Instant,
+};
 
 use axum::{
     Json,
@@ -24,14 +29,35 @@ use axum::{
 };
 use serde_json::{Value, json};
 
-use super::{
+use super::common::{
+    clock::now,
     errors::{ApiResult, EmulatorError},
     fields::{self, IdRule, Object},
-    integration_routes::{opt_slug, rate_limits, usage_limits},
-    integrations::{IntegrationRecord, masked},
+    ids::{free_slug, new_id},
     normalise, policy_fields,
-    state::{Shared, lock, new_id, now},
+    state::{Common, lock},
 };
+use super::integrations::{
+    IntegrationRecord, IntegrationStore, masked, opt_slug, rate_limits, usage_limits,
+};
+
+/// What the provider routes reach: the state every route shares and the providers.
+#[derive(Clone)]
+pub struct ProvidersState {
+    pub common: Arc<Common>,
+    pub providers: Arc<Mutex<ProviderStore>>,
+    /// Taken after `providers` is released (an integration's default provider is made while the
+    /// integration is locked).
+    pub integrations: Arc<Mutex<IntegrationStore>>,
+}
+
+impl Deref for ProvidersState {
+    type Target = Common;
+
+    fn deref(&self) -> &Common {
+        &self.common
+    }
+}
 
 /// The `object` of reads and receipts.
 const OBJECT: &str = "provider";
@@ -139,7 +165,7 @@ impl ProviderStore {
     }
 
     fn new_slug(&self, name: &str) -> String {
-        super::state::free_slug(name, "provider", |slug| self.slug_taken(slug))
+        free_slug(name, "provider", |slug| self.slug_taken(slug))
     }
 
     fn insert(&mut self, record: ProviderRecord) {
@@ -156,7 +182,7 @@ impl ProviderStore {
 
     /// Preloads a provider given in its read shape (`integration_id` and `workspace_id` as
     /// they should read); answers its id and slug.
-    pub fn seed(&mut self, state: &Shared, item: &Object) -> ApiResult<(String, String)> {
+    pub fn seed(&mut self, state: &Common, item: &Object) -> ApiResult<(String, String)> {
         let name = fields::str_or(item, "name", "seeded provider");
         let slug = fields::nullable_str(item, "slug").unwrap_or_else(|| self.new_slug(&name));
         let id = fields::str_or(item, "id", new_id());
@@ -189,12 +215,13 @@ impl ProviderStore {
 /// The provider the API makes by itself when an integration is enabled for `workspace` without
 /// `create_default_provider: false`; answers its id. Called with the integrations locked.
 pub fn create_default(
-    state: &Shared,
+    state: &Common,
+    providers: &Mutex<ProviderStore>,
     integration: &IntegrationRecord,
     workspace: &str,
     slug: Option<String>,
 ) -> String {
-    let mut store = lock(&state.providers);
+    let mut store = lock(providers);
     let slug = slug
         .filter(|s| !store.slug_taken(s))
         .unwrap_or_else(|| store.new_slug(&integration.slug));
@@ -219,7 +246,7 @@ pub fn create_default(
     id
 }
 
-fn missing(state: &Shared, key: &str) -> EmulatorError {
+fn missing(state: &Common, key: &str) -> EmulatorError {
     state.missing(&format!("provider {key}"))
 }
 
@@ -240,7 +267,7 @@ fn expires_at(body: &Object) -> ApiResult<Option<Option<String>>> {
 /// The provider `key` names, when it lives in `workspace` (if the request names one).
 fn in_workspace<'a>(
     store: &'a ProviderStore,
-    state: &Shared,
+    state: &Common,
     key: &str,
     workspace: Option<&String>,
 ) -> ApiResult<&'a ProviderRecord> {
@@ -251,7 +278,7 @@ fn in_workspace<'a>(
 }
 
 /// `POST /ai_gw/v2/providers` → `{id, slug, object: "provider"}` (no `version_id`).
-pub async fn create(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<Value>> {
+pub async fn create(State(state): State<ProvidersState>, body: Bytes) -> ApiResult<Json<Value>> {
     let body = fields::parse_object(&body)?;
     let name = fields::req_str(&body, "name")?;
     let integration = fields::req_str(&body, "integration_id")?;
@@ -320,7 +347,7 @@ pub async fn create(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<
 /// `GET /ai_gw/v2/providers` → `{object: "list", total, data}`: `workspace_id` filters,
 /// `current_page` from 0, `page_size` (default 50).
 pub async fn list(
-    State(state): State<Shared>,
+    State(state): State<ProvidersState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
     IdRule::UuidOrSlug.query(&query, "workspace_id")?;
@@ -349,7 +376,7 @@ pub async fn list(
 
 /// `GET /ai_gw/v2/providers/{id}` (UUID or slug; `?workspace_id`) → the live detail.
 pub async fn get(
-    State(state): State<Shared>,
+    State(state): State<ProvidersState>,
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
@@ -373,7 +400,7 @@ pub async fn get(
 /// `PUT /ai_gw/v2/providers/{id}` → `{id, slug}`: `name`, `note`, `usage_limits`,
 /// `rate_limits`, `expires_at` (`null` clears the nullable ones) and `reset_usage`.
 pub async fn update(
-    State(state): State<Shared>,
+    State(state): State<ProvidersState>,
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
     body: Bytes,
@@ -446,7 +473,7 @@ pub async fn update(
 
 /// `DELETE /ai_gw/v2/providers/{id}` (`?workspace_id`) → `{}`; gone for good.
 pub async fn delete(
-    State(state): State<Shared>,
+    State(state): State<ProvidersState>,
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Value>> {

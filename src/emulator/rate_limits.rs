@@ -8,7 +8,12 @@
 //! `workspace_id` (body and list query) is a workspace UUID or slug; `organisation_id` in a body is
 //! a UUID. `value` is a required number: `null` is a 400 on create and on update.
 
-use std::{collections::HashMap, time::Instant};
+use std::{
+    collections::HashMap,
+    ops::Deref,
+    sync::{Arc, Mutex},
+    time::Instant,
+};
 
 use axum::{
     Json,
@@ -18,16 +23,33 @@ use axum::{
 };
 use serde_json::{Number, Value, json};
 
-use super::{
+use super::common::{
+    clock::{now, touched},
     errors::{ApiResult, EmulatorError},
     fields::{self, IdRule, Object},
+    ids::new_id,
     normalise,
     policy_fields::{
         self, STATUSES, conditions, group_by, policy_page, reject_changes, required_enum,
         status_filter,
     },
-    state::{Shared, lock, new_id, now, touched},
+    state::{Common, lock},
 };
+
+/// What the rate-limits policy routes reach: the state every route shares and the rate limits.
+#[derive(Clone)]
+pub struct RateLimitsState {
+    pub common: Arc<Common>,
+    pub rate_limits: Arc<Mutex<RateLimitStore>>,
+}
+
+impl Deref for RateLimitsState {
+    type Target = Common;
+
+    fn deref(&self) -> &Common {
+        &self.common
+    }
+}
 
 const TYPES: &[&str] = &["requests", "tokens"];
 const UNITS: &[&str] = &["rpm", "rph", "rpd", "rpw"];
@@ -99,7 +121,7 @@ impl RateLimitStore {
     }
 
     /// Preloads a policy given in its read shape; returns its id.
-    pub fn seed(&mut self, state: &Shared, item: &Object) -> ApiResult<String> {
+    pub fn seed(&mut self, state: &Common, item: &Object) -> ApiResult<String> {
         let created_at = fields::str_or(item, "created_at", now());
         let record = RateLimitRecord {
             seq: state.next_seq(),
@@ -125,12 +147,12 @@ impl RateLimitStore {
     }
 }
 
-fn not_found(state: &Shared, id: &str) -> EmulatorError {
+fn not_found(state: &Common, id: &str) -> EmulatorError {
     state.missing(&format!("rate limits policy {id}"))
 }
 
 /// `POST /ai_gw/v2/policies/rate-limits` → `{id, object: "policy_rate_limits"}`.
-pub async fn create(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<Value>> {
+pub async fn create(State(state): State<RateLimitsState>, body: Bytes) -> ApiResult<Json<Value>> {
     let body = fields::parse_object(&body)?;
     IdRule::Uuid.opt_field(&body, "organisation_id")?;
     let created_at = now();
@@ -164,7 +186,7 @@ pub async fn create(State(state): State<Shared>, body: Bytes) -> ApiResult<Json<
 
 /// `GET /ai_gw/v2/policies/rate-limits` → `{object: "list", data, total}`, 0-based paging.
 pub async fn list(
-    State(state): State<Shared>,
+    State(state): State<RateLimitsState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
     IdRule::UuidOrSlug.query(&query, "workspace_id")?;
@@ -206,7 +228,7 @@ pub async fn list(
 
 /// `GET /ai_gw/v2/policies/rate-limits/{id}` (`?status`, default `active`).
 pub async fn get(
-    State(state): State<Shared>,
+    State(state): State<RateLimitsState>,
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
@@ -224,7 +246,7 @@ pub async fn get(
 /// `PUT /ai_gw/v2/policies/rate-limits/{id}`: only `name`, `unit`, `value`, `conditions` change;
 /// `type`, `group_by`, `target` and `workspace_id` are immutable and a differing value is a 400.
 pub async fn update(
-    State(state): State<Shared>,
+    State(state): State<RateLimitsState>,
     Path(id): Path<String>,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
@@ -266,7 +288,10 @@ pub async fn update(
 }
 
 /// `DELETE /ai_gw/v2/policies/rate-limits/{id}` → `{}`; archives (see the module comment).
-pub async fn delete(State(state): State<Shared>, Path(id): Path<String>) -> ApiResult<Json<Value>> {
+pub async fn delete(
+    State(state): State<RateLimitsState>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
     let mut store = lock(&state.rate_limits);
     let record = store
         .by_id

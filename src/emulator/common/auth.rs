@@ -1,6 +1,6 @@
 //! Bearer authentication for the API routes and the optional OAuth2 client-credentials endpoint.
 
-use std::time::Instant;
+use std::{sync::Arc, time::Instant};
 
 use axum::{
     Json,
@@ -15,11 +15,16 @@ use serde_json::{Value, json};
 
 use super::{
     errors::{ApiResult, EmulatorError},
-    state::{Shared, lock, random_hex},
+    ids::random_hex,
+    state::{Common, lock},
 };
 
 /// Rejects API requests without `Authorization: Bearer <static token or unexpired OAuth token>`.
-pub async fn require_bearer(State(state): State<Shared>, request: Request, next: Next) -> Response {
+pub async fn require_bearer(
+    State(state): State<Arc<Common>>,
+    request: Request,
+    next: Next,
+) -> Response {
     let token = request
         .headers()
         .get(header::AUTHORIZATION)
@@ -36,7 +41,7 @@ pub async fn require_bearer(State(state): State<Shared>, request: Request, next:
     }
 }
 
-fn token_is_valid(state: &Shared, token: &str) -> bool {
+fn token_is_valid(state: &Common, token: &str) -> bool {
     if token.is_empty() {
         return false;
     }
@@ -61,7 +66,7 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 /// `POST /oauth2/access_token`: HTTP Basic client authentication (or `client_id` and
 /// `client_secret` in the form), `grant_type=client_credentials` → a bearer token for `token_ttl`.
 pub async fn access_token(
-    State(state): State<Shared>,
+    State(state): State<Arc<Common>>,
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {

@@ -1,0 +1,150 @@
+//! Middleware for the API routes: request statistics and injected faults.
+//!
+//! Faults come in three kinds: transport (latency, timeouts, 429, dropped connections), commit
+//! faults (the write is applied, then the answer is lost, a 5xx or garbage), and shape faults that
+//! the handlers read through [`Faults`](super::faults::Faults) (lagging and capped lists, 403 for
+//! missing objects, normalised or masked documents, create receipts without a slug).
+
+use std::{io, sync::Arc, time::Duration};
+
+use axum::{
+    body::{Body, Bytes},
+    extract::{ConnectInfo, MatchedPath, Request, State},
+    http::{Method, StatusCode, header},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+
+use super::{
+    errors::EmulatorError,
+    faults::roll,
+    listener::ConnHandle,
+    state::{Common, lock},
+};
+
+/// How long a `timeout_rate` request hangs: longer than any sane client timeout.
+const HANG: Duration = Duration::from_secs(60);
+
+/// What `garbage_2xx_rate` answers: the start of a JSON object, cut short like a truncated proxy
+/// response.
+const GARBAGE: &str = "{\"success\": true, \"data\": {\"id\": ";
+
+/// Counts every response by `"<METHOD> <path template>"` and status.
+pub async fn record_stats(
+    State(state): State<Arc<Common>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let template = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or("<unmatched>", MatchedPath::as_str);
+    let key = format!("{} {}", request.method(), template);
+    let response = next.run(request).await;
+    let status = response.status().as_u16();
+    *lock(&state.stats)
+        .entry(key)
+        .or_default()
+        .entry(status)
+        .or_default() += 1;
+    response
+}
+
+/// Applies the configured faults (and `--latency`) around an API request.
+pub async fn inject_faults(
+    State(state): State<Arc<Common>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let faults = lock(&state.faults).clone();
+    if let Some(qps) = faults.rate_limit_qps
+        && let Err(retry_after_secs) = lock(&state.rate_window).take(qps)
+    {
+        return EmulatorError::RateLimited { retry_after_secs }.into_response();
+    }
+    let latency = state.options.latency.unwrap_or_default()
+        + Duration::from_millis(faults.latency_ms.unwrap_or(0));
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    if roll(faults.timeout_rate) {
+        hang(&state).await;
+        return StatusCode::GATEWAY_TIMEOUT.into_response();
+    }
+    if roll(faults.error_rate) {
+        let (status, message) = if rand::random::<bool>() {
+            (StatusCode::INTERNAL_SERVER_ERROR, "internal server error")
+        } else {
+            (StatusCode::SERVICE_UNAVAILABLE, "service unavailable")
+        };
+        return EmulatorError::Injected { status, message }.into_response();
+    }
+    let is_write = matches!(
+        *request.method(),
+        Method::POST | Method::PUT | Method::DELETE
+    );
+    if roll(faults.drop_after_commit_rate) {
+        return drop_after_commit(request, next).await;
+    }
+    let response = next.run(request).await;
+    if !is_write || !response.status().is_success() {
+        return response;
+    }
+    if roll(faults.error_after_commit_rate) {
+        return error_after_commit();
+    }
+    if roll(faults.garbage_2xx_rate) {
+        return garbage();
+    }
+    response
+}
+
+/// Applies the request, then cuts the connection so the client sees no response at all.
+async fn drop_after_commit(request: Request, next: Next) -> Response {
+    let connection = request
+        .extensions()
+        .get::<ConnectInfo<ConnHandle>>()
+        .cloned();
+    let response = next.run(request).await;
+    if let Some(ConnectInfo(connection)) = connection {
+        connection.kill();
+    }
+    // Belt and braces: should the connection survive, the body still fails mid-stream.
+    let (parts, _) = response.into_parts();
+    let failing = futures::stream::once(async {
+        Err::<Bytes, io::Error>(io::Error::new(
+            io::ErrorKind::ConnectionAborted,
+            "connection dropped by the emulator",
+        ))
+    });
+    Response::from_parts(parts, Body::from_stream(failing))
+}
+
+/// The answer to a write that was applied: a 500, 502 or 503 in the error envelope.
+fn error_after_commit() -> Response {
+    let (status, message) = match rand::random_range(0..3u8) {
+        0 => (StatusCode::INTERNAL_SERVER_ERROR, "internal server error"),
+        1 => (StatusCode::BAD_GATEWAY, "bad gateway"),
+        _ => (StatusCode::SERVICE_UNAVAILABLE, "service unavailable"),
+    };
+    EmulatorError::Injected { status, message }.into_response()
+}
+
+/// The answer to a write that was applied: 200 with a truncated, unparseable JSON body.
+fn garbage() -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        GARBAGE,
+    )
+        .into_response()
+}
+
+/// Waits out the hang, or until the server shuts down.
+async fn hang(state: &Common) {
+    let mut shutdown = state.shutdown.clone();
+    tokio::select! {
+        () = tokio::time::sleep(HANG) => {}
+        _ = shutdown.wait_for(|stopped| *stopped) => {}
+    }
+}
