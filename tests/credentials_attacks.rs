@@ -671,3 +671,97 @@ async fn refused_provider_create_race(prefix: &str, same_name: bool) {
         "another party's provider was written to"
     );
 }
+
+/// A proxy in front of the emulator answering every integration DELETE with a 400 whose message
+/// echoes the key the integration was created with (seen in the create's body).
+async fn delete_echo_proxy(upstream: String) -> String {
+    use axum::extract::Request;
+    let client = reqwest::Client::new();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let app = axum::Router::new().fallback(move |request: Request| {
+        let (client, upstream, seen) = (client.clone(), upstream.clone(), seen.clone());
+        async move {
+            let (parts, body) = request.into_parts();
+            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+            let path = parts
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_string();
+            let integrations = parts.uri.path().starts_with("/ai_gw/admin/v2/integrations");
+            if integrations && parts.method == reqwest::Method::POST {
+                let sent: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                if let Some(key) = sent["key"].as_str() {
+                    *seen.lock().unwrap() = key.to_string();
+                }
+            }
+            if integrations && parts.method == reqwest::Method::DELETE {
+                let key = seen.lock().unwrap().clone();
+                let message = format!("cannot delete: integration with key {key} is in use");
+                let answer = json!({"success": false, "message": message});
+                return json_answer(400, answer.to_string());
+            }
+            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
+            json_answer(status, text)
+        }
+    });
+    serve(app).await
+}
+
+/// A failed cleanup is recorded in status and logged by the controller's error policy, after
+/// the reconcile that read the key is over (attack on issue 27): an API error echoing the key
+/// reaches neither. Before, the error policy's log line only collapsed whitespace, and the
+/// cleanup's own status message knew no value: both carried the key.
+#[tokio::test]
+async fn a_failed_cleanup_echoing_the_key_reaches_no_log_or_status() {
+    let mut h =
+        Harness::start_with_secret_namespace("cred-cleanup-echo", Duration::from_secs(1)).await;
+    let proxy = delete_echo_proxy(h.emulator.management_url()).await;
+    h.restart_operator_via(&proxy).await;
+    put_key(&h, LONG_KEY).await;
+    let api = Api::<Integration>::all(h.env.client.clone());
+    let mut spec = integration_spec(&h);
+    spec["workspaces"] = json!([]);
+    api.create(
+        &PostParams::default(),
+        &h.cluster_object("Integration", "openai", spec),
+    )
+    .await
+    .unwrap();
+    let name = h.cluster_name("openai");
+    support::wait_until(WAIT, || async {
+        let i = api.get_opt(&name).await.ok()??;
+        i.ready().then_some(())
+    })
+    .await
+    .expect("the integration is ready");
+    api.delete(&name, &Default::default()).await.unwrap();
+    // The cleanup fails and is retried (and logged) a few times.
+    support::wait_until(WAIT, || async {
+        let logs = support::harness::captured_logs();
+        (logs.matches("reconcile failed").count() >= 2).then_some(())
+    })
+    .await
+    .expect("the failed cleanup was logged");
+    let status = serde_json::to_string(&api.get(&name).await.unwrap().status).unwrap();
+    let events = h.cluster_events_text().await;
+    let logs = support::harness::captured_logs();
+    let chars: Vec<char> = LONG_KEY.chars().collect();
+    let windows: Vec<String> = chars.windows(12).map(|w| w.iter().collect()).collect();
+    let leaked = |text: &str| windows.iter().any(|w| text.contains(w.as_str()));
+    let (s, e, l) = (leaked(&status), leaked(&events), leaked(&logs));
+    eprintln!("part of the key in status: {s}, events: {e}, logs: {l}\nstatus: {status}");
+    for line in logs.lines().filter(|line| leaked(line)) {
+        eprintln!("leaking log line: {line}");
+    }
+    // Let the object go.
+    let direct = h.emulator.management_url();
+    h.restart_operator_via(&direct).await;
+    support::wait_until(WAIT, || async {
+        api.get_opt(&name).await.ok()?.is_none().then_some(())
+    })
+    .await
+    .expect("deleted once the DELETE goes through");
+    h.stop().await;
+    assert!(!s && !e && !l, "part of the upstream key leaked");
+}

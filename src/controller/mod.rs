@@ -17,7 +17,7 @@ pub use kinds::{
 pub use runtime::{
     backoff, census, events, failpoints, hash_key, health, leader, metrics, unreadable,
 };
-pub use state::{claims, connections, followers, installation, relay};
+pub use state::{claims, connections, followers, installation, relay, secret_values};
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,7 +30,7 @@ use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 pub use backoff::Backoff;
 pub use connections::Connections;
@@ -90,6 +90,8 @@ pub struct Context {
     pub hash_key: hash_key::HashKey,
     /// `--min-rotation-interval` and `--rotation-spacing`: how often a resource may rotate.
     pub rotation: crate::resources::rotation::RotationLimits,
+    /// The Secret values each object's reconciles handled, for the messages that outlive them.
+    pub secret_values: secret_values::SecretValues,
 }
 
 /// How the operator runs.
@@ -175,6 +177,16 @@ fn created_within<K: kube::Resource>(object: &K, age: std::time::Duration) -> bo
 }
 
 impl Context {
+    /// `message` about the object `key` with every Secret value this operator knows for it
+    /// concealed ([`crate::api::concealment`]: the values its reconciles handled, and those of
+    /// the Connections), then trimmed to one line: for what is logged or recorded outside a
+    /// reconcile (the controller's error policy).
+    pub fn scrub(&self, key: &str, message: &str) -> String {
+        let mut values = self.secret_values.of(key);
+        values.extend(self.connections.secret_values());
+        status::sanitize_message(&crate::api::concealment::conceal(message, &values))
+    }
+
     /// What this installation does with `object` ([`installation::verdict`]), from the object and
     /// the Connection watch cache: no apiserver read.
     pub async fn verdict<K: Managed>(&self, object: &K) -> installation::Verdict {
@@ -238,6 +250,7 @@ impl Context {
             unreadable: Default::default(),
             hash_key: hash_key::HashKey::random(),
             rotation: settings.rotation,
+            secret_values: Default::default(),
         }
     }
 
@@ -545,6 +558,7 @@ async fn run_kind<K: Managed>(
                 let key = driver::object_key(object);
                 ctx.drift.forget(&key);
                 ctx.backoff.reset(&key);
+                ctx.secret_values.forget(&key);
             }
         }
     };
@@ -615,10 +629,30 @@ async fn run_kind<K: Managed>(
         .run(driver::reconcile::<K>, driver::error_policy::<K>, ctx)
         .for_each(|result| async move {
             if let Err(e) = result {
-                warn!(kind = K::KIND, error = %e, "controller error");
+                controller_error(K::KIND, &e);
             }
         });
     controller.await;
+}
+
+/// Logs what a controller's stream reports. A failed reconcile was logged by the kind's
+/// `error_policy` with its Secret values concealed: here only which object it was, since the
+/// error's text (an API's answer, which may echo a value) is not concealed on this path.
+fn controller_error<E, Q>(kind: &str, error: &kube::runtime::controller::Error<E, Q>)
+where
+    E: std::error::Error + 'static,
+    Q: std::error::Error + 'static,
+{
+    use kube::runtime::controller::Error as Failed;
+    match error {
+        Failed::ReconcilerFailed(_, object) => {
+            debug!(kind, object = %object, "reconcile failed (logged by its error policy)");
+        }
+        other => {
+            let error = status::sanitize_message(&other.to_string());
+            warn!(kind, %error, "controller error");
+        }
+    }
 }
 
 /// The objects of `store` that use a Connection that just changed (its spec, or whether it
@@ -672,7 +706,7 @@ async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
         .run(connection::reconcile, connection::error_policy, ctx)
         .for_each(|result| async move {
             if let Err(e) = result {
-                warn!(kind = "Connection", error = %e, "controller error");
+                controller_error("Connection", &e);
             }
         })
         .await;

@@ -562,12 +562,17 @@ impl<'a, K: Managed> Cx<'a, K> {
     /// Remembers a Secret value (or a credential) this reconcile handles, so that no message it
     /// records, publishes or logs can carry it, even one an API echoed back.
     /// Short values too: see [`crate::api::concealment`] for where they count.
+    /// The operator remembers it for the object past this reconcile
+    /// ([`crate::controller::secret_values`]): an error logged after it is concealed too.
     pub fn conceal(&self, value: &str) {
         if !value.is_empty() {
             self.concealed
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(value.to_string());
+            self.ctx
+                .secret_values
+                .remember(&object_key(self.object), value);
         }
     }
 
@@ -576,11 +581,15 @@ impl<'a, K: Managed> Cx<'a, K> {
     /// whitespace collapsed: a value with a newline, a PEM key), so trimming can neither split
     /// nor reshape one; a message quoting part of one is withheld.
     pub fn scrub(&self, message: &str) -> String {
-        let concealed = self
+        let mut concealed = self
             .concealed
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
+        // What earlier reconciles of the object handled (a cleanup reads no Secret, yet its
+        // API's error may echo one), and the Connections' Secrets.
+        concealed.extend(self.ctx.secret_values.of(&object_key(self.object)));
+        concealed.extend(self.ctx.connections.secret_values());
         sanitize_message(&crate::api::concealment::conceal(message, &concealed))
     }
 

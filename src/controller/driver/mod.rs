@@ -24,7 +24,7 @@ use crate::controller::Context;
 use crate::controller::backoff::jittered;
 use crate::controller::error::Error;
 use crate::controller::status::{
-    CommonStatus, IntentStatus, Outcome, record_outcome, sanitize_message, worth_writing,
+    CommonStatus, IntentStatus, Outcome, record_outcome, worth_writing,
 };
 use crate::resources::common::{
     FINALIZER, ManagementPolicy, Recorded,
@@ -198,7 +198,7 @@ pub fn error_policy<K: Managed>(object: Arc<K>, error: &Error, ctx: Arc<Context>
     if matches!(error, Error::Conflict(_)) {
         debug!(kind = K::KIND, object = %key, retry_in = ?delay, "{error}");
     } else {
-        let error = sanitize_message(&error.to_string());
+        let error = ctx.scrub(&key, &error.to_string());
         warn!(kind = K::KIND, object = %key, %error, retry_in = ?delay, "reconcile failed");
     }
     Action::requeue(delay)

@@ -10,9 +10,7 @@ use kube::{Resource, ResourceExt};
 use crate::controller::Context;
 use crate::controller::backoff::jittered;
 use crate::controller::error::Error;
-use crate::controller::status::{
-    Outcome, common_status, record_outcome, sanitize_message, worth_writing,
-};
+use crate::controller::status::{Outcome, common_status, record_outcome, worth_writing};
 use crate::resources::common::{condition::READY, find_condition};
 use crate::resources::connection::{Connection, ConnectionStatus};
 
@@ -31,6 +29,7 @@ pub async fn reconcile(connection: Arc<Connection>, ctx: Arc<Context>) -> Result
         return Ok(Action::await_change());
     }
     let name = connection.name_any();
+    let key = format!("Connection/{name}");
     let generation = connection.meta().generation;
     let before = connection.status.clone();
     let mut status = before.clone().unwrap_or_default();
@@ -42,11 +41,11 @@ pub async fn reconcile(connection: Arc<Connection>, ctx: Arc<Context>) -> Result
         },
         Err(e) if e.is_transient() => Outcome::Progressing {
             reason: e.category().into(),
-            message: sanitize_message(&e.to_string()),
+            message: ctx.scrub(&key, &e.to_string()),
         },
         Err(e) => Outcome::Stalled {
             reason: e.category().into(),
-            message: sanitize_message(&e.to_string()),
+            message: ctx.scrub(&key, &e.to_string()),
         },
     };
     record_outcome(&mut status.conditions, &outcome, generation);
@@ -81,6 +80,8 @@ pub fn error_policy(connection: Arc<Connection>, error: &Error, ctx: Arc<Context
         &format!("Connection/{}", connection.name_any()),
         error.retry_after(),
     );
-    tracing::warn!(connection = %connection.name_any(), error = %error, "reconcile failed");
+    let key = format!("Connection/{}", connection.name_any());
+    let error = ctx.scrub(&key, &error.to_string());
+    tracing::warn!(connection = %connection.name_any(), %error, "reconcile failed");
     Action::requeue(delay)
 }

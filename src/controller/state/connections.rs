@@ -505,6 +505,7 @@ impl Connections {
         let unusable = |e: crate::api::ApiError| {
             Error::Connection(format!("Connection {name} is unusable: {e}"))
         };
+        let secrets = Arc::new(material.secrets);
         let token = token_source(material.auth).map_err(unusable)?;
         let client = build_client(
             &connection.spec,
@@ -517,12 +518,26 @@ impl Connections {
             fingerprint,
             token,
             client,
+            secrets,
         };
         self.clients
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(name, cached.clone());
         Ok(cached)
+    }
+
+    /// The values this operator read from the Secrets of its Connections (tokens, client
+    /// credentials, header values): no message it writes may carry one.
+    pub fn secret_values(&self) -> Vec<String> {
+        let clients = self.clients.lock().unwrap_or_else(|e| e.into_inner());
+        let mut values: Vec<String> = clients
+            .values()
+            .flat_map(|c| c.secrets.iter().map(|s| s.expose().to_string()))
+            .collect();
+        values.sort();
+        values.dedup();
+        values
     }
 
     /// Checks that a token can be obtained with this Connection (its Secrets exist, the
@@ -540,6 +555,7 @@ impl Connections {
 
     async fn read_material(&self, spec: &ConnectionSpec, name: &str) -> Result<Material, Error> {
         let mut versions = Vec::new();
+        let mut secrets = Vec::new();
         let mut read = async |r: &SecretKeyRef| -> Result<SecretString, Error> {
             if let Some(allowed) = &self.secret_namespace
                 && r.namespace != *allowed
@@ -558,6 +574,7 @@ impl Connections {
             };
             let (value, version) = read_secret_key(&self.kube, r, name, cached).await?;
             versions.push(version);
+            secrets.push(value.clone());
             Ok(value)
         };
         let auth = if let Some(bearer) = &spec.auth.bearer_token {
@@ -590,6 +607,7 @@ impl Connections {
             auth,
             headers,
             versions: versions.join(","),
+            secrets,
         })
     }
 }
@@ -627,11 +645,15 @@ struct Cached {
     fingerprint: String,
     token: Arc<dyn TokenSource>,
     client: Client,
+    /// The values read from the Connection's Secrets, for [`Connections::secret_values`].
+    secrets: Arc<Vec<SecretString>>,
 }
 
 struct Material {
     auth: Auth,
     headers: Vec<(String, SecretString)>,
+    /// Every value read from a Secret (token, client credentials, header values).
+    secrets: Vec<SecretString>,
     /// resourceVersions of the Secrets read, so a changed Secret makes a new client.
     versions: String,
 }

@@ -3,3 +3,4 @@ pub mod connections;
 pub mod followers;
 pub mod installation;
 pub mod relay;
+pub mod secret_values;

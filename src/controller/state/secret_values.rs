@@ -1,0 +1,86 @@
+//! The Secret values each object's reconciles handled, remembered past the reconcile: an error
+//! that outlives its reconcile (logged by the controller's `error_policy`, or a later reconcile's
+//! message) is concealed as the reconcile's own messages were ([`crate::api::concealment`]).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+/// How many values are remembered per object (the newest): a reconcile handles a few.
+const PER_OBJECT: usize = 32;
+
+/// Values by object key (`Kind/namespace/name`). Its `Debug` shows no value.
+#[derive(Default)]
+pub struct SecretValues {
+    by_object: Mutex<HashMap<String, VecDeque<String>>>,
+}
+
+impl std::fmt::Debug for SecretValues {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let objects = self.by_object.lock().map_or(0, |m| m.len());
+        f.debug_struct("SecretValues")
+            .field("objects", &objects)
+            .finish()
+    }
+}
+
+impl SecretValues {
+    /// Remembers `value` for the object `key`.
+    pub fn remember(&self, key: &str, value: &str) {
+        if value.is_empty() {
+            return;
+        }
+        let mut by_object = self.by_object.lock().unwrap_or_else(|e| e.into_inner());
+        let values = by_object.entry(key.to_string()).or_default();
+        if values.iter().any(|v| v == value) {
+            return;
+        }
+        if values.len() == PER_OBJECT {
+            values.pop_front();
+        }
+        values.push_back(value.to_string());
+    }
+
+    /// The values remembered for the object `key`.
+    pub fn of(&self, key: &str) -> Vec<String> {
+        self.by_object
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(key)
+            .map(|values| values.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Forgets the object `key` (it is gone).
+    pub fn forget(&self, key: &str) {
+        self.by_object
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_kept_per_object_newest_first_out_last() {
+        let values = SecretValues::default();
+        values.remember("Config/ns/a", "s3cret-value");
+        values.remember("Config/ns/a", "s3cret-value");
+        values.remember("Config/ns/b", "other");
+        assert_eq!(values.of("Config/ns/a"), vec!["s3cret-value".to_string()]);
+        for n in 0..PER_OBJECT {
+            values.remember("Config/ns/a", &format!("v{n}"));
+        }
+        let kept = values.of("Config/ns/a");
+        assert_eq!(kept.len(), PER_OBJECT);
+        assert!(
+            !kept.contains(&"s3cret-value".to_string()),
+            "the oldest went"
+        );
+        values.forget("Config/ns/a");
+        assert!(values.of("Config/ns/a").is_empty());
+        assert!(!format!("{values:?}").contains("other"));
+    }
+}
