@@ -806,3 +806,62 @@ fn validate_refuses_camel_case_credentials_in_plain_text() {
         "{report}"
     );
 }
+
+/// `aigw plan` without `--kubeconfig` cannot know the `secretRefs` of the live resource: a pull
+/// request that drops an entry (and its field) leaves the value its Secret gave the remote
+/// document at a path the manifest no longer has. That value is hidden in place, on the text
+/// and the JSON output (attack on issue 27). Before, the removed line printed it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_without_a_kubeconfig_hides_a_value_at_a_dropped_path() {
+    const VALUE: &str = "plan-leak-value-0001";
+    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        .await
+        .unwrap();
+    let remote = Remote {
+        url: emulator.management_url(),
+        http: reqwest::Client::new(),
+    };
+    let created = remote
+        .call(
+            Method::POST,
+            "/ai_gw/v2/configs",
+            json!({"name": "dropped-ref", "config": {"strategy": {"mode": "single"},
+                   "targets": [{"provider": "@openai", "tenant_label": VALUE}]}}),
+        )
+        .await;
+    let slug = created["slug"].as_str().expect("slug").to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let token = token_file(dir.path(), TOKEN);
+    let url = emulator.management_url();
+    let manifest = dir.path().join("pr.yaml");
+    std::fs::write(
+        &manifest,
+        format!("apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {{name: dropped-ref, namespace: team-a}}\nspec: {{name: dropped-ref, slug: {slug}, config: {{strategy: {{mode: single}}, targets: [{{provider: '@openai'}}]}}}}\n"),
+    )
+    .unwrap();
+    let manifest = manifest.to_str().unwrap();
+    for output in ["human", "json"] {
+        let out = aigw_async(args(&[
+            "plan",
+            "-f",
+            manifest,
+            "--output",
+            output,
+            "--management-url",
+            &url,
+            "--token-file",
+            &token,
+        ]))
+        .await;
+        let plan = text(&out);
+        assert_eq!(code(&out), 2, "{plan}");
+        assert!(
+            !plan.contains(VALUE),
+            "[{output}] the value was printed:\n{plan}"
+        );
+        assert!(
+            plan.contains("tenant_label"),
+            "[{output}] the change shows:\n{plan}"
+        );
+    }
+}

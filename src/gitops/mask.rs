@@ -70,6 +70,8 @@ pub struct Masking {
     keys: Vec<String>,
     lists: Vec<String>,
     values: Vec<String>,
+    /// Paths hidden in place only (see [`Masking::dropped_paths`]).
+    dropped: Vec<String>,
 }
 
 impl std::fmt::Debug for Masking {
@@ -79,6 +81,7 @@ impl std::fmt::Debug for Masking {
             .field("keys", &self.keys)
             .field("lists", &self.lists)
             .field("values", &self.values.len())
+            .field("dropped", &self.dropped)
             .finish()
     }
 }
@@ -107,6 +110,25 @@ impl Masking {
                 {
                     into.push(key);
                 }
+            }
+        }
+    }
+
+    /// Without the live resource (no `--kubeconfig`, or no resource in the cluster records the
+    /// remote object), the `secretRefs` paths of its earlier versions are unknown: a change that
+    /// drops an entry leaves the value its Secret gave the remote document at a path the planned
+    /// document no longer has. Every string or number `current` holds below `prefix` at a path
+    /// `desired` lacks is hidden in place (not learnt as a value: a dropped target's provider
+    /// name stays readable where it still is).
+    pub fn dropped_paths(&mut self, current: &Value, desired: &Value, prefix: &str) {
+        let Some(below) = current.pointer(prefix) else {
+            return;
+        };
+        let mut leaves = Vec::new();
+        scalar_leaves(below, prefix, &mut leaves);
+        for pointer in leaves {
+            if desired.pointer(&pointer).is_none() && !self.dropped.contains(&pointer) {
+                self.dropped.push(pointer);
             }
         }
     }
@@ -170,8 +192,8 @@ impl Masking {
     /// JSON Pointers of everything to hide in `value`, outermost first.
     fn hidden(&self, value: &Value) -> Vec<String> {
         let mut found = pointers(value);
-        let present = self.pointers.iter().filter(|p| value.pointer(p).is_some());
-        found.extend(present.cloned());
+        let present = self.pointers.iter().chain(&self.dropped);
+        found.extend(present.filter(|p| value.pointer(p).is_some()).cloned());
         self.walk(value, "", None, &mut found);
         found.sort();
         found.dedup();
@@ -216,6 +238,25 @@ impl Masking {
 }
 
 /// The text of a string or a number: an API may keep a Secret's digits as a number.
+/// JSON Pointers (below `path`) of the strings and numbers in `value`.
+fn scalar_leaves(value: &Value, path: &str, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (name, item) in map {
+                let here = format!("{path}/{}", name.replace('~', "~0").replace('/', "~1"));
+                scalar_leaves(item, &here, out);
+            }
+        }
+        Value::Array(items) => {
+            for (n, item) in items.iter().enumerate() {
+                scalar_leaves(item, &format!("{path}/{n}"), out);
+            }
+        }
+        Value::String(_) | Value::Number(_) => out.push(path.to_string()),
+        _ => {}
+    }
+}
+
 fn scalar_text(value: &Value) -> Option<String> {
     match value {
         Value::String(text) => Some(text.clone()),

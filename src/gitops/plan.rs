@@ -607,6 +607,9 @@ async fn plan_config(
     };
     let mut current = to_json(&project::config_spec(&remote));
     let mut masking = masking;
+    if managed.is_none() {
+        masking.dropped_paths(&current, &desired, "/config");
+    }
     // The remote document holds the values at the paths the live resource wrote them to.
     masking.learn(&current);
     spec.show_secret_refs(&mut current["config"], true);
@@ -789,6 +792,9 @@ async fn plan_guardrail<G: GuardrailKind>(
     );
     let mut current = to_json(projected.spec());
     current["checks"] = crate::resources::guardrail::remote_document(&remote)["checks"].clone();
+    if managed.is_none() {
+        masking.dropped_paths(&current, &desired, "/checks");
+    }
     // The remote object holds the values at the paths the live resource wrote them to.
     masking.learn(&current);
     for reference in &definition.secret_refs {
