@@ -73,7 +73,7 @@ chaos-short: cluster
 		nice $(CARGO) test --test chaos -- --nocapture
 
 ## docs: the book in docs/ (mdBook) built into docs/book/ (hack/docs.sh installs the pinned mdbook
-## once); `make test` builds it too and fails on a broken internal link (tests/docs_book.rs)
+## once); `make test` builds it too and fails on a broken internal link (tests/it/docs/book.rs)
 docs:
 	bash hack/docs.sh
 

@@ -6,7 +6,7 @@
 #   2. `promtool check rules` on it, and on a rendering with other values (thresholds, a
 #      selector, extra alert labels);
 #   3. `promtool test rules hack/alerts/*_test.yaml` against it: each alert firing and not.
-# tests/monitoring.rs checks the other side: every metric these rules and the Grafana dashboard
+# tests/it/chart/monitoring.rs checks the other side: every metric these rules and the Grafana dashboard
 # name is one the operator exports.
 #
 # promtool is built from its Go module (hack/promtool/go.mod pins

@@ -24,7 +24,7 @@
 # Usage: bash hack/chart-check.sh            (AIGW_CHART_CHECK_SERVER=0 skips step 6)
 #        bash hack/chart-check.sh --template [helm template args...]
 #            only prints `helm template <args...> charts/aigw` on stdout, with the helm found or
-#            built as above (tests/chart_rbac.rs renders the chart this way).
+#            built as above (tests/it/chart/rbac.rs renders the chart this way).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

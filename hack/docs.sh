@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make docs`: build the book in docs/ (mdBook) into docs/book/ (git ignores it), installing the
 # pinned mdbook ($MDBOOK_VERSION in hack/lib.sh) into the cache first when it is missing.
-# tests/docs_book.rs (part of `make test`) builds it the same way and checks its links.
+# tests/it/docs/book.rs (part of `make test`) builds it the same way and checks its links.
 #
 # Usage: bash hack/docs.sh [--dest-dir DIR]    build into DIR instead of docs/book/
 set -euo pipefail

@@ -8,6 +8,9 @@
 //! Knobs: `N` (resources, default 1000), `BENCH_EDITS` (default 50), `BENCH_STEADY_SECONDS`
 //! (default 60), `BENCH_OUT` (default `target/bench`).
 
+/// The integration binary's support (`tests/it/support`); this target uses part of it.
+#[allow(dead_code)]
+#[path = "it/support/mod.rs"]
 mod support;
 
 use std::collections::{BTreeMap, HashMap};

@@ -36,6 +36,9 @@
 //! emulator counted for a Deployment must be at least its trigger changes and at most its
 //! trigger changes plus the incidents that fall inside its windows.
 
+/// The integration binary's support (`tests/it/support`); this target uses part of it.
+#[allow(dead_code)]
+#[path = "it/support/mod.rs"]
 mod support;
 
 use std::collections::{BTreeMap, HashMap};

@@ -1,0 +1,10 @@
+//! The API client and the emulator over real HTTP, and the emulator against the OpenAPI contract.
+
+mod api_keys_client;
+mod client;
+mod contract_openapi;
+mod emulator;
+mod emulator_api_keys;
+mod emulator_integrations;
+mod emulator_usage_limits;
+mod integrations_client;

@@ -1,0 +1,377 @@
+//! The CRDs on a real kube-apiserver: each kind round-trips, and admission rejects bad
+//! manifests with a message that names the field.
+
+use crate::support;
+
+use aigw::resources::{Config, Deployment, RateLimitsPolicy};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::json;
+use support::TestEnv;
+
+fn dynamic_api(env: &TestEnv, kind: &str, plural: &str) -> Api<DynamicObject> {
+    let gvk = GroupVersionKind::gvk("aigw.io", "v1alpha1", kind);
+    Api::namespaced_with(
+        env.client.clone(),
+        &env.namespace,
+        &ApiResource::from_gvk_with_plural(&gvk, plural),
+    )
+}
+
+fn object(kind: &str, name: &str, spec: serde_json::Value) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": kind,
+        "metadata": {"name": name}, "spec": spec,
+    }))
+    .unwrap()
+}
+
+fn config_spec() -> serde_json::Value {
+    json!({"name": "routing", "config": {"strategy": {"mode": "fallback"}, "targets": [{"provider": "@openai-prod"}]}})
+}
+
+fn policy_spec() -> serde_json::Value {
+    json!({"name": "per-key", "type": "requests", "unit": "rpm", "value": 100,
+           "conditions": [{"key": "workspace_id", "value": "ws-1"}], "groupBy": [{"key": "api_key"}]})
+}
+
+fn deployment_spec() -> serde_json::Value {
+    json!({"name": "edge", "type": "production", "credentialsSecretRef": {"name": "edge-creds"},
+           "authSettings": {"gatewayBaseUrl": "https://gw.example", "workspacesAllowed": ["ws-1"]}})
+}
+
+#[tokio::test]
+async fn each_kind_round_trips_through_the_apiserver() {
+    let env = TestEnv::new("crds-roundtrip").await;
+    let pp = PostParams::default();
+
+    dynamic_api(&env, "Config", "configs")
+        .create(&pp, &object("Config", "routing", config_spec()))
+        .await
+        .unwrap();
+    let config = env.api::<Config>().get("routing").await.unwrap();
+    assert_eq!(config.spec.name, "routing");
+    assert_eq!(
+        config.spec.config.to_value()["strategy"]["mode"],
+        "fallback"
+    );
+
+    dynamic_api(&env, "Deployment", "deployments")
+        .create(&pp, &object("Deployment", "edge", deployment_spec()))
+        .await
+        .unwrap();
+    let deployment = env.api::<Deployment>().get("edge").await.unwrap();
+    assert_eq!(deployment.spec.credentials_secret_ref.name, "edge-creds");
+    assert_eq!(
+        deployment.spec.deletion_policy,
+        aigw::resources::deployment::DeploymentDeletionPolicy::Archive,
+        "the apiserver defaults deletionPolicy"
+    );
+
+    dynamic_api(&env, "RateLimitsPolicy", "ratelimitspolicies")
+        .create(&pp, &object("RateLimitsPolicy", "per-key", policy_spec()))
+        .await
+        .unwrap();
+    let policy = env.api::<RateLimitsPolicy>().get("per-key").await.unwrap();
+    assert_eq!(policy.spec.value, 100.0);
+    env.cleanup().await;
+}
+
+async fn rejection(api: &Api<DynamicObject>, obj: &DynamicObject) -> String {
+    match api.create(&PostParams::default(), obj).await {
+        Ok(_) => panic!(
+            "the apiserver accepted an invalid {}",
+            obj.metadata.name.as_deref().unwrap_or("")
+        ),
+        Err(kube::Error::Api(status)) => status.message,
+        Err(other) => panic!("unexpected error: {other}"),
+    }
+}
+
+#[tokio::test]
+async fn invalid_manifests_are_rejected_naming_the_field() {
+    let env = TestEnv::new("crds-invalid").await;
+
+    let mut spec = policy_spec();
+    spec["unit"] = json!("rps");
+    let message = rejection(
+        &dynamic_api(&env, "RateLimitsPolicy", "ratelimitspolicies"),
+        &object("RateLimitsPolicy", "bad-unit", spec),
+    )
+    .await;
+    assert!(
+        message.contains("spec.unit") && message.contains("rps"),
+        "{message}"
+    );
+
+    let mut spec = deployment_spec();
+    spec["type"] = json!("staging");
+    let message = rejection(
+        &dynamic_api(&env, "Deployment", "deployments"),
+        &object("Deployment", "bad-type", spec),
+    )
+    .await;
+    assert!(message.contains("spec.type"), "{message}");
+
+    let mut spec = config_spec();
+    spec.as_object_mut().unwrap().remove("name");
+    let message = rejection(
+        &dynamic_api(&env, "Config", "configs"),
+        &object("Config", "no-name", spec),
+    )
+    .await;
+    assert!(
+        message.contains("spec.name") && message.contains("Required"),
+        "{message}"
+    );
+
+    let mut spec = policy_spec();
+    spec["groupBy"] = json!([]);
+    let message = rejection(
+        &dynamic_api(&env, "RateLimitsPolicy", "ratelimitspolicies"),
+        &object("RateLimitsPolicy", "no-group", spec),
+    )
+    .await;
+    assert!(message.contains("spec.groupBy"), "{message}");
+    env.cleanup().await;
+}
+
+#[tokio::test]
+async fn immutable_fields_cannot_change() {
+    let env = TestEnv::new("crds-immutable").await;
+    let api = dynamic_api(&env, "RateLimitsPolicy", "ratelimitspolicies");
+    api.create(
+        &PostParams::default(),
+        &object("RateLimitsPolicy", "fixed", policy_spec()),
+    )
+    .await
+    .unwrap();
+
+    for (field, value, wanted) in [
+        ("type", json!("tokens"), "type is immutable"),
+        (
+            "groupBy",
+            json!([{"key": "workspace_id"}]),
+            "groupBy is immutable",
+        ),
+        ("target", json!("mcp_tools"), "target is immutable"),
+    ] {
+        let mut spec = policy_spec();
+        spec[field] = value;
+        let patch = json!({"spec": spec});
+        let result = api
+            .patch("fixed", &PatchParams::default(), &Patch::Merge(&patch))
+            .await;
+        if field == "target" {
+            // Setting an optional immutable field for the first time is allowed …
+            result.expect("setting target the first time is allowed");
+            // … changing it afterwards is not.
+            let patch = json!({"spec": {"target": "llm"}});
+            let err = api
+                .patch("fixed", &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap_err();
+            assert!(err.to_string().contains(wanted), "{err}");
+            continue;
+        }
+        let err = result.expect_err("an immutable field changed");
+        assert!(
+            err.to_string().contains(wanted) && err.to_string().contains(&format!("spec.{field}")),
+            "{err}"
+        );
+    }
+
+    // A mutable field still changes.
+    let patch = json!({"spec": {"value": 250, "unit": "rph"}});
+    api.patch("fixed", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    env.cleanup().await;
+}
+
+/// Merge-patches `name`'s spec and returns the apiserver's refusal.
+async fn refused_patch(api: &Api<DynamicObject>, name: &str, spec: serde_json::Value) -> String {
+    match api
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": spec})),
+        )
+        .await
+    {
+        Ok(_) => panic!("the apiserver accepted {spec} on {name}"),
+        Err(kube::Error::Api(status)) => status.message,
+        Err(other) => panic!("unexpected error: {other}"),
+    }
+}
+
+#[tokio::test]
+async fn identity_fields_are_only_set_at_creation() {
+    let env = TestEnv::new("crds-identity").await;
+    let pp = PostParams::default();
+    let remote_id = "0b6f2a1e-7c4d-4e8a-9f3b-2d5c6e7f8a9b";
+    for (kind, plural, base, field, value) in [
+        (
+            "Config",
+            "configs",
+            config_spec(),
+            "slug",
+            "pc-routing-3f2a1b",
+        ),
+        (
+            "Deployment",
+            "deployments",
+            deployment_spec(),
+            "deploymentId",
+            remote_id,
+        ),
+        (
+            "RateLimitsPolicy",
+            "ratelimitspolicies",
+            policy_spec(),
+            "policyId",
+            remote_id,
+        ),
+    ] {
+        let api = dynamic_api(&env, kind, plural);
+        let wanted = format!("spec.{field} cannot be added or removed after creation");
+        let new = "created-without-id";
+        api.create(&pp, &object(kind, new, base.clone()))
+            .await
+            .unwrap();
+        let message = refused_patch(&api, new, json!({field: value})).await;
+        assert!(
+            message.contains(&wanted),
+            "adding {kind} {field}: {message}"
+        );
+
+        // An explicit null reads as absent to aigw, so setting the field later is also refused.
+        let null = "created-with-null";
+        let mut spec = base.clone();
+        spec[field] = json!(null);
+        api.create(&pp, &object(kind, null, spec)).await.unwrap();
+        let message = refused_patch(&api, null, json!({field: value})).await;
+        assert!(
+            message.contains(&wanted),
+            "setting a null {kind} {field}: {message}"
+        );
+
+        let adopted = "created-with-id";
+        let mut spec = base.clone();
+        spec[field] = json!(value);
+        api.create(&pp, &object(kind, adopted, spec)).await.unwrap();
+        let message = refused_patch(&api, adopted, json!({field: null})).await;
+        assert!(
+            message.contains(&wanted),
+            "removing {kind} {field}: {message}"
+        );
+        let message = refused_patch(&api, adopted, json!({field: "another"})).await;
+        assert!(
+            message.contains(&format!("{field} is immutable")),
+            "changing {kind} {field}: {message}"
+        );
+
+        // The rule holds the identity only: other fields of every object still change.
+        for name in [new, null, adopted] {
+            let patch = json!({"spec": {"name": "renamed"}});
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap_or_else(|err| panic!("renaming {kind} {name}: {err}"));
+        }
+    }
+    env.cleanup().await;
+}
+
+/// The identities of Integration, Provider and ApiKey cannot change once created (the API
+/// cannot change them either): each refusal names the field and says what to do instead.
+#[tokio::test]
+async fn integration_provider_and_api_key_identities_are_immutable() {
+    let env = TestEnv::new("crds-immutable-new").await;
+    let pp = PostParams::default();
+    let workspace = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
+    let integrations: Api<DynamicObject> = Api::all_with(
+        env.client.clone(),
+        &ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk("aigw.io", "v1alpha1", "Integration"),
+            "integrations",
+        ),
+    );
+    let integration = format!("{}-openai", env.namespace);
+    let spec = json!({"slug": integration, "name": "OpenAI", "aiProviderId": "openai",
+                      "keySecretRef": {"name": "upstream", "key": "api-key"}});
+    integrations
+        .create(&pp, &object("Integration", &integration, spec))
+        .await
+        .unwrap();
+    let providers = dynamic_api(&env, "Provider", "providers");
+    let spec = json!({"slug": "openai-a", "name": "OpenAI A", "workspaceId": workspace,
+                      "integration": integration});
+    providers
+        .create(&pp, &object("Provider", "openai-a", spec))
+        .await
+        .unwrap();
+    let keys = dynamic_api(&env, "ApiKey", "apikeys");
+    let spec = json!({"name": "app", "kind": "user", "userId": "u-1", "workspaceId": workspace,
+                      "scopes": ["completions.write"], "secretRef": {"name": "app-key"}});
+    keys.create(&pp, &object("ApiKey", "app", spec))
+        .await
+        .unwrap();
+
+    for (api, name, spec, wanted) in [
+        (
+            &integrations,
+            integration.as_str(),
+            json!({"slug": "other"}),
+            "slug is immutable: create a new Integration",
+        ),
+        (
+            &integrations,
+            integration.as_str(),
+            json!({"aiProviderId": "anthropic"}),
+            "aiProviderId is immutable",
+        ),
+        (
+            &providers,
+            "openai-a",
+            json!({"workspaceId": "0b7c1d2e-3f40-4a5b-8c6d-7e8f9a0b1c2d"}),
+            "workspaceId is immutable",
+        ),
+        (
+            &providers,
+            "openai-a",
+            json!({"integration": "another"}),
+            "integration is immutable",
+        ),
+        (
+            &providers,
+            "openai-a",
+            json!({"slug": "openai-b"}),
+            "slug is immutable: create a new Provider",
+        ),
+        (&keys, "app", json!({"kind": "service"}), "kind"),
+        (&keys, "app", json!({"userId": "u-2"}), "userId"),
+        (
+            &keys,
+            "app",
+            json!({"workspaceId": null}),
+            "spec.workspaceId cannot be added or removed after creation",
+        ),
+    ] {
+        let message = refused_patch(api, name, spec.clone()).await;
+        assert!(message.contains(wanted), "{spec}: {message}");
+    }
+    // What may change still does.
+    providers
+        .patch(
+            "openai-a",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"note": "edited"}})),
+        )
+        .await
+        .unwrap();
+    integrations
+        .delete(&integration, &Default::default())
+        .await
+        .unwrap();
+    env.cleanup().await;
+}

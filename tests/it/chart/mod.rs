@@ -1,0 +1,5 @@
+//! The CRDs on the apiserver, the chart's RBAC with the real operator, and monitoring.
+
+mod crds;
+mod monitoring;
+mod rbac;

@@ -1,0 +1,702 @@
+//! The chart's RBAC is enough for the real operator, and no more: the chart is rendered
+//! (`hack/chart-check.sh --template`), its ServiceAccount and RBAC are applied to the local
+//! apiserver, and the `aigw` binary runs with a kubeconfig that impersonates that ServiceAccount,
+//! once cluster-wide and once with `watchNamespaces`. It creates, rotates and deletes what it
+//! manages, its log has no "forbidden" in it, and the same identity cannot read what the chart
+//! does not grant.
+
+use crate::support;
+
+use std::fs::File;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use aigw::emulator::{EmulatorOptions, Running};
+use aigw::resources::{ApiKey, Config, Connection, Deployment};
+use k8s_openapi::api::apps::v1::Deployment as AppsDeployment;
+use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
+use kube::{Client, Resource, ResourceExt};
+use serde_json::{Value, json};
+use support::TestEnv;
+use support::chart::{self, Identity};
+use support::harness::Harness;
+
+const WAIT: Duration = Duration::from_secs(60);
+const TOKEN: &str = "chart-rbac-token-5d1e7b";
+const ROTATED_AT: &str = "aigw.io/credentials-rotated-at";
+const API_TOKEN_SECRET: &str = "api-token";
+
+#[tokio::test]
+async fn cluster_wide_rbac_lets_the_operator_do_its_work() {
+    // The cluster to itself: a cluster-wide operator would also reconcile the other tests' objects.
+    let cluster = support::exclusive_cluster().await;
+    let release = TestEnv::alone(&cluster, "chart-rel").await;
+    let work = TestEnv::alone(&cluster, "chart-all").await;
+    let chart = Chart::install(&release, &[]).await;
+    let emulator = spawn_emulator().await;
+    let operator = Operator::start(&chart, &emulator, &[]);
+
+    manage_config_and_rotating_deployment(&work, &work, &operator, None).await;
+    manage_rotating_api_key(&work, &operator).await;
+    edit_during_a_slow_create(&work, &operator, &emulator).await;
+
+    let sa = chart.client().await;
+    let secrets: Api<Secret> = Api::namespaced(sa.clone(), &work.namespace);
+    secrets
+        .list(&Default::default())
+        .await
+        .expect("cluster-wide: the ServiceAccount lists Secrets in any namespace");
+    let plain = plain_secret(&work, "not-aigw").await;
+    assert_forbidden(
+        secrets.delete(&plain, &DeleteParams::default()).await,
+        "delete a Secret",
+    );
+    assert_forbidden(
+        Api::<ConfigMap>::namespaced(sa, &work.namespace)
+            .list(&Default::default())
+            .await,
+        "list ConfigMaps",
+    );
+    operator.assert_clean_log();
+
+    drop(operator);
+    chart.uninstall().await;
+    work.cleanup().await;
+    release.cleanup().await;
+}
+
+#[tokio::test]
+async fn watch_namespaces_rbac_is_enough_and_confined_to_them() {
+    let release = TestEnv::new("chart-rel").await;
+    let a = TestEnv::new("chart-a").await;
+    let b = TestEnv::new("chart-b").await;
+    let c = TestEnv::new("chart-c").await;
+    let watch = format!("watchNamespaces={{{},{}}}", a.namespace, b.namespace);
+    let chart = Chart::install(&release, &[watch]).await;
+    let emulator = spawn_emulator().await;
+    let operator = Operator::start(&chart, &emulator, &[&a.namespace, &b.namespace]);
+
+    // The Config in b through a Connection whose token Secret is in the release namespace (the
+    // connection-secrets Role) and whose namespaceSelector matches b (Namespaces in the
+    // ClusterRole); the Deployment (credentials Secret, workload restart) in a.
+    let connection = connection_with_token_in(&release, &chart, &emulator).await;
+    manage_config_and_rotating_deployment(&b, &a, &operator, Some(&connection)).await;
+
+    let sa = chart.client().await;
+    let outside = plain_secret(&c, "outside").await;
+    assert_forbidden(
+        Api::<Secret>::namespaced(sa.clone(), &c.namespace)
+            .get(&outside)
+            .await,
+        "get a Secret in a namespace that is not watched",
+    );
+    assert_forbidden(
+        Api::<Secret>::all(sa.clone())
+            .list(&Default::default())
+            .await,
+        "list Secrets cluster-wide",
+    );
+    assert_forbidden(
+        Api::<Config>::all(sa.clone())
+            .list(&Default::default())
+            .await,
+        "list Configs cluster-wide",
+    );
+    let inside = plain_secret(&a, "inside").await;
+    Api::<Secret>::namespaced(sa.clone(), &a.namespace)
+        .get(&inside)
+        .await
+        .expect("the ServiceAccount reads Secrets in a watched namespace");
+    Api::<Secret>::namespaced(sa.clone(), &release.namespace)
+        .get(API_TOKEN_SECRET)
+        .await
+        .expect("the ServiceAccount reads Connection secrets in the release namespace");
+    // It watches them there (the Connection secret namespace), and nowhere else unwatched.
+    Api::<Secret>::namespaced(sa.clone(), &release.namespace)
+        .list(&Default::default())
+        .await
+        .expect("the ServiceAccount lists the Connection secret namespace");
+    assert_forbidden(
+        Api::<Secret>::namespaced(sa, &c.namespace)
+            .list(&Default::default())
+            .await,
+        "list the Secrets of a namespace that is not watched",
+    );
+    operator.assert_clean_log();
+
+    drop(operator);
+    let _ = Api::<Connection>::all(release.client.clone())
+        .delete(&connection, &DeleteParams::default())
+        .await;
+    chart.uninstall().await;
+    for env in [a, b, c, release] {
+        env.cleanup().await;
+    }
+}
+
+/// The harness's in-process operator, which every other integration test runs, acts as the
+/// chart's ServiceAccount: cluster-wide for one harness, through Roles in the watched namespaces
+/// for a harness of two teams; never as the admin the test code uses.
+#[tokio::test]
+async fn the_harness_operator_runs_under_the_charts_rbac() {
+    let h = Harness::start("chart-harness").await;
+    let operator = h.ctx.kube.clone();
+    let who = Api::<SelfSubjectReview>::all(operator.clone())
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .expect("ask who the operator is");
+    let user = who
+        .status
+        .and_then(|s| s.user_info)
+        .and_then(|u| u.username);
+    assert_eq!(user, Some(h.identity.user()));
+    assert!(h.identity.user().starts_with("system:serviceaccount:"));
+    Api::<Secret>::all(operator.clone())
+        .list(&Default::default())
+        .await
+        .expect("cluster-wide: Secrets in every namespace");
+    assert_forbidden(
+        Api::<ConfigMap>::namespaced(operator, &h.env.namespace)
+            .list(&Default::default())
+            .await,
+        "list ConfigMaps",
+    );
+    h.stop().await;
+
+    let h = Harness::start_two_teams("chart-harness", WAIT, None).await;
+    let operator = h.ctx.kube.clone();
+    let other = h.other.as_ref().expect("two teams");
+    for namespace in [&h.env.namespace, &other.namespace] {
+        Api::<Secret>::namespaced(operator.clone(), namespace)
+            .list(&Default::default())
+            .await
+            .expect("watchNamespaces: Secrets in a watched namespace");
+    }
+    assert_forbidden(
+        Api::<Secret>::all(operator.clone())
+            .list(&Default::default())
+            .await,
+        "watchNamespaces: list Secrets cluster-wide",
+    );
+    assert_forbidden(
+        Api::<Config>::all(operator).list(&Default::default()).await,
+        "watchNamespaces: list Configs cluster-wide",
+    );
+    h.stop().await;
+}
+
+/// Creates a Config in `config_ns`, and in `deployment_ns` a Deployment whose credentials
+/// Secret the operator writes, rotates (restarting an apps/v1 Deployment), then deletes both:
+/// every verb the chart grants for the namespaced kinds is exercised.
+async fn manage_config_and_rotating_deployment(
+    config_ns: &TestEnv,
+    deployment_ns: &TestEnv,
+    operator: &Operator,
+    connection: Option<&str>,
+) {
+    config_ns
+        .api::<Config>()
+        .create(&PostParams::default(), &config("routing", connection))
+        .await
+        .expect("create the Config");
+    operator.wait_for(config_ns, "routing", config_ready).await;
+
+    let pod = json!({"metadata": {"labels": {"app": "gw"}}, "spec": {"containers": [{"name": "gw", "image": "gateway:1"}]}});
+    let workload: AppsDeployment = object(json!({"metadata": {"name": "gw"},
+        "spec": {"selector": {"matchLabels": {"app": "gw"}}, "template": pod}}));
+    deployment_ns
+        .api::<AppsDeployment>()
+        .create(&PostParams::default(), &workload)
+        .await
+        .expect("create the workload");
+    let deployments = deployment_ns.api::<Deployment>();
+    deployments
+        .create(&PostParams::default(), &rotating_deployment("edge", "v1"))
+        .await
+        .expect("create the Deployment");
+    operator
+        .wait_for(deployment_ns, "edge", deployment_ready)
+        .await;
+    let first = client_auth(deployment_ns, "edge-creds").await;
+
+    deployments
+        .patch(
+            "edge",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "v2"}}})),
+        )
+        .await
+        .expect("change the rotation trigger");
+    let rotated = operator
+        .wait_for(deployment_ns, "edge", |d: &Deployment| {
+            deployment_ready(d)
+                && d.status
+                    .as_ref()
+                    .and_then(|s| s.rotation.observed_rotation_trigger.as_deref())
+                    == Some("v2")
+        })
+        .await;
+    assert_ne!(
+        client_auth(deployment_ns, "edge-creds").await,
+        first,
+        "the rotation wrote new credentials into the Secret"
+    );
+    let rotated_at = rotated.status.and_then(|s| s.rotation.last_rotated_at);
+    let workload = deployment_ns
+        .api::<AppsDeployment>()
+        .get("gw")
+        .await
+        .expect("read the workload");
+    let annotation = workload
+        .spec
+        .and_then(|s| s.template.metadata)
+        .and_then(|m| m.annotations)
+        .and_then(|a| a.get(ROTATED_AT).cloned());
+    assert_eq!(
+        annotation, rotated_at,
+        "the workload was restarted (patched)"
+    );
+    assert!(
+        deployment_ns.events_text().await.contains("Rotated"),
+        "the operator published events:\n{}",
+        deployment_ns.events_text().await
+    );
+
+    deployment_ns
+        .delete_and_wait::<Deployment>("edge", WAIT)
+        .await;
+    config_ns.delete_and_wait::<Config>("routing", WAIT).await;
+}
+
+/// A spec edit while the create's POST is on the wire: the status write that records the
+/// result conflicts, and the operator re-reads the object before writing it again. That re-read
+/// must be one the chart allows (it once read `configs/status`, which the chart does not grant).
+async fn edit_during_a_slow_create(env: &TestEnv, operator: &Operator, emulator: &Running) {
+    let faults = format!("{}/_emulator/faults", emulator.management_url());
+    let http = reqwest::Client::new();
+    let set = async |body: Value| {
+        let response = http
+            .put(&faults)
+            .json(&body)
+            .send()
+            .await
+            .expect("set faults");
+        assert!(
+            response.status().is_success(),
+            "faults: {}",
+            response.status()
+        );
+    };
+    set(json!({"latency_ms": 3000})).await;
+    env.api::<Config>()
+        .create(&PostParams::default(), &config("slow", None))
+        .await
+        .expect("create the Config");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    env.api::<Config>()
+        .patch(
+            "slow",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"name": "slow-renamed"}})),
+        )
+        .await
+        .expect("edit the Config");
+    let done = operator.wait_for(env, "slow", config_ready).await;
+    set(json!({})).await;
+    assert!(
+        done.status.and_then(|s| s.slug).is_some(),
+        "the create's result was recorded"
+    );
+    assert!(
+        operator
+            .log_text()
+            .contains("writing its result on the new version"),
+        "the status write conflicted and was retried (the path under test ran)"
+    );
+    env.delete_and_wait::<Config>("slow", WAIT).await;
+}
+
+/// Creates an ApiKey whose Secret the operator writes, rotates it (restarting the workload
+/// `app`, an apps/v1 Deployment), then deletes it: the verbs the chart grants for API keys and
+/// the Secrets they are delivered into.
+async fn manage_rotating_api_key(env: &TestEnv, operator: &Operator) {
+    let pod = json!({"metadata": {"labels": {"app": "app"}}, "spec": {"containers": [{"name": "app", "image": "app:1"}]}});
+    let workload: AppsDeployment = object(json!({"metadata": {"name": "app"},
+        "spec": {"selector": {"matchLabels": {"app": "app"}}, "template": pod}}));
+    env.api::<AppsDeployment>()
+        .create(&PostParams::default(), &workload)
+        .await
+        .expect("create the workload");
+    let key: ApiKey = object(json!({"apiVersion": "aigw.io/v1alpha1", "kind": "ApiKey",
+        "metadata": {"name": "app-key"},
+        "spec": {"name": "app-key", "kind": "service", "scopes": ["completions.write"],
+                 "secretRef": {"name": "app-key"},
+                 "rotation": {"trigger": "v1", "restart": [{"kind": "Deployment", "name": "app"}]}}}));
+    let keys = env.api::<ApiKey>();
+    keys.create(&PostParams::default(), &key)
+        .await
+        .expect("create the ApiKey");
+    let key_ready = |k: &ApiKey| {
+        k.status
+            .as_ref()
+            .is_some_and(|s| ready(&s.conditions, k.meta().generation) && s.id.is_some())
+    };
+    operator.wait_for(env, "app-key", key_ready).await;
+    let first = secret_value(env, "app-key", "api_key").await;
+    keys.patch(
+        "app-key",
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "v2"}}})),
+    )
+    .await
+    .expect("change the rotation trigger");
+    let rotated = operator
+        .wait_for(env, "app-key", |k: &ApiKey| {
+            key_ready(k)
+                && k.status
+                    .as_ref()
+                    .and_then(|s| s.rotation.observed_rotation_trigger.as_deref())
+                    == Some("v2")
+        })
+        .await;
+    assert_ne!(
+        secret_value(env, "app-key", "api_key").await,
+        first,
+        "the rotation wrote a new key into the Secret"
+    );
+    let workload = env
+        .api::<AppsDeployment>()
+        .get("app")
+        .await
+        .expect("read the workload");
+    let annotation = workload
+        .spec
+        .and_then(|s| s.template.metadata)
+        .and_then(|m| m.annotations)
+        .and_then(|a| a.get(ROTATED_AT).cloned());
+    assert_eq!(
+        annotation,
+        rotated.status.and_then(|s| s.rotation.last_rotated_at),
+        "the workload was restarted (patched)"
+    );
+    env.delete_and_wait::<ApiKey>("app-key", WAIT).await;
+}
+
+/// The chart's ServiceAccount and RBAC, applied to the local apiserver.
+struct Chart {
+    admin: Client,
+    objects: Vec<DynamicObject>,
+    identity: Identity,
+    service_account: String,
+    namespace: String,
+    dir: tempfile::TempDir,
+}
+
+impl Chart {
+    /// Renders the chart into `release`'s namespace with a release name of its own (its
+    /// ClusterRole is cluster-scoped: parallel runs must not share it) and applies the RBAC.
+    async fn install(release: &TestEnv, sets: &[String]) -> Self {
+        let name = format!("aigw-{}", &release.namespace[release.namespace.len() - 8..]);
+        let mut objects = Vec::new();
+        for document in chart::render(&name, &release.namespace, sets) {
+            objects.push(chart::apply(&release.client, document).await);
+        }
+        let service_account = objects
+            .iter()
+            .find(|o| o.types.as_ref().is_some_and(|t| t.kind == "ServiceAccount"))
+            .map(|o| o.name_any())
+            .expect("the chart renders a ServiceAccount");
+        let identity = Identity {
+            namespace: release.namespace.clone(),
+            service_account: service_account.clone(),
+        };
+        Self {
+            admin: release.client.clone(),
+            objects,
+            identity,
+            service_account,
+            namespace: release.namespace.clone(),
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    fn kubeconfig_file(&self) -> PathBuf {
+        self.identity.kubeconfig_file(self.dir.path())
+    }
+
+    /// A client acting as the chart's ServiceAccount.
+    async fn client(&self) -> Client {
+        self.identity.client().await
+    }
+
+    async fn uninstall(self) {
+        for object in &self.objects {
+            let (api, _) = chart::dynamic_api(&self.admin, object).await;
+            let _ = api
+                .delete(&object.name_any(), &DeleteParams::default())
+                .await;
+        }
+    }
+}
+
+async fn spawn_emulator() -> Running {
+    aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        .await
+        .expect("emulator did not start")
+}
+
+/// The real `aigw operator` process, acting as the chart's ServiceAccount; killed on drop.
+struct Operator {
+    child: Mutex<Child>,
+    log: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Operator {
+    fn start(chart: &Chart, emulator: &Running, namespaces: &[&String]) -> Self {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let token = dir.path().join("token");
+        std::fs::write(&token, TOKEN).expect("write the token file");
+        let log = dir.path().join("operator.log");
+        let out = File::create(&log).expect("create the log file");
+        let err = out.try_clone().expect("clone the log file");
+        let mut command = Command::new(env!("CARGO_BIN_EXE_aigw"));
+        command
+            .arg("operator")
+            .args(["--management-url", &emulator.management_url()])
+            .args(["--gateway-url", &emulator.gateway_url()])
+            .arg("--token-file")
+            .arg(&token)
+            .args(["--metrics-addr", "127.0.0.1:0"]);
+        for namespace in namespaces {
+            command.args(["--namespace", namespace]);
+        }
+        command.args(optional_flags(&chart.namespace));
+        let child = command
+            .env("KUBECONFIG", chart.kubeconfig_file())
+            .env("POD_NAME", format!("{}-0", chart.service_account))
+            .env("POD_NAMESPACE", &chart.namespace)
+            .env("RUST_LOG", "info,aigw=debug")
+            .env("AIGW_LOG_FORMAT", "text")
+            .env("NO_COLOR", "1")
+            .env_remove("AIGW_NAMESPACE")
+            .stdin(Stdio::null())
+            .stdout(out)
+            .stderr(err)
+            .spawn()
+            .expect("start aigw operator");
+        Self {
+            child: Mutex::new(child),
+            log,
+            _dir: dir,
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Waits until the object satisfies `done`; fails early when the operator has exited.
+    async fn wait_for<K>(&self, env: &TestEnv, name: &str, done: impl Fn(&K) -> bool) -> K
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+        <K as Resource>::DynamicType: Default,
+    {
+        let api = env.api::<K>();
+        let deadline = tokio::time::Instant::now() + WAIT;
+        while tokio::time::Instant::now() < deadline {
+            if let Some(object) = api.get_opt(name).await.ok().flatten().filter(|o| done(o)) {
+                return object;
+            }
+            self.assert_running();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let current = api.get_opt(name).await.ok().flatten();
+        panic!(
+            "timed out after {WAIT:?} waiting for {name}\n--- object ---\n{}\n--- events ---\n{}",
+            serde_yaml::to_string(&current).unwrap_or_default(),
+            env.events_text().await
+        );
+    }
+
+    fn assert_running(&self) {
+        let exited = self
+            .child
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .try_wait()
+            .expect("query the operator process");
+        assert!(exited.is_none(), "the operator exited: {exited:?}");
+    }
+
+    /// Nothing the operator tried was refused, and the API token never reached its log.
+    fn assert_clean_log(&self) {
+        let log = self.log_text();
+        assert!(
+            !log.to_lowercase().contains("forbidden"),
+            "the chart's RBAC refused the operator something"
+        );
+        assert!(!log.contains(TOKEN), "the API token appears in the log");
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let child = self.child.get_mut().unwrap_or_else(|e| e.into_inner());
+        let _ = child.kill();
+        let _ = child.wait();
+        if std::thread::panicking() {
+            eprintln!("--- operator log ---\n{}", self.log_text());
+        }
+    }
+}
+
+/// The flags the chart renders that the binary under test may not have yet: passed only when
+/// `aigw operator --help` lists them.
+fn optional_flags(release_namespace: &str) -> Vec<String> {
+    let help = Command::new(env!("CARGO_BIN_EXE_aigw"))
+        .args(["operator", "--help"])
+        .output()
+        .expect("aigw operator --help");
+    let help = String::from_utf8_lossy(&help.stdout);
+    let mut flags = Vec::new();
+    if help.contains("--leader-elect") {
+        flags.push("--leader-elect=true".to_string());
+    }
+    if help.contains("--leader-election-namespace") {
+        flags.push(format!("--leader-election-namespace={release_namespace}"));
+    }
+    if help.contains("--connection-secret-namespace") {
+        flags.push(format!("--connection-secret-namespace={release_namespace}"));
+    }
+    // The test changes a rotation trigger right after the create.
+    if help.contains("--rotation-spacing") {
+        flags.push("--rotation-spacing=0s".to_string());
+    }
+    // Other tests' cluster-scoped objects are not this operator's.
+    if help.contains("--cluster-selector") {
+        flags.push(format!(
+            "--cluster-selector=aigw-test/env={release_namespace}"
+        ));
+    }
+    eprintln!("optional operator flags in this build: {flags:?}");
+    flags
+}
+
+fn object<K: serde::de::DeserializeOwned>(value: Value) -> K {
+    serde_json::from_value(value).expect("a valid object")
+}
+
+/// A Config; through the named Connection, or the operator's default connection.
+fn config(name: &str, connection: Option<&str>) -> Config {
+    let mut spec = json!({"name": name, "config": {"strategy": {"mode": "fallback"}, "targets": [{"provider": "@openai"}]}});
+    if let Some(connection) = connection {
+        spec["connectionRef"] = json!({"name": connection});
+    }
+    object(
+        json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Config", "metadata": {"name": name}, "spec": spec}),
+    )
+}
+
+/// A Connection to the emulator (named like the release: unique, Connections are
+/// cluster-scoped) whose bearer token is a Secret in the release namespace and whose
+/// namespaceSelector matches the test's "chart-b" namespace; its name.
+async fn connection_with_token_in(release: &TestEnv, chart: &Chart, emulator: &Running) -> String {
+    let secret: Secret =
+        object(json!({"metadata": {"name": API_TOKEN_SECRET}, "stringData": {"token": TOKEN}}));
+    release
+        .api::<Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("create the token Secret");
+    let name = chart.service_account.clone();
+    let connection: Connection = object(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
+        // Selected by the release's --cluster-selector: otherwise another installation's.
+        "metadata": {"name": name, "labels": {"aigw-test/env": release.namespace}},
+        "spec": {
+            "managementUrl": emulator.management_url(), "gatewayUrl": emulator.gateway_url(),
+            "auth": {"bearerToken": {"secretRef": {"namespace": release.namespace, "name": API_TOKEN_SECRET, "key": "token"}}},
+            "namespaceSelector": {"matchLabels": {"aigw.io/test": "chart-b"}}
+        }
+    }));
+    Api::<Connection>::all(release.client.clone())
+        .create(&PostParams::default(), &connection)
+        .await
+        .expect("create the Connection");
+    name
+}
+
+fn rotating_deployment(name: &str, trigger: &str) -> Deployment {
+    object(
+        json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Deployment", "metadata": {"name": name},
+        "spec": {"name": name, "credentialsSecretRef": {"name": format!("{name}-creds")},
+                 "rotation": {"trigger": trigger, "restart": [{"kind": "Deployment", "name": "gw"}]}}}),
+    )
+}
+
+fn ready(
+    conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    generation: Option<i64>,
+) -> bool {
+    conditions
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True" && c.observed_generation == generation)
+}
+
+fn config_ready(c: &Config) -> bool {
+    c.status
+        .as_ref()
+        .is_some_and(|s| ready(&s.conditions, c.meta().generation))
+}
+
+fn deployment_ready(d: &Deployment) -> bool {
+    d.status
+        .as_ref()
+        .is_some_and(|s| ready(&s.conditions, d.meta().generation))
+}
+
+/// The `client_auth` of a credentials Secret, read as admin.
+async fn client_auth(env: &TestEnv, name: &str) -> Vec<u8> {
+    secret_value(env, name, "client_auth").await
+}
+
+/// The value of `key` in the Secret `name`, read as admin.
+async fn secret_value(env: &TestEnv, name: &str, key: &str) -> Vec<u8> {
+    let secret = env
+        .api::<Secret>()
+        .get(name)
+        .await
+        .expect("read the Secret");
+    secret
+        .data
+        .and_then(|d| d.get(key).map(|v| v.0.clone()))
+        .unwrap_or_else(|| panic!("the Secret {name} holds {key}"))
+}
+
+/// A Secret aigw has nothing to do with, created as admin; its name.
+async fn plain_secret(env: &TestEnv, name: &str) -> String {
+    let secret: Secret = object(json!({"metadata": {"name": name}, "stringData": {"k": "v"}}));
+    env.api::<Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .expect("create a Secret");
+    name.to_string()
+}
+
+/// The request was refused by RBAC (the object itself is never printed: it may be a Secret).
+fn assert_forbidden<T>(result: kube::Result<T>, what: &str) {
+    match result {
+        Err(kube::Error::Api(status)) if status.code == 403 => {}
+        Err(e) => panic!("{what}: expected 403 Forbidden for the ServiceAccount, got {e}"),
+        Ok(_) => panic!("{what}: the ServiceAccount was allowed to"),
+    }
+}

@@ -1,0 +1,238 @@
+//! The replacement of an ApiKey whose rotated value was lost, attacked: a replacement whose
+//! own Secret write fails, a deletion under `Orphan` mid-replacement, lost answers during the
+//! replacement (one operator and two), and a deletion mid-replacement. At rest one live key per
+//! ApiKey, held by its Secret; never a second rotation; never a key nobody holds.
+
+use crate::support;
+
+use std::time::Duration;
+
+use aigw::resources::ApiKey;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Patch, PatchParams};
+use serde_json::{Value, json};
+use support::harness::Harness;
+
+use support::api_keys::*;
+
+fn live_ours(keys: &[Value], name: &str) -> Vec<Value> {
+    keys.iter().filter(|k| k["name"] == name).cloned().collect()
+}
+
+async fn set_trigger_no_wait(h: &Harness, name: &str, trigger: &str) {
+    h.env
+        .api::<ApiKey>()
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": trigger}}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// A lost rotate answer, then the replacement key's own Secret write fails (an immutable
+/// Secret): the replaced key stays recorded until it is deleted, and no key piles up.
+#[tokio::test]
+async fn a_replacement_whose_secret_write_fails_keeps_track_of_the_replaced_key() {
+    let h = Harness::start("rep-imm").await;
+    let id = create(&h, "imm", service_key("imm", json!({"trigger": "a"}))).await;
+    h.env
+        .api::<Secret>()
+        .patch(
+            "imm-key",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"immutable": true})),
+        )
+        .await
+        .unwrap();
+    h.faults(json!({"error_after_commit_rate": 1.0})).await;
+    set_trigger_no_wait(&h, "imm", "b").await;
+    support::wait_until(WAIT, || async {
+        (remote(&h, &id).await["rotations"] == 1).then_some(())
+    })
+    .await
+    .expect("the rotate call never happened");
+    h.faults(json!({})).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    h.env
+        .api::<Secret>()
+        .delete("imm-key", &Default::default())
+        .await
+        .unwrap();
+    let settled = h
+        .env
+        .wait_for::<ApiKey>("imm", Duration::from_secs(90), |k| {
+            let s = k.status.as_ref().unwrap();
+            ready(k) && s.replaced_key.is_none() && s.rotation.pending_rotation.is_none()
+        })
+        .await;
+    let new_id = settled.status.unwrap().id.unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let ours = live_ours(&remote_keys(&h).await, "imm");
+    assert_eq!(
+        ours.len(),
+        1,
+        "one live key for one ApiKey at rest: {ours:?}"
+    );
+    assert_eq!(ours[0]["id"], new_id.as_str());
+    let value = secret_value(&h, "imm-key").await;
+    assert_eq!(handshake(&h, &new_id, &value).await, 200);
+    h.stop().await;
+}
+
+/// Deleted under `Orphan` while its replacement's create is unfinished: the Secret is kept with
+/// a value that works (the replaced key's), and the key the unfinished create made goes.
+#[tokio::test]
+async fn an_orphaned_api_key_mid_replacement_keeps_a_live_secret_and_no_stray_key() {
+    let mut h = Harness::start("rep-orph").await;
+    let mut spec = service_key("orph", json!({"trigger": "a"}));
+    spec["deletionPolicy"] = json!("Orphan");
+    let id = create(&h, "orph", spec).await;
+    h.faults(json!({"error_after_commit_rate": 1.0})).await;
+    set_trigger_no_wait(&h, "orph", "b").await;
+    support::wait_until(WAIT, || async {
+        (remote(&h, &id).await["rotations"] == 1).then_some(())
+    })
+    .await
+    .expect("the rotate call never happened");
+    h.env
+        .wait_for::<ApiKey>("orph", WAIT, |k| {
+            k.status.as_ref().is_some_and(|s| s.replaced_key.is_some())
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    h.stop_operator().await;
+    h.faults(json!({})).await;
+    h.env
+        .api::<ApiKey>()
+        .delete("orph", &Default::default())
+        .await
+        .unwrap();
+    h.restart_operator().await;
+    let gone = support::wait_until(Duration::from_secs(90), || async {
+        h.env
+            .api::<ApiKey>()
+            .get_opt("orph")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the ApiKey was never deleted");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let value = secret_value(&h, "orph-key").await;
+    assert_eq!(
+        handshake(&h, &id, &value).await,
+        200,
+        "the kept Secret holds a live key"
+    );
+    let ours = live_ours(&remote_keys(&h).await, "orph");
+    for key in &ours {
+        assert_eq!(
+            key["id"],
+            id.as_str(),
+            "a key no Secret holds was left: {key}"
+        );
+    }
+    h.stop().await;
+}
+
+async fn lost_answers_during_replacement(two: bool, prefix: &str) {
+    let h = Harness::start(prefix).await;
+    let id = create(&h, "lost", service_key("lost", json!({"trigger": "a"}))).await;
+    let second = if two {
+        h.second_operator()
+    } else {
+        tokio::spawn(async {})
+    };
+    h.reset_stats().await;
+    h.faults(json!({"error_after_commit_rate": 1.0})).await;
+    set_trigger_no_wait(&h, "lost", "b").await;
+    support::wait_until(WAIT, || async {
+        (remote(&h, &id).await["rotations"] == 1).then_some(())
+    })
+    .await
+    .expect("the rotate call never happened");
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    h.faults(json!({})).await;
+    let settled = h
+        .env
+        .wait_for::<ApiKey>("lost", Duration::from_secs(120), |k| {
+            let s = k.status.as_ref().unwrap();
+            ready(k)
+                && s.replaced_key.is_none()
+                && s.rotation.pending_rotation.is_none()
+                && s.id.as_deref().is_some_and(|n| n != id)
+        })
+        .await;
+    let new_id = settled.status.unwrap().id.unwrap();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let rotate = format!("POST {SERVICE_KEYS}/{{keyId}}/rotate");
+    let ours = live_ours(&remote_keys(&h).await, "lost");
+    let value = secret_value(&h, "lost-key").await;
+    second.abort();
+    assert_eq!(ours.len(), 1, "one live key at rest: {ours:?}");
+    assert_eq!(ours[0]["key"], value.as_str());
+    assert_eq!(handshake(&h, &new_id, &value).await, 200);
+    assert_eq!(h.count(&rotate).await, 1, "no second rotation");
+    h.stop().await;
+}
+
+/// Lost answers during the replacement too: the replaced key, of the same name and body, is
+/// never taken for the replacement's own create.
+#[tokio::test]
+async fn lost_answers_during_a_replacement_end_with_one_live_key() {
+    lost_answers_during_replacement(false, "rep-lost1").await
+}
+
+#[tokio::test]
+async fn lost_answers_during_a_replacement_with_two_operators_end_with_one_live_key() {
+    lost_answers_during_replacement(true, "rep-lost2").await
+}
+
+/// Deleted (policy Delete) mid-replacement: no key is left.
+#[tokio::test]
+async fn an_api_key_deleted_mid_replacement_leaves_no_key() {
+    let mut h = Harness::start("rep-del").await;
+    let id = create(&h, "del", service_key("del", json!({"trigger": "a"}))).await;
+    h.faults(json!({"error_after_commit_rate": 1.0})).await;
+    set_trigger_no_wait(&h, "del", "b").await;
+    support::wait_until(WAIT, || async {
+        (remote(&h, &id).await["rotations"] == 1).then_some(())
+    })
+    .await
+    .expect("the rotate call never happened");
+    h.env
+        .wait_for::<ApiKey>("del", WAIT, |k| {
+            k.status.as_ref().is_some_and(|s| s.replaced_key.is_some())
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    h.stop_operator().await;
+    h.faults(json!({})).await;
+    h.env
+        .api::<ApiKey>()
+        .delete("del", &Default::default())
+        .await
+        .unwrap();
+    h.restart_operator().await;
+    let gone = support::wait_until(Duration::from_secs(90), || async {
+        h.env
+            .api::<ApiKey>()
+            .get_opt("del")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the ApiKey was never deleted");
+    let ours = live_ours(&remote_keys(&h).await, "del");
+    assert!(
+        ours.is_empty(),
+        "keys left live after a Delete-policy deletion: {ours:?}"
+    );
+    h.stop().await;
+}

@@ -1,0 +1,1015 @@
+//! The controllers against a real kube-apiserver and the emulator over HTTP.
+
+use crate::support;
+
+use std::time::Duration;
+
+use aigw::resources::{Config, Deployment, RateLimitsPolicy};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
+use kube::{Resource, ResourceExt};
+use reqwest::Method;
+use serde_json::{Value, json};
+use support::harness::{Harness, TOKEN, captured_logs};
+use support::objects::Conditions;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn is_ready(
+    status: Option<&[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]>,
+    generation: Option<i64>,
+) -> bool {
+    status
+        .unwrap_or_default()
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True" && c.observed_generation == generation)
+}
+
+fn config_ready(c: &Config) -> bool {
+    is_ready(
+        c.status.as_ref().map(|s| s.conditions.as_slice()),
+        c.meta().generation,
+    )
+}
+
+fn deployment_ready(d: &Deployment) -> bool {
+    is_ready(
+        d.status.as_ref().map(|s| s.conditions.as_slice()),
+        d.meta().generation,
+    )
+}
+
+fn policy_ready(p: &RateLimitsPolicy) -> bool {
+    is_ready(
+        p.status.as_ref().map(|s| s.conditions.as_slice()),
+        p.meta().generation,
+    )
+}
+
+fn condition(
+    conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
+    type_: &str,
+) -> Option<(String, String, String)> {
+    conditions
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+}
+
+fn config(name: &str, spec: Value) -> Config {
+    serde_json::from_value(json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Config", "metadata": {"name": name}, "spec": spec})).unwrap()
+}
+
+fn deployment(name: &str, spec: Value) -> Deployment {
+    serde_json::from_value(json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Deployment", "metadata": {"name": name}, "spec": spec}))
+        .unwrap()
+}
+
+fn policy(name: &str, spec: Value) -> RateLimitsPolicy {
+    serde_json::from_value(json!({"apiVersion": "aigw.io/v1alpha1", "kind": "RateLimitsPolicy", "metadata": {"name": name}, "spec": spec}))
+        .unwrap()
+}
+
+fn routing_spec(name: &str) -> Value {
+    json!({"name": name, "config": {"strategy": {"mode": "fallback"}, "targets": [{"provider": "@openai"}, {"provider": "@anthropic"}]}})
+}
+
+fn policy_spec(name: &str) -> Value {
+    json!({"name": name, "type": "requests", "unit": "rpm", "value": 100,
+           "conditions": [{"key": "workspace_id", "value": "ws-1"}], "groupBy": [{"key": "api_key"}]})
+}
+
+async fn writes(h: &Harness) -> u64 {
+    h.remote_writes().await
+}
+
+/// No token, password or client_auth in the captured logs or the namespace's events.
+async fn assert_no_secrets_leaked(h: &Harness) {
+    let state = h.state().await;
+    let mut secrets = vec![TOKEN.to_string()];
+    for d in state["deployments"].as_array().into_iter().flatten() {
+        for key in ["client_auth"] {
+            if let Some(v) = d[key].as_str() {
+                secrets.push(v.to_string());
+            }
+        }
+        if let Some(v) = d["credentials"]["password"].as_str() {
+            secrets.push(v.to_string());
+        }
+    }
+    let logs = captured_logs();
+    let events = h.env.events_text().await;
+    for secret in secrets.iter().filter(|s| s.len() >= 8) {
+        assert!(
+            !logs.contains(secret.as_str()),
+            "a secret appears in the logs"
+        );
+        assert!(
+            !events.contains(secret.as_str()),
+            "a secret appears in the events"
+        );
+    }
+}
+
+#[tokio::test]
+async fn config_lifecycle_create_update_drift_delete() {
+    let h = Harness::start_with("ctl-config", Duration::from_secs(1)).await;
+    let configs = h.env.api::<Config>();
+    configs
+        .create(
+            &PostParams::default(),
+            &config("routing", routing_spec("routing")),
+        )
+        .await
+        .unwrap();
+    let ready = h
+        .env
+        .wait_for::<Config>("routing", WAIT, config_ready)
+        .await;
+    let status = ready.status.clone().unwrap();
+    let slug = status.slug.clone().expect("status.slug");
+    let first_version = status.version_id.clone().expect("status.versionId");
+    assert!(
+        status.id.is_some() && status.last_applied_at.is_some() && status.pending_create.is_none()
+    );
+    assert_eq!(h.count("POST /ai_gw/v2/configs").await, 1);
+    let remote = h
+        .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
+        .await;
+    assert_eq!(remote["version_id"], first_version.as_str());
+
+    // Several drift intervals without a change: each is one list, and the list shows the
+    // config untouched since aigw created it, so it is neither read again nor written.
+    h.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        writes(&h).await,
+        0,
+        "remote writes without a change: {}",
+        h.stats().await
+    );
+    assert!(
+        h.count("GET /ai_gw/v2/configs").await >= 2,
+        "drift checks list the configs: {}",
+        h.stats().await
+    );
+    assert_eq!(
+        h.count("GET /ai_gw/v2/configs/{slug}").await,
+        0,
+        "an untouched config is not read again: {}",
+        h.stats().await
+    );
+
+    // A spec change: exactly one PUT, and a new versionId.
+    h.reset_stats().await;
+    let patch = json!({"spec": {"config": {"strategy": {"mode": "loadbalance"}, "targets": [{"provider": "@openai"}]}}});
+    configs
+        .patch("routing", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    let updated = h
+        .env
+        .wait_for::<Config>("routing", WAIT, |c| {
+            config_ready(c)
+                && c.status
+                    .as_ref()
+                    .and_then(|s| s.version_id.as_deref())
+                    .is_some_and(|now| now != first_version)
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        h.count("PUT /ai_gw/v2/configs/{slug}").await,
+        1,
+        "{}",
+        h.stats().await
+    );
+    let second_version = updated.status.unwrap().version_id.unwrap();
+    let remote = h
+        .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
+        .await;
+    let document: Value = serde_json::from_str(remote["config"].as_str().unwrap()).unwrap();
+    assert_eq!(document["strategy"]["mode"], "loadbalance");
+
+    // A remote edit is corrected with one PUT and reported.
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/v2/configs/{slug}"),
+        Some(json!({"config": {"retry": {"attempts": 9}}})),
+    )
+    .await;
+    h.reset_stats().await;
+    h.env
+        .wait_for::<Config>("routing", WAIT, |c| {
+            c.status
+                .as_ref()
+                .unwrap()
+                .version_id
+                .as_deref()
+                .is_some_and(|v| v != second_version)
+        })
+        .await;
+    let remote = h
+        .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
+        .await;
+    let document: Value = serde_json::from_str(remote["config"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        document["strategy"]["mode"], "loadbalance",
+        "the remote edit was reverted"
+    );
+    assert_eq!(h.count("PUT /ai_gw/v2/configs/{slug}").await, 1);
+    assert!(h.env.events_text().await.contains("DriftCorrected"));
+    assert_eq!(h.ctx.metrics.drift_corrections("Config"), 1);
+    // What the correction replaced: the remote version, each path with both values.
+    let corrected = h.env.api::<Config>().get("routing").await.unwrap();
+    let record = corrected
+        .status
+        .unwrap()
+        .last_drift_correction
+        .expect("status.lastDriftCorrection");
+    assert!(record.replaced_version_id.is_some(), "{record:?}");
+    assert!(
+        record
+            .changes
+            .iter()
+            .any(|c| c.path.starts_with("/config/retry")
+                && c.remote.as_deref().is_some_and(|r| r.contains('9'))),
+        "{record:?}"
+    );
+    assert!(
+        record
+            .changes
+            .iter()
+            .any(|c| c.path.starts_with("/config/strategy") && c.remote.is_none()),
+        "{record:?}"
+    );
+    support::wait_until(WAIT, || async {
+        h.env
+            .events_text()
+            .await
+            .contains("/config/retry")
+            .then_some(())
+    })
+    .await
+    .expect("the DriftCorrected event names the paths");
+
+    // Delete (the default policy) removes the remote config and then the resource.
+    h.env.delete_and_wait::<Config>("routing", WAIT).await;
+    assert_eq!(h.count("DELETE /ai_gw/v2/configs/{slug}").await, 1);
+    let state = h.state().await;
+    assert!(
+        state["configs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|c| c["slug"] != slug.as_str())
+    );
+    assert_no_secrets_leaked(&h).await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn config_adopt_and_orphan() {
+    let h = Harness::start("ctl-config-adopt").await;
+    let created = h
+        .call(
+            Method::POST,
+            "/ai_gw/v2/configs",
+            Some(json!({"name": "existing", "config": {"retry": {"attempts": 2}}})),
+        )
+        .await;
+    let slug = created["slug"].as_str().unwrap().to_string();
+    h.reset_stats().await;
+
+    let mut spec = json!({"slug": slug, "name": "existing", "config": {"retry": {"attempts": 2}}, "deletionPolicy": "Orphan"});
+    h.env
+        .api::<Config>()
+        .create(&PostParams::default(), &config("adopted", spec.clone()))
+        .await
+        .unwrap();
+    let ready = h
+        .env
+        .wait_for::<Config>("adopted", WAIT, config_ready)
+        .await;
+    assert_eq!(ready.status.unwrap().slug.as_deref(), Some(slug.as_str()));
+    assert_eq!(
+        writes(&h).await,
+        0,
+        "adopting an identical config writes nothing"
+    );
+
+    spec["config"]["retry"]["attempts"] = json!(5);
+    h.env
+        .api::<Config>()
+        .patch(
+            "adopted",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": spec})),
+        )
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<Config>("adopted", WAIT, config_ready)
+        .await;
+    assert_eq!(h.count("PUT /ai_gw/v2/configs/{slug}").await, 1);
+
+    h.env.delete_and_wait::<Config>("adopted", WAIT).await;
+    h.call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
+        .await; // still there
+    assert_eq!(h.count("DELETE /ai_gw/v2/configs/{slug}").await, 0);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn api_validation_error_stalls_without_a_retry_storm() {
+    let h = Harness::start("ctl-stalled").await;
+    // Admission accepts any condition key; the API knows only api_key, organisation_id,
+    // workspace_id and metadata.* and answers 400.
+    let mut spec = policy_spec("bad-key");
+    spec["conditions"] = json!([{"key": "team", "value": "a"}]);
+    let policies = h.env.api::<RateLimitsPolicy>();
+    policies
+        .create(&PostParams::default(), &policy("bad-key", spec))
+        .await
+        .unwrap();
+    let stalled = h
+        .env
+        .wait_for::<RateLimitsPolicy>("bad-key", WAIT, |p| {
+            p.status
+                .as_ref()
+                .and_then(|s| condition(&s.conditions, "Stalled"))
+                .is_some_and(|(status, _, _)| status == "True")
+        })
+        .await;
+    let conditions = stalled.status.unwrap().conditions;
+    let (_, reason, message) = condition(&conditions, "Stalled").unwrap();
+    assert_eq!(condition(&conditions, "Ready").unwrap().0, "False");
+    assert_eq!(condition(&conditions, "Reconciling").unwrap().0, "False");
+    assert!(
+        message.contains("unknown key \"team\""),
+        "the API's message is shown: {message}"
+    );
+    assert_eq!(reason, "Validation");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let posts = h.count("POST /ai_gw/v2/policies/rate-limits").await;
+    assert!(
+        (1..=2).contains(&posts),
+        "a stalled object is not retried: {posts} POSTs"
+    );
+    assert_eq!(
+        h.env
+            .events_text()
+            .await
+            .matches("Warning bad-key Validation")
+            .count(),
+        1,
+        "one Warning event per failure kind"
+    );
+
+    // Client-side validation stalls the same way, without a call.
+    h.env
+        .api::<Config>()
+        .create(
+            &PostParams::default(),
+            &config("blank", routing_spec("   ")),
+        )
+        .await
+        .unwrap();
+    let blank = h
+        .env
+        .wait_for::<Config>("blank", WAIT, |c| {
+            c.status
+                .as_ref()
+                .and_then(|s| condition(&s.conditions, "Stalled"))
+                .is_some_and(|(status, _, _)| status == "True")
+        })
+        .await;
+    let (_, _, message) = condition(&blank.status.unwrap().conditions, "Stalled").unwrap();
+    assert!(message.contains("name"), "{message}");
+    assert_eq!(h.count("POST /ai_gw/v2/configs").await, 0);
+
+    // A spec change un-stalls it.
+    let patch = json!({"spec": {"conditions": [{"key": "metadata.team", "value": "a"}]}});
+    policies
+        .patch("bad-key", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<RateLimitsPolicy>("bad-key", WAIT, policy_ready)
+        .await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn server_errors_and_rate_limits_are_recovered_from() {
+    let h = Harness::start("ctl-faults").await;
+    h.faults(json!({"error_rate": 0.3, "rate_limit_qps": 5}))
+        .await;
+    let configs = h.env.api::<Config>();
+    for i in 0..6 {
+        let name = format!("burst-{i}");
+        configs
+            .create(&PostParams::default(), &config(&name, routing_spec(&name)))
+            .await
+            .unwrap();
+    }
+    // A 5xx to a POST may have come after the commit, so each one is looked up, and absence
+    // counts only a list-settle time (30 s) after it: two in a row on one Config take a minute.
+    for i in 0..6 {
+        h.env
+            .wait_for::<Config>(
+                &format!("burst-{i}"),
+                Duration::from_secs(180),
+                config_ready,
+            )
+            .await;
+    }
+    let stats = h.stats().await;
+    let failures: u64 = ["500", "503", "429"]
+        .iter()
+        .map(|s| {
+            stats["requests"]
+                .as_object()
+                .unwrap()
+                .values()
+                .filter_map(|v| v[*s].as_u64())
+                .sum::<u64>()
+        })
+        .sum();
+    assert!(failures > 0, "the faults did fire: {stats}");
+    h.faults(json!({})).await;
+    let state = h.state().await;
+    let names: Vec<&str> = state["configs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|c| c["name"].as_str())
+        .collect();
+    for i in 0..6 {
+        assert_eq!(
+            names.iter().filter(|n| **n == format!("burst-{i}")).count(),
+            1,
+            "exactly one remote config each: {names:?}"
+        );
+    }
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn dropped_create_responses_leave_no_duplicates() {
+    let h = Harness::start("ctl-drop").await;
+    h.faults(json!({"drop_after_commit_rate": 1.0})).await;
+    h.env
+        .api::<Config>()
+        .create(
+            &PostParams::default(),
+            &config("dropped", routing_spec("dropped")),
+        )
+        .await
+        .unwrap();
+    h.env
+        .api::<RateLimitsPolicy>()
+        .create(
+            &PostParams::default(),
+            &policy("dropped", policy_spec("dropped")),
+        )
+        .await
+        .unwrap();
+    let spec = json!({"name": "dropped-gw", "credentialsSecretRef": {"name": "dropped-creds"}});
+    h.env
+        .api::<Deployment>()
+        .create(&PostParams::default(), &deployment("dropped", spec))
+        .await
+        .unwrap();
+    // Let the creates land (and their answers be lost), then heal the network.
+    support::wait_until(WAIT, || async {
+        let s = h.state().await;
+        let n = |k: &str| s[k].as_array().map_or(0, Vec::len);
+        (n("configs") >= 1 && n("rate_limits") >= 1 && n("deployments") >= 1).then_some(())
+    })
+    .await
+    .expect("the creates never reached the emulator");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    h.faults(json!({})).await;
+
+    let config = h
+        .env
+        .wait_for::<Config>("dropped", WAIT, config_ready)
+        .await;
+    h.env
+        .wait_for::<RateLimitsPolicy>("dropped", WAIT, policy_ready)
+        .await;
+    let deployment = h
+        .env
+        .wait_for::<Deployment>("dropped", WAIT, deployment_ready)
+        .await;
+    let state = h.state().await;
+    let named = |k: &str, n: &str| {
+        state[k]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|o| o["name"] == n)
+            .count()
+    };
+    assert_eq!(named("configs", "dropped"), 1, "{state}");
+    assert_eq!(named("rate_limits", "dropped"), 1, "{state}");
+    assert_eq!(named("deployments", "dropped-gw"), 1, "{state}");
+    assert_eq!(
+        config.status.unwrap().slug.as_deref(),
+        state["configs"][0]["slug"].as_str()
+    );
+
+    // The deployment's credentials were in a lost answer: the Secret holds live ones.
+    let id = deployment.status.unwrap().id.unwrap();
+    let remote = state["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == id.as_str())
+        .unwrap()
+        .clone();
+    let secret = h.env.api::<Secret>().get("dropped-creds").await.unwrap();
+    let data = secret.data.unwrap();
+    assert_eq!(
+        String::from_utf8(data["client_auth"].0.clone()).unwrap(),
+        remote["client_auth"].as_str().unwrap()
+    );
+    assert_no_secrets_leaked(&h).await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn deployment_create_secret_connection_status_and_archive() {
+    let h = Harness::start_with("ctl-deploy", Duration::from_secs(1)).await;
+    let spec = json!({
+        "name": "edge-gw", "type": "production", "credentialsSecretRef": {"name": "edge-creds"},
+        "tags": {"team": "platform"},
+        "authSettings": {"gatewayBaseUrl": "https://gw.example", "workspacesAllowed": ["ws-1"]}
+    });
+    let deployments = h.env.api::<Deployment>();
+    deployments
+        .create(&PostParams::default(), &deployment("edge", spec))
+        .await
+        .unwrap();
+    let ready = h
+        .env
+        .wait_for::<Deployment>("edge", WAIT, deployment_ready)
+        .await;
+    let status = ready.status.clone().unwrap();
+    let id = status.id.clone().unwrap();
+    assert_eq!(
+        status.connection_status,
+        Some(aigw::resources::deployment::ConnectionStatus::Unknown)
+    );
+    assert_eq!(
+        status.remote_status,
+        Some(aigw::resources::deployment::RemoteStatus::Active)
+    );
+
+    // The Secret holds exactly the emulator's one-time values and is owned by the resource.
+    let state = h.state().await;
+    let remote = state["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == id.as_str())
+        .unwrap()
+        .clone();
+    let secret = h.env.api::<Secret>().get("edge-creds").await.unwrap();
+    let data = secret.data.clone().unwrap();
+    let text = |k: &str| String::from_utf8(data[k].0.clone()).unwrap();
+    assert_eq!(text("client_auth"), remote["client_auth"].as_str().unwrap());
+    assert_eq!(
+        text("username"),
+        remote["credentials"]["username"].as_str().unwrap()
+    );
+    assert_eq!(
+        text("password"),
+        remote["credentials"]["password"].as_str().unwrap()
+    );
+    let owner = &secret.metadata.owner_references.unwrap()[0];
+    assert_eq!(
+        (owner.kind.as_str(), owner.name.as_str()),
+        ("Deployment", "edge")
+    );
+    let json_status = serde_json::to_string(&ready.status).unwrap();
+    assert!(
+        !json_status.contains(remote["client_auth"].as_str().unwrap()),
+        "no secret in status"
+    );
+
+    // The gateway's heartbeat shows up in status at the next observation.
+    h.reset_stats().await;
+    h.call(
+        Method::POST,
+        &format!("/_emulator/deployments/{id}/connection"),
+        Some(json!({"connection_status": "healthy"})),
+    )
+    .await;
+    let healthy = h
+        .env
+        .wait_for::<Deployment>("edge", WAIT, |d| {
+            d.status.as_ref().unwrap().connection_status
+                == Some(aigw::resources::deployment::ConnectionStatus::Healthy)
+        })
+        .await;
+    assert!(healthy.status.unwrap().last_synced_at.is_some());
+    assert_eq!(
+        h.count("PUT /ai_gw/admin/v2/deployments/{deploymentId}")
+            .await,
+        0,
+        "observing writes nothing"
+    );
+
+    // A remote edit is corrected.
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/admin/v2/deployments/{id}"),
+        Some(json!({"name": "renamed"})),
+    )
+    .await;
+    support::wait_until(WAIT, || async {
+        let d = h
+            .call(
+                Method::GET,
+                &format!("/ai_gw/admin/v2/deployments/{id}"),
+                None,
+            )
+            .await;
+        (d["name"] == "edge-gw").then_some(())
+    })
+    .await
+    .expect("the remote rename was not corrected");
+    let recorded = support::wait_until(WAIT, || async {
+        let d = h.env.api::<Deployment>().get("edge").await.ok()?;
+        d.status?.last_drift_correction
+    })
+    .await
+    .expect("status.lastDriftCorrection");
+    let change = &recorded.changes[0];
+    assert_eq!(
+        (
+            change.path.as_str(),
+            change.remote.as_deref(),
+            change.desired.as_deref()
+        ),
+        ("/name", Some("\"renamed\""), Some("\"edge-gw\"")),
+        "{recorded:?}"
+    );
+
+    // Deleting a credentials Secret is reported, never papered over with invented values.
+    h.env
+        .api::<Secret>()
+        .delete("edge-creds", &DeleteParams::default())
+        .await
+        .unwrap();
+    let missing = h
+        .env
+        .wait_for::<Deployment>("edge", WAIT, |d| {
+            condition(&d.status.as_ref().unwrap().conditions, "Ready")
+                .is_some_and(|(s, r, _)| s == "False" && r == "MissingState")
+        })
+        .await;
+    let (_, _, message) = condition(&missing.status.unwrap().conditions, "Ready").unwrap();
+    assert!(message.contains("edge-creds"), "{message}");
+    assert!(
+        h.env
+            .api::<Secret>()
+            .get_opt("edge-creds")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Archive on delete.
+    h.env.delete_and_wait::<Deployment>("edge", WAIT).await;
+    let remote = h
+        .call(
+            Method::GET,
+            &format!("/ai_gw/admin/v2/deployments/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(remote["status"], "archived");
+    assert_no_secrets_leaked(&h).await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn deployment_adopt_and_orphan() {
+    let h = Harness::start("ctl-deploy-adopt").await;
+    let created = h
+        .call(
+            Method::POST,
+            "/ai_gw/admin/v2/deployments",
+            Some(json!({"name": "legacy", "type": "non_production"})),
+        )
+        .await;
+    let id = created["id"].as_str().unwrap().to_string();
+    h.reset_stats().await;
+    let spec = json!({"deploymentId": id, "name": "legacy", "type": "non_production",
+                      "credentialsSecretRef": {"name": "legacy-creds"}, "deletionPolicy": "Orphan"});
+    h.env
+        .api::<Deployment>()
+        .create(&PostParams::default(), &deployment("legacy", spec))
+        .await
+        .unwrap();
+    // Adopted: the one-time credentials are elsewhere, which is said in a condition.
+    let adopted = h
+        .env
+        .wait_for::<Deployment>("legacy", WAIT, |d| {
+            d.status
+                .as_ref()
+                .is_some_and(|s| s.id.as_deref() == Some(id.as_str()))
+        })
+        .await;
+    assert_eq!(h.count("POST /ai_gw/admin/v2/deployments").await, 0);
+    assert_eq!(
+        h.count("PUT /ai_gw/admin/v2/deployments/{deploymentId}")
+            .await,
+        0,
+        "in sync: no PUT"
+    );
+    let _ = adopted;
+    h.env.delete_and_wait::<Deployment>("legacy", WAIT).await;
+    let remote = h
+        .call(
+            Method::GET,
+            &format!("/ai_gw/admin/v2/deployments/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        remote["status"], "active",
+        "Orphan leaves the remote deployment alone"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn rate_limits_policy_lifecycle() {
+    let h = Harness::start_with("ctl-rlp", Duration::from_secs(1)).await;
+    let policies = h.env.api::<RateLimitsPolicy>();
+    policies
+        .create(
+            &PostParams::default(),
+            &policy("per-key", policy_spec("per-key")),
+        )
+        .await
+        .unwrap();
+    let ready = h
+        .env
+        .wait_for::<RateLimitsPolicy>("per-key", WAIT, policy_ready)
+        .await;
+    let id = ready.status.unwrap().id.unwrap();
+    h.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(writes(&h).await, 0);
+
+    let patch = json!({"spec": {"value": 250, "unit": "rph"}});
+    policies
+        .patch("per-key", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<RateLimitsPolicy>("per-key", WAIT, policy_ready)
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        h.count("PUT /ai_gw/v2/policies/rate-limits/{rateLimitsPolicyId}")
+            .await,
+        1
+    );
+    let remote = h
+        .call(
+            Method::GET,
+            &format!("/ai_gw/v2/policies/rate-limits/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(
+        (remote["value"].as_f64(), remote["unit"].as_str()),
+        (Some(250.0), Some("rph"))
+    );
+
+    // Remote edit corrected.
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/v2/policies/rate-limits/{id}"),
+        Some(json!({"value": 1})),
+    )
+    .await;
+    support::wait_until(WAIT, || async {
+        let p = h
+            .call(
+                Method::GET,
+                &format!("/ai_gw/v2/policies/rate-limits/{id}"),
+                None,
+            )
+            .await;
+        (p["value"].as_f64() == Some(250.0)).then_some(())
+    })
+    .await
+    .expect("the remote edit was not corrected");
+
+    // Adopt an existing policy, then delete both under different policies.
+    let existing = h
+        .call(Method::POST, "/ai_gw/v2/policies/rate-limits", Some(json!({"name": "shared", "type": "tokens", "unit": "rpd", "value": 1000,
+            "conditions": [{"key": "api_key", "value": "k1"}], "group_by": [{"key": "workspace_id"}]})))
+        .await;
+    let existing_id = existing["id"].as_str().unwrap().to_string();
+    let spec = json!({"policyId": existing_id, "name": "shared", "type": "tokens", "unit": "rpd", "value": 1000,
+                      "conditions": [{"key": "api_key", "value": "k1"}], "groupBy": [{"key": "workspace_id"}], "deletionPolicy": "Orphan"});
+    policies
+        .create(&PostParams::default(), &policy("shared", spec))
+        .await
+        .unwrap();
+    let adopted = h
+        .env
+        .wait_for::<RateLimitsPolicy>("shared", WAIT, policy_ready)
+        .await;
+    assert_eq!(
+        adopted.status.unwrap().id.as_deref(),
+        Some(existing_id.as_str())
+    );
+
+    policies
+        .delete("per-key", &DeleteParams::default())
+        .await
+        .unwrap();
+    policies
+        .delete("shared", &DeleteParams::default())
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        let left = policies
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .len();
+        (left == 0).then_some(())
+    })
+    .await
+    .expect("the policies were not deleted");
+    assert_eq!(
+        h.count("DELETE /ai_gw/v2/policies/rate-limits/{rateLimitsPolicyId}")
+            .await,
+        1
+    );
+    h.call(
+        Method::GET,
+        &format!("/ai_gw/v2/policies/rate-limits/{existing_id}"),
+        None,
+    )
+    .await;
+    assert_no_secrets_leaked(&h).await;
+    h.stop().await;
+}
+
+/// An object's per-object memory (its failure count for the backoff, its drift schedule) goes
+/// with the object, whatever route it leaves by: its finalizer run by aigw, or removed by hand
+/// while it kept failing.
+#[tokio::test]
+async fn backoff_and_drift_bookkeeping_go_with_the_object() {
+    let h = Harness::start("prune").await;
+    let configs = h.env.api::<Config>();
+    let mut failing = routing_spec("failing");
+    failing["connectionRef"] = json!({"name": "does-not-exist"});
+    configs
+        .create(&PostParams::default(), &config("failing", failing))
+        .await
+        .unwrap();
+    configs
+        .create(
+            &PostParams::default(),
+            &config("kept", routing_spec("kept")),
+        )
+        .await
+        .unwrap();
+    h.env.wait_for::<Config>("kept", WAIT, config_ready).await;
+    let key = |name: &str| format!("Config/{}/{name}", h.env.namespace);
+    let failed = support::wait_until(WAIT, || async {
+        (h.ctx.backoff.failures(&key("failing")) >= 2).then_some(())
+    })
+    .await;
+    assert!(failed.is_some(), "the failing Config is backing off");
+    assert!(
+        !h.ctx.drift.first_sight(&key("kept")),
+        "the Ready Config has a drift schedule"
+    );
+
+    // Route 1: the finalizer taken off by hand, then deleted, while it still fails.
+    configs
+        .patch(
+            "failing",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    h.env.delete_and_wait::<Config>("failing", WAIT).await;
+    // Route 2: an ordinary deletion, the finalizer run by aigw.
+    h.env.delete_and_wait::<Config>("kept", WAIT).await;
+    let pruned = support::wait_until(WAIT, || async {
+        (h.ctx.backoff.failures(&key("failing")) == 0 && h.ctx.drift.first_sight(&key("kept")))
+            .then_some(())
+    })
+    .await;
+    assert!(
+        pruned.is_some(),
+        "failures {} for the deleted Config; drift schedule kept: {}",
+        h.ctx.backoff.failures(&key("failing")),
+        !h.ctx.drift.first_sight(&key("kept"))
+    );
+    h.stop().await;
+}
+
+/// `--dry-run` against 50 Configs, 10 of them with a spec the remote does not match yet and one
+/// edited remotely before it starts: one `WouldUpdate` event each, naming what it would change, and no write anywhere (no API write,
+/// no status, finalizer or any other write to the resources).
+#[tokio::test]
+async fn a_dry_run_reports_what_it_would_write_and_writes_nothing() {
+    // A long drift interval: only the dry run's first read of each object can find a remote
+    // edit made before it starts.
+    let mut h = Harness::start_with("dry-run", Duration::from_secs(600)).await;
+    let configs = h.env.api::<Config>();
+    for n in 0..50 {
+        let config: Config = serde_json::from_value(json!({
+            "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+            "metadata": {"name": format!("c{n:02}")},
+            "spec": {"name": format!("c{n:02}"), "config": {"retry": {"attempts": 2}}}
+        }))
+        .unwrap();
+        configs
+            .create(&PostParams::default(), &config)
+            .await
+            .unwrap();
+    }
+    for n in 0..50 {
+        h.env
+            .wait_for::<Config>(&format!("c{n:02}"), WAIT, |c| c.ready())
+            .await;
+    }
+    // A remote edit the real operator has not seen (its drift check is 10 minutes away).
+    let slug = configs
+        .get("c49")
+        .await
+        .unwrap()
+        .status
+        .unwrap()
+        .slug
+        .unwrap();
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/v2/configs/{slug}"),
+        Some(json!({"config": {"retry": {"attempts": 9}}})),
+    )
+    .await;
+    h.restart_dry_run().await;
+    for n in 0..10 {
+        let edit = json!({"spec": {"config": {"retry": {"attempts": 5}}}});
+        configs
+            .patch(
+                &format!("c{n:02}"),
+                &PatchParams::default(),
+                &Patch::Merge(&edit),
+            )
+            .await
+            .unwrap();
+    }
+    let versions = |list: Vec<Config>| -> Vec<(String, Option<String>)> {
+        list.into_iter()
+            .map(|c| (c.name_any(), c.resource_version()))
+            .collect()
+    };
+    let before = versions(configs.list(&Default::default()).await.unwrap().items);
+    h.reset_stats().await;
+
+    let reported = support::wait_until(WAIT, || async {
+        let events = h.env.events_text().await;
+        let would: Vec<&str> = events
+            .lines()
+            .filter(|l| l.contains("WouldUpdate"))
+            .collect();
+        (would.len() == 11).then(|| would.join("\n"))
+    })
+    .await
+    .expect("one WouldUpdate event per differing Config, the remote edit included");
+    assert!(reported.contains("c49"), "{reported}");
+    assert!(
+        reported.contains("would update config") && reported.contains("/config/retry/attempts"),
+        "{reported}"
+    );
+    for n in 0..10 {
+        assert!(reported.contains(&format!("c{n:02}")), "{reported}");
+    }
+    // A little longer: still nothing written, to the API or to the resources.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+    let after = versions(configs.list(&Default::default()).await.unwrap().items);
+    assert_eq!(before, after, "a resource was written");
+    assert!(h.ctx.metrics.would_count("Config", "WouldUpdate") >= 11);
+    h.stop().await;
+}

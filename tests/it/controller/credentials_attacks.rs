@@ -1,0 +1,767 @@
+//! Attacks on the guarantees of the credential kinds (Integration, Provider, ApiKey), kept as
+//! regression tests: grants on delete and on a lost create's recovery, an orphaned key after
+//! a failed cleanup, secrets quoted back by the API, and an object never its own rival.
+
+use crate::support;
+
+use std::time::Duration;
+
+use aigw::resources::{Integration, Provider};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use support::harness::Harness;
+use support::objects::Conditions;
+use support::proxy::{forward, json_answer, serve};
+
+const WAIT: Duration = Duration::from_secs(30);
+const WS_A: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
+const KEY: &str = "sk-upstream-Fq3Wz8Lm1Rt6";
+
+async fn put_key(h: &Harness, value: &str) {
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "openai-upstream", "labels": {"aigw.io/cluster-readable": "true"}},
+        "stringData": {"api-key": value}
+    }))
+    .unwrap();
+    h.env
+        .api::<Secret>()
+        .patch(
+            "openai-upstream",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .unwrap();
+}
+
+fn integration_spec(h: &Harness) -> Value {
+    json!({"slug": h.cluster_name("openai"), "name": "OpenAI prod", "aiProviderId": "open-ai",
+           "keySecretRef": {"name": "openai-upstream", "key": "api-key"},
+           "workspaces": [{"id": WS_A}]})
+}
+
+fn provider_spec(h: &Harness) -> Value {
+    json!({"slug": format!("{}-openai-a", h.env.namespace), "name": "OpenAI for team A",
+           "workspaceId": WS_A, "integration": h.cluster_name("openai"), "note": "managed"})
+}
+
+async fn ready_integration_and_provider(h: &Harness) {
+    put_key(h, KEY).await;
+    let api = Api::<Integration>::all(h.env.client.clone());
+    api.create(
+        &PostParams::default(),
+        &h.cluster_object("Integration", "openai", integration_spec(h)),
+    )
+    .await
+    .unwrap();
+    let name = h.cluster_name("openai");
+    support::wait_until(WAIT, || async {
+        let i = api.get_opt(&name).await.ok()??;
+        i.ready().then_some(())
+    })
+    .await
+    .expect("integration ready");
+    h.env
+        .api::<Provider>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Provider", "openai-a", provider_spec(h)),
+        )
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<Provider>("openai-a", WAIT, |p| p.ready())
+        .await;
+}
+
+/// Grant of the integration revoked, then the Provider deleted: the gate's rule
+/// ("a resource the rules refuse releases its object without a call") says no DELETE.
+#[tokio::test]
+async fn a_provider_whose_integration_grant_was_revoked_is_released_on_delete_without_a_call() {
+    // The grant names the Integration resource by name ("{ns}-openai" is h.cluster_name("openai")).
+    let grants =
+        json!([{"namespaces": ["{ns}"], "workspaces": [WS_A], "integrations": ["{ns}-openai"]}]);
+    let mut h = Harness::start_with_grants("cred-pdel", Duration::from_secs(1), grants).await;
+    ready_integration_and_provider(&h).await;
+    // Revoke: the namespace may now bind only another integration.
+    h.set_grants(
+        json!([{"namespaces": ["{ns}"], "workspaces": [WS_A], "integrations": ["anthropic-prod"]}]),
+    );
+    h.restart_operator().await;
+    // An update is refused (control): touch the note.
+    h.env
+        .api::<Provider>()
+        .patch(
+            "openai-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"note": "changed"}})),
+        )
+        .await
+        .unwrap();
+    let refused = h
+        .env
+        .wait_for::<Provider>("openai-a", WAIT, |p| {
+            p.stalled_with("IntegrationNotAllowed")
+        })
+        .await;
+    eprintln!("update after revoke: {:?}", refused.condition("Stalled"));
+    h.reset_stats().await;
+    h.env.delete_and_wait::<Provider>("openai-a", WAIT).await;
+    let deletes = h.count("DELETE /ai_gw/v2/providers/{providerId}").await;
+    let puts = h.count("PUT /ai_gw/v2/providers/{providerId}").await;
+    eprintln!("after revoke: DELETE provider calls = {deletes}, PUT = {puts}");
+    eprintln!("events: {}", h.env.events_text().await);
+    assert_eq!(
+        deletes, 0,
+        "the Provider deleted a provider of an integration its namespace is no longer granted"
+    );
+    h.stop().await;
+}
+
+// ------------------------------------------------------------------------------------------
+// Exactly once on CREATE: the orphan's DELETE fails (transiently) after the lookup found it.
+// ------------------------------------------------------------------------------------------
+
+use aigw::resources::ApiKey;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+struct Knobs {
+    lose_next_post: AtomicBool,
+    fail_deletes: AtomicBool,
+    failed_deletes: AtomicU64,
+}
+
+/// A proxy in front of the emulator: the next API-key POST is applied but answered 502 (its
+/// answer is lost); while `fail_deletes`, API-key DELETEs are answered 503 without reaching the
+/// emulator (a transient failure, nothing applied).
+async fn faulty_proxy(upstream: String, knobs: Arc<Knobs>) -> String {
+    use axum::extract::Request;
+    let client = reqwest::Client::new();
+    let app = axum::Router::new().fallback(move |request: Request| {
+        let (client, upstream, knobs) = (client.clone(), upstream.clone(), knobs.clone());
+        async move {
+            let (parts, body) = request.into_parts();
+            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+            let path = parts
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_string();
+            let is_key_route = parts.uri.path().starts_with("/ai_gw/v2/api-keys/");
+            if is_key_route
+                && parts.method == reqwest::Method::DELETE
+                && knobs.fail_deletes.load(Ordering::SeqCst)
+            {
+                knobs.failed_deletes.fetch_add(1, Ordering::SeqCst);
+                return json_answer(503, "{\"success\":false,\"message\":\"unavailable\"}");
+            }
+            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
+            let creating = is_key_route
+                && parts.method == reqwest::Method::POST
+                && !parts.uri.path().contains("/rotate");
+            if creating && status == 200 && knobs.lose_next_post.swap(false, Ordering::SeqCst) {
+                return axum::response::Response::builder()
+                    .status(502)
+                    .body(axum::body::Body::from("bad gateway"))
+                    .unwrap();
+            }
+            json_answer(status, text)
+        }
+    });
+    serve(app).await
+}
+
+fn api_key_ready(k: &ApiKey) -> bool {
+    k.status.as_ref().is_some_and(|s| {
+        s.conditions.iter().any(|c| {
+            c.type_ == "Ready"
+                && c.status == "True"
+                && c.observed_generation == k.metadata.generation
+        })
+    })
+}
+
+#[tokio::test]
+async fn a_lost_key_create_whose_orphan_delete_fails_keeps_looking_for_the_orphan() {
+    let mut h = Harness::start_with("cred-orphan", Duration::from_secs(1)).await;
+    let knobs = Arc::new(Knobs {
+        lose_next_post: AtomicBool::new(true),
+        fail_deletes: AtomicBool::new(true),
+        failed_deletes: AtomicU64::new(0),
+    });
+    let proxy = faulty_proxy(h.emulator.management_url(), knobs.clone()).await;
+    h.restart_operator_via(&proxy).await;
+    let key: ApiKey =
+        serde_json::from_value(json!({"apiVersion": "aigw.io/v1alpha1", "kind": "ApiKey",
+        "metadata": {"name": "lost"},
+        "spec": {"name": "lost", "kind": "service", "scopes": ["completions.write"],
+                 "secretRef": {"name": "lost-key"}}}))
+        .unwrap();
+    h.env
+        .api::<ApiKey>()
+        .create(&PostParams::default(), &key)
+        .await
+        .unwrap();
+    // Wait until the orphan's delete has been tried and failed.
+    support::wait_until(Duration::from_secs(60), || async {
+        (knobs.failed_deletes.load(Ordering::SeqCst) > 0).then_some(())
+    })
+    .await
+    .expect("the orphan's delete was never tried");
+    // Let the status settle, then let deletes through again.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let mid = h.env.api::<ApiKey>().get("lost").await.unwrap();
+    eprintln!(
+        "status after the failed delete: {}",
+        serde_json::to_string(&mid.status).unwrap()
+    );
+    knobs.fail_deletes.store(false, Ordering::SeqCst);
+    let ready = h
+        .env
+        .wait_for::<ApiKey>("lost", Duration::from_secs(90), api_key_ready)
+        .await;
+    let id = ready.status.clone().unwrap().id.unwrap();
+    // Give the operator time to clean anything up it knows of.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let keys = h.state().await["api_keys"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let ids: Vec<&str> = keys.iter().filter_map(|k| k["id"].as_str()).collect();
+    eprintln!(
+        "ApiKey id {id}; remote keys {ids:?}; failed deletes {}",
+        knobs.failed_deletes.load(Ordering::SeqCst)
+    );
+    eprintln!("events: {}", h.env.events_text().await);
+    assert_eq!(
+        keys.len(),
+        1,
+        "a key no Secret holds is left in the API: {ids:?}, Secret holds {id}"
+    );
+    h.stop().await;
+}
+
+/// The claim index holds a newer copy of the object itself (after its own create-intent
+/// write): the gate must not name the object as its own rival.
+#[tokio::test]
+async fn an_integration_is_never_already_managed_by_itself() {
+    let h = Harness::start_with_secret_namespace("cred-self", Duration::from_secs(1)).await;
+    ready_integration_and_provider(&h).await;
+    let events = h.cluster_events_text().await;
+    let logs = support::harness::captured_logs();
+    let me = format!("managed by Integration /{}", h.cluster_name("openai"));
+    let in_logs = logs.lines().filter(|l| l.contains(&me)).count();
+    eprintln!("self-AlreadyManaged log lines: {in_logs}\nevents: {events}");
+    assert!(
+        !events.contains(&me) && in_logs == 0,
+        "the Integration was reported AlreadyManaged by itself"
+    );
+    h.stop().await;
+}
+
+/// Held checks, gathered: an ApiKey outside the granted workspaces (or with none) makes no call;
+/// an Integration naming another namespace's Secret, or an unlabelled one, reads nothing; an
+/// Integration naming the slug another Integration owns writes nothing.
+#[tokio::test]
+async fn grants_and_secret_namespaces_hold_for_keys_and_integrations() {
+    const WS_B: &str = "0b7c1d2e-3f40-4a5b-8c6d-7e8f9a0b1c2d";
+    let grants =
+        json!([{"namespaces": ["{ns}"], "workspaces": [WS_A], "integrations": ["{ns}-openai"]}]);
+    let h = Harness::start_with_grants("cred-held", Duration::from_secs(1), grants).await;
+    ready_integration_and_provider(&h).await;
+    h.reset_stats().await;
+    for (name, ws) in [("foreign", Some(WS_B)), ("nows", None)] {
+        let mut spec = json!({"name": name, "kind": "service", "scopes": ["completions.write"],
+                              "secretRef": {"name": format!("{name}-key")}});
+        if let Some(ws) = ws {
+            spec["workspaceId"] = json!(ws);
+        }
+        let key: ApiKey =
+            serde_json::from_value(json!({"apiVersion": "aigw.io/v1alpha1", "kind": "ApiKey",
+            "metadata": {"name": name}, "spec": spec}))
+            .unwrap();
+        h.env
+            .api::<ApiKey>()
+            .create(&PostParams::default(), &key)
+            .await
+            .unwrap();
+        let k = h
+            .env
+            .wait_for::<ApiKey>(name, WAIT, |k| k.stalled_with("WorkspaceNotAllowed"))
+            .await;
+        eprintln!("ApiKey {name}: {:?}", k.condition("Stalled"));
+    }
+    // A Secret of another namespace (the one named exists there), and an unlabelled one here.
+    let other_ns = "default";
+    let mut cross = integration_spec(&h);
+    cross["slug"] = json!(h.cluster_name("cross"));
+    cross["keySecretRef"] =
+        json!({"name": "openai-upstream", "key": "api-key", "namespace": other_ns});
+    cross["workspaces"] = json!([]);
+    let unlabelled: Secret = serde_json::from_value(json!({"metadata": {"name": "plain"},
+        "stringData": {"k": "sk-unlabelled-Zx9Yw8Vu7T"}}))
+    .unwrap();
+    h.env
+        .api::<Secret>()
+        .create(&PostParams::default(), &unlabelled)
+        .await
+        .unwrap();
+    let mut plain = integration_spec(&h);
+    plain["slug"] = json!(h.cluster_name("plain"));
+    plain["keySecretRef"] = json!({"name": "plain", "key": "k"});
+    plain["workspaces"] = json!([]);
+    // The slug the first Integration owns.
+    let mut thief = integration_spec(&h);
+    thief["name"] = json!("thief");
+    thief["workspaces"] = json!([]);
+    let api = Api::<Integration>::all(h.env.client.clone());
+    for (name, spec) in [("cross", cross), ("plain", plain), ("thief", thief)] {
+        api.create(
+            &PostParams::default(),
+            &h.cluster_object("Integration", name, spec),
+        )
+        .await
+        .unwrap();
+    }
+    for (name, reason) in [
+        ("cross", "SecretNotReadable"),
+        ("plain", "SecretNotReadable"),
+        ("thief", "AlreadyManaged"),
+    ] {
+        let full = h.cluster_name(name);
+        let got = support::wait_until(WAIT, || async {
+            let i = api.get_opt(&full).await.ok()??;
+            i.stalled_with(reason).then_some(i)
+        })
+        .await;
+        eprintln!(
+            "Integration {name}: {:?}",
+            got.as_ref().and_then(|i| i.condition("Stalled"))
+        );
+        assert!(
+            got.is_some(),
+            "Integration {name} not stalled with {reason}"
+        );
+    }
+    eprintln!("remote writes after reset: {}", h.remote_writes().await);
+    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+    h.stop().await;
+}
+
+// ------------------------------------------------------------------------------------------
+// Secrecy: an API error that echoes what it was sent.
+// ------------------------------------------------------------------------------------------
+
+const LONG_KEY: &str = "sk-proj-Q7vN2mX9pL4kR8tW1yZ6cB3nH5jF0dS2aG7eU4iO9qP1wE6rT3yU8iO2pA5sD7fG9hJ1kL3zX5cV7bN9mQ2wE4rT6yU8";
+
+/// A proxy in front of the emulator answering every integration POST/PUT with a 400 whose
+/// message echoes the key sent: `mode` "full" (the whole body), "pydantic" (a truncated value,
+/// as a pydantic 422 prints an `input_value`).
+async fn echo_proxy(upstream: String, mode: &'static str) -> String {
+    use axum::extract::Request;
+    let client = reqwest::Client::new();
+    let app = axum::Router::new().fallback(move |request: Request| {
+        let (client, upstream) = (client.clone(), upstream.clone());
+        async move {
+            let (parts, body) = request.into_parts();
+            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+            let path = parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+            let writes_integration = parts.uri.path().starts_with("/ai_gw/admin/v2/integrations")
+                && !parts.uri.path().ends_with("/workspaces")
+                && (parts.method == reqwest::Method::POST || parts.method == reqwest::Method::PUT);
+            if writes_integration {
+                let sent: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let key = sent["key"].as_str().unwrap_or("").to_string();
+                let message = match mode {
+                    "full" => format!("invalid request: {}", String::from_utf8_lossy(&body)),
+                    // Review F11: an all-letter value cut short, a URL-encoded and a base64 echo.
+                    "elided" => {
+                        let n = key.chars().count();
+                        let head: String = key.chars().take(6).collect();
+                        let tail: String = key.chars().skip(n.saturating_sub(6)).collect();
+                        format!("bad value '{head}...{tail}'")
+                    }
+                    "url" => {
+                        let url = format!("https://u:{key}@h");
+                        let encoded = percent_encoding::utf8_percent_encode(
+                            &url,
+                            percent_encoding::NON_ALPHANUMERIC,
+                        );
+                        format!("custom_host {encoded} is not reachable")
+                    }
+                    "base64" => {
+                        use base64::Engine;
+                        let basic = base64::engine::general_purpose::STANDARD
+                            .encode(format!("user:{key}"));
+                        format!("upstream refused Authorization: Basic {basic}")
+                    }
+                    _ => {
+                        let n = key.chars().count();
+                        let head: String = key.chars().take(24).collect();
+                        let tail: String = key.chars().skip(n.saturating_sub(24)).collect();
+                        format!("1 validation error for IntegrationCreate\nkey\n  Value error, key is not valid for this provider [type=value_error, input_value='{head}...{tail}', input_type=str]")
+                    }
+                };
+                let answer = json!({"success": false, "message": message});
+                return json_answer(400, answer.to_string());
+            }
+            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
+            json_answer(status, text)
+        }
+    });
+    serve(app).await
+}
+
+/// An all-letter passphrase: no 12-character run of it has a digit.
+const PASSPHRASE: &str = "correct-horse-battery-staple";
+
+async fn echo_attack(mode: &'static str) {
+    let key = match mode {
+        "elided" | "url" | "base64" => PASSPHRASE,
+        _ => LONG_KEY,
+    };
+    let mut h =
+        Harness::start_with_secret_namespace(&format!("cred-echo-{mode}"), Duration::from_secs(1))
+            .await;
+    let proxy = echo_proxy(h.emulator.management_url(), mode).await;
+    h.restart_operator_via(&proxy).await;
+    put_key(&h, key).await;
+    let api = Api::<Integration>::all(h.env.client.clone());
+    let mut spec = integration_spec(&h);
+    spec["workspaces"] = json!([]);
+    api.create(
+        &PostParams::default(),
+        &h.cluster_object("Integration", "openai", spec),
+    )
+    .await
+    .unwrap();
+    let name = h.cluster_name("openai");
+    let got = support::wait_until(WAIT, || async {
+        let i = api.get_opt(&name).await.ok()??;
+        let failed = i.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| {
+                c.message.contains("validation error")
+                    || c.message.contains("invalid request")
+                    || c.message.contains("withheld")
+                    || c.message.contains("<secret>")
+                    || c.message.contains("400")
+            })
+        });
+        failed.then_some(i)
+    })
+    .await
+    .expect("the create failed");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let status = serde_json::to_string(&got.status).unwrap();
+    let events = h.cluster_events_text().await;
+    let logs = support::harness::captured_logs();
+    eprintln!("[{mode}] status: {status}\n[{mode}] events: {events}");
+    // Any 12-character window of the key is a leak of (part of) it; for the passphrase, any
+    // 6 (what the elided echo quotes), and its URL and base64 encodings.
+    let chars: Vec<char> = key.chars().collect();
+    let window = if key == PASSPHRASE { 6 } else { 12 };
+    let mut windows: Vec<String> = chars.windows(window).map(|w| w.iter().collect()).collect();
+    windows.push(
+        percent_encoding::utf8_percent_encode(key, percent_encoding::NON_ALPHANUMERIC).to_string(),
+    );
+    {
+        use base64::Engine;
+        windows.push(base64::engine::general_purpose::STANDARD.encode(format!("user:{key}")));
+    }
+    let leaked = |text: &str| windows.iter().any(|w| text.contains(w.as_str()));
+    let (s, e, l) = (leaked(&status), leaked(&events), leaked(&logs));
+    eprintln!("[{mode}] part of the key in status: {s}, events: {e}, logs: {l}");
+    h.stop().await;
+    assert!(!s && !e && !l, "[{mode}] part of the upstream key leaked");
+}
+
+#[tokio::test]
+async fn an_api_error_echoing_the_whole_request_hides_the_key() {
+    echo_attack("full").await;
+}
+
+#[tokio::test]
+async fn an_api_error_quoting_part_of_the_key_is_withheld() {
+    echo_attack("pydantic").await;
+}
+
+#[tokio::test]
+async fn an_api_error_quoting_an_all_letter_value_cut_short_is_withheld() {
+    echo_attack("elided").await;
+}
+
+#[tokio::test]
+async fn an_api_error_echoing_a_url_encoded_value_hides_it() {
+    echo_attack("url").await;
+}
+
+#[tokio::test]
+async fn an_api_error_echoing_a_base64_encoded_value_hides_it() {
+    echo_attack("base64").await;
+}
+
+// ------------------------------------------------------------------------------------------
+// Grants on lost-create recovery: a rejected create (slug taken) whose answer is lost.
+// ------------------------------------------------------------------------------------------
+
+/// On the first provider POST: someone else's provider with the same slug is created first (in
+/// the same workspace, same integration), our POST is forwarded (and refused: slug taken),
+/// and its answer is lost (502).
+async fn slug_race_proxy(
+    upstream: String,
+    armed: Arc<AtomicBool>,
+    foreign: Arc<std::sync::Mutex<Option<String>>>,
+    same_name: bool,
+) -> String {
+    use axum::extract::Request;
+    let client = reqwest::Client::new();
+    let app = axum::Router::new().fallback(move |request: Request| {
+        let (client, upstream, armed, foreign) = (
+            client.clone(),
+            upstream.clone(),
+            armed.clone(),
+            foreign.clone(),
+        );
+        async move {
+            let (parts, body) = request.into_parts();
+            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+            let path = parts
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_string();
+            let auth = parts.headers.get("authorization").cloned();
+            let creating =
+                parts.method == reqwest::Method::POST && parts.uri.path() == "/ai_gw/v2/providers";
+            let race = creating && armed.swap(false, Ordering::SeqCst);
+            if race {
+                let mut theirs: Value = serde_json::from_slice(&body).unwrap();
+                if !same_name {
+                    theirs["name"] = json!("someone else's provider");
+                }
+                theirs["note"] = json!("not aigw's");
+                let mut out = client
+                    .post(format!("{upstream}/ai_gw/v2/providers"))
+                    .json(&theirs);
+                if let Some(a) = &auth {
+                    out = out.header("authorization", a.as_bytes());
+                }
+                let made = out.send().await.unwrap();
+                let status = made.status();
+                let made: Value = made.json().await.unwrap();
+                let id = made["data"]["id"]
+                    .as_str()
+                    .or(made["id"].as_str())
+                    .map(str::to_string);
+                eprintln!("proxy: foreign provider POST -> {status} id {id:?}");
+                *foreign.lock().unwrap() = id;
+            }
+            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
+            if race {
+                eprintln!(
+                    "proxy: our POST -> {status} {} (answer dropped: 502)",
+                    String::from_utf8_lossy(&text)
+                );
+                return axum::response::Response::builder()
+                    .status(502)
+                    .body(axum::body::Body::from("bad gateway"))
+                    .unwrap();
+            }
+            json_answer(status, text)
+        }
+    });
+    serve(app).await
+}
+
+#[tokio::test]
+async fn a_lost_answer_to_a_refused_provider_create_never_adopts_another_partys_provider() {
+    refused_provider_create_race("cred-race", false).await;
+}
+
+/// The same with another party's provider of the same display name as well as slug (issue 27,
+/// F3): the name alone used to count as proof that our create made it.
+#[tokio::test]
+async fn a_lost_answer_never_adopts_another_partys_provider_of_the_same_name() {
+    refused_provider_create_race("cred-race-name", true).await;
+}
+
+async fn refused_provider_create_race(prefix: &str, same_name: bool) {
+    let grants = json!([{"namespaces": ["{ns}"], "workspaces": [WS_A], "integrations": ["{ns}-openai"], "allowAdoption": false}]);
+    let mut h = Harness::start_with_grants(prefix, Duration::from_secs(1), grants).await;
+    let armed = Arc::new(AtomicBool::new(true));
+    let foreign_id = Arc::new(std::sync::Mutex::new(None));
+    let proxy = slug_race_proxy(
+        h.emulator.management_url(),
+        armed.clone(),
+        foreign_id.clone(),
+        same_name,
+    )
+    .await;
+    h.restart_operator_via(&proxy).await;
+    put_key(&h, KEY).await;
+    let api = Api::<Integration>::all(h.env.client.clone());
+    api.create(
+        &PostParams::default(),
+        &h.cluster_object("Integration", "openai", integration_spec(&h)),
+    )
+    .await
+    .unwrap();
+    let name = h.cluster_name("openai");
+    support::wait_until(WAIT, || async {
+        api.get_opt(&name).await.ok()??.ready().then_some(())
+    })
+    .await
+    .expect("integration ready");
+    h.env
+        .api::<Provider>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Provider", "openai-a", provider_spec(&h)),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let p = h.env.api::<Provider>().get("openai-a").await.unwrap();
+    let providers = h.state().await["providers"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    eprintln!(
+        "Provider status: {}",
+        serde_json::to_string(&p.status).unwrap()
+    );
+    eprintln!(
+        "remote providers: {}",
+        serde_json::to_string(&providers).unwrap()
+    );
+    let adopted = p.status.as_ref().and_then(|s| s.id.clone());
+    let foreign = foreign_id.lock().unwrap().clone();
+    h.reset_stats().await;
+    // If it was taken over: an edit is now PUT onto someone else's provider, the delete deletes it.
+    h.env
+        .api::<Provider>()
+        .patch(
+            "openai-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"note": "aigw's now"}})),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    // The create's outcome settles as "never made" only once a list taken LIST_SETTLE after it
+    // still lacks it: the deletion waits that long.
+    h.env
+        .delete_and_wait::<Provider>("openai-a", Duration::from_secs(90))
+        .await;
+    let puts = h.count("PUT /ai_gw/v2/providers/{providerId}").await;
+    let deletes = h.count("DELETE /ai_gw/v2/providers/{providerId}").await;
+    eprintln!("adopted {adopted:?}, foreign {foreign:?}; then PUT {puts}, DELETE {deletes}");
+    eprintln!("events: {}", h.env.events_text().await);
+    h.stop().await;
+    assert!(foreign.is_some(), "the race did not happen");
+    assert_ne!(
+        adopted, foreign,
+        "a provider aigw never created was taken over without allowAdoption"
+    );
+    assert_eq!(
+        (puts, deletes),
+        (0, 0),
+        "another party's provider was written to"
+    );
+}
+
+/// A proxy in front of the emulator answering every integration DELETE with a 400 whose message
+/// echoes the key the integration was created with (seen in the create's body).
+async fn delete_echo_proxy(upstream: String) -> String {
+    use axum::extract::Request;
+    let client = reqwest::Client::new();
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let app = axum::Router::new().fallback(move |request: Request| {
+        let (client, upstream, seen) = (client.clone(), upstream.clone(), seen.clone());
+        async move {
+            let (parts, body) = request.into_parts();
+            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+            let path = parts
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_string();
+            let integrations = parts.uri.path().starts_with("/ai_gw/admin/v2/integrations");
+            if integrations && parts.method == reqwest::Method::POST {
+                let sent: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                if let Some(key) = sent["key"].as_str() {
+                    *seen.lock().unwrap() = key.to_string();
+                }
+            }
+            if integrations && parts.method == reqwest::Method::DELETE {
+                let key = seen.lock().unwrap().clone();
+                let message = format!("cannot delete: integration with key {key} is in use");
+                let answer = json!({"success": false, "message": message});
+                return json_answer(400, answer.to_string());
+            }
+            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
+            json_answer(status, text)
+        }
+    });
+    serve(app).await
+}
+
+/// A failed cleanup is recorded in status and logged by the controller's error policy, after
+/// the reconcile that read the key is over (attack on issue 27): an API error echoing the key
+/// reaches neither. Before, the error policy's log line only collapsed whitespace, and the
+/// cleanup's own status message knew no value: both carried the key.
+#[tokio::test]
+async fn a_failed_cleanup_echoing_the_key_reaches_no_log_or_status() {
+    let mut h =
+        Harness::start_with_secret_namespace("cred-cleanup-echo", Duration::from_secs(1)).await;
+    let proxy = delete_echo_proxy(h.emulator.management_url()).await;
+    h.restart_operator_via(&proxy).await;
+    put_key(&h, LONG_KEY).await;
+    let api = Api::<Integration>::all(h.env.client.clone());
+    let mut spec = integration_spec(&h);
+    spec["workspaces"] = json!([]);
+    api.create(
+        &PostParams::default(),
+        &h.cluster_object("Integration", "openai", spec),
+    )
+    .await
+    .unwrap();
+    let name = h.cluster_name("openai");
+    support::wait_until(WAIT, || async {
+        let i = api.get_opt(&name).await.ok()??;
+        i.ready().then_some(())
+    })
+    .await
+    .expect("the integration is ready");
+    api.delete(&name, &Default::default()).await.unwrap();
+    // The cleanup fails and is retried (and logged) a few times.
+    support::wait_until(WAIT, || async {
+        let logs = support::harness::captured_logs();
+        (logs.matches("reconcile failed").count() >= 2).then_some(())
+    })
+    .await
+    .expect("the failed cleanup was logged");
+    let status = serde_json::to_string(&api.get(&name).await.unwrap().status).unwrap();
+    let events = h.cluster_events_text().await;
+    let logs = support::harness::captured_logs();
+    let chars: Vec<char> = LONG_KEY.chars().collect();
+    let windows: Vec<String> = chars.windows(12).map(|w| w.iter().collect()).collect();
+    let leaked = |text: &str| windows.iter().any(|w| text.contains(w.as_str()));
+    let (s, e, l) = (leaked(&status), leaked(&events), leaked(&logs));
+    eprintln!("part of the key in status: {s}, events: {e}, logs: {l}\nstatus: {status}");
+    for line in logs.lines().filter(|line| leaked(line)) {
+        eprintln!("leaking log line: {line}");
+    }
+    // Let the object go.
+    let direct = h.emulator.management_url();
+    h.restart_operator_via(&direct).await;
+    support::wait_until(WAIT, || async {
+        api.get_opt(&name).await.ok()?.is_none().then_some(())
+    })
+    .await
+    .expect("deleted once the DELETE goes through");
+    h.stop().await;
+    assert!(!s && !e && !l, "part of the upstream key leaked");
+}

@@ -1,0 +1,828 @@
+//! Exactly once under races, lost and unreadable answers, hidden objects and normalising
+//! servers: one focused test per way the promise used to break (issue 8), against the real
+//! apiserver and the emulator with its faults switched on.
+
+use crate::support;
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aigw::resources::common::CreateIntent;
+use aigw::resources::{ApiKey, Config, Deployment, RateLimitsPolicy, UsageLimitsPolicy};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Patch, PatchParams, PostParams};
+use reqwest::Method;
+use serde_json::{Value, json};
+use support::harness::Harness;
+use support::objects::{Conditions, create, gateway, limits, object, routing};
+use support::proxy::{forward, json_answer, serve};
+
+const WAIT: Duration = Duration::from_secs(60);
+const CONFIG_POST: &str = "POST /ai_gw/v2/configs";
+const DEPLOYMENT_POST: &str = "POST /ai_gw/admin/v2/deployments";
+const DEPLOYMENT_PUT: &str = "PUT /ai_gw/admin/v2/deployments/{deploymentId}";
+
+async fn remote_configs_named(h: &Harness, name: &str) -> Vec<Value> {
+    let state = h.state().await;
+    state["configs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["name"] == name)
+        .cloned()
+        .collect()
+}
+
+async fn remote_deployment(h: &Harness, id: &str) -> Value {
+    let state = h.state().await;
+    state["deployments"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|d| d["id"] == id)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+async fn client_auth(h: &Harness, secret: &str) -> String {
+    let secret = h.env.api::<Secret>().get(secret).await.unwrap();
+    let data = secret.data.unwrap();
+    String::from_utf8(data["client_auth"].0.clone()).unwrap()
+}
+
+#[tokio::test]
+async fn two_operators_racing_create_each_config_once() {
+    let h = Harness::start_with("eo-race", Duration::from_secs(2)).await;
+    let _second = h.second_operator();
+    let configs = h.env.api::<Config>();
+    for i in 0..10 {
+        let name = format!("race-{i}");
+        configs
+            .create(
+                &PostParams::default(),
+                &object("Config", &name, routing(&name)),
+            )
+            .await
+            .unwrap();
+    }
+    for i in 0..10 {
+        h.env
+            .wait_for::<Config>(&format!("race-{i}"), WAIT, |c| c.ready())
+            .await;
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for i in 0..10 {
+        let found = remote_configs_named(&h, &format!("race-{i}")).await;
+        assert_eq!(found.len(), 1, "race-{i}: {found:?}");
+    }
+    assert_eq!(h.count(CONFIG_POST).await, 10, "{}", h.stats().await);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_lost_create_answer_never_claims_an_older_namesake() {
+    let h = Harness::start_with("eo-namesake", Duration::from_secs(2)).await;
+    let seeded = h
+        .call(
+            Method::POST,
+            "/_emulator/seed",
+            Some(
+                json!({"configs": [{"name": "shared", "created_at": "2026-01-01T00:00:00Z",
+                                     "config": {"retry": {"attempts": 1}}}]}),
+            ),
+        )
+        .await;
+    let namesake = seeded["configs"][0]["id"].as_str().unwrap().to_string();
+    h.faults(json!({"drop_after_commit_rate": 1.0})).await;
+    create::<Config>(&h.env, "shared", routing("shared")).await;
+    support::wait_until(WAIT, || async {
+        (h.count(CONFIG_POST).await >= 1).then_some(())
+    })
+    .await
+    .expect("the create was sent");
+    h.faults(json!({})).await;
+    let ready = h
+        .env
+        .wait_for::<Config>("shared", WAIT, |c| c.ready())
+        .await;
+    let ours = ready.status.unwrap().id.unwrap();
+    assert_ne!(ours, namesake, "the older namesake was claimed");
+    let found = remote_configs_named(&h, "shared").await;
+    assert_eq!(found.len(), 2, "the namesake and ours: {found:?}");
+    let untouched = found.iter().find(|c| c["id"] == namesake.as_str()).unwrap();
+    assert_eq!(untouched["versions"], 1, "the namesake was overwritten");
+    assert_eq!(h.count(CONFIG_POST).await, 1);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_capped_list_is_never_proof_of_absence() {
+    let h = Harness::start_with("eo-capped", Duration::from_secs(2)).await;
+    h.faults(json!({"drop_after_commit_rate": 1.0})).await;
+    let configs = h.env.api::<Config>();
+    configs
+        .create(
+            &PostParams::default(),
+            &object("Config", "capped", routing("capped")),
+        )
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        (h.count(CONFIG_POST).await >= 1).then_some(())
+    })
+    .await
+    .expect("the create was sent");
+    // The answer was lost; now the list is capped below its total.
+    h.faults(json!({"list_cap": 0})).await;
+    h.env
+        .wait_for::<Config>("capped", WAIT, |c| {
+            c.not_ready_with("CreateOutcomeUnknown")
+                && c.condition("Ready")
+                    .is_some_and(|(_, _, m)| m.contains("incomplete"))
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(h.count(CONFIG_POST).await, 1, "a second POST on a guess");
+    h.faults(json!({})).await;
+    h.env
+        .wait_for::<Config>("capped", WAIT, |c| c.ready())
+        .await;
+    assert_eq!(remote_configs_named(&h, "capped").await.len(), 1);
+    assert_eq!(h.count(CONFIG_POST).await, 1);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn an_unreadable_create_answer_loses_neither_object_nor_credentials() {
+    let h = Harness::start_with("eo-garbage", Duration::from_secs(2)).await;
+    h.faults(json!({"garbage_2xx_rate": 1.0})).await;
+    create::<Deployment>(&h.env, "gw", gateway("gw-garbage", "gw-creds")).await;
+    support::wait_until(WAIT, || async {
+        (h.count(DEPLOYMENT_POST).await >= 1).then_some(())
+    })
+    .await
+    .expect("the create was sent");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    h.faults(json!({})).await;
+    let ready = h
+        .env
+        .wait_for::<Deployment>("gw", WAIT, |d| d.ready())
+        .await;
+    let id = ready.status.unwrap().id.unwrap();
+    assert_eq!(h.count(DEPLOYMENT_POST).await, 1, "one registration");
+    let live = client_auth(&h, "gw-creds").await;
+    assert_eq!(
+        h.handshake(&id, &live).await,
+        200,
+        "the Secret holds live credentials"
+    );
+    let remote = remote_deployment(&h, &id).await;
+    assert_eq!(
+        remote["tags"]["aigw.io/uid"],
+        ready.metadata.uid.unwrap().as_str()
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_create_answer_without_slug_is_followed_by_id() {
+    let h = Harness::start_with("eo-noslug", Duration::from_secs(1)).await;
+    h.faults(json!({"create_without_slug": true})).await;
+    create::<Config>(&h.env, "noslug", routing("noslug")).await;
+    let with_slug = h
+        .env
+        .wait_for::<Config>("noslug", WAIT, |c| {
+            c.ready() && c.status.as_ref().is_some_and(|s| s.slug.is_some())
+        })
+        .await;
+    let remote = remote_configs_named(&h, "noslug").await;
+    assert_eq!(remote.len(), 1);
+    assert_eq!(
+        with_slug.status.unwrap().slug.as_deref(),
+        remote[0]["slug"].as_str()
+    );
+    assert_eq!(h.count(CONFIG_POST).await, 1);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn ab03_means_out_of_scope_never_gone() {
+    let h = Harness::start_with("eo-ab03", Duration::from_secs(1)).await;
+    h.faults(json!({"missing_as_ab03": true})).await;
+    let ready = {
+        create::<Config>(&h.env, "scoped", routing("scoped")).await;
+        h.env
+            .wait_for::<Config>("scoped", WAIT, |c| c.ready())
+            .await
+    };
+    let slug = ready.status.unwrap().slug.unwrap();
+    h.call(Method::DELETE, &format!("/ai_gw/v2/configs/{slug}"), None)
+        .await;
+    h.env
+        .wait_for::<Config>("scoped", WAIT, |c| c.stalled_with("NotVisible"))
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.count(CONFIG_POST).await, 1, "recreated on an AB03");
+    // A 404 does mean gone: the config aigw created is made again.
+    h.faults(json!({})).await;
+    h.env
+        .wait_for::<Config>("scoped", WAIT, |c| c.ready())
+        .await;
+    assert_eq!(h.count(CONFIG_POST).await, 2);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn an_adopted_object_that_comes_into_scope_recovers_without_a_spec_change() {
+    let h = Harness::start_with("eo-scope", Duration::from_secs(1)).await;
+    h.faults(json!({"missing_as_ab03": true})).await;
+    let mut spec = routing("later");
+    spec["slug"] = json!("pc-later-1");
+    create::<Config>(&h.env, "later", spec).await;
+    h.env
+        .wait_for::<Config>("later", WAIT, |c| c.stalled_with("NotVisible"))
+        .await;
+    h.call(
+        Method::POST,
+        "/_emulator/seed",
+        Some(json!({"configs": [{"name": "later", "slug": "pc-later-1",
+                                 "config": routing("later")["config"]}]})),
+    )
+    .await;
+    h.env.wait_for::<Config>("later", WAIT, |c| c.ready()).await;
+    assert_eq!(h.count(CONFIG_POST).await, 0);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_rotation_whose_answer_is_lost_finishes_with_live_credentials() {
+    let h = Harness::start_with("eo-rotate", Duration::from_secs(2)).await;
+    let mut spec = gateway("gw-rotate", "rot-creds");
+    spec["rotation"] = json!({"trigger": "a"});
+    let deployments = h.env.api::<Deployment>();
+    deployments
+        .create(&PostParams::default(), &object("Deployment", "rot", spec))
+        .await
+        .unwrap();
+    let ready = h
+        .env
+        .wait_for::<Deployment>("rot", WAIT, |d| d.ready())
+        .await;
+    let id = ready.status.unwrap().id.unwrap();
+    // The rotation commits but its answer does not parse: on the old code a permanent
+    // decode error stalled the rotation until the spec changed.
+    h.faults(json!({"garbage_2xx_rate": 1.0})).await;
+    deployments
+        .patch(
+            "rot",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
+        )
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        (h.count(DEPLOYMENT_PUT).await >= 1).then_some(())
+    })
+    .await
+    .expect("the rotation was sent");
+    // Keep the faults on only briefly: each failure doubles the backoff.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let pending = deployments.get("rot").await.unwrap();
+    assert!(
+        pending
+            .status
+            .as_ref()
+            .unwrap()
+            .rotation
+            .pending_rotation
+            .is_some(),
+        "the rotation is still in flight"
+    );
+    assert!(
+        pending
+            .condition("Stalled")
+            .is_none_or(|(status, _, _)| status != "True"),
+        "a started rotation never stalls: {:?}",
+        pending.condition("Stalled")
+    );
+    h.faults(json!({})).await;
+    let lost = h.count(DEPLOYMENT_PUT).await;
+    let done = h
+        .env
+        .wait_for::<Deployment>("rot", WAIT, |d| {
+            d.ready()
+                && d.status
+                    .as_ref()
+                    .unwrap()
+                    .rotation
+                    .pending_rotation
+                    .is_none()
+        })
+        .await;
+    assert_eq!(
+        done.status
+            .unwrap()
+            .rotation
+            .observed_rotation_trigger
+            .as_deref(),
+        Some("b")
+    );
+    let live = client_auth(&h, "rot-creds").await;
+    assert_eq!(h.handshake(&id, &live).await, 200);
+    // Each lost answer may have rotated (its values are gone with it), so each is followed by
+    // one more rotation; once an answer arrives, nothing rotates again.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let rotations = remote_deployment(&h, &id).await["rotations"]
+        .as_u64()
+        .unwrap();
+    assert_eq!(
+        h.count(DEPLOYMENT_PUT).await,
+        lost + 1,
+        "{}",
+        h.stats().await
+    );
+    assert_eq!(
+        rotations,
+        lost + 1,
+        "one rotation per PUT, none after the answer arrived"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn deleting_needs_no_connection_when_no_call_is_needed() {
+    let h = Harness::start("eo-noconn").await;
+    let configs = h.env.api::<Config>();
+    let mut orphan = routing("orphan");
+    orphan["connectionRef"] = json!({"name": "does-not-exist"});
+    orphan["deletionPolicy"] = "Orphan".into();
+    let mut never = routing("never");
+    never["connectionRef"] = json!({"name": "does-not-exist"});
+    for (name, spec) in [("orphan", orphan), ("never", never)] {
+        configs
+            .create(&PostParams::default(), &object("Config", name, spec))
+            .await
+            .unwrap();
+        h.env
+            .wait_for::<Config>(name, WAIT, |c| c.not_ready_with("ConnectionUnavailable"))
+            .await;
+        h.env.delete_and_wait::<Config>(name, WAIT).await;
+    }
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn an_adopted_deployment_without_credentials_is_ready_and_follows_the_gateway() {
+    let h = Harness::start_with("eo-adopt", Duration::from_secs(1)).await;
+    let seeded = h
+        .call(
+            Method::POST,
+            "/_emulator/seed",
+            Some(json!({"deployments": [{"name": "legacy", "type": "production"}]})),
+        )
+        .await;
+    let id = seeded["deployments"][0]["id"].as_str().unwrap().to_string();
+    let mut spec = gateway("legacy", "not-issued-yet");
+    spec["type"] = "production".into();
+    spec["deploymentId"] = json!(id);
+    create::<Deployment>(&h.env, "legacy", spec).await;
+    let ready = h
+        .env
+        .wait_for::<Deployment>("legacy", WAIT, |d| d.ready())
+        .await;
+    let (available, reason, _) = ready.condition("CredentialsAvailable").unwrap();
+    assert_eq!(
+        (available.as_str(), reason.as_str()),
+        ("False", "NotIssued")
+    );
+    h.call(
+        Method::POST,
+        &format!("/_emulator/deployments/{id}/connection"),
+        Some(json!({"connection_status": "unhealthy"})),
+    )
+    .await;
+    h.env
+        .wait_for::<Deployment>("legacy", WAIT, |d| {
+            d.ready()
+                && d.status.as_ref().and_then(|s| s.connection_status)
+                    == Some(aigw::resources::deployment::ConnectionStatus::Unhealthy)
+        })
+        .await;
+    assert_eq!(h.count(DEPLOYMENT_PUT).await, 0);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_normalising_server_causes_no_writes_at_steady_state() {
+    let h = Harness::start_with("eo-normal", Duration::from_secs(1)).await;
+    h.faults(json!({"normalise": true})).await;
+    create::<Config>(&h.env, "norm", routing("norm")).await;
+    create::<RateLimitsPolicy>(&h.env, "norm", limits("norm")).await;
+    h.env.wait_for::<Config>("norm", WAIT, |c| c.ready()).await;
+    h.env
+        .wait_for::<RateLimitsPolicy>("norm", WAIT, |p| p.ready())
+        .await;
+    // Remote writes that change nothing aigw manages (the same name) make the drift lists show
+    // both objects changed, so both are read, normalised, and compared: no PUT follows.
+    let config = h.env.api::<Config>().get("norm").await.unwrap();
+    let slug = config.status.and_then(|s| s.slug).unwrap();
+    let policy = h.env.api::<RateLimitsPolicy>().get("norm").await.unwrap();
+    let id = policy.status.and_then(|s| s.id).unwrap();
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/v2/configs/{slug}"),
+        Some(json!({"name": "norm"})),
+    )
+    .await;
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/v2/policies/rate-limits/{id}"),
+        Some(json!({"name": "norm"})),
+    )
+    .await;
+    h.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let stats = h.stats().await;
+    let puts: u64 = stats["requests"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .filter(|k| k.starts_with("PUT "))
+        .map(|k| support::harness::count_in(&stats, k))
+        .sum();
+    assert_eq!(puts, 0, "{stats}");
+    assert!(
+        h.count("GET /ai_gw/v2/configs/{slug}").await >= 1
+            && h.count("GET /ai_gw/v2/policies/rate-limits/{rateLimitsPolicyId}")
+                .await
+                >= 1,
+        "the touched objects were read: {stats}"
+    );
+    h.stop().await;
+}
+
+/// A proxy in front of the emulator: the first three config POSTs are answered 429
+/// `Retry-After: 25` without reaching it; later ones are forwarded, and their answers held 30 s.
+/// `posts` records when each config POST arrived.
+async fn slow_create_proxy(upstream: String, posts: Arc<Mutex<Vec<jiff::Timestamp>>>) -> String {
+    use axum::extract::Request;
+    let client = reqwest::Client::new();
+    let app = axum::Router::new().fallback(move |request: Request| {
+        let (client, upstream, posts) = (client.clone(), upstream.clone(), posts.clone());
+        async move {
+            let (parts, body) = request.into_parts();
+            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+            let path = parts
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_string();
+            let creating =
+                parts.method == reqwest::Method::POST && parts.uri.path() == "/ai_gw/v2/configs";
+            if !creating {
+                let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
+                return json_answer(status, text);
+            }
+            let arrived = {
+                let mut posts = posts.lock().unwrap();
+                posts.push(jiff::Timestamp::now());
+                posts.len()
+            };
+            if arrived <= 3 {
+                let mut answer = json_answer(429, "{\"success\":false,\"message\":\"slow down\"}");
+                answer
+                    .headers_mut()
+                    .insert("retry-after", axum::http::HeaderValue::from_static("25"));
+                return answer;
+            }
+            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            json_answer(status, text)
+        }
+    });
+    serve(app).await
+}
+
+/// A POST never leaves after its intent's window (issue 27, F7). 429s with `Retry-After: 25`
+/// used to be waited out: the POST that went through left 75 s after its intent, and when the
+/// process died before recording the request's end, a new one looked for the config only in
+/// [intent, intent + 60 s], missed it, and created a second. Now a create that could no longer
+/// be answered within the window is not sent: a new intent is written and the POST goes with it.
+#[tokio::test]
+async fn a_create_never_leaves_after_its_intents_window() {
+    let mut h = Harness::start_with("eo-late", Duration::from_secs(2)).await;
+    let posts = Arc::new(Mutex::new(Vec::new()));
+    let proxy = slow_create_proxy(h.emulator.management_url(), posts.clone()).await;
+    h.restart_operator_via_production_client(&proxy).await;
+    create::<Config>(&h.env, "late", routing("late")).await;
+    support::wait_until(Duration::from_secs(240), || async {
+        (h.count(CONFIG_POST).await >= 1).then_some(())
+    })
+    .await
+    .expect("no create reached the API");
+    // The POST that reached the API is in flight (its answer held): its intent is the one in
+    // status, and it left within that intent's window.
+    let config = h.env.api::<Config>().get("late").await.unwrap();
+    let intent: jiff::Timestamp = CreateIntent::of(&config.metadata)
+        .expect("the create in flight has its intent recorded")
+        .pending_create
+        .parse()
+        .unwrap();
+    let sent = *posts.lock().unwrap().last().unwrap();
+    let after = sent.duration_since(intent);
+    assert!(
+        after < jiff::SignedDuration::from_secs(60),
+        "a POST left {after:?} after its intent (posts at {:?})",
+        posts.lock().unwrap()
+    );
+    // The process dies before the answer arrives; a new one finds the config by the intent.
+    h.restart_operator().await;
+    let ready = h
+        .env
+        .wait_for::<Config>("late", Duration::from_secs(180), |c| c.ready())
+        .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let found = remote_configs_named(&h, "late").await;
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(ready.status.unwrap().id.as_deref(), found[0]["id"].as_str());
+    assert_eq!(h.count(CONFIG_POST).await, 1, "{}", h.stats().await);
+    h.stop().await;
+}
+
+/// An unnamed policy is found after a lost create answer by what that create sent, not by the
+/// spec as edited since (issue 27, F6). The create's answer is lost; `creditLimit` changes
+/// from 100 to 200 before a list shows the policy. It used to compare the remote policy with the current
+/// spec, miss it, and create a second budget over the same traffic. Reads come back reordered
+/// (`normalise`), as a real server may return `conditions` and `group_by`.
+#[tokio::test]
+async fn an_unnamed_policy_edited_after_a_lost_create_is_created_once() {
+    const POST: &str = "POST /ai_gw/v2/policies/usage-limits";
+    let h = Harness::start_with("eo-unnamed", Duration::from_secs(2)).await;
+    // Lists miss the new policy for 20 s: the lookup cannot find it before the edit.
+    let lagging = json!({"list_lag_ms": 20_000, "normalise": true});
+    let mut lossy = lagging.clone();
+    lossy["drop_after_commit_rate"] = json!(1.0);
+    h.faults(lossy).await;
+    let spec = json!({"type": "cost", "creditLimit": 100,
+        "conditions": [{"key": "workspace_id", "value": "ws-1"}, {"key": "api_key", "value": "k1"}],
+        "groupBy": [{"key": "metadata.user_id"}, {"key": "api_key"}]});
+    create::<UsageLimitsPolicy>(&h.env, "budget", spec).await;
+    let policies = h.env.api::<UsageLimitsPolicy>();
+    support::wait_until(WAIT, || async {
+        let policy = policies.get("budget").await.ok()?;
+        let attempt = policy.status?.create_attempt?;
+        attempt.ended_at.map(drop)
+    })
+    .await
+    .expect("the lost create's end was recorded");
+    h.faults(lagging).await;
+    policies
+        .patch(
+            "budget",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"creditLimit": 200}})),
+        )
+        .await
+        .unwrap();
+    let ready = h
+        .env
+        .wait_for::<UsageLimitsPolicy>("budget", Duration::from_secs(120), |p| p.ready())
+        .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let state = h.state().await;
+    let active: Vec<&Value> = state["usage_limits"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|p| p["status"] == "active")
+        .collect();
+    assert_eq!(
+        active.len(),
+        1,
+        "two budgets over the same traffic: {active:?}"
+    );
+    assert_eq!(
+        ready.status.unwrap().id.as_deref(),
+        active[0]["id"].as_str()
+    );
+    assert_eq!(active[0]["credit_limit"], 200, "the edit was not applied");
+    assert_eq!(h.count(POST).await, 1, "{}", h.stats().await);
+    h.stop().await;
+}
+
+/// A proxy in front of the emulator: the first POST to `route` never reaches it; instead
+/// `foreign` (another party's create of the same name, made in the console or by another
+/// cluster) is created, and the POST is answered 503, so its outcome is unknown. `made` gets
+/// the foreign object's id.
+async fn namesake_proxy(
+    upstream: String,
+    route: &'static str,
+    foreign: Value,
+    made: Arc<Mutex<Option<String>>>,
+) -> String {
+    use axum::extract::Request;
+    let client = reqwest::Client::new();
+    let app = axum::Router::new().fallback(move |request: Request| {
+        let (client, upstream, foreign, made) = (
+            client.clone(),
+            upstream.clone(),
+            foreign.clone(),
+            made.clone(),
+        );
+        async move {
+            let (parts, body) = request.into_parts();
+            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+            let path = parts
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_string();
+            let first = parts.method == reqwest::Method::POST
+                && parts.uri.path() == route
+                && made.lock().unwrap().is_none();
+            if !first {
+                let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
+                return json_answer(status, text);
+            }
+            let foreign = serde_json::to_vec(&foreign).unwrap();
+            let (status, text) = forward(&client, &upstream, &parts, &path, &foreign).await;
+            assert_eq!(status, 200, "{}", String::from_utf8_lossy(&text));
+            let answer: Value = serde_json::from_slice(&text).unwrap();
+            *made.lock().unwrap() = Some(answer["id"].as_str().unwrap().to_string());
+            json_answer(503, "{\"success\":false,\"message\":\"unavailable\"}")
+        }
+    });
+    serve(app).await
+}
+
+/// The grants of a namespace that may not adopt: any workspace, no `allowAdoption`.
+fn no_adoption() -> Value {
+    json!([{"namespaces": ["{ns}"]}])
+}
+
+/// The message of `object`'s condition with `reason`, if it has one.
+fn reported<K: Conditions>(object: &K, reason: &str) -> Option<String> {
+    let condition = object.conditions().iter().find(|c| c.reason == reason)?;
+    Some(condition.message.clone())
+}
+
+/// A lost create answer plus a namesake another party made inside the lookup window (issue 27,
+/// F3): the API key found has the name but not this resource's mark, so it is neither deleted
+/// (it used to be, as "our orphan whose value was lost") nor taken without the adoption grant;
+/// the ApiKey reports it and leaves it alone.
+#[tokio::test]
+async fn a_foreign_namesake_key_is_never_deleted_after_a_lost_create() {
+    let mut h = Harness::start_with_grants("eo-fkey", Duration::from_secs(1), no_adoption()).await;
+    let made = Arc::new(Mutex::new(None));
+    let foreign = json!({"name": "checkout", "scopes": ["completions.write"]});
+    let proxy = namesake_proxy(
+        h.emulator.management_url(),
+        "/ai_gw/v2/api-keys/service",
+        foreign,
+        made.clone(),
+    )
+    .await;
+    h.restart_operator_via(&proxy).await;
+    let spec = json!({"name": "checkout", "kind": "service", "scopes": ["completions.write"],
+                      "secretRef": {"name": "checkout-key"}});
+    create::<ApiKey>(&h.env, "checkout", spec).await;
+    let found = h
+        .env
+        .wait_for::<ApiKey>("checkout", WAIT, |k| {
+            reported(k, "AdoptionNotAllowed").is_some()
+        })
+        .await;
+    let foreign_id = made
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the foreign key was made");
+    let message = reported(&found, "AdoptionNotAllowed").unwrap();
+    assert!(message.contains(&foreign_id), "{message}");
+    // Long enough for a delete and a replacement create, as before the fix.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let state = h.state().await;
+    let deleted = state["deleted_api_keys"].to_string();
+    assert!(
+        !deleted.contains(&foreign_id),
+        "the foreign key was deleted: {deleted}"
+    );
+    let keys = state["api_keys"].as_array().cloned().unwrap_or_default();
+    let live: Vec<&Value> = keys.iter().filter(|k| k["name"] == "checkout").collect();
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert_eq!(live[0]["id"], foreign_id.as_str());
+    assert_eq!(
+        live[0]["rotations"], 0,
+        "the foreign key was rotated: {:?}",
+        live[0]
+    );
+    let status = h
+        .env
+        .api::<ApiKey>()
+        .get("checkout")
+        .await
+        .unwrap()
+        .status
+        .unwrap();
+    assert_eq!(status.id, None, "the foreign key was taken");
+    h.stop().await;
+}
+
+/// The same for a Config: a foreign config of the same name made during a lost create is not
+/// adopted and not overwritten (it used to be, and then PUT over and deleted with the Config).
+#[tokio::test]
+async fn a_foreign_namesake_config_is_never_adopted_after_a_lost_create() {
+    let mut h = Harness::start_with_grants("eo-fcfg", Duration::from_secs(1), no_adoption()).await;
+    let made = Arc::new(Mutex::new(None));
+    let foreign = json!({"name": "shared", "config": {"retry": {"attempts": 1}}});
+    let proxy = namesake_proxy(
+        h.emulator.management_url(),
+        "/ai_gw/v2/configs",
+        foreign,
+        made.clone(),
+    )
+    .await;
+    h.restart_operator_via(&proxy).await;
+    create::<Config>(&h.env, "shared", routing("shared")).await;
+    let found = h
+        .env
+        .wait_for::<Config>("shared", WAIT, |c| {
+            reported(c, "AdoptionNotAllowed").is_some()
+        })
+        .await;
+    let foreign_id = made
+        .lock()
+        .unwrap()
+        .clone()
+        .expect("the foreign config was made");
+    let message = reported(&found, "AdoptionNotAllowed").unwrap();
+    assert!(message.contains(&foreign_id), "{message}");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let config = h.env.api::<Config>().get("shared").await.unwrap();
+    assert_eq!(
+        config.status.unwrap().id,
+        None,
+        "the foreign config was adopted"
+    );
+    let found = remote_configs_named(&h, "shared").await;
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0]["id"], foreign_id.as_str());
+    assert_eq!(
+        found[0]["versions"], 1,
+        "the foreign config was overwritten"
+    );
+    // Deleting the Config leaves the foreign config in place.
+    h.env.delete_and_wait::<Config>("shared", WAIT).await;
+    assert_eq!(remote_configs_named(&h, "shared").await.len(), 1);
+    h.stop().await;
+}
+
+/// Another installation's object whose status says it has a create of the same name in flight
+/// holds nothing of this installation's (attack on issue 27): a Config whose create answer was
+/// lost finds its own remote copy and is Ready, created once. Before, the lookup counted the
+/// other installation's in-flight create and stayed `CreateOutcomeUnknown` for as long as that
+/// status said so.
+#[tokio::test]
+async fn another_installations_create_in_flight_holds_no_lookup_of_this_one() {
+    let h = Harness::start_with("eo-other-inst", Duration::from_secs(2)).await;
+    let theirs: Config = serde_json::from_value(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+        "metadata": {"name": "theirs", "annotations": {"aigw.io/installation": "someone-else"}},
+        "spec": routing("shared-name")
+    }))
+    .unwrap();
+    let configs = h.env.api::<Config>();
+    configs
+        .create(&PostParams::default(), &theirs)
+        .await
+        .unwrap();
+    let in_flight = json!({"status": {
+        "pendingCreate": jiff::Timestamp::now().to_string(),
+        "createAttempt": {"name": "shared-name", "intent": "their-intent"}
+    }});
+    configs
+        .patch_status("theirs", &PatchParams::default(), &Patch::Merge(&in_flight))
+        .await
+        .unwrap();
+
+    h.faults(json!({"drop_after_commit_rate": 1.0})).await;
+    create::<Config>(&h.env, "ours", routing("shared-name")).await;
+    support::wait_until(WAIT, || async {
+        (h.count(CONFIG_POST).await >= 1).then_some(())
+    })
+    .await
+    .expect("the create was sent");
+    h.faults(json!({})).await;
+    let ready = h
+        .env
+        .wait_for::<Config>("ours", Duration::from_secs(30), |c| c.ready())
+        .await;
+    let found = remote_configs_named(&h, "shared-name").await;
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(ready.status.unwrap().id.as_deref(), found[0]["id"].as_str());
+    assert_eq!(h.count(CONFIG_POST).await, 1, "{}", h.stats().await);
+    // The other installation's object is left as it was.
+    let left = configs.get("theirs").await.unwrap();
+    assert!(left.metadata.finalizers.is_none(), "{:?}", left.metadata);
+    h.stop().await;
+}

@@ -1,0 +1,256 @@
+//! One tenant cannot stop the others (issue 27, review F1): the free-form fields are bounded at
+//! admission, and a watch survives an object nested deeper than the client's JSON decoder reads
+//! (one stored before the bounds, or written around them). Real apiserver, real emulator.
+
+use crate::support;
+
+use std::time::Duration;
+
+use aigw::resources::{ADMISSION_POLICIES_FILE, Config};
+use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde_json::json;
+use support::harness::Harness;
+use support::objects::{Conditions, create, routing};
+
+const WAIT: Duration = Duration::from_secs(60);
+const DRIFT: Duration = Duration::from_secs(600);
+
+/// The tests of this file switch the Config policy's binding off and on: one at a time.
+static POLICIES: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// The JSON text of `{"a":{"a":…1…}}`, `levels` objects deep (written as text: a `Value` that
+/// deep could not be read back by the client either).
+fn nested(levels: usize) -> String {
+    format!("{}1{}", "{\"a\":".repeat(levels), "}".repeat(levels))
+}
+
+/// Creates the object of `body` (JSON text) in `namespace` with a raw POST, without decoding
+/// the answer (kube-client could not decode an object this deep).
+async fn create_raw(
+    client: &kube::Client,
+    plural: &str,
+    namespace: &str,
+    body: String,
+) -> Result<(), kube::Error> {
+    let path = format!("/apis/aigw.io/v1alpha1/namespaces/{namespace}/{plural}");
+    let request = kube::core::Request::new(path)
+        .create(&PostParams::default(), body.into_bytes())
+        .expect("request");
+    client.request_text(request).await.map(drop)
+}
+
+/// A Config whose `spec.config.metadata` is `levels` objects deep.
+fn deep_config(name: &str, namespace: &str, levels: usize) -> String {
+    json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"name": name, "config": {"metadata": "DOC"}},
+    })
+    .to_string()
+    .replace("\"DOC\"", &nested(levels))
+}
+
+fn refusal(error: kube::Error) -> String {
+    match error {
+        kube::Error::Api(status) => format!("{} {}", status.code, status.message),
+        other => panic!("expected the apiserver to refuse, got {other}"),
+    }
+}
+
+#[tokio::test]
+async fn free_form_fields_nested_150_levels_are_refused_at_admission_naming_the_field() {
+    let _one_at_a_time = POLICIES.lock().await;
+    let env = support::TestEnv::new("ff-admit").await;
+    let ns = &env.namespace;
+
+    let error = create_raw(&env.client, "configs", ns, deep_config("deep", ns, 150))
+        .await
+        .expect_err("a 150-deep spec.config was accepted");
+    let message = refusal(error);
+    assert!(message.starts_with("422"), "{message}");
+    assert!(
+        message.contains("spec.config: nested deeper than 32 levels"),
+        "{message}"
+    );
+
+    // The second check's parameters: the message names the list field.
+    let guardrail = json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Guardrail",
+        "metadata": {"name": "deep", "namespace": ns},
+        "spec": {"name": "deep", "checks": [
+            {"id": "default.regexMatch", "parameters": {"rule": "x"}},
+            {"id": "default.regexMatch", "parameters": "DOC"},
+        ]},
+    })
+    .to_string()
+    .replace("\"DOC\"", &nested(150));
+    let message = refusal(
+        create_raw(&env.client, "guardrails", ns, guardrail)
+            .await
+            .expect_err("a 150-deep guardrail parameters was accepted"),
+    );
+    assert!(
+        message.contains("spec.checks[].parameters: nested deeper than 32 levels"),
+        "{message}"
+    );
+
+    // ApiKey usageLimits.
+    let api_key = json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "ApiKey",
+        "metadata": {"name": "deep", "namespace": ns},
+        "spec": {"name": "deep", "kind": "service", "scopes": ["completions.write"],
+                 "secretRef": {"name": "deep"}, "usageLimits": "DOC"},
+    })
+    .to_string()
+    .replace("\"DOC\"", &nested(150));
+    let message = refusal(
+        create_raw(&env.client, "apikeys", ns, api_key)
+            .await
+            .expect_err("a 150-deep usageLimits was accepted"),
+    );
+    assert!(
+        message.contains("spec.usageLimits: nested deeper than 32 levels"),
+        "{message}"
+    );
+
+    // Within the bounds: spec.config (1) + metadata (1) + 30 = 32 levels, accepted.
+    create_raw(&env.client, "configs", ns, deep_config("within", ns, 30))
+        .await
+        .expect("a document 32 levels deep is within the bounds");
+    env.cleanup().await;
+}
+
+/// Lets `body` (a Config) past admission, as an object stored before the bounds existed: the
+/// binding of the Config policy is removed until the apiserver takes the object, then put back.
+async fn create_around_admission(client: &kube::Client, namespace: &str, body: String) {
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    let binding = "aigw-free-form-limits.configs";
+    // Absent on a build without the bounds: then there is nothing to go around.
+    let _ = bindings.delete(binding, &Default::default()).await;
+    let taken = support::wait_until(WAIT, || async {
+        create_raw(client, "configs", namespace, body.clone())
+            .await
+            .ok()
+    })
+    .await;
+    let policies = std::fs::read_to_string(
+        support::repo_root()
+            .join("crds")
+            .join(ADMISSION_POLICIES_FILE),
+    );
+    if let Ok(text) = policies {
+        support::install_admission_policies(client, &text).await;
+    }
+    taken.expect("the apiserver did not take the deep Config without its policy binding");
+}
+
+#[tokio::test]
+async fn a_config_nested_150_levels_stops_no_other_config_after_a_restart() {
+    let mut h = Harness::start_two_teams("ff-watch", DRIFT, None).await;
+    let other = h.other.as_ref().unwrap();
+    create::<Config>(&h.env, "before", routing("before")).await;
+    h.env
+        .wait_for::<Config>("before", WAIT, |c| c.ready())
+        .await;
+
+    {
+        let _one_at_a_time = POLICIES.lock().await;
+        let body = deep_config("deep", &other.namespace, 150);
+        create_around_admission(&other.client, &other.namespace, body).await;
+        // Another installation's deep object: reported in this one's log and metric only.
+        let theirs = deep_config("theirs", &other.namespace, 150).replace(
+            "\"metadata\":{\"name\"",
+            "\"metadata\":{\"annotations\":{\"aigw.io/installation\":\"someone-else\"},\"name\"",
+        );
+        assert!(theirs.contains("someone-else"), "{theirs}");
+        create_around_admission(&other.client, &other.namespace, theirs).await;
+    }
+    // A restart (a pod restart, a failover, a 410) lists every Config again.
+    h.restart_operator().await;
+
+    // Configs created after the restart, in both namespaces (the deep one's included), reconcile.
+    let other = h.other.as_ref().unwrap();
+    create::<Config>(&h.env, "after", routing("after")).await;
+    create::<Config>(other, "neighbour", routing("neighbour")).await;
+    h.env.wait_for::<Config>("after", WAIT, |c| c.ready()).await;
+    other
+        .wait_for::<Config>("neighbour", WAIT, |c| c.ready())
+        .await;
+
+    // Ready (every cache listed) and healthy (no watch failing).
+    assert!(h.ctx.health.synced(), "a watch cache never listed");
+    assert!(
+        h.ctx.health.failing().is_empty(),
+        "{:?}",
+        h.ctx.health.failing()
+    );
+
+    // The deep object is reported: an Event on it naming the field, a metric, a log line.
+    let events = support::wait_until(WAIT, || async {
+        let text = other.events_text().await;
+        text.contains("deep Unreadable").then_some(text)
+    })
+    .await;
+    let Some(events) = events else {
+        panic!(
+            "no Unreadable event; events:\n{}",
+            other.events_text().await
+        );
+    };
+    assert!(
+        events.contains("spec.config is nested 151 levels deep"),
+        "{events}"
+    );
+    // Both were reported at the same relist; give a stray event on the other one time to land.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let events = other.events_text().await;
+    assert!(
+        !events.contains("theirs Unreadable"),
+        "an event on another installation's object:\n{events}"
+    );
+    let metrics = h.ctx.metrics.encode();
+    assert!(
+        metrics.contains("aigw_unreadable_objects_total{kind=\"Config\"} 2"),
+        "{metrics}"
+    );
+    let logs = support::harness::captured_logs();
+    assert!(
+        logs.contains(&format!("{}/deep", other.namespace))
+            && logs.contains("cannot read this object"),
+        "no log line names the deep object"
+    );
+
+    // With the bounds back in place, an update that leaves its spec alone (a label, or the
+    // finalizer removed by hand) still passes, so the object can be cleaned up.
+    let path = format!(
+        "/apis/aigw.io/v1alpha1/namespaces/{}/configs",
+        other.namespace
+    );
+    let label = json!({"metadata": {"labels": {"cleanup": "yes"}}});
+    let request = kube::core::Request::new(path)
+        .patch("deep", &PatchParams::default(), &Patch::Merge(label))
+        .expect("request");
+    other
+        .client
+        .request_text(request)
+        .await
+        .expect("a metadata-only update of the stored deep object was refused");
+    // Gone, so that no later test of this cluster lists it (it has no finalizer: the operator
+    // never read it).
+    let path = format!(
+        "/apis/aigw.io/v1alpha1/namespaces/{}/configs",
+        other.namespace
+    );
+    for name in ["deep", "theirs"] {
+        let request = kube::core::Request::new(path.clone())
+            .delete(name, &Default::default())
+            .expect("request");
+        other
+            .client
+            .request_text(request)
+            .await
+            .expect("a deep Config could not be deleted");
+    }
+    h.stop().await;
+}

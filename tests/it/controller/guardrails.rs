@@ -1,0 +1,487 @@
+//! Guardrail and ClusterGuardrail on a real kube-apiserver against the emulator over HTTP: a
+//! Secret-backed check parameter reaches the API and nothing else, steady state writes nothing,
+//! a Secret change is one PUT, a remote edit is corrected, a guardrail a Config names waits for
+//! that Config, an organisation guardrail is made on the admin plane, and Kubernetes RBAC alone
+//! keeps a namespaced user from making one.
+
+use crate::support;
+
+use std::time::Duration;
+
+use aigw::resources::{ClusterGuardrail, Config, Guardrail};
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use reqwest::Method;
+use serde_json::{Value, json};
+use support::harness::{Harness, captured_logs};
+use support::objects::{Conditions, object};
+
+const WAIT: Duration = Duration::from_secs(30);
+const WORKSPACE: &str = "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c";
+const SECRET_VALUE: &str = "airs-key-Zq8Wm3Lx7Pv2";
+const ROTATED_VALUE: &str = "airs-key-Rt5Yn1Kc9Hd4";
+
+fn guardrail_spec(name: &str) -> Value {
+    json!({"name": name, "workspaceId": WORKSPACE,
+           "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}},
+                      {"id": "panw-prisma-airs.intercept", "parameters": {"profile_name": "strict"}}],
+           "secretRefs": [{"path": "/checks/1/parameters/api_key",
+                           "secretKeyRef": {"name": "airs", "key": "api-key"}}],
+           "actions": {"deny": true, "onFail": {"value": -5}}})
+}
+
+async fn put_secret(h: &Harness, value: &str) {
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "airs"}, "stringData": {"api-key": value}
+    }))
+    .unwrap();
+    h.env
+        .api::<Secret>()
+        .patch(
+            "airs",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .unwrap();
+}
+
+/// The emulator's record of guardrail `slug`, parameters in clear.
+async fn remote(h: &Harness, slug: &str) -> Option<Value> {
+    h.state().await["guardrails"]
+        .as_array()?
+        .iter()
+        .find(|g| g["slug"] == slug)
+        .cloned()
+}
+
+async fn puts(h: &Harness) -> u64 {
+    h.count("PUT /ai_gw/v2/guardrails/{guardrailId}").await
+}
+
+#[tokio::test]
+async fn a_secret_parameter_reaches_the_api_and_nothing_else() {
+    let h = Harness::start_with("gr-secret", Duration::from_secs(1)).await;
+    put_secret(&h, SECRET_VALUE).await;
+    h.env
+        .api::<Guardrail>()
+        .create(
+            &PostParams::default(),
+            &object("Guardrail", "pii", guardrail_spec("pii")),
+        )
+        .await
+        .unwrap();
+    let ready = h
+        .env
+        .wait_for::<Guardrail>("pii", WAIT, |g| g.ready())
+        .await;
+    let status = ready.status.clone().unwrap();
+    let slug = status.slug.clone().expect("a slug");
+    assert!(status.version_id.is_some() && !status.history.is_empty());
+    let stored = remote(&h, &slug).await.expect("the remote guardrail");
+    assert_eq!(
+        stored["checks"][1]["parameters"]["api_key"], SECRET_VALUE,
+        "the Secret's value reached the API"
+    );
+
+    // Steady state over several drift passes: reads may mask the value, nothing is written.
+    h.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(h.remote_writes().await, 0, "no write at steady state");
+
+    // A Secret change: one PUT with the new value.
+    put_secret(&h, ROTATED_VALUE).await;
+    support::wait_until(WAIT, || async {
+        let stored = remote(&h, &slug).await?;
+        (stored["checks"][1]["parameters"]["api_key"] == ROTATED_VALUE).then_some(())
+    })
+    .await
+    .expect("the rotated value was applied");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(puts(&h).await, 1, "one PUT for the Secret change");
+
+    // A remote edit of the checks is corrected.
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/v2/guardrails/{slug}"),
+        Some(json!({"checks": [{"id": "default.regexMatch", "parameters": {"rule": "x"}}]})),
+    )
+    .await;
+    support::wait_until(WAIT, || async {
+        let stored = remote(&h, &slug).await?;
+        (stored["checks"].as_array()?.len() == 2).then_some(())
+    })
+    .await
+    .expect("the remote edit was not corrected");
+
+    // The values are nowhere but in the API.
+    let statuses = serde_json::to_string(
+        &h.env
+            .api::<Guardrail>()
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|g| g.status.clone())
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let events = h.env.events_text().await;
+    let logs = captured_logs();
+    for value in [SECRET_VALUE, ROTATED_VALUE] {
+        assert!(!statuses.contains(value), "a Secret value in a status");
+        assert!(!events.contains(value), "a Secret value in an event");
+        assert!(!logs.contains(value), "a Secret value in the logs");
+    }
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_guardrail_a_config_names_is_deleted_only_once_the_config_lets_go() {
+    let h = Harness::start_with("gr-refs", Duration::from_secs(1)).await;
+    let mut spec = guardrail_spec("kept");
+    spec["secretRefs"] = json!([]);
+    spec["checks"] = json!([{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}]);
+    h.env
+        .api::<Guardrail>()
+        .create(&PostParams::default(), &object("Guardrail", "kept", spec))
+        .await
+        .unwrap();
+    let slug = h
+        .env
+        .wait_for::<Guardrail>("kept", WAIT, |g| g.ready())
+        .await
+        .status
+        .unwrap()
+        .slug
+        .unwrap();
+    let config = json!({"name": "uses-it", "config": {"input_guardrails": [slug],
+        "targets": [{"provider": "@openai"}]}});
+    h.env
+        .api::<Config>()
+        .create(&PostParams::default(), &object("Config", "uses-it", config))
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<Config>("uses-it", WAIT, |c| c.ready())
+        .await;
+
+    h.env
+        .api::<Guardrail>()
+        .delete("kept", &Default::default())
+        .await
+        .unwrap();
+    let waiting = h
+        .env
+        .wait_for::<Guardrail>("kept", WAIT, |g| g.stalled_with("StillReferenced"))
+        .await;
+    let (_, _, message) = waiting.condition("Stalled").unwrap();
+    assert!(message.contains("uses-it"), "{message}");
+    assert!(remote(&h, &slug).await.is_some(), "not deleted while named");
+
+    h.env.delete_and_wait::<Config>("uses-it", WAIT).await;
+    let gone = support::wait_until(Duration::from_secs(60), || async {
+        h.env
+            .api::<Guardrail>()
+            .get_opt("kept")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the guardrail went once no Config named it");
+    assert!(remote(&h, &slug).await.is_none(), "deleted remotely");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_config_naming_a_guardrail_resource_waits_for_it_then_applies_with_one_put() {
+    let h = Harness::start_with("gr-named", Duration::from_secs(1)).await;
+    let config = json!({"name": "routes", "config": {"targets": [{"provider": "@openai"}]}});
+    h.env
+        .api::<Config>()
+        .create(&PostParams::default(), &object("Config", "routes", config))
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<Config>("routes", WAIT, |c| c.ready())
+        .await;
+
+    // Name a Guardrail that does not exist yet: the Config waits, naming it, and writes nothing.
+    h.reset_stats().await;
+    let refs = json!({"spec": {"resourceRefs": [
+        {"path": "/input_guardrails/0", "kind": "Guardrail", "name": "pii-later"}]}});
+    h.env
+        .api::<Config>()
+        .patch("routes", &PatchParams::default(), &Patch::Merge(&refs))
+        .await
+        .unwrap();
+    let waiting = h
+        .env
+        .wait_for::<Config>("routes", WAIT, |c| c.stalled_with("ReferenceNotReady"))
+        .await;
+    let (_, _, message) = waiting.condition("Stalled").unwrap();
+    assert!(message.contains("pii-later"), "{message}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(h.remote_writes().await, 0, "nothing written while waiting");
+
+    let mut spec = guardrail_spec("pii-later");
+    spec["secretRefs"] = json!([]);
+    spec["checks"] = json!([{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}]);
+    h.env
+        .api::<Guardrail>()
+        .create(
+            &PostParams::default(),
+            &object("Guardrail", "pii-later", spec),
+        )
+        .await
+        .unwrap();
+    let slug = h
+        .env
+        .wait_for::<Guardrail>("pii-later", WAIT, |g| g.ready())
+        .await
+        .status
+        .unwrap()
+        .slug
+        .unwrap();
+    let ready = h
+        .env
+        .wait_for::<Config>("routes", WAIT, |c| c.ready())
+        .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        h.count("PUT /ai_gw/v2/configs/{slug}").await,
+        1,
+        "one PUT once the guardrail is Ready"
+    );
+    let remote_slug = ready.status.unwrap().slug.unwrap();
+    let remote = h
+        .call(
+            Method::GET,
+            &format!("/ai_gw/v2/configs/{remote_slug}"),
+            None,
+        )
+        .await;
+    let document: Value = match &remote["config"] {
+        Value::String(text) => serde_json::from_str(text).unwrap(),
+        other => other.clone(),
+    };
+    assert_eq!(document["input_guardrails"], json!([slug]));
+    h.stop().await;
+}
+
+/// The emulator's guardrail `slug` as the admin plane reads it.
+async fn org_guardrail(h: &Harness, slug: &str) -> Option<Value> {
+    let listed = h
+        .call(Method::GET, "/ai_gw/admin/v2/guardrails", None)
+        .await;
+    listed["data"]
+        .as_array()?
+        .iter()
+        .find(|g| g["slug"] == slug)
+        .cloned()
+}
+
+#[tokio::test]
+async fn a_cluster_guardrail_lives_on_the_admin_plane_and_waits_for_configs_of_any_namespace() {
+    let h = Harness::start_with_secret_namespace("cgr-life", Duration::from_secs(1)).await;
+    // The harness's operator reads Connection Secrets (and so a ClusterGuardrail's) in the test
+    // namespace.
+    put_secret(&h, SECRET_VALUE).await;
+    let mut spec = guardrail_spec("org-pii");
+    spec.as_object_mut().unwrap().remove("workspaceId");
+    let cluster = Api::<ClusterGuardrail>::all(h.env.client.clone());
+    let name = h.cluster_name("org-pii");
+    cluster
+        .create(
+            &PostParams::default(),
+            &h.cluster_object("ClusterGuardrail", "org-pii", spec),
+        )
+        .await
+        .unwrap();
+    // The operator's namespace also holds Connection credentials: a cluster-scoped resource
+    // reads only the Secrets labelled for it there, and sends nothing until then.
+    let refused = support::wait_until(WAIT, || async {
+        let g = cluster.get_opt(&name).await.ok()??;
+        g.stalled_with("SecretNotReadable").then_some(g)
+    })
+    .await
+    .expect("an unlabelled Secret is refused");
+    let (_, _, message) = refused.condition("Stalled").unwrap();
+    assert!(message.contains("aigw.io/cluster-readable"), "{message}");
+    assert_eq!(h.remote_writes().await, 0, "nothing sent without the label");
+    let label = json!({"metadata": {"labels": {"aigw.io/cluster-readable": "true"}}});
+    h.env
+        .api::<Secret>()
+        .patch("airs", &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .unwrap();
+    let ready = support::wait_until(WAIT, || async {
+        let g = cluster.get_opt(&name).await.ok()??;
+        g.ready().then_some(g)
+    })
+    .await
+    .unwrap_or_else(|| panic!("ClusterGuardrail {name} never became Ready"));
+    let slug = ready.status.unwrap().slug.expect("a slug");
+    assert_eq!(h.count("POST /ai_gw/admin/v2/guardrails").await, 1);
+    assert_eq!(h.count("POST /ai_gw/v2/guardrails").await, 0);
+    let listed = org_guardrail(&h, &slug)
+        .await
+        .expect("an organisation guardrail");
+    assert!(listed["workspace_id"].is_null(), "{listed}");
+    let stored = remote(&h, &slug).await.unwrap();
+    assert_eq!(
+        stored["checks"][1]["parameters"]["api_key"], SECRET_VALUE,
+        "the Secret's value reached the API"
+    );
+
+    h.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(h.remote_writes().await, 0, "no write at steady state");
+
+    // A team's Guardrail cannot adopt the organisation guardrail: it stalls and writes nothing.
+    let mut adopting = guardrail_spec("org-pii");
+    adopting["slug"] = json!(slug);
+    adopting["secretRefs"] = json!([]);
+    h.env
+        .api::<Guardrail>()
+        .create(
+            &PostParams::default(),
+            &object("Guardrail", "takeover", adopting),
+        )
+        .await
+        .unwrap();
+    let stalled = h
+        .env
+        .wait_for::<Guardrail>("takeover", WAIT, |g| g.stalled_with("InvalidSpec"))
+        .await;
+    let (_, _, message) = stalled.condition("Stalled").unwrap();
+    assert!(message.contains("organisation guardrail"), "{message}");
+    h.env.delete_and_wait::<Guardrail>("takeover", WAIT).await;
+    assert_eq!(h.remote_writes().await, 0, "the takeover wrote nothing");
+    assert!(
+        org_guardrail(&h, &slug).await.is_some(),
+        "and deleted nothing"
+    );
+
+    // A Config of the test namespace names it by resource.
+    let config = json!({"name": "uses-org", "config": {"targets": [{"provider": "@openai"}]},
+        "resourceRefs": [{"path": "/input_guardrails/0", "kind": "ClusterGuardrail", "name": name}]});
+    h.env
+        .api::<Config>()
+        .create(
+            &PostParams::default(),
+            &object("Config", "uses-org", config),
+        )
+        .await
+        .unwrap();
+    let config_slug = h
+        .env
+        .wait_for::<Config>("uses-org", WAIT, |c| c.ready())
+        .await
+        .status
+        .unwrap()
+        .slug
+        .unwrap();
+    let document = h
+        .call(
+            Method::GET,
+            &format!("/ai_gw/v2/configs/{config_slug}"),
+            None,
+        )
+        .await;
+    let document: Value = serde_json::from_str(document["config"].as_str().unwrap()).unwrap();
+    assert_eq!(document["input_guardrails"][0], slug, "{document}");
+
+    // Deleting it waits for that Config, naming it with its namespace.
+    cluster.delete(&name, &Default::default()).await.unwrap();
+    let waiting = support::wait_until(WAIT, || async {
+        let g = cluster.get_opt(&name).await.ok()??;
+        g.stalled_with("StillReferenced").then_some(g)
+    })
+    .await
+    .expect("the deletion waits for the Config");
+    let (_, _, message) = waiting.condition("Stalled").unwrap();
+    assert!(
+        message.contains(&format!("{}/uses-org", h.env.namespace)),
+        "{message}"
+    );
+    assert!(
+        org_guardrail(&h, &slug).await.is_some(),
+        "not deleted while named"
+    );
+
+    h.env.delete_and_wait::<Config>("uses-org", WAIT).await;
+    let gone = support::wait_until(Duration::from_secs(60), || async {
+        cluster.get_opt(&name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "the ClusterGuardrail went once no Config named it"
+    );
+    assert!(org_guardrail(&h, &slug).await.is_none(), "deleted remotely");
+    assert_eq!(
+        h.count("DELETE /ai_gw/admin/v2/guardrails/{guardrailId}")
+            .await,
+        1
+    );
+
+    let events = h.env.events_text().await;
+    let logs = captured_logs();
+    assert!(!events.contains(SECRET_VALUE), "a Secret value in an event");
+    assert!(!logs.contains(SECRET_VALUE), "a Secret value in the logs");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_namespaced_user_cannot_create_a_cluster_guardrail() {
+    let env = support::TestEnv::new("cgr-rbac").await;
+    let user = format!("{}-dev", env.namespace);
+    // Everything aigw serves in the namespace: the RBAC a team gets for its own namespace.
+    let role: Role = serde_json::from_value(json!({
+        "metadata": {"name": "aigw-editor"},
+        "rules": [{"apiGroups": ["aigw.io"], "resources": ["*"], "verbs": ["*"]}]
+    }))
+    .unwrap();
+    let binding: RoleBinding = serde_json::from_value(json!({
+        "metadata": {"name": "aigw-editor"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "aigw-editor"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
+    }))
+    .unwrap();
+    env.api::<Role>()
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    env.api::<RoleBinding>()
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    let as_user = support::impersonating(&user).await;
+
+    let mut spec = guardrail_spec("team-pii");
+    spec["secretRefs"] = json!([]);
+    Api::<Guardrail>::namespaced(as_user.clone(), &env.namespace)
+        .create(
+            &PostParams::default(),
+            &object("Guardrail", "team-pii", spec.clone()),
+        )
+        .await
+        .expect("the team may create a Guardrail in its namespace");
+    spec.as_object_mut().unwrap().remove("workspaceId");
+    let refused = Api::<ClusterGuardrail>::all(as_user)
+        .create(
+            &PostParams::default(),
+            &object("ClusterGuardrail", &format!("{}-org", env.namespace), spec),
+        )
+        .await;
+    match refused {
+        Err(kube::Error::Api(status)) => assert_eq!(status.code, 403, "{status:?}"),
+        other => panic!("a namespaced user created a ClusterGuardrail: {other:?}"),
+    }
+    env.cleanup().await;
+}

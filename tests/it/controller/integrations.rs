@@ -1,0 +1,1233 @@
+//! Integration (cluster-scoped) and Provider on a real kube-apiserver against the emulator over
+//! HTTP: the upstream key comes from a labelled Secret of the operator's namespace and reaches
+//! the API write-only, each Secret change is exactly one PUT, no key value shows in status,
+//! events, logs, metrics or CLI output; workspace access is merged per workspace and a removed
+//! one is disabled without touching any other row.
+
+use crate::support;
+
+use std::time::Duration;
+
+use aigw::resources::Integration;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use reqwest::Method;
+use serde_json::{Value, json};
+use support::harness::{Harness, captured_logs};
+use support::objects::Conditions;
+
+const WAIT: Duration = Duration::from_secs(30);
+const WS_A: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
+const WS_B: &str = "0b7c1d2e-3f40-4a5b-8c6d-7e8f9a0b1c2d";
+const WS_OTHER: &str = "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c";
+const FIRST_KEY: &str = "sk-upstream-Fq3Wz8Lm1Rt6";
+const SECOND_KEY: &str = "sk-upstream-Kd9Pv4Hx2Ny7";
+const THIRD_KEY: &str = "sk-upstream-Bs5Jc7Qe0Ua3";
+const PUT_INTEGRATION: &str = "PUT /ai_gw/admin/v2/integrations/{integrationId}";
+const PUT_ACCESS: &str = "PUT /ai_gw/admin/v2/integrations/{integrationId}/workspaces";
+
+/// The upstream key Secret in the operator's namespace (the test namespace), labelled for
+/// cluster-scoped readers unless `labelled` is false.
+async fn put_key(h: &Harness, value: &str, labelled: bool) {
+    let labels = match labelled {
+        true => json!({"aigw.io/cluster-readable": "true"}),
+        false => json!({}),
+    };
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "openai-upstream", "labels": labels},
+        "stringData": {"api-key": value}
+    }))
+    .unwrap();
+    h.env
+        .api::<Secret>()
+        .patch(
+            "openai-upstream",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .unwrap();
+}
+
+fn integration_spec(h: &Harness, workspaces: Value) -> Value {
+    json!({"slug": h.cluster_name("openai"), "name": "OpenAI prod", "aiProviderId": "open-ai",
+           "keySecretRef": {"name": "openai-upstream", "key": "api-key"},
+           "configurations": {"aws_region": "eu-west-1"},
+           "workspaces": workspaces})
+}
+
+async fn create_integration(h: &Harness, name: &str, spec: Value) -> Api<Integration> {
+    let api = Api::<Integration>::all(h.env.client.clone());
+    api.create(
+        &PostParams::default(),
+        &h.cluster_object("Integration", name, spec),
+    )
+    .await
+    .unwrap();
+    api
+}
+
+async fn wait_integration(
+    h: &Harness,
+    name: &str,
+    done: impl Fn(&Integration) -> bool,
+) -> Integration {
+    let api = Api::<Integration>::all(h.env.client.clone());
+    let name = h.cluster_name(name);
+    let found = support::wait_until(WAIT, || async {
+        let i = api.get_opt(&name).await.ok()??;
+        done(&i).then_some(i)
+    })
+    .await;
+    match found {
+        Some(i) => i,
+        None => panic!(
+            "Integration {name} did not get there: {:?}\n--- events ---\n{}",
+            api.get_opt(&name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|i| i.status),
+            h.cluster_events_text().await
+        ),
+    }
+}
+
+/// The emulator's record of the integration, key in clear.
+async fn remote(h: &Harness, slug: &str) -> Value {
+    let state = h.state().await;
+    state["integrations"]
+        .as_array()
+        .and_then(|all| all.iter().find(|i| i["slug"] == slug).cloned())
+        .unwrap_or(Value::Null)
+}
+
+fn row(remote: &Value, id: &str) -> Value {
+    remote["workspaces"]
+        .as_array()
+        .and_then(|rows| rows.iter().find(|r| r["id"] == id).cloned())
+        .unwrap_or(Value::Null)
+}
+
+/// Runs the built `aigw api …` against the harness's emulator; its stdout and stderr.
+async fn aigw_api(h: &Harness, args: &[&str]) -> String {
+    let token = tempfile::NamedTempFile::new().expect("token file");
+    std::fs::write(token.path(), support::harness::TOKEN).expect("token written");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
+    command
+        .arg("api")
+        .args(["--management-url", &h.emulator.management_url()])
+        .arg("--token-file")
+        .arg(token.path())
+        .args(args);
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .expect("aigw runs");
+    assert!(output.status.success(), "{args:?}: {output:?}");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[tokio::test]
+async fn the_key_comes_from_a_labelled_secret_and_each_change_is_one_put() {
+    let h = Harness::start_with_secret_namespace("int-key", Duration::from_secs(1)).await;
+    put_key(&h, FIRST_KEY, false).await;
+    let slug = h.cluster_name("openai");
+    create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
+
+    // The operator's namespace also holds Connection credentials: only a labelled Secret is read.
+    let refused = wait_integration(&h, "openai", |i| i.stalled_with("SecretNotReadable")).await;
+    let (_, _, message) = refused.condition("Stalled").unwrap();
+    assert!(message.contains("aigw.io/cluster-readable"), "{message}");
+    assert_eq!(h.remote_writes().await, 0, "nothing sent without the label");
+    put_key(&h, FIRST_KEY, true).await;
+
+    let ready = wait_integration(&h, "openai", |i| i.ready()).await;
+    let status = ready.status.clone().unwrap();
+    assert_eq!(status.slug.as_deref(), Some(slug.as_str()));
+    assert_eq!(status.workspaces, vec![WS_A.to_string()]);
+    let stored = remote(&h, &slug).await;
+    assert_eq!(stored["key"], FIRST_KEY, "the key reached the API");
+    assert_eq!(stored["configurations"]["aws_region"], "eu-west-1");
+    assert_eq!(row(&stored, WS_A)["enabled"], true);
+    assert_eq!(
+        h.state().await["providers"],
+        json!([]),
+        "create_default_provider: false, so no provider nobody manages"
+    );
+
+    // Steady state over several drift intervals: reads only.
+    h.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(h.remote_writes().await, 0, "no write at steady state");
+
+    // Each Secret change: the new key reaches the API with exactly one PUT.
+    for (n, value) in [SECOND_KEY, THIRD_KEY].into_iter().enumerate() {
+        put_key(&h, value, true).await;
+        support::wait_until(WAIT, || async {
+            (remote(&h, &slug).await["key"] == value).then_some(())
+        })
+        .await
+        .unwrap_or_else(|| panic!("key {n} never reached the API"));
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(
+            h.count(PUT_INTEGRATION).await,
+            n as u64 + 1,
+            "one PUT per Secret change"
+        );
+    }
+    assert_eq!(remote(&h, &slug).await["key_writes"], 3);
+    assert_eq!(
+        h.count(PUT_ACCESS).await,
+        0,
+        "the access rows were not touched"
+    );
+
+    // A keySecretRef naming another namespace is refused before any read.
+    let mut elsewhere = integration_spec(&h, json!([]));
+    elsewhere["slug"] = json!(h.cluster_name("elsewhere"));
+    elsewhere["keySecretRef"]["namespace"] = json!("kube-system");
+    create_integration(&h, "elsewhere", elsewhere).await;
+    let refused = wait_integration(&h, "elsewhere", |i| i.stalled_with("SecretNotReadable")).await;
+    let (_, _, message) = refused.condition("Stalled").unwrap();
+    assert!(message.contains("kube-system"), "{message}");
+
+    // No key value anywhere but the API.
+    let statuses = serde_json::to_string(
+        &Api::<Integration>::all(h.env.client.clone())
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|i| i.status.clone())
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let events = format!(
+        "{}\n{}",
+        h.cluster_events_text().await,
+        h.env.events_text().await
+    );
+    assert!(events.contains("Updated"), "{events}");
+    let logs = captured_logs();
+    let metrics = h.ctx.metrics.encode();
+    let cli = format!(
+        "{}{}",
+        aigw_api(&h, &["integrations", "get", &slug]).await,
+        aigw_api(&h, &["integrations", "list"]).await
+    );
+    assert!(cli.contains("masked_key"), "{cli}");
+    for value in [FIRST_KEY, SECOND_KEY, THIRD_KEY] {
+        assert!(!statuses.contains(value), "a key in a status");
+        assert!(!events.contains(value), "a key in an event");
+        assert!(!logs.contains(value), "a key in the logs");
+        assert!(!metrics.contains(value), "a key in the metrics");
+        assert!(!cli.contains(value), "a key in the CLI output");
+    }
+
+    // Deleting it deletes the remote integration.
+    let api = Api::<Integration>::all(h.env.client.clone());
+    api.delete(&h.cluster_name("openai"), &Default::default())
+        .await
+        .unwrap();
+    support::wait_until(Duration::from_secs(60), || async {
+        api.get_opt(&h.cluster_name("openai"))
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .expect("the Integration went");
+    assert!(remote(&h, &slug).await.is_null(), "deleted remotely");
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_removed_workspace_is_disabled_and_no_other_row_is_touched() {
+    let h = Harness::start_with_secret_namespace("int-access", Duration::from_secs(1)).await;
+    put_key(&h, FIRST_KEY, true).await;
+    let slug = h.cluster_name("openai");
+    let workspaces = json!([
+        {"id": WS_A, "usageLimits": {"creditLimit": 500, "type": "cost", "periodicReset": "monthly"}},
+        {"id": WS_B, "rateLimits": {"type": "requests", "unit": "rpm", "value": 60}}
+    ]);
+    let api = create_integration(&h, "openai", integration_spec(&h, workspaces)).await;
+    wait_integration(&h, "openai", |i| {
+        i.ready() && i.status.as_ref().is_some_and(|s| s.workspaces.len() == 2)
+    })
+    .await;
+    let stored = remote(&h, &slug).await;
+    assert_eq!(row(&stored, WS_A)["usage_limits"][0]["credit_limit"], 500);
+    assert_eq!(row(&stored, WS_B)["rate_limits"][0]["value"], 60);
+
+    // A row aigw does not manage, granted out of band.
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/admin/v2/integrations/{slug}/workspaces"),
+        Some(json!({"workspaces": [{"id": WS_OTHER, "enabled": true}], "create_default_provider": false})),
+    )
+    .await;
+    let before = remote(&h, &slug).await;
+    h.reset_stats().await;
+
+    let dropped = json!({"spec": {"workspaces": [
+        {"id": WS_A, "usageLimits": {"creditLimit": 500, "type": "cost", "periodicReset": "monthly"}}]}});
+    api.patch(&slug, &PatchParams::default(), &Patch::Merge(&dropped))
+        .await
+        .unwrap();
+    wait_integration(&h, "openai", |i| {
+        i.ready() && i.status.as_ref().is_some_and(|s| s.workspaces == [WS_A])
+    })
+    .await;
+    let after = remote(&h, &slug).await;
+    assert_eq!(row(&after, WS_B)["enabled"], false, "disabled, not deleted");
+    assert_eq!(row(&after, WS_B)["status"], "archived");
+    for untouched in [WS_A, WS_OTHER] {
+        assert_eq!(
+            row(&after, untouched),
+            row(&before, untouched),
+            "row {untouched} was not touched"
+        );
+    }
+    assert_eq!(
+        h.count(PUT_ACCESS).await,
+        1,
+        "one PUT, naming only the removed row"
+    );
+    assert_eq!(h.count(PUT_INTEGRATION).await, 0);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.remote_writes().await, 1, "nothing more at steady state");
+    assert_eq!(
+        h.state().await["providers"],
+        json!([]),
+        "no default provider"
+    );
+    h.stop().await;
+}
+
+fn provider_spec(h: &Harness) -> Value {
+    json!({"slug": format!("{}-openai-a", h.env.namespace), "name": "OpenAI for team A",
+           "workspaceId": WS_A, "integration": h.cluster_name("openai"), "note": "managed",
+           "usageLimits": {"creditLimit": 200, "type": "cost"}})
+}
+
+#[tokio::test]
+async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_ready() {
+    let h = Harness::start_with_secret_namespace("int-prov", Duration::from_secs(1)).await;
+    put_key(&h, FIRST_KEY, true).await;
+    let config = json!({"name": "routes", "config": {"targets": [{"weight": 1}]}});
+    h.env
+        .api::<aigw::resources::Config>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Config", "routes", config),
+        )
+        .await
+        .unwrap();
+    let slug = h
+        .env
+        .wait_for::<aigw::resources::Config>("routes", WAIT, |c| c.ready())
+        .await
+        .status
+        .unwrap()
+        .slug
+        .unwrap();
+
+    // The Config names a Provider that does not exist yet, which binds an Integration that does
+    // not exist yet: each waits, naming what it waits for, and nothing is written.
+    h.reset_stats().await;
+    let refs = json!({"spec": {"resourceRefs": [
+        {"path": "/targets/0/provider", "kind": "Provider", "name": "openai-a"}]}});
+    h.env
+        .api::<aigw::resources::Config>()
+        .patch("routes", &PatchParams::default(), &Patch::Merge(&refs))
+        .await
+        .unwrap();
+    let waiting = h
+        .env
+        .wait_for::<aigw::resources::Config>("routes", WAIT, |c| {
+            c.not_ready_with("ReferenceNotReady")
+        })
+        .await;
+    let (_, _, message) = waiting.condition("Ready").unwrap();
+    assert!(message.contains("Provider openai-a"), "{message}");
+    h.env
+        .api::<aigw::resources::Provider>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Provider", "openai-a", provider_spec(&h)),
+        )
+        .await
+        .unwrap();
+    let waiting = h
+        .env
+        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| {
+            p.stalled_with("IntegrationNotReady")
+        })
+        .await;
+    let (_, _, message) = waiting.condition("Stalled").unwrap();
+    assert!(message.contains(&h.cluster_name("openai")), "{message}");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(h.remote_writes().await, 0, "nothing written while waiting");
+
+    // The Integration grants the workspace: the provider is made, then the Config applies its
+    // slug with exactly one PUT.
+    create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
+    let provider = h
+        .env
+        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| p.ready())
+        .await;
+    let provider_slug = provider.status.clone().unwrap().slug.unwrap();
+    assert_eq!(provider_slug, format!("{}-openai-a", h.env.namespace));
+    h.env
+        .wait_for::<aigw::resources::Config>("routes", WAIT, |c| c.ready())
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.count("PUT /ai_gw/v2/configs/{slug}").await, 1, "one PUT");
+    assert_eq!(h.count("POST /ai_gw/v2/providers").await, 1);
+    let document = h
+        .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
+        .await;
+    let document: Value = serde_json::from_str(document["config"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        document["targets"][0]["provider"],
+        format!("@{provider_slug}"),
+        "{document}"
+    );
+    let state = h.state().await;
+    let made = state["providers"].as_array().unwrap();
+    assert_eq!(made.len(), 1, "only the managed provider: {made:?}");
+    assert_eq!(made[0]["workspace_id"], WS_A);
+    assert_eq!(made[0]["usage_limits"]["credit_limit"], 200);
+
+    // Steady state: the provider is read (its read carries the upstream key), never copied.
+    h.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.remote_writes().await, 0, "no write at steady state");
+    assert!(h.count("GET /ai_gw/v2/providers/{providerId}").await > 0);
+    let statuses = serde_json::to_string(
+        &h.env
+            .api::<aigw::resources::Provider>()
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .map(|p| p.status.clone())
+            .collect::<Vec<_>>(),
+    )
+    .unwrap();
+    let events = format!(
+        "{}\n{}",
+        h.env.events_text().await,
+        h.cluster_events_text().await
+    );
+    let logs = captured_logs();
+    for text in [&statuses, &events, &logs] {
+        assert!(!text.contains(FIRST_KEY), "the upstream key leaked");
+    }
+
+    // Deletion runs in reverse: the Integration waits for its Provider, the Provider for the
+    // Config that names it.
+    let integrations = Api::<Integration>::all(h.env.client.clone());
+    integrations
+        .delete(&h.cluster_name("openai"), &Default::default())
+        .await
+        .unwrap();
+    let bound = wait_integration(&h, "openai", |i| i.stalled_with("StillReferenced")).await;
+    let (_, _, message) = bound.condition("Stalled").unwrap();
+    assert!(
+        message.contains(&format!("{}/openai-a", h.env.namespace)),
+        "{message}"
+    );
+    h.env
+        .api::<aigw::resources::Provider>()
+        .delete("openai-a", &Default::default())
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| {
+            p.stalled_with("StillReferenced")
+        })
+        .await;
+    assert_eq!(
+        h.state().await["providers"].as_array().map(Vec::len),
+        Some(1)
+    );
+    h.env
+        .delete_and_wait::<aigw::resources::Config>("routes", WAIT)
+        .await;
+    support::wait_until(Duration::from_secs(60), || async {
+        integrations
+            .get_opt(&h.cluster_name("openai"))
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .expect("the Integration went once its Provider had gone");
+    let state = h.state().await;
+    assert_eq!(state["providers"], json!([]), "the provider was deleted");
+    assert_eq!(
+        state["integrations"],
+        json!([]),
+        "the integration was deleted"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn grants_decide_which_integrations_a_namespace_may_bind() {
+    let grants =
+        json!([{"namespaces": ["{ns}"], "workspaces": [WS_A], "integrations": ["anthropic-prod"]}]);
+    let h = Harness::start_with_grants("int-grant", Duration::from_secs(1), grants).await;
+    put_key(&h, FIRST_KEY, true).await;
+    create_integration(
+        &h,
+        "openai",
+        integration_spec(&h, json!([{"id": WS_A}, {"id": WS_B}])),
+    )
+    .await;
+    wait_integration(&h, "openai", |i| i.ready()).await;
+    h.reset_stats().await;
+    h.env
+        .api::<aigw::resources::Provider>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Provider", "openai-a", provider_spec(&h)),
+        )
+        .await
+        .unwrap();
+    let refused = h
+        .env
+        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| {
+            p.stalled_with("IntegrationNotAllowed")
+        })
+        .await;
+    let (_, _, message) = refused.condition("Stalled").unwrap();
+    assert!(message.contains("spec.grants[].integrations"), "{message}");
+    // Another workspace than the grants' is refused by the workspace rule.
+    let mut elsewhere = provider_spec(&h);
+    elsewhere["workspaceId"] = json!(WS_B);
+    elsewhere["slug"] = json!(format!("{}-openai-b", h.env.namespace));
+    h.env
+        .api::<aigw::resources::Provider>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Provider", "openai-b", elsewhere),
+        )
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<aigw::resources::Provider>("openai-b", WAIT, |p| {
+            p.stalled_with("WorkspaceNotAllowed")
+        })
+        .await;
+    assert_eq!(
+        h.count("POST /ai_gw/v2/providers").await,
+        0,
+        "nothing created"
+    );
+    // Refused Providers bind nothing, so they do not pin the Integration: it is deleted (once
+    // a refused tenant's Provider held it forever, StillReferenced).
+    let integrations = Api::<Integration>::all(h.env.client.clone());
+    integrations
+        .delete(&h.cluster_name("openai"), &Default::default())
+        .await
+        .unwrap();
+    support::wait_until(Duration::from_secs(60), || async {
+        integrations
+            .get_opt(&h.cluster_name("openai"))
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .expect("the Integration was pinned by Providers its grants refuse");
+    assert_eq!(
+        h.state().await["integrations"],
+        json!([]),
+        "deleted remotely"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_lost_create_answer_is_found_by_its_slug_and_never_created_twice() {
+    let h = Harness::start_with_secret_namespace("int-lost", Duration::from_secs(1)).await;
+    put_key(&h, FIRST_KEY, true).await;
+    let slug = h.cluster_name("openai");
+    // Every successful write is applied, then answered 503: the create's outcome is unknown.
+    h.faults(json!({"error_after_commit_rate": 1.0})).await;
+    create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
+    support::wait_until(WAIT, || async {
+        (!remote(&h, &slug).await.is_null()).then_some(())
+    })
+    .await
+    .expect("the create was applied");
+    // The intent went on before the POST (the annotation, written with the finalizer).
+    wait_integration(&h, "openai", |i| {
+        i.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key("aigw.io/create-intent"))
+    })
+    .await;
+    h.faults(json!({})).await;
+    let ready = wait_integration(&h, "openai", |i| {
+        i.ready() && i.status.as_ref().is_some_and(|s| s.workspaces == [WS_A])
+    })
+    .await;
+    let status = ready.status.unwrap();
+    assert!(status.pending_create.is_none() && status.create_attempt.is_none());
+    assert_eq!(status.slug.as_deref(), Some(slug.as_str()));
+    assert_eq!(
+        h.count("POST /ai_gw/admin/v2/integrations").await,
+        1,
+        "created once"
+    );
+    let state = h.state().await;
+    assert_eq!(state["integrations"].as_array().map(Vec::len), Some(1));
+    assert_eq!(remote(&h, &slug).await["key"], FIRST_KEY);
+    h.stop().await;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Found by attacks (branch attack-int): each test below states a guarantee, and once failed.
+// ---------------------------------------------------------------------------------------------
+
+/// An organisation integration made out of band (not by aigw), enabled for `workspace`; its id.
+async fn out_of_band_integration(h: &Harness, slug: &str, workspace: &str) -> String {
+    let created = h
+        .call(
+            Method::POST,
+            "/ai_gw/admin/v2/integrations",
+            Some(
+                json!({"name": format!("out of band {slug}"), "ai_provider_id": "anthropic",
+                        "slug": slug, "key": "sk-out-of-band-Qw8Er4Ty6U",
+                        "create_default_provider": false}),
+            ),
+        )
+        .await;
+    let created = created.get("data").cloned().unwrap_or(created);
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/admin/v2/integrations/{slug}/workspaces"),
+        Some(json!({"workspaces": [{"id": workspace, "enabled": true}], "create_default_provider": false})),
+    )
+    .await;
+    created["id"]
+        .as_str()
+        .expect("an integration id")
+        .to_string()
+}
+
+fn remote_providers(state: &Value) -> Vec<Value> {
+    state["providers"].as_array().cloned().unwrap_or_default()
+}
+
+/// Tenancy: a Provider's `spec.integrationId` is resolved to the remote integration first, and
+/// granted only by that integration's UUID or slug; a grant entry naming an Integration
+/// resource stands for what that resource recorded. Here `grants[].integrations` names the
+/// Integration *resource* `<ns>-granted` (remote slug `<ns>-granted-slug`), and
+/// `integrationId: <ns>-granted` is the slug of another, ungranted integration: it is refused.
+/// Once, `integrationId` was matched against the list as written, passed, and the namespace
+/// bound the other integration.
+#[tokio::test]
+async fn an_integration_id_is_granted_by_the_remote_integration_never_by_a_resource_name() {
+    let grants = json!([{"namespaces": ["{ns}"], "workspaces": [WS_A],
+                          "integrations": ["{ns}-granted"]}]);
+    let h = Harness::start_with_grants("atk-intid", Duration::from_secs(1), grants).await;
+    put_key(&h, FIRST_KEY, true).await;
+    let mut spec = integration_spec(&h, json!([{"id": WS_A}]));
+    spec["slug"] = json!(h.cluster_name("granted-slug"));
+    create_integration(&h, "granted", spec).await;
+    wait_integration(&h, "granted", |i| i.ready()).await;
+    // Another team's integration whose slug equals the granted resource's name.
+    let other_slug = h.cluster_name("granted");
+    let other_id = out_of_band_integration(&h, &other_slug, WS_A).await;
+
+    let provider = json!({"slug": format!("{}-bound", h.env.namespace), "name": "bound",
+                          "workspaceId": WS_A, "integrationId": other_slug});
+    h.env
+        .api::<aigw::resources::Provider>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Provider", "bound", provider),
+        )
+        .await
+        .unwrap();
+    let settled = support::wait_until(WAIT, || async {
+        let p = h
+            .env
+            .api::<aigw::resources::Provider>()
+            .get_opt("bound")
+            .await
+            .ok()??;
+        p.status
+            .as_ref()?
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "Stalled" && c.status == "True")
+            .then_some(p)
+    })
+    .await;
+    let made: Vec<Value> = remote_providers(&h.state().await)
+        .into_iter()
+        .filter(|p| p["integration_id"] == other_id.as_str())
+        .collect();
+    let status = settled.and_then(|p| p.status);
+    h.stop().await;
+    assert!(
+        made.is_empty(),
+        "the namespace bound integration {other_slug} ({other_id}), which its grants do not name: \
+         {made:?}; Provider status: {status:?}"
+    );
+}
+
+/// `spec.integrationId` is "the UUID (or slug)": bound by slug, the provider is created with the
+/// UUID the slug resolves to (recorded as `status.integrationId`), and its reads, which name
+/// the integration by UUID, agree: it becomes Ready. Once, every read after the create was
+/// taken for an immutable conflict and the Provider stalled forever.
+#[tokio::test]
+async fn a_provider_bound_by_integration_slug_becomes_ready() {
+    let h = Harness::start_with_secret_namespace("atk-intslug", Duration::from_secs(1)).await;
+    let slug = h.cluster_name("by-slug");
+    out_of_band_integration(&h, &slug, WS_A).await;
+    let provider = json!({"slug": format!("{}-by-slug", h.env.namespace), "name": "by slug",
+                          "workspaceId": WS_A, "integrationId": slug});
+    h.env
+        .api::<aigw::resources::Provider>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Provider", "by-slug", provider),
+        )
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        (h.count("POST /ai_gw/v2/providers").await > 0).then_some(())
+    })
+    .await
+    .expect("the provider was created");
+    // Several drift intervals (1 s): every later reconcile reads the provider back.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let ready = h
+        .env
+        .api::<aigw::resources::Provider>()
+        .get_opt("by-slug")
+        .await
+        .ok()
+        .flatten()
+        .filter(|p| p.ready());
+    let status = h
+        .env
+        .api::<aigw::resources::Provider>()
+        .get_opt("by-slug")
+        .await
+        .ok()
+        .flatten()
+        .and_then(|p| p.status);
+    let posts = h.count("POST /ai_gw/v2/providers").await;
+    h.stop().await;
+    assert!(
+        ready.is_some(),
+        "never Ready after {posts} create(s); status: {status:?}"
+    );
+}
+
+/// Tenancy on adopt and delete: a namespace granted integration `<ns>-granted` (and adoption)
+/// names, by `spec.slug`, an existing provider of its workspace that binds an ungranted
+/// integration. It is not adopted (nothing of it is recorded), and deleting the Provider never
+/// deletes it. Once, the adoption was recorded before the integration was compared, and the
+/// deletion then deleted the other integration's provider.
+#[tokio::test]
+async fn a_provider_of_another_integration_is_never_adopted_nor_deleted() {
+    let grants = json!([{"namespaces": ["{ns}"], "workspaces": [WS_A], "allowAdoption": true,
+                          "integrations": ["{ns}-granted"]}]);
+    let h = Harness::start_with_grants("atk-adopt", Duration::from_secs(1), grants).await;
+    put_key(&h, FIRST_KEY, true).await;
+    let mut spec = integration_spec(&h, json!([{"id": WS_A}]));
+    spec["slug"] = json!(h.cluster_name("granted"));
+    create_integration(&h, "granted", spec).await;
+    wait_integration(&h, "granted", |i| i.ready()).await;
+    let other = h.cluster_name("other");
+    let other_id = out_of_band_integration(&h, &other, WS_A).await;
+    let victim = format!("{}-victim", h.env.namespace);
+    h.call(
+        Method::POST,
+        "/ai_gw/v2/providers",
+        Some(
+            json!({"name": "another team's", "integration_id": other_id, "workspace_id": WS_A,
+                    "slug": victim}),
+        ),
+    )
+    .await;
+
+    let grab = json!({"slug": victim, "name": "grab", "workspaceId": WS_A,
+                      "integration": h.cluster_name("granted")});
+    let providers = h.env.api::<aigw::resources::Provider>();
+    providers
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Provider", "grab", grab),
+        )
+        .await
+        .unwrap();
+    // Whatever it concludes (it was once Stalled with the victim's id recorded; now Stalled
+    // without it), the reconcile settled.
+    let stalled = h
+        .env
+        .wait_for::<aigw::resources::Provider>("grab", WAIT, |p| {
+            p.status.as_ref().is_some_and(|s| !s.conditions.is_empty())
+        })
+        .await;
+    let recorded = stalled.status.clone().unwrap();
+    h.reset_stats().await;
+    providers.delete("grab", &Default::default()).await.unwrap();
+    support::wait_until(WAIT, || async {
+        providers
+            .get_opt("grab")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .expect("the Provider went");
+    let left = remote_providers(&h.state().await)
+        .into_iter()
+        .any(|p| p["slug"] == victim.as_str());
+    let deletes = h.count("DELETE /ai_gw/v2/providers/{providerId}").await;
+    h.stop().await;
+    assert!(
+        left,
+        "provider {victim} of ungranted integration {other} was deleted ({deletes} DELETE) by a \
+         namespace granted only {{ns}}-granted; the Provider had recorded id {:?} and conditions {:?}",
+        recorded.id, recorded.conditions
+    );
+}
+
+/// Secrecy in `aigw plan`, `aigw export` and `aigw api`: a configuration value the spec takes
+/// from a Secret (`spec.secretRefs`) is substituted when the integration is sent and never shown
+/// anywhere else, even when the API reads it back unmasked (any field outside the secret-word
+/// list, e.g. `aws_access_key_id` or `aws_external_id`). Once, plan printed it, export wrote it
+/// into Git and `aigw api integrations get` printed it.
+#[tokio::test]
+async fn plan_export_and_api_never_show_a_configuration_value_from_a_secret() {
+    use aigw::gitops::{export, load, plan, validate};
+    const FROM_SECRET: &str = "ext-id-from-secret-Vb7Nm3Kx9";
+    let h = Harness::start_with_secret_namespace("atk-cfgsec", Duration::from_secs(1)).await;
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "openai-upstream", "labels": {"aigw.io/cluster-readable": "true"}},
+        "stringData": {"api-key": FIRST_KEY, "external-id": FROM_SECRET}
+    }))
+    .unwrap();
+    h.env
+        .api::<Secret>()
+        .patch(
+            "openai-upstream",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .unwrap();
+    let slug = h.cluster_name("bedrock");
+    let mut spec = integration_spec(&h, json!([]));
+    spec["slug"] = json!(slug);
+    spec["aiProviderId"] = json!("bedrock");
+    spec["secretRefs"] = json!([{"path": "/aws_external_id",
+                                 "secretKeyRef": {"name": "openai-upstream", "key": "external-id"}}]);
+    create_integration(&h, "bedrock", spec.clone()).await;
+    wait_integration(&h, "bedrock", |i| i.ready()).await;
+    assert_eq!(
+        remote(&h, &slug).await["configurations"]["aws_external_id"],
+        FROM_SECRET,
+        "the Secret value reached the API"
+    );
+
+    let client = aigw::api::Client::new(aigw::api::ClientConfig::new(
+        h.emulator.management_url(),
+        h.emulator.gateway_url(),
+        std::sync::Arc::new(aigw::api::StaticToken::new(support::harness::TOKEN)),
+    ))
+    .unwrap();
+    // The manifest in Git: the same Integration, its region changed.
+    let mut changed = spec.clone();
+    changed["configurations"]["aws_region"] = json!("us-east-1");
+    let manifest = serde_yaml::to_string(&json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Integration",
+        "metadata": {"name": "bedrock"}, "spec": changed
+    }))
+    .unwrap();
+    let mut loaded = load::Loaded::default();
+    load::parse_into(&mut loaded, "i.yaml", &manifest, false);
+    let report = validate::Validator::new().validate(&loaded);
+    assert!(report.is_valid(), "{:?}", report.problems);
+    let planned = plan::plan(&client, None, &report.manifests).await.unwrap();
+    let shown_plan = serde_json::to_string(&planned).unwrap();
+    let exported = export::export(&client, &export::ExportOptions::default())
+        .await
+        .unwrap();
+    let shown_export: String = exported.files.iter().map(|f| f.content.clone()).collect();
+    let cli = aigw_api(&h, &["integrations", "get", &slug]).await;
+    h.stop().await;
+    let leaks: Vec<&str> = [
+        ("plan", &shown_plan),
+        ("export", &shown_export),
+        ("aigw api", &cli),
+    ]
+    .into_iter()
+    .filter(|(_, text)| text.contains(FROM_SECRET))
+    .map(|(what, _)| what)
+    .collect();
+    assert!(
+        leaks.is_empty(),
+        "a value taken from a Secret is shown by {leaks:?}\n--- plan ---\n{shown_plan}\n--- export ---\n{shown_export}"
+    );
+}
+
+/// Exactly once: one PUT per Secret change, even when the Integration is edited (metadata only:
+/// an annotation, as Argo CD or kubectl writes) during the reconcile that PUTs it. The hash of
+/// what was sent is the result of a side effect: its status write re-reads on a conflict and
+/// writes again. Once, that write was guarded by the resourceVersion first read only, so it
+/// conflicted, the hash was lost, and the same key was PUT again.
+#[tokio::test]
+async fn a_secret_change_is_one_put_even_when_the_integration_is_annotated_meanwhile() {
+    let h = Harness::start_with_secret_namespace("atk-oneput", Duration::from_secs(1)).await;
+    put_key(&h, FIRST_KEY, true).await;
+    let slug = h.cluster_name("openai");
+    let api = create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
+    wait_integration(&h, "openai", |i| i.ready()).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    h.reset_stats().await;
+    // Slow API calls, so that the reconcile the Secret change starts is still running when the
+    // annotation lands.
+    h.faults(json!({"latency_ms": 1500})).await;
+    put_key(&h, SECOND_KEY, true).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let annotate = json!({"metadata": {"annotations": {"example.com/touched": "yes"}}});
+    api.patch(&slug, &PatchParams::default(), &Patch::Merge(&annotate))
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        (remote(&h, &slug).await["key"] == SECOND_KEY).then_some(())
+    })
+    .await
+    .expect("the new key reached the API");
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    h.faults(json!({})).await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let puts = h.count(PUT_INTEGRATION).await;
+    let writes = remote(&h, &slug).await["key_writes"].clone();
+    h.stop().await;
+    assert_eq!(
+        puts, 1,
+        "one Secret change, {puts} PUTs of the integration (emulator key_writes {writes})"
+    );
+}
+
+/// A paused Integration or Provider writes nothing (a new key in the Secret, a changed note)
+/// until unpaused, and then applies what waited; an observed one reports how it differs and
+/// writes nothing until it is Full again.
+#[tokio::test]
+async fn paused_or_observed_integrations_and_providers_write_nothing_until_let_go() {
+    let drift = Duration::from_secs(1);
+    let h = Harness::start_with_secret_namespace("int-modes", drift).await;
+    put_key(&h, FIRST_KEY, true).await;
+    let slug = h.cluster_name("openai");
+    let integrations =
+        create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
+    wait_integration(&h, "openai", |i| i.ready()).await;
+    let providers = h.env.api::<aigw::resources::Provider>();
+    providers
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Provider", "openai-a", provider_spec(&h)),
+        )
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| p.ready())
+        .await;
+    let provider_slug = format!("{}-openai-a", h.env.namespace);
+    let provider_note = || async {
+        h.state().await["providers"]
+            .as_array()
+            .and_then(|all| {
+                all.iter()
+                    .find(|p| p["slug"] == provider_slug.as_str())
+                    .cloned()
+            })
+            .map(|p| p["note"].clone())
+    };
+    let name = h.cluster_name("openai");
+    let merge = |patch: Value| Patch::Merge(patch);
+    let pause = json!({"metadata": {"annotations": {"aigw.io/paused": "true"}}});
+    integrations
+        .patch(&name, &PatchParams::default(), &merge(pause.clone()))
+        .await
+        .unwrap();
+    providers
+        .patch("openai-a", &PatchParams::default(), &merge(pause))
+        .await
+        .unwrap();
+    wait_integration(&h, "openai", |i| {
+        i.condition("Paused").is_some_and(|(s, _, _)| s == "True")
+    })
+    .await;
+    h.env
+        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| {
+            p.condition("Paused").is_some_and(|(s, _, _)| s == "True")
+        })
+        .await;
+    h.reset_stats().await;
+    put_key(&h, SECOND_KEY, true).await;
+    integrations
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &merge(json!({"spec": {"name": "OpenAI paused edit"}})),
+        )
+        .await
+        .unwrap();
+    providers
+        .patch(
+            "openai-a",
+            &PatchParams::default(),
+            &merge(json!({"spec": {"note": "paused edit"}})),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(drift * 3 + Duration::from_millis(500)).await;
+    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+    assert_eq!(remote(&h, &slug).await["key"], FIRST_KEY);
+
+    let unpause = json!({"metadata": {"annotations": {"aigw.io/paused": null}}});
+    integrations
+        .patch(&name, &PatchParams::default(), &merge(unpause.clone()))
+        .await
+        .unwrap();
+    providers
+        .patch("openai-a", &PatchParams::default(), &merge(unpause))
+        .await
+        .unwrap();
+    let let_go = support::wait_until(WAIT, || async {
+        let stored = remote(&h, &slug).await;
+        (stored["key"] == SECOND_KEY
+            && stored["name"] == "OpenAI paused edit"
+            && provider_note().await == Some(json!("paused edit")))
+        .then_some(())
+    })
+    .await;
+    assert!(
+        let_go.is_some(),
+        "what waited was not applied: {}",
+        h.state().await
+    );
+
+    // Observe: the differences are reported, nothing is written.
+    integrations
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &merge(json!({"spec": {"managementPolicy": "Observe", "name": "OpenAI observed"}})),
+        )
+        .await
+        .unwrap();
+    providers
+        .patch(
+            "openai-a",
+            &PatchParams::default(),
+            &merge(json!({"spec": {"managementPolicy": "Observe", "note": "observed"}})),
+        )
+        .await
+        .unwrap();
+    let observed = wait_integration(&h, "openai", |i| {
+        i.condition("Drifted").is_some_and(|(s, _, _)| s == "True")
+    })
+    .await;
+    assert!(observed.condition("Drifted").unwrap().2.contains("name"));
+    let observed = h
+        .env
+        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| {
+            p.condition("Drifted").is_some_and(|(s, _, _)| s == "True")
+        })
+        .await;
+    assert!(observed.condition("Drifted").unwrap().2.contains("note"));
+    h.reset_stats().await;
+    tokio::time::sleep(drift * 3 + Duration::from_millis(500)).await;
+    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+    assert_eq!(remote(&h, &slug).await["name"], "OpenAI paused edit");
+
+    let full = json!({"spec": {"managementPolicy": "Full"}});
+    integrations
+        .patch(&name, &PatchParams::default(), &merge(full.clone()))
+        .await
+        .unwrap();
+    providers
+        .patch("openai-a", &PatchParams::default(), &merge(full))
+        .await
+        .unwrap();
+    let applied = support::wait_until(WAIT, || async {
+        (remote(&h, &slug).await["name"] == "OpenAI observed"
+            && provider_note().await == Some(json!("observed")))
+        .then_some(())
+    })
+    .await;
+    assert!(applied.is_some(), "Full did not apply: {}", h.state().await);
+    h.stop().await;
+}
+
+/// `resetUsage` is a trigger: each new value resets the provider's usage with one PUT, the
+/// same value again does nothing; `expiresAt` is sent once and kept.
+#[tokio::test]
+async fn a_provider_resets_usage_once_per_trigger_value_and_keeps_its_expiry() {
+    let h = Harness::start_with_secret_namespace("int-reset", Duration::from_secs(1)).await;
+    put_key(&h, FIRST_KEY, true).await;
+    create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
+    wait_integration(&h, "openai", |i| i.ready()).await;
+    let providers = h.env.api::<aigw::resources::Provider>();
+    let mut spec = provider_spec(&h);
+    spec["expiresAt"] = json!("2031-01-01T00:00:00Z");
+    providers
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Provider", "openai-a", spec),
+        )
+        .await
+        .unwrap();
+    let settled = |value: Option<&'static str>| {
+        move |p: &aigw::resources::Provider| {
+            p.ready()
+                && p.status
+                    .as_ref()
+                    .is_some_and(|s| s.observed_reset_usage.as_deref() == value)
+        }
+    };
+    h.env
+        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, settled(None))
+        .await;
+    let slug = format!("{}-openai-a", h.env.namespace);
+    let stored = || async {
+        h.state().await["providers"]
+            .as_array()
+            .and_then(|all| all.iter().find(|p| p["slug"] == slug.as_str()).cloned())
+            .unwrap_or(Value::Null)
+    };
+    let created = stored().await;
+    assert!(
+        created["expires_at"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("2031-01-01")),
+        "{created}"
+    );
+    assert_eq!(created["last_reset_at"], Value::Null);
+    const PUT: &str = "PUT /ai_gw/v2/providers/{providerId}";
+
+    let mut resets = Vec::new();
+    for (value, puts) in [("r1", 1), ("r1", 1), ("r2", 2)] {
+        providers
+            .patch(
+                "openai-a",
+                &PatchParams::default(),
+                &Patch::Merge(&json!({"spec": {"resetUsage": value}})),
+            )
+            .await
+            .unwrap();
+        h.env
+            .wait_for::<aigw::resources::Provider>("openai-a", WAIT, settled(Some(value)))
+            .await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        assert_eq!(h.count(PUT).await, puts, "{}", h.stats().await);
+        resets.push(stored().await["last_reset_at"].clone());
+    }
+    assert!(resets[0].is_string(), "r1 reset the usage");
+    assert_eq!(resets[0], resets[1], "the same value again resets nothing");
+    assert_ne!(resets[1], resets[2], "r2 reset it again");
+    assert!(
+        stored().await["expires_at"]
+            .as_str()
+            .is_some_and(|e| e.starts_with("2031-01-01"))
+    );
+    h.stop().await;
+}
+
+/// `spec.models` through the controller: a built-in model disabled, a custom one added, and
+/// `allowAllModels` set, with one model-access PUT; a model the spec does not list is left as
+/// it was; nothing is written again at steady state, and a model enabled out of band is
+/// disabled again by the drift check.
+#[tokio::test]
+async fn model_access_is_applied_with_one_put_and_kept() {
+    let h = Harness::start_with_secret_namespace("int-models", Duration::from_secs(1)).await;
+    put_key(&h, FIRST_KEY, true).await;
+    let slug = h.cluster_name("openai");
+    let mut spec = integration_spec(&h, json!([{"id": WS_A}]));
+    spec["models"] = json!({"allowAllModels": false, "models": [
+        {"slug": "gpt-4o-mini", "enabled": false},
+        {"slug": "ft-gpt-4o-acme", "custom": true, "baseModelSlug": "gpt-4o"}]});
+    create_integration(&h, "openai", spec).await;
+    wait_integration(&h, "openai", |i| i.ready()).await;
+    const PUT_MODELS: &str = "PUT /ai_gw/admin/v2/integrations/{integrationId}/models";
+    let models = || async {
+        let stored = remote(&h, &slug).await;
+        let enabled: Vec<(String, bool)> = stored["models"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|m| {
+                let on = m["enabled"] == json!(true) || m["enabled"] == json!(1);
+                (m["slug"].as_str().unwrap_or_default().to_string(), on)
+            })
+            .collect();
+        (enabled, stored["allow_all_models"].clone())
+    };
+    let (enabled, allow_all) = models().await;
+    assert!(enabled.contains(&("gpt-4o".into(), true)), "{enabled:?}");
+    assert!(
+        enabled.contains(&("gpt-4o-mini".into(), false)),
+        "{enabled:?}"
+    );
+    assert!(
+        enabled.contains(&("ft-gpt-4o-acme".into(), true)),
+        "{enabled:?}"
+    );
+    assert_eq!(allow_all, json!(false));
+    assert_eq!(h.count(PUT_MODELS).await, 1, "{}", h.stats().await);
+
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        h.count(PUT_MODELS).await,
+        1,
+        "nothing written at steady state"
+    );
+
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/admin/v2/integrations/{slug}/models"),
+        Some(json!({"models": [{"slug": "gpt-4o-mini", "enabled": true}]})),
+    )
+    .await;
+    let restored = support::wait_until(WAIT, || async {
+        models()
+            .await
+            .0
+            .contains(&("gpt-4o-mini".into(), false))
+            .then_some(())
+    })
+    .await;
+    assert!(
+        restored.is_some(),
+        "the out-of-band change stayed: {:?}",
+        models().await
+    );
+    assert_eq!(h.count(PUT_MODELS).await, 3, "{}", h.stats().await);
+    h.stop().await;
+}

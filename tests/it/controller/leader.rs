@@ -1,0 +1,541 @@
+//! Leader election across real `aigw operator` processes: one leads, a standby makes no
+//! management-API call, and a standby takes over after the leader is SIGKILLed and after it is
+//! SIGTERMed (which releases the lease). The processes run under the chart's RBAC (its
+//! `watchNamespaces` form, with the Lease in the test namespace). The takeover times are
+//! printed (`--nocapture`), not asserted: the only bound is the wait's timeout.
+
+use crate::support;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use aigw::emulator::{EmulatorOptions, Running};
+use aigw::resources::Config;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::Resource;
+use kube::api::PostParams;
+use serde_json::{Value, json};
+use support::{TestEnv, wait_until};
+
+const TOKEN: &str = "leader-test-token-5b1d";
+const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// One `aigw operator` process, killed when dropped; its log is printed if the test fails.
+struct Operator {
+    name: String,
+    child: Child,
+    metrics: SocketAddr,
+    log: PathBuf,
+}
+
+impl Operator {
+    /// Runs under the chart's RBAC, with the kubeconfig `support::chart::operator_kubeconfig`
+    /// wrote into `dir`.
+    fn start(name: &str, env: &TestEnv, emulator: &Running, dir: &Path) -> Self {
+        let metrics = free_port();
+        let log = dir.join(format!("{name}.log"));
+        let token_file = dir.join("token");
+        std::fs::write(&token_file, TOKEN).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_aigw"))
+            .arg("operator")
+            .args(["--management-url", &emulator.management_url()])
+            .arg("--token-file")
+            .arg(&token_file)
+            .args(["--namespace", &env.namespace])
+            .args([
+                "--cluster-selector",
+                &format!("aigw-test/env={}", env.namespace),
+            ])
+            .args(["--metrics-addr", &metrics.to_string()])
+            .args(["--leader-election-namespace", &env.namespace])
+            .env("KUBECONFIG", dir.join("kubeconfig"))
+            .env("POD_NAME", name)
+            .env("RUST_LOG", "aigw=debug,info")
+            .env_remove("AIGW_LEADER_ELECT")
+            .env_remove("POD_NAMESPACE")
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(std::fs::File::options().append(true).open(&log).unwrap())
+            .spawn()
+            .expect("failed to start aigw operator");
+        Self {
+            name: name.to_string(),
+            child,
+            metrics,
+            log,
+        }
+    }
+
+    /// `/readyz` as (HTTP status, role), or `None` while the process does not answer.
+    async fn readyz(&self) -> Option<(u16, String)> {
+        let response = reqwest::get(format!("http://{}/readyz", self.metrics))
+            .await
+            .ok()?;
+        let status = response.status().as_u16();
+        let body: Value = response.json().await.ok()?;
+        Some((status, body["role"].as_str()?.to_string()))
+    }
+
+    /// The role once `/readyz` is 200 (caches synced).
+    async fn ready_role(&self) -> Option<String> {
+        self.readyz()
+            .await
+            .and_then(|(status, role)| (status == 200).then_some(role))
+    }
+
+    async fn healthz(&self) -> (u16, String) {
+        let response = reqwest::get(format!("http://{}/healthz", self.metrics))
+            .await
+            .unwrap();
+        (response.status().as_u16(), response.text().await.unwrap())
+    }
+
+    async fn metrics(&self) -> String {
+        reqwest::get(format!("http://{}/metrics", self.metrics))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
+    /// Sum of `aigw_api_requests_total` over every label set: this process's management-API calls.
+    async fn api_requests(&self) -> f64 {
+        sum_of(&self.metrics().await, "aigw_api_requests_total")
+    }
+
+    async fn leader_gauge(&self) -> f64 {
+        sum_of(&self.metrics().await, "aigw_leader")
+    }
+
+    /// `aigw_leader_lease_transitions`: the Lease's count of changes of hands, once this
+    /// process has read the Lease.
+    async fn lease_transitions(&self) -> Option<f64> {
+        self.metrics().await.lines().find_map(|l| {
+            l.strip_prefix("aigw_leader_lease_transitions ")?
+                .parse()
+                .ok()
+        })
+    }
+
+    fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([signal, &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill {signal} {} failed", self.name);
+    }
+
+    /// Waits for the process to exit and returns its exit code.
+    async fn exit_code(&mut self, timeout: Duration) -> Option<i32> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(Instant::now() < deadline, "{} did not exit", self.name);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            eprintln!("--- log of {} ---\n{log}", self.name);
+        }
+    }
+}
+
+fn free_port() -> SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.local_addr().unwrap()
+}
+
+fn sum_of(metrics: &str, name: &str) -> f64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+fn config(name: &str) -> Config {
+    serde_json::from_value(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Config", "metadata": {"name": name},
+        "spec": {"name": name, "config": {"strategy": {"mode": "fallback"},
+                 "targets": [{"provider": "@openai"}, {"provider": "@anthropic"}]}}
+    }))
+    .unwrap()
+}
+
+fn config_ready(c: &Config) -> bool {
+    let generation = c.meta().generation;
+    c.status.as_ref().is_some_and(|s| {
+        s.conditions.iter().any(|c| {
+            c.type_ == "Ready" && c.status == "True" && c.observed_generation == generation
+        })
+    })
+}
+
+/// Waits until exactly one of `operators` is ready as leader and the others as standby;
+/// returns the leader's index.
+async fn sole_leader(operators: &[&Operator]) -> usize {
+    let found = wait_until(TAKEOVER_TIMEOUT, || async {
+        let mut roles = Vec::new();
+        for operator in operators {
+            roles.push(operator.ready_role().await?);
+        }
+        let leaders: Vec<usize> = (0..roles.len()).filter(|&i| roles[i] == "leader").collect();
+        let standbys = roles.iter().filter(|r| *r == "standby").count();
+        (leaders.len() == 1 && standbys == roles.len() - 1).then(|| leaders[0])
+    })
+    .await;
+    found.expect("no single leader with every other replica ready as standby")
+}
+
+/// Creates a Config and measures, from `since`, when `operator` reports leader and when the
+/// Config goes Ready (reconciled by it).
+async fn takeover(
+    env: &TestEnv,
+    operator: &Operator,
+    since: Instant,
+    name: &str,
+) -> (Duration, Duration) {
+    env.api::<Config>()
+        .create(&PostParams::default(), &config(name))
+        .await
+        .unwrap();
+    let leading = wait_until(TAKEOVER_TIMEOUT, || async {
+        (operator.readyz().await?.1 == "leader").then(Instant::now)
+    })
+    .await
+    .unwrap_or_else(|| {
+        panic!(
+            "{} did not take over within {TAKEOVER_TIMEOUT:?}",
+            operator.name
+        )
+    });
+    env.wait_for::<Config>(name, TAKEOVER_TIMEOUT, config_ready)
+        .await;
+    (leading - since, since.elapsed())
+}
+
+async fn lease_holder(env: &TestEnv) -> Option<String> {
+    let lease = env.api::<Lease>().get("aigw").await.unwrap();
+    lease.spec?.holder_identity
+}
+
+#[tokio::test]
+async fn one_leader_reconciles_and_a_standby_takes_over() {
+    let env = TestEnv::new("leader").await;
+    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        .await
+        .expect("emulator did not start");
+    let dir = tempfile::tempdir().unwrap();
+    support::chart::operator_kubeconfig(&env.client, &env.namespace, dir.path()).await;
+    let suffix = &env.namespace[env.namespace.len() - 8..];
+    let first = Operator::start(&format!("aigw-a-{suffix}"), &env, &emulator, dir.path());
+    let second = Operator::start(&format!("aigw-b-{suffix}"), &env, &emulator, dir.path());
+
+    let leader_index = sole_leader(&[&first, &second]).await;
+    let (leader, mut standby) = if leader_index == 0 {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    assert_eq!(
+        lease_holder(&env).await.as_deref(),
+        Some(leader.name.as_str())
+    );
+    assert_eq!(leader.leader_gauge().await, 1.0);
+    assert_eq!(standby.leader_gauge().await, 0.0);
+    // Both follow the Lease's count of changes of hands: 0, it was created, never taken over.
+    for operator in [&leader, &standby] {
+        let seen = wait_until(TAKEOVER_TIMEOUT, || async {
+            operator.lease_transitions().await
+        })
+        .await;
+        assert_eq!(seen, Some(0.0), "{}", operator.name);
+    }
+    for operator in [&leader, &standby] {
+        assert_eq!(operator.healthz().await, (200, "ok\n".to_string()));
+    }
+
+    env.api::<Config>()
+        .create(&PostParams::default(), &config("before"))
+        .await
+        .unwrap();
+    env.wait_for::<Config>("before", TAKEOVER_TIMEOUT, config_ready)
+        .await;
+    assert!(leader.api_requests().await > 0.0, "the leader reconciled");
+    assert_eq!(
+        standby.api_requests().await,
+        0.0,
+        "the standby called the management API:\n{}",
+        standby.metrics().await
+    );
+
+    // SIGKILL: the lease is not released; the standby waits for it to expire.
+    let killed_at = Instant::now();
+    drop(leader);
+    let (kill_takeover, kill_reconciled) = takeover(&env, &standby, killed_at, "after-kill").await;
+    println!(
+        "takeover after SIGKILL: leader after {:.1} s, new Config Ready after {:.1} s",
+        kill_takeover.as_secs_f64(),
+        kill_reconciled.as_secs_f64()
+    );
+    assert_eq!(
+        lease_holder(&env).await.as_deref(),
+        Some(standby.name.as_str())
+    );
+    let lease = env.api::<Lease>().get("aigw").await.unwrap();
+    assert_eq!(lease.spec.and_then(|s| s.lease_transitions), Some(1));
+    assert_eq!(
+        standby.lease_transitions().await,
+        Some(1.0),
+        "the new leader reports the takeover"
+    );
+
+    // SIGTERM: the leader releases the lease; a freshly started replica takes over at once.
+    let third = Operator::start(&format!("aigw-c-{suffix}"), &env, &emulator, dir.path());
+    sole_leader(&[&standby, &third]).await;
+    env.api::<Config>()
+        .create(&PostParams::default(), &config("while-c-stands-by"))
+        .await
+        .unwrap();
+    env.wait_for::<Config>("while-c-stands-by", TAKEOVER_TIMEOUT, config_ready)
+        .await;
+    assert_eq!(
+        third.api_requests().await,
+        0.0,
+        "the new standby called the management API:\n{}",
+        third.metrics().await
+    );
+    let terminated_at = Instant::now();
+    standby.signal("-TERM");
+    let (term_takeover, term_reconciled) =
+        takeover(&env, &third, terminated_at, "after-term").await;
+    println!(
+        "takeover after SIGTERM: leader after {:.1} s, new Config Ready after {:.1} s",
+        term_takeover.as_secs_f64(),
+        term_reconciled.as_secs_f64()
+    );
+    assert_eq!(
+        standby.exit_code(Duration::from_secs(30)).await,
+        Some(0),
+        "SIGTERM is a clean exit"
+    );
+    assert_eq!(
+        lease_holder(&env).await.as_deref(),
+        Some(third.name.as_str())
+    );
+
+    drop(third);
+    drop(standby);
+    env.cleanup().await;
+    let _ = emulator.shutdown().await;
+}
+
+/// Another holder writing the lease (as after a network partition outlasting the term) makes
+/// the leader stop: it exits non-zero at its next renewal instead of acting on beside it.
+#[tokio::test]
+async fn a_leader_that_loses_its_lease_exits_non_zero() {
+    let env = TestEnv::new("leader-lost").await;
+    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        .await
+        .expect("emulator did not start");
+    let dir = tempfile::tempdir().unwrap();
+    support::chart::operator_kubeconfig(&env.client, &env.namespace, dir.path()).await;
+    let mut operator = Operator::start("aigw-lost", &env, &emulator, dir.path());
+    sole_leader(&[&operator]).await;
+
+    let leases = env.api::<Lease>();
+    let mut lease = leases.get("aigw").await.unwrap();
+    let spec = lease.spec.get_or_insert_default();
+    spec.holder_identity = Some("intruder".into());
+    spec.renew_time = Some(MicroTime(k8s_openapi::jiff::Timestamp::now()));
+    spec.lease_duration_seconds = Some(3600);
+    leases
+        .replace("aigw", &PostParams::default(), &lease)
+        .await
+        .unwrap();
+
+    let code = operator.exit_code(TAKEOVER_TIMEOUT).await;
+    assert!(
+        code.is_some_and(|c| c != 0),
+        "exit code {code:?} after losing the lease"
+    );
+    let log = std::fs::read_to_string(&operator.log).unwrap();
+    assert!(
+        log.contains("lost the leader lease") && log.contains("held by intruder"),
+        "{log}"
+    );
+
+    drop(operator);
+    env.cleanup().await;
+    let _ = emulator.shutdown().await;
+}
+
+/// A leader paused (SIGSTOP) while its creates wait on a slow API, resumed after another
+/// replica took over: the writes it had queued are not sent, and every Config exists once.
+#[tokio::test]
+async fn a_paused_leader_resumed_after_a_takeover_sends_no_write() {
+    let env = TestEnv::new("leader-stop").await;
+    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        .await
+        .expect("emulator did not start");
+    let http = reqwest::Client::new();
+    let dir = tempfile::tempdir().unwrap();
+    support::chart::operator_kubeconfig(&env.client, &env.namespace, dir.path()).await;
+    let suffix = &env.namespace[env.namespace.len() - 8..];
+    let first = Operator::start(&format!("aigw-a-{suffix}"), &env, &emulator, dir.path());
+    let second = Operator::start(&format!("aigw-b-{suffix}"), &env, &emulator, dir.path());
+    let leader_index = sole_leader(&[&first, &second]).await;
+    let (leader, standby) = if leader_index == 0 {
+        (&first, &second)
+    } else {
+        (&second, &first)
+    };
+    http.put(format!("{}/_emulator/faults", emulator.management_url()))
+        .json(&json!({"latency_ms": 2000}))
+        .send()
+        .await
+        .unwrap();
+    const N: usize = 20;
+    for i in 0..N {
+        env.api::<Config>()
+            .create(&PostParams::default(), &config(&format!("stop-{i}")))
+            .await
+            .unwrap();
+    }
+    // Let the leader start its creates, then freeze it with calls queued.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    leader.signal("-STOP");
+    tokio::time::sleep(Duration::from_secs(25)).await;
+    leader.signal("-CONT");
+    for i in 0..N {
+        env.wait_for::<Config>(&format!("stop-{i}"), Duration::from_secs(120), config_ready)
+            .await;
+    }
+    // Whatever the resumed replica still held is past its window by now.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let state: Value = http
+        .get(format!("{}/_emulator/state", emulator.management_url()))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let configs = state["configs"].as_array().map_or(0, Vec::len);
+    assert_eq!(configs, N, "exactly one remote config per Config");
+    let stats: Value = http
+        .get(format!("{}/_emulator/stats", emulator.management_url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let posts: u64 = stats["requests"]["POST /ai_gw/v2/configs"]
+        .as_object()
+        .map_or(0, |m| m.values().filter_map(Value::as_u64).sum());
+    assert_eq!(posts, N as u64, "one POST per Config, none resent: {stats}");
+    let log = std::fs::read_to_string(&leader.log).unwrap();
+    let withheld = log.matches("was not sent").count() + log.matches("not acting").count();
+    println!(
+        "paused leader {}: {withheld} writes or reconciles withheld after resuming; standby {} took over",
+        leader.name, standby.name
+    );
+    drop(first);
+    drop(second);
+    env.cleanup().await;
+    let _ = emulator.shutdown().await;
+}
+
+/// A replica that does not hold the lease (deposed, or not elected yet) restarts no workload
+/// after a rotation: the pod-template patch asks the lease first, as the Secret write does. The
+/// same call from a replica that leads rolls the workload (so the check is what stops it).
+#[tokio::test]
+async fn a_replica_without_the_lease_restarts_no_workload() {
+    use aigw::controller::leader::{LeaseSettings, elect};
+    use aigw::controller::{Connections, Context, Cx, Leadership, Metrics, Settings};
+    use aigw::resources::ApiKey;
+    use aigw::resources::rotation::{WorkloadKind, WorkloadRef};
+    use k8s_openapi::api::apps::v1::Deployment as AppsDeployment;
+
+    let env = TestEnv::new("leader-restart").await;
+    let workloads = env.api::<AppsDeployment>();
+    let app: AppsDeployment = serde_json::from_value(json!({
+        "metadata": {"name": "app"},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "app"}},
+            "template": {"metadata": {"labels": {"app": "app"}},
+                "spec": {"containers": [{"name": "app", "image": "registry.invalid/app:1"}]}}}
+    }))
+    .unwrap();
+    workloads
+        .create(&PostParams::default(), &app)
+        .await
+        .unwrap();
+    let key: ApiKey = serde_json::from_value(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "ApiKey",
+        "metadata": {"name": "key", "namespace": env.namespace},
+        "spec": {"name": "key", "kind": "service", "scopes": ["completions.write"], "secretRef": {"name": "key"}}
+    }))
+    .unwrap();
+    // The operator's own identity: the chart's RBAC, not the admin's.
+    let kube = support::chart::install(&env.client, &support::chart::Scope::cluster_wide())
+        .await
+        .client()
+        .await;
+    let context = |leadership: Leadership| {
+        Context::new(
+            kube.clone(),
+            Connections::new(kube.clone(), None),
+            std::sync::Arc::new(Metrics::default()),
+            &Settings::default(),
+        )
+        .with_leadership(leadership)
+    };
+    let restart = [WorkloadRef {
+        kind: WorkloadKind::Deployment,
+        name: "app".into(),
+    }];
+    let rolled_at = async || {
+        workloads
+            .get("app")
+            .await
+            .unwrap()
+            .spec
+            .and_then(|s| s.template.metadata)
+            .and_then(|m| m.annotations)
+            .and_then(|a| a.get("aigw.io/credentials-rotated-at").cloned())
+    };
+
+    // Campaigning, never elected (the elector is not run): not the leader.
+    let (standby, _elector) = elect(kube.clone(), LeaseSettings::new(&env.namespace, "standby"));
+    let ctx = context(standby);
+    let cx = Cx::new(&ctx, env.api::<ApiKey>(), &key);
+    aigw::controller::secret_delivery::restart_workloads(&cx, &restart, "2026-01-01T00:00:00Z")
+        .await;
+    assert_eq!(
+        rolled_at().await,
+        None,
+        "a replica without the lease rolled a workload"
+    );
+
+    let ctx = context(Leadership::always());
+    let cx = Cx::new(&ctx, env.api::<ApiKey>(), &key);
+    aigw::controller::secret_delivery::restart_workloads(&cx, &restart, "2026-01-01T00:00:01Z")
+        .await;
+    assert_eq!(rolled_at().await.as_deref(), Some("2026-01-01T00:00:01Z"));
+    env.cleanup().await;
+}

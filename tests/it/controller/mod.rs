@@ -1,0 +1,18 @@
+//! The controllers (in process, and the real `aigw operator`) on a real kube-apiserver against the emulator.
+
+mod api_key_replacement;
+mod api_keys;
+mod config_refs;
+mod controllers;
+mod credentials_attacks;
+mod drift;
+mod exactly_once;
+mod free_form_limits;
+mod gate;
+mod guardrails;
+mod integrations;
+mod leader;
+mod rotation;
+mod secrecy;
+mod tenancy;
+mod usage_limits;

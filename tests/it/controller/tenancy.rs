@@ -1,0 +1,789 @@
+//! Many teams in one cluster (issue 9): one owner per remote object, tenancy grants, and Secrets
+//! that stay where they belong. Real apiserver, real emulator.
+
+use crate::support;
+
+use std::time::Duration;
+
+use aigw::resources::{Config, Deployment, RateLimitsPolicy};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use reqwest::Method;
+use serde_json::{Value, json};
+use support::harness::Harness;
+use support::objects::{Conditions, create, gateway, limits, object, routing};
+
+const WAIT: Duration = Duration::from_secs(60);
+const DRIFT: Duration = Duration::from_secs(1);
+
+async fn remote_config(h: &Harness, slug: &str) -> Option<Value> {
+    let state = h.state().await;
+    state["configs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["slug"] == slug)
+        .cloned()
+}
+
+async fn writes(h: &Harness) -> u64 {
+    h.remote_writes().await
+}
+
+#[tokio::test]
+async fn a_second_claim_on_a_config_writes_nothing_and_takes_over_only_when_the_owner_is_gone() {
+    let h = Harness::start_two_teams("ten-config", DRIFT, None).await;
+    let dev = h.other.as_ref().unwrap();
+    let mut prod_spec = routing("prod-routing");
+    prod_spec["deletionPolicy"] = "Orphan".into();
+    create::<Config>(&h.env, "routing", prod_spec).await;
+    let prod = h
+        .env
+        .wait_for::<Config>("routing", WAIT, |c| c.ready())
+        .await;
+    let slug = prod.status.unwrap().slug.unwrap();
+    let owner_document = remote_config(&h, &slug).await.unwrap()["config"].clone();
+    // Creation times have one-second resolution; a tie would be broken by uid.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+
+    // Two intruders in the other namespace name the same slug with another document.
+    for name in ["intruder", "late-intruder"] {
+        let mut spec = routing(name);
+        spec["slug"] = json!(slug);
+        spec["config"] = json!({"retry": {"attempts": 9}});
+        create::<Config>(dev, name, spec).await;
+        tokio::time::sleep(Duration::from_millis(1100)).await; // distinct creation seconds
+    }
+    let stalled = dev
+        .wait_for::<Config>("intruder", WAIT, |c| c.stalled_with("AlreadyManaged"))
+        .await;
+    let (_, _, message) = stalled.condition("Stalled").unwrap();
+    assert!(
+        message.contains(&format!("{}/routing", h.env.namespace)),
+        "names the owner: {message}"
+    );
+    h.reset_stats().await;
+    tokio::time::sleep(DRIFT * 3 + Duration::from_secs(1)).await;
+    assert_eq!(writes(&h).await, 0, "{}", h.stats().await);
+    assert_eq!(
+        remote_config(&h, &slug).await.unwrap()["config"],
+        owner_document,
+        "the owner's document stays"
+    );
+
+    // Deleting a claimant that does not own the object never touches it.
+    dev.delete_and_wait::<Config>("late-intruder", WAIT).await;
+    assert!(
+        remote_config(&h, &slug).await.is_some(),
+        "the remote config survives"
+    );
+
+    // When the owner goes (leaving the object), the next claimant adopts it.
+    h.env.delete_and_wait::<Config>("routing", WAIT).await;
+    dev.wait_for::<Config>("intruder", WAIT, |c| c.ready())
+        .await;
+    assert_eq!(
+        remote_config(&h, &slug).await.unwrap()["config"],
+        json!({"retry": {"attempts": 9}})
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_second_claim_on_a_policy_is_stalled() {
+    let h = Harness::start_two_teams("ten-policy", DRIFT, None).await;
+    let dev = h.other.as_ref().unwrap();
+    create::<RateLimitsPolicy>(&h.env, "limits", limits("limits")).await;
+    let owner = h
+        .env
+        .wait_for::<RateLimitsPolicy>("limits", WAIT, |p| p.ready())
+        .await;
+    let id = owner.status.unwrap().id.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let mut spec = limits("limits");
+    spec["policyId"] = json!(id);
+    spec["value"] = json!(5);
+    create::<RateLimitsPolicy>(dev, "limits", spec).await;
+    dev.wait_for::<RateLimitsPolicy>("limits", WAIT, |p| p.stalled_with("AlreadyManaged"))
+        .await;
+    h.reset_stats().await;
+    tokio::time::sleep(DRIFT * 3 + Duration::from_secs(1)).await;
+    assert_eq!(writes(&h).await, 0, "{}", h.stats().await);
+    let state = h.state().await;
+    let remote = state["rate_limits"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["id"] == id.as_str())
+        .unwrap();
+    assert_eq!(
+        remote["value"].as_f64(),
+        Some(100.0),
+        "the owner's policy stays"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn only_the_owner_rotates_a_shared_deployment() {
+    let h = Harness::start_two_teams("ten-deploy", DRIFT, None).await;
+    let dev = h.other.as_ref().unwrap();
+    let mut owner_spec = gateway("shared-gw", "owner-creds");
+    owner_spec["rotation"] = json!({"trigger": "1"});
+    let owners = h.env.api::<Deployment>();
+    owners
+        .create(
+            &PostParams::default(),
+            &object("Deployment", "gw", owner_spec),
+        )
+        .await
+        .unwrap();
+    let owner = h
+        .env
+        .wait_for::<Deployment>("gw", WAIT, |d| d.ready())
+        .await;
+    let id = owner.status.unwrap().id.unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let mut intruder_spec = gateway("shared-gw", "stolen-creds");
+    intruder_spec["deploymentId"] = json!(id);
+    intruder_spec["rotation"] = json!({"trigger": "x"});
+    let intruders = dev.api::<Deployment>();
+    intruders
+        .create(
+            &PostParams::default(),
+            &object("Deployment", "gw", intruder_spec),
+        )
+        .await
+        .unwrap();
+    dev.wait_for::<Deployment>("gw", WAIT, |d| d.stalled_with("AlreadyManaged"))
+        .await;
+    for (api, trigger) in [(&intruders, "y"), (&owners, "2"), (&intruders, "z")] {
+        api.patch(
+            "gw",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": trigger}}})),
+        )
+        .await
+        .unwrap();
+    }
+    h.env
+        .wait_for::<Deployment>("gw", WAIT, |d| {
+            d.ready()
+                && d.status
+                    .as_ref()
+                    .unwrap()
+                    .rotation
+                    .observed_rotation_trigger
+                    .as_deref()
+                    == Some("2")
+        })
+        .await;
+    tokio::time::sleep(DRIFT * 3).await;
+    let state = h.state().await;
+    let remote = state["deployments"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["id"] == id.as_str())
+        .unwrap()
+        .clone();
+    assert_eq!(
+        remote["rotations"], 1,
+        "only the owner's trigger change rotated"
+    );
+    assert!(
+        dev.api::<Secret>()
+            .get_opt("stolen-creds")
+            .await
+            .unwrap()
+            .is_none(),
+        "the intruder's Secret never received credentials"
+    );
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn grants_refuse_adoption_and_foreign_workspaces_without_any_api_call() {
+    const WS_A: &str = "6f1d8c1e-5a8b-4c5e-9c1a-0b2d3e4f5a6b";
+    const WS_B: &str = "0a9b8c7d-6e5f-4a3b-9c2d-1e0f9a8b7c6d";
+    let grants = json!([
+        {"namespaces": ["{ns}"], "workspaces": [WS_A], "allowAdoption": false},
+        {"namespaces": ["{other}"], "allowAdoption": true}
+    ]);
+    let h = Harness::start_two_teams("ten-grant", DRIFT, Some(grants)).await;
+    let configs = h.env.api::<Config>();
+    let mut adopt = routing("adopt");
+    adopt["slug"] = json!("pc-someone-elses");
+    adopt["workspaceId"] = json!(WS_A);
+    let mut foreign = routing("foreign");
+    foreign["workspaceId"] = json!(WS_B);
+    let unscoped = routing("unscoped");
+    for (name, spec) in [
+        ("adopt", adopt),
+        ("foreign", foreign),
+        ("unscoped", unscoped),
+    ] {
+        configs
+            .create(&PostParams::default(), &object("Config", name, spec))
+            .await
+            .unwrap();
+    }
+    let refused = h
+        .env
+        .wait_for::<Config>("adopt", WAIT, |c| c.stalled_with("AdoptionNotAllowed"))
+        .await;
+    assert!(
+        refused
+            .condition("Stalled")
+            .unwrap()
+            .2
+            .contains("allowAdoption")
+    );
+    let refused = h
+        .env
+        .wait_for::<Config>("foreign", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
+        .await;
+    assert!(refused.condition("Stalled").unwrap().2.contains(WS_B));
+    h.env
+        .wait_for::<Config>("unscoped", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
+        .await;
+    tokio::time::sleep(DRIFT * 2).await;
+    let stats = h.stats().await;
+    assert_eq!(
+        stats["requests"].as_object().map_or(0, |m| m.len()),
+        0,
+        "no API call at all: {stats}"
+    );
+
+    // The other namespace may adopt, in any workspace.
+    let seeded = h
+        .call(
+            Method::POST,
+            "/_emulator/seed",
+            Some(json!({"configs": [{"name": "theirs", "config": routing("theirs")["config"]}]})),
+        )
+        .await;
+    let slug = seeded["configs"][0]["slug"].as_str().unwrap();
+    let mut spec = routing("theirs");
+    spec["slug"] = json!(slug);
+    let other = h.other.as_ref().unwrap();
+    create::<Config>(other, "theirs", spec).await;
+    other
+        .wait_for::<Config>("theirs", WAIT, |c| c.ready())
+        .await;
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_credentials_secret_aigw_did_not_create_is_never_taken_over() {
+    let h = Harness::start("ten-secret").await;
+    let secrets = h.env.api::<Secret>();
+    let theirs: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "someone-elses"},
+        "stringData": {"client_auth": "precious"}
+    }))
+    .unwrap();
+    secrets
+        .create(&PostParams::default(), &theirs)
+        .await
+        .unwrap();
+    create::<Deployment>(&h.env, "gw", gateway("gw-conflict", "someone-elses")).await;
+    h.env
+        .wait_for::<Deployment>("gw", WAIT, |d| d.stalled_with("SecretConflict"))
+        .await;
+    assert_eq!(h.count("POST /ai_gw/admin/v2/deployments").await, 0);
+    let after = secrets.get("someone-elses").await.unwrap();
+    assert_eq!(after.data.unwrap()["client_auth"].0, b"precious");
+    assert!(after.metadata.owner_references.is_none());
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn an_orphaned_deployment_keeps_its_live_credentials() {
+    let h = Harness::start("ten-orphan").await;
+    let mut spec = gateway("gw-orphan", "orphan-creds");
+    spec["deletionPolicy"] = "Orphan".into();
+    create::<Deployment>(&h.env, "gw", spec).await;
+    let ready = h
+        .env
+        .wait_for::<Deployment>("gw", WAIT, |d| d.ready())
+        .await;
+    let id = ready.status.unwrap().id.unwrap();
+    h.env.delete_and_wait::<Deployment>("gw", WAIT).await;
+    // Garbage collection would have removed an owned Secret by now; give it a moment anyway.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let secret = h.env.api::<Secret>().get("orphan-creds").await.unwrap();
+    assert!(
+        secret
+            .metadata
+            .owner_references
+            .unwrap_or_default()
+            .is_empty()
+    );
+    let client_auth = String::from_utf8(secret.data.unwrap()["client_auth"].0.clone()).unwrap();
+    assert_eq!(h.handshake(&id, &client_auth).await, 200);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_connection_may_not_read_secrets_outside_its_namespace() {
+    let h = Harness::start("ten-conn").await;
+    let foreign_ns = h.env.namespace.clone();
+    // The operator's Connections may read Secrets only in "aigw-system".
+    let ctx_connections = aigw::controller::Connections::new(h.env.client.clone(), None)
+        .with_secret_namespace(Some("aigw-system".into()));
+    let connection: aigw::resources::Connection = serde_json::from_value(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
+        "metadata": {"name": format!("{foreign_ns}-conn")},
+        "spec": {"managementUrl": h.emulator.management_url(),
+                 "auth": {"bearerToken": {"secretRef": {"namespace": foreign_ns, "name": "tok", "key": "token"}}}}
+    }))
+    .unwrap();
+    let error = ctx_connections.probe(&connection).await.unwrap_err();
+    assert_eq!(error.category(), "SecretNamespaceNotAllowed");
+    assert!(error.to_string().contains("aigw-system"), "{error}");
+    let _ = Api::<Secret>::namespaced(h.env.client.clone(), &foreign_ns)
+        .delete("tok", &DeleteParams::default())
+        .await;
+    h.stop().await;
+}
+
+/// Two installations over one namespace and the same cluster-scoped kinds, each with its own id,
+/// tenant (its own emulator and token behind its `default`) and `--cluster-selector`: each
+/// object is taken by one of them, and the other makes no write about it, remote or in the
+/// cluster (no claim, finalizer, status or event). A Config naming no Connection (each
+/// installation's own `default`) has one remote copy; a ClusterGuardrail both select is not
+/// created again by the other when the one that took it is gone; objects naming one
+/// installation's Connection are that one's alone.
+#[tokio::test]
+async fn two_installations_act_only_on_their_own_objects() {
+    use aigw::controller::installation::ANNOTATION;
+    use aigw::resources::{ClusterGuardrail, Connection};
+    use support::harness::CLUSTER_LABEL;
+
+    let mut h = Harness::start_with("ten-inst", DRIFT).await;
+    // The harness's own operator is neither installation.
+    h.stop_operator().await;
+    let ns = h.env.namespace.clone();
+    // Both select this test's cluster-scoped objects; a Connection labelled for one is not the
+    // other's.
+    let selector = |other: &str| format!("{CLUSTER_LABEL}={ns},aigw-test/installation!={other}");
+    let a = h.installation("inst-a", &selector("inst-b")).await;
+    let b = h.installation("inst-b", &selector("inst-a")).await;
+
+    // A Connection of b's (to b's tenant), and a Config naming it.
+    let token: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "b-token"}, "stringData": {"token": b.token}
+    }))
+    .unwrap();
+    h.env
+        .api::<Secret>()
+        .create(&PostParams::default(), &token)
+        .await
+        .unwrap();
+    let conn_b = format!("{ns}-b");
+    let connection: Connection = serde_json::from_value(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
+        "metadata": {"name": conn_b, "labels": {CLUSTER_LABEL: ns, "aigw-test/installation": "inst-b"}},
+        "spec": {"managementUrl": b.emulator.management_url(), "gatewayUrl": b.emulator.gateway_url(),
+                 "auth": {"bearerToken": {"secretRef": {"namespace": ns, "name": "b-token", "key": "token"}}}}
+    }))
+    .unwrap();
+    let connections = Api::<Connection>::all(h.env.client.clone());
+    connections
+        .create(&PostParams::default(), &connection)
+        .await
+        .unwrap();
+    let mut through_b = routing("through-b");
+    through_b["connectionRef"] = json!({"name": conn_b});
+    create::<Config>(&h.env, "through-b", through_b).await;
+    // A Connection both select but a third installation claimed by hand, and a Config naming
+    // it: neither a nor b touches them.
+    let conn_z = format!("{ns}-z");
+    let claimed: Connection = serde_json::from_value(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
+        "metadata": {"name": conn_z, "labels": {CLUSTER_LABEL: ns},
+                     "annotations": {ANNOTATION: "inst-z"}},
+        "spec": {"managementUrl": b.emulator.management_url(), "gatewayUrl": b.emulator.gateway_url(),
+                 "auth": {"bearerToken": {"secretRef": {"namespace": ns, "name": "b-token", "key": "token"}}}}
+    }))
+    .unwrap();
+    connections
+        .create(&PostParams::default(), &claimed)
+        .await
+        .unwrap();
+    let mut through_z = routing("through-z");
+    through_z["connectionRef"] = json!({"name": conn_z});
+    create::<Config>(&h.env, "through-z", through_z).await;
+    // A Config naming no Connection, and a ClusterGuardrail: both installations see them.
+    create::<Config>(&h.env, "shared", routing("shared")).await;
+    let guardrail_spec = json!({"name": "org-shared",
+        "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
+        "actions": {"deny": true}});
+    let guardrails = Api::<ClusterGuardrail>::all(h.env.client.clone());
+    let guardrail = h.cluster_name("org-shared");
+    guardrails
+        .create(
+            &PostParams::default(),
+            &h.cluster_object("ClusterGuardrail", "org-shared", guardrail_spec),
+        )
+        .await
+        .unwrap();
+
+    for name in ["shared", "through-b"] {
+        h.env.wait_for::<Config>(name, WAIT, |c| c.ready()).await;
+    }
+    support::wait_until(WAIT, || async {
+        guardrails.get(&guardrail).await.ok().filter(|g| g.ready())
+    })
+    .await
+    .expect("the ClusterGuardrail is Ready");
+    // Both have had time to act (their drift interval is 1 s).
+    tokio::time::sleep(Duration::from_secs(5)).await;
+
+    let installations = [&a, &b];
+    let by_id = |id: &str| *installations.iter().find(|i| i.id == id).unwrap();
+    let other = |id: &str| *installations.iter().find(|i| i.id != id).unwrap();
+    // One remote copy of each, in the tenant of the installation that took it.
+    let mut copies = Vec::new();
+    for installation in installations {
+        let state = installation.state().await;
+        for config in state["configs"].as_array().into_iter().flatten() {
+            copies.push((
+                installation.id.clone(),
+                config["slug"].as_str().unwrap_or("").to_string(),
+            ));
+        }
+    }
+    let shared_copies: Vec<_> = copies
+        .iter()
+        .filter(|(_, slug)| slug.contains("shared"))
+        .collect();
+    assert_eq!(
+        shared_copies.len(),
+        1,
+        "one remote copy of the Config naming no Connection: {copies:?}"
+    );
+    let (in_a, in_b) = (
+        guardrail_copies(&a).await > 0,
+        guardrail_copies(&b).await > 0,
+    );
+    assert!(
+        in_a != in_b,
+        "the ClusterGuardrail exists in exactly one tenant (a: {in_a}, b: {in_b})"
+    );
+    let claim = |annotations: Option<&std::collections::BTreeMap<String, String>>| {
+        annotations.and_then(|a| a.get(ANNOTATION)).cloned()
+    };
+    let configs = h.env.api::<Config>();
+    let shared = configs.get("shared").await.unwrap();
+    let shared_owner = claim(shared.metadata.annotations.as_ref()).expect("shared is claimed");
+    let through = configs.get("through-b").await.unwrap();
+    assert_eq!(
+        claim(through.metadata.annotations.as_ref()).as_deref(),
+        Some("inst-b"),
+        "a Config naming b's Connection is b's"
+    );
+    let org = guardrails.get(&guardrail).await.unwrap();
+    let guardrail_owner =
+        claim(org.metadata.annotations.as_ref()).expect("the guardrail is claimed");
+
+    assert_eq!(shared_copies[0].0, shared_owner, "{copies:?}");
+    assert_eq!(
+        guardrail_copies(other(&guardrail_owner)).await,
+        0,
+        "the ClusterGuardrail exists only in its owner's tenant"
+    );
+    assert!(guardrail_copies(by_id(&guardrail_owner)).await > 0);
+
+    // In the cluster: the installation that did not take an object wrote nothing about it. Of
+    // two racing for an unclaimed one, the loser's claim may have been sent and refused (409,
+    // the precondition): that changed nothing.
+    let not_theirs = [
+        (other(&shared_owner), "configs", "shared".to_string(), true),
+        (&a, "configs", "through-b".to_string(), false),
+        (
+            other(&guardrail_owner),
+            "clusterguardrails",
+            guardrail.clone(),
+            true,
+        ),
+    ];
+    for (installation, resource, name, raced) in not_theirs {
+        let writes = installation.writes_to(resource, &name);
+        let refused_claim = format!(
+            "PATCH /apis/aigw.io/v1alpha1/{}{resource}/{name} 409",
+            match resource {
+                "configs" => format!("namespaces/{ns}/"),
+                _ => String::new(),
+            }
+        );
+        let allowed: &[String] = match raced {
+            true => std::slice::from_ref(&refused_claim),
+            false => &[],
+        };
+        assert!(
+            writes.len() <= 1 && writes.iter().all(|w| allowed.contains(w)),
+            "{} wrote to {resource}/{name}, which is not its own: {writes:?}",
+            installation.id
+        );
+    }
+    // The Connection a third installation claimed: not probed, and nothing naming it taken.
+    for installation in [&a, &b] {
+        for (resource, name) in [("connections", conn_z.as_str()), ("configs", "through-z")] {
+            let writes = installation.writes_to(resource, name);
+            assert!(
+                writes.is_empty(),
+                "{} wrote to {resource}/{name}, claimed by inst-z: {writes:?}",
+                installation.id
+            );
+        }
+    }
+    assert!(
+        connections.get(&conn_z).await.unwrap().status.is_none(),
+        "a Connection claimed by another installation gets no status"
+    );
+    let through_z = configs.get("through-z").await.unwrap();
+    assert!(claim(through_z.metadata.annotations.as_ref()).is_none());
+    assert!(through_z.status.is_none());
+    assert!(!copies.iter().any(|(_, slug)| slug.contains("through-z")));
+
+    let mut events = Vec::new();
+    // Cluster-scoped objects' events go to the namespace `default`.
+    for namespace in [ns.as_str(), "default"] {
+        let api = kube::Api::<k8s_openapi::api::events::v1::Event>::namespaced(
+            h.env.client.clone(),
+            namespace,
+        );
+        events.extend(api.list(&Default::default()).await.unwrap().items);
+    }
+    for event in events {
+        let regarding = event
+            .regarding
+            .as_ref()
+            .and_then(|r| r.name.clone())
+            .unwrap_or_default();
+        let reporter = event.reporting_instance.clone().unwrap_or_default();
+        let owner = match regarding.as_str() {
+            "shared" => &shared_owner,
+            "through-b" => "inst-b",
+            n if n == guardrail => &guardrail_owner,
+            _ => continue,
+        };
+        assert!(
+            reporter == owner || !["inst-a", "inst-b"].contains(&reporter.as_str()),
+            "{reporter} published an event about {regarding}, which is {owner}'s: {:?}",
+            event.note
+        );
+    }
+
+    // The owner of the guardrail leaves; a spec change must not make the other create it in its
+    // own tenant.
+    let mut a = a;
+    let mut b = b;
+    let (owner, survivor) = match guardrail_owner.as_str() {
+        "inst-a" => (&mut a, &b),
+        _ => (&mut b, &a),
+    };
+    owner.stop().await;
+    let before = survivor.remote_writes().await;
+    guardrails
+        .patch(
+            &guardrail,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"actions": {"deny": false}}})),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        guardrail_copies(survivor).await,
+        0,
+        "re-created by the survivor"
+    );
+    assert!(
+        survivor
+            .writes_to("clusterguardrails", &guardrail)
+            .iter()
+            .all(|w| w.ends_with(" 409")),
+        "{:?}",
+        survivor.writes_to("clusterguardrails", &guardrail)
+    );
+    // Nothing of its own changed: no remote write at all since.
+    assert_eq!(
+        survivor.remote_writes().await,
+        before,
+        "{} wrote remotely after the other left",
+        survivor.id
+    );
+
+    let _ = connections.delete(&conn_b, &DeleteParams::default()).await;
+    drop(a);
+    drop(b);
+    h.stop().await;
+}
+
+/// Another installation's Config names nothing of this installation's: it does not take the
+/// slug of a Guardrail this installation took (that slug is of another tenant: `default` is each
+/// installation's own), and it does not keep that Guardrail from being deleted. Failed before:
+/// the other's Config went Ready with the slug, and the deletion waited on it for good.
+#[tokio::test]
+async fn another_installations_config_neither_uses_nor_pins_a_guardrail() {
+    use aigw::controller::installation::ANNOTATION;
+    use aigw::resources::Guardrail;
+    use support::harness::CLUSTER_LABEL;
+
+    let mut h = Harness::start_with("ten-pin", DRIFT).await;
+    h.stop_operator().await;
+    let ns = h.env.namespace.clone();
+    let selector = |other: &str| format!("{CLUSTER_LABEL}={ns},aigw-test/installation!={other}");
+    let a = h.installation("inst-a", &selector("inst-b")).await;
+    let b = h.installation("inst-b", &selector("inst-a")).await;
+    // Claimed up front, so which installation has which is not a race.
+    fn claimed<K: serde::de::DeserializeOwned>(kind: &str, name: &str, id: &str, spec: Value) -> K {
+        serde_json::from_value(json!({
+            "apiVersion": "aigw.io/v1alpha1", "kind": kind,
+            "metadata": {"name": name, "annotations": {ANNOTATION: id}}, "spec": spec
+        }))
+        .unwrap()
+    }
+    let guardrail = json!({"name": "pii", "workspaceId": "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c",
+        "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
+        "actions": {"deny": true}});
+    h.env
+        .api::<Guardrail>()
+        .create(
+            &PostParams::default(),
+            &claimed("Guardrail", "pii", "inst-a", guardrail),
+        )
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<Guardrail>("pii", WAIT, |g| g.ready())
+        .await;
+    assert!(
+        a.state().await.to_string().contains("pii"),
+        "a created it in its tenant"
+    );
+    let mut user = routing("user");
+    user["resourceRefs"] =
+        json!([{"path": "/input_guardrails/0", "kind": "Guardrail", "name": "pii"}]);
+    h.env
+        .api::<Config>()
+        .create(
+            &PostParams::default(),
+            &claimed("Config", "user", "inst-b", user),
+        )
+        .await
+        .unwrap();
+    let refused = h
+        .env
+        .wait_for::<Config>("user", WAIT, |c| c.stalled_with("InvalidSpec"))
+        .await;
+    let (_, _, message) = refused.condition("Stalled").unwrap();
+    assert!(message.contains("another installation"), "{message}");
+    let b_configs = b.state().await["configs"].clone();
+    assert_eq!(
+        b_configs.as_array().map_or(0, Vec::len),
+        0,
+        "b created no config with a's slug: {b_configs}"
+    );
+
+    // a deletes its Guardrail: b's Config does not hold it.
+    h.env.delete_and_wait::<Guardrail>("pii", WAIT).await;
+    assert!(
+        !a.state().await.to_string().contains("pii"),
+        "the guardrail is gone from a's tenant"
+    );
+    drop(a);
+    drop(b);
+    h.stop().await;
+}
+
+/// How often the guardrail `org-shared` shows in `installation`'s tenant.
+async fn guardrail_copies(installation: &support::harness::Installation) -> usize {
+    let state = installation.state().await;
+    state.to_string().matches("org-shared").count()
+}
+
+/// A dry run writes no claim: on an object no installation has claimed yet it reports what the
+/// installation that takes it would do (`WouldCreate`), and leaves it unclaimed for that one.
+#[tokio::test]
+async fn a_dry_run_writes_no_claim() {
+    use aigw::controller::installation::ANNOTATION;
+    let mut h = Harness::start("ten-dry").await;
+    h.stop_operator().await;
+    create::<Config>(&h.env, "unclaimed", routing("unclaimed")).await;
+    h.restart_dry_run().await;
+    let reported = support::wait_until(WAIT, || async {
+        let events = h.env.events_text().await;
+        events.contains("unclaimed WouldCreate").then_some(())
+    })
+    .await;
+    assert!(reported.is_some(), "{}", h.env.events_text().await);
+    let config = h.env.api::<Config>().get("unclaimed").await.unwrap();
+    let annotations = config.metadata.annotations.unwrap_or_default();
+    assert!(!annotations.contains_key(ANNOTATION), "{annotations:?}");
+    assert!(config.metadata.finalizers.unwrap_or_default().is_empty());
+    assert_eq!(h.remote_writes().await, 0);
+    h.stop().await;
+}
+
+/// A resource this installation's grants refuse is not claimed by it (attack on issue 27): the
+/// refusal is reported in status, but no `aigw.io/installation` annotation and no finalizer
+/// are written, so an installation whose grants admit it can take it. Once the grants admit it,
+/// this installation claims it and reconciles it. Before, the claim was written first, and the
+/// refused resource was this installation's for good.
+#[tokio::test]
+async fn a_resource_refused_by_the_grants_is_not_claimed() {
+    const WS_A: &str = "6f1d8c1e-5a8b-4c5e-9c1a-0b2d3e4f5a6b";
+    const WS_B: &str = "0a9b8c7d-6e5f-4a3b-9c2d-1e0f9a8b7c6d";
+    let mut h = Harness::start_with_grants(
+        "ten-noclaim",
+        DRIFT,
+        json!([{"namespaces": ["{ns}"], "workspaces": [WS_A]}]),
+    )
+    .await;
+    let mut foreign = routing("foreign");
+    foreign["workspaceId"] = json!(WS_B);
+    create::<Config>(&h.env, "foreign", foreign).await;
+    let refused = h
+        .env
+        .wait_for::<Config>("foreign", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
+        .await;
+    tokio::time::sleep(DRIFT * 3).await;
+    let refused = h
+        .env
+        .api::<Config>()
+        .get("foreign")
+        .await
+        .unwrap_or(refused);
+    let annotations = refused.metadata.annotations.clone().unwrap_or_default();
+    assert!(
+        !annotations.contains_key("aigw.io/installation"),
+        "claimed though refused: {annotations:?}"
+    );
+    assert!(
+        refused
+            .metadata
+            .finalizers
+            .as_ref()
+            .is_none_or(Vec::is_empty),
+        "{:?}",
+        refused.metadata.finalizers
+    );
+
+    // Admitted now: claimed and reconciled.
+    h.set_grants(json!([{"namespaces": ["{ns}"], "workspaces": [WS_A, WS_B]}]));
+    h.restart_operator().await;
+    let ready = h
+        .env
+        .wait_for::<Config>("foreign", WAIT, |c| c.ready())
+        .await;
+    let annotations = ready.metadata.annotations.unwrap_or_default();
+    assert!(
+        annotations.contains_key("aigw.io/installation"),
+        "{annotations:?}"
+    );
+    h.stop().await;
+}

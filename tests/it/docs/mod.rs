@@ -1,0 +1,3 @@
+//! The book builds, and keeps up with the code.
+
+mod book;

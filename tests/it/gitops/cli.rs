@@ -1,0 +1,867 @@
+//! `aigw validate`, `aigw plan` and `aigw export` run as the built binary: validate offline,
+//! plan against the emulator over HTTP, and an export applied to the real apiserver with the
+//! controllers running.
+
+use crate::support;
+
+use std::io::Write;
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use aigw::emulator::EmulatorOptions;
+use aigw::resources::{
+    ClusterGuardrail, Config, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy,
+};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
+use reqwest::Method;
+use serde_json::{Value, json};
+use support::harness::{CLUSTER_LABEL, Harness, TOKEN, count_in};
+use support::objects::Conditions;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+fn aigw(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_aigw"))
+        .args(args)
+        .output()
+        .expect("failed to run aigw")
+}
+
+fn aigw_stdin(args: &[&str], input: &str) -> Output {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_aigw"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("failed to run aigw");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn code(output: &Output) -> i32 {
+    output.status.code().expect("aigw was killed")
+}
+
+const GOOD: &str = r#"
+apiVersion: v1
+kind: Namespace
+metadata: {name: team-a}
+---
+apiVersion: aigw.io/v1alpha1
+kind: Config
+metadata: {name: routing, namespace: team-a}
+spec:
+  name: routing
+  config: {strategy: {mode: fallback}, targets: [{provider: "@openai"}, {provider: "@anthropic"}]}
+---
+apiVersion: aigw.io/v1alpha1
+kind: RateLimitsPolicy
+metadata: {name: per-key, namespace: team-a}
+spec:
+  type: requests
+  unit: rpm
+  value: 100
+  conditions: [{key: workspace_id, value: ws-1}]
+  groupBy: [{key: api_key}]
+"#;
+
+#[test]
+fn validate_accepts_a_good_set_and_counts_what_it_ignored() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join("nested")).unwrap();
+    std::fs::write(dir.path().join("nested/set.yaml"), GOOD).unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "not a manifest").unwrap();
+    let out = aigw(&["validate", "-f", dir.path().to_str().unwrap()]);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    assert!(
+        text(&out).contains(
+            "checked 2 aigw resources (1 Config, 1 RateLimitsPolicy), ignored 1 other document: valid"
+        ),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn validate_reads_stdin() {
+    let out = aigw_stdin(&["validate", "-f", "-"], GOOD);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let bad = GOOD.replace("unit: rpm", "unit: rps");
+    let out = aigw_stdin(&["validate", "-f", "-"], &bad);
+    assert_eq!(code(&out), 1, "{}", text(&out));
+    assert!(
+        text(&out).contains(
+            "-#2: RateLimitsPolicy team-a/per-key: spec.unit: Unsupported value: \"rps\""
+        ),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn validate_names_file_document_resource_and_field_of_each_problem() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("bad.yaml");
+    let bad = GOOD
+        .replace("value: 100", "value: -5")
+        .replace("groupBy: [{key: api_key}]", "groupBy: []")
+        .replace("  name: routing\n", "  name: routing\n  colour: blue\n")
+        + "---\napiVersion: aigw.io/v1alpha1\nkind: Connection\nmetadata: {name: default}\nspec: {managementUrl: 'https://api.example', auth: {}}\n"
+        + "---\napiVersion: aigw.io/v1alpha1\nkind: Deployment\nmetadata: {name: edge, namespace: team-a}\nspec: {name: edge, credentialsSecretRef: {name: edge-creds}, rotation: {interval: 30days}}\n";
+    std::fs::write(&file, bad).unwrap();
+    let out = aigw(&["validate", "-f", file.to_str().unwrap()]);
+    let report = text(&out);
+    assert_eq!(code(&out), 1, "{report}");
+    let at = file.display();
+    for expected in [
+        format!("{at}#1: Config team-a/routing: spec.colour: unknown field \"spec.colour\""),
+        format!(
+            "{at}#2: RateLimitsPolicy team-a/per-key: spec.groupBy: Invalid value: 0: spec.groupBy in body should have at least 1 items"
+        ),
+        format!(
+            "{at}#2: RateLimitsPolicy team-a/per-key: spec.value: Invalid value: -5: spec.value in body should be greater than or equal to 0"
+        ),
+        format!(
+            "{at}#3: Connection default: spec.auth: Invalid value: \"object\": auth needs exactly one of bearerToken or oauth2ClientCredentials"
+        ),
+        format!(
+            "{at}#4: Deployment team-a/edge: spec.rotation.interval: Invalid value: \"30days\""
+        ),
+    ] {
+        assert!(
+            report.contains(&expected),
+            "missing {expected:?} in:\n{report}"
+        );
+    }
+    assert!(report.contains(": 5 problems"), "{report}");
+}
+
+/// ApiKey manifests are checked offline as the operator and the apiserver would: a good one
+/// passes; a short transition, a bad interval, a server-side rotation policy, a user key
+/// without its user and an empty scope list are each named by field.
+#[test]
+fn validate_checks_api_keys_naming_each_field() {
+    let good = "apiVersion: aigw.io/v1alpha1\nkind: ApiKey\nmetadata: {name: billing, namespace: team-a}\n\
+        spec: {name: billing, kind: service, scopes: [completions.write], secretRef: {name: billing-key},\
+        rotation: {interval: 30d, transitionPeriod: 1h, restart: [{kind: Deployment, name: billing}]}}\n";
+    let out = aigw_stdin(&["validate", "-f", "-"], good);
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let bad = good
+        .replace("transitionPeriod: 1h", "transitionPeriod: 10m")
+        .replace("interval: 30d", "interval: 30days")
+        + "---\napiVersion: aigw.io/v1alpha1\nkind: ApiKey\nmetadata: {name: personal, namespace: team-a}\n\
+        spec: {name: personal, kind: user, scopes: [], secretRef: {name: personal-key},\
+        rotationPolicy: {rotationPeriod: weekly}}\n";
+    let out = aigw_stdin(&["validate", "-f", "-"], &bad);
+    let report = text(&out);
+    assert_eq!(code(&out), 1, "{report}");
+    for expected in [
+        "-#0: ApiKey team-a/billing: spec.rotation.interval",
+        "-#0: ApiKey team-a/billing: spec.rotation.transitionPeriod",
+        "-#1: ApiKey team-a/personal: spec.rotationPolicy",
+        "-#1: ApiKey team-a/personal: spec.userId",
+        "-#1: ApiKey team-a/personal: spec.scopes",
+    ] {
+        assert!(
+            report.contains(expected),
+            "missing {expected:?} in:\n{report}"
+        );
+    }
+    assert!(
+        report.contains("dead key"),
+        "the refusal says why: {report}"
+    );
+}
+
+#[test]
+fn validate_finds_duplicate_names_and_duplicate_claims() {
+    let adopt = |name: &str, slug: &str| {
+        format!(
+            "apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {{name: {name}, namespace: team-a}}\nspec: {{slug: {slug}, name: x, config: {{retry: {{attempts: 2}}}}}}\n"
+        )
+    };
+    let set = [
+        adopt("a", "pc-1"),
+        adopt("b", "pc-1"),
+        adopt("a", "pc-2"),
+        adopt("c", "pc-3"),
+    ]
+    .join("---\n");
+    let out = aigw_stdin(&["validate", "-f", "-"], &set);
+    let report = text(&out);
+    assert_eq!(code(&out), 1, "{report}");
+    assert!(
+        report.contains("-#1: Config team-a/b: spec.slug: duplicate: Config pc-1 is also claimed by Config team-a/a at -#0"),
+        "{report}"
+    );
+    assert!(
+        report.contains(
+            "-#2: Config team-a/a: metadata.name: duplicate: Config team-a/a is also defined at -#0"
+        ),
+        "{report}"
+    );
+    assert!(report.contains(": 2 problems"), "{report}");
+}
+
+/// 1,000 generated resources; the time is printed for the report, not asserted.
+#[test]
+fn validate_a_thousand_resources() {
+    let mut set = String::new();
+    for i in 0..1000 {
+        let doc = match i % 3 {
+            0 => format!(
+                "apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {{name: c-{i}, namespace: ns}}\nspec: {{slug: pc-{i}, name: c-{i}, config: {{strategy: {{mode: fallback}}, targets: [{{provider: '@a'}}, {{provider: '@b'}}]}}, state: active}}\n"
+            ),
+            1 => format!(
+                "apiVersion: aigw.io/v1alpha1\nkind: Deployment\nmetadata: {{name: d-{i}, namespace: ns}}\nspec: {{name: d-{i}, type: production, credentialsSecretRef: {{name: d-{i}-creds}}, rotation: {{interval: 720h}}, authSettings: {{workspacesAllowed: [ws-1]}}}}\n"
+            ),
+            _ => format!(
+                "apiVersion: aigw.io/v1alpha1\nkind: RateLimitsPolicy\nmetadata: {{name: p-{i}, namespace: ns}}\nspec: {{type: requests, unit: rpm, value: {i}, conditions: [{{key: workspace_id, value: ws-1}}], groupBy: [{{key: api_key}}]}}\n"
+            ),
+        };
+        set.push_str(&doc);
+        set.push_str("---\n");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("many.yaml");
+    std::fs::write(&file, set).unwrap();
+    let started = std::time::Instant::now();
+    let out = aigw(&["validate", "-f", file.to_str().unwrap()]);
+    eprintln!("validate of 1000 resources took {:?}", started.elapsed());
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    assert!(
+        text(&out).contains("checked 1000 aigw resources"),
+        "{}",
+        text(&out)
+    );
+}
+
+/// Remote writes recorded by the emulator.
+fn writes(stats: &Value) -> u64 {
+    stats["requests"]
+        .as_object()
+        .map(|m| {
+            m.keys()
+                .filter(|k| !k.starts_with("GET "))
+                .map(|k| count_in(stats, k))
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+struct Remote {
+    url: String,
+    http: reqwest::Client,
+}
+
+impl Remote {
+    async fn call(&self, method: Method, path: &str, body: Value) -> Value {
+        let response = self
+            .http
+            .request(method, format!("{}{path}", self.url))
+            .bearer_auth(TOKEN)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            response.status().is_success(),
+            "{path}: {}",
+            response.status()
+        );
+        response.json().await.unwrap_or(Value::Null)
+    }
+
+    async fn stats(&self) -> Value {
+        let url = format!("{}/_emulator/stats", self.url);
+        self.http
+            .get(url)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    async fn reset_stats(&self) {
+        let url = format!("{}/_emulator/stats", self.url);
+        self.http.delete(url).send().await.unwrap();
+    }
+}
+
+/// A config, a deployment and a policy in the emulator; returns the deployment's create answer.
+async fn seed(remote: &Remote) -> Value {
+    remote
+        .call(
+            Method::POST,
+            "/ai_gw/v2/configs",
+            json!({"name": "Chat Routing", "config": {"strategy": {"mode": "fallback"}, "targets": [{"provider": "@openai"}, {"provider": "@anthropic"}], "retry": {"attempts": 2}}}),
+        )
+        .await;
+    let deployment = remote
+        .call(
+            Method::POST,
+            "/ai_gw/admin/v2/deployments",
+            json!({"name": "edge-eu", "type": "production", "tags": {"team": "a"},
+                   "auth_settings": {"gateway_base_url": "https://gw.eu", "workspaces_allowed": ["ws-1"]}}),
+        )
+        .await;
+    remote
+        .call(
+            Method::POST,
+            "/ai_gw/v2/policies/rate-limits",
+            json!({"name": "per key", "type": "requests", "unit": "rpm", "value": 100,
+                   "conditions": [{"key": "workspace_id", "value": "ws-1"}], "group_by": [{"key": "api_key"}]}),
+        )
+        .await;
+    remote
+        .call(
+            Method::POST,
+            "/ai_gw/v2/guardrails",
+            json!({"name": "pii check", "workspace_id": "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c",
+                   "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
+                   "actions": {"deny": true}}),
+        )
+        .await;
+    remote
+        .call(
+            Method::POST,
+            "/ai_gw/admin/v2/guardrails",
+            json!({"name": "org secrets scan",
+                   "checks": [{"id": "default.regexMatch", "parameters": {"rule": "sk-[a-z0-9]{20}"}}],
+                   "actions": {"deny": true, "async": false}}),
+        )
+        .await;
+    remote
+        .call(
+            Method::POST,
+            "/ai_gw/v2/policies/usage-limits",
+            json!({"name": "team budget", "type": "cost", "credit_limit": 500, "alert_threshold": 400,
+                   "periodic_reset": "monthly",
+                   "conditions": [{"key": "workspace_id", "value": "ws-1"}], "group_by": [{"key": "api_key"}]}),
+        )
+        .await;
+    deployment
+}
+
+fn token_file(dir: &Path, token: &str) -> String {
+    let path = dir.join("token");
+    std::fs::write(&path, token).unwrap();
+    path.display().to_string()
+}
+
+/// Runs the binary off the async runtime, so the in-process emulator keeps serving.
+async fn aigw_async(args: Vec<String>) -> Output {
+    tokio::task::spawn_blocking(move || {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        aigw(&args)
+    })
+    .await
+    .unwrap()
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_exits_0_2_and_1_and_never_writes() {
+    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        .await
+        .unwrap();
+    let remote = Remote {
+        url: emulator.management_url(),
+        http: reqwest::Client::new(),
+    };
+    seed(&remote).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = token_file(dir.path(), TOKEN);
+    let url = emulator.management_url();
+    let set = dir.path().join("set");
+    let set = set.to_str().unwrap();
+    let connection = |cmd: &[&str]| {
+        let mut all = args(cmd);
+        all.extend(args(&["--management-url", &url, "--token-file", &token]));
+        all
+    };
+    let out = aigw_async(connection(&[
+        "export",
+        "--out",
+        set,
+        "--namespace",
+        "team-a",
+    ]))
+    .await;
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    remote.reset_stats().await;
+
+    // The export of the tenant: every resource adopts its object, which already matches.
+    let out = aigw_async(connection(&["plan", "-f", set])).await;
+    let plan = text(&out);
+    assert_eq!(code(&out), 0, "{plan}");
+    assert!(
+        plan.contains("Plan: 0 to create, 0 to update, 6 to adopt, 0 unchanged, 0 in conflict."),
+        "{plan}"
+    );
+
+    // A changed document, a changed policy and a new config: exit 2, field by field.
+    let config_file = Path::new(set).join("config-chat-routing.yaml");
+    let edited = std::fs::read_to_string(&config_file)
+        .unwrap()
+        .replace("attempts: 2", "attempts: 3");
+    std::fs::write(&config_file, edited).unwrap();
+    let policy_file = Path::new(set).join("ratelimitspolicy-per-key.yaml");
+    let edited = std::fs::read_to_string(&policy_file)
+        .unwrap()
+        .replace("value: 100.0", "value: 250");
+    std::fs::write(&policy_file, edited).unwrap();
+    std::fs::write(
+        Path::new(set).join("new.yaml"),
+        "apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {name: fresh, namespace: team-a}\nspec: {name: fresh, config: {cache: {mode: simple}, targets: [{provider: '@openai', custom_headers: {authorization: sk-never-printed}}]}}\n",
+    )
+    .unwrap();
+    let out = aigw_async(connection(&["plan", "-f", set])).await;
+    let plan = text(&out);
+    assert_eq!(code(&out), 2, "{plan}");
+    assert!(
+        plan.contains("-     \"attempts\": 2\n") && plan.contains("+     \"attempts\": 3\n"),
+        "{plan}"
+    );
+    assert!(plan.contains("    value: 100.0 → 250.0\n"), "{plan}");
+    assert!(plan.contains("Config team-a/fresh ("), "{plan}");
+    assert!(
+        !plan.contains("sk-never-printed"),
+        "a secret was printed:\n{plan}"
+    );
+
+    let out = aigw_async(connection(&["plan", "-f", set, "--output", "json"])).await;
+    assert_eq!(code(&out), 2, "{}", text(&out));
+    let document: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(document["version"], 1);
+    assert_eq!(document["summary"]["create"], 1);
+    assert_eq!(document["resources"].as_array().unwrap().len(), 7);
+    let policy = document["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["kind"] == "RateLimitsPolicy")
+        .unwrap();
+    assert_eq!(
+        policy["changes"][0],
+        json!({"field": "value", "from": 100.0, "to": 250.0})
+    );
+
+    // The same edits under `managementPolicy: Observe` are differences the operator would
+    // report, never writes: the policy is planned as `observe`; the remaining changes (the
+    // config, the new Config) still give exit 2, and without them exit 0.
+    let edited = std::fs::read_to_string(&policy_file)
+        .unwrap()
+        .replace("managementPolicy: Full", "managementPolicy: Observe");
+    assert!(edited.contains("managementPolicy: Observe"), "{edited}");
+    std::fs::write(&policy_file, edited).unwrap();
+    let out = aigw_async(connection(&["plan", "-f", set])).await;
+    let plan = text(&out);
+    assert!(plan.contains("per-key.yaml#0): observe"), "{plan}");
+    assert!(plan.contains("    value: 100.0 → 250.0\n"), "{plan}");
+    assert!(
+        plan.contains("1 observed (Observe: never written)"),
+        "{plan}"
+    );
+    std::fs::remove_file(Path::new(set).join("new.yaml")).unwrap();
+    let config_back = std::fs::read_to_string(&config_file)
+        .unwrap()
+        .replace("attempts: 3", "attempts: 2");
+    std::fs::write(&config_file, config_back).unwrap();
+    let out = aigw_async(connection(&["plan", "-f", set])).await;
+    assert_eq!(
+        code(&out),
+        0,
+        "an Observe difference is not a change: {}",
+        text(&out)
+    );
+
+    // A bad token and an unreachable API: exit 1.
+    let bad_token = dir.path().join("bad-token");
+    std::fs::write(&bad_token, "not-the-token").unwrap();
+    let out = aigw_async(args(&[
+        "plan",
+        "-f",
+        set,
+        "--management-url",
+        &url,
+        "--token-file",
+        bad_token.to_str().unwrap(),
+    ]))
+    .await;
+    assert_eq!(code(&out), 1, "{}", text(&out));
+    assert!(text(&out).contains("HTTP 401"), "{}", text(&out));
+    let out = aigw_async(args(&[
+        "plan",
+        "-f",
+        set,
+        "--management-url",
+        "http://127.0.0.1:1",
+        "--token-file",
+        &token,
+        "--timeout",
+        "2s",
+    ]))
+    .await;
+    assert_eq!(code(&out), 1, "{}", text(&out));
+
+    let stats = remote.stats().await;
+    assert_eq!(writes(&stats), 0, "plan wrote to the API: {stats}");
+    assert!(
+        count_in(&stats, "GET /ai_gw/v2/configs/{slug}") > 0,
+        "{stats}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_reports_conflicts_with_exit_1() {
+    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        .await
+        .unwrap();
+    let remote = Remote {
+        url: emulator.management_url(),
+        http: reqwest::Client::new(),
+    };
+    seed(&remote).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = token_file(dir.path(), TOKEN);
+    let url = emulator.management_url();
+    let set = dir.path().join("set");
+    let set = set.to_str().unwrap();
+    let out = aigw_async(args(&[
+        "export",
+        "--out",
+        set,
+        "--management-url",
+        &url,
+        "--token-file",
+        &token,
+    ]))
+    .await;
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    let policy_file = Path::new(set).join("ratelimitspolicy-per-key.yaml");
+    let edited = std::fs::read_to_string(&policy_file)
+        .unwrap()
+        .replace("type: requests", "type: tokens");
+    std::fs::write(&policy_file, edited).unwrap();
+    std::fs::write(
+        Path::new(set).join("gone.yaml"),
+        "apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {name: gone}\nspec: {slug: pc-gone-000000, name: gone, config: {retry: {attempts: 1}}}\n",
+    )
+    .unwrap();
+    let out = aigw_async(args(&[
+        "plan",
+        "-f",
+        set,
+        "--management-url",
+        &url,
+        "--token-file",
+        &token,
+    ]))
+    .await;
+    let plan = text(&out);
+    assert_eq!(code(&out), 1, "{plan}");
+    assert!(
+        plan.contains("Config gone (")
+            && plan.contains("spec.slug names config pc-gone-000000, which does not exist"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("the remote policy has a different type"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("    type: \"requests\" → \"tokens\"\n"),
+        "{plan}"
+    );
+}
+
+/// Export the tenant, apply it with the operator running: everything Ready, nothing written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_applied_with_the_operator_running_adopts_everything_without_a_write() {
+    let h = Harness::start("gitops-export").await;
+    let remote = Remote {
+        url: h.emulator.management_url(),
+        http: reqwest::Client::new(),
+    };
+    let created = seed(&remote).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = token_file(dir.path(), TOKEN);
+    let url = h.emulator.management_url();
+    let out_dir = dir.path().join("export");
+    let out_dir = out_dir.to_str().unwrap().to_string();
+    let out = aigw_async(args(&[
+        "export",
+        "--out",
+        &out_dir,
+        "--namespace",
+        &h.env.namespace,
+        "--management-url",
+        &url,
+        "--token-file",
+        &token,
+    ]))
+    .await;
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    assert!(
+        text(&out)
+            .contains("exported 1 ClusterGuardrail, 1 Config, 1 Deployment, 1 Guardrail, 1 RateLimitsPolicy, 1 UsageLimitsPolicy"),
+        "{}",
+        text(&out)
+    );
+    let out = aigw_async(args(&["validate", "-f", &out_dir])).await;
+    assert_eq!(code(&out), 0, "{}", text(&out));
+
+    // No credential was exported; the gateway's current ones go into the named Secret.
+    let client_auth = created["client_auth"].as_str().unwrap();
+    let password = created["credentials"]["password"].as_str().unwrap();
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(&out_dir).unwrap() {
+        let path = entry.unwrap().path();
+        let content = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            !content.contains(client_auth) && !content.contains(password),
+            "{}",
+            path.display()
+        );
+        files.push((path, content));
+    }
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "edge-eu-credentials"},
+        "stringData": {"client_auth": client_auth, "username": created["credentials"]["username"], "password": password}
+    }))
+    .unwrap();
+    h.env
+        .api::<Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+
+    h.reset_stats().await;
+    for (path, content) in &files {
+        let name = path.file_name().unwrap().to_str().unwrap();
+        let yaml = content.as_str();
+        if name.starts_with("config-") {
+            let object: Config = serde_yaml::from_str(yaml).unwrap();
+            h.env
+                .api::<Config>()
+                .create(&PostParams::default(), &object)
+                .await
+                .unwrap();
+        } else if name.starts_with("deployment-") {
+            let object: Deployment = serde_yaml::from_str(yaml).unwrap();
+            h.env
+                .api::<Deployment>()
+                .create(&PostParams::default(), &object)
+                .await
+                .unwrap();
+        } else if name.starts_with("ratelimitspolicy-") {
+            let object: RateLimitsPolicy = serde_yaml::from_str(yaml).unwrap();
+            h.env
+                .api::<RateLimitsPolicy>()
+                .create(&PostParams::default(), &object)
+                .await
+                .unwrap();
+        } else if name.starts_with("guardrail-") {
+            let object: Guardrail = serde_yaml::from_str(yaml).unwrap();
+            h.env
+                .api::<Guardrail>()
+                .create(&PostParams::default(), &object)
+                .await
+                .unwrap();
+        } else if name.starts_with("clusterguardrail-") {
+            // Labelled for the harness's operator (which takes only its own cluster-scoped
+            // objects); a leftover of an earlier run is removed first.
+            let mut object: ClusterGuardrail = serde_yaml::from_str(yaml).unwrap();
+            object.metadata.labels =
+                Some([(CLUSTER_LABEL.to_string(), h.env.namespace.clone())].into());
+            let cluster = Api::<ClusterGuardrail>::all(h.env.client.clone());
+            let name = object.metadata.name.clone().unwrap();
+            let unfinalized = json!({"metadata": {"finalizers": null}});
+            let _ = cluster
+                .patch(
+                    &name,
+                    &Default::default(),
+                    &kube::api::Patch::Merge(&unfinalized),
+                )
+                .await;
+            let _ = cluster.delete(&name, &Default::default()).await;
+            support::wait_until(WAIT, || async {
+                cluster.get_opt(&name).await.ok()?.is_none().then_some(())
+            })
+            .await
+            .expect("a leftover ClusterGuardrail went");
+            cluster
+                .create(&PostParams::default(), &object)
+                .await
+                .unwrap();
+        } else if name.starts_with("usagelimitspolicy-") {
+            let object: UsageLimitsPolicy = serde_yaml::from_str(yaml).unwrap();
+            h.env
+                .api::<UsageLimitsPolicy>()
+                .create(&PostParams::default(), &object)
+                .await
+                .unwrap();
+        }
+    }
+    h.env
+        .wait_for::<Config>("chat-routing", WAIT, |c| c.ready())
+        .await;
+    h.env
+        .wait_for::<Deployment>("edge-eu", WAIT, |d| d.ready())
+        .await;
+    h.env
+        .wait_for::<RateLimitsPolicy>("per-key", WAIT, |p| p.ready())
+        .await;
+    h.env
+        .wait_for::<UsageLimitsPolicy>("team-budget", WAIT, |p| p.ready())
+        .await;
+    h.env
+        .wait_for::<Guardrail>("pii-check", WAIT, |g| g.ready())
+        .await;
+    let cluster = Api::<ClusterGuardrail>::all(h.env.client.clone());
+    support::wait_until(WAIT, || async {
+        cluster
+            .get_opt("org-secrets-scan")
+            .await
+            .ok()??
+            .ready()
+            .then_some(())
+    })
+    .await
+    .expect("the exported ClusterGuardrail was adopted");
+    let stats = h.stats().await;
+    assert_eq!(
+        writes(&stats),
+        0,
+        "adopting the export wrote to the API: {stats}"
+    );
+
+    // With the cluster in view the same set is managed already: no change, exit 0.
+    let kubeconfig = support::kubeconfig_path().display().to_string();
+    let out = aigw_async(args(&[
+        "plan",
+        "-f",
+        &out_dir,
+        "--management-url",
+        &url,
+        "--token-file",
+        &token,
+        "--kubeconfig",
+        &kubeconfig,
+    ]))
+    .await;
+    assert_eq!(code(&out), 0, "{}", text(&out));
+    assert!(
+        text(&out).contains("0 to adopt, 6 unchanged"),
+        "{}",
+        text(&out)
+    );
+    h.stop().await;
+}
+
+/// camelCase credential keys (as guardrail plugins spell them) are refused in plain text like
+/// snake_case ones: by the CRD's rules that `aigw validate` evaluates, and by the document
+/// check (review F14: both were accepted).
+#[test]
+fn validate_refuses_camel_case_credentials_in_plain_text() {
+    let manifests = "apiVersion: aigw.io/v1alpha1\nkind: Guardrail\nmetadata: {name: guard, namespace: team-a}\n\
+        spec: {name: guard, checks: [{id: bedrock.guard, parameters: {accessKeySecret: wJalrXUtnFEMI, region: us-east-1}}]}\n\
+        ---\napiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {name: c, namespace: team-a}\n\
+        spec: {name: c, config: {targets: [{provider: \"@x\", awsSessionToken: tok-1}]}}\n";
+    let out = aigw_stdin(&["validate", "-f", "-"], manifests);
+    let report = text(&out);
+    assert_eq!(code(&out), 1, "{report}");
+    assert!(
+        report.contains("/checks/0/parameters/accessKeySecret"),
+        "{report}"
+    );
+    assert!(
+        report.contains("awsSessionToken must not be written in spec.config"),
+        "{report}"
+    );
+    assert!(
+        !report.contains("wJalrXUtnFEMI") && !report.contains("tok-1"),
+        "{report}"
+    );
+}
+
+/// `aigw plan` without `--kubeconfig` cannot know the `secretRefs` of the live resource: a pull
+/// request that drops an entry (and its field) leaves the value its Secret gave the remote
+/// document at a path the manifest no longer has. That value is hidden in place, on the text
+/// and the JSON output (attack on issue 27). Before, the removed line printed it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_without_a_kubeconfig_hides_a_value_at_a_dropped_path() {
+    const VALUE: &str = "plan-leak-value-0001";
+    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        .await
+        .unwrap();
+    let remote = Remote {
+        url: emulator.management_url(),
+        http: reqwest::Client::new(),
+    };
+    let created = remote
+        .call(
+            Method::POST,
+            "/ai_gw/v2/configs",
+            json!({"name": "dropped-ref", "config": {"strategy": {"mode": "single"},
+                   "targets": [{"provider": "@openai", "tenant_label": VALUE}]}}),
+        )
+        .await;
+    let slug = created["slug"].as_str().expect("slug").to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let token = token_file(dir.path(), TOKEN);
+    let url = emulator.management_url();
+    let manifest = dir.path().join("pr.yaml");
+    std::fs::write(
+        &manifest,
+        format!("apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {{name: dropped-ref, namespace: team-a}}\nspec: {{name: dropped-ref, slug: {slug}, config: {{strategy: {{mode: single}}, targets: [{{provider: '@openai'}}]}}}}\n"),
+    )
+    .unwrap();
+    let manifest = manifest.to_str().unwrap();
+    for output in ["human", "json"] {
+        let out = aigw_async(args(&[
+            "plan",
+            "-f",
+            manifest,
+            "--output",
+            output,
+            "--management-url",
+            &url,
+            "--token-file",
+            &token,
+        ]))
+        .await;
+        let plan = text(&out);
+        assert_eq!(code(&out), 2, "{plan}");
+        assert!(
+            !plan.contains(VALUE),
+            "[{output}] the value was printed:\n{plan}"
+        );
+        assert!(
+            plan.contains("tenant_label"),
+            "[{output}] the change shows:\n{plan}"
+        );
+    }
+}

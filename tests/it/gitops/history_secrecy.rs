@@ -1,0 +1,251 @@
+//! `aigw history config/NAME --diff A B` on a real kube-apiserver and the emulator: a value a
+//! Config takes from a Secret is never printed, whatever its key is called (found by an attack
+//! on issue 20's secrecy; it failed before the fix).
+
+use crate::support;
+
+use std::time::Duration;
+
+use aigw::resources::Config;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use support::harness::Harness;
+use support::objects::{Conditions, object, routing};
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// `aigw history config/NAME --diff A B`: a value taken from a Secret (`spec.secretRefs`) is
+/// never printed, whatever its key.
+#[tokio::test]
+async fn history_diff_never_prints_a_secret_backed_value() {
+    const FIRST: &str = "AKIAQ7ZX3EXAMPLEKEY1";
+    const SECOND: &str = "AKIAQ7ZX3EXAMPLEKEY2";
+    let h = Harness::start_with("atk-hist-secret", Duration::from_secs(600)).await;
+    let put = |value: &'static str| {
+        let secrets = h.env.api::<Secret>();
+        async move {
+            let secret: Secret = serde_json::from_value(
+                json!({"metadata": {"name": "aws"}, "stringData": {"id": value}}),
+            )
+            .unwrap();
+            secrets
+                .patch(
+                    "aws",
+                    &PatchParams::apply("test").force(),
+                    &Patch::Apply(&secret),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    put(FIRST).await;
+    let mut spec = routing("bedrock");
+    spec["secretRefs"] =
+        json!([{"path": "/aws_access_key_id", "secretKeyRef": {"name": "aws", "key": "id"}}]);
+    h.env
+        .api::<Config>()
+        .create(&PostParams::default(), &object("Config", "bedrock", spec))
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<Config>("bedrock", WAIT, |c| c.ready())
+        .await;
+    put(SECOND).await;
+    let config = h
+        .env
+        .wait_for::<Config>("bedrock", WAIT, |c| {
+            c.ready() && c.status.as_ref().is_some_and(|s| s.history.len() == 2)
+        })
+        .await;
+    let history = config.status.unwrap().history;
+    let (newer, older) = (
+        history[0].version_id.clone().unwrap(),
+        history[1].version_id.clone().unwrap(),
+    );
+    let token = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(token.path(), support::harness::TOKEN).unwrap();
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
+    command
+        .args(["history", "config/bedrock", "--diff", &older, &newer])
+        .args(["-n", &h.env.namespace])
+        .arg("--kubeconfig")
+        .arg(support::kubeconfig_path())
+        .args(["--management-url", &h.emulator.management_url()])
+        .arg("--token-file")
+        .arg(token.path());
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .expect("aigw runs");
+    let out = String::from_utf8_lossy(&output.stdout).to_string();
+    assert!(output.status.success(), "{output:?}");
+    assert!(
+        !out.contains(FIRST) && !out.contains(SECOND),
+        "aigw history --diff printed the Secret's values:\n{out}"
+    );
+    h.stop().await;
+}
+
+/// Runs `aigw` off the async runtime (the in-process emulator keeps serving); stdout and stderr.
+async fn aigw(args: Vec<String>) -> (bool, String) {
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
+            .args(args)
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("aigw runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code().is_some_and(|c| c <= 2), text)
+}
+
+/// A target prepended before the one a Secret fills shifts the `secretRefs` index: the remote
+/// document and the older version hold the value at the old index. Neither `aigw plan` (with
+/// and without cluster access) nor `aigw history --diff` prints it, nor does `aigw export`
+/// after a console edit moved it (review F2; plan and export printed it before the fix).
+#[tokio::test]
+async fn plan_history_and_export_never_print_a_secret_backed_value_after_an_index_shift() {
+    const VALUE: &str = "AKIAPLANLEAK00000001";
+    let h = Harness::start_with("atk-index-shift", Duration::from_secs(600)).await;
+    let secret: Secret =
+        serde_json::from_value(json!({"metadata": {"name": "aws"}, "stringData": {"id": VALUE}}))
+            .unwrap();
+    h.env
+        .api::<Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let spec = |targets: Value, index: usize| {
+        json!({"name": "bedrock",
+               "config": {"strategy": {"mode": "fallback"}, "targets": targets},
+               "secretRefs": [{"path": format!("/targets/{index}/aws_access_key_id"),
+                               "secretKeyRef": {"name": "aws", "key": "id"}}]})
+    };
+    let before = spec(json!([{"provider": "@bedrock-a"}]), 0);
+    let after = spec(
+        json!([{"provider": "@openai"}, {"provider": "@bedrock-a"}]),
+        1,
+    );
+    h.env
+        .api::<Config>()
+        .create(&PostParams::default(), &object("Config", "bedrock", before))
+        .await
+        .unwrap();
+    let created = h
+        .env
+        .wait_for::<Config>("bedrock", WAIT, |c| c.ready())
+        .await;
+    let slug = created.status.unwrap().slug.unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, support::harness::TOKEN).unwrap();
+    let token = token.to_str().unwrap().to_string();
+    let kubeconfig = support::kubeconfig_path().to_str().unwrap().to_string();
+    let url = h.emulator.management_url();
+    let target = |kube: bool| {
+        let mut args = vec![
+            "--management-url".to_string(),
+            url.clone(),
+            "--token-file".into(),
+            token.clone(),
+        ];
+        if kube {
+            args.extend(["--kubeconfig".into(), kubeconfig.clone()]);
+        }
+        args
+    };
+    // The pull request: the same Config with a target prepended. Once as the live resource
+    // knows it (cluster access), once adopting the remote config by slug (no cluster access).
+    let manifest = |with_slug: bool| {
+        let mut object: Value = object("Config", "bedrock", after.clone());
+        object["metadata"]["namespace"] = json!(h.env.namespace);
+        if with_slug {
+            object["spec"]["slug"] = json!(slug);
+        }
+        let path = dir.path().join(format!("pr-{with_slug}.yaml"));
+        std::fs::write(&path, serde_yaml::to_string(&object).unwrap()).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    for (kube, with_slug) in [(true, false), (false, true)] {
+        for output in ["human", "json"] {
+            let mut args = vec!["plan".to_string(), "-f".into(), manifest(with_slug)];
+            args.extend(["--output".into(), output.into()]);
+            args.extend(target(kube));
+            let (ran, out) = aigw(args).await;
+            assert!(ran, "{out}");
+            assert!(out.contains("@openai"), "the plan shows the change: {out}");
+            assert!(
+                !out.contains(VALUE),
+                "aigw plan ({output}, cluster access: {kube}) printed the Secret's value:\n{out}"
+            );
+        }
+    }
+
+    h.env
+        .api::<Config>()
+        .patch(
+            "bedrock",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": after})),
+        )
+        .await
+        .unwrap();
+    let config = h
+        .env
+        .wait_for::<Config>("bedrock", WAIT, |c| {
+            c.ready() && c.status.as_ref().is_some_and(|s| s.history.len() == 2)
+        })
+        .await;
+    let history = config.status.unwrap().history;
+    let (newer, older) = (
+        history[0].version_id.clone().unwrap(),
+        history[1].version_id.clone().unwrap(),
+    );
+    let mut args = vec!["history".to_string(), "config/bedrock".into()];
+    args.extend(["--diff".into(), older, newer]);
+    args.extend(["-n".into(), h.env.namespace.clone()]);
+    args.extend(target(true));
+    let (ran, out) = aigw(args).await;
+    assert!(ran, "{out}");
+    assert!(out.contains("@openai"), "the diff shows the change: {out}");
+    assert!(
+        !out.contains(VALUE),
+        "aigw history --diff printed the Secret's value:\n{out}"
+    );
+
+    // A console edit swaps the targets: the remote holds the value at index 0, the live
+    // resource names index 1. `aigw export` writes no file holding it, and says why.
+    h.call(
+        reqwest::Method::PUT,
+        &format!("/ai_gw/v2/configs/{slug}"),
+        Some(
+            json!({"config": {"strategy": {"mode": "fallback"}, "targets": [
+            {"provider": "@bedrock-a", "aws_access_key_id": VALUE}, {"provider": "@openai"}]}}),
+        ),
+    )
+    .await;
+    let out_dir = dir.path().join("export");
+    let mut args = vec!["export".to_string(), "--out".into()];
+    args.push(out_dir.to_str().unwrap().into());
+    args.extend(["--namespace".into(), h.env.namespace.clone()]);
+    args.extend(target(true));
+    let (ran, out) = aigw(args).await;
+    assert!(ran, "{out}");
+    let mut exported = out.clone();
+    for entry in std::fs::read_dir(&out_dir).unwrap() {
+        exported.push_str(&std::fs::read_to_string(entry.unwrap().path()).unwrap());
+    }
+    assert!(
+        !exported.contains(VALUE),
+        "aigw export wrote the Secret's value:\n{exported}"
+    );
+    assert!(out.contains(&format!("config {slug}")), "{out}");
+    h.stop().await;
+}

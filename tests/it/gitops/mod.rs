@@ -1,0 +1,6 @@
+//! `aigw validate`, `plan`, `export` and `history`, the GitOps modes and promotion.
+
+mod cli;
+mod history_secrecy;
+mod modes;
+mod promotion;

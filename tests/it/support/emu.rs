@@ -1,0 +1,93 @@
+//! The emulator over real HTTP, for tests of its routes: calls with the test token, control
+//! endpoints (state, faults) without one. Each test module adds its own helpers in an `impl Emu`
+//! (one binary: their names must differ between modules).
+
+use std::time::Duration;
+
+use aigw::emulator::{EmulatorOptions, Running, spawn};
+use reqwest::{Method, RequestBuilder, StatusCode};
+use serde_json::Value;
+
+pub const TOKEN: &str = "test-token";
+
+pub struct Emu {
+    pub running: Running,
+    pub http: reqwest::Client,
+}
+
+impl Emu {
+    pub async fn start() -> Self {
+        Self::start_with(EmulatorOptions::new(TOKEN)).await
+    }
+
+    pub async fn start_with(options: EmulatorOptions) -> Self {
+        let running = spawn(options).await.expect("emulator starts");
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()
+            .expect("http client");
+        Self { running, http }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.running.management_url())
+    }
+
+    pub fn call(&self, method: Method, path: &str) -> RequestBuilder {
+        self.http.request(method, self.url(path)).bearer_auth(TOKEN)
+    }
+
+    /// Sends and returns status plus JSON body (`Null` for an empty body).
+    pub async fn send(&self, request: RequestBuilder) -> (StatusCode, Value) {
+        let response = request.send().await.expect("request succeeds");
+        let status = response.status();
+        let bytes = response.bytes().await.expect("body");
+        let body = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes).expect("json body")
+        };
+        (status, body)
+    }
+
+    pub async fn get(&self, path: &str) -> (StatusCode, Value) {
+        self.send(self.call(Method::GET, path)).await
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.send(self.call(Method::POST, path).json(&body)).await
+    }
+
+    pub async fn put(&self, path: &str, body: Value) -> (StatusCode, Value) {
+        self.send(self.call(Method::PUT, path).json(&body)).await
+    }
+
+    pub async fn delete(&self, path: &str) -> (StatusCode, Value) {
+        self.send(self.call(Method::DELETE, path)).await
+    }
+
+    /// A control endpoint (no token); returns status and body.
+    pub async fn control(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> (StatusCode, Value) {
+        let mut request = self.http.request(method, self.url(path));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        self.send(request).await
+    }
+
+    pub async fn state(&self) -> Value {
+        self.control(Method::GET, "/_emulator/state", None).await.1
+    }
+
+    pub async fn faults(&self, faults: Value) {
+        let (status, _) = self
+            .control(Method::PUT, "/_emulator/faults", Some(faults))
+            .await;
+        assert_eq!(status, StatusCode::OK);
+    }
+}

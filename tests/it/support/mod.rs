@@ -1,0 +1,419 @@
+//! Test support for integration tests: a real kube-apiserver (started once per test process,
+//! reused across processes), the CRDs from `crds/`, and a fresh namespace per test.
+
+use std::path::{Path, PathBuf};
+use std::sync::{LazyLock, OnceLock};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Event, Namespace};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+
+pub mod api_keys;
+pub mod chart;
+pub mod emu;
+pub mod harness;
+pub mod objects;
+pub mod proxy;
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Starts the local control plane with `hack/cluster-up.sh` (idempotent; it reuses a running
+/// one) once per test process. Panics with the script's output when it cannot start: an
+/// integration test never passes, or skips, without a real apiserver.
+pub fn kubeconfig_path() -> &'static Path {
+    static PATH: OnceLock<PathBuf> = OnceLock::new();
+    PATH.get_or_init(|| {
+        let root = repo_root();
+        let output = std::process::Command::new("bash")
+            .arg(root.join("hack/cluster-up.sh"))
+            .current_dir(&root)
+            .output()
+            .expect("failed to run hack/cluster-up.sh");
+        assert!(
+            output.status.success(),
+            "the local control plane did not start (hack/cluster-up.sh exited {}):\n{}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let path = root.join(".aigw-dev/kubeconfig");
+        assert!(
+            path.exists(),
+            "hack/cluster-up.sh wrote no {}",
+            path.display()
+        );
+        path
+    })
+}
+
+pub async fn kube_client() -> Client {
+    let kubeconfig = Kubeconfig::read_from(kubeconfig_path()).expect("unreadable kubeconfig");
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("invalid kubeconfig");
+    Client::try_from(config).expect("failed to build a kube client")
+}
+
+/// A client of the local control plane that acts as the user `user` (admin credentials
+/// impersonating it, group `system:authenticated`): what that user's RBAC allows, and no more.
+pub async fn impersonating(user: &str) -> Client {
+    let kubeconfig = chart::impersonating_kubeconfig(user, vec!["system:authenticated".into()]);
+    let config = Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .expect("invalid kubeconfig");
+    Client::try_from(config).expect("failed to build a kube client")
+}
+
+/// Installs (server-side applies) every CRD under `crds/` and waits until each is established.
+pub async fn install_crds(client: &Client) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let dir = repo_root().join("crds");
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&dir).expect("crds/ is missing") {
+        let path = entry.expect("unreadable crds/ entry").path();
+        let text = std::fs::read_to_string(&path).expect("unreadable CRD file");
+        if path.ends_with(aigw::resources::ADMISSION_POLICIES_FILE) {
+            install_admission_policies(client, &text).await;
+            continue;
+        }
+        let crd: CustomResourceDefinition = serde_yaml::from_str(&text).expect("invalid CRD YAML");
+        let name = crd.name_any();
+        crds.patch(
+            &name,
+            &PatchParams::apply("aigw-tests").force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("failed to install CRD {name}: {e}"));
+        names.push(name);
+    }
+    for name in names {
+        wait_until(Duration::from_secs(30), || async {
+            let crd = crds.get(&name).await.ok()?;
+            let established = crd
+                .status?
+                .conditions?
+                .into_iter()
+                .any(|c| c.type_ == "Established" && c.status == "True");
+            established.then_some(())
+        })
+        .await
+        .unwrap_or_else(|| panic!("CRD {name} was not established within 30s"));
+    }
+}
+
+/// Server-side applies the ValidatingAdmissionPolicies (and bindings) of `text`, the
+/// multi-document file under `crds/` that bounds the free-form fields.
+pub async fn install_admission_policies(client: &Client, text: &str) {
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    use serde::Deserialize as _;
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(client.clone());
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(client.clone());
+    let apply = PatchParams::apply("aigw-tests").force();
+    for document in serde_yaml::Deserializer::from_str(text) {
+        let value = serde_json::Value::deserialize(document).expect("invalid policy YAML");
+        let name = value["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let result = match value["kind"].as_str() {
+            Some("ValidatingAdmissionPolicy") => policies
+                .patch(&name, &apply, &Patch::Apply(&value))
+                .await
+                .map(drop),
+            Some("ValidatingAdmissionPolicyBinding") => bindings
+                .patch(&name, &apply, &Patch::Apply(&value))
+                .await
+                .map(drop),
+            other => panic!("unexpected kind {other:?} in the admission policies"),
+        };
+        result.unwrap_or_else(|e| panic!("failed to install {name}: {e}"));
+    }
+}
+
+/// Polls `probe` every 100 ms until it returns `Some` or `timeout` passes.
+pub async fn wait_until<T, F, Fut>(timeout: Duration, mut probe: F) -> Option<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(value) = probe().await {
+            return Some(value);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Who holds the cluster: `(tests sharing it, one test holding it alone)`. The integration tests
+/// share one process and run in parallel, each in namespaces of its own; every [`TestEnv`] is a
+/// share. A test whose operator watches every namespace (it would reconcile the other tests'
+/// objects) holds the cluster alone: [`exclusive_cluster`].
+static CLUSTER: LazyLock<tokio::sync::watch::Sender<(usize, bool)>> =
+    LazyLock::new(|| tokio::sync::watch::Sender::new((0, false)));
+
+/// Waits until `take` changes the state of [`CLUSTER`] (it returns whether it did).
+async fn take_cluster(mut take: impl FnMut(&mut (usize, bool)) -> bool) {
+    let mut changed = CLUSTER.subscribe();
+    loop {
+        if CLUSTER.send_if_modified(&mut take) {
+            return;
+        }
+        changed
+            .changed()
+            .await
+            .expect("the cluster state is static");
+    }
+}
+
+/// A share of the cluster, held by a [`TestEnv`]: no test holds it alone meanwhile.
+struct Share;
+
+impl Share {
+    async fn take() -> Self {
+        // Never waits for a test that only asks to hold the cluster alone: a test taking a second
+        // share while it holds one must not wait for one that waits for it.
+        take_cluster(|(shares, alone)| {
+            if *alone {
+                return false;
+            }
+            *shares += 1;
+            true
+        })
+        .await;
+        Share
+    }
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        CLUSTER.send_modify(|(shares, _)| *shares -= 1);
+    }
+}
+
+/// The cluster held by one test alone, until dropped (see [`exclusive_cluster`]).
+pub struct Exclusive(());
+
+impl Drop for Exclusive {
+    fn drop(&mut self) {
+        CLUSTER.send_modify(|(_, alone)| *alone = false);
+    }
+}
+
+/// Holds the cluster alone: waits until no [`TestEnv`] of another test is alive, and holds back
+/// new ones until the result is dropped. Its own namespaces come from [`TestEnv::alone`].
+pub async fn exclusive_cluster() -> Exclusive {
+    take_cluster(|(shares, alone)| {
+        if *shares > 0 || *alone {
+            return false;
+        }
+        *alone = true;
+        true
+    })
+    .await;
+    Exclusive(())
+}
+
+/// One test's slice of the cluster: a client and a namespace of its own.
+pub struct TestEnv {
+    pub client: Client,
+    pub namespace: String,
+    _share: Option<Share>,
+}
+
+impl TestEnv {
+    pub async fn new(prefix: &str) -> Self {
+        let share = Share::take().await;
+        let mut env = Self::create(prefix).await;
+        env._share = Some(share);
+        env
+    }
+
+    /// A namespace of a test that holds the cluster alone.
+    pub async fn alone(_cluster: &Exclusive, prefix: &str) -> Self {
+        Self::create(prefix).await
+    }
+
+    async fn create(prefix: &str) -> Self {
+        // Once per process: the CRDs and admission policies do not change while the tests run.
+        static INSTALLED: tokio::sync::OnceCell<()> = tokio::sync::OnceCell::const_new();
+        let client = kube_client().await;
+        INSTALLED.get_or_init(|| install_crds(&client)).await;
+        let namespace = format!(
+            "{prefix}-{}",
+            &uuid::Uuid::new_v4().simple().to_string()[..8]
+        );
+        let ns = Namespace {
+            metadata: kube::api::ObjectMeta {
+                name: Some(namespace.clone()),
+                labels: Some([("aigw.io/test".to_string(), prefix.to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        Api::<Namespace>::all(client.clone())
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap_or_else(|e| panic!("failed to create namespace {namespace}: {e}"));
+        Self {
+            client,
+            namespace,
+            _share: None,
+        }
+    }
+
+    pub fn api<K>(&self) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// Waits until the named object satisfies `done`; on timeout, panics with the object and
+    /// the namespace's events so the failure explains itself.
+    pub async fn wait_for<K>(&self, name: &str, timeout: Duration, done: impl Fn(&K) -> bool) -> K
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+        <K as Resource>::DynamicType: Default,
+    {
+        let api = self.api::<K>();
+        let found = wait_until(timeout, || async {
+            let object = api.get_opt(name).await.ok()??;
+            done(&object).then_some(object)
+        })
+        .await;
+        match found {
+            Some(object) => object,
+            None => {
+                let current = api.get_opt(name).await.ok().flatten();
+                panic!(
+                    "timed out after {timeout:?} waiting for {name}\n--- object ---\n{}\n--- events ---\n{}",
+                    serde_yaml::to_string(&current).unwrap_or_default(),
+                    self.events_text().await
+                );
+            }
+        }
+    }
+
+    /// Deletes the named object and waits until it is gone (its finalizer has run); on timeout,
+    /// panics with the object and the namespace's events.
+    pub async fn delete_and_wait<K>(&self, name: &str, timeout: Duration)
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+        <K as Resource>::DynamicType: Default,
+    {
+        let api = self.api::<K>();
+        api.delete(name, &Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("failed to delete {name}: {e}"));
+        let gone = wait_until(timeout, || async {
+            api.get_opt(name).await.ok()?.is_none().then_some(())
+        })
+        .await;
+        if gone.is_none() {
+            let current = api.get_opt(name).await.ok().flatten();
+            panic!(
+                "{name} was not deleted within {timeout:?}\n--- object ---\n{}\n--- events ---\n{}",
+                serde_yaml::to_string(&current).unwrap_or_default(),
+                self.events_text().await
+            );
+        }
+    }
+
+    async fn purge<K>(&self)
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+        <K as Resource>::DynamicType: Default,
+    {
+        let api = self.api::<K>();
+        let Ok(list) = api.list(&ListParams::default()).await else {
+            return;
+        };
+        let drop_finalizers = serde_json::json!({"metadata": {"finalizers": null}});
+        for object in list.items {
+            let name = object.name_any();
+            let _ = api
+                .patch(
+                    &name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&drop_finalizers),
+                )
+                .await;
+            let _ = api.delete(&name, &Default::default()).await;
+        }
+    }
+
+    /// Every event in the namespace, one per line (for failure dumps and secret-leak checks).
+    pub async fn events_text(&self) -> String {
+        let events = self
+            .api::<Event>()
+            .list(&ListParams::default())
+            .await
+            .map(|l| l.items)
+            .unwrap_or_default();
+        events
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {} {}: {}",
+                    e.type_.as_deref().unwrap_or(""),
+                    e.involved_object.name.as_deref().unwrap_or(""),
+                    e.reason.as_deref().unwrap_or(""),
+                    e.message.as_deref().unwrap_or("")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    /// Deletes the test's aigw objects (dropping finalizers the stopped operator can no longer
+    /// run) and the namespace. There is no namespace controller in the local control plane, so
+    /// the namespace is finalized directly.
+    pub async fn cleanup(self) {
+        self.purge::<aigw::resources::Config>().await;
+        self.purge::<aigw::resources::Deployment>().await;
+        self.purge::<aigw::resources::RateLimitsPolicy>().await;
+        self.purge::<aigw::resources::Provider>().await;
+        let namespaces: Api<Namespace> = Api::all(self.client.clone());
+        let _ = namespaces
+            .delete(&self.namespace, &Default::default())
+            .await;
+        let finalize = serde_json::json!({
+            "apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": self.namespace}, "spec": {"finalizers": []}
+        });
+        let _ = namespaces
+            .replace_subresource(
+                "finalize",
+                &self.namespace,
+                &PostParams::default(),
+                &finalize,
+            )
+            .await;
+    }
+}
