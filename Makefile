@@ -3,7 +3,7 @@ SHELL := /bin/bash
 KUBECONFIG_DEV := $(CURDIR)/.aigw-dev/kubeconfig
 CARGO ?= cargo
 
-.PHONY: all build crds chart-check cluster cluster-down test lint unit integration health-test alerts-test chaos chaos-short image demo bench bench-scale bench-emulator docs clean
+.PHONY: all build crds chart-check cluster cluster-down test lint unit integration health-test alerts-test chaos chaos-short image image-check demo bench bench-scale bench-emulator docs clean
 
 all: build
 
@@ -44,6 +44,7 @@ integration: cluster
 ## links checked among them), and a short chaos round
 test: lint
 	$(CARGO) test --no-run
+	$(MAKE) image-check
 	$(MAKE) cluster
 	$(CARGO) test --all-targets
 	$(MAKE) health-test
@@ -80,6 +81,12 @@ docs:
 ## image: target/image/aigw-oci.tar, an OCI image built without a container engine (hack/image.sh)
 image:
 	bash hack/image.sh
+
+## image-check: the check `make image` makes of `aigw crds` in the image (every CRD of crds/, byte
+## for byte), on the debug binary: seconds, part of `make test`
+image-check:
+	$(CARGO) build --bin aigw
+	bash hack/image.sh check-crds target/debug/aigw
 
 ## demo: control plane + emulator + operator + examples/, then `kubectl get aigw -A`
 demo:
