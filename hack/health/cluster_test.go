@@ -54,7 +54,15 @@ func startCluster(root string) (dynamic.Interface, error) {
 	if err := kubectl("apply", "--server-side", "--force-conflicts", "--field-manager", "aigw-health-tests", "-f", "crds/"); err != nil {
 		return nil, err
 	}
-	crds := []string{"crd/configs.aigw.io", "crd/deployments.aigw.io", "crd/ratelimitspolicies.aigw.io", "crd/usagelimitspolicies.aigw.io", "crd/guardrails.aigw.io", "crd/connections.aigw.io"}
+	// Every CRD of crds/ (the registry's kinds).
+	kinds, err := crdKinds(root)
+	if err != nil {
+		return nil, err
+	}
+	var crds []string
+	for _, k := range kinds {
+		crds = append(crds, "crd/"+k.Plural+".aigw.io")
+	}
 	if err := kubectl(append([]string{"wait", "--for=condition=Established", "--timeout=60s"}, crds...)...); err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-var update = flag.Bool("update", false, "rewrite the Argo CD fixtures, health_test.yaml files and argocd-cm.yaml")
+var update = flag.Bool("update", false, "rewrite the Argo CD fixtures, the health_test.yaml and the argocd-cm forms")
 
 // testNamespace holds the namespaced objects; the local apiserver never finishes deleting a
 // namespace (no namespace controller), so it is reused across runs.
@@ -46,14 +46,14 @@ func TestKstatusOnTheLiveAPIServer(t *testing.T) {
 				if result.Status != s.kstatus {
 					t.Errorf("%s: kstatus %s (%s), want %s", s.fixture, result.Status, result.Message, s.kstatus)
 				}
-				health, err := RunHealthScript(live.Object, readScript(t, k.kind), false)
+				health, err := RunHealthScript(live.Object, readScript(t), false)
 				if err != nil {
 					t.Fatalf("%s: %v", s.fixture, err)
 				}
 				if health != s.health {
 					t.Errorf("%s: Argo CD health %+v, want %+v", s.fixture, health, s.health)
 				}
-				cases = append(cases, healthCase{HealthStatus: s.health, InputPath: "testdata/" + s.fixture})
+				cases = append(cases, healthCase{HealthStatus: s.health, InputPath: fixturePrefix(k.kind) + s.fixture})
 				if *update {
 					writeFixture(t, k.kind, s.fixture, live)
 				}

@@ -1,6 +1,13 @@
--- Argo CD health of an aigw.io Connection (cluster-scoped): Ready when aigw can obtain a token.
--- It has no Paused or Drifted condition; Stalled means only a change (of the Connection or of
--- the Secret it names) can help. Same kstatus order as the namespaced kinds.
+-- Argo CD health of every aigw.io kind: one script for the group, installed as Argo CD's
+-- resource_customizations/aigw.io/_/health.lua or as the argocd-cm key
+-- resource.customizations.health.aigw.io_* (integrations/argocd/argocd-cm.yaml); the per-kind
+-- keys of argocd-cm-per-kind.yaml hold the same script, for an Argo CD without wildcard keys.
+--
+-- aigw writes kstatus conditions (Ready, Reconciling, Stalled, each with its own
+-- observedGeneration) plus, on every kind but Connection, Paused and Drifted. The order below
+-- follows kstatus: a status that describes an older generation says nothing about the current
+-- spec, so it is Progressing even when it was Stalled. Drifted is informational (observe-only
+-- mode): still Healthy. A Connection is never paused (aigw.io/paused does not apply to it).
 --
 -- Argo CD runs argocd-cm scripts without Lua's string library: only base and table are used.
 local hs = {}
@@ -28,13 +35,25 @@ local function text(c, fallback)
   return fallback
 end
 
+local annotations = obj.metadata.annotations or {}
 local status = obj.status
+local conditions = {}
+if status ~= nil and status.conditions ~= nil then
+  conditions = status.conditions
+end
+
+local paused = find(conditions, "Paused")
+if obj.kind ~= "Connection" and (is_true(paused) or annotations["aigw.io/paused"] == "true") then
+  hs.status = "Suspended"
+  hs.message = text(paused, "aigw.io/paused is set: aigw makes no API calls")
+  return hs
+end
+
 if status == nil then
   hs.status = "Progressing"
   hs.message = "Waiting for aigw to report a status"
   return hs
 end
-local conditions = status.conditions or {}
 
 local generation = obj.metadata.generation
 local observed = status.observedGeneration
@@ -62,6 +81,10 @@ local ready = find(conditions, "Ready")
 if is_true(ready) then
   hs.status = "Healthy"
   hs.message = text(ready, "Ready")
+  local drifted = find(conditions, "Drifted")
+  if is_true(drifted) then
+    hs.message = hs.message .. "; drifted: " .. text(drifted, "the remote object differs from the spec")
+  end
   return hs
 end
 
