@@ -17,6 +17,9 @@ use super::api::{ConnectionArgs, connect};
 pub struct PlanArgs {
     #[command(flatten)]
     manifests: super::validate::Manifests,
+    /// As `aigw validate`: the `--min-rotation-interval` of the operator the manifests are for.
+    #[arg(long, env = "AIGW_MIN_ROTATION_INTERVAL", default_value = "1h", value_parser = humantime::parse_duration, value_name = "DUR")]
+    min_rotation_interval: std::time::Duration,
     #[command(flatten)]
     target: TargetArgs,
     /// `human` (default) or `json` (a stable document: `{"version": 1, "summary", "resources"}`).
@@ -63,7 +66,9 @@ pub struct TargetArgs {
 
 pub async fn run(args: PlanArgs) -> anyhow::Result<ExitCode> {
     let loaded = load::load(&args.manifests.files)?;
-    let report = Validator::new().validate(&loaded);
+    let report = Validator::new()
+        .with_min_rotation_interval(args.min_rotation_interval)
+        .validate(&loaded);
     if !report.is_valid() {
         for problem in &report.problems {
             eprintln!("{problem}");
