@@ -88,19 +88,10 @@ pub async fn create_once<K, N, F>(
 where
     K: Managed,
 {
-    if status.pending_create().is_some() {
-        match lookup.await? {
-            Lookup::Found(found) => {
-                clear_intent(status);
-                return Ok(Created::Recovered(found));
-            }
-            Lookup::Unknown(why) => {
-                return Err(Error::CreateOutcomeUnknown(format!(
-                    "an earlier create of this {what} may have succeeded and {why}; looking again before creating"
-                )));
-            }
-            Lookup::Absent => settled_absence(status, what)?,
-        }
+    if status.pending_create().is_some()
+        && let Some(found) = after_lookup(status, what, lookup.await?)?
+    {
+        return Ok(Created::Recovered(found));
     }
     let sent = CreateAttempt {
         intent: Some(uuid::Uuid::new_v4().to_string()),
@@ -133,6 +124,27 @@ where
             clear_intent(status);
             Err(Error::api(format!("create {what}"), e))
         }
+    }
+}
+
+/// What a create whose intent `status` holds does after `lookup`: `Some` (the intent settled)
+/// when it found what the earlier POST made; `None` when a complete list, taken a settle time
+/// after the request ended, proves it made nothing (POST again); an error that looks again
+/// later while neither is proven.
+pub fn after_lookup<S: IntentStatus, F>(
+    status: &mut S,
+    what: &str,
+    lookup: Lookup<F>,
+) -> Result<Option<F>, Error> {
+    match lookup {
+        Lookup::Found(found) => {
+            clear_intent(status);
+            Ok(Some(found))
+        }
+        Lookup::Unknown(why) => Err(Error::CreateOutcomeUnknown(format!(
+            "an earlier create of this {what} may have succeeded and {why}; looking again before creating"
+        ))),
+        Lookup::Absent => settled_absence(status, what).map(|()| None),
     }
 }
 

@@ -12,6 +12,7 @@ use tracing::{debug, info, warn};
 
 pub mod create;
 pub mod drift;
+pub mod flow;
 pub mod gate;
 pub mod kind;
 mod modes;
@@ -19,6 +20,7 @@ pub mod promotion;
 pub mod rotation;
 pub mod secret_delivery;
 pub mod status;
+pub mod verbs;
 
 use crate::controller::Context;
 use crate::controller::backoff::jittered;

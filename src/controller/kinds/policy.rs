@@ -1,25 +1,22 @@
-//! What the policy kinds (`RateLimitsPolicy`, `UsageLimitsPolicy`) share: a remote object with a
-//! UUID and no slug, in one workspace, adopted by `spec.policyId` or created through the shared
-//! protocol, updated in place for its mutable fields, and deleted (archived) per
-//! `deletionPolicy`. A policy kind supplies its API calls and its diff ([`PolicyKind`]); the
-//! flow here is written once.
+//! What the policy kinds (`RateLimitsPolicy`, `UsageLimitsPolicy`) share: their verbs
+//! ([`Verbs`]) over a remote object with a UUID and no slug, in one workspace, adopted by
+//! `spec.policyId`, updated in place for its mutable fields, deleted (archived) per
+//! `deletionPolicy`. A policy kind supplies its API calls and its diff ([`Policy`]) and what its
+//! status records ([`PolicyKind`]); the driver does the rest ([`crate::controller::driver::flow`]).
 
 use crate::api::{ApiError, Client, Listing};
-use crate::controller::create::{
-    Created, Lookup, body_hash, body_hash_matches, create_once, made_by_unfinished_create,
-    one_of_ours,
-};
+use crate::controller::create::{Created, Lookup, body_hash, body_hash_matches, one_of_ours};
 use crate::controller::drift::Row;
-use crate::controller::driver::{Change, Cx, Managed, object_key, observed, orphaned, removed};
+use crate::controller::driver::verbs::{Comparison, Verbs};
+use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
 use crate::controller::gate::Op;
-use crate::controller::status::{CommonStatus, IntentStatus};
-use crate::controller::{now_rfc3339, spec_already_applied};
+use crate::controller::status::IntentStatus;
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 pub use crate::resources::policy::{Facts, Policy};
 
 /// A policy kind in the driver: its [`Policy`] binding, and what its status records.
-pub trait PolicyKind: Managed<Status: PolicyStatus> + Policy {
+pub trait PolicyKind: Managed + Policy {
     /// The event reason and verb of the remote removal: ("Deleted", "delete"), ("Archived",
     /// "archive").
     const REMOVAL: (&'static str, &'static str);
@@ -27,197 +24,129 @@ pub trait PolicyKind: Managed<Status: PolicyStatus> + Policy {
     fn record(status: &mut Self::Status, remote: Option<&Self::Remote>);
     /// Records in `status` the policy a create made (`id`), before any read of it.
     fn record_created(status: &mut Self::Status, id: String);
-}
-
-/// The status field every policy kind records its remote policy in.
-pub trait PolicyStatus {
-    fn id(&self) -> Option<&str>;
+    /// `status.id`.
+    fn id(status: &Self::Status) -> Option<&str>;
     /// Keeps what the last drift correction replaced.
-    fn record_drift(&mut self, replaced: DriftCorrection);
-}
-
-/// Observe, then create, or update only the fields that differ.
-pub async fn apply<P: PolicyKind>(
-    policy: &P,
-    cx: &Cx<'_, P>,
-    status: &mut P::Status,
-) -> Result<Vec<Change>, Error> {
-    let Some(remote) = observe(policy, cx, status).await? else {
-        return create(policy, cx, status).await.map(|c| vec![c]);
-    };
-    let id = P::facts(&remote).id.to_string();
-    let conflicts = policy.immutable_conflicts(&remote);
-    if !conflicts.is_empty() {
-        return Err(Error::InvalidSpec(format!(
-            "remote {} {id} has a different {} and the API cannot change it; create a new {} instead",
-            P::WHAT,
-            conflicts.join(", "),
-            P::KIND
-        )));
+    fn record_drift(status: &mut Self::Status, replaced: DriftCorrection);
+    /// [`Verbs::follow_up`] of this kind.
+    fn follow_up(
+        &self,
+        _cx: &Cx<'_, Self>,
+        _status: &mut Self::Status,
+        _first_sight: bool,
+    ) -> impl std::future::Future<Output = Result<Vec<Change>, Error>> + Send {
+        async { Ok(Vec::new()) }
     }
-    let differences = policy.diff(&remote);
-    if differences.is_empty() {
-        return Ok(Vec::new());
+}
+
+/// [`Verbs`] of every policy kind: the desired state is the resource itself (a policy
+/// references nothing to resolve), compared by the kind's diff.
+impl<P: PolicyKind> Verbs for P {
+    type Inputs = ();
+    type Desired = P;
+    type Remote = P::Remote;
+    type Found = P::Remote;
+    type Posted = String;
+    const WHAT: &'static str = <P as Policy>::WHAT;
+    const ADOPTED_BY: &'static str = "spec.policyId";
+    const REMOVAL: (&'static str, &'static str) = <P as PolicyKind>::REMOVAL;
+
+    async fn resolve(&self, _cx: &Cx<'_, P>, _status: &P::Status) -> Result<(), Error> {
+        Ok(())
     }
-    let replaced = policy.drift_against(&remote, &differences, now_rfc3339());
-    cx.gate.intend(format!(
-        "would update {} {id} at {}",
-        P::WHAT,
-        replaced.paths()
-    ));
-    let client = cx.api(Op::Update).await?;
-    P::update(policy, client, &id)
-        .await
-        .map_err(|e| Error::api(format!("update {} {id}", P::WHAT), e))?;
-    let fields = differences.join(", ");
-    let applied = spec_already_applied(
-        policy.meta().generation,
-        status.observed_generation(),
-        status.conditions(),
-    );
-    Ok(vec![if applied {
-        let paths = replaced.paths();
-        status.record_drift(replaced);
-        Change::new(
-            "DriftCorrected",
-            format!(
-                "{} {id} was changed outside aigw at {paths}; restored it (status.lastDriftCorrection has the values it replaced)",
-                P::WHAT
-            ),
-        )
-    } else {
-        Change::new("Updated", format!("updated {} {id} ({fields})", P::WHAT))
-    }])
-}
-
-/// Read-only: the spec fields that differ from the remote policy (none when there is none).
-pub async fn observe_only<P: PolicyKind>(
-    policy: &P,
-    cx: &Cx<'_, P>,
-    status: &mut P::Status,
-) -> Result<Vec<&'static str>, Error> {
-    Ok(match observe(policy, cx, status).await? {
-        Some(remote) => {
-            let mut fields = policy.immutable_conflicts(&remote);
-            fields.extend(policy.diff(&remote));
-            fields
-        }
-        None => Vec::new(),
-    })
-}
-
-/// Honours `deletionPolicy` for what this resource recorded (see Config's cleanup): never what
-/// the spec names, and what an unfinished create made only once the lookup finds it.
-pub async fn cleanup<P: PolicyKind>(policy: &P, cx: &Cx<'_, P>) -> Result<Vec<Change>, Error> {
-    let status = policy.status().cloned().unwrap_or_default();
-    let known = status.id().map(str::to_string);
-    if policy.orphaned() {
-        return Ok(orphaned(&format!(
-            "{} {}",
-            P::WHAT,
-            known.unwrap_or_default()
-        )));
+    fn desired(&self, _inputs: &()) -> P {
+        self.clone()
     }
-    let id = match (known, status.pending_create()) {
-        (Some(id), _) => id,
-        (None, Some(_)) => {
-            let lookup = find_created(policy, cx, &status);
-            match made_by_unfinished_create(&status, P::WHAT, lookup).await? {
-                Some(found) => P::facts(&found).id.to_string(),
-                None => return Ok(Vec::new()),
-            }
+    fn compare(&self, desired: &P, remote: &P::Remote, _status: &P::Status) -> Comparison {
+        Comparison {
+            immutable: desired.immutable_conflicts(remote),
+            differs: desired.diff(remote),
+            inputs: Vec::new(),
         }
-        (None, None) => return Ok(Vec::new()),
-    };
-    let client = cx.api(Op::Delete).await?;
-    let (reason, verb) = P::REMOVAL;
-    removed(
-        reason,
-        verb,
-        &format!("{} {id}", P::WHAT),
-        P::delete(client, &id).await,
-    )
-}
-
-/// GETs the policy this resource adopts or recorded, and records what the API reports. Only
-/// "not found" means gone; an adopted policy's workspace must be granted too.
-pub async fn observe<P: PolicyKind>(
-    policy: &P,
-    cx: &Cx<'_, P>,
-    status: &mut P::Status,
-) -> Result<Option<P::Remote>, Error> {
-    let adopted = policy.adopts();
-    let Some(id) = adopted.or(status.id()).map(str::to_string) else {
-        return Ok(None);
-    };
-    let client = cx.api(Op::Read).await?;
-    let found = observed(
-        &format!("{} {id}", P::WHAT),
-        adopted.map(|_| "spec.policyId"),
-        P::get(client, &id).await,
-    )?;
-    if let (Some(remote), Some(_)) = (&found, adopted) {
-        // Adopting reaches an object made outside aigw: its own workspace must be granted too.
-        cx.gate
-            .reach(
-                &format!("the workspace of {} {id}", P::WHAT),
-                P::facts(remote).workspace_id,
-            )
-            .await?;
     }
-    P::record(status, found.as_ref());
-    Ok(found)
-}
-
-/// Creates the remote policy through the shared protocol (see [`crate::controller::create`]).
-async fn create<P: PolicyKind>(
-    policy: &P,
-    cx: &Cx<'_, P>,
-    status: &mut P::Status,
-) -> Result<Change, Error> {
-    let before = status.clone();
-    let client = cx.api(Op::Create).await?;
-    let sent = CreateAttempt {
-        name: policy.name().map(str::to_string),
-        workspace_id: policy.workspace_id().map(str::to_string),
-        body_hash: sent_fields(&policy.create_request())
-            .and_then(|fields| body_hash(&cx.ctx.hash_key, policy.meta().uid.as_deref(), &fields)),
-        ended_at: None,
-        intent: None,
-    };
-    let outcome = create_once(
-        cx,
-        status,
-        P::WHAT,
-        sent,
-        find_created(policy, cx, &before),
-        client,
-        async |client| P::create(policy, client).await,
-    )
-    .await?;
-    let (id, change) = match outcome {
-        Created::Posted(id) => {
-            let change = Change::new("Created", format!("created {} {id}", P::WHAT));
-            (id, change)
+    fn recorded(status: &P::Status) -> Option<String> {
+        P::id(status).map(str::to_string)
+    }
+    fn key(remote: &P::Remote) -> String {
+        P::facts(remote).id.to_string()
+    }
+    fn found_key(found: &P::Remote) -> String {
+        P::facts(found).id.to_string()
+    }
+    fn workspace(remote: &P::Remote) -> Option<&str> {
+        P::facts(remote).workspace_id
+    }
+    async fn observe(client: &Client, key: &str) -> Result<P::Remote, ApiError> {
+        P::get(client, key).await
+    }
+    fn sent(&self, cx: &Cx<'_, P>, desired: &P) -> CreateAttempt {
+        CreateAttempt {
+            name: desired.name().map(str::to_string),
+            workspace_id: desired.workspace_id().map(str::to_string),
+            body_hash: sent_fields(&desired.create_request()).and_then(|fields| {
+                body_hash(&cx.ctx.hash_key, desired.meta().uid.as_deref(), &fields)
+            }),
+            ended_at: None,
+            intent: None,
         }
-        Created::Recovered(found) => {
-            // What the earlier POST sent may be an older spec: read it and diff, soon.
-            cx.ctx.drift.flag(object_key(policy));
-            let id = P::facts(&found).id.to_string();
-            let change = Change::new(
-                "Created",
-                format!(
-                    "found {} {id} from an earlier create whose answer was lost",
-                    P::WHAT
-                ),
-            );
-            (id, change)
-        }
-    };
-    P::record_created(status, id);
-    // The driver's final status write records the id: a crash before it leaves the intent, and
-    // the lookup finds the policy again.
-    Ok(change)
+    }
+    async fn create(&self, client: &Client, desired: &P) -> Result<String, ApiError> {
+        <P as Policy>::create(desired, client).await
+    }
+    async fn find_created(
+        &self,
+        cx: &Cx<'_, P>,
+        status: &P::Status,
+    ) -> Result<Lookup<P::Remote>, Error> {
+        find_created(self, cx, status).await
+    }
+    async fn update(
+        &self,
+        client: &Client,
+        desired: &P,
+        remote: &P::Remote,
+    ) -> Result<(), ApiError> {
+        <P as Policy>::update(desired, client, P::facts(remote).id).await
+    }
+    async fn delete(client: &Client, key: &str) -> Result<(), ApiError> {
+        <P as Policy>::delete(client, key).await
+    }
+    fn record(status: &mut P::Status, remote: Option<&P::Remote>) {
+        <P as PolicyKind>::record(status, remote)
+    }
+    fn record_created(
+        &self,
+        status: &mut P::Status,
+        _desired: &P,
+        created: Created<String, P::Remote>,
+    ) -> String {
+        let id = match created {
+            Created::Posted(id) => id,
+            Created::Recovered(found) => P::facts(&found).id.to_string(),
+        };
+        <P as PolicyKind>::record_created(status, id.clone());
+        id
+    }
+    fn replaced(
+        &self,
+        desired: &P,
+        remote: &P::Remote,
+        comparison: &Comparison,
+        at: String,
+    ) -> DriftCorrection {
+        desired.drift_against(remote, &comparison.differs, at)
+    }
+    fn record_drift(status: &mut P::Status, replaced: DriftCorrection) {
+        <P as PolicyKind>::record_drift(status, replaced)
+    }
+    async fn follow_up(
+        &self,
+        cx: &Cx<'_, P>,
+        status: &mut P::Status,
+        first_sight: bool,
+    ) -> Result<Vec<Change>, Error> {
+        <P as PolicyKind>::follow_up(self, cx, status, first_sight).await
+    }
 }
 
 /// The policy an earlier create made: the one policy of the workspace it was sent to with the

@@ -1,12 +1,11 @@
-//! RateLimitsPolicy: the shared policy flow ([`super::policy`]) over the rate-limits API: PUT
-//! the mutable fields (name, unit, value, conditions) only when they differ, delete per
-//! `deletionPolicy`.
+//! RateLimitsPolicy: the policy verbs ([`super::policy`]) over the rate-limits API: the driver
+//! PUTs the mutable fields (name, unit, value, conditions) only when they differ, and deletes
+//! per `deletionPolicy`.
 
-use super::policy::{self, Policy, PolicyKind, PolicyStatus};
+use super::policy::{self, Policy, PolicyKind};
 use crate::api::{ApiError, Client, Listing, RateLimitsPolicy as RemotePolicy};
 use crate::controller::drift::{Listed, Row};
-use crate::controller::driver::{Change, Cx, Managed};
-use crate::controller::error::Error;
+use crate::controller::driver::Managed;
 use crate::controller::status::common_status;
 use crate::resources::common::DriftCorrection;
 use crate::resources::rate_limits_policy::{RateLimitsPolicy, RateLimitsPolicyStatus};
@@ -20,15 +19,6 @@ common_status!(
     intent_when = |s| s.pending_create.is_some()
 );
 
-impl PolicyStatus for RateLimitsPolicyStatus {
-    fn id(&self) -> Option<&str> {
-        self.id.as_deref()
-    }
-    fn record_drift(&mut self, replaced: DriftCorrection) {
-        self.last_drift_correction = Some(replaced);
-    }
-}
-
 impl PolicyKind for RateLimitsPolicy {
     const REMOVAL: (&'static str, &'static str) = ("Deleted", "delete");
 
@@ -41,6 +31,12 @@ impl PolicyKind for RateLimitsPolicy {
     fn record_created(status: &mut RateLimitsPolicyStatus, id: String) {
         status.id = Some(id);
         status.remote_status = Some("active".into());
+    }
+    fn id(status: &RateLimitsPolicyStatus) -> Option<&str> {
+        status.id.as_deref()
+    }
+    fn record_drift(status: &mut RateLimitsPolicyStatus, replaced: DriftCorrection) {
+        status.last_drift_correction = Some(replaced);
     }
 }
 
@@ -59,25 +55,7 @@ impl Managed for RateLimitsPolicy {
         &mut self.status
     }
 
-    async fn apply(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &mut RateLimitsPolicyStatus,
-    ) -> Result<Vec<Change>, Error> {
-        policy::apply(self, cx, status).await
-    }
-
-    async fn observe_only(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &mut RateLimitsPolicyStatus,
-    ) -> Result<Vec<&'static str>, Error> {
-        policy::observe_only(self, cx, status).await
-    }
-
-    async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
-        policy::cleanup(self, cx).await
-    }
+    crate::controller::driver::flow::driven!();
 }
 
 impl Listed for RateLimitsPolicy {

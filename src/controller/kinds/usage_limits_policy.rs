@@ -1,4 +1,4 @@
-//! UsageLimitsPolicy: the shared policy flow ([`super::policy`]) over the usage-limits API, and
+//! UsageLimitsPolicy: the policy verbs ([`super::policy`]) over the usage-limits API, and
 //! the usage reset a change of `spec.resetUsage` asks for, exactly once.
 //!
 //! Applying a spec never resets usage: the update body has no reset field. A reset is a side
@@ -9,7 +9,7 @@
 //! is reset with `PUT …/entities/{id}/reset`; a run that resumes an interrupted reset resets
 //! only the values that still have usage.
 
-use super::policy::{self, Policy, PolicyKind, PolicyStatus};
+use super::policy::{self, Policy, PolicyKind};
 use crate::api::{ApiError, Client, Listing, UsageLimitsPolicy as RemotePolicy};
 use crate::controller::drift::{Listed, Row};
 use crate::controller::driver::{Change, Cx, Managed};
@@ -33,15 +33,6 @@ common_status!(
     },
     intent_when = |s| s.pending_create.is_some() || s.resetting_for.is_some()
 );
-
-impl PolicyStatus for UsageLimitsPolicyStatus {
-    fn id(&self) -> Option<&str> {
-        self.id.as_deref()
-    }
-    fn record_drift(&mut self, replaced: DriftCorrection) {
-        self.last_drift_correction = Some(replaced);
-    }
-}
 
 /// The usage a read reported, largest first, at most [`USAGE_SHOWN`] values.
 fn usage_of(remote: &RemotePolicy) -> (Vec<ValueUsage>, Option<u32>) {
@@ -81,6 +72,25 @@ impl PolicyKind for UsageLimitsPolicy {
         status.id = Some(id);
         status.remote_status = Some("active".into());
     }
+    fn id(status: &UsageLimitsPolicyStatus) -> Option<&str> {
+        status.id.as_deref()
+    }
+    fn record_drift(status: &mut UsageLimitsPolicyStatus, replaced: DriftCorrection) {
+        status.last_drift_correction = Some(replaced);
+    }
+    /// The usage reset a change of `spec.resetUsage` asks for. The trigger a policy is created
+    /// or adopted with resets nothing: only a change does.
+    async fn follow_up(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut UsageLimitsPolicyStatus,
+        first_sight: bool,
+    ) -> Result<Vec<Change>, Error> {
+        if first_sight && status.resetting_for.is_none() {
+            status.observed_reset_usage = self.spec.reset_usage.clone();
+        }
+        Ok(reset_usage(self, cx, status).await?.into_iter().collect())
+    }
 }
 
 impl Managed for UsageLimitsPolicy {
@@ -98,32 +108,7 @@ impl Managed for UsageLimitsPolicy {
         &mut self.status
     }
 
-    async fn apply(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &mut UsageLimitsPolicyStatus,
-    ) -> Result<Vec<Change>, Error> {
-        // The trigger a policy is created or adopted with resets nothing: only a change does.
-        let first_sight = status.id.is_none();
-        let mut changes = policy::apply(self, cx, status).await?;
-        if first_sight && status.resetting_for.is_none() {
-            status.observed_reset_usage = self.spec.reset_usage.clone();
-        }
-        changes.extend(reset_usage(self, cx, status).await?);
-        Ok(changes)
-    }
-
-    async fn observe_only(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &mut UsageLimitsPolicyStatus,
-    ) -> Result<Vec<&'static str>, Error> {
-        policy::observe_only(self, cx, status).await
-    }
-
-    async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
-        policy::cleanup(self, cx).await
-    }
+    crate::controller::driver::flow::driven!();
 }
 
 /// Resets the usage of every value of the grouping key once per change of `spec.resetUsage`
