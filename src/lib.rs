@@ -4,6 +4,7 @@ pub mod api;
 pub mod controller;
 pub mod emulator;
 pub mod gitops;
+pub mod registry;
 pub mod resources;
 
 /// Unit tests count their allocations, so a test can bound the memory a function needs

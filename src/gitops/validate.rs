@@ -123,10 +123,11 @@ impl Object {
     }
 
     /// The namespace the manifest names, if any (kubectl's `-n` or context decides otherwise).
+    /// A cluster-scoped kind ([`crate::registry::Kind::namespaced`]) has none.
     pub fn namespace(&self) -> Option<&str> {
-        match self {
-            Object::Connection(_) | Object::ClusterGuardrail(_) | Object::Integration(_) => None,
-            _ => self.meta().namespace.as_deref(),
+        match crate::registry::find(self.kind()) {
+            Some(kind) if kind.namespaced => self.meta().namespace.as_deref(),
+            _ => None,
         }
     }
 
@@ -720,6 +721,32 @@ impl Seen {
 
 #[cfg(test)]
 mod tests {
+    /// `aigw validate` (and so `plan`, which takes its objects) types every kind of the registry
+    /// and no other: the example of each kind (`examples/<kind>.yaml`) is typed as its kind,
+    /// with its kind's scope.
+    #[test]
+    fn every_kind_of_the_registry_is_typed() {
+        use serde::Deserialize;
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        for kind in crate::registry::KINDS {
+            let file = root.join("examples").join(kind.file);
+            let text = std::fs::read_to_string(&file).expect("every kind has an example");
+            let mut value = serde_yaml::Deserializer::from_str(&text)
+                .map(|d| serde_json::Value::deserialize(d).expect("YAML"))
+                .find(|v| v["kind"] == kind.kind)
+                .unwrap_or_else(|| panic!("{} has no {}", file.display(), kind.kind));
+            // A namespace on a cluster-scoped object is not its namespace.
+            value["metadata"]["namespace"] = "ns".into();
+            let object =
+                super::typed(kind.kind, &value).unwrap_or_else(|e| panic!("{}: {e}", kind.kind));
+            assert_eq!(object.kind(), kind.kind);
+            let scoped = object.namespace().is_some();
+            assert_eq!(scoped, kind.namespaced, "{}", kind.kind);
+        }
+        let unknown = super::typed("Unknown", &serde_json::json!({}));
+        assert!(unknown.is_err_and(|e| e.starts_with("unknown kind")));
+    }
+
     use super::*;
     use crate::gitops::load::parse_into;
 

@@ -30,25 +30,14 @@ pub use rate_limits_policy::RateLimitsPolicy;
 pub use usage_limits_policy::UsageLimitsPolicy;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::CustomResourceExt;
 
-/// Every CRD aigw serves, with the file name it has under `crds/`.
+/// Every CRD aigw serves, with the file name it has under `crds/`: one per kind of
+/// [`crate::registry::KINDS`].
 pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
-    vec![
-        ("apikey.yaml", generated(ApiKey::crd())),
-        ("clusterguardrail.yaml", generated(ClusterGuardrail::crd())),
-        ("config.yaml", generated(Config::crd())),
-        ("connection.yaml", generated(Connection::crd())),
-        ("deployment.yaml", generated(Deployment::crd())),
-        ("guardrail.yaml", generated(Guardrail::crd())),
-        ("integration.yaml", generated(Integration::crd())),
-        ("provider.yaml", generated(Provider::crd())),
-        ("ratelimitspolicy.yaml", generated(RateLimitsPolicy::crd())),
-        (
-            "usagelimitspolicy.yaml",
-            generated(UsageLimitsPolicy::crd()),
-        ),
-    ]
+    crate::registry::crds()
+        .into_iter()
+        .map(|(file, crd)| (file, generated(crd)))
+        .collect()
 }
 
 /// A CRD as `crds/` holds it: descriptions unwrapped, free-form fields' bounds stated.

@@ -7,10 +7,6 @@
 use crate::controller::{Context, Managed};
 use crate::resources::common::condition::{DRIFTED, PAUSED, READY, RECONCILING, STALLED};
 use crate::resources::common::{ManagementPolicy, find_condition};
-use crate::resources::{
-    ApiKey, ClusterGuardrail, Config, Deployment, Guardrail, Integration, Provider,
-    RateLimitsPolicy, UsageLimitsPolicy,
-};
 
 /// The conditions counted, in the order they are exported.
 const CONDITIONS: [&str; 5] = [READY, RECONCILING, STALLED, DRIFTED, PAUSED];
@@ -57,21 +53,18 @@ fn rotation_due<K: Managed>(object: &K) -> bool {
 /// Sets the resource gauges of every kind, and the lease transitions, from what this replica
 /// holds now.
 pub fn refresh(ctx: &Context) {
-    record::<Config>(ctx);
-    record::<Deployment>(ctx);
-    record::<RateLimitsPolicy>(ctx);
-    record::<UsageLimitsPolicy>(ctx);
-    record::<Guardrail>(ctx);
-    record::<ClusterGuardrail>(ctx);
-    record::<ApiKey>(ctx);
-    record::<Integration>(ctx);
-    record::<Provider>(ctx);
+    for kind in crate::registry::KINDS {
+        if let Some(record) = kind.census {
+            record(ctx);
+        }
+    }
     if let Some(transitions) = ctx.leadership.lease_transitions() {
         ctx.metrics.set_lease_transitions(transitions);
     }
 }
 
-fn record<K: Managed>(ctx: &Context) {
+/// Sets the resource gauges of kind `K` (what [`crate::registry::Kind::census`] holds).
+pub fn record<K: Managed>(ctx: &Context) {
     let objects = K::stores(&ctx.stores).all();
     // Another installation's objects are counted by it.
     let theirs = |o: &&K| {
@@ -88,6 +81,7 @@ fn record<K: Managed>(ctx: &Context) {
 mod tests {
     use super::*;
     use crate::controller::Metrics;
+    use crate::resources::{Config, Deployment};
     use serde_json::{Value, json};
 
     fn condition(type_: &str, status: &str) -> Value {

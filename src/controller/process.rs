@@ -1,0 +1,566 @@
+//! The operator's process wiring: the watch caches, one controller per kind (and namespace)
+//! from [`crate::registry::KINDS`], the drift passes, leadership's gauge and the startup check.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PartialObjectMeta};
+use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use tracing::{debug, info, warn};
+
+use super::{
+    Context, Managed, Settings, connection, deployment, drift, driver, health, relay, status,
+    unreadable,
+};
+use crate::resources::readable::{Readable, Unreadable, readable_api};
+
+/// Fails with an install hint when a CRD aigw needs is not served by the cluster. It reads the
+/// CRDs by name instead of listing the kinds cluster-wide, so an operator whose RBAC covers only
+/// its watched namespaces (the chart with `watchNamespaces`) passes it.
+pub async fn check_crds_installed(kube: &kube::Client) -> Result<(), String> {
+    let crds: Api<CustomResourceDefinition> = Api::all(kube.clone());
+    // The CRDs this build generates: a new kind is checked without an edit here.
+    for (_, wanted) in crate::resources::crds() {
+        let name = wanted.metadata.name.clone().unwrap_or_default();
+        let version = wanted
+            .spec
+            .versions
+            .first()
+            .map(|v| v.name.clone())
+            .unwrap_or_default();
+        let crd = crds
+            .get_opt(&name)
+            .await
+            .map_err(|e| format!("failed to check the CRD {name}: {e}"))?;
+        let served = crd.is_some_and(|crd| {
+            crd.spec
+                .versions
+                .iter()
+                .any(|v| v.served && v.name == version)
+        });
+        if !served {
+            return Err(format!(
+                "the CRD {name} is not installed (or does not serve {version}); install the CRDs with `aigw crds | kubectl apply --server-side -f -` (or `kubectl apply -f crds/`)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn scoped<K>(kube: &kube::Client, namespace: Option<&str>) -> Api<K>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(kube.clone(), ns),
+        None => Api::all(kube.clone()),
+    }
+}
+
+/// What a watch can fill a reflector store with.
+pub trait Watchable:
+    kube::Resource<DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<K> Watchable for K where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// A reflector over the objects of kind `K` in `namespace` whose every item is reported to
+/// `probe`, as a controller trigger. `prepare` makes each object what reconciles read
+/// ([`driver::Managed::prepare`]); `on_event` sees every watch event before the store does (the
+/// claim index), `on_stored` right after (what reads the store on hearing of it: the followers
+/// of a source).
+///
+/// Objects are decoded one by one ([`Readable`]): one that does not decode goes to
+/// `on_unreadable` and stays out of the cache, and the rest of the kind is listed and watched
+/// as usual. The watch backs off after errors (kube-runtime's default: 800 ms doubling to 30 s,
+/// reset after 120 s of health) instead of retrying at once.
+#[allow(clippy::too_many_arguments)]
+fn watched<K: Watchable>(
+    kube: &kube::Client,
+    namespace: Option<&str>,
+    config: watcher::Config,
+    probe: health::WatchProbe,
+    prepare: fn(&mut K),
+    on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
+    on_stored: impl Fn(&watcher::Event<K>) + Send + 'static,
+    on_unreadable: impl Fn(&Unreadable) + Send + 'static,
+) -> (
+    Store<K>,
+    impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
+) {
+    let (reader, writer) = reflector::store();
+    let cache = reader.clone();
+    // Paged initial lists (500 objects a page): a list served whole from the watch cache (the
+    // "any" semantic ignores the page size) put every object in one response, which at 10,000
+    // objects was the largest allocation of the process. managedFields and kubectl's copy of
+    // the last applied manifest are most of a cached object and aigw never reads them. The
+    // create intent annotation is read once, by `prepare`, into the status reconciles read;
+    // kept, it would cost every cached object its text and a tree node for the map.
+    let objects = watcher(readable_api::<K>(kube, namespace), config)
+        .default_backoff()
+        .filter_map(move |event| {
+            futures::future::ready(readable_event(event, &cache, &on_unreadable))
+        })
+        .modify(move |object| {
+            object.meta_mut().managed_fields = None;
+            prepare(object);
+            let meta = object.meta_mut();
+            if let Some(annotations) = meta.annotations.as_mut() {
+                annotations.remove(LAST_APPLIED);
+                annotations.remove(crate::resources::common::CREATE_INTENT_ANNOTATION);
+                if annotations.is_empty() {
+                    meta.annotations = None;
+                }
+            }
+        })
+        .inspect(move |event| {
+            if let Ok(event) = event {
+                on_event(event);
+            }
+        });
+    let stream = reflector::reflector(writer, objects)
+        .inspect(move |item| {
+            probe.observe(item);
+            if let Ok(event) = item {
+                on_stored(event);
+            }
+        })
+        .applied_objects()
+        .predicate_filter(worth_reconciling, Default::default());
+    (reader, stream)
+}
+
+/// The event the cache of `K` takes for a watch event of [`Readable<K>`]. An object that does
+/// not decode is reported and kept out of the cache: a copy read before it changed is removed
+/// (as a relist would leave it out), so nothing reconciles a spec that is no longer the
+/// object's. Its deletion removes that copy too, and needs no report.
+fn readable_event<K: Watchable>(
+    event: Result<watcher::Event<Readable<K>>, watcher::Error>,
+    cache: &Store<K>,
+    report: &impl Fn(&Unreadable),
+) -> Option<Result<watcher::Event<K>, watcher::Error>> {
+    use watcher::Event;
+    let cached = |unreadable: &Unreadable| {
+        let mut key = ObjectRef::<K>::new(unreadable.meta.name.as_deref()?);
+        if let Some(namespace) = &unreadable.meta.namespace {
+            key = key.within(namespace);
+        }
+        cache
+            .get(&key)
+            .map(|object| Event::Delete(K::clone(&object)))
+    };
+    let event = match event {
+        Err(error) => return Some(Err(error)),
+        Ok(event) => event,
+    };
+    let mapped = match event {
+        Event::Init => Event::Init,
+        Event::InitDone => Event::InitDone,
+        Event::InitApply(Readable::Object(object)) => Event::InitApply(object),
+        Event::Apply(Readable::Object(object)) => Event::Apply(object),
+        Event::Delete(Readable::Object(object)) => Event::Delete(object),
+        Event::InitApply(Readable::Unreadable(unreadable)) => {
+            report(&unreadable);
+            return None;
+        }
+        Event::Apply(Readable::Unreadable(unreadable)) => {
+            report(&unreadable);
+            cached(&unreadable)?
+        }
+        Event::Delete(Readable::Unreadable(unreadable)) => cached(&unreadable)?,
+    };
+    Some(Ok(mapped))
+}
+
+/// The annotation `kubectl apply` keeps the whole last applied manifest in.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// What of an object can ask for work: its spec (generation), annotations (pause, revision),
+/// finalizers and deletion. What aigw itself writes is not: its status, its create intent
+/// annotation and its finalizer (written together before a POST, by the reconcile that goes on
+/// to finish the create). They still update the cache, but start no other reconcile.
+fn worth_reconciling<K: kube::Resource>(object: &K) -> Option<u64> {
+    use crate::resources::common::{CREATE_INTENT_ANNOTATION, FINALIZER};
+    use std::hash::{Hash, Hasher};
+    let meta = object.meta();
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    let annotations = meta.annotations.iter().flatten();
+    let others = annotations.filter(|(key, _)| *key != CREATE_INTENT_ANNOTATION);
+    let finalizers = meta.finalizers.iter().flatten();
+    let others_finalizers = finalizers.filter(|f| *f != FINALIZER);
+    (
+        meta.generation,
+        others.collect::<Vec<_>>(),
+        others_finalizers.collect::<Vec<_>>(),
+        meta.deletion_timestamp.as_ref().map(|t| t.0.as_second()),
+    )
+        .hash(&mut hasher);
+    Some(hasher.finish())
+}
+
+/// The name a watch stream reports its health under, e.g. `Config/ns1` or `Connection/*`.
+pub(crate) fn stream_name(kind: &str, namespace: Option<&str>) -> String {
+    format!("{kind}/{}", namespace.unwrap_or("*"))
+}
+
+/// Adds a kind's own triggers to its controller (the Config kind watches the Secrets it reads).
+pub type ExtraTriggers<K> = fn(Controller<K>, &Context, Option<&str>, Store<K>) -> Controller<K>;
+
+/// What a kind's controller adds to the shared setup.
+#[derive(Clone)]
+struct KindSetup<K: Managed> {
+    /// Watch the credentials Secrets aigw writes (Deployments).
+    with_secrets: bool,
+    extra: Option<ExtraTriggers<K>>,
+    /// The kind's one drift pass, whose reads this namespace's controller takes.
+    drift: Option<drift::Reads<K>>,
+}
+
+/// The setup of a kind whose drift is found by listing: its one drift pass goes to `passes`.
+fn listed_kind<K: drift::Listed>(
+    ctx: &Arc<Context>,
+    passes: &mut Vec<futures::future::BoxFuture<'static, ()>>,
+    extra: Option<ExtraTriggers<K>>,
+) -> KindSetup<K> {
+    let (reads, pass) = drift::pass_of::<K>(ctx.clone());
+    passes.push(pass);
+    KindSetup {
+        with_secrets: false,
+        extra,
+        drift: Some(reads),
+    }
+}
+
+fn spawn_kind<K: Managed>(
+    ctx: &Arc<Context>,
+    namespace: &Option<String>,
+    concurrency: u16,
+    setup: &KindSetup<K>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(run_kind::<K>(
+        ctx.clone(),
+        namespace.clone(),
+        concurrency,
+        setup.clone(),
+    ))
+}
+
+async fn run_kind<K: Managed>(
+    ctx: Arc<Context>,
+    namespace: Option<String>,
+    concurrency: u16,
+    setup: KindSetup<K>,
+) {
+    let KindSetup {
+        with_secrets,
+        extra,
+        drift,
+    } = setup;
+    let ns = namespace.as_deref();
+    let probe = ctx.health.register(stream_name(K::KIND, ns));
+    let stream = Arc::new(std::sync::OnceLock::new());
+    let index = {
+        let (ctx, stream) = (ctx.clone(), stream.clone());
+        move |event: &watcher::Event<K>| {
+            if let Some(n) = stream.get() {
+                K::stores(&ctx.stores).index_event_as(&ctx.installation, *n, event);
+            }
+            // Whatever way an object went (finalizer done or removed by hand), its drift
+            // bookkeeping and its backoff go with it.
+            if let watcher::Event::Delete(object) = event {
+                let key = driver::object_key(object);
+                ctx.drift.forget(&key);
+                ctx.backoff.reset(&key);
+                ctx.secret_values.forget(&key);
+            }
+        }
+    };
+    let stored = {
+        let ctx = ctx.clone();
+        let relayed = std::sync::Mutex::new(relay::Relayed::default());
+        move |event: &watcher::Event<K>| {
+            ctx.followers.observe(event);
+            relayed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .stored(&ctx.relay, event);
+            // The cache now holds this process's last write of the object: nothing of it needs
+            // remembering any more (at 10,000 creates, one status copy each).
+            if let watcher::Event::Apply(object) = event {
+                ctx.drift.stored(
+                    &driver::object_key(object),
+                    object.meta().resource_version.clone(),
+                );
+            }
+        }
+    };
+    let unreadable = {
+        let ctx = ctx.clone();
+        move |object: &Unreadable| unreadable::report::<K>(&ctx, object)
+    };
+    let (store, objects) = watched(
+        &ctx.kube,
+        ns,
+        ctx.watch_config::<K>(),
+        probe,
+        K::prepare,
+        index,
+        stored,
+        unreadable,
+    );
+    let _ = stream.set(K::stores(&ctx.stores).register(store.clone()));
+    let mut controller = Controller::for_stream(objects, store.clone())
+        .with_config(ControllerConfig::default().concurrency(concurrency))
+        .reconcile_all_on(ctx.leadership.acquired())
+        .reconcile_on(users_of_changed_connections(&ctx, store.clone()))
+        .reconcile_on(ctx.followers.requeues::<K>(namespace.clone()));
+    if with_secrets {
+        // Deleting a credentials Secret must be noticed at once, not at the next drift check.
+        let probe = ctx.health.register(stream_name("Secret", ns));
+        let secrets = scoped::<PartialObjectMeta<Secret>>(&ctx.kube, ns);
+        // Only the Secrets aigw writes, and only their metadata: a change or deletion of one is
+        // all the Deployment controller needs to hear about.
+        let selector = format!(
+            "{}={}",
+            deployment::MANAGED_BY_LABEL,
+            deployment::MANAGED_BY
+        );
+        let secrets = watcher(secrets, watcher::Config::default().labels(&selector))
+            .default_backoff()
+            .inspect(move |item| probe.observe(item))
+            .touched_objects();
+        controller = controller.owns_stream(secrets);
+    }
+    if let Some(reads) = &drift {
+        controller = controller.reconcile_on(drift::reads_for(reads, namespace.clone()));
+    }
+    if let Some(extra) = extra {
+        controller = extra(controller, &ctx, ns, store);
+    }
+    let controller = controller
+        .shutdown_on_signal()
+        .run(driver::reconcile::<K>, driver::error_policy::<K>, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                controller_error(K::KIND, &e);
+            }
+        });
+    controller.await;
+}
+
+/// Logs what a controller's stream reports. A failed reconcile was logged by the kind's
+/// `error_policy` with its Secret values concealed: here only which object it was, since the
+/// error's text (an API's answer, which may echo a value) is not concealed on this path.
+fn controller_error<E, Q>(kind: &str, error: &kube::runtime::controller::Error<E, Q>)
+where
+    E: std::error::Error + 'static,
+    Q: std::error::Error + 'static,
+{
+    use kube::runtime::controller::Error as Failed;
+    match error {
+        Failed::ReconcilerFailed(_, object) => {
+            debug!(kind, object = %object, "reconcile failed (logged by its error policy)");
+        }
+        other => {
+            let error = status::sanitize_message(&other.to_string());
+            warn!(kind, %error, "controller error");
+        }
+    }
+}
+
+/// The objects of `store` that use a Connection that just changed (its spec, or whether it
+/// works), so a fixed Connection brings them back at once rather than at their next retry.
+fn users_of_changed_connections<K: Managed>(
+    ctx: &Context,
+    store: Store<K>,
+) -> impl futures::Stream<Item = kube::runtime::reflector::ObjectRef<K>> + Send + 'static {
+    let changes = ctx.connection_changes.subscribe();
+    futures::stream::unfold(changes, |mut changes| async move {
+        loop {
+            match changes.recv().await {
+                Ok(name) => return Some((name, changes)),
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
+    .flat_map(move |name: String| {
+        let users: Vec<_> = store
+            .state()
+            .iter()
+            .filter(|o| o.connection_name() == name)
+            .map(|o| kube::runtime::reflector::ObjectRef::from_obj(o.as_ref()))
+            .collect();
+        futures::stream::iter(users)
+    })
+}
+
+async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
+    let probe = ctx.health.register(stream_name("Connection", None));
+    let unreadable = {
+        let ctx = ctx.clone();
+        move |object: &Unreadable| unreadable::report::<crate::resources::Connection>(&ctx, object)
+    };
+    let (store, connections) = watched(
+        &ctx.kube,
+        None,
+        watcher::Config::default(),
+        probe,
+        |_| {},
+        |_| {},
+        |_| {},
+        unreadable,
+    );
+    ctx.stores.connections.register(store.clone());
+    Controller::for_stream(connections, store)
+        .with_config(ControllerConfig::default().concurrency(concurrency))
+        .reconcile_all_on(ctx.leadership.acquired())
+        .shutdown_on_signal()
+        .run(connection::reconcile, connection::error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                controller_error("Connection", &e);
+            }
+        })
+        .await;
+}
+
+/// Keeps the `aigw_leader` gauge equal to this replica's leadership.
+async fn follow_leadership(ctx: Arc<Context>) {
+    if ctx.dry_run {
+        // A dry run leads nothing: `sum(aigw_leader)` stays the real operators' count.
+        ctx.metrics.set_leader(false);
+        return;
+    }
+    let mut leading = ctx.leadership.changes();
+    loop {
+        let now = *leading.borrow_and_update();
+        ctx.metrics.set_leader(now);
+        if leading.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+/// Runs every controller until the process receives a termination signal or the returned
+/// future is dropped.
+pub async fn run(ctx: Arc<Context>, settings: Settings) {
+    let namespaces = settings.watched_namespaces();
+    info!(namespaces = ?settings.namespaces, concurrency = settings.concurrency, drift_interval = ?settings.drift_interval, "starting controllers");
+    if !settings.namespaces.is_empty() && settings.cluster_selector.is_none() {
+        warn!(
+            "--namespace scopes the namespaced kinds only: this installation sees every Connection and takes every unclaimed cluster-scoped object (ClusterGuardrail, Integration); when several installations share the cluster, give each a --cluster-selector and its own --installation-id"
+        );
+    }
+    let mut tasks = Vec::new();
+    let mut passes = Vec::new();
+    // Every kind of the registry: one drift pass per listed kind, over every watched namespace;
+    // one controller per namespaced kind and namespace, one per cluster-scoped kind whatever
+    // `--namespace` says.
+    let mut spawner = Spawner {
+        ctx: &ctx,
+        passes: &mut passes,
+        tasks: &mut tasks,
+        namespaces: &namespaces,
+        concurrency: settings.concurrency,
+    };
+    for kind in crate::registry::KINDS {
+        (kind.controllers)(&mut spawner);
+    }
+    // Cache-filling watches and the gauge serve the controllers: they stop with them (on a
+    // termination signal the controllers finish and `run` returns), never keep `run` alive.
+    let mut helpers = vec![tokio::spawn(follow_leadership(ctx.clone()))];
+    helpers.extend(passes.into_iter().map(tokio::spawn));
+    for (name, watch) in ctx.connections.watches() {
+        let probe = ctx.health.register(name.to_string());
+        helpers.push(tokio::spawn(watch.for_each(move |item| {
+            probe.observe(&item);
+            futures::future::ready(())
+        })));
+    }
+    let mut handles: Vec<_> = tasks.iter().map(|t| t.abort_handle()).collect();
+    handles.extend(helpers.iter().map(|t| t.abort_handle()));
+    let _abort_on_drop = AbortOnDrop(handles);
+    for task in tasks {
+        let _ = task.await;
+    }
+}
+
+struct AbortOnDrop(Vec<tokio::task::AbortHandle>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        for handle in &self.0 {
+            handle.abort();
+        }
+    }
+}
+
+/// Starts the controllers of the kinds of [`crate::registry::KINDS`], each kind through its
+/// [`crate::registry::Kind::controllers`].
+pub struct Spawner<'a> {
+    ctx: &'a Arc<Context>,
+    passes: &'a mut Vec<futures::future::BoxFuture<'static, ()>>,
+    tasks: &'a mut Vec<tokio::task::JoinHandle<()>>,
+    namespaces: &'a [Option<String>],
+    concurrency: u16,
+}
+
+impl Spawner<'_> {
+    /// A kind whose drift is found by listing (one drift pass for the kind), with `extra`
+    /// triggers of its own.
+    pub fn listed<K: drift::Listed>(&mut self, extra: Option<ExtraTriggers<K>>) {
+        let setup = listed_kind::<K>(self.ctx, self.passes, extra);
+        self.spawn(setup);
+    }
+
+    /// A kind whose drift is found by reading each object; `with_secrets`: it watches the
+    /// credentials Secrets aigw writes for it.
+    pub fn read<K: Managed>(&mut self, with_secrets: bool, extra: Option<ExtraTriggers<K>>) {
+        self.spawn(KindSetup::<K> {
+            with_secrets,
+            extra,
+            drift: None,
+        });
+    }
+
+    /// The Connections' controller.
+    pub fn connections(&mut self) {
+        self.tasks.push(tokio::spawn(run_connections(
+            self.ctx.clone(),
+            self.concurrency,
+        )));
+    }
+
+    fn spawn<K: Managed>(&mut self, setup: KindSetup<K>) {
+        if K::NAMESPACED {
+            for namespace in self.namespaces {
+                let task = spawn_kind(self.ctx, namespace, self.concurrency, &setup);
+                self.tasks.push(task);
+            }
+        } else {
+            let task = spawn_kind(self.ctx, &None, self.concurrency, &setup);
+            self.tasks.push(task);
+        }
+    }
+}

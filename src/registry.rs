@@ -1,0 +1,409 @@
+//! The kinds aigw serves, in one list ([`KINDS`]). What is per kind elsewhere comes from it or
+//! is checked against it: the CRDs (`aigw crds`, `crds/`), the census, the controllers, the
+//! chart's RBAC and its README table (tests below), `hack/image.sh` (which compares the image's
+//! `aigw crds` with `crds/`) and `hack/health` (whose kind table and Argo CD forms are checked
+//! against `crds/`).
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+
+use crate::controller::process::Spawner;
+use crate::controller::{Context, api_key, census, config_refs, guardrail, integration, provider};
+use crate::resources::{
+    ApiKey, ClusterGuardrail, Config, Connection, Deployment, Guardrail, Integration, Provider,
+    RateLimitsPolicy, UsageLimitsPolicy,
+};
+
+/// The API group of every kind.
+pub const GROUP: &str = "aigw.io";
+
+/// What the operator does with a kind's objects, which decides the RBAC it needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Reconciled against the management API: read, watched, patched (the `aigw.io/finalizer`
+    /// finalizer, the create intent), status written.
+    Managed,
+    /// Read and watched, status written; never patched (a Connection).
+    Read,
+}
+
+/// One kind aigw serves.
+#[derive(Debug, Clone, Copy)]
+pub struct Kind {
+    /// `kind`, e.g. `UsageLimitsPolicy`.
+    pub kind: &'static str,
+    /// The resource name, e.g. `usagelimitspolicies`.
+    pub plural: &'static str,
+    /// Whether its objects live in a namespace.
+    pub namespaced: bool,
+    /// Its file under `crds/` (and `charts/aigw/crds/`).
+    pub file: &'static str,
+    /// Its CRD as the Rust types define it.
+    pub crd: fn() -> CustomResourceDefinition,
+    pub role: Role,
+    /// It owns Secrets through owner references with `blockOwnerDeletion`, which needs `update`
+    /// on its `finalizers` subresource where OwnerReferencesPermissionEnforcement is on.
+    pub owns_secrets: bool,
+    /// Sets its resource gauges from the watch caches (a managed kind).
+    pub census: Option<fn(&Context)>,
+    /// Starts its controllers (one per watched namespace, or one for a cluster-scoped kind).
+    pub controllers: fn(&mut Spawner),
+}
+
+impl Kind {
+    /// `<plural>.aigw.io`, the CRD's name.
+    pub fn crd_name(&self) -> String {
+        format!("{}.{GROUP}", self.plural)
+    }
+}
+
+/// Every kind, in the order of `aigw crds` (by file name).
+pub static KINDS: &[Kind] = &[
+    Kind {
+        kind: "ApiKey",
+        plural: "apikeys",
+        namespaced: true,
+        file: "apikey.yaml",
+        crd: ApiKey::crd,
+        role: Role::Managed,
+        owns_secrets: true,
+        census: Some(census::record::<ApiKey>),
+        controllers: |s| s.listed::<ApiKey>(Some(api_key::watch_inputs)),
+    },
+    Kind {
+        kind: "ClusterGuardrail",
+        plural: "clusterguardrails",
+        namespaced: false,
+        file: "clusterguardrail.yaml",
+        crd: ClusterGuardrail::crd,
+        role: Role::Managed,
+        owns_secrets: false,
+        census: Some(census::record::<ClusterGuardrail>),
+        controllers: |s| {
+            s.listed::<ClusterGuardrail>(Some(guardrail::watch_inputs::<ClusterGuardrail>))
+        },
+    },
+    Kind {
+        kind: "Config",
+        plural: "configs",
+        namespaced: true,
+        file: "config.yaml",
+        crd: Config::crd,
+        role: Role::Managed,
+        owns_secrets: false,
+        census: Some(census::record::<Config>),
+        controllers: |s| s.listed::<Config>(Some(config_refs::watch_inputs)),
+    },
+    Kind {
+        kind: "Connection",
+        plural: "connections",
+        namespaced: false,
+        file: "connection.yaml",
+        crd: Connection::crd,
+        role: Role::Read,
+        owns_secrets: false,
+        census: None,
+        controllers: |s| s.connections(),
+    },
+    Kind {
+        kind: "Deployment",
+        plural: "deployments",
+        namespaced: true,
+        file: "deployment.yaml",
+        crd: Deployment::crd,
+        role: Role::Managed,
+        owns_secrets: true,
+        census: Some(census::record::<Deployment>),
+        controllers: |s| s.read::<Deployment>(true, None),
+    },
+    Kind {
+        kind: "Guardrail",
+        plural: "guardrails",
+        namespaced: true,
+        file: "guardrail.yaml",
+        crd: Guardrail::crd,
+        role: Role::Managed,
+        owns_secrets: false,
+        census: Some(census::record::<Guardrail>),
+        controllers: |s| s.listed::<Guardrail>(Some(guardrail::watch_inputs::<Guardrail>)),
+    },
+    Kind {
+        kind: "Integration",
+        plural: "integrations",
+        namespaced: false,
+        file: "integration.yaml",
+        crd: Integration::crd,
+        role: Role::Managed,
+        owns_secrets: false,
+        census: Some(census::record::<Integration>),
+        controllers: |s| s.read::<Integration>(false, Some(integration::watch_inputs)),
+    },
+    Kind {
+        kind: "Provider",
+        plural: "providers",
+        namespaced: true,
+        file: "provider.yaml",
+        crd: Provider::crd,
+        role: Role::Managed,
+        owns_secrets: false,
+        census: Some(census::record::<Provider>),
+        controllers: |s| s.read::<Provider>(false, Some(provider::watch_inputs)),
+    },
+    Kind {
+        kind: "RateLimitsPolicy",
+        plural: "ratelimitspolicies",
+        namespaced: true,
+        file: "ratelimitspolicy.yaml",
+        crd: RateLimitsPolicy::crd,
+        role: Role::Managed,
+        owns_secrets: false,
+        census: Some(census::record::<RateLimitsPolicy>),
+        controllers: |s| s.listed::<RateLimitsPolicy>(None),
+    },
+    Kind {
+        kind: "UsageLimitsPolicy",
+        plural: "usagelimitspolicies",
+        namespaced: true,
+        file: "usagelimitspolicy.yaml",
+        crd: UsageLimitsPolicy::crd,
+        role: Role::Managed,
+        owns_secrets: false,
+        census: Some(census::record::<UsageLimitsPolicy>),
+        controllers: |s| s.listed::<UsageLimitsPolicy>(None),
+    },
+];
+
+/// The kind named `kind`.
+pub fn find(kind: &str) -> Option<&'static Kind> {
+    KINDS.iter().find(|k| k.kind == kind)
+}
+
+/// One RBAC rule on the aigw group: resources and verbs, as the chart must grant them.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Grant {
+    /// `<plural>` or `<plural>/<subresource>`.
+    pub resource: String,
+    pub verbs: Vec<&'static str>,
+}
+
+/// What the operator needs on the aigw group for the kinds whose scope is `namespaced`: the
+/// ClusterRole grants the cluster-scoped ones always, the namespaced ones a Role per watched
+/// namespace (or the ClusterRole without `watchNamespaces`).
+pub fn grants(namespaced: bool) -> Vec<Grant> {
+    let mut grants = Vec::new();
+    for kind in KINDS.iter().filter(|k| k.namespaced == namespaced) {
+        let verbs = match kind.role {
+            Role::Managed => vec!["get", "list", "watch", "patch"],
+            Role::Read => vec!["get", "list", "watch"],
+        };
+        grants.push(Grant {
+            resource: kind.plural.to_string(),
+            verbs,
+        });
+        grants.push(Grant {
+            resource: format!("{}/status", kind.plural),
+            verbs: vec!["patch"],
+        });
+        if kind.owns_secrets {
+            grants.push(Grant {
+                resource: format!("{}/finalizers", kind.plural),
+                verbs: vec!["update"],
+            });
+        }
+    }
+    grants.sort();
+    grants
+}
+
+/// Every CRD aigw serves, with the file name it has under `crds/`.
+pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
+    KINDS.iter().map(|k| (k.file, (k.crd)())).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::path::Path;
+
+    fn root() -> &'static Path {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+    }
+
+    /// Each entry says of its kind what the kind's CRD says.
+    #[test]
+    fn every_entry_matches_its_crd() {
+        let mut files = BTreeSet::new();
+        for kind in KINDS {
+            let crd = (kind.crd)();
+            assert_eq!(crd.spec.names.kind, kind.kind);
+            assert_eq!(crd.spec.names.plural, kind.plural, "{}", kind.kind);
+            assert_eq!(crd.spec.group, GROUP, "{}", kind.kind);
+            assert_eq!(crd.metadata.name.as_deref(), Some(&*kind.crd_name()));
+            let scope = if kind.namespaced {
+                "Namespaced"
+            } else {
+                "Cluster"
+            };
+            assert_eq!(crd.spec.scope, scope, "{}", kind.kind);
+            assert_eq!(kind.file, format!("{}.yaml", kind.kind.to_lowercase()));
+            assert_eq!(kind.census.is_some(), kind.role == Role::Managed);
+            assert!(files.insert(kind.file), "{} twice", kind.kind);
+        }
+        let sorted: Vec<_> = files.iter().copied().collect();
+        let listed: Vec<_> = KINDS.iter().map(|k| k.file).collect();
+        assert_eq!(
+            listed, sorted,
+            "KINDS is kept in file order (the order of `aigw crds`)"
+        );
+    }
+
+    /// `crds/` holds one file per kind of the registry, and nothing else but the admission
+    /// policies.
+    #[test]
+    fn crds_dir_holds_the_registrys_kinds() {
+        let mut on_disk: Vec<String> = std::fs::read_dir(root().join("crds"))
+            .expect("crds/")
+            .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+            .filter(|f| f != crate::resources::ADMISSION_POLICIES_FILE)
+            .collect();
+        on_disk.sort();
+        let listed: Vec<_> = KINDS.iter().map(|k| k.file.to_string()).collect();
+        assert_eq!(on_disk, listed);
+    }
+
+    /// The chart as `helm template` renders it (the helm of `hack/chart-check.sh`), with `sets`.
+    fn render(sets: &[&str]) -> Vec<serde_json::Value> {
+        use serde::Deserialize;
+        let mut command = std::process::Command::new("bash");
+        command.arg(root().join("hack/chart-check.sh")).args([
+            "--template",
+            "aigw",
+            "--namespace",
+            "aigw-system",
+        ]);
+        for set in sets {
+            command.args(["--set", set]);
+        }
+        let output = command.output().expect("run hack/chart-check.sh");
+        assert!(
+            output.status.success(),
+            "hack/chart-check.sh --template failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let text = String::from_utf8(output.stdout).expect("UTF-8 manifests");
+        serde_yaml::Deserializer::from_str(&text)
+            .map(|d| serde_json::Value::deserialize(d).expect("YAML from helm"))
+            .filter(|v| !v.is_null())
+            .collect()
+    }
+
+    /// The aigw-group rules of the rendered objects of `kind` (ClusterRole or Role), as
+    /// resource -> verbs, and the CRD names granted by name.
+    fn aigw_rules(
+        objects: &[serde_json::Value],
+        kind: &str,
+    ) -> (BTreeMap<String, BTreeSet<String>>, BTreeSet<String>) {
+        let mut rules = BTreeMap::<String, BTreeSet<String>>::new();
+        let mut crd_names = BTreeSet::new();
+        let strings = |v: &serde_json::Value| -> Vec<String> {
+            v.as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s.as_str().map(str::to_string))
+                .collect()
+        };
+        for object in objects.iter().filter(|o| o["kind"] == kind) {
+            for rule in object["rules"].as_array().into_iter().flatten() {
+                let groups = strings(&rule["apiGroups"]);
+                let resources = strings(&rule["resources"]);
+                if groups.iter().any(|g| g == GROUP) {
+                    for resource in resources {
+                        rules
+                            .entry(resource)
+                            .or_default()
+                            .extend(strings(&rule["verbs"]));
+                    }
+                } else if resources == ["customresourcedefinitions"] {
+                    crd_names.extend(strings(&rule["resourceNames"]));
+                }
+            }
+        }
+        (rules, crd_names)
+    }
+
+    fn expected(namespaced: bool) -> BTreeMap<String, BTreeSet<String>> {
+        grants(namespaced)
+            .into_iter()
+            .map(|g| (g.resource, g.verbs.iter().map(|v| v.to_string()).collect()))
+            .collect()
+    }
+
+    /// The chart's RBAC on the aigw group names exactly the registry's resources and
+    /// subresources with the verbs the registry gives them: cluster-wide (one ClusterRole) and
+    /// with `watchNamespaces` (the namespaced rules move to a Role per namespace).
+    #[test]
+    fn chart_rbac_grants_exactly_the_registrys_resources() {
+        let crd_names: BTreeSet<String> = KINDS.iter().map(Kind::crd_name).collect();
+
+        let cluster_wide = render(&[]);
+        let (rules, names) = aigw_rules(&cluster_wide, "ClusterRole");
+        let mut all = expected(false);
+        all.extend(expected(true));
+        assert_eq!(rules, all, "cluster-wide ClusterRole");
+        assert_eq!(names, crd_names, "the CRDs the ClusterRole may get");
+
+        let watched = render(&["watchNamespaces={team-a}"]);
+        let (rules, names) = aigw_rules(&watched, "ClusterRole");
+        assert_eq!(rules, expected(false), "ClusterRole with watchNamespaces");
+        assert_eq!(names, crd_names);
+        let (rules, _) = aigw_rules(&watched, "Role");
+        assert_eq!(rules, expected(true), "the watched namespace's Role");
+    }
+
+    /// The chart README's RBAC tables name, row by row, the registry's resources (a row of the
+    /// aigw group lists resources, `…/status` standing for the status of each resource listed
+    /// above it), and it counts no CRDs (it once said "the four CRDs" with ten of them).
+    #[test]
+    fn chart_readme_rbac_tables_match_the_registry() {
+        let readme = std::fs::read_to_string(root().join("charts/aigw/README.md")).unwrap();
+        for count in ["four", "five", "six", "seven", "eight", "nine", "ten"] {
+            assert!(
+                !readme.contains(&format!("the {count} CRDs"))
+                    && !readme.contains(&format!("the {count} aigw CRDs")),
+                "charts/aigw/README.md counts the CRDs (`the {count} …`): it goes stale with the next kind"
+            );
+        }
+        let (cluster, namespaced) = readme
+            .split_once("Namespaced rules")
+            .expect("the README's namespaced rules table");
+        for (text, namespaced) in [(cluster, false), (namespaced, true)] {
+            let mut table = BTreeMap::<String, BTreeSet<String>>::new();
+            let mut plain = Vec::new();
+            for row in text.lines().filter(|l| l.starts_with("| `aigw.io` |")) {
+                let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+                let verbs: BTreeSet<String> =
+                    cells[3].split_whitespace().map(str::to_string).collect();
+                let resources = cells[2].replace('`', "");
+                for resource in resources.split(',').map(str::trim) {
+                    let names: Vec<String> = match resource.strip_prefix('…') {
+                        Some(sub) => plain.iter().map(|p| format!("{p}{sub}")).collect(),
+                        None => vec![resource.to_string()],
+                    };
+                    for name in names {
+                        if !name.contains('/') {
+                            plain.push(name.clone());
+                        }
+                        table.entry(name).or_default().extend(verbs.clone());
+                    }
+                }
+            }
+            let scope = if namespaced { "namespaced" } else { "cluster" };
+            assert_eq!(
+                table,
+                expected(namespaced),
+                "charts/aigw/README.md, {scope} rules"
+            );
+        }
+    }
+}
