@@ -36,9 +36,12 @@ lint:
 unit:
 	$(CARGO) test --lib --bins
 
-## integration: the tests under tests/ (they start the control plane themselves when it is not running)
+## integration: the tests under tests/it, one binary (they start the control plane themselves when
+## it is not running). Four at a time: they mostly wait on the apiserver and the operator, each in
+## namespaces of its own (on 2 cores the default would be 2).
+TEST_THREADS ?= 4
 integration: cluster
-	$(CARGO) test --tests
+	$(CARGO) test --tests -- --test-threads=$(TEST_THREADS)
 
 ## test: everything CI runs: fmt, clippy, unit and integration tests (the docs book built and its
 ## links checked among them), and a short chaos round
@@ -46,7 +49,7 @@ test: lint
 	$(CARGO) test --no-run
 	$(MAKE) image-check
 	$(MAKE) cluster
-	$(CARGO) test --all-targets
+	$(CARGO) test --all-targets -- --test-threads=$(TEST_THREADS)
 	$(MAKE) health-test
 	$(MAKE) alerts-test
 	$(MAKE) chaos-short

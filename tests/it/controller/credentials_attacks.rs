@@ -414,8 +414,10 @@ async fn echo_proxy(upstream: String, mode: &'static str) -> String {
     serve(app).await
 }
 
-/// An all-letter passphrase: no 12-character run of it has a digit.
-const PASSPHRASE: &str = "correct-horse-battery-staple";
+/// An all-letter passphrase: no 12-character run of it has a digit. Any 6 characters of it in
+/// the log are a leak, and the log is the whole test process's: no run of 6 of its characters
+/// may be in a word another test logs (`correct-horse-battery-staple` was: "DriftCorrected").
+const PASSPHRASE: &str = "quixotic-zephyr-jackdaw-vexing";
 
 async fn echo_attack(mode: &'static str) {
     let key = match mode {
