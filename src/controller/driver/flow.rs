@@ -74,7 +74,7 @@ pub async fn apply<K: Verbs>(
 ) -> Result<Vec<Change>, Error> {
     let first_sight = K::recorded(status).is_none();
     let inputs = object.resolve(cx, status).await?;
-    let desired = object.desired(&inputs);
+    let desired = object.desired(inputs);
     let remote = observe(object, cx, status).await?;
     let applied = spec_already_applied(
         object.meta().generation,
@@ -114,8 +114,8 @@ pub async fn observe_only<K: Verbs>(
     cx: &Cx<'_, K>,
     status: &mut K::Status,
 ) -> Result<Vec<&'static str>, Error> {
-    let inputs = object.resolve(cx, status).await?;
-    let desired = object.desired(&inputs);
+    let inputs = object.observed_inputs(cx, status).await?;
+    let desired = object.desired(inputs);
     Ok(match observe(object, cx, status).await? {
         Some(remote) => object.compare(&desired, &remote, status).fields(),
         None => Vec::new(),
@@ -146,10 +146,16 @@ pub async fn cleanup<K: Verbs>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change>
         }
         Removal::Nothing => return Ok(Vec::new()),
     };
+    object.before_delete(cx, &key).await?;
     let client = cx.api(Op::Delete).await?;
     let (reason, verb) = K::REMOVAL;
     let what = format!("{} {key}", K::WHAT);
-    removed(reason, verb, &what, K::delete(client, &key).await)
+    removed(
+        reason,
+        verb,
+        &what,
+        object.delete(client, &key, &status).await,
+    )
 }
 
 /// GETs the remote object the spec adopts or the status recorded, and records what the API
@@ -165,11 +171,19 @@ async fn observe<K: Verbs>(
     };
     let client = cx.api(Op::Read).await?;
     let what = format!("{} {key}", K::WHAT);
-    let found = observed(
-        &what,
-        adopted.map(|_| K::ADOPTED_BY),
-        K::observe(client, &key).await,
-    )?;
+    let adopted_by = adopted.map(|_| K::ADOPTED_BY);
+    let found = match (object.observe(client, &key, status).await, adopted_by) {
+        (Ok(None), Some(field)) => {
+            return Err(Error::MissingState(format!(
+                "{what} named by {field} does not exist"
+            )));
+        }
+        (Ok(found), _) => found,
+        (Err(e), _) => observed(&what, adopted_by, Err(e))?,
+    };
+    if let Some(why) = found.as_ref().and_then(K::refuses) {
+        return Err(Error::InvalidSpec(why));
+    }
     if let (Some(remote), Some(_)) = (&found, adopted) {
         // Adopting reaches an object made outside aigw: its own workspace must be granted too.
         let reach = format!("the workspace of {what}");
@@ -226,16 +240,18 @@ async fn update<K: Verbs>(
     let key = K::key(remote);
     let replaced = object.replaced(desired, remote, comparison, now_rfc3339());
     let paths = replaced.paths();
-    cx.gate
-        .intend(format!("would update {} {key} at {paths}", K::WHAT));
+    let fields = comparison.differs.join(", ");
+    cx.gate.intend(format!(
+        "would update {} {key} ({fields}) at {paths}",
+        K::WHAT
+    ));
     let client = cx.api(Op::Update).await?;
-    object
+    let updated = object
         .update(client, desired, remote)
         .await
         .map_err(|e| Error::api(format!("update {} {key}", K::WHAT), e))?;
-    object.record_updated(status, desired);
+    object.record_updated(status, desired, remote, updated);
     if !drift {
-        let fields = comparison.differs.join(", ");
         return Ok(Change::new(
             "Updated",
             format!("updated {} {key} ({fields})", K::WHAT),

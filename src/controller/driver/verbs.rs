@@ -54,6 +54,8 @@ pub trait Verbs: Managed {
     type Found: Send + Sync;
     /// What a create answers.
     type Posted: Send + Sync;
+    /// What an update answers.
+    type Updated: Send + Sync;
     /// In messages: "rate-limits policy".
     const WHAT: &'static str;
     /// The spec field that names an adopted remote object: "spec.policyId".
@@ -67,8 +69,17 @@ pub trait Verbs: Managed {
         cx: &Cx<'_, Self>,
         status: &Self::Status,
     ) -> impl Future<Output = Result<Self::Inputs, Error>> + Send;
+    /// What Observe compares with (it never writes, so it needs no Secret values): by default
+    /// what [`Verbs::resolve`] gathers.
+    fn observed_inputs(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &Self::Status,
+    ) -> impl Future<Output = Result<Self::Inputs, Error>> + Send {
+        self.resolve(cx, status)
+    }
     /// The desired state. Pure.
-    fn desired(&self, inputs: &Self::Inputs) -> Self::Desired;
+    fn desired(&self, inputs: Self::Inputs) -> Self::Desired;
     /// How `remote` differs from `desired`. Pure.
     fn compare(
         &self,
@@ -85,11 +96,19 @@ pub trait Verbs: Managed {
     /// The workspace `remote` lives in (an adopted object's must be granted too).
     fn workspace(remote: &Self::Remote) -> Option<&str>;
 
-    /// GETs the remote object `key` names.
+    /// GETs the remote object `key` names. `Ok(None)`: gone, as the kind proves it besides a
+    /// 404 (which the driver takes for gone itself).
     fn observe(
+        &self,
         client: &Client,
         key: &str,
-    ) -> impl Future<Output = Result<Self::Remote, ApiError>> + Send;
+        status: &Self::Status,
+    ) -> impl Future<Output = Result<Option<Self::Remote>, ApiError>> + Send;
+    /// Why `remote` can never be this resource's (another kind's object), before anything is
+    /// recorded or written.
+    fn refuses(_remote: &Self::Remote) -> Option<String> {
+        None
+    }
     /// What the create of `desired` sends, for the intent (name, workspace, body hash).
     fn sent(&self, cx: &Cx<'_, Self>, desired: &Self::Desired) -> CreateAttempt;
     /// POSTs `desired`.
@@ -112,9 +131,22 @@ pub trait Verbs: Managed {
         client: &Client,
         desired: &Self::Desired,
         remote: &Self::Remote,
+    ) -> impl Future<Output = Result<Self::Updated, ApiError>> + Send;
+    /// What must hold before the remote object `key` is deleted (no Config names it).
+    fn before_delete(
+        &self,
+        _cx: &Cx<'_, Self>,
+        _key: &str,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        async { Ok(()) }
+    }
+    /// DELETEs (or archives) the remote object `key` names ("already gone" is done).
+    fn delete(
+        &self,
+        client: &Client,
+        key: &str,
+        status: &Self::Status,
     ) -> impl Future<Output = Result<(), ApiError>> + Send;
-    /// DELETEs (or archives) the remote object `key` names.
-    fn delete(client: &Client, key: &str) -> impl Future<Output = Result<(), ApiError>> + Send;
 
     /// Records in `status` what a read reported (`None`: the remote object is gone).
     fn record(status: &mut Self::Status, remote: Option<&Self::Remote>);
@@ -125,8 +157,16 @@ pub trait Verbs: Managed {
         desired: &Self::Desired,
         created: Created<Self::Posted, Self::Found>,
     ) -> String;
-    /// Records in `status` that an update brought the remote object in line with `desired`.
-    fn record_updated(&self, _status: &mut Self::Status, _desired: &Self::Desired) {}
+    /// Records in `status` that an update (its answer `updated`) brought `remote` in line
+    /// with `desired`.
+    fn record_updated(
+        &self,
+        _status: &mut Self::Status,
+        _desired: &Self::Desired,
+        _remote: &Self::Remote,
+        _updated: Self::Updated,
+    ) {
+    }
     /// What correcting `remote` replaces, in the spec's terms, at time `at`.
     fn replaced(
         &self,

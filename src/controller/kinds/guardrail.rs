@@ -1,8 +1,9 @@
 //! Guardrail (a workspace guardrail) and ClusterGuardrail (an organisation guardrail, on the
-//! admin plane): one flow for both kinds, which differ only in their plane, their scope and
-//! where their Secrets are. Observe by slug (or id), PUT name, checks and actions only when
-//! they differ by meaning or a Secret value changed (every PUT mints a version), create through
-//! the shared protocol, and delete per `deletionPolicy` once no Config names the guardrail.
+//! admin plane): the verbs of both kinds ([`Verbs`]), which differ only in their plane, their
+//! scope and where their Secrets are. The driver observes by slug (or id), PUTs name, checks
+//! and actions only when they differ by meaning or a Secret value changed (every PUT mints a
+//! version), creates through the shared protocol, and deletes per `deletionPolicy` once no
+//! Config names the guardrail.
 //!
 //! The API answers 403 (not 404) for a guardrail that does not exist (FACTS §6), and a 403 may
 //! also be a refusal: such an answer counts as "gone" only when a complete listing of the
@@ -14,23 +15,22 @@ use kube::ResourceExt;
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use crate::api::{ApiError, Client, GuardrailDetails, GuardrailSummary, GuardrailsOn, Listing};
+use crate::api::{
+    ApiError, Client, GuardrailDetails, GuardrailSummary, GuardrailWritten, GuardrailsOn, Listing,
+};
 use crate::controller::Context;
 use crate::controller::config_refs::{self, Desired, ReadsSecrets};
-use crate::controller::create::{
-    Created, Lookup, body_hash, create_once, made_by_unfinished_create, one_of_ours,
-};
+use crate::controller::create::{Created, Lookup, body_hash, one_of_ours};
 use crate::controller::drift::{Listed, Row};
-use crate::controller::driver::{Change, Cx, Managed, object_key, observed, orphaned, removed};
+use crate::controller::driver::verbs::{Comparison, Verbs};
+use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::Error;
 use crate::controller::gate::{CACHES_LISTED_WITHIN, Op};
+use crate::controller::now_rfc3339;
 use crate::controller::status::common_status;
-use crate::controller::{now_rfc3339, spec_already_applied};
-use crate::resources::common::CreateAttempt;
+use crate::resources::common::{CreateAttempt, DriftCorrection};
 use crate::resources::config::{AppliedHistory, Config, ConfigSecretRef};
-use crate::resources::guardrail::{
-    ClusterGuardrail, Guardrail, GuardrailDeletionPolicy, GuardrailKind, GuardrailStatus,
-};
+use crate::resources::guardrail::{ClusterGuardrail, Guardrail, GuardrailKind, GuardrailStatus};
 
 /// Condition reason while a Config still names the guardrail being deleted.
 pub const STILL_REFERENCED: &str = "StillReferenced";
@@ -76,33 +76,159 @@ macro_rules! guardrail_kind {
                 &mut self.status
             }
 
-            async fn apply(
-                &self,
-                cx: &Cx<'_, Self>,
-                status: &mut GuardrailStatus,
-            ) -> Result<Vec<Change>, Error> {
-                apply(self, cx, status).await
-            }
+            crate::controller::driver::flow::driven!();
 
             async fn inputs_unchanged(&self, cx: &Cx<'_, Self>, status: &GuardrailStatus) -> bool {
                 config_refs::secrets_unchanged(self, cx.ctx, status.secret_hash.as_deref()).await
             }
 
-            async fn observe_only(
-                &self,
-                cx: &Cx<'_, Self>,
-                status: &mut GuardrailStatus,
-            ) -> Result<Vec<&'static str>, Error> {
-                observe_only(self, cx, status).await
-            }
-
-            async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
-                cleanup(self, cx).await
-            }
-
             crate::controller::driver::kind::promotes!(|guardrail| guardrail
                 .definition()
                 .promotion);
+        }
+
+        impl Verbs for $kind {
+            type Inputs = Option<Desired>;
+            type Desired = Option<Desired>;
+            type Remote = GuardrailDetails;
+            type Found = GuardrailSummary;
+            type Posted = GuardrailWritten;
+            type Updated = GuardrailWritten;
+            const WHAT: &'static str = "guardrail";
+            const ADOPTED_BY: &'static str = "spec.slug";
+
+            async fn resolve(
+                &self,
+                cx: &Cx<'_, Self>,
+                _status: &GuardrailStatus,
+            ) -> Result<Option<Desired>, Error> {
+                resolve(self, cx).await.map(Some)
+            }
+            async fn observed_inputs(
+                &self,
+                _cx: &Cx<'_, Self>,
+                _status: &GuardrailStatus,
+            ) -> Result<Option<Desired>, Error> {
+                Ok(None)
+            }
+            fn desired(&self, inputs: Option<Desired>) -> Option<Desired> {
+                inputs
+            }
+            fn compare(
+                &self,
+                desired: &Option<Desired>,
+                remote: &GuardrailDetails,
+                status: &GuardrailStatus,
+            ) -> Comparison {
+                compare(self, desired.as_ref(), remote, status)
+            }
+            fn recorded(status: &GuardrailStatus) -> Option<String> {
+                status.slug.clone().or(status.id.clone())
+            }
+            fn key(remote: &GuardrailDetails) -> String {
+                key_of(remote)
+            }
+            fn found_key(found: &GuardrailSummary) -> String {
+                found.slug.clone()
+            }
+            fn workspace(remote: &GuardrailDetails) -> Option<&str> {
+                remote.workspace_id.as_deref()
+            }
+            async fn observe(
+                &self,
+                client: &Client,
+                key: &str,
+                status: &GuardrailStatus,
+            ) -> Result<Option<GuardrailDetails>, ApiError> {
+                observe(self, client, key, status).await
+            }
+            fn refuses(remote: &GuardrailDetails) -> Option<String> {
+                Self::other_kind(remote)
+            }
+            fn sent(&self, cx: &Cx<'_, Self>, desired: &Option<Desired>) -> CreateAttempt {
+                sent(self, cx, desired.as_ref())
+            }
+            async fn create(
+                &self,
+                client: &Client,
+                desired: &Option<Desired>,
+            ) -> Result<GuardrailWritten, ApiError> {
+                let request = create_request(self, desired.as_ref());
+                plane::<Self>(client).create(&request).await
+            }
+            async fn find_created(
+                &self,
+                cx: &Cx<'_, Self>,
+                status: &GuardrailStatus,
+            ) -> Result<Lookup<GuardrailSummary>, Error> {
+                find_created(self, cx, status).await
+            }
+            async fn update(
+                &self,
+                client: &Client,
+                desired: &Option<Desired>,
+                remote: &GuardrailDetails,
+            ) -> Result<GuardrailWritten, ApiError> {
+                let document = desired
+                    .as_ref()
+                    .map(Desired::request_document)
+                    .unwrap_or_default();
+                let request = self.definition().update_request_with(&document);
+                plane::<Self>(client)
+                    .update(&key_of(remote), &request)
+                    .await
+            }
+            async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Error> {
+                unreferenced(self, cx, key).await
+            }
+            async fn delete(
+                &self,
+                client: &Client,
+                key: &str,
+                status: &GuardrailStatus,
+            ) -> Result<(), ApiError> {
+                delete(self, client, key, status).await
+            }
+            fn record(status: &mut GuardrailStatus, remote: Option<&GuardrailDetails>) {
+                record(status, remote)
+            }
+            fn record_created(
+                &self,
+                status: &mut GuardrailStatus,
+                desired: &Option<Desired>,
+                created: Created<GuardrailWritten, GuardrailSummary>,
+            ) -> String {
+                record_created(self, status, desired.as_ref(), created)
+            }
+            fn record_updated(
+                &self,
+                status: &mut GuardrailStatus,
+                desired: &Option<Desired>,
+                remote: &GuardrailDetails,
+                updated: GuardrailWritten,
+            ) {
+                status.secret_hash = desired.as_ref().and_then(|d| d.secret_hash.clone());
+                status.version_id = updated.version_id.or(remote.version_id.clone());
+                status.record_applied_now(
+                    kube::Resource::meta(self),
+                    now_rfc3339(),
+                    &self.definition().secret_refs,
+                );
+            }
+            fn replaced(
+                &self,
+                desired: &Option<Desired>,
+                remote: &GuardrailDetails,
+                _comparison: &Comparison,
+                at: String,
+            ) -> DriftCorrection {
+                let concealed: Vec<&str> =
+                    desired.iter().flat_map(Desired::secret_values).collect();
+                self.definition().drift_against(remote, at, &concealed)
+            }
+            fn record_drift(status: &mut GuardrailStatus, replaced: DriftCorrection) {
+                status.last_drift_correction = Some(replaced);
+            }
         }
 
         impl Listed for $kind {
@@ -127,133 +253,128 @@ fn plane<G: GuardrailKind>(client: &Client) -> GuardrailsOn<'_> {
     client.guardrails_on(G::PLANE)
 }
 
-async fn apply<G: GuardrailObject>(
-    guardrail: &G,
-    cx: &Cx<'_, G>,
-    status: &mut GuardrailStatus,
-) -> Result<Vec<Change>, Error> {
-    let spec = guardrail.definition();
-    let desired = Desired::read(guardrail, spec, cx.ctx).await?;
+/// The Secret values the guardrail's document substitutes, concealed from every message.
+async fn resolve<G: GuardrailObject>(guardrail: &G, cx: &Cx<'_, G>) -> Result<Desired, Error> {
+    let desired = Desired::read(guardrail, guardrail.definition(), cx.ctx).await?;
     for value in desired.secret_values() {
         cx.conceal(value);
     }
-    let Some(remote) = observe(guardrail, cx, status).await? else {
-        return create(guardrail, cx, status, &desired)
-            .await
-            .map(|c| vec![c]);
-    };
-    let conflicts = spec.immutable_conflicts(&remote, guardrail.workspace_id());
-    if !conflicts.is_empty() {
-        return Err(Error::InvalidSpec(format!(
-            "remote guardrail {} has a different {} and the API cannot change it; create a new {} instead",
-            remote.slug,
-            conflicts.join(", "),
-            G::KIND
-        )));
-    }
-    let mut differences = spec.diff(&remote);
-    if desired.secret_hash != status.secret_hash {
-        differences.push("secretRefs");
-    }
-    if differences.is_empty() {
-        return Ok(Vec::new());
-    }
-    let key = key_of(&remote);
-    let concealed: Vec<&str> = desired.secret_values().collect();
-    let replaced = spec.drift_against(&remote, now_rfc3339(), &concealed);
-    cx.gate.intend(format!(
-        "would update guardrail {key} ({}) at {}",
-        differences.join(", "),
-        replaced.paths()
-    ));
-    let client = cx.api(Op::Update).await?;
-    let updated = plane::<G>(client)
-        .update(&key, &spec.update_request_with(&desired.request_document()))
-        .await
-        .map_err(|e| Error::api(format!("update guardrail {key}"), e))?;
-    status.secret_hash = desired.secret_hash;
-    status.version_id = updated.version_id.or(remote.version_id);
-    status.record_applied_now(
-        guardrail.meta(),
-        now_rfc3339(),
-        &guardrail.definition().secret_refs,
-    );
-    let fields = differences.join(", ");
-    let outside = differences.iter().any(|field| *field != "secretRefs");
-    let drift = outside
-        && spec_already_applied(
-            guardrail.meta().generation,
-            status.observed_generation,
-            &status.conditions,
-        );
-    Ok(vec![if drift {
-        let paths = replaced.paths();
-        status.last_drift_correction = Some(replaced);
-        Change::new(
-            "DriftCorrected",
-            format!(
-                "guardrail {key} was changed outside aigw at {paths}; restored it (status.lastDriftCorrection has the values it replaced)"
-            ),
-        )
-    } else {
-        Change::new("Updated", format!("updated guardrail {key} ({fields})"))
-    }])
+    Ok(desired)
 }
 
-async fn observe_only<G: GuardrailObject>(
+/// Fixed fields, and the fields that differ by meaning; `secretRefs` when a Secret value
+/// changed (an input, not an outside edit). Without Secret values (Observe) only the spec's.
+fn compare<G: GuardrailObject>(
+    guardrail: &G,
+    desired: Option<&Desired>,
+    remote: &GuardrailDetails,
+    status: &GuardrailStatus,
+) -> Comparison {
+    let spec = guardrail.definition();
+    let mut differs = spec.diff(remote);
+    let mut inputs = Vec::new();
+    if desired.is_some_and(|d| d.secret_hash != status.secret_hash) {
+        differs.push("secretRefs");
+        inputs.push("secretRefs");
+    }
+    Comparison {
+        immutable: spec.immutable_conflicts(remote, guardrail.workspace_id()),
+        differs,
+        inputs,
+    }
+}
+
+/// The create body: the definition with its Secret values filled in.
+fn create_request<G: GuardrailObject>(
+    guardrail: &G,
+    desired: Option<&Desired>,
+) -> crate::api::CreateGuardrailRequest {
+    let document = desired.map(Desired::request_document).unwrap_or_default();
+    guardrail
+        .definition()
+        .create_request_with(&document, guardrail.workspace_id())
+}
+
+/// What the create sends, for its intent.
+fn sent<G: GuardrailObject>(
     guardrail: &G,
     cx: &Cx<'_, G>,
-    status: &mut GuardrailStatus,
-) -> Result<Vec<&'static str>, Error> {
-    let spec = guardrail.definition();
-    Ok(match observe(guardrail, cx, status).await? {
-        Some(remote) => {
-            let mut fields = spec.immutable_conflicts(&remote, guardrail.workspace_id());
-            fields.extend(spec.diff(&remote));
-            fields
-        }
-        None => Vec::new(),
-    })
+    desired: Option<&Desired>,
+) -> CreateAttempt {
+    let request = create_request(guardrail, desired);
+    CreateAttempt {
+        name: Some(guardrail.definition().name.clone()),
+        workspace_id: guardrail.workspace_id().map(str::to_string),
+        body_hash: body_hash(&cx.ctx.hash_key, guardrail.meta().uid.as_deref(), &request),
+        ended_at: None,
+        intent: None,
+    }
 }
 
-async fn cleanup<G: GuardrailObject>(guardrail: &G, cx: &Cx<'_, G>) -> Result<Vec<Change>, Error> {
-    let status = guardrail.guardrail_status().cloned().unwrap_or_default();
-    let known = status.slug.clone().or(status.id.clone());
-    if guardrail.definition().deletion_policy == GuardrailDeletionPolicy::Orphan {
-        return Ok(orphaned(&format!(
-            "guardrail {}",
-            known.unwrap_or_default()
-        )));
-    }
-    let key = match (known, &status.pending_create) {
-        (Some(key), _) => key,
-        (None, Some(_)) => {
-            let lookup = find_created(guardrail, cx, &status);
-            match made_by_unfinished_create(&status, "guardrail", lookup).await? {
-                Some(found) => found.slug,
-                None => return Ok(Vec::new()),
-            }
+/// Records what a create made: the answer, or what the lookup found after a lost answer.
+fn record_created<G: GuardrailObject>(
+    guardrail: &G,
+    status: &mut GuardrailStatus,
+    desired: Option<&Desired>,
+    created: Created<GuardrailWritten, GuardrailSummary>,
+) -> String {
+    match created {
+        Created::Posted(created) => {
+            status.id = Some(created.id.clone());
+            status.slug = Some(created.slug.clone()).filter(|s| !s.is_empty());
+            status.version_id = created.version_id.clone();
+            status.secret_hash = desired.and_then(|d| d.secret_hash.clone());
+            status.record_applied_now(
+                guardrail.meta(),
+                now_rfc3339(),
+                &guardrail.definition().secret_refs,
+            );
+            status.slug.clone().unwrap_or(created.id)
         }
-        (None, None) => return Ok(Vec::new()),
-    };
+        Created::Recovered(found) => {
+            status.id = Some(found.id.clone());
+            status.slug = Some(found.slug.clone()).filter(|s| !s.is_empty());
+            // A version this resource published, whose spec is not known (no generation): it
+            // counts as written before, so creating it again waits for the promotion gate.
+            status.record_applied(crate::resources::config::AppliedVersion {
+                applied_at: now_rfc3339(),
+                ..Default::default()
+            });
+            found.slug
+        }
+    }
+}
+
+/// Refuses the deletion while a Config names the guardrail.
+async fn unreferenced<G: GuardrailObject>(
+    guardrail: &G,
+    cx: &Cx<'_, G>,
+    key: &str,
+) -> Result<(), Error> {
     let users = referencing_configs(guardrail, cx.ctx).await?;
-    if !users.is_empty() {
-        return Err(Error::not_allowed(
-            STILL_REFERENCED,
-            format!(
-                "guardrail {key} is still named by Config {}; it is deleted once no Config names it (or set deletionPolicy: Orphan)",
-                users.join(", ")
-            ),
-        ));
+    if users.is_empty() {
+        return Ok(());
     }
-    let client = cx.api(Op::Delete).await?;
-    let result = match plane::<G>(client).delete(&key).await {
-        Err(e) if missing_answer(&e) && absent_from_list(guardrail, client, &status).await => {
-            Ok(())
-        }
+    Err(Error::not_allowed(
+        STILL_REFERENCED,
+        format!(
+            "guardrail {key} is still named by Config {}; it is deleted once no Config names it (or set deletionPolicy: Orphan)",
+            users.join(", ")
+        ),
+    ))
+}
+
+/// DELETEs the guardrail; a 403 that a complete listing confirms counts as "already gone".
+async fn delete<G: GuardrailObject>(
+    guardrail: &G,
+    client: &Client,
+    key: &str,
+    status: &GuardrailStatus,
+) -> Result<(), ApiError> {
+    match plane::<G>(client).delete(key).await {
+        Err(e) if missing_answer(&e) && absent_from_list(guardrail, client, status).await => Ok(()),
         other => other,
-    };
-    removed("Deleted", "delete", &format!("guardrail {key}"), result)
+    }
 }
 
 async fn list<G: GuardrailKind>(
@@ -352,53 +473,25 @@ async fn absent_from_list<G: GuardrailKind>(
             .any(|g| keys.contains(&g.id.as_str()) || keys.contains(&g.slug.as_str()))
 }
 
-/// GETs the guardrail this object adopts or recorded, and records what it reports. Gone means
-/// 404/`AB08`, or a 403 that a complete listing confirms; an adopted one that is gone is an
-/// error.
+/// GETs the guardrail `key` names. Gone means 404/`AB08` (the driver's), or a 403 that a
+/// complete listing confirms (`Ok(None)`).
 async fn observe<G: GuardrailObject>(
     guardrail: &G,
-    cx: &Cx<'_, G>,
-    status: &mut GuardrailStatus,
-) -> Result<Option<GuardrailDetails>, Error> {
-    let adopted = guardrail.definition().slug.as_deref();
-    let Some(key) = adopted
-        .or(status.slug.as_deref())
-        .or(status.id.as_deref())
-        .map(str::to_string)
-    else {
-        return Ok(None);
-    };
-    let client = cx.api(Op::Read).await?;
-    let result = plane::<G>(client).get(&key).await;
-    let gone = match &result {
-        Err(e) if missing_answer(e) => absent_from_list(guardrail, client, status).await,
-        _ => false,
-    };
-    let found = match (gone, adopted) {
-        (true, Some(_)) => {
-            return Err(Error::MissingState(format!(
-                "guardrail {key} named by spec.slug does not exist"
-            )));
+    client: &Client,
+    key: &str,
+    status: &GuardrailStatus,
+) -> Result<Option<GuardrailDetails>, ApiError> {
+    match plane::<G>(client).get(key).await {
+        Err(e) if missing_answer(&e) && absent_from_list(guardrail, client, status).await => {
+            Ok(None)
         }
-        (true, None) => None,
-        (false, _) => observed(
-            &format!("guardrail {key}"),
-            adopted.map(|_| "spec.slug"),
-            result,
-        )?,
-    };
-    if let Some(remote) = &found {
-        of_this_kind::<G>(remote)?;
+        result => result.map(Some),
     }
-    if let (Some(remote), Some(_)) = (&found, adopted) {
-        cx.gate
-            .reach(
-                &format!("the workspace of guardrail {key}"),
-                remote.workspace_id.as_deref(),
-            )
-            .await?;
-    }
-    match &found {
+}
+
+/// Records what a read of the guardrail reported (`None`: it is gone).
+fn record(status: &mut GuardrailStatus, remote: Option<&GuardrailDetails>) {
+    match remote {
         Some(remote) => {
             status.id = Some(remote.id.clone()).filter(|id| !id.is_empty());
             status.slug = Some(remote.slug.clone()).filter(|s| !s.is_empty());
@@ -412,81 +505,6 @@ async fn observe<G: GuardrailObject>(
             status.remote_updated_at = None;
         }
     }
-    Ok(found)
-}
-
-/// Refuses a remote guardrail of the other kind ([`GuardrailKind::other_kind`]), before
-/// anything is recorded or written.
-fn of_this_kind<G: GuardrailKind>(remote: &GuardrailDetails) -> Result<(), Error> {
-    match G::other_kind(remote) {
-        Some(why) => Err(Error::InvalidSpec(why)),
-        None => Ok(()),
-    }
-}
-
-/// Creates the guardrail through the shared protocol (see [`crate::controller::create`]).
-async fn create<G: GuardrailObject>(
-    guardrail: &G,
-    cx: &Cx<'_, G>,
-    status: &mut GuardrailStatus,
-    desired: &Desired,
-) -> Result<Change, Error> {
-    let before = status.clone();
-    let client = cx.api(Op::Create).await?;
-    let spec = guardrail.definition();
-    let request = spec.create_request_with(&desired.request_document(), guardrail.workspace_id());
-    let sent = CreateAttempt {
-        name: Some(spec.name.clone()),
-        workspace_id: guardrail.workspace_id().map(str::to_string),
-        body_hash: body_hash(&cx.ctx.hash_key, guardrail.meta().uid.as_deref(), &request),
-        ended_at: None,
-        intent: None,
-    };
-    let outcome = create_once(
-        cx,
-        status,
-        "guardrail",
-        sent,
-        find_created(guardrail, cx, &before),
-        client,
-        async |client| plane::<G>(client).create(&request).await,
-    )
-    .await?;
-    let change = match outcome {
-        Created::Posted(created) => {
-            status.id = Some(created.id.clone());
-            status.slug = Some(created.slug.clone()).filter(|s| !s.is_empty());
-            status.version_id = created.version_id.clone();
-            status.secret_hash = desired.secret_hash.clone();
-            status.record_applied_now(
-                guardrail.meta(),
-                now_rfc3339(),
-                &guardrail.definition().secret_refs,
-            );
-            let name = status.slug.clone().unwrap_or(created.id);
-            Change::new("Created", format!("created guardrail {name}"))
-        }
-        Created::Recovered(found) => {
-            status.id = Some(found.id.clone());
-            status.slug = Some(found.slug.clone()).filter(|s| !s.is_empty());
-            // A version this resource published, whose spec is not known (no generation): it
-            // counts as written before, so creating it again waits for the promotion gate.
-            status.record_applied(crate::resources::config::AppliedVersion {
-                applied_at: now_rfc3339(),
-                ..Default::default()
-            });
-            // What the earlier POST sent may be an older spec: read it and diff, soon.
-            cx.ctx.drift.flag(object_key(guardrail));
-            Change::new(
-                "Created",
-                format!(
-                    "found guardrail {} from an earlier create whose answer was lost",
-                    found.slug
-                ),
-            )
-        }
-    };
-    Ok(change)
 }
 
 /// The guardrail an earlier create made: the one of the workspace it was sent to with the name

@@ -47,6 +47,7 @@ impl<P: PolicyKind> Verbs for P {
     type Remote = P::Remote;
     type Found = P::Remote;
     type Posted = String;
+    type Updated = ();
     const WHAT: &'static str = <P as Policy>::WHAT;
     const ADOPTED_BY: &'static str = "spec.policyId";
     const REMOVAL: (&'static str, &'static str) = <P as PolicyKind>::REMOVAL;
@@ -54,7 +55,7 @@ impl<P: PolicyKind> Verbs for P {
     async fn resolve(&self, _cx: &Cx<'_, P>, _status: &P::Status) -> Result<(), Error> {
         Ok(())
     }
-    fn desired(&self, _inputs: &()) -> P {
+    fn desired(&self, _inputs: ()) -> P {
         self.clone()
     }
     fn compare(&self, desired: &P, remote: &P::Remote, _status: &P::Status) -> Comparison {
@@ -76,8 +77,13 @@ impl<P: PolicyKind> Verbs for P {
     fn workspace(remote: &P::Remote) -> Option<&str> {
         P::facts(remote).workspace_id
     }
-    async fn observe(client: &Client, key: &str) -> Result<P::Remote, ApiError> {
-        P::get(client, key).await
+    async fn observe(
+        &self,
+        client: &Client,
+        key: &str,
+        _status: &P::Status,
+    ) -> Result<Option<P::Remote>, ApiError> {
+        P::get(client, key).await.map(Some)
     }
     fn sent(&self, cx: &Cx<'_, P>, desired: &P) -> CreateAttempt {
         CreateAttempt {
@@ -108,7 +114,12 @@ impl<P: PolicyKind> Verbs for P {
     ) -> Result<(), ApiError> {
         <P as Policy>::update(desired, client, P::facts(remote).id).await
     }
-    async fn delete(client: &Client, key: &str) -> Result<(), ApiError> {
+    async fn delete(
+        &self,
+        client: &Client,
+        key: &str,
+        _status: &P::Status,
+    ) -> Result<(), ApiError> {
         <P as Policy>::delete(client, key).await
     }
     fn record(status: &mut P::Status, remote: Option<&P::Remote>) {
