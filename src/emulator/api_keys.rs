@@ -33,8 +33,6 @@
 
 use std::{
     collections::HashMap,
-    ops::Deref,
-    sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
 
@@ -54,23 +52,11 @@ use super::common::{
     fields::{self, IdRule, Object},
     ids::{new_id, random_hex},
     normalise, policy_fields,
-    state::{Common, lock},
+    state::{Common, KindState, lock},
 };
 
-/// What the API key routes reach: the state every route shares and the api keys.
-#[derive(Clone)]
-pub struct ApiKeysState {
-    pub common: Arc<Common>,
-    pub api_keys: Arc<Mutex<ApiKeyStore>>,
-}
-
-impl Deref for ApiKeysState {
-    type Target = Common;
-
-    fn deref(&self) -> &Common {
-        &self.common
-    }
-}
+/// What the API key routes reach.
+pub type ApiKeysState = KindState<ApiKeyStore>;
 
 /// What reads show instead of the key value (the deployments' mask).
 pub const MASK: &str = "****";
@@ -642,7 +628,7 @@ async fn create(
     record.user_id = user_id;
     changes.apply(&mut record);
     let receipt = record.receipt();
-    lock(&state.api_keys).insert(record);
+    lock(&state.store).insert(record);
     Ok(Json(receipt))
 }
 
@@ -657,7 +643,7 @@ async fn list(
     let workspace = query.get("workspace_id").filter(|ws| !ws.is_empty());
     let (page_size, current_page) = policy_fields::policy_page(&query)?;
     let faults = state.faults();
-    let store = lock(&state.api_keys);
+    let store = lock(&state.store);
     let matching: Vec<&ApiKeyRecord> = store
         .sorted()
         .into_iter()
@@ -680,7 +666,7 @@ async fn read(
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
     let normalise = state.faults().normalise;
-    let store = lock(&state.api_keys);
+    let store = lock(&state.store);
     let record = store
         .find(kind, &id)
         .ok_or_else(|| missing(&state, kind, &id))?;
@@ -711,7 +697,7 @@ async fn update(
             "request body must contain at least one field to update",
         ));
     }
-    let mut store = lock(&state.api_keys);
+    let mut store = lock(&state.store);
     let record = store
         .find_mut(kind, &id)
         .ok_or_else(|| missing(&state, kind, &id))?;
@@ -728,7 +714,7 @@ async fn delete(
     kind: KeyKind,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    lock(&state.api_keys)
+    lock(&state.store)
         .remove(kind, &id)
         .ok_or_else(|| missing(&state, kind, &id))?;
     Ok(Json(json!({})))
@@ -764,7 +750,7 @@ async fn rotate(
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
     let requested = transition_period(&body)?;
-    let mut store = lock(&state.api_keys);
+    let mut store = lock(&state.store);
     let record = store
         .find_mut(kind, &id)
         .ok_or_else(|| missing(&state, kind, &id))?;
@@ -791,7 +777,7 @@ pub async fn handshake(
     let body = fields::parse_object(&body)?;
     let presented = fields::opt_str(&body, "key")?
         .ok_or_else(|| EmulatorError::validation("key is required"))?;
-    let store = lock(&state.api_keys);
+    let store = lock(&state.store);
     let record = store
         .any(&id)
         .ok_or_else(|| EmulatorError::not_found(format!("api key {id} not found")))?;

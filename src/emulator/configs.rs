@@ -1,12 +1,7 @@
 //! `/ai_gw/v2/configs`: flat create receipt, `config` as a JSON string on reads, whole-document
 //! replace and a new `version_id` on every PUT, hard delete. `workspace_id` is a workspace UUID.
 
-use std::{
-    collections::HashMap,
-    ops::Deref,
-    sync::{Arc, Mutex},
-    time::Instant,
-};
+use std::{collections::HashMap, sync::Arc, time::Instant};
 
 use axum::{
     Json,
@@ -23,23 +18,11 @@ use super::common::{
     fields::{self, IdRule, Object},
     ids::{make_slug, new_id},
     normalise,
-    state::{Common, lock},
+    state::{Common, KindState, lock},
 };
 
-/// What the config routes reach: the state every route shares and the configs.
-#[derive(Clone)]
-pub struct ConfigsState {
-    pub common: Arc<Common>,
-    pub configs: Arc<Mutex<ConfigStore>>,
-}
-
-impl Deref for ConfigsState {
-    type Target = Common;
-
-    fn deref(&self) -> &Common {
-        &self.common
-    }
-}
+/// What the config routes reach.
+pub type ConfigsState = KindState<ConfigStore>;
 
 /// Versions kept per config; older ones are dropped so a PUT hot loop cannot exhaust memory.
 const MAX_VERSIONS: usize = 500;
@@ -265,7 +248,7 @@ pub async fn create(State(state): State<ConfigsState>, body: Bytes) -> ApiResult
         None => fields::opt_bool(&body, "isDefault")?.unwrap_or(false),
     };
     let created_at = now();
-    let mut store = lock(&state.configs);
+    let mut store = lock(&state.store);
     let mut record = ConfigRecord {
         seq: state.next_seq(),
         api_created: Some(Instant::now()),
@@ -310,7 +293,7 @@ pub async fn list(
     IdRule::Uuid.query(&query, "workspace_id")?;
     let workspace = query.get("workspace_id").filter(|id| !id.is_empty());
     let faults = state.faults();
-    let store = lock(&state.configs);
+    let store = lock(&state.store);
     let mut data: Vec<Value> = store
         .sorted()
         .into_iter()
@@ -330,7 +313,7 @@ pub async fn get(
     Path(slug): Path<String>,
 ) -> ApiResult<Response> {
     let faults = state.faults();
-    let store = lock(&state.configs);
+    let store = lock(&state.store);
     let record = store.find(&slug).ok_or_else(|| not_found(&state, &slug))?;
     let mut value = record.detail();
     shape_document(&mut value, &faults);
@@ -357,7 +340,7 @@ pub async fn update(
             "at least one of name, config, status is required",
         ));
     }
-    let mut store = lock(&state.configs);
+    let mut store = lock(&state.store);
     let record = store
         .find_mut(&slug)
         .ok_or_else(|| not_found(&state, &slug))?;
@@ -384,7 +367,7 @@ pub async fn delete(
     State(state): State<ConfigsState>,
     Path(slug): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let mut store = lock(&state.configs);
+    let mut store = lock(&state.store);
     let id = store
         .find(&slug)
         .map(|record| record.id.clone())
@@ -401,7 +384,7 @@ pub async fn versions(
     Path(slug): Path<String>,
 ) -> ApiResult<Response> {
     let faults = state.faults();
-    let store = lock(&state.configs);
+    let store = lock(&state.store);
     let record = store.find(&slug).ok_or_else(|| not_found(&state, &slug))?;
     let data: Vec<Value> = record
         .versions

@@ -22,7 +22,7 @@ use super::{
         faults::{Faults, RateWindow},
         fields::{self, Object},
         options::EmulatorOptions,
-        state::{Common, lock},
+        state::{Common, KindState, lock},
     },
     configs::{ConfigStore, ConfigsState},
     deployments::{DeploymentStore, DeploymentsState},
@@ -95,6 +95,16 @@ impl AppState {
     }
 }
 
+impl AppState {
+    /// The state of a kind's routes with one store.
+    fn kind<S>(&self, store: &Arc<Mutex<S>>) -> KindState<S> {
+        KindState {
+            common: Arc::clone(&self.common),
+            store: Arc::clone(store),
+        }
+    }
+}
+
 impl FromRef<AppState> for Arc<Common> {
     fn from_ref(app: &AppState) -> Self {
         Arc::clone(&app.common)
@@ -103,55 +113,37 @@ impl FromRef<AppState> for Arc<Common> {
 
 impl FromRef<AppState> for ConfigsState {
     fn from_ref(app: &AppState) -> Self {
-        Self {
-            common: Arc::clone(&app.common),
-            configs: Arc::clone(&app.configs),
-        }
+        app.kind(&app.configs)
     }
 }
 
 impl FromRef<AppState> for DeploymentsState {
     fn from_ref(app: &AppState) -> Self {
-        Self {
-            common: Arc::clone(&app.common),
-            deployments: Arc::clone(&app.deployments),
-        }
+        app.kind(&app.deployments)
     }
 }
 
 impl FromRef<AppState> for RateLimitsState {
     fn from_ref(app: &AppState) -> Self {
-        Self {
-            common: Arc::clone(&app.common),
-            rate_limits: Arc::clone(&app.rate_limits),
-        }
+        app.kind(&app.rate_limits)
     }
 }
 
 impl FromRef<AppState> for UsageLimitsState {
     fn from_ref(app: &AppState) -> Self {
-        Self {
-            common: Arc::clone(&app.common),
-            usage_limits: Arc::clone(&app.usage_limits),
-        }
+        app.kind(&app.usage_limits)
     }
 }
 
 impl FromRef<AppState> for GuardrailsState {
     fn from_ref(app: &AppState) -> Self {
-        Self {
-            common: Arc::clone(&app.common),
-            guardrails: Arc::clone(&app.guardrails),
-        }
+        app.kind(&app.guardrails)
     }
 }
 
 impl FromRef<AppState> for ApiKeysState {
     fn from_ref(app: &AppState) -> Self {
-        Self {
-            common: Arc::clone(&app.common),
-            api_keys: Arc::clone(&app.api_keys),
-        }
+        app.kind(&app.api_keys)
     }
 }
 

@@ -9,12 +9,7 @@
 //! `organisation_id` (body of create, query of list, get and delete) is the numeric TSG id on
 //! writes and the internal UUID on reads (FACTS §2): both are accepted, anything else is a 400.
 
-use std::{
-    collections::HashMap,
-    ops::Deref,
-    sync::{Arc, Mutex},
-    time::Instant,
-};
+use std::{collections::HashMap, time::Instant};
 
 use axum::{
     Json,
@@ -30,23 +25,11 @@ use super::common::{
     fields::{self, IdRule, Object},
     ids::{make_slug, new_id, random_hex},
     normalise,
-    state::{Common, lock},
+    state::{Common, KindState, lock},
 };
 
-/// What the deployment routes reach: the state every route shares and the deployments.
-#[derive(Clone)]
-pub struct DeploymentsState {
-    pub common: Arc<Common>,
-    pub deployments: Arc<Mutex<DeploymentStore>>,
-}
-
-impl Deref for DeploymentsState {
-    type Target = Common;
-
-    fn deref(&self) -> &Common {
-        &self.common
-    }
-}
+/// What the deployment routes reach.
+pub type DeploymentsState = KindState<DeploymentStore>;
 
 /// What reads show instead of a secret.
 pub const MASK: &str = "****";
@@ -459,7 +442,7 @@ pub async fn create(State(state): State<DeploymentsState>, body: Bytes) -> ApiRe
     // The live API takes the numeric TSG here and answers with its internal UUID.
     IdRule::TsgOrUuid.opt_field(&body, "organisation_id")?;
 
-    let mut store = lock(&state.deployments);
+    let mut store = lock(&state.store);
     let slug = match slug {
         Some(slug) if store.slug_taken(&slug) => {
             return Err(EmulatorError::validation(format!(
@@ -510,7 +493,7 @@ pub async fn list(
 ) -> ApiResult<Response> {
     let filter = ListFilter::parse(&query)?;
     let faults = state.faults();
-    let store = lock(&state.deployments);
+    let store = lock(&state.store);
     let mut data: Vec<Value> = store
         .sorted()
         .into_iter()
@@ -606,7 +589,7 @@ pub async fn get(
 ) -> ApiResult<Response> {
     IdRule::TsgOrUuid.query(&query, "organisation_id")?;
     let normalise = state.faults().normalise;
-    let mut store = lock(&state.deployments);
+    let mut store = lock(&state.store);
     let record = store.find_mut(&id).ok_or_else(|| missing(&state, &id))?;
     Ok(normalise::reply(&record.detail(Secrets::Masked), normalise))
 }
@@ -625,7 +608,7 @@ pub async fn update(
         ));
     }
     let change = DeploymentChange::parse(&body)?;
-    let mut store = lock(&state.deployments);
+    let mut store = lock(&state.store);
     let record = store.find_mut(&id).ok_or_else(|| missing(&state, &id))?;
     change.apply(record)?;
     record.last_updated_at = touched(&record.last_updated_at);
@@ -721,7 +704,7 @@ pub async fn delete(
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
     IdRule::TsgOrUuid.query(&query, "organisation_id")?;
-    let mut store = lock(&state.deployments);
+    let mut store = lock(&state.store);
     let record = store.find_mut(&id).ok_or_else(|| missing(&state, &id))?;
     record.status = "archived".to_owned();
     record.last_updated_at = touched(&record.last_updated_at);
@@ -738,7 +721,7 @@ pub async fn set_connection(
     let body = fields::parse_object(&body)?;
     let status = fields::opt_enum(&body, "connection_status", CONNECTION_STATUSES)?
         .ok_or_else(|| EmulatorError::validation("connection_status is required"))?;
-    let mut store = lock(&state.deployments);
+    let mut store = lock(&state.store);
     let record = store.find_mut(&id).ok_or_else(|| not_found(&id))?;
     record.connection_status = status;
     let synced = now();
@@ -754,7 +737,7 @@ pub async fn purge(
     State(state): State<DeploymentsState>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let mut store = lock(&state.deployments);
+    let mut store = lock(&state.store);
     let found = store.find_mut(&id).map(|record| record.id.clone());
     let id = found.ok_or_else(|| not_found(&id))?;
     store.by_id.remove(&id);
@@ -772,7 +755,7 @@ pub async fn handshake(
     let body = fields::parse_object(&body)?;
     let presented = fields::opt_str(&body, "client_auth")?
         .ok_or_else(|| EmulatorError::validation("client_auth is required"))?;
-    let mut store = lock(&state.deployments);
+    let mut store = lock(&state.store);
     let record = store.find_mut(&id).ok_or_else(|| not_found(&id))?;
     let accepted = record.client_auth == presented;
     let status = if accepted {

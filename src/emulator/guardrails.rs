@@ -5,11 +5,7 @@
 //! thousand with `generate_guardrails`); paging errors and missing guardrails answer with the
 //! seed's error envelope (400 and 403).
 
-use std::{
-    collections::HashMap,
-    ops::Deref,
-    sync::{Arc, Mutex},
-};
+use std::collections::HashMap;
 
 use axum::{
     Json,
@@ -25,23 +21,11 @@ use super::common::{
     fields::{self, IdRule, Object},
     ids::{make_slug, new_id},
     normalise,
-    state::{Common, lock},
+    state::{Common, KindState, lock},
 };
 
-/// What the guardrail routes reach: the state every route shares and the guardrails.
-#[derive(Clone)]
-pub struct GuardrailsState {
-    pub common: Arc<Common>,
-    pub guardrails: Arc<Mutex<GuardrailStore>>,
-}
-
-impl Deref for GuardrailsState {
-    type Target = Common;
-
-    fn deref(&self) -> &Common {
-        &self.common
-    }
-}
+/// What the guardrail routes reach.
+pub type GuardrailsState = KindState<GuardrailStore>;
 
 const MAX_PAGE_SIZE: u64 = 1000;
 const DEFAULT_PAGE_SIZE: u64 = 100;
@@ -209,7 +193,7 @@ pub async fn list(
     let current_page = page_param(&query, "current_page", 0, 0..=u64::MAX)?;
     IdRule::Uuid.query(&query, "workspace_id")?;
     let workspace = query.get("workspace_id").filter(|ws| !ws.is_empty());
-    let guardrails = lock(&state.guardrails);
+    let guardrails = lock(&state.store);
     let matching: Vec<&Value> = guardrails
         .items
         .iter()
@@ -234,7 +218,7 @@ pub async fn get(
     State(state): State<GuardrailsState>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let guardrails = lock(&state.guardrails);
+    let guardrails = lock(&state.store);
     guardrails
         .find(&id)
         .map(detail)
@@ -355,7 +339,7 @@ async fn create(state: GuardrailsState, plane: Plane, body: Bytes) -> ApiResult<
     };
     let checks = checks(&body)?.ok_or_else(|| EmulatorError::validation("checks is required"))?;
     let actions = actions(&body)?.unwrap_or_else(|| json!({"deny": false, "async": false}));
-    let mut guardrails = lock(&state.guardrails);
+    let mut guardrails = lock(&state.store);
     let slug = loop {
         let slug = make_slug("pg", &name);
         if !guardrails.taken(&slug) {
@@ -423,7 +407,7 @@ pub async fn update(
     let name = fields::opt_str(&body, "name")?;
     let checks = checks(&body)?;
     let actions = actions(&body)?;
-    let mut guardrails = lock(&state.guardrails);
+    let mut guardrails = lock(&state.store);
     let at = *guardrails.by_key.get(&key).ok_or_else(|| missing(&key))?;
     let item = guardrails.items[at]
         .as_object_mut()
@@ -457,7 +441,7 @@ pub async fn delete(
     State(state): State<GuardrailsState>,
     Path(key): Path<String>,
 ) -> ApiResult<Response> {
-    let mut guardrails = lock(&state.guardrails);
+    let mut guardrails = lock(&state.store);
     let at = *guardrails.by_key.get(&key).ok_or_else(|| missing(&key))?;
     guardrails.items.remove(at);
     guardrails.by_key = guardrails

@@ -8,12 +8,7 @@
 //! `workspace_id` (body and list query) is a workspace UUID or slug; `organisation_id` in a body is
 //! a UUID. `value` is a required number: `null` is a 400 on create and on update.
 
-use std::{
-    collections::HashMap,
-    ops::Deref,
-    sync::{Arc, Mutex},
-    time::Instant,
-};
+use std::{collections::HashMap, time::Instant};
 
 use axum::{
     Json,
@@ -33,23 +28,11 @@ use super::common::{
         self, STATUSES, conditions, group_by, policy_page, reject_changes, required_enum,
         status_filter,
     },
-    state::{Common, lock},
+    state::{Common, KindState, lock},
 };
 
-/// What the rate-limits policy routes reach: the state every route shares and the rate limits.
-#[derive(Clone)]
-pub struct RateLimitsState {
-    pub common: Arc<Common>,
-    pub rate_limits: Arc<Mutex<RateLimitStore>>,
-}
-
-impl Deref for RateLimitsState {
-    type Target = Common;
-
-    fn deref(&self) -> &Common {
-        &self.common
-    }
-}
+/// What the rate-limits policy routes reach.
+pub type RateLimitsState = KindState<RateLimitStore>;
 
 const TYPES: &[&str] = &["requests", "tokens"];
 const UNITS: &[&str] = &["rpm", "rph", "rpd", "rpw"];
@@ -178,9 +161,7 @@ pub async fn create(State(state): State<RateLimitsState>, body: Bytes) -> ApiRes
         last_updated_at: created_at,
     };
     let receipt = json!({ "id": record.id, "object": "policy_rate_limits" });
-    lock(&state.rate_limits)
-        .by_id
-        .insert(record.id.clone(), record);
+    lock(&state.store).by_id.insert(record.id.clone(), record);
     Ok(Json(receipt))
 }
 
@@ -199,7 +180,7 @@ pub async fn list(
     let (page_size, current_page) = policy_page(&query)?;
 
     let faults = state.faults();
-    let store = lock(&state.rate_limits);
+    let store = lock(&state.store);
     let matching: Vec<&RateLimitRecord> = store
         .sorted()
         .into_iter()
@@ -234,7 +215,7 @@ pub async fn get(
 ) -> ApiResult<Response> {
     let status = status_filter(&query)?;
     let normalise = state.faults().normalise;
-    let store = lock(&state.rate_limits);
+    let store = lock(&state.store);
     let record = store
         .by_id
         .get(&id)
@@ -256,7 +237,7 @@ pub async fn update(
     let value = fields::opt_number_not_null(&body, "value")?;
     IdRule::UuidOrSlug.opt_field(&body, "workspace_id")?;
     let new_conditions = policy_fields::opt_conditions(&body)?;
-    let mut store = lock(&state.rate_limits);
+    let mut store = lock(&state.store);
     let record = store
         .by_id
         .get_mut(&id)
@@ -292,7 +273,7 @@ pub async fn delete(
     State(state): State<RateLimitsState>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let mut store = lock(&state.rate_limits);
+    let mut store = lock(&state.store);
     let record = store
         .by_id
         .get_mut(&id)

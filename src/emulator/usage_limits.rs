@@ -24,12 +24,7 @@
 //! `periodic_reset` and `periodic_reset_days` are the two forms of a periodic reset: a request
 //! that sets both is a 400; an update that sets one clears the other, and `null` clears either.
 
-use std::{
-    collections::HashMap,
-    ops::Deref,
-    sync::{Arc, Mutex},
-    time::Instant,
-};
+use std::{collections::HashMap, time::Instant};
 
 use axum::{
     Json,
@@ -49,23 +44,11 @@ use super::common::{
         self, STATUSES, conditions, group_by, policy_page, reject_changes, required_enum,
         status_filter,
     },
-    state::{Common, lock},
+    state::{Common, KindState, lock},
 };
 
-/// What the usage-limits policy routes reach: the state every route shares and the usage limits.
-#[derive(Clone)]
-pub struct UsageLimitsState {
-    pub common: Arc<Common>,
-    pub usage_limits: Arc<Mutex<UsageLimitStore>>,
-}
-
-impl Deref for UsageLimitsState {
-    type Target = Common;
-
-    fn deref(&self) -> &Common {
-        &self.common
-    }
-}
+/// What the usage-limits policy routes reach.
+pub type UsageLimitsState = KindState<UsageLimitStore>;
 
 pub const TYPES: &[&str] = &["cost", "tokens"];
 pub const PERIODIC_RESETS: &[&str] = &["monthly", "weekly"];
@@ -500,7 +483,7 @@ pub async fn create(State(state): State<UsageLimitsState>, body: Bytes) -> ApiRe
         resets: 0,
     };
     let receipt = json!({ "id": record.id, "object": OBJECT });
-    lock(&state.usage_limits).insert(record);
+    lock(&state.store).insert(record);
     Ok(Json(receipt))
 }
 
@@ -518,7 +501,7 @@ pub async fn list(
     let (page_size, current_page) = policy_page(&query)?;
 
     let faults = state.faults();
-    let store = lock(&state.usage_limits);
+    let store = lock(&state.store);
     let matching: Vec<&UsageLimitRecord> = store
         .sorted()
         .into_iter()
@@ -557,7 +540,7 @@ pub async fn get(
     let status = status_filter(&query)?;
     let include_usage = include_usage(&query)?;
     let normalise = state.faults().normalise;
-    let store = lock(&state.usage_limits);
+    let store = lock(&state.store);
     let record = store
         .find(&id, &status)
         .ok_or_else(|| not_found(&state, &id))?;
@@ -676,7 +659,7 @@ pub async fn update(
 ) -> ApiResult<Json<Value>> {
     let body = fields::parse_object(&body)?;
     let update = Update::parse(&body)?;
-    let mut store = lock(&state.usage_limits);
+    let mut store = lock(&state.store);
     let record = store
         .active_mut(&id)
         .ok_or_else(|| not_found(&state, &id))?;
@@ -697,7 +680,7 @@ pub async fn delete(
     State(state): State<UsageLimitsState>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let mut store = lock(&state.usage_limits);
+    let mut store = lock(&state.store);
     let record = store
         .active_mut(&id)
         .ok_or_else(|| not_found(&state, &id))?;
@@ -733,7 +716,7 @@ pub async fn entities(
     let search = query.get("search").map(|text| text.to_lowercase());
     let (page_size, current_page) = entity_page(&query)?;
     let normalise = state.faults().normalise;
-    let store = lock(&state.usage_limits);
+    let store = lock(&state.store);
     let record = store
         .find(&id, "active")
         .ok_or_else(|| not_found(&state, &id))?;
@@ -760,7 +743,7 @@ pub async fn reset_entity(
     State(state): State<UsageLimitsState>,
     Path((id, entity_id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
-    let mut store = lock(&state.usage_limits);
+    let mut store = lock(&state.store);
     let record = store
         .active_mut(&id)
         .ok_or_else(|| not_found(&state, &id))?;
@@ -783,7 +766,7 @@ pub async fn add_usage(
     let usage = fields::opt_number_not_null(&body, "usage")?
         .and_then(|usage| usage.as_f64())
         .ok_or_else(|| EmulatorError::validation("usage is required"))?;
-    let mut store = lock(&state.usage_limits);
+    let mut store = lock(&state.store);
     let record = store.active_mut(&id).ok_or_else(|| {
         EmulatorError::not_found(format!("active usage limits policy {id} not found"))
     })?;

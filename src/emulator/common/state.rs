@@ -3,8 +3,9 @@
 
 use std::{
     collections::{BTreeMap, HashMap},
+    ops::Deref,
     sync::{
-        Mutex, MutexGuard, PoisonError,
+        Arc, Mutex, MutexGuard, PoisonError,
         atomic::{AtomicU64, Ordering},
     },
     time::Instant,
@@ -18,6 +19,30 @@ use super::{
     ids::new_id,
     options::EmulatorOptions,
 };
+
+/// What the routes of a kind with one store reach: the state every route shares (also through
+/// `Deref`) and the kind's store.
+pub struct KindState<S> {
+    pub common: Arc<Common>,
+    pub store: Arc<Mutex<S>>,
+}
+
+impl<S> Clone for KindState<S> {
+    fn clone(&self) -> Self {
+        Self {
+            common: Arc::clone(&self.common),
+            store: Arc::clone(&self.store),
+        }
+    }
+}
+
+impl<S> Deref for KindState<S> {
+    type Target = Common;
+
+    fn deref(&self) -> &Common {
+        &self.common
+    }
+}
 
 /// Counts per `"<METHOD> <path template>"`, then per status code.
 pub type Stats = HashMap<String, BTreeMap<u16, u64>>;
