@@ -103,7 +103,7 @@ pub async fn apply<K: Verbs>(
         // `decide` refuses or updates only an observed object.
         (Step::Refuse(_) | Step::Update { .. }, _, _) => Vec::new(),
     };
-    changes.extend(object.follow_up(cx, status, first_sight).await?);
+    changes.extend(object.follow_up(cx, status, &desired, first_sight).await?);
     Ok(changes)
 }
 

@@ -63,18 +63,19 @@ pub trait Verbs: Managed {
     /// The event reason and verb of the remote removal: ("Deleted", "delete").
     const REMOVAL: (&'static str, &'static str) = ("Deleted", "delete");
 
-    /// Reads what the desired state depends on besides the spec (Secrets, references).
+    /// Reads what the desired state depends on besides the spec (Secrets, references), and
+    /// records in `status` the conditions of what it read (a guardrail a Config names).
     fn resolve(
         &self,
         cx: &Cx<'_, Self>,
-        status: &Self::Status,
+        status: &mut Self::Status,
     ) -> impl Future<Output = Result<Self::Inputs, Error>> + Send;
     /// What Observe compares with (it never writes, so it needs no Secret values): by default
     /// what [`Verbs::resolve`] gathers.
     fn observed_inputs(
         &self,
         cx: &Cx<'_, Self>,
-        status: &Self::Status,
+        status: &mut Self::Status,
     ) -> impl Future<Output = Result<Self::Inputs, Error>> + Send {
         self.resolve(cx, status)
     }
@@ -179,12 +180,13 @@ pub trait Verbs: Managed {
     fn record_drift(status: &mut Self::Status, replaced: DriftCorrection);
 
     /// A capability's work once the remote object matches the spec (a usage reset, a
-    /// rotation, a Secret delivery, sub-resource rows). `first_sight`: the resource had no
-    /// remote object recorded before this reconcile.
+    /// rotation, a Secret delivery, sub-resource rows, the references a Config applied).
+    /// `first_sight`: the resource had no remote object recorded before this reconcile.
     fn follow_up(
         &self,
         _cx: &Cx<'_, Self>,
         _status: &mut Self::Status,
+        _desired: &Self::Desired,
         _first_sight: bool,
     ) -> impl Future<Output = Result<Vec<Change>, Error>> + Send {
         async { Ok(Vec::new()) }

@@ -1,22 +1,23 @@
-//! Config: observe by slug (or id), PUT the whole document only when it differs (every PUT mints
-//! a new version_id), create through the shared protocol when there is nothing to adopt, delete
-//! per `deletionPolicy`.
+//! Config: its verbs ([`Verbs`]). The driver observes by slug (or id), PUTs the whole document
+//! only when it differs (every PUT mints a new version_id), creates through the shared protocol
+//! when there is nothing to adopt, and deletes per `deletionPolicy`.
 
 use tracing::debug;
 
-use crate::api::{ApiError, Client, ConfigDetail, Listing};
-use crate::controller::config_refs::{self, Desired};
-use crate::controller::create::{
-    Created, Lookup, body_hash, create_once, made_by_unfinished_create, one_of_ours,
+use crate::api::{
+    ApiError, Client, ConfigCreated, ConfigDetail, ConfigSummary, ConfigUpdated, Listing,
 };
+use crate::controller::config_refs::{self, Desired};
+use crate::controller::create::{Created, Lookup, body_hash, one_of_ours};
 use crate::controller::drift::{Listed, Row};
-use crate::controller::driver::{Change, Cx, Managed, observed, orphaned, removed};
+use crate::controller::driver::verbs::{Comparison, Verbs};
+use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
 use crate::controller::gate::Op;
+use crate::controller::now_rfc3339;
 use crate::controller::status::common_status;
-use crate::controller::{now_rfc3339, spec_already_applied};
-use crate::resources::common::CreateAttempt;
-use crate::resources::config::{AppliedHistory, Config, ConfigDeletionPolicy, ConfigStatus};
+use crate::resources::common::{CreateAttempt, DriftCorrection};
+use crate::resources::config::{AppliedHistory, Config, ConfigStatus};
 
 common_status!(
     ConfigStatus,
@@ -43,22 +44,7 @@ impl Managed for Config {
         &mut self.status
     }
 
-    async fn apply(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &mut ConfigStatus,
-    ) -> Result<Vec<Change>, Error> {
-        // The resources the document names, by their slugs: from here on the document is the
-        // resolved one.
-        let values = config_refs::resolved_values(self, cx.ctx)?;
-        let changes = match config_refs::with_values(self, &values)? {
-            Some(resolved) => apply_resolved(&resolved, cx, status).await?,
-            None => apply_resolved(self, cx, status).await?,
-        };
-        // The remote document holds these now.
-        status.resolved_references = values;
-        Ok(changes)
-    }
+    crate::controller::driver::flow::driven!();
 
     /// The Secret values are the ones last sent, and every `spec.resourceRefs` entry resolves
     /// to the value the remote document was last brought in line with.
@@ -69,120 +55,273 @@ impl Managed for Config {
             && config_refs::secrets_unchanged(self, cx.ctx, status.secret_hash.as_deref()).await
     }
 
-    async fn observe_only(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &mut ConfigStatus,
-    ) -> Result<Vec<&'static str>, Error> {
-        let resolved = config_refs::with_resources(self, cx.ctx)?;
-        let config = resolved.as_ref().unwrap_or(self);
-        Ok(match observe(config, cx, status).await? {
-            Some(remote) => config.spec.diff(&remote),
-            None => Vec::new(),
-        })
-    }
-
-    async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
-        cleanup(self, cx).await
-    }
-
     crate::controller::driver::kind::promotes!(|config| config.spec.promotion);
 }
 
-/// [`Managed::apply`] for a Config whose resource references are resolved.
-async fn apply_resolved(
-    config: &Config,
-    cx: &Cx<'_, Config>,
-    status: &mut ConfigStatus,
-) -> Result<Vec<Change>, Error> {
-    // Secret values and guardrail references are settled before anything is read or written.
-    let desired = config_refs::desired(config, cx, status).await?;
-    for value in desired.secret_values() {
-        cx.conceal(value);
-    }
-    let Some(remote) = observe(config, cx, status).await? else {
-        return create(config, cx, status, &desired).await.map(|c| vec![c]);
-    };
-    let mut differences = config.spec.diff_without_secrets(&remote);
-    if desired.secret_hash != status.secret_hash {
-        differences.push("secretRefs");
-    }
-    if differences.is_empty() {
-        return Ok(Vec::new());
-    }
-    let concealed: Vec<&str> = desired.secret_values().collect();
-    let replaced = config
-        .spec
-        .drift_against(&remote, now_rfc3339(), &concealed);
-    cx.gate.intend(format!(
-        "would update config {} ({}) at {}",
-        remote.slug,
-        differences.join(", "),
-        replaced.paths()
-    ));
-    let updated = cx
-        .api(Op::Update)
-        .await?
-        .configs()
-        .update(
-            &remote.slug,
-            &config.spec.update_request_with(&desired.request_document()),
-        )
-        .await
-        .map_err(|e| Error::api(format!("update config {}", remote.slug), e))?;
-    status.secret_hash = desired.secret_hash;
-    status.version_id = updated.version_id.or(remote.version_id);
-    status.record_applied_now(&config.metadata, now_rfc3339(), &config.spec.secret_refs);
-    let fields = differences.join(", ");
-    // A changed Secret value is an update asked for, not an edit made outside aigw.
-    let outside = differences.iter().any(|field| *field != "secretRefs");
-    let drift = outside
-        && spec_already_applied(
-            config.metadata.generation,
-            status.observed_generation,
-            &status.conditions,
-        );
-    Ok(vec![if drift {
-        let paths = replaced.paths();
-        status.last_drift_correction = Some(replaced);
-        Change::new(
-            "DriftCorrected",
-            format!(
-                "config {} was changed outside aigw at {paths}; restored it (status.lastDriftCorrection has the values it replaced)",
-                remote.slug
-            ),
-        )
-    } else {
-        Change::new(
-            "Updated",
-            format!("updated config {} ({fields})", remote.slug),
-        )
-    }])
+/// What a Config is brought in line with: its document with the resources it names resolved to
+/// their slugs, and the Secret values it substitutes (none in Observe, which never sends them).
+pub struct Resolved {
+    /// The Config with each `spec.resourceRefs` value written in its document.
+    config: Config,
+    secrets: Option<Desired>,
+    /// The value of each `spec.resourceRefs` entry.
+    references: Vec<String>,
 }
 
-/// Honours `deletionPolicy` for what this Config recorded.
-async fn cleanup(config: &Config, cx: &Cx<'_, Config>) -> Result<Vec<Change>, Error> {
-    let status = config.status.clone().unwrap_or_default();
-    // Only what this resource recorded: a slug its spec names but it never adopted is not
-    // its to delete (the gate releases such a resource before this runs).
-    let known = status.slug.clone().or(status.id.clone());
-    if config.spec.deletion_policy == ConfigDeletionPolicy::Orphan {
-        return Ok(orphaned(&format!("config {}", known.unwrap_or_default())));
+impl Resolved {
+    fn document(&self) -> serde_json::Map<String, serde_json::Value> {
+        self.secrets
+            .as_ref()
+            .map(Desired::request_document)
+            .unwrap_or_default()
     }
-    let key = match (known, &status.pending_create) {
-        (Some(key), _) => key,
-        // A create whose outcome was never learned may still have made the config.
-        (None, Some(_)) => {
-            let lookup = find_created(config, cx, &status);
-            match made_by_unfinished_create(&status, "config", lookup).await? {
-                Some(found) => found.slug,
-                None => return Ok(Vec::new()),
+}
+
+impl Verbs for Config {
+    type Inputs = Resolved;
+    type Desired = Resolved;
+    type Remote = ConfigDetail;
+    type Found = ConfigSummary;
+    type Posted = (ConfigCreated, Option<ConfigDetail>);
+    type Updated = ConfigUpdated;
+    const WHAT: &'static str = "config";
+    const ADOPTED_BY: &'static str = "spec.slug";
+
+    /// The resources the document names, by their slugs, then (from the resolved document)
+    /// the Secret values and guardrail references, settled before anything is read or written.
+    async fn resolve(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut ConfigStatus,
+    ) -> Result<Resolved, Error> {
+        let references = config_refs::resolved_values(self, cx.ctx)?;
+        let config = config_refs::with_values(self, &references)?.unwrap_or_else(|| self.clone());
+        let secrets = config_refs::desired(&config, cx, status).await?;
+        for value in secrets.secret_values() {
+            cx.conceal(value);
+        }
+        Ok(Resolved {
+            config,
+            secrets: Some(secrets),
+            references,
+        })
+    }
+    async fn observed_inputs(
+        &self,
+        cx: &Cx<'_, Self>,
+        _status: &mut ConfigStatus,
+    ) -> Result<Resolved, Error> {
+        let config = config_refs::with_resources(self, cx.ctx)?.unwrap_or_else(|| self.clone());
+        Ok(Resolved {
+            config,
+            secrets: None,
+            references: Vec::new(),
+        })
+    }
+    fn desired(&self, inputs: Resolved) -> Resolved {
+        inputs
+    }
+    /// A config has no fixed fields; `secretRefs` differs when a Secret value changed (an
+    /// input, not an outside edit).
+    fn compare(
+        &self,
+        desired: &Resolved,
+        remote: &ConfigDetail,
+        status: &ConfigStatus,
+    ) -> Comparison {
+        let mut differs = desired.config.spec.diff_without_secrets(remote);
+        let mut inputs = Vec::new();
+        if desired
+            .secrets
+            .as_ref()
+            .is_some_and(|s| s.secret_hash != status.secret_hash)
+        {
+            differs.push("secretRefs");
+            inputs.push("secretRefs");
+        }
+        Comparison {
+            immutable: Vec::new(),
+            differs,
+            inputs,
+        }
+    }
+    fn recorded(status: &ConfigStatus) -> Option<String> {
+        status.slug.clone().or(status.id.clone())
+    }
+    fn key(remote: &ConfigDetail) -> String {
+        remote.slug.clone()
+    }
+    fn found_key(found: &ConfigSummary) -> String {
+        found.slug.clone()
+    }
+    fn workspace(remote: &ConfigDetail) -> Option<&str> {
+        remote.workspace_id.as_deref()
+    }
+    async fn observe(
+        &self,
+        client: &Client,
+        key: &str,
+        _status: &ConfigStatus,
+    ) -> Result<Option<ConfigDetail>, ApiError> {
+        client.configs().get(key).await.map(Some)
+    }
+    fn sent(&self, cx: &Cx<'_, Self>, desired: &Resolved) -> CreateAttempt {
+        let config = &desired.config;
+        let request = config.spec.create_request_with(&desired.document());
+        CreateAttempt {
+            name: Some(config.spec.name.clone()),
+            workspace_id: config.spec.workspace_id.clone(),
+            body_hash: body_hash(&cx.ctx.hash_key, config.metadata.uid.as_deref(), &request),
+            ended_at: None,
+            intent: None,
+        }
+    }
+    /// POSTs the config. Gateways reference configs by slug: an answer without one is
+    /// completed by a read by id. A failed read (a list or a read that lags the create) keeps
+    /// the id: the drift list shows the slug the status lacks, and it is read then.
+    async fn create(
+        &self,
+        client: &Client,
+        desired: &Resolved,
+    ) -> Result<(ConfigCreated, Option<ConfigDetail>), ApiError> {
+        let request = desired.config.spec.create_request_with(&desired.document());
+        let created = client.configs().create(&request).await?;
+        if created.slug.is_some() {
+            return Ok((created, None));
+        }
+        let read = match client.configs().get(&created.id).await {
+            Ok(remote) => Some(remote),
+            Err(e) => {
+                debug!(config = %created.id, error = %e, "the read after a create answer without a slug failed; the drift list will show the slug");
+                None
+            }
+        };
+        Ok((created, read))
+    }
+    async fn find_created(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &ConfigStatus,
+    ) -> Result<Lookup<ConfigSummary>, Error> {
+        find_created(self, cx, status).await
+    }
+    async fn update(
+        &self,
+        client: &Client,
+        desired: &Resolved,
+        remote: &ConfigDetail,
+    ) -> Result<ConfigUpdated, ApiError> {
+        let request = desired.config.spec.update_request_with(&desired.document());
+        client.configs().update(&remote.slug, &request).await
+    }
+    async fn delete(
+        &self,
+        client: &Client,
+        key: &str,
+        _status: &ConfigStatus,
+    ) -> Result<(), ApiError> {
+        client.configs().delete(key).await
+    }
+    /// A config aigw created that is gone (404 or `AB08`, nothing else) is forgotten, so it is
+    /// created again.
+    fn record(status: &mut ConfigStatus, remote: Option<&ConfigDetail>) {
+        match remote {
+            Some(remote) => {
+                status.id = Some(remote.id.clone())
+                    .filter(|id| !id.is_empty())
+                    .or(status.id.take());
+                status.slug = Some(remote.slug.clone())
+                    .filter(|s| !s.is_empty())
+                    .or(status.slug.take());
+                status.version_id = remote.version_id.clone();
+                status.remote_updated_at = remote.last_updated_at.clone();
+            }
+            None => {
+                status.id = None;
+                status.slug = None;
+                status.version_id = None;
+                status.remote_updated_at = None;
             }
         }
-        (None, None) => return Ok(Vec::new()),
-    };
-    let result = cx.api(Op::Delete).await?.configs().delete(&key).await;
-    removed("Deleted", "delete", &format!("config {key}"), result)
+    }
+    fn record_created(
+        &self,
+        status: &mut ConfigStatus,
+        desired: &Resolved,
+        created: Created<(ConfigCreated, Option<ConfigDetail>), ConfigSummary>,
+    ) -> String {
+        let config = &desired.config;
+        match created {
+            Created::Posted((created, read)) => {
+                status.id = Some(created.id.clone());
+                status.slug = created.slug.clone();
+                status.version_id = created.version_id.clone();
+                status.record_applied_now(
+                    &config.metadata,
+                    now_rfc3339(),
+                    &config.spec.secret_refs,
+                );
+                status.secret_hash = desired.secrets.as_ref().and_then(|s| s.secret_hash.clone());
+                if let Some(remote) = read {
+                    status.slug = Some(remote.slug).filter(|s| !s.is_empty());
+                    status.version_id = remote.version_id.or(status.version_id.take());
+                    status.remote_updated_at = remote.last_updated_at;
+                }
+                created.slug.unwrap_or(created.id)
+            }
+            Created::Recovered(found) => {
+                status.id = Some(found.id.clone());
+                status.slug = Some(found.slug.clone()).filter(|s| !s.is_empty());
+                // A version this resource published, whose spec is not known (no generation):
+                // it counts as written before, so creating it again waits for the promotion gate.
+                status.record_applied(crate::resources::config::AppliedVersion {
+                    applied_at: now_rfc3339(),
+                    ..Default::default()
+                });
+                found.slug
+            }
+        }
+    }
+    fn record_updated(
+        &self,
+        status: &mut ConfigStatus,
+        desired: &Resolved,
+        remote: &ConfigDetail,
+        updated: ConfigUpdated,
+    ) {
+        let config = &desired.config;
+        status.secret_hash = desired.secrets.as_ref().and_then(|s| s.secret_hash.clone());
+        status.version_id = updated.version_id.or(remote.version_id.clone());
+        status.record_applied_now(&config.metadata, now_rfc3339(), &config.spec.secret_refs);
+    }
+    fn replaced(
+        &self,
+        desired: &Resolved,
+        remote: &ConfigDetail,
+        _comparison: &Comparison,
+        at: String,
+    ) -> DriftCorrection {
+        let concealed: Vec<&str> = desired
+            .secrets
+            .iter()
+            .flat_map(Desired::secret_values)
+            .collect();
+        desired.config.spec.drift_against(remote, at, &concealed)
+    }
+    fn record_drift(status: &mut ConfigStatus, replaced: DriftCorrection) {
+        status.last_drift_correction = Some(replaced);
+    }
+    /// The remote document holds the resolved references now.
+    async fn follow_up(
+        &self,
+        _cx: &Cx<'_, Self>,
+        status: &mut ConfigStatus,
+        desired: &Resolved,
+        _first_sight: bool,
+    ) -> Result<Vec<Change>, Error> {
+        status.resolved_references = desired.references.clone();
+        Ok(Vec::new())
+    }
 }
 
 impl Listed for Config {
@@ -208,138 +347,6 @@ impl Listed for Config {
             complete: listing.complete,
         })
     }
-}
-
-/// GETs the remote config this object manages, if any, and records what it reports. A config
-/// aigw created that is gone (404 or `AB08`, nothing else) is forgotten, so it is created again;
-/// an adopted one that is missing is an error.
-async fn observe(
-    config: &Config,
-    cx: &Cx<'_, Config>,
-    status: &mut ConfigStatus,
-) -> Result<Option<ConfigDetail>, Error> {
-    let adopted = config.spec.slug.as_deref();
-    let Some(key) = adopted
-        .or(status.slug.as_deref())
-        .or(status.id.as_deref())
-        .map(str::to_string)
-    else {
-        return Ok(None);
-    };
-    let result = cx.api(Op::Read).await?.configs().get(&key).await;
-    let found = observed(
-        &format!("config {key}"),
-        adopted.map(|_| "spec.slug"),
-        result,
-    )?;
-    if let (Some(remote), Some(_)) = (&found, adopted) {
-        // Adopting reaches an object made outside aigw: its own workspace must be granted too.
-        cx.gate
-            .reach(
-                &format!("the workspace of config {key}"),
-                remote.workspace_id.as_deref(),
-            )
-            .await?;
-    }
-    match &found {
-        Some(remote) => {
-            status.id = Some(remote.id.clone())
-                .filter(|id| !id.is_empty())
-                .or(status.id.take());
-            status.slug = Some(remote.slug.clone())
-                .filter(|s| !s.is_empty())
-                .or(status.slug.take());
-            status.version_id = remote.version_id.clone();
-            status.remote_updated_at = remote.last_updated_at.clone();
-        }
-        None => {
-            status.id = None;
-            status.slug = None;
-            status.version_id = None;
-            status.remote_updated_at = None;
-        }
-    }
-    Ok(found)
-}
-
-/// Creates the remote config through the shared protocol (see [`crate::controller::create`]). A create
-/// answer without a slug is fine: the config is observed by id.
-async fn create(
-    config: &Config,
-    cx: &Cx<'_, Config>,
-    status: &mut ConfigStatus,
-    desired: &Desired,
-) -> Result<Change, Error> {
-    let before = status.clone();
-    let api = cx.api(Op::Create).await?;
-    let request = config.spec.create_request_with(&desired.request_document());
-    let sent = CreateAttempt {
-        name: Some(config.spec.name.clone()),
-        workspace_id: config.spec.workspace_id.clone(),
-        body_hash: body_hash(&cx.ctx.hash_key, config.metadata.uid.as_deref(), &request),
-        ended_at: None,
-        intent: None,
-    };
-    let outcome = create_once(
-        cx,
-        status,
-        "config",
-        sent,
-        find_created(config, cx, &before),
-        api,
-        async |api| api.configs().create(&request).await,
-    )
-    .await?;
-    let change = match outcome {
-        Created::Posted(created) => {
-            status.id = Some(created.id.clone());
-            status.slug = created.slug.clone();
-            status.version_id = created.version_id.clone();
-            status.record_applied_now(&config.metadata, now_rfc3339(), &config.spec.secret_refs);
-            status.secret_hash = desired.secret_hash.clone();
-            if created.slug.is_none() {
-                // Gateways reference configs by slug: an answer without one is completed by a
-                // read by id. A failed read (a list or a read that lags the create) keeps the
-                // id: the drift list shows the slug the status lacks, and it is read then.
-                match api.configs().get(&created.id).await {
-                    Ok(remote) => {
-                        status.slug = Some(remote.slug).filter(|s| !s.is_empty());
-                        status.version_id = remote.version_id.or(status.version_id.take());
-                        status.remote_updated_at = remote.last_updated_at;
-                    }
-                    Err(e) => {
-                        debug!(config = %created.id, error = %e, "the read after a create answer without a slug failed; the drift list will show the slug")
-                    }
-                }
-            }
-            let name = created.slug.unwrap_or(created.id);
-            Change::new("Created", format!("created config {name}"))
-        }
-        Created::Recovered(found) => {
-            status.id = Some(found.id.clone());
-            status.slug = Some(found.slug.clone()).filter(|s| !s.is_empty());
-            // A version this resource published, whose spec is not known (no generation): it
-            // counts as written before, so creating it again waits for the promotion gate.
-            status.record_applied(crate::resources::config::AppliedVersion {
-                applied_at: now_rfc3339(),
-                ..Default::default()
-            });
-            // What the earlier POST sent may be an older spec: read it and diff, soon.
-            cx.ctx
-                .drift
-                .flag(crate::controller::driver::object_key(config));
-            Change::new(
-                "Created",
-                format!(
-                    "found config {} from an earlier create whose answer was lost",
-                    found.slug
-                ),
-            )
-        }
-    };
-    // The driver's final status write records the id: a crash before it leaves the intent, and
-    // the lookup finds the config again.
-    Ok(change)
 }
 
 /// The config an earlier create made: the one config with the name and workspace that create

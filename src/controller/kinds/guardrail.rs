@@ -100,14 +100,14 @@ macro_rules! guardrail_kind {
             async fn resolve(
                 &self,
                 cx: &Cx<'_, Self>,
-                _status: &GuardrailStatus,
+                _status: &mut GuardrailStatus,
             ) -> Result<Option<Desired>, Error> {
                 resolve(self, cx).await.map(Some)
             }
             async fn observed_inputs(
                 &self,
                 _cx: &Cx<'_, Self>,
-                _status: &GuardrailStatus,
+                _status: &mut GuardrailStatus,
             ) -> Result<Option<Desired>, Error> {
                 Ok(None)
             }

@@ -52,7 +52,7 @@ impl<P: PolicyKind> Verbs for P {
     const ADOPTED_BY: &'static str = "spec.policyId";
     const REMOVAL: (&'static str, &'static str) = <P as PolicyKind>::REMOVAL;
 
-    async fn resolve(&self, _cx: &Cx<'_, P>, _status: &P::Status) -> Result<(), Error> {
+    async fn resolve(&self, _cx: &Cx<'_, P>, _status: &mut P::Status) -> Result<(), Error> {
         Ok(())
     }
     fn desired(&self, _inputs: ()) -> P {
@@ -154,6 +154,7 @@ impl<P: PolicyKind> Verbs for P {
         &self,
         cx: &Cx<'_, P>,
         status: &mut P::Status,
+        _desired: &P,
         first_sight: bool,
     ) -> Result<Vec<Change>, Error> {
         <P as PolicyKind>::follow_up(self, cx, status, first_sight).await
