@@ -1396,6 +1396,12 @@ impl Operator {
         let heaptrack = std::env::var("BENCH_HEAPTRACK")
             .ok()
             .filter(|_| log_name == "operator-steady");
+        // The operator holds the chart's RBAC (its `watchNamespaces` form for the one namespace),
+        // impersonated through a kubeconfig of its own, never the bench's admin.
+        let admin = kube::Client::try_default()
+            .await
+            .expect("a client of the bench's control plane (KUBECONFIG)");
+        let kubeconfig = support::chart::operator_kubeconfig(&admin, ns, &opts.out).await;
         let mut command = match &heaptrack {
             Some(dir) => {
                 let mut command = Command::new("heaptrack");
@@ -1416,7 +1422,10 @@ impl Operator {
             .args(["--cluster-selector", &format!("aigw-test/env={ns}")])
             .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
             .arg("--leader-elect=false")
+            // Where the chart's RBAC lets it keep its own Secret (the hash key) and Lease.
+            .args(["--leader-election-namespace", ns])
             .args(extra)
+            .env("KUBECONFIG", &kubeconfig)
             .stdout(Stdio::null())
             .stderr(log)
             .kill_on_drop(true)

@@ -42,7 +42,12 @@ pub fn kubeconfig_path() -> &'static Path {
             String::from_utf8_lossy(&output.stdout),
             String::from_utf8_lossy(&output.stderr)
         );
-        let path = root.join(".aigw-dev/kubeconfig");
+        // hack/cluster-up.sh keeps its state in `AIGW_DEV_DIR` (the bench's own control plane)
+        // or `.aigw-dev`.
+        let dir = std::env::var_os("AIGW_DEV_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| root.join(".aigw-dev"));
+        let path = dir.join("kubeconfig");
         assert!(
             path.exists(),
             "hack/cluster-up.sh wrote no {}",
