@@ -232,6 +232,21 @@ impl Client {
         VectorStoreFiles::new(self)
     }
 
+    /// Workspaces through the admin plane (every workspace; writes).
+    pub fn workspaces(&self) -> super::handles::Workspaces<'_> {
+        super::handles::Workspaces::new(self, crate::api::ApiPlane::Admin)
+    }
+
+    /// Workspace reads through `plane` (the data plane shows only scope-bound workspaces).
+    pub fn workspaces_on(&self, plane: crate::api::ApiPlane) -> super::handles::Workspaces<'_> {
+        super::handles::Workspaces::new(self, plane)
+    }
+
+    /// SCM IAM scopes (`/iam/v1/scopes`).
+    pub fn iam_scopes(&self) -> super::handles::IamScopes<'_> {
+        super::handles::IamScopes::new(self)
+    }
+
     pub fn management_url(&self) -> &str {
         &self.inner.management_url
     }

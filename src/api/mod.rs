@@ -32,6 +32,7 @@ pub use handles::{
     ApiKeys, Configs, Deployments, Guardrails, GuardrailsOn, Integrations, Providers, RateLimits,
     Responses, UsageLimits, VectorStoreFiles,
 };
+pub use handles::{IamScopes, Workspaces};
 pub use models::*;
 pub use oauth::OAuth2ClientCredentials;
 pub use secret::SecretString;

@@ -89,6 +89,13 @@ pub(crate) const INTEGRATION_WORKSPACES: &str =
 pub(crate) const INTEGRATION_MODELS: &str = "/ai_gw/admin/v2/integrations/{integrationId}/models";
 pub(crate) const PROVIDERS: &str = "/ai_gw/v2/providers";
 pub(crate) const PROVIDER: &str = "/ai_gw/v2/providers/{providerId}";
+pub(crate) const DATA_WORKSPACES: &str = "/ai_gw/v2/workspaces";
+pub(crate) const DATA_WORKSPACE: &str = "/ai_gw/v2/workspaces/{workspaceRef}";
+pub(crate) const ADMIN_WORKSPACES: &str = "/ai_gw/admin/v2/workspaces";
+pub(crate) const ADMIN_WORKSPACE: &str = "/ai_gw/admin/v2/workspaces/{workspaceRef}";
+/// SCM IAM, on the management host beside `/ai_gw`.
+pub(crate) const IAM_SCOPES: &str = "/iam/v1/scopes";
+pub(crate) const IAM_SCOPE: &str = "/iam/v1/scopes/{name}";
 pub(crate) const RESPONSE: &str = "/responses/{response_id}";
 pub(crate) const VECTOR_STORE_FILE: &str = "/vector_stores/{vector_store_id}/files/{file_id}";
 

@@ -82,6 +82,13 @@ enum ApiCommand {
     /// Providers: a workspace's handle on an integration (`@slug` in configs).
     #[command(subcommand)]
     Providers(super::api_access::ProvidersCommand),
+    /// Workspaces: reads on either plane, writes (create, update, archive) on the admin plane.
+    #[command(subcommand)]
+    Workspaces(super::api_workspaces::WorkspacesCommand),
+    /// SCM IAM scopes: a workspace names one, and is visible on the data plane once its scope
+    /// binds the workspace's slug.
+    #[command(subcommand)]
+    Scopes(super::api_workspaces::ScopesCommand),
 }
 
 /// `-f FILE` (or `-f -` for stdin): a JSON request body.
@@ -333,6 +340,8 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
         ApiCommand::ApiKeys(cmd) => api_keys(&client, cmd).await,
         ApiCommand::Integrations(cmd) => super::api_access::integrations(&client, cmd).await,
         ApiCommand::Providers(cmd) => super::api_access::providers(&client, cmd).await,
+        ApiCommand::Workspaces(cmd) => super::api_workspaces::workspaces(&client, cmd).await,
+        ApiCommand::Scopes(cmd) => super::api_workspaces::scopes(&client, cmd).await,
     }
 }
 

@@ -73,6 +73,11 @@ impl ConfigStore {
         self.by_id.get(id)
     }
 
+    /// True when a config has this slug or id (a workspace's `defaults.config_id` must name one).
+    pub fn exists(&self, slug_or_id: &str) -> bool {
+        self.find(slug_or_id).is_some()
+    }
+
     fn find_mut(&mut self, slug_or_id: &str) -> Option<&mut ConfigRecord> {
         let id = self
             .slug_to_id

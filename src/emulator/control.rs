@@ -28,10 +28,12 @@ use super::{
     deployments::{DeploymentStore, DeploymentsState},
     gateway::{self, GatewayState, Responses, VectorStoreFiles},
     guardrails::{GuardrailStore, GuardrailsState},
+    iam_scopes::{ScopeStore, ScopesState},
     integrations::{DefaultProvider, IntegrationStore, IntegrationsState},
     providers::{self, ProviderStore, ProvidersState},
     rate_limits::{RateLimitStore, RateLimitsState},
     usage_limits::{UsageLimitStore, UsageLimitsState},
+    workspaces::{WorkspaceStore, WorkspacesState},
 };
 
 /// The state of every route: what all share, and each kind's store. The router hands each
@@ -52,6 +54,9 @@ pub struct AppState {
     default_provider: DefaultProvider,
     responses: Arc<Mutex<Responses>>,
     vector_store_files: Arc<Mutex<VectorStoreFiles>>,
+    /// Taken after `scopes` and `configs` when a route needs them together.
+    workspaces: Arc<Mutex<WorkspaceStore>>,
+    scopes: Arc<Mutex<ScopeStore>>,
 }
 
 impl AppState {
@@ -64,8 +69,11 @@ impl AppState {
                 providers::create_default(&common, &providers, integration, workspace, slug)
             })
         };
+        let workspaces = Arc::new(Mutex::new(WorkspaceStore::new(&common)));
         Self {
             common,
+            workspaces,
+            scopes: Arc::default(),
             configs: Arc::default(),
             deployments: Arc::default(),
             rate_limits: Arc::default(),
@@ -92,6 +100,8 @@ impl AppState {
         *lock(&self.providers) = ProviderStore::default();
         lock(&self.responses).clear();
         lock(&self.vector_store_files).clear();
+        *lock(&self.workspaces) = WorkspaceStore::new(&self.common);
+        *lock(&self.scopes) = ScopeStore::default();
     }
 }
 
@@ -157,6 +167,23 @@ impl FromRef<AppState> for IntegrationsState {
     }
 }
 
+impl FromRef<AppState> for ScopesState {
+    fn from_ref(app: &AppState) -> Self {
+        app.kind(&app.scopes)
+    }
+}
+
+impl FromRef<AppState> for WorkspacesState {
+    fn from_ref(app: &AppState) -> Self {
+        Self {
+            common: Arc::clone(&app.common),
+            workspaces: Arc::clone(&app.workspaces),
+            scopes: Arc::clone(&app.scopes),
+            configs: Arc::clone(&app.configs),
+        }
+    }
+}
+
 impl FromRef<AppState> for ProvidersState {
     fn from_ref(app: &AppState) -> Self {
         Self {
@@ -217,7 +244,8 @@ pub async fn put_faults(State(state): State<AppState>, body: Bytes) -> ApiResult
 /// policy's entities and reset count, each API key's values in clear with its rotation count,
 /// each integration's key and configurations in clear with its key writes and access rows (each
 /// with its write count), every provider (those the API made by itself marked `default`), and
-/// the API keys DELETE removed (`deleted_api_keys`: id, name, rotations).
+/// the API keys DELETE removed (`deleted_api_keys`: id, name, rotations), every workspace
+/// (archived ones too, with its status and write count) and every IAM scope (with its writes).
 pub async fn get_state(State(state): State<AppState>) -> Json<Value> {
     let mut responses: Vec<Value> = lock(&state.responses).values().cloned().collect();
     responses.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
@@ -235,6 +263,8 @@ pub async fn get_state(State(state): State<AppState>) -> Json<Value> {
         "deleted_api_keys": lock(&state.api_keys).deleted(),
         "integrations": lock(&state.integrations).dump(),
         "providers": lock(&state.providers).dump(),
+        "workspaces": lock(&state.workspaces).dump(),
+        "scopes": lock(&state.scopes).dump(),
         "responses": responses,
         "vector_store_files": files,
     }))
@@ -311,6 +341,14 @@ fn seed_one(state: &AppState, collection: &str, item: &Object) -> ApiResult<Valu
             let (id, slug) = lock(&state.providers).seed(&state.common, item)?;
             Ok(json!({ "id": id, "slug": slug }))
         }
+        "workspaces" => {
+            let (id, slug) = lock(&state.workspaces).seed(&state.common, item)?;
+            Ok(json!({ "id": id, "slug": slug }))
+        }
+        "scopes" => {
+            let name = lock(&state.scopes).seed(item)?;
+            Ok(json!({ "name": name }))
+        }
         "responses" => {
             let id = fields::req_str(item, "id")
                 .map_err(|_| EmulatorError::validation("responses items need an id"))?;
@@ -330,7 +368,7 @@ fn seed_one(state: &AppState, collection: &str, item: &Object) -> ApiResult<Valu
             Ok(json!({ "id": id, "vector_store_id": store }))
         }
         other => Err(EmulatorError::validation(format!(
-            "unknown collection {other}; expected configs, deployments, rate_limits, usage_limits, guardrails, generate_guardrails, api_keys, integrations, providers, responses or vector_store_files"
+            "unknown collection {other}; expected configs, deployments, rate_limits, usage_limits, guardrails, generate_guardrails, api_keys, integrations, providers, workspaces, scopes, responses or vector_store_files"
         ))),
     }
 }

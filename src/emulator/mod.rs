@@ -17,13 +17,16 @@ mod api_keys;
 mod common;
 mod configs;
 mod control;
+mod denied;
 mod deployments;
 mod gateway;
 mod guardrails;
+mod iam_scopes;
 mod integrations;
 mod providers;
 mod rate_limits;
 mod usage_limits;
+mod workspaces;
 
 #[cfg(test)]
 mod layering;
@@ -247,6 +250,9 @@ fn router(state: AppState) -> Router {
                 .delete(guardrails::delete),
         )
         .merge(api_keys::routes())
+        .merge(workspaces::routes())
+        .merge(iam_scopes::routes())
+        .merge(denied::routes())
         .route(
             "/ai_gw/admin/v2/integrations",
             get(integrations::list).post(integrations::create),

@@ -10,6 +10,7 @@ mod rate_limits;
 mod responses;
 mod usage_limits;
 mod vector_store_files;
+mod workspaces;
 
 pub use api_keys::ApiKeys;
 pub use configs::Configs;
@@ -21,6 +22,7 @@ pub use rate_limits::RateLimits;
 pub use responses::Responses;
 pub use usage_limits::UsageLimits;
 pub use vector_store_files::VectorStoreFiles;
+pub use workspaces::{IamScopes, Workspaces};
 
 use serde::de::DeserializeOwned;
 

@@ -28,6 +28,7 @@ mod tool;
 mod usage_limits;
 pub mod validate;
 mod vector_store_file;
+mod workspace;
 
 #[cfg(test)]
 mod tests;
@@ -48,3 +49,4 @@ pub use tool::*;
 pub use usage_limits::*;
 pub use validate::Validate;
 pub use vector_store_file::*;
+pub use workspace::*;

@@ -12,7 +12,7 @@ use aigw::api::{
 use aigw::emulator::{EmulatorOptions, Running, spawn};
 use serde_json::{Value, json};
 
-const TOKEN: &str = "test-token";
+pub(super) const TOKEN: &str = "test-token";
 const WORKSPACE: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
 const KEY: &str = "sk-upstream-Zr4Tq8Mn2Bv6";
 const AWS_SECRET: &str = "aws-secret-Lp3Ks9Jd7Hg1";
@@ -177,7 +177,7 @@ async fn the_typed_client_manages_integrations_access_and_providers() {
 }
 
 /// Runs the built `aigw api` off the async runtime, so the in-process emulator keeps serving.
-async fn aigw_api(emulator: &Running, args: Vec<String>) -> std::process::Output {
+pub(super) async fn aigw_api(emulator: &Running, args: Vec<String>) -> std::process::Output {
     let token = tempfile::NamedTempFile::new().expect("token file");
     std::fs::write(token.path(), TOKEN).expect("token written");
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));

@@ -7,4 +7,6 @@ mod emulator;
 mod emulator_api_keys;
 mod emulator_integrations;
 mod emulator_usage_limits;
+mod emulator_workspaces;
 mod integrations_client;
+mod workspaces_client;

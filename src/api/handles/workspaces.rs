@@ -1,0 +1,144 @@
+use crate::api::client::{Call, Client};
+use crate::api::error::ApiError;
+use crate::api::models::{
+    ApiPlane, CreateWorkspaceRequest, IamScope, IamScopeList, IamScopeWrite, Listing,
+    UpdateWorkspaceRequest, Validate, Workspace, WorkspaceCreated, WorkspacesListQuery,
+};
+use crate::api::routes::{
+    ADMIN_WORKSPACE, ADMIN_WORKSPACES, DATA_WORKSPACE, DATA_WORKSPACES, IAM_SCOPE, IAM_SCOPES,
+    Route, Verb,
+};
+
+/// Workspaces (`/workspaces`), addressed by UUID or slug: reads on either plane, writes on the
+/// admin plane. Creating one is three calls: [`IamScopes::create`], [`Workspaces::create`],
+/// then [`IamScopes::replace`] with [`IamScopeWrite::binding`].
+#[derive(Debug, Clone, Copy)]
+pub struct Workspaces<'c> {
+    client: &'c Client,
+    plane: ApiPlane,
+}
+
+impl<'c> Workspaces<'c> {
+    pub(crate) fn new(client: &'c Client, plane: ApiPlane) -> Self {
+        Self { client, plane }
+    }
+
+    fn routes(&self) -> (&'static str, &'static str) {
+        match self.plane {
+            ApiPlane::Data => (DATA_WORKSPACES, DATA_WORKSPACE),
+            ApiPlane::Admin => (ADMIN_WORKSPACES, ADMIN_WORKSPACE),
+        }
+    }
+
+    /// Writes go to the admin plane only.
+    fn admin_only(&self) -> Result<(), ApiError> {
+        match self.plane {
+            ApiPlane::Admin => Ok(()),
+            ApiPlane::Data => Err(ApiError::validation(
+                "plane",
+                "workspace writes are served on the admin plane only",
+            )),
+        }
+    }
+
+    /// Every workspace that matches, all pages.
+    pub async fn list(&self, query: &WorkspacesListQuery) -> Result<Vec<Workspace>, ApiError> {
+        Ok(self.listing(query).await?.items)
+    }
+
+    /// Like [`Self::list`], saying whether the pages prove the whole list.
+    pub async fn listing(
+        &self,
+        query: &WorkspacesListQuery,
+    ) -> Result<Listing<Workspace>, ApiError> {
+        super::paged(
+            self.client,
+            self.routes().0,
+            &[],
+            query.to_pairs(),
+            |w: &Workspace| w.id.as_str(),
+        )
+        .await
+    }
+
+    /// By UUID or slug. An archived workspace answers 404; on the data plane one outside the
+    /// caller's scope answers 403 `AB03`.
+    pub async fn get(&self, key: &str) -> Result<Workspace, ApiError> {
+        super::require("workspaceRef", key)?;
+        let call = Call::new(Route::mgmt(Verb::Get, self.routes().1, &[key]));
+        self.client.json(call).await
+    }
+
+    /// Not retried when the answer is lost: look it up (by name or by its scope) first.
+    pub async fn create(&self, req: &CreateWorkspaceRequest) -> Result<WorkspaceCreated, ApiError> {
+        self.admin_only()?;
+        req.validate()?;
+        let call = Call::new(Route::mgmt(Verb::Post, ADMIN_WORKSPACES, &[])).json(req)?;
+        self.client.json(call).await
+    }
+
+    /// Partial; the API answers `{}` (read it again to see the result).
+    pub async fn update(&self, key: &str, req: &UpdateWorkspaceRequest) -> Result<(), ApiError> {
+        self.admin_only()?;
+        super::require("workspaceRef", key)?;
+        req.validate()?;
+        let call = Call::new(Route::mgmt(Verb::Put, ADMIN_WORKSPACE, &[key])).json(req)?;
+        self.client.empty(call).await
+    }
+
+    /// Archives (there is no hard delete); the default workspace refuses.
+    pub async fn archive(&self, key: &str) -> Result<(), ApiError> {
+        self.admin_only()?;
+        super::require("workspaceRef", key)?;
+        let call = Call::new(Route::mgmt(Verb::Delete, ADMIN_WORKSPACE, &[key]));
+        self.client.empty(call).await
+    }
+}
+
+/// SCM IAM scopes (`/iam/v1/scopes`, on the management host), keyed by name.
+#[derive(Debug, Clone, Copy)]
+pub struct IamScopes<'c> {
+    client: &'c Client,
+}
+
+impl<'c> IamScopes<'c> {
+    pub(crate) fn new(client: &'c Client) -> Self {
+        Self { client }
+    }
+
+    /// Every scope (the API does not page them).
+    pub async fn list(&self) -> Result<Vec<IamScope>, ApiError> {
+        let call = Call::new(Route::mgmt(Verb::Get, IAM_SCOPES, &[]));
+        let list: IamScopeList = self.client.json(call).await?;
+        Ok(list.items)
+    }
+
+    pub async fn get(&self, name: &str) -> Result<IamScope, ApiError> {
+        super::require("name", name)?;
+        let call = Call::new(Route::mgmt(Verb::Get, IAM_SCOPE, &[name]));
+        self.client.json(call).await
+    }
+
+    pub async fn create(&self, req: &IamScopeWrite) -> Result<IamScope, ApiError> {
+        req.validate()?;
+        let call = Call::new(Route::mgmt(Verb::Post, IAM_SCOPES, &[])).json(req)?;
+        self.client.json(call).await
+    }
+
+    /// A full replacement of scope `name`: `req.resources` becomes all of its resources.
+    pub async fn replace(&self, name: &str, req: &IamScopeWrite) -> Result<IamScope, ApiError> {
+        super::require("name", name)?;
+        req.validate()?;
+        if req.name != name {
+            return Err(ApiError::validation("name", "must be the scope's name"));
+        }
+        let call = Call::new(Route::mgmt(Verb::Put, IAM_SCOPE, &[name])).json(req)?;
+        self.client.json(call).await
+    }
+
+    pub async fn delete(&self, name: &str) -> Result<(), ApiError> {
+        super::require("name", name)?;
+        let call = Call::new(Route::mgmt(Verb::Delete, IAM_SCOPE, &[name]));
+        self.client.empty(call).await
+    }
+}
