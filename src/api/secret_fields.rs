@@ -191,6 +191,87 @@ pub fn masked_with(document: &Value, mask: &str, keep: &dyn Fn(&Value) -> bool) 
     copy
 }
 
+/// What stands for the userinfo of a URL (`https://user:pass@host`) in what aigw prints.
+pub const HIDDEN_USERINFO: &str = "(hidden)";
+
+/// `text` with the userinfo of every URL in it hidden: `https://user:pass@host/x` reads
+/// `https://(hidden)@host/x`. A host a Config target or an Integration names (`custom_host`)
+/// may carry credentials there, in a field that is otherwise a public setting. Only URLs with
+/// a scheme (`…://`) are recognised: an address such as `a@b.example` is left as it is.
+pub fn without_userinfo(text: &str) -> std::borrow::Cow<'_, str> {
+    let mut out = String::new();
+    let mut rest = text;
+    let mut changed = false;
+    while let Some(at) = rest.find("://") {
+        let authority_start = at + 3;
+        let tail = &rest[authority_start..];
+        let authority_len = tail
+            .find(|c: char| {
+                matches!(c, '/' | '?' | '#' | '"' | '\\' | '\'' | '<' | '>') || c.is_whitespace()
+            })
+            .unwrap_or(tail.len());
+        let authority = &tail[..authority_len];
+        out.push_str(&rest[..authority_start]);
+        match authority.rsplit_once('@') {
+            Some((userinfo, host)) if userinfo != HIDDEN_USERINFO => {
+                out.push_str(HIDDEN_USERINFO);
+                out.push('@');
+                out.push_str(host);
+                changed = true;
+            }
+            _ => out.push_str(authority),
+        }
+        rest = &tail[authority_len..];
+    }
+    if !changed {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
+
+/// True when `text` holds a URL with userinfo ([`without_userinfo`] would change it).
+pub fn has_userinfo(text: &str) -> bool {
+    matches!(without_userinfo(text), std::borrow::Cow::Owned(_))
+}
+
+/// `value` with [`without_userinfo`] applied to every string in it.
+pub fn userinfo_hidden(value: &Value) -> Value {
+    match value {
+        Value::String(text) => Value::String(without_userinfo(text).into_owned()),
+        Value::Array(items) => Value::Array(items.iter().map(userinfo_hidden).collect()),
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .map(|(k, v)| (k.clone(), userinfo_hidden(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// JSON Pointers of the strings in `document` that hold a URL with userinfo.
+pub fn userinfo_pointers(document: &Value) -> Vec<String> {
+    fn visit(value: &Value, path: &str, found: &mut Vec<String>) {
+        match value {
+            Value::String(text) if has_userinfo(text) => found.push(path.to_string()),
+            Value::Object(map) => {
+                for (key, item) in map {
+                    visit(item, &format!("{path}/{}", escape(key)), found);
+                }
+            }
+            Value::Array(items) => {
+                for (n, item) in items.iter().enumerate() {
+                    visit(item, &format!("{path}/{n}"), found);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut found = Vec::new();
+    visit(document, "", &mut found);
+    found
+}
+
 /// `text` (an error or log message) with the value after each secret-looking key hidden:
 /// `"api_key":"sk-1"`, `api_key=sk-1`, `x-api-key: sk-1`, `Authorization: Bearer sk-1`. API
 /// errors may echo request fields, and a message is written to status, events and logs.
@@ -203,7 +284,7 @@ pub fn redact_text(text: &str) -> String {
         rest = &rest[value_start + value_length(&rest[value_start..])..];
     }
     out.push_str(rest);
-    out
+    without_userinfo(&out).into_owned()
 }
 
 /// Where the value of the next `key<sep>value` whose key is secret starts.
@@ -353,6 +434,35 @@ mod tests {
         assert_eq!(
             masked,
             json!({"api_key": MASK, "custom_headers": {"a": "(secret s/k)", "b": MASK}})
+        );
+    }
+
+    /// A `custom_host` is a public setting that may carry credentials as userinfo: every
+    /// printed URL hides it (attack on issue 27).
+    #[test]
+    fn the_userinfo_of_a_url_is_hidden_wherever_it_shows() {
+        const URL: &str = "https://u:VictimHostPassw0rd@h.example:8443/v1?x=1";
+        assert_eq!(
+            without_userinfo(URL),
+            "https://(hidden)@h.example:8443/v1?x=1"
+        );
+        let text = format!(
+            "failed to reach \"{URL}\" and http://tok@a.example and https://plain.example/x@y"
+        );
+        let shown = redact_text(&text);
+        assert!(
+            !shown.contains("VictimHostPassw0rd") && !shown.contains("tok@"),
+            "{shown}"
+        );
+        assert!(shown.contains("https://plain.example/x@y"), "{shown}");
+        assert_eq!(without_userinfo("alice@example.com"), "alice@example.com");
+        assert!(!has_userinfo("https://(hidden)@h.example"));
+        let document = json!({"targets": [{"custom_host": URL}, {"custom_host": "https://h"}]});
+        assert_eq!(userinfo_pointers(&document), vec!["/targets/0/custom_host"]);
+        assert!(
+            !userinfo_hidden(&document)
+                .to_string()
+                .contains("VictimHost")
         );
     }
 

@@ -63,7 +63,7 @@ pub async fn live_secret_refs(kube: &kube::Client) -> Result<LiveSecrets, Gitops
     Ok(live)
 }
 
-/// What [`live_secret_refs`] reads of a resource: the same fields on the three kinds (a
+/// What [`live_records`] reads of a resource: the same fields on the three kinds (a
 /// guardrail's definition is flattened into its spec).
 #[derive(serde::Deserialize, Default)]
 struct LiveRefs {
@@ -77,12 +77,25 @@ struct LiveRefs {
 
 #[derive(serde::Deserialize, Default)]
 struct LiveMeta {
+    #[serde(default)]
+    name: String,
     namespace: Option<String>,
 }
 
 #[derive(serde::Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
 struct LiveSpec {
+    #[serde(default)]
+    secret_refs: Vec<ConfigSecretRef>,
+    #[serde(default)]
+    slug: Option<String>,
+    #[serde(default)]
+    connection_ref: Option<crate::resources::common::ConnectionRef>,
+}
+
+#[derive(serde::Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct LiveVersion {
     #[serde(default)]
     secret_refs: Vec<ConfigSecretRef>,
 }
@@ -93,20 +106,50 @@ struct LiveStatus {
     id: Option<String>,
     /// The versions applied before, each with the `secretRefs` it had.
     #[serde(default)]
-    history: Vec<LiveSpec>,
+    history: Vec<LiveVersion>,
 }
 
-/// Adds the `spec.secretRefs` of every `K` of the cluster to `live`, by slug and id, with what
-/// the Secrets they (and their recorded versions) name hold. An object too deep to decode whole
-/// is read for these fields alone ([`Unreadable::part`]): it does not fail the list, and its
-/// Secret-backed values stay masked.
+/// A live Config, Guardrail or ClusterGuardrail as the reading tools need it: where it is, the
+/// remote object it records or names, and every Secret path it and its recorded versions name.
+#[derive(Debug, Clone)]
+pub struct LiveRecord {
+    pub namespace: Option<String>,
+    pub name: String,
+    /// Its Connection (`spec.connectionRef`, `default` when absent).
+    pub connection: String,
+    /// The remote slug and id its status records.
+    pub recorded: Vec<String>,
+    /// The remote slug its spec names (adopts).
+    pub named: Option<String>,
+    /// Its current `spec.secretRefs`.
+    pub current: Vec<ConfigSecretRef>,
+    /// Its current `spec.secretRefs` and those of every version its status recorded.
+    pub refs: Vec<ConfigSecretRef>,
+}
+
+impl LiveRecord {
+    /// True when it records or names the remote object `key`.
+    pub fn claims(&self, key: &str) -> bool {
+        self.recorded.iter().any(|r| r == key) || self.named.as_deref() == Some(key)
+    }
+
+    /// `refs` added to `masking`, with the values of their Secrets (in its namespace) when
+    /// `kube` may read them. A ClusterGuardrail's Secrets sit in the operator's namespace,
+    /// unknown here: it hides by the key names of its paths.
+    pub async fn mask(&self, masking: &mut Masking, kube: Option<&kube::Client>, prefix: &str) {
+        let source = kube.zip(self.namespace.as_deref());
+        add_references(masking, source, prefix, &self.refs).await;
+    }
+}
+
+/// Every `K` of the cluster as a [`LiveRecord`]. An object too deep to decode whole is read
+/// for these fields alone ([`Unreadable::part`]): it does not fail the list.
 ///
 /// [`Unreadable::part`]: crate::resources::readable::Unreadable::part
-async fn live_refs_of<K>(
+pub async fn live_records<K>(
     kube: &kube::Client,
     what: &str,
-    live: &mut LiveSecrets,
-) -> Result<(), GitopsError>
+) -> Result<Vec<LiveRecord>, GitopsError>
 where
     K: kube::Resource<DynamicType = ()>
         + Serialize
@@ -121,26 +164,55 @@ where
         .iter()
         .filter_map(|object| serde_json::from_value(serde_json::to_value(object).ok()?).ok());
     let read_in_part = unreadable.iter().filter_map(|u| u.part::<LiveRefs>().ok());
-    for found in decoded.chain(read_in_part) {
-        let LiveRefs {
-            metadata,
-            spec,
-            status,
-        } = found;
-        if spec.secret_refs.is_empty() {
+    Ok(decoded
+        .chain(read_in_part)
+        .map(|found: LiveRefs| {
+            let LiveRefs {
+                metadata,
+                spec,
+                status,
+            } = found;
+            let status = status.unwrap_or_default();
+            let mut refs = spec.secret_refs.clone();
+            refs.extend(status.history.into_iter().flat_map(|v| v.secret_refs));
+            LiveRecord {
+                namespace: metadata.namespace,
+                name: metadata.name,
+                connection: spec
+                    .connection_ref
+                    .map_or_else(|| "default".to_string(), |c| c.name),
+                recorded: [status.slug, status.id].into_iter().flatten().collect(),
+                named: spec.slug,
+                current: spec.secret_refs,
+                refs,
+            }
+        })
+        .collect())
+}
+
+/// Adds the `spec.secretRefs` of every `K` of the cluster to `live`, by slug and id, with what
+/// the Secrets they (and their recorded versions) name hold.
+async fn live_refs_of<K>(
+    kube: &kube::Client,
+    what: &str,
+    live: &mut LiveSecrets,
+) -> Result<(), GitopsError>
+where
+    K: kube::Resource<DynamicType = ()>
+        + Serialize
+        + serde::de::DeserializeOwned
+        + Clone
+        + std::fmt::Debug,
+{
+    for record in live_records::<K>(kube, what).await? {
+        if record.current.is_empty() {
             continue;
         }
-        let status = status.unwrap_or_default();
-        let mut named = spec.secret_refs.clone();
-        named.extend(status.history.into_iter().flat_map(|v| v.secret_refs));
-        // A ClusterGuardrail's Secrets sit in the operator's namespace, unknown here: it hides
-        // by the key names of its paths.
         let mut masking = Masking::default();
-        let source = metadata.namespace.as_deref().map(|ns| (kube, ns));
-        add_references(&mut masking, source, "", &named).await;
-        for key in [status.slug, status.id].into_iter().flatten() {
+        record.mask(&mut masking, Some(kube), "").await;
+        for key in &record.recorded {
             live.masking.insert(key.clone(), masking.clone());
-            live.refs.insert(key, spec.secret_refs.clone());
+            live.refs.insert(key.clone(), record.current.clone());
         }
     }
     Ok(())
@@ -538,13 +610,20 @@ impl<'o> Builder<'o> {
     }
 }
 
-/// Takes every secret-looking value out of `spec.config` and references it from Secret `secret`
-/// instead, under a key derived from its path. Returns the Secret keys used.
+/// Takes every secret-looking value out of `spec.config` (and every URL with userinfo, such as
+/// `custom_host: https://user:pass@host`) and references it from Secret `secret` instead, under
+/// a key derived from its path. Returns the Secret keys used.
 fn move_secrets_out(spec: &mut crate::resources::config::ConfigSpec, secret: &str) -> Vec<String> {
     use crate::resources::config::{ConfigSecretRef, SecretKeyRef, take_pointer};
     let mut document = spec.config.to_value();
     let mut keys = Vec::new();
-    for path in secret_pointers(&document) {
+    let mut found = secret_pointers(&document);
+    for path in crate::api::secret_fields::userinfo_pointers(&document) {
+        if !found.contains(&path) {
+            found.push(path);
+        }
+    }
+    for path in found {
         take_pointer(&mut document, &path);
         let mut key = secret_key_for(&path);
         if keys.contains(&key) {

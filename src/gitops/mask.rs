@@ -25,7 +25,45 @@ fn names_a_secret(value: &Value) -> bool {
         (s.starts_with("(secret ") && s.ends_with(')') && !s.contains('\n'))
             || s == MASK
             || s == MASK_CHANGED
+            || s == HIDDEN
     })
+}
+
+/// What a value of a remote object reads as in a plan when nothing proves it is not a
+/// Secret's ([`hide_unconfirmed`]).
+pub const HIDDEN: &str = "(value hidden)";
+
+/// Hides, in `current` (a remote object as a plan shows it) below `prefix`, every value the
+/// manifest (`desired`) does not hold at the same place: a string that differs from the
+/// manifest's, and a string or number at a path the manifest lacks or holds something else
+/// than a number at. Each reads [`HIDDEN`]; its path still shows.
+///
+/// For a remote object the manifest adopts (its `spec.slug` names it, and no live resource of
+/// its own records it), a plan cannot know which values some resource took from its Secrets:
+/// another namespace's resource, or an earlier version at other paths. What it prints of the
+/// object is then only what the manifest itself holds (and the object's shape). aigw sends a
+/// Secret's value as a string, so a number the manifest also holds as a number at that path
+/// (`retry.attempts: 2` → `3`) is shown.
+pub fn hide_unconfirmed(current: &mut Value, desired: &Value, prefix: &str) {
+    let Some(below) = current.pointer(prefix) else {
+        return;
+    };
+    let mut leaves = Vec::new();
+    scalar_leaves(below, prefix, &mut leaves);
+    for pointer in leaves {
+        let theirs = desired.pointer(&pointer);
+        let Some(slot) = current.pointer_mut(&pointer) else {
+            continue;
+        };
+        let confirmed = match (&*slot, theirs) {
+            (Value::String(_), Some(theirs)) => Some(&*slot) == Some(theirs),
+            (Value::Number(_), Some(theirs)) => theirs.is_number(),
+            _ => false,
+        };
+        if !confirmed {
+            *slot = Value::String(HIDDEN.into());
+        }
+    }
 }
 
 /// `value` with every secret replaced by [`MASK`].
@@ -70,8 +108,6 @@ pub struct Masking {
     keys: Vec<String>,
     lists: Vec<String>,
     values: Vec<String>,
-    /// Paths hidden in place only (see [`Masking::dropped_paths`]).
-    dropped: Vec<String>,
 }
 
 impl std::fmt::Debug for Masking {
@@ -81,7 +117,6 @@ impl std::fmt::Debug for Masking {
             .field("keys", &self.keys)
             .field("lists", &self.lists)
             .field("values", &self.values.len())
-            .field("dropped", &self.dropped)
             .finish()
     }
 }
@@ -110,25 +145,6 @@ impl Masking {
                 {
                     into.push(key);
                 }
-            }
-        }
-    }
-
-    /// Without the live resource (no `--kubeconfig`, or no resource in the cluster records the
-    /// remote object), the `secretRefs` paths of its earlier versions are unknown: a change that
-    /// drops an entry leaves the value its Secret gave the remote document at a path the planned
-    /// document no longer has. Every string or number `current` holds below `prefix` at a path
-    /// `desired` lacks is hidden in place (not learnt as a value: a dropped target's provider
-    /// name stays readable where it still is).
-    pub fn dropped_paths(&mut self, current: &Value, desired: &Value, prefix: &str) {
-        let Some(below) = current.pointer(prefix) else {
-            return;
-        };
-        let mut leaves = Vec::new();
-        scalar_leaves(below, prefix, &mut leaves);
-        for pointer in leaves {
-            if desired.pointer(&pointer).is_none() && !self.dropped.contains(&pointer) {
-                self.dropped.push(pointer);
             }
         }
     }
@@ -163,9 +179,29 @@ impl Masking {
 
     /// Like [`Self::masked`], but a secret that differs from the one at the same place in
     /// `other` (the other side of a diff) reads `<masked, changed>`, so a change still shows.
+    /// The userinfo of every URL reads `(hidden)` ([`without_userinfo`]).
+    ///
+    /// [`without_userinfo`]: crate::api::secret_fields::without_userinfo
     pub fn masked_against(&self, value: &Value, other: &Value) -> Value {
+        self.masked_by(value, other, true)
+    }
+
+    /// [`Self::masked`] of a document the user wrote (the manifest a plan compares): hidden by
+    /// the known paths, the key names of those not read, and the secret list, never by the
+    /// values of the Secrets. Masking the user's own literals by a Secret's value would tell
+    /// which of them equals it: an oracle for short values.
+    pub fn masked_by_path(&self, value: &Value) -> Value {
+        self.masked_by(value, value, false)
+    }
+
+    /// [`Self::masked_by_path`] against the other side of a diff (see [`Self::masked_against`]).
+    pub fn masked_by_path_against(&self, value: &Value, other: &Value) -> Value {
+        self.masked_by(value, other, false)
+    }
+
+    fn masked_by(&self, value: &Value, other: &Value, by_value: bool) -> Value {
         let mut copy = value.clone();
-        for pointer in self.hidden(value) {
+        for pointer in self.hidden(value, by_value) {
             let theirs = other.pointer(&pointer);
             if let Some(slot) = copy.pointer_mut(&pointer)
                 && !names_a_secret(slot)
@@ -177,7 +213,7 @@ impl Masking {
                 *slot = Value::String(mark.into());
             }
         }
-        copy
+        crate::api::secret_fields::userinfo_hidden(&copy)
     }
 
     /// Where `document` holds a Secret's value (or, for a Secret not read, a value under one of
@@ -185,22 +221,30 @@ impl Masking {
     /// the current `secretRefs` paths.
     pub fn stray(&self, document: &Value) -> Vec<String> {
         let mut found = Vec::new();
-        self.walk(document, "", None, &mut found);
+        self.walk(document, "", None, true, &mut found);
         found
     }
 
-    /// JSON Pointers of everything to hide in `value`, outermost first.
-    fn hidden(&self, value: &Value) -> Vec<String> {
+    /// JSON Pointers of everything to hide in `value`, outermost first; `by_value`: also where
+    /// it holds a Secret's value.
+    fn hidden(&self, value: &Value, by_value: bool) -> Vec<String> {
         let mut found = pointers(value);
-        let present = self.pointers.iter().chain(&self.dropped);
+        let present = self.pointers.iter();
         found.extend(present.filter(|p| value.pointer(p).is_some()).cloned());
-        self.walk(value, "", None, &mut found);
+        self.walk(value, "", None, by_value, &mut found);
         found.sort();
         found.dedup();
         found
     }
 
-    fn walk(&self, value: &Value, path: &str, key: Option<&str>, found: &mut Vec<String>) {
+    fn walk(
+        &self,
+        value: &Value,
+        path: &str,
+        key: Option<&str>,
+        by_value: bool,
+        found: &mut Vec<String>,
+    ) {
         match value {
             Value::Object(map) => {
                 for (name, item) in map {
@@ -208,7 +252,7 @@ impl Masking {
                     if !item.is_null() && self.keys.iter().any(|k| k == name) {
                         found.push(here);
                     } else {
-                        self.walk(item, &here, Some(name), found);
+                        self.walk(item, &here, Some(name), by_value, found);
                     }
                 }
             }
@@ -218,11 +262,11 @@ impl Masking {
                     let here = format!("{path}/{n}");
                     match listed && !item.is_null() && !item.is_object() && !item.is_array() {
                         true => found.push(here),
-                        false => self.walk(item, &here, None, found),
+                        false => self.walk(item, &here, None, by_value, found),
                     }
                 }
             }
-            scalar if !names_a_secret(scalar) => {
+            scalar if by_value && !names_a_secret(scalar) => {
                 let held = scalar_text(scalar).is_some_and(|text| {
                     self.values
                         .iter()
@@ -237,7 +281,6 @@ impl Masking {
     }
 }
 
-/// The text of a string or a number: an API may keep a Secret's digits as a number.
 /// JSON Pointers (below `path`) of the strings and numbers in `value`.
 fn scalar_leaves(value: &Value, path: &str, out: &mut Vec<String>) {
     match value {
@@ -257,6 +300,7 @@ fn scalar_leaves(value: &Value, path: &str, out: &mut Vec<String>) {
     }
 }
 
+/// The text of a string or a number: an API may keep a Secret's digits as a number.
 fn scalar_text(value: &Value) -> Option<String> {
     match value {
         Value::String(text) => Some(text.clone()),
@@ -408,5 +452,48 @@ mod tests {
         learned.learn(&moved);
         let shown = learned.masked(&json!({"note": "pin 90417735"})).to_string();
         assert!(!shown.contains("90417735"), "{shown}");
+    }
+
+    /// A remote object a manifest adopts: only what the manifest itself holds at a place is
+    /// shown there (attack on issue 27: a pull request naming another team's config by slug,
+    /// with dummy values at its paths, printed that team's values).
+    #[test]
+    fn an_adopted_remote_object_shows_only_what_the_manifest_holds() {
+        let mut current = json!({"name": "theirs", "config": {"retry": {"attempts": 2},
+            "targets": [{"provider": "@openai", "custom_host": "https://u:pw@victim.example",
+                         "account_pin": 90417735_u64, "weight": 1}]}});
+        let desired = json!({"config": {"retry": {"attempts": 3},
+            "targets": [{"provider": "@openai", "custom_host": "https://dummy.example",
+                         "account_pin": "(secret pins/pin)"}]}});
+        hide_unconfirmed(&mut current, &desired, "/config");
+        let target = &current["config"]["targets"][0];
+        assert_eq!(target["custom_host"], HIDDEN);
+        assert_eq!(
+            target["account_pin"], HIDDEN,
+            "a number where the manifest has none"
+        );
+        assert_eq!(target["weight"], HIDDEN, "a path the manifest lacks");
+        assert_eq!(target["provider"], "@openai", "the manifest holds it");
+        assert_eq!(
+            current["config"]["retry"]["attempts"], 2,
+            "a number for a number"
+        );
+        assert_eq!(current["name"], "theirs", "outside the prefix");
+    }
+
+    /// With cluster access a plan knows the values of the Secrets a manifest names: masking the
+    /// manifest's literals by them told which candidate equals one (attack on issue 27).
+    #[test]
+    fn the_manifest_is_masked_by_path_never_by_a_secret_value() {
+        let mut masking = Masking::default();
+        masking.reference("/targets/0/account_pin", Some("x7Q2".into()));
+        let desired = json!({"targets": [{"account_pin": "(secret pins/pin)",
+            "override_params": {"candidate": "x7Q2", "api_key": "sk-own"}}]});
+        let shown = masking.masked_by_path(&desired);
+        assert_eq!(shown["targets"][0]["override_params"]["candidate"], "x7Q2");
+        assert_eq!(shown["targets"][0]["override_params"]["api_key"], MASK);
+        // The remote side is still masked by value, wherever the value sits.
+        let current = json!({"targets": [{"note": "pin x7Q2"}]});
+        assert!(!masking.masked(&current).to_string().contains("x7Q2"));
     }
 }

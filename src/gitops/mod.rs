@@ -17,6 +17,7 @@ pub mod load;
 pub mod mask;
 pub mod plan;
 mod plan_access;
+mod plan_claims;
 mod project;
 mod promotion;
 pub mod schema;

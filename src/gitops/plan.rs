@@ -5,6 +5,15 @@
 //! `spec.policyId` names; without one, the object the live resource's `status.slug` /
 //! `status.id` names (only with a kubeconfig); otherwise there is none and the operator would
 //! create one. Differences come from the same `diff` functions the operator runs.
+//!
+//! A plan is read by whoever wrote the pull request, so it shows of a remote object only what
+//! the operator would let that manifest reach (`plan_claims`): with `--kubeconfig`, an
+//! adoption the Connection's grants refuse, or of an object another live resource manages, is
+//! a conflict that shows nothing of it, and the Secret paths of every live resource recording
+//! the object are masked. Of an object the manifest adopts, a value the manifest does not hold
+//! at the same place reads `(value hidden)` ([`super::mask::hide_unconfirmed`]): no one can tell
+//! which of its values some resource took from a Secret. The manifest itself is masked by path,
+//! never by a Secret's value.
 
 use k8s_openapi::NamespaceResourceScope;
 use kube::Resource;
@@ -14,7 +23,8 @@ use serde_json::Value;
 
 use super::GitopsError;
 use super::line_diff;
-use super::mask::{Masking, add_references, masked, masked_against};
+use super::mask::{Masking, add_references, hide_unconfirmed, masked, masked_against};
+use super::plan_claims::{Claimed, Own, claimed, refused_adoption};
 use super::project;
 use super::validate::{Manifest, Object};
 use crate::api::{self, ApiError, Client};
@@ -273,36 +283,13 @@ pub async fn plan(
 ) -> Result<Plan, GitopsError> {
     let mut entries = Vec::new();
     for manifest in manifests {
-        let entry = match &manifest.object {
-            Object::Config(o) => plan_config(api, live, o).await?,
-            Object::Deployment(o) => plan_deployment(api, live, o).await?,
-            Object::RateLimitsPolicy(o) => plan_policy(api, live, o.as_ref()).await?,
-            Object::UsageLimitsPolicy(o) => plan_policy(api, live, o.as_ref()).await?,
-            Object::Guardrail(o) => {
-                let managed = match live {
-                    Some(live) => live_object(live, o.as_ref()).await?,
-                    None => None,
-                };
-                let namespace = o.metadata.namespace.clone();
-                let secrets = live.map(|l| {
-                    let namespace = namespace.unwrap_or_else(|| l.default_namespace.clone());
-                    (l.client.clone(), namespace)
-                });
-                plan_guardrail(api, o.as_ref(), managed, secrets).await?
-            }
-            Object::ClusterGuardrail(o) => {
-                let managed = match live {
-                    Some(live) => live_cluster_object(live, o.as_ref()).await?,
-                    None => None,
-                };
-                // Its Secrets sit in the operator's namespace, which a plan does not know: it
-                // hides by the key names of its paths.
-                plan_guardrail(api, o.as_ref(), managed, None).await?
-            }
-            Object::Connection(_) => continue,
-            Object::ApiKey(o) => plan_api_key(api, live, o).await?,
-            Object::Integration(o) => super::plan_access::plan_integration(api, live, o).await?,
-            Object::Provider(o) => super::plan_access::plan_provider(api, live, o).await?,
+        if let Object::Connection(_) = manifest.object {
+            continue;
+        }
+        // A namespace its Connection's grants refuse the remote object is shown none of it.
+        let entry = match refused_adoption(live, &manifest.object).await? {
+            Some(refused) => refused,
+            None => plan_object(api, live, &manifest.object).await?,
         };
         let entry = match manifest.object.management_policy() {
             ManagementPolicy::Observe => entry.observed(),
@@ -317,6 +304,46 @@ pub async fn plan(
         });
     }
     Ok(Plan::new(entries))
+}
+
+/// The entry of one manifest (not a Connection), before its management policy and promotion
+/// gate are applied.
+async fn plan_object(
+    api: &Client,
+    live: Option<&Live>,
+    object: &Object,
+) -> Result<Entry, GitopsError> {
+    Ok(match object {
+        Object::Config(o) => plan_config(api, live, o).await?,
+        Object::Deployment(o) => plan_deployment(api, live, o).await?,
+        Object::RateLimitsPolicy(o) => plan_policy(api, live, o.as_ref()).await?,
+        Object::UsageLimitsPolicy(o) => plan_policy(api, live, o.as_ref()).await?,
+        Object::Guardrail(o) => {
+            let managed = match live {
+                Some(live) => live_object(live, o.as_ref()).await?,
+                None => None,
+            };
+            let namespace = o.metadata.namespace.clone();
+            let secrets = live.map(|l| {
+                let namespace = namespace.unwrap_or_else(|| l.default_namespace.clone());
+                (l.client.clone(), namespace)
+            });
+            plan_guardrail(api, live, o.as_ref(), managed, secrets).await?
+        }
+        Object::ClusterGuardrail(o) => {
+            let managed = match live {
+                Some(live) => live_cluster_object(live, o.as_ref()).await?,
+                None => None,
+            };
+            // Its Secrets sit in the operator's namespace, which a plan does not know: it
+            // hides by the key names of its paths.
+            plan_guardrail(api, live, o.as_ref(), managed, None).await?
+        }
+        Object::Connection(_) => entry(Action::NoChange, None, Vec::new(), None),
+        Object::ApiKey(o) => plan_api_key(api, live, o).await?,
+        Object::Integration(o) => super::plan_access::plan_integration(api, live, o).await?,
+        Object::Provider(o) => super::plan_access::plan_provider(api, live, o).await?,
+    })
 }
 
 /// A write as the operator's promotion gate would hold it now: `gated`, with what it waits
@@ -589,7 +616,7 @@ async fn plan_config(
     };
     let masking = config_masking(live, config, managed.as_ref()).await;
     let creation = || {
-        let desired = masking.masked(&desired);
+        let desired = masking.masked_by_path(&desired);
         create_changes(&desired, &["slug", "secretRefs", "resourceRefs"])
     };
     let recorded = managed
@@ -607,11 +634,22 @@ async fn plan_config(
     };
     let mut current = to_json(&project::config_spec(&remote));
     let mut masking = masking;
-    if managed.is_none() {
-        masking.dropped_paths(&current, &desired, "/config");
+    let namespace = config.metadata.namespace.as_deref();
+    let name = config.metadata.name.as_deref().unwrap_or_default();
+    let own = Own {
+        kind: Claimed::Config,
+        namespace: live.map(|l| namespace.unwrap_or(l.default_namespace.as_str())),
+        name,
+        connection: spec.connection_name(),
+    };
+    if let Some(elsewhere) = claimed(live, &own, &counterpart, &mut masking, "/config").await {
+        return Ok(elsewhere);
     }
     // The remote document holds the values at the paths the live resource wrote them to.
     masking.learn(&current);
+    if counterpart.adopting {
+        hide_unconfirmed(&mut current, &desired, "/config");
+    }
     spec.show_secret_refs(&mut current["config"], true);
     let changes = field_changes_masked(&spec.diff(&remote), &current, &desired, &masking);
     Ok(match unresolved {
@@ -743,6 +781,7 @@ async fn plan_deployment(
 /// comes from, never a value.
 async fn plan_guardrail<G: GuardrailKind>(
     api: &Client,
+    live: Option<&Live>,
     guardrail: &G,
     managed: Option<G>,
     secrets: Option<(kube::Client, String)>,
@@ -770,7 +809,7 @@ async fn plan_guardrail<G: GuardrailKind>(
     let mut masking = Masking::default();
     let kube = secrets.as_ref().map(|(c, ns)| (c, ns.as_str()));
     add_references(&mut masking, kube, "", &refs).await;
-    let creation = || create_changes(&masking.masked(&desired), &["slug", "secretRefs"]);
+    let creation = || create_changes(&masking.masked_by_path(&desired), &["slug", "secretRefs"]);
     let recorded = managed
         .as_ref()
         .and_then(|g| g.guardrail_status()?.slug.clone());
@@ -792,11 +831,22 @@ async fn plan_guardrail<G: GuardrailKind>(
     );
     let mut current = to_json(projected.spec());
     current["checks"] = crate::resources::guardrail::remote_document(&remote)["checks"].clone();
-    if managed.is_none() {
-        masking.dropped_paths(&current, &desired, "/checks");
+    let own = Own {
+        kind: Claimed::Guardrail(format!("{:?}", G::REFERENCED_AS)),
+        // A Guardrail's namespace (the manifest's, else the kubeconfig's); none for a
+        // ClusterGuardrail.
+        namespace: secrets.as_ref().map(|(_, ns)| ns.as_str()),
+        name: guardrail.meta().name.as_deref().unwrap_or_default(),
+        connection: definition.connection_name(),
+    };
+    if let Some(elsewhere) = claimed(live, &own, &counterpart, &mut masking, "").await {
+        return Ok(elsewhere);
     }
     // The remote object holds the values at the paths the live resource wrote them to.
     masking.learn(&current);
+    if counterpart.adopting {
+        hide_unconfirmed(&mut current, &desired, "/checks");
+    }
     for reference in &definition.secret_refs {
         if let Some(value) = current.pointer_mut(&reference.path) {
             *value = Value::String(format!(
@@ -952,7 +1002,9 @@ pub(super) fn create_changes(desired: &Value, skip: &[&str]) -> Vec<FieldChange>
 }
 
 /// [`field_changes`] of the documents once `masking` hid what it knows on both sides (a
-/// value at the same place on both reads `<masked>`, else `<masked, changed>`).
+/// value at the same place on both reads `<masked>`, else `<masked, changed>`). The manifest's
+/// side (`desired`) is hidden by path only, never by the values of the Secrets: masking a
+/// literal the author wrote because it equals a Secret's value would tell them which one does.
 pub(super) fn field_changes_masked(
     fields: &[&str],
     current: &Value,
@@ -960,7 +1012,7 @@ pub(super) fn field_changes_masked(
     masking: &Masking,
 ) -> Vec<FieldChange> {
     let shown_current = masking.masked_against(current, desired);
-    let shown_desired = masking.masked_against(desired, current);
+    let shown_desired = masking.masked_by_path_against(desired, current);
     field_changes(fields, &shown_current, &shown_desired)
 }
 

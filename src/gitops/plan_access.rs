@@ -74,11 +74,15 @@ pub(super) async fn plan_integration(
             None => entry(Action::Create, None, creation(), None),
         });
     };
+    // The read as `aigw api integrations get` and `export` show it: a configuration that is
+    // not a known public setting may hold a Secret's value (whoever wrote it), and a public
+    // URL's userinfo may hold credentials.
+    let shown = remote.clone().with_configurations_hidden();
     let mut current = json!({
         "name": remote.name,
         "aiProviderId": remote.ai_provider_id,
         "description": remote.description,
-        "configurations": remote.configurations,
+        "configurations": shown.configurations,
         "keySecretRef": remote.masked_key.as_ref().map(|_| "(write-only: not readable)"),
         "workspaceId": remote.workspace_id,
     });
@@ -153,7 +157,7 @@ fn hide_secret_paths(
     }
     masking.learn(current);
     *current = masking.masked(current);
-    *desired = masking.masked(desired);
+    *desired = masking.masked_by_path(desired);
     for reference in refs.iter() {
         let shown = format!(
             "(secret {}/{})",

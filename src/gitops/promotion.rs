@@ -9,19 +9,14 @@
 //! cluster-scoped objects its `--cluster-selector` selects, and holds a change whose source is
 //! outside them (`SourceNotReady`).
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::core::v1::Namespace;
 use kube::api::ObjectMeta;
 
 use super::GitopsError;
 use super::plan::Live;
 use super::validate::Object;
-use crate::controller::connections::scope_of;
 use crate::controller::driver::Managed;
 use crate::controller::driver::promotion::state_of;
 use crate::controller::driver::status::CommonStatus;
-use crate::resources::Connection;
 use crate::resources::common::REVISION_ANNOTATION;
 use crate::resources::promotion::{Promotion, Source, Verdict, judge, promote_now, revision_of};
 use crate::resources::{ClusterGuardrail, Config, Guardrail};
@@ -227,40 +222,16 @@ async fn refused_source(
     if others.is_empty() {
         return Ok(None);
     }
-    let failed = |what: String| move |e| GitopsError::kube(format!("failed to read {what}"), e);
-    let found = kube::Api::<Connection>::all(live.client.clone())
-        .get_opt(connection)
-        .await
-        .map_err(failed(format!("Connection {connection}")))?;
-    let grants = match &found {
-        Some(found) => found.spec.grants.as_deref(),
-        None if connection == "default" => live.default_grants.as_deref(),
-        None => None,
-    };
-    let Some(grants) = grants else {
-        return Ok(None);
-    };
-    let labels = match grants.iter().any(|g| g.namespace_selector.is_some()) {
-        true => kube::Api::<Namespace>::all(live.client.clone())
-            .get_metadata_opt(&own)
-            .await
-            .map_err(failed(format!("namespace {own}")))?
-            .and_then(|ns| ns.metadata.labels)
-            .unwrap_or_default(),
-        false => BTreeMap::new(),
-    };
-    let refusal = |e: crate::controller::error::Error| {
-        format!("{} ({}): the operator would refuse it", e, e.category())
-    };
-    let scope = match scope_of(connection, grants, &own, &labels) {
-        Ok(scope) => scope,
-        Err(e) => return Ok(Some(refusal(e))),
+    let scope = match super::plan_claims::grants_scope(live, connection, &own).await? {
+        None => return Ok(None),
+        Some(Ok(scope)) => scope,
+        Some(Err(refused)) => return Ok(Some(refused)),
     };
     for (field, namespace, _) in others {
         if let Some(namespace) = namespace
             && let Err(e) = scope.check_promote_from(&field, &own, namespace)
         {
-            return Ok(Some(refusal(e)));
+            return Ok(Some(super::plan_claims::refusal(e)));
         }
     }
     Ok(None)

@@ -88,12 +88,14 @@ pub fn shown_configuration(field: &str) -> bool {
 
 impl Integration {
     /// The integration with every configuration value that is not a known public setting
-    /// replaced by [`HIDDEN_CONFIGURATION`] (each value of a map, such as headers), so that
-    /// printing it never shows a value that came from a Secret.
+    /// replaced by [`HIDDEN_CONFIGURATION`] (each value of a map, such as headers), and the
+    /// userinfo of a URL in a public one (`custom_host: https://user:pass@host`) hidden, so
+    /// that printing it never shows a value that came from a Secret.
     pub fn with_configurations_hidden(mut self) -> Self {
         if let Some(configurations) = &mut self.configurations {
             for (field, value) in configurations.iter_mut() {
                 if shown_configuration(field) {
+                    *value = crate::api::secret_fields::userinfo_hidden(value);
                     continue;
                 }
                 match value {

@@ -211,8 +211,9 @@ impl Builder<'_> {
 
 /// The known public fields of a read's `configurations` ([`api::PUBLIC_CONFIGURATIONS`]), and
 /// a Secret reference (to `secret`) for every other one: `masked_<field>`, the values of header
-/// maps, and any field that may have come from a Secret (an Integration's `secretRefs`), even
-/// when the API reads it back unmasked.
+/// maps, any field that may have come from a Secret (an Integration's `secretRefs`), even
+/// when the API reads it back unmasked, and a public one holding a URL with userinfo
+/// (`custom_host: https://user:pass@host`: credentials in a public setting).
 fn readable_configurations(
     read: Option<&Map<String, Value>>,
     secret: &str,
@@ -241,7 +242,9 @@ fn readable_configurations(
                 let escaped = header.replace('~', "~0").replace('/', "~1");
                 reference(format!("/{field}/{escaped}"), format!("{field}.{header}"));
             }
-        } else if api::shown_configuration(field) {
+        } else if api::shown_configuration(field)
+            && crate::api::secret_fields::userinfo_pointers(value).is_empty()
+        {
             shown.insert(field.clone(), value.clone());
         } else {
             let escaped = field.replace('~', "~0").replace('/', "~1");
@@ -299,5 +302,42 @@ mod tests {
         let secret = &builder.export.files[1].content;
         assert!(secret.contains("aigw.io/cluster-readable"), "{secret}");
         assert!(secret.contains("api-key: ''"), "{secret}");
+    }
+
+    /// A public setting may carry credentials as a URL's userinfo (`custom_host:
+    /// https://user:pass@host`): the export references it from the placeholder Secret instead
+    /// of writing it into Git (attack on issue 27).
+    #[test]
+    fn a_public_url_with_userinfo_is_exported_as_a_secret_reference() {
+        let remote: api::Integration = serde_json::from_value(json!({
+            "id": "i1", "slug": "bedrock-prod", "name": "Bedrock prod", "ai_provider_id": "bedrock",
+            "configurations": {"aws_region": "eu-west-1",
+                               "custom_host": "https://u:HostPassw0rd@bedrock.example"}
+        }))
+        .unwrap();
+        let rows: api::IntegrationWorkspaces =
+            serde_json::from_value(json!({"total": 0, "workspaces": []})).unwrap();
+        let options = ExportOptions::default();
+        let mut builder = Builder::new(&options);
+        builder.integration(&remote, &rows).unwrap();
+        let text: String = builder
+            .export
+            .files
+            .iter()
+            .map(|f| f.content.clone())
+            .collect();
+        assert!(!text.contains("HostPassw0rd"), "{text}");
+        let exported: Integration = serde_yaml::from_str(&builder.export.files[0].content).unwrap();
+        let paths: Vec<&str> = exported
+            .spec
+            .secret_refs
+            .iter()
+            .map(|r| r.path.as_str())
+            .collect();
+        assert_eq!(paths, ["/custom_host"]);
+        assert_eq!(
+            exported.spec.configurations.as_ref().unwrap()["aws_region"],
+            "eu-west-1"
+        );
     }
 }

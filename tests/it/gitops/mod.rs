@@ -2,5 +2,6 @@
 
 mod cli;
 mod history_secrecy;
+mod hostile_plan;
 mod modes;
 mod promotion;

@@ -1,0 +1,308 @@
+//! `aigw plan` fed by a hostile pull request, on a real kube-apiserver and the emulator: a
+//! manifest that names another team's remote object, a literal that replaces a Secret, candidate
+//! values that probe a Secret, an Integration naming an organisation integration. The plan is
+//! posted where the pull request's author reads it: it prints no value a Secret gave the remote
+//! side, nor credentials a URL carries (attack on issue 27; each failed before its fix).
+
+use crate::support;
+
+use std::path::Path;
+use std::time::Duration;
+
+use aigw::emulator::EmulatorOptions;
+use aigw::resources::Config;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use support::harness::{Harness, TOKEN};
+use support::objects::Conditions;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+/// Runs `aigw` off the async runtime (the in-process emulator keeps serving): whether it ran
+/// to a plan's exit code (0, 1 or 2), and stdout then stderr.
+async fn aigw(args: Vec<String>) -> (bool, String) {
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
+            .args(args)
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("aigw runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code().is_some_and(|c| c <= 2), text)
+}
+
+/// `manifest` written to `dir` as `name`, its path.
+fn write(dir: &Path, name: &str, manifest: &Value) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, serde_yaml::to_string(manifest).unwrap()).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+async fn put_secret(env: &support::TestEnv, name: &str, data: Value) {
+    let secret: Secret =
+        serde_json::from_value(json!({"metadata": {"name": name}, "stringData": data})).unwrap();
+    env.api::<Secret>()
+        .patch(
+            name,
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .unwrap();
+}
+
+/// A Config of team b takes a target's `custom_host` (credentials in its userinfo) from a
+/// Secret. A pull request in team a adopts that config by slug, with a dummy value at the same
+/// path (so the value is not at a dropped path): the plan printed team b's value, with and
+/// without cluster access. With it, the plan now says another resource manages the object, or
+/// that the grants refuse the adoption, and shows nothing of it; without, it shows the paths of
+/// the values the manifest does not hold, never the values. The same holds when team b's own
+/// pull request replaces the Secret with a literal at the same path.
+#[tokio::test]
+async fn plan_shows_no_value_of_a_remote_config_the_manifest_does_not_hold() {
+    const USERINFO: &str = "u:VictimHostPassw0rd";
+    let victim_host = format!("https://{USERINFO}@victim.example");
+    let h = Harness::start_two_teams("atk-plan-foreign", Duration::from_secs(600), None).await;
+    let (team_a, team_b) = (&h.env, h.other.as_ref().unwrap());
+    put_secret(team_b, "upstream", json!({"host": victim_host})).await;
+    let victim = json!({"name": "victim", "config": {"strategy": {"mode": "single"},
+        "targets": [{"provider": "@openai"}]},
+        "secretRefs": [{"path": "/targets/0/custom_host",
+                        "secretKeyRef": {"name": "upstream", "key": "host"}}]});
+    team_b
+        .api::<Config>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Config", "victim", victim),
+        )
+        .await
+        .unwrap();
+    let ready = team_b
+        .wait_for::<Config>("victim", WAIT, |c| c.ready())
+        .await;
+    let slug = ready.status.unwrap().slug.unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let token = token.to_str().unwrap().to_string();
+    let url = h.emulator.management_url();
+    let kubeconfig = support::kubeconfig_path().to_str().unwrap().to_string();
+    let probe = json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+        "metadata": {"name": "probe", "namespace": team_a.namespace},
+        "spec": {"name": "probe", "slug": slug, "config": {"strategy": {"mode": "single"},
+                 "targets": [{"provider": "@openai", "custom_host": "https://dummy.example"}]}}});
+    let probe = write(dir.path(), "probe.yaml", &probe);
+    let grants = dir.path().join("grants.yaml");
+    let namespaces = [&team_a.namespace, &team_b.namespace];
+    std::fs::write(
+        &grants,
+        serde_yaml::to_string(&json!([{"namespaces": namespaces}])).unwrap(),
+    )
+    .unwrap();
+    let grants = grants.to_str().unwrap().to_string();
+    // Team b's pull request: the Secret replaced by a literal at the same path.
+    let literal = json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+        "metadata": {"name": "victim", "namespace": team_b.namespace},
+        "spec": {"name": "victim", "slug": slug, "config": {"strategy": {"mode": "single"},
+                 "targets": [{"provider": "@openai", "custom_host": "https://public.example"}]}}});
+    let literal = write(dir.path(), "literal.yaml", &literal);
+
+    let cases: [(&str, &str, &[&str], &str); 4] = [
+        ("adopting, no cluster access", &probe, &[], "(value hidden)"),
+        (
+            "adopting, cluster access",
+            &probe,
+            &["--kubeconfig", &kubeconfig],
+            "(AlreadyManaged)",
+        ),
+        (
+            "adopting, cluster access, grants without allowAdoption",
+            &probe,
+            &["--kubeconfig", &kubeconfig, "--grants-file", &grants],
+            "AdoptionNotAllowed",
+        ),
+        (
+            "a literal replaces the Secret, no cluster access",
+            &literal,
+            &[],
+            "(value hidden)",
+        ),
+    ];
+    let mut leaks = Vec::new();
+    for (case, manifest, extra, expected) in cases {
+        for output in ["human", "json"] {
+            let mut all = args(&["plan", "-f", manifest, "--output", output]);
+            all.extend(args(&["--management-url", &url, "--token-file", &token]));
+            all.extend(args(extra));
+            let (ran, out) = aigw(all).await;
+            assert!(ran, "[{case}] {out}");
+            if out.contains("VictimHostPassw0rd") {
+                leaks.push(format!("[{case}, {output}]\n{out}"));
+            }
+            assert!(out.contains(expected), "[{case}, {output}] {out}");
+        }
+    }
+    assert!(
+        leaks.is_empty(),
+        "aigw plan printed the value team b's Secret gave its remote config:\n{}",
+        leaks.join("\n")
+    );
+    h.stop().await;
+}
+
+/// With cluster access, a plan read the Secrets the manifest names and masked the manifest's
+/// own literals that equal one of them: a pull request listing candidate values learnt which one
+/// a Secret holds (the one shown masked). The manifest is now masked by path, so the plan reads
+/// the same whichever candidates it lists.
+#[tokio::test]
+async fn plan_masks_the_manifest_by_path_never_by_a_secret_value() {
+    const PIN: &str = "x7Q2";
+    const OTHER: &str = "x7Q9";
+    let h = Harness::start_with("atk-plan-oracle", Duration::from_secs(600)).await;
+    put_secret(&h.env, "pins", json!({"pin": PIN})).await;
+    let spec = json!({"name": "pinned", "config": {"strategy": {"mode": "single"},
+        "targets": [{"provider": "@openai"}]},
+        "secretRefs": [{"path": "/targets/0/account_pin",
+                        "secretKeyRef": {"name": "pins", "key": "pin"}}]});
+    h.env
+        .api::<Config>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Config", "pinned", spec.clone()),
+        )
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<Config>("pinned", WAIT, |c| c.ready())
+        .await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let token = token.to_str().unwrap().to_string();
+    let url = h.emulator.management_url();
+    let kubeconfig = support::kubeconfig_path().to_str().unwrap().to_string();
+    let plan = |candidate: &'static str| {
+        let mut probing = spec.clone();
+        probing["config"]["targets"][0]["override_params"] =
+            json!({"user": "x7Q1", "candidate": candidate});
+        let manifest = json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+            "metadata": {"name": "pinned", "namespace": h.env.namespace}, "spec": probing});
+        let manifest = write(dir.path(), &format!("{candidate}.yaml"), &manifest);
+        let mut all = args(&["plan", "-f", &manifest]);
+        all.extend(args(&["--management-url", &url, "--token-file", &token]));
+        all.extend(args(&["--kubeconfig", &kubeconfig]));
+        aigw(all)
+    };
+    let (ran, with_pin) = plan(PIN).await;
+    assert!(ran, "{with_pin}");
+    let (ran, with_other) = plan(OTHER).await;
+    assert!(ran, "{with_other}");
+    assert!(with_other.contains(OTHER), "{with_other}");
+    assert_eq!(
+        with_pin.replace(PIN, OTHER),
+        with_other,
+        "the plan differs when a candidate equals the Secret's value (an oracle)"
+    );
+    h.stop().await;
+}
+
+/// An organisation integration holds account identifiers the API reads back unmasked
+/// (`aws_access_key_id`, `aws_external_id`) and a `custom_host` with credentials in its
+/// userinfo. A pull request naming its slug got them printed by `aigw plan`, which `aigw api
+/// integrations get` and `aigw export` hide; the userinfo was printed by all three.
+#[tokio::test]
+async fn plan_export_and_api_show_no_hidden_configuration_of_an_integration() {
+    const KEY_ID: &str = "AKIAVICTIMKEYID00001";
+    const EXTERNAL: &str = "ext-victim-7Hq2Lm";
+    const USERINFO: &str = "svc:IntegPassw0rd";
+    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        .await
+        .unwrap();
+    let url = emulator.management_url();
+    let created: Value = reqwest::Client::new()
+        .post(format!("{url}/ai_gw/admin/v2/integrations"))
+        .bearer_auth(TOKEN)
+        .json(
+            &json!({"name": "victim bedrock", "ai_provider_id": "bedrock",
+            "slug": "victim-bedrock", "create_default_provider": false,
+            "configurations": {"aws_region": "eu-west-1", "aws_access_key_id": KEY_ID,
+                "aws_external_id": EXTERNAL,
+                "custom_host": format!("https://{USERINFO}@bedrock.victim.example")}}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(created["slug"], "victim-bedrock", "{created}");
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let token = token.to_str().unwrap().to_string();
+    let manifest = json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Integration",
+        "metadata": {"name": "probe"},
+        "spec": {"name": "victim bedrock", "aiProviderId": "bedrock", "slug": "victim-bedrock",
+                 "configurations": {"aws_region": "us-east-1", "aws_access_key_id": "AKIADUMMY",
+                                    "custom_host": "https://bedrock.example"}}});
+    let manifest = write(dir.path(), "probe.yaml", &manifest);
+    let connection = args(&["--management-url", &url, "--token-file", &token]);
+    let out_dir = dir.path().join("export");
+    let runs = [
+        args(&["plan", "-f", &manifest]),
+        args(&["plan", "-f", &manifest, "--output", "json"]),
+        args(&["export", "--out", out_dir.to_str().unwrap()]),
+    ];
+    let mut shown = Vec::new();
+    for mut run in runs {
+        run.extend(connection.clone());
+        let (ran, out) = aigw(run.clone()).await;
+        assert!(ran, "{run:?}: {out}");
+        shown.push((run[0].clone(), out));
+    }
+    let mut api = args(&["api"]);
+    api.extend(connection.clone());
+    api.extend(args(&["integrations", "get", "victim-bedrock"]));
+    let (ran, out) = aigw(api).await;
+    assert!(ran, "{out}");
+    shown.push(("api integrations get".into(), out));
+    for entry in std::fs::read_dir(&out_dir).unwrap() {
+        let path = entry.unwrap().path();
+        shown.push((
+            path.display().to_string(),
+            std::fs::read_to_string(path).unwrap(),
+        ));
+    }
+    let leaks: Vec<String> = shown
+        .iter()
+        .filter(|(_, text)| {
+            [KEY_ID, EXTERNAL, "IntegPassw0rd"]
+                .iter()
+                .any(|v| text.contains(v))
+        })
+        .map(|(what, text)| format!("--- {what} ---\n{text}"))
+        .collect();
+    assert!(
+        leaks.is_empty(),
+        "a configuration value the API read back was shown:\n{}",
+        leaks.join("\n")
+    );
+    assert!(
+        shown[0].1.contains("us-east-1") && shown[0].1.contains("aws_access_key_id"),
+        "the plan still shows the change: {}",
+        shown[0].1
+    );
+}
