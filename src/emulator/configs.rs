@@ -64,7 +64,26 @@ struct ConfigVersion {
     owner_id: String,
 }
 
+/// What the data plane routes by: a config's identity, current version and document.
+pub struct ConfigView {
+    pub id: String,
+    pub slug: String,
+    pub version_id: String,
+    pub document: Arc<str>,
+}
+
 impl ConfigStore {
+    /// The config named by id or slug (an API key's `defaults.config_id` may be either), as it
+    /// stands now.
+    pub fn current(&self, slug_or_id: &str) -> Option<ConfigView> {
+        self.find(slug_or_id).map(|record| ConfigView {
+            id: record.id.clone(),
+            slug: record.slug.clone(),
+            version_id: record.version_id.clone(),
+            document: Arc::clone(&record.config),
+        })
+    }
+
     fn find(&self, slug_or_id: &str) -> Option<&ConfigRecord> {
         let id = self
             .slug_to_id

@@ -12,6 +12,7 @@ use axum::{
     body::Bytes,
     extract::{FromRef, State},
 };
+use rand::{SeedableRng, rngs::StdRng};
 use serde_json::{Map, Value, json};
 use tokio::sync::watch;
 
@@ -29,9 +30,11 @@ use super::{
     gateway::{self, GatewayState, Responses, VectorStoreFiles},
     guardrails::{GuardrailStore, GuardrailsState},
     iam_scopes::{ScopeStore, ScopesState},
+    inference::InferenceState,
     integrations::{DefaultProvider, IntegrationStore, IntegrationsState},
     providers::{self, ProviderStore, ProvidersState},
     rate_limits::{RateLimitStore, RateLimitsState},
+    telemetry::{TelemetryLog, TelemetryState},
     usage_limits::{UsageLimitStore, UsageLimitsState},
     workspaces::{WorkspaceStore, WorkspacesState},
 };
@@ -57,6 +60,10 @@ pub struct AppState {
     /// Taken after `scopes` and `configs` when a route needs them together.
     workspaces: Arc<Mutex<WorkspaceStore>>,
     scopes: Arc<Mutex<ScopeStore>>,
+    /// The data plane's request log.
+    telemetry: Arc<Mutex<TelemetryLog>>,
+    /// The data plane's random draws (seeded by the `gateway_seed` fault).
+    gateway_rng: Arc<Mutex<StdRng>>,
 }
 
 impl AppState {
@@ -85,6 +92,8 @@ impl AppState {
             default_provider,
             responses: Arc::default(),
             vector_store_files: Arc::default(),
+            telemetry: Arc::default(),
+            gateway_rng: Arc::new(Mutex::new(StdRng::from_os_rng())),
         }
     }
 
@@ -102,6 +111,7 @@ impl AppState {
         lock(&self.vector_store_files).clear();
         *lock(&self.workspaces) = WorkspaceStore::new(&self.common);
         *lock(&self.scopes) = ScopeStore::default();
+        *lock(&self.telemetry) = TelemetryLog::default();
     }
 }
 
@@ -194,6 +204,25 @@ impl FromRef<AppState> for ProvidersState {
     }
 }
 
+impl FromRef<AppState> for TelemetryState {
+    fn from_ref(app: &AppState) -> Self {
+        app.kind(&app.telemetry)
+    }
+}
+
+impl FromRef<AppState> for InferenceState {
+    fn from_ref(app: &AppState) -> Self {
+        Self {
+            common: Arc::clone(&app.common),
+            api_keys: Arc::clone(&app.api_keys),
+            configs: Arc::clone(&app.configs),
+            telemetry: Arc::clone(&app.telemetry),
+            rng: Arc::clone(&app.gateway_rng),
+            responses: Arc::clone(&app.responses),
+        }
+    }
+}
+
 impl FromRef<AppState> for GatewayState {
     fn from_ref(app: &AppState) -> Self {
         Self {
@@ -234,6 +263,9 @@ pub async fn put_faults(State(state): State<AppState>, body: Bytes) -> ApiResult
     let faults: Faults = serde_json::from_slice(&body)
         .map_err(|err| EmulatorError::validation(format!("invalid faults: {err}")))?;
     faults.validate()?;
+    if let Some(seed) = faults.gateway_seed {
+        *lock(&state.gateway_rng) = StdRng::seed_from_u64(seed);
+    }
     *lock(&state.common.faults) = faults.clone();
     *lock(&state.common.rate_window) = RateWindow::default();
     Ok(Json(faults))
@@ -245,7 +277,9 @@ pub async fn put_faults(State(state): State<AppState>, body: Bytes) -> ApiResult
 /// each integration's key and configurations in clear with its key writes and access rows (each
 /// with its write count), every provider (those the API made by itself marked `default`), and
 /// the API keys DELETE removed (`deleted_api_keys`: id, name, rotations), every workspace
-/// (archived ones too, with its status and write count) and every IAM scope (with its writes).
+/// (archived ones too, with its status and write count), every IAM scope (with its writes), and
+/// the data plane's request log (`gateway_log`: one row per request, oldest first, with its
+/// config and version).
 pub async fn get_state(State(state): State<AppState>) -> Json<Value> {
     let mut responses: Vec<Value> = lock(&state.responses).values().cloned().collect();
     responses.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
@@ -267,6 +301,7 @@ pub async fn get_state(State(state): State<AppState>) -> Json<Value> {
         "scopes": lock(&state.scopes).dump(),
         "responses": responses,
         "vector_store_files": files,
+        "gateway_log": lock(&state.telemetry).dump(),
     }))
 }
 

@@ -1,7 +1,9 @@
 //! The management + data-plane API emulator (axum).
 //!
 //! One port serves the seed's endpoints (gateway `/v1`, management `/ai_gw/v2` and
-//! `/ai_gw/admin/v2`) with the live API's semantics as recorded in `shared/api/FACTS.md`, plus
+//! `/ai_gw/admin/v2`) with the live API's semantics as recorded in `shared/api/FACTS.md`, a
+//! data plane that routes chat completions and responses by an API key's default config over
+//! simulated providers and logs them for the telemetry routes (`/ai_gw/v2/logs/…`), plus
 //! test-only control endpoints under `/_emulator/` (stats, faults, seed, state) and an optional
 //! OAuth2 token endpoint. State is in memory.
 //!
@@ -22,9 +24,12 @@ mod deployments;
 mod gateway;
 mod guardrails;
 mod iam_scopes;
+mod inference;
 mod integrations;
 mod providers;
 mod rate_limits;
+mod routing;
+mod telemetry;
 mod usage_limits;
 mod workspaces;
 
@@ -283,6 +288,8 @@ fn router(state: AppState) -> Router {
                 .put(providers::update)
                 .delete(providers::delete),
         )
+        .route("/ai_gw/v2/logs/groups/{dimension}", get(telemetry::groups))
+        .route("/ai_gw/v2/logs/charts/{metric}", get(telemetry::charts))
         .layer(from_fn_with_state(
             Arc::clone(&state.common),
             middleware::inject_faults,
@@ -298,6 +305,16 @@ fn router(state: AppState) -> Router {
 
     let oauth = Router::new()
         .route("/oauth2/access_token", post(auth::access_token))
+        .layer(from_fn_with_state(
+            Arc::clone(&state.common),
+            middleware::record_stats,
+        ));
+
+    // The data plane authenticates by gateway key, not bearer token, and sees only the
+    // per-provider faults.
+    let inference = Router::new()
+        .route("/v1/chat/completions", post(inference::chat_completions))
+        .route("/v1/responses", post(inference::responses))
         .layer(from_fn_with_state(
             Arc::clone(&state.common),
             middleware::record_stats,
@@ -335,7 +352,8 @@ fn router(state: AppState) -> Router {
             post(api_keys::handshake),
         );
 
-    api.merge(oauth)
+    api.merge(inference)
+        .merge(oauth)
         .merge(control)
         .fallback(|| async {
             let body = json!({"success": false, "data": {"message": "no such route", "errorCode": "AB08"}});

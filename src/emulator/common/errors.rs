@@ -4,7 +4,7 @@
 //! - management routes: `{"success": false, "data": {"message", "errorCode"}}` (AB01 validation,
 //!   AB08 not found);
 //! - guardrail routes: the seed's error envelope `{"error": {"code", "message", "param", "type"}}`;
-//! - gateway (`/v1`) routes: the same envelope, OpenAI style.
+//! - gateway (`/v1`) routes: the same envelope, OpenAI style (so an OpenAI SDK reads it).
 //!
 //! With the `missing_as_ab03` fault a missing management object answers 403 in the envelope with
 //! `code: "AB03"` ("not visible with this token"), which is how the live API reports objects
@@ -47,6 +47,16 @@ pub enum EmulatorError {
         param: &'static str,
         message: String,
     },
+    /// A data-plane request without a live `x-portkey-api-key` (401, error envelope).
+    #[error("{0}")]
+    GatewayUnauthorized(String),
+    /// A simulated provider failed the data-plane request (its status, error envelope).
+    #[error("{message}")]
+    Upstream { status: StatusCode, message: String },
+    /// A route the API has that the emulator does not model (501, management body). Not an API
+    /// answer: the emulator saying it cannot stand in here.
+    #[error("{0}")]
+    NotModelled(String),
     /// Missing, unknown or expired bearer token (401).
     #[error("missing or invalid bearer token")]
     Unauthorized,
@@ -83,19 +93,28 @@ impl EmulatorError {
             }
             Self::NotFound(_) | Self::GatewayNotFound(_) => StatusCode::NOT_FOUND,
             Self::GuardrailNotFound(_) | Self::NotVisible(_) => StatusCode::FORBIDDEN,
-            Self::Unauthorized => StatusCode::UNAUTHORIZED,
+            Self::Unauthorized | Self::GatewayUnauthorized(_) => StatusCode::UNAUTHORIZED,
+            Self::Upstream { status, .. } => *status,
+            Self::NotModelled(_) => StatusCode::NOT_IMPLEMENTED,
             Self::Injected { status, .. } | Self::OAuth { status, .. } => *status,
             Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 
-    fn body(&self) -> Value {
+    /// The body this error answers with.
+    pub fn body(&self) -> Value {
         let message = self.to_string();
         match self {
             Self::Validation(_) => management_body(&message, "AB01"),
             Self::NotFound(_) => management_body(&message, "AB08"),
             // Not a documented code: the live 401 body was never recorded.
             Self::Unauthorized => management_body(&message, "AB02"),
+            // Not an API code: the emulator's own.
+            Self::NotModelled(_) => management_body(&message, "EMULATOR_NOT_MODELLED"),
+            Self::GatewayUnauthorized(_) => {
+                envelope("invalid_api_key", &message, None, "authentication_error")
+            }
+            Self::Upstream { .. } => envelope("provider_error", &message, None, "api_error"),
             Self::InvalidParam { param, .. } | Self::GatewayInvalid { param, .. } => envelope(
                 "invalid_parameter",
                 &message,

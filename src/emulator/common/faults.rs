@@ -1,9 +1,13 @@
 //! The fault switches (`PUT /_emulator/faults`): transport faults (latency, timeouts, 429,
 //! dropped connections) and commit faults that `middleware` applies, and shape faults that the
 //! handlers read through [`Faults`] (lagging and capped lists, 403 for missing objects,
-//! normalised or masked documents, create receipts without a slug).
+//! normalised or masked documents, create receipts without a slug), and the data plane's
+//! per-provider faults (error rate, status, latency) with the seed of its random draws.
 
-use std::time::{Duration, Instant};
+use std::{
+    collections::BTreeMap,
+    time::{Duration, Instant},
+};
 
 use serde::{Deserialize, Serialize};
 
@@ -57,6 +61,37 @@ pub struct Faults {
     /// Config reads replace credential fields of the document with a mask.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub mask_credentials: bool,
+    /// Faults of the data plane's simulated providers, by provider slug (a config target's
+    /// `provider` without its `@`, or its `virtual_key`). The management faults above never
+    /// touch the data plane; these never touch the management API.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub providers: BTreeMap<String, ProviderFault>,
+    /// Restarts the data plane's random draws (loadbalance picks, provider error rolls) from
+    /// this seed, so a test's routes repeat run after run. Each PUT that names it restarts them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_seed: Option<u64>,
+}
+
+/// How one simulated provider misbehaves.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderFault {
+    /// Share of calls (0..1) answered with `status` instead of a completion.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_rate: Option<f64>,
+    /// The status of a failed call (400..599; default 503).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<u16>,
+    /// Time every call to the provider takes, failed or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<u64>,
+}
+
+impl ProviderFault {
+    /// The status of a failed call.
+    pub fn failure_status(&self) -> u16 {
+        self.status.unwrap_or(503)
+    }
 }
 
 impl Faults {
@@ -82,6 +117,29 @@ impl Faults {
             return Err(EmulatorError::validation(
                 "rate_limit_qps must be greater than 0",
             ));
+        }
+        for (provider, fault) in &self.providers {
+            if fault
+                .error_rate
+                .is_some_and(|rate| !(0.0..=1.0).contains(&rate))
+            {
+                return Err(EmulatorError::validation(format!(
+                    "providers.{provider}.error_rate must be between 0 and 1"
+                )));
+            }
+            if fault
+                .status
+                .is_some_and(|status| !(400..600).contains(&status))
+            {
+                return Err(EmulatorError::validation(format!(
+                    "providers.{provider}.status must be an HTTP error status (400..599)"
+                )));
+            }
+            if fault.latency_ms.is_some_and(|ms| ms > MAX_LIST_LAG_MS) {
+                return Err(EmulatorError::validation(format!(
+                    "providers.{provider}.latency_ms must be at most {MAX_LIST_LAG_MS}"
+                )));
+            }
         }
         if self.list_lag_ms.is_some_and(|lag| lag > MAX_LIST_LAG_MS) {
             return Err(EmulatorError::validation(format!(
