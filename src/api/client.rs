@@ -18,7 +18,7 @@ use super::config::{ClientConfig, RequestObserver, RetryPolicy};
 use super::error::{ApiError, HttpError};
 use super::handles::{
     ApiKeys, Configs, Deployments, Guardrails, Integrations, Providers, RateLimits, Responses,
-    UsageLimits, VectorStoreFiles,
+    Telemetry, UsageLimits, VectorStoreFiles,
 };
 use super::models::{ApiErrorBody, unwrap_success};
 use super::routes::{Plane, Route, Verb};
@@ -226,6 +226,11 @@ impl Client {
 
     pub fn responses(&self) -> Responses<'_> {
         Responses::new(self)
+    }
+
+    /// The gateway's telemetry reads (`/ai_gw/v2/logs/…`).
+    pub fn telemetry(&self) -> Telemetry<'_> {
+        Telemetry::new(self)
     }
 
     pub fn vector_store_files(&self) -> VectorStoreFiles<'_> {

@@ -30,7 +30,7 @@ pub use config::{ClientConfig, RequestObserver, RetryPolicy};
 pub use error::{ApiError, HttpError};
 pub use handles::{
     ApiKeys, Configs, Deployments, Guardrails, GuardrailsOn, Integrations, Providers, RateLimits,
-    Responses, UsageLimits, VectorStoreFiles,
+    Responses, Telemetry, UsageLimits, VectorStoreFiles,
 };
 pub use handles::{IamScopes, Workspaces};
 pub use models::*;

@@ -96,6 +96,8 @@ pub(crate) const ADMIN_WORKSPACE: &str = "/ai_gw/admin/v2/workspaces/{workspaceR
 /// SCM IAM, on the management host beside `/ai_gw`.
 pub(crate) const IAM_SCOPES: &str = "/iam/v1/scopes";
 pub(crate) const IAM_SCOPE: &str = "/iam/v1/scopes/{name}";
+pub(crate) const LOG_GROUP: &str = "/ai_gw/v2/logs/groups/{dimension}";
+pub(crate) const LOG_CHART: &str = "/ai_gw/v2/logs/charts/{metric}";
 pub(crate) const RESPONSE: &str = "/responses/{response_id}";
 pub(crate) const VECTOR_STORE_FILE: &str = "/vector_stores/{vector_store_id}/files/{file_id}";
 

@@ -1,0 +1,68 @@
+use crate::api::client::{Call, Client};
+use crate::api::error::ApiError;
+use crate::api::models::{
+    CountChart, CountMetric, GroupColumn, GroupDimension, GroupList, LatencyChart, TelemetryQuery,
+    UserGroups,
+};
+use crate::api::routes::{LOG_CHART, LOG_GROUP, Route, Verb};
+
+/// The gateway's telemetry (`/ai_gw/v2/logs/groups/*`, `/ai_gw/v2/logs/charts/*`): reads only.
+#[derive(Debug, Clone, Copy)]
+pub struct Telemetry<'c> {
+    client: &'c Client,
+}
+
+impl<'c> Telemetry<'c> {
+    pub(crate) fn new(client: &'c Client) -> Self {
+        Self { client }
+    }
+
+    /// `GET /logs/groups/{dimension}` with the asked `columns`.
+    pub async fn groups(
+        &self,
+        dimension: GroupDimension,
+        query: &TelemetryQuery,
+        columns: &[GroupColumn],
+    ) -> Result<GroupList, ApiError> {
+        query.check()?;
+        let mut pairs = query.pairs();
+        if !columns.is_empty() {
+            let names: Vec<&str> = columns.iter().map(|column| column.as_str()).collect();
+            pairs.push(("columns", names.join(",")));
+        }
+        let route = Route::mgmt(Verb::Get, LOG_GROUP, &[dimension.as_str()]);
+        self.client.json(Call::new(route).query(pairs)).await
+    }
+
+    /// `GET /logs/groups/users`: requests and cost per end user.
+    pub async fn users(&self, query: &TelemetryQuery) -> Result<UserGroups, ApiError> {
+        query.check()?;
+        let route = Route::mgmt(Verb::Get, LOG_GROUP, &["users"]);
+        self.client
+            .json(Call::new(route).query(query.pairs()))
+            .await
+    }
+
+    /// `GET /logs/charts/{requests|errors|cost|tokens}`.
+    pub async fn count(
+        &self,
+        metric: CountMetric,
+        query: &TelemetryQuery,
+    ) -> Result<CountChart, ApiError> {
+        query.check()?;
+        let route = Route::mgmt(Verb::Get, LOG_CHART, &[metric.as_str()]);
+        self.client
+            .json(Call::new(route).query(query.pairs()))
+            .await
+    }
+
+    /// `GET /logs/charts/latency`: mean and p50/p90/p99 in milliseconds, `None` for an empty
+    /// cohort.
+    pub async fn latency(&self, query: &TelemetryQuery) -> Result<LatencyChart, ApiError> {
+        query.check()?;
+        let route = Route::mgmt(Verb::Get, LOG_CHART, &["latency"]);
+        self.client
+            .json(Call::new(route).query(query.pairs()))
+            .await
+    }
+}
