@@ -25,6 +25,10 @@ const TOKEN: &str = "contract-token";
 /// Live behaviour (FACTS.md) the emulator follows where the spec says otherwise.
 const DEVIATIONS: &[(&str, &str)] = &[
     (
+        "GET /logs/charts/{metric} 200",
+        "the fragment's oneOf alternatives overlap (ScmEnvelope {success, data: object} matches every chart, and a latency answer also matches ScmCountChart), so no answer can match exactly one; each answer is validated against its metric's alternative (ScmCountChart, ScmLatencyChart, ScmErrorTrends, ScmErrorCategoryTrends), which must be one of the oneOf's",
+    ),
+    (
         "createConfig 200",
         "live returns the flat receipt {id, version_id, slug, object: \"config\"}, not {success, data} (FACTS §3); validated against LIVE_CONFIG_RECEIPT",
     ),
@@ -73,6 +77,8 @@ const DEVIATIONS: &[(&str, &str)] = &[
 const SUBSET: &str = "openapi-subset.yaml";
 /// The PANW-derived fixture for usage-limits policies.
 const USAGE_LIMITS: &str = "openapi-usage-limits.yaml";
+/// The SCM-observed telemetry reads (`openapi-rest.yaml`'s fragments).
+const TELEMETRY: &str = "openapi-telemetry.yaml";
 
 fn spec_path(fixture: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -103,10 +109,12 @@ impl Spec {
         }
     }
 
+    /// Each operation's `operationId`, or `METHOD path` for one without (the SCM-observed
+    /// telemetry fragments have none).
     fn operation_ids(&self) -> BTreeSet<String> {
         self.operations()
             .iter()
-            .filter_map(|(_, _, op)| op["operationId"].as_str().map(str::to_owned))
+            .map(|(method, path, op)| operation_name(method, path, op))
             .collect()
     }
 
@@ -122,13 +130,45 @@ impl Spec {
         ops
     }
 
-    fn response_schema(&self, operation_id: &str, status: u16) -> Value {
+    fn operation(&self, operation_id: &str) -> Value {
         let (_, _, op) = self
             .operations()
             .into_iter()
-            .find(|(_, _, op)| op["operationId"] == json!(operation_id))
+            .find(|(method, path, op)| operation_name(method, path, op) == operation_id)
             .unwrap_or_else(|| panic!("operation {operation_id} is in the spec"));
+        op
+    }
+
+    fn response_schema(&self, operation_id: &str, status: u16) -> Value {
+        let op = self.operation(operation_id);
         op["responses"][status.to_string()]["content"]["application/json"]["schema"].clone()
+    }
+
+    /// The query parameters of an operation: every name, and the required ones.
+    fn query_parameters(&self, operation_id: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+        let op = self.operation(operation_id);
+        let mut names = BTreeSet::new();
+        let mut required = BTreeSet::new();
+        for parameter in op["parameters"].as_array().into_iter().flatten() {
+            let parameter = match parameter.get("$ref").and_then(Value::as_str) {
+                Some(reference) => {
+                    let name = reference
+                        .strip_prefix("#/components/parameters/")
+                        .unwrap_or_else(|| panic!("unsupported parameter $ref {reference}"));
+                    &self.doc["components"]["parameters"][name]
+                }
+                None => parameter,
+            };
+            if parameter["in"] != json!("query") {
+                continue;
+            }
+            let name = parameter["name"].as_str().expect("a named parameter");
+            names.insert(name.to_owned());
+            if parameter["required"] == json!(true) {
+                required.insert(name.to_owned());
+            }
+        }
+        (names, required)
     }
 
     fn component(&self, name: &str) -> Value {
@@ -282,6 +322,12 @@ impl Spec {
             }
         }
     }
+}
+
+fn operation_name(method: &str, path: &str, op: &Value) -> String {
+    op["operationId"]
+        .as_str()
+        .map_or_else(|| format!("{method} {path}"), str::to_owned)
 }
 
 fn type_matches(expected: &str, value: &Value) -> bool {
@@ -529,7 +575,11 @@ const WORKSPACE: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
 
 #[test]
 fn the_spec_is_present_and_every_operation_is_accounted_for() {
-    for (fixture, checked) in [(SUBSET, CHECKED), (USAGE_LIMITS, CHECKED_USAGE_LIMITS)] {
+    for (fixture, checked) in [
+        (SUBSET, CHECKED),
+        (USAGE_LIMITS, CHECKED_USAGE_LIMITS),
+        (TELEMETRY, CHECKED_TELEMETRY),
+    ] {
         let expected: BTreeSet<String> = checked.iter().map(|id| (*id).to_owned()).collect();
         assert_eq!(
             Spec::load_fixture(fixture).operation_ids(),
@@ -576,6 +626,9 @@ const CHECKED_USAGE_LIMITS: &[&str] = &[
     "listUsageLimitsPolicyEntities",
     "resetUsageLimitsPolicyEntity",
 ];
+
+/// The telemetry reads; `telemetry_responses_match_the_fragments` calls each.
+const CHECKED_TELEMETRY: &[&str] = &["GET /logs/charts/{metric}", "GET /logs/groups/{dimension}"];
 
 #[test]
 fn the_validator_rejects_wrong_shapes() {
@@ -921,4 +974,181 @@ async fn usage_limit_responses_match_the_spec() {
     h.expect_spec("getUsageLimitsPolicy", 200, &archived);
     assert_eq!(archived["periodic_reset_days"], json!(30));
     assert_eq!(h.checked.len(), CHECKED_USAGE_LIMITS.len());
+}
+
+/// Drives traffic through the data plane (two keys, one whose provider fails a share of calls),
+/// then reads every group dimension and every chart the emulator models, checking each answer
+/// against the telemetry fragments and every query parameter the client sends against the
+/// operation's parameters.
+#[tokio::test]
+async fn telemetry_responses_match_the_fragments() {
+    use aigw::api::TelemetryQuery;
+
+    let mut h = Harness::start_with(Spec::load_fixture(TELEMETRY)).await;
+    let workspace = "ws-contract";
+    let seed = json!({
+        "configs": [
+            {"slug": "pc-stable", "config": {"provider": "@stable"}},
+            {"slug": "pc-canary", "config": {"strategy": {"mode": "loadbalance"},
+                                             "targets": [{"provider": "@canary", "weight": 1},
+                                                         {"provider": "@stable", "weight": 1}]}},
+        ],
+        "api_keys": [
+            {"id": "0a1b2c3d-0000-4000-8000-000000000011", "key": "ak-stable",
+             "workspace_id": workspace, "defaults": {"config_id": "pc-stable"}},
+            {"id": "0a1b2c3d-0000-4000-8000-000000000012", "key": "ak-canary",
+             "workspace_id": workspace, "defaults": {"config_id": "pc-canary",
+                                                     "metadata": {"_user": "alice"}}},
+        ],
+    });
+    h.control("/_emulator/seed", seed).await;
+    let faults = json!({"gateway_seed": 5,
+                        "providers": {"canary": {"error_rate": 0.5, "status": 503, "latency_ms": 5}}});
+    let response = h
+        .http
+        .put(format!("{}/_emulator/faults", h.running.management_url()))
+        .json(&faults)
+        .send()
+        .await
+        .expect("faults");
+    assert_eq!(response.status(), StatusCode::OK);
+    for n in 0..20 {
+        let key = if n % 2 == 0 { "ak-stable" } else { "ak-canary" };
+        let response = h
+            .http
+            .post(format!(
+                "{}/v1/chat/completions",
+                h.running.management_url()
+            ))
+            .header("x-portkey-api-key", key)
+            .header("x-portkey-metadata", r#"{"aigw_canary":"contract"}"#)
+            .json(&json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}))
+            .send()
+            .await
+            .expect("chat");
+        assert!(
+            [200, 503].contains(&response.status().as_u16()),
+            "{}",
+            response.status()
+        );
+    }
+
+    let now = jiff::Timestamp::now();
+    let window = TelemetryQuery::window(
+        "1234567890",
+        workspace,
+        now - jiff::SignedDuration::from_hours(2),
+        now + jiff::SignedDuration::from_mins(1),
+    );
+    let mut filtered = window.clone();
+    filtered.api_key_ids = vec!["0a1b2c3d-0000-4000-8000-000000000012".into()];
+    filtered
+        .metadata
+        .insert("aigw_canary".into(), "contract".into());
+    filtered.status_codes = vec![200, 503];
+    filtered.trace_id = None;
+    filtered.ai_org_models = vec!["canary__gpt-4o-mini".into(), "stable__gpt-4o-mini".into()];
+    filtered.total_units_min = Some(0);
+    filtered.total_units_max = Some(1_000);
+    filtered.cost_min = Some(0.0);
+    filtered.cost_max = Some(100.0);
+    let mut empty = window.clone();
+    empty.api_key_ids = vec!["00000000-0000-4000-8000-000000000000".into()];
+
+    for (operation, extra) in [
+        (
+            "GET /logs/groups/{dimension}",
+            vec![("columns", String::new())],
+        ),
+        ("GET /logs/charts/{metric}", vec![]),
+    ] {
+        let (names, required) = h.spec.query_parameters(operation);
+        let mut sent: BTreeSet<String> = filtered
+            .pairs()
+            .into_iter()
+            .map(|(name, _)| name.to_owned())
+            .collect();
+        sent.extend(extra.into_iter().map(|(name, _)| name.to_owned()));
+        assert!(
+            sent.is_superset(&required),
+            "{operation}: {required:?} ⊄ {sent:?}"
+        );
+        assert!(sent.is_subset(&names), "{operation}: {sent:?} ⊄ {names:?}");
+    }
+
+    let query_text = |query: &TelemetryQuery| {
+        let mut url = reqwest::Url::parse("http://x/").expect("url");
+        url.query_pairs_mut().extend_pairs(query.pairs());
+        url.query().unwrap_or_default().to_owned()
+    };
+    let groups = "GET /logs/groups/{dimension}";
+    for dimension in [
+        "ai_service",
+        "model",
+        "api_key",
+        "provider",
+        "status_code",
+        "users",
+    ] {
+        for query in [&window, &filtered, &empty] {
+            let path = format!(
+                "/ai_gw/v2/logs/groups/{dimension}?{}&columns=cost,avg_latency,avg_tokens,total_tokens,success_rate,last_seen",
+                query_text(query)
+            );
+            let (status, body) = h.call(Method::GET, &path, None).await;
+            assert_eq!(status, 200, "{path}: {body}");
+            h.expect_spec(groups, 200, &body);
+            if query == &window {
+                let rows = if dimension == "users" {
+                    &body["data"]["records"]
+                } else {
+                    &body["data"]
+                };
+                assert!(
+                    !rows.as_array().expect("rows").is_empty(),
+                    "{dimension}: {body}"
+                );
+            }
+        }
+    }
+
+    let charts = "GET /logs/charts/{metric}";
+    let alternatives = h.spec.response_schema(charts, 200)["oneOf"].clone();
+    for (metric, component) in [
+        ("requests", "ScmCountChart"),
+        ("errors", "ScmCountChart"),
+        ("cost", "ScmCountChart"),
+        ("tokens", "ScmCountChart"),
+        ("latency", "ScmLatencyChart"),
+        ("error-trends", "ScmErrorTrends"),
+        ("error-category-trends", "ScmErrorCategoryTrends"),
+    ] {
+        let reference = json!({"$ref": format!("#/components/schemas/{component}")});
+        assert!(
+            alternatives
+                .as_array()
+                .is_some_and(|options| options.contains(&reference)),
+            "{component} is one of the chart answers"
+        );
+        for query in [&window, &filtered, &empty] {
+            let path = format!("/ai_gw/v2/logs/charts/{metric}?{}", query_text(query));
+            let (status, body) = h.call(Method::GET, &path, None).await;
+            assert_eq!(status, 200, "{path}: {body}");
+            h.expect_schema(charts, &reference, &body);
+        }
+    }
+    let (_, empty_latency) = h
+        .call(
+            Method::GET,
+            &format!("/ai_gw/v2/logs/charts/latency?{}", query_text(&empty)),
+            None,
+        )
+        .await;
+    for field in ["total", "p50", "p90", "p99"] {
+        assert!(
+            empty_latency["data"][field].is_null(),
+            "{field}: {empty_latency}"
+        );
+    }
+    assert_eq!(h.checked.len(), CHECKED_TELEMETRY.len());
 }

@@ -5,6 +5,7 @@ mod client;
 mod contract_openapi;
 mod emulator;
 mod emulator_api_keys;
+mod emulator_gateway;
 mod emulator_integrations;
 mod emulator_usage_limits;
 mod emulator_workspaces;
