@@ -219,6 +219,7 @@ impl FromRef<AppState> for InferenceState {
             telemetry: Arc::clone(&app.telemetry),
             rng: Arc::clone(&app.gateway_rng),
             responses: Arc::clone(&app.responses),
+            workspaces: Arc::clone(&app.workspaces),
         }
     }
 }

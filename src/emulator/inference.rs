@@ -46,6 +46,7 @@ use super::{
     gateway::{self, Responses},
     routing::{self, Plan},
     telemetry::{LogRow, TelemetryLog},
+    workspaces::WorkspaceStore,
 };
 
 /// What the inference routes reach.
@@ -57,6 +58,7 @@ pub struct InferenceState {
     pub telemetry: Arc<Mutex<TelemetryLog>>,
     pub rng: Arc<Mutex<StdRng>>,
     pub responses: Arc<Mutex<Responses>>,
+    pub workspaces: Arc<Mutex<WorkspaceStore>>,
 }
 
 const API_KEY_HEADER: &str = "x-portkey-api-key";
@@ -168,23 +170,31 @@ fn authenticate(state: &InferenceState, headers: &HeaderMap) -> Result<Caller, E
         .ok_or_else(|| {
             EmulatorError::GatewayUnauthorized(format!("{API_KEY_HEADER} header is required"))
         })?;
-    let store = lock(&state.api_keys);
-    let record = store
-        .sorted()
-        .into_iter()
-        .find(|record| record.liveness(presented).is_some())
-        .ok_or_else(|| EmulatorError::GatewayUnauthorized("Invalid API Key".to_owned()))?;
-    Ok(Caller {
-        api_key_id: record.id.clone(),
-        workspace: record.workspace_id.clone().unwrap_or_default(),
-        config_id: record.defaults.config_id.clone(),
-        metadata: record
-            .defaults
-            .metadata
-            .as_object()
-            .map(string_map)
-            .unwrap_or_default(),
-    })
+    let mut caller = {
+        let store = lock(&state.api_keys);
+        let record = store
+            .sorted()
+            .into_iter()
+            .find(|record| record.liveness(presented).is_some())
+            .ok_or_else(|| EmulatorError::GatewayUnauthorized("Invalid API Key".to_owned()))?;
+        Caller {
+            api_key_id: record.id.clone(),
+            workspace: record.workspace_id.clone().unwrap_or_default(),
+            config_id: record.defaults.config_id.clone(),
+            metadata: record
+                .defaults
+                .metadata
+                .as_object()
+                .map(string_map)
+                .unwrap_or_default(),
+        }
+    };
+    // Telemetry is per workspace slug: the slug of the key's workspace when the emulator knows
+    // it, else the key's workspace_id as the key holds it. (The key store is not held here.)
+    if let Some(found) = lock(&state.workspaces).find(&caller.workspace) {
+        caller.workspace = found.slug.clone();
+    }
+    Ok(caller)
 }
 
 /// The text of a message `content`: a string, or parts with `text`.

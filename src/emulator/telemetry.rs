@@ -11,8 +11,8 @@
 //! Snake_case names are ignored, as live. Groups also take `columns`.
 //!
 //! Where the emulator had to choose (no source says):
-//! - a row's `workspace_slug` is the key's `workspace_id` as the key holds it (the emulator has
-//!   no workspace objects), `ai_org` and `provider` are the target's provider slug;
+//! - a row's `workspace_slug` is the slug of the key's workspace (its `workspace_id` when the
+//!   emulator has no such workspace), `ai_org` and `provider` are the target's provider slug;
 //! - a row is a success (`is_success` 1) when its status is 2xx; `errors`, `error-trends`,
 //!   `error-category-trends` and `success_rate` count the others;
 //! - buckets are UTC days (`x` = `2026-09-07`), one per day of the window, empty ones with zeros;

@@ -254,6 +254,31 @@ async fn keys_are_checked_and_a_config_change_reroutes_at_once() {
         "each row names the version that routed it"
     );
 
+    let state = emu.state().await;
+    let default_workspace = state["default_workspace_id"].clone();
+    let slug = state["workspaces"]
+        .as_array()
+        .and_then(|all| all.iter().find(|w| w["id"] == default_workspace))
+        .map(|w| w["slug"].clone())
+        .expect("the default workspace");
+    let (status, _) = emu
+        .control(
+            Method::POST,
+            "/_emulator/seed",
+            Some(
+                json!({"api_keys": [{"key": "ak-by-uuid", "workspace_id": default_workspace,
+                                      "defaults": {"config_id": "pc-a"}}]}),
+            ),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(emu.chat("ak-by-uuid", None).await.status, StatusCode::OK);
+    let last = emu.gateway_log().await.pop().expect("a row");
+    assert_eq!(
+        last["workspace_slug"], slug,
+        "rows carry the workspace's slug, not its UUID"
+    );
+
     let response = emu
         .http
         .post(emu.url("/v1/responses"))
