@@ -89,6 +89,10 @@ enum ApiCommand {
     /// binds the workspace's slug.
     #[command(subcommand)]
     Scopes(super::api_workspaces::ScopesCommand),
+    /// The gateway's telemetry: requests, errors and latency per API key, status code, provider
+    /// or model over a window.
+    #[command(subcommand)]
+    Telemetry(Box<super::api_telemetry::TelemetryCommand>),
 }
 
 /// `-f FILE` (or `-f -` for stdin): a JSON request body.
@@ -342,6 +346,7 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
         ApiCommand::Providers(cmd) => super::api_access::providers(&client, cmd).await,
         ApiCommand::Workspaces(cmd) => super::api_workspaces::workspaces(&client, cmd).await,
         ApiCommand::Scopes(cmd) => super::api_workspaces::scopes(&client, cmd).await,
+        ApiCommand::Telemetry(cmd) => super::api_telemetry::telemetry(&client, *cmd).await,
     }
 }
 

@@ -531,3 +531,85 @@ fn pairs_text(query: &TelemetryQuery) -> String {
         .collect::<Vec<_>>()
         .join("&")
 }
+
+/// Runs the built `aigw api telemetry …` off the async runtime (the emulator keeps serving).
+async fn aigw_telemetry(emu: &Emu, args: &[&str]) -> Value {
+    let token = tempfile::NamedTempFile::new().expect("token file");
+    std::fs::write(token.path(), TOKEN).expect("token written");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
+    command
+        .args(["api", "telemetry"])
+        .args(args)
+        .args(["--organisation-id", TSG, "--workspace-slug", WORKSPACE])
+        .args(["--management-url", &emu.running.management_url()])
+        .arg("--token-file")
+        .arg(token.path());
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .expect("joined")
+        .expect("aigw runs");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("json on stdout")
+}
+
+#[tokio::test]
+async fn aigw_api_telemetry_reads_groups_and_charts() {
+    let emu = Emu::start().await;
+    emu.seed_gateway(
+        &[("pc-a", json!({"provider": "@alpha"}))],
+        &[(STABLE_KEY, "ak-stable", "pc-a", json!({}))],
+    )
+    .await;
+    emu.faults(json!({"gateway_seed": 1, "providers": {"alpha": {"error_rate": 0.5}}}))
+        .await;
+    for _ in 0..10 {
+        emu.chat("ak-stable", Some(r#"{"env":"test"}"#)).await;
+    }
+    let groups = aigw_telemetry(
+        &emu,
+        &[
+            "groups",
+            "status_code",
+            "--columns",
+            "success_rate",
+            "--since",
+            "10m",
+        ],
+    )
+    .await;
+    let total: f64 = groups["data"]
+        .as_array()
+        .expect("rows")
+        .iter()
+        .map(|row| row["requests"].as_f64().expect("requests"))
+        .sum();
+    assert_eq!(total, 10.0, "{groups}");
+    let tagged = aigw_telemetry(
+        &emu,
+        &[
+            "chart",
+            "requests",
+            "--api-key-id",
+            STABLE_KEY,
+            "--metadata",
+            "env=test",
+        ],
+    )
+    .await;
+    assert_eq!(tagged["total"], json!(10.0));
+    let nobody = aigw_telemetry(
+        &emu,
+        &[
+            "chart",
+            "latency",
+            "--api-key-id",
+            "00000000-0000-4000-8000-000000000000",
+        ],
+    )
+    .await;
+    assert!(nobody["p90"].is_null(), "{nobody}");
+}
