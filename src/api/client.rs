@@ -252,6 +252,29 @@ impl Client {
         super::handles::IamScopes::new(self)
     }
 
+    /// The organisation's secret references.
+    pub fn secret_references(&self) -> super::handles::SecretReferences<'_> {
+        super::handles::SecretReferences::new(self)
+    }
+
+    /// The organisation's MCP integrations.
+    pub fn mcp_integrations(&self) -> super::handles::McpIntegrations<'_> {
+        super::handles::McpIntegrations::new(self)
+    }
+
+    /// Workspaces' MCP servers.
+    pub fn mcp_servers(&self) -> super::handles::McpServers<'_> {
+        super::handles::McpServers::new(self)
+    }
+
+    /// The MCP servers guardrails apply to, for guardrails on `plane`.
+    pub fn guardrail_mcp_servers(
+        &self,
+        plane: crate::api::GuardrailPlane,
+    ) -> super::handles::GuardrailMcpServers<'_> {
+        super::handles::GuardrailMcpServers::new(self, plane)
+    }
+
     pub fn management_url(&self) -> &str {
         &self.inner.management_url
     }

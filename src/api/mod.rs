@@ -32,7 +32,9 @@ pub use handles::{
     ApiKeys, Configs, Deployments, Guardrails, GuardrailsOn, Integrations, Providers, RateLimits,
     Responses, Telemetry, UsageLimits, VectorStoreFiles,
 };
-pub use handles::{IamScopes, Workspaces};
+pub use handles::{
+    GuardrailMcpServers, IamScopes, McpIntegrations, McpServers, SecretReferences, Workspaces,
+};
 pub use models::*;
 pub use oauth::OAuth2ClientCredentials;
 pub use secret::SecretString;

@@ -98,6 +98,29 @@ pub(crate) const IAM_SCOPES: &str = "/iam/v1/scopes";
 pub(crate) const IAM_SCOPE: &str = "/iam/v1/scopes/{name}";
 pub(crate) const LOG_GROUP: &str = "/ai_gw/v2/logs/groups/{dimension}";
 pub(crate) const LOG_CHART: &str = "/ai_gw/v2/logs/charts/{metric}";
+pub(crate) const SECRET_REFERENCES: &str = "/ai_gw/admin/v2/secret-references";
+pub(crate) const SECRET_REFERENCE: &str = "/ai_gw/admin/v2/secret-references/{secretReferenceId}";
+pub(crate) const MCP_INTEGRATIONS: &str = "/ai_gw/admin/v2/mcp-integrations";
+pub(crate) const MCP_INTEGRATION: &str = "/ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}";
+pub(crate) const MCP_INTEGRATION_WORKSPACES: &str =
+    "/ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}/workspaces";
+pub(crate) const MCP_INTEGRATION_CAPABILITIES: &str =
+    "/ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}/capabilities";
+pub(crate) const MCP_INTEGRATION_METADATA: &str =
+    "/ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}/metadata";
+pub(crate) const MCP_SERVERS: &str = "/ai_gw/v2/mcp-servers";
+pub(crate) const MCP_SERVER: &str = "/ai_gw/v2/mcp-servers/{mcpServerId}";
+pub(crate) const MCP_SERVER_TEST: &str = "/ai_gw/v2/mcp-servers/{mcpServerId}/test";
+pub(crate) const MCP_SERVER_CAPABILITIES: &str = "/ai_gw/v2/mcp-servers/{mcpServerId}/capabilities";
+pub(crate) const MCP_SERVER_USER_ACCESS: &str = "/ai_gw/v2/mcp-servers/{mcpServerId}/user-access";
+pub(crate) const MCP_SERVER_CONNECTIONS: &str = "/ai_gw/v2/mcp-servers/{mcpServerId}/connections";
+pub(crate) const GUARDRAIL_MCP_SERVERS: &str = "/ai_gw/v2/guardrails/{guardrailId}/mcp-servers";
+pub(crate) const GUARDRAIL_MCP_SERVER: &str =
+    "/ai_gw/v2/guardrails/{guardrailId}/mcp-servers/{mcpServerId}";
+pub(crate) const ORG_GUARDRAIL_MCP_SERVERS: &str =
+    "/ai_gw/admin/v2/guardrails/{guardrailId}/mcp-servers";
+pub(crate) const ORG_GUARDRAIL_MCP_SERVER: &str =
+    "/ai_gw/admin/v2/guardrails/{guardrailId}/mcp-servers/{mcpServerId}";
 pub(crate) const RESPONSE: &str = "/responses/{response_id}";
 pub(crate) const VECTOR_STORE_FILE: &str = "/vector_stores/{vector_store_id}/files/{file_id}";
 

@@ -13,6 +13,7 @@ use clap::{Args, Subcommand};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::api_mcp::GuardrailMcp;
 use aigw::api::{
     ApiKeyKind, ApiKeysListQuery, Client, ClientConfig, CreateApiKeyRequest, CreateConfigRequest,
     CreateDeploymentRequest, CreateRateLimitsPolicyRequest, CreateUsageLimitsPolicyRequest,
@@ -93,6 +94,16 @@ enum ApiCommand {
     /// or model over a window.
     #[command(subcommand)]
     Telemetry(Box<super::api_telemetry::TelemetryCommand>),
+    /// Secret references: pointers into AWS Secrets Manager, Azure Key Vault or HashiCorp Vault
+    /// that integrations map fields to.
+    #[command(subcommand)]
+    SecretReferences(super::api_mcp::SecretReferencesCommand),
+    /// The organisation's MCP integrations, their workspace access, capabilities and metadata.
+    #[command(subcommand)]
+    McpIntegrations(super::api_mcp::McpIntegrationsCommand),
+    /// Workspaces' MCP servers, their capabilities, user access and connections.
+    #[command(subcommand)]
+    McpServers(super::api_mcp::McpServersCommand),
 }
 
 /// `-f FILE` (or `-f -` for stdin): a JSON request body.
@@ -198,6 +209,31 @@ enum GuardrailsCommand {
         /// An organisation guardrail (the admin plane) rather than a workspace guardrail.
         #[arg(long)]
         organisation: bool,
+    },
+    /// List the MCP servers a guardrail applies to.
+    McpServers {
+        guardrail: String,
+        /// An organisation guardrail (the admin plane).
+        #[arg(long)]
+        organisation: bool,
+    },
+    /// Replace the whole set of MCP servers a guardrail applies to (`{"mcp_servers":
+    /// {"<server uuid>": {"run_on": ["input", "output"]}}}`); servers left out lose it.
+    SyncMcpServers {
+        guardrail: String,
+        #[arg(long)]
+        organisation: bool,
+        #[command(flatten)]
+        body: BodyArg,
+    },
+    /// Apply a guardrail to one MCP server (`{"run_on": [...]}`).
+    UpsertMcpServer {
+        guardrail: String,
+        server: String,
+        #[arg(long)]
+        organisation: bool,
+        #[command(flatten)]
+        body: BodyArg,
     },
 }
 
@@ -347,6 +383,33 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
         ApiCommand::Workspaces(cmd) => super::api_workspaces::workspaces(&client, cmd).await,
         ApiCommand::Scopes(cmd) => super::api_workspaces::scopes(&client, cmd).await,
         ApiCommand::Telemetry(cmd) => super::api_telemetry::telemetry(&client, *cmd).await,
+        ApiCommand::SecretReferences(cmd) => super::api_mcp::secret_references(&client, cmd).await,
+        ApiCommand::McpIntegrations(cmd) => super::api_mcp::mcp_integrations(&client, cmd).await,
+        ApiCommand::McpServers(cmd) => super::api_mcp::mcp_servers(&client, cmd).await,
+        ApiCommand::Guardrails(GuardrailsCommand::McpServers {
+            guardrail,
+            organisation,
+        }) => {
+            super::api_mcp::guardrail_mcp(&client, &guardrail, organisation, GuardrailMcp::List)
+                .await
+        }
+        ApiCommand::Guardrails(GuardrailsCommand::SyncMcpServers {
+            guardrail,
+            organisation,
+            body,
+        }) => {
+            let req = GuardrailMcp::Sync(read_body(&body.file)?);
+            super::api_mcp::guardrail_mcp(&client, &guardrail, organisation, req).await
+        }
+        ApiCommand::Guardrails(GuardrailsCommand::UpsertMcpServer {
+            guardrail,
+            server,
+            organisation,
+            body,
+        }) => {
+            let req = GuardrailMcp::Upsert(server, read_body(&body.file)?);
+            super::api_mcp::guardrail_mcp(&client, &guardrail, organisation, req).await
+        }
     }
 }
 

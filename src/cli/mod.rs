@@ -2,6 +2,7 @@
 
 pub mod api;
 mod api_access;
+mod api_mcp;
 mod api_telemetry;
 mod api_workspaces;
 pub mod crds;

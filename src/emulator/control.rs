@@ -28,12 +28,16 @@ use super::{
     configs::{ConfigStore, ConfigsState},
     deployments::{DeploymentStore, DeploymentsState},
     gateway::{self, GatewayState, Responses, VectorStoreFiles},
+    guardrail_mcp::GuardrailMcpState,
     guardrails::{GuardrailStore, GuardrailsState},
     iam_scopes::{ScopeStore, ScopesState},
     inference::InferenceState,
     integrations::{DefaultProvider, IntegrationStore, IntegrationsState},
+    mcp_integrations::{McpIntegrationStore, McpIntegrationsState},
+    mcp_servers::{McpServerStore, McpServersState},
     providers::{self, ProviderStore, ProvidersState},
     rate_limits::{RateLimitStore, RateLimitsState},
+    secret_references::{SecretReferenceStore, SecretReferencesState},
     telemetry::{TelemetryLog, TelemetryState},
     usage_limits::{UsageLimitStore, UsageLimitsState},
     workspaces::{WorkspaceStore, WorkspacesState},
@@ -64,6 +68,12 @@ pub struct AppState {
     telemetry: Arc<Mutex<TelemetryLog>>,
     /// The data plane's random draws (seeded by the `gateway_seed` fault).
     gateway_rng: Arc<Mutex<StdRng>>,
+    /// Taken after `integrations` and `mcp_integrations` (a delete checks who maps to it).
+    secret_references: Arc<Mutex<SecretReferenceStore>>,
+    /// Taken after `workspaces`, before `mcp_servers`.
+    mcp_integrations: Arc<Mutex<McpIntegrationStore>>,
+    /// Taken after `guardrails` (mappings) and `mcp_integrations`.
+    mcp_servers: Arc<Mutex<McpServerStore>>,
 }
 
 impl AppState {
@@ -81,6 +91,9 @@ impl AppState {
             common,
             workspaces,
             scopes: Arc::default(),
+            secret_references: Arc::default(),
+            mcp_integrations: Arc::default(),
+            mcp_servers: Arc::default(),
             configs: Arc::default(),
             deployments: Arc::default(),
             rate_limits: Arc::default(),
@@ -112,6 +125,9 @@ impl AppState {
         *lock(&self.workspaces) = WorkspaceStore::new(&self.common);
         *lock(&self.scopes) = ScopeStore::default();
         *lock(&self.telemetry) = TelemetryLog::default();
+        *lock(&self.secret_references) = SecretReferenceStore::default();
+        *lock(&self.mcp_integrations) = McpIntegrationStore::default();
+        *lock(&self.mcp_servers) = McpServerStore::default();
     }
 }
 
@@ -190,6 +206,44 @@ impl FromRef<AppState> for WorkspacesState {
             workspaces: Arc::clone(&app.workspaces),
             scopes: Arc::clone(&app.scopes),
             configs: Arc::clone(&app.configs),
+        }
+    }
+}
+
+impl FromRef<AppState> for SecretReferencesState {
+    fn from_ref(app: &AppState) -> Self {
+        Self {
+            common: Arc::clone(&app.common),
+            store: Arc::clone(&app.secret_references),
+            integrations: Arc::clone(&app.integrations),
+            mcp_integrations: Arc::clone(&app.mcp_integrations),
+        }
+    }
+}
+
+impl FromRef<AppState> for McpIntegrationsState {
+    fn from_ref(app: &AppState) -> Self {
+        app.kind(&app.mcp_integrations)
+    }
+}
+
+impl FromRef<AppState> for McpServersState {
+    fn from_ref(app: &AppState) -> Self {
+        Self {
+            common: Arc::clone(&app.common),
+            store: Arc::clone(&app.mcp_servers),
+            mcp_integrations: Arc::clone(&app.mcp_integrations),
+            workspaces: Arc::clone(&app.workspaces),
+        }
+    }
+}
+
+impl FromRef<AppState> for GuardrailMcpState {
+    fn from_ref(app: &AppState) -> Self {
+        Self {
+            common: Arc::clone(&app.common),
+            guardrails: Arc::clone(&app.guardrails),
+            servers: Arc::clone(&app.mcp_servers),
         }
     }
 }
@@ -278,9 +332,11 @@ pub async fn put_faults(State(state): State<AppState>, body: Bytes) -> ApiResult
 /// each integration's key and configurations in clear with its key writes and access rows (each
 /// with its write count), every provider (those the API made by itself marked `default`), and
 /// the API keys DELETE removed (`deleted_api_keys`: id, name, rotations), every workspace
-/// (archived ones too, with its status and write count), every IAM scope (with its writes), and
-/// the data plane's request log (`gateway_log`: one row per request, oldest first, with its
-/// config and version).
+/// (archived ones too, with its status and write count), every IAM scope (with its writes), every
+/// secret reference (`auth_config` in clear, `allowed_workspaces`, `auth_config_writes`), every
+/// MCP integration (`configurations` in clear, access rows with writes, capabilities, metadata),
+/// every MCP server (with its `workspace_id` and `default_user_access`), and the data plane's
+/// request log (`gateway_log`: one row per request, oldest first, with its config and version).
 pub async fn get_state(State(state): State<AppState>) -> Json<Value> {
     let mut responses: Vec<Value> = lock(&state.responses).values().cloned().collect();
     responses.sort_by(|a, b| a["id"].as_str().cmp(&b["id"].as_str()));
@@ -300,6 +356,9 @@ pub async fn get_state(State(state): State<AppState>) -> Json<Value> {
         "providers": lock(&state.providers).dump(),
         "workspaces": lock(&state.workspaces).dump(),
         "scopes": lock(&state.scopes).dump(),
+        "secret_references": lock(&state.secret_references).dump(),
+        "mcp_integrations": lock(&state.mcp_integrations).dump(),
+        "mcp_servers": lock(&state.mcp_servers).dump(),
         "responses": responses,
         "vector_store_files": files,
         "gateway_log": lock(&state.telemetry).dump(),

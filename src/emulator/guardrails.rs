@@ -47,6 +47,13 @@ impl GuardrailStore {
             .and_then(|&at| self.items.get(at))
     }
 
+    /// The UUID of the guardrail with this id or slug.
+    pub fn id_of(&self, id_or_slug: &str) -> Option<String> {
+        self.find(id_or_slug)
+            .and_then(|g| g["id"].as_str())
+            .map(str::to_owned)
+    }
+
     fn taken(&self, key: &str) -> bool {
         self.by_key.contains_key(key)
     }
@@ -385,7 +392,7 @@ pub async fn create_in_organisation(
     create(state, Plane::Organisation, body).await
 }
 
-fn missing(key: &str) -> EmulatorError {
+pub fn missing(key: &str) -> EmulatorError {
     EmulatorError::GuardrailNotFound(format!("guardrail {key} not found"))
 }
 

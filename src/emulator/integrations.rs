@@ -20,7 +20,9 @@
 //! `create_default_provider` defaults to **true** as on the live API: a workspace-scoped create,
 //! and every workspace access row a PUT enables, then gets a provider nobody asked for, unless
 //! the request (or the row) says `false`. `ai_provider_id`, `slug` and `workspace_id` are fixed:
-//! an update naming another value is a 400.
+//! an update naming another value is a 400. `secret_mappings` entries target `key` or
+//! `configurations.<field>`, each once (`common::mappings`); a secret reference they name cannot
+//! be deleted (`secret_references`).
 //!
 //! Workspace access PUTs merge per listed workspace; rows not listed are left alone unless
 //! `override_existing_workspace_access: true`, which disables them. There is no DELETE for a
@@ -47,7 +49,7 @@ use super::common::{
     errors::{ApiResult, EmulatorError},
     fields::{self, IdRule, Object},
     ids::{free_slug, new_id},
-    normalise, policy_fields,
+    mappings, normalise, policy_fields,
     state::{Common, lock},
 };
 
@@ -237,7 +239,7 @@ impl ModelRow {
 
 /// `configurations` as reads show them: each secret field renamed `masked_<field>` with a
 /// masked value, header maps' values masked in place.
-fn masked_configurations(configurations: &Object) -> Object {
+pub fn masked_configurations(configurations: &Object) -> Object {
     let mut shown = Map::new();
     for (key, value) in configurations {
         let secret = crate::api::secret_fields::is_secret_key(key);
@@ -579,24 +581,6 @@ fn one_or_none(
     }
 }
 
-/// `secret_mappings`: `[{target_field, secret_reference_id, secret_key?, value_format?}]`.
-fn secret_mappings(body: &Object) -> ApiResult<Option<Vec<Value>>> {
-    let Some(items) = fields::opt_array(body, "secret_mappings")? else {
-        return Ok(None);
-    };
-    for item in &items {
-        let item = item
-            .as_object()
-            .ok_or_else(|| EmulatorError::validation("secret_mappings items must be objects"))?;
-        for required in ["target_field", "secret_reference_id"] {
-            fields::req_str(item, required).map_err(|_| {
-                EmulatorError::validation(format!("secret_mappings[].{required} is required"))
-            })?;
-        }
-    }
-    Ok(Some(items))
-}
-
 /// `key`: a non-empty string (an empty one would erase the credential).
 fn key(body: &Object) -> ApiResult<Option<String>> {
     match fields::opt_str(body, "key")? {
@@ -620,7 +604,7 @@ pub async fn create(State(state): State<IntegrationsState>, body: Bytes) -> ApiR
     let default_provider = fields::opt_bool(&body, "create_default_provider")?.unwrap_or(true);
     let key = key(&body)?;
     let configurations = fields::opt_object(&body, "configurations")?;
-    let mappings = secret_mappings(&body)?;
+    let mappings = mappings::secret_mappings(&body, &["key", "configurations."])?;
     let description = fields::opt_str(&body, "description")?;
     let pricing = match body.get("pricing_adjustments") {
         None | Some(Value::Null) => Value::Null,
@@ -721,7 +705,7 @@ pub async fn update(
     }
     let key = key(&body)?;
     let configurations = fields::opt_object(&body, "configurations")?;
-    let mappings = secret_mappings(&body)?;
+    let mappings = mappings::secret_mappings(&body, &["key", "configurations."])?;
     let description = body
         .contains_key("description")
         .then(|| fields::opt_str(&body, "description"))

@@ -22,13 +22,17 @@ mod control;
 mod denied;
 mod deployments;
 mod gateway;
+mod guardrail_mcp;
 mod guardrails;
 mod iam_scopes;
 mod inference;
 mod integrations;
+mod mcp_integrations;
+mod mcp_servers;
 mod providers;
 mod rate_limits;
 mod routing;
+mod secret_references;
 mod telemetry;
 mod usage_limits;
 mod workspaces;
@@ -258,6 +262,10 @@ fn router(state: AppState) -> Router {
         .merge(workspaces::routes())
         .merge(iam_scopes::routes())
         .merge(denied::routes())
+        .merge(secret_references::routes())
+        .merge(mcp_integrations::routes())
+        .merge(mcp_servers::routes())
+        .merge(guardrail_mcp::routes())
         .route(
             "/ai_gw/admin/v2/integrations",
             get(integrations::list).post(integrations::create),
@@ -350,6 +358,10 @@ fn router(state: AppState) -> Router {
         .route(
             "/_emulator/api-keys/{id}/handshake",
             post(api_keys::handshake),
+        )
+        .route(
+            "/_emulator/mcp-integrations/{id}/discover",
+            post(mcp_integrations::discover),
         );
 
     api.merge(inference)

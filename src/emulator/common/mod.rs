@@ -1,6 +1,6 @@
 //! What every kind of the emulator shares, importing none of them: the options and the state
 //! every route sees (`state`), errors in the API's envelope with its `AB` codes (`errors`), request
-//! fields and identifiers (`fields`), paging and policy fields (`policy_fields`), read shapes
+//! fields and identifiers (`fields`), secret mappings (`mappings`), paging and policy fields (`policy_fields`), read shapes
 //! (`normalise`), the fault switches (`faults`) and the middleware that applies them with the
 //! statistics (`middleware`), bearer and OAuth2 authentication (`auth`), ids and slugs (`ids`),
 //! the API's clock (`clock`) and the killable listener (`listener`).
@@ -12,6 +12,7 @@ pub mod faults;
 pub mod fields;
 pub mod ids;
 pub mod listener;
+pub mod mappings;
 pub mod middleware;
 pub mod normalise;
 pub mod options;

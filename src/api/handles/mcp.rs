@@ -1,0 +1,349 @@
+use crate::api::client::{Call, Client};
+use crate::api::error::ApiError;
+use crate::api::models::{
+    CreateMcpIntegrationRequest, CreateMcpServerRequest, Created, GuardrailPlane, ListPage,
+    Listing, McpCapabilities, McpConnections, McpIntegration, McpIntegrationWorkspaces, McpServer,
+    McpServerMapping, McpServerMappingTarget, McpServerMappingWritten, McpServerMappingsSynced,
+    McpServersListQuery, McpUserAccess, SyncMcpServerMappingsRequest, UpdateCapabilitiesRequest,
+    UpdateMcpIntegrationRequest, UpdateMcpServerRequest, UpdateMcpWorkspacesRequest,
+    UpdateUserAccessRequest, Validate,
+};
+use crate::api::routes::{
+    GUARDRAIL_MCP_SERVER, GUARDRAIL_MCP_SERVERS, MCP_INTEGRATION, MCP_INTEGRATION_CAPABILITIES,
+    MCP_INTEGRATION_METADATA, MCP_INTEGRATION_WORKSPACES, MCP_INTEGRATIONS, MCP_SERVER,
+    MCP_SERVER_CAPABILITIES, MCP_SERVER_CONNECTIONS, MCP_SERVER_TEST, MCP_SERVER_USER_ACCESS,
+    MCP_SERVERS, ORG_GUARDRAIL_MCP_SERVER, ORG_GUARDRAIL_MCP_SERVERS, Route, Verb,
+};
+
+/// A capabilities page query: `page` from 1, `page_size` 1..=500, `type`.
+fn capability_pairs(page: u32, kind: Option<&str>) -> Vec<(&'static str, String)> {
+    let mut pairs = vec![
+        ("page", page.max(1).to_string()),
+        ("page_size", "500".into()),
+    ];
+    if let Some(kind) = kind {
+        pairs.push(("type", kind.to_owned()));
+    }
+    pairs
+}
+
+/// Every capability, all pages (`page` counts from 1).
+async fn all_capabilities(
+    client: &Client,
+    template: &'static str,
+    id: &str,
+    kind: Option<&str>,
+) -> Result<McpCapabilities, ApiError> {
+    let mut page = 1;
+    let mut all: Option<McpCapabilities> = None;
+    loop {
+        let call =
+            Call::new(Route::mgmt(Verb::Get, template, &[id])).query(capability_pairs(page, kind));
+        let got: McpCapabilities = client.json(call).await?;
+        let (more, empty) = (got.has_more, got.data.is_empty());
+        match &mut all {
+            None => all = Some(got),
+            Some(all) => all.data.extend(got.data),
+        }
+        if !more || empty || page >= 1000 {
+            break;
+        }
+        page += 1;
+    }
+    Ok(all.expect("at least one page"))
+}
+
+/// The organisation's MCP integrations (`/ai_gw/admin/v2/mcp-integrations`), by UUID or slug.
+/// `configurations` is write-only.
+#[derive(Debug, Clone, Copy)]
+pub struct McpIntegrations<'c> {
+    client: &'c Client,
+}
+
+impl<'c> McpIntegrations<'c> {
+    pub(crate) fn new(client: &'c Client) -> Self {
+        Self { client }
+    }
+
+    /// Every integration, all pages (`configurations` a JSON string in each row).
+    pub async fn list(&self) -> Result<Vec<McpIntegration>, ApiError> {
+        Ok(self.listing().await?.items)
+    }
+
+    pub async fn listing(&self) -> Result<Listing<McpIntegration>, ApiError> {
+        super::paged(
+            self.client,
+            MCP_INTEGRATIONS,
+            &[],
+            vec![("page_size", "100".to_owned())],
+            |i: &McpIntegration| i.id.as_str(),
+        )
+        .await
+    }
+
+    pub async fn get(&self, key: &str) -> Result<McpIntegration, ApiError> {
+        super::require("mcpIntegrationId", key)?;
+        let call = Call::new(Route::mgmt(Verb::Get, MCP_INTEGRATION, &[key]));
+        self.client.json(call).await
+    }
+
+    /// Not retried when the answer is lost: look it up by slug first.
+    pub async fn create(&self, req: &CreateMcpIntegrationRequest) -> Result<Created, ApiError> {
+        req.validate()?;
+        let call = Call::new(Route::mgmt(Verb::Post, MCP_INTEGRATIONS, &[]))
+            .json(req)?
+            .sensitive();
+        self.client.json(call).await
+    }
+
+    pub async fn update(
+        &self,
+        key: &str,
+        req: &UpdateMcpIntegrationRequest,
+    ) -> Result<(), ApiError> {
+        super::require("mcpIntegrationId", key)?;
+        req.validate()?;
+        let call = Call::new(Route::mgmt(Verb::Put, MCP_INTEGRATION, &[key]))
+            .json(req)?
+            .sensitive();
+        self.client.empty(call).await
+    }
+
+    pub async fn delete(&self, key: &str) -> Result<(), ApiError> {
+        super::require("mcpIntegrationId", key)?;
+        let call = Call::new(Route::mgmt(Verb::Delete, MCP_INTEGRATION, &[key]));
+        self.client.empty(call).await
+    }
+
+    /// The workspace access rows (disabled ones stay listed), in the versioned shape.
+    pub async fn workspaces(&self, key: &str) -> Result<McpIntegrationWorkspaces, ApiError> {
+        super::require("mcpIntegrationId", key)?;
+        let call = Call::new(Route::mgmt(Verb::Get, MCP_INTEGRATION_WORKSPACES, &[key]))
+            .query(vec![("version", "2".to_owned())]);
+        self.client.json(call).await
+    }
+
+    /// Merges the listed rows; a row is disabled, never deleted.
+    pub async fn update_workspaces(
+        &self,
+        key: &str,
+        req: &UpdateMcpWorkspacesRequest,
+    ) -> Result<(), ApiError> {
+        super::require("mcpIntegrationId", key)?;
+        req.validate()?;
+        let call =
+            Call::new(Route::mgmt(Verb::Put, MCP_INTEGRATION_WORKSPACES, &[key])).json(req)?;
+        self.client.empty(call).await
+    }
+
+    /// Every discovered capability (all pages), optionally of one `type`.
+    pub async fn capabilities(
+        &self,
+        key: &str,
+        kind: Option<&str>,
+    ) -> Result<McpCapabilities, ApiError> {
+        super::require("mcpIntegrationId", key)?;
+        all_capabilities(self.client, MCP_INTEGRATION_CAPABILITIES, key, kind).await
+    }
+
+    /// Toggles discovered capabilities; one not discovered yet is refused.
+    pub async fn update_capabilities(
+        &self,
+        key: &str,
+        req: &UpdateCapabilitiesRequest,
+    ) -> Result<(), ApiError> {
+        super::require("mcpIntegrationId", key)?;
+        req.validate()?;
+        let call =
+            Call::new(Route::mgmt(Verb::Put, MCP_INTEGRATION_CAPABILITIES, &[key])).json(req)?;
+        self.client.empty(call).await
+    }
+
+    /// The sync metadata (`sync_status`, `sync_error`, `last_synced_at`, server identity).
+    pub async fn metadata(&self, key: &str) -> Result<serde_json::Value, ApiError> {
+        super::require("mcpIntegrationId", key)?;
+        let call = Call::new(Route::mgmt(Verb::Get, MCP_INTEGRATION_METADATA, &[key]));
+        self.client.json(call).await
+    }
+}
+
+/// Workspaces' MCP servers (`/ai_gw/v2/mcp-servers`), by UUID or slug.
+#[derive(Debug, Clone, Copy)]
+pub struct McpServers<'c> {
+    client: &'c Client,
+}
+
+impl<'c> McpServers<'c> {
+    pub(crate) fn new(client: &'c Client) -> Self {
+        Self { client }
+    }
+
+    pub async fn list(&self, query: &McpServersListQuery) -> Result<Vec<McpServer>, ApiError> {
+        Ok(self.listing(query).await?.items)
+    }
+
+    pub async fn listing(
+        &self,
+        query: &McpServersListQuery,
+    ) -> Result<Listing<McpServer>, ApiError> {
+        super::paged(
+            self.client,
+            MCP_SERVERS,
+            &[],
+            query.to_pairs(),
+            |s: &McpServer| s.id.as_str(),
+        )
+        .await
+    }
+
+    /// The detail (no `workspace_id`; list with `workspace_id` and `ids` to prove it).
+    pub async fn get(&self, key: &str) -> Result<McpServer, ApiError> {
+        super::require("mcpServerId", key)?;
+        let call = Call::new(Route::mgmt(Verb::Get, MCP_SERVER, &[key]));
+        self.client.json(call).await
+    }
+
+    /// Not retried when the answer is lost: look it up by slug first.
+    pub async fn create(&self, req: &CreateMcpServerRequest) -> Result<Created, ApiError> {
+        req.validate()?;
+        let call = Call::new(Route::mgmt(Verb::Post, MCP_SERVERS, &[])).json(req)?;
+        self.client.json(call).await
+    }
+
+    /// Answers `{id, slug, object}`.
+    pub async fn update(
+        &self,
+        key: &str,
+        req: &UpdateMcpServerRequest,
+    ) -> Result<Created, ApiError> {
+        super::require("mcpServerId", key)?;
+        req.validate()?;
+        let call = Call::new(Route::mgmt(Verb::Put, MCP_SERVER, &[key])).json(req)?;
+        self.client.json(call).await
+    }
+
+    pub async fn delete(&self, key: &str) -> Result<(), ApiError> {
+        super::require("mcpServerId", key)?;
+        let call = Call::new(Route::mgmt(Verb::Delete, MCP_SERVER, &[key]));
+        self.client.empty(call).await
+    }
+
+    /// A connectivity test. SCM answers 403 even for an owned server.
+    pub async fn test(&self, key: &str) -> Result<serde_json::Value, ApiError> {
+        super::require("mcpServerId", key)?;
+        let call = Call::new(Route::mgmt(Verb::Post, MCP_SERVER_TEST, &[key]));
+        self.client.json(call).await
+    }
+
+    pub async fn capabilities(
+        &self,
+        key: &str,
+        kind: Option<&str>,
+    ) -> Result<McpCapabilities, ApiError> {
+        super::require("mcpServerId", key)?;
+        all_capabilities(self.client, MCP_SERVER_CAPABILITIES, key, kind).await
+    }
+
+    pub async fn update_capabilities(
+        &self,
+        key: &str,
+        req: &UpdateCapabilitiesRequest,
+    ) -> Result<(), ApiError> {
+        super::require("mcpServerId", key)?;
+        req.validate()?;
+        let call = Call::new(Route::mgmt(Verb::Put, MCP_SERVER_CAPABILITIES, &[key])).json(req)?;
+        self.client.empty(call).await
+    }
+
+    /// The first page of user access (500 rows) with `default_user_access`.
+    pub async fn user_access(&self, key: &str) -> Result<McpUserAccess, ApiError> {
+        super::require("mcpServerId", key)?;
+        let call = Call::new(Route::mgmt(Verb::Get, MCP_SERVER_USER_ACCESS, &[key])).query(vec![
+            ("page", "1".to_owned()),
+            ("page_size", "500".to_owned()),
+        ]);
+        self.client.json(call).await
+    }
+
+    pub async fn update_user_access(
+        &self,
+        key: &str,
+        req: &UpdateUserAccessRequest,
+    ) -> Result<(), ApiError> {
+        super::require("mcpServerId", key)?;
+        req.validate()?;
+        let call = Call::new(Route::mgmt(Verb::Put, MCP_SERVER_USER_ACCESS, &[key])).json(req)?;
+        self.client.empty(call).await
+    }
+
+    pub async fn connections(&self, key: &str) -> Result<McpConnections, ApiError> {
+        super::require("mcpServerId", key)?;
+        let call = Call::new(Route::mgmt(Verb::Get, MCP_SERVER_CONNECTIONS, &[key]));
+        self.client.json(call).await
+    }
+
+    /// Ends users' connections. SCM answers 403.
+    pub async fn delete_connections(&self, key: &str) -> Result<(), ApiError> {
+        super::require("mcpServerId", key)?;
+        let call = Call::new(Route::mgmt(Verb::Delete, MCP_SERVER_CONNECTIONS, &[key]));
+        self.client.empty(call).await
+    }
+}
+
+/// The MCP servers a guardrail applies to (`…/guardrails/{id}/mcp-servers`), on `plane`.
+#[derive(Debug, Clone, Copy)]
+pub struct GuardrailMcpServers<'c> {
+    client: &'c Client,
+    plane: GuardrailPlane,
+}
+
+impl<'c> GuardrailMcpServers<'c> {
+    pub(crate) fn new(client: &'c Client, plane: GuardrailPlane) -> Self {
+        Self { client, plane }
+    }
+
+    fn routes(&self) -> (&'static str, &'static str) {
+        match self.plane {
+            GuardrailPlane::Workspace => (GUARDRAIL_MCP_SERVERS, GUARDRAIL_MCP_SERVER),
+            GuardrailPlane::Organisation => (ORG_GUARDRAIL_MCP_SERVERS, ORG_GUARDRAIL_MCP_SERVER),
+        }
+    }
+
+    /// The guardrail's mappings (SCM's `{object, total, data}` or the spec's bare array).
+    pub async fn list(&self, guardrail: &str) -> Result<Vec<McpServerMapping>, ApiError> {
+        super::require("guardrailId", guardrail)?;
+        let call = Call::new(Route::mgmt(Verb::Get, self.routes().0, &[guardrail]));
+        let page: ListPage<McpServerMapping> = self.client.json(call).await?;
+        Ok(page.data)
+    }
+
+    /// Replaces the whole set: servers not named lose the guardrail.
+    pub async fn sync(
+        &self,
+        guardrail: &str,
+        req: &SyncMcpServerMappingsRequest,
+    ) -> Result<McpServerMappingsSynced, ApiError> {
+        super::require("guardrailId", guardrail)?;
+        req.validate()?;
+        let call = Call::new(Route::mgmt(Verb::Put, self.routes().0, &[guardrail])).json(req)?;
+        self.client.json(call).await
+    }
+
+    /// Adds or changes one server's mapping.
+    pub async fn upsert(
+        &self,
+        guardrail: &str,
+        server: &str,
+        target: &McpServerMappingTarget,
+    ) -> Result<McpServerMappingWritten, ApiError> {
+        super::require("guardrailId", guardrail)?;
+        super::require("mcpServerId", server)?;
+        let call = Call::new(Route::mgmt(
+            Verb::Put,
+            self.routes().1,
+            &[guardrail, server],
+        ))
+        .json(target)?;
+        self.client.json(call).await
+    }
+}

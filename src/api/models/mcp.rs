@@ -1,0 +1,585 @@
+//! MCP integrations (organisation level, `/ai_gw/admin/v2/mcp-integrations`), MCP servers
+//! (workspace level, `/ai_gw/v2/mcp-servers`) and the guardrails mapped onto servers
+//! (`…/guardrails/{id}/mcp-servers`). An integration's `configurations` is write-only: requests
+//! hold it in a [`SensitiveFields`]; reads carry it masked (an object in the detail, a
+//! JSON-encoded string in list rows), and [`McpIntegration::with_configurations_hidden`] hides it
+//! whole before anything is printed.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::deployment::SensitiveFields;
+use super::validate::{self, Validate};
+use super::{HIDDEN_CONFIGURATION, SecretMapping, de};
+use crate::api::error::ApiError;
+
+/// An MCP integration as list rows and the detail return it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpIntegration {
+    pub id: String,
+    #[serde(default)]
+    pub slug: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// `oauth_auto`, `headers`, `none` (reads may also say `oauth_client_credentials`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_type: Option<String>,
+    /// `http`, `sse` (reads may also say `interactive`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
+    /// An object in the detail, a JSON-encoded string in list rows; masked either way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configurations: Option<Value>,
+    /// `null` until set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_mappings: Option<Vec<SecretMapping>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub global_workspace_access: Option<Value>,
+    /// `null` for an organisation integration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub integration_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_updated_at: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+impl McpIntegration {
+    /// The integration with `configurations` replaced by [`HIDDEN_CONFIGURATION`] (keys kept
+    /// when it is an object), so that printing it never shows a header or a client secret.
+    pub fn with_configurations_hidden(mut self) -> Self {
+        self.configurations = self.configurations.map(|c| match c {
+            Value::Object(map) => Value::Object(
+                map.into_iter()
+                    .map(|(k, _)| (k, Value::String(HIDDEN_CONFIGURATION.into())))
+                    .collect(),
+            ),
+            Value::Null => Value::Null,
+            _ => Value::String(HIDDEN_CONFIGURATION.into()),
+        });
+        self
+    }
+}
+
+/// `POST /mcp-integrations`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CreateMcpIntegrationRequest {
+    pub name: String,
+    pub url: String,
+    pub auth_type: String,
+    pub transport: String,
+    /// `^[a-zA-Z0-9_-]+$`; fixed once created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slug: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configurations: Option<SensitiveFields>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_mappings: Option<Vec<SecretMapping>>,
+    /// The numeric TSG id on live tenants.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub organisation_id: Option<String>,
+}
+
+fn check_mappings(mappings: Option<&Vec<SecretMapping>>) -> Result<(), ApiError> {
+    let mut seen = std::collections::HashSet::new();
+    for mapping in mappings.into_iter().flatten() {
+        if !mapping.target_field.starts_with("configurations.")
+            || mapping.target_field.len() == "configurations.".len()
+        {
+            return Err(ApiError::validation(
+                "secret_mappings.target_field",
+                "must be configurations.<field>",
+            ));
+        }
+        if !seen.insert(&mapping.target_field) {
+            return Err(ApiError::validation(
+                "secret_mappings.target_field",
+                format!("{} is named twice", mapping.target_field),
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl Validate for CreateMcpIntegrationRequest {
+    fn validate(&self) -> Result<(), ApiError> {
+        for (field, value) in [
+            ("name", &self.name),
+            ("url", &self.url),
+            ("auth_type", &self.auth_type),
+            ("transport", &self.transport),
+        ] {
+            if value.trim().is_empty() {
+                return Err(ApiError::validation(field, "must not be empty"));
+            }
+        }
+        check_mappings(self.secret_mappings.as_ref())
+    }
+}
+
+/// `PUT /mcp-integrations/{id}`: at least one field; `configurations` is sent whole.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UpdateMcpIntegrationRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub configurations: Option<SensitiveFields>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_mappings: Option<Vec<SecretMapping>>,
+}
+
+impl Validate for UpdateMcpIntegrationRequest {
+    fn validate(&self) -> Result<(), ApiError> {
+        if *self == Self::default() {
+            return Err(ApiError::validation("body", "names no field to update"));
+        }
+        check_mappings(self.secret_mappings.as_ref())
+    }
+}
+
+/// One workspace's access to an MCP integration; a disabled row stays listed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpWorkspaceAccess {
+    pub id: String,
+    #[serde(deserialize_with = "de::flag")]
+    pub enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `GET …/mcp-integrations/{id}/workspaces`, either shape: legacy `workspaces` or versioned
+/// `data` (both are read into `workspaces`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct McpIntegrationWorkspaces {
+    pub workspaces: Vec<McpWorkspaceAccess>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub global_workspace_access: Option<Value>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+}
+
+impl<'de> Deserialize<'de> for McpIntegrationWorkspaces {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let mut body = Map::<String, Value>::deserialize(d)?;
+        let rows = body
+            .remove("workspaces")
+            .filter(|v| !v.is_null())
+            .or_else(|| body.remove("data"))
+            .unwrap_or(Value::Array(Vec::new()));
+        Ok(Self {
+            workspaces: serde_json::from_value(rows).map_err(D::Error::custom)?,
+            global_workspace_access: body
+                .remove("global_workspace_access")
+                .filter(|v| !v.is_null()),
+            total: body.get("total").and_then(Value::as_u64),
+        })
+    }
+}
+
+/// One row of [`UpdateMcpWorkspacesRequest`].
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct McpWorkspaceAccessUpdate {
+    /// Workspace UUID or slug.
+    pub id: String,
+    pub enabled: bool,
+}
+
+/// `PUT …/mcp-integrations/{id}/workspaces` (answers `{}`): merges the listed rows; there is
+/// no delete (a row is disabled). aigw never sets `override_existing_workspace_access`.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UpdateMcpWorkspacesRequest {
+    pub workspaces: Vec<McpWorkspaceAccessUpdate>,
+    #[serde(
+        default,
+        deserialize_with = "de::double_option",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub global_workspace_access: Option<Option<Value>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub override_existing_workspace_access: Option<bool>,
+}
+
+impl Validate for UpdateMcpWorkspacesRequest {
+    fn validate(&self) -> Result<(), ApiError> {
+        let mut seen = std::collections::HashSet::new();
+        for row in &self.workspaces {
+            if row.id.trim().is_empty() {
+                return Err(ApiError::validation("workspaces.id", "must not be empty"));
+            }
+            if !seen.insert(&row.id) {
+                return Err(ApiError::validation(
+                    "workspaces",
+                    format!("names {} twice", row.id),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A discovered tool, prompt, resource or resource template. Server capabilities add
+/// `integration_enabled`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpCapability {
+    pub name: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    #[serde(deserialize_with = "de::flag")]
+    pub enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integration_enabled: Option<bool>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// A capabilities page (`page` counts from 1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpCapabilities {
+    #[serde(default, deserialize_with = "de::null_as_empty")]
+    pub data: Vec<McpCapability>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    #[serde(default)]
+    pub has_more: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counts: Option<Value>,
+}
+
+/// One toggle of [`UpdateCapabilitiesRequest`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CapabilityToggle {
+    pub name: String,
+    /// `tool`, `prompt` or `resource`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub enabled: bool,
+}
+
+/// `PUT …/capabilities` (answers `{success}`): only capabilities already discovered.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UpdateCapabilitiesRequest {
+    pub capabilities: Vec<CapabilityToggle>,
+}
+
+impl Validate for UpdateCapabilitiesRequest {
+    fn validate(&self) -> Result<(), ApiError> {
+        validate::non_empty("capabilities", &self.capabilities)?;
+        for toggle in &self.capabilities {
+            if !["tool", "prompt", "resource"].contains(&toggle.kind.as_str()) {
+                return Err(ApiError::validation(
+                    "capabilities.type",
+                    "must be tool, prompt or resource",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// An MCP server as list rows and the detail return it. The detail omits `workspace_id`: list
+/// with a `workspace_id` and `id` filter to prove where a server lives.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpServer {
+    pub id: String,
+    #[serde(default)]
+    pub slug: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_integration_id: Option<String>,
+    /// List rows only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// Detail only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guardrail_mappings: Option<Vec<McpServerMapping>>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// `GET /mcp-servers` filters.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct McpServersListQuery {
+    /// UUID or slug.
+    pub workspace_id: Option<String>,
+    pub ids: Vec<String>,
+    pub search: Option<String>,
+}
+
+impl McpServersListQuery {
+    pub fn to_pairs(&self) -> Vec<(&'static str, String)> {
+        let mut pairs = vec![("page_size", "100".to_owned())];
+        if let Some(workspace) = &self.workspace_id {
+            pairs.push(("workspace_id", workspace.clone()));
+        }
+        if !self.ids.is_empty() {
+            pairs.push(("id", self.ids.join(",")));
+        }
+        if let Some(search) = &self.search {
+            pairs.push(("search", search.clone()));
+        }
+        pairs
+    }
+}
+
+/// `POST /mcp-servers`. The integration must be enabled for the workspace first.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct CreateMcpServerRequest {
+    pub name: String,
+    /// UUID or slug.
+    pub mcp_integration_id: String,
+    /// UUID or slug; required with an organisation admin token.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slug: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+impl Validate for CreateMcpServerRequest {
+    fn validate(&self) -> Result<(), ApiError> {
+        for (field, value) in [
+            ("name", &self.name),
+            ("mcp_integration_id", &self.mcp_integration_id),
+        ] {
+            if value.trim().is_empty() {
+                return Err(ApiError::validation(field, "must not be empty"));
+            }
+        }
+        validate::max_chars("name", Some(&self.name), 255)?;
+        validate::max_chars("description", self.description.as_deref(), 500)?;
+        if let Some(slug) = &self.slug
+            && !(3..=50).contains(&slug.len())
+        {
+            return Err(ApiError::validation("slug", "must be 3 to 50 characters"));
+        }
+        Ok(())
+    }
+}
+
+/// `PUT /mcp-servers/{id}`: `name` and `description` only.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UpdateMcpServerRequest {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+impl Validate for UpdateMcpServerRequest {
+    fn validate(&self) -> Result<(), ApiError> {
+        if self.name.is_none() && self.description.is_none() {
+            return Err(ApiError::validation("body", "names no field to update"));
+        }
+        validate::max_chars("description", self.description.as_deref(), 500)
+    }
+}
+
+/// `GET …/mcp-servers/{id}/user-access`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpUserAccess {
+    /// `allow` or `deny`.
+    #[serde(default)]
+    pub default_user_access: String,
+    #[serde(default, deserialize_with = "de::null_as_empty")]
+    pub data: Vec<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    #[serde(default)]
+    pub has_more: bool,
+}
+
+/// One row of [`UpdateUserAccessRequest`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserAccessUpdate {
+    pub user_id: String,
+    pub enabled: bool,
+}
+
+/// `PUT …/mcp-servers/{id}/user-access` (answers `{success, object}`).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct UpdateUserAccessRequest {
+    #[serde(default)]
+    pub user_access: Vec<UserAccessUpdate>,
+    /// `allow` or `deny`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_user_access: Option<String>,
+}
+
+impl Validate for UpdateUserAccessRequest {
+    fn validate(&self) -> Result<(), ApiError> {
+        match self.default_user_access.as_deref() {
+            None | Some("allow") | Some("deny") => Ok(()),
+            Some(_) => Err(ApiError::validation(
+                "default_user_access",
+                "must be allow or deny",
+            )),
+        }
+    }
+}
+
+/// `GET …/mcp-servers/{id}/connections` (operational: per-user OAuth connections).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpConnections {
+    #[serde(default, deserialize_with = "de::null_as_empty")]
+    pub data: Vec<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<u64>,
+    #[serde(default)]
+    pub has_more: bool,
+}
+
+/// A guardrail applied to an MCP server.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpServerMapping {
+    pub id: String,
+    pub guardrail_id: String,
+    pub mcp_server_id: String,
+    /// `input`, `output` or both.
+    #[serde(default)]
+    pub run_on: Vec<String>,
+    #[serde(default, deserialize_with = "de::null_as_empty")]
+    pub capability_ids: Vec<String>,
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// What one server of [`SyncMcpServerMappingsRequest`] gets.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpServerMappingTarget {
+    /// Default (absent): `[input, output]`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_on: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mcp_integration_capability_ids: Vec<String>,
+}
+
+/// `PUT …/guardrails/{id}/mcp-servers`: the **complete** set, by server UUID; servers left out
+/// lose the guardrail.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct SyncMcpServerMappingsRequest {
+    pub mcp_servers: BTreeMap<String, McpServerMappingTarget>,
+}
+
+impl Validate for SyncMcpServerMappingsRequest {
+    fn validate(&self) -> Result<(), ApiError> {
+        for target in self.mcp_servers.values() {
+            if let Some(run_on) = &target.run_on {
+                validate::non_empty("run_on", run_on)?;
+                if run_on.iter().any(|r| r != "input" && r != "output") {
+                    return Err(ApiError::validation("run_on", "must be input or output"));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What a bulk sync changed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpServerMappingsSynced {
+    #[serde(default)]
+    pub changed: bool,
+    #[serde(default)]
+    pub added: u64,
+    #[serde(default)]
+    pub updated: u64,
+    #[serde(default)]
+    pub removed: u64,
+}
+
+/// The answer of a one-server upsert.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct McpServerMappingWritten {
+    pub map_id: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn list_rows_carry_configurations_as_a_string_and_printing_hides_it() {
+        let row: McpIntegration = serde_json::from_value(serde_json::json!({
+            "id": "i", "configurations": "{\"custom_headers\":{\"x-api-key\":\"hdr-secret-9\"}}"
+        }))
+        .unwrap();
+        let shown = serde_json::to_string(&row.with_configurations_hidden()).unwrap();
+        assert!(!shown.contains("hdr-secret-9"), "{shown}");
+        let detail: McpIntegration = serde_json::from_value(serde_json::json!({
+            "id": "i", "configurations": {"client_secret": "cs-secret-1"}
+        }))
+        .unwrap();
+        let shown = serde_json::to_string(&detail.with_configurations_hidden()).unwrap();
+        assert!(
+            !shown.contains("cs-secret-1") && shown.contains("client_secret"),
+            "{shown}"
+        );
+    }
+
+    #[test]
+    fn both_workspace_access_shapes_read_the_same() {
+        let legacy: McpIntegrationWorkspaces = serde_json::from_value(serde_json::json!({
+            "workspaces": [{"id": "w", "enabled": true}], "global_workspace_access": null
+        }))
+        .unwrap();
+        let versioned: McpIntegrationWorkspaces = serde_json::from_value(serde_json::json!({
+            "object": "list", "total": 1, "data": [{"id": "w", "enabled": true}]
+        }))
+        .unwrap();
+        assert_eq!(legacy.workspaces, versioned.workspaces);
+    }
+
+    #[test]
+    fn a_mapping_must_target_a_configuration_field_once() {
+        let mapping = |target: &str| SecretMapping {
+            target_field: target.into(),
+            secret_reference_id: "ref".into(),
+            secret_key: None,
+            value_format: None,
+        };
+        let twice = UpdateMcpIntegrationRequest {
+            secret_mappings: Some(vec![
+                mapping("configurations.oauth_metadata"),
+                mapping("configurations.oauth_metadata"),
+            ]),
+            ..Default::default()
+        };
+        assert!(twice.validate().is_err());
+        let key = UpdateMcpIntegrationRequest {
+            secret_mappings: Some(vec![mapping("key")]),
+            ..Default::default()
+        };
+        assert!(key.validate().is_err());
+    }
+}

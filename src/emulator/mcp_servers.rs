@@ -1,0 +1,591 @@
+//! MCP servers in memory (workspace level, control plane `/ai_gw/v2`; FACTS-rest §6): a
+//! workspace's instance of an MCP integration, with its capability toggles, user access and
+//! connections, and the guardrails mapped onto it (`guardrail_mcp` writes those).
+//!
+//! - Create takes `name` and `mcp_integration_id` (UUID or slug) and an optional `workspace_id`
+//!   (UUID or slug of an active workspace; the default workspace when absent), `slug` (3–50,
+//!   `^[a-zA-Z0-9_-]+$`, made from the name when absent) and `description` (≤ 500). The
+//!   integration must be enabled for that workspace first (an enabled access row, global access,
+//!   or its own workspace), else `400 AB01`. Answers `{id, slug, object}`.
+//! - The detail **omits `workspace_id`** (live: only service auth sees it); list rows carry it
+//!   with the integration's and the workspace's names; list by `workspace_id` and `id` (comma
+//!   separated) to prove where a server lives.
+//! - `PUT` takes `name` and `description` only (another `workspace_id`, `mcp_integration_id` or
+//!   `slug` is 400) and answers `{id, slug, object}`; `DELETE` answers `{}` and is hard.
+//! - `…/capabilities` lists the integration's discovered capabilities with the server's own
+//!   `enabled` and `integration_enabled`; a `PUT` toggles the server's layer (`{success: true}`;
+//!   an undiscovered one is 400). `…/user-access` answers `{object, default_user_access, total,
+//!   has_more, data}`; a `PUT` merges `user_access` rows per user and may set
+//!   `default_user_access` (`{success: true, object}`). `GET …/connections` lists none.
+//! - `POST …/test` and `DELETE …/connections` answer the 403 SCM gives even an owned server
+//!   (the policy denial, `x-opa-decision: false`).
+
+use std::{
+    collections::HashMap,
+    sync::{Arc, Mutex},
+    time::Instant,
+};
+
+use axum::{
+    Json, Router,
+    body::Bytes,
+    extract::{FromRef, Path, Query, State},
+    response::Response,
+    routing::{get, post},
+};
+use serde_json::{Value, json};
+
+use super::{
+    common::{
+        clock::{now, touched},
+        errors::{ApiResult, EmulatorError},
+        fields::{self, IdRule, Object},
+        ids::{free_slug, new_id},
+        normalise, policy_fields,
+        state::{Common, lock},
+    },
+    denied::opa_denied,
+    integrations::valid_slug,
+    mcp_integrations::{McpIntegrationStore, capabilities_page, capability_updates, undiscovered},
+    workspaces::WorkspaceStore,
+};
+
+pub const OBJECT: &str = "mcp-server";
+
+/// What the MCP server routes reach. Locks are taken in the order workspaces, MCP
+/// integrations, servers.
+#[derive(Clone)]
+pub struct McpServersState {
+    pub common: Arc<Common>,
+    pub store: Arc<Mutex<McpServerStore>>,
+    pub mcp_integrations: Arc<Mutex<McpIntegrationStore>>,
+    pub workspaces: Arc<Mutex<WorkspaceStore>>,
+}
+
+#[derive(Default)]
+pub struct McpServerStore {
+    by_id: HashMap<String, McpServerRecord>,
+}
+
+pub struct McpServerRecord {
+    seq: u64,
+    api_created: Option<Instant>,
+    pub id: String,
+    pub slug: String,
+    name: String,
+    description: Option<String>,
+    organisation_id: String,
+    owner_id: String,
+    pub workspace_id: String,
+    pub mcp_integration_id: String,
+    created_at: String,
+    last_updated_at: String,
+    /// The server's layer of capability toggles, by `(type, name)`; absent: enabled.
+    capability_toggles: HashMap<(String, String), bool>,
+    default_user_access: String,
+    /// `(user_id, enabled)` overrides, in the order first set.
+    user_access: Vec<(String, bool)>,
+    /// The guardrails applied to it.
+    pub guardrail_mappings: Vec<GuardrailMapping>,
+}
+
+/// One guardrail applied to a server.
+#[derive(Clone, PartialEq)]
+pub struct GuardrailMapping {
+    pub id: String,
+    pub guardrail_id: String,
+    pub run_on: Vec<String>,
+    pub capability_ids: Vec<String>,
+}
+
+impl GuardrailMapping {
+    pub fn read(&self, server: &str) -> Value {
+        json!({
+            "id": self.id, "guardrail_id": self.guardrail_id, "mcp_server_id": server,
+            "run_on": self.run_on, "capability_ids": self.capability_ids,
+            "object": "guardrail-mcp-server-mapping",
+        })
+    }
+}
+
+impl McpServerRecord {
+    fn detail(&self) -> Value {
+        json!({
+            "id": self.id, "organisation_id": self.organisation_id, "slug": self.slug,
+            "name": self.name, "status": "active", "description": self.description,
+            "created_at": self.created_at, "mcp_integration_id": self.mcp_integration_id,
+            "guardrail_mappings": self
+                .guardrail_mappings
+                .iter()
+                .map(|m| m.read(&self.id))
+                .collect::<Vec<_>>(),
+            "object": OBJECT,
+        })
+    }
+
+    fn row(&self, integrations: &McpIntegrationStore, workspaces: &WorkspaceStore) -> Value {
+        let integration = integrations.find(&self.mcp_integration_id);
+        let workspace = workspaces.find(&self.workspace_id);
+        let metadata = integration
+            .map(|i| i.row()["metadata"].clone())
+            .unwrap_or(Value::Null);
+        json!({
+            "id": self.id, "organisation_id": self.organisation_id, "name": self.name,
+            "description": self.description, "status": "active",
+            "created_at": self.created_at, "last_updated_at": self.last_updated_at,
+            "owner_id": self.owner_id, "slug": self.slug, "workspace_id": self.workspace_id,
+            "mcp_integration_id": self.mcp_integration_id,
+            "mcp_integration_slug": integration.map(|i| i.slug.clone()),
+            "auth_type": integration.map(|i| i.auth_type.clone()),
+            "mcp_integration_url": integration.map(|i| i.url.clone()),
+            "workspace_name": workspace.map(|w| w.name.clone()),
+            "workspace_slug": workspace.map(|w| w.slug.clone()),
+            "url": format!("https://mcp.emulator.invalid/{}/mcp", self.slug),
+            "metadata": metadata,
+            "object": OBJECT,
+        })
+    }
+}
+
+impl McpServerStore {
+    fn sorted(&self) -> Vec<&McpServerRecord> {
+        let mut records: Vec<_> = self.by_id.values().collect();
+        records.sort_by_key(|r| r.seq);
+        records
+    }
+
+    /// By UUID or slug.
+    pub fn find(&self, key: &str) -> Option<&McpServerRecord> {
+        self.by_id
+            .get(key)
+            .or_else(|| self.by_id.values().find(|r| r.slug == key))
+    }
+
+    pub fn find_mut(&mut self, key: &str) -> Option<&mut McpServerRecord> {
+        let id = self.find(key)?.id.clone();
+        self.by_id.get_mut(&id)
+    }
+
+    /// Every server, in creation order, mutably (guardrail mappings are synced across them).
+    pub fn all_mut(&mut self) -> impl Iterator<Item = &mut McpServerRecord> {
+        self.by_id.values_mut()
+    }
+
+    /// Every mapping of `guardrail`, by server, in server creation order.
+    pub fn mappings_of(&self, guardrail: &str) -> Vec<Value> {
+        self.sorted()
+            .into_iter()
+            .flat_map(|s| {
+                s.guardrail_mappings
+                    .iter()
+                    .filter(|m| m.guardrail_id == guardrail)
+                    .map(|m| m.read(&s.id))
+            })
+            .collect()
+    }
+
+    pub fn dump(&self) -> Vec<Value> {
+        self.sorted()
+            .into_iter()
+            .map(|s| {
+                let mut value = s.detail();
+                value["workspace_id"] = json!(s.workspace_id);
+                value["default_user_access"] = json!(s.default_user_access);
+                value
+            })
+            .collect()
+    }
+}
+
+fn missing(state: &Common, key: &str) -> EmulatorError {
+    state.missing(&format!("MCP server {key}"))
+}
+
+/// The routes under `/ai_gw/v2/mcp-servers`.
+pub fn routes<S>() -> Router<S>
+where
+    S: Clone + Send + Sync + 'static,
+    McpServersState: FromRef<S>,
+{
+    let base = "/ai_gw/v2/mcp-servers";
+    Router::new()
+        .route(base, get(list).post(create))
+        .route(
+            &format!("{base}/{{mcpServerId}}"),
+            get(read).put(update).delete(delete),
+        )
+        .route(&format!("{base}/{{mcpServerId}}/test"), post(opa_denied))
+        .route(
+            &format!("{base}/{{mcpServerId}}/capabilities"),
+            get(capabilities).put(update_capabilities),
+        )
+        .route(
+            &format!("{base}/{{mcpServerId}}/user-access"),
+            get(user_access).put(update_user_access),
+        )
+        .route(
+            &format!("{base}/{{mcpServerId}}/connections"),
+            get(connections).delete(opa_denied),
+        )
+}
+
+/// `POST /ai_gw/v2/mcp-servers` → `{id, slug, object}`.
+async fn create(State(state): State<McpServersState>, body: Bytes) -> ApiResult<Json<Value>> {
+    let body = fields::parse_object(&body)?;
+    let name = fields::req_str(&body, "name")?;
+    if name.chars().count() > 255 {
+        return Err(EmulatorError::validation(
+            "name must be at most 255 characters",
+        ));
+    }
+    let integration_key = fields::req_str(&body, "mcp_integration_id")?;
+    let workspace_key = IdRule::UuidOrSlug
+        .opt_field(&body, "workspace_id")?
+        .filter(|w| !w.is_empty())
+        .unwrap_or_else(|| state.common.default_workspace_id.clone());
+    let slug = fields::opt_str(&body, "slug")?;
+    if slug
+        .as_deref()
+        .is_some_and(|s| !valid_slug(s) || !(3..=50).contains(&s.len()))
+    {
+        return Err(EmulatorError::validation(
+            "slug must be 3 to 50 characters of ^[a-zA-Z0-9_-]+$",
+        ));
+    }
+    let description = fields::opt_str_max(&body, "description", 500)?;
+    let workspaces = lock(&state.workspaces);
+    let workspace = workspaces.active(&workspace_key).ok_or_else(|| {
+        EmulatorError::validation(format!("workspace_id {workspace_key} is not a workspace"))
+    })?;
+    let integrations = lock(&state.mcp_integrations);
+    let integration = integrations.find(&integration_key).ok_or_else(|| {
+        EmulatorError::validation(format!(
+            "mcp_integration_id {integration_key} is not an MCP integration"
+        ))
+    })?;
+    if !integration.enabled_for(&[workspace.id.as_str(), workspace.slug.as_str()]) {
+        return Err(EmulatorError::validation(format!(
+            "MCP integration {} is not enabled for workspace {}",
+            integration.slug, workspace.slug
+        )));
+    }
+    let mut store = lock(&state.store);
+    let taken = |s: &str| store.by_id.values().any(|r| r.slug == s);
+    let slug = match slug {
+        Some(slug) if taken(&slug) => {
+            return Err(EmulatorError::validation(format!(
+                "an MCP server with slug {slug} already exists"
+            )));
+        }
+        Some(slug) => slug,
+        None => free_slug(&name, "mcp-server", taken),
+    };
+    let at = now();
+    let record = McpServerRecord {
+        seq: state.common.next_seq(),
+        api_created: Some(Instant::now()),
+        id: new_id(),
+        slug,
+        name,
+        description,
+        organisation_id: state.common.organisation_id.clone(),
+        owner_id: state.common.user_id.clone(),
+        workspace_id: workspace.id.clone(),
+        mcp_integration_id: integration.id.clone(),
+        created_at: at.clone(),
+        last_updated_at: at,
+        capability_toggles: HashMap::new(),
+        default_user_access: "allow".to_owned(),
+        user_access: Vec::new(),
+        guardrail_mappings: Vec::new(),
+    };
+    let receipt = json!({"id": record.id, "slug": record.slug, "object": OBJECT});
+    store.by_id.insert(record.id.clone(), record);
+    Ok(Json(receipt))
+}
+
+/// `GET /ai_gw/v2/mcp-servers` → `{object: "list", total, data}`: `workspace_id` (UUID or
+/// slug), `id` (comma separated), `search`, `page_size` (1–100), `current_page`.
+async fn list(
+    State(state): State<McpServersState>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    let (page_size, current_page) = policy_fields::policy_page(&query)?;
+    if page_size > 100 {
+        return Err(EmulatorError::validation("page_size must be 1 to 100"));
+    }
+    let ids: Option<Vec<&str>> = query.get("id").map(|ids| {
+        ids.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect()
+    });
+    let faults = state.common.faults();
+    let workspaces = lock(&state.workspaces);
+    let integrations = lock(&state.mcp_integrations);
+    let store = lock(&state.store);
+    let workspace = query
+        .get("workspace_id")
+        .map(|key| workspaces.find(key).map_or(key.clone(), |w| w.id.clone()));
+    let matching: Vec<&McpServerRecord> = store
+        .sorted()
+        .into_iter()
+        .filter(|r| faults.listed(r.api_created))
+        .filter(|r| workspace.as_ref().is_none_or(|w| &r.workspace_id == w))
+        .filter(|r| ids.as_ref().is_none_or(|ids| ids.contains(&r.id.as_str())))
+        .filter(|r| {
+            query
+                .get("search")
+                .is_none_or(|s| r.name.to_lowercase().contains(&s.to_lowercase()))
+        })
+        .collect();
+    let total = matching.len();
+    let data: Vec<Value> = policy_fields::page(matching, page_size, current_page)
+        .into_iter()
+        .map(|r| r.row(&integrations, &workspaces))
+        .collect();
+    let body = json!({"object": "list", "total": total, "data": data});
+    Ok(normalise::reply(&body, faults.normalise))
+}
+
+async fn read(
+    State(state): State<McpServersState>,
+    Path(key): Path<String>,
+) -> ApiResult<Response> {
+    let normalise = state.common.faults().normalise;
+    let store = lock(&state.store);
+    let record = store
+        .find(&key)
+        .ok_or_else(|| missing(&state.common, &key))?;
+    Ok(normalise::reply(&record.detail(), normalise))
+}
+
+/// `PUT …/mcp-servers/{id}`: `name`, `description` → `{id, slug, object}`.
+async fn update(
+    State(state): State<McpServersState>,
+    Path(key): Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    let body = fields::parse_object(&body)?;
+    let name = fields::opt_str(&body, "name")?;
+    if name
+        .as_ref()
+        .is_some_and(|n| n.trim().is_empty() || n.chars().count() > 255)
+    {
+        return Err(EmulatorError::validation(
+            "name must be 1 to 255 characters",
+        ));
+    }
+    let description = body
+        .contains_key("description")
+        .then(|| fields::opt_str_max(&body, "description", 500))
+        .transpose()?;
+    let mut store = lock(&state.store);
+    let record = store
+        .find_mut(&key)
+        .ok_or_else(|| missing(&state.common, &key))?;
+    for field in ["workspace_id", "mcp_integration_id", "slug"] {
+        if body.get(field).is_some_and(|v| !v.is_null()) {
+            return Err(EmulatorError::validation(format!(
+                "{field} cannot be changed; create another MCP server"
+            )));
+        }
+    }
+    if name.is_none() && description.is_none() {
+        return Err(EmulatorError::validation(
+            "request body must contain name or description",
+        ));
+    }
+    if let Some(name) = name {
+        record.name = name;
+    }
+    if let Some(description) = description {
+        record.description = description;
+    }
+    record.last_updated_at = touched(&record.last_updated_at);
+    Ok(Json(
+        json!({"id": record.id, "slug": record.slug, "object": OBJECT}),
+    ))
+}
+
+async fn delete(
+    State(state): State<McpServersState>,
+    Path(key): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let mut store = lock(&state.store);
+    let id = store
+        .find(&key)
+        .ok_or_else(|| missing(&state.common, &key))?
+        .id
+        .clone();
+    store.by_id.remove(&id);
+    Ok(Json(json!({})))
+}
+
+/// The integration's capabilities as this server sees them: `(type, name, integration_enabled,
+/// server enabled)`.
+fn layered(
+    record: &McpServerRecord,
+    integrations: &McpIntegrationStore,
+) -> Vec<(String, Value, bool)> {
+    let Some(integration) = integrations.find(&record.mcp_integration_id) else {
+        return Vec::new();
+    };
+    integration
+        .capabilities
+        .iter()
+        .map(|c| {
+            let enabled = record
+                .capability_toggles
+                .get(&(c.kind.clone(), c.name.clone()))
+                .copied()
+                .unwrap_or(true);
+            let mut item = c.item();
+            item["integration_enabled"] = json!(c.enabled);
+            item["enabled"] = json!(enabled);
+            (c.kind.clone(), item, enabled)
+        })
+        .collect()
+}
+
+async fn capabilities(
+    State(state): State<McpServersState>,
+    Path(key): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    let normalise = state.common.faults().normalise;
+    let integrations = lock(&state.mcp_integrations);
+    let store = lock(&state.store);
+    let record = store
+        .find(&key)
+        .ok_or_else(|| missing(&state.common, &key))?;
+    let layers = layered(record, &integrations);
+    let all: Vec<(String, bool)> = layers.iter().map(|(k, _, e)| (k.clone(), *e)).collect();
+    let items = layers.into_iter().map(|(k, item, _)| (k, item)).collect();
+    let body = capabilities_page(&query, &all, items)?;
+    Ok(normalise::reply(&body, normalise))
+}
+
+/// `PUT …/capabilities` → `{success: true}`: the server's own layer.
+async fn update_capabilities(
+    State(state): State<McpServersState>,
+    Path(key): Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    let body = fields::parse_object(&body)?;
+    let updates = capability_updates(&body)?;
+    let integrations = lock(&state.mcp_integrations);
+    let mut store = lock(&state.store);
+    let record = store
+        .find_mut(&key)
+        .ok_or_else(|| missing(&state.common, &key))?;
+    let known = integrations
+        .find(&record.mcp_integration_id)
+        .map(|i| i.capabilities.clone())
+        .unwrap_or_default();
+    for (name, kind, _) in &updates {
+        if !known.iter().any(|c| &c.name == name && &c.kind == kind) {
+            return Err(undiscovered(kind, name));
+        }
+    }
+    for (name, kind, enabled) in updates {
+        record.capability_toggles.insert((kind, name), enabled);
+    }
+    Ok(Json(json!({"success": true})))
+}
+
+/// `GET …/user-access`: `page` (from 1), `page_size` (1–500), `search` (user id).
+async fn user_access(
+    State(state): State<McpServersState>,
+    Path(key): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Json<Value>> {
+    let page = policy_fields::page_param(&query, "page", 1)?.max(1);
+    let page_size = policy_fields::page_param(&query, "page_size", 100)?;
+    if !(1..=500).contains(&page_size) {
+        return Err(EmulatorError::validation("page_size must be 1 to 500"));
+    }
+    let store = lock(&state.store);
+    let record = store
+        .find(&key)
+        .ok_or_else(|| missing(&state.common, &key))?;
+    let rows: Vec<Value> = record
+        .user_access
+        .iter()
+        .filter(|(user, _)| {
+            query
+                .get("search")
+                .is_none_or(|s| user.contains(s.as_str()))
+        })
+        .map(|(user, enabled)| {
+            json!({"user_id": user, "first_name": null, "last_name": null, "enabled": enabled,
+                   "has_override": true, "connection_status": "not_connected"})
+        })
+        .collect();
+    let total = rows.len();
+    let data = policy_fields::page(rows, page_size, page - 1);
+    Ok(Json(json!({
+        "object": "list", "default_user_access": record.default_user_access, "total": total,
+        "has_more": page * page_size < total, "data": data,
+    })))
+}
+
+/// `PUT …/user-access` `{user_access: [{user_id, enabled}], default_user_access?}` →
+/// `{success: true, object}`.
+async fn update_user_access(
+    State(state): State<McpServersState>,
+    Path(key): Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    let body = fields::parse_object(&body)?;
+    let items = fields::opt_array(&body, "user_access")?
+        .ok_or_else(|| EmulatorError::validation("user_access is required"))?;
+    let mut rows = Vec::with_capacity(items.len());
+    for item in &items {
+        let item: &Object = item
+            .as_object()
+            .ok_or_else(|| EmulatorError::validation("user_access items must be objects"))?;
+        let user = fields::req_str(item, "user_id")
+            .map_err(|_| EmulatorError::validation("user_access[].user_id is required"))?;
+        let enabled = fields::opt_bool(item, "enabled")?
+            .ok_or_else(|| EmulatorError::validation("user_access[].enabled is required"))?;
+        rows.push((user, enabled));
+    }
+    let default = fields::opt_enum(&body, "default_user_access", &["allow", "deny"])?;
+    let mut store = lock(&state.store);
+    let record = store
+        .find_mut(&key)
+        .ok_or_else(|| missing(&state.common, &key))?;
+    for (user, enabled) in rows {
+        match record.user_access.iter_mut().find(|(u, _)| *u == user) {
+            Some(row) => row.1 = enabled,
+            None => record.user_access.push((user, enabled)),
+        }
+    }
+    if let Some(default) = default {
+        record.default_user_access = default;
+    }
+    record.last_updated_at = touched(&record.last_updated_at);
+    Ok(Json(
+        json!({"success": true, "object": "mcp-server-user-access"}),
+    ))
+}
+
+/// `GET …/connections` → `{object, total, has_more, data}` (no user has connected).
+async fn connections(
+    State(state): State<McpServersState>,
+    Path(key): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Json<Value>> {
+    let page_size = policy_fields::page_param(&query, "page_size", 100)?;
+    if page_size > 500 {
+        return Err(EmulatorError::validation("page_size must be at most 500"));
+    }
+    let store = lock(&state.store);
+    store
+        .find(&key)
+        .ok_or_else(|| missing(&state.common, &key))?;
+    Ok(Json(
+        json!({"object": "list", "total": 0, "has_more": false, "data": []}),
+    ))
+}
