@@ -1,6 +1,9 @@
 //! Contract test: the emulator's responses against the published OpenAPI description, reduced to
 //! the operations aigw calls (`tests/fixtures/openapi/openapi-subset.yaml`, and
-//! `openapi-usage-limits.yaml` for usage-limits policies from the PANW spec; their README names
+//! `openapi-usage-limits.yaml` for usage-limits policies from the PANW spec,
+//! `openapi-telemetry.yaml` for the telemetry reads, `openapi-rest-objects.yaml` for MCP
+//! integrations and servers, SCM workspaces and IAM scopes, and `openapi-more-objects.yaml` for
+//! secret references and guardrail ↔ MCP-server mappings; their README names
 //! the upstream commits and how they were reduced). Kept in the repository so any clone can run
 //! it.
 //!
@@ -65,6 +68,42 @@ const DEVIATIONS: &[(&str, &str)] = &[
         "the emulator also takes `periodic_reset_days` and `description` on create (FACTS §4 lists the reset days beside `periodic_reset`); this test sends only spec fields",
     ),
     (
+        "McpIntegrations_list 200: configurations",
+        "live list rows carry `configurations` as a JSON-encoded string, an object in the detail (FACTS-rest §4); rows are validated with the string parsed back (and checked to be a string)",
+    ),
+    (
+        "McpIntegration.secret_mappings",
+        "live reads say null until set (FACTS-rest §4, [LIVE]); the spec's array is not nullable; validated with a null left out",
+    ),
+    (
+        "McpIntegrationWorkspaces_list 200",
+        "the spec's oneOf branches require no field, so every object matches both; the legacy answer is validated against McpIntegrationWorkspacesLegacyResponse, the versioned (?version=) one against McpIntegrationWorkspacesListResponse",
+    ),
+    (
+        "McpServers_update 200",
+        "the spec says {}; live answers {id, slug, object} (FACTS-rest §6) — an object, so the spec's `type: object` still holds",
+    ),
+    (
+        "McpServers_test, McpServerConnections_delete",
+        "SCM answers 403 even on an owned server (FACTS-rest §6); the emulator answers the policy denial (403, x-opa-decision: false), checked instead of the spec's 200",
+    ),
+    (
+        "McpServers_retrieve 200",
+        "live omits workspace_id and mcp_integration_details (FACTS-rest §6); neither is required by the spec",
+    ),
+    (
+        "SecretReferenceListItem.status, SecretReferenceDetailResponse.status",
+        "the spec's enum is ACTIVE; live reads say `active` (FACTS-more §0.6); validated with the status upper-cased",
+    ),
+    (
+        "listGuardrailMcpServers 200, listOrgGuardrailMcpServers 200",
+        "SCM answers {object: \"list\", total, data} rather than the bare array (FACTS-rest §7); `data` is validated against the spec's array",
+    ),
+    (
+        "DELETE /workspaces/{workspaceRef}, DELETE /scopes/{name} 200",
+        "the fragments record no body; the emulator answers {}",
+    ),
+    (
         "Albus_delete_deploymentsDeploymentId 200",
         "live answers an empty body, not a JSON object (FACTS §5); the body is checked to be empty instead",
     ),
@@ -79,6 +118,11 @@ const SUBSET: &str = "openapi-subset.yaml";
 const USAGE_LIMITS: &str = "openapi-usage-limits.yaml";
 /// The SCM-observed telemetry reads (`openapi-rest.yaml`'s fragments).
 const TELEMETRY: &str = "openapi-telemetry.yaml";
+/// MCP integrations and servers (PANW), SCM workspaces and IAM scopes (SCM-observed), from
+/// `openapi-rest.yaml`.
+const REST_OBJECTS: &str = "openapi-rest-objects.yaml";
+/// Secret references and guardrail ↔ MCP-server mappings, from `openapi-more.yaml`.
+const MORE_OBJECTS: &str = "openapi-more-objects.yaml";
 
 fn spec_path(fixture: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -579,6 +623,8 @@ fn the_spec_is_present_and_every_operation_is_accounted_for() {
         (SUBSET, CHECKED),
         (USAGE_LIMITS, CHECKED_USAGE_LIMITS),
         (TELEMETRY, CHECKED_TELEMETRY),
+        (REST_OBJECTS, CHECKED_REST_OBJECTS),
+        (MORE_OBJECTS, CHECKED_MORE_OBJECTS),
     ] {
         let expected: BTreeSet<String> = checked.iter().map(|id| (*id).to_owned()).collect();
         assert_eq!(
@@ -625,6 +671,59 @@ const CHECKED_USAGE_LIMITS: &[&str] = &[
     "deleteUsageLimitsPolicy",
     "listUsageLimitsPolicyEntities",
     "resetUsageLimitsPolicyEntity",
+];
+
+/// The MCP, workspace and scope operations; `rest_object_responses_match_the_fragments` calls
+/// each.
+const CHECKED_REST_OBJECTS: &[&str] = &[
+    "McpIntegrations_create",
+    "McpIntegrations_list",
+    "McpIntegrations_retrieve",
+    "McpIntegrations_update",
+    "McpIntegrations_delete",
+    "McpIntegrationWorkspaces_list",
+    "McpIntegrationWorkspaces_bulkUpdate",
+    "McpIntegrationCapabilities_list",
+    "McpIntegrationCapabilities_bulkUpdate",
+    "McpIntegrationMetadata_retrieve",
+    "McpServers_create",
+    "McpServers_list",
+    "McpServers_retrieve",
+    "McpServers_update",
+    "McpServers_delete",
+    "McpServers_test",
+    "McpServerCapabilities_list",
+    "McpServerCapabilities_bulkUpdate",
+    "McpServerUserAccess_list",
+    "McpServerUserAccess_bulkUpdate",
+    "McpServerConnections_list",
+    "McpServerConnections_delete",
+    "GET /workspaces",
+    "POST /workspaces",
+    "GET /workspaces/{workspaceRef}",
+    "PUT /workspaces/{workspaceRef}",
+    "DELETE /workspaces/{workspaceRef}",
+    "GET /scopes",
+    "POST /scopes",
+    "GET /scopes/{name}",
+    "PUT /scopes/{name}",
+    "DELETE /scopes/{name}",
+];
+
+/// Secret references and guardrail mappings; `secret_reference_and_mapping_responses_match_the_spec`
+/// calls each.
+const CHECKED_MORE_OBJECTS: &[&str] = &[
+    "listSecretReferences",
+    "createSecretReference",
+    "getSecretReference",
+    "updateSecretReference",
+    "deleteSecretReference",
+    "listGuardrailMcpServers",
+    "bulkSyncGuardrailMcpServers",
+    "upsertGuardrailMcpServer",
+    "listOrgGuardrailMcpServers",
+    "bulkSyncOrgGuardrailMcpServers",
+    "upsertOrgGuardrailMcpServer",
 ];
 
 /// The telemetry reads; `telemetry_responses_match_the_fragments` calls each.
@@ -1151,4 +1250,393 @@ async fn telemetry_responses_match_the_fragments() {
         );
     }
     assert_eq!(h.checked.len(), CHECKED_TELEMETRY.len());
+}
+
+/// An MCP integration read as the spec would have it: `secret_mappings: null` (live until set)
+/// left out.
+fn live_mcp_integration(mut body: Value) -> Value {
+    if body["secret_mappings"].is_null()
+        && let Some(fields) = body.as_object_mut()
+    {
+        fields.remove("secret_mappings");
+    }
+    body
+}
+
+/// Every MCP integration and server operation, and the SCM workspace and IAM scope routes,
+/// against `openapi-rest-objects.yaml`.
+#[tokio::test]
+async fn rest_object_responses_match_the_fragments() {
+    let mut h = Harness::start_with(Spec::load_fixture(REST_OBJECTS)).await;
+
+    // IAM scope → workspace → bind.
+    let scope = json!({"name": "ws_contract_a1b2c3", "description": "", "resources": []});
+    let (status, body) = h.call(Method::POST, "/iam/v1/scopes", Some(scope)).await;
+    assert_eq!(status, 200, "{body}");
+    h.expect_spec("POST /scopes", 200, &body);
+    let create = json!({"name": "Contract", "scope_name": "ws_contract_a1b2c3", "description": "d",
+                        "icon": "📜", "defaults": {"metadata": {"team": "t"}},
+                        "rate_limits": [{"type": "requests", "unit": "rpm", "value": 5}]});
+    let (status, body) = h
+        .call(Method::POST, "/ai_gw/admin/v2/workspaces", Some(create))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    h.expect_spec("POST /workspaces", 200, &body);
+    let slug = body["slug"].as_str().expect("slug").to_owned();
+    let bind = json!({"name": "ws_contract_a1b2c3", "description": "", "resources": [
+        {"resource_type": "workspace", "resource_id": slug, "metadata": []}]});
+    let (status, body) = h
+        .call(Method::PUT, "/iam/v1/scopes/ws_contract_a1b2c3", Some(bind))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    h.expect_spec("PUT /scopes/{name}", 200, &body);
+    let (_, body) = h
+        .call(Method::GET, "/iam/v1/scopes/ws_contract_a1b2c3", None)
+        .await;
+    h.expect_spec("GET /scopes/{name}", 200, &body);
+    let (_, body) = h.call(Method::GET, "/iam/v1/scopes", None).await;
+    h.expect_spec("GET /scopes", 200, &body);
+    for plane in ["/ai_gw/v2", "/ai_gw/admin/v2"] {
+        let (_, body) = h
+            .call(Method::GET, &format!("{plane}/workspaces"), None)
+            .await;
+        assert_eq!(body["total"], 2, "{body}");
+        h.expect_spec("GET /workspaces", 200, &body);
+        let (status, body) = h
+            .call(Method::GET, &format!("{plane}/workspaces/{slug}"), None)
+            .await;
+        assert_eq!(status, 200, "{body}");
+        h.expect_spec("GET /workspaces/{workspaceRef}", 200, &body);
+    }
+    let update = json!({"usage_limits": [{"credit_limit": 10, "type": "cost"}], "icon": ""});
+    let (status, body) = h
+        .call(
+            Method::PUT,
+            &format!("/ai_gw/admin/v2/workspaces/{slug}"),
+            Some(update),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    h.expect_spec("PUT /workspaces/{workspaceRef}", 200, &body);
+    let (_, body) = h
+        .call(
+            Method::GET,
+            &format!("/ai_gw/admin/v2/workspaces/{slug}"),
+            None,
+        )
+        .await;
+    h.expect_spec("GET /workspaces/{workspaceRef}", 200, &body);
+    let workspace_id = body["id"].as_str().expect("id").to_owned();
+
+    // MCP integration.
+    let create = json!({"name": "Linear", "slug": "linear", "url": "https://mcp.linear.app/mcp",
+                        "auth_type": "headers", "transport": "http", "description": "tickets",
+                        "configurations": {"custom_headers": {"Authorization": "Bearer x-123456789012"}}});
+    let (status, body) = h
+        .call(
+            Method::POST,
+            "/ai_gw/admin/v2/mcp-integrations",
+            Some(create),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    h.expect_spec("McpIntegrations_create", 200, &body);
+    let base = "/ai_gw/admin/v2/mcp-integrations/linear";
+    h.control(
+        "/_emulator/mcp-integrations/linear/discover",
+        json!({"tools": [{"name": "create_issue", "description": "d"}], "prompts": [{"name": "triage"}]}),
+    )
+    .await;
+    let (_, mut body) = h
+        .call(Method::GET, "/ai_gw/admin/v2/mcp-integrations", None)
+        .await;
+    for row in body["data"].as_array_mut().expect("rows") {
+        let text = row["configurations"]
+            .as_str()
+            .expect("a JSON string in rows");
+        row["configurations"] = serde_json::from_str(text).expect("JSON");
+        *row = live_mcp_integration(row.take());
+    }
+    h.expect_spec("McpIntegrations_list", 200, &body);
+    let (_, body) = h.call(Method::GET, base, None).await;
+    assert!(body["configurations"].is_object(), "{body}");
+    h.expect_spec("McpIntegrations_retrieve", 200, &live_mcp_integration(body));
+    let (status, body) = h
+        .call(Method::PUT, base, Some(json!({"description": "issues"})))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    h.expect_spec("McpIntegrations_update", 200, &body);
+    let grant = json!({"workspaces": [{"id": workspace_id, "enabled": true}],
+                       "global_workspace_access": null});
+    let (status, body) = h
+        .call(Method::PUT, &format!("{base}/workspaces"), Some(grant))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    h.expect_spec("McpIntegrationWorkspaces_bulkUpdate", 200, &body);
+    let branches = h.spec.response_schema("McpIntegrationWorkspaces_list", 200)["oneOf"].clone();
+    for (query, component, rows) in [
+        ("", "McpIntegrationWorkspacesLegacyResponse", "workspaces"),
+        ("?version=2", "McpIntegrationWorkspacesListResponse", "data"),
+    ] {
+        let reference = json!({"$ref": format!("#/components/schemas/{component}")});
+        assert!(branches.as_array().is_some_and(|b| b.contains(&reference)));
+        let (_, body) = h
+            .call(Method::GET, &format!("{base}/workspaces{query}"), None)
+            .await;
+        assert_eq!(body[rows][0]["enabled"], true, "{body}");
+        h.expect_schema("McpIntegrationWorkspaces_list", &reference, &body);
+    }
+    let (_, body) = h
+        .call(
+            Method::GET,
+            &format!("{base}/capabilities?page=1&type=tool"),
+            None,
+        )
+        .await;
+    assert_eq!(body["total"], 1, "{body}");
+    h.expect_spec("McpIntegrationCapabilities_list", 200, &body);
+    let toggle =
+        json!({"capabilities": [{"name": "create_issue", "type": "tool", "enabled": false}]});
+    let (status, body) = h
+        .call(
+            Method::PUT,
+            &format!("{base}/capabilities"),
+            Some(toggle.clone()),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    h.expect_spec("McpIntegrationCapabilities_bulkUpdate", 200, &body);
+    let (_, body) = h.call(Method::GET, &format!("{base}/metadata"), None).await;
+    h.expect_spec("McpIntegrationMetadata_retrieve", 200, &body);
+
+    // MCP server.
+    let create = json!({"name": "Linear", "mcp_integration_id": "linear", "workspace_id": slug,
+                        "slug": "linear-contract", "description": "d"});
+    let (status, body) = h
+        .call(Method::POST, "/ai_gw/v2/mcp-servers", Some(create))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    h.expect_spec("McpServers_create", 200, &body);
+    let server = "/ai_gw/v2/mcp-servers/linear-contract";
+    let (_, body) = h
+        .call(
+            Method::GET,
+            &format!("/ai_gw/v2/mcp-servers?workspace_id={slug}"),
+            None,
+        )
+        .await;
+    h.expect_spec("McpServers_list", 200, &body);
+    let (_, body) = h.call(Method::GET, server, None).await;
+    h.expect_spec("McpServers_retrieve", 200, &body);
+    let (status, body) = h
+        .call(Method::PUT, server, Some(json!({"name": "Linear tickets"})))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    h.expect_spec("McpServers_update", 200, &body);
+    let (_, body) = h
+        .call(Method::GET, &format!("{server}/capabilities"), None)
+        .await;
+    h.expect_spec("McpServerCapabilities_list", 200, &body);
+    let (status, body) = h
+        .call(Method::PUT, &format!("{server}/capabilities"), Some(toggle))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    h.expect_spec("McpServerCapabilities_bulkUpdate", 200, &body);
+    let (_, body) = h
+        .call(Method::GET, &format!("{server}/user-access"), None)
+        .await;
+    h.expect_spec("McpServerUserAccess_list", 200, &body);
+    let access = json!({"user_access": [{"user_id": "u-1", "enabled": true}], "default_user_access": "deny"});
+    let (status, body) = h
+        .call(Method::PUT, &format!("{server}/user-access"), Some(access))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    h.expect_spec("McpServerUserAccess_bulkUpdate", 200, &body);
+    let (_, body) = h
+        .call(Method::GET, &format!("{server}/user-access"), None)
+        .await;
+    h.expect_spec("McpServerUserAccess_list", 200, &body);
+    let (_, body) = h
+        .call(Method::GET, &format!("{server}/connections"), None)
+        .await;
+    h.expect_spec("McpServerConnections_list", 200, &body);
+    for (operation, method, path) in [
+        ("McpServers_test", Method::POST, format!("{server}/test")),
+        (
+            "McpServerConnections_delete",
+            Method::DELETE,
+            format!("{server}/connections"),
+        ),
+    ] {
+        let (status, body) = h.call(method, &path, None).await;
+        assert_eq!(
+            (status, body),
+            (403, json!({"msg": "Access denied"})),
+            "{operation}"
+        );
+        h.checked.insert(operation.to_owned());
+    }
+    let (status, body) = h.call(Method::DELETE, server, None).await;
+    assert_eq!(status, 200, "{body}");
+    h.expect_spec("McpServers_delete", 200, &body);
+    let (status, body) = h.call(Method::DELETE, base, None).await;
+    assert_eq!(status, 200, "{body}");
+    h.expect_spec("McpIntegrations_delete", 200, &body);
+
+    for (operation, path) in [
+        (
+            "DELETE /workspaces/{workspaceRef}",
+            format!("/ai_gw/admin/v2/workspaces/{slug}"),
+        ),
+        (
+            "DELETE /scopes/{name}",
+            "/iam/v1/scopes/ws_contract_a1b2c3".to_owned(),
+        ),
+    ] {
+        let (status, body) = h.call(Method::DELETE, &path, None).await;
+        assert_eq!((status, body), (200, json!({})), "{operation}");
+        h.checked.insert(operation.to_owned());
+    }
+    assert_eq!(
+        h.checked,
+        CHECKED_REST_OBJECTS
+            .iter()
+            .map(|o| (*o).to_owned())
+            .collect()
+    );
+}
+
+/// Secret references and guardrail ↔ MCP-server mappings against `openapi-more-objects.yaml`.
+#[tokio::test]
+async fn secret_reference_and_mapping_responses_match_the_spec() {
+    let mut h = Harness::start_with(Spec::load_fixture(MORE_OBJECTS)).await;
+    let upper = |mut body: Value| {
+        if body["status"] == "active" {
+            body["status"] = json!("ACTIVE");
+        }
+        body
+    };
+    let create = json!({"name": "vault", "slug": "vault-ref", "manager_type": "hashicorp_vault",
+        "secret_path": "kv/openai", "secret_key": "key", "description": "d", "tags": {"t": "v"},
+        "allowed_workspaces": [WORKSPACE],
+        "auth_config": {"vault_auth_type": "approle", "vault_addr": "https://vault:8200",
+                        "vault_role_id": "role-123456789", "vault_secret_id": "secret-123456789"}});
+    let (status, body) = h
+        .call(
+            Method::POST,
+            "/ai_gw/admin/v2/secret-references",
+            Some(create),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    h.expect_spec("createSecretReference", 200, &body);
+    let (_, mut body) = h
+        .call(Method::GET, "/ai_gw/admin/v2/secret-references", None)
+        .await;
+    for row in body["data"].as_array_mut().expect("rows") {
+        *row = upper(row.take());
+    }
+    h.expect_spec("listSecretReferences", 200, &body);
+    let item = "/ai_gw/admin/v2/secret-references/vault-ref";
+    let (_, body) = h.call(Method::GET, item, None).await;
+    h.expect_spec("getSecretReference", 200, &upper(body));
+    let (status, body) = h
+        .call(Method::PUT, item, Some(json!({"secret_key": "other"})))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    h.expect_spec("updateSecretReference", 200, &body);
+    let (status, body) = h.call(Method::DELETE, item, None).await;
+    assert_eq!(status, 200, "{body}");
+    h.expect_spec("deleteSecretReference", 200, &body);
+
+    let seeded = h
+        .control(
+            "/_emulator/seed",
+            json!({"guardrails": [{"name": "pii", "workspace_id": WORKSPACE}]}),
+        )
+        .await;
+    let guardrail = seeded["guardrails"][0]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let state: Value = h
+        .http
+        .get(format!("{}/_emulator/state", h.running.management_url()))
+        .send()
+        .await
+        .expect("state")
+        .json()
+        .await
+        .expect("json");
+    let workspace = state["default_workspace_id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let integration = json!({"name": "Linear", "slug": "linear", "url": "https://mcp.linear.app/mcp",
+                             "auth_type": "none", "transport": "sse"});
+    h.call(
+        Method::POST,
+        "/ai_gw/admin/v2/mcp-integrations",
+        Some(integration),
+    )
+    .await;
+    h.call(
+        Method::PUT,
+        "/ai_gw/admin/v2/mcp-integrations/linear/workspaces",
+        Some(json!({"workspaces": [], "global_workspace_access": {"enabled": true}})),
+    )
+    .await;
+    let (_, server) = h
+        .call(
+            Method::POST,
+            "/ai_gw/v2/mcp-servers",
+            Some(json!({"name": "s", "mcp_integration_id": "linear", "workspace_id": workspace})),
+        )
+        .await;
+    let server = server["id"].as_str().expect("server id").to_owned();
+    let array = |spec: &Spec, operation: &str| spec.response_schema(operation, 200);
+    for (plane, list, sync, upsert) in [
+        (
+            "/ai_gw/v2",
+            "listGuardrailMcpServers",
+            "bulkSyncGuardrailMcpServers",
+            "upsertGuardrailMcpServer",
+        ),
+        (
+            "/ai_gw/admin/v2",
+            "listOrgGuardrailMcpServers",
+            "bulkSyncOrgGuardrailMcpServers",
+            "upsertOrgGuardrailMcpServer",
+        ),
+    ] {
+        let path = format!("{plane}/guardrails/{guardrail}/mcp-servers");
+        let body = json!({"mcp_servers": {server.clone(): {"run_on": ["input"],
+                          "mcp_integration_capability_ids": [WORKSPACE]}}});
+        let (status, body) = h.call(Method::PUT, &path, Some(body)).await;
+        assert_eq!(status, 200, "{body}");
+        h.expect_spec(sync, 200, &body);
+        let (status, body) = h
+            .call(
+                Method::PUT,
+                &format!("{path}/{server}"),
+                Some(json!({"run_on": ["output"]})),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        h.expect_spec(upsert, 200, &body);
+        let (_, body) = h.call(Method::GET, &path, None).await;
+        assert_eq!(
+            (body["object"].clone(), body["total"].clone()),
+            (json!("list"), json!(1))
+        );
+        let schema = array(&h.spec, list);
+        h.expect_schema(list, &schema, &body["data"]);
+    }
+    assert_eq!(
+        h.checked,
+        CHECKED_MORE_OBJECTS
+            .iter()
+            .map(|o| (*o).to_owned())
+            .collect()
+    );
 }
