@@ -26,29 +26,29 @@
 //! An empty cohort reads as the live API reads it: counts 0, and the latency mean and
 //! percentiles `null` (zero-valued buckets stay).
 
-use std::collections::{BTreeMap, VecDeque};
+mod log;
+mod query;
+
+use std::collections::BTreeMap;
 
 use axum::{
     Json,
     extract::{Path, Query, State},
 };
-use jiff::{Timestamp, civil::Date, tz::TimeZone};
+use jiff::{civil::Date, tz::TimeZone};
 use serde_json::{Map, Value, json};
 
 use super::common::{
     errors::{ApiResult, EmulatorError},
     state::{KindState, lock},
 };
+use log::timestamp;
+use query::{Filters, days, invalid};
+
+pub use log::{LogRow, TelemetryLog};
 
 /// What the telemetry routes reach.
 pub type TelemetryState = KindState<TelemetryLog>;
-
-/// Rows kept; the oldest go first.
-const MAX_ROWS: usize = 200_000;
-/// The longest window a chart buckets, in days.
-const MAX_DAYS: i64 = 1_000;
-/// Cents per token.
-pub const CENTS_PER_TOKEN: f64 = 0.001;
 
 pub const DIMENSIONS: &[&str] = &[
     "ai_service",
@@ -77,309 +77,6 @@ pub const METRICS: &[&str] = &[
     "feedback-score-distribution",
     "feedback-models",
 ];
-const COLUMNS: &[&str] = &[
-    "cost",
-    "avg_latency",
-    "avg_tokens",
-    "total_tokens",
-    "success_rate",
-    "last_seen",
-];
-
-/// One request through the data plane.
-#[derive(Clone, Debug)]
-pub struct LogRow {
-    pub id: String,
-    pub created_at: Timestamp,
-    pub workspace_slug: String,
-    pub api_key_id: String,
-    pub config_id: Option<String>,
-    pub config_slug: Option<String>,
-    pub config_version_id: Option<String>,
-    /// The provider slug of the target that answered last (empty when none was reached).
-    pub provider: String,
-    pub ai_model: String,
-    pub status: u16,
-    pub latency_ms: u64,
-    pub request_units: u64,
-    pub response_units: u64,
-    pub trace_id: String,
-    pub metadata: BTreeMap<String, String>,
-    pub mode: String,
-    pub option_index: usize,
-    /// Provider calls the request took (retries and fallbacks included).
-    pub attempts: usize,
-    pub request_url: String,
-}
-
-impl LogRow {
-    pub fn total_units(&self) -> u64 {
-        self.request_units + self.response_units
-    }
-
-    /// In cents.
-    pub fn cost(&self) -> f64 {
-        self.total_units() as f64 * CENTS_PER_TOKEN
-    }
-
-    pub fn is_success(&self) -> bool {
-        (200..300).contains(&self.status)
-    }
-
-    fn user(&self) -> &str {
-        self.metadata.get("_user").map_or("", String::as_str)
-    }
-
-    /// The row as `GET /_emulator/state` shows it: the live log row's fields, plus the config.
-    pub fn dump(&self) -> Value {
-        let (keys, values): (Vec<&String>, Vec<&String>) = self.metadata.iter().unzip();
-        json!({
-            "id": self.id,
-            "created_at": timestamp(self.created_at),
-            "workspace_slug": self.workspace_slug,
-            "api_key_id": self.api_key_id,
-            "config_id": self.config_id,
-            "config_slug": self.config_slug,
-            "config_version_id": self.config_version_id,
-            "provider": self.provider,
-            "ai_org": self.provider,
-            "ai_model": self.ai_model,
-            "response_status_code": self.status,
-            "is_success": u8::from(self.is_success()),
-            "latency_ms": self.latency_ms,
-            "request_units": self.request_units,
-            "response_units": self.response_units,
-            "total_units": self.total_units(),
-            "cost": self.cost(),
-            "trace_id": self.trace_id,
-            "metadataKey": keys,
-            "metadataValue": values,
-            "_user": self.user(),
-            "mode": self.mode,
-            "last_used_option_index": self.option_index,
-            "attempts": self.attempts,
-            "request_url": self.request_url,
-            "request_method": "POST",
-        })
-    }
-}
-
-fn timestamp(at: Timestamp) -> String {
-    at.strftime("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
-}
-
-/// The data plane's request log, oldest first.
-#[derive(Default)]
-pub struct TelemetryLog {
-    rows: VecDeque<LogRow>,
-}
-
-impl TelemetryLog {
-    pub fn push(&mut self, row: LogRow) {
-        if self.rows.len() == MAX_ROWS {
-            self.rows.pop_front();
-        }
-        self.rows.push_back(row);
-    }
-
-    /// Every row (for `GET /_emulator/state`).
-    pub fn dump(&self) -> Vec<Value> {
-        self.rows.iter().map(LogRow::dump).collect()
-    }
-}
-
-/// A telemetry read's window and filters.
-#[derive(Debug, Default)]
-struct Filters {
-    min: Option<Timestamp>,
-    max: Option<Timestamp>,
-    workspace: String,
-    trace_id: Option<String>,
-    metadata: Option<BTreeMap<String, String>>,
-    status_codes: Option<Vec<u16>>,
-    api_key_ids: Option<Vec<String>>,
-    ai_org_models: Option<Vec<(String, String)>>,
-    units_min: Option<u64>,
-    units_max: Option<u64>,
-    cost_min: Option<f64>,
-    cost_max: Option<f64>,
-    columns: Vec<String>,
-}
-
-fn invalid(message: impl Into<String>) -> EmulatorError {
-    EmulatorError::validation(message)
-}
-
-/// `2026-09-07T00:00:00+00:00`: ISO-8601 with a numeric offset; a `Z` suffix is refused.
-fn offset_time(name: &str, text: &str) -> ApiResult<Timestamp> {
-    if text.ends_with(['Z', 'z']) {
-        return Err(invalid(format!(
-            "{name} must carry a numeric UTC offset (e.g. +00:00), not Z"
-        )));
-    }
-    text.parse::<Timestamp>().map_err(|_| {
-        invalid(format!(
-            "{name} must be an ISO-8601 date-time with a UTC offset"
-        ))
-    })
-}
-
-fn comma_list(text: &str) -> Vec<String> {
-    text.split(',')
-        .map(str::trim)
-        .filter(|item| !item.is_empty())
-        .map(str::to_owned)
-        .collect()
-}
-
-fn number<T: std::str::FromStr>(name: &str, text: &str) -> ApiResult<T> {
-    text.trim()
-        .parse()
-        .map_err(|_| invalid(format!("{name} must be a number >= 0")))
-}
-
-impl Filters {
-    fn parse(pairs: &[(String, String)]) -> ApiResult<Self> {
-        let mut filters = Self::default();
-        let mut organisation = None;
-        let mut workspace = None;
-        for (name, value) in pairs {
-            match name.as_str() {
-                "organisationId" => organisation = Some(value.clone()),
-                "workspaceSlug" => workspace = Some(value.clone()),
-                "timeOfGenerationMin" => filters.min = Some(offset_time(name, value)?),
-                "timeOfGenerationMax" => filters.max = Some(offset_time(name, value)?),
-                "traceId" => filters.trace_id = Some(value.clone()),
-                "metadata" => filters.metadata = Some(metadata_filter(value)?),
-                "statusCode" => {
-                    let codes = comma_list(value)
-                        .iter()
-                        .map(|code| {
-                            code.parse::<u16>().map_err(|_| {
-                                invalid("statusCode must be a comma-separated list of status codes")
-                            })
-                        })
-                        .collect::<ApiResult<Vec<_>>>()?;
-                    filters.status_codes = Some(codes);
-                }
-                "apiKeyIds" => filters.api_key_ids = Some(comma_list(value)),
-                "aiOrgModel" => {
-                    let pairs = comma_list(value)
-                        .iter()
-                        .map(|item| {
-                            item.split_once("__")
-                                .map(|(org, model)| (org.to_owned(), model.to_owned()))
-                                .ok_or_else(|| invalid("aiOrgModel items are <ai_org>__<ai_model>"))
-                        })
-                        .collect::<ApiResult<Vec<_>>>()?;
-                    filters.ai_org_models = Some(pairs);
-                }
-                "totalUnitsMin" => filters.units_min = Some(number(name, value)?),
-                "totalUnitsMax" => filters.units_max = Some(number(name, value)?),
-                "costMin" => filters.cost_min = Some(number(name, value)?),
-                "costMax" => filters.cost_max = Some(number(name, value)?),
-                "columns" => {
-                    filters.columns = comma_list(value)
-                        .into_iter()
-                        .filter(|column| COLUMNS.contains(&column.as_str()))
-                        .collect();
-                }
-                _ => {}
-            }
-        }
-        match organisation {
-            Some(id) if !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()) => {}
-            Some(_) => return Err(invalid("organisationId must be the numeric TSG id")),
-            None => return Err(invalid("organisationId is required")),
-        }
-        filters.workspace = workspace
-            .filter(|slug| !slug.is_empty())
-            .ok_or_else(|| invalid("workspaceSlug is required"))?;
-        let (Some(min), Some(max)) = (filters.min, filters.max) else {
-            return Err(invalid(
-                "timeOfGenerationMin and timeOfGenerationMax are required",
-            ));
-        };
-        if min > max {
-            return Err(invalid(
-                "timeOfGenerationMin must not be after timeOfGenerationMax",
-            ));
-        }
-        if days(min, max).len() as i64 > MAX_DAYS {
-            return Err(invalid(format!(
-                "the window spans more than {MAX_DAYS} days"
-            )));
-        }
-        Ok(filters)
-    }
-
-    /// In the window and the workspace.
-    fn in_window(&self, row: &LogRow) -> bool {
-        self.min.is_none_or(|min| row.created_at >= min)
-            && self.max.is_none_or(|max| row.created_at <= max)
-            && row.workspace_slug == self.workspace
-    }
-
-    /// In the window and through every filter.
-    fn matches(&self, row: &LogRow) -> bool {
-        self.in_window(row)
-            && self.trace_id.as_ref().is_none_or(|id| &row.trace_id == id)
-            && self.metadata.as_ref().is_none_or(|wanted| {
-                wanted
-                    .iter()
-                    .all(|(key, value)| row.metadata.get(key) == Some(value))
-            })
-            && self
-                .status_codes
-                .as_ref()
-                .is_none_or(|codes| codes.contains(&row.status))
-            && self
-                .api_key_ids
-                .as_ref()
-                .is_none_or(|ids| ids.contains(&row.api_key_id))
-            && self.ai_org_models.as_ref().is_none_or(|pairs| {
-                pairs
-                    .iter()
-                    .any(|(org, model)| *org == row.provider && *model == row.ai_model)
-            })
-            && self.units_min.is_none_or(|min| row.total_units() >= min)
-            && self.units_max.is_none_or(|max| row.total_units() <= max)
-            && self.cost_min.is_none_or(|min| row.cost() >= min)
-            && self.cost_max.is_none_or(|max| row.cost() <= max)
-    }
-}
-
-fn metadata_filter(text: &str) -> ApiResult<BTreeMap<String, String>> {
-    let not_an_object = || invalid("metadata must be a JSON object of string values");
-    let value: Value = serde_json::from_str(text).map_err(|_| not_an_object())?;
-    value
-        .as_object()
-        .ok_or_else(not_an_object)?
-        .iter()
-        .map(|(key, value)| {
-            value
-                .as_str()
-                .map(|value| (key.clone(), value.to_owned()))
-                .ok_or_else(not_an_object)
-        })
-        .collect()
-}
-
-/// The UTC days of a window, in order.
-fn days(min: Timestamp, max: Timestamp) -> Vec<Date> {
-    let first = min.to_zoned(TimeZone::UTC).date();
-    let last = max.to_zoned(TimeZone::UTC).date();
-    let mut out = Vec::new();
-    let mut day = first;
-    while day <= last && (out.len() as i64) <= MAX_DAYS {
-        out.push(day);
-        match day.tomorrow() {
-            Ok(next) => day = next,
-            Err(_) => break,
-        }
-    }
-    out
-}
 
 fn day_of(row: &LogRow) -> Date {
     row.created_at.to_zoned(TimeZone::UTC).date()
@@ -429,7 +126,7 @@ pub async fn groups(
     }
     let filters = Filters::parse(&pairs)?;
     let log = lock(&state.store);
-    let rows: Vec<&LogRow> = log.rows.iter().filter(|row| filters.matches(row)).collect();
+    let rows: Vec<&LogRow> = log.rows().filter(|row| filters.matches(row)).collect();
     Ok(Json(group_answer(&dimension, &rows, &filters.columns)))
 }
 
@@ -513,8 +210,7 @@ pub async fn charts(
     let filtered = matches!(metric.as_str(), "requests" | "cost" | "tokens" | "latency");
     let log = lock(&state.store);
     let rows: Vec<&LogRow> = log
-        .rows
-        .iter()
+        .rows()
         .filter(|row| {
             if filtered {
                 filters.matches(row)
@@ -640,38 +336,9 @@ fn chart(metric: &str, days: &[Date], rows: &[&LogRow]) -> Option<Value> {
 
 #[cfg(test)]
 mod tests {
+    use jiff::Timestamp;
+
     use super::*;
-
-    fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
-        items
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect()
-    }
-
-    const WINDOW: &[(&str, &str)] = &[
-        ("organisationId", "1234567890"),
-        ("workspaceSlug", "ws-1"),
-        ("timeOfGenerationMin", "2026-09-07T00:00:00+00:00"),
-        ("timeOfGenerationMax", "2026-09-08T12:00:00+02:00"),
-    ];
-
-    #[test]
-    fn the_window_needs_numeric_offsets_and_its_four_parameters() {
-        let filters = Filters::parse(&pairs(WINDOW)).expect("window");
-        assert_eq!(days(filters.min.unwrap(), filters.max.unwrap()).len(), 2);
-        let mut zulu = pairs(WINDOW);
-        zulu[2].1 = "2026-09-07T00:00:00Z".into();
-        assert!(Filters::parse(&zulu).is_err(), "Z is refused");
-        for missing in 0..WINDOW.len() {
-            let mut partial = pairs(WINDOW);
-            partial.remove(missing);
-            assert!(Filters::parse(&partial).is_err(), "{missing}");
-        }
-        let mut tsg = pairs(WINDOW);
-        tsg[0].1 = "not-a-tsg".into();
-        assert!(Filters::parse(&tsg).is_err());
-    }
 
     #[test]
     fn percentiles_are_nearest_rank() {
@@ -684,13 +351,9 @@ mod tests {
 
     #[test]
     fn an_empty_latency_cohort_reads_null_with_zero_buckets() {
-        let filters = Filters::parse(&pairs(WINDOW)).expect("window");
-        let data = chart(
-            "latency",
-            &days(filters.min.unwrap(), filters.max.unwrap()),
-            &[],
-        )
-        .expect("modelled");
+        let min: Timestamp = "2026-09-07T00:00:00Z".parse().expect("time");
+        let max: Timestamp = "2026-09-08T10:00:00Z".parse().expect("time");
+        let data = chart("latency", &days(min, max), &[]).expect("modelled");
         for field in ["total", "p50", "p90", "p99"] {
             assert!(data[field].is_null(), "{field}: {data}");
         }
