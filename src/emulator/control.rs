@@ -444,6 +444,18 @@ fn seed_one(state: &AppState, collection: &str, item: &Object) -> ApiResult<Valu
             let name = lock(&state.scopes).seed(item)?;
             Ok(json!({ "name": name }))
         }
+        "secret_references" => {
+            let (id, slug) = lock(&state.secret_references).seed(&state.common, item)?;
+            Ok(json!({ "id": id, "slug": slug }))
+        }
+        "mcp_integrations" => {
+            let (id, slug) = lock(&state.mcp_integrations).seed(&state.common, item)?;
+            Ok(json!({ "id": id, "slug": slug }))
+        }
+        "mcp_servers" => {
+            let (id, slug) = lock(&state.mcp_servers).seed(&state.common, item)?;
+            Ok(json!({ "id": id, "slug": slug }))
+        }
         "responses" => {
             let id = fields::req_str(item, "id")
                 .map_err(|_| EmulatorError::validation("responses items need an id"))?;
@@ -463,7 +475,7 @@ fn seed_one(state: &AppState, collection: &str, item: &Object) -> ApiResult<Valu
             Ok(json!({ "id": id, "vector_store_id": store }))
         }
         other => Err(EmulatorError::validation(format!(
-            "unknown collection {other}; expected configs, deployments, rate_limits, usage_limits, guardrails, generate_guardrails, api_keys, integrations, providers, workspaces, scopes, responses or vector_store_files"
+            "unknown collection {other}; expected configs, deployments, rate_limits, usage_limits, guardrails, generate_guardrails, api_keys, integrations, providers, workspaces, scopes, secret_references, mcp_integrations, mcp_servers, responses or vector_store_files"
         ))),
     }
 }

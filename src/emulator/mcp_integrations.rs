@@ -284,6 +284,82 @@ impl McpIntegrationStore {
             .map(McpIntegrationRecord::dump)
             .collect()
     }
+
+    /// Preloads an integration given in its read shape, with `configurations` in clear,
+    /// `workspaces` as access rows (`{id, enabled}`) and `tools` as discovered tool names;
+    /// answers its id and slug.
+    pub fn seed(&mut self, common: &Common, item: &Object) -> ApiResult<(String, String)> {
+        let name = fields::str_or(item, "name", "seeded MCP integration");
+        let slug = fields::nullable_str(item, "slug")
+            .unwrap_or_else(|| free_slug(&name, "mcp", |s| self.find(s).is_some()));
+        let id = fields::str_or(item, "id", new_id());
+        if self.find(&id).is_some() || self.find(&slug).is_some() {
+            return Err(EmulatorError::validation(format!(
+                "MCP integration {slug} already exists"
+            )));
+        }
+        let at = now();
+        let rows = item
+            .get("workspaces")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_object)
+            .map(|row| AccessRow {
+                id: fields::str_or(row, "id", ""),
+                enabled: fields::flag_or(row, "enabled", true),
+                created_at: at.clone(),
+                last_updated_at: at.clone(),
+                writes: 0,
+            })
+            .collect();
+        let capabilities = fields::opt_str_list(item, "tools")?
+            .unwrap_or_default()
+            .into_iter()
+            .map(|name| Capability {
+                name,
+                kind: "tool".to_owned(),
+                description: None,
+                input_schema: json!({"type": "object"}),
+                enabled: true,
+                created_at: at.clone(),
+                last_updated_at: at.clone(),
+            })
+            .collect::<Vec<_>>();
+        let mut metadata = pending_metadata();
+        if !capabilities.is_empty() {
+            metadata.insert("sync_status".to_owned(), json!("synced"));
+            metadata.insert("last_synced_at".to_owned(), json!(at));
+        }
+        let record = McpIntegrationRecord {
+            seq: common.next_seq(),
+            api_created: None,
+            id: id.clone(),
+            slug: slug.clone(),
+            name,
+            description: fields::nullable_str(item, "description"),
+            url: fields::str_or(item, "url", "https://mcp.example.invalid/mcp"),
+            auth_type: fields::str_or(item, "auth_type", "none"),
+            transport: fields::str_or(item, "transport", "http"),
+            configurations: fields::opt_object(item, "configurations")?.unwrap_or_default(),
+            secret_mappings: fields::opt_array(item, "secret_mappings")?,
+            organisation_id: common.organisation_id.clone(),
+            workspace_id: fields::nullable_str(item, "workspace_id"),
+            owner_id: common.user_id.clone(),
+            created_at: at.clone(),
+            last_updated_at: at,
+            global_access: item
+                .get("global_workspace_access")
+                .cloned()
+                .filter(|g| !g.is_null()),
+            rows,
+            capabilities,
+            metadata,
+            configuration_writes: 0,
+        };
+        self.by_id.insert(id.clone(), record);
+        Ok((id, slug))
+    }
 }
 
 fn missing(state: &Common, key: &str) -> EmulatorError {

@@ -184,6 +184,44 @@ impl McpServerStore {
             .collect()
     }
 
+    /// Preloads a server given in its list-row shape: `mcp_integration_id` and `workspace_id`
+    /// (UUIDs, taken as given: a seed may describe what the console made), `name`, `slug`;
+    /// answers its id and slug.
+    pub fn seed(&mut self, common: &Common, item: &Object) -> ApiResult<(String, String)> {
+        let missing = |_| EmulatorError::validation("mcp_servers items need mcp_integration_id");
+        let integration = fields::req_str(item, "mcp_integration_id").map_err(missing)?;
+        let name = fields::str_or(item, "name", "seeded MCP server");
+        let slug = fields::nullable_str(item, "slug")
+            .unwrap_or_else(|| free_slug(&name, "mcp-server", |s| self.find(s).is_some()));
+        let id = fields::str_or(item, "id", new_id());
+        if self.find(&id).is_some() || self.find(&slug).is_some() {
+            return Err(EmulatorError::validation(format!(
+                "MCP server {slug} already exists"
+            )));
+        }
+        let at = now();
+        let record = McpServerRecord {
+            seq: common.next_seq(),
+            api_created: None,
+            id: id.clone(),
+            slug: slug.clone(),
+            name,
+            description: fields::nullable_str(item, "description"),
+            organisation_id: common.organisation_id.clone(),
+            owner_id: common.user_id.clone(),
+            workspace_id: fields::str_or(item, "workspace_id", common.default_workspace_id.clone()),
+            mcp_integration_id: integration,
+            created_at: at.clone(),
+            last_updated_at: at,
+            capability_toggles: HashMap::new(),
+            default_user_access: fields::str_or(item, "default_user_access", "allow"),
+            user_access: Vec::new(),
+            guardrail_mappings: Vec::new(),
+        };
+        self.by_id.insert(id.clone(), record);
+        Ok((id, slug))
+    }
+
     pub fn dump(&self) -> Vec<Value> {
         self.sorted()
             .into_iter()

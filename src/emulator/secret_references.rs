@@ -238,6 +238,53 @@ impl SecretReferenceStore {
     }
 }
 
+impl SecretReferenceStore {
+    /// Preloads a reference given in its read shape with `auth_config` in clear (checked
+    /// against `manager_type`, default `aws_sm`) and `allowed_workspaces`; answers its id and
+    /// slug.
+    pub fn seed(&mut self, common: &Common, item: &Object) -> ApiResult<(String, String)> {
+        let name = fields::str_or(item, "name", "seeded secret reference");
+        let slug = fields::nullable_str(item, "slug")
+            .unwrap_or_else(|| free_slug(&name, "secret", |s| self.find(s).is_some()));
+        let id = fields::str_or(item, "id", new_id());
+        if self.find(&id).is_some() || self.find(&slug).is_some() {
+            return Err(EmulatorError::validation(format!(
+                "secret reference {slug} already exists"
+            )));
+        }
+        let manager_type = fields::str_or(item, "manager_type", "aws_sm");
+        fields::check_enum("manager_type", Some(&manager_type), MANAGER_TYPES)?;
+        let auth_config = fields::opt_object(item, "auth_config")?.unwrap_or_else(|| {
+            serde_json::Map::from_iter([("aws_auth_type".to_owned(), json!("serviceRole"))])
+        });
+        check_auth_config(&manager_type, &auth_config)?;
+        let allowed = fields::opt_str_list(item, "allowed_workspaces")?.unwrap_or_default();
+        let at = now();
+        let record = SecretReferenceRecord {
+            seq: common.next_seq(),
+            api_created: None,
+            id: id.clone(),
+            slug: slug.clone(),
+            name,
+            description: fields::nullable_str(item, "description"),
+            manager_type,
+            auth_config,
+            secret_path: fields::str_or(item, "secret_path", "seeded/path"),
+            secret_key: fields::nullable_str(item, "secret_key"),
+            allow_all_workspaces: fields::flag_or(item, "allow_all_workspaces", allowed.is_empty()),
+            allowed_workspaces: allowed,
+            tags: fields::opt_string_map(item, "tags")?,
+            organisation_id: common.organisation_id.clone(),
+            created_by: common.user_id.clone(),
+            created_at: at.clone(),
+            last_updated_at: at,
+            auth_config_writes: 0,
+        };
+        self.by_id.insert(id.clone(), record);
+        Ok((id, slug))
+    }
+}
+
 fn missing(state: &Common, key: &str) -> EmulatorError {
     state.missing(&format!("secret reference {key}"))
 }

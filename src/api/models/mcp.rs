@@ -33,9 +33,10 @@ pub struct McpIntegration {
     /// `http`, `sse` (reads may also say `interactive`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<String>,
-    /// An object in the detail, a JSON-encoded string in list rows; masked either way.
+    /// An object in the detail, a JSON-encoded string in list rows. Masked by the API as far as
+    /// is known (FACTS leaves it open): `Debug` prints none of it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub configurations: Option<Value>,
+    pub configurations: Option<HiddenValue>,
     /// `null` until set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_mappings: Option<Vec<SecretMapping>>,
@@ -52,22 +53,36 @@ pub struct McpIntegration {
     pub created_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated_at: Option<String>,
+    /// Fields not modelled here (`Debug` shows their names only).
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: SensitiveFields,
+}
+
+/// A JSON value that may carry a secret: serialised as it is, `Debug` prints `***`.
+#[derive(Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct HiddenValue(pub Value);
+
+impl std::fmt::Debug for HiddenValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("***")
+    }
 }
 
 impl McpIntegration {
     /// The integration with `configurations` replaced by [`HIDDEN_CONFIGURATION`] (keys kept
     /// when it is an object), so that printing it never shows a header or a client secret.
     pub fn with_configurations_hidden(mut self) -> Self {
-        self.configurations = self.configurations.map(|c| match c {
-            Value::Object(map) => Value::Object(
-                map.into_iter()
-                    .map(|(k, _)| (k, Value::String(HIDDEN_CONFIGURATION.into())))
-                    .collect(),
-            ),
-            Value::Null => Value::Null,
-            _ => Value::String(HIDDEN_CONFIGURATION.into()),
+        self.configurations = self.configurations.map(|HiddenValue(c)| {
+            HiddenValue(match c {
+                Value::Object(map) => Value::Object(
+                    map.into_iter()
+                        .map(|(k, _)| (k, Value::String(HIDDEN_CONFIGURATION.into())))
+                        .collect(),
+                ),
+                Value::Null => Value::Null,
+                _ => Value::String(HIDDEN_CONFIGURATION.into()),
+            })
         });
         self
     }

@@ -67,8 +67,9 @@ pub struct SecretReference {
     pub created_at: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated_at: Option<String>,
+    /// Fields not modelled here (`Debug` shows their names only).
     #[serde(flatten)]
-    pub extra: Map<String, Value>,
+    pub extra: SensitiveFields,
 }
 
 impl SecretReference {

@@ -451,3 +451,68 @@ async fn a_guardrail_mapping_sync_replaces_the_whole_set() {
         "a deleted server takes its mapping along"
     );
 }
+
+#[tokio::test]
+async fn seeded_references_integrations_and_servers_read_like_made_ones() {
+    let emu = Emu::start().await;
+    let (workspace_id, _) = emu.default_workspace().await;
+    emu.faults(json!({"list_lag_ms": 60_000})).await;
+    let (status, seeded) = emu
+        .control(
+            Method::POST,
+            "/_emulator/seed",
+            Some(json!({
+                "secret_references": [{"name": "console ref", "slug": "console-ref",
+                    "manager_type": "azure_kv",
+                    "auth_config": {"azure_auth_mode": "entra", "azure_entra_tenant_id": "t",
+                                    "azure_entra_client_id": "c", "azure_vault_url": "https://kv",
+                                    "azure_entra_client_secret": CLIENT_SECRET}}],
+                "mcp_integrations": [{"name": "Console MCP", "slug": "console-mcp",
+                    "configurations": {"client_secret": CLIENT_SECRET},
+                    "workspaces": [{"id": workspace_id, "enabled": true}], "tools": ["search"]}],
+            })),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{seeded}");
+    let integration = text(&seeded["mcp_integrations"][0]["id"]);
+    let (status, servers) = emu
+        .control(
+            Method::POST,
+            "/_emulator/seed",
+            Some(
+                json!({"mcp_servers": [{"name": "console server", "slug": "console-server",
+                "mcp_integration_id": integration, "workspace_id": workspace_id}]}),
+            ),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{servers}");
+
+    // Seeded objects existed before the test: lists show them despite the lag.
+    let (_, refs) = emu.get("/ai_gw/admin/v2/secret-references").await;
+    assert_eq!(refs["total"], 1, "{refs}");
+    let (_, read) = emu
+        .get("/ai_gw/admin/v2/secret-references/console-ref")
+        .await;
+    assert!(!read.to_string().contains(CLIENT_SECRET), "{read}");
+    assert!(read["auth_config"]["masked_azure_entra_client_secret"].is_string());
+    let (_, list) = emu.get(MCP).await;
+    assert_eq!(list["total"], 1);
+    assert!(!list.to_string().contains(CLIENT_SECRET));
+    assert_eq!(list["data"][0]["metadata"]["sync_status"], "synced");
+    let (_, caps) = emu.get(&format!("{MCP}/console-mcp/capabilities")).await;
+    assert_eq!(caps["data"][0]["name"], "search");
+    let (_, list) = emu
+        .get(&format!("{SERVERS}?workspace_id={workspace_id}"))
+        .await;
+    assert_eq!(list["data"][0]["slug"], "console-server", "{list}");
+    assert_eq!(list["data"][0]["mcp_integration_slug"], "console-mcp");
+
+    let (status, error) = emu
+        .control(
+            Method::POST,
+            "/_emulator/seed",
+            Some(json!({"secret_references": [{"slug": "console-ref"}]})),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{error}");
+}

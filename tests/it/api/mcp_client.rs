@@ -139,7 +139,7 @@ async fn the_client_covers_secret_references_mcp_and_mappings() {
         rows[0]
             .configurations
             .as_ref()
-            .is_some_and(Value::is_string)
+            .is_some_and(|c| c.0.is_string())
     );
     mcp.update(
         "linear",
