@@ -3,11 +3,12 @@
 //! protocol of [`super::create`], with recovery of a lost answer), refuse an immutable
 //! difference, update (`Updated`, or `DriftCorrected` with its record), or nothing. Observe
 //! mode reads and compares only ([`observe_only`]); deletion honours `deletionPolicy`
-//! ([`cleanup`], [`removal`]). The decisions are pure functions, proven by the table tests
-//! below.
+//! ([`cleanup`], [`removal`]) and releases what the kind says it must not delete. What a read
+//! finds is taken as recorded, adopted or made by the create in flight ([`taking`]). The
+//! decisions are pure functions, proven by the table tests below.
 
-use super::create::{create_once, made_by_unfinished_create};
-use super::verbs::{Comparison, Verbs};
+use super::create::{clear_intent, create_once, made_by_unfinished_create};
+use super::verbs::{Comparison, Naming, Verbs};
 use super::{Change, Cx, object_key, observed, orphaned, removed};
 use crate::controller::error::Error;
 use crate::controller::gate::Op;
@@ -66,6 +67,46 @@ pub fn removal(orphans: bool, recorded: Option<String>, create_in_flight: bool) 
     }
 }
 
+/// What the driver reads, and whether it must exist: the key, and the spec field that names an
+/// object which must (`None`: gone means "create it").
+pub fn reading(
+    naming: Naming,
+    named: Option<&str>,
+    recorded: Option<String>,
+) -> (Option<String>, bool) {
+    match naming {
+        Naming::Adopts => (named.map(str::to_string).or(recorded), named.is_some()),
+        Naming::CreatesAs => (recorded.or(named.map(str::to_string)), false),
+    }
+}
+
+/// How the driver takes an object a read found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Taking {
+    /// The status recorded it: nothing to check.
+    Recorded,
+    /// The spec adopts it ([`Naming::Adopts`]): its workspace must be granted too.
+    Adopted,
+    /// Found by the identity a create sends, never recorded, not made by the create in flight:
+    /// an adoption, which needs the adoption grant besides its workspace.
+    AdoptedUnderGrant,
+    /// The create in flight made it (its answer was lost): this resource's own.
+    MadeByCreate,
+}
+
+/// How a found object is taken, for a kind that `naming`s the spec's named object, given
+/// whether the spec names one, whether the status recorded one before this read, and (for
+/// [`Naming::CreatesAs`]) whether a create is in flight that made this one.
+pub fn taking(naming: Naming, named: bool, recorded: bool, made_by_create: bool) -> Taking {
+    match naming {
+        Naming::Adopts if named => Taking::Adopted,
+        Naming::Adopts => Taking::Recorded,
+        Naming::CreatesAs if recorded => Taking::Recorded,
+        Naming::CreatesAs if made_by_create => Taking::MadeByCreate,
+        Naming::CreatesAs => Taking::AdoptedUnderGrant,
+    }
+}
+
 /// Brings the remote object in line with the spec, then runs the kind's follow-up.
 pub async fn apply<K: Verbs>(
     object: &K,
@@ -75,7 +116,10 @@ pub async fn apply<K: Verbs>(
     let first_sight = K::recorded(status).is_none();
     let inputs = object.resolve(cx, status).await?;
     let desired = object.desired(inputs);
-    let remote = observe(object, cx, status).await?;
+    let remote = observe(object, cx, status, &desired).await?;
+    if remote.is_some() {
+        object.record_compared(status, &desired);
+    }
     let applied = spec_already_applied(
         object.meta().generation,
         status.observed_generation(),
@@ -103,6 +147,7 @@ pub async fn apply<K: Verbs>(
         // `decide` refuses or updates only an observed object.
         (Step::Refuse(_) | Step::Update { .. }, _, _) => Vec::new(),
     };
+    changes.extend(object.sync_sub_resources(cx, status).await?);
     changes.extend(object.follow_up(cx, status, &desired, first_sight).await?);
     Ok(changes)
 }
@@ -116,14 +161,17 @@ pub async fn observe_only<K: Verbs>(
 ) -> Result<Vec<&'static str>, Error> {
     let inputs = object.observed_inputs(cx, status).await?;
     let desired = object.desired(inputs);
-    Ok(match observe(object, cx, status).await? {
-        Some(remote) => object.compare(&desired, &remote, status).fields(),
-        None => Vec::new(),
-    })
+    let Some(remote) = observe(object, cx, status, &desired).await? else {
+        return Ok(Vec::new());
+    };
+    let mut fields = object.compare(&desired, &remote, status).fields();
+    fields.extend(object.sub_resources_differ(cx, status).await?);
+    Ok(fields)
 }
 
 /// Honours `deletionPolicy` for what this resource recorded: never what the spec only names,
-/// and what an unfinished create made only once the lookup finds it. "Already gone" is done.
+/// and what an unfinished create made only once the lookup finds it; what the kind says must
+/// not be deleted ([`Verbs::release`]) is left in place without a call. "Already gone" is done.
 pub async fn cleanup<K: Verbs>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change>, Error> {
     let status = object.status().cloned().unwrap_or_default();
     let recorded = K::recorded(&status);
@@ -146,6 +194,12 @@ pub async fn cleanup<K: Verbs>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change>
         }
         Removal::Nothing => return Ok(Vec::new()),
     };
+    if let Some(why) = object.release(cx, &key, &status).await? {
+        return Ok(vec![Change::new(
+            "Released",
+            format!("left {} {key} in place without a call: {why}", K::WHAT),
+        )]);
+    }
     object.before_delete(cx, &key).await?;
     let client = cx.api(Op::Delete).await?;
     let (reason, verb) = K::REMOVAL;
@@ -154,24 +208,28 @@ pub async fn cleanup<K: Verbs>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change>
         reason,
         verb,
         &what,
-        object.delete(client, &key, &status).await,
+        object.delete(cx, client, &key, &status).await,
     )
 }
 
-/// GETs the remote object the spec adopts or the status recorded, and records what the API
-/// reports. Only "not found" means gone; an adopted object's workspace must be granted too.
+/// GETs the remote object the spec names or the status recorded ([`reading`]), takes it
+/// ([`taking`]) and records what the API reports. Only "not found" means gone; an adopted
+/// object's workspace must be granted too, and one found by the identity a create sends needs
+/// the adoption grant unless the create in flight made it.
 async fn observe<K: Verbs>(
     object: &K,
     cx: &Cx<'_, K>,
     status: &mut K::Status,
+    desired: &K::Desired,
 ) -> Result<Option<K::Remote>, Error> {
-    let adopted = object.named_remote();
-    let Some(key) = adopted.map(str::to_string).or_else(|| K::recorded(status)) else {
+    let named = object.named_remote();
+    let recorded = K::recorded(status);
+    let (Some(key), must_exist) = reading(K::NAMING, named, recorded.clone()) else {
         return Ok(None);
     };
     let client = cx.api(Op::Read).await?;
     let what = format!("{} {key}", K::WHAT);
-    let adopted_by = adopted.map(|_| K::ADOPTED_BY);
+    let adopted_by = must_exist.then_some(K::ADOPTED_BY);
     let found = match (object.observe(client, &key, status).await, adopted_by) {
         (Ok(None), Some(field)) => {
             return Err(Error::MissingState(format!(
@@ -181,16 +239,63 @@ async fn observe<K: Verbs>(
         (Ok(found), _) => found,
         (Err(e), _) => observed(&what, adopted_by, Err(e))?,
     };
-    if let Some(why) = found.as_ref().and_then(K::refuses) {
-        return Err(Error::InvalidSpec(why));
-    }
-    if let (Some(remote), Some(_)) = (&found, adopted) {
-        // Adopting reaches an object made outside aigw: its own workspace must be granted too.
-        let reach = format!("the workspace of {what}");
-        cx.gate.reach(&reach, K::workspace(remote)).await?;
+    if let Some(remote) = &found {
+        take(
+            object,
+            cx,
+            status,
+            desired,
+            remote,
+            &key,
+            recorded.is_some(),
+        )
+        .await?;
     }
     K::record(status, found.as_ref());
+    if found.is_some() && K::NAMING == Naming::CreatesAs {
+        // Recorded, made by the create in flight, or adopted under the grant: whatever create
+        // was in flight is settled.
+        clear_intent(status);
+    }
     Ok(found)
+}
+
+/// Refuses `remote` (found by `key`) when it can never be this resource's, and checks what
+/// taking it needs ([`taking`]), before anything of it is recorded.
+async fn take<K: Verbs>(
+    object: &K,
+    cx: &Cx<'_, K>,
+    status: &K::Status,
+    desired: &K::Desired,
+    remote: &K::Remote,
+    key: &str,
+    recorded: bool,
+) -> Result<(), Error> {
+    if let Some(why) = K::refuses(remote) {
+        return Err(Error::InvalidSpec(why));
+    }
+    let made_by_create = status.pending_create().is_some() && object.made_by_create(status, remote);
+    let named = object.named_remote().is_some();
+    let adoption = match taking(K::NAMING, named, recorded, made_by_create) {
+        Taking::Recorded | Taking::MadeByCreate => return Ok(()),
+        Taking::Adopted => false,
+        Taking::AdoptedUnderGrant => true,
+    };
+    if adoption {
+        cx.gate.adopting(K::ADOPTED_BY, key).await?;
+    }
+    if let Some(why) = object.not_adoptable(desired, remote) {
+        return Err(Error::InvalidSpec(format!(
+            "{} {key} names an existing {} with {why}; it is not adopted: create the {} with another {}",
+            K::ADOPTED_BY,
+            K::WHAT,
+            K::KIND,
+            K::ADOPTED_BY.trim_start_matches("spec."),
+        )));
+    }
+    // Adopting reaches an object made outside aigw: its own workspace must be granted too.
+    let reach = format!("the workspace of {} {key}", K::WHAT);
+    cx.gate.reach(&reach, K::workspace(remote)).await
 }
 
 /// Creates the remote object through the shared protocol ([`create_once`]).
@@ -200,6 +305,9 @@ async fn create<K: Verbs>(
     status: &mut K::Status,
     desired: &K::Desired,
 ) -> Result<Change, Error> {
+    if status.pending_create().is_none() {
+        object.before_create(cx, desired).await?;
+    }
     let before = status.clone();
     let client = cx.api(Op::Create).await?;
     let sent = object.sent(cx, desired);
@@ -238,33 +346,52 @@ async fn update<K: Verbs>(
     drift: bool,
 ) -> Result<Change, Error> {
     let key = K::key(remote);
-    let replaced = object.replaced(desired, remote, comparison, now_rfc3339());
-    let paths = replaced.paths();
     let fields = comparison.differs.join(", ");
-    cx.gate.intend(format!(
-        "would update {} {key} ({fields}) at {paths}",
-        K::WHAT
-    ));
+    let replaced =
+        K::RECORDS_DRIFT.then(|| object.replaced(desired, remote, comparison, now_rfc3339()));
+    let paths = replaced.as_ref().map(|r| r.paths());
+    let at = paths
+        .as_deref()
+        .map(|p| format!(" at {p}"))
+        .unwrap_or_default();
+    cx.gate
+        .intend(format!("would update {} {key} ({fields}){at}", K::WHAT));
     let client = cx.api(Op::Update).await?;
     let updated = object
         .update(client, desired, remote)
         .await
         .map_err(|e| Error::api(format!("update {} {key}", K::WHAT), e))?;
     object.record_updated(status, desired, remote, updated);
-    if !drift {
-        return Ok(Change::new(
-            "Updated",
-            format!("updated {} {key} ({fields})", K::WHAT),
-        ));
+    let change = updated_change(K::WHAT, &key, &fields, drift, paths.as_deref());
+    if let (true, Some(replaced)) = (drift, replaced) {
+        K::record_drift(status, replaced);
     }
-    K::record_drift(status, replaced);
-    Ok(Change::new(
-        "DriftCorrected",
-        format!(
-            "{} {key} was changed outside aigw at {paths}; restored it (status.lastDriftCorrection has the values it replaced)",
-            K::WHAT
+    Ok(change)
+}
+
+/// How an update of `what` `key` (its differing `fields`) is reported: `Updated`, or
+/// `DriftCorrected` naming the `paths` it replaced, kept in the status, where the kind keeps
+/// them (else the fields it restored).
+pub fn updated_change(
+    what: &str,
+    key: &str,
+    fields: &str,
+    drift: bool,
+    paths: Option<&str>,
+) -> Change {
+    match (drift, paths) {
+        (false, _) => Change::new("Updated", format!("updated {what} {key} ({fields})")),
+        (true, Some(paths)) => Change::new(
+            "DriftCorrected",
+            format!(
+                "{what} {key} was changed outside aigw at {paths}; restored it (status.lastDriftCorrection has the values it replaced)"
+            ),
         ),
-    ))
+        (true, None) => Change::new(
+            "DriftCorrected",
+            format!("{what} {key} was changed outside aigw ({fields}); restored it"),
+        ),
+    }
 }
 
 /// [`Managed::apply`], [`Managed::observe_only`] and [`Managed::cleanup`] of a kind on
@@ -426,6 +553,166 @@ mod tests {
         for (case, orphans, recorded, in_flight, expected) in table {
             let recorded = recorded.map(str::to_string);
             assert_eq!(removal(orphans, recorded, in_flight), expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn the_driver_reads_an_adopted_object_first_and_a_create_identity_after_the_record() {
+        let (adopts, creates) = (Naming::Adopts, Naming::CreatesAs);
+        let p1 = || Some("p1".to_string());
+        let table = [
+            (
+                "adopts: the named object, which must exist",
+                adopts,
+                Some("named"),
+                p1(),
+                (Some("named"), true),
+            ),
+            (
+                "adopts: nothing named, the record",
+                adopts,
+                None,
+                p1(),
+                (Some("p1"), false),
+            ),
+            (
+                "creates as: the record first",
+                creates,
+                Some("slug"),
+                p1(),
+                (Some("p1"), false),
+            ),
+            (
+                "creates as: the identity to create with; gone means create",
+                creates,
+                Some("slug"),
+                None,
+                (Some("slug"), false),
+            ),
+            (
+                "nothing named or recorded: no read",
+                creates,
+                None,
+                None,
+                (None, false),
+            ),
+            (
+                "adopts, nothing at all: no read",
+                adopts,
+                None,
+                None,
+                (None, false),
+            ),
+        ];
+        for (case, naming, named, recorded, (key, must_exist)) in table {
+            let expected = (key.map(str::to_string), must_exist);
+            assert_eq!(reading(naming, named, recorded), expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn a_found_object_is_recorded_adopted_or_the_create_in_flights_own() {
+        use Taking::*;
+        let (adopts, creates) = (Naming::Adopts, Naming::CreatesAs);
+        // (case, naming, named, recorded before, made by the create in flight, taking)
+        let table = [
+            (
+                "adopts what the spec names: reach its workspace",
+                adopts,
+                true,
+                true,
+                false,
+                Adopted,
+            ),
+            (
+                "adopts, named and never recorded",
+                adopts,
+                true,
+                false,
+                false,
+                Adopted,
+            ),
+            (
+                "adopts nothing: the record",
+                adopts,
+                false,
+                true,
+                false,
+                Recorded,
+            ),
+            (
+                "creates as, recorded: nothing to check",
+                creates,
+                true,
+                true,
+                false,
+                Recorded,
+            ),
+            (
+                "creates as, recorded, a create marked in flight: the record",
+                creates,
+                true,
+                true,
+                true,
+                Recorded,
+            ),
+            (
+                "creates as, the create in flight made it",
+                creates,
+                true,
+                false,
+                true,
+                MadeByCreate,
+            ),
+            (
+                "creates as, someone else's: the adoption grant",
+                creates,
+                true,
+                false,
+                false,
+                AdoptedUnderGrant,
+            ),
+        ];
+        for (case, naming, named, recorded, made, expected) in table {
+            assert_eq!(taking(naming, named, recorded, made), expected, "{case}");
+        }
+    }
+
+    #[test]
+    fn an_update_is_updated_or_drift_corrected_with_or_without_a_record() {
+        let table = [
+            (
+                "new spec",
+                false,
+                Some("/name"),
+                "Updated",
+                "updated provider p (name)",
+            ),
+            (
+                "new spec, no record kept",
+                false,
+                None,
+                "Updated",
+                "updated provider p (name)",
+            ),
+            (
+                "drift, recorded",
+                true,
+                Some("/name"),
+                "DriftCorrected",
+                "provider p was changed outside aigw at /name; restored it (status.lastDriftCorrection has the values it replaced)",
+            ),
+            (
+                "drift, no record kept: the fields",
+                true,
+                None,
+                "DriftCorrected",
+                "provider p was changed outside aigw (name); restored it",
+            ),
+        ];
+        for (case, drift, paths, reason, message) in table {
+            let change = updated_change("provider", "p", "name", drift, paths);
+            assert_eq!(change, Change::new(reason, message), "{case}");
         }
     }
 

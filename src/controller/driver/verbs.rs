@@ -2,8 +2,10 @@
 //! inputs, computes its desired state and compares it with the remote object (pure), and makes
 //! the API calls (through the gate: the driver hands each verb the client [`Cx::api`] gave for
 //! its operation). Everything around them (adoption, the workspace reach, immutable refusal,
-//! create-once and its recovery, drift versus update, Observe, orphan) is the driver's
-//! ([`super::flow`]).
+//! create-once and its recovery, drift versus update, Observe, orphan, release) is the driver's
+//! ([`super::flow`]). Optional capabilities are default methods: sub-resources kept with the
+//! remote object ([`Verbs::sync_sub_resources`]), a check before a new create
+//! ([`Verbs::before_create`]), a release instead of a delete ([`Verbs::release`]).
 
 use std::future::Future;
 
@@ -41,6 +43,20 @@ impl Comparison {
     }
 }
 
+/// What the spec's named remote object ([`crate::resources::common::Governed::named_remote`])
+/// is to a kind ([`Verbs::NAMING`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Naming {
+    /// An existing object the resource adopts (`spec.policyId`): read before anything the
+    /// status recorded; gone is an error, since creating another would not be adopting it.
+    Adopts,
+    /// The identity a create sends (a provider's `spec.slug`): read after what the status
+    /// recorded; gone means create it. Found before anything was recorded, it is adopted under
+    /// the adoption grant, unless the create in flight made it ([`Verbs::made_by_create`]).
+    /// Found, it settles any create in flight.
+    CreatesAs,
+}
+
 /// What a kind supplies to the generic driver. The driver alone decides create versus update,
 /// runs the create protocol ([`super::create`]), and honours Observe and `deletionPolicy`.
 pub trait Verbs: Managed {
@@ -62,6 +78,12 @@ pub trait Verbs: Managed {
     const ADOPTED_BY: &'static str;
     /// The event reason and verb of the remote removal: ("Deleted", "delete").
     const REMOVAL: (&'static str, &'static str) = ("Deleted", "delete");
+    /// What the spec's named remote object is to this kind.
+    const NAMING: Naming = Naming::Adopts;
+    /// False for a kind whose status keeps no `lastDriftCorrection`: a drift correction is
+    /// reported by the fields it restored, and [`Verbs::replaced`] and [`Verbs::record_drift`]
+    /// are never called.
+    const RECORDS_DRIFT: bool = true;
 
     /// Reads what the desired state depends on besides the spec (Secrets, references), and
     /// records in `status` the conditions of what it read (a guardrail a Config names).
@@ -110,6 +132,26 @@ pub trait Verbs: Managed {
     fn refuses(_remote: &Self::Remote) -> Option<String> {
         None
     }
+    /// Why `remote`, found where the spec names it and never recorded, is not adopted although
+    /// the grants allow adoption (it binds another integration than `desired`).
+    fn not_adoptable(&self, _desired: &Self::Desired, _remote: &Self::Remote) -> Option<String> {
+        None
+    }
+    /// With [`Naming::CreatesAs`]: whether `remote`, found by the named identity while a create
+    /// is in flight, is what that create made (it carries what the create sent, and this
+    /// resource's mark where the API keeps one) rather than another party's object to adopt.
+    fn made_by_create(&self, _status: &Self::Status, _remote: &Self::Remote) -> bool {
+        true
+    }
+    /// What must hold before a new create is sent (not when one in flight is resumed): the
+    /// integration a provider binds grants its workspace access.
+    fn before_create(
+        &self,
+        _cx: &Cx<'_, Self>,
+        _desired: &Self::Desired,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        async { Ok(()) }
+    }
     /// What the create of `desired` sends, for the intent (name, workspace, body hash).
     fn sent(&self, cx: &Cx<'_, Self>, desired: &Self::Desired) -> CreateAttempt;
     /// POSTs `desired`.
@@ -133,6 +175,17 @@ pub trait Verbs: Managed {
         desired: &Self::Desired,
         remote: &Self::Remote,
     ) -> impl Future<Output = Result<Self::Updated, ApiError>> + Send;
+    /// Why the remote object `key` must be left in place without a call rather than deleted
+    /// (`Some`): it binds another integration than this resource, or the grants no longer let
+    /// this namespace bind its integration. The driver releases it and says why.
+    fn release(
+        &self,
+        _cx: &Cx<'_, Self>,
+        _key: &str,
+        _status: &Self::Status,
+    ) -> impl Future<Output = Result<Option<String>, Error>> + Send {
+        async { Ok(None) }
+    }
     /// What must hold before the remote object `key` is deleted (no Config names it).
     fn before_delete(
         &self,
@@ -141,9 +194,11 @@ pub trait Verbs: Managed {
     ) -> impl Future<Output = Result<(), Error>> + Send {
         async { Ok(()) }
     }
-    /// DELETEs (or archives) the remote object `key` names ("already gone" is done).
+    /// DELETEs (or archives) the remote object `key` names ("already gone" is done); `cx`
+    /// tells what the call needs besides the key (the tenant an organisation's object is of).
     fn delete(
         &self,
+        cx: &Cx<'_, Self>,
         client: &Client,
         key: &str,
         status: &Self::Status,
@@ -151,6 +206,9 @@ pub trait Verbs: Managed {
 
     /// Records in `status` what a read reported (`None`: the remote object is gone).
     fn record(status: &mut Self::Status, remote: Option<&Self::Remote>);
+    /// Records in `status` what the remote object found was compared with (the integration a
+    /// provider binds), before the driver decides what to do with it.
+    fn record_compared(&self, _status: &mut Self::Status, _desired: &Self::Desired) {}
     /// Records in `status` what a create made, before any read of it; the key, for messages.
     fn record_created(
         &self,
@@ -168,16 +226,41 @@ pub trait Verbs: Managed {
         _updated: Self::Updated,
     ) {
     }
-    /// What correcting `remote` replaces, in the spec's terms, at time `at`.
+    /// What correcting `remote` replaces, in the spec's terms, at time `at` (a kind that
+    /// keeps it: [`Verbs::RECORDS_DRIFT`]).
     fn replaced(
         &self,
-        desired: &Self::Desired,
-        remote: &Self::Remote,
-        comparison: &Comparison,
+        _desired: &Self::Desired,
+        _remote: &Self::Remote,
+        _comparison: &Comparison,
         at: String,
-    ) -> DriftCorrection;
-    /// Keeps in `status` what the last drift correction replaced.
-    fn record_drift(status: &mut Self::Status, replaced: DriftCorrection);
+    ) -> DriftCorrection {
+        DriftCorrection {
+            at,
+            ..Default::default()
+        }
+    }
+    /// Keeps in `status` what the last drift correction replaced ([`Verbs::RECORDS_DRIFT`]).
+    fn record_drift(_status: &mut Self::Status, _replaced: DriftCorrection) {}
+
+    /// Sub-resources kept with the remote object (an integration's workspace access rows and
+    /// model access): brought in line once the object is, after a create, an update or none,
+    /// one write each where they differ. The remote object's key is in `status`.
+    fn sync_sub_resources(
+        &self,
+        _cx: &Cx<'_, Self>,
+        _status: &mut Self::Status,
+    ) -> impl Future<Output = Result<Vec<Change>, Error>> + Send {
+        async { Ok(Vec::new()) }
+    }
+    /// Observe: the sub-resources that differ from the spec, read without a write.
+    fn sub_resources_differ(
+        &self,
+        _cx: &Cx<'_, Self>,
+        _status: &Self::Status,
+    ) -> impl Future<Output = Result<Vec<&'static str>, Error>> + Send {
+        async { Ok(Vec::new()) }
+    }
 
     /// A capability's work once the remote object matches the spec (a usage reset, a
     /// rotation, a Secret delivery, sub-resource rows, the references a Config applied).

@@ -216,6 +216,7 @@ impl Verbs for Config {
     }
     async fn delete(
         &self,
+        _cx: &Cx<'_, Self>,
         client: &Client,
         key: &str,
         _status: &ConfigStatus,

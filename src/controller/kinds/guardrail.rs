@@ -183,6 +183,7 @@ macro_rules! guardrail_kind {
             }
             async fn delete(
                 &self,
+                _cx: &Cx<'_, Self>,
                 client: &Client,
                 key: &str,
                 status: &GuardrailStatus,

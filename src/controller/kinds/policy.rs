@@ -116,6 +116,7 @@ impl<P: PolicyKind> Verbs for P {
     }
     async fn delete(
         &self,
+        _cx: &Cx<'_, Self>,
         client: &Client,
         key: &str,
         _status: &P::Status,
