@@ -667,8 +667,15 @@ pub(crate) fn version_diff(
     })
 }
 
+/// Prints `value` as pretty JSON, the userinfo of every URL in it hidden
+/// (`https://(hidden)@host`): a `custom_host` or a webhook URL may carry credentials there.
 pub(super) fn print<T: Serialize>(value: &T) -> anyhow::Result<()> {
-    write_stdout(&serde_json::to_string_pretty(value)?)
+    use aigw::api::secret_fields::{userinfo_hidden, userinfo_pointers};
+    let read = serde_json::to_value(value)?;
+    match userinfo_pointers(&read).is_empty() {
+        true => write_stdout(&serde_json::to_string_pretty(value)?),
+        false => write_stdout(&serde_json::to_string_pretty(&userinfo_hidden(&read))?),
+    }
 }
 
 pub(super) fn print_empty() -> anyhow::Result<()> {

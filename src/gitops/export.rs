@@ -579,6 +579,19 @@ impl<'o> Builder<'o> {
         header: String,
     ) -> Result<(), GitopsError> {
         let name = meta.name.clone().unwrap_or_default();
+        // Credentials in a URL's userinfo (a webhook's `https://user:pass@host`) never land
+        // in Git: a Config's and an Integration's are Secret references by now; any other
+        // object holding one is left out.
+        let credentials = serde_json::to_value(object)
+            .map(|value| crate::api::secret_fields::userinfo_pointers(&value))
+            .unwrap_or_default();
+        if !credentials.is_empty() {
+            self.export.skipped.push(format!(
+                "{kind} {name}: holds a URL with credentials in its userinfo at {}; write its manifest by hand, with that value in a Secret",
+                credentials.join(", ")
+            ));
+            return Ok(());
+        }
         let yaml = serde_yaml::to_string(object).map_err(|e| GitopsError::Render {
             what: format!("{kind} {name}"),
             message: e.to_string(),

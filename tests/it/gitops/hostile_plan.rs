@@ -306,3 +306,82 @@ async fn plan_export_and_api_show_no_hidden_configuration_of_an_integration() {
         shown[0].1
     );
 }
+
+/// A routing target's `custom_host` and a guardrail's webhook URL may carry credentials in
+/// their userinfo. `aigw api configs get` printed them, and `aigw export` wrote the guardrail's
+/// into Git; now the api output reads `https://(hidden)@host` and the export moves the config's
+/// to its placeholder Secret and leaves the guardrail out, saying why.
+#[tokio::test]
+async fn api_and_export_never_show_the_userinfo_of_a_url() {
+    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        .await
+        .unwrap();
+    let url = emulator.management_url();
+    let http = reqwest::Client::new();
+    let post = |path: &str, body: Value| {
+        let request = http
+            .post(format!("{url}{path}"))
+            .bearer_auth(TOKEN)
+            .json(&body);
+        async move {
+            let answer: Value = request.send().await.unwrap().json().await.unwrap();
+            answer
+        }
+    };
+    let config = post(
+        "/ai_gw/v2/configs",
+        json!({"name": "hosted", "config": {"strategy": {"mode": "single"},
+            "targets": [{"provider": "@openai",
+                         "custom_host": "https://svc:CfgPassw0rd@llm.example/v1"}]}}),
+    )
+    .await;
+    let slug = config["slug"].as_str().expect("slug").to_string();
+    post(
+        "/ai_gw/v2/guardrails",
+        json!({"name": "hook", "workspace_id": "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c",
+               "checks": [{"id": "default.webhook",
+                           "parameters": {"webhookURL": "https://hook:GrdPassw0rd@hooks.example/x"}}],
+               "actions": {"deny": true}}),
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let token = token.to_str().unwrap().to_string();
+    let connection = args(&["--management-url", &url, "--token-file", &token]);
+    let mut shown = Vec::new();
+    let mut get = args(&["api"]);
+    get.extend(connection.clone());
+    get.extend(args(&["configs", "get", &slug]));
+    let (ran, out) = aigw(get).await;
+    assert!(ran, "{out}");
+    assert!(out.contains("https://(hidden)@llm.example/v1"), "{out}");
+    shown.push(("api configs get".to_string(), out));
+    let out_dir = dir.path().join("export");
+    let mut export = args(&["export", "--out", out_dir.to_str().unwrap()]);
+    export.extend(connection);
+    let (ran, out) = aigw(export).await;
+    assert!(ran, "{out}");
+    assert!(
+        out.contains("webhookURL"),
+        "the guardrail left out, saying why: {out}"
+    );
+    shown.push(("export".into(), out));
+    for entry in std::fs::read_dir(&out_dir).unwrap() {
+        let path = entry.unwrap().path();
+        shown.push((
+            path.display().to_string(),
+            std::fs::read_to_string(path).unwrap(),
+        ));
+    }
+    let leaks: Vec<String> = shown
+        .iter()
+        .filter(|(_, text)| text.contains("CfgPassw0rd") || text.contains("GrdPassw0rd"))
+        .map(|(what, text)| format!("--- {what} ---\n{text}"))
+        .collect();
+    assert!(
+        leaks.is_empty(),
+        "credentials in a URL's userinfo were shown:\n{}",
+        leaks.join("\n")
+    );
+}
