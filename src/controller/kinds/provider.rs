@@ -1,8 +1,8 @@
 //! Provider (namespaced): binds an integration into one workspace. The integration is an
 //! Integration resource (from the watch cache: it must be Ready and grant the workspace access)
 //! or a remote one (`integrationId`); the Connection's grants must allow the namespace to bind
-//! it ([`crate::controller::gate::Gate::binding`]). Observe by id (or slug), PUT only the fields
-//! that differ, create through the shared protocol, delete once no Config names it.
+//! it ([`crate::controller::gate::Gate::binding`]). The verbs of the kind ([`Verbs`]); the
+//! driver observes, creates, updates, releases and deletes.
 //!
 //! A provider read may carry the upstream key (`key`, `model_config`): the client drops those
 //! fields on decode, and only the id and slug of a read are ever recorded. Not a listed kind:
@@ -15,12 +15,14 @@ use serde_json::Value;
 mod watches;
 pub use watches::{watch_binders, watch_inputs};
 
-use crate::api::{Provider as RemoteProvider, ProvidersListQuery};
-use crate::controller::config_refs::{Referenced, slug_when_ready};
-use crate::controller::create::{
-    Created, Lookup, body_hash, create_once, made_by_unfinished_create, one_of_ours,
+use crate::api::{
+    ApiError, Client, CreateProviderRequest, Provider as RemoteProvider, ProviderWritten,
+    ProvidersListQuery,
 };
-use crate::controller::driver::{Change, Cx, Managed, object_key, observed, orphaned, removed};
+use crate::controller::config_refs::{Referenced, slug_when_ready};
+use crate::controller::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
+use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
 use crate::controller::gate::{CACHES_LISTED_WITHIN, Op, tenant_peers};
 use crate::controller::status::common_status;
@@ -28,7 +30,7 @@ use crate::controller::{Context, now_rfc3339, spec_already_applied};
 use crate::resources::common::CreateAttempt;
 use crate::resources::config::{Config, ReferencedKind};
 use crate::resources::integration::Integration;
-use crate::resources::provider::{Provider, ProviderDeletionPolicy, ProviderStatus};
+use crate::resources::provider::{Provider, ProviderStatus};
 
 /// Condition reason while the integration a Provider binds is not ready for it.
 pub const INTEGRATION_NOT_READY: &str = "IntegrationNotReady";
@@ -59,32 +61,297 @@ impl Managed for Provider {
         &mut self.status
     }
 
-    async fn apply(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &mut ProviderStatus,
-    ) -> Result<Vec<Change>, Error> {
-        apply(self, cx, status).await
-    }
+    crate::controller::driver::flow::driven!();
+}
 
-    async fn observe_only(
+/// What a provider is written and compared with: the integration it binds, and whether its
+/// usage is to be reset.
+pub struct Binding {
+    /// The UUID sent as `integration_id` (`None` in Observe, which never writes).
+    id: Option<String>,
+    /// What a provider read may name the integration by (its UUID and slug).
+    keys: Vec<String>,
+    /// `spec.resetUsage` holds a value not acted upon yet.
+    reset: bool,
+}
+
+impl Binding {
+    fn keys(&self) -> Vec<&str> {
+        self.keys.iter().map(String::as_str).collect()
+    }
+}
+
+/// The driver observes by id (or slug: [`Naming::CreatesAs`]), adopts a provider of the slug
+/// only under the grant and only when it binds this Provider's integration, PUTs only the
+/// fields that differ (a usage reset is an input, no drift), and deletes once no Config names
+/// it; a provider of another integration, or one the grants no longer let this namespace
+/// bind, is released.
+impl Verbs for Provider {
+    type Inputs = Binding;
+    type Desired = Binding;
+    type Remote = RemoteProvider;
+    type Found = RemoteProvider;
+    type Posted = ProviderWritten;
+    type Updated = ProviderWritten;
+    const WHAT: &'static str = "provider";
+    const ADOPTED_BY: &'static str = "spec.slug";
+    const NAMING: Naming = Naming::CreatesAs;
+    const RECORDS_DRIFT: bool = false;
+
+    async fn resolve(
         &self,
         cx: &Cx<'_, Self>,
         status: &mut ProviderStatus,
-    ) -> Result<Vec<&'static str>, Error> {
-        let keys = integration_keys(self, cx.ctx, status);
-        let Some(remote) = observe(self, cx, status, &keys).await? else {
-            return Ok(Vec::new());
+    ) -> Result<Binding, Error> {
+        let bound = bound_integration(self, cx).await?;
+        let reset =
+            self.spec.reset_usage.is_some() && self.spec.reset_usage != status.observed_reset_usage;
+        Ok(Binding {
+            id: Some(bound.id),
+            keys: bound.keys,
+            reset,
+        })
+    }
+    /// Without an API call: what the provider binds, as the status and the caches tell.
+    async fn observed_inputs(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut ProviderStatus,
+    ) -> Result<Binding, Error> {
+        Ok(Binding {
+            id: None,
+            keys: integration_keys(self, cx.ctx, status),
+            reset: false,
+        })
+    }
+    fn desired(&self, inputs: Binding) -> Binding {
+        inputs
+    }
+    fn compare(
+        &self,
+        desired: &Binding,
+        remote: &RemoteProvider,
+        _: &ProviderStatus,
+    ) -> Comparison {
+        let (differs, _) = self.spec.update_for(remote, desired.reset);
+        Comparison {
+            immutable: self.spec.immutable_conflicts(remote, &desired.keys()),
+            // A usage reset is asked for by the spec: the update it is part of is no drift.
+            inputs: if desired.reset {
+                differs.clone()
+            } else {
+                Vec::new()
+            },
+            differs,
+        }
+    }
+    fn recorded(status: &ProviderStatus) -> Option<String> {
+        status.id.clone().or(status.slug.clone())
+    }
+    fn key(remote: &RemoteProvider) -> String {
+        match remote.slug.is_empty() {
+            true => remote.id.clone(),
+            false => remote.slug.clone(),
+        }
+    }
+    fn found_key(found: &RemoteProvider) -> String {
+        key_of(found)
+    }
+    fn workspace(remote: &RemoteProvider) -> Option<&str> {
+        remote.workspace_id.as_deref()
+    }
+    async fn observe(
+        &self,
+        client: &Client,
+        key: &str,
+        _: &ProviderStatus,
+    ) -> Result<Option<RemoteProvider>, ApiError> {
+        let workspace = Some(self.spec.workspace_id.as_str());
+        client.providers().get(key, workspace).await.map(Some)
+    }
+    /// A provider of the slug binds another integration (or lives in another workspace).
+    fn not_adoptable(&self, desired: &Binding, remote: &RemoteProvider) -> Option<String> {
+        let conflicts = match desired.keys.is_empty() {
+            // What this provider binds is not known yet: nothing can be adopted.
+            true => vec!["integration"],
+            false => self.spec.immutable_conflicts(remote, &desired.keys()),
         };
-        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let mut fields = self.spec.immutable_conflicts(&remote, &keys);
-        fields.extend(self.spec.update_for(&remote, false).0);
-        Ok(fields)
+        (!conflicts.is_empty()).then(|| {
+            format!(
+                "a different {} than this Provider binds",
+                conflicts.join(", ")
+            )
+        })
     }
+    /// Found by `spec.slug` while a create of it is in flight: that create made it only if it
+    /// carries the name the create sent and this resource's mark. The slug and the name alone
+    /// prove nothing: another party may have taken them first, and the refusal of our POST
+    /// been lost with its answer.
+    fn made_by_create(&self, status: &ProviderStatus, remote: &RemoteProvider) -> bool {
+        let sent = status
+            .create_attempt
+            .as_ref()
+            .and_then(|a| a.name.as_deref());
+        sent == Some(remote.name.as_str()) && ours(self, remote)
+    }
+    async fn before_create(&self, cx: &Cx<'_, Self>, desired: &Binding) -> Result<(), Error> {
+        match (&self.spec.integration_id, &desired.id) {
+            (Some(_), Some(id)) => check_remote_integration(self, cx, id).await,
+            _ => Ok(()),
+        }
+    }
+    fn sent(&self, cx: &Cx<'_, Self>, desired: &Binding) -> CreateAttempt {
+        let request = create_request(self, desired);
+        CreateAttempt {
+            name: Some(self.spec.name.clone()),
+            workspace_id: Some(self.spec.workspace_id.clone()),
+            body_hash: body_hash(&cx.ctx.hash_key, self.metadata.uid.as_deref(), &request),
+            ended_at: None,
+            intent: None,
+        }
+    }
+    async fn create(
+        &self,
+        client: &Client,
+        desired: &Binding,
+    ) -> Result<ProviderWritten, ApiError> {
+        client
+            .providers()
+            .create(&create_request(self, desired))
+            .await
+    }
+    async fn find_created(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &ProviderStatus,
+    ) -> Result<Lookup<RemoteProvider>, Error> {
+        find_created(self, cx, status).await
+    }
+    async fn update(
+        &self,
+        client: &Client,
+        desired: &Binding,
+        remote: &RemoteProvider,
+    ) -> Result<ProviderWritten, ApiError> {
+        let (_, update) = self.spec.update_for(remote, desired.reset);
+        let workspace = Some(self.spec.workspace_id.as_str());
+        let update = update.unwrap_or_default();
+        client
+            .providers()
+            .update(&key_of(remote), workspace, &update)
+            .await
+    }
+    async fn release(
+        &self,
+        cx: &Cx<'_, Self>,
+        key: &str,
+        status: &ProviderStatus,
+    ) -> Result<Option<String>, Error> {
+        if let Some(why) = binds_another(self, cx, status, key).await? {
+            return Ok(Some(why));
+        }
+        // A delete reaches the integration's provider as much as an update: a namespace no
+        // longer granted the integration releases it without a call, as for a revoked
+        // workspace.
+        match integration_granted(self, cx, status).await {
+            Ok(()) => Ok(None),
+            Err(refused @ Error::NotAllowed { .. }) => Ok(Some(refused.to_string())),
+            Err(other) => Err(other),
+        }
+    }
+    async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Error> {
+        let users = referencing_configs(self, cx.ctx).await?;
+        if users.is_empty() {
+            return Ok(());
+        }
+        Err(Error::not_allowed(
+            STILL_REFERENCED,
+            format!(
+                "provider {key} is still named by Config {}; it is deleted once no Config names it (or set deletionPolicy: Orphan)",
+                users.join(", ")
+            ),
+        ))
+    }
+    async fn delete(
+        &self,
+        _cx: &Cx<'_, Self>,
+        client: &Client,
+        key: &str,
+        _: &ProviderStatus,
+    ) -> Result<(), ApiError> {
+        let workspace = Some(self.spec.workspace_id.as_str());
+        client.providers().delete(key, workspace).await
+    }
+    /// Only the id and slug of a read are ever recorded (a read may carry the upstream key).
+    fn record(status: &mut ProviderStatus, remote: Option<&RemoteProvider>) {
+        status.id = remote.map(|r| r.id.clone()).filter(|id| !id.is_empty());
+        status.slug = remote.map(|r| r.slug.clone()).filter(|s| !s.is_empty());
+    }
+    fn record_compared(&self, status: &mut ProviderStatus, desired: &Binding) {
+        if let Some(id) = &desired.id {
+            status.integration_id = Some(id.clone());
+        }
+    }
+    fn record_created(
+        &self,
+        status: &mut ProviderStatus,
+        desired: &Binding,
+        created: Created<ProviderWritten, RemoteProvider>,
+    ) -> String {
+        self.record_compared(status, desired);
+        let (id, slug) = match created {
+            Created::Posted(created) => {
+                status.last_applied_at = Some(now_rfc3339());
+                (created.id, created.slug)
+            }
+            Created::Recovered(found) => (found.id, found.slug),
+        };
+        status.id = Some(id).filter(|id| !id.is_empty());
+        status.slug = Some(slug.clone()).filter(|s| !s.is_empty());
+        slug
+    }
+    fn record_updated(
+        &self,
+        status: &mut ProviderStatus,
+        _: &Binding,
+        _: &RemoteProvider,
+        _: ProviderWritten,
+    ) {
+        status.last_applied_at = Some(now_rfc3339());
+    }
+    /// The reset value is acted upon once the provider matches the spec (a new provider has
+    /// no usage to reset).
+    async fn follow_up(
+        &self,
+        _cx: &Cx<'_, Self>,
+        status: &mut ProviderStatus,
+        _desired: &Binding,
+        _first_sight: bool,
+    ) -> Result<Vec<Change>, Error> {
+        status.observed_reset_usage = self.spec.reset_usage.clone();
+        Ok(Vec::new())
+    }
+}
 
-    async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
-        cleanup(self, cx).await
+/// The key the API addresses the provider by: its UUID, else its slug.
+fn key_of(remote: &RemoteProvider) -> String {
+    match remote.id.is_empty() {
+        true => remote.slug.clone(),
+        false => remote.id.clone(),
     }
+}
+
+/// The create body binding the integration. Without a note of the spec's, the provider carries
+/// this resource's mark: what proves, after a lost answer, that a provider of the name is the
+/// one its create made.
+fn create_request(provider: &Provider, desired: &Binding) -> CreateProviderRequest {
+    let mut request = provider
+        .spec
+        .create_request(desired.id.as_deref().unwrap_or_default());
+    if request.note.is_none() {
+        request.note = created_mark(provider);
+    }
+    request
 }
 
 impl Referenced for Provider {
@@ -253,144 +520,6 @@ fn ready_integration(provider: &Provider, ctx: &Context, name: &str) -> Result<S
     Ok(id)
 }
 
-async fn apply(
-    provider: &Provider,
-    cx: &Cx<'_, Provider>,
-    status: &mut ProviderStatus,
-) -> Result<Vec<Change>, Error> {
-    let spec = &provider.spec;
-    let bound = bound_integration(provider, cx).await?;
-    let reset = spec.reset_usage.is_some() && spec.reset_usage != status.observed_reset_usage;
-    let Some(remote) = observe(provider, cx, status, &bound.keys).await? else {
-        let change = create(provider, cx, status, &bound).await?;
-        // A new provider has no usage to reset.
-        status.observed_reset_usage = spec.reset_usage.clone();
-        return Ok(vec![change]);
-    };
-    status.integration_id = Some(bound.id.clone());
-    let keys: Vec<&str> = bound.keys.iter().map(String::as_str).collect();
-    let conflicts = spec.immutable_conflicts(&remote, &keys);
-    if !conflicts.is_empty() {
-        return Err(Error::InvalidSpec(format!(
-            "remote provider {} has a different {} and the API cannot change it; create a new Provider instead",
-            remote.slug,
-            conflicts.join(", ")
-        )));
-    }
-    let (fields, update) = spec.update_for(&remote, reset);
-    let Some(update) = update else {
-        status.observed_reset_usage = spec.reset_usage.clone();
-        return Ok(Vec::new());
-    };
-    let key = key_of(&remote);
-    let fields = fields.join(", ");
-    cx.gate
-        .intend(format!("would update provider {} ({fields})", remote.slug));
-    cx.api(Op::Update)
-        .await?
-        .providers()
-        .update(&key, Some(&spec.workspace_id), &update)
-        .await
-        .map_err(|e| Error::api(format!("update provider {}", remote.slug), e))?;
-    status.observed_reset_usage = spec.reset_usage.clone();
-    status.last_applied_at = Some(now_rfc3339());
-    let drift = !reset
-        && spec_already_applied(
-            provider.metadata.generation,
-            status.observed_generation,
-            &status.conditions,
-        );
-    Ok(vec![match drift {
-        true => Change::new(
-            "DriftCorrected",
-            format!(
-                "provider {} was changed outside aigw ({fields}); restored it",
-                remote.slug
-            ),
-        ),
-        false => Change::new(
-            "Updated",
-            format!("updated provider {} ({fields})", remote.slug),
-        ),
-    }])
-}
-
-/// The key the API addresses the provider by: its UUID, else its slug.
-fn key_of(remote: &RemoteProvider) -> String {
-    match remote.id.is_empty() {
-        true => remote.slug.clone(),
-        false => remote.id.clone(),
-    }
-}
-
-/// GETs the provider this resource recorded (or its slug names) in its workspace, and records
-/// its id and slug, nothing else. One found by `spec.slug` that this resource never made is
-/// an adoption, which needs the grant, and must bind the integration this provider binds
-/// (`integration`: the UUID and slug it may be read as) in its workspace: else nothing of it is
-/// recorded, so nothing this resource does (its deletion) ever touches it. Gone (404/`AB08`)
-/// means a new one is created.
-async fn observe(
-    provider: &Provider,
-    cx: &Cx<'_, Provider>,
-    status: &mut ProviderStatus,
-    integration: &[String],
-) -> Result<Option<RemoteProvider>, Error> {
-    let spec = &provider.spec;
-    let Some(key) = status
-        .id
-        .clone()
-        .or(spec.slug.clone())
-        .or(status.slug.clone())
-    else {
-        return Ok(None);
-    };
-    let client = cx.api(Op::Read).await?;
-    let read = client.providers().get(&key, Some(&spec.workspace_id)).await;
-    let found = observed(&format!("provider {key}"), None, read)?;
-    // Found by `spec.slug` while a create of it is in flight: that create made it only if it
-    // carries the name the create sent and this resource's mark. The slug and the name alone
-    // prove nothing: another party may have taken them first, and the refusal of our POST been
-    // lost with its answer.
-    let sent_name = status
-        .create_attempt
-        .as_ref()
-        .and_then(|a| a.name.as_deref());
-    let made_by_our_create = status.pending_create.is_some()
-        && found.as_ref().is_some_and(|remote| {
-            sent_name == Some(remote.name.as_str()) && ours(provider, remote)
-        });
-    let adopting = status.id.is_none() && !made_by_our_create;
-    if let (Some(remote), true) = (&found, adopting) {
-        cx.gate.adopting("spec.slug", &key).await?;
-        let keys: Vec<&str> = integration.iter().map(String::as_str).collect();
-        let conflicts = match keys.is_empty() {
-            // What this provider binds is not known yet: nothing can be adopted.
-            true => vec!["integration"],
-            false => spec.immutable_conflicts(remote, &keys),
-        };
-        if !conflicts.is_empty() {
-            return Err(Error::InvalidSpec(format!(
-                "spec.slug {key} names an existing provider with a different {} than this Provider binds; it is not adopted: create the Provider with another slug",
-                conflicts.join(", ")
-            )));
-        }
-    }
-    match &found {
-        Some(remote) => {
-            status.id = Some(remote.id.clone()).filter(|id| !id.is_empty());
-            status.slug = Some(remote.slug.clone()).filter(|s| !s.is_empty());
-            // Ours (recorded, made by our create, or adopted under the grant): whatever create
-            // was in flight is settled.
-            crate::controller::driver::create::clear_intent(status);
-        }
-        None => {
-            status.id = None;
-            status.slug = None;
-        }
-    }
-    Ok(found)
-}
-
 /// Before binding a remote integration (`integrationId`), that it exists and grants the
 /// workspace access, when the admin plane answers (a Connection without admin rights is left
 /// to the create's own answer).
@@ -422,65 +551,6 @@ async fn check_remote_integration(
         }
         _ => Ok(()),
     }
-}
-
-/// Creates the provider through the shared protocol (see [`crate::controller::create`]).
-async fn create(
-    provider: &Provider,
-    cx: &Cx<'_, Provider>,
-    status: &mut ProviderStatus,
-    bound: &Bound,
-) -> Result<Change, Error> {
-    let spec = &provider.spec;
-    if spec.integration_id.is_some() && status.pending_create.is_none() {
-        check_remote_integration(provider, cx, &bound.id).await?;
-    }
-    let before = status.clone();
-    let mut request = spec.create_request(&bound.id);
-    // Without a note of the spec's, the provider carries this resource's mark: what proves,
-    // after a lost answer, that a provider of the name is the one its create made.
-    if request.note.is_none() {
-        request.note = created_mark(provider);
-    }
-    let sent = CreateAttempt {
-        name: Some(spec.name.clone()),
-        workspace_id: Some(spec.workspace_id.clone()),
-        body_hash: body_hash(&cx.ctx.hash_key, provider.metadata.uid.as_deref(), &request),
-        ended_at: None,
-        intent: None,
-    };
-    let client = cx.api(Op::Create).await?;
-    let outcome = create_once(
-        cx,
-        status,
-        "provider",
-        sent,
-        find_created(provider, cx, &before),
-        client,
-        async |client| client.providers().create(&request).await,
-    )
-    .await?;
-    status.integration_id = Some(bound.id.clone());
-    Ok(match outcome {
-        Created::Posted(created) => {
-            status.id = Some(created.id.clone());
-            status.slug = Some(created.slug.clone()).filter(|s| !s.is_empty());
-            status.last_applied_at = Some(now_rfc3339());
-            Change::new("Created", format!("created provider {}", created.slug))
-        }
-        Created::Recovered(found) => {
-            status.id = Some(found.id.clone()).filter(|id| !id.is_empty());
-            status.slug = Some(found.slug.clone()).filter(|s| !s.is_empty());
-            cx.ctx.drift.flag(object_key(provider));
-            Change::new(
-                "Created",
-                format!(
-                    "found provider {} from an earlier create whose answer was lost",
-                    found.slug
-                ),
-            )
-        }
-    })
 }
 
 /// The provider an earlier create made: the one of the workspace with the name it sent (and
@@ -539,63 +609,6 @@ fn created_mark(provider: &Provider) -> Option<String> {
 /// True when `remote` carries the mark of this resource's creates ([`created_mark`]).
 fn ours(provider: &Provider, remote: &RemoteProvider) -> bool {
     created_mark(provider).is_some_and(|mark| remote.note.as_deref() == Some(mark.as_str()))
-}
-
-async fn cleanup(provider: &Provider, cx: &Cx<'_, Provider>) -> Result<Vec<Change>, Error> {
-    let status = provider.status.clone().unwrap_or_default();
-    let known = status.id.clone().or(status.slug.clone());
-    if provider.spec.deletion_policy == ProviderDeletionPolicy::Orphan {
-        return Ok(orphaned(&format!(
-            "provider {}",
-            status.slug.clone().or(known).unwrap_or_default()
-        )));
-    }
-    let key = match (known, &status.pending_create) {
-        (Some(key), _) => key,
-        (None, Some(_)) => {
-            let lookup = find_created(provider, cx, &status);
-            match made_by_unfinished_create(&status, "provider", lookup).await? {
-                Some(found) => key_of(&found),
-                None => return Ok(Vec::new()),
-            }
-        }
-        (None, None) => return Ok(Vec::new()),
-    };
-    if let Some(why) = binds_another(provider, cx, &status, &key).await? {
-        return Ok(vec![Change::new(
-            "Released",
-            format!("left provider {key} in place without a call: {why}"),
-        )]);
-    }
-    // A delete reaches the integration's provider as much as an update: a namespace no longer
-    // granted the integration releases it without a call, as for a revoked workspace.
-    match integration_granted(provider, cx, &status).await {
-        Ok(()) => {}
-        Err(refused @ Error::NotAllowed { .. }) => {
-            return Ok(vec![Change::new(
-                "Released",
-                format!("left provider {key} in place without a call: {refused}"),
-            )]);
-        }
-        Err(other) => return Err(other),
-    }
-    let users = referencing_configs(provider, cx.ctx).await?;
-    if !users.is_empty() {
-        return Err(Error::not_allowed(
-            STILL_REFERENCED,
-            format!(
-                "provider {key} is still named by Config {}; it is deleted once no Config names it (or set deletionPolicy: Orphan)",
-                users.join(", ")
-            ),
-        ));
-    }
-    let client = cx.api(Op::Delete).await?;
-    let result = client
-        .providers()
-        .delete(&key, Some(&provider.spec.workspace_id))
-        .await;
-    let name = status.slug.clone().unwrap_or(key);
-    removed("Deleted", "delete", &format!("provider {name}"), result)
 }
 
 /// Whether the grants still let this namespace bind the provider's integration, as recorded
