@@ -1,0 +1,360 @@
+//! The MCP integration routes that write and read the integration itself and its workspace
+//! access rows (see the module comment of `mcp_integrations`).
+
+use std::{
+    collections::{HashMap, HashSet},
+    time::Instant,
+};
+
+use axum::{
+    Json,
+    body::Bytes,
+    extract::{Path, Query, State},
+    response::Response,
+};
+use serde_json::{Value, json};
+
+use super::store::{
+    AccessRow, McpIntegrationRecord, McpIntegrationsState, OBJECT, missing, pending_metadata,
+};
+use crate::emulator::{
+    common::{
+        clock::{now, touched},
+        errors::{ApiResult, EmulatorError},
+        fields::{self, IdRule, Object},
+        ids::{free_slug, new_id},
+        mappings, normalise, policy_fields,
+        state::lock,
+    },
+    integrations::valid_slug,
+};
+
+/// `url`: an http(s) URI.
+fn url(body: &Object, required: bool) -> ApiResult<Option<String>> {
+    let url = fields::opt_str(body, "url")?;
+    match &url {
+        None if required => Err(EmulatorError::validation("url is required")),
+        Some(u) if !(u.starts_with("https://") || u.starts_with("http://")) => Err(
+            EmulatorError::validation("url must be an http or https URI"),
+        ),
+        _ => Ok(url),
+    }
+}
+
+const AUTH_TYPES: &[&str] = &["oauth_auto", "headers", "none"];
+const TRANSPORTS: &[&str] = &["http", "sse"];
+
+/// `POST …/mcp-integrations` → `{id, slug, object}`.
+pub(super) async fn create(
+    State(state): State<McpIntegrationsState>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    let body = fields::parse_object(&body)?;
+    let name = fields::req_str(&body, "name")?;
+    let url = url(&body, true)?.unwrap_or_default();
+    let auth_type = policy_fields::required_enum(&body, "auth_type", AUTH_TYPES)?;
+    let transport = policy_fields::required_enum(&body, "transport", TRANSPORTS)?;
+    IdRule::TsgOrUuid.opt_field(&body, "organisation_id")?;
+    let workspace = IdRule::UuidOrSlug
+        .opt_field(&body, "workspace_id")?
+        .filter(|w| !w.is_empty());
+    let slug = fields::opt_str(&body, "slug")?;
+    if slug.as_deref().is_some_and(|s| !valid_slug(s)) {
+        return Err(EmulatorError::validation(
+            "slug must match ^[a-zA-Z0-9_-]+$",
+        ));
+    }
+    let configurations = fields::opt_object(&body, "configurations")?;
+    let mappings = mappings::secret_mappings(&body, &["configurations."])?;
+    let description = fields::opt_str(&body, "description")?;
+    let mut store = lock(&state.store);
+    let taken = |s: &str| store.by_id.values().any(|r| r.slug == s);
+    let slug = match slug {
+        Some(slug) if taken(&slug) => {
+            return Err(EmulatorError::validation(format!(
+                "an MCP integration with slug {slug} already exists"
+            )));
+        }
+        Some(slug) => slug,
+        None => free_slug(&name, "mcp", taken),
+    };
+    let at = now();
+    let record = McpIntegrationRecord {
+        seq: state.next_seq(),
+        api_created: Some(Instant::now()),
+        id: new_id(),
+        slug,
+        name,
+        description,
+        url,
+        auth_type,
+        transport,
+        configuration_writes: u64::from(configurations.is_some()),
+        configurations: configurations.unwrap_or_default(),
+        secret_mappings: mappings,
+        organisation_id: state.organisation_id.clone(),
+        workspace_id: workspace,
+        owner_id: state.user_id.clone(),
+        created_at: at.clone(),
+        last_updated_at: at,
+        global_access: None,
+        rows: Vec::new(),
+        capabilities: Vec::new(),
+        metadata: pending_metadata(),
+    };
+    let receipt = json!({"id": record.id, "slug": record.slug, "object": OBJECT});
+    store.by_id.insert(record.id.clone(), record);
+    Ok(Json(receipt))
+}
+
+/// `GET …/mcp-integrations` → `{object: "list", total, has_more, data}`: `type`,
+/// `workspace_id`, `search`, `page_size` (1–1000), `current_page`.
+pub(super) async fn list(
+    State(state): State<McpIntegrationsState>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    if query.contains_key("organisation_id") {
+        return Err(EmulatorError::validation(
+            "organisation_id is not a query parameter",
+        ));
+    }
+    let kind = policy_fields::enum_filter(&query, "type", &["workspace", "organisation", "all"])?;
+    let (page_size, current_page) = policy_fields::policy_page(&query)?;
+    if page_size > 1000 {
+        return Err(EmulatorError::validation("page_size must be 1 to 1000"));
+    }
+    let faults = state.faults();
+    let store = lock(&state.store);
+    let matching: Vec<&McpIntegrationRecord> = store
+        .sorted()
+        .into_iter()
+        .filter(|r| faults.listed(r.api_created))
+        .filter(|r| match kind.as_deref() {
+            Some("workspace") => r.workspace_id.is_some(),
+            Some("organisation") => r.workspace_id.is_none(),
+            _ => true,
+        })
+        .filter(|r| {
+            query
+                .get("workspace_id")
+                .is_none_or(|ws| r.enabled_for(&[ws.as_str()]))
+        })
+        .filter(|r| {
+            query
+                .get("search")
+                .is_none_or(|s| r.name.to_lowercase().contains(&s.to_lowercase()))
+        })
+        .collect();
+    let total = matching.len();
+    let data: Vec<Value> = policy_fields::page(matching, page_size, current_page)
+        .into_iter()
+        .map(McpIntegrationRecord::row)
+        .collect();
+    let has_more = (current_page + 1) * page_size < total;
+    let body = json!({"object": "list", "total": total, "has_more": has_more, "data": data});
+    Ok(normalise::reply(&body, faults.normalise))
+}
+
+pub(super) async fn read(
+    State(state): State<McpIntegrationsState>,
+    Path(key): Path<String>,
+) -> ApiResult<Response> {
+    let normalise = state.faults().normalise;
+    let store = lock(&state.store);
+    let record = store.find(&key).ok_or_else(|| missing(&state, &key))?;
+    Ok(normalise::reply(&record.detail(), normalise))
+}
+
+/// `PUT …/mcp-integrations/{id}` → `{}`: `name`, `description`, `configurations` (replaced
+/// whole), `url`, `auth_type`, `transport`, `secret_mappings`; another `slug` or `workspace_id`
+/// is 400.
+pub(super) async fn update(
+    State(state): State<McpIntegrationsState>,
+    Path(key): Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    let body = fields::parse_object(&body)?;
+    let name = fields::opt_str(&body, "name")?;
+    if name.as_ref().is_some_and(|n| n.trim().is_empty()) {
+        return Err(EmulatorError::validation("name must not be empty"));
+    }
+    let description = body
+        .contains_key("description")
+        .then(|| fields::opt_str(&body, "description"))
+        .transpose()?;
+    let configurations = fields::opt_object(&body, "configurations")?;
+    let new_url = url(&body, false)?;
+    let auth_type = fields::opt_enum(&body, "auth_type", AUTH_TYPES)?;
+    let transport = fields::opt_enum(&body, "transport", TRANSPORTS)?;
+    let mappings = mappings::secret_mappings(&body, &["configurations."])?;
+    let changes = name.is_some()
+        || description.is_some()
+        || configurations.is_some()
+        || new_url.is_some()
+        || auth_type.is_some()
+        || transport.is_some()
+        || mappings.is_some();
+    let mut store = lock(&state.store);
+    let record = store.find_mut(&key).ok_or_else(|| missing(&state, &key))?;
+    for (field, current) in [
+        ("slug", json!(record.slug)),
+        ("workspace_id", json!(record.workspace_id)),
+    ] {
+        if body
+            .get(field)
+            .is_some_and(|sent| !sent.is_null() && *sent != current)
+        {
+            return Err(EmulatorError::validation(format!(
+                "{field} cannot be changed; create another MCP integration"
+            )));
+        }
+    }
+    if !changes {
+        return Err(EmulatorError::validation(
+            "request body must contain at least one field to update",
+        ));
+    }
+    if let Some(name) = name {
+        record.name = name;
+    }
+    if let Some(description) = description {
+        record.description = description;
+    }
+    if let Some(configurations) = configurations {
+        record.configurations = configurations;
+        record.configuration_writes += 1;
+    }
+    if let Some(url) = new_url {
+        record.url = url;
+    }
+    if let Some(auth_type) = auth_type {
+        record.auth_type = auth_type;
+    }
+    if let Some(transport) = transport {
+        record.transport = transport;
+    }
+    if let Some(mappings) = mappings {
+        record.secret_mappings = Some(mappings);
+    }
+    record.last_updated_at = touched(&record.last_updated_at);
+    Ok(Json(json!({})))
+}
+
+pub(super) async fn delete(
+    State(state): State<McpIntegrationsState>,
+    Path(key): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let mut store = lock(&state.store);
+    let id = store
+        .find(&key)
+        .ok_or_else(|| missing(&state, &key))?
+        .id
+        .clone();
+    store.by_id.remove(&id);
+    Ok(Json(json!({})))
+}
+
+/// `GET …/workspaces`: the legacy shape, or with `?version=` the versioned one.
+pub(super) async fn workspaces(
+    State(state): State<McpIntegrationsState>,
+    Path(key): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
+) -> ApiResult<Response> {
+    let normalise = state.faults().normalise;
+    let store = lock(&state.store);
+    let record = store.find(&key).ok_or_else(|| missing(&state, &key))?;
+    let rows: Vec<Value> = record.rows.iter().map(AccessRow::row).collect();
+    let body = if query.contains_key("version") {
+        let data: Vec<Value> = rows
+            .into_iter()
+            .map(|mut row| {
+                row["object"] = json!("mcp-integration-workspace");
+                row
+            })
+            .collect();
+        json!({"object": "list", "global_workspace_access": record.global_access,
+               "total": data.len(), "data": data})
+    } else {
+        json!({"workspaces": rows, "global_workspace_access": record.global_access,
+               "object": "mcp-integration-workspaces"})
+    };
+    Ok(normalise::reply(&body, normalise))
+}
+
+/// `PUT …/workspaces` → `{}`.
+pub(super) async fn update_workspaces(
+    State(state): State<McpIntegrationsState>,
+    Path(key): Path<String>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    let body = fields::parse_object(&body)?;
+    let items = fields::opt_array(&body, "workspaces")?
+        .ok_or_else(|| EmulatorError::validation("workspaces is required"))?;
+    let mut rows = Vec::with_capacity(items.len());
+    let mut seen = HashSet::new();
+    for item in &items {
+        let item = item
+            .as_object()
+            .ok_or_else(|| EmulatorError::validation("workspaces items must be objects"))?;
+        let id = fields::req_str(item, "id")
+            .map_err(|_| EmulatorError::validation("workspaces[].id is required"))?;
+        IdRule::UuidOrSlug.check("workspace_id", &id)?;
+        let enabled = fields::opt_bool(item, "enabled")?
+            .ok_or_else(|| EmulatorError::validation("workspaces[].enabled is required"))?;
+        if !seen.insert(id.clone()) {
+            return Err(EmulatorError::validation(format!(
+                "workspaces names {id} twice"
+            )));
+        }
+        rows.push((id, enabled));
+    }
+    let global = match body.get("global_workspace_access") {
+        None => None,
+        Some(Value::Null) => Some(Value::Null),
+        Some(Value::Object(g)) if g.get("enabled").is_some_and(Value::is_boolean) => {
+            Some(Value::Object(g.clone()))
+        }
+        Some(_) => {
+            return Err(EmulatorError::validation(
+                "global_workspace_access must be null or {enabled: boolean}",
+            ));
+        }
+    };
+    let overriding =
+        fields::opt_bool(&body, "override_existing_workspace_access")?.unwrap_or(false);
+    let mut store = lock(&state.store);
+    let record = store.find_mut(&key).ok_or_else(|| missing(&state, &key))?;
+    if overriding {
+        for row in record.rows.iter_mut().filter(|r| !seen.contains(&r.id)) {
+            if row.enabled {
+                row.enabled = false;
+                row.last_updated_at = touched(&row.last_updated_at);
+                row.writes += 1;
+            }
+        }
+    }
+    for (id, enabled) in rows {
+        let at = match record.rows.iter().position(|r| r.id == id) {
+            Some(at) => at,
+            None => {
+                let created = now();
+                record.rows.push(AccessRow {
+                    id,
+                    enabled: false,
+                    created_at: created.clone(),
+                    last_updated_at: created,
+                    writes: 0,
+                });
+                record.rows.len() - 1
+            }
+        };
+        let row = &mut record.rows[at];
+        row.enabled = enabled;
+        row.last_updated_at = touched(&row.last_updated_at);
+        row.writes += 1;
+    }
+    if let Some(global) = global {
+        record.global_access = Some(global).filter(|g| !g.is_null());
+    }
+    Ok(Json(json!({})))
+}
