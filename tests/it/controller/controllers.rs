@@ -455,71 +455,35 @@ async fn server_errors_and_rate_limits_are_recovered_from() {
     h.stop().await;
 }
 
+/// A deployment's first credentials exist only in its create answer: when that answer is lost
+/// (the emulator commits the create and cuts the connection), the deployment found again gets
+/// live credentials into its Secret, and none leaks. That the create is recovered with one POST
+/// and no duplicate, for every kind, is the conformance matrix's `lost_create`.
 #[tokio::test]
-async fn dropped_create_responses_leave_no_duplicates() {
+async fn a_lost_deployment_create_answer_ends_with_live_credentials() {
     let h = Harness::start("ctl-drop").await;
     h.faults(json!({"drop_after_commit_rate": 1.0})).await;
-    h.env
-        .api::<Config>()
-        .create(
-            &PostParams::default(),
-            &config("dropped", routing_spec("dropped")),
-        )
-        .await
-        .unwrap();
-    h.env
-        .api::<RateLimitsPolicy>()
-        .create(
-            &PostParams::default(),
-            &policy("dropped", policy_spec("dropped")),
-        )
-        .await
-        .unwrap();
     let spec = json!({"name": "dropped-gw", "credentialsSecretRef": {"name": "dropped-creds"}});
     h.env
         .api::<Deployment>()
         .create(&PostParams::default(), &deployment("dropped", spec))
         .await
         .unwrap();
-    // Let the creates land (and their answers be lost), then heal the network.
+    // Let the create land (and its answer be lost), then heal the network.
     support::wait_until(WAIT, || async {
         let s = h.state().await;
-        let n = |k: &str| s[k].as_array().map_or(0, Vec::len);
-        (n("configs") >= 1 && n("rate_limits") >= 1 && n("deployments") >= 1).then_some(())
+        (s["deployments"].as_array().map_or(0, Vec::len) >= 1).then_some(())
     })
     .await
-    .expect("the creates never reached the emulator");
+    .expect("the create never reached the emulator");
     tokio::time::sleep(Duration::from_secs(1)).await;
     h.faults(json!({})).await;
 
-    let config = h
-        .env
-        .wait_for::<Config>("dropped", WAIT, config_ready)
-        .await;
-    h.env
-        .wait_for::<RateLimitsPolicy>("dropped", WAIT, policy_ready)
-        .await;
     let deployment = h
         .env
         .wait_for::<Deployment>("dropped", WAIT, deployment_ready)
         .await;
     let state = h.state().await;
-    let named = |k: &str, n: &str| {
-        state[k]
-            .as_array()
-            .unwrap()
-            .iter()
-            .filter(|o| o["name"] == n)
-            .count()
-    };
-    assert_eq!(named("configs", "dropped"), 1, "{state}");
-    assert_eq!(named("rate_limits", "dropped"), 1, "{state}");
-    assert_eq!(named("deployments", "dropped-gw"), 1, "{state}");
-    assert_eq!(
-        config.status.unwrap().slug.as_deref(),
-        state["configs"][0]["slug"].as_str()
-    );
-
     // The deployment's credentials were in a lost answer: the Secret holds live ones.
     let id = deployment.status.unwrap().id.unwrap();
     let remote = state["deployments"]
@@ -747,6 +711,8 @@ async fn deployment_adopt_and_orphan() {
     h.stop().await;
 }
 
+/// A rate-limits policy's update (one PUT), adoption and deletion under both policies. Its
+/// steady state and drift correction are the conformance matrix's (`rate_limits_policy`).
 #[tokio::test]
 async fn rate_limits_policy_lifecycle() {
     let h = Harness::start_with("ctl-rlp", Duration::from_secs(1)).await;
@@ -764,8 +730,6 @@ async fn rate_limits_policy_lifecycle() {
         .await;
     let id = ready.status.unwrap().id.unwrap();
     h.reset_stats().await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(writes(&h).await, 0);
 
     let patch = json!({"spec": {"value": 250, "unit": "rph"}});
     policies
@@ -792,26 +756,6 @@ async fn rate_limits_policy_lifecycle() {
         (remote["value"].as_f64(), remote["unit"].as_str()),
         (Some(250.0), Some("rph"))
     );
-
-    // Remote edit corrected.
-    h.call(
-        Method::PUT,
-        &format!("/ai_gw/v2/policies/rate-limits/{id}"),
-        Some(json!({"value": 1})),
-    )
-    .await;
-    support::wait_until(WAIT, || async {
-        let p = h
-            .call(
-                Method::GET,
-                &format!("/ai_gw/v2/policies/rate-limits/{id}"),
-                None,
-            )
-            .await;
-        (p["value"].as_f64() == Some(250.0)).then_some(())
-    })
-    .await
-    .expect("the remote edit was not corrected");
 
     // Adopt an existing policy, then delete both under different policies.
     let existing = h

@@ -22,6 +22,17 @@ pub fn captured_logs() -> String {
     String::from_utf8_lossy(&log_buffer().lock().unwrap_or_else(|e| e.into_inner())).into_owned()
 }
 
+/// Where the captured logs end now: [`logs_since`] shows what the operators logged after it.
+pub fn log_mark() -> usize {
+    log_buffer().lock().unwrap_or_else(|e| e.into_inner()).len()
+}
+
+/// The log lines the operators of this test process wrote since `mark` ([`log_mark`]).
+pub fn logs_since(mark: usize) -> String {
+    let buffer = log_buffer().lock().unwrap_or_else(|e| e.into_inner());
+    String::from_utf8_lossy(buffer.get(mark..).unwrap_or_default()).into_owned()
+}
+
 fn log_buffer() -> &'static Arc<Mutex<Vec<u8>>> {
     static BUFFER: OnceLock<Arc<Mutex<Vec<u8>>>> = OnceLock::new();
     BUFFER.get_or_init(|| {
