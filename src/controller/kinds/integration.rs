@@ -1,10 +1,11 @@
 //! Integration (cluster-scoped): the organisation's upstream credential on the admin plane.
-//! Observe by id (or slug), PUT only when the name, description or a readable configuration
-//! field differs or the hash of the write-only values (the key and configurations as sent, from
-//! Secrets of the operator's namespace) changed, so a Secret change gives exactly one PUT;
-//! create through the shared protocol with `create_default_provider: false`; then merge the
-//! workspace access rows the spec names (a removed workspace is disabled, other rows untouched)
-//! and the model access. Delete per `deletionPolicy` once no Provider resource binds it.
+//! The verbs of the kind ([`Verbs`]): the driver observes by id (or slug), PUTs only when the
+//! name, description or a readable configuration field differs or the hash of the write-only
+//! values (the key and configurations as sent, from Secrets of the operator's namespace)
+//! changed, so a Secret change gives exactly one PUT; creates with
+//! `create_default_provider: false`; then the workspace access rows the spec names are merged
+//! (a removed workspace is disabled, other rows untouched) and the model access applied. Delete
+//! per `deletionPolicy` once no Provider resource binds it.
 //!
 //! Not a listed kind: the API's `last_updated_at` is null until the first update and an access
 //! row's change does not move it, so each reconcile (at least once per drift interval) reads the
@@ -12,24 +13,23 @@
 
 use crate::api::{self, Client, Integration as RemoteIntegration, IntegrationsListQuery};
 use kube::Resource;
+use serde_json::{Map, Value};
 
+use crate::api::ApiError;
 use crate::controller::config_refs::{
     CLUSTER_READABLE, Desired, ReadsSecrets, SECRET_NOT_READABLE,
 };
-use crate::controller::create::{
-    Created, Lookup, body_hash, create_once, made_by_unfinished_create, one_of_ours,
-};
-use crate::controller::driver::{Change, Cx, Managed, object_key, observed, orphaned, removed};
+use crate::controller::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
+use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
 use crate::controller::gate::{Op, tenant_id};
 use crate::controller::status::common_status;
-use crate::controller::{Context, now_rfc3339, spec_already_applied};
+use crate::controller::{Context, now_rfc3339};
 use crate::resources::common::CreateAttempt;
 use crate::resources::config::ConfigSecretRef;
 use crate::resources::config_document::SecretDocument;
-use crate::resources::integration::{
-    Integration, IntegrationDeletionPolicy, IntegrationSpec, IntegrationStatus, KEY_PATH,
-};
+use crate::resources::integration::{Integration, IntegrationSpec, IntegrationStatus, KEY_PATH};
 
 /// Condition reason while a Provider resource still binds the integration being deleted.
 pub const STILL_REFERENCED: &str = "StillReferenced";
@@ -73,27 +73,236 @@ impl Managed for Integration {
         &mut self.status
     }
 
-    async fn apply(
+    crate::controller::driver::flow::driven!();
+}
+
+/// What an integration is written with: the write-only values as sent, their hash, and the
+/// tenant a create names.
+pub struct Written {
+    /// `{key?, configurations?}`, Secret values filled in.
+    document: Map<String, Value>,
+    /// [`write_only_hash`] of `document`: what `status.secretHash` records.
+    hash: Option<String>,
+    /// The numeric tenant id the live API takes as `organisation_id`, when known.
+    organisation: Option<String>,
+}
+
+/// The field a change of the write-only values reports: an input, never an outside edit.
+const WRITE_ONLY: &str = "write-only values (key, configurations)";
+
+/// The driver observes by id (or slug: [`Naming::CreatesAs`]) and PUTs only when the name,
+/// description or a readable configuration field differs or the write-only values changed;
+/// the workspace access rows and the model access follow ([`Verbs::sync_sub_resources`]).
+impl Verbs for Integration {
+    /// `None` in Observe, which reads no Secret.
+    type Inputs = Option<Written>;
+    type Desired = Option<Written>;
+    type Remote = RemoteIntegration;
+    type Found = RemoteIntegration;
+    type Posted = api::IntegrationCreated;
+    type Updated = ();
+    const WHAT: &'static str = "integration";
+    const ADOPTED_BY: &'static str = "spec.slug";
+    const NAMING: Naming = Naming::CreatesAs;
+    const RECORDS_DRIFT: bool = false;
+
+    async fn resolve(
+        &self,
+        cx: &Cx<'_, Self>,
+        _status: &mut IntegrationStatus,
+    ) -> Result<Option<Written>, Error> {
+        check_key_namespace(self, cx.ctx)?;
+        let desired = Desired::read(self, &self.spec, cx.ctx).await?;
+        for value in desired.secret_values() {
+            cx.conceal(value);
+        }
+        let document = desired.request_document();
+        Ok(Some(Written {
+            hash: write_only_hash(self, cx.ctx, &document),
+            organisation: tenant_id(cx.ctx, self.spec.connection_name()),
+            document,
+        }))
+    }
+    async fn observed_inputs(
+        &self,
+        _cx: &Cx<'_, Self>,
+        _status: &mut IntegrationStatus,
+    ) -> Result<Option<Written>, Error> {
+        Ok(None)
+    }
+    fn desired(&self, inputs: Option<Written>) -> Option<Written> {
+        inputs
+    }
+    fn compare(
+        &self,
+        desired: &Option<Written>,
+        remote: &RemoteIntegration,
+        status: &IntegrationStatus,
+    ) -> Comparison {
+        let mut differs = self.spec.diff(remote);
+        let mut inputs = Vec::new();
+        if desired
+            .as_ref()
+            .is_some_and(|w| w.hash != status.secret_hash)
+        {
+            differs.push(WRITE_ONLY);
+            inputs.push(WRITE_ONLY);
+        }
+        Comparison {
+            immutable: self.spec.immutable_conflicts(remote),
+            differs,
+            inputs,
+        }
+    }
+    fn recorded(status: &IntegrationStatus) -> Option<String> {
+        status.id.clone().or(status.slug.clone())
+    }
+    fn key(remote: &RemoteIntegration) -> String {
+        match remote.slug.is_empty() {
+            true => remote.id.clone(),
+            false => remote.slug.clone(),
+        }
+    }
+    fn found_key(found: &RemoteIntegration) -> String {
+        found.id.clone()
+    }
+    fn workspace(remote: &RemoteIntegration) -> Option<&str> {
+        remote.workspace_id.as_deref()
+    }
+    async fn observe(
+        &self,
+        client: &Client,
+        key: &str,
+        _: &IntegrationStatus,
+    ) -> Result<Option<RemoteIntegration>, ApiError> {
+        client.integrations().get(key).await.map(Some)
+    }
+    fn sent(&self, cx: &Cx<'_, Self>, desired: &Option<Written>) -> CreateAttempt {
+        let request = create_request(self, desired);
+        CreateAttempt {
+            name: Some(self.spec.name.clone()),
+            workspace_id: None,
+            body_hash: body_hash(&cx.ctx.hash_key, self.meta().uid.as_deref(), &request),
+            ended_at: None,
+            intent: None,
+        }
+    }
+    async fn create(
+        &self,
+        client: &Client,
+        desired: &Option<Written>,
+    ) -> Result<api::IntegrationCreated, ApiError> {
+        client
+            .integrations()
+            .create(&create_request(self, desired))
+            .await
+    }
+    async fn find_created(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &IntegrationStatus,
+    ) -> Result<Lookup<RemoteIntegration>, Error> {
+        find_created(self, cx, status).await
+    }
+    async fn update(
+        &self,
+        client: &Client,
+        desired: &Option<Written>,
+        remote: &RemoteIntegration,
+    ) -> Result<(), ApiError> {
+        let document = desired
+            .as_ref()
+            .map(|w| w.document.clone())
+            .unwrap_or_default();
+        let request = self.spec.update_request_with(&document);
+        client.integrations().update(&remote.id, &request).await
+    }
+    async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Error> {
+        let users = crate::controller::provider::naming(self, cx.ctx).await?;
+        if users.is_empty() {
+            return Ok(());
+        }
+        Err(Error::not_allowed(
+            STILL_REFERENCED,
+            format!(
+                "integration {key} is still bound by Provider {}; it is deleted once no Provider binds it (or set deletionPolicy: Orphan)",
+                users.join(", ")
+            ),
+        ))
+    }
+    async fn delete(
+        &self,
+        cx: &Cx<'_, Self>,
+        client: &Client,
+        key: &str,
+        _: &IntegrationStatus,
+    ) -> Result<(), ApiError> {
+        let organisation = tenant_id(cx.ctx, self.spec.connection_name());
+        client
+            .integrations()
+            .delete(key, organisation.as_deref())
+            .await
+    }
+    fn record(status: &mut IntegrationStatus, remote: Option<&RemoteIntegration>) {
+        status.id = remote.map(|r| r.id.clone()).filter(|id| !id.is_empty());
+        status.slug = remote.map(|r| r.slug.clone()).filter(|s| !s.is_empty());
+        if remote.is_none() {
+            status.secret_hash = None;
+        }
+    }
+    fn record_created(
+        &self,
+        status: &mut IntegrationStatus,
+        desired: &Option<Written>,
+        created: Created<api::IntegrationCreated, RemoteIntegration>,
+    ) -> String {
+        let (id, slug) = match created {
+            Created::Posted(created) => {
+                status.secret_hash = desired.as_ref().and_then(|w| w.hash.clone());
+                status.last_applied_at = Some(now_rfc3339());
+                (created.id, created.slug)
+            }
+            Created::Recovered(found) => {
+                // What the earlier POST sent may be an older spec: the next read compares and
+                // the unknown hash sends the write-only values once more.
+                status.secret_hash = None;
+                (found.id, found.slug)
+            }
+        };
+        status.id = Some(id);
+        status.slug = Some(slug.clone()).filter(|s| !s.is_empty());
+        slug
+    }
+    fn record_updated(
+        &self,
+        status: &mut IntegrationStatus,
+        desired: &Option<Written>,
+        _: &RemoteIntegration,
+        _: (),
+    ) {
+        status.secret_hash = desired.as_ref().and_then(|w| w.hash.clone());
+        status.last_applied_at = Some(now_rfc3339());
+    }
+    /// The workspace access rows, then the model access.
+    async fn sync_sub_resources(
         &self,
         cx: &Cx<'_, Self>,
         status: &mut IntegrationStatus,
     ) -> Result<Vec<Change>, Error> {
-        apply(self, cx, status).await
+        let key = status.id.clone().unwrap_or_default();
+        let access = apply_access(&self.spec, cx, status, &key).await?;
+        let models = apply_models(&self.spec, cx, &key).await?;
+        Ok(access.into_iter().chain(models).collect())
     }
-
-    async fn observe_only(
+    async fn sub_resources_differ(
         &self,
         cx: &Cx<'_, Self>,
-        status: &mut IntegrationStatus,
+        status: &IntegrationStatus,
     ) -> Result<Vec<&'static str>, Error> {
-        let Some(remote) = observe(self, cx, status).await? else {
-            return Ok(Vec::new());
-        };
         let spec = &self.spec;
-        let mut fields = spec.immutable_conflicts(&remote);
-        fields.extend(spec.diff(&remote));
         let client = cx.api(Op::Read).await?;
-        let key = remote.id.clone();
+        let key = status.id.clone().unwrap_or_default();
+        let mut fields = Vec::new();
         if !spec.workspaces.is_empty() || !status.workspaces.is_empty() {
             let rows = read_workspaces(client, &key).await?;
             if !spec.access_updates(&rows, &status.workspaces).is_empty() {
@@ -108,10 +317,20 @@ impl Managed for Integration {
         }
         Ok(fields)
     }
+}
 
-    async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
-        cleanup(self, cx).await
-    }
+/// The create body: the spec with the write-only values filled in, in the tenant it names.
+fn create_request(
+    integration: &Integration,
+    desired: &Option<Written>,
+) -> api::CreateIntegrationRequest {
+    let (document, organisation) = match desired {
+        Some(w) => (w.document.clone(), w.organisation.clone()),
+        None => Default::default(),
+    };
+    integration
+        .spec
+        .create_request_with(&document, organisation)
 }
 
 /// The write-only values as sent (`{key?, configurations?}`, Secret values filled in), hashed
@@ -147,197 +366,6 @@ fn check_key_namespace(integration: &Integration, ctx: &Context) -> Result<(), E
             own.unwrap_or("none configured")
         ),
     ))
-}
-
-async fn apply(
-    integration: &Integration,
-    cx: &Cx<'_, Integration>,
-    status: &mut IntegrationStatus,
-) -> Result<Vec<Change>, Error> {
-    let spec = &integration.spec;
-    check_key_namespace(integration, cx.ctx)?;
-    let desired = Desired::read(integration, spec, cx.ctx).await?;
-    for value in desired.secret_values() {
-        cx.conceal(value);
-    }
-    let document = desired.request_document();
-    let hash = write_only_hash(integration, cx.ctx, &document);
-    let mut changes = Vec::new();
-    let key = match observe(integration, cx, status).await? {
-        None => {
-            changes.push(create(integration, cx, status, &document, hash).await?);
-            status.id.clone().unwrap_or_default()
-        }
-        Some(remote) => {
-            if let Some(change) = update(integration, cx, status, &remote, &document, hash).await? {
-                changes.push(change);
-            }
-            remote.id.clone()
-        }
-    };
-    if let Some(change) = apply_access(spec, cx, status, &key).await? {
-        changes.push(change);
-    }
-    if let Some(change) = apply_models(spec, cx, &key).await? {
-        changes.push(change);
-    }
-    Ok(changes)
-}
-
-/// One PUT when the remote integration differs or the write-only values changed.
-async fn update(
-    integration: &Integration,
-    cx: &Cx<'_, Integration>,
-    status: &mut IntegrationStatus,
-    remote: &RemoteIntegration,
-    document: &serde_json::Map<String, serde_json::Value>,
-    hash: Option<String>,
-) -> Result<Option<Change>, Error> {
-    let spec = &integration.spec;
-    let conflicts = spec.immutable_conflicts(remote);
-    if !conflicts.is_empty() {
-        return Err(Error::InvalidSpec(format!(
-            "remote integration {} has a different {} (an Integration manages organisation integrations of its aiProviderId only) and the API cannot change it; create a new Integration instead",
-            remote.slug,
-            conflicts.join(", ")
-        )));
-    }
-    let mut differences = spec.diff(remote);
-    let outside = !differences.is_empty();
-    if hash != status.secret_hash {
-        differences.push("write-only values (key, configurations)");
-    }
-    if differences.is_empty() {
-        return Ok(None);
-    }
-    let key = &remote.id;
-    let fields = differences.join(", ");
-    cx.gate.intend(format!(
-        "would update integration {} ({fields})",
-        remote.slug
-    ));
-    let client = cx.api(Op::Update).await?;
-    client
-        .integrations()
-        .update(key, &spec.update_request_with(document))
-        .await
-        .map_err(|e| Error::api(format!("update integration {}", remote.slug), e))?;
-    status.secret_hash = hash;
-    status.last_applied_at = Some(now_rfc3339());
-    let drift = outside
-        && spec_already_applied(
-            integration.meta().generation,
-            status.observed_generation,
-            &status.conditions,
-        );
-    Ok(Some(match drift {
-        true => Change::new(
-            "DriftCorrected",
-            format!(
-                "integration {} was changed outside aigw ({fields}); restored it",
-                remote.slug
-            ),
-        ),
-        false => Change::new(
-            "Updated",
-            format!("updated integration {} ({fields})", remote.slug),
-        ),
-    }))
-}
-
-/// GETs the integration this resource recorded (or its slug names), and records its id and
-/// slug. Gone (404/`AB08`) means a new one is created (with `spec.slug`, if set).
-async fn observe(
-    integration: &Integration,
-    cx: &Cx<'_, Integration>,
-    status: &mut IntegrationStatus,
-) -> Result<Option<RemoteIntegration>, Error> {
-    let Some(key) = status
-        .id
-        .clone()
-        .or(integration.spec.slug.clone())
-        .or(status.slug.clone())
-    else {
-        return Ok(None);
-    };
-    let client = cx.api(Op::Read).await?;
-    let read = client.integrations().get(&key).await;
-    let found = observed(&format!("integration {key}"), None, read)?;
-    match &found {
-        Some(remote) => {
-            status.id = Some(remote.id.clone()).filter(|id| !id.is_empty());
-            status.slug = Some(remote.slug.clone()).filter(|s| !s.is_empty());
-            // Found by `spec.slug` while a create of it was in flight: that create made it (a
-            // slug taken before would have been refused, which clears the intent).
-            crate::controller::driver::create::clear_intent(status);
-        }
-        None => {
-            status.id = None;
-            status.slug = None;
-            status.secret_hash = None;
-        }
-    }
-    Ok(found)
-}
-
-/// Creates the integration through the shared protocol (see [`crate::controller::create`]).
-async fn create(
-    integration: &Integration,
-    cx: &Cx<'_, Integration>,
-    status: &mut IntegrationStatus,
-    document: &serde_json::Map<String, serde_json::Value>,
-    hash: Option<String>,
-) -> Result<Change, Error> {
-    let spec = &integration.spec;
-    let before = status.clone();
-    let organisation = tenant_id(cx.ctx, spec.connection_name());
-    let request = spec.create_request_with(document, organisation);
-    let sent = CreateAttempt {
-        name: Some(spec.name.clone()),
-        workspace_id: None,
-        body_hash: body_hash(
-            &cx.ctx.hash_key,
-            integration.meta().uid.as_deref(),
-            &request,
-        ),
-        ended_at: None,
-        intent: None,
-    };
-    let client = cx.api(Op::Create).await?;
-    let outcome = create_once(
-        cx,
-        status,
-        "integration",
-        sent,
-        find_created(integration, cx, &before),
-        client,
-        async |client| client.integrations().create(&request).await,
-    )
-    .await?;
-    Ok(match outcome {
-        Created::Posted(created) => {
-            status.id = Some(created.id.clone());
-            status.slug = Some(created.slug.clone()).filter(|s| !s.is_empty());
-            status.secret_hash = hash;
-            status.last_applied_at = Some(now_rfc3339());
-            Change::new("Created", format!("created integration {}", created.slug))
-        }
-        Created::Recovered(found) => {
-            status.id = Some(found.id.clone());
-            status.slug = Some(found.slug.clone()).filter(|s| !s.is_empty());
-            // What the earlier POST sent may be an older spec: the next read compares and the
-            // unknown hash sends the write-only values once more.
-            status.secret_hash = None;
-            cx.ctx.drift.flag(object_key(integration));
-            Change::new(
-                "Created",
-                format!(
-                    "found integration {} from an earlier create whose answer was lost",
-                    found.slug
-                ),
-            )
-        }
-    })
 }
 
 /// The integration an earlier create made: the one with `spec.slug` (a deterministic identity),
@@ -494,49 +522,6 @@ async fn apply_models(
         "ModelsUpdated",
         format!("models of integration {key}: {what}"),
     )))
-}
-
-async fn cleanup(
-    integration: &Integration,
-    cx: &Cx<'_, Integration>,
-) -> Result<Vec<Change>, Error> {
-    let status = integration.status.clone().unwrap_or_default();
-    let known = status.id.clone().or(status.slug.clone());
-    if integration.spec.deletion_policy == IntegrationDeletionPolicy::Orphan {
-        return Ok(orphaned(&format!(
-            "integration {}",
-            status.slug.clone().or(known).unwrap_or_default()
-        )));
-    }
-    let key = match (known, &status.pending_create) {
-        (Some(key), _) => key,
-        (None, Some(_)) => {
-            let lookup = find_created(integration, cx, &status);
-            match made_by_unfinished_create(&status, "integration", lookup).await? {
-                Some(found) => found.id,
-                None => return Ok(Vec::new()),
-            }
-        }
-        (None, None) => return Ok(Vec::new()),
-    };
-    let users = crate::controller::provider::naming(integration, cx.ctx).await?;
-    if !users.is_empty() {
-        return Err(Error::not_allowed(
-            STILL_REFERENCED,
-            format!(
-                "integration {key} is still bound by Provider {}; it is deleted once no Provider binds it (or set deletionPolicy: Orphan)",
-                users.join(", ")
-            ),
-        ));
-    }
-    let organisation = tenant_id(cx.ctx, integration.spec.connection_name());
-    let client = cx.api(Op::Delete).await?;
-    let result = client
-        .integrations()
-        .delete(&key, organisation.as_deref())
-        .await;
-    let name = status.slug.clone().unwrap_or(key);
-    removed("Deleted", "delete", &format!("integration {name}"), result)
 }
 
 /// An Integration's own triggers: the Secrets it reads (in the operator's namespace) and the
