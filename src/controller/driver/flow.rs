@@ -7,7 +7,7 @@
 //! finds is taken as recorded, adopted or made by the create in flight ([`taking`]). The
 //! decisions are pure functions, proven by the table tests below.
 
-use super::create::{clear_intent, create_once, made_by_unfinished_create};
+use super::create::{Created, clear_intent, create_once, made_by_unfinished_create};
 use super::verbs::{Comparison, Naming, Verbs};
 use super::{Change, Cx, object_key, observed, orphaned, removed};
 use crate::controller::error::Error;
@@ -107,6 +107,47 @@ pub fn taking(naming: Naming, named: bool, recorded: bool, made_by_create: bool)
     }
 }
 
+/// What becomes of the object an earlier create made whose answer, with the one-time values it
+/// carried, was lost (a kind that issues values: [`super::issuing::Issues::recovery`]).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Recovery {
+    /// Take it as it is.
+    Found,
+    /// Take it, and rotate at once for this reason: its values were lost with the answer.
+    Rotate(&'static str),
+    /// Take it: the Secret holds its values already (a status write was lost, not the answer).
+    Stored,
+    /// Take it under the adoption grant (not proven this create's, so never deleted), and record
+    /// a rotation to store a value of it.
+    Adopt,
+    /// Delete it (its value exists nowhere) and create again.
+    Replace,
+}
+
+/// What follows a create whose values could not be written into the Secret.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Undelivered {
+    /// The write whose answer was lost stored them after all.
+    Stored,
+    /// Record a rotation: it issues new values once the Secret may be written.
+    Rotate,
+    /// Delete the object nobody can hold the values of; if that fails, `or_rotate` records a
+    /// rotation instead (otherwise the failure is the error).
+    Discard { or_rotate: bool },
+}
+
+/// The step after a failed delivery, for a kind that `discards` undelivered objects or not,
+/// when someone else's Secret took the name (`conflict`) and whether the Secret names the new
+/// object (`held`).
+pub fn undelivered(discards: bool, conflict: bool, held: bool) -> Undelivered {
+    match (discards, conflict, held) {
+        (false, _, _) => Undelivered::Rotate,
+        (true, true, _) => Undelivered::Discard { or_rotate: false },
+        (true, false, true) => Undelivered::Stored,
+        (true, false, false) => Undelivered::Discard { or_rotate: true },
+    }
+}
+
 /// Brings the remote object in line with the spec, then runs the kind's follow-up.
 pub async fn apply<K: Verbs>(
     object: &K,
@@ -131,15 +172,7 @@ pub async fn apply<K: Verbs>(
     let mut changes = match (decide(comparison.as_ref(), applied), &remote, &comparison) {
         (Step::Create, _, _) => vec![create(object, cx, status, &desired).await?],
         (Step::InSync, _, _) => Vec::new(),
-        (Step::Refuse(fields), Some(remote), _) => {
-            return Err(Error::InvalidSpec(format!(
-                "remote {} {} has a different {} and the API cannot change it; create a new {} instead",
-                K::WHAT,
-                K::key(remote),
-                fields.join(", "),
-                K::KIND
-            )));
-        }
+        (Step::Refuse(fields), Some(remote), _) => return Err(refusal::<K>(remote, &fields)),
         (Step::Update { drift }, Some(remote), Some(comparison)) => {
             let change = update(object, cx, status, &desired, remote, comparison, drift).await?;
             vec![change]
@@ -150,6 +183,17 @@ pub async fn apply<K: Verbs>(
     changes.extend(object.sync_sub_resources(cx, status).await?);
     changes.extend(object.follow_up(cx, status, &desired, first_sight).await?);
     Ok(changes)
+}
+
+/// Why the remote object cannot be brought in line: `fields` no update can change.
+pub(super) fn refusal<K: Verbs>(remote: &K::Remote, fields: &[&str]) -> Error {
+    Error::InvalidSpec(format!(
+        "remote {} {} has a different {} and the API cannot change it; create a new {} instead",
+        K::WHAT,
+        K::key(remote),
+        fields.join(", "),
+        K::KIND
+    ))
 }
 
 /// Read-only: the spec fields that differ from the remote object (none when there is none).
@@ -216,7 +260,7 @@ pub async fn cleanup<K: Verbs>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change>
 /// ([`taking`]) and records what the API reports. Only "not found" means gone; an adopted
 /// object's workspace must be granted too, and one found by the identity a create sends needs
 /// the adoption grant unless the create in flight made it.
-async fn observe<K: Verbs>(
+pub(super) async fn observe<K: Verbs>(
     object: &K,
     cx: &Cx<'_, K>,
     status: &mut K::Status,
@@ -293,9 +337,9 @@ async fn take<K: Verbs>(
             K::ADOPTED_BY.trim_start_matches("spec."),
         )));
     }
-    // Adopting reaches an object made outside aigw: its own workspace must be granted too.
-    let reach = format!("the workspace of {} {key}", K::WHAT);
-    cx.gate.reach(&reach, K::workspace(remote)).await
+    // Adopting reaches an object made outside aigw: what it reaches must be granted too.
+    let what = format!("{} {key}", K::WHAT);
+    object.reach_adopted(cx, &what, remote).await
 }
 
 /// Creates the remote object through the shared protocol ([`create_once`]).
@@ -310,11 +354,8 @@ async fn create<K: Verbs>(
     }
     let before = status.clone();
     let client = cx.api(Op::Create).await?;
-    let sent = object.sent(cx, desired);
-    let lookup = object.find_created(cx, &before);
-    let post = async |client: &crate::api::Client| object.create(client, desired).await;
-    let outcome = create_once(cx, status, K::WHAT, sent, lookup, client, post).await?;
-    let recovered = matches!(outcome, super::create::Created::Recovered(_));
+    let outcome = post_once(object, cx, status, &before, desired, client).await?;
+    let recovered = matches!(outcome, Created::Recovered(_));
     if recovered {
         // What the earlier POST sent may be an older spec: read it and compare, soon.
         cx.ctx.drift.flag(object_key(object));
@@ -334,9 +375,26 @@ async fn create<K: Verbs>(
     ))
 }
 
+/// The create protocol ([`create_once`]) for `desired`, with `client` for the create: the
+/// lookup of what an earlier create made reads the intent in `before` (the status as this
+/// reconcile found it).
+pub(super) async fn post_once<K: Verbs>(
+    object: &K,
+    cx: &Cx<'_, K>,
+    status: &mut K::Status,
+    before: &K::Status,
+    desired: &K::Desired,
+    client: &crate::api::Client,
+) -> Result<Created<K::Posted, K::Found>, Error> {
+    let sent = object.sent(cx, desired);
+    let lookup = object.find_created(cx, before);
+    let post = async |client: &crate::api::Client| object.create(client, desired).await;
+    create_once(cx, status, K::WHAT, sent, lookup, client, post).await
+}
+
 /// One update of what differs, reported as `Updated`, or as `DriftCorrected` with what it
 /// replaced kept in the status.
-async fn update<K: Verbs>(
+pub(super) async fn update<K: Verbs>(
     object: &K,
     cx: &Cx<'_, K>,
     status: &mut K::Status,
@@ -362,6 +420,9 @@ async fn update<K: Verbs>(
         .await
         .map_err(|e| Error::api(format!("update {} {key}", K::WHAT), e))?;
     object.record_updated(status, desired, remote, updated);
+    if K::READ_AFTER_UPDATE {
+        cx.ctx.drift.flag(object_key(object));
+    }
     let change = updated_change(K::WHAT, &key, &fields, drift, paths.as_deref());
     if let (true, Some(replaced)) = (drift, replaced) {
         K::record_drift(status, replaced);
@@ -713,6 +774,50 @@ mod tests {
         for (case, drift, paths, reason, message) in table {
             let change = updated_change("provider", "p", "name", drift, paths);
             assert_eq!(change, Change::new(reason, message), "{case}");
+        }
+    }
+
+    #[test]
+    fn undelivered_values_are_stored_after_all_discarded_or_rotated_in() {
+        let table = [
+            (
+                "a kind that keeps it: rotate",
+                false,
+                false,
+                false,
+                Undelivered::Rotate,
+            ),
+            (
+                "keeps it, another's Secret: rotate",
+                false,
+                true,
+                false,
+                Undelivered::Rotate,
+            ),
+            (
+                "the lost write stored them",
+                true,
+                false,
+                true,
+                Undelivered::Stored,
+            ),
+            (
+                "not stored: delete it, else rotate",
+                true,
+                false,
+                false,
+                Undelivered::Discard { or_rotate: true },
+            ),
+            (
+                "another's Secret took the name: delete it",
+                true,
+                true,
+                false,
+                Undelivered::Discard { or_rotate: false },
+            ),
+        ];
+        for (case, discards, conflict, held, expected) in table {
+            assert_eq!(undelivered(discards, conflict, held), expected, "{case}");
         }
     }
 

@@ -14,6 +14,7 @@ pub mod create;
 pub mod drift;
 pub mod flow;
 pub mod gate;
+pub mod issuing;
 pub mod kind;
 mod modes;
 pub mod promotion;

@@ -84,6 +84,9 @@ pub trait Verbs: Managed {
     /// reported by the fields it restored, and [`Verbs::replaced`] and [`Verbs::record_drift`]
     /// are never called.
     const RECORDS_DRIFT: bool = true;
+    /// True for a listed kind whose update answer lacks the new remote stamp: the next
+    /// reconcile reads the object again ([`crate::controller::drift::Drift::flag`]).
+    const READ_AFTER_UPDATE: bool = false;
 
     /// Reads what the desired state depends on besides the spec (Secrets, references), and
     /// records in `status` the conditions of what it read (a guardrail a Config names).
@@ -127,6 +130,17 @@ pub trait Verbs: Managed {
         key: &str,
         status: &Self::Status,
     ) -> impl Future<Output = Result<Option<Self::Remote>, ApiError>> + Send;
+    /// What adopting `remote` (named `what`) reaches besides this resource's own grant: by
+    /// default its workspace; a gateway reaches every workspace it serves.
+    fn reach_adopted(
+        &self,
+        cx: &Cx<'_, Self>,
+        what: &str,
+        remote: &Self::Remote,
+    ) -> impl Future<Output = Result<(), Error>> + Send {
+        let reach = format!("the workspace of {what}");
+        async move { cx.gate.reach(&reach, Self::workspace(remote)).await }
+    }
     /// Why `remote` can never be this resource's (another kind's object), before anything is
     /// recorded or written.
     fn refuses(_remote: &Self::Remote) -> Option<String> {

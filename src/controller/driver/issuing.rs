@@ -1,0 +1,429 @@
+//! The flow of a kind whose create answer carries values the API never returns again (a
+//! Deployment's credentials, an API key's value): the driver's flow ([`super::flow`]) with two
+//! capabilities, rotation ([`super::rotation`]) and the delivery of the values into the Secret
+//! aigw owns ([`super::secret_delivery`]). The kind supplies its verbs ([`Verbs`]), its rotate
+//! call ([`Rotates`]) and what its answers issue ([`Issues`]); the driver keeps the protocols:
+//!
+//! - the create is the shared create-once protocol, and its answer's values go into the Secret
+//!   before anything else. When that fails, a kind that must leave no live value nobody holds
+//!   deletes the object (and never creates while the Secret cannot be written); otherwise a
+//!   rotation is recorded, which issues new values once it can be;
+//! - an object an earlier create made, whose answer was lost, is taken, rotated, adopted or
+//!   replaced as the kind says ([`Issues::recovery`]);
+//! - an object that exists is updated like any other, then its rotation resumes or starts
+//!   when due (spaced, exactly once per trigger), or the Secret is checked. An object the
+//!   rotation gave up (its new value was lost) is replaced by a new one, and deleted once the
+//!   Secret holds the new one's value;
+//! - `deletionPolicy: Orphan` keeps the Secret with the remote object.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use super::create::{Created, made_by_unfinished_create};
+use super::flow::{self, Recovery, Step, Undelivered, decide};
+use super::rotation::{self, Rotates};
+use super::secret_delivery::{self, Delivery, ROTATION_ID_ANNOTATION, SecretVersion};
+use super::verbs::Verbs;
+use super::{Change, Cx, orphaned, removed};
+use crate::api::SecretString;
+use crate::controller::error::Error;
+use crate::controller::gate::Op;
+use crate::controller::spec_already_applied;
+use crate::controller::status::{CommonStatus, IntentStatus};
+
+/// What a kind whose answers issue one-time values supplies besides its verbs.
+pub trait Issues: Verbs + Rotates {
+    /// The annotation on the Secret naming the remote object its values belong to.
+    const ID_ANNOTATION: &'static str;
+    /// True for a kind that leaves no live object whose values no Secret holds (an API key):
+    /// one whose values could not be stored is deleted, and none is created while the Secret
+    /// cannot be written. False: a rotation issues new values later.
+    const DISCARDS_UNDELIVERED: bool = false;
+    /// The failpoint hit right after a create's answer, if any (tests and chaos arm it).
+    const AFTER_CREATE: Option<&'static str> = None;
+
+    /// `spec.rotation`'s interval and key transition, or why the spec is refused.
+    fn timing(&self) -> Result<(Option<Duration>, Option<Duration>), Error>;
+    /// The values a create's answer carries, for the Secret.
+    fn issued(posted: &Self::Posted) -> Vec<(&'static str, SecretString)>;
+    /// The `Created` message once Secret `secret` holds the values of the object `key`.
+    fn created_message(key: &str, secret: &str) -> String;
+    /// What becomes of `found`, the object an earlier create made whose answer was lost;
+    /// `held`: the Secret names it (its values got there before a status write was lost).
+    fn recovery(&self, found: &Self::Found, held: bool) -> Recovery;
+    /// Checks that the Secret holds the values of the remote object `key` (they cannot be read
+    /// back), recording `CredentialsAvailable`.
+    fn check_delivered(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut Self::Status,
+        key: &str,
+    ) -> impl Future<Output = Result<(), Error>> + Send;
+    /// The remote object a replacement replaces, deleted once the Secret holds the new one's
+    /// values ([`Rotates::give_up_lost`] records it).
+    fn replaced_remote(_status: &Self::Status) -> Option<String> {
+        None
+    }
+    /// Forgets [`Issues::replaced_remote`] once it is deleted.
+    fn forget_replaced(_status: &mut Self::Status) {}
+}
+
+/// [`super::Managed::apply`]: observe, create once or update, then rotate or check the
+/// Secret, and schedule the next rotation.
+pub async fn apply<K: Issues>(
+    object: &K,
+    cx: &Cx<'_, K>,
+    status: &mut K::Status,
+) -> Result<Vec<Change>, Error> {
+    let (interval, transition) = object.timing()?;
+    let interval = rotation::floored_interval(object, cx, status, interval, transition).await;
+    let inputs = object.resolve(cx, status).await?;
+    let desired = object.desired(inputs);
+    let remote = flow::observe(object, cx, status, &desired).await?;
+    if remote.is_some() {
+        object.record_compared(status, &desired);
+    }
+    let applied = spec_already_applied(
+        object.meta().generation,
+        status.observed_generation(),
+        status.conditions(),
+    );
+    let comparison = remote
+        .as_ref()
+        .map(|remote| object.compare(&desired, remote, status));
+    let mut changes = Vec::new();
+    match (decide(comparison.as_ref(), applied), &remote, &comparison) {
+        (Step::Create, _, _) => changes.extend(create(object, cx, status, &desired).await?),
+        (Step::Refuse(fields), Some(remote), _) => {
+            return Err(flow::refusal::<K>(remote, &fields));
+        }
+        (step, Some(remote), Some(comparison)) => {
+            if let Step::Update { drift } = step {
+                let update = flow::update(object, cx, status, &desired, remote, comparison, drift);
+                changes.push(update.await?);
+            }
+            let key = K::key(remote);
+            changes.extend(keep_issued(object, cx, status, &desired, &key).await?);
+        }
+        // `decide` refuses or updates only an observed object.
+        (Step::Refuse(_) | Step::Update { .. } | Step::InSync, _, _) => {}
+    }
+    changes.extend(retire_replaced(object, cx, status).await?);
+    rotation::schedule(K::rotation_status(status), interval);
+    Ok(changes)
+}
+
+/// [`super::Managed::cleanup`]: the flow's, with the Secret kept under `deletionPolicy: Orphan`
+/// (the remote object stays live and its one-time values exist nowhere else). A replaced
+/// object goes whatever the policy (its last value was lost); mid-replacement under Orphan,
+/// the Secret still holds the replaced object's value, which works until it goes: kept.
+pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change>, Error> {
+    let status = object.status().cloned().unwrap_or_default();
+    let replaced = K::replaced_remote(&status);
+    let mut changes = Vec::new();
+    let (reason, verb) = K::REMOVAL;
+    if let (Some(replaced), None, true) = (&replaced, K::recorded(&status), object.orphans()) {
+        // What the replacement's unfinished create made is held by nobody: it goes.
+        if status.pending_create().is_some() {
+            let lookup = object.find_created(cx, &status);
+            if let Some(found) = made_by_unfinished_create(&status, K::WHAT, lookup).await? {
+                let key = K::found_key(&found);
+                let client = cx.api(Op::Delete).await?;
+                let result = object.delete(cx, client, &key, &status).await;
+                let what = format!("{} {key} (made by an unfinished replacement)", K::WHAT);
+                changes.extend(removed(reason, verb, &what, result)?);
+            }
+        }
+        secret_delivery::release_secret(cx, object.secret_name()).await?;
+        changes.extend(orphaned(&format!("{} {replaced}", K::WHAT)));
+        return Ok(changes);
+    }
+    if let Some(replaced) = &replaced {
+        let client = cx.api(Op::Delete).await?;
+        let result = object.delete(cx, client, replaced, &status).await;
+        let what = format!("{} {replaced}", K::WHAT);
+        changes.extend(removed(reason, verb, &what, result)?);
+    }
+    if object.orphans() {
+        secret_delivery::release_secret(cx, object.secret_name()).await?;
+    }
+    changes.extend(flow::cleanup(object, cx).await?);
+    Ok(changes)
+}
+
+/// The rotation step for the remote object `key`, or the check that the Secret holds its
+/// values; a new object when the rotation gave this one up.
+async fn keep_issued<K: Issues>(
+    object: &K,
+    cx: &Cx<'_, K>,
+    status: &mut K::Status,
+    desired: &K::Desired,
+    key: &str,
+) -> Result<Vec<Change>, Error> {
+    let mut changes = Vec::new();
+    match rotation::rotate_if_due(object, cx, status, key).await? {
+        Some(rotated) => changes.push(rotated),
+        None => object.check_delivered(cx, status, key).await?,
+    }
+    if K::recorded(status).is_none() {
+        // Given up (its rotated value was lost): a new object replaces it.
+        changes.extend(create(object, cx, status, desired).await?);
+    }
+    Ok(changes)
+}
+
+/// Creates the object through the create-once protocol and writes its values into the Secret.
+async fn create<K: Issues>(
+    object: &K,
+    cx: &Cx<'_, K>,
+    status: &mut K::Status,
+    desired: &K::Desired,
+) -> Result<Vec<Change>, Error> {
+    if status.pending_create().is_none() {
+        object.before_create(cx, desired).await?;
+    }
+    let version = rotation::check_secret_is_ours(object, cx).await?;
+    let before = status.clone();
+    let client = cx.api(Op::Create).await?;
+    if K::DISCARDS_UNDELIVERED {
+        // Nothing is issued while its Secret cannot be written.
+        secret_delivery::probe(cx, object.secret_name(), version.as_deref()).await?;
+    }
+    let mut changes = Vec::new();
+    let posted = match flow::post_once(object, cx, status, &before, desired, client).await? {
+        Created::Posted(posted) => posted,
+        Created::Recovered(found) => {
+            match recover(object, cx, status, &before, desired, found).await? {
+                Recovered::Taken(taken) => return Ok(taken),
+                Recovered::Deleted(deleted) => changes.extend(deleted),
+            }
+            // The earlier create's intent is settled: this one looks nothing up.
+            match flow::post_once(object, cx, status, &before, desired, client).await? {
+                Created::Posted(posted) => posted,
+                Created::Recovered(_) => {
+                    return Err(Error::MissingState(format!(
+                        "the create of the replacement {} found no answer",
+                        K::WHAT
+                    )));
+                }
+            }
+        }
+    };
+    changes.push(deliver(object, cx, status, desired, posted, version).await?);
+    Ok(changes)
+}
+
+/// What [`recover`] did with what an earlier create made.
+enum Recovered {
+    /// Recorded it (and rotated or recorded a rotation, as its recovery said).
+    Taken(Vec<Change>),
+    /// Deleted it: a new one is created.
+    Deleted(Vec<Change>),
+}
+
+/// Takes or deletes `found`, as [`Issues::recovery`] says. Until it is known gone the create
+/// intent stays recorded: a failure (the Secret read, the gate, the DELETE) leaves the status
+/// as `before`, and the next reconcile finds it again instead of creating past it.
+async fn recover<K: Issues>(
+    object: &K,
+    cx: &Cx<'_, K>,
+    status: &mut K::Status,
+    before: &K::Status,
+    desired: &K::Desired,
+    found: K::Found,
+) -> Result<Recovered, Error> {
+    let keep_intent = |status: &mut K::Status, e: Error| {
+        *status = before.clone();
+        e
+    };
+    let secret = object.secret_name();
+    let key = K::found_key(&found);
+    let held = secret_delivery::secret_annotation(cx, secret, K::ID_ANNOTATION).await;
+    let held = held.map_err(|e| keep_intent(status, e))?.as_deref() == Some(key.as_str());
+    let recovery = object.recovery(&found, held);
+    if recovery == Recovery::Replace {
+        let client = cx.api(Op::Delete).await;
+        let client = client.map_err(|e| keep_intent(status, e))?;
+        let result = object.delete(cx, client, &key, &*status).await;
+        let what = format!(
+            "{} {key} (an earlier create made it, but its answer and so its value were lost)",
+            K::WHAT
+        );
+        let (reason, verb) = K::REMOVAL;
+        let deleted = removed(reason, verb, &what, result);
+        return deleted
+            .map(Recovered::Deleted)
+            .map_err(|e| keep_intent(status, e));
+    }
+    let key = object.record_created(status, desired, Created::Recovered(found));
+    let taken = Change::new(
+        "Created",
+        format!(
+            "found {} {key} from an earlier create whose answer was lost",
+            K::WHAT
+        ),
+    );
+    let change = match recovery {
+        Recovery::Stored => {
+            rotation::issued_by_create(object, status, true);
+            Change::new(
+                "Created",
+                format!(
+                    "found {} {key} from an earlier create whose status write was lost; Secret {secret} already holds its value",
+                    K::WHAT
+                ),
+            )
+        }
+        Recovery::Adopt => {
+            rotation::issued_by_create(object, status, false);
+            Change::new(
+                "Adopted",
+                format!(
+                    "adopted {} {key} (it has the name an unanswered create sent, but not this resource's mark); rotating it to store a value in Secret {secret}",
+                    K::WHAT
+                ),
+            )
+        }
+        Recovery::Found | Recovery::Rotate(_) | Recovery::Replace => taken,
+    };
+    cx.save_status(status).await?;
+    let mut changes = vec![change];
+    if let Recovery::Rotate(why) = recovery {
+        changes.push(rotation::rotate(object, cx, status, &key, why).await?);
+    }
+    Ok(Recovered::Taken(changes))
+}
+
+/// Records what the create made and writes its values into the Secret (stamped with the
+/// object's key and the rotation id `create`) before anything else: they exist only in this
+/// answer. Then the values count as issued, and a re-created object's workloads roll.
+async fn deliver<K: Issues>(
+    object: &K,
+    cx: &Cx<'_, K>,
+    status: &mut K::Status,
+    desired: &K::Desired,
+    posted: K::Posted,
+    version: SecretVersion,
+) -> Result<Change, Error> {
+    let values = K::issued(&posted);
+    for (_, value) in &values {
+        cx.conceal(value.expose());
+    }
+    if let Some(failpoint) = K::AFTER_CREATE {
+        cx.ctx.failpoints.hit(failpoint).await;
+    }
+    let key = object.record_created(status, desired, Created::Posted(posted));
+    let secret = object.secret_name();
+    let annotations = vec![
+        (K::ID_ANNOTATION, key.clone()),
+        (ROTATION_ID_ANNOTATION, "create".to_string()),
+    ];
+    let delivery = Delivery {
+        name: secret,
+        values: values.iter().map(|(k, v)| (*k, v.expose())).collect(),
+        annotations: annotations.clone(),
+        expected: version.as_deref(),
+    };
+    if let Err(e) = secret_delivery::deliver(cx, delivery).await {
+        undelivered(object, cx, status, &key, e).await?;
+    }
+    // An object created again (the remote one was gone) has new values: roll the workloads.
+    let recreated = K::rotation_status(status).last_rotated_at.is_some();
+    let annotations: BTreeMap<String, String> = annotations
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    K::settle(status, &annotations);
+    let now = rotation::issued_by_create(object, status, true);
+    cx.save_status(status).await?;
+    if recreated {
+        rotation::restart_workloads(object, cx, &now).await;
+    }
+    Ok(Change::new("Created", K::created_message(&key, secret)))
+}
+
+/// After the Secret write of the values of `key` failed with `error`: `Ok` when it stored them
+/// after all; otherwise the object is deleted (a kind that discards it) or a rotation is
+/// recorded with its key, and the error stands.
+async fn undelivered<K: Issues>(
+    object: &K,
+    cx: &Cx<'_, K>,
+    status: &mut K::Status,
+    key: &str,
+    error: Error,
+) -> Result<(), Error> {
+    let secret = object.secret_name();
+    let conflict = matches!(error, Error::SecretConflict(_));
+    let held = match K::DISCARDS_UNDELIVERED && !conflict {
+        // A write whose answer was lost may have stored them after all.
+        true => {
+            let held = secret_delivery::secret_annotation(cx, secret, K::ID_ANNOTATION).await;
+            held.ok().flatten().as_deref() == Some(key)
+        }
+        false => false,
+    };
+    match flow::undelivered(K::DISCARDS_UNDELIVERED, conflict, held) {
+        Undelivered::Stored => return Ok(()),
+        Undelivered::Rotate => {}
+        Undelivered::Discard { or_rotate } => {
+            let why = match conflict {
+                // Someone else's Secret took the name.
+                true => "no Secret can hold its value".to_string(),
+                false => format!("its value could not be stored in Secret {secret}"),
+            };
+            let client = cx.api(Op::Delete).await?;
+            let result = object.delete(cx, client, key, &*status).await;
+            let (reason, verb) = K::REMOVAL;
+            let what = format!("{} {key} ({why})", K::WHAT);
+            match (removed(reason, verb, &what, result), or_rotate) {
+                (Ok(_), _) => {
+                    // The next create first asks whether the Secret may be written.
+                    K::record(status, None);
+                    return Err(error);
+                }
+                (Err(e), false) => return Err(e),
+                (Err(_), true) => {}
+            }
+        }
+    }
+    // The object stays: only a rotation can give the Secret values of it, once the Secret may
+    // be written. Record that intent with the key.
+    rotation::issued_by_create(object, status, false);
+    cx.save_status(status).await?;
+    Err(error)
+}
+
+/// Deletes the object a new one replaced ([`Issues::replaced_remote`]) once the Secret holds the new
+/// one's value: the old one's last value was lost with a rotation's answer, so nobody holds it.
+/// Until then it stays, and with it the value the Secret still holds.
+async fn retire_replaced<K: Issues>(
+    object: &K,
+    cx: &Cx<'_, K>,
+    status: &mut K::Status,
+) -> Result<Vec<Change>, Error> {
+    let Some(old) = K::replaced_remote(status) else {
+        return Ok(Vec::new());
+    };
+    let new = K::recorded(status);
+    // A new object whose Secret write failed waits for its own rotation into the Secret; and
+    // the object the Secret holds is never the one deleted.
+    let rotating = K::rotation_status(status).pending_rotation.is_some();
+    if new.is_none() || new.as_deref() == Some(old.as_str()) || rotating {
+        return Ok(Vec::new());
+    }
+    cx.gate.intend(format!(
+        "would delete {} {old}, replaced by a new one because the value of its last rotation was lost",
+        K::WHAT
+    ));
+    let client = cx.api(Op::Delete).await?;
+    let result = object.delete(cx, client, &old, &*status).await;
+    let what = format!(
+        "{} {old} (replaced by {}: the value of its last rotation was lost with the answer)",
+        K::WHAT,
+        new.unwrap_or_default()
+    );
+    let (reason, verb) = K::REMOVAL;
+    let changes = removed(reason, verb, &what, result)?;
+    K::forget_replaced(status);
+    Ok(changes)
+}
