@@ -25,6 +25,12 @@ pub(super) enum TelemetryCommand {
         #[command(flatten)]
         window: WindowArgs,
     },
+    /// A canary's figures for the cohort the filters select: requests, 5xx count and rate, p90
+    /// latency, requests per status code.
+    Cohort {
+        #[command(flatten)]
+        window: WindowArgs,
+    },
     /// A chart over the window: requests, errors, cost, tokens or latency.
     Chart {
         /// requests, errors, cost (cents), tokens or latency (ms, with p50/p90/p99).
@@ -122,6 +128,7 @@ pub(super) async fn telemetry(client: &Client, cmd: TelemetryCommand) -> anyhow:
                 .map_err(|err| anyhow::anyhow!("--columns: {err}"))?;
             print(&telemetry.groups(dimension, &query, &columns).await?)
         }
+        TelemetryCommand::Cohort { window } => print(&telemetry.cohort(&window.query()?).await?),
         TelemetryCommand::Chart { metric, window } => {
             let query = window.query()?;
             if metric == "latency" {

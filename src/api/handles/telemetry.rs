@@ -1,8 +1,8 @@
 use crate::api::client::{Call, Client};
 use crate::api::error::ApiError;
 use crate::api::models::{
-    CountChart, CountMetric, GroupColumn, GroupDimension, GroupList, LatencyChart, TelemetryQuery,
-    UserGroups,
+    CohortFigures, CountChart, CountMetric, GroupColumn, GroupDimension, GroupList, LatencyChart,
+    TelemetryQuery, UserGroups,
 };
 use crate::api::routes::{LOG_CHART, LOG_GROUP, Route, Verb};
 
@@ -64,5 +64,13 @@ impl<'c> Telemetry<'c> {
         self.client
             .json(Call::new(route).query(query.pairs()))
             .await
+    }
+
+    /// A canary's figures for one cohort (`query` narrowed to its keys or metadata): requests,
+    /// 5xx count and rate, and p90 latency, from `groups/status_code` and `charts/latency`.
+    pub async fn cohort(&self, query: &TelemetryQuery) -> Result<CohortFigures, ApiError> {
+        let statuses = self.groups(GroupDimension::StatusCode, query, &[]).await?;
+        let latency = self.latency(query).await?;
+        Ok(CohortFigures::from_reads(&statuses, &latency))
     }
 }

@@ -337,6 +337,49 @@ pub struct LatencyRecord {
     pub p99: f64,
 }
 
+/// What a canary analysis compares between cohorts, read from two calls
+/// ([`Telemetry::cohort`](crate::api::Telemetry::cohort)).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CohortFigures {
+    /// Requests in the window.
+    pub requests: u64,
+    /// Requests answered 5xx (4xx are the caller's errors, not the config's).
+    pub server_errors: u64,
+    /// `server_errors / requests`; `None` for an empty cohort.
+    pub error_rate: Option<f64>,
+    /// p90 latency in ms; `None` for an empty cohort.
+    pub p90_ms: Option<f64>,
+    /// Requests per status code.
+    pub by_status: BTreeMap<u16, u64>,
+}
+
+impl CohortFigures {
+    /// The figures of a cohort from its `status_code` groups and its latency chart.
+    pub fn from_reads(statuses: &GroupList, latency: &LatencyChart) -> Self {
+        let by_status: BTreeMap<u16, u64> = statuses
+            .data
+            .iter()
+            .filter_map(|row| {
+                let code = row.key(GroupDimension::StatusCode)?.parse::<u16>().ok()?;
+                Some((code, row.requests.max(0.0).round() as u64))
+            })
+            .collect();
+        let requests = by_status.values().sum();
+        let server_errors = by_status
+            .iter()
+            .filter(|(code, _)| **code >= 500)
+            .map(|(_, count)| count)
+            .sum();
+        Self {
+            requests,
+            server_errors,
+            error_rate: (requests > 0).then(|| server_errors as f64 / requests as f64),
+            p90_ms: latency.p90,
+            by_status,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -371,6 +414,36 @@ mod tests {
         assert!(query.check().is_ok());
         query.organisation_id = "tsg-1".into();
         assert!(query.check().is_err());
+    }
+
+    #[test]
+    fn cohort_figures_count_5xx_as_errors_and_an_empty_cohort_as_none() {
+        let statuses: GroupList = serde_json::from_value(serde_json::json!({
+            "object": "list", "is_quota_exceeded": false, "total": 3, "data": [
+                {"status_code": 200, "requests": 14, "object": "analytics-group"},
+                {"status_code": 503, "requests": 5, "object": "analytics-group"},
+                {"status_code": 429, "requests": 1, "object": "analytics-group"}]}))
+        .expect("groups");
+        let latency: LatencyChart = serde_json::from_value(serde_json::json!({
+            "records": [], "total": 12.0, "p50": 10.0, "p90": 30.0, "p99": 31.0,
+            "isQuotaExceeded": false}))
+        .expect("latency");
+        let figures = CohortFigures::from_reads(&statuses, &latency);
+        assert_eq!((figures.requests, figures.server_errors), (20, 5));
+        assert_eq!(figures.error_rate, Some(0.25));
+        assert_eq!(figures.p90_ms, Some(30.0));
+        let empty: GroupList = serde_json::from_value(serde_json::json!({
+            "object": "list", "is_quota_exceeded": false, "total": 0, "data": []}))
+        .expect("groups");
+        let nulls: LatencyChart = serde_json::from_value(serde_json::json!({
+            "records": [], "total": null, "p50": null, "p90": null, "p99": null,
+            "isQuotaExceeded": false}))
+        .expect("latency");
+        let figures = CohortFigures::from_reads(&empty, &nulls);
+        assert_eq!(
+            (figures.requests, figures.error_rate, figures.p90_ms),
+            (0, None, None)
+        );
     }
 
     #[test]

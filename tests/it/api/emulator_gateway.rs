@@ -387,7 +387,7 @@ async fn telemetry_reads_cohorts_by_key_status_and_metadata() {
         "canary-openai": {"error_rate": 0.3, "status": 503, "latency_ms": 30},
         "stable-openai": {"latency_ms": 5}}}))
         .await;
-    let mut canary_failed = 0;
+    let mut canary_failed: u32 = 0;
     for n in 0..60 {
         let tag = format!(r#"{{"aigw_canary":"r{}"}}"#, n % 2);
         emu.chat("ak-stable", Some(&tag)).await;
@@ -421,6 +421,23 @@ async fn telemetry_reads_cohorts_by_key_status_and_metadata() {
     assert!((canary.success_rate.expect("column asked") - expected).abs() < 1e-9);
     assert!(canary.avg_latency > stable.avg_latency);
     assert!(canary.cost.is_none(), "only the asked columns");
+
+    let candidate = telemetry
+        .cohort(&cohort(CANARY_KEY))
+        .await
+        .expect("figures");
+    let baseline = telemetry
+        .cohort(&cohort(STABLE_KEY))
+        .await
+        .expect("figures");
+    assert_eq!(
+        (candidate.requests, candidate.server_errors),
+        (60, u64::from(canary_failed))
+    );
+    assert_eq!(candidate.error_rate, Some(f64::from(canary_failed) / 60.0));
+    assert_eq!((baseline.requests, baseline.error_rate), (60, Some(0.0)));
+    assert!(candidate.p90_ms.expect("p90") >= 30.0, "{candidate:?}");
+    assert!(baseline.p90_ms.expect("p90") < candidate.p90_ms.expect("p90"));
 
     let statuses = telemetry
         .groups(GroupDimension::StatusCode, &cohort(CANARY_KEY), &[])
@@ -520,6 +537,11 @@ async fn an_empty_cohort_reads_zero_counts_and_null_latency() {
         .expect("groups");
     assert_eq!((groups.total, groups.data.len()), (0.0, 0));
     let users = telemetry.users(&nobody).await.expect("users");
+    let figures = telemetry.cohort(&nobody).await.expect("figures");
+    assert_eq!(
+        (figures.requests, figures.error_rate, figures.p90_ms),
+        (0, None, None)
+    );
     assert!(users.records.is_empty());
 }
 
@@ -612,4 +634,9 @@ async fn aigw_api_telemetry_reads_groups_and_charts() {
     )
     .await;
     assert!(nobody["p90"].is_null(), "{nobody}");
+    let figures = aigw_telemetry(&emu, &["cohort", "--api-key-id", STABLE_KEY]).await;
+    assert_eq!(figures["requests"], json!(10), "{figures}");
+    let errors = figures["server_errors"].as_u64().expect("count");
+    assert_eq!(figures["by_status"]["503"].as_u64().unwrap_or(0), errors);
+    assert_eq!(figures["error_rate"].as_f64(), Some(errors as f64 / 10.0));
 }
