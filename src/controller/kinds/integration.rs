@@ -11,11 +11,12 @@
 //! row's change does not move it, so each reconcile (at least once per drift interval) reads the
 //! integration, its access rows and its models. Integrations are few.
 
-use crate::api::{self, Client, Integration as RemoteIntegration, IntegrationsListQuery};
 use kube::Resource;
 use serde_json::{Map, Value};
 
-use crate::api::ApiError;
+mod access;
+
+use crate::api::{self, ApiError, Client, Integration as RemoteIntegration, IntegrationsListQuery};
 use crate::controller::config_refs::{
     CLUSTER_READABLE, Desired, ReadsSecrets, SECRET_NOT_READABLE,
 };
@@ -29,7 +30,7 @@ use crate::controller::{Context, now_rfc3339};
 use crate::resources::common::CreateAttempt;
 use crate::resources::config::ConfigSecretRef;
 use crate::resources::config_document::SecretDocument;
-use crate::resources::integration::{Integration, IntegrationSpec, IntegrationStatus, KEY_PATH};
+use crate::resources::integration::{Integration, IntegrationStatus, KEY_PATH};
 
 /// Condition reason while a Provider resource still binds the integration being deleted.
 pub const STILL_REFERENCED: &str = "StillReferenced";
@@ -289,33 +290,14 @@ impl Verbs for Integration {
         cx: &Cx<'_, Self>,
         status: &mut IntegrationStatus,
     ) -> Result<Vec<Change>, Error> {
-        let key = status.id.clone().unwrap_or_default();
-        let access = apply_access(&self.spec, cx, status, &key).await?;
-        let models = apply_models(&self.spec, cx, &key).await?;
-        Ok(access.into_iter().chain(models).collect())
+        access::sync(&self.spec, cx, status).await
     }
     async fn sub_resources_differ(
         &self,
         cx: &Cx<'_, Self>,
         status: &IntegrationStatus,
     ) -> Result<Vec<&'static str>, Error> {
-        let spec = &self.spec;
-        let client = cx.api(Op::Read).await?;
-        let key = status.id.clone().unwrap_or_default();
-        let mut fields = Vec::new();
-        if !spec.workspaces.is_empty() || !status.workspaces.is_empty() {
-            let rows = read_workspaces(client, &key).await?;
-            if !spec.access_updates(&rows, &status.workspaces).is_empty() {
-                fields.push("workspaces");
-            }
-        }
-        if spec.models.is_some() {
-            let models = read_models(client, &key).await?;
-            if spec.model_updates(&models).is_some() {
-                fields.push("models");
-            }
-        }
-        Ok(fields)
+        access::differ(&self.spec, cx, status).await
     }
 }
 
@@ -413,115 +395,6 @@ async fn find_created(
         |i| Some(format!("integration {} ({})", i.slug, i.id)),
     )
     .await
-}
-
-async fn read_workspaces(client: &Client, key: &str) -> Result<api::IntegrationWorkspaces, Error> {
-    client
-        .integrations()
-        .workspaces(key)
-        .await
-        .map_err(|e| Error::api(format!("read the workspace access of integration {key}"), e))
-}
-
-async fn read_models(client: &Client, key: &str) -> Result<api::IntegrationModels, Error> {
-    client
-        .integrations()
-        .models(key)
-        .await
-        .map_err(|e| Error::api(format!("read the models of integration {key}"), e))
-}
-
-/// Merges the access rows the spec names and disables the workspaces it no longer lists, in
-/// one PUT; rows of other workspaces are never sent. Records the workspaces it enabled.
-async fn apply_access(
-    spec: &IntegrationSpec,
-    cx: &Cx<'_, Integration>,
-    status: &mut IntegrationStatus,
-    key: &str,
-) -> Result<Option<Change>, Error> {
-    if spec.workspaces.is_empty() && status.workspaces.is_empty() {
-        return Ok(None);
-    }
-    let rows = read_workspaces(cx.api(Op::Read).await?, key).await?;
-    let updates = spec.access_updates(&rows, &status.workspaces);
-    if updates.is_empty() {
-        status.workspaces = spec.enabled_workspaces();
-        return Ok(None);
-    }
-    let describe = |enabled: bool| {
-        let ids: Vec<&str> = updates
-            .iter()
-            .filter(|u| u.enabled == enabled)
-            .map(|u| u.id.as_str())
-            .collect();
-        ids.join(", ")
-    };
-    let (granted, disabled) = (describe(true), describe(false));
-    let mut what = Vec::new();
-    if !granted.is_empty() {
-        what.push(format!("enabled or changed {granted}"));
-    }
-    if !disabled.is_empty() {
-        what.push(format!("disabled {disabled}"));
-    }
-    let what = what.join("; ");
-    cx.gate.intend(format!(
-        "would update the workspace access of integration {key}: {what}"
-    ));
-    let request = api::UpdateWorkspacesRequest {
-        workspaces: updates,
-        create_default_provider: Some(false),
-        ..Default::default()
-    };
-    cx.api(Op::Update)
-        .await?
-        .integrations()
-        .update_workspaces(key, &request)
-        .await
-        .map_err(|e| {
-            Error::api(
-                format!("update the workspace access of integration {key}"),
-                e,
-            )
-        })?;
-    status.workspaces = spec.enabled_workspaces();
-    Ok(Some(Change::new(
-        "AccessUpdated",
-        format!("workspace access of integration {key}: {what}"),
-    )))
-}
-
-/// One model access PUT when a listed model (or `allowAllModels`) differs.
-async fn apply_models(
-    spec: &IntegrationSpec,
-    cx: &Cx<'_, Integration>,
-    key: &str,
-) -> Result<Option<Change>, Error> {
-    if spec.models.is_none() {
-        return Ok(None);
-    }
-    let models = read_models(cx.api(Op::Read).await?, key).await?;
-    let Some(request) = spec.model_updates(&models) else {
-        return Ok(None);
-    };
-    let slugs: Vec<&str> = request.models.iter().map(|m| m.slug.as_str()).collect();
-    let what = match (slugs.is_empty(), request.allow_all_models) {
-        (_, Some(all)) => format!("{} (allowAllModels {all})", slugs.join(", ")),
-        (_, None) => slugs.join(", "),
-    };
-    cx.gate.intend(format!(
-        "would update the models of integration {key}: {what}"
-    ));
-    cx.api(Op::Update)
-        .await?
-        .integrations()
-        .update_models(key, &request)
-        .await
-        .map_err(|e| Error::api(format!("update the models of integration {key}"), e))?;
-    Ok(Some(Change::new(
-        "ModelsUpdated",
-        format!("models of integration {key}: {what}"),
-    )))
 }
 
 /// An Integration's own triggers: the Secrets it reads (in the operator's namespace) and the

@@ -12,7 +12,9 @@
 use kube::ResourceExt;
 use serde_json::Value;
 
+mod binding;
 mod watches;
+use binding::{bound_integration, check_remote_integration, integration_granted, integration_keys};
 pub use watches::{watch_binders, watch_inputs};
 
 use crate::api::{
@@ -24,9 +26,9 @@ use crate::controller::create::{Created, Lookup, body_hash, one_of_ours};
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
-use crate::controller::gate::{CACHES_LISTED_WITHIN, Op, tenant_peers};
+use crate::controller::gate::{CACHES_LISTED_WITHIN, Op};
 use crate::controller::status::common_status;
-use crate::controller::{Context, now_rfc3339, spec_already_applied};
+use crate::controller::{Context, now_rfc3339};
 use crate::resources::common::CreateAttempt;
 use crate::resources::config::{Config, ReferencedKind};
 use crate::resources::integration::Integration;
@@ -367,192 +369,6 @@ impl Referenced for Provider {
     }
 }
 
-/// The integration a provider binds: the UUID sent as `integration_id`, and what a provider
-/// read may name it by (its UUID and slug).
-struct Bound {
-    id: String,
-    keys: Vec<String>,
-}
-
-/// What a provider read may name the provider's integration by, without an API call: the UUID
-/// and slug the Integration resource (`spec.integration`) recorded, or `spec.integrationId`
-/// and the UUID it was resolved to (`status.integrationId`). Never a resource name.
-fn integration_keys(provider: &Provider, ctx: &Context, status: &ProviderStatus) -> Vec<String> {
-    let spec = &provider.spec;
-    let mut keys = Vec::new();
-    if let Some(id) = &spec.integration_id {
-        keys.push(id.clone());
-        keys.extend(status.integration_id.clone());
-    } else if let Some(found) = spec
-        .integration
-        .as_deref()
-        .and_then(|name| integration_resource(ctx, name))
-    {
-        let recorded = found.status.as_ref();
-        keys.extend(recorded.and_then(|s| s.id.clone()));
-        keys.extend(recorded.and_then(|s| s.slug.clone()));
-    }
-    keys.retain(|k| !k.is_empty());
-    keys.dedup();
-    keys
-}
-
-fn integration_resource(ctx: &Context, name: &str) -> Option<std::sync::Arc<Integration>> {
-    let all = ctx.stores.integrations.all();
-    all.into_iter().find(|i| i.name_any() == name)
-}
-
-/// The integration the provider binds, once it can be bound here. `spec.integration`: the
-/// Integration resource exists, reaches the provider's tenant, is not being deleted, is Ready,
-/// and grants the provider's workspace access; the grants may name it by resource name, UUID
-/// or slug. `spec.integrationId`: the remote integration it names (a UUID or a slug) is read
-/// first, and the grants must name *that* integration, by its UUID or slug: never by a
-/// resource name, which could equal another integration's slug.
-async fn bound_integration(provider: &Provider, cx: &Cx<'_, Provider>) -> Result<Bound, Error> {
-    let spec = &provider.spec;
-    match (&spec.integration, &spec.integration_id) {
-        (_, Some(given)) => remote_integration(provider, cx, given).await,
-        (Some(name), None) => {
-            let id = ready_integration(provider, cx.ctx, name)?;
-            let mut keys = integration_keys(provider, cx.ctx, &ProviderStatus::default());
-            if !keys.contains(&id) {
-                keys.insert(0, id.clone());
-            }
-            let mut granted = vec![name.clone()];
-            granted.extend(keys.iter().cloned());
-            cx.gate.binding("spec.integration", &granted).await?;
-            Ok(Bound { id, keys })
-        }
-        (None, None) => Err(Error::InvalidSpec(
-            "set spec.integration or spec.integrationId".into(),
-        )),
-    }
-}
-
-/// The remote integration `spec.integrationId` names (by UUID or slug), read through the gate,
-/// once the grants name it by its UUID or slug.
-async fn remote_integration(
-    provider: &Provider,
-    cx: &Cx<'_, Provider>,
-    given: &str,
-) -> Result<Bound, Error> {
-    const FIELD: &str = "spec.integrationId";
-    let read = cx.api(Op::Read).await?.integrations().get(given).await;
-    match read {
-        Ok(found) => {
-            let id = match found.id.is_empty() {
-                true => given.to_string(),
-                false => found.id.clone(),
-            };
-            let mut keys = vec![id.clone()];
-            if !found.slug.is_empty() && found.slug != id {
-                keys.push(found.slug.clone());
-            }
-            let resource = |entry: &str| {
-                integration_resource(cx.ctx, entry).map(|found| {
-                    let recorded = found.status.clone().unwrap_or_default();
-                    recorded.id.into_iter().chain(recorded.slug).collect()
-                })
-            };
-            cx.gate.binding_remote(FIELD, &keys, resource).await?;
-            Ok(Bound { id, keys })
-        }
-        Err(e) if e.is_not_found() => Err(Error::not_allowed(
-            INTEGRATION_NOT_READY,
-            format!("integration {given} named by {FIELD} does not exist"),
-        )),
-        // Unreadable (a Connection without admin rights): only a namespace whose grants do not
-        // limit integrations may bind it, as the spec names it.
-        Err(e) => match cx.gate.binding(FIELD, &[]).await {
-            Ok(()) => {
-                let status = provider.status.clone().unwrap_or_default();
-                let id = given.to_string();
-                let mut keys = vec![id.clone()];
-                keys.extend(status.integration_id.filter(|i| i != given));
-                Ok(Bound { id, keys })
-            }
-            Err(Error::NotAllowed { .. }) => Err(Error::api(
-                format!(
-                    "read integration {given} (named by {FIELD}) to check it against the Connection's grants (spec.grants[].integrations)"
-                ),
-                e,
-            )),
-            Err(other) => Err(other),
-        },
-    }
-}
-
-/// The UUID of Integration `name`, once this provider may bind it (else why it waits).
-fn ready_integration(provider: &Provider, ctx: &Context, name: &str) -> Result<String, Error> {
-    let waiting = |why: String| Error::not_allowed(INTEGRATION_NOT_READY, why);
-    let what = format!("Integration {name} named by spec.integration");
-    let Some(integration) = integration_resource(ctx, name) else {
-        return Err(waiting(format!(
-            "{what} does not exist yet; waiting for it"
-        )));
-    };
-    let peers = tenant_peers(ctx, provider.spec.connection_name());
-    let theirs = integration.spec.connection_name();
-    if !peers.iter().any(|p| p == theirs) {
-        return Err(Error::InvalidSpec(format!(
-            "{what} uses Connection {theirs}, which reaches another tenant than this Provider's Connection {}",
-            provider.spec.connection_name()
-        )));
-    }
-    if integration.metadata.deletion_timestamp.is_some() {
-        return Err(waiting(format!("{what} is being deleted")));
-    }
-    let status = integration.status.clone().unwrap_or_default();
-    let ready = spec_already_applied(
-        integration.metadata.generation,
-        status.observed_generation,
-        &status.conditions,
-    );
-    let Some(id) = status.id.filter(|_| ready) else {
-        return Err(waiting(format!("{what} is not Ready yet; waiting for it")));
-    };
-    let workspace = &provider.spec.workspace_id;
-    if !status.workspaces.contains(workspace) {
-        return Err(waiting(format!(
-            "{what} does not grant workspace {workspace} access (its spec.workspaces); the provider waits until it does"
-        )));
-    }
-    Ok(id)
-}
-
-/// Before binding a remote integration (`integrationId`), that it exists and grants the
-/// workspace access, when the admin plane answers (a Connection without admin rights is left
-/// to the create's own answer).
-async fn check_remote_integration(
-    provider: &Provider,
-    cx: &Cx<'_, Provider>,
-    id: &str,
-) -> Result<(), Error> {
-    let workspace = &provider.spec.workspace_id;
-    let rows = cx.api(Op::Read).await?.integrations().workspaces(id).await;
-    match rows {
-        Err(e) if e.is_not_found() => Err(Error::not_allowed(
-            INTEGRATION_NOT_READY,
-            format!("integration {id} named by spec.integrationId does not exist"),
-        )),
-        Ok(rows)
-            if rows.complete()
-                && !rows
-                    .workspaces
-                    .iter()
-                    .any(|r| r.enabled && &r.id == workspace) =>
-        {
-            Err(Error::not_allowed(
-                INTEGRATION_NOT_READY,
-                format!(
-                    "integration {id} named by spec.integrationId does not grant workspace {workspace} access; the provider waits until it does"
-                ),
-            ))
-        }
-        _ => Ok(()),
-    }
-}
-
 /// The provider an earlier create made: the one of the workspace with the name it sent (and
 /// `spec.slug`, when set), created within its window, claimed by no other resource, in a
 /// complete listing.
@@ -609,35 +425,6 @@ fn created_mark(provider: &Provider) -> Option<String> {
 /// True when `remote` carries the mark of this resource's creates ([`created_mark`]).
 fn ours(provider: &Provider, remote: &RemoteProvider) -> bool {
     created_mark(provider).is_some_and(|mark| remote.note.as_deref() == Some(mark.as_str()))
-}
-
-/// Whether the grants still let this namespace bind the provider's integration, as recorded
-/// (no API call): the rule [`bound_integration`] applies before every write.
-async fn integration_granted(
-    provider: &Provider,
-    cx: &Cx<'_, Provider>,
-    status: &ProviderStatus,
-) -> Result<(), Error> {
-    let keys = integration_keys(provider, cx.ctx, status);
-    match (&provider.spec.integration, &provider.spec.integration_id) {
-        (_, Some(_)) => {
-            let resource = |entry: &str| {
-                integration_resource(cx.ctx, entry).map(|found| {
-                    let recorded = found.status.clone().unwrap_or_default();
-                    recorded.id.into_iter().chain(recorded.slug).collect()
-                })
-            };
-            cx.gate
-                .binding_remote("spec.integrationId", &keys, resource)
-                .await
-        }
-        (Some(name), None) => {
-            let mut granted = vec![name.clone()];
-            granted.extend(keys);
-            cx.gate.binding("spec.integration", &granted).await
-        }
-        (None, None) => Ok(()),
-    }
 }
 
 /// Before a delete: why the provider `key` names must not be deleted by this resource, when
