@@ -427,3 +427,32 @@ async fn retire_replaced<K: Issues>(
     K::forget_replaced(status);
     Ok(changes)
 }
+/// [`super::Managed::apply`], [`super::Managed::observe_only`] and
+/// [`super::Managed::cleanup`] of a kind on [`Issues`].
+macro_rules! driven_issuing {
+    () => {
+        async fn apply(
+            &self,
+            cx: &$crate::controller::driver::Cx<'_, Self>,
+            status: &mut Self::Status,
+        ) -> Result<Vec<$crate::controller::driver::Change>, $crate::controller::error::Error> {
+            $crate::controller::driver::issuing::apply(self, cx, status).await
+        }
+
+        async fn observe_only(
+            &self,
+            cx: &$crate::controller::driver::Cx<'_, Self>,
+            status: &mut Self::Status,
+        ) -> Result<Vec<&'static str>, $crate::controller::error::Error> {
+            $crate::controller::driver::flow::observe_only(self, cx, status).await
+        }
+
+        async fn cleanup(
+            &self,
+            cx: &$crate::controller::driver::Cx<'_, Self>,
+        ) -> Result<Vec<$crate::controller::driver::Change>, $crate::controller::error::Error> {
+            $crate::controller::driver::issuing::cleanup(self, cx).await
+        }
+    };
+}
+pub(crate) use driven_issuing;

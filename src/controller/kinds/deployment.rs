@@ -1,28 +1,32 @@
-//! Deployment: create or adopt the remote deployment, PUT only when a field differs, observe
-//! its connection status, keep the one-time credentials in the owned Secret, rotate them when
-//! asked or due, and archive (or orphan) on delete.
+//! Deployment: its verbs ([`Verbs`]) and what its answers issue ([`Issues`]). The driver
+//! creates or adopts the remote deployment, PUTs only when a field differs, keeps the one-time
+//! credentials in the owned Secret, rotates them when asked or due, and archives (or orphans)
+//! on delete ([`crate::controller::driver::issuing`]).
 
 use std::time::Duration;
 
-use crate::api::{self, Credentials, DeploymentListQuery, SecretString, UpdateDeploymentRequest};
-use crate::controller::create::{
-    Created, Lookup, body_hash, create_once, made_by_unfinished_create,
+use crate::api::{
+    self, ApiError, Client, DeploymentCreated, DeploymentListQuery, SecretString,
+    UpdateDeploymentRequest,
 };
-use crate::controller::driver::{Change, Cx, Managed, observed, orphaned, removed};
+use crate::controller::create::{Created, Lookup, body_hash};
+use crate::controller::driver::flow::Recovery;
+use crate::controller::driver::issuing::Issues;
+use crate::controller::driver::verbs::{Comparison, Verbs};
+use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
 use crate::controller::failpoints::{AFTER_CREATE_POST, AFTER_ROTATE_PUT};
 use crate::controller::gate::Op;
+use crate::controller::secret_delivery;
 use crate::controller::status::common_status;
-use crate::controller::{now_rfc3339, spec_already_applied};
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 use crate::resources::deployment::{
-    ConnectionStatus, Deployment, DeploymentDeletionPolicy, DeploymentSpec, DeploymentStatus,
-    RemoteStatus, Rotation, RotationStatus, UID_TAG,
+    ConnectionStatus, Deployment, DeploymentSpec, DeploymentStatus, RemoteStatus, Rotation,
+    RotationStatus, UID_TAG,
 };
 
 pub use crate::controller::rotation::CREDENTIALS_AVAILABLE;
 use crate::controller::rotation::{self, Issued, Rotates, set_credentials_condition};
-use crate::controller::secret_delivery::{self, Delivery};
 pub use crate::controller::secret_delivery::{
     MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_ANNOTATION, ROTATED_AT_ANNOTATION,
     ROTATION_ID_ANNOTATION,
@@ -60,113 +64,7 @@ impl Managed for Deployment {
         &mut self.status
     }
 
-    async fn apply(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &mut DeploymentStatus,
-    ) -> Result<Vec<Change>, Error> {
-        let interval = self.spec.rotation_interval().map_err(Error::InvalidSpec)?;
-        let interval = rotation::floored_interval(self, cx, status, interval, None).await;
-        let mut changes = Vec::new();
-        let Some(remote) = observe(self, cx, status).await? else {
-            changes.extend(create(self, cx, status).await?);
-            rotation::schedule(&mut status.rotation, interval);
-            return Ok(changes);
-        };
-
-        let differences = self.spec.diff(&remote);
-        if !differences.is_empty() {
-            let replaced = DriftCorrection::of_fields(
-                now_rfc3339(),
-                None,
-                &self.spec,
-                &DeploymentSpec::adopting(&remote, &self.spec.credentials_secret_ref.name),
-                &differences,
-            );
-            cx.gate.intend(format!(
-                "would update deployment {} at {}",
-                remote.id,
-                replaced.paths()
-            ));
-            cx.api(Op::Update)
-                .await?
-                .deployments()
-                .update(&remote.id, &self.spec.update_request(created_uid(self)))
-                .await
-                .map_err(|e| Error::api(format!("update deployment {}", remote.id), e))?;
-            status.remote_status = Some(RemoteStatus::Active);
-            let fields = differences.join(", ");
-            changes.push(
-                if spec_already_applied(
-                    self.metadata.generation,
-                    status.observed_generation,
-                    &status.conditions,
-                ) {
-                    let paths = replaced.paths();
-                    status.last_drift_correction = Some(replaced);
-                    Change::new(
-                        "DriftCorrected",
-                        format!(
-                            "deployment {} was changed outside aigw at {paths}; restored it (status.lastDriftCorrection has the values it replaced)",
-                            remote.id
-                        ),
-                    )
-                } else {
-                    Change::new(
-                        "Updated",
-                        format!("updated deployment {} ({fields})", remote.id),
-                    )
-                },
-            );
-        }
-
-        match rotation::rotate_if_due(self, cx, status, &remote.id).await? {
-            Some(rotated) => changes.push(rotated),
-            None => check_credentials(self, cx, status, &remote.id).await?,
-        }
-        rotation::schedule(&mut status.rotation, interval);
-        Ok(changes)
-    }
-
-    async fn observe_only(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &mut DeploymentStatus,
-    ) -> Result<Vec<&'static str>, Error> {
-        Ok(match observe(self, cx, status).await? {
-            Some(remote) => self.spec.diff(&remote),
-            None => Vec::new(),
-        })
-    }
-
-    async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
-        let status = self.status.clone().unwrap_or_default();
-        // Only what this resource recorded (see Config's cleanup).
-        let known = status.id.clone();
-        if self.spec.deletion_policy == DeploymentDeletionPolicy::Orphan {
-            // The remote deployment stays live and its one-time credentials exist nowhere else:
-            // keep the Secret when this resource goes.
-            release_credentials(self, cx).await?;
-            return Ok(orphaned(&format!(
-                "deployment {}",
-                known.unwrap_or_default()
-            )));
-        }
-        let id = match (known, &status.pending_create) {
-            (Some(id), _) => id,
-            (None, Some(_)) => {
-                let lookup = find_created(self, cx);
-                match made_by_unfinished_create(&status, "deployment", lookup).await? {
-                    Some(found) => found.id,
-                    None => return Ok(Vec::new()),
-                }
-            }
-            (None, None) => return Ok(Vec::new()),
-        };
-        // The API's DELETE archives a deployment; it never hard-deletes one.
-        let result = cx.api(Op::Delete).await?.deployments().delete(&id).await;
-        removed("Archived", "archive", &format!("deployment {id}"), result)
-    }
+    crate::controller::driver::issuing::driven_issuing!();
 
     fn due_in(&self, status: &DeploymentStatus) -> Option<Duration> {
         rotation::due_in(&status.rotation)
@@ -183,6 +81,233 @@ impl Managed for Deployment {
     ) -> Result<Option<Change>, Error> {
         let id = status.id.clone();
         rotation::finish_in_flight(self, cx, status, id.as_deref()).await
+    }
+}
+
+impl Verbs for Deployment {
+    type Inputs = ();
+    type Desired = ();
+    type Remote = api::Deployment;
+    type Found = api::DeploymentSummary;
+    type Posted = DeploymentCreated;
+    type Updated = api::DeploymentUpdated;
+    const WHAT: &'static str = "deployment";
+    const ADOPTED_BY: &'static str = "spec.deploymentId";
+    /// The API's DELETE archives a deployment; it never hard-deletes one.
+    const REMOVAL: (&'static str, &'static str) = ("Archived", "archive");
+
+    async fn resolve(
+        &self,
+        _cx: &Cx<'_, Self>,
+        _status: &mut DeploymentStatus,
+    ) -> Result<(), Error> {
+        Ok(())
+    }
+    fn desired(&self, _inputs: ()) {}
+    fn compare(
+        &self,
+        _desired: &(),
+        remote: &api::Deployment,
+        _status: &DeploymentStatus,
+    ) -> Comparison {
+        Comparison {
+            differs: self.spec.diff(remote),
+            ..Default::default()
+        }
+    }
+    fn recorded(status: &DeploymentStatus) -> Option<String> {
+        status.id.clone()
+    }
+    fn key(remote: &api::Deployment) -> String {
+        remote.id.clone()
+    }
+    fn found_key(found: &api::DeploymentSummary) -> String {
+        found.id.clone()
+    }
+    fn workspace(_remote: &api::Deployment) -> Option<&str> {
+        None
+    }
+    /// Adopting reaches a gateway made outside aigw: everything it serves must be granted too
+    /// (its workspaces; the organisation, if it is the default gateway).
+    async fn reach_adopted(
+        &self,
+        cx: &Cx<'_, Self>,
+        what: &str,
+        remote: &api::Deployment,
+    ) -> Result<(), Error> {
+        for workspace in served_workspaces(remote) {
+            cx.gate
+                .reach(&format!("a workspace {what} serves"), Some(workspace))
+                .await?;
+        }
+        if remote.summary.is_default == Some(true) {
+            cx.gate
+                .reach_default(&format!("{what} is the organisation's default gateway"))
+                .await?;
+        }
+        Ok(())
+    }
+    /// Only 404 or `AB08` means it is gone.
+    async fn observe(
+        &self,
+        client: &Client,
+        key: &str,
+        _status: &DeploymentStatus,
+    ) -> Result<Option<api::Deployment>, ApiError> {
+        client.deployments().get(key).await.map(Some)
+    }
+    fn sent(&self, cx: &Cx<'_, Self>, _desired: &()) -> CreateAttempt {
+        let request = self.spec.create_request(created_uid(self));
+        CreateAttempt {
+            name: Some(self.spec.name.clone()),
+            workspace_id: None,
+            body_hash: body_hash(&cx.ctx.hash_key, self.metadata.uid.as_deref(), &request),
+            ended_at: None,
+            intent: None,
+        }
+    }
+    async fn create(&self, client: &Client, _desired: &()) -> Result<DeploymentCreated, ApiError> {
+        let request = self.spec.create_request(created_uid(self));
+        client.deployments().create(&request).await
+    }
+    async fn find_created(
+        &self,
+        cx: &Cx<'_, Self>,
+        _status: &DeploymentStatus,
+    ) -> Result<Lookup<api::DeploymentSummary>, Error> {
+        find_created(self, cx).await
+    }
+    async fn update(
+        &self,
+        client: &Client,
+        _desired: &(),
+        remote: &api::Deployment,
+    ) -> Result<api::DeploymentUpdated, ApiError> {
+        client
+            .deployments()
+            .update(&remote.id, &self.spec.update_request(created_uid(self)))
+            .await
+    }
+    async fn delete(
+        &self,
+        _cx: &Cx<'_, Self>,
+        client: &Client,
+        key: &str,
+        _status: &DeploymentStatus,
+    ) -> Result<(), ApiError> {
+        client.deployments().delete(key).await
+    }
+    fn record(status: &mut DeploymentStatus, remote: Option<&api::Deployment>) {
+        match remote {
+            Some(remote) => record_remote(status, remote),
+            None => {
+                status.id = None;
+                status.slug = None;
+            }
+        }
+    }
+    fn record_created(
+        &self,
+        status: &mut DeploymentStatus,
+        _desired: &(),
+        created: Created<DeploymentCreated, api::DeploymentSummary>,
+    ) -> String {
+        match created {
+            Created::Posted(created) => {
+                status.id = Some(created.id.clone());
+                status.slug = created.slug.clone();
+                status.remote_status = Some(RemoteStatus::Active);
+                // A new gateway has not reported in yet; the next observation says how it is.
+                status.connection_status = Some(ConnectionStatus::Unknown);
+                created.id
+            }
+            Created::Recovered(found) => {
+                status.id = Some(found.id.clone());
+                found.id
+            }
+        }
+    }
+    fn record_updated(
+        &self,
+        status: &mut DeploymentStatus,
+        _desired: &(),
+        _remote: &api::Deployment,
+        _updated: api::DeploymentUpdated,
+    ) {
+        status.remote_status = Some(RemoteStatus::Active);
+    }
+    fn replaced(
+        &self,
+        _desired: &(),
+        remote: &api::Deployment,
+        comparison: &Comparison,
+        at: String,
+    ) -> DriftCorrection {
+        let secret = &self.spec.credentials_secret_ref.name;
+        let current = DeploymentSpec::adopting(remote, secret);
+        DriftCorrection::of_fields(at, None, &self.spec, &current, &comparison.differs)
+    }
+    fn record_drift(status: &mut DeploymentStatus, replaced: DriftCorrection) {
+        status.last_drift_correction = Some(replaced);
+    }
+}
+
+impl Issues for Deployment {
+    const ID_ANNOTATION: &'static str = DEPLOYMENT_ID_ANNOTATION;
+    const AFTER_CREATE: Option<&'static str> = Some(AFTER_CREATE_POST);
+
+    fn timing(&self) -> Result<(Option<Duration>, Option<Duration>), Error> {
+        let interval = self.spec.rotation_interval().map_err(Error::InvalidSpec)?;
+        Ok((interval, None))
+    }
+    fn issued(created: &DeploymentCreated) -> Vec<(&'static str, SecretString)> {
+        vec![
+            ("client_auth", created.client_auth.clone()),
+            (
+                "username",
+                SecretString::from(created.credentials.username.clone()),
+            ),
+            ("password", created.credentials.password.clone()),
+        ]
+    }
+    fn created_message(id: &str, secret: &str) -> String {
+        format!("registered deployment {id} and stored its credentials in Secret {secret}")
+    }
+    /// A deployment found by its `aigw.io/uid` tag was made by aigw for this resource; its
+    /// credentials were in the lost answer, so aigw rotates them to fill the Secret, unless
+    /// the Secret already holds them.
+    fn recovery(&self, _found: &api::DeploymentSummary, held: bool) -> Recovery {
+        match held {
+            true => Recovery::Found,
+            false => Recovery::Rotate("its first credentials were lost with the create answer"),
+        }
+    }
+    /// For a deployment aigw created, a missing Secret is an error (the values cannot be read
+    /// back). For an adopted one whose credentials were issued before aigw knew it, it is the
+    /// normal state: reported in `CredentialsAvailable`, with the object Ready.
+    async fn check_delivered(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut DeploymentStatus,
+        id: &str,
+    ) -> Result<(), Error> {
+        let name = &self.spec.credentials_secret_ref.name;
+        if secret_delivery::secret_holds(cx, name, "client_auth").await? {
+            set_credentials_condition(self, status, true, "Stored", Deployment::STORED);
+            return Ok(());
+        }
+        if self.spec.deployment_id.is_some() && status.rotation.last_rotated_at.is_none() {
+            let message = format!(
+                "deployment {id} was adopted: its credentials were issued before aigw managed it; change spec.rotation.trigger to issue new ones into Secret {name}"
+            );
+            set_credentials_condition(self, status, false, "NotIssued", &message);
+            return Ok(());
+        }
+        let message = format!(
+            "the credentials Secret {name} is missing and the one-time credentials of deployment {id} cannot be read back; change spec.rotation.trigger to issue new ones"
+        );
+        set_credentials_condition(self, status, false, "SecretMissing", &message);
+        Err(Error::MissingState(message))
     }
 }
 
@@ -295,157 +420,6 @@ fn served_workspaces(remote: &api::Deployment) -> Vec<&str> {
     workspaces
 }
 
-/// GETs the remote deployment and records what it reports. Only 404 or `AB08` means it is gone.
-async fn observe(
-    deployment: &Deployment,
-    cx: &Cx<'_, Deployment>,
-    status: &mut DeploymentStatus,
-) -> Result<Option<api::Deployment>, Error> {
-    let adopted = deployment.spec.deployment_id.as_deref();
-    let Some(id) = adopted.or(status.id.as_deref()).map(str::to_string) else {
-        return Ok(None);
-    };
-    let result = cx.api(Op::Read).await?.deployments().get(&id).await;
-    let found = observed(
-        &format!("deployment {id}"),
-        adopted.map(|_| "spec.deploymentId"),
-        result,
-    )?;
-    if let (Some(remote), Some(_)) = (&found, adopted) {
-        // Adopting reaches a gateway made outside aigw: everything it serves must be granted
-        // too (its workspaces; the organisation, if it is the default gateway).
-        let what = format!("deployment {id}");
-        for workspace in served_workspaces(remote) {
-            cx.gate
-                .reach(&format!("a workspace {what} serves"), Some(workspace))
-                .await?;
-        }
-        if remote.summary.is_default == Some(true) {
-            cx.gate
-                .reach_default(&format!("{what} is the organisation's default gateway"))
-                .await?;
-        }
-    }
-    match &found {
-        Some(remote) => record_remote(status, remote),
-        None => {
-            status.id = None;
-            status.slug = None;
-        }
-    }
-    Ok(found)
-}
-
-/// Registers the deployment through the shared create protocol (see [`crate::controller::create`]) and
-/// stores its one-time credentials, or finds the deployment an earlier create made by its
-/// `aigw.io/uid` tag. A deployment found that way had its credentials in the lost answer and
-/// was made by aigw for this resource (the tag says so), so aigw rotates them to fill the
-/// Secret, unless the Secret already holds them.
-async fn create(
-    deployment: &Deployment,
-    cx: &Cx<'_, Deployment>,
-    status: &mut DeploymentStatus,
-) -> Result<Vec<Change>, Error> {
-    let secret_version = rotation::check_secret_is_ours(deployment, cx).await?;
-    let api = cx.api(Op::Create).await?;
-    let request = deployment.spec.create_request(created_uid(deployment));
-    let sent = CreateAttempt {
-        name: Some(deployment.spec.name.clone()),
-        workspace_id: None,
-        body_hash: body_hash(
-            &cx.ctx.hash_key,
-            deployment.metadata.uid.as_deref(),
-            &request,
-        ),
-        ended_at: None,
-        intent: None,
-    };
-    let outcome = create_once(
-        cx,
-        status,
-        "deployment",
-        sent,
-        find_created(deployment, cx),
-        api,
-        async |api| api.deployments().create(&request).await,
-    )
-    .await?;
-    let created = match outcome {
-        Created::Posted(created) => created,
-        Created::Recovered(found) => {
-            status.id = Some(found.id.clone());
-            cx.save_status(status).await?;
-            let mut changes = vec![Change::new(
-                "Created",
-                format!(
-                    "found deployment {} from an earlier create whose answer was lost",
-                    found.id
-                ),
-            )];
-            if secret_delivery::secret_annotation(
-                cx,
-                &deployment.spec.credentials_secret_ref.name,
-                DEPLOYMENT_ID_ANNOTATION,
-            )
-            .await?
-            .as_deref()
-                != Some(found.id.as_str())
-            {
-                changes.push(
-                    rotation::rotate(
-                        deployment,
-                        cx,
-                        status,
-                        &found.id,
-                        "its first credentials were lost with the create answer",
-                    )
-                    .await?,
-                );
-            }
-            return Ok(changes);
-        }
-    };
-    cx.ctx.failpoints.hit(AFTER_CREATE_POST).await;
-    status.id = Some(created.id.clone());
-    status.slug = created.slug.clone();
-    status.remote_status = Some(RemoteStatus::Active);
-    // A new gateway has not reported in yet; the next observation says how it is.
-    status.connection_status = Some(ConnectionStatus::Unknown);
-    // The credentials exist only in this answer: store them before anything else. If that
-    // fails they are lost, and only a rotation can issue new ones: record that intent with
-    // the id, so the next reconcile rotates.
-    let stored = write_credentials(
-        deployment,
-        cx,
-        &created.id,
-        "create",
-        Some(&created.client_auth),
-        Some(&created.credentials),
-        secret_version.as_deref(),
-    )
-    .await;
-    if let Err(e) = stored {
-        rotation::issued_by_create(deployment, status, false);
-        cx.save_status(status).await?;
-        return Err(e);
-    }
-    // A gateway created again (its remote deployment was gone) has new credentials: the
-    // workloads reading the old ones roll, as after a rotation.
-    let recreated = status.rotation.last_rotated_at.is_some();
-    let now = rotation::issued_by_create(deployment, status, true);
-    cx.save_status(status).await?;
-    if recreated {
-        rotation::restart_workloads(deployment, cx, &now).await;
-    }
-    Ok(vec![Change::new(
-        "Created",
-        format!(
-            "registered deployment {} and stored its credentials in Secret {}",
-            created.id, deployment.spec.credentials_secret_ref.name
-        ),
-    )])
-}
-
 /// The deployment an earlier create made for this resource: the one carrying its
 /// `aigw.io/uid` tag, in a complete listing.
 async fn find_created(
@@ -490,76 +464,4 @@ async fn find_created(
         }
         n => Lookup::Unknown(format!("{n} deployments carry this resource's uid tag")),
     })
-}
-
-/// Checks that the credentials Secret holds this deployment's credentials. For a deployment
-/// aigw created, a missing Secret is an error (the values cannot be read back). For an adopted
-/// one whose credentials were issued before aigw knew it, it is the normal state: reported in
-/// `CredentialsAvailable`, with the object Ready.
-async fn check_credentials(
-    deployment: &Deployment,
-    cx: &Cx<'_, Deployment>,
-    status: &mut DeploymentStatus,
-    id: &str,
-) -> Result<(), Error> {
-    let name = &deployment.spec.credentials_secret_ref.name;
-    if credentials_present(cx, name).await? {
-        set_credentials_condition(deployment, status, true, "Stored", Deployment::STORED);
-        return Ok(());
-    }
-    if deployment.spec.deployment_id.is_some() && status.rotation.last_rotated_at.is_none() {
-        let message = format!(
-            "deployment {id} was adopted: its credentials were issued before aigw managed it; change spec.rotation.trigger to issue new ones into Secret {name}"
-        );
-        set_credentials_condition(deployment, status, false, "NotIssued", &message);
-        return Ok(());
-    }
-    let message = format!(
-        "the credentials Secret {name} is missing and the one-time credentials of deployment {id} cannot be read back; change spec.rotation.trigger to issue new ones"
-    );
-    set_credentials_condition(deployment, status, false, "SecretMissing", &message);
-    Err(Error::MissingState(message))
-}
-
-/// Writes the one-time values the API returned into the credentials Secret, stamped with
-/// `rotation` and the deployment id. A value the answer lacked is left as it is.
-async fn write_credentials(
-    deployment: &Deployment,
-    cx: &Cx<'_, Deployment>,
-    id: &str,
-    rotation: &str,
-    client_auth: Option<&SecretString>,
-    credentials: Option<&Credentials>,
-    expected: Option<&str>,
-) -> Result<(), Error> {
-    let mut values = Vec::new();
-    if let Some(client_auth) = client_auth {
-        values.push(("client_auth", client_auth.expose()));
-    }
-    if let Some(credentials) = credentials {
-        values.push(("username", credentials.username.as_str()));
-        values.push(("password", credentials.password.expose()));
-    }
-    let delivery = Delivery {
-        name: &deployment.spec.credentials_secret_ref.name,
-        values,
-        annotations: vec![
-            (DEPLOYMENT_ID_ANNOTATION, id.to_string()),
-            (ROTATION_ID_ANNOTATION, rotation.to_string()),
-        ],
-        expected,
-    };
-    secret_delivery::deliver(cx, delivery).await
-}
-
-async fn credentials_present(cx: &Cx<'_, Deployment>, name: &str) -> Result<bool, Error> {
-    secret_delivery::secret_holds(cx, name, "client_auth").await
-}
-
-/// Keeps the credentials Secret when the resource goes (`deletionPolicy: Orphan`).
-async fn release_credentials(
-    deployment: &Deployment,
-    cx: &Cx<'_, Deployment>,
-) -> Result<(), Error> {
-    secret_delivery::release_secret(cx, &deployment.spec.credentials_secret_ref.name).await
 }
