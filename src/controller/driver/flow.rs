@@ -225,7 +225,7 @@ pub async fn cleanup<K: Verbs>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change>
         status.pending_create().is_some(),
     ) {
         Removal::Orphan => {
-            let what = format!("{} {}", K::WHAT, recorded.unwrap_or_default());
+            let what = format!("{} {}", K::WHAT, K::shown(&status).unwrap_or_default());
             return Ok(orphaned(&what));
         }
         Removal::Delete(key) => key,
@@ -247,7 +247,7 @@ pub async fn cleanup<K: Verbs>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change>
     object.before_delete(cx, &key).await?;
     let client = cx.api(Op::Delete).await?;
     let (reason, verb) = K::REMOVAL;
-    let what = format!("{} {key}", K::WHAT);
+    let what = format!("{} {}", K::WHAT, K::shown(&status).unwrap_or(key.clone()));
     removed(
         reason,
         verb,

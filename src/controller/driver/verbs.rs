@@ -115,6 +115,11 @@ pub trait Verbs: Managed {
     ) -> Comparison;
     /// The key of the remote object this resource recorded in `status` (id or slug).
     fn recorded(status: &Self::Status) -> Option<String>;
+    /// How the messages of a deletion name the remote object `status` recorded (the slug users
+    /// route by, where the key is a UUID): by default its key.
+    fn shown(status: &Self::Status) -> Option<String> {
+        Self::recorded(status)
+    }
     /// The key `remote` is read and written by.
     fn key(remote: &Self::Remote) -> String;
     /// The key of a lookup's candidate.

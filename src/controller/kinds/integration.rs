@@ -158,6 +158,9 @@ impl Verbs for Integration {
     fn recorded(status: &IntegrationStatus) -> Option<String> {
         status.id.clone().or(status.slug.clone())
     }
+    fn shown(status: &IntegrationStatus) -> Option<String> {
+        status.slug.clone().or(status.id.clone())
+    }
     fn key(remote: &RemoteIntegration) -> String {
         match remote.slug.is_empty() {
             true => remote.id.clone(),

@@ -150,6 +150,9 @@ impl Verbs for Provider {
     fn recorded(status: &ProviderStatus) -> Option<String> {
         status.id.clone().or(status.slug.clone())
     }
+    fn shown(status: &ProviderStatus) -> Option<String> {
+        status.slug.clone().or(status.id.clone())
+    }
     fn key(remote: &RemoteProvider) -> String {
         match remote.slug.is_empty() {
             true => remote.id.clone(),
