@@ -6,10 +6,12 @@
 use serde_json::{Value, json};
 
 use super::GitopsError;
+use super::mask::{Masking, hide_unconfirmed};
 use super::plan::{
     Action, Counterpart, Entry, Live, compared, create_changes, entry, field_changes, found,
     live_cluster_object, live_object, to_json,
 };
+use super::plan_claims::{Claimed, Own, claimed};
 use crate::api::{self, Client};
 use crate::resources::config_document::{MarkedDocument, SecretDocument};
 use crate::resources::{Integration, Provider};
@@ -74,6 +76,20 @@ pub(super) async fn plan_integration(
             None => entry(Action::Create, None, creation(), None),
         });
     };
+    // Another live Integration that records the object (the operator answers AlreadyManaged),
+    // else every Secret path any live Integration naming it took its values from.
+    let own = Own {
+        kind: Claimed::Integration,
+        namespace: None,
+        name: integration.metadata.name.as_deref().unwrap_or_default(),
+        connection: spec.connection_name(),
+    };
+    let mut masking = Masking::default();
+    if let Some(elsewhere) =
+        claimed(live, &own, &counterpart, &mut masking, "/configurations").await
+    {
+        return Ok(elsewhere);
+    }
     // The read as `aigw api integrations get` and `export` show it: a configuration that is
     // not a known public setting may hold a Secret's value (whoever wrote it), and a public
     // URL's userinfo may hold credentials.
@@ -117,7 +133,14 @@ pub(super) async fn plan_integration(
         }
     }
     // What the spec takes from Secrets is never shown, on either side, whatever the read says.
-    hide_secret_paths(integration, &earlier, &mut current, &mut desired);
+    hide_secret_paths(
+        integration,
+        &earlier,
+        masking,
+        counterpart.adopting,
+        &mut current,
+        &mut desired,
+    );
     let changes = field_changes(&fields, &current, &desired);
     let reason = invalid.or_else(|| {
         (!conflicts.is_empty()).then(|| {
@@ -143,21 +166,28 @@ pub(super) async fn plan_integration(
 /// Secret it comes from on the desired side, as unreadable on the read's. The paths the live
 /// resource (`earlier`) took from Secrets are hidden too, with the values the read holds there
 /// wherever else they show, and every value under their key names: a PR that moves or drops a
-/// `secretRefs` entry leaves the Secret's value in the read at the old path.
+/// `secretRefs` entry leaves the Secret's value in the read at the old path. `masking` holds
+/// what other live Integrations naming the object took from Secrets. For an adopted object
+/// (`adopting`: no live resource of this manifest records it), only the configurations the
+/// manifest itself holds show: any other may be a Secret's, whoever wrote it.
 fn hide_secret_paths(
     integration: &Integration,
     earlier: &[crate::resources::config::ConfigSecretRef],
+    mut masking: Masking,
+    adopting: bool,
     current: &mut Value,
     desired: &mut Value,
 ) {
     let refs = integration.spec.secret_refs();
-    let mut masking = super::mask::Masking::default();
     for reference in refs.iter().chain(earlier) {
         masking.reference(&reference.path, None);
     }
     masking.learn(current);
     *current = masking.masked(current);
     *desired = masking.masked_by_path(desired);
+    if adopting {
+        hide_unconfirmed(current, desired, "/configurations");
+    }
     for reference in refs.iter() {
         let shown = format!(
             "(secret {}/{})",
@@ -282,7 +312,14 @@ mod tests {
             "endpoint_host": VALUE, "fallback_host": VALUE}});
         let mut desired = json!({"configurations": {"aws_region": "eu-west-1",
             "endpoint_host": "https://h.example"}});
-        hide_secret_paths(&integration, &earlier, &mut current, &mut desired);
+        hide_secret_paths(
+            &integration,
+            &earlier,
+            Masking::default(),
+            false,
+            &mut current,
+            &mut desired,
+        );
         let shown = format!("{current} {desired}");
         assert!(!shown.contains("tok-9f3a7c2e1b"), "{shown}");
         assert!(shown.contains("eu-west-1"), "{shown}");

@@ -17,7 +17,7 @@ use super::plan::{Action, Counterpart, Entry, Live, entry};
 use super::validate::Object;
 use crate::controller::claims::Claims;
 use crate::controller::connections::{Scope, scope_of};
-use crate::resources::{ClusterGuardrail, Config, Connection, Guardrail};
+use crate::resources::{ClusterGuardrail, Config, Connection, Guardrail, Integration};
 
 /// What the grants of Connection `connection` let `namespace` do, as the operator decides it:
 /// `None` when no grants apply (no such Connection, or one without `spec.grants`; for `default`
@@ -129,6 +129,8 @@ pub(super) enum Claimed {
     Config,
     /// A Guardrail or ClusterGuardrail, named as the manifest's kind.
     Guardrail(String),
+    /// An Integration: its `secretRefs` paths are below `/configurations`.
+    Integration,
 }
 
 /// The resource a manifest plans, as its claim on a remote object is told from others'.
@@ -168,6 +170,7 @@ pub(super) async fn claimed(
         let kind = match &own.kind {
             Claimed::Config => "Config",
             Claimed::Guardrail(kind) => kind,
+            Claimed::Integration => "Integration",
         };
         let who = match &other.namespace {
             Some(ns) => format!("{kind} {ns}/{}", other.name),
@@ -196,6 +199,9 @@ async fn claimants(live: &Live, kind: &Claimed, key: &str) -> Option<Vec<LiveRec
     let mut all = match kind {
         Claimed::Config => live_records::<Config>(kube, "Configs").await.ok()?,
         Claimed::Guardrail(_) => live_records::<Guardrail>(kube, "Guardrails").await.ok()?,
+        Claimed::Integration => live_records::<Integration>(kube, "Integrations")
+            .await
+            .ok()?,
     };
     if let Claimed::Guardrail(_) = kind {
         let cluster = live_records::<ClusterGuardrail>(kube, "ClusterGuardrails").await;

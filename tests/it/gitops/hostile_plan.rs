@@ -385,3 +385,106 @@ async fn api_and_export_never_show_the_userinfo_of_a_url() {
         leaks.join("\n")
     );
 }
+
+/// The value team b's Integration takes from a Secret for a public setting (`custom_host`).
+const VICTIM_HOST: &str = "https://proxy.victim.example/v1?api-key=SECRETQ-9f3a7c";
+
+/// Another team's organisation integration (`slug`) whose `custom_host` its live Integration
+/// takes from a Secret: the remote object in `emulator`, the live Integration (named `name`)
+/// with the status the operator would have written.
+async fn victim_integration(env: &support::TestEnv, emulator_url: &str, name: &str, slug: &str) {
+    let created: Value = reqwest::Client::new()
+        .post(format!("{emulator_url}/ai_gw/admin/v2/integrations"))
+        .bearer_auth(TOKEN)
+        .json(
+            &json!({"name": "victim openai", "ai_provider_id": "openai", "slug": slug,
+            "create_default_provider": false,
+            "configurations": {"custom_host": VICTIM_HOST}}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["id"].as_str().expect("id").to_string();
+    let integrations = kube::Api::<aigw::resources::Integration>::all(env.client.clone());
+    let live = support::objects::object(
+        "Integration",
+        name,
+        json!({"name": "victim openai", "aiProviderId": "openai", "slug": slug,
+            "secretRefs": [{"path": "/custom_host",
+                            "secretKeyRef": {"name": "oai", "key": "host"}}]}),
+    );
+    integrations
+        .create(&PostParams::default(), &live)
+        .await
+        .unwrap();
+    integrations
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"id": id, "slug": slug}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// A pull request adopts team b's integration by slug under its own name, with its own
+/// `custom_host`: `aigw plan` printed team b's Secret-backed `custom_host` (with and without
+/// cluster access) and said `adopt` where the operator answers AlreadyManaged. It now shows only
+/// what the manifest holds, and with cluster access says another Integration manages it.
+#[tokio::test]
+async fn plan_of_an_adopted_integration_shows_no_secret_backed_setting() {
+    let env = support::TestEnv::new("atk-plan-integ").await;
+    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        .await
+        .unwrap();
+    let url = emulator.management_url();
+    let slug = "victim-oai";
+    let victim = format!("victim-{}", env.namespace);
+    victim_integration(&env, &url, &victim, slug).await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let token = token.to_str().unwrap().to_string();
+    let kubeconfig = support::kubeconfig_path().to_str().unwrap().to_string();
+    let probe = json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Integration",
+        "metadata": {"name": format!("mine-{}", env.namespace)},
+        "spec": {"name": "victim openai", "aiProviderId": "openai", "slug": slug,
+                 "configurations": {"custom_host": "https://mine.example"}}});
+    let probe = write(dir.path(), "probe.yaml", &probe);
+    let cases: [(&str, &[&str], &str); 2] = [
+        ("no cluster access", &[], "(value hidden)"),
+        (
+            "cluster access",
+            &["--kubeconfig", &kubeconfig],
+            "(AlreadyManaged)",
+        ),
+    ];
+    let mut leaks = Vec::new();
+    for (case, extra, expected) in cases {
+        for output in ["human", "json"] {
+            let mut all = args(&["plan", "-f", &probe, "--output", output]);
+            all.extend(args(&["--management-url", &url, "--token-file", &token]));
+            all.extend(args(extra));
+            let (ran, out) = aigw(all).await;
+            assert!(ran, "[{case}] {out}");
+            if out.contains("SECRETQ-9f3a7c") {
+                leaks.push(format!("[{case}, {output}]\n{out}"));
+            }
+            assert!(out.contains(expected), "[{case}, {output}] {out}");
+        }
+    }
+    assert!(
+        leaks.is_empty(),
+        "aigw plan printed the value team b's Secret gave its integration:\n{}",
+        leaks.join("\n")
+    );
+    kube::Api::<aigw::resources::Integration>::all(env.client.clone())
+        .delete(&victim, &Default::default())
+        .await
+        .unwrap();
+    env.cleanup().await;
+}
