@@ -1,7 +1,8 @@
-//! ApiKey: create the gateway API key through the shared create protocol and write its
-//! one-time value into the Secret in the same reconcile, keep its mutable fields in line (a PUT
-//! of only the fields that differ), rotate it into the Secret when asked or due, and delete (or
-//! orphan) it on delete.
+//! ApiKey: its verbs ([`Verbs`]) and what its answers issue ([`Issues`]). The driver
+//! ([`crate::controller::driver::issuing`]) creates the gateway API key through the shared
+//! create protocol and writes its one-time value into the Secret in the same reconcile, keeps
+//! its mutable fields in line (a PUT of only the fields that differ), rotates it into the Secret
+//! when asked or due, and deletes (or orphans) it on delete.
 //!
 //! The value exists only in the create or rotate answer. So:
 //! - a create whose answer was lost made a key nobody can ever use: the create protocol's
@@ -28,22 +29,23 @@ use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 
-use crate::api::{self, ApiError, Client, Listing};
-use crate::controller::create::{
-    Created, Lookup, body_hash, create_once, made_by_unfinished_create, one_of_ours,
-};
+use crate::api::{self, ApiError, Client, Listing, SecretString};
+use crate::controller::create::{Created, Lookup, body_hash, one_of_ours};
 use crate::controller::drift::{Listed, Row};
-use crate::controller::driver::{Change, Cx, Managed, observed, orphaned, removed};
+use crate::controller::driver::flow::Recovery;
+use crate::controller::driver::issuing::Issues;
+use crate::controller::driver::verbs::{Comparison, Verbs};
+use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
 use crate::controller::gate::Op;
 use crate::controller::status::common_status;
-use crate::controller::{Context, scoped, spec_already_applied, stream_name};
+use crate::controller::{Context, scoped, stream_name};
 use crate::resources::Config;
-use crate::resources::api_key::{ApiKey, ApiKeyDeletionPolicy, ApiKeyStatus, SECRET_KEY};
+use crate::resources::api_key::{ApiKey, ApiKeyStatus, SECRET_KEY};
 use crate::resources::common::CreateAttempt;
 
 use crate::controller::rotation;
-use crate::controller::secret_delivery::{self, Delivery, ROTATION_ID_ANNOTATION};
+use crate::controller::secret_delivery;
 use crate::resources::rotation::RotationStatus;
 
 mod rotation_calls;
@@ -53,7 +55,6 @@ use rotation_calls::check_secret;
 pub const API_KEY_ID_ANNOTATION: &str = "aigw.io/api-key-id";
 /// Annotation on the key's Secret: when the value it replaced stops working.
 pub const PREVIOUS_EXPIRES_ANNOTATION: &str = "aigw.io/previous-key-expires-at";
-const WHAT: &str = "API key";
 
 common_status!(
     ApiKeyStatus,
@@ -86,186 +87,7 @@ impl Managed for ApiKey {
         &mut self.status
     }
 
-    async fn apply(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &mut ApiKeyStatus,
-    ) -> Result<Vec<Change>, Error> {
-        if self.spec.rotation_policy.is_some() {
-            return Err(Error::InvalidSpec(
-                "spec.rotationPolicy is refused: a server-side rotation would leave the Secret with a dead key; use spec.rotation".into(),
-            ));
-        }
-        let interval = self.spec.rotation_interval().map_err(Error::InvalidSpec)?;
-        let transition = self.spec.transition_period().map_err(Error::InvalidSpec)?;
-        let interval = rotation::floored_interval(self, cx, status, interval, transition).await;
-        let config_id = resolve_config(self, cx).await?;
-        status.config_id = config_id.clone();
-        let mut changes = Vec::new();
-        let Some(remote) = observe(self, cx, status).await? else {
-            changes.extend(create(self, cx, status, config_id.as_deref()).await?);
-            changes.extend(retire_replaced(self, cx, status).await?);
-            rotation::schedule(&mut status.rotation, interval);
-            return Ok(changes);
-        };
-        let conflicts = self.spec.immutable_conflicts(&remote);
-        if !conflicts.is_empty() {
-            return Err(Error::InvalidSpec(format!(
-                "remote API key {} has a different {} and the API cannot change it; create a new ApiKey instead",
-                remote.id,
-                conflicts.join(", ")
-            )));
-        }
-        let (fields, update) = self.spec.update_for(&remote, config_id.as_deref());
-        if let Some(update) = update {
-            cx.gate.intend(format!(
-                "would update API key {} ({})",
-                remote.id,
-                fields.join(", ")
-            ));
-            let client = cx.api(Op::Update).await?;
-            client
-                .api_keys(self.spec.kind.to_api())
-                .update(&remote.id, &update)
-                .await
-                .map_err(|e| Error::api(format!("update API key {}", remote.id), e))?;
-            let fields = fields.join(", ");
-            let applied = spec_already_applied(
-                self.metadata.generation,
-                status.observed_generation,
-                &status.conditions,
-            );
-            changes.push(if applied {
-                Change::new(
-                    "DriftCorrected",
-                    format!(
-                        "API key {} was changed outside aigw ({fields}); restored it",
-                        remote.id
-                    ),
-                )
-            } else {
-                Change::new(
-                    "Updated",
-                    format!("updated API key {} ({fields})", remote.id),
-                )
-            });
-            // The PUT moved `last_updated_at`: the next list shows it, and the read after it
-            // records the new stamp.
-            cx.ctx
-                .drift
-                .flag(crate::controller::driver::object_key(self));
-        }
-        match rotation::rotate_if_due(self, cx, status, &remote.id).await? {
-            Some(rotated) => changes.push(rotated),
-            None => check_secret(self, cx, status, &remote.id).await?,
-        }
-        if status.id.is_none() {
-            // The key was given up (its rotated value was lost): a new one replaces it.
-            changes.extend(create(self, cx, status, config_id.as_deref()).await?);
-        }
-        changes.extend(retire_replaced(self, cx, status).await?);
-        rotation::schedule(&mut status.rotation, interval);
-        Ok(changes)
-    }
-
-    async fn observe_only(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &mut ApiKeyStatus,
-    ) -> Result<Vec<&'static str>, Error> {
-        let config_id = status.config_id.clone();
-        Ok(match observe(self, cx, status).await? {
-            Some(remote) => {
-                let mut fields = self.spec.immutable_conflicts(&remote);
-                fields.extend(self.spec.update_for(&remote, config_id.as_deref()).0);
-                fields
-            }
-            None => Vec::new(),
-        })
-    }
-
-    async fn cleanup(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
-        let status = self.status.clone().unwrap_or_default();
-        let orphan = self.spec.deletion_policy == ApiKeyDeletionPolicy::Orphan;
-        // Mid-replacement (no new key recorded yet) the Secret still holds the replaced key's
-        // value, which works until that key goes: kept under Orphan, with the Secret.
-        let secret_holds_replaced = status.replaced_key.is_some() && status.id.is_none();
-        let mut changes = Vec::new();
-        if orphan && secret_holds_replaced {
-            // A key the replacement's unfinished create made is held by nobody: it goes.
-            if status.pending_create.is_some() {
-                let lookup = find_created(self, cx, &status);
-                if let Some(found) = made_by_unfinished_create(&status, WHAT, lookup).await? {
-                    let result = cx
-                        .api(Op::Delete)
-                        .await?
-                        .api_keys(self.spec.kind.to_api())
-                        .delete(&found.id)
-                        .await;
-                    changes.extend(removed(
-                        "Deleted",
-                        "delete",
-                        &format!("API key {} (made by an unfinished replacement)", found.id),
-                        result,
-                    )?);
-                }
-            }
-            secret_delivery::release_secret(cx, &self.spec.secret_ref.name).await?;
-            changes.extend(orphaned(&format!(
-                "API key {}",
-                status.replaced_key.clone().unwrap_or_default()
-            )));
-            return Ok(changes);
-        }
-        // Otherwise a replaced key goes whatever the policy: its last value was lost.
-        if let Some(replaced) = &status.replaced_key {
-            let result = cx
-                .api(Op::Delete)
-                .await?
-                .api_keys(self.spec.kind.to_api())
-                .delete(replaced)
-                .await;
-            changes.extend(removed(
-                "Deleted",
-                "delete",
-                &format!("API key {replaced}"),
-                result,
-            )?);
-        }
-        if orphan {
-            // The key stays live and its value exists nowhere else: keep the Secret too.
-            secret_delivery::release_secret(cx, &self.spec.secret_ref.name).await?;
-            changes.extend(orphaned(&format!(
-                "API key {}",
-                status.id.unwrap_or_default()
-            )));
-            return Ok(changes);
-        }
-        let id = match (status.id.clone(), &status.pending_create) {
-            (Some(id), _) => id,
-            (None, Some(_)) => {
-                let lookup = find_created(self, cx, &status);
-                match made_by_unfinished_create(&status, WHAT, lookup).await? {
-                    Some(found) => found.id,
-                    None => return Ok(changes),
-                }
-            }
-            (None, None) => return Ok(changes),
-        };
-        let result = cx
-            .api(Op::Delete)
-            .await?
-            .api_keys(self.spec.kind.to_api())
-            .delete(&id)
-            .await;
-        changes.extend(removed(
-            "Deleted",
-            "delete",
-            &format!("API key {id}"),
-            result,
-        )?);
-        Ok(changes)
-    }
+    crate::controller::driver::issuing::driven_issuing!();
 
     fn due_in(&self, status: &ApiKeyStatus) -> Option<Duration> {
         rotation::due_in(&status.rotation)
@@ -306,6 +128,204 @@ impl Managed for ApiKey {
             None => true,
         };
         secret_holds_key && config_unchanged
+    }
+}
+
+impl Verbs for ApiKey {
+    /// The config `defaults` names (its remote slug or id).
+    type Inputs = Option<String>;
+    type Desired = Option<String>;
+    type Remote = api::ApiKey;
+    type Found = api::ApiKey;
+    type Posted = api::ApiKeyCreated;
+    type Updated = ();
+    const WHAT: &'static str = "API key";
+    /// An API key is never adopted ([`crate::resources::common::Governed::named_remote`]).
+    const ADOPTED_BY: &'static str = "";
+    /// An API key's status keeps no drift record: a correction is reported by its fields.
+    const RECORDS_DRIFT: bool = false;
+    /// The PUT moves `last_updated_at`: the next list shows it, and the read after it records
+    /// the new stamp.
+    const READ_AFTER_UPDATE: bool = true;
+
+    async fn resolve(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut ApiKeyStatus,
+    ) -> Result<Option<String>, Error> {
+        let config_id = resolve_config(self, cx).await?;
+        status.config_id = config_id.clone();
+        Ok(config_id)
+    }
+    /// The config last sent: Observe resolves no Config.
+    async fn observed_inputs(
+        &self,
+        _cx: &Cx<'_, Self>,
+        status: &mut ApiKeyStatus,
+    ) -> Result<Option<String>, Error> {
+        Ok(status.config_id.clone())
+    }
+    fn desired(&self, config_id: Option<String>) -> Option<String> {
+        config_id
+    }
+    fn compare(
+        &self,
+        config_id: &Option<String>,
+        remote: &api::ApiKey,
+        _status: &ApiKeyStatus,
+    ) -> Comparison {
+        Comparison {
+            immutable: self.spec.immutable_conflicts(remote),
+            differs: self.spec.update_for(remote, config_id.as_deref()).0,
+            inputs: Vec::new(),
+        }
+    }
+    fn recorded(status: &ApiKeyStatus) -> Option<String> {
+        status.id.clone()
+    }
+    fn key(remote: &api::ApiKey) -> String {
+        remote.id.clone()
+    }
+    fn found_key(found: &api::ApiKey) -> String {
+        found.id.clone()
+    }
+    fn workspace(remote: &api::ApiKey) -> Option<&str> {
+        remote.workspace_id.as_deref()
+    }
+    /// A key that is gone (404, nothing else) is forgotten, so a new one is created into the
+    /// Secret.
+    async fn observe(
+        &self,
+        client: &Client,
+        key: &str,
+        _status: &ApiKeyStatus,
+    ) -> Result<Option<api::ApiKey>, ApiError> {
+        client
+            .api_keys(self.spec.kind.to_api())
+            .get(key)
+            .await
+            .map(Some)
+    }
+    fn sent(&self, cx: &Cx<'_, Self>, config_id: &Option<String>) -> CreateAttempt {
+        let request = create_request(self, config_id.as_deref());
+        CreateAttempt {
+            name: Some(self.spec.name.clone()),
+            workspace_id: self.spec.workspace_id.clone(),
+            body_hash: body_hash(&cx.ctx.hash_key, self.metadata.uid.as_deref(), &request),
+            ended_at: None,
+            intent: None,
+        }
+    }
+    async fn create(
+        &self,
+        client: &Client,
+        config_id: &Option<String>,
+    ) -> Result<api::ApiKeyCreated, ApiError> {
+        let request = create_request(self, config_id.as_deref());
+        client
+            .api_keys(self.spec.kind.to_api())
+            .create(&request)
+            .await
+    }
+    async fn find_created(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &ApiKeyStatus,
+    ) -> Result<Lookup<api::ApiKey>, Error> {
+        find_created(self, cx, status).await
+    }
+    async fn update(
+        &self,
+        client: &Client,
+        config_id: &Option<String>,
+        remote: &api::ApiKey,
+    ) -> Result<(), ApiError> {
+        let (_, update) = self.spec.update_for(remote, config_id.as_deref());
+        client
+            .api_keys(self.spec.kind.to_api())
+            .update(&remote.id, &update.unwrap_or_default())
+            .await
+    }
+    async fn delete(
+        &self,
+        _cx: &Cx<'_, Self>,
+        client: &Client,
+        key: &str,
+        _status: &ApiKeyStatus,
+    ) -> Result<(), ApiError> {
+        client.api_keys(self.spec.kind.to_api()).delete(key).await
+    }
+    fn record(status: &mut ApiKeyStatus, remote: Option<&api::ApiKey>) {
+        match remote {
+            Some(remote) => status.remote_updated_at = remote.last_updated_at.clone(),
+            None => {
+                status.id = None;
+                status.remote_updated_at = None;
+            }
+        }
+    }
+    fn record_created(
+        &self,
+        status: &mut ApiKeyStatus,
+        _config_id: &Option<String>,
+        created: Created<api::ApiKeyCreated, api::ApiKey>,
+    ) -> String {
+        let id = match created {
+            Created::Posted(created) => created.id,
+            Created::Recovered(found) => found.id,
+        };
+        status.id = Some(id.clone());
+        id
+    }
+}
+
+impl Issues for ApiKey {
+    const ID_ANNOTATION: &'static str = API_KEY_ID_ANNOTATION;
+    /// A key whose value no Secret holds is deleted: nobody could ever use it.
+    const DISCARDS_UNDELIVERED: bool = true;
+
+    /// The API's own `rotation_policy` is refused: a server-side rotation would issue a value
+    /// that never reaches the Secret.
+    fn timing(&self) -> Result<(Option<Duration>, Option<Duration>), Error> {
+        if self.spec.rotation_policy.is_some() {
+            return Err(Error::InvalidSpec(
+                "spec.rotationPolicy is refused: a server-side rotation would leave the Secret with a dead key; use spec.rotation".into(),
+            ));
+        }
+        let interval = self.spec.rotation_interval().map_err(Error::InvalidSpec)?;
+        let transition = self.spec.transition_period().map_err(Error::InvalidSpec)?;
+        Ok((interval, transition))
+    }
+    fn issued(created: &api::ApiKeyCreated) -> Vec<(&'static str, SecretString)> {
+        vec![(SECRET_KEY, created.key.clone())]
+    }
+    fn created_message(id: &str, secret: &str) -> String {
+        format!("created API key {id} and stored its value in Secret {secret}")
+    }
+    /// The value of a key an earlier create made went with the lost answer: the key is deleted
+    /// and a new one created, so no key is left that no Secret holds; unless the Secret holds
+    /// it already, or the key is not proven this create's (no mark: taken under the adoption
+    /// grant, never deleted, and rotated to store a value).
+    fn recovery(&self, found: &api::ApiKey, held: bool) -> Recovery {
+        match (held, ours(self, found)) {
+            (true, _) => Recovery::Stored,
+            (false, false) => Recovery::Adopt,
+            (false, true) => Recovery::Replace,
+        }
+    }
+    async fn check_delivered(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut ApiKeyStatus,
+        id: &str,
+    ) -> Result<(), Error> {
+        check_secret(self, cx, status, id).await
+    }
+    fn replaced_remote(status: &ApiKeyStatus) -> Option<String> {
+        status.replaced_key.clone()
+    }
+    fn forget_replaced(status: &mut ApiKeyStatus) {
+        status.replaced_key = None;
     }
 }
 
@@ -422,256 +442,15 @@ async fn resolve_config(key: &ApiKey, cx: &Cx<'_, ApiKey>) -> Result<Option<Stri
     }
 }
 
-/// GETs the key this resource recorded and records what the API reports. A key that is gone
-/// (404, nothing else) is forgotten, so a new one is created into the Secret.
-async fn observe(
-    key: &ApiKey,
-    cx: &Cx<'_, ApiKey>,
-    status: &mut ApiKeyStatus,
-) -> Result<Option<api::ApiKey>, Error> {
-    let Some(id) = status.id.clone() else {
-        return Ok(None);
-    };
-    let result = cx
-        .api(Op::Read)
-        .await?
-        .api_keys(key.spec.kind.to_api())
-        .get(&id)
-        .await;
-    let found = observed(&format!("API key {id}"), None, result)?;
-    match &found {
-        Some(remote) => {
-            status.remote_updated_at = remote.last_updated_at.clone();
-        }
-        None => {
-            status.id = None;
-            status.remote_updated_at = None;
-        }
-    }
-    Ok(found)
-}
-
-/// Creates the key through the shared create protocol and writes its value into the Secret. A
-/// key an earlier create made whose answer was lost is deleted first: its value is gone.
-async fn create(
-    key: &ApiKey,
-    cx: &Cx<'_, ApiKey>,
-    status: &mut ApiKeyStatus,
-    config_id: Option<&str>,
-) -> Result<Vec<Change>, Error> {
-    let secret_version = rotation::check_secret_is_ours(key, cx).await?;
+/// What the create sends: the spec's key, with `defaults` naming `config_id`. Without a
+/// description of the spec's, the key carries this resource's mark: what proves, after a lost
+/// answer, that a key of the name is the one its create made.
+fn create_request(key: &ApiKey, config_id: Option<&str>) -> api::CreateApiKeyRequest {
     let mut request = key.spec.create_request(config_id);
-    // Without a description of the spec's, the key carries this resource's mark: what proves,
-    // after a lost answer, that a key of the name is the one its create made.
     if request.description.is_none() {
         request.description = created_mark(key);
     }
-    let sent = CreateAttempt {
-        name: Some(key.spec.name.clone()),
-        workspace_id: key.spec.workspace_id.clone(),
-        body_hash: body_hash(&cx.ctx.hash_key, key.metadata.uid.as_deref(), &request),
-        ended_at: None,
-        intent: None,
-    };
-    let before = status.clone();
-    let client = cx.api(Op::Create).await?;
-    // No key is issued while its Secret cannot be written.
-    let secret = &key.spec.secret_ref.name;
-    secret_delivery::probe(cx, secret, secret_version.as_deref()).await?;
-    let kind = key.spec.kind.to_api();
-    let outcome = create_once(
-        cx,
-        status,
-        WHAT,
-        sent.clone(),
-        find_created(key, cx, &before),
-        client,
-        async |client| client.api_keys(kind).create(&request).await,
-    )
-    .await?;
-    let mut changes = Vec::new();
-    let created = match outcome {
-        Created::Posted(created) => created,
-        Created::Recovered(found) => {
-            // Until the orphan is known gone the create intent stays recorded: a failure below
-            // (a read, the gate, the DELETE) leaves it, and the next reconcile finds the orphan
-            // again instead of creating past it.
-            let keep_intent = |status: &mut ApiKeyStatus, e: Error| {
-                *status = before.clone();
-                e
-            };
-            let name = &key.spec.secret_ref.name;
-            let held = secret_delivery::secret_annotation(cx, name, API_KEY_ID_ANNOTATION)
-                .await
-                .map_err(|e| keep_intent(status, e))?;
-            if !ours(key, &found) && held.as_deref() != Some(found.id.as_str()) {
-                // Not proven this create's, and taken under the adoption grant: never deleted.
-                // Its value is not known here: a rotation puts a new one into the Secret.
-                status.id = Some(found.id.clone());
-                rotation::issued_by_create(key, status, false);
-                cx.save_status(status).await?;
-                return Ok(vec![Change::new(
-                    "Adopted",
-                    format!(
-                        "adopted API key {} (it has the name an unanswered create sent, but not this resource's mark); rotating it to store a value in Secret {name}",
-                        found.id
-                    ),
-                )]);
-            }
-            if held.as_deref() == Some(found.id.as_str()) {
-                // The answer reached the Secret before its status write was lost: the key is
-                // the one the Secret holds, not an orphan.
-                status.id = Some(found.id.clone());
-                rotation::issued_by_create(key, status, true);
-                cx.save_status(status).await?;
-                return Ok(vec![Change::new(
-                    "Created",
-                    format!(
-                        "found API key {} from an earlier create whose status write was lost; Secret {name} already holds its value",
-                        found.id
-                    ),
-                )]);
-            }
-            let result = cx
-                .api(Op::Delete)
-                .await
-                .map_err(|e| keep_intent(status, e))?
-                .api_keys(kind)
-                .delete(&found.id)
-                .await;
-            let what = format!(
-                "API key {} (an earlier create made it, but its answer and so its value were lost)",
-                found.id
-            );
-            changes.extend(
-                removed("Deleted", "delete", &what, result).map_err(|e| keep_intent(status, e))?,
-            );
-            let nothing_to_find = async { Ok::<Lookup<api::ApiKey>, Error>(Lookup::Absent) };
-            match create_once(
-                cx,
-                status,
-                WHAT,
-                sent,
-                nothing_to_find,
-                client,
-                async |client| client.api_keys(kind).create(&request).await,
-            )
-            .await?
-            {
-                Created::Posted(created) => created,
-                Created::Recovered(_) => {
-                    return Err(Error::MissingState(
-                        "the create of the replacement API key found no answer".into(),
-                    ));
-                }
-            }
-        }
-    };
-    cx.conceal(created.key.expose());
-    status.id = Some(created.id.clone());
-    let delivery = Delivery {
-        name: secret,
-        values: vec![(SECRET_KEY, created.key.expose())],
-        annotations: vec![
-            (API_KEY_ID_ANNOTATION, created.id.clone()),
-            (ROTATION_ID_ANNOTATION, "create".into()),
-        ],
-        expected: secret_version.as_deref(),
-    };
-    if let Err(e) = secret_delivery::deliver(cx, delivery).await {
-        if matches!(e, Error::SecretConflict(_)) {
-            // Someone else's Secret took the name: no Secret can hold this key, so it goes.
-            let result = cx
-                .api(Op::Delete)
-                .await?
-                .api_keys(key.spec.kind.to_api())
-                .delete(&created.id)
-                .await;
-            let what = format!("API key {} (no Secret can hold its value)", created.id);
-            removed("Deleted", "delete", &what, result)?;
-            status.id = None;
-            return Err(e);
-        }
-        // A write whose answer was lost may have stored it after all.
-        let held = secret_delivery::secret_annotation(cx, secret, API_KEY_ID_ANNOTATION).await;
-        if held.ok().flatten().as_deref() != Some(created.id.as_str()) {
-            // Its value was never stored, and is lost with this answer: the key goes, so no
-            // key is left that no Secret holds. The next create first asks whether the Secret
-            // may be written (a dry run), and issues no key while it may not.
-            let result = cx
-                .api(Op::Delete)
-                .await?
-                .api_keys(key.spec.kind.to_api())
-                .delete(&created.id)
-                .await;
-            let what = format!(
-                "API key {} (its value could not be stored in Secret {secret})",
-                created.id
-            );
-            if removed("Deleted", "delete", &what, result).is_ok() {
-                status.id = None;
-                return Err(e);
-            }
-            // The key stays: only a rotation can give the Secret a value of it, once the
-            // Secret may be written. Record that intent with the id.
-            rotation::issued_by_create(key, status, false);
-            cx.save_status(status).await?;
-            return Err(e);
-        }
-    }
-    // A key created again (the remote one was gone) has a new value: roll the workloads.
-    let recreated = status.rotation.last_rotated_at.is_some();
-    status.previous_key_expires_at = None;
-    let now = rotation::issued_by_create(key, status, true);
-    cx.save_status(status).await?;
-    if recreated {
-        rotation::restart_workloads(key, cx, &now).await;
-    }
-    changes.push(Change::new(
-        "Created",
-        format!(
-            "created API key {} and stored its value in Secret {secret}",
-            created.id
-        ),
-    ));
-    Ok(changes)
-}
-
-/// Deletes the key a new one replaced ([`ApiKeyStatus::replaced_key`]) once the Secret holds the
-/// new key's value: the old key's last value was lost with a rotation's answer, so nobody can
-/// hold it. Until then the old key stays, and with it the value the Secret still holds.
-async fn retire_replaced(
-    key: &ApiKey,
-    cx: &Cx<'_, ApiKey>,
-    status: &mut ApiKeyStatus,
-) -> Result<Vec<Change>, Error> {
-    let Some(old) = status.replaced_key.clone() else {
-        return Ok(Vec::new());
-    };
-    // A new key whose Secret write failed waits for its own rotation into the Secret; and the
-    // key the Secret holds is never the one deleted.
-    if status.id.is_none()
-        || status.id == status.replaced_key
-        || status.rotation.pending_rotation.is_some()
-    {
-        return Ok(Vec::new());
-    }
-    cx.gate.intend(format!(
-        "would delete API key {old}, replaced by a new key because the value of its last rotation was lost"
-    ));
-    let result = cx
-        .api(Op::Delete)
-        .await?
-        .api_keys(key.spec.kind.to_api())
-        .delete(&old)
-        .await;
-    let what = format!(
-        "API key {old} (replaced by {}: the value of its last rotation was lost with the answer)",
-        status.id.as_deref().unwrap_or_default()
-    );
-    let changes = removed("Deleted", "delete", &what, result)?;
-    status.replaced_key = None;
-    Ok(changes)
+    request
 }
 
 /// The description a key aigw creates carries when the spec gives none: this resource's uid,

@@ -76,7 +76,7 @@ impl Rotates for ApiKey {
     /// A key whose rotated value was lost is replaced rather than rotated again: rotating
     /// again would leave the lost value working through the new transition, held by nobody.
     /// A new key is created into the Secret (whose value keeps working meanwhile), the
-    /// workloads are rolled, then this key goes ([`super::retire_replaced`]).
+    /// workloads are rolled, then this key goes ([`crate::controller::driver::issuing`]).
     fn give_up_lost(status: &mut ApiKeyStatus, id: &str) -> Option<String> {
         // One replacement at a time: a key replacing another whose value never reached the
         // Secret (its delivery failed) is rotated into it instead, so the replaced key stays
