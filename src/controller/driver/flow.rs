@@ -821,6 +821,50 @@ mod tests {
         }
     }
 
+    #[test]
+    fn an_api_key_a_lost_create_made_is_stored_adopted_or_replaced() {
+        use crate::controller::driver::issuing::Issues;
+        use crate::resources::api_key::ApiKey;
+        let spec = serde_json::json!({"name": "k", "kind": "service", "scopes": [],
+            "secretRef": {"name": "k-secret"}});
+        let mut key = ApiKey::new("k", serde_json::from_value(spec).unwrap());
+        key.metadata.uid = Some("u1".into());
+        let found = |description: &str| -> crate::api::ApiKey {
+            serde_json::from_value(serde_json::json!({"id": "k1", "description": description}))
+                .unwrap()
+        };
+        let (ours, other) = (found("created by aigw for u1"), found("a namesake"));
+        let table = [
+            (
+                "the Secret names it: its value is stored",
+                &ours,
+                true,
+                Recovery::Stored,
+            ),
+            (
+                "the Secret names a namesake: stored",
+                &other,
+                true,
+                Recovery::Stored,
+            ),
+            (
+                "ours, its value lost: replaced",
+                &ours,
+                false,
+                Recovery::Replace,
+            ),
+            (
+                "not proven ours: adopted, never deleted",
+                &other,
+                false,
+                Recovery::Adopt,
+            ),
+        ];
+        for (case, found, held, expected) in table {
+            assert_eq!(key.recovery(found, held), expected, "{case}");
+        }
+    }
+
     fn in_flight(sent_at: &str, ended_at: Option<&str>) -> RateLimitsPolicyStatus {
         RateLimitsPolicyStatus {
             pending_create: Some(sent_at.into()),
