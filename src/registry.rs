@@ -7,6 +7,7 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
+use crate::controller::claims::{StoreEntry, store_of};
 use crate::controller::process::Spawner;
 use crate::controller::{Context, api_key, census, config_refs, guardrail, integration, provider};
 use crate::resources::{
@@ -46,6 +47,9 @@ pub struct Kind {
     pub owns_secrets: bool,
     /// Sets its resource gauges from the watch caches (a managed kind).
     pub census: Option<fn(&Context)>,
+    /// Makes its watch caches and claim index in [`Stores`](crate::controller::claims::Stores)
+    /// (a managed kind; the Connections' are `Stores::connections`).
+    pub store: Option<fn() -> StoreEntry>,
     /// Starts its controllers (one per watched namespace, or one for a cluster-scoped kind).
     pub controllers: fn(&mut Spawner),
 }
@@ -68,6 +72,7 @@ pub static KINDS: &[Kind] = &[
         role: Role::Managed,
         owns_secrets: true,
         census: Some(census::record::<ApiKey>),
+        store: Some(store_of::<ApiKey>),
         controllers: |s| s.listed::<ApiKey>(Some(api_key::watch_inputs)),
     },
     Kind {
@@ -79,6 +84,7 @@ pub static KINDS: &[Kind] = &[
         role: Role::Managed,
         owns_secrets: false,
         census: Some(census::record::<ClusterGuardrail>),
+        store: Some(store_of::<ClusterGuardrail>),
         controllers: |s| {
             s.listed::<ClusterGuardrail>(Some(guardrail::watch_inputs::<ClusterGuardrail>))
         },
@@ -92,6 +98,7 @@ pub static KINDS: &[Kind] = &[
         role: Role::Managed,
         owns_secrets: false,
         census: Some(census::record::<Config>),
+        store: Some(store_of::<Config>),
         controllers: |s| s.listed::<Config>(Some(config_refs::watch_inputs)),
     },
     Kind {
@@ -103,6 +110,7 @@ pub static KINDS: &[Kind] = &[
         role: Role::Read,
         owns_secrets: false,
         census: None,
+        store: None,
         controllers: |s| s.connections(),
     },
     Kind {
@@ -114,6 +122,7 @@ pub static KINDS: &[Kind] = &[
         role: Role::Managed,
         owns_secrets: true,
         census: Some(census::record::<Deployment>),
+        store: Some(store_of::<Deployment>),
         controllers: |s| s.read::<Deployment>(true, None),
     },
     Kind {
@@ -125,6 +134,7 @@ pub static KINDS: &[Kind] = &[
         role: Role::Managed,
         owns_secrets: false,
         census: Some(census::record::<Guardrail>),
+        store: Some(store_of::<Guardrail>),
         controllers: |s| s.listed::<Guardrail>(Some(guardrail::watch_inputs::<Guardrail>)),
     },
     Kind {
@@ -136,6 +146,7 @@ pub static KINDS: &[Kind] = &[
         role: Role::Managed,
         owns_secrets: false,
         census: Some(census::record::<Integration>),
+        store: Some(store_of::<Integration>),
         controllers: |s| s.read::<Integration>(false, Some(integration::watch_inputs)),
     },
     Kind {
@@ -147,6 +158,7 @@ pub static KINDS: &[Kind] = &[
         role: Role::Managed,
         owns_secrets: false,
         census: Some(census::record::<Provider>),
+        store: Some(store_of::<Provider>),
         controllers: |s| s.read::<Provider>(false, Some(provider::watch_inputs)),
     },
     Kind {
@@ -158,6 +170,7 @@ pub static KINDS: &[Kind] = &[
         role: Role::Managed,
         owns_secrets: false,
         census: Some(census::record::<RateLimitsPolicy>),
+        store: Some(store_of::<RateLimitsPolicy>),
         controllers: |s| s.listed::<RateLimitsPolicy>(None),
     },
     Kind {
@@ -169,6 +182,7 @@ pub static KINDS: &[Kind] = &[
         role: Role::Managed,
         owns_secrets: false,
         census: Some(census::record::<UsageLimitsPolicy>),
+        store: Some(store_of::<UsageLimitsPolicy>),
         controllers: |s| s.listed::<UsageLimitsPolicy>(None),
     },
 ];
@@ -248,6 +262,7 @@ mod tests {
             assert_eq!(crd.spec.scope, scope, "{}", kind.kind);
             assert_eq!(kind.file, format!("{}.yaml", kind.kind.to_lowercase()));
             assert_eq!(kind.census.is_some(), kind.role == Role::Managed);
+            assert_eq!(kind.store.is_some(), kind.role == Role::Managed);
             assert!(files.insert(kind.file), "{} twice", kind.kind);
         }
         let sorted: Vec<_> = files.iter().copied().collect();

@@ -517,20 +517,20 @@ fn referenced_slug(
     match reference.kind {
         ReferencedKind::Guardrail => {
             let namespace = config.namespace();
-            let all = ctx.stores.guardrails.all();
+            let all = ctx.stores.of::<Guardrail>().all();
             let found = all
                 .iter()
                 .find(|g| g.namespace() == namespace && named(g.metadata.name.as_ref()));
             ready_slug(found.map(|g| &**g), &what, &peers, ctx)
         }
         ReferencedKind::ClusterGuardrail => {
-            let all = ctx.stores.cluster_guardrails.all();
+            let all = ctx.stores.of::<ClusterGuardrail>().all();
             let found = all.iter().find(|g| named(g.metadata.name.as_ref()));
             ready_slug(found.map(|g| &**g), &what, &peers, ctx)
         }
         ReferencedKind::Provider => {
             let namespace = config.namespace();
-            let all = ctx.stores.providers.all();
+            let all = ctx.stores.of::<Provider>().all();
             let found = all
                 .iter()
                 .find(|p| p.namespace() == namespace && named(p.metadata.name.as_ref()));

@@ -409,7 +409,7 @@ async fn referencing_configs<G: GuardrailKind>(
     guardrail: &G,
     ctx: &Context,
 ) -> Result<Vec<String>, Error> {
-    let configs = &ctx.stores.configs;
+    let configs = ctx.stores.of::<Config>();
     if !configs
         .listed(ctx.stores_of::<Config>(), CACHES_LISTED_WITHIN)
         .await

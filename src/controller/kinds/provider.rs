@@ -490,7 +490,7 @@ fn routes_to(provider: &Provider, document: &Value) -> bool {
 
 /// The Configs (by name) that name the provider, once every Config cache has listed.
 async fn referencing_configs(provider: &Provider, ctx: &Context) -> Result<Vec<String>, Error> {
-    let configs = &ctx.stores.configs;
+    let configs = ctx.stores.of::<Config>();
     if !configs
         .listed(ctx.stores_of::<Config>(), CACHES_LISTED_WITHIN)
         .await
@@ -516,7 +516,7 @@ async fn referencing_configs(provider: &Provider, ctx: &Context) -> Result<Vec<S
 /// its grants refuse (Stalled `IntegrationNotAllowed`, `NamespaceNotAllowed`, …) that never
 /// managed a provider binds nothing and does not count: a tenant cannot pin the Integration.
 pub async fn naming(integration: &Integration, ctx: &Context) -> Result<Vec<String>, Error> {
-    let providers = &ctx.stores.providers;
+    let providers = ctx.stores.of::<Provider>();
     if !providers
         .listed(ctx.stores_of::<Provider>(), CACHES_LISTED_WITHIN)
         .await

@@ -14,6 +14,7 @@
 //! and costs a map lookup per claimed id rather than a scan of every cached object (a scan per
 //! reconcile made a 10,000-resource rollout quadratic).
 
+use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -295,19 +296,56 @@ impl ClaimIndex {
     }
 }
 
-/// The watch caches of every kind.
-#[derive(Default)]
+/// The watch caches of every kind: the Connections', and one [`StoreList`] per managed kind of
+/// [`crate::registry::KINDS`] (its `store` entry), found by type with [`Stores::of`].
 pub struct Stores {
     pub connections: StoreList<Connection>,
-    pub configs: StoreList<Config>,
-    pub deployments: StoreList<Deployment>,
-    pub policies: StoreList<RateLimitsPolicy>,
-    pub usage_limits: StoreList<UsageLimitsPolicy>,
-    pub guardrails: StoreList<Guardrail>,
-    pub cluster_guardrails: StoreList<ClusterGuardrail>,
-    pub api_keys: StoreList<ApiKey>,
-    pub integrations: StoreList<Integration>,
-    pub providers: StoreList<Provider>,
+    kinds: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
+}
+
+/// A kind's entry of [`Stores`]: what a registry line's `store` makes.
+pub type StoreEntry = (TypeId, Box<dyn Any + Send + Sync>);
+
+/// The empty [`StoreList`] of `K`, keyed by its type: the `store` of `K`'s registry line.
+pub fn store_of<K: Cached + Send + Sync>() -> StoreEntry {
+    (TypeId::of::<K>(), Box::new(StoreList::<K>::default()))
+}
+
+impl Default for Stores {
+    /// A store for every managed kind of the registry.
+    fn default() -> Self {
+        Self {
+            connections: StoreList::default(),
+            kinds: crate::registry::KINDS
+                .iter()
+                .filter_map(|k| k.store)
+                .map(|store| store())
+                .collect(),
+        }
+    }
+}
+
+impl Stores {
+    /// The watch caches of `K`. Panics when `K` has no registry line with a `store`: a kind's
+    /// controllers are started from the same line, so nothing reaches here for such a kind.
+    pub fn of<K: Cached>(&self) -> &StoreList<K> {
+        self.kinds
+            .get(&TypeId::of::<K>())
+            .and_then(|store| store.downcast_ref())
+            .unwrap_or_else(|| {
+                panic!(
+                    "{} has no watch cache: it has no `store` in registry::KINDS",
+                    std::any::type_name::<K>()
+                )
+            })
+    }
+
+    /// True when `K` has a watch cache (a managed kind of the registry).
+    pub fn holds<K: Cached>(&self) -> bool {
+        self.kinds
+            .get(&TypeId::of::<K>())
+            .is_some_and(|store| store.is::<StoreList<K>>())
+    }
 }
 
 /// A kind whose resources claim remote objects, in workspaces: what ownership and grants are
@@ -324,7 +362,9 @@ pub trait Claims: Cached {
     /// What its create in flight sent, while one is in flight.
     fn create_attempt(&self) -> Option<&CreateAttempt>;
     /// The store list of this kind.
-    fn stores(stores: &Stores) -> &StoreList<Self>;
+    fn stores(stores: &Stores) -> &StoreList<Self> {
+        stores.of::<Self>()
+    }
     /// The remote identities this resource claims (spec ids it adopts, ids it recorded).
     fn claimed_ids(&self) -> Vec<String>;
     /// The spec field and id of the existing remote object it adopts, if it adopts one.
@@ -415,9 +455,6 @@ impl Claims for Config {
             .as_ref()
             .is_some_and(|s| s.slug.is_some() || s.id.is_some() || s.pending_create.is_some())
     }
-    fn stores(stores: &Stores) -> &StoreList<Self> {
-        &stores.configs
-    }
     fn claimed_ids(&self) -> Vec<String> {
         let status = self.status.as_ref();
         ids([
@@ -440,9 +477,6 @@ impl Claims for Deployment {
         self.status.as_ref().is_some_and(|s| {
             s.id.is_some() || s.pending_create.is_some() || s.rotation.pending_rotation.is_some()
         })
-    }
-    fn stores(stores: &Stores) -> &StoreList<Self> {
-        &stores.deployments
     }
     fn claimed_ids(&self) -> Vec<String> {
         let status = self.status.as_ref();
@@ -490,16 +524,13 @@ impl Claims for Deployment {
 /// `Claims` of a policy kind: a UUID in `status.id`, adopted by `spec.policyId`, in the one
 /// workspace `spec.workspaceId` names.
 macro_rules! policy_claims {
-    ($kind:ty, $store:ident) => {
+    ($kind:ty) => {
         impl Claims for $kind {
             status_claims!();
             fn manages(&self) -> bool {
                 self.status
                     .as_ref()
                     .is_some_and(|s| s.id.is_some() || s.pending_create.is_some())
-            }
-            fn stores(stores: &Stores) -> &StoreList<Self> {
-                &stores.$store
             }
             fn claimed_ids(&self) -> Vec<String> {
                 ids([
@@ -521,16 +552,13 @@ macro_rules! policy_claims {
 /// `Claims` of a guardrail kind: a slug (and UUID) in its status, adopted by `spec.slug`, in
 /// the workspace `spec.workspaceId` names (none for an organisation guardrail).
 macro_rules! guardrail_claims {
-    ($kind:ty, $store:ident) => {
+    ($kind:ty) => {
         impl Claims for $kind {
             status_claims!();
             fn manages(&self) -> bool {
                 self.status.as_ref().is_some_and(|s| {
                     s.slug.is_some() || s.id.is_some() || s.pending_create.is_some()
                 })
-            }
-            fn stores(stores: &Stores) -> &StoreList<Self> {
-                &stores.$store
             }
             fn claimed_ids(&self) -> Vec<String> {
                 let status = self.status.as_ref();
@@ -568,9 +596,6 @@ impl Claims for ApiKey {
                 || s.rotation.pending_rotation.is_some()
         })
     }
-    fn stores(stores: &Stores) -> &StoreList<Self> {
-        &stores.api_keys
-    }
     fn claimed_ids(&self) -> Vec<String> {
         let status = self.status.as_ref();
         ids([
@@ -595,9 +620,6 @@ impl Claims for Integration {
         self.status
             .as_ref()
             .is_some_and(|s| s.id.is_some() || s.slug.is_some() || s.pending_create.is_some())
-    }
-    fn stores(stores: &Stores) -> &StoreList<Self> {
-        &stores.integrations
     }
     fn claimed_ids(&self) -> Vec<String> {
         let status = self.status.as_ref();
@@ -625,9 +647,6 @@ impl Claims for Provider {
             .as_ref()
             .is_some_and(|s| s.id.is_some() || s.slug.is_some() || s.pending_create.is_some())
     }
-    fn stores(stores: &Stores) -> &StoreList<Self> {
-        &stores.providers
-    }
     fn claimed_ids(&self) -> Vec<String> {
         let status = self.status.as_ref();
         ids([
@@ -644,11 +663,11 @@ impl Claims for Provider {
     }
 }
 
-guardrail_claims!(Guardrail, guardrails);
-guardrail_claims!(ClusterGuardrail, cluster_guardrails);
+guardrail_claims!(Guardrail);
+guardrail_claims!(ClusterGuardrail);
 
-policy_claims!(RateLimitsPolicy, policies);
-policy_claims!(UsageLimitsPolicy, usage_limits);
+policy_claims!(RateLimitsPolicy);
+policy_claims!(UsageLimitsPolicy);
 
 #[cfg(test)]
 mod tests {
@@ -677,9 +696,11 @@ mod tests {
             writer.apply_watcher_event(&Event::Apply(o.clone()));
         }
         let stores = Stores::default();
-        let stream = stores.configs.register(reader);
+        let stream = stores.of::<Config>().register(reader);
         for o in objects {
-            stores.configs.index_event(stream, &Event::Apply(o.clone()));
+            stores
+                .of::<Config>()
+                .index_event(stream, &Event::Apply(o.clone()));
         }
         stores
     }
@@ -722,25 +743,29 @@ mod tests {
         let me = Installation::new("me", None).unwrap();
         let stores = Stores::default();
         let (reader, _writer) = store::<Config>();
-        let stream = stores.configs.register(reader);
+        let stream = stores.of::<Config>().register(reader);
         for o in [&theirs, &mine] {
             stores
-                .configs
+                .of::<Config>()
                 .index_event_as(&me, stream, &Event::Apply(o.clone()));
         }
         assert_eq!(owned_by_another(&mine, &stores, &tenant()), None);
-        assert!(!stores.configs.claimed_by_other(&mine, &tenant(), "pc-x"));
+        assert!(
+            !stores
+                .of::<Config>()
+                .claimed_by_other(&mine, &tenant(), "pc-x")
+        );
         // Unclaimed, it is a rival as before; claimed by the other installation later, no more.
         let unclaimed = config("b", "a", "u1", "2026-01-01T00:00:00Z", Some("pc-x"));
         stores
-            .configs
+            .of::<Config>()
             .index_event_as(&me, stream, &Event::Apply(unclaimed));
         assert_eq!(
             owned_by_another(&mine, &stores, &tenant()).as_deref(),
             Some("b/a")
         );
         stores
-            .configs
+            .of::<Config>()
             .index_event_as(&me, stream, &Event::Apply(theirs));
         assert_eq!(owned_by_another(&mine, &stores, &tenant()), None);
     }
@@ -771,18 +796,20 @@ mod tests {
             Some("prod/a")
         );
         // The watch restarts and lists only `new`: `old` was deleted while it was away.
-        stores.configs.index_event(0, &Event::Init);
+        stores.of::<Config>().index_event(0, &Event::Init);
         stores
-            .configs
+            .of::<Config>()
             .index_event(0, &Event::InitApply(new.clone()));
-        stores.configs.index_event(0, &Event::InitDone);
+        stores.of::<Config>().index_event(0, &Event::InitDone);
         assert_eq!(owned_by_another(&new, &stores, &tenant()), None);
-        stores.configs.index_event(0, &Event::Apply(old.clone()));
+        stores
+            .of::<Config>()
+            .index_event(0, &Event::Apply(old.clone()));
         assert_eq!(
             owned_by_another(&new, &stores, &tenant()).as_deref(),
             Some("prod/a")
         );
-        stores.configs.index_event(0, &Event::Delete(old));
+        stores.of::<Config>().index_event(0, &Event::Delete(old));
         assert_eq!(owned_by_another(&new, &stores, &tenant()), None);
     }
 

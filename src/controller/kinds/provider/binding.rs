@@ -48,7 +48,7 @@ pub(super) fn integration_keys(
 }
 
 fn integration_resource(ctx: &Context, name: &str) -> Option<std::sync::Arc<Integration>> {
-    let all = ctx.stores.integrations.all();
+    let all = ctx.stores.of::<Integration>().all();
     all.into_iter().find(|i| i.name_any() == name)
 }
 
