@@ -50,8 +50,21 @@ pub struct Kind {
     /// Makes its watch caches and claim index in [`Stores`](crate::controller::claims::Stores)
     /// (a managed kind; the Connections' are `Stores::connections`).
     pub store: Option<fn() -> StoreEntry>,
+    /// The spec field naming the remote object it takes, if one does: `aigw validate` refuses
+    /// two manifests naming one.
+    pub spec_id: Option<SpecId>,
     /// Starts its controllers (one per watched namespace, or one for a cluster-scoped kind).
     pub controllers: fn(&mut Spawner),
+}
+
+/// A spec field naming a remote object, and the kind among whose objects that name is unique
+/// (itself, or the kind whose remote objects it shares: a ClusterGuardrail's slug is a
+/// guardrail's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SpecId {
+    /// The field under `spec`, e.g. `policyId`.
+    pub field: &'static str,
+    pub among: &'static str,
 }
 
 impl Kind {
@@ -73,6 +86,7 @@ pub static KINDS: &[Kind] = &[
         owns_secrets: true,
         census: Some(census::record::<ApiKey>),
         store: Some(store_of::<ApiKey>),
+        spec_id: None,
         controllers: |s| s.listed::<ApiKey>(Some(api_key::watch_inputs)),
     },
     Kind {
@@ -85,6 +99,10 @@ pub static KINDS: &[Kind] = &[
         owns_secrets: false,
         census: Some(census::record::<ClusterGuardrail>),
         store: Some(store_of::<ClusterGuardrail>),
+        spec_id: Some(SpecId {
+            field: "slug",
+            among: "Guardrail",
+        }),
         controllers: |s| {
             s.listed::<ClusterGuardrail>(Some(guardrail::watch_inputs::<ClusterGuardrail>))
         },
@@ -99,6 +117,10 @@ pub static KINDS: &[Kind] = &[
         owns_secrets: false,
         census: Some(census::record::<Config>),
         store: Some(store_of::<Config>),
+        spec_id: Some(SpecId {
+            field: "slug",
+            among: "Config",
+        }),
         controllers: |s| s.listed::<Config>(Some(config_refs::watch_inputs)),
     },
     Kind {
@@ -111,6 +133,7 @@ pub static KINDS: &[Kind] = &[
         owns_secrets: false,
         census: None,
         store: None,
+        spec_id: None,
         controllers: |s| s.connections(),
     },
     Kind {
@@ -123,6 +146,10 @@ pub static KINDS: &[Kind] = &[
         owns_secrets: true,
         census: Some(census::record::<Deployment>),
         store: Some(store_of::<Deployment>),
+        spec_id: Some(SpecId {
+            field: "deploymentId",
+            among: "Deployment",
+        }),
         controllers: |s| s.read::<Deployment>(true, None),
     },
     Kind {
@@ -135,6 +162,10 @@ pub static KINDS: &[Kind] = &[
         owns_secrets: false,
         census: Some(census::record::<Guardrail>),
         store: Some(store_of::<Guardrail>),
+        spec_id: Some(SpecId {
+            field: "slug",
+            among: "Guardrail",
+        }),
         controllers: |s| s.listed::<Guardrail>(Some(guardrail::watch_inputs::<Guardrail>)),
     },
     Kind {
@@ -147,6 +178,10 @@ pub static KINDS: &[Kind] = &[
         owns_secrets: false,
         census: Some(census::record::<Integration>),
         store: Some(store_of::<Integration>),
+        spec_id: Some(SpecId {
+            field: "slug",
+            among: "Integration",
+        }),
         controllers: |s| s.read::<Integration>(false, Some(integration::watch_inputs)),
     },
     Kind {
@@ -159,6 +194,10 @@ pub static KINDS: &[Kind] = &[
         owns_secrets: false,
         census: Some(census::record::<Provider>),
         store: Some(store_of::<Provider>),
+        spec_id: Some(SpecId {
+            field: "slug",
+            among: "Provider",
+        }),
         controllers: |s| s.read::<Provider>(false, Some(provider::watch_inputs)),
     },
     Kind {
@@ -171,6 +210,10 @@ pub static KINDS: &[Kind] = &[
         owns_secrets: false,
         census: Some(census::record::<RateLimitsPolicy>),
         store: Some(store_of::<RateLimitsPolicy>),
+        spec_id: Some(SpecId {
+            field: "policyId",
+            among: "RateLimitsPolicy",
+        }),
         controllers: |s| s.listed::<RateLimitsPolicy>(None),
     },
     Kind {
@@ -183,6 +226,10 @@ pub static KINDS: &[Kind] = &[
         owns_secrets: false,
         census: Some(census::record::<UsageLimitsPolicy>),
         store: Some(store_of::<UsageLimitsPolicy>),
+        spec_id: Some(SpecId {
+            field: "policyId",
+            among: "UsageLimitsPolicy",
+        }),
         controllers: |s| s.listed::<UsageLimitsPolicy>(None),
     },
 ];
@@ -264,6 +311,23 @@ mod tests {
             assert_eq!(kind.census.is_some(), kind.role == Role::Managed);
             assert_eq!(kind.store.is_some(), kind.role == Role::Managed);
             assert!(files.insert(kind.file), "{} twice", kind.kind);
+            if let Some(id) = kind.spec_id {
+                let crd = serde_json::to_value(&crd).unwrap();
+                let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+                    ["properties"];
+                assert!(
+                    spec[id.field].is_object(),
+                    "{}: spec.{} is not in its CRD",
+                    kind.kind,
+                    id.field
+                );
+                assert!(
+                    find(id.among).is_some(),
+                    "{}: among {}",
+                    kind.kind,
+                    id.among
+                );
+            }
         }
         let sorted: Vec<_> = files.iter().copied().collect();
         let listed: Vec<_> = KINDS.iter().map(|k| k.file).collect();

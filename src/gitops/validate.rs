@@ -19,6 +19,7 @@ use serde_json::Value;
 use super::load::{Document, Loaded};
 use super::schema::{SchemaChecker, Violation};
 use crate::api::{ApiError, Validate};
+use crate::registry::SpecId;
 use crate::resources::common::GROUP;
 use crate::resources::config_document::MarkedDocument;
 use crate::resources::guardrail::GuardrailKind;
@@ -687,12 +688,9 @@ impl Seen {
                     .insert(resource.to_string(), location.to_string());
             }
         }
-        let field = match kind {
-            "Config" => "slug",
-            "Deployment" => "deploymentId",
-            "RateLimitsPolicy" | "UsageLimitsPolicy" => "policyId",
-            "Guardrail" | "ClusterGuardrail" | "Integration" | "Provider" => "slug",
-            _ => return found,
+        let Some(SpecId { field, among }) = crate::registry::find(kind).and_then(|k| k.spec_id)
+        else {
+            return found;
         };
         let Some(id) = value["spec"][field].as_str() else {
             return found;
@@ -701,11 +699,7 @@ impl Seen {
             .as_str()
             .unwrap_or("default");
         // Both guardrail kinds name guardrails: one slug is claimed once across them.
-        let claimant = match kind {
-            "ClusterGuardrail" => "Guardrail",
-            other => other,
-        };
-        let key = format!("{claimant}/{connection}/{id}");
+        let key = format!("{among}/{connection}/{id}");
         match self.claims.get(&key) {
             Some(first) => found.push(Violation {
                 path: format!("spec.{field}"),
@@ -911,6 +905,41 @@ mod tests {
         assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
         assert_eq!(report.problems[0].path, "spec.deploymentId");
         assert_eq!(report.problems[0].location, "t.yaml#1");
+    }
+
+    /// A remote object is claimed once among the kinds the registry's `spec_id` puts it with:
+    /// a slug across both guardrail kinds, a policy id per policy kind.
+    #[test]
+    fn a_remote_object_is_claimed_once_among_its_kinds() {
+        let claimed_twice = |text: &str| -> Vec<String> {
+            validate(text)
+                .problems
+                .into_iter()
+                .filter(|p| p.message.contains("is also claimed by"))
+                .map(|p| format!("{} {}", p.resource, p.path))
+                .collect()
+        };
+        let guardrails = "apiVersion: aigw.io/v1alpha1\nkind: Guardrail\nmetadata: {name: g, namespace: a}\nspec: {name: g, slug: s1, checks: []}\n---\napiVersion: aigw.io/v1alpha1\nkind: ClusterGuardrail\nmetadata: {name: c}\nspec: {name: c, slug: s1, checks: []}\n";
+        assert_eq!(claimed_twice(guardrails), ["ClusterGuardrail c spec.slug"]);
+        let policies = format!(
+            "{}---\n{}",
+            POLICY.replace("spec: {", "spec: {policyId: p1, "),
+            POLICY
+                .replace("RateLimitsPolicy", "UsageLimitsPolicy")
+                .replace("spec: {", "spec: {policyId: p1, ")
+        );
+        assert_eq!(claimed_twice(&policies), Vec::<String>::new());
+        let twice = format!(
+            "{}---\n{}",
+            POLICY.replace("spec: {", "spec: {policyId: p1, "),
+            POLICY
+                .replace("name: p,", "name: q,")
+                .replace("spec: {", "spec: {policyId: p1, ")
+        );
+        assert_eq!(
+            claimed_twice(&twice),
+            ["RateLimitsPolicy team-a/q spec.policyId"]
+        );
     }
 
     #[test]

@@ -1,6 +1,5 @@
 //! Building aigw objects and reading their conditions, for the newer integration tests.
 
-use aigw::resources::{Config, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Resource;
 use serde_json::{Value, json};
@@ -46,75 +45,10 @@ pub trait Conditions: Resource {
     }
 }
 
-impl Conditions for Config {
+/// Every managed kind: the conditions its claims are decided on (the operator's own reading).
+impl<K: aigw::controller::state::claims::Claims> Conditions for K {
     fn conditions(&self) -> &[Condition] {
-        self.status
-            .as_ref()
-            .map_or(&[], |s| s.conditions.as_slice())
-    }
-}
-
-impl Conditions for Deployment {
-    fn conditions(&self) -> &[Condition] {
-        self.status
-            .as_ref()
-            .map_or(&[], |s| s.conditions.as_slice())
-    }
-}
-
-impl Conditions for RateLimitsPolicy {
-    fn conditions(&self) -> &[Condition] {
-        self.status
-            .as_ref()
-            .map_or(&[], |s| s.conditions.as_slice())
-    }
-}
-
-impl Conditions for aigw::resources::ClusterGuardrail {
-    fn conditions(&self) -> &[Condition] {
-        self.status
-            .as_ref()
-            .map_or(&[], |s| s.conditions.as_slice())
-    }
-}
-
-impl Conditions for aigw::resources::Integration {
-    fn conditions(&self) -> &[Condition] {
-        self.status
-            .as_ref()
-            .map_or(&[], |s| s.conditions.as_slice())
-    }
-}
-
-impl Conditions for aigw::resources::Provider {
-    fn conditions(&self) -> &[Condition] {
-        self.status
-            .as_ref()
-            .map_or(&[], |s| s.conditions.as_slice())
-    }
-}
-
-impl Conditions for Guardrail {
-    fn conditions(&self) -> &[Condition] {
-        self.status
-            .as_ref()
-            .map_or(&[], |s| s.conditions.as_slice())
-    }
-}
-
-impl Conditions for aigw::resources::ApiKey {
-    fn conditions(&self) -> &[Condition] {
-        self.status
-            .as_ref()
-            .map_or(&[], |s| s.conditions.as_slice())
-    }
-}
-
-impl Conditions for UsageLimitsPolicy {
-    fn conditions(&self) -> &[Condition] {
-        self.status
-            .as_ref()
-            .map_or(&[], |s| s.conditions.as_slice())
+        aigw::controller::state::claims::Claims::conditions(self)
     }
 }
 
