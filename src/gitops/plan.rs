@@ -790,7 +790,9 @@ async fn plan_guardrail<G: GuardrailKind>(
     let mut desired = to_json(guardrail.spec());
     let invalid = match MarkedDocument::new(definition) {
         Ok(marked) => {
+            // `{checks, actions}` in the API's form, the form `secretRefs` paths name.
             desired["checks"] = marked.document()["checks"].clone();
+            desired["actions"] = marked.document()["actions"].clone();
             None
         }
         Err(why) => Some(format!(
@@ -830,7 +832,9 @@ async fn plan_guardrail<G: GuardrailKind>(
         remote.workspace_id.clone(),
     );
     let mut current = to_json(projected.spec());
-    current["checks"] = crate::resources::guardrail::remote_document(&remote)["checks"].clone();
+    let document = crate::resources::guardrail::remote_document(&remote);
+    current["checks"] = document["checks"].clone();
+    current["actions"] = document["actions"].clone();
     let own = Own {
         kind: Claimed::Guardrail(format!("{:?}", G::REFERENCED_AS)),
         // A Guardrail's namespace (the manifest's, else the kubeconfig's); none for a
@@ -846,6 +850,7 @@ async fn plan_guardrail<G: GuardrailKind>(
     masking.learn(&current);
     if counterpart.adopting {
         hide_unconfirmed(&mut current, &desired, "/checks");
+        hide_unconfirmed(&mut current, &desired, "/actions");
     }
     for reference in &definition.secret_refs {
         if let Some(value) = current.pointer_mut(&reference.path) {

@@ -488,3 +488,69 @@ async fn plan_of_an_adopted_integration_shows_no_secret_backed_setting() {
         .unwrap();
     env.cleanup().await;
 }
+
+/// Another team's guardrail whose `on_fail` feedback metadata holds a webhook its Guardrail
+/// takes from a Secret. A pull request adopting it by slug got the value printed by `aigw plan`
+/// without cluster access: the values it does not hold were hidden under `checks` only, and the
+/// actions were compared in the spec's form while Secret paths are in the API's. It now shows
+/// only what the manifest holds there too.
+#[tokio::test]
+async fn plan_of_an_adopted_guardrail_shows_no_action_value_it_does_not_hold() {
+    const SINK: &str = "https://hooks.example/T0/GRSECRET-77aa21";
+    const WORKSPACE: &str = "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c";
+    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        .await
+        .unwrap();
+    let url = emulator.management_url();
+    let created: Value = reqwest::Client::new()
+        .post(format!("{url}/ai_gw/v2/guardrails"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"name": "victim pii", "workspace_id": WORKSPACE,
+            "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
+            "actions": {"deny": true, "on_fail": {"feedback": {"value": -5, "weight": 1,
+                "metadata": {"sink": SINK, "team": "b"}}}}}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let slug = created["slug"].as_str().expect("slug").to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let token = token.to_str().unwrap().to_string();
+    let mut shown = Vec::new();
+    for kind in ["Guardrail"] {
+        let probe = json!({"apiVersion": "aigw.io/v1alpha1", "kind": kind,
+            "metadata": {"name": "probe"},
+            "spec": {"name": "victim pii", "slug": slug, "workspaceId": WORKSPACE,
+                     "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
+                     "actions": {"deny": false, "onFail": {"value": -5,
+                        "metadata": {"team": "a"}}}}});
+        let probe = write(dir.path(), &format!("{kind}.yaml"), &probe);
+        for output in ["json", "human"] {
+            let mut all = args(&["plan", "-f", &probe, "--output", output]);
+            all.extend(args(&["--management-url", &url, "--token-file", &token]));
+            let (ran, out) = aigw(all).await;
+            assert!(ran, "[{kind}, {output}] {out}");
+            shown.push((format!("{kind}, {output}"), out));
+        }
+    }
+    let leaks: Vec<String> = shown
+        .iter()
+        .filter(|(_, text)| text.contains("GRSECRET-77aa21"))
+        .map(|(what, text)| format!("--- {what} ---\n{text}"))
+        .collect();
+    assert!(
+        leaks.is_empty(),
+        "aigw plan printed a value of the adopted guardrail's actions:\n{}",
+        leaks.join("\n")
+    );
+    // The change still shows, its unconfirmed values hidden.
+    let json = &shown[0].1;
+    assert!(
+        json.contains("\"team\": \"a\"") && json.contains("(value hidden)"),
+        "{json}"
+    );
+}
