@@ -49,6 +49,7 @@ pub async fn run(args: ExportArgs) -> anyhow::Result<()> {
         workspace_id: args.workspace_id.clone(),
         live_secret_refs: live_secret_refs.refs,
         live_masking: live_secret_refs.masking,
+        live_integration_refs: live_secret_refs.integration_refs,
     };
     let exported = export(&api, &options).await?;
     exported.write(&args.out)?;

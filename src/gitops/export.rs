@@ -21,7 +21,8 @@ use crate::resources::config::ConfigSecretRef;
 use crate::resources::guardrail::GuardrailKind;
 use crate::resources::policy::Policy;
 use crate::resources::{
-    ClusterGuardrail, Config, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy,
+    ClusterGuardrail, Config, Deployment, Guardrail, Integration, RateLimitsPolicy,
+    UsageLimitsPolicy,
 };
 
 mod access;
@@ -42,6 +43,11 @@ pub struct ExportOptions {
     /// keys: a document holding one of those values outside its `secretRefs` paths (an older
     /// write at another index) is not exported.
     pub live_masking: HashMap<String, Masking>,
+    /// The `spec.secretRefs` of the live Integrations, now and in every version they recorded
+    /// (paths below `configurations`), by the remote slug and id each records or its spec
+    /// names: those configurations came from Secrets and are never exported, even a public
+    /// setting the API reads back.
+    pub live_integration_refs: HashMap<String, Vec<ConfigSecretRef>>,
 }
 
 /// What [`live_secret_refs`] found: the `spec.secretRefs` of the live resources, and what to
@@ -50,16 +56,27 @@ pub struct ExportOptions {
 pub struct LiveSecrets {
     pub refs: HashMap<String, Vec<ConfigSecretRef>>,
     pub masking: HashMap<String, Masking>,
+    /// The live Integrations' references, for [`ExportOptions::live_integration_refs`].
+    pub integration_refs: HashMap<String, Vec<ConfigSecretRef>>,
 }
 
 /// The `spec.secretRefs` of every Config, Guardrail and ClusterGuardrail of the cluster, by the
 /// remote slug and id each records, for [`ExportOptions::live_secret_refs`], and the values of
-/// the Secrets they (and the versions they recorded) name, for [`ExportOptions::live_masking`].
+/// the Secrets they (and the versions they recorded) name, for [`ExportOptions::live_masking`];
+/// those of every Integration for [`ExportOptions::live_integration_refs`].
 pub async fn live_secret_refs(kube: &kube::Client) -> Result<LiveSecrets, GitopsError> {
     let mut live = LiveSecrets::default();
     live_refs_of::<Config>(kube, "Configs", &mut live).await?;
     live_refs_of::<Guardrail>(kube, "Guardrails", &mut live).await?;
     live_refs_of::<ClusterGuardrail>(kube, "ClusterGuardrails", &mut live).await?;
+    // Integrations are keyed apart: a config's slug may equal an integration's.
+    for record in live_records::<Integration>(kube, "Integrations").await? {
+        let keys = record.recorded.iter().chain(&record.named);
+        for key in keys {
+            let refs = live.integration_refs.entry(key.clone()).or_default();
+            refs.extend(record.refs.iter().cloned());
+        }
+    }
     Ok(live)
 }
 
@@ -109,7 +126,8 @@ struct LiveStatus {
     history: Vec<LiveVersion>,
 }
 
-/// A live Config, Guardrail or ClusterGuardrail as the reading tools need it: where it is, the
+/// A live Config, Guardrail, ClusterGuardrail or Integration (its paths below
+/// `configurations`) as the reading tools need it: where it is, the
 /// remote object it records or names, and every Secret path it and its recorded versions name.
 #[derive(Debug, Clone)]
 pub struct LiveRecord {

@@ -143,8 +143,20 @@ impl Builder<'_> {
                 namespace: None,
             }
         });
-        let (configurations, secret_refs) =
-            readable_configurations(remote.configurations.as_ref(), &secret, &mut keys);
+        // The configurations a live Integration recording or naming it took from Secrets.
+        let live = &self.options.live_integration_refs;
+        let from_secrets: Vec<&str> = [&remote.slug, &remote.id]
+            .into_iter()
+            .filter_map(|key| live.get(key))
+            .flatten()
+            .map(|reference| reference.path.as_str())
+            .collect();
+        let (configurations, secret_refs) = readable_configurations(
+            remote.configurations.as_ref(),
+            &from_secrets,
+            &secret,
+            &mut keys,
+        );
         let spec = IntegrationSpec {
             slug: Some(remote.slug.clone()),
             name: remote.name.clone(),
@@ -213,9 +225,12 @@ impl Builder<'_> {
 /// a Secret reference (to `secret`) for every other one: `masked_<field>`, the values of header
 /// maps, any field that may have come from a Secret (an Integration's `secretRefs`), even
 /// when the API reads it back unmasked, and a public one holding a URL with userinfo
-/// (`custom_host: https://user:pass@host`: credentials in a public setting).
+/// (`custom_host: https://user:pass@host`: credentials in a public setting). A field named by
+/// `from_secrets` (the `secretRefs` paths of the live Integrations that record or name it, the
+/// field or below) is referenced whatever it holds.
 fn readable_configurations(
     read: Option<&Map<String, Value>>,
+    from_secrets: &[&str],
     secret: &str,
     keys: &mut Vec<String>,
 ) -> (Option<Map<String, Value>>, Vec<ConfigSecretRef>) {
@@ -235,6 +250,11 @@ fn readable_configurations(
         });
     };
     for (field, value) in read {
+        let escaped = field.replace('~', "~0").replace('/', "~1");
+        let took_from_secret = from_secrets.iter().any(|path| {
+            path.strip_prefix('/')
+                .is_some_and(|p| p.split('/').next() == Some(escaped.as_str()))
+        });
         if let Some(secret_field) = field.strip_prefix("masked_") {
             reference(format!("/{secret_field}"), secret_field.to_string());
         } else if let (true, Some(headers)) = (is_header_map(field), value.as_object()) {
@@ -243,11 +263,11 @@ fn readable_configurations(
                 reference(format!("/{field}/{escaped}"), format!("{field}.{header}"));
             }
         } else if api::shown_configuration(field)
+            && !took_from_secret
             && crate::api::secret_fields::userinfo_pointers(value).is_empty()
         {
             shown.insert(field.clone(), value.clone());
         } else {
-            let escaped = field.replace('~', "~0").replace('/', "~1");
             reference(format!("/{escaped}"), field.clone());
         }
     }

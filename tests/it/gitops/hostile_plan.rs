@@ -554,3 +554,57 @@ async fn plan_of_an_adopted_guardrail_shows_no_action_value_it_does_not_hold() {
         "{json}"
     );
 }
+
+/// Team b's organisation integration takes its `custom_host` (a public setting) from a Secret.
+/// `aigw export --kubeconfig` wrote the value into the manifests: the live Integrations'
+/// `secretRefs` were never consulted. The field is now a reference to the placeholder Secret.
+#[tokio::test]
+async fn export_never_writes_a_secret_backed_setting_of_an_integration() {
+    let env = support::TestEnv::new("atk-export-integ").await;
+    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        .await
+        .unwrap();
+    let url = emulator.management_url();
+    let victim = format!("victim-{}", env.namespace);
+    victim_integration(&env, &url, &victim, "victim-openai").await;
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let token = token.to_str().unwrap().to_string();
+    let kubeconfig = support::kubeconfig_path().to_str().unwrap().to_string();
+    let out_dir = dir.path().join("out2");
+    let mut run = args(&["export", "--out", out_dir.to_str().unwrap()]);
+    run.extend(args(&["--management-url", &url, "--token-file", &token]));
+    run.extend(args(&["--kubeconfig", &kubeconfig]));
+    let (ran, out) = aigw(run).await;
+    assert!(ran, "{out}");
+    let mut shown = vec![("export".to_string(), out)];
+    for entry in std::fs::read_dir(&out_dir).unwrap() {
+        let path = entry.unwrap().path();
+        shown.push((
+            path.display().to_string(),
+            std::fs::read_to_string(path).unwrap(),
+        ));
+    }
+    let exported = shown
+        .iter()
+        .find(|(path, _)| path.ends_with("integration-victim-openai.yaml"))
+        .map(|(_, text)| text.clone())
+        .unwrap_or_else(|| panic!("the integration is exported: {shown:?}"));
+    let leaks: Vec<String> = shown
+        .iter()
+        .filter(|(_, text)| text.contains("SECRETQ-9f3a7c"))
+        .map(|(what, text)| format!("--- {what} ---\n{text}"))
+        .collect();
+    assert!(
+        leaks.is_empty(),
+        "aigw export wrote the value team b's Secret gave its integration:\n{}",
+        leaks.join("\n")
+    );
+    assert!(exported.contains("path: /custom_host"), "{exported}");
+    kube::Api::<aigw::resources::Integration>::all(env.client.clone())
+        .delete(&victim, &Default::default())
+        .await
+        .unwrap();
+    env.cleanup().await;
+}
