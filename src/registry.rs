@@ -1,7 +1,8 @@
 //! The kinds aigw serves, in one list ([`KINDS`]). What is per kind elsewhere comes from it or
 //! is checked against it: the CRDs (`aigw crds`, `crds/`), the census, the controllers, the
-//! chart's RBAC and its README table (tests below), `hack/image.sh` (which compares the image's
-//! `aigw crds` with `crds/`) and `hack/health` (whose kind table and Argo CD forms are checked
+//! chart's RBAC (its templates make the rules from the CRDs' [`ROLE_ANNOTATION`] and
+//! [`OWNS_SECRETS_ANNOTATION`]; a test checks the rendering) and its README table (tests
+//! below), `hack/image.sh` (which compares the image's `aigw crds` with `crds/`) and `hack/health` (whose kind table and Argo CD forms are checked
 //! against `crds/`).
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -276,9 +277,35 @@ pub fn grants(namespaced: bool) -> Vec<Grant> {
     grants
 }
 
-/// Every CRD aigw serves, with the file name it has under `crds/`.
+/// The annotation on a kind's CRD saying what the operator does with its objects
+/// ([`Role`]: `managed` or `read`). The chart's RBAC is made from the CRDs under its `crds/`
+/// with it, so a new kind needs no edit of the chart's templates.
+pub const ROLE_ANNOTATION: &str = "aigw.io/operator-role";
+/// The annotation on a kind's CRD whose objects own Secrets ([`Kind::owns_secrets`]): `"true"`.
+pub const OWNS_SECRETS_ANNOTATION: &str = "aigw.io/owns-secrets";
+
+/// Every CRD aigw serves, with the file name it has under `crds/`, annotated with what the
+/// chart's RBAC is made from ([`ROLE_ANNOTATION`], [`OWNS_SECRETS_ANNOTATION`]).
 pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
-    KINDS.iter().map(|k| (k.file, (k.crd)())).collect()
+    KINDS
+        .iter()
+        .map(|k| {
+            let mut crd = (k.crd)();
+            let annotations = crd
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default);
+            let role = match k.role {
+                Role::Managed => "managed",
+                Role::Read => "read",
+            };
+            annotations.insert(ROLE_ANNOTATION.into(), role.into());
+            if k.owns_secrets {
+                annotations.insert(OWNS_SECRETS_ANNOTATION.into(), "true".into());
+            }
+            (k.file, crd)
+        })
+        .collect()
 }
 
 #[cfg(test)]
