@@ -504,6 +504,7 @@ async fn configs(client: &Client, cmd: ConfigsCommand) -> anyhow::Result<()> {
                 &versions,
                 (&pair[0], &pair[1]),
                 &Default::default(),
+                &[],
             )?)
         }
     }
@@ -639,12 +640,14 @@ fn parse_header(raw: &str) -> Result<(String, String), String> {
 /// diff of the documents. A secret (by the one secret list, and every value at `secret_refs`,
 /// the pointers a Config fills from Secrets) shows as `<masked>` on A's side and
 /// `<masked, changed>` on B's when it changed, so the diff says that it changed, never what it
-/// is.
+/// is. A version of `paths_only` (one whose Secret paths are unknown) shows its paths only,
+/// every value [`aigw::gitops::mask::HIDDEN`].
 pub(crate) fn version_diff(
     slug: &str,
     versions: &[aigw::api::ConfigVersion],
     (a, b): (&str, &str),
     masking: &aigw::gitops::mask::Masking,
+    paths_only: &[&str],
 ) -> anyhow::Result<String> {
     let find = |id: &str| {
         versions
@@ -658,8 +661,14 @@ pub(crate) fn version_diff(
     let mut masking = masking.clone();
     masking.learn(old);
     masking.learn(new);
-    let before = serde_json::to_string_pretty(&masking.masked(old))?;
-    let after = serde_json::to_string_pretty(&masking.masked_against(new, old))?;
+    let (mut before, mut after) = (masking.masked(old), masking.masked_against(new, old));
+    for (id, document) in [(a, &mut before), (b, &mut after)] {
+        if paths_only.contains(&id) {
+            aigw::gitops::mask::hide_unconfirmed(document, &serde_json::Value::Null, "");
+        }
+    }
+    let before = serde_json::to_string_pretty(&before)?;
+    let after = serde_json::to_string_pretty(&after)?;
     let lines = aigw::gitops::line_diff::diff(&before, &after);
     Ok(match lines.is_empty() {
         true => format!("no change between {a} and {b}"),

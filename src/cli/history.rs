@@ -69,7 +69,32 @@ pub async fn run(args: HistoryArgs) -> anyhow::Result<ExitCode> {
         let mut masking = aigw::gitops::mask::Masking::default();
         let kube = Some((&live.client, namespace.as_str()));
         aigw::gitops::mask::add_references(&mut masking, kube, "", &refs).await;
-        let diff = version_diff(&slug, &versions, (&pair[0], &pair[1]), &masking)?;
+        // A version not in the recorded history (older than the versions `status.history`
+        // keeps, or made outside aigw): which of its values came from Secrets is unknown.
+        let unrecorded: Vec<&str> = pair
+            .iter()
+            .map(String::as_str)
+            .filter(|id| {
+                !status
+                    .history
+                    .iter()
+                    .any(|v| v.version_id.as_deref() == Some(*id))
+            })
+            .collect();
+        for id in &unrecorded {
+            eprintln!(
+                "note: version {id} is not in the history Config {namespace}/{name} records (older than the {} versions status.history keeps, or made outside aigw): the Secrets its values came from are unknown, so it shows its paths only, each value {}",
+                aigw::resources::config::HISTORY_LIMIT,
+                aigw::gitops::mask::HIDDEN
+            );
+        }
+        let diff = version_diff(
+            &slug,
+            &versions,
+            (&pair[0], &pair[1]),
+            &masking,
+            &unrecorded,
+        )?;
         super::write_stdout(&diff)?;
         return Ok(ExitCode::SUCCESS);
     }

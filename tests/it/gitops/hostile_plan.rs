@@ -608,3 +608,105 @@ async fn export_never_writes_a_secret_backed_setting_of_an_integration() {
         .unwrap();
     env.cleanup().await;
 }
+
+/// A Config's first version took a target's `custom_host` from a Secret; eleven versions later
+/// that version has left `status.history` (ten entries), and with it the `secretRefs` it used.
+/// `aigw history --diff` of it printed the Secret's value. A version older than the recorded
+/// history now shows its paths only, each value `(value hidden)`, and says so.
+#[tokio::test]
+async fn history_diff_hides_the_values_of_a_version_older_than_the_recorded_history() {
+    const OLD: &str = "https://proxy.example/v1?token=OLDSECRET-5d1e";
+    const PUBLIC: &str = "https://public.example/v1";
+    let env = support::TestEnv::new("atk-hist-old").await;
+    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        .await
+        .unwrap();
+    let url = emulator.management_url();
+    let http = reqwest::Client::new();
+    let document = |n: u64, host: &str| {
+        json!({"retry": {"attempts": n}, "strategy": {"mode": "single"},
+               "targets": [{"provider": "@openai", "custom_host": host}]})
+    };
+    let created: Value = http
+        .post(format!("{url}/ai_gw/v2/configs"))
+        .bearer_auth(TOKEN)
+        .json(&json!({"name": "old", "config": document(1, OLD)}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let slug = created["slug"].as_str().expect("slug").to_string();
+    for n in 2..=12 {
+        let answer = http
+            .put(format!("{url}/ai_gw/v2/configs/{slug}"))
+            .bearer_auth(TOKEN)
+            .json(&json!({"config": document(n, PUBLIC)}))
+            .send()
+            .await
+            .unwrap();
+        assert!(answer.status().is_success(), "{answer:?}");
+    }
+    let versions: Value = http
+        .get(format!("{url}/ai_gw/v2/configs/{slug}/versions"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    // Newest first.
+    let ids: Vec<String> = versions["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["version_id"].as_str().expect("version_id").to_string())
+        .collect();
+    assert_eq!(ids.len(), 12, "{versions}");
+    let spec = json!({"name": "old", "config": document(12, PUBLIC)});
+    env.api::<Config>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Config", "old", spec),
+        )
+        .await
+        .unwrap();
+    let recorded: Vec<Value> = ids[..10]
+        .iter()
+        .map(|id| json!({"versionId": id, "appliedAt": "2026-11-01T00:00:00Z"}))
+        .collect();
+    env.api::<Config>()
+        .patch_status(
+            "old",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"slug": slug, "history": recorded}})),
+        )
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let token = token.to_str().unwrap().to_string();
+    let kubeconfig = support::kubeconfig_path().to_str().unwrap().to_string();
+    let history = |a: &str, b: &str| {
+        let mut all = args(&["history", "config/old", "--diff", a, b]);
+        all.extend(args(&["-n", &env.namespace, "--kubeconfig", &kubeconfig]));
+        all.extend(args(&["--management-url", &url, "--token-file", &token]));
+        aigw(all)
+    };
+    let (ran, out) = history(&ids[11], &ids[10]).await;
+    assert!(ran, "{out}");
+    assert!(
+        !out.contains("OLDSECRET-5d1e"),
+        "aigw history --diff printed the value of a version older than the recorded history:\n{out}"
+    );
+    assert!(out.contains("(value hidden)"), "{out}");
+    assert!(out.contains("older than"), "it says why: {out}");
+    // Two recorded versions still show their values.
+    let (ran, out) = history(&ids[1], &ids[0]).await;
+    assert!(ran, "{out}");
+    assert!(out.contains("\"attempts\": 12"), "{out}");
+    env.cleanup().await;
+}
