@@ -9,11 +9,12 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 
 use crate::controller::claims::{StoreEntry, store_of};
+use crate::controller::kinds::secret_reference;
 use crate::controller::process::Spawner;
 use crate::controller::{Context, api_key, census, config_refs, guardrail, integration, provider};
 use crate::resources::{
     ApiKey, ClusterGuardrail, Config, Connection, Deployment, Guardrail, Integration, Provider,
-    RateLimitsPolicy, UsageLimitsPolicy,
+    RateLimitsPolicy, SecretReference, UsageLimitsPolicy,
 };
 
 /// The API group of every kind.
@@ -216,6 +217,22 @@ pub static KINDS: &[Kind] = &[
             among: "RateLimitsPolicy",
         }),
         controllers: |s| s.listed::<RateLimitsPolicy>(None),
+    },
+    Kind {
+        kind: "SecretReference",
+        plural: "secretreferences",
+        namespaced: false,
+        file: "secretreference.yaml",
+        crd: SecretReference::crd,
+        role: Role::Managed,
+        owns_secrets: false,
+        census: Some(census::record::<SecretReference>),
+        store: Some(store_of::<SecretReference>),
+        spec_id: Some(SpecId {
+            field: "slug",
+            among: "SecretReference",
+        }),
+        controllers: |s| s.read::<SecretReference>(false, Some(secret_reference::watch_inputs)),
     },
     Kind {
         kind: "UsageLimitsPolicy",

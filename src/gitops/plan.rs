@@ -343,6 +343,9 @@ async fn plan_object(
         Object::ApiKey(o) => plan_api_key(api, live, o).await?,
         Object::Integration(o) => super::plan_access::plan_integration(api, live, o).await?,
         Object::Provider(o) => super::plan_access::plan_provider(api, live, o).await?,
+        Object::SecretReference(o) => {
+            super::plan_access::plan_secret_reference(api, live, o).await?
+        }
     })
 }
 

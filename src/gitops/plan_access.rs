@@ -8,13 +8,13 @@ use serde_json::{Value, json};
 use super::GitopsError;
 use super::mask::{Masking, hide_unconfirmed};
 use super::plan::{
-    Action, Counterpart, Entry, Live, compared, create_changes, entry, field_changes, found,
-    live_cluster_object, live_object, to_json,
+    Action, Counterpart, Entry, FieldChange, Live, compared, create_changes, entry, field_changes,
+    found, live_cluster_object, live_object, to_json,
 };
 use super::plan_claims::{Claimed, Own, claimed};
 use crate::api::{self, Client};
 use crate::resources::config_document::{MarkedDocument, SecretDocument};
-use crate::resources::{Integration, Provider};
+use crate::resources::{Integration, Provider, SecretReference};
 
 /// An Integration: its counterpart is the live `status.id`, else `spec.slug` (which the operator
 /// creates when no integration has it). The key and credential configurations are write-only:
@@ -285,6 +285,83 @@ pub(super) async fn plan_provider(
             )),
         ),
     })
+}
+
+/// The plan of a SecretReference: the reference its live resource recorded, else the one its
+/// slug names (adopted if it exists), compared on the fields a read shows. `auth_config` (from a
+/// Secret of the operator's namespace) and the allowed workspaces are never read back, so a plan
+/// shows them as set on a create and cannot tell a change of them otherwise.
+pub(super) async fn plan_secret_reference(
+    api: &Client,
+    live: Option<&Live>,
+    reference: &SecretReference,
+) -> Result<Entry, GitopsError> {
+    let spec = &reference.spec;
+    let mut desired = to_json(spec);
+    desired["authConfigSecretRef"] = json!(format!(
+        "(every key of secret {})",
+        spec.auth_config_secret_ref.name
+    ));
+    let managed = match live {
+        Some(live) => live_cluster_object(live, reference).await?,
+        None => None,
+    };
+    let status = managed.and_then(|m| m.status).unwrap_or_default();
+    let adopting = status.id.is_none();
+    let key = status.id.clone().or(spec.slug.clone());
+    let remote = match &key {
+        Some(key) => found(
+            &format!("secret reference {key}"),
+            api.secret_references().get(key).await,
+        )?,
+        None => None,
+    };
+    let (Some(key), Some(remote)) = (key, remote) else {
+        return Ok(entry(
+            Action::Create,
+            None,
+            create_changes(&desired, &["slug"]),
+            None,
+        ));
+    };
+    let immutable = spec.immutable_conflicts(&remote);
+    if !immutable.is_empty() {
+        return Ok(entry(
+            Action::Conflict,
+            Some(key),
+            Vec::new(),
+            Some(format!(
+                "{} of the remote secret reference differ(s) and cannot be changed: the operator would stall (InvalidSpec)",
+                immutable.join(", ")
+            )),
+        ));
+    }
+    let changes: Vec<FieldChange> = spec
+        .diff(&remote)
+        .into_iter()
+        .map(|field| FieldChange {
+            field: field.into(),
+            from: match field {
+                "name" => json!(remote.name),
+                "description" => json!(remote.description),
+                "secretPath" => json!(remote.secret_path),
+                "secretKey" => json!(remote.secret_key),
+                "allowedWorkspaces" => match remote.allow_all_workspaces {
+                    Some(true) => json!("(every workspace)"),
+                    _ => json!("(a list the API does not show)"),
+                },
+                _ => json!(remote.tags),
+            },
+            to: desired[field].clone(),
+            diff: Vec::new(),
+        })
+        .collect();
+    let action = match (adopting, changes.is_empty()) {
+        (true, _) => Action::Adopt,
+        (false, true) => Action::NoChange,
+        (false, false) => Action::Update,
+    };
+    Ok(entry(action, Some(key), changes, None))
 }
 
 #[cfg(test)]

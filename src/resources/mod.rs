@@ -17,6 +17,7 @@ pub mod provider;
 pub mod rate_limits_policy;
 pub mod readable;
 pub mod rotation;
+pub mod secret_reference;
 pub mod usage_limits_policy;
 
 pub use api_key::ApiKey;
@@ -27,6 +28,7 @@ pub use guardrail::{ClusterGuardrail, Guardrail};
 pub use integration::Integration;
 pub use provider::Provider;
 pub use rate_limits_policy::RateLimitsPolicy;
+pub use secret_reference::SecretReference;
 pub use usage_limits_policy::UsageLimitsPolicy;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;

@@ -248,12 +248,13 @@ pub async fn cleanup<K: Verbs>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change>
     let client = cx.api(Op::Delete).await?;
     let (reason, verb) = K::REMOVAL;
     let what = format!("{} {}", K::WHAT, K::shown(&status).unwrap_or(key.clone()));
-    removed(
-        reason,
-        verb,
-        &what,
-        object.delete(cx, client, &key, &status).await,
-    )
+    let result = object.delete(cx, client, &key, &status).await;
+    if let Err(error) = &result
+        && let Some(refused) = object.delete_refused(&key, error)
+    {
+        return Err(refused);
+    }
+    removed(reason, verb, &what, result)
 }
 
 /// GETs the remote object the spec names or the status recorded ([`reading`]), takes it

@@ -223,6 +223,13 @@ pub trait Verbs: Managed {
         status: &Self::Status,
     ) -> impl Future<Output = Result<(), ApiError>> + Send;
 
+    /// The failure to report when the API refused the delete of `key` with `error` because
+    /// something still uses the remote object (a `StillReferenced` the driver retries), rather
+    /// than the API error itself.
+    fn delete_refused(&self, _key: &str, _error: &ApiError) -> Option<Error> {
+        None
+    }
+
     /// Records in `status` what a read reported (`None`: the remote object is gone).
     fn record(status: &mut Self::Status, remote: Option<&Self::Remote>);
     /// Records in `status` what the remote object found was compared with (the integration a

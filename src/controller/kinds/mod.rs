@@ -8,4 +8,5 @@ pub mod integration;
 pub mod policy;
 pub mod provider;
 pub mod rate_limits_policy;
+pub mod secret_reference;
 pub mod usage_limits_policy;

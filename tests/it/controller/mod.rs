@@ -15,5 +15,6 @@ mod integrations;
 mod leader;
 mod rotation;
 mod secrecy;
+mod secret_references;
 mod tenancy;
 mod usage_limits;

@@ -261,6 +261,75 @@ impl Fixture for IntegrationKind {
     }
 }
 
+/// The `auth_config` Secret of a SecretReference, in the operator's namespace, labelled for
+/// cluster-scoped readers.
+async fn put_auth_config(h: &Harness) {
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "cf-sm-auth", "labels": {"aigw.io/cluster-readable": "true"}},
+        "stringData": {"aws_auth_type": "accessKey", "aws_region": "eu-west-1",
+                       "aws_access_key_id": "AKIACF0TESTKEY", "aws_secret_access_key": UPSTREAM_KEY}
+    }))
+    .unwrap();
+    h.env
+        .api::<Secret>()
+        .patch(
+            "cf-sm-auth",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .unwrap();
+}
+
+pub struct SecretReferenceKind;
+
+impl Fixture for SecretReferenceKind {
+    const KIND: &'static str = "SecretReference";
+    const PLURAL: &'static str = "secretreferences";
+    const CLUSTER: bool = true;
+    const COLLECTION: &'static str = "/ai_gw/admin/v2/secret-references";
+    const ITEM: &'static str = "/ai_gw/admin/v2/secret-references/{secretReferenceId}";
+    const STATE: &'static str = "secret_references";
+    const KEY: &'static str = "slug";
+    /// It reads the remote object its spec's slug names before creating it.
+    const LOST_ANSWER: &'static str = "error_after_commit_rate";
+    /// What a correction replaced is in its event only.
+    const RECORDS_DRIFT: bool = false;
+
+    async fn start(prefix: &str) -> Harness {
+        Harness::start_with_secret_namespace(prefix, DRIFT).await
+    }
+    async fn prepare(h: &Harness) {
+        put_auth_config(h).await;
+    }
+    fn spec(h: &Harness, name: &str) -> Value {
+        json!({"slug": h.cluster_name(name), "name": name, "managerType": "aws_sm",
+               "secretPath": "prod/openai", "authConfigSecretRef": {"name": "cf-sm-auth"},
+               "allowedWorkspaces": [WORKSPACE]})
+    }
+    fn spec_edit() -> (Value, &'static str, Value) {
+        let path = "edited/by/the/spec";
+        (json!({"secretPath": path}), "/secret_path", json!(path))
+    }
+    fn remote_edit() -> (Value, &'static str, Value) {
+        let path = "edited/remotely";
+        (json!({"secret_path": path}), "/secret_path", json!(path))
+    }
+    fn immutable_edit() -> Value {
+        json!({"managerType": "azure_kv"})
+    }
+    /// A reference into another manager (`managerType` is immutable).
+    fn conflict(_h: &Harness, name: &str) -> Option<Conflict> {
+        Some(Conflict {
+            post: json!({"name": name, "manager_type": "azure_kv", "secret_path": "kv/openai",
+                         "auth_config": {"azure_auth_mode": "managed",
+                                         "azure_vault_url": "https://kv.vault.azure.net"}}),
+            adopt: "slug",
+            answer: "slug",
+        })
+    }
+}
+
 pub struct ProviderKind;
 
 impl Fixture for ProviderKind {

@@ -734,6 +734,7 @@ conformance! {
     guardrail => kinds::GuardrailKind,
     cluster_guardrail => kinds::ClusterGuardrailKind,
     integration => kinds::IntegrationKind,
+    secret_reference => kinds::SecretReferenceKind,
     provider => kinds::ProviderKind,
     deployment => kinds::DeploymentKind,
     api_key => kinds::ApiKeyKind,

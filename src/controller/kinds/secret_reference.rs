@@ -1,0 +1,438 @@
+//! SecretReference (cluster-scoped): the organisation's pointer into an external secret
+//! manager. The verbs of the kind ([`Verbs`]): the driver observes by id (or slug), PUTs only
+//! when a readable field (name, description, secret path and key, whether every workspace may
+//! use it, tags) differs or the keyed hash of what a read never shows (`auth_config` from the
+//! Secret, the allowed workspaces) changed, so a Secret change gives exactly one PUT. Delete
+//! per `deletionPolicy`; while the API refuses it because an integration maps a field to the
+//! reference, the resource reports `StillReferenced` with the API's words and tries again.
+//!
+//! Not a listed kind: references are few, and each reconcile (at least once per drift
+//! interval) reads the reference.
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::{Api, Resource, ResourceExt};
+use serde_json::{Map, Value};
+
+use crate::api::{
+    self, ApiError, Client, SecretReference as RemoteReference, SecretReferencesListQuery,
+};
+use crate::controller::config_refs::{CLUSTER_READABLE, ReadsSecrets, SECRET_NOT_READABLE};
+use crate::controller::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
+use crate::controller::driver::{Cx, Managed};
+use crate::controller::error::Error;
+use crate::controller::gate::{Op, tenant_id};
+use crate::controller::status::common_status;
+use crate::controller::{Context, now_rfc3339};
+use crate::resources::common::CreateAttempt;
+use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
+use crate::resources::secret_reference::{SecretReference, SecretReferenceStatus};
+
+/// Condition reason while the API refuses the delete because something maps to the reference.
+pub const STILL_REFERENCED: &str = "StillReferenced";
+
+common_status!(
+    SecretReferenceStatus,
+    |s| SecretReferenceStatus {
+        last_applied_at: None,
+        pending_create: s.pending_create.as_ref().map(|_| String::new()),
+        ..s.clone()
+    },
+    intent_when = |s| s.pending_create.is_some()
+);
+
+/// The Secret `spec.authConfigSecretRef` names, for the Secret watch (which matches by name):
+/// the reference takes every key of it, so the key here names none.
+impl ReadsSecrets for SecretReference {
+    fn secret_refs(&self) -> std::borrow::Cow<'_, [ConfigSecretRef]> {
+        std::borrow::Cow::Owned(vec![ConfigSecretRef {
+            path: "/auth_config".into(),
+            secret_key_ref: SecretKeyRef {
+                name: self.spec.auth_config_secret_ref.name.clone(),
+                key: String::new(),
+            },
+        }])
+    }
+
+    fn secret_source(&self, _path: &str) -> String {
+        "spec.authConfigSecretRef".into()
+    }
+}
+
+impl Managed for SecretReference {
+    crate::controller::driver::kind::cluster_api!();
+    type Status = SecretReferenceStatus;
+    const KIND: &'static str = "SecretReference";
+    const MANAGER: &'static str = "aigw/secretreference";
+
+    fn status(&self) -> Option<&SecretReferenceStatus> {
+        self.status.as_ref()
+    }
+
+    fn status_slot(&mut self) -> &mut Option<SecretReferenceStatus> {
+        &mut self.status
+    }
+
+    crate::controller::driver::flow::driven!();
+}
+
+/// What a reference is written with: `auth_config` as the Secret holds it, the hash of what a
+/// read never shows, and the tenant a create names. Its `Debug` shows no value.
+pub struct Written {
+    auth_config: Map<String, Value>,
+    /// [`unreadable_hash`]: what `status.secretHash` records.
+    hash: Option<String>,
+    organisation: Option<String>,
+}
+
+/// The field a change of the unreadable inputs reports: an input, never an outside edit.
+const UNREADABLE: &str = "authConfig (from spec.authConfigSecretRef) or allowedWorkspaces";
+
+impl Verbs for SecretReference {
+    /// `None` in Observe, which reads no Secret.
+    type Inputs = Option<Written>;
+    type Desired = Option<Written>;
+    type Remote = RemoteReference;
+    type Found = RemoteReference;
+    type Posted = api::Created;
+    type Updated = ();
+    const WHAT: &'static str = "secret reference";
+    const ADOPTED_BY: &'static str = "spec.slug";
+    const NAMING: Naming = Naming::CreatesAs;
+    const RECORDS_DRIFT: bool = false;
+
+    async fn resolve(
+        &self,
+        cx: &Cx<'_, Self>,
+        _status: &mut SecretReferenceStatus,
+    ) -> Result<Option<Written>, Error> {
+        let auth_config = read_auth_config(self, cx.ctx).await?;
+        for value in auth_config.values().filter_map(Value::as_str) {
+            cx.conceal(value);
+        }
+        Ok(Some(Written {
+            hash: unreadable_hash(self, cx.ctx, &auth_config),
+            organisation: tenant_id(cx.ctx, self.spec.connection_name()),
+            auth_config,
+        }))
+    }
+    async fn observed_inputs(
+        &self,
+        _cx: &Cx<'_, Self>,
+        _status: &mut SecretReferenceStatus,
+    ) -> Result<Option<Written>, Error> {
+        Ok(None)
+    }
+    fn desired(&self, inputs: Option<Written>) -> Option<Written> {
+        inputs
+    }
+    fn compare(
+        &self,
+        desired: &Option<Written>,
+        remote: &RemoteReference,
+        status: &SecretReferenceStatus,
+    ) -> Comparison {
+        let mut differs = self.spec.diff(remote);
+        let mut inputs = Vec::new();
+        if desired
+            .as_ref()
+            .is_some_and(|w| w.hash != status.secret_hash)
+        {
+            differs.push(UNREADABLE);
+            inputs.push(UNREADABLE);
+        }
+        Comparison {
+            immutable: self.spec.immutable_conflicts(remote),
+            differs,
+            inputs,
+        }
+    }
+    fn recorded(status: &SecretReferenceStatus) -> Option<String> {
+        status.id.clone().or(status.slug.clone())
+    }
+    fn shown(status: &SecretReferenceStatus) -> Option<String> {
+        status.slug.clone().or(status.id.clone())
+    }
+    fn key(remote: &RemoteReference) -> String {
+        match remote.slug.is_empty() {
+            true => remote.id.clone(),
+            false => remote.slug.clone(),
+        }
+    }
+    fn found_key(found: &RemoteReference) -> String {
+        found.id.clone()
+    }
+    fn workspace(_remote: &RemoteReference) -> Option<&str> {
+        None
+    }
+    async fn observe(
+        &self,
+        client: &Client,
+        key: &str,
+        _: &SecretReferenceStatus,
+    ) -> Result<Option<RemoteReference>, ApiError> {
+        client.secret_references().get(key).await.map(Some)
+    }
+    fn sent(&self, cx: &Cx<'_, Self>, desired: &Option<Written>) -> CreateAttempt {
+        CreateAttempt {
+            name: Some(self.spec.name.clone()),
+            workspace_id: None,
+            body_hash: body_hash(
+                &cx.ctx.hash_key,
+                self.meta().uid.as_deref(),
+                &create_request(self, desired),
+            ),
+            ended_at: None,
+            intent: None,
+        }
+    }
+    async fn create(
+        &self,
+        client: &Client,
+        desired: &Option<Written>,
+    ) -> Result<api::Created, ApiError> {
+        client
+            .secret_references()
+            .create(&create_request(self, desired))
+            .await
+    }
+    async fn find_created(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &SecretReferenceStatus,
+    ) -> Result<Lookup<RemoteReference>, Error> {
+        find_created(self, cx, status).await
+    }
+    async fn update(
+        &self,
+        client: &Client,
+        desired: &Option<Written>,
+        remote: &RemoteReference,
+    ) -> Result<(), ApiError> {
+        let auth_config = desired.as_ref().map(|w| w.auth_config.clone());
+        let request = self.spec.update_request(auth_config);
+        client
+            .secret_references()
+            .update(&remote.id, &request)
+            .await
+    }
+    async fn delete(
+        &self,
+        _cx: &Cx<'_, Self>,
+        client: &Client,
+        key: &str,
+        _: &SecretReferenceStatus,
+    ) -> Result<(), ApiError> {
+        client.secret_references().delete(key).await
+    }
+    /// The API's 400 while an integration maps a field to the reference: `StillReferenced`
+    /// with its words (they name the integrations), retried, never forced.
+    fn delete_refused(&self, key: &str, error: &ApiError) -> Option<Error> {
+        let message = error.api_message()?;
+        (error.status() == Some(400) && message.contains("in use")).then(|| {
+            Error::not_allowed(
+                STILL_REFERENCED,
+                format!(
+                    "secret reference {key} is still in use, so the API refuses its delete ({message}); it is deleted once nothing maps to it (or set deletionPolicy: Orphan)"
+                ),
+            )
+        })
+    }
+    fn record(status: &mut SecretReferenceStatus, remote: Option<&RemoteReference>) {
+        status.id = remote.map(|r| r.id.clone()).filter(|id| !id.is_empty());
+        status.slug = remote.map(|r| r.slug.clone()).filter(|s| !s.is_empty());
+        if remote.is_none() {
+            status.secret_hash = None;
+        }
+    }
+    fn record_created(
+        &self,
+        status: &mut SecretReferenceStatus,
+        desired: &Option<Written>,
+        created: Created<api::Created, RemoteReference>,
+    ) -> String {
+        let (id, slug) = match created {
+            Created::Posted(created) => {
+                status.secret_hash = desired.as_ref().and_then(|w| w.hash.clone());
+                status.last_applied_at = Some(now_rfc3339());
+                (created.id, created.slug)
+            }
+            Created::Recovered(found) => {
+                // What the earlier POST sent may be an older spec or Secret: the unknown hash
+                // sends `auth_config` once more.
+                status.secret_hash = None;
+                (found.id, found.slug)
+            }
+        };
+        status.id = Some(id);
+        status.slug = Some(slug.clone()).filter(|s| !s.is_empty());
+        slug
+    }
+    fn record_updated(
+        &self,
+        status: &mut SecretReferenceStatus,
+        desired: &Option<Written>,
+        _: &RemoteReference,
+        _: (),
+    ) {
+        status.secret_hash = desired.as_ref().and_then(|w| w.hash.clone());
+        status.last_applied_at = Some(now_rfc3339());
+    }
+}
+
+/// The create body: the spec with `auth_config` filled in, in the tenant it names.
+fn create_request(
+    reference: &SecretReference,
+    desired: &Option<Written>,
+) -> api::CreateSecretReferenceRequest {
+    let (auth_config, organisation) = match desired {
+        Some(w) => (w.auth_config.clone(), w.organisation.clone()),
+        None => Default::default(),
+    };
+    reference.spec.create_request(auth_config, organisation)
+}
+
+/// `auth_config` and the allowed workspaces, hashed with the operator's key and the object's
+/// uid ([`body_hash`]): what `status.secretHash` records.
+fn unreadable_hash(
+    reference: &SecretReference,
+    ctx: &Context,
+    auth_config: &Map<String, Value>,
+) -> Option<String> {
+    let unreadable = serde_json::json!({
+        "auth_config": auth_config,
+        "allowed_workspaces": reference.spec.allowed_workspaces,
+    });
+    body_hash(&ctx.hash_key, reference.meta().uid.as_deref(), &unreadable)
+}
+
+/// Every key of the Secret `spec.authConfigSecretRef` names, as a string: from the namespace
+/// the operator reads Connection Secrets from, and only when labelled [`CLUSTER_READABLE`].
+/// The errors name the Secret and its keys, never a value.
+async fn read_auth_config(
+    reference: &SecretReference,
+    ctx: &Context,
+) -> Result<Map<String, Value>, Error> {
+    let named = &reference.spec.auth_config_secret_ref;
+    let own = ctx.connections.secret_namespace();
+    let namespace = match (own, named.namespace.as_deref()) {
+        (Some(own), None) => own,
+        (Some(own), Some(given)) if own == given => own,
+        (own, given) => {
+            return Err(Error::not_allowed(
+                SECRET_NOT_READABLE,
+                format!(
+                    "spec.authConfigSecretRef: a SecretReference reads only Secrets of the namespace the operator reads Connection Secrets from ({}), labelled {CLUSTER_READABLE}=true{}",
+                    own.unwrap_or("none configured"),
+                    given.map(|g| format!("; it names {g}")).unwrap_or_default()
+                ),
+            ));
+        }
+    };
+    let secrets: Api<Secret> = Api::namespaced(ctx.kube.clone(), namespace);
+    let secret = secrets
+        .get_opt(&named.name)
+        .await
+        .map_err(|e| Error::kube(format!("read Secret {namespace}/{}", named.name), e))?
+        .ok_or_else(|| {
+            Error::not_allowed(
+                "SecretNotFound",
+                format!(
+                    "Secret {namespace}/{} (named by spec.authConfigSecretRef) does not exist",
+                    named.name
+                ),
+            )
+        })?;
+    if secret.labels().get(CLUSTER_READABLE).map(String::as_str) != Some("true") {
+        return Err(Error::not_allowed(
+            SECRET_NOT_READABLE,
+            format!(
+                "Secret {namespace}/{} (named by spec.authConfigSecretRef) is not labelled {CLUSTER_READABLE}=true: a cluster-scoped resource reads only the Secrets labelled for it in the operator's namespace",
+                named.name
+            ),
+        ));
+    }
+    let mut auth_config = Map::new();
+    for (key, bytes) in secret.data.iter().flatten() {
+        let value = String::from_utf8(bytes.0.clone()).map_err(|_| {
+            Error::not_allowed(
+                "SecretKeyNotFound",
+                format!(
+                    "key {key} of Secret {namespace}/{} is not UTF-8 text",
+                    named.name
+                ),
+            )
+        })?;
+        if value.is_empty() {
+            // A placeholder not filled in yet: sending "" would erase the live credential.
+            return Err(Error::not_allowed(
+                "SecretKeyNotFound",
+                format!("key {key} of Secret {namespace}/{} is empty", named.name),
+            ));
+        }
+        auth_config.insert(key.clone(), Value::String(value));
+    }
+    if auth_config.is_empty() {
+        return Err(Error::not_allowed(
+            "SecretKeyNotFound",
+            format!(
+                "Secret {namespace}/{} (named by spec.authConfigSecretRef) holds no key: auth_config must not be empty",
+                named.name
+            ),
+        ));
+    }
+    Ok(auth_config)
+}
+
+/// The reference an earlier create made: the one with `spec.slug` (a deterministic identity),
+/// else the one with the name it sent, created within its window, claimed by no other
+/// resource, in a complete listing of the organisation's references.
+async fn find_created(
+    reference: &SecretReference,
+    cx: &Cx<'_, SecretReference>,
+    status: &SecretReferenceStatus,
+) -> Result<Lookup<RemoteReference>, Error> {
+    let client = cx.api(Op::Read).await?;
+    let listing = client
+        .secret_references()
+        .listing(&SecretReferencesListQuery::default())
+        .await
+        .map_err(|e| Error::api("list secret references", e))?;
+    if let Some(slug) = &reference.spec.slug {
+        let found = listing.items.iter().find(|r| &r.slug == slug).cloned();
+        return Ok(match (found, listing.complete) {
+            (Some(found), _) => Lookup::Found(found),
+            (None, true) => Lookup::Absent,
+            (None, false) => Lookup::Unknown("the secret reference list is incomplete".into()),
+        });
+    }
+    let sent = status
+        .create_attempt
+        .clone()
+        .unwrap_or_else(|| CreateAttempt {
+            name: Some(reference.spec.name.clone()),
+            ..Default::default()
+        });
+    one_of_ours(
+        cx,
+        status,
+        &sent,
+        listing,
+        |r| vec![r.id.as_str(), r.slug.as_str()],
+        |r| r.created_at.as_deref(),
+        |r| sent.name.as_deref() == Some(r.name.as_str()),
+        // The API keeps no marker of the create on a reference: a match is never proven.
+        |r| Some(format!("secret reference {} ({})", r.slug, r.id)),
+    )
+    .await
+}
+
+/// A SecretReference's own triggers: the Secret it reads (in the operator's namespace).
+pub fn watch_inputs(
+    controller: kube::runtime::controller::Controller<SecretReference>,
+    ctx: &Context,
+    namespace: Option<&str>,
+    references: kube::runtime::reflector::Store<SecretReference>,
+) -> kube::runtime::controller::Controller<SecretReference> {
+    crate::controller::config_refs::watch_secrets(controller, ctx, namespace, references)
+}

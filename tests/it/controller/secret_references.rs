@@ -1,0 +1,277 @@
+//! SecretReference (cluster-scoped) on a real kube-apiserver against the emulator over HTTP:
+//! `auth_config` comes from a labelled Secret of the operator's namespace and reaches the API
+//! write-only, one POST creates it, nothing is written at steady state, a console edit is
+//! corrected with one PUT and each Secret change is exactly one PUT; a delete the API refuses
+//! while an integration maps a field to the reference waits as `StillReferenced` and goes
+//! through once the mapping goes; no `auth_config` value shows in status, events, the
+//! operator's log or CLI output.
+
+use crate::support;
+
+use std::time::Duration;
+
+use aigw::resources::SecretReference;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use reqwest::Method;
+use serde_json::{Value, json};
+use support::harness::{Harness, captured_logs};
+use support::objects::Conditions;
+
+const WAIT: Duration = Duration::from_secs(30);
+const WS_A: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
+const KEY_ID: &str = "AKIAQ7SECREF0EXAMPLE";
+const FIRST_SECRET: &str = "wJalr-first-Vb8Nq2Lx5Tz1";
+const SECOND_SECRET: &str = "wJalr-second-Hc3Ry6Pk9Dm4";
+const POST: &str = "POST /ai_gw/admin/v2/secret-references";
+const PUT: &str = "PUT /ai_gw/admin/v2/secret-references/{secretReferenceId}";
+const DELETE: &str = "DELETE /ai_gw/admin/v2/secret-references/{secretReferenceId}";
+
+/// The `auth_config` Secret in the operator's namespace (the test namespace), labelled for
+/// cluster-scoped readers unless `labelled` is false.
+async fn put_auth(h: &Harness, secret_key: &str, labelled: bool) {
+    let labels = match labelled {
+        true => json!({"aigw.io/cluster-readable": "true"}),
+        false => json!({}),
+    };
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "aws-sm-auth", "labels": labels},
+        "stringData": {"aws_auth_type": "accessKey", "aws_region": "eu-west-1",
+                       "aws_access_key_id": KEY_ID, "aws_secret_access_key": secret_key}
+    }))
+    .unwrap();
+    h.env
+        .api::<Secret>()
+        .patch(
+            "aws-sm-auth",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .unwrap();
+}
+
+fn api(h: &Harness) -> Api<SecretReference> {
+    Api::all(h.env.client.clone())
+}
+
+async fn wait_for(
+    h: &Harness,
+    name: &str,
+    done: impl Fn(&SecretReference) -> bool,
+) -> SecretReference {
+    let api = api(h);
+    let name = h.cluster_name(name);
+    let found = support::wait_until(WAIT, || async {
+        let r = api.get_opt(&name).await.ok()??;
+        done(&r).then_some(r)
+    })
+    .await;
+    match found {
+        Some(r) => r,
+        None => panic!(
+            "SecretReference {name} did not get there: {:?}\n--- events ---\n{}",
+            api.get_opt(&name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|r| r.status),
+            h.cluster_events_text().await
+        ),
+    }
+}
+
+/// The emulator's record of the reference, `auth_config` in clear.
+async fn remote(h: &Harness, slug: &str) -> Value {
+    h.state().await["secret_references"]
+        .as_array()
+        .and_then(|all| all.iter().find(|r| r["slug"] == slug).cloned())
+        .unwrap_or(Value::Null)
+}
+
+/// Runs the built `aigw api …` against the harness's emulator; its stdout and stderr.
+async fn aigw_api(h: &Harness, args: &[&str]) -> String {
+    let token = tempfile::NamedTempFile::new().expect("token file");
+    std::fs::write(token.path(), support::harness::TOKEN).expect("token written");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
+    command
+        .arg("api")
+        .args(["--management-url", &h.emulator.management_url()])
+        .arg("--token-file")
+        .arg(token.path())
+        .args(args);
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .expect("aigw runs");
+    assert!(output.status.success(), "{args:?}: {output:?}");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+#[tokio::test]
+async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_to_be_deleted() {
+    let h = Harness::start_with_secret_namespace("secref", Duration::from_secs(1)).await;
+    put_auth(&h, FIRST_SECRET, false).await;
+    let slug = h.cluster_name("aws");
+    let spec = json!({"slug": slug, "name": "AWS prod", "managerType": "aws_sm",
+                      "secretPath": "prod/openai", "secretKey": "api_key",
+                      "description": "managed from Git",
+                      "authConfigSecretRef": {"name": "aws-sm-auth"},
+                      "allowedWorkspaces": [WS_A], "tags": {"team": "platform"}});
+    api(&h)
+        .create(
+            &PostParams::default(),
+            &h.cluster_object("SecretReference", "aws", spec),
+        )
+        .await
+        .unwrap();
+
+    // The operator's namespace also holds Connection credentials: only a labelled Secret is read.
+    let refused = wait_for(&h, "aws", |r| r.stalled_with("SecretNotReadable")).await;
+    let (_, _, message) = refused.condition("Stalled").unwrap();
+    assert!(message.contains("aigw.io/cluster-readable"), "{message}");
+    assert_eq!(h.remote_writes().await, 0, "nothing sent without the label");
+    put_auth(&h, FIRST_SECRET, true).await;
+
+    // One POST; auth_config and the allowed workspaces reached the API.
+    let ready = wait_for(&h, "aws", |r| r.ready()).await;
+    let status = ready.status.clone().unwrap();
+    assert_eq!(status.slug.as_deref(), Some(slug.as_str()));
+    assert!(status.secret_hash.is_some());
+    assert_eq!(h.count(POST).await, 1, "one POST");
+    let stored = remote(&h, &slug).await;
+    assert_eq!(stored["auth_config"]["aws_secret_access_key"], FIRST_SECRET);
+    assert_eq!(stored["auth_config"]["aws_access_key_id"], KEY_ID);
+    assert_eq!(stored["allowed_workspaces"], json!([WS_A]));
+    assert_eq!(stored["allow_all_workspaces"], false);
+    assert_eq!(stored["secret_key"], "api_key");
+    assert_eq!(stored["tags"], json!({"team": "platform"}));
+
+    // Steady state over several drift intervals: reads only.
+    h.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(h.remote_writes().await, 0, "no write at steady state");
+
+    // A console edit of a readable field: corrected with one PUT.
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/admin/v2/secret-references/{slug}"),
+        Some(json!({"secret_path": "edited/in/the/console"})),
+    )
+    .await;
+    h.reset_stats().await;
+    support::wait_until(WAIT, || async {
+        (remote(&h, &slug).await["secret_path"] == "prod/openai").then_some(())
+    })
+    .await
+    .expect("the console edit was corrected");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.count(PUT).await, 1, "one PUT corrects the edit");
+    let events = h.cluster_events_text().await;
+    assert!(events.contains("DriftCorrected"), "{events}");
+
+    // A Secret change: the new value reaches the API with exactly one PUT.
+    let writes = remote(&h, &slug).await["auth_config_writes"]
+        .as_u64()
+        .unwrap();
+    h.reset_stats().await;
+    put_auth(&h, SECOND_SECRET, true).await;
+    support::wait_until(WAIT, || async {
+        (remote(&h, &slug).await["auth_config"]["aws_secret_access_key"] == SECOND_SECRET)
+            .then_some(())
+    })
+    .await
+    .expect("the new secret reached the API");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.count(PUT).await, 1, "one PUT per Secret change");
+    assert_eq!(
+        remote(&h, &slug).await["auth_config_writes"]
+            .as_u64()
+            .unwrap(),
+        writes + 1
+    );
+
+    // An integration maps its key to the reference: the API refuses the delete, the resource
+    // says who holds it and waits; nothing is forced.
+    let integration = h
+        .call(
+            Method::POST,
+            "/ai_gw/admin/v2/integrations",
+            Some(
+                json!({"name": "mapped", "ai_provider_id": "open-ai", "slug": "mapped-openai",
+                        "create_default_provider": false,
+                        "secret_mappings": [{"target_field": "key", "secret_reference_id": slug}]}),
+            ),
+        )
+        .await;
+    assert!(integration["id"].is_string(), "{integration}");
+    api(&h).delete(&slug, &Default::default()).await.unwrap();
+    let held = wait_for(&h, "aws", |r| {
+        r.condition("Ready")
+            .is_some_and(|(s, reason, _)| s == "False" && reason == "StillReferenced")
+    })
+    .await;
+    let (_, _, message) = held.condition("Ready").unwrap();
+    assert!(message.contains("integration mapped-openai"), "{message}");
+    assert!(message.contains("deletionPolicy: Orphan"), "{message}");
+    assert!(
+        !remote(&h, &slug).await.is_null(),
+        "not deleted while in use"
+    );
+    assert!(h.count(DELETE).await >= 1, "the delete was tried");
+
+    // The mapping goes: the next try deletes it.
+    h.call(
+        Method::PUT,
+        "/ai_gw/admin/v2/integrations/mapped-openai",
+        Some(json!({"secret_mappings": []})),
+    )
+    .await;
+    support::wait_until(Duration::from_secs(60), || async {
+        api(&h).get_opt(&slug).await.ok()?.is_none().then_some(())
+    })
+    .await
+    .expect("the SecretReference went once nothing mapped to it");
+    assert!(remote(&h, &slug).await.is_null(), "deleted remotely");
+
+    // No auth_config value anywhere but the API.
+    let statuses = serde_json::to_string(&held.status).unwrap();
+    let events = format!(
+        "{}\n{}",
+        h.cluster_events_text().await,
+        h.env.events_text().await
+    );
+    assert!(events.contains("StillReferenced"), "{events}");
+    let logs = captured_logs();
+    let metrics = h.ctx.metrics.encode();
+    // A reference to read with the CLI, its auth_config set through the API.
+    h.call(
+        Method::POST,
+        "/ai_gw/admin/v2/secret-references",
+        Some(
+            json!({"name": "cli", "slug": "cli-ref", "manager_type": "aws_sm",
+                    "secret_path": "p", "auth_config": {"aws_auth_type": "accessKey",
+                    "aws_region": "eu-west-1", "aws_access_key_id": KEY_ID,
+                    "aws_secret_access_key": SECOND_SECRET}}),
+        ),
+    )
+    .await;
+    let cli = format!(
+        "{}{}",
+        aigw_api(&h, &["secret-references", "get", "cli-ref"]).await,
+        aigw_api(&h, &["secret-references", "list"]).await
+    );
+    assert!(cli.contains("cli-ref"), "{cli}");
+    for value in [FIRST_SECRET, SECOND_SECRET] {
+        assert!(!statuses.contains(value), "a secret in a status");
+        assert!(!events.contains(value), "a secret in an event");
+        assert!(!logs.contains(value), "a secret in the operator's log");
+        assert!(!metrics.contains(value), "a secret in the metrics");
+        assert!(!cli.contains(value), "a secret in the CLI output");
+    }
+    h.stop().await;
+}
