@@ -155,6 +155,15 @@ var kinds = []kind{
 			"through Connection default (spec.grants[].integrations: anthropic-prod)"},
 	},
 	{
+		kind: "SecretReference", resource: "secretreferences", managed: true, manager: "aigw/secretreference", example: "secretreference.yaml",
+		bump:        map[string]any{"spec": map[string]any{"name": "AWS production secrets v2"}},
+		settled:     map[string]any{"id": "7b8c9d0e-1f2a-4b3c-8d4e-5f6a7b8c9d0e", "slug": "aws-prod"},
+		ready:       outcome{"Ready", "Reconciled", "SecretReference is in sync with the management API"},
+		progressing: outcome{"Progressing", "ServerError", "failed to create secret reference: POST /ai_gw/admin/v2/secret-references returned HTTP 503: upstream unavailable"},
+		stalled: outcome{"Stalled", "StillReferenced", "secret reference aws-prod is still in use and is not deleted: " +
+			"the API refused the delete: referenced by integration mapped-openai"},
+	},
+	{
 		kind: "Connection", resource: "connections", manager: "aigw/connection", example: "connection.yaml",
 		bump:        map[string]any{"spec": map[string]any{"qps": 5}},
 		ready:       outcome{"Ready", "TokenObtained", "a token was obtained"},
