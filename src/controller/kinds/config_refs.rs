@@ -177,17 +177,8 @@ async fn read_secret_values(
             read.insert(selector.name.clone(), secret);
         }
         let secret = read.get(&selector.name).and_then(Option::as_ref);
-        if let (true, Some(secret)) = (source.labelled_only, secret)
-            && secret.labels().get(CLUSTER_READABLE).map(String::as_str) != Some("true")
-        {
-            return Err(Error::not_allowed(
-                SECRET_NOT_READABLE,
-                format!(
-                    "Secret {namespace}/{} (named by {}) is not labelled {CLUSTER_READABLE}=true: a cluster-scoped resource reads only the Secrets labelled for it in the operator's namespace, so the Connection Secrets there stay out of its reach",
-                    selector.name,
-                    source.secret_source(&reference.path)
-                ),
-            ));
+        if let (true, Some(secret)) = (source.labelled_only, secret) {
+            require_cluster_readable(secret, &source.secret_source(&reference.path))?;
         }
         let value = secret_value(
             secret,
@@ -198,6 +189,23 @@ async fn read_secret_values(
         values.insert(reference.path.clone(), value);
     }
     Ok(SecretValues(values))
+}
+
+/// Refuses `secret` (named by the spec field `named_by`) to a cluster-scoped resource unless it
+/// is labelled [`CLUSTER_READABLE`]: the operator's namespace also holds the Connections'
+/// credentials, which no resource may send anywhere.
+pub fn require_cluster_readable(secret: &Secret, named_by: &str) -> Result<(), Error> {
+    if secret.labels().get(CLUSTER_READABLE).map(String::as_str) == Some("true") {
+        return Ok(());
+    }
+    Err(Error::not_allowed(
+        SECRET_NOT_READABLE,
+        format!(
+            "Secret {}/{} (named by {named_by}) is not labelled {CLUSTER_READABLE}=true: a cluster-scoped resource reads only the Secrets labelled for it in the operator's namespace, so the Connection Secrets there stay out of its reach",
+            secret.namespace().unwrap_or_default(),
+            secret.name_any(),
+        ),
+    ))
 }
 
 /// The value of one reference; the errors name the Secret and key, never a value.

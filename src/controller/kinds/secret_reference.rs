@@ -10,13 +10,15 @@
 //! interval) reads the reference.
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::{Api, Resource, ResourceExt};
+use kube::{Api, Resource};
 use serde_json::{Map, Value};
 
 use crate::api::{
     self, ApiError, Client, SecretReference as RemoteReference, SecretReferencesListQuery,
 };
-use crate::controller::config_refs::{CLUSTER_READABLE, ReadsSecrets, SECRET_NOT_READABLE};
+use crate::controller::config_refs::{
+    CLUSTER_READABLE, ReadsSecrets, SECRET_NOT_READABLE, require_cluster_readable,
+};
 use crate::controller::create::{Created, Lookup, body_hash, one_of_ours};
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Cx, Managed};
@@ -343,15 +345,7 @@ async fn read_auth_config(
                 ),
             )
         })?;
-    if secret.labels().get(CLUSTER_READABLE).map(String::as_str) != Some("true") {
-        return Err(Error::not_allowed(
-            SECRET_NOT_READABLE,
-            format!(
-                "Secret {namespace}/{} (named by spec.authConfigSecretRef) is not labelled {CLUSTER_READABLE}=true: a cluster-scoped resource reads only the Secrets labelled for it in the operator's namespace",
-                named.name
-            ),
-        ));
-    }
+    require_cluster_readable(&secret, "spec.authConfigSecretRef")?;
     let mut auth_config = Map::new();
     for (key, bytes) in secret.data.iter().flatten() {
         let value = String::from_utf8(bytes.0.clone()).map_err(|_| {
