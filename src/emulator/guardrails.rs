@@ -304,7 +304,8 @@ fn checks(body: &Object) -> ApiResult<Option<Value>> {
 }
 
 /// `actions`: `deny` and `async` default to false; `sequential`, `on_success` and `on_fail`
-/// are kept as sent (absent when not sent, as live reads show).
+/// are kept as sent (absent when not sent, as live reads show), a feedback's `metadata` typed
+/// as the published spec types it: a string, `''` when left out, anything else a 400.
 fn actions(body: &Object) -> ApiResult<Option<Value>> {
     let Some(value) = body.get("actions") else {
         return Ok(None);
@@ -322,6 +323,26 @@ fn actions(body: &Object) -> ApiResult<Option<Value>> {
             Some(_) => {
                 return Err(EmulatorError::validation(format!(
                     "actions.{flag} must be a boolean"
+                )));
+            }
+        }
+    }
+    for key in ["on_success", "on_fail"] {
+        let Some(feedback) = actions
+            .get_mut(key)
+            .and_then(|action| action.get_mut("feedback"))
+            .and_then(Value::as_object_mut)
+        else {
+            continue;
+        };
+        match feedback.get("metadata") {
+            None | Some(Value::Null) => {
+                feedback.insert("metadata".into(), json!(""));
+            }
+            Some(Value::String(_)) => {}
+            Some(_) => {
+                return Err(EmulatorError::validation(format!(
+                    "actions.{key}.feedback.metadata must be a string"
                 )));
             }
         }

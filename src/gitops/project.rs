@@ -9,6 +9,7 @@ use crate::resources::guardrail::{
     Feedback, GuardrailActions, GuardrailCheck, GuardrailDefinition, GuardrailDeletionPolicy,
 };
 use crate::resources::policy::same_enum;
+use serde_json::Value;
 
 /// A spec that adopts `remote` (by slug) and matches it.
 pub fn config_spec(remote: &api::ConfigDetail) -> ConfigSpec {
@@ -58,7 +59,11 @@ pub fn guardrail_definition(remote: &api::GuardrailDetails) -> GuardrailDefiniti
         Some(Feedback {
             value: f["value"].as_f64()?,
             weight: f["weight"].as_f64().unwrap_or(1.0),
-            metadata: f["metadata"].as_object().cloned().unwrap_or_default(),
+            metadata: match &f["metadata"] {
+                Value::String(text) => text.clone(),
+                Value::Null => String::new(),
+                other => other.to_string(),
+            },
         })
     };
     GuardrailDefinition {
@@ -106,7 +111,8 @@ mod tests {
             "id": "g1", "slug": "pg-pii-1a2b3c", "name": "pii", "workspace_id": "ws-1", "target": "mcp_tools",
             "checks": [{"id": "default.regexMatch", "parameters": {"rule": "x"}, "is_enabled": 0, "name": "rx"}],
             "actions": {"deny": 1, "async": 0, "sequential": true,
-                        "on_fail": {"feedback": {"value": -5, "weight": 1, "metadata": {"k": "v"}}}},
+                        "on_fail": {"feedback": {"value": -5, "weight": 1, "metadata": "k=v"}},
+                        "on_success": {"feedback": {"value": 5, "weight": 1}}},
             "version_id": "v1"
         }))
         .unwrap();

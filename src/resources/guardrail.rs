@@ -209,10 +209,14 @@ pub struct Feedback {
     /// Its weight (default 1).
     #[serde(default = "one")]
     pub weight: f64,
-    /// Free-form metadata.
-    #[serde(default, skip_serializing_if = "Map::is_empty")]
-    #[schemars(schema_with = "free_form")]
-    pub metadata: Map<String, Value>,
+    /// Metadata recorded with the feedback: a string, as the API types it (default empty).
+    #[serde(
+        default,
+        skip_serializing_if = "String::is_empty",
+        deserialize_with = "metadata_text"
+    )]
+    #[schemars(length(max = 4096))]
+    pub metadata: String,
 }
 
 fn one() -> f64 {
@@ -221,6 +225,18 @@ fn one() -> f64 {
 
 fn free_form(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
+}
+
+/// Reads `metadata` as a string. Objects written before it was typed as the API types it (a
+/// string) are still read, as their JSON text (`{}` as empty), so a resource stored by an
+/// earlier release keeps reconciling; the next write sends that text.
+fn metadata_text<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<String, D::Error> {
+    Ok(match Value::deserialize(deserializer)? {
+        Value::Null => String::new(),
+        Value::String(text) => text,
+        Value::Object(map) if map.is_empty() => String::new(),
+        other => other.to_string(),
+    })
 }
 
 /// What a guardrail checks.
@@ -409,11 +425,23 @@ pub fn remote_document(remote: &api::GuardrailDetails) -> Value {
                 actions.insert(key.into(), flag(value, false));
             }
             (_, Some(value)) => {
-                actions.insert(key.into(), value.clone());
+                actions.insert(key.into(), feedback_read(value));
             }
         }
     }
     json!({"checks": checks, "actions": actions})
+}
+
+/// A feedback action as read, with the API's default for `metadata` (an empty string) where
+/// the read leaves it out: what aigw would send for the same action.
+fn feedback_read(action: &Value) -> Value {
+    let mut action = action.clone();
+    if let Some(feedback) = action.get_mut("feedback").and_then(Value::as_object_mut)
+        && feedback.get("metadata").is_none_or(Value::is_null)
+    {
+        feedback.insert("metadata".into(), Value::String(String::new()));
+    }
+    action
 }
 
 /// What the controller, the claims and the Config references need of either guardrail kind.
@@ -723,7 +751,7 @@ mod tests {
     fn a_normalised_read_with_a_masked_secret_is_in_sync() {
         let read = remote(
             json!([{"is_enabled": 1, "parameters": {"max": 2.0, "rule": "\\d{3}", "api_key": "****"}, "id": "default.regexMatch"}]),
-            json!({"on_fail": {"feedback": {"weight": 1, "value": -5.0, "metadata": {}}}, "async": 0, "deny": 1}),
+            json!({"on_fail": {"feedback": {"weight": 1, "value": -5.0, "metadata": ""}}, "async": 0, "deny": 1}),
         );
         assert!(
             spec().definition.diff(&read).is_empty(),
@@ -747,7 +775,7 @@ mod tests {
         assert_eq!(spec().definition.diff(&read), vec!["checks", "actions"]);
         let without_secret = remote(
             json!([{"id": "default.regexMatch", "parameters": {"rule": "\\d{3}", "max": 2}}]),
-            json!({"deny": true, "async": false, "on_fail": {"feedback": {"value": -5, "weight": 1, "metadata": {}}}}),
+            json!({"deny": true, "async": false, "on_fail": {"feedback": {"value": -5, "weight": 1}}}),
         );
         assert_eq!(spec().definition.diff(&without_secret), vec!["checks"]);
     }

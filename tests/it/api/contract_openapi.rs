@@ -20,6 +20,8 @@
 use std::{collections::BTreeSet, path::PathBuf};
 
 use aigw::emulator::{EmulatorOptions, Running, spawn};
+use aigw::resources::config_document::SecretDocument;
+use aigw::resources::guardrail::GuardrailSpec;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -30,6 +32,10 @@ const DEVIATIONS: &[(&str, &str)] = &[
     (
         "GET /logs/charts/{metric} 200",
         "the fragment's oneOf alternatives overlap (ScmEnvelope {success, data: object} matches every chart, and a latency answer also matches ScmCountChart), so no answer can match exactly one; each answer is validated against its metric's alternative (ScmCountChart, ScmLatencyChart, ScmErrorTrends, ScmErrorCategoryTrends), which must be one of the oneOf's",
+    ),
+    (
+        "createGuardrail request checks[].parameters",
+        "the spec's oneOf alternatives overlap (none forbids other properties, most require none), so no parameters object matches exactly one; each check's parameters are validated against its id's own alternative (RegexMatchParameters for default.regexMatch)",
     ),
     (
         "createConfig 200",
@@ -181,6 +187,11 @@ impl Spec {
             .find(|(method, path, op)| operation_name(method, path, op) == operation_id)
             .unwrap_or_else(|| panic!("operation {operation_id} is in the spec"));
         op
+    }
+
+    fn request_schema(&self, operation_id: &str) -> Value {
+        let op = self.operation(operation_id);
+        op["requestBody"]["content"]["application/json"]["schema"].clone()
     }
 
     fn response_schema(&self, operation_id: &str, status: u16) -> Value {
@@ -652,6 +663,7 @@ const CHECKED: &[&str] = &[
     "getRateLimitsPolicy",
     "updateRateLimitsPolicy",
     "deleteRateLimitsPolicy",
+    "createGuardrail",
     "listGuardrails",
     "getResponse",
     "getVectorStoreFile",
@@ -890,6 +902,36 @@ async fn guardrail_responses_match_the_spec() {
         assert_eq!(status, 403);
         h.expect_spec("listGuardrails", 403, &error);
     }
+    // What aigw sends to create a Guardrail with both feedback actions is the spec's request
+    // (a feedback's `metadata` a string, as the spec types it), and the answer is the spec's.
+    let guardrail: GuardrailSpec = serde_json::from_value(json!({
+        "name": "pii", "workspaceId": WORKSPACE,
+        "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{3}"}}],
+        "actions": {"deny": true, "onSuccess": {"value": 5},
+                    "onFail": {"value": -5, "metadata": "team=a"}}}))
+    .unwrap();
+    let definition = &guardrail.definition;
+    let request = definition.create_request_with(&definition.document(), Some(WORKSPACE));
+    let body = serde_json::to_value(request).unwrap();
+    assert_eq!(body["actions"]["on_success"]["feedback"]["metadata"], "");
+    // The spec's `parameters` alternatives overlap (see DEVIATIONS): the check's are validated
+    // against its id's own alternative, everything else against the request schema as is.
+    assert_eq!(
+        h.spec.request_schema("createGuardrail")["$ref"],
+        "#/components/schemas/CreateGuardrailRequest"
+    );
+    let mut schema = h.spec.component("CreateGuardrailRequest");
+    let mut check = h.spec.component("GuardrailCheck");
+    check["properties"]["parameters"] =
+        json!({"$ref": "#/components/schemas/RegexMatchParameters"});
+    schema["properties"]["checks"]["items"] = check;
+    h.expect_schema("createGuardrail", &schema, &body);
+    let (status, created) = h
+        .call(Method::POST, "/ai_gw/v2/guardrails", Some(body))
+        .await;
+    assert_eq!(status, 200, "{created}");
+    h.expect_spec("createGuardrail", 200, &created);
+    assert_eq!(h.checked.len(), 2);
 }
 
 #[tokio::test]

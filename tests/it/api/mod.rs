@@ -3,6 +3,7 @@
 mod api_keys_client;
 mod client;
 mod contract_openapi;
+mod crd_fidelity;
 mod emulator;
 mod emulator_api_keys;
 mod emulator_gateway;

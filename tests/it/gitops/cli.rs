@@ -337,7 +337,10 @@ async fn seed(remote: &Remote) -> Value {
             "/ai_gw/v2/guardrails",
             json!({"name": "pii check", "workspace_id": "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c",
                    "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
-                   "actions": {"deny": true}}),
+                   // Feedback as the console writes it: `metadata` a string, '' or left out.
+                   "actions": {"deny": true,
+                               "on_fail": {"feedback": {"value": -5, "weight": 1, "metadata": ""}},
+                               "on_success": {"feedback": {"value": 5, "weight": 1}}}}),
         )
         .await;
     remote

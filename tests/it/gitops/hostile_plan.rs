@@ -508,7 +508,7 @@ async fn plan_of_an_adopted_guardrail_shows_no_action_value_it_does_not_hold() {
         .json(&json!({"name": "victim pii", "workspace_id": WORKSPACE,
             "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
             "actions": {"deny": true, "on_fail": {"feedback": {"value": -5, "weight": 1,
-                "metadata": {"sink": SINK, "team": "b"}}}}}))
+                "metadata": format!("team=b sink={SINK}")}}}}))
         .send()
         .await
         .unwrap()
@@ -527,7 +527,7 @@ async fn plan_of_an_adopted_guardrail_shows_no_action_value_it_does_not_hold() {
             "spec": {"name": "victim pii", "slug": slug, "workspaceId": WORKSPACE,
                      "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
                      "actions": {"deny": false, "onFail": {"value": -5,
-                        "metadata": {"team": "a"}}}}});
+                        "metadata": "team=a"}}}});
         let probe = write(dir.path(), &format!("{kind}.yaml"), &probe);
         for output in ["json", "human"] {
             let mut all = args(&["plan", "-f", &probe, "--output", output]);
@@ -550,7 +550,7 @@ async fn plan_of_an_adopted_guardrail_shows_no_action_value_it_does_not_hold() {
     // The change still shows, its unconfirmed values hidden.
     let json = &shown[0].1;
     assert!(
-        json.contains("\"team\": \"a\"") && json.contains("(value hidden)"),
+        json.contains("team=a") && json.contains("(value hidden)"),
         "{json}"
     );
 }
