@@ -33,37 +33,39 @@ fn names_a_secret(value: &Value) -> bool {
 /// Secret's ([`hide_unconfirmed`]).
 pub const HIDDEN: &str = "(value hidden)";
 
-/// Hides, in `current` (a remote object as a plan shows it) below `prefix`, every value the
-/// manifest (`desired`) does not hold at the same place: a string that differs from the
-/// manifest's, and a string or number at a path the manifest lacks or holds something else
-/// than a number at. Each reads [`HIDDEN`]; its path still shows.
+/// Hides, in `current` (a remote object as a plan shows it) below `prefix`, every value a plan
+/// may not compare with the manifest (`desired`): every string, and a number at a path where
+/// the manifest holds no number. Each reads [`HIDDEN`]; its path still shows. True when it hid
+/// anything.
 ///
 /// For a remote object the manifest adopts (its `spec.slug` names it, and no live resource of
-/// its own records it), a plan cannot know which values some resource took from its Secrets:
-/// another namespace's resource, or an earlier version at other paths. What it prints of the
-/// object is then only what the manifest itself holds (and the object's shape). aigw sends a
+/// its own records it; without `--kubeconfig`, every object a spec names), a plan cannot know
+/// which values some resource took from its Secrets: another namespace's resource, or an
+/// earlier version at other paths. Nor may it compare them with the manifest's: a string shown
+/// where it equals the manifest's and hidden where it does not (or "in sync" against a `-/+`
+/// line, exit 0 against 2) tells the pull request's author whether a guess equals another
+/// team's Secret. So every string reads hidden, whatever the manifest holds, and the plan says
+/// the adoption may write ([`crate::gitops::plan::Entry::values_hidden`]). aigw sends a
 /// Secret's value as a string, so a number the manifest also holds as a number at that path
 /// (`retry.attempts: 2` → `3`) is shown.
-pub fn hide_unconfirmed(current: &mut Value, desired: &Value, prefix: &str) {
+pub fn hide_unconfirmed(current: &mut Value, desired: &Value, prefix: &str) -> bool {
     let Some(below) = current.pointer(prefix) else {
-        return;
+        return false;
     };
     let mut leaves = Vec::new();
     scalar_leaves(below, prefix, &mut leaves);
+    let mut hidden = false;
     for pointer in leaves {
-        let theirs = desired.pointer(&pointer);
+        let number_for_number = desired.pointer(&pointer).is_some_and(Value::is_number);
         let Some(slot) = current.pointer_mut(&pointer) else {
             continue;
         };
-        let confirmed = match (&*slot, theirs) {
-            (Value::String(_), Some(theirs)) => Some(&*slot) == Some(theirs),
-            (Value::Number(_), Some(theirs)) => theirs.is_number(),
-            _ => false,
-        };
-        if !confirmed {
+        if !(slot.is_number() && number_for_number) {
             *slot = Value::String(HIDDEN.into());
+            hidden = true;
         }
     }
+    hidden
 }
 
 /// `value` with every secret replaced by [`MASK`].
@@ -454,18 +456,19 @@ mod tests {
         assert!(!shown.contains("90417735"), "{shown}");
     }
 
-    /// A remote object a manifest adopts: only what the manifest itself holds at a place is
-    /// shown there (attack on issue 27: a pull request naming another team's config by slug,
-    /// with dummy values at its paths, printed that team's values).
+    /// A remote object a manifest adopts shows none of its strings, whatever the manifest holds
+    /// at their place (attack on issue 27: a pull request naming another team's config by slug,
+    /// with dummy values at its paths, printed that team's values; one with the right guess at
+    /// a path then read "in sync", a guessing oracle).
     #[test]
-    fn an_adopted_remote_object_shows_only_what_the_manifest_holds() {
+    fn an_adopted_remote_object_shows_no_string_whatever_the_manifest_holds() {
         let mut current = json!({"name": "theirs", "config": {"retry": {"attempts": 2},
             "targets": [{"provider": "@openai", "custom_host": "https://u:pw@victim.example",
                          "account_pin": 90417735_u64, "weight": 1}]}});
         let desired = json!({"config": {"retry": {"attempts": 3},
             "targets": [{"provider": "@openai", "custom_host": "https://dummy.example",
                          "account_pin": "(secret pins/pin)"}]}});
-        hide_unconfirmed(&mut current, &desired, "/config");
+        assert!(hide_unconfirmed(&mut current, &desired, "/config"));
         let target = &current["config"]["targets"][0];
         assert_eq!(target["custom_host"], HIDDEN);
         assert_eq!(
@@ -473,12 +476,17 @@ mod tests {
             "a number where the manifest has none"
         );
         assert_eq!(target["weight"], HIDDEN, "a path the manifest lacks");
-        assert_eq!(target["provider"], "@openai", "the manifest holds it");
+        assert_eq!(
+            target["provider"], HIDDEN,
+            "equal to the manifest's, hidden all the same"
+        );
         assert_eq!(
             current["config"]["retry"]["attempts"], 2,
             "a number for a number"
         );
         assert_eq!(current["name"], "theirs", "outside the prefix");
+        let mut numbers = json!({"config": {"retry": {"attempts": 2}}});
+        assert!(!hide_unconfirmed(&mut numbers, &desired, "/config"));
     }
 
     /// With cluster access a plan knows the values of the Secrets a manifest names: masking the

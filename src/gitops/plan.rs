@@ -10,10 +10,11 @@
 //! the operator would let that manifest reach (`plan_claims`): with `--kubeconfig`, an
 //! adoption the Connection's grants refuse, or of an object another live resource manages, is
 //! a conflict that shows nothing of it, and the Secret paths of every live resource recording
-//! the object are masked. Of an object the manifest adopts, a value the manifest does not hold
-//! at the same place reads `(value hidden)` ([`super::mask::hide_unconfirmed`]): no one can tell
-//! which of its values some resource took from a Secret. The manifest itself is masked by path,
-//! never by a Secret's value.
+//! the object are masked. Of an object the manifest adopts, every string of its document reads
+//! `(value hidden)` ([`super::mask::hide_unconfirmed`]), whatever the manifest holds there: no one
+//! can tell which of its values some resource took from a Secret, and a plan that compared them
+//! with the manifest's would tell whether a guess is right. Such an adoption may write
+//! ([`Entry::values_hidden`]). The manifest itself is masked by path, never by a Secret's value.
 
 use k8s_openapi::NamespaceResourceScope;
 use kube::Resource;
@@ -103,9 +104,16 @@ pub struct Entry {
     /// Slug (configs) or id of the remote counterpart, when there is one.
     pub remote: Option<String>,
     pub changes: Vec<FieldChange>,
-    /// Why, for conflicts and for creates of a vanished counterpart.
+    /// Why, for conflicts, for creates of a vanished counterpart, and for an adoption whose
+    /// remote values are hidden.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// An adoption whose remote document's strings are hidden ([`super::mask::hide_unconfirmed`]):
+    /// they are never compared with the manifest's, so the plan cannot tell whether applying
+    /// writes them, and says it may (`changes` lists the document, exit code 2), whether or not
+    /// they already match.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub values_hidden: bool,
 }
 
 impl Entry {
@@ -114,7 +122,7 @@ impl Entry {
     pub fn writes(&self) -> bool {
         match self.action {
             Action::Create | Action::Update | Action::Gated => true,
-            Action::Adopt => !self.changes.is_empty(),
+            Action::Adopt => !self.changes.is_empty() || self.values_hidden,
             Action::NoChange | Action::Conflict | Action::Observe => false,
         }
     }
@@ -122,6 +130,23 @@ impl Entry {
     /// The entry of an `Observe` resource: what a Full one would write becomes the differences
     /// it reports; with nothing to observe (no counterpart) it would stall, sending nothing.
     /// A conflict stays one: the operator would stall on it in Observe too.
+    /// This entry, of an adoption whose remote document had values hidden (`hidden`): said to
+    /// write, whatever its remote strings are.
+    pub(super) fn with_values_hidden(self, hidden: bool) -> Self {
+        if !hidden {
+            return self;
+        }
+        let reason = match self.action {
+            Action::Adopt => self.reason.or_else(|| Some(VALUES_HIDDEN.to_string())),
+            _ => self.reason,
+        };
+        Entry {
+            values_hidden: true,
+            reason,
+            ..self
+        }
+    }
+
     fn observed(self) -> Self {
         if self.action == Action::Conflict {
             return self;
@@ -132,6 +157,9 @@ impl Entry {
                     .to_string(),
             ),
             _ if self.changes.is_empty() => None,
+            _ if self.values_hidden => Some(
+                "may differ from the remote object (its values are hidden): a difference is reported as Drifted, never written".into(),
+            ),
             _ => Some("differs from the remote object: reported as Drifted, never written".into()),
         };
         let changes = match self.action {
@@ -146,6 +174,9 @@ impl Entry {
         }
     }
 }
+
+/// Why an adoption says it may write ([`Entry::values_hidden`]).
+const VALUES_HIDDEN: &str = "may write: this resource does not record the remote object (without --kubeconfig none is known to), so which of its values came from a Secret is unknown; its strings are hidden and never compared with the manifest's, and applying may write any of them";
 
 /// Counts per action.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -233,7 +264,11 @@ fn render_entry(entry: &Entry, out: &mut String) {
         .as_ref()
         .map(|r| format!(" {r}"))
         .unwrap_or_default();
-    let in_sync = if entry.action == Action::Adopt && entry.changes.is_empty() {
+    let in_sync = if entry.values_hidden && matches!(entry.action, Action::Adopt | Action::Gated) {
+        " (may write; remote values hidden)"
+    } else if entry.values_hidden {
+        " (remote values hidden)"
+    } else if entry.action == Action::Adopt && entry.changes.is_empty() {
         " (in sync, nothing to write)"
     } else {
         ""
@@ -503,6 +538,7 @@ pub(super) fn entry(
         remote,
         changes,
         reason,
+        values_hidden: false,
     }
 }
 
@@ -650,12 +686,14 @@ async fn plan_config(
     }
     // The remote document holds the values at the paths the live resource wrote them to.
     masking.learn(&current);
-    if counterpart.adopting {
-        hide_unconfirmed(&mut current, &desired, "/config");
-    }
+    let hidden = counterpart.adopting && hide_unconfirmed(&mut current, &desired, "/config");
     spec.show_secret_refs(&mut current["config"], true);
-    let changes = field_changes_masked(&spec.diff(&remote), &current, &desired, &masking);
-    Ok(match unresolved {
+    let mut fields = spec.diff(&remote);
+    if hidden {
+        fields = with_hidden(fields, &["config"], &desired);
+    }
+    let changes = field_changes_masked(&fields, &current, &desired, &masking);
+    let planned = match unresolved {
         Some(reason) => entry(
             Action::Conflict,
             Some(counterpart.key.clone()),
@@ -663,7 +701,8 @@ async fn plan_config(
             Some(reason),
         ),
         None => compared(&counterpart, changes),
-    })
+    };
+    Ok(planned.with_values_hidden(hidden))
 }
 
 /// What a Config's plan hides beyond the secret list: the values of the Secrets its planned
@@ -851,9 +890,13 @@ async fn plan_guardrail<G: GuardrailKind>(
     }
     // The remote object holds the values at the paths the live resource wrote them to.
     masking.learn(&current);
+    let mut hidden = Vec::new();
     if counterpart.adopting {
-        hide_unconfirmed(&mut current, &desired, "/checks");
-        hide_unconfirmed(&mut current, &desired, "/actions");
+        for field in ["checks", "actions"] {
+            if hide_unconfirmed(&mut current, &desired, &format!("/{field}")) {
+                hidden.push(field);
+            }
+        }
     }
     for reference in &definition.secret_refs {
         if let Some(value) = current.pointer_mut(&reference.path) {
@@ -866,12 +909,15 @@ async fn plan_guardrail<G: GuardrailKind>(
     let conflicts = definition.immutable_conflicts(&remote, guardrail.workspace_id());
     let mut fields = conflicts.clone();
     fields.extend(definition.diff(&remote));
+    if !hidden.is_empty() {
+        fields = with_hidden(fields, &hidden, &desired);
+    }
     let changes = field_changes_masked(&fields, &current, &desired, &masking);
     let invalid = invalid.or_else(|| {
         G::other_kind(&remote)
             .map(|why| format!("{why}: the operator would stall and write nothing"))
     });
-    Ok(match (invalid, conflicts.is_empty()) {
+    let planned = match (invalid, conflicts.is_empty()) {
         (Some(reason), _) => entry(
             Action::Conflict,
             Some(counterpart.key),
@@ -888,7 +934,8 @@ async fn plan_guardrail<G: GuardrailKind>(
             )),
         ),
         (None, true) => compared(&counterpart, changes),
-    })
+    };
+    Ok(planned.with_values_hidden(!hidden.is_empty()))
 }
 
 /// A policy kind ([`Policy`]): its counterpart is `spec.policyId`, else the live `status.id`.
@@ -1007,6 +1054,29 @@ pub(super) fn create_changes(desired: &Value, skip: &[&str]) -> Vec<FieldChange>
         .filter(|k| !skip.contains(k) && !LOCAL_FIELDS.contains(k))
         .collect();
     field_changes(&fields, &Value::Null, desired)
+}
+
+/// `fields` (that differ) with `hidden` (whose remote values are hidden, so may differ) added,
+/// in the order `desired` (the spec as JSON) holds them: neither which fields an adoption lists
+/// nor their order may depend on whether its hidden strings match the manifest's.
+pub(super) fn with_hidden(
+    mut fields: Vec<&'static str>,
+    hidden: &[&'static str],
+    desired: &Value,
+) -> Vec<&'static str> {
+    for &field in hidden {
+        if !fields.contains(&field) {
+            fields.push(field);
+        }
+    }
+    let place = |field: &str| {
+        desired
+            .as_object()
+            .and_then(|map| map.keys().position(|key| key == field))
+            .unwrap_or(usize::MAX)
+    };
+    fields.sort_by_key(|field| place(field));
+    fields
 }
 
 /// [`field_changes`] of the documents once `masking` hid what it knows on both sides (a
@@ -1137,6 +1207,41 @@ mod tests {
         assert!(text.contains("1 gated (written once promoted)"), "{text}");
         let json = serde_json::to_value(&plan).unwrap();
         assert_eq!(json["resources"][0]["action"], "gated");
+    }
+
+    /// An adoption whose remote strings are hidden says it may write, and exits 2, whether its
+    /// changes list anything or not; which fields it lists, and their order, do not depend on
+    /// which of them differ (attack on issue 27: a guessing oracle).
+    #[test]
+    fn an_adoption_with_hidden_values_may_write_and_lists_its_fields_in_one_order() {
+        let hidden = entry(Action::Adopt, Some("pc-1".into()), Vec::new(), None);
+        let plan = Plan::new(vec![hidden.with_values_hidden(true)]);
+        assert_eq!(plan.exit_code(), 2);
+        let text = plan.render();
+        assert!(
+            text.contains(": adopt pc-1 (may write; remote values hidden)\n    may write:"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&plan).unwrap();
+        assert_eq!(json["resources"][0]["valuesHidden"], true);
+        let plain = Plan::new(vec![entry(Action::Adopt, None, Vec::new(), None)]);
+        let json = serde_json::to_value(&plain).unwrap();
+        assert!(json["resources"][0].get("valuesHidden").is_none(), "{json}");
+        let desired = json!({"actions": {}, "checks": [], "name": "n"});
+        let forced = ["checks", "actions"];
+        for differing in [
+            vec![],
+            vec!["actions"],
+            vec!["checks", "actions"],
+            vec!["name"],
+        ] {
+            let shown = with_hidden(differing.clone(), &forced, &desired);
+            let expected = match differing.contains(&"name") {
+                true => vec!["actions", "checks", "name"],
+                false => vec!["actions", "checks"],
+            };
+            assert_eq!(shown, expected, "{differing:?}");
+        }
     }
 
     #[test]

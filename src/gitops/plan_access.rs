@@ -9,7 +9,7 @@ use super::GitopsError;
 use super::mask::{Masking, hide_unconfirmed};
 use super::plan::{
     Action, Counterpart, Entry, FieldChange, Live, compared, create_changes, entry, field_changes,
-    found, live_cluster_object, live_object, to_json,
+    found, live_cluster_object, live_object, to_json, with_hidden,
 };
 use super::plan_claims::{Claimed, Own, claimed};
 use crate::api::{self, Client};
@@ -133,7 +133,7 @@ pub(super) async fn plan_integration(
         }
     }
     // What the spec takes from Secrets is never shown, on either side, whatever the read says.
-    hide_secret_paths(
+    let hidden = hide_secret_paths(
         integration,
         &earlier,
         masking,
@@ -141,6 +141,9 @@ pub(super) async fn plan_integration(
         &mut current,
         &mut desired,
     );
+    if hidden {
+        fields = with_hidden(fields, &["configurations"], &desired);
+    }
     let changes = field_changes(&fields, &current, &desired);
     let reason = invalid.or_else(|| {
         (!conflicts.is_empty()).then(|| {
@@ -150,7 +153,7 @@ pub(super) async fn plan_integration(
             )
         })
     });
-    Ok(match reason {
+    let planned = match reason {
         Some(reason) => entry(
             Action::Conflict,
             Some(counterpart.key),
@@ -158,7 +161,8 @@ pub(super) async fn plan_integration(
             Some(reason),
         ),
         None => compared(&counterpart, changes),
-    })
+    };
+    Ok(planned.with_values_hidden(hidden))
 }
 
 /// Replaces, in `current` (the read) and `desired`, the value at every path the spec takes from
@@ -168,8 +172,10 @@ pub(super) async fn plan_integration(
 /// wherever else they show, and every value under their key names: a PR that moves or drops a
 /// `secretRefs` entry leaves the Secret's value in the read at the old path. `masking` holds
 /// what other live Integrations naming the object took from Secrets. For an adopted object
-/// (`adopting`: no live resource of this manifest records it), only the configurations the
-/// manifest itself holds show: any other may be a Secret's, whoever wrote it.
+/// (`adopting`: no live resource of this manifest records it), none of the configurations'
+/// strings show, whatever the manifest holds: any may be a Secret's, whoever wrote it, and
+/// comparing them with the manifest's would tell whether a guess is right. True when anything
+/// of an adopted object was hidden so.
 fn hide_secret_paths(
     integration: &Integration,
     earlier: &[crate::resources::config::ConfigSecretRef],
@@ -177,7 +183,7 @@ fn hide_secret_paths(
     adopting: bool,
     current: &mut Value,
     desired: &mut Value,
-) {
+) -> bool {
     let refs = integration.spec.secret_refs();
     for reference in refs.iter().chain(earlier) {
         masking.reference(&reference.path, None);
@@ -185,9 +191,7 @@ fn hide_secret_paths(
     masking.learn(current);
     *current = masking.masked(current);
     *desired = masking.masked_by_path(desired);
-    if adopting {
-        hide_unconfirmed(current, desired, "/configurations");
-    }
+    let hidden = adopting && hide_unconfirmed(current, desired, "/configurations");
     for reference in refs.iter() {
         let shown = format!(
             "(secret {}/{})",
@@ -200,6 +204,7 @@ fn hide_secret_paths(
             *value = json!(shown);
         }
     }
+    hidden
 }
 
 /// The access rows as a spec would say them.

@@ -710,3 +710,161 @@ async fn history_diff_hides_the_values_of_a_version_older_than_the_recorded_hist
     assert!(out.contains("\"attempts\": 12"), "{out}");
     env.cleanup().await;
 }
+
+/// Runs `aigw plan` (off the async runtime): its exit code and stdout then stderr.
+async fn plan_exit(args: Vec<String>) -> (Option<i32>, String) {
+    let output = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
+            .args(args)
+            .output()
+    })
+    .await
+    .unwrap()
+    .expect("aigw runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code(), text)
+}
+
+/// `body` POSTed to the emulator at `path`, its answer.
+async fn post(url: &str, path: &str, body: Value) -> Value {
+    reqwest::Client::new()
+        .post(format!("{url}{path}"))
+        .bearer_auth(TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// A pull request adopts another team's Config, Guardrail and Integration by slug, without
+/// cluster access, and guesses the value one of their strings holds (a team PIN a Secret gave
+/// it). The plan showed a remote string equal to the manifest's as equal and any other as
+/// `(value hidden)`: guessing wrong gave a `-/+` line and exit 2, guessing right `adopt … (in
+/// sync, nothing to write)` and exit 0 (attack on issue 27: a guessing oracle). An adoption's
+/// remote strings are now never compared with the manifest's: the plan reads the same, exit code
+/// included, whatever the guess, and says the adoption may write with the remote values hidden.
+#[tokio::test]
+async fn an_adoption_plan_reads_the_same_whether_a_guess_is_right_or_wrong() {
+    const PIN: &str = "pin-4711";
+    const WRONG: &str = "pin-1234";
+    const WORKSPACE: &str = "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c";
+    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        .await
+        .unwrap();
+    let url = emulator.management_url();
+    let document = |pin: &str| {
+        json!({"strategy": {"mode": "single"},
+               "targets": [{"provider": "@openai", "override_params": {"team_pin": pin}}]})
+    };
+    let config = post(
+        &url,
+        "/ai_gw/v2/configs",
+        json!({"name": "victim", "config": document(PIN)}),
+    )
+    .await;
+    let config_slug = config["slug"].as_str().expect("slug").to_string();
+    let guardrail = post(
+        &url,
+        "/ai_gw/v2/guardrails",
+        json!({"name": "victim pii", "workspace_id": WORKSPACE,
+            "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
+            "actions": {"deny": true, "on_fail": {"feedback": {"value": -5, "weight": 1,
+                "metadata": format!("team_pin={PIN}")}}}}),
+    )
+    .await;
+    let guardrail_slug = guardrail["slug"].as_str().expect("slug").to_string();
+    post(
+        &url,
+        "/ai_gw/admin/v2/integrations",
+        json!({"name": "victim openai", "ai_provider_id": "openai", "slug": "victim-pin",
+            "create_default_provider": false,
+            "configurations": {"custom_host": format!("https://{PIN}.victim.example")}}),
+    )
+    .await;
+    let manifests = |pin: &str| {
+        [
+            (
+                "Config",
+                json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+                    "metadata": {"name": "probe", "namespace": "team-a"},
+                    "spec": {"name": "victim", "slug": config_slug, "config": document(pin)}}),
+            ),
+            (
+                "Guardrail",
+                json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Guardrail",
+                    "metadata": {"name": "probe", "namespace": "team-a"},
+                    "spec": {"name": "victim pii", "slug": guardrail_slug,
+                        "workspaceId": WORKSPACE,
+                        "checks": [{"id": "default.regexMatch",
+                                    "parameters": {"rule": "\\d{16}"}}],
+                        "actions": {"deny": true, "onFail": {"value": -5,
+                            "metadata": format!("team_pin={pin}")}}}}),
+            ),
+            (
+                "Integration",
+                json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Integration",
+                    "metadata": {"name": "probe"},
+                    "spec": {"name": "victim openai", "aiProviderId": "openai",
+                        "slug": "victim-pin",
+                        "configurations": {"custom_host": format!("https://{pin}.victim.example")}}}),
+            ),
+        ]
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let token = token.to_str().unwrap().to_string();
+    let mut oracles = Vec::new();
+    for index in 0..3 {
+        for output in ["human", "json"] {
+            let mut seen = Vec::new();
+            for pin in [WRONG, PIN] {
+                let (kind, manifest) = manifests(pin)[index].clone();
+                let path = write(dir.path(), &format!("{kind}.yaml"), &manifest);
+                let mut all = args(&["plan", "-f", &path, "--output", output]);
+                all.extend(args(&["--management-url", &url, "--token-file", &token]));
+                let (code, out) = plan_exit(all).await;
+                assert!(code.is_some_and(|c| c <= 2), "[{kind}, {output}] {out}");
+                seen.push((kind, code, out));
+            }
+            let (kind, wrong_code, wrong) = &seen[0];
+            let (_, right_code, right) = &seen[1];
+            // The right guess, written as the wrong one: an oracle reads differently.
+            if (right_code, right.replace(PIN, WRONG)) != (wrong_code, wrong.clone()) {
+                oracles.push(format!(
+                    "[{kind}, {output}] wrong guess (exit {wrong_code:?}):\n{wrong}\nright guess (exit {right_code:?}):\n{right}"
+                ));
+                continue;
+            }
+            assert_eq!(
+                *wrong_code,
+                Some(2),
+                "[{kind}, {output}] may write: {wrong}"
+            );
+            let said = match output {
+                "human" => "(may write; remote values hidden)",
+                _ => "\"valuesHidden\": true",
+            };
+            assert!(wrong.contains(said), "[{kind}, {output}] {wrong}");
+            // The adoption shows the manifest's values it may write, as changed lines.
+            if output == "human" {
+                assert!(
+                    wrong.contains("+ ") && wrong.contains(WRONG),
+                    "[{kind}, human] no change lines: {wrong}"
+                );
+            }
+        }
+    }
+    assert!(
+        oracles.is_empty(),
+        "the plan of an adoption tells whether a guess equals the remote value:\n{}",
+        oracles.join("\n\n")
+    );
+}
