@@ -32,6 +32,11 @@ pub struct Faults {
     /// Share of requests that are applied, after which the connection is cut with no response.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drop_after_commit_rate: Option<f64>,
+    /// Requests (`"METHOD /route/template"`, as `/_emulator/stats` names them) applied, after
+    /// which the connection is cut with no response: each entry once, the next request that
+    /// matches it (a lost answer on one call of a flow, the others answered).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drop_after_commit_once: Vec<String>,
     /// Requests per second allowed across all API routes; beyond it, 429 with `Retry-After`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit_qps: Option<f64>,
@@ -149,6 +154,18 @@ impl Faults {
         Ok(())
     }
 
+    /// Takes the entry of [`Faults::drop_after_commit_once`] that `endpoint` (`"METHOD
+    /// /template"`) matches: true when there was one.
+    pub fn take_drop_once(&mut self, endpoint: &str) -> bool {
+        let found = self
+            .drop_after_commit_once
+            .iter()
+            .position(|e| e == endpoint);
+        found
+            .map(|at| self.drop_after_commit_once.remove(at))
+            .is_some()
+    }
+
     /// Whether a list shows an object yet. `created` is when the API created it; seeded objects
     /// (`None`) existed before the test and are always listed.
     pub fn listed(&self, created: Option<Instant>) -> bool {
@@ -255,5 +272,17 @@ mod tests {
             ..Faults::default()
         };
         assert!(faults.validate().is_err());
+    }
+
+    #[test]
+    fn a_drop_once_entry_is_used_up_by_the_first_request_it_matches() {
+        let mut faults: Faults = serde_json::from_value(serde_json::json!({
+            "drop_after_commit_once": ["POST /iam/v1/scopes", "PUT /iam/v1/scopes/{name}"]
+        }))
+        .unwrap();
+        assert!(!faults.take_drop_once("GET /iam/v1/scopes"));
+        assert!(faults.take_drop_once("POST /iam/v1/scopes"));
+        assert!(!faults.take_drop_once("POST /iam/v1/scopes"));
+        assert_eq!(faults.drop_after_commit_once, ["PUT /iam/v1/scopes/{name}"]);
     }
 }

@@ -83,7 +83,12 @@ pub async fn inject_faults(
         *request.method(),
         Method::POST | Method::PUT | Method::DELETE
     );
-    if roll(faults.drop_after_commit_rate) {
+    let endpoint = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|path| format!("{} {}", request.method(), path.as_str()));
+    let dropped_once = endpoint.is_some_and(|e| lock(&state.faults).take_drop_once(&e));
+    if dropped_once || roll(faults.drop_after_commit_rate) {
         return drop_after_commit(request, next).await;
     }
     let response = next.run(request).await;
