@@ -15,7 +15,7 @@
 //! reconcile made a 10,000-resource rollout quadratic).
 
 use std::any::{Any, TypeId};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, RwLock};
 
 use kube::ResourceExt;
@@ -300,14 +300,46 @@ impl ClaimIndex {
 /// [`crate::registry::KINDS`] (its `store` entry), found by type with [`Stores::of`].
 pub struct Stores {
     pub connections: StoreList<Connection>,
-    kinds: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
+    kinds: HashMap<TypeId, Box<dyn KindStore>>,
+}
+
+/// What every kind's watch caches answer, whatever the kind: the questions asked across kinds.
+pub trait KindStore: Send + Sync {
+    fn as_any(&self) -> &dyn Any;
+    /// The cached resources that act in a workspace one of `keys` (its UUID, its slug) names,
+    /// as `Kind namespace/name`.
+    fn naming_workspace(&self, keys: &BTreeSet<&str>) -> Vec<String>;
+}
+
+impl<K: Claims + Send + Sync> KindStore for StoreList<K> {
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+
+    fn naming_workspace(&self, keys: &BTreeSet<&str>) -> Vec<String> {
+        self.all()
+            .iter()
+            .filter(|o| {
+                o.workspaces()
+                    .iter()
+                    .any(|(_, ws)| ws.as_deref().is_some_and(|ws| keys.contains(ws)))
+            })
+            .map(|o| {
+                let name = match o.namespace() {
+                    Some(ns) => format!("{ns}/{}", o.name_any()),
+                    None => o.name_any(),
+                };
+                format!("{} {name}", K::kind(&()))
+            })
+            .collect()
+    }
 }
 
 /// A kind's entry of [`Stores`]: what a registry line's `store` makes.
-pub type StoreEntry = (TypeId, Box<dyn Any + Send + Sync>);
+pub type StoreEntry = (TypeId, Box<dyn KindStore>);
 
 /// The empty [`StoreList`] of `K`, keyed by its type: the `store` of `K`'s registry line.
-pub fn store_of<K: Cached + Send + Sync>() -> StoreEntry {
+pub fn store_of<K: Claims + Send + Sync>() -> StoreEntry {
     (TypeId::of::<K>(), Box::new(StoreList::<K>::default()))
 }
 
@@ -331,7 +363,7 @@ impl Stores {
     pub fn of<K: Cached>(&self) -> &StoreList<K> {
         self.kinds
             .get(&TypeId::of::<K>())
-            .and_then(|store| store.downcast_ref())
+            .and_then(|store| store.as_any().downcast_ref())
             .unwrap_or_else(|| {
                 panic!(
                     "{} has no watch cache: it has no `store` in registry::KINDS",
@@ -344,7 +376,19 @@ impl Stores {
     pub fn holds<K: Cached>(&self) -> bool {
         self.kinds
             .get(&TypeId::of::<K>())
-            .is_some_and(|store| store.is::<StoreList<K>>())
+            .is_some_and(|store| store.as_any().is::<StoreList<K>>())
+    }
+
+    /// Every cached resource, of any kind, acting in the workspace `keys` name (its UUID and
+    /// slug): what holds a Workspace against its archive. Sorted.
+    pub fn naming_workspace(&self, keys: &BTreeSet<&str>) -> Vec<String> {
+        let mut holders: Vec<String> = self
+            .kinds
+            .values()
+            .flat_map(|store| store.naming_workspace(keys))
+            .collect();
+        holders.sort();
+        holders
     }
 }
 
@@ -919,5 +963,21 @@ mod tests {
             owned_by_another(&b, &stores, &both).as_deref(),
             Some("prod/a")
         );
+    }
+
+    #[test]
+    fn the_resources_acting_in_a_workspace_are_found_across_kinds() {
+        let mut in_pay = config("pay", "main", "u1", "2026-01-01T00:00:00Z", None);
+        in_pay.spec.workspace_id = Some("ws-uuid".into());
+        let mut by_slug = config("ops", "routing", "u2", "2026-01-01T00:00:00Z", None);
+        by_slug.spec.workspace_id = Some("ws-pay".into());
+        let elsewhere = config("dev", "other", "u3", "2026-01-01T00:00:00Z", None);
+        let stores = stores_with(&[in_pay, by_slug, elsewhere]);
+        let keys: BTreeSet<&str> = ["ws-uuid", "ws-pay"].into_iter().collect();
+        assert_eq!(
+            stores.naming_workspace(&keys),
+            ["Config ops/routing", "Config pay/main"]
+        );
+        assert!(stores.naming_workspace(&["ws-x"].into()).is_empty());
     }
 }
