@@ -14,7 +14,7 @@ use crate::controller::process::Spawner;
 use crate::controller::{Context, api_key, census, config_refs, guardrail, integration, provider};
 use crate::resources::{
     ApiKey, ClusterGuardrail, Config, Connection, Deployment, Guardrail, Integration, Provider,
-    RateLimitsPolicy, SecretReference, UsageLimitsPolicy,
+    RateLimitsPolicy, SecretReference, UsageLimitsPolicy, Workspace,
 };
 
 /// The API group of every kind.
@@ -249,6 +249,22 @@ pub static KINDS: &[Kind] = &[
             among: "UsageLimitsPolicy",
         }),
         controllers: |s| s.listed::<UsageLimitsPolicy>(None),
+    },
+    Kind {
+        kind: "Workspace",
+        plural: "workspaces",
+        namespaced: false,
+        file: "workspace.yaml",
+        crd: Workspace::crd,
+        role: Role::Managed,
+        owns_secrets: false,
+        census: Some(census::record::<Workspace>),
+        store: Some(store_of::<Workspace>),
+        spec_id: Some(SpecId {
+            field: "slug",
+            among: "Workspace",
+        }),
+        controllers: |s| s.read::<Workspace>(false, None),
     },
 ];
 

@@ -381,6 +381,7 @@ async fn plan_object(
         Object::SecretReference(o) => {
             super::plan_access::plan_secret_reference(api, live, o).await?
         }
+        Object::Workspace(o) => super::plan_workspace::plan_workspace(api, live, o).await?,
     })
 }
 

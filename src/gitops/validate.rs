@@ -25,7 +25,7 @@ use crate::resources::config_document::MarkedDocument;
 use crate::resources::guardrail::GuardrailKind;
 use crate::resources::{
     ApiKey, ClusterGuardrail, Config, Connection, Deployment, Guardrail, Integration, Provider,
-    RateLimitsPolicy, SecretReference, UsageLimitsPolicy,
+    RateLimitsPolicy, SecretReference, UsageLimitsPolicy, Workspace,
 };
 
 /// One problem: where, which resource, which field, what.
@@ -71,6 +71,7 @@ pub enum Object {
     Integration(Box<Integration>),
     Provider(Box<Provider>),
     SecretReference(Box<SecretReference>),
+    Workspace(Box<Workspace>),
 }
 
 impl Object {
@@ -87,6 +88,7 @@ impl Object {
             Object::Integration(_) => "Integration",
             Object::Provider(_) => "Provider",
             Object::SecretReference(_) => "SecretReference",
+            Object::Workspace(_) => "Workspace",
         }
     }
 
@@ -103,6 +105,7 @@ impl Object {
             Object::Integration(o) => &o.metadata,
             Object::Provider(o) => &o.metadata,
             Object::SecretReference(o) => &o.metadata,
+            Object::Workspace(o) => &o.metadata,
         }
     }
 
@@ -120,6 +123,7 @@ impl Object {
             Object::Integration(o) => o.spec.management_policy,
             Object::Provider(o) => o.spec.management_policy,
             Object::SecretReference(o) => o.spec.management_policy,
+            Object::Workspace(o) => o.spec.management_policy,
         }
     }
 
@@ -476,6 +480,7 @@ fn typed(kind: &str, value: &Value) -> Result<Object, String> {
         "Integration" => Object::Integration(parse(value)?),
         "Provider" => Object::Provider(parse(value)?),
         "SecretReference" => Object::SecretReference(parse(value)?),
+        "Workspace" => Object::Workspace(parse(value)?),
         other => return Err(format!("unknown kind {other:?}")),
     })
 }
@@ -556,6 +561,17 @@ fn operator_checks(object: &Object, out: &mut Vec<Violation>) {
                 serde_json::Value::String("(from the Secret)".into()),
             )]);
             o.spec.create_request(from_secret, None).validate()
+        }
+        // The scope is the operator's own (named from the resource's uid); an adopted
+        // workspace is written with the update alone.
+        Object::Workspace(o) => {
+            let settings = o.spec.settings(None);
+            match &o.spec.slug {
+                Some(_) => settings.update_request().validate(),
+                None => settings
+                    .create_request("(the workspace's IAM scope)")
+                    .validate(),
+            }
         }
     };
     if let Err(e) = request {

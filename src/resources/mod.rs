@@ -19,6 +19,7 @@ pub mod readable;
 pub mod rotation;
 pub mod secret_reference;
 pub mod usage_limits_policy;
+pub mod workspace;
 
 pub use api_key::ApiKey;
 pub use config::Config;
@@ -30,6 +31,7 @@ pub use provider::Provider;
 pub use rate_limits_policy::RateLimitsPolicy;
 pub use secret_reference::SecretReference;
 pub use usage_limits_policy::UsageLimitsPolicy;
+pub use workspace::Workspace;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 

@@ -10,3 +10,4 @@ pub mod provider;
 pub mod rate_limits_policy;
 pub mod secret_reference;
 pub mod usage_limits_policy;
+pub mod workspace;

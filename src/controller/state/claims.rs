@@ -26,7 +26,7 @@ use crate::resources::common::{CreateAttempt, condition::STALLED, find_condition
 use crate::resources::guardrail::GuardrailKind;
 use crate::resources::{
     ApiKey, ClusterGuardrail, Config, Connection, Deployment, Guardrail, Integration, Provider,
-    RateLimitsPolicy, SecretReference, UsageLimitsPolicy,
+    RateLimitsPolicy, SecretReference, UsageLimitsPolicy, Workspace,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
@@ -684,6 +684,31 @@ impl Claims for Integration {
 /// A secret reference (cluster-scoped: no workspace grant applies) claims its UUID and slug,
 /// and the slug `spec.slug` names.
 impl Claims for SecretReference {
+    status_claims!();
+    fn manages(&self) -> bool {
+        self.status
+            .as_ref()
+            .is_some_and(|s| s.id.is_some() || s.slug.is_some() || s.pending_create.is_some())
+    }
+    fn claimed_ids(&self) -> Vec<String> {
+        let status = self.status.as_ref();
+        ids([
+            self.spec.slug.as_ref(),
+            status.and_then(|s| s.slug.as_ref()),
+            status.and_then(|s| s.id.as_ref()),
+        ])
+    }
+    fn adopted(&self) -> Option<(&'static str, String)> {
+        self.spec.slug.clone().map(|slug| ("spec.slug", slug))
+    }
+    fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
+        Vec::new()
+    }
+}
+
+/// A workspace (cluster-scoped: no workspace grant applies) claims its UUID and slug, and the
+/// slug `spec.slug` adopts. It acts in no workspace: it is one.
+impl Claims for Workspace {
     status_claims!();
     fn manages(&self) -> bool {
         self.status

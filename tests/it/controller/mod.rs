@@ -18,3 +18,4 @@ mod secrecy;
 mod secret_references;
 mod tenancy;
 mod usage_limits;
+mod workspaces;

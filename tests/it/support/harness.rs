@@ -456,6 +456,7 @@ impl Harness {
         assert_no_refusals(&self.env.namespace);
         purge_cluster::<aigw::resources::ClusterGuardrail>(&self.env).await;
         purge_cluster::<aigw::resources::Integration>(&self.env).await;
+        purge_cluster::<aigw::resources::Workspace>(&self.env).await;
         if let Some(other) = self.other {
             other.cleanup().await;
         }

@@ -439,3 +439,32 @@ impl Fixture for ApiKeyKind {
         json!({"kind": "user"})
     }
 }
+
+pub struct WorkspaceKind;
+
+impl Fixture for WorkspaceKind {
+    const KIND: &'static str = "Workspace";
+    const PLURAL: &'static str = "workspaces";
+    const CLUSTER: bool = true;
+    const COLLECTION: &'static str = "/ai_gw/admin/v2/workspaces";
+    const ITEM: &'static str = "/ai_gw/admin/v2/workspaces/{workspaceRef}";
+    const STATE: &'static str = "workspaces";
+    const KEY: &'static str = "id";
+    /// Its create reads its IAM scope first (and the lost-answer fault of every request would
+    /// lose that read too): the writes alone are answered 5xx after the commit.
+    const LOST_ANSWER: &'static str = "error_after_commit_rate";
+    /// What a correction replaced is in its event only.
+    const RECORDS_DRIFT: bool = false;
+
+    fn spec(_h: &Harness, name: &str) -> Value {
+        json!({"name": name, "description": "made by the conformance matrix"})
+    }
+    fn spec_edit() -> (Value, &'static str, Value) {
+        let edit = "edited by the spec";
+        (json!({"description": edit}), "/description", json!(edit))
+    }
+    fn remote_edit() -> (Value, &'static str, Value) {
+        let edit = "edited remotely";
+        (json!({"description": edit}), "/description", json!(edit))
+    }
+}

@@ -738,4 +738,5 @@ conformance! {
     provider => kinds::ProviderKind,
     deployment => kinds::DeploymentKind,
     api_key => kinds::ApiKeyKind,
+    workspace => kinds::WorkspaceKind,
 }

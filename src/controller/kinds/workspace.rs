@@ -1,0 +1,518 @@
+//! Workspace (cluster-scoped): the organisation's workspace, on the kind contract ([`Verbs`]).
+//!
+//! Creating one is three calls, each made idempotent or recorded so that a crash or a lost
+//! answer between them resumes without a duplicate:
+//! 1. the IAM scope ([`Verbs::before_create`]): its name is fixed by the resource's name and
+//!    ownership token ([`scope_name`]), and its description carries the token
+//!    ([`scope_marker`]), a keyed hash of the resource's uid only the operator can compute. A
+//!    scope found with that name is reused when it carries the token and refused otherwise:
+//!    a foreign scope is never taken;
+//! 2. the workspace naming the scope: the driver's create protocol records the intent before
+//!    the POST, and a lost answer is recovered by the scope the workspace names
+//!    ([`find_created`]), never by display name;
+//! 3. the bind of the scope to the workspace's slug ([`Verbs::sync_sub_resources`]): a full
+//!    replacement, sent only while the scope does not bind the slug, so a lost answer is
+//!    followed by a read that finds it bound.
+//!
+//! Adopted by `spec.slug`, a workspace's scope is not aigw's and is never written. Deletion
+//! archives (the default workspace never: `DefaultWorkspace`), once no aigw object of the
+//! cluster names the workspace (`StillReferenced`), then deletes the scope aigw made for it.
+
+use std::collections::BTreeSet;
+
+use kube::{Resource, ResourceExt};
+
+use crate::api::{
+    self, ApiError, Client, IamScope, IamScopeWrite, Workspace as RemoteWorkspace,
+    WorkspacesListQuery,
+};
+use crate::controller::create::{Created, Lookup};
+use crate::controller::driver::verbs::{Comparison, Verbs};
+use crate::controller::driver::{Change, Cx, Managed};
+use crate::controller::error::Error;
+use crate::controller::gate::Op;
+use crate::controller::kinds::config_refs::REFERENCE_NOT_READY;
+use crate::controller::status::common_status;
+use crate::controller::{Context, now_rfc3339};
+use crate::resources::Config;
+use crate::resources::common::CreateAttempt;
+use crate::resources::workspace::{
+    DefaultConfig, Workspace, WorkspaceSettings, WorkspaceStatus, scope_marker, scope_name,
+};
+
+/// Condition reason while aigw objects still name the workspace (or the API refuses the
+/// archive because something lives in it).
+pub const STILL_REFERENCED: &str = "StillReferenced";
+/// Condition reason when deleting would archive the organisation's default workspace.
+pub const DEFAULT_WORKSPACE: &str = "DefaultWorkspace";
+/// Condition reason when the IAM scope aigw would make exists and is not this resource's.
+pub const SCOPE_NOT_OURS: &str = "ScopeNotOwned";
+
+common_status!(
+    WorkspaceStatus,
+    |s| WorkspaceStatus {
+        last_applied_at: None,
+        pending_create: s.pending_create.as_ref().map(|_| String::new()),
+        ..s.clone()
+    },
+    intent_when = |s| s.pending_create.is_some()
+);
+
+impl Managed for Workspace {
+    crate::controller::driver::kind::cluster_api!();
+    type Status = WorkspaceStatus;
+    const KIND: &'static str = "Workspace";
+    const MANAGER: &'static str = "aigw/workspace";
+
+    fn status(&self) -> Option<&WorkspaceStatus> {
+        self.status.as_ref()
+    }
+
+    fn status_slot(&mut self) -> &mut Option<WorkspaceStatus> {
+        &mut self.status
+    }
+
+    crate::controller::driver::flow::driven!();
+}
+
+/// What a workspace is written with: its settings, and the IAM scope a create names (this
+/// resource's own, [`scope_name`]).
+pub struct Desired {
+    settings: WorkspaceSettings,
+    /// `None` when the resource has no uid to derive it from (never on a live object).
+    scope: Option<OwnedScope>,
+    /// Why the default config is not applied yet (a Config not Ready).
+    pending: Option<String>,
+}
+
+/// The IAM scope this resource owns: its name, and the description that proves it ours.
+#[derive(Clone)]
+struct OwnedScope {
+    name: String,
+    marker: String,
+}
+
+impl Verbs for Workspace {
+    type Inputs = Desired;
+    type Desired = Desired;
+    type Remote = RemoteWorkspace;
+    type Found = RemoteWorkspace;
+    type Posted = api::WorkspaceCreated;
+    type Updated = ();
+    const WHAT: &'static str = "workspace";
+    const ADOPTED_BY: &'static str = "spec.slug";
+    const REMOVAL: (&'static str, &'static str) = ("Archived", "archive");
+    const RECORDS_DRIFT: bool = false;
+
+    async fn resolve(
+        &self,
+        cx: &Cx<'_, Self>,
+        _status: &mut WorkspaceStatus,
+    ) -> Result<Desired, Error> {
+        let (config, pending) = default_config(self, cx.ctx);
+        Ok(Desired {
+            settings: self.spec.settings(config),
+            scope: owned_scope(self, cx.ctx),
+            pending,
+        })
+    }
+    fn desired(&self, inputs: Desired) -> Desired {
+        inputs
+    }
+    fn compare(
+        &self,
+        desired: &Desired,
+        remote: &RemoteWorkspace,
+        _: &WorkspaceStatus,
+    ) -> Comparison {
+        let mut immutable = Vec::new();
+        if let Some(slug) = &self.spec.slug
+            && !remote.slug.is_empty()
+            && &remote.slug != slug
+        {
+            immutable.push("slug");
+        }
+        Comparison {
+            immutable,
+            differs: desired.settings.diff(remote),
+            inputs: Vec::new(),
+        }
+    }
+    fn recorded(status: &WorkspaceStatus) -> Option<String> {
+        status.id.clone().or(status.slug.clone())
+    }
+    fn shown(status: &WorkspaceStatus) -> Option<String> {
+        status.slug.clone().or(status.id.clone())
+    }
+    fn key(remote: &RemoteWorkspace) -> String {
+        remote.id.clone()
+    }
+    fn found_key(found: &RemoteWorkspace) -> String {
+        found.id.clone()
+    }
+    fn workspace(_remote: &RemoteWorkspace) -> Option<&str> {
+        None
+    }
+    async fn observe(
+        &self,
+        client: &Client,
+        key: &str,
+        _: &WorkspaceStatus,
+    ) -> Result<Option<RemoteWorkspace>, ApiError> {
+        client.workspaces().get(key).await.map(Some)
+    }
+    /// The first of the three calls: this resource's IAM scope, made once.
+    async fn before_create(&self, cx: &Cx<'_, Self>, desired: &Desired) -> Result<(), Error> {
+        let scope = require_scope(desired)?;
+        if owned(cx, scope).await?.is_some() {
+            return Ok(());
+        }
+        cx.gate.intend(format!(
+            "would create IAM scope {} for the workspace",
+            scope.name
+        ));
+        let client = cx.api(Op::Create).await?;
+        let request = IamScopeWrite {
+            name: scope.name.clone(),
+            description: scope.marker.clone(),
+            resources: Vec::new(),
+        };
+        client
+            .iam_scopes()
+            .create(&request)
+            .await
+            .map(drop)
+            .map_err(|e| Error::api(format!("create IAM scope {}", scope.name), e))
+    }
+    fn sent(&self, cx: &Cx<'_, Self>, desired: &Desired) -> CreateAttempt {
+        let scope = desired.scope.as_ref().map(|s| s.name.as_str());
+        CreateAttempt {
+            name: Some(self.spec.name.clone()),
+            workspace_id: None,
+            body_hash: crate::controller::create::body_hash(
+                &cx.ctx.hash_key,
+                self.meta().uid.as_deref(),
+                &desired.settings.create_request(scope.unwrap_or_default()),
+            ),
+            ended_at: None,
+            intent: None,
+        }
+    }
+    async fn create(
+        &self,
+        client: &Client,
+        desired: &Desired,
+    ) -> Result<api::WorkspaceCreated, ApiError> {
+        let scope = desired.scope.as_ref().map(|s| s.name.as_str());
+        let request = desired.settings.create_request(scope.unwrap_or_default());
+        client.workspaces().create(&request).await
+    }
+    async fn find_created(
+        &self,
+        cx: &Cx<'_, Self>,
+        _status: &WorkspaceStatus,
+    ) -> Result<Lookup<RemoteWorkspace>, Error> {
+        find_created(self, cx).await
+    }
+    async fn update(
+        &self,
+        client: &Client,
+        desired: &Desired,
+        remote: &RemoteWorkspace,
+    ) -> Result<(), ApiError> {
+        client
+            .workspaces()
+            .update(&remote.id, &desired.settings.update_request())
+            .await
+    }
+    /// Never the default workspace; never while an aigw object of the cluster names it.
+    async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Error> {
+        let status = self.status.clone().unwrap_or_default();
+        let client = cx.api(Op::Read).await?;
+        let remote = match client.workspaces().get(key).await {
+            Ok(remote) => Some(remote),
+            Err(e) if e.is_not_found() => None,
+            Err(e) => return Err(Error::api(format!("read workspace {key}"), e)),
+        };
+        let shown = Self::shown(&status).unwrap_or(key.to_string());
+        if status.is_default || remote.as_ref().is_some_and(|r| r.is_default == Some(true)) {
+            return Err(Error::not_allowed(
+                DEFAULT_WORKSPACE,
+                format!(
+                    "workspace {shown} is the organisation's default workspace, which is never archived: set deletionPolicy: Orphan to delete this Workspace and leave it"
+                ),
+            ));
+        }
+        let mut keys: BTreeSet<&str> = [key].into_iter().collect();
+        keys.extend(status.id.as_deref());
+        keys.extend(status.slug.as_deref());
+        if let Some(remote) = &remote {
+            keys.extend([remote.id.as_str(), remote.slug.as_str()]);
+        }
+        keys.remove("");
+        let holders = cx.ctx.stores.naming_workspace(&keys);
+        if holders.is_empty() {
+            return Ok(());
+        }
+        Err(Error::not_allowed(
+            STILL_REFERENCED,
+            format!(
+                "workspace {shown} is still named by {}; it is archived once they are gone (or set deletionPolicy: Orphan)",
+                holders.join(", ")
+            ),
+        ))
+    }
+    /// Archives the workspace, then deletes the IAM scope aigw made for it (each "already
+    /// gone" is done, so a retry after a failure between the two finishes the second).
+    async fn delete(
+        &self,
+        cx: &Cx<'_, Self>,
+        client: &Client,
+        key: &str,
+        status: &WorkspaceStatus,
+    ) -> Result<(), ApiError> {
+        match client.workspaces().archive(key).await {
+            Err(e) if !e.is_not_found() => return Err(e),
+            _ => {}
+        }
+        let Some(scope) = owned_scope(self, cx.ctx).filter(|s| {
+            self.spec.slug.is_none() && status.scope_name.as_deref() == Some(s.name.as_str())
+        }) else {
+            return Ok(());
+        };
+        match client.iam_scopes().get(&scope.name).await {
+            Ok(found) if found.description == scope.marker => {}
+            Ok(_) => return Ok(()),
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        match client.iam_scopes().delete(&scope.name).await {
+            Err(e) if !e.is_not_found() => Err(e),
+            _ => Ok(()),
+        }
+    }
+    /// The API's refusal to archive a workspace that still holds objects (`409`).
+    fn delete_refused(&self, key: &str, error: &ApiError) -> Option<Error> {
+        (error.status() == Some(409)).then(|| {
+            let message = error.api_message().unwrap_or("conflict");
+            Error::not_allowed(
+                STILL_REFERENCED,
+                format!(
+                    "the API refuses to archive workspace {key} ({message}); it is archived once nothing lives in it (or set deletionPolicy: Orphan)"
+                ),
+            )
+        })
+    }
+    fn record(status: &mut WorkspaceStatus, remote: Option<&RemoteWorkspace>) {
+        status.id = remote.map(|r| r.id.clone()).filter(|id| !id.is_empty());
+        status.slug = remote.map(|r| r.slug.clone()).filter(|s| !s.is_empty());
+        status.scope_name = remote.and_then(|r| r.scope_name.clone());
+        status.is_default = remote.is_some_and(|r| r.is_default == Some(true));
+    }
+    fn record_created(
+        &self,
+        status: &mut WorkspaceStatus,
+        desired: &Desired,
+        created: Created<api::WorkspaceCreated, RemoteWorkspace>,
+    ) -> String {
+        let (id, slug) = match created {
+            Created::Posted(created) => {
+                status.last_applied_at = Some(now_rfc3339());
+                (created.id, created.slug)
+            }
+            Created::Recovered(found) => (found.id, found.slug),
+        };
+        status.id = Some(id);
+        status.slug = Some(slug.clone()).filter(|s| !s.is_empty());
+        status.scope_name = desired.scope.as_ref().map(|s| s.name.clone());
+        status.is_default = false;
+        slug
+    }
+    fn record_updated(
+        &self,
+        status: &mut WorkspaceStatus,
+        _: &Desired,
+        _: &RemoteWorkspace,
+        _: (),
+    ) {
+        status.last_applied_at = Some(now_rfc3339());
+    }
+    /// The third call: the scope aigw made binds the workspace's slug.
+    async fn sync_sub_resources(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut WorkspaceStatus,
+    ) -> Result<Vec<Change>, Error> {
+        let Some((scope, slug)) = own_binding(self, cx.ctx, status) else {
+            return Ok(Vec::new());
+        };
+        let found = owned(cx, &scope).await?.ok_or_else(|| {
+            Error::MissingState(format!(
+                "IAM scope {} of workspace {slug} is gone; aigw does not make it again for a workspace that exists",
+                scope.name
+            ))
+        })?;
+        if found.binds(&slug) {
+            return Ok(Vec::new());
+        }
+        cx.gate.intend(format!(
+            "would bind IAM scope {} to workspace {slug}",
+            scope.name
+        ));
+        let client = cx.api(Op::Update).await?;
+        let mut request = IamScopeWrite::binding(&scope.name, &found.description, &slug);
+        // A full replacement: whatever else the scope holds is sent back with the binding.
+        request.resources.splice(0..0, found.resources);
+        client
+            .iam_scopes()
+            .replace(&scope.name, &request)
+            .await
+            .map_err(|e| {
+                Error::api(
+                    format!("bind IAM scope {} to workspace {slug}", scope.name),
+                    e,
+                )
+            })?;
+        Ok(vec![Change::new(
+            "ScopeBound",
+            format!("bound IAM scope {} to workspace {slug}", scope.name),
+        )])
+    }
+    async fn sub_resources_differ(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &WorkspaceStatus,
+    ) -> Result<Vec<&'static str>, Error> {
+        let Some((scope, slug)) = own_binding(self, cx.ctx, status) else {
+            return Ok(Vec::new());
+        };
+        let bound = owned(cx, &scope).await?.is_some_and(|s| s.binds(&slug));
+        Ok(if bound {
+            Vec::new()
+        } else {
+            vec!["scopeBinding"]
+        })
+    }
+    /// Once the workspace matches: a default config named by a Config not Ready yet waits.
+    async fn follow_up(
+        &self,
+        _cx: &Cx<'_, Self>,
+        _status: &mut WorkspaceStatus,
+        desired: &Desired,
+        _first_sight: bool,
+    ) -> Result<Vec<Change>, Error> {
+        match &desired.pending {
+            Some(why) => Err(Error::not_allowed(REFERENCE_NOT_READY, why.clone())),
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
+/// The IAM scope this resource owns: named from its Kubernetes name and ownership token.
+fn owned_scope(workspace: &Workspace, ctx: &Context) -> Option<OwnedScope> {
+    let uid = workspace.meta().uid.as_deref()?;
+    let token = ctx
+        .hash_key
+        .hash([b"aigw.io/workspace-scope".as_slice(), uid.as_bytes()]);
+    Some(OwnedScope {
+        name: scope_name(&workspace.name_any(), &token),
+        marker: scope_marker(&token),
+    })
+}
+
+fn require_scope(desired: &Desired) -> Result<&OwnedScope, Error> {
+    desired.scope.as_ref().ok_or_else(|| {
+        Error::MissingState("the Workspace has no uid to derive its IAM scope from".into())
+    })
+}
+
+/// The scope `scope` names when it is this resource's (it carries the ownership token);
+/// `None` when there is none; refused when one of that name is someone else's.
+async fn owned(cx: &Cx<'_, Workspace>, scope: &OwnedScope) -> Result<Option<IamScope>, Error> {
+    let client = cx.api(Op::Read).await?;
+    match client.iam_scopes().get(&scope.name).await {
+        Ok(found) if found.description == scope.marker => Ok(Some(found)),
+        Ok(_) => Err(Error::not_allowed(
+            SCOPE_NOT_OURS,
+            format!(
+                "IAM scope {} exists and was not made by this Workspace (it lacks its owner token); aigw never takes a scope it did not make",
+                scope.name
+            ),
+        )),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(Error::api(format!("read IAM scope {}", scope.name), e)),
+    }
+}
+
+/// The scope and slug to bind, for a workspace this resource created (none for an adopted one).
+fn own_binding(
+    workspace: &Workspace,
+    ctx: &Context,
+    status: &WorkspaceStatus,
+) -> Option<(OwnedScope, String)> {
+    if workspace.spec.slug.is_some() {
+        return None;
+    }
+    let scope = owned_scope(workspace, ctx)?;
+    let slug = status.slug.clone()?;
+    (status.scope_name.as_deref() == Some(scope.name.as_str())).then_some((scope, slug))
+}
+
+/// The workspace an earlier create made: the one naming this resource's own IAM scope (which
+/// carries its ownership token), in a complete listing of the organisation's workspaces.
+async fn find_created(
+    workspace: &Workspace,
+    cx: &Cx<'_, Workspace>,
+) -> Result<Lookup<RemoteWorkspace>, Error> {
+    let Some(scope) = owned_scope(workspace, cx.ctx) else {
+        return Ok(Lookup::Absent);
+    };
+    if owned(cx, &scope).await?.is_none() {
+        // No scope of ours: no workspace can name it.
+        return Ok(Lookup::Absent);
+    }
+    let client = cx.api(Op::Read).await?;
+    let listing = client
+        .workspaces()
+        .listing(&WorkspacesListQuery::default())
+        .await
+        .map_err(|e| Error::api("list workspaces", e))?;
+    let mut ours = listing
+        .items
+        .into_iter()
+        .filter(|w| w.scope_name.as_deref() == Some(scope.name.as_str()));
+    Ok(match (ours.next(), ours.next(), listing.complete) {
+        (Some(found), None, _) => Lookup::Found(found),
+        (Some(_), Some(_), _) => {
+            Lookup::Unknown(format!("several workspaces name IAM scope {}", scope.name))
+        }
+        (None, _, true) => Lookup::Absent,
+        (None, _, false) => Lookup::Unknown("the workspace list is incomplete".into()),
+    })
+}
+
+/// The default config the spec's `defaults.configRef` resolves to, and why it is pending.
+fn default_config(workspace: &Workspace, ctx: &Context) -> (Option<DefaultConfig>, Option<String>) {
+    let Some(named) = workspace
+        .spec
+        .defaults
+        .as_ref()
+        .and_then(|d| d.config_ref.as_ref())
+    else {
+        return (None, None);
+    };
+    let configs = ctx.stores.of::<Config>().all();
+    let found = configs.iter().find(|c| {
+        c.namespace().as_deref() == Some(named.namespace.as_str()) && c.name_any() == named.name
+    });
+    match found.and_then(|c| c.status.as_ref()?.id.clone()) {
+        Some(id) => (Some(DefaultConfig::Id(id)), None),
+        None => (
+            Some(DefaultConfig::Pending),
+            Some(format!(
+                "spec.defaults.configRef names Config {}/{}, which has no remote config yet; the default is set once it is Ready",
+                named.namespace, named.name
+            )),
+        ),
+    }
+}

@@ -1,0 +1,109 @@
+//! `aigw plan` for a Workspace: the workspace its live resource recorded, else the one its slug
+//! adopts, compared on the settings a read shows. A default config named by a Config resource
+//! is compared only through the live Config's recorded id (without a kubeconfig, not at all).
+
+use serde_json::{Value, json};
+
+use super::GitopsError;
+use super::plan::{
+    Action, Entry, FieldChange, Live, create_changes, entry, found, live_cluster_object, to_json,
+};
+use crate::api::{self, Client};
+use crate::resources::Config;
+use crate::resources::workspace::{DefaultConfig, Workspace};
+
+pub(super) async fn plan_workspace(
+    api: &Client,
+    live: Option<&Live>,
+    workspace: &Workspace,
+) -> Result<Entry, GitopsError> {
+    let spec = &workspace.spec;
+    let desired = to_json(spec);
+    let managed = match live {
+        Some(live) => live_cluster_object(live, workspace).await?,
+        None => None,
+    };
+    let status = managed.and_then(|m| m.status).unwrap_or_default();
+    let adopting = status.id.is_none();
+    let key = status.id.clone().or(spec.slug.clone());
+    let remote = match &key {
+        Some(key) => found(&format!("workspace {key}"), api.workspaces().get(key).await)?,
+        None => None,
+    };
+    let (Some(key), Some(remote)) = (key, remote) else {
+        if let Some(slug) = &spec.slug {
+            return Ok(entry(
+                Action::Conflict,
+                Some(slug.clone()),
+                Vec::new(),
+                Some(format!(
+                    "spec.slug names workspace {slug}, which does not exist"
+                )),
+            ));
+        }
+        return Ok(entry(
+            Action::Create,
+            None,
+            create_changes(&desired, &["slug"]),
+            Some("created in three calls: an IAM scope of its own, the workspace, the scope bound to its slug".into()),
+        ));
+    };
+    let config = default_config(live, workspace).await?;
+    let settings = spec.settings(config);
+    let changes: Vec<FieldChange> = settings
+        .diff(&remote)
+        .into_iter()
+        .map(|field| FieldChange {
+            field: field.into(),
+            from: read_field(&remote, field),
+            to: desired[field].clone(),
+            diff: Vec::new(),
+        })
+        .collect();
+    let action = match (adopting, changes.is_empty()) {
+        (true, _) => Action::Adopt,
+        (false, true) => Action::NoChange,
+        (false, false) => Action::Update,
+    };
+    Ok(entry(action, Some(key), changes, None))
+}
+
+/// The value a read shows for the spec field `field`.
+fn read_field(remote: &api::Workspace, field: &str) -> Value {
+    match field {
+        "name" => json!(remote.plain_name()),
+        "description" => json!(remote.description),
+        "icon" => json!(remote.icon),
+        "defaults" => json!(remote.defaults),
+        "usageLimits" => json!(remote.usage_limits),
+        _ => json!(remote.rate_limits),
+    }
+}
+
+/// The default config `spec.defaults.configRef` resolves to through the live Config (pending,
+/// and not compared, without one).
+async fn default_config(
+    live: Option<&Live>,
+    workspace: &Workspace,
+) -> Result<Option<DefaultConfig>, GitopsError> {
+    let Some(named) = workspace
+        .spec
+        .defaults
+        .as_ref()
+        .and_then(|d| d.config_ref.as_ref())
+    else {
+        return Ok(None);
+    };
+    let Some(live) = live else {
+        return Ok(Some(DefaultConfig::Pending));
+    };
+    let configs = kube::Api::<Config>::namespaced(live.client.clone(), &named.namespace);
+    let read = configs.get_opt(&named.name).await.map_err(|e| {
+        GitopsError::kube(
+            format!("failed to read {}/{}", named.namespace, named.name),
+            e,
+        )
+    })?;
+    let id = read.and_then(|c| c.status?.id);
+    Ok(Some(id.map_or(DefaultConfig::Pending, DefaultConfig::Id)))
+}

@@ -1,0 +1,386 @@
+//! Workspace (cluster-scoped) on a real kube-apiserver against the emulator over HTTP: created
+//! in three calls (an IAM scope carrying the resource's owner token, the workspace naming it,
+//! the scope bound to the slug), each exactly once even when its answer is lost after the
+//! commit; a scope that is not the resource's is never written; drift of the settings and of
+//! the binding is corrected with one write; the archive waits while aigw objects name the
+//! workspace (`StillReferenced`) and then deletes the scope; the default workspace is adopted
+//! and observed, never archived.
+
+use crate::support;
+
+use std::time::Duration;
+
+use aigw::resources::{Config, Workspace};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use reqwest::Method;
+use serde_json::{Value, json};
+use support::harness::Harness;
+use support::objects::Conditions;
+
+const WAIT: Duration = Duration::from_secs(40);
+const SCOPE_POST: &str = "POST /iam/v1/scopes";
+const SCOPE_PUT: &str = "PUT /iam/v1/scopes/{name}";
+const SCOPE_DELETE: &str = "DELETE /iam/v1/scopes/{name}";
+const POST: &str = "POST /ai_gw/admin/v2/workspaces";
+const PUT: &str = "PUT /ai_gw/admin/v2/workspaces/{workspaceRef}";
+const DELETE: &str = "DELETE /ai_gw/admin/v2/workspaces/{workspaceRef}";
+
+fn api(h: &Harness) -> Api<Workspace> {
+    Api::all(h.env.client.clone())
+}
+
+async fn create(h: &Harness, name: &str, spec: Value) {
+    api(h)
+        .create(
+            &PostParams::default(),
+            &h.cluster_object("Workspace", name, spec),
+        )
+        .await
+        .unwrap();
+}
+
+async fn wait_for(h: &Harness, name: &str, done: impl Fn(&Workspace) -> bool) -> Workspace {
+    let api = api(h);
+    let name = h.cluster_name(name);
+    let found = support::wait_until(WAIT, || async {
+        let w = api.get_opt(&name).await.ok()??;
+        done(&w).then_some(w)
+    })
+    .await;
+    match found {
+        Some(w) => w,
+        None => panic!(
+            "Workspace {name} did not get there: {:?}\n--- events ---\n{}\n--- stats ---\n{}",
+            api.get_opt(&name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|w| w.status),
+            h.cluster_events_text().await,
+            h.stats().await
+        ),
+    }
+}
+
+async fn wait_gone(h: &Harness, name: &str) {
+    let api = api(h);
+    let name = h.cluster_name(name);
+    let gone = support::wait_until(WAIT, || async {
+        api.get_opt(&name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "Workspace {name} was not deleted\n{}",
+        h.cluster_events_text().await
+    );
+}
+
+/// The emulator's workspaces (archived ones too) and IAM scopes.
+async fn workspaces(h: &Harness) -> Vec<Value> {
+    h.state().await["workspaces"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+async fn scope(h: &Harness, name: &str) -> Option<Value> {
+    h.state().await["scopes"]
+        .as_array()?
+        .iter()
+        .find(|s| s["name"] == name)
+        .cloned()
+}
+
+fn binds(scope: &Value, slug: &str) -> bool {
+    scope["resources"].as_array().is_some_and(|r| {
+        r.iter()
+            .any(|r| r["resource_type"] == "workspace" && r["resource_id"] == slug)
+    })
+}
+
+/// The status of a Ready Workspace: its id, slug and scope name.
+fn recorded(workspace: &Workspace) -> (String, String, String) {
+    let status = workspace.status.clone().unwrap();
+    (
+        status.id.unwrap(),
+        status.slug.unwrap(),
+        status.scope_name.unwrap(),
+    )
+}
+
+#[tokio::test]
+async fn a_workspace_is_made_in_three_calls_kept_in_line_and_archived_once_nothing_names_it() {
+    let h = Harness::start_with("ws-flow", Duration::from_secs(1)).await;
+    let spec = json!({"name": "Payments", "description": "the payments team",
+        "defaults": {"metadata": {"team": "payments"}},
+        "usageLimits": [{"creditLimit": 500, "type": "cost", "periodicReset": "monthly"}],
+        "rateLimits": [{"type": "requests", "unit": "rpm", "value": 600}]});
+    create(&h, "pay", spec).await;
+    let ready = wait_for(&h, "pay", |w| w.ready()).await;
+    let (id, slug, scope_name) = recorded(&ready);
+
+    // Scope, workspace, bind: one call each.
+    assert_eq!(h.count(SCOPE_POST).await, 1, "{}", h.stats().await);
+    assert_eq!(h.count(POST).await, 1, "{}", h.stats().await);
+    assert_eq!(h.count(SCOPE_PUT).await, 1, "{}", h.stats().await);
+    let made = scope(&h, &scope_name).await.expect("the scope");
+    assert!(binds(&made, &slug), "{made}");
+    assert!(
+        made["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("owner token hmac-sha256:")),
+        "the scope carries the owner token: {made}"
+    );
+    assert!(scope_name.starts_with("ws_"), "{scope_name}");
+    // Bound, it is visible on the data plane.
+    let visible = h
+        .call(Method::GET, &format!("/ai_gw/v2/workspaces/{slug}"), None)
+        .await;
+    assert_eq!(visible["id"], id.as_str(), "{visible}");
+    let remote = h
+        .call(
+            Method::GET,
+            &format!("/ai_gw/admin/v2/workspaces/{id}"),
+            None,
+        )
+        .await;
+    assert_eq!(remote["defaults"]["metadata"], json!({"team": "payments"}));
+    assert_eq!(remote["usage_limits"][0]["credit_limit"], 500);
+    assert_eq!(remote["rate_limits"][0]["value"], 600);
+
+    // Steady: no write.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let before = h.remote_writes().await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(h.remote_writes().await, before, "{}", h.stats().await);
+
+    // A console edit of the settings: one PUT restores them.
+    let puts = h.count(PUT).await;
+    let path = format!("/ai_gw/admin/v2/workspaces/{id}");
+    h.call(
+        Method::PUT,
+        &path,
+        Some(json!({"description": "edited", "rate_limits": []})),
+    )
+    .await;
+    let restored = support::wait_until(WAIT, || async {
+        let remote = h.call(Method::GET, &path, None).await;
+        (remote["description"] == "the payments team" && remote["rate_limits"][0]["value"] == 600)
+            .then_some(())
+    })
+    .await;
+    assert!(restored.is_some(), "{}", h.cluster_events_text().await);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.count(PUT).await, puts + 2, "the edit and one correction");
+
+    // The binding removed in the console: one full replacement binds the slug again.
+    let scope_path = format!("/iam/v1/scopes/{scope_name}");
+    let description = made["description"].clone();
+    h.call(
+        Method::PUT,
+        &scope_path,
+        Some(json!({"name": scope_name, "description": description, "resources": []})),
+    )
+    .await;
+    let rebound = support::wait_until(WAIT, || async {
+        binds(&scope(&h, &scope_name).await?, &slug).then_some(())
+    })
+    .await;
+    assert!(rebound.is_some(), "{}", h.cluster_events_text().await);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.count(SCOPE_PUT).await, 3, "the edit and one bind");
+
+    // A Config of the cluster names the workspace: the archive waits, naming it.
+    let configs: Api<Config> = h.env.api();
+    let mut holder = support::objects::routing("in-pay");
+    holder["workspaceId"] = json!(id);
+    holder["deletionPolicy"] = json!("Orphan");
+    configs
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Config", "in-pay", holder),
+        )
+        .await
+        .unwrap();
+    api(&h)
+        .delete(&h.cluster_name("pay"), &DeleteParams::default())
+        .await
+        .unwrap();
+    let held = wait_for(&h, "pay", |w| w.stalled_with("StillReferenced")).await;
+    let (_, _, message) = held.condition("Stalled").unwrap();
+    let holder_name = format!("Config {}/in-pay", h.env.namespace);
+    assert!(message.contains(&holder_name), "{message}");
+    assert_eq!(h.count(DELETE).await, 0, "archived while named");
+
+    configs
+        .delete("in-pay", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_gone(&h, "pay").await;
+    let archived = workspaces(&h)
+        .await
+        .into_iter()
+        .find(|w| w["id"] == id.as_str())
+        .unwrap();
+    assert_eq!(archived["status"], "archived");
+    assert!(
+        scope(&h, &scope_name).await.is_none(),
+        "its scope is deleted"
+    );
+    assert_eq!(h.count(DELETE).await, 1);
+    assert_eq!(h.count(SCOPE_DELETE).await, 1);
+    h.stop().await;
+}
+
+/// Each of the three calls loses its answer after the emulator committed it: the flow resumes
+/// with no second scope, workspace or bind.
+#[tokio::test]
+async fn a_lost_answer_on_each_of_the_three_calls_is_recovered_without_a_duplicate() {
+    let h = Harness::start_with("ws-lost", Duration::from_secs(1)).await;
+    for (n, lost) in [SCOPE_POST, POST, SCOPE_PUT].into_iter().enumerate() {
+        let name = format!("lost-{n}");
+        let before = h.stats().await;
+        let count = |stats: &Value, endpoint: &str| support::harness::count_in(stats, endpoint);
+        h.faults(json!({"drop_after_commit_once": [lost]})).await;
+        create(&h, &name, json!({"name": format!("Lost {n}")})).await;
+        let ready = wait_for(&h, &name, |w| w.ready()).await;
+        let (id, slug, scope_name) = recorded(&ready);
+        let faults = h.call(Method::GET, "/_emulator/faults", None).await;
+        assert!(
+            faults.get("drop_after_commit_once").is_none(),
+            "{lost}: the answer was not lost: {faults}"
+        );
+        let after = h.stats().await;
+        for endpoint in [SCOPE_POST, POST, SCOPE_PUT] {
+            assert_eq!(
+                count(&after, endpoint) - count(&before, endpoint),
+                1,
+                "{lost} lost: {endpoint} sent again: {after}"
+            );
+        }
+        let mine: Vec<Value> = workspaces(&h)
+            .await
+            .into_iter()
+            .filter(|w| w["scope_name"] == scope_name.as_str())
+            .collect();
+        assert_eq!(mine.len(), 1, "{lost} lost: {mine:?}");
+        assert_eq!(mine[0]["id"], id.as_str());
+        let made = scope(&h, &scope_name).await.expect("the scope");
+        assert!(binds(&made, &slug), "{lost} lost: {made}");
+        let status = ready.status.unwrap();
+        assert!(status.pending_create.is_none() && status.create_attempt.is_none());
+    }
+    h.stop().await;
+}
+
+/// A scope that lost the owner token is not the resource's: it is neither bound nor deleted.
+#[tokio::test]
+async fn a_scope_without_the_owner_token_is_never_written() {
+    let h = Harness::start_with("ws-foreign", Duration::from_secs(1)).await;
+    create(&h, "ops", json!({"name": "Ops"})).await;
+    let ready = wait_for(&h, "ops", |w| w.ready()).await;
+    let (_, slug, scope_name) = recorded(&ready);
+    // Someone else now holds the scope: another description, no binding.
+    let foreign =
+        json!({"name": scope_name, "description": "the platform team's", "resources": []});
+    h.call(
+        Method::PUT,
+        &format!("/iam/v1/scopes/{scope_name}"),
+        Some(foreign),
+    )
+    .await;
+    let puts = h.count(SCOPE_PUT).await;
+    let refused = wait_for(&h, "ops", |w| w.stalled_with("ScopeNotOwned")).await;
+    let (_, _, message) = refused.condition("Stalled").unwrap();
+    assert!(message.contains(&scope_name), "{message}");
+    api(&h)
+        .delete(&h.cluster_name("ops"), &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_gone(&h, "ops").await;
+    let kept = scope(&h, &scope_name)
+        .await
+        .expect("the foreign scope stays");
+    assert_eq!(kept["description"], "the platform team's");
+    assert!(!binds(&kept, &slug));
+    assert_eq!(
+        h.count(SCOPE_PUT).await,
+        puts,
+        "a foreign scope was written"
+    );
+    assert_eq!(h.count(SCOPE_DELETE).await, 0);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn the_default_workspace_is_adopted_and_observed_but_never_archived() {
+    let h = Harness::start_with("ws-default", Duration::from_secs(1)).await;
+    let default = workspaces(&h)
+        .await
+        .into_iter()
+        .find(|w| w["is_default"] == 1)
+        .expect("the default workspace");
+    let slug = default["slug"].as_str().unwrap().to_string();
+    create(&h, "default", json!({"slug": slug, "name": "Default"})).await;
+    let ready = wait_for(&h, "default", |w| w.ready()).await;
+    let status = ready.status.clone().unwrap();
+    assert!(status.is_default);
+    assert_eq!(status.slug.as_deref(), Some(slug.as_str()));
+    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+
+    // Observe reports a difference and writes nothing.
+    let patch = json!({"spec": {"description": "the organisation", "managementPolicy": "Observe"}});
+    api(&h)
+        .patch(
+            &h.cluster_name("default"),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+    let drifted = wait_for(&h, "default", |w| {
+        w.condition("Drifted").is_some_and(|(s, _, _)| s == "True")
+    })
+    .await;
+    let (_, _, message) = drifted.condition("Drifted").unwrap();
+    assert!(message.contains("description"), "{message}");
+    let back = json!({"spec": {"managementPolicy": "Full", "description": null}});
+    api(&h)
+        .patch(
+            &h.cluster_name("default"),
+            &PatchParams::default(),
+            &Patch::Merge(&back),
+        )
+        .await
+        .unwrap();
+    wait_for(&h, "default", |w| w.ready()).await;
+
+    // Deleting with deletionPolicy Delete is refused; Orphan lets it go and leaves it.
+    api(&h)
+        .delete(&h.cluster_name("default"), &DeleteParams::default())
+        .await
+        .unwrap();
+    let refused = wait_for(&h, "default", |w| w.stalled_with("DefaultWorkspace")).await;
+    let (_, _, message) = refused.condition("Stalled").unwrap();
+    assert!(message.contains("deletionPolicy: Orphan"), "{message}");
+    let orphan = json!({"spec": {"deletionPolicy": "Orphan"}});
+    api(&h)
+        .patch(
+            &h.cluster_name("default"),
+            &PatchParams::default(),
+            &Patch::Merge(&orphan),
+        )
+        .await
+        .unwrap();
+    wait_gone(&h, "default").await;
+    let kept = workspaces(&h)
+        .await
+        .into_iter()
+        .find(|w| w["slug"] == slug.as_str())
+        .unwrap();
+    assert_eq!(kept["status"], "active");
+    assert_eq!(h.count(DELETE).await, 0);
+    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+    h.stop().await;
+}
