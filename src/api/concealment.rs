@@ -1,6 +1,7 @@
 //! Where a secret value shows in a text, however it was written: as is, in another letter case,
-//! JSON-escaped (`\u00e4` and all), with its whitespace collapsed, URL-encoded, base64- or
-//! hex-encoded, or quoted in part. The one matcher behind
+//! JSON-escaped (`\u00e4` and all, `/` as `\/` too), HTML-escaped (`&#x2F;`, `&amp;`, …), with its
+//! whitespace collapsed, URL-encoded, base64- or hex-encoded, masked around stars
+//! (`sk-ab****yz9`), or quoted in part. The one matcher behind
 //! every output aigw writes about a value it knows: the operator's messages (status, events,
 //! logs, dry-run events), the drift record, and the reading tools (`plan`, `export`,
 //! `history --diff`).
@@ -11,6 +12,24 @@
 //! 1 or 2 characters is found only where it is the whole text or quoted (`'7'`, `"ab"`):
 //! hiding every `a` or `1` of a message would leave nothing readable, and such a value has so
 //! few possibilities that hiding it elsewhere would protect nothing.
+//!
+//! Parts of a value need rules that leave ordinary messages readable, since a value shares
+//! words with them (`https`, `api-key`, `config`). A message is withheld whole
+//! ([`WITHHELD`]) when it holds, of a value of 4 characters or more:
+//! - a run of 12 of its characters with a letter and a digit, anywhere;
+//! - a fragment next to an ellipsis that starts or ends it (`'correc...staple'`);
+//! - a quoted part of it of 4 characters or more (`'horse'`);
+//! - an unquoted word that is part of it (a word: a run between whitespace, quotes and the
+//!   punctuation around values; a trailing `.`, `;`, `!` or `?` left out) of 12 characters or
+//!   more, or of 6 or more that are at least half the value (`horse-battery` of
+//!   `correct-horse-battery-staple`, `Tr0ub4d` of `Tr0ub4dor&3`). Shorter words, and words of
+//!   a message that only contain part of a value (`vertex_service_account_json`), do not count:
+//!   `the horse field`, `https://` and `api-key` still read.
+//!
+//! A word masked around stars (`*`, `•`, `●`; three or more) whose characters before the stars
+//! start the value or after them end it, 3 characters or more in all
+//! (`sk-abc12X**************xyz9`), is replaced by [`SECRET`]: a masked echo still gives away
+//! the value's ends. Stars with nothing of the value around them stay.
 
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
@@ -35,6 +54,18 @@ const QUOTED_RUN: usize = 12;
 /// The shortest base64 run decoded to look for a value in it.
 const BASE64_RUN: usize = 8;
 
+/// The shortest unquoted word of a message that counts as part of a value (when it is half the
+/// value, too).
+const PARTIAL_WORD: usize = 6;
+
+/// How many masking characters in a row make a masked echo.
+const MASK_RUN: usize = 3;
+
+/// The characters an API masks a value's middle with.
+fn masks(c: char) -> bool {
+    matches!(c, '*' | '•' | '●')
+}
+
 /// The forms `value` may take in a text: as written, JSON-escaped (and with every non-ASCII
 /// character as `\uXXXX`, as ASCII-only encoders write it), with whitespace collapsed,
 /// URL-encoded (as a path or query component, and as a form with `+` for space), base64
@@ -47,9 +78,20 @@ pub fn forms(value: &str) -> Vec<String> {
     let escaped = serde_json::to_string(value).unwrap_or_default();
     let escaped = escaped.trim_matches('"').to_string();
     let ascii = ascii_escaped(&escaped);
+    // Some encoders escape `/` too.
+    let slashed = escaped.replace('/', "\\/");
+    let ascii_slashed = ascii.replace('/', "\\/");
     let collapsed = value.split_whitespace().collect::<Vec<_>>().join(" ");
     let url = utf8_percent_encode(value, NON_ALPHANUMERIC).to_string();
-    let mut all = vec![value.to_string(), escaped, ascii, collapsed, url.clone()];
+    let mut all = vec![
+        value.to_string(),
+        escaped,
+        ascii,
+        slashed,
+        ascii_slashed,
+        collapsed,
+        url.clone(),
+    ];
     all.push(url.replace("%20", "+"));
     // Unreserved characters (`-._~`) are left as they are by most encoders.
     all.push(
@@ -119,8 +161,63 @@ fn json_unescaped(text: &str) -> String {
     out
 }
 
-/// True when `text` is `value`, holds it in one of its [`forms`], or decodes (URL or base64) to
-/// text holding it; for short values only where the value stands alone or is quoted (see the
+/// `text` with its HTML character references read: numeric ones (`&#47;`, `&#x2F;`) and the
+/// named ones an encoder writes for the characters a value holds (`&amp;`, `&lt;`, `&gt;`,
+/// `&quot;`, `&apos;`, `&sol;`, `&colon;`, `&equals;`, `&plus;`, `&commat;`, `&percnt;`,
+/// `&num;`, `&quest;`, `&nbsp;`). A reference it does not know stays as it is.
+fn html_unescaped(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find('&') {
+        out.push_str(&rest[..at]);
+        rest = &rest[at..];
+        let body = rest[1..]
+            .find(';')
+            .filter(|end| *end <= 10)
+            .map(|end| &rest[1..1 + end]);
+        let read = body.and_then(|body| {
+            let c = match body.strip_prefix('#') {
+                Some(number) => match number.strip_prefix(['x', 'X']) {
+                    Some(hex) => u32::from_str_radix(hex, 16).ok().and_then(char::from_u32)?,
+                    None => number.parse::<u32>().ok().and_then(char::from_u32)?,
+                },
+                None => match body {
+                    "amp" => '&',
+                    "lt" => '<',
+                    "gt" => '>',
+                    "quot" => '"',
+                    "apos" => '\'',
+                    "sol" => '/',
+                    "colon" => ':',
+                    "equals" => '=',
+                    "plus" => '+',
+                    "commat" => '@',
+                    "percnt" => '%',
+                    "num" => '#',
+                    "quest" => '?',
+                    "nbsp" => ' ',
+                    _ => return None,
+                },
+            };
+            Some((c, body.len() + 2))
+        });
+        match read {
+            Some((c, length)) => {
+                out.push(c);
+                rest = &rest[length..];
+            }
+            None => {
+                out.push('&');
+                rest = &rest[1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// True when `text` is `value`, holds it in one of its [`forms`], or decodes (URL, base64,
+/// HTML references, JSON `\/`) to text holding it; for short values only where the value stands alone or is quoted (see the
 /// module documentation).
 pub fn holds(text: &str, value: &str) -> bool {
     if value.is_empty() {
@@ -156,6 +253,15 @@ pub fn conceal(message: &str, values: &[String]) -> String {
         text
     };
     let mut message = replace_all(message);
+    // A value written with HTML references: read them, then replace (only then: a message
+    // without a value keeps its references as they are).
+    if message.contains('&') {
+        let unescaped = html_unescaped(&message);
+        if values.iter().any(|value| holds(&unescaped, value)) {
+            message = replace_all(&unescaped);
+        }
+    }
+    let mut message = star_masked(&message, values);
     // A value spread over lines may also come back with its whitespace collapsed.
     let collapsed = message.split_whitespace().collect::<Vec<_>>().join(" ");
     if forms_of
@@ -230,6 +336,12 @@ fn decoded(text: &str) -> Vec<String> {
     if text.contains("\\u") {
         plain.push(json_unescaped(text));
     }
+    if text.contains("\\/") {
+        plain.push(json_unescaped(&text.replace("\\/", "/")));
+    }
+    if text.contains('&') {
+        plain.push(html_unescaped(text));
+    }
     if text.contains('%') {
         let url = percent_encoding::percent_decode_str(text).decode_utf8_lossy();
         plain.push(url.to_string());
@@ -262,8 +374,11 @@ fn decoded(text: &str) -> Vec<String> {
 
 /// Whether `message` quotes part of `value`: a run of [`QUOTED_RUN`] characters of it with a
 /// letter and a digit; a fragment of it next to an ellipsis (an echo cut short:
-/// `'correc...staple'`); or a quoted part of it of at least 4 characters.
+/// `'correc...staple'`); a quoted part of it of at least 4 characters; or an unquoted word that
+/// is a long enough part of it ([`partial_word`]). A [`SECRET`] a value was replaced by is no
+/// part of any.
 pub fn quotes_part_of(message: &str, value: &str) -> bool {
+    let message = &message.replace(SECRET, " ");
     let chars: Vec<char> = value.chars().collect();
     if chars.len() < ANYWHERE {
         return false;
@@ -273,7 +388,101 @@ pub fn quotes_part_of(message: &str, value: &str) -> bool {
             && run.iter().any(char::is_ascii_alphabetic)
             && message.contains(run.iter().collect::<String>().as_str())
     });
-    long_run || elided_part(message, value) || quoted_part(message, value)
+    long_run
+        || elided_part(message, value)
+        || quoted_part(message, value)
+        || partial_word(message, value)
+}
+
+/// The words of `text` (runs between whitespace, quotes and the punctuation around values
+/// ([`ends_fragment`])), each with where it starts and ends.
+fn words(text: &str) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
+    let mut start = None;
+    for (at, c) in text.char_indices() {
+        match (ends_fragment(c), start) {
+            (true, Some(from)) => {
+                out.push((from, at));
+                start = None;
+            }
+            (false, None) => start = Some(at),
+            _ => {}
+        }
+    }
+    if let Some(from) = start {
+        out.push((from, text.len()));
+    }
+    out
+}
+
+/// An unquoted word of `message` that is part of `value` (of a string leaf of a JSON value), in
+/// any letter case, of [`QUOTED_RUN`] characters or more, or of [`PARTIAL_WORD`] or more that
+/// are at least half of it. A trailing `.`, `;`, `!` or `?` ends a sentence, not the word.
+fn partial_word(message: &str, value: &str) -> bool {
+    let parts = json_leaves(value).unwrap_or_else(|| vec![value.to_string()]);
+    let parts: Vec<(String, usize)> = parts
+        .iter()
+        .map(|part| (part.to_lowercase(), part.chars().count()))
+        .filter(|(_, length)| *length >= ANYWHERE)
+        .collect();
+    words(message).into_iter().any(|(start, end)| {
+        let word = message[start..end]
+            .trim_end_matches(['.', ';', '!', '?'])
+            .to_lowercase();
+        let length = word.chars().count();
+        length >= PARTIAL_WORD
+            && parts.iter().any(|(part, whole)| {
+                (length >= QUOTED_RUN || length * 2 >= *whole) && part.contains(word.as_str())
+            })
+    })
+}
+
+/// `message` with every word masked around stars that gives away a value's ends replaced by
+/// [`SECRET`]: at least [`MASK_RUN`] masking characters, the characters before them starting a
+/// value or those after them ending it, 3 characters or more of it in all (any letter case).
+fn star_masked(message: &str, values: &[String]) -> String {
+    let values: Vec<String> = values
+        .iter()
+        .filter(|value| value.chars().count() >= ANYWHERE)
+        .map(|value| value.to_lowercase())
+        .collect();
+    let mut out = String::with_capacity(message.len());
+    let mut shown_to = 0;
+    for (start, end) in words(message) {
+        let word = message[start..end].trim_end_matches(['.', ';', '!', '?']);
+        let Some(run) = word.find(masks) else {
+            continue;
+        };
+        let stars = word[run..].chars().take_while(|c| masks(*c)).count();
+        if stars < MASK_RUN {
+            continue;
+        }
+        let after = run
+            + word[run..]
+                .chars()
+                .take(stars)
+                .map(char::len_utf8)
+                .sum::<usize>();
+        let (prefix, suffix) = (word[..run].to_lowercase(), word[after..].to_lowercase());
+        let revealed = values.iter().any(|value| {
+            let before = match !prefix.is_empty() && value.starts_with(&prefix) {
+                true => prefix.chars().count(),
+                false => 0,
+            };
+            let behind = match !suffix.is_empty() && value.ends_with(&suffix) {
+                true => suffix.chars().count(),
+                false => 0,
+            };
+            before + behind >= ALONE
+        });
+        if revealed {
+            out.push_str(&message[shown_to..start]);
+            out.push_str(SECRET);
+            shown_to = start + word.len();
+        }
+    }
+    out.push_str(&message[shown_to..]);
+    out
 }
 
 /// The shortest fragment of a value that counts as quoting it: half the value, at least 3 and
@@ -510,5 +719,119 @@ mod tests {
         // Prose still reads.
         let prose = "Invalid API key for tenant acme";
         assert_eq!(conceal(prose, std::slice::from_ref(&key)), prose);
+    }
+
+    /// A value with a `/` echoed by an encoder that escapes it (`a\/b`, as PHP's and some Java
+    /// encoders write JSON) reached a message whole (attack on issue 27's concealment).
+    #[test]
+    fn a_json_slash_escaped_echo_is_concealed() {
+        let value = "tok/9Qz/abc".to_string();
+        let echo = r#"{"error":"bad token tok\/9Qz\/abc for route"}"#;
+        assert!(holds(echo, &value), "{echo}");
+        let out = conceal(echo, std::slice::from_ref(&value));
+        assert_eq!(out, r#"{"error":"bad token <secret> for route"}"#);
+        let host = "https://u:pw@h.example/v1".to_string();
+        let echo = r#"custom_host "https:\/\/u:pw@h.example\/v1" is not reachable"#;
+        let out = conceal(echo, std::slice::from_ref(&host));
+        assert!(!out.contains("pw@h"), "{out}");
+    }
+
+    /// An API that answers in HTML, or escapes its messages for HTML, writes a value's `/`, `&`,
+    /// `"`, `'`, `<` and `>` as entities (`&#x2F;`, `&#47;`, `&amp;`, `&quot;`, …): such an echo
+    /// reached a message whole (attack on issue 27's concealment).
+    #[test]
+    fn html_entity_echoes_are_concealed() {
+        let value = "a/b&c\"d'e<f>-9xK".to_string();
+        for echo in [
+            "bad value a&#x2F;b&amp;c&quot;d&#x27;e&lt;f&gt;-9xK here",
+            "bad value a&#47;b&amp;c&quot;d&#39;e&lt;f&gt;-9xK here",
+            "bad value a&#X2f;b&#38;c&#34;d&apos;e&lt;f&gt;-9xK here",
+            "bad value a/b&amp;c&quot;d'e&lt;f&gt;-9xK here",
+        ] {
+            assert!(holds(echo, &value), "{echo}");
+            let out = conceal(echo, std::slice::from_ref(&value));
+            assert_eq!(out, "bad value <secret> here", "{echo}");
+        }
+        // Entities in a message that holds no value stay as they are.
+        let plain = "field &quot;name&quot; is required";
+        assert_eq!(conceal(plain, std::slice::from_ref(&value)), plain);
+    }
+
+    /// An API that masks what it echoes keeps a prefix and a suffix of the value around stars
+    /// (`sk-abc12X**************xyz9`): both are parts of the value, and reached a message
+    /// (attack on issue 27's concealment).
+    #[test]
+    fn a_star_masked_echo_of_a_value_is_concealed() {
+        let key = "sk-abc12X7Qp4LmZr8Tw2xyz9".to_string();
+        for echo in [
+            "invalid api key sk-abc12X**************xyz9 for workspace",
+            "invalid api key sk-a****************xyz9 for workspace",
+            "invalid api key ********************xyz9 for workspace",
+            "invalid api key sk-abc12X•••••••• for workspace",
+        ] {
+            let out = conceal(echo, std::slice::from_ref(&key));
+            assert_eq!(out, "invalid api key <secret> for workspace", "{echo}");
+        }
+        // Stars with nothing of the value around them, or around text that is not the value's
+        // start or end, stay.
+        for plain in [
+            "invalid api key ************ for workspace",
+            "invalid api key pk-zz***********qqqq for workspace",
+            "use ** for bold",
+        ] {
+            assert_eq!(conceal(plain, std::slice::from_ref(&key)), plain);
+        }
+    }
+
+    /// An unquoted part of a value in a message: all letters (a passphrase cut short), or
+    /// shorter than 12 characters (part of a short password). Neither was withheld (attack on
+    /// issue 27's concealment); ordinary words a message shares with a value still read.
+    #[test]
+    fn unquoted_partial_runs_of_a_value_withhold_the_message() {
+        let passphrase = "correct-horse-battery-staple".to_string();
+        for echo in [
+            "value too long: correct-horse-batt",
+            "unknown token horse-battery in header",
+            "expected hex, got CORRECT-HORSE-BATTERY",
+        ] {
+            assert_eq!(
+                conceal(echo, std::slice::from_ref(&passphrase)),
+                WITHHELD,
+                "{echo}"
+            );
+        }
+        let short = "Tr0ub4dor&3".to_string();
+        for echo in ["bad value Tr0ub4d near", "bad value ub4dor&3 near"] {
+            assert_eq!(
+                conceal(echo, std::slice::from_ref(&short)),
+                WITHHELD,
+                "{echo}"
+            );
+        }
+        // Words of a message that a value also holds: too short, or not a whole word of the
+        // message.
+        for plain in [
+            "the horse field is unknown",
+            "correct the staple value and retry",
+            "request to https://api.example failed",
+            "custom_host must start with https://",
+        ] {
+            assert_eq!(conceal(plain, std::slice::from_ref(&passphrase)), plain);
+        }
+        let host = "https://proxy.victim.example/v1?api-key=SECRETQ-9f3a7c".to_string();
+        for plain in [
+            "custom_host must start with https://",
+            "invalid api-key parameter",
+            "path /v1 not found",
+        ] {
+            assert_eq!(conceal(plain, std::slice::from_ref(&host)), plain);
+        }
+        assert_eq!(
+            conceal(
+                "cannot reach proxy.victim.example",
+                std::slice::from_ref(&host)
+            ),
+            WITHHELD
+        );
     }
 }
