@@ -164,6 +164,15 @@ var kinds = []kind{
 			"the API refused the delete: referenced by integration mapped-openai"},
 	},
 	{
+		kind: "Workspace", resource: "workspaces", managed: true, manager: "aigw/workspace", example: "workspace.yaml",
+		bump:        map[string]any{"spec": map[string]any{"name": "Payments v2"}},
+		settled:     map[string]any{"id": "3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f", "slug": "ws-payments-1a2b3c", "scopeName": "ws_payments_0a1b2c"},
+		ready:       outcome{"Ready", "Reconciled", "Workspace is in sync with the management API"},
+		progressing: outcome{"Progressing", "ServerError", "failed to create workspace: POST /ai_gw/admin/v2/workspaces returned HTTP 503: upstream unavailable"},
+		stalled: outcome{"Stalled", "StillReferenced", "workspace ws-payments-1a2b3c is still named by Config payments/main-routing; " +
+			"it is archived once they are gone (or set deletionPolicy: Orphan)"},
+	},
+	{
 		kind: "Connection", resource: "connections", manager: "aigw/connection", example: "connection.yaml",
 		bump:        map[string]any{"spec": map[string]any{"qps": 5}},
 		ready:       outcome{"Ready", "TokenObtained", "a token was obtained"},
