@@ -114,6 +114,10 @@ pub struct Entry {
     /// they already match.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub values_hidden: bool,
+    /// The id of the remote object read, however the manifest named it (slug or id): two
+    /// manifests resolving to one object are a conflict ([`same_remote`]).
+    #[serde(skip)]
+    pub(super) remote_id: Option<String>,
 }
 
 impl Entry {
@@ -130,6 +134,14 @@ impl Entry {
     /// The entry of an `Observe` resource: what a Full one would write becomes the differences
     /// it reports; with nothing to observe (no counterpart) it would stall, sending nothing.
     /// A conflict stays one: the operator would stall on it in Observe too.
+    /// This entry, for the remote object of id `id`.
+    pub(super) fn identified(self, id: &str) -> Self {
+        Entry {
+            remote_id: Some(id.to_string()),
+            ..self
+        }
+    }
+
     /// This entry, of an adoption whose remote document had values hidden (`hidden`): said to
     /// write, whatever its remote strings are.
     pub(super) fn with_values_hidden(self, hidden: bool) -> Self {
@@ -317,6 +329,7 @@ pub async fn plan(
     manifests: &[Manifest],
 ) -> Result<Plan, GitopsError> {
     let mut entries = Vec::new();
+    let mut claims = Vec::new();
     for manifest in manifests {
         if let Object::Connection(_) = manifest.object {
             continue;
@@ -330,6 +343,12 @@ pub async fn plan(
             ManagementPolicy::Observe => entry.observed(),
             ManagementPolicy::Full => gate(live, &manifest.object, entry).await?,
         };
+        claims.push(
+            entry
+                .remote_id
+                .as_deref()
+                .and_then(|id| claim_key(&manifest.object, id)),
+        );
         entries.push(Entry {
             kind: manifest.object.kind().into(),
             namespace: manifest.object.namespace().map(str::to_string),
@@ -338,7 +357,60 @@ pub async fn plan(
             ..entry
         });
     }
+    same_remote(&mut entries, &claims);
     Ok(Plan::new(entries))
+}
+
+/// What a remote object `id` read for `object` is claimed as: the kinds that share its names
+/// (both guardrail kinds name guardrails), the Connection, and the id, whether the manifest
+/// named the object by slug or by id. `None` for kinds whose spec names their object by id
+/// only (`aigw validate` compares those as written).
+fn claim_key(object: &Object, id: &str) -> Option<String> {
+    let among = crate::registry::find(object.kind())?
+        .spec_id
+        .as_ref()?
+        .among;
+    let connection = match object {
+        Object::Config(o) => o.spec.connection_name(),
+        Object::Guardrail(o) => o.spec.connection_name(),
+        Object::ClusterGuardrail(o) => o.spec.connection_name(),
+        Object::Integration(o) => o.spec.connection_name(),
+        Object::Provider(o) => o.spec.connection_name(),
+        Object::SecretReference(o) => o.spec.connection_name(),
+        _ => return None,
+    };
+    Some(format!("{among}/{connection}/{id}"))
+}
+
+/// Entries whose manifests resolve to one remote object (`claims`, by [`claim_key`]): one names
+/// it by slug and another by id, which `aigw validate` cannot tell apart offline. Each becomes
+/// a conflict naming the others: applied, they would claim one object (the operator lets only
+/// one manage it, `AlreadyManaged`) or undo each other's writes.
+fn same_remote(entries: &mut [Entry], claims: &[Option<String>]) {
+    let named: Vec<String> = entries
+        .iter()
+        .map(|e| match &e.namespace {
+            Some(ns) => format!("{} {ns}/{} ({})", e.kind, e.name, e.source),
+            None => format!("{} {} ({})", e.kind, e.name, e.source),
+        })
+        .collect();
+    for (at, entry) in entries.iter_mut().enumerate() {
+        let Some(key) = &claims[at] else {
+            continue;
+        };
+        let others: Vec<&str> = (0..claims.len())
+            .filter(|other| *other != at && claims[*other].as_ref() == Some(key))
+            .map(|other| named[other].as_str())
+            .collect();
+        if others.is_empty() {
+            continue;
+        }
+        entry.action = Action::Conflict;
+        entry.reason = Some(format!(
+            "the same remote object as {} (named by slug in one, by id in another, or twice): applied, only one would manage it (AlreadyManaged); keep one manifest",
+            others.join(", ")
+        ));
+    }
 }
 
 /// The entry of one manifest (not a Connection), before its management policy and promotion
@@ -540,6 +612,7 @@ pub(super) fn entry(
         changes,
         reason,
         values_hidden: false,
+        remote_id: None,
     }
 }
 
@@ -703,7 +776,7 @@ async fn plan_config(
         ),
         None => compared(&counterpart, changes),
     };
-    Ok(planned.with_values_hidden(hidden))
+    Ok(planned.with_values_hidden(hidden).identified(&remote.id))
 }
 
 /// What a Config's plan hides beyond the secret list: the values of the Secrets its planned
@@ -936,7 +1009,9 @@ async fn plan_guardrail<G: GuardrailKind>(
         ),
         (None, true) => compared(&counterpart, changes),
     };
-    Ok(planned.with_values_hidden(!hidden.is_empty()))
+    Ok(planned
+        .with_values_hidden(!hidden.is_empty())
+        .identified(&remote.id))
 }
 
 /// A policy kind ([`Policy`]): its counterpart is `spec.policyId`, else the live `status.id`.

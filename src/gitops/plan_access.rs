@@ -162,7 +162,7 @@ pub(super) async fn plan_integration(
         ),
         None => compared(&counterpart, changes),
     };
-    Ok(planned.with_values_hidden(hidden))
+    Ok(planned.with_values_hidden(hidden).identified(&remote.id))
 }
 
 /// Replaces, in `current` (the read) and `desired`, the value at every path the spec takes from
@@ -278,7 +278,7 @@ pub(super) async fn plan_provider(
     let mut fields = conflicts.clone();
     fields.extend(spec.update_for(&remote, reset).0);
     let changes = field_changes(&fields, &current, &desired);
-    Ok(match conflicts.is_empty() {
+    let planned = match conflicts.is_empty() {
         true => compared(&counterpart, changes),
         false => entry(
             Action::Conflict,
@@ -289,7 +289,8 @@ pub(super) async fn plan_provider(
                 conflicts.join(", ")
             )),
         ),
-    })
+    };
+    Ok(planned.identified(&remote.id))
 }
 
 /// The plan of a SecretReference: the reference its live resource recorded, else the one its
@@ -339,7 +340,8 @@ pub(super) async fn plan_secret_reference(
                 "{} of the remote secret reference differ(s) and cannot be changed: the operator would stall (InvalidSpec)",
                 immutable.join(", ")
             )),
-        ));
+        )
+        .identified(&remote.id));
     }
     let changes: Vec<FieldChange> = spec
         .diff(&remote)
@@ -366,7 +368,7 @@ pub(super) async fn plan_secret_reference(
         (false, true) => Action::NoChange,
         (false, false) => Action::Update,
     };
-    Ok(entry(action, Some(key), changes, None))
+    Ok(entry(action, Some(key), changes, None).identified(&remote.id))
 }
 
 #[cfg(test)]

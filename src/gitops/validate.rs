@@ -691,7 +691,9 @@ fn camel_case(snake: &str) -> String {
 /// The names and remote objects claimed so far: two manifests of one kind with the same
 /// namespace and name (the second overwrites the first on apply), or claiming the same remote
 /// object through the same connection (they would undo each other's changes). Read from the raw
-/// document, so a duplicate is reported even when the manifest has other problems.
+/// document, so a duplicate is reported even when the manifest has other problems. Offline, one
+/// manifest naming an object by slug and another by its id look different: `aigw plan`, which
+/// reads the object, reports those (`plan::same_remote`).
 #[derive(Default)]
 struct Seen {
     names: HashMap<String, String>,

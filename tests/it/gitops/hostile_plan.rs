@@ -868,3 +868,88 @@ async fn an_adoption_plan_reads_the_same_whether_a_guess_is_right_or_wrong() {
         oracles.join("\n\n")
     );
 }
+
+/// Two manifests of one pull request adopt the same remote config, one by its slug and one by
+/// its id (and two Integrations the same integration): `aigw validate` compares the spec fields
+/// as written and passed them, and the plan showed two adoptions that would undo each other's
+/// writes (attack on issue 27). The plan now resolves both to the remote object and reports
+/// each as a conflict naming the other's resource and file.
+#[tokio::test]
+async fn a_remote_object_adopted_by_slug_and_by_id_in_one_plan_is_a_conflict() {
+    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        .await
+        .unwrap();
+    let url = emulator.management_url();
+    let document = json!({"strategy": {"mode": "single"}, "targets": [{"provider": "@openai"}]});
+    let config = post(
+        &url,
+        "/ai_gw/v2/configs",
+        json!({"name": "shared", "config": document}),
+    )
+    .await;
+    let (slug, id) = (
+        config["slug"].as_str().expect("slug").to_string(),
+        config["id"].as_str().expect("id").to_string(),
+    );
+    assert_ne!(slug, id);
+    let integration = post(
+        &url,
+        "/ai_gw/admin/v2/integrations",
+        json!({"name": "shared openai", "ai_provider_id": "openai", "slug": "shared-oai",
+            "create_default_provider": false, "configurations": {}}),
+    )
+    .await;
+    let integration_id = integration["id"].as_str().expect("id").to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let manifests = dir.path().join("pr");
+    std::fs::create_dir(&manifests).unwrap();
+    let config_named = |name: &str, key: &str| {
+        json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+            "metadata": {"name": name, "namespace": "team-a"},
+            "spec": {"name": "shared", "slug": key, "config": document}})
+    };
+    let integration_named = |name: &str, key: &str| {
+        json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Integration",
+            "metadata": {"name": name},
+            "spec": {"name": "shared openai", "aiProviderId": "openai", "slug": key}})
+    };
+    write(&manifests, "by-slug.yaml", &config_named("by-slug", &slug));
+    write(&manifests, "by-id.yaml", &config_named("by-id", &id));
+    write(
+        &manifests,
+        "integration-by-slug.yaml",
+        &integration_named("oai-by-slug", "shared-oai"),
+    );
+    write(
+        &manifests,
+        "integration-by-id.yaml",
+        &integration_named("oai-by-id", &integration_id),
+    );
+    let token = dir.path().join("token");
+    std::fs::write(&token, TOKEN).unwrap();
+    let token = token.to_str().unwrap().to_string();
+    for output in ["human", "json"] {
+        let mut all = args(&[
+            "plan",
+            "-f",
+            manifests.to_str().unwrap(),
+            "--output",
+            output,
+        ]);
+        all.extend(args(&["--management-url", &url, "--token-file", &token]));
+        let (code, out) = plan_exit(all).await;
+        assert_eq!(code, Some(1), "[{output}] a conflict: {out}");
+        for (this, other) in [
+            ("by-slug", "by-id.yaml"),
+            ("by-id", "by-slug.yaml"),
+            ("oai-by-slug", "integration-by-id.yaml"),
+            ("oai-by-id", "integration-by-slug.yaml"),
+        ] {
+            assert!(
+                out.lines()
+                    .any(|l| l.contains("same remote object") && l.contains(other)),
+                "[{output}] {this} names {other}: {out}"
+            );
+        }
+    }
+}
