@@ -26,6 +26,7 @@ use crate::resources::{
 };
 
 mod access;
+mod workspaces;
 
 /// What to export and where the manifests go.
 #[derive(Debug, Clone, Default)]
@@ -285,8 +286,8 @@ impl Export {
     }
 }
 
-/// Reads every config, active deployment, guardrail, rate-limits and usage-limits policy and
-/// organisation integration, and the providers of `--workspace-id` (GET and list only), and
+/// Reads every config, active deployment, guardrail, rate-limits and usage-limits policy,
+/// organisation integration and active workspace, and the providers of `--workspace-id` (GET and list only), and
 /// renders them as manifests.
 pub async fn export(api: &Client, options: &ExportOptions) -> Result<Export, GitopsError> {
     let mut out = Builder::new(options);
@@ -326,6 +327,8 @@ pub async fn export(api: &Client, options: &ExportOptions) -> Result<Export, Git
     // Integrations belong to the organisation: always exported.
     access::export_integrations(api, &mut out).await?;
     access::export_providers(api, options.workspace_id.as_deref(), &mut out).await?;
+    // Workspaces belong to the organisation: always exported (but the default one).
+    workspaces::export_workspaces(api, &mut out).await?;
     out.finish()
 }
 

@@ -384,3 +384,78 @@ async fn the_default_workspace_is_adopted_and_observed_but_never_archived() {
     assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
     h.stop().await;
 }
+
+/// A workspace made in the console, exported by `aigw export` and applied: adopted with no write.
+#[tokio::test]
+async fn an_exported_workspace_is_adopted_without_a_write() {
+    let h = Harness::start_with("ws-export", Duration::from_secs(1)).await;
+    let scope_name = format!("ws_console_{}", h.env.namespace.replace('-', "_"));
+    h.call(
+        Method::POST,
+        "/iam/v1/scopes",
+        Some(json!({"name": scope_name, "description": ""})),
+    )
+    .await;
+    let made = h
+        .call(
+            Method::POST,
+            "/ai_gw/admin/v2/workspaces",
+            Some(
+                json!({"name": "Console made", "scope_name": scope_name, "icon": "🧪",
+                "description": "made in the console",
+                "defaults": {"metadata": {"team": "lab"}},
+                "usage_limits": [{"credit_limit": 250, "type": "tokens", "alert_threshold": 200,
+                                  "periodic_reset": "weekly"}],
+                "rate_limits": [{"type": "tokens", "unit": "rph", "value": 90000}]}),
+            ),
+        )
+        .await;
+    let slug = made["slug"].as_str().expect("the slug").to_string();
+
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, support::harness::TOKEN).unwrap();
+    let out = dir.path().join("export");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
+    command
+        .args(["export", "--out"])
+        .arg(&out)
+        .args(["--management-url", &h.emulator.management_url()])
+        .arg("--token-file")
+        .arg(&token);
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .expect("aigw runs");
+    assert!(output.status.success(), "{output:?}");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("the organisation's default workspace"),
+        "{stderr}"
+    );
+    let file = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            std::fs::read_to_string(p)
+                .is_ok_and(|t| t.contains("kind: Workspace") && t.contains(&slug))
+        })
+        .expect("the workspace's manifest");
+    let mut exported: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(exported["spec"]["slug"], slug.as_str());
+    assert_eq!(exported["spec"]["deletionPolicy"], "Orphan");
+    let before = h.remote_writes().await;
+    let spec = exported["spec"].take();
+    create(&h, "exported", spec).await;
+    let ready = wait_for(&h, "exported", |w| w.ready()).await;
+    assert_eq!(ready.status.unwrap().slug.as_deref(), Some(slug.as_str()));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        h.remote_writes().await,
+        before,
+        "adopting the export wrote: {}",
+        h.stats().await
+    );
+    h.stop().await;
+}
