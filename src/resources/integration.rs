@@ -100,6 +100,18 @@ pub struct IntegrationSpec {
     #[schemars(length(max = 64))]
     pub secret_refs: Vec<ConfigSecretRef>,
 
+    /// Fields the gateway reads from an external secret manager through a secret reference,
+    /// so the value never passes through Kubernetes or the API: each maps `key` or
+    /// `configurations.<field>` to a SecretReference resource (`secretReferenceRef`, resolved
+    /// to its remote id once it is Ready) or to a secret reference the API knows
+    /// (`secretReference`, its UUID or slug, sent as written). Set, the list is the whole set
+    /// (`[]` removes every mapping); absent, the API's mappings are left as they are. A field
+    /// mapped here is not also set by `keySecretRef` or `secretRefs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    #[x_kube(validation = Rule::new("self.all(m, self.exists_one(o, o.targetField == m.targetField))").message("spec.secretMappings names a targetField twice: each field is mapped once"))]
+    pub secret_mappings: Option<Vec<SecretMapping>>,
+
     /// The workspaces that may use the integration. Each is merged into the API's access list
     /// on its own (the others are never touched); a workspace removed from this list is
     /// disabled (the API keeps its row, `enabled: false`), not deleted.
@@ -140,6 +152,97 @@ pub struct KeySecretRef {
     /// reads Connection Secrets from (any other is refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
+}
+
+/// One field of the integration the gateway reads through a secret reference.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.secretReferenceRef) != has(self.secretReference)").message("a secretMappings entry names its secret reference once: set secretReferenceRef (a SecretReference resource) or secretReference (a UUID or slug), not both"))]
+pub struct SecretMapping {
+    /// The field the value goes to: `key`, or `configurations.<field>` (e.g.
+    /// `configurations.aws_secret_access_key`).
+    #[schemars(
+        regex(pattern = r"^(key|configurations\.[A-Za-z0-9_]+)$"),
+        length(max = 255)
+    )]
+    pub target_field: String,
+    /// The SecretReference resource (cluster-scoped) holding the value; the integration waits
+    /// until it is Ready on a Connection of the same tenant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_reference_ref: Option<SecretReferenceRef>,
+    /// A secret reference the API knows, by UUID or slug, sent as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 255))]
+    pub secret_reference: Option<String>,
+    /// The key within the external secret, overriding the reference's own `secretKey`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 255))]
+    pub secret_key: Option<String>,
+    /// How the gateway reads the value: `string` or `json`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_format: Option<ValueFormat>,
+}
+
+/// A SecretReference resource, by name.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+pub struct SecretReferenceRef {
+    /// Its `metadata.name`.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+}
+
+/// How the gateway reads a mapped secret's value.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ValueFormat {
+    /// As text.
+    String,
+    /// As a JSON document (a service-account file, say).
+    Json,
+}
+
+impl SecretMapping {
+    /// The API's entry, naming the secret reference by `reference` (the resolved UUID or slug).
+    pub fn to_api(&self, reference: &str) -> Value {
+        let mut entry = Map::new();
+        entry.insert("target_field".into(), json!(self.target_field));
+        entry.insert("secret_reference_id".into(), json!(reference));
+        if let Some(key) = &self.secret_key {
+            entry.insert("secret_key".into(), json!(key));
+        }
+        if let Some(format) = self.value_format {
+            let format = match format {
+                ValueFormat::String => "string",
+                ValueFormat::Json => "json",
+            };
+            entry.insert("value_format".into(), json!(format));
+        }
+        Value::Object(entry)
+    }
+}
+
+/// Whether the API's `secret_mappings` (`null` when unset) are `wanted`, by target field,
+/// whatever their order: the reference, the key and the format each as sent (a null key or
+/// format as left out).
+pub fn same_mappings(wanted: &[Value], remote: Option<&[Value]>) -> bool {
+    let remote = remote.unwrap_or_default();
+    let entry = |m: &Value| {
+        let field = |k: &str| m.get(k).filter(|v| !v.is_null()).cloned();
+        (
+            field("target_field"),
+            field("secret_reference_id"),
+            field("secret_key"),
+            field("value_format"),
+        )
+    };
+    let mut a: Vec<_> = wanted.iter().map(entry).collect();
+    let mut b: Vec<_> = remote.iter().map(entry).collect();
+    let key = |e: &(Option<Value>, Option<Value>, Option<Value>, Option<Value>)| {
+        e.0.as_ref().map(Value::to_string)
+    };
+    a.sort_by_key(key);
+    b.sort_by_key(key);
+    a == b
 }
 
 /// One workspace's access to the integration.

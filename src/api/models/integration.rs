@@ -52,6 +52,9 @@ pub struct Integration {
     /// `null` until the first update.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated_at: Option<String>,
+    /// `[{target_field, secret_reference_id, secret_key?, value_format?}]`; `null` when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_mappings: Option<Vec<Value>>,
     /// Fields not modelled here, kept as sent (`Debug` shows their names only).
     #[serde(flatten)]
     pub extra: SensitiveFields,

@@ -11,7 +11,7 @@
 //! row's change does not move it, so each reconcile (at least once per drift interval) reads the
 //! integration, its access rows and its models. Integrations are few.
 
-use kube::Resource;
+use kube::{Resource, ResourceExt};
 use serde_json::{Map, Value};
 
 mod access;
@@ -24,16 +24,21 @@ use crate::controller::create::{Created, Lookup, body_hash, one_of_ours};
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
-use crate::controller::gate::{Op, tenant_id};
+use crate::controller::gate::{Op, tenant_id, tenant_peers};
 use crate::controller::status::common_status;
-use crate::controller::{Context, now_rfc3339};
+use crate::controller::{Context, now_rfc3339, spec_already_applied};
 use crate::resources::common::CreateAttempt;
 use crate::resources::config::ConfigSecretRef;
 use crate::resources::config_document::SecretDocument;
-use crate::resources::integration::{Integration, IntegrationStatus, KEY_PATH};
+use crate::resources::integration::{Integration, IntegrationStatus, KEY_PATH, same_mappings};
+use crate::resources::secret_reference::SecretReference;
 
 /// Condition reason while a Provider resource still binds the integration being deleted.
 pub const STILL_REFERENCED: &str = "StillReferenced";
+
+/// Condition reason while a SecretReference resource `spec.secretMappings` names is missing,
+/// being deleted or not Ready yet.
+pub const SECRET_REFERENCE_NOT_READY: &str = "SecretReferenceNotReady";
 
 common_status!(
     IntegrationStatus,
@@ -86,6 +91,8 @@ pub struct Written {
     hash: Option<String>,
     /// The numeric tenant id the live API takes as `organisation_id`, when known.
     organisation: Option<String>,
+    /// `spec.secretMappings` in the API's form, references resolved; `None` leaves the API's.
+    mappings: Option<Vec<Value>>,
 }
 
 /// The field a change of the write-only values reports: an input, never an outside edit.
@@ -121,6 +128,7 @@ impl Verbs for Integration {
         Ok(Some(Written {
             hash: write_only_hash(self, cx.ctx, &document),
             organisation: tenant_id(cx.ctx, self.spec.connection_name()),
+            mappings: secret_mappings(self, cx.ctx)?,
             document,
         }))
     }
@@ -141,6 +149,10 @@ impl Verbs for Integration {
         status: &IntegrationStatus,
     ) -> Comparison {
         let mut differs = self.spec.diff(remote);
+        let wanted = desired.as_ref().and_then(|w| w.mappings.as_deref());
+        if wanted.is_some_and(|m| !same_mappings(m, remote.secret_mappings.as_deref())) {
+            differs.push("secretMappings");
+        }
         let mut inputs = Vec::new();
         if desired
             .as_ref()
@@ -218,7 +230,8 @@ impl Verbs for Integration {
             .as_ref()
             .map(|w| w.document.clone())
             .unwrap_or_default();
-        let request = self.spec.update_request_with(&document);
+        let mut request = self.spec.update_request_with(&document);
+        request.secret_mappings = desired.as_ref().and_then(|w| w.mappings.clone());
         client.integrations().update(&remote.id, &request).await
     }
     async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Error> {
@@ -313,9 +326,95 @@ fn create_request(
         Some(w) => (w.document.clone(), w.organisation.clone()),
         None => Default::default(),
     };
-    integration
+    let mut request = integration
         .spec
-        .create_request_with(&document, organisation)
+        .create_request_with(&document, organisation);
+    request.secret_mappings = desired.as_ref().and_then(|w| w.mappings.clone());
+    request
+}
+
+/// `spec.secretMappings` in the API's form: a SecretReference resource resolved to the UUID it
+/// recorded, once it is Ready on a Connection of this integration's tenant (until then the
+/// integration waits: `SecretReferenceNotReady`); a `secretReference` as written. `None`: the
+/// spec leaves the API's mappings as they are.
+fn secret_mappings(integration: &Integration, ctx: &Context) -> Result<Option<Vec<Value>>, Error> {
+    let Some(mappings) = &integration.spec.secret_mappings else {
+        return Ok(None);
+    };
+    let mut sent = Vec::with_capacity(mappings.len());
+    for mapping in mappings {
+        let reference = match (&mapping.secret_reference_ref, &mapping.secret_reference) {
+            (Some(named), _) => ready_reference(integration, ctx, &named.name)?,
+            (None, Some(given)) => given.clone(),
+            (None, None) => {
+                return Err(Error::InvalidSpec(format!(
+                    "spec.secretMappings entry {} names no secret reference: set secretReferenceRef or secretReference",
+                    mapping.target_field
+                )));
+            }
+        };
+        sent.push(mapping.to_api(&reference));
+    }
+    Ok(Some(sent))
+}
+
+/// The UUID the SecretReference resource `name` recorded, once it can be mapped.
+fn ready_reference(integration: &Integration, ctx: &Context, name: &str) -> Result<String, Error> {
+    let waiting = |why: String| Error::not_allowed(SECRET_REFERENCE_NOT_READY, why);
+    let what = format!("SecretReference {name} named by spec.secretMappings");
+    let Some(reference) = secret_reference(ctx, name) else {
+        return Err(waiting(format!(
+            "{what} does not exist yet; waiting for it"
+        )));
+    };
+    let peers = tenant_peers(ctx, integration.spec.connection_name());
+    let theirs = reference.spec.connection_name();
+    if !peers.iter().any(|p| p == theirs) {
+        return Err(Error::InvalidSpec(format!(
+            "{what} uses Connection {theirs}, which reaches another tenant than this Integration's Connection {}",
+            integration.spec.connection_name()
+        )));
+    }
+    if reference.metadata.deletion_timestamp.is_some() {
+        return Err(waiting(format!("{what} is being deleted")));
+    }
+    let status = reference.status.clone().unwrap_or_default();
+    let ready = spec_already_applied(
+        reference.metadata.generation,
+        status.observed_generation,
+        &status.conditions,
+    );
+    match status.id.filter(|_| ready) {
+        Some(id) => Ok(id),
+        None => Err(waiting(format!("{what} is not Ready yet; waiting for it"))),
+    }
+}
+
+fn secret_reference(ctx: &Context, name: &str) -> Option<std::sync::Arc<SecretReference>> {
+    let all = ctx.stores.of::<SecretReference>().all();
+    all.into_iter().find(|r| r.name_any() == name)
+}
+
+/// The Integration resources whose `spec.secretMappings` name the SecretReference resource
+/// `name` (by resource) or `keys` (its UUID and slug, as a `secretReference`), by name.
+pub fn mapping(ctx: &Context, name: &str, keys: &[String]) -> Vec<String> {
+    let all = ctx.stores.of::<Integration>().all();
+    let mut names: Vec<String> = all
+        .into_iter()
+        .filter(|i| {
+            i.spec.secret_mappings.iter().flatten().any(|m| {
+                m.secret_reference_ref
+                    .as_ref()
+                    .is_some_and(|r| r.name == name)
+                    || m.secret_reference
+                        .as_ref()
+                        .is_some_and(|k| keys.contains(k))
+            })
+        })
+        .map(|i| i.name_any())
+        .collect();
+    names.sort();
+    names
 }
 
 /// The write-only values as sent (`{key?, configurations?}`, Secret values filled in), hashed
@@ -414,5 +513,31 @@ pub fn watch_inputs(
         namespace,
         integrations.clone(),
     );
+    let controller = watch_references(controller, ctx, integrations.clone());
     crate::controller::provider::watch_binders(controller, ctx, integrations)
+}
+
+/// Requeues the Integrations whose `spec.secretMappings` name a SecretReference resource
+/// whenever it changes, so one waiting for it is written as soon as it is Ready.
+fn watch_references(
+    controller: kube::runtime::controller::Controller<Integration>,
+    ctx: &Context,
+    integrations: kube::runtime::reflector::Store<Integration>,
+) -> kube::runtime::controller::Controller<Integration> {
+    let stream = ctx.relay.subscribe::<SecretReference>(None);
+    controller.watches_shared_stream(stream, move |reference: std::sync::Arc<SecretReference>| {
+        let name = reference.name_any();
+        integrations
+            .state()
+            .into_iter()
+            .filter(|i| {
+                i.spec.secret_mappings.iter().flatten().any(|m| {
+                    m.secret_reference_ref
+                        .as_ref()
+                        .is_some_and(|r| r.name == name)
+                })
+            })
+            .map(|i| kube::runtime::reflector::ObjectRef::from_obj(i.as_ref()))
+            .collect::<Vec<_>>()
+    })
 }

@@ -10,7 +10,7 @@
 //! interval) reads the reference.
 
 use k8s_openapi::api::core::v1::Secret;
-use kube::{Api, Resource};
+use kube::{Api, Resource, ResourceExt};
 use serde_json::{Map, Value};
 
 use crate::api::{
@@ -28,6 +28,7 @@ use crate::controller::status::common_status;
 use crate::controller::{Context, now_rfc3339};
 use crate::resources::common::CreateAttempt;
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
+use crate::resources::integration::Integration;
 use crate::resources::secret_reference::{SecretReference, SecretReferenceStatus};
 
 /// Condition reason while the API refuses the delete because something maps to the reference.
@@ -226,6 +227,23 @@ impl Verbs for SecretReference {
         _: &SecretReferenceStatus,
     ) -> Result<(), ApiError> {
         client.secret_references().delete(key).await
+    }
+    /// Waits while an Integration resource maps a field to the reference (by resource, or by
+    /// its UUID or slug), naming them: the API would refuse the delete too, but later.
+    async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Error> {
+        let status = self.status.clone().unwrap_or_default();
+        let keys: Vec<String> = status.id.into_iter().chain(status.slug).collect();
+        let users = crate::controller::kinds::integration::mapping(cx.ctx, &self.name_any(), &keys);
+        if users.is_empty() {
+            return Ok(());
+        }
+        Err(Error::not_allowed(
+            STILL_REFERENCED,
+            format!(
+                "secret reference {key} is still mapped by Integration {}; it is deleted once none maps it (or set deletionPolicy: Orphan)",
+                users.join(", ")
+            ),
+        ))
     }
     /// The API's 400 while an integration maps a field to the reference: `StillReferenced`
     /// with its words (they name the integrations), retried, never forced.
@@ -428,5 +446,37 @@ pub fn watch_inputs(
     namespace: Option<&str>,
     references: kube::runtime::reflector::Store<SecretReference>,
 ) -> kube::runtime::controller::Controller<SecretReference> {
-    crate::controller::config_refs::watch_secrets(controller, ctx, namespace, references)
+    let controller = crate::controller::config_refs::watch_secrets(
+        controller,
+        ctx,
+        namespace,
+        references.clone(),
+    );
+    // An Integration that stops mapping a reference lets its waiting delete go on.
+    let stream = ctx.relay.subscribe::<Integration>(None);
+    controller.watches_shared_stream(stream, move |integration: std::sync::Arc<Integration>| {
+        let named: Vec<String> = integration
+            .spec
+            .secret_mappings
+            .iter()
+            .flatten()
+            .flat_map(|m| {
+                let by_resource = m.secret_reference_ref.as_ref().map(|r| r.name.clone());
+                by_resource.into_iter().chain(m.secret_reference.clone())
+            })
+            .collect();
+        references
+            .state()
+            .into_iter()
+            .filter(|r| {
+                let status = r.status.as_ref();
+                named.iter().any(|n| {
+                    *n == r.name_any()
+                        || status.and_then(|s| s.id.as_ref()) == Some(n)
+                        || status.and_then(|s| s.slug.as_ref()) == Some(n)
+                })
+            })
+            .map(|r| kube::runtime::reflector::ObjectRef::from_obj(r.as_ref()))
+            .collect::<Vec<_>>()
+    })
 }

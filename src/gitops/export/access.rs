@@ -11,7 +11,8 @@ use crate::api::{self, Client, IntegrationsListQuery, ProvidersListQuery};
 use crate::resources::common::{CLUSTER_READABLE, ManagementPolicy};
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
 use crate::resources::integration::{
-    Integration, IntegrationDeletionPolicy, IntegrationSpec, KeySecretRef, WorkspaceAccess,
+    Integration, IntegrationDeletionPolicy, IntegrationSpec, KeySecretRef, SecretMapping,
+    WorkspaceAccess,
 };
 use crate::resources::provider::{Provider, ProviderDeletionPolicy, ProviderSpec};
 
@@ -176,6 +177,7 @@ impl Builder<'_> {
                 })
                 .collect(),
             models: None,
+            secret_mappings: exported_mappings(remote.secret_mappings.as_deref()),
             deletion_policy: IntegrationDeletionPolicy::Orphan,
             management_policy: ManagementPolicy::Full,
             connection_ref: None,
@@ -274,6 +276,28 @@ fn readable_configurations(
     (Some(shown).filter(|s| !s.is_empty()), refs)
 }
 
+/// The integration's `secret_mappings` as `spec.secretMappings` naming each reference as the
+/// API does (UUID or slug); `None` (left as it is) when it has none.
+fn exported_mappings(remote: Option<&[Value]>) -> Option<Vec<SecretMapping>> {
+    let mappings: Vec<SecretMapping> = remote
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|m| {
+            let text = |k: &str| m.get(k).and_then(Value::as_str).map(str::to_string);
+            Some(SecretMapping {
+                target_field: text("target_field")?,
+                secret_reference_ref: None,
+                secret_reference: Some(text("secret_reference_id")?),
+                secret_key: text("secret_key"),
+                value_format: m
+                    .get("value_format")
+                    .and_then(|f| serde_json::from_value(f.clone()).ok()),
+            })
+        })
+        .collect();
+    (!mappings.is_empty()).then_some(mappings)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -359,5 +383,27 @@ mod tests {
             exported.spec.configurations.as_ref().unwrap()["aws_region"],
             "eu-west-1"
         );
+    }
+
+    #[test]
+    fn mappings_are_exported_as_the_api_names_them_and_none_are_left_alone() {
+        let remote = [
+            serde_json::json!({"target_field": "key", "secret_reference_id": "sr-1",
+                             "secret_key": null, "value_format": "json"}),
+        ];
+        let exported = exported_mappings(Some(&remote)).expect("one mapping");
+        assert_eq!(exported[0].target_field, "key");
+        assert_eq!(exported[0].secret_reference.as_deref(), Some("sr-1"));
+        assert_eq!(exported[0].secret_key, None);
+        assert_eq!(
+            exported[0].to_api("sr-1"),
+            serde_json::json!({"target_field": "key", "secret_reference_id": "sr-1", "value_format": "json"})
+        );
+        assert!(crate::resources::integration::same_mappings(
+            &[exported[0].to_api("sr-1")],
+            Some(&remote)
+        ));
+        assert_eq!(exported_mappings(Some(&[])), None);
+        assert_eq!(exported_mappings(None), None);
     }
 }

@@ -275,3 +275,165 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
     }
     h.stop().await;
 }
+
+/// An Integration maps its key to a SecretReference resource: it waits until the reference is
+/// Ready, then sends the reference's UUID in `secret_mappings` with its one POST; nothing is
+/// written at steady state; a console edit of the mappings is put back with one PUT; the
+/// reference's delete waits, naming the Integration, until the Integration lets go of it.
+#[tokio::test]
+async fn an_integration_maps_its_key_to_a_secret_reference_resource() {
+    const POST_INTEGRATION: &str = "POST /ai_gw/admin/v2/integrations";
+    const PUT_INTEGRATION: &str = "PUT /ai_gw/admin/v2/integrations/{integrationId}";
+    let h = Harness::start_with_secret_namespace("secmap", Duration::from_secs(1)).await;
+    let integrations: Api<aigw::resources::Integration> = Api::all(h.env.client.clone());
+    let reference = h.cluster_name("vault");
+    let integration = h.cluster_name("mapped");
+    // Refused at admission, naming the field: a reference named twice, a field mapped twice.
+    for (mappings, says) in [
+        (
+            json!([{"targetField": "key", "secretReferenceRef": {"name": "a"}, "secretReference": "b"}]),
+            "names its secret reference once",
+        ),
+        (
+            json!([{"targetField": "key", "secretReference": "a"},
+                   {"targetField": "key", "secretReference": "b"}]),
+            "spec.secretMappings names a targetField twice",
+        ),
+        (
+            json!([{"targetField": "name", "secretReference": "a"}]),
+            "spec.secretMappings[0].targetField",
+        ),
+    ] {
+        let spec = json!({"name": "bad", "aiProviderId": "open-ai", "secretMappings": mappings});
+        let refused = integrations
+            .create(
+                &PostParams::default(),
+                &h.cluster_object("Integration", "bad", spec),
+            )
+            .await
+            .expect_err("refused at admission")
+            .to_string();
+        assert!(refused.contains(says), "{refused}");
+    }
+    let spec = json!({"slug": integration, "name": "mapped", "aiProviderId": "open-ai",
+                      "secretMappings": [{"targetField": "key",
+                                          "secretReferenceRef": {"name": reference},
+                                          "secretKey": "openai_key"}]});
+    integrations
+        .create(
+            &PostParams::default(),
+            &h.cluster_object("Integration", "mapped", spec),
+        )
+        .await
+        .unwrap();
+    let waiting = support::wait_until(WAIT, || async {
+        let i = integrations.get_opt(&integration).await.ok()??;
+        i.condition("Ready")
+            .is_some_and(|(_, reason, _)| reason == "SecretReferenceNotReady")
+            .then_some(i)
+    })
+    .await
+    .expect("the integration waits for its SecretReference");
+    let (_, _, message) = waiting.condition("Ready").unwrap();
+    assert!(message.contains("does not exist yet"), "{message}");
+    assert_eq!(
+        h.remote_writes().await,
+        0,
+        "nothing sent before it is Ready"
+    );
+
+    put_auth(&h, FIRST_SECRET, true).await;
+    let spec = json!({"slug": reference, "name": "Vault", "managerType": "aws_sm",
+                      "secretPath": "prod/openai", "authConfigSecretRef": {"name": "aws-sm-auth"}});
+    api(&h)
+        .create(
+            &PostParams::default(),
+            &h.cluster_object("SecretReference", "vault", spec),
+        )
+        .await
+        .unwrap();
+    let ready = wait_for(&h, "vault", |r| r.ready()).await;
+    let id = ready.status.unwrap().id.expect("the reference's UUID");
+    let mapped = support::wait_until(WAIT, || async {
+        let i = integrations.get_opt(&integration).await.ok()??;
+        i.ready().then_some(i)
+    })
+    .await
+    .expect("the integration is created once its reference is Ready");
+    assert!(mapped.status.unwrap().id.is_some());
+    let wanted =
+        json!([{"target_field": "key", "secret_reference_id": id, "secret_key": "openai_key"}]);
+    assert_eq!(
+        remote_integration(&h, &integration).await["secret_mappings"],
+        wanted
+    );
+    assert_eq!(h.count(POST_INTEGRATION).await, 1, "one POST");
+
+    h.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(h.remote_writes().await, 0, "no write at steady state");
+
+    // The mappings cleared in the console: put back with one PUT.
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/admin/v2/integrations/{integration}"),
+        Some(json!({"secret_mappings": []})),
+    )
+    .await;
+    h.reset_stats().await;
+    support::wait_until(WAIT, || async {
+        (remote_integration(&h, &integration).await["secret_mappings"] == wanted).then_some(())
+    })
+    .await
+    .expect("the console edit was put back");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.count(PUT_INTEGRATION).await, 1, "one PUT puts it back");
+
+    // The reference cannot go while the Integration maps it: it says who, and waits.
+    api(&h)
+        .delete(&reference, &Default::default())
+        .await
+        .unwrap();
+    let held = wait_for(&h, "vault", |r| {
+        r.condition("Ready")
+            .is_some_and(|(s, reason, _)| s == "False" && reason == "StillReferenced")
+    })
+    .await;
+    let (_, _, message) = held.condition("Ready").unwrap();
+    assert!(
+        message.contains(&format!("Integration {integration}")),
+        "{message}"
+    );
+    assert_eq!(h.count(DELETE).await, 0, "no delete tried while mapped");
+    assert!(!remote(&h, &reference).await.is_null());
+
+    // The Integration goes: then the reference does.
+    integrations
+        .delete(&integration, &Default::default())
+        .await
+        .unwrap();
+    support::wait_until(Duration::from_secs(60), || async {
+        api(&h)
+            .get_opt(&reference)
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .expect("the SecretReference went once no Integration mapped it");
+    assert!(remote(&h, &reference).await.is_null(), "deleted remotely");
+    assert!(
+        remote_integration(&h, &integration).await.is_null(),
+        "integration deleted"
+    );
+    h.stop().await;
+}
+
+/// The emulator's record of the integration `slug`.
+async fn remote_integration(h: &Harness, slug: &str) -> Value {
+    h.state().await["integrations"]
+        .as_array()
+        .and_then(|all| all.iter().find(|i| i["slug"] == slug).cloned())
+        .unwrap_or(Value::Null)
+}
