@@ -40,6 +40,7 @@ const SUBSET: &str = "openapi-subset.yaml";
 const USAGE_LIMITS: &str = "openapi-usage-limits.yaml";
 const MORE_OBJECTS: &str = "openapi-more-objects.yaml";
 const KIND_REQUESTS: &str = "openapi-kind-requests.yaml";
+const REST_OBJECTS: &str = "openapi-rest-objects.yaml";
 
 /// Every kind that writes a remote object, against the request that writes it. The guardrail
 /// feedback is walked on its own: the CRD flattens the API's `{feedback: {…}}` into the action.
@@ -116,6 +117,8 @@ const WALKS: &[Walk] = &[
     ),
     walk(KIND_REQUESTS, "POST /providers", "Provider", "spec"),
     walk(KIND_REQUESTS, "CreateApiKeyObject", "ApiKey", "spec"),
+    walk(REST_OBJECTS, "ScmWorkspaceCreate", "Workspace", "spec"),
+    walk(REST_OBJECTS, "ScmWorkspaceUpdate", "Workspace", "spec"),
 ];
 
 /// Fields typed otherwise on purpose, each with its reason.
