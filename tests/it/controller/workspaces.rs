@@ -459,3 +459,57 @@ async fn an_exported_workspace_is_adopted_without_a_write() {
     );
     h.stop().await;
 }
+
+/// `defaults.configRef` names a Config that can live only in the workspace once it exists: the
+/// workspace is created without it (ReferenceNotReady), and the default is set with one PUT once
+/// the Config recorded its config.
+#[tokio::test]
+async fn a_default_config_in_the_workspace_is_set_once_its_config_is_ready() {
+    let h = Harness::start_with("ws-defcfg", Duration::from_secs(1)).await;
+    let spec = json!({"name": "Routing", "defaults": {
+        "configRef": {"namespace": h.env.namespace, "name": "main"},
+        "metadata": {"team": "routing"}}});
+    create(&h, "routing", spec).await;
+    let waiting = wait_for(&h, "routing", |w| {
+        w.not_ready_with("ReferenceNotReady") && w.status.as_ref().is_some_and(|s| s.id.is_some())
+    })
+    .await;
+    let (id, _, _) = recorded(&waiting);
+    let (_, _, message) = waiting.condition("Ready").unwrap();
+    assert!(message.contains("Config"), "{message}");
+    let path = format!("/ai_gw/admin/v2/workspaces/{id}");
+    let remote = h.call(Method::GET, &path, None).await;
+    assert_eq!(remote["defaults"]["config_id"], Value::Null, "{remote}");
+    assert_eq!(remote["defaults"]["metadata"], json!({"team": "routing"}));
+    let puts = h.count(PUT).await;
+
+    let mut config = support::objects::routing("main");
+    config["workspaceId"] = json!(id);
+    config["deletionPolicy"] = json!("Orphan");
+    h.env
+        .api::<Config>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Config", "main", config),
+        )
+        .await
+        .unwrap();
+    let config = h.env.wait_for::<Config>("main", WAIT, |c| c.ready()).await;
+    let config_id = config.status.unwrap().id.expect("the config's id");
+    wait_for(&h, "routing", |w| w.ready()).await;
+    let remote = h.call(Method::GET, &path, None).await;
+    assert_eq!(
+        remote["defaults"]["config_id"],
+        config_id.as_str(),
+        "{remote}"
+    );
+    assert_eq!(remote["defaults"]["metadata"], json!({"team": "routing"}));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.count(PUT).await, puts + 1, "one PUT sets the default");
+    h.env
+        .api::<Config>()
+        .delete("main", &DeleteParams::default())
+        .await
+        .unwrap();
+    h.stop().await;
+}
