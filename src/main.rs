@@ -39,6 +39,8 @@ enum Command {
     Export(cli::export::ExportArgs),
     /// List a Config's remote versions with the revision aigw applied each from, or diff two.
     History(cli::history::HistoryArgs),
+    /// A ConfigRollout's step, cohorts' figures and decisions; promote or abort it.
+    Rollout(cli::rollout::RolloutArgs),
 }
 
 #[tokio::main]
@@ -70,5 +72,6 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Plan(args) => cli::plan::run(args).await,
         Command::Export(args) => cli::export::run(args).await.map(|()| done),
         Command::History(args) => cli::history::run(args).await,
+        Command::Rollout(args) => cli::rollout::run(args).await.map(|()| done),
     }
 }

@@ -13,8 +13,8 @@ use crate::controller::kinds::secret_reference;
 use crate::controller::process::Spawner;
 use crate::controller::{Context, api_key, census, config_refs, guardrail, integration, provider};
 use crate::resources::{
-    ApiKey, ClusterGuardrail, Config, Connection, Deployment, Guardrail, Integration, Provider,
-    RateLimitsPolicy, SecretReference, UsageLimitsPolicy, Workspace,
+    ApiKey, ClusterGuardrail, Config, ConfigRollout, Connection, Deployment, Guardrail,
+    Integration, Provider, RateLimitsPolicy, SecretReference, UsageLimitsPolicy, Workspace,
 };
 
 /// The API group of every kind.
@@ -28,6 +28,10 @@ pub enum Role {
     Managed,
     /// Read and watched, status written; never patched (a Connection).
     Read,
+    /// Read, watched and patched (its finalizer), status written, and driving other kinds'
+    /// objects rather than the management API (a ConfigRollout, which annotates ApiKeys and
+    /// only reads telemetry).
+    Driven,
 }
 
 /// One kind aigw serves.
@@ -124,6 +128,19 @@ pub static KINDS: &[Kind] = &[
             among: "Config",
         }),
         controllers: |s| s.listed::<Config>(Some(config_refs::watch_inputs)),
+    },
+    Kind {
+        kind: "ConfigRollout",
+        plural: "configrollouts",
+        namespaced: true,
+        file: "configrollout.yaml",
+        crd: ConfigRollout::crd,
+        role: Role::Driven,
+        owns_secrets: false,
+        census: None,
+        store: None,
+        spec_id: None,
+        controllers: |s| s.rollouts(),
     },
     Kind {
         kind: "Connection",
@@ -288,7 +305,7 @@ pub fn grants(namespaced: bool) -> Vec<Grant> {
     let mut grants = Vec::new();
     for kind in KINDS.iter().filter(|k| k.namespaced == namespaced) {
         let verbs = match kind.role {
-            Role::Managed => vec!["get", "list", "watch", "patch"],
+            Role::Managed | Role::Driven => vec!["get", "list", "watch", "patch"],
             Role::Read => vec!["get", "list", "watch"],
         };
         grants.push(Grant {
@@ -331,6 +348,7 @@ pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
             let role = match k.role {
                 Role::Managed => "managed",
                 Role::Read => "read",
+                Role::Driven => "driven",
             };
             annotations.insert(ROLE_ANNOTATION.into(), role.into());
             if k.owns_secrets {

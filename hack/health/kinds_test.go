@@ -173,6 +173,18 @@ var kinds = []kind{
 			"it is archived once they are gone (or set deletionPolicy: Orphan)"},
 	},
 	{
+		kind: "ConfigRollout", resource: "configrollouts", namespaced: true, manager: "aigw/configrollout", example: "configrollout.yaml",
+		bump: map[string]any{"spec": map[string]any{"analysis": map[string]any{"minRequests": 100}}},
+		settled: map[string]any{
+			"phase": "Progressing", "currentStep": 0, "weight": 10, "movedKeys": []any{"checkout-a"},
+			"stableConfigId": "pc-chat-r-1a2b3c", "candidateConfigId": "pc-chat-r-4d5e6f",
+		},
+		ready:       outcome{"Ready", "Completed", "step 2 passed, the last: candidate 4 keys, 212 requests, 0 5xx (0.000), p90 120ms; stable 0 keys, no requests; every selected key is on Config chat-routing-next"},
+		progressing: outcome{"Progressing", "Pausing", "step 0 (10%): every key is on the candidate; analysis in 4m 30s"},
+		stalled: outcome{"Stalled", "RolledBack", "step 0 failed its analysis: candidate error rate 0.310 is above maxErrorRate 0.05 " +
+			"(candidate 1 keys, 71 requests, 22 5xx (0.310), p90 130ms; stable 3 keys, 212 requests, 0 5xx (0.000), p90 120ms); every moved key is back on Config chat-routing"},
+	},
+	{
 		kind: "Connection", resource: "connections", manager: "aigw/connection", example: "connection.yaml",
 		bump:        map[string]any{"spec": map[string]any{"qps": 5}},
 		ready:       outcome{"Ready", "TokenObtained", "a token was obtained"},

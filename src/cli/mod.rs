@@ -11,6 +11,7 @@ pub mod export;
 pub mod history;
 pub mod operator;
 pub mod plan;
+pub mod rollout;
 pub mod validate;
 
 /// Logs to stderr; `RUST_LOG` filters (default `info`), `AIGW_LOG_FORMAT=json` for JSON lines.

@@ -14,8 +14,8 @@ pub mod state;
 // holds the state they share, `process` the wiring that starts them (from `crate::registry`).
 pub use driver::{create, drift, gate, rotation, secret_delivery, status};
 pub use kinds::{
-    api_key, config, config_refs, connection, deployment, guardrail, integration, policy, provider,
-    rate_limits_policy, usage_limits_policy,
+    api_key, config, config_refs, config_rollout, connection, deployment, guardrail, integration,
+    policy, provider, rate_limits_policy, usage_limits_policy,
 };
 pub use runtime::{
     backoff, census, events, failpoints, hash_key, health, leader, metrics, unreadable,

@@ -13,8 +13,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tracing::{debug, info, warn};
 
 use super::{
-    Context, Managed, Settings, connection, deployment, drift, driver, health, relay, status,
-    unreadable,
+    Context, Managed, Settings, config_rollout, connection, deployment, drift, driver, health,
+    relay, status, unreadable,
 };
 use crate::resources::readable::{Readable, Unreadable, readable_api};
 
@@ -445,6 +445,50 @@ async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
         .await;
 }
 
+/// The ConfigRollouts of `namespace`: each reconciled when it changes, when an ApiKey of its
+/// namespace changes (a moved key's status shows its new config), and on election.
+async fn run_rollouts(ctx: Arc<Context>, namespace: Option<String>, concurrency: u16) {
+    use crate::resources::{ApiKey, ConfigRollout};
+    let ns = namespace.as_deref();
+    let probe = ctx.health.register(stream_name("ConfigRollout", ns));
+    let unreadable = {
+        let ctx = ctx.clone();
+        move |object: &Unreadable| unreadable::report::<ConfigRollout>(&ctx, object)
+    };
+    let (store, rollouts) = watched::<ConfigRollout>(
+        &ctx.kube,
+        ns,
+        watcher::Config::default(),
+        probe,
+        |_| {},
+        |_| {},
+        |_| {},
+        unreadable,
+    );
+    let keys = ctx.relay.subscribe::<ApiKey>(namespace.clone());
+    let in_play = store.clone();
+    Controller::for_stream(rollouts, store)
+        .with_config(ControllerConfig::default().concurrency(concurrency))
+        .reconcile_all_on(ctx.leadership.acquired())
+        .watches_shared_stream(keys, move |key: Arc<ApiKey>| {
+            let namespace = key.metadata.namespace.clone();
+            in_play
+                .state()
+                .iter()
+                .filter(|r| r.metadata.namespace == namespace)
+                .map(|r| ObjectRef::from_obj(r.as_ref()))
+                .collect::<Vec<_>>()
+        })
+        .shutdown_on_signal()
+        .run(config_rollout::reconcile, config_rollout::error_policy, ctx)
+        .for_each(|result| async move {
+            if let Err(e) = result {
+                controller_error("ConfigRollout", &e);
+            }
+        })
+        .await;
+}
+
 /// Keeps the `aigw_leader` gauge equal to this replica's leadership.
 async fn follow_leadership(ctx: Arc<Context>) {
     if ctx.dry_run {
@@ -550,6 +594,18 @@ impl Spawner<'_> {
             self.ctx.clone(),
             self.concurrency,
         )));
+    }
+
+    /// The ConfigRollouts' controllers, one per watched namespace.
+    pub fn rollouts(&mut self) {
+        for namespace in self.namespaces {
+            let task = tokio::spawn(run_rollouts(
+                self.ctx.clone(),
+                namespace.clone(),
+                self.concurrency,
+            ));
+            self.tasks.push(task);
+        }
     }
 
     fn spawn<K: Managed>(&mut self, setup: KindSetup<K>) {

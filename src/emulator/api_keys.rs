@@ -173,6 +173,10 @@ pub struct ApiKeyRecord {
     pub previous: Vec<PreviousKey>,
     /// How many rotations it has seen (shown by `GET /_emulator/state`).
     pub rotations: u64,
+    /// The write log of its default config: each value `defaults.config_id` took from a create
+    /// or an update that changed it, in order (`GET /_emulator/state` shows it as
+    /// `config_writes`; tests count the moves of a key between configs).
+    pub config_writes: Vec<Option<String>>,
     pub last_rotated_at: Option<String>,
 }
 
@@ -221,6 +225,7 @@ impl ApiKeyRecord {
             key: new_key(),
             previous: Vec::new(),
             rotations: 0,
+            config_writes: Vec::new(),
             last_rotated_at: None,
         }
     }
@@ -330,6 +335,7 @@ impl ApiKeyRecord {
             .map(|old| json!({ "key": old.key, "key_transition_expires_at": old.expires_at }))
             .collect();
         value["rotations"] = json!(self.rotations);
+        value["config_writes"] = json!(self.config_writes);
         value["last_rotated_at"] = json!(self.last_rotated_at);
         value["rotation_policy"] = self.rotation_policy.clone();
         value
@@ -872,10 +878,14 @@ impl Changes {
         if self.reset_usage {
             record.last_reset_at = Some(now());
         }
+        let config_before = record.defaults.config_id.clone();
         match self.defaults {
             None => {}
             Some(None) => record.defaults = KeyDefaults::default(),
             Some(Some(defaults)) => record.defaults.merge(&defaults),
+        }
+        if record.defaults.config_id != config_before {
+            record.config_writes.push(record.defaults.config_id.clone());
         }
         if let Some(emails) = self.alert_emails {
             record.alert_emails = emails;
@@ -1053,6 +1063,7 @@ mod tests {
             key: new_key(),
             previous: Vec::new(),
             rotations: 0,
+            config_writes: Vec::new(),
             last_rotated_at: None,
         }
     }

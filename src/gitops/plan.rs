@@ -446,7 +446,11 @@ async fn plan_object(
             // hides by the key names of its paths.
             plan_guardrail(api, live, o.as_ref(), managed, None).await?
         }
-        Object::Connection(_) => entry(Action::NoChange, None, Vec::new(), None),
+        // A rollout writes nothing to the management API: it moves ApiKeys, whose own
+        // reconciles write.
+        Object::Connection(_) | Object::ConfigRollout(_) => {
+            entry(Action::NoChange, None, Vec::new(), None)
+        }
         Object::ApiKey(o) => plan_api_key(api, live, o).await?,
         Object::Integration(o) => super::plan_access::plan_integration(api, live, o).await?,
         Object::Provider(o) => super::plan_access::plan_provider(api, live, o).await?,

@@ -24,8 +24,8 @@ use crate::resources::common::GROUP;
 use crate::resources::config_document::MarkedDocument;
 use crate::resources::guardrail::GuardrailKind;
 use crate::resources::{
-    ApiKey, ClusterGuardrail, Config, Connection, Deployment, Guardrail, Integration, Provider,
-    RateLimitsPolicy, SecretReference, UsageLimitsPolicy, Workspace,
+    ApiKey, ClusterGuardrail, Config, ConfigRollout, Connection, Deployment, Guardrail,
+    Integration, Provider, RateLimitsPolicy, SecretReference, UsageLimitsPolicy, Workspace,
 };
 
 /// One problem: where, which resource, which field, what.
@@ -72,6 +72,7 @@ pub enum Object {
     Provider(Box<Provider>),
     SecretReference(Box<SecretReference>),
     Workspace(Box<Workspace>),
+    ConfigRollout(Box<ConfigRollout>),
 }
 
 impl Object {
@@ -89,6 +90,7 @@ impl Object {
             Object::Provider(_) => "Provider",
             Object::SecretReference(_) => "SecretReference",
             Object::Workspace(_) => "Workspace",
+            Object::ConfigRollout(_) => "ConfigRollout",
         }
     }
 
@@ -106,6 +108,7 @@ impl Object {
             Object::Provider(o) => &o.metadata,
             Object::SecretReference(o) => &o.metadata,
             Object::Workspace(o) => &o.metadata,
+            Object::ConfigRollout(o) => &o.metadata,
         }
     }
 
@@ -124,6 +127,8 @@ impl Object {
             Object::Provider(o) => o.spec.management_policy,
             Object::SecretReference(o) => o.spec.management_policy,
             Object::Workspace(o) => o.spec.management_policy,
+            // A rollout has no remote object of its own.
+            Object::ConfigRollout(_) => crate::resources::common::ManagementPolicy::Full,
         }
     }
 
@@ -481,6 +486,7 @@ fn typed(kind: &str, value: &Value) -> Result<Object, String> {
         "Provider" => Object::Provider(parse(value)?),
         "SecretReference" => Object::SecretReference(parse(value)?),
         "Workspace" => Object::Workspace(parse(value)?),
+        "ConfigRollout" => Object::ConfigRollout(parse(value)?),
         other => return Err(format!("unknown kind {other:?}")),
     })
 }
@@ -572,6 +578,17 @@ fn operator_checks(object: &Object, out: &mut Vec<Violation>) {
                     .create_request("(the workspace's IAM scope)")
                     .validate(),
             }
+        }
+        // A rollout makes no API request: what the operator refuses of it is its spec.
+        Object::ConfigRollout(o) => {
+            let namespace = o.metadata.namespace.as_deref().unwrap_or_default();
+            if let Err(message) = o.spec.check(namespace) {
+                out.push(Violation {
+                    path: "spec".into(),
+                    message,
+                });
+            }
+            Ok(())
         }
     };
     if let Err(e) = request {

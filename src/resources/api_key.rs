@@ -271,6 +271,11 @@ pub struct ApiKeyStatus {
     /// The config the key's defaults name, as sent (resolved from `defaults.config`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_id: Option<String>,
+    /// The Config resource a ConfigRollout put the key on (its `aigw.io/rollout-config`
+    /// annotation) when the config was last resolved; absent when the key's own
+    /// `spec.defaults` decide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_override: Option<String>,
     /// The remote key's `last_updated_at` when aigw last read it (for the drift check).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_updated_at: Option<String>,
@@ -300,6 +305,32 @@ pub struct ApiKeyStatus {
     /// What the create in flight sent, and when its request ended without an answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub create_attempt: Option<CreateAttempt>,
+}
+
+impl ApiKey {
+    /// The Config resource a ConfigRollout put this key on (`aigw.io/rollout-config`), if any.
+    /// It replaces what `spec.defaults` names, for a key whose spec has `defaults`.
+    pub fn config_override(&self) -> Option<&str> {
+        self.spec.defaults.as_ref()?;
+        self.metadata
+            .annotations
+            .as_ref()?
+            .get(super::config_rollout::CONFIG_OVERRIDE_ANNOTATION)
+            .map(|name| name.trim())
+            .filter(|name| !name.is_empty())
+    }
+
+    /// The name of the Config resource whose remote config the key's requests use by default:
+    /// a rollout's override, else `defaults.config`.
+    pub fn config_resource(&self) -> Option<&str> {
+        self.config_override().or_else(|| {
+            let defaults = self.spec.defaults.as_ref()?;
+            match defaults.config_id {
+                Some(_) => None,
+                None => defaults.config.as_deref(),
+            }
+        })
+    }
 }
 
 impl ApiKeySpec {

@@ -180,6 +180,14 @@ pub trait Managed:
         false
     }
 
+    /// True when something besides the spec asks for a write although the spec was applied,
+    /// known from the object alone (a ConfigRollout's `aigw.io/rollout-config` annotation on
+    /// an ApiKey that its status does not show applied), so a reconcile must not trust the
+    /// recorded state.
+    fn asks_for_apply(&self, _status: &Self::Status) -> bool {
+        false
+    }
+
     /// True for kinds whose drift is found by the list-based drift pass ([`crate::controller::drift`]):
     /// between drift checks, a reconcile of an applied spec trusts the recorded state and makes
     /// no API call. False: every reconcile reads the remote object.

@@ -387,7 +387,8 @@ async fn trusted<K: Managed>(
     let object = cx.object;
     let applied = K::LISTED
         && crate::controller::drift::settled(object, before)
-        && !K::due_now(object, before);
+        && !K::due_now(object, before)
+        && !K::asks_for_apply(object, before);
     let drift = &cx.ctx.drift;
     // A copy older than this process's own last write (a failure, an intent) is stale.
     if !applied || drift.cache_behind(key, object.meta().resource_version.as_deref()) {

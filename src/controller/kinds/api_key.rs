@@ -106,6 +106,11 @@ impl Managed for ApiKey {
         rotation::rotation_pending(self, &status.rotation)
     }
 
+    /// A ConfigRollout moved the key (or returned it) since its config was last resolved.
+    fn asks_for_apply(&self, status: &ApiKeyStatus) -> bool {
+        self.config_override() != status.config_override.as_deref()
+    }
+
     /// The Secret still holds this key's value, and `defaults.config` still resolves to what
     /// was sent. Asked when the Secret or the Config changed ([`watch_inputs`]), and the
     /// first time this process sees the key.
@@ -123,7 +128,7 @@ impl Managed for ApiKey {
             }
             _ => false,
         };
-        let config_unchanged = match self.spec.defaults.as_ref().and_then(|d| d.config.as_ref()) {
+        let config_unchanged = match self.config_resource() {
             Some(_) => resolve_config(self, cx).await.ok().flatten() == status.config_id,
             None => true,
         };
@@ -155,6 +160,7 @@ impl Verbs for ApiKey {
     ) -> Result<Option<String>, Error> {
         let config_id = resolve_config(self, cx).await?;
         status.config_id = config_id.clone();
+        status.config_override = self.config_override().map(str::to_string);
         Ok(config_id)
     }
     /// The config last sent: Observe resolves no Config.
@@ -363,7 +369,7 @@ pub fn watch_inputs(
     controller.watches_shared_stream(configs, move |config: Arc<Config>| {
         let name = config.name_any();
         users(&keys, &drift, config.namespace(), |k| {
-            k.spec.defaults.as_ref().and_then(|d| d.config.as_ref()) == Some(&name)
+            k.config_resource() == Some(name.as_str())
         })
     })
 }
@@ -416,17 +422,22 @@ impl Listed for ApiKey {
     }
 }
 
-/// The config the key's defaults name: `defaults.configId` as written, or the remote slug of
-/// the Config resource `defaults.config` names (waiting until it has one).
+/// The config the key's defaults name: the Config resource a ConfigRollout put the key on
+/// (`aigw.io/rollout-config`), else `defaults.configId` as written, or the remote slug of the
+/// Config resource `defaults.config` names (waiting until it has one).
 async fn resolve_config(key: &ApiKey, cx: &Cx<'_, ApiKey>) -> Result<Option<String>, Error> {
     let Some(defaults) = &key.spec.defaults else {
         return Ok(None);
     };
-    if let Some(id) = &defaults.config_id {
+    if let (None, Some(id)) = (key.config_override(), &defaults.config_id) {
         return Ok(Some(id.clone()));
     }
-    let Some(name) = &defaults.config else {
+    let Some(name) = key.config_resource() else {
         return Ok(None);
+    };
+    let what = match key.config_override() {
+        Some(_) => "annotation aigw.io/rollout-config",
+        None => "defaults.config",
     };
     let configs = Api::<Config>::namespaced(cx.ctx.kube.clone(), &cx.namespace());
     let config = configs
@@ -437,7 +448,7 @@ async fn resolve_config(key: &ApiKey, cx: &Cx<'_, ApiKey>) -> Result<Option<Stri
     match slug {
         Some(slug) => Ok(Some(slug)),
         None => Err(Error::MissingState(format!(
-            "defaults.config names Config {name}, which has no remote config yet; waiting for it"
+            "{what} names Config {name}, which has no remote config yet; waiting for it"
         ))),
     }
 }

@@ -1,6 +1,7 @@
 pub mod api_key;
 pub mod config;
 pub mod config_refs;
+pub mod config_rollout;
 pub mod connection;
 pub mod deployment;
 pub mod guardrail;

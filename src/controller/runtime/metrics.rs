@@ -61,6 +61,22 @@ impl Collector for LeaseTransitions {
     }
 }
 
+/// A ConfigRollout: its namespace and name. The one metric labelled by object name
+/// (`aigw_rollout_step`): a step means nothing without its rollout, and rollouts are few and
+/// short-lived; the series goes with the rollout.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RolloutLabel {
+    /// Not `namespace`: the ServiceMonitor keeps the operator's labels over the target's
+    /// (`honorLabels`), and `namespace` there is the operator's.
+    rollout_namespace: String,
+    rollout: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DecisionLabel {
+    decision: String,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TypeLabel {
     r#type: String,
@@ -97,6 +113,8 @@ pub struct Metrics {
     resource_conditions: Family<KindCondition, Gauge>,
     rotations_due: Family<KindLabel, Gauge>,
     unreadable_objects: Family<KindLabel, Counter>,
+    rollout_step: Family<RolloutLabel, Gauge>,
+    rollout_decisions: Family<DecisionLabel, Counter>,
     lease_transitions: Arc<LeaseTransitions>,
 }
 
@@ -203,10 +221,31 @@ impl Default for Metrics {
             "Objects a watch or list could not decode (nested too deep, or of a shape this build does not know), left out of the caches and reported; each version counted once",
             unreadable_objects.clone(),
         );
+        let rollout_step = Family::<RolloutLabel, Gauge>::default();
+        registry.register(
+            "rollout_step",
+            "The step a ConfigRollout is at (0 for the first), by rollout_namespace and rollout; -1 once rolled back or aborted",
+            rollout_step.clone(),
+        );
+        let rollout_decisions = Family::<DecisionLabel, Counter>::default();
+        // Each decision's series exists from the start, so that `increase()` sees the first
+        // rollback (a series born at 1 shows no increase).
+        for decision in ["Proceed", "Complete", "RollBack", "Promote", "Abort"] {
+            let _ = rollout_decisions.get_or_create(&DecisionLabel {
+                decision: decision.into(),
+            });
+        }
+        registry.register(
+            "rollout_decisions",
+            "Decisions of the ConfigRollouts, by decision (Proceed, Complete, RollBack, Promote, Abort)",
+            rollout_decisions.clone(),
+        );
         let lease_transitions = Arc::new(LeaseTransitions::default());
         registry.register_collector(Box::new(lease_transitions.clone()));
         Self {
             registry,
+            rollout_step,
+            rollout_decisions,
             dry_run_actions,
             drift_interval_seconds,
             resources,
@@ -229,6 +268,43 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Where a ConfigRollout stands: its step, or -1 once rolled back or aborted.
+    pub fn rollout_step(
+        &self,
+        namespace: &str,
+        rollout: &str,
+        step: Option<u32>,
+        phase: crate::resources::config_rollout::Phase,
+    ) {
+        use crate::resources::config_rollout::Phase;
+        let value = match phase {
+            Phase::RolledBack | Phase::Aborted => -1,
+            _ => step.map_or(0, i64::from),
+        };
+        self.rollout_step
+            .get_or_create(&RolloutLabel {
+                rollout_namespace: namespace.into(),
+                rollout: rollout.into(),
+            })
+            .set(value);
+    }
+
+    /// A deleted ConfigRollout's step series goes.
+    pub fn forget_rollout(&self, namespace: &str, rollout: &str) {
+        self.rollout_step.remove(&RolloutLabel {
+            rollout_namespace: namespace.into(),
+            rollout: rollout.into(),
+        });
+    }
+
+    pub fn rollout_decision(&self, decision: crate::resources::config_rollout::Decision) {
+        self.rollout_decisions
+            .get_or_create(&DecisionLabel {
+                decision: decision.as_str().into(),
+            })
+            .inc();
+    }
+
     pub fn observe_reconcile(&self, kind: &str, ok: bool, elapsed: Duration) {
         let result = if ok { "ok" } else { "error" };
         self.reconciles

@@ -3,6 +3,7 @@
 mod api_key_replacement;
 mod api_keys;
 mod config_refs;
+mod config_rollouts;
 mod conformance;
 mod controllers;
 mod credentials_attacks;

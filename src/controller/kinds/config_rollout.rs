@@ -1,0 +1,810 @@
+//! The ConfigRollout loop. A rollout makes no management-API write of its own: it moves an
+//! ApiKey by writing the `aigw.io/rollout-config` annotation on the ApiKey resource, whose own
+//! reconcile (the gate, the grants, one PUT only where the remote key differs) applies it. It
+//! reads the gateway's telemetry for both cohorts through the namespace's Connection.
+//!
+//! Every decision is written into the rollout's status, with its resourceVersion as a
+//! precondition, before any key is touched for it: the keys a step moves, a step's start, a
+//! rollback. A reconcile that resumes (after a crash, or on another replica) reads the status
+//! and redoes only what it shows undone: the annotations are idempotent (a key already carrying
+//! its value is not written), so no key moves twice and none is left behind.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::events::EventType;
+use kube::{Resource, ResourceExt};
+use tracing::{debug, warn};
+
+use crate::api::{CohortFigures, TelemetryQuery};
+use crate::controller::Context;
+use crate::controller::error::Error;
+use crate::controller::gate::{list_client, tenant_id};
+use crate::controller::status::{Outcome, record_outcome, worth_writing};
+use crate::resources::api_key::ApiKey;
+use crate::resources::common::{ManagementPolicy, condition::READY, find_condition};
+use crate::resources::config_rollout::{
+    self as rollout, AnalysisRecord, CohortRecord, ConfigRollout, ConfigRolloutStatus, Decision,
+    DecisionRecord, MAX_DECISIONS, Phase,
+};
+use crate::resources::rollout_plan::{self, Verdict};
+use crate::resources::{Config, common::FINALIZER};
+
+const KIND: &str = "ConfigRollout";
+const MANAGER: &str = "aigw/configrollout";
+/// How often a rollout looks again while keys move or traffic is awaited.
+const POLL: Duration = Duration::from_secs(2);
+
+crate::controller::status::common_status!(ConfigRolloutStatus, |s| s.clone());
+
+/// One reconcile's view: the rollout, the APIs of its namespace, the status it last wrote.
+struct Run<'a> {
+    ctx: &'a Context,
+    rollout: &'a ConfigRollout,
+    name: String,
+    namespace: String,
+    rollouts: Api<ConfigRollout>,
+    keys: Api<ApiKey>,
+    /// The resourceVersion the next status write expects.
+    version: Option<String>,
+}
+
+/// The keys of the namespace as the rollout sees them.
+struct Keys {
+    /// Selected by `apiKeySelector` and fit to move, sorted by name.
+    eligible: Vec<ApiKey>,
+    /// Every key of the namespace that names this rollout in `aigw.io/rollout`.
+    tagged: Vec<ApiKey>,
+}
+
+pub async fn reconcile(object: Arc<ConfigRollout>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !ctx.leadership.is_leader() || ctx.installation.is_theirs(object.as_ref()) {
+        return Ok(Action::await_change());
+    }
+    let namespace = object.namespace().unwrap_or_default();
+    let mut run = Run {
+        ctx: &ctx,
+        rollout: &object,
+        name: object.name_any(),
+        rollouts: Api::namespaced(ctx.kube.clone(), &namespace),
+        keys: Api::namespaced(ctx.kube.clone(), &namespace),
+        namespace,
+        version: object.resource_version(),
+    };
+    if ctx.dry_run {
+        debug!(kind = KIND, name = %run.name, "--dry-run: a rollout moves no key");
+        return Ok(Action::await_change());
+    }
+    if object.meta().deletion_timestamp.is_some() {
+        return run.release().await;
+    }
+    let before = object.status.clone().unwrap_or_default();
+    let mut status = run.restarted(&before);
+    let generation = object.meta().generation;
+    let (outcome, next) = match run.advance(&mut status).await {
+        Ok(done) => done,
+        Err(Error::InvalidSpec(message)) => (
+            Outcome::Stalled {
+                reason: "InvalidSpec".into(),
+                message,
+            },
+            None,
+        ),
+        Err(error) => return Err(error),
+    };
+    status.observed_generation = generation;
+    record_outcome(&mut status.conditions, &outcome, generation);
+    let written = object.status.clone();
+    if worth_writing(written.as_ref(), &status) {
+        run.save(&status).await?;
+    }
+    ctx.metrics
+        .rollout_step(&run.namespace, &run.name, status.current_step, status.phase);
+    Ok(next.map_or_else(Action::await_change, Action::requeue))
+}
+
+pub fn error_policy(object: Arc<ConfigRollout>, error: &Error, ctx: Arc<Context>) -> Action {
+    let key = format!(
+        "{KIND}/{}/{}",
+        object.namespace().unwrap_or_default(),
+        object.name_any()
+    );
+    let delay = ctx.backoff.next_delay(&key, error.retry_after());
+    match error {
+        Error::Conflict(_) => debug!(kind = KIND, object = %key, "{error}"),
+        _ => {
+            warn!(kind = KIND, object = %key, error = %ctx.scrub(&key, &error.to_string()), "reconcile failed")
+        }
+    }
+    Action::requeue(delay)
+}
+
+impl Run<'_> {
+    /// A rollout rolled back or aborted whose spec changed since starts over (its keys are
+    /// back); every other status is taken as it is.
+    fn restarted(&self, before: &ConfigRolloutStatus) -> ConfigRolloutStatus {
+        let changed = before.observed_generation != self.rollout.meta().generation;
+        let aborted = matches!(self.rollout.action(), Ok(Some(rollout::Action::Abort)));
+        match before.phase {
+            Phase::RolledBack | Phase::Aborted if changed && !aborted => ConfigRolloutStatus {
+                decisions: before.decisions.clone(),
+                ..Default::default()
+            },
+            _ => before.clone(),
+        }
+    }
+
+    /// One pass of the loop: what the status says to do next, done.
+    async fn advance(
+        &mut self,
+        status: &mut ConfigRolloutStatus,
+    ) -> Result<(Outcome, Option<Duration>), Error> {
+        let spec = &self.rollout.spec;
+        spec.check(&self.namespace).map_err(Error::InvalidSpec)?;
+        let action = self.rollout.action().map_err(Error::InvalidSpec)?;
+        if !status.phase.is_final() {
+            self.ensure_finalizer().await?;
+        }
+        let keys = self.keys().await?;
+        let configs = Api::<Config>::namespaced(self.ctx.kube.clone(), &self.namespace);
+        let candidate = spec.candidate_config_ref.name.clone();
+        let candidate_config = configs
+            .get_opt(&candidate)
+            .await
+            .map_err(|e| Error::kube(format!("read Config {candidate}"), e))?;
+        if status.phase == Phase::Progressing {
+            match action {
+                Some(rollout::Action::Abort) => {
+                    let message = "aborted (annotation aigw.io/rollout-action: abort)".to_string();
+                    self.conclude(status, Phase::Aborted, Decision::Abort, message)
+                        .await?;
+                }
+                Some(rollout::Action::Promote) if candidate_config.is_some() => {
+                    status.moved_keys = names(&keys.eligible);
+                    let message =
+                        "promoted (annotation aigw.io/rollout-action: promote): every selected key goes to the candidate".to_string();
+                    self.conclude(status, Phase::Completed, Decision::Promote, message)
+                        .await?;
+                }
+                _ if candidate_config.is_none() && !status.moved_keys.is_empty() => {
+                    let message = format!("the candidate Config {candidate} is gone");
+                    self.conclude(status, Phase::RolledBack, Decision::RollBack, message)
+                        .await?;
+                }
+                _ => {}
+            }
+        }
+        match status.phase {
+            Phase::Progressing => self.progress(status, &keys, candidate_config).await,
+            Phase::Completed => self.hold_on_candidate(status, &keys).await,
+            Phase::RolledBack | Phase::Aborted => self.hold_on_stable(status, &keys).await,
+        }
+    }
+
+    /// The step in progress: move its keys, wait for them, pause, judge.
+    async fn progress(
+        &mut self,
+        status: &mut ConfigRolloutStatus,
+        keys: &Keys,
+        candidate: Option<Config>,
+    ) -> Result<(Outcome, Option<Duration>), Error> {
+        let spec = &self.rollout.spec;
+        let stable = spec.stable_config_ref.name.clone();
+        let configs = Api::<Config>::namespaced(self.ctx.kube.clone(), &self.namespace);
+        let stable_config = configs
+            .get_opt(&stable)
+            .await
+            .map_err(|e| Error::kube(format!("read Config {stable}"), e))?;
+        let (Some(stable_slug), Some(candidate_slug)) = (
+            remote_slug(stable_config.as_ref()),
+            remote_slug(candidate.as_ref()),
+        ) else {
+            return Ok(progressing(
+                "ConfigNotReady",
+                format!(
+                    "waiting for Configs {stable} and {} to be Ready with a remote config",
+                    spec.candidate_config_ref.name
+                ),
+            ));
+        };
+        if status.current_step.is_none() {
+            if let Some(refused) = self.refusal(keys) {
+                return Err(Error::InvalidSpec(refused));
+            }
+            if keys.eligible.is_empty() {
+                return Ok(progressing(
+                    "NoApiKeys",
+                    "spec.apiKeySelector selects no ApiKey of this namespace yet".into(),
+                ));
+            }
+            status.stable_config_id = Some(stable_slug);
+            status.candidate_config_id = Some(candidate_slug.clone());
+        }
+        let step = status.current_step.unwrap_or(0) as usize;
+        let weight = spec.steps[step.min(spec.steps.len() - 1)].weight;
+        let eligible = names(&keys.eligible);
+        let size = rollout_plan::cohort_size(weight, eligible.len());
+        let cohort = rollout_plan::cohort(&eligible, &status.moved_keys, size);
+        if status.current_step.is_none() || cohort != status.moved_keys {
+            // Recorded first: a crash after this write moves these keys on resume, and no other.
+            status.current_step = Some(step as u32);
+            status.weight = Some(weight);
+            status.moved_keys = cohort;
+            status.step_started_at = None;
+            self.save(status).await?;
+        }
+        let candidate_name = &spec.candidate_config_ref.name;
+        self.place(keys, &status.moved_keys, Some(candidate_name))
+            .await?;
+        let Some(started) = status.step_started_at.clone() else {
+            let waiting = self.not_placed(keys, &status.moved_keys, Some(candidate_name));
+            if !waiting.is_empty() {
+                return Ok(progressing(
+                    "MovingKeys",
+                    format!(
+                        "step {step} ({weight}%): waiting for ApiKeys {} to apply Config {candidate_name}",
+                        waiting.join(", ")
+                    ),
+                ));
+            }
+            status.step_started_at = Some(Timestamp::now().to_string());
+            self.save(status).await?;
+            let pause = spec.pause(step).map_err(Error::InvalidSpec)?;
+            return Ok((pausing(step, weight, pause), Some(pause)));
+        };
+        let started: Timestamp = started.parse().map_err(|_| {
+            Error::MissingState(format!("status.stepStartedAt {started:?} is not a time"))
+        })?;
+        let pause = spec.pause(step).map_err(Error::InvalidSpec)?;
+        let elapsed = Timestamp::now().duration_since(started).unsigned_abs();
+        if elapsed < pause {
+            let left = pause - elapsed;
+            return Ok((pausing(step, weight, left), Some(left)));
+        }
+        self.analyse(status, keys, step, started, elapsed - pause)
+            .await
+    }
+
+    /// The analysis of step `step`, `late` past its pause.
+    async fn analyse(
+        &mut self,
+        status: &mut ConfigRolloutStatus,
+        keys: &Keys,
+        step: usize,
+        started: Timestamp,
+        late: Duration,
+    ) -> Result<(Outcome, Option<Duration>), Error> {
+        let spec = &self.rollout.spec;
+        let window = spec.window(step).map_err(Error::InvalidSpec)?;
+        let to = Timestamp::now();
+        let from =
+            (to - SignedDuration::try_from(window).unwrap_or(SignedDuration::ZERO)).max(started);
+        let (candidate_ids, stable_ids) = cohort_ids(keys, &status.moved_keys);
+        let candidate = self.figures(&candidate_ids, from, to).await?;
+        let stable = self.figures(&stable_ids, from, to).await?;
+        status.analysis = Some(AnalysisRecord {
+            step: step as u32,
+            from: from.to_string(),
+            to: to.to_string(),
+            stable: stable.clone(),
+            candidate: candidate.clone(),
+        });
+        let verdict = rollout_plan::judge(&spec.analysis, spec.min_requests(), &stable, &candidate);
+        let last = step + 1 == spec.steps.len();
+        match verdict {
+            Verdict::Wait(message) => {
+                let max_wait = spec.max_wait().map_err(Error::InvalidSpec)?;
+                if max_wait.is_some_and(|max| late > max) {
+                    let message = format!("not enough traffic within analysis.maxWait: {message}");
+                    self.conclude(status, Phase::RolledBack, Decision::RollBack, message)
+                        .await?;
+                    return self.hold_on_stable(status, keys).await;
+                }
+                Ok(progressing(
+                    "WaitingForTraffic",
+                    format!("step {step}: {message}"),
+                ))
+            }
+            Verdict::Fail(message) => {
+                let message = format!("step {step} failed its analysis: {message}");
+                self.conclude(status, Phase::RolledBack, Decision::RollBack, message)
+                    .await?;
+                self.hold_on_stable(status, keys).await
+            }
+            Verdict::Pass(figures) if last => {
+                let message = format!("step {step} passed, the last: {figures}");
+                self.conclude(status, Phase::Completed, Decision::Complete, message)
+                    .await?;
+                self.hold_on_candidate(status, keys).await
+            }
+            Verdict::Pass(figures) => {
+                let next = step + 1;
+                record(
+                    status,
+                    step,
+                    Decision::Proceed,
+                    format!("step {step} passed: {figures}"),
+                );
+                self.ctx.metrics.rollout_decision(Decision::Proceed);
+                status.current_step = Some(next as u32);
+                status.weight = Some(spec.steps[next].weight);
+                status.step_started_at = None;
+                self.save(status).await?;
+                Ok((
+                    Outcome::Progressing {
+                        reason: "StepPassed".into(),
+                        message: format!("step {step} passed; step {next} starts"),
+                    },
+                    Some(Duration::ZERO),
+                ))
+            }
+        }
+    }
+
+    /// Records a final decision (written before any key is touched for it) and reports it.
+    async fn conclude(
+        &mut self,
+        status: &mut ConfigRolloutStatus,
+        phase: Phase,
+        decision: Decision,
+        message: String,
+    ) -> Result<(), Error> {
+        let step = status.current_step.unwrap_or(0) as usize;
+        status.phase = phase;
+        record(status, step, decision, message.clone());
+        status.observed_generation = self.rollout.meta().generation;
+        self.save(status).await?;
+        self.ctx.metrics.rollout_decision(decision);
+        let type_ = match decision {
+            Decision::RollBack => EventType::Warning,
+            _ => EventType::Normal,
+        };
+        let reason = match phase {
+            Phase::RolledBack => "RolledBack",
+            Phase::Aborted => "Aborted",
+            _ => "Completed",
+        };
+        crate::controller::driver::publish_on(
+            self.ctx,
+            KIND,
+            &self.reference(),
+            type_,
+            reason,
+            &message,
+        )
+        .await;
+        Ok(())
+    }
+
+    /// Completed: every moved key stays on the candidate.
+    async fn hold_on_candidate(
+        &mut self,
+        status: &mut ConfigRolloutStatus,
+        keys: &Keys,
+    ) -> Result<(Outcome, Option<Duration>), Error> {
+        let candidate = self.rollout.spec.candidate_config_ref.name.clone();
+        self.place(keys, &status.moved_keys, Some(&candidate))
+            .await?;
+        let waiting = self.not_placed(keys, &status.moved_keys, Some(&candidate));
+        let decided = last_message(status);
+        if !waiting.is_empty() {
+            return Ok(progressing(
+                "MovingKeys",
+                format!(
+                    "{decided}; waiting for ApiKeys {} to apply Config {candidate}",
+                    waiting.join(", ")
+                ),
+            ));
+        }
+        Ok((
+            Outcome::Ready {
+                reason: "Completed".into(),
+                message: format!(
+                    "{decided}; every selected key is on Config {candidate}: promote it in Git (the stable Config's document, or the keys' defaults), then delete this rollout"
+                ),
+            },
+            None,
+        ))
+    }
+
+    /// Rolled back or aborted: every key this rollout moved is back on its own defaults.
+    async fn hold_on_stable(
+        &mut self,
+        status: &mut ConfigRolloutStatus,
+        keys: &Keys,
+    ) -> Result<(Outcome, Option<Duration>), Error> {
+        let moved: Vec<String> = names(&keys.tagged);
+        self.place(keys, &moved, None).await?;
+        let reason = match status.phase {
+            Phase::Aborted => "Aborted",
+            _ => "RolledBack",
+        };
+        let decided = last_message(status);
+        let waiting = self.not_placed(keys, &status.moved_keys, None);
+        if !waiting.is_empty() {
+            return Ok((
+                Outcome::Progressing {
+                    reason: reason.into(),
+                    message: format!(
+                        "{decided}; returning ApiKeys {} to the stable Config",
+                        waiting.join(", ")
+                    ),
+                },
+                Some(POLL),
+            ));
+        }
+        Ok((
+            Outcome::Stalled {
+                reason: reason.into(),
+                message: format!(
+                    "{decided}; every moved key is back on Config {}",
+                    self.rollout.spec.stable_config_ref.name
+                ),
+            },
+            None,
+        ))
+    }
+
+    /// Writes the annotations so that `names` (of `keys`) use `config` (`None`: their own
+    /// defaults). A key whose annotations already say so is not written; each write has the
+    /// key's resourceVersion as a precondition.
+    async fn place(
+        &self,
+        keys: &Keys,
+        names: &[String],
+        config: Option<&str>,
+    ) -> Result<(), Error> {
+        let all = keys.eligible.iter().chain(&keys.tagged);
+        for name in names {
+            let Some(key) = all.clone().find(|k| k.name_any() == *name) else {
+                continue;
+            };
+            let annotations = key.annotations();
+            let has = |a: &str| annotations.get(a).map(String::as_str);
+            let (override_value, owner) = match config {
+                Some(config) => (Some(config), Some(self.name.as_str())),
+                None => (None, None),
+            };
+            if has(rollout::CONFIG_OVERRIDE_ANNOTATION) == override_value
+                && has(rollout::ROLLOUT_ANNOTATION) == owner
+            {
+                continue;
+            }
+            self.ctx.leadership.may_write().map_err(Error::NotLeader)?;
+            let patch = serde_json::json!({"metadata": {
+                "resourceVersion": key.resource_version(),
+                "annotations": {
+                    rollout::CONFIG_OVERRIDE_ANNOTATION: override_value,
+                    rollout::ROLLOUT_ANNOTATION: owner,
+                },
+            }});
+            self.keys
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|e| match e {
+                    kube::Error::Api(s) if s.code == 409 => {
+                        Error::Conflict(format!("ApiKey {name} changed meanwhile"))
+                    }
+                    e => Error::kube(format!("annotate ApiKey {name}"), e),
+                })?;
+            debug!(kind = KIND, rollout = %self.name, key = %name, config = ?config, "moved ApiKey");
+        }
+        Ok(())
+    }
+
+    /// The keys of `names` whose status does not show `config` (`None`: no override) applied.
+    fn not_placed(&self, keys: &Keys, names: &[String], config: Option<&str>) -> Vec<String> {
+        let all: Vec<&ApiKey> = keys.eligible.iter().chain(&keys.tagged).collect();
+        names
+            .iter()
+            .filter(|name| {
+                let Some(key) = all.iter().find(|k| k.name_any() == **name) else {
+                    return false;
+                };
+                let Some(status) = &key.status else {
+                    return true;
+                };
+                let ready = find_condition(&status.conditions, READY).is_some_and(|c| {
+                    c.status == "True" && c.observed_generation == key.meta().generation
+                });
+                !(ready
+                    && status.config_override.as_deref() == config
+                    && key.config_override() == config)
+            })
+            .cloned()
+            .collect()
+    }
+
+    /// What keeps the rollout from starting: a selected key another rollout holds, one not on
+    /// the stable Config, one aigw only observes, or one reached through another Connection.
+    fn refusal(&self, keys: &Keys) -> Option<String> {
+        let spec = &self.rollout.spec;
+        let connection = connection_name(self.rollout);
+        for key in &keys.eligible {
+            let name = key.name_any();
+            if let Some(other) = key.annotations().get(rollout::ROLLOUT_ANNOTATION)
+                && *other != self.name
+            {
+                return Some(format!(
+                    "ApiKey {name} is in ConfigRollout {other}; a key is in one rollout at a time"
+                ));
+            }
+            let defaults = key.spec.defaults.as_ref();
+            if defaults.and_then(|d| d.config.as_deref()) != Some(&spec.stable_config_ref.name) {
+                return Some(format!(
+                    "ApiKey {name} does not use the stable Config: its spec.defaults.config must be {}",
+                    spec.stable_config_ref.name
+                ));
+            }
+            if key.spec.management_policy == ManagementPolicy::Observe {
+                return Some(format!(
+                    "ApiKey {name} is observed only (managementPolicy: Observe): aigw cannot move it"
+                ));
+            }
+            if key.spec.connection_name() != connection {
+                return Some(format!(
+                    "ApiKey {name} uses Connection {}, this rollout reads telemetry through {connection}",
+                    key.spec.connection_name()
+                ));
+            }
+            if self.ctx.installation.is_theirs(key) {
+                return Some(format!("ApiKey {name} belongs to another installation"));
+            }
+        }
+        None
+    }
+
+    async fn keys(&self) -> Result<Keys, Error> {
+        let listed = self
+            .keys
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| Error::kube("list ApiKeys", e))?;
+        let selector: kube::core::Selector = self
+            .rollout
+            .spec
+            .api_key_selector
+            .clone()
+            .try_into()
+            .map_err(|e| Error::InvalidSpec(format!("spec.apiKeySelector: {e}")))?;
+        let (mut eligible, mut tagged) = (Vec::new(), Vec::new());
+        for key in listed.items {
+            let ours = key.annotations().get(rollout::ROLLOUT_ANNOTATION) == Some(&self.name);
+            if ours {
+                tagged.push(key.clone());
+            }
+            let free = ours || !key.annotations().contains_key(rollout::ROLLOUT_ANNOTATION);
+            let selected = kube::core::SelectorExt::matches(&selector, key.labels());
+            if selected
+                && free
+                && key.meta().deletion_timestamp.is_none()
+                && key.spec.defaults.is_some()
+            {
+                eligible.push(key);
+            }
+        }
+        eligible.sort_by_key(|k| k.name_any());
+        tagged.sort_by_key(|k| k.name_any());
+        Ok(Keys { eligible, tagged })
+    }
+
+    /// A cohort's figures over the window (an empty cohort reads nothing).
+    async fn figures(
+        &self,
+        ids: &[String],
+        from: Timestamp,
+        to: Timestamp,
+    ) -> Result<CohortRecord, Error> {
+        if ids.is_empty() {
+            return Ok(CohortRecord::default());
+        }
+        let connection = connection_name(self.rollout);
+        let analysis = &self.rollout.spec.analysis;
+        let organisation = analysis
+            .organisation_id
+            .clone()
+            .or_else(|| tenant_id(self.ctx, connection))
+            .ok_or_else(|| {
+                Error::InvalidSpec(format!(
+                    "spec.analysis.organisationId is required: Connection {connection} names no TSG id (x-tsg-id header or tsg_id: scope)"
+                ))
+            })?;
+        let client = list_client(self.ctx, connection, Some(&self.namespace)).await?;
+        let mut query =
+            TelemetryQuery::window(organisation, analysis.workspace_slug.clone(), from, to);
+        query.api_key_ids = ids.to_vec();
+        let figures: CohortFigures = client
+            .telemetry()
+            .cohort(&query)
+            .await
+            .map_err(|e| Error::api("read the telemetry of a rollout cohort", e))?;
+        Ok(CohortRecord {
+            keys: ids.len() as u32,
+            requests: figures.requests,
+            server_errors: figures.server_errors,
+            error_rate: figures.error_rate,
+            p90_latency_ms: figures.p90_ms,
+        })
+    }
+
+    /// Writes `status` on condition that the rollout is still at the version last read or
+    /// written here: another writer (a second replica) makes this reconcile start over.
+    async fn save(&mut self, status: &ConfigRolloutStatus) -> Result<(), Error> {
+        self.ctx.leadership.may_write().map_err(Error::NotLeader)?;
+        let patch = serde_json::json!({
+            "apiVersion": ConfigRollout::api_version(&()),
+            "kind": KIND,
+            "metadata": {"resourceVersion": self.version},
+            "status": status,
+        });
+        let written = self
+            .rollouts
+            .patch_status(
+                &self.name,
+                &PatchParams::apply(MANAGER).force(),
+                &Patch::Apply(&patch),
+            )
+            .await
+            .map_err(|e| match e {
+                kube::Error::Api(s) if s.code == 409 => {
+                    Error::Conflict(format!("{KIND} {} changed meanwhile", self.name))
+                }
+                e => Error::kube(format!("write status of {KIND} {}", self.name), e),
+            })?;
+        self.version = written.resource_version();
+        Ok(())
+    }
+
+    /// The finalizer that returns the keys when the rollout is deleted, added before the first
+    /// key moves.
+    async fn ensure_finalizer(&mut self) -> Result<(), Error> {
+        if self.rollout.finalizers().iter().any(|f| f == FINALIZER) {
+            return Ok(());
+        }
+        self.ctx.leadership.may_write().map_err(Error::NotLeader)?;
+        let mut finalizers = self.rollout.finalizers().to_vec();
+        finalizers.push(FINALIZER.to_string());
+        let patch = serde_json::json!({"metadata": {"resourceVersion": self.version, "finalizers": finalizers}});
+        let written = self
+            .rollouts
+            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| match e {
+                kube::Error::Api(s) if s.code == 409 => {
+                    Error::Conflict(format!("{KIND} {} changed meanwhile", self.name))
+                }
+                e => Error::kube(format!("add the finalizer of {KIND} {}", self.name), e),
+            })?;
+        self.version = written.resource_version();
+        Ok(())
+    }
+
+    /// Deleted: every key this rollout moved returns to its own defaults, then the finalizer
+    /// goes.
+    async fn release(&mut self) -> Result<Action, Error> {
+        if !self.rollout.finalizers().iter().any(|f| f == FINALIZER) {
+            return Ok(Action::await_change());
+        }
+        let keys = self.keys().await?;
+        let tagged = names(&keys.tagged);
+        self.place(&keys, &tagged, None).await?;
+        self.ctx.leadership.may_write().map_err(Error::NotLeader)?;
+        let finalizers: Vec<String> = self
+            .rollout
+            .finalizers()
+            .iter()
+            .filter(|f| *f != FINALIZER)
+            .cloned()
+            .collect();
+        let patch = serde_json::json!({"metadata": {"resourceVersion": self.version, "finalizers": finalizers}});
+        match self
+            .rollouts
+            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {
+                return Err(Error::Conflict(format!(
+                    "{KIND} {} changed meanwhile",
+                    self.name
+                )));
+            }
+            Err(e) => {
+                return Err(Error::kube(
+                    format!("remove the finalizer of {KIND} {}", self.name),
+                    e,
+                ));
+            }
+        }
+        self.ctx.metrics.forget_rollout(&self.namespace, &self.name);
+        Ok(Action::await_change())
+    }
+
+    fn reference(&self) -> ObjectReference {
+        self.rollout.object_ref(&())
+    }
+}
+
+fn connection_name(rollout: &ConfigRollout) -> &str {
+    rollout
+        .spec
+        .connection_ref
+        .as_ref()
+        .map_or("default", |c| c.name.as_str())
+}
+
+fn names(keys: &[ApiKey]) -> Vec<String> {
+    keys.iter().map(|k| k.name_any()).collect()
+}
+
+/// The remote key ids of the candidate cohort (`moved`) and of the stable one (the other
+/// eligible keys). A key with no remote id yet is in neither.
+fn cohort_ids(keys: &Keys, moved: &[String]) -> (Vec<String>, Vec<String>) {
+    let (mut candidate, mut stable) = (Vec::new(), Vec::new());
+    for key in keys.eligible.iter().chain(&keys.tagged) {
+        let Some(id) = key.status.as_ref().and_then(|s| s.id.clone()) else {
+            continue;
+        };
+        let name = key.name_any();
+        let list = match moved.contains(&name) {
+            true => &mut candidate,
+            false => &mut stable,
+        };
+        if !list.contains(&id) {
+            list.push(id);
+        }
+    }
+    (candidate, stable)
+}
+
+/// The slug (else id) of a Ready Config.
+fn remote_slug(config: Option<&Config>) -> Option<String> {
+    let status = config?.status.as_ref()?;
+    let ready = find_condition(&status.conditions, READY).is_some_and(|c| c.status == "True");
+    ready
+        .then(|| status.slug.clone().or(status.id.clone()))
+        .flatten()
+}
+
+fn record(status: &mut ConfigRolloutStatus, step: usize, decision: Decision, message: String) {
+    status.decisions.push(DecisionRecord {
+        at: Timestamp::now().to_string(),
+        step: step as u32,
+        decision,
+        message,
+    });
+    let excess = status.decisions.len().saturating_sub(MAX_DECISIONS);
+    status.decisions.drain(..excess);
+}
+
+fn last_message(status: &ConfigRolloutStatus) -> String {
+    status
+        .decisions
+        .last()
+        .map_or_else(String::new, |d| d.message.clone())
+}
+
+fn progressing(reason: &str, message: String) -> (Outcome, Option<Duration>) {
+    (
+        Outcome::Progressing {
+            reason: reason.into(),
+            message,
+        },
+        Some(POLL),
+    )
+}
+
+fn pausing(step: usize, weight: u32, left: Duration) -> Outcome {
+    Outcome::Progressing {
+        reason: "Pausing".into(),
+        message: format!(
+            "step {step} ({weight}%): every key is on the candidate; analysis in {}",
+            humantime::format_duration(Duration::from_secs(left.as_secs()))
+        ),
+    }
+}

@@ -1,0 +1,445 @@
+//! The `ConfigRollout` kind: a canary of a Config by API-key cohort. It moves a growing share of
+//! the ApiKeys it selects from a stable Config to a candidate Config, step by step, judges each
+//! step by the gateway's own telemetry for both cohorts, and goes on, completes or rolls back.
+//!
+//! The types and the pure parts of the loop (which keys a step moves, what an analysis decides)
+//! live here; the loop itself is `crate::controller::kinds::config_rollout`.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use super::common::{ConnectionRef, conditions_schema};
+
+/// The annotation the rollout writes on each ApiKey it moves: the Config resource (of the key's
+/// namespace) the key's requests use by default instead of its `spec.defaults`. The ApiKey's own
+/// reconcile applies it, through the gate, like any change of its defaults.
+pub const CONFIG_OVERRIDE_ANNOTATION: &str = "aigw.io/rollout-config";
+/// The annotation naming the ConfigRollout that moved an ApiKey: another rollout never takes a
+/// key that carries it, and a rollback returns every key that names its rollout.
+pub const ROLLOUT_ANNOTATION: &str = "aigw.io/rollout";
+/// The annotation a person (or `aigw rollout promote|abort`) sets on a ConfigRollout:
+/// `promote` completes it now, every selected key on the candidate; `abort` rolls it back.
+pub const ACTION_ANNOTATION: &str = "aigw.io/rollout-action";
+/// The most decisions `status.decisions` keeps (the oldest go first).
+pub const MAX_DECISIONS: usize = 20;
+
+/// A canary of a Config by API-key cohort. Each step moves a share of the ApiKeys that
+/// `apiKeySelector` selects from `stableConfigRef` to `candidateConfigRef` (through each
+/// ApiKey's own reconcile), waits `pause`, then compares the candidate cohort's error rate and
+/// p90 latency with the thresholds of `analysis` (and with the stable cohort's) over the
+/// window. A failing step returns every moved key to the stable Config (`Ready=False`, reason
+/// `RolledBack`); the last step (weight 100) passing completes the rollout. aigw never copies
+/// the candidate into the stable Config: promote it in Git, then delete the rollout.
+// kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "aigw.io",
+    doc = "A canary of a Config by API-key cohort, judged by the gateway's telemetry and rolled back by aigw.",
+    version = "v1alpha1",
+    kind = "ConfigRollout",
+    plural = "configrollouts",
+    shortname = "aigwrollout",
+    category = "aigw",
+    namespaced,
+    status = "ConfigRolloutStatus",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Step", type_ = "integer", json_path = ".status.currentStep"),
+    printcolumn(name = "Weight", type_ = "integer", json_path = ".status.weight"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("self.stableConfigRef.name != self.candidateConfigRef.name").field_path(".candidateConfigRef.name").reason(Reason::FieldValueInvalid).message("spec.candidateConfigRef must name another Config than spec.stableConfigRef"))]
+pub struct ConfigRolloutSpec {
+    /// The Config the selected keys use now, and return to on a rollback. A Config of this
+    /// rollout's namespace.
+    pub stable_config_ref: LocalConfigRef,
+
+    /// The Config under test. A Config of this rollout's namespace.
+    pub candidate_config_ref: LocalConfigRef,
+
+    /// The ApiKeys in play: a label selector over the ApiKey resources of this namespace. It
+    /// must not be empty (an empty selector would take every key of the namespace); at least
+    /// one key must match for the rollout to start.
+    #[x_kube(validation = Rule::new("(has(self.matchLabels) && size(self.matchLabels) > 0) || (has(self.matchExpressions) && size(self.matchExpressions) > 0)").message("spec.apiKeySelector must not be empty: name the ApiKeys in play with matchLabels or matchExpressions"))]
+    pub api_key_selector: LabelSelector,
+
+    /// The steps, in order: each moves `weight` percent of the selected keys (rounded up, at
+    /// least one) to the candidate and waits `pause` before the analysis. Weights only grow,
+    /// and the last is 100.
+    #[schemars(length(min = 1, max = 10))]
+    #[x_kube(validation = Rule::new("self.map(s, s.weight).isSorted() && self.all(s, self.exists_one(t, t.weight == s.weight))").message("spec.steps: weights must only grow, each step above the one before"))]
+    #[x_kube(validation = Rule::new("self[size(self) - 1].weight == 100").message("spec.steps: the last step's weight must be 100"))]
+    pub steps: Vec<RolloutStep>,
+
+    /// How each step is judged.
+    pub analysis: Analysis,
+
+    /// The Connection whose telemetry is read; defaults to `default`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_ref: Option<ConnectionRef>,
+}
+
+/// A Config resource of the rollout's namespace.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LocalConfigRef {
+    /// Its `metadata.name`.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Refused unless it is this rollout's own namespace: a rollout moves keys of its namespace
+    /// onto a Config of its namespace only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+}
+
+/// One step of a rollout.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStep {
+    /// The percentage of the selected keys on the candidate during this step, 1 to 100.
+    #[schemars(range(min = 1, max = 100))]
+    pub weight: u32,
+    /// How long to wait, once the step's keys are on the candidate, before the analysis, as a
+    /// duration such as `30s`, `10m` or `1h`.
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
+    pub pause: String,
+}
+
+/// What a step must show to go on. At least one threshold is required.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.maxErrorRate) || has(self.maxP90LatencyMs) || has(self.maxErrorRateOverStable) || has(self.maxP90LatencyRatio)").message("spec.analysis needs at least one threshold: maxErrorRate, maxP90LatencyMs, maxErrorRateOverStable or maxP90LatencyRatio"))]
+pub struct Analysis {
+    /// The workspace slug (not its UUID) the keys' requests are logged under: telemetry is
+    /// read per workspace.
+    #[schemars(length(min = 1, max = 253))]
+    pub workspace_slug: String,
+    /// The numeric TSG id telemetry is read with; by default the one the Connection names
+    /// (its `x-tsg-id` header or `tsg_id:` OAuth2 scope).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[0-9]+$"))]
+    pub organisation_id: Option<String>,
+    /// The span of telemetry a step is judged on, ending at the analysis and never starting
+    /// before the step's keys moved, e.g. `5m`. Defaults to the step's pause.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
+    pub window: Option<String>,
+    /// The fewest candidate requests a window must hold to be judged; fewer, and the analysis
+    /// waits for more traffic (up to `maxWait`). Default 20.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1))]
+    pub min_requests: Option<u64>,
+    /// How long past its pause a step may wait for `minRequests`; then the rollout rolls back
+    /// (reason `InsufficientTraffic`). Absent: it waits as long as it takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
+    pub max_wait: Option<String>,
+    /// The highest share of candidate requests answered 5xx, from 0 to 1 (e.g. `0.05`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub max_error_rate: Option<f64>,
+    /// The highest p90 latency of the candidate cohort, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0))]
+    pub max_p90_latency_ms: Option<f64>,
+    /// The most the candidate's 5xx share may exceed the stable cohort's, from 0 to 1 (e.g.
+    /// `0.02`: two points). Judged only while the stable cohort holds `minRequests`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.0, max = 1.0))]
+    pub max_error_rate_over_stable: Option<f64>,
+    /// The highest ratio of the candidate's p90 latency to the stable cohort's (e.g. `1.5`).
+    /// Judged only while the stable cohort holds `minRequests`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1.0))]
+    pub max_p90_latency_ratio: Option<f64>,
+}
+
+/// `analysis.minRequests` when the spec gives none.
+pub const DEFAULT_MIN_REQUESTS: u64 = 20;
+
+/// Where a rollout stands.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
+pub enum Phase {
+    /// Moving keys, pausing or analysing.
+    #[default]
+    Progressing,
+    /// The last step passed (or `promote` was asked): every selected key is on the candidate.
+    Completed,
+    /// An analysis failed (or the candidate went): every moved key is back on the stable
+    /// Config.
+    RolledBack,
+    /// `abort` was asked: every moved key is back on the stable Config.
+    Aborted,
+}
+
+impl Phase {
+    /// Completed, rolled back or aborted: the rollout moves no key any more (but keeps them
+    /// where its outcome put them).
+    pub fn is_final(self) -> bool {
+        self != Phase::Progressing
+    }
+}
+
+/// What aigw knows of the rollout. Written with a precondition (its resourceVersion) before
+/// each key is moved, so a resumed rollout moves no key twice and leaves none behind.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigRolloutStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready` (True once Completed; False with reason `RolledBack` or `Aborted`),
+    /// `Reconciling` and `Stalled`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<Condition>,
+    /// Progressing, Completed, RolledBack or Aborted.
+    #[serde(default)]
+    pub phase: Phase,
+    /// The index of the step in progress (0 for the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub current_step: Option<u32>,
+    /// The weight of the step in progress, in percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weight: Option<u32>,
+    /// When every key of the step in progress was on the candidate (the pause runs from here);
+    /// absent while its keys are moving.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_started_at: Option<String>,
+    /// The ApiKeys (names, sorted) moved to the candidate, recorded before they are moved.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub moved_keys: Vec<String>,
+    /// The remote config (slug) of the stable Config when the rollout started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stable_config_id: Option<String>,
+    /// The remote config (slug) of the candidate Config when the rollout started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate_config_id: Option<String>,
+    /// The figures of the last analysis (or the last wait for traffic).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub analysis: Option<AnalysisRecord>,
+    /// What the rollout decided, step by step (the last 20).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<DecisionRecord>,
+}
+
+/// One cohort's figures over a window.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CohortRecord {
+    /// How many keys the cohort has.
+    pub keys: u32,
+    /// Requests in the window.
+    pub requests: u64,
+    /// Requests answered 5xx.
+    pub server_errors: u64,
+    /// `serverErrors / requests`; absent for an empty cohort.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error_rate: Option<f64>,
+    /// p90 latency in milliseconds; absent for an empty cohort.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p90_latency_ms: Option<f64>,
+}
+
+/// An analysis: the window and both cohorts' figures.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AnalysisRecord {
+    /// The step judged.
+    pub step: u32,
+    /// Window start (RFC 3339).
+    pub from: String,
+    /// Window end (RFC 3339).
+    pub to: String,
+    pub stable: CohortRecord,
+    pub candidate: CohortRecord,
+}
+
+/// What the rollout decided at one point.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DecisionRecord {
+    /// When (RFC 3339).
+    pub at: String,
+    /// The step it was made at.
+    pub step: u32,
+    /// `Proceed`, `Complete`, `RollBack`, `Promote` or `Abort`.
+    pub decision: Decision,
+    /// Why, with the figures that decided it.
+    pub message: String,
+}
+
+/// A decision of the loop.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+pub enum Decision {
+    /// The step passed; the next one starts.
+    Proceed,
+    /// The last step passed.
+    Complete,
+    /// The step failed (or the candidate went): every moved key returns.
+    RollBack,
+    /// `promote` was asked.
+    Promote,
+    /// `abort` was asked.
+    Abort,
+}
+
+impl Decision {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Proceed => "Proceed",
+            Decision::Complete => "Complete",
+            Decision::RollBack => "RollBack",
+            Decision::Promote => "Promote",
+            Decision::Abort => "Abort",
+        }
+    }
+}
+
+/// What `aigw.io/rollout-action` asks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Action {
+    Promote,
+    Abort,
+}
+
+impl ConfigRollout {
+    /// The action its `aigw.io/rollout-action` annotation asks, if any: `Err` for another value.
+    pub fn action(&self) -> Result<Option<Action>, String> {
+        let asked = self
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(ACTION_ANNOTATION));
+        match asked.map(|a| a.trim()) {
+            None | Some("") => Ok(None),
+            Some("promote") => Ok(Some(Action::Promote)),
+            Some("abort") => Ok(Some(Action::Abort)),
+            Some(other) => Err(format!(
+                "annotation {ACTION_ANNOTATION} is {other:?}: it takes promote or abort"
+            )),
+        }
+    }
+}
+
+impl ConfigRolloutSpec {
+    /// Refuses what admission cannot see: a Config of another namespace, and durations that do
+    /// not parse. `namespace` is the rollout's own.
+    pub fn check(&self, namespace: &str) -> Result<(), String> {
+        for (field, reference) in [
+            ("spec.stableConfigRef", &self.stable_config_ref),
+            ("spec.candidateConfigRef", &self.candidate_config_ref),
+        ] {
+            if let Some(other) = reference.namespace.as_deref()
+                && other != namespace
+            {
+                return Err(format!(
+                    "{field}.namespace is {other}: a rollout moves keys of its namespace ({namespace}) onto a Config of its own namespace only"
+                ));
+            }
+        }
+        for (n, step) in self.steps.iter().enumerate() {
+            parse(&format!("spec.steps[{n}].pause"), &step.pause)?;
+        }
+        check_weights(&self.steps)?;
+        self.window(0)?;
+        self.max_wait()?;
+        Ok(())
+    }
+
+    /// The pause of step `n`.
+    pub fn pause(&self, n: usize) -> Result<Duration, String> {
+        let step = self
+            .steps
+            .get(n)
+            .ok_or_else(|| format!("spec.steps has no step {n}"))?;
+        parse(&format!("spec.steps[{n}].pause"), &step.pause)
+    }
+
+    /// The analysis window of step `n`: `analysis.window`, else the step's pause.
+    pub fn window(&self, n: usize) -> Result<Duration, String> {
+        match &self.analysis.window {
+            Some(window) => parse("spec.analysis.window", window),
+            None => self.pause(n),
+        }
+    }
+
+    /// `analysis.maxWait`, if set.
+    pub fn max_wait(&self) -> Result<Option<Duration>, String> {
+        self.analysis
+            .max_wait
+            .as_deref()
+            .map(|text| parse("spec.analysis.maxWait", text))
+            .transpose()
+    }
+
+    pub fn min_requests(&self) -> u64 {
+        self.analysis.min_requests.unwrap_or(DEFAULT_MIN_REQUESTS)
+    }
+}
+
+fn parse(field: &str, text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text).map_err(|e| format!("{field} {text:?} is not a duration: {e}"))
+}
+
+/// The same rules as the CRD's: weights 1 to 100, strictly growing, the last 100.
+pub fn check_weights(steps: &[RolloutStep]) -> Result<(), String> {
+    let Some(last) = steps.last() else {
+        return Err("spec.steps needs at least one step".into());
+    };
+    for (n, step) in steps.iter().enumerate() {
+        if !(1..=100).contains(&step.weight) {
+            return Err(format!("spec.steps[{n}].weight must be from 1 to 100"));
+        }
+        if n > 0 && step.weight <= steps[n - 1].weight {
+            return Err(format!(
+                "spec.steps[{n}].weight: weights must only grow, each step above the one before"
+            ));
+        }
+    }
+    if last.weight != 100 {
+        return Err("spec.steps: the last step's weight must be 100".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn steps(weights: &[u32]) -> Vec<RolloutStep> {
+        weights
+            .iter()
+            .map(|w| RolloutStep {
+                weight: *w,
+                pause: "1s".into(),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn weights_only_grow_and_end_at_100() {
+        assert!(check_weights(&steps(&[10, 50, 100])).is_ok());
+        assert!(check_weights(&steps(&[100])).is_ok());
+        assert!(check_weights(&steps(&[50, 10, 100])).is_err());
+        assert!(check_weights(&steps(&[10, 10, 100])).is_err());
+        assert!(check_weights(&steps(&[10, 50])).is_err());
+        assert!(check_weights(&steps(&[0, 100])).is_err());
+        assert!(check_weights(&[]).is_err());
+    }
+}
