@@ -26,7 +26,8 @@ use crate::controller::error::Error;
 use crate::controller::gate::{list_client, tenant_id};
 use crate::controller::status::{Outcome, record_outcome, worth_writing};
 use crate::resources::api_key::ApiKey;
-use crate::resources::common::{ManagementPolicy, condition::READY, find_condition};
+use crate::resources::common::condition::{READY, STALLED};
+use crate::resources::common::{ManagementPolicy, find_condition};
 use crate::resources::config_rollout::{
     self as rollout, AnalysisRecord, CohortRecord, ConfigRollout, ConfigRolloutStatus, Decision,
     DecisionRecord, MAX_DECISIONS, Phase,
@@ -59,6 +60,8 @@ struct Keys {
     eligible: Vec<ApiKey>,
     /// Every key of the namespace that names this rollout in `aigw.io/rollout`.
     tagged: Vec<ApiKey>,
+    /// Selected keys another rollout holds: `(key, rollout)`.
+    held_elsewhere: Vec<(String, String)>,
 }
 
 pub async fn reconcile(object: Arc<ConfigRollout>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -152,10 +155,12 @@ impl Run<'_> {
         let keys = self.keys().await?;
         let configs = Api::<Config>::namespaced(self.ctx.kube.clone(), &self.namespace);
         let candidate = spec.candidate_config_ref.name.clone();
+        // A candidate being deleted is gone as far as the rollout goes.
         let candidate_config = configs
             .get_opt(&candidate)
             .await
-            .map_err(|e| Error::kube(format!("read Config {candidate}"), e))?;
+            .map_err(|e| Error::kube(format!("read Config {candidate}"), e))?
+            .filter(|c| c.metadata.deletion_timestamp.is_none());
         if status.phase == Phase::Progressing {
             match action {
                 Some(rollout::Action::Abort) => {
@@ -211,14 +216,32 @@ impl Run<'_> {
                 ),
             ));
         };
-        if status.current_step.is_none() {
-            if let Some(refused) = self.refusal(keys) {
+        // What keeps a rollout from starting stops one under way too: it rolls back rather
+        // than leave keys on the candidate that it can no longer judge or move.
+        if let Some(refused) = self.refusal(keys) {
+            if status.current_step.is_none() {
                 return Err(Error::InvalidSpec(refused));
             }
+            let message = format!("{refused}: the rollout cannot go on");
+            self.conclude(status, Phase::RolledBack, Decision::RollBack, message)
+                .await?;
+            return self.hold_on_stable(status, keys).await;
+        }
+        if status.current_step.is_none() {
             if keys.eligible.is_empty() {
                 return Ok(progressing(
                     "NoApiKeys",
                     "spec.apiKeySelector selects no ApiKey of this namespace yet".into(),
+                ));
+            }
+            let unready = self.not_placed(keys, &names(&keys.eligible), None);
+            if !unready.is_empty() {
+                return Ok(progressing(
+                    "KeysNotReady",
+                    format!(
+                        "waiting for ApiKeys {} to be Ready on their own defaults",
+                        unready.join(", ")
+                    ),
                 ));
             }
             status.stable_config_id = Some(stable_slug);
@@ -242,6 +265,12 @@ impl Run<'_> {
             .await?;
         let Some(started) = status.step_started_at.clone() else {
             let waiting = self.not_placed(keys, &status.moved_keys, Some(candidate_name));
+            if let Some(stalled) = stalled_key(keys, &waiting) {
+                let message = format!("{stalled}: it cannot apply Config {candidate_name}");
+                self.conclude(status, Phase::RolledBack, Decision::RollBack, message)
+                    .await?;
+                return self.hold_on_stable(status, keys).await;
+            }
             if !waiting.is_empty() {
                 return Ok(progressing(
                     "MovingKeys",
@@ -524,15 +553,13 @@ impl Run<'_> {
     fn refusal(&self, keys: &Keys) -> Option<String> {
         let spec = &self.rollout.spec;
         let connection = connection_name(self.rollout);
+        if let Some((name, other)) = keys.held_elsewhere.first() {
+            return Some(format!(
+                "ApiKey {name} is in ConfigRollout {other}; a key is in one rollout at a time"
+            ));
+        }
         for key in &keys.eligible {
             let name = key.name_any();
-            if let Some(other) = key.annotations().get(rollout::ROLLOUT_ANNOTATION)
-                && *other != self.name
-            {
-                return Some(format!(
-                    "ApiKey {name} is in ConfigRollout {other}; a key is in one rollout at a time"
-                ));
-            }
             let defaults = key.spec.defaults.as_ref();
             if defaults.and_then(|d| d.config.as_deref()) != Some(&spec.stable_config_ref.name) {
                 return Some(format!(
@@ -571,25 +598,30 @@ impl Run<'_> {
             .clone()
             .try_into()
             .map_err(|e| Error::InvalidSpec(format!("spec.apiKeySelector: {e}")))?;
-        let (mut eligible, mut tagged) = (Vec::new(), Vec::new());
+        let (mut eligible, mut tagged, mut held_elsewhere) = (Vec::new(), Vec::new(), Vec::new());
         for key in listed.items {
-            let ours = key.annotations().get(rollout::ROLLOUT_ANNOTATION) == Some(&self.name);
+            let holder = key.annotations().get(rollout::ROLLOUT_ANNOTATION).cloned();
+            let ours = holder.as_ref() == Some(&self.name);
             if ours {
                 tagged.push(key.clone());
             }
-            let free = ours || !key.annotations().contains_key(rollout::ROLLOUT_ANNOTATION);
             let selected = kube::core::SelectorExt::matches(&selector, key.labels());
-            if selected
-                && free
-                && key.meta().deletion_timestamp.is_none()
-                && key.spec.defaults.is_some()
-            {
-                eligible.push(key);
+            if !selected || key.meta().deletion_timestamp.is_some() {
+                continue;
+            }
+            match holder {
+                Some(other) if !ours => held_elsewhere.push((key.name_any(), other)),
+                _ => eligible.push(key),
             }
         }
         eligible.sort_by_key(|k| k.name_any());
         tagged.sort_by_key(|k| k.name_any());
-        Ok(Keys { eligible, tagged })
+        held_elsewhere.sort();
+        Ok(Keys {
+            eligible,
+            tagged,
+            held_elsewhere,
+        })
     }
 
     /// A cohort's figures over the window (an empty cohort reads nothing).
@@ -728,6 +760,27 @@ impl Run<'_> {
     fn reference(&self) -> ObjectReference {
         self.rollout.object_ref(&())
     }
+}
+
+/// The first of `names` whose ApiKey reports `Stalled=True` for its current generation (a
+/// refused grant, an invalid spec): `ApiKey NAME is Stalled (REASON: MESSAGE)`.
+fn stalled_key(keys: &Keys, names: &[String]) -> Option<String> {
+    keys.eligible.iter().chain(&keys.tagged).find_map(|key| {
+        let name = key.name_any();
+        if !names.contains(&name) {
+            return None;
+        }
+        let status = key.status.as_ref()?;
+        let stalled = find_condition(&status.conditions, STALLED)?;
+        (stalled.status == "True" && stalled.observed_generation == key.meta().generation).then(
+            || {
+                format!(
+                    "ApiKey {name} is Stalled ({}: {})",
+                    stalled.reason, stalled.message
+                )
+            },
+        )
+    })
 }
 
 fn connection_name(rollout: &ConfigRollout) -> &str {

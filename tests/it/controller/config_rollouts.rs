@@ -503,3 +503,59 @@ async fn a_restarted_operator_resumes_without_moving_a_key_twice() {
     }
     h.stop().await;
 }
+
+/// A second rollout over keys the first holds is refused, naming it, and moves nothing; the
+/// first's candidate deleted mid-rollout rolls it back, every key back on the stable config.
+#[tokio::test]
+async fn a_second_rollout_over_the_same_keys_is_refused_and_a_deleted_candidate_rolls_back() {
+    let h = Harness::start("rollout-two").await;
+    let keys = setup(&h).await;
+    let steps = json!([{"weight": 50, "pause": "10m"}, {"weight": 100, "pause": "10m"}]);
+    create::<ConfigRollout>(&h.env, "first", rollout_spec(steps)).await;
+    h.env
+        .wait_for::<ConfigRollout>("first", WAIT, |r| status(r).step_started_at.is_some())
+        .await;
+    let stable = slug(&h, "stable").await;
+    let candidate = slug(&h, "candidate").await;
+    let split = [candidate.as_str(), &candidate, &stable, &stable];
+    assert_eq!(remote_configs(&h, &keys).await, split);
+
+    let steps = json!([{"weight": 100, "pause": "1s"}]);
+    create::<ConfigRollout>(&h.env, "second", rollout_spec(steps)).await;
+    let refused = h
+        .env
+        .wait_for::<ConfigRollout>("second", WAIT, |r| {
+            condition(r, "Stalled")
+                .is_some_and(|(s, reason, _)| s == "True" && reason == "InvalidSpec")
+        })
+        .await;
+    let (_, _, message) = condition(&refused, "Stalled").unwrap();
+    assert!(message.contains("is in ConfigRollout first"), "{message}");
+    assert!(status(&refused).moved_keys.is_empty());
+    assert_eq!(remote_configs(&h, &keys).await, split);
+
+    h.env
+        .api::<Config>()
+        .delete("candidate", &Default::default())
+        .await
+        .unwrap();
+    let rolled = h
+        .env
+        .wait_for::<ConfigRollout>("first", WAIT, |r| status(r).phase == Phase::RolledBack)
+        .await;
+    let decision = status(&rolled).decisions.last().cloned().unwrap();
+    assert_eq!(decision.decision, Decision::RollBack);
+    assert!(
+        decision
+            .message
+            .contains("the candidate Config candidate is gone"),
+        "{}",
+        decision.message
+    );
+    let back = support::wait_until(WAIT, || async {
+        (remote_configs(&h, &keys).await == vec![stable.clone(); 4]).then_some(())
+    })
+    .await;
+    assert!(back.is_some(), "every key is back on the stable config");
+    h.stop().await;
+}
