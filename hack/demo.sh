@@ -216,6 +216,64 @@ kubectl wait -n aigw-demo apikeys.aigw.io/billing-app --for=jsonpath='{.status.o
 echo "rotated (lastRotatedAt $(kubectl get -n aigw-demo apikeys.aigw.io billing-app -o jsonpath='{.status.lastRotatedAt}')); the new key: handshake $(handshake)"
 echo "apps/v1 Deployment billing-app pod template: $(kubectl get -n aigw-demo deployment.apps billing-app -o jsonpath='{.spec.template.metadata.annotations}')"
 
+step "Canary a config by API-key cohort: one rollout completes, one rolls back (its candidate's provider fails 30 % of requests)"
+# Four keys on canary-stable; canary-good and canary-bad are candidates whose providers differ.
+{
+	for config in stable good bad; do
+		printf -- '---\napiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {name: canary-%s}\nspec: {name: canary-%s, config: {provider: "@%s-openai"}}\n' "$config" "$config" "$config"
+	done
+	for key in a b c d; do
+		printf -- '---\napiVersion: aigw.io/v1alpha1\nkind: ApiKey\nmetadata: {name: canary-%s, labels: {canary: demo}}\n' "$key"
+		printf 'spec: {name: canary-%s, kind: service, scopes: [completions.write], workspaceId: ws-canary, secretRef: {name: canary-%s-key}, defaults: {config: canary-stable}}\n' "$key" "$key"
+	done
+} | kubectl apply -n aigw-demo -f -
+kubectl wait -n aigw-demo --for=condition=Ready apikeys.aigw.io -l canary=demo --timeout=90s
+curl -fsS -X PUT "$api/_emulator/faults" -H 'content-type: application/json' \
+	-d '{"gateway_seed": 7, "providers": {"bad-openai": {"error_rate": 0.3, "status": 503}}}' >/dev/null
+# Traffic: each key's value from its Secret, sent to the emulator's gateway until stopped.
+values=()
+for key in a b c d; do
+	values+=("$(kubectl get secret -n aigw-demo "canary-$key-key" -o jsonpath='{.data.api_key}' | base64 -d)")
+done
+(
+	while :; do
+		for value in "${values[@]}"; do
+			curl -s -o /dev/null -X POST "$api/v1/chat/completions" -H "x-portkey-api-key: $value" \
+				-H 'content-type: application/json' -d '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}]}'
+		done
+		sleep 0.05
+	done
+) &
+traffic=$!
+rollout() { # name candidate
+	kubectl apply -n aigw-demo -f - <<YAML
+apiVersion: aigw.io/v1alpha1
+kind: ConfigRollout
+metadata: {name: $1}
+spec:
+  stableConfigRef: {name: canary-stable}
+  candidateConfigRef: {name: $2}
+  apiKeySelector: {matchLabels: {canary: demo}}
+  steps: [{weight: 25, pause: 3s}, {weight: 50, pause: 3s}, {weight: 100, pause: 3s}]
+  analysis: {workspaceSlug: ws-canary, organisationId: "1234567890", window: 5s, minRequests: 20,
+             maxErrorRate: 0.1, maxErrorRateOverStable: 0.05}
+YAML
+}
+rollout canary-good canary-good
+kubectl wait -n aigw-demo configrollouts.aigw.io/canary-good --for=jsonpath='{.status.phase}'=Completed --timeout=120s
+"$aigw" rollout status canary-good -n aigw-demo
+# Completed is not promoted: Git would promote canary-good; deleting the rollout returns the keys.
+kubectl delete -n aigw-demo configrollouts.aigw.io canary-good
+rollout canary-bad canary-bad
+kubectl wait -n aigw-demo configrollouts.aigw.io/canary-bad --for=jsonpath='{.status.phase}'=RolledBack --timeout=120s
+kubectl wait -n aigw-demo configrollouts.aigw.io/canary-bad --for=jsonpath='{.status.conditions[?(@.type=="Stalled")].status}'=True --timeout=60s
+"$aigw" rollout status canary-bad -n aigw-demo
+kill "$traffic" 2>/dev/null || true
+stable=$(kubectl get -n aigw-demo configs.aigw.io canary-stable -o jsonpath='{.status.slug}')
+for key in a b c d; do
+	echo "canary-$key: config $(kubectl get -n aigw-demo apikeys.aigw.io "canary-$key" -o jsonpath='{.status.configId}') (stable: $stable)"
+done
+
 step "kubectl get aigw -A"
 kubectl get aigw -A
 
