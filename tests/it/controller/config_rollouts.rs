@@ -13,6 +13,7 @@ use crate::support;
 
 use aigw::resources::config_rollout::{ConfigRollout, Decision, Phase};
 use aigw::resources::{ApiKey, Config};
+use kube::ResourceExt;
 use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use support::api_keys::{remote, secret_value, service_key};
@@ -27,19 +28,30 @@ const KEYS: [&str; 4] = ["key-a", "key-b", "key-c", "key-d"];
 /// The stable and candidate Configs (each routing to a provider of its own), and four keys on
 /// the stable Config, labelled for the rollout: their names and remote ids.
 async fn setup(h: &Harness) -> Vec<(String, String)> {
-    create::<Config>(
-        &h.env,
-        "stable",
-        json!({"name": "stable", "config": {"provider": "@stable-openai"}}),
-    )
-    .await;
-    create::<Config>(
-        &h.env,
-        "candidate",
-        json!({"name": "candidate", "config": {"provider": "@candidate-openai"}}),
-    )
-    .await;
-    for name in ["stable", "candidate"] {
+    setup_in(h, None, None).await
+}
+
+/// [`setup`] with each Config in a workspace (`None`: the API's default).
+async fn setup_in(
+    h: &Harness,
+    stable_workspace: Option<&str>,
+    candidate_workspace: Option<&str>,
+) -> Vec<(String, String)> {
+    let mut waited = Vec::new();
+    for (name, workspace) in [
+        ("stable", stable_workspace),
+        ("candidate", candidate_workspace),
+    ] {
+        let mut spec = json!({"name": name, "config": {"provider": format!("@{name}-openai")}});
+        if let Some(workspace) = workspace {
+            spec["workspaceId"] = json!(workspace);
+        }
+        create::<Config>(&h.env, name, spec).await;
+        if workspace.is_none() || workspace == stable_workspace {
+            waited.push(name);
+        }
+    }
+    for name in waited {
         h.env
             .wait_for::<Config>(name, WAIT, |c| {
                 c.status.as_ref().is_some_and(|s| s.slug.is_some())
@@ -557,5 +569,54 @@ async fn a_second_rollout_over_the_same_keys_is_refused_and_a_deleted_candidate_
     })
     .await;
     assert!(back.is_some(), "every key is back on the stable config");
+    h.stop().await;
+}
+
+/// A candidate Config in a workspace the namespace's grants do not name is refused by its own
+/// gate (no remote config): the rollout waits for it and moves no key. The keys' grants are
+/// theirs too: a key moves only through its own reconcile.
+#[tokio::test]
+async fn a_candidate_outside_the_grant_moves_no_key() {
+    const GRANTED: &str = "5b0e7c1a-3f2d-4e6b-9a8c-1d2e3f4a5b6c";
+    const ELSEWHERE: &str = "9c8b7a6d-5e4f-4a3b-8c2d-1e0f9a8b7c6d";
+    let grants = json!([{"namespaces": ["{ns}"], "workspaces": [WORKSPACE, GRANTED]}]);
+    let h = Harness::start_with_grants("rollout-grant", Duration::from_secs(600), grants).await;
+    let keys = setup_in(&h, Some(GRANTED), Some(ELSEWHERE)).await;
+    let refused = h
+        .env
+        .wait_for::<Config>("candidate", WAIT, |c| {
+            c.status.as_ref().is_some_and(|s| {
+                s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Stalled" && c.status == "True")
+            })
+        })
+        .await;
+    assert!(refused.status.unwrap().slug.is_none());
+    let steps = json!([{"weight": 100, "pause": "1s"}]);
+    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
+    let waiting = h
+        .env
+        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
+            condition(r, "Reconciling")
+                .is_some_and(|(s, reason, _)| s == "True" && reason == "ConfigNotReady")
+        })
+        .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let still = h.env.api::<ConfigRollout>().get("checkout").await.unwrap();
+    assert!(
+        status(&still).moved_keys.is_empty(),
+        "{:?}",
+        status(&waiting)
+    );
+    let stable = slug(&h, "stable").await;
+    assert_eq!(remote_configs(&h, &keys).await, vec![stable; 4]);
+    for (name, _) in &keys {
+        let key = h.env.api::<ApiKey>().get(name).await.unwrap();
+        assert!(
+            !key.annotations().contains_key("aigw.io/rollout-config"),
+            "{name}"
+        );
+    }
     h.stop().await;
 }
