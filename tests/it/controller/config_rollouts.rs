@@ -311,6 +311,16 @@ async fn a_failing_candidate_is_rolled_back_at_the_first_step() {
     for (_, id) in &keys[1..] {
         assert_eq!(config_writes(&h, id).await, vec![json!(stable)]);
     }
+    let metrics = h.ctx.metrics.encode();
+    assert!(
+        metrics.contains(r#"aigw_rollout_decisions_total{decision="RollBack"} 1"#),
+        "{metrics}"
+    );
+    let step = format!(
+        r#"aigw_rollout_step{{rollout_namespace="{}",rollout="checkout"}} -1"#,
+        h.env.namespace
+    );
+    assert!(metrics.contains(&step), "{metrics}");
     println!(
         "rolled back {:.1}s after the step's keys moved, {sent} requests: {}",
         decided_in.as_secs_f64(),
@@ -618,5 +628,47 @@ async fn a_candidate_outside_the_grant_moves_no_key() {
             "{name}"
         );
     }
+    h.stop().await;
+}
+
+/// Too little traffic past `analysis.maxWait` rolls back, saying so.
+#[tokio::test]
+async fn no_traffic_past_max_wait_rolls_back() {
+    let h = Harness::start("rollout-quiet").await;
+    let keys = setup(&h).await;
+    let mut spec =
+        rollout_spec(json!([{"weight": 50, "pause": "1s"}, {"weight": 100, "pause": "1s"}]));
+    spec["analysis"]["maxWait"] = json!("3s");
+    create::<ConfigRollout>(&h.env, "checkout", spec).await;
+    let waiting = h
+        .env
+        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
+            condition(r, "Reconciling")
+                .is_some_and(|(s, reason, _)| s == "True" && reason == "WaitingForTraffic")
+        })
+        .await;
+    let (_, _, message) = condition(&waiting, "Reconciling").unwrap();
+    assert!(
+        message.contains("0 candidate requests of the 20 needed"),
+        "{message}"
+    );
+    let rolled = h
+        .env
+        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).phase == Phase::RolledBack)
+        .await;
+    let decision = status(&rolled).decisions.last().cloned().unwrap();
+    assert!(
+        decision
+            .message
+            .contains("not enough traffic within analysis.maxWait"),
+        "{}",
+        decision.message
+    );
+    let stable = slug(&h, "stable").await;
+    let back = support::wait_until(WAIT, || async {
+        (remote_configs(&h, &keys).await == vec![stable.clone(); 4]).then_some(())
+    })
+    .await;
+    assert!(back.is_some(), "every key is back on the stable config");
     h.stop().await;
 }
