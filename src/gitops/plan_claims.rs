@@ -17,7 +17,40 @@ use super::plan::{Action, Counterpart, Entry, Live, entry};
 use super::validate::Object;
 use crate::controller::claims::Claims;
 use crate::controller::connections::{Scope, scope_of};
-use crate::resources::{ClusterGuardrail, Config, Connection, Guardrail, Integration};
+use crate::resources::{ClusterGuardrail, Config, Connection, Guardrail, Integration, Workspace};
+
+/// What a grant entry naming a Workspace resource of the cluster stands for (the UUID and slug
+/// it recorded), as the operator reads it; read only when `scope` limits the workspaces.
+async fn live_workspaces(
+    live: &Live,
+    scope: &Scope,
+) -> Result<impl Fn(&str) -> Option<Vec<String>> + use<>, GitopsError> {
+    let workspaces = match scope.workspaces {
+        None => Vec::new(),
+        Some(_) => {
+            kube::Api::<Workspace>::all(live.client.clone())
+                .list(&Default::default())
+                .await
+                .map_err(|e| GitopsError::kube("failed to list Workspaces", e))?
+                .items
+        }
+    };
+    Ok(move |name: &str| {
+        let found = workspaces
+            .iter()
+            .find(|w| w.metadata.name.as_deref() == Some(name))?;
+        let status = found.status.as_ref();
+        Some(
+            [
+                status.and_then(|s| s.id.clone()),
+                status.and_then(|s| s.slug.clone()),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+        )
+    })
+}
 
 /// What the grants of Connection `connection` let `namespace` do, as the operator decides it:
 /// `None` when no grants apply (no such Connection, or one without `spec.grants`; for `default`
@@ -92,10 +125,11 @@ pub(super) async fn refused_adoption(
         Some(Ok(scope)) => scope,
         Some(Err(why)) => return Ok(Some(refused(id, why))),
     };
+    let resource = live_workspaces(live, &scope).await?;
     let checked = asked
         .workspaces
         .iter()
-        .try_for_each(|(field, ws)| scope.check_workspace(field, ws.as_deref()))
+        .try_for_each(|(field, ws)| scope.check_workspace_by(field, ws.as_deref(), &resource))
         .and_then(|()| scope.check_adoption(field, &id));
     Ok(checked.err().map(|e| refused(id, refusal(e))))
 }

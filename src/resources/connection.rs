@@ -197,7 +197,9 @@ pub struct Grant {
     pub namespace_selector: Option<LabelSelector>,
     /// Workspace ids (UUIDs) whose objects these namespaces may manage: the `workspaceId` of
     /// Configs and RateLimitsPolicies (which must then be set), the workspace of an adopted
-    /// object, and a Deployment's `authSettings.workspacesAllowed`. Absent: any workspace.
+    /// object, and a Deployment's `authSettings.workspacesAllowed`. An entry that is the name of
+    /// a Workspace resource stands for the workspace that resource recorded (its UUID and
+    /// slug), and for no other. Absent: any workspace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspaces: Option<Vec<String>>,
     /// May these namespaces adopt existing remote objects (`spec.slug`, `spec.deploymentId`,

@@ -157,8 +157,9 @@ impl<'a, K: Managed> Gate<'a, K> {
     pub async fn granted(&self) -> Result<(), Error> {
         let object = self.object;
         let scope = &self.resolve().await?.scope;
+        let resource = workspace_resources(self.ctx);
         for (field, workspace) in object.workspaces() {
-            scope.check_workspace(field, workspace.as_deref())?;
+            scope.check_workspace_by(field, workspace.as_deref(), &resource)?;
         }
         if let Some((field, id)) = object.adopted() {
             scope.check_adoption(field, &id)?;
@@ -213,7 +214,11 @@ impl<'a, K: Managed> Gate<'a, K> {
     /// An object read through an adoption lives in `workspace`: its namespace must be granted
     /// that workspace too, or nothing read from it may be used.
     pub async fn reach(&self, what: &str, workspace: Option<&str>) -> Result<(), Error> {
-        self.resolve().await?.scope.check_workspace(what, workspace)
+        let resource = workspace_resources(self.ctx);
+        self.resolve()
+            .await?
+            .scope
+            .check_workspace_by(what, workspace, resource)
     }
 
     /// True when another resource records or names the remote object `id` (through any
@@ -328,6 +333,25 @@ impl<'a, K: Managed> Gate<'a, K> {
                 resolve_guarded(self.ctx, self.object.connection_name(), namespace)
             })
             .await
+    }
+}
+
+/// What a grant entry naming a Workspace resource stands for: the UUID and slug that resource
+/// recorded (`None` for a name no Workspace of the cluster has).
+pub fn workspace_resources(ctx: &Context) -> impl Fn(&str) -> Option<Vec<String>> + use<> {
+    let workspaces = ctx.stores.of::<crate::resources::Workspace>().all();
+    move |name| {
+        let found = workspaces.iter().find(|w| w.name_any() == name)?;
+        let status = found.status.as_ref();
+        Some(
+            [
+                status.and_then(|s| s.id.clone()),
+                status.and_then(|s| s.slug.clone()),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+        )
     }
 }
 

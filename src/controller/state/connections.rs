@@ -198,11 +198,29 @@ impl Scope {
 
     /// Refuses `workspace` (named by `field`) when the grants do not cover it.
     pub fn check_workspace(&self, field: &str, workspace: Option<&str>) -> Result<(), Error> {
+        self.check_workspace_by(field, workspace, |_| None)
+    }
+
+    /// Like [`Self::check_workspace`], where a grant entry `resource` resolves (the name of a
+    /// Workspace resource, to the UUID and slug it recorded) grants that workspace, never
+    /// another whose id or slug happens to equal the name.
+    pub fn check_workspace_by(
+        &self,
+        field: &str,
+        workspace: Option<&str>,
+        resource: impl Fn(&str) -> Option<Vec<String>>,
+    ) -> Result<(), Error> {
         let Some(allowed) = &self.workspaces else {
             return Ok(());
         };
+        let granted = |ws: &str| {
+            allowed.iter().any(|entry| match resource(entry) {
+                Some(recorded) => recorded.iter().any(|r| r == ws),
+                None => entry == ws,
+            })
+        };
         match workspace {
-            Some(ws) if allowed.contains(ws) => Ok(()),
+            Some(ws) if granted(ws) => Ok(()),
             Some(ws) => Err(Error::not_allowed(
                 WORKSPACE_NOT_ALLOWED,
                 format!(
@@ -751,6 +769,36 @@ fn build_client(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_grant_naming_a_workspace_resource_grants_what_it_recorded_and_nothing_else() {
+        let scope = Scope {
+            workspaces: Some(["payments".to_string(), "ws-literal".to_string()].into()),
+            ..Scope::unrestricted("tenant")
+        };
+        let resource = |name: &str| {
+            (name == "payments").then(|| vec!["uuid-pay".to_string(), "ws-pay-1a2b3c".to_string()])
+        };
+        for granted in ["uuid-pay", "ws-pay-1a2b3c", "ws-literal"] {
+            assert!(
+                scope
+                    .check_workspace_by("spec.workspaceId", Some(granted), resource)
+                    .is_ok(),
+                "{granted}"
+            );
+        }
+        // The resource's name is not a workspace id: a remote workspace whose slug is
+        // `payments` is not granted by it.
+        let refused = scope
+            .check_workspace_by("spec.workspaceId", Some("payments"), resource)
+            .unwrap_err();
+        assert_eq!(refused.category(), WORKSPACE_NOT_ALLOWED);
+        assert!(
+            scope
+                .check_workspace("spec.workspaceId", Some("uuid-pay"))
+                .is_err()
+        );
+    }
 
     #[test]
     fn following_another_namespace_needs_a_grant_naming_it() {

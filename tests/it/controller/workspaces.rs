@@ -513,3 +513,45 @@ async fn a_default_config_in_the_workspace_is_set_once_its_config_is_ready() {
         .unwrap();
     h.stop().await;
 }
+
+/// A Connection grant may name a Workspace resource: it stands for the workspace that resource
+/// recorded (its UUID), and for no other.
+#[tokio::test]
+async fn a_grant_naming_a_workspace_resource_lets_a_namespace_into_that_workspace_only() {
+    let grants = json!([{"namespaces": ["{ns}"], "workspaces": ["{ns}-team"]}]);
+    let h = Harness::start_with_grants("ws-grant", Duration::from_secs(1), grants).await;
+    create(&h, "team", json!({"name": "Team"})).await;
+    let ready = wait_for(&h, "team", |w| w.ready()).await;
+    let (id, _, _) = recorded(&ready);
+    let configs: Api<Config> = h.env.api();
+    for (name, workspace) in [("inside", id.as_str()), ("outside", OUTSIDE)] {
+        let mut spec = support::objects::routing(name);
+        spec["workspaceId"] = json!(workspace);
+        spec["deletionPolicy"] = json!("Orphan");
+        configs
+            .create(
+                &PostParams::default(),
+                &support::objects::object("Config", name, spec),
+            )
+            .await
+            .unwrap();
+    }
+    h.env
+        .wait_for::<Config>("inside", WAIT, |c| c.ready())
+        .await;
+    let refused = h
+        .env
+        .wait_for::<Config>("outside", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
+        .await;
+    let (_, _, message) = refused.condition("Stalled").unwrap();
+    assert!(message.contains(OUTSIDE), "{message}");
+    for name in ["inside", "outside"] {
+        configs
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    h.stop().await;
+}
+
+const OUTSIDE: &str = "0b7c1d2e-3f40-4a5b-8c6d-7e8f9a0b1c2d";
