@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{Api, ListParams, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
@@ -26,14 +26,17 @@ use crate::controller::error::Error;
 use crate::controller::gate::{list_client, tenant_id};
 use crate::controller::status::{Outcome, record_outcome, worth_writing};
 use crate::resources::api_key::ApiKey;
-use crate::resources::common::condition::{READY, STALLED};
-use crate::resources::common::{ManagementPolicy, find_condition};
+use crate::resources::common::condition::READY;
+use crate::resources::common::find_condition;
 use crate::resources::config_rollout::{
     self as rollout, AnalysisRecord, CohortRecord, ConfigRollout, ConfigRolloutStatus, Decision,
     DecisionRecord, MAX_DECISIONS, Phase,
 };
 use crate::resources::rollout_plan::{self, Verdict};
 use crate::resources::{Config, common::FINALIZER};
+
+mod keys;
+use keys::{Keys, cohort_ids, names, stalled_key};
 
 const KIND: &str = "ConfigRollout";
 const MANAGER: &str = "aigw/configrollout";
@@ -52,16 +55,6 @@ struct Run<'a> {
     keys: Api<ApiKey>,
     /// The resourceVersion the next status write expects.
     version: Option<String>,
-}
-
-/// The keys of the namespace as the rollout sees them.
-struct Keys {
-    /// Selected by `apiKeySelector` and fit to move, sorted by name.
-    eligible: Vec<ApiKey>,
-    /// Every key of the namespace that names this rollout in `aigw.io/rollout`.
-    tagged: Vec<ApiKey>,
-    /// Selected keys another rollout holds: `(key, rollout)`.
-    held_elsewhere: Vec<(String, String)>,
 }
 
 pub async fn reconcile(object: Arc<ConfigRollout>, ctx: Arc<Context>) -> Result<Action, Error> {
@@ -478,152 +471,6 @@ impl Run<'_> {
         ))
     }
 
-    /// Writes the annotations so that `names` (of `keys`) use `config` (`None`: their own
-    /// defaults). A key whose annotations already say so is not written; each write has the
-    /// key's resourceVersion as a precondition.
-    async fn place(
-        &self,
-        keys: &Keys,
-        names: &[String],
-        config: Option<&str>,
-    ) -> Result<(), Error> {
-        let all = keys.eligible.iter().chain(&keys.tagged);
-        for name in names {
-            let Some(key) = all.clone().find(|k| k.name_any() == *name) else {
-                continue;
-            };
-            let annotations = key.annotations();
-            let has = |a: &str| annotations.get(a).map(String::as_str);
-            let (override_value, owner) = match config {
-                Some(config) => (Some(config), Some(self.name.as_str())),
-                None => (None, None),
-            };
-            if has(rollout::CONFIG_OVERRIDE_ANNOTATION) == override_value
-                && has(rollout::ROLLOUT_ANNOTATION) == owner
-            {
-                continue;
-            }
-            self.ctx.leadership.may_write().map_err(Error::NotLeader)?;
-            let patch = serde_json::json!({"metadata": {
-                "resourceVersion": key.resource_version(),
-                "annotations": {
-                    rollout::CONFIG_OVERRIDE_ANNOTATION: override_value,
-                    rollout::ROLLOUT_ANNOTATION: owner,
-                },
-            }});
-            self.keys
-                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map_err(|e| match e {
-                    kube::Error::Api(s) if s.code == 409 => {
-                        Error::Conflict(format!("ApiKey {name} changed meanwhile"))
-                    }
-                    e => Error::kube(format!("annotate ApiKey {name}"), e),
-                })?;
-            debug!(kind = KIND, rollout = %self.name, key = %name, config = ?config, "moved ApiKey");
-        }
-        Ok(())
-    }
-
-    /// The keys of `names` whose status does not show `config` (`None`: no override) applied.
-    fn not_placed(&self, keys: &Keys, names: &[String], config: Option<&str>) -> Vec<String> {
-        let all: Vec<&ApiKey> = keys.eligible.iter().chain(&keys.tagged).collect();
-        names
-            .iter()
-            .filter(|name| {
-                let Some(key) = all.iter().find(|k| k.name_any() == **name) else {
-                    return false;
-                };
-                let Some(status) = &key.status else {
-                    return true;
-                };
-                let ready = find_condition(&status.conditions, READY).is_some_and(|c| {
-                    c.status == "True" && c.observed_generation == key.meta().generation
-                });
-                !(ready
-                    && status.config_override.as_deref() == config
-                    && key.config_override() == config)
-            })
-            .cloned()
-            .collect()
-    }
-
-    /// What keeps the rollout from starting: a selected key another rollout holds, one not on
-    /// the stable Config, one aigw only observes, or one reached through another Connection.
-    fn refusal(&self, keys: &Keys) -> Option<String> {
-        let spec = &self.rollout.spec;
-        let connection = connection_name(self.rollout);
-        if let Some((name, other)) = keys.held_elsewhere.first() {
-            return Some(format!(
-                "ApiKey {name} is in ConfigRollout {other}; a key is in one rollout at a time"
-            ));
-        }
-        for key in &keys.eligible {
-            let name = key.name_any();
-            let defaults = key.spec.defaults.as_ref();
-            if defaults.and_then(|d| d.config.as_deref()) != Some(&spec.stable_config_ref.name) {
-                return Some(format!(
-                    "ApiKey {name} does not use the stable Config: its spec.defaults.config must be {}",
-                    spec.stable_config_ref.name
-                ));
-            }
-            if key.spec.management_policy == ManagementPolicy::Observe {
-                return Some(format!(
-                    "ApiKey {name} is observed only (managementPolicy: Observe): aigw cannot move it"
-                ));
-            }
-            if key.spec.connection_name() != connection {
-                return Some(format!(
-                    "ApiKey {name} uses Connection {}, this rollout reads telemetry through {connection}",
-                    key.spec.connection_name()
-                ));
-            }
-            if self.ctx.installation.is_theirs(key) {
-                return Some(format!("ApiKey {name} belongs to another installation"));
-            }
-        }
-        None
-    }
-
-    async fn keys(&self) -> Result<Keys, Error> {
-        let listed = self
-            .keys
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| Error::kube("list ApiKeys", e))?;
-        let selector: kube::core::Selector = self
-            .rollout
-            .spec
-            .api_key_selector
-            .clone()
-            .try_into()
-            .map_err(|e| Error::InvalidSpec(format!("spec.apiKeySelector: {e}")))?;
-        let (mut eligible, mut tagged, mut held_elsewhere) = (Vec::new(), Vec::new(), Vec::new());
-        for key in listed.items {
-            let holder = key.annotations().get(rollout::ROLLOUT_ANNOTATION).cloned();
-            let ours = holder.as_ref() == Some(&self.name);
-            if ours {
-                tagged.push(key.clone());
-            }
-            let selected = kube::core::SelectorExt::matches(&selector, key.labels());
-            if !selected || key.meta().deletion_timestamp.is_some() {
-                continue;
-            }
-            match holder {
-                Some(other) if !ours => held_elsewhere.push((key.name_any(), other)),
-                _ => eligible.push(key),
-            }
-        }
-        eligible.sort_by_key(|k| k.name_any());
-        tagged.sort_by_key(|k| k.name_any());
-        held_elsewhere.sort();
-        Ok(Keys {
-            eligible,
-            tagged,
-            held_elsewhere,
-        })
-    }
-
     /// A cohort's figures over the window (an empty cohort reads nothing).
     async fn figures(
         &self,
@@ -762,57 +609,12 @@ impl Run<'_> {
     }
 }
 
-/// The first of `names` whose ApiKey reports `Stalled=True` for its current generation (a
-/// refused grant, an invalid spec): `ApiKey NAME is Stalled (REASON: MESSAGE)`.
-fn stalled_key(keys: &Keys, names: &[String]) -> Option<String> {
-    keys.eligible.iter().chain(&keys.tagged).find_map(|key| {
-        let name = key.name_any();
-        if !names.contains(&name) {
-            return None;
-        }
-        let status = key.status.as_ref()?;
-        let stalled = find_condition(&status.conditions, STALLED)?;
-        (stalled.status == "True" && stalled.observed_generation == key.meta().generation).then(
-            || {
-                format!(
-                    "ApiKey {name} is Stalled ({}: {})",
-                    stalled.reason, stalled.message
-                )
-            },
-        )
-    })
-}
-
 fn connection_name(rollout: &ConfigRollout) -> &str {
     rollout
         .spec
         .connection_ref
         .as_ref()
         .map_or("default", |c| c.name.as_str())
-}
-
-fn names(keys: &[ApiKey]) -> Vec<String> {
-    keys.iter().map(|k| k.name_any()).collect()
-}
-
-/// The remote key ids of the candidate cohort (`moved`) and of the stable one (the other
-/// eligible keys). A key with no remote id yet is in neither.
-fn cohort_ids(keys: &Keys, moved: &[String]) -> (Vec<String>, Vec<String>) {
-    let (mut candidate, mut stable) = (Vec::new(), Vec::new());
-    for key in keys.eligible.iter().chain(&keys.tagged) {
-        let Some(id) = key.status.as_ref().and_then(|s| s.id.clone()) else {
-            continue;
-        };
-        let name = key.name_any();
-        let list = match moved.contains(&name) {
-            true => &mut candidate,
-            false => &mut stable,
-        };
-        if !list.contains(&id) {
-            list.push(id);
-        }
-    }
-    (candidate, stable)
 }
 
 /// The slug (else id) of a Ready Config.

@@ -487,7 +487,7 @@ async fn a_restarted_operator_resumes_without_moving_a_key_twice() {
     let steps = json!([{"weight": 25, "pause": "2s"}, {"weight": 50, "pause": "2s"},
                        {"weight": 100, "pause": "2s"}]);
     create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
-    for step in [1, 2] {
+    for step in [0, 1, 2] {
         h.env
             .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).current_step == Some(step))
             .await;
