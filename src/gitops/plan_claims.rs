@@ -206,9 +206,12 @@ pub(super) async fn claimed(
             Claimed::Guardrail(kind) => kind,
             Claimed::Integration => "Integration",
         };
-        let who = match &other.namespace {
-            Some(ns) => format!("{kind} {ns}/{}", other.name),
-            None => format!("{kind} {}", other.name),
+        // Named only in the manifest's own namespace (or cluster-scoped beside a cluster-scoped
+        // one): another namespace's resource is another tenant's, not the author's to learn.
+        let who = match (&other.namespace, own.namespace) {
+            (Some(ns), Some(mine)) if ns == mine => format!("{kind} {ns}/{}", other.name),
+            (None, None) => format!("{kind} {}", other.name),
+            _ => "another resource on this Connection (not in this namespace)".to_string(),
         };
         let reason = format!(
             "the remote object is managed by {who}; the operator makes no API call for this one while it is (AlreadyManaged), and the plan shows nothing of it"

@@ -142,10 +142,11 @@ impl<'a, K: Managed> Gate<'a, K> {
         self.granted().await?;
         let peers = self.same_tenant();
         if let Some(owner) = owned_by_another(object, &self.ctx.stores, &peers) {
-            return Err(Error::AlreadyManaged(format!(
-                "the remote object this {} names is managed by {} {owner}; this one makes no API call until that one is gone",
+            let namespace = object.namespace();
+            return Err(Error::AlreadyManaged(already_managed(
                 K::KIND,
-                K::KIND
+                namespace.as_deref(),
+                &owner,
             )));
         }
         Ok(())
@@ -436,4 +437,49 @@ pub async fn list_client(
             .await?
             .client,
     )
+}
+
+/// The `AlreadyManaged` message of a `kind` resource in `namespace` (`None`: cluster-scoped)
+/// whose remote object `owner` (`namespace/name`, the namespace empty when cluster-scoped)
+/// manages. The owner is named only when it sits in the same namespace (or is cluster-scoped
+/// like this one): a resource of another namespace is another tenant's, whose names are not
+/// this tenant's to learn from its own status and events. A cluster admin finds it with `aigw`
+/// or by the resources' labels.
+pub(crate) fn already_managed(kind: &str, namespace: Option<&str>, owner: &str) -> String {
+    let here = namespace.unwrap_or_default();
+    match owner.split_once('/') {
+        Some((theirs, _)) if theirs == here => format!(
+            "the remote object this {kind} names is managed by {kind} {owner}; this one makes no API call until that one is gone"
+        ),
+        _ => format!(
+            "the remote object this {kind} names: another resource on this Connection manages it (not in this namespace); this one makes no API call until that one is gone"
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::already_managed;
+
+    /// Tenant b's resource stalled on tenant a's object learnt the owner's namespace and name
+    /// (attack on issue 27); an owner of its own namespace, or a cluster-scoped one of a
+    /// cluster-scoped resource, is still named.
+    #[test]
+    fn already_managed_names_the_owner_only_in_the_same_namespace() {
+        let foreign = already_managed("Config", Some("team-b"), "team-a/routing");
+        assert!(!foreign.contains("team-a"), "{foreign}");
+        assert!(
+            foreign.contains("another resource on this Connection manages it"),
+            "{foreign}"
+        );
+        let own = already_managed("Config", Some("team-b"), "team-b/routing");
+        assert!(own.contains("managed by Config team-b/routing"), "{own}");
+        let cluster = already_managed("Integration", None, "/openai");
+        assert!(
+            cluster.contains("managed by Integration /openai"),
+            "{cluster}"
+        );
+        let namespaced = already_managed("Guardrail", Some("team-b"), "/org-pii");
+        assert!(!namespaced.contains("org-pii"), "{namespaced}");
+    }
 }

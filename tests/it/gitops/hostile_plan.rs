@@ -152,6 +152,11 @@ async fn plan_shows_no_value_of_a_remote_config_the_manifest_does_not_hold() {
                 leaks.push(format!("[{case}, {output}]\n{out}"));
             }
             assert!(out.contains(expected), "[{case}, {output}] {out}");
+            // Who manages it in another namespace is not team a's pull request's to learn.
+            assert!(
+                manifest != probe || !out.contains(team_b.namespace.as_str()),
+                "[{case}, {output}] names team b's resource: {out}"
+            );
         }
     }
     assert!(
