@@ -23,8 +23,8 @@ pub const GROUP: &str = "aigw.io";
 /// What the operator does with a kind's objects, which decides the RBAC it needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
-    /// Reconciled against the management API: read, watched, patched (the `aigw.io/finalizer`
-    /// finalizer, the create intent), status written.
+    /// Reconciled against the management API: read, watched, patched (the installation's
+    /// finalizer `aigw.io/finalizer.<id>`, the create intent), status written.
     Managed,
     /// Read and watched, status written; never patched (a Connection).
     Read,

@@ -156,8 +156,6 @@ impl Context {
     /// What this installation does with `object` ([`installation::verdict`]), from the object and
     /// the Connection watch cache: no apiserver read.
     pub async fn verdict<K: Managed>(&self, object: &K) -> installation::Verdict {
-        use crate::resources::common::FINALIZER;
-        use kube::ResourceExt;
         let name = object.connection_name();
         let mut cached = self.stores.connections.find(name).await;
         // A Connection created just before the object may not have reached the watch cache
@@ -173,7 +171,7 @@ impl Context {
         let meta = cached
             .as_ref()
             .map(|found| found.as_ref().map(|c| &c.metadata));
-        let holds = object.finalizers().iter().any(|f| f == FINALIZER);
+        let holds = self.installation.holds(object);
         installation::verdict(&self.installation, object, name, meta, holds)
     }
 

@@ -207,7 +207,8 @@ fn worth_reconciling<K: kube::Resource>(object: &K) -> Option<u64> {
     let annotations = meta.annotations.iter().flatten();
     let others = annotations.filter(|(key, _)| *key != CREATE_INTENT_ANNOTATION);
     let finalizers = meta.finalizers.iter().flatten();
-    let others_finalizers = finalizers.filter(|f| *f != FINALIZER);
+    // Every installation's aigw finalizer (`aigw.io/finalizer`, `aigw.io/finalizer.<id>`).
+    let others_finalizers = finalizers.filter(|f| !f.starts_with(FINALIZER));
     (
         meta.generation,
         others.collect::<Vec<_>>(),

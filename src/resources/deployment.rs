@@ -229,6 +229,13 @@ pub struct DeploymentStatus {
     /// outcome was lost is looked up by name instead of being sent again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_create: Option<String>,
+    /// The installation (its `--installation-id`) that manages this object, recorded by the
+    /// operator before any other write of its own. Only the status subresource holds it, which
+    /// the chart's RBAC lets the operator write and a tenant's `edit` role does not: an
+    /// `aigw.io/installation` annotation rewritten to another installation stalls the object
+    /// (`ClaimChanged`) instead of moving it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installation: Option<String>,
     /// The id of the last create intent whose outcome was recorded (the intent itself is the
     /// `aigw.io/create-intent` annotation, written with the finalizer in one write): an
     /// annotation naming this id is settled.

@@ -129,7 +129,7 @@ edit here.
 
 {{/*
 RBAC rules on the aigw group for the kinds of one scope ("Namespaced" or "Cluster"): managed
-and driven kinds get, list, watch and patch (patch adds and removes the aigw.io/finalizer finalizer and the
+and driven kinds get, list, watch and patch (patch adds and removes aigw's finalizers, aigw.io/finalizer.<id> of the installation, and the
 create intent), read kinds get, list and watch; every kind's status is patched; a kind whose
 objects own Secrets through owner references with blockOwnerDeletion needs update on its
 finalizers subresource where OwnerReferencesPermissionEnforcement is on.

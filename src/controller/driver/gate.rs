@@ -4,6 +4,9 @@
 //! - whether this replica may act now: it leads, and for a write its lease is within the renew
 //!   deadline ([`crate::controller::Leadership::may_write`]), checked again right before the request leaves
 //!   the process (the client handed out is guarded);
+//! - whether this installation may act on it: its status records this installation and its
+//!   `aigw.io/installation` annotation does not name another (`ClaimChanged`,
+//!   [`crate::controller::installation`]); a deletion is still cleaned up;
 //! - whether the resource owns the remote object ([`crate::controller::claims`]);
 //! - whether its namespace may reach that object through its Connection: the namespace, the
 //!   workspaces, adoption, and `allowDefault` for an organisation-wide object. A
@@ -137,6 +140,7 @@ impl<'a, K: Managed> Gate<'a, K> {
                 K::KIND
             )));
         }
+        self.claim_unchanged()?;
         // Grants first: a refused resource reports its refusal (and ranks last among the
         // claimants), whatever else claims the object.
         self.granted().await?;
@@ -150,6 +154,29 @@ impl<'a, K: Managed> Gate<'a, K> {
             )));
         }
         Ok(())
+    }
+
+    /// Refuses every call for an object whose `aigw.io/installation` annotation was rewritten
+    /// to another installation than the one its status records (this one): neither writes
+    /// remotely until the annotation names this installation again. The installation its
+    /// status records still cleans up its deletion (`deletionPolicy`), so an annotation
+    /// naming an installation nobody runs holds no deletion up.
+    fn claim_unchanged(&self) -> Result<(), Error> {
+        use crate::controller::installation::{ANNOTATION, CLAIM_CHANGED};
+        if self.object.meta().deletion_timestamp.is_some() {
+            return Ok(());
+        }
+        let Some(named) = self.ctx.installation.claim_changed(self.object) else {
+            return Ok(());
+        };
+        let me = self.ctx.installation.id();
+        Err(Error::not_allowed(
+            CLAIM_CHANGED,
+            format!(
+                "the annotation {ANNOTATION} names installation {named:?}, but this {kind}'s status records installation {me:?}, which manages its remote object: {me:?} makes no API call for it until the annotation names {me:?} again (restoring it resumes), and {named:?} does not take it; deleting the {kind} is still cleaned up by {me:?}",
+                kind = K::KIND
+            ),
+        ))
     }
 
     /// What the Connection's grants allow this namespace: the Connection itself, the

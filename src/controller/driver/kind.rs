@@ -20,9 +20,7 @@ use crate::controller::Context;
 use crate::controller::error::Error;
 use crate::controller::gate::{Gate, Op};
 use crate::controller::status::{IntentStatus, sanitize_message};
-use crate::resources::common::{
-    CREATE_INTENT_ANNOTATION, CreateIntent, FINALIZER, Governed, Recorded,
-};
+use crate::resources::common::{CREATE_INTENT_ANNOTATION, CreateIntent, Governed, Recorded};
 use crate::resources::config::AppliedVersion;
 use crate::resources::promotion::{Promotion, RevisionOrder};
 
@@ -338,7 +336,7 @@ impl<'a, K: Managed> Cx<'a, K> {
             concealed: Default::default(),
             resumed: object.status().filter(|s| s.has_intent()).cloned(),
             wrote_remotely: Default::default(),
-            finalized: object.finalizers().iter().any(|f| f == FINALIZER).into(),
+            finalized: ctx.installation.holds(object).into(),
         }
     }
 
@@ -412,7 +410,7 @@ impl<'a, K: Managed> Cx<'a, K> {
             // The whole list as of that resourceVersion, plus ours: the precondition makes
             // replacing it safe.
             let mut finalizers = self.object.finalizers().to_vec();
-            finalizers.push(FINALIZER.to_string());
+            finalizers.push(self.ctx.installation.finalizer().to_string());
             metadata["finalizers"] = serde_json::json!(finalizers);
         }
         let name = self.name();
@@ -544,6 +542,14 @@ impl<'a, K: Managed> Cx<'a, K> {
 
     async fn write_once(&self, status: &K::Status) -> Result<(), Error> {
         let expected = self.expected_version();
+        // The installation recorded for this object goes on being recorded (also by the
+        // kind's field manager), whatever status this reconcile started from.
+        let me = self.ctx.installation.id();
+        let mut status = status.clone();
+        if self.object.recorded_installation() == Some(me) {
+            *status.installation_mut() = Some(me.to_string());
+        }
+        let status = &status;
         let written =
             write_status::<K>(&self.objects, &self.name(), status, expected.as_deref()).await?;
         // After a remote write, the next reconcile waits until the cache shows this status;

@@ -30,7 +30,7 @@ use crate::controller::status::{
     CommonStatus, IntentStatus, Outcome, record_outcome, worth_writing,
 };
 use crate::resources::common::{
-    FINALIZER, ManagementPolicy, Recorded,
+    ManagementPolicy, Recorded,
     condition::{READY, STALLED},
     find_condition,
 };
@@ -54,6 +54,10 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
     if let Some(action) = not_yet_ours::<K>(&object, &objects, &ctx, &key).await? {
         return Ok(action);
     }
+    let object = match record_installation::<K>(&object, &objects, &ctx).await? {
+        Some(recorded) => Arc::new(recorded),
+        None => object,
+    };
     let started = std::time::Instant::now();
     if ctx.dry_run {
         let result = dry_run::<K>(&object, &objects, &ctx).await;
@@ -61,10 +65,10 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
             .observe_reconcile(K::KIND, result.is_ok(), started.elapsed());
         return result;
     }
-    let ours = object.finalizers().iter().any(|f| f == FINALIZER);
+    let ours = ctx.installation.holds(&*object);
     let result = match (object.meta().deletion_timestamp.is_some(), ours) {
         (true, true) => match cleanup::<K>(&object, &objects, &ctx).await {
-            Ok(action) => release::<K>(&object, &objects).await.map(|()| action),
+            Ok(action) => release::<K>(&object, &objects, &ctx).await.map(|()| action),
             Err(e) => Err(e),
         },
         // Nothing of aigw's waits on it: it goes without aigw (it never wrote anything remote).
@@ -91,7 +95,7 @@ async fn not_yet_ours<K: Managed>(
     use crate::controller::installation::{self, Verdict};
     let verdict = ctx.verdict(object).await;
     let deleting = object.meta().deletion_timestamp.is_some();
-    let holds = object.finalizers().iter().any(|f| f == FINALIZER);
+    let holds = ctx.installation.holds(object);
     Ok(Some(match verdict {
         Verdict::Ours => return Ok(None),
         Verdict::Unclaimed if ctx.dry_run => return Ok(None),
@@ -130,19 +134,72 @@ async fn not_yet_ours<K: Managed>(
     }))
 }
 
-/// Removes aigw's finalizer once the cleanup is done: a JSON patch that tests the finalizer is
-/// still where the cached copy has it (another controller's finalizer going meanwhile makes it
-/// fail, and the next reconcile tries again). An object already gone is fine.
-async fn release<K: Managed>(object: &K, objects: &Api<K>) -> Result<(), Error> {
-    let Some(at) = object.finalizers().iter().position(|f| f == FINALIZER) else {
-        return Ok(());
+/// Records this installation in the status of an object that is its own
+/// ([`crate::controller::installation::record`]) before anything else is written for it, so
+/// that a claim rewritten later cannot move it to another installation. Returns the object as
+/// written, to go on with (`None`: nothing to record, or a dry run, which writes nothing).
+/// An object being deleted is cleaned up without it.
+async fn record_installation<K: Managed>(
+    object: &K,
+    objects: &Api<K>,
+    ctx: &Context,
+) -> Result<Option<K>, Error> {
+    use crate::controller::installation::{self, Claim};
+    let me = ctx.installation.id();
+    if ctx.dry_run
+        || object.meta().deletion_timestamp.is_some()
+        || object.recorded_installation() == Some(me)
+        || ctx.installation.claim_on(object) != Claim::Ours
+    {
+        return Ok(None);
+    }
+    let Some(mut recorded) = installation::record(objects, object, me).await? else {
+        return Ok(None);
     };
-    let path = format!("/metadata/finalizers/{at}");
-    let patch: json_patch::Patch = serde_json::from_value(serde_json::json!([
-        {"op": "test", "path": path, "value": FINALIZER},
-        {"op": "remove", "path": path},
-    ]))
-    .map_err(|e| Error::MissingState(format!("finalizer patch: {e}")))?;
+    recorded.prepare();
+    let has_intent = recorded.status().is_some_and(|s| s.has_intent());
+    ctx.drift.wrote(
+        &object_key(object),
+        recorded.resource_version(),
+        has_intent,
+        None,
+    );
+    debug!(kind = K::KIND, object = %object_key(object), installation = me, "recorded this installation in status");
+    Ok(Some(recorded))
+}
+
+/// Removes this installation's finalizers once the cleanup is done (its own, and the shared
+/// one of an object that is its own: [`crate::controller::installation::Installation::finalizers_held`]):
+/// a JSON patch that tests each is still where the cached copy has it (another controller's
+/// finalizer going meanwhile makes it fail, and the next reconcile tries again). An object
+/// already gone is fine.
+async fn release<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Result<(), Error> {
+    let held = ctx.installation.finalizers_held(object);
+    let mut positions: Vec<usize> = object
+        .finalizers()
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| held.contains(&f.as_str()))
+        .map(|(at, _)| at)
+        .collect();
+    if positions.is_empty() {
+        return Ok(());
+    }
+    // From the last, so that each index still points where the test found it.
+    positions.reverse();
+    let operations: Vec<serde_json::Value> = positions
+        .iter()
+        .flat_map(|at| {
+            let path = format!("/metadata/finalizers/{at}");
+            let value = &object.finalizers()[*at];
+            [
+                serde_json::json!({"op": "test", "path": path, "value": value}),
+                serde_json::json!({"op": "remove", "path": path}),
+            ]
+        })
+        .collect();
+    let patch: json_patch::Patch = serde_json::from_value(serde_json::Value::Array(operations))
+        .map_err(|e| Error::MissingState(format!("finalizer patch: {e}")))?;
     match objects
         .patch::<K>(
             &object.name_any(),
@@ -161,7 +218,7 @@ async fn release<K: Managed>(object: &K, objects: &Api<K>) -> Result<(), Error> 
 /// write refused at the gate ([`crate::controller::gate::Gate::client`]) and reported instead
 /// ([`would`]); status writes are skipped in [`Cx::save_status`].
 async fn dry_run<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Result<Action, Error> {
-    let ours = object.finalizers().iter().any(|f| f == FINALIZER);
+    let ours = ctx.installation.holds(object);
     match object.meta().deletion_timestamp {
         Some(_) if ours => cleanup::<K>(object, objects, ctx).await,
         // Nothing of aigw's waits on it: it goes without aigw.

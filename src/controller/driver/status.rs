@@ -44,6 +44,9 @@ pub trait IntentStatus: CommonStatus {
     /// The id of the last create intent whose outcome was recorded.
     fn create_settled_mut(&mut self) -> &mut Option<String>;
     fn create_settled(&self) -> Option<&str>;
+    /// The installation recorded as the one that manages the object (`status.installation`).
+    fn installation(&self) -> Option<&str>;
+    fn installation_mut(&mut self) -> &mut Option<String>;
 }
 
 /// Brings the create intent of an `aigw.io/create-intent` annotation into `status`, as
@@ -190,6 +193,12 @@ macro_rules! common_status {
             }
             fn create_settled(&self) -> Option<&str> {
                 self.create_settled.as_deref()
+            }
+            fn installation(&self) -> Option<&str> {
+                self.installation.as_deref()
+            }
+            fn installation_mut(&mut self) -> &mut Option<String> {
+                &mut self.installation
             }
         }
     };

@@ -403,6 +403,9 @@ pub trait Claims: Cached {
     fn manages(&self) -> bool;
     /// Its status conditions.
     fn conditions(&self) -> &[Condition];
+    /// The installation its status records as the one that manages it
+    /// ([`crate::controller::installation`]), if one does.
+    fn recorded_installation(&self) -> Option<&str>;
     /// What its create in flight sent, while one is in flight.
     fn create_attempt(&self) -> Option<&CreateAttempt>;
     /// The store list of this kind.
@@ -488,6 +491,9 @@ macro_rules! status_claims {
             self.status
                 .as_ref()
                 .map_or(&[], |s| s.conditions.as_slice())
+        }
+        fn recorded_installation(&self) -> Option<&str> {
+            self.status.as_ref().and_then(|s| s.installation.as_deref())
         }
     };
 }

@@ -15,10 +15,26 @@
 //! write: a merge patch that carries the resourceVersion the decision was made on, so of two
 //! installations racing for one object exactly one takes it; the other sees the claim and backs
 //! off without a trace (a debug log line). An object made before claims existed has none: the
-//! first installation that would reconcile it takes it. The claim stays as long as the object
-//! (it goes with it, after the finalizer), so a deletion is cleaned up by the installation that
-//! managed the object. An object of someone else gets no finalizer, no status, no event and no
-//! API call, and costs no apiserver read: the decision is made from the watch caches.
+//! first installation that would reconcile it takes it. An object of someone else gets no
+//! finalizer, no status, no event and no API call, and costs no apiserver read: the decision is
+//! made from the watch caches.
+//!
+//! Whoever may edit an object may rewrite its annotation, so the annotation only proposes. Right
+//! after taking an object, before any other write of its own, the installation records itself
+//! in the object's status (`status.installation`, [`record`], guarded by the resourceVersion),
+//! which only the status subresource holds: the operator's RBAC writes it, a tenant's `edit`
+//! role does not. From then on the status decides ([`Installation::claim_on`]): another
+//! installation leaves the object alone whatever its annotation says (no second remote copy),
+//! and the recorded one keeps it; while the annotation names another installation, the gate
+//! refuses every call for it and reports `Stalled`/`ClaimChanged` with an event
+//! ([`Installation::claim_changed`]); restoring the annotation resumes, and a removed one is
+//! written again. A deletion is cleaned up by the recorded installation whatever the annotation
+//! says, so a claim naming an installation nobody runs holds no deletion up.
+//!
+//! Each installation has its own finalizer ([`finalizer_of`]): `aigw.io/finalizer` for the
+//! default id, `aigw.io/finalizer.<id>` for the others. The shared `aigw.io/finalizer` that
+//! every installation used before stays the finalizer of the installation whose object it is
+//! (the recorded one, or the claimant while none is recorded), which removes it on deletion.
 
 use std::collections::BTreeMap;
 
@@ -27,10 +43,20 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::core::{Expression, Selector, SelectorExt};
 use kube::{Resource, ResourceExt};
 
+use crate::controller::claims::Claims;
 use crate::controller::error::Error;
+use crate::resources::common::FINALIZER;
 
 /// The annotation naming the installation that took an object.
 pub const ANNOTATION: &str = "aigw.io/installation";
+
+/// The field manager of the status write that records the installation
+/// (`status.installation`): its own, so that it writes nothing else of the status.
+pub const RECORDER: &str = "aigw/installation";
+
+/// The reason of the `Stalled` condition of an object whose annotation names another
+/// installation than the one its status records.
+pub const CLAIM_CHANGED: &str = "ClaimChanged";
 
 /// The longest installation id accepted.
 const MAX_ID: usize = 253;
@@ -40,6 +66,8 @@ const MAX_ID: usize = 253;
 pub struct Installation {
     id: String,
     selector: Option<Selector>,
+    /// Its finalizer ([`finalizer_of`]).
+    finalizer: String,
 }
 
 impl Default for Installation {
@@ -47,6 +75,7 @@ impl Default for Installation {
         Self {
             id: DEFAULT_ID.to_string(),
             selector: None,
+            finalizer: FINALIZER.to_string(),
         }
     }
 }
@@ -62,11 +91,36 @@ impl Installation {
         Ok(Self {
             id: id.to_string(),
             selector,
+            finalizer: finalizer_of(id),
         })
     }
 
     pub fn id(&self) -> &str {
         &self.id
+    }
+
+    /// The finalizer this installation puts on the objects it writes remotely for
+    /// ([`finalizer_of`]).
+    pub fn finalizer(&self) -> &str {
+        &self.finalizer
+    }
+
+    /// The finalizers on `object` that wait for this installation: its own, and the one all
+    /// installations shared before finalizers were per installation (`aigw.io/finalizer`) on an
+    /// object that is this installation's. Empty when none does.
+    pub fn finalizers_held<'o, K: Claims>(&self, object: &'o K) -> Vec<&'o str> {
+        let ours = || self.claim_on(object) == Claim::Ours;
+        object
+            .finalizers()
+            .iter()
+            .filter(|f| **f == self.finalizer || (*f == FINALIZER && ours()))
+            .map(String::as_str)
+            .collect()
+    }
+
+    /// True when a finalizer on `object` waits for this installation ([`Self::finalizers_held`]).
+    pub fn holds<K: Claims>(&self, object: &K) -> bool {
+        !self.finalizers_held(object).is_empty()
     }
 
     /// Whether the `--cluster-selector` selects a cluster-scoped object with `labels`
@@ -82,19 +136,39 @@ impl Installation {
         self.selects(&labels) && !matches!(self.claim_in(meta), Claim::Theirs(_))
     }
 
-    /// True when another installation claimed `object`: it is that one's, and nothing of it
+    /// True when `object` is another installation's ([`Self::claim_on`]): nothing of it
     /// counts here (it names nothing this installation manages, and pins nothing of it).
-    pub fn is_theirs<K: Resource>(&self, object: &K) -> bool {
+    pub fn is_theirs<K: Claims>(&self, object: &K) -> bool {
         matches!(self.claim_on(object), Claim::Theirs(_))
     }
 
-    /// Who claimed `object`, and whether that is this installation.
-    pub fn claim_on<K: Resource>(&self, object: &K) -> Claim {
-        self.claim_in(object.meta())
+    /// Whose `object` is, and whether that is this installation: the installation its status
+    /// records (`status.installation`, written only by an operator), or, while none is
+    /// recorded, the one its annotation names.
+    pub fn claim_on<K: Claims>(&self, object: &K) -> Claim {
+        match object.recorded_installation() {
+            Some(id) if id == self.id => Claim::Ours,
+            Some(id) => Claim::Theirs(id.to_string()),
+            None => self.claim_in(object.meta()),
+        }
     }
 
-    /// Who claimed the object `meta` belongs to (also for an object that could not be decoded,
-    /// whose metadata is all that is known of it).
+    /// The installation the annotation of `object` names instead of this one, when its status
+    /// records this installation (someone rewrote the claim): `None` when they agree, or when
+    /// the annotation is gone (this installation writes it again).
+    pub fn claim_changed<K: Claims>(&self, object: &K) -> Option<String> {
+        if object.recorded_installation() != Some(self.id.as_str()) {
+            return None;
+        }
+        match self.claim_in(object.meta()) {
+            Claim::Theirs(named) => Some(named),
+            Claim::None | Claim::Ours => None,
+        }
+    }
+
+    /// Who the annotation of the object `meta` belongs to names (also for an object that could
+    /// not be decoded, whose metadata is all that is known of it, and for a Connection, which
+    /// has no recorded installation).
     pub fn claim_in(&self, meta: &ObjectMeta) -> Claim {
         match meta.annotations.as_ref().and_then(|a| a.get(ANNOTATION)) {
             None => Claim::None,
@@ -117,7 +191,8 @@ pub enum Claim {
 pub enum Verdict {
     /// Claimed by this installation: reconcile it.
     Ours,
-    /// This installation's to take: claim it first.
+    /// This installation's to take: claim it first (or, when its status records this
+    /// installation and the annotation is gone, write the annotation again).
     Unclaimed,
     /// Another installation's: leave it untouched (the reason, for a debug line).
     NotOurs(String),
@@ -129,11 +204,13 @@ pub enum Verdict {
     Undecided,
 }
 
-/// What this installation does with `object`, which uses Connection `connection`: from the
-/// object's claim and the Connection watch cache (`cached`: the Connection's metadata; `None`
-/// when that cache has not listed, `Some(None)` when no such Connection exists), without an
-/// apiserver read.
-pub fn verdict<K: Resource>(
+/// What this installation does with `object`, which uses Connection `connection`: from whose
+/// the object is ([`Installation::claim_on`]) and the Connection watch cache (`cached`: the
+/// Connection's metadata; `None` when that cache has not listed, `Some(None)` when no such
+/// Connection exists), without an apiserver read. An object whose status records this
+/// installation stays its own whatever the annotation says: the gate refuses every call for it
+/// while the annotation names another (`ClaimChanged`), but its deletion is still cleaned up.
+pub fn verdict<K: Claims>(
     installation: &Installation,
     object: &K,
     connection: &str,
@@ -142,7 +219,10 @@ pub fn verdict<K: Resource>(
 ) -> Verdict {
     let claim = installation.claim_on(object);
     if let Claim::Theirs(id) = &claim {
-        return Verdict::NotOurs(format!("claimed by installation {id}"));
+        return Verdict::NotOurs(match object.recorded_installation() {
+            Some(_) => format!("its status records installation {id}"),
+            None => format!("claimed by installation {id}"),
+        });
     }
     let visible = match cached {
         None => return Verdict::Undecided,
@@ -159,6 +239,13 @@ pub fn verdict<K: Resource>(
     match (claim, visible) {
         (Claim::Ours, false) if !holds_finalizer => Verdict::GiveBack(hidden()),
         (_, false) => Verdict::NotOurs(hidden()),
+        // Recorded here, and the annotation removed: written again before anything else.
+        (Claim::Ours, true)
+            if installation.claim_in(object.meta()) == Claim::None
+                && object.meta().deletion_timestamp.is_none() =>
+        {
+            Verdict::Unclaimed
+        }
         (Claim::Ours, true) => Verdict::Ours,
         (_, true) => Verdict::Unclaimed,
     }
@@ -171,37 +258,134 @@ pub async fn take<K>(objects: &Api<K>, object: &K, id: &str) -> Result<(), Error
 where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    write_claim(objects, object, serde_json::Value::String(id.into())).await
+    let version = object.meta().resource_version.clone();
+    write_claim(
+        objects,
+        object,
+        version,
+        serde_json::Value::String(id.into()),
+    )
+    .await
 }
 
-/// Removes this installation's claim from `object` (on the same condition as [`take`]).
+/// Removes this installation's claim from `object` (on the same condition as [`take`]): the
+/// installation its status records first, then the annotation.
 pub async fn give_back<K>(objects: &Api<K>, object: &K) -> Result<(), Error>
+where
+    K: Claims + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut version = object.meta().resource_version.clone();
+    if object.recorded_installation().is_some() {
+        let patch = serde_json::json!({
+            "metadata": {"resourceVersion": version},
+            "status": {"installation": null},
+        });
+        let written = objects
+            .patch_status(
+                &object.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await;
+        match claim_written(written, K::kind(&()).as_ref(), &object.name_any())? {
+            Some(written) => version = written.meta().resource_version.clone(),
+            None => return Ok(()),
+        }
+    }
+    write_claim(objects, object, version, serde_json::Value::Null).await
+}
+
+/// Records installation `id` in the status of `object` (`status.installation`), on condition
+/// that the object is still at the resourceVersion the decision was made on: a server-side
+/// apply of that one field under its own field manager ([`RECORDER`]), so nothing else of the
+/// status changes. Returns the object as written (`None`: it is gone). `Err(Conflict)` when it
+/// changed meanwhile (its claim may have been rewritten: the next reconcile decides again).
+pub async fn record<K>(objects: &Api<K>, object: &K, id: &str) -> Result<Option<K>, Error>
 where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
-    write_claim(objects, object, serde_json::Value::Null).await
+    let patch = serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "metadata": {"resourceVersion": object.meta().resource_version},
+        "status": {"installation": id},
+    });
+    let written = objects
+        .patch_status(
+            &object.name_any(),
+            &PatchParams::apply(RECORDER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await;
+    claim_written(written, K::kind(&()).as_ref(), &object.name_any())
 }
 
-async fn write_claim<K>(objects: &Api<K>, object: &K, value: serde_json::Value) -> Result<(), Error>
+async fn write_claim<K>(
+    objects: &Api<K>,
+    object: &K,
+    version: Option<String>,
+    value: serde_json::Value,
+) -> Result<(), Error>
 where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
     let name = object.name_any();
-    let kind = K::kind(&());
     let patch = serde_json::json!({"metadata": {
-        "resourceVersion": object.meta().resource_version,
+        "resourceVersion": version,
         "annotations": {ANNOTATION: value},
     }});
-    match objects
+    let written = objects
         .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => Ok(()),
+        .await;
+    claim_written(written, K::kind(&()).as_ref(), &name).map(|_| ())
+}
+
+/// The answer to a write of a claim: the object as written, `None` when it is gone,
+/// `Err(Conflict)` when it changed since it was read.
+fn claim_written<K>(written: kube::Result<K>, kind: &str, name: &str) -> Result<Option<K>, Error> {
+    match written {
+        Ok(written) => Ok(Some(written)),
         Err(kube::Error::Api(status)) if status.code == 409 => {
             Err(Error::Conflict(format!("{kind} {name}: claimed meanwhile")))
         }
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
         Err(e) => Err(Error::kube(format!("claim {kind} {name}"), e)),
+    }
+}
+
+/// The finalizer of installation `id`: `aigw.io/finalizer` for the default id (`aigw`, as
+/// every installation had before finalizers were per installation), otherwise
+/// `aigw.io/finalizer.<id>`, with an id that is not a valid finalizer name part (the chart's
+/// `<namespace>/<release>` holds a `/`) spelled with dots for the other characters, cut to 44
+/// characters, and followed by 8 hex digits of its SHA-256, so that two ids never share one.
+pub fn finalizer_of(id: &str) -> String {
+    // A finalizer's name part is at most 63 characters; `finalizer.` takes 10.
+    const LONGEST: usize = 53;
+    if id == DEFAULT_ID {
+        return FINALIZER.to_string();
+    }
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "-_.".contains(c);
+    let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    if id.len() <= LONGEST
+        && id.chars().all(allowed)
+        && edge(id.chars().next())
+        && edge(id.chars().last())
+    {
+        return format!("{FINALIZER}.{id}");
+    }
+    let digest = ring::digest::digest(&ring::digest::SHA256, id.as_bytes());
+    let hash: String = digest.as_ref()[..4]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    let spelled: String = id
+        .chars()
+        .map(|c| if allowed(c) { c } else { '.' })
+        .take(44)
+        .collect();
+    match spelled.trim_matches(|c: char| !c.is_ascii_alphanumeric()) {
+        "" => format!("{FINALIZER}.{hash}"),
+        readable => format!("{FINALIZER}.{readable}-{hash}"),
     }
 }
 
@@ -436,5 +620,90 @@ mod tests {
         ));
         // The cache has not listed.
         assert_eq!(verdict(None, None, false), Verdict::Undecided);
+    }
+
+    fn recorded(claim: Option<&str>, installation: &str) -> crate::resources::Config {
+        let mut object = config(claim);
+        object.status = Some(crate::resources::config::ConfigStatus {
+            installation: Some(installation.into()),
+            ..Default::default()
+        });
+        object
+    }
+
+    #[test]
+    fn the_installation_a_status_records_outranks_the_annotation() {
+        let me = Installation::new("a", Some("env=a")).unwrap();
+        let absent = Some(None);
+        // Recorded here, the annotation rewritten: still this one's (the gate refuses every
+        // call for it), and the change is told.
+        let moved = recorded(Some("b"), "a");
+        assert_eq!(verdict(&me, &moved, "x", absent, true), Verdict::Ours);
+        assert_eq!(me.claim_changed(&moved), Some("b".into()));
+        assert_eq!(me.claim_on(&moved), Claim::Ours);
+        // Recorded for another, whatever the annotation says: nothing of this one's.
+        let theirs = recorded(Some("a"), "b");
+        assert!(matches!(
+            verdict(&me, &theirs, "x", absent, false),
+            Verdict::NotOurs(_)
+        ));
+        assert!(me.is_theirs(&theirs));
+        assert_eq!(me.claim_changed(&theirs), None);
+        // Recorded here, the annotation removed: it is written again.
+        assert_eq!(
+            verdict(&me, &recorded(None, "a"), "x", absent, true),
+            Verdict::Unclaimed
+        );
+        let agreeing = recorded(Some("a"), "a");
+        assert_eq!(verdict(&me, &agreeing, "x", absent, true), Verdict::Ours);
+        assert_eq!(me.claim_changed(&agreeing), None);
+    }
+
+    #[test]
+    fn finalizers_are_per_installation_and_valid_names() {
+        assert_eq!(finalizer_of(DEFAULT_ID), FINALIZER);
+        assert_eq!(finalizer_of("inst-a"), "aigw.io/finalizer.inst-a");
+        let chart = finalizer_of("aigw-system/aigw");
+        let stem = "aigw.io/finalizer.aigw-system.aigw-";
+        assert!(
+            chart.starts_with(stem) && chart.len() == stem.len() + 8,
+            "{chart}"
+        );
+        assert_ne!(finalizer_of("a/b"), finalizer_of("a.b"));
+        let long = "x".repeat(253);
+        for id in [
+            "inst-a",
+            "aigw-system/aigw",
+            "ns/Ünïcode",
+            "/",
+            "-a-",
+            &long,
+        ] {
+            let finalizer = finalizer_of(id);
+            let name = finalizer.strip_prefix("aigw.io/").unwrap();
+            let edge = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+            assert!(
+                name.len() <= 63
+                    && name
+                        .chars()
+                        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+                    && edge(name.chars().next())
+                    && edge(name.chars().last()),
+                "{id:?}: {finalizer}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_shared_finalizer_waits_only_for_the_installation_whose_object_it_is() {
+        let a = Installation::new("inst-a", None).unwrap();
+        let b = Installation::new("inst-b", None).unwrap();
+        let mut object = recorded(Some("inst-b"), "inst-a");
+        object.metadata.finalizers = Some(vec![FINALIZER.into(), "other.io/x".into()]);
+        assert_eq!(a.finalizers_held(&object), vec![FINALIZER]);
+        assert!(!b.holds(&object));
+        object.metadata.finalizers = Some(vec![a.finalizer().into()]);
+        assert!(a.holds(&object));
+        assert!(!b.holds(&object));
     }
 }

@@ -790,3 +790,200 @@ async fn a_resource_refused_by_the_grants_is_not_claimed() {
     );
     h.stop().await;
 }
+
+/// The remote configs in `installation`'s tenant.
+async fn config_copies(installation: &support::harness::Installation) -> usize {
+    let state = installation.state().await;
+    state["configs"].as_array().map_or(0, Vec::len)
+}
+
+/// A Config of installation `id`, claimed up front (so which installation has it is no race).
+fn claimed_config(name: &str, id: &str) -> Config {
+    use aigw::controller::installation::ANNOTATION;
+    serde_json::from_value(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+        "metadata": {"name": name, "annotations": {ANNOTATION: id}}, "spec": routing(name)
+    }))
+    .unwrap()
+}
+
+/// The merge patch a tenant sends to rewrite its object's claim to `id`.
+fn rewritten_claim(id: &str) -> Patch<Value> {
+    use aigw::controller::installation::ANNOTATION;
+    Patch::Merge(json!({"metadata": {"annotations": {ANNOTATION: id}}}))
+}
+
+/// A tenant that rewrites its object's `aigw.io/installation` to another running installation
+/// moves nothing (attack on issue 27): the installation its status records keeps it, writes
+/// nothing remotely and reports `Stalled`/`ClaimChanged` naming both installations, with an
+/// event; the other installation does not take it (no second remote copy, no write about it).
+/// Restoring the annotation resumes; deleting the object while the annotation names the other
+/// installation deletes the one remote copy, once. Failed before: the other installation
+/// created a second copy in its tenant and the first was left orphaned.
+#[tokio::test]
+async fn a_tenant_rewriting_the_claim_moves_nothing() {
+    use support::harness::CLUSTER_LABEL;
+    let mut h = Harness::start_with("ten-move", DRIFT).await;
+    h.stop_operator().await;
+    let ns = h.env.namespace.clone();
+    let selector = |other: &str| format!("{CLUSTER_LABEL}={ns},aigw-test/installation!={other}");
+    let a = h.installation("inst-a", &selector("inst-b")).await;
+    let b = h.installation("inst-b", &selector("inst-a")).await;
+    let configs = h.env.api::<Config>();
+    configs
+        .create(&PostParams::default(), &claimed_config("moved", "inst-a"))
+        .await
+        .unwrap();
+    let ready = h.env.wait_for::<Config>("moved", WAIT, |c| c.ready()).await;
+    assert_eq!(config_copies(&a).await, 1, "a created it in its tenant");
+    let finalizers = ready.metadata.finalizers.clone().unwrap_or_default();
+    assert_eq!(
+        finalizers,
+        ["aigw.io/finalizer.inst-a"],
+        "inst-a's own finalizer"
+    );
+    let recorded = ready
+        .status
+        .as_ref()
+        .and_then(|s| s.installation.as_deref());
+    assert_eq!(recorded, Some("inst-a"));
+
+    configs
+        .patch("moved", &PatchParams::default(), &rewritten_claim("inst-b"))
+        .await
+        .unwrap();
+    let stalled = support::wait_until(WAIT, || async {
+        let config = configs.get("moved").await.ok()?;
+        config.stalled_with("ClaimChanged").then_some(config)
+    })
+    .await;
+    // Both have had time to act (their drift interval is 1 s).
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (in_a, in_b) = (config_copies(&a).await, config_copies(&b).await);
+    assert_eq!(
+        (in_a, in_b),
+        (1, 0),
+        "remote copies after the claim was rewritten to inst-b: a={in_a} b={in_b}"
+    );
+    assert!(
+        b.writes_to("configs", "moved").is_empty(),
+        "inst-b wrote to a Config inst-a's status records: {:?}",
+        b.writes_to("configs", "moved")
+    );
+    let stalled = stalled.expect("inst-a reports ClaimChanged");
+    let (_, _, message) = stalled.condition("Stalled").unwrap();
+    assert!(
+        message.contains("inst-a") && message.contains("inst-b"),
+        "{message}"
+    );
+    let events = h.env.events_text().await;
+    assert!(events.contains("moved ClaimChanged"), "{events}");
+    let writes_while_changed = a.remote_writes().await;
+    // A spec change is not applied while the claim names another installation.
+    let attempts = |n: f64| Patch::Merge(json!({"spec": {"config": {"retry": {"attempts": n}}}}));
+    configs
+        .patch("moved", &PatchParams::default(), &attempts(5.0))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(a.remote_writes().await, writes_while_changed);
+    assert_eq!(b.remote_writes().await, 0);
+
+    // Restored: inst-a resumes, and applies the change.
+    configs
+        .patch("moved", &PatchParams::default(), &rewritten_claim("inst-a"))
+        .await
+        .unwrap();
+    let resumed = h.env.wait_for::<Config>("moved", WAIT, |c| c.ready()).await;
+    assert!(!resumed.stalled_with("ClaimChanged"));
+    assert!(a.remote_writes().await > writes_while_changed);
+    assert_eq!(
+        resumed.metadata.finalizers.unwrap_or_default(),
+        finalizers,
+        "the finalizer is inst-a's own"
+    );
+
+    // Rewritten again, then deleted: inst-a deletes its one copy, once; nothing hangs.
+    configs
+        .patch("moved", &PatchParams::default(), &rewritten_claim("inst-b"))
+        .await
+        .unwrap();
+    h.env
+        .wait_for::<Config>("moved", WAIT, |c| c.stalled_with("ClaimChanged"))
+        .await;
+    h.env.delete_and_wait::<Config>("moved", WAIT).await;
+    let (in_a, in_b) = (config_copies(&a).await, config_copies(&b).await);
+    assert_eq!(
+        (in_a, in_b),
+        (0, 0),
+        "copies after delete: a={in_a} b={in_b}"
+    );
+    const DELETE: &str = "DELETE /ai_gw/v2/configs/{slug}";
+    assert_eq!((a.count(DELETE).await, b.count(DELETE).await), (1, 0));
+    drop(a);
+    drop(b);
+    h.stop().await;
+}
+
+/// A claim rewritten to an installation nobody runs (attack on issue 27): the installation the
+/// status records reports `ClaimChanged` and still cleans up on delete, so the object does not
+/// hang on a finalizer no running installation would remove. Failed before: the claimant left
+/// the object alone, and its deletion waited on the shared finalizer for good.
+#[tokio::test]
+async fn a_claim_naming_nobody_does_not_hold_the_deletion() {
+    use support::harness::CLUSTER_LABEL;
+    let mut h = Harness::start_with("ten-nobody", DRIFT).await;
+    h.stop_operator().await;
+    let ns = h.env.namespace.clone();
+    let selector = |other: &str| format!("{CLUSTER_LABEL}={ns},aigw-test/installation!={other}");
+    let a = h.installation("inst-a", &selector("inst-b")).await;
+    let b = h.installation("inst-b", &selector("inst-a")).await;
+    let configs = h.env.api::<Config>();
+    configs
+        .create(&PostParams::default(), &claimed_config("stray", "inst-a"))
+        .await
+        .unwrap();
+    h.env.wait_for::<Config>("stray", WAIT, |c| c.ready()).await;
+    configs
+        .patch(
+            "stray",
+            &PatchParams::default(),
+            &rewritten_claim("inst-gone"),
+        )
+        .await
+        .unwrap();
+    let stalled = support::wait_until(WAIT, || async {
+        let config = configs.get("stray").await.ok()?;
+        config.stalled_with("ClaimChanged").then_some(config)
+    })
+    .await;
+    configs
+        .delete("stray", &DeleteParams::default())
+        .await
+        .unwrap();
+    let gone = support::wait_until(WAIT, || async {
+        configs.get_opt("stray").await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let left = configs.get_opt("stray").await.unwrap();
+    assert!(
+        gone.is_some(),
+        "the deletion hangs on finalizers {:?}",
+        left.and_then(|c| c.metadata.finalizers)
+    );
+    let (in_a, in_b) = (config_copies(&a).await, config_copies(&b).await);
+    assert_eq!(
+        (in_a, in_b),
+        (0, 0),
+        "copies after delete: a={in_a} b={in_b}"
+    );
+    let stalled = stalled.expect("inst-a reports ClaimChanged");
+    let (_, _, message) = stalled.condition("Stalled").unwrap();
+    assert!(
+        message.contains("inst-a") && message.contains("inst-gone"),
+        "{message}"
+    );
+    drop(a);
+    drop(b);
+    h.stop().await;
+}

@@ -766,6 +766,21 @@ impl Installation {
             .sum()
     }
 
+    /// How many requests its emulator counted for `endpoint` (`METHOD path template`).
+    pub async fn count(&self, endpoint: &str) -> u64 {
+        let url = format!("{}/_emulator/stats", self.emulator.management_url());
+        let stats: Value = self
+            .http
+            .get(url)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        count_in(&stats, endpoint)
+    }
+
     /// Stops its controllers at once, as a killed process would stop.
     pub async fn stop(&mut self) {
         self.operator.abort();
