@@ -179,6 +179,13 @@ pub struct WorkspaceStatus {
     /// Set just before a create is sent and cleared once its outcome is known.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_create: Option<String>,
+    /// The installation (its `--installation-id`) that manages this object, recorded by the
+    /// operator before any other write of its own. Only the status subresource holds it, which
+    /// the chart's RBAC lets the operator write and a tenant's `edit` role does not: an
+    /// `aigw.io/installation` annotation rewritten to another installation stalls the object
+    /// (`ClaimChanged`) instead of moving it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installation: Option<String>,
     /// The id of the last create intent whose outcome was recorded (the intent itself is the
     /// `aigw.io/create-intent` annotation): an annotation naming this id is settled.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -58,7 +58,12 @@ struct Run<'a> {
 }
 
 pub async fn reconcile(object: Arc<ConfigRollout>, ctx: Arc<Context>) -> Result<Action, Error> {
-    if !ctx.leadership.is_leader() || ctx.installation.is_theirs(object.as_ref()) {
+    if !ctx.leadership.is_leader()
+        || matches!(
+            ctx.installation.claim_in(&object.metadata),
+            crate::controller::installation::Claim::Theirs(_)
+        )
+    {
         return Ok(Action::await_change());
     }
     let namespace = object.namespace().unwrap_or_default();
