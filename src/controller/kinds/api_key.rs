@@ -106,9 +106,11 @@ impl Managed for ApiKey {
         rotation::rotation_pending(self, &status.rotation)
     }
 
-    /// A ConfigRollout moved the key (or returned it) since its config was last resolved.
+    /// A ConfigRollout moved the key (or returned it) since its config was last resolved. An
+    /// observed-only key applies nothing, so nothing asks.
     fn asks_for_apply(&self, status: &ApiKeyStatus) -> bool {
-        self.config_override() != status.config_override.as_deref()
+        self.spec.management_policy == crate::resources::common::ManagementPolicy::Full
+            && self.config_override() != status.config_override.as_deref()
     }
 
     /// The Secret still holds this key's value, and `defaults.config` still resolves to what
