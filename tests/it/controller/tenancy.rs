@@ -987,3 +987,46 @@ async fn a_claim_naming_nobody_does_not_hold_the_deletion() {
     drop(b);
     h.stop().await;
 }
+
+/// An object from before finalizers were per installation (the shared `aigw.io/finalizer`,
+/// no `status.installation`) keeps working under a named installation without migration: it is
+/// recorded, reconciled without a second finalizer, and its deletion is cleaned up by that
+/// installation, which removes the shared finalizer; another installation leaves it alone.
+#[tokio::test]
+async fn an_object_with_the_shared_finalizer_is_cleaned_up_by_its_installation() {
+    use support::harness::CLUSTER_LABEL;
+    let mut h = Harness::start_with("ten-legacy", DRIFT).await;
+    h.stop_operator().await;
+    let ns = h.env.namespace.clone();
+    let configs = h.env.api::<Config>();
+    let mut old = claimed_config("old", "inst-a");
+    old.metadata.finalizers = Some(vec!["aigw.io/finalizer".into()]);
+    configs.create(&PostParams::default(), &old).await.unwrap();
+    let selector = |other: &str| format!("{CLUSTER_LABEL}={ns},aigw-test/installation!={other}");
+    let a = h.installation("inst-a", &selector("inst-b")).await;
+    let b = h.installation("inst-b", &selector("inst-a")).await;
+    let ready = h.env.wait_for::<Config>("old", WAIT, |c| c.ready()).await;
+    assert_eq!(
+        ready.metadata.finalizers.unwrap_or_default(),
+        ["aigw.io/finalizer"],
+        "no second finalizer"
+    );
+    let recorded = ready
+        .status
+        .as_ref()
+        .and_then(|s| s.installation.as_deref());
+    assert_eq!(recorded, Some("inst-a"));
+    h.env.delete_and_wait::<Config>("old", WAIT).await;
+    let (in_a, in_b) = (config_copies(&a).await, config_copies(&b).await);
+    assert_eq!(
+        (in_a, in_b),
+        (0, 0),
+        "copies after delete: a={in_a} b={in_b}"
+    );
+    const DELETE: &str = "DELETE /ai_gw/v2/configs/{slug}";
+    assert_eq!((a.count(DELETE).await, b.count(DELETE).await), (1, 0));
+    assert!(b.writes_to("configs", "old").is_empty());
+    drop(a);
+    drop(b);
+    h.stop().await;
+}
