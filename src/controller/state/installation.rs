@@ -317,7 +317,19 @@ where
             &Patch::Apply(&patch),
         )
         .await;
-    claim_written(written, K::kind(&()).as_ref(), &object.name_any())
+    let kind = K::kind(&());
+    match written {
+        // An older CRD has no `status.installation`: say what to do, not only what failed.
+        Err(kube::Error::Api(status))
+            if status.message.contains("field not declared in schema") =>
+        {
+            Err(Error::MissingState(format!(
+                "cannot record this installation in the status of {kind} {}: the installed CRD has no status.installation (apply the CRDs of this release: aigw crds | kubectl apply --server-side -f -)",
+                object.name_any()
+            )))
+        }
+        written => claim_written(written, kind.as_ref(), &object.name_any()),
+    }
 }
 
 async fn write_claim<K>(
