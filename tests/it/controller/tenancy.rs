@@ -1030,3 +1030,79 @@ async fn an_object_with_the_shared_finalizer_is_cleaned_up_by_its_installation()
     drop(b);
     h.stop().await;
 }
+
+/// The same attack on a cluster-scoped object both installations select: a ClusterGuardrail
+/// whose claim is rewritten to the other installation stays with the one its status records
+/// (`ClaimChanged`), the other creates no copy of it in its tenant, and deleting it removes the
+/// one remote guardrail.
+#[tokio::test]
+async fn a_rewritten_claim_on_a_cluster_scoped_object_moves_nothing() {
+    use aigw::controller::installation::ANNOTATION;
+    use aigw::resources::ClusterGuardrail;
+    use support::harness::CLUSTER_LABEL;
+    let mut h = Harness::start_with("ten-movec", DRIFT).await;
+    h.stop_operator().await;
+    let ns = h.env.namespace.clone();
+    let selector = |other: &str| format!("{CLUSTER_LABEL}={ns},aigw-test/installation!={other}");
+    let a = h.installation("inst-a", &selector("inst-b")).await;
+    let b = h.installation("inst-b", &selector("inst-a")).await;
+    let spec = json!({"name": "org-shared",
+        "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
+        "actions": {"deny": true}});
+    let mut guardrail: ClusterGuardrail = h.cluster_object("ClusterGuardrail", "org-shared", spec);
+    guardrail.metadata.annotations = Some([(ANNOTATION.to_string(), "inst-a".to_string())].into());
+    let name = h.cluster_name("org-shared");
+    let guardrails = Api::<ClusterGuardrail>::all(h.env.client.clone());
+    guardrails
+        .create(&PostParams::default(), &guardrail)
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        guardrails.get(&name).await.ok().filter(|g| g.ready())
+    })
+    .await
+    .expect("the ClusterGuardrail is Ready");
+    assert!(guardrail_copies(&a).await > 0);
+    guardrails
+        .patch(&name, &PatchParams::default(), &rewritten_claim("inst-b"))
+        .await
+        .unwrap();
+    let stalled = support::wait_until(WAIT, || async {
+        let guardrail = guardrails.get(&name).await.ok()?;
+        guardrail.stalled_with("ClaimChanged").then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        guardrail_copies(&b).await,
+        0,
+        "inst-b created a second copy"
+    );
+    assert!(
+        b.writes_to("clusterguardrails", &name).is_empty(),
+        "{:?}",
+        b.writes_to("clusterguardrails", &name)
+    );
+    assert!(stalled.is_some(), "inst-a reports ClaimChanged");
+    guardrails
+        .delete(&name, &DeleteParams::default())
+        .await
+        .unwrap();
+    let gone = support::wait_until(WAIT, || async {
+        guardrails
+            .get_opt(&name)
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the deletion hangs");
+    assert_eq!(
+        (guardrail_copies(&a).await, guardrail_copies(&b).await),
+        (0, 0)
+    );
+    drop(a);
+    drop(b);
+    h.stop().await;
+}
