@@ -1200,17 +1200,55 @@ pub(super) fn field_changes(fields: &[&str], current: &Value, desired: &Value) -
         .collect()
 }
 
+/// The pretty JSON a line diff compares: whole numbers spelled one way (`-5.0` as `-5`), so
+/// a number the API and the manifest spell differently is not a changed line.
 fn pretty(value: &Value) -> String {
     if value.is_null() {
         return String::new();
     }
-    serde_json::to_string_pretty(&masked(value)).unwrap_or_default()
+    serde_json::to_string_pretty(&whole_numbers(masked(value))).unwrap_or_default()
+}
+
+fn whole_numbers(value: Value) -> Value {
+    match value {
+        Value::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15 => Value::from(f as i64),
+            _ => Value::Number(n),
+        },
+        Value::Array(items) => Value::Array(items.into_iter().map(whole_numbers).collect()),
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (k, whole_numbers(v)))
+                .collect(),
+        ),
+        other => other,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_number_spelled_otherwise_is_no_changed_line() {
+        let changes = field_changes(
+            &["actions"],
+            &json!({"actions": {"on_fail": {"feedback": {"value": -5, "weight": 1}}, "deny": false}}),
+            &json!({"actions": {"on_fail": {"feedback": {"value": -5.0, "weight": 1.0}}, "deny": true}}),
+        );
+        let changed: Vec<&String> = changes[0]
+            .diff
+            .iter()
+            .filter(|l| l.starts_with('-') || l.starts_with('+'))
+            .collect();
+        assert_eq!(changed.len(), 2, "{changed:?}");
+        assert!(
+            changed.iter().all(|l| l.contains("\"deny\"")),
+            "{changed:?}"
+        );
+        assert_eq!(whole_numbers(json!(2.5)), json!(2.5));
+    }
 
     #[test]
     fn document_changes_are_line_diffs_and_secrets_stay_masked() {
