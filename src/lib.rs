@@ -1,6 +1,7 @@
 //! aigw: a Kubernetes operator that keeps an AI gateway's management API in line with custom resources.
 
 pub mod api;
+pub mod argocd;
 pub mod controller;
 pub mod emulator;
 pub mod gitops;

@@ -28,6 +28,8 @@ enum Command {
     Emulator(cli::emulator::EmulatorArgs),
     /// Print every CustomResourceDefinition as multi-document YAML.
     Crds(cli::crds::CrdsArgs),
+    /// Print the argocd-cm ConfigMap that installs aigw's Argo CD health script.
+    ArgocdCm(cli::argocd_cm::ArgocdCmArgs),
     /// Call the management API directly.
     Api(cli::api::ApiArgs),
     /// Check aigw manifests offline (exit 0 valid, 1 invalid).
@@ -67,6 +69,7 @@ async fn run(cli: Cli) -> anyhow::Result<std::process::ExitCode> {
         Command::Operator(args) => cli::operator::run(args).await.map(|()| done),
         Command::Emulator(args) => cli::emulator::run(args).await.map(|()| done),
         Command::Crds(args) => cli::crds::run(args).map(|()| done),
+        Command::ArgocdCm(args) => cli::argocd_cm::run(args).map(|()| done),
         Command::Api(args) => cli::api::run(args).await.map(|()| done),
         Command::Validate(args) => cli::validate::run(args),
         Command::Plan(args) => cli::plan::run(args).await,

@@ -2,8 +2,9 @@
 //! is checked against it: the CRDs (`aigw crds`, `crds/`), the census, the controllers, the
 //! chart's RBAC (its templates make the rules from the CRDs' [`ROLE_ANNOTATION`] and
 //! [`OWNS_SECRETS_ANNOTATION`]; a test checks the rendering) and its README table (tests
-//! below), `hack/image.sh` (which compares the image's `aigw crds` with `crds/`) and `hack/health` (whose kind table and Argo CD forms are checked
-//! against `crds/`).
+//! below), `hack/image.sh` (which compares the image's `aigw crds` with `crds/`), `hack/health` (which reads
+//! its kinds from `crds/`) and the per-kind Argo CD form (`aigw argocd-cm --per-kind`,
+//! [`crate::argocd`]).
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;

@@ -1,7 +1,14 @@
 package health
 
 import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
 	"sigs.k8s.io/cli-utils/pkg/kstatus/status"
+	"sigs.k8s.io/yaml"
 )
 
 // outcome is one reconcile conclusion as aigw's controller::status::record_outcome writes it.
@@ -11,22 +18,26 @@ type outcome struct {
 	message string
 }
 
-// kind is one aigw kind: how the test creates an object of it and what aigw writes.
+// kind is one aigw kind, read from its CRD under crds/ (which aigw generates from its registry
+// of kinds, src/registry.rs) and its example under examples/: nothing here is kept per kind, so
+// a new kind is covered by adding its CRD and its example.
 type kind struct {
 	kind     string
 	resource string
 	// namespaced: the kind's objects live in a namespace.
 	namespaced bool
-	// managed kinds (all but Connection) also have the aigw.io/paused annotation and the
-	// Drifted condition.
+	// managed kinds (the CRD's aigw.io/operator-role is "managed") also have the aigw.io/paused
+	// annotation and the Drifted condition.
 	managed bool
-	// manager is the field manager of the operator's status writes (src/controller).
+	// manager is the field manager of the operator's status writes: aigw/<kind in lower case>.
 	manager string
-	// example is the file under examples/ whose object the test creates.
+	// example is the file under examples/ whose object the test creates: <kind in lower case>.yaml.
 	example string
-	// bump is a merge patch of the spec that raises metadata.generation.
+	// bump is a merge patch of the spec that raises metadata.generation: one field of the
+	// example's spec changed (see bumpOf).
 	bump map[string]any
-	// settled is what aigw records beside the conditions once the remote object is known.
+	// settled is what aigw records beside the conditions once the remote object is known: the
+	// remote object's id and slug, where the kind's status has them.
 	settled     map[string]any
 	ready       outcome
 	progressing outcome
@@ -38,7 +49,7 @@ type kind struct {
 
 // step is one state the test puts an object in, with what kstatus and Argo CD must say of it.
 type step struct {
-	fixture string // file name under testdata/
+	fixture string // file name under testdata/ (the state)
 	// write is the outcome written to the status subresource; nil leaves the status alone.
 	write *outcome
 	// creating: the remote object does not exist yet, so the kind's own fields are absent.
@@ -56,142 +67,11 @@ const (
 	driftedMessage = "observe-only: the remote object differs from the spec (spec.name)"
 )
 
-var kinds = []kind{
-	{
-		kind: "Config", resource: "configs", namespaced: true, managed: true, manager: "aigw/config", example: "config.yaml",
-		bump: map[string]any{"spec": map[string]any{"name": "chat-routing-v2"}},
-		settled: map[string]any{
-			"id": "5e0c8a4e-6d1f-4a7b-9c3e-2f1d0b7a8c91", "slug": "pc-chat-r-1a2b3c",
-			"versionId": "b2f4d6e8-1a3c-4e5f-8a7b-9c0d1e2f3a4b", "lastAppliedAt": "2026-01-05T10:00:00Z",
-		},
-		ready:       outcome{"Ready", "Reconciled", "Config is in sync with the management API"},
-		progressing: outcome{"Progressing", "ServerError", "failed to create config: POST /ai_gw/v2/configs returned HTTP 503: upstream unavailable"},
-		stalled: outcome{"Stalled", "Validation", "failed to update config pc-chat-r-1a2b3c: PUT /ai_gw/v2/configs/pc-chat-r-1a2b3c " +
-			"returned HTTP 400: targets[1].provider: unknown provider @anthropic-prod"},
-		gated: &outcome{"Progressing", "Soaking", "revision 9d4e7a21 becomes eligible at 2026-01-05T11:00:01Z: Config aigw-dev/chat-routing " +
-			"has been proven at it since 2026-01-05T10:00:00Z and must stay so for 1h (spec.promotion.soak)"},
-	},
-	{
-		kind: "Deployment", resource: "deployments", namespaced: true, managed: true, manager: "aigw/deployment", example: "deployment.yaml",
-		bump: map[string]any{"spec": map[string]any{"name": "edge-gateway-v2"}},
-		settled: map[string]any{
-			"id": "0b8f2c1d-7e6a-4b5c-9d8e-1f2a3b4c5d6e", "slug": "edge-gateway", "connectionStatus": "healthy",
-			"lastSyncedAt": "2026-01-05T10:00:00Z",
-		},
-		ready:       outcome{"Ready", "Reconciled", "Deployment is in sync with the management API"},
-		progressing: outcome{"Progressing", "RotatingCredentials", "rotating the credentials of deployment 0b8f2c1d-7e6a-4b5c-9d8e-1f2a3b4c5d6e: spec.rotation.trigger changed"},
-		stalled: outcome{"Stalled", "MissingState", "the credentials Secret edge-gateway-credentials is missing and the one-time credentials of deployment " +
-			"0b8f2c1d-7e6a-4b5c-9d8e-1f2a3b4c5d6e cannot be read back; change spec.rotation.trigger to issue new ones"},
-	},
-	{
-		kind: "RateLimitsPolicy", resource: "ratelimitspolicies", namespaced: true, managed: true, manager: "aigw/ratelimitspolicy", example: "ratelimitspolicy.yaml",
-		bump:        map[string]any{"spec": map[string]any{"value": 1200}},
-		settled:     map[string]any{"id": "3c2d1e0f-9a8b-4c7d-8e6f-5a4b3c2d1e0f", "remoteStatus": "active"},
-		ready:       outcome{"Ready", "Reconciled", "RateLimitsPolicy is in sync with the management API"},
-		progressing: outcome{"Progressing", "RateLimited", "failed to create rate-limits policy: POST /ai_gw/v2/policies/rate-limits returned HTTP 429: too many requests"},
-		stalled:     outcome{"Stalled", "NamespaceNotAllowed", "Connection default does not allow namespace aigw-health (spec.allowedNamespaces)"},
-	},
-	{
-		kind: "UsageLimitsPolicy", resource: "usagelimitspolicies", namespaced: true, managed: true, manager: "aigw/usagelimitspolicy", example: "usagelimitspolicy.yaml",
-		bump:        map[string]any{"spec": map[string]any{"creditLimit": 800}},
-		settled:     map[string]any{"id": "8f1e2d3c-4b5a-4c6d-9e8f-7a6b5c4d3e2f", "remoteStatus": "active"},
-		ready:       outcome{"Ready", "Reconciled", "UsageLimitsPolicy is in sync with the management API"},
-		progressing: outcome{"Progressing", "RateLimited", "failed to create usage-limits policy: POST /ai_gw/v2/policies/usage-limits returned HTTP 429: too many requests"},
-		stalled: outcome{"Stalled", "WorkspaceNotAllowed", "spec.workspaceId team-b is not among the workspaces this namespace may manage " +
-			"through Connection default (spec.grants[].workspaces)"},
-	},
-	{
-		kind: "ApiKey", resource: "apikeys", namespaced: true, managed: true, manager: "aigw/apikey", example: "apikey.yaml",
-		bump:        map[string]any{"spec": map[string]any{"description": "billing service v2"}},
-		settled:     map[string]any{"id": "3c2b1a09-8f7e-4d6c-9b5a-4e3d2c1b0a9f", "lastRotatedAt": "2026-01-05T10:00:00Z"},
-		ready:       outcome{"Ready", "Reconciled", "ApiKey is in sync with the management API"},
-		progressing: outcome{"Progressing", "ServerError", "failed to rotate API key 3c2b1a09-8f7e-4d6c-9b5a-4e3d2c1b0a9f: POST /ai_gw/v2/api-keys/service/3c2b1a09-8f7e-4d6c-9b5a-4e3d2c1b0a9f/rotate returned HTTP 503: upstream unavailable"},
-		stalled:     outcome{"Stalled", "SecretConflict", "Secret billing-app-key exists and was not created by aigw for this ApiKey; aigw never overwrites it: name another Secret in spec.secretRef, or delete that one"},
-	},
-	{
-		kind: "Guardrail", resource: "guardrails", namespaced: true, managed: true, manager: "aigw/guardrail", example: "guardrail.yaml",
-		bump: map[string]any{"spec": map[string]any{"name": "pii-check-v2"}},
-		settled: map[string]any{
-			"id": "7a6b5c4d-3e2f-4a1b-9c8d-7e6f5a4b3c2d", "slug": "pg-pii-ch-4d5e6f",
-			"versionId": "c3d4e5f6-a7b8-4c9d-8e0f-1a2b3c4d5e6f", "lastAppliedAt": "2026-01-05T10:00:00Z",
-		},
-		ready:       outcome{"Ready", "Reconciled", "Guardrail is in sync with the management API"},
-		progressing: outcome{"Progressing", "ServerError", "failed to create guardrail: POST /ai_gw/v2/guardrails returned HTTP 503: upstream unavailable"},
-		stalled: outcome{"Stalled", "SecretNotFound", "Secret aigw-health/airs-credentials named by spec.secretRefs " +
-			"(path /checks/1/parameters/api_key) does not exist"},
-		gated: &outcome{"Progressing", "SourceNotReady", "revision 9d4e7a21 waits for Guardrail aigw-dev/pii-check, which is not Ready " +
-			"(ServerError: failed to update guardrail pg-pii-ch-4d5e6f: PUT /ai_gw/v2/guardrails/pg-pii-ch-4d5e6f returned HTTP 503: upstream unavailable)"},
-	},
-	{
-		kind: "ClusterGuardrail", resource: "clusterguardrails", managed: true, manager: "aigw/clusterguardrail", example: "clusterguardrail.yaml",
-		bump: map[string]any{"spec": map[string]any{"name": "org-pii-v2"}},
-		settled: map[string]any{
-			"id": "2b3c4d5e-6f7a-4b8c-9d0e-1f2a3b4c5d6e", "slug": "pg-org-pi-7a8b9c",
-			"versionId": "d4e5f6a7-b8c9-4d0e-8f1a-2b3c4d5e6f7a", "lastAppliedAt": "2026-01-05T10:00:00Z",
-		},
-		ready:       outcome{"Ready", "Reconciled", "ClusterGuardrail is in sync with the management API"},
-		progressing: outcome{"Progressing", "ServerError", "failed to create guardrail: POST /ai_gw/admin/v2/guardrails returned HTTP 503: upstream unavailable"},
-		stalled: outcome{"Stalled", "StillReferenced", "guardrail pg-org-pi-7a8b9c is still named by Config team-a/chat-routing; " +
-			"it is deleted once no Config names it (or set deletionPolicy: Orphan)"},
-		gated: &outcome{"Progressing", "Soaking", "revision 9d4e7a21 becomes eligible at 2026-01-06T10:00:01Z: ClusterGuardrail org-pii-staging " +
-			"has been proven at it since 2026-01-05T10:00:00Z and must stay so for 1day (spec.promotion.soak)"},
-	},
-	{
-		kind: "Integration", resource: "integrations", managed: true, manager: "aigw/integration", example: "integration.yaml",
-		bump:        map[string]any{"spec": map[string]any{"name": "OpenAI production v2"}},
-		settled:     map[string]any{"id": "4e5f6a7b-8c9d-4e0f-9a1b-2c3d4e5f6a7b", "slug": "openai-prod", "workspaces": []any{"6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11"}},
-		ready:       outcome{"Ready", "Reconciled", "Integration is in sync with the management API"},
-		progressing: outcome{"Progressing", "ServerError", "failed to update the workspace access of integration 4e5f6a7b-8c9d-4e0f-9a1b-2c3d4e5f6a7b: PUT /ai_gw/admin/v2/integrations/{integrationId}/workspaces returned HTTP 503: upstream unavailable"},
-		stalled: outcome{"Stalled", "SecretNotReadable", "Secret aigw-system/openai-upstream (named by spec.keySecretRef) is not labelled " +
-			"aigw.io/cluster-readable=true: a cluster-scoped resource reads only the Secrets labelled for it in the operator's namespace, so the Connection Secrets there stay out of its reach"},
-	},
-	{
-		kind: "Provider", resource: "providers", namespaced: true, managed: true, manager: "aigw/provider", example: "provider.yaml",
-		bump:        map[string]any{"spec": map[string]any{"name": "OpenAI for team A v2"}},
-		settled:     map[string]any{"id": "5f6a7b8c-9d0e-4f1a-8b2c-3d4e5f6a7b8c", "slug": "openai-team-a", "integrationId": "4e5f6a7b-8c9d-4e0f-9a1b-2c3d4e5f6a7b"},
-		ready:       outcome{"Ready", "Reconciled", "Provider is in sync with the management API"},
-		progressing: outcome{"Progressing", "ServerError", "failed to create provider: POST /ai_gw/v2/providers returned HTTP 503: upstream unavailable"},
-		stalled: outcome{"Stalled", "IntegrationNotAllowed", "spec.integration openai-prod is not among the integrations this namespace may bind " +
-			"through Connection default (spec.grants[].integrations: anthropic-prod)"},
-	},
-	{
-		kind: "SecretReference", resource: "secretreferences", managed: true, manager: "aigw/secretreference", example: "secretreference.yaml",
-		bump:        map[string]any{"spec": map[string]any{"name": "AWS production secrets v2"}},
-		settled:     map[string]any{"id": "7b8c9d0e-1f2a-4b3c-8d4e-5f6a7b8c9d0e", "slug": "aws-prod"},
-		ready:       outcome{"Ready", "Reconciled", "SecretReference is in sync with the management API"},
-		progressing: outcome{"Progressing", "ServerError", "failed to create secret reference: POST /ai_gw/admin/v2/secret-references returned HTTP 503: upstream unavailable"},
-		stalled: outcome{"Stalled", "StillReferenced", "secret reference aws-prod is still in use and is not deleted: " +
-			"the API refused the delete: referenced by integration mapped-openai"},
-	},
-	{
-		kind: "Workspace", resource: "workspaces", managed: true, manager: "aigw/workspace", example: "workspace.yaml",
-		bump:        map[string]any{"spec": map[string]any{"name": "Payments v2"}},
-		settled:     map[string]any{"id": "3c4d5e6f-7a8b-4c9d-8e0f-1a2b3c4d5e6f", "slug": "ws-payments-1a2b3c", "scopeName": "ws_payments_0a1b2c"},
-		ready:       outcome{"Ready", "Reconciled", "Workspace is in sync with the management API"},
-		progressing: outcome{"Progressing", "ServerError", "failed to create workspace: POST /ai_gw/admin/v2/workspaces returned HTTP 503: upstream unavailable"},
-		stalled: outcome{"Stalled", "StillReferenced", "workspace ws-payments-1a2b3c is still named by Config payments/main-routing; " +
-			"it is archived once they are gone (or set deletionPolicy: Orphan)"},
-	},
-	{
-		kind: "ConfigRollout", resource: "configrollouts", namespaced: true, manager: "aigw/configrollout", example: "configrollout.yaml",
-		bump: map[string]any{"spec": map[string]any{"analysis": map[string]any{"minRequests": 100}}},
-		settled: map[string]any{
-			"phase": "Progressing", "currentStep": 0, "weight": 10, "movedKeys": []any{"checkout-a"},
-			"stableConfigId": "pc-chat-r-1a2b3c", "candidateConfigId": "pc-chat-r-4d5e6f",
-		},
-		ready:       outcome{"Ready", "Completed", "step 2 passed, the last: candidate 4 keys, 212 requests, 0 5xx (0.000), p90 120ms; stable 0 keys, no requests; every selected key is on Config chat-routing-next"},
-		progressing: outcome{"Progressing", "Pausing", "step 0 (10%): every key is on the candidate; analysis in 4m 30s"},
-		stalled: outcome{"Stalled", "RolledBack", "step 0 failed its analysis: candidate error rate 0.310 is above maxErrorRate 0.05 " +
-			"(candidate 1 keys, 71 requests, 22 5xx (0.310), p90 130ms; stable 3 keys, 212 requests, 0 5xx (0.000), p90 120ms); every moved key is back on Config chat-routing"},
-	},
-	{
-		kind: "Connection", resource: "connections", manager: "aigw/connection", example: "connection.yaml",
-		bump:        map[string]any{"spec": map[string]any{"qps": 5}},
-		ready:       outcome{"Ready", "TokenObtained", "a token was obtained"},
-		progressing: outcome{"Progressing", "ConnectionUnavailable", "Connection production is unusable: failed to get a bearer token: POST https://auth.apps.paloaltonetworks.com/oauth2/access_token timed out after 10s"},
-		stalled:     outcome{"Stalled", "InvalidSpec", "invalid spec: headers[0]: x-tsg-id must be a number"},
-	},
-}
+// fixtureKind is the kind whose object, read back in each state, is saved as the Argo CD
+// fixture of that state (testdata/<state>.yaml): the script reads only the conditions, the
+// annotations and the generations, which every kind writes alike, so one kind's fixtures prove
+// it for the group. Config reaches every state, its promotion gate's included.
+const fixtureKind = "Config"
 
 // steps walks an object through every state aigw can report, in an order the operator can
 // reach them: created, reconciling, ready, drifted, stalled, paused, then a new spec.
@@ -221,4 +101,214 @@ func (k kind) steps() []step {
 	add(step{fixture: "progressing_new_generation.yaml", write: &k.ready, bump: true, kstatus: status.InProgressStatus,
 		health: HealthStatus{"Progressing", "Waiting for aigw to observe generation 2"}}, false)
 	return steps
+}
+
+// openAPISchema is the part of a CRD's OpenAPI schema this package reads.
+type openAPISchema struct {
+	Type                 string             `json:"type"`
+	Format               string             `json:"format"`
+	Pattern              string             `json:"pattern"`
+	Enum                 []any              `json:"enum"`
+	Maximum              *float64           `json:"maximum"`
+	MaxLength            *int64             `json:"maxLength"`
+	Properties           map[string]*openAPISchema `json:"properties"`
+	AdditionalProperties *openAPISchema            `json:"additionalProperties"`
+	Validations          []any              `json:"x-kubernetes-validations"`
+}
+
+// crdKind is what a CRD of crds/ says of its kind.
+type crdKind struct {
+	Kind       string
+	Plural     string
+	Namespaced bool
+	Role       string  // the aigw.io/operator-role annotation: managed, read or driven
+	Spec       *openAPISchema // the schema of .spec
+	Status     *openAPISchema // the schema of .status
+}
+
+// crdKinds reads the kinds of the CRDs under root/crds/, sorted by kind.
+func crdKinds(root string) ([]crdKind, error) {
+	files, err := filepath.Glob(filepath.Join(root, "crds", "*.yaml"))
+	if err != nil {
+		return nil, err
+	}
+	var kinds []crdKind
+	for _, file := range files {
+		text, err := os.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		var crd struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Annotations map[string]string `json:"annotations"`
+			} `json:"metadata"`
+			Spec struct {
+				Names struct {
+					Kind   string `json:"kind"`
+					Plural string `json:"plural"`
+				} `json:"names"`
+				Scope    string `json:"scope"`
+				Versions []struct {
+					Schema struct {
+						OpenAPIV3Schema openAPISchema `json:"openAPIV3Schema"`
+					} `json:"schema"`
+				} `json:"versions"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal(text, &crd); err != nil {
+			// The admission policies file holds several documents; it names no kind.
+			continue
+		}
+		if crd.Kind != "CustomResourceDefinition" {
+			continue
+		}
+		if len(crd.Spec.Versions) != 1 {
+			return nil, fmt.Errorf("%s: %d versions, this test reads one", file, len(crd.Spec.Versions))
+		}
+		root := crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+		kinds = append(kinds, crdKind{
+			Kind: crd.Spec.Names.Kind, Plural: crd.Spec.Names.Plural, Namespaced: crd.Spec.Scope == "Namespaced",
+			Role: crd.Metadata.Annotations["aigw.io/operator-role"],
+			Spec: root.Properties["spec"], Status: root.Properties["status"],
+		})
+	}
+	if len(kinds) == 0 {
+		return nil, fmt.Errorf("no CRD under %s/crds", root)
+	}
+	sort.Slice(kinds, func(i, j int) bool { return kinds[i].Kind < kinds[j].Kind })
+	return kinds, nil
+}
+
+// registryKinds reads every kind of crds/ with its example: what the health tests put through
+// each state.
+func registryKinds(root string) ([]kind, error) {
+	crds, err := crdKinds(root)
+	if err != nil {
+		return nil, err
+	}
+	var kinds []kind
+	for _, c := range crds {
+		k, err := kindOf(root, c)
+		if err != nil {
+			return nil, err
+		}
+		kinds = append(kinds, k)
+	}
+	return kinds, nil
+}
+
+// kindOf derives what the test needs of a kind from its CRD and its example. The reasons and
+// messages have the same shape for every kind: the health signals read only the conditions'
+// types, statuses and generations, and pass the message through.
+func kindOf(root string, c crdKind) (kind, error) {
+	if c.Role == "" {
+		return kind{}, fmt.Errorf("the CRD of %s has no aigw.io/operator-role annotation", c.Kind)
+	}
+	lower := strings.ToLower(c.Kind)
+	k := kind{
+		kind: c.Kind, resource: c.Plural, namespaced: c.Namespaced, managed: c.Role == "managed",
+		manager: "aigw/" + lower, example: lower + ".yaml", settled: map[string]any{},
+		ready:       outcome{"Ready", "Reconciled", c.Kind + " is in sync with the management API"},
+		progressing: outcome{"Progressing", "ServerError", "failed to create " + lower + ": the management API returned HTTP 503: upstream unavailable"},
+		stalled:     outcome{"Stalled", "InvalidSpec", "invalid spec: the management API refused the " + lower + " with HTTP 400: name: must not be empty"},
+	}
+	if c.Spec != nil && c.Spec.Properties["promotion"] != nil {
+		k.gated = &outcome{"Progressing", "Soaking", "revision 9d4e7a21 becomes eligible at 2026-01-05T11:00:01Z: " + c.Kind +
+			" has been proven at it since 2026-01-05T10:00:00Z and must stay so for 1h (spec.promotion.soak)"}
+	}
+	if c.Status != nil {
+		if _, has := c.Status.Properties["id"]; has {
+			k.settled["id"] = "5e0c8a4e-6d1f-4a7b-9c3e-2f1d0b7a8c91"
+		}
+		if _, has := c.Status.Properties["slug"]; has {
+			k.settled["slug"] = lower + "-1a2b3c"
+		}
+	}
+	example, err := readExample(root, k)
+	if err != nil {
+		return kind{}, err
+	}
+	spec, _ := example["spec"].(map[string]any)
+	path, value, ok := bumpOf(spec, c.Spec, nil)
+	if !ok {
+		return kind{}, fmt.Errorf("examples/%s: no field of its spec this test can change to raise the generation "+
+			"(a string without enum, pattern, format or validation rule, or a number without maximum)", k.example)
+	}
+	k.bump = map[string]any{"spec": nested(path, value)}
+	return k, nil
+}
+
+// readExample reads examples/<kind>.yaml and checks it holds an object of the kind.
+func readExample(root string, k kind) (map[string]any, error) {
+	text, err := os.ReadFile(filepath.Join(root, "examples", k.example))
+	if err != nil {
+		return nil, fmt.Errorf("every kind has an example, examples/<kind in lower case>.yaml: %w", err)
+	}
+	obj := map[string]any{}
+	if err := yaml.Unmarshal(text, &obj); err != nil {
+		return nil, fmt.Errorf("examples/%s: %w", k.example, err)
+	}
+	if obj["kind"] != k.kind {
+		return nil, fmt.Errorf("examples/%s holds a %v, not a %s", k.example, obj["kind"], k.kind)
+	}
+	return obj, nil
+}
+
+// bumpOf finds the first field of the example's spec (depth first, by name; lists left alone)
+// whose change the CRD accepts without a rule that could refuse it: a string without enum,
+// pattern, format or validation rule and with room for "-v2" (appended to the value), else a
+// number without maximum (the value plus one). It returns the field's path and new value.
+func bumpOf(value map[string]any, s *openAPISchema, path []string) ([]string, any, bool) {
+	if s == nil || len(s.Validations) > 0 && len(path) > 0 {
+		return nil, nil, false
+	}
+	names := make([]string, 0, len(value))
+	for name := range value {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	field := func(name string) *openAPISchema {
+		if f := s.Properties[name]; f != nil {
+			return f
+		}
+		return s.AdditionalProperties
+	}
+	plain := func(f *openAPISchema, text string) bool {
+		return f != nil && f.Type == "string" && len(f.Enum) == 0 && f.Pattern == "" && f.Format == "" &&
+			(f.MaxLength == nil || int64(len(text)+3) <= *f.MaxLength) && len(f.Validations) == 0
+	}
+	for _, name := range names {
+		if text, ok := value[name].(string); ok && plain(field(name), text) {
+			return append(append([]string{}, path...), name), text + "-v2", true
+		}
+	}
+	for _, name := range names {
+		if object, ok := value[name].(map[string]any); ok {
+			if p, v, ok := bumpOf(object, field(name), append(append([]string{}, path...), name)); ok {
+				return p, v, true
+			}
+		}
+	}
+	for _, name := range names {
+		f := field(name)
+		if f == nil || f.Maximum != nil || len(f.Validations) > 0 || (f.Type != "integer" && f.Type != "number") {
+			continue
+		}
+		switch n := value[name].(type) {
+		case float64:
+			return append(append([]string{}, path...), name), n + 1, true
+		case int64:
+			return append(append([]string{}, path...), name), n + 1, true
+		}
+	}
+	return nil, nil, false
+}
+
+// nested makes {path[0]: {path[1]: … value}}.
+func nested(path []string, value any) map[string]any {
+	if len(path) == 1 {
+		return map[string]any{path[0]: value}
+	}
+	return map[string]any{path[0]: nested(path[1:], value)}
 }

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-var update = flag.Bool("update", false, "rewrite the Argo CD fixtures, the health_test.yaml and the argocd-cm forms")
+var update = flag.Bool("update", false, "rewrite the Argo CD fixtures and the health_test.yaml from the fixture kind's states")
 
 // testNamespace holds the namespaced objects; the local apiserver never finishes deleting a
 // namespace (no namespace controller), so it is reused across runs.
@@ -28,11 +28,12 @@ const testNamespace = "aigw-health"
 // TestKstatusOnTheLiveAPIServer puts one object of every aigw kind through each state aigw
 // reports, writing the status subresource as the operator does (server-side apply under its
 // field manager), and checks what kstatus and the Argo CD health script say of the object read
-// back. With -update it saves those objects as the Argo CD fixtures.
+// back. Every kind of crds/ goes through every state it can reach. With -update it saves the
+// objects of fixtureKind as the Argo CD fixtures, one per state.
 func TestKstatusOnTheLiveAPIServer(t *testing.T) {
 	client := liveCluster(t)
 	ensureNamespace(t, client)
-	for _, k := range kinds {
+	for _, k := range registry(t) {
 		t.Run(k.kind, func(t *testing.T) {
 			objects := resourceClient(client, k)
 			name := createFromExample(t, objects, k)
@@ -53,13 +54,14 @@ func TestKstatusOnTheLiveAPIServer(t *testing.T) {
 				if health != s.health {
 					t.Errorf("%s: Argo CD health %+v, want %+v", s.fixture, health, s.health)
 				}
-				cases = append(cases, healthCase{HealthStatus: s.health, InputPath: fixturePrefix(k.kind) + s.fixture})
-				if *update {
-					writeFixture(t, k.kind, s.fixture, live)
+				t.Logf("%s: kstatus %s, Argo CD %s: %s", s.fixture, result.Status, health.Status, health.Message)
+				cases = append(cases, healthCase{HealthStatus: s.health, InputPath: "testdata/" + s.fixture})
+				if *update && k.kind == fixtureKind {
+					writeFixture(t, s.fixture, live)
 				}
 			}
-			if *update {
-				writeHealthTests(t, k.kind, cases)
+			if *update && k.kind == fixtureKind {
+				writeHealthTests(t, cases)
 			}
 			if err := objects.Delete(context.Background(), name, metav1.DeleteOptions{}); err != nil {
 				t.Errorf("delete %s %s: %v", k.kind, name, err)

@@ -5,6 +5,7 @@ mod api_access;
 mod api_mcp;
 mod api_telemetry;
 mod api_workspaces;
+pub mod argocd_cm;
 pub mod crds;
 pub mod emulator;
 pub mod export;

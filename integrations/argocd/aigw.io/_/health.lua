@@ -1,7 +1,7 @@
 -- Argo CD health of every aigw.io kind: one script for the group, installed as Argo CD's
 -- resource_customizations/aigw.io/_/health.lua or as the argocd-cm key
--- resource.customizations.health.aigw.io_* (integrations/argocd/argocd-cm.yaml); the per-kind
--- keys of argocd-cm-per-kind.yaml hold the same script, for an Argo CD without wildcard keys.
+-- resource.customizations.health.aigw.io_* (integrations/argocd/argocd-cm.yaml); for an Argo CD
+-- without wildcard keys, `aigw argocd-cm --per-kind` prints the same script under one key per kind.
 --
 -- aigw writes kstatus conditions (Ready, Reconciling, Stalled, each with its own
 -- observedGeneration) plus, on every kind but Connection, Paused and Drifted. The order below
