@@ -26,6 +26,12 @@
 //!   a message that only contain part of a value (`vertex_service_account_json`), do not count:
 //!   `the horse field`, `https://` and `api-key` still read.
 //!
+//! These rules also apply to what the message decodes to (a truncated base64, URL, hex or HTML
+//! encoding of a value quotes the part it decodes to) and, for a value of 12 characters or more,
+//! to the message with its whitespace and escaped line breaks taken out (a value or its base64
+//! wrapped over lines, or cut into short groups). A fragment between two ellipses
+//! (`...8b7c6d5e4f3...`) of 6 characters or more that is part of a value counts as quoting it.
+//!
 //! A word masked around stars (`*`, `•`, `●`; three or more) whose characters before the stars
 //! start the value or after them end it, 3 characters or more in all
 //! (`sk-abc12X**************xyz9`), is replaced by [`SECRET`]: a masked echo still gives away
@@ -270,11 +276,44 @@ pub fn conceal(message: &str, values: &[String]) -> String {
     {
         message = replace_all(&collapsed);
     }
-    let still = values.iter().any(|value| holds(&message, value));
-    if still || values.iter().any(|value| quotes_part_of(&message, value)) {
+    if values.iter().any(|value| still_shows(&message, value)) {
         return WITHHELD.into();
     }
     message
+}
+
+/// Whether `message` (values already replaced) still carries `value` or part of it: as it
+/// reads, in what it decodes to (URL, base64, hex, HTML references, JSON escapes; so a
+/// truncated encoding of a value counts as the part it decodes to), and, for a value of
+/// [`QUOTED_RUN`] characters or more, once the message's whitespace and escaped line breaks
+/// are taken out (a value, or its base64, wrapped over lines or cut into groups).
+fn still_shows(message: &str, value: &str) -> bool {
+    let mut texts = vec![message.to_string()];
+    if value.chars().count() >= QUOTED_RUN {
+        let joined = joined(message);
+        if joined != message {
+            texts.push(joined);
+        }
+    }
+    let decoded: Vec<String> = texts.iter().flat_map(|text| decoded(text)).collect();
+    texts.extend(decoded);
+    texts
+        .iter()
+        .any(|text| holds(text, value) || quotes_part_of(text, value))
+}
+
+/// `text` without its whitespace and its escaped line breaks (`%0A`, `%0D`, `\n`, `\r`), the
+/// [`SECRET`]s it holds kept apart.
+fn joined(text: &str) -> String {
+    text.split(SECRET)
+        .map(|part| {
+            let part = ["%0A", "%0a", "%0D", "%0d", "\\n", "\\r"]
+                .iter()
+                .fold(part.to_string(), |part, escape| part.replace(escape, ""));
+            part.split_whitespace().collect::<String>()
+        })
+        .collect::<Vec<_>>()
+        .join(&format!(" {SECRET} "))
 }
 
 /// `text` with each occurrence of `form` (of a value `length` long) replaced by [`SECRET`].
@@ -330,7 +369,8 @@ fn occurrence(text: &str, form: &str, length: usize) -> Option<(usize, usize)> {
 }
 
 /// What `text` may be an encoding of: the text with its `\uXXXX` escapes read, URL-decoded (`+`
-/// read as a space, and as is), and every base64 run in it decoded.
+/// read as a space, and as is), and every hex run (16 digits or more) and base64 run in it
+/// decoded.
 fn decoded(text: &str) -> Vec<String> {
     let mut plain = Vec::new();
     if text.contains("\\u") {
@@ -348,6 +388,17 @@ fn decoded(text: &str) -> Vec<String> {
         let form = text.replace('+', " ");
         let form = percent_encoding::percent_decode_str(&form).decode_utf8_lossy();
         plain.push(form.to_string());
+    }
+    for run in text.split(|c: char| !c.is_ascii_hexdigit()) {
+        if run.len() >= 2 * BASE64_RUN && run.len() % 2 == 0 {
+            let bytes: Option<Vec<u8>> = (0..run.len())
+                .step_by(2)
+                .map(|at| u8::from_str_radix(&run[at..at + 2], 16).ok())
+                .collect();
+            if let Some(bytes) = bytes {
+                plain.push(String::from_utf8_lossy(&bytes).into_owned());
+            }
+        }
     }
     let base64_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '-' | '_');
     for run in text.split(|c: char| !base64_char(c) && c != '=') {
@@ -426,9 +477,7 @@ fn partial_word(message: &str, value: &str) -> bool {
         .filter(|(_, length)| *length >= ANYWHERE)
         .collect();
     words(message).into_iter().any(|(start, end)| {
-        let word = message[start..end]
-            .trim_end_matches(['.', ';', '!', '?'])
-            .to_lowercase();
+        let word = inner(message[start..end].trim_end_matches(['.', ';', '!', '?'])).to_lowercase();
         let length = word.chars().count();
         length >= PARTIAL_WORD
             && parts.iter().any(|(part, whole)| {
@@ -501,9 +550,10 @@ fn ends_fragment(c: char) -> bool {
 }
 
 /// A fragment next to an ellipsis (`...`, `…`) that starts the value (before it) or ends it
-/// (after it), as an echo cut short prints them. A fragment that is only somewhere inside the
-/// value does not count: field names a JSON value shares with a message (`private_key_id...`)
-/// would withhold messages that quote nothing.
+/// (after it), as an echo cut short prints them, or that stands between two ellipses (a middle
+/// cut, [`PARTIAL_WORD`] characters or more). A fragment next to one ellipsis that is only
+/// somewhere inside the value does not count: field names a JSON value shares with a message
+/// (`private_key_id...`) would withhold messages that quote nothing.
 fn elided_part(message: &str, value: &str) -> bool {
     let shortest = shortest_fragment(value);
     let long_enough = |fragment: &str| fragment.chars().count() >= shortest;
@@ -521,7 +571,22 @@ fn elided_part(message: &str, value: &str) -> bool {
             }
         }
     }
-    false
+    // A middle cut between two ellipses (`...8b7c6d5e4f3...`): what is between them is part of
+    // the value (of a string leaf of a JSON value, as for a quoted part).
+    let parts = json_leaves(value).unwrap_or_else(|| vec![value.to_string()]);
+    words(message).into_iter().any(|(start, end)| {
+        let word = message[start..end].trim_end_matches([';', '!', '?']);
+        let elided = |end: &str| word.starts_with(end) && word.ends_with(end);
+        let middle = inner(word);
+        (elided("...") || elided("…"))
+            && middle.chars().count() >= PARTIAL_WORD
+            && parts.iter().any(|part| part.contains(middle))
+    })
+}
+
+/// `word` without the dots and ellipses an echo cut short puts around what it shows.
+fn inner(word: &str) -> &str {
+    word.trim_matches(['.', '…'])
 }
 
 /// A quoted string of the message, of at least [`ANYWHERE`] characters, that is a part of the
@@ -533,6 +598,7 @@ fn quoted_part(message: &str, value: &str) -> bool {
     let parts = json_leaves(value).unwrap_or_else(|| vec![value.to_string()]);
     ['\'', '"', '`'].iter().any(|quote| {
         message.split(*quote).skip(1).step_by(2).any(|quoted| {
+            let quoted = inner(quoted);
             quoted.chars().count() >= ANYWHERE && parts.iter().any(|part| part.contains(quoted))
         })
     })
@@ -560,6 +626,60 @@ fn json_leaves(value: &str) -> Option<Vec<String>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The third fresh attack's echoes: parts and encodings of a value that got through.
+    #[test]
+    fn partial_and_encoded_echoes_are_withheld() {
+        let key = "sk-live-4f9a8b7c6d5e4f3a2b1c".to_string();
+        let values = [key.clone()];
+        let part = &key[..27];
+        for message in [
+            format!("key {} rejected", STANDARD_NO_PAD.encode(part)),
+            "key sk%2Dlive%2D4f9a8b7c6 rejected".to_string(),
+            "key sk&#x2d;live&#x2d;4f9a8b7c6".to_string(),
+            format!(
+                "key {} rejected",
+                key[..17]
+                    .bytes()
+                    .map(|b| format!("{b:02x}"))
+                    .collect::<String>()
+            ),
+            "key c2stbGl2ZS00ZjlhOGI3YzZkNW%0AU0ZjNhMmIxYw rejected".to_string(),
+            "key sk-li ve-4f 9a8b 7c6d 5e4f 3a2b 1c rejected".to_string(),
+            "key ...8b7c6d5e4f3... rejected".to_string(),
+        ] {
+            let shown = conceal(&message, &values);
+            assert!(
+                shown == WITHHELD || !shown.contains("4f9a") && shown.contains(SECRET),
+                "{message} -> {shown}"
+            );
+        }
+        let long = "sk-live-4f9a8b7c6d5e4f3a2b1c-0123456789abcdef-0123456789abcdef-ffff";
+        let wrapped = STANDARD.encode(long);
+        let message = format!("echo {}\n{}", &wrapped[..76], &wrapped[76..]);
+        assert_eq!(
+            conceal(&message, &[long.to_string()]),
+            WITHHELD,
+            "{message}"
+        );
+        let words = ["correct-horse-battery-staple".to_string()];
+        for message in [
+            "invalid key '...horse-battery-sta...'",
+            "invalid key \"…horse-battery-sta…\"",
+        ] {
+            assert_eq!(conceal(message, &words), WITHHELD, "{message}");
+        }
+        // Ordinary messages still read.
+        for message in [
+            "the horse field is invalid...",
+            "rate limited... retry in 30s",
+            "config 8f14e45fceea167a5a36dedd4bea2543 not found",
+            "key rejected: too short",
+        ] {
+            assert_eq!(conceal(message, &values), message);
+            assert_eq!(conceal(message, &words), message);
+        }
+    }
 
     #[test]
     fn a_value_is_found_as_written_escaped_url_encoded_and_in_base64() {
