@@ -154,6 +154,16 @@ finalizers subresource where OwnerReferencesPermissionEnforcement is on.
 {{- end }}
 {{- end }}
 
+{{/* The plurals of the namespaced aigw kinds (from the chart's crds/), one list item each. */}}
+{{- define "aigw.namespacedPlurals" -}}
+{{- range splitList "\n" (include "aigw.kinds" .) }}
+{{- $f := splitList " " (trim .) }}
+{{- if and (eq (len $f) 4) (eq (index $f 1) "Namespaced") }}
+- {{ index $f 0 }}
+{{- end }}
+{{- end }}
+{{- end }}
+
 {{/* The names of the aigw CRDs (the startup check reads each). */}}
 {{- define "aigw.crdNames" -}}
 {{- range splitList "\n" (include "aigw.kinds" .) }}

@@ -700,3 +700,92 @@ fn assert_forbidden<T>(result: kube::Result<T>, what: &str) {
         Ok(_) => panic!("{what}: the ServiceAccount was allowed to"),
     }
 }
+
+/// The chart's user-facing roles (`templates/user-roles.yaml`, aggregated into `edit`/`admin`
+/// and `view`) let a namespace's editors write the specs of the namespaced aigw kinds but never
+/// their status, where `status.installation` records which installation owns an object: a
+/// tenant who could write it could move its object to another installation. Viewers only read.
+#[tokio::test]
+async fn a_namespace_editor_writes_specs_but_never_status() {
+    let env = TestEnv::new("chart-users").await;
+    let release = format!("aigw-{}", &env.namespace[env.namespace.len() - 8..]);
+    let mut roles = Vec::new();
+    for document in chart::render_templates(
+        &release,
+        &env.namespace,
+        &["templates/user-roles.yaml"],
+        &[],
+    ) {
+        roles.push(chart::apply(&env.client, document).await);
+    }
+    assert_eq!(roles.len(), 2, "an edit and a view ClusterRole");
+    for role in &roles {
+        let rules = serde_json::to_string(&role.data["rules"]).unwrap();
+        assert!(
+            rules.contains("configs") && rules.contains("apikeys"),
+            "{rules}"
+        );
+        assert!(!rules.contains('/') && !rules.contains('*'), "{rules}");
+    }
+    for (who, role) in [("editor", "edit"), ("viewer", "view")] {
+        let binding: k8s_openapi::api::rbac::v1::RoleBinding = serde_json::from_value(json!({
+            "metadata": {"name": format!("{who}-{role}")},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                        "name": format!("{release}-{role}")},
+            "subjects": [{"kind": "ServiceAccount", "name": who, "namespace": env.namespace}]
+        }))
+        .unwrap();
+        env.api::<k8s_openapi::api::rbac::v1::RoleBinding>()
+            .create(&PostParams::default(), &binding)
+            .await
+            .expect("bind the role");
+    }
+    let as_user = |who: &str| Identity {
+        namespace: env.namespace.clone(),
+        service_account: who.to_string(),
+    };
+    let editor = Api::<Config>::namespaced(as_user("editor").client().await, &env.namespace);
+    support::wait_until(Duration::from_secs(10), || async {
+        editor.list(&Default::default()).await.ok().map(|_| ())
+    })
+    .await
+    .expect("the editor may list Configs once its binding is seen");
+    editor
+        .create(&PostParams::default(), &config("routing", None))
+        .await
+        .expect("an editor creates a Config");
+    editor
+        .patch(
+            "routing",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"team": "a"}}})),
+        )
+        .await
+        .expect("an editor edits it");
+    assert_forbidden(
+        editor
+            .patch_status(
+                "routing",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"status": {"installation": "somebody-else"}})),
+            )
+            .await,
+        "an editor writing status.installation",
+    );
+    let viewer = Api::<Config>::namespaced(as_user("viewer").client().await, &env.namespace);
+    viewer.get("routing").await.expect("a viewer reads it");
+    assert_forbidden(
+        viewer
+            .patch(
+                "routing",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"annotations": {"team": "b"}}})),
+            )
+            .await,
+        "a viewer editing a Config",
+    );
+    for role in roles {
+        let (api, _) = chart::dynamic_api(&env.client, &role).await;
+        let _ = api.delete(&role.name_any(), &DeleteParams::default()).await;
+    }
+}

@@ -286,12 +286,31 @@ fn rendered(form: Form) -> &'static [Value] {
 /// `helm template` (through `hack/chart-check.sh --template`) of the chart's ServiceAccount and
 /// RBAC, one JSON value per document.
 pub fn render(release: &str, namespace: &str, sets: &[String]) -> Vec<Value> {
+    render_templates(
+        release,
+        namespace,
+        &["templates/serviceaccount.yaml", "templates/rbac.yaml"],
+        sets,
+    )
+}
+
+/// The chart's `templates` rendered for `release` in `namespace`, one value per document.
+pub fn render_templates(
+    release: &str,
+    namespace: &str,
+    templates: &[&str],
+    sets: &[String],
+) -> Vec<Value> {
     let mut command = Command::new("bash");
-    command
-        .arg(repo_root().join("hack/chart-check.sh"))
-        .args(["--template", release, "--namespace", namespace])
-        .args(["--show-only", "templates/serviceaccount.yaml"])
-        .args(["--show-only", "templates/rbac.yaml"]);
+    command.arg(repo_root().join("hack/chart-check.sh")).args([
+        "--template",
+        release,
+        "--namespace",
+        namespace,
+    ]);
+    for template in templates {
+        command.args(["--show-only", template]);
+    }
     for set in sets {
         command.args(["--set", set]);
     }
