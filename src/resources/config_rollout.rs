@@ -64,10 +64,13 @@ pub const MAX_DECISIONS: usize = 20;
 #[x_kube(validation = Rule::new("self.stableConfigRef.name != self.candidateConfigRef.name").field_path(".candidateConfigRef.name").reason(Reason::FieldValueInvalid).message("spec.candidateConfigRef must name another Config than spec.stableConfigRef"))]
 pub struct ConfigRolloutSpec {
     /// The Config the selected keys use now, and return to on a rollback. A Config of this
-    /// rollout's namespace.
+    /// rollout's namespace. Immutable: create a new ConfigRollout to canary against another.
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.stableConfigRef is immutable: create a new ConfigRollout to canary another Config"))]
     pub stable_config_ref: LocalConfigRef,
 
-    /// The Config under test. A Config of this rollout's namespace.
+    /// The Config under test. A Config of this rollout's namespace. Immutable: the keys it
+    /// moved were judged on this Config, so another one needs a new ConfigRollout.
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.candidateConfigRef is immutable: create a new ConfigRollout to canary another Config"))]
     pub candidate_config_ref: LocalConfigRef,
 
     /// The ApiKeys in play: a label selector over the ApiKey resources of this namespace. It
@@ -233,6 +236,12 @@ pub struct ConfigRolloutStatus {
     /// The figures of the last analysis (or the last wait for traffic).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<AnalysisRecord>,
+    /// The installation (its `--installation-id`) that runs this rollout, recorded before it
+    /// moves any key. Only the status subresource holds it, which a tenant's `edit` role cannot
+    /// write: an `aigw.io/installation` annotation rewritten later stalls the rollout
+    /// (`ClaimChanged`) instead of handing it, and its keys, to another installation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installation: Option<String>,
     /// What the rollout decided, step by step (the last 20).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub decisions: Vec<DecisionRecord>,

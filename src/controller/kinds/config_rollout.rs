@@ -58,20 +58,20 @@ struct Run<'a> {
 }
 
 pub async fn reconcile(object: Arc<ConfigRollout>, ctx: Arc<Context>) -> Result<Action, Error> {
-    if !ctx.leadership.is_leader()
-        || matches!(
-            ctx.installation.claim_in(&object.metadata),
-            crate::controller::installation::Claim::Theirs(_)
-        )
-    {
+    if !ctx.leadership.is_leader() {
         return Ok(Action::await_change());
     }
     let namespace = object.namespace().unwrap_or_default();
+    let rollouts: Api<ConfigRollout> = Api::namespaced(ctx.kube.clone(), &namespace);
+    let object = match claimed(object, &rollouts, &ctx).await? {
+        Ok(object) => object,
+        Err(action) => return Ok(action),
+    };
     let mut run = Run {
         ctx: &ctx,
         rollout: &object,
         name: object.name_any(),
-        rollouts: Api::namespaced(ctx.kube.clone(), &namespace),
+        rollouts,
         keys: Api::namespaced(ctx.kube.clone(), &namespace),
         namespace,
         version: object.resource_version(),
@@ -86,7 +86,11 @@ pub async fn reconcile(object: Arc<ConfigRollout>, ctx: Arc<Context>) -> Result<
     let before = object.status.clone().unwrap_or_default();
     let mut status = run.restarted(&before);
     let generation = object.meta().generation;
-    let (outcome, next) = match run.advance(&mut status).await {
+    let advanced = match claim_changed(&ctx, &object) {
+        Some(refused) => Ok((refused, None)),
+        None => run.advance(&mut status).await,
+    };
+    let (outcome, next) = match advanced {
         Ok(done) => done,
         Err(Error::InvalidSpec(message)) => (
             Outcome::Stalled {
@@ -124,7 +128,102 @@ pub fn error_policy(object: Arc<ConfigRollout>, error: &Error, ctx: Arc<Context>
     Action::requeue(delay)
 }
 
+/// Whose the rollout is, as the other kinds decide it
+/// ([`crate::controller::installation`]): the installation its status records
+/// (`status.installation`), else the one its `aigw.io/installation` annotation names. An
+/// unclaimed rollout whose Connection this installation sees is taken (the annotation, then the
+/// record in status, each guarded by the resourceVersion) before it moves any key. `Ok(object)`
+/// to go on with (as written), `Err(action)` to leave it.
+async fn claimed(
+    object: Arc<ConfigRollout>,
+    rollouts: &Api<ConfigRollout>,
+    ctx: &Context,
+) -> Result<Result<Arc<ConfigRollout>, Action>, Error> {
+    use crate::controller::installation::{self, Claim};
+    let me = ctx.installation.id();
+    let leave = Ok(Err(Action::await_change()));
+    let deleting = object.meta().deletion_timestamp.is_some();
+    let annotated = ctx.installation.claim_in(&object.metadata);
+    match recorded_installation(&object) {
+        Some(id) if id != me => return leave,
+        // Recorded here: its own whatever the annotation says (a rewritten one stalls it, see
+        // `claim_changed`; a removed one is written again). Its deletion is cleaned up here.
+        Some(_) => {
+            if annotated == Claim::None && !deleting && !ctx.dry_run {
+                ctx.leadership.may_write().map_err(Error::NotLeader)?;
+                installation::take(rollouts, &object, me).await?;
+                return leave;
+            }
+            return Ok(Ok(object));
+        }
+        None => {}
+    }
+    if let Claim::Theirs(_) = annotated {
+        return leave;
+    }
+    let connection = connection_name(&object);
+    match ctx.stores.connections.find(connection).await {
+        // The Connection cache has not listed yet: decide later.
+        None => return Ok(Err(Action::requeue(POLL))),
+        Some(Some(found)) if !ctx.installation.sees_connection(&found.metadata) => return leave,
+        Some(_) => {}
+    }
+    if deleting || ctx.dry_run {
+        return Ok(Ok(object));
+    }
+    ctx.leadership.may_write().map_err(Error::NotLeader)?;
+    if annotated == Claim::None {
+        // The write wakes the next reconcile, which records the claim.
+        installation::take(rollouts, &object, me).await?;
+        return leave;
+    }
+    match installation::record(rollouts, &object, me).await? {
+        Some(written) => Ok(Ok(Arc::new(written))),
+        None => leave,
+    }
+}
+
+fn recorded_installation(rollout: &ConfigRollout) -> Option<&str> {
+    rollout.status.as_ref()?.installation.as_deref()
+}
+
+/// A rollout this installation records whose annotation names another installation (someone
+/// rewrote the claim): it moves no key until the annotation names this installation again.
+/// Its deletion is still cleaned up here.
+fn claim_changed(ctx: &Context, rollout: &ConfigRollout) -> Option<Outcome> {
+    use crate::controller::installation::{ANNOTATION, CLAIM_CHANGED, Claim};
+    let me = ctx.installation.id();
+    if recorded_installation(rollout) != Some(me) {
+        return None;
+    }
+    let Claim::Theirs(named) = ctx.installation.claim_in(&rollout.metadata) else {
+        return None;
+    };
+    Some(Outcome::Stalled {
+        reason: CLAIM_CHANGED.into(),
+        message: format!(
+            "the annotation {ANNOTATION} names installation {named:?}, but this {KIND}'s status records installation {me:?}, which runs it: {me:?} moves no key for it until the annotation names {me:?} again (restoring it resumes), and {named:?} does not take it; deleting the {KIND} still returns its keys"
+        ),
+    })
+}
+
 impl Run<'_> {
+    /// The finalizers on the rollout that wait for this installation: its own, and the one all
+    /// installations shared before (`aigw.io/finalizer`) on a rollout that is its own.
+    fn finalizers_held(&self) -> Vec<String> {
+        let me = self.ctx.installation.id();
+        let ours = recorded_installation(self.rollout) == Some(me)
+            || (recorded_installation(self.rollout).is_none()
+                && self.ctx.installation.claim_in(&self.rollout.metadata)
+                    == crate::controller::installation::Claim::Ours);
+        self.rollout
+            .finalizers()
+            .iter()
+            .filter(|f| *f == self.ctx.installation.finalizer() || (*f == FINALIZER && ours))
+            .cloned()
+            .collect()
+    }
+
     /// A rollout rolled back or aborted whose spec changed since starts over (its keys are
     /// back); every other status is taken as it is.
     fn restarted(&self, before: &ConfigRolloutStatus) -> ConfigRolloutStatus {
@@ -133,6 +232,7 @@ impl Run<'_> {
         match before.phase {
             Phase::RolledBack | Phase::Aborted if changed && !aborted => ConfigRolloutStatus {
                 decisions: before.decisions.clone(),
+                installation: before.installation.clone(),
                 ..Default::default()
             },
             _ => before.clone(),
@@ -159,6 +259,13 @@ impl Run<'_> {
             .await
             .map_err(|e| Error::kube(format!("read Config {candidate}"), e))?
             .filter(|c| c.metadata.deletion_timestamp.is_none());
+        // A promote skips the analysis, not the checks: a refused key, or a Config not Ready,
+        // leaves the rollout where it is (and reports why), promoted by nothing.
+        let promote = status.phase == Phase::Progressing
+            && action == Some(rollout::Action::Promote)
+            && self
+                .promotable(status, &keys, candidate_config.as_ref())
+                .await?;
         if status.phase == Phase::Progressing {
             match action {
                 Some(rollout::Action::Abort) => {
@@ -166,7 +273,7 @@ impl Run<'_> {
                     self.conclude(status, Phase::Aborted, Decision::Abort, message)
                         .await?;
                 }
-                Some(rollout::Action::Promote) if candidate_config.is_some() => {
+                Some(rollout::Action::Promote) if promote => {
                     status.moved_keys = names(&keys.eligible);
                     let message =
                         "promoted (annotation aigw.io/rollout-action: promote): every selected key goes to the candidate".to_string();
@@ -186,6 +293,33 @@ impl Run<'_> {
             Phase::Completed => self.hold_on_candidate(status, &keys).await,
             Phase::RolledBack | Phase::Aborted => self.hold_on_stable(status, &keys).await,
         }
+    }
+
+    /// Whether a `promote` may go through: both Configs Ready with a remote config (their ids
+    /// are recorded in `status` if the rollout had not started) and no selected key refused
+    /// ([`Self::refusal`]).
+    async fn promotable(
+        &self,
+        status: &mut ConfigRolloutStatus,
+        keys: &Keys,
+        candidate: Option<&Config>,
+    ) -> Result<bool, Error> {
+        let stable = &self.rollout.spec.stable_config_ref.name;
+        let stable_config = Api::<Config>::namespaced(self.ctx.kube.clone(), &self.namespace)
+            .get_opt(stable)
+            .await
+            .map_err(|e| Error::kube(format!("read Config {stable}"), e))?;
+        let (Some(stable_slug), Some(candidate_slug)) =
+            (remote_slug(stable_config.as_ref()), remote_slug(candidate))
+        else {
+            return Ok(false);
+        };
+        if self.refusal(keys).is_some() || keys.eligible.is_empty() {
+            return Ok(false);
+        }
+        status.stable_config_id.get_or_insert(stable_slug);
+        status.candidate_config_id.get_or_insert(candidate_slug);
+        Ok(true)
     }
 
     /// The step in progress: move its keys, wait for them, pause, judge.
@@ -416,8 +550,23 @@ impl Run<'_> {
         let candidate = self.rollout.spec.candidate_config_ref.name.clone();
         self.place(keys, &status.moved_keys, Some(&candidate))
             .await?;
-        let waiting = self.not_placed(keys, &status.moved_keys, Some(&candidate));
         let decided = last_message(status);
+        // `place` moves no refused key: say which, rather than wait for it.
+        if let Some(refused) = status
+            .moved_keys
+            .iter()
+            .filter_map(|name| keys.all.iter().find(|k| k.name_any() == *name))
+            .find_map(|key| self.unfit(key))
+        {
+            return Ok((
+                Outcome::Stalled {
+                    reason: "KeyRefused".into(),
+                    message: format!("{decided}; {refused}: it stays on its own defaults"),
+                },
+                Some(POLL),
+            ));
+        }
+        let waiting = self.not_placed(keys, &status.moved_keys, Some(&candidate));
         if !waiting.is_empty() {
             return Ok(progressing(
                 "MovingKeys",
@@ -444,14 +593,16 @@ impl Run<'_> {
         status: &mut ConfigRolloutStatus,
         keys: &Keys,
     ) -> Result<(Outcome, Option<Duration>), Error> {
-        let moved: Vec<String> = names(&keys.tagged);
+        // Every key it moved (whatever its annotations say now: a key re-tagged by hand is
+        // still on the candidate) and every key that names it.
+        let moved = returning(keys, status);
         self.place(keys, &moved, None).await?;
         let reason = match status.phase {
             Phase::Aborted => "Aborted",
             _ => "RolledBack",
         };
         let decided = last_message(status);
-        let waiting = self.not_placed(keys, &status.moved_keys, None);
+        let waiting = self.not_placed(keys, &moved, None);
         if !waiting.is_empty() {
             return Ok((
                 Outcome::Progressing {
@@ -546,12 +697,12 @@ impl Run<'_> {
     /// The finalizer that returns the keys when the rollout is deleted, added before the first
     /// key moves.
     async fn ensure_finalizer(&mut self) -> Result<(), Error> {
-        if self.rollout.finalizers().iter().any(|f| f == FINALIZER) {
+        if !self.finalizers_held().is_empty() {
             return Ok(());
         }
         self.ctx.leadership.may_write().map_err(Error::NotLeader)?;
         let mut finalizers = self.rollout.finalizers().to_vec();
-        finalizers.push(FINALIZER.to_string());
+        finalizers.push(self.ctx.installation.finalizer().to_string());
         let patch = serde_json::json!({"metadata": {"resourceVersion": self.version, "finalizers": finalizers}});
         let written = self
             .rollouts
@@ -570,18 +721,19 @@ impl Run<'_> {
     /// Deleted: every key this rollout moved returns to its own defaults, then the finalizer
     /// goes.
     async fn release(&mut self) -> Result<Action, Error> {
-        if !self.rollout.finalizers().iter().any(|f| f == FINALIZER) {
+        let held = self.finalizers_held();
+        if held.is_empty() {
             return Ok(Action::await_change());
         }
         let keys = self.keys().await?;
-        let tagged = names(&keys.tagged);
-        self.place(&keys, &tagged, None).await?;
+        let status = self.rollout.status.clone().unwrap_or_default();
+        self.place(&keys, &returning(&keys, &status), None).await?;
         self.ctx.leadership.may_write().map_err(Error::NotLeader)?;
         let finalizers: Vec<String> = self
             .rollout
             .finalizers()
             .iter()
-            .filter(|f| *f != FINALIZER)
+            .filter(|f| !held.contains(f))
             .cloned()
             .collect();
         let patch = serde_json::json!({"metadata": {"resourceVersion": self.version, "finalizers": finalizers}});
@@ -612,6 +764,16 @@ impl Run<'_> {
     fn reference(&self) -> ObjectReference {
         self.rollout.object_ref(&())
     }
+}
+
+/// The keys a rollout returns to their own defaults: every key in `status.movedKeys` and every
+/// key that names it in `aigw.io/rollout`, sorted.
+fn returning(keys: &Keys, status: &ConfigRolloutStatus) -> Vec<String> {
+    let mut moved = names(&keys.tagged);
+    moved.extend(status.moved_keys.iter().cloned());
+    moved.sort();
+    moved.dedup();
+    moved
 }
 
 fn connection_name(rollout: &ConfigRollout) -> &str {

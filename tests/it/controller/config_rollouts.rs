@@ -672,3 +672,269 @@ async fn no_traffic_past_max_wait_rolls_back() {
     assert!(back.is_some(), "every key is back on the stable config");
     h.stop().await;
 }
+
+// ---- issue 31, a fresh attack ----
+
+async fn annotate(h: &Harness, key: &str, annotations: Value) {
+    h.env
+        .api::<ApiKey>()
+        .patch(
+            key,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": annotations}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// A rollout is claimed like every other kind (annotation, then `status.installation`): a second
+/// installation over the same namespace neither judges it nor moves its keys.
+#[tokio::test]
+async fn a_second_installation_leaves_a_claimed_rollout_alone() {
+    use support::harness::CLUSTER_LABEL;
+    let h = Harness::start("roll-inst").await;
+    let keys = setup(&h).await;
+    let steps = json!([{"weight": 25, "pause": "120s"}, {"weight": 100, "pause": "2s"}]);
+    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
+    let started = h
+        .env
+        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
+        .await;
+    let ns = h.env.namespace.clone();
+    let b = h
+        .installation("inst-b", &format!("{CLUSTER_LABEL}={ns}"))
+        .await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let r = h.env.api::<ConfigRollout>().get("checkout").await.unwrap();
+    assert_eq!(
+        status(&r).phase,
+        Phase::Progressing,
+        "{:?}",
+        status(&r).decisions.last()
+    );
+    assert_eq!(status(&r).moved_keys, ["key-a"]);
+    assert_eq!(
+        b.writes_to("configrollouts", "checkout"),
+        Vec::<String>::new()
+    );
+    assert_eq!(b.writes_to("apikeys", "key-a"), Vec::<String>::new());
+    let candidate = slug(&h, "candidate").await;
+    assert_eq!(
+        remote_configs(&h, &keys).await[0],
+        candidate,
+        "key-a stays on the candidate"
+    );
+    assert_eq!(status(&started).installation.as_deref(), Some("aigw"));
+    assert_eq!(
+        started
+            .annotations()
+            .get("aigw.io/installation")
+            .map(String::as_str),
+        Some("aigw")
+    );
+    drop(b);
+    h.stop().await;
+}
+
+/// An `aigw.io/installation` annotation rewritten on a running rollout stalls it
+/// (`ClaimChanged`), and its deletion still returns the keys and goes.
+#[tokio::test]
+async fn a_rewritten_rollout_claim_stalls_it_and_does_not_hold_its_deletion() {
+    let h = Harness::start("roll-clm").await;
+    let keys = setup(&h).await;
+    let steps = json!([{"weight": 25, "pause": "60s"}, {"weight": 100, "pause": "2s"}]);
+    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
+    h.env
+        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
+        .await;
+    h.env
+        .api::<ConfigRollout>()
+        .patch(
+            "checkout",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"aigw.io/installation": "nobody"}}})),
+        )
+        .await
+        .unwrap();
+    let stalled = h
+        .env
+        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
+            condition(r, "Stalled")
+                .is_some_and(|(s, reason, _)| s == "True" && reason == "ClaimChanged")
+        })
+        .await;
+    assert_eq!(status(&stalled).installation.as_deref(), Some("aigw"));
+    h.env
+        .api::<ConfigRollout>()
+        .delete("checkout", &Default::default())
+        .await
+        .unwrap();
+    let gone = support::wait_until(WAIT, || async {
+        let r = h
+            .env
+            .api::<ConfigRollout>()
+            .get_opt("checkout")
+            .await
+            .unwrap();
+        r.is_none().then_some(())
+    })
+    .await;
+    let left = h
+        .env
+        .api::<ConfigRollout>()
+        .get_opt("checkout")
+        .await
+        .unwrap();
+    assert!(
+        gone.is_some(),
+        "the deletion hangs on finalizers {:?}",
+        left.map(|r| r.finalizers().to_vec())
+    );
+    let stable = slug(&h, "stable").await;
+    let back = support::wait_until(WAIT, || async {
+        let remote = remote_configs(&h, &keys).await;
+        remote.iter().all(|c| *c == stable).then_some(remote)
+    })
+    .await;
+    assert!(
+        back.is_some(),
+        "every key is back on the stable config: {:?}",
+        remote_configs(&h, &keys).await
+    );
+    h.stop().await;
+}
+
+/// `promote` skips the analysis, not the refusals: a selected key of another installation keeps
+/// the rollout from completing, and no key is annotated onto the candidate.
+#[tokio::test]
+async fn promote_does_not_skip_a_refused_key() {
+    use support::harness::CLUSTER_LABEL;
+    let h = Harness::start("roll-pro").await;
+    let keys = setup(&h).await;
+    let ns = h.env.namespace.clone();
+    let b = h
+        .installation("inst-b", &format!("{CLUSTER_LABEL}={ns}"))
+        .await;
+    let mut spec = service_key("key-e", json!({}));
+    spec.as_object_mut().unwrap().remove("rotation");
+    spec["workspaceId"] = json!(WORKSPACE);
+    spec["defaults"] = json!({"config": "stable"});
+    let mut key: ApiKey = support::objects::object("ApiKey", "key-e", spec);
+    key.metadata.labels = Some([("canary".to_string(), "checkout".to_string())].into());
+    key.metadata.annotations =
+        Some([("aigw.io/installation".to_string(), "inst-b".to_string())].into());
+    h.env
+        .api::<ApiKey>()
+        .create(&Default::default(), &key)
+        .await
+        .unwrap();
+    let recorded = support::wait_until(WAIT, || async {
+        let k = h.env.api::<ApiKey>().get("key-e").await.unwrap();
+        k.status.and_then(|s| s.installation)
+    })
+    .await;
+    assert_eq!(recorded.as_deref(), Some("inst-b"));
+    let steps = json!([{"weight": 25, "pause": "120s"}, {"weight": 100, "pause": "2s"}]);
+    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
+    h.env
+        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
+            condition(r, "Stalled").is_some_and(|(s, _, m)| {
+                s == "True" && m.contains("belongs to another installation")
+            })
+        })
+        .await;
+    h.env
+        .api::<ConfigRollout>()
+        .patch(
+            "checkout",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"aigw.io/rollout-action": "promote"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let r = h.env.api::<ConfigRollout>().get("checkout").await.unwrap();
+    assert_eq!(
+        status(&r).phase,
+        Phase::Progressing,
+        "{:?}",
+        status(&r).decisions.last()
+    );
+    assert!(
+        status(&r).moved_keys.is_empty(),
+        "{:?}",
+        status(&r).moved_keys
+    );
+    let stalled = condition(&r, "Stalled").unwrap();
+    assert!(
+        stalled.2.contains("belongs to another installation"),
+        "{stalled:?}"
+    );
+    let e = h.env.api::<ApiKey>().get("key-e").await.unwrap();
+    assert_eq!(e.annotations().get("aigw.io/rollout-config"), None);
+    assert_eq!(e.annotations().get("aigw.io/rollout"), None);
+    let stable = slug(&h, "stable").await;
+    assert!(remote_configs(&h, &keys).await.iter().all(|c| *c == stable));
+    drop(b);
+    h.stop().await;
+}
+
+/// The Configs a rollout names cannot change under it (the moved keys were judged on them).
+#[tokio::test]
+async fn the_configs_of_a_rollout_cannot_change() {
+    let h = Harness::start("roll-imm").await;
+    let steps = json!([{"weight": 25, "pause": "20s"}, {"weight": 100, "pause": "2s"}]);
+    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
+    for field in ["candidateConfigRef", "stableConfigRef"] {
+        let refused = h
+            .env
+            .api::<ConfigRollout>()
+            .patch(
+                "checkout",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {field: {"name": "candidate2"}}})),
+            )
+            .await
+            .expect_err("the change is refused");
+        let message = refused.to_string();
+        assert!(
+            message.contains(&format!("spec.{field} is immutable"))
+                && message.contains("create a new ConfigRollout"),
+            "{message}"
+        );
+    }
+    h.stop().await;
+}
+
+/// A moved key re-tagged by hand to another rollout is still returned by the rollback, which
+/// does not say every key is back while one is on the candidate.
+#[tokio::test]
+async fn a_retagged_moved_key_is_returned_by_the_rollback() {
+    let h = Harness::start("roll-tag").await;
+    let keys = setup(&h).await;
+    let steps = json!([{"weight": 25, "pause": "60s"}, {"weight": 100, "pause": "2s"}]);
+    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
+    h.env
+        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
+        .await;
+    annotate(&h, "key-a", json!({"aigw.io/rollout": "ghost"})).await;
+    let done = h
+        .env
+        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
+            condition(r, "Stalled")
+                .is_some_and(|(s, _, m)| s == "True" && m.contains("every moved key is back"))
+        })
+        .await;
+    assert_eq!(status(&done).phase, Phase::RolledBack);
+    let stable = slug(&h, "stable").await;
+    assert_eq!(
+        remote_configs(&h, &keys).await,
+        vec![stable; 4],
+        "said every key is back"
+    );
+    let a = h.env.api::<ApiKey>().get("key-a").await.unwrap();
+    assert_eq!(a.annotations().get("aigw.io/rollout-config"), None);
+    h.stop().await;
+}

@@ -21,6 +21,9 @@ pub(super) struct Keys {
     pub(super) tagged: Vec<ApiKey>,
     /// Selected keys another rollout holds: `(key, rollout)`.
     pub(super) held_elsewhere: Vec<(String, String)>,
+    /// Every key of the namespace (a key this rollout moved may have left the selector, or
+    /// been re-tagged: it is still returned).
+    pub(super) all: Vec<ApiKey>,
 }
 
 impl Run<'_> {
@@ -33,11 +36,15 @@ impl Run<'_> {
         names: &[String],
         config: Option<&str>,
     ) -> Result<(), Error> {
-        let all = keys.eligible.iter().chain(&keys.tagged);
         for name in names {
-            let Some(key) = all.clone().find(|k| k.name_any() == *name) else {
+            let Some(key) = keys.all.iter().find(|k| k.name_any() == *name) else {
                 continue;
             };
+            // A key the rollout may not take is never put on the candidate (whatever asked:
+            // a step, a promote, a completed rollout holding its keys).
+            if config.is_some() && self.unfit(key).is_some() {
+                continue;
+            }
             let annotations = key.annotations();
             let has = |a: &str| annotations.get(a).map(String::as_str);
             let (override_value, owner) = match config {
@@ -78,7 +85,7 @@ impl Run<'_> {
         names: &[String],
         config: Option<&str>,
     ) -> Vec<String> {
-        let all: Vec<&ApiKey> = keys.eligible.iter().chain(&keys.tagged).collect();
+        let all = &keys.all;
         names
             .iter()
             .filter(|name| {
@@ -102,36 +109,41 @@ impl Run<'_> {
     /// What keeps the rollout from starting: a selected key another rollout holds, one not on
     /// the stable Config, one aigw only observes, or one reached through another Connection.
     pub(super) fn refusal(&self, keys: &Keys) -> Option<String> {
-        let spec = &self.rollout.spec;
-        let connection = connection_name(self.rollout);
         if let Some((name, other)) = keys.held_elsewhere.first() {
             return Some(format!(
                 "ApiKey {name} is in ConfigRollout {other}; a key is in one rollout at a time"
             ));
         }
-        for key in &keys.eligible {
-            let name = key.name_any();
-            let defaults = key.spec.defaults.as_ref();
-            if defaults.and_then(|d| d.config.as_deref()) != Some(&spec.stable_config_ref.name) {
-                return Some(format!(
-                    "ApiKey {name} does not use the stable Config: its spec.defaults.config must be {}",
-                    spec.stable_config_ref.name
-                ));
-            }
-            if key.spec.management_policy == ManagementPolicy::Observe {
-                return Some(format!(
-                    "ApiKey {name} is observed only (managementPolicy: Observe): aigw cannot move it"
-                ));
-            }
-            if key.spec.connection_name() != connection {
-                return Some(format!(
-                    "ApiKey {name} uses Connection {}, this rollout reads telemetry through {connection}",
-                    key.spec.connection_name()
-                ));
-            }
-            if self.ctx.installation.is_theirs(key) {
-                return Some(format!("ApiKey {name} belongs to another installation"));
-            }
+        keys.eligible.iter().find_map(|key| self.unfit(key))
+    }
+
+    /// Why the rollout may not put `key` on the candidate: it is not on the stable Config, aigw
+    /// only observes it, it is reached through another Connection, or it is another
+    /// installation's. `None` when it may.
+    pub(super) fn unfit(&self, key: &ApiKey) -> Option<String> {
+        let spec = &self.rollout.spec;
+        let connection = connection_name(self.rollout);
+        let name = key.name_any();
+        let defaults = key.spec.defaults.as_ref();
+        if defaults.and_then(|d| d.config.as_deref()) != Some(&spec.stable_config_ref.name) {
+            return Some(format!(
+                "ApiKey {name} does not use the stable Config: its spec.defaults.config must be {}",
+                spec.stable_config_ref.name
+            ));
+        }
+        if key.spec.management_policy == ManagementPolicy::Observe {
+            return Some(format!(
+                "ApiKey {name} is observed only (managementPolicy: Observe): aigw cannot move it"
+            ));
+        }
+        if key.spec.connection_name() != connection {
+            return Some(format!(
+                "ApiKey {name} uses Connection {}, this rollout reads telemetry through {connection}",
+                key.spec.connection_name()
+            ));
+        }
+        if self.ctx.installation.is_theirs(key) {
+            return Some(format!("ApiKey {name} belongs to another installation"));
         }
         None
     }
@@ -150,7 +162,7 @@ impl Run<'_> {
             .try_into()
             .map_err(|e| Error::InvalidSpec(format!("spec.apiKeySelector: {e}")))?;
         let (mut eligible, mut tagged, mut held_elsewhere) = (Vec::new(), Vec::new(), Vec::new());
-        for key in listed.items {
+        for key in listed.items.iter().cloned() {
             let holder = key.annotations().get(rollout::ROLLOUT_ANNOTATION).cloned();
             let ours = holder.as_ref() == Some(&self.name);
             if ours {
@@ -172,6 +184,7 @@ impl Run<'_> {
             eligible,
             tagged,
             held_elsewhere,
+            all: listed.items,
         })
     }
 }
