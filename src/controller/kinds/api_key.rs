@@ -131,7 +131,16 @@ impl Managed for ApiKey {
             _ => false,
         };
         let config_unchanged = match self.config_resource() {
-            Some(_) => resolve_config(self, cx).await.ok().flatten() == status.config_id,
+            Some(_) => match held_override(self, cx).await {
+                Ok(held) => {
+                    resolve_config(self, cx, held.as_deref())
+                        .await
+                        .ok()
+                        .flatten()
+                        == status.config_id
+                }
+                Err(_) => false,
+            },
             None => true,
         };
         secret_holds_key && config_unchanged
@@ -160,9 +169,10 @@ impl Verbs for ApiKey {
         cx: &Cx<'_, Self>,
         status: &mut ApiKeyStatus,
     ) -> Result<Option<String>, Error> {
-        let config_id = resolve_config(self, cx).await?;
+        let held = held_override(self, cx).await?;
+        let config_id = resolve_config(self, cx, held.as_deref()).await?;
         status.config_id = config_id.clone();
-        status.config_override = self.config_override().map(str::to_string);
+        status.config_override = held;
         Ok(config_id)
     }
     /// The config last sent: Observe resolves no Config.
@@ -424,20 +434,48 @@ impl Listed for ApiKey {
     }
 }
 
-/// The config the key's defaults name: the Config resource a ConfigRollout put the key on
-/// (`aigw.io/rollout-config`), else `defaults.configId` as written, or the remote slug of the
+/// The Config a ConfigRollout put the key on (`aigw.io/rollout-config`), honoured only while
+/// `aigw.io/rollout` names a ConfigRollout of the key's namespace whose `status.movedKeys`
+/// holds the key (a rollout records a key there before it annotates it). Annotations written by
+/// hand, or left by a rollout that is gone, move nothing: the key keeps its own defaults.
+async fn held_override(key: &ApiKey, cx: &Cx<'_, ApiKey>) -> Result<Option<String>, Error> {
+    use crate::resources::config_rollout::{ConfigRollout, ROLLOUT_ANNOTATION};
+    let Some(config) = key.config_override() else {
+        return Ok(None);
+    };
+    let Some(rollout) = key.annotations().get(ROLLOUT_ANNOTATION) else {
+        return Ok(None);
+    };
+    let rollouts = Api::<ConfigRollout>::namespaced(cx.ctx.kube.clone(), &cx.namespace());
+    let found = rollouts
+        .get_opt(rollout)
+        .await
+        .map_err(|e| Error::kube(format!("read ConfigRollout {rollout}"), e))?;
+    let name = key.name_any();
+    let holds = found
+        .and_then(|r| r.status)
+        .is_some_and(|s| s.moved_keys.contains(&name));
+    Ok(holds.then(|| config.to_string()))
+}
+
+/// The config the key's defaults name: `held`, the Config resource a ConfigRollout put the key
+/// on ([`held_override`]), else `defaults.configId` as written, or the remote slug of the
 /// Config resource `defaults.config` names (waiting until it has one).
-async fn resolve_config(key: &ApiKey, cx: &Cx<'_, ApiKey>) -> Result<Option<String>, Error> {
+async fn resolve_config(
+    key: &ApiKey,
+    cx: &Cx<'_, ApiKey>,
+    held: Option<&str>,
+) -> Result<Option<String>, Error> {
     let Some(defaults) = &key.spec.defaults else {
         return Ok(None);
     };
-    if let (None, Some(id)) = (key.config_override(), &defaults.config_id) {
+    if let (None, Some(id)) = (held, &defaults.config_id) {
         return Ok(Some(id.clone()));
     }
-    let Some(name) = key.config_resource() else {
+    let Some(name) = held.or(defaults.config.as_deref()) else {
         return Ok(None);
     };
-    let what = match key.config_override() {
+    let what = match held {
         Some(_) => "annotation aigw.io/rollout-config",
         None => "defaults.config",
     };

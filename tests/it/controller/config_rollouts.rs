@@ -938,3 +938,51 @@ async fn a_retagged_moved_key_is_returned_by_the_rollback() {
     assert_eq!(a.annotations().get("aigw.io/rollout-config"), None);
     h.stop().await;
 }
+
+/// `aigw.io/rollout-config` is honoured only while `aigw.io/rollout` names a ConfigRollout of
+/// the namespace that moved the key: written by hand (naming no rollout, or one that never
+/// moved the key), it moves nothing.
+#[tokio::test]
+async fn a_hand_written_rollout_annotation_moves_no_key() {
+    let h = Harness::start("roll-hand").await;
+    let keys = setup(&h).await;
+    let (stable, candidate) = (slug(&h, "stable").await, slug(&h, "candidate").await);
+    // Naming no rollout.
+    annotate(
+        &h,
+        "key-b",
+        json!({"aigw.io/rollout-config": "candidate", "aigw.io/rollout": "ghost"}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(remote_configs(&h, &keys).await, vec![stable.clone(); 4]);
+    let b = h.env.api::<ApiKey>().get("key-b").await.unwrap();
+    assert_eq!(b.status.unwrap().config_override, None);
+    annotate(
+        &h,
+        "key-b",
+        json!({"aigw.io/rollout-config": null, "aigw.io/rollout": null}),
+    )
+    .await;
+    // Naming a rollout that never moved the key.
+    let steps = json!([{"weight": 25, "pause": "60s"}, {"weight": 100, "pause": "2s"}]);
+    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
+    h.env
+        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
+        .await;
+    annotate(
+        &h,
+        "key-c",
+        json!({"aigw.io/rollout-config": "candidate", "aigw.io/rollout": "checkout"}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    assert_eq!(
+        remote_configs(&h, &keys).await,
+        [candidate, stable.clone(), stable.clone(), stable],
+        "only key-a, which the rollout moved, is on the candidate"
+    );
+    let c = h.env.api::<ApiKey>().get("key-c").await.unwrap();
+    assert_eq!(c.status.unwrap().config_override, None);
+    h.stop().await;
+}
