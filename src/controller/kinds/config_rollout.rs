@@ -382,6 +382,26 @@ impl Run<'_> {
         let step = status.current_step.unwrap_or(0) as usize;
         let weight = spec.steps[step.min(spec.steps.len() - 1)].weight;
         let eligible = names(&keys.eligible);
+        // A key it moved (or that names it) and is no longer selected goes back first: it is
+        // neither left on the candidate nor counted in a cohort. It stays in movedKeys until
+        // its own defaults show applied, so a crash meanwhile still returns it.
+        let strays: Vec<String> = returning(keys, status)
+            .into_iter()
+            .filter(|name| !eligible.contains(name))
+            .collect();
+        if !strays.is_empty() {
+            self.place(keys, &strays, None).await?;
+            let waiting = self.not_placed(keys, &strays, None);
+            if !waiting.is_empty() {
+                return Ok(progressing(
+                    "ReturningKeys",
+                    format!(
+                        "step {step} ({weight}%): ApiKeys {} left spec.apiKeySelector: returning them to their own defaults",
+                        waiting.join(", ")
+                    ),
+                ));
+            }
+        }
         let size = rollout_plan::cohort_size(weight, eligible.len());
         let cohort = rollout_plan::cohort(&eligible, &status.moved_keys, size);
         if status.current_step.is_none() || cohort != status.moved_keys {
@@ -444,7 +464,7 @@ impl Run<'_> {
         let to = Timestamp::now();
         let from =
             (to - SignedDuration::try_from(window).unwrap_or(SignedDuration::ZERO)).max(started);
-        let (candidate_ids, stable_ids) = cohort_ids(keys, &status.moved_keys);
+        let (candidate_ids, stable_ids) = cohort_ids(keys, &spec.candidate_config_ref.name);
         let candidate = self.figures(&candidate_ids, from, to).await?;
         let stable = self.figures(&stable_ids, from, to).await?;
         status.analysis = Some(AnalysisRecord {

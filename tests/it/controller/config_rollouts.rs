@@ -986,3 +986,54 @@ async fn a_hand_written_rollout_annotation_moves_no_key() {
     assert_eq!(c.status.unwrap().config_override, None);
     h.stop().await;
 }
+
+/// A moved key taken out of the selector mid-step goes back to its own defaults before the
+/// step goes on, and is counted in neither cohort.
+#[tokio::test]
+async fn a_moved_key_leaving_the_selector_is_returned_and_not_counted() {
+    let h = Harness::start("roll-sel").await;
+    let keys = setup(&h).await;
+    let steps = json!([{"weight": 25, "pause": "3s"}, {"weight": 100, "pause": "2s"}]);
+    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
+    let moved = h
+        .env
+        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
+        .await;
+    assert_eq!(status(&moved).moved_keys, ["key-a"]);
+    h.env
+        .api::<ApiKey>()
+        .patch(
+            "key-a",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {"canary": null}}})),
+        )
+        .await
+        .unwrap();
+    let judged = h
+        .env
+        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
+            let s = status(r);
+            s.moved_keys == ["key-b"]
+                && s.analysis.as_ref().is_some_and(|a| {
+                    let at = |t: &str| t.parse::<jiff::Timestamp>().ok();
+                    s.step_started_at
+                        .as_deref()
+                        .is_some_and(|started| at(&a.from) >= at(started))
+                })
+        })
+        .await;
+    let analysis = status(&judged).analysis.unwrap();
+    assert_eq!(
+        (analysis.candidate.keys, analysis.stable.keys),
+        (1, 2),
+        "key-a, out of the selector, is in neither cohort"
+    );
+    let (stable, candidate) = (slug(&h, "stable").await, slug(&h, "candidate").await);
+    assert_eq!(
+        remote_configs(&h, &keys).await,
+        [stable.clone(), candidate, stable.clone(), stable]
+    );
+    let a = h.env.api::<ApiKey>().get("key-a").await.unwrap();
+    assert_eq!(a.annotations().get("aigw.io/rollout-config"), None);
+    h.stop().await;
+}

@@ -214,22 +214,28 @@ pub(super) fn names(keys: &[ApiKey]) -> Vec<String> {
     keys.iter().map(|k| k.name_any()).collect()
 }
 
-/// The remote key ids of the candidate cohort (`moved`) and of the stable one (the other
-/// eligible keys). A key with no remote id yet is in neither.
-pub(super) fn cohort_ids(keys: &Keys, moved: &[String]) -> (Vec<String>, Vec<String>) {
-    let (mut candidate, mut stable) = (Vec::new(), Vec::new());
+/// The remote key ids of the candidate cohort (every key whose status shows `candidate`
+/// applied) and of the stable one (the selected keys whose status shows their own defaults
+/// applied), from what each key applied rather than what the rollout asked. A key with no remote
+/// id yet, or between the two, is in neither.
+pub(super) fn cohort_ids(keys: &Keys, candidate: &str) -> (Vec<String>, Vec<String>) {
+    let (mut on_candidate, mut stable) = (Vec::new(), Vec::new());
     for key in keys.eligible.iter().chain(&keys.tagged) {
-        let Some(id) = key.status.as_ref().and_then(|s| s.id.clone()) else {
+        let Some(status) = key.status.as_ref() else {
             continue;
         };
-        let name = key.name_any();
-        let list = match moved.contains(&name) {
-            true => &mut candidate,
-            false => &mut stable,
+        let Some(id) = status.id.clone() else {
+            continue;
+        };
+        let selected = keys.eligible.iter().any(|k| k.name_any() == key.name_any());
+        let list = match status.config_override.as_deref() {
+            Some(applied) if applied == candidate => &mut on_candidate,
+            None if selected => &mut stable,
+            _ => continue,
         };
         if !list.contains(&id) {
             list.push(id);
         }
     }
-    (candidate, stable)
+    (on_candidate, stable)
 }
