@@ -471,7 +471,10 @@ mod tests {
                 .filter_map(|s| s.as_str().map(str::to_string))
                 .collect()
         };
-        for object in objects.iter().filter(|o| o["kind"] == kind) {
+        for object in objects
+            .iter()
+            .filter(|o| o["kind"] == kind && !for_users(o))
+        {
             for rule in object["rules"].as_array().into_iter().flatten() {
                 let groups = strings(&rule["apiGroups"]);
                 let resources = strings(&rule["resources"]);
@@ -488,6 +491,37 @@ mod tests {
             }
         }
         (rules, crd_names)
+    }
+
+    /// One of the chart's roles for a namespace's people (`templates/user-roles.yaml`), which
+    /// Kubernetes aggregates into its user-facing roles: not the operator's.
+    fn for_users(object: &serde_json::Value) -> bool {
+        let labels = &object["metadata"]["labels"];
+        ["edit", "view"]
+            .iter()
+            .any(|role| labels[format!("rbac.authorization.k8s.io/aggregate-to-{role}")] == "true")
+    }
+
+    /// The user roles name exactly the registry's namespaced kinds, without any subresource.
+    #[test]
+    fn the_user_roles_grant_the_namespaced_kinds_and_no_status() {
+        let users: Vec<serde_json::Value> = render(&[]).into_iter().filter(for_users).collect();
+        assert_eq!(users.len(), 2, "an edit and a view ClusterRole");
+        let namespaced: BTreeSet<String> = KINDS
+            .iter()
+            .filter(|k| k.namespaced)
+            .map(|k| k.plural.to_string())
+            .collect();
+        for role in users {
+            let resources: BTreeSet<String> = role["rules"][0]["resources"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|r| r.as_str().map(str::to_string))
+                .collect();
+            assert_eq!(resources, namespaced, "{}", role["metadata"]["name"]);
+            assert_eq!(role["rules"].as_array().map(Vec::len), Some(1));
+        }
     }
 
     fn expected(namespaced: bool) -> BTreeMap<String, BTreeSet<String>> {
