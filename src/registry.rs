@@ -10,12 +10,13 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::CustomResourceExt;
 
 use crate::controller::claims::{StoreEntry, store_of};
-use crate::controller::kinds::secret_reference;
+use crate::controller::kinds::{mcp_integration, secret_reference, workspace};
 use crate::controller::process::Spawner;
 use crate::controller::{Context, api_key, census, config_refs, guardrail, integration, provider};
 use crate::resources::{
     ApiKey, ClusterGuardrail, Config, ConfigRollout, Connection, Deployment, Guardrail,
-    Integration, Provider, RateLimitsPolicy, SecretReference, UsageLimitsPolicy, Workspace,
+    Integration, McpIntegration, Provider, RateLimitsPolicy, SecretReference, UsageLimitsPolicy,
+    Workspace,
 };
 
 /// The API group of every kind.
@@ -205,6 +206,22 @@ pub static KINDS: &[Kind] = &[
         controllers: |s| s.read::<Integration>(false, Some(integration::watch_inputs)),
     },
     Kind {
+        kind: "McpIntegration",
+        plural: "mcpintegrations",
+        namespaced: false,
+        file: "mcpintegration.yaml",
+        crd: McpIntegration::crd,
+        role: Role::Managed,
+        owns_secrets: false,
+        census: Some(census::record::<McpIntegration>),
+        store: Some(store_of::<McpIntegration>),
+        spec_id: Some(SpecId {
+            field: "slug",
+            among: "McpIntegration",
+        }),
+        controllers: |s| s.read::<McpIntegration>(false, Some(mcp_integration::watch_inputs)),
+    },
+    Kind {
         kind: "Provider",
         plural: "providers",
         namespaced: true,
@@ -282,7 +299,7 @@ pub static KINDS: &[Kind] = &[
             field: "slug",
             among: "Workspace",
         }),
-        controllers: |s| s.read::<Workspace>(false, None),
+        controllers: |s| s.read::<Workspace>(false, Some(workspace::watch_referrers)),
     },
 ];
 

@@ -8,8 +8,8 @@ use kube::runtime::watcher;
 
 use super::{
     Backoff, Connections, Health, Leadership, Managed, Metrics, claims, config_refs, drift, driver,
-    events, failpoints, followers, hash_key, installation, relay, secret_values, status,
-    unreadable,
+    events, failpoints, followers, hash_key, installation, relay, secret_cache, secret_values,
+    status, unreadable,
 };
 
 /// Shared state of every controller.
@@ -58,6 +58,8 @@ pub struct Context {
     pub rotation: crate::resources::rotation::RotationLimits,
     /// The Secret values each object's reconciles handled, for the messages that outlive them.
     pub secret_values: secret_values::SecretValues,
+    /// The Secrets aigw writes or reads, from watch caches ([`secret_cache`]).
+    pub secrets: secret_cache::SecretCache,
 }
 
 /// How the operator runs.
@@ -186,6 +188,11 @@ impl Context {
             controller: "aigw".into(),
             instance: std::env::var("POD_NAME").ok(),
         };
+        let secrets = secret_cache::SecretCache::default();
+        let counted = metrics.clone();
+        secrets.count_fallbacks_with(Arc::new(move |reason| {
+            counted.secret_cache_fallback(reason)
+        }));
         Self {
             recorder: Recorder::new(kube.clone(), reporter),
             kube,
@@ -215,6 +222,7 @@ impl Context {
             hash_key: hash_key::HashKey::random(),
             rotation: settings.rotation,
             secret_values: Default::default(),
+            secrets,
         }
     }
 

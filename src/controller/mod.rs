@@ -20,7 +20,7 @@ pub use kinds::{
 pub use runtime::{
     backoff, census, events, failpoints, hash_key, health, leader, metrics, unreadable,
 };
-pub use state::{claims, connections, followers, installation, relay, secret_values};
+pub use state::{claims, connections, followers, installation, relay, secret_cache, secret_values};
 
 pub use backoff::Backoff;
 pub use connections::Connections;

@@ -6,15 +6,15 @@ use std::sync::Arc;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, PartialObjectMeta};
+use kube::api::Api;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tracing::{debug, info, warn};
 
 use super::{
-    Context, Managed, Settings, config_rollout, connection, deployment, drift, driver, health,
-    relay, status, unreadable,
+    Context, Managed, Settings, config_rollout, connection, drift, driver, health, relay, status,
+    unreadable,
 };
 use crate::resources::readable::{Readable, Unreadable, readable_api};
 
@@ -336,24 +336,29 @@ async fn run_kind<K: Managed>(
         .reconcile_on(users_of_changed_connections(&ctx, store.clone()))
         .reconcile_on(ctx.followers.requeues::<K>(namespace.clone()));
     if with_secrets {
-        // Deleting a credentials Secret must be noticed at once, not at the next drift check.
-        let probe = ctx.health.register(stream_name("Secret", ns));
-        let secrets = scoped::<PartialObjectMeta<Secret>>(&ctx.kube, ns);
-        // Only the Secrets aigw writes, and only their metadata: a change or deletion of one is
-        // all the Deployment controller needs to hear about.
-        let selector = format!(
-            "{}={}",
-            deployment::MANAGED_BY_LABEL,
-            deployment::MANAGED_BY
-        );
-        let secrets = watcher(secrets, watcher::Config::default().labels(&selector))
-            .default_backoff()
-            .inspect(move |item| probe.observe(item))
-            .touched_objects();
-        controller = controller.owns_stream(secrets);
+        // Deleting a credentials Secret must be noticed at once, not at the next drift check:
+        // each change of a Secret aigw delivered, heard once the delivered-Secrets cache (which
+        // the reconcile reads) holds it, wakes the resource that owns it.
+        let secrets = ctx.relay.subscribe::<Secret>(namespace.clone());
+        controller = controller.watches_shared_stream(secrets, |secret: Arc<Secret>| {
+            let namespace = secret.metadata.namespace.clone().unwrap_or_default();
+            secret
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .filter(|o| o.controller == Some(true) && o.kind == K::KIND)
+                .filter(|o| o.api_version.starts_with("aigw.io/"))
+                .map(|o| ObjectRef::<K>::new(&o.name).within(&namespace))
+                .collect::<Vec<_>>()
+        });
     }
     if let Some(reads) = &drift {
         controller = controller.reconcile_on(drift::reads_for(reads, namespace.clone()));
+    }
+    if K::NAMESPACED {
+        // An object waiting for the Workspace its `spec.workspaceRef` names acts once it can.
+        controller = driver::reach::requeue_referrers(controller, &ctx, store.clone());
     }
     if let Some(extra) = extra {
         controller = extra(controller, &ctx, ns, store);
@@ -456,6 +461,18 @@ async fn run_rollouts(ctx: Arc<Context>, namespace: Option<String>, concurrency:
         let ctx = ctx.clone();
         move |object: &Unreadable| unreadable::report::<ConfigRollout>(&ctx, object)
     };
+    // Relayed once stored, like the managed kinds: a Config whose deletion waits on a rollout
+    // hears it go.
+    let stored = {
+        let ctx = ctx.clone();
+        let relayed = std::sync::Mutex::new(relay::Relayed::default());
+        move |event: &watcher::Event<ConfigRollout>| {
+            relayed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .stored(&ctx.relay, event);
+        }
+    };
     let (store, rollouts) = watched::<ConfigRollout>(
         &ctx.kube,
         ns,
@@ -463,9 +480,10 @@ async fn run_rollouts(ctx: Arc<Context>, namespace: Option<String>, concurrency:
         probe,
         |_| {},
         |_| {},
-        |_| {},
+        stored,
         unreadable,
     );
+    ctx.stores.rollouts.register(store.clone());
     let keys = ctx.relay.subscribe::<ApiKey>(namespace.clone());
     let in_play = store.clone();
     Controller::for_stream(rollouts, store)
@@ -519,6 +537,18 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
     }
     let mut tasks = Vec::new();
     let mut passes = Vec::new();
+    // The Secrets aigw writes or reads, per watched namespace ([`super::secret_cache`]): their
+    // caches exist before any controller reads them.
+    let mut helpers = Vec::new();
+    for namespace in &namespaces {
+        for (name, watch) in ctx.secrets.watch(&ctx, namespace.as_deref()) {
+            let probe = ctx.health.register(name);
+            helpers.push(tokio::spawn(watch.for_each(move |item| {
+                probe.observe(&item);
+                futures::future::ready(())
+            })));
+        }
+    }
     // Every kind of the registry: one drift pass per listed kind, over every watched namespace;
     // one controller per namespaced kind and namespace, one per cluster-scoped kind whatever
     // `--namespace` says.
@@ -534,7 +564,7 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
     }
     // Cache-filling watches and the gauge serve the controllers: they stop with them (on a
     // termination signal the controllers finish and `run` returns), never keep `run` alive.
-    let mut helpers = vec![tokio::spawn(follow_leadership(ctx.clone()))];
+    helpers.push(tokio::spawn(follow_leadership(ctx.clone())));
     helpers.extend(passes.into_iter().map(tokio::spawn));
     for (name, watch) in ctx.connections.watches() {
         let probe = ctx.health.register(name.to_string());

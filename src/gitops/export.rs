@@ -26,6 +26,7 @@ use crate::resources::{
 };
 
 mod access;
+mod mcp_integrations;
 mod workspaces;
 
 /// What to export and where the manifests go.
@@ -287,7 +288,7 @@ impl Export {
 }
 
 /// Reads every config, active deployment, guardrail, rate-limits and usage-limits policy,
-/// organisation integration and active workspace, and the providers of `--workspace-id` (GET and list only), and
+/// organisation integration, active workspace and organisation MCP integration, and the providers of `--workspace-id` (GET and list only), and
 /// renders them as manifests.
 pub async fn export(api: &Client, options: &ExportOptions) -> Result<Export, GitopsError> {
     let mut out = Builder::new(options);
@@ -329,6 +330,8 @@ pub async fn export(api: &Client, options: &ExportOptions) -> Result<Export, Git
     access::export_providers(api, options.workspace_id.as_deref(), &mut out).await?;
     // Workspaces belong to the organisation: always exported (but the default one).
     workspaces::export_workspaces(api, &mut out).await?;
+    // MCP integrations belong to the organisation: always exported.
+    mcp_integrations::export_mcp_integrations(api, &mut out).await?;
     out.finish()
 }
 

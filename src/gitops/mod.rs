@@ -18,6 +18,7 @@ pub mod mask;
 pub mod plan;
 mod plan_access;
 mod plan_claims;
+mod plan_mcp_integration;
 mod plan_workspace;
 mod project;
 mod promotion;

@@ -334,20 +334,26 @@ pub async fn plan(
         if let Object::Connection(_) = manifest.object {
             continue;
         }
+        // The workspace `spec.workspaceRef` names, resolved as the operator resolves it.
+        let object = super::plan_workspace::reached(live, &manifest.object).await?;
         // A namespace its Connection's grants refuse the remote object is shown none of it.
-        let entry = match refused_adoption(live, &manifest.object).await? {
-            Some(refused) => refused,
-            None => plan_object(api, live, &manifest.object).await?,
+        let entry = match &object {
+            Err(waits) => waits.clone(),
+            Ok(object) => match refused_adoption(live, object).await? {
+                Some(refused) => refused,
+                None => plan_object(api, live, object).await?,
+            },
         };
-        let entry = match manifest.object.management_policy() {
+        let object = object.as_ref().unwrap_or(&manifest.object);
+        let entry = match object.management_policy() {
             ManagementPolicy::Observe => entry.observed(),
-            ManagementPolicy::Full => gate(live, &manifest.object, entry).await?,
+            ManagementPolicy::Full => gate(live, object, entry).await?,
         };
         claims.push(
             entry
                 .remote_id
                 .as_deref()
-                .and_then(|id| claim_key(&manifest.object, id)),
+                .and_then(|id| claim_key(object, id)),
         );
         entries.push(Entry {
             kind: manifest.object.kind().into(),
@@ -377,6 +383,7 @@ fn claim_key(object: &Object, id: &str) -> Option<String> {
         Object::Integration(o) => o.spec.connection_name(),
         Object::Provider(o) => o.spec.connection_name(),
         Object::SecretReference(o) => o.spec.connection_name(),
+        Object::McpIntegration(o) => o.spec.connection_name(),
         _ => return None,
     };
     Some(format!("{among}/{connection}/{id}"))
@@ -458,6 +465,9 @@ async fn plan_object(
             super::plan_access::plan_secret_reference(api, live, o).await?
         }
         Object::Workspace(o) => super::plan_workspace::plan_workspace(api, live, o).await?,
+        Object::McpIntegration(o) => {
+            super::plan_mcp_integration::plan_mcp_integration(api, live, o).await?
+        }
     })
 }
 
@@ -987,6 +997,28 @@ async fn plan_guardrail<G: GuardrailKind>(
     let conflicts = definition.immutable_conflicts(&remote, guardrail.workspace_id());
     let mut fields = conflicts.clone();
     fields.extend(definition.diff(&remote));
+    // The MCP server mappings the spec names: the complete set, compared as the operator does.
+    if let Some(servers) = &definition.mcp_servers {
+        use crate::resources::guardrail::GuardrailMcpServer;
+        let rows = api
+            .guardrail_mcp_servers(G::PLANE)
+            .list(&remote.id)
+            .await
+            .map_err(|e| {
+                let what = format!("the MCP servers of guardrail {}", counterpart.key);
+                GitopsError::api(format!("failed to read {what}"), e)
+            })?;
+        let listed: Vec<GuardrailMcpServer> = rows.iter().map(GuardrailMcpServer::listed).collect();
+        let (wanted, have) = (
+            GuardrailMcpServer::normalized(servers),
+            GuardrailMcpServer::normalized(&listed),
+        );
+        desired["mcpServers"] = to_json(&wanted);
+        current["mcpServers"] = to_json(&have);
+        if wanted != have {
+            fields.push("mcpServers");
+        }
+    }
     if !hidden.is_empty() {
         fields = with_hidden(fields, &hidden, &desired);
     }

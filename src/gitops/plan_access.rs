@@ -248,7 +248,7 @@ pub(super) async fn plan_provider(
     let remote = match &counterpart {
         Some(c) => found(
             &format!("provider {}", c.key),
-            api.providers().get(&c.key, Some(&spec.workspace_id)).await,
+            api.providers().get(&c.key, Some(spec.workspace())).await,
         )?,
         None => None,
     };

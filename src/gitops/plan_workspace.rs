@@ -8,7 +8,9 @@ use super::GitopsError;
 use super::plan::{
     Action, Entry, FieldChange, Live, create_changes, entry, found, live_cluster_object, to_json,
 };
+use super::validate::Object;
 use crate::api::{self, Client};
+use crate::controller::claims::Claims;
 use crate::resources::Config;
 use crate::resources::workspace::{DefaultConfig, Workspace};
 
@@ -106,4 +108,76 @@ async fn default_config(
     })?;
     let id = read.and_then(|c| c.status?.id);
     Ok(Some(id.map_or(DefaultConfig::Pending, DefaultConfig::Id)))
+}
+
+/// The manifest's object as the operator acts on it: the workspace its `spec.workspaceRef`
+/// names resolved to the UUID that Workspace recorded, read with a kubeconfig as the operator
+/// reads its watch cache (the Workspace Ready). `Err`: the entry saying the operator would wait
+/// (`WorkspaceNotReady`) and write nothing: the Workspace is not Ready, or the plan has no
+/// cluster access to read it.
+pub(super) async fn reached(
+    live: Option<&Live>,
+    object: &Object,
+) -> Result<Result<Object, Entry>, GitopsError> {
+    macro_rules! reach {
+        ($($variant:ident),*) => {
+            match object {
+                $(Object::$variant(o) => match o.workspace_ref() {
+                    Some(name) => match recorded_id(live, name).await? {
+                        Ok(id) => {
+                            let mut reached = o.clone();
+                            reached.reach_workspace(id);
+                            Ok(Object::$variant(reached))
+                        }
+                        Err(why) => Err(why),
+                    },
+                    None => Ok(object.clone()),
+                },)*
+                _ => Ok(object.clone()),
+            }
+        };
+    }
+    let reached = reach!(
+        Config,
+        RateLimitsPolicy,
+        UsageLimitsPolicy,
+        Guardrail,
+        ApiKey,
+        Provider
+    );
+    Ok(reached.map_err(|why| entry(Action::Conflict, None, Vec::new(), Some(why))))
+}
+
+/// The UUID Workspace `name` recorded, once Ready; else why the operator would wait.
+async fn recorded_id(
+    live: Option<&Live>,
+    name: &str,
+) -> Result<Result<String, String>, GitopsError> {
+    let waits = |why: &str| {
+        format!(
+            "the operator waits for Workspace {name} named by spec.workspaceRef (WorkspaceNotReady) and writes nothing: {why}"
+        )
+    };
+    let Some(live) = live else {
+        return Ok(Err(waits(
+            "without cluster access (--kubeconfig) the plan cannot read the workspace it recorded",
+        )));
+    };
+    let found = kube::Api::<Workspace>::all(live.client.clone())
+        .get_opt(name)
+        .await
+        .map_err(|e| GitopsError::kube(format!("failed to read Workspace {name}"), e))?;
+    let Some(workspace) = found else {
+        return Ok(Err(waits("it does not exist")));
+    };
+    let status = workspace.status.unwrap_or_default();
+    let ready = crate::controller::spec_already_applied(
+        workspace.metadata.generation,
+        status.observed_generation,
+        &status.conditions,
+    );
+    Ok(match status.id.filter(|id| !id.is_empty() && ready) {
+        Some(id) => Ok(id),
+        None => Err(waits("it is not Ready yet")),
+    })
 }

@@ -17,6 +17,7 @@ pub fn config_spec(remote: &api::ConfigDetail) -> ConfigSpec {
         slug: Some(remote.slug.clone()),
         name: remote.name.clone(),
         workspace_id: remote.workspace_id.clone().filter(|w| !w.is_empty()),
+        workspace_ref: None,
         config: remote
             .config
             .as_object()
@@ -83,6 +84,8 @@ pub fn guardrail_definition(remote: &api::GuardrailDetails) -> GuardrailDefiniti
         management_policy: ManagementPolicy::Full,
         connection_ref: None,
         promotion: None,
+        // Absent: an adopted guardrail's MCP server mappings are left as they are.
+        mcp_servers: None,
     }
 }
 

@@ -25,7 +25,8 @@ use crate::resources::config_document::MarkedDocument;
 use crate::resources::guardrail::GuardrailKind;
 use crate::resources::{
     ApiKey, ClusterGuardrail, Config, ConfigRollout, Connection, Deployment, Guardrail,
-    Integration, Provider, RateLimitsPolicy, SecretReference, UsageLimitsPolicy, Workspace,
+    Integration, McpIntegration, Provider, RateLimitsPolicy, SecretReference, UsageLimitsPolicy,
+    Workspace,
 };
 
 /// One problem: where, which resource, which field, what.
@@ -72,6 +73,7 @@ pub enum Object {
     Provider(Box<Provider>),
     SecretReference(Box<SecretReference>),
     Workspace(Box<Workspace>),
+    McpIntegration(Box<McpIntegration>),
     ConfigRollout(Box<ConfigRollout>),
 }
 
@@ -90,6 +92,7 @@ impl Object {
             Object::Provider(_) => "Provider",
             Object::SecretReference(_) => "SecretReference",
             Object::Workspace(_) => "Workspace",
+            Object::McpIntegration(_) => "McpIntegration",
             Object::ConfigRollout(_) => "ConfigRollout",
         }
     }
@@ -108,6 +111,7 @@ impl Object {
             Object::Provider(o) => &o.metadata,
             Object::SecretReference(o) => &o.metadata,
             Object::Workspace(o) => &o.metadata,
+            Object::McpIntegration(o) => &o.metadata,
             Object::ConfigRollout(o) => &o.metadata,
         }
     }
@@ -127,6 +131,7 @@ impl Object {
             Object::Provider(o) => o.spec.management_policy,
             Object::SecretReference(o) => o.spec.management_policy,
             Object::Workspace(o) => o.spec.management_policy,
+            Object::McpIntegration(o) => o.spec.management_policy,
             // A rollout has no remote object of its own.
             Object::ConfigRollout(_) => crate::resources::common::ManagementPolicy::Full,
         }
@@ -486,6 +491,7 @@ fn typed(kind: &str, value: &Value) -> Result<Object, String> {
         "Provider" => Object::Provider(parse(value)?),
         "SecretReference" => Object::SecretReference(parse(value)?),
         "Workspace" => Object::Workspace(parse(value)?),
+        "McpIntegration" => Object::McpIntegration(parse(value)?),
         "ConfigRollout" => Object::ConfigRollout(parse(value)?),
         other => return Err(format!("unknown kind {other:?}")),
     })
@@ -579,6 +585,8 @@ fn operator_checks(object: &Object, out: &mut Vec<Violation>) {
                     .validate(),
             }
         }
+        // `configurations` come from a Secret in the cluster: their values are not checked here.
+        Object::McpIntegration(o) => o.spec.create_request(None, None).validate(),
         // A rollout makes no API request: what the operator refuses of it is its spec.
         Object::ConfigRollout(o) => {
             let namespace = o.metadata.namespace.as_deref().unwrap_or_default();
@@ -808,6 +816,33 @@ mod tests {
         assert!(report.is_valid(), "{:?}", report.problems);
         assert_eq!(report.ignored, 1);
         assert_eq!(report.manifests.len(), 1);
+    }
+
+    /// A workspace is named by id or by Workspace resource, not both; a Provider names one.
+    #[test]
+    fn a_workspace_is_named_once_by_id_or_by_resource() {
+        let by_ref = POLICY.replace("value: 10,", "value: 10, workspaceRef: {name: payments},");
+        assert!(validate(&by_ref).is_valid());
+        let both = POLICY.replace(
+            "value: 10,",
+            "value: 10, workspaceRef: {name: payments}, workspaceId: ws-1,",
+        );
+        let report = validate(&both);
+        assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+        assert_eq!(report.problems[0].path, "spec.workspaceRef");
+        let provider = "apiVersion: aigw.io/v1alpha1\nkind: Provider\nmetadata: {name: p, namespace: team-a}\nspec: {name: p, integration: openai}\n";
+        let report = validate(provider);
+        assert_eq!(report.problems.len(), 1, "{:?}", report.problems);
+        assert!(
+            report.problems[0].message.contains("exactly one"),
+            "{:?}",
+            report.problems
+        );
+        let by_ref = provider.replace(
+            "integration: openai",
+            "integration: openai, workspaceRef: {name: payments}",
+        );
+        assert!(validate(&by_ref).is_valid());
     }
 
     #[test]

@@ -60,6 +60,8 @@ pub const SECRET_KEY: &str = "api_key";
 #[x_kube(validation = Rule::new("has(self.userId) == has(oldSelf.userId)").field_path(".userId").reason(Reason::FieldValueForbidden).message("spec.userId cannot be added or removed after creation: create a new ApiKey instead"))]
 #[x_kube(validation = Rule::new("has(self.workspaceId) == has(oldSelf.workspaceId)").field_path(".workspaceId").reason(Reason::FieldValueForbidden).message("spec.workspaceId cannot be added or removed after creation: create a new ApiKey instead"))]
 #[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new ApiKey to use another Connection"))]
+#[x_kube(validation = Rule::new("!(has(self.workspaceId) && has(self.workspaceRef))").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("set spec.workspaceId or spec.workspaceRef, not both"))]
+#[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceRef cannot be added or removed after creation: create a new ApiKey instead"))]
 pub struct ApiKeySpec {
     /// Display name of the key.
     #[schemars(length(min = 1, max = 255))]
@@ -81,6 +83,13 @@ pub struct ApiKeySpec {
     #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceId is immutable: create a new ApiKey to move it to another workspace"))]
     #[schemars(length(min = 1))]
     pub workspace_id: Option<String>,
+
+    /// The Workspace resource whose workspace the key belongs to, instead of `workspaceId` (set
+    /// at most one of the two): the UUID it recorded is used once it is Ready, and the Connection's grants
+    /// apply to that workspace. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceRef is immutable: create a new ApiKey to move it to another workspace"))]
+    pub workspace_ref: Option<super::common::WorkspaceRef>,
 
     /// What the key may do, at least one, e.g. `completions.write`, `logs.write`, `mcp.invoke`.
     #[schemars(length(min = 1))]

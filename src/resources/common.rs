@@ -168,6 +168,18 @@ impl Default for ConnectionRef {
     }
 }
 
+/// Names a cluster-scoped `Workspace` resource, instead of the UUID of its remote workspace
+/// (`workspaceId`). The operator sends the UUID that Workspace recorded (`status.id`) once it
+/// is Ready; until then the object waits (`WorkspaceNotReady`) and writes nothing. The
+/// Connection's grants apply to that workspace as to one named by id.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkspaceRef {
+    /// Name of the Workspace resource.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+}
+
 /// Condition types every aigw status carries (kstatus).
 pub mod condition {
     /// The remote object matches the spec.

@@ -41,6 +41,8 @@ use crate::api::secret_fields::CREDENTIAL_KEYS;
 // removing the identity, which would switch the object to another remote one, is caught here.
 #[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new Config instead"))]
 #[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Config to use another Connection"))]
+#[x_kube(validation = Rule::new("!(has(self.workspaceId) && has(self.workspaceRef))").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("set spec.workspaceId or spec.workspaceRef, not both"))]
+#[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceRef cannot be added or removed after creation: create a new Config instead"))]
 pub struct ConfigSpec {
     /// Slug of an existing remote config to adopt (for example `pc-routing-3f2a1b`). When absent,
     /// aigw creates a new config and records its slug in `status.slug`. Only set at creation: it
@@ -58,6 +60,13 @@ pub struct ConfigSpec {
     #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceId is immutable: create a new Config to move it to another workspace"))]
     #[schemars(length(min = 1))]
     pub workspace_id: Option<String>,
+
+    /// The Workspace resource whose workspace the config belongs to, instead of `workspaceId` (set
+    /// at most one of the two): the UUID it recorded is used once it is Ready, and the Connection's grants
+    /// apply to that workspace. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceRef is immutable: create a new Config to move it to another workspace"))]
+    pub workspace_ref: Option<super::common::WorkspaceRef>,
 
     /// The routing document, exactly as the API takes it: `strategy`, `targets`, `retry`,
     /// `cache`, `virtual_key`, `override_params`, hooks, … The whole document is sent on every

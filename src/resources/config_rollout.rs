@@ -63,7 +63,9 @@ pub const MAX_DECISIONS: usize = 20;
 #[serde(rename_all = "camelCase")]
 // On the spec rather than on `analysis`, which then carries no rule: the health test's
 // generation bump (hack/health) changes a field inside it.
-#[x_kube(validation = Rule::new("has(self.analysis.maxErrorRate) || has(self.analysis.maxP90LatencyMs) || has(self.analysis.maxErrorRateOverStable) || has(self.analysis.maxP90LatencyRatio)").field_path(".analysis").reason(Reason::FieldValueRequired).message("spec.analysis needs at least one threshold: maxErrorRate, maxP90LatencyMs, maxErrorRateOverStable or maxP90LatencyRatio"))]
+// An absolute threshold: the last step moves every key (steps end at 100), which leaves no
+// stable cohort for a relative threshold to compare with, so only an absolute one can judge it.
+#[x_kube(validation = Rule::new("has(self.analysis.maxErrorRate) || has(self.analysis.maxP90LatencyMs)").field_path(".analysis").reason(Reason::FieldValueRequired).message("spec.analysis needs an absolute threshold, maxErrorRate or maxP90LatencyMs: the last step moves every key, leaving no stable cohort for maxErrorRateOverStable or maxP90LatencyRatio to compare with"))]
 #[x_kube(validation = Rule::new("self.stableConfigRef.name != self.candidateConfigRef.name").field_path(".candidateConfigRef.name").reason(Reason::FieldValueInvalid).message("spec.candidateConfigRef must name another Config than spec.stableConfigRef"))]
 pub struct ConfigRolloutSpec {
     /// The Config the selected keys use now, and return to on a rollback. A Config of this
@@ -142,17 +144,21 @@ pub struct Analysis {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
     pub window: Option<String>,
-    /// The fewest candidate requests a window must hold to be judged; fewer, and the analysis
-    /// waits for more traffic (up to `maxWait`). Default 20.
+    /// The fewest candidate requests a window must hold to be judged (4xx other than 429 not
+    /// counted); fewer, and the analysis waits for more traffic (up to `maxWait`). With a
+    /// relative threshold, the stable cohort must hold as many (while it has keys). Default 20.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub min_requests: Option<u64>,
-    /// How long past its pause a step may wait for `minRequests`; then the rollout rolls back
-    /// (reason `InsufficientTraffic`). Absent: it waits as long as it takes.
+    /// How long past its pause a step may wait for `minRequests`, or for the telemetry to
+    /// answer; then the rollout rolls back, the decision saying which (with the API's message
+    /// for a telemetry error). Absent: it waits as long as it takes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
     pub max_wait: Option<String>,
-    /// The highest share of candidate requests answered 5xx, from 0 to 1 (e.g. `0.05`).
+    /// The highest error rate of the candidate cohort, from 0 to 1 (e.g. `0.05`): requests
+    /// answered 5xx or 429, of those answered anything but another 4xx (a caller's own
+    /// mistake, which the config neither causes nor fixes, is not judged).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0, max = 1.0))]
     pub max_error_rate: Option<f64>,
@@ -160,13 +166,16 @@ pub struct Analysis {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0))]
     pub max_p90_latency_ms: Option<f64>,
-    /// The most the candidate's 5xx share may exceed the stable cohort's, from 0 to 1 (e.g.
-    /// `0.02`: two points). Judged only while the stable cohort holds `minRequests`.
+    /// The most the candidate's error rate may exceed the stable cohort's, from 0 to 1 (e.g.
+    /// `0.02`: two points). The stable cohort must hold `minRequests` too (the analysis waits
+    /// for them); at the 100 % step it has no key and only the absolute thresholds judge. The
+    /// stable keys' traffic is the baseline: whoever sends requests with them moves it, so pair
+    /// a relative threshold with an absolute one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0, max = 1.0))]
     pub max_error_rate_over_stable: Option<f64>,
     /// The highest ratio of the candidate's p90 latency to the stable cohort's (e.g. `1.5`).
-    /// Judged only while the stable cohort holds `minRequests`.
+    /// Needs `minRequests` on the stable cohort, as `maxErrorRateOverStable` does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1.0))]
     pub max_p90_latency_ratio: Option<f64>,
@@ -259,12 +268,26 @@ pub struct CohortRecord {
     pub requests: u64,
     /// Requests answered 5xx.
     pub server_errors: u64,
-    /// `serverErrors / requests`; absent for an empty cohort.
+    /// Requests counted as failed: 5xx and 429.
+    #[serde(default)]
+    pub errors: u64,
+    /// Requests answered 4xx other than 429 (the caller's own mistakes): not judged, neither
+    /// in `minRequests` nor in the error rate.
+    #[serde(default)]
+    pub client_errors: u64,
+    /// `errors / (requests - clientErrors)`; absent when no request is judged.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_rate: Option<f64>,
     /// p90 latency in milliseconds; absent for an empty cohort.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p90_latency_ms: Option<f64>,
+}
+
+impl CohortRecord {
+    /// The requests an analysis judges: all but the 4xx other than 429.
+    pub fn judged(&self) -> u64 {
+        self.requests.saturating_sub(self.client_errors)
+    }
 }
 
 /// An analysis: the window and both cohorts' figures.

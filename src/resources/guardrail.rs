@@ -46,6 +46,8 @@ use crate::api;
 #[x_kube(validation = Rule::new("has(self.workspaceId) == has(oldSelf.workspaceId)").field_path(".workspaceId").reason(Reason::FieldValueForbidden).message("spec.workspaceId cannot be added or removed after creation: create a new Guardrail instead"))]
 #[x_kube(validation = Rule::new("has(self.target) == has(oldSelf.target)").field_path(".target").reason(Reason::FieldValueForbidden).message("spec.target cannot be added or removed after creation: create a new Guardrail instead"))]
 #[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Guardrail to use another Connection"))]
+#[x_kube(validation = Rule::new("!(has(self.workspaceId) && has(self.workspaceRef))").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("set spec.workspaceId or spec.workspaceRef, not both"))]
+#[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceRef cannot be added or removed after creation: create a new Guardrail instead"))]
 pub struct GuardrailSpec {
     /// UUID of the workspace the guardrail belongs to (the API requires one for a workspace
     /// guardrail). Immutable.
@@ -53,6 +55,13 @@ pub struct GuardrailSpec {
     #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceId is immutable: create a new Guardrail to move it to another workspace"))]
     #[schemars(length(min = 1))]
     pub workspace_id: Option<String>,
+
+    /// The Workspace resource whose workspace the guardrail belongs to, instead of `workspaceId` (set
+    /// at most one of the two): the UUID it recorded is used once it is Ready, and the Connection's grants
+    /// apply to that workspace. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceRef is immutable: create a new Guardrail to move it to another workspace"))]
+    pub workspace_ref: Option<super::common::WorkspaceRef>,
 
     /// Everything else, which `ClusterGuardrail` says the same way.
     #[serde(flatten)]
@@ -157,6 +166,111 @@ pub struct GuardrailDefinition {
     /// `aigw.io/promote-now: <revision>` lets exactly that revision through at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promotion: Option<super::promotion::Promotion>,
+
+    /// The MCP servers the guardrail applies to (their tool calls; a guardrail with `target:
+    /// mcp_tools`): the complete set. When what the API lists differs, aigw sends the whole set
+    /// in one bulk write, so a mapping made outside aigw is removed; `[]` removes every
+    /// mapping; absent, the mappings are left as the API has them. A `Guardrail` may name only
+    /// servers of its own workspace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
+    #[x_kube(validation = Rule::new("self.all(s, self.exists_one(t, t.id == s.id))").message("spec.mcpServers names one MCP server twice"))]
+    pub mcp_servers: Option<Vec<GuardrailMcpServer>>,
+}
+
+/// One MCP server a guardrail applies to.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct GuardrailMcpServer {
+    /// UUID of the MCP server.
+    #[schemars(length(min = 1, max = 255))]
+    pub id: String,
+    /// What the guardrail checks of the server's tool calls: `input`, `output` or both (the
+    /// default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 2))]
+    pub run_on: Option<Vec<McpRunOn>>,
+    /// The capabilities (tools) of the server's MCP integration the mapping is limited to, by
+    /// UUID; empty: all of them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub capability_ids: Vec<String>,
+}
+
+/// When a guardrail runs on an MCP server's tool calls.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum McpRunOn {
+    /// The tool call's arguments.
+    Input,
+    /// The tool's result.
+    Output,
+}
+
+impl McpRunOn {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            McpRunOn::Input => "input",
+            McpRunOn::Output => "output",
+        }
+    }
+}
+
+impl GuardrailMcpServer {
+    /// `run_on` as the API takes it (the default written out), sorted.
+    pub fn run_on(&self) -> Vec<String> {
+        let mut run_on: Vec<McpRunOn> = match &self.run_on {
+            Some(r) if !r.is_empty() => r.clone(),
+            _ => vec![McpRunOn::Input, McpRunOn::Output],
+        };
+        run_on.sort();
+        run_on.dedup();
+        run_on.into_iter().map(|r| r.as_str().to_string()).collect()
+    }
+
+    /// A mapping the API lists, in the spec's terms (a `run_on` value the spec cannot say is
+    /// dropped, so the mapping differs from any spec).
+    pub fn listed(row: &api::McpServerMapping) -> Self {
+        let run_on = row
+            .run_on
+            .iter()
+            .filter_map(|r| serde_json::from_value(Value::String(r.clone())).ok())
+            .collect();
+        Self {
+            id: row.mcp_server_id.clone(),
+            run_on: Some(run_on),
+            capability_ids: row.capability_ids.clone(),
+        }
+    }
+
+    /// `servers` as they compare: by id, each `runOn` written out and sorted, its capability
+    /// ids sorted. Two sets are the same mappings exactly when these are equal.
+    pub fn normalized(servers: &[Self]) -> Vec<Self> {
+        let mut normalized: Vec<Self> = servers
+            .iter()
+            .map(|s| {
+                let mut run_on: Vec<McpRunOn> = match &s.run_on {
+                    Some(r) if !r.is_empty() => r.clone(),
+                    Some(_) => Vec::new(),
+                    None => vec![McpRunOn::Input, McpRunOn::Output],
+                };
+                run_on.sort();
+                run_on.dedup();
+                let mut capability_ids = s.capability_ids.clone();
+                capability_ids.sort();
+                capability_ids.dedup();
+                Self {
+                    id: s.id.clone(),
+                    run_on: Some(run_on),
+                    capability_ids,
+                }
+            })
+            .collect();
+        normalized.sort_by(|a, b| a.id.cmp(&b.id));
+        normalized
+    }
 }
 
 /// One check of a guardrail.
@@ -528,6 +642,7 @@ impl GuardrailKind for Guardrail {
             metadata,
             spec: GuardrailSpec {
                 workspace_id,
+                workspace_ref: None,
                 definition,
             },
             status: None,

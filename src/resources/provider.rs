@@ -49,6 +49,8 @@ use crate::api;
 #[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new Provider instead"))]
 #[x_kube(validation = Rule::new("has(self.integration) == has(oldSelf.integration) && has(self.integrationId) == has(oldSelf.integrationId)").field_path(".integration").reason(Reason::FieldValueForbidden).message("the integration of a Provider cannot change: create a new Provider instead"))]
 #[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Provider to use another Connection"))]
+#[x_kube(validation = Rule::new("has(self.workspaceId) != has(self.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueRequired).message("set exactly one of spec.workspaceId (a workspace's UUID) or spec.workspaceRef (a Workspace resource)"))]
+#[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceId and spec.workspaceRef cannot be swapped after creation: create a new Provider instead"))]
 pub struct ProviderSpec {
     /// The provider's slug, what configs route to (`@<slug>`). Set, aigw creates the provider
     /// with it, or adopts the provider that has it (which needs `allowAdoption`); absent, the
@@ -62,10 +64,19 @@ pub struct ProviderSpec {
     #[schemars(length(min = 1, max = 255))]
     pub name: String,
 
-    /// The workspace (UUID) the provider belongs to. Immutable.
+    /// The workspace (UUID) the provider belongs to; or name it by resource with
+    /// `workspaceRef`. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 255))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceId is immutable: create a new Provider to move it to another workspace"))]
-    pub workspace_id: String,
+    pub workspace_id: Option<String>,
+
+    /// The Workspace resource whose workspace the provider belongs to, instead of `workspaceId` (set
+    /// one of the two): the UUID it recorded is used once it is Ready, and the Connection's grants
+    /// apply to that workspace. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceRef is immutable: create a new Provider to move it to another workspace"))]
+    pub workspace_ref: Option<super::common::WorkspaceRef>,
 
     /// Name of the Integration resource whose integration this provider binds. The provider
     /// waits until that Integration is Ready and grants this workspace access. Immutable.
@@ -174,6 +185,12 @@ pub struct ProviderStatus {
 }
 
 impl ProviderSpec {
+    /// The workspace's UUID: `workspaceId`, or the one the operator resolved `workspaceRef` to
+    /// (empty before it did).
+    pub fn workspace(&self) -> &str {
+        self.workspace_id.as_deref().unwrap_or_default()
+    }
+
     /// The `connectionRef` name, `default` when absent.
     pub fn connection_name(&self) -> &str {
         self.connection_ref
@@ -186,7 +203,7 @@ impl ProviderSpec {
         api::CreateProviderRequest {
             name: self.name.clone(),
             integration_id: integration_id.to_string(),
-            workspace_id: Some(self.workspace_id.clone()),
+            workspace_id: Some(self.workspace().to_string()),
             slug: self.slug.clone(),
             note: self.note.clone(),
             usage_limits: self.usage_limits.as_ref().map(UsageLimits::to_api),
@@ -245,7 +262,7 @@ impl ProviderSpec {
         if remote
             .workspace_id
             .as_deref()
-            .is_some_and(|ws| !ws.is_empty() && ws != self.workspace_id)
+            .is_some_and(|ws| !ws.is_empty() && ws != self.workspace())
         {
             fields.push("workspaceId");
         }

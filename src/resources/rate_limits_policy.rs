@@ -41,6 +41,8 @@ use super::common::{ConnectionRef, CreateAttempt, ManagementPolicy, Recorded, co
 // removing the identity, which would switch the object to another remote one, is caught here.
 #[x_kube(validation = Rule::new("has(self.policyId) == has(oldSelf.policyId)").field_path(".policyId").reason(Reason::FieldValueForbidden).message("spec.policyId cannot be added or removed after creation: create a new RateLimitsPolicy instead"))]
 #[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new RateLimitsPolicy to use another Connection"))]
+#[x_kube(validation = Rule::new("!(has(self.workspaceId) && has(self.workspaceRef))").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("set spec.workspaceId or spec.workspaceRef, not both"))]
+#[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceRef cannot be added or removed after creation: create a new RateLimitsPolicy instead"))]
 pub struct RateLimitsPolicySpec {
     /// UUID of an existing remote policy to adopt. When absent, aigw creates a new policy.
     /// Only set at creation: it cannot be added, removed or changed afterwards.
@@ -58,6 +60,13 @@ pub struct RateLimitsPolicySpec {
     #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceId is immutable: create a new RateLimitsPolicy to change it"))]
     #[schemars(length(min = 1))]
     pub workspace_id: Option<String>,
+
+    /// The Workspace resource whose workspace the policy belongs to, instead of `workspaceId` (set
+    /// at most one of the two): the UUID it recorded is used once it is Ready, and the Connection's grants
+    /// apply to that workspace. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceRef is immutable: create a new RateLimitsPolicy to move it to another workspace"))]
+    pub workspace_ref: Option<super::common::WorkspaceRef>,
 
     /// What is counted: `requests` or `tokens`. Immutable.
     #[serde(rename = "type")]
@@ -335,6 +344,7 @@ impl RateLimitsPolicySpec {
             policy_id: Some(remote.id.clone()),
             name: remote.name.clone(),
             workspace_id: remote.workspace_id.clone(),
+            workspace_ref: None,
             type_: same_enum(&remote.limit_type).ok_or("unknown type")?,
             unit: same_enum(&remote.unit).ok_or("unknown unit")?,
             value: remote.value,

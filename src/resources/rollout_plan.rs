@@ -46,9 +46,12 @@ pub enum Verdict {
     Wait(String),
 }
 
-/// Judges the candidate cohort against `analysis`'s thresholds, and against the stable cohort
-/// where it holds `min_requests` requests itself (a relative threshold over an empty or thin
-/// stable cohort would judge noise).
+/// Judges the candidate cohort against `analysis`'s thresholds, and against the stable cohort.
+/// Each cohort's judged requests leave out the 4xx other than 429 (the caller's mistakes).
+/// A relative threshold needs `min_requests` on the stable cohort too: a thin one waits, as a
+/// thin candidate cohort does (judged on noise, or skipped, a baseline anyone sending requests
+/// with the stable keys can thin out would decide). A stable cohort with no key (the 100 %
+/// step) has no baseline: only the absolute thresholds judge then.
 pub fn judge(
     analysis: &Analysis,
     min_requests: u64,
@@ -60,10 +63,27 @@ pub fn judge(
         describe(candidate),
         describe(stable)
     );
-    if candidate.requests < min_requests {
+    if candidate.judged() < min_requests {
         return Verdict::Wait(format!(
             "{} candidate requests of the {min_requests} needed ({figures})",
-            candidate.requests
+            candidate.judged()
+        ));
+    }
+    let relative =
+        analysis.max_error_rate_over_stable.is_some() || analysis.max_p90_latency_ratio.is_some();
+    let stable_judged = stable.keys > 0 && stable.judged() >= min_requests;
+    if relative && stable.keys > 0 && !stable_judged {
+        return Verdict::Wait(format!(
+            "{} stable requests of the {min_requests} the relative thresholds need ({figures})",
+            stable.judged()
+        ));
+    }
+    // Only relative thresholds and no stable cohort to judge against (the 100 % step of an
+    // analysis admitted before an absolute threshold was required): nothing can pass it.
+    if analysis.max_error_rate.is_none() && analysis.max_p90_latency_ms.is_none() && !stable_judged
+    {
+        return Verdict::Fail(format!(
+            "no threshold could judge this step: the stable cohort has no keys and the analysis has no maxErrorRate or maxP90LatencyMs ({figures})"
         ));
     }
     let candidate_rate = candidate.error_rate.unwrap_or(0.0);
@@ -81,7 +101,6 @@ pub fn judge(
             "candidate p90 latency {p90:.0}ms is above maxP90LatencyMs {max} ({figures})"
         ));
     }
-    let stable_judged = stable.requests >= min_requests;
     if let Some(max) = analysis.max_error_rate_over_stable
         && stable_judged
     {
@@ -108,7 +127,8 @@ pub fn judge(
     Verdict::Pass(figures)
 }
 
-/// `40 requests, 2 5xx (0.050), p90 120ms` (or `no requests`).
+/// `2 keys, 40 requests, 2 5xx (0.050), p90 120ms`, with `, N 429` and `, N other 4xx not
+/// judged` when there are any (or `no requests`).
 pub fn describe(cohort: &CohortRecord) -> String {
     if cohort.requests == 0 {
         return format!("{} keys, no requests", cohort.keys);
@@ -116,11 +136,18 @@ pub fn describe(cohort: &CohortRecord) -> String {
     let p90 = cohort
         .p90_latency_ms
         .map_or("-".to_string(), |p| format!("{p:.0}ms"));
+    let mut counts = format!("{} 5xx", cohort.server_errors);
+    let limited = cohort.errors.saturating_sub(cohort.server_errors);
+    if limited > 0 {
+        counts.push_str(&format!(", {limited} 429"));
+    }
+    if cohort.client_errors > 0 {
+        counts.push_str(&format!(", {} other 4xx not judged", cohort.client_errors));
+    }
     format!(
-        "{} keys, {} requests, {} 5xx ({:.3}), p90 {p90}",
+        "{} keys, {} requests, {counts} ({:.3}), p90 {p90}",
         cohort.keys,
         cohort.requests,
-        cohort.server_errors,
         cohort.error_rate.unwrap_or(0.0)
     )
 }
@@ -152,6 +179,8 @@ mod tests {
             keys: 2,
             requests,
             server_errors: errors,
+            errors,
+            client_errors: 0,
             error_rate: (requests > 0).then(|| errors as f64 / requests as f64),
             p90_latency_ms: (requests > 0).then_some(p90),
         }
@@ -177,6 +206,29 @@ mod tests {
         // A moved key no longer selected is not counted.
         assert_eq!(cohort(&eligible, &names(&["z"]), 1), names(&["a"]));
         assert_eq!(cohort(&eligible, &names(&["a", "b"]), 4), eligible);
+    }
+
+    #[test]
+    fn the_callers_4xx_are_not_judged_and_429_counts_as_an_error() {
+        let mut candidate = figures(100, 5, 10.0);
+        candidate.client_errors = 90;
+        // 10 judged requests: too few.
+        let verdict = judge(&analysis(), 20, &figures(100, 0, 10.0), &candidate);
+        assert!(
+            matches!(&verdict, Verdict::Wait(m) if m.contains("10 candidate requests of the 20")),
+            "{verdict:?}"
+        );
+        let mut limited = figures(100, 0, 10.0);
+        limited.errors = 20;
+        limited.error_rate = Some(0.2);
+        let verdict = judge(&analysis(), 20, &figures(100, 0, 10.0), &limited);
+        let Verdict::Fail(message) = verdict else {
+            panic!("{verdict:?}")
+        };
+        assert!(
+            message.contains("0 5xx, 20 429 (0.200)") && message.contains("maxErrorRate 0.1"),
+            "{message}"
+        );
     }
 
     #[test]
@@ -218,14 +270,24 @@ mod tests {
             &figures(100, 8, 10.0),
         );
         assert!(matches!(verdict, Verdict::Fail(m) if m.contains("maxErrorRateOverStable")));
-        // A thin stable cohort is not compared with.
+        // A thin stable cohort is not compared with: the analysis waits for it (issue 31, F8;
+        // it passed on the absolute thresholds alone before, so starving the stable keys of
+        // traffic switched the relative thresholds off).
         let verdict = judge(
             &analysis(),
             20,
             &figures(3, 0, 10.0),
             &figures(100, 8, 10.0),
         );
-        assert!(matches!(verdict, Verdict::Pass(_)));
+        assert!(
+            matches!(&verdict, Verdict::Wait(m) if m.contains("3 stable requests of the 20 the relative thresholds need")),
+            "{verdict:?}"
+        );
+        // A stable cohort with no key (the 100 % step) has no baseline: the absolute
+        // thresholds judge alone.
+        let empty = CohortRecord::default();
+        let verdict = judge(&analysis(), 20, &empty, &figures(100, 8, 10.0));
+        assert!(matches!(verdict, Verdict::Pass(_)), "{verdict:?}");
         let verdict = judge(
             &analysis(),
             20,
@@ -240,5 +302,28 @@ mod tests {
             &figures(100, 2, 15.0),
         );
         assert!(matches!(verdict, Verdict::Pass(_)));
+    }
+    #[test]
+    fn relative_thresholds_alone_never_pass_a_step_without_a_stable_cohort() {
+        // Admitted before an absolute threshold was required (issue 31, attack F-B): the 100 %
+        // step leaves no stable key, so nothing judged a candidate failing half its requests.
+        let relative_only = Analysis {
+            max_error_rate: None,
+            ..analysis()
+        };
+        let empty = CohortRecord::default();
+        let verdict = judge(&relative_only, 20, &empty, &figures(300, 150, 10.0));
+        assert!(
+            matches!(&verdict, Verdict::Fail(m) if m.starts_with("no threshold could judge this step")),
+            "{verdict:?}"
+        );
+        // With a stable cohort the relative thresholds judge as before.
+        let verdict = judge(
+            &relative_only,
+            20,
+            &figures(100, 1, 10.0),
+            &figures(100, 2, 15.0),
+        );
+        assert!(matches!(verdict, Verdict::Pass(_)), "{verdict:?}");
     }
 }

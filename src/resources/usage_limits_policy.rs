@@ -47,6 +47,8 @@ use crate::api;
 #[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new UsageLimitsPolicy to use another Connection"))]
 #[x_kube(validation = Rule::new("has(self.workspaceId) == has(oldSelf.workspaceId)").field_path(".workspaceId").reason(Reason::FieldValueForbidden).message("spec.workspaceId cannot be added or removed after creation: create a new UsageLimitsPolicy instead"))]
 #[x_kube(validation = Rule::new("!(has(self.periodicReset) && has(self.periodicResetDays))").field_path(".periodicResetDays").reason(Reason::FieldValueForbidden).message("spec.periodicResetDays cannot be set together with spec.periodicReset: choose one"))]
+#[x_kube(validation = Rule::new("!(has(self.workspaceId) && has(self.workspaceRef))").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("set spec.workspaceId or spec.workspaceRef, not both"))]
+#[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceRef cannot be added or removed after creation: create a new UsageLimitsPolicy instead"))]
 pub struct UsageLimitsPolicySpec {
     /// UUID of an existing remote policy to adopt. When absent, aigw creates a new policy.
     /// Only set at creation: it cannot be added, removed or changed afterwards.
@@ -64,6 +66,13 @@ pub struct UsageLimitsPolicySpec {
     #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceId is immutable: create a new UsageLimitsPolicy to change it"))]
     #[schemars(length(min = 1))]
     pub workspace_id: Option<String>,
+
+    /// The Workspace resource whose workspace the policy belongs to, instead of `workspaceId` (set
+    /// at most one of the two): the UUID it recorded is used once it is Ready, and the Connection's grants
+    /// apply to that workspace. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceRef is immutable: create a new UsageLimitsPolicy to move it to another workspace"))]
+    pub workspace_ref: Option<super::common::WorkspaceRef>,
 
     /// What is counted: `cost` or `tokens`. Immutable.
     #[serde(rename = "type")]
@@ -259,6 +268,7 @@ impl UsageLimitsPolicySpec {
             policy_id: Some(remote.id.clone()),
             name: remote.name.clone(),
             workspace_id: remote.workspace_id.clone(),
+            workspace_ref: None,
             type_: same_enum(&remote.limit_type).ok_or("unknown type")?,
             credit_limit: remote.credit_limit,
             alert_threshold: remote.alert_threshold,

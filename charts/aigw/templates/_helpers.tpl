@@ -177,9 +177,11 @@ finalizers subresource where OwnerReferencesPermissionEnforcement is on.
 {{- define "aigw.namespacedRules" -}}
 # The namespaced aigw kinds (from the chart's crds/).
 {{- include "aigw.kindRules" (dict "root" . "scope" "Namespaced") }}
-# The credentials Secrets of Deployments: written with server-side apply (create the first
-# time, patch after), read back, and watched (label app.kubernetes.io/managed-by=aigw) so that
-# a deleted one is noticed at once. RBAC cannot narrow by label: the watch selector does.
+# The credentials Secrets of Deployments and ApiKeys: created the first time, patched after,
+# and read from watch caches (label app.kubernetes.io/managed-by=aigw, and every Secret's
+# metadata), so that a deleted one is noticed at once and no read costs a GET. The Secrets
+# resources name are read too (spec.secretRefs). RBAC cannot narrow by label: the watch
+# selector does.
 - apiGroups: [""]
   resources: ["secrets"]
   verbs: ["get", "list", "watch", "create", "patch"]

@@ -343,9 +343,16 @@ pub struct LatencyRecord {
 pub struct CohortFigures {
     /// Requests in the window.
     pub requests: u64,
-    /// Requests answered 5xx (4xx are the caller's errors, not the config's).
+    /// Requests answered 5xx.
     pub server_errors: u64,
-    /// `server_errors / requests`; `None` for an empty cohort.
+    /// Requests the analysis counts as failed: 5xx, and 429 (a config's provider or limits
+    /// refusing the load is the config's doing).
+    pub errors: u64,
+    /// Requests answered 4xx other than 429: the caller's own mistakes (a bad body, a revoked
+    /// key), which a config neither causes nor fixes. Left out of the judged requests, so they
+    /// neither dilute nor raise the error rate.
+    pub client_errors: u64,
+    /// `errors / (requests - client_errors)`; `None` when no request is judged.
     pub error_rate: Option<f64>,
     /// p90 latency in ms; `None` for an empty cohort.
     pub p90_ms: Option<f64>,
@@ -365,15 +372,23 @@ impl CohortFigures {
             })
             .collect();
         let requests = by_status.values().sum();
-        let server_errors = by_status
-            .iter()
-            .filter(|(code, _)| **code >= 500)
-            .map(|(_, count)| count)
-            .sum();
+        let count = |wanted: &dyn Fn(u16) -> bool| -> u64 {
+            by_status
+                .iter()
+                .filter(|(code, _)| wanted(**code))
+                .map(|(_, count)| count)
+                .sum()
+        };
+        let server_errors = count(&|code| code >= 500);
+        let errors = count(&|code| code >= 500 || code == 429);
+        let client_errors = count(&|code| (400..500).contains(&code) && code != 429);
+        let judged = requests - client_errors;
         Self {
             requests,
             server_errors,
-            error_rate: (requests > 0).then(|| server_errors as f64 / requests as f64),
+            errors,
+            client_errors,
+            error_rate: (judged > 0).then(|| errors as f64 / judged as f64),
             p90_ms: latency.p90,
             by_status,
         }
@@ -430,7 +445,9 @@ mod tests {
         .expect("latency");
         let figures = CohortFigures::from_reads(&statuses, &latency);
         assert_eq!((figures.requests, figures.server_errors), (20, 5));
-        assert_eq!(figures.error_rate, Some(0.25));
+        // 429 counts as an error (issue 31, F8): 6 of 20.
+        assert_eq!((figures.errors, figures.client_errors), (6, 0));
+        assert_eq!(figures.error_rate, Some(0.3));
         assert_eq!(figures.p90_ms, Some(30.0));
         let empty: GroupList = serde_json::from_value(serde_json::json!({
             "object": "list", "is_quota_exceeded": false, "total": 0, "data": []}))
@@ -444,6 +461,35 @@ mod tests {
             (figures.requests, figures.error_rate, figures.p90_ms),
             (0, None, None)
         );
+    }
+
+    #[test]
+    fn client_errors_other_than_429_are_not_judged() {
+        let statuses: GroupList = serde_json::from_value(serde_json::json!({
+            "object": "list", "is_quota_exceeded": false, "total": 4, "data": [
+                {"status_code": 200, "requests": 10, "object": "analytics-group"},
+                {"status_code": 400, "requests": 70, "object": "analytics-group"},
+                {"status_code": 401, "requests": 10, "object": "analytics-group"},
+                {"status_code": 502, "requests": 10, "object": "analytics-group"}]}))
+        .expect("groups");
+        let latency: LatencyChart = serde_json::from_value(serde_json::json!({
+            "records": [], "total": 1.0, "p50": 1.0, "p90": 1.0, "p99": 1.0,
+            "isQuotaExceeded": false}))
+        .expect("latency");
+        let figures = CohortFigures::from_reads(&statuses, &latency);
+        // 80 bad requests of the caller's would have diluted 10 5xx to 0.1: judged on the 20
+        // others, the rate is 0.5.
+        assert_eq!(
+            (figures.requests, figures.client_errors, figures.errors),
+            (100, 80, 10)
+        );
+        assert_eq!(figures.error_rate, Some(0.5));
+        let only_4xx: GroupList = serde_json::from_value(serde_json::json!({
+            "object": "list", "is_quota_exceeded": false, "total": 1, "data": [
+                {"status_code": 404, "requests": 5, "object": "analytics-group"}]}))
+        .expect("groups");
+        let figures = CohortFigures::from_reads(&only_4xx, &latency);
+        assert_eq!((figures.requests, figures.error_rate), (5, None));
     }
 
     #[test]

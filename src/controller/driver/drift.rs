@@ -487,6 +487,12 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>) -> usize {
             ctx.verdict(object.as_ref()).await == crate::controller::installation::Verdict::Ours
         };
         if listable(object.as_ref()) && ours().await {
+            // Listed in the workspace its `spec.workspaceRef` stands for; one whose Workspace is
+            // not Ready waits in its reconcile (`WorkspaceNotReady`), not here.
+            let (object, unreached) = super::reach::reach(ctx, object).await;
+            if unreached.is_some() {
+                continue;
+            }
             groups
                 .entry((
                     object.connection_name().to_string(),

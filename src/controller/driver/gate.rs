@@ -187,7 +187,23 @@ impl<'a, K: Managed> Gate<'a, K> {
         let scope = &self.resolve().await?.scope;
         let resource = workspace_resources(self.ctx);
         for (field, workspace) in object.workspaces() {
-            scope.check_workspace_by(field, workspace.as_deref(), &resource)?;
+            let checked = scope.check_workspace_by(field, workspace.as_deref(), &resource);
+            match (checked, object.workspace_ref()) {
+                // Named by resource: the refusal names the resource, never the UUID it stands
+                // for (a namespace learns nothing of a workspace it is not granted).
+                (Err(Error::NotAllowed { reason, .. }), Some(name))
+                    if field == "spec.workspaceRef" =>
+                {
+                    return Err(Error::not_allowed(
+                        reason,
+                        format!(
+                            "spec.workspaceRef {name} names a workspace that is not among the workspaces this namespace may manage through Connection {} (spec.grants[].workspaces)",
+                            object.connection_name()
+                        ),
+                    ));
+                }
+                (checked, _) => checked?,
+            }
         }
         if let Some((field, id)) = object.adopted() {
             scope.check_adoption(field, &id)?;

@@ -191,6 +191,13 @@ pub trait Managed:
     /// no API call. False: every reconcile reads the remote object.
     const LISTED: bool = false;
 
+    /// False when this object keeps something its kind's list does not show (a guardrail's MCP
+    /// server mappings): between drift checks it is not trusted on its recorded state, and it
+    /// is read at every drift check, as an object of an unlisted kind is.
+    fn listed_whole(&self) -> bool {
+        true
+    }
+
     /// False when something besides the spec asks for a write although the spec was applied
     /// (a Secret value the object substitutes changed). Checked before trusting the status,
     /// when the watch of those inputs reported a change ([`crate::controller::drift::Drift::inputs_changed`]).

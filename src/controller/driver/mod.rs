@@ -18,6 +18,8 @@ pub mod issuing;
 pub mod kind;
 mod modes;
 pub mod promotion;
+pub mod reach;
+pub mod referenced;
 pub mod rotation;
 pub mod secret_delivery;
 pub mod status;
@@ -51,6 +53,8 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
     let key = object_key(&*object);
     debug!(kind = K::KIND, object = %key, "reconcile");
     let objects: Api<K> = K::api(&ctx.kube, Some(namespace.as_str()));
+    // From here on the object is what its kind acts on: `spec.workspaceRef` resolved.
+    let (object, _) = reach::reach(&ctx, object).await;
     if let Some(action) = not_yet_ours::<K>(&object, &objects, &ctx, &key).await? {
         return Ok(action);
     }
@@ -58,9 +62,10 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
         Some(recorded) => Arc::new(recorded),
         None => object,
     };
+    let (object, unreached) = reach::reach(&ctx, object).await;
     let started = std::time::Instant::now();
     if ctx.dry_run {
-        let result = dry_run::<K>(&object, &objects, &ctx).await;
+        let result = dry_run::<K>(&object, &objects, &ctx, unreached).await;
         ctx.metrics
             .observe_reconcile(K::KIND, result.is_ok(), started.elapsed());
         return result;
@@ -73,7 +78,7 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
         },
         // Nothing of aigw's waits on it: it goes without aigw (it never wrote anything remote).
         (true, false) => Ok(Action::await_change()),
-        (false, _) => apply::<K>(&object, &objects, &ctx).await,
+        (false, _) => apply::<K>(&object, &objects, &ctx, unreached).await,
     };
     ctx.metrics
         .observe_reconcile(K::KIND, result.is_ok(), started.elapsed());
@@ -217,13 +222,18 @@ async fn release<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Res
 /// `--dry-run`: the reconcile without the finalizer (adding or removing it is a write), every
 /// write refused at the gate ([`crate::controller::gate::Gate::client`]) and reported instead
 /// ([`would`]); status writes are skipped in [`Cx::save_status`].
-async fn dry_run<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Result<Action, Error> {
+async fn dry_run<K: Managed>(
+    object: &K,
+    objects: &Api<K>,
+    ctx: &Context,
+    unreached: Option<Error>,
+) -> Result<Action, Error> {
     let ours = ctx.installation.holds(object);
     match object.meta().deletion_timestamp {
         Some(_) if ours => cleanup::<K>(object, objects, ctx).await,
         // Nothing of aigw's waits on it: it goes without aigw.
         Some(_) => Ok(Action::await_change()),
-        None => apply::<K>(object, objects, ctx).await,
+        None => apply::<K>(object, objects, ctx, unreached).await,
     }
 }
 
@@ -278,7 +288,14 @@ fn stalled_on_this_generation(
         .map(|c| c.reason.clone())
 }
 
-async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Result<Action, Error> {
+/// Brings `object` in line, unless `unreached` says why it cannot act yet (the Workspace its
+/// `spec.workspaceRef` names is not Ready: [`reach`]), which is recorded like a refusal.
+async fn apply<K: Managed>(
+    object: &K,
+    objects: &Api<K>,
+    ctx: &Context,
+    unreached: Option<Error>,
+) -> Result<Action, Error> {
     let key = object_key(object);
     let generation = object.meta().generation;
     let before = object.status().cloned();
@@ -292,8 +309,12 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
     resume_if_paused(&mut status, generation);
     let resumed = worth_writing(before.as_ref(), &status);
     // The gate's rules that need no API call: which resource owns the remote object, and
-    // what the Connection's grants allow this namespace.
-    if let Err(error) = cx.gate.admit().await {
+    // what the Connection's grants allow this namespace; before them, the workspace reach.
+    let admitted = match unreached {
+        Some(error) => Err(error),
+        None => cx.gate.admit().await,
+    };
+    if let Err(error) = admitted {
         if error.records_nothing() {
             return Err(error);
         }
@@ -373,7 +394,7 @@ async fn apply<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Resul
             K::note_revision(object, &mut status);
             // A listed kind is looked at again when its full read is due (the drift pass asks
             // sooner if a list shows it changed); the others at the next drift check.
-            let next = match K::LISTED {
+            let next = match K::LISTED && object.listed_whole() {
                 // A read the kind asked for (an object found again after a lost answer).
                 true if ctx.drift.is_flagged(&key) => Duration::from_secs(1),
                 true => ctx.drift.until_full_read(K::KIND, &key),
@@ -443,6 +464,7 @@ async fn trusted<K: Managed>(
     }
     let object = cx.object;
     let applied = K::LISTED
+        && object.listed_whole()
         && crate::controller::drift::settled(object, before)
         && !K::due_now(object, before)
         && !K::asks_for_apply(object, before);

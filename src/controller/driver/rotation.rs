@@ -315,10 +315,8 @@ async fn resume<K: Rotates>(
     rotation: &str,
 ) -> Result<Change, Error> {
     let name = object.secret_name();
-    let secret = secret_delivery::secrets(cx)
-        .get_metadata_opt(name)
-        .await
-        .map_err(|e| Error::kube(format!("read the Secret {name}"), e))?;
+    // A recovery: what the interrupted process wrote is read from the apiserver, not a cache.
+    let secret = secret_delivery::fresh_metadata(cx, name).await?;
     let stamped = secret
         .as_ref()
         .and_then(|s| s.metadata.annotations.as_ref())

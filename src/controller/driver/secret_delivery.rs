@@ -7,6 +7,12 @@
 //! Secret it did not create. Each write is conditional on the Secret's resourceVersion as read
 //! before the call that issued the values, so a writer that was paused while another rotated
 //! never stores revoked values over live ones.
+//!
+//! Those reads come from the watch caches of [`crate::controller::secret_cache`], not from the
+//! apiserver: its documentation argues why the conditional writes keep the protocols exactly
+//! once, and when a read waits for the cache to apply this process's own write or goes to the
+//! apiserver instead (a counted fallback). The recovery paths (an interrupted rotation, a lost
+//! create answer, a failed delivery) read the apiserver: [`fresh_metadata`].
 
 use std::collections::BTreeMap;
 
@@ -14,15 +20,15 @@ use k8s_openapi::ByteString;
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment as AppsDeployment, StatefulSet};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams};
+use kube::api::{Api, ObjectMeta, PartialObjectMeta, Patch, PatchParams};
 
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::Error;
+use crate::controller::secret_cache::Cached;
 use crate::resources::deployment::{WorkloadKind, WorkloadRef};
 
-/// Label on every Secret aigw writes; the operator watches only Secrets carrying it.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-pub const MANAGED_BY: &str = "aigw";
+/// Label on every Secret aigw writes; the delivered-Secrets cache selects by it.
+pub use crate::controller::secret_cache::{MANAGED_BY, MANAGED_BY_LABEL};
 /// Annotation on a delivered Secret: the rotation whose values it holds. A reconcile that
 /// resumes an interrupted rotation and finds its id here completes it without rotating again.
 pub const ROTATION_ID_ANNOTATION: &str = "aigw.io/rotation-id";
@@ -39,6 +45,66 @@ pub fn secrets<K: Managed>(cx: &Cx<'_, K>) -> Api<Secret> {
     Api::<Secret>::namespaced(cx.ctx.kube.clone(), &cx.namespace())
 }
 
+/// The metadata of the Secret `name` of the resource's namespace, from the cache of every
+/// Secret's metadata; from the apiserver when the cache cannot answer (counted).
+pub async fn metadata<K: Managed>(
+    cx: &Cx<'_, K>,
+    name: &str,
+) -> Result<Option<PartialObjectMeta<Secret>>, Error> {
+    let cache = &cx.ctx.secrets;
+    match cache.metadata(&cx.namespace(), name).await {
+        Cached::Found(found) => Ok(found.map(|m| (*m).clone())),
+        Cached::Uncached(reason) => {
+            cache.fell_back(reason);
+            read_metadata(cx, name).await
+        }
+    }
+}
+
+/// The metadata of the Secret `name` as the apiserver has it now: for the recovery paths,
+/// which decide from what another process or a lost answer may just have written, with no
+/// version of their own to wait for ([`crate::controller::secret_cache`]).
+pub async fn fresh_metadata<K: Managed>(
+    cx: &Cx<'_, K>,
+    name: &str,
+) -> Result<Option<PartialObjectMeta<Secret>>, Error> {
+    cx.ctx.secrets.fell_back("recovery");
+    read_metadata(cx, name).await
+}
+
+async fn read_metadata<K: Managed>(
+    cx: &Cx<'_, K>,
+    name: &str,
+) -> Result<Option<PartialObjectMeta<Secret>>, Error> {
+    secrets(cx)
+        .get_metadata_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("read the credentials Secret {name}"), e))
+}
+
+/// The Secret `name` aigw delivered, from the delivered-Secrets cache: its labels,
+/// annotations and keys (the cache keeps no value). A Secret of that name that is not
+/// labelled as aigw's (so not in that cache) is read from the apiserver, as is one the caches
+/// cannot answer for (counted).
+pub async fn delivered<K: Managed>(cx: &Cx<'_, K>, name: &str) -> Result<Option<Secret>, Error> {
+    let cache = &cx.ctx.secrets;
+    let namespace = cx.namespace();
+    let reason = match cache.delivered(&namespace, name).await {
+        Cached::Found(Some(secret)) => return Ok(Some((*secret).clone())),
+        Cached::Found(None) => match cache.metadata(&namespace, name).await {
+            Cached::Found(None) => return Ok(None),
+            Cached::Found(Some(_)) => "unlabelled",
+            Cached::Uncached(reason) => reason,
+        },
+        Cached::Uncached(reason) => reason,
+    };
+    cache.fell_back(reason);
+    secrets(cx)
+        .get_opt(name)
+        .await
+        .map_err(|e| Error::kube(format!("read the credentials Secret {name}"), e))
+}
+
 /// The Secret `name` must never be one aigw did not create for this resource: if it exists, it
 /// must carry aigw's label and this resource's uid. `field` names the spec field that names it.
 pub async fn check_secret_is_ours<K: Managed>(
@@ -46,11 +112,7 @@ pub async fn check_secret_is_ours<K: Managed>(
     name: &str,
     field: &str,
 ) -> Result<SecretVersion, Error> {
-    let Some(secret) = secrets(cx)
-        .get_metadata_opt(name)
-        .await
-        .map_err(|e| Error::kube(format!("read the credentials Secret {name}"), e))?
-    else {
+    let Some(secret) = metadata(cx, name).await? else {
         return Ok(None);
     };
     let uid = cx.object.meta().uid.as_deref().unwrap_or_default();
@@ -70,16 +132,15 @@ pub async fn check_secret_is_ours<K: Managed>(
     )))
 }
 
-/// The value of `annotation` on the Secret `name`, if both exist.
+/// The value of `annotation` on the Secret `name`, if both exist, as the apiserver has it now:
+/// asked by the recovery paths only ([`fresh_metadata`]).
 pub async fn secret_annotation<K: Managed>(
     cx: &Cx<'_, K>,
     name: &str,
     annotation: &str,
 ) -> Result<Option<String>, Error> {
-    Ok(secrets(cx)
-        .get_metadata_opt(name)
-        .await
-        .map_err(|e| Error::kube(format!("read the credentials Secret {name}"), e))?
+    Ok(fresh_metadata(cx, name)
+        .await?
         .and_then(|s| s.annotations().get(annotation).cloned()))
 }
 
@@ -89,10 +150,7 @@ pub async fn secret_holds<K: Managed>(
     name: &str,
     key: &str,
 ) -> Result<bool, Error> {
-    let secret = secrets(cx)
-        .get_opt(name)
-        .await
-        .map_err(|e| Error::kube(format!("read the credentials Secret {name}"), e))?;
+    let secret = delivered(cx, name).await?;
     Ok(secret
         .and_then(|s| s.data)
         .is_some_and(|d| d.contains_key(key)))
@@ -186,18 +244,25 @@ async fn write<K: Managed>(
                 dry_run,
                 ..Default::default()
             };
-            api.patch(name, &params, &Patch::Merge(&secret))
-                .await
-                .map(|_| ())
+            api.patch(name, &params, &Patch::Merge(&secret)).await
         }
         None => {
             let params = kube::api::PostParams {
                 dry_run,
                 ..Default::default()
             };
-            api.create(&params, &secret).await.map(|_| ())
+            api.create(&params, &secret).await
         }
     };
+    if !dry_run {
+        // Read-your-writes: the next read of this Secret waits for the caches to apply the
+        // version written, or reads the apiserver when its outcome is unknown.
+        let version = written.as_ref().ok().and_then(|s| s.resource_version());
+        cx.ctx
+            .secrets
+            .wrote(&cx.namespace(), name, version.as_deref());
+    }
+    let written = written.map(|_| ());
     let tried = if dry_run { "may write" } else { "write" };
     written.map_err(|e| match e {
         kube::Error::Api(status) if status.code == 409 && expected.is_none() => {
@@ -226,11 +291,7 @@ async fn write<K: Managed>(
 /// reference so garbage collection leaves it.
 pub async fn release_secret<K: Managed>(cx: &Cx<'_, K>, name: &str) -> Result<(), Error> {
     let uid = cx.object.meta().uid.as_deref().unwrap_or_default();
-    let Some(secret) = secrets(cx)
-        .get_metadata_opt(name)
-        .await
-        .map_err(|e| Error::kube(format!("read the credentials Secret {name}"), e))?
-    else {
+    let Some(secret) = metadata(cx, name).await? else {
         return Ok(());
     };
     let kept: Vec<_> = secret
@@ -244,10 +305,14 @@ pub async fn release_secret<K: Managed>(cx: &Cx<'_, K>, name: &str) -> Result<()
     }
     cx.gate.may_write()?;
     let patch = serde_json::json!({"metadata": {"ownerReferences": kept}});
-    secrets(cx)
+    let released = secrets(cx)
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .map_err(|e| Error::kube(format!("release the credentials Secret {name}"), e))?;
+        .await;
+    let version = released.as_ref().ok().and_then(|s| s.resource_version());
+    cx.ctx
+        .secrets
+        .wrote(&cx.namespace(), name, version.as_deref());
+    released.map_err(|e| Error::kube(format!("release the credentials Secret {name}"), e))?;
     Ok(())
 }
 

@@ -21,15 +21,14 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{Api, PartialObjectMeta};
+use kube::api::Api;
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
 
 use crate::api::{self, ApiError, Client, Listing, SecretString};
+use crate::controller::Context;
 use crate::controller::create::{Created, Lookup, body_hash, one_of_ours};
 use crate::controller::drift::{Listed, Row};
 use crate::controller::driver::flow::Recovery;
@@ -39,7 +38,6 @@ use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
 use crate::controller::gate::Op;
 use crate::controller::status::common_status;
-use crate::controller::{Context, scoped, stream_name};
 use crate::resources::Config;
 use crate::resources::api_key::{ApiKey, ApiKeyStatus, SECRET_KEY};
 use crate::resources::common::CreateAttempt;
@@ -118,7 +116,7 @@ impl Managed for ApiKey {
     /// first time this process sees the key.
     async fn inputs_unchanged(&self, cx: &Cx<'_, Self>, status: &ApiKeyStatus) -> bool {
         let name = &self.spec.secret_ref.name;
-        let secret_holds_key = match secret_delivery::secrets(cx).get_opt(name).await {
+        let secret_holds_key = match secret_delivery::delivered(cx, name).await {
             Ok(Some(secret)) => {
                 let annotated = secret
                     .metadata
@@ -355,26 +353,14 @@ pub fn watch_inputs(
     namespace: Option<&str>,
     keys: Store<ApiKey>,
 ) -> Controller<ApiKey> {
-    let selector = format!(
-        "{}={}",
-        secret_delivery::MANAGED_BY_LABEL,
-        secret_delivery::MANAGED_BY
-    );
-    let probe = ctx
-        .health
-        .register(stream_name("Secret(ApiKey)", namespace));
-    let secrets = scoped::<PartialObjectMeta<Secret>>(&ctx.kube, namespace);
-    let secrets = watcher(secrets, watcher::Config::default().labels(&selector))
-        .default_backoff()
-        .inspect(move |item| probe.observe(item))
-        .touched_objects();
+    // Heard once the delivered-Secrets cache, which the reconcile reads, holds the change.
+    let secrets = ctx.relay.subscribe::<Secret>(namespace.map(str::to_string));
     let (drift, store) = (ctx.drift.clone(), keys.clone());
-    let controller =
-        controller.watches_stream(secrets, move |secret: PartialObjectMeta<Secret>| {
-            users(&store, &drift, secret.namespace(), |k| {
-                k.spec.secret_ref.name == secret.name_any()
-            })
-        });
+    let controller = controller.watches_shared_stream(secrets, move |secret: Arc<Secret>| {
+        users(&store, &drift, secret.namespace(), |k| {
+            k.spec.secret_ref.name == secret.name_any()
+        })
+    });
     // Heard once the Config watch cache, which `defaults.config` is resolved from, holds it.
     let configs = ctx.relay.subscribe::<Config>(namespace.map(str::to_string));
     let drift = ctx.drift.clone();
@@ -436,26 +422,45 @@ impl Listed for ApiKey {
 
 /// The Config a ConfigRollout put the key on (`aigw.io/rollout-config`), honoured only while
 /// `aigw.io/rollout` names a ConfigRollout of the key's namespace whose `status.movedKeys`
-/// holds the key (a rollout records a key there before it annotates it). Annotations written by
+/// holds the key (a rollout records a key there before it annotates it), names that rollout's
+/// candidate, and the rollout is progressing or completed. Annotations written by
 /// hand, or left by a rollout that is gone, move nothing: the key keeps its own defaults.
+///
+/// Read from the ConfigRollout watch cache. The rollout records the key before it annotates it,
+/// but the two watches are separate streams: a cache that does not show the key held yet (or
+/// has not listed) is checked against the apiserver, so a move is never missed; only a hand-
+/// written annotation costs that read.
 async fn held_override(key: &ApiKey, cx: &Cx<'_, ApiKey>) -> Result<Option<String>, Error> {
-    use crate::resources::config_rollout::{ConfigRollout, ROLLOUT_ANNOTATION};
+    use crate::resources::config_rollout::{ConfigRollout, Phase, ROLLOUT_ANNOTATION};
     let Some(config) = key.config_override() else {
         return Ok(None);
     };
     let Some(rollout) = key.annotations().get(ROLLOUT_ANNOTATION) else {
         return Ok(None);
     };
-    let rollouts = Api::<ConfigRollout>::namespaced(cx.ctx.kube.clone(), &cx.namespace());
+    let name = key.name_any();
+    // The rollout moved this key, puts it on its own candidate (no other Config of the
+    // namespace, whatever the annotation says) and has not rolled back or been aborted.
+    let holds = |r: Option<&ConfigRollout>| {
+        r.is_some_and(|r| {
+            r.spec.candidate_config_ref.name == config
+                && r.status.as_ref().is_some_and(|s| {
+                    s.moved_keys.contains(&name)
+                        && matches!(s.phase, Phase::Progressing | Phase::Completed)
+                })
+        })
+    };
+    let namespace = cx.namespace();
+    let cached = cx.ctx.stores.rollouts.find_in(&namespace, rollout).await;
+    if cached.is_some_and(|r| holds(r.as_deref())) {
+        return Ok(Some(config.to_string()));
+    }
+    let rollouts = Api::<ConfigRollout>::namespaced(cx.ctx.kube.clone(), &namespace);
     let found = rollouts
         .get_opt(rollout)
         .await
         .map_err(|e| Error::kube(format!("read ConfigRollout {rollout}"), e))?;
-    let name = key.name_any();
-    let holds = found
-        .and_then(|r| r.status)
-        .is_some_and(|s| s.moved_keys.contains(&name));
-    Ok(holds.then(|| config.to_string()))
+    Ok(holds(found.as_ref()).then(|| config.to_string()))
 }
 
 /// The config the key's defaults name: `held`, the Config resource a ConfigRollout put the key

@@ -2,18 +2,20 @@
 //! only when it differs (every PUT mints a new version_id), creates through the shared protocol
 //! when there is nothing to adopt, and deletes per `deletionPolicy`.
 
+use kube::ResourceExt;
 use tracing::debug;
 
 use crate::api::{
     ApiError, Client, ConfigCreated, ConfigDetail, ConfigSummary, ConfigUpdated, Listing,
 };
+use crate::controller::Context;
 use crate::controller::config_refs::{self, Desired};
 use crate::controller::create::{Created, Lookup, body_hash, one_of_ours};
 use crate::controller::drift::{Listed, Row};
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
-use crate::controller::gate::Op;
+use crate::controller::gate::{CACHES_LISTED_WITHIN, Op};
 use crate::controller::now_rfc3339;
 use crate::controller::status::common_status;
 use crate::resources::common::{CreateAttempt, DriftCorrection};
@@ -28,6 +30,64 @@ common_status!(
     },
     intent_when = |s| s.pending_create.is_some()
 );
+
+/// Condition reason while a Config's deletion waits for what uses it.
+pub const STILL_REFERENCED: &str = "StillReferenced";
+
+/// What uses `config` (from the watch caches, once every watched namespace listed), sorted:
+/// `ApiKey NAME` for each key of its namespace whose `defaults.config` names it or that a
+/// ConfigRollout put on it (asked or applied), `ConfigRollout NAME` for each rollout of its
+/// namespace (not being deleted) naming it as stable or candidate. Another installation's
+/// objects do not count.
+pub async fn holders(config: &Config, ctx: &Context) -> Result<Vec<String>, Error> {
+    use crate::resources::ApiKey;
+    let name = config.name_any();
+    let namespace = config.namespace();
+    let keys = ctx.stores.of::<ApiKey>();
+    let listed = keys
+        .listed(ctx.stores_of::<ApiKey>(), CACHES_LISTED_WITHIN)
+        .await
+        && ctx
+            .stores
+            .rollouts
+            .listed(ctx.stores_of::<Config>(), CACHES_LISTED_WITHIN)
+            .await;
+    if !listed {
+        return Err(Error::CachesNotReady(
+            "the ApiKey and ConfigRollout caches have not listed every watched namespace yet, so whether one uses this Config cannot be decided; waiting".into(),
+        ));
+    }
+    let mut holders: Vec<String> = keys
+        .all()
+        .iter()
+        .filter(|k| k.namespace() == namespace && !ctx.installation.is_theirs(k.as_ref()))
+        .filter(|k| {
+            let by_defaults = k.spec.defaults.as_ref().is_some_and(|d| {
+                d.config_id.is_none() && d.config.as_deref() == Some(name.as_str())
+            });
+            let applied = k.status.as_ref().and_then(|s| s.config_override.as_deref());
+            by_defaults || k.config_override() == Some(name.as_str()) || applied == Some(&name)
+        })
+        .map(|k| format!("ApiKey {}", k.name_any()))
+        .collect();
+    holders.extend(
+        ctx.stores
+            .rollouts
+            .all()
+            .iter()
+            .filter(|r| r.namespace() == namespace && r.metadata.deletion_timestamp.is_none())
+            .filter(|r| {
+                let recorded = r.status.as_ref().and_then(|s| s.installation.as_deref());
+                recorded.is_none_or(|id| id == ctx.installation.id())
+            })
+            .filter(|r| {
+                r.spec.stable_config_ref.name == name || r.spec.candidate_config_ref.name == name
+            })
+            .map(|r| format!("ConfigRollout {}", r.name_any())),
+    );
+    holders.sort();
+    Ok(holders)
+}
 
 impl Managed for Config {
     crate::controller::driver::kind::namespaced_api!();
@@ -213,6 +273,23 @@ impl Verbs for Config {
     ) -> Result<ConfigUpdated, ApiError> {
         let request = desired.config.spec.update_request_with(&desired.document());
         client.configs().update(&remote.slug, &request).await
+    }
+    /// Never while an ApiKey's requests use the config (its `defaults.config`, or a
+    /// ConfigRollout's `aigw.io/rollout-config` asked or applied) or a ConfigRollout names it:
+    /// a key is never left pointing at a deleted config.
+    async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Error> {
+        let holders = holders(self, cx.ctx).await?;
+        if holders.is_empty() {
+            return Ok(());
+        }
+        Err(Error::not_allowed(
+            STILL_REFERENCED,
+            format!(
+                "config {key} is still used by {}; it is deleted once none of them names Config {} (or set deletionPolicy: Orphan)",
+                holders.join(", "),
+                self.name_any()
+            ),
+        ))
     }
     async fn delete(
         &self,

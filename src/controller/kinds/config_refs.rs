@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
-use kube::api::{Api, PartialObjectMeta};
+use kube::api::PartialObjectMeta;
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -107,7 +107,7 @@ impl Desired {
         let refs = spec.secret_refs();
         let values = match &*refs {
             [] => SecretValues(BTreeMap::new()),
-            refs => read_secret_values(&secrets_namespace(object, ctx)?, refs, &ctx.kube).await?,
+            refs => read_secret_values(&secrets_namespace(object, ctx)?, refs, ctx).await?,
         };
         let uid = object.meta().uid.clone().unwrap_or_default();
         let secret_hash = (!values.is_empty()).then(|| secret_hash(&ctx.hash_key, &uid, &values));
@@ -134,7 +134,7 @@ pub async fn secrets_unchanged(
     let Ok(source) = secrets_namespace(object, ctx) else {
         return false;
     };
-    match read_secret_values(&source, &refs, &ctx.kube).await {
+    match read_secret_values(&source, &refs, ctx).await {
         Ok(values) => {
             let uid = object.meta().uid.clone().unwrap_or_default();
             recorded_hash == Some(secret_hash(&ctx.hash_key, &uid, &values).as_str())
@@ -159,24 +159,35 @@ impl SecretValues {
 }
 
 /// Reads each referenced Secret (once, from the object's own namespace) and picks its key.
+/// The values come from [`crate::controller::secret_cache::SecretCache::values`]: read from
+/// the apiserver once per version of the Secret (the metadata cache says which version is
+/// current), so a resource whose Secrets did not change reads none. Their freshness needs no
+/// more: each change of a referenced Secret wakes its users only once that cache holds it
+/// ([`watch_secrets`]), and the user then reads the new version.
 async fn read_secret_values(
     source: &SecretSource,
     refs: &[ConfigSecretRef],
-    kube: &kube::Client,
+    ctx: &Context,
 ) -> Result<SecretValues, Error> {
     let namespace = source.namespace.clone();
-    let secrets: Api<Secret> = Api::namespaced(kube.clone(), &namespace);
-    let mut read: HashMap<String, Option<Secret>> = HashMap::new();
+    let mut read: HashMap<String, Option<Arc<Secret>>> = HashMap::new();
     let mut values = BTreeMap::new();
     for reference in refs {
         let selector = &reference.secret_key_ref;
         if !read.contains_key(&selector.name) {
-            let secret = secrets.get_opt(&selector.name).await.map_err(|e| {
-                Error::kube(format!("read Secret {namespace}/{}", selector.name), e)
-            })?;
+            let secret = ctx
+                .secrets
+                .values(&ctx.kube, &namespace, &selector.name)
+                .await
+                .map_err(|e| {
+                    Error::kube(format!("read Secret {namespace}/{}", selector.name), e)
+                })?;
             read.insert(selector.name.clone(), secret);
         }
-        let secret = read.get(&selector.name).and_then(Option::as_ref);
+        let secret = read
+            .get(&selector.name)
+            .and_then(Option::as_ref)
+            .map(|s| &**s);
         if let (true, Some(secret)) = (source.labelled_only, secret) {
             require_cluster_readable(secret, &source.secret_source(&reference.path))?;
         }
@@ -413,23 +424,14 @@ where
 {
     let operator = ctx.connections.secret_namespace().map(str::to_string);
     let namespace = match K::NAMESPACED {
-        true => namespace,
+        true => namespace.map(str::to_string),
         // Without that namespace a cluster-scoped object can read no Secret: nothing to hear.
         false if operator.is_none() => return controller,
-        false => operator.as_deref(),
+        false => operator.clone(),
     };
-    let probe = ctx.health.register(crate::controller::stream_name(
-        &format!("Secret({} refs)", K::KIND),
-        namespace,
-    ));
-    let secrets = crate::controller::scoped::<PartialObjectMeta<Secret>>(&ctx.kube, namespace);
-    // Paged initial lists: a namespace may hold many Secrets.
-    let stream = watcher(secrets, watcher::Config::default())
-        .default_backoff()
-        .inspect(move |item| probe.observe(item))
-        .touched_objects();
+    let namespace = namespace.as_deref();
     let drift = ctx.drift.clone();
-    controller.watches_stream(stream, move |secret: PartialObjectMeta<Secret>| {
+    let mapper = move |secret: &PartialObjectMeta<Secret>| {
         let namespace = secret.namespace();
         let name = secret.name_any();
         let users: Vec<_> = objects
@@ -449,6 +451,31 @@ where
             .iter()
             .map(|o| ObjectRef::from_obj(o.as_ref()))
             .collect::<Vec<_>>()
+    };
+    if ctx.secrets.covers(namespace) {
+        // The metadata cache of the namespace's Secrets, which the values are read against,
+        // holds each change before it is heard here. (A namespace no such cache covers, the
+        // operator's outside `--namespace`, has its values read from the apiserver each time.)
+        let stream = ctx
+            .relay
+            .subscribe::<PartialObjectMeta<Secret>>(namespace.map(str::to_string));
+        return controller
+            .watches_shared_stream(stream, move |secret: Arc<PartialObjectMeta<Secret>>| {
+                mapper(&secret)
+            });
+    }
+    let probe = ctx.health.register(crate::controller::stream_name(
+        &format!("Secret({} refs)", K::KIND),
+        namespace,
+    ));
+    let secrets = crate::controller::scoped::<PartialObjectMeta<Secret>>(&ctx.kube, namespace);
+    // Paged initial lists: a namespace may hold many Secrets.
+    let stream = watcher(secrets, watcher::Config::default())
+        .default_backoff()
+        .inspect(move |item| probe.observe(item))
+        .touched_objects();
+    controller.watches_stream(stream, move |secret: PartialObjectMeta<Secret>| {
+        mapper(&secret)
     })
 }
 
@@ -698,7 +725,40 @@ pub fn watch_inputs(
     let controller = watch_referenced::<Guardrail>(controller, ctx, namespace, configs.clone());
     let controller =
         watch_referenced::<ClusterGuardrail>(controller, ctx, namespace, configs.clone());
-    watch_referenced::<Provider>(controller, ctx, namespace, configs)
+    let controller = watch_referenced::<Provider>(controller, ctx, namespace, configs.clone());
+    let controller = watch_users::<crate::resources::ApiKey>(controller, ctx, namespace, &configs);
+    watch_users::<crate::resources::ConfigRollout>(controller, ctx, namespace, &configs)
+}
+
+/// Requeues the Configs of a namespace whose deletion waits ([`super::config::holders`])
+/// whenever an object of kind `U` there (an ApiKey, a ConfigRollout) changes or goes, once
+/// `U`'s watch cache holds the change: the deletion goes on as soon as nothing uses them.
+fn watch_users<U>(
+    controller: Controller<Config>,
+    ctx: &Context,
+    namespace: Option<&str>,
+    configs: &Store<Config>,
+) -> Controller<Config>
+where
+    U: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + Send
+        + Sync
+        + 'static,
+{
+    let stream = ctx.relay.subscribe::<U>(namespace.map(str::to_string));
+    let configs = configs.clone();
+    controller.watches_shared_stream(stream, move |user: Arc<U>| {
+        let namespace = user.meta().namespace.clone();
+        configs
+            .state()
+            .into_iter()
+            .filter(|c| c.namespace() == namespace && c.metadata.deletion_timestamp.is_some())
+            .map(|c| ObjectRef::from_obj(c.as_ref()))
+            .collect::<Vec<_>>()
+    })
 }
 
 /// A kind whose spec takes values from Secrets (`spec.secretRefs`).

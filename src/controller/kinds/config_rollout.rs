@@ -109,7 +109,9 @@ pub async fn reconcile(object: Arc<ConfigRollout>, ctx: Arc<Context>) -> Result<
     }
     ctx.metrics
         .rollout_step(&run.namespace, &run.name, status.current_step, status.phase);
-    Ok(next.map_or_else(Action::await_change, Action::requeue))
+    // Looked at again at least every drift interval: a Connection relabelled out of this
+    // installation's reach shows in no watch of the rollout's (see `claimed`).
+    Ok(Action::requeue(next.unwrap_or(ctx.drift_interval)))
 }
 
 pub fn error_policy(object: Arc<ConfigRollout>, error: &Error, ctx: Arc<Context>) -> Action {
@@ -144,11 +146,39 @@ async fn claimed(
     let leave = Ok(Err(Action::await_change()));
     let deleting = object.meta().deletion_timestamp.is_some();
     let annotated = ctx.installation.claim_in(&object.metadata);
+    let connection = connection_name(&object);
     match recorded_installation(&object) {
         Some(id) if id != me => return leave,
-        // Recorded here: its own whatever the annotation says (a rewritten one stalls it, see
-        // `claim_changed`; a removed one is written again). Its deletion is cleaned up here.
         Some(_) => {
+            // Recorded here, but its Connection has left this installation's reach
+            // (relabelled out of `--cluster-selector`, or claimed by another installation): as
+            // for every kind (`installation::verdict`), a rollout holding none of this
+            // installation's finalizers is given back (record and annotation removed) for the
+            // installation that sees the Connection to take; one that holds one (it may have
+            // moved keys, which use the same Connection and are left alone too) is left
+            // untouched, deletion included, until the Connection is back in reach.
+            match ctx.stores.connections.find(connection).await {
+                None => return Ok(Err(Action::requeue(POLL))),
+                Some(Some(found)) if !ctx.installation.sees_connection(&found.metadata) => {
+                    let holds = object
+                        .finalizers()
+                        .iter()
+                        .any(|f| f == ctx.installation.finalizer() || f == FINALIZER);
+                    if holds {
+                        debug!(kind = KIND, name = %object.name_any(), %connection, "its Connection is out of this installation's reach; left untouched");
+                        return Ok(Err(Action::requeue(ctx.drift_interval)));
+                    }
+                    if !ctx.dry_run {
+                        ctx.leadership.may_write().map_err(Error::NotLeader)?;
+                        installation::give_back_recorded(rollouts, &object, true).await?;
+                    }
+                    debug!(kind = KIND, name = %object.name_any(), %connection, "its Connection is out of this installation's reach; claim given back");
+                    return leave;
+                }
+                _ => {}
+            }
+            // Its own whatever the annotation says (a rewritten one stalls it, see
+            // `claim_changed`; a removed one is written again). Its deletion is cleaned up here.
             if annotated == Claim::None && !deleting && !ctx.dry_run {
                 ctx.leadership.may_write().map_err(Error::NotLeader)?;
                 installation::take(rollouts, &object, me).await?;
@@ -161,7 +191,6 @@ async fn claimed(
     if let Claim::Theirs(_) = annotated {
         return leave;
     }
-    let connection = connection_name(&object);
     match ctx.stores.connections.find(connection).await {
         // The Connection cache has not listed yet: decide later.
         None => return Ok(Err(Action::requeue(POLL))),
@@ -259,13 +288,27 @@ impl Run<'_> {
             .await
             .map_err(|e| Error::kube(format!("read Config {candidate}"), e))?
             .filter(|c| c.metadata.deletion_timestamp.is_none());
+        // So is a stable one: the keys it moved go back to it (its deletion waits until no key
+        // names it, see `crate::controller::kinds::config::holders`), and none moves again.
+        let stable = spec.stable_config_ref.name.clone();
+        let stable_found = configs
+            .get_opt(&stable)
+            .await
+            .map_err(|e| Error::kube(format!("read Config {stable}"), e))?;
+        let stable_deleting = stable_found
+            .as_ref()
+            .is_some_and(|c| c.metadata.deletion_timestamp.is_some());
+        let stable_config = stable_found.filter(|_| !stable_deleting);
         // A promote skips the analysis, not the checks: a refused key, or a Config not Ready,
         // leaves the rollout where it is (and reports why), promoted by nothing.
         let promote = status.phase == Phase::Progressing
             && action == Some(rollout::Action::Promote)
-            && self
-                .promotable(status, &keys, candidate_config.as_ref())
-                .await?;
+            && self.promotable(
+                status,
+                &keys,
+                stable_config.as_ref(),
+                candidate_config.as_ref(),
+            );
         if status.phase == Phase::Progressing {
             match action {
                 Some(rollout::Action::Abort) => {
@@ -285,11 +328,24 @@ impl Run<'_> {
                     self.conclude(status, Phase::RolledBack, Decision::RollBack, message)
                         .await?;
                 }
+                _ if stable_config.is_none() && !status.moved_keys.is_empty() => {
+                    let message = match stable_deleting {
+                        true => format!(
+                            "the stable Config {stable} is being deleted: the rollout cannot go on; every moved key returns to it, and its deletion waits until no ApiKey names it"
+                        ),
+                        false => format!("the stable Config {stable} is gone"),
+                    };
+                    self.conclude(status, Phase::RolledBack, Decision::RollBack, message)
+                        .await?;
+                }
                 _ => {}
             }
         }
         match status.phase {
-            Phase::Progressing => self.progress(status, &keys, candidate_config).await,
+            Phase::Progressing => {
+                self.progress(status, &keys, stable_config, candidate_config)
+                    .await
+            }
             Phase::Completed => self.hold_on_candidate(status, &keys).await,
             Phase::RolledBack | Phase::Aborted => self.hold_on_stable(status, &keys).await,
         }
@@ -298,28 +354,24 @@ impl Run<'_> {
     /// Whether a `promote` may go through: both Configs Ready with a remote config (their ids
     /// are recorded in `status` if the rollout had not started) and no selected key refused
     /// ([`Self::refusal`]).
-    async fn promotable(
+    fn promotable(
         &self,
         status: &mut ConfigRolloutStatus,
         keys: &Keys,
+        stable: Option<&Config>,
         candidate: Option<&Config>,
-    ) -> Result<bool, Error> {
-        let stable = &self.rollout.spec.stable_config_ref.name;
-        let stable_config = Api::<Config>::namespaced(self.ctx.kube.clone(), &self.namespace)
-            .get_opt(stable)
-            .await
-            .map_err(|e| Error::kube(format!("read Config {stable}"), e))?;
+    ) -> bool {
         let (Some(stable_slug), Some(candidate_slug)) =
-            (remote_slug(stable_config.as_ref()), remote_slug(candidate))
+            (remote_slug(stable), remote_slug(candidate))
         else {
-            return Ok(false);
+            return false;
         };
         if self.refusal(keys).is_some() || keys.eligible.is_empty() {
-            return Ok(false);
+            return false;
         }
         status.stable_config_id.get_or_insert(stable_slug);
         status.candidate_config_id.get_or_insert(candidate_slug);
-        Ok(true)
+        true
     }
 
     /// The step in progress: move its keys, wait for them, pause, judge.
@@ -327,15 +379,11 @@ impl Run<'_> {
         &mut self,
         status: &mut ConfigRolloutStatus,
         keys: &Keys,
+        stable_config: Option<Config>,
         candidate: Option<Config>,
     ) -> Result<(Outcome, Option<Duration>), Error> {
         let spec = &self.rollout.spec;
         let stable = spec.stable_config_ref.name.clone();
-        let configs = Api::<Config>::namespaced(self.ctx.kube.clone(), &self.namespace);
-        let stable_config = configs
-            .get_opt(&stable)
-            .await
-            .map_err(|e| Error::kube(format!("read Config {stable}"), e))?;
         let (Some(stable_slug), Some(candidate_slug)) = (
             remote_slug(stable_config.as_ref()),
             remote_slug(candidate.as_ref()),
@@ -343,7 +391,7 @@ impl Run<'_> {
             return Ok(progressing(
                 "ConfigNotReady",
                 format!(
-                    "waiting for Configs {stable} and {} to be Ready with a remote config",
+                    "waiting for Configs {stable} and {} to be Ready with a remote config (and not being deleted)",
                     spec.candidate_config_ref.name
                 ),
             ));
@@ -465,8 +513,50 @@ impl Run<'_> {
         let from =
             (to - SignedDuration::try_from(window).unwrap_or(SignedDuration::ZERO)).max(started);
         let (candidate_ids, stable_ids) = cohort_ids(keys, &spec.candidate_config_ref.name);
-        let candidate = self.figures(&candidate_ids, from, to).await?;
-        let stable = self.figures(&stable_ids, from, to).await?;
+        let read = match self.figures(&candidate_ids, from, to).await {
+            Ok(candidate) => self
+                .figures(&stable_ids, from, to)
+                .await
+                .map(|stable| (candidate, stable)),
+            Err(error) => Err(error),
+        };
+        let (candidate, stable) = match read {
+            Ok(both) => both,
+            // The telemetry failing decides like too little traffic: it is waited for up to
+            // `maxWait` past the pause (and reported meanwhile), then the step rolls back.
+            Err(error @ Error::Api { .. }) => {
+                let max_wait = spec.max_wait().map_err(Error::InvalidSpec)?;
+                let key = format!("{KIND}/{}/{}", self.namespace, self.name);
+                let said = self.ctx.scrub(&key, &error.to_string());
+                if max_wait.is_some_and(|max| late > max) {
+                    let message = format!(
+                        "step {step}: the telemetry could not be read within analysis.maxWait: {said}"
+                    );
+                    self.conclude(status, Phase::RolledBack, Decision::RollBack, message)
+                        .await?;
+                    return self.hold_on_stable(status, keys).await;
+                }
+                let retry = error.retry_after().unwrap_or(POLL).max(POLL);
+                return Ok((
+                    Outcome::Progressing {
+                        reason: "TelemetryUnavailable".into(),
+                        message: format!(
+                            "step {step}: {said}; read again in {}{}",
+                            humantime::format_duration(retry),
+                            match max_wait {
+                                Some(max) => format!(
+                                    ", rolled back once analysis.maxWait ({}) is past",
+                                    humantime::format_duration(max)
+                                ),
+                                None => " (no analysis.maxWait: waits as long as it takes)".into(),
+                            }
+                        ),
+                    },
+                    Some(retry),
+                ));
+            }
+            Err(error) => return Err(error),
+        };
         status.analysis = Some(AnalysisRecord {
             step: step as u32,
             from: from.to_string(),
@@ -681,6 +771,8 @@ impl Run<'_> {
             keys: ids.len() as u32,
             requests: figures.requests,
             server_errors: figures.server_errors,
+            errors: figures.errors,
+            client_errors: figures.client_errors,
             error_rate: figures.error_rate,
             p90_latency_ms: figures.p90_ms,
         })
@@ -787,10 +879,13 @@ impl Run<'_> {
 }
 
 /// The keys a rollout returns to their own defaults: every key in `status.movedKeys` and every
-/// key that names it in `aigw.io/rollout`, sorted.
+/// key that names it in `aigw.io/rollout`, sorted; never a key another rollout holds now
+/// ([`Keys::taken`]: a finished rollout left in place does not pull its old keys off a later
+/// one).
 fn returning(keys: &Keys, status: &ConfigRolloutStatus) -> Vec<String> {
     let mut moved = names(&keys.tagged);
     moved.extend(status.moved_keys.iter().cloned());
+    moved.retain(|name| !keys.taken.contains(name));
     moved.sort();
     moved.dedup();
     moved

@@ -32,6 +32,8 @@ use crate::resources::common::{CreateAttempt, DriftCorrection};
 use crate::resources::config::{AppliedHistory, Config, ConfigSecretRef};
 use crate::resources::guardrail::{ClusterGuardrail, Guardrail, GuardrailKind, GuardrailStatus};
 
+mod mcp_servers;
+
 /// Condition reason while a Config still names the guardrail being deleted.
 pub const STILL_REFERENCED: &str = "StillReferenced";
 
@@ -85,6 +87,11 @@ macro_rules! guardrail_kind {
             crate::controller::driver::kind::promotes!(|guardrail| guardrail
                 .definition()
                 .promotion);
+
+            /// Its MCP server mappings do not show in the guardrails' list.
+            fn listed_whole(&self) -> bool {
+                self.definition().mcp_servers.is_none()
+            }
         }
 
         impl Verbs for $kind {
@@ -226,6 +233,21 @@ macro_rules! guardrail_kind {
                 let concealed: Vec<&str> =
                     desired.iter().flat_map(Desired::secret_values).collect();
                 self.definition().drift_against(remote, at, &concealed)
+            }
+            /// The MCP servers it applies to (`spec.mcpServers`), the complete set.
+            async fn sync_sub_resources(
+                &self,
+                cx: &Cx<'_, Self>,
+                status: &mut GuardrailStatus,
+            ) -> Result<Vec<crate::controller::driver::Change>, Error> {
+                mcp_servers::sync(self, cx, status).await
+            }
+            async fn sub_resources_differ(
+                &self,
+                cx: &Cx<'_, Self>,
+                status: &GuardrailStatus,
+            ) -> Result<Vec<&'static str>, Error> {
+                mcp_servers::differ(self, cx, status).await
             }
             fn record_drift(status: &mut GuardrailStatus, replaced: DriftCorrection) {
                 status.last_drift_correction = Some(replaced);

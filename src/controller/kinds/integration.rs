@@ -21,12 +21,13 @@ use crate::controller::config_refs::{
     CLUSTER_READABLE, Desired, ReadsSecrets, SECRET_NOT_READABLE,
 };
 use crate::controller::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::referenced::ready_named;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
-use crate::controller::gate::{Op, tenant_id, tenant_peers};
+use crate::controller::gate::{Op, tenant_id};
 use crate::controller::status::common_status;
-use crate::controller::{Context, now_rfc3339, spec_already_applied};
+use crate::controller::{Context, now_rfc3339};
 use crate::resources::common::CreateAttempt;
 use crate::resources::config::ConfigSecretRef;
 use crate::resources::config_document::SecretDocument;
@@ -360,39 +361,15 @@ fn secret_mappings(integration: &Integration, ctx: &Context) -> Result<Option<Ve
 
 /// The UUID the SecretReference resource `name` recorded, once it can be mapped.
 fn ready_reference(integration: &Integration, ctx: &Context, name: &str) -> Result<String, Error> {
-    let waiting = |why: String| Error::not_allowed(SECRET_REFERENCE_NOT_READY, why);
-    let what = format!("SecretReference {name} named by spec.secretMappings");
-    let Some(reference) = secret_reference(ctx, name) else {
-        return Err(waiting(format!(
-            "{what} does not exist yet; waiting for it"
-        )));
-    };
-    let peers = tenant_peers(ctx, integration.spec.connection_name());
-    let theirs = reference.spec.connection_name();
-    if !peers.iter().any(|p| p == theirs) {
-        return Err(Error::InvalidSpec(format!(
-            "{what} uses Connection {theirs}, which reaches another tenant than this Integration's Connection {}",
-            integration.spec.connection_name()
-        )));
-    }
-    if reference.metadata.deletion_timestamp.is_some() {
-        return Err(waiting(format!("{what} is being deleted")));
-    }
-    let status = reference.status.clone().unwrap_or_default();
-    let ready = spec_already_applied(
-        reference.metadata.generation,
-        status.observed_generation,
-        &status.conditions,
-    );
-    match status.id.filter(|_| ready) {
-        Some(id) => Ok(id),
-        None => Err(waiting(format!("{what} is not Ready yet; waiting for it"))),
-    }
-}
-
-fn secret_reference(ctx: &Context, name: &str) -> Option<std::sync::Arc<SecretReference>> {
-    let all = ctx.stores.of::<SecretReference>().all();
-    all.into_iter().find(|r| r.name_any() == name)
+    let (_, id) = ready_named::<SecretReference, _>(
+        integration,
+        ctx,
+        name,
+        &format!("SecretReference {name} named by spec.secretMappings"),
+        |why| Error::not_allowed(SECRET_REFERENCE_NOT_READY, why),
+        |status| status.id.clone(),
+    )?;
+    Ok(id)
 }
 
 /// The Integration resources whose `spec.secretMappings` name the SecretReference resource

@@ -6,6 +6,7 @@ pub mod connection;
 pub mod deployment;
 pub mod guardrail;
 pub mod integration;
+pub mod mcp_integration;
 pub mod policy;
 pub mod provider;
 pub mod rate_limits_policy;

@@ -171,7 +171,7 @@ impl Verbs for Provider {
         key: &str,
         _: &ProviderStatus,
     ) -> Result<Option<RemoteProvider>, ApiError> {
-        let workspace = Some(self.spec.workspace_id.as_str());
+        let workspace = Some(self.spec.workspace());
         client.providers().get(key, workspace).await.map(Some)
     }
     /// A provider of the slug binds another integration (or lives in another workspace).
@@ -209,7 +209,7 @@ impl Verbs for Provider {
         let request = create_request(self, desired);
         CreateAttempt {
             name: Some(self.spec.name.clone()),
-            workspace_id: Some(self.spec.workspace_id.clone()),
+            workspace_id: Some(self.spec.workspace().to_string()),
             body_hash: body_hash(&cx.ctx.hash_key, self.metadata.uid.as_deref(), &request),
             ended_at: None,
             intent: None,
@@ -239,7 +239,7 @@ impl Verbs for Provider {
         remote: &RemoteProvider,
     ) -> Result<ProviderWritten, ApiError> {
         let (_, update) = self.spec.update_for(remote, desired.reset);
-        let workspace = Some(self.spec.workspace_id.as_str());
+        let workspace = Some(self.spec.workspace());
         let update = update.unwrap_or_default();
         client
             .providers()
@@ -284,7 +284,7 @@ impl Verbs for Provider {
         key: &str,
         _: &ProviderStatus,
     ) -> Result<(), ApiError> {
-        let workspace = Some(self.spec.workspace_id.as_str());
+        let workspace = Some(self.spec.workspace());
         client.providers().delete(key, workspace).await
     }
     /// Only the id and slug of a read are ever recorded (a read may carry the upstream key).
@@ -382,7 +382,7 @@ async fn find_created(
 ) -> Result<Lookup<RemoteProvider>, Error> {
     let spec = &provider.spec;
     let query = ProvidersListQuery {
-        workspace_id: Some(spec.workspace_id.clone()),
+        workspace_id: Some(spec.workspace().to_string()),
         ..Default::default()
     };
     let listing = cx
@@ -397,7 +397,7 @@ async fn find_created(
         .clone()
         .unwrap_or_else(|| CreateAttempt {
             name: Some(spec.name.clone()),
-            workspace_id: Some(spec.workspace_id.clone()),
+            workspace_id: Some(spec.workspace().to_string()),
             ..Default::default()
         });
     // `spec.slug` narrows the search, but is no proof: someone else may hold that slug (and
@@ -445,7 +445,7 @@ async fn binds_another(
         .api(Op::Read)
         .await?
         .providers()
-        .get(key, Some(&provider.spec.workspace_id))
+        .get(key, Some(provider.spec.workspace()))
         .await;
     let remote = match read {
         Ok(remote) => remote,

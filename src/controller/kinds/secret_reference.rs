@@ -9,8 +9,7 @@
 //! Not a listed kind: references are few, and each reconcile (at least once per drift
 //! interval) reads the reference.
 
-use k8s_openapi::api::core::v1::Secret;
-use kube::{Api, Resource, ResourceExt};
+use kube::{Resource, ResourceExt};
 use serde_json::{Map, Value};
 
 use crate::api::{
@@ -349,9 +348,10 @@ async fn read_auth_config(
             ));
         }
     };
-    let secrets: Api<Secret> = Api::namespaced(ctx.kube.clone(), namespace);
-    let secret = secrets
-        .get_opt(&named.name)
+    // Read once per version of the Secret (crate::controller::secret_cache), like spec.secretRefs.
+    let secret = ctx
+        .secrets
+        .values(&ctx.kube, namespace, &named.name)
         .await
         .map_err(|e| Error::kube(format!("read Secret {namespace}/{}", named.name), e))?
         .ok_or_else(|| {

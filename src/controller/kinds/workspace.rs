@@ -250,7 +250,7 @@ impl Verbs for Workspace {
             keys.extend([remote.id.as_str(), remote.slug.as_str()]);
         }
         keys.remove("");
-        let holders = cx.ctx.stores.naming_workspace(&keys);
+        let holders = cx.ctx.stores.naming_workspace(&keys, &self.name_any());
         if holders.is_empty() {
             return Ok(());
         }
@@ -515,4 +515,59 @@ fn default_config(workspace: &Workspace, ctx: &Context) -> (Option<DefaultConfig
             )),
         ),
     }
+}
+
+/// Requeues a Workspace being deleted whenever an object that names it (by UUID or slug, or by
+/// `spec.workspaceRef`) changes or goes, so that its archive, which waits for them
+/// (`StillReferenced`), goes on as soon as the last one lets go.
+pub fn watch_referrers(
+    controller: kube::runtime::controller::Controller<Workspace>,
+    ctx: &Context,
+    _namespace: Option<&str>,
+    workspaces: kube::runtime::reflector::Store<Workspace>,
+) -> kube::runtime::controller::Controller<Workspace> {
+    use crate::resources::{
+        ApiKey, Deployment, Guardrail, Provider, RateLimitsPolicy, UsageLimitsPolicy,
+    };
+    let controller = held_by::<Config>(controller, ctx, workspaces.clone());
+    let controller = held_by::<RateLimitsPolicy>(controller, ctx, workspaces.clone());
+    let controller = held_by::<UsageLimitsPolicy>(controller, ctx, workspaces.clone());
+    let controller = held_by::<Guardrail>(controller, ctx, workspaces.clone());
+    let controller = held_by::<ApiKey>(controller, ctx, workspaces.clone());
+    let controller = held_by::<Provider>(controller, ctx, workspaces.clone());
+    held_by::<Deployment>(controller, ctx, workspaces)
+}
+
+/// [`watch_referrers`] for the objects of kind `K`, of every watched namespace.
+fn held_by<K>(
+    controller: kube::runtime::controller::Controller<Workspace>,
+    ctx: &Context,
+    workspaces: kube::runtime::reflector::Store<Workspace>,
+) -> kube::runtime::controller::Controller<Workspace>
+where
+    K: crate::controller::claims::Claims
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync,
+{
+    crate::controller::relay::requeue_when(
+        controller,
+        &ctx.relay,
+        None,
+        workspaces,
+        |workspace: &Workspace, object: &K| {
+            let status = workspace.status.as_ref();
+            let keys = [
+                status.and_then(|s| s.id.as_deref()),
+                status.and_then(|s| s.slug.as_deref()),
+            ];
+            workspace.metadata.deletion_timestamp.is_some()
+                && (object.workspace_ref() == workspace.metadata.name.as_deref()
+                    || object.workspaces().iter().any(|(_, ws)| {
+                        ws.as_deref()
+                            .is_some_and(|ws| keys.iter().flatten().any(|k| *k == ws))
+                    }))
+        },
+    )
 }

@@ -65,6 +65,11 @@ impl Collector for LeaseTransitions {
 /// (`aigw_rollout_step`): a step means nothing without its rollout, and rollouts are few and
 /// short-lived; the series goes with the rollout.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabel {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RolloutLabel {
     /// Not `namespace`: the ServiceMonitor keeps the operator's labels over the target's
     /// (`honorLabels`), and `namespace` there is the operator's.
@@ -113,6 +118,7 @@ pub struct Metrics {
     resource_conditions: Family<KindCondition, Gauge>,
     rotations_due: Family<KindLabel, Gauge>,
     unreadable_objects: Family<KindLabel, Counter>,
+    secret_cache_fallbacks: Family<ReasonLabel, Counter>,
     rollout_step: Family<RolloutLabel, Gauge>,
     rollout_decisions: Family<DecisionLabel, Counter>,
     lease_transitions: Arc<LeaseTransitions>,
@@ -221,6 +227,12 @@ impl Default for Metrics {
             "Objects a watch or list could not decode (nested too deep, or of a shape this build does not know), left out of the caches and reported; each version counted once",
             unreadable_objects.clone(),
         );
+        let secret_cache_fallbacks = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "secret_cache_fallbacks",
+            "Secret reads the watch caches could not answer and the apiserver did, by reason (behind_own_write, own_write_unknown, recovery, not_listed, unwatched; for referenced Secrets' values: new_version, not_cached)",
+            secret_cache_fallbacks.clone(),
+        );
         let rollout_step = Family::<RolloutLabel, Gauge>::default();
         registry.register(
             "rollout_step",
@@ -252,6 +264,7 @@ impl Default for Metrics {
             resource_conditions,
             rotations_due,
             unreadable_objects,
+            secret_cache_fallbacks,
             lease_transitions,
             leader,
             drift_pass_seconds,
@@ -362,6 +375,15 @@ impl Metrics {
     }
 
     /// One more object of `kind` that a watch could not decode.
+    /// A Secret read the watch caches could not answer ([`crate::controller::secret_cache`]).
+    pub fn secret_cache_fallback(&self, reason: &str) {
+        self.secret_cache_fallbacks
+            .get_or_create(&ReasonLabel {
+                reason: reason.into(),
+            })
+            .inc();
+    }
+
     pub fn unreadable(&self, kind: &str) {
         self.unreadable_objects
             .get_or_create(&KindLabel { kind: kind.into() })

@@ -25,8 +25,8 @@ use kube::runtime::watcher;
 use crate::resources::common::{CreateAttempt, condition::STALLED, find_condition};
 use crate::resources::guardrail::GuardrailKind;
 use crate::resources::{
-    ApiKey, ClusterGuardrail, Config, Connection, Deployment, Guardrail, Integration, Provider,
-    RateLimitsPolicy, SecretReference, UsageLimitsPolicy, Workspace,
+    ApiKey, ClusterGuardrail, Config, ConfigRollout, Connection, Deployment, Guardrail,
+    Integration, Provider, RateLimitsPolicy, SecretReference, UsageLimitsPolicy, Workspace,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
@@ -88,6 +88,27 @@ impl<K: Cached> StoreList<K> {
                 .iter()
                 .find_map(|s| s.find(|o| o.meta().name.as_deref() == Some(name))),
         )
+    }
+
+    /// The object `namespace`/`name` (namespaced kinds), from caches that have listed once;
+    /// `None` as for [`Self::find`].
+    pub async fn find_in(&self, namespace: &str, name: &str) -> Option<Option<std::sync::Arc<K>>> {
+        let wanted = kube::runtime::reflector::ObjectRef::new(name).within(namespace);
+        let stores = self.snapshot();
+        if stores.is_empty() {
+            return None;
+        }
+        for store in &stores {
+            let ready = tokio::time::timeout(
+                std::time::Duration::from_millis(200),
+                store.wait_until_ready(),
+            )
+            .await;
+            if !matches!(ready, Ok(Ok(()))) {
+                return None;
+            }
+        }
+        Some(stores.iter().find_map(|s| s.get(&wanted)))
     }
 
     /// True once `expected` watch caches of the kind are registered and every one has listed:
@@ -300,6 +321,9 @@ impl ClaimIndex {
 /// [`crate::registry::KINDS`] (its `store` entry), found by type with [`Stores::of`].
 pub struct Stores {
     pub connections: StoreList<Connection>,
+    /// The ConfigRollouts' (a driven kind, with no claims): what an ApiKey reads to know
+    /// whether the rollout its annotation names holds it, and a Config whether one names it.
+    pub rollouts: StoreList<ConfigRollout>,
     kinds: HashMap<TypeId, Box<dyn KindStore>>,
 }
 
@@ -307,8 +331,9 @@ pub struct Stores {
 pub trait KindStore: Send + Sync {
     fn as_any(&self) -> &dyn Any;
     /// The cached resources that act in a workspace one of `keys` (its UUID, its slug) names,
-    /// as `Kind namespace/name`.
-    fn naming_workspace(&self, keys: &BTreeSet<&str>) -> Vec<String>;
+    /// or that name the Workspace resource `resource` (`spec.workspaceRef`), as
+    /// `Kind namespace/name`.
+    fn naming_workspace(&self, keys: &BTreeSet<&str>, resource: &str) -> Vec<String>;
 }
 
 impl<K: Claims + Send + Sync> KindStore for StoreList<K> {
@@ -316,13 +341,14 @@ impl<K: Claims + Send + Sync> KindStore for StoreList<K> {
         self
     }
 
-    fn naming_workspace(&self, keys: &BTreeSet<&str>) -> Vec<String> {
+    fn naming_workspace(&self, keys: &BTreeSet<&str>, resource: &str) -> Vec<String> {
         self.all()
             .iter()
             .filter(|o| {
-                o.workspaces()
-                    .iter()
-                    .any(|(_, ws)| ws.as_deref().is_some_and(|ws| keys.contains(ws)))
+                o.workspace_ref() == Some(resource)
+                    || o.workspaces()
+                        .iter()
+                        .any(|(_, ws)| ws.as_deref().is_some_and(|ws| keys.contains(ws)))
             })
             .map(|o| {
                 let name = match o.namespace() {
@@ -348,6 +374,7 @@ impl Default for Stores {
     fn default() -> Self {
         Self {
             connections: StoreList::default(),
+            rollouts: StoreList::default(),
             kinds: crate::registry::KINDS
                 .iter()
                 .filter_map(|k| k.store)
@@ -380,12 +407,13 @@ impl Stores {
     }
 
     /// Every cached resource, of any kind, acting in the workspace `keys` name (its UUID and
-    /// slug): what holds a Workspace against its archive. Sorted.
-    pub fn naming_workspace(&self, keys: &BTreeSet<&str>) -> Vec<String> {
+    /// slug), or naming the Workspace resource `resource` by `spec.workspaceRef`: what holds a
+    /// Workspace against its archive. Sorted.
+    pub fn naming_workspace(&self, keys: &BTreeSet<&str>, resource: &str) -> Vec<String> {
         let mut holders: Vec<String> = self
             .kinds
             .values()
-            .flat_map(|store| store.naming_workspace(keys))
+            .flat_map(|store| store.naming_workspace(keys, resource))
             .collect();
         holders.sort();
         holders
@@ -422,6 +450,39 @@ pub trait Claims: Cached {
     /// needs the grant `allowDefault`.
     fn organisation_wide(&self) -> Option<&'static str> {
         None
+    }
+    /// The Workspace resource its `spec.workspaceRef` names, instead of a workspace id
+    /// ([`crate::controller::driver::reach`] resolves it).
+    fn workspace_ref(&self) -> Option<&str> {
+        None
+    }
+    /// Writes the UUID its `spec.workspaceRef` resolved to into `spec.workspaceId` of the copy
+    /// a reconcile acts on: from the reach on, every rule and call sees the workspace by id.
+    fn reach_workspace(&mut self, _id: String) {}
+}
+
+/// The spec field naming the workspace of a kind that takes `spec.workspaceId` or
+/// `spec.workspaceRef`, and [`Claims::workspace_ref`] and [`Claims::reach_workspace`] for it
+/// (`|o| expr` is its spec).
+macro_rules! workspace_named {
+    (|$o:ident| $spec:expr) => {
+        fn workspace_ref(&self) -> Option<&str> {
+            let $o = self;
+            $spec.workspace_ref.as_ref().map(|r| r.name.as_str())
+        }
+        fn reach_workspace(&mut self, id: String) {
+            let $o = self;
+            $spec.workspace_id = Some(id);
+        }
+    };
+}
+
+/// The field a grant refusal names for the workspace of `object`: `spec.workspaceRef` when the
+/// spec names it by resource (its `spec.workspaceId` is then what the reach resolved).
+fn workspace_field<K: Claims>(object: &K) -> &'static str {
+    match object.workspace_ref() {
+        Some(_) => "spec.workspaceRef",
+        None => "spec.workspaceId",
     }
 }
 
@@ -517,8 +578,9 @@ impl Claims for Config {
         self.spec.slug.clone().map(|slug| ("spec.slug", slug))
     }
     fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
-        vec![("spec.workspaceId", self.spec.workspace_id.clone())]
+        vec![(workspace_field(self), self.spec.workspace_id.clone())]
     }
+    workspace_named!(|o| o.spec);
 }
 
 impl Claims for Deployment {
@@ -593,8 +655,9 @@ macro_rules! policy_claims {
                 self.spec.policy_id.clone().map(|id| ("spec.policyId", id))
             }
             fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
-                vec![("spec.workspaceId", self.spec.workspace_id.clone())]
+                vec![(workspace_field(self), self.spec.workspace_id.clone())]
             }
+            workspace_named!(|o| o.spec);
         }
     };
 }
@@ -602,7 +665,7 @@ macro_rules! policy_claims {
 /// `Claims` of a guardrail kind: a slug (and UUID) in its status, adopted by `spec.slug`, in
 /// the workspace `spec.workspaceId` names (none for an organisation guardrail).
 macro_rules! guardrail_claims {
-    ($kind:ty) => {
+    ($kind:ty $(, $named:tt)?) => {
         impl Claims for $kind {
             status_claims!();
             fn manages(&self) -> bool {
@@ -626,10 +689,11 @@ macro_rules! guardrail_claims {
             }
             fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
                 match self.metadata.namespace {
-                    Some(_) => vec![("spec.workspaceId", self.workspace_id().map(String::from))],
+                    Some(_) => vec![(workspace_field(self), self.workspace_id().map(String::from))],
                     None => Vec::new(),
                 }
             }
+            $(workspace_named! $named;)?
         }
     };
 }
@@ -658,8 +722,9 @@ impl Claims for ApiKey {
         None
     }
     fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
-        vec![("spec.workspaceId", self.spec.workspace_id.clone())]
+        vec![(workspace_field(self), self.spec.workspace_id.clone())]
     }
+    workspace_named!(|o| o.spec);
 }
 
 /// An integration (cluster-scoped: no workspace grant applies) claims its UUID and slug, and
@@ -759,11 +824,12 @@ impl Claims for Provider {
         None
     }
     fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
-        vec![("spec.workspaceId", Some(self.spec.workspace_id.clone()))]
+        vec![(workspace_field(self), self.spec.workspace_id.clone())]
     }
+    workspace_named!(|o| o.spec);
 }
 
-guardrail_claims!(Guardrail);
+guardrail_claims!(Guardrail, (|o| o.spec));
 guardrail_claims!(ClusterGuardrail);
 
 policy_claims!(RateLimitsPolicy);
@@ -1003,12 +1069,24 @@ mod tests {
         let mut by_slug = config("ops", "routing", "u2", "2026-01-01T00:00:00Z", None);
         by_slug.spec.workspace_id = Some("ws-pay".into());
         let elsewhere = config("dev", "other", "u3", "2026-01-01T00:00:00Z", None);
-        let stores = stores_with(&[in_pay, by_slug, elsewhere]);
+        let mut by_resource = config("web", "edge", "u4", "2026-01-01T00:00:00Z", None);
+        by_resource.spec.workspace_ref =
+            Some(crate::resources::common::WorkspaceRef { name: "pay".into() });
+        let stores = stores_with(&[in_pay, by_slug, elsewhere, by_resource]);
         let keys: BTreeSet<&str> = ["ws-uuid", "ws-pay"].into_iter().collect();
         assert_eq!(
-            stores.naming_workspace(&keys),
-            ["Config ops/routing", "Config pay/main"]
+            stores.naming_workspace(&keys, "pay"),
+            ["Config ops/routing", "Config pay/main", "Config web/edge"]
         );
-        assert!(stores.naming_workspace(&["ws-x"].into()).is_empty());
+        // A workspace id equal to the resource's name is not the resource.
+        assert_eq!(
+            stores.naming_workspace(&["ws-x"].into(), "ws-uuid"),
+            Vec::<String>::new()
+        );
+        assert!(
+            stores
+                .naming_workspace(&["ws-x"].into(), "other")
+                .is_empty()
+        );
     }
 }

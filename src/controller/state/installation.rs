@@ -274,8 +274,21 @@ pub async fn give_back<K>(objects: &Api<K>, object: &K) -> Result<(), Error>
 where
     K: Claims + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
+    give_back_recorded(objects, object, object.recorded_installation().is_some()).await
+}
+
+/// [`give_back`] for a kind without claims (a ConfigRollout): `recorded` when its status
+/// records an installation.
+pub async fn give_back_recorded<K>(
+    objects: &Api<K>,
+    object: &K,
+    recorded: bool,
+) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     let mut version = object.meta().resource_version.clone();
-    if object.recorded_installation().is_some() {
+    if recorded {
         let patch = serde_json::json!({
             "metadata": {"resourceVersion": version},
             "status": {"installation": null},

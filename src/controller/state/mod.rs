@@ -3,4 +3,5 @@ pub mod connections;
 pub mod followers;
 pub mod installation;
 pub mod relay;
+pub mod secret_cache;
 pub mod secret_values;

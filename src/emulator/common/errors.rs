@@ -60,7 +60,7 @@ pub enum EmulatorError {
     /// Missing, unknown or expired bearer token (401).
     #[error("missing or invalid bearer token")]
     Unauthorized,
-    /// Injected by the fault settings (500, 502 or 503).
+    /// Injected by the fault settings (500, 502 or 503; any 4xx or 5xx for `failing_routes`).
     #[error("injected fault: {message}")]
     Injected {
         status: StatusCode,

@@ -37,6 +37,11 @@ pub struct Faults {
     /// matches it (a lost answer on one call of a flow, the others answered).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drop_after_commit_once: Vec<String>,
+    /// Routes (`"METHOD /route/template"`, as `/_emulator/stats` names them) answered with the
+    /// given status (400..599) every time, without touching state: one route's outage (the
+    /// telemetry down while the rest of the API answers).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub failing_routes: BTreeMap<String, u16>,
     /// Requests per second allowed across all API routes; beyond it, 429 with `Retry-After`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit_qps: Option<f64>,
@@ -101,6 +106,15 @@ impl ProviderFault {
 
 impl Faults {
     pub fn validate(&self) -> Result<(), EmulatorError> {
+        if let Some((route, status)) = self
+            .failing_routes
+            .iter()
+            .find(|(_, status)| !(400..=599).contains(*status))
+        {
+            return Err(EmulatorError::validation(format!(
+                "failing_routes.{route:?} is {status}: a status from 400 to 599"
+            )));
+        }
         let rates = [
             ("error_rate", self.error_rate),
             ("timeout_rate", self.timeout_rate),
@@ -258,6 +272,10 @@ mod tests {
             },
             Faults {
                 list_lag_ms: Some(MAX_LIST_LAG_MS + 1),
+                ..Faults::default()
+            },
+            Faults {
+                failing_routes: [("GET /ai_gw/v2/logs/groups/{dimension}".to_string(), 200)].into(),
                 ..Faults::default()
             },
         ] {

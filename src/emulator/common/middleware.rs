@@ -87,6 +87,14 @@ pub async fn inject_faults(
         .extensions()
         .get::<MatchedPath>()
         .map(|path| format!("{} {}", request.method(), path.as_str()));
+    if let Some(status) = endpoint
+        .as_ref()
+        .and_then(|e| faults.failing_routes.get(e))
+        .and_then(|status| StatusCode::from_u16(*status).ok())
+    {
+        let message = "this route is failing (failing_routes)";
+        return EmulatorError::Injected { status, message }.into_response();
+    }
     let dropped_once = endpoint.is_some_and(|e| lock(&state.faults).take_drop_once(&e));
     if dropped_once || roll(faults.drop_after_commit_rate) {
         return drop_after_commit(request, next).await;

@@ -101,7 +101,8 @@ impl Builder<'_> {
         let spec = ProviderSpec {
             slug: Some(remote.slug.clone()),
             name: remote.name.clone(),
-            workspace_id: workspace.to_string(),
+            workspace_id: Some(workspace.to_string()),
+            workspace_ref: None,
             integration: None,
             integration_id: Some(integration),
             note: remote.note.clone(),

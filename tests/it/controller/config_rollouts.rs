@@ -2,8 +2,9 @@
 //! emulator's gateway (`POST /v1/chat/completions` with each key's value) and the analysis read
 //! from its telemetry routes. A healthy candidate completes every step; a candidate whose
 //! provider answers 5xx to 30 % of requests is rolled back at the first step, every key back on
-//! the stable config; an operator stopped at each step boundary resumes with every key's config
-//! changed exactly once per move (the emulator's write log of each key).
+//! the stable config; an operator stopped at each step boundary (in-process, and a real
+//! `aigw operator` process SIGKILLed) resumes with every key's config changed exactly once per
+//! move (the emulator's write log of each key).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -556,29 +557,15 @@ async fn a_second_rollout_over_the_same_keys_is_refused_and_a_deleted_candidate_
     assert!(status(&refused).moved_keys.is_empty());
     assert_eq!(remote_configs(&h, &keys).await, split);
 
-    h.env
-        .api::<Config>()
-        .delete("candidate", &Default::default())
-        .await
-        .unwrap();
-    let rolled = h
-        .env
-        .wait_for::<ConfigRollout>("first", WAIT, |r| status(r).phase == Phase::RolledBack)
-        .await;
-    let decision = status(&rolled).decisions.last().cloned().unwrap();
-    assert_eq!(decision.decision, Decision::RollBack);
-    assert!(
-        decision
-            .message
-            .contains("the candidate Config candidate is gone"),
-        "{}",
-        decision.message
-    );
-    let back = support::wait_until(WAIT, || async {
-        (remote_configs(&h, &keys).await == vec![stable.clone(); 4]).then_some(())
-    })
+    delete_config_and_see_the_rollback(
+        &h,
+        &keys,
+        "candidate",
+        "first",
+        &stable,
+        "the candidate Config candidate is gone",
+    )
     .await;
-    assert!(back.is_some(), "every key is back on the stable config");
     h.stop().await;
 }
 
@@ -674,6 +661,35 @@ async fn no_traffic_past_max_wait_rolls_back() {
 }
 
 // ---- issue 31, a fresh attack ----
+
+/// Deletes Config `config`, then sees rollout `rollout` decide `RollBack` with a message
+/// containing `why`, and every key back on `stable`.
+async fn delete_config_and_see_the_rollback(
+    h: &Harness,
+    keys: &[(String, String)],
+    config: &str,
+    rollout: &str,
+    stable: &str,
+    why: &str,
+) {
+    h.env
+        .api::<Config>()
+        .delete(config, &Default::default())
+        .await
+        .unwrap();
+    let rolled = h
+        .env
+        .wait_for::<ConfigRollout>(rollout, WAIT, |r| status(r).phase == Phase::RolledBack)
+        .await;
+    let decision = status(&rolled).decisions.last().cloned().unwrap();
+    assert_eq!(decision.decision, Decision::RollBack);
+    assert!(decision.message.contains(why), "{}", decision.message);
+    let back = support::wait_until(WAIT, || async {
+        (remote_configs(h, keys).await == vec![stable.to_string(); 4]).then_some(())
+    })
+    .await;
+    assert!(back.is_some(), "every key is back on the stable config");
+}
 
 async fn annotate(h: &Harness, key: &str, annotations: Value) {
     h.env
@@ -1035,5 +1051,720 @@ async fn a_moved_key_leaving_the_selector_is_returned_and_not_counted() {
     );
     let a = h.env.api::<ApiKey>().get("key-a").await.unwrap();
     assert_eq!(a.annotations().get("aigw.io/rollout-config"), None);
+    h.stop().await;
+}
+
+// ---- a real operator process, SIGKILLed ----
+
+/// One `aigw operator` process over the harness's namespace, emulator and installation (the
+/// in-process operator stopped first), under the chart's RBAC. Killed with SIGKILL when
+/// dropped; its log is printed if the test fails.
+struct OperatorProcess {
+    child: std::process::Child,
+    log: std::path::PathBuf,
+}
+
+impl OperatorProcess {
+    fn start(h: &Harness, dir: &std::path::Path, n: usize) -> Self {
+        use support::harness::{CLUSTER_LABEL, TOKEN};
+        let token_file = dir.join("token");
+        std::fs::write(&token_file, TOKEN).unwrap();
+        let kubeconfig = h.identity.kubeconfig_file(dir);
+        let metrics = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let log = dir.join(format!("operator-{n}.log"));
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
+            .arg("operator")
+            .args(["--management-url", &h.emulator.management_url()])
+            .args(["--gateway-url", &h.emulator.gateway_url()])
+            .arg("--token-file")
+            .arg(&token_file)
+            .args(["--namespace", &h.env.namespace])
+            .args([
+                "--cluster-selector",
+                &format!("{CLUSTER_LABEL}={}", h.env.namespace),
+            ])
+            .args(["--metrics-addr", &metrics.to_string()])
+            .arg("--leader-elect=false")
+            // The harness's operator's installation, which recorded the keys.
+            .args(["--installation-id", "aigw"])
+            // Where the harness's operator keeps its hash key (the Lease namespace is only
+            // that, without leader election).
+            .args(["--leader-election-namespace", &h.hash_key_namespace])
+            .env("KUBECONFIG", kubeconfig)
+            .env("RUST_LOG", "aigw=debug,info")
+            .env_remove("POD_NAMESPACE")
+            .env_remove("AIGW_LEADER_ELECT")
+            .env_remove("AIGW_CONNECTION_SECRET_NAMESPACE")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(std::fs::File::options().append(true).open(&log).unwrap())
+            .spawn()
+            .expect("failed to start aigw operator");
+        Self { child, log }
+    }
+
+    /// SIGKILL, as the kernel's OOM killer or a node loss would stop it: no cleanup runs.
+    fn kill(mut self) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let killed = std::process::Command::new("kill")
+            .args(["-KILL", &pid])
+            .status()
+            .unwrap();
+        assert!(killed.success(), "kill -KILL {pid}");
+        self.child.wait().unwrap()
+    }
+}
+
+impl Drop for OperatorProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            eprintln!("--- log of {} ---\n{log}", self.log.display());
+        }
+    }
+}
+
+/// Polls the rollout every 20 ms (rather than `wait_for`'s 100 ms) until `done`, so a kill
+/// lands as close after the boundary as the test can see it.
+async fn poll_rollout(h: &Harness, done: impl Fn(&ConfigRollout) -> bool) -> ConfigRollout {
+    let api = h.env.api::<ConfigRollout>();
+    let deadline = Instant::now() + Duration::from_secs(90);
+    loop {
+        if let Some(r) = api.get_opt("checkout").await.unwrap()
+            && done(&r)
+        {
+            return r;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out: {:#?}",
+            api.get_opt("checkout").await.unwrap().map(|r| status(&r))
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Which keys carry the annotation that puts them on the candidate.
+async fn annotated_keys(h: &Harness) -> Vec<String> {
+    let mut annotated = Vec::new();
+    for name in KEYS {
+        let key = h.env.api::<ApiKey>().get(name).await.unwrap();
+        if key.annotations().contains_key("aigw.io/rollout-config") {
+            annotated.push(name.to_string());
+        }
+    }
+    annotated
+}
+
+/// A real `aigw operator` process SIGKILLed at each step boundary (as soon as the status
+/// records the step, before or while its keys move) and started again: the rollout completes,
+/// and the emulator's write log shows each key's config changed exactly once per move.
+#[tokio::test]
+async fn a_sigkilled_operator_process_resumes_at_each_step_boundary() {
+    let mut h = Harness::start("roll-kill").await;
+    let keys = setup(&h).await;
+    h.stop_operator().await;
+    let dir = tempfile::tempdir().unwrap();
+    let traffic = Traffic::start(&h).await;
+    let steps = json!([{"weight": 25, "pause": "2s"}, {"weight": 50, "pause": "2s"},
+                       {"weight": 100, "pause": "2s"}]);
+    let mut operator = OperatorProcess::start(&h, dir.path(), 0);
+    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
+    for step in [0u32, 1, 2] {
+        let seen = poll_rollout(&h, |r| status(r).current_step == Some(step)).await;
+        let exit = operator.kill();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&exit),
+            Some(9),
+            "{exit:?}"
+        );
+        let killed = h.env.api::<ConfigRollout>().get("checkout").await.unwrap();
+        println!(
+            "SIGKILL at step {step}: status recorded movedKeys {:?} (seen {:?}), stepStartedAt {:?}; keys annotated at the kill {:?}",
+            status(&killed).moved_keys,
+            status(&seen).moved_keys,
+            status(&killed).step_started_at,
+            annotated_keys(&h).await
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        operator = OperatorProcess::start(&h, dir.path(), step as usize + 1);
+    }
+    let done = poll_rollout(&h, |r| status(r).phase != Phase::Progressing).await;
+    let sent = traffic.stop().await;
+    let done_status = status(&done);
+    assert_eq!(done_status.phase, Phase::Completed, "{done_status:#?}");
+    let decisions: Vec<Decision> = done_status.decisions.iter().map(|d| d.decision).collect();
+    assert_eq!(
+        decisions,
+        [Decision::Proceed, Decision::Proceed, Decision::Complete]
+    );
+    let stable = slug(&h, "stable").await;
+    let candidate = slug(&h, "candidate").await;
+    let moved = support::wait_until(WAIT, || async {
+        (remote_configs(&h, &keys).await == vec![candidate.clone(); 4]).then_some(())
+    })
+    .await;
+    assert!(moved.is_some(), "every key is on the candidate");
+    for (name, id) in &keys {
+        let writes = config_writes(&h, id).await;
+        println!("{name}: write log {writes:?}");
+        assert_eq!(
+            writes,
+            [json!(stable), json!(candidate)],
+            "{name}: one create on the stable config, one move"
+        );
+    }
+    println!("completed after {sent} requests and 3 SIGKILLs: {decisions:?}");
+    drop(operator);
+    h.stop().await;
+}
+
+/// A real operator process SIGKILLed right after it recorded a rollback (before or while the
+/// moved key returns), and started again: the key returns once, its write log
+/// `[stable, candidate, stable]`; the keys never moved are written once.
+#[tokio::test]
+async fn a_sigkilled_operator_process_finishes_a_rollback() {
+    let mut h = Harness::start("roll-kill-back").await;
+    let keys = setup(&h).await;
+    h.stop_operator().await;
+    h.faults(json!({"gateway_seed": 5, "providers": {
+        "candidate-openai": {"error_rate": 0.3, "status": 503}}}))
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let traffic = Traffic::start(&h).await;
+    let steps = json!([{"weight": 25, "pause": "2s"}, {"weight": 100, "pause": "2s"}]);
+    let operator = OperatorProcess::start(&h, dir.path(), 0);
+    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
+    let decided = poll_rollout(&h, |r| status(r).phase != Phase::Progressing).await;
+    operator.kill();
+    assert_eq!(status(&decided).phase, Phase::RolledBack);
+    println!(
+        "SIGKILL after the rollback was recorded: keys annotated at the kill {:?}",
+        annotated_keys(&h).await
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let operator = OperatorProcess::start(&h, dir.path(), 1);
+    let stable = slug(&h, "stable").await;
+    let candidate = slug(&h, "candidate").await;
+    let back = support::wait_until(WAIT, || async {
+        (remote_configs(&h, &keys).await == vec![stable.clone(); 4]).then_some(())
+    })
+    .await;
+    traffic.stop().await;
+    assert!(back.is_some(), "every key is back on the stable config");
+    h.env
+        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
+            condition(r, "Ready").is_some_and(|(s, reason, m)| {
+                s == "False" && reason == "RolledBack" && m.contains("every moved key is back")
+            })
+        })
+        .await;
+    for (name, id) in &keys {
+        println!("{name}: write log {:?}", config_writes(&h, id).await);
+    }
+    assert_eq!(
+        config_writes(&h, &keys[0].1).await,
+        [json!(stable), json!(candidate), json!(stable)]
+    );
+    for (_, id) in &keys[1..] {
+        assert_eq!(config_writes(&h, id).await, [json!(stable)]);
+    }
+    drop(operator);
+    h.stop().await;
+}
+
+/// The stable Config deleted mid-step: the rollout rolls back, saying so, every key back on the
+/// stable config; that Config's deletion waits (`StillReferenced`, naming the keys and the
+/// rollout, no DELETE of the remote config) while anything names it, and goes once nothing does.
+#[tokio::test]
+async fn a_deleted_stable_config_rolls_back_and_is_held_while_keys_name_it() {
+    use support::objects::Conditions;
+    const DELETE: &str = "DELETE /ai_gw/v2/configs/{slug}";
+    let h = Harness::start("roll-stable").await;
+    let keys = setup(&h).await;
+    let steps = json!([{"weight": 50, "pause": "10m"}, {"weight": 100, "pause": "10m"}]);
+    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
+    h.env
+        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
+        .await;
+    let (stable, candidate) = (slug(&h, "stable").await, slug(&h, "candidate").await);
+    assert_eq!(
+        remote_configs(&h, &keys).await,
+        [candidate.as_str(), &candidate, &stable, &stable]
+    );
+
+    delete_config_and_see_the_rollback(
+        &h,
+        &keys,
+        "stable",
+        "checkout",
+        &stable,
+        "the stable Config stable is being deleted",
+    )
+    .await;
+    let held = h
+        .env
+        .wait_for::<Config>("stable", WAIT, |c| c.stalled_with("StillReferenced"))
+        .await;
+    let (_, _, message) = held.condition("Stalled").unwrap();
+    println!("held: {message}");
+    for holder in [
+        "ApiKey key-a",
+        "ApiKey key-b",
+        "ApiKey key-c",
+        "ApiKey key-d",
+        "ConfigRollout checkout",
+    ] {
+        assert!(message.contains(holder), "{holder}: {message}");
+    }
+    assert!(held.metadata.deletion_timestamp.is_some());
+    assert_eq!(h.count(DELETE).await, 0, "no DELETE of the stable config");
+    for (name, id) in &keys {
+        let writes = config_writes(&h, id).await;
+        println!("{name}: write log {writes:?}");
+    }
+    assert_eq!(
+        config_writes(&h, &keys[0].1).await,
+        [json!(stable), json!(candidate), json!(stable)]
+    );
+
+    // The rollout gone, the keys still hold it; the keys gone, it goes.
+    h.env
+        .api::<ConfigRollout>()
+        .delete("checkout", &Default::default())
+        .await
+        .unwrap();
+    let still = h
+        .env
+        .wait_for::<Config>("stable", WAIT, |c| {
+            c.condition("Stalled").is_some_and(|(s, r, m)| {
+                s == "True" && r == "StillReferenced" && !m.contains("ConfigRollout")
+            })
+        })
+        .await;
+    println!("held: {}", still.condition("Stalled").unwrap().2);
+    assert_eq!(h.count(DELETE).await, 0);
+    for name in KEYS {
+        h.env
+            .api::<ApiKey>()
+            .delete(name, &Default::default())
+            .await
+            .unwrap();
+    }
+    let gone = support::wait_until(WAIT, || async {
+        let c = h.env.api::<Config>().get_opt("stable").await.unwrap();
+        c.is_none().then_some(())
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "the stable Config goes once nothing names it"
+    );
+    assert_eq!(h.count(DELETE).await, 1);
+    h.stop().await;
+}
+
+/// The telemetry failing (the emulator's `failing_routes`: every read of the status-code groups
+/// answered 503) is reported while it lasts (`TelemetryUnavailable`, with the API's answer) and,
+/// past `analysis.maxWait`, rolls the step back, the decision carrying the API's answer.
+#[tokio::test]
+async fn a_telemetry_outage_past_max_wait_rolls_back() {
+    let h = Harness::start("roll-tele").await;
+    let keys = setup(&h).await;
+    h.faults(json!({"failing_routes": {"GET /ai_gw/v2/logs/groups/{dimension}": 503}}))
+        .await;
+    let mut spec =
+        rollout_spec(json!([{"weight": 50, "pause": "1s"}, {"weight": 100, "pause": "1s"}]));
+    spec["analysis"]["maxWait"] = json!("5s");
+    create::<ConfigRollout>(&h.env, "checkout", spec).await;
+    let waiting = h
+        .env
+        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
+            condition(r, "Reconciling")
+                .is_some_and(|(s, reason, _)| s == "True" && reason == "TelemetryUnavailable")
+        })
+        .await;
+    let (_, _, message) = condition(&waiting, "Reconciling").unwrap();
+    println!("while it fails: {message}");
+    assert!(
+        message.contains("503") && message.contains("failing_routes"),
+        "{message}"
+    );
+    assert!(message.contains("analysis.maxWait (5s)"), "{message}");
+    let rolled = h
+        .env
+        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).phase == Phase::RolledBack)
+        .await;
+    let decision = status(&rolled).decisions.last().cloned().unwrap();
+    println!("decided: {}", decision.message);
+    assert_eq!(decision.decision, Decision::RollBack);
+    assert!(
+        decision
+            .message
+            .contains("the telemetry could not be read within analysis.maxWait")
+            && decision.message.contains("503")
+            && decision.message.contains("failing_routes"),
+        "{}",
+        decision.message
+    );
+    let stable = slug(&h, "stable").await;
+    let back = support::wait_until(WAIT, || async {
+        (remote_configs(&h, &keys).await == vec![stable.clone(); 4]).then_some(())
+    })
+    .await;
+    assert!(back.is_some(), "every key is back on the stable config");
+    h.faults(json!({})).await;
+    h.stop().await;
+}
+
+/// A recorded rollout whose Connection leaves this installation's reach (relabelled out of its
+/// `--cluster-selector`) is treated as every kind is: given back (its record and claim removed)
+/// when it holds none of the installation's finalizers; left untouched (record, claim and
+/// finalizer kept, nothing written) when it holds one.
+#[tokio::test]
+async fn a_rollout_whose_connection_leaves_reach_is_given_back_or_left_alone() {
+    use aigw::resources::Connection;
+    use k8s_openapi::api::core::v1::Secret;
+    use support::harness::{CLUSTER_LABEL, TOKEN};
+    let h = Harness::start("roll-reach").await;
+    let ns = h.env.namespace.clone();
+    let token: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "reach-token"}, "stringData": {"token": TOKEN}
+    }))
+    .unwrap();
+    h.env
+        .api::<Secret>()
+        .create(&Default::default(), &token)
+        .await
+        .unwrap();
+    let name = format!("{ns}-reach");
+    let connection: Connection = serde_json::from_value(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
+        "metadata": {"name": name, "labels": {CLUSTER_LABEL: ns}},
+        "spec": {"managementUrl": h.emulator.management_url(), "gatewayUrl": h.emulator.gateway_url(),
+                 "auth": {"bearerToken": {"secretRef": {"namespace": ns, "name": "reach-token", "key": "token"}}}}
+    }))
+    .unwrap();
+    let connections = kube::Api::<Connection>::all(h.env.client.clone());
+    connections
+        .create(&Default::default(), &connection)
+        .await
+        .unwrap();
+    // One refused before it adds its finalizer (a candidate of another namespace), one that
+    // holds it (it waits for its Configs).
+    let mut early = rollout_spec(json!([{"weight": 100, "pause": "1s"}]));
+    early["connectionRef"] = json!({"name": name});
+    early["candidateConfigRef"] = json!({"name": "candidate", "namespace": "kube-system"});
+    create::<ConfigRollout>(&h.env, "early", early).await;
+    let mut started = rollout_spec(json!([{"weight": 100, "pause": "1s"}]));
+    started["connectionRef"] = json!({"name": name});
+    create::<ConfigRollout>(&h.env, "started", started).await;
+    let api = h.env.api::<ConfigRollout>();
+    h.env
+        .wait_for::<ConfigRollout>("early", WAIT, |r| {
+            status(r).installation.as_deref() == Some("aigw")
+                && condition(r, "Stalled")
+                    .is_some_and(|(s, reason, _)| s == "True" && reason == "InvalidSpec")
+        })
+        .await;
+    h.env
+        .wait_for::<ConfigRollout>("started", WAIT, |r| {
+            status(r).installation.as_deref() == Some("aigw") && !r.finalizers().is_empty()
+        })
+        .await;
+
+    connections
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {CLUSTER_LABEL: "elsewhere"}}})),
+        )
+        .await
+        .unwrap();
+    // A relabelled Connection shows in no watch of the rollouts': a touch reconciles them now
+    // (the drift interval would, later).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    for rollout in ["early", "started"] {
+        api.patch(
+            rollout,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {"touched": "1"}}})),
+        )
+        .await
+        .unwrap();
+    }
+    let given = h
+        .env
+        .wait_for::<ConfigRollout>("early", WAIT, |r| {
+            status(r).installation.is_none()
+                && !r.annotations().contains_key("aigw.io/installation")
+        })
+        .await;
+    println!("early: given back, annotations {:?}", given.annotations());
+    let before = api.get("started").await.unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let after = api.get("started").await.unwrap();
+    assert_eq!(status(&after).installation.as_deref(), Some("aigw"));
+    assert_eq!(
+        after
+            .annotations()
+            .get("aigw.io/installation")
+            .map(String::as_str),
+        Some("aigw")
+    );
+    assert!(!after.finalizers().is_empty(), "{:?}", after.finalizers());
+    assert_eq!(
+        before.resource_version(),
+        after.resource_version(),
+        "nothing written to a rollout left alone"
+    );
+    // Back in reach, it is reconciled again; its deletion then goes.
+    connections
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"labels": {CLUSTER_LABEL: ns}}})),
+        )
+        .await
+        .unwrap();
+    api.delete("started", &Default::default()).await.unwrap();
+    let gone = support::wait_until(WAIT, || async {
+        api.get_opt("started")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(
+        gone.is_some(),
+        "its deletion goes once the Connection is back"
+    );
+    connections
+        .delete(&name, &Default::default())
+        .await
+        .unwrap();
+    h.stop().await;
+}
+
+/// Whether a moved key's rollout holds it is read from the ConfigRollout watch cache: an
+/// operator started over (every key reconciled afresh, each asking whether its rollout holds it)
+/// sends no GET of the rollout.
+#[tokio::test]
+async fn a_moved_key_asks_the_watch_cache_not_the_apiserver() {
+    let mut h = Harness::start("roll-cache").await;
+    let keys = setup(&h).await;
+    let steps = json!([{"weight": 100, "pause": "10m"}]);
+    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
+    h.env
+        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
+        .await;
+    let candidate = slug(&h, "candidate").await;
+    assert_eq!(remote_configs(&h, &keys).await, vec![candidate.clone(); 4]);
+    let requests = h.restart_operator_recording().await;
+    // Every key reconciled by the new operator, its override still applied.
+    let mark = support::harness::log_mark();
+    let seen = support::wait_until(WAIT, || async {
+        let logs = support::harness::logs_since(mark);
+        KEYS.iter()
+            .all(|k| logs.contains(&format!("ApiKey/{}/{k}", h.env.namespace)))
+            .then_some(())
+    })
+    .await;
+    assert!(seen.is_some(), "every key reconciled after the restart");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let sent = requests.lock().unwrap().clone();
+    let path = "/configrollouts/checkout";
+    let gets: Vec<&String> = sent
+        .iter()
+        .filter(|r| r.starts_with("GET ") && r.contains(path))
+        .collect();
+    let key_reads = sent
+        .iter()
+        .filter(|r| r.starts_with("GET ") && r.contains("/apikeys"))
+        .count();
+    println!(
+        "after the restart: {} requests, {} GETs of the rollout, {key_reads} reads of ApiKeys",
+        sent.len(),
+        gets.len()
+    );
+    assert!(gets.is_empty(), "{gets:?}");
+    assert_eq!(remote_configs(&h, &keys).await, vec![candidate; 4]);
+    h.stop().await;
+}
+
+/// A rollout aborted and left in place (as the docs allow) still lists its keys in
+/// `status.movedKeys`; a later rollout over the same keys moves them once, and the aborted one
+/// never writes them again, not even when it is deleted (fresh attack on issue 31, F-A: key-a's
+/// config changed 398 times in 20 s, the two rollouts stripping each other's annotations).
+#[tokio::test]
+async fn an_aborted_rollout_left_in_place_leaves_a_later_rollouts_keys_alone() {
+    let h = Harness::start("rollout-yank").await;
+    let keys = setup(&h).await;
+    let steps = json!([{"weight": 50, "pause": "10m"}, {"weight": 100, "pause": "10m"}]);
+    create::<ConfigRollout>(&h.env, "first", rollout_spec(steps.clone())).await;
+    h.env
+        .wait_for::<ConfigRollout>("first", WAIT, |r| status(r).step_started_at.is_some())
+        .await;
+    h.env
+        .api::<ConfigRollout>()
+        .patch(
+            "first",
+            &PatchParams::default(),
+            &Patch::Merge(
+                json!({"metadata": {"annotations": {"aigw.io/rollout-action": "abort"}}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let aborted = h
+        .env
+        .wait_for::<ConfigRollout>("first", WAIT, |r| {
+            condition(r, "Stalled").is_some_and(|(s, reason, _)| s == "True" && reason == "Aborted")
+        })
+        .await;
+    assert_eq!(status(&aborted).moved_keys, ["key-a", "key-b"]);
+    let stable = slug(&h, "stable").await;
+    let candidate = slug(&h, "candidate").await;
+    assert_eq!(remote_configs(&h, &keys).await, vec![stable.clone(); 4]);
+
+    create::<ConfigRollout>(&h.env, "second", rollout_spec(steps)).await;
+    h.env
+        .wait_for::<ConfigRollout>("second", WAIT, |r| status(r).step_started_at.is_some())
+        .await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let once_more = vec![
+        json!(stable),
+        json!(candidate),
+        json!(stable),
+        json!(candidate),
+    ];
+    let on_second = vec![
+        candidate.clone(),
+        candidate.clone(),
+        stable.clone(),
+        stable.clone(),
+    ];
+    assert_eq!(remote_configs(&h, &keys).await, on_second);
+    for (name, id) in &keys[..2] {
+        assert_eq!(
+            config_writes(&h, id).await,
+            once_more,
+            "{name}'s config writes"
+        );
+    }
+    let first = h.env.api::<ConfigRollout>().get("first").await.unwrap();
+    let (ready, reason, _) = condition(&first, "Stalled").unwrap();
+    assert_eq!((ready.as_str(), reason.as_str()), ("True", "Aborted"));
+
+    // Deleting the aborted rollout does not pull the later one's keys back either.
+    h.env
+        .api::<ConfigRollout>()
+        .delete("first", &Default::default())
+        .await
+        .unwrap();
+    let gone = support::wait_until(WAIT, || async {
+        let r = h.env.api::<ConfigRollout>().get_opt("first").await.unwrap();
+        r.is_none().then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the aborted rollout's deletion hangs");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(remote_configs(&h, &keys).await, on_second);
+    for (name, id) in &keys[..2] {
+        assert_eq!(
+            config_writes(&h, id).await,
+            once_more,
+            "{name}'s config writes"
+        );
+    }
+    h.stop().await;
+}
+
+/// Two rollouts over the same keys created at the same moment: one takes the keys, the other
+/// is refused, and each key's config changes at most once (a fresh attack on issue 31 tried
+/// it; it held).
+#[tokio::test]
+async fn two_rollouts_created_together_move_each_key_at_most_once() {
+    let h = Harness::start("rollout-race").await;
+    let keys = setup(&h).await;
+    let steps = json!([{"weight": 50, "pause": "10m"}, {"weight": 100, "pause": "10m"}]);
+    let (a, b) = tokio::join!(
+        create::<ConfigRollout>(&h.env, "first", rollout_spec(steps.clone())),
+        create::<ConfigRollout>(&h.env, "second", rollout_spec(steps.clone()))
+    );
+    drop((a, b));
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    for (name, id) in &keys {
+        let writes = config_writes(&h, id).await;
+        assert!(
+            writes.len() <= 2,
+            "{name}'s config changed {} times: {writes:?}",
+            writes.len()
+        );
+    }
+    h.stop().await;
+}
+
+/// An analysis with only relative thresholds is refused at admission: the last step moves
+/// every key, which leaves no stable cohort to compare with (fresh attack on issue 31, F-B: a
+/// candidate failing half its requests completed).
+#[tokio::test]
+async fn an_analysis_without_an_absolute_threshold_is_refused() {
+    let h = Harness::start("rollout-rel").await;
+    let mut spec = rollout_spec(json!([{"weight": 100, "pause": "2s"}]));
+    spec["analysis"] = json!({"workspaceSlug": WORKSPACE, "organisationId": TSG, "window": "4s",
+                              "minRequests": 20, "maxErrorRateOverStable": 0.05});
+    let object: ConfigRollout = support::objects::object("ConfigRollout", "checkout", spec);
+    let error = h
+        .env
+        .api::<ConfigRollout>()
+        .create(&Default::default(), &object)
+        .await
+        .unwrap_err();
+    let error = error.to_string();
+    assert!(
+        error.contains("spec.analysis needs an absolute threshold"),
+        "{error}"
+    );
+    h.stop().await;
+}
+
+/// A key a rollout moved, re-annotated by hand with another Config of the namespace in
+/// `aigw.io/rollout-config` (its `aigw.io/rollout` left as the rollout wrote it): the key is
+/// never put on that Config (fresh attack on issue 31, F-C: it was, with two extra writes).
+#[tokio::test]
+async fn a_hand_rewritten_rollout_config_moves_nothing() {
+    let h = Harness::start("rollout-hand").await;
+    let keys = setup(&h).await;
+    create::<Config>(
+        &h.env,
+        "other",
+        json!({"name": "other", "config": {"provider": "@other-openai"}}),
+    )
+    .await;
+    h.env
+        .wait_for::<Config>("other", WAIT, |c| {
+            c.status.as_ref().is_some_and(|s| s.slug.is_some())
+        })
+        .await;
+    let steps = json!([{"weight": 50, "pause": "10m"}, {"weight": 100, "pause": "10m"}]);
+    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
+    h.env
+        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
+        .await;
+    annotate(&h, "key-a", json!({"aigw.io/rollout-config": "other"})).await;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let other = slug(&h, "other").await;
+    let writes = config_writes(&h, &keys[0].1).await;
+    assert!(
+        !writes.contains(&json!(other)),
+        "key-a was put on Config other: {writes:?}"
+    );
     h.stop().await;
 }

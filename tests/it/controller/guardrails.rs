@@ -469,3 +469,234 @@ async fn a_namespaced_user_cannot_create_a_cluster_guardrail() {
     }
     env.cleanup().await;
 }
+
+const MCP_SYNC: &str = "PUT /ai_gw/v2/guardrails/{guardrailId}/mcp-servers";
+
+/// An MCP integration enabled for `workspace` and `names` servers of it: their UUIDs.
+async fn mcp_servers(h: &Harness, workspace: &str, names: &[&str]) -> Vec<String> {
+    let integrations = "/ai_gw/admin/v2/mcp-integrations";
+    h.call(
+        Method::POST,
+        integrations,
+        Some(
+            json!({"organisation_id": "1234567890", "name": "Linear", "slug": "linear",
+                    "url": "https://mcp.linear.app/mcp", "auth_type": "none", "transport": "http"}),
+        ),
+    )
+    .await;
+    h.call(
+        Method::PUT,
+        &format!("{integrations}/linear/workspaces"),
+        Some(json!({"workspaces": [{"id": workspace, "enabled": true}]})),
+    )
+    .await;
+    let mut ids = Vec::new();
+    for name in names {
+        let receipt = h
+            .call(
+                Method::POST,
+                "/ai_gw/v2/mcp-servers",
+                Some(json!({"name": name, "mcp_integration_id": "linear", "workspace_id": workspace})),
+            )
+            .await;
+        ids.push(receipt["id"].as_str().expect("a server id").to_string());
+    }
+    ids
+}
+
+/// The servers the API maps guardrail `key` to, sorted.
+async fn mapped(h: &Harness, key: &str) -> Vec<String> {
+    let listed = h
+        .call(
+            Method::GET,
+            &format!("/ai_gw/v2/guardrails/{key}/mcp-servers"),
+            None,
+        )
+        .await;
+    let mut servers: Vec<String> = listed["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["mcp_server_id"].as_str().map(str::to_string))
+        .collect();
+    servers.sort();
+    servers
+}
+
+/// `spec.mcpServers` is the complete set: made with one bulk write, a mapping added in the
+/// console is removed with one more, and nothing is written at steady state; a server of
+/// another workspace is refused before any write.
+#[tokio::test]
+async fn a_guardrails_mcp_servers_are_the_full_set() {
+    let h = Harness::start_with("gr-mcp", Duration::from_secs(1)).await;
+    let workspace = h.state().await["default_workspace_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let servers = mcp_servers(&h, &workspace, &["tickets", "wiki"]).await;
+    let spec = json!({"name": "tools", "workspaceId": workspace, "target": "mcp_tools",
+        "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
+        "mcpServers": [{"id": servers[0], "runOn": ["input"]}]});
+    h.env
+        .api::<Guardrail>()
+        .create(&PostParams::default(), &object("Guardrail", "tools", spec))
+        .await
+        .unwrap();
+    let ready = h
+        .env
+        .wait_for::<Guardrail>("tools", WAIT, |g| g.ready())
+        .await;
+    let id = ready.status.unwrap().id.expect("the guardrail's id");
+    assert_eq!(mapped(&h, &id).await, [servers[0].clone()]);
+    assert_eq!(h.count(MCP_SYNC).await, 1, "{}", h.stats().await);
+
+    // The console maps another server: one bulk write takes it off again.
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/v2/guardrails/{id}/mcp-servers/{}", servers[1]),
+        Some(json!({})),
+    )
+    .await;
+    let restored = support::wait_until(WAIT, || async {
+        (mapped(&h, &id).await == [servers[0].clone()]).then_some(())
+    })
+    .await;
+    assert!(restored.is_some(), "{}", h.env.events_text().await);
+    assert_eq!(h.count(MCP_SYNC).await, 2, "one bulk write removed it");
+    let writes = h.remote_writes().await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(h.remote_writes().await, writes, "0 writes at steady state");
+    assert_eq!(
+        puts(&h).await,
+        0,
+        "the guardrail itself was never rewritten"
+    );
+
+    // `aigw plan` compares the set as the operator does: the applied one is no change, another
+    // is an update of `mcpServers`; a plan writes nothing.
+    let applied = h.env.api::<Guardrail>().get("tools").await.unwrap();
+    for (wanted, exit) in [
+        (json!([{"id": servers[0], "runOn": ["input"]}]), 0),
+        (json!([{"id": servers[1]}]), 2),
+    ] {
+        let mut manifest = applied.clone();
+        manifest.metadata = kube::api::ObjectMeta {
+            name: Some("tools".into()),
+            namespace: Some(h.env.namespace.clone()),
+            ..Default::default()
+        };
+        manifest.status = None;
+        manifest.spec.definition.mcp_servers = Some(serde_json::from_value(wanted).unwrap());
+        let (code, report) = plan(&h, &serde_yaml::to_string(&manifest).unwrap()).await;
+        assert_eq!(code, exit, "{report}");
+        assert_eq!(report.contains("mcpServers"), exit == 2, "{report}");
+    }
+    assert_eq!(h.remote_writes().await, writes, "a plan writes nothing");
+
+    // A server the guardrail's workspace does not have: refused, nothing written.
+    let mut foreign = h.env.api::<Guardrail>().get("tools").await.unwrap();
+    foreign.spec.definition.mcp_servers = Some(vec![
+        serde_json::from_value(json!({"id": "0b7c1d2e-3f40-4a5b-8c6d-7e8f9a0b1c2d"})).unwrap(),
+    ]);
+    foreign.metadata.managed_fields = None;
+    h.env
+        .api::<Guardrail>()
+        .replace("tools", &PostParams::default(), &foreign)
+        .await
+        .unwrap();
+    let refused = h
+        .env
+        .wait_for::<Guardrail>("tools", WAIT, |g| g.stalled_with("McpServerNotInWorkspace"))
+        .await;
+    let (_, _, message) = refused.condition("Stalled").unwrap();
+    assert!(message.contains("0b7c1d2e"), "{message}");
+    assert_eq!(h.count(MCP_SYNC).await, 2, "no write for it");
+    assert_eq!(mapped(&h, &id).await, [servers[0].clone()]);
+    h.stop().await;
+}
+
+/// A ClusterGuardrail's `spec.mcpServers` is written on the admin plane, with one bulk write,
+/// and may name a server of any workspace.
+#[tokio::test]
+async fn a_cluster_guardrails_mcp_servers_are_written_on_the_admin_plane() {
+    let h = Harness::start_with("cgr-mcp", Duration::from_secs(1)).await;
+    let workspace = h.state().await["default_workspace_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let servers = mcp_servers(&h, &workspace, &["tickets"]).await;
+    let spec = json!({"name": "org-tools", "target": "mcp_tools",
+        "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
+        "mcpServers": [{"id": servers[0]}]});
+    let cluster = Api::<ClusterGuardrail>::all(h.env.client.clone());
+    let name = h.cluster_name("org-tools");
+    cluster
+        .create(
+            &PostParams::default(),
+            &h.cluster_object("ClusterGuardrail", "org-tools", spec),
+        )
+        .await
+        .unwrap();
+    let ready = support::wait_until(WAIT, || async {
+        let g = cluster.get_opt(&name).await.ok()??;
+        g.ready().then_some(g)
+    })
+    .await
+    .expect("the ClusterGuardrail is Ready");
+    let id = ready.status.unwrap().id.expect("its id");
+    let listed = h
+        .call(
+            Method::GET,
+            &format!("/ai_gw/admin/v2/guardrails/{id}/mcp-servers"),
+            None,
+        )
+        .await;
+    assert_eq!(listed["total"], 1, "{listed}");
+    assert_eq!(listed["data"][0]["mcp_server_id"], servers[0].as_str());
+    assert_eq!(listed["data"][0]["run_on"], json!(["input", "output"]));
+    assert_eq!(
+        h.count("PUT /ai_gw/admin/v2/guardrails/{guardrailId}/mcp-servers")
+            .await,
+        1
+    );
+    assert_eq!(h.count(MCP_SYNC).await, 0, "not on the workspace plane");
+    let writes = h.remote_writes().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.remote_writes().await, writes, "0 writes at steady state");
+    h.stop().await;
+}
+
+/// `aigw plan` of `manifest` against the harness's emulator and cluster: its exit code and what
+/// it printed.
+async fn plan(h: &Harness, manifest: &str) -> (i32, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("manifest.yaml");
+    std::fs::write(&file, manifest).unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, support::harness::TOKEN).unwrap();
+    let args = [
+        "plan".to_string(),
+        "-f".into(),
+        file.display().to_string(),
+        "--management-url".into(),
+        h.emulator.management_url(),
+        "--token-file".into(),
+        token.display().to_string(),
+        "--kubeconfig".into(),
+        support::kubeconfig_path().display().to_string(),
+    ];
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
+            .args(&args)
+            .output()
+            .expect("failed to run aigw")
+    })
+    .await
+    .unwrap();
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().expect("aigw was killed"), report)
+}

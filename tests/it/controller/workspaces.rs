@@ -555,3 +555,122 @@ async fn a_grant_naming_a_workspace_resource_lets_a_namespace_into_that_workspac
 }
 
 const OUTSIDE: &str = "0b7c1d2e-3f40-4a5b-8c6d-7e8f9a0b1c2d";
+
+/// A Config names its workspace by resource (`spec.workspaceRef`): it waits
+/// (`WorkspaceNotReady`, no call) until the Workspace is Ready, is then created with one POST in
+/// the workspace that Workspace recorded, and holds the Workspace's archive while it names it
+/// (`StillReferenced`).
+#[tokio::test]
+async fn a_config_naming_its_workspace_by_resource_waits_then_is_created_once_in_it() {
+    let h = Harness::start_with("ws-ref", Duration::from_secs(1)).await;
+    let configs: Api<Config> = h.env.api();
+    let mut spec = support::objects::routing("by-ref");
+    spec["workspaceRef"] = json!({"name": h.cluster_name("later")});
+    spec["deletionPolicy"] = json!("Orphan");
+    configs
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Config", "by-ref", spec),
+        )
+        .await
+        .unwrap();
+    let waiting = h
+        .env
+        .wait_for::<Config>("by-ref", WAIT, |c| c.stalled_with("WorkspaceNotReady"))
+        .await;
+    let (_, _, message) = waiting.condition("Stalled").unwrap();
+    assert!(message.contains("spec.workspaceRef"), "{message}");
+    assert_eq!(h.count(CONFIG_POST).await, 0, "no write while it waits");
+
+    create(&h, "later", json!({"name": "Later"})).await;
+    let ready = wait_for(&h, "later", |w| w.ready()).await;
+    let (id, _, _) = recorded(&ready);
+    let config = h
+        .env
+        .wait_for::<Config>("by-ref", WAIT, |c| c.ready())
+        .await;
+    let slug = config.status.unwrap().slug.expect("the config's slug");
+    let remote = h
+        .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
+        .await;
+    assert_eq!(remote["workspace_id"], id.as_str(), "{remote}");
+    assert_eq!(h.count(CONFIG_POST).await, 1, "{}", h.stats().await);
+    // The spec is as written: the resolved id lives only in what the reconcile acted on.
+    let stored = configs.get("by-ref").await.unwrap();
+    assert_eq!(stored.spec.workspace_id, None);
+    let writes = h.remote_writes().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.remote_writes().await, writes, "0 writes at steady state");
+
+    // The Workspace's archive waits while the Config names it by resource.
+    api(&h)
+        .delete(&h.cluster_name("later"), &DeleteParams::default())
+        .await
+        .unwrap();
+    let held = wait_for(&h, "later", |w| w.stalled_with("StillReferenced")).await;
+    let (_, _, message) = held.condition("Stalled").unwrap();
+    let holder = format!("Config {}/by-ref", h.env.namespace);
+    assert!(message.contains(&holder), "{message}");
+    assert_eq!(h.count(DELETE).await, 0, "archived while named");
+    configs
+        .delete("by-ref", &DeleteParams::default())
+        .await
+        .unwrap();
+    wait_gone(&h, "later").await;
+    assert_eq!(h.count(DELETE).await, 1);
+    h.stop().await;
+}
+
+/// A namespace whose grants allow one Workspace names another by resource: refused
+/// (`WorkspaceNotAllowed`) before any write, the refusal naming the resource and not the
+/// workspace it stands for; the granted one is created in.
+#[tokio::test]
+async fn a_workspace_named_by_resource_outside_the_grants_is_refused_before_any_write() {
+    let grants = json!([{"namespaces": ["{ns}"], "workspaces": ["{ns}-team"]}]);
+    let h = Harness::start_with_grants("ws-refgrant", Duration::from_secs(1), grants).await;
+    create(&h, "team", json!({"name": "Team"})).await;
+    create(&h, "other", json!({"name": "Other"})).await;
+    let team = wait_for(&h, "team", |w| w.ready()).await;
+    let other = wait_for(&h, "other", |w| w.ready()).await;
+    let (team_id, _, _) = recorded(&team);
+    let (other_id, _, _) = recorded(&other);
+    let configs: Api<Config> = h.env.api();
+    for (name, workspace) in [("inside", "team"), ("outside", "other")] {
+        let mut spec = support::objects::routing(name);
+        spec["workspaceRef"] = json!({"name": h.cluster_name(workspace)});
+        spec["deletionPolicy"] = json!("Orphan");
+        configs
+            .create(
+                &PostParams::default(),
+                &support::objects::object("Config", name, spec),
+            )
+            .await
+            .unwrap();
+    }
+    let inside = h
+        .env
+        .wait_for::<Config>("inside", WAIT, |c| c.ready())
+        .await;
+    let slug = inside.status.unwrap().slug.unwrap();
+    let remote = h
+        .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
+        .await;
+    assert_eq!(remote["workspace_id"], team_id.as_str(), "{remote}");
+    let refused = h
+        .env
+        .wait_for::<Config>("outside", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
+        .await;
+    let (_, _, message) = refused.condition("Stalled").unwrap();
+    assert!(message.contains("spec.workspaceRef"), "{message}");
+    assert!(!message.contains(&other_id), "{message}");
+    assert_eq!(h.count(CONFIG_POST).await, 1, "only the granted one");
+    for name in ["inside", "outside"] {
+        configs
+            .delete(name, &DeleteParams::default())
+            .await
+            .unwrap();
+    }
+    h.stop().await;
+}
+
+const CONFIG_POST: &str = "POST /ai_gw/v2/configs";

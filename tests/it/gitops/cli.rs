@@ -883,3 +883,66 @@ async fn plan_without_a_kubeconfig_hides_a_value_at_a_dropped_path() {
         );
     }
 }
+
+/// `aigw plan` resolves a `workspaceRef` as the operator does: with `--kubeconfig` the create is
+/// planned in the UUID the Workspace recorded; without cluster access the entry says the
+/// operator would wait (`WorkspaceNotReady`), a conflict (exit 1). Nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_resolves_a_workspace_named_by_resource_through_the_cluster() {
+    let h = Harness::start("gitops-wsref").await;
+    let name = h.cluster_name("planned");
+    Api::<aigw::resources::Workspace>::all(h.env.client.clone())
+        .create(
+            &PostParams::default(),
+            &h.cluster_object("Workspace", "planned", json!({"name": "Planned"})),
+        )
+        .await
+        .unwrap();
+    let workspaces = Api::<aigw::resources::Workspace>::all(h.env.client.clone());
+    let id = support::wait_until(WAIT, || async {
+        let w = workspaces.get_opt(&name).await.ok()??;
+        w.ready().then(|| w.status?.id).flatten()
+    })
+    .await
+    .expect("the Workspace is Ready");
+    let dir = tempfile::tempdir().unwrap();
+    let token = token_file(dir.path(), TOKEN);
+    let url = h.emulator.management_url();
+    let manifest = dir.path().join("config.yaml");
+    std::fs::write(
+        &manifest,
+        format!(
+            "apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {{name: by-ref, namespace: {ns}}}\n\
+             spec: {{name: by-ref, workspaceRef: {{name: {name}}}, config: {{retry: {{attempts: 2}}}}}}\n",
+            ns = h.env.namespace
+        ),
+    )
+    .unwrap();
+    let manifest = manifest.display().to_string();
+    h.reset_stats().await;
+    let kubeconfig = support::kubeconfig_path().display().to_string();
+    let common = [
+        "plan",
+        "-f",
+        &manifest,
+        "--management-url",
+        &url,
+        "--token-file",
+        &token,
+    ];
+    let mut with_cluster = common.to_vec();
+    with_cluster.extend(["--kubeconfig", kubeconfig.as_str()]);
+    let out = aigw_async(args(&with_cluster)).await;
+    let report = text(&out);
+    assert_eq!(code(&out), 2, "a create is a change: {report}");
+    assert!(
+        report.contains(&id),
+        "planned in the Workspace's UUID: {report}"
+    );
+    let out = aigw_async(args(&common)).await;
+    let report = text(&out);
+    assert_eq!(code(&out), 1, "{report}");
+    assert!(report.contains("WorkspaceNotReady"), "{report}");
+    assert_eq!(writes(&h.stats().await), 0, "a plan writes nothing");
+    h.stop().await;
+}

@@ -93,6 +93,8 @@ pub struct Harness {
     pub identity: Identity,
     /// The operator's kube client, acting as [`Self::identity`] (test code keeps `env.client`).
     kube: kube::Client,
+    /// Every request the operator's kube client sent (`METHOD path STATUS`), GETs included.
+    requests: Arc<Mutex<Vec<String>>>,
     settings: Settings,
     grants: Option<Vec<Grant>>,
     secret_namespace: Option<String>,
@@ -211,7 +213,8 @@ impl Harness {
             false => Scope::cluster_wide(),
         };
         let identity = chart::install(&env.client, &scope).await;
-        let kube = identity.client().await;
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let kube = recording_all_client(identity.kubeconfig(), requests.clone()).await;
         let hash_key_namespace = secret_namespace
             .clone()
             .unwrap_or_else(|| chart::RELEASE_NAMESPACE.to_string());
@@ -233,6 +236,7 @@ impl Harness {
             ctx,
             identity,
             kube,
+            requests,
             settings,
             grants,
             secret_namespace,
@@ -270,6 +274,17 @@ impl Harness {
             self.load_hash_key().await,
         );
         self.operator = tokio::spawn(controller::run(self.ctx.clone(), self.settings.clone()));
+    }
+
+    /// Like [`Self::restart_operator`], with a kube client (still the operator's identity) that
+    /// records every request it sends (`METHOD path STATUS`, reads included) into the vector
+    /// returned.
+    #[allow(dead_code)]
+    pub async fn restart_operator_recording(&mut self) -> Arc<Mutex<Vec<String>>> {
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        self.kube = recording_all_client(self.identity.kubeconfig(), requests.clone()).await;
+        self.restart_operator().await;
+        requests
     }
 
     /// Replaces the default Connection's grants (`{ns}` stands for the test namespace); the
@@ -437,6 +452,24 @@ impl Harness {
             .unwrap()
     }
 
+    /// The single-object GETs of Secrets (`GET /api/v1/namespaces/{ns}/secrets/{name}`) the
+    /// operator sent to the apiserver so far; lists and watches are not counted.
+    #[allow(dead_code)]
+    pub fn secret_gets(&self) -> Vec<String> {
+        let requests = self.requests.lock().unwrap_or_else(|e| e.into_inner());
+        requests
+            .iter()
+            .filter(|r| {
+                let mut parts = r.split(' ');
+                let (method, path) = (parts.next(), parts.next().unwrap_or(""));
+                let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+                method == Some("GET")
+                    && matches!(segments[..], ["api", "v1", "namespaces", _, "secrets", _])
+            })
+            .cloned()
+            .collect()
+    }
+
     /// A management API call outside the operator (an out-of-band edit).
     pub async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
         let mut request = self.http.request(method, self.url(path)).bearer_auth(TOKEN);
@@ -457,6 +490,7 @@ impl Harness {
         purge_cluster::<aigw::resources::ClusterGuardrail>(&self.env).await;
         purge_cluster::<aigw::resources::Integration>(&self.env).await;
         purge_cluster::<aigw::resources::Workspace>(&self.env).await;
+        purge_cluster::<aigw::resources::McpIntegration>(&self.env).await;
         if let Some(other) = self.other {
             other.cleanup().await;
         }
@@ -806,7 +840,29 @@ async fn recording_client(
         .expect("invalid kubeconfig");
     kube::client::ClientBuilder::try_from(config)
         .expect("kube client")
-        .with_layer(&Recording { inner: (), writes })
+        .with_layer(&Recording {
+            inner: (),
+            writes,
+            reads: false,
+        })
+        .build()
+}
+
+/// Like [`recording_client`], recording the reads (`GET path STATUS`) as well.
+async fn recording_all_client(
+    kubeconfig: kube::config::Kubeconfig,
+    requests: Arc<Mutex<Vec<String>>>,
+) -> kube::Client {
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .expect("invalid kubeconfig");
+    kube::client::ClientBuilder::try_from(config)
+        .expect("kube client")
+        .with_layer(&Recording {
+            inner: (),
+            writes: requests,
+            reads: true,
+        })
         .build()
 }
 
@@ -814,6 +870,8 @@ async fn recording_client(
 struct Recording<S> {
     inner: S,
     writes: Arc<Mutex<Vec<String>>>,
+    /// Reads recorded too.
+    reads: bool,
 }
 
 impl<S> tower::Layer<S> for Recording<()> {
@@ -823,6 +881,7 @@ impl<S> tower::Layer<S> for Recording<()> {
         Recording {
             inner,
             writes: self.writes.clone(),
+            reads: self.reads,
         }
     }
 }
@@ -844,7 +903,7 @@ where
     }
 
     fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
-        let write = (request.method() != http::Method::GET)
+        let write = (self.reads || request.method() != http::Method::GET)
             .then(|| format!("{} {}", request.method(), request.uri().path()));
         let writes = self.writes.clone();
         let answer = self.inner.call(request);

@@ -24,6 +24,10 @@ pub(super) struct Keys {
     /// Every key of the namespace (a key this rollout moved may have left the selector, or
     /// been re-tagged: it is still returned).
     pub(super) all: Vec<ApiKey>,
+    /// Keys another rollout holds: `aigw.io/rollout` names it and its `status.movedKeys` lists
+    /// the key. This rollout never writes them, even if its own `movedKeys` still lists them
+    /// (it finished and a later rollout took them): the holder moves and returns them.
+    pub(super) taken: Vec<String>,
 }
 
 impl Run<'_> {
@@ -40,6 +44,9 @@ impl Run<'_> {
             let Some(key) = keys.all.iter().find(|k| k.name_any() == *name) else {
                 continue;
             };
+            if keys.taken.contains(name) {
+                continue;
+            }
             // A key the rollout may not take is never put on the candidate (whatever asked:
             // a step, a promote, a completed rollout holding its keys).
             if config.is_some() && self.unfit(key).is_some() {
@@ -162,11 +169,18 @@ impl Run<'_> {
             .try_into()
             .map_err(|e| Error::InvalidSpec(format!("spec.apiKeySelector: {e}")))?;
         let (mut eligible, mut tagged, mut held_elsewhere) = (Vec::new(), Vec::new(), Vec::new());
+        let mut taken = Vec::new();
         for key in listed.items.iter().cloned() {
             let holder = key.annotations().get(rollout::ROLLOUT_ANNOTATION).cloned();
             let ours = holder.as_ref() == Some(&self.name);
             if ours {
                 tagged.push(key.clone());
+            }
+            if let Some(other) = holder.as_deref()
+                && !ours
+                && self.holds(other, &key.name_any()).await?
+            {
+                taken.push(key.name_any());
             }
             let selected = kube::core::SelectorExt::matches(&selector, key.labels());
             if !selected || key.meta().deletion_timestamp.is_some() {
@@ -185,7 +199,32 @@ impl Run<'_> {
             tagged,
             held_elsewhere,
             all: listed.items,
+            taken,
         })
+    }
+
+    /// Whether the ConfigRollout `other` of this namespace lists `key` in its `movedKeys`
+    /// (from the watch cache; read from the apiserver only while the cache does not show it).
+    async fn holds(&self, other: &str, key: &str) -> Result<bool, Error> {
+        let lists = |r: Option<&rollout::ConfigRollout>| {
+            r.and_then(|r| r.status.as_ref())
+                .is_some_and(|s| s.moved_keys.iter().any(|k| k == key))
+        };
+        let cached = self
+            .ctx
+            .stores
+            .rollouts
+            .find_in(&self.namespace, other)
+            .await;
+        if cached.is_some_and(|r| lists(r.as_deref())) {
+            return Ok(true);
+        }
+        let found = self
+            .rollouts
+            .get_opt(other)
+            .await
+            .map_err(|e| Error::kube(format!("read ConfigRollout {other}"), e))?;
+        Ok(lists(found.as_ref()))
     }
 }
 

@@ -3,13 +3,12 @@
 //! access) or the remote integration `spec.integrationId` names, and the Connection's grants
 //! ([`crate::controller::gate::Gate::binding`]). Checked before every write and before a delete.
 
-use kube::ResourceExt;
-
 use super::INTEGRATION_NOT_READY;
+use crate::controller::Context;
 use crate::controller::driver::Cx;
+use crate::controller::driver::referenced::{named, ready_named};
 use crate::controller::error::Error;
-use crate::controller::gate::{Op, tenant_peers};
-use crate::controller::{Context, spec_already_applied};
+use crate::controller::gate::Op;
 use crate::resources::integration::Integration;
 use crate::resources::provider::{Provider, ProviderStatus};
 
@@ -36,7 +35,7 @@ pub(super) fn integration_keys(
     } else if let Some(found) = spec
         .integration
         .as_deref()
-        .and_then(|name| integration_resource(ctx, name))
+        .and_then(|name| named::<Integration>(ctx, name))
     {
         let recorded = found.status.as_ref();
         keys.extend(recorded.and_then(|s| s.id.clone()));
@@ -45,11 +44,6 @@ pub(super) fn integration_keys(
     keys.retain(|k| !k.is_empty());
     keys.dedup();
     keys
-}
-
-fn integration_resource(ctx: &Context, name: &str) -> Option<std::sync::Arc<Integration>> {
-    let all = ctx.stores.of::<Integration>().all();
-    all.into_iter().find(|i| i.name_any() == name)
 }
 
 /// The integration the provider binds, once it can be bound here. `spec.integration`: the
@@ -102,7 +96,7 @@ async fn remote_integration(
                 keys.push(found.slug.clone());
             }
             let resource = |entry: &str| {
-                integration_resource(cx.ctx, entry).map(|found| {
+                named::<Integration>(cx.ctx, entry).map(|found| {
                     let recorded = found.status.clone().unwrap_or_default();
                     recorded.id.into_iter().chain(recorded.slug).collect()
                 })
@@ -139,33 +133,17 @@ async fn remote_integration(
 fn ready_integration(provider: &Provider, ctx: &Context, name: &str) -> Result<String, Error> {
     let waiting = |why: String| Error::not_allowed(INTEGRATION_NOT_READY, why);
     let what = format!("Integration {name} named by spec.integration");
-    let Some(integration) = integration_resource(ctx, name) else {
-        return Err(waiting(format!(
-            "{what} does not exist yet; waiting for it"
-        )));
-    };
-    let peers = tenant_peers(ctx, provider.spec.connection_name());
-    let theirs = integration.spec.connection_name();
-    if !peers.iter().any(|p| p == theirs) {
-        return Err(Error::InvalidSpec(format!(
-            "{what} uses Connection {theirs}, which reaches another tenant than this Provider's Connection {}",
-            provider.spec.connection_name()
-        )));
-    }
-    if integration.metadata.deletion_timestamp.is_some() {
-        return Err(waiting(format!("{what} is being deleted")));
-    }
-    let status = integration.status.clone().unwrap_or_default();
-    let ready = spec_already_applied(
-        integration.metadata.generation,
-        status.observed_generation,
-        &status.conditions,
-    );
-    let Some(id) = status.id.filter(|_| ready) else {
-        return Err(waiting(format!("{what} is not Ready yet; waiting for it")));
-    };
-    let workspace = &provider.spec.workspace_id;
-    if !status.workspaces.contains(workspace) {
+    let (integration, id) =
+        ready_named::<Integration, _>(provider, ctx, name, &what, waiting, |status| {
+            status.id.clone()
+        })?;
+    let workspace = provider.spec.workspace();
+    let granted = integration
+        .status
+        .as_ref()
+        .map(|s| s.workspaces.as_slice())
+        .unwrap_or_default();
+    if !granted.iter().any(|w| w == workspace) {
         return Err(waiting(format!(
             "{what} does not grant workspace {workspace} access (its spec.workspaces); the provider waits until it does"
         )));
@@ -181,7 +159,7 @@ pub(super) async fn check_remote_integration(
     cx: &Cx<'_, Provider>,
     id: &str,
 ) -> Result<(), Error> {
-    let workspace = &provider.spec.workspace_id;
+    let workspace = provider.spec.workspace();
     let rows = cx.api(Op::Read).await?.integrations().workspaces(id).await;
     match rows {
         Err(e) if e.is_not_found() => Err(Error::not_allowed(
@@ -193,7 +171,7 @@ pub(super) async fn check_remote_integration(
                 && !rows
                     .workspaces
                     .iter()
-                    .any(|r| r.enabled && &r.id == workspace) =>
+                    .any(|r| r.enabled && r.id == workspace) =>
         {
             Err(Error::not_allowed(
                 INTEGRATION_NOT_READY,
@@ -217,7 +195,7 @@ pub(super) async fn integration_granted(
     match (&provider.spec.integration, &provider.spec.integration_id) {
         (_, Some(_)) => {
             let resource = |entry: &str| {
-                integration_resource(cx.ctx, entry).map(|found| {
+                named::<Integration>(cx.ctx, entry).map(|found| {
                     let recorded = found.status.clone().unwrap_or_default();
                     recorded.id.into_iter().chain(recorded.slug).collect()
                 })

@@ -3,15 +3,13 @@
 //! that bind an Integration. Each is heard from its kind's own watch, once its cache holds
 //! the change ([`crate::controller::relay`]).
 
-use std::sync::Arc;
-
 use kube::ResourceExt;
 use kube::runtime::controller::Controller;
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::Store;
 
 use super::named_by;
 use crate::controller::Context;
-use crate::resources::config::Config;
+use crate::controller::relay::requeue_when;
 use crate::resources::integration::Integration;
 use crate::resources::provider::Provider;
 
@@ -23,16 +21,15 @@ fn integrations(
     _namespace: Option<&str>,
     providers: Store<Provider>,
 ) -> Controller<Provider> {
-    let stream = ctx.relay.subscribe::<Integration>(None);
-    controller.watches_shared_stream(stream, move |integration: Arc<Integration>| {
-        let name = integration.name_any();
-        providers
-            .state()
-            .into_iter()
-            .filter(|p| p.spec.integration.as_deref() == Some(name.as_str()))
-            .map(|p| ObjectRef::from_obj(p.as_ref()))
-            .collect::<Vec<_>>()
-    })
+    requeue_when(
+        controller,
+        &ctx.relay,
+        None,
+        providers,
+        |p: &Provider, integration: &Integration| {
+            p.spec.integration.as_deref() == Some(integration.name_any().as_str())
+        },
+    )
 }
 
 /// Requeues the Providers a Config names whenever that Config changes or goes, so a provider
@@ -43,15 +40,7 @@ fn referrers(
     namespace: Option<&str>,
     providers: Store<Provider>,
 ) -> Controller<Provider> {
-    let stream = ctx.relay.subscribe::<Config>(namespace.map(str::to_string));
-    controller.watches_shared_stream(stream, move |config: Arc<Config>| {
-        providers
-            .state()
-            .into_iter()
-            .filter(|p| named_by(p, &config))
-            .map(|p| ObjectRef::from_obj(p.as_ref()))
-            .collect::<Vec<_>>()
-    })
+    requeue_when(controller, &ctx.relay, namespace, providers, named_by)
 }
 
 /// A provider's own triggers: the Integration resources it binds and the Configs that name it.
@@ -73,22 +62,19 @@ pub fn watch_binders(
     integrations: Store<Integration>,
 ) -> Controller<Integration> {
     // The Providers of every watched namespace.
-    let stream = ctx.relay.subscribe::<Provider>(None);
-    controller.watches_shared_stream(stream, move |provider: Arc<Provider>| {
-        let named = provider.spec.integration.clone();
-        let id = provider.spec.integration_id.clone();
-        integrations
-            .state()
-            .into_iter()
-            .filter(|i| {
-                named.as_deref() == Some(i.name_any().as_str())
-                    || id.as_ref().is_some_and(|id| {
-                        let s = i.status.as_ref();
-                        s.and_then(|s| s.id.as_ref()) == Some(id)
-                            || s.and_then(|s| s.slug.as_ref()) == Some(id)
-                    })
-            })
-            .map(|i| ObjectRef::from_obj(i.as_ref()))
-            .collect::<Vec<_>>()
-    })
+    requeue_when(
+        controller,
+        &ctx.relay,
+        None,
+        integrations,
+        |i: &Integration, provider: &Provider| {
+            let status = i.status.as_ref();
+            let recorded = |id: &String| {
+                status.and_then(|s| s.id.as_ref()) == Some(id)
+                    || status.and_then(|s| s.slug.as_ref()) == Some(id)
+            };
+            provider.spec.integration.as_deref() == Some(i.name_any().as_str())
+                || provider.spec.integration_id.as_ref().is_some_and(recorded)
+        },
+    )
 }

@@ -468,3 +468,72 @@ impl Fixture for WorkspaceKind {
         (json!({"description": edit}), "/description", json!(edit))
     }
 }
+
+/// The `configurations` Secret of an McpIntegration, in the operator's namespace, labelled for
+/// cluster-scoped readers.
+async fn put_mcp_configurations(h: &Harness) {
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "cf-mcp-config", "labels": {"aigw.io/cluster-readable": "true"}},
+        "stringData": {"custom_headers": format!("{{\"x-api-key\":\"{UPSTREAM_KEY}\"}}")}
+    }))
+    .unwrap();
+    h.env
+        .api::<Secret>()
+        .patch(
+            "cf-mcp-config",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .unwrap();
+}
+
+pub struct McpIntegrationKind;
+
+impl Fixture for McpIntegrationKind {
+    const KIND: &'static str = "McpIntegration";
+    const PLURAL: &'static str = "mcpintegrations";
+    const CLUSTER: bool = true;
+    const COLLECTION: &'static str = "/ai_gw/admin/v2/mcp-integrations";
+    const ITEM: &'static str = "/ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}";
+    const STATE: &'static str = "mcp_integrations";
+    const KEY: &'static str = "slug";
+    /// It reads the remote object its spec's slug names before creating it.
+    const LOST_ANSWER: &'static str = "error_after_commit_rate";
+    /// What a correction replaced is in its event only.
+    const RECORDS_DRIFT: bool = false;
+
+    async fn start(prefix: &str) -> Harness {
+        Harness::start_with_secret_namespace(prefix, DRIFT).await
+    }
+    async fn prepare(h: &Harness) {
+        put_mcp_configurations(h).await;
+    }
+    fn spec(h: &Harness, name: &str) -> Value {
+        json!({"slug": h.cluster_name(name), "name": name, "url": "https://mcp.example.com/mcp",
+               "authType": "headers", "transport": "http",
+               "configurationsSecretRef": {"name": "cf-mcp-config"},
+               "workspaces": [{"workspace": WORKSPACE}]})
+    }
+    fn spec_edit() -> (Value, &'static str, Value) {
+        let url = "https://mcp.example.com/edited-by-the-spec";
+        (json!({"url": url}), "/url", json!(url))
+    }
+    fn remote_edit() -> (Value, &'static str, Value) {
+        let url = "https://mcp.example.com/edited-remotely";
+        (json!({"url": url}), "/url", json!(url))
+    }
+    fn immutable_edit() -> Value {
+        json!({"slug": "another-slug"})
+    }
+    /// A workspace's own MCP integration (`workspace_id` set, which no update can change) is
+    /// never the organisation's to adopt.
+    fn conflict(_h: &Harness, name: &str) -> Option<Conflict> {
+        Some(Conflict {
+            post: json!({"name": name, "url": "https://mcp.example.com/mcp", "auth_type": "none",
+                         "transport": "http", "workspace_id": WORKSPACE}),
+            adopt: "slug",
+            answer: "slug",
+        })
+    }
+}

@@ -735,6 +735,7 @@ conformance! {
     cluster_guardrail => kinds::ClusterGuardrailKind,
     integration => kinds::IntegrationKind,
     secret_reference => kinds::SecretReferenceKind,
+    mcp_integration => kinds::McpIntegrationKind,
     provider => kinds::ProviderKind,
     deployment => kinds::DeploymentKind,
     api_key => kinds::ApiKeyKind,

@@ -1,0 +1,830 @@
+//! McpIntegration (cluster-scoped): an upstream MCP server of the organisation. The verbs of the
+//! kind ([`Verbs`]): the driver observes by id (or slug), PUTs only when a readable field (name,
+//! description, URL, auth type, transport) differs or the keyed hash of the `configurations` a
+//! read never shows in clear (from the Secret) changed, so a Secret change gives exactly one
+//! PUT. Then the sub-resources ([`Verbs::sync_sub_resources`]): the workspace access rows the
+//! spec names (merged; a removed workspace is disabled, never deleted; rows of other workspaces
+//! never sent) and the capability toggles of what the gateway discovered, a toggle of a
+//! capability not discovered yet waiting in `status.pendingCapabilities`. Delete per
+//! `deletionPolicy`, once no MCP server instantiates the integration (`StillReferenced`).
+//!
+//! Not a listed kind: each reconcile (at least once per drift interval, sooner while a toggle
+//! waits) reads the integration, its access rows and its capabilities. Integrations are few.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{Resource, ResourceExt};
+use serde_json::{Map, Value};
+
+use crate::api::{self, ApiError, Client, McpIntegration as RemoteIntegration};
+use crate::controller::claims::Claims;
+use crate::controller::config_refs::{
+    CLUSTER_READABLE, ReadsSecrets, SECRET_NOT_READABLE, require_cluster_readable,
+};
+use crate::controller::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
+use crate::controller::driver::{Change, Cx, Managed};
+use crate::controller::error::Error;
+use crate::controller::gate::{Op, tenant_id, tenant_peers};
+use crate::controller::status::common_status;
+use crate::controller::{Context, now_rfc3339, spec_already_applied};
+use crate::resources::Workspace;
+use crate::resources::common::CreateAttempt;
+use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
+use crate::resources::mcp_integration::{
+    McpIntegration, McpIntegrationStatus, WantedAccess, access_updates, capability_updates,
+};
+
+/// Condition reason while an MCP server still instantiates the integration being deleted.
+pub const STILL_REFERENCED: &str = "StillReferenced";
+
+/// Condition reason while a Workspace resource `spec.workspaces` names is missing, being
+/// deleted or not Ready yet.
+pub const WORKSPACE_NOT_READY: &str = "WorkspaceNotReady";
+
+/// How soon a reconcile reads the capabilities again while a toggle waits for its capability.
+const PENDING_LOOK_AGAIN: Duration = Duration::from_secs(30);
+
+common_status!(
+    McpIntegrationStatus,
+    |s| McpIntegrationStatus {
+        last_applied_at: None,
+        pending_create: s.pending_create.as_ref().map(|_| String::new()),
+        ..s.clone()
+    },
+    intent_when = |s| s.pending_create.is_some()
+);
+
+/// The Secret `spec.configurationsSecretRef` names, for the Secret watch (which matches by
+/// name): the integration takes every key of it, so the key here names none.
+impl ReadsSecrets for McpIntegration {
+    fn secret_refs(&self) -> std::borrow::Cow<'_, [ConfigSecretRef]> {
+        let named = self.spec.configurations_secret_ref.as_ref();
+        std::borrow::Cow::Owned(
+            named
+                .map(|named| ConfigSecretRef {
+                    path: "/configurations".into(),
+                    secret_key_ref: SecretKeyRef {
+                        name: named.name.clone(),
+                        key: String::new(),
+                    },
+                })
+                .into_iter()
+                .collect(),
+        )
+    }
+
+    fn secret_source(&self, _path: &str) -> String {
+        "spec.configurationsSecretRef".into()
+    }
+}
+
+/// An MCP integration (cluster-scoped: no workspace grant applies) claims its UUID and slug,
+/// and the slug `spec.slug` names.
+impl Claims for McpIntegration {
+    fn connection_name(&self) -> &str {
+        self.spec.connection_name()
+    }
+    fn manages(&self) -> bool {
+        self.status
+            .as_ref()
+            .is_some_and(|s| s.id.is_some() || s.slug.is_some() || s.pending_create.is_some())
+    }
+    fn conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .map_or(&[], |s| s.conditions.as_slice())
+    }
+    fn recorded_installation(&self) -> Option<&str> {
+        self.status.as_ref().and_then(|s| s.installation.as_deref())
+    }
+    fn create_attempt(&self) -> Option<&CreateAttempt> {
+        self.status
+            .as_ref()
+            .filter(|s| s.pending_create.is_some())
+            .and_then(|s| s.create_attempt.as_ref())
+    }
+    fn claimed_ids(&self) -> Vec<String> {
+        let status = self.status.as_ref();
+        let mut ids: Vec<String> = [
+            self.spec.slug.as_ref(),
+            status.and_then(|s| s.slug.as_ref()),
+            status.and_then(|s| s.id.as_ref()),
+        ]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+    fn adopted(&self) -> Option<(&'static str, String)> {
+        self.spec.slug.clone().map(|slug| ("spec.slug", slug))
+    }
+    fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
+        Vec::new()
+    }
+}
+
+impl Managed for McpIntegration {
+    crate::controller::driver::kind::cluster_api!();
+    type Status = McpIntegrationStatus;
+    const KIND: &'static str = "McpIntegration";
+    const MANAGER: &'static str = "aigw/mcpintegration";
+
+    fn status(&self) -> Option<&McpIntegrationStatus> {
+        self.status.as_ref()
+    }
+
+    fn status_slot(&mut self) -> &mut Option<McpIntegrationStatus> {
+        &mut self.status
+    }
+
+    /// A toggle waiting for its capability is looked at again sooner than the drift interval.
+    fn due_in(&self, status: &McpIntegrationStatus) -> Option<Duration> {
+        (!status.pending_capabilities.is_empty()).then_some(PENDING_LOOK_AGAIN)
+    }
+
+    crate::controller::driver::flow::driven!();
+}
+
+/// What an integration is written with: `configurations` as the Secret holds it (`None`: the
+/// spec names no Secret), the hash of it, and the tenant a create names. Its `Debug` shows no
+/// value (it has none).
+pub struct Written {
+    configurations: Option<Map<String, Value>>,
+    /// [`configurations_hash`]: what `status.secretHash` records.
+    hash: Option<String>,
+    organisation: Option<String>,
+}
+
+/// The field a change of the Secret reports: an input, never an outside edit.
+const CONFIGURATIONS: &str = "configurations (from spec.configurationsSecretRef)";
+
+impl Verbs for McpIntegration {
+    /// `None` in Observe, which reads no Secret.
+    type Inputs = Option<Written>;
+    type Desired = Option<Written>;
+    type Remote = RemoteIntegration;
+    type Found = RemoteIntegration;
+    type Posted = api::Created;
+    type Updated = ();
+    const WHAT: &'static str = "MCP integration";
+    const ADOPTED_BY: &'static str = "spec.slug";
+    const NAMING: Naming = Naming::CreatesAs;
+    const RECORDS_DRIFT: bool = false;
+
+    async fn resolve(
+        &self,
+        cx: &Cx<'_, Self>,
+        _status: &mut McpIntegrationStatus,
+    ) -> Result<Option<Written>, Error> {
+        let configurations = match &self.spec.configurations_secret_ref {
+            Some(_) => Some(read_configurations(self, cx).await?),
+            None => None,
+        };
+        Ok(Some(Written {
+            hash: configurations
+                .as_ref()
+                .and_then(|c| configurations_hash(self, cx.ctx, c)),
+            organisation: tenant_id(cx.ctx, self.spec.connection_name()),
+            configurations,
+        }))
+    }
+    async fn observed_inputs(
+        &self,
+        _cx: &Cx<'_, Self>,
+        _status: &mut McpIntegrationStatus,
+    ) -> Result<Option<Written>, Error> {
+        Ok(None)
+    }
+    fn desired(&self, inputs: Option<Written>) -> Option<Written> {
+        inputs
+    }
+    fn compare(
+        &self,
+        desired: &Option<Written>,
+        remote: &RemoteIntegration,
+        status: &McpIntegrationStatus,
+    ) -> Comparison {
+        let mut differs = self.spec.diff(remote);
+        let mut inputs = Vec::new();
+        if desired
+            .as_ref()
+            .is_some_and(|w| w.configurations.is_some() && w.hash != status.secret_hash)
+        {
+            differs.push(CONFIGURATIONS);
+            inputs.push(CONFIGURATIONS);
+        }
+        Comparison {
+            immutable: self.spec.immutable_conflicts(remote),
+            differs,
+            inputs,
+        }
+    }
+    fn recorded(status: &McpIntegrationStatus) -> Option<String> {
+        status.id.clone().or(status.slug.clone())
+    }
+    fn shown(status: &McpIntegrationStatus) -> Option<String> {
+        status.slug.clone().or(status.id.clone())
+    }
+    fn key(remote: &RemoteIntegration) -> String {
+        match remote.slug.is_empty() {
+            true => remote.id.clone(),
+            false => remote.slug.clone(),
+        }
+    }
+    fn found_key(found: &RemoteIntegration) -> String {
+        found.id.clone()
+    }
+    fn workspace(_remote: &RemoteIntegration) -> Option<&str> {
+        None
+    }
+    /// A workspace's own MCP integration (`workspace_id` set) is not the organisation's.
+    fn refuses(remote: &RemoteIntegration) -> Option<String> {
+        remote.workspace_id.as_ref().map(|ws| {
+            format!(
+                "MCP integration {} belongs to workspace {ws}, not to the organisation: an McpIntegration manages organisation integrations only",
+                remote.slug
+            )
+        })
+    }
+    async fn observe(
+        &self,
+        client: &Client,
+        key: &str,
+        _: &McpIntegrationStatus,
+    ) -> Result<Option<RemoteIntegration>, ApiError> {
+        client.mcp_integrations().get(key).await.map(Some)
+    }
+    fn sent(&self, cx: &Cx<'_, Self>, desired: &Option<Written>) -> CreateAttempt {
+        CreateAttempt {
+            name: Some(self.spec.name.clone()),
+            workspace_id: None,
+            body_hash: body_hash(
+                &cx.ctx.hash_key,
+                self.meta().uid.as_deref(),
+                &create_request(self, desired),
+            ),
+            ended_at: None,
+            intent: None,
+        }
+    }
+    async fn create(
+        &self,
+        client: &Client,
+        desired: &Option<Written>,
+    ) -> Result<api::Created, ApiError> {
+        client
+            .mcp_integrations()
+            .create(&create_request(self, desired))
+            .await
+    }
+    async fn find_created(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &McpIntegrationStatus,
+    ) -> Result<Lookup<RemoteIntegration>, Error> {
+        find_created(self, cx, status).await
+    }
+    async fn update(
+        &self,
+        client: &Client,
+        desired: &Option<Written>,
+        remote: &RemoteIntegration,
+    ) -> Result<(), ApiError> {
+        let configurations = desired.as_ref().and_then(|w| w.configurations.clone());
+        client
+            .mcp_integrations()
+            .update(&remote.id, &self.spec.update_request(configurations))
+            .await
+    }
+    /// Waits while an MCP server instantiates the integration, naming them: the ones the API
+    /// lists with this integration's id or slug.
+    async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Error> {
+        let status = self.status.clone().unwrap_or_default();
+        let keys: Vec<String> = status.id.into_iter().chain(status.slug).collect();
+        let servers = cx
+            .api(Op::Read)
+            .await?
+            .mcp_servers()
+            .list(&api::McpServersListQuery::default())
+            .await
+            .map_err(|e| Error::api("list MCP servers", e))?;
+        let mut users: Vec<String> = servers
+            .iter()
+            .filter(|s| {
+                s.mcp_integration_id
+                    .as_ref()
+                    .is_some_and(|i| keys.contains(i))
+            })
+            .map(|s| format!("MCP server {} ({})", s.slug, s.id))
+            .collect();
+        users.sort();
+        if users.is_empty() {
+            return Ok(());
+        }
+        Err(Error::not_allowed(
+            STILL_REFERENCED,
+            format!(
+                "MCP integration {key} is still instantiated by {}; it is deleted once no MCP server uses it (or set deletionPolicy: Orphan)",
+                users.join(", ")
+            ),
+        ))
+    }
+    async fn delete(
+        &self,
+        _cx: &Cx<'_, Self>,
+        client: &Client,
+        key: &str,
+        _: &McpIntegrationStatus,
+    ) -> Result<(), ApiError> {
+        client.mcp_integrations().delete(key).await
+    }
+    /// An API that refuses the delete while servers use the integration (a 400 or 409 saying
+    /// so): `StillReferenced` with its words, retried, never forced.
+    fn delete_refused(&self, key: &str, error: &ApiError) -> Option<Error> {
+        let message = error.api_message()?;
+        let status = error.status()?;
+        let in_use = message.contains("in use") || message.contains("server");
+        ((status == 400 || status == 409) && in_use).then(|| {
+            Error::not_allowed(
+                STILL_REFERENCED,
+                format!(
+                    "MCP integration {key} is still in use, so the API refuses its delete ({message}); it is deleted once no MCP server uses it (or set deletionPolicy: Orphan)"
+                ),
+            )
+        })
+    }
+    fn record(status: &mut McpIntegrationStatus, remote: Option<&RemoteIntegration>) {
+        status.id = remote.map(|r| r.id.clone()).filter(|id| !id.is_empty());
+        status.slug = remote.map(|r| r.slug.clone()).filter(|s| !s.is_empty());
+        if remote.is_none() {
+            status.secret_hash = None;
+            status.workspaces.clear();
+            status.pending_capabilities.clear();
+        }
+    }
+    fn record_created(
+        &self,
+        status: &mut McpIntegrationStatus,
+        desired: &Option<Written>,
+        created: Created<api::Created, RemoteIntegration>,
+    ) -> String {
+        let (id, slug) = match created {
+            Created::Posted(created) => {
+                status.secret_hash = desired.as_ref().and_then(|w| w.hash.clone());
+                status.last_applied_at = Some(now_rfc3339());
+                (created.id, created.slug)
+            }
+            Created::Recovered(found) => {
+                // What the earlier POST sent may be an older spec or Secret: the unknown hash
+                // sends `configurations` once more.
+                status.secret_hash = None;
+                (found.id, found.slug)
+            }
+        };
+        status.id = Some(id);
+        status.slug = Some(slug.clone()).filter(|s| !s.is_empty());
+        slug
+    }
+    fn record_updated(
+        &self,
+        status: &mut McpIntegrationStatus,
+        desired: &Option<Written>,
+        _: &RemoteIntegration,
+        _: (),
+    ) {
+        if let Some(written) = desired.as_ref().filter(|w| w.configurations.is_some()) {
+            status.secret_hash = written.hash.clone();
+        }
+        status.last_applied_at = Some(now_rfc3339());
+    }
+    /// The workspace access rows, then the capability toggles.
+    async fn sync_sub_resources(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut McpIntegrationStatus,
+    ) -> Result<Vec<Change>, Error> {
+        let key = status.id.clone().unwrap_or_default();
+        let mut changes = Vec::new();
+        changes.extend(apply_access(self, cx, status, &key).await?);
+        changes.extend(apply_capabilities(self, cx, status, &key).await?);
+        Ok(changes)
+    }
+    async fn sub_resources_differ(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &McpIntegrationStatus,
+    ) -> Result<Vec<&'static str>, Error> {
+        let key = status.id.clone().unwrap_or_default();
+        let client = cx.api(Op::Read).await?;
+        let mut fields = Vec::new();
+        if !self.spec.workspaces.is_empty() || !status.workspaces.is_empty() {
+            let wanted = wanted_access(self, cx.ctx)?;
+            let rows = read_workspaces(client, &key).await?;
+            if !access_updates(&wanted, &rows, &status.workspaces).is_empty() {
+                fields.push("workspaces");
+            }
+        }
+        if !self.spec.capabilities.is_empty() {
+            let discovered = read_capabilities(client, &key).await?;
+            let (toggles, _) = capability_updates(&self.spec.capabilities, &discovered);
+            if !toggles.is_empty() {
+                fields.push("capabilities");
+            }
+        }
+        Ok(fields)
+    }
+}
+
+/// The create body: the spec with `configurations` filled in, in the tenant it names.
+fn create_request(
+    integration: &McpIntegration,
+    desired: &Option<Written>,
+) -> api::CreateMcpIntegrationRequest {
+    let (configurations, organisation) = match desired {
+        Some(w) => (w.configurations.clone(), w.organisation.clone()),
+        None => Default::default(),
+    };
+    integration
+        .spec
+        .create_request(configurations, organisation)
+}
+
+/// `configurations` hashed with the operator's key and the object's uid ([`body_hash`]): what
+/// `status.secretHash` records.
+fn configurations_hash(
+    integration: &McpIntegration,
+    ctx: &Context,
+    configurations: &Map<String, Value>,
+) -> Option<String> {
+    body_hash(
+        &ctx.hash_key,
+        integration.meta().uid.as_deref(),
+        configurations,
+    )
+}
+
+/// Every key of the Secret `spec.configurationsSecretRef` names, as a `configurations` field (a
+/// JSON object or array as that JSON, anything else as a string), each value concealed: from
+/// the namespace the operator reads Connection Secrets from, and only when labelled
+/// [`CLUSTER_READABLE`]. The errors name the Secret and its keys, never a value.
+async fn read_configurations(
+    integration: &McpIntegration,
+    cx: &Cx<'_, McpIntegration>,
+) -> Result<Map<String, Value>, Error> {
+    let Some(named) = &integration.spec.configurations_secret_ref else {
+        return Ok(Map::new());
+    };
+    let own = cx.ctx.connections.secret_namespace();
+    let namespace = match (own, named.namespace.as_deref()) {
+        (Some(own), None) => own,
+        (Some(own), Some(given)) if own == given => own,
+        (own, given) => {
+            return Err(Error::not_allowed(
+                SECRET_NOT_READABLE,
+                format!(
+                    "spec.configurationsSecretRef: an McpIntegration reads only Secrets of the namespace the operator reads Connection Secrets from ({}), labelled {CLUSTER_READABLE}=true{}",
+                    own.unwrap_or("none configured"),
+                    given.map(|g| format!("; it names {g}")).unwrap_or_default()
+                ),
+            ));
+        }
+    };
+    // Read once per version of the Secret (crate::controller::secret_cache), like spec.secretRefs.
+    let secret = cx
+        .ctx
+        .secrets
+        .values(&cx.ctx.kube, namespace, &named.name)
+        .await
+        .map_err(|e| Error::kube(format!("read Secret {namespace}/{}", named.name), e))?
+        .ok_or_else(|| {
+            Error::not_allowed(
+                "SecretNotFound",
+                format!(
+                    "Secret {namespace}/{} (named by spec.configurationsSecretRef) does not exist",
+                    named.name
+                ),
+            )
+        })?;
+    require_cluster_readable(&secret, "spec.configurationsSecretRef")?;
+    let mut configurations = Map::new();
+    for (key, bytes) in secret.data.iter().flatten() {
+        let text = String::from_utf8(bytes.0.clone()).map_err(|_| {
+            Error::not_allowed(
+                "SecretKeyNotFound",
+                format!(
+                    "key {key} of Secret {namespace}/{} is not UTF-8 text",
+                    named.name
+                ),
+            )
+        })?;
+        if text.is_empty() {
+            // A placeholder not filled in yet: sending "" would erase the live value.
+            return Err(Error::not_allowed(
+                "SecretKeyNotFound",
+                format!("key {key} of Secret {namespace}/{} is empty", named.name),
+            ));
+        }
+        cx.conceal(&text);
+        let value = match serde_json::from_str::<Value>(&text) {
+            Ok(json @ (Value::Object(_) | Value::Array(_))) => {
+                conceal_strings(cx, &json);
+                json
+            }
+            _ => Value::String(text),
+        };
+        configurations.insert(key.clone(), value);
+    }
+    Ok(configurations)
+}
+
+/// Conceals every string of `value` (a header's value inside `custom_headers`, say).
+fn conceal_strings(cx: &Cx<'_, McpIntegration>, value: &Value) {
+    match value {
+        Value::String(s) => cx.conceal(s),
+        Value::Array(items) => items.iter().for_each(|v| conceal_strings(cx, v)),
+        Value::Object(map) => map.values().for_each(|v| conceal_strings(cx, v)),
+        _ => {}
+    }
+}
+
+/// `spec.workspaces` resolved: a Workspace resource to the UUID it recorded (and its slug, which
+/// a read row may carry), once it is Ready on a Connection of this integration's tenant (until
+/// then the integration waits: `WorkspaceNotReady`); a `workspace` as written.
+fn wanted_access(integration: &McpIntegration, ctx: &Context) -> Result<Vec<WantedAccess>, Error> {
+    let mut wanted = Vec::with_capacity(integration.spec.workspaces.len());
+    for entry in &integration.spec.workspaces {
+        let (id, keys) = match (&entry.workspace_ref, &entry.workspace) {
+            (Some(named), _) => ready_workspace(integration, ctx, &named.name)?,
+            (None, Some(given)) => (given.clone(), vec![given.clone()]),
+            (None, None) => {
+                return Err(Error::InvalidSpec(
+                    "a spec.workspaces entry names no workspace: set workspaceRef or workspace"
+                        .into(),
+                ));
+            }
+        };
+        wanted.push(WantedAccess {
+            id,
+            keys,
+            enabled: entry.enabled,
+        });
+    }
+    Ok(wanted)
+}
+
+/// The UUID (and the keys: UUID and slug) the Workspace resource `name` recorded, once it can be
+/// named.
+fn ready_workspace(
+    integration: &McpIntegration,
+    ctx: &Context,
+    name: &str,
+) -> Result<(String, Vec<String>), Error> {
+    let waiting = |why: String| Error::not_allowed(WORKSPACE_NOT_READY, why);
+    let what = format!("Workspace {name} named by spec.workspaces");
+    let all = ctx.stores.of::<Workspace>().all();
+    let Some(workspace) = all.into_iter().find(|w| w.name_any() == name) else {
+        return Err(waiting(format!(
+            "{what} does not exist yet; waiting for it"
+        )));
+    };
+    let peers = tenant_peers(ctx, integration.spec.connection_name());
+    let theirs = workspace.spec.connection_name();
+    if !peers.iter().any(|p| p == theirs) {
+        return Err(Error::InvalidSpec(format!(
+            "{what} uses Connection {theirs}, which reaches another tenant than this McpIntegration's Connection {}",
+            integration.spec.connection_name()
+        )));
+    }
+    if workspace.metadata.deletion_timestamp.is_some() {
+        return Err(waiting(format!("{what} is being deleted")));
+    }
+    let status = workspace.status.clone().unwrap_or_default();
+    let ready = spec_already_applied(
+        workspace.metadata.generation,
+        status.observed_generation,
+        &status.conditions,
+    );
+    match status.id.clone().filter(|_| ready) {
+        Some(id) => {
+            let keys = [Some(id.clone()), status.slug].into_iter().flatten();
+            Ok((id, keys.collect()))
+        }
+        None => Err(waiting(format!("{what} is not Ready yet; waiting for it"))),
+    }
+}
+
+async fn read_workspaces(
+    client: &Client,
+    key: &str,
+) -> Result<api::McpIntegrationWorkspaces, Error> {
+    client
+        .mcp_integrations()
+        .workspaces(key)
+        .await
+        .map_err(|e| {
+            Error::api(
+                format!("read the workspace access of MCP integration {key}"),
+                e,
+            )
+        })
+}
+
+async fn read_capabilities(client: &Client, key: &str) -> Result<Vec<api::McpCapability>, Error> {
+    client
+        .mcp_integrations()
+        .capabilities(key, None)
+        .await
+        .map(|c| c.data)
+        .map_err(|e| Error::api(format!("read the capabilities of MCP integration {key}"), e))
+}
+
+/// Merges the access rows the spec names and disables the workspaces it no longer lists, in
+/// one PUT (never `override_existing_workspace_access`); records the workspaces it enabled.
+async fn apply_access(
+    integration: &McpIntegration,
+    cx: &Cx<'_, McpIntegration>,
+    status: &mut McpIntegrationStatus,
+    key: &str,
+) -> Result<Option<Change>, Error> {
+    if integration.spec.workspaces.is_empty() && status.workspaces.is_empty() {
+        return Ok(None);
+    }
+    let wanted = wanted_access(integration, cx.ctx)?;
+    let enabled: Vec<String> = wanted
+        .iter()
+        .filter(|w| w.enabled)
+        .map(|w| w.id.clone())
+        .collect();
+    let rows = read_workspaces(cx.api(Op::Read).await?, key).await?;
+    let updates = access_updates(&wanted, &rows, &status.workspaces);
+    if updates.is_empty() {
+        status.workspaces = enabled;
+        return Ok(None);
+    }
+    let list = |on: bool| {
+        let ids: Vec<&str> = updates
+            .iter()
+            .filter(|u| u.enabled == on)
+            .map(|u| u.id.as_str())
+            .collect();
+        ids.join(", ")
+    };
+    let what = [("enabled", list(true)), ("disabled", list(false))]
+        .into_iter()
+        .filter(|(_, ids)| !ids.is_empty())
+        .map(|(verb, ids)| format!("{verb} {ids}"))
+        .collect::<Vec<_>>()
+        .join("; ");
+    cx.gate.intend(format!(
+        "would update the workspace access of MCP integration {key}: {what}"
+    ));
+    let request = api::UpdateMcpWorkspacesRequest {
+        workspaces: updates,
+        ..Default::default()
+    };
+    cx.api(Op::Update)
+        .await?
+        .mcp_integrations()
+        .update_workspaces(key, &request)
+        .await
+        .map_err(|e| {
+            Error::api(
+                format!("update the workspace access of MCP integration {key}"),
+                e,
+            )
+        })?;
+    status.workspaces = enabled;
+    Ok(Some(Change::new(
+        "AccessUpdated",
+        format!("workspace access of MCP integration {key}: {what}"),
+    )))
+}
+
+/// One PUT of the toggles whose capability was discovered and differs; the others wait in
+/// `status.pendingCapabilities`.
+async fn apply_capabilities(
+    integration: &McpIntegration,
+    cx: &Cx<'_, McpIntegration>,
+    status: &mut McpIntegrationStatus,
+    key: &str,
+) -> Result<Option<Change>, Error> {
+    if integration.spec.capabilities.is_empty() {
+        status.pending_capabilities.clear();
+        return Ok(None);
+    }
+    let discovered = read_capabilities(cx.api(Op::Read).await?, key).await?;
+    let (toggles, pending) = capability_updates(&integration.spec.capabilities, &discovered);
+    status.pending_capabilities = pending;
+    if toggles.is_empty() {
+        return Ok(None);
+    }
+    let what = toggles
+        .iter()
+        .map(|t| {
+            let state = if t.enabled { "enabled" } else { "disabled" };
+            format!("{} {} {state}", t.kind, t.name)
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    cx.gate.intend(format!(
+        "would update the capabilities of MCP integration {key}: {what}"
+    ));
+    let request = api::UpdateCapabilitiesRequest {
+        capabilities: toggles,
+    };
+    cx.api(Op::Update)
+        .await?
+        .mcp_integrations()
+        .update_capabilities(key, &request)
+        .await
+        .map_err(|e| {
+            Error::api(
+                format!("update the capabilities of MCP integration {key}"),
+                e,
+            )
+        })?;
+    Ok(Some(Change::new(
+        "CapabilitiesUpdated",
+        format!("capabilities of MCP integration {key}: {what}"),
+    )))
+}
+
+/// The integration an earlier create made: the one with `spec.slug` (a deterministic identity),
+/// else the one with the name it sent, created within its window, claimed by no other
+/// resource, in a complete listing of the organisation's MCP integrations.
+async fn find_created(
+    integration: &McpIntegration,
+    cx: &Cx<'_, McpIntegration>,
+    status: &McpIntegrationStatus,
+) -> Result<Lookup<RemoteIntegration>, Error> {
+    let client = cx.api(Op::Read).await?;
+    let listing = client
+        .mcp_integrations()
+        .listing()
+        .await
+        .map_err(|e| Error::api("list MCP integrations", e))?;
+    if let Some(slug) = &integration.spec.slug {
+        let found = listing.items.iter().find(|i| &i.slug == slug).cloned();
+        return Ok(match (found, listing.complete) {
+            (Some(found), _) => Lookup::Found(found),
+            (None, true) => Lookup::Absent,
+            (None, false) => Lookup::Unknown("the MCP integration list is incomplete".into()),
+        });
+    }
+    let sent = status
+        .create_attempt
+        .clone()
+        .unwrap_or_else(|| CreateAttempt {
+            name: Some(integration.spec.name.clone()),
+            ..Default::default()
+        });
+    one_of_ours(
+        cx,
+        status,
+        &sent,
+        listing,
+        |i| vec![i.id.as_str(), i.slug.as_str()],
+        |i| i.created_at.as_deref(),
+        |i| sent.name.as_deref() == Some(i.name.as_str()) && i.workspace_id.is_none(),
+        // The API keeps no marker of the create on an integration: a match is never proven.
+        |i| Some(format!("MCP integration {} ({})", i.slug, i.id)),
+    )
+    .await
+}
+
+/// An McpIntegration's own triggers: the Secret it reads (in the operator's namespace) and the
+/// Workspace resources its `spec.workspaces` names (one waiting for a Workspace goes on once it
+/// is Ready).
+pub fn watch_inputs(
+    controller: kube::runtime::controller::Controller<McpIntegration>,
+    ctx: &Context,
+    namespace: Option<&str>,
+    integrations: kube::runtime::reflector::Store<McpIntegration>,
+) -> kube::runtime::controller::Controller<McpIntegration> {
+    let controller = crate::controller::config_refs::watch_secrets(
+        controller,
+        ctx,
+        namespace,
+        integrations.clone(),
+    );
+    let stream = ctx.relay.subscribe::<Workspace>(None);
+    controller.watches_shared_stream(stream, move |workspace: std::sync::Arc<Workspace>| {
+        let name = workspace.name_any();
+        integrations
+            .state()
+            .into_iter()
+            .filter(|i| {
+                i.spec
+                    .workspaces
+                    .iter()
+                    .any(|w| w.workspace_ref.as_ref().is_some_and(|r| r.name == name))
+            })
+            .map(|i| kube::runtime::reflector::ObjectRef::from_obj(i.as_ref()))
+            .collect::<Vec<_>>()
+    })
+}

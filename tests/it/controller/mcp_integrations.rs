@@ -1,0 +1,499 @@
+//! McpIntegration (cluster-scoped) on a real kube-apiserver against the emulator over HTTP:
+//! `configurations` come from a labelled Secret of the operator's namespace and reach the API
+//! write-only (a JSON value as JSON), one POST creates it, nothing is written at steady state, a
+//! console edit is corrected with one PUT and a Secret change is exactly one PUT; workspace
+//! access names a Workspace resource (waiting until it is Ready) or a workspace id, and a
+//! workspace removed from the spec is disabled, never deleted; a toggle of a tool not
+//! discovered yet is Pending and applied once the gateway discovers it; a delete waits as
+//! `StillReferenced` while an MCP server uses the integration; an exported integration is
+//! adopted with no write; no configuration value shows in status, events, the operator's log,
+//! metrics or CLI output.
+
+use crate::support;
+
+use std::time::Duration;
+
+use aigw::resources::{McpIntegration, Workspace};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use reqwest::Method;
+use serde_json::{Value, json};
+use support::harness::{Harness, captured_logs};
+use support::objects::Conditions;
+
+const WAIT: Duration = Duration::from_secs(30);
+const WS_A: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
+const FIRST_HEADER: &str = "hdr-first-Qm7Vx2Lp9Rt4";
+const SECOND_HEADER: &str = "hdr-second-Zk3Wn8Bd5Hy1";
+const CLIENT_SECRET: &str = "cs-mcp-Jt6Fq1Xs8Ne2";
+const POST: &str = "POST /ai_gw/admin/v2/mcp-integrations";
+const PUT: &str = "PUT /ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}";
+const DELETE: &str = "DELETE /ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}";
+const ACCESS: &str = "PUT /ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}/workspaces";
+const TOGGLE: &str = "PUT /ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}/capabilities";
+
+/// The `configurations` Secret in the operator's namespace (the test namespace), labelled for
+/// cluster-scoped readers unless `labelled` is false.
+async fn put_config(h: &Harness, header: &str, labelled: bool) {
+    let labels = match labelled {
+        true => json!({"aigw.io/cluster-readable": "true"}),
+        false => json!({}),
+    };
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "github-mcp", "labels": labels},
+        "stringData": {"custom_headers": format!("{{\"x-api-key\":\"{header}\"}}"),
+                       "client_secret": CLIENT_SECRET}
+    }))
+    .unwrap();
+    h.env
+        .api::<Secret>()
+        .patch(
+            "github-mcp",
+            &PatchParams::apply("test").force(),
+            &Patch::Apply(&secret),
+        )
+        .await
+        .unwrap();
+}
+
+fn api(h: &Harness) -> Api<McpIntegration> {
+    Api::all(h.env.client.clone())
+}
+
+async fn create(h: &Harness, name: &str, spec: Value) {
+    api(h)
+        .create(
+            &PostParams::default(),
+            &h.cluster_object("McpIntegration", name, spec),
+        )
+        .await
+        .unwrap();
+}
+
+async fn wait_for(
+    h: &Harness,
+    name: &str,
+    done: impl Fn(&McpIntegration) -> bool,
+) -> McpIntegration {
+    let api = api(h);
+    let name = h.cluster_name(name);
+    let found = support::wait_until(WAIT, || async {
+        let r = api.get_opt(&name).await.ok()??;
+        done(&r).then_some(r)
+    })
+    .await;
+    match found {
+        Some(r) => r,
+        None => panic!(
+            "McpIntegration {name} did not get there: {:?}\n--- events ---\n{}\n--- stats ---\n{}",
+            api.get_opt(&name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|r| r.status),
+            h.cluster_events_text().await,
+            h.stats().await
+        ),
+    }
+}
+
+/// The emulator's record of the integration, `configurations` in clear.
+async fn remote(h: &Harness, slug: &str) -> Value {
+    h.state().await["mcp_integrations"]
+        .as_array()
+        .and_then(|all| all.iter().find(|r| r["slug"] == slug).cloned())
+        .unwrap_or(Value::Null)
+}
+
+/// The emulator's access row of `workspace`.
+fn row<'a>(remote: &'a Value, workspace: &str) -> Option<&'a Value> {
+    remote["workspaces"]
+        .as_array()?
+        .iter()
+        .find(|r| r["id"] == workspace)
+}
+
+/// Runs the built `aigw <args[0]>` (`api` or `export`) against the harness's emulator with the
+/// rest of `args`; its stdout and stderr.
+async fn aigw(h: &Harness, args: &[&str]) -> String {
+    let token = tempfile::NamedTempFile::new().expect("token file");
+    std::fs::write(token.path(), support::harness::TOKEN).expect("token written");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
+    command
+        .arg(args[0])
+        .args(["--management-url", &h.emulator.management_url()])
+        .arg("--token-file")
+        .arg(token.path())
+        .args(&args[1..]);
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .expect("aigw runs");
+    assert!(output.status.success(), "{args:?}: {output:?}");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// A Workspace resource `name`, created by aigw; its recorded UUID once Ready.
+async fn ready_workspace(h: &Harness, name: &str) -> String {
+    let workspaces: Api<Workspace> = Api::all(h.env.client.clone());
+    workspaces
+        .create(
+            &PostParams::default(),
+            &h.cluster_object("Workspace", name, json!({"name": name})),
+        )
+        .await
+        .unwrap();
+    let full = h.cluster_name(name);
+    support::wait_until(WAIT, || async {
+        let w = workspaces.get_opt(&full).await.ok()??;
+        w.ready().then(|| w.status.and_then(|s| s.id)).flatten()
+    })
+    .await
+    .expect("the Workspace is Ready")
+}
+
+#[tokio::test]
+async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and_a_used_integration_waits()
+ {
+    let h = Harness::start_with_secret_namespace("mcpi", Duration::from_secs(1)).await;
+    put_config(&h, FIRST_HEADER, false).await;
+    let slug = h.cluster_name("github");
+    // Cluster-scoped names carry the test's prefix.
+    let payments_name = h.cluster_name("payments");
+    let spec = json!({"slug": slug, "name": "GitHub tools", "url": "https://mcp.example.com/mcp",
+                      "authType": "headers", "transport": "http", "description": "from Git",
+                      "configurationsSecretRef": {"name": "github-mcp"},
+                      "workspaces": [{"workspaceRef": {"name": payments_name}},
+                                     {"workspace": WS_A}]});
+    create(&h, "github", spec.clone()).await;
+
+    // The operator's namespace also holds Connection credentials: only a labelled Secret is read.
+    let refused = wait_for(&h, "github", |r| r.stalled_with("SecretNotReadable")).await;
+    let (_, _, message) = refused.condition("Stalled").unwrap();
+    assert!(message.contains("aigw.io/cluster-readable"), "{message}");
+    assert_eq!(h.remote_writes().await, 0, "nothing sent without the label");
+    put_config(&h, FIRST_HEADER, true).await;
+
+    // One POST; configurations reached the API (a JSON value as JSON); the Workspace resource
+    // does not exist yet, so its access row waits while the literal workspace's is enabled.
+    let waiting = wait_for(&h, "github", |r| {
+        r.condition("Ready")
+            .is_some_and(|(s, reason, _)| s == "False" && reason == "WorkspaceNotReady")
+    })
+    .await;
+    let (_, _, message) = waiting.condition("Ready").unwrap();
+    assert!(
+        message.contains(&format!("Workspace {payments_name}")),
+        "{message}"
+    );
+    assert_eq!(h.count(POST).await, 1, "one POST");
+    let stored = remote(&h, &slug).await;
+    assert_eq!(
+        stored["configurations"]["custom_headers"]["x-api-key"],
+        FIRST_HEADER
+    );
+    assert_eq!(stored["configurations"]["client_secret"], CLIENT_SECRET);
+    assert_eq!(stored["auth_type"], "headers");
+    assert!(
+        row(&stored, WS_A).is_none(),
+        "no access sent before it can all be"
+    );
+
+    // The Workspace becomes Ready: both rows are enabled, in one PUT.
+    let payments = ready_workspace(&h, "payments").await;
+    let ready = wait_for(&h, "github", |r| r.ready()).await;
+    let status = ready.status.clone().unwrap();
+    assert_eq!(status.slug.as_deref(), Some(slug.as_str()));
+    assert!(status.secret_hash.is_some());
+    let mut enabled = status.workspaces.clone();
+    enabled.sort();
+    let mut expected = vec![payments.clone(), WS_A.to_string()];
+    expected.sort();
+    assert_eq!(enabled, expected);
+    let stored = remote(&h, &slug).await;
+    assert_eq!(row(&stored, &payments).unwrap()["enabled"], true);
+    assert_eq!(row(&stored, WS_A).unwrap()["enabled"], true);
+    assert_eq!(h.count(ACCESS).await, 1, "one access PUT for both rows");
+
+    // Steady state over several drift intervals: reads only.
+    h.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(h.remote_writes().await, 0, "no write at steady state");
+
+    // A console edit of a readable field: corrected with one PUT.
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/admin/v2/mcp-integrations/{slug}"),
+        Some(json!({"url": "https://console.example.com/mcp"})),
+    )
+    .await;
+    h.reset_stats().await;
+    support::wait_until(WAIT, || async {
+        (remote(&h, &slug).await["url"] == "https://mcp.example.com/mcp").then_some(())
+    })
+    .await
+    .expect("the console edit was corrected");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.count(PUT).await, 1, "one PUT corrects the edit");
+    let events = h.cluster_events_text().await;
+    assert!(events.contains("DriftCorrected"), "{events}");
+
+    // A Secret change: the new value reaches the API with exactly one PUT.
+    let writes = remote(&h, &slug).await["configuration_writes"]
+        .as_u64()
+        .unwrap();
+    h.reset_stats().await;
+    put_config(&h, SECOND_HEADER, true).await;
+    support::wait_until(WAIT, || async {
+        (remote(&h, &slug).await["configurations"]["custom_headers"]["x-api-key"] == SECOND_HEADER)
+            .then_some(())
+    })
+    .await
+    .expect("the new header reached the API");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.count(PUT).await, 1, "one PUT per Secret change");
+    assert_eq!(
+        remote(&h, &slug).await["configuration_writes"]
+            .as_u64()
+            .unwrap(),
+        writes + 1
+    );
+
+    // A workspace dropped from the spec is disabled, its row kept; the other is untouched.
+    h.reset_stats().await;
+    let mut fewer = spec.clone();
+    fewer["workspaces"] = json!([{"workspaceRef": {"name": payments_name}}]);
+    api(&h)
+        .patch(
+            &slug,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": fewer})),
+        )
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        let stored = remote(&h, &slug).await;
+        (row(&stored, WS_A)?["enabled"] == false).then_some(())
+    })
+    .await
+    .expect("the dropped workspace was disabled");
+    let stored = remote(&h, &slug).await;
+    assert_eq!(row(&stored, WS_A).unwrap()["status"], "archived");
+    assert_eq!(row(&stored, &payments).unwrap()["enabled"], true);
+    wait_for(&h, "github", |r| {
+        r.ready()
+            && r.status
+                .as_ref()
+                .is_some_and(|s| s.workspaces == [payments.clone()])
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(h.count(ACCESS).await, 1, "one PUT disables it");
+
+    // An MCP server of the integration: the delete waits, naming it, and makes no call.
+    let server = h
+        .call(
+            Method::POST,
+            "/ai_gw/v2/mcp-servers",
+            Some(json!({"name": "Payments GitHub", "slug": "payments-github",
+                        "mcp_integration_id": slug, "workspace_id": payments})),
+        )
+        .await;
+    let server_id = server["id"].as_str().expect("the server's id").to_string();
+    h.reset_stats().await;
+    api(&h).delete(&slug, &Default::default()).await.unwrap();
+    let held = wait_for(&h, "github", |r| {
+        r.condition("Ready")
+            .is_some_and(|(s, reason, _)| s == "False" && reason == "StillReferenced")
+    })
+    .await;
+    let (_, _, message) = held.condition("Ready").unwrap();
+    assert!(message.contains("MCP server payments-github"), "{message}");
+    assert!(message.contains("deletionPolicy: Orphan"), "{message}");
+    assert!(!remote(&h, &slug).await.is_null(), "not deleted while used");
+    assert_eq!(h.count(DELETE).await, 0, "nothing forced");
+
+    // The server goes: the next try deletes the integration.
+    h.call(
+        Method::DELETE,
+        &format!("/ai_gw/v2/mcp-servers/{server_id}"),
+        None,
+    )
+    .await;
+    support::wait_until(Duration::from_secs(60), || async {
+        api(&h).get_opt(&slug).await.ok()?.is_none().then_some(())
+    })
+    .await
+    .expect("the McpIntegration went once no server used it");
+    assert!(remote(&h, &slug).await.is_null(), "deleted remotely");
+
+    // No configuration value anywhere but the API.
+    let statuses = serde_json::to_string(&held.status).unwrap();
+    let events = format!(
+        "{}\n{}",
+        h.cluster_events_text().await,
+        h.env.events_text().await
+    );
+    assert!(events.contains("StillReferenced"), "{events}");
+    let logs = captured_logs();
+    let metrics = h.ctx.metrics.encode();
+    // An integration to read with the CLI, its configurations set through the API.
+    h.call(
+        Method::POST,
+        "/ai_gw/admin/v2/mcp-integrations",
+        Some(
+            json!({"name": "cli", "slug": "cli-mcp", "url": "https://mcp.example.com/cli",
+                    "auth_type": "headers", "transport": "sse",
+                    "configurations": {"custom_headers": {"x-api-key": SECOND_HEADER},
+                                       "client_secret": CLIENT_SECRET}}),
+        ),
+    )
+    .await;
+    let cli = format!(
+        "{}{}",
+        aigw(&h, &["api", "mcp-integrations", "get", "cli-mcp"]).await,
+        aigw(&h, &["api", "mcp-integrations", "list"]).await
+    );
+    assert!(cli.contains("cli-mcp"), "{cli}");
+    for value in [FIRST_HEADER, SECOND_HEADER, CLIENT_SECRET] {
+        assert!(!statuses.contains(value), "a secret in a status");
+        assert!(!events.contains(value), "a secret in an event");
+        assert!(!logs.contains(value), "a secret in the operator's log");
+        assert!(!metrics.contains(value), "a secret in the metrics");
+        assert!(!cli.contains(value), "a secret in the CLI output");
+    }
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_toggle_of_a_tool_not_discovered_yet_is_pending_then_applied() {
+    let h = Harness::start_with_secret_namespace("mcpi-tools", Duration::from_secs(1)).await;
+    let slug = h.cluster_name("tools");
+    create(
+        &h,
+        "tools",
+        json!({"slug": slug, "name": "Tools", "url": "https://mcp.example.com/tools",
+               "authType": "none", "transport": "http",
+               "capabilities": [{"name": "delete_repo", "enabled": false},
+                                {"name": "summarise", "type": "prompt", "enabled": false}]}),
+    )
+    .await;
+
+    // Nothing discovered: Ready, both toggles pending, no toggle sent.
+    let pending = wait_for(&h, "tools", |r| {
+        r.ready()
+            && r.status
+                .as_ref()
+                .is_some_and(|s| !s.pending_capabilities.is_empty())
+    })
+    .await;
+    assert_eq!(
+        pending.status.unwrap().pending_capabilities,
+        ["prompt summarise", "tool delete_repo"]
+    );
+    assert_eq!(h.count(TOGGLE).await, 0);
+
+    // The gateway discovers the tools (not the prompt): the tool's toggle goes in one PUT,
+    // the prompt's keeps waiting.
+    let id = remote(&h, &slug).await["id"].as_str().unwrap().to_string();
+    h.call(
+        Method::POST,
+        &format!("/_emulator/mcp-integrations/{id}/discover"),
+        Some(json!({"tools": [{"name": "delete_repo"}, {"name": "list_repos"}]})),
+    )
+    .await;
+    let applied = wait_for(&h, "tools", |r| {
+        r.status
+            .as_ref()
+            .is_some_and(|s| s.pending_capabilities == ["prompt summarise"])
+    })
+    .await;
+    assert!(applied.ready());
+    let stored = remote(&h, &slug).await;
+    let tool = |name: &str| {
+        stored["capabilities"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .cloned()
+            .unwrap()
+    };
+    assert_eq!(tool("delete_repo")["enabled"], false);
+    assert_eq!(
+        tool("list_repos")["enabled"],
+        true,
+        "an unlisted tool is left"
+    );
+    assert_eq!(h.count(TOGGLE).await, 1, "one toggle PUT");
+
+    // Steady: the pending prompt is read again, nothing written.
+    h.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+    h.stop().await;
+}
+
+/// An MCP integration made in the console, exported by `aigw export` and applied: adopted with
+/// no write; its configurations are named in the manifest's header, never printed.
+#[tokio::test]
+async fn an_exported_mcp_integration_is_adopted_without_a_write() {
+    let h = Harness::start_with("mcpi-export", Duration::from_secs(1)).await;
+    let slug = format!("console-{}", h.env.namespace);
+    h.call(
+        Method::POST,
+        "/ai_gw/admin/v2/mcp-integrations",
+        Some(
+            json!({"name": "Console made", "slug": slug, "url": "https://mcp.example.com/console",
+                    "auth_type": "headers", "transport": "sse", "description": "made in the console",
+                    "configurations": {"custom_headers": {"x-api-key": FIRST_HEADER}}}),
+        ),
+    )
+    .await;
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/admin/v2/mcp-integrations/{slug}/workspaces"),
+        Some(json!({"workspaces": [{"id": WS_A, "enabled": true}]})),
+    )
+    .await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("export");
+    let output = aigw(&h, &["export", "--out", out.to_str().unwrap()]).await;
+    assert!(!output.contains(FIRST_HEADER), "{output}");
+    let file = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            std::fs::read_to_string(p)
+                .is_ok_and(|t| t.contains("kind: McpIntegration") && t.contains(&slug))
+        })
+        .expect("the MCP integration's manifest");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert!(!text.contains(FIRST_HEADER), "{text}");
+    assert!(text.contains("configurationsSecretRef"), "{text}");
+    let mut exported: Value = serde_yaml::from_str(&text).unwrap();
+    assert_eq!(exported["spec"]["slug"], slug.as_str());
+    assert_eq!(exported["spec"]["deletionPolicy"], "Orphan");
+    assert_eq!(
+        exported["spec"]["workspaces"],
+        json!([{"workspace": WS_A, "enabled": true}])
+    );
+    let before = h.remote_writes().await;
+    let spec = exported["spec"].take();
+    create(&h, "exported", spec).await;
+    let ready = wait_for(&h, "exported", |w| w.ready()).await;
+    assert_eq!(ready.status.unwrap().slug.as_deref(), Some(slug.as_str()));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        h.remote_writes().await,
+        before,
+        "adopting the export wrote: {}",
+        h.stats().await
+    );
+    h.stop().await;
+}

@@ -1,0 +1,149 @@
+//! Secret reads come from watch caches (issue 30): a mixed set — a Deployment with delivered
+//! credentials, an ApiKey, a Config with a Secret-backed value and an Integration whose key
+//! is a labelled Secret of the operator's namespace — makes no apiserver GET of a delivered
+//! Secret, at creation or after, and none of any Secret at steady state; each referenced
+//! Secret's values are read once per version.
+
+use crate::support;
+
+use std::time::Duration;
+
+use aigw::resources::{ApiKey, Config, Deployment, Integration};
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use support::harness::Harness;
+use support::objects::{Conditions, create, gateway, secret};
+
+const WAIT: Duration = Duration::from_secs(30);
+/// The drift interval: a reconcile of each object every second or so, for the steady state.
+const DRIFT: Duration = Duration::from_secs(1);
+const STEADY: Duration = Duration::from_secs(10);
+
+/// The Secret GETs the operator sent since `from` (an index into [`Harness::secret_gets`]),
+/// leaving out its hash key (read once at start, before the controllers).
+fn gets_since(h: &Harness, from: usize) -> Vec<String> {
+    h.secret_gets()
+        .into_iter()
+        .skip(from)
+        .filter(|g| !g.contains("/secrets/aigw-hash-key "))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_mixed_set_reads_no_secret_from_the_apiserver_at_steady_state() {
+    let h = Harness::start_with_secret_namespace("sec-gets", DRIFT).await;
+    let start = h.secret_gets().len();
+    let secrets = h.env.api::<Secret>();
+    // The Config's Secret, unlabelled (a namespaced resource reads any Secret of its
+    // namespace), and the Integration's key, labelled for cluster-scoped readers.
+    secrets
+        .create(
+            &PostParams::default(),
+            &secret("db", &[("password", "s3cr3t-db-Kq8")]),
+        )
+        .await
+        .unwrap();
+    let mut key = secret("upstream", &[("api-key", "sk-upstream-Zr4Tn6")]);
+    key.metadata.labels = Some([("aigw.io/cluster-readable".into(), "true".into())].into());
+    secrets.create(&PostParams::default(), &key).await.unwrap();
+
+    create::<Deployment>(&h.env, "gw", gateway("gw", "gw-creds")).await;
+    let key_spec = json!({"name": "svc", "kind": "service", "scopes": ["completions.write"],
+        "secretRef": {"name": "svc-key"}});
+    create::<ApiKey>(&h.env, "svc", key_spec).await;
+    let config_spec = json!({"name": "routing", "config": {"provider": "openai"},
+        "secretRefs": [{"path": "/api_key", "secretKeyRef": {"name": "db", "key": "password"}}]});
+    create::<Config>(&h.env, "routing", config_spec).await;
+    let integrations = Api::<Integration>::all(h.env.client.clone());
+    let integration = json!({"slug": h.cluster_name("openai"), "name": "OpenAI",
+        "aiProviderId": "open-ai", "keySecretRef": {"name": "upstream", "key": "api-key"}});
+    integrations
+        .create(
+            &PostParams::default(),
+            &h.cluster_object("Integration", "openai", integration),
+        )
+        .await
+        .unwrap();
+
+    h.env
+        .wait_for::<Deployment>("gw", WAIT, |d| d.ready())
+        .await;
+    h.env.wait_for::<ApiKey>("svc", WAIT, |k| k.ready()).await;
+    let config = h
+        .env
+        .wait_for::<Config>("routing", WAIT, |c| c.ready())
+        .await;
+    let slug = config.status.and_then(|s| s.slug).expect("status.slug");
+    let name = h.cluster_name("openai");
+    support::wait_until(WAIT, || async {
+        integrations
+            .get_opt(&name)
+            .await
+            .ok()??
+            .ready()
+            .then_some(())
+    })
+    .await
+    .expect("the Integration is Ready");
+
+    // At creation: no GET of a Secret aigw delivers (the caches say whether it exists and
+    // whose it is); the values of each referenced Secret are read once.
+    let created = gets_since(&h, start);
+    eprintln!(
+        "Secret GETs at creation of 4 resources: {} {created:?}; fallbacks {:?}",
+        created.len(),
+        h.ctx.secrets.fallbacks()
+    );
+    for delivered in ["gw-creds", "svc-key"] {
+        assert!(
+            !created
+                .iter()
+                .any(|g| g.contains(&format!("/secrets/{delivered} "))),
+            "{delivered} was read from the apiserver: {created:?}"
+        );
+    }
+    for referenced in ["db", "upstream"] {
+        let reads = created
+            .iter()
+            .filter(|g| g.contains(&format!("/secrets/{referenced} ")))
+            .count();
+        assert!(reads <= 1, "{referenced} read {reads} times: {created:?}");
+    }
+
+    // At steady state (a reconcile of each about every second): none at all.
+    let mark = h.secret_gets().len();
+    tokio::time::sleep(STEADY).await;
+    let steady = gets_since(&h, mark);
+    eprintln!(
+        "Secret GETs in {STEADY:?} of steady state: {} {steady:?}",
+        steady.len()
+    );
+    assert!(steady.is_empty(), "{steady:?}");
+
+    // A changed referenced Secret is read once, at its new version, and applied.
+    let mark = h.secret_gets().len();
+    secrets
+        .replace(
+            "db",
+            &PostParams::default(),
+            &secret("db", &[("password", "s3cr3t-db-new-Wm2")]),
+        )
+        .await
+        .unwrap();
+    let path = format!("/ai_gw/v2/configs/{slug}");
+    support::wait_until(WAIT, || async {
+        let remote = h.call(reqwest::Method::GET, &path, None).await;
+        let document = remote["config"].as_str().unwrap_or_default().to_string();
+        document.contains("s3cr3t-db-new-Wm2").then_some(())
+    })
+    .await
+    .expect("the new value is applied");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let changed = gets_since(&h, mark);
+    assert!(
+        changed.iter().all(|g| g.contains("/secrets/db ")) && changed.len() <= 1,
+        "{changed:?}"
+    );
+    h.stop().await;
+}
