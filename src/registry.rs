@@ -9,10 +9,12 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 
-use crate::controller::claims::{StoreEntry, store_of};
+use crate::controller::Context;
+use crate::controller::kinds::{api_key, config_refs, guardrail, integration, provider};
 use crate::controller::kinds::{mcp_integration, secret_reference, workspace};
 use crate::controller::process::Spawner;
-use crate::controller::{Context, api_key, census, config_refs, guardrail, integration, provider};
+use crate::controller::runtime::census;
+use crate::controller::state::claims::{StoreEntry, store_of};
 use crate::resources::{
     ApiKey, ClusterGuardrail, Config, ConfigRollout, Connection, Deployment, Guardrail,
     Integration, McpIntegration, Provider, RateLimitsPolicy, SecretReference, UsageLimitsPolicy,
@@ -55,7 +57,7 @@ pub struct Kind {
     pub owns_secrets: bool,
     /// Sets its resource gauges from the watch caches (a managed kind).
     pub census: Option<fn(&Context)>,
-    /// Makes its watch caches and claim index in [`Stores`](crate::controller::claims::Stores)
+    /// Makes its watch caches and claim index in [`Stores`](crate::controller::state::claims::Stores)
     /// (a managed kind; the Connections' are `Stores::connections`).
     pub store: Option<fn() -> StoreEntry>,
     /// The spec field naming the remote object it takes, if one does: `aigw validate` refuses

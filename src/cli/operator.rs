@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aigw::api::{self, ClientConfig};
-use aigw::controller::leader::{self, Elector, LeaseSettings};
-use aigw::controller::{self, Connections, Context, Leadership, Metrics, Settings, hash_key};
+use aigw::controller::runtime::hash_key;
+use aigw::controller::runtime::leader::{self, Elector, LeaseSettings};
+use aigw::controller::{self, Connections, Context, Leadership, Metrics, Settings};
 use clap::builder::BoolishValueParser;
 
 #[derive(clap::Args)]
@@ -138,11 +139,11 @@ fn parse_min_rotation_interval(value: &str) -> Result<Duration, String> {
 }
 
 fn parse_selector(value: &str) -> Result<String, String> {
-    aigw::controller::installation::parse_selector(value).map(|_| value.to_string())
+    aigw::controller::state::installation::parse_selector(value).map(|_| value.to_string())
 }
 
 fn parse_installation_id(value: &str) -> Result<String, String> {
-    aigw::controller::installation::check_id(value).map(|()| value.to_string())
+    aigw::controller::state::installation::check_id(value).map(|()| value.to_string())
 }
 
 /// Feeds per-request results of the API client into the operator's metrics.
@@ -232,7 +233,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     let metrics_addr = args.metrics_addr;
     let served = ctx.clone();
     tokio::spawn(async move {
-        if let Err(e) = controller::metrics::serve(metrics_addr, served).await {
+        if let Err(e) = controller::runtime::metrics::serve(metrics_addr, served).await {
             tracing::error!(error = %e, addr = %metrics_addr, "metrics server failed");
         }
     });

@@ -6,11 +6,11 @@ use std::time::Duration;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
 
-use super::{
-    Backoff, Connections, Health, Leadership, Managed, Metrics, claims, config_refs, drift, driver,
-    events, failpoints, followers, hash_key, installation, relay, secret_cache, secret_values,
-    status, unreadable,
-};
+use super::driver::{self, drift, status};
+use super::kinds::config_refs;
+use super::runtime::{events, failpoints, hash_key, unreadable};
+use super::state::{claims, followers, installation, relay, secret_cache, secret_values};
+use super::{Backoff, Connections, Health, Leadership, Managed, Metrics};
 
 /// Shared state of every controller.
 pub struct Context {

@@ -10,28 +10,18 @@ pub mod state;
 
 // The layers: `driver` (the reconcile driver and its protocols: create, gate, drift, status),
 // `kinds` (what each kind does), `state` (watch caches, claims, connections) and `runtime`
-// (leader election, health, metrics, events). Their modules are re-exported by name. `context`
+// (leader election, health, metrics, events); a module is reached by its file's path. `context`
 // holds the state they share, `process` the wiring that starts them (from `crate::registry`).
-pub use driver::{create, drift, gate, rotation, secret_delivery, status};
-pub use kinds::{
-    api_key, config, config_refs, config_rollout, connection, deployment, guardrail, integration,
-    policy, provider, rate_limits_policy, usage_limits_policy,
-};
-pub use runtime::{
-    backoff, census, events, failpoints, hash_key, health, leader, metrics, unreadable,
-};
-pub use state::{claims, connections, followers, installation, relay, secret_cache, secret_values};
-
-pub use backoff::Backoff;
-pub use connections::Connections;
 pub use context::{Context, Settings};
 pub use driver::{Change, Cx, Managed};
 pub use error::Error;
-pub use health::Health;
-pub use leader::Leadership;
-pub use metrics::Metrics;
 pub use process::{Watchable, check_crds_installed, run};
 pub(crate) use process::{scoped, stream_name};
+pub use runtime::backoff::Backoff;
+pub use runtime::health::Health;
+pub use runtime::leader::Leadership;
+pub use runtime::metrics::Metrics;
+pub use state::connections::Connections;
 
 /// Now, as an RFC 3339 timestamp for status fields.
 pub fn now_rfc3339() -> String {

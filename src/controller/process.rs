@@ -12,10 +12,11 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tracing::{debug, info, warn};
 
-use super::{
-    Context, Managed, Settings, config_rollout, connection, drift, driver, health, relay, status,
-    unreadable,
-};
+use super::driver::{self, drift, status};
+use super::kinds::{config_rollout, connection};
+use super::runtime::{health, unreadable};
+use super::state::relay;
+use super::{Context, Managed, Settings};
 use crate::resources::readable::{Readable, Unreadable, readable_api};
 
 /// Fails with an install hint when a CRD aigw needs is not served by the cluster. It reads the

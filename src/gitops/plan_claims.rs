@@ -15,8 +15,8 @@ use super::export::{LiveRecord, live_records};
 use super::mask::Masking;
 use super::plan::{Action, Counterpart, Entry, Live, entry};
 use super::validate::Object;
-use crate::controller::claims::Claims;
-use crate::controller::connections::{Scope, scope_of};
+use crate::controller::state::claims::Claims;
+use crate::controller::state::connections::{Scope, scope_of};
 use crate::resources::{ClusterGuardrail, Config, Connection, Guardrail, Integration, Workspace};
 
 /// What a grant entry naming a Workspace resource of the cluster stands for (the UUID and slug

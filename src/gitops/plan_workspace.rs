@@ -10,7 +10,7 @@ use super::plan::{
 };
 use super::validate::Object;
 use crate::api::{self, Client};
-use crate::controller::claims::Claims;
+use crate::controller::state::claims::Claims;
 use crate::resources::Config;
 use crate::resources::workspace::{DefaultConfig, Workspace};
 

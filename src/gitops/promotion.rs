@@ -3,7 +3,7 @@
 //! sources' status is read (GET, nothing written) and judged by the operator's rule
 //! ([`crate::resources::promotion`]), following another namespace is checked against the
 //! grants of the Connection the manifest names (the operator's own rule,
-//! [`crate::controller::connections::scope_of`]), and the live object tells a change from a
+//! [`crate::controller::state::connections::scope_of`]), and the live object tells a change from a
 //! drift correction; without it, the plan says what the write waits for. Plan reads a source
 //! wherever it is; the operator sees only the namespaces it watches (`--namespace`) and the
 //! cluster-scoped objects its `--cluster-selector` selects, and holds a change whose source is

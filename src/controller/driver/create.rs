@@ -29,11 +29,11 @@
 use std::time::{Duration, Instant};
 
 use crate::api::{ApiError, Client, Listing};
+use crate::controller::driver::status::IntentStatus;
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::Error;
-use crate::controller::hash_key::HashKey;
 use crate::controller::now_rfc3339;
-use crate::controller::status::IntentStatus;
+use crate::controller::runtime::hash_key::HashKey;
 use crate::resources::common::CreateAttempt;
 
 /// How long after the end of the POST a list that does not show the object counts as proof
@@ -279,7 +279,7 @@ pub fn body_hash_matches<B: serde::Serialize>(
     body: &B,
     recorded: &str,
 ) -> bool {
-    if recorded.starts_with(crate::controller::hash_key::PREFIX) {
+    if recorded.starts_with(crate::controller::runtime::hash_key::PREFIX) {
         return body_hash(key, uid, body).as_deref() == Some(recorded);
     }
     let Ok(bytes) = serde_json::to_vec(body) else {

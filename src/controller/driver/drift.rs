@@ -36,10 +36,10 @@ use tracing::{debug, info, warn};
 
 use crate::api::{ApiError, Client, Listing};
 use crate::controller::Context;
-use crate::controller::backoff::jittered;
 use crate::controller::driver::Managed;
+use crate::controller::driver::status::{CommonStatus, IntentStatus};
+use crate::controller::runtime::backoff::jittered;
 use crate::controller::spec_already_applied;
-use crate::controller::status::{CommonStatus, IntentStatus};
 use crate::resources::common::Recorded;
 
 /// Default period of the safety-net full read of every object.
@@ -484,7 +484,8 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>) -> usize {
         // Only this installation's objects: an API list through another's Connection is a call
         // it must not make (an object not claimed yet is claimed by its reconcile first).
         let ours = || async {
-            ctx.verdict(object.as_ref()).await == crate::controller::installation::Verdict::Ours
+            ctx.verdict(object.as_ref()).await
+                == crate::controller::state::installation::Verdict::Ours
         };
         if listable(object.as_ref()) && ours().await {
             // Listed in the workspace its `spec.workspaceRef` stands for; one whose Workspace is
@@ -593,7 +594,9 @@ async fn client_for_group<K: Listed>(
     let mut client = None;
     let mut refused = HashSet::new();
     for namespace in namespaces {
-        match crate::controller::gate::list_client(ctx, connection, namespace.as_deref()).await {
+        match crate::controller::driver::gate::list_client(ctx, connection, namespace.as_deref())
+            .await
+        {
             Ok(listing) => client = Some(listing),
             Err(e) => {
                 let shown = namespace.as_deref().unwrap_or("(cluster-scoped)");

@@ -10,9 +10,9 @@
 use super::create::{Created, clear_intent, create_once, made_by_unfinished_create};
 use super::verbs::{Comparison, Naming, Verbs};
 use super::{Change, Cx, object_key, observed, orphaned, removed};
+use crate::controller::driver::gate::Op;
+use crate::controller::driver::status::{CommonStatus, IntentStatus};
 use crate::controller::error::Error;
-use crate::controller::gate::Op;
-use crate::controller::status::{CommonStatus, IntentStatus};
 use crate::controller::{now_rfc3339, spec_already_applied};
 
 /// What the driver does with an observed remote object.
@@ -489,8 +489,8 @@ pub(crate) use driven;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::create::{Lookup, after_lookup};
-    use crate::controller::status::IntentStatus;
+    use crate::controller::driver::create::{Lookup, after_lookup};
+    use crate::controller::driver::status::IntentStatus;
     use crate::resources::common::CreateAttempt;
     use crate::resources::rate_limits_policy::RateLimitsPolicyStatus;
 

@@ -6,8 +6,8 @@
 //!   the process (the client handed out is guarded);
 //! - whether this installation may act on it: its status records this installation and its
 //!   `aigw.io/installation` annotation does not name another (`ClaimChanged`,
-//!   [`crate::controller::installation`]); a deletion is still cleaned up;
-//! - whether the resource owns the remote object ([`crate::controller::claims`]);
+//!   [`crate::controller::state::installation`]); a deletion is still cleaned up;
+//! - whether the resource owns the remote object ([`crate::controller::state::claims`]);
 //! - whether its namespace may reach that object through its Connection: the namespace, the
 //!   workspaces, adoption, and `allowDefault` for an organisation-wide object. A
 //!   cluster-scoped object has no namespace and no grant applies to it: Kubernetes RBAC on the
@@ -26,11 +26,11 @@ use kube::ResourceExt;
 
 use crate::api::Client;
 use crate::controller::Context;
-use crate::controller::claims::owned_by_another;
-use crate::controller::connections::Resolved;
 use crate::controller::driver::Managed;
 use crate::controller::driver::promotion::{self, Decision};
 use crate::controller::error::Error;
+use crate::controller::state::claims::owned_by_another;
+use crate::controller::state::connections::Resolved;
 use crate::resources::common::CreateAttempt;
 
 /// What a call does to the remote object.
@@ -162,7 +162,7 @@ impl<'a, K: Managed> Gate<'a, K> {
     /// status records still cleans up its deletion (`deletionPolicy`), so an annotation
     /// naming an installation nobody runs holds no deletion up.
     fn claim_unchanged(&self) -> Result<(), Error> {
-        use crate::controller::installation::{ANNOTATION, CLAIM_CHANGED};
+        use crate::controller::state::installation::{ANNOTATION, CLAIM_CHANGED};
         if self.object.meta().deletion_timestamp.is_some() {
             return Ok(());
         }
@@ -278,7 +278,7 @@ impl<'a, K: Managed> Gate<'a, K> {
     /// nothing here (their status is no proof of a create, and would hold this one's lookups);
     /// what they made is told apart by its marker, or taken only under the adoption grant.
     pub fn attempts_elsewhere(&self, sent: &CreateAttempt) -> bool {
-        use crate::controller::installation::Claim;
+        use crate::controller::state::installation::Claim;
         let peers = self.same_tenant();
         let uid = self.object.uid();
         K::stores(&self.ctx.stores).all().iter().any(|other| {

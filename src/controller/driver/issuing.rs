@@ -26,10 +26,10 @@ use super::secret_delivery::{self, Delivery, ROTATION_ID_ANNOTATION, SecretVersi
 use super::verbs::Verbs;
 use super::{Change, Cx, orphaned, removed};
 use crate::api::SecretString;
+use crate::controller::driver::gate::Op;
+use crate::controller::driver::status::{CommonStatus, IntentStatus};
 use crate::controller::error::Error;
-use crate::controller::gate::Op;
 use crate::controller::spec_already_applied;
-use crate::controller::status::{CommonStatus, IntentStatus};
 
 /// What a kind whose answers issue one-time values supplies besides its verbs.
 pub trait Issues: Verbs + Rotates {

@@ -17,9 +17,9 @@ use tracing::debug;
 
 use super::publish;
 use crate::controller::Context;
+use crate::controller::driver::gate::{Gate, Op};
+use crate::controller::driver::status::{IntentStatus, sanitize_message};
 use crate::controller::error::Error;
-use crate::controller::gate::{Gate, Op};
-use crate::controller::status::{IntentStatus, sanitize_message};
 use crate::resources::common::{CREATE_INTENT_ANNOTATION, CreateIntent, Governed, Recorded};
 use crate::resources::config::AppliedVersion;
 use crate::resources::promotion::{Promotion, RevisionOrder};
@@ -99,7 +99,7 @@ pub fn observed<T>(
 /// update/delete (in `apply`, `observe_only` and `cleanup`); the driver does everything around
 /// them.
 pub trait Managed:
-    crate::controller::claims::Claims
+    crate::controller::state::claims::Claims
     + Governed
     + Resource<DynamicType = ()>
     + Clone
@@ -117,7 +117,7 @@ pub trait Managed:
     /// not tie a kind to namespaces: a cluster-scoped kind would answer `Api::all`.
     fn api(client: &kube::Client, namespace: Option<&str>) -> Api<Self>;
     /// False for a cluster-scoped kind: one controller and one watch cache for it, whatever
-    /// `--namespace` says, and no namespace grants (see [`crate::controller::gate`]).
+    /// `--namespace` says, and no namespace grants (see [`crate::controller::driver::gate`]).
     const NAMESPACED: bool = true;
     /// Server-side apply field manager for this kind's status.
     const MANAGER: &'static str;
@@ -127,10 +127,10 @@ pub trait Managed:
 
     /// Makes a copy read from the cluster (a watch event, a re-read) what reconciles read: the
     /// create intent of its `aigw.io/create-intent` annotation shown in its status
-    /// ([`crate::controller::status::project_intent`]).
+    /// ([`crate::controller::driver::status::project_intent`]).
     fn prepare(&mut self) {
         let intent = CreateIntent::of(self.meta());
-        crate::controller::status::project_intent(intent, self.status_slot());
+        crate::controller::driver::status::project_intent(intent, self.status_slot());
     }
 
     /// Observe the remote object, diff it against the spec, create or update only when they
@@ -186,7 +186,7 @@ pub trait Managed:
         false
     }
 
-    /// True for kinds whose drift is found by the list-based drift pass ([`crate::controller::drift`]):
+    /// True for kinds whose drift is found by the list-based drift pass ([`crate::controller::driver::drift`]):
     /// between drift checks, a reconcile of an applied spec trusts the recorded state and makes
     /// no API call. False: every reconcile reads the remote object.
     const LISTED: bool = false;
@@ -200,7 +200,7 @@ pub trait Managed:
 
     /// False when something besides the spec asks for a write although the spec was applied
     /// (a Secret value the object substitutes changed). Checked before trusting the status,
-    /// when the watch of those inputs reported a change ([`crate::controller::drift::Drift::inputs_changed`]).
+    /// when the watch of those inputs reported a change ([`crate::controller::driver::drift::Drift::inputs_changed`]).
     fn inputs_unchanged(
         &self,
         _cx: &Cx<'_, Self>,
@@ -377,7 +377,7 @@ impl<'a, K: Managed> Cx<'a, K> {
     /// same write: one metadata write guarded by the resourceVersion this reconcile last saw,
     /// so of two writers acting on the same view exactly one records its intent. From here on
     /// every copy of the object shows the intent in its status
-    /// ([`crate::controller::status::project_intent`]) until the status settles it.
+    /// ([`crate::controller::driver::status::project_intent`]) until the status settles it.
     pub async fn save_intent(&self, status: &K::Status) -> Result<(), Error> {
         if self.ctx.dry_run {
             return Ok(());
@@ -584,7 +584,7 @@ impl<'a, K: Managed> Cx<'a, K> {
     /// records, publishes or logs can carry it, even one an API echoed back.
     /// Short values too: see [`crate::api::concealment`] for where they count.
     /// The operator remembers it for the object past this reconcile
-    /// ([`crate::controller::secret_values`]): an error logged after it is concealed too.
+    /// ([`crate::controller::state::secret_values`]): an error logged after it is concealed too.
     pub fn conceal(&self, value: &str) {
         if !value.is_empty() {
             self.concealed
@@ -689,7 +689,8 @@ mod tests {
         let pem =
             "-----BEGIN KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END KEY-----".to_string();
         let message = format!("the API said: bad value '{key}' and {pem:?} and\n{pem}");
-        let out = crate::controller::status::sanitize_message(&conceal_in(&message, &[key, pem]));
+        let out =
+            crate::controller::driver::status::sanitize_message(&conceal_in(&message, &[key, pem]));
         assert!(!out.contains("sk-live-0123456789abcdef"), "{out}");
         assert!(!out.contains("MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"), "{out}");
         assert!(out.contains("<secret>"), "{out}");

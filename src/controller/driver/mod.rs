@@ -26,11 +26,11 @@ pub mod status;
 pub mod verbs;
 
 use crate::controller::Context;
-use crate::controller::backoff::jittered;
-use crate::controller::error::Error;
-use crate::controller::status::{
+use crate::controller::driver::status::{
     CommonStatus, IntentStatus, Outcome, record_outcome, worth_writing,
 };
+use crate::controller::error::Error;
+use crate::controller::runtime::backoff::jittered;
 use crate::resources::common::{
     ManagementPolicy, Recorded,
     condition::{READY, STALLED},
@@ -85,7 +85,7 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
     result
 }
 
-/// Whether this installation may go on with `object` ([`crate::controller::installation`]):
+/// Whether this installation may go on with `object` ([`crate::controller::state::installation`]):
 /// `None` when it is this installation's. Otherwise what to do instead, having written nothing
 /// or only the claim: another installation's object is left untouched (a debug line, no
 /// finalizer, status, event or API call); an unclaimed one is claimed, and its reconcile starts
@@ -97,7 +97,7 @@ async fn not_yet_ours<K: Managed>(
     ctx: &Context,
     key: &str,
 ) -> Result<Option<Action>, Error> {
-    use crate::controller::installation::{self, Verdict};
+    use crate::controller::state::installation::{self, Verdict};
     let verdict = ctx.verdict(object).await;
     let deleting = object.meta().deletion_timestamp.is_some();
     let holds = ctx.installation.holds(object);
@@ -140,7 +140,7 @@ async fn not_yet_ours<K: Managed>(
 }
 
 /// Records this installation in the status of an object that is its own
-/// ([`crate::controller::installation::record`]) before anything else is written for it, so
+/// ([`crate::controller::state::installation::record`]) before anything else is written for it, so
 /// that a claim rewritten later cannot move it to another installation. Returns the object as
 /// written, to go on with (`None`: nothing to record, or a dry run, which writes nothing).
 /// An object being deleted is cleaned up without it.
@@ -149,7 +149,7 @@ async fn record_installation<K: Managed>(
     objects: &Api<K>,
     ctx: &Context,
 ) -> Result<Option<K>, Error> {
-    use crate::controller::installation::{self, Claim};
+    use crate::controller::state::installation::{self, Claim};
     let me = ctx.installation.id();
     if ctx.dry_run
         || object.meta().deletion_timestamp.is_some()
@@ -174,7 +174,7 @@ async fn record_installation<K: Managed>(
 }
 
 /// Removes this installation's finalizers once the cleanup is done (its own, and the shared
-/// one of an object that is its own: [`crate::controller::installation::Installation::finalizers_held`]):
+/// one of an object that is its own: [`crate::controller::state::installation::Installation::finalizers_held`]):
 /// a JSON patch that tests each is still where the cached copy has it (another controller's
 /// finalizer going meanwhile makes it fail, and the next reconcile tries again). An object
 /// already gone is fine.
@@ -220,7 +220,7 @@ async fn release<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Res
 }
 
 /// `--dry-run`: the reconcile without the finalizer (adding or removing it is a write), every
-/// write refused at the gate ([`crate::controller::gate::Gate::client`]) and reported instead
+/// write refused at the gate ([`crate::controller::driver::gate::Gate::client`]) and reported instead
 /// ([`would`]); status writes are skipped in [`Cx::save_status`].
 async fn dry_run<K: Managed>(
     object: &K,
@@ -465,7 +465,7 @@ async fn trusted<K: Managed>(
     let object = cx.object;
     let applied = K::LISTED
         && object.listed_whole()
-        && crate::controller::drift::settled(object, before)
+        && crate::controller::driver::drift::settled(object, before)
         && !K::due_now(object, before)
         && !K::asks_for_apply(object, before);
     let drift = &cx.ctx.drift;

@@ -7,11 +7,11 @@ use kube::runtime::events::EventType;
 use tracing::info;
 
 use super::{Cx, Managed, object_key, publish, record_failure};
-use crate::controller::backoff::jittered;
-use crate::controller::error::Error;
-use crate::controller::status::{
+use crate::controller::driver::status::{
     CommonStatus, Outcome, record_outcome, set_condition, worth_writing,
 };
+use crate::controller::error::Error;
+use crate::controller::runtime::backoff::jittered;
 use crate::resources::common::{
     Recorded,
     condition::{DRIFTED, PAUSED, STALLED},

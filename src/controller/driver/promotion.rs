@@ -1,8 +1,8 @@
 //! The promotion gate (`spec.promotion`): an update of a spec not applied yet waits until the
 //! resources it follows have proven its revision ([`crate::resources::promotion`] has the
-//! rule). [`crate::controller::gate::Gate::client`] asks it before every update, so the gated
+//! rule). [`crate::controller::driver::gate::Gate::client`] asks it before every update, so the gated
 //! resource keeps its remote object as it is and makes no write. The sources are read from the
-//! watch caches (never the apiserver), and [`crate::controller::followers`] requeues a waiting
+//! watch caches (never the apiserver), and [`crate::controller::state::followers`] requeues a waiting
 //! resource whenever one of them changes; a soak in progress requeues itself for its end.
 //!
 //! Not gated: the first create of a remote object (nothing uses it yet), and writes that
@@ -17,12 +17,12 @@ use kube::runtime::controller::Action;
 
 use super::{Change, Cx, Managed};
 use crate::controller::Context;
-use crate::controller::backoff::jittered;
-use crate::controller::connections::Scope;
-use crate::controller::error::Error;
-use crate::controller::status::{
+use crate::controller::driver::status::{
     CommonStatus, Outcome, record_outcome, sanitize_message, set_condition,
 };
+use crate::controller::error::Error;
+use crate::controller::runtime::backoff::jittered;
+use crate::controller::state::connections::Scope;
 use crate::resources::common::find_condition;
 use crate::resources::promotion::{
     PROMOTED, Promotion, REVISION_MISSING, SOAKING, SOURCE_NOT_READY, Source, SourceState, Verdict,

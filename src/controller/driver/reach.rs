@@ -2,7 +2,7 @@
 //! (`spec.workspaceRef`, a cluster-scoped Workspace) instead of by id (`spec.workspaceId`). It is
 //! resolved here, in one place, from the Workspace watch cache to the UUID that Workspace
 //! recorded (`status.id`), and written into the copy a reconcile acts on: the gate's grant check
-//! ([`crate::controller::gate::Gate::granted`]), the claims, the drift pass's lists and every
+//! ([`crate::controller::driver::gate::Gate::granted`]), the claims, the drift pass's lists and every
 //! kind's requests then see the workspace by id, as if the spec had named it so. A grant of the
 //! Connection therefore applies to the workspace the resource stands for: a namespace cannot
 //! reach, by resource, a workspace its grants do not allow.
@@ -22,10 +22,10 @@ use kube::runtime::controller::Controller;
 use kube::runtime::reflector::Store;
 
 use super::Managed;
-use crate::controller::claims::Claims;
+use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, tenant_peers};
 use crate::controller::error::Error;
-use crate::controller::gate::{CACHES_LISTED_WITHIN, tenant_peers};
-use crate::controller::relay::requeue_when;
+use crate::controller::state::claims::Claims;
+use crate::controller::state::relay::requeue_when;
 use crate::controller::{Context, spec_already_applied};
 use crate::resources::Workspace;
 

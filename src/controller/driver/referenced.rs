@@ -9,8 +9,8 @@ use kube::ResourceExt;
 
 use super::Managed;
 use super::status::CommonStatus;
+use crate::controller::driver::gate::tenant_peers;
 use crate::controller::error::Error;
-use crate::controller::gate::tenant_peers;
 use crate::controller::{Context, spec_already_applied};
 
 /// The resource of kind `K` named `name` in the watch cache, if it is there.

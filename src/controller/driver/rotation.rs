@@ -28,8 +28,8 @@ use crate::api::SecretString;
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
 
+use crate::controller::driver::status::{CommonStatus, Outcome, record_outcome, set_condition};
 use crate::controller::now_rfc3339;
-use crate::controller::status::{CommonStatus, Outcome, record_outcome, set_condition};
 use crate::resources::rotation::{Rotation, RotationStatus};
 
 use super::create::LONGEST_ATTEMPT;

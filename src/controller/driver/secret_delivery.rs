@@ -8,7 +8,7 @@
 //! before the call that issued the values, so a writer that was paused while another rotated
 //! never stores revoked values over live ones.
 //!
-//! Those reads come from the watch caches of [`crate::controller::secret_cache`], not from the
+//! Those reads come from the watch caches of [`crate::controller::state::secret_cache`], not from the
 //! apiserver: its documentation argues why the conditional writes keep the protocols exactly
 //! once, and when a read waits for the cache to apply this process's own write or goes to the
 //! apiserver instead (a counted fallback). The recovery paths (an interrupted rotation, a lost
@@ -24,11 +24,11 @@ use kube::api::{Api, ObjectMeta, PartialObjectMeta, Patch, PatchParams};
 
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::Error;
-use crate::controller::secret_cache::Cached;
+use crate::controller::state::secret_cache::Cached;
 use crate::resources::deployment::{WorkloadKind, WorkloadRef};
 
 /// Label on every Secret aigw writes; the delivered-Secrets cache selects by it.
-pub use crate::controller::secret_cache::{MANAGED_BY, MANAGED_BY_LABEL};
+pub use crate::controller::state::secret_cache::{MANAGED_BY, MANAGED_BY_LABEL};
 /// Annotation on a delivered Secret: the rotation whose values it holds. A reconcile that
 /// resumes an interrupted rotation and finds its id here completes it without rotating again.
 pub const ROTATION_ID_ANNOTATION: &str = "aigw.io/rotation-id";
@@ -63,7 +63,7 @@ pub async fn metadata<K: Managed>(
 
 /// The metadata of the Secret `name` as the apiserver has it now: for the recovery paths,
 /// which decide from what another process or a lost answer may just have written, with no
-/// version of their own to wait for ([`crate::controller::secret_cache`]).
+/// version of their own to wait for ([`crate::controller::state::secret_cache`]).
 pub async fn fresh_metadata<K: Managed>(
     cx: &Cx<'_, K>,
     name: &str,

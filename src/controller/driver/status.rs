@@ -169,7 +169,7 @@ pub fn sanitize_message(message: &str) -> String {
 macro_rules! common_status {
     ($status:ty, |$s:ident| $blank:expr, intent_when = |$p:ident| $when:expr) => {
         common_status!($status, |$s| $blank);
-        impl $crate::controller::status::IntentStatus for $status {
+        impl $crate::controller::driver::status::IntentStatus for $status {
             fn pending_create_mut(&mut self) -> &mut Option<String> {
                 &mut self.pending_create
             }
@@ -203,7 +203,7 @@ macro_rules! common_status {
         }
     };
     ($status:ty, |$s:ident| $blank:expr) => {
-        impl $crate::controller::status::CommonStatus for $status {
+        impl $crate::controller::driver::status::CommonStatus for $status {
             fn observed_generation_mut(&mut self) -> &mut Option<i64> {
                 &mut self.observed_generation
             }
@@ -221,8 +221,9 @@ macro_rules! common_status {
             fn without_timestamps(&self) -> Self {
                 let $s = self;
                 let mut copy: Self = $blank;
-                copy.conditions =
-                    $crate::controller::status::conditions_without_timestamps(&self.conditions);
+                copy.conditions = $crate::controller::driver::status::conditions_without_timestamps(
+                    &self.conditions,
+                );
                 copy
             }
         }

@@ -85,7 +85,7 @@ pub trait Verbs: Managed {
     /// are never called.
     const RECORDS_DRIFT: bool = true;
     /// True for a listed kind whose update answer lacks the new remote stamp: the next
-    /// reconcile reads the object again ([`crate::controller::drift::Drift::flag`]).
+    /// reconcile reads the object again ([`crate::controller::driver::drift::Drift::flag`]).
     const READ_AFTER_UPDATE: bool = false;
 
     /// Reads what the desired state depends on besides the spec (Secrets, references), and

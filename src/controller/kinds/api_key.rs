@@ -29,21 +29,21 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::api::{self, ApiError, Client, Listing, SecretString};
 use crate::controller::Context;
-use crate::controller::create::{Created, Lookup, body_hash, one_of_ours};
-use crate::controller::drift::{Listed, Row};
+use crate::controller::driver::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::flow::Recovery;
+use crate::controller::driver::gate::Op;
 use crate::controller::driver::issuing::Issues;
+use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
-use crate::controller::gate::Op;
-use crate::controller::status::common_status;
 use crate::resources::Config;
 use crate::resources::api_key::{ApiKey, ApiKeyStatus, SECRET_KEY};
 use crate::resources::common::CreateAttempt;
 
-use crate::controller::rotation;
-use crate::controller::secret_delivery;
+use crate::controller::driver::rotation;
+use crate::controller::driver::secret_delivery;
 use crate::resources::rotation::RotationStatus;
 
 mod rotation_calls;
@@ -376,7 +376,7 @@ pub fn watch_inputs(
 /// reconcile checks its inputs.
 fn users(
     keys: &Store<ApiKey>,
-    drift: &crate::controller::drift::Drift,
+    drift: &crate::controller::driver::drift::Drift,
     namespace: Option<String>,
     uses: impl Fn(&ApiKey) -> bool,
 ) -> Vec<ObjectRef<ApiKey>> {

@@ -9,15 +9,15 @@ use crate::api::{
     ApiError, Client, ConfigCreated, ConfigDetail, ConfigSummary, ConfigUpdated, Listing,
 };
 use crate::controller::Context;
-use crate::controller::config_refs::{self, Desired};
-use crate::controller::create::{Created, Lookup, body_hash, one_of_ours};
-use crate::controller::drift::{Listed, Row};
+use crate::controller::driver::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::drift::{Listed, Row};
+use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
+use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
-use crate::controller::gate::{CACHES_LISTED_WITHIN, Op};
+use crate::controller::kinds::config_refs::{self, Desired};
 use crate::controller::now_rfc3339;
-use crate::controller::status::common_status;
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 use crate::resources::config::{AppliedHistory, Config, ConfigStatus};
 

@@ -17,12 +17,12 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Map, Value};
 
 use crate::controller::Context;
-use crate::controller::claims::Claims;
 use crate::controller::driver::Cx;
+use crate::controller::driver::gate::Op;
+use crate::controller::driver::status::set_condition;
 use crate::controller::error::Error;
-use crate::controller::gate::Op;
-use crate::controller::hash_key::HashKey;
-use crate::controller::status::set_condition;
+use crate::controller::runtime::hash_key::HashKey;
+use crate::controller::state::claims::Claims;
 use crate::resources::config::{
     Config, ConfigResourceRef, ConfigSecretRef, ConfigStatus, ReferencedKind,
 };
@@ -159,7 +159,7 @@ impl SecretValues {
 }
 
 /// Reads each referenced Secret (once, from the object's own namespace) and picks its key.
-/// The values come from [`crate::controller::secret_cache::SecretCache::values`]: read from
+/// The values come from [`crate::controller::state::secret_cache::SecretCache::values`]: read from
 /// the apiserver once per version of the Secret (the metadata cache says which version is
 /// current), so a resource whose Secrets did not change reads none. Their freshness needs no
 /// more: each change of a referenced Secret wakes its users only once that cache holds it
@@ -548,7 +548,7 @@ fn referenced_slug(
         reference.kind, reference.name, reference.path
     );
     let named = |name: Option<&String>| name == Some(&reference.name);
-    let peers = crate::controller::gate::tenant_peers(ctx, config.spec.connection_name());
+    let peers = crate::controller::driver::gate::tenant_peers(ctx, config.spec.connection_name());
     match reference.kind {
         ReferencedKind::Guardrail => {
             let namespace = config.namespace();
@@ -647,7 +647,7 @@ fn ready_slug<G: Referenced>(
     if ctx.installation.is_theirs(resource) {
         return Err(Error::InvalidSpec(format!(
             "{what} is another installation's (annotation {}); a Config names only resources of its own installation",
-            crate::controller::installation::ANNOTATION
+            crate::controller::state::installation::ANNOTATION
         )));
     }
     if !peers.iter().any(|p| p == resource.connection_name()) {

@@ -22,9 +22,9 @@ use tracing::{debug, warn};
 
 use crate::api::{CohortFigures, TelemetryQuery};
 use crate::controller::Context;
+use crate::controller::driver::gate::{list_client, tenant_id};
+use crate::controller::driver::status::{Outcome, record_outcome, worth_writing};
 use crate::controller::error::Error;
-use crate::controller::gate::{list_client, tenant_id};
-use crate::controller::status::{Outcome, record_outcome, worth_writing};
 use crate::resources::api_key::ApiKey;
 use crate::resources::common::condition::READY;
 use crate::resources::common::find_condition;
@@ -43,7 +43,7 @@ const MANAGER: &str = "aigw/configrollout";
 /// How often a rollout looks again while keys move or traffic is awaited.
 const POLL: Duration = Duration::from_secs(2);
 
-crate::controller::status::common_status!(ConfigRolloutStatus, |s| s.clone());
+crate::controller::driver::status::common_status!(ConfigRolloutStatus, |s| s.clone());
 
 /// One reconcile's view: the rollout, the APIs of its namespace, the status it last wrote.
 struct Run<'a> {
@@ -131,7 +131,7 @@ pub fn error_policy(object: Arc<ConfigRollout>, error: &Error, ctx: Arc<Context>
 }
 
 /// Whose the rollout is, as the other kinds decide it
-/// ([`crate::controller::installation`]): the installation its status records
+/// ([`crate::controller::state::installation`]): the installation its status records
 /// (`status.installation`), else the one its `aigw.io/installation` annotation names. An
 /// unclaimed rollout whose Connection this installation sees is taken (the annotation, then the
 /// record in status, each guarded by the resourceVersion) before it moves any key. `Ok(object)`
@@ -141,7 +141,7 @@ async fn claimed(
     rollouts: &Api<ConfigRollout>,
     ctx: &Context,
 ) -> Result<Result<Arc<ConfigRollout>, Action>, Error> {
-    use crate::controller::installation::{self, Claim};
+    use crate::controller::state::installation::{self, Claim};
     let me = ctx.installation.id();
     let leave = Ok(Err(Action::await_change()));
     let deleting = object.meta().deletion_timestamp.is_some();
@@ -220,7 +220,7 @@ fn recorded_installation(rollout: &ConfigRollout) -> Option<&str> {
 /// rewrote the claim): it moves no key until the annotation names this installation again.
 /// Its deletion is still cleaned up here.
 fn claim_changed(ctx: &Context, rollout: &ConfigRollout) -> Option<Outcome> {
-    use crate::controller::installation::{ANNOTATION, CLAIM_CHANGED, Claim};
+    use crate::controller::state::installation::{ANNOTATION, CLAIM_CHANGED, Claim};
     let me = ctx.installation.id();
     if recorded_installation(rollout) != Some(me) {
         return None;
@@ -244,7 +244,7 @@ impl Run<'_> {
         let ours = recorded_installation(self.rollout) == Some(me)
             || (recorded_installation(self.rollout).is_none()
                 && self.ctx.installation.claim_in(&self.rollout.metadata)
-                    == crate::controller::installation::Claim::Ours);
+                    == crate::controller::state::installation::Claim::Ours);
         self.rollout
             .finalizers()
             .iter()

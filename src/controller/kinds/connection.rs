@@ -8,9 +8,9 @@ use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 
 use crate::controller::Context;
-use crate::controller::backoff::jittered;
+use crate::controller::driver::status::{Outcome, common_status, record_outcome, worth_writing};
 use crate::controller::error::Error;
-use crate::controller::status::{Outcome, common_status, record_outcome, worth_writing};
+use crate::controller::runtime::backoff::jittered;
 use crate::resources::common::{condition::READY, find_condition};
 use crate::resources::connection::{Connection, ConnectionStatus};
 

@@ -9,25 +9,25 @@ use crate::api::{
     self, ApiError, Client, DeploymentCreated, DeploymentListQuery, SecretString,
     UpdateDeploymentRequest,
 };
-use crate::controller::create::{Created, Lookup, body_hash};
+use crate::controller::driver::create::{Created, Lookup, body_hash};
 use crate::controller::driver::flow::Recovery;
+use crate::controller::driver::gate::Op;
 use crate::controller::driver::issuing::Issues;
+use crate::controller::driver::secret_delivery;
+use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
-use crate::controller::failpoints::{AFTER_CREATE_POST, AFTER_ROTATE_PUT};
-use crate::controller::gate::Op;
-use crate::controller::secret_delivery;
-use crate::controller::status::common_status;
+use crate::controller::runtime::failpoints::{AFTER_CREATE_POST, AFTER_ROTATE_PUT};
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 use crate::resources::deployment::{
     ConnectionStatus, Deployment, DeploymentSpec, DeploymentStatus, RemoteStatus, Rotation,
     RotationStatus, UID_TAG,
 };
 
-pub use crate::controller::rotation::CREDENTIALS_AVAILABLE;
-use crate::controller::rotation::{self, Issued, Rotates, set_credentials_condition};
-pub use crate::controller::secret_delivery::{
+pub use crate::controller::driver::rotation::CREDENTIALS_AVAILABLE;
+use crate::controller::driver::rotation::{self, Issued, Rotates, set_credentials_condition};
+pub use crate::controller::driver::secret_delivery::{
     MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_ANNOTATION, ROTATED_AT_ANNOTATION,
     ROTATION_ID_ANNOTATION,
 };

@@ -19,15 +19,15 @@ use crate::api::{
     ApiError, Client, GuardrailDetails, GuardrailSummary, GuardrailWritten, GuardrailsOn, Listing,
 };
 use crate::controller::Context;
-use crate::controller::config_refs::{self, Desired, ReadsSecrets};
-use crate::controller::create::{Created, Lookup, body_hash, one_of_ours};
-use crate::controller::drift::{Listed, Row};
+use crate::controller::driver::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::drift::{Listed, Row};
+use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
+use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::Error;
-use crate::controller::gate::{CACHES_LISTED_WITHIN, Op};
+use crate::controller::kinds::config_refs::{self, Desired, ReadsSecrets};
 use crate::controller::now_rfc3339;
-use crate::controller::status::common_status;
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 use crate::resources::config::{AppliedHistory, Config, ConfigSecretRef};
 use crate::resources::guardrail::{ClusterGuardrail, Guardrail, GuardrailKind, GuardrailStatus};
@@ -443,7 +443,7 @@ async fn referencing_configs<G: GuardrailKind>(
     let mut users: Vec<String> = configs
         .all()
         .iter()
-        .filter(|c| !crate::controller::claims::refused_by_grants(c.as_ref()))
+        .filter(|c| !crate::controller::state::claims::refused_by_grants(c.as_ref()))
         // Another installation's Config names a guardrail of its own tenant, not this one.
         .filter(|c| !ctx.installation.is_theirs(c.as_ref()))
         .filter(|c| guardrail.named_by(c))

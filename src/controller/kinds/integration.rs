@@ -17,16 +17,16 @@ use serde_json::{Map, Value};
 mod access;
 
 use crate::api::{self, ApiError, Client, Integration as RemoteIntegration, IntegrationsListQuery};
-use crate::controller::config_refs::{
-    CLUSTER_READABLE, Desired, ReadsSecrets, SECRET_NOT_READABLE,
-};
-use crate::controller::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::gate::{Op, tenant_id};
 use crate::controller::driver::referenced::ready_named;
+use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
-use crate::controller::gate::{Op, tenant_id};
-use crate::controller::status::common_status;
+use crate::controller::kinds::config_refs::{
+    CLUSTER_READABLE, Desired, ReadsSecrets, SECRET_NOT_READABLE,
+};
 use crate::controller::{Context, now_rfc3339};
 use crate::resources::common::CreateAttempt;
 use crate::resources::config::ConfigSecretRef;
@@ -236,7 +236,7 @@ impl Verbs for Integration {
         client.integrations().update(&remote.id, &request).await
     }
     async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Error> {
-        let users = crate::controller::provider::naming(self, cx.ctx).await?;
+        let users = crate::controller::kinds::provider::naming(self, cx.ctx).await?;
         if users.is_empty() {
             return Ok(());
         }
@@ -484,14 +484,14 @@ pub fn watch_inputs(
     namespace: Option<&str>,
     integrations: kube::runtime::reflector::Store<Integration>,
 ) -> kube::runtime::controller::Controller<Integration> {
-    let controller = crate::controller::config_refs::watch_secrets(
+    let controller = crate::controller::kinds::config_refs::watch_secrets(
         controller,
         ctx,
         namespace,
         integrations.clone(),
     );
     let controller = watch_references(controller, ctx, integrations.clone());
-    crate::controller::provider::watch_binders(controller, ctx, integrations)
+    crate::controller::kinds::provider::watch_binders(controller, ctx, integrations)
 }
 
 /// Requeues the Integrations whose `spec.secretMappings` name a SecretReference resource

@@ -18,16 +18,16 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Map, Value};
 
 use crate::api::{self, ApiError, Client, McpIntegration as RemoteIntegration};
-use crate::controller::claims::Claims;
-use crate::controller::config_refs::{
-    CLUSTER_READABLE, ReadsSecrets, SECRET_NOT_READABLE, require_cluster_readable,
-};
-use crate::controller::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::gate::{Op, tenant_id, tenant_peers};
+use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
-use crate::controller::gate::{Op, tenant_id, tenant_peers};
-use crate::controller::status::common_status;
+use crate::controller::kinds::config_refs::{
+    CLUSTER_READABLE, ReadsSecrets, SECRET_NOT_READABLE, require_cluster_readable,
+};
+use crate::controller::state::claims::Claims;
 use crate::controller::{Context, now_rfc3339, spec_already_applied};
 use crate::resources::Workspace;
 use crate::resources::common::CreateAttempt;
@@ -494,7 +494,7 @@ async fn read_configurations(
             ));
         }
     };
-    // Read once per version of the Secret (crate::controller::secret_cache), like spec.secretRefs.
+    // Read once per version of the Secret (crate::controller::state::secret_cache), like spec.secretRefs.
     let secret = cx
         .ctx
         .secrets
@@ -806,7 +806,7 @@ pub fn watch_inputs(
     namespace: Option<&str>,
     integrations: kube::runtime::reflector::Store<McpIntegration>,
 ) -> kube::runtime::controller::Controller<McpIntegration> {
-    let controller = crate::controller::config_refs::watch_secrets(
+    let controller = crate::controller::kinds::config_refs::watch_secrets(
         controller,
         ctx,
         namespace,

@@ -5,13 +5,15 @@
 //! status records ([`PolicyKind`]); the driver does the rest ([`crate::controller::driver::flow`]).
 
 use crate::api::{ApiError, Client, Listing};
-use crate::controller::create::{Created, Lookup, body_hash, body_hash_matches, one_of_ours};
-use crate::controller::drift::Row;
+use crate::controller::driver::create::{
+    Created, Lookup, body_hash, body_hash_matches, one_of_ours,
+};
+use crate::controller::driver::drift::Row;
+use crate::controller::driver::gate::Op;
+use crate::controller::driver::status::IntentStatus;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
-use crate::controller::gate::Op;
-use crate::controller::status::IntentStatus;
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 pub use crate::resources::policy::{Facts, Policy};
 

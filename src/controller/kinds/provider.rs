@@ -1,7 +1,7 @@
 //! Provider (namespaced): binds an integration into one workspace. The integration is an
 //! Integration resource (from the watch cache: it must be Ready and grant the workspace access)
 //! or a remote one (`integrationId`); the Connection's grants must allow the namespace to bind
-//! it ([`crate::controller::gate::Gate::binding`]). The verbs of the kind ([`Verbs`]); the
+//! it ([`crate::controller::driver::gate::Gate::binding`]). The verbs of the kind ([`Verbs`]); the
 //! driver observes, creates, updates, releases and deletes.
 //!
 //! A provider read may carry the upstream key (`key`, `model_config`): the client drops those
@@ -21,13 +21,13 @@ use crate::api::{
     ApiError, Client, CreateProviderRequest, Provider as RemoteProvider, ProviderWritten,
     ProvidersListQuery,
 };
-use crate::controller::config_refs::{Referenced, slug_when_ready};
-use crate::controller::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
+use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
-use crate::controller::gate::{CACHES_LISTED_WITHIN, Op};
-use crate::controller::status::common_status;
+use crate::controller::kinds::config_refs::{Referenced, slug_when_ready};
 use crate::controller::{Context, now_rfc3339};
 use crate::resources::common::CreateAttempt;
 use crate::resources::config::{Config, ReferencedKind};
@@ -537,7 +537,7 @@ pub async fn naming(integration: &Integration, ctx: &Context) -> Result<Vec<Stri
     let mut users: Vec<String> = providers
         .all()
         .iter()
-        .filter(|p| !crate::controller::claims::refused_by_grants(p.as_ref()))
+        .filter(|p| !crate::controller::state::claims::refused_by_grants(p.as_ref()))
         // Another installation's Provider binds an integration of its own tenant.
         .filter(|p| !ctx.installation.is_theirs(p.as_ref()))
         .filter(|p| {

@@ -4,9 +4,9 @@
 
 use super::policy::{self, Policy, PolicyKind};
 use crate::api::{ApiError, Client, Listing, RateLimitsPolicy as RemotePolicy};
-use crate::controller::drift::{Listed, Row};
 use crate::controller::driver::Managed;
-use crate::controller::status::common_status;
+use crate::controller::driver::drift::{Listed, Row};
+use crate::controller::driver::status::common_status;
 use crate::resources::common::DriftCorrection;
 use crate::resources::rate_limits_policy::{RateLimitsPolicy, RateLimitsPolicyStatus};
 

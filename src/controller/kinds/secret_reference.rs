@@ -15,15 +15,15 @@ use serde_json::{Map, Value};
 use crate::api::{
     self, ApiError, Client, SecretReference as RemoteReference, SecretReferencesListQuery,
 };
-use crate::controller::config_refs::{
-    CLUSTER_READABLE, ReadsSecrets, SECRET_NOT_READABLE, require_cluster_readable,
-};
-use crate::controller::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::gate::{Op, tenant_id};
+use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::Error;
-use crate::controller::gate::{Op, tenant_id};
-use crate::controller::status::common_status;
+use crate::controller::kinds::config_refs::{
+    CLUSTER_READABLE, ReadsSecrets, SECRET_NOT_READABLE, require_cluster_readable,
+};
 use crate::controller::{Context, now_rfc3339};
 use crate::resources::common::CreateAttempt;
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
@@ -348,7 +348,7 @@ async fn read_auth_config(
             ));
         }
     };
-    // Read once per version of the Secret (crate::controller::secret_cache), like spec.secretRefs.
+    // Read once per version of the Secret (crate::controller::state::secret_cache), like spec.secretRefs.
     let secret = ctx
         .secrets
         .values(&ctx.kube, namespace, &named.name)
@@ -446,7 +446,7 @@ pub fn watch_inputs(
     namespace: Option<&str>,
     references: kube::runtime::reflector::Store<SecretReference>,
 ) -> kube::runtime::controller::Controller<SecretReference> {
-    let controller = crate::controller::config_refs::watch_secrets(
+    let controller = crate::controller::kinds::config_refs::watch_secrets(
         controller,
         ctx,
         namespace,

@@ -11,12 +11,12 @@
 
 use super::policy::{self, Policy, PolicyKind};
 use crate::api::{ApiError, Client, Listing, UsageLimitsPolicy as RemotePolicy};
-use crate::controller::drift::{Listed, Row};
+use crate::controller::driver::drift::{Listed, Row};
+use crate::controller::driver::gate::Op;
+use crate::controller::driver::status::common_status;
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
-use crate::controller::gate::Op;
 use crate::controller::now_rfc3339;
-use crate::controller::status::common_status;
 use crate::resources::common::DriftCorrection;
 use crate::resources::usage_limits_policy::{
     UsageLimitsPolicy, UsageLimitsPolicyStatus, ValueUsage,

@@ -26,13 +26,13 @@ use crate::api::{
     self, ApiError, Client, IamScope, IamScopeWrite, Workspace as RemoteWorkspace,
     WorkspacesListQuery,
 };
-use crate::controller::create::{Created, Lookup};
+use crate::controller::driver::create::{Created, Lookup};
+use crate::controller::driver::gate::Op;
+use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
-use crate::controller::gate::Op;
 use crate::controller::kinds::config_refs::REFERENCE_NOT_READY;
-use crate::controller::status::common_status;
 use crate::controller::{Context, now_rfc3339};
 use crate::resources::Config;
 use crate::resources::common::CreateAttempt;
@@ -189,7 +189,7 @@ impl Verbs for Workspace {
         CreateAttempt {
             name: Some(self.spec.name.clone()),
             workspace_id: None,
-            body_hash: crate::controller::create::body_hash(
+            body_hash: crate::controller::driver::create::body_hash(
                 &cx.ctx.hash_key,
                 self.meta().uid.as_deref(),
                 &desired.settings.create_request(scope.unwrap_or_default()),
@@ -545,13 +545,13 @@ fn held_by<K>(
     workspaces: kube::runtime::reflector::Store<Workspace>,
 ) -> kube::runtime::controller::Controller<Workspace>
 where
-    K: crate::controller::claims::Claims
+    K: crate::controller::state::claims::Claims
         + serde::de::DeserializeOwned
         + std::fmt::Debug
         + Send
         + Sync,
 {
-    crate::controller::relay::requeue_when(
+    crate::controller::state::relay::requeue_when(
         controller,
         &ctx.relay,
         None,

@@ -70,7 +70,7 @@ pub fn record<K: Managed>(ctx: &Context) {
     let theirs = |o: &&K| {
         matches!(
             ctx.installation.claim_on(*o),
-            crate::controller::installation::Claim::Theirs(_)
+            crate::controller::state::installation::Claim::Theirs(_)
         )
     };
     let census = count(objects.iter().map(AsRef::as_ref).filter(|o| !theirs(o)));

@@ -15,7 +15,7 @@ use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::controller::census::{self, Census};
+use crate::controller::runtime::census::{self, Census};
 use crate::controller::{Context, Health, Leadership};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -375,7 +375,7 @@ impl Metrics {
     }
 
     /// One more object of `kind` that a watch could not decode.
-    /// A Secret read the watch caches could not answer ([`crate::controller::secret_cache`]).
+    /// A Secret read the watch caches could not answer ([`crate::controller::state::secret_cache`]).
     pub fn secret_cache_fallback(&self, reason: &str) {
         self.secret_cache_fallbacks
             .get_or_create(&ReasonLabel {

@@ -10,7 +10,7 @@ use kube::runtime::events::EventType;
 use tracing::warn;
 
 use crate::controller::Context;
-use crate::controller::installation::Claim;
+use crate::controller::state::installation::Claim;
 use crate::resources::readable::Unreadable;
 
 /// The reason of the Event on an object a watch could not decode.

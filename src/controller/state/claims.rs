@@ -162,11 +162,11 @@ impl<K: Claims> StoreList<K> {
     /// neither makes this installation's objects `AlreadyManaged` nor stops a create lookup.
     pub fn index_event_as(
         &self,
-        installation: &crate::controller::installation::Installation,
+        installation: &crate::controller::state::installation::Installation,
         stream: usize,
         event: &watcher::Event<K>,
     ) {
-        use crate::controller::installation::Claim;
+        use crate::controller::state::installation::Claim;
         match event {
             watcher::Event::Apply(o) | watcher::Event::InitApply(o)
                 if matches!(installation.claim_on(o), Claim::Theirs(_)) =>
@@ -432,7 +432,7 @@ pub trait Claims: Cached {
     /// Its status conditions.
     fn conditions(&self) -> &[Condition];
     /// The installation its status records as the one that manages it
-    /// ([`crate::controller::installation`]), if one does.
+    /// ([`crate::controller::state::installation`]), if one does.
     fn recorded_installation(&self) -> Option<&str>;
     /// What its create in flight sent, while one is in flight.
     fn create_attempt(&self) -> Option<&CreateAttempt>;
@@ -511,7 +511,7 @@ pub fn refused_by_grants<K: Claims>(object: &K) -> bool {
     find_condition(object.conditions(), STALLED).is_some_and(|c| {
         c.status == "True"
             && c.observed_generation == generation
-            && crate::controller::connections::GRANT_REFUSALS.contains(&c.reason.as_str())
+            && crate::controller::state::connections::GRANT_REFUSALS.contains(&c.reason.as_str())
     })
 }
 
@@ -804,7 +804,7 @@ impl Claims for Workspace {
 
 /// A provider claims its UUID and slug, and the slug `spec.slug` names, in the one workspace
 /// `spec.workspaceId` names. Its slug is not an adoption by itself (a provider is created with
-/// it): finding one that exists is, and is checked then ([`crate::controller::gate::Gate::adopting`]).
+/// it): finding one that exists is, and is checked then ([`crate::controller::driver::gate::Gate::adopting`]).
 impl Claims for Provider {
     status_claims!();
     fn manages(&self) -> bool {
@@ -892,7 +892,7 @@ mod tests {
 
     #[test]
     fn an_object_another_installation_claimed_claims_nothing_here() {
-        use crate::controller::installation::{ANNOTATION, Installation};
+        use crate::controller::state::installation::{ANNOTATION, Installation};
         let claimed = |mut c: Config, id: &str| {
             c.metadata.annotations = Some([(ANNOTATION.to_string(), id.to_string())].into());
             c
@@ -1000,9 +1000,9 @@ mod tests {
         let mut refused = config(ns, "a", uid, created, Some("pc-x"));
         refused.metadata.generation = Some(1);
         let mut conditions = Vec::new();
-        crate::controller::status::record_outcome(
+        crate::controller::driver::status::record_outcome(
             &mut conditions,
-            &crate::controller::status::Outcome::Stalled {
+            &crate::controller::driver::status::Outcome::Stalled {
                 reason: "AdoptionNotAllowed".into(),
                 message: "no".into(),
             },

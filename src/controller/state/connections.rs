@@ -14,8 +14,8 @@ use crate::api::{
     Client, ClientConfig, OAuth2ClientCredentials, RequestObserver, SecretString, StaticToken,
     TokenSource,
 };
-use crate::controller::claims::StoreList;
 use crate::controller::error::Error;
+use crate::controller::state::claims::StoreList;
 use crate::resources::connection::{Connection, ConnectionSpec, Grant, SecretKeyRef, Tenant};
 
 /// The condition reasons by which a Connection's grants refuse a resource.

@@ -43,8 +43,8 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::core::{Expression, Selector, SelectorExt};
 use kube::{Resource, ResourceExt};
 
-use crate::controller::claims::Claims;
 use crate::controller::error::Error;
+use crate::controller::state::claims::Claims;
 use crate::resources::common::FINALIZER;
 
 /// The annotation naming the installation that took an object.

@@ -56,7 +56,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 
 use crate::controller::Watchable;
-use crate::controller::relay::Relayed;
+use crate::controller::state::relay::Relayed;
 
 /// How long a read waits for a cache to apply this process's own last write of a Secret
 /// before it reads the apiserver instead.

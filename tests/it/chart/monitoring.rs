@@ -17,7 +17,8 @@ use std::net::SocketAddr;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use aigw::controller::{Metrics, census, metrics};
+use aigw::controller::Metrics;
+use aigw::controller::runtime::{census, metrics};
 use aigw::resources::{Config, Deployment};
 use kube::api::{Patch, PatchParams};
 use promql_parser::parser::{self, Expr};

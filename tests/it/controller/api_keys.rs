@@ -9,7 +9,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use aigw::controller::failpoints::AFTER_API_KEY_ROTATE;
+use aigw::controller::runtime::failpoints::AFTER_API_KEY_ROTATE;
 use aigw::emulator::EmulatorOptions;
 use aigw::resources::ApiKey;
 use k8s_openapi::api::apps::v1::Deployment as AppsDeployment;

@@ -6,7 +6,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use aigw::controller::hash_key::{self, HashKey};
+use aigw::controller::runtime::hash_key::{self, HashKey};
 use aigw::resources::Config;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};

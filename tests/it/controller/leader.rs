@@ -466,7 +466,7 @@ async fn a_paused_leader_resumed_after_a_takeover_sends_no_write() {
 /// same call from a replica that leads rolls the workload (so the check is what stops it).
 #[tokio::test]
 async fn a_replica_without_the_lease_restarts_no_workload() {
-    use aigw::controller::leader::{LeaseSettings, elect};
+    use aigw::controller::runtime::leader::{LeaseSettings, elect};
     use aigw::controller::{Connections, Context, Cx, Leadership, Metrics, Settings};
     use aigw::resources::ApiKey;
     use aigw::resources::rotation::{WorkloadKind, WorkloadRef};
@@ -524,8 +524,12 @@ async fn a_replica_without_the_lease_restarts_no_workload() {
     let (standby, _elector) = elect(kube.clone(), LeaseSettings::new(&env.namespace, "standby"));
     let ctx = context(standby);
     let cx = Cx::new(&ctx, env.api::<ApiKey>(), &key);
-    aigw::controller::secret_delivery::restart_workloads(&cx, &restart, "2026-01-01T00:00:00Z")
-        .await;
+    aigw::controller::driver::secret_delivery::restart_workloads(
+        &cx,
+        &restart,
+        "2026-01-01T00:00:00Z",
+    )
+    .await;
     assert_eq!(
         rolled_at().await,
         None,
@@ -534,8 +538,12 @@ async fn a_replica_without_the_lease_restarts_no_workload() {
 
     let ctx = context(Leadership::always());
     let cx = Cx::new(&ctx, env.api::<ApiKey>(), &key);
-    aigw::controller::secret_delivery::restart_workloads(&cx, &restart, "2026-01-01T00:00:01Z")
-        .await;
+    aigw::controller::driver::secret_delivery::restart_workloads(
+        &cx,
+        &restart,
+        "2026-01-01T00:00:01Z",
+    )
+    .await;
     assert_eq!(rolled_at().await.as_deref(), Some("2026-01-01T00:00:01Z"));
     env.cleanup().await;
 }

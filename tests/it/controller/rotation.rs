@@ -5,7 +5,7 @@ use crate::support;
 
 use std::time::Duration;
 
-use aigw::controller::failpoints::AFTER_ROTATE_PUT;
+use aigw::controller::runtime::failpoints::AFTER_ROTATE_PUT;
 use aigw::emulator::{EmulatorOptions, OAuthOptions};
 use aigw::resources::{Config, Connection, Deployment};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment as AppsDeployment, StatefulSet};

@@ -360,7 +360,7 @@ async fn a_connection_may_not_read_secrets_outside_its_namespace() {
 /// installation's Connection are that one's alone.
 #[tokio::test]
 async fn two_installations_act_only_on_their_own_objects() {
-    use aigw::controller::installation::ANNOTATION;
+    use aigw::controller::state::installation::ANNOTATION;
     use aigw::resources::{ClusterGuardrail, Connection};
     use support::harness::CLUSTER_LABEL;
 
@@ -632,7 +632,7 @@ async fn two_installations_act_only_on_their_own_objects() {
 /// the other's Config went Ready with the slug, and the deletion waited on it for good.
 #[tokio::test]
 async fn another_installations_config_neither_uses_nor_pins_a_guardrail() {
-    use aigw::controller::installation::ANNOTATION;
+    use aigw::controller::state::installation::ANNOTATION;
     use aigw::resources::Guardrail;
     use support::harness::CLUSTER_LABEL;
 
@@ -713,7 +713,7 @@ async fn guardrail_copies(installation: &support::harness::Installation) -> usiz
 /// installation that takes it would do (`WouldCreate`), and leaves it unclaimed for that one.
 #[tokio::test]
 async fn a_dry_run_writes_no_claim() {
-    use aigw::controller::installation::ANNOTATION;
+    use aigw::controller::state::installation::ANNOTATION;
     let mut h = Harness::start("ten-dry").await;
     h.stop_operator().await;
     create::<Config>(&h.env, "unclaimed", routing("unclaimed")).await;
@@ -799,7 +799,7 @@ async fn config_copies(installation: &support::harness::Installation) -> usize {
 
 /// A Config of installation `id`, claimed up front (so which installation has it is no race).
 fn claimed_config(name: &str, id: &str) -> Config {
-    use aigw::controller::installation::ANNOTATION;
+    use aigw::controller::state::installation::ANNOTATION;
     serde_json::from_value(json!({
         "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
         "metadata": {"name": name, "annotations": {ANNOTATION: id}}, "spec": routing(name)
@@ -809,7 +809,7 @@ fn claimed_config(name: &str, id: &str) -> Config {
 
 /// The merge patch a tenant sends to rewrite its object's claim to `id`.
 fn rewritten_claim(id: &str) -> Patch<Value> {
-    use aigw::controller::installation::ANNOTATION;
+    use aigw::controller::state::installation::ANNOTATION;
     Patch::Merge(json!({"metadata": {"annotations": {ANNOTATION: id}}}))
 }
 
@@ -1037,7 +1037,7 @@ async fn an_object_with_the_shared_finalizer_is_cleaned_up_by_its_installation()
 /// one remote guardrail.
 #[tokio::test]
 async fn a_rewritten_claim_on_a_cluster_scoped_object_moves_nothing() {
-    use aigw::controller::installation::ANNOTATION;
+    use aigw::controller::state::installation::ANNOTATION;
     use aigw::resources::ClusterGuardrail;
     use support::harness::CLUSTER_LABEL;
     let mut h = Harness::start_with("ten-movec", DRIFT).await;

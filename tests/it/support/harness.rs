@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use aigw::api::{Client, ClientConfig, RetryPolicy, StaticToken};
-use aigw::controller::hash_key::{self, HashKey};
+use aigw::controller::runtime::hash_key::{self, HashKey};
 use aigw::controller::{self, Connections, Context, Metrics, Settings};
 use aigw::emulator::{EmulatorOptions, Running};
 use aigw::resources::connection::Grant;

@@ -1,4 +1,4 @@
-//! What an API key supplies to the one rotation protocol ([`crate::controller::rotation`]): the
+//! What an API key supplies to the one rotation protocol ([`crate::controller::driver::rotation`]): the
 //! rotate call, with the transition during which the previous value keeps working, and the
 //! check that the Secret still holds the key.
 
@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 
 use crate::api::RotateApiKeyRequest;
 use crate::controller::driver::Cx;
+use crate::controller::driver::gate::Op;
+use crate::controller::driver::rotation::{Issued, Rotates, set_credentials_condition};
+use crate::controller::driver::secret_delivery;
 use crate::controller::error::Error;
-use crate::controller::failpoints::AFTER_API_KEY_ROTATE;
-use crate::controller::gate::Op;
-use crate::controller::rotation::{Issued, Rotates, set_credentials_condition};
-use crate::controller::secret_delivery;
+use crate::controller::runtime::failpoints::AFTER_API_KEY_ROTATE;
 use crate::resources::api_key::{ApiKey, ApiKeyStatus, SECRET_KEY};
 use crate::resources::rotation::{Rotation, RotationStatus};
 

@@ -19,9 +19,9 @@ use crate::api::{
     self, Client, McpServerMapping, McpServerMappingTarget, McpServersListQuery,
     SyncMcpServerMappingsRequest,
 };
+use crate::controller::driver::gate::Op;
 use crate::controller::driver::{Change, Cx};
 use crate::controller::error::Error;
-use crate::controller::gate::Op;
 use crate::resources::guardrail::{GuardrailMcpServer, GuardrailStatus};
 
 use super::GuardrailObject;

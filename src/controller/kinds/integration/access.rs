@@ -7,9 +7,9 @@
 //! [`Verbs::sub_resources_differ`]: crate::controller::driver::verbs::Verbs::sub_resources_differ
 
 use crate::api::{self, Client};
+use crate::controller::driver::gate::Op;
 use crate::controller::driver::{Change, Cx};
 use crate::controller::error::Error;
-use crate::controller::gate::Op;
 use crate::resources::integration::{Integration, IntegrationSpec, IntegrationStatus};
 
 /// Brings the workspace access rows, then the model access, in line with the spec.

@@ -1,14 +1,14 @@
 //! The integration a Provider binds, and whether this namespace may bind it: the Integration
 //! resource (from the watch cache: Ready, of the provider's tenant, granting the workspace
 //! access) or the remote integration `spec.integrationId` names, and the Connection's grants
-//! ([`crate::controller::gate::Gate::binding`]). Checked before every write and before a delete.
+//! ([`crate::controller::driver::gate::Gate::binding`]). Checked before every write and before a delete.
 
 use super::INTEGRATION_NOT_READY;
 use crate::controller::Context;
 use crate::controller::driver::Cx;
+use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::{named, ready_named};
 use crate::controller::error::Error;
-use crate::controller::gate::Op;
 use crate::resources::integration::Integration;
 use crate::resources::provider::{Provider, ProviderStatus};
 

@@ -1,7 +1,7 @@
 //! What wakes the Provider and Integration controllers besides their own objects: the
 //! Integration resources a Provider binds, the Configs that name a Provider, and the Providers
 //! that bind an Integration. Each is heard from its kind's own watch, once its cache holds
-//! the change ([`crate::controller::relay`]).
+//! the change ([`crate::controller::state::relay`]).
 
 use kube::ResourceExt;
 use kube::runtime::controller::Controller;
@@ -9,7 +9,7 @@ use kube::runtime::reflector::Store;
 
 use super::named_by;
 use crate::controller::Context;
-use crate::controller::relay::requeue_when;
+use crate::controller::state::relay::requeue_when;
 use crate::resources::integration::Integration;
 use crate::resources::provider::Provider;
 
