@@ -2,11 +2,12 @@
 //! object exactly. `export` writes these specs; `plan` shows their fields as the "from" side.
 
 use crate::api;
+use crate::resources::common::DeletionPolicy;
 use crate::resources::common::ManagementPolicy;
-use crate::resources::config::{ConfigDeletionPolicy, ConfigSpec};
+use crate::resources::config::ConfigSpec;
 use crate::resources::deployment::DeploymentSpec;
 use crate::resources::guardrail::{
-    Feedback, GuardrailActions, GuardrailCheck, GuardrailDefinition, GuardrailDeletionPolicy,
+    Feedback, GuardrailActions, GuardrailCheck, GuardrailDefinition,
 };
 use crate::resources::policy::same_enum;
 use serde_json::Value;
@@ -26,7 +27,7 @@ pub fn config_spec(remote: &api::ConfigDetail) -> ConfigSpec {
         secret_refs: Vec::new(),
         resource_refs: Vec::new(),
         state: Some(remote.status.clone()).filter(|s| !s.is_empty()),
-        deletion_policy: ConfigDeletionPolicy::Orphan,
+        deletion_policy: DeletionPolicy::Orphan,
         management_policy: ManagementPolicy::Full,
         connection_ref: None,
         promotion: None,
@@ -80,7 +81,7 @@ pub fn guardrail_definition(remote: &api::GuardrailDetails) -> GuardrailDefiniti
             on_fail: feedback("on_fail"),
         },
         secret_refs: Vec::new(),
-        deletion_policy: GuardrailDeletionPolicy::Orphan,
+        deletion_policy: DeletionPolicy::Orphan,
         management_policy: ManagementPolicy::Full,
         connection_ref: None,
         promotion: None,

@@ -1,6 +1,7 @@
 //! The `ApiKey` kind: a gateway API key (service or user) whose one-time value aigw writes into
 //! a Secret, and rotates there on request or on a schedule.
 
+use super::common::DeletionPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
@@ -135,7 +136,7 @@ pub struct ApiKeySpec {
     /// What happens to the remote key when this resource is deleted: `Delete` (the default;
     /// the key stops working) or `Orphan` (it stays, and so does the Secret holding it).
     #[serde(default)]
-    pub deletion_policy: ApiKeyDeletionPolicy,
+    pub deletion_policy: DeletionPolicy,
 
     /// `Full` (the default): aigw creates, updates, rotates and deletes the key to match this
     /// spec. `Observe`: aigw only reads a key it already manages and reports differences in the
@@ -248,18 +249,6 @@ pub struct KeyRotation {
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
     #[x_kube(validation = Rule::new("duration(self) >= duration('30m')").message("rotation.transitionPeriod must be at least 30m (the API's minimum)"))]
     pub transition_period: Option<String>,
-}
-
-/// What happens to the remote key when the resource is deleted.
-#[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
-)]
-pub enum ApiKeyDeletionPolicy {
-    /// Delete the remote key (for good: every value of it stops working).
-    #[default]
-    Delete,
-    /// Leave the remote key, and the Secret holding it, in place.
-    Orphan,
 }
 
 /// What aigw knows of the key.
@@ -549,11 +538,11 @@ impl super::common::Governed for ApiKey {
     }
     fn orphaning(&self) -> Self {
         let mut copy = self.clone();
-        copy.spec.deletion_policy = ApiKeyDeletionPolicy::Orphan;
+        copy.spec.deletion_policy = DeletionPolicy::Orphan;
         copy
     }
     fn orphans(&self) -> bool {
-        self.spec.deletion_policy == ApiKeyDeletionPolicy::Orphan
+        self.spec.deletion_policy == DeletionPolicy::Orphan
     }
     /// An API key is never adopted: its value cannot be read back, so only a key aigw created
     /// (and whose value it wrote into the Secret) is managed.

@@ -9,6 +9,31 @@ pub const GROUP: &str = "aigw.io";
 /// The finalizer aigw puts on every namespaced kind so that `deletionPolicy` runs before removal.
 pub const FINALIZER: &str = "aigw.io/finalizer";
 
+/// What happens to the remote object when the resource is deleted, for the kinds the API deletes.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
+pub enum DeletionPolicy {
+    /// Delete the remote object.
+    #[default]
+    Delete,
+    /// Leave the remote object in place.
+    Orphan,
+}
+
+/// What happens to the remote object when the resource is deleted, for the kinds the API
+/// archives (its DELETE keeps the object, archived): Deployment and UsageLimitsPolicy.
+#[derive(
+    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
+)]
+pub enum ArchivePolicy {
+    /// Archive the remote object (what the API's DELETE does).
+    #[default]
+    Archive,
+    /// Leave the remote object in place.
+    Orphan,
+}
+
 /// Annotation that pauses reconciling an object: while it is `"true"`, aigw makes no API call
 /// for it at all (not even reads). Deletion still follows `deletionPolicy`.
 pub const PAUSED_ANNOTATION: &str = "aigw.io/paused";

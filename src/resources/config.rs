@@ -1,5 +1,6 @@
 //! The `Config` kind: a named gateway routing config.
 
+use super::common::DeletionPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
@@ -108,7 +109,7 @@ pub struct ConfigSpec {
     /// What happens to the remote config when this resource is deleted: `Delete` removes it
     /// (the default), `Orphan` leaves it in place.
     #[serde(default)]
-    pub deletion_policy: ConfigDeletionPolicy,
+    pub deletion_policy: DeletionPolicy,
 
     /// `Full` (the default): aigw creates, updates and deletes the remote config to match this
     /// spec. `Observe`: aigw only reads it and reports differences in the `Drifted` condition;
@@ -263,18 +264,6 @@ fn document_level(depth: usize) -> serde_json::Value {
         "properties": properties,
         "x-kubernetes-validations": rules,
     })
-}
-
-/// What happens to the remote config when the resource is deleted.
-#[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
-)]
-pub enum ConfigDeletionPolicy {
-    /// Delete the remote config.
-    #[default]
-    Delete,
-    /// Leave the remote config in place.
-    Orphan,
 }
 
 /// What the management API reports about the config.
@@ -682,7 +671,7 @@ fn prune_emptied(
 
 use crate::api;
 
-super::common::governed!(Config, ConfigDeletionPolicy::Orphan, slug);
+super::common::governed!(Config, DeletionPolicy::Orphan, slug);
 
 impl Recorded for ConfigStatus {
     fn recorded_remote(&self) -> Option<&str> {

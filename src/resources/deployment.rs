@@ -1,5 +1,6 @@
 //! The `Deployment` kind: a registered self-hosted gateway and its auth settings.
 
+use super::common::ArchivePolicy;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -97,7 +98,7 @@ pub struct DeploymentSpec {
     /// What happens to the remote deployment when this resource is deleted: `Archive` (the
     /// default; the API never hard-deletes deployments) or `Orphan`.
     #[serde(default)]
-    pub deletion_policy: DeploymentDeletionPolicy,
+    pub deletion_policy: ArchivePolicy,
 
     /// Cluster-managed rotation of the gateway's credentials.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -160,18 +161,6 @@ pub struct SecretRef {
     /// Name of the Secret.
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
-}
-
-/// What happens to the remote deployment when the resource is deleted.
-#[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
-)]
-pub enum DeploymentDeletionPolicy {
-    /// Archive the remote deployment (the API's delete).
-    #[default]
-    Archive,
-    /// Leave the remote deployment as it is.
-    Orphan,
 }
 
 /// Connection health of the gateway as the management API reports it.
@@ -477,7 +466,7 @@ impl DeploymentSpec {
             credentials_secret_ref: SecretRef {
                 name: secret_name.into(),
             },
-            deletion_policy: DeploymentDeletionPolicy::Orphan,
+            deletion_policy: ArchivePolicy::Orphan,
             rotation: None,
             management_policy: ManagementPolicy::Full,
             connection_ref: None,
@@ -485,7 +474,7 @@ impl DeploymentSpec {
     }
 }
 
-super::common::governed!(Deployment, DeploymentDeletionPolicy::Orphan, deployment_id);
+super::common::governed!(Deployment, ArchivePolicy::Orphan, deployment_id);
 
 impl Recorded for DeploymentStatus {
     fn recorded_remote(&self) -> Option<&str> {

@@ -1,6 +1,7 @@
 //! The `Guardrail` kind: a workspace guardrail (the checks a config's `input_guardrails`,
 //! `output_guardrails` or hooks name), with check parameters that may come from Secrets.
 
+use super::common::DeletionPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
@@ -151,7 +152,7 @@ pub struct GuardrailDefinition {
     /// namespace; of any namespace for a `ClusterGuardrail`) is not deleted until that
     /// reference is gone.
     #[serde(default)]
-    pub deletion_policy: GuardrailDeletionPolicy,
+    pub deletion_policy: DeletionPolicy,
 
     /// `Full` (the default) or `Observe` (read and report differences, never write).
     #[serde(default)]
@@ -370,18 +371,6 @@ impl GuardrailTarget {
             GuardrailTarget::McpTools => "mcp_tools",
         }
     }
-}
-
-/// What happens to the remote guardrail when the resource is deleted.
-#[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
-)]
-pub enum GuardrailDeletionPolicy {
-    /// Delete the remote guardrail.
-    #[default]
-    Delete,
-    /// Leave the remote guardrail in place.
-    Orphan,
 }
 
 /// What the management API reports about the guardrail.
@@ -821,13 +810,13 @@ impl GuardrailDefinition {
 
 super::common::governed!(
     Guardrail,
-    GuardrailDeletionPolicy::Orphan,
+    DeletionPolicy::Orphan,
     slug,
     in spec.definition
 );
 super::common::governed!(
     ClusterGuardrail,
-    GuardrailDeletionPolicy::Orphan,
+    DeletionPolicy::Orphan,
     slug,
     in spec.definition
 );

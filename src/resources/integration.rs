@@ -1,6 +1,7 @@
 //! The `Integration` kind: an organisation's upstream credential (an OpenAI key, Bedrock or
 //! Vertex credentials), the workspaces that may use it and the models it exposes.
 
+use super::common::DeletionPolicy;
 use std::borrow::Cow;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -127,7 +128,7 @@ pub struct IntegrationSpec {
     /// default) or `Orphan`. An integration a Provider resource names is not deleted until that
     /// Provider is gone.
     #[serde(default)]
-    pub deletion_policy: IntegrationDeletionPolicy,
+    pub deletion_policy: DeletionPolicy,
 
     /// `Full` (the default) or `Observe` (read and report differences, never write).
     #[serde(default)]
@@ -296,18 +297,6 @@ pub struct ModelEntry {
     /// The model a custom one is based on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_model_slug: Option<String>,
-}
-
-/// What happens to the remote integration when the resource is deleted.
-#[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
-)]
-pub enum IntegrationDeletionPolicy {
-    /// Delete the remote integration.
-    #[default]
-    Delete,
-    /// Leave the remote integration in place.
-    Orphan,
 }
 
 /// What aigw knows of the integration. Nothing here comes from a credential: the key and
@@ -658,7 +647,7 @@ fn write_only(
     (key, configurations)
 }
 
-super::common::governed!(Integration, IntegrationDeletionPolicy::Orphan, slug);
+super::common::governed!(Integration, DeletionPolicy::Orphan, slug);
 
 impl Recorded for IntegrationStatus {
     fn recorded_remote(&self) -> Option<&str> {

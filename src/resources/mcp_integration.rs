@@ -1,6 +1,7 @@
 //! The `McpIntegration` kind: an upstream MCP server the organisation registers (URL, transport,
 //! auth), the workspaces that may instantiate it and the toggles of the tools it offers.
 
+use super::common::DeletionPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
@@ -102,7 +103,7 @@ pub struct McpIntegrationSpec {
     /// default) or `Orphan`. An integration an MCP server still instantiates is not deleted:
     /// the resource reports `StillReferenced`, naming the servers, until they are gone.
     #[serde(default)]
-    pub deletion_policy: McpIntegrationDeletionPolicy,
+    pub deletion_policy: DeletionPolicy,
 
     /// `Full` (the default) or `Observe` (read and report differences, never write).
     #[serde(default)]
@@ -243,18 +244,6 @@ impl McpCapabilityKind {
             Self::Resource => "resource",
         }
     }
-}
-
-/// What happens to the remote integration when the resource is deleted.
-#[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
-)]
-pub enum McpIntegrationDeletionPolicy {
-    /// Delete the remote integration (once no MCP server instantiates it).
-    #[default]
-    Delete,
-    /// Leave the remote integration in place.
-    Orphan,
 }
 
 /// What aigw knows of the integration. Nothing here comes from `configurations`: it is only
@@ -460,7 +449,7 @@ pub fn capability_updates(
     (toggles, pending)
 }
 
-super::common::governed!(McpIntegration, McpIntegrationDeletionPolicy::Orphan, slug);
+super::common::governed!(McpIntegration, DeletionPolicy::Orphan, slug);
 
 impl Recorded for McpIntegrationStatus {
     fn recorded_remote(&self) -> Option<&str> {

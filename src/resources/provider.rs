@@ -1,6 +1,7 @@
 //! The `Provider` kind: a workspace's handle on an integration, what configs route to as
 //! `@<slug>`.
 
+use super::common::DeletionPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
@@ -113,7 +114,7 @@ pub struct ProviderSpec {
     /// default) or `Orphan`. A provider a Config of this namespace names is not deleted until
     /// that reference is gone.
     #[serde(default)]
-    pub deletion_policy: ProviderDeletionPolicy,
+    pub deletion_policy: DeletionPolicy,
 
     /// `Full` (the default) or `Observe` (read and report differences, never write).
     #[serde(default)]
@@ -122,18 +123,6 @@ pub struct ProviderSpec {
     /// The Connection used to reach the management API; defaults to `default`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<ConnectionRef>,
-}
-
-/// What happens to the remote provider when the resource is deleted.
-#[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
-)]
-pub enum ProviderDeletionPolicy {
-    /// Delete the remote provider.
-    #[default]
-    Delete,
-    /// Leave the remote provider in place.
-    Orphan,
 }
 
 /// What aigw knows of the provider: identifiers only. A provider read may carry the upstream
@@ -277,7 +266,7 @@ impl ProviderSpec {
     }
 }
 
-super::common::governed!(Provider, ProviderDeletionPolicy::Orphan, slug);
+super::common::governed!(Provider, DeletionPolicy::Orphan, slug);
 
 impl Recorded for ProviderStatus {
     fn recorded_remote(&self) -> Option<&str> {

@@ -1,5 +1,6 @@
 //! The `RateLimitsPolicy` kind: a rate-limits policy of the gateway.
 
+use super::common::DeletionPolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
@@ -99,7 +100,7 @@ pub struct RateLimitsPolicySpec {
     /// What happens to the remote policy when this resource is deleted: `Delete` (the default)
     /// or `Orphan`.
     #[serde(default)]
-    pub deletion_policy: RateLimitsPolicyDeletionPolicy,
+    pub deletion_policy: DeletionPolicy,
 
     /// `Full` (the default): aigw creates, updates and deletes the remote policy to match this
     /// spec. `Observe`: aigw only reads it and reports differences in the `Drifted` condition;
@@ -168,18 +169,6 @@ pub struct GroupBy {
     /// `api_key`, `organisation_id`, `workspace_id` or `metadata.<key>`.
     #[schemars(length(min = 1))]
     pub key: String,
-}
-
-/// What happens to the remote policy when the resource is deleted.
-#[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
-)]
-pub enum RateLimitsPolicyDeletionPolicy {
-    /// Delete the remote policy.
-    #[default]
-    Delete,
-    /// Leave the remote policy in place.
-    Orphan,
 }
 
 /// What the management API reports about the policy.
@@ -330,7 +319,7 @@ bind_policy!(
     remote api::RateLimitsPolicy,
     create api::CreateRateLimitsPolicyRequest,
     what "rate-limits policy",
-    deletion RateLimitsPolicyDeletionPolicy::Orphan,
+    deletion DeletionPolicy::Orphan,
     handle rate_limits,
     query api::RateLimitsListQuery,
     project RateLimitsPolicySpec::adopting
@@ -351,7 +340,7 @@ impl RateLimitsPolicySpec {
             conditions: PolicyCondition::all_from_api(&remote.conditions)?,
             group_by: GroupBy::all_from_api(&remote.group_by),
             target: remote.target.as_ref().and_then(same_enum),
-            deletion_policy: RateLimitsPolicyDeletionPolicy::Orphan,
+            deletion_policy: DeletionPolicy::Orphan,
             management_policy: ManagementPolicy::Full,
             connection_ref: None,
         })
@@ -443,11 +432,7 @@ impl RateLimitsPolicySpec {
     }
 }
 
-super::common::governed!(
-    RateLimitsPolicy,
-    RateLimitsPolicyDeletionPolicy::Orphan,
-    policy_id
-);
+super::common::governed!(RateLimitsPolicy, DeletionPolicy::Orphan, policy_id);
 
 impl Recorded for RateLimitsPolicyStatus {
     fn recorded_remote(&self) -> Option<&str> {

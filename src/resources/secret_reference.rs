@@ -1,6 +1,7 @@
 //! The `SecretReference` kind: the organisation's pointer into an external secret manager (AWS
 //! Secrets Manager, Azure Key Vault, HashiCorp Vault) that integrations map fields to.
 
+use super::common::DeletionPolicy;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -103,7 +104,7 @@ pub struct SecretReferenceSpec {
     /// it) is not deleted: the resource reports `StillReferenced` and is deleted once nothing
     /// maps to it.
     #[serde(default)]
-    pub deletion_policy: SecretReferenceDeletionPolicy,
+    pub deletion_policy: DeletionPolicy,
 
     /// `Full` (the default) or `Observe` (read and report differences, never write).
     #[serde(default)]
@@ -150,18 +151,6 @@ pub struct AuthConfigSecretRef {
     /// reads Connection Secrets from (any other is refused).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
-}
-
-/// What happens to the remote reference when the resource is deleted.
-#[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
-)]
-pub enum SecretReferenceDeletionPolicy {
-    /// Delete the remote reference (once nothing maps to it).
-    #[default]
-    Delete,
-    /// Leave the remote reference in place.
-    Orphan,
 }
 
 /// What aigw knows of the reference. Nothing here comes from `auth_config`: it is only ever
@@ -324,7 +313,7 @@ impl SecretReferenceSpec {
     }
 }
 
-super::common::governed!(SecretReference, SecretReferenceDeletionPolicy::Orphan, slug);
+super::common::governed!(SecretReference, DeletionPolicy::Orphan, slug);
 
 impl Recorded for SecretReferenceStatus {
     fn recorded_remote(&self) -> Option<&str> {

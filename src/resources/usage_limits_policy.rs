@@ -1,6 +1,7 @@
 //! The `UsageLimitsPolicy` kind: a budget of the gateway (a credit limit in cost or tokens, an
 //! alert threshold, a periodic reset), the sibling of `RateLimitsPolicy`.
 
+use super::common::ArchivePolicy;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
@@ -118,7 +119,7 @@ pub struct UsageLimitsPolicySpec {
     /// What happens to the remote policy when this resource is deleted: `Archive` (the
     /// default; the API archives usage-limits policies rather than deleting them) or `Orphan`.
     #[serde(default)]
-    pub deletion_policy: UsageLimitsPolicyDeletionPolicy,
+    pub deletion_policy: ArchivePolicy,
 
     /// `Full` (the default): aigw creates, updates and archives the remote policy to match this
     /// spec. `Observe`: aigw only reads it and reports differences in the `Drifted` condition.
@@ -148,18 +149,6 @@ pub enum PeriodicReset {
     Monthly,
     /// Every week.
     Weekly,
-}
-
-/// What happens to the remote policy when the resource is deleted.
-#[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
-)]
-pub enum UsageLimitsPolicyDeletionPolicy {
-    /// Archive the remote policy (what the API's DELETE does).
-    #[default]
-    Archive,
-    /// Leave the remote policy in place.
-    Orphan,
 }
 
 /// The usage of one value of `groupBy`, as the API last reported it.
@@ -255,7 +244,7 @@ bind_policy!(
     remote api::UsageLimitsPolicy,
     create api::CreateUsageLimitsPolicyRequest,
     what "usage-limits policy",
-    deletion UsageLimitsPolicyDeletionPolicy::Orphan,
+    deletion ArchivePolicy::Orphan,
     handle usage_limits,
     query api::UsageLimitsListQuery,
     project UsageLimitsPolicySpec::adopting
@@ -277,7 +266,7 @@ impl UsageLimitsPolicySpec {
             conditions: PolicyCondition::all_from_api(&remote.conditions)?,
             group_by: GroupBy::all_from_api(&remote.group_by),
             reset_usage: None,
-            deletion_policy: UsageLimitsPolicyDeletionPolicy::Orphan,
+            deletion_policy: ArchivePolicy::Orphan,
             management_policy: ManagementPolicy::Full,
             connection_ref: None,
         })
@@ -368,11 +357,7 @@ impl UsageLimitsPolicySpec {
     }
 }
 
-super::common::governed!(
-    UsageLimitsPolicy,
-    UsageLimitsPolicyDeletionPolicy::Orphan,
-    policy_id
-);
+super::common::governed!(UsageLimitsPolicy, ArchivePolicy::Orphan, policy_id);
 
 impl Recorded for UsageLimitsPolicyStatus {
     fn recorded_remote(&self) -> Option<&str> {

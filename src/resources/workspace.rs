@@ -2,6 +2,7 @@
 //! console does it (an IAM scope, the workspace naming it, the scope bound to the workspace's
 //! slug), or adopted by slug.
 
+use super::common::DeletionPolicy;
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -94,7 +95,7 @@ pub struct WorkspaceSpec {
     /// (`DefaultWorkspace`) until `deletionPolicy` is `Orphan`. While aigw objects still name
     /// the workspace it is not archived (`StillReferenced`, naming them).
     #[serde(default)]
-    pub deletion_policy: WorkspaceDeletionPolicy,
+    pub deletion_policy: DeletionPolicy,
 
     /// `Full` (the default) or `Observe` (read and report differences, never write).
     #[serde(default)]
@@ -135,19 +136,6 @@ pub struct WorkspaceConfigRef {
     /// Name of the Config.
     #[schemars(length(min = 1, max = 253))]
     pub name: String,
-}
-
-/// What happens to the remote workspace when the resource is deleted.
-#[derive(
-    Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, schemars::JsonSchema,
-)]
-pub enum WorkspaceDeletionPolicy {
-    /// Archive the remote workspace (once no aigw object names it), and delete the IAM scope
-    /// aigw made for it.
-    #[default]
-    Delete,
-    /// Leave the remote workspace (and its scope) in place.
-    Orphan,
 }
 
 /// What aigw knows of the workspace.
@@ -366,7 +354,7 @@ impl WorkspaceSettings {
     }
 }
 
-super::common::governed!(Workspace, WorkspaceDeletionPolicy::Orphan, slug);
+super::common::governed!(Workspace, DeletionPolicy::Orphan, slug);
 
 impl Recorded for WorkspaceStatus {
     fn recorded_remote(&self) -> Option<&str> {

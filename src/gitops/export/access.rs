@@ -8,13 +8,13 @@ use serde_json::{Map, Value};
 use super::{Builder, GitopsError, placeholder_secret};
 use crate::api::secret_fields::is_header_map;
 use crate::api::{self, Client, IntegrationsListQuery, ProvidersListQuery};
+use crate::resources::common::DeletionPolicy;
 use crate::resources::common::{CLUSTER_READABLE, ManagementPolicy};
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
 use crate::resources::integration::{
-    Integration, IntegrationDeletionPolicy, IntegrationSpec, KeySecretRef, SecretMapping,
-    WorkspaceAccess,
+    Integration, IntegrationSpec, KeySecretRef, SecretMapping, WorkspaceAccess,
 };
-use crate::resources::provider::{Provider, ProviderDeletionPolicy, ProviderSpec};
+use crate::resources::provider::{Provider, ProviderSpec};
 
 /// The Secret key the exported `keySecretRef` names.
 const KEY: &str = "api-key";
@@ -109,7 +109,7 @@ impl Builder<'_> {
             usage_limits: None,
             expires_at: remote.expires_at.clone(),
             reset_usage: None,
-            deletion_policy: ProviderDeletionPolicy::Orphan,
+            deletion_policy: DeletionPolicy::Orphan,
             management_policy: ManagementPolicy::Full,
             connection_ref: None,
         };
@@ -179,7 +179,7 @@ impl Builder<'_> {
                 .collect(),
             models: None,
             secret_mappings: exported_mappings(remote.secret_mappings.as_deref()),
-            deletion_policy: IntegrationDeletionPolicy::Orphan,
+            deletion_policy: DeletionPolicy::Orphan,
             management_policy: ManagementPolicy::Full,
             connection_ref: None,
         };
@@ -343,7 +343,7 @@ mod tests {
         );
         assert_eq!(spec.workspaces.len(), 2);
         assert!(!spec.workspaces[1].enabled);
-        assert_eq!(spec.deletion_policy, IntegrationDeletionPolicy::Orphan);
+        assert_eq!(spec.deletion_policy, DeletionPolicy::Orphan);
         let secret = &builder.export.files[1].content;
         assert!(secret.contains("aigw.io/cluster-readable"), "{secret}");
         assert!(secret.contains("api-key: ''"), "{secret}");

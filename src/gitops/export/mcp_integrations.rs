@@ -5,10 +5,10 @@
 
 use super::{Builder, GitopsError};
 use crate::api::{self, Client};
+use crate::resources::common::DeletionPolicy;
 use crate::resources::common::ManagementPolicy;
 use crate::resources::mcp_integration::{
-    McpAuthType, McpIntegration, McpIntegrationDeletionPolicy, McpIntegrationSpec, McpTransport,
-    McpWorkspaceAccess,
+    McpAuthType, McpIntegration, McpIntegrationSpec, McpTransport, McpWorkspaceAccess,
 };
 
 /// Every organisation MCP integration (a workspace's own is not the organisation's), read in
@@ -97,7 +97,7 @@ impl Builder<'_> {
             configurations_secret_ref: None,
             workspaces,
             capabilities: Vec::new(),
-            deletion_policy: McpIntegrationDeletionPolicy::Orphan,
+            deletion_policy: DeletionPolicy::Orphan,
             management_policy: ManagementPolicy::Full,
             connection_ref: None,
         };

@@ -7,11 +7,10 @@ use serde_json::Value;
 
 use super::{Builder, GitopsError};
 use crate::api::{self, Client, WorkspacesListQuery};
+use crate::resources::common::DeletionPolicy;
 use crate::resources::common::ManagementPolicy;
 use crate::resources::limits::{RateLimit, UsageLimits};
-use crate::resources::workspace::{
-    Workspace, WorkspaceDefaults, WorkspaceDeletionPolicy, WorkspaceSpec,
-};
+use crate::resources::workspace::{Workspace, WorkspaceDefaults, WorkspaceSpec};
 
 /// Every active workspace of the organisation, read in full, but the default one: it is the
 /// organisation's own, never created or archived, and adopting it is a choice to make by hand.
@@ -64,7 +63,7 @@ impl Builder<'_> {
             defaults: defaults(remote.defaults.as_ref()),
             usage_limits,
             rate_limits,
-            deletion_policy: WorkspaceDeletionPolicy::Orphan,
+            deletion_policy: DeletionPolicy::Orphan,
             management_policy: ManagementPolicy::Full,
             connection_ref: None,
         };
@@ -183,7 +182,7 @@ mod tests {
             defaults: defaults(read.defaults.as_ref()),
             usage_limits: usage_limits(read.usage_limits.as_ref()),
             rate_limits: rate_limits(read.rate_limits.as_ref()),
-            deletion_policy: WorkspaceDeletionPolicy::Orphan,
+            deletion_policy: DeletionPolicy::Orphan,
             management_policy: ManagementPolicy::Full,
             connection_ref: None,
         };

@@ -64,7 +64,7 @@ async fn each_kind_round_trips_through_the_apiserver() {
     assert_eq!(deployment.spec.credentials_secret_ref.name, "edge-creds");
     assert_eq!(
         deployment.spec.deletion_policy,
-        aigw::resources::deployment::DeploymentDeletionPolicy::Archive,
+        aigw::resources::common::ArchivePolicy::Archive,
         "the apiserver defaults deletionPolicy"
     );
 
