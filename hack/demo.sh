@@ -274,6 +274,10 @@ for key in a b c d; do
 	echo "canary-$key: config $(kubectl get -n aigw-demo apikeys.aigw.io "canary-$key" -o jsonpath='{.status.configId}') (stable: $stable)"
 done
 
+# shellcheck source=hack/demo-chain.sh
+source hack/demo-chain.sh
+chain
+
 step "kubectl get aigw -A"
 kubectl get aigw -A
 
