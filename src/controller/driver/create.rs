@@ -375,6 +375,60 @@ pub async fn one_of_ours<K: Managed, T>(
     }
 }
 
+/// What [`by_slug_or_name`] reads of a row of an organisation object's list.
+pub struct Row<'a> {
+    pub id: &'a str,
+    pub slug: &'a str,
+    pub name: &'a str,
+    pub created_at: Option<&'a str>,
+}
+
+/// The lookup after an unanswered create of an object whose spec may name the slug it is made
+/// with (`slug`). A slug is unique, so the row of that slug is the one, and none in a complete
+/// list means none was made. Without a slug: the row with the name the create sent (`also`
+/// narrowing it further), made in the create's window, by [`one_of_ours`]; the API keeps no
+/// marker of a create on these objects, so such a match is never proven (`what` names it).
+pub async fn by_slug_or_name<K: Managed, T>(
+    cx: &Cx<'_, K>,
+    status: &K::Status,
+    listing: Listing<T>,
+    (slug, name): (Option<&str>, &str),
+    what: &str,
+    row: impl for<'a> Fn(&'a T) -> Row<'a>,
+    also: impl Fn(&T) -> bool,
+) -> Result<Lookup<T>, Error> {
+    if let Some(slug) = slug {
+        let complete = listing.complete;
+        let found = listing
+            .items
+            .into_iter()
+            .find(|item| row(item).slug == slug);
+        return Ok(match (found, complete) {
+            (Some(found), _) => Lookup::Found(found),
+            (None, true) => Lookup::Absent,
+            (None, false) => Lookup::Unknown(format!("the {what} list is incomplete")),
+        });
+    }
+    let sent = status
+        .create_attempt()
+        .cloned()
+        .unwrap_or_else(|| CreateAttempt {
+            name: Some(name.to_string()),
+            ..Default::default()
+        });
+    one_of_ours(
+        cx,
+        status,
+        &sent,
+        listing,
+        |item| vec![row(item).id, row(item).slug],
+        |item| row(item).created_at,
+        |item| sent.name.as_deref() == Some(row(item).name) && also(item),
+        |item| Some(format!("{what} {} ({})", row(item).slug, row(item).id)),
+    )
+    .await
+}
+
 /// True for the refusal [`one_of_ours`] gives a namesake it cannot prove this create's: a
 /// cleanup leaves such an object alone rather than deleting it.
 fn unproven_namesake(error: &Error) -> bool {

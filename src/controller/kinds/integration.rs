@@ -17,7 +17,7 @@ use serde_json::{Map, Value};
 mod access;
 
 use crate::api::{self, ApiError, Client, Integration as RemoteIntegration, IntegrationsListQuery};
-use crate::controller::driver::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::create::{Created, Lookup, Row, body_hash, by_slug_or_name};
 use crate::controller::driver::gate::{Op, tenant_id};
 use crate::controller::driver::referenced::ready_named;
 use crate::controller::driver::status::common_status;
@@ -447,31 +447,19 @@ async fn find_created(
         .listing(&query)
         .await
         .map_err(|e| Error::api("list integrations", e))?;
-    if let Some(slug) = &integration.spec.slug {
-        let found = listing.items.iter().find(|i| &i.slug == slug).cloned();
-        return Ok(match (found, listing.complete) {
-            (Some(found), _) => Lookup::Found(found),
-            (None, true) => Lookup::Absent,
-            (None, false) => Lookup::Unknown("the integration list is incomplete".into()),
-        });
-    }
-    let sent = status
-        .create_attempt
-        .clone()
-        .unwrap_or_else(|| CreateAttempt {
-            name: Some(integration.spec.name.clone()),
-            ..Default::default()
-        });
-    one_of_ours(
+    by_slug_or_name(
         cx,
         status,
-        &sent,
         listing,
-        |i| vec![i.id.as_str(), i.slug.as_str()],
-        |i| i.created_at.as_deref(),
-        |i| sent.name.as_deref() == Some(i.name.as_str()) && i.workspace_id.is_none(),
-        // The API keeps no marker of the create on a integration: a match is never proven.
-        |i| Some(format!("integration {} ({})", i.slug, i.id)),
+        (integration.spec.slug.as_deref(), &integration.spec.name),
+        "integration",
+        |r| Row {
+            id: &r.id,
+            slug: &r.slug,
+            name: &r.name,
+            created_at: r.created_at.as_deref(),
+        },
+        |i| i.workspace_id.is_none(),
     )
     .await
 }

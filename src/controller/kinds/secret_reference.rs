@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 use crate::api::{
     self, ApiError, Client, SecretReference as RemoteReference, SecretReferencesListQuery,
 };
-use crate::controller::driver::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::create::{Created, Lookup, Row, body_hash, by_slug_or_name};
 use crate::controller::driver::gate::{Op, tenant_id};
 use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
@@ -410,31 +410,19 @@ async fn find_created(
         .listing(&SecretReferencesListQuery::default())
         .await
         .map_err(|e| Error::api("list secret references", e))?;
-    if let Some(slug) = &reference.spec.slug {
-        let found = listing.items.iter().find(|r| &r.slug == slug).cloned();
-        return Ok(match (found, listing.complete) {
-            (Some(found), _) => Lookup::Found(found),
-            (None, true) => Lookup::Absent,
-            (None, false) => Lookup::Unknown("the secret reference list is incomplete".into()),
-        });
-    }
-    let sent = status
-        .create_attempt
-        .clone()
-        .unwrap_or_else(|| CreateAttempt {
-            name: Some(reference.spec.name.clone()),
-            ..Default::default()
-        });
-    one_of_ours(
+    by_slug_or_name(
         cx,
         status,
-        &sent,
         listing,
-        |r| vec![r.id.as_str(), r.slug.as_str()],
-        |r| r.created_at.as_deref(),
-        |r| sent.name.as_deref() == Some(r.name.as_str()),
-        // The API keeps no marker of the create on a reference: a match is never proven.
-        |r| Some(format!("secret reference {} ({})", r.slug, r.id)),
+        (reference.spec.slug.as_deref(), &reference.spec.name),
+        "secret reference",
+        |r| Row {
+            id: &r.id,
+            slug: &r.slug,
+            name: &r.name,
+            created_at: r.created_at.as_deref(),
+        },
+        |_| true,
     )
     .await
 }
