@@ -1,0 +1,209 @@
+//! McpServer (namespaced) on a real kube-apiserver against the emulator over HTTP, the quirks
+//! the conformance matrix does not cover: the server waits (IntegrationNotReady, no POST) until
+//! its McpIntegration enables its workspace and is created once it does; user access is one PUT
+//! of what differs, nothing at steady state, a console change corrected with one PUT; a rename
+//! is one PUT whose `{id, slug, object}` answer leaves the recorded id alone; an McpIntegration
+//! named by the server waits (`StillReferenced`, naming it) and goes once the server is
+//! deleted, which is hard.
+
+use crate::support;
+
+use std::time::Duration;
+
+use aigw::resources::{McpIntegration, McpServer};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use reqwest::Method;
+use serde_json::{Value, json};
+use support::harness::Harness;
+use support::objects::Conditions;
+
+const WAIT: Duration = Duration::from_secs(30);
+const WS_A: &str = "5d1c3b2a-4e6f-4a7b-8c9d-0e1f2a3b4c5d";
+const POST: &str = "POST /ai_gw/v2/mcp-servers";
+const PUT: &str = "PUT /ai_gw/v2/mcp-servers/{mcpServerId}";
+const DELETE: &str = "DELETE /ai_gw/v2/mcp-servers/{mcpServerId}";
+const ACCESS: &str = "PUT /ai_gw/v2/mcp-servers/{mcpServerId}/user-access";
+const INTEGRATION_DELETE: &str = "DELETE /ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}";
+
+async fn wait_for<K>(api: &Api<K>, name: &str, done: impl Fn(&K) -> bool) -> K
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + serde::Serialize,
+{
+    let found = support::wait_until(WAIT, || async {
+        let r = api.get_opt(name).await.ok()??;
+        done(&r).then_some(r)
+    })
+    .await;
+    match found {
+        Some(r) => r,
+        None => panic!(
+            "{name} did not get there: {}",
+            serde_json::to_string(&api.get_opt(name).await.ok().flatten()).unwrap()
+        ),
+    }
+}
+
+/// The emulator's record of the server `slug` (with its workspace and default user access).
+async fn remote(h: &Harness, slug: &str) -> Value {
+    h.state().await["mcp_servers"]
+        .as_array()
+        .and_then(|all| all.iter().find(|r| r["slug"] == slug).cloned())
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_integration() {
+    let h = Harness::start_with("mcps-quirks", Duration::from_secs(2)).await;
+    h.call(
+        Method::POST,
+        "/_emulator/seed",
+        Some(json!({"workspaces": [{"id": WS_A, "name": "payments", "slug": "payments"}]})),
+    )
+    .await;
+    let integrations = Api::<McpIntegration>::all(h.env.client.clone());
+    let integration = h.cluster_name("tools");
+    integrations
+        .create(
+            &PostParams::default(),
+            &h.cluster_object(
+                "McpIntegration",
+                "tools",
+                json!({"slug": integration, "name": "Tools", "url": "https://mcp.example.com/mcp",
+                       "authType": "none", "transport": "http"}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_for(&integrations, &integration, |i| i.ready()).await;
+
+    // The integration enables no workspace: the server waits, naming what, and posts nothing.
+    let servers = h.env.api::<McpServer>();
+    let slug = format!("pay-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
+    let spec = json!({"slug": slug, "name": "Payments tools", "workspaceId": WS_A,
+        "integrationRef": {"name": integration}, "defaultUserAccess": "deny",
+        "userAccess": [{"userId": "user-1", "enabled": true}]});
+    servers
+        .create(
+            &PostParams::default(),
+            &support::objects::object("McpServer", "pay-tools", spec),
+        )
+        .await
+        .unwrap();
+    let waiting = wait_for(&servers, "pay-tools", |s| {
+        s.not_ready_with("IntegrationNotReady")
+    })
+    .await;
+    let (_, _, message) = waiting.condition("Ready").unwrap();
+    assert!(
+        message.contains(&integration) && message.contains("does not enable workspace"),
+        "{message}"
+    );
+    assert_eq!(h.count(POST).await, 0, "no create before workspace access");
+
+    // Enabled: created with one POST, its user access with one PUT.
+    integrations
+        .patch(
+            &integration,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"workspaces": [{"workspace": WS_A}]}})),
+        )
+        .await
+        .unwrap();
+    let ready = wait_for(&servers, "pay-tools", |s| s.ready()).await;
+    let id = ready.status.as_ref().and_then(|s| s.id.clone()).unwrap();
+    let stored = remote(&h, &slug).await;
+    assert_eq!(stored["workspace_id"], WS_A);
+    assert_eq!(stored["default_user_access"], "deny");
+    assert_eq!(h.count(POST).await, 1, "one POST");
+    assert_eq!(h.count(ACCESS).await, 1, "one user-access PUT");
+    let rows = h
+        .call(
+            Method::GET,
+            &format!("/ai_gw/v2/mcp-servers/{id}/user-access"),
+            None,
+        )
+        .await;
+    assert_eq!(rows["data"][0]["user_id"], "user-1");
+    assert_eq!(rows["data"][0]["enabled"], true);
+
+    // Steady state: nothing written over a few drift intervals.
+    h.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+
+    // A console change of the default is corrected with one PUT.
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/v2/mcp-servers/{id}/user-access"),
+        Some(json!({"user_access": [], "default_user_access": "allow"})),
+    )
+    .await;
+    h.reset_stats().await;
+    support::wait_until(WAIT, || async {
+        (remote(&h, &slug).await["default_user_access"] == "deny").then_some(())
+    })
+    .await
+    .expect("the default corrected");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.count(ACCESS).await, 1, "one PUT corrects it");
+
+    // A rename: one PUT, whose short answer leaves the recorded id as it was.
+    h.reset_stats().await;
+    servers
+        .patch(
+            "pay-tools",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"name": "Payments MCP tools"}})),
+        )
+        .await
+        .unwrap();
+    let renamed = wait_for(&servers, "pay-tools", |s| s.ready()).await;
+    assert_eq!(remote(&h, &slug).await["name"], "Payments MCP tools");
+    assert_eq!(renamed.status.and_then(|s| s.id), Some(id.clone()));
+    assert_eq!(h.count(PUT).await, 1, "one PUT renames it");
+
+    // The integration's deletion waits for the resource naming it, and forces nothing.
+    h.reset_stats().await;
+    integrations
+        .delete(&integration, &Default::default())
+        .await
+        .unwrap();
+    let held = wait_for(&integrations, &integration, |i| {
+        i.not_ready_with("StillReferenced")
+    })
+    .await;
+    let (_, _, message) = held.condition("Ready").unwrap();
+    let named = format!("McpServer {}/pay-tools", h.env.namespace);
+    assert!(message.contains(&named), "{message}");
+    assert_eq!(h.count(INTEGRATION_DELETE).await, 0, "nothing forced");
+
+    // The server goes (a hard delete), then the integration.
+    servers
+        .delete("pay-tools", &Default::default())
+        .await
+        .unwrap();
+    support::wait_until(Duration::from_secs(60), || async {
+        integrations
+            .get_opt(&integration)
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .expect("the McpIntegration went once no McpServer named it");
+    assert_eq!(h.count(DELETE).await, 1, "one DELETE of the server");
+    assert!(remote(&h, &slug).await.is_null(), "the server is gone");
+    let gone = reqwest::Client::new()
+        .get(h.url(&format!("/ai_gw/v2/mcp-servers/{id}")))
+        .bearer_auth(support::harness::TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 404, "a hard delete");
+    h.stop().await;
+}
