@@ -4,13 +4,14 @@
 //! of what differs, nothing at steady state, a console change corrected with one PUT; a rename
 //! is one PUT whose `{id, slug, object}` answer leaves the recorded id alone; an McpIntegration
 //! named by the server waits (`StillReferenced`, naming it) and goes once the server is
-//! deleted, which is hard.
+//! deleted, which is hard. A Guardrail's `spec.mcpServers` names an McpServer by resource: the
+//! mapping waits (`McpServerNotReady`) until the server is Ready, then maps its UUID.
 
 use crate::support;
 
 use std::time::Duration;
 
-use aigw::resources::{McpIntegration, McpServer};
+use aigw::resources::{Guardrail, McpIntegration, McpServer};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -23,6 +24,7 @@ const POST: &str = "POST /ai_gw/v2/mcp-servers";
 const PUT: &str = "PUT /ai_gw/v2/mcp-servers/{mcpServerId}";
 const DELETE: &str = "DELETE /ai_gw/v2/mcp-servers/{mcpServerId}";
 const ACCESS: &str = "PUT /ai_gw/v2/mcp-servers/{mcpServerId}/user-access";
+const SYNC: &str = "PUT /ai_gw/v2/guardrails/{guardrailId}/mcp-servers";
 const INTEGRATION_DELETE: &str = "DELETE /ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}";
 
 async fn wait_for<K>(api: &Api<K>, name: &str, done: impl Fn(&K) -> bool) -> K
@@ -55,9 +57,8 @@ async fn remote(h: &Harness, slug: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-#[tokio::test]
-async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_integration() {
-    let h = Harness::start_with("mcps-quirks", Duration::from_secs(2)).await;
+/// Seeds workspace [`WS_A`] and makes a Ready McpIntegration (`tools`) enabling it, if `enabled`.
+async fn integration(h: &Harness, enabled: bool) -> String {
     h.call(
         Method::POST,
         "/_emulator/seed",
@@ -66,6 +67,10 @@ async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_int
     .await;
     let integrations = Api::<McpIntegration>::all(h.env.client.clone());
     let integration = h.cluster_name("tools");
+    let workspaces = match enabled {
+        true => json!([{"workspace": WS_A}]),
+        false => json!([]),
+    };
     integrations
         .create(
             &PostParams::default(),
@@ -73,12 +78,79 @@ async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_int
                 "McpIntegration",
                 "tools",
                 json!({"slug": integration, "name": "Tools", "url": "https://mcp.example.com/mcp",
-                       "authType": "none", "transport": "http"}),
+                       "authType": "none", "transport": "http", "workspaces": workspaces}),
             ),
         )
         .await
         .unwrap();
     wait_for(&integrations, &integration, |i| i.ready()).await;
+    integration
+}
+
+#[tokio::test]
+async fn a_guardrail_names_an_mcp_server_by_resource() {
+    let h = Harness::start_with("mcps-guard", Duration::from_secs(2)).await;
+    let integration = integration(&h, true).await;
+    let guardrails = h.env.api::<Guardrail>();
+    let spec = json!({"name": "tools", "workspaceId": WS_A, "target": "mcp_tools",
+        "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
+        "mcpServers": [{"mcpServerRef": {"name": "pay-tools"}, "runOn": ["input"]}]});
+    guardrails
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Guardrail", "tools", spec),
+        )
+        .await
+        .unwrap();
+    // No McpServer yet: the mapping waits, naming it, and nothing is synced.
+    let waiting = wait_for(&guardrails, "tools", |g| {
+        g.not_ready_with("McpServerNotReady")
+    })
+    .await;
+    let (_, _, message) = waiting.condition("Ready").unwrap();
+    let named = format!("McpServer {}/pay-tools", h.env.namespace);
+    assert!(message.contains(&named), "{message}");
+    assert_eq!(h.count(SYNC).await, 0, "nothing mapped yet");
+
+    let servers = h.env.api::<McpServer>();
+    let slug = format!("gd-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
+    servers
+        .create(
+            &PostParams::default(),
+            &support::objects::object(
+                "McpServer",
+                "pay-tools",
+                json!({"slug": slug, "name": "Payments tools", "workspaceId": WS_A,
+                       "integrationRef": {"name": integration}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let server = wait_for(&servers, "pay-tools", |s| s.ready()).await;
+    let server_id = server.status.and_then(|s| s.id).unwrap();
+    let ready = wait_for(&guardrails, "tools", |g| g.ready()).await;
+    let guardrail_id = ready.status.and_then(|s| s.id).unwrap();
+    let mapped = h
+        .call(
+            Method::GET,
+            &format!("/ai_gw/v2/guardrails/{guardrail_id}/mcp-servers"),
+            None,
+        )
+        .await;
+    assert_eq!(mapped["data"][0]["mcp_server_id"], server_id.as_str());
+    assert_eq!(mapped["data"][0]["run_on"], json!(["input"]));
+    assert_eq!(h.count(SYNC).await, 1, "one bulk write");
+    h.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_integration() {
+    let h = Harness::start_with("mcps-quirks", Duration::from_secs(2)).await;
+    let integration = integration(&h, false).await;
+    let integrations = Api::<McpIntegration>::all(h.env.client.clone());
 
     // The integration enables no workspace: the server waits, naming what, and posts nothing.
     let servers = h.env.api::<McpServer>();
