@@ -279,3 +279,77 @@ async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_int
     assert_eq!(gone.status(), 404, "a hard delete");
     h.stop().await;
 }
+
+/// `aigw export --workspace-id` writes a console-made server as an McpServer adopting it by slug
+/// (its integration by id, its default user access), which applied writes nothing.
+#[tokio::test]
+async fn an_exported_mcp_server_is_adopted_without_a_write() {
+    let h = Harness::start_with("mcps-export", Duration::from_secs(1)).await;
+    let integration = integration(&h, true).await;
+    let slug = format!("console-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
+    let made = h
+        .call(
+            Method::POST,
+            "/ai_gw/v2/mcp-servers",
+            Some(
+                json!({"name": "Console made", "slug": slug, "workspace_id": WS_A,
+                        "mcp_integration_id": integration, "description": "made in the console"}),
+            ),
+        )
+        .await;
+    let id = made["id"].as_str().unwrap().to_string();
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/v2/mcp-servers/{id}/user-access"),
+        Some(json!({"user_access": [], "default_user_access": "deny"})),
+    )
+    .await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("export");
+    super::mcp_integrations::aigw(
+        &h,
+        &[
+            "export",
+            "--workspace-id",
+            WS_A,
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let file = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            std::fs::read_to_string(p)
+                .is_ok_and(|t| t.contains("kind: McpServer") && t.contains(&slug))
+        })
+        .expect("the MCP server's manifest");
+    let mut exported: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let spec = exported["spec"].take();
+    assert_eq!(spec["slug"], slug.as_str());
+    assert_eq!(spec["workspaceId"], WS_A);
+    assert_eq!(spec["defaultUserAccess"], "deny");
+    assert_eq!(spec["deletionPolicy"], "Orphan");
+    let before = h.remote_writes().await;
+    let servers = h.env.api::<McpServer>();
+    servers
+        .create(
+            &PostParams::default(),
+            &support::objects::object("McpServer", "exported", spec),
+        )
+        .await
+        .unwrap();
+    let ready = wait_for(&servers, "exported", |s| s.ready()).await;
+    assert_eq!(ready.status.and_then(|s| s.id), Some(id));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        h.remote_writes().await,
+        before,
+        "adopting the export wrote: {}",
+        h.stats().await
+    );
+    h.stop().await;
+}
