@@ -353,3 +353,62 @@ async fn an_exported_mcp_server_is_adopted_without_a_write() {
     );
     h.stop().await;
 }
+
+/// A server of the spec's slug in another workspace (which only its list row tells: the detail
+/// has no workspace) is refused, never adopted, and nothing is written.
+#[tokio::test]
+async fn a_server_of_the_slug_in_another_workspace_is_not_adopted() {
+    const WS_B: &str = "7a8b9c0d-1e2f-4a3b-9c4d-5e6f7a8b9c0d";
+    let h = Harness::start_with("mcps-other", Duration::from_secs(1)).await;
+    let integration = integration(&h, true).await;
+    h.call(
+        Method::POST,
+        "/_emulator/seed",
+        Some(json!({"workspaces": [{"id": WS_B, "name": "other", "slug": "other"}]})),
+    )
+    .await;
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/admin/v2/mcp-integrations/{integration}/workspaces"),
+        Some(json!({"workspaces": [{"id": WS_B, "enabled": true}]})),
+    )
+    .await;
+    let slug = format!("taken-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
+    h.call(
+        Method::POST,
+        "/ai_gw/v2/mcp-servers",
+        Some(
+            json!({"name": "Other team's", "slug": slug, "workspace_id": WS_B,
+                    "mcp_integration_id": integration}),
+        ),
+    )
+    .await;
+    h.reset_stats().await;
+    let servers = h.env.api::<McpServer>();
+    servers
+        .create(
+            &PostParams::default(),
+            &support::objects::object(
+                "McpServer",
+                "mine",
+                json!({"slug": slug, "name": "Other team's", "workspaceId": WS_A,
+                       "integrationRef": {"name": integration}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let refused = wait_for(&servers, "mine", |s| s.stalled_with("InvalidSpec")).await;
+    let (_, _, message) = refused.condition("Stalled").unwrap();
+    assert!(
+        message.contains("workspaceId") && message.contains("not adopted"),
+        "{message}"
+    );
+    assert!(
+        refused.status.and_then(|s| s.id).is_none(),
+        "nothing recorded"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+    assert_eq!(remote(&h, &slug).await["workspace_id"], WS_B);
+    h.stop().await;
+}
