@@ -11,14 +11,14 @@ use kube::CustomResourceExt;
 
 use crate::controller::Context;
 use crate::controller::kinds::{api_key, config_refs, guardrail, integration, provider};
-use crate::controller::kinds::{mcp_integration, secret_reference, workspace};
+use crate::controller::kinds::{mcp_integration, mcp_server, secret_reference, workspace};
 use crate::controller::process::Spawner;
 use crate::controller::runtime::census;
 use crate::controller::state::claims::{StoreEntry, store_of};
 use crate::resources::{
     ApiKey, ClusterGuardrail, Config, ConfigRollout, Connection, Deployment, Guardrail,
-    Integration, McpIntegration, Provider, RateLimitsPolicy, SecretReference, UsageLimitsPolicy,
-    Workspace,
+    Integration, McpIntegration, McpServer, Provider, RateLimitsPolicy, SecretReference,
+    UsageLimitsPolicy, Workspace,
 };
 
 /// The API group of every kind.
@@ -222,6 +222,22 @@ pub static KINDS: &[Kind] = &[
             among: "McpIntegration",
         }),
         controllers: |s| s.read::<McpIntegration>(false, Some(mcp_integration::watch_inputs)),
+    },
+    Kind {
+        kind: "McpServer",
+        plural: "mcpservers",
+        namespaced: true,
+        file: "mcpserver.yaml",
+        crd: McpServer::crd,
+        role: Role::Managed,
+        owns_secrets: false,
+        census: Some(census::record::<McpServer>),
+        store: Some(store_of::<McpServer>),
+        spec_id: Some(SpecId {
+            field: "slug",
+            among: "McpServer",
+        }),
+        controllers: |s| s.read::<McpServer>(false, Some(mcp_server::watch_inputs)),
     },
     Kind {
         kind: "Provider",

@@ -27,6 +27,7 @@ use crate::resources::{
 
 mod access;
 mod mcp_integrations;
+mod mcp_servers;
 mod workspaces;
 
 /// What to export and where the manifests go.
@@ -288,7 +289,7 @@ impl Export {
 }
 
 /// Reads every config, active deployment, guardrail, rate-limits and usage-limits policy,
-/// organisation integration, active workspace and organisation MCP integration, and the providers of `--workspace-id` (GET and list only), and
+/// organisation integration, active workspace and organisation MCP integration, and the providers and MCP servers of `--workspace-id` (GET and list only), and
 /// renders them as manifests.
 pub async fn export(api: &Client, options: &ExportOptions) -> Result<Export, GitopsError> {
     let mut out = Builder::new(options);
@@ -332,6 +333,7 @@ pub async fn export(api: &Client, options: &ExportOptions) -> Result<Export, Git
     workspaces::export_workspaces(api, &mut out).await?;
     // MCP integrations belong to the organisation: always exported.
     mcp_integrations::export_mcp_integrations(api, &mut out).await?;
+    mcp_servers::export_mcp_servers(api, options.workspace_id.as_deref(), &mut out).await?;
     out.finish()
 }
 

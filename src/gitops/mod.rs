@@ -19,6 +19,7 @@ pub mod plan;
 mod plan_access;
 mod plan_claims;
 mod plan_mcp_integration;
+mod plan_mcp_server;
 mod plan_workspace;
 mod project;
 mod promotion;

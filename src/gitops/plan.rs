@@ -384,6 +384,7 @@ fn claim_key(object: &Object, id: &str) -> Option<String> {
         Object::Provider(o) => o.spec.connection_name(),
         Object::SecretReference(o) => o.spec.connection_name(),
         Object::McpIntegration(o) => o.spec.connection_name(),
+        Object::McpServer(o) => o.spec.connection_name(),
         _ => return None,
     };
     Some(format!("{among}/{connection}/{id}"))
@@ -468,6 +469,7 @@ async fn plan_object(
         Object::McpIntegration(o) => {
             super::plan_mcp_integration::plan_mcp_integration(api, live, o).await?
         }
+        Object::McpServer(o) => super::plan_mcp_server::plan_mcp_server(api, live, o).await?,
     })
 }
 

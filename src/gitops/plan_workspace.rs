@@ -143,7 +143,8 @@ pub(super) async fn reached(
         UsageLimitsPolicy,
         Guardrail,
         ApiKey,
-        Provider
+        Provider,
+        McpServer
     );
     Ok(reached.map_err(|why| entry(Action::Conflict, None, Vec::new(), Some(why))))
 }

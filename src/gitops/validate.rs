@@ -25,8 +25,8 @@ use crate::resources::config_document::MarkedDocument;
 use crate::resources::guardrail::GuardrailKind;
 use crate::resources::{
     ApiKey, ClusterGuardrail, Config, ConfigRollout, Connection, Deployment, Guardrail,
-    Integration, McpIntegration, Provider, RateLimitsPolicy, SecretReference, UsageLimitsPolicy,
-    Workspace,
+    Integration, McpIntegration, McpServer, Provider, RateLimitsPolicy, SecretReference,
+    UsageLimitsPolicy, Workspace,
 };
 
 /// One problem: where, which resource, which field, what.
@@ -74,6 +74,7 @@ pub enum Object {
     SecretReference(Box<SecretReference>),
     Workspace(Box<Workspace>),
     McpIntegration(Box<McpIntegration>),
+    McpServer(Box<McpServer>),
     ConfigRollout(Box<ConfigRollout>),
 }
 
@@ -93,6 +94,7 @@ impl Object {
             Object::SecretReference(_) => "SecretReference",
             Object::Workspace(_) => "Workspace",
             Object::McpIntegration(_) => "McpIntegration",
+            Object::McpServer(_) => "McpServer",
             Object::ConfigRollout(_) => "ConfigRollout",
         }
     }
@@ -112,6 +114,7 @@ impl Object {
             Object::SecretReference(o) => &o.metadata,
             Object::Workspace(o) => &o.metadata,
             Object::McpIntegration(o) => &o.metadata,
+            Object::McpServer(o) => &o.metadata,
             Object::ConfigRollout(o) => &o.metadata,
         }
     }
@@ -132,6 +135,7 @@ impl Object {
             Object::SecretReference(o) => o.spec.management_policy,
             Object::Workspace(o) => o.spec.management_policy,
             Object::McpIntegration(o) => o.spec.management_policy,
+            Object::McpServer(o) => o.spec.management_policy,
             // A rollout has no remote object of its own.
             Object::ConfigRollout(_) => crate::resources::common::ManagementPolicy::Full,
         }
@@ -492,6 +496,7 @@ fn typed(kind: &str, value: &Value) -> Result<Object, String> {
         "SecretReference" => Object::SecretReference(parse(value)?),
         "Workspace" => Object::Workspace(parse(value)?),
         "McpIntegration" => Object::McpIntegration(parse(value)?),
+        "McpServer" => Object::McpServer(parse(value)?),
         "ConfigRollout" => Object::ConfigRollout(parse(value)?),
         other => return Err(format!("unknown kind {other:?}")),
     })
@@ -587,6 +592,14 @@ fn operator_checks(object: &Object, out: &mut Vec<Violation>) {
         }
         // `configurations` come from a Secret in the cluster: their values are not checked here.
         Object::McpIntegration(o) => o.spec.create_request(None, None).validate(),
+        // The integration a resource names is resolved by the operator: its name stands in.
+        Object::McpServer(o) => {
+            let named = o.spec.integration_ref.as_ref().map(|r| r.name.clone());
+            let integration = o.spec.integration_id.clone().or(named);
+            o.spec
+                .create_request(integration.as_deref().unwrap_or("(spec.integrationRef)"))
+                .validate()
+        }
         // A rollout makes no API request: what the operator refuses of it is its spec.
         Object::ConfigRollout(o) => {
             let namespace = o.metadata.namespace.as_deref().unwrap_or_default();

@@ -172,20 +172,30 @@ pub struct GuardrailDefinition {
     /// mcp_tools`): the complete set. When what the API lists differs, aigw sends the whole set
     /// in one bulk write, so a mapping made outside aigw is removed; `[]` removes every
     /// mapping; absent, the mappings are left as the API has them. A `Guardrail` may name only
-    /// servers of its own workspace.
+    /// servers of its own workspace. Each entry names its server by UUID (`id`) or by McpServer
+    /// resource (`mcpServerRef`), resolved to the UUID it recorded once it is Ready (until then
+    /// the guardrail's mappings wait, `McpServerNotReady`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 256))]
-    #[x_kube(validation = Rule::new("self.all(s, self.exists_one(t, t.id == s.id))").message("spec.mcpServers names one MCP server twice"))]
+    #[x_kube(validation = Rule::new("self.all(s, !has(s.id) || self.exists_one(t, has(t.id) && t.id == s.id))").message("spec.mcpServers names one MCP server twice"))]
+    #[x_kube(validation = Rule::new("self.all(s, !has(s.mcpServerRef) || self.exists_one(t, has(t.mcpServerRef) && t.mcpServerRef.name == s.mcpServerRef.name))").message("spec.mcpServers names one McpServer (by name) twice"))]
     pub mcp_servers: Option<Vec<GuardrailMcpServer>>,
 }
 
-/// One MCP server a guardrail applies to.
+/// One MCP server a guardrail applies to, by UUID or by McpServer resource.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.id) != has(self.mcpServerRef)").message("a spec.mcpServers entry names its server once: set id (a UUID) or mcpServerRef (an McpServer resource)"))]
 pub struct GuardrailMcpServer {
     /// UUID of the MCP server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 255))]
-    pub id: String,
+    pub id: Option<String>,
+    /// Or: an McpServer resource, standing for the server it recorded (`status.id`). A
+    /// Guardrail names one of its own namespace (`namespace` absent or its own); a
+    /// ClusterGuardrail must say the namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_server_ref: Option<McpServerResourceRef>,
     /// What the guardrail checks of the server's tool calls: `input`, `output` or both (the
     /// default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -196,6 +206,19 @@ pub struct GuardrailMcpServer {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 256))]
     pub capability_ids: Vec<String>,
+}
+
+/// An McpServer resource, by name (and namespace).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+pub struct McpServerResourceRef {
+    /// Its `metadata.name`.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+    /// Its namespace: for a Guardrail absent (its own) or its own; required for a
+    /// ClusterGuardrail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub namespace: Option<String>,
 }
 
 /// When a guardrail runs on an MCP server's tool calls.
@@ -240,7 +263,8 @@ impl GuardrailMcpServer {
             .filter_map(|r| serde_json::from_value(Value::String(r.clone())).ok())
             .collect();
         Self {
-            id: row.mcp_server_id.clone(),
+            id: Some(row.mcp_server_id.clone()),
+            mcp_server_ref: None,
             run_on: Some(run_on),
             capability_ids: row.capability_ids.clone(),
         }
@@ -264,6 +288,7 @@ impl GuardrailMcpServer {
                 capability_ids.dedup();
                 Self {
                     id: s.id.clone(),
+                    mcp_server_ref: s.mcp_server_ref.clone(),
                     run_on: Some(run_on),
                     capability_ids,
                 }

@@ -591,7 +591,8 @@ fn watch_referrers<G: GuardrailObject>(
     })
 }
 
-/// A guardrail's own triggers: the Secrets it reads and the Configs that name it.
+/// A guardrail's own triggers: the Secrets it reads, the McpServer resources its
+/// `spec.mcpServers` names and the Configs that name it.
 pub fn watch_inputs<G: GuardrailObject>(
     controller: Controller<G>,
     ctx: &Context,
@@ -599,5 +600,6 @@ pub fn watch_inputs<G: GuardrailObject>(
     guardrails: Store<G>,
 ) -> Controller<G> {
     let controller = config_refs::watch_secrets(controller, ctx, namespace, guardrails.clone());
+    let controller = mcp_servers::watch_servers(controller, ctx, guardrails.clone());
     watch_referrers(controller, ctx, namespace, guardrails)
 }

@@ -301,9 +301,20 @@ impl Verbs for McpIntegration {
             .update(&remote.id, &self.spec.update_request(configurations))
             .await
     }
-    /// Waits while an MCP server instantiates the integration, naming them: the ones the API
-    /// lists with this integration's id or slug.
+    /// Waits while an MCP server instantiates the integration, naming them: the McpServer
+    /// resources that name it (from the caches, before it is created remotely too), and the
+    /// servers the API lists with this integration's id or slug.
     async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Error> {
+        let resources = crate::controller::kinds::mcp_server::naming(self, cx.ctx).await?;
+        if !resources.is_empty() {
+            return Err(Error::not_allowed(
+                STILL_REFERENCED,
+                format!(
+                    "MCP integration {key} is still named by McpServer {}; it is deleted once no McpServer names it (or set deletionPolicy: Orphan)",
+                    resources.join(", ")
+                ),
+            ));
+        }
         let status = self.status.clone().unwrap_or_default();
         let keys: Vec<String> = status.id.into_iter().chain(status.slug).collect();
         let servers = cx
@@ -785,8 +796,9 @@ async fn find_created(
     .await
 }
 
-/// An McpIntegration's own triggers: the Secret it reads (in the operator's namespace) and the
-/// Workspace resources its `spec.workspaces` names (one waiting for a Workspace goes on once it
+/// An McpIntegration's own triggers: the Secret it reads (in the operator's namespace), the
+/// McpServer resources that name it (a deletion waiting for them), and the Workspace resources
+/// its `spec.workspaces` names (one waiting for a Workspace goes on once it
 /// is Ready).
 pub fn watch_inputs(
     controller: kube::runtime::controller::Controller<McpIntegration>,
@@ -800,6 +812,8 @@ pub fn watch_inputs(
         namespace,
         integrations.clone(),
     );
+    let controller =
+        crate::controller::kinds::mcp_server::watch_servers(controller, ctx, integrations.clone());
     let stream = ctx.relay.subscribe::<Workspace>(None);
     controller.watches_shared_stream(stream, move |workspace: std::sync::Arc<Workspace>| {
         let name = workspace.name_any();

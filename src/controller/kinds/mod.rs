@@ -7,6 +7,7 @@ pub mod deployment;
 pub mod guardrail;
 pub mod integration;
 pub mod mcp_integration;
+pub mod mcp_server;
 pub mod policy;
 pub mod provider;
 pub mod rate_limits_policy;

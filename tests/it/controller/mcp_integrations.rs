@@ -115,7 +115,7 @@ fn row<'a>(remote: &'a Value, workspace: &str) -> Option<&'a Value> {
 
 /// Runs the built `aigw <args[0]>` (`api` or `export`) against the harness's emulator with the
 /// rest of `args`; its stdout and stderr.
-async fn aigw(h: &Harness, args: &[&str]) -> String {
+pub(super) async fn aigw(h: &Harness, args: &[&str]) -> String {
     let token = tempfile::NamedTempFile::new().expect("token file");
     std::fs::write(token.path(), support::harness::TOKEN).expect("token written");
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));

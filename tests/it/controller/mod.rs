@@ -15,6 +15,7 @@ mod guardrails;
 mod integrations;
 mod leader;
 mod mcp_integrations;
+mod mcp_servers;
 mod rotation;
 mod secrecy;
 mod secret_cache;

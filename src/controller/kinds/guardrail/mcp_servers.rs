@@ -19,9 +19,15 @@ use crate::api::{
     self, Client, McpServerMapping, McpServerMappingTarget, McpServersListQuery,
     SyncMcpServerMappingsRequest,
 };
-use crate::controller::driver::gate::Op;
+use kube::ResourceExt;
+use kube::runtime::controller::Controller;
+use kube::runtime::reflector::Store;
+
+use crate::controller::driver::gate::{Op, tenant_peers};
 use crate::controller::driver::{Change, Cx};
 use crate::controller::error::Error;
+use crate::controller::{Context, spec_already_applied};
+use crate::resources::McpServer;
 use crate::resources::guardrail::{GuardrailMcpServer, GuardrailStatus};
 
 use super::GuardrailObject;
@@ -29,6 +35,10 @@ use super::GuardrailObject;
 /// Condition reason while `spec.mcpServers` names a server the guardrail's workspace does not
 /// have (not yet, or another workspace's).
 pub const MCP_SERVER_NOT_IN_WORKSPACE: &str = "McpServerNotInWorkspace";
+
+/// Condition reason while `spec.mcpServers` names an McpServer resource that has no Ready
+/// server to resolve to.
+pub const MCP_SERVER_NOT_READY: &str = "McpServerNotReady";
 
 /// One server's mapping as compared: its `run_on` and capability ids, sorted.
 type Mapping = (Vec<String>, Vec<String>);
@@ -39,7 +49,10 @@ fn mappings(servers: &[GuardrailMcpServer]) -> BTreeMap<String, Mapping> {
         .into_iter()
         .map(|s| {
             let run_on = s.run_on.iter().flatten().map(|r| r.as_str().to_string());
-            (s.id, (run_on.collect(), s.capability_ids))
+            (
+                s.id.unwrap_or_default(),
+                (run_on.collect(), s.capability_ids),
+            )
         })
         .collect()
 }
@@ -125,7 +138,8 @@ pub(super) async fn sync<G: GuardrailObject>(
     let (Some(servers), Some(key)) = (&guardrail.definition().mcp_servers, key(status)) else {
         return Ok(Vec::new());
     };
-    let wanted = desired(servers);
+    let servers = resolved(guardrail, cx.ctx, servers)?;
+    let wanted = desired(&servers);
     let listed = current(&list(cx.api(Op::Read).await?, G::PLANE, &key).await?);
     if wanted == listed {
         return Ok(Vec::new());
@@ -156,11 +170,122 @@ pub(super) async fn differ<G: GuardrailObject>(
     let (Some(servers), Some(key)) = (&guardrail.definition().mcp_servers, key(status)) else {
         return Ok(Vec::new());
     };
+    let servers = resolved(guardrail, cx.ctx, servers)?;
     let listed = current(&list(cx.api(Op::Read).await?, G::PLANE, &key).await?);
-    Ok(match desired(servers) == listed {
+    Ok(match desired(&servers) == listed {
         true => Vec::new(),
         false => vec!["mcpServers"],
     })
+}
+
+/// `servers` with every `mcpServerRef` resolved to the UUID its McpServer recorded, once that
+/// McpServer is Ready on a Connection of the guardrail's tenant; else why the mappings wait
+/// (`McpServerNotReady`, nothing written). A Guardrail names McpServers of its own namespace
+/// only; a ClusterGuardrail must name the namespace.
+fn resolved<G: GuardrailObject>(
+    guardrail: &G,
+    ctx: &Context,
+    servers: &[GuardrailMcpServer],
+) -> Result<Vec<GuardrailMcpServer>, Error> {
+    let own = guardrail.meta().namespace.as_deref();
+    let mut out = Vec::with_capacity(servers.len());
+    for server in servers {
+        let Some(named) = &server.mcp_server_ref else {
+            out.push(server.clone());
+            continue;
+        };
+        let namespace = match (own, named.namespace.as_deref()) {
+            (Some(own), None) => own,
+            (Some(own), Some(given)) if own == given => own,
+            (Some(own), Some(given)) => {
+                return Err(Error::InvalidSpec(format!(
+                    "spec.mcpServers names McpServer {given}/{}: a Guardrail names McpServers of its own namespace ({own}) only",
+                    named.name
+                )));
+            }
+            (None, Some(given)) => given,
+            (None, None) => {
+                return Err(Error::InvalidSpec(format!(
+                    "spec.mcpServers names McpServer {} without a namespace: a ClusterGuardrail's mcpServerRef must set namespace",
+                    named.name
+                )));
+            }
+        };
+        let id = ready_server(guardrail, ctx, namespace, &named.name)?;
+        out.push(GuardrailMcpServer {
+            id: Some(id),
+            mcp_server_ref: None,
+            ..server.clone()
+        });
+    }
+    Ok(out)
+}
+
+/// The UUID McpServer `namespace/name` recorded, once Ready and of the guardrail's tenant.
+fn ready_server<G: GuardrailObject>(
+    guardrail: &G,
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+) -> Result<String, Error> {
+    let what = format!("McpServer {namespace}/{name} named by spec.mcpServers");
+    let waiting = |why: &str| {
+        Error::not_allowed(
+            MCP_SERVER_NOT_READY,
+            format!("{what} {why}; the guardrail's MCP servers are written once it is"),
+        )
+    };
+    let all = ctx.stores.of::<McpServer>().all();
+    let Some(server) = all
+        .iter()
+        .find(|s| s.metadata.namespace.as_deref() == Some(namespace) && s.name_any() == name)
+    else {
+        return Err(waiting("does not exist yet"));
+    };
+    let peers = tenant_peers(ctx, guardrail.connection_name());
+    if !peers.iter().any(|p| p == server.spec.connection_name()) {
+        return Err(Error::InvalidSpec(format!(
+            "{what} uses Connection {}, which reaches another tenant than this guardrail's",
+            server.spec.connection_name()
+        )));
+    }
+    if server.metadata.deletion_timestamp.is_some() {
+        return Err(waiting("is being deleted"));
+    }
+    let status = server.status.clone().unwrap_or_default();
+    let ready = spec_already_applied(
+        server.metadata.generation,
+        status.observed_generation,
+        &status.conditions,
+    );
+    match status.id.filter(|_| ready) {
+        Some(id) => Ok(id),
+        None => Err(waiting("is not Ready yet")),
+    }
+}
+
+/// Requeues the guardrails whose `spec.mcpServers` names an McpServer resource whenever it
+/// changes, so mappings waiting for it (`McpServerNotReady`) are written once it is Ready.
+pub(super) fn watch_servers<G: GuardrailObject>(
+    controller: Controller<G>,
+    ctx: &Context,
+    guardrails: Store<G>,
+) -> Controller<G> {
+    crate::controller::state::relay::requeue_when(
+        controller,
+        &ctx.relay,
+        None,
+        guardrails,
+        |g: &G, server: &McpServer| {
+            let own = g.meta().namespace.as_deref();
+            g.definition().mcp_servers.iter().flatten().any(|s| {
+                s.mcp_server_ref.as_ref().is_some_and(|r| {
+                    r.name == server.name_any()
+                        && r.namespace.as_deref().or(own) == server.metadata.namespace.as_deref()
+                })
+            })
+        },
+    )
 }
 
 /// For a workspace guardrail, that every server `wanted` names is one of its workspace's, as a
@@ -220,7 +345,8 @@ mod tests {
         capabilities: &[&str],
     ) -> GuardrailMcpServer {
         GuardrailMcpServer {
-            id: id.into(),
+            id: Some(id.into()),
+            mcp_server_ref: None,
             run_on,
             capability_ids: capabilities.iter().map(|c| c.to_string()).collect(),
         }

@@ -537,3 +537,73 @@ impl Fixture for McpIntegrationKind {
         })
     }
 }
+
+/// The McpIntegration every MCP server of a matrix instantiates, enabling [`WORKSPACE`] (an
+/// active workspace of the emulator, seeded: a server is created only in one), Ready.
+pub async fn ready_mcp_integration(h: &Harness, name: &str) {
+    h.call(
+        reqwest::Method::POST,
+        "/_emulator/seed",
+        Some(json!({"workspaces": [{"id": WORKSPACE, "name": "conformance", "slug": "cf-ws"}]})),
+    )
+    .await;
+    let integrations = kube::Api::<aigw::resources::McpIntegration>::all(h.env.client.clone());
+    let spec = json!({"slug": h.cluster_name(name), "name": name,
+        "url": "https://mcp.example.com/mcp", "authType": "none", "transport": "http",
+        "workspaces": [{"workspace": WORKSPACE}]});
+    integrations
+        .create(
+            &Default::default(),
+            &h.cluster_object("McpIntegration", name, spec),
+        )
+        .await
+        .unwrap();
+    let name = h.cluster_name(name);
+    let ready = crate::support::wait_until(super::WAIT, || async {
+        let i = integrations.get_opt(&name).await.ok()??;
+        let i = serde_json::to_value(i).unwrap();
+        super::ready(&i).then_some(())
+    })
+    .await;
+    assert!(ready.is_some(), "McpIntegration {name} never became Ready");
+}
+
+/// A server slug unique to the test's namespace, within the API's 3–50 characters.
+pub fn server_slug(h: &Harness, name: &str) -> String {
+    let ns = &h.env.namespace;
+    format!("s{}-{name}", &ns[ns.len().saturating_sub(8)..])
+}
+
+pub struct McpServerKind;
+
+impl Fixture for McpServerKind {
+    const KIND: &'static str = "McpServer";
+    const PLURAL: &'static str = "mcpservers";
+    const COLLECTION: &'static str = "/ai_gw/v2/mcp-servers";
+    const ITEM: &'static str = "/ai_gw/v2/mcp-servers/{mcpServerId}";
+    const STATE: &'static str = "mcp_servers";
+    const KEY: &'static str = "slug";
+    /// It reads the remote object its spec's slug names before creating it.
+    const LOST_ANSWER: &'static str = "error_after_commit_rate";
+    /// What a correction replaced is in its event only.
+    const RECORDS_DRIFT: bool = false;
+
+    async fn prepare(h: &Harness) {
+        ready_mcp_integration(h, "cf-mcpi").await;
+    }
+    fn spec(h: &Harness, name: &str) -> Value {
+        json!({"slug": server_slug(h, name), "name": name, "description": "conformance",
+               "workspaceId": WORKSPACE, "integrationRef": {"name": h.cluster_name("cf-mcpi")}})
+    }
+    fn spec_edit() -> (Value, &'static str, Value) {
+        let edit = "edited by the spec";
+        (json!({"description": edit}), "/description", json!(edit))
+    }
+    fn remote_edit() -> (Value, &'static str, Value) {
+        let edit = "edited remotely";
+        (json!({"description": edit}), "/description", json!(edit))
+    }
+    fn immutable_edit() -> Value {
+        json!({"workspaceId": OTHER_WORKSPACE})
+    }
+}

@@ -736,6 +736,7 @@ conformance! {
     integration => kinds::IntegrationKind,
     secret_reference => kinds::SecretReferenceKind,
     mcp_integration => kinds::McpIntegrationKind,
+    mcp_server => kinds::McpServerKind,
     provider => kinds::ProviderKind,
     deployment => kinds::DeploymentKind,
     api_key => kinds::ApiKeyKind,

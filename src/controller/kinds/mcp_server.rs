@@ -1,0 +1,582 @@
+//! McpServer (namespaced): a workspace's instance of an MCP integration. The verbs of the kind
+//! ([`Verbs`]); the driver observes, creates once, updates, and deletes.
+//!
+//! - The integration is an McpIntegration resource (`spec.integrationRef`, from the watch
+//!   cache: Ready, of the server's tenant, and enabling the server's workspace) or a remote one
+//!   (`spec.integrationId`, whose workspace rows are read before a create). Until then the
+//!   server waits (`IntegrationNotReady`) and nothing is written: the API would refuse the
+//!   create. The McpIntegration's own watch requeues it ([`watch_inputs`]).
+//! - The detail read has no `workspace_id` (FACTS-rest §6): [`Verbs::observe`] takes it from
+//!   the list row of the server's id, so a server of another workspace is refused (immutable),
+//!   not adopted.
+//! - A PUT sends `name` and `description` only and answers `{id, slug, object}`: nothing of
+//!   the answer but the id is kept. The delete is hard.
+//! - User access (`/user-access`) is a sub-resource ([`Verbs::sync_sub_resources`]): one PUT
+//!   of the rows and default that differ, other users' rows never sent.
+//!
+//! Not a listed kind: each reconcile (once per drift interval) reads the server.
+
+mod references;
+pub use references::{naming, watch_inputs, watch_servers};
+
+use crate::api::{self, ApiError, Client, McpServer as RemoteServer, McpServersListQuery};
+use crate::controller::driver::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::gate::Op;
+use crate::controller::driver::referenced::{named, ready_named};
+use crate::controller::driver::status::common_status;
+use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
+use crate::controller::driver::{Change, Cx, Managed};
+use crate::controller::error::Error;
+use crate::controller::state::claims::Claims;
+use crate::controller::{Context, now_rfc3339};
+use crate::resources::common::CreateAttempt;
+use crate::resources::mcp_server::{McpServer, McpServerStatus, user_access_update};
+use crate::resources::{McpIntegration, Workspace};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+
+/// Condition reason while the MCP integration a server instantiates is not ready for it.
+pub const INTEGRATION_NOT_READY: &str = "IntegrationNotReady";
+
+common_status!(
+    McpServerStatus,
+    |s| McpServerStatus {
+        last_applied_at: None,
+        pending_create: s.pending_create.as_ref().map(|_| String::new()),
+        ..s.clone()
+    },
+    intent_when = |s| s.pending_create.is_some()
+);
+
+/// A server claims its UUID and slug, and the slug `spec.slug` names, in the one workspace
+/// `spec.workspaceId` (or the Workspace `spec.workspaceRef` names) is. Its slug is not an
+/// adoption by itself (a server is created with it): finding one that exists is.
+impl Claims for McpServer {
+    fn connection_name(&self) -> &str {
+        self.spec.connection_name()
+    }
+    fn manages(&self) -> bool {
+        self.status
+            .as_ref()
+            .is_some_and(|s| s.id.is_some() || s.slug.is_some() || s.pending_create.is_some())
+    }
+    fn conditions(&self) -> &[Condition] {
+        self.status
+            .as_ref()
+            .map_or(&[], |s| s.conditions.as_slice())
+    }
+    fn recorded_installation(&self) -> Option<&str> {
+        self.status.as_ref().and_then(|s| s.installation.as_deref())
+    }
+    fn create_attempt(&self) -> Option<&CreateAttempt> {
+        self.status
+            .as_ref()
+            .filter(|s| s.pending_create.is_some())
+            .and_then(|s| s.create_attempt.as_ref())
+    }
+    fn claimed_ids(&self) -> Vec<String> {
+        let status = self.status.as_ref();
+        let mut ids: Vec<String> = [
+            self.spec.slug.as_ref(),
+            status.and_then(|s| s.slug.as_ref()),
+            status.and_then(|s| s.id.as_ref()),
+        ]
+        .into_iter()
+        .flatten()
+        .cloned()
+        .collect();
+        ids.sort();
+        ids.dedup();
+        ids
+    }
+    fn adopted(&self) -> Option<(&'static str, String)> {
+        None
+    }
+    fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
+        let field = match self.spec.workspace_ref {
+            Some(_) => "spec.workspaceRef",
+            None => "spec.workspaceId",
+        };
+        vec![(field, self.spec.workspace_id.clone())]
+    }
+    fn workspace_ref(&self) -> Option<&str> {
+        self.spec.workspace_ref.as_ref().map(|r| r.name.as_str())
+    }
+    fn reach_workspace(&mut self, id: String) {
+        self.spec.workspace_id = Some(id);
+    }
+}
+
+impl Managed for McpServer {
+    crate::controller::driver::kind::namespaced_api!();
+    type Status = McpServerStatus;
+    const KIND: &'static str = "McpServer";
+    const MANAGER: &'static str = "aigw/mcpserver";
+
+    fn status(&self) -> Option<&McpServerStatus> {
+        self.status.as_ref()
+    }
+
+    fn status_slot(&mut self) -> &mut Option<McpServerStatus> {
+        &mut self.status
+    }
+
+    crate::controller::driver::flow::driven!();
+}
+
+/// The integration a server instantiates: the UUID (or, unreadable, the key given) sent as
+/// `mcp_integration_id` (`None` in Observe, which never writes), and what a read may name it
+/// by (its UUID and slug).
+pub struct Instantiates {
+    id: Option<String>,
+    keys: Vec<String>,
+}
+
+impl Instantiates {
+    fn keys(&self) -> Vec<&str> {
+        self.keys.iter().map(String::as_str).collect()
+    }
+}
+
+impl Verbs for McpServer {
+    type Inputs = Instantiates;
+    type Desired = Instantiates;
+    type Remote = RemoteServer;
+    type Found = RemoteServer;
+    type Posted = api::Created;
+    type Updated = api::Created;
+    const WHAT: &'static str = "MCP server";
+    const ADOPTED_BY: &'static str = "spec.slug";
+    const NAMING: Naming = Naming::CreatesAs;
+    const RECORDS_DRIFT: bool = false;
+
+    async fn resolve(
+        &self,
+        cx: &Cx<'_, Self>,
+        _status: &mut McpServerStatus,
+    ) -> Result<Instantiates, Error> {
+        match (&self.spec.integration_ref, &self.spec.integration_id) {
+            (_, Some(given)) => remote_integration(cx, given).await,
+            (Some(named), None) => {
+                let (id, keys) = ready_integration(self, cx.ctx, &named.name)?;
+                Ok(Instantiates { id: Some(id), keys })
+            }
+            (None, None) => Err(Error::InvalidSpec(
+                "set spec.integrationRef or spec.integrationId".into(),
+            )),
+        }
+    }
+    /// Without an API call: the integration as the status and the caches tell.
+    async fn observed_inputs(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut McpServerStatus,
+    ) -> Result<Instantiates, Error> {
+        Ok(Instantiates {
+            id: None,
+            keys: integration_keys(self, cx.ctx, status),
+        })
+    }
+    fn desired(&self, inputs: Instantiates) -> Instantiates {
+        inputs
+    }
+    fn compare(
+        &self,
+        desired: &Instantiates,
+        remote: &RemoteServer,
+        _: &McpServerStatus,
+    ) -> Comparison {
+        Comparison {
+            immutable: self.spec.immutable_conflicts(remote, &desired.keys()),
+            differs: self.spec.update_for(remote).0,
+            inputs: Vec::new(),
+        }
+    }
+    fn recorded(status: &McpServerStatus) -> Option<String> {
+        status.id.clone().or(status.slug.clone())
+    }
+    fn shown(status: &McpServerStatus) -> Option<String> {
+        status.slug.clone().or(status.id.clone())
+    }
+    fn key(remote: &RemoteServer) -> String {
+        remote.id.clone()
+    }
+    fn found_key(found: &RemoteServer) -> String {
+        found.id.clone()
+    }
+    fn workspace(remote: &RemoteServer) -> Option<&str> {
+        remote.workspace_id.as_deref()
+    }
+    /// The detail, with the workspace its list row tells (the detail omits it; a row not
+    /// listed yet leaves it unknown, and so not compared).
+    async fn observe(
+        &self,
+        client: &Client,
+        key: &str,
+        _: &McpServerStatus,
+    ) -> Result<Option<RemoteServer>, ApiError> {
+        let mut detail = client.mcp_servers().get(key).await?;
+        let query = McpServersListQuery {
+            ids: vec![detail.id.clone()],
+            ..Default::default()
+        };
+        let rows = client.mcp_servers().list(&query).await?;
+        detail.workspace_id = rows
+            .into_iter()
+            .find(|r| r.id == detail.id)
+            .and_then(|r| r.workspace_id);
+        Ok(Some(detail))
+    }
+    /// A server of the slug in another workspace or of another integration.
+    fn not_adoptable(&self, desired: &Instantiates, remote: &RemoteServer) -> Option<String> {
+        let conflicts = match desired.keys.is_empty() {
+            true => vec!["integration"],
+            false => self.spec.immutable_conflicts(remote, &desired.keys()),
+        };
+        (!conflicts.is_empty()).then(|| {
+            format!(
+                "a different {} than this McpServer names",
+                conflicts.join(", ")
+            )
+        })
+    }
+    /// Found by `spec.slug` while a create is in flight: that create made it only if it has
+    /// the name the create sent and lives in its workspace.
+    fn made_by_create(&self, status: &McpServerStatus, remote: &RemoteServer) -> bool {
+        let sent = status.create_attempt.as_ref();
+        sent.and_then(|a| a.name.as_deref()) == Some(remote.name.as_str())
+            && remote
+                .workspace_id
+                .as_deref()
+                .is_none_or(|ws| Some(ws) == sent.and_then(|a| a.workspace_id.as_deref()))
+    }
+    async fn before_create(&self, cx: &Cx<'_, Self>, desired: &Instantiates) -> Result<(), Error> {
+        match (&self.spec.integration_id, &desired.id) {
+            (Some(_), Some(id)) => check_remote_access(self, cx, id).await,
+            _ => Ok(()),
+        }
+    }
+    fn sent(&self, cx: &Cx<'_, Self>, desired: &Instantiates) -> CreateAttempt {
+        let request = self
+            .spec
+            .create_request(desired.id.as_deref().unwrap_or_default());
+        CreateAttempt {
+            name: Some(self.spec.name.clone()),
+            workspace_id: Some(self.spec.workspace().to_string()),
+            body_hash: body_hash(&cx.ctx.hash_key, self.metadata.uid.as_deref(), &request),
+            ended_at: None,
+            intent: None,
+        }
+    }
+    async fn create(
+        &self,
+        client: &Client,
+        desired: &Instantiates,
+    ) -> Result<api::Created, ApiError> {
+        let request = self
+            .spec
+            .create_request(desired.id.as_deref().unwrap_or_default());
+        client.mcp_servers().create(&request).await
+    }
+    async fn find_created(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &McpServerStatus,
+    ) -> Result<Lookup<RemoteServer>, Error> {
+        find_created(self, cx, status).await
+    }
+    async fn update(
+        &self,
+        client: &Client,
+        _: &Instantiates,
+        remote: &RemoteServer,
+    ) -> Result<api::Created, ApiError> {
+        let (_, update) = self.spec.update_for(remote);
+        client.mcp_servers().update(&remote.id, &update).await
+    }
+    async fn delete(
+        &self,
+        _cx: &Cx<'_, Self>,
+        client: &Client,
+        key: &str,
+        _: &McpServerStatus,
+    ) -> Result<(), ApiError> {
+        client.mcp_servers().delete(key).await
+    }
+    fn record(status: &mut McpServerStatus, remote: Option<&RemoteServer>) {
+        status.id = remote.map(|r| r.id.clone()).filter(|id| !id.is_empty());
+        status.slug = remote.map(|r| r.slug.clone()).filter(|s| !s.is_empty());
+    }
+    fn record_compared(&self, status: &mut McpServerStatus, desired: &Instantiates) {
+        if let Some(id) = &desired.id {
+            status.integration_id = Some(id.clone());
+        }
+    }
+    fn record_created(
+        &self,
+        status: &mut McpServerStatus,
+        desired: &Instantiates,
+        created: Created<api::Created, RemoteServer>,
+    ) -> String {
+        self.record_compared(status, desired);
+        let (id, slug) = match created {
+            Created::Posted(created) => {
+                status.last_applied_at = Some(now_rfc3339());
+                (created.id, created.slug)
+            }
+            Created::Recovered(found) => (found.id, found.slug),
+        };
+        status.id = Some(id).filter(|id| !id.is_empty());
+        status.slug = Some(slug.clone()).filter(|s| !s.is_empty());
+        slug
+    }
+    /// The answer is `{id, slug, object}` only: nothing of it is recorded.
+    fn record_updated(
+        &self,
+        status: &mut McpServerStatus,
+        _: &Instantiates,
+        _: &RemoteServer,
+        _: api::Created,
+    ) {
+        status.last_applied_at = Some(now_rfc3339());
+    }
+    /// User access: one PUT of the rows and default that differ.
+    async fn sync_sub_resources(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &mut McpServerStatus,
+    ) -> Result<Vec<Change>, Error> {
+        let Some(key) = status.id.clone() else {
+            return Ok(Vec::new());
+        };
+        let Some(update) = access_differs(self, cx.api(Op::Read).await?, &key).await? else {
+            return Ok(Vec::new());
+        };
+        let what = access_shown(&update);
+        cx.gate.intend(format!(
+            "would update the user access of MCP server {key}: {what}"
+        ));
+        cx.api(Op::Update)
+            .await?
+            .mcp_servers()
+            .update_user_access(&key, &update)
+            .await
+            .map_err(|e| Error::api(format!("update the user access of MCP server {key}"), e))?;
+        Ok(vec![Change::new(
+            "AccessUpdated",
+            format!("user access of MCP server {key}: {what}"),
+        )])
+    }
+    async fn sub_resources_differ(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &McpServerStatus,
+    ) -> Result<Vec<&'static str>, Error> {
+        let Some(key) = status.id.clone() else {
+            return Ok(Vec::new());
+        };
+        let differs = access_differs(self, cx.api(Op::Read).await?, &key).await?;
+        Ok(differs.map(|_| vec!["userAccess"]).unwrap_or_default())
+    }
+}
+
+/// The user-access PUT the spec needs, read from the API (`None`: none, or the spec manages no
+/// user access).
+async fn access_differs(
+    server: &McpServer,
+    client: &Client,
+    key: &str,
+) -> Result<Option<api::UpdateUserAccessRequest>, Error> {
+    let spec = &server.spec;
+    if spec.default_user_access.is_none() && spec.user_access.is_empty() {
+        return Ok(None);
+    }
+    let read = client
+        .mcp_servers()
+        .user_access(key)
+        .await
+        .map_err(|e| Error::api(format!("read the user access of MCP server {key}"), e))?;
+    Ok(user_access_update(spec, &read))
+}
+
+/// `default deny; u1 enabled, u2 disabled`.
+fn access_shown(update: &api::UpdateUserAccessRequest) -> String {
+    let mut parts: Vec<String> = update
+        .default_user_access
+        .iter()
+        .map(|d| format!("default {d}"))
+        .collect();
+    let rows: Vec<String> = update
+        .user_access
+        .iter()
+        .map(|u| {
+            let state = if u.enabled { "enabled" } else { "disabled" };
+            format!("{} {state}", u.user_id)
+        })
+        .collect();
+    if !rows.is_empty() {
+        parts.push(rows.join(", "));
+    }
+    parts.join("; ")
+}
+
+/// What a read may name the server's integration by, without an API call: the UUID and slug
+/// the McpIntegration resource recorded, or `spec.integrationId` and the UUID it was resolved
+/// to (`status.integrationId`).
+fn integration_keys(server: &McpServer, ctx: &Context, status: &McpServerStatus) -> Vec<String> {
+    let spec = &server.spec;
+    let mut keys = Vec::new();
+    if let Some(id) = &spec.integration_id {
+        keys.push(id.clone());
+        keys.extend(status.integration_id.clone());
+    } else if let Some(found) = spec
+        .integration_ref
+        .as_ref()
+        .and_then(|r| named::<McpIntegration>(ctx, &r.name))
+    {
+        let recorded = found.status.as_ref();
+        keys.extend(recorded.and_then(|s| s.id.clone()));
+        keys.extend(recorded.and_then(|s| s.slug.clone()));
+    }
+    keys.retain(|k| !k.is_empty());
+    keys.dedup();
+    keys
+}
+
+/// The UUID (and keys) of McpIntegration `name`, once this server may instantiate it: Ready, of
+/// the server's tenant, and enabling the server's workspace (by its UUID or the slug its
+/// Workspace resource recorded); else why it waits.
+fn ready_integration(
+    server: &McpServer,
+    ctx: &Context,
+    name: &str,
+) -> Result<(String, Vec<String>), Error> {
+    let waiting = |why: String| Error::not_allowed(INTEGRATION_NOT_READY, why);
+    let what = format!("McpIntegration {name} named by spec.integrationRef");
+    let (integration, id) =
+        ready_named::<McpIntegration, _>(server, ctx, name, &what, waiting, |s| s.id.clone())?;
+    let workspace = server.spec.workspace();
+    let mut names = vec![workspace.to_string()];
+    names.extend(
+        ctx.stores
+            .of::<Workspace>()
+            .all()
+            .iter()
+            .filter_map(|w| w.status.as_ref())
+            .filter(|s| s.id.as_deref() == Some(workspace))
+            .filter_map(|s| s.slug.clone()),
+    );
+    let status = integration.status.clone().unwrap_or_default();
+    if !status.workspaces.iter().any(|w| names.contains(w)) {
+        return Err(waiting(format!(
+            "{what} does not enable workspace {workspace} (its spec.workspaces); the server is created once it does"
+        )));
+    }
+    let keys = [Some(id.clone()), status.slug].into_iter().flatten();
+    Ok((id, keys.collect()))
+}
+
+/// The remote integration `spec.integrationId` names (UUID or slug), read to learn both its
+/// keys; unreadable (a Connection without admin rights), it is sent as given.
+async fn remote_integration(cx: &Cx<'_, McpServer>, given: &str) -> Result<Instantiates, Error> {
+    match cx.api(Op::Read).await?.mcp_integrations().get(given).await {
+        Ok(found) => {
+            let id = Some(found.id.clone()).filter(|i| !i.is_empty());
+            let id = id.unwrap_or_else(|| given.to_string());
+            let mut keys = vec![id.clone()];
+            keys.extend(Some(found.slug).filter(|s| !s.is_empty() && *s != id));
+            Ok(Instantiates { id: Some(id), keys })
+        }
+        Err(e) if e.is_not_found() => Err(Error::not_allowed(
+            INTEGRATION_NOT_READY,
+            format!("MCP integration {given} named by spec.integrationId does not exist"),
+        )),
+        Err(_) => Ok(Instantiates {
+            id: Some(given.to_string()),
+            keys: vec![given.to_string()],
+        }),
+    }
+}
+
+/// Before instantiating a remote integration (`integrationId`), that it enables the workspace,
+/// when its rows can be read (otherwise the create's own answer tells).
+async fn check_remote_access(
+    server: &McpServer,
+    cx: &Cx<'_, McpServer>,
+    id: &str,
+) -> Result<(), Error> {
+    let workspace = server.spec.workspace();
+    let rows = cx
+        .api(Op::Read)
+        .await?
+        .mcp_integrations()
+        .workspaces(id)
+        .await;
+    let Ok(rows) = rows else {
+        return Ok(());
+    };
+    let global = rows
+        .global_workspace_access
+        .as_ref()
+        .is_some_and(|g| g.get("enabled").and_then(|e| e.as_bool()) == Some(true));
+    if global
+        || rows
+            .workspaces
+            .iter()
+            .any(|r| r.enabled && r.id == workspace)
+    {
+        return Ok(());
+    }
+    Err(Error::not_allowed(
+        INTEGRATION_NOT_READY,
+        format!(
+            "MCP integration {id} named by spec.integrationId does not enable workspace {workspace}; the server is created once it does"
+        ),
+    ))
+}
+
+/// The server an earlier create made: in its workspace, the one with `spec.slug` (and the name
+/// it sent), else the one with the name it sent, created within its window, claimed by no
+/// other resource, in a complete listing.
+async fn find_created(
+    server: &McpServer,
+    cx: &Cx<'_, McpServer>,
+    status: &McpServerStatus,
+) -> Result<Lookup<RemoteServer>, Error> {
+    let spec = &server.spec;
+    let query = McpServersListQuery {
+        workspace_id: Some(spec.workspace().to_string()),
+        ..Default::default()
+    };
+    let listing = cx
+        .api(Op::Read)
+        .await?
+        .mcp_servers()
+        .listing(&query)
+        .await
+        .map_err(|e| Error::api("list MCP servers", e))?;
+    let sent = status
+        .create_attempt
+        .clone()
+        .unwrap_or_else(|| CreateAttempt {
+            name: Some(spec.name.clone()),
+            workspace_id: Some(spec.workspace().to_string()),
+            ..Default::default()
+        });
+    let slug = spec.slug.as_deref();
+    one_of_ours(
+        cx,
+        status,
+        &sent,
+        listing,
+        |s| vec![s.id.as_str(), s.slug.as_str()],
+        |s| s.extra.get("created_at").and_then(|c| c.as_str()),
+        |s| sent.name.as_deref() == Some(s.name.as_str()) && slug.is_none_or(|slug| s.slug == slug),
+        // The slug is asked for by this create, and a slug is unique: found with it (and the
+        // name sent), it is what the create made. Without a slug nothing marks it as ours.
+        |s| {
+            slug.is_none()
+                .then(|| format!("MCP server {} ({})", s.slug, s.id))
+        },
+    )
+    .await
+}

@@ -1,0 +1,82 @@
+//! Who names what, between McpServers and McpIntegrations: the McpServer resources that hold an
+//! McpIntegration against its deletion, and the watches that requeue one kind when the other
+//! changes (each heard from its kind's own watch: [`crate::controller::state::relay`]).
+
+use kube::ResourceExt;
+
+use crate::controller::Context;
+use crate::controller::driver::gate::CACHES_LISTED_WITHIN;
+use crate::controller::error::Error;
+use crate::resources::{McpIntegration, McpServer};
+
+/// The McpServer resources (as `namespace/name`) that instantiate `integration`: by resource
+/// name, or by the UUID or slug it recorded. From the caches, once every McpServer cache has
+/// listed. A server its grants refuse that never managed a remote server does not count.
+pub async fn naming(integration: &McpIntegration, ctx: &Context) -> Result<Vec<String>, Error> {
+    let servers = ctx.stores.of::<McpServer>();
+    if !servers
+        .listed(ctx.stores_of::<McpServer>(), CACHES_LISTED_WITHIN)
+        .await
+    {
+        return Err(Error::CachesNotReady(
+            "the McpServer caches have not listed every watched namespace yet, so whether an McpServer instantiates this integration cannot be decided; waiting".into(),
+        ));
+    }
+    let mut users: Vec<String> = servers
+        .all()
+        .iter()
+        .filter(|s| !crate::controller::state::claims::refused_by_grants(s.as_ref()))
+        .filter(|s| !ctx.installation.is_theirs(s.as_ref()))
+        .filter(|s| instantiates(s, integration))
+        .map(|s| format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any()))
+        .collect();
+    users.sort();
+    Ok(users)
+}
+
+/// True when `server` names `integration` (by resource, or by a key it recorded).
+fn instantiates(server: &McpServer, integration: &McpIntegration) -> bool {
+    let status = integration.status.as_ref();
+    let recorded = |id: &String| {
+        status.and_then(|s| s.id.as_ref()) == Some(id)
+            || status.and_then(|s| s.slug.as_ref()) == Some(id)
+    };
+    let name = integration.name_any();
+    server.spec.integration_ref.as_ref().map(|r| &r.name) == Some(&name)
+        || server.spec.integration_id.as_ref().is_some_and(recorded)
+}
+
+/// A server's own triggers: the McpIntegration resource it names (a server waiting for it to
+/// be Ready and enable the workspace is created as soon as it does).
+pub fn watch_inputs(
+    controller: kube::runtime::controller::Controller<McpServer>,
+    ctx: &Context,
+    _namespace: Option<&str>,
+    servers: kube::runtime::reflector::Store<McpServer>,
+) -> kube::runtime::controller::Controller<McpServer> {
+    crate::controller::state::relay::requeue_when(
+        controller,
+        &ctx.relay,
+        None,
+        servers,
+        |s: &McpServer, i: &McpIntegration| {
+            s.spec.integration_ref.as_ref().map(|r| r.name.as_str()) == i.metadata.name.as_deref()
+        },
+    )
+}
+
+/// Requeues the McpIntegrations McpServer resources name whenever one of those changes or
+/// goes, so an integration whose deletion waits for its servers goes once the last lets go.
+pub fn watch_servers(
+    controller: kube::runtime::controller::Controller<McpIntegration>,
+    ctx: &Context,
+    integrations: kube::runtime::reflector::Store<McpIntegration>,
+) -> kube::runtime::controller::Controller<McpIntegration> {
+    crate::controller::state::relay::requeue_when(
+        controller,
+        &ctx.relay,
+        None,
+        integrations,
+        |i: &McpIntegration, s: &McpServer| instantiates(s, i),
+    )
+}

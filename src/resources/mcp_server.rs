@@ -1,0 +1,391 @@
+//! The `McpServer` kind: a workspace's instance of an MCP integration (what clients reach at
+//! `{gateway}/{slug}/mcp`), with its default and per-user access.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use super::common::{
+    ConnectionRef, CreateAttempt, DeletionPolicy, ManagementPolicy, Recorded, WorkspaceRef,
+    conditions_schema,
+};
+use crate::api;
+
+/// An MCP server (`/ai_gw/v2/mcp-servers`): one workspace's instance of an MCP integration.
+/// It is created only once its integration enables the workspace (the API refuses it
+/// otherwise); its workspace, integration and slug never change. User access is merged: the
+/// rows the spec names are set, other users' rows are left as the API has them.
+// kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[kube(
+    group = "aigw.io",
+    doc = "An MCP server: a workspace's instance of an MCP integration, with its user access, kept in line with the management API by aigw.",
+    version = "v1alpha1",
+    kind = "McpServer",
+    plural = "mcpservers",
+    shortname = "aigwmcps",
+    category = "aigw",
+    namespaced,
+    status = "McpServerStatus",
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
+    ),
+    printcolumn(name = "Slug", type_ = "string", json_path = ".status.slug"),
+    printcolumn(name = "Workspace", type_ = "string", json_path = ".spec.workspaceId"),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(validation = Rule::new("has(self.integrationRef) != has(self.integrationId)").message("set exactly one of spec.integrationRef (an McpIntegration resource) or spec.integrationId (an existing remote MCP integration)"))]
+#[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new McpServer instead"))]
+#[x_kube(validation = Rule::new("has(self.integrationRef) == has(oldSelf.integrationRef) && has(self.integrationId) == has(oldSelf.integrationId)").field_path(".integrationRef").reason(Reason::FieldValueForbidden).message("the integration of an McpServer cannot change: create a new McpServer instead"))]
+#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new McpServer to use another Connection"))]
+#[x_kube(validation = Rule::new("has(self.workspaceId) != has(self.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueRequired).message("set exactly one of spec.workspaceId (a workspace's UUID) or spec.workspaceRef (a Workspace resource)"))]
+#[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceId and spec.workspaceRef cannot be swapped after creation: create a new McpServer instead"))]
+pub struct McpServerSpec {
+    /// The server's slug (clients reach it at `{gateway}/{slug}/mcp`). Set, aigw creates the
+    /// server with it, or adopts the server that has it (which needs `allowAdoption`); absent,
+    /// the API makes one from the name (`status.slug`). Only set at creation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[a-zA-Z0-9_-]+$"), length(min = 3, max = 50))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.slug is immutable: create a new McpServer to use another slug"))]
+    pub slug: Option<String>,
+
+    /// Display name of the server.
+    #[schemars(length(min = 1, max = 255))]
+    pub name: String,
+
+    /// Description of the server; left as the API has it when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 500))]
+    pub description: Option<String>,
+
+    /// The McpIntegration resource (cluster-scoped) this server instantiates. The server waits
+    /// until it is Ready and enables this server's workspace. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.integrationRef is immutable: create a new McpServer to instantiate another integration"))]
+    pub integration_ref: Option<McpIntegrationRef>,
+
+    /// Or: the UUID or slug of an existing remote MCP integration no McpIntegration manages.
+    /// The server waits until it enables this server's workspace. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 255))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.integrationId is immutable: create a new McpServer to instantiate another integration"))]
+    pub integration_id: Option<String>,
+
+    /// The workspace (UUID) the server belongs to; or name it by resource with `workspaceRef`.
+    /// Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 255))]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.workspaceId is immutable: create a new McpServer to move it to another workspace"))]
+    pub workspace_id: Option<String>,
+
+    /// The Workspace resource whose workspace the server belongs to, instead of `workspaceId`
+    /// (set one of the two): the UUID it recorded is used once it is Ready, and the
+    /// Connection's grants apply to that workspace. Immutable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("spec.workspaceRef is immutable: create a new McpServer to move it to another workspace"))]
+    pub workspace_ref: Option<WorkspaceRef>,
+
+    /// Whether users without a row of their own may use the server: `allow` or `deny`; left
+    /// as the API has it when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_user_access: Option<DefaultUserAccess>,
+
+    /// Per-user access rows (by the API's user id). Each is set as written; a user removed
+    /// from this list keeps the row the API has (the API deletes no row).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 100))]
+    #[x_kube(validation = Rule::new("self.all(u, self.exists_one(o, o.userId == u.userId))").message("spec.userAccess names a user twice: each user has one row"))]
+    pub user_access: Vec<McpUserAccessEntry>,
+
+    /// What happens to the remote server when this resource is deleted: `Delete` (the
+    /// default; the API's delete is hard) or `Orphan`.
+    #[serde(default)]
+    pub deletion_policy: DeletionPolicy,
+
+    /// `Full` (the default) or `Observe` (read and report differences, never write).
+    #[serde(default)]
+    pub management_policy: ManagementPolicy,
+
+    /// The Connection used to reach the management API; defaults to `default`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_ref: Option<ConnectionRef>,
+}
+
+/// An McpIntegration resource, by name.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+pub struct McpIntegrationRef {
+    /// Its `metadata.name`.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
+}
+
+/// The access of users without a row of their own.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum DefaultUserAccess {
+    Allow,
+    Deny,
+}
+
+impl DefaultUserAccess {
+    /// As the API writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "allow",
+            Self::Deny => "deny",
+        }
+    }
+}
+
+/// One user's access.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpUserAccessEntry {
+    /// The API's user id (a global user id, or a `user_org_map_id`).
+    #[schemars(length(min = 1, max = 255))]
+    pub user_id: String,
+    /// Whether the user may use the server.
+    pub enabled: bool,
+}
+
+/// What aigw knows of the server.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerStatus {
+    /// The `metadata.generation` this status describes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Ready`, `Reconciling` and `Stalled`, each with a reason and its own observedGeneration.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<Condition>,
+    /// UUID of the remote server (what a Guardrail's `spec.mcpServers[].mcpServerRef` resolves
+    /// to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Slug of the remote server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slug: Option<String>,
+    /// The UUID of the MCP integration the server instantiates, as sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub integration_id: Option<String>,
+    /// When aigw last wrote the server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_applied_at: Option<String>,
+    /// Set just before a create is sent and cleared once its outcome is known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_create: Option<String>,
+    /// The installation (its `--installation-id`) that manages this object, recorded by the
+    /// operator before any other write of its own (see the other kinds' `installation`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installation: Option<String>,
+    /// The id of the last create intent whose outcome was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_settled: Option<String>,
+    /// What the create in flight sent, and when its request ended without an answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub create_attempt: Option<CreateAttempt>,
+}
+
+impl McpServerSpec {
+    /// The workspace's UUID: `workspaceId`, or the one the operator resolved `workspaceRef` to
+    /// (empty before it did).
+    pub fn workspace(&self) -> &str {
+        self.workspace_id.as_deref().unwrap_or_default()
+    }
+
+    /// The `connectionRef` name, `default` when absent.
+    pub fn connection_name(&self) -> &str {
+        self.connection_ref
+            .as_ref()
+            .map_or("default", |c| c.name.as_str())
+    }
+
+    /// The create body instantiating `integration` (its UUID or slug).
+    pub fn create_request(&self, integration: &str) -> api::CreateMcpServerRequest {
+        api::CreateMcpServerRequest {
+            name: self.name.clone(),
+            mcp_integration_id: integration.to_string(),
+            workspace_id: Some(self.workspace().to_string()),
+            slug: self.slug.clone(),
+            description: self.description.clone(),
+        }
+    }
+
+    /// The fields where `remote` differs (those a PUT can change), and the PUT that sends them.
+    pub fn update_for(
+        &self,
+        remote: &api::McpServer,
+    ) -> (Vec<&'static str>, api::UpdateMcpServerRequest) {
+        let mut fields = Vec::new();
+        let mut update = api::UpdateMcpServerRequest::default();
+        if remote.name != self.name {
+            fields.push("name");
+            update.name = Some(self.name.clone());
+        }
+        if self.description.is_some() && remote.description != self.description {
+            fields.push("description");
+            update.description = self.description.clone();
+        }
+        (fields, update)
+    }
+
+    /// Fixed fields where `remote` differs: its slug (when the spec names one), its workspace
+    /// (when a list row told it), and its integration unless it is one of `integration` (the
+    /// UUID and slug it may be read as; none known: not compared).
+    pub fn immutable_conflicts(
+        &self,
+        remote: &api::McpServer,
+        integration: &[&str],
+    ) -> Vec<&'static str> {
+        let mut fields = Vec::new();
+        if let Some(slug) = &self.slug
+            && !remote.slug.is_empty()
+            && &remote.slug != slug
+        {
+            fields.push("slug");
+        }
+        if remote
+            .workspace_id
+            .as_deref()
+            .is_some_and(|ws| !ws.is_empty() && ws != self.workspace())
+        {
+            fields.push("workspaceId");
+        }
+        if !integration.is_empty()
+            && remote
+                .mcp_integration_id
+                .as_deref()
+                .is_some_and(|id| !integration.contains(&id))
+        {
+            fields.push("integration");
+        }
+        fields
+    }
+}
+
+/// The user-access PUT that brings `read` in line with the spec (`None`: nothing differs): the
+/// rows the spec names whose state differs or that the first page does not show, and the
+/// default when the spec sets one that differs. Other users' rows are never sent.
+pub fn user_access_update(
+    spec: &McpServerSpec,
+    read: &api::McpUserAccess,
+) -> Option<api::UpdateUserAccessRequest> {
+    let row = |user: &str| {
+        read.data
+            .iter()
+            .find(|r| r.get("user_id").and_then(|u| u.as_str()) == Some(user))
+            .and_then(|r| r.get("enabled").and_then(|e| e.as_bool()))
+    };
+    let user_access: Vec<api::UserAccessUpdate> = spec
+        .user_access
+        .iter()
+        .filter(|want| row(&want.user_id) != Some(want.enabled))
+        .map(|want| api::UserAccessUpdate {
+            user_id: want.user_id.clone(),
+            enabled: want.enabled,
+        })
+        .collect();
+    let default = spec
+        .default_user_access
+        .map(DefaultUserAccess::as_str)
+        .filter(|d| *d != read.default_user_access);
+    match user_access.is_empty() && default.is_none() {
+        true => None,
+        false => Some(api::UpdateUserAccessRequest {
+            user_access,
+            default_user_access: default.map(str::to_string),
+        }),
+    }
+}
+
+super::common::governed!(McpServer, DeletionPolicy::Orphan, slug);
+
+impl Recorded for McpServerStatus {
+    fn recorded_remote(&self) -> Option<&str> {
+        self.id.as_deref().or(self.slug.as_deref())
+    }
+    fn remote_keys(&self) -> Vec<&str> {
+        [self.id.as_deref(), self.slug.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn spec() -> McpServerSpec {
+        serde_json::from_value(json!({
+            "name": "Linear for payments", "slug": "linear-pay", "description": "Linear",
+            "workspaceId": "ws-a", "integrationRef": {"name": "linear"},
+            "defaultUserAccess": "deny",
+            "userAccess": [{"userId": "u1", "enabled": true}, {"userId": "u2", "enabled": false}]
+        }))
+        .unwrap()
+    }
+
+    fn remote(value: serde_json::Value) -> api::McpServer {
+        serde_json::from_value(value).unwrap()
+    }
+
+    #[test]
+    fn only_name_and_description_are_updated_and_the_rest_is_fixed() {
+        let read = remote(
+            json!({"id": "s1", "slug": "linear-pay", "name": "Linear for payments",
+            "description": "Linear", "mcp_integration_id": "i1", "workspace_id": "ws-a"}),
+        );
+        let (fields, _) = spec().update_for(&read);
+        assert!(fields.is_empty());
+        assert!(spec().immutable_conflicts(&read, &["i1"]).is_empty());
+        let read = remote(
+            json!({"id": "s1", "slug": "other", "name": "x", "description": "y",
+            "mcp_integration_id": "i2", "workspace_id": "ws-b"}),
+        );
+        let (fields, update) = spec().update_for(&read);
+        assert_eq!(fields, ["name", "description"]);
+        assert_eq!(update.name.as_deref(), Some("Linear for payments"));
+        assert_eq!(
+            spec().immutable_conflicts(&read, &["i1", "linear"]),
+            ["slug", "workspaceId", "integration"]
+        );
+        // The detail carries no workspace: nothing to compare.
+        let detail = remote(json!({"id": "s1", "slug": "linear-pay", "name": "x",
+            "mcp_integration_id": "i1"}));
+        assert!(spec().immutable_conflicts(&detail, &["i1"]).is_empty());
+    }
+
+    #[test]
+    fn user_access_sends_only_the_rows_and_default_that_differ() {
+        let read: api::McpUserAccess = serde_json::from_value(json!({
+            "default_user_access": "allow", "data": [
+                {"user_id": "u1", "enabled": true}, {"user_id": "u3", "enabled": false}]
+        }))
+        .unwrap();
+        let update = user_access_update(&spec(), &read).unwrap();
+        let rows: Vec<(&str, bool)> = update
+            .user_access
+            .iter()
+            .map(|u| (u.user_id.as_str(), u.enabled))
+            .collect();
+        assert_eq!(rows, [("u2", false)]);
+        assert_eq!(update.default_user_access.as_deref(), Some("deny"));
+        let read: api::McpUserAccess = serde_json::from_value(json!({
+            "default_user_access": "deny", "data": [
+                {"user_id": "u1", "enabled": true}, {"user_id": "u2", "enabled": false}]
+        }))
+        .unwrap();
+        assert_eq!(user_access_update(&spec(), &read), None);
+    }
+}

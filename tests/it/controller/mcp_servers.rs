@@ -1,0 +1,414 @@
+//! McpServer (namespaced) on a real kube-apiserver against the emulator over HTTP, the quirks
+//! the conformance matrix does not cover: the server waits (IntegrationNotReady, no POST) until
+//! its McpIntegration enables its workspace and is created once it does; user access is one PUT
+//! of what differs, nothing at steady state, a console change corrected with one PUT; a rename
+//! is one PUT whose `{id, slug, object}` answer leaves the recorded id alone; an McpIntegration
+//! named by the server waits (`StillReferenced`, naming it) and goes once the server is
+//! deleted, which is hard. A Guardrail's `spec.mcpServers` names an McpServer by resource: the
+//! mapping waits (`McpServerNotReady`) until the server is Ready, then maps its UUID.
+
+use crate::support;
+
+use std::time::Duration;
+
+use aigw::resources::{Guardrail, McpIntegration, McpServer};
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use reqwest::Method;
+use serde_json::{Value, json};
+use support::harness::Harness;
+use support::objects::Conditions;
+
+const WAIT: Duration = Duration::from_secs(30);
+const WS_A: &str = "5d1c3b2a-4e6f-4a7b-8c9d-0e1f2a3b4c5d";
+const POST: &str = "POST /ai_gw/v2/mcp-servers";
+const PUT: &str = "PUT /ai_gw/v2/mcp-servers/{mcpServerId}";
+const DELETE: &str = "DELETE /ai_gw/v2/mcp-servers/{mcpServerId}";
+const ACCESS: &str = "PUT /ai_gw/v2/mcp-servers/{mcpServerId}/user-access";
+const SYNC: &str = "PUT /ai_gw/v2/guardrails/{guardrailId}/mcp-servers";
+const INTEGRATION_DELETE: &str = "DELETE /ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}";
+
+async fn wait_for<K>(api: &Api<K>, name: &str, done: impl Fn(&K) -> bool) -> K
+where
+    K: kube::Resource<DynamicType = ()>
+        + Clone
+        + std::fmt::Debug
+        + serde::de::DeserializeOwned
+        + serde::Serialize,
+{
+    let found = support::wait_until(WAIT, || async {
+        let r = api.get_opt(name).await.ok()??;
+        done(&r).then_some(r)
+    })
+    .await;
+    match found {
+        Some(r) => r,
+        None => panic!(
+            "{name} did not get there: {}",
+            serde_json::to_string(&api.get_opt(name).await.ok().flatten()).unwrap()
+        ),
+    }
+}
+
+/// The emulator's record of the server `slug` (with its workspace and default user access).
+async fn remote(h: &Harness, slug: &str) -> Value {
+    h.state().await["mcp_servers"]
+        .as_array()
+        .and_then(|all| all.iter().find(|r| r["slug"] == slug).cloned())
+        .unwrap_or(Value::Null)
+}
+
+/// Seeds workspace [`WS_A`] and makes a Ready McpIntegration (`tools`) enabling it, if `enabled`.
+async fn integration(h: &Harness, enabled: bool) -> String {
+    h.call(
+        Method::POST,
+        "/_emulator/seed",
+        Some(json!({"workspaces": [{"id": WS_A, "name": "payments", "slug": "payments"}]})),
+    )
+    .await;
+    let integrations = Api::<McpIntegration>::all(h.env.client.clone());
+    let integration = h.cluster_name("tools");
+    let workspaces = match enabled {
+        true => json!([{"workspace": WS_A}]),
+        false => json!([]),
+    };
+    integrations
+        .create(
+            &PostParams::default(),
+            &h.cluster_object(
+                "McpIntegration",
+                "tools",
+                json!({"slug": integration, "name": "Tools", "url": "https://mcp.example.com/mcp",
+                       "authType": "none", "transport": "http", "workspaces": workspaces}),
+            ),
+        )
+        .await
+        .unwrap();
+    wait_for(&integrations, &integration, |i| i.ready()).await;
+    integration
+}
+
+#[tokio::test]
+async fn a_guardrail_names_an_mcp_server_by_resource() {
+    let h = Harness::start_with("mcps-guard", Duration::from_secs(2)).await;
+    let integration = integration(&h, true).await;
+    let guardrails = h.env.api::<Guardrail>();
+    let spec = json!({"name": "tools", "workspaceId": WS_A, "target": "mcp_tools",
+        "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
+        "mcpServers": [{"mcpServerRef": {"name": "pay-tools"}, "runOn": ["input"]}]});
+    guardrails
+        .create(
+            &PostParams::default(),
+            &support::objects::object("Guardrail", "tools", spec),
+        )
+        .await
+        .unwrap();
+    // No McpServer yet: the mapping waits, naming it, and nothing is synced.
+    let waiting = wait_for(&guardrails, "tools", |g| {
+        g.not_ready_with("McpServerNotReady")
+    })
+    .await;
+    let (_, _, message) = waiting.condition("Ready").unwrap();
+    let named = format!("McpServer {}/pay-tools", h.env.namespace);
+    assert!(message.contains(&named), "{message}");
+    assert_eq!(h.count(SYNC).await, 0, "nothing mapped yet");
+
+    let servers = h.env.api::<McpServer>();
+    let slug = format!("gd-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
+    servers
+        .create(
+            &PostParams::default(),
+            &support::objects::object(
+                "McpServer",
+                "pay-tools",
+                json!({"slug": slug, "name": "Payments tools", "workspaceId": WS_A,
+                       "integrationRef": {"name": integration}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let server = wait_for(&servers, "pay-tools", |s| s.ready()).await;
+    let server_id = server.status.and_then(|s| s.id).unwrap();
+    let ready = wait_for(&guardrails, "tools", |g| g.ready()).await;
+    let guardrail_id = ready.status.and_then(|s| s.id).unwrap();
+    let mapped = h
+        .call(
+            Method::GET,
+            &format!("/ai_gw/v2/guardrails/{guardrail_id}/mcp-servers"),
+            None,
+        )
+        .await;
+    assert_eq!(mapped["data"][0]["mcp_server_id"], server_id.as_str());
+    assert_eq!(mapped["data"][0]["run_on"], json!(["input"]));
+    assert_eq!(h.count(SYNC).await, 1, "one bulk write");
+    h.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+    h.stop().await;
+}
+
+#[tokio::test]
+async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_integration() {
+    let h = Harness::start_with("mcps-quirks", Duration::from_secs(2)).await;
+    let integration = integration(&h, false).await;
+    let integrations = Api::<McpIntegration>::all(h.env.client.clone());
+
+    // The integration enables no workspace: the server waits, naming what, and posts nothing.
+    let servers = h.env.api::<McpServer>();
+    let slug = format!("pay-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
+    let spec = json!({"slug": slug, "name": "Payments tools", "workspaceId": WS_A,
+        "integrationRef": {"name": integration}, "defaultUserAccess": "deny",
+        "userAccess": [{"userId": "user-1", "enabled": true}]});
+    servers
+        .create(
+            &PostParams::default(),
+            &support::objects::object("McpServer", "pay-tools", spec),
+        )
+        .await
+        .unwrap();
+    let waiting = wait_for(&servers, "pay-tools", |s| {
+        s.not_ready_with("IntegrationNotReady")
+    })
+    .await;
+    let (_, _, message) = waiting.condition("Ready").unwrap();
+    assert!(
+        message.contains(&integration) && message.contains("does not enable workspace"),
+        "{message}"
+    );
+    assert_eq!(h.count(POST).await, 0, "no create before workspace access");
+
+    // Enabled: created with one POST, its user access with one PUT.
+    integrations
+        .patch(
+            &integration,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"workspaces": [{"workspace": WS_A}]}})),
+        )
+        .await
+        .unwrap();
+    let ready = wait_for(&servers, "pay-tools", |s| s.ready()).await;
+    let id = ready.status.as_ref().and_then(|s| s.id.clone()).unwrap();
+    let stored = remote(&h, &slug).await;
+    assert_eq!(stored["workspace_id"], WS_A);
+    assert_eq!(stored["default_user_access"], "deny");
+    assert_eq!(h.count(POST).await, 1, "one POST");
+    assert_eq!(h.count(ACCESS).await, 1, "one user-access PUT");
+    let rows = h
+        .call(
+            Method::GET,
+            &format!("/ai_gw/v2/mcp-servers/{id}/user-access"),
+            None,
+        )
+        .await;
+    assert_eq!(rows["data"][0]["user_id"], "user-1");
+    assert_eq!(rows["data"][0]["enabled"], true);
+
+    // Steady state: nothing written over a few drift intervals.
+    h.reset_stats().await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+
+    // A console change of the default is corrected with one PUT.
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/v2/mcp-servers/{id}/user-access"),
+        Some(json!({"user_access": [], "default_user_access": "allow"})),
+    )
+    .await;
+    h.reset_stats().await;
+    support::wait_until(WAIT, || async {
+        (remote(&h, &slug).await["default_user_access"] == "deny").then_some(())
+    })
+    .await
+    .expect("the default corrected");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(h.count(ACCESS).await, 1, "one PUT corrects it");
+
+    // A rename: one PUT, whose short answer leaves the recorded id as it was.
+    h.reset_stats().await;
+    servers
+        .patch(
+            "pay-tools",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"name": "Payments MCP tools"}})),
+        )
+        .await
+        .unwrap();
+    let renamed = wait_for(&servers, "pay-tools", |s| s.ready()).await;
+    assert_eq!(remote(&h, &slug).await["name"], "Payments MCP tools");
+    assert_eq!(renamed.status.and_then(|s| s.id), Some(id.clone()));
+    assert_eq!(h.count(PUT).await, 1, "one PUT renames it");
+
+    // The integration's deletion waits for the resource naming it, and forces nothing.
+    h.reset_stats().await;
+    integrations
+        .delete(&integration, &Default::default())
+        .await
+        .unwrap();
+    let held = wait_for(&integrations, &integration, |i| {
+        i.not_ready_with("StillReferenced")
+    })
+    .await;
+    let (_, _, message) = held.condition("Ready").unwrap();
+    let named = format!("McpServer {}/pay-tools", h.env.namespace);
+    assert!(message.contains(&named), "{message}");
+    assert_eq!(h.count(INTEGRATION_DELETE).await, 0, "nothing forced");
+
+    // The server goes (a hard delete), then the integration.
+    servers
+        .delete("pay-tools", &Default::default())
+        .await
+        .unwrap();
+    support::wait_until(Duration::from_secs(60), || async {
+        integrations
+            .get_opt(&integration)
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await
+    .expect("the McpIntegration went once no McpServer named it");
+    assert_eq!(h.count(DELETE).await, 1, "one DELETE of the server");
+    assert!(remote(&h, &slug).await.is_null(), "the server is gone");
+    let gone = reqwest::Client::new()
+        .get(h.url(&format!("/ai_gw/v2/mcp-servers/{id}")))
+        .bearer_auth(support::harness::TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(gone.status(), 404, "a hard delete");
+    h.stop().await;
+}
+
+/// `aigw export --workspace-id` writes a console-made server as an McpServer adopting it by slug
+/// (its integration by id, its default user access), which applied writes nothing.
+#[tokio::test]
+async fn an_exported_mcp_server_is_adopted_without_a_write() {
+    let h = Harness::start_with("mcps-export", Duration::from_secs(1)).await;
+    let integration = integration(&h, true).await;
+    let slug = format!("console-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
+    let made = h
+        .call(
+            Method::POST,
+            "/ai_gw/v2/mcp-servers",
+            Some(
+                json!({"name": "Console made", "slug": slug, "workspace_id": WS_A,
+                        "mcp_integration_id": integration, "description": "made in the console"}),
+            ),
+        )
+        .await;
+    let id = made["id"].as_str().unwrap().to_string();
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/v2/mcp-servers/{id}/user-access"),
+        Some(json!({"user_access": [], "default_user_access": "deny"})),
+    )
+    .await;
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("export");
+    super::mcp_integrations::aigw(
+        &h,
+        &[
+            "export",
+            "--workspace-id",
+            WS_A,
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    )
+    .await;
+    let file = std::fs::read_dir(&out)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            std::fs::read_to_string(p)
+                .is_ok_and(|t| t.contains("kind: McpServer") && t.contains(&slug))
+        })
+        .expect("the MCP server's manifest");
+    let mut exported: Value =
+        serde_yaml::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let spec = exported["spec"].take();
+    assert_eq!(spec["slug"], slug.as_str());
+    assert_eq!(spec["workspaceId"], WS_A);
+    assert_eq!(spec["defaultUserAccess"], "deny");
+    assert_eq!(spec["deletionPolicy"], "Orphan");
+    let before = h.remote_writes().await;
+    let servers = h.env.api::<McpServer>();
+    servers
+        .create(
+            &PostParams::default(),
+            &support::objects::object("McpServer", "exported", spec),
+        )
+        .await
+        .unwrap();
+    let ready = wait_for(&servers, "exported", |s| s.ready()).await;
+    assert_eq!(ready.status.and_then(|s| s.id), Some(id));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        h.remote_writes().await,
+        before,
+        "adopting the export wrote: {}",
+        h.stats().await
+    );
+    h.stop().await;
+}
+
+/// A server of the spec's slug in another workspace (which only its list row tells: the detail
+/// has no workspace) is refused, never adopted, and nothing is written.
+#[tokio::test]
+async fn a_server_of_the_slug_in_another_workspace_is_not_adopted() {
+    const WS_B: &str = "7a8b9c0d-1e2f-4a3b-9c4d-5e6f7a8b9c0d";
+    let h = Harness::start_with("mcps-other", Duration::from_secs(1)).await;
+    let integration = integration(&h, true).await;
+    h.call(
+        Method::POST,
+        "/_emulator/seed",
+        Some(json!({"workspaces": [{"id": WS_B, "name": "other", "slug": "other"}]})),
+    )
+    .await;
+    h.call(
+        Method::PUT,
+        &format!("/ai_gw/admin/v2/mcp-integrations/{integration}/workspaces"),
+        Some(json!({"workspaces": [{"id": WS_B, "enabled": true}]})),
+    )
+    .await;
+    let slug = format!("taken-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
+    h.call(
+        Method::POST,
+        "/ai_gw/v2/mcp-servers",
+        Some(
+            json!({"name": "Other team's", "slug": slug, "workspace_id": WS_B,
+                    "mcp_integration_id": integration}),
+        ),
+    )
+    .await;
+    h.reset_stats().await;
+    let servers = h.env.api::<McpServer>();
+    servers
+        .create(
+            &PostParams::default(),
+            &support::objects::object(
+                "McpServer",
+                "mine",
+                json!({"slug": slug, "name": "Other team's", "workspaceId": WS_A,
+                       "integrationRef": {"name": integration}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let refused = wait_for(&servers, "mine", |s| s.stalled_with("InvalidSpec")).await;
+    let (_, _, message) = refused.condition("Stalled").unwrap();
+    assert!(
+        message.contains("workspaceId") && message.contains("not adopted"),
+        "{message}"
+    );
+    assert!(
+        refused.status.and_then(|s| s.id).is_none(),
+        "nothing recorded"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+    assert_eq!(remote(&h, &slug).await["workspace_id"], WS_B);
+    h.stop().await;
+}
