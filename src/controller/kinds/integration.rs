@@ -126,8 +126,12 @@ impl Verbs for Integration {
             cx.conceal(value);
         }
         let document = desired.request_document();
+        // Without a value from a Secret there is nothing write-only to send: an integration
+        // whose key the gateway reads through `secretMappings` (as `aigw export` writes one) is
+        // adopted without a write.
+        let from_secrets = desired.secret_values().next().is_some();
         Ok(Some(Written {
-            hash: write_only_hash(self, cx.ctx, &document),
+            hash: write_only_hash(self, cx.ctx, &document).filter(|_| from_secrets),
             organisation: tenant_id(cx.ctx, self.spec.connection_name()),
             mappings: secret_mappings(self, cx.ctx)?,
             document,
@@ -157,7 +161,7 @@ impl Verbs for Integration {
         let mut inputs = Vec::new();
         if desired
             .as_ref()
-            .is_some_and(|w| w.hash != status.secret_hash)
+            .is_some_and(|w| w.hash.is_some() && w.hash != status.secret_hash)
         {
             differs.push(WRITE_ONLY);
             inputs.push(WRITE_ONLY);

@@ -437,3 +437,70 @@ async fn remote_integration(h: &Harness, slug: &str) -> Value {
         .and_then(|all| all.iter().find(|i| i["slug"] == slug).cloned())
         .unwrap_or(Value::Null)
 }
+
+/// An integration whose key the gateway reads through a secret reference, made in the console,
+/// applied as `aigw export` writes it (`secretMappings` naming the reference's UUID, no key from
+/// a Secret): adopted without a write. (It once sent its "write-only values" on adoption, an
+/// empty document, since nothing had recorded their hash.)
+#[tokio::test]
+async fn a_mapped_integration_as_exported_is_adopted_without_a_write() {
+    let h = Harness::start_with_secret_namespace("secmap-adopt", Duration::from_secs(1)).await;
+    let slug = h.cluster_name("console-mapped");
+    let reference = h
+        .call(
+            Method::POST,
+            "/ai_gw/admin/v2/secret-references",
+            Some(
+                json!({"name": "Console vault", "slug": format!("{slug}-ref"),
+                        "manager_type": "aws_sm", "secret_path": "prod/openai",
+                        "auth_config": {"aws_auth_type": "accessKey", "aws_region": "eu-west-1",
+                                        "aws_access_key_id": KEY_ID,
+                                        "aws_secret_access_key": FIRST_SECRET}}),
+            ),
+        )
+        .await;
+    let reference_id = reference["id"]
+        .as_str()
+        .expect("the reference's id")
+        .to_string();
+    h.call(
+        Method::POST,
+        "/ai_gw/admin/v2/integrations",
+        Some(
+            json!({"name": "Console mapped", "slug": slug, "ai_provider_id": "open-ai",
+                    "secret_mappings": [{"target_field": "key",
+                                         "secret_reference_id": reference_id}]}),
+        ),
+    )
+    .await;
+    let before = h.remote_writes().await;
+    let integrations: Api<aigw::resources::Integration> = Api::all(h.env.client.clone());
+    let spec = json!({"slug": slug, "name": "Console mapped", "aiProviderId": "open-ai",
+                      "secretMappings": [{"targetField": "key", "secretReference": reference_id}],
+                      "deletionPolicy": "Orphan"});
+    integrations
+        .create(
+            &PostParams::default(),
+            &h.cluster_object("Integration", "console-mapped", spec),
+        )
+        .await
+        .unwrap();
+    support::wait_until(WAIT, || async {
+        integrations
+            .get_opt(&slug)
+            .await
+            .ok()??
+            .ready()
+            .then_some(())
+    })
+    .await
+    .expect("the exported integration is adopted");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        h.remote_writes().await,
+        before,
+        "adopting the export wrote: {}",
+        h.stats().await
+    );
+    h.stop().await;
+}
