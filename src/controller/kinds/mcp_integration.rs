@@ -27,6 +27,7 @@ use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
 use crate::controller::gate::{Op, tenant_id, tenant_peers};
+use crate::controller::secret_cache::Reader;
 use crate::controller::status::common_status;
 use crate::controller::{Context, now_rfc3339, spec_already_applied};
 use crate::resources::Workspace;
@@ -494,11 +495,12 @@ async fn read_configurations(
             ));
         }
     };
-    // Read once per version of the Secret (crate::controller::secret_cache), like spec.secretRefs.
+    // From the values cache of the Secrets labelled for cluster-scoped readers
+    // (crate::controller::secret_cache), like a cluster-scoped resource's spec.secretRefs.
     let secret = cx
         .ctx
         .secrets
-        .values(&cx.ctx.kube, namespace, &named.name)
+        .values(cx.ctx, namespace, &named.name, Reader::Cluster)
         .await
         .map_err(|e| Error::kube(format!("read Secret {namespace}/{}", named.name), e))?
         .ok_or_else(|| {

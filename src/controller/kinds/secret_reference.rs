@@ -23,6 +23,7 @@ use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::Error;
 use crate::controller::gate::{Op, tenant_id};
+use crate::controller::secret_cache::Reader;
 use crate::controller::status::common_status;
 use crate::controller::{Context, now_rfc3339};
 use crate::resources::common::CreateAttempt;
@@ -348,10 +349,11 @@ async fn read_auth_config(
             ));
         }
     };
-    // Read once per version of the Secret (crate::controller::secret_cache), like spec.secretRefs.
+    // From the values cache of the Secrets labelled for cluster-scoped readers
+    // (crate::controller::secret_cache), like a cluster-scoped resource's spec.secretRefs.
     let secret = ctx
         .secrets
-        .values(&ctx.kube, namespace, &named.name)
+        .values(ctx, namespace, &named.name, Reader::Cluster)
         .await
         .map_err(|e| Error::kube(format!("read Secret {namespace}/{}", named.name), e))?
         .ok_or_else(|| {
