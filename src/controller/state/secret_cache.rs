@@ -337,7 +337,7 @@ impl SecretCache {
         reader: Reader,
     ) -> Result<Option<Arc<Secret>>, kube::Error> {
         let reason = match self.metadata(namespace, name).await {
-            Cached::Found(Some(meta)) => match self.from_values_cache(ctx, &meta, reader).await? {
+            Cached::Found(Some(meta)) => match self.in_values_cache(ctx, &meta, reader).await? {
                 Ok(secret) => return Ok(Some(secret)),
                 Err(reason) => reason,
             },
@@ -350,7 +350,7 @@ impl SecretCache {
 
     /// The values of the Secret `meta` describes from the values cache of `reader`, or why
     /// that cache cannot answer.
-    async fn from_values_cache(
+    async fn in_values_cache(
         &self,
         ctx: &crate::controller::Context,
         meta: &PartialObjectMeta<Secret>,
@@ -379,8 +379,10 @@ impl SecretCache {
             match reader {
                 // Not one a cluster-scoped resource may read: its metadata, for the refusal.
                 Reader::Cluster => {
-                    let mut secret = Secret::default();
-                    secret.metadata = meta.metadata.clone();
+                    let secret = Secret {
+                        metadata: meta.metadata.clone(),
+                        ..Default::default()
+                    };
                     return Ok(Ok(Arc::new(secret)));
                 }
                 Reader::Namespaced => {
