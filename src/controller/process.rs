@@ -541,14 +541,22 @@ pub async fn run(ctx: Arc<Context>, settings: Settings) {
     // The Secrets aigw writes or reads, per watched namespace ([`super::secret_cache`]): their
     // caches exist before any controller reads them.
     let mut helpers = Vec::new();
+    let mut secret_watches = Vec::new();
     for namespace in &namespaces {
-        for (name, watch) in ctx.secrets.watch(&ctx, namespace.as_deref()) {
-            let probe = ctx.health.register(name);
-            helpers.push(tokio::spawn(watch.for_each(move |item| {
-                probe.observe(&item);
-                futures::future::ready(())
-            })));
-        }
+        secret_watches.extend(ctx.secrets.watch(&ctx, namespace.as_deref()));
+    }
+    // Cluster-scoped resources read the Secrets labelled for them in the Connection secret
+    // namespace (after the loop above: it watches that namespace's metadata only if no
+    // watched namespace covers it).
+    if let Some(namespace) = ctx.connections.secret_namespace() {
+        secret_watches.extend(ctx.secrets.watch_cluster_readable(&ctx, namespace));
+    }
+    for (name, watch) in secret_watches {
+        let probe = ctx.health.register(name);
+        helpers.push(tokio::spawn(watch.for_each(move |item| {
+            probe.observe(&item);
+            futures::future::ready(())
+        })));
     }
     // Every kind of the registry: one drift pass per listed kind, over every watched namespace;
     // one controller per namespaced kind and namespace, one per cluster-scoped kind whatever

@@ -23,6 +23,7 @@ use crate::controller::driver::status::set_condition;
 use crate::controller::error::Error;
 use crate::controller::runtime::hash_key::HashKey;
 use crate::controller::state::claims::Claims;
+use crate::controller::state::secret_cache::Reader;
 use crate::resources::config::{
     Config, ConfigResourceRef, ConfigSecretRef, ConfigStatus, ReferencedKind,
 };
@@ -159,17 +160,22 @@ impl SecretValues {
 }
 
 /// Reads each referenced Secret (once, from the object's own namespace) and picks its key.
-/// The values come from [`crate::controller::state::secret_cache::SecretCache::values`]: read from
-/// the apiserver once per version of the Secret (the metadata cache says which version is
-/// current), so a resource whose Secrets did not change reads none. Their freshness needs no
-/// more: each change of a referenced Secret wakes its users only once that cache holds it
-/// ([`watch_secrets`]), and the user then reads the new version.
+/// The values come from [`crate::controller::state::secret_cache::SecretCache::values`]: from the
+/// values cache of the Secrets resources read (labelled by aigw in a namespaced resource's
+/// namespace, by their user for a cluster-scoped one), at the version the metadata cache
+/// shows, so no read reaches the apiserver. Their freshness needs no more: each change of a
+/// referenced Secret wakes its users only once the metadata cache holds it
+/// ([`watch_secrets`]), and the read waits for the values cache to hold that version.
 async fn read_secret_values(
     source: &SecretSource,
     refs: &[ConfigSecretRef],
     ctx: &Context,
 ) -> Result<SecretValues, Error> {
     let namespace = source.namespace.clone();
+    let reader = match source.labelled_only {
+        true => Reader::Cluster,
+        false => Reader::Namespaced,
+    };
     let mut read: HashMap<String, Option<Arc<Secret>>> = HashMap::new();
     let mut values = BTreeMap::new();
     for reference in refs {
@@ -177,7 +183,7 @@ async fn read_secret_values(
         if !read.contains_key(&selector.name) {
             let secret = ctx
                 .secrets
-                .values(&ctx.kube, &namespace, &selector.name)
+                .values(ctx, &namespace, &selector.name, reader)
                 .await
                 .map_err(|e| {
                     Error::kube(format!("read Secret {namespace}/{}", selector.name), e)

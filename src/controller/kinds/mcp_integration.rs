@@ -28,6 +28,7 @@ use crate::controller::kinds::config_refs::{
     CLUSTER_READABLE, ReadsSecrets, SECRET_NOT_READABLE, require_cluster_readable,
 };
 use crate::controller::state::claims::Claims;
+use crate::controller::state::secret_cache::Reader;
 use crate::controller::{Context, now_rfc3339, spec_already_applied};
 use crate::resources::Workspace;
 use crate::resources::common::CreateAttempt;
@@ -505,11 +506,12 @@ async fn read_configurations(
             ));
         }
     };
-    // Read once per version of the Secret (crate::controller::state::secret_cache), like spec.secretRefs.
+    // From the values cache of the Secrets labelled for cluster-scoped readers
+    // (crate::controller::state::secret_cache), like a cluster-scoped resource's spec.secretRefs.
     let secret = cx
         .ctx
         .secrets
-        .values(&cx.ctx.kube, namespace, &named.name)
+        .values(cx.ctx, namespace, &named.name, Reader::Cluster)
         .await
         .map_err(|e| Error::kube(format!("read Secret {namespace}/{}", named.name), e))?
         .ok_or_else(|| {

@@ -24,6 +24,7 @@ use crate::controller::error::Error;
 use crate::controller::kinds::config_refs::{
     CLUSTER_READABLE, ReadsSecrets, SECRET_NOT_READABLE, require_cluster_readable,
 };
+use crate::controller::state::secret_cache::Reader;
 use crate::controller::{Context, now_rfc3339};
 use crate::resources::common::CreateAttempt;
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
@@ -348,10 +349,11 @@ async fn read_auth_config(
             ));
         }
     };
-    // Read once per version of the Secret (crate::controller::state::secret_cache), like spec.secretRefs.
+    // From the values cache of the Secrets labelled for cluster-scoped readers
+    // (crate::controller::state::secret_cache), like a cluster-scoped resource's spec.secretRefs.
     let secret = ctx
         .secrets
-        .values(&ctx.kube, namespace, &named.name)
+        .values(ctx, namespace, &named.name, Reader::Cluster)
         .await
         .map_err(|e| Error::kube(format!("read Secret {namespace}/{}", named.name), e))?
         .ok_or_else(|| {

@@ -11,9 +11,21 @@
 //!   values dropped as they arrive (only which keys they hold is kept): whether the credentials
 //!   Secret still holds its keys.
 //!
-//! The values of a Secret a spec references (`spec.secretRefs`) are kept per resourceVersion
-//! ([`SecretCache::values`]): read once, and read again only when the metadata cache shows a
-//! new version.
+//! - **the Secrets resources read**, with their values ([`SecretCache::values`]), selected by a
+//!   label so that only those are held: a namespaced resource reads Secrets of its own
+//!   namespace, which aigw labels [`REFERENCED_LABEL`]`=true` the first time one is named (a
+//!   merge patch of that label alone; the operator may already patch Secrets there, for the
+//!   credentials it delivers); a cluster-scoped resource reads only Secrets its user labelled
+//!   `aigw.io/cluster-readable=true` in the Connection secret namespace, watched by that label
+//!   there (aigw writes nothing in that namespace, where its role only reads). A read compares
+//!   the version the metadata cache shows with the one the values cache holds and waits
+//!   (briefly) for the latter to catch up, so a change that woke a resource is the one it
+//!   reads. A Secret no longer named keeps the label until someone removes it (aigw labels it
+//!   again if it is named again): it then costs its size in the cache, nothing else.
+//!
+//! What those caches cannot answer is read from the apiserver, counted: a Secret the metadata
+//! cache does not hold (it may have been created a moment ago), one this replica may not
+//! label (a dry run, a replica that does not lead) or whose values cache did not catch up.
 //!
 //! ## Freshness, and why the credential protocols stay exactly-once
 //!
@@ -50,7 +62,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, PartialObjectMeta};
+use kube::api::{Api, PartialObjectMeta, Patch, PatchParams};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
@@ -67,6 +79,29 @@ const FIRST_LIST: Duration = Duration::from_secs(5);
 /// Label on every Secret aigw writes (the delivered-Secrets cache selects by it).
 pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGED_BY: &str = "aigw";
+/// Label aigw puts on a Secret a namespaced resource names, so that the values cache of its
+/// namespace, selected by it, holds that Secret.
+pub const REFERENCED_LABEL: &str = "aigw.io/referenced";
+
+/// Who reads a Secret's values: which cache answers, and what makes a Secret one of its.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Reader {
+    /// A namespaced resource, reading a Secret of its own namespace (labelled by aigw).
+    Namespaced,
+    /// A cluster-scoped resource, reading a Secret its user labelled cluster-readable in the
+    /// Connection secret namespace.
+    Cluster,
+}
+
+impl Reader {
+    /// The label (`key`, `"true"`) a Secret this reader reads carries.
+    fn label(self) -> &'static str {
+        match self {
+            Reader::Namespaced => REFERENCED_LABEL,
+            Reader::Cluster => crate::resources::common::CLUSTER_READABLE,
+        }
+    }
+}
 
 /// One namespace's (`None`: every namespace's) watch cache, with the largest resourceVersion it
 /// has applied.
@@ -97,8 +132,6 @@ enum Written {
 
 /// A Secret by namespace and name.
 type Key = (String, String);
-/// A referenced Secret's values, with the resourceVersion they were read at.
-type Kept = (String, Arc<Secret>);
 /// What reports a fallback to the metrics.
 type Counting = Arc<dyn Fn(&'static str) + Send + Sync>;
 
@@ -107,8 +140,8 @@ type Counting = Arc<dyn Fn(&'static str) + Send + Sync>;
 pub struct SecretCache {
     all: RwLock<Vec<Tracked<PartialObjectMeta<Secret>>>>,
     delivered: RwLock<Vec<Tracked<Secret>>>,
+    readable: RwLock<Vec<(Reader, Tracked<Secret>)>>,
     written: Mutex<HashMap<Key, Written>>,
-    values: Mutex<HashMap<Key, Kept>>,
     fallbacks: Mutex<HashMap<&'static str, u64>>,
     on_fallback: Mutex<Option<Counting>>,
 }
@@ -145,6 +178,7 @@ impl SecretCache {
             namespace,
             what_is_read,
             ctx.clone(),
+            true,
         );
         let selector = format!("{MANAGED_BY_LABEL}={MANAGED_BY}");
         let (delivered, delivered_watch) = tracked::<Secret>(
@@ -153,7 +187,9 @@ impl SecretCache {
             namespace,
             keys_only,
             ctx.clone(),
+            true,
         );
+        let mut watches = self.watch_readable(ctx, namespace, Reader::Namespaced);
         self.all
             .write()
             .unwrap_or_else(|e| e.into_inner())
@@ -162,13 +198,66 @@ impl SecretCache {
             .write()
             .unwrap_or_else(|e| e.into_inner())
             .push(delivered);
-        vec![
-            (scoped(namespace), all_watch),
-            (
-                format!("{}(managed-by=aigw)", scoped(namespace)),
-                delivered_watch,
-            ),
-        ]
+        watches.push((scoped(namespace), all_watch));
+        watches.push((
+            format!("{}(managed-by=aigw)", scoped(namespace)),
+            delivered_watch,
+        ));
+        watches
+    }
+
+    /// The caches of the Connection secret namespace, where cluster-scoped resources read the
+    /// Secrets labelled for them: their values cache, and the metadata cache of every Secret
+    /// there unless [`Self::watch`] already covers the namespace. Returns their watches.
+    pub fn watch_cluster_readable(
+        &self,
+        ctx: &Arc<crate::controller::Context>,
+        namespace: &str,
+    ) -> Vec<(String, Filling)> {
+        let mut watches = self.watch_readable(ctx, Some(namespace), Reader::Cluster);
+        if !self.covers(Some(namespace)) {
+            let (all, all_watch) = tracked::<PartialObjectMeta<Secret>>(
+                crate::controller::scoped(&ctx.kube, Some(namespace)),
+                watcher::Config::default(),
+                Some(namespace),
+                what_is_read,
+                ctx.clone(),
+                true,
+            );
+            self.all
+                .write()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(all);
+            let name = crate::controller::stream_name("Secret", Some(namespace));
+            watches.push((name, all_watch));
+        }
+        watches
+    }
+
+    /// The values cache of the Secrets `reader` reads in `namespace` (selected by its label).
+    /// Its changes are not relayed: resources hear of a Secret's change from the metadata
+    /// cache, and read the values at the version it shows.
+    fn watch_readable(
+        &self,
+        ctx: &Arc<crate::controller::Context>,
+        namespace: Option<&str>,
+        reader: Reader,
+    ) -> Vec<(String, Filling)> {
+        let selector = format!("{}=true", reader.label());
+        let (readable, watch) = tracked::<Secret>(
+            crate::controller::scoped(&ctx.kube, namespace),
+            watcher::Config::default().labels(&selector),
+            namespace,
+            |_| {},
+            ctx.clone(),
+            false,
+        );
+        self.readable
+            .write()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((reader, readable));
+        let name = crate::controller::stream_name("Secret", namespace);
+        vec![(format!("{name}({selector})"), watch)]
     }
 
     /// True when a cache of every Secret's metadata covers `namespace` (`None`: every one).
@@ -235,53 +324,129 @@ impl SecretCache {
             .clone()
     }
 
-    /// The Secret `namespace/name` with its values, for a resource that references it: the copy
-    /// read before when the metadata cache shows the same resourceVersion, else read from the
-    /// apiserver (and kept). A Secret the metadata cache does not hold is read too, so that a
-    /// Secret created a moment ago is not reported missing.
+    /// The Secret `namespace/name` with its values, for `reader`
+    /// ([module docs](self)): from the values cache at the version the metadata cache shows,
+    /// labelling it first for a namespaced reader if it is not yet. A Secret a cluster-scoped
+    /// reader may not read (not labelled for it) comes back without its data, for the caller
+    /// to refuse. What the caches cannot answer is read from the apiserver (counted).
     pub async fn values(
+        &self,
+        ctx: &crate::controller::Context,
+        namespace: &str,
+        name: &str,
+        reader: Reader,
+    ) -> Result<Option<Arc<Secret>>, kube::Error> {
+        let reason = match self.metadata(namespace, name).await {
+            Cached::Found(Some(meta)) => match self.in_values_cache(ctx, &meta, reader).await? {
+                Ok(secret) => return Ok(Some(secret)),
+                Err(reason) => reason,
+            },
+            Cached::Found(None) => "not_cached",
+            Cached::Uncached(reason) => reason,
+        };
+        self.fell_back(reason);
+        self.read_values(&ctx.kube, namespace, name).await
+    }
+
+    /// The values of the Secret `meta` describes from the values cache of `reader`, or why
+    /// that cache cannot answer.
+    async fn in_values_cache(
+        &self,
+        ctx: &crate::controller::Context,
+        meta: &PartialObjectMeta<Secret>,
+        reader: Reader,
+    ) -> Result<Result<Arc<Secret>, &'static str>, kube::Error> {
+        let namespace = meta.metadata.namespace.clone().unwrap_or_default();
+        let name = meta.metadata.name.clone().unwrap_or_default();
+        let Some(cache) = self.readable_cache(&namespace, reader) else {
+            return Ok(Err("unwatched"));
+        };
+        let mut version = version_of(meta);
+        let labelled = meta
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(reader.label()))
+            .is_some_and(|v| v == "true");
+        if !labelled {
+            // The cache holds the label already when the metadata cache is behind it.
+            let key = ObjectRef::<Secret>::new(&name).within(&namespace);
+            if let Some(held) = cache.store.get(&key)
+                && version_of(&*held) >= version
+            {
+                return Ok(Ok(held));
+            }
+            match reader {
+                // Not one a cluster-scoped resource may read: its metadata, for the refusal.
+                Reader::Cluster => {
+                    let secret = Secret {
+                        metadata: meta.metadata.clone(),
+                        ..Default::default()
+                    };
+                    return Ok(Ok(Arc::new(secret)));
+                }
+                Reader::Namespaced => {
+                    let Some(labelled) = self.label(ctx, &namespace, &name).await? else {
+                        return Ok(Err("unlabelled"));
+                    };
+                    version = labelled;
+                }
+            }
+        }
+        Ok(held_at(&cache, &namespace, &name, version)
+            .await
+            .ok_or("values_behind"))
+    }
+
+    /// Labels the Secret `namespace/name` [`REFERENCED_LABEL`] (that label alone, whatever
+    /// else changes), so its namespace's values cache holds it; returns the version written.
+    /// `None` when this replica may not write (a dry run, not the leader).
+    async fn label(
+        &self,
+        ctx: &crate::controller::Context,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<u64>, kube::Error> {
+        if ctx.dry_run || ctx.leadership.may_write().is_err() {
+            return Ok(None);
+        }
+        let patch = serde_json::json!({"metadata": {"labels": {REFERENCED_LABEL: "true"}}});
+        let patched = Api::<PartialObjectMeta<Secret>>::namespaced(ctx.kube.clone(), namespace)
+            .patch_metadata(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await;
+        match patched {
+            Ok(meta) => Ok(Some(version_of(&meta))),
+            // Gone meanwhile: the apiserver says so.
+            Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The values cache of `reader` covering `namespace`.
+    fn readable_cache(&self, namespace: &str, reader: Reader) -> Option<Tracked<Secret>> {
+        let caches = self.readable.read().unwrap_or_else(|e| e.into_inner());
+        caches
+            .iter()
+            .filter(|(r, _)| *r == reader)
+            .map(|(_, c)| c)
+            .find(|c| c.namespace.is_none() || c.namespace.as_deref() == Some(namespace))
+            .cloned()
+    }
+
+    /// The Secret from the apiserver (a counted fallback).
+    async fn read_values(
         &self,
         kube: &kube::Client,
         namespace: &str,
         name: &str,
     ) -> Result<Option<Arc<Secret>>, kube::Error> {
-        let key = (namespace.to_string(), name.to_string());
-        let reason = match self.metadata(namespace, name).await {
-            Cached::Found(Some(meta)) => {
-                let version = meta.metadata.resource_version.clone().unwrap_or_default();
-                let kept = self
-                    .values
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .get(&key)
-                    .filter(|(v, _)| *v == version)
-                    .map(|(_, s)| s.clone());
-                if let Some(secret) = kept {
-                    return Ok(Some(secret));
-                }
-                "new_version"
-            }
-            Cached::Found(None) => "not_cached",
-            Cached::Uncached(reason) => reason,
-        };
-        self.fell_back(reason);
         let secret = Api::<Secret>::namespaced(kube.clone(), namespace)
             .get_opt(name)
             .await?;
-        let mut values = self.values.lock().unwrap_or_else(|e| e.into_inner());
-        match secret {
-            Some(mut secret) => {
-                secret.metadata.managed_fields = None;
-                let version = secret.metadata.resource_version.clone().unwrap_or_default();
-                let secret = Arc::new(secret);
-                values.insert(key, (version, secret.clone()));
-                Ok(Some(secret))
-            }
-            None => {
-                values.remove(&key);
-                Ok(None)
-            }
-        }
+        Ok(secret.map(|mut secret| {
+            secret.metadata.managed_fields = None;
+            Arc::new(secret)
+        }))
     }
 
     async fn lookup<K>(&self, caches: &[Tracked<K>], namespace: &str, name: &str) -> Cached<K>
@@ -354,6 +519,30 @@ impl SecretCache {
     }
 }
 
+/// The Secret `namespace/name` from the values cache `cache` once it holds `version` or a
+/// later one: waits (briefly) for the cache to apply that version; `None` when it did not,
+/// or holds none that recent.
+async fn held_at(
+    cache: &Tracked<Secret>,
+    namespace: &str,
+    name: &str,
+    version: u64,
+) -> Option<Arc<Secret>> {
+    let listed = tokio::time::timeout(FIRST_LIST, cache.store.wait_until_ready()).await;
+    if !matches!(listed, Ok(Ok(()))) {
+        return None;
+    }
+    let mut applied = cache.applied.clone();
+    let caught_up = tokio::time::timeout(CATCH_UP, applied.wait_for(|a| *a >= version)).await;
+    if !matches!(caught_up, Ok(Ok(_))) {
+        return None;
+    }
+    cache
+        .store
+        .get(&ObjectRef::<Secret>::new(name).within(namespace))
+        .filter(|s| version_of(&**s) >= version)
+}
+
 /// A Secret's metadata as the cache of every Secret keeps it: the annotations only of a Secret
 /// labelled as aigw's (the owner uid and rotation id a delivery stamped); any other Secret is
 /// never aigw's to write whatever it is annotated with, and only its existence, labels and
@@ -405,6 +594,7 @@ fn tracked<K: Watchable>(
     namespace: Option<&str>,
     prepare: fn(&mut K),
     ctx: Arc<crate::controller::Context>,
+    relay: bool,
 ) -> (Tracked<K>, Filling) {
     let (reader, writer) = reflector::store();
     let (applied_tx, applied) = watch::channel(0u64);
@@ -436,7 +626,9 @@ fn tracked<K: Watchable>(
                 watcher::Event::InitApply(o) => listed = listed.max(version_of(o)),
                 watcher::Event::InitDone => raise(&applied_tx, listed),
             }
-            relayed.stored(&ctx.relay, &event);
+            if relay {
+                relayed.stored(&ctx.relay, &event);
+            }
             Ok(match event {
                 watcher::Event::InitDone => watcher::Event::InitDone,
                 _ => watcher::Event::Init,
