@@ -11,6 +11,7 @@
 //! Not a listed kind: each reconcile (at least once per drift interval, sooner while a toggle
 //! waits) reads the integration, its access rows and its capabilities. Integrations are few.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
@@ -796,6 +797,35 @@ async fn find_created(
         |i| i.workspace_id.is_none(),
     )
     .await
+}
+
+/// True when a row of `integration`'s `spec.workspaces` names the workspace: by the Workspace
+/// resource `resource`, or by one of `keys` (its UUID, its slug).
+pub fn names_workspace(
+    integration: &McpIntegration,
+    keys: &BTreeSet<&str>,
+    resource: &str,
+) -> bool {
+    integration.spec.workspaces.iter().any(|row| {
+        row.workspace_ref
+            .as_ref()
+            .is_some_and(|r| r.name == resource)
+            || row.workspace.as_deref().is_some_and(|ws| keys.contains(ws))
+    })
+}
+
+/// The McpIntegration resources of this installation whose `spec.workspaces` names the
+/// workspace (see [`names_workspace`]): they hold a Workspace against its archive, since a row
+/// naming an archived workspace could never be written again.
+pub fn naming_workspace(ctx: &Context, keys: &BTreeSet<&str>, resource: &str) -> Vec<String> {
+    ctx.stores
+        .of::<McpIntegration>()
+        .all()
+        .iter()
+        .filter(|i| !ctx.installation.is_theirs(i.as_ref()))
+        .filter(|i| names_workspace(i, keys, resource))
+        .map(|i| format!("McpIntegration {}", i.name_any()))
+        .collect()
 }
 
 /// An McpIntegration's own triggers: the Secret it reads (in the operator's namespace), the

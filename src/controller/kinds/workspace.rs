@@ -33,6 +33,7 @@ use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
 use crate::controller::kinds::config_refs::REFERENCE_NOT_READY;
+use crate::controller::kinds::mcp_integration;
 use crate::controller::{Context, now_rfc3339};
 use crate::resources::Config;
 use crate::resources::common::CreateAttempt;
@@ -250,7 +251,15 @@ impl Verbs for Workspace {
             keys.extend([remote.id.as_str(), remote.slug.as_str()]);
         }
         keys.remove("");
-        let holders = cx.ctx.stores.naming_workspace(&keys, &self.name_any());
+        let mut holders =
+            cx.ctx
+                .stores
+                .naming_workspace(&keys, &self.name_any(), &cx.ctx.installation);
+        holders.extend(mcp_integration::naming_workspace(
+            cx.ctx,
+            &keys,
+            &self.name_any(),
+        ));
         if holders.is_empty() {
             return Ok(());
         }
@@ -535,7 +544,35 @@ pub fn watch_referrers(
     let controller = held_by::<Guardrail>(controller, ctx, workspaces.clone());
     let controller = held_by::<ApiKey>(controller, ctx, workspaces.clone());
     let controller = held_by::<Provider>(controller, ctx, workspaces.clone());
+    let controller = held_by::<crate::resources::McpServer>(controller, ctx, workspaces.clone());
+    let controller = enabled_by_mcp_integrations(controller, ctx, workspaces.clone());
     held_by::<Deployment>(controller, ctx, workspaces)
+}
+
+/// [`watch_referrers`] for the McpIntegrations whose `spec.workspaces` rows name a Workspace.
+fn enabled_by_mcp_integrations(
+    controller: kube::runtime::controller::Controller<Workspace>,
+    ctx: &Context,
+    workspaces: kube::runtime::reflector::Store<Workspace>,
+) -> kube::runtime::controller::Controller<Workspace> {
+    crate::controller::state::relay::requeue_when(
+        controller,
+        &ctx.relay,
+        None,
+        workspaces,
+        |workspace: &Workspace, integration: &crate::resources::McpIntegration| {
+            let status = workspace.status.as_ref();
+            let keys: BTreeSet<&str> = [
+                status.and_then(|s| s.id.as_deref()),
+                status.and_then(|s| s.slug.as_deref()),
+            ]
+            .into_iter()
+            .flatten()
+            .collect();
+            workspace.metadata.deletion_timestamp.is_some()
+                && mcp_integration::names_workspace(integration, &keys, &workspace.name_any())
+        },
+    )
 }
 
 /// [`watch_referrers`] for the objects of kind `K`, of every watched namespace.

@@ -22,6 +22,7 @@ use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 
+use crate::controller::state::installation::Installation;
 use crate::resources::common::{CreateAttempt, condition::STALLED, find_condition};
 use crate::resources::guardrail::GuardrailKind;
 use crate::resources::{
@@ -332,8 +333,14 @@ pub trait KindStore: Send + Sync {
     fn as_any(&self) -> &dyn Any;
     /// The cached resources that act in a workspace one of `keys` (its UUID, its slug) names,
     /// or that name the Workspace resource `resource` (`spec.workspaceRef`), as
-    /// `Kind namespace/name`.
-    fn naming_workspace(&self, keys: &BTreeSet<&str>, resource: &str) -> Vec<String>;
+    /// `Kind namespace/name`. Neither another installation's resources nor ones their grants
+    /// refuse count: they never acted in the workspace through this installation.
+    fn naming_workspace(
+        &self,
+        keys: &BTreeSet<&str>,
+        resource: &str,
+        installation: &Installation,
+    ) -> Vec<String>;
 }
 
 impl<K: Claims + Send + Sync> KindStore for StoreList<K> {
@@ -341,9 +348,15 @@ impl<K: Claims + Send + Sync> KindStore for StoreList<K> {
         self
     }
 
-    fn naming_workspace(&self, keys: &BTreeSet<&str>, resource: &str) -> Vec<String> {
+    fn naming_workspace(
+        &self,
+        keys: &BTreeSet<&str>,
+        resource: &str,
+        installation: &Installation,
+    ) -> Vec<String> {
         self.all()
             .iter()
+            .filter(|o| !refused_by_grants(o.as_ref()) && !installation.is_theirs(o.as_ref()))
             .filter(|o| {
                 o.workspace_ref() == Some(resource)
                     || o.workspaces()
@@ -409,11 +422,16 @@ impl Stores {
     /// Every cached resource, of any kind, acting in the workspace `keys` name (its UUID and
     /// slug), or naming the Workspace resource `resource` by `spec.workspaceRef`: what holds a
     /// Workspace against its archive. Sorted.
-    pub fn naming_workspace(&self, keys: &BTreeSet<&str>, resource: &str) -> Vec<String> {
+    pub fn naming_workspace(
+        &self,
+        keys: &BTreeSet<&str>,
+        resource: &str,
+        installation: &Installation,
+    ) -> Vec<String> {
         let mut holders: Vec<String> = self
             .kinds
             .values()
-            .flat_map(|store| store.naming_workspace(keys, resource))
+            .flat_map(|store| store.naming_workspace(keys, resource, installation))
             .collect();
         holders.sort();
         holders
@@ -1075,17 +1093,17 @@ mod tests {
         let stores = stores_with(&[in_pay, by_slug, elsewhere, by_resource]);
         let keys: BTreeSet<&str> = ["ws-uuid", "ws-pay"].into_iter().collect();
         assert_eq!(
-            stores.naming_workspace(&keys, "pay"),
+            stores.naming_workspace(&keys, "pay", &Installation::default()),
             ["Config ops/routing", "Config pay/main", "Config web/edge"]
         );
         // A workspace id equal to the resource's name is not the resource.
         assert_eq!(
-            stores.naming_workspace(&["ws-x"].into(), "ws-uuid"),
+            stores.naming_workspace(&["ws-x"].into(), "ws-uuid", &Installation::default()),
             Vec::<String>::new()
         );
         assert!(
             stores
-                .naming_workspace(&["ws-x"].into(), "other")
+                .naming_workspace(&["ws-x"].into(), "other", &Installation::default())
                 .is_empty()
         );
     }

@@ -22,4 +22,5 @@ mod secret_cache;
 mod secret_references;
 mod tenancy;
 mod usage_limits;
+mod workspace_holders;
 mod workspaces;

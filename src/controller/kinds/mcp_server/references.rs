@@ -7,11 +7,13 @@ use kube::ResourceExt;
 use crate::controller::Context;
 use crate::controller::driver::gate::CACHES_LISTED_WITHIN;
 use crate::controller::error::Error;
+use crate::controller::state::claims::Claims;
 use crate::resources::{McpIntegration, McpServer};
 
 /// The McpServer resources (as `namespace/name`) that instantiate `integration`: by resource
 /// name, or by the UUID or slug it recorded. From the caches, once every McpServer cache has
-/// listed. A server its grants refuse that never managed a remote server does not count.
+/// listed. A server that never made a remote server (or began to) does not count, nor one of
+/// another installation.
 pub async fn naming(integration: &McpIntegration, ctx: &Context) -> Result<Vec<String>, Error> {
     let servers = ctx.stores.of::<McpServer>();
     if !servers
@@ -26,6 +28,9 @@ pub async fn naming(integration: &McpIntegration, ctx: &Context) -> Result<Vec<S
         .all()
         .iter()
         .filter(|s| !crate::controller::state::claims::refused_by_grants(s.as_ref()))
+        // One that never made (or began to make) a remote server holds nothing: any namespace
+        // could otherwise keep the organisation's integration alive by naming it.
+        .filter(|s| s.manages())
         .filter(|s| !ctx.installation.is_theirs(s.as_ref()))
         .filter(|s| instantiates(s, integration))
         .map(|s| format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any()))
