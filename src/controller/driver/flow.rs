@@ -482,6 +482,18 @@ macro_rules! driven {
         ) -> Result<Vec<$crate::controller::driver::Change>, $crate::controller::error::Error> {
             $crate::controller::driver::flow::cleanup(self, cx).await
         }
+
+        async fn remove_unused(
+            &self,
+            cx: &$crate::controller::driver::Cx<'_, Self>,
+        ) -> Result<Vec<$crate::controller::driver::Change>, $crate::controller::error::Error> {
+            Ok(
+                $crate::controller::driver::verbs::Verbs::remove_unused(self, cx)
+                    .await?
+                    .into_iter()
+                    .collect(),
+            )
+        }
     };
 }
 pub(crate) use driven;

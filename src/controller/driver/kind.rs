@@ -155,6 +155,16 @@ pub trait Managed:
     fn cleanup(&self, cx: &Cx<'_, Self>)
     -> impl Future<Output = Result<Vec<Change>, Error>> + Send;
 
+    /// What a create that never made the remote object left behind (the IAM scope of a
+    /// workspace the API refused), removed when a resource that manages nothing goes
+    /// ([`super::verbs::Verbs::remove_unused`]).
+    fn remove_unused(
+        &self,
+        _cx: &Cx<'_, Self>,
+    ) -> impl Future<Output = Result<Vec<Change>, Error>> + Send {
+        async { Ok(Vec::new()) }
+    }
+
     /// When this object needs looking at again sooner than the drift interval (a rotation that
     /// falls due), given the status just computed.
     fn due_in(&self, _status: &Self::Status) -> Option<Duration> {

@@ -555,6 +555,15 @@ async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Res
         },
     };
     if let Some(why) = release {
+        if !object.orphans() && !object.manages() {
+            // What a refused create left behind (a workspace's IAM scope), proven this
+            // resource's by its mark; a gate refusal means it is not this resource's to touch.
+            match object.remove_unused(&cx).await {
+                Ok(changes) => report(ctx, object, &key, changes).await,
+                Err(Error::AlreadyManaged(_) | Error::NotAllowed { .. }) => {}
+                Err(error) => return cleanup_failed(object, &cx, &key, error).await,
+            }
+        }
         return release_remote(object, &cx, &key, &why).await;
     }
     match K::cleanup(object, &cx).await {
@@ -564,11 +573,25 @@ async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Res
             report(ctx, object, &key, changes).await;
             Ok(Action::await_change())
         }
-        Err(Error::DryRun { reason, message }) => Ok(would(&cx, &key, reason, &message).await),
-        Err(error) if error.records_nothing() => Err(error),
-        Err(error) => {
+        Err(error) => cleanup_failed(object, &cx, &key, error).await,
+    }
+}
+
+/// A cleanup that failed: a dry run reports what it would do; otherwise the deletion waits,
+/// saying why in the conditions and an event.
+async fn cleanup_failed<K: Managed>(
+    object: &K,
+    cx: &Cx<'_, K>,
+    key: &str,
+    error: Error,
+) -> Result<Action, Error> {
+    let ctx = cx.ctx;
+    match error {
+        Error::DryRun { reason, message } => Ok(would(cx, key, reason, &message).await),
+        error if error.records_nothing() => Err(error),
+        error => {
             let message = cx.scrub(&error.to_string());
-            record_waiting_deletion(&cx, &error, &message).await;
+            record_waiting_deletion(cx, &error, &message).await;
             publish(ctx, object, EventType::Warning, error.category(), &message).await;
             Err(error)
         }

@@ -223,6 +223,17 @@ pub trait Verbs: Managed {
         status: &Self::Status,
     ) -> impl Future<Output = Result<(), ApiError>> + Send;
 
+    /// Removes what [`Verbs::before_create`] made for a create that never made the remote
+    /// object, when a resource that manages nothing goes (never under `deletionPolicy:
+    /// Orphan`): the IAM scope a refused workspace create left. Only what carries this
+    /// resource's mark; the change made, if any.
+    fn remove_unused(
+        &self,
+        _cx: &Cx<'_, Self>,
+    ) -> impl Future<Output = Result<Option<Change>, Error>> + Send {
+        async { Ok(None) }
+    }
+
     /// The failure to report when the API refused the delete of `key` with `error` because
     /// something still uses the remote object (a `StillReferenced` the driver retries), rather
     /// than the API error itself.

@@ -300,6 +300,53 @@ impl Verbs for Workspace {
             _ => Ok(()),
         }
     }
+    /// The IAM scope [`Verbs::before_create`] made for a workspace the API never made (its
+    /// create refused): deleted when it carries this resource's token and binds nothing. A
+    /// scope of the same name that is not ours is left alone.
+    async fn remove_unused(&self, cx: &Cx<'_, Self>) -> Result<Option<Change>, Error> {
+        // Only a create that was sent (and refused) made one: a resource that never got that
+        // far goes without a call, even when its Connection is gone.
+        let sent = self
+            .status
+            .as_ref()
+            .is_some_and(|s| s.create_settled.is_some());
+        if self.spec.slug.is_some() || !sent {
+            return Ok(None);
+        }
+        let Some(scope) = owned_scope(self, cx.ctx) else {
+            return Ok(None);
+        };
+        let found = match owned(cx, &scope).await {
+            Ok(Some(found)) => found,
+            Ok(None) => return Ok(None),
+            Err(Error::NotAllowed { .. }) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        if !found.resources.is_empty() {
+            tracing::warn!(
+                scope = %scope.name,
+                "the IAM scope of a workspace never recorded binds resources; it is left in place"
+            );
+            return Ok(None);
+        }
+        cx.gate.intend(format!(
+            "would delete IAM scope {}, made for a workspace the API never created",
+            scope.name
+        ));
+        let client = cx.api(Op::Delete).await?;
+        match client.iam_scopes().delete(&scope.name).await {
+            Err(e) if !e.is_not_found() => {
+                Err(Error::api(format!("delete IAM scope {}", scope.name), e))
+            }
+            _ => Ok(Some(Change::new(
+                "Deleted",
+                format!(
+                    "deleted IAM scope {}, made for a workspace the API never created",
+                    scope.name
+                ),
+            ))),
+        }
+    }
     /// The API's refusal to archive a workspace that still holds objects (`409`).
     fn delete_refused(&self, key: &str, error: &ApiError) -> Option<Error> {
         (error.status() == Some(409)).then(|| {

@@ -233,6 +233,63 @@ async fn attack_an_mcp_server_that_never_made_anything_holds_the_integration() {
 const WS_POST: &str = "POST /ai_gw/admin/v2/workspaces";
 const WS_LIST: &str = "GET /ai_gw/admin/v2/workspaces";
 
+const SCOPE_POST: &str = "POST /iam/v1/scopes";
+
+/// The IAM scopes aigw made (their description carries an owner token).
+async fn owned_scopes(h: &Harness) -> Vec<serde_json::Value> {
+    h.state().await["scopes"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|s| {
+            s["description"]
+                .as_str()
+                .is_some_and(|d| d.starts_with("managed by aigw; owner token"))
+        })
+        .collect()
+}
+
+/// Three-call create: the first call (the IAM scope) is made, the second (the workspace) is
+/// refused by the API for good; the Workspace resource is then deleted. The scope aigw made for
+/// it goes with it (`Verbs::remove_unused`; before, only a scope recorded in status was deleted
+/// and this one stayed in the tenant forever).
+#[tokio::test]
+async fn attack_a_workspace_whose_create_is_refused_leaves_no_iam_scope_behind() {
+    let h = Harness::start_with("atk-wsscope", Duration::from_secs(1)).await;
+    let before = owned_scopes(&h).await.len();
+    h.faults(json!({"failing_routes": {WS_POST: 400}})).await;
+    let api = workspaces(&h);
+    api.create(
+        &PostParams::default(),
+        &h.cluster_object("Workspace", "refused", json!({"name": "Refused"})),
+    )
+    .await
+    .unwrap();
+    let tried = support::wait_until(WAIT, || async {
+        (h.count(WS_POST).await >= 1).then_some(())
+    })
+    .await;
+    assert!(tried.is_some(), "{}", h.stats().await);
+    assert_eq!(h.count(SCOPE_POST).await, 1);
+    api.delete(&h.cluster_name("refused"), &DeleteParams::default())
+        .await
+        .unwrap();
+    let full = h.cluster_name("refused");
+    let gone = support::wait_until(WAIT, || async {
+        api.get_opt(&full).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let left = owned_scopes(&h).await;
+    h.stop().await;
+    assert!(gone.is_some(), "the Workspace was not deleted");
+    assert_eq!(
+        left.len(),
+        before,
+        "the IAM scope aigw made for a Workspace that never existed outlives it: {left:?}"
+    );
+}
+
 /// Exactly once across a delete: the workspace POST is committed but its answer lost, and the
 /// lookup that would recover it cannot run yet (the list answers 503); the resource is deleted
 /// meanwhile. Once the API answers again, the workspace the POST made must be archived (or the
