@@ -220,6 +220,12 @@ pub struct Grant {
     /// `workspaces`, and the integration must grant that workspace access itself.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub integrations: Option<Vec<String>>,
+    /// MCP integrations these namespaces may instantiate as McpServers: names of McpIntegration
+    /// resources (`spec.integrationRef`), or slugs or UUIDs of remote MCP integrations
+    /// (`spec.integrationId`; an McpIntegration resource is also matched by its recorded slug
+    /// and UUID). Absent: any MCP integration that enables the server's workspace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_integrations: Option<Vec<String>>,
     /// Namespaces whose resources these namespaces may follow in `spec.promotion.after` (e.g.
     /// prod may follow dev): aigw reads only those resources' status, whether they are Ready
     /// and at which revision. Absent: only resources of their own namespace.

@@ -306,6 +306,21 @@ impl<'a, K: Managed> Gate<'a, K> {
         self.resolve().await?.scope.check_integration(field, keys)
     }
 
+    /// Instantiating the MCP integration `keys` name (its UUID and slug) as a server needs a
+    /// grant of it (`spec.grants[].mcpIntegrations`): an entry naming an McpIntegration
+    /// resource stands for the integration that resource recorded.
+    pub async fn instantiating(
+        &self,
+        field: &str,
+        keys: &[String],
+        resource: impl Fn(&str) -> Option<Vec<String>>,
+    ) -> Result<(), Error> {
+        self.resolve()
+            .await?
+            .scope
+            .check_mcp_integration_by(field, keys, resource)
+    }
+
     /// Binding the remote integration `keys` name (its UUID and slug only) needs a grant of
     /// it: a grant entry naming an Integration resource stands for the integration that
     /// resource recorded.

@@ -154,16 +154,20 @@ impl Verbs for McpServer {
         cx: &Cx<'_, Self>,
         _status: &mut McpServerStatus,
     ) -> Result<Instantiates, Error> {
-        match (&self.spec.integration_ref, &self.spec.integration_id) {
-            (_, Some(given)) => remote_integration(cx, given).await,
+        let instantiates = match (&self.spec.integration_ref, &self.spec.integration_id) {
+            (_, Some(given)) => remote_integration(cx, given).await?,
             (Some(named), None) => {
                 let (id, keys) = ready_integration(self, cx.ctx, &named.name)?;
-                Ok(Instantiates { id: Some(id), keys })
+                Instantiates { id: Some(id), keys }
             }
-            (None, None) => Err(Error::InvalidSpec(
-                "set spec.integrationRef or spec.integrationId".into(),
-            )),
-        }
+            (None, None) => {
+                return Err(Error::InvalidSpec(
+                    "set spec.integrationRef or spec.integrationId".into(),
+                ));
+            }
+        };
+        integration_granted(self, cx, &instantiates.keys).await?;
+        Ok(instantiates)
     }
     /// Without an API call: the integration as the status and the caches tell.
     async fn observed_inputs(
@@ -292,6 +296,21 @@ impl Verbs for McpServer {
     ) -> Result<api::Created, ApiError> {
         let (_, update) = self.spec.update_for(remote);
         client.mcp_servers().update(&remote.id, &update).await
+    }
+    /// A namespace no longer granted the integration releases its server without a call, as
+    /// for a revoked workspace: a delete reaches the integration as much as an update.
+    async fn release(
+        &self,
+        cx: &Cx<'_, Self>,
+        _key: &str,
+        status: &McpServerStatus,
+    ) -> Result<Option<String>, Error> {
+        let keys = integration_keys(self, cx.ctx, status);
+        match integration_granted(self, cx, &keys).await {
+            Ok(()) => Ok(None),
+            Err(refused @ Error::NotAllowed { .. }) => Ok(Some(refused.to_string())),
+            Err(other) => Err(other),
+        }
     }
     async fn delete(
         &self,
@@ -473,6 +492,33 @@ fn ready_integration(
     }
     let keys = [Some(id.clone()), status.slug].into_iter().flatten();
     Ok((id, keys.collect()))
+}
+
+/// Whether the Connection's grants let this namespace instantiate the integration `keys` name
+/// (`spec.grants[].mcpIntegrations`): an entry naming an McpIntegration resource stands for the
+/// UUID and slug it recorded; `spec.integrationRef` is also granted by the resource's name.
+async fn integration_granted(
+    server: &McpServer,
+    cx: &Cx<'_, McpServer>,
+    keys: &[String],
+) -> Result<(), Error> {
+    let mut named_by = Vec::new();
+    let field = match (&server.spec.integration_ref, &server.spec.integration_id) {
+        (_, Some(_)) => "spec.integrationId",
+        (Some(by), None) => {
+            named_by.push(by.name.clone());
+            "spec.integrationRef"
+        }
+        (None, None) => return Ok(()),
+    };
+    named_by.extend(keys.iter().cloned());
+    let resource = |entry: &str| {
+        named::<McpIntegration>(cx.ctx, entry).map(|found| {
+            let recorded = found.status.clone().unwrap_or_default();
+            recorded.id.into_iter().chain(recorded.slug).collect()
+        })
+    };
+    cx.gate.instantiating(field, &named_by, resource).await
 }
 
 /// The remote integration `spec.integrationId` names (UUID or slug), read to learn both its

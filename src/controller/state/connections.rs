@@ -24,13 +24,15 @@ const WORKSPACE_NOT_ALLOWED: &str = "WorkspaceNotAllowed";
 pub(crate) const ADOPTION_NOT_ALLOWED: &str = "AdoptionNotAllowed";
 const DEFAULT_NOT_ALLOWED: &str = "DefaultNotAllowed";
 const INTEGRATION_NOT_ALLOWED: &str = "IntegrationNotAllowed";
+const MCP_INTEGRATION_NOT_ALLOWED: &str = "McpIntegrationNotAllowed";
 /// Every one of them: a claimant refused by them, that never managed its object, claims nothing.
-pub const GRANT_REFUSALS: [&str; 5] = [
+pub const GRANT_REFUSALS: [&str; 6] = [
     NAMESPACE_NOT_ALLOWED,
     WORKSPACE_NOT_ALLOWED,
     ADOPTION_NOT_ALLOWED,
     DEFAULT_NOT_ALLOWED,
     INTEGRATION_NOT_ALLOWED,
+    MCP_INTEGRATION_NOT_ALLOWED,
 ];
 /// The reason by which a Connection's grants refuse following a resource of another namespace
 /// (`spec.promotion.after`). It refuses a promotion, not the remote object: not a claim refusal.
@@ -47,6 +49,7 @@ pub fn scope_of(
 ) -> Result<Scope, Error> {
     let mut workspaces: Option<BTreeSet<String>> = Some(BTreeSet::new());
     let mut integrations: Option<BTreeSet<String>> = Some(BTreeSet::new());
+    let mut mcp_integrations: Option<BTreeSet<String>> = Some(BTreeSet::new());
     let mut adopt = false;
     let mut make_default = false;
     let mut promote_from = BTreeSet::new();
@@ -69,6 +72,11 @@ pub fn scope_of(
             (_, None) => integrations = None,
             (None, Some(_)) => {}
         }
+        match (&mut mcp_integrations, &grant.mcp_integrations) {
+            (Some(all), Some(these)) => all.extend(these.iter().cloned()),
+            (_, None) => mcp_integrations = None,
+            (None, Some(_)) => {}
+        }
     }
     if !matched {
         return Err(Error::not_allowed(
@@ -84,6 +92,7 @@ pub fn scope_of(
         adopt,
         make_default,
         integrations,
+        mcp_integrations,
         promote_from: Some(promote_from),
     })
 }
@@ -159,6 +168,9 @@ pub struct Scope {
     pub make_default: bool,
     /// Integrations it may bind into providers (by resource name, slug or UUID); `None`: any.
     pub integrations: Option<BTreeSet<String>>,
+    /// MCP integrations it may instantiate as servers (by resource name, slug or UUID);
+    /// `None`: any.
+    pub mcp_integrations: Option<BTreeSet<String>>,
     /// Other namespaces whose resources it may follow (`spec.promotion.after`); `None` means any.
     pub promote_from: Option<BTreeSet<String>>,
 }
@@ -171,6 +183,7 @@ impl Scope {
             adopt: true,
             make_default: true,
             integrations: None,
+            mcp_integrations: None,
             promote_from: None,
         }
     }
@@ -273,17 +286,39 @@ impl Scope {
         let Some(allowed) = &self.integrations else {
             return Ok(());
         };
-        let granted = |entry: &String| match resource(entry) {
-            Some(recorded) => recorded.iter().any(|r| keys.contains(r)),
-            None => keys.contains(entry),
-        };
-        if allowed.iter().any(granted) {
+        if granted(allowed, keys, resource) {
             return Ok(());
         }
         Err(Error::not_allowed(
             INTEGRATION_NOT_ALLOWED,
             format!(
                 "{field} {} is not among the integrations this namespace may bind through Connection {} (spec.grants[].integrations: {})",
+                keys.first().map(String::as_str).unwrap_or_default(),
+                self.connection,
+                allowed.iter().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        ))
+    }
+
+    /// Refuses instantiating the MCP integration `keys` name (named by `field`) as a server
+    /// when the grants do not cover it: an entry that `resource` resolves (the name of an
+    /// McpIntegration resource) stands for the UUID and slug it recorded, and for no other.
+    pub fn check_mcp_integration_by(
+        &self,
+        field: &str,
+        keys: &[String],
+        resource: impl Fn(&str) -> Option<Vec<String>>,
+    ) -> Result<(), Error> {
+        let Some(allowed) = &self.mcp_integrations else {
+            return Ok(());
+        };
+        if granted(allowed, keys, resource) {
+            return Ok(());
+        }
+        Err(Error::not_allowed(
+            MCP_INTEGRATION_NOT_ALLOWED,
+            format!(
+                "{field} {} is not among the MCP integrations this namespace may instantiate through Connection {} (spec.grants[].mcpIntegrations: {})",
                 keys.first().map(String::as_str).unwrap_or_default(),
                 self.connection,
                 allowed.iter().cloned().collect::<Vec<_>>().join(", ")
@@ -304,6 +339,19 @@ impl Scope {
             ),
         ))
     }
+}
+
+/// Whether a grant entry of `allowed` covers the object `keys` name: an entry `resource`
+/// resolves (a resource's name) by what that resource recorded, any other entry literally.
+fn granted(
+    allowed: &BTreeSet<String>,
+    keys: &[String],
+    resource: impl Fn(&str) -> Option<Vec<String>>,
+) -> bool {
+    allowed.iter().any(|entry| match resource(entry) {
+        Some(recorded) => recorded.iter().any(|r| keys.contains(r)),
+        None => keys.contains(entry),
+    })
 }
 
 impl Connections {

@@ -412,3 +412,59 @@ async fn a_server_of_the_slug_in_another_workspace_is_not_adopted() {
     assert_eq!(remote(&h, &slug).await["workspace_id"], WS_B);
     h.stop().await;
 }
+
+/// The Connection's grants limit which MCP integrations a namespace may instantiate
+/// (`spec.grants[].mcpIntegrations`): one not granted is refused before any write, naming the
+/// grant; granted, the server is made; the grant revoked, deleting the McpServer releases its
+/// server without a call, as for a revoked workspace.
+#[tokio::test]
+async fn a_server_of_an_mcp_integration_not_granted_makes_no_call() {
+    let not_granted = json!([{"namespaces": ["{ns}"], "workspaces": [WS_A], "mcpIntegrations": ["another-integration"]}]);
+    let mut h =
+        Harness::start_with_grants("mcps-grant", Duration::from_secs(1), not_granted.clone()).await;
+    let integration = integration(&h, true).await;
+    let servers = h.env.api::<McpServer>();
+    let slug = format!("gr-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
+    servers
+        .create(
+            &PostParams::default(),
+            &support::objects::object(
+                "McpServer",
+                "tools",
+                json!({"slug": slug, "name": "Tools", "workspaceId": WS_A,
+                       "integrationRef": {"name": integration}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let refused = wait_for(&servers, "tools", |s| {
+        s.stalled_with("McpIntegrationNotAllowed")
+    })
+    .await;
+    let (_, _, message) = refused.condition("Stalled").unwrap();
+    assert!(
+        message.contains("spec.grants[].mcpIntegrations"),
+        "{message}"
+    );
+    assert_eq!(h.count(POST).await, 0, "{}", h.stats().await);
+
+    // Granted by the McpIntegration resource's name: the server is made, once.
+    h.set_grants(
+        json!([{"namespaces": ["{ns}"], "workspaces": [WS_A], "mcpIntegrations": [integration]}]),
+    );
+    h.restart_operator().await;
+    wait_for(&servers, "tools", |s| s.ready()).await;
+    assert_eq!(h.count(POST).await, 1, "{}", h.stats().await);
+
+    // Revoked: an update is refused and the delete leaves the server, without a call.
+    h.set_grants(not_granted);
+    h.restart_operator().await;
+    h.reset_stats().await;
+    h.env.delete_and_wait::<McpServer>("tools", WAIT).await;
+    assert_eq!(h.count(DELETE).await, 0, "{}", h.stats().await);
+    assert!(
+        !remote(&h, &slug).await.is_null(),
+        "the server is left in place"
+    );
+    h.stop().await;
+}
