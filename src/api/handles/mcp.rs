@@ -53,6 +53,11 @@ async fn all_capabilities(
     Ok(all.expect("at least one page"))
 }
 
+/// Rows a user-access read asks for at once (the API's most), and the pages it reads at most
+/// (500,000 users).
+const USER_ACCESS_PAGE_SIZE: u32 = 500;
+const USER_ACCESS_PAGES: u32 = 1000;
+
 /// The organisation's MCP integrations (`/ai_gw/admin/v2/mcp-integrations`), by UUID or slug.
 /// `configurations` is write-only.
 #[derive(Debug, Clone, Copy)]
@@ -256,13 +261,30 @@ impl<'c> McpServers<'c> {
     }
 
     /// The first page of user access (500 rows) with `default_user_access`.
+    /// Every user-access row of server `key`, page after page (500 a page) while the API says
+    /// it has more: a user past the first page is compared like any other.
     pub async fn user_access(&self, key: &str) -> Result<McpUserAccess, ApiError> {
         super::require("mcpServerId", key)?;
-        let call = Call::new(Route::mgmt(Verb::Get, MCP_SERVER_USER_ACCESS, &[key])).query(vec![
-            ("page", "1".to_owned()),
-            ("page_size", "500".to_owned()),
-        ]);
-        self.client.json(call).await
+        let mut all: Option<McpUserAccess> = None;
+        for page in 1..=USER_ACCESS_PAGES {
+            let call =
+                Call::new(Route::mgmt(Verb::Get, MCP_SERVER_USER_ACCESS, &[key])).query(vec![
+                    ("page", page.to_string()),
+                    ("page_size", USER_ACCESS_PAGE_SIZE.to_string()),
+                ]);
+            let read: McpUserAccess = self.client.json(call).await?;
+            let more = read.has_more && !read.data.is_empty();
+            match &mut all {
+                None => all = Some(read),
+                Some(all) => all.data.extend(read.data),
+            }
+            if !more {
+                break;
+            }
+        }
+        let mut all = all.unwrap_or_default();
+        all.has_more = false;
+        Ok(all)
     }
 
     pub async fn update_user_access(

@@ -421,7 +421,7 @@ impl Validate for UpdateMcpServerRequest {
 }
 
 /// `GET …/mcp-servers/{id}/user-access`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct McpUserAccess {
     /// `allow` or `deny`.
     #[serde(default)]

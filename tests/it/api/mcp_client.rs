@@ -13,7 +13,7 @@ use aigw::api::{
     McpWorkspaceAccessUpdate, SecretMapping, SecretReferencesListQuery, SensitiveFields,
     StaticToken, SyncMcpServerMappingsRequest, UpdateCapabilitiesRequest,
     UpdateMcpIntegrationRequest, UpdateMcpServerRequest, UpdateMcpWorkspacesRequest,
-    UpdateSecretReferenceRequest, UpdateUserAccessRequest,
+    UpdateSecretReferenceRequest, UpdateUserAccessRequest, UserAccessUpdate,
 };
 use aigw::emulator::{EmulatorOptions, Running, spawn};
 use serde_json::{Value, json};
@@ -268,6 +268,26 @@ async fn the_client_covers_secret_references_mcp_and_mappings() {
             .default_user_access,
         "deny"
     );
+    // Past one page (500 rows): the read follows `has_more`, so a user on page 2 is seen.
+    for batch in 0..2 {
+        let rows = (0..300)
+            .map(|i| UserAccessUpdate {
+                user_id: format!("user-{}", batch * 300 + i),
+                enabled: i % 2 == 0,
+            })
+            .collect();
+        let request = UpdateUserAccessRequest {
+            user_access: rows,
+            ..Default::default()
+        };
+        servers
+            .update_user_access(&server.id, &request)
+            .await
+            .unwrap();
+    }
+    let all = servers.user_access(&server.id).await.unwrap();
+    assert_eq!(all.data.len(), 600, "every page is read");
+    assert!(all.data.iter().any(|r| r["user_id"] == "user-599"));
     let server_caps = servers.capabilities(&server.id, None).await.unwrap();
     assert_eq!(server_caps.data[0].integration_enabled, Some(false));
     servers
