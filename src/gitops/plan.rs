@@ -1011,8 +1011,10 @@ async fn plan_guardrail<G: GuardrailKind>(
                 GitopsError::api(format!("failed to read {what}"), e)
             })?;
         let listed: Vec<GuardrailMcpServer> = rows.iter().map(GuardrailMcpServer::listed).collect();
+        let namespace = secrets.as_ref().map(|(_, ns)| ns.as_str());
+        let servers = super::plan_mcp_server::resolved_mappings(live, namespace, servers).await?;
         let (wanted, have) = (
-            GuardrailMcpServer::normalized(servers),
+            GuardrailMcpServer::normalized(&servers),
             GuardrailMcpServer::normalized(&listed),
         );
         desired["mcpServers"] = to_json(&wanted);

@@ -12,6 +12,7 @@ use super::plan::{
 };
 use crate::api::{Client, McpServersListQuery};
 use crate::resources::McpServer;
+use crate::resources::guardrail::GuardrailMcpServer;
 
 pub(super) async fn plan_mcp_server(
     api: &Client,
@@ -88,4 +89,36 @@ pub(super) async fn plan_mcp_server(
         ),
     };
     Ok(planned.identified(&remote.id))
+}
+
+/// A guardrail's MCP server mappings as the operator sends them: each `mcpServerRef` resolved
+/// to the id its McpServer recorded (read with the kubeconfig, as the operator reads its
+/// cache; a Guardrail's own namespace when the reference names none). A reference the plan
+/// cannot resolve (no cluster access, the McpServer absent or without a server yet) stays as
+/// written: the operator waits for it (`McpServerNotReady`) before it syncs the set.
+pub(super) async fn resolved_mappings(
+    live: Option<&Live>,
+    namespace: Option<&str>,
+    servers: &[GuardrailMcpServer],
+) -> Result<Vec<GuardrailMcpServer>, GitopsError> {
+    let mut resolved = Vec::with_capacity(servers.len());
+    for server in servers {
+        let mut server = server.clone();
+        let named = server.mcp_server_ref.as_ref();
+        let at = named.and_then(|r| Some((r.name.clone(), r.namespace.as_deref().or(namespace)?)));
+        if let (Some(live), Some((name, namespace))) = (live, at) {
+            let read = kube::Api::<McpServer>::namespaced(live.client.clone(), namespace)
+                .get_opt(&name)
+                .await
+                .map_err(|e| {
+                    GitopsError::kube(format!("failed to read McpServer {namespace}/{name}"), e)
+                })?;
+            if let Some(id) = read.and_then(|s| s.status?.id).filter(|id| !id.is_empty()) {
+                server.id = Some(id);
+                server.mcp_server_ref = None;
+            }
+        }
+        resolved.push(server);
+    }
+    Ok(resolved)
 }

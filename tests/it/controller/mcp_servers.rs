@@ -129,7 +129,7 @@ async fn a_guardrail_names_an_mcp_server_by_resource() {
     let server = wait_for(&servers, "pay-tools", |s| s.ready()).await;
     let server_id = server.status.and_then(|s| s.id).unwrap();
     let ready = wait_for(&guardrails, "tools", |g| g.ready()).await;
-    let guardrail_id = ready.status.and_then(|s| s.id).unwrap();
+    let guardrail_id = ready.status.clone().and_then(|s| s.id).unwrap();
     let mapped = h
         .call(
             Method::GET,
@@ -143,6 +143,43 @@ async fn a_guardrail_names_an_mcp_server_by_resource() {
     h.reset_stats().await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+
+    // `aigw plan` with the cluster in view resolves `mcpServerRef` to the id the McpServer
+    // recorded, as the operator does: the applied guardrail is unchanged, not a change.
+    let dir = tempfile::tempdir().unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, support::harness::TOKEN).unwrap();
+    let manifest = dir.path().join("guardrail.json");
+    let mut object = serde_json::to_value(&ready).unwrap();
+    object["metadata"] = json!({"name": "tools", "namespace": h.env.namespace});
+    object.as_object_mut().unwrap().remove("status");
+    std::fs::write(&manifest, object.to_string()).unwrap();
+    let run = [
+        "plan".to_string(),
+        "-f".into(),
+        manifest.display().to_string(),
+        "--management-url".into(),
+        h.emulator.management_url(),
+        "--token-file".into(),
+        token.display().to_string(),
+        "--kubeconfig".into(),
+        support::kubeconfig_path().display().to_string(),
+    ];
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
+            .args(run)
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("1 unchanged"), "{said}");
     h.stop().await;
 }
 
