@@ -12,7 +12,7 @@
 //!    (`Stalled/WorkspaceNotReady`, no write); once it is Ready the object is created in it with
 //!    one POST;
 //! 4. `admission`: `workspaceId` and `workspaceRef` both set are refused at admission naming
-//!    `spec.workspaceRef`; where exactly one is required (Provider, McpServer), neither is
+//!    `spec.workspaceRef`; where exactly one is required (Provider, McpServer, Guardrail), neither is
 //!    refused too, and elsewhere neither is admitted (the API's default workspace).
 
 use crate::support;
@@ -45,7 +45,10 @@ trait ByRef: Fixture {
 impl ByRef for ConfigKind {}
 impl ByRef for RateLimitsPolicyKind {}
 impl ByRef for UsageLimitsPolicyKind {}
-impl ByRef for GuardrailKind {}
+impl ByRef for GuardrailKind {
+    /// The API creates a workspace guardrail only in a workspace.
+    const EXACTLY_ONE: bool = true;
+}
 impl ByRef for ApiKeyKind {}
 
 impl ByRef for ProviderKind {
