@@ -47,7 +47,9 @@ use crate::api;
 #[x_kube(validation = Rule::new("has(self.workspaceId) == has(oldSelf.workspaceId)").field_path(".workspaceId").reason(Reason::FieldValueForbidden).message("spec.workspaceId cannot be added or removed after creation: create a new Guardrail instead"))]
 #[x_kube(validation = Rule::new("has(self.target) == has(oldSelf.target)").field_path(".target").reason(Reason::FieldValueForbidden).message("spec.target cannot be added or removed after creation: create a new Guardrail instead"))]
 #[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Guardrail to use another Connection"))]
-#[x_kube(validation = Rule::new("!(has(self.workspaceId) && has(self.workspaceRef))").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("set spec.workspaceId or spec.workspaceRef, not both"))]
+// A workspace guardrail is created in one workspace: the API requires `workspace_id`, so a spec
+// naming none is refused here rather than by a 400 on its first create.
+#[x_kube(validation = Rule::new("has(self.workspaceId) != has(self.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueRequired).message("set exactly one of spec.workspaceId (a workspace's UUID) or spec.workspaceRef (a Workspace resource): a workspace guardrail lives in one workspace"))]
 #[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceRef cannot be added or removed after creation: create a new Guardrail instead"))]
 pub struct GuardrailSpec {
     /// UUID of the workspace the guardrail belongs to (the API requires one for a workspace
@@ -58,7 +60,7 @@ pub struct GuardrailSpec {
     pub workspace_id: Option<String>,
 
     /// The Workspace resource whose workspace the guardrail belongs to, instead of `workspaceId` (set
-    /// at most one of the two): the UUID it recorded is used once it is Ready, and the Connection's grants
+    /// exactly one of the two): the UUID it recorded is used once it is Ready, and the Connection's grants
     /// apply to that workspace. Immutable.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceRef is immutable: create a new Guardrail to move it to another workspace"))]

@@ -78,7 +78,7 @@ async fn free_form_fields_nested_150_levels_are_refused_at_admission_naming_the_
     let guardrail = json!({
         "apiVersion": "aigw.io/v1alpha1", "kind": "Guardrail",
         "metadata": {"name": "deep", "namespace": ns},
-        "spec": {"name": "deep", "checks": [
+        "spec": {"name": "deep", "workspaceId": "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c", "checks": [
             {"id": "default.regexMatch", "parameters": {"rule": "x"}},
             {"id": "default.regexMatch", "parameters": "DOC"},
         ]},

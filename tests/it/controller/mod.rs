@@ -23,4 +23,5 @@ mod secret_references;
 mod tenancy;
 mod usage_limits;
 mod workspace_holders;
+mod workspace_refs;
 mod workspaces;

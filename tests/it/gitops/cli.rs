@@ -805,7 +805,7 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
 #[test]
 fn validate_refuses_camel_case_credentials_in_plain_text() {
     let manifests = "apiVersion: aigw.io/v1alpha1\nkind: Guardrail\nmetadata: {name: guard, namespace: team-a}\n\
-        spec: {name: guard, checks: [{id: bedrock.guard, parameters: {accessKeySecret: wJalrXUtnFEMI, region: us-east-1}}]}\n\
+        spec: {name: guard, workspaceId: 9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c, checks: [{id: bedrock.guard, parameters: {accessKeySecret: wJalrXUtnFEMI, region: us-east-1}}]}\n\
         ---\napiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {name: c, namespace: team-a}\n\
         spec: {name: c, config: {targets: [{provider: \"@x\", awsSessionToken: tok-1}]}}\n";
     let out = aigw_stdin(&["validate", "-f", "-"], manifests);

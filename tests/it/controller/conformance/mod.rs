@@ -23,7 +23,7 @@
 //! step. Waits are on what the operator does: a condition, the remote state, the operator's own
 //! `reconcile` log line for the object, the drift pass's reads.
 
-mod kinds;
+pub mod kinds;
 
 use crate::support;
 
