@@ -203,6 +203,26 @@ async fn touch(h: &Harness, kind: &str, name: &str) {
     .unwrap();
 }
 
+async fn delete(h: &Harness, kind: &str, name: &str) {
+    let (name, params) = (h.cluster_name(name), Default::default());
+    let client = h.env.client.clone();
+    match kind {
+        "SecretReference" => Api::<SecretReference>::all(client)
+            .delete(&name, &params)
+            .await
+            .map(|_| ()),
+        "McpIntegration" => Api::<McpIntegration>::all(client)
+            .delete(&name, &params)
+            .await
+            .map(|_| ()),
+        _ => Api::<Integration>::all(client)
+            .delete(&name, &params)
+            .await
+            .map(|_| ()),
+    }
+    .unwrap();
+}
+
 /// Waits until `done` holds of the object's conditions (a list of `(type, status, reason,
 /// message)`); panics naming them otherwise.
 async fn wait_until(
@@ -316,6 +336,59 @@ async fn echo_proxy(upstream: String) -> String {
                         format!("rejected values: {}", found.join(", "))
                     }
                 };
+                let answer = json!({"success": false, "message": message});
+                return json_answer(400, answer.to_string());
+            }
+            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
+            json_answer(status, text)
+        }
+    });
+    serve(app).await
+}
+
+/// A proxy in front of the emulator answering every DELETE of a secret reference, an MCP
+/// integration or an integration with a 400 that echoes what the API stores of them (its
+/// `auth_config`, `configurations` and key in clear), as an API explaining why the object is in
+/// use might: after an operator restart, the reconcile that read the Secret is long over.
+async fn delete_echo_proxy(upstream: String) -> String {
+    use axum::extract::Request;
+    let client = reqwest::Client::new();
+    let app = axum::Router::new().fallback(move |request: Request| {
+        let (client, upstream) = (client.clone(), upstream.clone());
+        async move {
+            let (parts, body) = request.into_parts();
+            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+            let path = parts
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_string();
+            let route = parts.uri.path();
+            let stored = [
+                ("/ai_gw/admin/v2/secret-references/", "secret_references"),
+                ("/ai_gw/admin/v2/mcp-integrations/", "mcp_integrations"),
+                ("/ai_gw/admin/v2/integrations/", "integrations"),
+            ]
+            .into_iter()
+            .find(|(prefix, _)| route.starts_with(prefix));
+            if let (Some((prefix, family)), &reqwest::Method::DELETE) = (stored, &parts.method) {
+                let key = route.trim_start_matches(prefix);
+                let state: Value = client
+                    .get(format!("{upstream}/_emulator/state"))
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                let record = state[family]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|r| r["id"] == key || r["slug"] == key)
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let message = format!("cannot delete {key}: in use with {record}");
                 let answer = json!({"success": false, "message": message});
                 return json_answer(400, answer.to_string());
             }
@@ -568,6 +641,76 @@ async fn issue_29_kinds_keep_secret_values_out_of_every_output() {
         "the operator logged nothing about the test's objects"
     );
     leaks.check(&values, "the operator log", &logs);
+    h.stop().await;
+    assert!(
+        leaks.0.is_empty(),
+        "Secret values leaked:\n{}",
+        leaks.0.join("\n")
+    );
+}
+
+/// A delete the API refuses with an error echoing what it stores of the object, answered to an
+/// operator restarted since the object was written (it remembers no value of it): the values
+/// reach no status, event, log line or metric.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_delete_echoing_issue_29_kinds_values_reaches_no_output() {
+    let mut h =
+        Harness::start_with_secret_namespace("secrecy-kinds-del", Duration::from_secs(1)).await;
+    let (values, cases, _) = table(&h);
+    for case in &cases {
+        put_secret(&h, case.secret, &case.before).await;
+        create(&h, case.kind, case.name, &case.spec).await;
+    }
+    // A reference no Integration maps: its delete is tried at once.
+    let mut free = cases[0].spec.clone();
+    free["slug"] = json!(h.cluster_name("free"));
+    create(&h, "SecretReference", "free", &free).await;
+    for case in &cases {
+        wait_until(&h, case.kind, case.name, "Ready", ready).await;
+    }
+    wait_until(&h, "SecretReference", "free", "Ready", ready).await;
+    let direct = h.emulator.management_url();
+    let proxy = delete_echo_proxy(direct.clone()).await;
+    h.restart_operator_via(&proxy).await;
+    // The Integration first: the SecretReference it maps waits for it otherwise.
+    for case in cases.iter().rev() {
+        delete(&h, case.kind, case.name).await;
+    }
+    delete(&h, "SecretReference", "free").await;
+    let echoed = |conditions: &[(String, String, String, String)]| {
+        conditions
+            .iter()
+            .any(|(_, _, _, m)| m.contains("cannot delete") || m.contains("withheld"))
+    };
+    wait_until(&h, "Integration", "upstream", "refused deletion", echoed).await;
+    wait_until(&h, "McpIntegration", "tools", "refused deletion", echoed).await;
+    wait_until(&h, "SecretReference", "free", "refused deletion", echoed).await;
+    // The failed cleanups retry and log a few times.
+    support::wait_until(WAIT, || async {
+        (captured_logs().matches("reconcile failed").count() >= 2).then_some(())
+    })
+    .await
+    .expect("the failed cleanups were logged");
+    let mut leaks = Leaks(Vec::new());
+    let objects = cases.iter().map(|c| (c.kind, c.name));
+    for (kind, name) in objects.chain([("SecretReference", "free")]) {
+        if let Some(object) = get(&h, kind, name).await {
+            leaks.check(&values, &format!("{kind} {name}"), &object.to_string());
+        }
+    }
+    leaks.check(&values, "the events", &h.cluster_events_text().await);
+    leaks.check(&values, "the metrics", &h.ctx.metrics.encode());
+    leaks.check(&values, "the operator log", &captured_logs());
+    // Let the objects go.
+    h.restart_operator_via(&direct).await;
+    let objects = cases.iter().map(|c| (c.kind, c.name));
+    for (kind, name) in objects.chain([("SecretReference", "free")]) {
+        let gone = support::wait_until(WAIT, || async {
+            get(&h, kind, name).await.is_none().then_some(())
+        })
+        .await;
+        assert!(gone.is_some(), "{kind} {name} was not deleted");
+    }
     h.stop().await;
     assert!(
         leaks.0.is_empty(),
