@@ -404,15 +404,6 @@ struct Leaks(Vec<String>);
 
 impl Leaks {
     fn check(&mut self, values: &[String], place: &str, text: &str) {
-        if let Ok(f) = std::env::var("SECRECY_DUMP") {
-            use std::io::Write;
-            let mut f = std::fs::OpenOptions::new()
-                .append(true)
-                .create(true)
-                .open(f)
-                .unwrap();
-            writeln!(f, "===== {place}\n{text}").unwrap();
-        }
         for value in values.iter().filter(|v| text.contains(v.as_str())) {
             self.0.push(format!("--- {value} in {place} ---\n{text}"));
         }
