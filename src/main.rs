@@ -52,11 +52,11 @@ async fn main() -> std::process::ExitCode {
         Ok(code) => code,
         Err(e) => {
             // `{:#}` prints the cause chain on one line; never a backtrace. A value after a
-            // secret-looking key (an API that echoed one back) is hidden.
-            eprintln!(
-                "error: {}",
-                aigw::api::secret_fields::redact_text(&format!("{e:#}"))
-            );
+            // secret-looking key, or of a sensitive field of a request body `aigw api` sent
+            // (an API that echoed one back), is hidden.
+            let message =
+                aigw::api::concealment::conceal(&format!("{e:#}"), &cli::api::body_secrets());
+            eprintln!("error: {}", aigw::api::secret_fields::redact_text(&message));
             std::process::ExitCode::FAILURE
         }
     }

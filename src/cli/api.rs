@@ -617,8 +617,54 @@ pub(super) fn read_body<T: DeserializeOwned>(file: &Path) -> anyhow::Result<T> {
         std::fs::read_to_string(file)
             .with_context(|| format!("failed to read the request body from {}", file.display()))?
     };
-    serde_json::from_str(&text)
+    let body: serde_json::Value = serde_json::from_str(&text)
+        .with_context(|| format!("invalid request body in {}", file.display()))?;
+    let mut secrets = Vec::new();
+    sensitive_values(&body, false, &mut secrets);
+    if let Ok(mut known) = BODY_SECRETS.lock() {
+        known.extend(secrets);
+    }
+    // serde quotes the value it refuses, which may be one of those.
+    serde_json::from_value(body)
         .with_context(|| format!("invalid request body in {}", file.display()))
+}
+
+/// The values of the request bodies' sensitive fields: an API's error may echo the body it was
+/// sent (a validator quoting what it refused), and `main` conceals them in the error it prints.
+static BODY_SECRETS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// Fields whose whole value is sensitive, beside any secret-looking one: an integration's
+/// `key`, a secret reference's `auth_config`, an (MCP) integration's `configurations`.
+const SENSITIVE_BODY_FIELDS: &[&str] = &["key", "auth_config", "configurations"];
+
+/// What [`read_body`] read of sensitive fields, to conceal in an error.
+pub fn body_secrets() -> Vec<String> {
+    BODY_SECRETS.lock().map(|v| v.clone()).unwrap_or_default()
+}
+
+/// The string and number leaves of `value` below a sensitive field (`inside`: below one
+/// already), a string holding JSON read as that JSON too.
+fn sensitive_values(value: &serde_json::Value, inside: bool, out: &mut Vec<String>) {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            for (field, value) in map {
+                let sensitive = inside
+                    || SENSITIVE_BODY_FIELDS.contains(&field.as_str())
+                    || aigw::api::secret_fields::is_secret_key(field);
+                sensitive_values(value, sensitive, out);
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| sensitive_values(v, inside, out)),
+        Value::String(text) if inside => {
+            out.push(text.clone());
+            if let Ok(json @ (Value::Object(_) | Value::Array(_))) = serde_json::from_str(text) {
+                sensitive_values(&json, true, out);
+            }
+        }
+        Value::Number(number) if inside => out.push(number.to_string()),
+        _ => {}
+    }
 }
 
 /// Parses a closed enum the way the API spells it (`non_production`, `archived`).

@@ -52,6 +52,15 @@ pub(super) async fn plan_integration(
         .as_ref()
         .map(|m| SecretDocument::secret_refs(&m.spec).into_owned())
         .unwrap_or_default();
+    // A PR that moves or drops a `secretRefs` path writes the configurations (the operator's
+    // hash covers where the values go), though every field a read shows may match.
+    let paths = |refs: &[crate::resources::config::ConfigSecretRef]| {
+        let mut paths: Vec<String> = refs.iter().map(|r| r.path.clone()).collect();
+        paths.sort();
+        paths
+    };
+    let paths_moved =
+        managed.is_some() && paths(&earlier) != paths(&SecretDocument::secret_refs(spec));
     let status = managed.and_then(|m| m.status).unwrap_or_default();
     // The live resource's integration, else the one its slug names (adopted if it exists).
     let counterpart = status
@@ -108,6 +117,9 @@ pub(super) async fn plan_integration(
     let writes_secrets = spec.key_secret_ref.is_some() || !spec.secret_refs.is_empty();
     if writes_secrets && status.secret_hash.is_none() {
         fields.push("keySecretRef");
+    }
+    if paths_moved && !fields.contains(&"configurations") {
+        fields.push("configurations");
     }
     let client_rows = api.integrations().workspaces(&remote.id).await;
     let rows = client_rows.map_err(|e| {

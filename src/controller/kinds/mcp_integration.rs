@@ -349,11 +349,15 @@ impl Verbs for McpIntegration {
     }
     async fn delete(
         &self,
-        _cx: &Cx<'_, Self>,
+        cx: &Cx<'_, Self>,
         client: &Client,
         key: &str,
         _: &McpIntegrationStatus,
     ) -> Result<(), ApiError> {
+        // A refusal may echo what the API stores: the configurations this resource sends are
+        // concealed (read for that alone), which an operator restarted since its last write
+        // does not remember. A Secret gone by now leaves nothing to conceal.
+        let _ = read_configurations(self, cx).await;
         client.mcp_integrations().delete(key).await
     }
     /// An API that refuses the delete while servers use the integration (a 400 or 409 saying
@@ -556,10 +560,12 @@ async fn read_configurations(
     Ok(configurations)
 }
 
-/// Conceals every string of `value` (a header's value inside `custom_headers`, say).
+/// Conceals every string and number of `value` (a header's value inside `custom_headers`, a
+/// PIN in `jwt_validation`, say).
 fn conceal_strings(cx: &Cx<'_, McpIntegration>, value: &Value) {
     match value {
         Value::String(s) => cx.conceal(s),
+        Value::Number(n) => cx.conceal(&n.to_string()),
         Value::Array(items) => items.iter().for_each(|v| conceal_strings(cx, v)),
         Value::Object(map) => map.values().for_each(|v| conceal_strings(cx, v)),
         _ => {}

@@ -221,11 +221,19 @@ impl Verbs for SecretReference {
     }
     async fn delete(
         &self,
-        _cx: &Cx<'_, Self>,
+        cx: &Cx<'_, Self>,
         client: &Client,
         key: &str,
         _: &SecretReferenceStatus,
     ) -> Result<(), ApiError> {
+        // A refusal may echo what the API stores: the `auth_config` values are concealed (read
+        // for that alone), which an operator restarted since its last write does not remember.
+        // A Secret gone by now leaves nothing to conceal.
+        if let Ok(auth_config) = read_auth_config(self, cx.ctx).await {
+            for value in auth_config.values().filter_map(Value::as_str) {
+                cx.conceal(value);
+            }
+        }
         client.secret_references().delete(key).await
     }
     /// Waits while an Integration resource maps a field to the reference (by resource, or by

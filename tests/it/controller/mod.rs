@@ -18,6 +18,7 @@ mod mcp_integrations;
 mod mcp_servers;
 mod rotation;
 mod secrecy;
+mod secrecy_kinds;
 mod secret_cache;
 mod secret_references;
 mod tenancy;

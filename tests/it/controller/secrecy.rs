@@ -22,7 +22,7 @@ use support::objects::{Conditions, object, secret};
 const WAIT: Duration = Duration::from_secs(30);
 
 /// A value no test data holds by chance.
-fn distinctive(what: &str) -> String {
+pub(super) fn distinctive(what: &str) -> String {
     format!(
         "s3cr3t-{what}-{}",
         &uuid::Uuid::new_v4().simple().to_string()[..12]
@@ -41,14 +41,14 @@ fn aigw(args: &[String]) -> Output {
 }
 
 /// Runs the binary off the async runtime, so the in-process emulator keeps serving.
-async fn aigw_async(args: &[&str]) -> Output {
+pub(super) async fn aigw_async(args: &[&str]) -> Output {
     let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
     tokio::task::spawn_blocking(move || aigw(&args))
         .await
         .unwrap()
 }
 
-fn text(output: &Output) -> String {
+pub(super) fn text(output: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&output.stdout),
@@ -57,7 +57,7 @@ fn text(output: &Output) -> String {
 }
 
 /// Fails naming where `value` showed up, if it did.
-fn assert_absent(values: &[String], place: &str, haystack: &str) {
+pub(super) fn assert_absent(values: &[String], place: &str, haystack: &str) {
     for value in values {
         assert!(
             !haystack.contains(value.as_str()),

@@ -1,5 +1,7 @@
 //! Proxies in front of the emulator, for tests that change what the operator sees of the API:
-//! forward a request, answer one, serve the proxy.
+//! forward a request, answer one, serve the proxy; APIs that echo what they were sent.
+
+use serde_json::{Value, json};
 
 /// Sends what a proxy received on to the emulator (its credentials and content type with it);
 /// the status and body of the answer.
@@ -41,4 +43,128 @@ pub async fn serve(app: axum::Router) -> String {
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
     format!("http://{addr}")
+}
+
+// The echoing APIs of issue 29's secrecy tests (controller::secrecy_kinds).
+
+/// The string and number leaves of `value`.
+fn leaves(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) => out.push(s.clone()),
+        Value::Number(n) => out.push(n.to_string()),
+        Value::Array(items) => items.iter().for_each(|v| leaves(v, out)),
+        Value::Object(map) => map.values().for_each(|v| leaves(v, out)),
+        _ => {}
+    }
+}
+
+/// A proxy in front of the emulator answering every write of a secret reference, an MCP
+/// integration or an integration (not their workspace, capability or model rows) with a 400
+/// that echoes what was sent: a create's whole body, an update's values one by one (strings
+/// and numbers, the way a validator lists what it refused, the JSON of a Secret's value
+/// parsed).
+pub async fn echo_proxy(upstream: String) -> String {
+    use axum::extract::Request;
+    let client = reqwest::Client::new();
+    let app = axum::Router::new().fallback(move |request: Request| {
+        let (client, upstream) = (client.clone(), upstream.clone());
+        async move {
+            let (parts, body) = request.into_parts();
+            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+            let path = parts
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_string();
+            let route = parts.uri.path();
+            let echoed = [
+                "/ai_gw/admin/v2/secret-references",
+                "/ai_gw/admin/v2/mcp-integrations",
+                "/ai_gw/admin/v2/integrations",
+            ]
+            .iter()
+            .any(|p| route.starts_with(p))
+                && !["/workspaces", "/capabilities", "/models"]
+                    .iter()
+                    .any(|s| route.ends_with(s));
+            let method = &parts.method;
+            if echoed && (method == reqwest::Method::POST || method == reqwest::Method::PUT) {
+                let message = match *method == reqwest::Method::POST {
+                    true => format!("invalid request: {}", String::from_utf8_lossy(&body)),
+                    false => {
+                        let sent: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                        let mut found = Vec::new();
+                        leaves(&sent, &mut found);
+                        // A value holding JSON (a Secret's value) is listed parsed too.
+                        for text in found.clone() {
+                            if let Ok(inner @ (Value::Object(_) | Value::Array(_))) =
+                                serde_json::from_str::<Value>(&text)
+                            {
+                                leaves(&inner, &mut found);
+                            }
+                        }
+                        format!("rejected values: {}", found.join(", "))
+                    }
+                };
+                let answer = json!({"success": false, "message": message});
+                return json_answer(400, answer.to_string());
+            }
+            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
+            json_answer(status, text)
+        }
+    });
+    serve(app).await
+}
+
+/// A proxy in front of the emulator answering every DELETE of a secret reference, an MCP
+/// integration or an integration with a 400 that echoes what the API stores of them (its
+/// `auth_config`, `configurations` and key in clear), as an API explaining why the object is in
+/// use might: after an operator restart, the reconcile that read the Secret is long over.
+pub async fn delete_echo_proxy(upstream: String) -> String {
+    use axum::extract::Request;
+    let client = reqwest::Client::new();
+    let app = axum::Router::new().fallback(move |request: Request| {
+        let (client, upstream) = (client.clone(), upstream.clone());
+        async move {
+            let (parts, body) = request.into_parts();
+            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+            let path = parts
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_string();
+            let route = parts.uri.path();
+            let stored = [
+                ("/ai_gw/admin/v2/secret-references/", "secret_references"),
+                ("/ai_gw/admin/v2/mcp-integrations/", "mcp_integrations"),
+                ("/ai_gw/admin/v2/integrations/", "integrations"),
+            ]
+            .into_iter()
+            .find(|(prefix, _)| route.starts_with(prefix));
+            if let (Some((prefix, family)), &reqwest::Method::DELETE) = (stored, &parts.method) {
+                let key = route.trim_start_matches(prefix);
+                let state: Value = client
+                    .get(format!("{upstream}/_emulator/state"))
+                    .send()
+                    .await
+                    .unwrap()
+                    .json()
+                    .await
+                    .unwrap();
+                let record = state[family]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|r| r["id"] == key || r["slug"] == key)
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                let message = format!("cannot delete {key}: in use with {record}");
+                let answer = json!({"success": false, "message": message});
+                return json_answer(400, answer.to_string());
+            }
+            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
+            json_answer(status, text)
+        }
+    });
+    serve(app).await
 }
