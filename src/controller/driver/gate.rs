@@ -30,7 +30,7 @@ use crate::controller::driver::Managed;
 use crate::controller::driver::promotion::{self, Decision};
 use crate::controller::error::Error;
 use crate::controller::state::claims::owned_by_another;
-use crate::controller::state::connections::Resolved;
+use crate::controller::state::connections::{Resolved, Scope};
 use crate::resources::common::CreateAttempt;
 
 /// What a call does to the remote object.
@@ -306,19 +306,10 @@ impl<'a, K: Managed> Gate<'a, K> {
         self.resolve().await?.scope.check_integration(field, keys)
     }
 
-    /// Instantiating the MCP integration `keys` name (its UUID and slug) as a server needs a
-    /// grant of it (`spec.grants[].mcpIntegrations`): an entry naming an McpIntegration
-    /// resource stands for the integration that resource recorded.
-    pub async fn instantiating(
-        &self,
-        field: &str,
-        keys: &[String],
-        resource: impl Fn(&str) -> Option<Vec<String>>,
-    ) -> Result<(), Error> {
-        self.resolve()
-            .await?
-            .scope
-            .check_mcp_integration_by(field, keys, resource)
+    /// What the Connection's grants let this object's namespace do, for a check the gate has
+    /// no verb of its own for (an McpServer's `spec.grants[].mcpIntegrations`).
+    pub async fn grants(&self) -> Result<&Scope, Error> {
+        Ok(&self.resolve().await?.scope)
     }
 
     /// Binding the remote integration `keys` name (its UUID and slug only) needs a grant of

@@ -518,7 +518,10 @@ async fn integration_granted(
             recorded.id.into_iter().chain(recorded.slug).collect()
         })
     };
-    cx.gate.instantiating(field, &named_by, resource).await
+    cx.gate
+        .grants()
+        .await?
+        .check_mcp_integration_by(field, &named_by, resource)
 }
 
 /// The remote integration `spec.integrationId` names (UUID or slug), read to learn both its

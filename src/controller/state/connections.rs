@@ -283,21 +283,13 @@ impl Scope {
         keys: &[String],
         resource: impl Fn(&str) -> Option<Vec<String>>,
     ) -> Result<(), Error> {
-        let Some(allowed) = &self.integrations else {
-            return Ok(());
+        let listed = Listed {
+            allowed: &self.integrations,
+            reason: INTEGRATION_NOT_ALLOWED,
+            what: "integrations this namespace may bind",
+            grant: "integrations",
         };
-        if granted(allowed, keys, resource) {
-            return Ok(());
-        }
-        Err(Error::not_allowed(
-            INTEGRATION_NOT_ALLOWED,
-            format!(
-                "{field} {} is not among the integrations this namespace may bind through Connection {} (spec.grants[].integrations: {})",
-                keys.first().map(String::as_str).unwrap_or_default(),
-                self.connection,
-                allowed.iter().cloned().collect::<Vec<_>>().join(", ")
-            ),
-        ))
+        self.check_listed(listed, field, keys, resource)
     }
 
     /// Refuses instantiating the MCP integration `keys` name (named by `field`) as a server
@@ -309,18 +301,38 @@ impl Scope {
         keys: &[String],
         resource: impl Fn(&str) -> Option<Vec<String>>,
     ) -> Result<(), Error> {
-        let Some(allowed) = &self.mcp_integrations else {
+        let listed = Listed {
+            allowed: &self.mcp_integrations,
+            reason: MCP_INTEGRATION_NOT_ALLOWED,
+            what: "MCP integrations this namespace may instantiate",
+            grant: "mcpIntegrations",
+        };
+        self.check_listed(listed, field, keys, resource)
+    }
+
+    /// Refuses the object `keys` name (named by `field`) unless an entry of `listed` covers
+    /// it ([`granted`]); `None` lists allow anything.
+    fn check_listed(
+        &self,
+        listed: Listed<'_>,
+        field: &str,
+        keys: &[String],
+        resource: impl Fn(&str) -> Option<Vec<String>>,
+    ) -> Result<(), Error> {
+        let Some(allowed) = listed.allowed else {
             return Ok(());
         };
         if granted(allowed, keys, resource) {
             return Ok(());
         }
         Err(Error::not_allowed(
-            MCP_INTEGRATION_NOT_ALLOWED,
+            listed.reason,
             format!(
-                "{field} {} is not among the MCP integrations this namespace may instantiate through Connection {} (spec.grants[].mcpIntegrations: {})",
+                "{field} {} is not among the {} through Connection {} (spec.grants[].{}: {})",
                 keys.first().map(String::as_str).unwrap_or_default(),
+                listed.what,
                 self.connection,
+                listed.grant,
                 allowed.iter().cloned().collect::<Vec<_>>().join(", ")
             ),
         ))
@@ -339,6 +351,17 @@ impl Scope {
             ),
         ))
     }
+}
+
+/// A list of the grants that limits what a namespace may name, for [`Scope::check_listed`].
+struct Listed<'a> {
+    allowed: &'a Option<BTreeSet<String>>,
+    /// The condition reason of a refusal.
+    reason: &'static str,
+    /// What the list holds, for the message.
+    what: &'static str,
+    /// The grant field.
+    grant: &'static str,
 }
 
 /// Whether a grant entry of `allowed` covers the object `keys` name: an entry `resource`
