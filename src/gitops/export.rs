@@ -334,7 +334,26 @@ pub async fn export(api: &Client, options: &ExportOptions) -> Result<Export, Git
     // MCP integrations belong to the organisation: always exported.
     mcp_integrations::export_mcp_integrations(api, &mut out).await?;
     mcp_servers::export_mcp_servers(api, options.workspace_id.as_deref(), &mut out).await?;
+    skip_secret_references(api, &mut out).await?;
     out.finish()
+}
+
+/// The organisation's secret references, said skipped (never silently left out): a read masks
+/// `auth_config` and omits `allowed_workspaces`, so no manifest can state them, and one that
+/// guessed would make the operator rewrite the live credentials on adoption.
+async fn skip_secret_references(api: &Client, out: &mut Builder<'_>) -> Result<(), GitopsError> {
+    let references = api
+        .secret_references()
+        .list(&Default::default())
+        .await
+        .map_err(|e| GitopsError::api("failed to list secret references", e))?;
+    for reference in references {
+        out.export.skipped.push(format!(
+            "secret reference {}: its auth_config and allowed workspaces are write-only (reads mask or omit them); write its SecretReference by hand, with spec.slug {} to adopt it and a Secret for spec.authConfigSecretRef (the first apply writes them once)",
+            reference.slug, reference.slug
+        ));
+    }
+    Ok(())
 }
 
 /// Every guardrail of `G`'s plane (of `workspace`, if given) that is `G`'s: a workspace

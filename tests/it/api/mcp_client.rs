@@ -118,6 +118,26 @@ async fn the_client_covers_secret_references_mcp_and_mappings() {
         refs.get(&created.id).await.unwrap().allow_all_workspaces,
         Some(false)
     );
+    // `aigw export` cannot state a reference (write-only auth_config, unread allowed
+    // workspaces): it says so by slug, and writes none of its values anywhere.
+    let exported = aigw::gitops::export::export(&client, &Default::default())
+        .await
+        .unwrap();
+    assert!(
+        exported
+            .skipped
+            .iter()
+            .any(|s| s.starts_with("secret reference openai-key: ")),
+        "{:?}",
+        exported.skipped
+    );
+    assert!(!format!("{:?}", exported.skipped).contains(AWS_SECRET));
+    assert!(
+        exported
+            .files
+            .iter()
+            .all(|f| !f.content.contains(AWS_SECRET))
+    );
 
     let mcp = client.mcp_integrations();
     let mut create = mcp_request();
