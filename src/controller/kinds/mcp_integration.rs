@@ -28,7 +28,7 @@ use crate::controller::error::Error;
 use crate::controller::kinds::config_refs::{
     CLUSTER_READABLE, ReadsSecrets, SECRET_NOT_READABLE, require_cluster_readable,
 };
-use crate::controller::state::claims::Claims;
+use crate::controller::state::claims::{Claims, ids, status_claims};
 use crate::controller::state::secret_cache::Reader;
 use crate::controller::{Context, now_rfc3339, spec_already_applied};
 use crate::resources::Workspace;
@@ -85,42 +85,19 @@ impl ReadsSecrets for McpIntegration {
 /// An MCP integration (cluster-scoped: no workspace grant applies) claims its UUID and slug,
 /// and the slug `spec.slug` names.
 impl Claims for McpIntegration {
-    fn connection_name(&self) -> &str {
-        self.spec.connection_name()
-    }
+    status_claims!();
     fn manages(&self) -> bool {
         self.status
             .as_ref()
             .is_some_and(|s| s.id.is_some() || s.slug.is_some() || s.pending_create.is_some())
     }
-    fn conditions(&self) -> &[Condition] {
-        self.status
-            .as_ref()
-            .map_or(&[], |s| s.conditions.as_slice())
-    }
-    fn recorded_installation(&self) -> Option<&str> {
-        self.status.as_ref().and_then(|s| s.installation.as_deref())
-    }
-    fn create_attempt(&self) -> Option<&CreateAttempt> {
-        self.status
-            .as_ref()
-            .filter(|s| s.pending_create.is_some())
-            .and_then(|s| s.create_attempt.as_ref())
-    }
     fn claimed_ids(&self) -> Vec<String> {
         let status = self.status.as_ref();
-        let mut ids: Vec<String> = [
+        ids([
             self.spec.slug.as_ref(),
             status.and_then(|s| s.slug.as_ref()),
             status.and_then(|s| s.id.as_ref()),
-        ]
-        .into_iter()
-        .flatten()
-        .cloned()
-        .collect();
-        ids.sort();
-        ids.dedup();
-        ids
+        ])
     }
     fn adopted(&self) -> Option<(&'static str, String)> {
         self.spec.slug.clone().map(|slug| ("spec.slug", slug))

@@ -27,7 +27,7 @@ use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
-use crate::controller::state::claims::Claims;
+use crate::controller::state::claims::{Claims, ids, status_claims};
 use crate::controller::{Context, now_rfc3339};
 use crate::resources::common::CreateAttempt;
 use crate::resources::mcp_server::{McpServer, McpServerStatus, user_access_update};
@@ -51,42 +51,19 @@ common_status!(
 /// `spec.workspaceId` (or the Workspace `spec.workspaceRef` names) is. Its slug is not an
 /// adoption by itself (a server is created with it): finding one that exists is.
 impl Claims for McpServer {
-    fn connection_name(&self) -> &str {
-        self.spec.connection_name()
-    }
+    status_claims!();
     fn manages(&self) -> bool {
         self.status
             .as_ref()
             .is_some_and(|s| s.id.is_some() || s.slug.is_some() || s.pending_create.is_some())
     }
-    fn conditions(&self) -> &[Condition] {
-        self.status
-            .as_ref()
-            .map_or(&[], |s| s.conditions.as_slice())
-    }
-    fn recorded_installation(&self) -> Option<&str> {
-        self.status.as_ref().and_then(|s| s.installation.as_deref())
-    }
-    fn create_attempt(&self) -> Option<&CreateAttempt> {
-        self.status
-            .as_ref()
-            .filter(|s| s.pending_create.is_some())
-            .and_then(|s| s.create_attempt.as_ref())
-    }
     fn claimed_ids(&self) -> Vec<String> {
         let status = self.status.as_ref();
-        let mut ids: Vec<String> = [
+        ids([
             self.spec.slug.as_ref(),
             status.and_then(|s| s.slug.as_ref()),
             status.and_then(|s| s.id.as_ref()),
-        ]
-        .into_iter()
-        .flatten()
-        .cloned()
-        .collect();
-        ids.sort();
-        ids.dedup();
-        ids
+        ])
     }
     fn adopted(&self) -> Option<(&'static str, String)> {
         None

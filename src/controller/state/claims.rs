@@ -546,7 +546,7 @@ fn seniority<K: Claims>(object: &K) -> Seniority {
     )
 }
 
-fn ids(values: [Option<&String>; 3]) -> Vec<String> {
+pub(crate) fn ids(values: [Option<&String>; 3]) -> Vec<String> {
     let mut ids: Vec<String> = values.into_iter().flatten().cloned().collect();
     ids.sort();
     ids.dedup();
@@ -576,6 +576,7 @@ macro_rules! status_claims {
         }
     };
 }
+pub(crate) use status_claims;
 
 impl Claims for Config {
     status_claims!();
