@@ -14,7 +14,6 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{Resource, ResourceExt};
 use serde_json::{Map, Value};
 
@@ -28,7 +27,6 @@ use crate::controller::error::Error;
 use crate::controller::kinds::config_refs::{
     CLUSTER_READABLE, ReadsSecrets, SECRET_NOT_READABLE, require_cluster_readable,
 };
-use crate::controller::state::claims::{Claims, ids, status_claims};
 use crate::controller::state::secret_cache::Reader;
 use crate::controller::{Context, now_rfc3339, spec_already_applied};
 use crate::resources::Workspace;
@@ -79,31 +77,6 @@ impl ReadsSecrets for McpIntegration {
 
     fn secret_source(&self, _path: &str) -> String {
         "spec.configurationsSecretRef".into()
-    }
-}
-
-/// An MCP integration (cluster-scoped: no workspace grant applies) claims its UUID and slug,
-/// and the slug `spec.slug` names.
-impl Claims for McpIntegration {
-    status_claims!();
-    fn manages(&self) -> bool {
-        self.status
-            .as_ref()
-            .is_some_and(|s| s.id.is_some() || s.slug.is_some() || s.pending_create.is_some())
-    }
-    fn claimed_ids(&self) -> Vec<String> {
-        let status = self.status.as_ref();
-        ids([
-            self.spec.slug.as_ref(),
-            status.and_then(|s| s.slug.as_ref()),
-            status.and_then(|s| s.id.as_ref()),
-        ])
-    }
-    fn adopted(&self) -> Option<(&'static str, String)> {
-        self.spec.slug.clone().map(|slug| ("spec.slug", slug))
-    }
-    fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
-        Vec::new()
     }
 }
 

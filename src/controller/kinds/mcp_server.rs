@@ -27,12 +27,10 @@ use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::Error;
-use crate::controller::state::claims::{Claims, ids, status_claims};
 use crate::controller::{Context, now_rfc3339};
 use crate::resources::common::CreateAttempt;
 use crate::resources::mcp_server::{McpServer, McpServerStatus, user_access_update};
 use crate::resources::{McpIntegration, Workspace};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 /// Condition reason while the MCP integration a server instantiates is not ready for it.
 pub const INTEGRATION_NOT_READY: &str = "IntegrationNotReady";
@@ -46,42 +44,6 @@ common_status!(
     },
     intent_when = |s| s.pending_create.is_some()
 );
-
-/// A server claims its UUID and slug, and the slug `spec.slug` names, in the one workspace
-/// `spec.workspaceId` (or the Workspace `spec.workspaceRef` names) is. Its slug is not an
-/// adoption by itself (a server is created with it): finding one that exists is.
-impl Claims for McpServer {
-    status_claims!();
-    fn manages(&self) -> bool {
-        self.status
-            .as_ref()
-            .is_some_and(|s| s.id.is_some() || s.slug.is_some() || s.pending_create.is_some())
-    }
-    fn claimed_ids(&self) -> Vec<String> {
-        let status = self.status.as_ref();
-        ids([
-            self.spec.slug.as_ref(),
-            status.and_then(|s| s.slug.as_ref()),
-            status.and_then(|s| s.id.as_ref()),
-        ])
-    }
-    fn adopted(&self) -> Option<(&'static str, String)> {
-        None
-    }
-    fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
-        let field = match self.spec.workspace_ref {
-            Some(_) => "spec.workspaceRef",
-            None => "spec.workspaceId",
-        };
-        vec![(field, self.spec.workspace_id.clone())]
-    }
-    fn workspace_ref(&self) -> Option<&str> {
-        self.spec.workspace_ref.as_ref().map(|r| r.name.as_str())
-    }
-    fn reach_workspace(&mut self, id: String) {
-        self.spec.workspace_id = Some(id);
-    }
-}
 
 impl Managed for McpServer {
     crate::controller::driver::kind::namespaced_api!();

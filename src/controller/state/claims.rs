@@ -27,7 +27,8 @@ use crate::resources::common::{CreateAttempt, condition::STALLED, find_condition
 use crate::resources::guardrail::GuardrailKind;
 use crate::resources::{
     ApiKey, ClusterGuardrail, Config, ConfigRollout, Connection, Deployment, Guardrail,
-    Integration, Provider, RateLimitsPolicy, SecretReference, UsageLimitsPolicy, Workspace,
+    Integration, McpIntegration, McpServer, Provider, RateLimitsPolicy, SecretReference,
+    UsageLimitsPolicy, Workspace,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
@@ -546,7 +547,7 @@ fn seniority<K: Claims>(object: &K) -> Seniority {
     )
 }
 
-pub(crate) fn ids(values: [Option<&String>; 3]) -> Vec<String> {
+fn ids(values: [Option<&String>; 3]) -> Vec<String> {
     let mut ids: Vec<String> = values.into_iter().flatten().cloned().collect();
     ids.sort();
     ids.dedup();
@@ -576,7 +577,6 @@ macro_rules! status_claims {
         }
     };
 }
-pub(crate) use status_claims;
 
 impl Claims for Config {
     status_claims!();
@@ -746,107 +746,67 @@ impl Claims for ApiKey {
     workspace_named!(|o| o.spec);
 }
 
-/// An integration (cluster-scoped: no workspace grant applies) claims its UUID and slug, and
-/// the slug `spec.slug` names.
-impl Claims for Integration {
-    status_claims!();
-    fn manages(&self) -> bool {
-        self.status
-            .as_ref()
-            .is_some_and(|s| s.id.is_some() || s.slug.is_some() || s.pending_create.is_some())
-    }
-    fn claimed_ids(&self) -> Vec<String> {
-        let status = self.status.as_ref();
-        ids([
-            self.spec.slug.as_ref(),
-            status.and_then(|s| s.slug.as_ref()),
-            status.and_then(|s| s.id.as_ref()),
-        ])
-    }
-    fn adopted(&self) -> Option<(&'static str, String)> {
-        self.spec.slug.clone().map(|slug| ("spec.slug", slug))
-    }
-    fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
-        Vec::new()
-    }
+/// `manages` and `claimed_ids` of a kind that records a UUID and a slug and may name a slug
+/// in `spec.slug`.
+macro_rules! slug_claims {
+    () => {
+        fn manages(&self) -> bool {
+            self.status
+                .as_ref()
+                .is_some_and(|s| s.id.is_some() || s.slug.is_some() || s.pending_create.is_some())
+        }
+        fn claimed_ids(&self) -> Vec<String> {
+            let status = self.status.as_ref();
+            ids([
+                self.spec.slug.as_ref(),
+                status.and_then(|s| s.slug.as_ref()),
+                status.and_then(|s| s.id.as_ref()),
+            ])
+        }
+    };
 }
 
-/// A secret reference (cluster-scoped: no workspace grant applies) claims its UUID and slug,
-/// and the slug `spec.slug` names.
-impl Claims for SecretReference {
-    status_claims!();
-    fn manages(&self) -> bool {
-        self.status
-            .as_ref()
-            .is_some_and(|s| s.id.is_some() || s.slug.is_some() || s.pending_create.is_some())
-    }
-    fn claimed_ids(&self) -> Vec<String> {
-        let status = self.status.as_ref();
-        ids([
-            self.spec.slug.as_ref(),
-            status.and_then(|s| s.slug.as_ref()),
-            status.and_then(|s| s.id.as_ref()),
-        ])
-    }
-    fn adopted(&self) -> Option<(&'static str, String)> {
-        self.spec.slug.clone().map(|slug| ("spec.slug", slug))
-    }
-    fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
-        Vec::new()
-    }
+/// `Claims` of an organisation object (cluster-scoped: no workspace grant applies; an
+/// Integration, SecretReference, Workspace, McpIntegration): it claims its UUID and slug, and
+/// the slug `spec.slug` adopts. It acts in no workspace.
+macro_rules! organisation_claims {
+    ($($kind:ty),*) => {
+        $(impl Claims for $kind {
+            status_claims!();
+            slug_claims!();
+            fn adopted(&self) -> Option<(&'static str, String)> {
+                self.spec.slug.clone().map(|slug| ("spec.slug", slug))
+            }
+            fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
+                Vec::new()
+            }
+        })*
+    };
 }
 
-/// A workspace (cluster-scoped: no workspace grant applies) claims its UUID and slug, and the
-/// slug `spec.slug` adopts. It acts in no workspace: it is one.
-impl Claims for Workspace {
-    status_claims!();
-    fn manages(&self) -> bool {
-        self.status
-            .as_ref()
-            .is_some_and(|s| s.id.is_some() || s.slug.is_some() || s.pending_create.is_some())
-    }
-    fn claimed_ids(&self) -> Vec<String> {
-        let status = self.status.as_ref();
-        ids([
-            self.spec.slug.as_ref(),
-            status.and_then(|s| s.slug.as_ref()),
-            status.and_then(|s| s.id.as_ref()),
-        ])
-    }
-    fn adopted(&self) -> Option<(&'static str, String)> {
-        self.spec.slug.clone().map(|slug| ("spec.slug", slug))
-    }
-    fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
-        Vec::new()
-    }
+/// `Claims` of an object a workspace holds that is created with its slug (a Provider, an
+/// McpServer): it claims its UUID and slug, and the slug `spec.slug` names, in the one
+/// workspace `spec.workspaceId` (or the Workspace `spec.workspaceRef` names) is. Its slug is
+/// not an adoption by itself: finding one that exists is, and is checked then
+/// ([`crate::controller::driver::gate::Gate::adopting`]).
+macro_rules! workspace_object_claims {
+    ($($kind:ty),*) => {
+        $(impl Claims for $kind {
+            status_claims!();
+            slug_claims!();
+            fn adopted(&self) -> Option<(&'static str, String)> {
+                None
+            }
+            fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
+                vec![(workspace_field(self), self.spec.workspace_id.clone())]
+            }
+            workspace_named!(|o| o.spec);
+        })*
+    };
 }
 
-/// A provider claims its UUID and slug, and the slug `spec.slug` names, in the one workspace
-/// `spec.workspaceId` names. Its slug is not an adoption by itself (a provider is created with
-/// it): finding one that exists is, and is checked then ([`crate::controller::driver::gate::Gate::adopting`]).
-impl Claims for Provider {
-    status_claims!();
-    fn manages(&self) -> bool {
-        self.status
-            .as_ref()
-            .is_some_and(|s| s.id.is_some() || s.slug.is_some() || s.pending_create.is_some())
-    }
-    fn claimed_ids(&self) -> Vec<String> {
-        let status = self.status.as_ref();
-        ids([
-            self.spec.slug.as_ref(),
-            status.and_then(|s| s.slug.as_ref()),
-            status.and_then(|s| s.id.as_ref()),
-        ])
-    }
-    fn adopted(&self) -> Option<(&'static str, String)> {
-        None
-    }
-    fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
-        vec![(workspace_field(self), self.spec.workspace_id.clone())]
-    }
-    workspace_named!(|o| o.spec);
-}
+organisation_claims!(Integration, SecretReference, Workspace, McpIntegration);
+workspace_object_claims!(Provider, McpServer);
 
 guardrail_claims!(Guardrail, (|o| o.spec));
 guardrail_claims!(ClusterGuardrail);
