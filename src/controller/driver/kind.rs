@@ -342,6 +342,29 @@ pub struct Cx<'a, K: Managed> {
 }
 
 impl<'a, K: Managed> Cx<'a, K> {
+    /// What the create about to be sent carries into its intent ([`Verbs::sent`]): the name
+    /// and workspace it creates with, and a keyed hash of `body` with this resource's uid.
+    ///
+    /// [`Verbs::sent`]: super::verbs::Verbs::sent
+    pub fn create_attempt(
+        &self,
+        name: Option<String>,
+        workspace_id: Option<String>,
+        body: &impl serde::Serialize,
+    ) -> crate::resources::common::CreateAttempt {
+        crate::resources::common::CreateAttempt {
+            name,
+            workspace_id,
+            body_hash: super::create::body_hash(
+                &self.ctx.hash_key,
+                self.object.meta().uid.as_deref(),
+                body,
+            ),
+            ended_at: None,
+            intent: None,
+        }
+    }
+
     pub fn new(ctx: &'a Context, objects: Api<K>, object: &'a K) -> Self {
         Self {
             ctx,

@@ -29,7 +29,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::api::{self, ApiError, Client, Listing, SecretString};
 use crate::controller::Context;
-use crate::controller::driver::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::create::{Created, Lookup, one_of_ours};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::flow::Recovery;
 use crate::controller::driver::gate::Op;
@@ -224,13 +224,11 @@ impl Verbs for ApiKey {
     }
     fn sent(&self, cx: &Cx<'_, Self>, config_id: &Option<String>) -> CreateAttempt {
         let request = create_request(self, config_id.as_deref());
-        CreateAttempt {
-            name: Some(self.spec.name.clone()),
-            workspace_id: self.spec.workspace_id.clone(),
-            body_hash: body_hash(&cx.ctx.hash_key, self.metadata.uid.as_deref(), &request),
-            ended_at: None,
-            intent: None,
-        }
+        cx.create_attempt(
+            Some(self.spec.name.clone()),
+            self.spec.workspace_id.clone(),
+            &request,
+        )
     }
     async fn create(
         &self,

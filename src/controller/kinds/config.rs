@@ -9,7 +9,7 @@ use crate::api::{
     ApiError, Client, ConfigCreated, ConfigDetail, ConfigSummary, ConfigUpdated, Listing,
 };
 use crate::controller::Context;
-use crate::controller::driver::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::create::{Created, Lookup, one_of_ours};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
 use crate::controller::driver::status::common_status;
@@ -228,13 +228,11 @@ impl Verbs for Config {
     fn sent(&self, cx: &Cx<'_, Self>, desired: &Resolved) -> CreateAttempt {
         let config = &desired.config;
         let request = config.spec.create_request_with(&desired.document());
-        CreateAttempt {
-            name: Some(config.spec.name.clone()),
-            workspace_id: config.spec.workspace_id.clone(),
-            body_hash: body_hash(&cx.ctx.hash_key, config.metadata.uid.as_deref(), &request),
-            ended_at: None,
-            intent: None,
-        }
+        cx.create_attempt(
+            Some(config.spec.name.clone()),
+            config.spec.workspace_id.clone(),
+            &request,
+        )
     }
     /// POSTs the config. Gateways reference configs by slug: an answer without one is
     /// completed by a read by id. A failed read (a list or a read that lags the create) keeps

@@ -9,7 +9,7 @@ use crate::api::{
     self, ApiError, Client, DeploymentCreated, DeploymentListQuery, SecretString,
     UpdateDeploymentRequest,
 };
-use crate::controller::driver::create::{Created, Lookup, body_hash};
+use crate::controller::driver::create::{Created, Lookup};
 use crate::controller::driver::flow::Recovery;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::issuing::Issues;
@@ -158,13 +158,7 @@ impl Verbs for Deployment {
     }
     fn sent(&self, cx: &Cx<'_, Self>, _desired: &()) -> CreateAttempt {
         let request = self.spec.create_request(created_uid(self));
-        CreateAttempt {
-            name: Some(self.spec.name.clone()),
-            workspace_id: None,
-            body_hash: body_hash(&cx.ctx.hash_key, self.metadata.uid.as_deref(), &request),
-            ended_at: None,
-            intent: None,
-        }
+        cx.create_attempt(Some(self.spec.name.clone()), None, &request)
     }
     async fn create(&self, client: &Client, _desired: &()) -> Result<DeploymentCreated, ApiError> {
         let request = self.spec.create_request(created_uid(self));

@@ -19,7 +19,7 @@ use crate::api::{
     ApiError, Client, GuardrailDetails, GuardrailSummary, GuardrailWritten, GuardrailsOn, Listing,
 };
 use crate::controller::Context;
-use crate::controller::driver::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::create::{Created, Lookup, one_of_ours};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
 use crate::controller::driver::status::common_status;
@@ -325,13 +325,11 @@ fn sent<G: GuardrailObject>(
     desired: Option<&Desired>,
 ) -> CreateAttempt {
     let request = create_request(guardrail, desired);
-    CreateAttempt {
-        name: Some(guardrail.definition().name.clone()),
-        workspace_id: guardrail.workspace_id().map(str::to_string),
-        body_hash: body_hash(&cx.ctx.hash_key, guardrail.meta().uid.as_deref(), &request),
-        ended_at: None,
-        intent: None,
-    }
+    cx.create_attempt(
+        Some(guardrail.definition().name.clone()),
+        guardrail.workspace_id().map(str::to_string),
+        &request,
+    )
 }
 
 /// Records what a create made: the answer, or what the lookup found after a lost answer.

@@ -200,13 +200,7 @@ impl Verbs for Integration {
     }
     fn sent(&self, cx: &Cx<'_, Self>, desired: &Option<Written>) -> CreateAttempt {
         let request = create_request(self, desired);
-        CreateAttempt {
-            name: Some(self.spec.name.clone()),
-            workspace_id: None,
-            body_hash: body_hash(&cx.ctx.hash_key, self.meta().uid.as_deref(), &request),
-            ended_at: None,
-            intent: None,
-        }
+        cx.create_attempt(Some(self.spec.name.clone()), None, &request)
     }
     async fn create(
         &self,

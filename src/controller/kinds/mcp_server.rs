@@ -20,7 +20,7 @@ mod references;
 pub use references::{naming, watch_inputs, watch_servers};
 
 use crate::api::{self, ApiError, Client, McpServer as RemoteServer, McpServersListQuery};
-use crate::controller::driver::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::create::{Created, Lookup, one_of_ours};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::{named, ready_named};
 use crate::controller::driver::status::common_status;
@@ -202,13 +202,11 @@ impl Verbs for McpServer {
         let request = self
             .spec
             .create_request(desired.id.as_deref().unwrap_or_default());
-        CreateAttempt {
-            name: Some(self.spec.name.clone()),
-            workspace_id: Some(self.spec.workspace().to_string()),
-            body_hash: body_hash(&cx.ctx.hash_key, self.metadata.uid.as_deref(), &request),
-            ended_at: None,
-            intent: None,
-        }
+        cx.create_attempt(
+            Some(self.spec.name.clone()),
+            Some(self.spec.workspace().to_string()),
+            &request,
+        )
     }
     async fn create(
         &self,

@@ -21,7 +21,7 @@ use crate::api::{
     ApiError, Client, CreateProviderRequest, Provider as RemoteProvider, ProviderWritten,
     ProvidersListQuery,
 };
-use crate::controller::driver::create::{Created, Lookup, body_hash, one_of_ours};
+use crate::controller::driver::create::{Created, Lookup, one_of_ours};
 use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
 use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
@@ -207,13 +207,11 @@ impl Verbs for Provider {
     }
     fn sent(&self, cx: &Cx<'_, Self>, desired: &Binding) -> CreateAttempt {
         let request = create_request(self, desired);
-        CreateAttempt {
-            name: Some(self.spec.name.clone()),
-            workspace_id: Some(self.spec.workspace().to_string()),
-            body_hash: body_hash(&cx.ctx.hash_key, self.metadata.uid.as_deref(), &request),
-            ended_at: None,
-            intent: None,
-        }
+        cx.create_attempt(
+            Some(self.spec.name.clone()),
+            Some(self.spec.workspace().to_string()),
+            &request,
+        )
     }
     async fn create(
         &self,

@@ -177,17 +177,11 @@ impl Verbs for SecretReference {
         client.secret_references().get(key).await.map(Some)
     }
     fn sent(&self, cx: &Cx<'_, Self>, desired: &Option<Written>) -> CreateAttempt {
-        CreateAttempt {
-            name: Some(self.spec.name.clone()),
-            workspace_id: None,
-            body_hash: body_hash(
-                &cx.ctx.hash_key,
-                self.meta().uid.as_deref(),
-                &create_request(self, desired),
-            ),
-            ended_at: None,
-            intent: None,
-        }
+        cx.create_attempt(
+            Some(self.spec.name.clone()),
+            None,
+            &create_request(self, desired),
+        )
     }
     async fn create(
         &self,

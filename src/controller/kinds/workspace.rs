@@ -187,17 +187,11 @@ impl Verbs for Workspace {
     }
     fn sent(&self, cx: &Cx<'_, Self>, desired: &Desired) -> CreateAttempt {
         let scope = desired.scope.as_ref().map(|s| s.name.as_str());
-        CreateAttempt {
-            name: Some(self.spec.name.clone()),
-            workspace_id: None,
-            body_hash: crate::controller::driver::create::body_hash(
-                &cx.ctx.hash_key,
-                self.meta().uid.as_deref(),
-                &desired.settings.create_request(scope.unwrap_or_default()),
-            ),
-            ended_at: None,
-            intent: None,
-        }
+        cx.create_attempt(
+            Some(self.spec.name.clone()),
+            None,
+            &desired.settings.create_request(scope.unwrap_or_default()),
+        )
     }
     async fn create(
         &self,
