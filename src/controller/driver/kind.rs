@@ -313,6 +313,20 @@ macro_rules! cluster_api {
 }
 pub(crate) use cluster_api;
 
+/// [`Managed::status`] and [`Managed::status_slot`] of a kind whose status is its `status`
+/// field, as every kind's is.
+macro_rules! status_field {
+    () => {
+        fn status(&self) -> Option<&Self::Status> {
+            self.status.as_ref()
+        }
+        fn status_slot(&mut self) -> &mut Option<Self::Status> {
+            &mut self.status
+        }
+    };
+}
+pub(crate) use status_field;
+
 /// What a kind's apply/cleanup may use: the gate to the management API for this object (the
 /// only way to its client), the Kubernetes client, and status writes guarded by the
 /// resourceVersion this reconcile last saw.

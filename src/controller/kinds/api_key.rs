@@ -77,13 +77,7 @@ impl Managed for ApiKey {
     const MANAGER: &'static str = "aigw/apikey";
     const LISTED: bool = true;
 
-    fn status(&self) -> Option<&ApiKeyStatus> {
-        self.status.as_ref()
-    }
-
-    fn status_slot(&mut self) -> &mut Option<ApiKeyStatus> {
-        &mut self.status
-    }
+    crate::controller::driver::kind::status_field!();
 
     crate::controller::driver::issuing::driven_issuing!();
 

@@ -96,13 +96,7 @@ impl Managed for Config {
     const MANAGER: &'static str = "aigw/config";
     const LISTED: bool = true;
 
-    fn status(&self) -> Option<&ConfigStatus> {
-        self.status.as_ref()
-    }
-
-    fn status_slot(&mut self) -> &mut Option<ConfigStatus> {
-        &mut self.status
-    }
+    crate::controller::driver::kind::status_field!();
 
     crate::controller::driver::flow::driven!();
 

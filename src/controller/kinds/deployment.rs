@@ -56,13 +56,7 @@ impl Managed for Deployment {
     const KIND: &'static str = "Deployment";
     const MANAGER: &'static str = MANAGER;
 
-    fn status(&self) -> Option<&DeploymentStatus> {
-        self.status.as_ref()
-    }
-
-    fn status_slot(&mut self) -> &mut Option<DeploymentStatus> {
-        &mut self.status
-    }
+    crate::controller::driver::kind::status_field!();
 
     crate::controller::driver::issuing::driven_issuing!();
 

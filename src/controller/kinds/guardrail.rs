@@ -70,13 +70,7 @@ macro_rules! guardrail_kind {
             const MANAGER: &'static str = $manager;
             const LISTED: bool = true;
 
-            fn status(&self) -> Option<&GuardrailStatus> {
-                self.status.as_ref()
-            }
-
-            fn status_slot(&mut self) -> &mut Option<GuardrailStatus> {
-                &mut self.status
-            }
+            crate::controller::driver::kind::status_field!();
 
             crate::controller::driver::flow::driven!();
 

@@ -72,13 +72,7 @@ impl Managed for Integration {
     const KIND: &'static str = "Integration";
     const MANAGER: &'static str = "aigw/integration";
 
-    fn status(&self) -> Option<&IntegrationStatus> {
-        self.status.as_ref()
-    }
-
-    fn status_slot(&mut self) -> &mut Option<IntegrationStatus> {
-        &mut self.status
-    }
+    crate::controller::driver::kind::status_field!();
 
     crate::controller::driver::flow::driven!();
 }

@@ -86,13 +86,7 @@ impl Managed for McpIntegration {
     const KIND: &'static str = "McpIntegration";
     const MANAGER: &'static str = "aigw/mcpintegration";
 
-    fn status(&self) -> Option<&McpIntegrationStatus> {
-        self.status.as_ref()
-    }
-
-    fn status_slot(&mut self) -> &mut Option<McpIntegrationStatus> {
-        &mut self.status
-    }
+    crate::controller::driver::kind::status_field!();
 
     /// A toggle waiting for its capability is looked at again sooner than the drift interval.
     fn due_in(&self, status: &McpIntegrationStatus) -> Option<Duration> {

@@ -51,13 +51,7 @@ impl Managed for McpServer {
     const KIND: &'static str = "McpServer";
     const MANAGER: &'static str = "aigw/mcpserver";
 
-    fn status(&self) -> Option<&McpServerStatus> {
-        self.status.as_ref()
-    }
-
-    fn status_slot(&mut self) -> &mut Option<McpServerStatus> {
-        &mut self.status
-    }
+    crate::controller::driver::kind::status_field!();
 
     crate::controller::driver::flow::driven!();
 }

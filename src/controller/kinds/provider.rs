@@ -55,13 +55,7 @@ impl Managed for Provider {
     const KIND: &'static str = "Provider";
     const MANAGER: &'static str = "aigw/provider";
 
-    fn status(&self) -> Option<&ProviderStatus> {
-        self.status.as_ref()
-    }
-
-    fn status_slot(&mut self) -> &mut Option<ProviderStatus> {
-        &mut self.status
-    }
+    crate::controller::driver::kind::status_field!();
 
     crate::controller::driver::flow::driven!();
 }

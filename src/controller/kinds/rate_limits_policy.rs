@@ -47,13 +47,7 @@ impl Managed for RateLimitsPolicy {
     const MANAGER: &'static str = "aigw/ratelimitspolicy";
     const LISTED: bool = true;
 
-    fn status(&self) -> Option<&RateLimitsPolicyStatus> {
-        self.status.as_ref()
-    }
-
-    fn status_slot(&mut self) -> &mut Option<RateLimitsPolicyStatus> {
-        &mut self.status
-    }
+    crate::controller::driver::kind::status_field!();
 
     crate::controller::driver::flow::driven!();
 }

@@ -68,13 +68,7 @@ impl Managed for SecretReference {
     const KIND: &'static str = "SecretReference";
     const MANAGER: &'static str = "aigw/secretreference";
 
-    fn status(&self) -> Option<&SecretReferenceStatus> {
-        self.status.as_ref()
-    }
-
-    fn status_slot(&mut self) -> &mut Option<SecretReferenceStatus> {
-        &mut self.status
-    }
+    crate::controller::driver::kind::status_field!();
 
     crate::controller::driver::flow::driven!();
 }

@@ -100,13 +100,7 @@ impl Managed for UsageLimitsPolicy {
     const MANAGER: &'static str = "aigw/usagelimitspolicy";
     const LISTED: bool = true;
 
-    fn status(&self) -> Option<&UsageLimitsPolicyStatus> {
-        self.status.as_ref()
-    }
-
-    fn status_slot(&mut self) -> &mut Option<UsageLimitsPolicyStatus> {
-        &mut self.status
-    }
+    crate::controller::driver::kind::status_field!();
 
     crate::controller::driver::flow::driven!();
 }

@@ -65,13 +65,7 @@ impl Managed for Workspace {
     const KIND: &'static str = "Workspace";
     const MANAGER: &'static str = "aigw/workspace";
 
-    fn status(&self) -> Option<&WorkspaceStatus> {
-        self.status.as_ref()
-    }
-
-    fn status_slot(&mut self) -> &mut Option<WorkspaceStatus> {
-        &mut self.status
-    }
+    crate::controller::driver::kind::status_field!();
 
     crate::controller::driver::flow::driven!();
 }
