@@ -167,6 +167,18 @@ pub fn sanitize_message(message: &str) -> String {
 /// fields. `|s| expr` returns a copy of `s` with the kind's own timestamps blanked; condition
 /// timestamps are blanked here.
 macro_rules! common_status {
+    // The usual kind: `lastAppliedAt` is its only timestamp, and its only intent a create.
+    ($status:ident) => {
+        common_status!(
+            $status,
+            |s| $status {
+                last_applied_at: None,
+                pending_create: s.pending_create.as_ref().map(|_| String::new()),
+                ..s.clone()
+            },
+            intent_when = |s| s.pending_create.is_some()
+        );
+    };
     ($status:ty, |$s:ident| $blank:expr, intent_when = |$p:ident| $when:expr) => {
         common_status!($status, |$s| $blank);
         impl $crate::controller::driver::status::IntentStatus for $status {

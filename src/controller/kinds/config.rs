@@ -21,15 +21,7 @@ use crate::controller::now_rfc3339;
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 use crate::resources::config::{AppliedHistory, Config, ConfigStatus};
 
-common_status!(
-    ConfigStatus,
-    |s| ConfigStatus {
-        last_applied_at: None,
-        pending_create: s.pending_create.as_ref().map(|_| String::new()),
-        ..s.clone()
-    },
-    intent_when = |s| s.pending_create.is_some()
-);
+common_status!(ConfigStatus);
 
 /// Condition reason while a Config's deletion waits for what uses it.
 pub const STILL_REFERENCED: &str = "StillReferenced";

@@ -37,15 +37,7 @@ mod mcp_servers;
 /// Condition reason while a Config still names the guardrail being deleted.
 pub const STILL_REFERENCED: &str = "StillReferenced";
 
-common_status!(
-    GuardrailStatus,
-    |s| GuardrailStatus {
-        last_applied_at: None,
-        pending_create: s.pending_create.as_ref().map(|_| String::new()),
-        ..s.clone()
-    },
-    intent_when = |s| s.pending_create.is_some()
-);
+common_status!(GuardrailStatus);
 
 /// What the flow needs of a guardrail kind.
 pub trait GuardrailObject:

@@ -41,15 +41,7 @@ pub const STILL_REFERENCED: &str = "StillReferenced";
 /// being deleted or not Ready yet.
 pub const SECRET_REFERENCE_NOT_READY: &str = "SecretReferenceNotReady";
 
-common_status!(
-    IntegrationStatus,
-    |s| IntegrationStatus {
-        last_applied_at: None,
-        pending_create: s.pending_create.as_ref().map(|_| String::new()),
-        ..s.clone()
-    },
-    intent_when = |s| s.pending_create.is_some()
-);
+common_status!(IntegrationStatus);
 
 impl ReadsSecrets for Integration {
     fn secret_refs(&self) -> std::borrow::Cow<'_, [ConfigSecretRef]> {

@@ -46,15 +46,7 @@ pub const WORKSPACE_NOT_READY: &str = "WorkspaceNotReady";
 /// How soon a reconcile reads the capabilities again while a toggle waits for its capability.
 const PENDING_LOOK_AGAIN: Duration = Duration::from_secs(30);
 
-common_status!(
-    McpIntegrationStatus,
-    |s| McpIntegrationStatus {
-        last_applied_at: None,
-        pending_create: s.pending_create.as_ref().map(|_| String::new()),
-        ..s.clone()
-    },
-    intent_when = |s| s.pending_create.is_some()
-);
+common_status!(McpIntegrationStatus);
 
 /// The Secret `spec.configurationsSecretRef` names, for the Secret watch (which matches by
 /// name): the integration takes every key of it, so the key here names none.

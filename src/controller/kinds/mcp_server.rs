@@ -35,15 +35,7 @@ use crate::resources::{McpIntegration, Workspace};
 /// Condition reason while the MCP integration a server instantiates is not ready for it.
 pub const INTEGRATION_NOT_READY: &str = "IntegrationNotReady";
 
-common_status!(
-    McpServerStatus,
-    |s| McpServerStatus {
-        last_applied_at: None,
-        pending_create: s.pending_create.as_ref().map(|_| String::new()),
-        ..s.clone()
-    },
-    intent_when = |s| s.pending_create.is_some()
-);
+common_status!(McpServerStatus);
 
 impl Managed for McpServer {
     crate::controller::driver::kind::namespaced_api!();

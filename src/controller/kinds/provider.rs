@@ -39,15 +39,7 @@ pub const INTEGRATION_NOT_READY: &str = "IntegrationNotReady";
 /// Condition reason while a Config still names the provider being deleted.
 pub const STILL_REFERENCED: &str = "StillReferenced";
 
-common_status!(
-    ProviderStatus,
-    |s| ProviderStatus {
-        last_applied_at: None,
-        pending_create: s.pending_create.as_ref().map(|_| String::new()),
-        ..s.clone()
-    },
-    intent_when = |s| s.pending_create.is_some()
-);
+common_status!(ProviderStatus);
 
 impl Managed for Provider {
     crate::controller::driver::kind::namespaced_api!();

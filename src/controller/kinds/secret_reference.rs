@@ -34,15 +34,7 @@ use crate::resources::secret_reference::{SecretReference, SecretReferenceStatus}
 /// Condition reason while the API refuses the delete because something maps to the reference.
 pub const STILL_REFERENCED: &str = "StillReferenced";
 
-common_status!(
-    SecretReferenceStatus,
-    |s| SecretReferenceStatus {
-        last_applied_at: None,
-        pending_create: s.pending_create.as_ref().map(|_| String::new()),
-        ..s.clone()
-    },
-    intent_when = |s| s.pending_create.is_some()
-);
+common_status!(SecretReferenceStatus);
 
 /// The Secret `spec.authConfigSecretRef` names, for the Secret watch (which matches by name):
 /// the reference takes every key of it, so the key here names none.

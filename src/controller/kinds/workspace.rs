@@ -49,15 +49,7 @@ pub const DEFAULT_WORKSPACE: &str = "DefaultWorkspace";
 /// Condition reason when the IAM scope aigw would make exists and is not this resource's.
 pub const SCOPE_NOT_OURS: &str = "ScopeNotOwned";
 
-common_status!(
-    WorkspaceStatus,
-    |s| WorkspaceStatus {
-        last_applied_at: None,
-        pending_create: s.pending_create.as_ref().map(|_| String::new()),
-        ..s.clone()
-    },
-    intent_when = |s| s.pending_create.is_some()
-);
+common_status!(WorkspaceStatus);
 
 impl Managed for Workspace {
     crate::controller::driver::kind::cluster_api!();
