@@ -1,0 +1,89 @@
+//! A fresh attack on issue 29's kinds (helper attack29c): a grant entry that is an McpIntegration
+//! resource name must stand for what that resource recorded, never for another integration whose
+//! slug happens to equal that name.
+
+use crate::support;
+
+use std::time::Duration;
+
+use aigw::resources::{McpIntegration, McpServer};
+use kube::api::{Api, PostParams};
+use reqwest::Method;
+use serde_json::json;
+use support::harness::Harness;
+use support::objects::Conditions;
+
+const WAIT: Duration = Duration::from_secs(30);
+const WS_A: &str = "5d1c3b2a-4e6f-4a7b-8c9d-0e1f2a3b4c5d";
+const POST: &str = "POST /ai_gw/v2/mcp-servers";
+
+async fn ready_integration(h: &Harness, name: &str, slug: &str) {
+    let integrations = Api::<McpIntegration>::all(h.env.client.clone());
+    integrations
+        .create(
+            &PostParams::default(),
+            &h.cluster_object(
+                "McpIntegration",
+                name,
+                json!({"slug": slug, "name": "Tools", "url": "https://mcp.example.com/mcp",
+                       "authType": "none", "transport": "http",
+                       "workspaces": [{"workspace": WS_A}]}),
+            ),
+        )
+        .await
+        .unwrap();
+    let full = h.cluster_name(name);
+    let ready = support::wait_until(WAIT, || async {
+        let i = integrations.get_opt(&full).await.ok()??;
+        i.ready().then_some(())
+    })
+    .await;
+    assert!(ready.is_some(), "McpIntegration {full} never Ready");
+}
+
+/// Integration `a` (slug `a-slug`) is granted by resource name; integration `b` has the slug equal
+/// to `a`'s resource name. A server of `b` must be refused with no POST.
+#[tokio::test]
+async fn a_grant_by_resource_name_does_not_cover_an_integration_whose_slug_equals_it() {
+    let mut h = Harness::start_with("atk29c-slug", Duration::from_secs(1)).await;
+    h.call(
+        Method::POST,
+        "/_emulator/seed",
+        Some(json!({"workspaces": [{"id": WS_A, "name": "payments", "slug": "payments"}]})),
+    )
+    .await;
+    let a = h.cluster_name("a");
+    let b = h.cluster_name("b");
+    ready_integration(&h, "a", &h.cluster_name("a-slug")).await;
+    ready_integration(&h, "b", &a).await;
+    h.set_grants(json!([{"namespaces": ["{ns}"], "workspaces": [WS_A], "mcpIntegrations": [a]}]));
+    h.restart_operator().await;
+    h.reset_stats().await;
+    let servers = h.env.api::<McpServer>();
+    let slug = format!("atk-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
+    servers
+        .create(
+            &PostParams::default(),
+            &support::objects::object(
+                "McpServer",
+                "tools",
+                json!({"slug": slug, "name": "Tools", "workspaceId": WS_A,
+                       "integrationRef": {"name": b}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let refused = support::wait_until(WAIT, || async {
+        let s = servers.get_opt("tools").await.ok()??;
+        s.stalled_with("McpIntegrationNotAllowed").then_some(s)
+    })
+    .await;
+    let posts = h.count(POST).await;
+    assert!(
+        refused.is_some(),
+        "a server of {b} (slug {a}) was not refused though only resource {a} is granted: {}",
+        serde_json::to_string(&servers.get_opt("tools").await.ok().flatten()).unwrap()
+    );
+    assert_eq!(posts, 0, "{}", h.stats().await);
+    h.stop().await;
+}
