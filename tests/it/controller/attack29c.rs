@@ -87,3 +87,62 @@ async fn a_grant_by_resource_name_does_not_cover_an_integration_whose_slug_equal
     assert_eq!(posts, 0, "{}", h.stats().await);
     h.stop().await;
 }
+
+/// The grant revoked while the server exists: an edit of the server is refused with no PUT
+/// (the existing test checks only the delete).
+#[tokio::test]
+async fn a_revoked_mcp_integration_grant_refuses_an_edit_without_a_put() {
+    let mut h = Harness::start_with("atk29c-rev", Duration::from_secs(1)).await;
+    h.call(
+        Method::POST,
+        "/_emulator/seed",
+        Some(json!({"workspaces": [{"id": WS_A, "name": "payments", "slug": "payments"}]})),
+    )
+    .await;
+    let a = h.cluster_name("a");
+    ready_integration(&h, "a", &a).await;
+    h.set_grants(json!([{"namespaces": ["{ns}"], "workspaces": [WS_A], "mcpIntegrations": [a]}]));
+    h.restart_operator().await;
+    let servers = h.env.api::<McpServer>();
+    let slug = format!("rev-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
+    servers
+        .create(
+            &PostParams::default(),
+            &support::objects::object(
+                "McpServer",
+                "tools",
+                json!({"slug": slug, "name": "Tools", "workspaceId": WS_A,
+                       "integrationRef": {"name": a}}),
+            ),
+        )
+        .await
+        .unwrap();
+    let made = support::wait_until(WAIT, || async {
+        let s = servers.get_opt("tools").await.ok()??;
+        s.ready().then_some(())
+    })
+    .await;
+    assert!(made.is_some(), "granted server never Ready");
+    h.set_grants(
+        json!([{"namespaces": ["{ns}"], "workspaces": [WS_A], "mcpIntegrations": ["other"]}]),
+    );
+    h.restart_operator().await;
+    h.reset_stats().await;
+    servers
+        .patch(
+            "tools",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(json!({"spec": {"name": "Renamed"}})),
+        )
+        .await
+        .unwrap();
+    let refused = support::wait_until(WAIT, || async {
+        let s = servers.get_opt("tools").await.ok()??;
+        s.stalled_with("McpIntegrationNotAllowed").then_some(())
+    })
+    .await;
+    assert!(refused.is_some(), "edit after revocation not refused");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
+    h.stop().await;
+}
