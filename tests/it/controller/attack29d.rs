@@ -6,8 +6,9 @@ use crate::support;
 
 use std::time::Duration;
 
-use aigw::resources::Workspace;
+use aigw::resources::{McpIntegration, McpServer, Workspace};
 use kube::api::{Api, DeleteParams, PostParams};
+use reqwest::Method;
 use serde_json::json;
 use support::harness::Harness;
 use support::objects::Conditions;
@@ -16,6 +17,9 @@ const WAIT: Duration = Duration::from_secs(40);
 const SCOPE_POST: &str = "POST /iam/v1/scopes";
 const SCOPE_PUT: &str = "PUT /iam/v1/scopes/{name}";
 const POST: &str = "POST /ai_gw/admin/v2/workspaces";
+const SERVER_POST: &str = "POST /ai_gw/v2/mcp-servers";
+const INTEGRATION_GET: &str = "GET /ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}";
+const WS_A: &str = "5d1c3b2a-4e6f-4a7b-8c9d-0e1f2a3b4c5d";
 
 fn workspaces(h: &Harness) -> Api<Workspace> {
     Api::all(h.env.client.clone())
@@ -131,4 +135,115 @@ async fn attack_a_workspace_deleted_while_its_create_fails_leaves_no_iam_scope()
         Vec::<String>::new(),
         "IAM scope left behind\n{events}"
     );
+}
+
+/// A Ready McpIntegration resource `name` with `slug`, enabling [`WS_A`]; returns its UUID.
+async fn mcp_integration(h: &Harness, name: &str, slug: &str) -> String {
+    let api = Api::<McpIntegration>::all(h.env.client.clone());
+    api.create(
+        &PostParams::default(),
+        &h.cluster_object(
+            "McpIntegration",
+            name,
+            json!({"slug": slug, "name": name, "url": "https://mcp.example.com/mcp",
+                   "authType": "none", "transport": "http", "workspaces": [{"workspace": WS_A}]}),
+        ),
+    )
+    .await
+    .unwrap();
+    let full = h.cluster_name(name);
+    let id = support::wait_until(WAIT, || async {
+        let i = api.get_opt(&full).await.ok()??;
+        i.ready().then(|| i.status.and_then(|s| s.id)).flatten()
+    })
+    .await;
+    match id {
+        Some(id) => id,
+        None => panic!("{full} not Ready:\n{}", h.cluster_events_text().await),
+    }
+}
+
+async fn server(h: &Harness, name: &str, by: serde_json::Value) {
+    let mut spec = json!({"slug": format!("{name}-{}", &h.env.namespace[h.env.namespace.len() - 8..]),
+                          "name": name, "workspaceId": WS_A});
+    for (k, v) in by.as_object().into_iter().flatten() {
+        spec[k] = v.clone();
+    }
+    h.env
+        .api::<McpServer>()
+        .create(
+            &PostParams::default(),
+            &support::objects::object("McpServer", name, spec),
+        )
+        .await
+        .unwrap();
+}
+
+async fn refused(h: &Harness, name: &str) {
+    let servers = h.env.api::<McpServer>();
+    let refused = support::wait_until(WAIT, || async {
+        let s = servers.get_opt(name).await.ok()??;
+        s.stalled_with("McpIntegrationNotAllowed").then_some(())
+    })
+    .await;
+    assert!(
+        refused.is_some(),
+        "{name} not refused: {:?}\n{}",
+        servers
+            .get_opt(name)
+            .await
+            .ok()
+            .flatten()
+            .and_then(|s| s.status),
+        h.stats().await
+    );
+}
+
+/// Grants (`spec.grants[].mcpIntegrations`): a namespace granted McpIntegration resource
+/// `alpha` cannot reach integration `other` by its UUID while the integration read answers
+/// 503 (the keys then are the UUID alone), nor by a slug that equals the granted resource's
+/// name; both are refused with no POST, while `alpha` itself (by resource) is made once.
+#[tokio::test]
+async fn an_ungranted_mcp_integration_by_uuid_on_a_failing_read_or_by_a_granted_name_as_slug_is_refused()
+ {
+    let grants = json!([{"namespaces": ["{ns}"], "workspaces": [WS_A],
+                         "mcpIntegrations": ["{ns}-alpha"]}]);
+    let h = Harness::start_with_grants("atk-mcpg", Duration::from_secs(1), grants).await;
+    let alpha = h.cluster_name("alpha");
+    h.call(
+        Method::POST,
+        "/_emulator/seed",
+        Some(json!({"workspaces": [{"id": WS_A, "name": "payments", "slug": "payments"}]})),
+    )
+    .await;
+    mcp_integration(&h, "alpha", &format!("{alpha}-slug")).await;
+    // `other`'s slug is the granted resource's name.
+    let other = mcp_integration(&h, "other", &alpha).await;
+    h.faults(json!({"failing_routes": {INTEGRATION_GET: 503}}))
+        .await;
+    server(&h, "by-uuid", json!({"integrationId": other})).await;
+    refused(&h, "by-uuid").await;
+    let reads_failed = h.count(INTEGRATION_GET).await;
+    h.faults(json!({})).await;
+    server(&h, "by-slug", json!({"integrationId": alpha})).await;
+    refused(&h, "by-slug").await;
+    assert!(
+        reads_failed > 0,
+        "the read never failed: {}",
+        h.stats().await
+    );
+    assert_eq!(h.count(SERVER_POST).await, 0, "{}", h.stats().await);
+    let servers = h.env.api::<McpServer>();
+    server(&h, "by-ref", json!({"integrationRef": {"name": alpha}})).await;
+    let made = support::wait_until(WAIT, || async {
+        servers.get_opt("by-ref").await.ok()??.ready().then_some(())
+    })
+    .await;
+    let posts = h.count(SERVER_POST).await;
+    for name in ["by-uuid", "by-slug", "by-ref"] {
+        h.env.delete_and_wait::<McpServer>(name, WAIT).await;
+    }
+    h.stop().await;
+    assert!(made.is_some(), "the granted server was not made");
+    assert_eq!(posts, 1);
 }
