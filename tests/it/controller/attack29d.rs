@@ -247,3 +247,105 @@ async fn an_ungranted_mcp_integration_by_uuid_on_a_failing_read_or_by_a_granted_
     assert!(made.is_some(), "the granted server was not made");
     assert_eq!(posts, 1);
 }
+
+const SECRET_KEY: &str = "wJalr-attack29d-Qx7Zr3Lm8Vn2";
+
+/// A proxy in front of the emulator answering every SecretReference POST with a 503 whose
+/// message echoes the body it was sent (a gateway in trouble dumping the request): the
+/// create's outcome is unknown, a path apart from the refusals the concealment was built for.
+async fn echo_503_proxy(upstream: String) -> String {
+    use axum::extract::Request;
+    let client = reqwest::Client::new();
+    let app = axum::Router::new().fallback(move |request: Request| {
+        let (client, upstream) = (client.clone(), upstream.clone());
+        async move {
+            let (parts, body) = request.into_parts();
+            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+            let path = parts
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_string();
+            if parts.method == reqwest::Method::POST
+                && parts.uri.path() == "/ai_gw/admin/v2/secret-references"
+            {
+                let message = format!(
+                    "upstream unavailable while handling {}",
+                    String::from_utf8_lossy(&body)
+                );
+                let answer = json!({"success": false, "message": message});
+                return support::proxy::json_answer(503, answer.to_string());
+            }
+            let (status, text) =
+                support::proxy::forward(&client, &upstream, &parts, &path, &body).await;
+            support::proxy::json_answer(status, text)
+        }
+    });
+    support::proxy::serve(app).await
+}
+
+/// Secrecy: a SecretReference create answered 503 with the request echoed (`auth_config` in
+/// clear) is an unknown outcome, not a refusal; its `aws_secret_access_key` still reaches no
+/// status, event or log line.
+#[tokio::test]
+async fn a_secret_reference_create_answered_503_echoing_auth_config_shows_it_nowhere() {
+    let mut h = Harness::start_with_secret_namespace("atk-sr503", Duration::from_secs(1)).await;
+    let proxy = echo_503_proxy(h.emulator.management_url()).await;
+    let mark = support::harness::log_mark();
+    h.restart_operator_via(&proxy).await;
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": {"name": "aws-sm-auth", "labels": {"aigw.io/cluster-readable": "true"}},
+        "stringData": {"aws_auth_type": "accessKey", "aws_region": "eu-west-1",
+                       "aws_access_key_id": "AKIAQ7ATTACK29DEXMPL",
+                       "aws_secret_access_key": SECRET_KEY}
+    }))
+    .unwrap();
+    h.env
+        .api::<k8s_openapi::api::core::v1::Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let slug = h.cluster_name("aws");
+    let api = Api::<aigw::resources::SecretReference>::all(h.env.client.clone());
+    api.create(
+        &PostParams::default(),
+        &h.cluster_object(
+            "SecretReference",
+            "aws",
+            json!({"slug": slug, "name": "AWS prod", "managerType": "aws_sm",
+                   "secretPath": "prod/openai", "secretKey": "api_key",
+                   "authConfigSecretRef": {"name": "aws-sm-auth"}}),
+        ),
+    )
+    .await
+    .unwrap();
+    // Several failed attempts, each reported.
+    let seen = support::wait_until(WAIT, || async {
+        let events = h.cluster_events_text().await;
+        (events.matches("upstream unavailable").count() >= 2 || events.matches("503").count() >= 2)
+            .then_some(events)
+    })
+    .await;
+    let status = api
+        .get_opt(&slug)
+        .await
+        .unwrap()
+        .map(|r| serde_json::to_string(&r.status).unwrap())
+        .unwrap_or_default();
+    let events = h.cluster_events_text().await;
+    let logs = support::harness::logs_since(mark);
+    h.env
+        .api::<k8s_openapi::api::core::v1::Secret>()
+        .delete("aws-sm-auth", &DeleteParams::default())
+        .await
+        .ok();
+    api.delete(&slug, &DeleteParams::default()).await.ok();
+    h.stop().await;
+    assert!(seen.is_some(), "the 503 was never reported:\n{events}");
+    for (what, text) in [("status", &status), ("events", &events), ("log", &logs)] {
+        assert!(
+            !text.contains(SECRET_KEY),
+            "auth_config in the {what}:\n{text}"
+        );
+    }
+}
