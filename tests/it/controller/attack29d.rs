@@ -349,3 +349,87 @@ async fn a_secret_reference_create_answered_503_echoing_auth_config_shows_it_now
         );
     }
 }
+
+/// The rows of `family` in an installation's emulator whose `field` is `value`.
+fn rows(state: &serde_json::Value, family: &str, field: &str, value: &str) -> usize {
+    state[family]
+        .as_array()
+        .map(|all| all.iter().filter(|r| r[field] == value).count())
+        .unwrap_or_default()
+}
+
+/// Ownership: two installations (their own `--installation` id and tenant) both selecting a
+/// Workspace and an McpIntegration: one of them takes each, so there is one remote workspace
+/// (one IAM scope) and one integration across both tenants, and the other installation writes
+/// nothing about the resource to the cluster (beyond a claim the apiserver refused, 409).
+#[tokio::test]
+async fn two_installations_over_one_workspace_and_mcp_integration_make_one_of_each() {
+    use support::harness::CLUSTER_LABEL;
+    let mut h = Harness::start_with("atk-2inst", Duration::from_secs(1)).await;
+    h.stop_operator().await;
+    let selector = format!("{CLUSTER_LABEL}={}", h.env.namespace);
+    let a = h.installation("inst-a", &selector).await;
+    let b = h.installation("inst-b", &selector).await;
+    let workspace = h.cluster_name("shared");
+    let integration = h.cluster_name("tools");
+    workspaces(&h)
+        .create(
+            &PostParams::default(),
+            &h.cluster_object("Workspace", "shared", json!({"name": workspace})),
+        )
+        .await
+        .unwrap();
+    let integrations = Api::<McpIntegration>::all(h.env.client.clone());
+    integrations
+        .create(
+            &PostParams::default(),
+            &h.cluster_object(
+                "McpIntegration",
+                "tools",
+                json!({"slug": integration, "name": "Tools", "url": "https://mcp.example.com/mcp",
+                       "authType": "none", "transport": "http"}),
+            ),
+        )
+        .await
+        .unwrap();
+    let ready = support::wait_until(WAIT, || async {
+        let w = workspaces(&h).get_opt(&workspace).await.ok()??;
+        let i = integrations.get_opt(&integration).await.ok()??;
+        (w.ready() && i.ready()).then_some(())
+    })
+    .await;
+    assert!(ready.is_some(), "{}", h.cluster_events_text().await);
+    // Both have had time to act (drift every second).
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let (sa, sb) = (a.state().await, b.state().await);
+    let made = |family: &str, field: &str, value: &str| {
+        rows(&sa, family, field, value) + rows(&sb, family, field, value)
+    };
+    assert_eq!(made("workspaces", "name", &workspace), 1, "{sa}\n{sb}");
+    assert_eq!(made("mcp_integrations", "slug", &integration), 1);
+    let scopes = |s: &serde_json::Value| {
+        s["scopes"].as_array().map_or(0, |all| {
+            all.iter()
+                .filter(|x| x["name"].as_str().is_some_and(|n| n.contains("atk_2inst")))
+                .count()
+        })
+    };
+    assert_eq!(scopes(&sa) + scopes(&sb), 1, "{sa}\n{sb}");
+    for (resource, name) in [
+        ("workspaces", &workspace),
+        ("mcpintegrations", &integration),
+    ] {
+        // A claim lost to the other (the apiserver's 409) is no write.
+        let applied = |i: &support::harness::Installation| -> Vec<String> {
+            let all = i.writes_to(resource, name);
+            all.into_iter().filter(|w| !w.ends_with(" 409")).collect()
+        };
+        let (wa, wb) = (applied(&a), applied(&b));
+        assert!(
+            wa.is_empty() || wb.is_empty(),
+            "both installations wrote {resource}/{name}:\n{wa:?}\n{wb:?}"
+        );
+    }
+    drop((a, b));
+    h.stop().await;
+}
