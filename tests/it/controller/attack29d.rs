@@ -433,3 +433,53 @@ async fn two_installations_over_one_workspace_and_mcp_integration_make_one_of_ea
     drop((a, b));
     h.stop().await;
 }
+
+/// Exactly once: an McpServer create whose answer is lost after the commit, while the server
+/// list answers 503, sends no second POST while it cannot tell; the list back, the server is
+/// recovered: one POST, one server.
+#[tokio::test]
+async fn an_mcp_server_create_lost_while_its_list_fails_is_sent_once() {
+    let h = Harness::start_with("atk-mcps-lost", Duration::from_secs(1)).await;
+    h.call(
+        Method::POST,
+        "/_emulator/seed",
+        Some(json!({"workspaces": [{"id": WS_A, "name": "payments", "slug": "payments"}]})),
+    )
+    .await;
+    let tools = h.cluster_name("tools");
+    mcp_integration(&h, "tools", &tools).await;
+    h.faults(json!({"drop_after_commit_once": [SERVER_POST],
+                    "failing_routes": {"GET /ai_gw/v2/mcp-servers": 503}}))
+        .await;
+    server(&h, "lost", json!({"integrationRef": {"name": tools}})).await;
+    assert!(sent(&h, SERVER_POST, 1).await, "{}", h.stats().await);
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let while_failing = h.count(SERVER_POST).await;
+    let lists = h.count("GET /ai_gw/v2/mcp-servers").await;
+    h.faults(json!({})).await;
+    let servers = h.env.api::<McpServer>();
+    let ready = support::wait_until(WAIT, || async {
+        servers.get_opt("lost").await.ok()??.ready().then_some(())
+    })
+    .await;
+    let stats = h.stats().await;
+    let made = h.state().await["mcp_servers"].as_array().map_or(0, |all| {
+        all.iter()
+            .filter(|s| s["slug"].as_str().is_some_and(|x| x.starts_with("lost-")))
+            .count()
+    });
+    h.env.delete_and_wait::<McpServer>("lost", WAIT).await;
+    h.stop().await;
+    assert!(lists > 0, "the list was never tried: {stats}");
+    assert_eq!(
+        while_failing, 1,
+        "a second POST while the list failed: {stats}"
+    );
+    assert!(ready.is_some(), "not recovered: {stats}");
+    assert_eq!(
+        support::harness::count_in(&stats, SERVER_POST),
+        1,
+        "{stats}"
+    );
+    assert_eq!(made, 1, "servers made");
+}
