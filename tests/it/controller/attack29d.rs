@@ -250,7 +250,8 @@ async fn an_ungranted_mcp_integration_by_uuid_on_a_failing_read_or_by_a_granted_
 
 const SECRET_KEY: &str = "wJalr-attack29d-Qx7Zr3Lm8Vn2";
 
-/// A proxy in front of the emulator answering every SecretReference POST with a 503 whose
+/// A proxy in front of the emulator answering every SecretReference or McpIntegration POST
+/// with a 503 whose
 /// message echoes the body it was sent (a gateway in trouble dumping the request): the
 /// create's outcome is unknown, a path apart from the refusals the concealment was built for.
 async fn echo_503_proxy(upstream: String) -> String {
@@ -267,7 +268,11 @@ async fn echo_503_proxy(upstream: String) -> String {
                 .map_or("/", |p| p.as_str())
                 .to_string();
             if parts.method == reqwest::Method::POST
-                && parts.uri.path() == "/ai_gw/admin/v2/secret-references"
+                && [
+                    "/ai_gw/admin/v2/secret-references",
+                    "/ai_gw/admin/v2/mcp-integrations",
+                ]
+                .contains(&parts.uri.path())
             {
                 let message = format!(
                     "upstream unavailable while handling {}",
@@ -482,4 +487,72 @@ async fn an_mcp_server_create_lost_while_its_list_fails_is_sent_once() {
         "{stats}"
     );
     assert_eq!(made, 1, "servers made");
+}
+
+/// Secrecy: an McpIntegration create answered 503 with the request echoed (its
+/// `configurations` from a Secret in clear: a header value, a client secret and a numeric PIN
+/// inside a JSON value) shows none of them in its status, the events or the log.
+#[tokio::test]
+async fn an_mcp_integration_create_answered_503_echoing_configurations_shows_them_nowhere() {
+    let mut h = Harness::start_with_secret_namespace("atk-mcpi503", Duration::from_secs(1)).await;
+    let proxy = echo_503_proxy(h.emulator.management_url()).await;
+    let mark = support::harness::log_mark();
+    h.restart_operator_via(&proxy).await;
+    let header = "hdr-attack29d-Zq4Wv8Np2Lk6";
+    let client_secret = "cs-attack29d-Rt5Yu9Io3Pa7";
+    let pin = 80_000_000_000u64 + u64::from(uuid::Uuid::new_v4().as_fields().0) % 9_999_999_999;
+    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
+        "metadata": {"name": "mcp-conf", "labels": {"aigw.io/cluster-readable": "true"}},
+        "stringData": {"custom_headers": json!({"x-api-key": header}).to_string(),
+                       "client_secret": client_secret,
+                       "jwt_validation": json!({"clock_pin": pin}).to_string()}
+    }))
+    .unwrap();
+    h.env
+        .api::<k8s_openapi::api::core::v1::Secret>()
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let slug = h.cluster_name("tools");
+    let api = Api::<McpIntegration>::all(h.env.client.clone());
+    api.create(
+        &PostParams::default(),
+        &h.cluster_object(
+            "McpIntegration",
+            "tools",
+            json!({"slug": slug, "name": "Tools", "url": "https://mcp.example.com/mcp",
+                   "authType": "headers", "transport": "http",
+                   "configurationsSecretRef": {"name": "mcp-conf"}}),
+        ),
+    )
+    .await
+    .unwrap();
+    let seen = support::wait_until(WAIT, || async {
+        let events = h.cluster_events_text().await;
+        events.contains("upstream unavailable").then_some(())
+    })
+    .await;
+    let status = api
+        .get_opt(&slug)
+        .await
+        .unwrap()
+        .map(|r| serde_json::to_string(&r.status).unwrap())
+        .unwrap_or_default();
+    let events = h.cluster_events_text().await;
+    let logs = support::harness::logs_since(mark);
+    api.delete(&slug, &DeleteParams::default()).await.ok();
+    h.stop().await;
+    assert!(
+        seen.is_some(),
+        "the 503 was never reported:\n{events}\n{status}"
+    );
+    for value in [
+        header.to_string(),
+        client_secret.to_string(),
+        pin.to_string(),
+    ] {
+        for (what, text) in [("status", &status), ("events", &events), ("log", &logs)] {
+            assert!(!text.contains(&value), "{value} in the {what}:\n{text}");
+        }
+    }
 }
