@@ -556,3 +556,42 @@ async fn an_mcp_integration_create_answered_503_echoing_configurations_shows_the
         }
     }
 }
+
+/// Grants revoked then delete: a server made by `integrationId` (the UUID of a granted
+/// McpIntegration resource) whose grant is then withdrawn is released on delete without a call,
+/// and left in place.
+#[tokio::test]
+async fn a_server_by_integration_id_whose_grant_is_revoked_is_released_without_a_delete() {
+    let granted = json!([{"namespaces": ["{ns}"], "workspaces": [WS_A],
+                          "mcpIntegrations": ["{ns}-alpha"]}]);
+    let mut h = Harness::start_with_grants("atk-mcprev", Duration::from_secs(1), granted).await;
+    h.call(
+        Method::POST,
+        "/_emulator/seed",
+        Some(json!({"workspaces": [{"id": WS_A, "name": "payments", "slug": "payments"}]})),
+    )
+    .await;
+    let alpha = h.cluster_name("alpha");
+    let id = mcp_integration(&h, "alpha", &alpha).await;
+    server(&h, "by-id", json!({"integrationId": id})).await;
+    let servers = h.env.api::<McpServer>();
+    let ready = support::wait_until(WAIT, || async {
+        servers.get_opt("by-id").await.ok()??.ready().then_some(())
+    })
+    .await;
+    assert!(ready.is_some(), "{}", h.stats().await);
+    h.set_grants(json!([{"namespaces": ["{ns}"], "workspaces": [WS_A],
+                         "mcpIntegrations": ["someone-else"]}]));
+    h.restart_operator().await;
+    h.reset_stats().await;
+    h.env.delete_and_wait::<McpServer>("by-id", WAIT).await;
+    let deletes = h.count("DELETE /ai_gw/v2/mcp-servers/{mcpServerId}").await;
+    let left = h.state().await["mcp_servers"].as_array().map_or(0, |all| {
+        all.iter()
+            .filter(|s| s["slug"].as_str().is_some_and(|x| x.starts_with("by-id-")))
+            .count()
+    });
+    h.stop().await;
+    assert_eq!(deletes, 0, "a revoked grant still deleted the server");
+    assert_eq!(left, 1, "the server is left in place");
+}
