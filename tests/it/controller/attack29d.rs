@@ -102,12 +102,13 @@ async fn a_workspace_create_killed_between_scope_and_workspace_ends_with_one_cal
 /// Nothing left behind: a Workspace whose create never succeeds (every workspace POST answered
 /// 503, so the API made no workspace) is deleted. Its IAM scope, made by the first call of the
 /// flow and bound to nothing, is no one's: the finalizer should delete it. `remove_unused`
-/// (src/controller/kinds/workspace.rs:286-294) only runs for a create that was *settled*
-/// (`create_settled`, set for a refused create only, src/controller/driver/create.rs:156);
+/// (src/controller/kinds/workspace.rs:286-293) only runs for a create that was *settled*
+/// (`create_settled`, set only once a create's outcome is known, clear_intent in
+/// src/controller/driver/create.rs:156);
 /// a create that failed with 5xx (uncertain, never settled) leaves the scope in the
 /// organisation for good.
 #[tokio::test]
-#[ignore = "attack29d: a Workspace deleted while its create fails (5xx) leaves its IAM scope behind (workspace.rs:292 needs create_settled)"]
+#[ignore = "attack29d: a Workspace deleted while its create fails (5xx) leaves its IAM scope behind (workspace.rs:293 needs create_settled)"]
 async fn attack_a_workspace_deleted_while_its_create_fails_leaves_no_iam_scope() {
     let h = Harness::start_with("atk-wsleak", Duration::from_secs(1)).await;
     h.faults(json!({"failing_routes": {POST: 503}})).await;
