@@ -233,10 +233,21 @@ pub async fn cleanup<K: Verbs>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change>
             let lookup = object.find_created(cx, &status);
             match made_by_unfinished_create(&status, K::WHAT, lookup).await? {
                 Some(found) => K::found_key(&found),
-                None => return Ok(Vec::new()),
+                // Proven never made: only what was made for it may be left.
+                None => {
+                    return Ok(Verbs::remove_unused(object, cx)
+                        .await?
+                        .into_iter()
+                        .collect());
+                }
             }
         }
-        Removal::Nothing => return Ok(Vec::new()),
+        Removal::Nothing => {
+            return Ok(Verbs::remove_unused(object, cx)
+                .await?
+                .into_iter()
+                .collect());
+        }
     };
     if let Some(why) = object.release(cx, &key, &status).await? {
         return Ok(vec![Change::new(

@@ -224,9 +224,9 @@ pub trait Verbs: Managed {
     ) -> impl Future<Output = Result<(), ApiError>> + Send;
 
     /// Removes what [`Verbs::before_create`] made for a create that never made the remote
-    /// object, when a resource that manages nothing goes (never under `deletionPolicy:
-    /// Orphan`): the IAM scope a refused workspace create left. Only what carries this
-    /// resource's mark; the change made, if any.
+    /// object, when the resource goes with nothing recorded, or a lookup proved its unfinished
+    /// create made nothing (never under `deletionPolicy: Orphan`): the IAM scope a refused or
+    /// failed workspace create left. Only what carries this resource's mark; the change made.
     fn remove_unused(
         &self,
         _cx: &Cx<'_, Self>,

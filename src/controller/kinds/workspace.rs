@@ -281,15 +281,15 @@ impl Verbs for Workspace {
         }
     }
     /// The IAM scope [`Verbs::before_create`] made for a workspace the API never made (its
-    /// create refused): deleted when it carries this resource's token and binds nothing. A
+    /// create refused, or failed and proven to have made nothing): deleted when it carries this resource's token and binds nothing. A
     /// scope of the same name that is not ours is left alone.
     async fn remove_unused(&self, cx: &Cx<'_, Self>) -> Result<Option<Change>, Error> {
-        // Only a create that was sent (and refused) made one: a resource that never got that
-        // far goes without a call, even when its Connection is gone.
+        // Only a create that was sent (refused, failed or unanswered) made one: a resource
+        // that never got that far goes without a call, even when its Connection is gone.
         let sent = self
             .status
             .as_ref()
-            .is_some_and(|s| s.create_settled.is_some());
+            .is_some_and(|s| s.create_settled.is_some() || s.pending_create.is_some());
         if self.spec.slug.is_some() || !sent {
             return Ok(None);
         }

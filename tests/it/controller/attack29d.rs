@@ -1,6 +1,7 @@
 //! Fresh attack on issue 29's kinds (h/attack29d), aimed at the latest commits (the Workspace's
 //! `remove_unused`, `grants.mcpIntegrations`). A test that passes proves the guarantee its
-//! name states; an `#[ignore = "attack29d: …"]` test reproduces a break and fails while it stands.
+//! name states. The one break it found (a failing Workspace create leaving its IAM scope) is
+//! fixed; its test passes now.
 
 use crate::support;
 
@@ -101,14 +102,10 @@ async fn a_workspace_create_killed_between_scope_and_workspace_ends_with_one_cal
 
 /// Nothing left behind: a Workspace whose create never succeeds (every workspace POST answered
 /// 503, so the API made no workspace) is deleted. Its IAM scope, made by the first call of the
-/// flow and bound to nothing, is no one's: the finalizer should delete it. `remove_unused`
-/// (src/controller/kinds/workspace.rs:286-293) only runs for a create that was *settled*
-/// (`create_settled`, set only once a create's outcome is known, clear_intent in
-/// src/controller/driver/create.rs:156);
-/// a create that failed with 5xx (uncertain, never settled) leaves the scope in the
-/// organisation for good.
+/// flow and bound to nothing, is no one's: the finalizer deletes it once the lookup proves the
+/// unfinished create made nothing (`Verbs::remove_unused`). Before, only a create whose
+/// outcome was known (`create_settled`) had its scope removed, and this one stayed.
 #[tokio::test]
-#[ignore = "attack29d: a Workspace deleted while its create fails (5xx) leaves its IAM scope behind (workspace.rs:293 needs create_settled)"]
 async fn attack_a_workspace_deleted_while_its_create_fails_leaves_no_iam_scope() {
     let h = Harness::start_with("atk-wsleak", Duration::from_secs(1)).await;
     h.faults(json!({"failing_routes": {POST: 503}})).await;
@@ -118,7 +115,9 @@ async fn attack_a_workspace_deleted_while_its_create_fails_leaves_no_iam_scope()
     let api = workspaces(&h);
     let full = h.cluster_name("leak");
     api.delete(&full, &DeleteParams::default()).await.unwrap();
-    let gone = support::wait_until(WAIT, || async {
+    // The deletion waits until a list taken LIST_SETTLE (30 s) after the last POST proves it
+    // made nothing: more than WAIT leaves under load.
+    let gone = support::wait_until(Duration::from_secs(90), || async {
         api.get_opt(&full).await.ok()?.is_none().then_some(())
     })
     .await;
