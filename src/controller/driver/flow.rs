@@ -234,20 +234,10 @@ pub async fn cleanup<K: Verbs>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change>
             match made_by_unfinished_create(&status, K::WHAT, lookup).await? {
                 Some(found) => K::found_key(&found),
                 // Proven never made: only what was made for it may be left.
-                None => {
-                    return Ok(Verbs::remove_unused(object, cx)
-                        .await?
-                        .into_iter()
-                        .collect());
-                }
+                None => return Verbs::remove_unused(object, cx).await,
             }
         }
-        Removal::Nothing => {
-            return Ok(Verbs::remove_unused(object, cx)
-                .await?
-                .into_iter()
-                .collect());
-        }
+        Removal::Nothing => return Verbs::remove_unused(object, cx).await,
     };
     if let Some(why) = object.release(cx, &key, &status).await? {
         return Ok(vec![Change::new(
@@ -498,12 +488,7 @@ macro_rules! driven {
             &self,
             cx: &$crate::controller::driver::Cx<'_, Self>,
         ) -> Result<Vec<$crate::controller::driver::Change>, $crate::controller::error::Error> {
-            Ok(
-                $crate::controller::driver::verbs::Verbs::remove_unused(self, cx)
-                    .await?
-                    .into_iter()
-                    .collect(),
-            )
+            $crate::controller::driver::verbs::Verbs::remove_unused(self, cx).await
         }
     };
 }

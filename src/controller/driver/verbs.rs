@@ -226,12 +226,12 @@ pub trait Verbs: Managed {
     /// Removes what [`Verbs::before_create`] made for a create that never made the remote
     /// object, when the resource goes with nothing recorded, or a lookup proved its unfinished
     /// create made nothing (never under `deletionPolicy: Orphan`): the IAM scope a refused or
-    /// failed workspace create left. Only what carries this resource's mark; the change made.
+    /// failed workspace create left. Only what carries this resource's mark; the changes made.
     fn remove_unused(
         &self,
         _cx: &Cx<'_, Self>,
-    ) -> impl Future<Output = Result<Option<Change>, Error>> + Send {
-        async { Ok(None) }
+    ) -> impl Future<Output = Result<Vec<Change>, Error>> + Send {
+        async { Ok(Vec::new()) }
     }
 
     /// The failure to report when the API refused the delete of `key` with `error` because

@@ -283,7 +283,7 @@ impl Verbs for Workspace {
     /// The IAM scope [`Verbs::before_create`] made for a workspace the API never made (its
     /// create refused, or failed and proven to have made nothing): deleted when it carries this resource's token and binds nothing. A
     /// scope of the same name that is not ours is left alone.
-    async fn remove_unused(&self, cx: &Cx<'_, Self>) -> Result<Option<Change>, Error> {
+    async fn remove_unused(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
         // Only a create that was sent (refused, failed or unanswered) made one: a resource
         // that never got that far goes without a call, even when its Connection is gone.
         let sent = self
@@ -291,15 +291,15 @@ impl Verbs for Workspace {
             .as_ref()
             .is_some_and(|s| s.create_settled.is_some() || s.pending_create.is_some());
         if self.spec.slug.is_some() || !sent {
-            return Ok(None);
+            return Ok(Vec::new());
         }
         let Some(scope) = owned_scope(self, cx.ctx) else {
-            return Ok(None);
+            return Ok(Vec::new());
         };
         let found = match owned(cx, &scope).await {
             Ok(Some(found)) => found,
-            Ok(None) => return Ok(None),
-            Err(Error::NotAllowed { .. }) => return Ok(None),
+            Ok(None) => return Ok(Vec::new()),
+            Err(Error::NotAllowed { .. }) => return Ok(Vec::new()),
             Err(e) => return Err(e),
         };
         if !found.resources.is_empty() {
@@ -307,7 +307,7 @@ impl Verbs for Workspace {
                 scope = %scope.name,
                 "the IAM scope of a workspace never recorded binds resources; it is left in place"
             );
-            return Ok(None);
+            return Ok(Vec::new());
         }
         cx.gate.intend(format!(
             "would delete IAM scope {}, made for a workspace the API never created",
@@ -318,13 +318,13 @@ impl Verbs for Workspace {
             Err(e) if !e.is_not_found() => {
                 Err(Error::api(format!("delete IAM scope {}", scope.name), e))
             }
-            _ => Ok(Some(Change::new(
+            _ => Ok(vec![Change::new(
                 "Deleted",
                 format!(
                     "deleted IAM scope {}, made for a workspace the API never created",
                     scope.name
                 ),
-            ))),
+            )]),
         }
     }
     /// The API's refusal to archive a workspace that still holds objects (`409`).
