@@ -111,13 +111,31 @@ struct Answer {
     stream: Option<reqwest::Response>,
 }
 
+/// The header naming the replica that sent a request (its leader-election identity), so the
+/// gateway's access log (and the emulator's write log) tells replicas apart.
+pub const REPLICA_HEADER: &str = "x-aigw-replica";
+
+static REPLICA: std::sync::OnceLock<reqwest::header::HeaderValue> = std::sync::OnceLock::new();
+
+/// Names this process in [`REPLICA_HEADER`] on every client built afterwards. Once per process;
+/// an identity that is not a valid header value is left out.
+pub fn identify_replica(identity: &str) {
+    if let Ok(value) = reqwest::header::HeaderValue::from_str(identity) {
+        let _ = REPLICA.set(value);
+    }
+}
+
 impl Client {
     pub fn new(cfg: ClientConfig) -> Result<Self, ApiError> {
         let management_url = base_url("management_url", &cfg.management_url)?;
         let gateway_url = base_url("gateway_url", &cfg.gateway_url)?;
+        let mut headers = extra_headers(&cfg.headers)?;
+        if let Some(replica) = REPLICA.get() {
+            headers.insert(REPLICA_HEADER, replica.clone());
+        }
         let http = reqwest::Client::builder()
             .user_agent(concat!("aigw/", env!("CARGO_PKG_VERSION")))
-            .default_headers(extra_headers(&cfg.headers)?)
+            .default_headers(headers)
             .build()
             .map_err(|e| ApiError::Config(format!("cannot build the HTTP client: {e}")))?;
         Ok(Self {

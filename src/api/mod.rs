@@ -25,7 +25,7 @@ mod secret;
 pub mod secret_fields;
 mod token;
 
-pub use client::{Client, WriteGuard};
+pub use client::{Client, REPLICA_HEADER, WriteGuard, identify_replica};
 pub use config::{ClientConfig, RequestObserver, RetryPolicy};
 pub use error::{ApiError, HttpError};
 pub use handles::{

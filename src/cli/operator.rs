@@ -105,6 +105,21 @@ pub struct OperatorArgs {
         value_name = "BOOL"
     )]
     leader_elect: bool,
+    /// Active-active shards: every replica holds a Lease of its own (`aigw-<identity>` in the
+    /// leader-election namespace) and the live replicas split the objects among themselves by
+    /// namespace (by uid for cluster-scoped kinds). Needs `--leader-elect`.
+    #[arg(
+        long,
+        env = "AIGW_SHARDS",
+        default_value_t = false,
+        num_args = 0..=1,
+        require_equals = true,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set,
+        value_parser = BoolishValueParser::new(),
+        value_name = "BOOL"
+    )]
+    shards: bool,
     /// Namespace of the leader Lease (the pod's namespace via `POD_NAMESPACE`, else `default`).
     #[arg(
         long,
@@ -164,6 +179,9 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         .map_err(anyhow::Error::msg)?;
     let metrics = Arc::new(Metrics::default());
 
+    // The identity this replica campaigns with, on every management-API request it sends.
+    let identity = leader::default_identity();
+    api::identify_replica(&identity);
     let default_client = match (&args.management_url, &args.token_file) {
         (Some(url), Some(token_file)) => {
             let token = Arc::new(api::FileToken::new(token_file)?);
@@ -179,6 +197,9 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         (None, None) => None,
         _ => anyhow::bail!("--management-url and --token-file go together"),
     };
+    if args.shards && !args.leader_elect {
+        anyhow::bail!("--shards needs --leader-elect: each shard is held by a Lease");
+    }
 
     let settings = Settings {
         namespaces: args.namespaces,
@@ -220,8 +241,11 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         .with_observer(Arc::new(MetricsObserver(metrics.clone())));
     // A dry run writes no Lease: it must never take over from the operator that does write.
     let (leadership, elector) = if args.leader_elect && !args.dry_run {
-        let lease = LeaseSettings::new(args.leader_election_namespace, leader::default_identity());
-        let (leadership, elector) = leader::elect(kube.clone(), lease);
+        let lease = LeaseSettings::new(args.leader_election_namespace, identity);
+        let (leadership, elector) = match args.shards {
+            true => leader::elect_shard(kube.clone(), lease, &settings.installation_id),
+            false => leader::elect(kube.clone(), lease),
+        };
         (leadership, Some(elector))
     } else {
         (Leadership::always(), None)

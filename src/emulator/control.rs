@@ -303,9 +303,17 @@ pub async fn get_stats(State(state): State<AppState>) -> Json<Value> {
     Json(json!({ "requests": requests }))
 }
 
+/// `GET /_emulator/writes` → `{"writes": [{"object", "method", "writer", "status",
+/// "started_ms", "ended_ms"}, ...]}`: every write request in the order they arrived.
+pub async fn get_writes(State(state): State<AppState>) -> Json<Value> {
+    let writes: Vec<_> = lock(&state.common.writes).iter().cloned().collect();
+    Json(json!({ "writes": writes }))
+}
+
 /// `DELETE /_emulator/stats` resets the counters.
 pub async fn reset_stats(State(state): State<AppState>) -> Json<Value> {
     lock(&state.common.stats).clear();
+    lock(&state.common.writes).clear();
     Json(json!({ "requests": {} }))
 }
 

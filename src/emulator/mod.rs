@@ -308,6 +308,10 @@ fn router(state: AppState) -> Router {
         ))
         .layer(from_fn_with_state(
             Arc::clone(&state.common),
+            middleware::record_writes,
+        ))
+        .layer(from_fn_with_state(
+            Arc::clone(&state.common),
             middleware::record_stats,
         ));
 
@@ -337,6 +341,7 @@ fn router(state: AppState) -> Router {
             "/_emulator/faults",
             get(control::get_faults).put(control::put_faults),
         )
+        .route("/_emulator/writes", get(control::get_writes))
         .route("/_emulator/seed", post(control::seed))
         .route(
             "/_emulator/state",

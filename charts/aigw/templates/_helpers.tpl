@@ -61,6 +61,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.leaderElection.enabled) }}
 {{- fail "replicaCount > 1 needs leaderElection.enabled: without it every replica would reconcile" }}
 {{- end }}
+{{- if and .Values.sharding.enabled (not .Values.leaderElection.enabled) }}
+{{- fail "sharding.enabled needs leaderElection.enabled: each shard is held by a Lease" }}
+{{- end }}
 {{- if and .Values.managementUrl (not .Values.token.existingSecret.name) }}
 {{- fail "token.existingSecret.name is required when managementUrl is set (a Secret holding the bearer token)" }}
 {{- end }}

@@ -487,7 +487,8 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>) -> usize {
             ctx.verdict(object.as_ref()).await
                 == crate::controller::state::installation::Verdict::Ours
         };
-        if listable(object.as_ref()) && ours().await {
+        // With --shards, only this replica's share (the others list theirs).
+        if listable(object.as_ref()) && ctx.leadership.acts_on(object.meta()) && ours().await {
             // Listed in the workspace its `spec.workspaceRef` stands for; one whose Workspace is
             // not Ready waits in its reconcile (`WorkspaceNotReady`), not here.
             let (object, unreached) = super::reach::reach(ctx, object).await;

@@ -362,11 +362,11 @@ impl<'a, K: Managed> Gate<'a, K> {
     }
 
     fn leads(&self, op: Op) -> Result<(), Error> {
-        let leadership = &self.ctx.leadership;
+        let leadership = self.ctx.leadership.for_object(self.object.meta());
         let verdict = match op.writes() {
             true => leadership.may_write(),
-            false if leadership.is_leader() => Ok(()),
-            false => Err("this replica is not the leader".to_string()),
+            false if leadership.acts_on(self.object.meta()) => Ok(()),
+            false => Err("this replica does not reconcile this object now".to_string()),
         };
         verdict.map_err(Error::NotLeader)
     }
@@ -380,7 +380,8 @@ impl<'a, K: Managed> Gate<'a, K> {
         self.resolved
             .get_or_try_init(|| {
                 let namespace = self.object.namespace();
-                resolve_guarded(self.ctx, self.object.connection_name(), namespace)
+                let guard = self.ctx.leadership.for_object(self.object.meta());
+                resolve_guarded(self.ctx, self.object.connection_name(), namespace, guard)
             })
             .await
     }
@@ -447,6 +448,7 @@ async fn resolve_guarded(
     ctx: &Context,
     name: &str,
     namespace: Option<String>,
+    guard: crate::controller::Leadership,
 ) -> Result<Resolved, Error> {
     let cached = ctx.stores.connections.find(name).await;
     let mut resolved = ctx
@@ -456,7 +458,7 @@ async fn resolve_guarded(
     resolved.client = match ctx.dry_run {
         // Whatever a caller declared, a dry run's client sends no write.
         true => resolved.client.guarded(Arc::new(DryRunGuard)),
-        false => resolved.client.guarded(Arc::new(ctx.leadership.clone())),
+        false => resolved.client.guarded(Arc::new(guard)),
     };
     Ok(resolved)
 }
@@ -482,9 +484,15 @@ pub async fn list_client(
         return Err(Error::NotLeader("this replica is not the leader".into()));
     }
     Ok(
-        resolve_guarded(ctx, connection, namespace.map(str::to_string))
-            .await?
-            .client,
+        // A list is a read: with --shards its guard (made for no object) lets no write out.
+        resolve_guarded(
+            ctx,
+            connection,
+            namespace.map(str::to_string),
+            ctx.leadership.clone(),
+        )
+        .await?
+        .client,
     )
 }
 

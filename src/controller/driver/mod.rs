@@ -46,7 +46,7 @@ use modes::{
 /// compare-and-swap on the resourceVersion the reconcile started from.
 pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
     // A standby keeps its caches warm but acts on nothing; it reconciles everything on election.
-    if !ctx.leadership.is_leader() {
+    if !ctx.leadership.acts_on(object.meta()) {
         return Ok(Action::await_change());
     }
     let namespace = object.namespace().unwrap_or_default();

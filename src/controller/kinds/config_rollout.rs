@@ -58,7 +58,7 @@ struct Run<'a> {
 }
 
 pub async fn reconcile(object: Arc<ConfigRollout>, ctx: Arc<Context>) -> Result<Action, Error> {
-    if !ctx.leadership.is_leader() {
+    if !ctx.leadership.acts_on(object.meta()) {
         return Ok(Action::await_change());
     }
     let namespace = object.namespace().unwrap_or_default();
@@ -169,7 +169,10 @@ async fn claimed(
                         return Ok(Err(Action::requeue(ctx.drift_interval)));
                     }
                     if !ctx.dry_run {
-                        ctx.leadership.may_write().map_err(Error::NotLeader)?;
+                        ctx.leadership
+                            .for_object(object.meta())
+                            .may_write()
+                            .map_err(Error::NotLeader)?;
                         installation::give_back_recorded(rollouts, &object, true).await?;
                     }
                     debug!(kind = KIND, name = %object.name_any(), %connection, "its Connection is out of this installation's reach; claim given back");
@@ -180,7 +183,10 @@ async fn claimed(
             // Its own whatever the annotation says (a rewritten one stalls it, see
             // `claim_changed`; a removed one is written again). Its deletion is cleaned up here.
             if annotated == Claim::None && !deleting && !ctx.dry_run {
-                ctx.leadership.may_write().map_err(Error::NotLeader)?;
+                ctx.leadership
+                    .for_object(object.meta())
+                    .may_write()
+                    .map_err(Error::NotLeader)?;
                 installation::take(rollouts, &object, me).await?;
                 return leave;
             }
@@ -200,7 +206,10 @@ async fn claimed(
     if deleting || ctx.dry_run {
         return Ok(Ok(object));
     }
-    ctx.leadership.may_write().map_err(Error::NotLeader)?;
+    ctx.leadership
+        .for_object(object.meta())
+        .may_write()
+        .map_err(Error::NotLeader)?;
     if annotated == Claim::None {
         // The write wakes the next reconcile, which records the claim.
         installation::take(rollouts, &object, me).await?;
@@ -781,7 +790,11 @@ impl Run<'_> {
     /// Writes `status` on condition that the rollout is still at the version last read or
     /// written here: another writer (a second replica) makes this reconcile start over.
     async fn save(&mut self, status: &ConfigRolloutStatus) -> Result<(), Error> {
-        self.ctx.leadership.may_write().map_err(Error::NotLeader)?;
+        self.ctx
+            .leadership
+            .for_object(self.rollout.meta())
+            .may_write()
+            .map_err(Error::NotLeader)?;
         let patch = serde_json::json!({
             "apiVersion": ConfigRollout::api_version(&()),
             "kind": KIND,
@@ -812,7 +825,11 @@ impl Run<'_> {
         if !self.finalizers_held().is_empty() {
             return Ok(());
         }
-        self.ctx.leadership.may_write().map_err(Error::NotLeader)?;
+        self.ctx
+            .leadership
+            .for_object(self.rollout.meta())
+            .may_write()
+            .map_err(Error::NotLeader)?;
         let mut finalizers = self.rollout.finalizers().to_vec();
         finalizers.push(self.ctx.installation.finalizer().to_string());
         let patch = serde_json::json!({"metadata": {"resourceVersion": self.version, "finalizers": finalizers}});
@@ -840,7 +857,11 @@ impl Run<'_> {
         let keys = self.keys().await?;
         let status = self.rollout.status.clone().unwrap_or_default();
         self.place(&keys, &returning(&keys, &status), None).await?;
-        self.ctx.leadership.may_write().map_err(Error::NotLeader)?;
+        self.ctx
+            .leadership
+            .for_object(self.rollout.meta())
+            .may_write()
+            .map_err(Error::NotLeader)?;
         let finalizers: Vec<String> = self
             .rollout
             .finalizers()

@@ -20,7 +20,7 @@ common_status!(ConnectionStatus, |s| s.clone());
 
 pub async fn reconcile(connection: Arc<Connection>, ctx: Arc<Context>) -> Result<Action, Error> {
     // A standby keeps its caches warm but acts on nothing; it reconciles everything on election.
-    if !ctx.leadership.is_leader() {
+    if !ctx.leadership.acts_on(connection.meta()) {
         return Ok(Action::await_change());
     }
     // Another installation's Connection (outside `--cluster-selector`, or claimed by another

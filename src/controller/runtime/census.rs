@@ -61,6 +61,9 @@ pub fn refresh(ctx: &Context) {
     if let Some(transitions) = ctx.leadership.lease_transitions() {
         ctx.metrics.set_lease_transitions(transitions);
     }
+    if let Some(shards) = ctx.leadership.shards() {
+        ctx.metrics.set_shards(shards.members(), shards.handovers());
+    }
 }
 
 /// Sets the resource gauges of kind `K` (what [`crate::registry::Kind::census`] holds).
@@ -75,6 +78,13 @@ pub fn record<K: Managed>(ctx: &Context) {
     };
     let census = count(objects.iter().map(AsRef::as_ref).filter(|o| !theirs(o)));
     ctx.metrics.census(K::KIND, &census);
+    if ctx.leadership.shards().is_some() {
+        let owned = objects
+            .iter()
+            .filter(|o| !theirs(&o.as_ref()) && ctx.leadership.acts_on(o.meta()))
+            .count();
+        ctx.metrics.shard_objects(K::KIND, owned);
+    }
 }
 
 #[cfg(test)]

@@ -23,10 +23,12 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::{Duration, Instant};
 
-use futures::Stream;
+use futures::{Stream, StreamExt};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, ObjectMeta, PostParams};
+
+use super::shards::{self, Membership, Shards, shard_key};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
@@ -47,6 +49,11 @@ pub struct Leadership {
     /// `spec.leaseTransitions` of the Lease as last read or written; [`UNKNOWN`] until then,
     /// and without leader election.
     lease_transitions: Arc<AtomicI64>,
+    /// With `--shards`: which objects this replica acts on (its Lease is its own, and "leads"
+    /// means that it holds it).
+    shards: Option<Shards>,
+    /// The shard key of the one object this handle's writes are for ([`Leadership::for_object`]).
+    key: Option<Arc<str>>,
 }
 
 /// [`Leadership::lease_transitions`] before the Lease was read.
@@ -70,7 +77,33 @@ impl Leadership {
             identity: None,
             valid_until: Arc::new(AtomicU64::new(u64::MAX)),
             lease_transitions: Arc::new(AtomicI64::new(UNKNOWN)),
+            shards: None,
+            key: None,
         }
+    }
+
+    /// The same replica, for the writes made for one object: with `--shards`, they are let out
+    /// only while the object's shard is this replica's.
+    pub fn for_object(&self, meta: &ObjectMeta) -> Self {
+        Self {
+            key: self.shards.as_ref().map(|_| shard_key(meta).into()),
+            ..self.clone()
+        }
+    }
+
+    /// True when this replica reconciles the object of `meta` now: it leads, and with `--shards`
+    /// the object's shard is its own.
+    pub fn acts_on(&self, meta: &ObjectMeta) -> bool {
+        self.is_leader()
+            && self
+                .shards
+                .as_ref()
+                .is_none_or(|shards| shards.owns(&shard_key(meta)))
+    }
+
+    /// This replica's share, with `--shards`.
+    pub fn shards(&self) -> Option<&Shards> {
+        self.shards.as_ref()
     }
 
     /// True while this replica holds the lease (always true without leader election).
@@ -90,7 +123,12 @@ impl Leadership {
         if since_epoch(Instant::now()) >= self.valid_until.load(Ordering::Acquire) {
             return Err("this replica's leader lease was not renewed in time".into());
         }
-        Ok(())
+        match (&self.shards, &self.key) {
+            (None, _) => Ok(()),
+            (Some(shards), Some(key)) if shards.owns(key) => Ok(()),
+            (Some(_), Some(_)) => Err("this object's shard is not this replica's now".into()),
+            (Some(_), None) => Err("with --shards a write must be made for one object".into()),
+        }
     }
 
     /// The identity this replica campaigns with; `None` without leader election.
@@ -113,17 +151,27 @@ impl Leadership {
 
     /// Yields once each time this replica becomes leader, so controllers can reconcile every
     /// object they skipped while standing by. Ends when the election ends.
+    /// With `--shards`, it also yields each time the share changed (it may have grown).
     pub fn acquired(&self) -> impl Stream<Item = ()> + Send + 'static {
         let mut leading = self.leading.clone();
         leading.mark_unchanged();
-        futures::stream::unfold(leading, |mut leading| async move {
+        let elected = futures::stream::unfold(leading, |mut leading| async move {
             loop {
                 leading.changed().await.ok()?;
                 if *leading.borrow_and_update() {
                     return Some(((), leading));
                 }
             }
-        })
+        });
+        let regrouped = self.shards.as_ref().map(|shards| {
+            let mut changes = shards.changes();
+            changes.mark_unchanged();
+            futures::stream::unfold(changes, |mut changes| async move {
+                changes.changed().await.ok()?;
+                Some(((), changes))
+            })
+        });
+        futures::stream::select(elected, futures::stream::iter(regrouped).flatten())
     }
 }
 
@@ -200,6 +248,8 @@ pub struct Elector {
     lease_transitions: Arc<AtomicI64>,
     /// The lease as last read: a lease nobody has renewed for its duration is expired.
     observed: Option<Observed>,
+    /// With `--shards`: the group's members, listed after each renewal of this replica's Lease.
+    membership: Option<Membership>,
 }
 
 /// One version of the lease, timed on this process's clock.
@@ -286,6 +336,8 @@ pub fn elect(kube: kube::Client, settings: LeaseSettings) -> (Leadership, Electo
         identity: Some(settings.identity.as_str().into()),
         valid_until: valid_until.clone(),
         lease_transitions: lease_transitions.clone(),
+        shards: None,
+        key: None,
     };
     let elector = Elector {
         api: Api::namespaced(kube, &settings.namespace),
@@ -294,7 +346,31 @@ pub fn elect(kube: kube::Client, settings: LeaseSettings) -> (Leadership, Electo
         valid_until,
         lease_transitions,
         observed: None,
+        membership: None,
     };
+    (leadership, elector)
+}
+
+/// Like [`elect`], for `--shards`: this replica holds a Lease of its own in `settings.namespace`,
+/// named after `settings.name` and its identity, and shares the objects with the other holders
+/// of the group's Leases ([`super::shards`]).
+/// `installation` (the `--installation-id`) names the group, so two installations in one
+/// namespace shard apart.
+pub fn elect_shard(
+    kube: kube::Client,
+    mut settings: LeaseSettings,
+    installation: &str,
+) -> (Leadership, Elector) {
+    settings.name = shards::member_lease_name(&settings.name, &settings.identity);
+    let shards = Shards::new(settings.identity.clone());
+    let membership = Membership::new(
+        Api::namespaced(kube.clone(), &settings.namespace),
+        shards::group_of(installation),
+        shards.clone(),
+    );
+    let (mut leadership, mut elector) = elect(kube, settings);
+    leadership.shards = Some(shards);
+    elector.membership = Some(membership);
     (leadership, elector)
 }
 
@@ -309,6 +385,10 @@ impl Elector {
             let sent = Instant::now();
             let outcome = self.attempt(renewed).await;
             renewed = self.follow(renewed, outcome, sent)?;
+            if self.regroup(renewed.is_some()).await {
+                // A new view is published at once: the replicas that gain keys wait for it.
+                continue;
+            }
             tokio::select! {
                 () = &mut shutdown => break,
                 () = tokio::time::sleep(self.pause(renewed.is_some())) => {}
@@ -316,10 +396,41 @@ impl Elector {
         }
         self.valid_until.store(0, Ordering::Release);
         self.leading.send_replace(false);
+        if let Some(membership) = &self.membership {
+            membership.shards().clear();
+        }
         if renewed.is_some() {
             self.release().await;
         }
         Ok(())
+    }
+
+    /// With `--shards`, after each attempt: lists the members and takes the share they give
+    /// (none while this replica does not hold its Lease). True when the view changed and must be
+    /// published now.
+    async fn regroup(&mut self, holding: bool) -> bool {
+        let duration = self.settings.lease_duration;
+        let Some(membership) = self.membership.as_mut() else {
+            return false;
+        };
+        if !holding {
+            membership.shards().clear();
+            return false;
+        }
+        membership.once(duration).await
+    }
+
+    /// The group label and published view on this replica's Lease, with `--shards`.
+    fn decorate(&self, meta: &mut ObjectMeta) {
+        let Some(membership) = &self.membership else {
+            return;
+        };
+        let (label, group) = membership.label();
+        meta.labels.get_or_insert_default().insert(label, group);
+        meta.annotations.get_or_insert_default().insert(
+            shards::VIEW_ANNOTATION.to_string(),
+            membership.shards().view_to_publish(),
+        );
     }
 
     /// One acquire-or-renew, bounded so a hanging apiserver cannot outlast the renew deadline.
@@ -380,6 +491,9 @@ impl Elector {
     fn lost(&self, reason: String) -> LeadershipLost {
         self.valid_until.store(0, Ordering::Release);
         self.leading.send_replace(false);
+        if let Some(membership) = &self.membership {
+            membership.shards().clear();
+        }
         LeadershipLost {
             namespace: self.settings.namespace.clone(),
             name: self.settings.name.clone(),
@@ -453,11 +567,13 @@ impl Elector {
 
     async fn create(&mut self) -> Result<Attempt, kube::Error> {
         let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
+        let mut metadata = ObjectMeta {
+            name: Some(self.settings.name.clone()),
+            ..Default::default()
+        };
+        self.decorate(&mut metadata);
         let lease = Lease {
-            metadata: ObjectMeta {
-                name: Some(self.settings.name.clone()),
-                ..Default::default()
-            },
+            metadata,
             spec: Some(LeaseSpec {
                 holder_identity: Some(self.settings.identity.clone()),
                 lease_duration_seconds: Some(self.duration_seconds()),
@@ -488,6 +604,7 @@ impl Elector {
         let written = spec.clone();
         lease.spec = Some(spec);
         lease.metadata.managed_fields = None;
+        self.decorate(&mut lease.metadata);
         match self
             .api
             .replace(&self.settings.name, &PostParams::default(), &lease)

@@ -122,6 +122,9 @@ pub struct Metrics {
     rollout_step: Family<RolloutLabel, Gauge>,
     rollout_decisions: Family<DecisionLabel, Counter>,
     lease_transitions: Arc<LeaseTransitions>,
+    shard_members: Gauge,
+    shard_handovers: Counter,
+    shard_objects: Family<KindLabel, Gauge>,
 }
 
 impl Default for Metrics {
@@ -166,6 +169,24 @@ impl Default for Metrics {
             "leader",
             "1 while this replica holds the leader lease (always 1 without leader election)",
             leader.clone(),
+        );
+        let shard_members = Gauge::default();
+        registry.register(
+            "shard_members",
+            "With --shards: how many replicas this one sees live (its view); absent otherwise",
+            shard_members.clone(),
+        );
+        let shard_handovers = Counter::default();
+        registry.register(
+            "shard_handovers",
+            "With --shards: how often this replica's view of the members changed, each time handing keys over or taking them",
+            shard_handovers.clone(),
+        );
+        let shard_objects = Family::default();
+        registry.register(
+            "shard_objects",
+            "With --shards: the objects of each kind this replica reconciles now (its share)",
+            shard_objects.clone(),
         );
         let drift_pass_seconds = Family::default();
         registry.register(
@@ -267,6 +288,9 @@ impl Default for Metrics {
             secret_cache_fallbacks,
             lease_transitions,
             leader,
+            shard_members,
+            shard_handovers,
+            shard_objects,
             drift_pass_seconds,
             drift_reads,
             full_read_interval_seconds,
@@ -441,6 +465,24 @@ impl Metrics {
             .unwrap_or_else(|e| e.into_inner()) = Some(transitions);
     }
 
+    /// This replica's share with `--shards`: its member count, its view changes so far (the
+    /// counter catches up to `handovers`) and nothing per kind ([`Metrics::shard_objects`]).
+    pub fn set_shards(&self, members: usize, handovers: u64) {
+        self.shard_members
+            .set(i64::try_from(members).unwrap_or(i64::MAX));
+        let counted = self.shard_handovers.get();
+        if handovers > counted {
+            self.shard_handovers.inc_by(handovers - counted);
+        }
+    }
+
+    /// How many objects of `kind` this replica reconciles now, with `--shards`.
+    pub fn shard_objects(&self, kind: &str, owned: usize) {
+        self.shard_objects
+            .get_or_create(&KindLabel { kind: kind.into() })
+            .set(i64::try_from(owned).unwrap_or(i64::MAX));
+    }
+
     /// The gauges of `kind` from what its watch caches hold now.
     pub fn census(&self, kind: &str, census: &Census) {
         let label = KindLabel { kind: kind.into() };
@@ -509,10 +551,10 @@ fn healthz(health: &Health) -> (StatusCode, String) {
 
 fn readyz(health: &Health, leadership: &Leadership) -> (StatusCode, axum::Json<serde_json::Value>) {
     let synced = health.synced();
-    let role = if leadership.is_leader() {
-        "leader"
-    } else {
-        "standby"
+    let role = match (leadership.is_leader(), leadership.shards()) {
+        (true, Some(_)) => "shard",
+        (true, None) => "leader",
+        (false, _) => "standby",
     };
     let status = if synced {
         StatusCode::OK

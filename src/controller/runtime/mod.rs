@@ -6,4 +6,5 @@ pub mod hash_key;
 pub mod health;
 pub mod leader;
 pub mod metrics;
+pub mod shards;
 pub mod unreadable;

@@ -56,7 +56,7 @@ pub fn report<K: kube::Resource<DynamicType = ()>>(ctx: &Arc<Context>, unreadabl
         ctx.installation.claim_in(&unreadable.meta),
         Claim::Theirs(_)
     );
-    if theirs || !ctx.leadership.is_leader() {
+    if theirs || !ctx.leadership.acts_on(&unreadable.meta) {
         return;
     }
     let reference = ObjectReference {

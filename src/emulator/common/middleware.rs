@@ -19,7 +19,7 @@ use super::{
     errors::EmulatorError,
     faults::roll,
     listener::ConnHandle,
-    state::{Common, lock},
+    state::{Common, WRITE_LOG_CAP, WriteRecord, lock},
 };
 
 /// How long a `timeout_rate` request hangs: longer than any sane client timeout.
@@ -48,6 +48,63 @@ pub async fn record_stats(
         .entry(status)
         .or_default() += 1;
     response
+}
+
+/// Keeps every write request in the write log ([`WriteRecord`]): the per-object history a test
+/// checks for overlapping writers.
+pub async fn record_writes(
+    State(state): State<Arc<Common>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if matches!(*request.method(), Method::GET | Method::HEAD) {
+        return next.run(request).await;
+    }
+    let method = request.method().to_string();
+    let writer = request
+        .headers()
+        .get(crate::api::REPLICA_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let mut object = request.uri().path().to_string();
+    let (parts, body) = request.into_parts();
+    let body = match axum::body::to_bytes(body, 16 * 1024 * 1024).await {
+        Ok(body) => body,
+        Err(_) => return StatusCode::PAYLOAD_TOO_LARGE.into_response(),
+    };
+    if method == "POST" {
+        let named = serde_json::from_slice::<serde_json::Value>(&body)
+            .ok()
+            .and_then(|v| {
+                ["slug", "name"]
+                    .iter()
+                    .find_map(|k| v.get(*k).and_then(|s| s.as_str()).map(str::to_string))
+            });
+        if let Some(name) = named {
+            object = format!("{object}#{name}");
+        }
+    }
+    let started_ms = millis(&state);
+    let response = next.run(Request::from_parts(parts, Body::from(body))).await;
+    let record = WriteRecord {
+        object,
+        method,
+        writer,
+        status: response.status().as_u16(),
+        started_ms,
+        ended_ms: millis(&state),
+    };
+    let mut writes = lock(&state.writes);
+    if writes.len() >= WRITE_LOG_CAP {
+        writes.pop_front();
+    }
+    writes.push_back(record);
+    response
+}
+
+fn millis(state: &Common) -> u64 {
+    u64::try_from(state.started.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Applies the configured faults (and `--latency`) around an API request.

@@ -44,6 +44,23 @@ impl<S> Deref for KindState<S> {
     }
 }
 
+/// One write request as the write log keeps it (`GET /_emulator/writes`): which object, which
+/// replica sent it (the `x-aigw-replica` header) and when it was in flight, in milliseconds
+/// since the emulator started.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct WriteRecord {
+    /// The request's path; for a POST, the path and the `slug` (or `name`) of the body.
+    pub object: String,
+    pub method: String,
+    pub writer: String,
+    pub status: u16,
+    pub started_ms: u64,
+    pub ended_ms: u64,
+}
+
+/// How many writes the log keeps (the oldest go first).
+pub const WRITE_LOG_CAP: usize = 500_000;
+
 /// Counts per `"<METHOD> <path template>"`, then per status code.
 pub type Stats = HashMap<String, BTreeMap<u16, u64>>;
 
@@ -57,6 +74,9 @@ pub struct Common {
     pub user_id: String,
     pub oauth_tokens: Mutex<HashMap<String, Instant>>,
     pub stats: Mutex<Stats>,
+    pub writes: Mutex<std::collections::VecDeque<WriteRecord>>,
+    /// The origin of [`WriteRecord`]'s times.
+    pub started: Instant,
     pub faults: Mutex<Faults>,
     pub rate_window: Mutex<RateWindow>,
     /// Flips to true when the server shuts down; hung (timeout-fault) requests watch it.
@@ -73,6 +93,8 @@ impl Common {
             user_id: new_id(),
             oauth_tokens: Mutex::default(),
             stats: Mutex::default(),
+            writes: Mutex::default(),
+            started: Instant::now(),
             faults: Mutex::default(),
             rate_window: Mutex::default(),
             shutdown,

@@ -20,12 +20,12 @@ use kube::api::PostParams;
 use serde_json::{Value, json};
 use support::{TestEnv, wait_until};
 
-const TOKEN: &str = "leader-test-token-5b1d";
+pub(super) const TOKEN: &str = "leader-test-token-5b1d";
 const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One `aigw operator` process, killed when dropped; its log is printed if the test fails.
-struct Operator {
-    name: String,
+pub(super) struct Operator {
+    pub(super) name: String,
     child: Child,
     metrics: SocketAddr,
     log: PathBuf,
@@ -35,6 +35,19 @@ impl Operator {
     /// Runs under the chart's RBAC, with the kubeconfig `support::chart::operator_kubeconfig`
     /// wrote into `dir`.
     fn start(name: &str, env: &TestEnv, emulator: &Running, dir: &Path) -> Self {
+        let namespace = [env.namespace.as_str()];
+        Self::spawn(name, &namespace, &env.namespace, emulator, dir, &[])
+    }
+
+    /// Watches `namespaces`, keeps its Lease in `lease_namespace`, with `extra` arguments.
+    pub(super) fn spawn(
+        name: &str,
+        namespaces: &[&str],
+        lease_namespace: &str,
+        emulator: &Running,
+        dir: &Path,
+        extra: &[&str],
+    ) -> Self {
         let metrics = free_port();
         let log = dir.join(format!("{name}.log"));
         let token_file = dir.join("token");
@@ -44,13 +57,14 @@ impl Operator {
             .args(["--management-url", &emulator.management_url()])
             .arg("--token-file")
             .arg(&token_file)
-            .args(["--namespace", &env.namespace])
+            .args(namespaces.iter().flat_map(|n| ["--namespace", n]))
             .args([
                 "--cluster-selector",
-                &format!("aigw-test/env={}", env.namespace),
+                &format!("aigw-test/env={lease_namespace}"),
             ])
             .args(["--metrics-addr", &metrics.to_string()])
-            .args(["--leader-election-namespace", &env.namespace])
+            .args(["--leader-election-namespace", lease_namespace])
+            .args(extra)
             .env("KUBECONFIG", dir.join("kubeconfig"))
             .env("POD_NAME", name)
             .env("RUST_LOG", "aigw=debug,info")
@@ -70,7 +84,7 @@ impl Operator {
     }
 
     /// `/readyz` as (HTTP status, role), or `None` while the process does not answer.
-    async fn readyz(&self) -> Option<(u16, String)> {
+    pub(super) async fn readyz(&self) -> Option<(u16, String)> {
         let response = reqwest::get(format!("http://{}/readyz", self.metrics))
             .await
             .ok()?;
@@ -93,7 +107,7 @@ impl Operator {
         (response.status().as_u16(), response.text().await.unwrap())
     }
 
-    async fn metrics(&self) -> String {
+    pub(super) async fn metrics(&self) -> String {
         reqwest::get(format!("http://{}/metrics", self.metrics))
             .await
             .unwrap()
@@ -121,7 +135,7 @@ impl Operator {
         })
     }
 
-    fn signal(&self, signal: &str) {
+    pub(super) fn signal(&self, signal: &str) {
         let status = Command::new("kill")
             .args([signal, &self.child.id().to_string()])
             .status()
@@ -130,7 +144,7 @@ impl Operator {
     }
 
     /// Waits for the process to exit and returns its exit code.
-    async fn exit_code(&mut self, timeout: Duration) -> Option<i32> {
+    pub(super) async fn exit_code(&mut self, timeout: Duration) -> Option<i32> {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -158,7 +172,7 @@ fn free_port() -> SocketAddr {
     listener.local_addr().unwrap()
 }
 
-fn sum_of(metrics: &str, name: &str) -> f64 {
+pub(super) fn sum_of(metrics: &str, name: &str) -> f64 {
     metrics
         .lines()
         .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
@@ -166,7 +180,7 @@ fn sum_of(metrics: &str, name: &str) -> f64 {
         .sum()
 }
 
-fn config(name: &str) -> Config {
+pub(super) fn config(name: &str) -> Config {
     serde_json::from_value(json!({
         "apiVersion": "aigw.io/v1alpha1", "kind": "Config", "metadata": {"name": name},
         "spec": {"name": name, "config": {"strategy": {"mode": "fallback"},
@@ -175,7 +189,7 @@ fn config(name: &str) -> Config {
     .unwrap()
 }
 
-fn config_ready(c: &Config) -> bool {
+pub(super) fn config_ready(c: &Config) -> bool {
     let generation = c.meta().generation;
     c.status.as_ref().is_some_and(|s| {
         s.conditions.iter().any(|c| {

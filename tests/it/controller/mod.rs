@@ -23,6 +23,7 @@ mod secrecy;
 mod secrecy_kinds;
 mod secret_cache;
 mod secret_references;
+mod shards;
 mod tenancy;
 mod usage_limits;
 mod workspace_holders;

@@ -62,6 +62,8 @@ pub struct Scope {
     pub secret_namespace: Option<String>,
     /// `leaderElection.namespace` when the operator elects a leader; `None`: it does not.
     pub lease_namespace: Option<String>,
+    /// `sharding.enabled` (with [`Form::Watched`]): the Lease rules of `--shards`.
+    pub sharded: bool,
 }
 
 impl Scope {
@@ -71,6 +73,7 @@ impl Scope {
             watched: Vec::new(),
             secret_namespace: None,
             lease_namespace: None,
+            sharded: false,
         }
     }
 
@@ -80,6 +83,7 @@ impl Scope {
             watched: namespaces.iter().map(|n| n.to_string()).collect(),
             secret_namespace: None,
             lease_namespace: None,
+            sharded: false,
         }
     }
 
@@ -90,6 +94,12 @@ impl Scope {
 
     pub fn lease_namespace(mut self, namespace: &str) -> Self {
         self.lease_namespace = Some(namespace.to_string());
+        self
+    }
+
+    /// With `sharding.enabled=true`.
+    pub fn sharded(mut self) -> Self {
+        self.sharded = true;
         self
     }
 }
@@ -156,7 +166,10 @@ pub fn impersonating_kubeconfig(user: &str, groups: Vec<String>) -> Kubeconfig {
 /// Applies what the chart grants for `scope` (the shared objects once per process) and returns
 /// the identity to run the operator as, once the apiserver authorizes it.
 pub async fn install(admin: &Client, scope: &Scope) -> Identity {
-    let documents = rendered(scope.form);
+    let documents = match scope.sharded {
+        true => rendered_sharded(),
+        false => rendered(scope.form),
+    };
     shared(admin, scope.form, documents).await;
     let mut namespaced = Vec::new();
     for document in documents {
@@ -281,6 +294,22 @@ fn rendered(form: Form) -> &'static [Value] {
             })
             .as_slice(),
     }
+}
+
+/// [`Form::Watched`] with `sharding.enabled=true`: the same objects but for the Lease rules.
+fn rendered_sharded() -> &'static [Value] {
+    static SHARDED: OnceLock<Vec<Value>> = OnceLock::new();
+    SHARDED
+        .get_or_init(|| {
+            let sets = [
+                format!("watchNamespaces={{{WATCHED}}}"),
+                format!("connectionSecretNamespace={SECRETS}"),
+                format!("leaderElection.namespace={LEASES}"),
+                "sharding.enabled=true".to_string(),
+            ];
+            render(Form::Watched.release(), RELEASE_NAMESPACE, &sets)
+        })
+        .as_slice()
 }
 
 /// `helm template` (through `hack/chart-check.sh --template`) of the chart's ServiceAccount and

@@ -246,6 +246,12 @@ impl TestEnv {
         env
     }
 
+    /// One more namespace for a test that already holds its share of the cluster (one that
+    /// spreads its objects over several namespaces); the test deletes it.
+    pub async fn another(prefix: &str) -> Self {
+        Self::create(prefix).await
+    }
+
     /// A namespace of a test that holds the cluster alone.
     pub async fn alone(_cluster: &Exclusive, prefix: &str) -> Self {
         Self::create(prefix).await

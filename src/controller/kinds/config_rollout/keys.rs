@@ -63,7 +63,11 @@ impl Run<'_> {
             {
                 continue;
             }
-            self.ctx.leadership.may_write().map_err(Error::NotLeader)?;
+            self.ctx
+                .leadership
+                .for_object(self.rollout.meta())
+                .may_write()
+                .map_err(Error::NotLeader)?;
             let patch = serde_json::json!({"metadata": {
                 "resourceVersion": key.resource_version(),
                 "annotations": {

@@ -1,0 +1,479 @@
+//! Active-active shards: `--shards` gives every replica a Lease of its own, and the set of live
+//! replicas decides, by rendezvous hashing of each object's shard key (its namespace, or its uid
+//! when cluster-scoped), which replica reconciles what. There is no static configuration and no
+//! coordinator.
+//!
+//! A share changes hands only when both sides agree, so two replicas never act on one object at
+//! once:
+//! - every replica publishes, on its own Lease (annotation [`VIEW_ANNOTATION`]), the member set
+//!   it works from, its *view*;
+//! - a replica acts on a key only when its own view and the view every live member has
+//!   published (as read by a quorum list of the Leases, made after its own renewals) all hash
+//!   the key to it;
+//! - a replica that sees the members change switches its view, and so stops acting on the keys
+//!   it loses, *before* it publishes the new view, which is what lets the gainer start.
+//!
+//! So if A acts on key k from its list at t₁ and B from its list at t₂ > t₁, B's list shows a
+//! view of A's that hashes k to B, which A published only after it had stopped acting on k.
+//! A member whose Lease stopped changing for the lease duration (by the observer's own clock)
+//! no longer counts: it stopped acting after the shorter renew deadline
+//! ([`crate::controller::runtime::leader::Leadership::may_write`]), so it cannot overlap.
+//! A replica that shuts down releases its Lease, and the others take its share at their next
+//! list. What no in-process check closes is the same as for the single leader: a process paused
+//! after the last check and before its request reaches the network.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, DeleteParams, ListParams, Preconditions};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+/// Label on every member Lease; its value names the group (the installation's lease name), so
+/// two installations in one namespace shard apart.
+pub const GROUP_LABEL: &str = "aigw.io/shard-group";
+/// Annotation on a member Lease: the member set its holder works from, comma-separated.
+pub const VIEW_ANNOTATION: &str = "aigw.io/shard-view";
+
+/// How many lease durations a member's Lease must go unchanged before a member deletes it.
+const LAPSED_FOR: u32 = 4;
+
+/// What decides where an object goes: its namespace, or its uid when it has none.
+pub fn shard_key(meta: &ObjectMeta) -> String {
+    match meta.namespace.as_deref().filter(|n| !n.is_empty()) {
+        Some(namespace) => format!("namespace/{namespace}"),
+        None => format!("uid/{}", meta.uid.as_deref().unwrap_or_default()),
+    }
+}
+
+/// The member of `view` that `key` hashes to (rendezvous hashing: the highest score wins, so a
+/// member joining or leaving moves only the keys it takes or held). `None` for an empty view.
+pub fn owner<'a>(view: &'a [String], key: &str) -> Option<&'a str> {
+    view.iter()
+        .map(|member| (score(member, key), member.as_str()))
+        .max()
+        .map(|(_, member)| member)
+}
+
+/// A stable 64-bit score (FNV-1a, then the splitmix64 finaliser): the same on every replica and
+/// every release, unlike the standard library's hasher.
+fn score(member: &str, key: &str) -> u64 {
+    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+    for byte in member.bytes().chain([0xff]).chain(key.bytes()) {
+        hash ^= u64::from(byte);
+        hash = hash.wrapping_mul(0x0100_0000_01b3);
+    }
+    hash = (hash ^ (hash >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    hash = (hash ^ (hash >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    hash ^ (hash >> 31)
+}
+
+/// The views this replica acts under.
+#[derive(Debug, Default, Clone, PartialEq)]
+struct Table {
+    /// This replica's own view: the live members it saw, sorted.
+    view: Vec<String>,
+    /// The views the live members (this one included) had published at the last list.
+    published: Vec<Vec<String>>,
+}
+
+impl Table {
+    fn owns(&self, me: &str, key: &str) -> bool {
+        let mine = |view: &[String]| owner(view, key) == Some(me);
+        mine(&self.view) && self.published.iter().all(|view| mine(view))
+    }
+}
+
+/// This replica's share, shared by every controller through [`super::leader::Leadership`].
+#[derive(Debug, Clone)]
+pub struct Shards {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    me: String,
+    table: RwLock<Table>,
+    /// Bumped at every change of the table: the share may have grown.
+    changed: watch::Sender<u64>,
+    /// The view to publish on this replica's Lease at its next renewal.
+    publish: Mutex<String>,
+    handovers: AtomicU64,
+}
+
+impl Shards {
+    pub fn new(me: impl Into<String>) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                me: me.into(),
+                table: RwLock::default(),
+                changed: watch::channel(0).0,
+                publish: Mutex::default(),
+                handovers: AtomicU64::new(0),
+            }),
+        }
+    }
+
+    /// True when this replica acts on the objects of `key` now.
+    pub fn owns(&self, key: &str) -> bool {
+        let table = self.inner.table.read().unwrap_or_else(|e| e.into_inner());
+        table.owns(&self.inner.me, key)
+    }
+
+    /// How many replicas this one sees live (its view).
+    pub fn members(&self) -> usize {
+        let table = self.inner.table.read().unwrap_or_else(|e| e.into_inner());
+        table.view.len()
+    }
+
+    /// How often this replica's view changed since it started.
+    pub fn handovers(&self) -> u64 {
+        self.inner.handovers.load(Ordering::Relaxed)
+    }
+
+    /// Yields a value at every change of the share, for the controllers to reconcile what they
+    /// may have gained.
+    pub fn changes(&self) -> watch::Receiver<u64> {
+        self.inner.changed.subscribe()
+    }
+
+    /// The view annotation to write at the next renewal.
+    pub fn view_to_publish(&self) -> String {
+        self.inner
+            .publish
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Acts on nothing (this replica stopped holding its Lease).
+    pub fn clear(&self) {
+        self.set(Table::default());
+    }
+
+    /// Takes a new table; a new own view is switched to first, then handed to the renewal.
+    fn set(&self, next: Table) {
+        let mut table = self.inner.table.write().unwrap_or_else(|e| e.into_inner());
+        if *table == next {
+            return;
+        }
+        let switched = table.view != next.view;
+        let view = next.view.join(",");
+        *table = next;
+        drop(table);
+        if switched {
+            self.inner.handovers.fetch_add(1, Ordering::Relaxed);
+            *self.inner.publish.lock().unwrap_or_else(|e| e.into_inner()) = view;
+        }
+        self.inner.changed.send_modify(|n| *n += 1);
+    }
+}
+
+/// Follows the member Leases of one group and keeps [`Shards`] up to date. The elector calls
+/// [`Membership::once`] right after each renewal of this replica's own Lease, so a list always
+/// shows the view this replica last published.
+#[derive(Debug)]
+pub struct Membership {
+    api: Api<Lease>,
+    group: String,
+    shards: Shards,
+    /// Each member Lease's resourceVersion and when this process first saw it.
+    seen: BTreeMap<String, (String, Instant)>,
+}
+
+impl Membership {
+    pub fn new(api: Api<Lease>, group: impl Into<String>, shards: Shards) -> Self {
+        Self {
+            api,
+            group: group.into(),
+            shards,
+            seen: BTreeMap::new(),
+        }
+    }
+
+    pub fn shards(&self) -> &Shards {
+        &self.shards
+    }
+
+    /// The label that marks the group's Leases.
+    pub fn label(&self) -> (String, String) {
+        (GROUP_LABEL.to_string(), self.group.clone())
+    }
+
+    /// Lists the group's Leases and takes the table they give. True when this replica's view
+    /// changed, so the new view must be published at once. `lease_duration` is how long a member
+    /// whose Lease does not change still counts as live.
+    pub async fn once(&mut self, lease_duration: Duration) -> bool {
+        let selector = format!("{GROUP_LABEL}={}", self.group);
+        // A list without a resourceVersion is a quorum read: it shows every renewal so far.
+        let leases = match self
+            .api
+            .list(&ListParams::default().labels(&selector))
+            .await
+        {
+            Ok(leases) => leases.items,
+            Err(e) => {
+                // The table stays as it was: the others wait for this replica's published view,
+                // and its lease guard stops it if it cannot renew either.
+                warn!(error = %e, "failed to list the shard Leases; keeping this replica's share as it was");
+                return false;
+            }
+        };
+        self.collect_lapsed(&leases, lease_duration).await;
+        let next = self.table(&leases, lease_duration);
+        let switched = next.view != self.current_view();
+        if switched {
+            info!(members = ?next.view, "shard members changed; handing over");
+        } else {
+            debug!(members = ?next.view, "shard members");
+        }
+        self.shards.set(next);
+        switched
+    }
+
+    /// Deletes the Leases of members gone for [`LAPSED_FOR`] lease durations (a replaced pod's),
+    /// each on condition that it is still the version seen, so a member that comes back keeps
+    /// its own.
+    async fn collect_lapsed(&self, leases: &[Lease], lease_duration: Duration) {
+        let now = Instant::now();
+        for lease in leases {
+            let name = lease.metadata.name.clone().unwrap_or_default();
+            let Some((version, first_seen)) = self.seen.get(&name) else {
+                continue;
+            };
+            let current = lease.metadata.resource_version.as_deref() == Some(version.as_str());
+            if !current || now.saturating_duration_since(*first_seen) < lease_duration * LAPSED_FOR
+            {
+                continue;
+            }
+            let params = DeleteParams {
+                preconditions: Some(Preconditions {
+                    resource_version: Some(version.clone()),
+                    uid: None,
+                }),
+                ..Default::default()
+            };
+            match self.api.delete(&name, &params).await {
+                Ok(_) => info!(lease = %name, "deleted the Lease of a shard member gone for good"),
+                Err(e) => debug!(lease = %name, error = %e, "left a lapsed shard Lease"),
+            }
+        }
+    }
+
+    fn current_view(&self) -> Vec<String> {
+        let table = self
+            .shards
+            .inner
+            .table
+            .read()
+            .unwrap_or_else(|e| e.into_inner());
+        table.view.clone()
+    }
+
+    /// The live members and their published views, from one list.
+    fn table(&mut self, leases: &[Lease], lease_duration: Duration) -> Table {
+        let me = self.shards.inner.me.clone();
+        let now = Instant::now();
+        let mut live = BTreeSet::new();
+        let mut published = Vec::new();
+        let mut seen = BTreeMap::new();
+        for lease in leases {
+            let Some(spec) = lease.spec.as_ref() else {
+                continue;
+            };
+            let Some(holder) = spec.holder_identity.clone().filter(|h| !h.is_empty()) else {
+                continue;
+            };
+            let name = lease.metadata.name.clone().unwrap_or_default();
+            let version = lease.metadata.resource_version.clone().unwrap_or_default();
+            let first_seen = match self.seen.get(&name) {
+                Some((v, at)) if *v == version => *at,
+                _ => now,
+            };
+            seen.insert(name, (version, first_seen));
+            let duration = spec.lease_duration_seconds.map_or(lease_duration, |s| {
+                Duration::from_secs(u64::try_from(s).unwrap_or(0))
+            });
+            if holder != me && now.saturating_duration_since(first_seen) >= duration {
+                continue;
+            }
+            live.insert(holder);
+            published.push(parse_view(
+                lease
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(VIEW_ANNOTATION)),
+            ));
+        }
+        self.seen = seen;
+        if !live.contains(&me) {
+            // This replica's own Lease is not there (yet): it acts on nothing.
+            return Table::default();
+        }
+        Table {
+            view: live.into_iter().collect(),
+            published,
+        }
+    }
+}
+
+fn parse_view(annotation: Option<&String>) -> Vec<String> {
+    let mut view: Vec<String> = annotation
+        .map(|a| {
+            a.split(',')
+                .map(str::trim)
+                .filter(|m| !m.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    view.sort();
+    view.dedup();
+    view
+}
+
+/// The value of [`GROUP_LABEL`] for an installation: a hash of its id, which may hold
+/// characters a label value cannot.
+pub fn group_of(installation: &str) -> String {
+    format!("{:016x}", score(installation, ""))
+}
+
+/// The name of a member's Lease: `<group>-<identity>`, kept to a valid object name.
+pub fn member_lease_name(group: &str, identity: &str) -> String {
+    let cleaned: String = identity
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| match c {
+            'a'..='z' | '0'..='9' | '-' | '.' => c,
+            _ => '-',
+        })
+        .collect();
+    let name = format!("{group}-{}", cleaned.trim_matches(|c| c == '-' || c == '.'));
+    name.chars().take(253).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(members: &[&str]) -> Vec<String> {
+        members.iter().map(|m| m.to_string()).collect()
+    }
+
+    fn keys(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("namespace/team-{i}")).collect()
+    }
+
+    #[test]
+    fn every_key_has_one_owner_and_the_shares_are_even() {
+        let members = view(&["a", "b", "c"]);
+        let mut counts = BTreeMap::new();
+        for key in keys(3000) {
+            *counts.entry(owner(&members, &key).unwrap()).or_insert(0) += 1;
+        }
+        for (member, count) in &counts {
+            assert!(
+                (800..1200).contains(count),
+                "{member} holds {count} of 3000"
+            );
+        }
+    }
+
+    #[test]
+    fn a_member_joining_takes_keys_only_from_the_others_and_about_its_share() {
+        let before = view(&["a", "b", "c"]);
+        let after = view(&["a", "b", "c", "d"]);
+        let mut moved = 0;
+        for key in keys(4000) {
+            let (old, new) = (owner(&before, &key), owner(&after, &key));
+            if old != new {
+                assert_eq!(new, Some("d"), "{key} moved between two old members");
+                moved += 1;
+            }
+        }
+        assert!((800..1200).contains(&moved), "{moved} of 4000 moved");
+    }
+
+    #[test]
+    fn a_key_is_acted_on_only_when_every_published_view_agrees() {
+        let me = "a";
+        let key = keys(200)
+            .into_iter()
+            .find(|k| {
+                owner(&view(&["a", "b"]), k) == Some("a")
+                    && owner(&view(&["a", "b", "c"]), k) == Some("c")
+            })
+            .expect("some key moves from a to c");
+        let settled = Table {
+            view: view(&["a", "b"]),
+            published: vec![view(&["a", "b"]), view(&["a", "b"])],
+        };
+        assert!(settled.owns(me, &key));
+        // c joined: a's own view moves the key to c, so a stops at once ...
+        let switched = Table {
+            view: view(&["a", "b", "c"]),
+            published: vec![view(&["a", "b"]), view(&["a", "b"]), view(&["a", "b", "c"])],
+        };
+        assert!(!switched.owns(me, &key));
+        // ... and c starts only once a and b have published views that give it the key.
+        let c_early = Table {
+            view: view(&["a", "b", "c"]),
+            published: vec![view(&["a", "b"]), view(&["a", "b"]), view(&["a", "b", "c"])],
+        };
+        assert!(!c_early.owns("c", &key));
+        let c_late = Table {
+            view: view(&["a", "b", "c"]),
+            published: vec![view(&["a", "b", "c"]); 3],
+        };
+        assert!(c_late.owns("c", &key));
+        // A member without a published view blocks every key.
+        let unpublished = Table {
+            view: view(&["a", "b"]),
+            published: vec![view(&["a", "b"]), vec![]],
+        };
+        assert!(!unpublished.owns(me, &key));
+    }
+
+    #[test]
+    fn a_new_view_is_switched_to_before_it_is_published() {
+        let shards = Shards::new("a");
+        let mut changes = shards.changes();
+        shards.set(Table {
+            view: view(&["a", "b"]),
+            published: vec![view(&["a"]), view(&["a", "b"])],
+        });
+        assert_eq!(shards.view_to_publish(), "a,b");
+        assert_eq!(shards.handovers(), 1);
+        assert!(changes.has_changed().unwrap());
+        // The same members with new published views: no handover, but the share may grow.
+        changes.mark_unchanged();
+        shards.set(Table {
+            view: view(&["a", "b"]),
+            published: vec![view(&["a", "b"]); 2],
+        });
+        assert_eq!(shards.handovers(), 1);
+        assert!(changes.has_changed().unwrap());
+    }
+
+    #[test]
+    fn shard_keys_and_lease_names() {
+        let namespaced = ObjectMeta {
+            namespace: Some("team-a".into()),
+            uid: Some("u1".into()),
+            ..Default::default()
+        };
+        assert_eq!(shard_key(&namespaced), "namespace/team-a");
+        let cluster = ObjectMeta {
+            uid: Some("u2".into()),
+            ..Default::default()
+        };
+        assert_eq!(shard_key(&cluster), "uid/u2");
+        assert_eq!(member_lease_name("aigw", "Pod_1.x"), "aigw-pod-1.x");
+        assert_eq!(parse_view(Some(&"b, a,,a".to_string())), view(&["a", "b"]));
+    }
+}

@@ -1,0 +1,285 @@
+//! Active-active shards across real `aigw operator --shards` processes under the chart's RBAC
+//! (`sharding.enabled`): the live replicas split the objects of eight namespaces among
+//! themselves, and a replica SIGKILLed, one added and one SIGTERMed mid-run hand their shares
+//! over. Every Config is created with one POST and updated with one PUT per edit, and the
+//! emulator's write log shows no object written by two replicas at once.
+
+use crate::support;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use aigw::emulator::EmulatorOptions;
+use aigw::resources::Config;
+use k8s_openapi::api::core::v1::Namespace;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use support::{TestEnv, wait_until};
+
+use super::leader::{Operator, TOKEN, config, config_ready, sum_of};
+
+const NAMESPACES: usize = 8;
+const PER_NAMESPACE: usize = 2;
+const WITHIN: Duration = Duration::from_secs(90);
+
+fn start(
+    name: &str,
+    namespaces: &[&str],
+    lease: &str,
+    emu: &aigw::emulator::Running,
+    dir: &std::path::Path,
+) -> Operator {
+    Operator::spawn(name, namespaces, lease, emu, dir, &["--shards=true"])
+}
+
+/// Waits until every operator is ready as a shard and sees `members` live replicas.
+async fn settled(operators: &[&Operator], members: f64) {
+    let seen = wait_until(WITHIN, || async {
+        for operator in operators {
+            let (status, role) = operator.readyz().await?;
+            let metrics = operator.metrics().await;
+            if status != 200 || role != "shard" || sum_of(&metrics, "aigw_shard_members") != members
+            {
+                return None;
+            }
+        }
+        Some(())
+    })
+    .await;
+    assert!(
+        seen.is_some(),
+        "the replicas did not settle on {members} members"
+    );
+}
+
+/// Every replica's share of Configs, once they add up to `total`.
+async fn shares(operators: &[&Operator], total: usize) -> Vec<f64> {
+    wait_until(WITHIN, || async {
+        let mut shares = Vec::new();
+        for operator in operators {
+            let metrics = operator.metrics().await;
+            shares.push(
+                metrics
+                    .lines()
+                    .find(|l| l.starts_with("aigw_shard_objects{kind=\"Config\"}"))
+                    .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                    .unwrap_or(0.0),
+            );
+        }
+        (shares.iter().sum::<f64>() == total as f64).then_some(shares)
+    })
+    .await
+    .unwrap_or_else(|| panic!("the replicas' shares never added up to {total}"))
+}
+
+/// Reorders every Config's targets (`round` even: as created) and waits until all are Ready
+/// at their new generation.
+async fn edit_all(client: &kube::Client, namespaces: &[String], round: usize) {
+    let targets = match round % 2 {
+        0 => json!([{"provider": "@openai"}, {"provider": "@anthropic"}]),
+        _ => json!([{"provider": "@anthropic"}, {"provider": "@openai"}]),
+    };
+    let started = Instant::now();
+    for namespace in namespaces {
+        let api: Api<Config> = Api::namespaced(client.clone(), namespace);
+        for i in 0..PER_NAMESPACE {
+            let patch =
+                json!({"spec": {"config": {"strategy": {"mode": "fallback"}, "targets": targets}}});
+            api.patch(
+                &format!("c{i}"),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
+            .await
+            .unwrap();
+        }
+    }
+    all_ready(client, namespaces).await;
+    println!(
+        "edit round {round}: every Config Ready after {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+}
+
+async fn all_ready(client: &kube::Client, namespaces: &[String]) {
+    for namespace in namespaces {
+        let api: Api<Config> = Api::namespaced(client.clone(), namespace);
+        for i in 0..PER_NAMESPACE {
+            let name = format!("c{i}");
+            let ready = wait_until(WITHIN, || async {
+                let config = api.get_opt(&name).await.ok()??;
+                config_ready(&config).then_some(())
+            })
+            .await;
+            assert!(
+                ready.is_some(),
+                "{namespace}/{name} was not Ready within {WITHIN:?}"
+            );
+        }
+    }
+}
+
+async fn emulator(emu: &aigw::emulator::Running, path: &str) -> Value {
+    reqwest::get(format!("{}{path}", emu.management_url()))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+fn succeeded(stats: &Value, endpoint: &str) -> u64 {
+    stats["requests"][endpoint]
+        .as_object()
+        .map(|by| {
+            by.iter()
+                .filter(|(status, _)| status.starts_with('2'))
+                .filter_map(|(_, n)| n.as_u64())
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+/// The objects that two replicas wrote at overlapping times, and how often an object's writer
+/// changed. Every write must name its replica.
+fn overlaps(writes: &[Value]) -> (Vec<String>, usize) {
+    let mut by_object: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
+    for write in writes {
+        let writer = write["writer"].as_str().unwrap_or_default();
+        assert!(!writer.is_empty(), "a write without its replica: {write}");
+        by_object
+            .entry(write["object"].as_str().unwrap_or_default())
+            .or_default()
+            .push(write);
+    }
+    let mut overlapping = Vec::new();
+    let mut switches = 0;
+    for (object, writes) in by_object {
+        for pair in writes.windows(2) {
+            if pair[0]["writer"] != pair[1]["writer"] {
+                switches += 1;
+            }
+        }
+        for (i, a) in writes.iter().enumerate() {
+            for b in &writes[i + 1..] {
+                let apart = a["ended_ms"].as_u64() < b["started_ms"].as_u64()
+                    || b["ended_ms"].as_u64() < a["started_ms"].as_u64();
+                if a["writer"] != b["writer"] && !apart {
+                    overlapping.push(format!("{object}: {a} and {b}"));
+                }
+            }
+        }
+    }
+    (overlapping, switches)
+}
+
+#[tokio::test]
+async fn shards_split_the_objects_and_hand_them_over_without_overlap() {
+    let env = TestEnv::new("shards").await;
+    let mut namespaces = vec![env.namespace.clone()];
+    for _ in 1..NAMESPACES {
+        namespaces.push(TestEnv::another("shards").await.namespace);
+    }
+    let watched: Vec<&str> = namespaces.iter().map(String::as_str).collect();
+    let emu = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        .await
+        .expect("emulator did not start");
+    let dir = tempfile::tempdir().unwrap();
+    let scope = support::chart::Scope::watched(&watched)
+        .lease_namespace(&env.namespace)
+        .sharded();
+    support::chart::install(&env.client, &scope)
+        .await
+        .kubeconfig_file(dir.path());
+    let suffix = &env.namespace[env.namespace.len() - 8..];
+    let name = |n: &str| format!("aigw-{n}-{suffix}");
+    let a = start(&name("a"), &watched, &env.namespace, &emu, dir.path());
+    let mut b = start(&name("b"), &watched, &env.namespace, &emu, dir.path());
+    let c = start(&name("c"), &watched, &env.namespace, &emu, dir.path());
+    settled(&[&a, &b, &c], 3.0).await;
+
+    let started = Instant::now();
+    for namespace in &namespaces {
+        let api: Api<Config> = Api::namespaced(env.client.clone(), namespace);
+        for i in 0..PER_NAMESPACE {
+            api.create(&PostParams::default(), &config(&format!("c{i}")))
+                .await
+                .unwrap();
+        }
+    }
+    all_ready(&env.client, &namespaces).await;
+    let total = NAMESPACES * PER_NAMESPACE;
+    println!(
+        "{total} Configs Ready after {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    println!(
+        "shares of a, b, c: {:?}",
+        shares(&[&a, &b, &c], total).await
+    );
+
+    // SIGKILL: a's Lease is not released; its share moves once the lease has lapsed.
+    let killed = Instant::now();
+    drop(a);
+    settled(&[&b, &c], 2.0).await;
+    println!(
+        "a SIGKILLed: b and c settled on 2 members after {:.1} s",
+        killed.elapsed().as_secs_f64()
+    );
+    edit_all(&env.client, &namespaces, 1).await;
+
+    // A replica added mid-run takes its share without a restart of the others.
+    let d = start(&name("d"), &watched, &env.namespace, &emu, dir.path());
+    settled(&[&b, &c, &d], 3.0).await;
+    println!(
+        "shares of b, c, d: {:?}",
+        shares(&[&b, &c, &d], total).await
+    );
+    edit_all(&env.client, &namespaces, 2).await;
+
+    // SIGTERM: b releases its Lease, so its share moves at the others' next list.
+    let terminated = Instant::now();
+    b.signal("-TERM");
+    assert_eq!(b.exit_code(Duration::from_secs(30)).await, Some(0));
+    settled(&[&c, &d], 2.0).await;
+    println!(
+        "b SIGTERMed: c and d settled on 2 members after {:.1} s",
+        terminated.elapsed().as_secs_f64()
+    );
+    edit_all(&env.client, &namespaces, 3).await;
+    println!("shares of c, d: {:?}", shares(&[&c, &d], total).await);
+
+    let stats = emulator(&emu, "/_emulator/stats").await;
+    assert_eq!(
+        succeeded(&stats, "POST /ai_gw/v2/configs"),
+        total as u64,
+        "each Config is created once: {stats}"
+    );
+    assert_eq!(
+        succeeded(&stats, "PUT /ai_gw/v2/configs/{slug}"),
+        3 * total as u64,
+        "each edit is written once: {stats}"
+    );
+    let writes = emulator(&emu, "/_emulator/writes").await;
+    let writes = writes["writes"].as_array().cloned().unwrap_or_default();
+    let (overlapping, switches) = overlaps(&writes);
+    println!(
+        "write log: {} writes, {switches} changes of writer, {} overlapping",
+        writes.len(),
+        overlapping.len()
+    );
+    assert!(
+        overlapping.is_empty(),
+        "two replicas wrote one object at once:\n{}",
+        overlapping.join("\n")
+    );
+
+    drop((b, c, d));
+    for namespace in &namespaces[1..] {
+        let _ = Api::<Namespace>::all(env.client.clone())
+            .delete(namespace, &DeleteParams::default())
+            .await;
+    }
+    env.cleanup().await;
+    let _ = emu.shutdown().await;
+}
