@@ -381,14 +381,20 @@ impl Elector {
         let mut shutdown = std::pin::pin!(shutdown);
         info!(identity = %self.settings.identity, namespace = %self.settings.namespace, lease = %self.settings.name, "campaigning for the leader lease");
         let mut renewed: Option<Instant> = None;
+        let mut hurried = false;
         loop {
             let sent = Instant::now();
             let outcome = self.attempt(renewed).await;
             renewed = self.follow(renewed, outcome, sent)?;
-            if self.regroup(renewed.is_some()).await {
-                // A new view is published at once: the replicas that gain keys wait for it.
+            let switched = self.regroup(renewed.is_some()).await;
+            if switched && !hurried {
+                // A new view is published at once (the replicas that gain keys wait for it),
+                // but only once in a row: members that keep changing are followed at the pace
+                // of the retry period.
+                hurried = true;
                 continue;
             }
+            hurried = false;
             tokio::select! {
                 () = &mut shutdown => break,
                 () = tokio::time::sleep(self.pause(renewed.is_some())) => {}
