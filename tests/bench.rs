@@ -13,6 +13,9 @@
 #[path = "it/support/mod.rs"]
 mod support;
 
+#[path = "bench_shards.rs"]
+mod shards;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -1402,7 +1405,13 @@ impl Operator {
             .await
             .expect("a client of the bench's control plane (KUBECONFIG)");
         let kubeconfig = support::chart::operator_kubeconfig(&admin, ns, &opts.out).await;
-        let mut command = match &heaptrack {
+        let mut args: Vec<String> = ["--namespace", ns, "--cluster-selector"]
+            .map(String::from)
+            .to_vec();
+        args.push(format!("aigw-test/env={ns}"));
+        args.extend(["--leader-elect=false", "--leader-election-namespace", ns].map(String::from));
+        args.extend(extra.iter().cloned());
+        let command = match &heaptrack {
             Some(dir) => {
                 let mut command = Command::new("heaptrack");
                 command
@@ -1412,20 +1421,42 @@ impl Operator {
             }
             None => Command::new(&opts.bin),
         };
+        Self::launch(
+            command,
+            emulator,
+            token_file,
+            &kubeconfig,
+            &args,
+            log,
+            port,
+            heaptrack.is_some(),
+        )
+        .await
+    }
+
+    /// Runs `command operator` against the emulator with `args` (its scope: namespaces, the
+    /// Lease, flags) under `kubeconfig` on `port`, logging to `log`, and waits for `/readyz`.
+    #[allow(clippy::too_many_arguments)]
+    async fn launch(
+        mut command: Command,
+        emulator: &Emulator,
+        token_file: &std::path::Path,
+        kubeconfig: &std::path::Path,
+        args: &[String],
+        log: std::fs::File,
+        port: u16,
+        profiled: bool,
+    ) -> Self {
         let child = command
             .arg("operator")
             .args(["--management-url", &emulator.url])
             .args(["--gateway-url", &format!("{}/v1", emulator.url)])
             .arg("--token-file")
             .arg(token_file)
-            .args(["--namespace", ns])
-            .args(["--cluster-selector", &format!("aigw-test/env={ns}")])
             .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
-            .arg("--leader-elect=false")
-            // Where the chart's RBAC lets it keep its own Secret (the hash key) and Lease.
-            .args(["--leader-election-namespace", ns])
-            .args(extra)
-            .env("KUBECONFIG", &kubeconfig)
+            // The scope; the Lease and the hash key Secret go where the chart's RBAC lets them.
+            .args(args)
+            .env("KUBECONFIG", kubeconfig)
             .stdout(Stdio::null())
             .stderr(log)
             .kill_on_drop(true)
@@ -1436,7 +1467,7 @@ impl Operator {
             child,
             pid,
             metrics: format!("http://127.0.0.1:{port}"),
-            profiled: heaptrack.is_some(),
+            profiled,
         };
         let http = reqwest::Client::new();
         let ready = support::wait_until(Duration::from_secs(120), || async {

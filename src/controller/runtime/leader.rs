@@ -415,7 +415,7 @@ impl Elector {
     /// (none while this replica does not hold its Lease). True when the view changed and must be
     /// published now.
     async fn regroup(&mut self, holding: bool) -> bool {
-        let duration = self.settings.lease_duration;
+        let (duration, within) = (self.settings.lease_duration, self.settings.retry_period);
         let Some(membership) = self.membership.as_mut() else {
             return false;
         };
@@ -423,7 +423,7 @@ impl Elector {
             membership.shards().clear();
             return false;
         }
-        membership.once(duration).await
+        membership.once(duration, within).await
     }
 
     /// The group label and published view on this replica's Lease, with `--shards`.

@@ -206,24 +206,26 @@ impl Membership {
 
     /// Lists the group's Leases and takes the table they give. True when this replica's view
     /// changed, so the new view must be published at once. `lease_duration` is how long a member
-    /// whose Lease does not change still counts as live.
-    pub async fn once(&mut self, lease_duration: Duration) -> bool {
+    /// whose Lease does not change still counts as live; `within` bounds the list (and the
+    /// deletes of lapsed Leases), so a slow apiserver never holds up this replica's renewals.
+    pub async fn once(&mut self, lease_duration: Duration, within: Duration) -> bool {
         let selector = format!("{GROUP_LABEL}={}", self.group);
         // A list without a resourceVersion is a quorum read: it shows every renewal so far.
-        let leases = match self
-            .api
-            .list(&ListParams::default().labels(&selector))
-            .await
-        {
-            Ok(leases) => leases.items,
-            Err(e) => {
+        let params = ListParams::default().labels(&selector);
+        let leases = match tokio::time::timeout(within, self.api.list(&params)).await {
+            Ok(Ok(leases)) => leases.items,
+            failed => {
                 // The table stays as it was: the others wait for this replica's published view,
                 // and its lease guard stops it if it cannot renew either.
-                warn!(error = %e, "failed to list the shard Leases; keeping this replica's share as it was");
+                let error = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => format!("no answer within {within:?}"),
+                };
+                warn!(%error, "failed to list the shard Leases; keeping this replica's share as it was");
                 return false;
             }
         };
-        self.collect_lapsed(&leases, lease_duration).await;
+        let _ = tokio::time::timeout(within, self.collect_lapsed(&leases, lease_duration)).await;
         let next = self.table(&leases, lease_duration);
         let switched = next.view != self.current_view();
         if switched {

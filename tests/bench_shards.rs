@@ -1,0 +1,225 @@
+//! `make bench-scale` with `BENCH_REPLICAS=R` (R > 1): the same backlog of N Configs spread
+//! over [`NAMESPACES`] namespaces, rolled out by R operators with `--shards` (each under the
+//! chart's sharded RBAC), then all R restarted: per replica its share, peak RSS and CPU, and the
+//! rollout time, to set beside `scale-N.json` of one replica. Writes `shards-N-R.json`.
+
+use super::*;
+
+/// How many namespaces the Configs are spread over (the shard key is the namespace).
+const NAMESPACES: usize = 24;
+
+/// Creates `c-00000`… round-robin over `namespaces`, [`CREATORS`] at once.
+async fn create_spread(kube: &kube::Client, namespaces: &[String], n: usize) -> Duration {
+    let t0 = Instant::now();
+    futures::stream::iter(0..n)
+        .map(|i| {
+            let api: Api<Config> = Api::namespaced(kube.clone(), &namespaces[i % namespaces.len()]);
+            async move {
+                let object: Config = serde_json::from_value(json!({
+                    "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+                    "metadata": {"name": format!("c-{i:05}")},
+                    "spec": {"name": format!("bench {i}"), "config": document(i)},
+                }))
+                .expect("a Config");
+                api.create(&PostParams::default(), &object)
+                    .await
+                    .expect("creating a Config failed");
+            }
+        })
+        .buffer_unordered(CREATORS)
+        .collect::<Vec<()>>()
+        .await;
+    t0.elapsed()
+}
+
+/// R operators with `--shards` over every namespace, their Leases in the first.
+async fn start_shards(
+    opts: &Opts,
+    emulator: &Emulator,
+    token_file: &std::path::Path,
+    kubeconfig: &std::path::Path,
+    namespaces: &[String],
+    replicas: usize,
+    phase: &str,
+) -> Vec<Operator> {
+    let mut args: Vec<String> = namespaces
+        .iter()
+        .flat_map(|ns| ["--namespace".to_string(), ns.clone()])
+        .collect();
+    args.extend([
+        "--cluster-selector".to_string(),
+        format!("aigw-test/env={}", namespaces[0]),
+        "--shards=true".to_string(),
+        "--leader-election-namespace".to_string(),
+        namespaces[0].clone(),
+    ]);
+    args.extend(fast_flags());
+    let mut operators = Vec::new();
+    for r in 0..replicas {
+        let log = std::fs::File::create(
+            opts.out
+                .join(format!("operator-shard{r}-{phase}-{}.log", opts.n)),
+        )
+        .expect("operator log");
+        let operator = Operator::launch(
+            Command::new(&opts.bin),
+            emulator,
+            token_file,
+            kubeconfig,
+            &args,
+            log,
+            free_port(),
+            false,
+        )
+        .await;
+        operators.push(operator);
+    }
+    operators
+}
+
+/// SIGTERM to every replica (each releases its Lease, so the next ones need not wait for it to
+/// lapse), then waits for them to exit.
+async fn terminate(operators: Vec<Operator>) {
+    for operator in &operators {
+        let _ = Command::new("kill")
+            .args(["-TERM", &operator.pid.to_string()])
+            .status()
+            .await;
+    }
+    for mut operator in operators {
+        let _ = tokio::time::timeout(Duration::from_secs(30), operator.child.wait()).await;
+    }
+}
+
+/// The Configs each replica reconciles now (`aigw_shard_objects{kind="Config"}`).
+async fn share(operator: &Operator) -> f64 {
+    let text = reqwest::get(format!("{}/metrics", operator.metrics))
+        .await
+        .expect("operator /metrics")
+        .text()
+        .await
+        .unwrap_or_default();
+    text.lines()
+        .find(|l| l.starts_with("aigw_shard_objects{kind=\"Config\"}"))
+        .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+        .unwrap_or(0.0)
+}
+
+async fn replica_figures(operators: &[Operator], n: f64) -> Vec<Value> {
+    let mut figures = Vec::new();
+    for operator in operators {
+        let (rss, cpu) = operator.proc_stats();
+        figures.push(json!({
+            "share": share(operator).await,
+            "peak_rss_mib": rss,
+            "cpu_seconds": cpu,
+            "reconciles_per_resource": round(operator.reconciles().await / n, 2),
+        }));
+    }
+    figures
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bench_shards() {
+    let replicas: usize = std::env::var("BENCH_REPLICAS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3);
+    let (opts, kube, token_file) = setup().await;
+    let emulator = Emulator::start(&opts, &token_file).await;
+    let mut namespaces = Vec::new();
+    for _ in 0..NAMESPACES {
+        namespaces.push(namespace(&kube, "bench-shard").await);
+    }
+    let watched: Vec<&str> = namespaces.iter().map(String::as_str).collect();
+    let scope = support::chart::Scope::watched(&watched)
+        .lease_namespace(&namespaces[0])
+        .sharded();
+    let kubeconfig = support::chart::install(&kube, &scope)
+        .await
+        .kubeconfig_file(&opts.out);
+
+    eprintln!(
+        "== creating N={} Configs over {NAMESPACES} namespaces",
+        opts.n
+    );
+    let created = create_spread(&kube, &namespaces, opts.n).await;
+    let tracker = Tracker::watch(Api::all(kube.clone()));
+    emulator.reset_stats().await;
+    let before = apiserver_snapshot().await;
+    let t0 = Instant::now();
+    eprintln!("== {replicas} shards on the backlog");
+    let operators = start_shards(
+        &opts,
+        &emulator,
+        &token_file,
+        &kubeconfig,
+        &namespaces,
+        replicas,
+        "rollout",
+    )
+    .await;
+    let rollout = tracker.wait_all_ready(opts.n, t0).await;
+    let after = apiserver_snapshot().await;
+    let n = opts.n as f64;
+    let rollout_replicas = replica_figures(&operators, n).await;
+    let management = management_figures(&emulator.stats().await, opts.n);
+    terminate(operators).await;
+
+    eprintln!(
+        "== restart of all {replicas}, {} s window",
+        opts.steady.as_secs()
+    );
+    emulator.reset_stats().await;
+    let quiet_from = apiserver_snapshot().await;
+    let restarted = start_shards(
+        &opts,
+        &emulator,
+        &token_file,
+        &kubeconfig,
+        &namespaces,
+        replicas,
+        "restart",
+    )
+    .await;
+    tokio::time::sleep(opts.steady).await;
+    let restart_replicas = replica_figures(&restarted, n).await;
+    let (writes, gets) = writes_and_gets(&delta(&quiet_from, &apiserver_snapshot().await));
+    let steady_calls = total_calls(&emulator.stats().await);
+    terminate(restarted).await;
+
+    let peak = |figures: &[Value]| {
+        figures
+            .iter()
+            .filter_map(|f| f["peak_rss_mib"].as_f64())
+            .fold(0.0, f64::max)
+    };
+    let report = json!({
+        "n": opts.n,
+        "replicas": replicas,
+        "namespaces": NAMESPACES,
+        "build": if cfg!(debug_assertions) { "debug" } else { "release" },
+        "create_seconds": round(created.as_secs_f64(), 1),
+        "rollout": {
+            "rollout_seconds": round(rollout.as_secs_f64(), 1),
+            "apiserver": apiserver_figures(&delta(&before, &after), opts.n),
+            "management_api": management,
+            "replicas": rollout_replicas,
+            "max_peak_rss_mib": peak(&rollout_replicas),
+        },
+        "after_restart": {
+            "window_seconds": opts.steady.as_secs(),
+            "replicas": restart_replicas,
+            "max_peak_rss_mib": peak(&restart_replicas),
+            "apiserver_writes": writes,
+            "apiserver_gets": gets,
+            "management_api_calls": steady_calls,
+        },
+    });
+    let text = serde_json::to_string_pretty(&report).unwrap_or_default();
+    let path = opts.out.join(format!("shards-{}-{replicas}.json", opts.n));
+    std::fs::write(&path, &text).expect("cannot write the report");
+    println!("{text}");
+    eprintln!("report written to {}", path.display());
+    drop(emulator);
+}
