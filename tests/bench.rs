@@ -13,7 +13,7 @@
 #[path = "it/support/mod.rs"]
 mod support;
 
-#[path = "bench_shards.rs"]
+#[path = "bench/shards.rs"]
 mod shards;
 
 use std::collections::{BTreeMap, HashMap};
