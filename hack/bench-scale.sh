@@ -31,7 +31,7 @@ for n in ${BENCH_SCALE:-1000 10000 100000}; do
 	N=$n cargo test "${profile[@]}" --test bench -- --exact bench_scale --nocapture
 done
 # Active-active: the same backlog spread over 24 namespaces, rolled out by BENCH_REPLICAS
-# operators with --shards (tests/bench_shards.rs). BENCH_SHARD_SCALE="" skips it.
+# operators with --shards (tests/bench/shards.rs). BENCH_SHARD_SCALE="" skips it.
 replicas=${BENCH_REPLICAS:-3}
 for n in ${BENCH_SHARD_SCALE-100000}; do
 	bash hack/cluster-down.sh >/dev/null
