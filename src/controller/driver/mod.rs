@@ -29,7 +29,7 @@ use crate::controller::Context;
 use crate::controller::driver::status::{
     CommonStatus, IntentStatus, Outcome, record_outcome, worth_writing,
 };
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::runtime::backoff::jittered;
 use crate::resources::common::{
     ManagementPolicy, Recorded,
@@ -44,7 +44,7 @@ use modes::{
 /// The reconcile function handed to `kube::runtime::Controller::run`. It works from the watch
 /// cache: a stale copy cannot cause a remote write, because every intent and status write is a
 /// compare-and-swap on the resourceVersion the reconcile started from.
-pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action, Halt> {
     // A standby keeps its caches warm but acts on nothing; it reconciles everything on election.
     if !ctx.leadership.acts_on(object.meta()) {
         return Ok(Action::await_change());
@@ -96,7 +96,7 @@ async fn not_yet_ours<K: Managed>(
     objects: &Api<K>,
     ctx: &Context,
     key: &str,
-) -> Result<Option<Action>, Error> {
+) -> Result<Option<Action>, Halt> {
     use crate::controller::state::installation::{self, Verdict};
     let verdict = ctx.verdict(object).await;
     let deleting = object.meta().deletion_timestamp.is_some();
@@ -148,7 +148,7 @@ async fn record_installation<K: Managed>(
     object: &K,
     objects: &Api<K>,
     ctx: &Context,
-) -> Result<Option<K>, Error> {
+) -> Result<Option<K>, Halt> {
     use crate::controller::state::installation::{self, Claim};
     let me = ctx.installation.id();
     if ctx.dry_run
@@ -178,7 +178,7 @@ async fn record_installation<K: Managed>(
 /// a JSON patch that tests each is still where the cached copy has it (another controller's
 /// finalizer going meanwhile makes it fail, and the next reconcile tries again). An object
 /// already gone is fine.
-async fn release<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Result<(), Error> {
+async fn release<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Result<(), Halt> {
     let held = ctx.installation.finalizers_held(object);
     let mut positions: Vec<usize> = object
         .finalizers()
@@ -215,7 +215,7 @@ async fn release<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Res
     {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(Error::kube("remove finalizer", e)),
+        Err(e) => Err(Error::kube("remove finalizer", e).into()),
     }
 }
 
@@ -226,8 +226,8 @@ async fn dry_run<K: Managed>(
     object: &K,
     objects: &Api<K>,
     ctx: &Context,
-    unreached: Option<Error>,
-) -> Result<Action, Error> {
+    unreached: Option<Halt>,
+) -> Result<Action, Halt> {
     let ours = ctx.installation.holds(object);
     match object.meta().deletion_timestamp {
         Some(_) if ours => cleanup::<K>(object, objects, ctx).await,
@@ -256,7 +256,7 @@ async fn would<K: Managed>(
 /// `error_policy` for the Controller: only errors the driver could not record in status land
 /// here (a lost status race, a failed status or finalizer write, a failed cleanup). Back off
 /// per object.
-pub fn error_policy<K: Managed>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+pub fn error_policy<K: Managed>(object: Arc<K>, error: &Halt, ctx: Arc<Context>) -> Action {
     let key = object_key(&*object);
     if K::stores(&ctx.stores).lost(&object) {
         // Gone while its reconcile ran: its watch Delete already pruned its backoff, and a
@@ -265,7 +265,7 @@ pub fn error_policy<K: Managed>(object: Arc<K>, error: &Error, ctx: Arc<Context>
         return Action::await_change();
     }
     let delay = ctx.backoff.next_delay(&key, error.retry_after());
-    if matches!(error, Error::Conflict(_)) {
+    if matches!(error, Halt::Wait(Wait::Conflict(_))) {
         debug!(kind = K::KIND, object = %key, retry_in = ?delay, "{error}");
     } else {
         let error = ctx.scrub(&key, &error.to_string());
@@ -294,8 +294,8 @@ async fn apply<K: Managed>(
     object: &K,
     objects: &Api<K>,
     ctx: &Context,
-    unreached: Option<Error>,
-) -> Result<Action, Error> {
+    unreached: Option<Halt>,
+) -> Result<Action, Halt> {
     let key = object_key(object);
     let generation = object.meta().generation;
     let before = object.status().cloned();
@@ -403,15 +403,15 @@ async fn apply<K: Managed>(
             let due = K::due_in(object, &status).map_or(next, |due| due.min(next));
             (Action::requeue(due), changes)
         }
-        Err(Error::DryRun { reason, message }) => {
+        Err(Halt::Wait(Wait::DryRun { reason, message })) => {
             return Ok(would(&cx, &key, reason, &message).await);
         }
         // The promotion gate holds the change: nothing was written, nothing failed.
-        Err(Error::Gated {
+        Err(Halt::Wait(Wait::Gated {
             reason,
             message,
             look_again_in,
-        }) => (
+        })) => (
             promotion::hold(&cx, reason, &message, look_again_in, &mut status),
             Vec::new(),
         ),
@@ -488,7 +488,7 @@ async fn trusted<K: Managed>(
 async fn record_failure<K: Managed>(
     cx: &Cx<'_, K>,
     key: &str,
-    error: &Error,
+    error: &Halt,
     before: Option<&K::Status>,
     status: &mut K::Status,
 ) -> Action {
@@ -530,7 +530,7 @@ async fn record_failure<K: Managed>(
     }
 }
 
-async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Result<Action, Error> {
+async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Result<Action, Halt> {
     let key = object_key(object);
     let cx = Cx::new(ctx, objects.clone(), object);
     // Neither Observe nor `deletionPolicy: Orphan` calls the API (only Kubernetes leftovers
@@ -560,7 +560,7 @@ async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Res
             // resource's by its mark; a gate refusal means it is not this resource's to touch.
             match object.remove_unused(&cx).await {
                 Ok(changes) => report(ctx, object, &key, changes).await,
-                Err(Error::AlreadyManaged(_) | Error::NotAllowed { .. }) => {}
+                Err(Halt::Fail(Error::AlreadyManaged(_) | Error::NotAllowed { .. })) => {}
                 Err(error) => return cleanup_failed(object, &cx, &key, error).await,
             }
         }
@@ -583,11 +583,11 @@ async fn cleanup_failed<K: Managed>(
     object: &K,
     cx: &Cx<'_, K>,
     key: &str,
-    error: Error,
-) -> Result<Action, Error> {
+    error: Halt,
+) -> Result<Action, Halt> {
     let ctx = cx.ctx;
     match error {
-        Error::DryRun { reason, message } => Ok(would(cx, key, reason, &message).await),
+        Halt::Wait(Wait::DryRun { reason, message }) => Ok(would(cx, key, reason, &message).await),
         error if error.records_nothing() => Err(error),
         error => {
             let message = cx.scrub(&error.to_string());
@@ -602,7 +602,7 @@ async fn cleanup_failed<K: Managed>(
 /// error) in the object's conditions, as a reconcile records a failure: `Stalled` with the
 /// reason for what only something else can change, `Reconciling` for what passes. Written only
 /// when it changes what the status says; a failed write is left to the next attempt.
-async fn record_waiting_deletion<K: Managed>(cx: &Cx<'_, K>, error: &Error, message: &str) {
+async fn record_waiting_deletion<K: Managed>(cx: &Cx<'_, K>, error: &Halt, message: &str) {
     let Some(before) = cx.object.status().cloned() else {
         return;
     };
@@ -637,7 +637,7 @@ async fn release_remote<K: Managed>(
     cx: &Cx<'_, K>,
     key: &str,
     why: &str,
-) -> Result<Action, Error> {
+) -> Result<Action, Halt> {
     let ctx = cx.ctx;
     let recorded = object
         .status()
