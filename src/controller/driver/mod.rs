@@ -12,6 +12,7 @@ use tracing::{debug, info, warn};
 
 pub mod create;
 pub mod drift;
+mod finish;
 pub mod flow;
 pub mod gate;
 pub mod issuing;
@@ -36,10 +37,9 @@ use crate::resources::common::{
     condition::{READY, STALLED},
     find_condition,
 };
+use finish::{Ending, finish};
 pub use kind::{Change, Cx, Managed, object_key, observed, orphaned, removed};
-use modes::{
-    cleanup_as_orphan, clear_drifted, hold_paused, leave_observed, observe_mode, resume_if_paused,
-};
+use modes::{cleanup_as_orphan, hold_paused, leave_observed, observe_mode, resume_if_paused};
 
 /// The reconcile function handed to `kube::runtime::Controller::run`. It works from the watch
 /// cache: a stale copy cannot cause a remote write, because every intent and status write is a
@@ -289,7 +289,8 @@ fn stalled_on_this_generation(
 }
 
 /// Brings `object` in line, unless `unreached` says why it cannot act yet (the Workspace its
-/// `spec.workspaceRef` names is not Ready: [`reach`]), which is recorded like a refusal.
+/// `spec.workspaceRef` names is not Ready: [`reach`]), which is recorded like a refusal. However
+/// it goes ([`run`]), it ends through [`finish`].
 async fn apply<K: Managed>(
     object: &K,
     objects: &Api<K>,
@@ -297,155 +298,87 @@ async fn apply<K: Managed>(
     unreached: Option<Halt>,
 ) -> Result<Action, Halt> {
     let key = object_key(object);
-    let generation = object.meta().generation;
     let before = object.status().cloned();
     let cx = Cx::new(ctx, objects.clone(), object);
+    let mut status = before.clone().unwrap_or_default();
+    let ending = run(&cx, &key, before.as_ref(), &mut status, unreached).await;
+    finish(&cx, &key, before.as_ref(), status, ending).await
+}
+
+/// The way of one reconcile to the kind's apply: the pause, the gate's rules that need no API
+/// call, a cache older than this process's own writes, a trusted steady state, Observe, a
+/// spec stalled on this generation. Records nothing itself: `status` is what it computed.
+async fn run<K: Managed>(
+    cx: &Cx<'_, K>,
+    key: &str,
+    before: Option<&K::Status>,
+    status: &mut K::Status,
+    unreached: Option<Halt>,
+) -> Ending {
+    let (object, ctx) = (cx.object, cx.ctx);
+    let generation = object.meta().generation;
     // A pause waits for work in flight (a create or rotation whose intent is recorded) to
     // finish: a rotation is never frozen between its PUT and its Secret write.
-    if object.paused() && !before.as_ref().is_some_and(|s| s.has_intent()) {
-        return hold_paused(&cx, before.as_ref()).await;
+    if object.paused() && !before.is_some_and(|s| s.has_intent()) {
+        return Ending::Mode(hold_paused(cx, before).await);
     }
-    let mut status = before.clone().unwrap_or_default();
-    resume_if_paused(&mut status, generation);
-    let resumed = worth_writing(before.as_ref(), &status);
+    resume_if_paused(status, generation);
+    let resumed = worth_writing(before, status);
     // The gate's rules that need no API call: which resource owns the remote object, and
     // what the Connection's grants allow this namespace; before them, the workspace reach.
     let admitted = match unreached {
-        Some(error) => Err(error),
+        Some(halt) => Err(halt),
         None => cx.gate.admit().await,
     };
-    if let Err(error) = admitted {
-        if error.records_nothing() {
-            return Err(error);
-        }
-        *status.observed_generation_mut() = generation;
-        let action = record_failure(&cx, &key, &error, before.as_ref(), &mut status).await;
-        if worth_writing(before.as_ref(), &status) {
-            cx.save_status(&status).await?;
-        }
-        return Ok(action);
+    if let Err(halt) = admitted {
+        return Ending::Refused(halt);
     }
     // A cached copy that still shows an intent this process has settled is older than its own
     // last write: wait for the watch to deliver the newer one rather than redo finished work.
-    let cached_intent = before.as_ref().is_some_and(|s| s.has_intent());
+    let cached_intent = before.is_some_and(|s| s.has_intent());
     if ctx.drift.shows_settled_intent(
-        &key,
+        key,
         object.meta().resource_version.as_deref(),
         cached_intent,
     ) {
         debug!(kind = K::KIND, object = %key, "the cache is older than this process's last status write; looking again shortly");
-        return Ok(Action::requeue(Duration::from_millis(200)));
+        return Ending::Later(Action::requeue(Duration::from_millis(200)));
     }
     // A cached copy that does not show yet the result of a remote write this process recorded
     // (a PUT's hash) is older than that write: wait for the watch rather than redo the write.
-    let cached = before
-        .as_ref()
-        .and_then(|s| drift::Fingerprint::of(&s.without_timestamps()));
-    if ctx.drift.behind_result(&key, cached) {
+    let cached = before.and_then(|s| drift::Fingerprint::of(&s.without_timestamps()));
+    if ctx.drift.behind_result(key, cached) {
         debug!(kind = K::KIND, object = %key, "the cache does not show this process's last result yet; looking again shortly");
-        return Ok(Action::requeue(Duration::from_millis(200)));
+        return Ending::Later(Action::requeue(Duration::from_millis(200)));
     }
     let trust = match resumed {
         // Leaving a pause is recorded by a full reconcile.
         true => None,
-        false => trusted(&cx, &key, before.as_ref()).await,
+        false => trusted(cx, key, before).await,
     };
     if let Some(wait) = trust {
         // Trusted: the spec is applied, so a revision that moved only the annotation is this
         // resource's revision now.
-        if K::note_revision(object, &mut status) {
-            cx.save_status(&status).await?;
-        }
-        let wait = K::due_in(object, &status).map_or(wait, |due| due.min(wait));
-        return Ok(Action::requeue(wait));
+        K::note_revision(object, status);
+        let wait = K::due_in(object, status).map_or(wait, |due| due.min(wait));
+        return Ending::Kept(Action::requeue(wait));
     }
     if object.management_policy() == ManagementPolicy::Observe {
-        return observe_mode(&cx, &key, before.as_ref(), status).await;
+        let observed = std::mem::take(status);
+        return Ending::Mode(observe_mode(cx, key, before, observed).await);
     }
     let stalled = before
-        .as_ref()
         .filter(|s| !s.has_intent())
         .and_then(|s| stalled_on_this_generation(s.conditions(), generation));
     if let Some(reason) = stalled {
         debug!(kind = K::KIND, object = %key, %reason, "stalled on this generation; refreshing what it observes, read-only");
-        if let Err(e) = K::observe_only(object, &cx, &mut status).await {
+        if let Err(e) = K::observe_only(object, cx, status).await {
             let error = cx.scrub(&e.to_string());
             debug!(kind = K::KIND, object = %key, %error, "read-only refresh failed");
         }
-        if worth_writing(before.as_ref(), &status) {
-            cx.save_status(&status).await?;
-        }
-        return Ok(Action::requeue(jittered(ctx.drift_interval)));
+        return Ending::Kept(Action::requeue(jittered(ctx.drift_interval)));
     }
-
-    let result = K::apply(object, &cx, &mut status).await;
-    let written = cx.last_saved().or(before.clone());
-    *status.observed_generation_mut() = generation;
-    let succeeded = result.is_ok();
-    let (action, mut changes) = match result {
-        Ok(changes) => {
-            ctx.backoff.reset(&key);
-            let outcome = Outcome::Ready {
-                reason: "Reconciled".into(),
-                message: format!("{} is in sync with the management API", K::KIND),
-            };
-            record_outcome(status.conditions_mut(), &outcome, generation);
-            clear_drifted::<K>(&mut status, generation);
-            K::note_revision(object, &mut status);
-            // A listed kind is looked at again when its full read is due (the drift pass asks
-            // sooner if a list shows it changed); the others at the next drift check.
-            let next = match K::LISTED && object.listed_whole() {
-                // A read the kind asked for (an object found again after a lost answer).
-                true if ctx.drift.is_flagged(&key) => Duration::from_secs(1),
-                true => ctx.drift.until_full_read(K::KIND, &key),
-                false => jittered(ctx.drift_interval),
-            };
-            let due = K::due_in(object, &status).map_or(next, |due| due.min(next));
-            (Action::requeue(due), changes)
-        }
-        Err(Halt::Wait(Wait::DryRun { reason, message })) => {
-            return Ok(would(&cx, &key, reason, &message).await);
-        }
-        // The promotion gate holds the change: nothing was written, nothing failed.
-        Err(Halt::Wait(Wait::Gated {
-            reason,
-            message,
-            look_again_in,
-        })) => (
-            promotion::hold(&cx, reason, &message, look_again_in, &mut status),
-            Vec::new(),
-        ),
-        // Lost a race with another writer (this view is stale), or may not act: record nothing.
-        Err(error) if error.records_nothing() => return Err(error),
-        Err(error) => (
-            record_failure(&cx, &key, &error, before.as_ref(), &mut status).await,
-            Vec::new(),
-        ),
-    };
-
-    changes.extend(promotion::conclude(
-        &cx,
-        before.as_ref(),
-        &mut status,
-        succeeded,
-    ));
-
-    // A remote object recorded without a write (adopted as it was, found again) is cleaned up
-    // on delete like one aigw wrote: the finalizer goes on before the status names it.
-    if status.recorded_remote().is_some() {
-        cx.ensure_finalizer().await?;
-    }
-    // The events first, so that whoever waits for the status finds them; then the one status
-    // write (which also records a create's id: a crash before it leaves the intent, and the
-    // lookup finds the object again).
-    report(ctx, object, &key, changes).await;
-    if worth_writing(written.as_ref(), &status) {
-        // The result of a side effect started under an intent is never lost to a conflict.
-        cx.save_status(&status).await?;
-    } else if cx.wrote_nothing() {
-        ctx.drift.caught_up(&key);
-    }
-    Ok(action)
+    Ending::Applied(K::apply(object, cx, status).await)
 }
 
 /// How long this reconcile may trust the recorded state instead of reading the remote object:
