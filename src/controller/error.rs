@@ -11,8 +11,9 @@ use crate::api::ApiError;
 /// resource, a Secret) and is rechecked with backoff, up to the drift interval.
 const SPEC_REASONS: [&str; 2] = ["Validation", "InvalidSpec"];
 
-/// What stopped a reconcile. Messages are lowercase, say what failed, and never carry secrets:
-/// the API's own message is included, the request body never is.
+/// A failure: what went wrong in a reconcile (a wait is a [`Wait`], not an error). Messages are
+/// lowercase, say what failed, and never carry secrets: the API's own message is included, the
+/// request body never is.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The management API refused or failed a call.
@@ -244,7 +245,7 @@ impl Halt {
         }
     }
 
-    /// See [`Error::recheck_while_stalled`]; a wait never stalls.
+    /// See [`Error::recheck_while_stalled`] (a wait is never recorded as `Stalled`).
     pub fn recheck_while_stalled(&self) -> bool {
         Error::is_rechecked_reason(self.category())
     }
@@ -275,14 +276,6 @@ impl Halt {
         match self {
             Self::Wait(_) => None,
             Self::Fail(error) => error.retry_after(),
-        }
-    }
-
-    /// The failure, when this is one.
-    pub fn failure(&self) -> Option<&Error> {
-        match self {
-            Self::Wait(_) => None,
-            Self::Fail(error) => Some(error),
         }
     }
 }
@@ -339,5 +332,73 @@ mod tests {
         let unknown = Halt::from(Wait::CreateOutcomeUnknown("x".into()));
         assert!(unknown.is_transient());
         assert_eq!(unknown.category(), "CreateOutcomeUnknown");
+    }
+
+    /// Every wait is retried and never recorded as `Stalled`; of the halts, only a stale view or
+    /// a replica that may not act records nothing (the lease guard's withheld write among them).
+    #[test]
+    fn waits_are_transient_and_only_a_stale_or_idle_replica_records_nothing() {
+        let later = Duration::from_secs(3);
+        let waits = [
+            (
+                Wait::DryRun {
+                    reason: "WouldCreate",
+                    message: "x".into(),
+                },
+                "WouldCreate",
+                false,
+            ),
+            (
+                Wait::Gated {
+                    reason: "Soaking",
+                    message: "x".into(),
+                    look_again_in: Some(later),
+                },
+                "Soaking",
+                false,
+            ),
+            (Wait::Conflict("x".into()), "Conflict", true),
+            (Wait::NotLeader("x".into()), "NotLeader", true),
+            (Wait::CachesNotReady("x".into()), "CachesNotReady", true),
+            (
+                Wait::CreateOutcomeUnknown("x".into()),
+                "CreateOutcomeUnknown",
+                false,
+            ),
+            (
+                Wait::NotYetSettled {
+                    message: "x".into(),
+                    look_again_in: later,
+                },
+                "CreateOutcomeUnknown",
+                false,
+            ),
+            (
+                Wait::RotationInFlight {
+                    message: "x".into(),
+                    look_again_in: later,
+                },
+                "RotationInFlight",
+                false,
+            ),
+        ];
+        for (wait, category, records_nothing) in waits {
+            let halt = Halt::from(wait);
+            assert_eq!(halt.category(), category);
+            assert!(halt.is_transient(), "{category}");
+            assert_eq!(halt.records_nothing(), records_nothing, "{category}");
+            assert_eq!(halt.retry_after(), None);
+        }
+        let withheld = Halt::from(Error::api(
+            "update config a",
+            ApiError::Withheld {
+                method: "PUT",
+                endpoint: "/ai_gw/v2/configs/{slug}",
+                reason: "not the leader".into(),
+            },
+        ));
+        assert!(withheld.records_nothing());
+        assert!(!Halt::from(http(500, "")).records_nothing());
+        assert_eq!(Halt::from(http(400, "")).look_again_in(), None);
     }
 }
