@@ -1,4 +1,5 @@
-//! Errors of the reconcile loop, each knowing whether time alone can fix it.
+//! What stops a reconcile early: a failure ([`Error`], knowing whether time alone can fix it)
+//! or a wait ([`Wait`]), one [`Halt`] either way.
 
 use std::time::Duration;
 
@@ -10,17 +11,11 @@ use crate::api::ApiError;
 /// resource, a Secret) and is rechecked with backoff, up to the drift interval.
 const SPEC_REASONS: [&str; 2] = ["Validation", "InvalidSpec"];
 
-/// What stopped a reconcile. Messages are lowercase, say what failed, and never carry secrets:
-/// the API's own message is included, the request body never is.
+/// A failure: what went wrong in a reconcile (a wait is a [`Wait`], not an error). Messages are
+/// lowercase, say what failed, and never carry secrets: the API's own message is included, the
+/// request body never is.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// `--dry-run`: the reconcile reached a write, which the gate refused. `reason` is the
-    /// event reason (`WouldCreate`, `WouldUpdate`, `WouldDelete`, `WouldRotate`).
-    #[error("dry run: {message}")]
-    DryRun {
-        reason: &'static str,
-        message: String,
-    },
     /// The management API refused or failed a call.
     #[error("failed to {action}: {source}")]
     Api {
@@ -34,29 +29,6 @@ pub enum Error {
         action: String,
         #[source]
         source: kube::Error,
-    },
-    /// A status write lost a race: the object changed since this reconcile read it. Nothing was
-    /// done remotely on the stale view; the object is reconciled again from its current state.
-    #[error("{0} changed while it was reconciled; starting over from its current state")]
-    Conflict(String),
-    /// A create may or may not have happened and nothing yet proves either: keep the intent and
-    /// look again later, never POST a second time on a guess.
-    #[error("{0}")]
-    CreateOutcomeUnknown(String),
-    /// Like `CreateOutcomeUnknown`, but waiting only for time to pass (a list that may lag a
-    /// create): look again after `look_again_in`, not after a growing backoff.
-    #[error("{message}")]
-    NotYetSettled {
-        message: String,
-        look_again_in: Duration,
-    },
-    /// A rotation recorded by another writer (or a process that died) may still be in flight:
-    /// redoing it now could revoke the values it is about to store. Look again after
-    /// `look_again_in`, when any such call has ended.
-    #[error("{message}")]
-    RotationInFlight {
-        message: String,
-        look_again_in: Duration,
     },
     /// The spec cannot be applied as written; only a spec change helps.
     #[error("invalid spec: {0}")]
@@ -80,24 +52,9 @@ pub enum Error {
     /// a quota): no values are issued until a dry-run write of it passes.
     #[error("{0}")]
     SecretNotWritable(String),
-    /// This replica may not act now (it does not lead, or its lease was not renewed in time):
-    /// nothing was sent, and nothing of this reconcile is recorded.
-    #[error("not acting: {0}")]
-    NotLeader(String),
-    /// The watch caches cannot answer a question yet (they have not listed every namespace).
-    #[error("{0}")]
-    CachesNotReady(String),
     /// State that aigw must not invent is missing (for example a lost one-time credential).
     #[error("{0}")]
     MissingState(String),
-    /// The promotion gate (`spec.promotion`) holds this change: nothing is written until it
-    /// opens. `reason` is `Soaking` or `SourceNotReady`; `look_again_in` is when the soak ends.
-    #[error("{message}")]
-    Gated {
-        reason: &'static str,
-        message: String,
-        look_again_in: Option<Duration>,
-    },
 }
 
 impl Error {
@@ -135,15 +92,7 @@ impl Error {
                 _ => true,
             },
             // A Connection or its Secret may appear later; keep checking.
-            Self::Connection(_)
-            | Self::DryRun { .. }
-            | Self::NotLeader(_)
-            | Self::CachesNotReady(_)
-            | Self::Conflict(_)
-            | Self::CreateOutcomeUnknown(_)
-            | Self::NotYetSettled { .. }
-            | Self::RotationInFlight { .. }
-            | Self::Gated { .. } => true,
+            Self::Connection(_) => true,
             Self::InvalidSpec(_)
             | Self::MissingState(_)
             | Self::NotAllowed { .. }
@@ -161,12 +110,6 @@ impl Error {
                 kube::Error::Api(status) if status.code == 403 => "KubernetesForbidden",
                 _ => "KubernetesApi",
             },
-            Self::Conflict(_) => "Conflict",
-            Self::NotLeader(_) => "NotLeader",
-            Self::DryRun { reason, .. } => reason,
-            Self::CachesNotReady(_) => "CachesNotReady",
-            Self::CreateOutcomeUnknown(_) | Self::NotYetSettled { .. } => "CreateOutcomeUnknown",
-            Self::RotationInFlight { .. } => "RotationInFlight",
             Self::InvalidSpec(_) => "InvalidSpec",
             Self::Connection(_) => "ConnectionUnavailable",
             Self::NotAllowed { reason, .. } => reason,
@@ -174,7 +117,6 @@ impl Error {
             Self::SecretConflict(_) => "SecretConflict",
             Self::SecretNotWritable(_) => "SecretNotWritable",
             Self::MissingState(_) => "MissingState",
-            Self::Gated { reason, .. } => reason,
         }
     }
 
@@ -189,18 +131,80 @@ impl Error {
         !SPEC_REASONS.contains(&reason)
     }
 
-    /// True when the reconcile must stop without recording anything: its view is stale (a
-    /// lost status race), or this replica may not act (not the leader, a write withheld by the
-    /// lease guard, caches that have not listed).
-    pub fn records_nothing(&self) -> bool {
+    /// How long the API asked us to wait, when it did.
+    pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            Self::Conflict(_) | Self::NotLeader(_) | Self::CachesNotReady(_) => true,
-            Self::Api { source, .. } => matches!(source.root(), ApiError::Withheld { .. }),
-            _ => false,
+            Self::Api { source, .. } => source.retry_after(),
+            _ => None,
+        }
+    }
+}
+
+/// Why a reconcile waits: nothing failed, and time, another writer or a human settles it.
+/// Messages follow the rules of [`Error`]'s.
+#[derive(Debug, thiserror::Error)]
+pub enum Wait {
+    /// `--dry-run`: the reconcile reached a write, which the gate refused. `reason` is the
+    /// event reason (`WouldCreate`, `WouldUpdate`, `WouldDelete`, `WouldRotate`).
+    #[error("dry run: {message}")]
+    DryRun {
+        reason: &'static str,
+        message: String,
+    },
+    /// The promotion gate (`spec.promotion`) holds this change: nothing is written until it
+    /// opens. `reason` is `Soaking` or `SourceNotReady`; `look_again_in` is when the soak ends.
+    #[error("{message}")]
+    Gated {
+        reason: &'static str,
+        message: String,
+        look_again_in: Option<Duration>,
+    },
+    /// A status write lost a race: the object changed since this reconcile read it. Nothing was
+    /// done remotely on the stale view; the object is reconciled again from its current state.
+    #[error("{0} changed while it was reconciled; starting over from its current state")]
+    Conflict(String),
+    /// This replica may not act now (it does not lead, or its lease was not renewed in time):
+    /// nothing was sent, and nothing of this reconcile is recorded.
+    #[error("not acting: {0}")]
+    NotLeader(String),
+    /// The watch caches cannot answer a question yet (they have not listed every namespace).
+    #[error("{0}")]
+    CachesNotReady(String),
+    /// A create may or may not have happened and nothing yet proves either: keep the intent and
+    /// look again later, never POST a second time on a guess.
+    #[error("{0}")]
+    CreateOutcomeUnknown(String),
+    /// Like `CreateOutcomeUnknown`, but waiting only for time to pass (a list that may lag a
+    /// create): look again after `look_again_in`, not after a growing backoff.
+    #[error("{message}")]
+    NotYetSettled {
+        message: String,
+        look_again_in: Duration,
+    },
+    /// A rotation recorded by another writer (or a process that died) may still be in flight:
+    /// redoing it now could revoke the values it is about to store. Look again after
+    /// `look_again_in`, when any such call has ended.
+    #[error("{message}")]
+    RotationInFlight {
+        message: String,
+        look_again_in: Duration,
+    },
+}
+
+impl Wait {
+    /// Short CamelCase category, used as condition reason and event reason.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::DryRun { reason, .. } | Self::Gated { reason, .. } => reason,
+            Self::Conflict(_) => "Conflict",
+            Self::NotLeader(_) => "NotLeader",
+            Self::CachesNotReady(_) => "CachesNotReady",
+            Self::CreateOutcomeUnknown(_) | Self::NotYetSettled { .. } => "CreateOutcomeUnknown",
+            Self::RotationInFlight { .. } => "RotationInFlight",
         }
     }
 
-    /// When to look again, for an error that only time resolves (instead of the backoff).
+    /// When to look again, for a wait that only time resolves (instead of the backoff).
     pub fn look_again_in(&self) -> Option<Duration> {
         match self {
             Self::NotYetSettled { look_again_in, .. }
@@ -210,12 +214,68 @@ impl Error {
             _ => None,
         }
     }
+}
+
+/// What stops a reconcile early: a [`Wait`] or a failure ([`Error`]). Deep code (the gate,
+/// the create protocol, a rotation) returns it with `?`; the driver's `finish` decides what
+/// each one records.
+#[derive(Debug, thiserror::Error)]
+pub enum Halt {
+    #[error(transparent)]
+    Wait(#[from] Wait),
+    #[error(transparent)]
+    Fail(#[from] Error),
+}
+
+impl Halt {
+    /// Short CamelCase category, used as condition reason and event reason.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::Wait(wait) => wait.category(),
+            Self::Fail(error) => error.category(),
+        }
+    }
+
+    /// True when retrying soon may succeed without a spec change: every wait, and a
+    /// transient failure.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Self::Wait(_) => true,
+            Self::Fail(error) => error.is_transient(),
+        }
+    }
+
+    /// See [`Error::recheck_while_stalled`] (a wait is never recorded as `Stalled`).
+    pub fn recheck_while_stalled(&self) -> bool {
+        Error::is_rechecked_reason(self.category())
+    }
+
+    /// True when the reconcile must stop without recording anything: its view is stale (a
+    /// lost status race), or this replica may not act (not the leader, a write withheld by the
+    /// lease guard, caches that have not listed).
+    pub fn records_nothing(&self) -> bool {
+        match self {
+            Self::Wait(Wait::Conflict(_) | Wait::NotLeader(_) | Wait::CachesNotReady(_)) => true,
+            Self::Fail(Error::Api { source, .. }) => {
+                matches!(source.root(), ApiError::Withheld { .. })
+            }
+            _ => false,
+        }
+    }
+
+    /// When to look again, for a halt that only time resolves (instead of the backoff).
+    pub fn look_again_in(&self) -> Option<Duration> {
+        match self {
+            Self::Wait(wait) => wait.look_again_in(),
+            Self::Fail(_) => None,
+        }
+    }
 
     /// How long the API asked us to wait, when it did.
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
-            Self::Api { source, .. } => source.retry_after(),
-            _ => None,
+            Self::Wait(_) => None,
+            Self::Fail(error) => error.retry_after(),
         }
     }
 }
@@ -269,10 +329,76 @@ mod tests {
     fn a_server_error_after_a_write_is_retried_as_unknown() {
         let e = http(500, "");
         assert!(e.is_transient());
-        assert!(Error::CreateOutcomeUnknown("x".into()).is_transient());
-        assert_eq!(
-            Error::CreateOutcomeUnknown("x".into()).category(),
-            "CreateOutcomeUnknown"
-        );
+        let unknown = Halt::from(Wait::CreateOutcomeUnknown("x".into()));
+        assert!(unknown.is_transient());
+        assert_eq!(unknown.category(), "CreateOutcomeUnknown");
+    }
+
+    /// Every wait is retried and never recorded as `Stalled`; of the halts, only a stale view or
+    /// a replica that may not act records nothing (the lease guard's withheld write among them).
+    #[test]
+    fn waits_are_transient_and_only_a_stale_or_idle_replica_records_nothing() {
+        let later = Duration::from_secs(3);
+        let waits = [
+            (
+                Wait::DryRun {
+                    reason: "WouldCreate",
+                    message: "x".into(),
+                },
+                "WouldCreate",
+                false,
+            ),
+            (
+                Wait::Gated {
+                    reason: "Soaking",
+                    message: "x".into(),
+                    look_again_in: Some(later),
+                },
+                "Soaking",
+                false,
+            ),
+            (Wait::Conflict("x".into()), "Conflict", true),
+            (Wait::NotLeader("x".into()), "NotLeader", true),
+            (Wait::CachesNotReady("x".into()), "CachesNotReady", true),
+            (
+                Wait::CreateOutcomeUnknown("x".into()),
+                "CreateOutcomeUnknown",
+                false,
+            ),
+            (
+                Wait::NotYetSettled {
+                    message: "x".into(),
+                    look_again_in: later,
+                },
+                "CreateOutcomeUnknown",
+                false,
+            ),
+            (
+                Wait::RotationInFlight {
+                    message: "x".into(),
+                    look_again_in: later,
+                },
+                "RotationInFlight",
+                false,
+            ),
+        ];
+        for (wait, category, records_nothing) in waits {
+            let halt = Halt::from(wait);
+            assert_eq!(halt.category(), category);
+            assert!(halt.is_transient(), "{category}");
+            assert_eq!(halt.records_nothing(), records_nothing, "{category}");
+            assert_eq!(halt.retry_after(), None);
+        }
+        let withheld = Halt::from(Error::api(
+            "update config a",
+            ApiError::Withheld {
+                method: "PUT",
+                endpoint: "/ai_gw/v2/configs/{slug}",
+                reason: "not the leader".into(),
+            },
+        ));
+        assert!(withheld.records_nothing());
+        assert!(!Halt::from(http(500, "")).records_nothing());
+        assert_eq!(Halt::from(http(400, "")).look_again_in(), None);
     }
 }

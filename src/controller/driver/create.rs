@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 use crate::api::{ApiError, Client, Listing};
 use crate::controller::driver::status::IntentStatus;
 use crate::controller::driver::{Cx, Managed};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::now_rfc3339;
 use crate::controller::runtime::hash_key::HashKey;
 use crate::resources::common::CreateAttempt;
@@ -81,10 +81,10 @@ pub async fn create_once<K, N, F>(
     status: &mut K::Status,
     what: &str,
     sent: CreateAttempt,
-    lookup: impl Future<Output = Result<Lookup<F>, Error>>,
+    lookup: impl Future<Output = Result<Lookup<F>, Halt>>,
     client: &Client,
     post: impl AsyncFnOnce(&Client) -> Result<N, ApiError>,
-) -> Result<Created<N, F>, Error>
+) -> Result<Created<N, F>, Halt>
 where
     K: Managed,
 {
@@ -116,13 +116,14 @@ where
             if let Some(attempt) = status.create_attempt_mut() {
                 attempt.ended_at = Some(now_rfc3339());
             }
-            Err(Error::CreateOutcomeUnknown(format!(
+            Err(Wait::CreateOutcomeUnknown(format!(
                 "the answer to the create of this {what} was lost ({e}); looking it up before creating again"
-            )))
+            ))
+            .into())
         }
         Err(e) => {
             clear_intent(status);
-            Err(Error::api(format!("create {what}"), e))
+            Err(Error::api(format!("create {what}"), e).into())
         }
     }
 }
@@ -135,13 +136,13 @@ pub fn after_lookup<S: IntentStatus, F>(
     status: &mut S,
     what: &str,
     lookup: Lookup<F>,
-) -> Result<Option<F>, Error> {
+) -> Result<Option<F>, Wait> {
     match lookup {
         Lookup::Found(found) => {
             clear_intent(status);
             Ok(Some(found))
         }
-        Lookup::Unknown(why) => Err(Error::CreateOutcomeUnknown(format!(
+        Lookup::Unknown(why) => Err(Wait::CreateOutcomeUnknown(format!(
             "an earlier create of this {what} may have succeeded and {why}; looking again before creating"
         ))),
         Lookup::Absent => settled_absence(status, what).map(|()| None),
@@ -160,11 +161,11 @@ pub fn clear_intent<S: IntentStatus>(status: &mut S) {
 /// `Ok` when a complete list without the object proves that the earlier create made nothing:
 /// the list was taken a settle time after the request ended. Otherwise an error that looks
 /// again once it has. Create and cleanup both ask this before taking absence for proof.
-fn settled_absence<S: IntentStatus>(status: &S, what: &str) -> Result<(), Error> {
+fn settled_absence<S: IntentStatus>(status: &S, what: &str) -> Result<(), Wait> {
     let Some(left) = unsettled_for(status) else {
         return Ok(());
     };
-    Err(Error::NotYetSettled {
+    Err(Wait::NotYetSettled {
         message: format!(
             "an earlier create of this {what} is not in the list yet, which may lag; looking again before taking it as absent"
         ),
@@ -178,8 +179,8 @@ fn settled_absence<S: IntentStatus>(status: &S, what: &str) -> Result<(), Error>
 pub async fn made_by_unfinished_create<S: IntentStatus, F>(
     status: &S,
     what: &str,
-    lookup: impl Future<Output = Result<Lookup<F>, Error>>,
-) -> Result<Option<F>, Error> {
+    lookup: impl Future<Output = Result<Lookup<F>, Halt>>,
+) -> Result<Option<F>, Halt> {
     let lookup = match lookup.await {
         // A namesake not proven this create's is never deleted: the resource goes without it.
         Err(e) if unproven_namesake(&e) => {
@@ -190,10 +191,14 @@ pub async fn made_by_unfinished_create<S: IntentStatus, F>(
     };
     match lookup {
         Lookup::Found(found) => Ok(Some(found)),
-        Lookup::Absent => settled_absence(status, what).map(|()| None),
-        Lookup::Unknown(why) => Err(Error::CreateOutcomeUnknown(format!(
+        Lookup::Absent => {
+            settled_absence(status, what)?;
+            Ok(None)
+        }
+        Lookup::Unknown(why) => Err(Wait::CreateOutcomeUnknown(format!(
             "cannot tell whether the {what} of an unfinished create exists: {why}"
-        ))),
+        ))
+        .into()),
     }
 }
 
@@ -345,7 +350,7 @@ pub async fn one_of_ours<K: Managed, T>(
     created_at: impl Fn(&T) -> Option<&str>,
     matches: impl Fn(&T) -> bool,
     unproven: impl Fn(&T) -> Option<String>,
-) -> Result<Lookup<T>, Error> {
+) -> Result<Lookup<T>, Halt> {
     let claimed_elsewhere = cx.gate.claimed_elsewhere();
     listing
         .items
@@ -370,8 +375,9 @@ pub async fn one_of_ours<K: Managed, T>(
             format!(
                 "{what} has the name an unanswered create of this resource sent and was made in its window, but nothing it keeps proves that create made it, and this namespace may not adopt objects aigw did not create: it is left alone (delete it to create anew, or grant spec.grants[].allowAdoption on the Connection to take it)"
             ),
-        )),
-        Err(e) => Err(e),
+        )
+        .into()),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -396,7 +402,7 @@ pub async fn by_slug_or_name<K: Managed, T>(
     what: &str,
     row: impl for<'a> Fn(&'a T) -> Row<'a>,
     also: impl Fn(&T) -> bool,
-) -> Result<Lookup<T>, Error> {
+) -> Result<Lookup<T>, Halt> {
     if let Some(slug) = slug {
         let complete = listing.complete;
         let found = listing
@@ -431,8 +437,8 @@ pub async fn by_slug_or_name<K: Managed, T>(
 
 /// True for the refusal [`one_of_ours`] gives a namesake it cannot prove this create's: a
 /// cleanup leaves such an object alone rather than deleting it.
-fn unproven_namesake(error: &Error) -> bool {
-    matches!(error, Error::NotAllowed { reason, .. } if *reason == crate::controller::state::connections::ADOPTION_NOT_ALLOWED)
+fn unproven_namesake(error: &Halt) -> bool {
+    matches!(error, Halt::Fail(Error::NotAllowed { reason, .. }) if *reason == crate::controller::state::connections::ADOPTION_NOT_ALLOWED)
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use super::verbs::{Comparison, Naming, Verbs};
 use super::{Change, Cx, object_key, observed, orphaned, removed};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::status::{CommonStatus, IntentStatus};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt};
 use crate::controller::{now_rfc3339, spec_already_applied};
 
 /// What the driver does with an observed remote object.
@@ -153,7 +153,7 @@ pub async fn apply<K: Verbs>(
     object: &K,
     cx: &Cx<'_, K>,
     status: &mut K::Status,
-) -> Result<Vec<Change>, Error> {
+) -> Result<Vec<Change>, Halt> {
     let first_sight = K::recorded(status).is_none();
     let inputs = object.resolve(cx, status).await?;
     let desired = object.desired(inputs);
@@ -172,7 +172,7 @@ pub async fn apply<K: Verbs>(
     let mut changes = match (decide(comparison.as_ref(), applied), &remote, &comparison) {
         (Step::Create, _, _) => vec![create(object, cx, status, &desired).await?],
         (Step::InSync, _, _) => Vec::new(),
-        (Step::Refuse(fields), Some(remote), _) => return Err(refusal::<K>(remote, &fields)),
+        (Step::Refuse(fields), Some(remote), _) => return Err(refusal::<K>(remote, &fields).into()),
         (Step::Update { drift }, Some(remote), Some(comparison)) => {
             let change = update(object, cx, status, &desired, remote, comparison, drift).await?;
             vec![change]
@@ -202,7 +202,7 @@ pub async fn observe_only<K: Verbs>(
     object: &K,
     cx: &Cx<'_, K>,
     status: &mut K::Status,
-) -> Result<Vec<&'static str>, Error> {
+) -> Result<Vec<&'static str>, Halt> {
     let inputs = object.observed_inputs(cx, status).await?;
     let desired = object.desired(inputs);
     let Some(remote) = observe(object, cx, status, &desired).await? else {
@@ -216,7 +216,7 @@ pub async fn observe_only<K: Verbs>(
 /// Honours `deletionPolicy` for what this resource recorded: never what the spec only names,
 /// and what an unfinished create made only once the lookup finds it; what the kind says must
 /// not be deleted ([`Verbs::release`]) is left in place without a call. "Already gone" is done.
-pub async fn cleanup<K: Verbs>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change>, Error> {
+pub async fn cleanup<K: Verbs>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change>, Halt> {
     let status = object.status().cloned().unwrap_or_default();
     let recorded = K::recorded(&status);
     let key = match removal(
@@ -253,9 +253,9 @@ pub async fn cleanup<K: Verbs>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change>
     if let Err(error) = &result
         && let Some(refused) = object.delete_refused(&key, error)
     {
-        return Err(refused);
+        return Err(refused.into());
     }
-    removed(reason, verb, &what, result)
+    Ok(removed(reason, verb, &what, result)?)
 }
 
 /// GETs the remote object the spec names or the status recorded ([`reading`]), takes it
@@ -267,7 +267,7 @@ pub(super) async fn observe<K: Verbs>(
     cx: &Cx<'_, K>,
     status: &mut K::Status,
     desired: &K::Desired,
-) -> Result<Option<K::Remote>, Error> {
+) -> Result<Option<K::Remote>, Halt> {
     let named = object.named_remote();
     let recorded = K::recorded(status);
     let (Some(key), must_exist) = reading(K::NAMING, named, recorded.clone()) else {
@@ -278,9 +278,9 @@ pub(super) async fn observe<K: Verbs>(
     let adopted_by = must_exist.then_some(K::ADOPTED_BY);
     let found = match (object.observe(client, &key, status).await, adopted_by) {
         (Ok(None), Some(field)) => {
-            return Err(Error::MissingState(format!(
-                "{what} named by {field} does not exist"
-            )));
+            return Err(
+                Error::MissingState(format!("{what} named by {field} does not exist")).into(),
+            );
         }
         (Ok(found), _) => found,
         (Err(e), _) => observed(&what, adopted_by, Err(e))?,
@@ -350,7 +350,7 @@ async fn create<K: Verbs>(
     cx: &Cx<'_, K>,
     status: &mut K::Status,
     desired: &K::Desired,
-) -> Result<Change, Error> {
+) -> Result<Change, Halt> {
     if status.pending_create().is_none() {
         object.before_create(cx, desired).await?;
     }
@@ -387,7 +387,7 @@ pub(super) async fn post_once<K: Verbs>(
     before: &K::Status,
     desired: &K::Desired,
     client: &crate::api::Client,
-) -> Result<Created<K::Posted, K::Found>, Error> {
+) -> Result<Created<K::Posted, K::Found>, Halt> {
     let sent = object.sent(cx, desired);
     let lookup = object.find_created(cx, before);
     let post = async |client: &crate::api::Client| object.create(client, desired).await;
@@ -404,7 +404,7 @@ pub(super) async fn update<K: Verbs>(
     remote: &K::Remote,
     comparison: &Comparison,
     drift: bool,
-) -> Result<Change, Error> {
+) -> Result<Change, Halt> {
     let key = K::key(remote);
     let fields = comparison.differs.join(", ");
     let replaced =
@@ -465,7 +465,7 @@ macro_rules! driven {
             &self,
             cx: &$crate::controller::driver::Cx<'_, Self>,
             status: &mut Self::Status,
-        ) -> Result<Vec<$crate::controller::driver::Change>, $crate::controller::error::Error> {
+        ) -> Result<Vec<$crate::controller::driver::Change>, $crate::controller::error::Halt> {
             $crate::controller::driver::flow::apply(self, cx, status).await
         }
 
@@ -473,21 +473,21 @@ macro_rules! driven {
             &self,
             cx: &$crate::controller::driver::Cx<'_, Self>,
             status: &mut Self::Status,
-        ) -> Result<Vec<&'static str>, $crate::controller::error::Error> {
+        ) -> Result<Vec<&'static str>, $crate::controller::error::Halt> {
             $crate::controller::driver::flow::observe_only(self, cx, status).await
         }
 
         async fn cleanup(
             &self,
             cx: &$crate::controller::driver::Cx<'_, Self>,
-        ) -> Result<Vec<$crate::controller::driver::Change>, $crate::controller::error::Error> {
+        ) -> Result<Vec<$crate::controller::driver::Change>, $crate::controller::error::Halt> {
             $crate::controller::driver::flow::cleanup(self, cx).await
         }
 
         async fn remove_unused(
             &self,
             cx: &$crate::controller::driver::Cx<'_, Self>,
-        ) -> Result<Vec<$crate::controller::driver::Change>, $crate::controller::error::Error> {
+        ) -> Result<Vec<$crate::controller::driver::Change>, $crate::controller::error::Halt> {
             $crate::controller::driver::verbs::Verbs::remove_unused(self, cx).await
         }
     };
@@ -499,6 +499,7 @@ mod tests {
     use super::*;
     use crate::controller::driver::create::{Lookup, after_lookup};
     use crate::controller::driver::status::IntentStatus;
+    use crate::controller::error::Wait;
     use crate::resources::common::CreateAttempt;
     use crate::resources::rate_limits_policy::RateLimitsPolicyStatus;
 
@@ -908,7 +909,7 @@ mod tests {
         let now = now_rfc3339();
         let mut status = in_flight(&now, Some(&now));
         let early = after_lookup::<_, &str>(&mut status, "policy", Lookup::Absent).unwrap_err();
-        assert!(matches!(early, Error::NotYetSettled { .. }), "{early}");
+        assert!(matches!(early, Wait::NotYetSettled { .. }), "{early}");
         assert!(status.pending_create().is_some());
     }
 }

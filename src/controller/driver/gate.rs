@@ -28,7 +28,7 @@ use crate::api::Client;
 use crate::controller::Context;
 use crate::controller::driver::Managed;
 use crate::controller::driver::promotion::{self, Decision};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::state::claims::owned_by_another;
 use crate::controller::state::connections::{Resolved, Scope};
 use crate::resources::common::CreateAttempt;
@@ -83,14 +83,14 @@ impl<'a, K: Managed> Gate<'a, K> {
     }
 
     /// The client for `op` on this resource's remote object, once every rule allows it.
-    pub async fn client(&self, op: Op) -> Result<&Client, Error> {
+    pub async fn client(&self, op: Op) -> Result<&Client, Halt> {
         self.leads(op)?;
         self.admit().await?;
         if op == Op::Update || (op == Op::Create && self.recreates()) {
             self.promote(op).await?;
         }
         if self.ctx.dry_run && op.writes() {
-            return Err(self.would(op));
+            return Err(self.would(op).into());
         }
         Ok(&self.resolve().await?.client)
     }
@@ -102,7 +102,7 @@ impl<'a, K: Managed> Gate<'a, K> {
     }
 
     /// The `--dry-run` refusal of `op`, saying what it would have done.
-    fn would(&self, op: Op) -> Error {
+    fn would(&self, op: Op) -> Wait {
         let reason = match op {
             Op::Create => "WouldCreate",
             Op::Update | Op::Read => "WouldUpdate",
@@ -122,12 +122,12 @@ impl<'a, K: Managed> Gate<'a, K> {
                 self.object.name_any()
             )
         });
-        Error::DryRun { reason, message }
+        Wait::DryRun { reason, message }
     }
 
     /// The rules that need no API call: the Connection's grants, then ownership. `Ok` when
     /// this resource may act on its remote object.
-    pub async fn admit(&self) -> Result<(), Error> {
+    pub async fn admit(&self) -> Result<(), Halt> {
         let object = self.object;
         let stores = &self.ctx.stores;
         let kind_listed = K::stores(stores)
@@ -135,10 +135,11 @@ impl<'a, K: Managed> Gate<'a, K> {
             .await;
         // The Connections decide which others reach the same tenant.
         if !kind_listed || !stores.connections.listed(1, CACHES_LISTED_WITHIN).await {
-            return Err(Error::CachesNotReady(format!(
+            return Err(Wait::CachesNotReady(format!(
                 "the watch caches of {} and Connections have not listed every watched namespace yet, so ownership cannot be decided; waiting",
                 K::KIND
-            )));
+            ))
+            .into());
         }
         self.claim_unchanged()?;
         // Grants first: a refused resource reports its refusal (and ranks last among the
@@ -151,7 +152,8 @@ impl<'a, K: Managed> Gate<'a, K> {
                 K::KIND,
                 namespace.as_deref(),
                 &owner,
-            )));
+            ))
+            .into());
         }
         Ok(())
     }
@@ -228,7 +230,7 @@ impl<'a, K: Managed> Gate<'a, K> {
     /// The promotion gate, for an update or a create again: the change passes, or the error
     /// says why it waits (`Soaking`, `SourceNotReady`) or is refused. What it decided is kept
     /// for the status.
-    async fn promote(&self, op: Op) -> Result<(), Error> {
+    async fn promote(&self, op: Op) -> Result<(), Halt> {
         let scope = &self.resolve().await?.scope;
         let decided = promotion::decide(self.ctx, self.object, scope).map_err(|held| {
             if op != Op::Create {
@@ -335,7 +337,7 @@ impl<'a, K: Managed> Gate<'a, K> {
     /// Whether deleting this resource may touch its remote object. `Ok(None)`: go ahead.
     /// `Ok(Some(why))`: release it without a call, for the reason given (it never managed the
     /// object, another resource owns it, or a grant refuses it). `Err`: not decidable now.
-    pub async fn release_reason(&self) -> Result<Option<String>, Error> {
+    pub async fn release_reason(&self) -> Result<Option<String>, Halt> {
         if !self.object.manages() {
             return Ok(Some(format!(
                 "this {} never created or adopted a remote object",
@@ -344,7 +346,7 @@ impl<'a, K: Managed> Gate<'a, K> {
         }
         match self.admit().await {
             Ok(()) => Ok(None),
-            Err(e @ (Error::AlreadyManaged(_) | Error::NotAllowed { .. })) => {
+            Err(Halt::Fail(e @ (Error::AlreadyManaged(_) | Error::NotAllowed { .. }))) => {
                 Ok(Some(e.to_string()))
             }
             Err(e) => Err(e),
@@ -353,7 +355,7 @@ impl<'a, K: Managed> Gate<'a, K> {
 
     /// Before a write that is not a management-API call but must not come from a deposed
     /// leader either (a rotation's Secret write).
-    pub fn may_write(&self) -> Result<(), Error> {
+    pub fn may_write(&self) -> Result<(), Wait> {
         self.leads(Op::Update)?;
         match self.ctx.dry_run {
             true => Err(self.would(Op::Update)),
@@ -361,14 +363,14 @@ impl<'a, K: Managed> Gate<'a, K> {
         }
     }
 
-    fn leads(&self, op: Op) -> Result<(), Error> {
+    fn leads(&self, op: Op) -> Result<(), Wait> {
         let leadership = self.ctx.leadership.for_object(self.object.meta());
         let verdict = match op.writes() {
             true => leadership.may_write(),
             false if leadership.acts_on(self.object.meta()) => Ok(()),
             false => Err("this replica does not reconcile this object now".to_string()),
         };
-        verdict.map_err(Error::NotLeader)
+        verdict.map_err(Wait::NotLeader)
     }
 
     /// The names of the Connections that reach this object's tenant, its own first.
@@ -479,9 +481,9 @@ pub async fn list_client(
     ctx: &Context,
     connection: &str,
     namespace: Option<&str>,
-) -> Result<Client, Error> {
+) -> Result<Client, Halt> {
     if !ctx.leadership.is_leader() {
-        return Err(Error::NotLeader("this replica is not the leader".into()));
+        return Err(Wait::NotLeader("this replica is not the leader".into()).into());
     }
     Ok(
         // A list is a read: with --shards its guard (made for no object) lets no write out.

@@ -28,7 +28,7 @@ use super::{Change, Cx, orphaned, removed};
 use crate::api::SecretString;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::status::{CommonStatus, IntentStatus};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt};
 use crate::controller::spec_already_applied;
 
 /// What a kind whose answers issue one-time values supplies besides its verbs.
@@ -74,7 +74,7 @@ pub async fn apply<K: Issues>(
     object: &K,
     cx: &Cx<'_, K>,
     status: &mut K::Status,
-) -> Result<Vec<Change>, Error> {
+) -> Result<Vec<Change>, Halt> {
     let (interval, transition) = object.timing()?;
     let interval = rotation::floored_interval(object, cx, status, interval, transition).await;
     let inputs = object.resolve(cx, status).await?;
@@ -95,7 +95,7 @@ pub async fn apply<K: Issues>(
     match (decide(comparison.as_ref(), applied), &remote, &comparison) {
         (Step::Create, _, _) => changes.extend(create(object, cx, status, &desired).await?),
         (Step::Refuse(fields), Some(remote), _) => {
-            return Err(flow::refusal::<K>(remote, &fields));
+            return Err(flow::refusal::<K>(remote, &fields).into());
         }
         (step, Some(remote), Some(comparison)) => {
             if let Step::Update { drift } = step {
@@ -117,7 +117,7 @@ pub async fn apply<K: Issues>(
 /// (the remote object stays live and its one-time values exist nowhere else). A replaced
 /// object goes whatever the policy (its last value was lost); mid-replacement under Orphan,
 /// the Secret still holds the replaced object's value, which works until it goes: kept.
-pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change>, Error> {
+pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change>, Halt> {
     let status = object.status().cloned().unwrap_or_default();
     let replaced = K::replaced_remote(&status);
     let mut changes = Vec::new();
@@ -159,7 +159,7 @@ async fn keep_issued<K: Issues>(
     status: &mut K::Status,
     desired: &K::Desired,
     key: &str,
-) -> Result<Vec<Change>, Error> {
+) -> Result<Vec<Change>, Halt> {
     let mut changes = Vec::new();
     match rotation::rotate_if_due(object, cx, status, key).await? {
         Some(rotated) => changes.push(rotated),
@@ -178,7 +178,7 @@ async fn create<K: Issues>(
     cx: &Cx<'_, K>,
     status: &mut K::Status,
     desired: &K::Desired,
-) -> Result<Vec<Change>, Error> {
+) -> Result<Vec<Change>, Halt> {
     if status.pending_create().is_none() {
         object.before_create(cx, desired).await?;
     }
@@ -204,7 +204,8 @@ async fn create<K: Issues>(
                     return Err(Error::MissingState(format!(
                         "the create of the replacement {} found no answer",
                         K::WHAT
-                    )));
+                    ))
+                    .into());
                 }
             }
         }
@@ -231,15 +232,15 @@ async fn recover<K: Issues>(
     before: &K::Status,
     desired: &K::Desired,
     found: K::Found,
-) -> Result<Recovered, Error> {
-    let keep_intent = |status: &mut K::Status, e: Error| {
+) -> Result<Recovered, Halt> {
+    let keep_intent = |status: &mut K::Status, e: Halt| {
         *status = before.clone();
         e
     };
     let secret = object.secret_name();
     let key = K::found_key(&found);
     let held = secret_delivery::secret_annotation(cx, secret, K::ID_ANNOTATION).await;
-    let held = held.map_err(|e| keep_intent(status, e))?.as_deref() == Some(key.as_str());
+    let held = held.map_err(|e| keep_intent(status, e.into()))?.as_deref() == Some(key.as_str());
     let recovery = object.recovery(&found, held);
     if recovery == Recovery::Replace {
         let client = cx.api(Op::Delete).await;
@@ -253,7 +254,7 @@ async fn recover<K: Issues>(
         let deleted = removed(reason, verb, &what, result);
         return deleted
             .map(Recovered::Deleted)
-            .map_err(|e| keep_intent(status, e));
+            .map_err(|e| keep_intent(status, e.into()));
     }
     let key = object.record_created(status, desired, Created::Recovered(found));
     let taken = Change::new(
@@ -304,7 +305,7 @@ async fn deliver<K: Issues>(
     desired: &K::Desired,
     posted: K::Posted,
     version: SecretVersion,
-) -> Result<Change, Error> {
+) -> Result<Change, Halt> {
     let values = K::issued(&posted);
     for (_, value) in &values {
         cx.conceal(value.expose());
@@ -350,10 +351,10 @@ async fn undelivered<K: Issues>(
     cx: &Cx<'_, K>,
     status: &mut K::Status,
     key: &str,
-    error: Error,
-) -> Result<(), Error> {
+    error: Halt,
+) -> Result<(), Halt> {
     let secret = object.secret_name();
-    let conflict = matches!(error, Error::SecretConflict(_));
+    let conflict = matches!(error, Halt::Fail(Error::SecretConflict(_)));
     let held = match K::DISCARDS_UNDELIVERED && !conflict {
         // A write whose answer was lost may have stored them after all.
         true => {
@@ -381,7 +382,7 @@ async fn undelivered<K: Issues>(
                     K::record(status, None);
                     return Err(error);
                 }
-                (Err(e), false) => return Err(e),
+                (Err(e), false) => return Err(e.into()),
                 (Err(_), true) => {}
             }
         }
@@ -400,7 +401,7 @@ async fn retire_replaced<K: Issues>(
     object: &K,
     cx: &Cx<'_, K>,
     status: &mut K::Status,
-) -> Result<Vec<Change>, Error> {
+) -> Result<Vec<Change>, Halt> {
     let Some(old) = K::replaced_remote(status) else {
         return Ok(Vec::new());
     };
@@ -435,7 +436,7 @@ macro_rules! driven_issuing {
             &self,
             cx: &$crate::controller::driver::Cx<'_, Self>,
             status: &mut Self::Status,
-        ) -> Result<Vec<$crate::controller::driver::Change>, $crate::controller::error::Error> {
+        ) -> Result<Vec<$crate::controller::driver::Change>, $crate::controller::error::Halt> {
             $crate::controller::driver::issuing::apply(self, cx, status).await
         }
 
@@ -443,14 +444,14 @@ macro_rules! driven_issuing {
             &self,
             cx: &$crate::controller::driver::Cx<'_, Self>,
             status: &mut Self::Status,
-        ) -> Result<Vec<&'static str>, $crate::controller::error::Error> {
+        ) -> Result<Vec<&'static str>, $crate::controller::error::Halt> {
             $crate::controller::driver::flow::observe_only(self, cx, status).await
         }
 
         async fn cleanup(
             &self,
             cx: &$crate::controller::driver::Cx<'_, Self>,
-        ) -> Result<Vec<$crate::controller::driver::Change>, $crate::controller::error::Error> {
+        ) -> Result<Vec<$crate::controller::driver::Change>, $crate::controller::error::Halt> {
             $crate::controller::driver::issuing::cleanup(self, cx).await
         }
     };

@@ -19,7 +19,7 @@ use super::publish;
 use crate::controller::Context;
 use crate::controller::driver::gate::{Gate, Op};
 use crate::controller::driver::status::{IntentStatus, sanitize_message};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt, Wait};
 use crate::resources::common::{CREATE_INTENT_ANNOTATION, CreateIntent, Governed, Recorded};
 use crate::resources::config::AppliedVersion;
 use crate::resources::promotion::{Promotion, RevisionOrder};
@@ -139,7 +139,7 @@ pub trait Managed:
         &self,
         cx: &Cx<'_, Self>,
         status: &mut Self::Status,
-    ) -> impl Future<Output = Result<Vec<Change>, Error>> + Send;
+    ) -> impl Future<Output = Result<Vec<Change>, Halt>> + Send;
 
     /// Read-only: GET the remote object this resource manages (if it knows one), record what it
     /// reports in `status`, and return the spec fields that differ. Never writes remotely. Used
@@ -148,12 +148,11 @@ pub trait Managed:
         &self,
         cx: &Cx<'_, Self>,
         status: &mut Self::Status,
-    ) -> impl Future<Output = Result<Vec<&'static str>, Error>> + Send;
+    ) -> impl Future<Output = Result<Vec<&'static str>, Halt>> + Send;
 
     /// Honour `deletionPolicy` for the remote object (treating "already gone" as done). Resolve
     /// the client (`cx.api()`) only when an API call is needed.
-    fn cleanup(&self, cx: &Cx<'_, Self>)
-    -> impl Future<Output = Result<Vec<Change>, Error>> + Send;
+    fn cleanup(&self, cx: &Cx<'_, Self>) -> impl Future<Output = Result<Vec<Change>, Halt>> + Send;
 
     /// What a create that never made the remote object left behind (the IAM scope of a
     /// workspace the API refused), removed when a resource that manages nothing goes
@@ -161,7 +160,7 @@ pub trait Managed:
     fn remove_unused(
         &self,
         _cx: &Cx<'_, Self>,
-    ) -> impl Future<Output = Result<Vec<Change>, Error>> + Send {
+    ) -> impl Future<Output = Result<Vec<Change>, Halt>> + Send {
         async { Ok(Vec::new()) }
     }
 
@@ -178,7 +177,7 @@ pub trait Managed:
         &self,
         _cx: &Cx<'_, Self>,
         _status: &mut Self::Status,
-    ) -> impl Future<Output = Result<Option<Change>, Error>> + Send {
+    ) -> impl Future<Output = Result<Option<Change>, Halt>> + Send {
         async { Ok(None) }
     }
 
@@ -398,7 +397,7 @@ impl<'a, K: Managed> Cx<'a, K> {
     /// allows it ([`Gate::client`]). Before any remote write the object carries aigw's
     /// finalizer, so that what it makes or changes is cleaned up on delete: a create's intent
     /// write adds it ([`Cx::save_intent`]); any other write adds it here first.
-    pub async fn api(&self, op: Op) -> Result<&crate::api::Client, Error> {
+    pub async fn api(&self, op: Op) -> Result<&crate::api::Client, Halt> {
         let client = self.gate.client(op).await?;
         if op.writes() && op != Op::Create {
             self.ensure_finalizer().await?;
@@ -412,7 +411,7 @@ impl<'a, K: Managed> Cx<'a, K> {
 
     /// Adds aigw's finalizer when the object lacks it: one metadata write guarded by the
     /// resourceVersion this reconcile last saw.
-    pub async fn ensure_finalizer(&self) -> Result<(), Error> {
+    pub async fn ensure_finalizer(&self) -> Result<(), Halt> {
         if self.ctx.dry_run || self.finalized.load(std::sync::atomic::Ordering::SeqCst) {
             return Ok(());
         }
@@ -425,7 +424,7 @@ impl<'a, K: Managed> Cx<'a, K> {
     /// so of two writers acting on the same view exactly one records its intent. From here on
     /// every copy of the object shows the intent in its status
     /// ([`crate::controller::driver::status::project_intent`]) until the status settles it.
-    pub async fn save_intent(&self, status: &K::Status) -> Result<(), Error> {
+    pub async fn save_intent(&self, status: &K::Status) -> Result<(), Halt> {
         if self.ctx.dry_run {
             return Ok(());
         }
@@ -455,7 +454,7 @@ impl<'a, K: Managed> Cx<'a, K> {
         &self,
         annotations: serde_json::Map<String, serde_json::Value>,
         intent: bool,
-    ) -> Result<(), Error> {
+    ) -> Result<(), Halt> {
         let mut metadata = serde_json::json!({ "resourceVersion": self.expected_version() });
         if !annotations.is_empty() {
             metadata["annotations"] = annotations.into();
@@ -478,9 +477,9 @@ impl<'a, K: Managed> Cx<'a, K> {
             .await
             .map_err(|e| match e {
                 kube::Error::Api(status) if status.code == 409 => {
-                    Error::Conflict(format!("{} {name}", K::KIND))
+                    Halt::from(Wait::Conflict(format!("{} {name}", K::KIND)))
                 }
-                e => Error::kube(format!("write metadata of {} {name}", K::KIND), e),
+                e => Error::kube(format!("write metadata of {} {name}", K::KIND), e).into(),
             })?;
         self.finalized
             .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -517,7 +516,7 @@ impl<'a, K: Managed> Cx<'a, K> {
 
     /// Writes `status` now, before a call whose outcome might be lost (intent records) or right
     /// after one (a remote id). The write carries the resourceVersion this reconcile last saw:
-    /// if anyone changed the object since, it fails with [`Error::Conflict`] and nothing that
+    /// if anyone changed the object since, it fails with [`Wait::Conflict`] and nothing that
     /// depends on it may happen. That is what makes an intent a lock: of two writers acting on
     /// the same view, exactly one records its intent; the other re-reads.
     ///
@@ -527,7 +526,7 @@ impl<'a, K: Managed> Cx<'a, K> {
     /// (a `kubectl delete`, an annotation or spec edit): on a conflict it re-reads the object
     /// and, while the status there is still exactly what this reconcile wrote (nobody else took
     /// the work over), writes again on the new resourceVersion.
-    pub async fn save_status(&self, status: &K::Status) -> Result<(), Error> {
+    pub async fn save_status(&self, status: &K::Status) -> Result<(), Halt> {
         const ATTEMPTS: usize = 5;
         if self.ctx.dry_run {
             // `--dry-run` writes no status: what it would do goes into `Would…` events.
@@ -558,7 +557,7 @@ impl<'a, K: Managed> Cx<'a, K> {
         };
         for _ in 0..ATTEMPTS {
             match self.write_once(status).await {
-                Err(Error::Conflict(_)) => {}
+                Err(Halt::Wait(Wait::Conflict(_))) => {}
                 other => return other,
             }
             // The object itself, not its status subresource: the chart grants `get` on the
@@ -572,18 +571,18 @@ impl<'a, K: Managed> Cx<'a, K> {
                 // cleanup, so this only happens once the cleanup has run.
                 Err(kube::Error::Api(e)) if e.code == 404 => return Ok(()),
                 Err(e) => {
-                    return Err(Error::kube(
-                        format!("re-read {} {}", K::KIND, self.name()),
-                        e,
-                    ));
+                    return Err(
+                        Error::kube(format!("re-read {} {}", K::KIND, self.name()), e).into(),
+                    );
                 }
             };
             if fresh.status().and_then(|s| serde_json::to_value(s).ok()) != mine {
-                return Err(Error::Conflict(format!(
+                return Err(Wait::Conflict(format!(
                     "{} {} (its intent was taken over)",
                     K::KIND,
                     self.name()
-                )));
+                ))
+                .into());
             }
             debug!(kind = K::KIND, object = %object_key(self.object), "the object changed during a side effect; writing its result on the new version");
             *self
@@ -591,10 +590,10 @@ impl<'a, K: Managed> Cx<'a, K> {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner()) = fresh.resource_version();
         }
-        Err(Error::Conflict(format!("{} {}", K::KIND, self.name())))
+        Err(Wait::Conflict(format!("{} {}", K::KIND, self.name())).into())
     }
 
-    async fn write_once(&self, status: &K::Status) -> Result<(), Error> {
+    async fn write_once(&self, status: &K::Status) -> Result<(), Halt> {
         let expected = self.expected_version();
         // The installation recorded for this object goes on being recorded (also by the
         // kind's field manager), whatever status this reconcile started from.
@@ -686,7 +685,7 @@ async fn write_status<K: Managed>(
     name: &str,
     status: &K::Status,
     expected: Option<&str>,
-) -> Result<Option<String>, Error> {
+) -> Result<Option<String>, Halt> {
     let mut patch = serde_json::json!({
         "apiVersion": K::api_version(&()),
         "kind": K::kind(&()),
@@ -704,9 +703,9 @@ async fn write_status<K: Managed>(
         .await
         .map_err(|e| match e {
             kube::Error::Api(status) if status.code == 409 => {
-                Error::Conflict(format!("{} {name}", K::KIND))
+                Halt::from(Wait::Conflict(format!("{} {name}", K::KIND)))
             }
-            e => Error::kube(format!("write status of {} {name}", K::KIND), e),
+            e => Error::kube(format!("write status of {} {name}", K::KIND), e).into(),
         })?;
     debug!(
         kind = K::KIND,

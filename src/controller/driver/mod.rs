@@ -12,6 +12,7 @@ use tracing::{debug, info, warn};
 
 pub mod create;
 pub mod drift;
+mod finish;
 pub mod flow;
 pub mod gate;
 pub mod issuing;
@@ -29,22 +30,21 @@ use crate::controller::Context;
 use crate::controller::driver::status::{
     CommonStatus, IntentStatus, Outcome, record_outcome, worth_writing,
 };
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::runtime::backoff::jittered;
 use crate::resources::common::{
     ManagementPolicy, Recorded,
     condition::{READY, STALLED},
     find_condition,
 };
+use finish::{Ending, finish};
 pub use kind::{Change, Cx, Managed, object_key, observed, orphaned, removed};
-use modes::{
-    cleanup_as_orphan, clear_drifted, hold_paused, leave_observed, observe_mode, resume_if_paused,
-};
+use modes::{cleanup_as_orphan, hold_paused, leave_observed, observe_mode, resume_if_paused};
 
 /// The reconcile function handed to `kube::runtime::Controller::run`. It works from the watch
 /// cache: a stale copy cannot cause a remote write, because every intent and status write is a
 /// compare-and-swap on the resourceVersion the reconcile started from.
-pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<Action, Halt> {
     // A standby keeps its caches warm but acts on nothing; it reconciles everything on election.
     if !ctx.leadership.acts_on(object.meta()) {
         return Ok(Action::await_change());
@@ -96,7 +96,7 @@ async fn not_yet_ours<K: Managed>(
     objects: &Api<K>,
     ctx: &Context,
     key: &str,
-) -> Result<Option<Action>, Error> {
+) -> Result<Option<Action>, Halt> {
     use crate::controller::state::installation::{self, Verdict};
     let verdict = ctx.verdict(object).await;
     let deleting = object.meta().deletion_timestamp.is_some();
@@ -148,7 +148,7 @@ async fn record_installation<K: Managed>(
     object: &K,
     objects: &Api<K>,
     ctx: &Context,
-) -> Result<Option<K>, Error> {
+) -> Result<Option<K>, Halt> {
     use crate::controller::state::installation::{self, Claim};
     let me = ctx.installation.id();
     if ctx.dry_run
@@ -178,7 +178,7 @@ async fn record_installation<K: Managed>(
 /// a JSON patch that tests each is still where the cached copy has it (another controller's
 /// finalizer going meanwhile makes it fail, and the next reconcile tries again). An object
 /// already gone is fine.
-async fn release<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Result<(), Error> {
+async fn release<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Result<(), Halt> {
     let held = ctx.installation.finalizers_held(object);
     let mut positions: Vec<usize> = object
         .finalizers()
@@ -215,7 +215,7 @@ async fn release<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Res
     {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
-        Err(e) => Err(Error::kube("remove finalizer", e)),
+        Err(e) => Err(Error::kube("remove finalizer", e).into()),
     }
 }
 
@@ -226,8 +226,8 @@ async fn dry_run<K: Managed>(
     object: &K,
     objects: &Api<K>,
     ctx: &Context,
-    unreached: Option<Error>,
-) -> Result<Action, Error> {
+    unreached: Option<Halt>,
+) -> Result<Action, Halt> {
     let ours = ctx.installation.holds(object);
     match object.meta().deletion_timestamp {
         Some(_) if ours => cleanup::<K>(object, objects, ctx).await,
@@ -256,7 +256,7 @@ async fn would<K: Managed>(
 /// `error_policy` for the Controller: only errors the driver could not record in status land
 /// here (a lost status race, a failed status or finalizer write, a failed cleanup). Back off
 /// per object.
-pub fn error_policy<K: Managed>(object: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+pub fn error_policy<K: Managed>(object: Arc<K>, error: &Halt, ctx: Arc<Context>) -> Action {
     let key = object_key(&*object);
     if K::stores(&ctx.stores).lost(&object) {
         // Gone while its reconcile ran: its watch Delete already pruned its backoff, and a
@@ -265,7 +265,7 @@ pub fn error_policy<K: Managed>(object: Arc<K>, error: &Error, ctx: Arc<Context>
         return Action::await_change();
     }
     let delay = ctx.backoff.next_delay(&key, error.retry_after());
-    if matches!(error, Error::Conflict(_)) {
+    if matches!(error, Halt::Wait(Wait::Conflict(_))) {
         debug!(kind = K::KIND, object = %key, retry_in = ?delay, "{error}");
     } else {
         let error = ctx.scrub(&key, &error.to_string());
@@ -289,163 +289,96 @@ fn stalled_on_this_generation(
 }
 
 /// Brings `object` in line, unless `unreached` says why it cannot act yet (the Workspace its
-/// `spec.workspaceRef` names is not Ready: [`reach`]), which is recorded like a refusal.
+/// `spec.workspaceRef` names is not Ready: [`reach`]), which is recorded like a refusal. However
+/// it goes ([`run`]), it ends through [`finish`].
 async fn apply<K: Managed>(
     object: &K,
     objects: &Api<K>,
     ctx: &Context,
-    unreached: Option<Error>,
-) -> Result<Action, Error> {
+    unreached: Option<Halt>,
+) -> Result<Action, Halt> {
     let key = object_key(object);
-    let generation = object.meta().generation;
     let before = object.status().cloned();
     let cx = Cx::new(ctx, objects.clone(), object);
+    let mut status = before.clone().unwrap_or_default();
+    let ending = run(&cx, &key, before.as_ref(), &mut status, unreached).await;
+    finish(&cx, &key, before.as_ref(), status, ending).await
+}
+
+/// The way of one reconcile to the kind's apply: the pause, the gate's rules that need no API
+/// call, a cache older than this process's own writes, a trusted steady state, Observe, a
+/// spec stalled on this generation. Records nothing itself: `status` is what it computed.
+async fn run<K: Managed>(
+    cx: &Cx<'_, K>,
+    key: &str,
+    before: Option<&K::Status>,
+    status: &mut K::Status,
+    unreached: Option<Halt>,
+) -> Ending {
+    let (object, ctx) = (cx.object, cx.ctx);
+    let generation = object.meta().generation;
     // A pause waits for work in flight (a create or rotation whose intent is recorded) to
     // finish: a rotation is never frozen between its PUT and its Secret write.
-    if object.paused() && !before.as_ref().is_some_and(|s| s.has_intent()) {
-        return hold_paused(&cx, before.as_ref()).await;
+    if object.paused() && !before.is_some_and(|s| s.has_intent()) {
+        return Ending::Mode(hold_paused(cx, before).await);
     }
-    let mut status = before.clone().unwrap_or_default();
-    resume_if_paused(&mut status, generation);
-    let resumed = worth_writing(before.as_ref(), &status);
+    resume_if_paused(status, generation);
+    let resumed = worth_writing(before, status);
     // The gate's rules that need no API call: which resource owns the remote object, and
     // what the Connection's grants allow this namespace; before them, the workspace reach.
     let admitted = match unreached {
-        Some(error) => Err(error),
+        Some(halt) => Err(halt),
         None => cx.gate.admit().await,
     };
-    if let Err(error) = admitted {
-        if error.records_nothing() {
-            return Err(error);
-        }
-        *status.observed_generation_mut() = generation;
-        let action = record_failure(&cx, &key, &error, before.as_ref(), &mut status).await;
-        if worth_writing(before.as_ref(), &status) {
-            cx.save_status(&status).await?;
-        }
-        return Ok(action);
+    if let Err(halt) = admitted {
+        return Ending::Refused(halt);
     }
     // A cached copy that still shows an intent this process has settled is older than its own
     // last write: wait for the watch to deliver the newer one rather than redo finished work.
-    let cached_intent = before.as_ref().is_some_and(|s| s.has_intent());
+    let cached_intent = before.is_some_and(|s| s.has_intent());
     if ctx.drift.shows_settled_intent(
-        &key,
+        key,
         object.meta().resource_version.as_deref(),
         cached_intent,
     ) {
         debug!(kind = K::KIND, object = %key, "the cache is older than this process's last status write; looking again shortly");
-        return Ok(Action::requeue(Duration::from_millis(200)));
+        return Ending::Later(Action::requeue(Duration::from_millis(200)));
     }
     // A cached copy that does not show yet the result of a remote write this process recorded
     // (a PUT's hash) is older than that write: wait for the watch rather than redo the write.
-    let cached = before
-        .as_ref()
-        .and_then(|s| drift::Fingerprint::of(&s.without_timestamps()));
-    if ctx.drift.behind_result(&key, cached) {
+    let cached = before.and_then(|s| drift::Fingerprint::of(&s.without_timestamps()));
+    if ctx.drift.behind_result(key, cached) {
         debug!(kind = K::KIND, object = %key, "the cache does not show this process's last result yet; looking again shortly");
-        return Ok(Action::requeue(Duration::from_millis(200)));
+        return Ending::Later(Action::requeue(Duration::from_millis(200)));
     }
     let trust = match resumed {
         // Leaving a pause is recorded by a full reconcile.
         true => None,
-        false => trusted(&cx, &key, before.as_ref()).await,
+        false => trusted(cx, key, before).await,
     };
     if let Some(wait) = trust {
         // Trusted: the spec is applied, so a revision that moved only the annotation is this
         // resource's revision now.
-        if K::note_revision(object, &mut status) {
-            cx.save_status(&status).await?;
-        }
-        let wait = K::due_in(object, &status).map_or(wait, |due| due.min(wait));
-        return Ok(Action::requeue(wait));
+        K::note_revision(object, status);
+        let wait = K::due_in(object, status).map_or(wait, |due| due.min(wait));
+        return Ending::Kept(Action::requeue(wait));
     }
     if object.management_policy() == ManagementPolicy::Observe {
-        return observe_mode(&cx, &key, before.as_ref(), status).await;
+        let observed = std::mem::take(status);
+        return Ending::Mode(observe_mode(cx, key, before, observed).await);
     }
     let stalled = before
-        .as_ref()
         .filter(|s| !s.has_intent())
         .and_then(|s| stalled_on_this_generation(s.conditions(), generation));
     if let Some(reason) = stalled {
         debug!(kind = K::KIND, object = %key, %reason, "stalled on this generation; refreshing what it observes, read-only");
-        if let Err(e) = K::observe_only(object, &cx, &mut status).await {
+        if let Err(e) = K::observe_only(object, cx, status).await {
             let error = cx.scrub(&e.to_string());
             debug!(kind = K::KIND, object = %key, %error, "read-only refresh failed");
         }
-        if worth_writing(before.as_ref(), &status) {
-            cx.save_status(&status).await?;
-        }
-        return Ok(Action::requeue(jittered(ctx.drift_interval)));
+        return Ending::Kept(Action::requeue(jittered(ctx.drift_interval)));
     }
-
-    let result = K::apply(object, &cx, &mut status).await;
-    let written = cx.last_saved().or(before.clone());
-    *status.observed_generation_mut() = generation;
-    let succeeded = result.is_ok();
-    let (action, mut changes) = match result {
-        Ok(changes) => {
-            ctx.backoff.reset(&key);
-            let outcome = Outcome::Ready {
-                reason: "Reconciled".into(),
-                message: format!("{} is in sync with the management API", K::KIND),
-            };
-            record_outcome(status.conditions_mut(), &outcome, generation);
-            clear_drifted::<K>(&mut status, generation);
-            K::note_revision(object, &mut status);
-            // A listed kind is looked at again when its full read is due (the drift pass asks
-            // sooner if a list shows it changed); the others at the next drift check.
-            let next = match K::LISTED && object.listed_whole() {
-                // A read the kind asked for (an object found again after a lost answer).
-                true if ctx.drift.is_flagged(&key) => Duration::from_secs(1),
-                true => ctx.drift.until_full_read(K::KIND, &key),
-                false => jittered(ctx.drift_interval),
-            };
-            let due = K::due_in(object, &status).map_or(next, |due| due.min(next));
-            (Action::requeue(due), changes)
-        }
-        Err(Error::DryRun { reason, message }) => {
-            return Ok(would(&cx, &key, reason, &message).await);
-        }
-        // The promotion gate holds the change: nothing was written, nothing failed.
-        Err(Error::Gated {
-            reason,
-            message,
-            look_again_in,
-        }) => (
-            promotion::hold(&cx, reason, &message, look_again_in, &mut status),
-            Vec::new(),
-        ),
-        // Lost a race with another writer (this view is stale), or may not act: record nothing.
-        Err(error) if error.records_nothing() => return Err(error),
-        Err(error) => (
-            record_failure(&cx, &key, &error, before.as_ref(), &mut status).await,
-            Vec::new(),
-        ),
-    };
-
-    changes.extend(promotion::conclude(
-        &cx,
-        before.as_ref(),
-        &mut status,
-        succeeded,
-    ));
-
-    // A remote object recorded without a write (adopted as it was, found again) is cleaned up
-    // on delete like one aigw wrote: the finalizer goes on before the status names it.
-    if status.recorded_remote().is_some() {
-        cx.ensure_finalizer().await?;
-    }
-    // The events first, so that whoever waits for the status finds them; then the one status
-    // write (which also records a create's id: a crash before it leaves the intent, and the
-    // lookup finds the object again).
-    report(ctx, object, &key, changes).await;
-    if worth_writing(written.as_ref(), &status) {
-        // The result of a side effect started under an intent is never lost to a conflict.
-        cx.save_status(&status).await?;
-    } else if cx.wrote_nothing() {
-        ctx.drift.caught_up(&key);
-    }
-    Ok(action)
+    Ending::Applied(K::apply(object, cx, status).await)
 }
 
 /// How long this reconcile may trust the recorded state instead of reading the remote object:
@@ -488,7 +421,7 @@ async fn trusted<K: Managed>(
 async fn record_failure<K: Managed>(
     cx: &Cx<'_, K>,
     key: &str,
-    error: &Error,
+    error: &Halt,
     before: Option<&K::Status>,
     status: &mut K::Status,
 ) -> Action {
@@ -530,7 +463,7 @@ async fn record_failure<K: Managed>(
     }
 }
 
-async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Result<Action, Error> {
+async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Result<Action, Halt> {
     let key = object_key(object);
     let cx = Cx::new(ctx, objects.clone(), object);
     // Neither Observe nor `deletionPolicy: Orphan` calls the API (only Kubernetes leftovers
@@ -560,7 +493,7 @@ async fn cleanup<K: Managed>(object: &K, objects: &Api<K>, ctx: &Context) -> Res
             // resource's by its mark; a gate refusal means it is not this resource's to touch.
             match object.remove_unused(&cx).await {
                 Ok(changes) => report(ctx, object, &key, changes).await,
-                Err(Error::AlreadyManaged(_) | Error::NotAllowed { .. }) => {}
+                Err(Halt::Fail(Error::AlreadyManaged(_) | Error::NotAllowed { .. })) => {}
                 Err(error) => return cleanup_failed(object, &cx, &key, error).await,
             }
         }
@@ -583,11 +516,11 @@ async fn cleanup_failed<K: Managed>(
     object: &K,
     cx: &Cx<'_, K>,
     key: &str,
-    error: Error,
-) -> Result<Action, Error> {
+    error: Halt,
+) -> Result<Action, Halt> {
     let ctx = cx.ctx;
     match error {
-        Error::DryRun { reason, message } => Ok(would(cx, key, reason, &message).await),
+        Halt::Wait(Wait::DryRun { reason, message }) => Ok(would(cx, key, reason, &message).await),
         error if error.records_nothing() => Err(error),
         error => {
             let message = cx.scrub(&error.to_string());
@@ -602,7 +535,7 @@ async fn cleanup_failed<K: Managed>(
 /// error) in the object's conditions, as a reconcile records a failure: `Stalled` with the
 /// reason for what only something else can change, `Reconciling` for what passes. Written only
 /// when it changes what the status says; a failed write is left to the next attempt.
-async fn record_waiting_deletion<K: Managed>(cx: &Cx<'_, K>, error: &Error, message: &str) {
+async fn record_waiting_deletion<K: Managed>(cx: &Cx<'_, K>, error: &Halt, message: &str) {
     let Some(before) = cx.object.status().cloned() else {
         return;
     };
@@ -637,7 +570,7 @@ async fn release_remote<K: Managed>(
     cx: &Cx<'_, K>,
     key: &str,
     why: &str,
-) -> Result<Action, Error> {
+) -> Result<Action, Halt> {
     let ctx = cx.ctx;
     let recorded = object
         .status()

@@ -10,7 +10,7 @@ use super::{Cx, Managed, object_key, publish, record_failure};
 use crate::controller::driver::status::{
     CommonStatus, Outcome, record_outcome, set_condition, worth_writing,
 };
-use crate::controller::error::Error;
+use crate::controller::error::{Halt, Wait};
 use crate::controller::runtime::backoff::jittered;
 use crate::resources::common::{
     Recorded,
@@ -25,7 +25,7 @@ use crate::resources::common::{
 pub(super) async fn hold_paused<K: Managed>(
     cx: &Cx<'_, K>,
     before: Option<&K::Status>,
-) -> Result<Action, Error> {
+) -> Result<Action, Halt> {
     let recorded = before
         .and_then(|s| find_condition(s.conditions(), PAUSED))
         .is_some_and(|c| c.status == "True");
@@ -74,7 +74,7 @@ pub(super) async fn observe_mode<K: Managed>(
     key: &str,
     before: Option<&K::Status>,
     mut status: K::Status,
-) -> Result<Action, Error> {
+) -> Result<Action, Halt> {
     let object = cx.object;
     let generation = object.meta().generation;
     *status.observed_generation_mut() = generation;
@@ -91,7 +91,7 @@ pub(super) async fn observe_mode<K: Managed>(
             .await;
         }
         Ok(None) => {}
-        Err(Error::Conflict(message)) => return Err(Error::Conflict(message)),
+        Err(conflict @ Halt::Wait(Wait::Conflict(_))) => return Err(conflict),
         Err(error) => {
             let action = record_failure(cx, key, &error, before, &mut status).await;
             if worth_writing(before, &status) {
@@ -118,7 +118,7 @@ pub(super) async fn observe_mode<K: Managed>(
                 record_observation(cx, before, &mut status, &fields).await;
                 Action::requeue(jittered(cx.ctx.drift_interval))
             }
-            Err(Error::Conflict(message)) => return Err(Error::Conflict(message)),
+            Err(conflict @ Halt::Wait(Wait::Conflict(_))) => return Err(conflict),
             Err(error) => record_failure(cx, key, &error, before, &mut status).await,
         }
     };
@@ -237,11 +237,11 @@ fn set_in_sync<K: Managed>(status: &mut K::Status, generation: Option<i64>) {
 /// Runs the kind's cleanup as `deletionPolicy: Orphan` would (no API call; what a live remote
 /// object still needs, such as a Deployment's credentials Secret, is kept). A failure is
 /// published as a Warning.
-pub(super) async fn cleanup_as_orphan<K: Managed>(object: &K, cx: &Cx<'_, K>) -> Result<(), Error> {
+pub(super) async fn cleanup_as_orphan<K: Managed>(object: &K, cx: &Cx<'_, K>) -> Result<(), Halt> {
     let orphan = object.orphaning();
     let orphan_cx = Cx::new(cx.ctx, cx.objects.clone(), &orphan);
     if let Err(error) = K::cleanup(&orphan, &orphan_cx).await {
-        if let Error::DryRun { reason, message } = &error {
+        if let Halt::Wait(Wait::DryRun { reason, message }) = &error {
             // `--dry-run`: the Kubernetes leftover it would release, reported, not retried.
             super::would(cx, &object_key(object), reason, message).await;
             return Ok(());
@@ -263,10 +263,7 @@ pub(super) async fn cleanup_as_orphan<K: Managed>(object: &K, cx: &Cx<'_, K>) ->
 /// Deleting an Observe resource never touches the remote object, whatever `deletionPolicy`
 /// says: the kind's cleanup runs as for `Orphan` (which makes no API call, and keeps what a
 /// live remote object still needs, such as a Deployment's credentials Secret).
-pub(super) async fn leave_observed<K: Managed>(
-    object: &K,
-    cx: &Cx<'_, K>,
-) -> Result<Action, Error> {
+pub(super) async fn leave_observed<K: Managed>(object: &K, cx: &Cx<'_, K>) -> Result<Action, Halt> {
     cleanup_as_orphan(object, cx).await?;
     let remote = object
         .named_remote()

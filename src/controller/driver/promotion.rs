@@ -20,7 +20,7 @@ use crate::controller::Context;
 use crate::controller::driver::status::{
     CommonStatus, Outcome, record_outcome, sanitize_message, set_condition,
 };
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::runtime::backoff::jittered;
 use crate::controller::state::connections::Scope;
 use crate::resources::common::find_condition;
@@ -44,7 +44,7 @@ pub enum Decision {
 
 impl Decision {
     /// The decision an error of the gate stands for.
-    pub fn held(error: &Error) -> Self {
+    pub fn held(error: &Halt) -> Self {
         Decision::Held {
             reason: error.category(),
             message: sanitize_message(&error.to_string()),
@@ -59,7 +59,7 @@ pub fn decide<K: Managed>(
     ctx: &Context,
     object: &K,
     scope: &Scope,
-) -> Result<Option<Decision>, Error> {
+) -> Result<Option<Decision>, Halt> {
     let Some(promotion) = object.promotion() else {
         return Ok(None);
     };
@@ -82,13 +82,13 @@ pub fn decide<K: Managed>(
         return Ok(None);
     }
     let Some(revision) = revision_of(meta) else {
-        return Err(Error::not_allowed(
+        return Err(Halt::Fail(Error::not_allowed(
             REVISION_MISSING,
             format!(
                 "spec.promotion gates each change by its revision, and this {} has no aigw.io/revision annotation: set it (the pipeline sets it to the Git commit it applies)",
                 K::KIND
             ),
-        ));
+        )));
     };
     let held = match verdict(ctx, object, promotion, scope, revision) {
         Ok(message) => {
@@ -99,7 +99,7 @@ pub fn decide<K: Managed>(
         }
         // Only waiting can be cut short: a refused source namespace (the grants) or an
         // invalid `spec.promotion` stays refused, whatever the annotation says.
-        Err(held @ Error::Gated { .. }) => held,
+        Err(held @ Halt::Wait(Wait::Gated { .. })) => held,
         Err(refused) => return Err(refused),
     };
     match promote_now(meta) {
@@ -128,7 +128,7 @@ fn verdict<K: Managed>(
     promotion: &Promotion,
     scope: &Scope,
     revision: &str,
-) -> Result<String, Error> {
+) -> Result<String, Halt> {
     let soak = promotion.soak().map_err(Error::InvalidSpec)?;
     let own = object.namespace();
     let cached = K::stores(&ctx.stores).all();
@@ -140,10 +140,9 @@ fn verdict<K: Managed>(
             scope.check_promote_from(&field, own, namespace)?;
         }
         if namespace == own.as_deref() && name == object.name_any() {
-            return Err(Error::InvalidSpec(format!(
-                "{field} names this {} itself",
-                K::KIND
-            )));
+            return Err(
+                Error::InvalidSpec(format!("{field} names this {} itself", K::KIND)).into(),
+            );
         }
         let found = cached
             .iter()
@@ -160,19 +159,19 @@ fn verdict<K: Managed>(
     let now = jiff::Timestamp::now();
     match judge(revision, soak, &sources, now) {
         Verdict::Open { message } => Ok(message),
-        Verdict::Soaking { until, message } => Err(Error::Gated {
+        Verdict::Soaking { until, message } => Err(Halt::Wait(Wait::Gated {
             reason: SOAKING,
             message,
             look_again_in: Some(
                 Duration::try_from(until.duration_since(now)).unwrap_or(Duration::ZERO)
                     + Duration::from_millis(100),
             ),
-        }),
-        Verdict::SourceNotReady { message } => Err(Error::Gated {
+        })),
+        Verdict::SourceNotReady { message } => Err(Halt::Wait(Wait::Gated {
             reason: SOURCE_NOT_READY,
             message,
             look_again_in: None,
-        }),
+        })),
     }
 }
 
@@ -189,21 +188,21 @@ pub(crate) fn state_of<K: Managed>(source: &K) -> SourceState<'_> {
 }
 
 /// `error` with `note` added to its message.
-pub(super) fn with_note(error: Error, note: &str) -> Error {
+pub(super) fn with_note(error: Halt, note: &str) -> Halt {
     match error {
-        Error::Gated {
+        Halt::Wait(Wait::Gated {
             reason,
             message,
             look_again_in,
-        } => Error::Gated {
+        }) => Halt::Wait(Wait::Gated {
             reason,
             message: format!("{message} {note}"),
             look_again_in,
-        },
-        Error::NotAllowed { reason, message } => Error::NotAllowed {
+        }),
+        Halt::Fail(Error::NotAllowed { reason, message }) => Halt::Fail(Error::NotAllowed {
             reason,
             message: format!("{message} {note}"),
-        },
+        }),
         other => other,
     }
 }

@@ -23,7 +23,7 @@ use kube::runtime::reflector::Store;
 
 use super::Managed;
 use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, tenant_peers};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::state::claims::Claims;
 use crate::controller::state::relay::requeue_when;
 use crate::controller::{Context, spec_already_applied};
@@ -36,7 +36,7 @@ pub const WORKSPACE_NOT_READY: &str = "WorkspaceNotReady";
 /// `object` as a reconcile acts on it (its `spec.workspaceRef` resolved into
 /// `spec.workspaceId`), and why it cannot act yet when the Workspace it names is not Ready (the
 /// object is then returned as it is).
-pub async fn reach<K: Managed>(ctx: &Context, object: Arc<K>) -> (Arc<K>, Option<Error>) {
+pub async fn reach<K: Managed>(ctx: &Context, object: Arc<K>) -> (Arc<K>, Option<Halt>) {
     match reached(ctx, object.as_ref()).await {
         Ok(Some(reached)) => (Arc::new(reached), None),
         Ok(None) => (object, None),
@@ -46,15 +46,16 @@ pub async fn reach<K: Managed>(ctx: &Context, object: Arc<K>) -> (Arc<K>, Option
 
 /// The copy of `object` with the workspace its `spec.workspaceRef` names written in as
 /// `spec.workspaceId`; `Ok(None)` when it names none by resource.
-pub async fn reached<K: Claims + Clone>(ctx: &Context, object: &K) -> Result<Option<K>, Error> {
+pub async fn reached<K: Claims + Clone>(ctx: &Context, object: &K) -> Result<Option<K>, Halt> {
     let Some(name) = object.workspace_ref() else {
         return Ok(None);
     };
     let workspaces = ctx.stores.of::<Workspace>();
     if !workspaces.listed(1, CACHES_LISTED_WITHIN).await {
-        return Err(Error::CachesNotReady(
+        return Err(Wait::CachesNotReady(
             "the Workspace watch cache has not listed yet, so spec.workspaceRef cannot be resolved; waiting".into(),
-        ));
+        )
+        .into());
     }
     let peers = tenant_peers(ctx, object.connection_name());
     let id = ready_workspace(object, name, &workspaces.all(), &peers)?;

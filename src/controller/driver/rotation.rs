@@ -26,7 +26,7 @@ pub use schedule::{Schedule, next_rotation_at, spaced_until};
 use crate::api::SecretString;
 
 use crate::controller::driver::{Change, Cx, Managed};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt, Wait};
 
 use crate::controller::driver::status::{CommonStatus, Outcome, record_outcome, set_condition};
 use crate::controller::now_rfc3339;
@@ -63,7 +63,7 @@ pub trait Rotates: Managed {
         &self,
         cx: &Cx<'_, Self>,
         id: &str,
-    ) -> impl Future<Output = Result<Issued, Error>> + Send;
+    ) -> impl Future<Output = Result<Issued, Halt>> + Send;
 
     /// Records what the Secret's annotations say about the values it now holds (for example
     /// when the previous value stops working): those written with them.
@@ -193,7 +193,7 @@ pub async fn rotate_if_due<K: Rotates>(
     cx: &Cx<'_, K>,
     status: &mut K::Status,
     id: &str,
-) -> Result<Option<Change>, Error> {
+) -> Result<Option<Change>, Halt> {
     let rotation = K::rotation_status(status);
     if let Some(pending) = rotation.pending_rotation.clone() {
         return resume(object, cx, status, id, &pending).await.map(Some);
@@ -230,7 +230,7 @@ pub async fn finish_in_flight<K: Rotates>(
     cx: &Cx<'_, K>,
     status: &mut K::Status,
     id: Option<&str>,
-) -> Result<Option<Change>, Error> {
+) -> Result<Option<Change>, Halt> {
     let pending = K::rotation_status(status).pending_rotation.clone();
     match (pending, id) {
         (Some(pending), Some(id)) => resume(object, cx, status, id, &pending).await.map(Some),
@@ -285,7 +285,7 @@ pub async fn rotate<K: Rotates>(
     status: &mut K::Status,
     id: &str,
     why: &str,
-) -> Result<Change, Error> {
+) -> Result<Change, Halt> {
     let secret_version = check_secret_is_ours(object, cx).await?;
     // No values are issued while their Secret cannot be written.
     secret_delivery::probe(cx, object.secret_name(), secret_version.as_deref()).await?;
@@ -313,7 +313,7 @@ async fn resume<K: Rotates>(
     status: &mut K::Status,
     id: &str,
     rotation: &str,
-) -> Result<Change, Error> {
+) -> Result<Change, Halt> {
     let name = object.secret_name();
     // A recovery: what the interrupted process wrote is read from the apiserver, not a cache.
     let secret = secret_delivery::fresh_metadata(cx, name).await?;
@@ -324,13 +324,14 @@ async fn resume<K: Rotates>(
     if stamped.map(String::as_str) == Some(rotation) {
         if cx.ctx.dry_run {
             // Only status is left to write, and a dry run writes none.
-            return Err(Error::DryRun {
+            return Err(Wait::DryRun {
                 reason: "WouldUpdate",
                 message: format!(
                     "would complete the interrupted rotation of {}: Secret {name} already holds its values",
                     K::what(id)
                 ),
-            });
+            }
+            .into());
         }
         let annotations = secret
             .and_then(|s| s.metadata.annotations)
@@ -348,13 +349,14 @@ async fn resume<K: Rotates>(
         ));
     }
     if let Some(left) = maybe_in_flight(K::rotation_status(status)) {
-        return Err(Error::RotationInFlight {
+        return Err(Wait::RotationInFlight {
             message: format!(
                 "a rotation of {} recorded by another process may still be in flight; doing it again once any such call has ended",
                 K::what(id)
             ),
             look_again_in: left,
-        });
+        }
+        .into());
     }
     let rotating_for = K::rotation_status(status)
         .rotating_for
@@ -410,7 +412,7 @@ async fn call<K: Rotates>(
     rotation: &str,
     why: &str,
     secret_version: SecretVersion,
-) -> Result<Change, Error> {
+) -> Result<Change, Halt> {
     let issued = match object.call_rotate(cx, id).await {
         Ok(issued) => issued,
         Err(e) => return Err(call_ended::<K>(status, e)),
@@ -444,7 +446,7 @@ async fn call<K: Rotates>(
         .map(|(k, v)| (k.to_string(), v))
         .collect();
     if let Some(missing) = issued.incomplete {
-        return Err(call_ended::<K>(status, Error::MissingState(missing)));
+        return Err(call_ended::<K>(status, Error::MissingState(missing).into()));
     }
     let now = finish(object, status, &annotations);
     restart_workloads(object, cx, &now).await;
@@ -460,7 +462,7 @@ async fn call<K: Rotates>(
 
 /// Records that the rotation's call ended without its values stored (the failure's status
 /// write keeps it): the next reconcile may rotate again at once.
-fn call_ended<K: Rotates>(status: &mut K::Status, error: Error) -> Error {
+fn call_ended<K: Rotates>(status: &mut K::Status, error: Halt) -> Halt {
     K::rotation_status(status).rotation_call_ended_at = Some(now_rfc3339());
     error
 }

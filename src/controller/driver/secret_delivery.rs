@@ -23,7 +23,7 @@ use kube::ResourceExt;
 use kube::api::{Api, ObjectMeta, PartialObjectMeta, Patch, PatchParams};
 
 use crate::controller::driver::{Cx, Managed};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt};
 use crate::controller::state::secret_cache::Cached;
 use crate::resources::deployment::{WorkloadKind, WorkloadRef};
 
@@ -171,9 +171,9 @@ pub struct Delivery<'a> {
 /// Writes the values into the Secret, owned by this resource. Every value is concealed from
 /// this reconcile's messages first. The write is conditional on `expected` and on this
 /// replica's lease, so a stale writer fails instead of storing values since revoked.
-pub async fn deliver<K: Managed>(cx: &Cx<'_, K>, delivery: Delivery<'_>) -> Result<(), Error> {
+pub async fn deliver<K: Managed>(cx: &Cx<'_, K>, delivery: Delivery<'_>) -> Result<(), Halt> {
     cx.gate.may_write()?;
-    write(cx, delivery, false).await
+    Ok(write(cx, delivery, false).await?)
 }
 
 /// Asks Kubernetes whether aigw may write the Secret `name` as [`deliver`] would (`expected`
@@ -289,7 +289,7 @@ async fn write<K: Managed>(
 
 /// Keeps the Secret `name` when the resource goes (`deletionPolicy: Orphan`): drops its owner
 /// reference so garbage collection leaves it.
-pub async fn release_secret<K: Managed>(cx: &Cx<'_, K>, name: &str) -> Result<(), Error> {
+pub async fn release_secret<K: Managed>(cx: &Cx<'_, K>, name: &str) -> Result<(), Halt> {
     let uid = cx.object.meta().uid.as_deref().unwrap_or_default();
     let Some(secret) = metadata(cx, name).await? else {
         return Ok(());

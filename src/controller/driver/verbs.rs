@@ -12,7 +12,7 @@ use std::future::Future;
 use super::create::{Created, Lookup};
 use super::{Change, Cx, Managed};
 use crate::api::{ApiError, Client};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt};
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 
 /// How the remote object differs from the desired state ([`Verbs::compare`]).
@@ -94,14 +94,14 @@ pub trait Verbs: Managed {
         &self,
         cx: &Cx<'_, Self>,
         status: &mut Self::Status,
-    ) -> impl Future<Output = Result<Self::Inputs, Error>> + Send;
+    ) -> impl Future<Output = Result<Self::Inputs, Halt>> + Send;
     /// What Observe compares with (it never writes, so it needs no Secret values): by default
     /// what [`Verbs::resolve`] gathers.
     fn observed_inputs(
         &self,
         cx: &Cx<'_, Self>,
         status: &mut Self::Status,
-    ) -> impl Future<Output = Result<Self::Inputs, Error>> + Send {
+    ) -> impl Future<Output = Result<Self::Inputs, Halt>> + Send {
         self.resolve(cx, status)
     }
     /// The desired state. Pure.
@@ -168,7 +168,7 @@ pub trait Verbs: Managed {
         &self,
         _cx: &Cx<'_, Self>,
         _desired: &Self::Desired,
-    ) -> impl Future<Output = Result<(), Error>> + Send {
+    ) -> impl Future<Output = Result<(), Halt>> + Send {
         async { Ok(()) }
     }
     /// What the create of `desired` sends, for the intent (name, workspace, body hash).
@@ -186,7 +186,7 @@ pub trait Verbs: Managed {
         &self,
         cx: &Cx<'_, Self>,
         status: &Self::Status,
-    ) -> impl Future<Output = Result<Lookup<Self::Found>, Error>> + Send;
+    ) -> impl Future<Output = Result<Lookup<Self::Found>, Halt>> + Send;
     /// PUTs what differs.
     fn update(
         &self,
@@ -202,7 +202,7 @@ pub trait Verbs: Managed {
         _cx: &Cx<'_, Self>,
         _key: &str,
         _status: &Self::Status,
-    ) -> impl Future<Output = Result<Option<String>, Error>> + Send {
+    ) -> impl Future<Output = Result<Option<String>, Halt>> + Send {
         async { Ok(None) }
     }
     /// What must hold before the remote object `key` is deleted (no Config names it).
@@ -210,7 +210,7 @@ pub trait Verbs: Managed {
         &self,
         _cx: &Cx<'_, Self>,
         _key: &str,
-    ) -> impl Future<Output = Result<(), Error>> + Send {
+    ) -> impl Future<Output = Result<(), Halt>> + Send {
         async { Ok(()) }
     }
     /// DELETEs (or archives) the remote object `key` names ("already gone" is done); `cx`
@@ -230,7 +230,7 @@ pub trait Verbs: Managed {
     fn remove_unused(
         &self,
         _cx: &Cx<'_, Self>,
-    ) -> impl Future<Output = Result<Vec<Change>, Error>> + Send {
+    ) -> impl Future<Output = Result<Vec<Change>, Halt>> + Send {
         async { Ok(Vec::new()) }
     }
 
@@ -287,7 +287,7 @@ pub trait Verbs: Managed {
         &self,
         _cx: &Cx<'_, Self>,
         _status: &mut Self::Status,
-    ) -> impl Future<Output = Result<Vec<Change>, Error>> + Send {
+    ) -> impl Future<Output = Result<Vec<Change>, Halt>> + Send {
         async { Ok(Vec::new()) }
     }
     /// Observe: the sub-resources that differ from the spec, read without a write.
@@ -295,7 +295,7 @@ pub trait Verbs: Managed {
         &self,
         _cx: &Cx<'_, Self>,
         _status: &Self::Status,
-    ) -> impl Future<Output = Result<Vec<&'static str>, Error>> + Send {
+    ) -> impl Future<Output = Result<Vec<&'static str>, Halt>> + Send {
         async { Ok(Vec::new()) }
     }
 
@@ -308,7 +308,7 @@ pub trait Verbs: Managed {
         _status: &mut Self::Status,
         _desired: &Self::Desired,
         _first_sight: bool,
-    ) -> impl Future<Output = Result<Vec<Change>, Error>> + Send {
+    ) -> impl Future<Output = Result<Vec<Change>, Halt>> + Send {
         async { Ok(Vec::new()) }
     }
 }

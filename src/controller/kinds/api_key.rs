@@ -37,7 +37,7 @@ use crate::controller::driver::issuing::Issues;
 use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt};
 use crate::resources::Config;
 use crate::resources::api_key::{ApiKey, ApiKeyStatus, SECRET_KEY};
 use crate::resources::common::CreateAttempt;
@@ -89,7 +89,7 @@ impl Managed for ApiKey {
         &self,
         cx: &Cx<'_, Self>,
         status: &mut Self::Status,
-    ) -> Result<Option<Change>, Error> {
+    ) -> Result<Option<Change>, Halt> {
         let id = status.id.clone();
         rotation::finish_in_flight(self, cx, status, id.as_deref()).await
     }
@@ -160,7 +160,7 @@ impl Verbs for ApiKey {
         &self,
         cx: &Cx<'_, Self>,
         status: &mut ApiKeyStatus,
-    ) -> Result<Option<String>, Error> {
+    ) -> Result<Option<String>, Halt> {
         let held = held_override(self, cx).await?;
         let config_id = resolve_config(self, cx, held.as_deref()).await?;
         status.config_id = config_id.clone();
@@ -172,7 +172,7 @@ impl Verbs for ApiKey {
         &self,
         _cx: &Cx<'_, Self>,
         status: &mut ApiKeyStatus,
-    ) -> Result<Option<String>, Error> {
+    ) -> Result<Option<String>, Halt> {
         Ok(status.config_id.clone())
     }
     fn desired(&self, config_id: Option<String>) -> Option<String> {
@@ -239,7 +239,7 @@ impl Verbs for ApiKey {
         &self,
         cx: &Cx<'_, Self>,
         status: &ApiKeyStatus,
-    ) -> Result<Lookup<api::ApiKey>, Error> {
+    ) -> Result<Lookup<api::ApiKey>, Halt> {
         find_created(self, cx, status).await
     }
     async fn update(
@@ -521,7 +521,7 @@ async fn find_created(
     key: &ApiKey,
     cx: &Cx<'_, ApiKey>,
     status: &ApiKeyStatus,
-) -> Result<Lookup<api::ApiKey>, Error> {
+) -> Result<Lookup<api::ApiKey>, Halt> {
     let sent = status
         .create_attempt
         .clone()

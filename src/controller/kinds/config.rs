@@ -15,7 +15,7 @@ use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
 use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::kinds::config_refs::{self, Desired};
 use crate::controller::now_rfc3339;
 use crate::resources::common::{CreateAttempt, DriftCorrection};
@@ -31,7 +31,7 @@ pub const STILL_REFERENCED: &str = "StillReferenced";
 /// ConfigRollout put on it (asked or applied), `ConfigRollout NAME` for each rollout of its
 /// namespace (not being deleted) naming it as stable or candidate. Another installation's
 /// objects do not count.
-pub async fn holders(config: &Config, ctx: &Context) -> Result<Vec<String>, Error> {
+pub async fn holders(config: &Config, ctx: &Context) -> Result<Vec<String>, Halt> {
     use crate::resources::ApiKey;
     let name = config.name_any();
     let namespace = config.namespace();
@@ -45,9 +45,9 @@ pub async fn holders(config: &Config, ctx: &Context) -> Result<Vec<String>, Erro
             .listed(ctx.stores_of::<Config>(), CACHES_LISTED_WITHIN)
             .await;
     if !listed {
-        return Err(Error::CachesNotReady(
+        return Err(Wait::CachesNotReady(
             "the ApiKey and ConfigRollout caches have not listed every watched namespace yet, so whether one uses this Config cannot be decided; waiting".into(),
-        ));
+        ).into());
     }
     let mut holders: Vec<String> = keys
         .all()
@@ -139,7 +139,7 @@ impl Verbs for Config {
         &self,
         cx: &Cx<'_, Self>,
         status: &mut ConfigStatus,
-    ) -> Result<Resolved, Error> {
+    ) -> Result<Resolved, Halt> {
         let references = config_refs::resolved_values(self, cx.ctx)?;
         let config = config_refs::with_values(self, &references)?.unwrap_or_else(|| self.clone());
         let secrets = config_refs::desired(&config, cx, status).await?;
@@ -156,7 +156,7 @@ impl Verbs for Config {
         &self,
         cx: &Cx<'_, Self>,
         _status: &mut ConfigStatus,
-    ) -> Result<Resolved, Error> {
+    ) -> Result<Resolved, Halt> {
         let config = config_refs::with_resources(self, cx.ctx)?.unwrap_or_else(|| self.clone());
         Ok(Resolved {
             config,
@@ -246,7 +246,7 @@ impl Verbs for Config {
         &self,
         cx: &Cx<'_, Self>,
         status: &ConfigStatus,
-    ) -> Result<Lookup<ConfigSummary>, Error> {
+    ) -> Result<Lookup<ConfigSummary>, Halt> {
         find_created(self, cx, status).await
     }
     async fn update(
@@ -261,7 +261,7 @@ impl Verbs for Config {
     /// Never while an ApiKey's requests use the config (its `defaults.config`, or a
     /// ConfigRollout's `aigw.io/rollout-config` asked or applied) or a ConfigRollout names it:
     /// a key is never left pointing at a deleted config.
-    async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Error> {
+    async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
         let holders = holders(self, cx.ctx).await?;
         if holders.is_empty() {
             return Ok(());
@@ -273,7 +273,7 @@ impl Verbs for Config {
                 holders.join(", "),
                 self.name_any()
             ),
-        ))
+        ).into())
     }
     async fn delete(
         &self,
@@ -380,7 +380,7 @@ impl Verbs for Config {
         status: &mut ConfigStatus,
         desired: &Resolved,
         _first_sight: bool,
-    ) -> Result<Vec<Change>, Error> {
+    ) -> Result<Vec<Change>, Halt> {
         status.resolved_references = desired.references.clone();
         Ok(Vec::new())
     }
@@ -419,7 +419,7 @@ async fn find_created(
     config: &Config,
     cx: &Cx<'_, Config>,
     status: &ConfigStatus,
-) -> Result<Lookup<crate::api::ConfigSummary>, Error> {
+) -> Result<Lookup<crate::api::ConfigSummary>, Halt> {
     let sent = status
         .create_attempt
         .clone()

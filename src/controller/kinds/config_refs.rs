@@ -20,7 +20,7 @@ use crate::controller::Context;
 use crate::controller::driver::Cx;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::status::set_condition;
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt};
 use crate::controller::runtime::hash_key::HashKey;
 use crate::controller::state::claims::Claims;
 use crate::controller::state::secret_cache::Reader;
@@ -84,7 +84,7 @@ pub async fn desired(
     config: &Config,
     cx: &Cx<'_, Config>,
     status: &mut ConfigStatus,
-) -> Result<Desired, Error> {
+) -> Result<Desired, Halt> {
     let desired = Desired::read(config, &config.spec, cx.ctx).await?;
     let references = desired
         .marked
@@ -297,7 +297,7 @@ async fn check_guardrails(
     status: &mut ConfigStatus,
     references: &[GuardrailRef],
     values: &SecretValues,
-) -> Result<(), Error> {
+) -> Result<(), Halt> {
     let generation = config.metadata.generation;
     if references.is_empty() {
         status.conditions.retain(|c| c.type_ != GUARDRAILS_RESOLVED);
@@ -337,7 +337,7 @@ async fn check_guardrails(
         &message,
         generation,
     );
-    Err(Error::not_allowed(UNRESOLVED_GUARDRAIL, message))
+    Err(Error::not_allowed(UNRESOLVED_GUARDRAIL, message).into())
 }
 
 /// The references `known` lacks, described for a message. A Secret supplies some names: its

@@ -24,7 +24,7 @@ use crate::api::{CohortFigures, TelemetryQuery};
 use crate::controller::Context;
 use crate::controller::driver::gate::{list_client, tenant_id};
 use crate::controller::driver::status::{Outcome, record_outcome, worth_writing};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt, Wait};
 use crate::resources::api_key::ApiKey;
 use crate::resources::common::condition::READY;
 use crate::resources::common::find_condition;
@@ -57,7 +57,7 @@ struct Run<'a> {
     version: Option<String>,
 }
 
-pub async fn reconcile(object: Arc<ConfigRollout>, ctx: Arc<Context>) -> Result<Action, Error> {
+pub async fn reconcile(object: Arc<ConfigRollout>, ctx: Arc<Context>) -> Result<Action, Halt> {
     if !ctx.leadership.acts_on(object.meta()) {
         return Ok(Action::await_change());
     }
@@ -92,7 +92,7 @@ pub async fn reconcile(object: Arc<ConfigRollout>, ctx: Arc<Context>) -> Result<
     };
     let (outcome, next) = match advanced {
         Ok(done) => done,
-        Err(Error::InvalidSpec(message)) => (
+        Err(Halt::Fail(Error::InvalidSpec(message))) => (
             Outcome::Stalled {
                 reason: "InvalidSpec".into(),
                 message,
@@ -114,7 +114,7 @@ pub async fn reconcile(object: Arc<ConfigRollout>, ctx: Arc<Context>) -> Result<
     Ok(Action::requeue(next.unwrap_or(ctx.drift_interval)))
 }
 
-pub fn error_policy(object: Arc<ConfigRollout>, error: &Error, ctx: Arc<Context>) -> Action {
+pub fn error_policy(object: Arc<ConfigRollout>, error: &Halt, ctx: Arc<Context>) -> Action {
     let key = format!(
         "{KIND}/{}/{}",
         object.namespace().unwrap_or_default(),
@@ -122,7 +122,7 @@ pub fn error_policy(object: Arc<ConfigRollout>, error: &Error, ctx: Arc<Context>
     );
     let delay = ctx.backoff.next_delay(&key, error.retry_after());
     match error {
-        Error::Conflict(_) => debug!(kind = KIND, object = %key, "{error}"),
+        Halt::Wait(Wait::Conflict(_)) => debug!(kind = KIND, object = %key, "{error}"),
         _ => {
             warn!(kind = KIND, object = %key, error = %ctx.scrub(&key, &error.to_string()), "reconcile failed")
         }
@@ -140,7 +140,7 @@ async fn claimed(
     object: Arc<ConfigRollout>,
     rollouts: &Api<ConfigRollout>,
     ctx: &Context,
-) -> Result<Result<Arc<ConfigRollout>, Action>, Error> {
+) -> Result<Result<Arc<ConfigRollout>, Action>, Halt> {
     use crate::controller::state::installation::{self, Claim};
     let me = ctx.installation.id();
     let leave = Ok(Err(Action::await_change()));
@@ -172,7 +172,7 @@ async fn claimed(
                         ctx.leadership
                             .for_object(object.meta())
                             .may_write()
-                            .map_err(Error::NotLeader)?;
+                            .map_err(Wait::NotLeader)?;
                         installation::give_back_recorded(rollouts, &object, true).await?;
                     }
                     debug!(kind = KIND, name = %object.name_any(), %connection, "its Connection is out of this installation's reach; claim given back");
@@ -186,7 +186,7 @@ async fn claimed(
                 ctx.leadership
                     .for_object(object.meta())
                     .may_write()
-                    .map_err(Error::NotLeader)?;
+                    .map_err(Wait::NotLeader)?;
                 installation::take(rollouts, &object, me).await?;
                 return leave;
             }
@@ -209,7 +209,7 @@ async fn claimed(
     ctx.leadership
         .for_object(object.meta())
         .may_write()
-        .map_err(Error::NotLeader)?;
+        .map_err(Wait::NotLeader)?;
     if annotated == Claim::None {
         // The write wakes the next reconcile, which records the claim.
         installation::take(rollouts, &object, me).await?;
@@ -281,7 +281,7 @@ impl Run<'_> {
     async fn advance(
         &mut self,
         status: &mut ConfigRolloutStatus,
-    ) -> Result<(Outcome, Option<Duration>), Error> {
+    ) -> Result<(Outcome, Option<Duration>), Halt> {
         let spec = &self.rollout.spec;
         spec.check(&self.namespace).map_err(Error::InvalidSpec)?;
         let action = self.rollout.action().map_err(Error::InvalidSpec)?;
@@ -390,7 +390,7 @@ impl Run<'_> {
         keys: &Keys,
         stable_config: Option<Config>,
         candidate: Option<Config>,
-    ) -> Result<(Outcome, Option<Duration>), Error> {
+    ) -> Result<(Outcome, Option<Duration>), Halt> {
         let spec = &self.rollout.spec;
         let stable = spec.stable_config_ref.name.clone();
         let (Some(stable_slug), Some(candidate_slug)) = (
@@ -409,7 +409,7 @@ impl Run<'_> {
         // than leave keys on the candidate that it can no longer judge or move.
         if let Some(refused) = self.refusal(keys) {
             if status.current_step.is_none() {
-                return Err(Error::InvalidSpec(refused));
+                return Err(Error::InvalidSpec(refused).into());
             }
             let message = format!("{refused}: the rollout cannot go on");
             self.conclude(status, Phase::RolledBack, Decision::RollBack, message)
@@ -515,7 +515,7 @@ impl Run<'_> {
         step: usize,
         started: Timestamp,
         late: Duration,
-    ) -> Result<(Outcome, Option<Duration>), Error> {
+    ) -> Result<(Outcome, Option<Duration>), Halt> {
         let spec = &self.rollout.spec;
         let window = spec.window(step).map_err(Error::InvalidSpec)?;
         let to = Timestamp::now();
@@ -533,7 +533,7 @@ impl Run<'_> {
             Ok(both) => both,
             // The telemetry failing decides like too little traffic: it is waited for up to
             // `maxWait` past the pause (and reported meanwhile), then the step rolls back.
-            Err(error @ Error::Api { .. }) => {
+            Err(Halt::Fail(error @ Error::Api { .. })) => {
                 let max_wait = spec.max_wait().map_err(Error::InvalidSpec)?;
                 let key = format!("{KIND}/{}/{}", self.namespace, self.name);
                 let said = self.ctx.scrub(&key, &error.to_string());
@@ -632,7 +632,7 @@ impl Run<'_> {
         phase: Phase,
         decision: Decision,
         message: String,
-    ) -> Result<(), Error> {
+    ) -> Result<(), Halt> {
         let step = status.current_step.unwrap_or(0) as usize;
         status.phase = phase;
         record(status, step, decision, message.clone());
@@ -665,7 +665,7 @@ impl Run<'_> {
         &mut self,
         status: &mut ConfigRolloutStatus,
         keys: &Keys,
-    ) -> Result<(Outcome, Option<Duration>), Error> {
+    ) -> Result<(Outcome, Option<Duration>), Halt> {
         let candidate = self.rollout.spec.candidate_config_ref.name.clone();
         self.place(keys, &status.moved_keys, Some(&candidate))
             .await?;
@@ -711,7 +711,7 @@ impl Run<'_> {
         &mut self,
         status: &mut ConfigRolloutStatus,
         keys: &Keys,
-    ) -> Result<(Outcome, Option<Duration>), Error> {
+    ) -> Result<(Outcome, Option<Duration>), Halt> {
         // Every key it moved (whatever its annotations say now: a key re-tagged by hand is
         // still on the candidate) and every key that names it.
         let moved = returning(keys, status);
@@ -752,7 +752,7 @@ impl Run<'_> {
         ids: &[String],
         from: Timestamp,
         to: Timestamp,
-    ) -> Result<CohortRecord, Error> {
+    ) -> Result<CohortRecord, Halt> {
         if ids.is_empty() {
             return Ok(CohortRecord::default());
         }
@@ -789,12 +789,12 @@ impl Run<'_> {
 
     /// Writes `status` on condition that the rollout is still at the version last read or
     /// written here: another writer (a second replica) makes this reconcile start over.
-    async fn save(&mut self, status: &ConfigRolloutStatus) -> Result<(), Error> {
+    async fn save(&mut self, status: &ConfigRolloutStatus) -> Result<(), Halt> {
         self.ctx
             .leadership
             .for_object(self.rollout.meta())
             .may_write()
-            .map_err(Error::NotLeader)?;
+            .map_err(Wait::NotLeader)?;
         let patch = serde_json::json!({
             "apiVersion": ConfigRollout::api_version(&()),
             "kind": KIND,
@@ -810,10 +810,11 @@ impl Run<'_> {
             )
             .await
             .map_err(|e| match e {
-                kube::Error::Api(s) if s.code == 409 => {
-                    Error::Conflict(format!("{KIND} {} changed meanwhile", self.name))
-                }
-                e => Error::kube(format!("write status of {KIND} {}", self.name), e),
+                kube::Error::Api(s) if s.code == 409 => Halt::from(Wait::Conflict(format!(
+                    "{KIND} {} changed meanwhile",
+                    self.name
+                ))),
+                e => Error::kube(format!("write status of {KIND} {}", self.name), e).into(),
             })?;
         self.version = written.resource_version();
         Ok(())
@@ -821,7 +822,7 @@ impl Run<'_> {
 
     /// The finalizer that returns the keys when the rollout is deleted, added before the first
     /// key moves.
-    async fn ensure_finalizer(&mut self) -> Result<(), Error> {
+    async fn ensure_finalizer(&mut self) -> Result<(), Halt> {
         if !self.finalizers_held().is_empty() {
             return Ok(());
         }
@@ -829,7 +830,7 @@ impl Run<'_> {
             .leadership
             .for_object(self.rollout.meta())
             .may_write()
-            .map_err(Error::NotLeader)?;
+            .map_err(Wait::NotLeader)?;
         let mut finalizers = self.rollout.finalizers().to_vec();
         finalizers.push(self.ctx.installation.finalizer().to_string());
         let patch = serde_json::json!({"metadata": {"resourceVersion": self.version, "finalizers": finalizers}});
@@ -838,10 +839,11 @@ impl Run<'_> {
             .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(|e| match e {
-                kube::Error::Api(s) if s.code == 409 => {
-                    Error::Conflict(format!("{KIND} {} changed meanwhile", self.name))
-                }
-                e => Error::kube(format!("add the finalizer of {KIND} {}", self.name), e),
+                kube::Error::Api(s) if s.code == 409 => Halt::from(Wait::Conflict(format!(
+                    "{KIND} {} changed meanwhile",
+                    self.name
+                ))),
+                e => Error::kube(format!("add the finalizer of {KIND} {}", self.name), e).into(),
             })?;
         self.version = written.resource_version();
         Ok(())
@@ -849,7 +851,7 @@ impl Run<'_> {
 
     /// Deleted: every key this rollout moved returns to its own defaults, then the finalizer
     /// goes.
-    async fn release(&mut self) -> Result<Action, Error> {
+    async fn release(&mut self) -> Result<Action, Halt> {
         let held = self.finalizers_held();
         if held.is_empty() {
             return Ok(Action::await_change());
@@ -861,7 +863,7 @@ impl Run<'_> {
             .leadership
             .for_object(self.rollout.meta())
             .may_write()
-            .map_err(Error::NotLeader)?;
+            .map_err(Wait::NotLeader)?;
         let finalizers: Vec<String> = self
             .rollout
             .finalizers()
@@ -878,16 +880,16 @@ impl Run<'_> {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
             Err(kube::Error::Api(s)) if s.code == 409 => {
-                return Err(Error::Conflict(format!(
-                    "{KIND} {} changed meanwhile",
-                    self.name
-                )));
+                return Err(
+                    Wait::Conflict(format!("{KIND} {} changed meanwhile", self.name)).into(),
+                );
             }
             Err(e) => {
                 return Err(Error::kube(
                     format!("remove the finalizer of {KIND} {}", self.name),
                     e,
-                ));
+                )
+                .into());
             }
         }
         self.ctx.metrics.forget_rollout(&self.namespace, &self.name);

@@ -17,7 +17,7 @@ use crate::controller::driver::secret_delivery;
 use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt};
 use crate::controller::runtime::failpoints::{AFTER_CREATE_POST, AFTER_ROTATE_PUT};
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 use crate::resources::deployment::{
@@ -72,7 +72,7 @@ impl Managed for Deployment {
         &self,
         cx: &Cx<'_, Self>,
         status: &mut Self::Status,
-    ) -> Result<Option<Change>, Error> {
+    ) -> Result<Option<Change>, Halt> {
         let id = status.id.clone();
         rotation::finish_in_flight(self, cx, status, id.as_deref()).await
     }
@@ -94,7 +94,7 @@ impl Verbs for Deployment {
         &self,
         _cx: &Cx<'_, Self>,
         _status: &mut DeploymentStatus,
-    ) -> Result<(), Error> {
+    ) -> Result<(), Halt> {
         Ok(())
     }
     fn desired(&self, _inputs: ()) {}
@@ -162,7 +162,7 @@ impl Verbs for Deployment {
         &self,
         cx: &Cx<'_, Self>,
         _status: &DeploymentStatus,
-    ) -> Result<Lookup<api::DeploymentSummary>, Error> {
+    ) -> Result<Lookup<api::DeploymentSummary>, Halt> {
         find_created(self, cx).await
     }
     async fn update(
@@ -323,7 +323,7 @@ impl Rotates for Deployment {
 
     /// PUTs `rotate_auth: true`. Whatever values the answer carried are stored; one without
     /// `client_auth` leaves the rotation unfinished (and done again).
-    async fn call_rotate(&self, cx: &Cx<'_, Self>, id: &str) -> Result<Issued, Error> {
+    async fn call_rotate(&self, cx: &Cx<'_, Self>, id: &str) -> Result<Issued, Halt> {
         let request = UpdateDeploymentRequest {
             rotate_auth: Some(true),
             ..Default::default()
@@ -413,7 +413,7 @@ fn served_workspaces(remote: &api::Deployment) -> Vec<&str> {
 async fn find_created(
     deployment: &Deployment,
     cx: &Cx<'_, Deployment>,
-) -> Result<Lookup<api::DeploymentSummary>, Error> {
+) -> Result<Lookup<api::DeploymentSummary>, Halt> {
     let Some(uid) = created_uid(deployment) else {
         return Ok(Lookup::Absent);
     };

@@ -25,7 +25,7 @@ use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
 use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Cx, Managed};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::kinds::config_refs::{self, Desired, ReadsSecrets};
 use crate::controller::now_rfc3339;
 use crate::resources::common::{CreateAttempt, DriftCorrection};
@@ -94,14 +94,14 @@ macro_rules! guardrail_kind {
                 &self,
                 cx: &Cx<'_, Self>,
                 _status: &mut GuardrailStatus,
-            ) -> Result<Option<Desired>, Error> {
-                resolve(self, cx).await.map(Some)
+            ) -> Result<Option<Desired>, Halt> {
+                Ok(Some(resolve(self, cx).await?))
             }
             async fn observed_inputs(
                 &self,
                 _cx: &Cx<'_, Self>,
                 _status: &mut GuardrailStatus,
-            ) -> Result<Option<Desired>, Error> {
+            ) -> Result<Option<Desired>, Halt> {
                 Ok(None)
             }
             fn desired(&self, inputs: Option<Desired>) -> Option<Desired> {
@@ -153,7 +153,7 @@ macro_rules! guardrail_kind {
                 &self,
                 cx: &Cx<'_, Self>,
                 status: &GuardrailStatus,
-            ) -> Result<Lookup<GuardrailSummary>, Error> {
+            ) -> Result<Lookup<GuardrailSummary>, Halt> {
                 find_created(self, cx, status).await
             }
             async fn update(
@@ -171,7 +171,7 @@ macro_rules! guardrail_kind {
                     .update(&key_of(remote), &request)
                     .await
             }
-            async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Error> {
+            async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
                 unreferenced(self, cx, key).await
             }
             async fn delete(
@@ -225,14 +225,14 @@ macro_rules! guardrail_kind {
                 &self,
                 cx: &Cx<'_, Self>,
                 status: &mut GuardrailStatus,
-            ) -> Result<Vec<crate::controller::driver::Change>, Error> {
+            ) -> Result<Vec<crate::controller::driver::Change>, Halt> {
                 mcp_servers::sync(self, cx, status).await
             }
             async fn sub_resources_differ(
                 &self,
                 cx: &Cx<'_, Self>,
                 status: &GuardrailStatus,
-            ) -> Result<Vec<&'static str>, Error> {
+            ) -> Result<Vec<&'static str>, Halt> {
                 mcp_servers::differ(self, cx, status).await
             }
             fn record_drift(status: &mut GuardrailStatus, replaced: DriftCorrection) {
@@ -357,7 +357,7 @@ async fn unreferenced<G: GuardrailObject>(
     guardrail: &G,
     cx: &Cx<'_, G>,
     key: &str,
-) -> Result<(), Error> {
+) -> Result<(), Halt> {
     let users = referencing_configs(guardrail, cx.ctx).await?;
     if users.is_empty() {
         return Ok(());
@@ -368,7 +368,7 @@ async fn unreferenced<G: GuardrailObject>(
             "guardrail {key} is still named by Config {}; it is deleted once no Config names it (or set deletionPolicy: Orphan)",
             users.join(", ")
         ),
-    ))
+    ).into())
 }
 
 /// DELETEs the guardrail; a 403 that a complete listing confirms counts as "already gone".
@@ -414,15 +414,15 @@ async fn list<G: GuardrailKind>(
 async fn referencing_configs<G: GuardrailKind>(
     guardrail: &G,
     ctx: &Context,
-) -> Result<Vec<String>, Error> {
+) -> Result<Vec<String>, Halt> {
     let configs = ctx.stores.of::<Config>();
     if !configs
         .listed(ctx.stores_of::<Config>(), CACHES_LISTED_WITHIN)
         .await
     {
-        return Err(Error::CachesNotReady(
+        return Err(Wait::CachesNotReady(
             "the Config caches have not listed every watched namespace yet, so whether a Config names this guardrail cannot be decided; waiting".into(),
-        ));
+        ).into());
     }
     let mut users: Vec<String> = configs
         .all()
@@ -520,7 +520,7 @@ async fn find_created<G: GuardrailObject>(
     guardrail: &G,
     cx: &Cx<'_, G>,
     status: &GuardrailStatus,
-) -> Result<Lookup<GuardrailSummary>, Error> {
+) -> Result<Lookup<GuardrailSummary>, Halt> {
     let sent = status
         .create_attempt
         .clone()

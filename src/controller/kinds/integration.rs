@@ -23,7 +23,7 @@ use crate::controller::driver::referenced::ready_named;
 use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::config_refs::{
     CLUSTER_READABLE, Desired, ReadsSecrets, SECRET_NOT_READABLE,
 };
@@ -105,7 +105,7 @@ impl Verbs for Integration {
         &self,
         cx: &Cx<'_, Self>,
         _status: &mut IntegrationStatus,
-    ) -> Result<Option<Written>, Error> {
+    ) -> Result<Option<Written>, Halt> {
         check_key_namespace(self, cx.ctx)?;
         let desired = Desired::read(self, &self.spec, cx.ctx).await?;
         for value in desired.secret_values() {
@@ -127,7 +127,7 @@ impl Verbs for Integration {
         &self,
         _cx: &Cx<'_, Self>,
         _status: &mut IntegrationStatus,
-    ) -> Result<Option<Written>, Error> {
+    ) -> Result<Option<Written>, Halt> {
         Ok(None)
     }
     fn desired(&self, inputs: Option<Written>) -> Option<Written> {
@@ -202,7 +202,7 @@ impl Verbs for Integration {
         &self,
         cx: &Cx<'_, Self>,
         status: &IntegrationStatus,
-    ) -> Result<Lookup<RemoteIntegration>, Error> {
+    ) -> Result<Lookup<RemoteIntegration>, Halt> {
         find_created(self, cx, status).await
     }
     async fn update(
@@ -219,7 +219,7 @@ impl Verbs for Integration {
         request.secret_mappings = desired.as_ref().and_then(|w| w.mappings.clone());
         client.integrations().update(&remote.id, &request).await
     }
-    async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Error> {
+    async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
         let users = crate::controller::kinds::provider::naming(self, cx.ctx).await?;
         if users.is_empty() {
             return Ok(());
@@ -230,7 +230,7 @@ impl Verbs for Integration {
                 "integration {key} is still bound by Provider {}; it is deleted once no Provider binds it (or set deletionPolicy: Orphan)",
                 users.join(", ")
             ),
-        ))
+        ).into())
     }
     async fn delete(
         &self,
@@ -300,14 +300,14 @@ impl Verbs for Integration {
         &self,
         cx: &Cx<'_, Self>,
         status: &mut IntegrationStatus,
-    ) -> Result<Vec<Change>, Error> {
+    ) -> Result<Vec<Change>, Halt> {
         access::sync(&self.spec, cx, status).await
     }
     async fn sub_resources_differ(
         &self,
         cx: &Cx<'_, Self>,
         status: &IntegrationStatus,
-    ) -> Result<Vec<&'static str>, Error> {
+    ) -> Result<Vec<&'static str>, Halt> {
         access::differ(&self.spec, cx, status).await
     }
 }
@@ -430,7 +430,7 @@ async fn find_created(
     integration: &Integration,
     cx: &Cx<'_, Integration>,
     status: &IntegrationStatus,
-) -> Result<Lookup<RemoteIntegration>, Error> {
+) -> Result<Lookup<RemoteIntegration>, Halt> {
     let client = cx.api(Op::Read).await?;
     let query = IntegrationsListQuery {
         integration_type: Some("organisation".into()),

@@ -23,7 +23,7 @@ use crate::controller::driver::gate::{Op, tenant_id, tenant_peers};
 use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::config_refs::{
     CLUSTER_READABLE, ReadsSecrets, SECRET_NOT_READABLE, require_cluster_readable,
 };
@@ -118,7 +118,7 @@ impl Verbs for McpIntegration {
         &self,
         cx: &Cx<'_, Self>,
         _status: &mut McpIntegrationStatus,
-    ) -> Result<Option<Written>, Error> {
+    ) -> Result<Option<Written>, Halt> {
         let configurations = match &self.spec.configurations_secret_ref {
             Some(_) => Some(read_configurations(self, cx).await?),
             None => None,
@@ -135,7 +135,7 @@ impl Verbs for McpIntegration {
         &self,
         _cx: &Cx<'_, Self>,
         _status: &mut McpIntegrationStatus,
-    ) -> Result<Option<Written>, Error> {
+    ) -> Result<Option<Written>, Halt> {
         Ok(None)
     }
     fn desired(&self, inputs: Option<Written>) -> Option<Written> {
@@ -218,7 +218,7 @@ impl Verbs for McpIntegration {
         &self,
         cx: &Cx<'_, Self>,
         status: &McpIntegrationStatus,
-    ) -> Result<Lookup<RemoteIntegration>, Error> {
+    ) -> Result<Lookup<RemoteIntegration>, Halt> {
         find_created(self, cx, status).await
     }
     async fn update(
@@ -236,7 +236,7 @@ impl Verbs for McpIntegration {
     /// Waits while an MCP server instantiates the integration, naming them: the McpServer
     /// resources that name it (from the caches, before it is created remotely too), and the
     /// servers the API lists with this integration's id or slug.
-    async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Error> {
+    async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
         let resources = crate::controller::kinds::mcp_server::naming(self, cx.ctx).await?;
         if !resources.is_empty() {
             return Err(Error::not_allowed(
@@ -245,7 +245,7 @@ impl Verbs for McpIntegration {
                     "MCP integration {key} is still named by McpServer {}; it is deleted once no McpServer names it (or set deletionPolicy: Orphan)",
                     resources.join(", ")
                 ),
-            ));
+            ).into());
         }
         let status = self.status.clone().unwrap_or_default();
         let keys: Vec<String> = status.id.into_iter().chain(status.slug).collect();
@@ -275,7 +275,7 @@ impl Verbs for McpIntegration {
                 "MCP integration {key} is still instantiated by {}; it is deleted once no MCP server uses it (or set deletionPolicy: Orphan)",
                 users.join(", ")
             ),
-        ))
+        ).into())
     }
     async fn delete(
         &self,
@@ -354,7 +354,7 @@ impl Verbs for McpIntegration {
         &self,
         cx: &Cx<'_, Self>,
         status: &mut McpIntegrationStatus,
-    ) -> Result<Vec<Change>, Error> {
+    ) -> Result<Vec<Change>, Halt> {
         let key = status.id.clone().unwrap_or_default();
         let mut changes = Vec::new();
         changes.extend(apply_access(self, cx, status, &key).await?);
@@ -365,7 +365,7 @@ impl Verbs for McpIntegration {
         &self,
         cx: &Cx<'_, Self>,
         status: &McpIntegrationStatus,
-    ) -> Result<Vec<&'static str>, Error> {
+    ) -> Result<Vec<&'static str>, Halt> {
         let key = status.id.clone().unwrap_or_default();
         let client = cx.api(Op::Read).await?;
         let mut fields = Vec::new();
@@ -600,7 +600,7 @@ async fn apply_access(
     cx: &Cx<'_, McpIntegration>,
     status: &mut McpIntegrationStatus,
     key: &str,
-) -> Result<Option<Change>, Error> {
+) -> Result<Option<Change>, Halt> {
     if integration.spec.workspaces.is_empty() && status.workspaces.is_empty() {
         return Ok(None);
     }
@@ -662,7 +662,7 @@ async fn apply_capabilities(
     cx: &Cx<'_, McpIntegration>,
     status: &mut McpIntegrationStatus,
     key: &str,
-) -> Result<Option<Change>, Error> {
+) -> Result<Option<Change>, Halt> {
     if integration.spec.capabilities.is_empty() {
         status.pending_capabilities.clear();
         return Ok(None);
@@ -711,7 +711,7 @@ async fn find_created(
     integration: &McpIntegration,
     cx: &Cx<'_, McpIntegration>,
     status: &McpIntegrationStatus,
-) -> Result<Lookup<RemoteIntegration>, Error> {
+) -> Result<Lookup<RemoteIntegration>, Halt> {
     let client = cx.api(Op::Read).await?;
     let listing = client
         .mcp_integrations()

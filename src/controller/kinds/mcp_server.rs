@@ -26,7 +26,7 @@ use crate::controller::driver::referenced::{named, ready_named};
 use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt};
 use crate::controller::{Context, now_rfc3339};
 use crate::resources::common::CreateAttempt;
 use crate::resources::mcp_server::{McpServer, McpServerStatus, user_access_update};
@@ -78,7 +78,7 @@ impl Verbs for McpServer {
         &self,
         cx: &Cx<'_, Self>,
         _status: &mut McpServerStatus,
-    ) -> Result<Instantiates, Error> {
+    ) -> Result<Instantiates, Halt> {
         let instantiates = match (&self.spec.integration_ref, &self.spec.integration_id) {
             (_, Some(given)) => remote_integration(cx, given).await?,
             (Some(named), None) => {
@@ -88,7 +88,8 @@ impl Verbs for McpServer {
             (None, None) => {
                 return Err(Error::InvalidSpec(
                     "set spec.integrationRef or spec.integrationId".into(),
-                ));
+                )
+                .into());
             }
         };
         integration_granted(self, cx, &instantiates.keys).await?;
@@ -99,7 +100,7 @@ impl Verbs for McpServer {
         &self,
         cx: &Cx<'_, Self>,
         status: &mut McpServerStatus,
-    ) -> Result<Instantiates, Error> {
+    ) -> Result<Instantiates, Halt> {
         Ok(Instantiates {
             id: None,
             keys: integration_keys(self, cx.ctx, status),
@@ -178,7 +179,7 @@ impl Verbs for McpServer {
                 .as_deref()
                 .is_none_or(|ws| Some(ws) == sent.and_then(|a| a.workspace_id.as_deref()))
     }
-    async fn before_create(&self, cx: &Cx<'_, Self>, desired: &Instantiates) -> Result<(), Error> {
+    async fn before_create(&self, cx: &Cx<'_, Self>, desired: &Instantiates) -> Result<(), Halt> {
         match (&self.spec.integration_id, &desired.id) {
             (Some(_), Some(id)) => check_remote_access(self, cx, id).await,
             _ => Ok(()),
@@ -208,7 +209,7 @@ impl Verbs for McpServer {
         &self,
         cx: &Cx<'_, Self>,
         status: &McpServerStatus,
-    ) -> Result<Lookup<RemoteServer>, Error> {
+    ) -> Result<Lookup<RemoteServer>, Halt> {
         find_created(self, cx, status).await
     }
     async fn update(
@@ -227,12 +228,12 @@ impl Verbs for McpServer {
         cx: &Cx<'_, Self>,
         _key: &str,
         status: &McpServerStatus,
-    ) -> Result<Option<String>, Error> {
+    ) -> Result<Option<String>, Halt> {
         let keys = integration_keys(self, cx.ctx, status);
         match integration_granted(self, cx, &keys).await {
             Ok(()) => Ok(None),
             Err(refused @ Error::NotAllowed { .. }) => Ok(Some(refused.to_string())),
-            Err(other) => Err(other),
+            Err(other) => Err(other.into()),
         }
     }
     async fn delete(
@@ -286,7 +287,7 @@ impl Verbs for McpServer {
         &self,
         cx: &Cx<'_, Self>,
         status: &mut McpServerStatus,
-    ) -> Result<Vec<Change>, Error> {
+    ) -> Result<Vec<Change>, Halt> {
         let Some(key) = status.id.clone() else {
             return Ok(Vec::new());
         };
@@ -312,7 +313,7 @@ impl Verbs for McpServer {
         &self,
         cx: &Cx<'_, Self>,
         status: &McpServerStatus,
-    ) -> Result<Vec<&'static str>, Error> {
+    ) -> Result<Vec<&'static str>, Halt> {
         let Some(key) = status.id.clone() else {
             return Ok(Vec::new());
         };
@@ -449,7 +450,7 @@ async fn integration_granted(
 
 /// The remote integration `spec.integrationId` names (UUID or slug), read to learn both its
 /// keys; unreadable (a Connection without admin rights), it is sent as given.
-async fn remote_integration(cx: &Cx<'_, McpServer>, given: &str) -> Result<Instantiates, Error> {
+async fn remote_integration(cx: &Cx<'_, McpServer>, given: &str) -> Result<Instantiates, Halt> {
     match cx.api(Op::Read).await?.mcp_integrations().get(given).await {
         Ok(found) => {
             let id = Some(found.id.clone()).filter(|i| !i.is_empty());
@@ -461,7 +462,8 @@ async fn remote_integration(cx: &Cx<'_, McpServer>, given: &str) -> Result<Insta
         Err(e) if e.is_not_found() => Err(Error::not_allowed(
             INTEGRATION_NOT_READY,
             format!("MCP integration {given} named by spec.integrationId does not exist"),
-        )),
+        )
+        .into()),
         Err(_) => Ok(Instantiates {
             id: Some(given.to_string()),
             keys: vec![given.to_string()],
@@ -475,7 +477,7 @@ async fn check_remote_access(
     server: &McpServer,
     cx: &Cx<'_, McpServer>,
     id: &str,
-) -> Result<(), Error> {
+) -> Result<(), Halt> {
     let workspace = server.spec.workspace();
     let rows = cx
         .api(Op::Read)
@@ -503,7 +505,7 @@ async fn check_remote_access(
         format!(
             "MCP integration {id} named by spec.integrationId does not enable workspace {workspace}; the server is created once it does"
         ),
-    ))
+    ).into())
 }
 
 /// The server an earlier create made: in its workspace, the one with `spec.slug` (and the name
@@ -513,7 +515,7 @@ async fn find_created(
     server: &McpServer,
     cx: &Cx<'_, McpServer>,
     status: &McpServerStatus,
-) -> Result<Lookup<RemoteServer>, Error> {
+) -> Result<Lookup<RemoteServer>, Halt> {
     let spec = &server.spec;
     let query = McpServersListQuery {
         workspace_id: Some(spec.workspace().to_string()),

@@ -13,7 +13,7 @@ use crate::controller::driver::gate::Op;
 use crate::controller::driver::status::IntentStatus;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt};
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 pub use crate::resources::policy::{Facts, Policy};
 
@@ -36,7 +36,7 @@ pub trait PolicyKind: Managed + Policy {
         _cx: &Cx<'_, Self>,
         _status: &mut Self::Status,
         _first_sight: bool,
-    ) -> impl std::future::Future<Output = Result<Vec<Change>, Error>> + Send {
+    ) -> impl std::future::Future<Output = Result<Vec<Change>, Halt>> + Send {
         async { Ok(Vec::new()) }
     }
 }
@@ -54,7 +54,7 @@ impl<P: PolicyKind> Verbs for P {
     const ADOPTED_BY: &'static str = "spec.policyId";
     const REMOVAL: (&'static str, &'static str) = <P as PolicyKind>::REMOVAL;
 
-    async fn resolve(&self, _cx: &Cx<'_, P>, _status: &mut P::Status) -> Result<(), Error> {
+    async fn resolve(&self, _cx: &Cx<'_, P>, _status: &mut P::Status) -> Result<(), Halt> {
         Ok(())
     }
     fn desired(&self, _inputs: ()) -> P {
@@ -105,7 +105,7 @@ impl<P: PolicyKind> Verbs for P {
         &self,
         cx: &Cx<'_, P>,
         status: &P::Status,
-    ) -> Result<Lookup<P::Remote>, Error> {
+    ) -> Result<Lookup<P::Remote>, Halt> {
         find_created(self, cx, status).await
     }
     async fn update(
@@ -159,7 +159,7 @@ impl<P: PolicyKind> Verbs for P {
         status: &mut P::Status,
         _desired: &P,
         first_sight: bool,
-    ) -> Result<Vec<Change>, Error> {
+    ) -> Result<Vec<Change>, Halt> {
         <P as PolicyKind>::follow_up(self, cx, status, first_sight).await
     }
 }
@@ -172,7 +172,7 @@ async fn find_created<P: PolicyKind>(
     policy: &P,
     cx: &Cx<'_, P>,
     status: &P::Status,
-) -> Result<Lookup<P::Remote>, Error> {
+) -> Result<Lookup<P::Remote>, Halt> {
     let sent = status
         .create_attempt()
         .cloned()

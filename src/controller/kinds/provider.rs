@@ -26,7 +26,7 @@ use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
 use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::kinds::config_refs::{Referenced, slug_when_ready};
 use crate::controller::{Context, now_rfc3339};
 use crate::resources::common::CreateAttempt;
@@ -90,7 +90,7 @@ impl Verbs for Provider {
         &self,
         cx: &Cx<'_, Self>,
         status: &mut ProviderStatus,
-    ) -> Result<Binding, Error> {
+    ) -> Result<Binding, Halt> {
         let bound = bound_integration(self, cx).await?;
         let reset =
             self.spec.reset_usage.is_some() && self.spec.reset_usage != status.observed_reset_usage;
@@ -105,7 +105,7 @@ impl Verbs for Provider {
         &self,
         cx: &Cx<'_, Self>,
         status: &mut ProviderStatus,
-    ) -> Result<Binding, Error> {
+    ) -> Result<Binding, Halt> {
         Ok(Binding {
             id: None,
             keys: integration_keys(self, cx.ctx, status),
@@ -185,7 +185,7 @@ impl Verbs for Provider {
             .and_then(|a| a.name.as_deref());
         sent == Some(remote.name.as_str()) && ours(self, remote)
     }
-    async fn before_create(&self, cx: &Cx<'_, Self>, desired: &Binding) -> Result<(), Error> {
+    async fn before_create(&self, cx: &Cx<'_, Self>, desired: &Binding) -> Result<(), Halt> {
         match (&self.spec.integration_id, &desired.id) {
             (Some(_), Some(id)) => check_remote_integration(self, cx, id).await,
             _ => Ok(()),
@@ -213,7 +213,7 @@ impl Verbs for Provider {
         &self,
         cx: &Cx<'_, Self>,
         status: &ProviderStatus,
-    ) -> Result<Lookup<RemoteProvider>, Error> {
+    ) -> Result<Lookup<RemoteProvider>, Halt> {
         find_created(self, cx, status).await
     }
     async fn update(
@@ -235,7 +235,7 @@ impl Verbs for Provider {
         cx: &Cx<'_, Self>,
         key: &str,
         status: &ProviderStatus,
-    ) -> Result<Option<String>, Error> {
+    ) -> Result<Option<String>, Halt> {
         if let Some(why) = binds_another(self, cx, status, key).await? {
             return Ok(Some(why));
         }
@@ -245,10 +245,10 @@ impl Verbs for Provider {
         match integration_granted(self, cx, status).await {
             Ok(()) => Ok(None),
             Err(refused @ Error::NotAllowed { .. }) => Ok(Some(refused.to_string())),
-            Err(other) => Err(other),
+            Err(other) => Err(other.into()),
         }
     }
-    async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Error> {
+    async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
         let users = referencing_configs(self, cx.ctx).await?;
         if users.is_empty() {
             return Ok(());
@@ -259,7 +259,7 @@ impl Verbs for Provider {
                 "provider {key} is still named by Config {}; it is deleted once no Config names it (or set deletionPolicy: Orphan)",
                 users.join(", ")
             ),
-        ))
+        ).into())
     }
     async fn delete(
         &self,
@@ -316,7 +316,7 @@ impl Verbs for Provider {
         status: &mut ProviderStatus,
         _desired: &Binding,
         _first_sight: bool,
-    ) -> Result<Vec<Change>, Error> {
+    ) -> Result<Vec<Change>, Halt> {
         status.observed_reset_usage = self.spec.reset_usage.clone();
         Ok(Vec::new())
     }
@@ -363,7 +363,7 @@ async fn find_created(
     provider: &Provider,
     cx: &Cx<'_, Provider>,
     status: &ProviderStatus,
-) -> Result<Lookup<RemoteProvider>, Error> {
+) -> Result<Lookup<RemoteProvider>, Halt> {
     let spec = &provider.spec;
     let query = ProvidersListQuery {
         workspace_id: Some(spec.workspace().to_string()),
@@ -422,7 +422,7 @@ async fn binds_another(
     cx: &Cx<'_, Provider>,
     status: &ProviderStatus,
     key: &str,
-) -> Result<Option<String>, Error> {
+) -> Result<Option<String>, Halt> {
     let mut keys = integration_keys(provider, cx.ctx, status);
     keys.extend(status.integration_id.clone());
     let read = cx
@@ -434,7 +434,7 @@ async fn binds_another(
     let remote = match read {
         Ok(remote) => remote,
         Err(e) if e.is_not_found() => return Ok(None),
-        Err(e) => return Err(Error::api(format!("read provider {key}"), e)),
+        Err(e) => return Err(Error::api(format!("read provider {key}"), e).into()),
     };
     let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
     let conflicts = match keys.is_empty() {
@@ -473,15 +473,15 @@ fn routes_to(provider: &Provider, document: &Value) -> bool {
 }
 
 /// The Configs (by name) that name the provider, once every Config cache has listed.
-async fn referencing_configs(provider: &Provider, ctx: &Context) -> Result<Vec<String>, Error> {
+async fn referencing_configs(provider: &Provider, ctx: &Context) -> Result<Vec<String>, Halt> {
     let configs = ctx.stores.of::<Config>();
     if !configs
         .listed(ctx.stores_of::<Config>(), CACHES_LISTED_WITHIN)
         .await
     {
-        return Err(Error::CachesNotReady(
+        return Err(Wait::CachesNotReady(
             "the Config caches have not listed every watched namespace yet, so whether a Config names this provider cannot be decided; waiting".into(),
-        ));
+        ).into());
     }
     let mut users: Vec<String> = configs
         .all()
@@ -499,15 +499,15 @@ async fn referencing_configs(provider: &Provider, ctx: &Context) -> Result<Vec<S
 /// UUID or slug it recorded. From the caches, once every Provider cache has listed. A Provider
 /// its grants refuse (Stalled `IntegrationNotAllowed`, `NamespaceNotAllowed`, …) that never
 /// managed a provider binds nothing and does not count: a tenant cannot pin the Integration.
-pub async fn naming(integration: &Integration, ctx: &Context) -> Result<Vec<String>, Error> {
+pub async fn naming(integration: &Integration, ctx: &Context) -> Result<Vec<String>, Halt> {
     let providers = ctx.stores.of::<Provider>();
     if !providers
         .listed(ctx.stores_of::<Provider>(), CACHES_LISTED_WITHIN)
         .await
     {
-        return Err(Error::CachesNotReady(
+        return Err(Wait::CachesNotReady(
             "the Provider caches have not listed every watched namespace yet, so whether a Provider binds this integration cannot be decided; waiting".into(),
-        ));
+        ).into());
     }
     let name = integration.name_any();
     let status = integration.status.as_ref();

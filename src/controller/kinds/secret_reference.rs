@@ -20,7 +20,7 @@ use crate::controller::driver::gate::{Op, tenant_id};
 use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Cx, Managed};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::config_refs::{
     CLUSTER_READABLE, ReadsSecrets, SECRET_NOT_READABLE, require_cluster_readable,
 };
@@ -94,7 +94,7 @@ impl Verbs for SecretReference {
         &self,
         cx: &Cx<'_, Self>,
         _status: &mut SecretReferenceStatus,
-    ) -> Result<Option<Written>, Error> {
+    ) -> Result<Option<Written>, Halt> {
         let auth_config = read_auth_config(self, cx.ctx).await?;
         for value in auth_config.values().filter_map(Value::as_str) {
             cx.conceal(value);
@@ -109,7 +109,7 @@ impl Verbs for SecretReference {
         &self,
         _cx: &Cx<'_, Self>,
         _status: &mut SecretReferenceStatus,
-    ) -> Result<Option<Written>, Error> {
+    ) -> Result<Option<Written>, Halt> {
         Ok(None)
     }
     fn desired(&self, inputs: Option<Written>) -> Option<Written> {
@@ -183,7 +183,7 @@ impl Verbs for SecretReference {
         &self,
         cx: &Cx<'_, Self>,
         status: &SecretReferenceStatus,
-    ) -> Result<Lookup<RemoteReference>, Error> {
+    ) -> Result<Lookup<RemoteReference>, Halt> {
         find_created(self, cx, status).await
     }
     async fn update(
@@ -218,7 +218,7 @@ impl Verbs for SecretReference {
     }
     /// Waits while an Integration resource maps a field to the reference (by resource, or by
     /// its UUID or slug), naming them: the API would refuse the delete too, but later.
-    async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Error> {
+    async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
         let status = self.status.clone().unwrap_or_default();
         let keys: Vec<String> = status.id.into_iter().chain(status.slug).collect();
         let users = crate::controller::kinds::integration::mapping(cx.ctx, &self.name_any(), &keys);
@@ -231,7 +231,7 @@ impl Verbs for SecretReference {
                 "secret reference {key} is still mapped by Integration {}; it is deleted once none maps it (or set deletionPolicy: Orphan)",
                 users.join(", ")
             ),
-        ))
+        ).into())
     }
     /// The API's 400 while an integration maps a field to the reference: `StillReferenced`
     /// with its words (they name the integrations), retried, never forced.
@@ -393,7 +393,7 @@ async fn find_created(
     reference: &SecretReference,
     cx: &Cx<'_, SecretReference>,
     status: &SecretReferenceStatus,
-) -> Result<Lookup<RemoteReference>, Error> {
+) -> Result<Lookup<RemoteReference>, Halt> {
     let client = cx.api(Op::Read).await?;
     let listing = client
         .secret_references()

@@ -15,7 +15,7 @@ use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::status::common_status;
 use crate::controller::driver::{Change, Cx, Managed};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::now_rfc3339;
 use crate::resources::common::DriftCorrection;
 use crate::resources::usage_limits_policy::{
@@ -85,7 +85,7 @@ impl PolicyKind for UsageLimitsPolicy {
         cx: &Cx<'_, Self>,
         status: &mut UsageLimitsPolicyStatus,
         first_sight: bool,
-    ) -> Result<Vec<Change>, Error> {
+    ) -> Result<Vec<Change>, Halt> {
         if first_sight && status.resetting_for.is_none() {
             status.observed_reset_usage = self.spec.reset_usage.clone();
         }
@@ -111,7 +111,7 @@ async fn reset_usage(
     policy: &UsageLimitsPolicy,
     cx: &Cx<'_, UsageLimitsPolicy>,
     status: &mut UsageLimitsPolicyStatus,
-) -> Result<Option<Change>, Error> {
+) -> Result<Option<Change>, Halt> {
     let trigger = match (&status.resetting_for, &policy.spec.reset_usage) {
         // An interrupted reset is finished first, whatever the spec says now.
         (Some(resuming), _) => resuming.clone(),
@@ -161,12 +161,13 @@ async fn reset_usage(
     if !entities.complete {
         // What was reset stays reset (zero usage is skipped next time); the rest is found by
         // the next attempt, under the same intent.
-        return Err(Error::NotYetSettled {
+        return Err(Wait::NotYetSettled {
             message: format!(
                 "the usage list of usage-limits policy {id} was incomplete; resetting the rest next"
             ),
             look_again_in: std::time::Duration::from_secs(5),
-        });
+        }
+        .into());
     }
     status.resetting_for = None;
     status.observed_reset_usage = Some(trigger.clone());

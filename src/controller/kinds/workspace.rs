@@ -31,7 +31,7 @@ use crate::controller::driver::gate::Op;
 use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::config_refs::REFERENCE_NOT_READY;
 use crate::controller::kinds::mcp_integration;
 use crate::controller::{Context, now_rfc3339};
@@ -95,7 +95,7 @@ impl Verbs for Workspace {
         &self,
         cx: &Cx<'_, Self>,
         _status: &mut WorkspaceStatus,
-    ) -> Result<Desired, Error> {
+    ) -> Result<Desired, Halt> {
         let (config, pending) = default_config(self, cx.ctx);
         Ok(Desired {
             settings: self.spec.settings(config),
@@ -149,7 +149,7 @@ impl Verbs for Workspace {
         client.workspaces().get(key).await.map(Some)
     }
     /// The first of the three calls: this resource's IAM scope, made once.
-    async fn before_create(&self, cx: &Cx<'_, Self>, desired: &Desired) -> Result<(), Error> {
+    async fn before_create(&self, cx: &Cx<'_, Self>, desired: &Desired) -> Result<(), Halt> {
         let scope = require_scope(desired)?;
         if owned(cx, scope).await?.is_some() {
             return Ok(());
@@ -164,12 +164,12 @@ impl Verbs for Workspace {
             description: scope.marker.clone(),
             resources: Vec::new(),
         };
-        client
+        Ok(client
             .iam_scopes()
             .create(&request)
             .await
             .map(drop)
-            .map_err(|e| Error::api(format!("create IAM scope {}", scope.name), e))
+            .map_err(|e| Error::api(format!("create IAM scope {}", scope.name), e))?)
     }
     fn sent(&self, cx: &Cx<'_, Self>, desired: &Desired) -> CreateAttempt {
         let scope = desired.scope.as_ref().map(|s| s.name.as_str());
@@ -192,7 +192,7 @@ impl Verbs for Workspace {
         &self,
         cx: &Cx<'_, Self>,
         _status: &WorkspaceStatus,
-    ) -> Result<Lookup<RemoteWorkspace>, Error> {
+    ) -> Result<Lookup<RemoteWorkspace>, Halt> {
         find_created(self, cx).await
     }
     async fn update(
@@ -207,13 +207,13 @@ impl Verbs for Workspace {
             .await
     }
     /// Never the default workspace; never while an aigw object of the cluster names it.
-    async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Error> {
+    async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
         let status = self.status.clone().unwrap_or_default();
         let client = cx.api(Op::Read).await?;
         let remote = match client.workspaces().get(key).await {
             Ok(remote) => Some(remote),
             Err(e) if e.is_not_found() => None,
-            Err(e) => return Err(Error::api(format!("read workspace {key}"), e)),
+            Err(e) => return Err(Error::api(format!("read workspace {key}"), e).into()),
         };
         let shown = Self::shown(&status).unwrap_or(key.to_string());
         if status.is_default || remote.as_ref().is_some_and(|r| r.is_default == Some(true)) {
@@ -222,7 +222,7 @@ impl Verbs for Workspace {
                 format!(
                     "workspace {shown} is the organisation's default workspace, which is never archived: set deletionPolicy: Orphan to delete this Workspace and leave it"
                 ),
-            ));
+            ).into());
         }
         let mut keys: BTreeSet<&str> = [key].into_iter().collect();
         keys.extend(status.id.as_deref());
@@ -249,7 +249,7 @@ impl Verbs for Workspace {
                 "workspace {shown} is still named by {}; it is archived once they are gone (or set deletionPolicy: Orphan)",
                 holders.join(", ")
             ),
-        ))
+        ).into())
     }
     /// Archives the workspace, then deletes the IAM scope aigw made for it (each "already
     /// gone" is done, so a retry after a failure between the two finishes the second).
@@ -283,7 +283,7 @@ impl Verbs for Workspace {
     /// The IAM scope [`Verbs::before_create`] made for a workspace the API never made (its
     /// create refused, or failed and proven to have made nothing): deleted when it carries this resource's token and binds nothing. A
     /// scope of the same name that is not ours is left alone.
-    async fn remove_unused(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Error> {
+    async fn remove_unused(&self, cx: &Cx<'_, Self>) -> Result<Vec<Change>, Halt> {
         // Only a create that was sent (refused, failed or unanswered) made one: a resource
         // that never got that far goes without a call, even when its Connection is gone.
         let sent = self
@@ -299,7 +299,7 @@ impl Verbs for Workspace {
         let found = match owned(cx, &scope).await {
             Ok(Some(found)) => found,
             Ok(None) => return Ok(Vec::new()),
-            Err(Error::NotAllowed { .. }) => return Ok(Vec::new()),
+            Err(Halt::Fail(Error::NotAllowed { .. })) => return Ok(Vec::new()),
             Err(e) => return Err(e),
         };
         if !found.resources.is_empty() {
@@ -316,7 +316,7 @@ impl Verbs for Workspace {
         let client = cx.api(Op::Delete).await?;
         match client.iam_scopes().delete(&scope.name).await {
             Err(e) if !e.is_not_found() => {
-                Err(Error::api(format!("delete IAM scope {}", scope.name), e))
+                Err(Error::api(format!("delete IAM scope {}", scope.name), e).into())
             }
             _ => Ok(vec![Change::new(
                 "Deleted",
@@ -378,7 +378,7 @@ impl Verbs for Workspace {
         &self,
         cx: &Cx<'_, Self>,
         status: &mut WorkspaceStatus,
-    ) -> Result<Vec<Change>, Error> {
+    ) -> Result<Vec<Change>, Halt> {
         let Some((scope, slug)) = own_binding(self, cx.ctx, status) else {
             return Ok(Vec::new());
         };
@@ -418,7 +418,7 @@ impl Verbs for Workspace {
         &self,
         cx: &Cx<'_, Self>,
         status: &WorkspaceStatus,
-    ) -> Result<Vec<&'static str>, Error> {
+    ) -> Result<Vec<&'static str>, Halt> {
         let Some((scope, slug)) = own_binding(self, cx.ctx, status) else {
             return Ok(Vec::new());
         };
@@ -436,9 +436,9 @@ impl Verbs for Workspace {
         _status: &mut WorkspaceStatus,
         desired: &Desired,
         _first_sight: bool,
-    ) -> Result<Vec<Change>, Error> {
+    ) -> Result<Vec<Change>, Halt> {
         match &desired.pending {
-            Some(why) => Err(Error::not_allowed(REFERENCE_NOT_READY, why.clone())),
+            Some(why) => Err(Error::not_allowed(REFERENCE_NOT_READY, why.clone()).into()),
             None => Ok(Vec::new()),
         }
     }
@@ -464,7 +464,7 @@ fn require_scope(desired: &Desired) -> Result<&OwnedScope, Error> {
 
 /// The scope `scope` names when it is this resource's (it carries the ownership token);
 /// `None` when there is none; refused when one of that name is someone else's.
-async fn owned(cx: &Cx<'_, Workspace>, scope: &OwnedScope) -> Result<Option<IamScope>, Error> {
+async fn owned(cx: &Cx<'_, Workspace>, scope: &OwnedScope) -> Result<Option<IamScope>, Halt> {
     let client = cx.api(Op::Read).await?;
     match client.iam_scopes().get(&scope.name).await {
         Ok(found) if found.description == scope.marker => Ok(Some(found)),
@@ -474,9 +474,9 @@ async fn owned(cx: &Cx<'_, Workspace>, scope: &OwnedScope) -> Result<Option<IamS
                 "IAM scope {} exists and was not made by this Workspace (it lacks its owner token); aigw never takes a scope it did not make",
                 scope.name
             ),
-        )),
+        ).into()),
         Err(e) if e.is_not_found() => Ok(None),
-        Err(e) => Err(Error::api(format!("read IAM scope {}", scope.name), e)),
+        Err(e) => Err(Error::api(format!("read IAM scope {}", scope.name), e).into()),
     }
 }
 
@@ -499,7 +499,7 @@ fn own_binding(
 async fn find_created(
     workspace: &Workspace,
     cx: &Cx<'_, Workspace>,
-) -> Result<Lookup<RemoteWorkspace>, Error> {
+) -> Result<Lookup<RemoteWorkspace>, Halt> {
     let Some(scope) = owned_scope(workspace, cx.ctx) else {
         return Ok(Lookup::Absent);
     };

@@ -43,7 +43,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::core::{Expression, Selector, SelectorExt};
 use kube::{Resource, ResourceExt};
 
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::state::claims::Claims;
 use crate::resources::common::FINALIZER;
 
@@ -254,7 +254,7 @@ pub fn verdict<K: Claims>(
 /// Takes `object` for installation `id`: adds the claim, on condition that the object is still
 /// at the resourceVersion the decision was made on. `Err(Conflict)` when it changed (another
 /// installation may have claimed it: the next reconcile sees).
-pub async fn take<K>(objects: &Api<K>, object: &K, id: &str) -> Result<(), Error>
+pub async fn take<K>(objects: &Api<K>, object: &K, id: &str) -> Result<(), Halt>
 where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -270,7 +270,7 @@ where
 
 /// Removes this installation's claim from `object` (on the same condition as [`take`]): the
 /// installation its status records first, then the annotation.
-pub async fn give_back<K>(objects: &Api<K>, object: &K) -> Result<(), Error>
+pub async fn give_back<K>(objects: &Api<K>, object: &K) -> Result<(), Halt>
 where
     K: Claims + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -279,11 +279,7 @@ where
 
 /// [`give_back`] for a kind without claims (a ConfigRollout): `recorded` when its status
 /// records an installation.
-pub async fn give_back_recorded<K>(
-    objects: &Api<K>,
-    object: &K,
-    recorded: bool,
-) -> Result<(), Error>
+pub async fn give_back_recorded<K>(objects: &Api<K>, object: &K, recorded: bool) -> Result<(), Halt>
 where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -313,7 +309,7 @@ where
 /// apply of that one field under its own field manager ([`RECORDER`]), so nothing else of the
 /// status changes. Returns the object as written (`None`: it is gone). `Err(Conflict)` when it
 /// changed meanwhile (its claim may have been rewritten: the next reconcile decides again).
-pub async fn record<K>(objects: &Api<K>, object: &K, id: &str) -> Result<Option<K>, Error>
+pub async fn record<K>(objects: &Api<K>, object: &K, id: &str) -> Result<Option<K>, Halt>
 where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -339,7 +335,8 @@ where
             Err(Error::MissingState(format!(
                 "cannot record this installation in the status of {kind} {}: the installed CRD has no status.installation (apply the CRDs of this release: aigw crds | kubectl apply --server-side -f -)",
                 object.name_any()
-            )))
+            ))
+            .into())
         }
         written => claim_written(written, kind.as_ref(), &object.name_any()),
     }
@@ -350,7 +347,7 @@ async fn write_claim<K>(
     object: &K,
     version: Option<String>,
     value: serde_json::Value,
-) -> Result<(), Error>
+) -> Result<(), Halt>
 where
     K: Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
@@ -367,14 +364,14 @@ where
 
 /// The answer to a write of a claim: the object as written, `None` when it is gone,
 /// `Err(Conflict)` when it changed since it was read.
-fn claim_written<K>(written: kube::Result<K>, kind: &str, name: &str) -> Result<Option<K>, Error> {
+fn claim_written<K>(written: kube::Result<K>, kind: &str, name: &str) -> Result<Option<K>, Halt> {
     match written {
         Ok(written) => Ok(Some(written)),
         Err(kube::Error::Api(status)) if status.code == 409 => {
-            Err(Error::Conflict(format!("{kind} {name}: claimed meanwhile")))
+            Err(Wait::Conflict(format!("{kind} {name}: claimed meanwhile")).into())
         }
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
-        Err(e) => Err(Error::kube(format!("claim {kind} {name}"), e)),
+        Err(e) => Err(Error::kube(format!("claim {kind} {name}"), e).into()),
     }
 }
 

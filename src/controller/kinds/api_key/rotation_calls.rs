@@ -9,7 +9,7 @@ use crate::controller::driver::Cx;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::rotation::{Issued, Rotates, set_credentials_condition};
 use crate::controller::driver::secret_delivery;
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt};
 use crate::controller::runtime::failpoints::AFTER_API_KEY_ROTATE;
 use crate::resources::api_key::{ApiKey, ApiKeyStatus, SECRET_KEY};
 use crate::resources::rotation::{Rotation, RotationStatus};
@@ -40,7 +40,7 @@ impl Rotates for ApiKey {
 
     /// Rotates with `spec.rotation.transitionPeriod` (the API's default when unset): the
     /// previous value works until the answer's `key_transition_expires_at`.
-    async fn call_rotate(&self, cx: &Cx<'_, Self>, id: &str) -> Result<Issued, Error> {
+    async fn call_rotate(&self, cx: &Cx<'_, Self>, id: &str) -> Result<Issued, Halt> {
         let transition = self.spec.transition_period().map_err(Error::InvalidSpec)?;
         let request = transition
             .map(RotateApiKeyRequest::with_transition)

@@ -7,7 +7,7 @@ use kube::{Resource, ResourceExt};
 use tracing::debug;
 
 use super::{KIND, Run, connection_name};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt, Wait};
 use crate::resources::api_key::ApiKey;
 use crate::resources::common::condition::{READY, STALLED};
 use crate::resources::common::{ManagementPolicy, find_condition};
@@ -39,7 +39,7 @@ impl Run<'_> {
         keys: &Keys,
         names: &[String],
         config: Option<&str>,
-    ) -> Result<(), Error> {
+    ) -> Result<(), Halt> {
         for name in names {
             let Some(key) = keys.all.iter().find(|k| k.name_any() == *name) else {
                 continue;
@@ -67,7 +67,7 @@ impl Run<'_> {
                 .leadership
                 .for_object(self.rollout.meta())
                 .may_write()
-                .map_err(Error::NotLeader)?;
+                .map_err(Wait::NotLeader)?;
             let patch = serde_json::json!({"metadata": {
                 "resourceVersion": key.resource_version(),
                 "annotations": {
@@ -80,9 +80,9 @@ impl Run<'_> {
                 .await
                 .map_err(|e| match e {
                     kube::Error::Api(s) if s.code == 409 => {
-                        Error::Conflict(format!("ApiKey {name} changed meanwhile"))
+                        Halt::from(Wait::Conflict(format!("ApiKey {name} changed meanwhile")))
                     }
-                    e => Error::kube(format!("annotate ApiKey {name}"), e),
+                    e => Error::kube(format!("annotate ApiKey {name}"), e).into(),
                 })?;
             debug!(kind = KIND, rollout = %self.name, key = %name, config = ?config, "moved ApiKey");
         }
@@ -159,7 +159,7 @@ impl Run<'_> {
         None
     }
 
-    pub(super) async fn keys(&self) -> Result<Keys, Error> {
+    pub(super) async fn keys(&self) -> Result<Keys, Halt> {
         let listed = self
             .keys
             .list(&ListParams::default())
@@ -209,7 +209,7 @@ impl Run<'_> {
 
     /// Whether the ConfigRollout `other` of this namespace lists `key` in its `movedKeys`
     /// (from the watch cache; read from the apiserver only while the cache does not show it).
-    async fn holds(&self, other: &str, key: &str) -> Result<bool, Error> {
+    async fn holds(&self, other: &str, key: &str) -> Result<bool, Halt> {
         let lists = |r: Option<&rollout::ConfigRollout>| {
             r.and_then(|r| r.status.as_ref())
                 .is_some_and(|s| s.moved_keys.iter().any(|k| k == key))

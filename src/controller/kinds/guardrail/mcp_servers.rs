@@ -25,7 +25,7 @@ use kube::runtime::reflector::Store;
 
 use crate::controller::driver::gate::{Op, tenant_peers};
 use crate::controller::driver::{Change, Cx};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt};
 use crate::controller::{Context, spec_already_applied};
 use crate::resources::McpServer;
 use crate::resources::guardrail::{GuardrailMcpServer, GuardrailStatus};
@@ -134,7 +134,7 @@ pub(super) async fn sync<G: GuardrailObject>(
     guardrail: &G,
     cx: &Cx<'_, G>,
     status: &mut GuardrailStatus,
-) -> Result<Vec<Change>, Error> {
+) -> Result<Vec<Change>, Halt> {
     let (Some(servers), Some(key)) = (&guardrail.definition().mcp_servers, key(status)) else {
         return Ok(Vec::new());
     };
@@ -166,7 +166,7 @@ pub(super) async fn differ<G: GuardrailObject>(
     guardrail: &G,
     cx: &Cx<'_, G>,
     status: &GuardrailStatus,
-) -> Result<Vec<&'static str>, Error> {
+) -> Result<Vec<&'static str>, Halt> {
     let (Some(servers), Some(key)) = (&guardrail.definition().mcp_servers, key(status)) else {
         return Ok(Vec::new());
     };
@@ -294,7 +294,7 @@ async fn in_workspace<G: GuardrailObject>(
     guardrail: &G,
     cx: &Cx<'_, G>,
     wanted: &BTreeMap<String, Mapping>,
-) -> Result<(), Error> {
+) -> Result<(), Halt> {
     let Some(workspace) = guardrail.workspace_id() else {
         return Ok(());
     };
@@ -331,7 +331,7 @@ async fn in_workspace<G: GuardrailObject>(
                 false => " (its list was incomplete)",
             }
         ),
-    ))
+    ).into())
 }
 
 #[cfg(test)]

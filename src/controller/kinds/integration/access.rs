@@ -9,7 +9,7 @@
 use crate::api::{self, Client};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::{Change, Cx};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt};
 use crate::resources::integration::{Integration, IntegrationSpec, IntegrationStatus};
 
 /// Brings the workspace access rows, then the model access, in line with the spec.
@@ -17,7 +17,7 @@ pub(super) async fn sync(
     spec: &IntegrationSpec,
     cx: &Cx<'_, Integration>,
     status: &mut IntegrationStatus,
-) -> Result<Vec<Change>, Error> {
+) -> Result<Vec<Change>, Halt> {
     let key = status.id.clone().unwrap_or_default();
     let access = apply_access(spec, cx, status, &key).await?;
     let models = apply_models(spec, cx, &key).await?;
@@ -29,7 +29,7 @@ pub(super) async fn differ(
     spec: &IntegrationSpec,
     cx: &Cx<'_, Integration>,
     status: &IntegrationStatus,
-) -> Result<Vec<&'static str>, Error> {
+) -> Result<Vec<&'static str>, Halt> {
     let client = cx.api(Op::Read).await?;
     let key = status.id.clone().unwrap_or_default();
     let mut fields = Vec::new();
@@ -71,7 +71,7 @@ async fn apply_access(
     cx: &Cx<'_, Integration>,
     status: &mut IntegrationStatus,
     key: &str,
-) -> Result<Option<Change>, Error> {
+) -> Result<Option<Change>, Halt> {
     if spec.workspaces.is_empty() && status.workspaces.is_empty() {
         return Ok(None);
     }
@@ -129,7 +129,7 @@ async fn apply_models(
     spec: &IntegrationSpec,
     cx: &Cx<'_, Integration>,
     key: &str,
-) -> Result<Option<Change>, Error> {
+) -> Result<Option<Change>, Halt> {
     if spec.models.is_none() {
         return Ok(None);
     }

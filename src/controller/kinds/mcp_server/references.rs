@@ -6,7 +6,7 @@ use kube::ResourceExt;
 
 use crate::controller::Context;
 use crate::controller::driver::gate::CACHES_LISTED_WITHIN;
-use crate::controller::error::Error;
+use crate::controller::error::{Halt, Wait};
 use crate::controller::state::claims::Claims;
 use crate::resources::{McpIntegration, McpServer};
 
@@ -14,15 +14,15 @@ use crate::resources::{McpIntegration, McpServer};
 /// name, or by the UUID or slug it recorded. From the caches, once every McpServer cache has
 /// listed. A server that never made a remote server (or began to) does not count, nor one of
 /// another installation.
-pub async fn naming(integration: &McpIntegration, ctx: &Context) -> Result<Vec<String>, Error> {
+pub async fn naming(integration: &McpIntegration, ctx: &Context) -> Result<Vec<String>, Halt> {
     let servers = ctx.stores.of::<McpServer>();
     if !servers
         .listed(ctx.stores_of::<McpServer>(), CACHES_LISTED_WITHIN)
         .await
     {
-        return Err(Error::CachesNotReady(
+        return Err(Wait::CachesNotReady(
             "the McpServer caches have not listed every watched namespace yet, so whether an McpServer instantiates this integration cannot be decided; waiting".into(),
-        ));
+        ).into());
     }
     let mut users: Vec<String> = servers
         .all()

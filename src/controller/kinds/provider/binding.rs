@@ -8,7 +8,7 @@ use crate::controller::Context;
 use crate::controller::driver::Cx;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::{named, ready_named};
-use crate::controller::error::Error;
+use crate::controller::error::{Error, Halt};
 use crate::resources::integration::Integration;
 use crate::resources::provider::{Provider, ProviderStatus};
 
@@ -55,7 +55,7 @@ pub(super) fn integration_keys(
 pub(super) async fn bound_integration(
     provider: &Provider,
     cx: &Cx<'_, Provider>,
-) -> Result<Bound, Error> {
+) -> Result<Bound, Halt> {
     let spec = &provider.spec;
     match (&spec.integration, &spec.integration_id) {
         (_, Some(given)) => remote_integration(provider, cx, given).await,
@@ -70,9 +70,9 @@ pub(super) async fn bound_integration(
             cx.gate.binding("spec.integration", &granted).await?;
             Ok(Bound { id, keys })
         }
-        (None, None) => Err(Error::InvalidSpec(
-            "set spec.integration or spec.integrationId".into(),
-        )),
+        (None, None) => {
+            Err(Error::InvalidSpec("set spec.integration or spec.integrationId".into()).into())
+        }
     }
 }
 
@@ -82,7 +82,7 @@ async fn remote_integration(
     provider: &Provider,
     cx: &Cx<'_, Provider>,
     given: &str,
-) -> Result<Bound, Error> {
+) -> Result<Bound, Halt> {
     const FIELD: &str = "spec.integrationId";
     let read = cx.api(Op::Read).await?.integrations().get(given).await;
     match read {
@@ -107,7 +107,7 @@ async fn remote_integration(
         Err(e) if e.is_not_found() => Err(Error::not_allowed(
             INTEGRATION_NOT_READY,
             format!("integration {given} named by {FIELD} does not exist"),
-        )),
+        ).into()),
         // Unreadable (a Connection without admin rights): only a namespace whose grants do not
         // limit integrations may bind it, as the spec names it.
         Err(e) => match cx.gate.binding(FIELD, &[]).await {
@@ -123,8 +123,8 @@ async fn remote_integration(
                     "read integration {given} (named by {FIELD}) to check it against the Connection's grants (spec.grants[].integrations)"
                 ),
                 e,
-            )),
-            Err(other) => Err(other),
+            ).into()),
+            Err(other) => Err(other.into()),
         },
     }
 }
@@ -158,14 +158,14 @@ pub(super) async fn check_remote_integration(
     provider: &Provider,
     cx: &Cx<'_, Provider>,
     id: &str,
-) -> Result<(), Error> {
+) -> Result<(), Halt> {
     let workspace = provider.spec.workspace();
     let rows = cx.api(Op::Read).await?.integrations().workspaces(id).await;
     match rows {
         Err(e) if e.is_not_found() => Err(Error::not_allowed(
             INTEGRATION_NOT_READY,
             format!("integration {id} named by spec.integrationId does not exist"),
-        )),
+        ).into()),
         Ok(rows)
             if rows.complete()
                 && !rows
@@ -178,7 +178,7 @@ pub(super) async fn check_remote_integration(
                 format!(
                     "integration {id} named by spec.integrationId does not grant workspace {workspace} access; the provider waits until it does"
                 ),
-            ))
+            ).into())
         }
         _ => Ok(()),
     }
