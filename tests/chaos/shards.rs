@@ -238,6 +238,8 @@ pub(super) async fn figures(
 ) -> Vec<String> {
     let log = emulator.get("/_emulator/writes").await.unwrap();
     let writes = log["writes"].as_array().cloned().unwrap_or_default();
+    // Kept beside the logs: the evidence when two replicas overlapped.
+    std::fs::write(run_dir().join("writes.json"), log.to_string()).unwrap();
     let (overlapping, writer_changes) = overlaps(&writes);
     let figures = [
         ("shards", json!(scale.shards)),
