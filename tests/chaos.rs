@@ -20,7 +20,8 @@
 //! target with `test = false` (Cargo.toml): `make chaos` runs it at full scale, and `make test`
 //! runs a short round (`make chaos-short`: 60 resources, 5 kills). Scale knobs:
 //! `AIGW_CHAOS_CONFIGS`, `AIGW_CHAOS_POLICIES`, `AIGW_CHAOS_DEPLOYMENTS`, `AIGW_CHAOS_API_KEYS`,
-//! `AIGW_CHAOS_KILLS`.
+//! `AIGW_CHAOS_KILLS`. `AIGW_CHAOS_SHARDS=N` runs the sharded mode instead (`make
+//! chaos-sharded`, see `chaos/shards.rs`): N active-active replicas over 2×N namespaces.
 //!
 //! Rotating ApiKeys (5 by default) go through the same rotation protocol as the Deployments'
 //! credentials and are held to the same counts; at the end each key's Secret must hold the
