@@ -20,7 +20,8 @@
 //! target with `test = false` (Cargo.toml): `make chaos` runs it at full scale, and `make test`
 //! runs a short round (`make chaos-short`: 60 resources, 5 kills). Scale knobs:
 //! `AIGW_CHAOS_CONFIGS`, `AIGW_CHAOS_POLICIES`, `AIGW_CHAOS_DEPLOYMENTS`, `AIGW_CHAOS_API_KEYS`,
-//! `AIGW_CHAOS_KILLS`.
+//! `AIGW_CHAOS_KILLS`. `AIGW_CHAOS_SHARDS=N` runs the sharded mode instead (`make
+//! chaos-sharded`, see `chaos/shards.rs`): N active-active replicas over 2×N namespaces.
 //!
 //! Rotating ApiKeys (5 by default) go through the same rotation protocol as the Deployments'
 //! credentials and are held to the same counts; at the end each key's Secret must hold the
@@ -35,6 +36,10 @@
 //! lost answer produces one: the write's error is the reconcile's error). The rotations the
 //! emulator counted for a Deployment must be at least its trigger changes and at most its
 //! trigger changes plus the incidents that fall inside its windows.
+
+/// The sharded mode (`AIGW_CHAOS_SHARDS`).
+#[path = "chaos/shards.rs"]
+mod shards;
 
 /// The integration binary's support (`tests/it/support`); this target uses part of it.
 #[allow(dead_code)]
@@ -51,8 +56,9 @@ use std::time::{Duration, Instant};
 use aigw::resources::{ApiKey, Config, Deployment, RateLimitsPolicy};
 use futures::StreamExt;
 use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
 use rand::Rng;
 use serde_json::{Value, json};
@@ -74,6 +80,8 @@ struct Scale {
     deployments: usize,
     api_keys: usize,
     kills: usize,
+    /// `AIGW_CHAOS_SHARDS`: 0 for the leader-elected pair, N for N active-active shards.
+    shards: usize,
 }
 
 impl Scale {
@@ -90,7 +98,69 @@ impl Scale {
             deployments: knob("AIGW_CHAOS_DEPLOYMENTS", 10),
             api_keys: knob("AIGW_CHAOS_API_KEYS", 5),
             kills: knob("AIGW_CHAOS_KILLS", 20),
+            shards: knob("AIGW_CHAOS_SHARDS", 0),
         }
+    }
+}
+
+/// Where the resources live: the test's namespace, and in the sharded mode more of them
+/// (resource `i` of each kind in namespace `i % n`), since a namespace is what the shards split.
+/// Names stay unique across them, so a name alone tells a resource.
+#[derive(Clone)]
+struct Spread {
+    client: kube::Client,
+    namespaces: Vec<String>,
+}
+
+impl Spread {
+    fn api<K>(&self, namespace: &str) -> Api<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
+        <K as Resource>::DynamicType: Default,
+    {
+        Api::namespaced(self.client.clone(), namespace)
+    }
+
+    /// The namespace of the `i`-th resource of a kind.
+    fn home(&self, i: usize) -> &str {
+        &self.namespaces[i % self.namespaces.len()]
+    }
+
+    /// The `K` objects of every namespace.
+    async fn list<K>(&self) -> kube::Result<Vec<K>>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+        <K as Resource>::DynamicType: Default,
+    {
+        let mut all = Vec::new();
+        for namespace in &self.namespaces {
+            let list = self
+                .api::<K>(namespace)
+                .list(&ListParams::default())
+                .await?;
+            all.extend(list.items);
+        }
+        Ok(all)
+    }
+
+    /// The `K` named `name`, in whichever namespace it is.
+    async fn find<K>(&self, name: &str) -> Option<K>
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + std::fmt::Debug,
+        <K as Resource>::DynamicType: Default,
+    {
+        for namespace in &self.namespaces {
+            if let Ok(Some(found)) = self.api::<K>(namespace).get_opt(name).await {
+                return Some(found);
+            }
+        }
+        None
     }
 }
 
@@ -215,13 +285,23 @@ impl Emulator {
     }
 }
 
-/// The two (or, briefly, more) operator replicas; each victim is replaced by a fresh one.
+/// The two (or, briefly, more) operator replicas; each victim is replaced by a fresh one. In
+/// the sharded mode, N (or, while one is added, N + 1) replicas with `--shards`.
 struct Replicas {
     live: Vec<(Process, SocketAddr)>,
     started: usize,
     unplanned_exits: Vec<String>,
     dir: PathBuf,
+    /// Where the Leases are (the test's namespace).
     namespace: String,
+    /// The namespaces the replicas watch.
+    watched: Vec<String>,
+    /// 0: leader election; N: `--shards`.
+    shards: usize,
+    /// How many replicas [`Replicas::keep_up`] keeps running.
+    wanted: usize,
+    /// The Leases' namespace as the admin sees it (the sharded mode reads the published views).
+    leases: Api<Lease>,
     management_url: String,
     token_file: PathBuf,
     /// Impersonates the chart's ServiceAccount: the replicas run under the chart's RBAC.
@@ -229,7 +309,13 @@ struct Replicas {
 }
 
 impl Replicas {
-    fn new(dir: &Path, namespace: &str, management_url: &str, kubeconfig: PathBuf) -> Self {
+    fn new(
+        dir: &Path,
+        spread: &Spread,
+        shards: usize,
+        management_url: &str,
+        kubeconfig: PathBuf,
+    ) -> Self {
         let token_file = dir.join("token");
         std::fs::write(&token_file, TOKEN).unwrap();
         Self {
@@ -237,7 +323,11 @@ impl Replicas {
             started: 0,
             unplanned_exits: Vec::new(),
             dir: dir.to_path_buf(),
-            namespace: namespace.to_string(),
+            namespace: spread.namespaces[0].clone(),
+            watched: spread.namespaces.clone(),
+            shards,
+            wanted: if shards > 0 { shards } else { 2 },
+            leases: Api::namespaced(spread.client.clone(), &spread.namespaces[0]),
             management_url: management_url.to_string(),
             token_file,
             kubeconfig,
@@ -254,7 +344,7 @@ impl Replicas {
             .args(["--management-url", &self.management_url])
             .arg("--token-file")
             .arg(&self.token_file)
-            .args(["--namespace", &self.namespace])
+            .args(self.watched.iter().flat_map(|n| ["--namespace", n]))
             .args([
                 "--cluster-selector",
                 &format!("aigw-test/env={}", self.namespace),
@@ -265,6 +355,11 @@ impl Replicas {
             // The suite changes triggers every few seconds: no spacing between rotations.
             .args(["--rotation-spacing", "0s"])
             .args(["--api-qps", "100"])
+            .args(if self.shards > 0 {
+                &["--shards=true"][..]
+            } else {
+                &[]
+            })
             .env("KUBECONFIG", &self.kubeconfig)
             .env("POD_NAME", &name)
             .env("AIGW_LOG_FORMAT", "json")
@@ -276,8 +371,9 @@ impl Replicas {
     }
 
     /// Replaces replicas that exited on their own (a leader that cannot renew its lease while
-    /// the apiserver is down exits non-zero by design) so that two are always running.
-    fn keep_two(&mut self) {
+    /// the apiserver is down exits non-zero by design) so that two (sharded: as many as
+    /// wanted) are always running.
+    fn keep_up(&mut self) {
         let mut kept = Vec::new();
         for (mut process, metrics) in std::mem::take(&mut self.live) {
             if process.exited() {
@@ -287,7 +383,7 @@ impl Replicas {
             }
         }
         self.live = kept;
-        while self.live.len() < 2 {
+        while self.live.len() < self.wanted {
             self.start_one();
         }
     }
@@ -302,12 +398,25 @@ impl Replicas {
         roles
     }
 
+    /// Waits for the steady state of the mode: one leader and ready standbys, or every replica
+    /// a ready shard that has published the live replicas as its view.
+    async fn steady(&mut self) {
+        match self.shards {
+            0 => {
+                self.sole_leader().await;
+            }
+            _ => {
+                self.settled().await;
+            }
+        }
+    }
+
     /// Waits until one live replica leads and every other one is a ready standby; returns the
     /// leader's index in `live`.
     async fn sole_leader(&mut self) -> usize {
         let deadline = Instant::now() + TAKEOVER_TIMEOUT;
         loop {
-            self.keep_two();
+            self.keep_up();
             let roles = self.roles().await;
             let ready: Vec<Option<&str>> = roles
                 .iter()
@@ -356,7 +465,7 @@ impl Replicas {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
-        self.keep_two();
+        self.keep_up();
         (stopped, resumed)
     }
 
@@ -378,7 +487,7 @@ impl Replicas {
                 "no replica took over within {TAKEOVER_TIMEOUT:?} after SIGKILL of {}",
                 victim.name
             );
-            self.keep_two();
+            self.keep_up();
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
@@ -494,27 +603,27 @@ fn settled<K: Rotating>(object: &K) -> bool {
 }
 
 /// Closes windows every 500 ms until the returned handle is aborted.
-fn watch_windows(env: &TestEnv, windows: Arc<Mutex<Windows>>) -> tokio::task::JoinHandle<()> {
-    let (deployments, keys) = (env.api::<Deployment>(), env.api::<ApiKey>());
+fn watch_windows(spread: &Spread, windows: Arc<Mutex<Windows>>) -> tokio::task::JoinHandle<()> {
+    let spread = spread.clone();
     tokio::spawn(async move {
         loop {
-            if let Ok(list) = deployments.list(&ListParams::default()).await {
-                windows.lock().unwrap().close_settled(&list.items);
+            if let Ok(list) = spread.list::<Deployment>().await {
+                windows.lock().unwrap().close_settled(&list);
             }
-            if let Ok(list) = keys.list(&ListParams::default()).await {
-                windows.lock().unwrap().close_settled(&list.items);
+            if let Ok(list) = spread.list::<ApiKey>().await {
+                windows.lock().unwrap().close_settled(&list);
             }
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
     })
 }
 
-async fn create_all(env: &TestEnv, scale: &Scale, windows: &Mutex<Windows>) {
+async fn create_all(spread: &Spread, scale: &Scale, windows: &Mutex<Windows>) {
     let mut creates = Vec::new();
     for i in 0..scale.configs {
         let name = format!("c-{i:03}");
         let config: Config = object("Config", &name, routing(&name));
-        let api = env.api::<Config>();
+        let api = spread.api::<Config>(spread.home(i));
         creates.push(futures::future::FutureExt::boxed(async move {
             api.create(&PostParams::default(), &config)
                 .await
@@ -524,7 +633,7 @@ async fn create_all(env: &TestEnv, scale: &Scale, windows: &Mutex<Windows>) {
     for i in 0..scale.policies {
         let name = format!("p-{i:02}");
         let policy: RateLimitsPolicy = object("RateLimitsPolicy", &name, limits(&name));
-        let api = env.api::<RateLimitsPolicy>();
+        let api = spread.api::<RateLimitsPolicy>(spread.home(i));
         creates.push(futures::future::FutureExt::boxed(async move {
             api.create(&PostParams::default(), &policy)
                 .await
@@ -541,7 +650,7 @@ async fn create_all(env: &TestEnv, scale: &Scale, windows: &Mutex<Windows>) {
             .unwrap()
             .open
             .insert(name, (Timestamp::now(), "t0".into()));
-        let api = env.api::<Deployment>();
+        let api = spread.api::<Deployment>(spread.home(i));
         creates.push(futures::future::FutureExt::boxed(async move {
             api.create(&PostParams::default(), &deployment)
                 .await
@@ -558,7 +667,7 @@ async fn create_all(env: &TestEnv, scale: &Scale, windows: &Mutex<Windows>) {
             .unwrap()
             .open
             .insert(name, (Timestamp::now(), "t0".into()));
-        let api = env.api::<ApiKey>();
+        let api = spread.api::<ApiKey>(spread.home(i));
         creates.push(futures::future::FutureExt::boxed(async move {
             api.create(&PostParams::default(), &key).await.map(|_| ())
         }));
@@ -574,21 +683,21 @@ async fn create_all(env: &TestEnv, scale: &Scale, windows: &Mutex<Windows>) {
 
 /// Changes the trigger of about half of the Deployments and ApiKeys whose last change has
 /// settled.
-async fn change_triggers(env: &TestEnv, windows: &Mutex<Windows>, step: usize) -> usize {
-    change_triggers_of::<Deployment>(env, windows, step).await
-        + change_triggers_of::<ApiKey>(env, windows, step).await
+async fn change_triggers(spread: &Spread, windows: &Mutex<Windows>, step: usize) -> usize {
+    change_triggers_of::<Deployment>(spread, windows, step).await
+        + change_triggers_of::<ApiKey>(spread, windows, step).await
 }
 
 async fn change_triggers_of<K: Rotating>(
-    env: &TestEnv,
+    spread: &Spread,
     windows: &Mutex<Windows>,
     step: usize,
 ) -> usize {
-    let api = env.api::<K>();
-    let list = api.list(&ListParams::default()).await.unwrap();
+    let list = spread.list::<K>().await.unwrap();
     let mut changed = 0;
-    for object in list.items {
+    for object in list {
         let name = object.name_any();
+        let api = spread.api::<K>(&object.namespace().unwrap_or_default());
         if windows.lock().unwrap().is_open(&name) || rand::rng().random_bool(0.5) {
             continue;
         }
@@ -659,26 +768,48 @@ struct Chaos {
     outages: Vec<(Timestamp, Timestamp)>,
     pauses: u32,
     deleted_during_create: usize,
+    /// Sharded mode: replicas added and removed (SIGTERM) mid-run.
+    added: u32,
+    removed: u32,
+    /// Sharded mode: paused replicas still running after their pause (they must exit).
+    kept_running: Vec<String>,
+    /// Sharded mode: removed replicas that did not exit 0 after SIGTERM.
+    unclean_removals: Vec<String>,
+}
+
+impl Chaos {
+    /// Restarts the kube-apiserver: an outage and an incident.
+    fn restart_apiserver(&mut self) {
+        let outage = restart_apiserver();
+        self.incidents.push(outage);
+        self.outages.push(outage);
+        self.apiserver_restarts += 1;
+        eprintln!(
+            "chaos: apiserver restarted, down {:.1} s",
+            outage.1.duration_since(outage.0).as_secs_f64()
+        );
+    }
 }
 
 /// Creates `n` Configs and deletes them about a second later, while their creates are in
 /// flight (and faulty): each must go, leaving no remote config behind.
-async fn delete_during_creates(env: &TestEnv, step: usize, n: usize) -> usize {
-    let api = env.api::<Config>();
+async fn delete_during_creates(spread: &Spread, step: usize, n: usize) -> usize {
     let names: Vec<String> = (0..n).map(|i| format!("x-{step:02}-{i:02}")).collect();
-    for name in &names {
+    for (i, name) in names.iter().enumerate() {
         let config: Config = object("Config", name, routing(name));
+        let api = spread.api::<Config>(spread.home(i));
         api.create(&PostParams::default(), &config).await.unwrap();
     }
     tokio::time::sleep(random_pause(0.5, 1.5)).await;
-    for name in &names {
+    for (i, name) in names.iter().enumerate() {
+        let api = spread.api::<Config>(spread.home(i));
         api.delete(name, &DeleteParams::default()).await.unwrap();
     }
     n
 }
 
 async fn run_chaos(
-    env: &TestEnv,
+    spread: &Spread,
     scale: &Scale,
     replicas: &mut Replicas,
     windows: &Mutex<Windows>,
@@ -687,7 +818,7 @@ async fn run_chaos(
     for step in 0..scale.kills {
         let mut leader = replicas.sole_leader().await;
         tokio::time::sleep(random_pause(0.5, 4.0)).await;
-        let changed = change_triggers(env, windows, step).await;
+        let changed = change_triggers(spread, windows, step).await;
         tokio::time::sleep(random_pause(0.0, 3.0)).await;
         if step == (scale.kills / 3).max(1) {
             let pause = replicas.pause_past_the_lease(leader).await;
@@ -697,17 +828,10 @@ async fn run_chaos(
             leader = replicas.sole_leader().await;
         }
         if step == scale.kills * 2 / 3 {
-            chaos.deleted_during_create += delete_during_creates(env, step, 10).await;
+            chaos.deleted_during_create += delete_during_creates(spread, step, 10).await;
         }
         if step == scale.kills / 2 {
-            let outage = restart_apiserver();
-            chaos.incidents.push(outage);
-            chaos.outages.push(outage);
-            chaos.apiserver_restarts += 1;
-            eprintln!(
-                "chaos: apiserver restarted, down {:.1} s",
-                outage.1.duration_since(outage.0).as_secs_f64()
-            );
+            chaos.restart_apiserver();
         }
         let alive = replicas
             .live
@@ -736,7 +860,7 @@ fn random_pause(min_s: f64, max_s: f64) -> Duration {
 }
 
 /// The names of the objects of kind `K` that are not Ready (or whose check fails).
-async fn not_ready<K>(env: &TestEnv, done: impl Fn(&K) -> bool) -> Vec<String>
+async fn not_ready<K>(spread: &Spread, done: impl Fn(&K) -> bool) -> Vec<String>
 where
     K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
@@ -744,9 +868,8 @@ where
         + std::fmt::Debug,
     <K as Resource>::DynamicType: Default,
 {
-    match env.api::<K>().list(&ListParams::default()).await {
+    match spread.list::<K>().await {
         Ok(list) => list
-            .items
             .iter()
             .filter(|o| !done(o))
             .map(ResourceExt::name_any)
@@ -755,30 +878,28 @@ where
     }
 }
 
-async fn pending(env: &TestEnv) -> Vec<String> {
-    let mut pending = not_ready::<Config>(env, Conditions::ready).await;
-    pending.extend(not_ready::<RateLimitsPolicy>(env, Conditions::ready).await);
-    pending.extend(not_ready::<Deployment>(env, settled).await);
-    pending.extend(not_ready::<ApiKey>(env, settled).await);
+async fn pending(spread: &Spread) -> Vec<String> {
+    let mut pending = not_ready::<Config>(spread, Conditions::ready).await;
+    pending.extend(not_ready::<RateLimitsPolicy>(spread, Conditions::ready).await);
+    pending.extend(not_ready::<Deployment>(spread, settled).await);
+    pending.extend(not_ready::<ApiKey>(spread, settled).await);
     pending
 }
 
-async fn wait_all_ready(env: &TestEnv) {
+async fn wait_all_ready(spread: &Spread) {
     let settled = wait_until(SETTLE_TIMEOUT, || async {
-        pending(env).await.is_empty().then_some(())
+        pending(spread).await.is_empty().then_some(())
     })
     .await;
     if settled.is_none() {
-        let left = pending(env).await;
+        let left = pending(spread).await;
         let mut dump = String::new();
         for name in left.iter().take(5) {
             let yaml = match name.chars().next() {
-                Some('c') => serde_yaml::to_string(&env.api::<Config>().get_opt(name).await.ok()),
-                Some('p') => {
-                    serde_yaml::to_string(&env.api::<RateLimitsPolicy>().get_opt(name).await.ok())
-                }
-                Some('k') => serde_yaml::to_string(&env.api::<ApiKey>().get_opt(name).await.ok()),
-                _ => serde_yaml::to_string(&env.api::<Deployment>().get_opt(name).await.ok()),
+                Some('c') => serde_yaml::to_string(&spread.find::<Config>(name).await),
+                Some('p') => serde_yaml::to_string(&spread.find::<RateLimitsPolicy>(name).await),
+                Some('k') => serde_yaml::to_string(&spread.find::<ApiKey>(name).await),
+                _ => serde_yaml::to_string(&spread.find::<Deployment>(name).await),
             };
             dump.push_str(&yaml.unwrap_or_default());
         }
@@ -833,15 +954,10 @@ fn tally(
     }
 }
 
-async fn check_duplicates(env: &TestEnv, state: &Value) -> Duplicates {
+async fn check_duplicates(spread: &Spread, state: &Value) -> Duplicates {
     let mut dup = Duplicates::default();
-    let configs = env
-        .api::<Config>()
-        .list(&ListParams::default())
-        .await
-        .unwrap();
+    let configs = spread.list::<Config>().await.unwrap();
     let resources: Vec<_> = configs
-        .items
         .iter()
         .map(|c| {
             (
@@ -855,13 +971,8 @@ async fn check_duplicates(env: &TestEnv, state: &Value) -> Duplicates {
     });
     tally(&mut dup, "Config", &resources, remote);
 
-    let policies = env
-        .api::<RateLimitsPolicy>()
-        .list(&ListParams::default())
-        .await
-        .unwrap();
+    let policies = spread.list::<RateLimitsPolicy>().await.unwrap();
     let resources: Vec<_> = policies
-        .items
         .iter()
         .map(|p| (p.name_any(), p.status.as_ref().and_then(|s| s.id.clone())))
         .collect();
@@ -869,13 +980,8 @@ async fn check_duplicates(env: &TestEnv, state: &Value) -> Duplicates {
     let remote = count_by(active, |r| r["name"].as_str().map(str::to_string));
     tally(&mut dup, "RateLimitsPolicy", &resources, remote);
 
-    let deployments = env
-        .api::<Deployment>()
-        .list(&ListParams::default())
-        .await
-        .unwrap();
+    let deployments = spread.list::<Deployment>().await.unwrap();
     let resources: Vec<_> = deployments
-        .items
         .iter()
         .map(|d| {
             (
@@ -889,13 +995,8 @@ async fn check_duplicates(env: &TestEnv, state: &Value) -> Duplicates {
     });
     tally(&mut dup, "Deployment", &resources, remote);
 
-    let keys = env
-        .api::<ApiKey>()
-        .list(&ListParams::default())
-        .await
-        .unwrap();
+    let keys = spread.list::<ApiKey>().await.unwrap();
     let resources: Vec<_> = keys
-        .items
         .iter()
         .map(|k| (k.spec.name.clone(), k.remote_id().map(str::to_string)))
         .collect();
@@ -911,16 +1012,11 @@ fn rows<'a>(state: &'a Value, collection: &str) -> impl Iterator<Item = &'a Valu
 }
 
 /// Deployments whose Secret's `client_auth` the gateway handshake refuses (or that has none).
-async fn dead_credentials(env: &TestEnv, emulator: &Emulator) -> Vec<String> {
-    let secrets = env.api::<Secret>();
+async fn dead_credentials(spread: &Spread, emulator: &Emulator) -> Vec<String> {
     let mut dead = Vec::new();
-    for deployment in env
-        .api::<Deployment>()
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-    {
+    for deployment in spread.list::<Deployment>().await.unwrap() {
         let name = deployment.name_any();
+        let secrets = spread.api::<Secret>(&deployment.namespace().unwrap_or_default());
         let id = deployment
             .status
             .as_ref()
@@ -946,16 +1042,11 @@ async fn dead_credentials(env: &TestEnv, emulator: &Emulator) -> Vec<String> {
 
 /// ApiKeys whose Secret does not hold the key's current value: the gateway refuses it, or it
 /// is a previous value that stops working when its transition ends.
-async fn dead_keys(env: &TestEnv, emulator: &Emulator, state: &Value) -> Vec<String> {
-    let secrets = env.api::<Secret>();
+async fn dead_keys(spread: &Spread, emulator: &Emulator, state: &Value) -> Vec<String> {
     let mut dead = Vec::new();
-    for key in env
-        .api::<ApiKey>()
-        .list(&ListParams::default())
-        .await
-        .unwrap()
-    {
+    for key in spread.list::<ApiKey>().await.unwrap() {
         let name = key.name_any();
+        let secrets = spread.api::<Secret>(&key.namespace().unwrap_or_default());
         let id = key.remote_id().unwrap_or_default().to_string();
         let held = secrets
             .get_opt(&key.spec.secret_ref.name)
@@ -982,32 +1073,24 @@ async fn dead_keys(env: &TestEnv, emulator: &Emulator, state: &Value) -> Vec<Str
 
 /// Per rotating object: `(name, trigger changes, rotations, incidents inside its windows)`.
 async fn rotations(
-    env: &TestEnv,
+    spread: &Spread,
     state: &Value,
     windows: &Windows,
     incidents: &[(Timestamp, Timestamp)],
 ) -> Vec<(String, u32, u32, u32)> {
-    let deployments = env
-        .api::<Deployment>()
-        .list(&ListParams::default())
-        .await
-        .unwrap();
-    let mut result = rotations_of(env, windows, incidents, deployments.items, |d| {
+    let deployments = spread.list::<Deployment>().await.unwrap();
+    let mut result = rotations_of(windows, incidents, deployments, |d| {
         let uid = d.uid().unwrap_or_default();
         rows(state, "deployments")
             .filter(|r| r["tags"]["aigw.io/uid"] == uid.as_str())
             .filter_map(|r| r["rotations"].as_u64())
             .sum()
     });
-    let keys = env
-        .api::<ApiKey>()
-        .list(&ListParams::default())
-        .await
-        .unwrap();
+    let keys = spread.list::<ApiKey>().await.unwrap();
     // A key whose rotated value was lost is replaced, not rotated again: the replacement gives
     // the Secret the value that rotation was for (`status.replacements`), and the replaced
     // key's rotations count with the current key's.
-    result.extend(rotations_of(env, windows, incidents, keys.items, |k| {
+    result.extend(rotations_of(windows, incidents, keys, |k| {
         let id = k.remote_id().unwrap_or_default();
         let replaced = rows(state, "deleted_api_keys").filter(|r| r["name"] == k.spec.name);
         let rotations: u64 = rows(state, "api_keys")
@@ -1022,7 +1105,6 @@ async fn rotations(
 }
 
 fn rotations_of<K: Rotating>(
-    env: &TestEnv,
     windows: &Windows,
     incidents: &[(Timestamp, Timestamp)],
     objects: Vec<K>,
@@ -1033,7 +1115,8 @@ fn rotations_of<K: Rotating>(
         let name = object.name_any();
         let counted = counted(&object);
         let changes = windows.trigger_changes.get(&name).copied().unwrap_or(0);
-        let own = failed_reconciles(K::KIND, &env.namespace, &name, &run_dir());
+        let namespace = object.namespace().unwrap_or_default();
+        let own = failed_reconciles(K::KIND, &namespace, &name, &run_dir());
         let mut all = incidents.to_vec();
         all.extend(own);
         let inside = windows.incidents_inside(&name, &all);
@@ -1162,30 +1245,36 @@ fn refusals(dir: &Path, outages: &[(Timestamp, Timestamp)]) -> Vec<String> {
         .collect()
 }
 
-/// Deletes every aigw object in the namespace and waits until their finalizers have run.
-async fn delete_everything(env: &TestEnv) -> Vec<String> {
+/// Deletes every aigw object in the namespaces and waits until their finalizers have run.
+async fn delete_everything(spread: &Spread) -> Vec<String> {
     let params = (DeleteParams::default(), ListParams::default());
-    env.api::<Config>()
-        .delete_collection(&params.0, &params.1)
-        .await
-        .unwrap();
-    env.api::<RateLimitsPolicy>()
-        .delete_collection(&params.0, &params.1)
-        .await
-        .unwrap();
-    env.api::<Deployment>()
-        .delete_collection(&params.0, &params.1)
-        .await
-        .unwrap();
-    env.api::<ApiKey>()
-        .delete_collection(&params.0, &params.1)
-        .await
-        .unwrap();
+    for namespace in &spread.namespaces {
+        spread
+            .api::<Config>(namespace)
+            .delete_collection(&params.0, &params.1)
+            .await
+            .unwrap();
+        spread
+            .api::<RateLimitsPolicy>(namespace)
+            .delete_collection(&params.0, &params.1)
+            .await
+            .unwrap();
+        spread
+            .api::<Deployment>(namespace)
+            .delete_collection(&params.0, &params.1)
+            .await
+            .unwrap();
+        spread
+            .api::<ApiKey>(namespace)
+            .delete_collection(&params.0, &params.1)
+            .await
+            .unwrap();
+    }
     let remaining = || async {
-        let mut left = not_ready::<Config>(env, |_| false).await;
-        left.extend(not_ready::<RateLimitsPolicy>(env, |_| false).await);
-        left.extend(not_ready::<Deployment>(env, |_| false).await);
-        left.extend(not_ready::<ApiKey>(env, |_| false).await);
+        let mut left = not_ready::<Config>(spread, |_| false).await;
+        left.extend(not_ready::<RateLimitsPolicy>(spread, |_| false).await);
+        left.extend(not_ready::<Deployment>(spread, |_| false).await);
+        left.extend(not_ready::<ApiKey>(spread, |_| false).await);
         left
     };
     let gone = wait_until(SETTLE_TIMEOUT, || async {
@@ -1230,58 +1319,69 @@ async fn exactly_once_under_kills_failover_and_faults() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let env = TestEnv::new("chaos").await;
+    let mut more = Vec::new();
+    for _ in 1..scale.shards * 2 {
+        more.push(TestEnv::another("chaos").await);
+    }
+    let spread = Spread {
+        client: env.client.clone(),
+        namespaces: std::iter::once(&env)
+            .chain(&more)
+            .map(|e| e.namespace.clone())
+            .collect(),
+    };
     let emulator = Emulator::start(&dir).await;
-    let kubeconfig = support::chart::operator_kubeconfig(&env.client, &env.namespace, &dir).await;
-    let mut replicas = Replicas::new(&dir, &env.namespace, &emulator.url, kubeconfig);
-    replicas.keep_two();
-    replicas.sole_leader().await;
+    let kubeconfig = match scale.shards {
+        0 => support::chart::operator_kubeconfig(&env.client, &env.namespace, &dir).await,
+        _ => shards::chart_rbac(&spread, &dir).await,
+    };
+    let mut replicas = Replicas::new(&dir, &spread, scale.shards, &emulator.url, kubeconfig);
+    replicas.keep_up();
+    replicas.steady().await;
     emulator.faults(FAULTS).await;
 
     let windows = Arc::new(Mutex::new(Windows::default()));
-    create_all(&env, &scale, &windows).await;
-    let watcher = watch_windows(&env, windows.clone());
-    let chaos = run_chaos(&env, &scale, &mut replicas, &windows).await;
+    create_all(&spread, &scale, &windows).await;
+    let watcher = watch_windows(&spread, windows.clone());
+    let chaos = match scale.shards {
+        0 => run_chaos(&spread, &scale, &mut replicas, &windows).await,
+        _ => shards::run_chaos(&spread, &scale, &mut replicas, &windows).await,
+    };
 
     emulator.faults("{}").await;
-    replicas.sole_leader().await;
-    wait_all_ready(&env).await;
+    replicas.steady().await;
+    wait_all_ready(&spread).await;
     watcher.abort();
-    let deployments = env
-        .api::<Deployment>()
-        .list(&ListParams::default())
-        .await
-        .unwrap();
-    windows.lock().unwrap().close_settled(&deployments.items);
-    let keys = env
-        .api::<ApiKey>()
-        .list(&ListParams::default())
-        .await
-        .unwrap();
-    windows.lock().unwrap().close_settled(&keys.items);
-    let uids: Vec<String> = deployments.items.iter().filter_map(|d| d.uid()).collect();
+    let deployments = spread.list::<Deployment>().await.unwrap();
+    windows.lock().unwrap().close_settled(&deployments);
+    let keys = spread.list::<ApiKey>().await.unwrap();
+    windows.lock().unwrap().close_settled(&keys);
+    let uids: Vec<String> = deployments.iter().filter_map(|d| d.uid()).collect();
 
     let state = emulator.state().await;
-    let duplicates = check_duplicates(&env, &state).await;
-    let dead = dead_credentials(&env, &emulator).await;
-    let dead_keys = dead_keys(&env, &emulator, &state).await;
+    let duplicates = check_duplicates(&spread, &state).await;
+    let dead = dead_credentials(&spread, &emulator).await;
+    let dead_keys = dead_keys(&spread, &emulator, &state).await;
     let windows = std::mem::take(&mut *windows.lock().unwrap());
     let open: Vec<&String> = windows.open.keys().collect();
     assert!(open.is_empty(), "rotation windows still open: {open:?}");
-    let per_deployment = rotations(&env, &state, &windows, &chaos.incidents).await;
+    let per_deployment = rotations(&spread, &state, &windows, &chaos.incidents).await;
     let rotations = RotationTally::new(per_deployment);
 
     emulator.faults(FAULTS).await;
-    let stuck = delete_everything(&env).await;
+    let stuck = delete_everything(&spread).await;
     emulator.faults("{}").await;
     let lost = lost_deletes(&emulator.state().await, &uids);
 
     let max_takeover = chaos.takeovers.iter().copied().fold(0.0, f64::max);
-    let summary = json!({
+    let rounded: Vec<f64> = chaos
+        .takeovers
+        .iter()
+        .map(|t| (t * 10.0).round() / 10.0)
+        .collect();
+    let mut summary = json!({
         "kills": chaos.takeovers.len(),
-        "max_takeover_s": (max_takeover * 10.0).round() / 10.0,
-        "takeover_s": chaos.takeovers.iter().map(|t| (t * 10.0).round() / 10.0).collect::<Vec<_>>(),
         "apiserver_restarts": chaos.apiserver_restarts,
-        "leader_pauses": chaos.pauses,
         "deleted_during_create": chaos.deleted_during_create,
         "unplanned_exits": replicas.unplanned_exits.len(),
         "resources": scale.configs + scale.policies + scale.deployments + scale.api_keys,
@@ -1299,6 +1399,23 @@ async fn exactly_once_under_kills_failover_and_faults() {
         "lost_deletes": lost.len() + stuck.len(),
         "elapsed_s": started.elapsed().as_secs(),
     });
+    let figures = summary.as_object_mut().unwrap();
+    let mut overlapping = Vec::new();
+    if scale.shards == 0 {
+        figures.insert(
+            "max_takeover_s".into(),
+            json!((max_takeover * 10.0).round() / 10.0),
+        );
+        figures.insert("takeover_s".into(), json!(rounded));
+        figures.insert("leader_pauses".into(), json!(chaos.pauses));
+    } else {
+        figures.insert(
+            "max_handover_s".into(),
+            json!((max_takeover * 10.0).round() / 10.0),
+        );
+        figures.insert("handover_s".into(), json!(rounded));
+        overlapping = shards::figures(figures, &scale, &chaos, &emulator).await;
+    }
     println!("{summary}");
     std::fs::write(dir.join("summary.json"), format!("{summary}\n")).unwrap();
 
@@ -1331,7 +1448,11 @@ async fn exactly_once_under_kills_failover_and_faults() {
         refused.is_empty(),
         "the chart's RBAC refused the operator: {refused:#?}"
     );
+    shards::assert_held(&chaos, &overlapping);
     println!("logs: {}", dir.display());
     drop(replicas);
+    for more in more {
+        more.cleanup().await;
+    }
     env.cleanup().await;
 }

@@ -6,7 +6,6 @@
 
 use crate::support;
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use aigw::emulator::EmulatorOptions;
@@ -14,6 +13,7 @@ use aigw::resources::Config;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
+use support::writes::overlaps;
 use support::{TestEnv, wait_until};
 
 use super::leader::{Operator, TOKEN, config, config_ready, sum_of};
@@ -138,39 +138,6 @@ fn succeeded(stats: &Value, endpoint: &str) -> u64 {
                 .sum()
         })
         .unwrap_or(0)
-}
-
-/// The objects that two replicas wrote at overlapping times, and how often an object's writer
-/// changed. Every write must name its replica.
-fn overlaps(writes: &[Value]) -> (Vec<String>, usize) {
-    let mut by_object: BTreeMap<&str, Vec<&Value>> = BTreeMap::new();
-    for write in writes {
-        let writer = write["writer"].as_str().unwrap_or_default();
-        assert!(!writer.is_empty(), "a write without its replica: {write}");
-        by_object
-            .entry(write["object"].as_str().unwrap_or_default())
-            .or_default()
-            .push(write);
-    }
-    let mut overlapping = Vec::new();
-    let mut switches = 0;
-    for (object, writes) in by_object {
-        for pair in writes.windows(2) {
-            if pair[0]["writer"] != pair[1]["writer"] {
-                switches += 1;
-            }
-        }
-        for (i, a) in writes.iter().enumerate() {
-            for b in &writes[i + 1..] {
-                let apart = a["ended_ms"].as_u64() < b["started_ms"].as_u64()
-                    || b["ended_ms"].as_u64() < a["started_ms"].as_u64();
-                if a["writer"] != b["writer"] && !apart {
-                    overlapping.push(format!("{object}: {a} and {b}"));
-                }
-            }
-        }
-    }
-    (overlapping, switches)
 }
 
 #[tokio::test]

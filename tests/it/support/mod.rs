@@ -18,6 +18,7 @@ pub mod emu;
 pub mod harness;
 pub mod objects;
 pub mod proxy;
+pub mod writes;
 
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
