@@ -15,7 +15,8 @@
 //!
 //! So if A acts on key k from its list at t₁ and B from its list at t₂ > t₁, B's list shows a
 //! view of A's that hashes k to B, which A published only after it had stopped acting on k.
-//! A member whose Lease stopped changing for the lease duration (by the observer's own clock)
+//! A member whose Lease stopped changing for the lease duration (by the observer's own clock),
+//! or vanished that long ago (deleted by hand: its holder recreates it at its next renewal),
 //! no longer counts: it stopped acting after the shorter renew deadline
 //! ([`crate::controller::runtime::leader::Leadership::may_write`]), so it cannot overlap.
 //! A replica that shuts down releases its Lease, and the others take its share at their next
@@ -181,8 +182,18 @@ pub struct Membership {
     api: Api<Lease>,
     group: String,
     shards: Shards,
-    /// Each member Lease's resourceVersion and when this process first saw it.
-    seen: BTreeMap<String, (String, Instant)>,
+    /// Each member Lease as this process last saw it, by name.
+    seen: BTreeMap<String, Seen>,
+}
+
+/// One version of a member Lease, timed on this process's clock.
+#[derive(Debug, Clone)]
+struct Seen {
+    version: String,
+    /// When this process first saw this version.
+    since: Instant,
+    /// Its holder, lease duration and published view, while it has a holder.
+    member: Option<(String, Duration, Vec<String>)>,
 }
 
 impl Membership {
@@ -244,12 +255,11 @@ impl Membership {
         let now = Instant::now();
         for lease in leases {
             let name = lease.metadata.name.clone().unwrap_or_default();
-            let Some((version, first_seen)) = self.seen.get(&name) else {
+            let Some(Seen { version, since, .. }) = self.seen.get(&name) else {
                 continue;
             };
             let current = lease.metadata.resource_version.as_deref() == Some(version.as_str());
-            if !current || now.saturating_duration_since(*first_seen) < lease_duration * LAPSED_FOR
-            {
+            if !current || now.saturating_duration_since(*since) < lease_duration * LAPSED_FOR {
                 continue;
             }
             let params = DeleteParams {
@@ -284,33 +294,55 @@ impl Membership {
         let mut published = Vec::new();
         let mut seen = BTreeMap::new();
         for lease in leases {
-            let Some(spec) = lease.spec.as_ref() else {
-                continue;
-            };
-            let Some(holder) = spec.holder_identity.clone().filter(|h| !h.is_empty()) else {
-                continue;
-            };
             let name = lease.metadata.name.clone().unwrap_or_default();
             let version = lease.metadata.resource_version.clone().unwrap_or_default();
-            let first_seen = match self.seen.get(&name) {
-                Some((v, at)) if *v == version => *at,
+            let since = match self.seen.get(&name) {
+                Some(seen) if seen.version == version => seen.since,
                 _ => now,
             };
-            seen.insert(name, (version, first_seen));
-            let duration = spec.lease_duration_seconds.map_or(lease_duration, |s| {
-                Duration::from_secs(u64::try_from(s).unwrap_or(0))
+            let member = lease.spec.as_ref().and_then(|spec| {
+                let holder = spec.holder_identity.clone().filter(|h| !h.is_empty())?;
+                let duration = spec.lease_duration_seconds.map_or(lease_duration, |s| {
+                    Duration::from_secs(u64::try_from(s).unwrap_or(0))
+                });
+                let view = parse_view(
+                    lease
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(VIEW_ANNOTATION)),
+                );
+                Some((holder, duration, view))
             });
-            if holder != me && now.saturating_duration_since(first_seen) >= duration {
+            seen.insert(
+                name,
+                Seen {
+                    version,
+                    since,
+                    member,
+                },
+            );
+        }
+        // A Lease gone from the list (deleted by hand) counts as one that stopped changing: its
+        // holder may act on until its renew deadline and recreates it at its next renewal, so
+        // it stays a member, with the view it last published, for the lease duration.
+        for (name, old) in &self.seen {
+            let vanished = old.member.as_ref().is_some_and(|(holder, duration, _)| {
+                *holder != me && now.saturating_duration_since(old.since) < *duration
+            });
+            if vanished && !seen.contains_key(name) {
+                seen.insert(name.clone(), old.clone());
+            }
+        }
+        for Seen { since, member, .. } in seen.values() {
+            let Some((holder, duration, view)) = member else {
+                continue;
+            };
+            if *holder != me && now.saturating_duration_since(*since) >= *duration {
                 continue;
             }
-            live.insert(holder);
-            published.push(parse_view(
-                lease
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(VIEW_ANNOTATION)),
-            ));
+            live.insert(holder.clone());
+            published.push(view.clone());
         }
         self.seen = seen;
         if !live.contains(&me) {
