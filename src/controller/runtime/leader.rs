@@ -372,12 +372,14 @@ pub fn elect_shard(
     mut settings: LeaseSettings,
     installation: &str,
 ) -> (Leadership, Elector) {
-    settings.name = shards::member_lease_name(&settings.name, &settings.identity);
+    let leader = std::mem::take(&mut settings.name);
+    settings.name = shards::member_lease_name(&leader, &settings.identity);
     let shards = Shards::new(settings.identity.clone());
     let membership = Membership::new(
         Api::namespaced(kube.clone(), &settings.namespace),
         shards::group_of(installation),
         shards.clone(),
+        leader,
     );
     let (mut leadership, mut elector) = elect(kube, settings);
     leadership.shards = Some(shards);

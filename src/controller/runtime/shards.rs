@@ -20,8 +20,11 @@
 //! no longer counts: it stopped acting after the shorter renew deadline
 //! ([`crate::controller::runtime::leader::Leadership::may_write`]), so it cannot overlap.
 //! A replica that shuts down releases its Lease, and the others take its share at their next
-//! list. What no in-process check closes is the same as for the single leader: a process paused
-//! after the last check and before its request reaches the network.
+//! list. While a replica *without* `--shards` holds the installation's leader Lease (the old
+//! pods of a rolling update that turned sharding on), it acts on every object, so the shards act
+//! on none until that Lease is released or lapses. What no in-process check closes is the same
+//! as for the single leader: a process paused after the last check and before its request
+//! reaches the network.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -184,6 +187,10 @@ pub struct Membership {
     shards: Shards,
     /// Each member Lease as this process last saw it, by name.
     seen: BTreeMap<String, Seen>,
+    /// The name of the installation's leader Lease, held by a replica without `--shards`.
+    leader: String,
+    /// The leader Lease's resourceVersion and when this process first saw it.
+    leader_seen: Option<(String, Instant)>,
 }
 
 /// One version of a member Lease, timed on this process's clock.
@@ -197,12 +204,20 @@ struct Seen {
 }
 
 impl Membership {
-    pub fn new(api: Api<Lease>, group: impl Into<String>, shards: Shards) -> Self {
+    /// `leader` names the installation's leader Lease, which a replica without `--shards` holds.
+    pub fn new(
+        api: Api<Lease>,
+        group: impl Into<String>,
+        shards: Shards,
+        leader: impl Into<String>,
+    ) -> Self {
         Self {
             api,
             group: group.into(),
             shards,
             seen: BTreeMap::new(),
+            leader: leader.into(),
+            leader_seen: None,
         }
     }
 
@@ -236,8 +251,23 @@ impl Membership {
                 return false;
             }
         };
+        let leader = match tokio::time::timeout(within, self.api.get_opt(&self.leader)).await {
+            Ok(Ok(leader)) => leader,
+            failed => {
+                let error = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => format!("no answer within {within:?}"),
+                };
+                warn!(%error, "failed to read the leader Lease; keeping this replica's share as it was");
+                return false;
+            }
+        };
         let _ = tokio::time::timeout(within, self.collect_lapsed(&leases, lease_duration)).await;
-        let next = self.table(&leases, lease_duration);
+        let mut next = self.table(&leases, lease_duration);
+        if self.leader_acts(leader.as_ref(), lease_duration) {
+            // A replica without --shards acts on every object: an empty view gives this one none.
+            next.published.push(Vec::new());
+        }
         let switched = next.view != self.current_view();
         if switched {
             info!(members = ?next.view, "shard members changed; handing over");
@@ -284,6 +314,32 @@ impl Membership {
             .read()
             .unwrap_or_else(|e| e.into_inner());
         table.view.clone()
+    }
+
+    /// True while a replica holds the leader Lease (it changed within its duration, by this
+    /// process's clock, like a member's).
+    fn leader_acts(&mut self, leader: Option<&Lease>, lease_duration: Duration) -> bool {
+        let Some(lease) = leader else {
+            self.leader_seen = None;
+            return false;
+        };
+        let now = Instant::now();
+        let version = lease.metadata.resource_version.clone().unwrap_or_default();
+        let since = match &self.leader_seen {
+            Some((seen, since)) if *seen == version => *since,
+            _ => now,
+        };
+        self.leader_seen = Some((version, since));
+        let Some(spec) = lease.spec.as_ref() else {
+            return false;
+        };
+        let duration = spec.lease_duration_seconds.map_or(lease_duration, |s| {
+            Duration::from_secs(u64::try_from(s).unwrap_or(0))
+        });
+        spec.holder_identity
+            .as_deref()
+            .is_some_and(|h| !h.is_empty())
+            && now.saturating_duration_since(since) < duration
     }
 
     /// The live members and their published views, from one list.

@@ -1,7 +1,8 @@
 //! Attacks on active-active shards (`aigw operator --shards`), with real processes under the
 //! chart's sharded RBAC: a member Lease deleted by hand, two processes with one identity, a
 //! replica paused past its lease and resumed, a replica cut from the apiserver while the
-//! management API still answers, and a Lease with a renewTime a century off. Each asserts the
+//! management API still answers, a Lease with a renewTime a century off, a leader without
+//! `--shards` beside a shard (a rolling update turning sharding on). Each asserts the
 //! guarantee: no object acted on by two replicas at once (the emulator's write log, and each
 //! replica's own count of the objects it acts on), no duplicate create, every edit reconciled.
 
@@ -554,17 +555,14 @@ async fn a_sharded_replica_labels_the_secrets_of_its_share() {
 
 /// `helm upgrade --set sharding.enabled=true` rolls the Deployment (RollingUpdate, maxSurge 1):
 /// a new replica with `--shards` starts while the old leader, without it, still holds the
-/// installation's leader Lease `aigw` and acts on every object. The new replica must not act
-/// beside it.
+/// installation's leader Lease `aigw` and acts on every object. The new replica must act on
+/// nothing beside it, and take everything once the old one has shut down (released its Lease).
 #[tokio::test]
-#[ignore = "breaks: a --shards replica ignores the installation's leader Lease, and a leader \
-            ignores the member Leases, so toggling sharding with a rolling update runs both \
-            modes side by side (see the report of the shard attacks)"]
-async fn a_leader_without_shards_and_a_shard_do_not_act_side_by_side() {
+async fn a_shard_acts_on_nothing_while_a_leader_without_shards_holds_the_leader_lease() {
     let field = Field::new("atk-mix").await;
     let watched: Vec<&str> = field.namespaces.iter().map(String::as_str).collect();
     let old_dir = field.dir_with_server(None);
-    let old = Operator::spawn(
+    let mut old = Operator::spawn(
         &field.name("old"),
         &watched,
         &field.env.namespace,
@@ -594,7 +592,25 @@ async fn a_leader_without_shards_and_a_shard_do_not_act_side_by_side() {
         acting.is_none(),
         "a --shards replica acted on {acting:?} Configs while the leader acts on all"
     );
-    field.assert_no_overlap(1).await;
+
+    let stopped = Instant::now();
+    old.signal("-TERM");
+    assert_eq!(old.exit_code(Duration::from_secs(30)).await, Some(0));
+    let all = wait_until(WITHIN, || async {
+        (acting_on(&new).await == NAMESPACES as f64).then_some(())
+    })
+    .await;
+    assert!(
+        all.is_some(),
+        "the shard never took the objects of the old leader"
+    );
+    println!(
+        "the old leader SIGTERMed: the shard acts on all after {:.1} s",
+        stopped.elapsed().as_secs_f64()
+    );
+    field.edit_all(2).await;
+    field.all_ready().await;
+    field.assert_no_overlap(2).await;
     drop((old, new));
     field.cleanup().await;
 }
