@@ -16,7 +16,11 @@
 //! between nodes does not matter); the holder renews every `retry_period` and gives up when it
 //! has not renewed for `renew_deadline`, which is shorter than the lease duration so it stops
 //! acting before anyone else may start; a holder that shuts down releases the lease so a standby
-//! takes over at its next poll instead of waiting for the term to run out.
+//! takes over at its next poll instead of waiting for the term to run out. Each process marks
+//! the Lease it writes with a random id of its own ([`PROCESS_ANNOTATION`]): a Lease under its
+//! identity marked by another process is another's (two processes with one identity, or a
+//! restart whose old term has not run out), so a holder that finds one has lost, and a new
+//! process waits for it to expire like anyone else's.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
@@ -250,7 +254,13 @@ pub struct Elector {
     observed: Option<Observed>,
     /// With `--shards`: the group's members, listed after each renewal of this replica's Lease.
     membership: Option<Membership>,
+    /// This process's random id, on every Lease it writes ([`PROCESS_ANNOTATION`]).
+    process: String,
 }
+
+/// Annotation on a Lease: the random id of the process that last wrote it, so that of two
+/// processes with one identity (`POD_NAME`) only one holds it.
+pub const PROCESS_ANNOTATION: &str = "aigw.io/holder-process";
 
 /// One version of the lease, timed on this process's clock.
 struct Observed {
@@ -347,6 +357,7 @@ pub fn elect(kube: kube::Client, settings: LeaseSettings) -> (Leadership, Electo
         lease_transitions,
         observed: None,
         membership: None,
+        process: uuid::Uuid::new_v4().simple().to_string(),
     };
     (leadership, elector)
 }
@@ -361,12 +372,14 @@ pub fn elect_shard(
     mut settings: LeaseSettings,
     installation: &str,
 ) -> (Leadership, Elector) {
-    settings.name = shards::member_lease_name(&settings.name, &settings.identity);
+    let leader = std::mem::take(&mut settings.name);
+    settings.name = shards::member_lease_name(&leader, &settings.identity);
     let shards = Shards::new(settings.identity.clone());
     let membership = Membership::new(
         Api::namespaced(kube.clone(), &settings.namespace),
         shards::group_of(installation),
         shards.clone(),
+        leader,
     );
     let (mut leadership, mut elector) = elect(kube, settings);
     leadership.shards = Some(shards);
@@ -426,8 +439,11 @@ impl Elector {
         membership.once(duration, within).await
     }
 
-    /// The group label and published view on this replica's Lease, with `--shards`.
+    /// This process's id on the Lease; the group label and published view, with `--shards`.
     fn decorate(&self, meta: &mut ObjectMeta) {
+        meta.annotations
+            .get_or_insert_default()
+            .insert(PROCESS_ANNOTATION.to_string(), self.process.clone());
         let Some(membership) = &self.membership else {
             return;
         };
@@ -516,9 +532,15 @@ impl Elector {
         self.saw_transitions(&spec);
         let holder = spec.holder_identity.clone().filter(|h| !h.is_empty());
         let expired = self.expired(&lease, &spec);
-        let ours = holder.as_deref() == Some(self.settings.identity.as_str());
+        let mine = holder.as_deref() == Some(self.settings.identity.as_str());
+        // Under this identity but written by another process: one with the same identity holds
+        // it (or this one's previous run, whose term must run out first).
+        let ours = mine && self.wrote(&lease);
         if let Some(holder) = holder.filter(|_| !ours && !expired) {
-            return Ok(Attempt::HeldBy(holder));
+            return Ok(Attempt::HeldBy(match mine {
+                true => format!("another process as {holder}"),
+                false => holder,
+            }));
         }
         let now = MicroTime(k8s_openapi::jiff::Timestamp::now());
         let next = LeaseSpec {
@@ -569,6 +591,16 @@ impl Elector {
         until_expiry.map_or(self.settings.retry_period, |d| {
             d.min(self.settings.retry_period)
         })
+    }
+
+    /// Whether this process wrote the Lease last.
+    fn wrote(&self, lease: &Lease) -> bool {
+        lease
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(PROCESS_ANNOTATION))
+            .is_some_and(|process| *process == self.process)
     }
 
     async fn create(&mut self) -> Result<Attempt, kube::Error> {
@@ -654,7 +686,9 @@ impl Elector {
             return Ok(Attempt::HeldBy(String::new()));
         };
         let spec = lease.spec.clone().unwrap_or_default();
-        if spec.holder_identity.as_deref() != Some(self.settings.identity.as_str()) {
+        if spec.holder_identity.as_deref() != Some(self.settings.identity.as_str())
+            || !self.wrote(&lease)
+        {
             return Ok(Attempt::HeldBy(spec.holder_identity.unwrap_or_default()));
         }
         let now = MicroTime(k8s_openapi::jiff::Timestamp::now());

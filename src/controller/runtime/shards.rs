@@ -15,12 +15,16 @@
 //!
 //! So if A acts on key k from its list at t₁ and B from its list at t₂ > t₁, B's list shows a
 //! view of A's that hashes k to B, which A published only after it had stopped acting on k.
-//! A member whose Lease stopped changing for the lease duration (by the observer's own clock)
+//! A member whose Lease stopped changing for the lease duration (by the observer's own clock),
+//! or vanished that long ago (deleted by hand: its holder recreates it at its next renewal),
 //! no longer counts: it stopped acting after the shorter renew deadline
 //! ([`crate::controller::runtime::leader::Leadership::may_write`]), so it cannot overlap.
 //! A replica that shuts down releases its Lease, and the others take its share at their next
-//! list. What no in-process check closes is the same as for the single leader: a process paused
-//! after the last check and before its request reaches the network.
+//! list. While a replica *without* `--shards` holds the installation's leader Lease (the old
+//! pods of a rolling update that turned sharding on), it acts on every object, so the shards act
+//! on none until that Lease is released or lapses. What no in-process check closes is the same
+//! as for the single leader: a process paused after the last check and before its request
+//! reaches the network.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -181,17 +185,39 @@ pub struct Membership {
     api: Api<Lease>,
     group: String,
     shards: Shards,
-    /// Each member Lease's resourceVersion and when this process first saw it.
-    seen: BTreeMap<String, (String, Instant)>,
+    /// Each member Lease as this process last saw it, by name.
+    seen: BTreeMap<String, Seen>,
+    /// The name of the installation's leader Lease, held by a replica without `--shards`.
+    leader: String,
+    /// The leader Lease's resourceVersion and when this process first saw it.
+    leader_seen: Option<(String, Instant)>,
+}
+
+/// One version of a member Lease, timed on this process's clock.
+#[derive(Debug, Clone)]
+struct Seen {
+    version: String,
+    /// When this process first saw this version.
+    since: Instant,
+    /// Its holder, lease duration and published view, while it has a holder.
+    member: Option<(String, Duration, Vec<String>)>,
 }
 
 impl Membership {
-    pub fn new(api: Api<Lease>, group: impl Into<String>, shards: Shards) -> Self {
+    /// `leader` names the installation's leader Lease, which a replica without `--shards` holds.
+    pub fn new(
+        api: Api<Lease>,
+        group: impl Into<String>,
+        shards: Shards,
+        leader: impl Into<String>,
+    ) -> Self {
         Self {
             api,
             group: group.into(),
             shards,
             seen: BTreeMap::new(),
+            leader: leader.into(),
+            leader_seen: None,
         }
     }
 
@@ -225,8 +251,23 @@ impl Membership {
                 return false;
             }
         };
+        let leader = match tokio::time::timeout(within, self.api.get_opt(&self.leader)).await {
+            Ok(Ok(leader)) => leader,
+            failed => {
+                let error = match failed {
+                    Ok(Err(e)) => e.to_string(),
+                    _ => format!("no answer within {within:?}"),
+                };
+                warn!(%error, "failed to read the leader Lease; keeping this replica's share as it was");
+                return false;
+            }
+        };
         let _ = tokio::time::timeout(within, self.collect_lapsed(&leases, lease_duration)).await;
-        let next = self.table(&leases, lease_duration);
+        let mut next = self.table(&leases, lease_duration);
+        if self.leader_acts(leader.as_ref(), lease_duration) {
+            // A replica without --shards acts on every object: an empty view gives this one none.
+            next.published.push(Vec::new());
+        }
         let switched = next.view != self.current_view();
         if switched {
             info!(members = ?next.view, "shard members changed; handing over");
@@ -244,12 +285,11 @@ impl Membership {
         let now = Instant::now();
         for lease in leases {
             let name = lease.metadata.name.clone().unwrap_or_default();
-            let Some((version, first_seen)) = self.seen.get(&name) else {
+            let Some(Seen { version, since, .. }) = self.seen.get(&name) else {
                 continue;
             };
             let current = lease.metadata.resource_version.as_deref() == Some(version.as_str());
-            if !current || now.saturating_duration_since(*first_seen) < lease_duration * LAPSED_FOR
-            {
+            if !current || now.saturating_duration_since(*since) < lease_duration * LAPSED_FOR {
                 continue;
             }
             let params = DeleteParams {
@@ -276,6 +316,32 @@ impl Membership {
         table.view.clone()
     }
 
+    /// True while a replica holds the leader Lease (it changed within its duration, by this
+    /// process's clock, like a member's).
+    fn leader_acts(&mut self, leader: Option<&Lease>, lease_duration: Duration) -> bool {
+        let Some(lease) = leader else {
+            self.leader_seen = None;
+            return false;
+        };
+        let now = Instant::now();
+        let version = lease.metadata.resource_version.clone().unwrap_or_default();
+        let since = match &self.leader_seen {
+            Some((seen, since)) if *seen == version => *since,
+            _ => now,
+        };
+        self.leader_seen = Some((version, since));
+        let Some(spec) = lease.spec.as_ref() else {
+            return false;
+        };
+        let duration = spec.lease_duration_seconds.map_or(lease_duration, |s| {
+            Duration::from_secs(u64::try_from(s).unwrap_or(0))
+        });
+        spec.holder_identity
+            .as_deref()
+            .is_some_and(|h| !h.is_empty())
+            && now.saturating_duration_since(since) < duration
+    }
+
     /// The live members and their published views, from one list.
     fn table(&mut self, leases: &[Lease], lease_duration: Duration) -> Table {
         let me = self.shards.inner.me.clone();
@@ -284,33 +350,55 @@ impl Membership {
         let mut published = Vec::new();
         let mut seen = BTreeMap::new();
         for lease in leases {
-            let Some(spec) = lease.spec.as_ref() else {
-                continue;
-            };
-            let Some(holder) = spec.holder_identity.clone().filter(|h| !h.is_empty()) else {
-                continue;
-            };
             let name = lease.metadata.name.clone().unwrap_or_default();
             let version = lease.metadata.resource_version.clone().unwrap_or_default();
-            let first_seen = match self.seen.get(&name) {
-                Some((v, at)) if *v == version => *at,
+            let since = match self.seen.get(&name) {
+                Some(seen) if seen.version == version => seen.since,
                 _ => now,
             };
-            seen.insert(name, (version, first_seen));
-            let duration = spec.lease_duration_seconds.map_or(lease_duration, |s| {
-                Duration::from_secs(u64::try_from(s).unwrap_or(0))
+            let member = lease.spec.as_ref().and_then(|spec| {
+                let holder = spec.holder_identity.clone().filter(|h| !h.is_empty())?;
+                let duration = spec.lease_duration_seconds.map_or(lease_duration, |s| {
+                    Duration::from_secs(u64::try_from(s).unwrap_or(0))
+                });
+                let view = parse_view(
+                    lease
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(VIEW_ANNOTATION)),
+                );
+                Some((holder, duration, view))
             });
-            if holder != me && now.saturating_duration_since(first_seen) >= duration {
+            seen.insert(
+                name,
+                Seen {
+                    version,
+                    since,
+                    member,
+                },
+            );
+        }
+        // A Lease gone from the list (deleted by hand) counts as one that stopped changing: its
+        // holder may act on until its renew deadline and recreates it at its next renewal, so
+        // it stays a member, with the view it last published, for the lease duration.
+        for (name, old) in &self.seen {
+            let vanished = old.member.as_ref().is_some_and(|(holder, duration, _)| {
+                *holder != me && now.saturating_duration_since(old.since) < *duration
+            });
+            if vanished && !seen.contains_key(name) {
+                seen.insert(name.clone(), old.clone());
+            }
+        }
+        for Seen { since, member, .. } in seen.values() {
+            let Some((holder, duration, view)) = member else {
+                continue;
+            };
+            if *holder != me && now.saturating_duration_since(*since) >= *duration {
                 continue;
             }
-            live.insert(holder);
-            published.push(parse_view(
-                lease
-                    .metadata
-                    .annotations
-                    .as_ref()
-                    .and_then(|a| a.get(VIEW_ANNOTATION)),
-            ));
+            live.insert(holder.clone());
+            published.push(view.clone());
         }
         self.seen = seen;
         if !live.contains(&me) {

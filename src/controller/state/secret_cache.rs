@@ -407,7 +407,13 @@ impl SecretCache {
         namespace: &str,
         name: &str,
     ) -> Result<Option<u64>, kube::Error> {
-        if ctx.dry_run || ctx.leadership.may_write().is_err() {
+        // With --shards, a write for the Secret's namespace: the shard of the objects that
+        // reference it (a write without an object is refused there).
+        let shard = kube::api::ObjectMeta {
+            namespace: Some(namespace.to_string()),
+            ..Default::default()
+        };
+        if ctx.dry_run || ctx.leadership.for_object(&shard).may_write().is_err() {
             return Ok(None);
         }
         let patch = serde_json::json!({"metadata": {"labels": {REFERENCED_LABEL: "true"}}});

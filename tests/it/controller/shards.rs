@@ -33,7 +33,7 @@ fn start(
 }
 
 /// Waits until every operator is ready as a shard and sees `members` live replicas.
-async fn settled(operators: &[&Operator], members: f64) {
+pub(super) async fn settled(operators: &[&Operator], members: f64) {
     let seen = wait_until(WITHIN, || async {
         for operator in operators {
             let (status, role) = operator.readyz().await?;
@@ -119,7 +119,7 @@ async fn all_ready(client: &kube::Client, namespaces: &[String]) {
     }
 }
 
-async fn emulator(emu: &aigw::emulator::Running, path: &str) -> Value {
+pub(super) async fn emulator(emu: &aigw::emulator::Running, path: &str) -> Value {
     reqwest::get(format!("{}{path}", emu.management_url()))
         .await
         .unwrap()
@@ -128,7 +128,7 @@ async fn emulator(emu: &aigw::emulator::Running, path: &str) -> Value {
         .unwrap()
 }
 
-fn succeeded(stats: &Value, endpoint: &str) -> u64 {
+pub(super) fn succeeded(stats: &Value, endpoint: &str) -> u64 {
     stats["requests"][endpoint]
         .as_object()
         .map(|by| {
