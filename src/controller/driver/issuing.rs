@@ -285,11 +285,22 @@ async fn recover<K: Issues>(
                 ),
             )
         }
-        Recovery::Found | Recovery::Rotate(_) | Recovery::Replace => taken,
+        Recovery::Rotate(_) => {
+            // The rotation is owed in the same write that records the id: a process that dies
+            // before the rotation leaves an intent the next reconcile resumes, not an id with a
+            // Secret that nothing will ever fill.
+            rotation::issued_by_create(object, status, false);
+            taken
+        }
+        Recovery::Found | Recovery::Replace => taken,
     };
     cx.save_status(status).await?;
     let mut changes = vec![change];
     if let Recovery::Rotate(why) = recovery {
+        cx.ctx
+            .failpoints
+            .hit(crate::controller::runtime::failpoints::AFTER_RECOVERY_SAVED)
+            .await;
         changes.push(rotation::rotate(object, cx, status, &key, why).await?);
     }
     Ok(Recovered::Taken(changes))

@@ -9,6 +9,8 @@ use std::sync::Mutex;
 pub const AFTER_ROTATE_PUT: &str = "deployment/after-rotate-put";
 /// After the create POST returned the credentials, before they are written to the Secret.
 pub const AFTER_CREATE_POST: &str = "deployment/after-create-post";
+/// After a recovered create's id was saved, before the rotation that fills its Secret.
+pub const AFTER_RECOVERY_SAVED: &str = "issuing/after-recovery-saved";
 /// After an API key's rotate call returned the new value, before it is written to the Secret.
 pub const AFTER_API_KEY_ROTATE: &str = "api-key/after-rotate";
 

@@ -1142,3 +1142,48 @@ async fn rotations_of_one_resource_are_spaced_whatever_asks_for_them() {
     }
     h.stop().await;
 }
+
+/// A create whose answer was lost is found and its id recorded, and the process dies before
+/// the rotation that fills the Secret (the chaos suite's sharded run caught this window): the
+/// rotation was owed in the same status write, so the next process issues the credentials
+/// instead of stalling on a Secret nothing will ever fill.
+#[tokio::test]
+async fn a_process_dying_between_a_recovered_create_and_its_rotation_leaves_the_rotation_owed() {
+    let mut h = Harness::start("rot-recover").await;
+    h.faults(json!({"drop_after_commit_once": ["POST /ai_gw/admin/v2/deployments"]}))
+        .await;
+    h.ctx
+        .failpoints
+        .arm(aigw::controller::runtime::failpoints::AFTER_RECOVERY_SAVED);
+    let deployments = h.env.api::<Deployment>();
+    deployments
+        .create(
+            &PostParams::default(),
+            &rotating_deployment("recovered", json!({"trigger": "a"})),
+        )
+        .await
+        .unwrap();
+    // Frozen right after the recovered id was saved, before any rotation was sent.
+    let frozen = h
+        .env
+        .wait_for::<Deployment>("recovered", WAIT, |d| {
+            d.status.as_ref().is_some_and(|s| s.id.is_some())
+        })
+        .await;
+    let status = frozen.status.unwrap();
+    let id = status.id.clone().unwrap();
+    assert!(
+        status.rotation.pending_rotation.is_some(),
+        "the recovered id is saved with the rotation it still owes: {:?}",
+        status.rotation
+    );
+
+    h.restart_operator().await;
+    h.env
+        .wait_for::<Deployment>("recovered", Duration::from_secs(90), deployment_ready)
+        .await;
+    let stored = assert_secret_matches_remote(&h, "recovered-creds", &id).await;
+    assert_eq!(h.handshake(&id, &stored).await, 200);
+    assert_eq!(h.count("POST /ai_gw/admin/v2/deployments").await, 1);
+    h.stop().await;
+}
