@@ -347,17 +347,18 @@ async fn apply<K: Managed>(
     }
     let trust = match resumed {
         // Leaving a pause is recorded by a full reconcile.
-        true => None,
+        true => false,
         false => trusted(&cx, &key, before.as_ref()).await,
     };
-    if let Some(wait) = trust {
+    if trust {
         // Trusted: the spec is applied, so a revision that moved only the annotation is this
         // resource's revision now.
         if K::note_revision(object, &mut status) {
             cx.save_status(&status).await?;
         }
-        let wait = K::due_in(object, &status).map_or(wait, |due| due.min(wait));
-        return Ok(Action::requeue(wait));
+        // The drift pass sends it when a list shows it changed or its full read falls: no
+        // timer of its own unless the kind wants it sooner.
+        return Ok(K::due_in(object, &status).map_or_else(Action::await_change, Action::requeue));
     }
     if object.management_policy() == ManagementPolicy::Observe {
         return observe_mode(&cx, &key, before.as_ref(), status).await;
@@ -392,16 +393,26 @@ async fn apply<K: Managed>(
             record_outcome(status.conditions_mut(), &outcome, generation);
             clear_drifted::<K>(&mut status, generation);
             K::note_revision(object, &mut status);
-            // A listed kind is looked at again when its full read is due (the drift pass asks
-            // sooner if a list shows it changed); the others at the next drift check.
+            // A listed kind is looked at again when the drift pass sends it (a list shows it
+            // changed, or its full read falls): no timer of its own; the others at the next
+            // drift check.
             let next = match K::LISTED && object.listed_whole() {
                 // A read the kind asked for (an object found again after a lost answer).
-                true if ctx.drift.is_flagged(&key) => Duration::from_secs(1),
-                true => ctx.drift.until_full_read(K::KIND, &key),
-                false => jittered(ctx.drift_interval),
+                true if ctx.drift.is_flagged(&key) => Some(Duration::from_secs(1)),
+                true => {
+                    ctx.drift.saw(&key);
+                    None
+                }
+                false => Some(jittered(ctx.drift_interval)),
             };
-            let due = K::due_in(object, &status).map_or(next, |due| due.min(next));
-            (Action::requeue(due), changes)
+            let due = match (K::due_in(object, &status), next) {
+                (Some(due), Some(next)) => Some(due.min(next)),
+                (due, next) => due.or(next),
+            };
+            (
+                due.map_or_else(Action::await_change, Action::requeue),
+                changes,
+            )
         }
         Err(Error::DryRun { reason, message }) => {
             return Ok(would(&cx, &key, reason, &message).await);
@@ -448,19 +459,17 @@ async fn apply<K: Managed>(
     Ok(action)
 }
 
-/// How long this reconcile may trust the recorded state instead of reading the remote object:
+/// Whether this reconcile may trust the recorded state instead of reading the remote object:
 /// the spec was applied (or observed) at this generation, nothing is in flight, its inputs are
-/// unchanged, no drift list asked to read it and its full read is not due. `None`: read it.
-async fn trusted<K: Managed>(
-    cx: &Cx<'_, K>,
-    key: &str,
-    before: Option<&K::Status>,
-) -> Option<Duration> {
-    let before = before?;
+/// unchanged, and the drift pass did not ask to read it (a list, or its full read).
+async fn trusted<K: Managed>(cx: &Cx<'_, K>, key: &str, before: Option<&K::Status>) -> bool {
+    let Some(before) = before else {
+        return false;
+    };
     // A dry run reads every object once at least: what it would write (a new version rendering
     // a document differently) shows only against the remote object.
     if cx.ctx.dry_run && !cx.ctx.drift.read_once(key) {
-        return None;
+        return false;
     }
     let object = cx.object;
     let applied = K::LISTED
@@ -471,15 +480,15 @@ async fn trusted<K: Managed>(
     let drift = &cx.ctx.drift;
     // A copy older than this process's own last write (a failure, an intent) is stale.
     if !applied || drift.cache_behind(key, object.meta().resource_version.as_deref()) {
-        return None;
+        return false;
     }
     // Inputs are read when their watch says they changed, and the first time this process
     // sees the object (a change made while it was away), not on every reconcile.
     let check_inputs = drift.first_sight(key) | drift.take_inputs_changed(key);
     if check_inputs && !K::inputs_unchanged(object, cx, before).await {
-        return None;
+        return false;
     }
-    drift.trust(K::KIND, key)
+    drift.trust(key)
 }
 
 /// Records a failed reconcile in the conditions (one Warning event per new reason) and decides
