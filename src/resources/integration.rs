@@ -346,7 +346,7 @@ pub struct IntegrationStatus {
     pub create_settled: Option<String>,
     /// What the create in flight sent, and when its request ended without an answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create_attempt: Option<CreateAttempt>,
+    pub create_attempt: Option<Box<CreateAttempt>>,
 }
 
 /// `configurations`: free-form, credential keys refused in plain text at the top level (deeper

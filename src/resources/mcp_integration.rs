@@ -296,7 +296,7 @@ pub struct McpIntegrationStatus {
     pub create_settled: Option<String>,
     /// What the create in flight sent, and when its request ended without an answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create_attempt: Option<CreateAttempt>,
+    pub create_attempt: Option<Box<CreateAttempt>>,
 }
 
 /// A workspace access row as the spec wants it, its workspace resolved: what is sent (`id`),

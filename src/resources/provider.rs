@@ -170,7 +170,7 @@ pub struct ProviderStatus {
     pub create_settled: Option<String>,
     /// What the create in flight sent, and when its request ended without an answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create_attempt: Option<CreateAttempt>,
+    pub create_attempt: Option<Box<CreateAttempt>>,
 }
 
 impl ProviderSpec {

@@ -210,11 +210,11 @@ pub struct RateLimitsPolicyStatus {
     pub create_settled: Option<String>,
     /// What the create in flight sent, and when its request ended without an answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create_attempt: Option<CreateAttempt>,
+    pub create_attempt: Option<Box<CreateAttempt>>,
     /// What the last drift correction replaced: when, the remote version, and each changed
     /// path with the remote and the desired value (masked where secret).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub last_drift_correction: Option<super::common::DriftCorrection>,
+    pub last_drift_correction: Option<Box<super::common::DriftCorrection>>,
 }
 
 use super::policy::{bind_policy, same_enum, single};

@@ -99,7 +99,7 @@ where
     };
     let intended = Instant::now();
     *status.pending_create_mut() = Some(now_rfc3339());
-    *status.create_attempt_mut() = Some(sent);
+    *status.create_attempt_mut() = Some(Box::new(sent));
     // The intent and the finalizer in one write, guarded by the resourceVersion: durable
     // before the POST, and the remote object it may make is cleaned up on delete.
     cx.save_intent(status).await?;
@@ -459,10 +459,10 @@ mod tests {
     fn status(sent: &str, ended: Option<&str>) -> ConfigStatus {
         ConfigStatus {
             pending_create: Some(sent.into()),
-            create_attempt: Some(CreateAttempt {
+            create_attempt: Some(Box::new(CreateAttempt {
                 ended_at: ended.map(str::to_string),
                 ..Default::default()
-            }),
+            })),
             ..Default::default()
         }
     }

@@ -19,9 +19,12 @@
 //! A full GET of every object still runs, at a much slower cadence (`--full-read-interval`,
 //! 24 h by default), as a safety net: a list says nothing about a write the API made without
 //! touching `last_updated_at`, about a list that lags or a clock that jumped, or about a record
-//! lost with a status write. Each object's full read falls at a random point of the interval,
-//! so a restart never reads them all at once; the interval grows when the objects cannot be
-//! read within it at the drift share of the QPS, and says so in a warning and a metric.
+//! lost with a status write. Each object's full read falls at a point of the interval fixed by
+//! a hash of its key, so a restart never reads them all at once; the interval grows when the
+//! objects cannot be read within it at the drift share of the QPS, and says so in a warning and
+//! a metric. The drift pass is the timing wheel of these reads: each pass also sends the objects
+//! whose point fell since the last pass, so no object holds a timer of its own (at 100,000
+//! objects, a requeue each in the controller's scheduler was about half a KiB per object).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
@@ -104,7 +107,12 @@ pub struct Drift {
     /// cache catch up: a cached copy older than aigw's own last write (a failure, an intent,
     /// the result of a remote write) must not be trusted.
     written: Mutex<HashMap<String, Written>>,
-    next_full_read: Mutex<HashMap<String, Instant>>,
+    /// The objects this process has looked at, by a hash of their key (8 bytes each, not the
+    /// key): the first look checks the inputs (a change made while aigw was away).
+    seen: Mutex<HashSet<u64>>,
+    /// Where the full reads' wheel starts: an object's full read falls at
+    /// `epoch + phase × interval`, then once per interval ([`Drift::full_read_falls`]).
+    epoch: Instant,
     /// Per kind, the full-read interval in force (grown with N when needed).
     full_read: Mutex<HashMap<&'static str, Duration>>,
     /// `--dry-run`: the objects read once already by this process.
@@ -118,7 +126,8 @@ impl Drift {
             flagged: Mutex::default(),
             inputs: Mutex::default(),
             written: Mutex::default(),
-            next_full_read: Mutex::default(),
+            seen: Mutex::default(),
+            epoch: Instant::now(),
             full_read: Mutex::default(),
             read: Mutex::default(),
         }
@@ -130,19 +139,12 @@ impl Drift {
         !lock(&self.read).insert(key.to_string())
     }
 
-    /// `None` when the object `key` must be read now (a list asked for it, or its full read is
-    /// due); otherwise how long its recorded state may still be trusted.
-    pub fn trust(&self, kind: &'static str, key: &str) -> Option<Duration> {
-        if lock(&self.flagged).remove(key) {
-            return None;
-        }
-        let left = self.until_full_read(kind, key);
-        if left.is_zero() {
-            let interval = self.full_read_interval(kind);
-            lock(&self.next_full_read).insert(key.to_string(), Instant::now() + jittered(interval));
-            return None;
-        }
-        Some(left)
+    /// False when the object `key` must be read now: a list asked for it, or the drift pass
+    /// sent it because its full read fell due ([`Drift::full_read_falls`]). True when its
+    /// recorded state may be trusted until the pass asks again.
+    pub fn trust(&self, key: &str) -> bool {
+        self.saw(key);
+        !lock(&self.flagged).remove(key)
     }
 
     /// Something the object `key` reads besides its spec changed (a watched Secret): its next
@@ -156,16 +158,23 @@ impl Drift {
         lock(&self.inputs).remove(key)
     }
 
-    /// How long until the full read of `key` is due (scheduled now, spread over the interval,
-    /// if it has no schedule yet).
-    pub fn until_full_read(&self, kind: &'static str, key: &str) -> Duration {
-        let interval = self.full_read_interval(kind);
-        let now = Instant::now();
-        // First seen (a start, a new object): its full read falls anywhere in the interval.
-        let due = *lock(&self.next_full_read)
-            .entry(key.to_string())
-            .or_insert_with(|| now + interval.mul_f64(rand::rng().random_range(0.0..1.0)));
-        due.saturating_duration_since(now)
+    /// Whether the full read of `key` fell in `(since, until]`. Its point in the interval is
+    /// fixed by a hash of the key (anywhere in the interval, so a start does not read every
+    /// object at once), counted from this process's start.
+    pub fn full_read_falls(
+        &self,
+        kind: &'static str,
+        key: &str,
+        since: Instant,
+        until: Instant,
+    ) -> bool {
+        let interval = self.full_read_interval(kind).as_secs_f64().max(1.0);
+        let phase = (key_hash(key) as f64 / u64::MAX as f64) * interval;
+        // How many of the key's points lie at or before `at`.
+        let turns = |at: Instant| {
+            ((at.saturating_duration_since(self.epoch).as_secs_f64() - phase) / interval).floor()
+        };
+        turns(until) > turns(since)
     }
 
     /// This process wrote the status of `key`, which now has `resource_version`; `intent`: that
@@ -250,9 +259,14 @@ impl Drift {
             .is_some_and(|w| Some(w.rv.as_str()) != resource_version)
     }
 
-    /// True the first time this process looks at `key` (no full read scheduled yet).
+    /// This process has looked at `key` (its inputs with it): not a first sight any more.
+    pub fn saw(&self, key: &str) {
+        lock(&self.seen).insert(key_hash(key));
+    }
+
+    /// True the first time this process looks at `key` (it has not trusted it yet).
     pub fn first_sight(&self, key: &str) -> bool {
-        !lock(&self.next_full_read).contains_key(key)
+        !lock(&self.seen).contains(&key_hash(key))
     }
 
     /// The object is gone: forget its schedule.
@@ -261,7 +275,7 @@ impl Drift {
         lock(&self.flagged).remove(key);
         lock(&self.inputs).remove(key);
         lock(&self.written).remove(key);
-        lock(&self.next_full_read).remove(key);
+        lock(&self.seen).remove(&key_hash(key));
     }
 
     /// Asks the next reconcile of `key` to read the remote object rather than trust the status.
@@ -303,6 +317,14 @@ impl Drift {
         }
         ctx.metrics.full_read_interval(kind, interval);
     }
+}
+
+/// A hash of an object's key, stable within a process (SipHash with fixed keys).
+fn key_hash(key: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    key.hash(&mut hasher);
+    hasher.finish()
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -460,11 +482,14 @@ async fn run<K: Listed>(ctx: Arc<Context>, reads: Reads<K>) {
     let mut wait = interval
         .min(Duration::from_secs(30))
         .mul_f64(rand::rng().random_range(0.5..1.0));
+    // The full reads that fell since the last pass are this pass's to send.
+    let mut swept = Instant::now();
     loop {
         tokio::time::sleep(wait).await;
         let started = Instant::now();
+        let since = std::mem::replace(&mut swept, started);
         if ctx.leadership.is_leader() {
-            let asked = pass(&ctx, &reads).await;
+            let asked = pass(&ctx, &reads, since, started).await;
             let took = started.elapsed();
             ctx.metrics.drift_pass(K::KIND, took, asked);
             if took > interval {
@@ -477,9 +502,12 @@ async fn run<K: Listed>(ctx: Arc<Context>, reads: Reads<K>) {
     }
 }
 
-/// One pass: returns how many objects it asked to read again.
-async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>) -> usize {
+/// One pass: returns how many objects it asked to read again. Besides what the lists show, the
+/// objects whose full read fell in `(since, until]` are read.
+async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until: Instant) -> usize {
     let mut groups: BTreeMap<(String, Option<String>), Vec<Arc<K>>> = BTreeMap::new();
+    let mut due: Vec<(Arc<K>, &'static str)> = Vec::new();
+    let mut listed = 0;
     for object in K::stores(&ctx.stores).all() {
         // Only this installation's objects: an API list through another's Connection is a call
         // it must not make (an object not claimed yet is claimed by its reconcile first).
@@ -487,6 +515,19 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>) -> usize {
             ctx.verdict(object.as_ref()).await
                 == crate::controller::state::installation::Verdict::Ours
         };
+        let key = crate::controller::driver::object_key(object.as_ref());
+        // Every object whose full read fell, listable or not (its reconcile decides), except
+        // one going or paused, which no read helps.
+        if object.meta().deletion_timestamp.is_none()
+            && !object.paused()
+            && ctx.drift.full_read_falls(K::KIND, &key, since, until)
+            && ctx.leadership.acts_on(object.meta())
+            && ours().await
+        {
+            due.push((object, "its full read is due"));
+            listed += 1;
+            continue;
+        }
         // With --shards, only this replica's share (the others list theirs).
         if listable(object.as_ref()) && ctx.leadership.acts_on(object.meta()) && ours().await {
             // Listed in the workspace its `spec.workspaceRef` stands for; one whose Workspace is
@@ -504,8 +545,6 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>) -> usize {
                 .push(object);
         }
     }
-    let mut due: Vec<(Arc<K>, &'static str)> = Vec::new();
-    let mut listed = 0;
     let mut slowest: Option<f64> = None;
     for ((connection, workspace), members) in groups {
         let (client, refused) = client_for_group(ctx, &connection, &members).await;
@@ -575,7 +614,7 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>) -> usize {
         info!(
             kind = K::KIND,
             read_again = asked,
-            "drift pass: lists showed objects changed or unknown"
+            "drift pass: lists showed objects changed or unknown, or their full read fell due"
         );
     }
     asked
@@ -706,22 +745,45 @@ mod tests {
     }
 
     #[test]
-    fn a_flag_forces_one_read_and_full_reads_are_spread_then_due() {
+    fn a_flag_forces_one_read_and_full_reads_fall_once_per_interval() {
         let drift = Drift::new(DriftSettings {
             interval: Duration::from_secs(60),
             full_read_interval: Duration::from_secs(3600),
             qps_share: 0.5,
         });
-        let first = drift.trust("Config", "a").expect("trusted on first sight");
-        assert!(first <= Duration::from_secs(3600), "{first:?}");
+        assert!(drift.first_sight("a"));
+        assert!(drift.trust("a"), "trusted on first sight");
+        assert!(!drift.first_sight("a"));
         drift.flag("a".into());
-        assert_eq!(drift.trust("Config", "a"), None);
-        assert!(drift.trust("Config", "a").is_some());
-        // A due full read is read once, then scheduled a full interval later.
-        lock(&drift.next_full_read).insert("a".into(), Instant::now());
-        assert_eq!(drift.trust("Config", "a"), None);
-        assert!(drift.trust("Config", "a").unwrap() > Duration::from_secs(3000));
+        assert!(!drift.trust("a"));
+        assert!(drift.trust("a"));
+        // Over consecutive windows of a drift interval each, every key's full read falls in
+        // exactly one window per full-read interval, and the keys spread over the windows.
+        let hour: usize = 3600 / 60;
+        let windows: Vec<(Instant, Instant)> = (0..2 * hour)
+            .map(|w| {
+                let at = |w: usize| drift.epoch + Duration::from_secs(60 * w as u64);
+                (at(w), at(w + 1))
+            })
+            .collect();
+        let mut first_hour = HashSet::new();
+        for key in (0..100).map(|n| format!("ns/config-{n}")) {
+            let falls: Vec<usize> = windows
+                .iter()
+                .enumerate()
+                .filter(|(_, (since, until))| drift.full_read_falls("Config", &key, *since, *until))
+                .map(|(w, _)| w)
+                .collect();
+            assert_eq!(falls.len(), 2, "{key}: {falls:?}");
+            assert_eq!(falls[1] - falls[0], hour, "{key}: {falls:?}");
+            first_hour.insert(falls[0]);
+        }
+        assert!(
+            first_hour.len() > 30,
+            "spread over {} windows",
+            first_hour.len()
+        );
         drift.forget("a");
-        assert!(lock(&drift.next_full_read).is_empty());
+        assert!(drift.first_sight("a"));
     }
 }

@@ -113,13 +113,20 @@ fn applied_in_sync<K: Managed>(cx: &Cx<'_, K>, key: &str, status: &mut K::Status
     record_outcome(status.conditions_mut(), &outcome, generation);
     clear_drifted::<K>(status, generation);
     K::note_revision(object, status);
-    // A listed kind is looked at again when its full read is due (the drift pass asks sooner
-    // if a list shows it changed); the others at the next drift check.
+    // A listed kind is looked at again when the drift pass sends it (a list shows it changed,
+    // or its full read falls): no timer of its own; the others at the next drift check.
     let next = match K::LISTED && object.listed_whole() {
         // A read the kind asked for (an object found again after a lost answer).
-        true if ctx.drift.is_flagged(key) => Duration::from_secs(1),
-        true => ctx.drift.until_full_read(K::KIND, key),
-        false => jittered(ctx.drift_interval),
+        true if ctx.drift.is_flagged(key) => Some(Duration::from_secs(1)),
+        true => {
+            ctx.drift.saw(key);
+            None
+        }
+        false => Some(jittered(ctx.drift_interval)),
     };
-    Action::requeue(K::due_in(object, status).map_or(next, |due| due.min(next)))
+    let due = match (K::due_in(object, status), next) {
+        (Some(due), Some(next)) => Some(due.min(next)),
+        (due, next) => due.or(next),
+    };
+    due.map_or_else(Action::await_change, Action::requeue)
 }

@@ -878,11 +878,11 @@ mod tests {
     fn in_flight(sent_at: &str, ended_at: Option<&str>) -> RateLimitsPolicyStatus {
         RateLimitsPolicyStatus {
             pending_create: Some(sent_at.into()),
-            create_attempt: Some(CreateAttempt {
+            create_attempt: Some(Box::new(CreateAttempt {
                 intent: Some("intent-1".into()),
                 ended_at: ended_at.map(str::to_string),
                 ..Default::default()
-            }),
+            })),
             ..Default::default()
         }
     }

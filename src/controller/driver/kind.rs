@@ -443,7 +443,7 @@ impl<'a, K: Managed> Cx<'a, K> {
             .or_else(|| self.object.status().cloned())
             .unwrap_or_default();
         *shown.pending_create_mut() = status.pending_create().map(str::to_string);
-        *shown.create_attempt_mut() = status.create_attempt().cloned();
+        *shown.create_attempt_mut() = status.create_attempt().cloned().map(Box::new);
         *self.saved.lock().unwrap_or_else(|e| e.into_inner()) = Some(shown);
         Ok(())
     }

@@ -353,15 +353,18 @@ async fn run<K: Managed>(
     }
     let trust = match resumed {
         // Leaving a pause is recorded by a full reconcile.
-        true => None,
+        true => false,
         false => trusted(cx, key, before).await,
     };
-    if let Some(wait) = trust {
+    if trust {
         // Trusted: the spec is applied, so a revision that moved only the annotation is this
         // resource's revision now.
         K::note_revision(object, status);
-        let wait = K::due_in(object, status).map_or(wait, |due| due.min(wait));
-        return Ending::Kept(Action::requeue(wait));
+        // The drift pass sends it when a list shows it changed or its full read falls: no
+        // timer of its own unless the kind wants it sooner.
+        return Ending::Kept(
+            K::due_in(object, status).map_or_else(Action::await_change, Action::requeue),
+        );
     }
     if object.management_policy() == ManagementPolicy::Observe {
         let observed = std::mem::take(status);
@@ -381,19 +384,17 @@ async fn run<K: Managed>(
     Ending::Applied(K::apply(object, cx, status).await)
 }
 
-/// How long this reconcile may trust the recorded state instead of reading the remote object:
+/// Whether this reconcile may trust the recorded state instead of reading the remote object:
 /// the spec was applied (or observed) at this generation, nothing is in flight, its inputs are
-/// unchanged, no drift list asked to read it and its full read is not due. `None`: read it.
-async fn trusted<K: Managed>(
-    cx: &Cx<'_, K>,
-    key: &str,
-    before: Option<&K::Status>,
-) -> Option<Duration> {
-    let before = before?;
+/// unchanged, and the drift pass did not ask to read it (a list, or its full read).
+async fn trusted<K: Managed>(cx: &Cx<'_, K>, key: &str, before: Option<&K::Status>) -> bool {
+    let Some(before) = before else {
+        return false;
+    };
     // A dry run reads every object once at least: what it would write (a new version rendering
     // a document differently) shows only against the remote object.
     if cx.ctx.dry_run && !cx.ctx.drift.read_once(key) {
-        return None;
+        return false;
     }
     let object = cx.object;
     let applied = K::LISTED
@@ -404,15 +405,15 @@ async fn trusted<K: Managed>(
     let drift = &cx.ctx.drift;
     // A copy older than this process's own last write (a failure, an intent) is stale.
     if !applied || drift.cache_behind(key, object.meta().resource_version.as_deref()) {
-        return None;
+        return false;
     }
     // Inputs are read when their watch says they changed, and the first time this process
     // sees the object (a change made while it was away), not on every reconcile.
     let check_inputs = drift.first_sight(key) | drift.take_inputs_changed(key);
     if check_inputs && !K::inputs_unchanged(object, cx, before).await {
-        return None;
+        return false;
     }
-    drift.trust(K::KIND, key)
+    drift.trust(key)
 }
 
 /// Records a failed reconcile in the conditions (one Warning event per new reason) and decides

@@ -32,8 +32,10 @@ pub trait CommonStatus:
 pub trait IntentStatus: CommonStatus {
     /// The create intent: when the POST of the create in flight was about to be sent.
     fn pending_create_mut(&mut self) -> &mut Option<String>;
-    /// What the create in flight sent ([`crate::resources::common::CreateAttempt`]).
-    fn create_attempt_mut(&mut self) -> &mut Option<crate::resources::common::CreateAttempt>;
+    /// What the create in flight sent ([`crate::resources::common::CreateAttempt`]). Boxed: it
+    /// is set only while a create is in flight, and inline it would cost every cached object
+    /// its 120 bytes.
+    fn create_attempt_mut(&mut self) -> &mut Option<Box<crate::resources::common::CreateAttempt>>;
     /// When the create in flight was about to be sent.
     fn pending_create(&self) -> Option<&str>;
     /// What the create in flight sent.
@@ -73,7 +75,7 @@ pub fn project_intent<S: IntentStatus>(
         return;
     }
     *status.pending_create_mut() = Some(intent.pending_create);
-    *status.create_attempt_mut() = Some(intent.create_attempt);
+    *status.create_attempt_mut() = Some(Box::new(intent.create_attempt));
 }
 
 /// Sets one condition, keeping `lastTransitionTime` when its status did not change.
@@ -187,14 +189,14 @@ macro_rules! common_status {
             }
             fn create_attempt_mut(
                 &mut self,
-            ) -> &mut Option<$crate::resources::common::CreateAttempt> {
+            ) -> &mut Option<Box<$crate::resources::common::CreateAttempt>> {
                 &mut self.create_attempt
             }
             fn pending_create(&self) -> Option<&str> {
                 self.pending_create.as_deref()
             }
             fn create_attempt(&self) -> Option<&$crate::resources::common::CreateAttempt> {
-                self.create_attempt.as_ref()
+                self.create_attempt.as_deref()
             }
             fn has_intent(&self) -> bool {
                 let $p = self;

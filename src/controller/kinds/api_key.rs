@@ -525,6 +525,7 @@ async fn find_created(
     let sent = status
         .create_attempt
         .clone()
+        .map(|attempt| *attempt)
         .unwrap_or_else(|| CreateAttempt {
             name: Some(key.spec.name.clone()),
             workspace_id: key.spec.workspace_id.clone(),

@@ -371,7 +371,7 @@ impl Verbs for Config {
         desired.config.spec.drift_against(remote, at, &concealed)
     }
     fn record_drift(status: &mut ConfigStatus, replaced: DriftCorrection) {
-        status.last_drift_correction = Some(replaced);
+        status.last_drift_correction = Some(Box::new(replaced));
     }
     /// The remote document holds the resolved references now.
     async fn follow_up(
@@ -423,6 +423,7 @@ async fn find_created(
     let sent = status
         .create_attempt
         .clone()
+        .map(|attempt| *attempt)
         .unwrap_or_else(|| CreateAttempt {
             name: Some(config.spec.name.clone()),
             workspace_id: config.spec.workspace_id.clone(),

@@ -236,7 +236,7 @@ impl Verbs for Deployment {
         DriftCorrection::of_fields(at, None, &self.spec, &current, &comparison.differs)
     }
     fn record_drift(status: &mut DeploymentStatus, replaced: DriftCorrection) {
-        status.last_drift_correction = Some(replaced);
+        status.last_drift_correction = Some(Box::new(replaced));
     }
 }
 

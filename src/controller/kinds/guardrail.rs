@@ -236,7 +236,7 @@ macro_rules! guardrail_kind {
                 mcp_servers::differ(self, cx, status).await
             }
             fn record_drift(status: &mut GuardrailStatus, replaced: DriftCorrection) {
-                status.last_drift_correction = Some(replaced);
+                status.last_drift_correction = Some(Box::new(replaced));
             }
         }
 
@@ -524,6 +524,7 @@ async fn find_created<G: GuardrailObject>(
     let sent = status
         .create_attempt
         .clone()
+        .map(|attempt| *attempt)
         .unwrap_or_else(|| CreateAttempt {
             name: Some(guardrail.definition().name.clone()),
             workspace_id: guardrail.workspace_id().map(str::to_string),

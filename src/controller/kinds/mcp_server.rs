@@ -531,6 +531,7 @@ async fn find_created(
     let sent = status
         .create_attempt
         .clone()
+        .map(|attempt| *attempt)
         .unwrap_or_else(|| CreateAttempt {
             name: Some(spec.name.clone()),
             workspace_id: Some(spec.workspace().to_string()),

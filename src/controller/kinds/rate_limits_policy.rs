@@ -36,7 +36,7 @@ impl PolicyKind for RateLimitsPolicy {
         status.id.as_deref()
     }
     fn record_drift(status: &mut RateLimitsPolicyStatus, replaced: DriftCorrection) {
-        status.last_drift_correction = Some(replaced);
+        status.last_drift_correction = Some(Box::new(replaced));
     }
 }
 

@@ -76,7 +76,7 @@ impl PolicyKind for UsageLimitsPolicy {
         status.id.as_deref()
     }
     fn record_drift(status: &mut UsageLimitsPolicyStatus, replaced: DriftCorrection) {
-        status.last_drift_correction = Some(replaced);
+        status.last_drift_correction = Some(Box::new(replaced));
     }
     /// The usage reset a change of `spec.resetUsage` asks for. The trigger a policy is created
     /// or adopted with resets nothing: only a change does.

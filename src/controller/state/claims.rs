@@ -562,7 +562,7 @@ macro_rules! status_claims {
             self.status
                 .as_ref()
                 .filter(|s| s.pending_create.is_some())
-                .and_then(|s| s.create_attempt.as_ref())
+                .and_then(|s| s.create_attempt.as_deref())
         }
         fn connection_name(&self) -> &str {
             self.spec.connection_name()
