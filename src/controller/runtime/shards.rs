@@ -105,8 +105,23 @@ struct Inner {
     /// Bumped at every change of the table: the share may have grown.
     changed: watch::Sender<u64>,
     /// The view to publish on this replica's Lease at its next renewal.
-    publish: Mutex<String>,
+    publish: Mutex<Publish>,
+    /// How long a view that hands keys over waits before it is published ([`HANDOVER_GRACE`]).
+    grace: Duration,
     handovers: AtomicU64,
+}
+
+/// A write that passed its check just before this replica stopped acting on its key may still
+/// be on its way: a view that gives keys away is published only this long after the switch, so
+/// such a write reaches the API before the gaining replica starts. The single leader's margin
+/// is the same: its renew deadline ends 5 s before a standby may take over.
+pub const HANDOVER_GRACE: Duration = Duration::from_secs(5);
+
+/// The view published, and the next one with when it may be.
+#[derive(Debug, Default)]
+struct Publish {
+    current: String,
+    next: Option<(String, Instant)>,
 }
 
 impl Shards {
@@ -117,8 +132,19 @@ impl Shards {
                 table: RwLock::default(),
                 changed: watch::channel(0).0,
                 publish: Mutex::default(),
+                grace: HANDOVER_GRACE,
                 handovers: AtomicU64::new(0),
             }),
+        }
+    }
+
+    /// With another hand-over grace (tests).
+    pub fn with_grace(me: impl Into<String>, grace: Duration) -> Self {
+        let shards = Self::new(me);
+        let mut inner = Arc::try_unwrap(shards.inner).unwrap_or_else(|_| unreachable!());
+        inner.grace = grace;
+        Self {
+            inner: Arc::new(inner),
         }
     }
 
@@ -145,13 +171,13 @@ impl Shards {
         self.inner.changed.subscribe()
     }
 
-    /// The view annotation to write at the next renewal.
+    /// The view annotation to write at the next renewal: the new view once its grace is over.
     pub fn view_to_publish(&self) -> String {
-        self.inner
-            .publish
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+        let mut publish = self.inner.publish.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((view, _)) = publish.next.take_if(|(_, at)| Instant::now() >= *at) {
+            publish.current = view;
+        }
+        publish.current.clone()
     }
 
     /// Acts on nothing (this replica stopped holding its Lease).
@@ -166,12 +192,34 @@ impl Shards {
             return;
         }
         let switched = table.view != next.view;
+        // Only a member joining takes keys from this replica (rendezvous hashing). A view that
+        // stops it acting on keys waits out the grace from that switch; one that gives away
+        // nothing the published view had goes at once.
+        let stopped_now = joined_to(&table.view, &next.view);
         let view = next.view.join(",");
+        let members = next.view.clone();
         *table = next;
         drop(table);
         if switched {
             self.inner.handovers.fetch_add(1, Ordering::Relaxed);
-            *self.inner.publish.lock().unwrap_or_else(|e| e.into_inner()) = view;
+            let mut publish = self.inner.publish.lock().unwrap_or_else(|e| e.into_inner());
+            let published = parse_view(Some(&publish.current));
+            let now = Instant::now();
+            let at = match (stopped_now, &publish.next) {
+                (true, _) => Some(now + self.inner.grace),
+                (false, Some((_, at))) if joined_to(&published, &members) => Some(*at),
+                (false, _) if joined_to(&published, &members) => Some(now + self.inner.grace),
+                (false, _) => None,
+            };
+            match at {
+                Some(at) => publish.next = Some((view, at)),
+                None => {
+                    *publish = Publish {
+                        current: view,
+                        next: None,
+                    }
+                }
+            }
         }
         self.inner.changed.send_modify(|n| *n += 1);
     }
@@ -412,6 +460,12 @@ impl Membership {
     }
 }
 
+/// True when `next` holds a member `before` did not: published over `before`, it would give keys
+/// away.
+fn joined_to(before: &[String], next: &[String]) -> bool {
+    !before.is_empty() && next.iter().any(|member| !before.contains(member))
+}
+
 fn parse_view(annotation: Option<&String>) -> Vec<String> {
     let mut view: Vec<String> = annotation
         .map(|a| {
@@ -548,6 +602,39 @@ mod tests {
         });
         assert_eq!(shards.handovers(), 1);
         assert!(changes.has_changed().unwrap());
+    }
+
+    #[test]
+    fn a_view_that_gives_keys_away_is_published_after_the_grace() {
+        let shards = Shards::with_grace("a", Duration::from_secs(3600));
+        let table = |members: &[&str]| Table {
+            view: view(members),
+            published: vec![view(members)],
+        };
+        shards.set(table(&["a", "b"]));
+        assert_eq!(
+            shards.view_to_publish(),
+            "a,b",
+            "the first view goes at once"
+        );
+        shards.set(table(&["a", "b", "c"]));
+        assert_eq!(
+            shards.view_to_publish(),
+            "a,b",
+            "c joined: held for the grace"
+        );
+        shards.set(table(&["a", "c"]));
+        assert_eq!(
+            shards.view_to_publish(),
+            "a,b",
+            "b left, but over the published a,b the view a,c still gives keys to c"
+        );
+        shards.set(table(&["a"]));
+        assert_eq!(shards.view_to_publish(), "a", "nothing given away: at once");
+        let quick = Shards::with_grace("a", Duration::ZERO);
+        quick.set(table(&["a"]));
+        quick.set(table(&["a", "b"]));
+        assert_eq!(quick.view_to_publish(), "a,b");
     }
 
     #[test]
