@@ -126,25 +126,20 @@ struct Publish {
 
 impl Shards {
     pub fn new(me: impl Into<String>) -> Self {
+        Self::with_grace(me, HANDOVER_GRACE)
+    }
+
+    /// With another hand-over grace (tests).
+    pub fn with_grace(me: impl Into<String>, grace: Duration) -> Self {
         Self {
             inner: Arc::new(Inner {
                 me: me.into(),
                 table: RwLock::default(),
                 changed: watch::channel(0).0,
                 publish: Mutex::default(),
-                grace: HANDOVER_GRACE,
+                grace,
                 handovers: AtomicU64::new(0),
             }),
-        }
-    }
-
-    /// With another hand-over grace (tests).
-    pub fn with_grace(me: impl Into<String>, grace: Duration) -> Self {
-        let shards = Self::new(me);
-        let mut inner = Arc::try_unwrap(shards.inner).unwrap_or_else(|_| unreachable!());
-        inner.grace = grace;
-        Self {
-            inner: Arc::new(inner),
         }
     }
 
