@@ -169,9 +169,10 @@ async fn shards_split_the_objects_and_hand_them_over_without_overlap() {
     for namespace in &namespaces {
         let api: Api<Config> = Api::namespaced(env.client.clone(), namespace);
         for i in 0..PER_NAMESPACE {
-            api.create(&PostParams::default(), &config(&format!("c{i}")))
-                .await
-                .unwrap();
+            // A remote name of its own per namespace: the write log keys a POST by it.
+            let mut object = config(&format!("c{i}"));
+            object.spec.name = format!("{namespace}-c{i}");
+            api.create(&PostParams::default(), &object).await.unwrap();
         }
     }
     all_ready(&env.client, &namespaces).await;
