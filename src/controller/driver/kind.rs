@@ -448,13 +448,19 @@ impl<'a, K: Managed> Cx<'a, K> {
         Ok(())
     }
 
-    /// One merge patch of the object's metadata: `annotations`, and aigw's finalizer when the
-    /// object lacks it, guarded by the resourceVersion this reconcile last saw.
+    /// One merge patch of the object's metadata: `annotations`, aigw's finalizer when the
+    /// object lacks it, and this installation's claim (`aigw.io/installation`) when it names
+    /// none (an object taken by its status record in this reconcile), guarded by the
+    /// resourceVersion this reconcile last saw.
     async fn write_metadata(
         &self,
-        annotations: serde_json::Map<String, serde_json::Value>,
+        mut annotations: serde_json::Map<String, serde_json::Value>,
         intent: bool,
     ) -> Result<(), Halt> {
+        use crate::controller::state::installation::{ANNOTATION, Claim};
+        if self.ctx.installation.claim_in(self.object.meta()) == Claim::None {
+            annotations.insert(ANNOTATION.into(), self.ctx.installation.id().into());
+        }
         let mut metadata = serde_json::json!({ "resourceVersion": self.expected_version() });
         if !annotations.is_empty() {
             metadata["annotations"] = annotations.into();

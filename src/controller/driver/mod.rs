@@ -55,10 +55,12 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
     let objects: Api<K> = K::api(&ctx.kube, Some(namespace.as_str()));
     // From here on the object is what its kind acts on: `spec.workspaceRef` resolved.
     let (object, _) = reach::reach(&ctx, object).await;
-    if let Some(action) = not_yet_ours::<K>(&object, &objects, &ctx, &key).await? {
-        return Ok(action);
-    }
-    let object = match record_installation::<K>(&object, &objects, &ctx).await? {
+    let take = match standing::<K>(&object, &objects, &ctx, &key).await? {
+        Standing::Ours => false,
+        Standing::New => true,
+        Standing::Done(action) => return Ok(action),
+    };
+    let object = match record_installation::<K>(&object, &objects, &ctx, take).await? {
         Some(recorded) => Arc::new(recorded),
         None => object,
     };
@@ -85,25 +87,38 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
     result
 }
 
-/// Whether this installation may go on with `object` ([`crate::controller::state::installation`]):
-/// `None` when it is this installation's. Otherwise what to do instead, having written nothing
-/// or only the claim: another installation's object is left untouched (a debug line, no
-/// finalizer, status, event or API call); an unclaimed one is claimed, and its reconcile starts
-/// when the watch shows the claim. A dry run writes no claim: it goes on with an unclaimed
-/// object as the installation that takes it would.
-async fn not_yet_ours<K: Managed>(
+/// Where this installation stands with `object`.
+enum Standing {
+    /// Its own: go on.
+    Ours,
+    /// Claimed by nobody (no record, no annotation), and this installation may take it: it takes
+    /// it by recording itself in status ([`record_installation`]) and goes on in the same
+    /// reconcile. The annotation follows in the first metadata write (with the finalizer and
+    /// the create intent, [`Cx::save_intent`]), so a create costs no write of its own for the claim.
+    New,
+    /// Not to be gone on with: what to do instead.
+    Done(Action),
+}
+
+/// Whether this installation may go on with `object` ([`crate::controller::state::installation`]).
+/// Otherwise what to do instead, having written nothing or only the claim: another
+/// installation's object is left untouched (a debug line, no finalizer, status, event or API
+/// call); a recorded object whose annotation was removed gets it again, and its reconcile starts
+/// when the watch shows it. A dry run writes no claim: it goes on with an unclaimed object as
+/// the installation that takes it would.
+async fn standing<K: Managed>(
     object: &K,
     objects: &Api<K>,
     ctx: &Context,
     key: &str,
-) -> Result<Option<Action>, Halt> {
+) -> Result<Standing, Halt> {
     use crate::controller::state::installation::{self, Verdict};
     let verdict = ctx.verdict(object).await;
     let deleting = object.meta().deletion_timestamp.is_some();
     let holds = ctx.installation.holds(object);
-    Ok(Some(match verdict {
-        Verdict::Ours => return Ok(None),
-        Verdict::Unclaimed if ctx.dry_run => return Ok(None),
+    Ok(Standing::Done(match verdict {
+        Verdict::Ours => return Ok(Standing::Ours),
+        Verdict::Unclaimed if ctx.dry_run => return Ok(Standing::Ours),
         // Going without aigw: nothing to claim it for.
         Verdict::Unclaimed if deleting && !holds => Action::await_change(),
         Verdict::Unclaimed => {
@@ -114,7 +129,10 @@ async fn not_yet_ours<K: Managed>(
             let cx = Cx::new(ctx, objects.clone(), object);
             if let Err(error @ Error::NotAllowed { .. }) = cx.gate.granted().await {
                 debug!(kind = K::KIND, object = %key, %error, "refused by this installation's grants; not claimed");
-                return Ok(None);
+                return Ok(Standing::Ours);
+            }
+            if object.recorded_installation().is_none() && !deleting {
+                return Ok(Standing::New);
             }
             installation::take(objects, object, ctx.installation.id()).await?;
             debug!(kind = K::KIND, object = %key, installation = ctx.installation.id(), "claimed for this installation");
@@ -139,22 +157,25 @@ async fn not_yet_ours<K: Managed>(
     }))
 }
 
-/// Records this installation in the status of an object that is its own
-/// ([`crate::controller::state::installation::record`]) before anything else is written for it, so
-/// that a claim rewritten later cannot move it to another installation. Returns the object as
-/// written, to go on with (`None`: nothing to record, or a dry run, which writes nothing).
-/// An object being deleted is cleaned up without it.
+/// Records this installation in the status of an object that is its own, or that it takes
+/// (`take`: claimed by nobody, [`Standing::New`]), before anything else is written for it
+/// ([`crate::controller::state::installation::record`], guarded by the resourceVersion the
+/// decision was made on, so of two installations racing for a new object exactly one records
+/// itself), so that a claim rewritten later cannot move it to another installation. Returns the
+/// object as written, to go on with (`None`: nothing to record, or a dry run, which writes
+/// nothing). An object being deleted is cleaned up without it.
 async fn record_installation<K: Managed>(
     object: &K,
     objects: &Api<K>,
     ctx: &Context,
+    take: bool,
 ) -> Result<Option<K>, Halt> {
     use crate::controller::state::installation::{self, Claim};
     let me = ctx.installation.id();
     if ctx.dry_run
         || object.meta().deletion_timestamp.is_some()
         || object.recorded_installation() == Some(me)
-        || ctx.installation.claim_on(object) != Claim::Ours
+        || (!take && ctx.installation.claim_on(object) != Claim::Ours)
     {
         return Ok(None);
     }

@@ -10,18 +10,20 @@
 //!   on one by hand gives it, and every object naming it, to that installation);
 //! - and, of those, only one that no other installation has claimed.
 //!
-//! The claim is the annotation `aigw.io/installation: <id>`, written when an installation first
-//! takes an object (as external-dns records its owner id on a DNS record), before any other
-//! write: a merge patch that carries the resourceVersion the decision was made on, so of two
-//! installations racing for one object exactly one takes it; the other sees the claim and backs
-//! off without a trace (a debug log line). An object made before claims existed has none: the
-//! first installation that would reconcile it takes it. An object of someone else gets no
-//! finalizer, no status, no event and no API call, and costs no apiserver read: the decision is
-//! made from the watch caches.
+//! An installation takes an object that nobody claimed by recording itself in the object's
+//! status (`status.installation`, [`record`]) before any other write: a status write that
+//! carries the resourceVersion the decision was made on, so of two installations racing for one
+//! object exactly one takes it; the other sees the record and backs off without a trace (a debug
+//! log line). Its id also goes into the annotation `aigw.io/installation: <id>` (as
+//! external-dns records its owner id on a DNS record), with the object's first metadata write
+//! (the finalizer and create intent before a POST; [`take`] on its own when no such write
+//! comes). An annotation written by hand proposes the object to the installation it names. An
+//! object made before claims existed has none: the first installation that would reconcile it
+//! takes it. An object of someone else gets no finalizer, no status, no event and no API call,
+//! and costs no apiserver read: the decision is made from the watch caches.
 //!
-//! Whoever may edit an object may rewrite its annotation, so the annotation only proposes. Right
-//! after taking an object, before any other write of its own, the installation records itself
-//! in the object's status (`status.installation`, [`record`], guarded by the resourceVersion),
+//! Whoever may edit an object may rewrite its annotation, so the annotation only proposes. The
+//! record is in the object's status (guarded by the resourceVersion),
 //! which only the status subresource holds: the operator's RBAC writes it, a tenant's `edit`
 //! role does not. From then on the status decides ([`Installation::claim_on`]): another
 //! installation leaves the object alone whatever its annotation says (no second remote copy),

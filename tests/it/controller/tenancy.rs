@@ -500,8 +500,8 @@ async fn two_installations_act_only_on_their_own_objects() {
     assert!(guardrail_copies(by_id(&guardrail_owner)).await > 0);
 
     // In the cluster: the installation that did not take an object wrote nothing about it. Of
-    // two racing for an unclaimed one, the loser's claim may have been sent and refused (409,
-    // the precondition): that changed nothing.
+    // two racing for an unclaimed one, the loser's claim (its status record) may have been sent
+    // and refused (409, the precondition): that changed nothing.
     let not_theirs = [
         (other(&shared_owner), "configs", "shared".to_string(), true),
         (&a, "configs", "through-b".to_string(), false),
@@ -515,7 +515,7 @@ async fn two_installations_act_only_on_their_own_objects() {
     for (installation, resource, name, raced) in not_theirs {
         let writes = installation.writes_to(resource, &name);
         let refused_claim = format!(
-            "PATCH /apis/aigw.io/v1alpha1/{}{resource}/{name} 409",
+            "PATCH /apis/aigw.io/v1alpha1/{}{resource}/{name}/status 409",
             match resource {
                 "configs" => format!("namespaces/{ns}/"),
                 _ => String::new(),
@@ -542,6 +542,29 @@ async fn two_installations_act_only_on_their_own_objects() {
             );
         }
     }
+    // Taking and creating a new object costs three apiserver writes, in this order: the claim
+    // (its status record, before anything else), the finalizer with the create intent and the
+    // claim's annotation (one metadata write, before the POST), and the result.
+    let path = format!("/apis/aigw.io/v1alpha1/namespaces/{ns}/configs/through-b");
+    let done: Vec<String> = b
+        .writes_to("configs", "through-b")
+        .into_iter()
+        .filter(|w| !w.ends_with(" 409"))
+        .collect();
+    assert_eq!(
+        done,
+        [
+            format!("PATCH {path}/status 200"),
+            format!("PATCH {path} 200"),
+            format!("PATCH {path}/status 200"),
+        ],
+        "the writes of a create"
+    );
+    assert_eq!(
+        claim(through.metadata.annotations.as_ref()).as_deref(),
+        Some("inst-b"),
+        "the claim's annotation came with the finalizer"
+    );
     assert!(
         connections.get(&conn_z).await.unwrap().status.is_none(),
         "a Connection claimed by another installation gets no status"
