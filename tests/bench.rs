@@ -16,6 +16,9 @@ mod support;
 #[path = "bench/shards.rs"]
 mod shards;
 
+#[path = "bench/footprint.rs"]
+mod footprint;
+
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::process::Stdio;

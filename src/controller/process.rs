@@ -113,27 +113,13 @@ fn watched<K: Watchable>(
     let cache = reader.clone();
     // Paged initial lists (500 objects a page): a list served whole from the watch cache (the
     // "any" semantic ignores the page size) put every object in one response, which at 10,000
-    // objects was the largest allocation of the process. managedFields and kubectl's copy of
-    // the last applied manifest are most of a cached object and aigw never reads them. The
-    // create intent annotation is read once, by `prepare`, into the status reconciles read;
-    // kept, it would cost every cached object its text and a tree node for the map.
+    // objects was the largest allocation of the process.
     let objects = watcher(readable_api::<K>(kube, namespace), config)
         .default_backoff()
         .filter_map(move |event| {
             futures::future::ready(readable_event(event, &cache, &on_unreadable))
         })
-        .modify(move |object| {
-            object.meta_mut().managed_fields = None;
-            prepare(object);
-            let meta = object.meta_mut();
-            if let Some(annotations) = meta.annotations.as_mut() {
-                annotations.remove(LAST_APPLIED);
-                annotations.remove(crate::resources::common::CREATE_INTENT_ANNOTATION);
-                if annotations.is_empty() {
-                    meta.annotations = None;
-                }
-            }
-        })
+        .modify(move |object| as_cached(object, prepare))
         .inspect(move |event| {
             if let Ok(event) = event {
                 on_event(event);
@@ -149,6 +135,23 @@ fn watched<K: Watchable>(
         .applied_objects()
         .predicate_filter(worth_reconciling, Default::default());
     (reader, stream)
+}
+
+/// Makes `object`, as a watch delivered it, the copy the cache keeps: without managedFields or
+/// kubectl's copy of the last applied manifest (most of a cached object, never read by aigw),
+/// and with the create intent annotation read by `prepare` into the status reconciles read
+/// (kept, it would cost every cached object its text and a tree node for the map).
+pub fn as_cached<K: kube::Resource>(object: &mut K, prepare: fn(&mut K)) {
+    object.meta_mut().managed_fields = None;
+    prepare(object);
+    let meta = object.meta_mut();
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+        annotations.remove(crate::resources::common::CREATE_INTENT_ANNOTATION);
+        if annotations.is_empty() {
+            meta.annotations = None;
+        }
+    }
 }
 
 /// The event the cache of `K` takes for a watch event of [`Readable<K>`]. An object that does
