@@ -244,7 +244,13 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         let lease = LeaseSettings::new(args.leader_election_namespace, identity);
         let (leadership, elector) = match args.shards {
             true => leader::elect_shard(kube.clone(), lease, &settings.installation_id),
-            false => leader::elect(kube.clone(), lease),
+            false => {
+                let (leadership, elector) = leader::elect(kube.clone(), lease);
+                (
+                    leadership,
+                    elector.deferring_to_shards(&settings.installation_id),
+                )
+            }
         };
         (leadership, Some(elector))
     } else {

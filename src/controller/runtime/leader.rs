@@ -254,6 +254,11 @@ pub struct Elector {
     observed: Option<Observed>,
     /// With `--shards`: the group's members, listed after each renewal of this replica's Lease.
     membership: Option<Membership>,
+    /// Without `--shards`: the group's members this replica does not act beside
+    /// ([`Elector::deferring_to_shards`]).
+    shards_gone: Option<shards::ShardsGone>,
+    /// Why it last stood by for them, so a reason is logged once.
+    waiting_for: Option<String>,
     /// This process's random id, on every Lease it writes ([`PROCESS_ANNOTATION`]).
     process: String,
 }
@@ -357,6 +362,8 @@ pub fn elect(kube: kube::Client, settings: LeaseSettings) -> (Leadership, Electo
         lease_transitions,
         observed: None,
         membership: None,
+        shards_gone: None,
+        waiting_for: None,
         process: uuid::Uuid::new_v4().simple().to_string(),
     };
     (leadership, elector)
@@ -388,6 +395,34 @@ pub fn elect_shard(
 }
 
 impl Elector {
+    /// A leader without `--shards` that acts only once no replica with `--shards` of
+    /// `installation` holds a live member Lease in the lease namespace
+    /// ([`shards::ShardsGone`]): turning sharding off by a rolling update never has the new
+    /// leader act beside the old shards. Before acquiring it does not campaign while members
+    /// are live; right after acquiring it lists them again and releases the Lease, having
+    /// acted on nothing, if any is live or the list fails.
+    pub fn deferring_to_shards(mut self, installation: &str) -> Self {
+        if self.membership.is_none() {
+            self.shards_gone = Some(shards::ShardsGone::new(self.api.clone(), installation));
+        }
+        self
+    }
+
+    /// Why this replica may not lead now (live shard members, or they could not be listed).
+    async fn shards_still_act(&mut self) -> Option<String> {
+        let (duration, within) = (self.settings.lease_duration, self.settings.retry_period);
+        match self.shards_gone.as_mut()?.live(duration, within).await {
+            Ok(live) if live.is_empty() => None,
+            Ok(live) => Some(format!(
+                "replicas with --shards still hold live member Leases ({}); this replica leads once they are gone",
+                live.join(", ")
+            )),
+            Err(e) => Some(format!(
+                "the shard member Leases could not be listed ({e}); this replica leads once they can be, and none is live"
+            )),
+        }
+    }
+
     /// Campaigns for the lease and renews it while held. Returns `Ok` when `shutdown` resolves
     /// (after releasing a held lease), or `LeadershipLost` when a held lease could not be kept.
     pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), LeadershipLost> {
@@ -396,8 +431,42 @@ impl Elector {
         let mut renewed: Option<Instant> = None;
         let mut hurried = false;
         loop {
+            // Not campaigning while shards act saves a Lease write and release per retry.
+            let waiting = match renewed {
+                None => self.shards_still_act().await,
+                Some(_) => None,
+            };
+            if let Some(why) = waiting {
+                // Said once per reason at info (a failed list at warn: RBAC without `list` on
+                // Leases keeps this replica from ever leading), then at debug.
+                if self.waiting_for.as_deref() != Some(why.as_str()) {
+                    match why.contains("could not be listed") {
+                        true => warn!(%why, "standing by"),
+                        false => info!(%why, "standing by"),
+                    }
+                    self.waiting_for = Some(why);
+                } else {
+                    debug!(%why, "standing by");
+                }
+                tokio::select! {
+                    () = &mut shutdown => break,
+                    () = tokio::time::sleep(self.settings.retry_period) => continue,
+                }
+            }
             let sent = Instant::now();
             let outcome = self.attempt(renewed).await;
+            if renewed.is_none() && outcome == Ok(Attempt::Held) {
+                // Acquired, and not acting yet: a shard that started before this list shows in
+                // it, and one that starts after it sees this Lease held.
+                if let Some(why) = self.shards_still_act().await {
+                    info!(%why, "acquired the leader lease beside live shards; released it without acting");
+                    self.release().await;
+                    tokio::select! {
+                        () = &mut shutdown => break,
+                        () = tokio::time::sleep(self.settings.retry_period) => continue,
+                    }
+                }
+            }
             renewed = self.follow(renewed, outcome, sent)?;
             let switched = self.regroup(renewed.is_some()).await;
             if switched && !hurried {

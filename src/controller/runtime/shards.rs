@@ -389,61 +389,13 @@ impl Membership {
     fn table(&mut self, leases: &[Lease], lease_duration: Duration) -> Table {
         let me = self.shards.inner.me.clone();
         let now = Instant::now();
+        self.seen = follow_leases(&self.seen, leases, lease_duration, &me, now);
         let mut live = BTreeSet::new();
         let mut published = Vec::new();
-        let mut seen = BTreeMap::new();
-        for lease in leases {
-            let name = lease.metadata.name.clone().unwrap_or_default();
-            let version = lease.metadata.resource_version.clone().unwrap_or_default();
-            let since = match self.seen.get(&name) {
-                Some(seen) if seen.version == version => seen.since,
-                _ => now,
-            };
-            let member = lease.spec.as_ref().and_then(|spec| {
-                let holder = spec.holder_identity.clone().filter(|h| !h.is_empty())?;
-                let duration = spec.lease_duration_seconds.map_or(lease_duration, |s| {
-                    Duration::from_secs(u64::try_from(s).unwrap_or(0))
-                });
-                let view = parse_view(
-                    lease
-                        .metadata
-                        .annotations
-                        .as_ref()
-                        .and_then(|a| a.get(VIEW_ANNOTATION)),
-                );
-                Some((holder, duration, view))
-            });
-            seen.insert(
-                name,
-                Seen {
-                    version,
-                    since,
-                    member,
-                },
-            );
-        }
-        // A Lease gone from the list (deleted by hand) counts as one that stopped changing: its
-        // holder may act on until its renew deadline and recreates it at its next renewal, so
-        // it stays a member, with the view it last published, for the lease duration.
-        for (name, old) in &self.seen {
-            let vanished = old.member.as_ref().is_some_and(|(holder, duration, _)| {
-                *holder != me && now.saturating_duration_since(old.since) < *duration
-            });
-            if vanished && !seen.contains_key(name) {
-                seen.insert(name.clone(), old.clone());
-            }
-        }
-        for Seen { since, member, .. } in seen.values() {
-            let Some((holder, duration, view)) = member else {
-                continue;
-            };
-            if *holder != me && now.saturating_duration_since(*since) >= *duration {
-                continue;
-            }
+        for (holder, view) in live_members(&self.seen, &me, now) {
             live.insert(holder.clone());
             published.push(view.clone());
         }
-        self.seen = seen;
         if !live.contains(&me) {
             // This replica's own Lease is not there (yet): it acts on nothing.
             return Table::default();
@@ -452,6 +404,118 @@ impl Membership {
             view: live.into_iter().collect(),
             published,
         }
+    }
+}
+
+/// Each member Lease of one list, timed on this process's clock from what `before` saw (a
+/// version first seen now counts from now). A Lease gone from the list (deleted by hand) counts
+/// as one that stopped changing: its holder may act on until its renew deadline and recreates it
+/// at its next renewal, so it stays, as last seen, for its lease duration. `me`: this replica's
+/// identity (its own Lease never lapses in its own eyes), empty for a replica without one.
+fn follow_leases(
+    before: &BTreeMap<String, Seen>,
+    leases: &[Lease],
+    lease_duration: Duration,
+    me: &str,
+    now: Instant,
+) -> BTreeMap<String, Seen> {
+    let mut seen = BTreeMap::new();
+    for lease in leases {
+        let name = lease.metadata.name.clone().unwrap_or_default();
+        let version = lease.metadata.resource_version.clone().unwrap_or_default();
+        let since = match before.get(&name) {
+            Some(seen) if seen.version == version => seen.since,
+            _ => now,
+        };
+        let member = lease.spec.as_ref().and_then(|spec| {
+            let holder = spec.holder_identity.clone().filter(|h| !h.is_empty())?;
+            let duration = spec.lease_duration_seconds.map_or(lease_duration, |s| {
+                Duration::from_secs(u64::try_from(s).unwrap_or(0))
+            });
+            let view = parse_view(
+                lease
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(VIEW_ANNOTATION)),
+            );
+            Some((holder, duration, view))
+        });
+        seen.insert(
+            name,
+            Seen {
+                version,
+                since,
+                member,
+            },
+        );
+    }
+    for (name, old) in before {
+        let vanished = old.member.as_ref().is_some_and(|(holder, duration, _)| {
+            *holder != me && now.saturating_duration_since(old.since) < *duration
+        });
+        if vanished && !seen.contains_key(name) {
+            seen.insert(name.clone(), old.clone());
+        }
+    }
+    seen
+}
+
+/// The live members of `seen` (holder and published view): a Lease held and changed within its
+/// duration, or `me`'s own.
+fn live_members<'s>(
+    seen: &'s BTreeMap<String, Seen>,
+    me: &str,
+    now: Instant,
+) -> impl Iterator<Item = (&'s String, &'s Vec<String>)> {
+    seen.values().filter_map(move |Seen { since, member, .. }| {
+        let (holder, duration, view) = member.as_ref()?;
+        let lapsed = *holder != me && now.saturating_duration_since(*since) >= *duration;
+        (!lapsed).then_some((holder, view))
+    })
+}
+
+/// What a replica *without* `--shards` checks before it acts on the installation's leader Lease:
+/// whether replicas with `--shards` of its group still hold live member Leases (the old pods
+/// of a rolling update that turns sharding off). It acts only when, after acquiring the Lease,
+/// it finds none; so a shard acting on its share and the new leader never act at once. A
+/// shard that starts after that check sees the leader Lease held and acts on nothing
+/// ([`Membership`]): whichever mode came first goes on until it is gone.
+#[derive(Debug)]
+pub struct ShardsGone {
+    api: Api<Lease>,
+    selector: String,
+    seen: BTreeMap<String, Seen>,
+}
+
+impl ShardsGone {
+    /// The member Leases of `installation`'s group in the namespace of `api`.
+    pub fn new(api: Api<Lease>, installation: &str) -> Self {
+        Self {
+            api,
+            selector: format!("{GROUP_LABEL}={}", group_of(installation)),
+            seen: BTreeMap::new(),
+        }
+    }
+
+    /// The holders of the group's live member Leases, from a quorum list bounded by `within`;
+    /// `Err` when they could not be listed (the caller then does not act either).
+    pub async fn live(
+        &mut self,
+        lease_duration: Duration,
+        within: Duration,
+    ) -> Result<Vec<String>, String> {
+        let params = ListParams::default().labels(&self.selector);
+        let leases = match tokio::time::timeout(within, self.api.list(&params)).await {
+            Ok(Ok(leases)) => leases.items,
+            Ok(Err(e)) => return Err(e.to_string()),
+            Err(_) => return Err(format!("no answer within {within:?}")),
+        };
+        let now = Instant::now();
+        self.seen = follow_leases(&self.seen, &leases, lease_duration, "", now);
+        Ok(live_members(&self.seen, "", now)
+            .map(|(holder, _)| holder.clone())
+            .collect())
     }
 }
 

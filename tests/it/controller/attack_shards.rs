@@ -615,3 +615,88 @@ async fn a_shard_acts_on_nothing_while_a_leader_without_shards_holds_the_leader_
     drop((old, new));
     field.cleanup().await;
 }
+
+/// Turning sharding off by a rolling update: a replica without `--shards` (under the chart's
+/// unsharded RBAC) starts while two shards act. It must not act beside them: it neither leads
+/// nor writes while their member Leases are live, and leads once both have shut down. As in a
+/// `helm upgrade`, installing the unsharded RBAC replaces the Lease Role the shards hold, so they
+/// may fail to renew and stop on their own (exit 1) before their SIGTERM.
+#[tokio::test]
+async fn a_leader_without_shards_acts_on_nothing_while_shards_hold_live_leases() {
+    let field = Field::new("atk-off").await;
+    let watched: Vec<&str> = field.namespaces.iter().map(String::as_str).collect();
+    let mut shards = [field.start("s1"), field.start("s2")];
+    settled(&[&shards[0], &shards[1]], 2.0).await;
+    field.create_all().await;
+
+    // The new leader, with the RBAC of the chart without `sharding.enabled`.
+    let plain = support::chart::install(
+        &field.env.client,
+        &support::chart::Scope::watched(&watched).lease_namespace(&field.env.namespace),
+    )
+    .await;
+    let leader_dir = tempfile::tempdir().unwrap();
+    plain.kubeconfig_file(leader_dir.path());
+    let leader = Operator::spawn(
+        &field.name("leader"),
+        &watched,
+        &field.env.namespace,
+        &field.emu,
+        leader_dir.path(),
+        &[],
+    );
+    let answering = wait_until(WITHIN, || async { leader.readyz().await }).await;
+    assert!(answering.is_some(), "the new leader never answered /readyz");
+    field.edit_all(1).await;
+    field.all_ready().await;
+    // Several of its retry periods beside live shards.
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let role = leader.readyz().await.map(|(_, role)| role);
+    let by_leader = |writes: &[Value]| {
+        writes
+            .iter()
+            .filter(|w| w["writer"].as_str() == Some(leader.name.as_str()))
+            .count()
+    };
+    let written = by_leader(&field.writes().await);
+    println!("beside two shards, the new leader's role: {role:?}, its writes: {written}");
+    assert_ne!(
+        role.as_deref(),
+        Some("leader"),
+        "a replica without --shards led while shards held live Leases"
+    );
+    assert_eq!(written, 0, "the new leader wrote beside the shards");
+
+    let stopped = Instant::now();
+    for shard in &mut shards {
+        shard.signal("-TERM");
+    }
+    for shard in &mut shards {
+        let code = shard.exit_code(Duration::from_secs(30)).await;
+        assert!(matches!(code, Some(0 | 1)), "a shard exited with {code:?}");
+    }
+    let leading = wait_until(WITHIN, || async {
+        leader
+            .readyz()
+            .await
+            .filter(|(status, role)| *status == 200 && role == "leader")
+    })
+    .await;
+    assert!(
+        leading.is_some(),
+        "the replica without --shards never led after the shards shut down"
+    );
+    println!(
+        "the shards SIGTERMed: the new leader leads after {:.1} s",
+        stopped.elapsed().as_secs_f64()
+    );
+    field.edit_all(2).await;
+    field.all_ready().await;
+    assert!(
+        by_leader(&field.writes().await) > 0,
+        "the new leader wrote the second edit"
+    );
+    field.assert_no_overlap(2).await;
+    drop((shards, leader));
+    field.cleanup().await;
+}
