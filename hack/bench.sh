@@ -12,7 +12,8 @@
 # the end), so apiserver_request_total counts only the bench's traffic and no earlier objects
 # weigh on etcd. Then the mixed set (tests/bench.rs, bench_mixed: Configs, RateLimitsPolicies,
 # UsageLimitsPolicies, Guardrails, Deployments and ApiKeys, N in total) on a fresh control plane:
-# target/bench/report-mixed-N.json. Knobs: N, BENCH_EDITS (50), BENCH_STEADY_SECONDS (60),
+# target/bench/report-mixed-N.json. First, without a control plane, the bytes the watch cache holds
+# per Ready Config (tests/bench/footprint.rs): target/bench/footprint.json. Knobs: N, BENCH_EDITS (50), BENCH_STEADY_SECONDS (60),
 # BENCH_MIXED (1; 0 skips the mixed set), BENCH_STATUS (0; 1 adds the status-write comparison,
 # target/bench/status-writes-N.json), BENCH_OUT (target/bench).
 set -euo pipefail
@@ -26,6 +27,8 @@ profile=()
 [[ "${PROFILE:-debug}" == "release" ]] && profile=(--release)
 
 cargo test "${profile[@]}" --test bench --no-run
+# What the watch cache holds per Ready Config (no control plane; seconds): target/bench/footprint.json.
+N=10000 cargo test "${profile[@]}" --test bench -- --exact footprint::bench_cache_footprint --nocapture
 trap 'bash hack/cluster-down.sh >/dev/null' EXIT
 bash hack/cluster-down.sh >/dev/null
 bash hack/cluster-up.sh

@@ -86,7 +86,8 @@ impl<K> Watchable for K where
 }
 
 /// A reflector over the objects of kind `K` in `namespace` whose every item is reported to
-/// `probe`, as a controller trigger. `prepare` makes each object what reconciles read
+/// `probe`, as a controller trigger (a change to the spec, annotations, finalizers or deletion;
+/// a claim naming `installation` reads as none, see [`worth_reconciling`]). `prepare` makes each object what reconciles read
 /// ([`driver::Managed::prepare`]); `on_event` sees every watch event before the store does (the
 /// claim index), `on_stored` right after (what reads the store on hearing of it: the followers
 /// of a source).
@@ -105,6 +106,7 @@ fn watched<K: Watchable>(
     on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
     on_stored: impl Fn(&watcher::Event<K>) + Send + 'static,
     on_unreadable: impl Fn(&Unreadable) + Send + 'static,
+    installation: String,
 ) -> (
     Store<K>,
     impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
@@ -133,7 +135,10 @@ fn watched<K: Watchable>(
             }
         })
         .applied_objects()
-        .predicate_filter(worth_reconciling, Default::default());
+        .predicate_filter(
+            move |object: &K| worth_reconciling(object, &installation),
+            Default::default(),
+        );
     (reader, stream)
 }
 
@@ -203,13 +208,18 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// finalizers and deletion. What aigw itself writes is not: its status, its create intent
 /// annotation and its finalizer (written together before a POST, by the reconcile that goes on
 /// to finish the create). They still update the cache, but start no other reconcile.
-fn worth_reconciling<K: kube::Resource>(object: &K) -> Option<u64> {
+fn worth_reconciling<K: kube::Resource>(object: &K, installation: &str) -> Option<u64> {
+    use crate::controller::state::installation::ANNOTATION;
     use crate::resources::common::{CREATE_INTENT_ANNOTATION, FINALIZER};
     use std::hash::{Hash, Hasher};
     let meta = object.meta();
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     let annotations = meta.annotations.iter().flatten();
-    let others = annotations.filter(|(key, _)| *key != CREATE_INTENT_ANNOTATION);
+    // A claim naming this installation reads as none: the one its own first metadata write
+    // adds wakes nothing, while a claim rewritten to another installation, or restored, does.
+    let others = annotations.filter(|(key, value)| {
+        *key != CREATE_INTENT_ANNOTATION && !(*key == ANNOTATION && *value == installation)
+    });
     let finalizers = meta.finalizers.iter().flatten();
     // Every installation's aigw finalizer (`aigw.io/finalizer`, `aigw.io/finalizer.<id>`).
     let others_finalizers = finalizers.filter(|f| !f.starts_with(FINALIZER));
@@ -332,6 +342,7 @@ async fn run_kind<K: Managed>(
         index,
         stored,
         unreadable,
+        ctx.installation.id().to_string(),
     );
     let _ = stream.set(K::stores(&ctx.stores).register(store.clone()));
     let mut controller = Controller::for_stream(objects, store.clone())
@@ -440,6 +451,7 @@ async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
         |_| {},
         |_| {},
         unreadable,
+        String::new(),
     );
     ctx.stores.connections.register(store.clone());
     Controller::for_stream(connections, store)
@@ -486,6 +498,8 @@ async fn run_rollouts(ctx: Arc<Context>, namespace: Option<String>, concurrency:
         |_| {},
         stored,
         unreadable,
+        // A rollout's claim is written on its own and wakes its next reconcile.
+        String::new(),
     );
     ctx.stores.rollouts.register(store.clone());
     let keys = ctx.relay.subscribe::<ApiKey>(namespace.clone());

@@ -1,4 +1,4 @@
-//! `BENCH_FOOTPRINT=1 make bench` (test `footprint::bench_cache_footprint`): the bytes the
+//! `make bench` runs it first (test `footprint::bench_cache_footprint`, N=10,000): the bytes the
 //! operator's watch cache holds per Ready Config, measured by counting this process's
 //! allocations while N Configs as the apiserver serves them (a Ready status as aigw writes it,
 //! its claim annotation, finalizer, create intent) are decoded, made the cached copy

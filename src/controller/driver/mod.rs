@@ -136,7 +136,9 @@ async fn standing<K: Managed>(
             }
             installation::take(objects, object, ctx.installation.id()).await?;
             debug!(kind = K::KIND, object = %key, installation = ctx.installation.id(), "claimed for this installation");
-            Action::await_change()
+            // Its own claim wakes no reconcile (`process::worth_reconciling`): look again soon,
+            // once the cache holds the write.
+            Action::requeue(Duration::from_secs(1))
         }
         Verdict::GiveBack(why) => {
             if !ctx.dry_run {
