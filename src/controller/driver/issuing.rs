@@ -19,6 +19,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::calls::Calls;
 use super::create::{Created, made_by_unfinished_create};
 use super::flow::{self, Recovery, Step, Undelivered, decide};
 use super::rotation::{self, Rotates};
@@ -129,7 +130,7 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
             if let Some(found) = made_by_unfinished_create(&status, K::WHAT, lookup).await? {
                 let key = K::found_key(&found);
                 let client = cx.api(Op::Delete).await?;
-                let result = object.delete(cx, client, &key, &status).await;
+                let result = K::Calls::delete(object, cx, client, &key, &status).await;
                 let what = format!("{} {key} (made by an unfinished replacement)", K::WHAT);
                 changes.extend(removed(reason, verb, &what, result)?);
             }
@@ -140,7 +141,7 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
     }
     if let Some(replaced) = &replaced {
         let client = cx.api(Op::Delete).await?;
-        let result = object.delete(cx, client, replaced, &status).await;
+        let result = K::Calls::delete(object, cx, client, replaced, &status).await;
         let what = format!("{} {replaced}", K::WHAT);
         changes.extend(removed(reason, verb, &what, result)?);
     }
@@ -245,7 +246,7 @@ async fn recover<K: Issues>(
     if recovery == Recovery::Replace {
         let client = cx.api(Op::Delete).await;
         let client = client.map_err(|e| keep_intent(status, e))?;
-        let result = object.delete(cx, client, &key, &*status).await;
+        let result = K::Calls::delete(object, cx, client, &key, &*status).await;
         let what = format!(
             "{} {key} (an earlier create made it, but its answer and so its value were lost)",
             K::WHAT
@@ -384,7 +385,7 @@ async fn undelivered<K: Issues>(
                 false => format!("its value could not be stored in Secret {secret}"),
             };
             let client = cx.api(Op::Delete).await?;
-            let result = object.delete(cx, client, key, &*status).await;
+            let result = K::Calls::delete(object, cx, client, key, &*status).await;
             let (reason, verb) = K::REMOVAL;
             let what = format!("{} {key} ({why})", K::WHAT);
             match (removed(reason, verb, &what, result), or_rotate) {
@@ -428,7 +429,7 @@ async fn retire_replaced<K: Issues>(
         K::WHAT
     ));
     let client = cx.api(Op::Delete).await?;
-    let result = object.delete(cx, client, &old, &*status).await;
+    let result = K::Calls::delete(object, cx, client, &old, &*status).await;
     let what = format!(
         "{} {old} (replaced by {}: the value of its last rotation was lost with the answer)",
         K::WHAT,

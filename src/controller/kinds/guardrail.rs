@@ -19,6 +19,7 @@ use crate::api::{
     ApiError, Client, GuardrailDetails, GuardrailSummary, GuardrailWritten, GuardrailsOn, Listing,
 };
 use crate::controller::Context;
+use crate::controller::driver::calls::{Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, one_of_ours};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
@@ -87,6 +88,7 @@ macro_rules! guardrail_kind {
             type Found = GuardrailSummary;
             type Posted = GuardrailWritten;
             type Updated = GuardrailWritten;
+            type Calls = Own;
             const WHAT: &'static str = "guardrail";
             const ADOPTED_BY: &'static str = "spec.slug";
 
@@ -127,27 +129,8 @@ macro_rules! guardrail_kind {
             fn workspace(remote: &GuardrailDetails) -> Option<&str> {
                 remote.workspace_id.as_deref()
             }
-            async fn observe(
-                &self,
-                client: &Client,
-                key: &str,
-                status: &GuardrailStatus,
-            ) -> Result<Option<GuardrailDetails>, ApiError> {
-                observe(self, client, key, status).await
-            }
             fn refuses(remote: &GuardrailDetails) -> Option<String> {
                 Self::other_kind(remote)
-            }
-            fn sent(&self, cx: &Cx<'_, Self>, desired: &Option<Desired>) -> CreateAttempt {
-                sent(self, cx, desired.as_ref())
-            }
-            async fn create(
-                &self,
-                client: &Client,
-                desired: &Option<Desired>,
-            ) -> Result<GuardrailWritten, ApiError> {
-                let request = create_request(self, desired.as_ref());
-                plane::<Self>(client).create(&request).await
             }
             async fn find_created(
                 &self,
@@ -156,32 +139,8 @@ macro_rules! guardrail_kind {
             ) -> Result<Lookup<GuardrailSummary>, Halt> {
                 find_created(self, cx, status).await
             }
-            async fn update(
-                &self,
-                client: &Client,
-                desired: &Option<Desired>,
-                remote: &GuardrailDetails,
-            ) -> Result<GuardrailWritten, ApiError> {
-                let document = desired
-                    .as_ref()
-                    .map(Desired::request_document)
-                    .unwrap_or_default();
-                let request = self.definition().update_request_with(&document);
-                plane::<Self>(client)
-                    .update(&key_of(remote), &request)
-                    .await
-            }
             async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
                 unreferenced(self, cx, key).await
-            }
-            async fn delete(
-                &self,
-                _cx: &Cx<'_, Self>,
-                client: &Client,
-                key: &str,
-                status: &GuardrailStatus,
-            ) -> Result<(), ApiError> {
-                delete(self, client, key, status).await
             }
             fn record(status: &mut GuardrailStatus, remote: Option<&GuardrailDetails>) {
                 record(status, remote)
@@ -237,6 +196,52 @@ macro_rules! guardrail_kind {
             }
             fn record_drift(status: &mut GuardrailStatus, replaced: DriftCorrection) {
                 status.last_drift_correction = Some(Box::new(replaced));
+            }
+        }
+
+        impl OwnCalls for $kind {
+            async fn observe(
+                &self,
+                client: &Client,
+                key: &str,
+                status: &GuardrailStatus,
+            ) -> Result<Option<GuardrailDetails>, ApiError> {
+                observe(self, client, key, status).await
+            }
+            fn sent(&self, cx: &Cx<'_, Self>, desired: &Option<Desired>) -> CreateAttempt {
+                sent(self, cx, desired.as_ref())
+            }
+            async fn create(
+                &self,
+                client: &Client,
+                desired: &Option<Desired>,
+            ) -> Result<GuardrailWritten, ApiError> {
+                let request = create_request(self, desired.as_ref());
+                plane::<Self>(client).create(&request).await
+            }
+            async fn update(
+                &self,
+                client: &Client,
+                desired: &Option<Desired>,
+                remote: &GuardrailDetails,
+            ) -> Result<GuardrailWritten, ApiError> {
+                let document = desired
+                    .as_ref()
+                    .map(Desired::request_document)
+                    .unwrap_or_default();
+                let request = self.definition().update_request_with(&document);
+                plane::<Self>(client)
+                    .update(&key_of(remote), &request)
+                    .await
+            }
+            async fn delete(
+                &self,
+                _cx: &Cx<'_, Self>,
+                client: &Client,
+                key: &str,
+                status: &GuardrailStatus,
+            ) -> Result<(), ApiError> {
+                delete(self, client, key, status).await
             }
         }
 

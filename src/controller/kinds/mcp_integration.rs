@@ -18,6 +18,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Map, Value};
 
 use crate::api::{self, ApiError, Client, McpIntegration as RemoteIntegration};
+use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::create::{Created, Lookup, Row, body_hash, by_slug_or_name};
 use crate::controller::driver::gate::{Op, tenant_id, tenant_peers};
 use crate::controller::driver::status::common_status;
@@ -30,7 +31,6 @@ use crate::controller::kinds::config_refs::{
 use crate::controller::state::secret_cache::Reader;
 use crate::controller::{Context, now_rfc3339, spec_already_applied};
 use crate::resources::Workspace;
-use crate::resources::common::CreateAttempt;
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
 use crate::resources::mcp_integration::{
     McpIntegration, McpIntegrationStatus, WantedAccess, access_updates, capability_updates,
@@ -109,6 +109,7 @@ impl Verbs for McpIntegration {
     type Found = RemoteIntegration;
     type Posted = api::Created;
     type Updated = ();
+    type Calls = Through<api::McpIntegrations<'static>>;
     const WHAT: &'static str = "MCP integration";
     const ADOPTED_BY: &'static str = "spec.slug";
     const NAMING: Naming = Naming::CreatesAs;
@@ -189,49 +190,12 @@ impl Verbs for McpIntegration {
             )
         })
     }
-    async fn observe(
-        &self,
-        client: &Client,
-        key: &str,
-        _: &McpIntegrationStatus,
-    ) -> Result<Option<RemoteIntegration>, ApiError> {
-        client.mcp_integrations().get(key).await.map(Some)
-    }
-    fn sent(&self, cx: &Cx<'_, Self>, desired: &Option<Written>) -> CreateAttempt {
-        cx.create_attempt(
-            Some(self.spec.name.clone()),
-            None,
-            &create_request(self, desired),
-        )
-    }
-    async fn create(
-        &self,
-        client: &Client,
-        desired: &Option<Written>,
-    ) -> Result<api::Created, ApiError> {
-        client
-            .mcp_integrations()
-            .create(&create_request(self, desired))
-            .await
-    }
     async fn find_created(
         &self,
         cx: &Cx<'_, Self>,
         status: &McpIntegrationStatus,
     ) -> Result<Lookup<RemoteIntegration>, Halt> {
         find_created(self, cx, status).await
-    }
-    async fn update(
-        &self,
-        client: &Client,
-        desired: &Option<Written>,
-        remote: &RemoteIntegration,
-    ) -> Result<(), ApiError> {
-        let configurations = desired.as_ref().and_then(|w| w.configurations.clone());
-        client
-            .mcp_integrations()
-            .update(&remote.id, &self.spec.update_request(configurations))
-            .await
     }
     /// Waits while an MCP server instantiates the integration, naming them: the McpServer
     /// resources that name it (from the caches, before it is created remotely too), and the
@@ -276,19 +240,6 @@ impl Verbs for McpIntegration {
                 users.join(", ")
             ),
         ).into())
-    }
-    async fn delete(
-        &self,
-        cx: &Cx<'_, Self>,
-        client: &Client,
-        key: &str,
-        _: &McpIntegrationStatus,
-    ) -> Result<(), ApiError> {
-        // A refusal may echo what the API stores: the configurations this resource sends are
-        // concealed (read for that alone), which an operator restarted since its last write
-        // does not remember. A Secret gone by now leaves nothing to conceal.
-        let _ = read_configurations(self, cx).await;
-        client.mcp_integrations().delete(key).await
     }
     /// An API that refuses the delete while servers use the integration (a 400 or 409 saying
     /// so): `StillReferenced` with its words, retried, never forced.
@@ -387,18 +338,32 @@ impl Verbs for McpIntegration {
     }
 }
 
-/// The create body: the spec with `configurations` filled in, in the tenant it names.
-fn create_request(
-    integration: &McpIntegration,
-    desired: &Option<Written>,
-) -> api::CreateMcpIntegrationRequest {
-    let (configurations, organisation) = match desired {
-        Some(w) => (w.configurations.clone(), w.organisation.clone()),
-        None => Default::default(),
-    };
-    integration
-        .spec
-        .create_request(configurations, organisation)
+impl Bodies<api::McpIntegrations<'static>> for McpIntegration {
+    fn sent_name(&self) -> String {
+        self.spec.name.clone()
+    }
+    /// The spec with `configurations` filled in, in the tenant it names.
+    fn create_request(&self, desired: &Option<Written>) -> api::CreateMcpIntegrationRequest {
+        let (configurations, organisation) = match desired {
+            Some(w) => (w.configurations.clone(), w.organisation.clone()),
+            None => Default::default(),
+        };
+        self.spec.create_request(configurations, organisation)
+    }
+    fn update_request(
+        &self,
+        desired: &Option<Written>,
+        _: &RemoteIntegration,
+    ) -> api::UpdateMcpIntegrationRequest {
+        let configurations = desired.as_ref().and_then(|w| w.configurations.clone());
+        self.spec.update_request(configurations)
+    }
+    /// The configurations this resource sends are concealed (a Secret gone by now leaves
+    /// nothing to conceal).
+    async fn before_remote_delete(&self, cx: &Cx<'_, Self>) -> Option<String> {
+        let _ = read_configurations(self, cx).await;
+        None
+    }
 }
 
 /// `configurations` hashed with the operator's key and the object's uid ([`body_hash`]): what

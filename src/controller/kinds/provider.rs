@@ -21,6 +21,7 @@ use crate::api::{
     ApiError, Client, CreateProviderRequest, Provider as RemoteProvider, ProviderWritten,
     ProvidersListQuery,
 };
+use crate::controller::driver::calls::{Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, one_of_ours};
 use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
 use crate::controller::driver::status::common_status;
@@ -81,6 +82,7 @@ impl Verbs for Provider {
     type Found = RemoteProvider;
     type Posted = ProviderWritten;
     type Updated = ProviderWritten;
+    type Calls = Own;
     const WHAT: &'static str = "provider";
     const ADOPTED_BY: &'static str = "spec.slug";
     const NAMING: Naming = Naming::CreatesAs;
@@ -151,15 +153,6 @@ impl Verbs for Provider {
     fn workspace(remote: &RemoteProvider) -> Option<&str> {
         remote.workspace_id.as_deref()
     }
-    async fn observe(
-        &self,
-        client: &Client,
-        key: &str,
-        _: &ProviderStatus,
-    ) -> Result<Option<RemoteProvider>, ApiError> {
-        let workspace = Some(self.spec.workspace());
-        client.providers().get(key, workspace).await.map(Some)
-    }
     /// A provider of the slug binds another integration (or lives in another workspace).
     fn not_adoptable(&self, desired: &Binding, remote: &RemoteProvider) -> Option<String> {
         let conflicts = match desired.keys.is_empty() {
@@ -191,44 +184,12 @@ impl Verbs for Provider {
             _ => Ok(()),
         }
     }
-    fn sent(&self, cx: &Cx<'_, Self>, desired: &Binding) -> CreateAttempt {
-        let request = create_request(self, desired);
-        cx.create_attempt(
-            Some(self.spec.name.clone()),
-            Some(self.spec.workspace().to_string()),
-            &request,
-        )
-    }
-    async fn create(
-        &self,
-        client: &Client,
-        desired: &Binding,
-    ) -> Result<ProviderWritten, ApiError> {
-        client
-            .providers()
-            .create(&create_request(self, desired))
-            .await
-    }
     async fn find_created(
         &self,
         cx: &Cx<'_, Self>,
         status: &ProviderStatus,
     ) -> Result<Lookup<RemoteProvider>, Halt> {
         find_created(self, cx, status).await
-    }
-    async fn update(
-        &self,
-        client: &Client,
-        desired: &Binding,
-        remote: &RemoteProvider,
-    ) -> Result<ProviderWritten, ApiError> {
-        let (_, update) = self.spec.update_for(remote, desired.reset);
-        let workspace = Some(self.spec.workspace());
-        let update = update.unwrap_or_default();
-        client
-            .providers()
-            .update(&key_of(remote), workspace, &update)
-            .await
     }
     async fn release(
         &self,
@@ -260,16 +221,6 @@ impl Verbs for Provider {
                 users.join(", ")
             ),
         ).into())
-    }
-    async fn delete(
-        &self,
-        _cx: &Cx<'_, Self>,
-        client: &Client,
-        key: &str,
-        _: &ProviderStatus,
-    ) -> Result<(), ApiError> {
-        let workspace = Some(self.spec.workspace());
-        client.providers().delete(key, workspace).await
     }
     /// Only the id and slug of a read are ever recorded (a read may carry the upstream key).
     fn record(status: &mut ProviderStatus, remote: Option<&RemoteProvider>) {
@@ -319,6 +270,60 @@ impl Verbs for Provider {
     ) -> Result<Vec<Change>, Halt> {
         status.observed_reset_usage = self.spec.reset_usage.clone();
         Ok(Vec::new())
+    }
+}
+
+impl OwnCalls for Provider {
+    async fn observe(
+        &self,
+        client: &Client,
+        key: &str,
+        _: &ProviderStatus,
+    ) -> Result<Option<RemoteProvider>, ApiError> {
+        let workspace = Some(self.spec.workspace());
+        client.providers().get(key, workspace).await.map(Some)
+    }
+    fn sent(&self, cx: &Cx<'_, Self>, desired: &Binding) -> CreateAttempt {
+        let request = create_request(self, desired);
+        cx.create_attempt(
+            Some(self.spec.name.clone()),
+            Some(self.spec.workspace().to_string()),
+            &request,
+        )
+    }
+    async fn create(
+        &self,
+        client: &Client,
+        desired: &Binding,
+    ) -> Result<ProviderWritten, ApiError> {
+        client
+            .providers()
+            .create(&create_request(self, desired))
+            .await
+    }
+    async fn update(
+        &self,
+        client: &Client,
+        desired: &Binding,
+        remote: &RemoteProvider,
+    ) -> Result<ProviderWritten, ApiError> {
+        let (_, update) = self.spec.update_for(remote, desired.reset);
+        let workspace = Some(self.spec.workspace());
+        let update = update.unwrap_or_default();
+        client
+            .providers()
+            .update(&key_of(remote), workspace, &update)
+            .await
+    }
+    async fn delete(
+        &self,
+        _cx: &Cx<'_, Self>,
+        client: &Client,
+        key: &str,
+        _: &ProviderStatus,
+    ) -> Result<(), ApiError> {
+        let workspace = Some(self.spec.workspace());
+        client.providers().delete(key, workspace).await
     }
 }
 

@@ -12,9 +12,8 @@
 use kube::{Resource, ResourceExt};
 use serde_json::{Map, Value};
 
-use crate::api::{
-    self, ApiError, Client, SecretReference as RemoteReference, SecretReferencesListQuery,
-};
+use crate::api::{self, ApiError, SecretReference as RemoteReference, SecretReferencesListQuery};
+use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::create::{Created, Lookup, Row, body_hash, by_slug_or_name};
 use crate::controller::driver::gate::{Op, tenant_id};
 use crate::controller::driver::status::common_status;
@@ -26,7 +25,6 @@ use crate::controller::kinds::config_refs::{
 };
 use crate::controller::state::secret_cache::Reader;
 use crate::controller::{Context, now_rfc3339};
-use crate::resources::common::CreateAttempt;
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
 use crate::resources::integration::Integration;
 use crate::resources::secret_reference::{SecretReference, SecretReferenceStatus};
@@ -85,6 +83,7 @@ impl Verbs for SecretReference {
     type Found = RemoteReference;
     type Posted = api::Created;
     type Updated = ();
+    type Calls = Through<api::SecretReferences<'static>>;
     const WHAT: &'static str = "secret reference";
     const ADOPTED_BY: &'static str = "spec.slug";
     const NAMING: Naming = Naming::CreatesAs;
@@ -154,67 +153,12 @@ impl Verbs for SecretReference {
     fn workspace(_remote: &RemoteReference) -> Option<&str> {
         None
     }
-    async fn observe(
-        &self,
-        client: &Client,
-        key: &str,
-        _: &SecretReferenceStatus,
-    ) -> Result<Option<RemoteReference>, ApiError> {
-        client.secret_references().get(key).await.map(Some)
-    }
-    fn sent(&self, cx: &Cx<'_, Self>, desired: &Option<Written>) -> CreateAttempt {
-        cx.create_attempt(
-            Some(self.spec.name.clone()),
-            None,
-            &create_request(self, desired),
-        )
-    }
-    async fn create(
-        &self,
-        client: &Client,
-        desired: &Option<Written>,
-    ) -> Result<api::Created, ApiError> {
-        client
-            .secret_references()
-            .create(&create_request(self, desired))
-            .await
-    }
     async fn find_created(
         &self,
         cx: &Cx<'_, Self>,
         status: &SecretReferenceStatus,
     ) -> Result<Lookup<RemoteReference>, Halt> {
         find_created(self, cx, status).await
-    }
-    async fn update(
-        &self,
-        client: &Client,
-        desired: &Option<Written>,
-        remote: &RemoteReference,
-    ) -> Result<(), ApiError> {
-        let auth_config = desired.as_ref().map(|w| w.auth_config.clone());
-        let request = self.spec.update_request(auth_config);
-        client
-            .secret_references()
-            .update(&remote.id, &request)
-            .await
-    }
-    async fn delete(
-        &self,
-        cx: &Cx<'_, Self>,
-        client: &Client,
-        key: &str,
-        _: &SecretReferenceStatus,
-    ) -> Result<(), ApiError> {
-        // A refusal may echo what the API stores: the `auth_config` values are concealed (read
-        // for that alone), which an operator restarted since its last write does not remember.
-        // A Secret gone by now leaves nothing to conceal.
-        if let Ok(auth_config) = read_auth_config(self, cx.ctx).await {
-            for value in auth_config.values().filter_map(Value::as_str) {
-                cx.conceal(value);
-            }
-        }
-        client.secret_references().delete(key).await
     }
     /// Waits while an Integration resource maps a field to the reference (by resource, or by
     /// its UUID or slug), naming them: the API would refuse the delete too, but later.
@@ -288,16 +232,35 @@ impl Verbs for SecretReference {
     }
 }
 
-/// The create body: the spec with `auth_config` filled in, in the tenant it names.
-fn create_request(
-    reference: &SecretReference,
-    desired: &Option<Written>,
-) -> api::CreateSecretReferenceRequest {
-    let (auth_config, organisation) = match desired {
-        Some(w) => (w.auth_config.clone(), w.organisation.clone()),
-        None => Default::default(),
-    };
-    reference.spec.create_request(auth_config, organisation)
+impl Bodies<api::SecretReferences<'static>> for SecretReference {
+    fn sent_name(&self) -> String {
+        self.spec.name.clone()
+    }
+    /// The spec with `auth_config` filled in, in the tenant it names.
+    fn create_request(&self, desired: &Option<Written>) -> api::CreateSecretReferenceRequest {
+        let (auth_config, organisation) = match desired {
+            Some(w) => (w.auth_config.clone(), w.organisation.clone()),
+            None => Default::default(),
+        };
+        self.spec.create_request(auth_config, organisation)
+    }
+    fn update_request(
+        &self,
+        desired: &Option<Written>,
+        _: &RemoteReference,
+    ) -> api::UpdateSecretReferenceRequest {
+        let auth_config = desired.as_ref().map(|w| w.auth_config.clone());
+        self.spec.update_request(auth_config)
+    }
+    /// The `auth_config` values are concealed (a Secret gone by now leaves nothing to conceal).
+    async fn before_remote_delete(&self, cx: &Cx<'_, Self>) -> Option<String> {
+        if let Ok(auth_config) = read_auth_config(self, cx.ctx).await {
+            for value in auth_config.values().filter_map(Value::as_str) {
+                cx.conceal(value);
+            }
+        }
+        None
+    }
 }
 
 /// `auth_config` and the allowed workspaces, hashed with the operator's key and the object's
