@@ -15,6 +15,12 @@ use crate::resources::common::CreateAttempt;
 /// How the driver makes a kind's remote calls (through the gate: it hands each the client
 /// [`Cx::api`] gave for its operation).
 pub trait Calls<K: Verbs> {
+    /// The key `remote` is read and written by.
+    fn key(remote: &K::Remote) -> String;
+    /// The key of a lookup's candidate.
+    fn found_key(found: &K::Found) -> String;
+    /// The workspace `remote` lives in (an adopted object's must be granted too).
+    fn workspace(remote: &K::Remote) -> Option<&str>;
     /// GETs the remote object `key` names. `Ok(None)`: gone, as the kind proves it besides a
     /// 404 (which the driver takes for gone itself).
     fn observe(
@@ -75,14 +81,18 @@ pub trait Handle: 'static {
         key: &str,
         tenant: Option<&str>,
     ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// The key `remote` is read by.
+    fn key(remote: &Self::Remote) -> String;
     /// The key an update of `remote` addresses (its UUID).
     fn id(remote: &Self::Remote) -> &str;
+    /// The workspace `remote` lives in.
+    fn workspace(remote: &Self::Remote) -> Option<&str>;
 }
 
 /// What a kind whose calls are its handle's ([`Through`]) supplies: its request bodies, and
 /// what a delete needs first.
 pub trait Bodies<H: Handle>:
-    Verbs<Remote = H::Remote, Posted = H::Posted, Updated = H::Updated>
+    Verbs<Remote = H::Remote, Found = H::Remote, Posted = H::Posted, Updated = H::Updated>
 {
     /// The name a create sends, for its intent.
     fn sent_name(&self) -> String;
@@ -105,6 +115,15 @@ pub trait Bodies<H: Handle>:
 pub struct Through<H>(PhantomData<fn() -> H>);
 
 impl<K: Bodies<H>, H: Handle> Calls<K> for Through<H> {
+    fn key(remote: &H::Remote) -> String {
+        H::key(remote)
+    }
+    fn found_key(found: &K::Found) -> String {
+        H::id(found).to_string()
+    }
+    fn workspace(remote: &H::Remote) -> Option<&str> {
+        H::workspace(remote)
+    }
     async fn observe(
         _kind: &K,
         client: &Client,
@@ -148,6 +167,12 @@ pub struct Own;
 
 /// [`Calls`] written out by the kind, with the same meaning.
 pub trait OwnCalls: Verbs {
+    /// [`Calls::key`].
+    fn key(remote: &Self::Remote) -> String;
+    /// [`Calls::found_key`].
+    fn found_key(found: &Self::Found) -> String;
+    /// [`Calls::workspace`].
+    fn workspace(remote: &Self::Remote) -> Option<&str>;
     /// [`Calls::observe`].
     fn observe(
         &self,
@@ -181,6 +206,15 @@ pub trait OwnCalls: Verbs {
 }
 
 impl<K: OwnCalls> Calls<K> for Own {
+    fn key(remote: &K::Remote) -> String {
+        K::key(remote)
+    }
+    fn found_key(found: &K::Found) -> String {
+        K::found_key(found)
+    }
+    fn workspace(remote: &K::Remote) -> Option<&str> {
+        K::workspace(remote)
+    }
     fn observe(
         kind: &K,
         client: &Client,
@@ -218,71 +252,64 @@ impl<K: OwnCalls> Calls<K> for Own {
     }
 }
 
-impl Handle for SecretReferences<'static> {
-    type Remote = api::SecretReference;
-    type Create = api::CreateSecretReferenceRequest;
-    type Posted = api::Created;
-    type Update = api::UpdateSecretReferenceRequest;
-    type Updated = ();
-    async fn get(client: &Client, key: &str) -> Result<Self::Remote, ApiError> {
-        client.secret_references().get(key).await
-    }
-    async fn create(client: &Client, request: &Self::Create) -> Result<Self::Posted, ApiError> {
-        client.secret_references().create(request).await
-    }
-    async fn update(client: &Client, key: &str, request: &Self::Update) -> Result<(), ApiError> {
-        client.secret_references().update(key, request).await
-    }
-    async fn delete(client: &Client, key: &str, _tenant: Option<&str>) -> Result<(), ApiError> {
-        client.secret_references().delete(key).await
-    }
-    fn id(remote: &Self::Remote) -> &str {
-        &remote.id
-    }
+/// [`Handle`] of a client handle whose calls are `client.$of()`'s, keyed by slug, else UUID:
+/// the remote types, how a delete names the tenant, and the workspace a remote object is in.
+macro_rules! handle {
+    ($handle:ident = $of:ident: $remote:ident, $create:ident -> $posted:ident, $update:ident;
+     delete($c:ident, $k:ident, $t:ident) $delete:expr; workspace($r:ident) $workspace:expr) => {
+        impl Handle for $handle<'static> {
+            type Remote = api::$remote;
+            type Create = api::$create;
+            type Posted = api::$posted;
+            type Update = api::$update;
+            type Updated = ();
+            async fn get(client: &Client, key: &str) -> Result<Self::Remote, ApiError> {
+                client.$of().get(key).await
+            }
+            async fn create(client: &Client, req: &Self::Create) -> Result<Self::Posted, ApiError> {
+                client.$of().create(req).await
+            }
+            async fn update(
+                client: &Client,
+                key: &str,
+                req: &Self::Update,
+            ) -> Result<(), ApiError> {
+                client.$of().update(key, req).await
+            }
+            async fn delete($c: &Client, $k: &str, $t: Option<&str>) -> Result<(), ApiError> {
+                $delete.await
+            }
+            fn key(remote: &Self::Remote) -> String {
+                match remote.slug.is_empty() {
+                    true => remote.id.clone(),
+                    false => remote.slug.clone(),
+                }
+            }
+            fn id(remote: &Self::Remote) -> &str {
+                &remote.id
+            }
+            fn workspace($r: &Self::Remote) -> Option<&str> {
+                $workspace
+            }
+        }
+    };
 }
 
-impl Handle for McpIntegrations<'static> {
-    type Remote = api::McpIntegration;
-    type Create = api::CreateMcpIntegrationRequest;
-    type Posted = api::Created;
-    type Update = api::UpdateMcpIntegrationRequest;
-    type Updated = ();
-    async fn get(client: &Client, key: &str) -> Result<Self::Remote, ApiError> {
-        client.mcp_integrations().get(key).await
-    }
-    async fn create(client: &Client, request: &Self::Create) -> Result<Self::Posted, ApiError> {
-        client.mcp_integrations().create(request).await
-    }
-    async fn update(client: &Client, key: &str, request: &Self::Update) -> Result<(), ApiError> {
-        client.mcp_integrations().update(key, request).await
-    }
-    async fn delete(client: &Client, key: &str, _tenant: Option<&str>) -> Result<(), ApiError> {
-        client.mcp_integrations().delete(key).await
-    }
-    fn id(remote: &Self::Remote) -> &str {
-        &remote.id
-    }
+handle! {
+    SecretReferences = secret_references: SecretReference,
+        CreateSecretReferenceRequest -> Created, UpdateSecretReferenceRequest;
+    delete(client, key, _tenant) client.secret_references().delete(key);
+    workspace(_remote) None
 }
-
-impl Handle for Integrations<'static> {
-    type Remote = api::Integration;
-    type Create = api::CreateIntegrationRequest;
-    type Posted = api::IntegrationCreated;
-    type Update = api::UpdateIntegrationRequest;
-    type Updated = ();
-    async fn get(client: &Client, key: &str) -> Result<Self::Remote, ApiError> {
-        client.integrations().get(key).await
-    }
-    async fn create(client: &Client, request: &Self::Create) -> Result<Self::Posted, ApiError> {
-        client.integrations().create(request).await
-    }
-    async fn update(client: &Client, key: &str, request: &Self::Update) -> Result<(), ApiError> {
-        client.integrations().update(key, request).await
-    }
-    async fn delete(client: &Client, key: &str, tenant: Option<&str>) -> Result<(), ApiError> {
-        client.integrations().delete(key, tenant).await
-    }
-    fn id(remote: &Self::Remote) -> &str {
-        &remote.id
-    }
+handle! {
+    McpIntegrations = mcp_integrations: McpIntegration,
+        CreateMcpIntegrationRequest -> Created, UpdateMcpIntegrationRequest;
+    delete(client, key, _tenant) client.mcp_integrations().delete(key);
+    workspace(_remote) None
+}
+handle! {
+    Integrations = integrations: Integration,
+        CreateIntegrationRequest -> IntegrationCreated, UpdateIntegrationRequest;
+    delete(client, key, tenant) client.integrations().delete(key, tenant);
+    workspace(remote) remote.workspace_id.as_deref()
 }

@@ -191,7 +191,7 @@ pub(super) fn refusal<K: Verbs>(remote: &K::Remote, fields: &[&str]) -> Error {
     Error::InvalidSpec(format!(
         "remote {} {} has a different {} and the API cannot change it; create a new {} instead",
         K::WHAT,
-        K::key(remote),
+        K::Calls::key(remote),
         fields.join(", "),
         K::KIND
     ))
@@ -233,7 +233,7 @@ pub async fn cleanup<K: Verbs>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change>
         Removal::LookUp => {
             let lookup = object.find_created(cx, &status);
             match made_by_unfinished_create(&status, K::WHAT, lookup).await? {
-                Some(found) => K::found_key(&found),
+                Some(found) => K::Calls::found_key(&found),
                 // Proven never made: only what was made for it may be left.
                 None => return Verbs::remove_unused(object, cx).await,
             }
@@ -409,7 +409,7 @@ pub(super) async fn update<K: Verbs>(
     comparison: &Comparison,
     drift: bool,
 ) -> Result<Change, Halt> {
-    let key = K::key(remote);
+    let key = K::Calls::key(remote);
     let fields = comparison.differs.join(", ");
     let replaced =
         K::RECORDS_DRIFT.then(|| object.replaced(desired, remote, comparison, now_rfc3339()));

@@ -103,7 +103,7 @@ pub async fn apply<K: Issues>(
                 let update = flow::update(object, cx, status, &desired, remote, comparison, drift);
                 changes.push(update.await?);
             }
-            let key = K::key(remote);
+            let key = K::Calls::key(remote);
             changes.extend(keep_issued(object, cx, status, &desired, &key).await?);
         }
         // `decide` refuses or updates only an observed object.
@@ -128,7 +128,7 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
         if status.pending_create().is_some() {
             let lookup = object.find_created(cx, &status);
             if let Some(found) = made_by_unfinished_create(&status, K::WHAT, lookup).await? {
-                let key = K::found_key(&found);
+                let key = K::Calls::found_key(&found);
                 let client = cx.api(Op::Delete).await?;
                 let result = K::Calls::delete(object, cx, client, &key, &status).await;
                 let what = format!("{} {key} (made by an unfinished replacement)", K::WHAT);
@@ -239,7 +239,7 @@ async fn recover<K: Issues>(
         e
     };
     let secret = object.secret_name();
-    let key = K::found_key(&found);
+    let key = K::Calls::found_key(&found);
     let held = secret_delivery::secret_annotation(cx, secret, K::ID_ANNOTATION).await;
     let held = held.map_err(|e| keep_intent(status, e.into()))?.as_deref() == Some(key.as_str());
     let recovery = object.recovery(&found, held);

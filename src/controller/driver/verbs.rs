@@ -123,13 +123,6 @@ pub trait Verbs: Managed {
     fn shown(status: &Self::Status) -> Option<String> {
         Self::recorded(status)
     }
-    /// The key `remote` is read and written by.
-    fn key(remote: &Self::Remote) -> String;
-    /// The key of a lookup's candidate.
-    fn found_key(found: &Self::Found) -> String;
-    /// The workspace `remote` lives in (an adopted object's must be granted too).
-    fn workspace(remote: &Self::Remote) -> Option<&str>;
-
     /// What adopting `remote` (named `what`) reaches besides this resource's own grant: by
     /// default its workspace; a gateway reaches every workspace it serves.
     fn reach_adopted(
@@ -139,7 +132,7 @@ pub trait Verbs: Managed {
         remote: &Self::Remote,
     ) -> impl Future<Output = Result<(), Error>> + Send {
         let reach = format!("the workspace of {what}");
-        async move { cx.gate.reach(&reach, Self::workspace(remote)).await }
+        async move { cx.gate.reach(&reach, Self::Calls::workspace(remote)).await }
     }
     /// Why `remote` can never be this resource's (another kind's object), before anything is
     /// recorded or written.

@@ -195,15 +195,6 @@ impl Verbs for ApiKey {
     fn recorded(status: &ApiKeyStatus) -> Option<String> {
         status.id.clone()
     }
-    fn key(remote: &api::ApiKey) -> String {
-        remote.id.clone()
-    }
-    fn found_key(found: &api::ApiKey) -> String {
-        found.id.clone()
-    }
-    fn workspace(remote: &api::ApiKey) -> Option<&str> {
-        remote.workspace_id.as_deref()
-    }
     async fn find_created(
         &self,
         cx: &Cx<'_, Self>,
@@ -236,6 +227,15 @@ impl Verbs for ApiKey {
 }
 
 impl OwnCalls for ApiKey {
+    fn key(remote: &api::ApiKey) -> String {
+        remote.id.clone()
+    }
+    fn found_key(found: &api::ApiKey) -> String {
+        found.id.clone()
+    }
+    fn workspace(remote: &api::ApiKey) -> Option<&str> {
+        remote.workspace_id.as_deref()
+    }
     /// A key that is gone (404, nothing else) is forgotten, so a new one is created into the
     /// Secret.
     async fn observe(

@@ -196,15 +196,6 @@ impl Verbs for Config {
     fn recorded(status: &ConfigStatus) -> Option<String> {
         status.slug.clone().or(status.id.clone())
     }
-    fn key(remote: &ConfigDetail) -> String {
-        remote.slug.clone()
-    }
-    fn found_key(found: &ConfigSummary) -> String {
-        found.slug.clone()
-    }
-    fn workspace(remote: &ConfigDetail) -> Option<&str> {
-        remote.workspace_id.as_deref()
-    }
     async fn find_created(
         &self,
         cx: &Cx<'_, Self>,
@@ -332,6 +323,15 @@ impl Verbs for Config {
 }
 
 impl OwnCalls for Config {
+    fn key(remote: &ConfigDetail) -> String {
+        remote.slug.clone()
+    }
+    fn found_key(found: &ConfigSummary) -> String {
+        found.slug.clone()
+    }
+    fn workspace(remote: &ConfigDetail) -> Option<&str> {
+        remote.workspace_id.as_deref()
+    }
     async fn observe(
         &self,
         client: &Client,

@@ -114,15 +114,6 @@ impl Verbs for Deployment {
     fn recorded(status: &DeploymentStatus) -> Option<String> {
         status.id.clone()
     }
-    fn key(remote: &api::Deployment) -> String {
-        remote.id.clone()
-    }
-    fn found_key(found: &api::DeploymentSummary) -> String {
-        found.id.clone()
-    }
-    fn workspace(_remote: &api::Deployment) -> Option<&str> {
-        None
-    }
     /// Adopting reaches a gateway made outside aigw: everything it serves must be granted too
     /// (its workspaces; the organisation, if it is the default gateway).
     async fn reach_adopted(
@@ -206,6 +197,15 @@ impl Verbs for Deployment {
 }
 
 impl OwnCalls for Deployment {
+    fn key(remote: &api::Deployment) -> String {
+        remote.id.clone()
+    }
+    fn found_key(found: &api::DeploymentSummary) -> String {
+        found.id.clone()
+    }
+    fn workspace(_remote: &api::Deployment) -> Option<&str> {
+        None
+    }
     /// Only 404 or `AB08` means it is gone.
     async fn observe(
         &self,

@@ -120,15 +120,6 @@ macro_rules! guardrail_kind {
             fn recorded(status: &GuardrailStatus) -> Option<String> {
                 status.slug.clone().or(status.id.clone())
             }
-            fn key(remote: &GuardrailDetails) -> String {
-                key_of(remote)
-            }
-            fn found_key(found: &GuardrailSummary) -> String {
-                found.slug.clone()
-            }
-            fn workspace(remote: &GuardrailDetails) -> Option<&str> {
-                remote.workspace_id.as_deref()
-            }
             fn refuses(remote: &GuardrailDetails) -> Option<String> {
                 Self::other_kind(remote)
             }
@@ -200,6 +191,15 @@ macro_rules! guardrail_kind {
         }
 
         impl OwnCalls for $kind {
+            fn key(remote: &GuardrailDetails) -> String {
+                key_of(remote)
+            }
+            fn found_key(found: &GuardrailSummary) -> String {
+                found.slug.clone()
+            }
+            fn workspace(remote: &GuardrailDetails) -> Option<&str> {
+                remote.workspace_id.as_deref()
+            }
             async fn observe(
                 &self,
                 client: &Client,

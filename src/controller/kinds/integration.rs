@@ -165,18 +165,6 @@ impl Verbs for Integration {
     fn shown(status: &IntegrationStatus) -> Option<String> {
         status.slug.clone().or(status.id.clone())
     }
-    fn key(remote: &RemoteIntegration) -> String {
-        match remote.slug.is_empty() {
-            true => remote.id.clone(),
-            false => remote.slug.clone(),
-        }
-    }
-    fn found_key(found: &RemoteIntegration) -> String {
-        found.id.clone()
-    }
-    fn workspace(remote: &RemoteIntegration) -> Option<&str> {
-        remote.workspace_id.as_deref()
-    }
     async fn find_created(
         &self,
         cx: &Cx<'_, Self>,

@@ -169,18 +169,6 @@ impl Verbs for McpIntegration {
     fn shown(status: &McpIntegrationStatus) -> Option<String> {
         status.slug.clone().or(status.id.clone())
     }
-    fn key(remote: &RemoteIntegration) -> String {
-        match remote.slug.is_empty() {
-            true => remote.id.clone(),
-            false => remote.slug.clone(),
-        }
-    }
-    fn found_key(found: &RemoteIntegration) -> String {
-        found.id.clone()
-    }
-    fn workspace(_remote: &RemoteIntegration) -> Option<&str> {
-        None
-    }
     /// A workspace's own MCP integration (`workspace_id` set) is not the organisation's.
     fn refuses(remote: &RemoteIntegration) -> Option<String> {
         remote.workspace_id.as_ref().map(|ws| {

@@ -129,15 +129,6 @@ impl Verbs for McpServer {
     fn shown(status: &McpServerStatus) -> Option<String> {
         status.slug.clone().or(status.id.clone())
     }
-    fn key(remote: &RemoteServer) -> String {
-        remote.id.clone()
-    }
-    fn found_key(found: &RemoteServer) -> String {
-        found.id.clone()
-    }
-    fn workspace(remote: &RemoteServer) -> Option<&str> {
-        remote.workspace_id.as_deref()
-    }
     /// A server of the slug in another workspace or of another integration.
     fn not_adoptable(&self, desired: &Instantiates, remote: &RemoteServer) -> Option<String> {
         let conflicts = match desired.keys.is_empty() {
@@ -267,6 +258,15 @@ impl Verbs for McpServer {
 }
 
 impl OwnCalls for McpServer {
+    fn key(remote: &RemoteServer) -> String {
+        remote.id.clone()
+    }
+    fn found_key(found: &RemoteServer) -> String {
+        found.id.clone()
+    }
+    fn workspace(remote: &RemoteServer) -> Option<&str> {
+        remote.workspace_id.as_deref()
+    }
     /// The detail, with the workspace its list row tells (the detail omits it; a row not
     /// listed yet leaves it unknown, and so not compared).
     async fn observe(

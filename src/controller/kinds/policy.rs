@@ -72,15 +72,6 @@ impl<P: PolicyKind> Verbs for P {
     fn recorded(status: &P::Status) -> Option<String> {
         P::id(status).map(str::to_string)
     }
-    fn key(remote: &P::Remote) -> String {
-        P::facts(remote).id.to_string()
-    }
-    fn found_key(found: &P::Remote) -> String {
-        P::facts(found).id.to_string()
-    }
-    fn workspace(remote: &P::Remote) -> Option<&str> {
-        P::facts(remote).workspace_id
-    }
     async fn find_created(
         &self,
         cx: &Cx<'_, P>,
@@ -128,6 +119,15 @@ impl<P: PolicyKind> Verbs for P {
 }
 
 impl<P: PolicyKind> OwnCalls for P {
+    fn key(remote: &P::Remote) -> String {
+        P::facts(remote).id.to_string()
+    }
+    fn found_key(found: &P::Remote) -> String {
+        P::facts(found).id.to_string()
+    }
+    fn workspace(remote: &P::Remote) -> Option<&str> {
+        P::facts(remote).workspace_id
+    }
     async fn observe(
         &self,
         client: &Client,

@@ -141,18 +141,6 @@ impl Verbs for Provider {
     fn shown(status: &ProviderStatus) -> Option<String> {
         status.slug.clone().or(status.id.clone())
     }
-    fn key(remote: &RemoteProvider) -> String {
-        match remote.slug.is_empty() {
-            true => remote.id.clone(),
-            false => remote.slug.clone(),
-        }
-    }
-    fn found_key(found: &RemoteProvider) -> String {
-        key_of(found)
-    }
-    fn workspace(remote: &RemoteProvider) -> Option<&str> {
-        remote.workspace_id.as_deref()
-    }
     /// A provider of the slug binds another integration (or lives in another workspace).
     fn not_adoptable(&self, desired: &Binding, remote: &RemoteProvider) -> Option<String> {
         let conflicts = match desired.keys.is_empty() {
@@ -274,6 +262,18 @@ impl Verbs for Provider {
 }
 
 impl OwnCalls for Provider {
+    fn key(remote: &RemoteProvider) -> String {
+        match remote.slug.is_empty() {
+            true => remote.id.clone(),
+            false => remote.slug.clone(),
+        }
+    }
+    fn found_key(found: &RemoteProvider) -> String {
+        key_of(found)
+    }
+    fn workspace(remote: &RemoteProvider) -> Option<&str> {
+        remote.workspace_id.as_deref()
+    }
     async fn observe(
         &self,
         client: &Client,

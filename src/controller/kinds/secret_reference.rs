@@ -141,18 +141,6 @@ impl Verbs for SecretReference {
     fn shown(status: &SecretReferenceStatus) -> Option<String> {
         status.slug.clone().or(status.id.clone())
     }
-    fn key(remote: &RemoteReference) -> String {
-        match remote.slug.is_empty() {
-            true => remote.id.clone(),
-            false => remote.slug.clone(),
-        }
-    }
-    fn found_key(found: &RemoteReference) -> String {
-        found.id.clone()
-    }
-    fn workspace(_remote: &RemoteReference) -> Option<&str> {
-        None
-    }
     async fn find_created(
         &self,
         cx: &Cx<'_, Self>,

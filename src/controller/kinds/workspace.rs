@@ -133,15 +133,6 @@ impl Verbs for Workspace {
     fn shown(status: &WorkspaceStatus) -> Option<String> {
         status.slug.clone().or(status.id.clone())
     }
-    fn key(remote: &RemoteWorkspace) -> String {
-        remote.id.clone()
-    }
-    fn found_key(found: &RemoteWorkspace) -> String {
-        found.id.clone()
-    }
-    fn workspace(_remote: &RemoteWorkspace) -> Option<&str> {
-        None
-    }
     /// The first of the three calls: this resource's IAM scope, made once.
     async fn before_create(&self, cx: &Cx<'_, Self>, desired: &Desired) -> Result<(), Halt> {
         let scope = require_scope(desired)?;
@@ -382,6 +373,15 @@ impl Verbs for Workspace {
 }
 
 impl OwnCalls for Workspace {
+    fn key(remote: &RemoteWorkspace) -> String {
+        remote.id.clone()
+    }
+    fn found_key(found: &RemoteWorkspace) -> String {
+        found.id.clone()
+    }
+    fn workspace(_remote: &RemoteWorkspace) -> Option<&str> {
+        None
+    }
     async fn observe(
         &self,
         client: &Client,
