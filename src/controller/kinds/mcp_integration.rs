@@ -25,10 +25,8 @@ use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
-use crate::controller::kinds::config_refs::{
-    CLUSTER_READABLE, ReadsSecrets, SECRET_NOT_READABLE, require_cluster_readable,
-};
-use crate::controller::state::secret_cache::Reader;
+use crate::controller::kinds::cluster_secret;
+use crate::controller::kinds::config_refs::ReadsSecrets;
 use crate::controller::{Context, now_rfc3339, spec_already_applied};
 use crate::resources::Workspace;
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
@@ -368,10 +366,9 @@ fn configurations_hash(
     )
 }
 
-/// Every key of the Secret `spec.configurationsSecretRef` names, as a `configurations` field (a
-/// JSON object or array as that JSON, anything else as a string), each value concealed: from
-/// the namespace the operator reads Connection Secrets from, and only when labelled
-/// [`CLUSTER_READABLE`]. The errors name the Secret and its keys, never a value.
+/// Every key of the Secret `spec.configurationsSecretRef` names ([`cluster_secret::texts`]), as
+/// a `configurations` field (a JSON object or array as that JSON, anything else as a string),
+/// each value concealed.
 async fn read_configurations(
     integration: &McpIntegration,
     cx: &Cx<'_, McpIntegration>,
@@ -379,57 +376,15 @@ async fn read_configurations(
     let Some(named) = &integration.spec.configurations_secret_ref else {
         return Ok(Map::new());
     };
-    let own = cx.ctx.connections.secret_namespace();
-    let namespace = match (own, named.namespace.as_deref()) {
-        (Some(own), None) => own,
-        (Some(own), Some(given)) if own == given => own,
-        (own, given) => {
-            return Err(Error::not_allowed(
-                SECRET_NOT_READABLE,
-                format!(
-                    "spec.configurationsSecretRef: an McpIntegration reads only Secrets of the namespace the operator reads Connection Secrets from ({}), labelled {CLUSTER_READABLE}=true{}",
-                    own.unwrap_or("none configured"),
-                    given.map(|g| format!("; it names {g}")).unwrap_or_default()
-                ),
-            ));
-        }
-    };
-    // From the values cache of the Secrets labelled for cluster-scoped readers
-    // (crate::controller::state::secret_cache), like a cluster-scoped resource's spec.secretRefs.
-    let secret = cx
-        .ctx
-        .secrets
-        .values(cx.ctx, namespace, &named.name, Reader::Cluster)
-        .await
-        .map_err(|e| Error::kube(format!("read Secret {namespace}/{}", named.name), e))?
-        .ok_or_else(|| {
-            Error::not_allowed(
-                "SecretNotFound",
-                format!(
-                    "Secret {namespace}/{} (named by spec.configurationsSecretRef) does not exist",
-                    named.name
-                ),
-            )
-        })?;
-    require_cluster_readable(&secret, "spec.configurationsSecretRef")?;
+    let (_, texts) = cluster_secret::texts(
+        cx.ctx,
+        (&named.name, named.namespace.as_deref()),
+        "spec.configurationsSecretRef",
+        "an McpIntegration",
+    )
+    .await?;
     let mut configurations = Map::new();
-    for (key, bytes) in secret.data.iter().flatten() {
-        let text = String::from_utf8(bytes.0.clone()).map_err(|_| {
-            Error::not_allowed(
-                "SecretKeyNotFound",
-                format!(
-                    "key {key} of Secret {namespace}/{} is not UTF-8 text",
-                    named.name
-                ),
-            )
-        })?;
-        if text.is_empty() {
-            // A placeholder not filled in yet: sending "" would erase the live value.
-            return Err(Error::not_allowed(
-                "SecretKeyNotFound",
-                format!("key {key} of Secret {namespace}/{} is empty", named.name),
-            ));
-        }
+    for (key, text) in texts {
         cx.conceal(&text);
         let value = match serde_json::from_str::<Value>(&text) {
             Ok(json @ (Value::Object(_) | Value::Array(_))) => {
@@ -438,7 +393,7 @@ async fn read_configurations(
             }
             _ => Value::String(text),
         };
-        configurations.insert(key.clone(), value);
+        configurations.insert(key, value);
     }
     Ok(configurations)
 }

@@ -20,10 +20,8 @@ use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
-use crate::controller::kinds::config_refs::{
-    CLUSTER_READABLE, ReadsSecrets, SECRET_NOT_READABLE, require_cluster_readable,
-};
-use crate::controller::state::secret_cache::Reader;
+use crate::controller::kinds::cluster_secret;
+use crate::controller::kinds::config_refs::ReadsSecrets;
 use crate::controller::{Context, now_rfc3339};
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
 use crate::resources::integration::Integration;
@@ -265,76 +263,34 @@ fn unreadable_hash(
     body_hash(&ctx.hash_key, reference.meta().uid.as_deref(), &unreadable)
 }
 
-/// Every key of the Secret `spec.authConfigSecretRef` names, as a string: from the namespace
-/// the operator reads Connection Secrets from, and only when labelled [`CLUSTER_READABLE`].
-/// The errors name the Secret and its keys, never a value.
+/// Every key of the Secret `spec.authConfigSecretRef` names, as a string
+/// ([`cluster_secret::texts`]); at least one.
 async fn read_auth_config(
     reference: &SecretReference,
     ctx: &Context,
 ) -> Result<Map<String, Value>, Error> {
     let named = &reference.spec.auth_config_secret_ref;
-    let own = ctx.connections.secret_namespace();
-    let namespace = match (own, named.namespace.as_deref()) {
-        (Some(own), None) => own,
-        (Some(own), Some(given)) if own == given => own,
-        (own, given) => {
-            return Err(Error::not_allowed(
-                SECRET_NOT_READABLE,
-                format!(
-                    "spec.authConfigSecretRef: a SecretReference reads only Secrets of the namespace the operator reads Connection Secrets from ({}), labelled {CLUSTER_READABLE}=true{}",
-                    own.unwrap_or("none configured"),
-                    given.map(|g| format!("; it names {g}")).unwrap_or_default()
-                ),
-            ));
-        }
-    };
-    // From the values cache of the Secrets labelled for cluster-scoped readers
-    // (crate::controller::state::secret_cache), like a cluster-scoped resource's spec.secretRefs.
-    let secret = ctx
-        .secrets
-        .values(ctx, namespace, &named.name, Reader::Cluster)
-        .await
-        .map_err(|e| Error::kube(format!("read Secret {namespace}/{}", named.name), e))?
-        .ok_or_else(|| {
-            Error::not_allowed(
-                "SecretNotFound",
-                format!(
-                    "Secret {namespace}/{} (named by spec.authConfigSecretRef) does not exist",
-                    named.name
-                ),
-            )
-        })?;
-    require_cluster_readable(&secret, "spec.authConfigSecretRef")?;
-    let mut auth_config = Map::new();
-    for (key, bytes) in secret.data.iter().flatten() {
-        let value = String::from_utf8(bytes.0.clone()).map_err(|_| {
-            Error::not_allowed(
-                "SecretKeyNotFound",
-                format!(
-                    "key {key} of Secret {namespace}/{} is not UTF-8 text",
-                    named.name
-                ),
-            )
-        })?;
-        if value.is_empty() {
-            // A placeholder not filled in yet: sending "" would erase the live credential.
-            return Err(Error::not_allowed(
-                "SecretKeyNotFound",
-                format!("key {key} of Secret {namespace}/{} is empty", named.name),
-            ));
-        }
-        auth_config.insert(key.clone(), Value::String(value));
-    }
-    if auth_config.is_empty() {
+    let field = "spec.authConfigSecretRef";
+    let (namespace, texts) = cluster_secret::texts(
+        ctx,
+        (&named.name, named.namespace.as_deref()),
+        field,
+        "a SecretReference",
+    )
+    .await?;
+    if texts.is_empty() {
         return Err(Error::not_allowed(
             "SecretKeyNotFound",
             format!(
-                "Secret {namespace}/{} (named by spec.authConfigSecretRef) holds no key: auth_config must not be empty",
+                "Secret {namespace}/{} (named by {field}) holds no key: auth_config must not be empty",
                 named.name
             ),
         ));
     }
-    Ok(auth_config)
+    Ok(texts
+        .into_iter()
+        .map(|(key, text)| (key, Value::String(text)))
+        .collect())
 }
 
 /// The reference an earlier create made: the one with `spec.slug` (a deterministic identity),
