@@ -196,13 +196,16 @@ pub trait OwnCalls: Verbs {
         remote: &Self::Remote,
     ) -> impl Future<Output = Result<Self::Updated, ApiError>> + Send;
     /// [`Calls::delete`].
-    fn delete(
-        &self,
-        cx: &Cx<'_, Self>,
-        client: &Client,
-        key: &str,
-        status: &Self::Status,
-    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    fn delete(&self, at: Deleting<'_, Self>) -> impl Future<Output = Result<(), ApiError>> + Send;
+}
+
+/// What [`OwnCalls::delete`] is given: the remote object's `key`, the `client` for the call, the
+/// status so far, and `cx` for what else the call needs.
+pub struct Deleting<'a, K: Verbs> {
+    pub cx: &'a Cx<'a, K>,
+    pub client: &'a Client,
+    pub key: &'a str,
+    pub status: &'a K::Status,
 }
 
 impl<K: OwnCalls> Calls<K> for Own {
@@ -241,14 +244,20 @@ impl<K: OwnCalls> Calls<K> for Own {
     ) -> impl Future<Output = Result<K::Updated, ApiError>> + Send {
         kind.update(client, desired, remote)
     }
-    fn delete(
+    async fn delete(
         kind: &K,
         cx: &Cx<'_, K>,
         client: &Client,
         key: &str,
         status: &K::Status,
-    ) -> impl Future<Output = Result<(), ApiError>> + Send {
-        kind.delete(cx, client, key, status)
+    ) -> Result<(), ApiError> {
+        let at = Deleting {
+            cx,
+            client,
+            key,
+            status,
+        };
+        kind.delete(at).await
     }
 }
 

@@ -29,7 +29,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::api::{self, ApiError, Client, Listing, SecretString};
 use crate::controller::Context;
-use crate::controller::driver::calls::{Own, OwnCalls};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, one_of_ours};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::flow::Recovery;
@@ -281,14 +281,11 @@ impl OwnCalls for ApiKey {
             .update(&remote.id, &update.unwrap_or_default())
             .await
     }
-    async fn delete(
-        &self,
-        _cx: &Cx<'_, Self>,
-        client: &Client,
-        key: &str,
-        _status: &ApiKeyStatus,
-    ) -> Result<(), ApiError> {
-        client.api_keys(self.spec.kind.to_api()).delete(key).await
+    async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
+        at.client
+            .api_keys(self.spec.kind.to_api())
+            .delete(at.key)
+            .await
     }
 }
 

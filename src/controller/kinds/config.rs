@@ -9,7 +9,7 @@ use crate::api::{
     ApiError, Client, ConfigCreated, ConfigDetail, ConfigSummary, ConfigUpdated, Listing,
 };
 use crate::controller::Context;
-use crate::controller::driver::calls::{Own, OwnCalls};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, one_of_ours};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
@@ -380,14 +380,8 @@ impl OwnCalls for Config {
         let request = desired.config.spec.update_request_with(&desired.document());
         client.configs().update(&remote.slug, &request).await
     }
-    async fn delete(
-        &self,
-        _cx: &Cx<'_, Self>,
-        client: &Client,
-        key: &str,
-        _status: &ConfigStatus,
-    ) -> Result<(), ApiError> {
-        client.configs().delete(key).await
+    async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
+        at.client.configs().delete(at.key).await
     }
 }
 

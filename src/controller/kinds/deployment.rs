@@ -9,7 +9,7 @@ use crate::api::{
     self, ApiError, Client, DeploymentCreated, DeploymentListQuery, SecretString,
     UpdateDeploymentRequest,
 };
-use crate::controller::driver::calls::{Own, OwnCalls};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup};
 use crate::controller::driver::flow::Recovery;
 use crate::controller::driver::gate::Op;
@@ -234,14 +234,8 @@ impl OwnCalls for Deployment {
             .update(&remote.id, &self.spec.update_request(created_uid(self)))
             .await
     }
-    async fn delete(
-        &self,
-        _cx: &Cx<'_, Self>,
-        client: &Client,
-        key: &str,
-        _status: &DeploymentStatus,
-    ) -> Result<(), ApiError> {
-        client.deployments().delete(key).await
+    async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
+        at.client.deployments().delete(at.key).await
     }
 }
 

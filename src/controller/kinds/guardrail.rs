@@ -19,7 +19,7 @@ use crate::api::{
     ApiError, Client, GuardrailDetails, GuardrailSummary, GuardrailWritten, GuardrailsOn, Listing,
 };
 use crate::controller::Context;
-use crate::controller::driver::calls::{Own, OwnCalls};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, one_of_ours};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
@@ -234,13 +234,13 @@ macro_rules! guardrail_kind {
                     .update(&key_of(remote), &request)
                     .await
             }
-            async fn delete(
-                &self,
-                _cx: &Cx<'_, Self>,
-                client: &Client,
-                key: &str,
-                status: &GuardrailStatus,
-            ) -> Result<(), ApiError> {
+            async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
+                let Deleting {
+                    client,
+                    key,
+                    status,
+                    ..
+                } = at;
                 delete(self, client, key, status).await
             }
         }

@@ -20,7 +20,7 @@ mod references;
 pub use references::{naming, watch_inputs, watch_servers};
 
 use crate::api::{self, ApiError, Client, McpServer as RemoteServer, McpServersListQuery};
-use crate::controller::driver::calls::{Own, OwnCalls};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, one_of_ours};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::{named, ready_named};
@@ -316,14 +316,8 @@ impl OwnCalls for McpServer {
         let (_, update) = self.spec.update_for(remote);
         client.mcp_servers().update(&remote.id, &update).await
     }
-    async fn delete(
-        &self,
-        _cx: &Cx<'_, Self>,
-        client: &Client,
-        key: &str,
-        _: &McpServerStatus,
-    ) -> Result<(), ApiError> {
-        client.mcp_servers().delete(key).await
+    async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
+        at.client.mcp_servers().delete(at.key).await
     }
 }
 

@@ -5,7 +5,7 @@
 //! status records ([`PolicyKind`]); the driver does the rest ([`crate::controller::driver::flow`]).
 
 use crate::api::{ApiError, Client, Listing};
-use crate::controller::driver::calls::{Own, OwnCalls};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{
     Created, Lookup, body_hash, body_hash_matches, one_of_ours,
 };
@@ -158,14 +158,8 @@ impl<P: PolicyKind> OwnCalls for P {
     ) -> Result<(), ApiError> {
         <P as Policy>::update(desired, client, P::facts(remote).id).await
     }
-    async fn delete(
-        &self,
-        _cx: &Cx<'_, Self>,
-        client: &Client,
-        key: &str,
-        _status: &P::Status,
-    ) -> Result<(), ApiError> {
-        <P as Policy>::delete(client, key).await
+    async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
+        <P as Policy>::delete(at.client, at.key).await
     }
 }
 

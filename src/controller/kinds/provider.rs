@@ -21,7 +21,7 @@ use crate::api::{
     ApiError, Client, CreateProviderRequest, Provider as RemoteProvider, ProviderWritten,
     ProvidersListQuery,
 };
-use crate::controller::driver::calls::{Own, OwnCalls};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, one_of_ours};
 use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
 use crate::controller::driver::status::common_status;
@@ -315,15 +315,9 @@ impl OwnCalls for Provider {
             .update(&key_of(remote), workspace, &update)
             .await
     }
-    async fn delete(
-        &self,
-        _cx: &Cx<'_, Self>,
-        client: &Client,
-        key: &str,
-        _: &ProviderStatus,
-    ) -> Result<(), ApiError> {
+    async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
         let workspace = Some(self.spec.workspace());
-        client.providers().delete(key, workspace).await
+        at.client.providers().delete(at.key, workspace).await
     }
 }
 

@@ -26,7 +26,7 @@ use crate::api::{
     self, ApiError, Client, IamScope, IamScopeWrite, Workspace as RemoteWorkspace,
     WorkspacesListQuery,
 };
-use crate::controller::driver::calls::{Own, OwnCalls};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::status::common_status;
@@ -420,13 +420,13 @@ impl OwnCalls for Workspace {
     }
     /// Archives the workspace, then deletes the IAM scope aigw made for it (each "already
     /// gone" is done, so a retry after a failure between the two finishes the second).
-    async fn delete(
-        &self,
-        cx: &Cx<'_, Self>,
-        client: &Client,
-        key: &str,
-        status: &WorkspaceStatus,
-    ) -> Result<(), ApiError> {
+    async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
+        let Deleting {
+            cx,
+            client,
+            key,
+            status,
+        } = at;
         match client.workspaces().archive(key).await {
             Err(e) if !e.is_not_found() => return Err(e),
             _ => {}
