@@ -10,7 +10,7 @@ use crate::api::{
 };
 use crate::controller::Context;
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
-use crate::controller::driver::create::{Created, Lookup, one_of_ours};
+use crate::controller::driver::create::{Created, Lookup, Row as Candidate, one_named, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
 use crate::controller::driver::status::common_status;
@@ -419,15 +419,11 @@ async fn find_created(
     cx: &Cx<'_, Config>,
     status: &ConfigStatus,
 ) -> Result<Lookup<crate::api::ConfigSummary>, Halt> {
-    let sent = status
-        .create_attempt
-        .clone()
-        .map(|attempt| *attempt)
-        .unwrap_or_else(|| CreateAttempt {
-            name: Some(config.spec.name.clone()),
-            workspace_id: config.spec.workspace_id.clone(),
-            ..Default::default()
-        });
+    let sent = sent_or(
+        status,
+        &config.spec.name,
+        config.spec.workspace_id.as_deref(),
+    );
     let listing = cx
         .api(Op::Read)
         .await?
@@ -435,17 +431,18 @@ async fn find_created(
         .listing(sent.workspace_id.as_deref())
         .await
         .map_err(|e| Error::api("list configs", e))?;
-    one_of_ours(
+    one_named(
         cx,
         status,
         &sent,
         listing,
-        |c| vec![c.id.as_str(), c.slug.as_str()],
-        |c| c.created_at.as_deref(),
-        |c| {
-            sent.name.as_deref() == Some(c.name.as_str())
-                && (sent.workspace_id.is_none() || c.workspace_id == sent.workspace_id)
+        |c: &crate::api::ConfigSummary| Candidate {
+            id: &c.id,
+            slug: &c.slug,
+            name: &c.name,
+            created_at: c.created_at.as_deref(),
         },
+        |c| sent.workspace_id.is_none() || c.workspace_id == sent.workspace_id,
         // The API keeps no marker of the create on a config: a match is never proven.
         |c| Some(format!("config {} ({})", c.slug, c.id)),
     )

@@ -20,7 +20,7 @@ use crate::api::{
 };
 use crate::controller::Context;
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
-use crate::controller::driver::create::{Created, Lookup, one_of_ours};
+use crate::controller::driver::create::{Created, Lookup, Row as Candidate, one_named, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
 use crate::controller::driver::status::common_status;
@@ -526,30 +526,29 @@ async fn find_created<G: GuardrailObject>(
     cx: &Cx<'_, G>,
     status: &GuardrailStatus,
 ) -> Result<Lookup<GuardrailSummary>, Halt> {
-    let sent = status
-        .create_attempt
-        .clone()
-        .map(|attempt| *attempt)
-        .unwrap_or_else(|| CreateAttempt {
-            name: Some(guardrail.definition().name.clone()),
-            workspace_id: guardrail.workspace_id().map(str::to_string),
-            ..Default::default()
-        });
+    let sent = sent_or(
+        status,
+        &guardrail.definition().name,
+        guardrail.workspace_id(),
+    );
     let client = cx.api(Op::Read).await?;
     let listing = plane::<G>(client)
         .listing(sent.workspace_id.as_deref())
         .await
         .map_err(|e| Error::api("list guardrails", e))?;
-    one_of_ours(
+    one_named(
         cx,
         status,
         &sent,
         listing,
-        |g| vec![g.id.as_str(), g.slug.as_str()],
-        |g| g.created_at.as_deref(),
+        |g: &GuardrailSummary| Candidate {
+            id: &g.id,
+            slug: &g.slug,
+            name: &g.name,
+            created_at: g.created_at.as_deref(),
+        },
         |g| {
-            sent.name.as_deref() == Some(g.name.as_str())
-                && G::lists_as_own(g.workspace_id.as_deref())
+            G::lists_as_own(g.workspace_id.as_deref())
                 && (sent.workspace_id.is_none() || g.workspace_id == sent.workspace_id)
         },
         // The API keeps no marker of the create on a guardrail: a match is never proven.

@@ -21,7 +21,7 @@ pub use references::{naming, watch_inputs, watch_servers};
 
 use crate::api::{self, ApiError, Client, McpServer as RemoteServer, McpServersListQuery};
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
-use crate::controller::driver::create::{Created, Lookup, one_of_ours};
+use crate::controller::driver::create::{Created, Lookup, Row, one_named, sent_or};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::{named, ready_named};
 use crate::controller::driver::status::common_status;
@@ -527,24 +527,20 @@ async fn find_created(
         .listing(&query)
         .await
         .map_err(|e| Error::api("list MCP servers", e))?;
-    let sent = status
-        .create_attempt
-        .clone()
-        .map(|attempt| *attempt)
-        .unwrap_or_else(|| CreateAttempt {
-            name: Some(spec.name.clone()),
-            workspace_id: Some(spec.workspace().to_string()),
-            ..Default::default()
-        });
+    let sent = sent_or(status, &spec.name, Some(spec.workspace()));
     let slug = spec.slug.as_deref();
-    one_of_ours(
+    one_named(
         cx,
         status,
         &sent,
         listing,
-        |s| vec![s.id.as_str(), s.slug.as_str()],
-        |s| s.extra.get("created_at").and_then(|c| c.as_str()),
-        |s| sent.name.as_deref() == Some(s.name.as_str()) && slug.is_none_or(|slug| s.slug == slug),
+        |s: &RemoteServer| Row {
+            id: &s.id,
+            slug: &s.slug,
+            name: &s.name,
+            created_at: s.extra.get("created_at").and_then(|c| c.as_str()),
+        },
+        |s| slug.is_none_or(|slug| s.slug == slug),
         // The slug is asked for by this create, and a slug is unique: found with it (and the
         // name sent), it is what the create made. Without a slug nothing marks it as ours.
         |s| {

@@ -22,7 +22,7 @@ use crate::api::{
     ProvidersListQuery,
 };
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
-use crate::controller::driver::create::{Created, Lookup, one_of_ours};
+use crate::controller::driver::create::{Created, Lookup, Row, one_named, sent_or};
 use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
 use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
@@ -375,28 +375,24 @@ async fn find_created(
         .listing(&query)
         .await
         .map_err(|e| Error::api("list providers", e))?;
-    let sent = status
-        .create_attempt
-        .clone()
-        .map(|attempt| *attempt)
-        .unwrap_or_else(|| CreateAttempt {
-            name: Some(spec.name.clone()),
-            workspace_id: Some(spec.workspace().to_string()),
-            ..Default::default()
-        });
+    let sent = sent_or(status, &spec.name, Some(spec.workspace()));
     // `spec.slug` narrows the search, but is no proof: someone else may hold that slug (and
     // our POST was refused for it). Only the provider our POST made counts as ours (the name
     // it sent, within its window, claimed by no other resource); any other is left to the
     // adoption rules of `observe`.
     let slug = spec.slug.as_deref();
-    one_of_ours(
+    one_named(
         cx,
         status,
         &sent,
         listing,
-        |p| vec![p.id.as_str(), p.slug.as_str()],
-        |p| p.created_at.as_deref(),
-        |p| sent.name.as_deref() == Some(p.name.as_str()) && slug.is_none_or(|slug| p.slug == slug),
+        |p: &RemoteProvider| Row {
+            id: &p.id,
+            slug: &p.slug,
+            name: &p.name,
+            created_at: p.created_at.as_deref(),
+        },
+        |p| slug.is_none_or(|slug| p.slug == slug),
         |p| (!ours(provider, p)).then(|| format!("provider {} ({})", p.slug, p.id)),
     )
     .await
