@@ -415,22 +415,44 @@ pub async fn by_slug_or_name<K: Managed, T>(
             (None, false) => Lookup::Unknown(format!("the {what} list is incomplete")),
         });
     }
-    let sent = status
+    let sent = sent_or(status, name, None);
+    let unproven = |item: &T| Some(format!("{what} {} ({})", row(item).slug, row(item).id));
+    one_named(cx, status, &sent, listing, &row, also, unproven).await
+}
+
+/// What the create in flight sent (the intent in `status`), else what a create of `name` in
+/// `workspace` sends: what a lookup after a lost answer matches the candidates with.
+pub fn sent_or<S: IntentStatus>(status: &S, name: &str, workspace: Option<&str>) -> CreateAttempt {
+    status
         .create_attempt()
         .cloned()
         .unwrap_or_else(|| CreateAttempt {
             name: Some(name.to_string()),
+            workspace_id: workspace.map(str::to_string),
             ..Default::default()
-        });
+        })
+}
+
+/// [`one_of_ours`] over rows keyed by UUID and slug: a candidate matches when it has the name
+/// `sent` (and `also` holds); `unproven` as there.
+pub async fn one_named<K: Managed, T>(
+    cx: &Cx<'_, K>,
+    status: &K::Status,
+    sent: &CreateAttempt,
+    listing: Listing<T>,
+    row: impl for<'a> Fn(&'a T) -> Row<'a>,
+    also: impl Fn(&T) -> bool,
+    unproven: impl Fn(&T) -> Option<String>,
+) -> Result<Lookup<T>, Halt> {
     one_of_ours(
         cx,
         status,
-        &sent,
+        sent,
         listing,
         |item| vec![row(item).id, row(item).slug],
         |item| row(item).created_at,
         |item| sent.name.as_deref() == Some(row(item).name) && also(item),
-        |item| Some(format!("{what} {} ({})", row(item).slug, row(item).id)),
+        unproven,
     )
     .await
 }

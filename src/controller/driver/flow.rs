@@ -7,6 +7,7 @@
 //! finds is taken as recorded, adopted or made by the create in flight ([`taking`]). The
 //! decisions are pure functions, proven by the table tests below.
 
+use super::calls::Calls;
 use super::create::{Created, clear_intent, create_once, made_by_unfinished_create};
 use super::verbs::{Comparison, Naming, Verbs};
 use super::{Change, Cx, object_key, observed, orphaned, removed};
@@ -190,7 +191,7 @@ pub(super) fn refusal<K: Verbs>(remote: &K::Remote, fields: &[&str]) -> Error {
     Error::InvalidSpec(format!(
         "remote {} {} has a different {} and the API cannot change it; create a new {} instead",
         K::WHAT,
-        K::key(remote),
+        K::Calls::key(remote),
         fields.join(", "),
         K::KIND
     ))
@@ -232,7 +233,7 @@ pub async fn cleanup<K: Verbs>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change>
         Removal::LookUp => {
             let lookup = object.find_created(cx, &status);
             match made_by_unfinished_create(&status, K::WHAT, lookup).await? {
-                Some(found) => K::found_key(&found),
+                Some(found) => K::Calls::found_key(&found),
                 // Proven never made: only what was made for it may be left.
                 None => return Verbs::remove_unused(object, cx).await,
             }
@@ -249,7 +250,7 @@ pub async fn cleanup<K: Verbs>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change>
     let client = cx.api(Op::Delete).await?;
     let (reason, verb) = K::REMOVAL;
     let what = format!("{} {}", K::WHAT, K::shown(&status).unwrap_or(key.clone()));
-    let result = object.delete(cx, client, &key, &status).await;
+    let result = K::Calls::delete(object, cx, client, &key, &status).await;
     if let Err(error) = &result
         && let Some(refused) = object.delete_refused(&key, error)
     {
@@ -276,7 +277,10 @@ pub(super) async fn observe<K: Verbs>(
     let client = cx.api(Op::Read).await?;
     let what = format!("{} {key}", K::WHAT);
     let adopted_by = must_exist.then_some(K::ADOPTED_BY);
-    let found = match (object.observe(client, &key, status).await, adopted_by) {
+    let found = match (
+        K::Calls::observe(object, client, &key, status).await,
+        adopted_by,
+    ) {
         (Ok(None), Some(field)) => {
             return Err(
                 Error::MissingState(format!("{what} named by {field} does not exist")).into(),
@@ -388,9 +392,9 @@ pub(super) async fn post_once<K: Verbs>(
     desired: &K::Desired,
     client: &crate::api::Client,
 ) -> Result<Created<K::Posted, K::Found>, Halt> {
-    let sent = object.sent(cx, desired);
+    let sent = K::Calls::sent(object, cx, desired);
     let lookup = object.find_created(cx, before);
-    let post = async |client: &crate::api::Client| object.create(client, desired).await;
+    let post = async |client: &crate::api::Client| K::Calls::create(object, client, desired).await;
     create_once(cx, status, K::WHAT, sent, lookup, client, post).await
 }
 
@@ -405,7 +409,7 @@ pub(super) async fn update<K: Verbs>(
     comparison: &Comparison,
     drift: bool,
 ) -> Result<Change, Halt> {
-    let key = K::key(remote);
+    let key = K::Calls::key(remote);
     let fields = comparison.differs.join(", ");
     let replaced =
         K::RECORDS_DRIFT.then(|| object.replaced(desired, remote, comparison, now_rfc3339()));
@@ -417,8 +421,7 @@ pub(super) async fn update<K: Verbs>(
     cx.gate
         .intend(format!("would update {} {key} ({fields}){at}", K::WHAT));
     let client = cx.api(Op::Update).await?;
-    let updated = object
-        .update(client, desired, remote)
+    let updated = K::Calls::update(object, client, desired, remote)
         .await
         .map_err(|e| Error::api(format!("update {} {key}", K::WHAT), e))?;
     object.record_updated(status, desired, remote, updated);

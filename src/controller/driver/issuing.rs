@@ -19,6 +19,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use super::calls::Calls;
 use super::create::{Created, made_by_unfinished_create};
 use super::flow::{self, Recovery, Step, Undelivered, decide};
 use super::rotation::{self, Rotates};
@@ -102,7 +103,7 @@ pub async fn apply<K: Issues>(
                 let update = flow::update(object, cx, status, &desired, remote, comparison, drift);
                 changes.push(update.await?);
             }
-            let key = K::key(remote);
+            let key = K::Calls::key(remote);
             changes.extend(keep_issued(object, cx, status, &desired, &key).await?);
         }
         // `decide` refuses or updates only an observed object.
@@ -127,9 +128,9 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
         if status.pending_create().is_some() {
             let lookup = object.find_created(cx, &status);
             if let Some(found) = made_by_unfinished_create(&status, K::WHAT, lookup).await? {
-                let key = K::found_key(&found);
+                let key = K::Calls::found_key(&found);
                 let client = cx.api(Op::Delete).await?;
-                let result = object.delete(cx, client, &key, &status).await;
+                let result = K::Calls::delete(object, cx, client, &key, &status).await;
                 let what = format!("{} {key} (made by an unfinished replacement)", K::WHAT);
                 changes.extend(removed(reason, verb, &what, result)?);
             }
@@ -140,7 +141,7 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
     }
     if let Some(replaced) = &replaced {
         let client = cx.api(Op::Delete).await?;
-        let result = object.delete(cx, client, replaced, &status).await;
+        let result = K::Calls::delete(object, cx, client, replaced, &status).await;
         let what = format!("{} {replaced}", K::WHAT);
         changes.extend(removed(reason, verb, &what, result)?);
     }
@@ -238,14 +239,14 @@ async fn recover<K: Issues>(
         e
     };
     let secret = object.secret_name();
-    let key = K::found_key(&found);
+    let key = K::Calls::found_key(&found);
     let held = secret_delivery::secret_annotation(cx, secret, K::ID_ANNOTATION).await;
     let held = held.map_err(|e| keep_intent(status, e.into()))?.as_deref() == Some(key.as_str());
     let recovery = object.recovery(&found, held);
     if recovery == Recovery::Replace {
         let client = cx.api(Op::Delete).await;
         let client = client.map_err(|e| keep_intent(status, e))?;
-        let result = object.delete(cx, client, &key, &*status).await;
+        let result = K::Calls::delete(object, cx, client, &key, &*status).await;
         let what = format!(
             "{} {key} (an earlier create made it, but its answer and so its value were lost)",
             K::WHAT
@@ -384,7 +385,7 @@ async fn undelivered<K: Issues>(
                 false => format!("its value could not be stored in Secret {secret}"),
             };
             let client = cx.api(Op::Delete).await?;
-            let result = object.delete(cx, client, key, &*status).await;
+            let result = K::Calls::delete(object, cx, client, key, &*status).await;
             let (reason, verb) = K::REMOVAL;
             let what = format!("{} {key} ({why})", K::WHAT);
             match (removed(reason, verb, &what, result), or_rotate) {
@@ -428,7 +429,7 @@ async fn retire_replaced<K: Issues>(
         K::WHAT
     ));
     let client = cx.api(Op::Delete).await?;
-    let result = object.delete(cx, client, &old, &*status).await;
+    let result = K::Calls::delete(object, cx, client, &old, &*status).await;
     let what = format!(
         "{} {old} (replaced by {}: the value of its last rotation was lost with the answer)",
         K::WHAT,

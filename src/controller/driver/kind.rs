@@ -355,10 +355,10 @@ pub struct Cx<'a, K: Managed> {
 }
 
 impl<'a, K: Managed> Cx<'a, K> {
-    /// What the create about to be sent carries into its intent ([`Verbs::sent`]): the name
+    /// What the create about to be sent carries into its intent ([`Calls::sent`]): the name
     /// and workspace it creates with, and a keyed hash of `body` with this resource's uid.
     ///
-    /// [`Verbs::sent`]: super::verbs::Verbs::sent
+    /// [`Calls::sent`]: super::calls::Calls::sent
     pub fn create_attempt(
         &self,
         name: Option<String>,

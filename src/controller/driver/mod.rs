@@ -10,6 +10,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::events::{Event as KubeEvent, EventType};
 use tracing::{debug, info, warn};
 
+pub mod calls;
 pub mod create;
 pub mod drift;
 mod finish;

@@ -1,7 +1,7 @@
 //! The kind contract: the verbs a kind supplies to the driver ([`Verbs`]). A kind resolves its
-//! inputs, computes its desired state and compares it with the remote object (pure), and makes
-//! the API calls (through the gate: the driver hands each verb the client [`Cx::api`] gave for
-//! its operation). Everything around them (adoption, the workspace reach, immutable refusal,
+//! inputs, computes its desired state and compares it with the remote object (pure), and names
+//! how the API calls are made ([`Verbs::Calls`]: through its client handle with request bodies
+//! of its own, or written out; [`super::calls`]). Everything around them (adoption, the workspace reach, immutable refusal,
 //! create-once and its recovery, drift versus update, Observe, orphan, release) is the driver's
 //! ([`super::flow`]). Optional capabilities are default methods: sub-resources kept with the
 //! remote object ([`Verbs::sync_sub_resources`]), a check before a new create
@@ -9,11 +9,12 @@
 
 use std::future::Future;
 
+use super::calls::Calls;
 use super::create::{Created, Lookup};
 use super::{Change, Cx, Managed};
-use crate::api::{ApiError, Client};
+use crate::api::ApiError;
 use crate::controller::error::{Error, Halt};
-use crate::resources::common::{CreateAttempt, DriftCorrection};
+use crate::resources::common::DriftCorrection;
 
 /// How the remote object differs from the desired state ([`Verbs::compare`]).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -72,6 +73,8 @@ pub trait Verbs: Managed {
     type Posted: Send + Sync;
     /// What an update answers.
     type Updated: Send + Sync;
+    /// How the remote calls are made: through the API client's handle, or written out.
+    type Calls: Calls<Self>;
     /// In messages: "rate-limits policy".
     const WHAT: &'static str;
     /// The spec field that names an adopted remote object: "spec.policyId".
@@ -120,21 +123,6 @@ pub trait Verbs: Managed {
     fn shown(status: &Self::Status) -> Option<String> {
         Self::recorded(status)
     }
-    /// The key `remote` is read and written by.
-    fn key(remote: &Self::Remote) -> String;
-    /// The key of a lookup's candidate.
-    fn found_key(found: &Self::Found) -> String;
-    /// The workspace `remote` lives in (an adopted object's must be granted too).
-    fn workspace(remote: &Self::Remote) -> Option<&str>;
-
-    /// GETs the remote object `key` names. `Ok(None)`: gone, as the kind proves it besides a
-    /// 404 (which the driver takes for gone itself).
-    fn observe(
-        &self,
-        client: &Client,
-        key: &str,
-        status: &Self::Status,
-    ) -> impl Future<Output = Result<Option<Self::Remote>, ApiError>> + Send;
     /// What adopting `remote` (named `what`) reaches besides this resource's own grant: by
     /// default its workspace; a gateway reaches every workspace it serves.
     fn reach_adopted(
@@ -144,7 +132,7 @@ pub trait Verbs: Managed {
         remote: &Self::Remote,
     ) -> impl Future<Output = Result<(), Error>> + Send {
         let reach = format!("the workspace of {what}");
-        async move { cx.gate.reach(&reach, Self::workspace(remote)).await }
+        async move { cx.gate.reach(&reach, Self::Calls::workspace(remote)).await }
     }
     /// Why `remote` can never be this resource's (another kind's object), before anything is
     /// recorded or written.
@@ -171,14 +159,6 @@ pub trait Verbs: Managed {
     ) -> impl Future<Output = Result<(), Halt>> + Send {
         async { Ok(()) }
     }
-    /// What the create of `desired` sends, for the intent (name, workspace, body hash).
-    fn sent(&self, cx: &Cx<'_, Self>, desired: &Self::Desired) -> CreateAttempt;
-    /// POSTs `desired`.
-    fn create(
-        &self,
-        client: &Client,
-        desired: &Self::Desired,
-    ) -> impl Future<Output = Result<Self::Posted, ApiError>> + Send;
     /// What an earlier create whose answer was lost made, proven by what it sent (the intent
     /// in `status`): a marker or a body hash the API keeps, or one match in a complete listing
     /// within the create's window ([`super::create::one_of_ours`]). Never a guess by name alone.
@@ -187,13 +167,6 @@ pub trait Verbs: Managed {
         cx: &Cx<'_, Self>,
         status: &Self::Status,
     ) -> impl Future<Output = Result<Lookup<Self::Found>, Halt>> + Send;
-    /// PUTs what differs.
-    fn update(
-        &self,
-        client: &Client,
-        desired: &Self::Desired,
-        remote: &Self::Remote,
-    ) -> impl Future<Output = Result<Self::Updated, ApiError>> + Send;
     /// Why the remote object `key` must be left in place without a call rather than deleted
     /// (`Some`): it binds another integration than this resource, or the grants no longer let
     /// this namespace bind its integration. The driver releases it and says why.
@@ -213,16 +186,6 @@ pub trait Verbs: Managed {
     ) -> impl Future<Output = Result<(), Halt>> + Send {
         async { Ok(()) }
     }
-    /// DELETEs (or archives) the remote object `key` names ("already gone" is done); `cx`
-    /// tells what the call needs besides the key (the tenant an organisation's object is of).
-    fn delete(
-        &self,
-        cx: &Cx<'_, Self>,
-        client: &Client,
-        key: &str,
-        status: &Self::Status,
-    ) -> impl Future<Output = Result<(), ApiError>> + Send;
-
     /// Removes what [`Verbs::before_create`] made for a create that never made the remote
     /// object, when the resource goes with nothing recorded, or a lookup proved its unfinished
     /// create made nothing (never under `deletionPolicy: Orphan`): the IAM scope a refused or

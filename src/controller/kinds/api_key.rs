@@ -29,6 +29,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::api::{self, ApiError, Client, Listing, SecretString};
 use crate::controller::Context;
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, one_of_ours};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::flow::Recovery;
@@ -147,6 +148,7 @@ impl Verbs for ApiKey {
     type Found = api::ApiKey;
     type Posted = api::ApiKeyCreated;
     type Updated = ();
+    type Calls = Own;
     const WHAT: &'static str = "API key";
     /// An API key is never adopted ([`crate::resources::common::Governed::named_remote`]).
     const ADOPTED_BY: &'static str = "";
@@ -193,6 +195,38 @@ impl Verbs for ApiKey {
     fn recorded(status: &ApiKeyStatus) -> Option<String> {
         status.id.clone()
     }
+    async fn find_created(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &ApiKeyStatus,
+    ) -> Result<Lookup<api::ApiKey>, Halt> {
+        find_created(self, cx, status).await
+    }
+    fn record(status: &mut ApiKeyStatus, remote: Option<&api::ApiKey>) {
+        match remote {
+            Some(remote) => status.remote_updated_at = remote.last_updated_at.clone(),
+            None => {
+                status.id = None;
+                status.remote_updated_at = None;
+            }
+        }
+    }
+    fn record_created(
+        &self,
+        status: &mut ApiKeyStatus,
+        _config_id: &Option<String>,
+        created: Created<api::ApiKeyCreated, api::ApiKey>,
+    ) -> String {
+        let id = match created {
+            Created::Posted(created) => created.id,
+            Created::Recovered(found) => found.id,
+        };
+        status.id = Some(id.clone());
+        id
+    }
+}
+
+impl OwnCalls for ApiKey {
     fn key(remote: &api::ApiKey) -> String {
         remote.id.clone()
     }
@@ -235,13 +269,6 @@ impl Verbs for ApiKey {
             .create(&request)
             .await
     }
-    async fn find_created(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &ApiKeyStatus,
-    ) -> Result<Lookup<api::ApiKey>, Halt> {
-        find_created(self, cx, status).await
-    }
     async fn update(
         &self,
         client: &Client,
@@ -254,36 +281,11 @@ impl Verbs for ApiKey {
             .update(&remote.id, &update.unwrap_or_default())
             .await
     }
-    async fn delete(
-        &self,
-        _cx: &Cx<'_, Self>,
-        client: &Client,
-        key: &str,
-        _status: &ApiKeyStatus,
-    ) -> Result<(), ApiError> {
-        client.api_keys(self.spec.kind.to_api()).delete(key).await
-    }
-    fn record(status: &mut ApiKeyStatus, remote: Option<&api::ApiKey>) {
-        match remote {
-            Some(remote) => status.remote_updated_at = remote.last_updated_at.clone(),
-            None => {
-                status.id = None;
-                status.remote_updated_at = None;
-            }
-        }
-    }
-    fn record_created(
-        &self,
-        status: &mut ApiKeyStatus,
-        _config_id: &Option<String>,
-        created: Created<api::ApiKeyCreated, api::ApiKey>,
-    ) -> String {
-        let id = match created {
-            Created::Posted(created) => created.id,
-            Created::Recovered(found) => found.id,
-        };
-        status.id = Some(id.clone());
-        id
+    async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
+        at.client
+            .api_keys(self.spec.kind.to_api())
+            .delete(at.key)
+            .await
     }
 }
 

@@ -9,7 +9,8 @@ use crate::api::{
     ApiError, Client, ConfigCreated, ConfigDetail, ConfigSummary, ConfigUpdated, Listing,
 };
 use crate::controller::Context;
-use crate::controller::driver::create::{Created, Lookup, one_of_ours};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
+use crate::controller::driver::create::{Created, Lookup, Row as Candidate, one_named, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
 use crate::controller::driver::status::common_status;
@@ -130,6 +131,7 @@ impl Verbs for Config {
     type Found = ConfigSummary;
     type Posted = (ConfigCreated, Option<ConfigDetail>);
     type Updated = ConfigUpdated;
+    type Calls = Own;
     const WHAT: &'static str = "config";
     const ADOPTED_BY: &'static str = "spec.slug";
 
@@ -194,69 +196,12 @@ impl Verbs for Config {
     fn recorded(status: &ConfigStatus) -> Option<String> {
         status.slug.clone().or(status.id.clone())
     }
-    fn key(remote: &ConfigDetail) -> String {
-        remote.slug.clone()
-    }
-    fn found_key(found: &ConfigSummary) -> String {
-        found.slug.clone()
-    }
-    fn workspace(remote: &ConfigDetail) -> Option<&str> {
-        remote.workspace_id.as_deref()
-    }
-    async fn observe(
-        &self,
-        client: &Client,
-        key: &str,
-        _status: &ConfigStatus,
-    ) -> Result<Option<ConfigDetail>, ApiError> {
-        client.configs().get(key).await.map(Some)
-    }
-    fn sent(&self, cx: &Cx<'_, Self>, desired: &Resolved) -> CreateAttempt {
-        let config = &desired.config;
-        let request = config.spec.create_request_with(&desired.document());
-        cx.create_attempt(
-            Some(config.spec.name.clone()),
-            config.spec.workspace_id.clone(),
-            &request,
-        )
-    }
-    /// POSTs the config. Gateways reference configs by slug: an answer without one is
-    /// completed by a read by id. A failed read (a list or a read that lags the create) keeps
-    /// the id: the drift list shows the slug the status lacks, and it is read then.
-    async fn create(
-        &self,
-        client: &Client,
-        desired: &Resolved,
-    ) -> Result<(ConfigCreated, Option<ConfigDetail>), ApiError> {
-        let request = desired.config.spec.create_request_with(&desired.document());
-        let created = client.configs().create(&request).await?;
-        if created.slug.is_some() {
-            return Ok((created, None));
-        }
-        let read = match client.configs().get(&created.id).await {
-            Ok(remote) => Some(remote),
-            Err(e) => {
-                debug!(config = %created.id, error = %e, "the read after a create answer without a slug failed; the drift list will show the slug");
-                None
-            }
-        };
-        Ok((created, read))
-    }
     async fn find_created(
         &self,
         cx: &Cx<'_, Self>,
         status: &ConfigStatus,
     ) -> Result<Lookup<ConfigSummary>, Halt> {
         find_created(self, cx, status).await
-    }
-    async fn update(
-        &self,
-        client: &Client,
-        desired: &Resolved,
-        remote: &ConfigDetail,
-    ) -> Result<ConfigUpdated, ApiError> {
-        let request = desired.config.spec.update_request_with(&desired.document());
-        client.configs().update(&remote.slug, &request).await
     }
     /// Never while an ApiKey's requests use the config (its `defaults.config`, or a
     /// ConfigRollout's `aigw.io/rollout-config` asked or applied) or a ConfigRollout names it:
@@ -274,15 +219,6 @@ impl Verbs for Config {
                 self.name_any()
             ),
         ).into())
-    }
-    async fn delete(
-        &self,
-        _cx: &Cx<'_, Self>,
-        client: &Client,
-        key: &str,
-        _status: &ConfigStatus,
-    ) -> Result<(), ApiError> {
-        client.configs().delete(key).await
     }
     /// A config aigw created that is gone (404 or `AB08`, nothing else) is forgotten, so it is
     /// created again.
@@ -386,6 +322,69 @@ impl Verbs for Config {
     }
 }
 
+impl OwnCalls for Config {
+    fn key(remote: &ConfigDetail) -> String {
+        remote.slug.clone()
+    }
+    fn found_key(found: &ConfigSummary) -> String {
+        found.slug.clone()
+    }
+    fn workspace(remote: &ConfigDetail) -> Option<&str> {
+        remote.workspace_id.as_deref()
+    }
+    async fn observe(
+        &self,
+        client: &Client,
+        key: &str,
+        _status: &ConfigStatus,
+    ) -> Result<Option<ConfigDetail>, ApiError> {
+        client.configs().get(key).await.map(Some)
+    }
+    fn sent(&self, cx: &Cx<'_, Self>, desired: &Resolved) -> CreateAttempt {
+        let config = &desired.config;
+        let request = config.spec.create_request_with(&desired.document());
+        cx.create_attempt(
+            Some(config.spec.name.clone()),
+            config.spec.workspace_id.clone(),
+            &request,
+        )
+    }
+    /// POSTs the config. Gateways reference configs by slug: an answer without one is
+    /// completed by a read by id. A failed read (a list or a read that lags the create) keeps
+    /// the id: the drift list shows the slug the status lacks, and it is read then.
+    async fn create(
+        &self,
+        client: &Client,
+        desired: &Resolved,
+    ) -> Result<(ConfigCreated, Option<ConfigDetail>), ApiError> {
+        let request = desired.config.spec.create_request_with(&desired.document());
+        let created = client.configs().create(&request).await?;
+        if created.slug.is_some() {
+            return Ok((created, None));
+        }
+        let read = match client.configs().get(&created.id).await {
+            Ok(remote) => Some(remote),
+            Err(e) => {
+                debug!(config = %created.id, error = %e, "the read after a create answer without a slug failed; the drift list will show the slug");
+                None
+            }
+        };
+        Ok((created, read))
+    }
+    async fn update(
+        &self,
+        client: &Client,
+        desired: &Resolved,
+        remote: &ConfigDetail,
+    ) -> Result<ConfigUpdated, ApiError> {
+        let request = desired.config.spec.update_request_with(&desired.document());
+        client.configs().update(&remote.slug, &request).await
+    }
+    async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
+        at.client.configs().delete(at.key).await
+    }
+}
+
 impl Listed for Config {
     fn list_workspace(&self) -> Option<String> {
         self.spec.workspace_id.clone()
@@ -420,15 +419,11 @@ async fn find_created(
     cx: &Cx<'_, Config>,
     status: &ConfigStatus,
 ) -> Result<Lookup<crate::api::ConfigSummary>, Halt> {
-    let sent = status
-        .create_attempt
-        .clone()
-        .map(|attempt| *attempt)
-        .unwrap_or_else(|| CreateAttempt {
-            name: Some(config.spec.name.clone()),
-            workspace_id: config.spec.workspace_id.clone(),
-            ..Default::default()
-        });
+    let sent = sent_or(
+        status,
+        &config.spec.name,
+        config.spec.workspace_id.as_deref(),
+    );
     let listing = cx
         .api(Op::Read)
         .await?
@@ -436,17 +431,18 @@ async fn find_created(
         .listing(sent.workspace_id.as_deref())
         .await
         .map_err(|e| Error::api("list configs", e))?;
-    one_of_ours(
+    one_named(
         cx,
         status,
         &sent,
         listing,
-        |c| vec![c.id.as_str(), c.slug.as_str()],
-        |c| c.created_at.as_deref(),
-        |c| {
-            sent.name.as_deref() == Some(c.name.as_str())
-                && (sent.workspace_id.is_none() || c.workspace_id == sent.workspace_id)
+        |c: &crate::api::ConfigSummary| Candidate {
+            id: &c.id,
+            slug: &c.slug,
+            name: &c.name,
+            created_at: c.created_at.as_deref(),
         },
+        |c| sent.workspace_id.is_none() || c.workspace_id == sent.workspace_id,
         // The API keeps no marker of the create on a config: a match is never proven.
         |c| Some(format!("config {} ({})", c.slug, c.id)),
     )

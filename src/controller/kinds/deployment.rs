@@ -9,6 +9,7 @@ use crate::api::{
     self, ApiError, Client, DeploymentCreated, DeploymentListQuery, SecretString,
     UpdateDeploymentRequest,
 };
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup};
 use crate::controller::driver::flow::Recovery;
 use crate::controller::driver::gate::Op;
@@ -85,6 +86,7 @@ impl Verbs for Deployment {
     type Found = api::DeploymentSummary;
     type Posted = DeploymentCreated;
     type Updated = api::DeploymentUpdated;
+    type Calls = Own;
     const WHAT: &'static str = "deployment";
     const ADOPTED_BY: &'static str = "spec.deploymentId";
     /// The API's DELETE archives a deployment; it never hard-deletes one.
@@ -112,15 +114,6 @@ impl Verbs for Deployment {
     fn recorded(status: &DeploymentStatus) -> Option<String> {
         status.id.clone()
     }
-    fn key(remote: &api::Deployment) -> String {
-        remote.id.clone()
-    }
-    fn found_key(found: &api::DeploymentSummary) -> String {
-        found.id.clone()
-    }
-    fn workspace(_remote: &api::Deployment) -> Option<&str> {
-        None
-    }
     /// Adopting reaches a gateway made outside aigw: everything it serves must be granted too
     /// (its workspaces; the organisation, if it is the default gateway).
     async fn reach_adopted(
@@ -141,49 +134,12 @@ impl Verbs for Deployment {
         }
         Ok(())
     }
-    /// Only 404 or `AB08` means it is gone.
-    async fn observe(
-        &self,
-        client: &Client,
-        key: &str,
-        _status: &DeploymentStatus,
-    ) -> Result<Option<api::Deployment>, ApiError> {
-        client.deployments().get(key).await.map(Some)
-    }
-    fn sent(&self, cx: &Cx<'_, Self>, _desired: &()) -> CreateAttempt {
-        let request = self.spec.create_request(created_uid(self));
-        cx.create_attempt(Some(self.spec.name.clone()), None, &request)
-    }
-    async fn create(&self, client: &Client, _desired: &()) -> Result<DeploymentCreated, ApiError> {
-        let request = self.spec.create_request(created_uid(self));
-        client.deployments().create(&request).await
-    }
     async fn find_created(
         &self,
         cx: &Cx<'_, Self>,
         _status: &DeploymentStatus,
     ) -> Result<Lookup<api::DeploymentSummary>, Halt> {
         find_created(self, cx).await
-    }
-    async fn update(
-        &self,
-        client: &Client,
-        _desired: &(),
-        remote: &api::Deployment,
-    ) -> Result<api::DeploymentUpdated, ApiError> {
-        client
-            .deployments()
-            .update(&remote.id, &self.spec.update_request(created_uid(self)))
-            .await
-    }
-    async fn delete(
-        &self,
-        _cx: &Cx<'_, Self>,
-        client: &Client,
-        key: &str,
-        _status: &DeploymentStatus,
-    ) -> Result<(), ApiError> {
-        client.deployments().delete(key).await
     }
     fn record(status: &mut DeploymentStatus, remote: Option<&api::Deployment>) {
         match remote {
@@ -237,6 +193,49 @@ impl Verbs for Deployment {
     }
     fn record_drift(status: &mut DeploymentStatus, replaced: DriftCorrection) {
         status.last_drift_correction = Some(Box::new(replaced));
+    }
+}
+
+impl OwnCalls for Deployment {
+    fn key(remote: &api::Deployment) -> String {
+        remote.id.clone()
+    }
+    fn found_key(found: &api::DeploymentSummary) -> String {
+        found.id.clone()
+    }
+    fn workspace(_remote: &api::Deployment) -> Option<&str> {
+        None
+    }
+    /// Only 404 or `AB08` means it is gone.
+    async fn observe(
+        &self,
+        client: &Client,
+        key: &str,
+        _status: &DeploymentStatus,
+    ) -> Result<Option<api::Deployment>, ApiError> {
+        client.deployments().get(key).await.map(Some)
+    }
+    fn sent(&self, cx: &Cx<'_, Self>, _desired: &()) -> CreateAttempt {
+        let request = self.spec.create_request(created_uid(self));
+        cx.create_attempt(Some(self.spec.name.clone()), None, &request)
+    }
+    async fn create(&self, client: &Client, _desired: &()) -> Result<DeploymentCreated, ApiError> {
+        let request = self.spec.create_request(created_uid(self));
+        client.deployments().create(&request).await
+    }
+    async fn update(
+        &self,
+        client: &Client,
+        _desired: &(),
+        remote: &api::Deployment,
+    ) -> Result<api::DeploymentUpdated, ApiError> {
+        client
+            .deployments()
+            .update(&remote.id, &self.spec.update_request(created_uid(self)))
+            .await
+    }
+    async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
+        at.client.deployments().delete(at.key).await
     }
 }
 

@@ -19,7 +19,8 @@ use crate::api::{
     ApiError, Client, GuardrailDetails, GuardrailSummary, GuardrailWritten, GuardrailsOn, Listing,
 };
 use crate::controller::Context;
-use crate::controller::driver::create::{Created, Lookup, one_of_ours};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
+use crate::controller::driver::create::{Created, Lookup, Row as Candidate, one_named, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
 use crate::controller::driver::status::common_status;
@@ -87,6 +88,7 @@ macro_rules! guardrail_kind {
             type Found = GuardrailSummary;
             type Posted = GuardrailWritten;
             type Updated = GuardrailWritten;
+            type Calls = Own;
             const WHAT: &'static str = "guardrail";
             const ADOPTED_BY: &'static str = "spec.slug";
 
@@ -118,36 +120,8 @@ macro_rules! guardrail_kind {
             fn recorded(status: &GuardrailStatus) -> Option<String> {
                 status.slug.clone().or(status.id.clone())
             }
-            fn key(remote: &GuardrailDetails) -> String {
-                key_of(remote)
-            }
-            fn found_key(found: &GuardrailSummary) -> String {
-                found.slug.clone()
-            }
-            fn workspace(remote: &GuardrailDetails) -> Option<&str> {
-                remote.workspace_id.as_deref()
-            }
-            async fn observe(
-                &self,
-                client: &Client,
-                key: &str,
-                status: &GuardrailStatus,
-            ) -> Result<Option<GuardrailDetails>, ApiError> {
-                observe(self, client, key, status).await
-            }
             fn refuses(remote: &GuardrailDetails) -> Option<String> {
                 Self::other_kind(remote)
-            }
-            fn sent(&self, cx: &Cx<'_, Self>, desired: &Option<Desired>) -> CreateAttempt {
-                sent(self, cx, desired.as_ref())
-            }
-            async fn create(
-                &self,
-                client: &Client,
-                desired: &Option<Desired>,
-            ) -> Result<GuardrailWritten, ApiError> {
-                let request = create_request(self, desired.as_ref());
-                plane::<Self>(client).create(&request).await
             }
             async fn find_created(
                 &self,
@@ -156,32 +130,8 @@ macro_rules! guardrail_kind {
             ) -> Result<Lookup<GuardrailSummary>, Halt> {
                 find_created(self, cx, status).await
             }
-            async fn update(
-                &self,
-                client: &Client,
-                desired: &Option<Desired>,
-                remote: &GuardrailDetails,
-            ) -> Result<GuardrailWritten, ApiError> {
-                let document = desired
-                    .as_ref()
-                    .map(Desired::request_document)
-                    .unwrap_or_default();
-                let request = self.definition().update_request_with(&document);
-                plane::<Self>(client)
-                    .update(&key_of(remote), &request)
-                    .await
-            }
             async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
                 unreferenced(self, cx, key).await
-            }
-            async fn delete(
-                &self,
-                _cx: &Cx<'_, Self>,
-                client: &Client,
-                key: &str,
-                status: &GuardrailStatus,
-            ) -> Result<(), ApiError> {
-                delete(self, client, key, status).await
             }
             fn record(status: &mut GuardrailStatus, remote: Option<&GuardrailDetails>) {
                 record(status, remote)
@@ -237,6 +187,61 @@ macro_rules! guardrail_kind {
             }
             fn record_drift(status: &mut GuardrailStatus, replaced: DriftCorrection) {
                 status.last_drift_correction = Some(Box::new(replaced));
+            }
+        }
+
+        impl OwnCalls for $kind {
+            fn key(remote: &GuardrailDetails) -> String {
+                key_of(remote)
+            }
+            fn found_key(found: &GuardrailSummary) -> String {
+                found.slug.clone()
+            }
+            fn workspace(remote: &GuardrailDetails) -> Option<&str> {
+                remote.workspace_id.as_deref()
+            }
+            async fn observe(
+                &self,
+                client: &Client,
+                key: &str,
+                status: &GuardrailStatus,
+            ) -> Result<Option<GuardrailDetails>, ApiError> {
+                observe(self, client, key, status).await
+            }
+            fn sent(&self, cx: &Cx<'_, Self>, desired: &Option<Desired>) -> CreateAttempt {
+                sent(self, cx, desired.as_ref())
+            }
+            async fn create(
+                &self,
+                client: &Client,
+                desired: &Option<Desired>,
+            ) -> Result<GuardrailWritten, ApiError> {
+                let request = create_request(self, desired.as_ref());
+                plane::<Self>(client).create(&request).await
+            }
+            async fn update(
+                &self,
+                client: &Client,
+                desired: &Option<Desired>,
+                remote: &GuardrailDetails,
+            ) -> Result<GuardrailWritten, ApiError> {
+                let document = desired
+                    .as_ref()
+                    .map(Desired::request_document)
+                    .unwrap_or_default();
+                let request = self.definition().update_request_with(&document);
+                plane::<Self>(client)
+                    .update(&key_of(remote), &request)
+                    .await
+            }
+            async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
+                let Deleting {
+                    client,
+                    key,
+                    status,
+                    ..
+                } = at;
+                delete(self, client, key, status).await
             }
         }
 
@@ -521,30 +526,29 @@ async fn find_created<G: GuardrailObject>(
     cx: &Cx<'_, G>,
     status: &GuardrailStatus,
 ) -> Result<Lookup<GuardrailSummary>, Halt> {
-    let sent = status
-        .create_attempt
-        .clone()
-        .map(|attempt| *attempt)
-        .unwrap_or_else(|| CreateAttempt {
-            name: Some(guardrail.definition().name.clone()),
-            workspace_id: guardrail.workspace_id().map(str::to_string),
-            ..Default::default()
-        });
+    let sent = sent_or(
+        status,
+        &guardrail.definition().name,
+        guardrail.workspace_id(),
+    );
     let client = cx.api(Op::Read).await?;
     let listing = plane::<G>(client)
         .listing(sent.workspace_id.as_deref())
         .await
         .map_err(|e| Error::api("list guardrails", e))?;
-    one_of_ours(
+    one_named(
         cx,
         status,
         &sent,
         listing,
-        |g| vec![g.id.as_str(), g.slug.as_str()],
-        |g| g.created_at.as_deref(),
+        |g: &GuardrailSummary| Candidate {
+            id: &g.id,
+            slug: &g.slug,
+            name: &g.name,
+            created_at: g.created_at.as_deref(),
+        },
         |g| {
-            sent.name.as_deref() == Some(g.name.as_str())
-                && G::lists_as_own(g.workspace_id.as_deref())
+            G::lists_as_own(g.workspace_id.as_deref())
                 && (sent.workspace_id.is_none() || g.workspace_id == sent.workspace_id)
         },
         // The API keeps no marker of the create on a guardrail: a match is never proven.

@@ -16,7 +16,8 @@ use serde_json::{Map, Value};
 
 mod access;
 
-use crate::api::{self, ApiError, Client, Integration as RemoteIntegration, IntegrationsListQuery};
+use crate::api::{self, Integration as RemoteIntegration, IntegrationsListQuery};
+use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::create::{Created, Lookup, Row, body_hash, by_slug_or_name};
 use crate::controller::driver::gate::{Op, tenant_id};
 use crate::controller::driver::referenced::ready_named;
@@ -28,7 +29,6 @@ use crate::controller::kinds::config_refs::{
     CLUSTER_READABLE, Desired, ReadsSecrets, SECRET_NOT_READABLE,
 };
 use crate::controller::{Context, now_rfc3339};
-use crate::resources::common::CreateAttempt;
 use crate::resources::config::ConfigSecretRef;
 use crate::resources::config_document::SecretDocument;
 use crate::resources::integration::{Integration, IntegrationStatus, KEY_PATH, same_mappings};
@@ -96,6 +96,7 @@ impl Verbs for Integration {
     type Found = RemoteIntegration;
     type Posted = api::IntegrationCreated;
     type Updated = ();
+    type Calls = Through<api::Integrations<'static>>;
     const WHAT: &'static str = "integration";
     const ADOPTED_BY: &'static str = "spec.slug";
     const NAMING: Naming = Naming::CreatesAs;
@@ -164,60 +165,12 @@ impl Verbs for Integration {
     fn shown(status: &IntegrationStatus) -> Option<String> {
         status.slug.clone().or(status.id.clone())
     }
-    fn key(remote: &RemoteIntegration) -> String {
-        match remote.slug.is_empty() {
-            true => remote.id.clone(),
-            false => remote.slug.clone(),
-        }
-    }
-    fn found_key(found: &RemoteIntegration) -> String {
-        found.id.clone()
-    }
-    fn workspace(remote: &RemoteIntegration) -> Option<&str> {
-        remote.workspace_id.as_deref()
-    }
-    async fn observe(
-        &self,
-        client: &Client,
-        key: &str,
-        _: &IntegrationStatus,
-    ) -> Result<Option<RemoteIntegration>, ApiError> {
-        client.integrations().get(key).await.map(Some)
-    }
-    fn sent(&self, cx: &Cx<'_, Self>, desired: &Option<Written>) -> CreateAttempt {
-        let request = create_request(self, desired);
-        cx.create_attempt(Some(self.spec.name.clone()), None, &request)
-    }
-    async fn create(
-        &self,
-        client: &Client,
-        desired: &Option<Written>,
-    ) -> Result<api::IntegrationCreated, ApiError> {
-        client
-            .integrations()
-            .create(&create_request(self, desired))
-            .await
-    }
     async fn find_created(
         &self,
         cx: &Cx<'_, Self>,
         status: &IntegrationStatus,
     ) -> Result<Lookup<RemoteIntegration>, Halt> {
         find_created(self, cx, status).await
-    }
-    async fn update(
-        &self,
-        client: &Client,
-        desired: &Option<Written>,
-        remote: &RemoteIntegration,
-    ) -> Result<(), ApiError> {
-        let document = desired
-            .as_ref()
-            .map(|w| w.document.clone())
-            .unwrap_or_default();
-        let mut request = self.spec.update_request_with(&document);
-        request.secret_mappings = desired.as_ref().and_then(|w| w.mappings.clone());
-        client.integrations().update(&remote.id, &request).await
     }
     async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
         let users = crate::controller::kinds::provider::naming(self, cx.ctx).await?;
@@ -231,29 +184,6 @@ impl Verbs for Integration {
                 users.join(", ")
             ),
         ).into())
-    }
-    async fn delete(
-        &self,
-        cx: &Cx<'_, Self>,
-        client: &Client,
-        key: &str,
-        _: &IntegrationStatus,
-    ) -> Result<(), ApiError> {
-        // A refusal may echo what the API stores (the key): the Secret values this resource
-        // sends are concealed (read for that alone), which an operator restarted since its last
-        // write does not remember. A Secret gone by now leaves nothing to conceal.
-        if check_key_namespace(self, cx.ctx).is_ok()
-            && let Ok(desired) = Desired::read(self, &self.spec, cx.ctx).await
-        {
-            for value in desired.secret_values() {
-                cx.conceal(value);
-            }
-        }
-        let organisation = tenant_id(cx.ctx, self.spec.connection_name());
-        client
-            .integrations()
-            .delete(key, organisation.as_deref())
-            .await
     }
     fn record(status: &mut IntegrationStatus, remote: Option<&RemoteIntegration>) {
         status.id = remote.map(|r| r.id.clone()).filter(|id| !id.is_empty());
@@ -312,20 +242,45 @@ impl Verbs for Integration {
     }
 }
 
-/// The create body: the spec with the write-only values filled in, in the tenant it names.
-fn create_request(
-    integration: &Integration,
-    desired: &Option<Written>,
-) -> api::CreateIntegrationRequest {
-    let (document, organisation) = match desired {
-        Some(w) => (w.document.clone(), w.organisation.clone()),
-        None => Default::default(),
-    };
-    let mut request = integration
-        .spec
-        .create_request_with(&document, organisation);
-    request.secret_mappings = desired.as_ref().and_then(|w| w.mappings.clone());
-    request
+impl Bodies<api::Integrations<'static>> for Integration {
+    fn sent_name(&self) -> String {
+        self.spec.name.clone()
+    }
+    /// The spec with the write-only values filled in, in the tenant it names.
+    fn create_request(&self, desired: &Option<Written>) -> api::CreateIntegrationRequest {
+        let (document, organisation) = match desired {
+            Some(w) => (w.document.clone(), w.organisation.clone()),
+            None => Default::default(),
+        };
+        let mut request = self.spec.create_request_with(&document, organisation);
+        request.secret_mappings = desired.as_ref().and_then(|w| w.mappings.clone());
+        request
+    }
+    fn update_request(
+        &self,
+        desired: &Option<Written>,
+        _: &RemoteIntegration,
+    ) -> api::UpdateIntegrationRequest {
+        let document = desired
+            .as_ref()
+            .map(|w| w.document.clone())
+            .unwrap_or_default();
+        let mut request = self.spec.update_request_with(&document);
+        request.secret_mappings = desired.as_ref().and_then(|w| w.mappings.clone());
+        request
+    }
+    /// The Secret values this resource sends are concealed (a Secret gone by now leaves
+    /// nothing to conceal); the delete names the integration's tenant.
+    async fn before_remote_delete(&self, cx: &Cx<'_, Self>) -> Option<String> {
+        if check_key_namespace(self, cx.ctx).is_ok()
+            && let Ok(desired) = Desired::read(self, &self.spec, cx.ctx).await
+        {
+            for value in desired.secret_values() {
+                cx.conceal(value);
+            }
+        }
+        tenant_id(cx.ctx, self.spec.connection_name())
+    }
 }
 
 /// `spec.secretMappings` in the API's form: a SecretReference resource resolved to the UUID it

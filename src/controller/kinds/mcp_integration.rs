@@ -18,19 +18,17 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Map, Value};
 
 use crate::api::{self, ApiError, Client, McpIntegration as RemoteIntegration};
+use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::create::{Created, Lookup, Row, body_hash, by_slug_or_name};
 use crate::controller::driver::gate::{Op, tenant_id, tenant_peers};
 use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
-use crate::controller::kinds::config_refs::{
-    CLUSTER_READABLE, ReadsSecrets, SECRET_NOT_READABLE, require_cluster_readable,
-};
-use crate::controller::state::secret_cache::Reader;
+use crate::controller::kinds::cluster_secret;
+use crate::controller::kinds::config_refs::ReadsSecrets;
 use crate::controller::{Context, now_rfc3339, spec_already_applied};
 use crate::resources::Workspace;
-use crate::resources::common::CreateAttempt;
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
 use crate::resources::mcp_integration::{
     McpIntegration, McpIntegrationStatus, WantedAccess, access_updates, capability_updates,
@@ -109,6 +107,7 @@ impl Verbs for McpIntegration {
     type Found = RemoteIntegration;
     type Posted = api::Created;
     type Updated = ();
+    type Calls = Through<api::McpIntegrations<'static>>;
     const WHAT: &'static str = "MCP integration";
     const ADOPTED_BY: &'static str = "spec.slug";
     const NAMING: Naming = Naming::CreatesAs;
@@ -168,18 +167,6 @@ impl Verbs for McpIntegration {
     fn shown(status: &McpIntegrationStatus) -> Option<String> {
         status.slug.clone().or(status.id.clone())
     }
-    fn key(remote: &RemoteIntegration) -> String {
-        match remote.slug.is_empty() {
-            true => remote.id.clone(),
-            false => remote.slug.clone(),
-        }
-    }
-    fn found_key(found: &RemoteIntegration) -> String {
-        found.id.clone()
-    }
-    fn workspace(_remote: &RemoteIntegration) -> Option<&str> {
-        None
-    }
     /// A workspace's own MCP integration (`workspace_id` set) is not the organisation's.
     fn refuses(remote: &RemoteIntegration) -> Option<String> {
         remote.workspace_id.as_ref().map(|ws| {
@@ -189,49 +176,12 @@ impl Verbs for McpIntegration {
             )
         })
     }
-    async fn observe(
-        &self,
-        client: &Client,
-        key: &str,
-        _: &McpIntegrationStatus,
-    ) -> Result<Option<RemoteIntegration>, ApiError> {
-        client.mcp_integrations().get(key).await.map(Some)
-    }
-    fn sent(&self, cx: &Cx<'_, Self>, desired: &Option<Written>) -> CreateAttempt {
-        cx.create_attempt(
-            Some(self.spec.name.clone()),
-            None,
-            &create_request(self, desired),
-        )
-    }
-    async fn create(
-        &self,
-        client: &Client,
-        desired: &Option<Written>,
-    ) -> Result<api::Created, ApiError> {
-        client
-            .mcp_integrations()
-            .create(&create_request(self, desired))
-            .await
-    }
     async fn find_created(
         &self,
         cx: &Cx<'_, Self>,
         status: &McpIntegrationStatus,
     ) -> Result<Lookup<RemoteIntegration>, Halt> {
         find_created(self, cx, status).await
-    }
-    async fn update(
-        &self,
-        client: &Client,
-        desired: &Option<Written>,
-        remote: &RemoteIntegration,
-    ) -> Result<(), ApiError> {
-        let configurations = desired.as_ref().and_then(|w| w.configurations.clone());
-        client
-            .mcp_integrations()
-            .update(&remote.id, &self.spec.update_request(configurations))
-            .await
     }
     /// Waits while an MCP server instantiates the integration, naming them: the McpServer
     /// resources that name it (from the caches, before it is created remotely too), and the
@@ -276,19 +226,6 @@ impl Verbs for McpIntegration {
                 users.join(", ")
             ),
         ).into())
-    }
-    async fn delete(
-        &self,
-        cx: &Cx<'_, Self>,
-        client: &Client,
-        key: &str,
-        _: &McpIntegrationStatus,
-    ) -> Result<(), ApiError> {
-        // A refusal may echo what the API stores: the configurations this resource sends are
-        // concealed (read for that alone), which an operator restarted since its last write
-        // does not remember. A Secret gone by now leaves nothing to conceal.
-        let _ = read_configurations(self, cx).await;
-        client.mcp_integrations().delete(key).await
     }
     /// An API that refuses the delete while servers use the integration (a 400 or 409 saying
     /// so): `StillReferenced` with its words, retried, never forced.
@@ -387,18 +324,32 @@ impl Verbs for McpIntegration {
     }
 }
 
-/// The create body: the spec with `configurations` filled in, in the tenant it names.
-fn create_request(
-    integration: &McpIntegration,
-    desired: &Option<Written>,
-) -> api::CreateMcpIntegrationRequest {
-    let (configurations, organisation) = match desired {
-        Some(w) => (w.configurations.clone(), w.organisation.clone()),
-        None => Default::default(),
-    };
-    integration
-        .spec
-        .create_request(configurations, organisation)
+impl Bodies<api::McpIntegrations<'static>> for McpIntegration {
+    fn sent_name(&self) -> String {
+        self.spec.name.clone()
+    }
+    /// The spec with `configurations` filled in, in the tenant it names.
+    fn create_request(&self, desired: &Option<Written>) -> api::CreateMcpIntegrationRequest {
+        let (configurations, organisation) = match desired {
+            Some(w) => (w.configurations.clone(), w.organisation.clone()),
+            None => Default::default(),
+        };
+        self.spec.create_request(configurations, organisation)
+    }
+    fn update_request(
+        &self,
+        desired: &Option<Written>,
+        _: &RemoteIntegration,
+    ) -> api::UpdateMcpIntegrationRequest {
+        let configurations = desired.as_ref().and_then(|w| w.configurations.clone());
+        self.spec.update_request(configurations)
+    }
+    /// The configurations this resource sends are concealed (a Secret gone by now leaves
+    /// nothing to conceal).
+    async fn before_remote_delete(&self, cx: &Cx<'_, Self>) -> Option<String> {
+        let _ = read_configurations(self, cx).await;
+        None
+    }
 }
 
 /// `configurations` hashed with the operator's key and the object's uid ([`body_hash`]): what
@@ -415,10 +366,9 @@ fn configurations_hash(
     )
 }
 
-/// Every key of the Secret `spec.configurationsSecretRef` names, as a `configurations` field (a
-/// JSON object or array as that JSON, anything else as a string), each value concealed: from
-/// the namespace the operator reads Connection Secrets from, and only when labelled
-/// [`CLUSTER_READABLE`]. The errors name the Secret and its keys, never a value.
+/// Every key of the Secret `spec.configurationsSecretRef` names ([`cluster_secret::texts`]), as
+/// a `configurations` field (a JSON object or array as that JSON, anything else as a string),
+/// each value concealed.
 async fn read_configurations(
     integration: &McpIntegration,
     cx: &Cx<'_, McpIntegration>,
@@ -426,57 +376,15 @@ async fn read_configurations(
     let Some(named) = &integration.spec.configurations_secret_ref else {
         return Ok(Map::new());
     };
-    let own = cx.ctx.connections.secret_namespace();
-    let namespace = match (own, named.namespace.as_deref()) {
-        (Some(own), None) => own,
-        (Some(own), Some(given)) if own == given => own,
-        (own, given) => {
-            return Err(Error::not_allowed(
-                SECRET_NOT_READABLE,
-                format!(
-                    "spec.configurationsSecretRef: an McpIntegration reads only Secrets of the namespace the operator reads Connection Secrets from ({}), labelled {CLUSTER_READABLE}=true{}",
-                    own.unwrap_or("none configured"),
-                    given.map(|g| format!("; it names {g}")).unwrap_or_default()
-                ),
-            ));
-        }
-    };
-    // From the values cache of the Secrets labelled for cluster-scoped readers
-    // (crate::controller::state::secret_cache), like a cluster-scoped resource's spec.secretRefs.
-    let secret = cx
-        .ctx
-        .secrets
-        .values(cx.ctx, namespace, &named.name, Reader::Cluster)
-        .await
-        .map_err(|e| Error::kube(format!("read Secret {namespace}/{}", named.name), e))?
-        .ok_or_else(|| {
-            Error::not_allowed(
-                "SecretNotFound",
-                format!(
-                    "Secret {namespace}/{} (named by spec.configurationsSecretRef) does not exist",
-                    named.name
-                ),
-            )
-        })?;
-    require_cluster_readable(&secret, "spec.configurationsSecretRef")?;
+    let (_, texts) = cluster_secret::texts(
+        cx.ctx,
+        (&named.name, named.namespace.as_deref()),
+        "spec.configurationsSecretRef",
+        "an McpIntegration",
+    )
+    .await?;
     let mut configurations = Map::new();
-    for (key, bytes) in secret.data.iter().flatten() {
-        let text = String::from_utf8(bytes.0.clone()).map_err(|_| {
-            Error::not_allowed(
-                "SecretKeyNotFound",
-                format!(
-                    "key {key} of Secret {namespace}/{} is not UTF-8 text",
-                    named.name
-                ),
-            )
-        })?;
-        if text.is_empty() {
-            // A placeholder not filled in yet: sending "" would erase the live value.
-            return Err(Error::not_allowed(
-                "SecretKeyNotFound",
-                format!("key {key} of Secret {namespace}/{} is empty", named.name),
-            ));
-        }
+    for (key, text) in texts {
         cx.conceal(&text);
         let value = match serde_json::from_str::<Value>(&text) {
             Ok(json @ (Value::Object(_) | Value::Array(_))) => {
@@ -485,7 +393,7 @@ async fn read_configurations(
             }
             _ => Value::String(text),
         };
-        configurations.insert(key.clone(), value);
+        configurations.insert(key, value);
     }
     Ok(configurations)
 }

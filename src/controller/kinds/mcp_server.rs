@@ -6,7 +6,7 @@
 //!   (`spec.integrationId`, whose workspace rows are read before a create). Until then the
 //!   server waits (`IntegrationNotReady`) and nothing is written: the API would refuse the
 //!   create. The McpIntegration's own watch requeues it ([`watch_inputs`]).
-//! - The detail read has no `workspace_id` (FACTS-rest §6): [`Verbs::observe`] takes it from
+//! - The detail read has no `workspace_id` (FACTS-rest §6): [`OwnCalls::observe`] takes it from
 //!   the list row of the server's id, so a server of another workspace is refused (immutable),
 //!   not adopted.
 //! - A PUT sends `name` and `description` only and answers `{id, slug, object}`: nothing of
@@ -20,7 +20,8 @@ mod references;
 pub use references::{naming, watch_inputs, watch_servers};
 
 use crate::api::{self, ApiError, Client, McpServer as RemoteServer, McpServersListQuery};
-use crate::controller::driver::create::{Created, Lookup, one_of_ours};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
+use crate::controller::driver::create::{Created, Lookup, Row, one_named, sent_or};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::{named, ready_named};
 use crate::controller::driver::status::common_status;
@@ -69,6 +70,7 @@ impl Verbs for McpServer {
     type Found = RemoteServer;
     type Posted = api::Created;
     type Updated = api::Created;
+    type Calls = Own;
     const WHAT: &'static str = "MCP server";
     const ADOPTED_BY: &'static str = "spec.slug";
     const NAMING: Naming = Naming::CreatesAs;
@@ -127,35 +129,6 @@ impl Verbs for McpServer {
     fn shown(status: &McpServerStatus) -> Option<String> {
         status.slug.clone().or(status.id.clone())
     }
-    fn key(remote: &RemoteServer) -> String {
-        remote.id.clone()
-    }
-    fn found_key(found: &RemoteServer) -> String {
-        found.id.clone()
-    }
-    fn workspace(remote: &RemoteServer) -> Option<&str> {
-        remote.workspace_id.as_deref()
-    }
-    /// The detail, with the workspace its list row tells (the detail omits it; a row not
-    /// listed yet leaves it unknown, and so not compared).
-    async fn observe(
-        &self,
-        client: &Client,
-        key: &str,
-        _: &McpServerStatus,
-    ) -> Result<Option<RemoteServer>, ApiError> {
-        let mut detail = client.mcp_servers().get(key).await?;
-        let query = McpServersListQuery {
-            ids: vec![detail.id.clone()],
-            ..Default::default()
-        };
-        let rows = client.mcp_servers().list(&query).await?;
-        detail.workspace_id = rows
-            .into_iter()
-            .find(|r| r.id == detail.id)
-            .and_then(|r| r.workspace_id);
-        Ok(Some(detail))
-    }
     /// A server of the slug in another workspace or of another integration.
     fn not_adoptable(&self, desired: &Instantiates, remote: &RemoteServer) -> Option<String> {
         let conflicts = match desired.keys.is_empty() {
@@ -185,41 +158,12 @@ impl Verbs for McpServer {
             _ => Ok(()),
         }
     }
-    fn sent(&self, cx: &Cx<'_, Self>, desired: &Instantiates) -> CreateAttempt {
-        let request = self
-            .spec
-            .create_request(desired.id.as_deref().unwrap_or_default());
-        cx.create_attempt(
-            Some(self.spec.name.clone()),
-            Some(self.spec.workspace().to_string()),
-            &request,
-        )
-    }
-    async fn create(
-        &self,
-        client: &Client,
-        desired: &Instantiates,
-    ) -> Result<api::Created, ApiError> {
-        let request = self
-            .spec
-            .create_request(desired.id.as_deref().unwrap_or_default());
-        client.mcp_servers().create(&request).await
-    }
     async fn find_created(
         &self,
         cx: &Cx<'_, Self>,
         status: &McpServerStatus,
     ) -> Result<Lookup<RemoteServer>, Halt> {
         find_created(self, cx, status).await
-    }
-    async fn update(
-        &self,
-        client: &Client,
-        _: &Instantiates,
-        remote: &RemoteServer,
-    ) -> Result<api::Created, ApiError> {
-        let (_, update) = self.spec.update_for(remote);
-        client.mcp_servers().update(&remote.id, &update).await
     }
     /// A namespace no longer granted the integration releases its server without a call, as
     /// for a revoked workspace: a delete reaches the integration as much as an update.
@@ -235,15 +179,6 @@ impl Verbs for McpServer {
             Err(refused @ Error::NotAllowed { .. }) => Ok(Some(refused.to_string())),
             Err(other) => Err(other.into()),
         }
-    }
-    async fn delete(
-        &self,
-        _cx: &Cx<'_, Self>,
-        client: &Client,
-        key: &str,
-        _: &McpServerStatus,
-    ) -> Result<(), ApiError> {
-        client.mcp_servers().delete(key).await
     }
     fn record(status: &mut McpServerStatus, remote: Option<&RemoteServer>) {
         status.id = remote.map(|r| r.id.clone()).filter(|id| !id.is_empty());
@@ -319,6 +254,70 @@ impl Verbs for McpServer {
         };
         let differs = access_differs(self, cx.api(Op::Read).await?, &key).await?;
         Ok(differs.map(|_| vec!["userAccess"]).unwrap_or_default())
+    }
+}
+
+impl OwnCalls for McpServer {
+    fn key(remote: &RemoteServer) -> String {
+        remote.id.clone()
+    }
+    fn found_key(found: &RemoteServer) -> String {
+        found.id.clone()
+    }
+    fn workspace(remote: &RemoteServer) -> Option<&str> {
+        remote.workspace_id.as_deref()
+    }
+    /// The detail, with the workspace its list row tells (the detail omits it; a row not
+    /// listed yet leaves it unknown, and so not compared).
+    async fn observe(
+        &self,
+        client: &Client,
+        key: &str,
+        _: &McpServerStatus,
+    ) -> Result<Option<RemoteServer>, ApiError> {
+        let mut detail = client.mcp_servers().get(key).await?;
+        let query = McpServersListQuery {
+            ids: vec![detail.id.clone()],
+            ..Default::default()
+        };
+        let rows = client.mcp_servers().list(&query).await?;
+        detail.workspace_id = rows
+            .into_iter()
+            .find(|r| r.id == detail.id)
+            .and_then(|r| r.workspace_id);
+        Ok(Some(detail))
+    }
+    fn sent(&self, cx: &Cx<'_, Self>, desired: &Instantiates) -> CreateAttempt {
+        let request = self
+            .spec
+            .create_request(desired.id.as_deref().unwrap_or_default());
+        cx.create_attempt(
+            Some(self.spec.name.clone()),
+            Some(self.spec.workspace().to_string()),
+            &request,
+        )
+    }
+    async fn create(
+        &self,
+        client: &Client,
+        desired: &Instantiates,
+    ) -> Result<api::Created, ApiError> {
+        let request = self
+            .spec
+            .create_request(desired.id.as_deref().unwrap_or_default());
+        client.mcp_servers().create(&request).await
+    }
+    async fn update(
+        &self,
+        client: &Client,
+        _: &Instantiates,
+        remote: &RemoteServer,
+    ) -> Result<api::Created, ApiError> {
+        let (_, update) = self.spec.update_for(remote);
+        client.mcp_servers().update(&remote.id, &update).await
+    }
+    async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
+        at.client.mcp_servers().delete(at.key).await
     }
 }
 
@@ -528,24 +527,20 @@ async fn find_created(
         .listing(&query)
         .await
         .map_err(|e| Error::api("list MCP servers", e))?;
-    let sent = status
-        .create_attempt
-        .clone()
-        .map(|attempt| *attempt)
-        .unwrap_or_else(|| CreateAttempt {
-            name: Some(spec.name.clone()),
-            workspace_id: Some(spec.workspace().to_string()),
-            ..Default::default()
-        });
+    let sent = sent_or(status, &spec.name, Some(spec.workspace()));
     let slug = spec.slug.as_deref();
-    one_of_ours(
+    one_named(
         cx,
         status,
         &sent,
         listing,
-        |s| vec![s.id.as_str(), s.slug.as_str()],
-        |s| s.extra.get("created_at").and_then(|c| c.as_str()),
-        |s| sent.name.as_deref() == Some(s.name.as_str()) && slug.is_none_or(|slug| s.slug == slug),
+        |s: &RemoteServer| Row {
+            id: &s.id,
+            slug: &s.slug,
+            name: &s.name,
+            created_at: s.extra.get("created_at").and_then(|c| c.as_str()),
+        },
+        |s| slug.is_none_or(|slug| s.slug == slug),
         // The slug is asked for by this create, and a slug is unique: found with it (and the
         // name sent), it is what the create made. Without a slug nothing marks it as ours.
         |s| {

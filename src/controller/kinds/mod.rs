@@ -1,4 +1,5 @@
 pub mod api_key;
+pub mod cluster_secret;
 pub mod config;
 pub mod config_refs;
 pub mod config_rollout;

@@ -5,6 +5,7 @@
 //! status records ([`PolicyKind`]); the driver does the rest ([`crate::controller::driver::flow`]).
 
 use crate::api::{ApiError, Client, Listing};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{
     Created, Lookup, body_hash, body_hash_matches, one_of_ours,
 };
@@ -50,6 +51,7 @@ impl<P: PolicyKind> Verbs for P {
     type Found = P::Remote;
     type Posted = String;
     type Updated = ();
+    type Calls = Own;
     const WHAT: &'static str = <P as Policy>::WHAT;
     const ADOPTED_BY: &'static str = "spec.policyId";
     const REMOVAL: (&'static str, &'static str) = <P as PolicyKind>::REMOVAL;
@@ -70,60 +72,12 @@ impl<P: PolicyKind> Verbs for P {
     fn recorded(status: &P::Status) -> Option<String> {
         P::id(status).map(str::to_string)
     }
-    fn key(remote: &P::Remote) -> String {
-        P::facts(remote).id.to_string()
-    }
-    fn found_key(found: &P::Remote) -> String {
-        P::facts(found).id.to_string()
-    }
-    fn workspace(remote: &P::Remote) -> Option<&str> {
-        P::facts(remote).workspace_id
-    }
-    async fn observe(
-        &self,
-        client: &Client,
-        key: &str,
-        _status: &P::Status,
-    ) -> Result<Option<P::Remote>, ApiError> {
-        P::get(client, key).await.map(Some)
-    }
-    fn sent(&self, cx: &Cx<'_, P>, desired: &P) -> CreateAttempt {
-        CreateAttempt {
-            name: desired.name().map(str::to_string),
-            workspace_id: desired.workspace_id().map(str::to_string),
-            body_hash: sent_fields(&desired.create_request()).and_then(|fields| {
-                body_hash(&cx.ctx.hash_key, desired.meta().uid.as_deref(), &fields)
-            }),
-            ended_at: None,
-            intent: None,
-        }
-    }
-    async fn create(&self, client: &Client, desired: &P) -> Result<String, ApiError> {
-        <P as Policy>::create(desired, client).await
-    }
     async fn find_created(
         &self,
         cx: &Cx<'_, P>,
         status: &P::Status,
     ) -> Result<Lookup<P::Remote>, Halt> {
         find_created(self, cx, status).await
-    }
-    async fn update(
-        &self,
-        client: &Client,
-        desired: &P,
-        remote: &P::Remote,
-    ) -> Result<(), ApiError> {
-        <P as Policy>::update(desired, client, P::facts(remote).id).await
-    }
-    async fn delete(
-        &self,
-        _cx: &Cx<'_, Self>,
-        client: &Client,
-        key: &str,
-        _status: &P::Status,
-    ) -> Result<(), ApiError> {
-        <P as Policy>::delete(client, key).await
     }
     fn record(status: &mut P::Status, remote: Option<&P::Remote>) {
         <P as PolicyKind>::record(status, remote)
@@ -161,6 +115,51 @@ impl<P: PolicyKind> Verbs for P {
         first_sight: bool,
     ) -> Result<Vec<Change>, Halt> {
         <P as PolicyKind>::follow_up(self, cx, status, first_sight).await
+    }
+}
+
+impl<P: PolicyKind> OwnCalls for P {
+    fn key(remote: &P::Remote) -> String {
+        P::facts(remote).id.to_string()
+    }
+    fn found_key(found: &P::Remote) -> String {
+        P::facts(found).id.to_string()
+    }
+    fn workspace(remote: &P::Remote) -> Option<&str> {
+        P::facts(remote).workspace_id
+    }
+    async fn observe(
+        &self,
+        client: &Client,
+        key: &str,
+        _status: &P::Status,
+    ) -> Result<Option<P::Remote>, ApiError> {
+        P::get(client, key).await.map(Some)
+    }
+    fn sent(&self, cx: &Cx<'_, P>, desired: &P) -> CreateAttempt {
+        CreateAttempt {
+            name: desired.name().map(str::to_string),
+            workspace_id: desired.workspace_id().map(str::to_string),
+            body_hash: sent_fields(&desired.create_request()).and_then(|fields| {
+                body_hash(&cx.ctx.hash_key, desired.meta().uid.as_deref(), &fields)
+            }),
+            ended_at: None,
+            intent: None,
+        }
+    }
+    async fn create(&self, client: &Client, desired: &P) -> Result<String, ApiError> {
+        <P as Policy>::create(desired, client).await
+    }
+    async fn update(
+        &self,
+        client: &Client,
+        desired: &P,
+        remote: &P::Remote,
+    ) -> Result<(), ApiError> {
+        <P as Policy>::update(desired, client, P::facts(remote).id).await
+    }
+    async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
+        <P as Policy>::delete(at.client, at.key).await
     }
 }
 

@@ -21,7 +21,8 @@ use crate::api::{
     ApiError, Client, CreateProviderRequest, Provider as RemoteProvider, ProviderWritten,
     ProvidersListQuery,
 };
-use crate::controller::driver::create::{Created, Lookup, one_of_ours};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
+use crate::controller::driver::create::{Created, Lookup, Row, one_named, sent_or};
 use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
 use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
@@ -81,6 +82,7 @@ impl Verbs for Provider {
     type Found = RemoteProvider;
     type Posted = ProviderWritten;
     type Updated = ProviderWritten;
+    type Calls = Own;
     const WHAT: &'static str = "provider";
     const ADOPTED_BY: &'static str = "spec.slug";
     const NAMING: Naming = Naming::CreatesAs;
@@ -139,27 +141,6 @@ impl Verbs for Provider {
     fn shown(status: &ProviderStatus) -> Option<String> {
         status.slug.clone().or(status.id.clone())
     }
-    fn key(remote: &RemoteProvider) -> String {
-        match remote.slug.is_empty() {
-            true => remote.id.clone(),
-            false => remote.slug.clone(),
-        }
-    }
-    fn found_key(found: &RemoteProvider) -> String {
-        key_of(found)
-    }
-    fn workspace(remote: &RemoteProvider) -> Option<&str> {
-        remote.workspace_id.as_deref()
-    }
-    async fn observe(
-        &self,
-        client: &Client,
-        key: &str,
-        _: &ProviderStatus,
-    ) -> Result<Option<RemoteProvider>, ApiError> {
-        let workspace = Some(self.spec.workspace());
-        client.providers().get(key, workspace).await.map(Some)
-    }
     /// A provider of the slug binds another integration (or lives in another workspace).
     fn not_adoptable(&self, desired: &Binding, remote: &RemoteProvider) -> Option<String> {
         let conflicts = match desired.keys.is_empty() {
@@ -191,44 +172,12 @@ impl Verbs for Provider {
             _ => Ok(()),
         }
     }
-    fn sent(&self, cx: &Cx<'_, Self>, desired: &Binding) -> CreateAttempt {
-        let request = create_request(self, desired);
-        cx.create_attempt(
-            Some(self.spec.name.clone()),
-            Some(self.spec.workspace().to_string()),
-            &request,
-        )
-    }
-    async fn create(
-        &self,
-        client: &Client,
-        desired: &Binding,
-    ) -> Result<ProviderWritten, ApiError> {
-        client
-            .providers()
-            .create(&create_request(self, desired))
-            .await
-    }
     async fn find_created(
         &self,
         cx: &Cx<'_, Self>,
         status: &ProviderStatus,
     ) -> Result<Lookup<RemoteProvider>, Halt> {
         find_created(self, cx, status).await
-    }
-    async fn update(
-        &self,
-        client: &Client,
-        desired: &Binding,
-        remote: &RemoteProvider,
-    ) -> Result<ProviderWritten, ApiError> {
-        let (_, update) = self.spec.update_for(remote, desired.reset);
-        let workspace = Some(self.spec.workspace());
-        let update = update.unwrap_or_default();
-        client
-            .providers()
-            .update(&key_of(remote), workspace, &update)
-            .await
     }
     async fn release(
         &self,
@@ -260,16 +209,6 @@ impl Verbs for Provider {
                 users.join(", ")
             ),
         ).into())
-    }
-    async fn delete(
-        &self,
-        _cx: &Cx<'_, Self>,
-        client: &Client,
-        key: &str,
-        _: &ProviderStatus,
-    ) -> Result<(), ApiError> {
-        let workspace = Some(self.spec.workspace());
-        client.providers().delete(key, workspace).await
     }
     /// Only the id and slug of a read are ever recorded (a read may carry the upstream key).
     fn record(status: &mut ProviderStatus, remote: Option<&RemoteProvider>) {
@@ -319,6 +258,66 @@ impl Verbs for Provider {
     ) -> Result<Vec<Change>, Halt> {
         status.observed_reset_usage = self.spec.reset_usage.clone();
         Ok(Vec::new())
+    }
+}
+
+impl OwnCalls for Provider {
+    fn key(remote: &RemoteProvider) -> String {
+        match remote.slug.is_empty() {
+            true => remote.id.clone(),
+            false => remote.slug.clone(),
+        }
+    }
+    fn found_key(found: &RemoteProvider) -> String {
+        key_of(found)
+    }
+    fn workspace(remote: &RemoteProvider) -> Option<&str> {
+        remote.workspace_id.as_deref()
+    }
+    async fn observe(
+        &self,
+        client: &Client,
+        key: &str,
+        _: &ProviderStatus,
+    ) -> Result<Option<RemoteProvider>, ApiError> {
+        let workspace = Some(self.spec.workspace());
+        client.providers().get(key, workspace).await.map(Some)
+    }
+    fn sent(&self, cx: &Cx<'_, Self>, desired: &Binding) -> CreateAttempt {
+        let request = create_request(self, desired);
+        cx.create_attempt(
+            Some(self.spec.name.clone()),
+            Some(self.spec.workspace().to_string()),
+            &request,
+        )
+    }
+    async fn create(
+        &self,
+        client: &Client,
+        desired: &Binding,
+    ) -> Result<ProviderWritten, ApiError> {
+        client
+            .providers()
+            .create(&create_request(self, desired))
+            .await
+    }
+    async fn update(
+        &self,
+        client: &Client,
+        desired: &Binding,
+        remote: &RemoteProvider,
+    ) -> Result<ProviderWritten, ApiError> {
+        let (_, update) = self.spec.update_for(remote, desired.reset);
+        let workspace = Some(self.spec.workspace());
+        let update = update.unwrap_or_default();
+        client
+            .providers()
+            .update(&key_of(remote), workspace, &update)
+            .await
+    }
+    async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
+        let workspace = Some(self.spec.workspace());
+        at.client.providers().delete(at.key, workspace).await
     }
 }
 
@@ -376,28 +375,24 @@ async fn find_created(
         .listing(&query)
         .await
         .map_err(|e| Error::api("list providers", e))?;
-    let sent = status
-        .create_attempt
-        .clone()
-        .map(|attempt| *attempt)
-        .unwrap_or_else(|| CreateAttempt {
-            name: Some(spec.name.clone()),
-            workspace_id: Some(spec.workspace().to_string()),
-            ..Default::default()
-        });
+    let sent = sent_or(status, &spec.name, Some(spec.workspace()));
     // `spec.slug` narrows the search, but is no proof: someone else may hold that slug (and
     // our POST was refused for it). Only the provider our POST made counts as ours (the name
     // it sent, within its window, claimed by no other resource); any other is left to the
     // adoption rules of `observe`.
     let slug = spec.slug.as_deref();
-    one_of_ours(
+    one_named(
         cx,
         status,
         &sent,
         listing,
-        |p| vec![p.id.as_str(), p.slug.as_str()],
-        |p| p.created_at.as_deref(),
-        |p| sent.name.as_deref() == Some(p.name.as_str()) && slug.is_none_or(|slug| p.slug == slug),
+        |p: &RemoteProvider| Row {
+            id: &p.id,
+            slug: &p.slug,
+            name: &p.name,
+            created_at: p.created_at.as_deref(),
+        },
+        |p| slug.is_none_or(|slug| p.slug == slug),
         |p| (!ours(provider, p)).then(|| format!("provider {} ({})", p.slug, p.id)),
     )
     .await

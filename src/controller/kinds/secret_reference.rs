@@ -12,21 +12,17 @@
 use kube::{Resource, ResourceExt};
 use serde_json::{Map, Value};
 
-use crate::api::{
-    self, ApiError, Client, SecretReference as RemoteReference, SecretReferencesListQuery,
-};
+use crate::api::{self, ApiError, SecretReference as RemoteReference, SecretReferencesListQuery};
+use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::create::{Created, Lookup, Row, body_hash, by_slug_or_name};
 use crate::controller::driver::gate::{Op, tenant_id};
 use crate::controller::driver::status::common_status;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
-use crate::controller::kinds::config_refs::{
-    CLUSTER_READABLE, ReadsSecrets, SECRET_NOT_READABLE, require_cluster_readable,
-};
-use crate::controller::state::secret_cache::Reader;
+use crate::controller::kinds::cluster_secret;
+use crate::controller::kinds::config_refs::ReadsSecrets;
 use crate::controller::{Context, now_rfc3339};
-use crate::resources::common::CreateAttempt;
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
 use crate::resources::integration::Integration;
 use crate::resources::secret_reference::{SecretReference, SecretReferenceStatus};
@@ -85,6 +81,7 @@ impl Verbs for SecretReference {
     type Found = RemoteReference;
     type Posted = api::Created;
     type Updated = ();
+    type Calls = Through<api::SecretReferences<'static>>;
     const WHAT: &'static str = "secret reference";
     const ADOPTED_BY: &'static str = "spec.slug";
     const NAMING: Naming = Naming::CreatesAs;
@@ -142,79 +139,12 @@ impl Verbs for SecretReference {
     fn shown(status: &SecretReferenceStatus) -> Option<String> {
         status.slug.clone().or(status.id.clone())
     }
-    fn key(remote: &RemoteReference) -> String {
-        match remote.slug.is_empty() {
-            true => remote.id.clone(),
-            false => remote.slug.clone(),
-        }
-    }
-    fn found_key(found: &RemoteReference) -> String {
-        found.id.clone()
-    }
-    fn workspace(_remote: &RemoteReference) -> Option<&str> {
-        None
-    }
-    async fn observe(
-        &self,
-        client: &Client,
-        key: &str,
-        _: &SecretReferenceStatus,
-    ) -> Result<Option<RemoteReference>, ApiError> {
-        client.secret_references().get(key).await.map(Some)
-    }
-    fn sent(&self, cx: &Cx<'_, Self>, desired: &Option<Written>) -> CreateAttempt {
-        cx.create_attempt(
-            Some(self.spec.name.clone()),
-            None,
-            &create_request(self, desired),
-        )
-    }
-    async fn create(
-        &self,
-        client: &Client,
-        desired: &Option<Written>,
-    ) -> Result<api::Created, ApiError> {
-        client
-            .secret_references()
-            .create(&create_request(self, desired))
-            .await
-    }
     async fn find_created(
         &self,
         cx: &Cx<'_, Self>,
         status: &SecretReferenceStatus,
     ) -> Result<Lookup<RemoteReference>, Halt> {
         find_created(self, cx, status).await
-    }
-    async fn update(
-        &self,
-        client: &Client,
-        desired: &Option<Written>,
-        remote: &RemoteReference,
-    ) -> Result<(), ApiError> {
-        let auth_config = desired.as_ref().map(|w| w.auth_config.clone());
-        let request = self.spec.update_request(auth_config);
-        client
-            .secret_references()
-            .update(&remote.id, &request)
-            .await
-    }
-    async fn delete(
-        &self,
-        cx: &Cx<'_, Self>,
-        client: &Client,
-        key: &str,
-        _: &SecretReferenceStatus,
-    ) -> Result<(), ApiError> {
-        // A refusal may echo what the API stores: the `auth_config` values are concealed (read
-        // for that alone), which an operator restarted since its last write does not remember.
-        // A Secret gone by now leaves nothing to conceal.
-        if let Ok(auth_config) = read_auth_config(self, cx.ctx).await {
-            for value in auth_config.values().filter_map(Value::as_str) {
-                cx.conceal(value);
-            }
-        }
-        client.secret_references().delete(key).await
     }
     /// Waits while an Integration resource maps a field to the reference (by resource, or by
     /// its UUID or slug), naming them: the API would refuse the delete too, but later.
@@ -288,16 +218,35 @@ impl Verbs for SecretReference {
     }
 }
 
-/// The create body: the spec with `auth_config` filled in, in the tenant it names.
-fn create_request(
-    reference: &SecretReference,
-    desired: &Option<Written>,
-) -> api::CreateSecretReferenceRequest {
-    let (auth_config, organisation) = match desired {
-        Some(w) => (w.auth_config.clone(), w.organisation.clone()),
-        None => Default::default(),
-    };
-    reference.spec.create_request(auth_config, organisation)
+impl Bodies<api::SecretReferences<'static>> for SecretReference {
+    fn sent_name(&self) -> String {
+        self.spec.name.clone()
+    }
+    /// The spec with `auth_config` filled in, in the tenant it names.
+    fn create_request(&self, desired: &Option<Written>) -> api::CreateSecretReferenceRequest {
+        let (auth_config, organisation) = match desired {
+            Some(w) => (w.auth_config.clone(), w.organisation.clone()),
+            None => Default::default(),
+        };
+        self.spec.create_request(auth_config, organisation)
+    }
+    fn update_request(
+        &self,
+        desired: &Option<Written>,
+        _: &RemoteReference,
+    ) -> api::UpdateSecretReferenceRequest {
+        let auth_config = desired.as_ref().map(|w| w.auth_config.clone());
+        self.spec.update_request(auth_config)
+    }
+    /// The `auth_config` values are concealed (a Secret gone by now leaves nothing to conceal).
+    async fn before_remote_delete(&self, cx: &Cx<'_, Self>) -> Option<String> {
+        if let Ok(auth_config) = read_auth_config(self, cx.ctx).await {
+            for value in auth_config.values().filter_map(Value::as_str) {
+                cx.conceal(value);
+            }
+        }
+        None
+    }
 }
 
 /// `auth_config` and the allowed workspaces, hashed with the operator's key and the object's
@@ -314,76 +263,34 @@ fn unreadable_hash(
     body_hash(&ctx.hash_key, reference.meta().uid.as_deref(), &unreadable)
 }
 
-/// Every key of the Secret `spec.authConfigSecretRef` names, as a string: from the namespace
-/// the operator reads Connection Secrets from, and only when labelled [`CLUSTER_READABLE`].
-/// The errors name the Secret and its keys, never a value.
+/// Every key of the Secret `spec.authConfigSecretRef` names, as a string
+/// ([`cluster_secret::texts`]); at least one.
 async fn read_auth_config(
     reference: &SecretReference,
     ctx: &Context,
 ) -> Result<Map<String, Value>, Error> {
     let named = &reference.spec.auth_config_secret_ref;
-    let own = ctx.connections.secret_namespace();
-    let namespace = match (own, named.namespace.as_deref()) {
-        (Some(own), None) => own,
-        (Some(own), Some(given)) if own == given => own,
-        (own, given) => {
-            return Err(Error::not_allowed(
-                SECRET_NOT_READABLE,
-                format!(
-                    "spec.authConfigSecretRef: a SecretReference reads only Secrets of the namespace the operator reads Connection Secrets from ({}), labelled {CLUSTER_READABLE}=true{}",
-                    own.unwrap_or("none configured"),
-                    given.map(|g| format!("; it names {g}")).unwrap_or_default()
-                ),
-            ));
-        }
-    };
-    // From the values cache of the Secrets labelled for cluster-scoped readers
-    // (crate::controller::state::secret_cache), like a cluster-scoped resource's spec.secretRefs.
-    let secret = ctx
-        .secrets
-        .values(ctx, namespace, &named.name, Reader::Cluster)
-        .await
-        .map_err(|e| Error::kube(format!("read Secret {namespace}/{}", named.name), e))?
-        .ok_or_else(|| {
-            Error::not_allowed(
-                "SecretNotFound",
-                format!(
-                    "Secret {namespace}/{} (named by spec.authConfigSecretRef) does not exist",
-                    named.name
-                ),
-            )
-        })?;
-    require_cluster_readable(&secret, "spec.authConfigSecretRef")?;
-    let mut auth_config = Map::new();
-    for (key, bytes) in secret.data.iter().flatten() {
-        let value = String::from_utf8(bytes.0.clone()).map_err(|_| {
-            Error::not_allowed(
-                "SecretKeyNotFound",
-                format!(
-                    "key {key} of Secret {namespace}/{} is not UTF-8 text",
-                    named.name
-                ),
-            )
-        })?;
-        if value.is_empty() {
-            // A placeholder not filled in yet: sending "" would erase the live credential.
-            return Err(Error::not_allowed(
-                "SecretKeyNotFound",
-                format!("key {key} of Secret {namespace}/{} is empty", named.name),
-            ));
-        }
-        auth_config.insert(key.clone(), Value::String(value));
-    }
-    if auth_config.is_empty() {
+    let field = "spec.authConfigSecretRef";
+    let (namespace, texts) = cluster_secret::texts(
+        ctx,
+        (&named.name, named.namespace.as_deref()),
+        field,
+        "a SecretReference",
+    )
+    .await?;
+    if texts.is_empty() {
         return Err(Error::not_allowed(
             "SecretKeyNotFound",
             format!(
-                "Secret {namespace}/{} (named by spec.authConfigSecretRef) holds no key: auth_config must not be empty",
+                "Secret {namespace}/{} (named by {field}) holds no key: auth_config must not be empty",
                 named.name
             ),
         ));
     }
-    Ok(auth_config)
+    Ok(texts
+        .into_iter()
+        .map(|(key, text)| (key, Value::String(text)))
+        .collect())
 }
 
 /// The reference an earlier create made: the one with `spec.slug` (a deterministic identity),

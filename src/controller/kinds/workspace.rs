@@ -26,6 +26,7 @@ use crate::api::{
     self, ApiError, Client, IamScope, IamScopeWrite, Workspace as RemoteWorkspace,
     WorkspacesListQuery,
 };
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::status::common_status;
@@ -86,6 +87,7 @@ impl Verbs for Workspace {
     type Found = RemoteWorkspace;
     type Posted = api::WorkspaceCreated;
     type Updated = ();
+    type Calls = Own;
     const WHAT: &'static str = "workspace";
     const ADOPTED_BY: &'static str = "spec.slug";
     const REMOVAL: (&'static str, &'static str) = ("Archived", "archive");
@@ -131,23 +133,6 @@ impl Verbs for Workspace {
     fn shown(status: &WorkspaceStatus) -> Option<String> {
         status.slug.clone().or(status.id.clone())
     }
-    fn key(remote: &RemoteWorkspace) -> String {
-        remote.id.clone()
-    }
-    fn found_key(found: &RemoteWorkspace) -> String {
-        found.id.clone()
-    }
-    fn workspace(_remote: &RemoteWorkspace) -> Option<&str> {
-        None
-    }
-    async fn observe(
-        &self,
-        client: &Client,
-        key: &str,
-        _: &WorkspaceStatus,
-    ) -> Result<Option<RemoteWorkspace>, ApiError> {
-        client.workspaces().get(key).await.map(Some)
-    }
     /// The first of the three calls: this resource's IAM scope, made once.
     async fn before_create(&self, cx: &Cx<'_, Self>, desired: &Desired) -> Result<(), Halt> {
         let scope = require_scope(desired)?;
@@ -171,40 +156,12 @@ impl Verbs for Workspace {
             .map(drop)
             .map_err(|e| Error::api(format!("create IAM scope {}", scope.name), e))?)
     }
-    fn sent(&self, cx: &Cx<'_, Self>, desired: &Desired) -> CreateAttempt {
-        let scope = desired.scope.as_ref().map(|s| s.name.as_str());
-        cx.create_attempt(
-            Some(self.spec.name.clone()),
-            None,
-            &desired.settings.create_request(scope.unwrap_or_default()),
-        )
-    }
-    async fn create(
-        &self,
-        client: &Client,
-        desired: &Desired,
-    ) -> Result<api::WorkspaceCreated, ApiError> {
-        let scope = desired.scope.as_ref().map(|s| s.name.as_str());
-        let request = desired.settings.create_request(scope.unwrap_or_default());
-        client.workspaces().create(&request).await
-    }
     async fn find_created(
         &self,
         cx: &Cx<'_, Self>,
         _status: &WorkspaceStatus,
     ) -> Result<Lookup<RemoteWorkspace>, Halt> {
         find_created(self, cx).await
-    }
-    async fn update(
-        &self,
-        client: &Client,
-        desired: &Desired,
-        remote: &RemoteWorkspace,
-    ) -> Result<(), ApiError> {
-        client
-            .workspaces()
-            .update(&remote.id, &desired.settings.update_request())
-            .await
     }
     /// Never the default workspace; never while an aigw object of the cluster names it.
     async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
@@ -250,35 +207,6 @@ impl Verbs for Workspace {
                 holders.join(", ")
             ),
         ).into())
-    }
-    /// Archives the workspace, then deletes the IAM scope aigw made for it (each "already
-    /// gone" is done, so a retry after a failure between the two finishes the second).
-    async fn delete(
-        &self,
-        cx: &Cx<'_, Self>,
-        client: &Client,
-        key: &str,
-        status: &WorkspaceStatus,
-    ) -> Result<(), ApiError> {
-        match client.workspaces().archive(key).await {
-            Err(e) if !e.is_not_found() => return Err(e),
-            _ => {}
-        }
-        let Some(scope) = owned_scope(self, cx.ctx).filter(|s| {
-            self.spec.slug.is_none() && status.scope_name.as_deref() == Some(s.name.as_str())
-        }) else {
-            return Ok(());
-        };
-        match client.iam_scopes().get(&scope.name).await {
-            Ok(found) if found.description == scope.marker => {}
-            Ok(_) => return Ok(()),
-            Err(e) if e.is_not_found() => return Ok(()),
-            Err(e) => return Err(e),
-        }
-        match client.iam_scopes().delete(&scope.name).await {
-            Err(e) if !e.is_not_found() => Err(e),
-            _ => Ok(()),
-        }
     }
     /// The IAM scope [`Verbs::before_create`] made for a workspace the API never made (its
     /// create refused, or failed and proven to have made nothing): deleted when it carries this resource's token and binds nothing. A
@@ -440,6 +368,83 @@ impl Verbs for Workspace {
         match &desired.pending {
             Some(why) => Err(Error::not_allowed(REFERENCE_NOT_READY, why.clone()).into()),
             None => Ok(Vec::new()),
+        }
+    }
+}
+
+impl OwnCalls for Workspace {
+    fn key(remote: &RemoteWorkspace) -> String {
+        remote.id.clone()
+    }
+    fn found_key(found: &RemoteWorkspace) -> String {
+        found.id.clone()
+    }
+    fn workspace(_remote: &RemoteWorkspace) -> Option<&str> {
+        None
+    }
+    async fn observe(
+        &self,
+        client: &Client,
+        key: &str,
+        _: &WorkspaceStatus,
+    ) -> Result<Option<RemoteWorkspace>, ApiError> {
+        client.workspaces().get(key).await.map(Some)
+    }
+    fn sent(&self, cx: &Cx<'_, Self>, desired: &Desired) -> CreateAttempt {
+        let scope = desired.scope.as_ref().map(|s| s.name.as_str());
+        cx.create_attempt(
+            Some(self.spec.name.clone()),
+            None,
+            &desired.settings.create_request(scope.unwrap_or_default()),
+        )
+    }
+    async fn create(
+        &self,
+        client: &Client,
+        desired: &Desired,
+    ) -> Result<api::WorkspaceCreated, ApiError> {
+        let scope = desired.scope.as_ref().map(|s| s.name.as_str());
+        let request = desired.settings.create_request(scope.unwrap_or_default());
+        client.workspaces().create(&request).await
+    }
+    async fn update(
+        &self,
+        client: &Client,
+        desired: &Desired,
+        remote: &RemoteWorkspace,
+    ) -> Result<(), ApiError> {
+        client
+            .workspaces()
+            .update(&remote.id, &desired.settings.update_request())
+            .await
+    }
+    /// Archives the workspace, then deletes the IAM scope aigw made for it (each "already
+    /// gone" is done, so a retry after a failure between the two finishes the second).
+    async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
+        let Deleting {
+            cx,
+            client,
+            key,
+            status,
+        } = at;
+        match client.workspaces().archive(key).await {
+            Err(e) if !e.is_not_found() => return Err(e),
+            _ => {}
+        }
+        let Some(scope) = owned_scope(self, cx.ctx).filter(|s| {
+            self.spec.slug.is_none() && status.scope_name.as_deref() == Some(s.name.as_str())
+        }) else {
+            return Ok(());
+        };
+        match client.iam_scopes().get(&scope.name).await {
+            Ok(found) if found.description == scope.marker => {}
+            Ok(_) => return Ok(()),
+            Err(e) if e.is_not_found() => return Ok(()),
+            Err(e) => return Err(e),
+        }
+        match client.iam_scopes().delete(&scope.name).await {
+            Err(e) if !e.is_not_found() => Err(e),
+            _ => Ok(()),
         }
     }
 }

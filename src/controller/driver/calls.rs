@@ -1,0 +1,324 @@
+//! The remote calls of a kind ([`Calls`]): read, what a create sends, create, update, delete.
+//! A kind names how it makes them ([`Verbs::Calls`]): through its API client handle
+//! ([`Through`]), supplying only its request bodies ([`Bodies`]), or written out ([`Own`],
+//! [`OwnCalls`]) where a call is more than the handle's (a read merged with a list row, a
+//! plane or key kind the handle is chosen by).
+
+use std::future::Future;
+use std::marker::PhantomData;
+
+use super::Cx;
+use super::verbs::Verbs;
+use crate::api::{self, ApiError, Client, Integrations, McpIntegrations, SecretReferences};
+use crate::resources::common::CreateAttempt;
+
+/// How the driver makes a kind's remote calls (through the gate: it hands each the client
+/// [`Cx::api`] gave for its operation).
+pub trait Calls<K: Verbs> {
+    /// The key `remote` is read and written by.
+    fn key(remote: &K::Remote) -> String;
+    /// The key of a lookup's candidate.
+    fn found_key(found: &K::Found) -> String;
+    /// The workspace `remote` lives in (an adopted object's must be granted too).
+    fn workspace(remote: &K::Remote) -> Option<&str>;
+    /// GETs the remote object `key` names. `Ok(None)`: gone, as the kind proves it besides a
+    /// 404 (which the driver takes for gone itself).
+    fn observe(
+        kind: &K,
+        client: &Client,
+        key: &str,
+        status: &K::Status,
+    ) -> impl Future<Output = Result<Option<K::Remote>, ApiError>> + Send;
+    /// What the create of `desired` sends, for the intent (name, workspace, body hash).
+    fn sent(kind: &K, cx: &Cx<'_, K>, desired: &K::Desired) -> CreateAttempt;
+    /// POSTs `desired`.
+    fn create(
+        kind: &K,
+        client: &Client,
+        desired: &K::Desired,
+    ) -> impl Future<Output = Result<K::Posted, ApiError>> + Send;
+    /// PUTs what differs.
+    fn update(
+        kind: &K,
+        client: &Client,
+        desired: &K::Desired,
+        remote: &K::Remote,
+    ) -> impl Future<Output = Result<K::Updated, ApiError>> + Send;
+    /// DELETEs (or archives) the remote object `key` names ("already gone" is done); `cx`
+    /// tells what the call needs besides the key (the tenant an organisation's object is of).
+    fn delete(
+        kind: &K,
+        cx: &Cx<'_, K>,
+        client: &Client,
+        key: &str,
+        status: &K::Status,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+}
+
+/// An API client handle as the driver calls it: one kind's collection, by key.
+pub trait Handle: 'static {
+    type Remote: Send + Sync;
+    type Create: serde::Serialize + Send + Sync;
+    type Posted: Send;
+    type Update: Send + Sync;
+    type Updated: Send;
+    fn get(
+        client: &Client,
+        key: &str,
+    ) -> impl Future<Output = Result<Self::Remote, ApiError>> + Send;
+    fn create(
+        client: &Client,
+        request: &Self::Create,
+    ) -> impl Future<Output = Result<Self::Posted, ApiError>> + Send;
+    fn update(
+        client: &Client,
+        key: &str,
+        request: &Self::Update,
+    ) -> impl Future<Output = Result<Self::Updated, ApiError>> + Send;
+    /// `tenant`: the organisation the object is of, where the API takes it.
+    fn delete(
+        client: &Client,
+        key: &str,
+        tenant: Option<&str>,
+    ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// The key `remote` is read by.
+    fn key(remote: &Self::Remote) -> String;
+    /// The key an update of `remote` addresses (its UUID).
+    fn id(remote: &Self::Remote) -> &str;
+    /// The workspace `remote` lives in.
+    fn workspace(remote: &Self::Remote) -> Option<&str>;
+}
+
+/// What a kind whose calls are its handle's ([`Through`]) supplies: its request bodies, and
+/// what a delete needs first.
+pub trait Bodies<H: Handle>:
+    Verbs<Remote = H::Remote, Found = H::Remote, Posted = H::Posted, Updated = H::Updated>
+{
+    /// The name a create sends, for its intent.
+    fn sent_name(&self) -> String;
+    /// The body a create of `desired` sends.
+    fn create_request(&self, desired: &Self::Desired) -> H::Create;
+    /// The body an update of `remote` to `desired` sends.
+    fn update_request(&self, desired: &Self::Desired, remote: &Self::Remote) -> H::Update;
+    /// Before a delete: what a refusal may echo is concealed (the Secret values this resource
+    /// sends, read for that alone, which an operator restarted since its last write does not
+    /// remember); the tenant the delete names.
+    fn before_remote_delete(
+        &self,
+        _cx: &Cx<'_, Self>,
+    ) -> impl Future<Output = Option<String>> + Send {
+        async { None }
+    }
+}
+
+/// The calls of a kind, made through its client handle `H` ([`Bodies`]).
+pub struct Through<H>(PhantomData<fn() -> H>);
+
+impl<K: Bodies<H>, H: Handle> Calls<K> for Through<H> {
+    fn key(remote: &H::Remote) -> String {
+        H::key(remote)
+    }
+    fn found_key(found: &K::Found) -> String {
+        H::id(found).to_string()
+    }
+    fn workspace(remote: &H::Remote) -> Option<&str> {
+        H::workspace(remote)
+    }
+    async fn observe(
+        _kind: &K,
+        client: &Client,
+        key: &str,
+        _status: &K::Status,
+    ) -> Result<Option<K::Remote>, ApiError> {
+        H::get(client, key).await.map(Some)
+    }
+    fn sent(kind: &K, cx: &Cx<'_, K>, desired: &K::Desired) -> CreateAttempt {
+        cx.create_attempt(Some(kind.sent_name()), None, &kind.create_request(desired))
+    }
+    async fn create(
+        kind: &K,
+        client: &Client,
+        desired: &K::Desired,
+    ) -> Result<H::Posted, ApiError> {
+        H::create(client, &kind.create_request(desired)).await
+    }
+    async fn update(
+        kind: &K,
+        client: &Client,
+        desired: &K::Desired,
+        remote: &K::Remote,
+    ) -> Result<H::Updated, ApiError> {
+        H::update(client, H::id(remote), &kind.update_request(desired, remote)).await
+    }
+    async fn delete(
+        kind: &K,
+        cx: &Cx<'_, K>,
+        client: &Client,
+        key: &str,
+        _status: &K::Status,
+    ) -> Result<(), ApiError> {
+        let tenant = kind.before_remote_delete(cx).await;
+        H::delete(client, key, tenant.as_deref()).await
+    }
+}
+
+/// The calls of a kind that writes them out ([`OwnCalls`]).
+pub struct Own;
+
+/// [`Calls`] written out by the kind, with the same meaning.
+pub trait OwnCalls: Verbs {
+    /// [`Calls::key`].
+    fn key(remote: &Self::Remote) -> String;
+    /// [`Calls::found_key`].
+    fn found_key(found: &Self::Found) -> String;
+    /// [`Calls::workspace`].
+    fn workspace(remote: &Self::Remote) -> Option<&str>;
+    /// [`Calls::observe`].
+    fn observe(
+        &self,
+        client: &Client,
+        key: &str,
+        status: &Self::Status,
+    ) -> impl Future<Output = Result<Option<Self::Remote>, ApiError>> + Send;
+    /// [`Calls::sent`].
+    fn sent(&self, cx: &Cx<'_, Self>, desired: &Self::Desired) -> CreateAttempt;
+    /// [`Calls::create`].
+    fn create(
+        &self,
+        client: &Client,
+        desired: &Self::Desired,
+    ) -> impl Future<Output = Result<Self::Posted, ApiError>> + Send;
+    /// [`Calls::update`].
+    fn update(
+        &self,
+        client: &Client,
+        desired: &Self::Desired,
+        remote: &Self::Remote,
+    ) -> impl Future<Output = Result<Self::Updated, ApiError>> + Send;
+    /// [`Calls::delete`].
+    fn delete(&self, at: Deleting<'_, Self>) -> impl Future<Output = Result<(), ApiError>> + Send;
+}
+
+/// What [`OwnCalls::delete`] is given: the remote object's `key`, the `client` for the call, the
+/// status so far, and `cx` for what else the call needs.
+pub struct Deleting<'a, K: Verbs> {
+    pub cx: &'a Cx<'a, K>,
+    pub client: &'a Client,
+    pub key: &'a str,
+    pub status: &'a K::Status,
+}
+
+impl<K: OwnCalls> Calls<K> for Own {
+    fn key(remote: &K::Remote) -> String {
+        K::key(remote)
+    }
+    fn found_key(found: &K::Found) -> String {
+        K::found_key(found)
+    }
+    fn workspace(remote: &K::Remote) -> Option<&str> {
+        K::workspace(remote)
+    }
+    fn observe(
+        kind: &K,
+        client: &Client,
+        key: &str,
+        status: &K::Status,
+    ) -> impl Future<Output = Result<Option<K::Remote>, ApiError>> + Send {
+        kind.observe(client, key, status)
+    }
+    fn sent(kind: &K, cx: &Cx<'_, K>, desired: &K::Desired) -> CreateAttempt {
+        kind.sent(cx, desired)
+    }
+    fn create(
+        kind: &K,
+        client: &Client,
+        desired: &K::Desired,
+    ) -> impl Future<Output = Result<K::Posted, ApiError>> + Send {
+        kind.create(client, desired)
+    }
+    fn update(
+        kind: &K,
+        client: &Client,
+        desired: &K::Desired,
+        remote: &K::Remote,
+    ) -> impl Future<Output = Result<K::Updated, ApiError>> + Send {
+        kind.update(client, desired, remote)
+    }
+    async fn delete(
+        kind: &K,
+        cx: &Cx<'_, K>,
+        client: &Client,
+        key: &str,
+        status: &K::Status,
+    ) -> Result<(), ApiError> {
+        let at = Deleting {
+            cx,
+            client,
+            key,
+            status,
+        };
+        kind.delete(at).await
+    }
+}
+
+/// [`Handle`] of a client handle whose calls are `client.$of()`'s, keyed by slug, else UUID:
+/// the remote types, how a delete names the tenant, and the workspace a remote object is in.
+macro_rules! handle {
+    ($handle:ident = $of:ident: $remote:ident, $create:ident -> $posted:ident, $update:ident;
+     delete($c:ident, $k:ident, $t:ident) $delete:expr; workspace($r:ident) $workspace:expr) => {
+        impl Handle for $handle<'static> {
+            type Remote = api::$remote;
+            type Create = api::$create;
+            type Posted = api::$posted;
+            type Update = api::$update;
+            type Updated = ();
+            async fn get(client: &Client, key: &str) -> Result<Self::Remote, ApiError> {
+                client.$of().get(key).await
+            }
+            async fn create(client: &Client, req: &Self::Create) -> Result<Self::Posted, ApiError> {
+                client.$of().create(req).await
+            }
+            async fn update(
+                client: &Client,
+                key: &str,
+                req: &Self::Update,
+            ) -> Result<(), ApiError> {
+                client.$of().update(key, req).await
+            }
+            async fn delete($c: &Client, $k: &str, $t: Option<&str>) -> Result<(), ApiError> {
+                $delete.await
+            }
+            fn key(remote: &Self::Remote) -> String {
+                match remote.slug.is_empty() {
+                    true => remote.id.clone(),
+                    false => remote.slug.clone(),
+                }
+            }
+            fn id(remote: &Self::Remote) -> &str {
+                &remote.id
+            }
+            fn workspace($r: &Self::Remote) -> Option<&str> {
+                $workspace
+            }
+        }
+    };
+}
+
+handle! {
+    SecretReferences = secret_references: SecretReference,
+        CreateSecretReferenceRequest -> Created, UpdateSecretReferenceRequest;
+    delete(client, key, _tenant) client.secret_references().delete(key);
+    workspace(_remote) None
+}
+handle! {
+    McpIntegrations = mcp_integrations: McpIntegration,
+        CreateMcpIntegrationRequest -> Created, UpdateMcpIntegrationRequest;
+    delete(client, key, _tenant) client.mcp_integrations().delete(key);
+    workspace(_remote) None
+}
+handle! {
+    Integrations = integrations: Integration,
+        CreateIntegrationRequest -> IntegrationCreated, UpdateIntegrationRequest;
+    delete(client, key, tenant) client.integrations().delete(key, tenant);
+    workspace(remote) remote.workspace_id.as_deref()
+}
