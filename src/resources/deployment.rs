@@ -3,13 +3,11 @@
 use super::common::ArchivePolicy;
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use super::common::{
-    ConnectionRef, CreateAttempt, ManagementPolicy, Recorded, conditions_schema, free_form_object,
-};
+use super::common::{ConnectionRef, ManagementPolicy, Recorded, free_form_object};
+use super::managed_status::{ManagedStatus, Reword, embeds_managed_status};
 pub use super::rotation::{Rotation, RotationStatus, WorkloadKind, WorkloadRef};
 
 /// A self-hosted gateway registered with the management API (`/ai_gw/admin/v2/deployments`).
@@ -188,14 +186,18 @@ pub enum RemoteStatus {
 /// What the management API reports about the deployment.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = Reword(&[
+    (
+        "pendingCreate",
+        "Set just before a create is sent and cleared once its outcome is known: a \
+         create whose outcome was lost is looked up by name instead of being sent \
+         again.",
+    ),
+]))]
 pub struct DeploymentStatus {
-    /// The `metadata.generation` this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// `Ready`, `Reconciling` and `Stalled`, each with a reason and its own observedGeneration.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "conditions_schema")]
-    pub conditions: Vec<Condition>,
+    /// Generation, conditions, create intent and claim: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedStatus,
     /// UUID of the remote deployment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
@@ -214,30 +216,12 @@ pub struct DeploymentStatus {
     /// Where the credentials' rotation stands.
     #[serde(flatten)]
     pub rotation: RotationStatus,
-    /// Set just before a create is sent and cleared once its outcome is known: a create whose
-    /// outcome was lost is looked up by name instead of being sent again.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_create: Option<String>,
-    /// The installation (its `--installation-id`) that manages this object, recorded by the
-    /// operator before any other write of its own. Only the status subresource holds it, which
-    /// the chart's RBAC lets the operator write and a tenant's `edit` role does not: an
-    /// `aigw.io/installation` annotation rewritten to another installation stalls the object
-    /// (`ClaimChanged`) instead of moving it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub installation: Option<String>,
-    /// The id of the last create intent whose outcome was recorded (the intent itself is the
-    /// `aigw.io/create-intent` annotation, written with the finalizer in one write): an
-    /// annotation naming this id is settled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create_settled: Option<String>,
-    /// What the create in flight sent, and when its request ended without an answer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create_attempt: Option<Box<CreateAttempt>>,
     /// What the last drift correction replaced: when, and each changed field with the remote
     /// and the desired value (masked where secret).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_drift_correction: Option<Box<super::common::DriftCorrection>>,
 }
+embeds_managed_status!(DeploymentStatus);
 
 use crate::api;
 

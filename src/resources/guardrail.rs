@@ -2,14 +2,14 @@
 //! `output_guardrails` or hooks name), with check parameters that may come from Secrets.
 
 use super::common::DeletionPolicy;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::common::{ConnectionRef, CreateAttempt, ManagementPolicy, Recorded, conditions_schema};
+use super::common::{ConnectionRef, ManagementPolicy, Recorded};
 use super::config::{AppliedVersion, ConfigSecretRef, ReferencedKind};
 use super::config_document::SecretDocument;
+use super::managed_status::{ManagedStatus, embeds_managed_status};
 use super::promotion::RevisionOrder;
 use crate::api;
 
@@ -404,13 +404,9 @@ impl GuardrailTarget {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GuardrailStatus {
-    /// The `metadata.generation` this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// `Ready`, `Reconciling` and `Stalled`, each with a reason and its own observedGeneration.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "conditions_schema")]
-    pub conditions: Vec<Condition>,
+    /// Generation, conditions, create intent and claim: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedStatus,
     /// UUID of the remote guardrail.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
@@ -437,29 +433,12 @@ pub struct GuardrailStatus {
     /// The remote object's `last_updated_at` when aigw last read it (for the drift check).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_updated_at: Option<String>,
-    /// Set just before a create is sent and cleared once its outcome is known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_create: Option<String>,
-    /// The installation (its `--installation-id`) that manages this object, recorded by the
-    /// operator before any other write of its own. Only the status subresource holds it, which
-    /// the chart's RBAC lets the operator write and a tenant's `edit` role does not: an
-    /// `aigw.io/installation` annotation rewritten to another installation stalls the object
-    /// (`ClaimChanged`) instead of moving it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub installation: Option<String>,
-    /// The id of the last create intent whose outcome was recorded (the intent itself is the
-    /// `aigw.io/create-intent` annotation, written with the finalizer in one write): an
-    /// annotation naming this id is settled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create_settled: Option<String>,
-    /// What the create in flight sent, and when its request ended without an answer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create_attempt: Option<Box<CreateAttempt>>,
     /// What the last drift correction replaced: when, the remote version, and each changed
     /// path with the remote and the desired value (masked where secret).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_drift_correction: Option<Box<super::common::DriftCorrection>>,
 }
+embeds_managed_status!(GuardrailStatus);
 
 super::config::applied_history!(GuardrailStatus);
 
