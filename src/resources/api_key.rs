@@ -6,9 +6,10 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::common::{ConnectionRef, ManagementPolicy, Recorded, free_form_object, json_equivalent};
+use super::common::{ManagementPolicy, Recorded, free_form_object, json_equivalent};
 use super::deployment::SecretRef;
-use super::managed_status::{ManagedStatus, Reword, embeds_managed_status};
+use super::managed_spec::ManagedSpec;
+use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 use super::rotation::{Rotation, RotationStatus};
 use crate::api;
 
@@ -60,6 +61,14 @@ pub const SECRET_KEY: &str = "api_key";
 #[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new ApiKey to use another Connection"))]
 #[x_kube(validation = Rule::new("!(has(self.workspaceId) && has(self.workspaceRef))").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("set spec.workspaceId or spec.workspaceRef, not both"))]
 #[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceRef cannot be added or removed after creation: create a new ApiKey instead"))]
+#[schemars(transform = Reword(&[
+    (
+        "managementPolicy",
+        "`Full` (the default): aigw creates, updates, rotates and deletes the key to \
+         match this spec. `Observe`: aigw only reads a key it already manages and \
+         reports differences in the `Drifted` condition.",
+    ),
+]))]
 pub struct ApiKeySpec {
     /// Display name of the key.
     #[schemars(length(min = 1, max = 255))]
@@ -135,16 +144,11 @@ pub struct ApiKeySpec {
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
 
-    /// `Full` (the default): aigw creates, updates, rotates and deletes the key to match this
-    /// spec. `Observe`: aigw only reads a key it already manages and reports differences in the
-    /// `Drifted` condition.
-    #[serde(default)]
-    pub management_policy: ManagementPolicy,
-
-    /// The Connection used to reach the management API; defaults to `default`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    /// Management policy and Connection: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedSpec,
 }
+embeds_managed!(ApiKeySpec, ManagedSpec);
 
 fn optional_free_form_object(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     free_form_object(generator)
@@ -292,7 +296,7 @@ pub struct ApiKeyStatus {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub replacements: u32,
 }
-embeds_managed_status!(ApiKeyStatus);
+embeds_managed!(ApiKeyStatus, ManagedStatus);
 
 impl ApiKey {
     /// The Config resource a ConfigRollout put this key on (`aigw.io/rollout-config`), if any.

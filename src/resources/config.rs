@@ -4,8 +4,9 @@ use super::common::DeletionPolicy;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use super::common::{ConnectionRef, ManagementPolicy, Recorded};
-use super::managed_status::{ManagedStatus, Reword, embeds_managed_status};
+use super::common::Recorded;
+use super::managed_spec::ManagedSpec;
+use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 use super::promotion::RevisionOrder;
 use crate::api::secret_fields::CREDENTIAL_KEYS;
 
@@ -44,6 +45,15 @@ use crate::api::secret_fields::CREDENTIAL_KEYS;
 #[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Config to use another Connection"))]
 #[x_kube(validation = Rule::new("!(has(self.workspaceId) && has(self.workspaceRef))").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("set spec.workspaceId or spec.workspaceRef, not both"))]
 #[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceRef cannot be added or removed after creation: create a new Config instead"))]
+#[schemars(transform = Reword(&[
+    (
+        "managementPolicy",
+        "`Full` (the default): aigw creates, updates and deletes the remote config to \
+         match this spec. `Observe`: aigw only reads it and reports differences in \
+         the `Drifted` condition; it never writes to it, also not when this resource \
+         is deleted (whatever `deletionPolicy` says).",
+    ),
+]))]
 pub struct ConfigSpec {
     /// Slug of an existing remote config to adopt (for example `pc-routing-3f2a1b`). When absent,
     /// aigw creates a new config and records its slug in `status.slug`. Only set at creation: it
@@ -111,16 +121,9 @@ pub struct ConfigSpec {
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
 
-    /// `Full` (the default): aigw creates, updates and deletes the remote config to match this
-    /// spec. `Observe`: aigw only reads it and reports differences in the `Drifted` condition;
-    /// it never writes to it, also not when this resource is deleted (whatever
-    /// `deletionPolicy` says).
-    #[serde(default)]
-    pub management_policy: ManagementPolicy,
-
-    /// The Connection used to reach the management API; defaults to `default`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    /// Management policy and Connection: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedSpec,
 
     /// Gates every change of this Config behind other Configs that must have run it first,
     /// e.g. prod's after dev's: see `after` and `soak`. The annotation
@@ -128,6 +131,7 @@ pub struct ConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promotion: Option<super::promotion::Promotion>,
 }
+embeds_managed!(ConfigSpec, ManagedSpec);
 
 /// One value of the routing document that names another aigw resource.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
@@ -327,7 +331,7 @@ pub struct ConfigStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resolved_references: Vec<String>,
 }
-embeds_managed_status!(ConfigStatus);
+embeds_managed!(ConfigStatus, ManagedStatus);
 
 /// How many applied versions `status.history` keeps.
 pub const HISTORY_LIMIT: usize = 10;

@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use super::common::{ConnectionRef, ManagementPolicy, Recorded, free_form_object};
-use super::managed_status::{ManagedStatus, Reword, embeds_managed_status};
+use super::common::{ManagementPolicy, Recorded, free_form_object};
+use super::managed_spec::ManagedSpec;
+use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 pub use super::rotation::{Rotation, RotationStatus, WorkloadKind, WorkloadRef};
 
 /// A self-hosted gateway registered with the management API (`/ai_gw/admin/v2/deployments`).
@@ -49,6 +50,15 @@ pub use super::rotation::{Rotation, RotationStatus, WorkloadKind, WorkloadRef};
 #[x_kube(validation = Rule::new("!has(self.rotation) || !has(self.rotation.interval) || self.rotation.interval.contains('d') || duration(self.rotation.interval) > duration('0s')").field_path(".rotation.interval").reason(Reason::FieldValueInvalid).message("spec.rotation.interval must be longer than zero"))]
 #[x_kube(validation = Rule::new("has(self.deploymentId) == has(oldSelf.deploymentId)").field_path(".deploymentId").reason(Reason::FieldValueForbidden).message("spec.deploymentId cannot be added or removed after creation: create a new Deployment instead"))]
 #[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Deployment to use another Connection"))]
+#[schemars(transform = Reword(&[
+    (
+        "managementPolicy",
+        "`Full` (the default): aigw creates, updates, rotates and archives the remote \
+         deployment to match this spec. `Observe`: aigw only reads it and reports \
+         differences in the `Drifted` condition; it never writes to it, also not when \
+         this resource is deleted (whatever `deletionPolicy` says).",
+    ),
+]))]
 pub struct DeploymentSpec {
     /// UUID of an existing remote deployment to adopt. When absent, aigw registers a new
     /// deployment. Only set at creation: it cannot be added, removed or changed afterwards.
@@ -102,17 +112,11 @@ pub struct DeploymentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotation: Option<Rotation>,
 
-    /// `Full` (the default): aigw creates, updates, rotates and archives the remote deployment to match
-    /// this spec. `Observe`: aigw only reads it and reports differences in the `Drifted` condition;
-    /// it never writes to it, also not when this resource is deleted (whatever
-    /// `deletionPolicy` says).
-    #[serde(default)]
-    pub management_policy: ManagementPolicy,
-
-    /// The Connection used to reach the management API; defaults to `default`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    /// Management policy and Connection: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedSpec,
 }
+embeds_managed!(DeploymentSpec, ManagedSpec);
 
 fn optional_free_form_object(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     free_form_object(generator)
@@ -221,7 +225,7 @@ pub struct DeploymentStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_drift_correction: Option<Box<super::common::DriftCorrection>>,
 }
-embeds_managed_status!(DeploymentStatus);
+embeds_managed!(DeploymentStatus, ManagedStatus);
 
 use crate::api;
 
@@ -452,8 +456,10 @@ impl DeploymentSpec {
             },
             deletion_policy: ArchivePolicy::Orphan,
             rotation: None,
-            management_policy: ManagementPolicy::Full,
-            connection_ref: None,
+            managed: crate::resources::managed_spec::ManagedSpec {
+                management_policy: ManagementPolicy::Full,
+                connection_ref: None,
+            },
         }
     }
 }

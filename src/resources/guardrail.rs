@@ -6,10 +6,11 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::common::{ConnectionRef, ManagementPolicy, Recorded};
+use super::common::Recorded;
 use super::config::{AppliedVersion, ConfigSecretRef, ReferencedKind};
 use super::config_document::SecretDocument;
-use super::managed_status::{ManagedStatus, embeds_managed_status};
+use super::managed_spec::ManagedSpec;
+use super::managed_status::{ManagedStatus, embeds_managed};
 use super::promotion::RevisionOrder;
 use crate::api;
 
@@ -156,13 +157,9 @@ pub struct GuardrailDefinition {
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
 
-    /// `Full` (the default) or `Observe` (read and report differences, never write).
-    #[serde(default)]
-    pub management_policy: ManagementPolicy,
-
-    /// The Connection used to reach the management API; defaults to `default`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    /// Management policy and Connection: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedSpec,
 
     /// Gates every change of this guardrail behind other resources of its kind that must have
     /// run it first, e.g. prod's after dev's: see `after` and `soak`. The annotation
@@ -183,6 +180,7 @@ pub struct GuardrailDefinition {
     #[x_kube(validation = Rule::new("self.all(s, !has(s.mcpServerRef) || self.exists_one(t, has(t.mcpServerRef) && t.mcpServerRef.name == s.mcpServerRef.name))").message("spec.mcpServers names one McpServer (by name) twice"))]
     pub mcp_servers: Option<Vec<GuardrailMcpServer>>,
 }
+embeds_managed!(GuardrailDefinition, ManagedSpec);
 
 /// One MCP server a guardrail applies to, by UUID or by McpServer resource.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
@@ -438,7 +436,7 @@ pub struct GuardrailStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_drift_correction: Option<Box<super::common::DriftCorrection>>,
 }
-embeds_managed_status!(GuardrailStatus);
+embeds_managed!(GuardrailStatus, ManagedStatus);
 
 super::config::applied_history!(GuardrailStatus);
 

@@ -8,11 +8,12 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::common::{ConnectionRef, ManagementPolicy, Recorded};
+use super::common::Recorded;
 use super::config::{ConfigSecretRef, SecretKeyRef};
 use super::config_document::SecretDocument;
 use super::limits::{RateLimit, UsageLimits, covers};
-use super::managed_status::{ManagedStatus, embeds_managed_status};
+use super::managed_spec::ManagedSpec;
+use super::managed_status::{ManagedStatus, embeds_managed};
 use crate::api;
 use crate::api::secret_fields::CREDENTIAL_KEYS;
 
@@ -130,14 +131,11 @@ pub struct IntegrationSpec {
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
 
-    /// `Full` (the default) or `Observe` (read and report differences, never write).
-    #[serde(default)]
-    pub management_policy: ManagementPolicy,
-
-    /// The Connection used to reach the management API; defaults to `default`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    /// Management policy and Connection: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedSpec,
 }
+embeds_managed!(IntegrationSpec, ManagedSpec);
 
 /// Where the upstream key is.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
@@ -326,7 +324,7 @@ pub struct IntegrationStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_at: Option<String>,
 }
-embeds_managed_status!(IntegrationStatus);
+embeds_managed!(IntegrationStatus, ManagedStatus);
 
 /// `configurations`: free-form, credential keys refused in plain text at the top level (deeper
 /// ones are refused before any write).

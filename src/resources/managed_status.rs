@@ -89,25 +89,25 @@ impl schemars::transform::Transform for Reword {
     }
 }
 
-/// Lets a kind's status read and write the block's fields as its own (`status.conditions`),
-/// the way Go's embedded structs promote theirs: the fields moved into the block without a
-/// change to the code that reads them.
-macro_rules! embeds_managed_status {
-    ($status:ty) => {
-        impl std::ops::Deref for $status {
-            type Target = $crate::resources::managed_status::ManagedStatus;
+/// Lets a kind's status (or spec) read and write the fields of the block in its `managed`
+/// field as its own (`status.conditions`), the way Go's embedded structs promote theirs: the
+/// fields moved into the block without a change to the code that reads them.
+macro_rules! embeds_managed {
+    ($outer:ty, $block:ty) => {
+        impl std::ops::Deref for $outer {
+            type Target = $block;
             fn deref(&self) -> &Self::Target {
                 &self.managed
             }
         }
-        impl std::ops::DerefMut for $status {
+        impl std::ops::DerefMut for $outer {
             fn deref_mut(&mut self) -> &mut Self::Target {
                 &mut self.managed
             }
         }
     };
 }
-pub(crate) use embeds_managed_status;
+pub(crate) use embeds_managed;
 
 #[cfg(test)]
 mod tests {

@@ -6,8 +6,9 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::common::{ConnectionRef, ManagementPolicy, Recorded};
-use super::managed_status::{ManagedStatus, Reword, embeds_managed_status};
+use super::common::Recorded;
+use super::managed_spec::ManagedSpec;
+use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 use crate::api;
 
 /// An MCP integration (`/ai_gw/admin/v2/mcp-integrations`): one upstream MCP server of the
@@ -105,14 +106,11 @@ pub struct McpIntegrationSpec {
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
 
-    /// `Full` (the default) or `Observe` (read and report differences, never write).
-    #[serde(default)]
-    pub management_policy: ManagementPolicy,
-
-    /// The Connection used to reach the management API; defaults to `default`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    /// Management policy and Connection: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedSpec,
 }
+embeds_managed!(McpIntegrationSpec, ManagedSpec);
 
 /// How the gateway authenticates to the upstream MCP server.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
@@ -285,7 +283,7 @@ pub struct McpIntegrationStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_at: Option<String>,
 }
-embeds_managed_status!(McpIntegrationStatus);
+embeds_managed!(McpIntegrationStatus, ManagedStatus);
 
 /// A workspace access row as the spec wants it, its workspace resolved: what is sent (`id`),
 /// every key a read row may carry for it (UUID and slug), and whether it is enabled.

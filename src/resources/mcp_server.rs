@@ -4,8 +4,9 @@
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use super::common::{ConnectionRef, DeletionPolicy, ManagementPolicy, Recorded, WorkspaceRef};
-use super::managed_status::{ManagedStatus, Reword, embeds_managed_status};
+use super::common::{DeletionPolicy, Recorded, WorkspaceRef};
+use super::managed_spec::ManagedSpec;
+use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 use crate::api;
 
 /// An MCP server (`/ai_gw/v2/mcp-servers`): one workspace's instance of an MCP integration.
@@ -107,14 +108,11 @@ pub struct McpServerSpec {
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
 
-    /// `Full` (the default) or `Observe` (read and report differences, never write).
-    #[serde(default)]
-    pub management_policy: ManagementPolicy,
-
-    /// The Connection used to reach the management API; defaults to `default`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    /// Management policy and Connection: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedSpec,
 }
+embeds_managed!(McpServerSpec, ManagedSpec);
 
 /// An McpIntegration resource, by name.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
@@ -183,7 +181,7 @@ pub struct McpServerStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_at: Option<String>,
 }
-embeds_managed_status!(McpServerStatus);
+embeds_managed!(McpServerStatus, ManagedStatus);
 
 impl McpServerSpec {
     /// The workspace's UUID: `workspaceId`, or the one the operator resolved `workspaceRef` to

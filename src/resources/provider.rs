@@ -6,9 +6,10 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::common::{ConnectionRef, ManagementPolicy, Recorded};
+use super::common::Recorded;
 use super::limits::{UsageLimits, covers};
-use super::managed_status::{ManagedStatus, embeds_managed_status};
+use super::managed_spec::ManagedSpec;
+use super::managed_status::{ManagedStatus, embeds_managed};
 use crate::api;
 
 /// A provider (`/ai_gw/v2/providers`): binds an integration into one workspace. Configs route
@@ -116,14 +117,11 @@ pub struct ProviderSpec {
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
 
-    /// `Full` (the default) or `Observe` (read and report differences, never write).
-    #[serde(default)]
-    pub management_policy: ManagementPolicy,
-
-    /// The Connection used to reach the management API; defaults to `default`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    /// Management policy and Connection: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedSpec,
 }
+embeds_managed!(ProviderSpec, ManagedSpec);
 
 /// What aigw knows of the provider: identifiers only. A provider read may carry the upstream
 /// key, so nothing else of it is ever recorded.
@@ -150,7 +148,7 @@ pub struct ProviderStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_at: Option<String>,
 }
-embeds_managed_status!(ProviderStatus);
+embeds_managed!(ProviderStatus, ManagedStatus);
 
 impl ProviderSpec {
     /// The workspace's UUID: `workspaceId`, or the one the operator resolved `workspaceRef` to

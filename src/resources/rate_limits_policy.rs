@@ -4,8 +4,9 @@ use super::common::DeletionPolicy;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use super::common::{ConnectionRef, ManagementPolicy, Recorded};
-use super::managed_status::{ManagedStatus, Reword, embeds_managed_status};
+use super::common::{ManagementPolicy, Recorded};
+use super::managed_spec::ManagedSpec;
+use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 
 /// A rate-limits policy (`/ai_gw/v2/policies/rate-limits`). `name`, `unit`, `value` and
 /// `conditions` are updated in place; `type`, `groupBy`, `target` and `workspaceId` are fixed
@@ -44,6 +45,15 @@ use super::managed_status::{ManagedStatus, Reword, embeds_managed_status};
 #[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new RateLimitsPolicy to use another Connection"))]
 #[x_kube(validation = Rule::new("!(has(self.workspaceId) && has(self.workspaceRef))").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("set spec.workspaceId or spec.workspaceRef, not both"))]
 #[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceRef cannot be added or removed after creation: create a new RateLimitsPolicy instead"))]
+#[schemars(transform = Reword(&[
+    (
+        "managementPolicy",
+        "`Full` (the default): aigw creates, updates and deletes the remote policy to \
+         match this spec. `Observe`: aigw only reads it and reports differences in \
+         the `Drifted` condition; it never writes to it, also not when this resource \
+         is deleted (whatever `deletionPolicy` says).",
+    ),
+]))]
 pub struct RateLimitsPolicySpec {
     /// UUID of an existing remote policy to adopt. When absent, aigw creates a new policy.
     /// Only set at creation: it cannot be added, removed or changed afterwards.
@@ -102,17 +112,11 @@ pub struct RateLimitsPolicySpec {
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
 
-    /// `Full` (the default): aigw creates, updates and deletes the remote policy to match this
-    /// spec. `Observe`: aigw only reads it and reports differences in the `Drifted` condition;
-    /// it never writes to it, also not when this resource is deleted (whatever
-    /// `deletionPolicy` says).
-    #[serde(default)]
-    pub management_policy: ManagementPolicy,
-
-    /// The Connection used to reach the management API; defaults to `default`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    /// Management policy and Connection: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedSpec,
 }
+embeds_managed!(RateLimitsPolicySpec, ManagedSpec);
 
 /// What a rate limit counts.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
@@ -201,7 +205,7 @@ pub struct RateLimitsPolicyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_drift_correction: Option<Box<super::common::DriftCorrection>>,
 }
-embeds_managed_status!(RateLimitsPolicyStatus);
+embeds_managed!(RateLimitsPolicyStatus, ManagedStatus);
 
 use super::policy::{bind_policy, same_enum, single};
 use crate::api;
@@ -327,8 +331,10 @@ impl RateLimitsPolicySpec {
             group_by: GroupBy::all_from_api(&remote.group_by),
             target: remote.target.as_ref().and_then(same_enum),
             deletion_policy: DeletionPolicy::Orphan,
-            management_policy: ManagementPolicy::Full,
-            connection_ref: None,
+            managed: crate::resources::managed_spec::ManagedSpec {
+                management_policy: ManagementPolicy::Full,
+                connection_ref: None,
+            },
         })
     }
 

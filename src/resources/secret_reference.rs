@@ -8,8 +8,9 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::common::{ConnectionRef, ManagementPolicy, Recorded};
-use super::managed_status::{ManagedStatus, Reword, embeds_managed_status};
+use super::common::Recorded;
+use super::managed_spec::ManagedSpec;
+use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 use crate::api;
 
 /// A secret reference (`/ai_gw/admin/v2/secret-references`): where the gateway reads a secret
@@ -106,14 +107,11 @@ pub struct SecretReferenceSpec {
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
 
-    /// `Full` (the default) or `Observe` (read and report differences, never write).
-    #[serde(default)]
-    pub management_policy: ManagementPolicy,
-
-    /// The Connection used to reach the management API; defaults to `default`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    /// Management policy and Connection: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedSpec,
 }
+embeds_managed!(SecretReferenceSpec, ManagedSpec);
 
 /// The secret managers the API knows.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
@@ -185,7 +183,7 @@ pub struct SecretReferenceStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_at: Option<String>,
 }
-embeds_managed_status!(SecretReferenceStatus);
+embeds_managed!(SecretReferenceStatus, ManagedStatus);
 
 impl SecretReferenceSpec {
     /// The `connectionRef` name, `default` when absent.

@@ -5,8 +5,9 @@ use super::common::ArchivePolicy;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use super::common::{ConnectionRef, ManagementPolicy, Recorded};
-use super::managed_status::{ManagedStatus, embeds_managed_status};
+use super::common::{ManagementPolicy, Recorded};
+use super::managed_spec::ManagedSpec;
+use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 use super::policy::{bind_policy, same_enum};
 pub use super::rate_limits_policy::{GroupBy, PolicyCondition};
 use crate::api;
@@ -50,6 +51,14 @@ use crate::api;
 #[x_kube(validation = Rule::new("!(has(self.periodicReset) && has(self.periodicResetDays))").field_path(".periodicResetDays").reason(Reason::FieldValueForbidden).message("spec.periodicResetDays cannot be set together with spec.periodicReset: choose one"))]
 #[x_kube(validation = Rule::new("!(has(self.workspaceId) && has(self.workspaceRef))").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("set spec.workspaceId or spec.workspaceRef, not both"))]
 #[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceRef cannot be added or removed after creation: create a new UsageLimitsPolicy instead"))]
+#[schemars(transform = Reword(&[
+    (
+        "managementPolicy",
+        "`Full` (the default): aigw creates, updates and archives the remote policy \
+         to match this spec. `Observe`: aigw only reads it and reports differences in \
+         the `Drifted` condition.",
+    ),
+]))]
 pub struct UsageLimitsPolicySpec {
     /// UUID of an existing remote policy to adopt. When absent, aigw creates a new policy.
     /// Only set at creation: it cannot be added, removed or changed afterwards.
@@ -121,15 +130,11 @@ pub struct UsageLimitsPolicySpec {
     #[serde(default)]
     pub deletion_policy: ArchivePolicy,
 
-    /// `Full` (the default): aigw creates, updates and archives the remote policy to match this
-    /// spec. `Observe`: aigw only reads it and reports differences in the `Drifted` condition.
-    #[serde(default)]
-    pub management_policy: ManagementPolicy,
-
-    /// The Connection used to reach the management API; defaults to `default`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    /// Management policy and Connection: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedSpec,
 }
+embeds_managed!(UsageLimitsPolicySpec, ManagedSpec);
 
 /// What a usage limit counts.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
@@ -201,7 +206,7 @@ pub struct UsageLimitsPolicyStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_drift_correction: Option<Box<super::common::DriftCorrection>>,
 }
-embeds_managed_status!(UsageLimitsPolicyStatus);
+embeds_managed!(UsageLimitsPolicyStatus, ManagedStatus);
 
 fn to_api_type(t: UsageLimitType) -> api::UsageLimitType {
     match t {
@@ -246,8 +251,10 @@ impl UsageLimitsPolicySpec {
             group_by: GroupBy::all_from_api(&remote.group_by),
             reset_usage: None,
             deletion_policy: ArchivePolicy::Orphan,
-            management_policy: ManagementPolicy::Full,
-            connection_ref: None,
+            managed: crate::resources::managed_spec::ManagedSpec {
+                management_policy: ManagementPolicy::Full,
+                connection_ref: None,
+            },
         })
     }
 

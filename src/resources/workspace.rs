@@ -9,9 +9,10 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::common::{ConnectionRef, ManagementPolicy, Recorded};
+use super::common::Recorded;
 use super::limits::{RateLimit, UsageLimits, covers};
-use super::managed_status::{ManagedStatus, Reword, embeds_managed_status};
+use super::managed_spec::ManagedSpec;
+use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 use crate::api;
 
 /// A workspace (`/workspaces`), where every namespaced object of the gateway lives. Created
@@ -46,6 +47,14 @@ use crate::api;
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new Workspace instead"))]
 #[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Workspace to use another Connection"))]
+#[schemars(transform = Reword(&[
+    (
+        "connectionRef",
+        "The Connection used to reach the management API; defaults to `default`. \
+         Workspaces are written on the admin plane, and the IAM scope on the \
+         Connection's IAM host.",
+    ),
+]))]
 pub struct WorkspaceSpec {
     /// The slug of an existing workspace to adopt (the default workspace included). Absent,
     /// aigw creates the workspace, with an IAM scope of its own, and records the slug the API
@@ -97,15 +106,11 @@ pub struct WorkspaceSpec {
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
 
-    /// `Full` (the default) or `Observe` (read and report differences, never write).
-    #[serde(default)]
-    pub management_policy: ManagementPolicy,
-
-    /// The Connection used to reach the management API; defaults to `default`. Workspaces are
-    /// written on the admin plane, and the IAM scope on the Connection's IAM host.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    /// Management policy and Connection: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedSpec,
 }
+embeds_managed!(WorkspaceSpec, ManagedSpec);
 
 /// The defaults of a workspace's requests.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
@@ -169,7 +174,7 @@ pub struct WorkspaceStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_at: Option<String>,
 }
-embeds_managed_status!(WorkspaceStatus);
+embeds_managed!(WorkspaceStatus, ManagedStatus);
 
 /// The default config a write sends.
 #[derive(Debug, Clone, PartialEq, Eq)]
