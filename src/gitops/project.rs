@@ -28,8 +28,10 @@ pub fn config_spec(remote: &api::ConfigDetail) -> ConfigSpec {
         resource_refs: Vec::new(),
         state: Some(remote.status.clone()).filter(|s| !s.is_empty()),
         deletion_policy: DeletionPolicy::Orphan,
-        management_policy: ManagementPolicy::Full,
-        connection_ref: None,
+        managed: crate::resources::managed_spec::ManagedSpec {
+            management_policy: ManagementPolicy::Full,
+            connection_ref: None,
+        },
         promotion: None,
     }
 }
@@ -82,8 +84,10 @@ pub fn guardrail_definition(remote: &api::GuardrailDetails) -> GuardrailDefiniti
         },
         secret_refs: Vec::new(),
         deletion_policy: DeletionPolicy::Orphan,
-        management_policy: ManagementPolicy::Full,
-        connection_ref: None,
+        managed: crate::resources::managed_spec::ManagedSpec {
+            management_policy: ManagementPolicy::Full,
+            connection_ref: None,
+        },
         promotion: None,
         // Absent: an adopted guardrail's MCP server mappings are left as they are.
         mcp_servers: None,

@@ -2,16 +2,14 @@
 //! a Secret, and rotates there on request or on a schedule.
 
 use super::common::DeletionPolicy;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::common::{
-    ConnectionRef, CreateAttempt, ManagementPolicy, Recorded, conditions_schema, free_form_object,
-    json_equivalent,
-};
+use super::common::{ManagementPolicy, Recorded, free_form_object, json_equivalent};
 use super::deployment::SecretRef;
+use super::managed_spec::ManagedSpec;
+use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 use super::rotation::{Rotation, RotationStatus};
 use crate::api;
 
@@ -63,6 +61,14 @@ pub const SECRET_KEY: &str = "api_key";
 #[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new ApiKey to use another Connection"))]
 #[x_kube(validation = Rule::new("!(has(self.workspaceId) && has(self.workspaceRef))").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("set spec.workspaceId or spec.workspaceRef, not both"))]
 #[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceRef cannot be added or removed after creation: create a new ApiKey instead"))]
+#[schemars(transform = Reword(&[
+    (
+        "managementPolicy",
+        "`Full` (the default): aigw creates, updates, rotates and deletes the key to \
+         match this spec. `Observe`: aigw only reads a key it already manages and \
+         reports differences in the `Drifted` condition.",
+    ),
+]))]
 pub struct ApiKeySpec {
     /// Display name of the key.
     #[schemars(length(min = 1, max = 255))]
@@ -138,16 +144,11 @@ pub struct ApiKeySpec {
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
 
-    /// `Full` (the default): aigw creates, updates, rotates and deletes the key to match this
-    /// spec. `Observe`: aigw only reads a key it already manages and reports differences in the
-    /// `Drifted` condition.
-    #[serde(default)]
-    pub management_policy: ManagementPolicy,
-
-    /// The Connection used to reach the management API; defaults to `default`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    /// Management policy and Connection: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedSpec,
 }
+embeds_managed!(ApiKeySpec, ManagedSpec);
 
 fn optional_free_form_object(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     free_form_object(generator)
@@ -254,15 +255,17 @@ pub struct KeyRotation {
 /// What aigw knows of the key.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = Reword(&[
+    (
+        "conditions",
+        "`Ready`, `Reconciling`, `Stalled` and `CredentialsAvailable`, each with a \
+         reason and its own observedGeneration.",
+    ),
+]))]
 pub struct ApiKeyStatus {
-    /// The `metadata.generation` this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// `Ready`, `Reconciling`, `Stalled` and `CredentialsAvailable`, each with a reason and its
-    /// own observedGeneration.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "conditions_schema")]
-    pub conditions: Vec<Condition>,
+    /// Generation, conditions, create intent and claim: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedStatus,
     /// UUID of the remote key.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
@@ -292,25 +295,8 @@ pub struct ApiKeyStatus {
     /// gave the Secret a new value for the rotation it stood in for.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub replacements: u32,
-    /// Set just before a create is sent and cleared once its outcome is known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_create: Option<String>,
-    /// The installation (its `--installation-id`) that manages this object, recorded by the
-    /// operator before any other write of its own. Only the status subresource holds it, which
-    /// the chart's RBAC lets the operator write and a tenant's `edit` role does not: an
-    /// `aigw.io/installation` annotation rewritten to another installation stalls the object
-    /// (`ClaimChanged`) instead of moving it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub installation: Option<String>,
-    /// The id of the last create intent whose outcome was recorded (the intent itself is the
-    /// `aigw.io/create-intent` annotation, written with the finalizer in one write): an
-    /// annotation naming this id is settled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create_settled: Option<String>,
-    /// What the create in flight sent, and when its request ended without an answer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create_attempt: Option<Box<CreateAttempt>>,
 }
+embeds_managed!(ApiKeyStatus, ManagedStatus);
 
 impl ApiKey {
     /// The Config resource a ConfigRollout put this key on (`aigw.io/rollout-config`), if any.

@@ -1,11 +1,12 @@
 //! The `Config` kind: a named gateway routing config.
 
 use super::common::DeletionPolicy;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use super::common::{ConnectionRef, CreateAttempt, ManagementPolicy, Recorded, conditions_schema};
+use super::common::Recorded;
+use super::managed_spec::ManagedSpec;
+use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 use super::promotion::RevisionOrder;
 use crate::api::secret_fields::CREDENTIAL_KEYS;
 
@@ -44,6 +45,15 @@ use crate::api::secret_fields::CREDENTIAL_KEYS;
 #[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Config to use another Connection"))]
 #[x_kube(validation = Rule::new("!(has(self.workspaceId) && has(self.workspaceRef))").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("set spec.workspaceId or spec.workspaceRef, not both"))]
 #[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceRef cannot be added or removed after creation: create a new Config instead"))]
+#[schemars(transform = Reword(&[
+    (
+        "managementPolicy",
+        "`Full` (the default): aigw creates, updates and deletes the remote config to \
+         match this spec. `Observe`: aigw only reads it and reports differences in \
+         the `Drifted` condition; it never writes to it, also not when this resource \
+         is deleted (whatever `deletionPolicy` says).",
+    ),
+]))]
 pub struct ConfigSpec {
     /// Slug of an existing remote config to adopt (for example `pc-routing-3f2a1b`). When absent,
     /// aigw creates a new config and records its slug in `status.slug`. Only set at creation: it
@@ -111,16 +121,9 @@ pub struct ConfigSpec {
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
 
-    /// `Full` (the default): aigw creates, updates and deletes the remote config to match this
-    /// spec. `Observe`: aigw only reads it and reports differences in the `Drifted` condition;
-    /// it never writes to it, also not when this resource is deleted (whatever
-    /// `deletionPolicy` says).
-    #[serde(default)]
-    pub management_policy: ManagementPolicy,
-
-    /// The Connection used to reach the management API; defaults to `default`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    /// Management policy and Connection: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedSpec,
 
     /// Gates every change of this Config behind other Configs that must have run it first,
     /// e.g. prod's after dev's: see `after` and `soak`. The annotation
@@ -128,6 +131,7 @@ pub struct ConfigSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promotion: Option<super::promotion::Promotion>,
 }
+embeds_managed!(ConfigSpec, ManagedSpec);
 
 /// One value of the routing document that names another aigw resource.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
@@ -269,15 +273,24 @@ fn document_level(depth: usize) -> serde_json::Value {
 /// What the management API reports about the config.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = Reword(&[
+    (
+        "conditions",
+        "`Ready`, `Reconciling` and `Stalled`, each with a reason and its own \
+         observedGeneration, and `GuardrailsResolved` when the document names \
+         guardrails.",
+    ),
+    (
+        "pendingCreate",
+        "Set just before a create is sent and cleared once its outcome is known: a \
+         create whose outcome was lost is looked up by name instead of being sent \
+         again.",
+    ),
+]))]
 pub struct ConfigStatus {
-    /// The `metadata.generation` this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// `Ready`, `Reconciling` and `Stalled`, each with a reason and its own observedGeneration,
-    /// and `GuardrailsResolved` when the document names guardrails.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "conditions_schema")]
-    pub conditions: Vec<Condition>,
+    /// Generation, conditions, create intent and claim: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedStatus,
     /// UUID of the remote config.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
@@ -300,25 +313,6 @@ pub struct ConfigStatus {
     /// remote objects and reads again only those whose `last_updated_at` differs from this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_updated_at: Option<String>,
-    /// Set just before a create is sent and cleared once its outcome is known: a create whose
-    /// outcome was lost is looked up by name instead of being sent again.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_create: Option<String>,
-    /// The installation (its `--installation-id`) that manages this object, recorded by the
-    /// operator before any other write of its own. Only the status subresource holds it, which
-    /// the chart's RBAC lets the operator write and a tenant's `edit` role does not: an
-    /// `aigw.io/installation` annotation rewritten to another installation stalls the object
-    /// (`ClaimChanged`) instead of moving it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub installation: Option<String>,
-    /// The id of the last create intent whose outcome was recorded (the intent itself is the
-    /// `aigw.io/create-intent` annotation, written with the finalizer in one write): an
-    /// annotation naming this id is settled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create_settled: Option<String>,
-    /// What the create in flight sent, and when its request ended without an answer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create_attempt: Option<Box<CreateAttempt>>,
     /// What the last drift correction replaced: when, the remote version, and each changed
     /// path with the remote and the desired value (masked where secret).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -337,6 +331,7 @@ pub struct ConfigStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resolved_references: Vec<String>,
 }
+embeds_managed!(ConfigStatus, ManagedStatus);
 
 /// How many applied versions `status.history` keeps.
 pub const HISTORY_LIMIT: usize = 10;

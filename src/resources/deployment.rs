@@ -3,13 +3,12 @@
 use super::common::ArchivePolicy;
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use super::common::{
-    ConnectionRef, CreateAttempt, ManagementPolicy, Recorded, conditions_schema, free_form_object,
-};
+use super::common::{ManagementPolicy, Recorded, free_form_object};
+use super::managed_spec::ManagedSpec;
+use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 pub use super::rotation::{Rotation, RotationStatus, WorkloadKind, WorkloadRef};
 
 /// A self-hosted gateway registered with the management API (`/ai_gw/admin/v2/deployments`).
@@ -51,6 +50,15 @@ pub use super::rotation::{Rotation, RotationStatus, WorkloadKind, WorkloadRef};
 #[x_kube(validation = Rule::new("!has(self.rotation) || !has(self.rotation.interval) || self.rotation.interval.contains('d') || duration(self.rotation.interval) > duration('0s')").field_path(".rotation.interval").reason(Reason::FieldValueInvalid).message("spec.rotation.interval must be longer than zero"))]
 #[x_kube(validation = Rule::new("has(self.deploymentId) == has(oldSelf.deploymentId)").field_path(".deploymentId").reason(Reason::FieldValueForbidden).message("spec.deploymentId cannot be added or removed after creation: create a new Deployment instead"))]
 #[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Deployment to use another Connection"))]
+#[schemars(transform = Reword(&[
+    (
+        "managementPolicy",
+        "`Full` (the default): aigw creates, updates, rotates and archives the remote \
+         deployment to match this spec. `Observe`: aigw only reads it and reports \
+         differences in the `Drifted` condition; it never writes to it, also not when \
+         this resource is deleted (whatever `deletionPolicy` says).",
+    ),
+]))]
 pub struct DeploymentSpec {
     /// UUID of an existing remote deployment to adopt. When absent, aigw registers a new
     /// deployment. Only set at creation: it cannot be added, removed or changed afterwards.
@@ -104,17 +112,11 @@ pub struct DeploymentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotation: Option<Rotation>,
 
-    /// `Full` (the default): aigw creates, updates, rotates and archives the remote deployment to match
-    /// this spec. `Observe`: aigw only reads it and reports differences in the `Drifted` condition;
-    /// it never writes to it, also not when this resource is deleted (whatever
-    /// `deletionPolicy` says).
-    #[serde(default)]
-    pub management_policy: ManagementPolicy,
-
-    /// The Connection used to reach the management API; defaults to `default`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    /// Management policy and Connection: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedSpec,
 }
+embeds_managed!(DeploymentSpec, ManagedSpec);
 
 fn optional_free_form_object(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     free_form_object(generator)
@@ -188,14 +190,18 @@ pub enum RemoteStatus {
 /// What the management API reports about the deployment.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = Reword(&[
+    (
+        "pendingCreate",
+        "Set just before a create is sent and cleared once its outcome is known: a \
+         create whose outcome was lost is looked up by name instead of being sent \
+         again.",
+    ),
+]))]
 pub struct DeploymentStatus {
-    /// The `metadata.generation` this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// `Ready`, `Reconciling` and `Stalled`, each with a reason and its own observedGeneration.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "conditions_schema")]
-    pub conditions: Vec<Condition>,
+    /// Generation, conditions, create intent and claim: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedStatus,
     /// UUID of the remote deployment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
@@ -214,30 +220,12 @@ pub struct DeploymentStatus {
     /// Where the credentials' rotation stands.
     #[serde(flatten)]
     pub rotation: RotationStatus,
-    /// Set just before a create is sent and cleared once its outcome is known: a create whose
-    /// outcome was lost is looked up by name instead of being sent again.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_create: Option<String>,
-    /// The installation (its `--installation-id`) that manages this object, recorded by the
-    /// operator before any other write of its own. Only the status subresource holds it, which
-    /// the chart's RBAC lets the operator write and a tenant's `edit` role does not: an
-    /// `aigw.io/installation` annotation rewritten to another installation stalls the object
-    /// (`ClaimChanged`) instead of moving it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub installation: Option<String>,
-    /// The id of the last create intent whose outcome was recorded (the intent itself is the
-    /// `aigw.io/create-intent` annotation, written with the finalizer in one write): an
-    /// annotation naming this id is settled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create_settled: Option<String>,
-    /// What the create in flight sent, and when its request ended without an answer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create_attempt: Option<Box<CreateAttempt>>,
     /// What the last drift correction replaced: when, and each changed field with the remote
     /// and the desired value (masked where secret).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_drift_correction: Option<Box<super::common::DriftCorrection>>,
 }
+embeds_managed!(DeploymentStatus, ManagedStatus);
 
 use crate::api;
 
@@ -468,8 +456,10 @@ impl DeploymentSpec {
             },
             deletion_policy: ArchivePolicy::Orphan,
             rotation: None,
-            management_policy: ManagementPolicy::Full,
-            connection_ref: None,
+            managed: crate::resources::managed_spec::ManagedSpec {
+                management_policy: ManagementPolicy::Full,
+                connection_ref: None,
+            },
         }
     }
 }

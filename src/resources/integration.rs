@@ -4,15 +4,16 @@
 use super::common::DeletionPolicy;
 use std::borrow::Cow;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::common::{ConnectionRef, CreateAttempt, ManagementPolicy, Recorded, conditions_schema};
+use super::common::Recorded;
 use super::config::{ConfigSecretRef, SecretKeyRef};
 use super::config_document::SecretDocument;
 use super::limits::{RateLimit, UsageLimits, covers};
+use super::managed_spec::ManagedSpec;
+use super::managed_status::{ManagedStatus, embeds_managed};
 use crate::api;
 use crate::api::secret_fields::CREDENTIAL_KEYS;
 
@@ -130,14 +131,11 @@ pub struct IntegrationSpec {
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
 
-    /// `Full` (the default) or `Observe` (read and report differences, never write).
-    #[serde(default)]
-    pub management_policy: ManagementPolicy,
-
-    /// The Connection used to reach the management API; defaults to `default`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    /// Management policy and Connection: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedSpec,
 }
+embeds_managed!(IntegrationSpec, ManagedSpec);
 
 /// Where the upstream key is.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
@@ -304,13 +302,9 @@ pub struct ModelEntry {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct IntegrationStatus {
-    /// The `metadata.generation` this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// `Ready`, `Reconciling` and `Stalled`, each with a reason and its own observedGeneration.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "conditions_schema")]
-    pub conditions: Vec<Condition>,
+    /// Generation, conditions, create intent and claim: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedStatus,
     /// UUID of the remote integration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
@@ -329,25 +323,8 @@ pub struct IntegrationStatus {
     /// When aigw last wrote the integration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_at: Option<String>,
-    /// Set just before a create is sent and cleared once its outcome is known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_create: Option<String>,
-    /// The installation (its `--installation-id`) that manages this object, recorded by the
-    /// operator before any other write of its own. Only the status subresource holds it, which
-    /// the chart's RBAC lets the operator write and a tenant's `edit` role does not: an
-    /// `aigw.io/installation` annotation rewritten to another installation stalls the object
-    /// (`ClaimChanged`) instead of moving it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub installation: Option<String>,
-    /// The id of the last create intent whose outcome was recorded (the intent itself is the
-    /// `aigw.io/create-intent` annotation, written with the finalizer in one write): an
-    /// annotation naming this id is settled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create_settled: Option<String>,
-    /// What the create in flight sent, and when its request ended without an answer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create_attempt: Option<Box<CreateAttempt>>,
 }
+embeds_managed!(IntegrationStatus, ManagedStatus);
 
 /// `configurations`: free-form, credential keys refused in plain text at the top level (deeper
 /// ones are refused before any write).

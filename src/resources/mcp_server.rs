@@ -1,14 +1,12 @@
 //! The `McpServer` kind: a workspace's instance of an MCP integration (what clients reach at
 //! `{gateway}/{slug}/mcp`), with its default and per-user access.
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use super::common::{
-    ConnectionRef, CreateAttempt, DeletionPolicy, ManagementPolicy, Recorded, WorkspaceRef,
-    conditions_schema,
-};
+use super::common::{DeletionPolicy, Recorded, WorkspaceRef};
+use super::managed_spec::ManagedSpec;
+use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 use crate::api;
 
 /// An MCP server (`/ai_gw/v2/mcp-servers`): one workspace's instance of an MCP integration.
@@ -110,14 +108,11 @@ pub struct McpServerSpec {
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
 
-    /// `Full` (the default) or `Observe` (read and report differences, never write).
-    #[serde(default)]
-    pub management_policy: ManagementPolicy,
-
-    /// The Connection used to reach the management API; defaults to `default`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    /// Management policy and Connection: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedSpec,
 }
+embeds_managed!(McpServerSpec, ManagedSpec);
 
 /// An McpIntegration resource, by name.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
@@ -159,14 +154,19 @@ pub struct McpUserAccessEntry {
 /// What aigw knows of the server.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = Reword(&[
+    (
+        "installation",
+        "The installation (its `--installation-id`) that manages this object, \
+         recorded by the operator before any other write of its own (see the other \
+         kinds' `installation`).",
+    ),
+    ("createSettled", "The id of the last create intent whose outcome was recorded."),
+]))]
 pub struct McpServerStatus {
-    /// The `metadata.generation` this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// `Ready`, `Reconciling` and `Stalled`, each with a reason and its own observedGeneration.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "conditions_schema")]
-    pub conditions: Vec<Condition>,
+    /// Generation, conditions, create intent and claim: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedStatus,
     /// UUID of the remote server (what a Guardrail's `spec.mcpServers[].mcpServerRef` resolves
     /// to).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -180,20 +180,8 @@ pub struct McpServerStatus {
     /// When aigw last wrote the server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_at: Option<String>,
-    /// Set just before a create is sent and cleared once its outcome is known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_create: Option<String>,
-    /// The installation (its `--installation-id`) that manages this object, recorded by the
-    /// operator before any other write of its own (see the other kinds' `installation`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub installation: Option<String>,
-    /// The id of the last create intent whose outcome was recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create_settled: Option<String>,
-    /// What the create in flight sent, and when its request ended without an answer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create_attempt: Option<Box<CreateAttempt>>,
 }
+embeds_managed!(McpServerStatus, ManagedStatus);
 
 impl McpServerSpec {
     /// The workspace's UUID: `workspaceId`, or the one the operator resolved `workspaceRef` to

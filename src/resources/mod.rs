@@ -12,6 +12,8 @@ pub mod guardrail;
 pub mod integration;
 pub mod json_object;
 pub mod limits;
+pub mod managed_spec;
+pub mod managed_status;
 pub mod mcp_integration;
 pub mod mcp_server;
 pub mod policy;

@@ -1,11 +1,12 @@
 //! The `RateLimitsPolicy` kind: a rate-limits policy of the gateway.
 
 use super::common::DeletionPolicy;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use super::common::{ConnectionRef, CreateAttempt, ManagementPolicy, Recorded, conditions_schema};
+use super::common::{ManagementPolicy, Recorded};
+use super::managed_spec::ManagedSpec;
+use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 
 /// A rate-limits policy (`/ai_gw/v2/policies/rate-limits`). `name`, `unit`, `value` and
 /// `conditions` are updated in place; `type`, `groupBy`, `target` and `workspaceId` are fixed
@@ -44,6 +45,15 @@ use super::common::{ConnectionRef, CreateAttempt, ManagementPolicy, Recorded, co
 #[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new RateLimitsPolicy to use another Connection"))]
 #[x_kube(validation = Rule::new("!(has(self.workspaceId) && has(self.workspaceRef))").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("set spec.workspaceId or spec.workspaceRef, not both"))]
 #[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceRef cannot be added or removed after creation: create a new RateLimitsPolicy instead"))]
+#[schemars(transform = Reword(&[
+    (
+        "managementPolicy",
+        "`Full` (the default): aigw creates, updates and deletes the remote policy to \
+         match this spec. `Observe`: aigw only reads it and reports differences in \
+         the `Drifted` condition; it never writes to it, also not when this resource \
+         is deleted (whatever `deletionPolicy` says).",
+    ),
+]))]
 pub struct RateLimitsPolicySpec {
     /// UUID of an existing remote policy to adopt. When absent, aigw creates a new policy.
     /// Only set at creation: it cannot be added, removed or changed afterwards.
@@ -102,17 +112,11 @@ pub struct RateLimitsPolicySpec {
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
 
-    /// `Full` (the default): aigw creates, updates and deletes the remote policy to match this
-    /// spec. `Observe`: aigw only reads it and reports differences in the `Drifted` condition;
-    /// it never writes to it, also not when this resource is deleted (whatever
-    /// `deletionPolicy` says).
-    #[serde(default)]
-    pub management_policy: ManagementPolicy,
-
-    /// The Connection used to reach the management API; defaults to `default`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    /// Management policy and Connection: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedSpec,
 }
+embeds_managed!(RateLimitsPolicySpec, ManagedSpec);
 
 /// What a rate limit counts.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
@@ -174,14 +178,18 @@ pub struct GroupBy {
 /// What the management API reports about the policy.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = Reword(&[
+    (
+        "pendingCreate",
+        "Set just before a create is sent and cleared once its outcome is known: a \
+         create whose outcome was lost is looked up by name instead of being sent \
+         again.",
+    ),
+]))]
 pub struct RateLimitsPolicyStatus {
-    /// The `metadata.generation` this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// `Ready`, `Reconciling` and `Stalled`, each with a reason and its own observedGeneration.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "conditions_schema")]
-    pub conditions: Vec<Condition>,
+    /// Generation, conditions, create intent and claim: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedStatus,
     /// UUID of the remote policy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
@@ -192,30 +200,12 @@ pub struct RateLimitsPolicyStatus {
     /// remote objects and reads again only those whose `last_updated_at` differs from this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_updated_at: Option<String>,
-    /// Set just before a create is sent and cleared once its outcome is known: a create whose
-    /// outcome was lost is looked up by name instead of being sent again.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_create: Option<String>,
-    /// The installation (its `--installation-id`) that manages this object, recorded by the
-    /// operator before any other write of its own. Only the status subresource holds it, which
-    /// the chart's RBAC lets the operator write and a tenant's `edit` role does not: an
-    /// `aigw.io/installation` annotation rewritten to another installation stalls the object
-    /// (`ClaimChanged`) instead of moving it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub installation: Option<String>,
-    /// The id of the last create intent whose outcome was recorded (the intent itself is the
-    /// `aigw.io/create-intent` annotation, written with the finalizer in one write): an
-    /// annotation naming this id is settled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create_settled: Option<String>,
-    /// What the create in flight sent, and when its request ended without an answer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create_attempt: Option<Box<CreateAttempt>>,
     /// What the last drift correction replaced: when, the remote version, and each changed
     /// path with the remote and the desired value (masked where secret).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_drift_correction: Option<Box<super::common::DriftCorrection>>,
 }
+embeds_managed!(RateLimitsPolicyStatus, ManagedStatus);
 
 use super::policy::{bind_policy, same_enum, single};
 use crate::api;
@@ -341,8 +331,10 @@ impl RateLimitsPolicySpec {
             group_by: GroupBy::all_from_api(&remote.group_by),
             target: remote.target.as_ref().and_then(same_enum),
             deletion_policy: DeletionPolicy::Orphan,
-            management_policy: ManagementPolicy::Full,
-            connection_ref: None,
+            managed: crate::resources::managed_spec::ManagedSpec {
+                management_policy: ManagementPolicy::Full,
+                connection_ref: None,
+            },
         })
     }
 

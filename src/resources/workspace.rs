@@ -5,13 +5,14 @@
 use super::common::DeletionPolicy;
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::common::{ConnectionRef, CreateAttempt, ManagementPolicy, Recorded, conditions_schema};
+use super::common::Recorded;
 use super::limits::{RateLimit, UsageLimits, covers};
+use super::managed_spec::ManagedSpec;
+use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 use crate::api;
 
 /// A workspace (`/workspaces`), where every namespaced object of the gateway lives. Created
@@ -46,6 +47,14 @@ use crate::api;
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new Workspace instead"))]
 #[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Workspace to use another Connection"))]
+#[schemars(transform = Reword(&[
+    (
+        "connectionRef",
+        "The Connection used to reach the management API; defaults to `default`. \
+         Workspaces are written on the admin plane, and the IAM scope on the \
+         Connection's IAM host.",
+    ),
+]))]
 pub struct WorkspaceSpec {
     /// The slug of an existing workspace to adopt (the default workspace included). Absent,
     /// aigw creates the workspace, with an IAM scope of its own, and records the slug the API
@@ -97,15 +106,11 @@ pub struct WorkspaceSpec {
     #[serde(default)]
     pub deletion_policy: DeletionPolicy,
 
-    /// `Full` (the default) or `Observe` (read and report differences, never write).
-    #[serde(default)]
-    pub management_policy: ManagementPolicy,
-
-    /// The Connection used to reach the management API; defaults to `default`. Workspaces are
-    /// written on the admin plane, and the IAM scope on the Connection's IAM host.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub connection_ref: Option<ConnectionRef>,
+    /// Management policy and Connection: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedSpec,
 }
+embeds_managed!(WorkspaceSpec, ManagedSpec);
 
 /// The defaults of a workspace's requests.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
@@ -141,14 +146,18 @@ pub struct WorkspaceConfigRef {
 /// What aigw knows of the workspace.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(transform = Reword(&[
+    (
+        "createSettled",
+        "The id of the last create intent whose outcome was recorded (the intent \
+         itself is the `aigw.io/create-intent` annotation): an annotation naming this \
+         id is settled.",
+    ),
+]))]
 pub struct WorkspaceStatus {
-    /// The `metadata.generation` this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub observed_generation: Option<i64>,
-    /// `Ready`, `Reconciling` and `Stalled`, each with a reason and its own observedGeneration.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    #[schemars(schema_with = "conditions_schema")]
-    pub conditions: Vec<Condition>,
+    /// Generation, conditions, create intent and claim: the block every kind keeps.
+    #[serde(flatten)]
+    pub managed: ManagedStatus,
     /// UUID of the remote workspace (what namespaced objects' `workspaceId` names).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
@@ -164,24 +173,8 @@ pub struct WorkspaceStatus {
     /// When aigw last wrote the workspace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_at: Option<String>,
-    /// Set just before a create is sent and cleared once its outcome is known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub pending_create: Option<String>,
-    /// The installation (its `--installation-id`) that manages this object, recorded by the
-    /// operator before any other write of its own. Only the status subresource holds it, which
-    /// the chart's RBAC lets the operator write and a tenant's `edit` role does not: an
-    /// `aigw.io/installation` annotation rewritten to another installation stalls the object
-    /// (`ClaimChanged`) instead of moving it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub installation: Option<String>,
-    /// The id of the last create intent whose outcome was recorded (the intent itself is the
-    /// `aigw.io/create-intent` annotation): an annotation naming this id is settled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create_settled: Option<String>,
-    /// What the create in flight sent, and when its request ended without an answer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub create_attempt: Option<Box<CreateAttempt>>,
 }
+embeds_managed!(WorkspaceStatus, ManagedStatus);
 
 /// The default config a write sends.
 #[derive(Debug, Clone, PartialEq, Eq)]

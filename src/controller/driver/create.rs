@@ -467,6 +467,7 @@ fn unproven_namesake(error: &Halt) -> bool {
 mod tests {
     use super::*;
     use crate::resources::config::ConfigStatus;
+    use crate::resources::managed_status::ManagedStatus;
 
     #[derive(Debug, PartialEq)]
     struct Row(&'static str, &'static str);
@@ -480,11 +481,14 @@ mod tests {
 
     fn status(sent: &str, ended: Option<&str>) -> ConfigStatus {
         ConfigStatus {
-            pending_create: Some(sent.into()),
-            create_attempt: Some(Box::new(CreateAttempt {
-                ended_at: ended.map(str::to_string),
+            managed: ManagedStatus {
+                pending_create: Some(sent.into()),
+                create_attempt: Some(Box::new(CreateAttempt {
+                    ended_at: ended.map(str::to_string),
+                    ..Default::default()
+                })),
                 ..Default::default()
-            })),
+            },
             ..Default::default()
         }
     }

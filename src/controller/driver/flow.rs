@@ -504,6 +504,7 @@ mod tests {
     use crate::controller::driver::status::IntentStatus;
     use crate::controller::error::Wait;
     use crate::resources::common::CreateAttempt;
+    use crate::resources::managed_status::ManagedStatus;
     use crate::resources::rate_limits_policy::RateLimitsPolicyStatus;
 
     fn differing(immutable: &[&'static str], differs: &[&'static str]) -> Comparison {
@@ -880,12 +881,15 @@ mod tests {
 
     fn in_flight(sent_at: &str, ended_at: Option<&str>) -> RateLimitsPolicyStatus {
         RateLimitsPolicyStatus {
-            pending_create: Some(sent_at.into()),
-            create_attempt: Some(Box::new(CreateAttempt {
-                intent: Some("intent-1".into()),
-                ended_at: ended_at.map(str::to_string),
+            managed: ManagedStatus {
+                pending_create: Some(sent_at.into()),
+                create_attempt: Some(Box::new(CreateAttempt {
+                    intent: Some("intent-1".into()),
+                    ended_at: ended_at.map(str::to_string),
+                    ..Default::default()
+                })),
                 ..Default::default()
-            })),
+            },
             ..Default::default()
         }
     }

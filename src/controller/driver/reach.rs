@@ -90,7 +90,7 @@ fn ready_workspace<K: Claims>(
         return Err(waiting());
     }
     let status = workspace.status.clone().unwrap_or_default();
-    let Some(id) = status.id.filter(|id| !id.is_empty()) else {
+    let Some(id) = status.id.clone().filter(|id| !id.is_empty()) else {
         return Err(waiting());
     };
     // What already acts in the workspace keeps it (the Workspace's deletion waits for it).

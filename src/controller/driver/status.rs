@@ -4,6 +4,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::resources::common::condition::{READY, RECONCILING, STALLED};
+use crate::resources::managed_status::ManagedStatus;
 
 /// What a reconcile concluded, as the three kstatus conditions express it.
 #[derive(Debug, Clone, PartialEq)]
@@ -131,17 +132,6 @@ pub fn record_outcome(conditions: &mut Vec<Condition>, outcome: &Outcome, genera
     }
 }
 
-/// Blanks `lastTransitionTime` of every condition (for comparisons).
-pub fn conditions_without_timestamps(conditions: &[Condition]) -> Vec<Condition> {
-    conditions
-        .iter()
-        .map(|c| Condition {
-            last_transition_time: Time(jiff::Timestamp::UNIX_EPOCH),
-            ..c.clone()
-        })
-        .collect()
-}
-
 /// True when writing `after` over `before` would change more than timestamps.
 pub fn worth_writing<S: CommonStatus>(before: Option<&S>, after: &S) -> bool {
     match before {
@@ -165,58 +155,82 @@ pub fn sanitize_message(message: &str) -> String {
     }
 }
 
-/// Implements [`CommonStatus`] for a status struct with `observed_generation` and `conditions`
-/// fields. `|s| expr` returns a copy of `s` with the kind's own timestamps blanked; condition
-/// timestamps are blanked here.
+/// A kind's status that embeds [`ManagedStatus`]: [`CommonStatus`] and [`IntentStatus`] come
+/// with the block, and the kind says only what is its own.
+pub trait EmbedsManagedStatus:
+    Clone
+    + Default
+    + PartialEq
+    + serde::Serialize
+    + Send
+    + Sync
+    + std::fmt::Debug
+    + std::ops::DerefMut<Target = ManagedStatus>
+{
+    /// A copy with the kind's own timestamps blanked (the block's are blanked with it).
+    fn without_own_timestamps(&self) -> Self;
+    /// True while work of the kind's own whose outcome is not yet known is in flight (a
+    /// rotation, a usage reset, a key being replaced): it must finish like a create.
+    fn own_intent(&self) -> bool {
+        false
+    }
+}
+
+impl<S: EmbedsManagedStatus> CommonStatus for S {
+    fn observed_generation_mut(&mut self) -> &mut Option<i64> {
+        &mut self.observed_generation
+    }
+    fn observed_generation(&self) -> Option<i64> {
+        self.observed_generation
+    }
+    fn conditions(&self) -> &[Condition] {
+        &self.conditions
+    }
+    fn conditions_mut(&mut self) -> &mut Vec<Condition> {
+        &mut self.conditions
+    }
+    fn without_timestamps(&self) -> Self {
+        let mut copy = self.without_own_timestamps();
+        *copy = ManagedStatus::without_timestamps(self);
+        copy
+    }
+}
+
+impl<S: EmbedsManagedStatus> IntentStatus for S {
+    fn pending_create_mut(&mut self) -> &mut Option<String> {
+        &mut self.pending_create
+    }
+    fn create_attempt_mut(&mut self) -> &mut Option<Box<crate::resources::common::CreateAttempt>> {
+        &mut self.create_attempt
+    }
+    fn pending_create(&self) -> Option<&str> {
+        self.pending_create.as_deref()
+    }
+    fn create_attempt(&self) -> Option<&crate::resources::common::CreateAttempt> {
+        self.create_attempt.as_deref()
+    }
+    fn has_intent(&self) -> bool {
+        self.pending_create.is_some() || self.own_intent()
+    }
+    fn create_settled_mut(&mut self) -> &mut Option<String> {
+        &mut self.create_settled
+    }
+    fn create_settled(&self) -> Option<&str> {
+        self.create_settled.as_deref()
+    }
+    fn installation(&self) -> Option<&str> {
+        self.installation.as_deref()
+    }
+    fn installation_mut(&mut self) -> &mut Option<String> {
+        &mut self.installation
+    }
+}
+
+/// Implements [`CommonStatus`] for a status that keeps `observed_generation` and `conditions`
+/// fields of its own instead of the block (a kind that creates nothing remotely, whose CRD
+/// never had the block's other fields) and no timestamp but its conditions'.
 macro_rules! common_status {
-    // The usual kind: `lastAppliedAt` is its only timestamp, and its only intent a create.
-    ($status:ident) => {
-        common_status!(
-            $status,
-            |s| $status {
-                last_applied_at: None,
-                pending_create: s.pending_create.as_ref().map(|_| String::new()),
-                ..s.clone()
-            },
-            intent_when = |s| s.pending_create.is_some()
-        );
-    };
-    ($status:ty, |$s:ident| $blank:expr, intent_when = |$p:ident| $when:expr) => {
-        common_status!($status, |$s| $blank);
-        impl $crate::controller::driver::status::IntentStatus for $status {
-            fn pending_create_mut(&mut self) -> &mut Option<String> {
-                &mut self.pending_create
-            }
-            fn create_attempt_mut(
-                &mut self,
-            ) -> &mut Option<Box<$crate::resources::common::CreateAttempt>> {
-                &mut self.create_attempt
-            }
-            fn pending_create(&self) -> Option<&str> {
-                self.pending_create.as_deref()
-            }
-            fn create_attempt(&self) -> Option<&$crate::resources::common::CreateAttempt> {
-                self.create_attempt.as_deref()
-            }
-            fn has_intent(&self) -> bool {
-                let $p = self;
-                $when
-            }
-            fn create_settled_mut(&mut self) -> &mut Option<String> {
-                &mut self.create_settled
-            }
-            fn create_settled(&self) -> Option<&str> {
-                self.create_settled.as_deref()
-            }
-            fn installation(&self) -> Option<&str> {
-                self.installation.as_deref()
-            }
-            fn installation_mut(&mut self) -> &mut Option<String> {
-                &mut self.installation
-            }
-        }
-    };
-    ($status:ty, |$s:ident| $blank:expr) => {
+    ($status:ty) => {
         impl $crate::controller::driver::status::CommonStatus for $status {
             fn observed_generation_mut(&mut self) -> &mut Option<i64> {
                 &mut self.observed_generation
@@ -233,12 +247,12 @@ macro_rules! common_status {
                 &mut self.conditions
             }
             fn without_timestamps(&self) -> Self {
-                let $s = self;
-                let mut copy: Self = $blank;
-                copy.conditions = $crate::controller::driver::status::conditions_without_timestamps(
-                    &self.conditions,
-                );
-                copy
+                Self {
+                    conditions: $crate::resources::managed_status::conditions_without_timestamps(
+                        &self.conditions,
+                    ),
+                    ..self.clone()
+                }
             }
         }
     };
@@ -315,7 +329,10 @@ mod tests {
         };
         assert!(rotating.has_intent());
         let creating = ConfigStatus {
-            pending_create: Some("t".into()),
+            managed: ManagedStatus {
+                pending_create: Some("t".into()),
+                ..Default::default()
+            },
             ..Default::default()
         };
         assert!(creating.has_intent());

@@ -35,7 +35,7 @@ use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::flow::Recovery;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::issuing::Issues;
-use crate::controller::driver::status::common_status;
+use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -55,21 +55,25 @@ pub const API_KEY_ID_ANNOTATION: &str = "aigw.io/api-key-id";
 /// Annotation on the key's Secret: when the value it replaced stops working.
 pub const PREVIOUS_EXPIRES_ANNOTATION: &str = "aigw.io/previous-key-expires-at";
 
-common_status!(
-    ApiKeyStatus,
-    |s| ApiKeyStatus {
-        pending_create: s.pending_create.as_ref().map(|_| String::new()),
-        rotation: RotationStatus {
-            pending_rotation: s.rotation.pending_rotation.as_ref().map(|_| String::new()),
-            ..s.rotation.clone()
-        },
-        ..s.clone()
-    },
+impl EmbedsManagedStatus for ApiKeyStatus {
+    fn without_own_timestamps(&self) -> Self {
+        Self {
+            rotation: RotationStatus {
+                pending_rotation: self
+                    .rotation
+                    .pending_rotation
+                    .as_ref()
+                    .map(|_| String::new()),
+                ..self.rotation.clone()
+            },
+            ..self.clone()
+        }
+    }
     // A key being replaced is work in flight too: its deletion is not left to a full read.
-    intent_when = |s| s.pending_create.is_some()
-        || s.rotation.pending_rotation.is_some()
-        || s.replaced_key.is_some()
-);
+    fn own_intent(&self) -> bool {
+        self.rotation.pending_rotation.is_some() || self.replaced_key.is_some()
+    }
+}
 
 impl Managed for ApiKey {
     crate::controller::driver::kind::namespaced_api!();

@@ -13,7 +13,7 @@ use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, Row as Candidate, one_named, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
-use crate::controller::driver::status::common_status;
+use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt, Wait};
@@ -22,7 +22,14 @@ use crate::controller::now_rfc3339;
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 use crate::resources::config::{AppliedHistory, Config, ConfigStatus};
 
-common_status!(ConfigStatus);
+impl EmbedsManagedStatus for ConfigStatus {
+    fn without_own_timestamps(&self) -> Self {
+        Self {
+            last_applied_at: None,
+            ..self.clone()
+        }
+    }
+}
 
 /// Condition reason while a Config's deletion waits for what uses it.
 pub const STILL_REFERENCED: &str = "StillReferenced";

@@ -43,7 +43,7 @@ const MANAGER: &str = "aigw/configrollout";
 /// How often a rollout looks again while keys move or traffic is awaited.
 const POLL: Duration = Duration::from_secs(2);
 
-crate::controller::driver::status::common_status!(ConfigRolloutStatus, |s| s.clone());
+crate::controller::driver::status::common_status!(ConfigRolloutStatus);
 
 /// One reconcile's view: the rollout, the APIs of its namespace, the status it last wrote.
 struct Run<'a> {

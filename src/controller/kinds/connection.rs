@@ -16,7 +16,7 @@ use crate::resources::connection::{Connection, ConnectionStatus};
 
 const MANAGER: &str = "aigw/connection";
 
-common_status!(ConnectionStatus, |s| s.clone());
+common_status!(ConnectionStatus);
 
 pub async fn reconcile(connection: Arc<Connection>, ctx: Arc<Context>) -> Result<Action, Error> {
     // A standby keeps its caches warm but acts on nothing; it reconciles everything on election.

@@ -15,7 +15,7 @@ use crate::controller::driver::flow::Recovery;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::issuing::Issues;
 use crate::controller::driver::secret_delivery;
-use crate::controller::driver::status::common_status;
+use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -34,19 +34,25 @@ pub use crate::controller::driver::secret_delivery::{
 };
 const MANAGER: &str = "aigw/deployment";
 
-common_status!(
-    DeploymentStatus,
-    |s| DeploymentStatus {
-        last_synced_at: None,
-        pending_create: s.pending_create.as_ref().map(|_| String::new()),
-        rotation: RotationStatus {
-            pending_rotation: s.rotation.pending_rotation.as_ref().map(|_| String::new()),
-            ..s.rotation.clone()
-        },
-        ..s.clone()
-    },
-    intent_when = |s| s.pending_create.is_some() || s.rotation.pending_rotation.is_some()
-);
+impl EmbedsManagedStatus for DeploymentStatus {
+    fn without_own_timestamps(&self) -> Self {
+        Self {
+            last_synced_at: None,
+            rotation: RotationStatus {
+                pending_rotation: self
+                    .rotation
+                    .pending_rotation
+                    .as_ref()
+                    .map(|_| String::new()),
+                ..self.rotation.clone()
+            },
+            ..self.clone()
+        }
+    }
+    fn own_intent(&self) -> bool {
+        self.rotation.pending_rotation.is_some()
+    }
+}
 
 /// Annotation on the credentials Secret: the remote deployment its values belong to.
 pub const DEPLOYMENT_ID_ANNOTATION: &str = "aigw.io/deployment-id";

@@ -21,7 +21,7 @@ use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::create::{Created, Lookup, Row, body_hash, by_slug_or_name};
 use crate::controller::driver::gate::{Op, tenant_id};
 use crate::controller::driver::referenced::ready_named;
-use crate::controller::driver::status::common_status;
+use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -41,7 +41,14 @@ pub const STILL_REFERENCED: &str = "StillReferenced";
 /// being deleted or not Ready yet.
 pub const SECRET_REFERENCE_NOT_READY: &str = "SecretReferenceNotReady";
 
-common_status!(IntegrationStatus);
+impl EmbedsManagedStatus for IntegrationStatus {
+    fn without_own_timestamps(&self) -> Self {
+        Self {
+            last_applied_at: None,
+            ..self.clone()
+        }
+    }
+}
 
 impl ReadsSecrets for Integration {
     fn secret_refs(&self) -> std::borrow::Cow<'_, [ConfigSecretRef]> {

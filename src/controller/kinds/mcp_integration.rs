@@ -21,7 +21,7 @@ use crate::api::{self, ApiError, Client, McpIntegration as RemoteIntegration};
 use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::create::{Created, Lookup, Row, body_hash, by_slug_or_name};
 use crate::controller::driver::gate::{Op, tenant_id, tenant_peers};
-use crate::controller::driver::status::common_status;
+use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -44,7 +44,14 @@ pub const WORKSPACE_NOT_READY: &str = "WorkspaceNotReady";
 /// How soon a reconcile reads the capabilities again while a toggle waits for its capability.
 const PENDING_LOOK_AGAIN: Duration = Duration::from_secs(30);
 
-common_status!(McpIntegrationStatus);
+impl EmbedsManagedStatus for McpIntegrationStatus {
+    fn without_own_timestamps(&self) -> Self {
+        Self {
+            last_applied_at: None,
+            ..self.clone()
+        }
+    }
+}
 
 /// The Secret `spec.configurationsSecretRef` names, for the Secret watch (which matches by
 /// name): the integration takes every key of it, so the key here names none.

@@ -24,7 +24,7 @@ use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, Row, one_named, sent_or};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::{named, ready_named};
-use crate::controller::driver::status::common_status;
+use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -36,7 +36,14 @@ use crate::resources::{McpIntegration, Workspace};
 /// Condition reason while the MCP integration a server instantiates is not ready for it.
 pub const INTEGRATION_NOT_READY: &str = "IntegrationNotReady";
 
-common_status!(McpServerStatus);
+impl EmbedsManagedStatus for McpServerStatus {
+    fn without_own_timestamps(&self) -> Self {
+        Self {
+            last_applied_at: None,
+            ..self.clone()
+        }
+    }
+}
 
 impl Managed for McpServer {
     crate::controller::driver::kind::namespaced_api!();

@@ -24,7 +24,7 @@ use crate::api::{
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, Row, one_named, sent_or};
 use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
-use crate::controller::driver::status::common_status;
+use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt, Wait};
@@ -40,7 +40,14 @@ pub const INTEGRATION_NOT_READY: &str = "IntegrationNotReady";
 /// Condition reason while a Config still names the provider being deleted.
 pub const STILL_REFERENCED: &str = "StillReferenced";
 
-common_status!(ProviderStatus);
+impl EmbedsManagedStatus for ProviderStatus {
+    fn without_own_timestamps(&self) -> Self {
+        Self {
+            last_applied_at: None,
+            ..self.clone()
+        }
+    }
+}
 
 impl Managed for Provider {
     crate::controller::driver::kind::namespaced_api!();

@@ -6,18 +6,15 @@ use super::policy::{self, Policy, PolicyKind};
 use crate::api::{ApiError, Client, Listing, RateLimitsPolicy as RemotePolicy};
 use crate::controller::driver::Managed;
 use crate::controller::driver::drift::{Listed, Row};
-use crate::controller::driver::status::common_status;
+use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::resources::common::DriftCorrection;
 use crate::resources::rate_limits_policy::{RateLimitsPolicy, RateLimitsPolicyStatus};
 
-common_status!(
-    RateLimitsPolicyStatus,
-    |s| RateLimitsPolicyStatus {
-        pending_create: s.pending_create.as_ref().map(|_| String::new()),
-        ..s.clone()
-    },
-    intent_when = |s| s.pending_create.is_some()
-);
+impl EmbedsManagedStatus for RateLimitsPolicyStatus {
+    fn without_own_timestamps(&self) -> Self {
+        self.clone()
+    }
+}
 
 impl PolicyKind for RateLimitsPolicy {
     const REMOVAL: (&'static str, &'static str) = ("Deleted", "delete");

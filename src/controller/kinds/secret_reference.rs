@@ -16,7 +16,7 @@ use crate::api::{self, ApiError, SecretReference as RemoteReference, SecretRefer
 use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::create::{Created, Lookup, Row, body_hash, by_slug_or_name};
 use crate::controller::driver::gate::{Op, tenant_id};
-use crate::controller::driver::status::common_status;
+use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -30,7 +30,14 @@ use crate::resources::secret_reference::{SecretReference, SecretReferenceStatus}
 /// Condition reason while the API refuses the delete because something maps to the reference.
 pub const STILL_REFERENCED: &str = "StillReferenced";
 
-common_status!(SecretReferenceStatus);
+impl EmbedsManagedStatus for SecretReferenceStatus {
+    fn without_own_timestamps(&self) -> Self {
+        Self {
+            last_applied_at: None,
+            ..self.clone()
+        }
+    }
+}
 
 /// The Secret `spec.authConfigSecretRef` names, for the Secret watch (which matches by name):
 /// the reference takes every key of it, so the key here names none.

@@ -13,7 +13,7 @@ use super::policy::{self, Policy, PolicyKind};
 use crate::api::{ApiError, Client, Listing, UsageLimitsPolicy as RemotePolicy};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::gate::Op;
-use crate::controller::driver::status::common_status;
+use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::now_rfc3339;
@@ -25,14 +25,14 @@ use crate::resources::usage_limits_policy::{
 /// How many values of the grouping key `status.usage` lists (the largest first).
 const USAGE_SHOWN: usize = 20;
 
-common_status!(
-    UsageLimitsPolicyStatus,
-    |s| UsageLimitsPolicyStatus {
-        pending_create: s.pending_create.as_ref().map(|_| String::new()),
-        ..s.clone()
-    },
-    intent_when = |s| s.pending_create.is_some() || s.resetting_for.is_some()
-);
+impl EmbedsManagedStatus for UsageLimitsPolicyStatus {
+    fn without_own_timestamps(&self) -> Self {
+        self.clone()
+    }
+    fn own_intent(&self) -> bool {
+        self.resetting_for.is_some()
+    }
+}
 
 /// The usage a read reported, largest first, at most [`USAGE_SHOWN`] values.
 fn usage_of(remote: &RemotePolicy) -> (Vec<ValueUsage>, Option<u32>) {

@@ -29,7 +29,7 @@ use crate::api::{
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup};
 use crate::controller::driver::gate::Op;
-use crate::controller::driver::status::common_status;
+use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -50,7 +50,14 @@ pub const DEFAULT_WORKSPACE: &str = "DefaultWorkspace";
 /// Condition reason when the IAM scope aigw would make exists and is not this resource's.
 pub const SCOPE_NOT_OURS: &str = "ScopeNotOwned";
 
-common_status!(WorkspaceStatus);
+impl EmbedsManagedStatus for WorkspaceStatus {
+    fn without_own_timestamps(&self) -> Self {
+        Self {
+            last_applied_at: None,
+            ..self.clone()
+        }
+    }
+}
 
 impl Managed for Workspace {
     crate::controller::driver::kind::cluster_api!();

@@ -988,7 +988,10 @@ mod tests {
             Some(1),
         );
         refused.status = Some(crate::resources::config::ConfigStatus {
-            conditions,
+            managed: crate::resources::managed_status::ManagedStatus {
+                conditions,
+                ..Default::default()
+            },
             ..Default::default()
         });
         refused

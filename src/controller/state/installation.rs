@@ -649,7 +649,10 @@ mod tests {
     fn recorded(claim: Option<&str>, installation: &str) -> crate::resources::Config {
         let mut object = config(claim);
         object.status = Some(crate::resources::config::ConfigStatus {
-            installation: Some(installation.into()),
+            managed: crate::resources::managed_status::ManagedStatus {
+                installation: Some(installation.into()),
+                ..Default::default()
+            },
             ..Default::default()
         });
         object

@@ -110,8 +110,10 @@ impl Builder<'_> {
             expires_at: remote.expires_at.clone(),
             reset_usage: None,
             deletion_policy: DeletionPolicy::Orphan,
-            management_policy: ManagementPolicy::Full,
-            connection_ref: None,
+            managed: crate::resources::managed_spec::ManagedSpec {
+                management_policy: ManagementPolicy::Full,
+                connection_ref: None,
+            },
         };
         let object = Provider {
             metadata,
@@ -180,8 +182,10 @@ impl Builder<'_> {
             models: None,
             secret_mappings: exported_mappings(remote.secret_mappings.as_deref()),
             deletion_policy: DeletionPolicy::Orphan,
-            management_policy: ManagementPolicy::Full,
-            connection_ref: None,
+            managed: crate::resources::managed_spec::ManagedSpec {
+                management_policy: ManagementPolicy::Full,
+                connection_ref: None,
+            },
         };
         let object = Integration {
             metadata,

@@ -98,8 +98,10 @@ impl Builder<'_> {
             workspaces,
             capabilities: Vec::new(),
             deletion_policy: DeletionPolicy::Orphan,
-            management_policy: ManagementPolicy::Full,
-            connection_ref: None,
+            managed: crate::resources::managed_spec::ManagedSpec {
+                management_policy: ManagementPolicy::Full,
+                connection_ref: None,
+            },
         };
         let object = McpIntegration {
             metadata,

@@ -76,8 +76,10 @@ impl Builder<'_> {
             default_user_access,
             user_access: Vec::new(),
             deletion_policy: DeletionPolicy::Orphan,
-            management_policy: ManagementPolicy::Full,
-            connection_ref: None,
+            managed: crate::resources::managed_spec::ManagedSpec {
+                management_policy: ManagementPolicy::Full,
+                connection_ref: None,
+            },
         };
         let object = McpServer {
             metadata,

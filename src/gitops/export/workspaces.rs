@@ -64,8 +64,10 @@ impl Builder<'_> {
             usage_limits,
             rate_limits,
             deletion_policy: DeletionPolicy::Orphan,
-            management_policy: ManagementPolicy::Full,
-            connection_ref: None,
+            managed: crate::resources::managed_spec::ManagedSpec {
+                management_policy: ManagementPolicy::Full,
+                connection_ref: None,
+            },
         };
         let object = Workspace {
             metadata,
@@ -183,8 +185,10 @@ mod tests {
             usage_limits: usage_limits(read.usage_limits.as_ref()),
             rate_limits: rate_limits(read.rate_limits.as_ref()),
             deletion_policy: DeletionPolicy::Orphan,
-            management_policy: ManagementPolicy::Full,
-            connection_ref: None,
+            managed: crate::resources::managed_spec::ManagedSpec {
+                management_policy: ManagementPolicy::Full,
+                connection_ref: None,
+            },
         };
         assert_eq!(spec.name, "Payments");
         assert_eq!(spec.usage_limits.as_ref().map(Vec::len), Some(1));

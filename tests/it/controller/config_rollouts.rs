@@ -846,7 +846,7 @@ async fn promote_does_not_skip_a_refused_key() {
         .unwrap();
     let recorded = support::wait_until(WAIT, || async {
         let k = h.env.api::<ApiKey>().get("key-e").await.unwrap();
-        k.status.and_then(|s| s.installation)
+        k.status.and_then(|s| s.managed.installation)
     })
     .await;
     assert_eq!(recorded.as_deref(), Some("inst-b"));

@@ -341,7 +341,7 @@ async fn api_validation_error_stalls_without_a_retry_storm() {
                 .is_some_and(|(status, _, _)| status == "True")
         })
         .await;
-    let conditions = stalled.status.unwrap().conditions;
+    let conditions = stalled.status.unwrap().managed.conditions;
     let (_, reason, message) = condition(&conditions, "Stalled").unwrap();
     assert_eq!(condition(&conditions, "Ready").unwrap().0, "False");
     assert_eq!(condition(&conditions, "Reconciling").unwrap().0, "False");

@@ -570,7 +570,7 @@ async fn an_unnamed_policy_edited_after_a_lost_create_is_created_once() {
     let policies = h.env.api::<UsageLimitsPolicy>();
     support::wait_until(WAIT, || async {
         let policy = policies.get("budget").await.ok()?;
-        let attempt = policy.status?.create_attempt?;
+        let attempt = policy.status?.managed.create_attempt?;
         attempt.ended_at.map(drop)
     })
     .await

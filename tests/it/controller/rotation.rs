@@ -678,7 +678,7 @@ async fn a_namespace_the_connection_does_not_allow_is_stalled() {
             })
         })
         .await;
-    let conditions = stalled.status.unwrap().conditions;
+    let conditions = stalled.status.unwrap().managed.conditions;
     let stalled = conditions.iter().find(|c| c.type_ == "Stalled").unwrap();
     assert_eq!(stalled.reason, "NamespaceNotAllowed");
     assert!(

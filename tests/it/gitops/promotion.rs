@@ -557,6 +557,7 @@ async fn a_guardrail_soaking_a_change_leaves_the_configs_that_name_it_working() 
         corrected.is_some() && !config.stalled_with("ReferenceNotReady"),
         "the remote edit of prod's Config was not corrected while its guardrail soaks: {:?}",
         config.status.map(|s| s
+            .managed
             .conditions
             .into_iter()
             .map(|c| (c.type_, c.status, c.reason, c.message))
