@@ -352,6 +352,8 @@ pub struct Cx<'a, K: Managed> {
     wrote_remotely: std::sync::atomic::AtomicBool,
     /// Whether the object carries aigw's finalizer (as read, or since this reconcile added it).
     finalized: std::sync::atomic::AtomicBool,
+    /// Set once a metadata write of this reconcile carried this installation's claim.
+    claimed: std::sync::atomic::AtomicBool,
 }
 
 impl<'a, K: Managed> Cx<'a, K> {
@@ -390,6 +392,7 @@ impl<'a, K: Managed> Cx<'a, K> {
             resumed: object.status().filter(|s| s.has_intent()).cloned(),
             wrote_remotely: Default::default(),
             finalized: ctx.installation.holds(object).into(),
+            claimed: Default::default(),
         }
     }
 
@@ -458,7 +461,8 @@ impl<'a, K: Managed> Cx<'a, K> {
         intent: bool,
     ) -> Result<(), Halt> {
         use crate::controller::state::installation::{ANNOTATION, Claim};
-        if self.ctx.installation.claim_in(self.object.meta()) == Claim::None {
+        let claiming = self.ctx.installation.claim_in(self.object.meta()) == Claim::None;
+        if claiming {
             annotations.insert(ANNOTATION.into(), self.ctx.installation.id().into());
         }
         let mut metadata = serde_json::json!({ "resourceVersion": self.expected_version() });
@@ -489,7 +493,66 @@ impl<'a, K: Managed> Cx<'a, K> {
             })?;
         self.finalized
             .store(true, std::sync::atomic::Ordering::SeqCst);
+        if claiming {
+            self.claimed
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         let version = written.resource_version();
+        self.ctx
+            .drift
+            .wrote(&object_key(self.object), version.clone(), intent, None);
+        *self
+            .resource_version
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = version;
+        Ok(())
+    }
+
+    /// Writes this installation's claim (`aigw.io/installation`) on an object its status records
+    /// here whose annotation names none, when this reconcile wrote no metadata to carry it
+    /// ([`Self::write_metadata`]): a new object taken by its record whose reconcile ended in
+    /// Observe, a pause or a wait, which may wait for a change of the object, so no later
+    /// reconcile would write it. Guarded by the resourceVersion this reconcile last saw (a
+    /// conflict: the next reconcile writes it). Not after a remote write (its result is what the
+    /// drift tracker waits for; the next reconcile writes the claim then).
+    pub(super) async fn write_owed_claim(&self) -> Result<(), Halt> {
+        use crate::controller::state::installation::{ANNOTATION, Claim};
+        use std::sync::atomic::Ordering::SeqCst;
+        let me = self.ctx.installation.id();
+        let owed = !self.ctx.dry_run
+            && self.object.meta().deletion_timestamp.is_none()
+            && self.object.recorded_installation() == Some(me)
+            && self.ctx.installation.claim_in(self.object.meta()) == Claim::None
+            && !self.claimed.load(SeqCst)
+            && !self.wrote_remotely.load(SeqCst);
+        if !owed {
+            return Ok(());
+        }
+        let patch = serde_json::json!({"metadata": {
+            "resourceVersion": self.expected_version(),
+            "annotations": {ANNOTATION: me},
+        }});
+        let name = self.name();
+        let written = match self
+            .objects
+            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await
+        {
+            Ok(written) => written,
+            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                return Err(Wait::Conflict(format!("{} {name}", K::KIND)).into());
+            }
+            Err(e) => {
+                return Err(Error::kube(format!("claim {} {name}", K::KIND), e).into());
+            }
+        };
+        self.claimed.store(true, SeqCst);
+        let version = written.resource_version();
+        let intent = self
+            .last_saved()
+            .or_else(|| self.object.status().cloned())
+            .is_some_and(|s| s.has_intent());
         self.ctx
             .drift
             .wrote(&object_key(self.object), version.clone(), intent, None);

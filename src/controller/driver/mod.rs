@@ -34,7 +34,7 @@ use crate::controller::driver::status::{
 use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::runtime::backoff::jittered;
 use crate::resources::common::{
-    ManagementPolicy, Recorded,
+    FINALIZER, ManagementPolicy, Recorded,
     condition::{READY, STALLED},
     find_condition,
 };
@@ -95,7 +95,8 @@ enum Standing {
     /// Claimed by nobody (no record, no annotation), and this installation may take it: it takes
     /// it by recording itself in status ([`record_installation`]) and goes on in the same
     /// reconcile. The annotation follows in the first metadata write (with the finalizer and
-    /// the create intent, [`Cx::save_intent`]), so a create costs no write of its own for the claim.
+    /// the create intent, [`Cx::save_intent`]), so a create costs no write of its own for the claim;
+    /// a reconcile that writes no metadata writes it at its end ([`Cx::write_owed_claim`]).
     New,
     /// Not to be gone on with: what to do instead.
     Done(Action),
@@ -116,7 +117,12 @@ async fn standing<K: Managed>(
     use crate::controller::state::installation::{self, Verdict};
     let verdict = ctx.verdict(object).await;
     let deleting = object.meta().deletion_timestamp.is_some();
-    let holds = ctx.installation.holds(object);
+    // The shared finalizer of an object from before claims (no record, no annotation) waits for
+    // whichever installation takes it: one takes it, so its deletion is not held for good.
+    let holds = ctx.installation.holds(object)
+        || (verdict == Verdict::Unclaimed
+            && object.recorded_installation().is_none()
+            && object.finalizers().iter().any(|f| f == FINALIZER));
     Ok(Standing::Done(match verdict {
         Verdict::Ours => return Ok(Standing::Ours),
         Verdict::Unclaimed if ctx.dry_run => return Ok(Standing::Ours),
@@ -326,7 +332,9 @@ async fn apply<K: Managed>(
     let cx = Cx::new(ctx, objects.clone(), object);
     let mut status = before.clone().unwrap_or_default();
     let ending = run(&cx, &key, before.as_ref(), &mut status, unreached).await;
-    finish(&cx, &key, before.as_ref(), status, ending).await
+    let action = finish(&cx, &key, before.as_ref(), status, ending).await?;
+    cx.write_owed_claim().await?;
+    Ok(action)
 }
 
 /// The way of one reconcile to the kind's apply: the pause, the gate's rules that need no API

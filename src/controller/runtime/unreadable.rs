@@ -10,7 +10,7 @@ use kube::runtime::events::EventType;
 use tracing::warn;
 
 use crate::controller::Context;
-use crate::controller::state::installation::Claim;
+use crate::controller::state::installation::{Claim, Installation};
 use crate::resources::readable::Unreadable;
 
 /// The reason of the Event on an object a watch could not decode.
@@ -50,13 +50,8 @@ pub fn report<K: kube::Resource<DynamicType = ()>>(ctx: &Arc<Context>, unreadabl
         "cannot read this object: it is left out of the watch cache and not reconciled; the rest of the kind goes on"
     );
     ctx.metrics.unreadable(&kind);
-    // Another installation's object gets no event from this one (its claim is in the metadata,
-    // which is read even when the spec is not).
-    let theirs = matches!(
-        ctx.installation.claim_in(&unreadable.meta),
-        Claim::Theirs(_)
-    );
-    if theirs || !ctx.leadership.acts_on(&unreadable.meta) {
+    // Another installation's object gets no event from this one.
+    if is_theirs(&ctx.installation, unreadable) || !ctx.leadership.acts_on(&unreadable.meta) {
         return;
     }
     let reference = ObjectReference {
@@ -84,4 +79,66 @@ pub fn report<K: kube::Resource<DynamicType = ()>>(ctx: &Arc<Context>, unreadabl
         )
         .await;
     });
+}
+
+/// Whether `unreadable` is another installation's, as [`Installation::claim_on`] decides it for
+/// an object that decodes: the installation its status records, else the one its annotation
+/// names. The record is read on its own (serde_json skips the rest, however deep): a new object
+/// is taken by its record before its annotation is written, so the version between the two
+/// names its installation only there.
+fn is_theirs(installation: &Installation, unreadable: &Unreadable) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Recorded {
+        status: Option<RecordedStatus>,
+    }
+    #[derive(serde::Deserialize)]
+    struct RecordedStatus {
+        installation: Option<String>,
+    }
+    let recorded = unreadable
+        .part::<Recorded>()
+        .ok()
+        .and_then(|r| r.status?.installation);
+    match recorded {
+        Some(id) => id != installation.id(),
+        None => matches!(installation.claim_in(&unreadable.meta), Claim::Theirs(_)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::Config;
+    use crate::resources::readable::Readable;
+
+    fn unreadable(annotation: Option<&str>, recorded: Option<&str>) -> Unreadable {
+        let deep = (0..150).fold(serde_json::json!(1), |v, _| serde_json::json!([v]));
+        let mut object = serde_json::json!({
+            "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+            "metadata": {"name": "c", "namespace": "n"},
+            "spec": {"name": "c", "config": {"deep": deep}},
+            "status": {"installation": recorded},
+        });
+        if let Some(id) = annotation {
+            object["metadata"]["annotations"] = serde_json::json!({"aigw.io/installation": id});
+        }
+        let text = object.to_string();
+        match Readable::<Config>::from_text(&text) {
+            Readable::Unreadable(u) => *u,
+            Readable::Object(_) => panic!("decoded"),
+        }
+    }
+
+    #[test]
+    fn an_unreadable_object_is_whose_status_records_it_before_its_annotation() {
+        let me = Installation::new("a", None).unwrap();
+        // Recorded by another, not annotated yet (between its record and its metadata write).
+        assert!(is_theirs(&me, &unreadable(None, Some("b"))));
+        // Recorded here, whatever the annotation says.
+        assert!(!is_theirs(&me, &unreadable(Some("b"), Some("a"))));
+        // No record: the annotation decides.
+        assert!(is_theirs(&me, &unreadable(Some("b"), None)));
+        assert!(!is_theirs(&me, &unreadable(None, None)));
+        assert!(!is_theirs(&me, &unreadable(Some("a"), None)));
+    }
 }

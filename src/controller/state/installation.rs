@@ -16,8 +16,8 @@
 //! object exactly one takes it; the other sees the record and backs off without a trace (a debug
 //! log line). Its id also goes into the annotation `aigw.io/installation: <id>` (as
 //! external-dns records its owner id on a DNS record), with the object's first metadata write
-//! (the finalizer and create intent before a POST; [`take`] on its own when no such write
-//! comes). An annotation written by hand proposes the object to the installation it names. An
+//! (the finalizer and create intent before a POST; on its own at the end of a reconcile that
+//! wrote no metadata, such as Observe, a pause or a wait). An annotation written by hand proposes the object to the installation it names. An
 //! object made before claims existed has none: the first installation that would reconcile it
 //! takes it. An object of someone else gets no finalizer, no status, no event and no API call,
 //! and costs no apiserver read: the decision is made from the watch caches.

@@ -4,6 +4,7 @@ mod api_key_replacement;
 mod api_keys;
 mod attack29c;
 mod attack29d;
+mod attack_claims;
 mod attack_shards;
 mod config_refs;
 mod config_rollouts;

@@ -1,0 +1,376 @@
+//! Attacks on claims taken by the status record (issue 30's change to issue 27's
+//! installations): a new object is taken by `status.installation` first, and the annotation
+//! rides on its first metadata write. Each test sets up, with the installations stopped, a state
+//! a race can leave between the record and the metadata write, or races two installations for
+//! objects whose first reconcile writes no metadata; then checks that exactly one installation
+//! has the object, and that no second remote copy exists. Real apiserver, real emulators.
+
+use crate::support;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use aigw::controller::state::installation::ANNOTATION;
+use aigw::resources::Config;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use support::harness::{CLUSTER_LABEL, Harness, Installation};
+use support::objects::{Conditions, create, routing};
+
+const WAIT: Duration = Duration::from_secs(60);
+const DRIFT: Duration = Duration::from_secs(1);
+
+/// Two installations of this test's namespace, both seeing every Connection (none exists: each
+/// would use its own default), so which takes a new object is decided by the claim alone.
+async fn two(h: &Harness) -> (Installation, Installation) {
+    let ns = h.env.namespace.clone();
+    let selector = format!("{CLUSTER_LABEL}={ns}");
+    let a = h.installation("inst-a", &selector).await;
+    let b = h.installation("inst-b", &selector).await;
+    (a, b)
+}
+
+async fn copies(installation: &Installation) -> usize {
+    let state = installation.state().await;
+    state["configs"].as_array().map_or(0, Vec::len)
+}
+
+fn claim(config: &Config) -> Option<String> {
+    config
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION))
+        .cloned()
+}
+
+fn recorded(config: &Config) -> Option<String> {
+    config.status.as_ref().and_then(|s| s.installation.clone())
+}
+
+/// What an operator's record writes (the status subresource, which a tenant cannot write).
+async fn record(configs: &Api<Config>, name: &str, id: &str) {
+    configs
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"installation": id}})),
+        )
+        .await
+        .unwrap();
+}
+
+/// A tenant who writes the annotation right after another installation's record, before its
+/// metadata write (the window the change opened), moves nothing: the recorded installation
+/// stalls with `ClaimChanged` and makes no API call, the other does not take it, the
+/// annotation the tenant wrote is not overwritten. A tenant cannot preset the record either:
+/// a `status` sent with the create is dropped.
+#[tokio::test]
+async fn a_claim_written_between_the_record_and_the_metadata_moves_nothing() {
+    let mut h = Harness::start_with("atk-window", DRIFT).await;
+    h.stop_operator().await;
+    let configs = h.env.api::<Config>();
+    // A create carrying a record: the apiserver drops it.
+    let mut preset: Config = serde_json::from_value(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+        "metadata": {"name": "preset"}, "spec": routing("preset"),
+    }))
+    .unwrap();
+    preset.status = Some(aigw::resources::config::ConfigStatus {
+        installation: Some("inst-b".into()),
+        ..Default::default()
+    });
+    let made = configs
+        .create(&PostParams::default(), &preset)
+        .await
+        .unwrap();
+    assert_eq!(recorded(&made), None, "a create set status.installation");
+
+    create::<Config>(&h.env, "window", routing("window")).await;
+    record(&configs, "window", "inst-a").await;
+    configs
+        .patch(
+            "window",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"annotations": {ANNOTATION: "inst-b"}}})),
+        )
+        .await
+        .unwrap();
+    let (a, b) = two(&h).await;
+    let stalled = h
+        .env
+        .wait_for::<Config>("window", WAIT, |c| c.stalled_with("ClaimChanged"))
+        .await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let window = configs.get("window").await.unwrap_or(stalled);
+    assert_eq!(recorded(&window).as_deref(), Some("inst-a"));
+    assert_eq!(claim(&window).as_deref(), Some("inst-b"));
+    assert!(
+        window
+            .metadata
+            .finalizers
+            .clone()
+            .unwrap_or_default()
+            .is_empty(),
+        "{:?}",
+        window.metadata.finalizers
+    );
+    let remote = (copies(&a).await, copies(&b).await);
+    // `preset` is taken by one of them and created once.
+    assert_eq!(remote.0 + remote.1, 1, "remote copies a/b: {remote:?}");
+    assert!(
+        b.writes_to("configs", "window").is_empty(),
+        "{:?}",
+        b.writes_to("configs", "window")
+    );
+    drop((a, b));
+    h.stop().await;
+}
+
+/// An object deleted after an installation recorded itself but before its metadata write (a
+/// foreign finalizer keeps it): nothing is created remotely, neither installation adds a
+/// finalizer or a claim, and the object goes once the foreign finalizer does.
+#[tokio::test]
+async fn an_object_deleted_between_the_record_and_the_metadata_is_not_held() {
+    let mut h = Harness::start_with("atk-deleted", DRIFT).await;
+    h.stop_operator().await;
+    let configs = h.env.api::<Config>();
+    let held: Config = serde_json::from_value(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+        "metadata": {"name": "going", "finalizers": ["test.aigw.io/hold"]},
+        "spec": routing("going"),
+    }))
+    .unwrap();
+    configs.create(&PostParams::default(), &held).await.unwrap();
+    record(&configs, "going", "inst-a").await;
+    configs
+        .delete("going", &DeleteParams::default())
+        .await
+        .unwrap();
+    let (a, b) = two(&h).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let going = configs.get("going").await.unwrap();
+    assert_eq!(
+        going.metadata.finalizers.clone().unwrap_or_default(),
+        ["test.aigw.io/hold"]
+    );
+    assert_eq!(claim(&going), None);
+    assert_eq!((copies(&a).await, copies(&b).await), (0, 0));
+    assert_eq!((a.remote_writes().await, b.remote_writes().await), (0, 0));
+    configs
+        .patch(
+            "going",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .unwrap();
+    let gone = support::wait_until(WAIT, || async {
+        configs
+            .get_opt("going")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the object stayed");
+    drop((a, b));
+    h.stop().await;
+}
+
+/// Two installations racing for new objects whose first reconcile writes no metadata (Observe
+/// with nothing to observe, a pause) and for ones created at once: each ends recorded and
+/// annotated for the same one installation, which alone holds a finalizer, and each Full one
+/// exists once remotely.
+#[tokio::test]
+async fn racing_installations_take_each_new_object_once_and_annotate_it_as_recorded() {
+    let mut h = Harness::start_with("atk-race", DRIFT).await;
+    h.stop_operator().await;
+    let (a, b) = two(&h).await;
+    let mut names = Vec::new();
+    for i in 0..4 {
+        let full = format!("full-{i}");
+        create::<Config>(&h.env, &full, routing(&full)).await;
+        let observed = format!("observed-{i}");
+        let mut spec = routing(&observed);
+        spec["managementPolicy"] = json!("Observe");
+        create::<Config>(&h.env, &observed, spec).await;
+        names.extend([full, observed]);
+    }
+    let paused: Config = serde_json::from_value(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+        "metadata": {"name": "paused", "annotations": {"aigw.io/paused": "true"}},
+        "spec": routing("paused"),
+    }))
+    .unwrap();
+    let configs = h.env.api::<Config>();
+    configs
+        .create(&PostParams::default(), &paused)
+        .await
+        .unwrap();
+    names.push("paused".into());
+    let settled = support::wait_until(WAIT, || async {
+        let mut owners = BTreeMap::new();
+        for name in &names {
+            let config = configs.get(name).await.ok()?;
+            let owner = recorded(&config)?;
+            (claim(&config).as_deref() == Some(owner.as_str())).then_some(())?;
+            owners.insert(name.clone(), (owner, config));
+        }
+        Some(owners)
+    })
+    .await;
+    let Some(owners) = settled else {
+        let shown: Vec<Value> = futures::future::join_all(names.iter().map(|n| configs.get(n)))
+            .await
+            .into_iter()
+            .flatten()
+            .map(|c| json!([c.metadata.name, claim(&c), recorded(&c)]))
+            .collect();
+        panic!("not every object recorded and annotated alike: {shown:?}");
+    };
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let installations = [&a, &b];
+    for (name, (owner, _)) in &owners {
+        let now = configs.get(name).await.unwrap();
+        assert_eq!(recorded(&now).as_ref(), Some(owner), "{name} moved");
+        assert_eq!(claim(&now).as_ref(), Some(owner), "{name} re-annotated");
+        let finalizers = now.metadata.finalizers.clone().unwrap_or_default();
+        assert!(
+            finalizers
+                .iter()
+                .all(|f| *f == format!("aigw.io/finalizer.{owner}")),
+            "{name}: {finalizers:?}"
+        );
+        for other in installations.iter().filter(|i| i.id != *owner) {
+            let writes: Vec<String> = other
+                .writes_to("configs", name)
+                .into_iter()
+                .filter(|w| !w.contains(" 409"))
+                .collect();
+            assert!(
+                writes.is_empty(),
+                "{} wrote to {name}: {writes:?}",
+                other.id
+            );
+        }
+    }
+    let remote = (copies(&a).await, copies(&b).await);
+    assert_eq!(remote.0 + remote.1, 4, "remote copies a/b: {remote:?}");
+    drop((a, b));
+    h.stop().await;
+}
+
+/// A member Lease a crashed shard left behind (held, never renewed again; no shard runs to
+/// delete it): a replica without `--shards` does not lead beside it while it may be live, and
+/// leads once it has gone unchanged for its lease duration by the replica's own clock, rather
+/// than standing by for good.
+#[tokio::test]
+async fn a_crashed_shards_member_lease_holds_a_leader_without_shards_back_for_one_duration() {
+    use super::leader::{Operator, TOKEN};
+    use aigw::controller::runtime::{leader::LEASE_NAME, shards};
+    use k8s_openapi::api::coordination::v1::Lease;
+
+    let env = support::TestEnv::new("atk-ghost").await;
+    let ns = env.namespace.clone();
+    let group = shards::group_of(&format!("{ns}/{LEASE_NAME}"));
+    let ghost: Lease = serde_json::from_value(json!({
+        "metadata": {"name": shards::member_lease_name(&group, "crashed"),
+                     "labels": {shards::GROUP_LABEL: group},
+                     "annotations": {shards::VIEW_ANNOTATION: "crashed"}},
+        "spec": {"holderIdentity": "crashed", "leaseDurationSeconds": 15,
+                 "renewTime": "2026-01-01T00:00:00.000000Z"}
+    }))
+    .unwrap();
+    Api::<Lease>::namespaced(env.client.clone(), &ns)
+        .create(&PostParams::default(), &ghost)
+        .await
+        .unwrap();
+    let emulator = aigw::emulator::spawn(aigw::emulator::EmulatorOptions::new(TOKEN))
+        .await
+        .expect("emulator did not start");
+    let dir = tempfile::tempdir().unwrap();
+    support::chart::install(
+        &env.client,
+        &support::chart::Scope::watched(&[&ns]).lease_namespace(&ns),
+    )
+    .await
+    .kubeconfig_file(dir.path());
+    let started = std::time::Instant::now();
+    let plain = Operator::spawn("plain", &[&ns], &ns, &emulator, dir.path(), &[]);
+    let answering = support::wait_until(WAIT, || async { plain.readyz().await }).await;
+    assert!(answering.is_some(), "the replica never answered /readyz");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let role = plain.readyz().await.map(|(_, role)| role);
+    assert_ne!(
+        role.as_deref(),
+        Some("leader"),
+        "led beside a member Lease that may be live"
+    );
+    let leading = support::wait_until(WAIT, || async {
+        plain
+            .readyz()
+            .await
+            .filter(|(status, role)| *status == 200 && role == "leader")
+    })
+    .await;
+    assert!(
+        leading.is_some(),
+        "a crashed shard's Lease held the replica without --shards back for good"
+    );
+    let after = started.elapsed();
+    println!("led {:.1} s after it started", after.as_secs_f64());
+    assert!(after >= Duration::from_secs(15), "led after {after:?}");
+    drop(plain);
+}
+
+/// An object from before claims existed (the shared `aigw.io/finalizer`, no annotation, no
+/// record) deleted while no operator ran: the installation that starts (a named one, as the
+/// chart's `<namespace>/<release>`) takes it and lets it go, rather than leaving its deletion on a
+/// finalizer no installation holds; of two, only one writes about it.
+#[tokio::test]
+async fn a_deleted_object_from_before_claims_is_not_held_by_the_shared_finalizer() {
+    let mut h = Harness::start_with("atk-legacy", DRIFT).await;
+    h.stop_operator().await;
+    let configs = h.env.api::<Config>();
+    let old: Config = serde_json::from_value(json!({
+        "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
+        "metadata": {"name": "old", "finalizers": ["aigw.io/finalizer"]},
+        "spec": routing("old"),
+    }))
+    .unwrap();
+    configs.create(&PostParams::default(), &old).await.unwrap();
+    configs
+        .delete("old", &DeleteParams::default())
+        .await
+        .unwrap();
+    let (a, b) = two(&h).await;
+    let gone = support::wait_until(Duration::from_secs(30), || async {
+        configs
+            .get_opt("old")
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    let left = configs.get_opt("old").await.unwrap();
+    assert!(
+        gone.is_some(),
+        "the deletion waits on the shared finalizer: {:?}",
+        left.map(|c| c.metadata)
+    );
+    let writers: Vec<&str> = [&a, &b]
+        .iter()
+        .filter(|i| {
+            i.writes_to("configs", "old")
+                .iter()
+                .any(|w| !w.contains(" 409"))
+        })
+        .map(|i| i.id.as_str())
+        .collect();
+    assert!(writers.len() <= 1, "both wrote: {writers:?}");
+    drop((a, b));
+    h.stop().await;
+}
