@@ -77,7 +77,10 @@ async fn a_claim_written_between_the_record_and_the_metadata_moves_nothing() {
     }))
     .unwrap();
     preset.status = Some(aigw::resources::config::ConfigStatus {
-        installation: Some("inst-b".into()),
+        managed: aigw::resources::managed_status::ManagedStatus {
+            installation: Some("inst-b".into()),
+            ..Default::default()
+        },
         ..Default::default()
     });
     let made = configs
