@@ -477,13 +477,7 @@ impl<'a, K: Managed> Cx<'a, K> {
             metadata["finalizers"] = serde_json::json!(finalizers);
         }
         let name = self.name();
-        let written = self
-            .objects
-            .patch(
-                &name,
-                &PatchParams::default(),
-                &Patch::Merge(serde_json::json!({ "metadata": metadata })),
-            )
+        self.patch_metadata(metadata, intent)
             .await
             .map_err(|e| match e {
                 kube::Error::Api(status) if status.code == 409 => {
@@ -497,6 +491,25 @@ impl<'a, K: Managed> Cx<'a, K> {
             self.claimed
                 .store(true, std::sync::atomic::Ordering::SeqCst);
         }
+        Ok(())
+    }
+
+    /// Merge-patches `metadata` (which carries the resourceVersion precondition) and records
+    /// the write: the drift tracker's own-write mark (`intent`: the status then shown holds a
+    /// create intent) and the resourceVersion the next write of this reconcile is guarded by.
+    async fn patch_metadata(
+        &self,
+        metadata: serde_json::Value,
+        intent: bool,
+    ) -> Result<(), kube::Error> {
+        let written = self
+            .objects
+            .patch(
+                &self.name(),
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({ "metadata": metadata })),
+            )
+            .await?;
         let version = written.resource_version();
         self.ctx
             .drift
@@ -528,38 +541,23 @@ impl<'a, K: Managed> Cx<'a, K> {
         if !owed {
             return Ok(());
         }
-        let patch = serde_json::json!({"metadata": {
+        let metadata = serde_json::json!({
             "resourceVersion": self.expected_version(),
             "annotations": {ANNOTATION: me},
-        }});
-        let name = self.name();
-        let written = match self
-            .objects
-            .patch(&name, &PatchParams::default(), &Patch::Merge(patch))
-            .await
-        {
-            Ok(written) => written,
-            Err(kube::Error::Api(status)) if status.code == 404 => return Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 409 => {
-                return Err(Wait::Conflict(format!("{} {name}", K::KIND)).into());
-            }
-            Err(e) => {
-                return Err(Error::kube(format!("claim {} {name}", K::KIND), e).into());
-            }
-        };
-        self.claimed.store(true, SeqCst);
-        let version = written.resource_version();
+        });
         let intent = self
             .last_saved()
             .or_else(|| self.object.status().cloned())
             .is_some_and(|s| s.has_intent());
-        self.ctx
-            .drift
-            .wrote(&object_key(self.object), version.clone(), intent, None);
-        *self
-            .resource_version
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = version;
+        let name = self.name();
+        match self.patch_metadata(metadata, intent).await {
+            Ok(()) => self.claimed.store(true, SeqCst),
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                return Err(Wait::Conflict(format!("{} {name}", K::KIND)).into());
+            }
+            Err(e) => return Err(Error::kube(format!("claim {} {name}", K::KIND), e).into()),
+        }
         Ok(())
     }
 
