@@ -163,6 +163,17 @@ pub struct RotationStatus {
     pub rotation_held_until: Option<String>,
 }
 
+impl RotationStatus {
+    /// A copy to compare statuses by: the id of the rotation in flight blanked (only whether
+    /// one is in flight counts), as `ManagedStatus::without_timestamps` blanks a create's.
+    pub fn without_timestamps(&self) -> Self {
+        Self {
+            pending_rotation: self.pending_rotation.as_ref().map(|_| String::new()),
+            ..self.clone()
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

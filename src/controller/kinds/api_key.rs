@@ -45,7 +45,6 @@ use crate::resources::common::CreateAttempt;
 
 use crate::controller::driver::rotation;
 use crate::controller::driver::secret_delivery;
-use crate::resources::rotation::RotationStatus;
 
 mod rotation_calls;
 use rotation_calls::check_secret;
@@ -58,14 +57,7 @@ pub const PREVIOUS_EXPIRES_ANNOTATION: &str = "aigw.io/previous-key-expires-at";
 impl EmbedsManagedStatus for ApiKeyStatus {
     fn without_own_timestamps(&self) -> Self {
         Self {
-            rotation: RotationStatus {
-                pending_rotation: self
-                    .rotation
-                    .pending_rotation
-                    .as_ref()
-                    .map(|_| String::new()),
-                ..self.rotation.clone()
-            },
+            rotation: self.rotation.without_timestamps(),
             ..self.clone()
         }
     }

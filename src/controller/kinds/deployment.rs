@@ -38,14 +38,7 @@ impl EmbedsManagedStatus for DeploymentStatus {
     fn without_own_timestamps(&self) -> Self {
         Self {
             last_synced_at: None,
-            rotation: RotationStatus {
-                pending_rotation: self
-                    .rotation
-                    .pending_rotation
-                    .as_ref()
-                    .map(|_| String::new()),
-                ..self.rotation.clone()
-            },
+            rotation: self.rotation.without_timestamps(),
             ..self.clone()
         }
     }
