@@ -4,6 +4,7 @@ mod cli;
 
 /// jemalloc: the watch caches churn through many small objects, and glibc's per-thread arenas
 /// kept freed list pages and status copies as resident memory.
+#[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
