@@ -40,6 +40,26 @@ pub struct ManagedStatus {
     // object its 120 bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub create_attempt: Option<Box<CreateAttempt>>,
+    /// Not status: whether the copy's `aigw.io/installation` annotation named the
+    /// installation recorded above, set where a copy read from the cluster is prepared for
+    /// reconciles ([`crate::controller::driver::status::project_claim`]), which drops such an
+    /// annotation from the copy.
+    #[serde(skip)]
+    pub claim_annotated: ClaimAnnotated,
+}
+
+/// Whether an annotation dropped from a cached copy named the installation its status records
+/// ([`ManagedStatus::claim_annotated`]). A one-entry annotation map costs every cached object a
+/// B-tree node of about 540 bytes, and that annotation is the one almost every object carries.
+/// It is metadata, not status: never serialized, and equal whatever its value, so a status
+/// read from an answer compares equal to the cached copy of the same status.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ClaimAnnotated(pub bool);
+
+impl PartialEq for ClaimAnnotated {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
 }
 
 impl ManagedStatus {

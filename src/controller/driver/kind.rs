@@ -127,10 +127,20 @@ pub trait Managed:
 
     /// Makes a copy read from the cluster (a watch event, a re-read) what reconciles read: the
     /// create intent of its `aigw.io/create-intent` annotation shown in its status
-    /// ([`crate::controller::driver::status::project_intent`]).
+    /// ([`crate::controller::driver::status::project_intent`]), and its `aigw.io/installation`
+    /// annotation, when it names the installation the status records, kept as a flag of the
+    /// status ([`crate::controller::driver::status::project_claim`]).
     fn prepare(&mut self) {
+        use crate::controller::driver::status::{project_claim, project_intent};
         let intent = CreateIntent::of(self.meta());
-        crate::controller::driver::status::project_intent(intent, self.status_slot());
+        project_intent(intent, self.status_slot());
+        let recorded = self.status().and_then(|s| s.installation()).map(str::to_owned);
+        if let Some(recorded) = recorded
+            && project_claim(self.meta_mut(), &recorded)
+            && let Some(status) = self.status_slot()
+        {
+            *status.claim_annotated_mut() = true;
+        }
     }
 
     /// Observe the remote object, diff it against the spec, create or update only when they
@@ -461,7 +471,7 @@ impl<'a, K: Managed> Cx<'a, K> {
         intent: bool,
     ) -> Result<(), Halt> {
         use crate::controller::state::installation::{ANNOTATION, Claim};
-        let claiming = self.ctx.installation.claim_in(self.object.meta()) == Claim::None;
+        let claiming = self.ctx.installation.annotated(self.object) == Claim::None;
         if claiming {
             annotations.insert(ANNOTATION.into(), self.ctx.installation.id().into());
         }
@@ -535,7 +545,7 @@ impl<'a, K: Managed> Cx<'a, K> {
         let owed = !self.ctx.dry_run
             && self.object.meta().deletion_timestamp.is_none()
             && self.object.recorded_installation() == Some(me)
-            && self.ctx.installation.claim_in(self.object.meta()) == Claim::None
+            && self.ctx.installation.annotated(self.object) == Claim::None
             && !self.claimed.load(SeqCst)
             && !self.wrote_remotely.load(SeqCst);
         if !owed {

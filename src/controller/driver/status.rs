@@ -50,6 +50,8 @@ pub trait IntentStatus: CommonStatus {
     /// The installation recorded as the one that manages the object (`status.installation`).
     fn installation(&self) -> Option<&str>;
     fn installation_mut(&mut self) -> &mut Option<String>;
+    /// Whether the copy's claim annotation named the recorded installation ([`project_claim`]).
+    fn claim_annotated_mut(&mut self) -> &mut bool;
 }
 
 /// Brings the create intent of an `aigw.io/create-intent` annotation into `status`, as
@@ -77,6 +79,29 @@ pub fn project_intent<S: IntentStatus>(
     }
     *status.pending_create_mut() = Some(intent.pending_create);
     *status.create_attempt_mut() = Some(Box::new(intent.create_attempt));
+}
+
+/// Drops from `meta` an `aigw.io/installation` annotation naming `recorded`, the installation
+/// the object's status records; true when it did. The caller notes that in the status
+/// ([`ManagedStatus::claim_annotated`]): every cached copy and every re-read passes here
+/// ([`crate::controller::driver::Managed::prepare`]), and claims are read through
+/// [`crate::controller::state::installation::Installation::annotated`].
+pub fn project_claim(
+    meta: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    recorded: &str,
+) -> bool {
+    use crate::controller::state::installation::ANNOTATION;
+    let Some(annotations) = meta.annotations.as_mut() else {
+        return false;
+    };
+    if annotations.get(ANNOTATION).map(String::as_str) != Some(recorded) {
+        return false;
+    }
+    annotations.remove(ANNOTATION);
+    if annotations.is_empty() {
+        meta.annotations = None;
+    }
+    true
 }
 
 /// Sets one condition, keeping `lastTransitionTime` when its status did not change.
@@ -223,6 +248,9 @@ impl<S: EmbedsManagedStatus> IntentStatus for S {
     }
     fn installation_mut(&mut self) -> &mut Option<String> {
         &mut self.installation
+    }
+    fn claim_annotated_mut(&mut self) -> &mut bool {
+        &mut self.claim_annotated.0
     }
 }
 

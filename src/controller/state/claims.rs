@@ -453,6 +453,11 @@ pub trait Claims: Cached {
     /// The installation its status records as the one that manages it
     /// ([`crate::controller::state::installation`]), if one does.
     fn recorded_installation(&self) -> Option<&str>;
+    /// True on a prepared copy whose `aigw.io/installation` annotation named the recorded
+    /// installation and was dropped ([`crate::resources::managed_status::ClaimAnnotated`]).
+    fn claim_annotated(&self) -> bool {
+        false
+    }
     /// What its create in flight sent, while one is in flight.
     fn create_attempt(&self) -> Option<&CreateAttempt>;
     /// The store list of this kind.
@@ -574,6 +579,9 @@ macro_rules! status_claims {
         }
         fn recorded_installation(&self) -> Option<&str> {
             self.status.as_ref().and_then(|s| s.installation.as_deref())
+        }
+        fn claim_annotated(&self) -> bool {
+            self.status.as_ref().is_some_and(|s| s.claim_annotated.0)
         }
     };
 }

@@ -168,6 +168,17 @@ impl Installation {
         }
     }
 
+    /// Whose the `aigw.io/installation` annotation of `object` says it is, also when a cached
+    /// copy dropped the annotation because it named the installation its status records
+    /// ([`Claims::claim_annotated`]).
+    pub fn annotated<K: Claims>(&self, object: &K) -> Claim {
+        match object.recorded_installation() {
+            Some(id) if object.claim_annotated() && id == self.id => Claim::Ours,
+            Some(id) if object.claim_annotated() => Claim::Theirs(id.to_string()),
+            _ => self.claim_in(object.meta()),
+        }
+    }
+
     /// Who the annotation of the object `meta` belongs to names (also for an object that could
     /// not be decoded, whose metadata is all that is known of it, and for a Connection, which
     /// has no recorded installation).
@@ -243,7 +254,7 @@ pub fn verdict<K: Claims>(
         (_, false) => Verdict::NotOurs(hidden()),
         // Recorded here, and the annotation removed: written again before anything else.
         (Claim::Ours, true)
-            if installation.claim_in(object.meta()) == Claim::None
+            if installation.annotated(object) == Claim::None
                 && object.meta().deletion_timestamp.is_none() =>
         {
             Verdict::Unclaimed
@@ -684,6 +695,40 @@ mod tests {
         let agreeing = recorded(Some("a"), "a");
         assert_eq!(verdict(&me, &agreeing, "x", absent, true), Verdict::Ours);
         assert_eq!(me.claim_changed(&agreeing), None);
+    }
+
+    /// The cache drops an annotation that agrees with the status record
+    /// ([`crate::controller::driver::Managed::prepare`]): every decision on the prepared copy is
+    /// the one made on the copy as read, and one whose annotation is gone still owes it.
+    #[test]
+    fn a_prepared_copy_is_judged_as_the_copy_it_was_read_as() {
+        use crate::controller::driver::Managed;
+        let me = Installation::new("a", Some("env=a")).unwrap();
+        let absent = Some(None);
+        for (claim, record) in [
+            (Some("a"), "a"),
+            (Some("b"), "a"),
+            (Some("a"), "b"),
+            (Some("b"), "b"),
+            (None, "a"),
+            (None, "b"),
+        ] {
+            let read = recorded(claim, record);
+            let mut prepared = read.clone();
+            prepared.prepare();
+            let dropped = claim == Some(record);
+            assert_eq!(prepared.metadata.annotations.is_none(), claim.is_none() || dropped);
+            assert_eq!(prepared.claim_annotated(), dropped, "{claim:?} {record}");
+            assert_eq!(me.annotated(&prepared), me.claim_in(&read.metadata));
+            assert_eq!(me.claim_on(&prepared), me.claim_on(&read));
+            assert_eq!(me.claim_changed(&prepared), me.claim_changed(&read));
+            assert_eq!(
+                verdict(&me, &prepared, "x", absent, true),
+                verdict(&me, &read, "x", absent, true)
+            );
+            // Equal statuses whatever the flag: a status read from an answer is not a change.
+            assert_eq!(prepared.status, read.status);
+        }
     }
 
     #[test]
