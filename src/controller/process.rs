@@ -127,18 +127,17 @@ fn watched<K: Watchable>(
                 on_event(event);
             }
         });
-    let stream = reflector::reflector(writer, objects)
+    let stored = reflector::reflector(writer, objects)
         .inspect(move |item| {
             probe.observe(item);
             if let Ok(event) = item {
                 on_stored(event);
             }
         })
-        .applied_objects()
-        .predicate_filter(
-            move |object: &K| worth_reconciling(object, &installation),
-            Default::default(),
-        );
+        .applied_objects();
+    let stream = crate::controller::runtime::changes::changed(stored, move |object: &K| {
+        worth_reconciling(object, &installation)
+    });
     (reader, stream)
 }
 
@@ -208,7 +207,7 @@ const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// finalizers and deletion. What aigw itself writes is not: its status, its create intent
 /// annotation and its finalizer (written together before a POST, by the reconcile that goes on
 /// to finish the create). They still update the cache, but start no other reconcile.
-fn worth_reconciling<K: kube::Resource>(object: &K, installation: &str) -> Option<u64> {
+fn worth_reconciling<K: kube::Resource>(object: &K, installation: &str) -> u64 {
     use crate::controller::state::installation::ANNOTATION;
     use crate::resources::common::{CREATE_INTENT_ANNOTATION, FINALIZER};
     use std::hash::{Hash, Hasher};
@@ -230,7 +229,7 @@ fn worth_reconciling<K: kube::Resource>(object: &K, installation: &str) -> Optio
         meta.deletion_timestamp.as_ref().map(|t| t.0.as_second()),
     )
         .hash(&mut hasher);
-    Some(hasher.finish())
+    hasher.finish()
 }
 
 /// The name a watch stream reports its health under, e.g. `Config/ns1` or `Connection/*`.

@@ -1,5 +1,6 @@
 pub mod backoff;
 pub mod census;
+pub mod changes;
 pub mod events;
 pub mod failpoints;
 pub mod hash_key;
