@@ -134,7 +134,10 @@ pub trait Managed:
         use crate::controller::driver::status::{project_claim, project_intent};
         let intent = CreateIntent::of(self.meta());
         project_intent(intent, self.status_slot());
-        let recorded = self.status().and_then(|s| s.installation()).map(str::to_owned);
+        let recorded = self
+            .status()
+            .and_then(|s| s.installation())
+            .map(str::to_owned);
         if let Some(recorded) = recorded
             && project_claim(self.meta_mut(), &recorded)
             && let Some(status) = self.status_slot()

@@ -180,11 +180,28 @@ impl<K: Claims> StoreList<K> {
         }
     }
 
+    /// The namespace/name of the senior other resource claiming what `object` claims
+    /// ([`ClaimIndex::owner_of`]). The index keeps uids, not names: the name is looked up in the
+    /// caches on this rare path rather than kept for every object.
     fn owner_of(&self, object: &K, connections: &[String]) -> Option<String> {
-        self.claims
+        let uid = self
+            .claims
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .owner_of(object, connections)
+            .owner_of(object, connections)?;
+        let owner = self
+            .snapshot()
+            .iter()
+            .find_map(|store| store.find(|o| o.uid().as_deref() == Some(&*uid)));
+        Some(match owner {
+            Some(owner) => format!(
+                "{}/{}",
+                owner.namespace().unwrap_or_default(),
+                owner.name_any()
+            ),
+            // Gone from the cache since the index saw it: its uid still names it.
+            None => format!("uid {uid}"),
+        })
     }
 
     /// True when a resource other than `object` records or names `id` through one of
@@ -215,7 +232,6 @@ struct Claim {
     /// The keys of [`ClaimIndex::by_key`] it is under (the same allocations).
     keys: Vec<Arc<str>>,
     seniority: Seniority,
-    name: Box<str>,
 }
 
 /// A key of [`ClaimIndex::by_key`]: a Connection's name and a remote id in one string (a
@@ -257,12 +273,6 @@ impl ClaimIndex {
             epoch: self.epochs.get(&stream).copied().unwrap_or_default(),
             keys,
             seniority,
-            name: format!(
-                "{}/{}",
-                object.namespace().unwrap_or_default(),
-                object.name_any()
-            )
-            .into(),
         };
         self.by_uid.insert(claim.seniority.2.clone(), claim);
     }
@@ -299,9 +309,9 @@ impl ClaimIndex {
         }
     }
 
-    /// The senior other resource claiming any of what `object` claims through any of
-    /// `connections` (those reaching its tenant), when senior to it.
-    fn owner_of<K: Claims>(&self, object: &K, connections: &[String]) -> Option<String> {
+    /// The uid of the senior other resource claiming any of what `object` claims through any
+    /// of `connections` (those reaching its tenant), when senior to it.
+    fn owner_of<K: Claims>(&self, object: &K, connections: &[String]) -> Option<Arc<str>> {
         let mine = seniority(object);
         let ids = object.claimed_ids();
         // The index may hold a newer copy of the object itself (after its own intent write),
@@ -315,7 +325,7 @@ impl ClaimIndex {
             .filter_map(|claimants| claimants.iter().find(|c| c.2 != mine.2))
             .filter(|senior| **senior < mine)
             .min()?;
-        self.by_uid.get(&senior.2).map(|c| c.name.to_string())
+        self.by_uid.get(&senior.2).map(|c| c.seniority.2.clone())
     }
 }
 
@@ -895,12 +905,17 @@ mod tests {
         );
         let me = Installation::new("me", None).unwrap();
         let stores = Stores::default();
-        let (reader, _writer) = store::<Config>();
+        let (reader, mut writer) = store::<Config>();
         let stream = stores.of::<Config>().register(reader);
-        for o in [&theirs, &mine] {
+        // As the watch does: the index hears of a copy, then the cache keeps it.
+        let mut hear = |o: &Config| {
             stores
                 .of::<Config>()
                 .index_event_as(&me, stream, &Event::Apply(o.clone()));
+            writer.apply_watcher_event(&Event::Apply(o.clone()));
+        };
+        for o in [&theirs, &mine] {
+            hear(o);
         }
         assert_eq!(owned_by_another(&mine, &stores, &tenant()), None);
         assert!(
@@ -910,16 +925,12 @@ mod tests {
         );
         // Unclaimed, it is a rival as before; claimed by the other installation later, no more.
         let unclaimed = config("b", "a", "u1", "2026-01-01T00:00:00Z", Some("pc-x"));
-        stores
-            .of::<Config>()
-            .index_event_as(&me, stream, &Event::Apply(unclaimed));
+        hear(&unclaimed);
         assert_eq!(
             owned_by_another(&mine, &stores, &tenant()).as_deref(),
             Some("b/a")
         );
-        stores
-            .of::<Config>()
-            .index_event_as(&me, stream, &Event::Apply(theirs));
+        hear(&theirs);
         assert_eq!(owned_by_another(&mine, &stores, &tenant()), None);
     }
 

@@ -717,7 +717,10 @@ mod tests {
             let mut prepared = read.clone();
             prepared.prepare();
             let dropped = claim == Some(record);
-            assert_eq!(prepared.metadata.annotations.is_none(), claim.is_none() || dropped);
+            assert_eq!(
+                prepared.metadata.annotations.is_none(),
+                claim.is_none() || dropped
+            );
             assert_eq!(prepared.claim_annotated(), dropped, "{claim:?} {record}");
             assert_eq!(me.annotated(&prepared), me.claim_in(&read.metadata));
             assert_eq!(me.claim_on(&prepared), me.claim_on(&read));
