@@ -66,6 +66,9 @@ pub struct ClientConfig {
     pub observer: Option<Arc<dyn RequestObserver>>,
 }
 
+/// How long a request may take by default ([`ClientConfig::timeout`]).
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(30);
+
 impl ClientConfig {
     /// Defaults: 30 s timeout, 5 attempts, 10 qps with a burst of 20, 16 requests in flight.
     pub fn new(
@@ -78,7 +81,7 @@ impl ClientConfig {
             gateway_url: gateway_url.into(),
             token,
             headers: Vec::new(),
-            timeout: Duration::from_secs(30),
+            timeout: DEFAULT_TIMEOUT,
             retry: RetryPolicy::default(),
             qps: 10.0,
             burst: 20,

@@ -26,7 +26,7 @@ pub mod secret_fields;
 mod token;
 
 pub use client::{Client, REPLICA_HEADER, WriteGuard, identify_replica};
-pub use config::{ClientConfig, RequestObserver, RetryPolicy};
+pub use config::{ClientConfig, DEFAULT_TIMEOUT, RequestObserver, RetryPolicy};
 pub use error::{ApiError, HttpError};
 pub use handles::{
     ApiKeys, Configs, Deployments, Guardrails, GuardrailsOn, Integrations, Providers, RateLimits,

@@ -74,6 +74,20 @@ pub struct OperatorArgs {
     /// `status.rotationHeldUntil`. `0s` spaces nothing.
     #[arg(long, env = "AIGW_ROTATION_SPACING", default_value = "5m", value_parser = humantime::parse_duration, value_name = "DUR")]
     rotation_spacing: Duration,
+    /// How long one management-API request may take before it counts as timed out (the
+    /// default connection's and every Connection's).
+    #[arg(long, env = "AIGW_API_TIMEOUT", default_value = "30s", value_parser = humantime::parse_duration, value_name = "DUR")]
+    api_timeout: Duration,
+    /// The longest a management-API call may run: after a lost answer (a crash, a timeout,
+    /// a reset), a create or rotation is done again only once the call it recorded cannot
+    /// still be running. At least `--api-timeout` plus 5s.
+    #[arg(long, env = "AIGW_LONGEST_API_CALL", default_value = "60s", value_parser = humantime::parse_duration, value_name = "DUR")]
+    longest_api_call: Duration,
+    /// How long the API's lists may lag its creates: a create whose answer was lost is taken
+    /// for one that made nothing only by a list taken this long after it ended. Raise it for an
+    /// API whose lists lag more.
+    #[arg(long, env = "AIGW_LIST_SETTLE", default_value = "30s", value_parser = humantime::parse_duration, value_name = "DUR")]
+    list_settle: Duration,
     /// YAML file with the tenancy grants of the default connection (the one these flags define),
     /// in the shape of a Connection's `spec.grants`: which namespaces may use it, for which
     /// workspaces, and whether they may adopt. Without it, the default connection is open to
@@ -128,6 +142,18 @@ pub struct OperatorArgs {
         value_name = "NS"
     )]
     leader_election_namespace: String,
+    /// How long the Lease lasts after its holder's last renewal before another replica may take
+    /// it: the longest a dead leader's objects wait (whole seconds, at least 2s).
+    #[arg(long, env = "AIGW_LEADER_ELECT_LEASE_DURATION", default_value = "15s", value_parser = humantime::parse_duration, value_name = "DUR")]
+    leader_elect_lease_duration: Duration,
+    /// How long the holder keeps acting without a successful renewal; shorter than the lease
+    /// duration, so it stops before another replica may start.
+    #[arg(long, env = "AIGW_LEADER_ELECT_RENEW_DEADLINE", default_value = "10s", value_parser = humantime::parse_duration, value_name = "DUR")]
+    leader_elect_renew_deadline: Duration,
+    /// How often the holder renews the Lease and a standby looks at it; shorter than the renew
+    /// deadline.
+    #[arg(long, env = "AIGW_LEADER_ELECT_RETRY_PERIOD", default_value = "2s", value_parser = humantime::parse_duration, value_name = "DUR")]
+    leader_elect_retry_period: Duration,
     /// Address for Prometheus metrics (`/metrics`), `/healthz` and `/readyz`.
     #[arg(
         long,
@@ -153,6 +179,27 @@ fn parse_min_rotation_interval(value: &str) -> Result<Duration, String> {
     }
 }
 
+/// The holder must stop acting (renew deadline) before another replica may take the Lease
+/// (lease duration), and try to renew more than once meanwhile (retry period).
+fn check_lease_timing(args: &OperatorArgs) -> anyhow::Result<()> {
+    let (lease, renew, retry) = (
+        args.leader_elect_lease_duration,
+        args.leader_elect_renew_deadline,
+        args.leader_elect_retry_period,
+    );
+    if lease < Duration::from_secs(2) || lease.subsec_nanos() != 0 {
+        anyhow::bail!(
+            "--leader-elect-lease-duration: {lease:?} is not whole seconds of at least 2s"
+        );
+    }
+    if renew >= lease || retry.is_zero() || retry >= renew {
+        anyhow::bail!(
+            "leader election needs 0 < --leader-elect-retry-period ({retry:?}) < --leader-elect-renew-deadline ({renew:?}) < --leader-elect-lease-duration ({lease:?})"
+        );
+    }
+    Ok(())
+}
+
 fn parse_selector(value: &str) -> Result<String, String> {
     aigw::controller::state::installation::parse_selector(value).map(|_| value.to_string())
 }
@@ -173,6 +220,15 @@ impl api::RequestObserver for MetricsObserver {
 
 pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     crate::cli::init_tracing();
+    // Before anything connects: a window no request fits would refuse every create unsent.
+    let call_windows = aigw::controller::driver::create::CallWindows {
+        longest_attempt: args.longest_api_call,
+        list_settle: args.list_settle,
+    };
+    call_windows
+        .check(args.api_timeout)
+        .map_err(|e| anyhow::anyhow!("--longest-api-call: {e} (--api-timeout)"))?;
+    check_lease_timing(&args)?;
     let kube = kube::Client::try_default().await?;
     controller::check_crds_installed(&kube)
         .await
@@ -190,6 +246,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
                 .clone()
                 .unwrap_or_else(|| format!("{}/v1", url.trim_end_matches('/')));
             let config = ClientConfig::new(url.clone(), gateway, token)
+                .timeout(args.api_timeout)
                 .rate_limit(args.api_qps, (args.api_qps * 2.0).ceil().max(1.0) as u32)
                 .observer(Arc::new(MetricsObserver(metrics.clone())));
             Some(api::Client::new(config)?)
@@ -216,6 +273,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
             min_interval: args.min_rotation_interval,
             spacing: args.rotation_spacing,
         },
+        call_windows,
     };
     tracing::info!(installation = %settings.installation_id, "this installation acts only on the objects it claims (aigw.io/installation)");
     let grants = args
@@ -238,10 +296,16 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
     let connections = Connections::new(kube.clone(), default_client)
         .with_default_grants(grants)
         .with_secret_namespace(secret_namespace)
+        .with_api_timeout(args.api_timeout)
         .with_observer(Arc::new(MetricsObserver(metrics.clone())));
     // A dry run writes no Lease: it must never take over from the operator that does write.
     let (leadership, elector) = if args.leader_elect && !args.dry_run {
-        let lease = LeaseSettings::new(args.leader_election_namespace, identity);
+        let lease = LeaseSettings {
+            lease_duration: args.leader_elect_lease_duration,
+            renew_deadline: args.leader_elect_renew_deadline,
+            retry_period: args.leader_elect_retry_period,
+            ..LeaseSettings::new(args.leader_election_namespace, identity)
+        };
         let (leadership, elector) = match args.shards {
             true => leader::elect_shard(kube.clone(), lease, &settings.installation_id),
             false => {

@@ -56,6 +56,8 @@ pub struct Context {
     pub hash_key: hash_key::HashKey,
     /// `--min-rotation-interval` and `--rotation-spacing`: how often a resource may rotate.
     pub rotation: crate::resources::rotation::RotationLimits,
+    /// `--longest-api-call` and `--list-settle`: what a lost answer's recovery waits out.
+    pub call_windows: driver::create::CallWindows,
     /// The Secret values each object's reconciles handled, for the messages that outlive them.
     pub secret_values: secret_values::SecretValues,
     /// The Secrets aigw writes or reads, from watch caches ([`secret_cache`]).
@@ -85,6 +87,8 @@ pub struct Settings {
     pub dry_run: bool,
     /// How often one resource may rotate (`--min-rotation-interval`, `--rotation-spacing`).
     pub rotation: crate::resources::rotation::RotationLimits,
+    /// How long a call may run and lists may lag (`--longest-api-call`, `--list-settle`).
+    pub call_windows: driver::create::CallWindows,
 }
 
 impl Default for Settings {
@@ -99,6 +103,7 @@ impl Default for Settings {
             installation_id: installation::DEFAULT_ID.to_string(),
             dry_run: false,
             rotation: Default::default(),
+            call_windows: Default::default(),
         }
     }
 }
@@ -221,6 +226,7 @@ impl Context {
             unreadable: Default::default(),
             hash_key: hash_key::HashKey::random(),
             rotation: settings.rotation,
+            call_windows: settings.call_windows,
             secret_values: Default::default(),
             secrets,
         }

@@ -53,6 +53,39 @@ const SEND_MARGIN: Duration = Duration::from_secs(5);
 /// Clock skew tolerated between aigw and the API when comparing `created_at` to the intent.
 const CLOCK_SKEW: Duration = Duration::from_secs(5);
 
+/// The two bounds the protocol waits out after a lost answer: how long a call may have run
+/// ([`LONGEST_ATTEMPT`] by default, `--longest-api-call`) and how long lists may lag creates
+/// ([`LIST_SETTLE`], `--list-settle`). Tests against an emulator that is told how much it lags
+/// shorten them; the operator's defaults are these constants.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct CallWindows {
+    pub longest_attempt: Duration,
+    pub list_settle: Duration,
+}
+
+impl Default for CallWindows {
+    fn default() -> Self {
+        Self {
+            longest_attempt: LONGEST_ATTEMPT,
+            list_settle: LIST_SETTLE,
+        }
+    }
+}
+
+impl CallWindows {
+    /// `Err` when a call of `timeout` could never be sent within `longest_attempt` (less the
+    /// send margin): every create would be refused unsent.
+    pub fn check(&self, timeout: Duration) -> Result<(), String> {
+        if self.longest_attempt < timeout + SEND_MARGIN {
+            return Err(format!(
+                "the longest API call ({:?}) must be at least the API timeout ({timeout:?}) plus {SEND_MARGIN:?}",
+                self.longest_attempt
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// What a lookup for the object of an earlier create found.
 #[derive(Debug)]
 pub enum Lookup<F> {
@@ -88,8 +121,9 @@ pub async fn create_once<K, N, F>(
 where
     K: Managed,
 {
+    let windows = cx.ctx.call_windows;
     if status.pending_create().is_some()
-        && let Some(found) = after_lookup(status, what, lookup.await?)?
+        && let Some(found) = after_lookup(status, what, lookup.await?, windows)?
     {
         return Ok(Created::Recovered(found));
     }
@@ -103,7 +137,7 @@ where
     // The intent and the finalizer in one write, guarded by the resourceVersion: durable
     // before the POST, and the remote object it may make is cleaned up on delete.
     cx.save_intent(status).await?;
-    let client = client.answered_by(intended + LONGEST_ATTEMPT - SEND_MARGIN);
+    let client = client.answered_by(intended + windows.longest_attempt.saturating_sub(SEND_MARGIN));
     // A POST too late for the window is refused unsent (`PastDeadline`, outcome known): the
     // intent is cleared below like after any definite refusal, and the next reconcile writes
     // a new one, after the wait the API asked for.
@@ -136,6 +170,7 @@ pub fn after_lookup<S: IntentStatus, F>(
     status: &mut S,
     what: &str,
     lookup: Lookup<F>,
+    windows: CallWindows,
 ) -> Result<Option<F>, Wait> {
     match lookup {
         Lookup::Found(found) => {
@@ -145,7 +180,7 @@ pub fn after_lookup<S: IntentStatus, F>(
         Lookup::Unknown(why) => Err(Wait::CreateOutcomeUnknown(format!(
             "an earlier create of this {what} may have succeeded and {why}; looking again before creating"
         ))),
-        Lookup::Absent => settled_absence(status, what).map(|()| None),
+        Lookup::Absent => settled_absence(status, what, windows).map(|()| None),
     }
 }
 
@@ -161,8 +196,12 @@ pub fn clear_intent<S: IntentStatus>(status: &mut S) {
 /// `Ok` when a complete list without the object proves that the earlier create made nothing:
 /// the list was taken a settle time after the request ended. Otherwise an error that looks
 /// again once it has. Create and cleanup both ask this before taking absence for proof.
-fn settled_absence<S: IntentStatus>(status: &S, what: &str) -> Result<(), Wait> {
-    let Some(left) = unsettled_for(status) else {
+fn settled_absence<S: IntentStatus>(
+    status: &S,
+    what: &str,
+    windows: CallWindows,
+) -> Result<(), Wait> {
+    let Some(left) = unsettled_for(status, windows) else {
         return Ok(());
     };
     Err(Wait::NotYetSettled {
@@ -180,6 +219,7 @@ pub async fn made_by_unfinished_create<S: IntentStatus, F>(
     status: &S,
     what: &str,
     lookup: impl Future<Output = Result<Lookup<F>, Halt>>,
+    windows: CallWindows,
 ) -> Result<Option<F>, Halt> {
     let lookup = match lookup.await {
         // A namesake not proven this create's is never deleted: the resource goes without it.
@@ -192,7 +232,7 @@ pub async fn made_by_unfinished_create<S: IntentStatus, F>(
     match lookup {
         Lookup::Found(found) => Ok(Some(found)),
         Lookup::Absent => {
-            settled_absence(status, what)?;
+            settled_absence(status, what, windows)?;
             Ok(None)
         }
         Lookup::Unknown(why) => Err(Wait::CreateOutcomeUnknown(format!(
@@ -203,12 +243,12 @@ pub async fn made_by_unfinished_create<S: IntentStatus, F>(
 }
 
 /// When the earlier request ended: as recorded, or else as late as it could have.
-fn attempt_end<S: IntentStatus>(status: &S) -> Option<jiff::Timestamp> {
+fn attempt_end<S: IntentStatus>(status: &S, windows: CallWindows) -> Option<jiff::Timestamp> {
     if let Some(ended) = ended_at(status) {
         return Some(ended);
     }
     let sent = status.pending_create()?.parse::<jiff::Timestamp>().ok()?;
-    sent.checked_add(jiff::SignedDuration::try_from(LONGEST_ATTEMPT).ok()?)
+    sent.checked_add(jiff::SignedDuration::try_from(windows.longest_attempt).ok()?)
         .ok()
 }
 
@@ -224,9 +264,9 @@ fn ended_at<S: IntentStatus>(status: &S) -> Option<jiff::Timestamp> {
 
 /// How long until the request's end is old enough for a list to show what it created; `None`
 /// once it is (or when the intent has no readable time).
-fn unsettled_for<S: IntentStatus>(status: &S) -> Option<Duration> {
-    let due = attempt_end(status)?
-        .checked_add(jiff::SignedDuration::try_from(LIST_SETTLE).ok()?)
+fn unsettled_for<S: IntentStatus>(status: &S, windows: CallWindows) -> Option<Duration> {
+    let due = attempt_end(status, windows)?
+        .checked_add(jiff::SignedDuration::try_from(windows.list_settle).ok()?)
         .ok()?;
     let left = Duration::try_from(due.duration_since(jiff::Timestamp::now())).ok()?;
     (!left.is_zero()).then_some(left + Duration::from_millis(100))
@@ -241,7 +281,7 @@ struct Window {
 }
 
 impl Window {
-    fn of<S: IntentStatus>(status: &S) -> Self {
+    fn of<S: IntentStatus>(status: &S, windows: CallWindows) -> Self {
         let skew = jiff::SignedDuration::try_from(CLOCK_SKEW).unwrap_or_default();
         let since = status
             .pending_create()
@@ -250,7 +290,7 @@ impl Window {
         // Without a recorded end (the process died during the POST, or its result write
         // failed) the request ran at most as long as a request can: never unbounded, or a
         // namesake made any time later would count as this create's.
-        let until = attempt_end(status).and_then(|t| t.checked_add(skew).ok());
+        let until = attempt_end(status, windows).and_then(|t| t.checked_add(skew).ok());
         Self { since, until }
     }
 
@@ -355,7 +395,12 @@ pub async fn one_of_ours<K: Managed, T>(
     listing
         .items
         .retain(|item| !keys(item).into_iter().any(&claimed_elsewhere));
-    let found = match one_created_within(listing, Window::of(status), created_at, matches) {
+    let found = match one_created_within(
+        listing,
+        Window::of(status, cx.ctx.call_windows),
+        created_at,
+        matches,
+    ) {
         Lookup::Found(_) if cx.gate.attempts_elsewhere(sent) => {
             return Ok(Lookup::Unknown(
                 "another resource's create with the same name is in flight, so the match may be its"
@@ -494,7 +539,7 @@ mod tests {
     }
 
     fn lookup_in(rows: Vec<Row>, complete: bool, ended: Option<&str>) -> Lookup<Row> {
-        let window = Window::of(&status("2026-01-01T00:00:10Z", ended));
+        let window = Window::of(&status("2026-01-01T00:00:10Z", ended), DEFAULTS);
         one_created_within(
             listing(rows, complete),
             window,
@@ -567,18 +612,44 @@ mod tests {
     fn absence_settles_from_the_end_of_the_request() {
         let now = now_rfc3339();
         // The request ended just now: a list is no proof for another settle time.
-        let left = unsettled_for(&status("2020-01-01T00:00:00Z", Some(&now))).unwrap();
+        let left = unsettled_for(&status("2020-01-01T00:00:00Z", Some(&now)), DEFAULTS).unwrap();
         assert!(left <= LIST_SETTLE + Duration::from_secs(1), "{left:?}");
         assert!(left > LIST_SETTLE - Duration::from_secs(5), "{left:?}");
         // Its end was never recorded: it may have run as long as a request can.
-        let left = unsettled_for(&status(&now, None)).unwrap();
+        let left = unsettled_for(&status(&now, None), DEFAULTS).unwrap();
         assert!(left > LONGEST_ATTEMPT, "{left:?}");
         assert_eq!(
-            unsettled_for(&status(
-                "2020-01-01T00:00:00Z",
-                Some("2020-01-01T00:00:03Z")
-            )),
+            unsettled_for(
+                &status("2020-01-01T00:00:00Z", Some("2020-01-01T00:00:03Z")),
+                DEFAULTS
+            ),
             None
         );
+        // Shorter windows (`--list-settle`, `--longest-api-call`) settle sooner.
+        let short = CallWindows {
+            longest_attempt: Duration::from_secs(20),
+            list_settle: Duration::from_secs(3),
+        };
+        let left = unsettled_for(&status(&now, None), short).unwrap();
+        assert!(
+            left > Duration::from_secs(22) && left <= Duration::from_secs(24),
+            "{left:?}"
+        );
+    }
+
+    const DEFAULTS: CallWindows = CallWindows {
+        longest_attempt: LONGEST_ATTEMPT,
+        list_settle: LIST_SETTLE,
+    };
+
+    #[test]
+    fn a_longest_call_shorter_than_the_timeout_and_its_margin_is_refused() {
+        assert!(DEFAULTS.check(Duration::from_secs(30)).is_ok());
+        let short = CallWindows {
+            longest_attempt: Duration::from_secs(20),
+            ..DEFAULTS
+        };
+        assert!(short.check(Duration::from_secs(15)).is_ok());
+        assert!(short.check(Duration::from_secs(16)).is_err());
     }
 }

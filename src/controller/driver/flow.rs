@@ -232,7 +232,7 @@ pub async fn cleanup<K: Verbs>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change>
         Removal::Delete(key) => key,
         Removal::LookUp => {
             let lookup = object.find_created(cx, &status);
-            match made_by_unfinished_create(&status, K::WHAT, lookup).await? {
+            match made_by_unfinished_create(&status, K::WHAT, lookup, cx.ctx.call_windows).await? {
                 Some(found) => K::Calls::found_key(&found),
                 // Proven never made: only what was made for it may be left.
                 None => return Verbs::remove_unused(object, cx).await,
@@ -500,7 +500,7 @@ pub(crate) use driven;
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::driver::create::{Lookup, after_lookup};
+    use crate::controller::driver::create::{CallWindows, Lookup, after_lookup};
     use crate::controller::driver::status::IntentStatus;
     use crate::controller::error::Wait;
     use crate::resources::common::CreateAttempt;
@@ -899,23 +899,46 @@ mod tests {
         let long_ago = "2020-01-01T00:00:00Z";
         // Found: adopted, the intent settled.
         let mut status = in_flight(long_ago, Some(long_ago));
-        let found = after_lookup(&mut status, "policy", Lookup::Found("p1")).unwrap();
+        let found = after_lookup(
+            &mut status,
+            "policy",
+            Lookup::Found("p1"),
+            CallWindows::default(),
+        )
+        .unwrap();
         assert_eq!(found, Some("p1"));
         assert_eq!(status.pending_create(), None);
         assert_eq!(status.create_settled(), Some("intent-1"));
         // Unknown (several candidates, an incomplete list): wait, the intent stays.
         let mut status = in_flight(long_ago, Some(long_ago));
-        let unknown = after_lookup::<_, &str>(&mut status, "policy", Lookup::Unknown("2".into()));
+        let unknown = after_lookup::<_, &str>(
+            &mut status,
+            "policy",
+            Lookup::Unknown("2".into()),
+            CallWindows::default(),
+        );
         assert_eq!(unknown.unwrap_err().category(), "CreateOutcomeUnknown");
         assert!(status.pending_create().is_some());
         // Absent in a list taken a settle time after the request ended: POST again.
         let mut status = in_flight(long_ago, Some(long_ago));
-        let absent = after_lookup::<_, &str>(&mut status, "policy", Lookup::Absent).unwrap();
+        let absent = after_lookup::<_, &str>(
+            &mut status,
+            "policy",
+            Lookup::Absent,
+            CallWindows::default(),
+        )
+        .unwrap();
         assert_eq!(absent, None);
         // Absent, but the request ended just now (lists lag creates): wait, no second POST.
         let now = now_rfc3339();
         let mut status = in_flight(&now, Some(&now));
-        let early = after_lookup::<_, &str>(&mut status, "policy", Lookup::Absent).unwrap_err();
+        let early = after_lookup::<_, &str>(
+            &mut status,
+            "policy",
+            Lookup::Absent,
+            CallWindows::default(),
+        )
+        .unwrap_err();
         assert!(matches!(early, Wait::NotYetSettled { .. }), "{early}");
         assert!(status.pending_create().is_some());
     }

@@ -127,7 +127,9 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
         // What the replacement's unfinished create made is held by nobody: it goes.
         if status.pending_create().is_some() {
             let lookup = object.find_created(cx, &status);
-            if let Some(found) = made_by_unfinished_create(&status, K::WHAT, lookup).await? {
+            if let Some(found) =
+                made_by_unfinished_create(&status, K::WHAT, lookup, cx.ctx.call_windows).await?
+            {
                 let key = K::Calls::found_key(&found);
                 let client = cx.api(Op::Delete).await?;
                 let result = K::Calls::delete(object, cx, client, &key, &status).await;

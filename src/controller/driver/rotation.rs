@@ -32,7 +32,6 @@ use crate::controller::driver::status::{CommonStatus, Outcome, record_outcome, s
 use crate::controller::now_rfc3339;
 use crate::resources::rotation::{Rotation, RotationStatus};
 
-use super::create::LONGEST_ATTEMPT;
 use super::secret_delivery::{self, Delivery, ROTATION_ID_ANNOTATION, SecretVersion};
 
 /// Condition saying whether the Secret holds the resource's current values.
@@ -348,7 +347,10 @@ async fn resume<K: Rotates>(
             ),
         ));
     }
-    if let Some(left) = maybe_in_flight(K::rotation_status(status)) {
+    if let Some(left) = maybe_in_flight(
+        K::rotation_status(status),
+        cx.ctx.call_windows.longest_attempt,
+    ) {
         return Err(Wait::RotationInFlight {
             message: format!(
                 "a rotation of {} recorded by another process may still be in flight; doing it again once any such call has ended",
@@ -386,7 +388,7 @@ async fn resume<K: Rotates>(
 
 /// How long a call of the recorded rotation may still be running, when it may: none ended
 /// (as far as status knows) and it was recorded less than the longest call ago.
-fn maybe_in_flight(rotation: &RotationStatus) -> Option<Duration> {
+fn maybe_in_flight(rotation: &RotationStatus, longest_attempt: Duration) -> Option<Duration> {
     if rotation.rotation_call_ended_at.is_some() {
         return None;
     }
@@ -395,7 +397,7 @@ fn maybe_in_flight(rotation: &RotationStatus) -> Option<Duration> {
         .as_deref()?
         .parse::<jiff::Timestamp>()
         .ok()?;
-    let longest = jiff::SignedDuration::try_from(LONGEST_ATTEMPT).ok()?;
+    let longest = jiff::SignedDuration::try_from(longest_attempt).ok()?;
     let left = since
         .checked_add(longest)
         .ok()?

@@ -140,6 +140,8 @@ pub struct Connections {
     /// The one namespace Connections may read Secrets from (the ClusterIssuer pattern).
     secret_namespace: Option<String>,
     observer: Option<Arc<dyn RequestObserver>>,
+    /// How long a request of a client built from a Connection may take (`--api-timeout`).
+    api_timeout: Duration,
     clients: Mutex<HashMap<String, Cached>>,
     /// Namespace labels (for namespace selectors), from a metadata-only watch.
     namespaces: StoreList<PartialObjectMeta<Namespace>>,
@@ -386,6 +388,7 @@ impl Connections {
             default_grants: None,
             secret_namespace: None,
             observer: None,
+            api_timeout: crate::api::DEFAULT_TIMEOUT,
             clients: Mutex::new(HashMap::new()),
             namespaces: StoreList::default(),
             secrets: StoreList::default(),
@@ -425,6 +428,12 @@ impl Connections {
     /// Lets Connections read Secrets only in `namespace`.
     pub fn with_secret_namespace(mut self, namespace: Option<String>) -> Self {
         self.secret_namespace = namespace;
+        self
+    }
+
+    /// The timeout of the clients built from Connections (`--api-timeout`; 30 s by default).
+    pub fn with_api_timeout(mut self, timeout: Duration) -> Self {
+        self.api_timeout = timeout;
         self
     }
 
@@ -601,6 +610,7 @@ impl Connections {
             token.clone(),
             material.headers,
             self.observer.clone(),
+            self.api_timeout,
         )
         .map_err(unusable)?;
         let cached = Cached {
@@ -819,6 +829,7 @@ fn build_client(
     token: Arc<dyn TokenSource>,
     headers: Vec<(String, SecretString)>,
     observer: Option<Arc<dyn RequestObserver>>,
+    timeout: Duration,
 ) -> Result<Client, crate::api::ApiError> {
     let management = spec.management_url.trim_end_matches('/').to_string();
     let gateway = spec
@@ -827,6 +838,7 @@ fn build_client(
         .unwrap_or_else(|| format!("{management}/v1"));
     let qps = spec.qps.unwrap_or(10.0);
     let mut config = ClientConfig::new(management, gateway, token)
+        .timeout(timeout)
         .rate_limit(qps, spec.burst.unwrap_or((qps * 2.0).ceil() as u32));
     for (name, value) in headers {
         config = config.header(name, value);

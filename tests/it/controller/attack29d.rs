@@ -115,8 +115,8 @@ async fn attack_a_workspace_deleted_while_its_create_fails_leaves_no_iam_scope()
     let api = workspaces(&h);
     let full = h.cluster_name("leak");
     api.delete(&full, &DeleteParams::default()).await.unwrap();
-    // The deletion waits until a list taken LIST_SETTLE (30 s) after the last POST proves it
-    // made nothing: more than WAIT leaves under load.
+    // The deletion waits until a list taken a settle time (`--list-settle`) after the last POST
+    // proves it made nothing.
     let gone = support::wait_until(Duration::from_secs(90), || async {
         api.get_opt(&full).await.ok()?.is_none().then_some(())
     })

@@ -414,7 +414,7 @@ async fn server_errors_and_rate_limits_are_recovered_from() {
             .unwrap();
     }
     // A 5xx to a POST may have come after the commit, so each one is looked up, and absence
-    // counts only a list-settle time (30 s) after it: two in a row on one Config take a minute.
+    // counts only a list-settle time after it (30 s by default, 3 s in tests: TEST_CALL_WINDOWS).
     for i in 0..6 {
         h.env
             .wait_for::<Config>(

@@ -652,7 +652,7 @@ async fn refused_provider_create_race(prefix: &str, same_name: bool) {
         .await
         .unwrap();
     tokio::time::sleep(Duration::from_secs(4)).await;
-    // The create's outcome settles as "never made" only once a list taken LIST_SETTLE after it
+    // The create's outcome settles as "never made" only once a list taken a settle time after it
     // still lacks it: the deletion waits that long.
     h.env
         .delete_and_wait::<Provider>("openai-a", Duration::from_secs(90))

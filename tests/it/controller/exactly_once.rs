@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::harness::Harness;
+use support::harness::{CallWindows, Harness};
 use support::objects::{Conditions, create, gateway, limits, object, routing};
 use support::proxy::{forward, json_answer, serve};
 
@@ -557,8 +557,12 @@ async fn a_create_never_leaves_after_its_intents_window() {
 #[tokio::test]
 async fn an_unnamed_policy_edited_after_a_lost_create_is_created_once() {
     const POST: &str = "POST /ai_gw/v2/policies/usage-limits";
-    let h = Harness::start_with("eo-unnamed", Duration::from_secs(2)).await;
-    // Lists miss the new policy for 20 s: the lookup cannot find it before the edit.
+    // Lists miss the new policy for 20 s: the lookup cannot find it before the edit. The
+    // default 30 s settle time covers that lag, a test's shortened one does not.
+    let h = Harness::start_with("eo-unnamed", Duration::from_secs(2))
+        .await
+        .with_call_windows(CallWindows::default())
+        .await;
     let lagging = json!({"list_lag_ms": 20_000, "normalise": true});
     let mut lossy = lagging.clone();
     lossy["drop_after_commit_rate"] = json!(1.0);

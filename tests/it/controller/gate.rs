@@ -11,7 +11,7 @@ use aigw::resources::{Config, Deployment, RateLimitsPolicy};
 use kube::api::{Patch, PatchParams};
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::harness::Harness;
+use support::harness::{CallWindows, Harness, TEST_CALL_WINDOWS};
 use support::objects::{Conditions, create, gateway, limits, routing};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -280,8 +280,11 @@ async fn a_spec_edit_during_a_slow_create_keeps_its_result_and_one_remote_config
         })
         .await;
     h.faults(json!({})).await;
-    // Past the list-settle window a lost result would have led to a second POST.
-    tokio::time::sleep(Duration::from_secs(31)).await;
+    // Past the create's window and the list-settle time after it, a lost result (even one
+    // whose end was never recorded) would have led to a second POST.
+    let windows = TEST_CALL_WINDOWS;
+    tokio::time::sleep(windows.longest_attempt + windows.list_settle + Duration::from_secs(2))
+        .await;
     assert_eq!(
         h.count("POST /ai_gw/v2/configs").await,
         1,
@@ -311,7 +314,11 @@ async fn a_spec_edit_during_a_slow_create_keeps_its_result_and_one_remote_config
 /// once the outcome is known, and the config the lost POST made is deleted, not left behind.
 #[tokio::test]
 async fn a_delete_during_an_unknown_create_waits_for_the_list_and_leaves_nothing() {
-    let h = Harness::start("gate-lag").await;
+    // Lists lag 20 s: the default 30 s settle time covers it, a test's shortened one does not.
+    let h = Harness::start("gate-lag")
+        .await
+        .with_call_windows(CallWindows::default())
+        .await;
     h.faults(json!({"drop_after_commit_rate": 1.0, "list_lag_ms": 20000}))
         .await;
     create::<Config>(&h.env, "lost", routing("lost")).await;

@@ -546,8 +546,13 @@ async fn a_pause_waits_for_a_rotation_in_flight() {
 }
 
 async fn create_connection(h: &Harness, name: &str, extra: Value) {
+    create_connection_with_secret(h, name, extra, "oauth-client-secret-9f3e").await;
+}
+
+/// [`create_connection`] whose Secret holds `client_secret`.
+async fn create_connection_with_secret(h: &Harness, name: &str, extra: Value, client_secret: &str) {
     let secret: Secret = object(json!({"metadata": {"name": format!("{name}-oauth")},
-        "stringData": {"client_id": "aigw-client", "client_secret": "oauth-client-secret-9f3e"}}));
+        "stringData": {"client_id": "aigw-client", "client_secret": client_secret}}));
     h.env
         .api::<Secret>()
         .create(&PostParams::default(), &secret)
@@ -709,19 +714,11 @@ async fn a_namespace_the_connection_does_not_allow_is_stalled() {
         .await;
     assert_eq!(h.count("POST /ai_gw/v2/configs").await, 1);
 
-    // A Connection whose secret is wrong is not Ready, and says why without the secret.
+    // A Connection whose secret is wrong is not Ready, and says why without the secret. It is
+    // wrong from the start: a Secret changed after the Connection's first probe is seen only at
+    // its next one (the drift interval), and a patch right after the create raced that probe.
     let bad = format!("bad-{}", h.env.namespace);
-    create_connection(&h, &bad, json!({})).await;
-    let patch = json!({"stringData": {"client_secret": "wrong-secret-value-123"}});
-    h.env
-        .api::<Secret>()
-        .patch(
-            &format!("{bad}-oauth"),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-        .unwrap();
+    create_connection_with_secret(&h, &bad, json!({}), "wrong-secret-value-123").await;
     let connections = Api::<Connection>::all(h.env.client.clone());
     let failing = support::wait_until(WAIT, || async {
         let c = connections.get(&bad).await.ok()?;

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use aigw::api::{Client, ClientConfig, RetryPolicy, StaticToken};
+pub use aigw::controller::driver::create::CallWindows;
 use aigw::controller::runtime::hash_key::{self, HashKey};
 use aigw::controller::{self, Connections, Context, Metrics, Settings};
 use aigw::emulator::{EmulatorOptions, Running};
@@ -16,6 +17,20 @@ use super::TestEnv;
 use super::chart::{self, Identity, Scope};
 
 pub const TOKEN: &str = "test-token-3a7f9c1e";
+
+/// The timeout of the operator's management-API clients in tests (`--api-timeout`): the
+/// default connection's and every Connection's.
+pub const API_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The windows a lost answer's recovery waits out (`--longest-api-call`, `--list-settle`),
+/// shortened for the quick clients tests use: their calls time out after [`API_TIMEOUT`] (plus
+/// the 5 s send margin, 5 s of rate limiting and retries fit), and the emulator's lists lag
+/// nothing unless a test sets `list_lag_ms` (those tests keep the defaults:
+/// [`Harness::with_call_windows`]).
+pub const TEST_CALL_WINDOWS: CallWindows = CallWindows {
+    longest_attempt: Duration::from_secs(20),
+    list_settle: Duration::from_secs(3),
+};
 
 /// Every log line the operators of this test process wrote, for secret-leak checks.
 pub fn captured_logs() -> String {
@@ -199,6 +214,7 @@ impl Harness {
                 min_interval: Duration::from_secs(1),
                 spacing: Duration::ZERO,
             },
+            call_windows: TEST_CALL_WINDOWS,
             ..Default::default()
         };
         let secret_namespace = own_secret_namespace.then(|| env.namespace.clone());
@@ -302,6 +318,15 @@ impl Harness {
         self.settings.rotation = limits;
     }
 
+    /// This harness with its operator restarted under `windows` (`--longest-api-call`,
+    /// `--list-settle`) instead of [`TEST_CALL_WINDOWS`]: for tests whose emulator lists lag.
+    #[allow(dead_code)]
+    pub async fn with_call_windows(mut self, windows: CallWindows) -> Self {
+        self.settings.call_windows = windows;
+        self.restart_operator().await;
+        self
+    }
+
     /// Stops the controllers at once, as a killed process would stop, and starts none (a later
     /// `restart_operator` starts new ones).
     pub async fn stop_operator(&mut self) {
@@ -328,9 +353,11 @@ impl Harness {
 
     /// Like [`Self::restart_operator_via`], with the client the operator binary builds (its
     /// 30 s timeout, and retries that wait out a `Retry-After` of up to 30 s) instead of the
-    /// quick one tests use.
+    /// quick one tests use), under the binary's default windows (a 30 s call does not fit
+    /// [`TEST_CALL_WINDOWS`]).
     pub async fn restart_operator_via_production_client(&mut self, management_url: &str) {
         self.stop_operator().await;
+        self.settings.call_windows = CallWindows::default();
         self.ctx = new_context_with(
             &self.kube,
             ClientConfig::new(
@@ -658,7 +685,8 @@ fn new_context_with(
             kube.clone(),
             Connections::new(kube.clone(), Some(api))
                 .with_default_grants(grants)
-                .with_secret_namespace(secret_namespace),
+                .with_secret_namespace(secret_namespace)
+                .with_api_timeout(API_TIMEOUT),
             Arc::new(Metrics::default()),
             settings,
         )
@@ -681,7 +709,7 @@ fn api_config(management_url: String, emulator: &Running, token: &str) -> Client
         emulator.gateway_url(),
         Arc::new(StaticToken::new(token)),
     )
-    .timeout(Duration::from_secs(10))
+    .timeout(API_TIMEOUT)
     .retry(RetryPolicy {
         max_attempts: 3,
         base_delay: Duration::from_millis(50),
@@ -731,7 +759,8 @@ impl Harness {
             kube.clone(),
             Connections::new(kube.clone(), Some(api))
                 .with_default_grants(self.grants.clone())
-                .with_secret_namespace(self.secret_namespace.clone()),
+                .with_secret_namespace(self.secret_namespace.clone())
+                .with_api_timeout(API_TIMEOUT),
             Arc::new(Metrics::default()),
             &settings,
         )

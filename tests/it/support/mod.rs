@@ -163,15 +163,33 @@ where
     }
 }
 
-/// Who holds the cluster: `(tests sharing it, one test holding it alone)`. The integration tests
-/// share one process and run in parallel, each in namespaces of its own; every [`TestEnv`] is a
-/// share. A test whose operator watches every namespace (it would reconcile the other tests'
-/// objects) holds the cluster alone: [`exclusive_cluster`].
-static CLUSTER: LazyLock<tokio::sync::watch::Sender<(usize, bool)>> =
-    LazyLock::new(|| tokio::sync::watch::Sender::new((0, false)));
+/// Who holds the cluster: the tests sharing it, whether one test holds it alone, and how many
+/// wait to. The integration tests share one process and run in parallel, each in namespaces of
+/// its own; every [`TestEnv`] is a share. A test whose operator watches every namespace (it
+/// would reconcile the other tests' objects) holds the cluster alone: [`exclusive_cluster`].
+#[derive(Debug, Default)]
+struct Holders {
+    shares: usize,
+    alone: bool,
+    waiting_alone: usize,
+}
+
+static CLUSTER: LazyLock<tokio::sync::watch::Sender<Holders>> =
+    LazyLock::new(|| tokio::sync::watch::Sender::new(Holders::default()));
+
+/// How long a new share gives way to a test waiting to hold the cluster alone. Bounded: a test
+/// on a multi-threaded runtime taking a second share cannot be told from a new one, and would
+/// otherwise wait for the exclusive test, which waits for it.
+const GIVE_WAY: Duration = Duration::from_secs(120);
+
+thread_local! {
+    /// The shares the test on this thread holds (a test of the default current-thread runtime
+    /// runs on one thread).
+    static HELD: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
+}
 
 /// Waits until `take` changes the state of [`CLUSTER`] (it returns whether it did).
-async fn take_cluster(mut take: impl FnMut(&mut (usize, bool)) -> bool) {
+async fn take_cluster(mut take: impl FnMut(&mut Holders) -> bool) {
     let mut changed = CLUSTER.subscribe();
     loop {
         if CLUSTER.send_if_modified(&mut take) {
@@ -189,23 +207,40 @@ struct Share;
 
 impl Share {
     async fn take() -> Self {
-        // Never waits for a test that only asks to hold the cluster alone: a test taking a second
-        // share while it holds one must not wait for one that waits for it.
-        take_cluster(|(shares, alone)| {
-            if *alone {
+        // A new test gives way to one waiting to hold the cluster alone: without it, that one
+        // waits until no test holds a share, which with tests starting back to back is the end
+        // of the run, its test thread idle all along. A test taking a second share while it
+        // holds one never waits for one that waits for it.
+        let gives_way = HELD.with(std::cell::Cell::get) == 0;
+        let after_exclusive = take_cluster(|c| {
+            if c.alone || (gives_way && c.waiting_alone > 0) {
                 return false;
             }
-            *shares += 1;
+            c.shares += 1;
             true
-        })
-        .await;
+        });
+        if tokio::time::timeout(GIVE_WAY, after_exclusive)
+            .await
+            .is_err()
+        {
+            take_cluster(|c| {
+                if c.alone {
+                    return false;
+                }
+                c.shares += 1;
+                true
+            })
+            .await;
+        }
+        HELD.with(|held| held.set(held.get() + 1));
         Share
     }
 }
 
 impl Drop for Share {
     fn drop(&mut self) {
-        CLUSTER.send_modify(|(shares, _)| *shares -= 1);
+        HELD.with(|held| held.set(held.get().saturating_sub(1)));
+        CLUSTER.send_modify(|c| c.shares -= 1);
     }
 }
 
@@ -214,18 +249,21 @@ pub struct Exclusive(());
 
 impl Drop for Exclusive {
     fn drop(&mut self) {
-        CLUSTER.send_modify(|(_, alone)| *alone = false);
+        CLUSTER.send_modify(|c| c.alone = false);
     }
 }
 
-/// Holds the cluster alone: waits until no [`TestEnv`] of another test is alive, and holds back
-/// new ones until the result is dropped. Its own namespaces come from [`TestEnv::alone`].
+/// Holds the cluster alone: waits until no [`TestEnv`] of another test is alive (new ones give
+/// way meanwhile), and holds back new ones until the result is dropped. Its own namespaces come
+/// from [`TestEnv::alone`].
 pub async fn exclusive_cluster() -> Exclusive {
-    take_cluster(|(shares, alone)| {
-        if *shares > 0 || *alone {
+    CLUSTER.send_modify(|c| c.waiting_alone += 1);
+    take_cluster(|c| {
+        if c.shares > 0 || c.alone {
             return false;
         }
-        *alone = true;
+        c.alone = true;
+        c.waiting_alone -= 1;
         true
     })
     .await;
