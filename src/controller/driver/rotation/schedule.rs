@@ -70,10 +70,13 @@ pub fn next_rotation_at(
 }
 
 /// How long until `next_rotation_at` (a little after, so the reconcile finds it due), or until
-/// `held_until` while that is ahead: a rotation held by the spacing is looked at again then.
+/// `held_until`: a rotation held by the spacing is looked at again when the hold ends, and at
+/// once when it ended already (the hold is rounded up to the second, and a slow reconcile can
+/// reach this after it). A status keeps `held_until` only while a rotation waits for it.
 pub fn due_in(next_rotation_at: Option<&str>, held_until: Option<&str>) -> Option<Duration> {
-    if let Some(held) = held_for(held_until) {
-        return Some(held + Duration::from_millis(200));
+    if let Some(until) = held_until.and_then(|t| t.parse::<jiff::Timestamp>().ok()) {
+        let left = until.duration_since(jiff::Timestamp::now());
+        return Some(Duration::try_from(left).unwrap_or_default() + Duration::from_millis(200));
     }
     let due = next_rotation_at?.parse::<jiff::Timestamp>().ok()?;
     let left = due.duration_since(jiff::Timestamp::now());
@@ -153,6 +156,13 @@ mod tests {
             due_in(schedule.next_rotation_at, schedule.held_until),
             Some(Duration::from_millis(200))
         );
+        // A trigger change held until a moment already past (no interval): looked at at once,
+        // not at the next drift check.
+        assert_eq!(
+            due_in(None, Some("2020-01-01T00:00:00Z")),
+            Some(Duration::from_millis(200))
+        );
+        assert_eq!(due_in(None, None), None);
         assert_eq!(spaced_until(Some("2020-01-01T00:00:00Z"), spacing), None);
         assert_eq!(spaced_until(Some(&just_now), Duration::ZERO), None);
         assert_eq!(spaced_until(None, spacing), None);
