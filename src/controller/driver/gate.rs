@@ -29,7 +29,7 @@ use crate::controller::Context;
 use crate::controller::driver::Managed;
 use crate::controller::driver::promotion::{self, Decision};
 use crate::controller::error::{Error, Halt, Wait};
-use crate::controller::state::claims::owned_by_another;
+use crate::controller::state::claims::{Owner, owned_by_another};
 use crate::controller::state::connections::{Resolved, Scope};
 use crate::resources::common::CreateAttempt;
 
@@ -146,14 +146,26 @@ impl<'a, K: Managed> Gate<'a, K> {
         // claimants), whatever else claims the object.
         self.granted().await?;
         let peers = self.same_tenant();
-        if let Some(owner) = owned_by_another(object, &self.ctx.stores, &peers) {
-            let namespace = object.namespace();
-            return Err(Error::AlreadyManaged(already_managed(
-                K::KIND,
-                namespace.as_deref(),
-                &owner,
-            ))
-            .into());
+        match owned_by_another(object, &self.ctx.stores, &peers) {
+            None => {}
+            Some(Owner::Named(owner)) => {
+                let namespace = object.namespace();
+                return Err(Error::AlreadyManaged(already_managed(
+                    K::KIND,
+                    namespace.as_deref(),
+                    &owner,
+                ))
+                .into());
+            }
+            // Another resource outranks it, but the cache cannot name it yet: nothing is
+            // sent, and the object is stalled once its owner can be named.
+            Some(Owner::Uncached) => {
+                return Err(Wait::CachesNotReady(format!(
+                    "another resource claims what this {} claims, and the watch caches do not hold it yet",
+                    K::KIND
+                ))
+                .into());
+            }
         }
         Ok(())
     }

@@ -183,7 +183,7 @@ impl<K: Claims> StoreList<K> {
     /// The namespace/name of the senior other resource claiming what `object` claims
     /// ([`ClaimIndex::owner_of`]). The index keeps uids, not names: the name is looked up in the
     /// caches on this rare path rather than kept for every object.
-    fn owner_of(&self, object: &K, connections: &[String]) -> Option<String> {
+    fn owner_of(&self, object: &K, connections: &[String]) -> Option<Owner> {
         let uid = self
             .claims
             .lock()
@@ -194,13 +194,12 @@ impl<K: Claims> StoreList<K> {
             .iter()
             .find_map(|store| store.find(|o| o.uid().as_deref() == Some(&*uid)));
         Some(match owner {
-            Some(owner) => format!(
+            Some(owner) => Owner::Named(format!(
                 "{}/{}",
                 owner.namespace().unwrap_or_default(),
                 owner.name_any()
-            ),
-            // Gone from the cache since the index saw it: its uid still names it.
-            None => format!("uid {uid}"),
+            )),
+            None => Owner::Uncached,
         })
     }
 
@@ -520,14 +519,32 @@ fn workspace_field<K: Claims>(object: &K) -> &'static str {
     }
 }
 
-/// The resource that owns what `object` claims, when it is another one: `namespace/name`.
-/// `connections` are the names of the Connections reaching the same tenant as the object's
-/// (its own included).
+/// The resource that owns what an object claims, when it is another one.
+#[derive(Debug, PartialEq)]
+pub enum Owner {
+    /// Its `namespace/name` (`/name` for a cluster-scoped kind).
+    Named(String),
+    /// Its watch reported it (the claim index has it) but the cache does not hold it yet: a
+    /// re-list keeps what it lists aside until it ends. Named once the cache has it.
+    Uncached,
+}
+
+impl Owner {
+    pub fn name(&self) -> Option<&str> {
+        match self {
+            Self::Named(name) => Some(name),
+            Self::Uncached => None,
+        }
+    }
+}
+
+/// The resource that owns what `object` claims, when it is another one. `connections` are the
+/// names of the Connections reaching the same tenant as the object's (its own included).
 pub fn owned_by_another<K: Claims>(
     object: &K,
     stores: &Stores,
     connections: &[String],
-) -> Option<String> {
+) -> Option<Owner> {
     K::stores(stores).owner_of(object, connections)
 }
 
@@ -876,12 +893,16 @@ mod tests {
         let stores = stores_with(&[prod.clone(), dev.clone()]);
         assert_eq!(owned_by_another(&prod, &stores, &tenant()), None);
         assert_eq!(
-            owned_by_another(&dev, &stores, &tenant()).as_deref(),
+            owned_by_another(&dev, &stores, &tenant())
+                .as_ref()
+                .and_then(Owner::name),
             Some("prod/a")
         );
         let stores = stores_with(&[prod.clone(), twin.clone()]);
         assert_eq!(
-            owned_by_another(&prod, &stores, &tenant()).as_deref(),
+            owned_by_another(&prod, &stores, &tenant())
+                .as_ref()
+                .and_then(Owner::name),
             Some("qa/a")
         );
         assert_eq!(owned_by_another(&twin, &stores, &tenant()), None);
@@ -927,7 +948,9 @@ mod tests {
         let unclaimed = config("b", "a", "u1", "2026-01-01T00:00:00Z", Some("pc-x"));
         hear(&unclaimed);
         assert_eq!(
-            owned_by_another(&mine, &stores, &tenant()).as_deref(),
+            owned_by_another(&mine, &stores, &tenant())
+                .as_ref()
+                .and_then(Owner::name),
             Some("b/a")
         );
         hear(&theirs);
@@ -951,12 +974,31 @@ mod tests {
     }
 
     #[test]
+    fn an_owner_the_cache_does_not_hold_yet_is_not_named() {
+        let older = config("prod", "a", "u1", "2026-01-01T00:00:00Z", Some("pc-x"));
+        let newer = config("dev", "b", "u2", "2026-01-02T00:00:00Z", Some("pc-x"));
+        // The index heard of both; the cache holds only the newer (a re-list in progress keeps
+        // what it lists aside until it ends).
+        let stores = stores_with(&[newer.clone()]);
+        stores
+            .of::<Config>()
+            .index_event(0, &Event::Apply(older.clone()));
+        assert_eq!(
+            owned_by_another(&newer, &stores, &tenant()),
+            Some(Owner::Uncached)
+        );
+        assert_eq!(owned_by_another(&older, &stores, &tenant()), None);
+    }
+
+    #[test]
     fn a_relist_forgets_claims_it_no_longer_shows() {
         let old = config("prod", "a", "u1", "2026-01-01T00:00:00Z", Some("pc-x"));
         let new = config("dev", "b", "u2", "2026-01-02T00:00:00Z", Some("pc-x"));
         let stores = stores_with(&[old.clone(), new.clone()]);
         assert_eq!(
-            owned_by_another(&new, &stores, &tenant()).as_deref(),
+            owned_by_another(&new, &stores, &tenant())
+                .as_ref()
+                .and_then(Owner::name),
             Some("prod/a")
         );
         // The watch restarts and lists only `new`: `old` was deleted while it was away.
@@ -970,7 +1012,9 @@ mod tests {
             .of::<Config>()
             .index_event(0, &Event::Apply(old.clone()));
         assert_eq!(
-            owned_by_another(&new, &stores, &tenant()).as_deref(),
+            owned_by_another(&new, &stores, &tenant())
+                .as_ref()
+                .and_then(Owner::name),
             Some("prod/a")
         );
         stores.of::<Config>().index_event(0, &Event::Delete(old));
@@ -988,7 +1032,9 @@ mod tests {
         let stores = stores_with(&[older.clone(), owner.clone()]);
         assert_eq!(owned_by_another(&owner, &stores, &tenant()), None);
         assert_eq!(
-            owned_by_another(&older, &stores, &tenant()).as_deref(),
+            owned_by_another(&older, &stores, &tenant())
+                .as_ref()
+                .and_then(Owner::name),
             Some("prod/a")
         );
     }
@@ -1024,7 +1070,9 @@ mod tests {
         let stores = stores_with(&[older.clone(), younger.clone()]);
         assert_eq!(owned_by_another(&older, &stores, &tenant()), None);
         assert_eq!(
-            owned_by_another(&younger, &stores, &tenant()).as_deref(),
+            owned_by_another(&younger, &stores, &tenant())
+                .as_ref()
+                .and_then(Owner::name),
             Some("dev/a")
         );
     }
@@ -1042,7 +1090,9 @@ mod tests {
         });
         let stores = stores_with(&[refused.clone(), allowed.clone()]);
         assert_eq!(
-            owned_by_another(&refused, &stores, &tenant()).as_deref(),
+            owned_by_another(&refused, &stores, &tenant())
+                .as_ref()
+                .and_then(Owner::name),
             Some("prod/a")
         );
     }
@@ -1058,7 +1108,9 @@ mod tests {
         assert_eq!(owned_by_another(&b, &stores, &["same-tenant".into()]), None);
         let both = vec!["same-tenant".to_string(), "default".to_string()];
         assert_eq!(
-            owned_by_another(&b, &stores, &both).as_deref(),
+            owned_by_another(&b, &stores, &both)
+                .as_ref()
+                .and_then(Owner::name),
             Some("prod/a")
         );
     }
