@@ -979,7 +979,7 @@ mod tests {
         let newer = config("dev", "b", "u2", "2026-01-02T00:00:00Z", Some("pc-x"));
         // The index heard of both; the cache holds only the newer (a re-list in progress keeps
         // what it lists aside until it ends).
-        let stores = stores_with(&[newer.clone()]);
+        let stores = stores_with(std::slice::from_ref(&newer));
         stores
             .of::<Config>()
             .index_event(0, &Event::Apply(older.clone()));
