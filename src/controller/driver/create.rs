@@ -106,6 +106,20 @@ pub enum Created<N, F> {
     Recovered(F),
 }
 
+impl<N, F> Created<N, F> {
+    /// The same outcome with its answer (`posted`) or its find (`recovered`) mapped.
+    pub fn map<N2, F2>(
+        self,
+        posted: impl FnOnce(N) -> N2,
+        recovered: impl FnOnce(F) -> F2,
+    ) -> Created<N2, F2> {
+        match self {
+            Self::Posted(answer) => Created::Posted(posted(answer)),
+            Self::Recovered(found) => Created::Recovered(recovered(found)),
+        }
+    }
+}
+
 /// Runs the protocol: `lookup` is awaited only when an intent is set, `post` only when no
 /// earlier create can have made the object, with `client` bound to answer within the intent's
 /// window. `what` names the kind in messages ("config"); `sent` is what the POST carries.

@@ -17,6 +17,7 @@ use serde_json::{Map, Value};
 mod access;
 
 use crate::api::{self, Integration as RemoteIntegration, IntegrationsListQuery};
+use crate::controller::Context;
 use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::create::{Created, Lookup, Row, body_hash, by_slug_or_name};
 use crate::controller::driver::gate::{Op, tenant_id};
@@ -28,7 +29,7 @@ use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::config_refs::{
     CLUSTER_READABLE, Desired, ReadsSecrets, SECRET_NOT_READABLE,
 };
-use crate::controller::{Context, now_rfc3339};
+use crate::controller::kinds::keyed;
 use crate::resources::config::ConfigSecretRef;
 use crate::resources::config_document::SecretDocument;
 use crate::resources::integration::{Integration, IntegrationStatus, KEY_PATH, same_mappings};
@@ -193,11 +194,7 @@ impl Verbs for Integration {
         ).into())
     }
     fn record(status: &mut IntegrationStatus, remote: Option<&RemoteIntegration>) {
-        status.id = remote.map(|r| r.id.clone()).filter(|id| !id.is_empty());
-        status.slug = remote.map(|r| r.slug.clone()).filter(|s| !s.is_empty());
-        if remote.is_none() {
-            status.secret_hash = None;
-        }
+        keyed::record(status, remote.map(|r| (r.id.as_str(), r.slug.as_str())));
     }
     fn record_created(
         &self,
@@ -205,22 +202,8 @@ impl Verbs for Integration {
         desired: &Option<Written>,
         created: Created<api::IntegrationCreated, RemoteIntegration>,
     ) -> String {
-        let (id, slug) = match created {
-            Created::Posted(created) => {
-                status.secret_hash = desired.as_ref().and_then(|w| w.hash.clone());
-                status.last_applied_at = Some(now_rfc3339());
-                (created.id, created.slug)
-            }
-            Created::Recovered(found) => {
-                // What the earlier POST sent may be an older spec: the next read compares and
-                // the unknown hash sends the write-only values once more.
-                status.secret_hash = None;
-                (found.id, found.slug)
-            }
-        };
-        status.id = Some(id);
-        status.slug = Some(slug.clone()).filter(|s| !s.is_empty());
-        slug
+        let keys = created.map(|c| (c.id, c.slug), |found| (found.id, found.slug));
+        keyed::record_created(status, desired.as_ref().and_then(|w| w.hash.clone()), keys)
     }
     fn record_updated(
         &self,
@@ -229,8 +212,7 @@ impl Verbs for Integration {
         _: &RemoteIntegration,
         _: (),
     ) {
-        status.secret_hash = desired.as_ref().and_then(|w| w.hash.clone());
-        status.last_applied_at = Some(now_rfc3339());
+        keyed::record_updated(status, desired.as_ref().and_then(|w| w.hash.clone()));
     }
     /// The workspace access rows, then the model access.
     async fn sync_sub_resources(

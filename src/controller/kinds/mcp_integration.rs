@@ -27,7 +27,8 @@ use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::cluster_secret;
 use crate::controller::kinds::config_refs::ReadsSecrets;
-use crate::controller::{Context, now_rfc3339, spec_already_applied};
+use crate::controller::kinds::keyed;
+use crate::controller::{Context, spec_already_applied};
 use crate::resources::Workspace;
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
 use crate::resources::mcp_integration::{
@@ -250,10 +251,8 @@ impl Verbs for McpIntegration {
         })
     }
     fn record(status: &mut McpIntegrationStatus, remote: Option<&RemoteIntegration>) {
-        status.id = remote.map(|r| r.id.clone()).filter(|id| !id.is_empty());
-        status.slug = remote.map(|r| r.slug.clone()).filter(|s| !s.is_empty());
+        keyed::record(status, remote.map(|r| (r.id.as_str(), r.slug.as_str())));
         if remote.is_none() {
-            status.secret_hash = None;
             status.workspaces.clear();
             status.pending_capabilities.clear();
         }
@@ -264,23 +263,10 @@ impl Verbs for McpIntegration {
         desired: &Option<Written>,
         created: Created<api::Created, RemoteIntegration>,
     ) -> String {
-        let (id, slug) = match created {
-            Created::Posted(created) => {
-                status.secret_hash = desired.as_ref().and_then(|w| w.hash.clone());
-                status.last_applied_at = Some(now_rfc3339());
-                (created.id, created.slug)
-            }
-            Created::Recovered(found) => {
-                // What the earlier POST sent may be an older spec or Secret: the unknown hash
-                // sends `configurations` once more.
-                status.secret_hash = None;
-                (found.id, found.slug)
-            }
-        };
-        status.id = Some(id);
-        status.slug = Some(slug.clone()).filter(|s| !s.is_empty());
-        slug
+        let keys = created.map(|c| (c.id, c.slug), |found| (found.id, found.slug));
+        keyed::record_created(status, desired.as_ref().and_then(|w| w.hash.clone()), keys)
     }
+    /// Without `spec.configurationsSecretRef` nothing was sent from a Secret: the hash stays.
     fn record_updated(
         &self,
         status: &mut McpIntegrationStatus,
@@ -288,10 +274,11 @@ impl Verbs for McpIntegration {
         _: &RemoteIntegration,
         _: (),
     ) {
-        if let Some(written) = desired.as_ref().filter(|w| w.configurations.is_some()) {
-            status.secret_hash = written.hash.clone();
-        }
-        status.last_applied_at = Some(now_rfc3339());
+        let hash = match desired.as_ref().filter(|w| w.configurations.is_some()) {
+            Some(written) => written.hash.clone(),
+            None => status.secret_hash.clone(),
+        };
+        keyed::record_updated(status, hash);
     }
     /// The workspace access rows, then the capability toggles.
     async fn sync_sub_resources(

@@ -20,6 +20,7 @@ mod references;
 pub use references::{naming, watch_inputs, watch_servers};
 
 use crate::api::{self, ApiError, Client, McpServer as RemoteServer, McpServersListQuery};
+use crate::controller::Context;
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, Row, one_named, sent_or};
 use crate::controller::driver::gate::Op;
@@ -28,7 +29,7 @@ use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
-use crate::controller::{Context, now_rfc3339};
+use crate::controller::kinds::keyed;
 use crate::resources::common::CreateAttempt;
 use crate::resources::mcp_server::{McpServer, McpServerStatus, user_access_update};
 use crate::resources::{McpIntegration, Workspace};
@@ -188,8 +189,7 @@ impl Verbs for McpServer {
         }
     }
     fn record(status: &mut McpServerStatus, remote: Option<&RemoteServer>) {
-        status.id = remote.map(|r| r.id.clone()).filter(|id| !id.is_empty());
-        status.slug = remote.map(|r| r.slug.clone()).filter(|s| !s.is_empty());
+        keyed::record(status, remote.map(|r| (r.id.as_str(), r.slug.as_str())));
     }
     fn record_compared(&self, status: &mut McpServerStatus, desired: &Instantiates) {
         if let Some(id) = &desired.id {
@@ -203,16 +203,8 @@ impl Verbs for McpServer {
         created: Created<api::Created, RemoteServer>,
     ) -> String {
         self.record_compared(status, desired);
-        let (id, slug) = match created {
-            Created::Posted(created) => {
-                status.last_applied_at = Some(now_rfc3339());
-                (created.id, created.slug)
-            }
-            Created::Recovered(found) => (found.id, found.slug),
-        };
-        status.id = Some(id).filter(|id| !id.is_empty());
-        status.slug = Some(slug.clone()).filter(|s| !s.is_empty());
-        slug
+        let keys = created.map(|c| (c.id, c.slug), |found| (found.id, found.slug));
+        keyed::record_created(status, None, keys)
     }
     /// The answer is `{id, slug, object}` only: nothing of it is recorded.
     fn record_updated(
@@ -222,7 +214,7 @@ impl Verbs for McpServer {
         _: &RemoteServer,
         _: api::Created,
     ) {
-        status.last_applied_at = Some(now_rfc3339());
+        keyed::record_updated(status, None);
     }
     /// User access: one PUT of the rows and default that differ.
     async fn sync_sub_resources(

@@ -7,6 +7,7 @@ pub mod connection;
 pub mod deployment;
 pub mod guardrail;
 pub mod integration;
+pub mod keyed;
 pub mod mcp_integration;
 pub mod mcp_server;
 pub mod policy;

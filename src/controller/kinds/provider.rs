@@ -21,6 +21,7 @@ use crate::api::{
     ApiError, Client, CreateProviderRequest, Provider as RemoteProvider, ProviderWritten,
     ProvidersListQuery,
 };
+use crate::controller::Context;
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, Row, one_named, sent_or};
 use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
@@ -29,7 +30,7 @@ use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::kinds::config_refs::{Referenced, slug_when_ready};
-use crate::controller::{Context, now_rfc3339};
+use crate::controller::kinds::keyed;
 use crate::resources::common::CreateAttempt;
 use crate::resources::config::{Config, ReferencedKind};
 use crate::resources::integration::Integration;
@@ -219,8 +220,7 @@ impl Verbs for Provider {
     }
     /// Only the id and slug of a read are ever recorded (a read may carry the upstream key).
     fn record(status: &mut ProviderStatus, remote: Option<&RemoteProvider>) {
-        status.id = remote.map(|r| r.id.clone()).filter(|id| !id.is_empty());
-        status.slug = remote.map(|r| r.slug.clone()).filter(|s| !s.is_empty());
+        keyed::record(status, remote.map(|r| (r.id.as_str(), r.slug.as_str())));
     }
     fn record_compared(&self, status: &mut ProviderStatus, desired: &Binding) {
         if let Some(id) = &desired.id {
@@ -234,16 +234,8 @@ impl Verbs for Provider {
         created: Created<ProviderWritten, RemoteProvider>,
     ) -> String {
         self.record_compared(status, desired);
-        let (id, slug) = match created {
-            Created::Posted(created) => {
-                status.last_applied_at = Some(now_rfc3339());
-                (created.id, created.slug)
-            }
-            Created::Recovered(found) => (found.id, found.slug),
-        };
-        status.id = Some(id).filter(|id| !id.is_empty());
-        status.slug = Some(slug.clone()).filter(|s| !s.is_empty());
-        slug
+        let keys = created.map(|c| (c.id, c.slug), |found| (found.id, found.slug));
+        keyed::record_created(status, None, keys)
     }
     fn record_updated(
         &self,
@@ -252,7 +244,7 @@ impl Verbs for Provider {
         _: &RemoteProvider,
         _: ProviderWritten,
     ) {
-        status.last_applied_at = Some(now_rfc3339());
+        keyed::record_updated(status, None);
     }
     /// The reset value is acted upon once the provider matches the spec (a new provider has
     /// no usage to reset).

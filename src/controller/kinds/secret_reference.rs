@@ -13,6 +13,7 @@ use kube::{Resource, ResourceExt};
 use serde_json::{Map, Value};
 
 use crate::api::{self, ApiError, SecretReference as RemoteReference, SecretReferencesListQuery};
+use crate::controller::Context;
 use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::create::{Created, Lookup, Row, body_hash, by_slug_or_name};
 use crate::controller::driver::gate::{Op, tenant_id};
@@ -22,7 +23,7 @@ use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::cluster_secret;
 use crate::controller::kinds::config_refs::ReadsSecrets;
-use crate::controller::{Context, now_rfc3339};
+use crate::controller::kinds::keyed;
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
 use crate::resources::integration::Integration;
 use crate::resources::secret_reference::{SecretReference, SecretReferenceStatus};
@@ -184,11 +185,7 @@ impl Verbs for SecretReference {
         })
     }
     fn record(status: &mut SecretReferenceStatus, remote: Option<&RemoteReference>) {
-        status.id = remote.map(|r| r.id.clone()).filter(|id| !id.is_empty());
-        status.slug = remote.map(|r| r.slug.clone()).filter(|s| !s.is_empty());
-        if remote.is_none() {
-            status.secret_hash = None;
-        }
+        keyed::record(status, remote.map(|r| (r.id.as_str(), r.slug.as_str())));
     }
     fn record_created(
         &self,
@@ -196,22 +193,8 @@ impl Verbs for SecretReference {
         desired: &Option<Written>,
         created: Created<api::Created, RemoteReference>,
     ) -> String {
-        let (id, slug) = match created {
-            Created::Posted(created) => {
-                status.secret_hash = desired.as_ref().and_then(|w| w.hash.clone());
-                status.last_applied_at = Some(now_rfc3339());
-                (created.id, created.slug)
-            }
-            Created::Recovered(found) => {
-                // What the earlier POST sent may be an older spec or Secret: the unknown hash
-                // sends `auth_config` once more.
-                status.secret_hash = None;
-                (found.id, found.slug)
-            }
-        };
-        status.id = Some(id);
-        status.slug = Some(slug.clone()).filter(|s| !s.is_empty());
-        slug
+        let keys = created.map(|c| (c.id, c.slug), |found| (found.id, found.slug));
+        keyed::record_created(status, desired.as_ref().and_then(|w| w.hash.clone()), keys)
     }
     fn record_updated(
         &self,
@@ -220,8 +203,7 @@ impl Verbs for SecretReference {
         _: &RemoteReference,
         _: (),
     ) {
-        status.secret_hash = desired.as_ref().and_then(|w| w.hash.clone());
-        status.last_applied_at = Some(now_rfc3339());
+        keyed::record_updated(status, desired.as_ref().and_then(|w| w.hash.clone()));
     }
 }
 

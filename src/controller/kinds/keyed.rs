@@ -1,0 +1,127 @@
+//! What the kinds whose remote object is known by an id and a slug record of it in status
+//! (Integration, McpIntegration, McpServer, Provider, SecretReference): its keys, when aigw
+//! last wrote it, and for the kinds that write values from Secrets no read shows, the hash of
+//! what was sent (`status.secretHash`).
+
+use crate::controller::driver::create::Created;
+use crate::controller::now_rfc3339;
+use crate::resources::{
+    integration::IntegrationStatus, mcp_integration::McpIntegrationStatus,
+    mcp_server::McpServerStatus, provider::ProviderStatus, secret_reference::SecretReferenceStatus,
+};
+
+/// A remote object's `(id, slug)` as the API gives them (either may be empty).
+pub type Keys = (String, String);
+
+/// The status fields this module keeps.
+pub struct Record<'a> {
+    id: &'a mut Option<String>,
+    slug: &'a mut Option<String>,
+    last_applied_at: &'a mut Option<String>,
+    /// `None` for a kind that sends nothing from a Secret.
+    secret_hash: Option<&'a mut Option<String>>,
+}
+
+impl<'a> Record<'a> {
+    pub fn of(
+        (id, slug): (&'a mut Option<String>, &'a mut Option<String>),
+        last_applied_at: &'a mut Option<String>,
+        secret_hash: Option<&'a mut Option<String>>,
+    ) -> Self {
+        Self {
+            id,
+            slug,
+            last_applied_at,
+            secret_hash,
+        }
+    }
+}
+
+/// A status that records a remote object by [`Keys`].
+pub trait Keyed {
+    fn keyed(&mut self) -> Record<'_>;
+}
+
+/// A key recorded as given, an empty one as none.
+fn key(key: &str) -> Option<String> {
+    Some(key.to_string()).filter(|k| !k.is_empty())
+}
+
+/// The remote object as a read shows it; `None`: it is gone, and with it what was sent to it
+/// (the next create sends the Secret values again).
+pub fn record(status: &mut impl Keyed, remote: Option<(&str, &str)>) {
+    let record = status.keyed();
+    *record.id = remote.and_then(|(id, _)| key(id));
+    *record.slug = remote.and_then(|(_, slug)| key(slug));
+    if let (None, Some(hash)) = (remote, record.secret_hash) {
+        *hash = None;
+    }
+}
+
+/// A create's outcome; returns the slug its event names. Posted: written now, with `hash`.
+/// Recovered: what the earlier POST sent may be an older spec or Secret, so no hash is
+/// recorded and the next apply sends the values from Secrets once more.
+pub fn record_created(
+    status: &mut impl Keyed,
+    hash: Option<String>,
+    created: Created<Keys, Keys>,
+) -> String {
+    let record = status.keyed();
+    let (id, slug, hash) = match created {
+        Created::Posted((id, slug)) => {
+            *record.last_applied_at = Some(now_rfc3339());
+            (id, slug, hash)
+        }
+        Created::Recovered((id, slug)) => (id, slug, None),
+    };
+    if let Some(recorded) = record.secret_hash {
+        *recorded = hash;
+    }
+    *record.id = key(&id);
+    *record.slug = key(&slug);
+    slug
+}
+
+/// An update was written now, with `hash`.
+pub fn record_updated(status: &mut impl Keyed, hash: Option<String>) {
+    let record = status.keyed();
+    *record.last_applied_at = Some(now_rfc3339());
+    if let Some(recorded) = record.secret_hash {
+        *recorded = hash;
+    }
+}
+
+impl Keyed for IntegrationStatus {
+    fn keyed(&mut self) -> Record<'_> {
+        let keys = (&mut self.id, &mut self.slug);
+        Record::of(keys, &mut self.last_applied_at, Some(&mut self.secret_hash))
+    }
+}
+
+impl Keyed for McpIntegrationStatus {
+    fn keyed(&mut self) -> Record<'_> {
+        let keys = (&mut self.id, &mut self.slug);
+        Record::of(keys, &mut self.last_applied_at, Some(&mut self.secret_hash))
+    }
+}
+
+impl Keyed for SecretReferenceStatus {
+    fn keyed(&mut self) -> Record<'_> {
+        let keys = (&mut self.id, &mut self.slug);
+        Record::of(keys, &mut self.last_applied_at, Some(&mut self.secret_hash))
+    }
+}
+
+impl Keyed for McpServerStatus {
+    fn keyed(&mut self) -> Record<'_> {
+        let keys = (&mut self.id, &mut self.slug);
+        Record::of(keys, &mut self.last_applied_at, None)
+    }
+}
+
+impl Keyed for ProviderStatus {
+    fn keyed(&mut self) -> Record<'_> {
+        let keys = (&mut self.id, &mut self.slug);
+        Record::of(keys, &mut self.last_applied_at, None)
+    }
+}
