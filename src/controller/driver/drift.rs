@@ -96,6 +96,14 @@ pub trait Listed: Managed {
 /// recorded ([`Drift::behind_result`]).
 pub const RESULT_SHOWS_WITHIN: Duration = Duration::from_secs(10);
 
+/// How long the versions this process's own writes replaced are remembered once the cache
+/// shows the last write ([`Drift::replaced_by_own_write`]): longer than a reconcile takes from
+/// its copy being taken to its first look at it.
+pub const REPLACED_KEPT_FOR: Duration = Duration::from_secs(30);
+
+/// How many replaced versions an object keeps at most (a create replaces three).
+const REPLACED_AT_MOST: usize = 4;
+
 /// What the drift pass shares with the reconciles: which objects it asked to read again, and
 /// when each object's full read is due.
 pub struct Drift {
@@ -117,6 +125,44 @@ pub struct Drift {
     full_read: Mutex<HashMap<&'static str, Duration>>,
     /// `--dry-run`: the objects read once already by this process.
     read: Mutex<HashSet<String>>,
+    /// The versions this process's own writes replaced, of the objects whose cache shows the
+    /// last of those writes already, for [`REPLACED_KEPT_FOR`] ([`Drift::replaced_by_own_write`]).
+    replaced: Mutex<Replaced>,
+}
+
+/// The versions own writes replaced, kept a while after the cache caught up: a reconcile
+/// started on a copy taken just before may look at it only after that.
+#[derive(Default)]
+struct Replaced {
+    by_key: HashMap<String, (Instant, Vec<String>)>,
+    /// When each key was put in `by_key`, oldest first (an entry put again since is skipped).
+    order: std::collections::VecDeque<(Instant, String)>,
+}
+
+impl Replaced {
+    fn keep(&mut self, key: &str, versions: Vec<String>) {
+        let now = Instant::now();
+        while let Some((at, _)) = self.order.front() {
+            if now.duration_since(*at) < REPLACED_KEPT_FOR {
+                break;
+            }
+            let (at, old) = self.order.pop_front().expect("a front entry");
+            if self.by_key.get(&old).is_some_and(|(put, _)| *put == at) {
+                self.by_key.remove(&old);
+            }
+        }
+        if versions.is_empty() {
+            return;
+        }
+        self.by_key.insert(key.to_string(), (now, versions));
+        self.order.push_back((now, key.to_string()));
+    }
+
+    fn contains(&self, key: &str, version: &str) -> bool {
+        self.by_key.get(key).is_some_and(|(at, versions)| {
+            at.elapsed() < REPLACED_KEPT_FOR && versions.iter().any(|v| v == version)
+        })
+    }
 }
 
 impl Drift {
@@ -130,6 +176,7 @@ impl Drift {
             epoch: Instant::now(),
             full_read: Mutex::default(),
             read: Mutex::default(),
+            replaced: Mutex::default(),
         }
     }
 
@@ -177,27 +224,52 @@ impl Drift {
         turns(until) > turns(since)
     }
 
-    /// This process wrote the status of `key`, which now has `resource_version`; `intent`: that
-    /// status holds an intent (a create or rotation in flight); `result`: the status (without
-    /// timestamps) when it records a remote write's result.
+    /// This process wrote the status (or metadata) of `key` over version `replaced` (the
+    /// write's precondition), which now has `resource_version`; `intent`: that status holds an
+    /// intent (a create or rotation in flight); `result`: the status (without timestamps) when it
+    /// records a remote write's result.
     pub fn wrote(
         &self,
         key: &str,
+        replaced: Option<&str>,
         resource_version: Option<String>,
         intent: bool,
         result: Option<Fingerprint>,
     ) {
-        match resource_version {
-            Some(rv) => lock(&self.written).insert(
-                key.to_string(),
-                Written {
-                    rv,
-                    intent,
-                    result: result.map(|status| (status, Instant::now())),
-                },
-            ),
-            None => lock(&self.written).remove(key),
+        let mut written = lock(&self.written);
+        let Some(rv) = resource_version else {
+            written.remove(key);
+            return;
         };
+        let mut versions = written.remove(key).map(|w| w.replaced).unwrap_or_default();
+        // A write that changed nothing keeps the version it was made on: that one is current.
+        versions.extend(replaced.filter(|r| *r != rv).map(str::to_string));
+        if versions.len() > REPLACED_AT_MOST {
+            versions.drain(..versions.len() - REPLACED_AT_MOST);
+        }
+        written.insert(
+            key.to_string(),
+            Written {
+                rv,
+                intent,
+                result: result.map(|status| (status, Instant::now())),
+                replaced: versions,
+            },
+        );
+    }
+
+    /// True when the cached copy of `key` (at `resource_version`) is a version one of this
+    /// process's own writes replaced: it is older than that write, whatever else this tracker
+    /// forgot meanwhile (the cache may show the write between the copy being taken and this
+    /// look at it). Exact: every write of aigw to an object names the version it replaces.
+    pub fn replaced_by_own_write(&self, key: &str, resource_version: Option<&str>) -> bool {
+        let Some(version) = resource_version else {
+            return false;
+        };
+        let pending = lock(&self.written)
+            .get(key)
+            .is_some_and(|w| w.replaced.iter().any(|v| v == version));
+        pending || lock(&self.replaced).contains(key, version)
     }
 
     /// True when the cached copy's status (`cached`, without timestamps) is not yet the result
@@ -242,14 +314,17 @@ impl Drift {
         if written
             .get(key)
             .is_some_and(|w| resource_version.as_deref() == Some(w.rv.as_str()))
+            && let Some(shown) = written.remove(key)
         {
-            written.remove(key);
+            lock(&self.replaced).keep(key, shown.replaced);
         }
     }
 
     /// A full reconcile ended without writing: whatever the cache holds is what it acted on.
     pub fn caught_up(&self, key: &str) {
-        lock(&self.written).remove(key);
+        if let Some(written) = lock(&self.written).remove(key) {
+            lock(&self.replaced).keep(key, written.replaced);
+        }
     }
 
     /// True when the cached copy (at `resource_version`) is not the one this process last wrote.
@@ -275,6 +350,7 @@ impl Drift {
         lock(&self.flagged).remove(key);
         lock(&self.inputs).remove(key);
         lock(&self.written).remove(key);
+        lock(&self.replaced).by_key.remove(key);
         lock(&self.seen).remove(&key_hash(key));
     }
 
@@ -373,8 +449,11 @@ fn spacing(settings: &DriftSettings, qps: Option<f64>, reads: usize) -> Duration
     budget.max(spread)
 }
 
-/// Whether the drift pass vouches for `object` at all: its spec applied, nothing in flight, a
-/// remote object recorded. Everything else is reconciled on its own schedule anyway.
+/// Whether the drift pass lists `object`: a remote object recorded, nothing in flight. That
+/// includes an object whose spec is not applied yet (a change held at its promotion gate for a
+/// soak of hours, a failing one): it keeps the remote object it recorded meanwhile, and a list
+/// that shows that object changed or gone asks for a read, so the resources that name it learn
+/// at once (a held Guardrail whose remote guardrail was deleted, and the Configs naming it).
 fn listable<K: Listed>(object: &K) -> bool {
     let Some(status) = object.status() else {
         return false;
@@ -382,7 +461,7 @@ fn listable<K: Listed>(object: &K) -> bool {
     object.meta().deletion_timestamp.is_none()
         && !object.paused()
         && !status.remote_keys().is_empty()
-        && settled(object, status)
+        && !status.has_intent()
 }
 
 /// The spec of `object` was applied (or observed) at its generation and nothing is in flight:
@@ -404,6 +483,8 @@ struct Written {
     /// write's result, and when: a reconcile waits for the cache to show it
     /// ([`Drift::behind_result`]).
     result: Option<(Fingerprint, Instant)>,
+    /// The versions this process's writes replaced since the cache last showed one of them.
+    replaced: Vec<String>,
 }
 
 /// What [`Drift`] keeps of a status it waits for the cache to show: a hash of its JSON, not the
@@ -742,6 +823,49 @@ mod tests {
         assert_eq!(spacing(&settings, Some(10.0), 50), Duration::from_secs(3));
         // No limiter: only the spread.
         assert_eq!(spacing(&settings, None, 150), Duration::from_secs(1));
+    }
+
+    /// A reconcile may take its copy from the cache just before the watch brings this
+    /// process's last write, and look at it after: the versions its writes replaced stay known
+    /// once the cache shows the write (found as a fourth status write of a create).
+    #[test]
+    fn a_copy_an_own_write_replaced_is_known_older_after_the_cache_caught_up() {
+        let drift = Drift::new(DriftSettings::new(Duration::from_secs(60)));
+        let key = "Config/ns/a";
+        // A create: the claim over version 1, the intent over 2, the result over 3.
+        drift.wrote(key, Some("1"), Some("2".into()), false, None);
+        drift.wrote(key, Some("2"), Some("3".into()), true, None);
+        drift.stored(key, Some("2".into()));
+        drift.wrote(key, Some("3"), Some("4".into()), false, None);
+        for (version, older) in [("1", true), ("2", true), ("3", true), ("4", false)] {
+            assert_eq!(
+                drift.replaced_by_own_write(key, Some(version)),
+                older,
+                "{version}"
+            );
+        }
+        // The cache shows the result: what it replaced is still known older.
+        drift.stored(key, Some("4".into()));
+        assert!(!drift.cache_behind(key, Some("4")));
+        for (version, older) in [("1", true), ("3", true), ("4", false), ("5", false)] {
+            assert_eq!(
+                drift.replaced_by_own_write(key, Some(version)),
+                older,
+                "{version}"
+            );
+        }
+        assert!(!drift.replaced_by_own_write("Config/ns/b", Some("3")));
+        assert!(!drift.replaced_by_own_write(key, None));
+        // A later write replaces what the cache showed; gone, the object is forgotten.
+        drift.wrote(key, Some("4"), Some("6".into()), false, None);
+        assert!(drift.replaced_by_own_write(key, Some("4")));
+        drift.forget(key);
+        assert!(!drift.replaced_by_own_write(key, Some("4")));
+        assert!(!drift.replaced_by_own_write(key, Some("3")));
+        // A write that changed nothing replaced nothing: its version is the current one.
+        drift.wrote(key, Some("7"), Some("7".into()), false, None);
+        drift.stored(key, Some("7".into()));
+        assert!(!drift.replaced_by_own_write(key, Some("7")));
     }
 
     #[test]

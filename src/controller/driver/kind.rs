@@ -515,6 +515,7 @@ impl<'a, K: Managed> Cx<'a, K> {
         metadata: serde_json::Value,
         intent: bool,
     ) -> Result<(), kube::Error> {
+        let replaced = metadata["resourceVersion"].as_str().map(str::to_string);
         let written = self
             .objects
             .patch(
@@ -524,9 +525,13 @@ impl<'a, K: Managed> Cx<'a, K> {
             )
             .await?;
         let version = written.resource_version();
-        self.ctx
-            .drift
-            .wrote(&object_key(self.object), version.clone(), intent, None);
+        self.ctx.drift.wrote(
+            &object_key(self.object),
+            replaced.as_deref(),
+            version.clone(),
+            intent,
+            None,
+        );
         *self
             .resource_version
             .lock()
@@ -694,6 +699,7 @@ impl<'a, K: Managed> Cx<'a, K> {
             .flatten();
         self.ctx.drift.wrote(
             &object_key(self.object),
+            expected.as_deref(),
             written.clone(),
             status.has_intent(),
             result,

@@ -53,6 +53,16 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
     let namespace = object.namespace().unwrap_or_default();
     let key = object_key(&*object);
     debug!(kind = K::KIND, object = %key, "reconcile");
+    // A copy one of this process's own writes replaced (taken from the cache just before the
+    // watch brought that write) is older than what this process knows: acting on it would
+    // redo finished work. The watch delivers the newer one in a moment.
+    if ctx
+        .drift
+        .replaced_by_own_write(&key, object.meta().resource_version.as_deref())
+    {
+        debug!(kind = K::KIND, object = %key, "the cached copy is older than this process's own last write; looking again shortly");
+        return Ok(Action::requeue(Duration::from_millis(200)));
+    }
     let objects: Api<K> = K::api(&ctx.kube, Some(namespace.as_str()));
     // From here on the object is what its kind acts on: `spec.workspaceRef` resolved.
     let (object, _) = reach::reach(&ctx, object).await;
@@ -195,6 +205,7 @@ async fn record_installation<K: Managed>(
     let has_intent = recorded.status().is_some_and(|s| s.has_intent());
     ctx.drift.wrote(
         &object_key(object),
+        object.meta().resource_version.as_deref(),
         recorded.resource_version(),
         has_intent,
         None,
