@@ -94,6 +94,21 @@ impl Drop for LogsOnPanic {
                 lines.len(),
                 lines.join("\n")
             );
+            // Warnings of no object (a controller or watch error) name no namespace: the last
+            // ones of the process, whichever test's operator wrote them.
+            let logs = captured_logs();
+            let warnings: Vec<&str> = logs
+                .lines()
+                .filter(|l| {
+                    (l.contains(" WARN ") || l.contains(" ERROR ")) && !l.contains("object")
+                })
+                .collect();
+            let last = &warnings[warnings.len().saturating_sub(20)..];
+            eprintln!(
+                "--- the process's last warnings naming no object ({}) ---\n{}",
+                last.len(),
+                last.join("\n")
+            );
         }
     }
 }
