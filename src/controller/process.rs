@@ -320,7 +320,7 @@ async fn run_kind<K: Managed>(
                 .stored(&ctx.relay, event);
             // The cache now holds this process's last write of the object: nothing of it needs
             // remembering any more (at 10,000 creates, one status copy each).
-            if let watcher::Event::Apply(object) = event {
+            if let watcher::Event::Apply(object) | watcher::Event::InitApply(object) = event {
                 ctx.drift.stored(
                     &driver::object_key(object),
                     object.meta().resource_version.clone(),

@@ -101,8 +101,9 @@ pub const RESULT_SHOWS_WITHIN: Duration = Duration::from_secs(10);
 /// its copy being taken to its first look at it.
 pub const REPLACED_KEPT_FOR: Duration = Duration::from_secs(30);
 
-/// How many replaced versions an object keeps at most (a create replaces three).
-const REPLACED_AT_MOST: usize = 4;
+/// How many replaced versions an object keeps at most (a create replaces three; a create
+/// recovered and rotated, with a conflict, about seven).
+const REPLACED_AT_MOST: usize = 8;
 
 /// What the drift pass shares with the reconciles: which objects it asked to read again, and
 /// when each object's full read is due.
@@ -241,9 +242,17 @@ impl Drift {
             written.remove(key);
             return;
         };
-        let mut versions = written.remove(key).map(|w| w.replaced).unwrap_or_default();
+        let mut versions = Vec::new();
+        if let Some(earlier) = written.remove(key) {
+            versions = earlier.replaced;
+            // This process's earlier write is older than this one, even when another writer's
+            // change came between them (a conflict, then a write on the version read again).
+            versions.push(earlier.rv);
+        }
+        versions.extend(replaced.map(str::to_string));
         // A write that changed nothing keeps the version it was made on: that one is current.
-        versions.extend(replaced.filter(|r| *r != rv).map(str::to_string));
+        versions.retain(|v| *v != rv);
+        versions.dedup();
         if versions.len() > REPLACED_AT_MOST {
             versions.drain(..versions.len() - REPLACED_AT_MOST);
         }
@@ -254,21 +263,25 @@ impl Drift {
                 intent,
                 result: result.map(|status| (status, Instant::now())),
                 replaced: versions,
+                at: Instant::now(),
             },
         );
     }
 
     /// True when the cached copy of `key` (at `resource_version`) is a version one of this
-    /// process's own writes replaced: it is older than that write, whatever else this tracker
-    /// forgot meanwhile (the cache may show the write between the copy being taken and this
-    /// look at it). Exact: every write of aigw to an object names the version it replaces.
+    /// process's own writes replaced, within [`REPLACED_KEPT_FOR`] of that write: it is older
+    /// than that write, whatever else this tracker forgot meanwhile (the cache may show the
+    /// write between the copy being taken and this look at it). Exact for the writes recorded
+    /// here ([`Drift::wrote`]), each guarded by the version it replaces; the others (a claim
+    /// taken or given back, a finalizer removed) are guarded by their precondition alone.
+    /// Past the window (a cache that stays behind, an etcd restored) the copy is taken as it is.
     pub fn replaced_by_own_write(&self, key: &str, resource_version: Option<&str>) -> bool {
         let Some(version) = resource_version else {
             return false;
         };
-        let pending = lock(&self.written)
-            .get(key)
-            .is_some_and(|w| w.replaced.iter().any(|v| v == version));
+        let pending = lock(&self.written).get(key).is_some_and(|w| {
+            w.at.elapsed() < REPLACED_KEPT_FOR && w.replaced.iter().any(|v| v == version)
+        });
         pending || lock(&self.replaced).contains(key, version)
     }
 
@@ -485,6 +498,8 @@ struct Written {
     result: Option<(Fingerprint, Instant)>,
     /// The versions this process's writes replaced since the cache last showed one of them.
     replaced: Vec<String>,
+    /// When the write was made.
+    at: Instant,
 }
 
 /// What [`Drift`] keeps of a status it waits for the cache to show: a hash of its JSON, not the
@@ -632,10 +647,12 @@ async fn pass<K: Listed>(ctx: &Context, reads: &Reads<K>, since: Instant, until:
         let (refused, members): (Vec<Arc<K>>, Vec<Arc<K>>) = members
             .into_iter()
             .partition(|o| refused.contains(&o.namespace()));
-        // Their reconcile records why the Connection cannot be used for them.
+        // Their reconcile records why the Connection cannot be used for them; once it has (the
+        // object is not settled any more), it retries on its own schedule, not every pass.
         due.extend(
             refused
                 .into_iter()
+                .filter(|o| o.status().is_some_and(|s| settled(o.as_ref(), s)))
                 .map(|o| (o, "its Connection cannot be used for its namespace")),
         );
         let Some(client) = client else {
@@ -862,6 +879,14 @@ mod tests {
         drift.forget(key);
         assert!(!drift.replaced_by_own_write(key, Some("4")));
         assert!(!drift.replaced_by_own_write(key, Some("3")));
+        // A conflict: another writer's change (9) came between two writes of this process (8,
+        // then 10 on 9 read again): the earlier write's version is older all the same.
+        drift.wrote(key, Some("7"), Some("8".into()), true, None);
+        drift.wrote(key, Some("9"), Some("10".into()), false, None);
+        for (version, older) in [("8", true), ("9", true), ("10", false)] {
+            assert_eq!(drift.replaced_by_own_write(key, Some(version)), older, "{version}");
+        }
+        drift.forget(key);
         // A write that changed nothing replaced nothing: its version is the current one.
         drift.wrote(key, Some("7"), Some("7".into()), false, None);
         drift.stored(key, Some("7".into()));

@@ -63,6 +63,10 @@ pub async fn reconcile<K: Managed>(object: Arc<K>, ctx: Arc<Context>) -> Result<
         debug!(kind = K::KIND, object = %key, "the cached copy is older than this process's own last write; looking again shortly");
         return Ok(Action::requeue(Duration::from_millis(200)));
     }
+    // A copy at this process's last write: the cache has caught up (its watch event may have
+    // come before the write's answer was recorded), and the record of that write can go.
+    ctx.drift
+        .stored(&key, object.meta().resource_version.clone());
     let objects: Api<K> = K::api(&ctx.kube, Some(namespace.as_str()));
     // From here on the object is what its kind acts on: `spec.workspaceRef` resolved.
     let (object, _) = reach::reach(&ctx, object).await;
@@ -446,8 +450,13 @@ async fn trusted<K: Managed>(cx: &Cx<'_, K>, key: &str, before: Option<&K::Statu
         && !K::due_now(object, before)
         && !K::asks_for_apply(object, before);
     let drift = &cx.ctx.drift;
+    if !applied {
+        // Read in full now: a read the drift pass asked for is done by this reconcile.
+        drift.trust(key);
+        return false;
+    }
     // A copy older than this process's own last write (a failure, an intent) is stale.
-    if !applied || drift.cache_behind(key, object.meta().resource_version.as_deref()) {
+    if drift.cache_behind(key, object.meta().resource_version.as_deref()) {
         return false;
     }
     // Inputs are read when their watch says they changed, and the first time this process
