@@ -77,6 +77,22 @@ async fn start_shards(
     operators
 }
 
+/// Waits until one of `operators` exits and says which: a replica that cannot renew its Lease
+/// stops (a Deployment would restart it; nothing does here), and the rollout would then wait out
+/// the bench's whole limit.
+async fn first_exit(operators: &mut [Operator]) -> String {
+    loop {
+        for (r, operator) in operators.iter_mut().enumerate() {
+            if let Ok(Some(status)) = operator.child.try_wait() {
+                return format!(
+                    "replica {r} exited ({status}) during the rollout; its log is operator-shard{r}-rollout-*.log"
+                );
+            }
+        }
+        tokio::time::sleep(Duration::from_secs(2)).await;
+    }
+}
+
 /// SIGTERM to every replica (each releases its Lease, so the next ones need not wait for it to
 /// lapse), then waits for them to exit.
 async fn terminate(operators: Vec<Operator>) {
@@ -149,7 +165,7 @@ async fn bench_shards() {
     let before = apiserver_snapshot().await;
     let t0 = Instant::now();
     eprintln!("== {replicas} shards on the backlog");
-    let operators = start_shards(
+    let mut operators = start_shards(
         &opts,
         &emulator,
         &token_file,
@@ -159,7 +175,10 @@ async fn bench_shards() {
         "rollout",
     )
     .await;
-    let rollout = tracker.wait_all_ready(opts.n, t0).await;
+    let rollout = tokio::select! {
+        rollout = tracker.wait_all_ready(opts.n, t0) => rollout,
+        exited = first_exit(&mut operators) => panic!("{exited} (N={})", opts.n),
+    };
     let after = apiserver_snapshot().await;
     let n = opts.n as f64;
     let rollout_replicas = replica_figures(&operators, n).await;
