@@ -884,7 +884,11 @@ mod tests {
         drift.wrote(key, Some("7"), Some("8".into()), true, None);
         drift.wrote(key, Some("9"), Some("10".into()), false, None);
         for (version, older) in [("8", true), ("9", true), ("10", false)] {
-            assert_eq!(drift.replaced_by_own_write(key, Some(version)), older, "{version}");
+            assert_eq!(
+                drift.replaced_by_own_write(key, Some(version)),
+                older,
+                "{version}"
+            );
         }
         drift.forget(key);
         // A write that changed nothing replaced nothing: its version is the current one.
