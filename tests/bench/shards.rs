@@ -54,6 +54,10 @@ async fn start_shards(
         namespaces[0].clone(),
     ]);
     args.extend(fast_flags());
+    // `BENCH_SHARD_ARGS`: more operator flags, space-separated (e.g. longer Lease timings).
+    if let Ok(extra) = std::env::var("BENCH_SHARD_ARGS") {
+        args.extend(extra.split_whitespace().map(str::to_string));
+    }
     let mut operators = Vec::new();
     for r in 0..replicas {
         let log = std::fs::File::create(
