@@ -3,7 +3,9 @@
 #   1. charts/aigw/crds/ is byte-identical to crds/ (the generated CRDs): fails on drift;
 #   2. helm lint --strict, with the default values and with an override;
 #   3. helm template with the default values and with an override (watchNamespaces, a default
-#      connection with token.existingSecret), plus assertions on what it renders;
+#      connection with token.existingSecret), plus assertions on what it renders (the FlowSchema
+#      of the Lease requests among them: rendered with leader election, not without it or with
+#      leaderElection.flowSchema.enabled=false);
 #   4. the RBAC with watchNamespaces: [a, b]: Roles in a and b, no ClusterRole grants Secrets;
 #   4b. with monitoring.enabled=true: the PrometheusRule (rules from files/prometheus-rules.yaml),
 #      the ServiceMonitor and the Grafana dashboard ConfigMap (files/grafana-dashboard.json, with
@@ -16,7 +18,11 @@
 #      apiserver has no Prometheus Operator CRDs; `make alerts-test` checks the rules with promtool),
 #      and the RBAC rendered with watchNamespaces: [a, b] is applied for real and checked with
 #      `kubectl auth can-i ... --as system:serviceaccount:...` (namespaces a, b, c are created
-#      for it when missing; what the check created is deleted again).
+#      for it when missing; what the check created is deleted again); then the rendered
+#      FlowSchema is applied, and the Lease requests the elector makes (create, get, update, list,
+#      delete), sent as the chart's ServiceAccount (impersonated, kubectl -v=8), must come back
+#      with the X-Kubernetes-PF-FlowSchema-UID / -PriorityLevel-UID headers of that FlowSchema and
+#      of the built-in leader-election PriorityLevelConfiguration.
 #
 # Helm is taken from $HELM, else from PATH (a v3), else from the cache, else built there with
 # `go install` from the Go module proxy (pinned: $HELM_VERSION).
@@ -141,12 +147,25 @@ expect_not() {
 	if grep -qF -- "$2" "$1"; then die "$3: '$2' should not be rendered"; fi
 }
 kinds() { grep -E '^kind: ' "$1" | sort | uniq -c | awk '{printf "%s%s×%s", sep, $3, $1; sep=", "}'; }
+# doc_of FILE KIND NAME NAMESPACE: the document of that object, comments dropped ("" when the
+# object is not rendered). helm separates documents with "---" lines.
+doc_of() {
+	awk -v kind="$2" -v name="$3" -v ns="$4" '
+		function flush() { if (k == kind && n == name && m == ns) printf "%s", doc; doc = ""; k = n = m = "" }
+		/^---/ { flush(); next }
+		/^[[:space:]]*#/ { next }
+		{ doc = doc $0 "\n" }
+		/^kind: / { k = $2 }
+		/^  name: / { if (n == "") n = $2 }
+		/^  namespace: / { if (m == "") m = $2 }
+		END { flush() }' "$1"
+}
 
 step "helm template (default values)"
 render "$work/default.yaml"
 echo "rendered: $(kinds "$work/default.yaml.all")"
 for kind in CustomResourceDefinition ServiceAccount ClusterRole ClusterRoleBinding Role RoleBinding \
-	Deployment Service PodDisruptionBudget; do
+	Deployment Service PodDisruptionBudget FlowSchema; do
 	expect "$work/default.yaml.all" "kind: $kind" "default values"
 done
 # crds/ holds one file per CRD, and free-form-limits.yaml (the admission policies bounding the
@@ -177,6 +196,14 @@ expect "$work/default.yaml" "\"--connection-secret-namespace=$NAMESPACE\"" "defa
 expect "$work/default.yaml" "fieldPath: metadata.namespace" "default values (POD_NAMESPACE)"
 expect "$work/default.yaml" "name: aigw-leader-election" "default values (Lease Role)"
 expect_not "$work/default.yaml" "type: Recreate" "default values"
+# The FlowSchema putting the operator's Lease requests into the leader-election priority level.
+fs="$(doc_of "$work/default.yaml" FlowSchema aigw-leader-election "")"
+[[ -n "$fs" ]] || die "default values: no FlowSchema aigw-leader-election"
+for line in "apiVersion: flowcontrol.apiserver.k8s.io/v1" "name: leader-election" "matchingPrecedence: 200" \
+	"kind: ServiceAccount" "name: aigw" "namespace: $NAMESPACE" 'apiGroups: ["coordination.k8s.io"]' \
+	'resources: ["leases"]' "namespaces: [\"$NAMESPACE\"]" 'verbs: ["get", "list", "create", "update", "delete"]'; do
+	grep -qF -- "$line" <<<"$fs" || die "default values: '$line' not in the FlowSchema"
+done
 expect_not "$work/default.yaml" "--namespace=" "default values (all namespaces)"
 expect_not "$work/default.yaml" "--token-file" "default values (no default connection)"
 
@@ -209,21 +236,21 @@ expect "$f" "--leader-elect=false" "single replica"
 expect_not "$f" "kind: PodDisruptionBudget" "single replica"
 expect_not "$f" "coordination.k8s.io" "single replica (no Lease Role)"
 expect_not "$f" "\"--leader-election-namespace=" "single replica"
+expect_not "$f" "kind: FlowSchema" "single replica (no Lease, no FlowSchema)"
+
+step "helm template (leaderElection.flowSchema: disabled, and another precedence and Lease namespace)"
+render "$work/no-flowschema.yaml" --set leaderElection.flowSchema.enabled=false
+expect_not "$work/no-flowschema.yaml" "kind: FlowSchema" "leaderElection.flowSchema.enabled=false"
+expect "$work/no-flowschema.yaml" "name: aigw-leader-election" "leaderElection.flowSchema.enabled=false (the Lease Role stays)"
+render "$work/flowschema-ns.yaml" --set leaderElection.flowSchema.matchingPrecedence=850 \
+	--set leaderElection.namespace=leases --set serviceAccount.name=aigw-sa
+fs="$(doc_of "$work/flowschema-ns.yaml" FlowSchema aigw-leader-election "")"
+for line in "matchingPrecedence: 850" 'namespaces: ["leases"]' "name: aigw-sa" "namespace: $NAMESPACE"; do
+	grep -qF -- "$line" <<<"$fs" || die "FlowSchema with leaderElection.namespace=leases: '$line' not in it"
+done
+echo "ok"
 
 # --- 4. RBAC with watchNamespaces ---------------------------------------------------------
-# doc_of FILE KIND NAME NAMESPACE: the document of that object, comments dropped ("" when the
-# object is not rendered). helm separates documents with "---" lines.
-doc_of() {
-	awk -v kind="$2" -v name="$3" -v ns="$4" '
-		function flush() { if (k == kind && n == name && m == ns) printf "%s", doc; doc = ""; k = n = m = "" }
-		/^---/ { flush(); next }
-		/^[[:space:]]*#/ { next }
-		{ doc = doc $0 "\n" }
-		/^kind: / { k = $2 }
-		/^  name: / { if (n == "") n = $2 }
-		/^  namespace: / { if (m == "") m = $2 }
-		END { flush() }' "$1"
-}
 # The `resources:` lines of every ClusterRole of FILE (the chart writes them in flow style).
 cluster_role_resources() {
 	awk '
@@ -331,6 +358,7 @@ refuse "token.existingSecret without managementUrl" --set token.existingSecret.n
 refuse "logFormat=xml" --set logFormat=xml
 refuse "concurrency=0" --set concurrency=0
 refuse "a ServiceMonitor without the metrics Service" --set monitoring.enabled=true --set metrics.service.enabled=false
+refuse "leaderElection.flowSchema.matchingPrecedence=0" --set leaderElection.flowSchema.matchingPrecedence=0
 
 # --- 6. against the local control plane ----------------------------------------------------
 created_namespaces=()
@@ -371,6 +399,59 @@ apply_rbac() {
 	applied+=("$out")
 	"${k[@]}" apply --server-side --field-manager=aigw-chart-check -f "$out" >/dev/null
 	sa="system:serviceaccount:$NAMESPACE:$release"
+}
+
+# lease_request PRIORITY-LEVEL-UID FLOWSCHEMA-UID KUBECTL-ARGS...: runs kubectl as $sa with -v=8 and
+# prints "<METHOD> <fs uid> <pl uid>" for each request it made to a Lease URL, from the
+# X-Kubernetes-PF-FlowSchema-UID and X-Kubernetes-PF-PriorityLevel-UID headers of the answers
+# (the apiserver sets them on every answer, a refusal included). Its stdout goes to $work/kubectl.out,
+# its exit status to $work/kubectl.rc.
+pf_of_lease_requests() {
+	local rc=0
+	"${k[@]}" "$@" --as "$sa" -v=8 >"$work/kubectl.out" 2>"$work/kubectl.log" || rc=$?
+	echo "$rc" >"$work/kubectl.rc"
+	# kubectl <= 1.32: "round_trippers.go:...] GET https://..." then header lines; later versions
+	# log '"Response" verb="GET" url="https://..." ... headers=<' and the header lines.
+	awk '
+		function emit() { if (method != "" && fs != "" && pl != "") print method, fs, pl; fs = pl = "" }
+		match($0, /(verb="|\] )(GET|POST|PUT|PATCH|DELETE)"? (url=")?https?:\/\/[^ "]*/) {
+			emit()
+			req = substr($0, RSTART, RLENGTH)
+			method = ""
+			if (req ~ /\/leases([\/?]|$)/) {
+				sub(/^(verb="|\] )/, "", req)
+				method = substr(req, 1, index(req, " ") - 1)
+				sub(/"$/, "", method)
+			}
+		}
+		tolower($0) ~ /x-kubernetes-pf-flowschema-uid:/ { fs = $NF }
+		tolower($0) ~ /x-kubernetes-pf-prioritylevel-uid:/ { pl = $NF }
+		END { emit() }' "$work/kubectl.log"
+}
+# classified WANT WHAT KUBECTL-ARGS...: every Lease request of that kubectl command (at least one)
+# was classified (WANT=yes) or not (WANT=no) into the chart's FlowSchema $fs_uid and the
+# leader-election priority level $pl_uid.
+classified() {
+	local want="$1" what="$2" method f p n=0
+	shift 2
+	while read -r method f p; do
+		n=$((n + 1))
+		if [[ "$want" == yes ]]; then
+			[[ "$f" == "$fs_uid" && "$p" == "$pl_uid" ]] ||
+				die "$what: $method as $sa classified into FlowSchema $f / priority level $p, expected $fs_uid ($fs_name) / $pl_uid (leader-election)"
+			printf 'ok: %-6s %s: FlowSchema %s (%s), PriorityLevel %s (leader-election)\n' "$method" "$what" "$f" "$fs_name" "$p"
+		else
+			[[ "$f" != "$fs_uid" && "$p" != "$pl_uid" ]] ||
+				die "$what: $method as $sa classified into the chart's FlowSchema or leader-election (FlowSchema $f, priority level $p)"
+			printf 'ok: %-6s %s: FlowSchema %s (%s), PriorityLevel %s, not leader-election\n' "$method" "$what" "$f" \
+				"$("${k[@]}" get flowschemas -o jsonpath="{.items[?(@.metadata.uid==\"$f\")].metadata.name}")" "$p"
+		fi
+	done < <(pf_of_lease_requests "$@")
+	((n > 0)) || die "$what: no Lease request with the X-Kubernetes-PF-* headers in kubectl -v=8 output (kubectl $*)"
+	if [[ "$want" == yes && "$(cat "$work/kubectl.rc")" != 0 ]]; then
+		grep -iE "error|forbidden" "$work/kubectl.log" | tail -n 3 >&2
+		die "$what: kubectl $* --as $sa failed"
+	fi
 }
 
 step "against the local control plane"
@@ -456,6 +537,42 @@ else
 	can yes patch statefulsets.apps -n c
 	can no delete secrets -n c
 	can yes update leases.coordination.k8s.io/aigw -n "$NAMESPACE"
+
+	# API Priority and Fairness: the rendered FlowSchema applied for real, and the Lease requests
+	# the elector makes (create, get, update, list, delete), sent as the chart's ServiceAccount,
+	# are classified into it and the built-in leader-election priority level. With sharding (the
+	# RBAC then grants every verb on any Lease there) so the Lease is not the operator's `aigw`.
+	release=aigw-chart-check-apf
+	echo "--- FlowSchema applied with sharding.enabled=true (release $release)"
+	apply_rbac "$release" --set sharding.enabled=true
+	"$helm" template "$release" "$CHART" --namespace "$NAMESPACE" --set sharding.enabled=true \
+		--show-only templates/flowschema.yaml >"$work/flowschema.yaml" 2>"$work/err" ||
+		die "the chart renders no FlowSchema with leader election on: $(tr -s '\n' ' ' <"$work/err")"
+	applied+=("$work/flowschema.yaml")
+	fs_name="$release-leader-election"
+	"${k[@]}" apply --server-side --field-manager=aigw-chart-check -f "$work/flowschema.yaml" >/dev/null
+	fs_uid="$("${k[@]}" get flowschema "$fs_name" -o jsonpath='{.metadata.uid}')"
+	pl_uid="$("${k[@]}" get prioritylevelconfiguration leader-election -o jsonpath='{.metadata.uid}')"
+	[[ -n "$fs_uid" && -n "$pl_uid" ]] || die "no FlowSchema $fs_name or no PriorityLevelConfiguration leader-election"
+	echo "FlowSchema $fs_name uid $fs_uid; PriorityLevelConfiguration leader-election uid $pl_uid"
+	# The apiserver's APF configuration follows the FlowSchemas through an informer: wait until
+	# it classifies by the new one (dangling: false, and the first request lands in it).
+	for _ in $(seq 1 40); do
+		[[ "$("${k[@]}" get flowschema "$fs_name" -o jsonpath='{.status.conditions[?(@.type=="Dangling")].status}')" == False ]] &&
+			pf_of_lease_requests get leases -n "$NAMESPACE" | grep -q " $fs_uid $pl_uid\$" && break
+		sleep 0.5
+	done
+	lease="$release-probe"
+	lease_json="{\"apiVersion\":\"coordination.k8s.io/v1\",\"kind\":\"Lease\",\"metadata\":{\"name\":\"$lease\",\"namespace\":\"$NAMESPACE\"},\"spec\":{\"holderIdentity\":\"chart-check\",\"leaseDurationSeconds\":15}}"
+	"${k[@]}" delete lease "$lease" -n "$NAMESPACE" --ignore-not-found >/dev/null
+	classified yes "create Lease" create -f - <<<"$lease_json"
+	classified yes "get Lease" get lease "$lease" -n "$NAMESPACE" -o json
+	mv "$work/kubectl.out" "$work/lease.json"
+	classified yes "update Lease" replace -f "$work/lease.json"
+	classified yes "list Leases" get leases -n "$NAMESPACE"
+	classified yes "delete Lease" delete lease "$lease" -n "$NAMESPACE" --wait=false
+	# Only what the FlowSchema names: Leases elsewhere stay with the suggested schemas.
+	classified no "list Leases in namespace a" get leases -n a
 fi
 
 printf '\nchart-check: all checks passed\n'
