@@ -14,6 +14,8 @@ use tracing::{debug, info, warn};
 
 use super::driver::{self, drift, status};
 use super::kinds::{config_rollout, connection};
+use super::runtime::shard_cache;
+use super::runtime::shards::Shards;
 use super::runtime::{health, unreadable};
 use super::state::relay;
 use super::{Context, Managed, Settings};
@@ -103,34 +105,54 @@ fn watched<K: Watchable>(
     config: watcher::Config,
     probe: health::WatchProbe,
     prepare: fn(&mut K),
-    on_event: impl Fn(&watcher::Event<K>) + Send + 'static,
+    on_event: impl Fn(&watcher::Event<K>) + Send + Sync + 'static,
     on_stored: impl Fn(&watcher::Event<K>) + Send + 'static,
-    on_unreadable: impl Fn(&Unreadable) + Send + 'static,
+    on_unreadable: impl Fn(&Unreadable) + Send + Sync + 'static,
     installation: String,
+    share: Option<Share<K>>,
 ) -> (
     Store<K>,
     impl futures::Stream<Item = Result<K, watcher::Error>> + Send + 'static,
 ) {
     let (reader, writer) = reflector::store();
-    let cache = reader.clone();
+    let (on_event, on_unreadable) = (Arc::new(on_event), Arc::new(on_unreadable));
+    let (kube, namespace, cache) = (kube.clone(), namespace.map(str::to_string), reader.clone());
     // Paged initial lists (500 objects a page): a list served whole from the watch cache (the
     // "any" semantic ignores the page size) put every object in one response, which at 10,000
     // objects was the largest allocation of the process.
-    let objects = watcher(readable_api::<K>(kube, namespace), config)
-        .default_backoff()
-        .filter_map(move |event| {
-            futures::future::ready(readable_event(event, &cache, &on_unreadable))
-        })
-        .modify(move |object| as_cached(object, prepare))
-        .inspect(move |event| {
-            if let Ok(event) = event {
-                on_event(event);
-            }
-        });
+    let start = move || {
+        let (cache, on_event, on_unreadable) =
+            (cache.clone(), on_event.clone(), on_unreadable.clone());
+        let api = readable_api::<K>(&kube, namespace.as_deref());
+        shard_cache::boxed(
+            watcher(api, config.clone())
+                .default_backoff()
+                .filter_map(move |event| {
+                    futures::future::ready(readable_event(event, &cache, &*on_unreadable))
+                })
+                .modify(move |object| as_cached(object, prepare))
+                .inspect(move |event| {
+                    if let Ok(event) = event {
+                        on_event(event);
+                    }
+                }),
+        )
+    };
+    // With --shards, what the cache keeps is this replica's share ([`shard_cache`]).
+    let (objects, listed) = match share {
+        Some(Share { shards, skipped }) => {
+            let (objects, listed) = shard_cache::filtered(shards, reader.clone(), start, skipped);
+            (objects, Some(listed))
+        }
+        None => (start(), None),
+    };
     let stored = reflector::reflector(writer, objects)
         .inspect(move |item| {
             probe.observe(item);
             if let Ok(event) = item {
+                if let Some(listed) = &listed {
+                    listed.stored(event);
+                }
                 on_stored(event);
             }
         })
@@ -139,6 +161,13 @@ fn watched<K: Watchable>(
         worth_reconciling(object, &installation)
     });
     (reader, stream)
+}
+
+/// With `--shards`: the share a namespaced kind's cache keeps, and who hears the events of the
+/// objects it leaves out.
+pub struct Share<K> {
+    shards: Shards,
+    skipped: shard_cache::Skipped<K>,
 }
 
 /// Makes `object`, as a watch delivered it, the copy the cache keeps: without managedFields or
@@ -332,6 +361,22 @@ async fn run_kind<K: Managed>(
         let ctx = ctx.clone();
         move |object: &Unreadable| unreadable::report::<K>(&ctx, object)
     };
+    // With --shards, a namespaced kind's cache keeps this replica's share; what it leaves out
+    // still wakes the followers of a promotion source here.
+    let share = match (K::NAMESPACED, ctx.leadership.shards()) {
+        (true, Some(shards)) => Some(Share {
+            shards: shards.clone(),
+            skipped: Box::new({
+                let ctx = ctx.clone();
+                move |event: &watcher::Event<K>| ctx.followers.observe(event)
+            }),
+        }),
+        _ => None,
+    };
+    let stores = K::stores(&ctx.stores);
+    if let Some(share) = &share {
+        stores.keep_share(share.shards.clone());
+    }
     let (store, objects) = watched(
         &ctx.kube,
         ns,
@@ -342,8 +387,9 @@ async fn run_kind<K: Managed>(
         stored,
         unreadable,
         ctx.installation.id().to_string(),
+        share,
     );
-    let _ = stream.set(K::stores(&ctx.stores).register(store.clone()));
+    let _ = stream.set(stores.register(store.clone()));
     let mut controller = Controller::for_stream(objects, store.clone())
         .with_config(ControllerConfig::default().concurrency(concurrency))
         .reconcile_all_on(ctx.leadership.acquired())
@@ -451,6 +497,7 @@ async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
         |_| {},
         unreadable,
         String::new(),
+        None,
     );
     ctx.stores.connections.register(store.clone());
     Controller::for_stream(connections, store)
@@ -499,6 +546,7 @@ async fn run_rollouts(ctx: Arc<Context>, namespace: Option<String>, concurrency:
         unreadable,
         // A rollout's claim is written on its own and wakes its next reconcile.
         String::new(),
+        None,
     );
     ctx.stores.rollouts.register(store.clone());
     let keys = ctx.relay.subscribe::<ApiKey>(namespace.clone());

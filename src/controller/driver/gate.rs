@@ -29,7 +29,7 @@ use crate::controller::Context;
 use crate::controller::driver::Managed;
 use crate::controller::driver::promotion::{self, Decision};
 use crate::controller::error::{Error, Halt, Wait};
-use crate::controller::state::claims::{Owner, owned_by_another};
+use crate::controller::state::claims::owned_by_another;
 use crate::controller::state::connections::{Resolved, Scope};
 use crate::resources::common::CreateAttempt;
 
@@ -146,26 +146,14 @@ impl<'a, K: Managed> Gate<'a, K> {
         // claimants), whatever else claims the object.
         self.granted().await?;
         let peers = self.same_tenant();
-        match owned_by_another(object, &self.ctx.stores, &peers) {
-            None => {}
-            Some(Owner::Named(owner)) => {
-                let namespace = object.namespace();
-                return Err(Error::AlreadyManaged(already_managed(
-                    K::KIND,
-                    namespace.as_deref(),
-                    &owner,
-                ))
-                .into());
-            }
-            // Another resource outranks it, but the cache cannot name it yet: nothing is
-            // sent, and the object is stalled once its owner can be named.
-            Some(Owner::Uncached) => {
-                return Err(Wait::CachesNotReady(format!(
-                    "another resource claims what this {} claims, and the watch caches do not hold it yet",
-                    K::KIND
-                ))
-                .into());
-            }
+        if let Some(owner) = owned_by_another(object, &self.ctx.stores, &peers) {
+            let namespace = object.namespace();
+            return Err(Error::AlreadyManaged(already_managed(
+                K::KIND,
+                namespace.as_deref(),
+                &owner,
+            ))
+            .into());
         }
         Ok(())
     }
@@ -244,7 +232,7 @@ impl<'a, K: Managed> Gate<'a, K> {
     /// for the status.
     async fn promote(&self, op: Op) -> Result<(), Halt> {
         let scope = &self.resolve().await?.scope;
-        let decided = promotion::decide(self.ctx, self.object, scope).map_err(|held| {
+        let decided = promotion::decide(self.ctx, self.object, scope).await.map_err(|held| {
             if op != Op::Create {
                 return held;
             }
@@ -291,21 +279,10 @@ impl<'a, K: Managed> Gate<'a, K> {
     /// that one's, whose id has not been recorded yet. Another installation's objects count for
     /// nothing here (their status is no proof of a create, and would hold this one's lookups);
     /// what they made is told apart by its marker, or taken only under the adoption grant.
+    /// Read from the claim index, which sees every namespace (with `--shards` too).
     pub fn attempts_elsewhere(&self, sent: &CreateAttempt) -> bool {
-        use crate::controller::state::installation::Claim;
         let peers = self.same_tenant();
-        let uid = self.object.uid();
-        K::stores(&self.ctx.stores).all().iter().any(|other| {
-            other.uid() != uid
-                && self.ctx.installation.claim_on(other.as_ref()) == Claim::Ours
-                && peers.iter().any(|p| p == other.connection_name())
-                && other.create_attempt().is_some_and(|theirs| {
-                    theirs.name == sent.name
-                        && (theirs.workspace_id.is_none()
-                            || sent.workspace_id.is_none()
-                            || theirs.workspace_id == sent.workspace_id)
-                })
-        })
+        K::stores(&self.ctx.stores).attempted_elsewhere(self.object, &peers, sent)
     }
 
     /// Adopting the existing remote object `id` (found where the spec named an identity to create

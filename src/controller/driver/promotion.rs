@@ -15,7 +15,7 @@ use std::time::Duration;
 use kube::ResourceExt;
 use kube::runtime::controller::Action;
 
-use super::{Change, Cx, Managed};
+use super::{Change, Cx, Managed, referenced};
 use crate::controller::Context;
 use crate::controller::driver::status::{
     CommonStatus, Outcome, record_outcome, sanitize_message, set_condition,
@@ -55,7 +55,7 @@ impl Decision {
 /// The gate's rule for an update of `object`: `Ok(None)` when it does not apply (no
 /// `spec.promotion`, or the spec was applied at this generation already), `Ok(Some(Passed))`
 /// when the change may be written, and the error that holds or refuses it otherwise.
-pub fn decide<K: Managed>(
+pub async fn decide<K: Managed>(
     ctx: &Context,
     object: &K,
     scope: &Scope,
@@ -90,7 +90,7 @@ pub fn decide<K: Managed>(
             ),
         )));
     };
-    let held = match verdict(ctx, object, promotion, scope, revision) {
+    let held = match verdict(ctx, object, promotion, scope, revision).await {
         Ok(message) => {
             return Ok(Some(Decision::Passed {
                 overridden: false,
@@ -121,8 +121,9 @@ pub fn decide<K: Managed>(
 }
 
 /// The gate's verdict on `revision` for `object`: the message of an open gate, or the error
-/// that holds it (a refused source namespace, a source not ready, a soak in progress).
-fn verdict<K: Managed>(
+/// that holds it (a refused source namespace, a source not ready, a soak in progress). A source
+/// is read from the watch cache, or (with `--shards`, another shard's) from the apiserver.
+async fn verdict<K: Managed>(
     ctx: &Context,
     object: &K,
     promotion: &Promotion,
@@ -131,8 +132,7 @@ fn verdict<K: Managed>(
 ) -> Result<String, Halt> {
     let soak = promotion.soak().map_err(Error::InvalidSpec)?;
     let own = object.namespace();
-    let cached = K::stores(&ctx.stores).all();
-    let mut sources = Vec::new();
+    let mut found = Vec::new();
     for (field, namespace, name) in promotion.sources(own.as_deref()) {
         if let (Some(own), Some(namespace)) = (&own, namespace)
             && own != namespace
@@ -144,18 +144,25 @@ fn verdict<K: Managed>(
                 Error::InvalidSpec(format!("{field} names this {} itself", K::KIND)).into(),
             );
         }
-        let found = cached
-            .iter()
-            .find(|o| o.namespace().as_deref() == namespace && o.name_any() == name);
-        let shown = match namespace {
-            Some(namespace) => format!("{} {namespace}/{name}", K::KIND),
-            None => format!("{} {name}", K::KIND),
+        let (shown, source) = match namespace {
+            Some(namespace) => (
+                format!("{} {namespace}/{name}", K::KIND),
+                referenced::find_in::<K>(ctx, namespace, name).await?,
+            ),
+            None => (
+                format!("{} {name}", K::KIND),
+                referenced::named::<K>(ctx, name),
+            ),
         };
-        sources.push(Source {
-            name: shown,
-            state: found.map(|o| state_of(o.as_ref())),
-        });
+        found.push((shown, source));
     }
+    let sources: Vec<Source> = found
+        .iter()
+        .map(|(shown, source)| Source {
+            name: shown.clone(),
+            state: source.as_deref().map(state_of),
+        })
+        .collect();
     let now = jiff::Timestamp::now();
     match judge(revision, soak, &sources, now) {
         Verdict::Open { message } => Ok(message),

@@ -7,11 +7,15 @@ use std::sync::Arc;
 
 use kube::ResourceExt;
 
+use kube::api::ListParams;
+
 use super::Managed;
 use super::status::CommonStatus;
-use crate::controller::driver::gate::tenant_peers;
-use crate::controller::error::Error;
+use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, tenant_peers};
+use crate::controller::error::{Error, Halt, Wait};
+use crate::controller::process::as_cached;
 use crate::controller::{Context, spec_already_applied};
+use crate::resources::readable::{Readable, readable_api};
 
 /// The resource of kind `K` named `name` in the watch cache, if it is there.
 pub fn named<K: Managed>(ctx: &Context, name: &str) -> Option<Arc<K>> {
@@ -60,3 +64,79 @@ pub fn ready_named<K: Managed, R: Managed>(
         None => Err(waiting(format!("{what} is not Ready yet; waiting for it"))),
     }
 }
+
+/// Every resource of kind `K` in the watched namespaces, to decide `question` (for the message
+/// while the caches fill, e.g. "whether a Config names this guardrail") across all of them:
+/// from the watch caches once each has listed; with `--shards`, whose caches hold this
+/// replica's share only, from the apiserver, in pages. The guards that ask (a deletion waiting
+/// for the resources that name what it deletes) are rare, and must not take another replica's
+/// share for "none".
+pub async fn every<K: Managed>(ctx: &Context, question: &str) -> Result<Vec<Arc<K>>, Halt> {
+    let stores = K::stores(&ctx.stores);
+    if stores.whole() {
+        if !stores
+            .listed(ctx.stores_of::<K>(), CACHES_LISTED_WITHIN)
+            .await
+        {
+            return Err(Wait::CachesNotReady(format!(
+                "the {} caches have not listed every watched namespace yet, so {question} cannot be decided; waiting",
+                K::KIND
+            ))
+            .into());
+        }
+        return Ok(stores.all());
+    }
+    let mut every = Vec::new();
+    for namespace in &ctx.watched_namespaces {
+        let api = readable_api::<K>(&ctx.kube, namespace.as_deref());
+        let mut params = ListParams::default().limit(LIST_PAGE);
+        loop {
+            let page = api.list(&params).await.map_err(|source| Error::Kube {
+                action: format!("list the {} resources to decide {question}", K::KIND),
+                source,
+            })?;
+            every.extend(page.items.into_iter().filter_map(|item| match item {
+                Readable::Object(mut object) => {
+                    as_cached(&mut object, K::prepare);
+                    Some(Arc::new(object))
+                }
+                Readable::Unreadable(_) => None,
+            }));
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => break,
+            }
+        }
+    }
+    Ok(every)
+}
+
+/// Resource `namespace`/`name` of kind `K`: from the watch cache when it holds the namespace
+/// (with `--shards`, another replica's share is not cached), else read from the apiserver.
+pub async fn find_in<K: Managed>(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Arc<K>>, Error> {
+    if let Some(cached) = K::stores(&ctx.stores).find_in(namespace, name).await {
+        return Ok(cached);
+    }
+    let read = readable_api::<K>(&ctx.kube, Some(namespace))
+        .get_opt(name)
+        .await
+        .map_err(|source| Error::Kube {
+            action: format!("read {} {namespace}/{name}", K::KIND),
+            source,
+        })?;
+    Ok(match read {
+        Some(Readable::Object(mut object)) => {
+            as_cached(&mut object, K::prepare);
+            Some(Arc::new(object))
+        }
+        // One that does not decode is reported by the watch of its own namespace's replica.
+        Some(Readable::Unreadable(_)) | None => None,
+    })
+}
+
+/// Objects a page of [`every`]'s lists.
+const LIST_PAGE: u32 = 500;

@@ -22,11 +22,12 @@ use crate::controller::Context;
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, Row as Candidate, one_named, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
-use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
+use crate::controller::driver::gate::Op;
+use crate::controller::driver::referenced::every;
 use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Cx, Managed};
-use crate::controller::error::{Error, Halt, Wait};
+use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::config_refs::{self, Desired, ReadsSecrets};
 use crate::controller::now_rfc3339;
 use crate::resources::common::{CreateAttempt, DriftCorrection};
@@ -427,17 +428,8 @@ async fn referencing_configs<G: GuardrailKind>(
     guardrail: &G,
     ctx: &Context,
 ) -> Result<Vec<String>, Halt> {
-    let configs = ctx.stores.of::<Config>();
-    if !configs
-        .listed(ctx.stores_of::<Config>(), CACHES_LISTED_WITHIN)
-        .await
-    {
-        return Err(Wait::CachesNotReady(
-            "the Config caches have not listed every watched namespace yet, so whether a Config names this guardrail cannot be decided; waiting".into(),
-        ).into());
-    }
+    let configs = every::<Config>(ctx, "whether a Config names this guardrail").await?;
     let mut users: Vec<String> = configs
-        .all()
         .iter()
         .filter(|c| !crate::controller::state::claims::refused_by_grants(c.as_ref()))
         // Another installation's Config names a guardrail of its own tenant, not this one.

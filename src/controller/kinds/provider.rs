@@ -24,11 +24,12 @@ use crate::api::{
 use crate::controller::Context;
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, Row, one_named, sent_or};
-use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
+use crate::controller::driver::gate::Op;
+use crate::controller::driver::referenced::every;
 use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
-use crate::controller::error::{Error, Halt, Wait};
+use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::config_refs::{Referenced, slug_when_ready};
 use crate::controller::kinds::keyed;
 use crate::resources::common::CreateAttempt;
@@ -469,17 +470,8 @@ fn routes_to(provider: &Provider, document: &Value) -> bool {
 
 /// The Configs (by name) that name the provider, once every Config cache has listed.
 async fn referencing_configs(provider: &Provider, ctx: &Context) -> Result<Vec<String>, Halt> {
-    let configs = ctx.stores.of::<Config>();
-    if !configs
-        .listed(ctx.stores_of::<Config>(), CACHES_LISTED_WITHIN)
-        .await
-    {
-        return Err(Wait::CachesNotReady(
-            "the Config caches have not listed every watched namespace yet, so whether a Config names this provider cannot be decided; waiting".into(),
-        ).into());
-    }
+    let configs = every::<Config>(ctx, "whether a Config names this provider").await?;
     let mut users: Vec<String> = configs
-        .all()
         .iter()
         // Another installation's Config names a provider of its own tenant, not this one.
         .filter(|c| !ctx.installation.is_theirs(c.as_ref()))
@@ -495,15 +487,7 @@ async fn referencing_configs(provider: &Provider, ctx: &Context) -> Result<Vec<S
 /// its grants refuse (Stalled `IntegrationNotAllowed`, `NamespaceNotAllowed`, …) that never
 /// managed a provider binds nothing and does not count: a tenant cannot pin the Integration.
 pub async fn naming(integration: &Integration, ctx: &Context) -> Result<Vec<String>, Halt> {
-    let providers = ctx.stores.of::<Provider>();
-    if !providers
-        .listed(ctx.stores_of::<Provider>(), CACHES_LISTED_WITHIN)
-        .await
-    {
-        return Err(Wait::CachesNotReady(
-            "the Provider caches have not listed every watched namespace yet, so whether a Provider binds this integration cannot be decided; waiting".into(),
-        ).into());
-    }
+    let providers = every::<Provider>(ctx, "whether a Provider binds this integration").await?;
     let name = integration.name_any();
     let status = integration.status.as_ref();
     let keys: Vec<&str> = [
@@ -514,7 +498,6 @@ pub async fn naming(integration: &Integration, ctx: &Context) -> Result<Vec<Stri
     .flatten()
     .collect();
     let mut users: Vec<String> = providers
-        .all()
         .iter()
         .filter(|p| !crate::controller::state::claims::refused_by_grants(p.as_ref()))
         // Another installation's Provider binds an integration of its own tenant.

@@ -29,6 +29,7 @@ use crate::api::{
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup};
 use crate::controller::driver::gate::Op;
+use crate::controller::driver::referenced;
 use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
@@ -105,7 +106,7 @@ impl Verbs for Workspace {
         cx: &Cx<'_, Self>,
         _status: &mut WorkspaceStatus,
     ) -> Result<Desired, Halt> {
-        let (config, pending) = default_config(self, cx.ctx);
+        let (config, pending) = default_config(self, cx.ctx).await?;
         Ok(Desired {
             settings: self.spec.settings(config),
             scope: owned_scope(self, cx.ctx),
@@ -195,10 +196,7 @@ impl Verbs for Workspace {
             keys.extend([remote.id.as_str(), remote.slug.as_str()]);
         }
         keys.remove("");
-        let mut holders =
-            cx.ctx
-                .stores
-                .naming_workspace(&keys, &self.name_any(), &cx.ctx.installation);
+        let mut holders = cx.ctx.stores.naming_workspace(&keys, &self.name_any());
         holders.extend(mcp_integration::naming_workspace(
             cx.ctx,
             &keys,
@@ -539,21 +537,22 @@ async fn find_created(
     })
 }
 
-/// The default config the spec's `defaults.configRef` resolves to, and why it is pending.
-fn default_config(workspace: &Workspace, ctx: &Context) -> (Option<DefaultConfig>, Option<String>) {
+/// The default config the spec's `defaults.configRef` resolves to, and why it is pending. The
+/// Config is read from its watch cache, or (another shard's) from the apiserver.
+async fn default_config(
+    workspace: &Workspace,
+    ctx: &Context,
+) -> Result<(Option<DefaultConfig>, Option<String>), Error> {
     let Some(named) = workspace
         .spec
         .defaults
         .as_ref()
         .and_then(|d| d.config_ref.as_ref())
     else {
-        return (None, None);
+        return Ok((None, None));
     };
-    let configs = ctx.stores.of::<Config>().all();
-    let found = configs.iter().find(|c| {
-        c.namespace().as_deref() == Some(named.namespace.as_str()) && c.name_any() == named.name
-    });
-    match found.and_then(|c| c.status.as_ref()?.id.clone()) {
+    let found = referenced::find_in::<Config>(ctx, &named.namespace, &named.name).await?;
+    Ok(match found.and_then(|c| c.status.as_ref()?.id.clone()) {
         Some(id) => (Some(DefaultConfig::Id(id)), None),
         None => (
             Some(DefaultConfig::Pending),
@@ -562,7 +561,7 @@ fn default_config(workspace: &Workspace, ctx: &Context) -> (Option<DefaultConfig
                 named.namespace, named.name
             )),
         ),
-    }
+    })
 }
 
 /// Requeues a Workspace being deleted whenever an object that names it (by UUID or slug, or by

@@ -83,7 +83,7 @@ pub fn record<K: Managed>(ctx: &Context) {
             .iter()
             .filter(|o| !theirs(&o.as_ref()) && ctx.leadership.acts_on(o.meta()))
             .count();
-        ctx.metrics.shard_objects(K::KIND, owned);
+        ctx.metrics.shard_objects(K::KIND, owned, objects.len());
     }
 }
 

@@ -125,6 +125,7 @@ pub struct Metrics {
     shard_members: Gauge,
     shard_handovers: Counter,
     shard_objects: Family<KindLabel, Gauge>,
+    shard_cached_objects: Family<KindLabel, Gauge>,
 }
 
 impl Default for Metrics {
@@ -187,6 +188,12 @@ impl Default for Metrics {
             "shard_objects",
             "With --shards: the objects of each kind this replica reconciles now (its share)",
             shard_objects.clone(),
+        );
+        let shard_cached_objects = Family::default();
+        registry.register(
+            "shard_cached_objects",
+            "With --shards: the objects of each kind this replica's watch caches hold (a namespaced kind's: its share, and during a hand-over the keys it gains or gives away)",
+            shard_cached_objects.clone(),
         );
         let drift_pass_seconds = Family::default();
         registry.register(
@@ -291,6 +298,7 @@ impl Default for Metrics {
             shard_members,
             shard_handovers,
             shard_objects,
+            shard_cached_objects,
             drift_pass_seconds,
             drift_reads,
             full_read_interval_seconds,
@@ -476,11 +484,16 @@ impl Metrics {
         }
     }
 
-    /// How many objects of `kind` this replica reconciles now, with `--shards`.
-    pub fn shard_objects(&self, kind: &str, owned: usize) {
+    /// How many objects of `kind` this replica reconciles now, and how many its caches hold,
+    /// with `--shards`.
+    pub fn shard_objects(&self, kind: &str, owned: usize, cached: usize) {
+        let label = KindLabel { kind: kind.into() };
         self.shard_objects
-            .get_or_create(&KindLabel { kind: kind.into() })
+            .get_or_create(&label)
             .set(i64::try_from(owned).unwrap_or(i64::MAX));
+        self.shard_cached_objects
+            .get_or_create(&label)
+            .set(i64::try_from(cached).unwrap_or(i64::MAX));
     }
 
     /// The gauges of `kind` from what its watch caches hold now.

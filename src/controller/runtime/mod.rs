@@ -7,5 +7,6 @@ pub mod hash_key;
 pub mod health;
 pub mod leader;
 pub mod metrics;
+pub mod shard_cache;
 pub mod shards;
 pub mod unreadable;

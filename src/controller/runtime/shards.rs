@@ -37,6 +37,8 @@ use kube::api::{Api, DeleteParams, ListParams, Preconditions};
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+use super::shard_cache::{Coverage, Keep};
+
 /// Label on every member Lease; its value names the group (the installation's lease name), so
 /// two installations in one namespace shard apart.
 pub const GROUP_LABEL: &str = "aigw.io/shard-group";
@@ -109,6 +111,8 @@ struct Inner {
     /// How long a view that hands keys over waits before it is published ([`HANDOVER_GRACE`]).
     grace: Duration,
     handovers: AtomicU64,
+    /// What the namespaced kinds' watch caches keep and hold of the share.
+    coverage: Coverage,
 }
 
 /// A write that passed its check just before this replica stopped acting on its key may still
@@ -139,14 +143,46 @@ impl Shards {
                 publish: Mutex::default(),
                 grace,
                 handovers: AtomicU64::new(0),
+                coverage: Coverage::new(),
             }),
         }
     }
 
-    /// True when this replica acts on the objects of `key` now.
+    /// True when this replica acts on the objects of `key` now: the views hash it here, and the
+    /// watch caches hold a namespace's objects ([`Self::holds`]; a cluster-scoped object's
+    /// caches hold every object of the kind).
     pub fn owns(&self, key: &str) -> bool {
         let table = self.inner.table.read().unwrap_or_else(|e| e.into_inner());
-        table.owns(&self.inner.me, key)
+        table.owns(&self.inner.me, key) && (!key.starts_with("namespace/") || self.holds(key))
+    }
+
+    /// True when the filtered watch caches ([`super::shard_cache`]) hold the objects of `key`
+    /// (a namespace) and follow them.
+    pub fn holds(&self, key: &str) -> bool {
+        self.inner.coverage.covers(&self.inner.me, key)
+    }
+
+    /// True when the filtered watch caches keep the objects of `key` now.
+    pub fn keeps(&self, key: &str) -> bool {
+        self.inner.coverage.keeps(&self.inner.me, key)
+    }
+
+    /// A watch cache that keeps this share only: the number to report its lists under.
+    pub fn register_cache(&self) -> usize {
+        self.inner.coverage.register()
+    }
+
+    /// Cache `cache` holds what it listed from epoch `epoch`; when that makes the caches hold
+    /// more, the controllers hear of it as of a share change.
+    pub fn cache_listed(&self, cache: usize, epoch: u64) {
+        if self.inner.coverage.listed(cache, epoch) {
+            self.inner.changed.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Every change of what the filtered caches keep.
+    pub fn keep_changes(&self) -> watch::Receiver<Keep> {
+        self.inner.coverage.subscribe()
     }
 
     /// How many replicas this one sees live (its view).
@@ -193,8 +229,11 @@ impl Shards {
         let stopped_now = joined_to(&table.view, &next.view);
         let view = next.view.join(",");
         let members = next.view.clone();
+        let mut kept = next.published.clone();
+        kept.push(next.view.clone());
         *table = next;
         drop(table);
+        self.inner.coverage.keep(kept);
         if switched {
             self.inner.handovers.fetch_add(1, Ordering::Relaxed);
             let mut publish = self.inner.publish.lock().unwrap_or_else(|e| e.into_inner());

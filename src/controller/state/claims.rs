@@ -16,13 +16,14 @@
 
 use std::any::{Any, TypeId};
 use std::collections::{BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, OnceLock, RwLock};
+
+use crate::controller::runtime::shards::Shards;
 
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher;
 
-use crate::controller::state::installation::Installation;
 use crate::resources::common::{CreateAttempt, condition::STALLED, find_condition};
 use crate::resources::guardrail::GuardrailKind;
 use crate::resources::{
@@ -37,6 +38,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 pub struct StoreList<K: Cached> {
     stores: RwLock<Vec<Store<K>>>,
     claims: Mutex<ClaimIndex>,
+    /// With `--shards`, the share the caches keep ([`crate::controller::runtime::shard_cache`]).
+    share: OnceLock<Shards>,
 }
 
 /// What a reflector store can hold.
@@ -48,6 +51,7 @@ impl<K: Cached> Default for StoreList<K> {
         Self {
             stores: RwLock::new(Vec::new()),
             claims: Mutex::new(ClaimIndex::default()),
+            share: OnceLock::new(),
         }
     }
 }
@@ -58,6 +62,24 @@ impl<K: Cached> StoreList<K> {
         let mut stores = self.stores.write().unwrap_or_else(|e| e.into_inner());
         stores.push(store);
         stores.len() - 1
+    }
+
+    /// The caches keep the share of `shards` only.
+    pub fn keep_share(&self, shards: Shards) {
+        let _ = self.share.set(shards);
+    }
+
+    /// True when the caches hold every object of the kind (no `--shards`), so an object absent
+    /// from them is absent.
+    pub fn whole(&self) -> bool {
+        self.share.get().is_none()
+    }
+
+    /// True when the caches hold the objects of `namespace` and follow them.
+    pub fn holds(&self, namespace: &str) -> bool {
+        self.share
+            .get()
+            .is_none_or(|shards| shards.holds(&format!("namespace/{namespace}")))
     }
 
     fn snapshot(&self) -> Vec<Store<K>> {
@@ -94,10 +116,11 @@ impl<K: Cached> StoreList<K> {
 
     /// The object `namespace`/`name` (namespaced kinds), from caches that have listed once;
     /// `None` as for [`Self::find`].
+    /// With `--shards`, `None` as well for a namespace outside the share.
     pub async fn find_in(&self, namespace: &str, name: &str) -> Option<Option<std::sync::Arc<K>>> {
         let wanted = kube::runtime::reflector::ObjectRef::new(name).within(namespace);
         let stores = self.snapshot();
-        if stores.is_empty() {
+        if stores.is_empty() || !self.holds(namespace) {
             return None;
         }
         for store in &stores {
@@ -147,11 +170,18 @@ impl<K: Cached> StoreList<K> {
 }
 
 impl<K: Claims> StoreList<K> {
-    /// Keeps the claim index in step with watch stream `stream` (from `register`).
+    /// Keeps the claim index in step with watch stream `stream` (from `register`), every object
+    /// taken as this installation's own.
     pub fn index_event(&self, stream: usize, event: &watcher::Event<K>) {
+        self.index(stream, event, true);
+    }
+
+    fn index(&self, stream: usize, event: &watcher::Event<K>, ours: bool) {
         let mut index = self.claims.lock().unwrap_or_else(|e| e.into_inner());
         match event {
-            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => index.upsert(stream, o),
+            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
+                index.upsert(stream, o, ours)
+            }
             watcher::Event::Delete(o) => index.remove(&o.uid().unwrap_or_default()),
             watcher::Event::Init => index.begin(stream),
             watcher::Event::InitDone => index.finish(stream),
@@ -170,37 +200,52 @@ impl<K: Claims> StoreList<K> {
     ) {
         use crate::controller::state::installation::Claim;
         match event {
-            watcher::Event::Apply(o) | watcher::Event::InitApply(o)
-                if matches!(installation.claim_on(o), Claim::Theirs(_)) =>
-            {
-                let mut index = self.claims.lock().unwrap_or_else(|e| e.into_inner());
-                index.remove(&o.uid().unwrap_or_default());
+            watcher::Event::Apply(o) | watcher::Event::InitApply(o) => {
+                match installation.claim_on(o) {
+                    Claim::Theirs(_) => {
+                        let mut index = self.claims.lock().unwrap_or_else(|e| e.into_inner());
+                        index.remove(&o.uid().unwrap_or_default());
+                    }
+                    claim => self.index(stream, event, claim == Claim::Ours),
+                }
             }
-            _ => self.index_event(stream, event),
+            _ => self.index(stream, event, false),
         }
     }
 
-    /// The namespace/name of the senior other resource claiming what `object` claims
-    /// ([`ClaimIndex::owner_of`]). The index keeps uids, not names: the name is looked up in the
-    /// caches on this rare path rather than kept for every object.
-    fn owner_of(&self, object: &K, connections: &[String]) -> Option<Owner> {
-        let uid = self
-            .claims
+    /// True when another resource than `object` of this installation, reaching the tenant
+    /// through one of `connections`, has a create in flight that sent `sent`'s name (and
+    /// workspace). From the index, which sees every namespace: with `--shards` the caches hold
+    /// this replica's share only, and another replica's create must hold this one's lookup.
+    pub fn attempted_elsewhere(
+        &self,
+        object: &K,
+        connections: &[String],
+        sent: &CreateAttempt,
+    ) -> bool {
+        let uid = object.uid().unwrap_or_default();
+        let index = self.claims.lock().unwrap_or_else(|e| e.into_inner());
+        let name = sent.name.as_deref().map(Box::from);
+        index.attempts.get(&name).is_some_and(|attempts| {
+            attempts.iter().any(|theirs| {
+                *theirs.uid != *uid
+                    && connections.iter().any(|c| **c == *theirs.connection)
+                    && (theirs.workspace_id.is_none()
+                        || sent.workspace_id.is_none()
+                        || theirs.workspace_id.as_deref() == sent.workspace_id.as_deref())
+            })
+        })
+    }
+
+    /// The `namespace/name` (`/name` for a cluster-scoped kind) of the senior other resource
+    /// claiming what `object` claims ([`ClaimIndex::owner_of`]). The index names it: with
+    /// `--shards` the caches may not hold it, and a re-list keeps what it lists aside until it
+    /// ends.
+    fn owner_of(&self, object: &K, connections: &[String]) -> Option<String> {
+        self.claims
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .owner_of(object, connections)?;
-        let owner = self
-            .snapshot()
-            .iter()
-            .find_map(|store| store.find(|o| o.uid().as_deref() == Some(&*uid)));
-        Some(match owner {
-            Some(owner) => Owner::Named(format!(
-                "{}/{}",
-                owner.namespace().unwrap_or_default(),
-                owner.name_any()
-            )),
-            None => Owner::Uncached,
-        })
+            .owner_of(object, connections)
     }
 
     /// True when a resource other than `object` records or names `id` through one of
@@ -231,6 +276,28 @@ struct Claim {
     /// The keys of [`ClaimIndex::by_key`] it is under (the same allocations).
     keys: Vec<Arc<str>>,
     seniority: Seniority,
+    /// `namespace/name`, to name it as an owner.
+    name: Box<str>,
+    /// The key of [`ClaimIndex::attempts`] its create in flight is under.
+    attempt: Option<Option<Box<str>>>,
+    acts_in: ActsIn,
+}
+
+/// The workspaces a resource acts in, which hold them against their archive.
+struct ActsIn {
+    /// Its grants refuse it and it never managed its object: it never acted in them.
+    refused: bool,
+    /// `spec.workspaceRef`.
+    workspace_ref: Option<Box<str>>,
+    /// The workspace ids or slugs its spec names.
+    workspaces: Box<[Box<str>]>,
+}
+
+/// A create in flight: who sent it, through which Connection, into which workspace.
+struct Attempt {
+    uid: Arc<str>,
+    connection: Box<str>,
+    workspace_id: Option<Box<str>>,
 }
 
 /// A key of [`ClaimIndex::by_key`]: a Connection's name and a remote id in one string (a
@@ -246,12 +313,14 @@ fn claim_key(connection: &str, id: &str) -> Arc<str> {
 struct ClaimIndex {
     by_uid: HashMap<Arc<str>, Claim>,
     by_key: HashMap<Arc<str>, Vec<Seniority>>,
+    /// The creates in flight of this installation's resources, by the name they sent.
+    attempts: HashMap<Option<Box<str>>, Vec<Attempt>>,
     /// Per stream, the number of the list in progress or last completed.
     epochs: HashMap<usize, u64>,
 }
 
 impl ClaimIndex {
-    fn upsert<K: Claims>(&mut self, stream: usize, object: &K) {
+    fn upsert<K: Claims>(&mut self, stream: usize, object: &K, ours: bool) {
         let uid = object.uid().unwrap_or_default();
         self.remove(&uid);
         let connection = object.connection_name();
@@ -261,6 +330,18 @@ impl ClaimIndex {
             .map(|id| claim_key(connection, id))
             .collect();
         let seniority = seniority(object);
+        let attempt = object.create_attempt().filter(|_| ours).map(|sent| {
+            let name = sent.name.as_deref().map(Box::from);
+            self.attempts
+                .entry(name.clone())
+                .or_default()
+                .push(Attempt {
+                    uid: seniority.2.clone(),
+                    connection: connection.into(),
+                    workspace_id: sent.workspace_id.as_deref().map(Box::from),
+                });
+            name
+        });
         for key in &keys {
             let claimants = self.by_key.entry(key.clone()).or_default();
             if let Err(at) = claimants.binary_search(&seniority) {
@@ -272,6 +353,22 @@ impl ClaimIndex {
             epoch: self.epochs.get(&stream).copied().unwrap_or_default(),
             keys,
             seniority,
+            name: format!(
+                "{}/{}",
+                object.namespace().unwrap_or_default(),
+                object.name_any()
+            )
+            .into(),
+            attempt,
+            acts_in: ActsIn {
+                refused: refused_by_grants(object),
+                workspace_ref: object.workspace_ref().map(Box::from),
+                workspaces: object
+                    .workspaces()
+                    .into_iter()
+                    .filter_map(|(_, ws)| Some(ws?.into_boxed_str()))
+                    .collect(),
+            },
         };
         self.by_uid.insert(claim.seniority.2.clone(), claim);
     }
@@ -280,6 +377,14 @@ impl ClaimIndex {
         let Some(claim) = self.by_uid.remove(uid) else {
             return;
         };
+        if let Some(name) = &claim.attempt
+            && let Some(attempts) = self.attempts.get_mut(name)
+        {
+            attempts.retain(|a| *a.uid != *uid);
+            if attempts.is_empty() {
+                self.attempts.remove(name);
+            }
+        }
         for key in claim.keys {
             if let Some(claimants) = self.by_key.get_mut(&*key) {
                 claimants.retain(|c| *c != claim.seniority);
@@ -308,9 +413,9 @@ impl ClaimIndex {
         }
     }
 
-    /// The uid of the senior other resource claiming any of what `object` claims through any
+    /// The name of the senior other resource claiming any of what `object` claims through any
     /// of `connections` (those reaching its tenant), when senior to it.
-    fn owner_of<K: Claims>(&self, object: &K, connections: &[String]) -> Option<Arc<str>> {
+    fn owner_of<K: Claims>(&self, object: &K, connections: &[String]) -> Option<String> {
         let mine = seniority(object);
         let ids = object.claimed_ids();
         // The index may hold a newer copy of the object itself (after its own intent write),
@@ -324,7 +429,7 @@ impl ClaimIndex {
             .filter_map(|claimants| claimants.iter().find(|c| c.2 != mine.2))
             .filter(|senior| **senior < mine)
             .min()?;
-        self.by_uid.get(&senior.2).map(|c| c.seniority.2.clone())
+        self.by_uid.get(&senior.2).map(|c| c.name.to_string())
     }
 }
 
@@ -341,16 +446,12 @@ pub struct Stores {
 /// What every kind's watch caches answer, whatever the kind: the questions asked across kinds.
 pub trait KindStore: Send + Sync {
     fn as_any(&self) -> &dyn Any;
-    /// The cached resources that act in a workspace one of `keys` (its UUID, its slug) names,
-    /// or that name the Workspace resource `resource` (`spec.workspaceRef`), as
-    /// `Kind namespace/name`. Neither another installation's resources nor ones their grants
-    /// refuse count: they never acted in the workspace through this installation.
-    fn naming_workspace(
-        &self,
-        keys: &BTreeSet<&str>,
-        resource: &str,
-        installation: &Installation,
-    ) -> Vec<String>;
+    /// The resources of the claim index that act in a workspace one of `keys` (its UUID, its
+    /// slug) names, or that name the Workspace resource `resource` (`spec.workspaceRef`), as
+    /// `Kind namespace/name`. Neither another installation's resources (the index leaves them
+    /// out) nor ones their grants refuse count: they never acted in the workspace through this
+    /// installation.
+    fn naming_workspace(&self, keys: &BTreeSet<&str>, resource: &str) -> Vec<String>;
 }
 
 impl<K: Claims + Send + Sync> KindStore for StoreList<K> {
@@ -358,26 +459,21 @@ impl<K: Claims + Send + Sync> KindStore for StoreList<K> {
         self
     }
 
-    fn naming_workspace(
-        &self,
-        keys: &BTreeSet<&str>,
-        resource: &str,
-        installation: &Installation,
-    ) -> Vec<String> {
-        self.all()
-            .iter()
-            .filter(|o| !refused_by_grants(o.as_ref()) && !installation.is_theirs(o.as_ref()))
-            .filter(|o| {
-                o.workspace_ref() == Some(resource)
-                    || o.workspaces()
-                        .iter()
-                        .any(|(_, ws)| ws.as_deref().is_some_and(|ws| keys.contains(ws)))
+    fn naming_workspace(&self, keys: &BTreeSet<&str>, resource: &str) -> Vec<String> {
+        // From the claim index, which sees every namespace (with `--shards`, the caches hold
+        // this replica's share only).
+        let index = self.claims.lock().unwrap_or_else(|e| e.into_inner());
+        index
+            .by_uid
+            .values()
+            .filter(|claim| {
+                let acts_in = &claim.acts_in;
+                !acts_in.refused
+                    && (acts_in.workspace_ref.as_deref() == Some(resource)
+                        || acts_in.workspaces.iter().any(|ws| keys.contains(&**ws)))
             })
-            .map(|o| {
-                let name = match o.namespace() {
-                    Some(ns) => format!("{ns}/{}", o.name_any()),
-                    None => o.name_any(),
-                };
+            .map(|claim| {
+                let name = claim.name.strip_prefix('/').unwrap_or(&claim.name);
                 format!("{} {name}", K::kind(&()))
             })
             .collect()
@@ -429,19 +525,14 @@ impl Stores {
             .is_some_and(|store| store.as_any().is::<StoreList<K>>())
     }
 
-    /// Every cached resource, of any kind, acting in the workspace `keys` name (its UUID and
-    /// slug), or naming the Workspace resource `resource` by `spec.workspaceRef`: what holds a
-    /// Workspace against its archive. Sorted.
-    pub fn naming_workspace(
-        &self,
-        keys: &BTreeSet<&str>,
-        resource: &str,
-        installation: &Installation,
-    ) -> Vec<String> {
+    /// Every resource, of any kind, acting in the workspace `keys` name (its UUID and slug), or
+    /// naming the Workspace resource `resource` by `spec.workspaceRef`: what holds a Workspace
+    /// against its archive. Sorted.
+    pub fn naming_workspace(&self, keys: &BTreeSet<&str>, resource: &str) -> Vec<String> {
         let mut holders: Vec<String> = self
             .kinds
             .values()
-            .flat_map(|store| store.naming_workspace(keys, resource, installation))
+            .flat_map(|store| store.naming_workspace(keys, resource))
             .collect();
         holders.sort();
         holders
@@ -519,32 +610,14 @@ fn workspace_field<K: Claims>(object: &K) -> &'static str {
     }
 }
 
-/// The resource that owns what an object claims, when it is another one.
-#[derive(Debug, PartialEq)]
-pub enum Owner {
-    /// Its `namespace/name` (`/name` for a cluster-scoped kind).
-    Named(String),
-    /// Its watch reported it (the claim index has it) but the cache does not hold it yet: a
-    /// re-list keeps what it lists aside until it ends. Named once the cache has it.
-    Uncached,
-}
-
-impl Owner {
-    pub fn name(&self) -> Option<&str> {
-        match self {
-            Self::Named(name) => Some(name),
-            Self::Uncached => None,
-        }
-    }
-}
-
-/// The resource that owns what `object` claims, when it is another one. `connections` are the
-/// names of the Connections reaching the same tenant as the object's (its own included).
+/// The resource (`namespace/name`, `/name` for a cluster-scoped kind) that owns what `object`
+/// claims, when it is another one. `connections` are the names of the Connections reaching the
+/// same tenant as the object's (its own included).
 pub fn owned_by_another<K: Claims>(
     object: &K,
     stores: &Stores,
     connections: &[String],
-) -> Option<Owner> {
+) -> Option<String> {
     K::stores(stores).owner_of(object, connections)
 }
 
@@ -885,6 +958,72 @@ mod tests {
         stores
     }
 
+    /// `config` of installation `main` with a create in flight that sent `name` into
+    /// `workspace`.
+    fn creating(mut c: Config, name: &str, workspace: Option<&str>) -> Config {
+        c.status = Some(
+            serde_json::from_value(serde_json::json!({
+                "installation": "main",
+                "pendingCreate": "intent-1",
+                "createAttempt": {"name": name, "workspaceId": workspace},
+            }))
+            .unwrap(),
+        );
+        c
+    }
+
+    #[test]
+    fn a_create_in_flight_is_seen_from_every_namespace_through_the_index() {
+        use crate::controller::state::installation::Installation;
+        let sent = |name: &str, workspace: Option<&str>| CreateAttempt {
+            name: Some(name.into()),
+            workspace_id: workspace.map(str::to_string),
+            ..Default::default()
+        };
+        let mine = config("prod", "a", "u1", "2026-01-01T00:00:00Z", None);
+        let other = creating(
+            config("dev", "b", "u2", "2026-01-02T00:00:00Z", None),
+            "shared",
+            Some("ws-1"),
+        );
+        // The index alone heard of the other (another shard's, not cached here).
+        let stores = stores_with(std::slice::from_ref(&mine));
+        let list = stores.of::<Config>();
+        let installation = Installation::new("main", None).unwrap();
+        list.index_event_as(&installation, 0, &Event::Apply(other.clone()));
+        assert!(list.attempted_elsewhere(&mine, &tenant(), &sent("shared", Some("ws-1"))));
+        assert!(list.attempted_elsewhere(&mine, &tenant(), &sent("shared", None)));
+        assert!(!list.attempted_elsewhere(&mine, &tenant(), &sent("shared", Some("ws-2"))));
+        assert!(!list.attempted_elsewhere(&mine, &tenant(), &sent("other", Some("ws-1"))));
+        assert!(!list.attempted_elsewhere(&mine, &["elsewhere".into()], &sent("shared", None)));
+        // Its own attempt is not another's.
+        assert!(!list.attempted_elsewhere(&other, &tenant(), &sent("shared", None)));
+        // Another installation's create, or one no installation claims, holds nothing here.
+        for installation in ["other", "main"] {
+            let observer = Installation::new(installation, None).unwrap();
+            let mut foreign = other.clone();
+            foreign.status.as_mut().unwrap().managed.installation = Some("other".into());
+            list.index_event_as(&observer, 0, &Event::Apply(foreign));
+            assert_eq!(
+                list.attempted_elsewhere(&mine, &tenant(), &sent("shared", None)),
+                installation == "other",
+                "{installation}"
+            );
+        }
+        let mut unclaimed = other.clone();
+        unclaimed.status.as_mut().unwrap().managed.installation = None;
+        list.index_event_as(&installation, 0, &Event::Apply(unclaimed));
+        assert!(!list.attempted_elsewhere(&mine, &tenant(), &sent("shared", None)));
+        // Settled, or deleted: gone from the index.
+        list.index_event_as(&installation, 0, &Event::Apply(other.clone()));
+        let settled = config("dev", "b", "u2", "2026-01-02T00:00:00Z", None);
+        list.index_event_as(&installation, 0, &Event::Apply(settled.clone()));
+        assert!(!list.attempted_elsewhere(&mine, &tenant(), &sent("shared", None)));
+        list.index_event_as(&installation, 0, &Event::Apply(other.clone()));
+        list.index_event_as(&installation, 0, &Event::Delete(other));
+        assert!(!list.attempted_elsewhere(&mine, &tenant(), &sent("shared", None)));
+    }
+
     #[test]
     fn the_oldest_claimant_owns_and_the_uid_breaks_ties() {
         let prod = config("prod", "a", "u2", "2026-01-01T00:00:00Z", Some("pc-x"));
@@ -893,16 +1032,12 @@ mod tests {
         let stores = stores_with(&[prod.clone(), dev.clone()]);
         assert_eq!(owned_by_another(&prod, &stores, &tenant()), None);
         assert_eq!(
-            owned_by_another(&dev, &stores, &tenant())
-                .as_ref()
-                .and_then(Owner::name),
+            owned_by_another(&dev, &stores, &tenant()).as_deref(),
             Some("prod/a")
         );
         let stores = stores_with(&[prod.clone(), twin.clone()]);
         assert_eq!(
-            owned_by_another(&prod, &stores, &tenant())
-                .as_ref()
-                .and_then(Owner::name),
+            owned_by_another(&prod, &stores, &tenant()).as_deref(),
             Some("qa/a")
         );
         assert_eq!(owned_by_another(&twin, &stores, &tenant()), None);
@@ -948,9 +1083,7 @@ mod tests {
         let unclaimed = config("b", "a", "u1", "2026-01-01T00:00:00Z", Some("pc-x"));
         hear(&unclaimed);
         assert_eq!(
-            owned_by_another(&mine, &stores, &tenant())
-                .as_ref()
-                .and_then(Owner::name),
+            owned_by_another(&mine, &stores, &tenant()).as_deref(),
             Some("b/a")
         );
         hear(&theirs);
@@ -974,18 +1107,18 @@ mod tests {
     }
 
     #[test]
-    fn an_owner_the_cache_does_not_hold_yet_is_not_named() {
+    fn an_owner_the_cache_does_not_hold_is_named_from_the_index() {
         let older = config("prod", "a", "u1", "2026-01-01T00:00:00Z", Some("pc-x"));
         let newer = config("dev", "b", "u2", "2026-01-02T00:00:00Z", Some("pc-x"));
         // The index heard of both; the cache holds only the newer (a re-list in progress keeps
-        // what it lists aside until it ends).
+        // what it lists aside until it ends; with --shards the older is another replica's).
         let stores = stores_with(std::slice::from_ref(&newer));
         stores
             .of::<Config>()
             .index_event(0, &Event::Apply(older.clone()));
         assert_eq!(
-            owned_by_another(&newer, &stores, &tenant()),
-            Some(Owner::Uncached)
+            owned_by_another(&newer, &stores, &tenant()).as_deref(),
+            Some("prod/a")
         );
         assert_eq!(owned_by_another(&older, &stores, &tenant()), None);
     }
@@ -996,9 +1129,7 @@ mod tests {
         let new = config("dev", "b", "u2", "2026-01-02T00:00:00Z", Some("pc-x"));
         let stores = stores_with(&[old.clone(), new.clone()]);
         assert_eq!(
-            owned_by_another(&new, &stores, &tenant())
-                .as_ref()
-                .and_then(Owner::name),
+            owned_by_another(&new, &stores, &tenant()).as_deref(),
             Some("prod/a")
         );
         // The watch restarts and lists only `new`: `old` was deleted while it was away.
@@ -1012,9 +1143,7 @@ mod tests {
             .of::<Config>()
             .index_event(0, &Event::Apply(old.clone()));
         assert_eq!(
-            owned_by_another(&new, &stores, &tenant())
-                .as_ref()
-                .and_then(Owner::name),
+            owned_by_another(&new, &stores, &tenant()).as_deref(),
             Some("prod/a")
         );
         stores.of::<Config>().index_event(0, &Event::Delete(old));
@@ -1032,9 +1161,7 @@ mod tests {
         let stores = stores_with(&[older.clone(), owner.clone()]);
         assert_eq!(owned_by_another(&owner, &stores, &tenant()), None);
         assert_eq!(
-            owned_by_another(&older, &stores, &tenant())
-                .as_ref()
-                .and_then(Owner::name),
+            owned_by_another(&older, &stores, &tenant()).as_deref(),
             Some("prod/a")
         );
     }
@@ -1070,9 +1197,7 @@ mod tests {
         let stores = stores_with(&[older.clone(), younger.clone()]);
         assert_eq!(owned_by_another(&older, &stores, &tenant()), None);
         assert_eq!(
-            owned_by_another(&younger, &stores, &tenant())
-                .as_ref()
-                .and_then(Owner::name),
+            owned_by_another(&younger, &stores, &tenant()).as_deref(),
             Some("dev/a")
         );
     }
@@ -1090,9 +1215,7 @@ mod tests {
         });
         let stores = stores_with(&[refused.clone(), allowed.clone()]);
         assert_eq!(
-            owned_by_another(&refused, &stores, &tenant())
-                .as_ref()
-                .and_then(Owner::name),
+            owned_by_another(&refused, &stores, &tenant()).as_deref(),
             Some("prod/a")
         );
     }
@@ -1108,9 +1231,7 @@ mod tests {
         assert_eq!(owned_by_another(&b, &stores, &["same-tenant".into()]), None);
         let both = vec!["same-tenant".to_string(), "default".to_string()];
         assert_eq!(
-            owned_by_another(&b, &stores, &both)
-                .as_ref()
-                .and_then(Owner::name),
+            owned_by_another(&b, &stores, &both).as_deref(),
             Some("prod/a")
         );
     }
@@ -1128,17 +1249,17 @@ mod tests {
         let stores = stores_with(&[in_pay, by_slug, elsewhere, by_resource]);
         let keys: BTreeSet<&str> = ["ws-uuid", "ws-pay"].into_iter().collect();
         assert_eq!(
-            stores.naming_workspace(&keys, "pay", &Installation::default()),
+            stores.naming_workspace(&keys, "pay"),
             ["Config ops/routing", "Config pay/main", "Config web/edge"]
         );
         // A workspace id equal to the resource's name is not the resource.
         assert_eq!(
-            stores.naming_workspace(&["ws-x"].into(), "ws-uuid", &Installation::default()),
+            stores.naming_workspace(&["ws-x"].into(), "ws-uuid"),
             Vec::<String>::new()
         );
         assert!(
             stores
-                .naming_workspace(&["ws-x"].into(), "other", &Installation::default())
+                .naming_workspace(&["ws-x"].into(), "other")
                 .is_empty()
         );
     }

@@ -1,8 +1,9 @@
 //! Active-active shards across real `aigw operator --shards` processes under the chart's RBAC
 //! (`sharding.enabled`): the live replicas split the objects of eight namespaces among
 //! themselves, and a replica SIGKILLed, one added and one SIGTERMed mid-run hand their shares
-//! over. Every Config is created with one POST and updated with one PUT per edit, and the
-//! emulator's write log shows no object written by two replicas at once.
+//! over. Each replica caches its share alone. Every Config is created with one POST and updated
+//! with one PUT per edit, and the emulator's write log shows no object written by two replicas
+//! at once.
 
 use crate::support;
 
@@ -52,24 +53,31 @@ pub(super) async fn settled(operators: &[&Operator], members: f64) {
     );
 }
 
-/// Every replica's share of Configs, once they add up to `total`.
+/// Every replica's share of Configs, once they add up to `total`, both the Configs each
+/// reconciles and those its cache holds: each Config is cached by one replica alone.
 async fn shares(operators: &[&Operator], total: usize) -> Vec<f64> {
+    let gauge = |metrics: &str, name: &str| {
+        let series = format!("{name}{{kind=\"Config\"}}");
+        metrics
+            .lines()
+            .find(|l| l.starts_with(&series))
+            .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
     wait_until(WITHIN, || async {
-        let mut shares = Vec::new();
+        let (mut shares, mut cached) = (Vec::new(), Vec::new());
         for operator in operators {
             let metrics = operator.metrics().await;
-            shares.push(
-                metrics
-                    .lines()
-                    .find(|l| l.starts_with("aigw_shard_objects{kind=\"Config\"}"))
-                    .and_then(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
-                    .unwrap_or(0.0),
-            );
+            shares.push(gauge(&metrics, "aigw_shard_objects"));
+            cached.push(gauge(&metrics, "aigw_shard_cached_objects"));
         }
-        (shares.iter().sum::<f64>() == total as f64).then_some(shares)
+        let adds_up = |counts: &[f64]| counts.iter().sum::<f64>() == total as f64;
+        (adds_up(&shares) && adds_up(&cached)).then_some(shares)
     })
     .await
-    .unwrap_or_else(|| panic!("the replicas' shares never added up to {total}"))
+    .unwrap_or_else(|| {
+        panic!("the replicas' shares (reconciled and cached) never added up to {total}")
+    })
 }
 
 /// Reorders every Config's targets (`round` even: as created) and waits until all are Ready

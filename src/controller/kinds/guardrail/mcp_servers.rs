@@ -24,6 +24,7 @@ use kube::runtime::controller::Controller;
 use kube::runtime::reflector::Store;
 
 use crate::controller::driver::gate::{Op, tenant_peers};
+use crate::controller::driver::referenced;
 use crate::controller::driver::{Change, Cx};
 use crate::controller::error::{Error, Halt};
 use crate::controller::{Context, spec_already_applied};
@@ -138,7 +139,7 @@ pub(super) async fn sync<G: GuardrailObject>(
     let (Some(servers), Some(key)) = (&guardrail.definition().mcp_servers, key(status)) else {
         return Ok(Vec::new());
     };
-    let servers = resolved(guardrail, cx.ctx, servers)?;
+    let servers = resolved(guardrail, cx.ctx, servers).await?;
     let wanted = desired(&servers);
     let listed = current(&list(cx.api(Op::Read).await?, G::PLANE, &key).await?);
     if wanted == listed {
@@ -170,7 +171,7 @@ pub(super) async fn differ<G: GuardrailObject>(
     let (Some(servers), Some(key)) = (&guardrail.definition().mcp_servers, key(status)) else {
         return Ok(Vec::new());
     };
-    let servers = resolved(guardrail, cx.ctx, servers)?;
+    let servers = resolved(guardrail, cx.ctx, servers).await?;
     let listed = current(&list(cx.api(Op::Read).await?, G::PLANE, &key).await?);
     Ok(match desired(&servers) == listed {
         true => Vec::new(),
@@ -182,7 +183,7 @@ pub(super) async fn differ<G: GuardrailObject>(
 /// McpServer is Ready on a Connection of the guardrail's tenant; else why the mappings wait
 /// (`McpServerNotReady`, nothing written). A Guardrail names McpServers of its own namespace
 /// only; a ClusterGuardrail must name the namespace.
-fn resolved<G: GuardrailObject>(
+async fn resolved<G: GuardrailObject>(
     guardrail: &G,
     ctx: &Context,
     servers: &[GuardrailMcpServer],
@@ -211,7 +212,7 @@ fn resolved<G: GuardrailObject>(
                 )));
             }
         };
-        let id = ready_server(guardrail, ctx, namespace, &named.name)?;
+        let id = ready_server(guardrail, ctx, namespace, &named.name).await?;
         out.push(GuardrailMcpServer {
             id: Some(id),
             mcp_server_ref: None,
@@ -221,8 +222,9 @@ fn resolved<G: GuardrailObject>(
     Ok(out)
 }
 
-/// The UUID McpServer `namespace/name` recorded, once Ready and of the guardrail's tenant.
-fn ready_server<G: GuardrailObject>(
+/// The UUID McpServer `namespace/name` recorded, once Ready and of the guardrail's tenant. A
+/// ClusterGuardrail's server may be of another shard's namespace: then read from the apiserver.
+async fn ready_server<G: GuardrailObject>(
     guardrail: &G,
     ctx: &Context,
     namespace: &str,
@@ -235,11 +237,7 @@ fn ready_server<G: GuardrailObject>(
             format!("{what} {why}; the guardrail's MCP servers are written once it is"),
         )
     };
-    let all = ctx.stores.of::<McpServer>().all();
-    let Some(server) = all
-        .iter()
-        .find(|s| s.metadata.namespace.as_deref() == Some(namespace) && s.name_any() == name)
-    else {
+    let Some(server) = referenced::find_in::<McpServer>(ctx, namespace, name).await? else {
         return Err(waiting("does not exist yet"));
     };
     let peers = tenant_peers(ctx, guardrail.connection_name());

@@ -5,8 +5,8 @@
 use kube::ResourceExt;
 
 use crate::controller::Context;
-use crate::controller::driver::gate::CACHES_LISTED_WITHIN;
-use crate::controller::error::{Halt, Wait};
+use crate::controller::driver::referenced::every;
+use crate::controller::error::Halt;
 use crate::controller::state::claims::Claims;
 use crate::resources::{McpIntegration, McpServer};
 
@@ -15,17 +15,9 @@ use crate::resources::{McpIntegration, McpServer};
 /// listed. A server that never made a remote server (or began to) does not count, nor one of
 /// another installation.
 pub async fn naming(integration: &McpIntegration, ctx: &Context) -> Result<Vec<String>, Halt> {
-    let servers = ctx.stores.of::<McpServer>();
-    if !servers
-        .listed(ctx.stores_of::<McpServer>(), CACHES_LISTED_WITHIN)
-        .await
-    {
-        return Err(Wait::CachesNotReady(
-            "the McpServer caches have not listed every watched namespace yet, so whether an McpServer instantiates this integration cannot be decided; waiting".into(),
-        ).into());
-    }
+    let servers =
+        every::<McpServer>(ctx, "whether an McpServer instantiates this integration").await?;
     let mut users: Vec<String> = servers
-        .all()
         .iter()
         .filter(|s| !crate::controller::state::claims::refused_by_grants(s.as_ref()))
         // One that never made (or began to make) a remote server holds nothing: any namespace

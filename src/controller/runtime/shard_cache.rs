@@ -1,0 +1,468 @@
+//! With `--shards`, the watch caches of the namespaced kinds hold this replica's share only,
+//! so a replica's memory falls as replicas are added.
+//!
+//! The API cannot select objects by a hash of their namespace, so every replica still watches
+//! every object; what it does not *keep* is dropped between the watch and the cache (after the
+//! claim index, which must see every namespace: [`crate::controller::state::claims`]). The
+//! share moves, so what a cache holds is tracked, and a replica acts on a namespace only once
+//! every filtered cache holds it:
+//! - the caches keep a key when this replica's view, or a view a live member published, hashes
+//!   it to this replica ([`Coverage::keep`]): a superset of the keys it may act on;
+//! - each change of those views is an *epoch*. One that may keep a key the caches dropped makes
+//!   every filtered cache list again ([`Keep::relist`]); one that keeps fewer drops the copies
+//!   it no longer keeps from the caches, without a list;
+//! - a cache that finished a list begun at epoch `e` holds, and has followed since, every key
+//!   that every epoch from `e` on keeps ([`Coverage::covers`]);
+//! - [`super::shards::Shards::owns`] asks for that too, so a share gained is acted on only once
+//!   its objects are cached, never from a half-filled cache.
+//!
+//! What a reconcile reads of *another* namespace (a promotion's source, the Configs naming a
+//! cluster-scoped guardrail, a Workspace's default config) may be outside the share: those
+//! reads go to the apiserver when the cache does not hold the namespace
+//! ([`crate::controller::state::claims::StoreList::holds`]).
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
+use kube::runtime::reflector::Store;
+use kube::runtime::watcher::{self, Event};
+use tokio::sync::watch;
+
+use super::shards::{Shards, owner, shard_key};
+
+/// The epoch of what the caches keep, and how many of the changes so far may have added keys
+/// (each makes the filtered caches list again).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Keep {
+    pub epoch: u64,
+    pub relist: u64,
+}
+
+/// What the filtered caches keep and what they hold.
+#[derive(Debug)]
+pub(super) struct Coverage {
+    state: Mutex<State>,
+    keep: watch::Sender<Keep>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    now: Keep,
+    /// The views kept at each epoch a cache may still be behind on, oldest first.
+    kept: BTreeMap<u64, Vec<Vec<String>>>,
+    /// Per filtered cache: the epoch its last completed list began at.
+    listed: Vec<Option<u64>>,
+}
+
+impl State {
+    fn current(&self) -> &[Vec<String>] {
+        self.kept
+            .get(&self.now.epoch)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+    }
+
+    /// The oldest epoch a filtered cache may lack keys of; `None` while one has not listed.
+    fn oldest_listed(&self) -> Option<u64> {
+        self.listed
+            .iter()
+            .try_fold(u64::MAX, |oldest, at| Some(oldest.min((*at)?)))
+    }
+}
+
+fn keeps(views: &[Vec<String>], me: &str, key: &str) -> bool {
+    views.iter().any(|view| owner(view, key) == Some(me))
+}
+
+impl Coverage {
+    pub(super) fn new() -> Self {
+        let mut state = State::default();
+        state.kept.insert(0, Vec::new());
+        Self {
+            state: Mutex::new(state),
+            keep: watch::channel(Keep::default()).0,
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Keeps, from now, the keys `views` hash to this replica (its own view and the published
+    /// ones).
+    pub(super) fn keep(&self, mut views: Vec<Vec<String>>) {
+        views.retain(|view| !view.is_empty());
+        views.sort();
+        views.dedup();
+        let mut state = self.state();
+        if state.current() == views.as_slice() {
+            return;
+        }
+        // Any key `views` keeps, one of the current views kept too, unless a view is new.
+        let grows = views.iter().any(|view| !state.current().contains(view));
+        state.now.epoch += 1;
+        if grows {
+            state.now.relist += 1;
+        }
+        let epoch = state.now.epoch;
+        state.kept.insert(epoch, views);
+        let now = state.now;
+        drop(state);
+        self.keep.send_replace(now);
+    }
+
+    /// True when the caches keep the objects of `key` now.
+    pub(super) fn keeps(&self, me: &str, key: &str) -> bool {
+        keeps(self.state().current(), me, key)
+    }
+
+    /// True when every filtered cache holds the objects of `key` and follows them: each listed
+    /// since an epoch from which on every epoch kept `key`.
+    pub(super) fn covers(&self, me: &str, key: &str) -> bool {
+        let state = self.state();
+        let Some(oldest) = state.oldest_listed() else {
+            return false;
+        };
+        state
+            .kept
+            .range(oldest..)
+            .all(|(_, views)| keeps(views, me, key))
+    }
+
+    /// A filtered cache, by the number it reports its lists under.
+    pub(super) fn register(&self) -> usize {
+        let mut state = self.state();
+        state.listed.push(None);
+        state.listed.len() - 1
+    }
+
+    /// Cache `cache` holds what it listed from epoch `epoch`. True when the oldest epoch a
+    /// cache may lack moved on: the caches hold more than before.
+    pub(super) fn listed(&self, cache: usize, epoch: u64) -> bool {
+        let mut state = self.state();
+        let before = state.oldest_listed();
+        if let Some(at) = state.listed.get_mut(cache) {
+            *at = Some(at.map_or(epoch, |at| at.max(epoch)));
+        }
+        let after = state.oldest_listed();
+        if let Some(oldest) = after {
+            // Epochs no cache can be behind on any more are not asked about again.
+            let current = state.now.epoch;
+            state.kept.retain(|epoch, _| *epoch >= oldest.min(current));
+        }
+        after != before
+    }
+
+    pub(super) fn subscribe(&self) -> watch::Receiver<Keep> {
+        self.keep.subscribe()
+    }
+}
+
+/// One filtered cache's report of its lists: the epoch a list began at, once the list is in the
+/// cache.
+#[derive(Clone)]
+pub struct Listed {
+    shards: Shards,
+    cache: usize,
+    ending: Arc<Mutex<Option<u64>>>,
+}
+
+impl Listed {
+    /// Called on every event right after the cache took it.
+    pub fn stored<K>(&self, event: &Event<K>) {
+        if !matches!(event, Event::InitDone) {
+            return;
+        }
+        let ended = self.ending.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(epoch) = ended {
+            self.shards.cache_listed(self.cache, epoch);
+        }
+    }
+}
+
+type Events<K> = BoxStream<'static, Result<Event<K>, watcher::Error>>;
+
+/// Who hears the events of the objects a filtered cache leaves out.
+pub type Skipped<K> = Box<dyn Fn(&Event<K>) + Send>;
+
+/// The watch events of `start` (called again for every list the share asks for) that the cache
+/// `cache` keeps under `shards`: objects of other shares are left out (`skipped` hears them),
+/// and a copy the share no longer keeps is removed. Nothing is watched before this replica has
+/// a share. The [`Listed`] is to hear every event once the cache took it.
+pub fn filtered<K>(
+    shards: Shards,
+    cache: Store<K>,
+    start: impl Fn() -> Events<K> + Send + 'static,
+    skipped: impl Fn(&Event<K>) + Send + 'static,
+) -> (Events<K>, Listed)
+where
+    K: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    let listed = Listed {
+        cache: shards.register_cache(),
+        shards: shards.clone(),
+        ending: Arc::default(),
+    };
+    let filter = Filter {
+        keep: shards.keep_changes(),
+        shards,
+        cache,
+        start: Box::new(start),
+        skipped: Box::new(skipped),
+        inner: None,
+        at: Keep::default(),
+        listing: None,
+        ending: listed.ending.clone(),
+        pending: VecDeque::new(),
+    };
+    let events = futures::stream::unfold(filter, |mut filter| async move {
+        let event = filter.next().await?;
+        Some((event, filter))
+    });
+    (events.boxed(), listed)
+}
+
+struct Filter<K: kube::Resource<DynamicType = ()> + 'static> {
+    shards: Shards,
+    cache: Store<K>,
+    start: Box<dyn Fn() -> Events<K> + Send>,
+    skipped: Skipped<K>,
+    keep: watch::Receiver<Keep>,
+    inner: Option<Events<K>>,
+    /// What the events passed so far were kept under.
+    at: Keep,
+    /// The epoch the list in progress began at.
+    listing: Option<u64>,
+    ending: Arc<Mutex<Option<u64>>>,
+    /// Removals of copies no longer kept, to pass before anything else.
+    pending: VecDeque<Event<K>>,
+}
+
+impl<K> Filter<K>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
+{
+    async fn next(&mut self) -> Option<Result<Event<K>, watcher::Error>> {
+        loop {
+            if let Some(removed) = self.pending.pop_front() {
+                return Some(Ok(removed));
+            }
+            let Some(inner) = self.inner.as_mut() else {
+                // No share yet: no list either, which would be dropped whole.
+                self.keep.wait_for(|keep| keep.relist > 0).await.ok()?;
+                self.follow();
+                continue;
+            };
+            tokio::select! {
+                biased;
+                changed = self.keep.changed() => {
+                    if changed.is_err() {
+                        return None;
+                    }
+                    self.follow();
+                }
+                event = inner.next() => {
+                    if let Some(passed) = self.pass(event?) {
+                        return Some(passed);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Takes what the caches keep now: lists again when it may keep more, else removes the
+    /// copies it no longer keeps.
+    fn follow(&mut self) {
+        let now = *self.keep.borrow_and_update();
+        if now.relist != self.at.relist || self.inner.is_none() {
+            // The new watch starts with a list; the cache serves what it had until it ends.
+            self.inner = Some((self.start)());
+            self.listing = Some(now.epoch);
+        } else {
+            let dropped: Vec<_> = self
+                .cache
+                .state()
+                .into_iter()
+                .filter(|object| !self.kept(object.as_ref()))
+                .map(|object| Event::Delete(K::clone(&object)))
+                .collect();
+            self.pending.extend(dropped);
+        }
+        self.at = now;
+    }
+
+    fn kept(&self, object: &K) -> bool {
+        self.shards.keeps(&shard_key(object.meta()))
+    }
+
+    fn cached(&self, object: &K) -> Option<Arc<K>> {
+        self.cache
+            .get(&kube::runtime::reflector::ObjectRef::from_obj(object))
+    }
+
+    fn pass(
+        &mut self,
+        event: Result<Event<K>, watcher::Error>,
+    ) -> Option<Result<Event<K>, watcher::Error>> {
+        let event = match event {
+            Ok(event) => event,
+            failed => return Some(failed),
+        };
+        let passed = match &event {
+            Event::Init => Some(Event::Init),
+            Event::InitDone => {
+                let began = self.listing.take();
+                *self.ending.lock().unwrap_or_else(|e| e.into_inner()) = began;
+                Some(Event::InitDone)
+            }
+            Event::InitApply(object) | Event::Apply(object) | Event::Delete(object)
+                if self.kept(object) =>
+            {
+                return Some(Ok(event));
+            }
+            Event::InitApply(_) => None,
+            // A copy cached before the share moved goes rather than grows stale.
+            Event::Apply(object) | Event::Delete(object) => self
+                .cached(object)
+                .map(|copy| Event::Delete(K::clone(&copy))),
+        };
+        if passed.is_none() || matches!(event, Event::Apply(_) | Event::Delete(_)) {
+            (self.skipped)(&event);
+        }
+        passed.map(Ok)
+    }
+}
+
+/// A filtered cache's events, for [`filtered`]'s `start`.
+pub fn boxed<K, S>(events: S) -> Events<K>
+where
+    S: Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
+{
+    events.boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(members: &[&str]) -> Vec<String> {
+        members.iter().map(|m| m.to_string()).collect()
+    }
+
+    /// A key `view` hashes to `me`, and one it does not (`view` has another member).
+    fn keys_of(view: &[String], me: &str) -> (String, String) {
+        let mut mine = None;
+        let mut other = None;
+        for n in 0..10_000 {
+            let key = format!("namespace/ns{n}");
+            match owner(view, &key) == Some(me) {
+                true => mine = mine.or(Some(key)),
+                false => other = other.or(Some(key)),
+            }
+            if let (Some(mine), Some(other)) = (&mine, &other) {
+                return (mine.clone(), other.clone());
+            }
+        }
+        unreachable!()
+    }
+
+    #[test]
+    fn nothing_is_covered_until_every_cache_listed_and_a_gain_asks_for_a_list() {
+        let coverage = Coverage::new();
+        let (a, b) = (coverage.register(), coverage.register());
+        let alone = view(&["r0"]);
+        let key = "namespace/any";
+        coverage.keep(vec![alone.clone(), alone.clone()]);
+        let now = *coverage.subscribe().borrow();
+        assert_eq!(
+            now,
+            Keep {
+                epoch: 1,
+                relist: 1
+            }
+        );
+        assert!(coverage.keeps("r0", key));
+        assert!(!coverage.covers("r0", key), "no cache listed yet");
+        assert!(!coverage.listed(a, 1), "b has not listed");
+        assert!(!coverage.covers("r0", key));
+        assert!(coverage.listed(b, 1));
+        assert!(coverage.covers("r0", key));
+
+        // r1 joins: r0 switches to its new view while the old one is still published, so the
+        // caches keep the union (a new view may keep more: they list again).
+        let two = view(&["r0", "r1"]);
+        let (kept, given) = keys_of(&two, "r0");
+        coverage.keep(vec![two.clone(), alone.clone()]);
+        assert_eq!(
+            *coverage.subscribe().borrow(),
+            Keep {
+                epoch: 2,
+                relist: 2
+            }
+        );
+        assert!(
+            coverage.keeps("r0", &given),
+            "the old published view keeps it"
+        );
+        // Until the caches list again, a key kept all along stays covered.
+        assert!(coverage.covers("r0", &kept));
+        assert!(coverage.covers("r0", &given));
+        // The old view is no longer published: r0 keeps fewer keys, and lists nothing again.
+        coverage.keep(vec![two.clone()]);
+        assert_eq!(
+            *coverage.subscribe().borrow(),
+            Keep {
+                epoch: 3,
+                relist: 2
+            }
+        );
+        assert!(!coverage.keeps("r0", &given));
+        assert!(!coverage.covers("r0", &given));
+        assert!(coverage.covers("r0", &kept));
+    }
+
+    #[test]
+    fn a_key_dropped_and_kept_again_is_covered_only_after_a_new_list() {
+        let coverage = Coverage::new();
+        let cache = coverage.register();
+        let alone = view(&["r0"]);
+        let two = view(&["r0", "r1"]);
+        let (_, given) = keys_of(&two, "r0");
+        coverage.keep(vec![alone.clone()]);
+        coverage.listed(cache, 1);
+        assert!(coverage.covers("r0", &given));
+        coverage.keep(vec![two.clone()]);
+        assert!(!coverage.covers("r0", &given), "dropped at epoch 2");
+        // r1 leaves again: the key is kept, but its events of epoch 2 were dropped.
+        coverage.keep(vec![alone.clone()]);
+        assert_eq!(
+            *coverage.subscribe().borrow(),
+            Keep {
+                epoch: 3,
+                relist: 3
+            }
+        );
+        assert!(coverage.keeps("r0", &given));
+        assert!(!coverage.covers("r0", &given));
+        assert!(coverage.listed(cache, 3));
+        assert!(coverage.covers("r0", &given));
+    }
+
+    #[test]
+    fn no_share_keeps_nothing() {
+        let coverage = Coverage::new();
+        let cache = coverage.register();
+        coverage.keep(vec![view(&["r0"])]);
+        coverage.listed(cache, 1);
+        coverage.keep(Vec::new());
+        assert!(!coverage.keeps("r0", "namespace/a"));
+        assert!(!coverage.covers("r0", "namespace/a"));
+        assert_eq!(
+            coverage.subscribe().borrow().relist,
+            1,
+            "losing keys lists nothing"
+        );
+    }
+}
