@@ -116,19 +116,25 @@ fn watched<K: Watchable>(
 ) {
     let (reader, writer) = reflector::store();
     let (on_event, on_unreadable) = (Arc::new(on_event), Arc::new(on_unreadable));
+    let unindex = share.as_ref().map(|share| share.unindex.clone());
     let (kube, namespace, cache) = (kube.clone(), namespace.map(str::to_string), reader.clone());
     // Paged initial lists (500 objects a page): a list served whole from the watch cache (the
     // "any" semantic ignores the page size) put every object in one response, which at 10,000
     // objects was the largest allocation of the process.
     let start = move || {
-        let (cache, on_event, on_unreadable) =
-            (cache.clone(), on_event.clone(), on_unreadable.clone());
+        let (cache, on_event, on_unreadable, unindex) = (
+            cache.clone(),
+            on_event.clone(),
+            on_unreadable.clone(),
+            unindex.clone(),
+        );
         let api = readable_api::<K>(&kube, namespace.as_deref());
         shard_cache::boxed(
             watcher(api, config.clone())
                 .default_backoff()
                 .filter_map(move |event| {
-                    futures::future::ready(readable_event(event, &cache, &*on_unreadable))
+                    let unindex = unindex.as_deref();
+                    futures::future::ready(readable_event(event, &cache, &*on_unreadable, unindex))
                 })
                 .modify(move |object| as_cached(object, prepare))
                 .inspect(move |event| {
@@ -140,7 +146,9 @@ fn watched<K: Watchable>(
     };
     // With --shards, what the cache keeps is this replica's share ([`shard_cache`]).
     let (objects, listed) = match share {
-        Some(Share { shards, skipped }) => {
+        Some(Share {
+            shards, skipped, ..
+        }) => {
             let (objects, listed) = shard_cache::filtered(shards, reader.clone(), start, skipped);
             (objects, Some(listed))
         }
@@ -168,6 +176,9 @@ fn watched<K: Watchable>(
 pub struct Share<K> {
     shards: Shards,
     skipped: shard_cache::Skipped<K>,
+    /// Drops the claim of an object that no longer decodes and that the cache does not hold
+    /// (another share's): no copy goes from the cache, so no removal reaches the claim index.
+    unindex: Arc<dyn Fn(&str) + Send + Sync>,
 }
 
 /// Makes `object`, as a watch delivered it, the copy the cache keeps: without managedFields or
@@ -195,6 +206,7 @@ fn readable_event<K: Watchable>(
     event: Result<watcher::Event<Readable<K>>, watcher::Error>,
     cache: &Store<K>,
     report: &impl Fn(&Unreadable),
+    unindex: Option<&(dyn Fn(&str) + Send + Sync)>,
 ) -> Option<Result<watcher::Event<K>, watcher::Error>> {
     use watcher::Event;
     let cached = |unreadable: &Unreadable| {
@@ -202,9 +214,13 @@ fn readable_event<K: Watchable>(
         if let Some(namespace) = &unreadable.meta.namespace {
             key = key.within(namespace);
         }
-        cache
-            .get(&key)
-            .map(|object| Event::Delete(K::clone(&object)))
+        let copy = cache.get(&key);
+        if copy.is_none()
+            && let Some(unindex) = unindex
+        {
+            unindex(unreadable.meta.uid.as_deref().unwrap_or_default());
+        }
+        copy.map(|object| Event::Delete(K::clone(&object)))
     };
     let event = match event {
         Err(error) => return Some(Err(error)),
@@ -369,6 +385,10 @@ async fn run_kind<K: Managed>(
             skipped: Box::new({
                 let ctx = ctx.clone();
                 move |event: &watcher::Event<K>| ctx.followers.observe(event)
+            }),
+            unindex: Arc::new({
+                let ctx = ctx.clone();
+                move |uid: &str| K::stores(&ctx.stores).unindex(uid)
             }),
         }),
         _ => None,

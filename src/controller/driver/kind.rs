@@ -679,6 +679,16 @@ impl<'a, K: Managed> Cx<'a, K> {
     }
 
     async fn write_once(&self, status: &K::Status) -> Result<(), Halt> {
+        // Fenced like a management-API write: a replica that lost the lease (or, with
+        // `--shards`, the object's share) during the reconcile writes no status; the replica
+        // that acts on the object now reconciles it, from its intent if one is in flight.
+        self.ctx
+            .leadership
+            .for_object(self.object.meta())
+            .may_write()
+            .map_err(|why| {
+                Wait::NotLeader(format!("status of {} not written: {why}", self.name()))
+            })?;
         let expected = self.expected_version();
         // The installation recorded for this object goes on being recorded (also by the
         // kind's field manager), whatever status this reconcile started from.

@@ -33,7 +33,7 @@ use crate::controller::driver::referenced;
 use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
-use crate::controller::error::{Error, Halt};
+use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::kinds::config_refs::REFERENCE_NOT_READY;
 use crate::controller::kinds::mcp_integration;
 use crate::controller::{Context, now_rfc3339};
@@ -196,7 +196,17 @@ impl Verbs for Workspace {
             keys.extend([remote.id.as_str(), remote.slug.as_str()]);
         }
         keys.remove("");
-        let mut holders = cx.ctx.stores.naming_workspace(&keys, &self.name_any());
+        let namespaces = cx.ctx.watched_namespaces.len();
+        let Some(mut holders) = cx
+            .ctx
+            .stores
+            .naming_workspace(&keys, &self.name_any(), namespaces)
+        else {
+            return Err(Wait::CachesNotReady(
+                "the watch of every kind has not listed every watched namespace yet, so whether a resource acts in this workspace cannot be decided; waiting".into(),
+            )
+            .into());
+        };
         holders.extend(mcp_integration::naming_workspace(
             cx.ctx,
             &keys,

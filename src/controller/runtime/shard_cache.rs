@@ -8,18 +8,23 @@
 //! every filtered cache holds it:
 //! - the caches keep a key when this replica's view, or a view a live member published, hashes
 //!   it to this replica ([`Coverage::keep`]): a superset of the keys it may act on;
-//! - each change of those views is an *epoch*. One that may keep a key the caches dropped makes
-//!   every filtered cache list again ([`Keep::relist`]); one that keeps fewer drops the copies
-//!   it no longer keeps from the caches, without a list;
+//! - each change of those views is an *epoch*. One that may keep a key the caches dropped (a
+//!   member leaving; not one joining, which only takes keys) makes every filtered cache list
+//!   again ([`Keep::relist`]); one that keeps fewer drops the copies it no longer keeps from the
+//!   caches, without a list (and again after each list ends, whose buffer may hold them);
+//! - the watches start before this replica has a share, keeping nothing, so the claim index
+//!   hears every namespace from the start;
 //! - a cache that finished a list begun at epoch `e` holds, and has followed since, every key
 //!   that every epoch from `e` on keeps ([`Coverage::covers`]);
 //! - [`super::shards::Shards::owns`] asks for that too, so a share gained is acted on only once
 //!   its objects are cached, never from a half-filled cache.
 //!
-//! What a reconcile reads of *another* namespace (a promotion's source, the Configs naming a
-//! cluster-scoped guardrail, a Workspace's default config) may be outside the share: those
-//! reads go to the apiserver when the cache does not hold the namespace
-//! ([`crate::controller::state::claims::StoreList::holds`]).
+//! While a list runs, the namespaces the cache kept are served as they were, without events:
+//! the new watch replaces the old one. What a reconcile reads of *another* namespace (a
+//! promotion's source, the Configs naming a cluster-scoped guardrail, a Workspace's default
+//! config) may be outside the share: those reads go to the apiserver when the cache does not
+//! hold the namespace ([`crate::controller::state::claims::StoreList::holds`]), or to the claim
+//! index (owners, creates in flight, the resources acting in a workspace).
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -92,7 +97,7 @@ impl Coverage {
 
     /// Keeps, from now, the keys `views` hash to this replica (its own view and the published
     /// ones).
-    pub(super) fn keep(&self, mut views: Vec<Vec<String>>) {
+    pub(super) fn keep(&self, me: &str, mut views: Vec<Vec<String>>) {
         views.retain(|view| !view.is_empty());
         views.sort();
         views.dedup();
@@ -100,8 +105,16 @@ impl Coverage {
         if state.current() == views.as_slice() {
             return;
         }
-        // Any key `views` keeps, one of the current views kept too, unless a view is new.
-        let grows = views.iter().any(|view| !state.current().contains(view));
+        // A view gives `me` only keys a current view gave it when it holds that view's members
+        // and more (rendezvous hashing: a member joining takes keys, never gives them), or
+        // when it does not hold `me`. Any other may keep a key the caches dropped.
+        let grows = views.iter().any(|view| {
+            let mine = view.iter().any(|m| m == me);
+            let narrower = |current: &Vec<String>| {
+                current.iter().any(|m| m == me) && current.iter().all(|m| view.contains(m))
+            };
+            mine && !state.current().iter().any(narrower)
+        });
         state.now.epoch += 1;
         if grows {
             state.now.relist += 1;
@@ -189,8 +202,9 @@ pub type Skipped<K> = Box<dyn Fn(&Event<K>) + Send>;
 
 /// The watch events of `start` (called again for every list the share asks for) that the cache
 /// `cache` keeps under `shards`: objects of other shares are left out (`skipped` hears them),
-/// and a copy the share no longer keeps is removed. Nothing is watched before this replica has
-/// a share. The [`Listed`] is to hear every event once the cache took it.
+/// and a copy the share no longer keeps is removed. Before this replica has a share it keeps
+/// nothing (the watch runs: the claim index sees every namespace). The [`Listed`] is to hear
+/// every event once the cache took it.
 pub fn filtered<K>(
     shards: Shards,
     cache: Store<K>,
@@ -216,6 +230,7 @@ where
         listing: None,
         ending: listed.ending.clone(),
         pending: VecDeque::new(),
+        sweep: false,
     };
     let events = futures::stream::unfold(filter, |mut filter| async move {
         let event = filter.next().await?;
@@ -238,6 +253,8 @@ struct Filter<K: kube::Resource<DynamicType = ()> + 'static> {
     ending: Arc<Mutex<Option<u64>>>,
     /// Removals of copies no longer kept, to pass before anything else.
     pending: VecDeque<Event<K>>,
+    /// A list ended: look for copies it put back that the share no longer keeps.
+    sweep: bool,
 }
 
 impl<K> Filter<K>
@@ -249,9 +266,14 @@ where
             if let Some(removed) = self.pending.pop_front() {
                 return Some(Ok(removed));
             }
+            if std::mem::take(&mut self.sweep) {
+                // The list that just ended may have put back copies dropped while it ran.
+                self.drop_unkept();
+                continue;
+            }
             let Some(inner) = self.inner.as_mut() else {
-                // No share yet: no list either, which would be dropped whole.
-                self.keep.wait_for(|keep| keep.relist > 0).await.ok()?;
+                // The watch starts before this replica has a share: the claim index must see
+                // every namespace, and the caches report listed (nothing kept) meanwhile.
                 self.follow();
                 continue;
             };
@@ -281,16 +303,21 @@ where
             self.inner = Some((self.start)());
             self.listing = Some(now.epoch);
         } else {
-            let dropped: Vec<_> = self
-                .cache
-                .state()
-                .into_iter()
-                .filter(|object| !self.kept(object.as_ref()))
-                .map(|object| Event::Delete(K::clone(&object)))
-                .collect();
-            self.pending.extend(dropped);
+            self.drop_unkept();
         }
         self.at = now;
+    }
+
+    /// Removes the cached copies the share no longer keeps.
+    fn drop_unkept(&mut self) {
+        let dropped: Vec<_> = self
+            .cache
+            .state()
+            .into_iter()
+            .filter(|object| !self.kept(object.as_ref()))
+            .map(|object| Event::Delete(K::clone(&object)))
+            .collect();
+        self.pending.extend(dropped);
     }
 
     fn kept(&self, object: &K) -> bool {
@@ -315,6 +342,8 @@ where
             Event::InitDone => {
                 let began = self.listing.take();
                 *self.ending.lock().unwrap_or_else(|e| e.into_inner()) = began;
+                // Polled again only once the cache took the InitDone.
+                self.sweep = true;
                 Some(Event::InitDone)
             }
             Event::InitApply(object) | Event::Apply(object) | Event::Delete(object)
@@ -374,7 +403,7 @@ mod tests {
         let (a, b) = (coverage.register(), coverage.register());
         let alone = view(&["r0"]);
         let key = "namespace/any";
-        coverage.keep(vec![alone.clone(), alone.clone()]);
+        coverage.keep("r0", vec![alone.clone(), alone.clone()]);
         let now = *coverage.subscribe().borrow();
         assert_eq!(
             now,
@@ -391,15 +420,15 @@ mod tests {
         assert!(coverage.covers("r0", key));
 
         // r1 joins: r0 switches to its new view while the old one is still published, so the
-        // caches keep the union (a new view may keep more: they list again).
+        // caches keep the union, which is no more than they kept: no list.
         let two = view(&["r0", "r1"]);
         let (kept, given) = keys_of(&two, "r0");
-        coverage.keep(vec![two.clone(), alone.clone()]);
+        coverage.keep("r0", vec![two.clone(), alone.clone()]);
         assert_eq!(
             *coverage.subscribe().borrow(),
             Keep {
                 epoch: 2,
-                relist: 2
+                relist: 1
             }
         );
         assert!(
@@ -410,12 +439,12 @@ mod tests {
         assert!(coverage.covers("r0", &kept));
         assert!(coverage.covers("r0", &given));
         // The old view is no longer published: r0 keeps fewer keys, and lists nothing again.
-        coverage.keep(vec![two.clone()]);
+        coverage.keep("r0", vec![two.clone()]);
         assert_eq!(
             *coverage.subscribe().borrow(),
             Keep {
                 epoch: 3,
-                relist: 2
+                relist: 1
             }
         );
         assert!(!coverage.keeps("r0", &given));
@@ -430,33 +459,48 @@ mod tests {
         let alone = view(&["r0"]);
         let two = view(&["r0", "r1"]);
         let (_, given) = keys_of(&two, "r0");
-        coverage.keep(vec![alone.clone()]);
+        coverage.keep("r0", vec![alone.clone()]);
         coverage.listed(cache, 1);
         assert!(coverage.covers("r0", &given));
-        coverage.keep(vec![two.clone()]);
+        coverage.keep("r0", vec![two.clone()]);
         assert!(!coverage.covers("r0", &given), "dropped at epoch 2");
         // r1 leaves again: the key is kept, but its events of epoch 2 were dropped.
-        coverage.keep(vec![alone.clone()]);
+        coverage.keep("r0", vec![alone.clone()]);
         assert_eq!(
             *coverage.subscribe().borrow(),
             Keep {
                 epoch: 3,
-                relist: 3
+                relist: 2
             }
         );
         assert!(coverage.keeps("r0", &given));
         assert!(!coverage.covers("r0", &given));
         assert!(coverage.listed(cache, 3));
         assert!(coverage.covers("r0", &given));
+        // r2 joins where r0 had the view of r0 and r1: no list; r1 leaves a view r0 shared
+        // with r2: a list (r0 may take r1's keys).
+        let three = view(&["r0", "r1", "r2"]);
+        coverage.keep("r0", vec![two.clone()]);
+        coverage.keep("r0", vec![three.clone()]);
+        assert_eq!(
+            coverage.subscribe().borrow().relist,
+            2,
+            "a member joining gives no key"
+        );
+        coverage.keep("r0", vec![view(&["r0", "r2"])]);
+        assert_eq!(coverage.subscribe().borrow().relist, 3);
+        // A view without r0 keeps r0 nothing.
+        coverage.keep("r0", vec![view(&["r0", "r2"]), view(&["r1", "r2"])]);
+        assert_eq!(coverage.subscribe().borrow().relist, 3);
     }
 
     #[test]
     fn no_share_keeps_nothing() {
         let coverage = Coverage::new();
         let cache = coverage.register();
-        coverage.keep(vec![view(&["r0"])]);
+        coverage.keep("r0", vec![view(&["r0"])]);
         coverage.listed(cache, 1);
-        coverage.keep(Vec::new());
+        coverage.keep("r0", Vec::new());
         assert!(!coverage.keeps("r0", "namespace/a"));
         assert!(!coverage.covers("r0", "namespace/a"));
         assert_eq!(

@@ -233,7 +233,7 @@ impl Shards {
         kept.push(next.view.clone());
         *table = next;
         drop(table);
-        self.inner.coverage.keep(kept);
+        self.inner.coverage.keep(&self.inner.me, kept);
         if switched {
             self.inner.handovers.fetch_add(1, Ordering::Relaxed);
             let mut publish = self.inner.publish.lock().unwrap_or_else(|e| e.into_inner());

@@ -133,7 +133,9 @@ impl<K: Cached> StoreList<K> {
                 return None;
             }
         }
-        Some(stores.iter().find_map(|s| s.get(&wanted)))
+        let found = stores.iter().find_map(|s| s.get(&wanted));
+        // A share moved while it read: an absence may be a copy dropped meanwhile.
+        self.holds(namespace).then_some(found)
     }
 
     /// True once `expected` watch caches of the kind are registered and every one has listed:
@@ -211,6 +213,12 @@ impl<K: Claims> StoreList<K> {
             }
             _ => self.index(stream, event, false),
         }
+    }
+
+    /// Forgets the claims of the resource of uid `uid`.
+    pub fn unindex(&self, uid: &str) {
+        let mut index = self.claims.lock().unwrap_or_else(|e| e.into_inner());
+        index.remove(uid);
     }
 
     /// True when another resource than `object` of this installation, reaching the tenant
@@ -317,6 +325,8 @@ struct ClaimIndex {
     attempts: HashMap<Option<Box<str>>, Vec<Attempt>>,
     /// Per stream, the number of the list in progress or last completed.
     epochs: HashMap<usize, u64>,
+    /// The streams that completed a list: the index holds every object they watch.
+    finished: std::collections::HashSet<usize>,
 }
 
 impl ClaimIndex {
@@ -401,6 +411,7 @@ impl ClaimIndex {
     }
 
     fn finish(&mut self, stream: usize) {
+        self.finished.insert(stream);
         let epoch = self.epochs.get(&stream).copied().unwrap_or_default();
         let stale: Vec<Arc<str>> = self
             .by_uid
@@ -452,11 +463,33 @@ pub trait KindStore: Send + Sync {
     /// out) nor ones their grants refuse count: they never acted in the workspace through this
     /// installation.
     fn naming_workspace(&self, keys: &BTreeSet<&str>, resource: &str) -> Vec<String>;
+    /// True once the claim index holds every object of the kind: each of its watch streams (one
+    /// per watched namespace of `namespaces`, or one for a cluster-scoped kind) listed once.
+    fn indexed(&self, namespaces: usize) -> bool;
+    /// Ends a list of stream `stream` in the claim index (tests).
+    #[cfg(test)]
+    fn listed_once(&self, stream: usize);
 }
 
-impl<K: Claims + Send + Sync> KindStore for StoreList<K> {
+impl<K: Claims + Send + Sync> KindStore for StoreList<K>
+where
+    K::Scope: 'static,
+{
     fn as_any(&self) -> &dyn Any {
         self
+    }
+
+    fn indexed(&self, namespaces: usize) -> bool {
+        let namespaced =
+            TypeId::of::<K::Scope>() == TypeId::of::<k8s_openapi::NamespaceResourceScope>();
+        let streams = if namespaced { namespaces } else { 1 };
+        let index = self.claims.lock().unwrap_or_else(|e| e.into_inner());
+        index.finished.len() >= streams
+    }
+
+    #[cfg(test)]
+    fn listed_once(&self, stream: usize) {
+        self.index_event(stream, &watcher::Event::InitDone);
     }
 
     fn naming_workspace(&self, keys: &BTreeSet<&str>, resource: &str) -> Vec<String> {
@@ -484,7 +517,10 @@ impl<K: Claims + Send + Sync> KindStore for StoreList<K> {
 pub type StoreEntry = (TypeId, Box<dyn KindStore>);
 
 /// The empty [`StoreList`] of `K`, keyed by its type: the `store` of `K`'s registry line.
-pub fn store_of<K: Claims + Send + Sync>() -> StoreEntry {
+pub fn store_of<K: Claims + Send + Sync>() -> StoreEntry
+where
+    K::Scope: 'static,
+{
     (TypeId::of::<K>(), Box::new(StoreList::<K>::default()))
 }
 
@@ -527,15 +563,24 @@ impl Stores {
 
     /// Every resource, of any kind, acting in the workspace `keys` name (its UUID and slug), or
     /// naming the Workspace resource `resource` by `spec.workspaceRef`: what holds a Workspace
-    /// against its archive. Sorted.
-    pub fn naming_workspace(&self, keys: &BTreeSet<&str>, resource: &str) -> Vec<String> {
+    /// against its archive. Sorted. `None` until the claim index of every kind holds every
+    /// object (`namespaces`: how many namespaces are watched, one stream each).
+    pub fn naming_workspace(
+        &self,
+        keys: &BTreeSet<&str>,
+        resource: &str,
+        namespaces: usize,
+    ) -> Option<Vec<String>> {
+        if !self.kinds.values().all(|store| store.indexed(namespaces)) {
+            return None;
+        }
         let mut holders: Vec<String> = self
             .kinds
             .values()
             .flat_map(|store| store.naming_workspace(keys, resource))
             .collect();
         holders.sort();
-        holders
+        Some(holders)
     }
 }
 
@@ -1248,19 +1293,30 @@ mod tests {
             Some(crate::resources::common::WorkspaceRef { name: "pay".into() });
         let stores = stores_with(&[in_pay, by_slug, elsewhere, by_resource]);
         let keys: BTreeSet<&str> = ["ws-uuid", "ws-pay"].into_iter().collect();
+        // Not before every kind's watch listed: the index may lack a namespace.
+        stores.of::<Config>().index_event(0, &Event::InitDone);
+        assert_eq!(stores.naming_workspace(&keys, "pay", 1), None);
+        for store in stores.kinds.values() {
+            store.listed_once(0);
+        }
         assert_eq!(
-            stores.naming_workspace(&keys, "pay"),
+            stores.naming_workspace(&keys, "pay", 2),
+            None,
+            "one namespace of two"
+        );
+        assert_eq!(
+            stores.naming_workspace(&keys, "pay", 1).unwrap(),
             ["Config ops/routing", "Config pay/main", "Config web/edge"]
         );
         // A workspace id equal to the resource's name is not the resource.
         assert_eq!(
-            stores.naming_workspace(&["ws-x"].into(), "ws-uuid"),
-            Vec::<String>::new()
+            stores.naming_workspace(&["ws-x"].into(), "ws-uuid", 1),
+            Some(Vec::<String>::new())
         );
         assert!(
             stores
-                .naming_workspace(&["ws-x"].into(), "other")
-                .is_empty()
+                .naming_workspace(&["ws-x"].into(), "other", 1)
+                .is_some_and(|holders| holders.is_empty())
         );
     }
 }
