@@ -27,13 +27,8 @@ fn workspaces(h: &Harness) -> Api<Workspace> {
 }
 
 async fn create_workspace(h: &Harness, name: &str) {
-    workspaces(h)
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("Workspace", name, json!({"name": name})),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<Workspace>(name, json!({"name": name}))
+        .await;
 }
 
 /// The emulator's IAM scopes, by name.
@@ -140,17 +135,12 @@ async fn attack_a_workspace_deleted_while_its_create_fails_leaves_no_iam_scope()
 /// A Ready McpIntegration resource `name` with `slug`, enabling [`WS_A`]; returns its UUID.
 async fn mcp_integration(h: &Harness, name: &str, slug: &str) -> String {
     let api = Api::<McpIntegration>::all(h.env.client.clone());
-    api.create(
-        &PostParams::default(),
-        &h.cluster_object(
-            "McpIntegration",
-            name,
-            json!({"slug": slug, "name": name, "url": "https://mcp.example.com/mcp",
+    h.create_cluster::<McpIntegration>(
+        name,
+        json!({"slug": slug, "name": name, "url": "https://mcp.example.com/mcp",
                    "authType": "none", "transport": "http", "workspaces": [{"workspace": WS_A}]}),
-        ),
     )
-    .await
-    .unwrap();
+    .await;
     let full = h.cluster_name(name);
     let id = support::wait_until(WAIT, || async {
         let i = api.get_opt(&full).await.ok()??;
@@ -169,14 +159,7 @@ async fn server(h: &Harness, name: &str, by: serde_json::Value) {
     for (k, v) in by.as_object().into_iter().flatten() {
         spec[k] = v.clone();
     }
-    h.env
-        .api::<McpServer>()
-        .create(
-            &PostParams::default(),
-            &support::objects::object("McpServer", name, spec),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<McpServer>(&h.env, name, spec).await;
 }
 
 async fn refused(h: &Harness, name: &str) {
@@ -312,18 +295,13 @@ async fn a_secret_reference_create_answered_503_echoing_auth_config_shows_it_now
         .unwrap();
     let slug = h.cluster_name("aws");
     let api = Api::<aigw::resources::SecretReference>::all(h.env.client.clone());
-    api.create(
-        &PostParams::default(),
-        &h.cluster_object(
-            "SecretReference",
-            "aws",
-            json!({"slug": slug, "name": "AWS prod", "managerType": "aws_sm",
+    h.create_cluster::<aigw::resources::SecretReference>(
+        "aws",
+        json!({"slug": slug, "name": "AWS prod", "managerType": "aws_sm",
                    "secretPath": "prod/openai", "secretKey": "api_key",
                    "authConfigSecretRef": {"name": "aws-sm-auth"}}),
-        ),
     )
-    .await
-    .unwrap();
+    .await;
     // Several failed attempts, each reported.
     let seen = support::wait_until(WAIT, || async {
         let events = h.cluster_events_text().await;
@@ -377,26 +355,15 @@ async fn two_installations_over_one_workspace_and_mcp_integration_make_one_of_ea
     let b = h.installation("inst-b", &selector).await;
     let workspace = h.cluster_name("shared");
     let integration = h.cluster_name("tools");
-    workspaces(&h)
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("Workspace", "shared", json!({"name": workspace})),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<Workspace>("shared", json!({"name": workspace}))
+        .await;
     let integrations = Api::<McpIntegration>::all(h.env.client.clone());
-    integrations
-        .create(
-            &PostParams::default(),
-            &h.cluster_object(
-                "McpIntegration",
-                "tools",
-                json!({"slug": integration, "name": "Tools", "url": "https://mcp.example.com/mcp",
+    h.create_cluster::<McpIntegration>(
+        "tools",
+        json!({"slug": integration, "name": "Tools", "url": "https://mcp.example.com/mcp",
                        "authType": "none", "transport": "http"}),
-            ),
-        )
-        .await
-        .unwrap();
+    )
+    .await;
     let ready = support::wait_until(WAIT, || async {
         let w = workspaces(&h).get_opt(&workspace).await.ok()??;
         let i = integrations.get_opt(&integration).await.ok()??;
@@ -515,18 +482,13 @@ async fn an_mcp_integration_create_answered_503_echoing_configurations_shows_the
         .unwrap();
     let slug = h.cluster_name("tools");
     let api = Api::<McpIntegration>::all(h.env.client.clone());
-    api.create(
-        &PostParams::default(),
-        &h.cluster_object(
-            "McpIntegration",
-            "tools",
-            json!({"slug": slug, "name": "Tools", "url": "https://mcp.example.com/mcp",
+    h.create_cluster::<McpIntegration>(
+        "tools",
+        json!({"slug": slug, "name": "Tools", "url": "https://mcp.example.com/mcp",
                    "authType": "headers", "transport": "http",
                    "configurationsSecretRef": {"name": "mcp-conf"}}),
-        ),
     )
-    .await
-    .unwrap();
+    .await;
     let seen = support::wait_until(WAIT, || async {
         let events = h.cluster_events_text().await;
         events.contains("upstream unavailable").then_some(())

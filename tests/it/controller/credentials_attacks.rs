@@ -19,20 +19,8 @@ const WS_A: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
 const KEY: &str = "sk-upstream-Fq3Wz8Lm1Rt6";
 
 async fn put_key(h: &Harness, value: &str) {
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "openai-upstream", "labels": {"aigw.io/cluster-readable": "true"}},
-        "stringData": {"api-key": value}
-    }))
-    .unwrap();
-    h.env
-        .api::<Secret>()
-        .patch(
-            "openai-upstream",
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&secret),
-        )
-        .await
-        .unwrap();
+    h.put_secret("openai-upstream", json!({"api-key": value}), true)
+        .await;
 }
 
 fn integration_spec(h: &Harness) -> Value {
@@ -49,12 +37,8 @@ fn provider_spec(h: &Harness) -> Value {
 async fn ready_integration_and_provider(h: &Harness) {
     put_key(h, KEY).await;
     let api = Api::<Integration>::all(h.env.client.clone());
-    api.create(
-        &PostParams::default(),
-        &h.cluster_object("Integration", "openai", integration_spec(h)),
-    )
-    .await
-    .unwrap();
+    h.create_cluster::<Integration>("openai", integration_spec(h))
+        .await;
     let name = h.cluster_name("openai");
     support::wait_until(WAIT, || async {
         let i = api.get_opt(&name).await.ok()??;
@@ -62,14 +46,7 @@ async fn ready_integration_and_provider(h: &Harness) {
     })
     .await
     .expect("integration ready");
-    h.env
-        .api::<Provider>()
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Provider", "openai-a", provider_spec(h)),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Provider>(&h.env, "openai-a", provider_spec(h)).await;
     h.env
         .wait_for::<Provider>("openai-a", WAIT, |p| p.ready())
         .await;
@@ -318,12 +295,7 @@ async fn grants_and_secret_namespaces_hold_for_keys_and_integrations() {
     thief["workspaces"] = json!([]);
     let api = Api::<Integration>::all(h.env.client.clone());
     for (name, spec) in [("cross", cross), ("plain", plain), ("thief", thief)] {
-        api.create(
-            &PostParams::default(),
-            &h.cluster_object("Integration", name, spec),
-        )
-        .await
-        .unwrap();
+        h.create_cluster::<Integration>(name, spec).await;
     }
     for (name, reason) in [
         ("cross", "SecretNotReadable"),
@@ -433,12 +405,7 @@ async fn echo_attack(mode: &'static str) {
     let api = Api::<Integration>::all(h.env.client.clone());
     let mut spec = integration_spec(&h);
     spec["workspaces"] = json!([]);
-    api.create(
-        &PostParams::default(),
-        &h.cluster_object("Integration", "openai", spec),
-    )
-    .await
-    .unwrap();
+    h.create_cluster::<Integration>("openai", spec).await;
     let name = h.cluster_name("openai");
     let got = support::wait_until(WAIT, || async {
         let i = api.get_opt(&name).await.ok()??;
@@ -604,26 +571,15 @@ async fn refused_provider_create_race(prefix: &str, same_name: bool) {
     h.restart_operator_via(&proxy).await;
     put_key(&h, KEY).await;
     let api = Api::<Integration>::all(h.env.client.clone());
-    api.create(
-        &PostParams::default(),
-        &h.cluster_object("Integration", "openai", integration_spec(&h)),
-    )
-    .await
-    .unwrap();
+    h.create_cluster::<Integration>("openai", integration_spec(&h))
+        .await;
     let name = h.cluster_name("openai");
     support::wait_until(WAIT, || async {
         api.get_opt(&name).await.ok()??.ready().then_some(())
     })
     .await
     .expect("integration ready");
-    h.env
-        .api::<Provider>()
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Provider", "openai-a", provider_spec(&h)),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Provider>(&h.env, "openai-a", provider_spec(&h)).await;
     tokio::time::sleep(Duration::from_secs(6)).await;
     let p = h.env.api::<Provider>().get("openai-a").await.unwrap();
     let providers = h.state().await["providers"]
@@ -724,12 +680,7 @@ async fn a_failed_cleanup_echoing_the_key_reaches_no_log_or_status() {
     let api = Api::<Integration>::all(h.env.client.clone());
     let mut spec = integration_spec(&h);
     spec["workspaces"] = json!([]);
-    api.create(
-        &PostParams::default(),
-        &h.cluster_object("Integration", "openai", spec),
-    )
-    .await
-    .unwrap();
+    h.create_cluster::<Integration>("openai", spec).await;
     let name = h.cluster_name("openai");
     support::wait_until(WAIT, || async {
         let i = api.get_opt(&name).await.ok()??;

@@ -14,7 +14,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{CallWindows, Harness};
-use support::objects::{Conditions, create, gateway, limits, object, routing};
+use support::objects::{Conditions, create, gateway, limits, routing};
 use support::proxy::{forward, json_answer, serve};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -54,16 +54,9 @@ async fn client_auth(h: &Harness, secret: &str) -> String {
 async fn two_operators_racing_create_each_config_once() {
     let h = Harness::start_with("eo-race", Duration::from_secs(2)).await;
     let _second = h.second_operator();
-    let configs = h.env.api::<Config>();
     for i in 0..10 {
         let name = format!("race-{i}");
-        configs
-            .create(
-                &PostParams::default(),
-                &object("Config", &name, routing(&name)),
-            )
-            .await
-            .unwrap();
+        create::<Config>(&h.env, &name, routing(&name)).await;
     }
     for i in 0..10 {
         h.env
@@ -119,14 +112,7 @@ async fn a_lost_create_answer_never_claims_an_older_namesake() {
 async fn a_capped_list_is_never_proof_of_absence() {
     let h = Harness::start_with("eo-capped", Duration::from_secs(2)).await;
     h.faults(json!({"drop_after_commit_rate": 1.0})).await;
-    let configs = h.env.api::<Config>();
-    configs
-        .create(
-            &PostParams::default(),
-            &object("Config", "capped", routing("capped")),
-        )
-        .await
-        .unwrap();
+    create::<Config>(&h.env, "capped", routing("capped")).await;
     support::wait_until(WAIT, || async {
         (h.count(CONFIG_POST).await >= 1).then_some(())
     })
@@ -260,10 +246,7 @@ async fn a_rotation_whose_answer_is_lost_finishes_with_live_credentials() {
     let mut spec = gateway("gw-rotate", "rot-creds");
     spec["rotation"] = json!({"trigger": "a"});
     let deployments = h.env.api::<Deployment>();
-    deployments
-        .create(&PostParams::default(), &object("Deployment", "rot", spec))
-        .await
-        .unwrap();
+    create::<Deployment>(&h.env, "rot", spec).await;
     let ready = h
         .env
         .wait_for::<Deployment>("rot", WAIT, |d| d.ready())
@@ -352,17 +335,13 @@ async fn a_rotation_whose_answer_is_lost_finishes_with_live_credentials() {
 #[tokio::test]
 async fn deleting_needs_no_connection_when_no_call_is_needed() {
     let h = Harness::start("eo-noconn").await;
-    let configs = h.env.api::<Config>();
     let mut orphan = routing("orphan");
     orphan["connectionRef"] = json!({"name": "does-not-exist"});
     orphan["deletionPolicy"] = "Orphan".into();
     let mut never = routing("never");
     never["connectionRef"] = json!({"name": "does-not-exist"});
     for (name, spec) in [("orphan", orphan), ("never", never)] {
-        configs
-            .create(&PostParams::default(), &object("Config", name, spec))
-            .await
-            .unwrap();
+        create::<Config>(&h.env, name, spec).await;
         h.env
             .wait_for::<Config>(name, WAIT, |c| c.not_ready_with("ConnectionUnavailable"))
             .await;

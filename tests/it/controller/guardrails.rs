@@ -64,14 +64,7 @@ async fn puts(h: &Harness) -> u64 {
 async fn a_secret_parameter_reaches_the_api_and_nothing_else() {
     let h = Harness::start_with("gr-secret", Duration::from_secs(1)).await;
     put_secret(&h, SECRET_VALUE).await;
-    h.env
-        .api::<Guardrail>()
-        .create(
-            &PostParams::default(),
-            &object("Guardrail", "pii", guardrail_spec("pii")),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Guardrail>(&h.env, "pii", guardrail_spec("pii")).await;
     let ready = h
         .env
         .wait_for::<Guardrail>("pii", WAIT, |g| g.ready())
@@ -129,11 +122,7 @@ async fn a_guardrail_a_config_names_is_deleted_only_once_the_config_lets_go() {
     let mut spec = guardrail_spec("kept");
     spec["secretRefs"] = json!([]);
     spec["checks"] = json!([{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}]);
-    h.env
-        .api::<Guardrail>()
-        .create(&PostParams::default(), &object("Guardrail", "kept", spec))
-        .await
-        .unwrap();
+    support::objects::create::<Guardrail>(&h.env, "kept", spec).await;
     let slug = h
         .env
         .wait_for::<Guardrail>("kept", WAIT, |g| g.ready())
@@ -144,11 +133,7 @@ async fn a_guardrail_a_config_names_is_deleted_only_once_the_config_lets_go() {
         .unwrap();
     let config = json!({"name": "uses-it", "config": {"input_guardrails": [slug],
         "targets": [{"provider": "@openai"}]}});
-    h.env
-        .api::<Config>()
-        .create(&PostParams::default(), &object("Config", "uses-it", config))
-        .await
-        .unwrap();
+    support::objects::create::<Config>(&h.env, "uses-it", config).await;
     h.env
         .wait_for::<Config>("uses-it", WAIT, |c| c.ready())
         .await;
@@ -186,11 +171,7 @@ async fn a_guardrail_a_config_names_is_deleted_only_once_the_config_lets_go() {
 async fn a_config_naming_a_guardrail_resource_waits_for_it_then_applies_with_one_put() {
     let h = Harness::start_with("gr-named", Duration::from_secs(1)).await;
     let config = json!({"name": "routes", "config": {"targets": [{"provider": "@openai"}]}});
-    h.env
-        .api::<Config>()
-        .create(&PostParams::default(), &object("Config", "routes", config))
-        .await
-        .unwrap();
+    support::objects::create::<Config>(&h.env, "routes", config).await;
     h.env
         .wait_for::<Config>("routes", WAIT, |c| c.ready())
         .await;
@@ -216,14 +197,7 @@ async fn a_config_naming_a_guardrail_resource_waits_for_it_then_applies_with_one
     let mut spec = guardrail_spec("pii-later");
     spec["secretRefs"] = json!([]);
     spec["checks"] = json!([{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}]);
-    h.env
-        .api::<Guardrail>()
-        .create(
-            &PostParams::default(),
-            &object("Guardrail", "pii-later", spec),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Guardrail>(&h.env, "pii-later", spec).await;
     let slug = h
         .env
         .wait_for::<Guardrail>("pii-later", WAIT, |g| g.ready())
@@ -280,13 +254,7 @@ async fn a_cluster_guardrail_lives_on_the_admin_plane_and_waits_for_configs_of_a
     spec.as_object_mut().unwrap().remove("workspaceId");
     let cluster = Api::<ClusterGuardrail>::all(h.env.client.clone());
     let name = h.cluster_name("org-pii");
-    cluster
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("ClusterGuardrail", "org-pii", spec),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<ClusterGuardrail>("org-pii", spec).await;
     // The operator's namespace also holds Connection credentials: a cluster-scoped resource
     // reads only the Secrets labelled for it there, and sends nothing until then.
     let refused = support::wait_until(WAIT, || async {
@@ -330,14 +298,7 @@ async fn a_cluster_guardrail_lives_on_the_admin_plane_and_waits_for_configs_of_a
     let mut adopting = guardrail_spec("org-pii");
     adopting["slug"] = json!(slug);
     adopting["secretRefs"] = json!([]);
-    h.env
-        .api::<Guardrail>()
-        .create(
-            &PostParams::default(),
-            &object("Guardrail", "takeover", adopting),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Guardrail>(&h.env, "takeover", adopting).await;
     let stalled = h
         .env
         .wait_for::<Guardrail>("takeover", WAIT, |g| g.stalled_with("InvalidSpec"))
@@ -354,14 +315,7 @@ async fn a_cluster_guardrail_lives_on_the_admin_plane_and_waits_for_configs_of_a
     // A Config of the test namespace names it by resource.
     let config = json!({"name": "uses-org", "config": {"targets": [{"provider": "@openai"}]},
         "resourceRefs": [{"path": "/input_guardrails/0", "kind": "ClusterGuardrail", "name": name}]});
-    h.env
-        .api::<Config>()
-        .create(
-            &PostParams::default(),
-            &object("Config", "uses-org", config),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Config>(&h.env, "uses-org", config).await;
     let config_slug = h
         .env
         .wait_for::<Config>("uses-org", WAIT, |c| c.ready())
@@ -537,11 +491,7 @@ async fn a_guardrails_mcp_servers_are_the_full_set() {
     let spec = json!({"name": "tools", "workspaceId": workspace, "target": "mcp_tools",
         "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
         "mcpServers": [{"id": servers[0], "runOn": ["input"]}]});
-    h.env
-        .api::<Guardrail>()
-        .create(&PostParams::default(), &object("Guardrail", "tools", spec))
-        .await
-        .unwrap();
+    support::objects::create::<Guardrail>(&h.env, "tools", spec).await;
     let ready = h
         .env
         .wait_for::<Guardrail>("tools", WAIT, |g| g.ready())
@@ -630,13 +580,8 @@ async fn a_cluster_guardrails_mcp_servers_are_written_on_the_admin_plane() {
         "mcpServers": [{"id": servers[0]}]});
     let cluster = Api::<ClusterGuardrail>::all(h.env.client.clone());
     let name = h.cluster_name("org-tools");
-    cluster
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("ClusterGuardrail", "org-tools", spec),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<ClusterGuardrail>("org-tools", spec)
+        .await;
     let ready = support::wait_until(WAIT, || async {
         let g = cluster.get_opt(&name).await.ok()??;
         g.ready().then_some(g)

@@ -14,8 +14,7 @@ use crate::support;
 use std::time::Duration;
 
 use aigw::resources::{McpIntegration, Workspace};
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{Harness, captured_logs};
@@ -35,25 +34,9 @@ const TOGGLE: &str = "PUT /ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}/ca
 /// The `configurations` Secret in the operator's namespace (the test namespace), labelled for
 /// cluster-scoped readers unless `labelled` is false.
 async fn put_config(h: &Harness, header: &str, labelled: bool) {
-    let labels = match labelled {
-        true => json!({"aigw.io/cluster-readable": "true"}),
-        false => json!({}),
-    };
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "github-mcp", "labels": labels},
-        "stringData": {"custom_headers": format!("{{\"x-api-key\":\"{header}\"}}"),
-                       "client_secret": CLIENT_SECRET}
-    }))
-    .unwrap();
-    h.env
-        .api::<Secret>()
-        .patch(
-            "github-mcp",
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&secret),
-        )
-        .await
-        .unwrap();
+    let data = json!({"custom_headers": format!("{{\"x-api-key\":\"{header}\"}}"),
+                      "client_secret": CLIENT_SECRET});
+    h.put_secret("github-mcp", data, labelled).await;
 }
 
 fn api(h: &Harness) -> Api<McpIntegration> {
@@ -61,13 +44,7 @@ fn api(h: &Harness) -> Api<McpIntegration> {
 }
 
 async fn create(h: &Harness, name: &str, spec: Value) {
-    api(h)
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("McpIntegration", name, spec),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<McpIntegration>(name, spec).await;
 }
 
 async fn wait_for(
@@ -75,34 +52,12 @@ async fn wait_for(
     name: &str,
     done: impl Fn(&McpIntegration) -> bool,
 ) -> McpIntegration {
-    let api = api(h);
-    let name = h.cluster_name(name);
-    let found = support::wait_until(WAIT, || async {
-        let r = api.get_opt(&name).await.ok()??;
-        done(&r).then_some(r)
-    })
-    .await;
-    match found {
-        Some(r) => r,
-        None => panic!(
-            "McpIntegration {name} did not get there: {:?}\n--- events ---\n{}\n--- stats ---\n{}",
-            api.get_opt(&name)
-                .await
-                .ok()
-                .flatten()
-                .and_then(|r| r.status),
-            h.cluster_events_text().await,
-            h.stats().await
-        ),
-    }
+    h.wait_cluster(name, WAIT, done).await
 }
 
 /// The emulator's record of the integration, `configurations` in clear.
 async fn remote(h: &Harness, slug: &str) -> Value {
-    h.state().await["mcp_integrations"]
-        .as_array()
-        .and_then(|all| all.iter().find(|r| r["slug"] == slug).cloned())
-        .unwrap_or(Value::Null)
+    h.remote_record("mcp_integrations", "slug", slug).await
 }
 
 /// The emulator's access row of `workspace`.
@@ -140,13 +95,8 @@ pub(super) async fn aigw(h: &Harness, args: &[&str]) -> String {
 /// A Workspace resource `name`, created by aigw; its recorded UUID once Ready.
 async fn ready_workspace(h: &Harness, name: &str) -> String {
     let workspaces: Api<Workspace> = Api::all(h.env.client.clone());
-    workspaces
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("Workspace", name, json!({"name": name})),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<Workspace>(name, json!({"name": name}))
+        .await;
     let full = h.cluster_name(name);
     support::wait_until(WAIT, || async {
         let w = workspaces.get_opt(&full).await.ok()??;

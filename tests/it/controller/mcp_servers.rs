@@ -12,7 +12,7 @@ use crate::support;
 use std::time::Duration;
 
 use aigw::resources::{Guardrail, McpIntegration, McpServer};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::Harness;
@@ -71,18 +71,12 @@ async fn integration(h: &Harness, enabled: bool) -> String {
         true => json!([{"workspace": WS_A}]),
         false => json!([]),
     };
-    integrations
-        .create(
-            &PostParams::default(),
-            &h.cluster_object(
-                "McpIntegration",
-                "tools",
-                json!({"slug": integration, "name": "Tools", "url": "https://mcp.example.com/mcp",
+    h.create_cluster::<McpIntegration>(
+        "tools",
+        json!({"slug": integration, "name": "Tools", "url": "https://mcp.example.com/mcp",
                        "authType": "none", "transport": "http", "workspaces": workspaces}),
-            ),
-        )
-        .await
-        .unwrap();
+    )
+    .await;
     wait_for(&integrations, &integration, |i| i.ready()).await;
     integration
 }
@@ -95,13 +89,7 @@ async fn a_guardrail_names_an_mcp_server_by_resource() {
     let spec = json!({"name": "tools", "workspaceId": WS_A, "target": "mcp_tools",
         "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
         "mcpServers": [{"mcpServerRef": {"name": "pay-tools"}, "runOn": ["input"]}]});
-    guardrails
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Guardrail", "tools", spec),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Guardrail>(&h.env, "tools", spec).await;
     // No McpServer yet: the mapping waits, naming it, and nothing is synced.
     let waiting = wait_for(&guardrails, "tools", |g| {
         g.not_ready_with("McpServerNotReady")
@@ -114,18 +102,13 @@ async fn a_guardrail_names_an_mcp_server_by_resource() {
 
     let servers = h.env.api::<McpServer>();
     let slug = format!("gd-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
-    servers
-        .create(
-            &PostParams::default(),
-            &support::objects::object(
-                "McpServer",
-                "pay-tools",
-                json!({"slug": slug, "name": "Payments tools", "workspaceId": WS_A,
+    support::objects::create::<McpServer>(
+        &h.env,
+        "pay-tools",
+        json!({"slug": slug, "name": "Payments tools", "workspaceId": WS_A,
                        "integrationRef": {"name": integration}}),
-            ),
-        )
-        .await
-        .unwrap();
+    )
+    .await;
     let server = wait_for(&servers, "pay-tools", |s| s.ready()).await;
     let server_id = server.status.and_then(|s| s.id).unwrap();
     let ready = wait_for(&guardrails, "tools", |g| g.ready()).await;
@@ -195,13 +178,7 @@ async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_int
     let spec = json!({"slug": slug, "name": "Payments tools", "workspaceId": WS_A,
         "integrationRef": {"name": integration}, "defaultUserAccess": "deny",
         "userAccess": [{"userId": "user-1", "enabled": true}]});
-    servers
-        .create(
-            &PostParams::default(),
-            &support::objects::object("McpServer", "pay-tools", spec),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<McpServer>(&h.env, "pay-tools", spec).await;
     let waiting = wait_for(&servers, "pay-tools", |s| {
         s.not_ready_with("IntegrationNotReady")
     })
@@ -372,13 +349,7 @@ async fn an_exported_mcp_server_is_adopted_without_a_write() {
     assert_eq!(spec["deletionPolicy"], "Orphan");
     let before = h.remote_writes().await;
     let servers = h.env.api::<McpServer>();
-    servers
-        .create(
-            &PostParams::default(),
-            &support::objects::object("McpServer", "exported", spec),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<McpServer>(&h.env, "exported", spec).await;
     let ready = wait_for(&servers, "exported", |s| s.ready()).await;
     assert_eq!(ready.status.and_then(|s| s.id), Some(id));
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -422,18 +393,13 @@ async fn a_server_of_the_slug_in_another_workspace_is_not_adopted() {
     .await;
     h.reset_stats().await;
     let servers = h.env.api::<McpServer>();
-    servers
-        .create(
-            &PostParams::default(),
-            &support::objects::object(
-                "McpServer",
-                "mine",
-                json!({"slug": slug, "name": "Other team's", "workspaceId": WS_A,
+    support::objects::create::<McpServer>(
+        &h.env,
+        "mine",
+        json!({"slug": slug, "name": "Other team's", "workspaceId": WS_A,
                        "integrationRef": {"name": integration}}),
-            ),
-        )
-        .await
-        .unwrap();
+    )
+    .await;
     let refused = wait_for(&servers, "mine", |s| s.stalled_with("InvalidSpec")).await;
     let (_, _, message) = refused.condition("Stalled").unwrap();
     assert!(
@@ -462,18 +428,13 @@ async fn a_server_of_an_mcp_integration_not_granted_makes_no_call() {
     let integration = integration(&h, true).await;
     let servers = h.env.api::<McpServer>();
     let slug = format!("gr-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
-    servers
-        .create(
-            &PostParams::default(),
-            &support::objects::object(
-                "McpServer",
-                "tools",
-                json!({"slug": slug, "name": "Tools", "workspaceId": WS_A,
+    support::objects::create::<McpServer>(
+        &h.env,
+        "tools",
+        json!({"slug": slug, "name": "Tools", "workspaceId": WS_A,
                        "integrationRef": {"name": integration}}),
-            ),
-        )
-        .await
-        .unwrap();
+    )
+    .await;
     let refused = wait_for(&servers, "tools", |s| {
         s.stalled_with("McpIntegrationNotAllowed")
     })

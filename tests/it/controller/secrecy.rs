@@ -146,11 +146,7 @@ async fn checked_secret_values_stay_out_of_status_events_and_logs() {
     ];
     for (name, document, refs) in configs {
         let spec = json!({"name": name, "config": document, "secretRefs": refs});
-        h.env
-            .api::<Config>()
-            .create(&PostParams::default(), &object("Config", name, spec))
-            .await
-            .unwrap();
+        support::objects::create::<Config>(&h.env, name, spec).await;
     }
 
     let hook_config = h

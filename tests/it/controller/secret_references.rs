@@ -11,8 +11,7 @@ use crate::support;
 use std::time::Duration;
 
 use aigw::resources::SecretReference;
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{Harness, captured_logs};
@@ -30,25 +29,9 @@ const DELETE: &str = "DELETE /ai_gw/admin/v2/secret-references/{secretReferenceI
 /// The `auth_config` Secret in the operator's namespace (the test namespace), labelled for
 /// cluster-scoped readers unless `labelled` is false.
 async fn put_auth(h: &Harness, secret_key: &str, labelled: bool) {
-    let labels = match labelled {
-        true => json!({"aigw.io/cluster-readable": "true"}),
-        false => json!({}),
-    };
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "aws-sm-auth", "labels": labels},
-        "stringData": {"aws_auth_type": "accessKey", "aws_region": "eu-west-1",
-                       "aws_access_key_id": KEY_ID, "aws_secret_access_key": secret_key}
-    }))
-    .unwrap();
-    h.env
-        .api::<Secret>()
-        .patch(
-            "aws-sm-auth",
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&secret),
-        )
-        .await
-        .unwrap();
+    let data = json!({"aws_auth_type": "accessKey", "aws_region": "eu-west-1",
+                      "aws_access_key_id": KEY_ID, "aws_secret_access_key": secret_key});
+    h.put_secret("aws-sm-auth", data, labelled).await;
 }
 
 fn api(h: &Harness) -> Api<SecretReference> {
@@ -60,56 +43,12 @@ async fn wait_for(
     name: &str,
     done: impl Fn(&SecretReference) -> bool,
 ) -> SecretReference {
-    let api = api(h);
-    let name = h.cluster_name(name);
-    let found = support::wait_until(WAIT, || async {
-        let r = api.get_opt(&name).await.ok()??;
-        done(&r).then_some(r)
-    })
-    .await;
-    match found {
-        Some(r) => r,
-        None => panic!(
-            "SecretReference {name} did not get there: {:?}\n--- events ---\n{}",
-            api.get_opt(&name)
-                .await
-                .ok()
-                .flatten()
-                .and_then(|r| r.status),
-            h.cluster_events_text().await
-        ),
-    }
+    h.wait_cluster(name, WAIT, done).await
 }
 
 /// The emulator's record of the reference, `auth_config` in clear.
 async fn remote(h: &Harness, slug: &str) -> Value {
-    h.state().await["secret_references"]
-        .as_array()
-        .and_then(|all| all.iter().find(|r| r["slug"] == slug).cloned())
-        .unwrap_or(Value::Null)
-}
-
-/// Runs the built `aigw api …` against the harness's emulator; its stdout and stderr.
-async fn aigw_api(h: &Harness, args: &[&str]) -> String {
-    let token = tempfile::NamedTempFile::new().expect("token file");
-    std::fs::write(token.path(), support::harness::TOKEN).expect("token written");
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
-    command
-        .arg("api")
-        .args(["--management-url", &h.emulator.management_url()])
-        .arg("--token-file")
-        .arg(token.path())
-        .args(args);
-    let output = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .unwrap()
-        .expect("aigw runs");
-    assert!(output.status.success(), "{args:?}: {output:?}");
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
+    h.remote_record("secret_references", "slug", slug).await
 }
 
 #[tokio::test]
@@ -122,13 +61,7 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
                       "description": "managed from Git",
                       "authConfigSecretRef": {"name": "aws-sm-auth"},
                       "allowedWorkspaces": [WS_A], "tags": {"team": "platform"}});
-    api(&h)
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("SecretReference", "aws", spec),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<SecretReference>("aws", spec).await;
 
     // The operator's namespace also holds Connection credentials: only a labelled Secret is read.
     let refused = wait_for(&h, "aws", |r| r.stalled_with("SecretNotReadable")).await;
@@ -262,8 +195,8 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
     .await;
     let cli = format!(
         "{}{}",
-        aigw_api(&h, &["secret-references", "get", "cli-ref"]).await,
-        aigw_api(&h, &["secret-references", "list"]).await
+        h.aigw_api(&["secret-references", "get", "cli-ref"]).await,
+        h.aigw_api(&["secret-references", "list"]).await
     );
     assert!(cli.contains("cli-ref"), "{cli}");
     for value in [FIRST_SECRET, SECOND_SECRET] {
@@ -319,13 +252,8 @@ async fn an_integration_maps_its_key_to_a_secret_reference_resource() {
                       "secretMappings": [{"targetField": "key",
                                           "secretReferenceRef": {"name": reference},
                                           "secretKey": "openai_key"}]});
-    integrations
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("Integration", "mapped", spec),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<aigw::resources::Integration>("mapped", spec)
+        .await;
     let waiting = support::wait_until(WAIT, || async {
         let i = integrations.get_opt(&integration).await.ok()??;
         i.condition("Ready")
@@ -345,13 +273,7 @@ async fn an_integration_maps_its_key_to_a_secret_reference_resource() {
     put_auth(&h, FIRST_SECRET, true).await;
     let spec = json!({"slug": reference, "name": "Vault", "managerType": "aws_sm",
                       "secretPath": "prod/openai", "authConfigSecretRef": {"name": "aws-sm-auth"}});
-    api(&h)
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("SecretReference", "vault", spec),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<SecretReference>("vault", spec).await;
     let ready = wait_for(&h, "vault", |r| r.ready()).await;
     let id = ready.status.unwrap().id.expect("the reference's UUID");
     let mapped = support::wait_until(WAIT, || async {
@@ -478,13 +400,8 @@ async fn a_mapped_integration_as_exported_is_adopted_without_a_write() {
     let spec = json!({"slug": slug, "name": "Console mapped", "aiProviderId": "open-ai",
                       "secretMappings": [{"targetField": "key", "secretReference": reference_id}],
                       "deletionPolicy": "Orphan"});
-    integrations
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("Integration", "console-mapped", spec),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<aigw::resources::Integration>("console-mapped", spec)
+        .await;
     support::wait_until(WAIT, || async {
         integrations
             .get_opt(&slug)

@@ -11,7 +11,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::Harness;
-use support::objects::{Conditions, create, gateway, limits, object, routing};
+use support::objects::{Conditions, create, gateway, limits, routing};
 
 const WAIT: Duration = Duration::from_secs(60);
 const DRIFT: Duration = Duration::from_secs(1);
@@ -134,13 +134,7 @@ async fn only_the_owner_rotates_a_shared_deployment() {
     let mut owner_spec = gateway("shared-gw", "owner-creds");
     owner_spec["rotation"] = json!({"trigger": "1"});
     let owners = h.env.api::<Deployment>();
-    owners
-        .create(
-            &PostParams::default(),
-            &object("Deployment", "gw", owner_spec),
-        )
-        .await
-        .unwrap();
+    create::<Deployment>(&h.env, "gw", owner_spec).await;
     let owner = h
         .env
         .wait_for::<Deployment>("gw", WAIT, |d| d.ready())
@@ -151,13 +145,7 @@ async fn only_the_owner_rotates_a_shared_deployment() {
     intruder_spec["deploymentId"] = json!(id);
     intruder_spec["rotation"] = json!({"trigger": "x"});
     let intruders = dev.api::<Deployment>();
-    intruders
-        .create(
-            &PostParams::default(),
-            &object("Deployment", "gw", intruder_spec),
-        )
-        .await
-        .unwrap();
+    create::<Deployment>(dev, "gw", intruder_spec).await;
     dev.wait_for::<Deployment>("gw", WAIT, |d| d.stalled_with("AlreadyManaged"))
         .await;
     for (api, trigger) in [(&intruders, "y"), (&owners, "2"), (&intruders, "z")] {
@@ -214,7 +202,6 @@ async fn grants_refuse_adoption_and_foreign_workspaces_without_any_api_call() {
         {"namespaces": ["{other}"], "allowAdoption": true}
     ]);
     let h = Harness::start_two_teams("ten-grant", DRIFT, Some(grants)).await;
-    let configs = h.env.api::<Config>();
     let mut adopt = routing("adopt");
     adopt["slug"] = json!("pc-someone-elses");
     adopt["workspaceId"] = json!(WS_A);
@@ -226,10 +213,7 @@ async fn grants_refuse_adoption_and_foreign_workspaces_without_any_api_call() {
         ("foreign", foreign),
         ("unscoped", unscoped),
     ] {
-        configs
-            .create(&PostParams::default(), &object("Config", name, spec))
-            .await
-            .unwrap();
+        create::<Config>(&h.env, name, spec).await;
     }
     let refused = h
         .env
@@ -425,13 +409,8 @@ async fn two_installations_act_only_on_their_own_objects() {
         "actions": {"deny": true}});
     let guardrails = Api::<ClusterGuardrail>::all(h.env.client.clone());
     let guardrail = h.cluster_name("org-shared");
-    guardrails
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("ClusterGuardrail", "org-shared", guardrail_spec),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<aigw::resources::ClusterGuardrail>("org-shared", guardrail_spec)
+        .await;
 
     for name in ["shared", "through-b"] {
         h.env.wait_for::<Config>(name, WAIT, |c| c.ready()).await;

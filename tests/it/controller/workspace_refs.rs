@@ -223,16 +223,19 @@ impl<'h> Matrix<'h> {
 
     /// POSTs of the kind's creates so far.
     async fn posts<F: ByRef>(&self) -> u64 {
-        count_in(&self.h.stats().await, &format!("POST {}", F::COLLECTION))
+        count_in(
+            &self.h.stats().await,
+            &format!("POST {}", F::REMOTE.collection),
+        )
     }
 
     /// The workspace the emulator holds the remote object of `object` (Ready) in.
     async fn remote_workspace<F: ByRef>(&self, object: &Value) -> Value {
-        let key = object["status"][F::KEY].clone();
+        let key = object["status"][F::REMOTE.key].clone();
         let state = self.h.state().await;
-        let remote = state[F::STATE]
+        let remote = state[F::REMOTE.state]
             .as_array()
-            .and_then(|all| all.iter().find(|r| r[F::KEY] == key))
+            .and_then(|all| all.iter().find(|r| r[F::REMOTE.key] == key))
             .unwrap_or_else(|| panic!("{}: no remote object {key} in {state}", F::KIND));
         remote["workspace_id"].clone()
     }

@@ -891,13 +891,8 @@ async fn plan_without_a_kubeconfig_hides_a_value_at_a_dropped_path() {
 async fn plan_resolves_a_workspace_named_by_resource_through_the_cluster() {
     let h = Harness::start("gitops-wsref").await;
     let name = h.cluster_name("planned");
-    Api::<aigw::resources::Workspace>::all(h.env.client.clone())
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("Workspace", "planned", json!({"name": "Planned"})),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<aigw::resources::Workspace>("planned", json!({"name": "Planned"}))
+        .await;
     let workspaces = Api::<aigw::resources::Workspace>::all(h.env.client.clone());
     let id = support::wait_until(WAIT, || async {
         let w = workspaces.get_opt(&name).await.ok()??;

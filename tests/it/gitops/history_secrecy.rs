@@ -43,11 +43,7 @@ async fn history_diff_never_prints_a_secret_backed_value() {
     let mut spec = routing("bedrock");
     spec["secretRefs"] =
         json!([{"path": "/aws_access_key_id", "secretKeyRef": {"name": "aws", "key": "id"}}]);
-    h.env
-        .api::<Config>()
-        .create(&PostParams::default(), &object("Config", "bedrock", spec))
-        .await
-        .unwrap();
+    support::objects::create::<Config>(&h.env, "bedrock", spec).await;
     h.env
         .wait_for::<Config>("bedrock", WAIT, |c| c.ready())
         .await;
@@ -132,11 +128,7 @@ async fn plan_history_and_export_never_print_a_secret_backed_value_after_an_inde
         json!([{"provider": "@openai"}, {"provider": "@bedrock-a"}]),
         1,
     );
-    h.env
-        .api::<Config>()
-        .create(&PostParams::default(), &object("Config", "bedrock", before))
-        .await
-        .unwrap();
+    support::objects::create::<Config>(&h.env, "bedrock", before).await;
     let created = h
         .env
         .wait_for::<Config>("bedrock", WAIT, |c| c.ready())

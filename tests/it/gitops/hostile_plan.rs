@@ -80,14 +80,7 @@ async fn plan_shows_no_value_of_a_remote_config_the_manifest_does_not_hold() {
         "targets": [{"provider": "@openai"}]},
         "secretRefs": [{"path": "/targets/0/custom_host",
                         "secretKeyRef": {"name": "upstream", "key": "host"}}]});
-    team_b
-        .api::<Config>()
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Config", "victim", victim),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Config>(team_b, "victim", victim).await;
     let ready = team_b
         .wait_for::<Config>("victim", WAIT, |c| c.ready())
         .await;
@@ -181,14 +174,7 @@ async fn plan_masks_the_manifest_by_path_never_by_a_secret_value() {
         "targets": [{"provider": "@openai"}]},
         "secretRefs": [{"path": "/targets/0/account_pin",
                         "secretKeyRef": {"name": "pins", "key": "pin"}}]});
-    h.env
-        .api::<Config>()
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Config", "pinned", spec.clone()),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Config>(&h.env, "pinned", spec.clone()).await;
     h.env
         .wait_for::<Config>("pinned", WAIT, |c| c.ready())
         .await;
@@ -671,13 +657,7 @@ async fn history_diff_hides_the_values_of_a_version_older_than_the_recorded_hist
         .collect();
     assert_eq!(ids.len(), 12, "{versions}");
     let spec = json!({"name": "old", "config": document(12, PUBLIC)});
-    env.api::<Config>()
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Config", "old", spec),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Config>(&env, "old", spec).await;
     let recorded: Vec<Value> = ids[..10]
         .iter()
         .map(|id| json!({"versionId": id, "appliedAt": "2026-11-01T00:00:00Z"}))

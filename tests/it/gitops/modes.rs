@@ -116,11 +116,7 @@ async fn observe_reports_differences_without_writing_until_full() {
     let slug = remote_config(&h, "observed", 2).await;
     let mut spec = adopting(&slug, "observed", 5);
     spec["managementPolicy"] = json!("Observe");
-    h.env
-        .api::<Config>()
-        .create(&PostParams::default(), &object("Config", "observed", spec))
-        .await
-        .unwrap();
+    support::objects::create::<Config>(&h.env, "observed", spec).await;
     let seen = h
         .env
         .wait_for::<Config>("observed", WAIT, |c| {
@@ -178,11 +174,7 @@ async fn observe_without_a_remote_object_is_stalled_and_never_creates() {
     let h = Harness::start_with("modes-nothing", DRIFT).await;
     let mut spec = routing("unborn");
     spec["managementPolicy"] = json!("Observe");
-    h.env
-        .api::<Config>()
-        .create(&PostParams::default(), &object("Config", "unborn", spec))
-        .await
-        .unwrap();
+    support::objects::create::<Config>(&h.env, "unborn", spec).await;
     h.env
         .wait_for::<Config>("unborn", WAIT, |c| c.stalled_with("NothingToObserve"))
         .await;
@@ -212,11 +204,7 @@ async fn deleting_an_observed_object_leaves_the_remote_one_whatever_the_deletion
     let mut spec = adopting(&slug, "kept", 2);
     spec["managementPolicy"] = json!("Observe");
     spec["deletionPolicy"] = json!("Delete");
-    h.env
-        .api::<Config>()
-        .create(&PostParams::default(), &object("Config", "kept", spec))
-        .await
-        .unwrap();
+    support::objects::create::<Config>(&h.env, "kept", spec).await;
     let seen = h
         .env
         .wait_for::<Config>("kept", WAIT, |c| {
@@ -266,14 +254,7 @@ async fn an_observed_deployment_is_never_written_nor_archived() {
     spec["type"] = "production".into();
     spec["deploymentId"] = json!(id);
     spec["managementPolicy"] = json!("Observe");
-    h.env
-        .api::<Deployment>()
-        .create(
-            &PostParams::default(),
-            &object("Deployment", "legacy", spec),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Deployment>(&h.env, "legacy", spec).await;
     let seen = h
         .env
         .wait_for::<Deployment>("legacy", WAIT, |d| {
@@ -328,14 +309,7 @@ async fn observe_works_for_rate_limits_policies_too() {
     let mut spec = limits("shared-limit");
     spec["policyId"] = json!(id);
     spec["managementPolicy"] = json!("Observe");
-    h.env
-        .api::<RateLimitsPolicy>()
-        .create(
-            &PostParams::default(),
-            &object("RateLimitsPolicy", "shared", spec),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<RateLimitsPolicy>(&h.env, "shared", spec).await;
     let seen = h
         .env
         .wait_for::<RateLimitsPolicy>("shared", WAIT, |p| {
@@ -352,14 +326,7 @@ async fn observe_works_for_rate_limits_policies_too() {
 #[tokio::test]
 async fn a_paused_object_makes_no_api_call_until_unpaused() {
     let h = Harness::start_with("modes-paused", DRIFT).await;
-    h.env
-        .api::<Config>()
-        .create(
-            &PostParams::default(),
-            &object("Config", "held", routing("held")),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Config>(&h.env, "held", routing("held")).await;
     h.env.wait_for::<Config>("held", WAIT, |c| c.ready()).await;
 
     merge::<Config>(
@@ -409,14 +376,7 @@ async fn a_paused_object_makes_no_api_call_until_unpaused() {
 #[tokio::test]
 async fn unpausing_without_a_spec_change_clears_paused() {
     let h = Harness::start_with("modes-unpause", DRIFT).await;
-    h.env
-        .api::<Config>()
-        .create(
-            &PostParams::default(),
-            &object("Config", "idle", routing("idle")),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Config>(&h.env, "idle", routing("idle")).await;
     h.env.wait_for::<Config>("idle", WAIT, |c| c.ready()).await;
     for (value, paused) in [(json!("true"), "True"), (Value::Null, "False")] {
         merge::<Config>(
@@ -440,14 +400,7 @@ async fn unpausing_without_a_spec_change_clears_paused() {
 #[tokio::test]
 async fn deleting_a_paused_object_still_follows_its_deletion_policy() {
     let h = Harness::start_with("modes-paused-delete", DRIFT).await;
-    h.env
-        .api::<Config>()
-        .create(
-            &PostParams::default(),
-            &object("Config", "gone", routing("gone")),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Config>(&h.env, "gone", routing("gone")).await;
     let ready = h.env.wait_for::<Config>("gone", WAIT, |c| c.ready()).await;
     let slug = ready.status.unwrap().slug.unwrap();
     merge::<Config>(

@@ -506,13 +506,7 @@ async fn a_guardrail_soaking_a_change_leaves_the_configs_that_name_it_working() 
     let mut spec = routing("routes");
     spec["resourceRefs"] =
         json!([{"path": "/input_guardrails/0", "kind": "Guardrail", "name": "pii"}]);
-    prod.api::<Config>()
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Config", "routes", spec),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Config>(prod, "routes", spec).await;
     let config = prod.wait_for::<Config>("routes", WAIT, |c| c.ready()).await;
     let slug = config.status.unwrap().slug.unwrap();
 
@@ -595,13 +589,7 @@ async fn a_held_guardrail_deleted_remotely_is_created_again_only_when_the_gate_o
     let mut spec = routing("routes");
     spec["resourceRefs"] =
         json!([{"path": "/input_guardrails/0", "kind": "Guardrail", "name": "pii"}]);
-    prod.api::<Config>()
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Config", "routes", spec),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Config>(prod, "routes", spec).await;
     let config = prod.wait_for::<Config>("routes", WAIT, |c| c.ready()).await;
     let config_slug = config.status.unwrap().slug.unwrap();
     let input_guardrail = || async {

@@ -1,0 +1,153 @@
+//! What the tests of cluster-scoped kinds share: the Secrets of the operator's namespace they
+//! read, creating and waiting on this test's cluster-scoped objects, and the emulator's record
+//! of a remote object.
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use k8s_openapi::ClusterResourceScope;
+use k8s_openapi::api::core::v1::Secret;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::harness::{Harness, TOKEN};
+
+/// A cluster-scoped kind of aigw.
+pub trait ClusterKind:
+    kube::Resource<Scope = ClusterResourceScope, DynamicType = ()>
+    + Clone
+    + Debug
+    + DeserializeOwned
+    + Serialize
+{
+}
+
+impl<K> ClusterKind for K where
+    K: kube::Resource<Scope = ClusterResourceScope, DynamicType = ()>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Serialize
+{
+}
+
+impl Harness {
+    /// Applies the Secret `name` of the operator's namespace (the test namespace) with
+    /// `string_data`, labelled for cluster-scoped readers when `readable`.
+    pub async fn put_secret(&self, name: &str, string_data: Value, readable: bool) {
+        let labels = match readable {
+            true => json!({"aigw.io/cluster-readable": "true"}),
+            false => json!({}),
+        };
+        let secret: Secret = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": labels},
+            "stringData": string_data
+        }))
+        .unwrap();
+        self.env
+            .api::<Secret>()
+            .patch(
+                name,
+                &PatchParams::apply("test").force(),
+                &Patch::Apply(&secret),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// The API of the cluster-scoped kind `K`.
+    pub fn cluster_api<K: ClusterKind>(&self) -> Api<K> {
+        Api::all(self.env.client.clone())
+    }
+
+    /// Creates this test's cluster-scoped object `name` of kind `K` with `spec`.
+    pub async fn create_cluster<K: ClusterKind>(&self, name: &str, spec: Value) -> K {
+        let object: K = self.cluster_object(&K::kind(&()), name, spec);
+        self.cluster_api::<K>()
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap_or_else(|e| panic!("failed to create {name}: {e}"))
+    }
+
+    /// This test's cluster-scoped object `name` once `done` holds for it, within `within`;
+    /// otherwise a panic with its status, the events of the test's cluster-scoped objects and
+    /// the emulator's stats.
+    pub async fn wait_cluster<K: ClusterKind>(
+        &self,
+        name: &str,
+        within: Duration,
+        done: impl Fn(&K) -> bool,
+    ) -> K {
+        let api = self.cluster_api::<K>();
+        let name = self.cluster_name(name);
+        let found = super::wait_until(within, || async {
+            let object = api.get_opt(&name).await.ok()??;
+            done(&object).then_some(object)
+        })
+        .await;
+        match found {
+            Some(object) => object,
+            None => {
+                let object = api.get_opt(&name).await.ok().flatten();
+                let status = object.map(|o| serde_json::to_value(o).unwrap()["status"].take());
+                panic!(
+                    "{} {name} did not get there: {status:?}\n--- events ---\n{}\n--- stats ---\n{}",
+                    K::kind(&()),
+                    self.cluster_events_text().await,
+                    self.stats().await
+                )
+            }
+        }
+    }
+
+    /// Waits until this test's cluster-scoped object `name` is gone, within `within`.
+    pub async fn wait_cluster_gone<K: ClusterKind>(&self, name: &str, within: Duration) {
+        let api = self.cluster_api::<K>();
+        let name = self.cluster_name(name);
+        let gone = super::wait_until(within, || async {
+            api.get_opt(&name).await.ok()?.is_none().then_some(())
+        })
+        .await;
+        assert!(
+            gone.is_some(),
+            "{} {name} was not deleted\n{}",
+            K::kind(&()),
+            self.cluster_events_text().await
+        );
+    }
+
+    /// The emulator's record in its state `collection` whose `field` is `value`, secrets in
+    /// clear; `Null` when there is none.
+    pub async fn remote_record(&self, collection: &str, field: &str, value: &str) -> Value {
+        self.state().await[collection]
+            .as_array()
+            .and_then(|all| all.iter().find(|r| r[field] == value).cloned())
+            .unwrap_or(Value::Null)
+    }
+
+    /// Runs the built `aigw api …` against the emulator; its stdout and stderr (it must
+    /// succeed).
+    pub async fn aigw_api(&self, args: &[&str]) -> String {
+        let token = tempfile::NamedTempFile::new().expect("token file");
+        std::fs::write(token.path(), TOKEN).expect("token written");
+        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
+        command
+            .arg("api")
+            .args(["--management-url", &self.emulator.management_url()])
+            .arg("--token-file")
+            .arg(token.path())
+            .args(args);
+        let output = tokio::task::spawn_blocking(move || command.output())
+            .await
+            .unwrap()
+            .expect("aigw runs");
+        assert!(output.status.success(), "{args:?}: {output:?}");
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    }
+}
