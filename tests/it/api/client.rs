@@ -435,22 +435,9 @@ async fn gateway_reads() {
 
 /// Runs the built `aigw` off the async runtime, so the in-process emulator keeps serving.
 async fn aigw_api(env: &Env, args: &[&str]) -> std::process::Output {
-    let token = tempfile::NamedTempFile::new().expect("token file");
-    std::fs::write(token.path(), TOKEN).expect("token written");
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
-    command
-        .arg("api")
-        .args(["--management-url", &env.emulator.management_url()])
-        .args(["--gateway-url", &env.emulator.gateway_url()])
-        .arg("--token-file")
-        .arg(token.path())
-        .args(args);
-    let output = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .unwrap()
-        .expect("aigw runs");
-    drop(token);
-    output
+    let gateway = env.emulator.gateway_url();
+    let args = [&["--gateway-url", gateway.as_str()], args].concat();
+    crate::support::cli::aigw_api(&env.emulator.management_url(), TOKEN, &args).await
 }
 
 #[tokio::test]

@@ -2,31 +2,12 @@
 //! `aigw api scopes` / `aigw api workspaces` against the emulator over real HTTP: the three-call
 //! create, data-plane visibility, the clearing forms, archive, and checks made before sending.
 
-use std::sync::Arc;
-
 use aigw::api::{
-    ApiPlane, Client, ClientConfig, CreateWorkspaceRequest, IamScopeWrite, StaticToken,
-    UpdateWorkspaceRequest, WorkspacesListQuery,
+    ApiPlane, CreateWorkspaceRequest, IamScopeWrite, UpdateWorkspaceRequest, WorkspacesListQuery,
 };
-use aigw::emulator::{EmulatorOptions, Running, spawn};
 use serde_json::{Value, json};
 
-use super::integrations_client::{TOKEN, aigw_api};
-
-async fn emulator() -> Running {
-    spawn(EmulatorOptions::new(TOKEN))
-        .await
-        .expect("emulator starts")
-}
-
-fn client(emulator: &Running) -> Client {
-    let config = ClientConfig::new(
-        emulator.management_url(),
-        emulator.gateway_url(),
-        Arc::new(StaticToken::new(TOKEN)),
-    );
-    Client::new(config).expect("client builds")
-}
+use super::integrations_client::{TOKEN, client, emulator};
 
 #[tokio::test]
 async fn the_client_makes_binds_updates_and_archives_a_workspace() {
@@ -148,12 +129,8 @@ async fn the_cli_covers_scopes_and_workspaces() {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let emulator = &emulator;
         async move {
-            let output = aigw_api(emulator, args.clone()).await;
-            assert!(
-                output.status.success(),
-                "{args:?}: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
+            let url = emulator.management_url();
+            let output = crate::support::cli::aigw_api_ok(&url, TOKEN, &args).await;
             serde_json::from_slice::<Value>(&output.stdout).expect("json on stdout")
         }
     };

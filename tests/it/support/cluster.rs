@@ -130,19 +130,7 @@ impl Harness {
     /// Runs the built `aigw api …` against the emulator; its stdout and stderr (it must
     /// succeed).
     pub async fn aigw_api(&self, args: &[&str]) -> String {
-        let token = tempfile::NamedTempFile::new().expect("token file");
-        std::fs::write(token.path(), TOKEN).expect("token written");
-        let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
-        command
-            .arg("api")
-            .args(["--management-url", &self.emulator.management_url()])
-            .arg("--token-file")
-            .arg(token.path())
-            .args(args);
-        let output = tokio::task::spawn_blocking(move || command.output())
-            .await
-            .unwrap()
-            .expect("aigw runs");
+        let output = super::cli::aigw_api(&self.emulator.management_url(), TOKEN, args).await;
         assert!(output.status.success(), "{args:?}: {output:?}");
         format!(
             "{}{}",

@@ -14,6 +14,7 @@ use serde::de::DeserializeOwned;
 
 pub mod api_keys;
 pub mod chart;
+pub mod cli;
 pub mod cluster;
 pub mod emu;
 pub mod harness;
