@@ -13,6 +13,7 @@ use reqwest::Method;
 use serde_json::json;
 use support::harness::Harness;
 use support::objects::Conditions;
+use support::proxy::{Received, proxy};
 
 const WAIT: Duration = Duration::from_secs(40);
 const SCOPE_POST: &str = "POST /iam/v1/scopes";
@@ -238,38 +239,33 @@ const SECRET_KEY: &str = "wJalr-attack29d-Qx7Zr3Lm8Vn2";
 /// message echoes the body it was sent (a gateway in trouble dumping the request): the
 /// create's outcome is unknown, a path apart from the refusals the concealment was built for.
 async fn echo_503_proxy(upstream: String) -> String {
-    use axum::extract::Request;
-    let client = reqwest::Client::new();
-    let app = axum::Router::new().fallback(move |request: Request| {
-        let (client, upstream) = (client.clone(), upstream.clone());
-        async move {
-            let (parts, body) = request.into_parts();
-            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-            let path = parts
-                .uri
-                .path_and_query()
-                .map_or("/", |p| p.as_str())
-                .to_string();
-            if parts.method == reqwest::Method::POST
-                && [
-                    "/ai_gw/admin/v2/secret-references",
-                    "/ai_gw/admin/v2/mcp-integrations",
-                ]
-                .contains(&parts.uri.path())
-            {
-                let message = format!(
-                    "upstream unavailable while handling {}",
-                    String::from_utf8_lossy(&body)
-                );
-                let answer = json!({"success": false, "message": message});
-                return support::proxy::json_answer(503, answer.to_string());
-            }
-            let (status, text) =
-                support::proxy::forward(&client, &upstream, &parts, &path, &body).await;
-            support::proxy::json_answer(status, text)
+    proxy(upstream, move |received: Received| async move {
+        let Received {
+            parts,
+            path,
+            body,
+            client,
+            upstream,
+        } = received;
+        if parts.method == reqwest::Method::POST
+            && [
+                "/ai_gw/admin/v2/secret-references",
+                "/ai_gw/admin/v2/mcp-integrations",
+            ]
+            .contains(&parts.uri.path())
+        {
+            let message = format!(
+                "upstream unavailable while handling {}",
+                String::from_utf8_lossy(&body)
+            );
+            let answer = json!({"success": false, "message": message});
+            return support::proxy::json_answer(503, answer.to_string());
         }
-    });
-    support::proxy::serve(app).await
+        let (status, text) =
+            support::proxy::forward(&client, &upstream, &parts, &path, &body).await;
+        support::proxy::json_answer(status, text)
+    })
+    .await
 }
 
 /// Secrecy: a SecretReference create answered 503 with the request echoed (`auth_config` in

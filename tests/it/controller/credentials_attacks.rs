@@ -12,7 +12,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::harness::Harness;
 use support::objects::Conditions;
-use support::proxy::{forward, json_answer, serve};
+use support::proxy::{Received, forward, json_answer, proxy};
 
 const WAIT: Duration = Duration::from_secs(30);
 const WS_A: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
@@ -114,18 +114,16 @@ struct Knobs {
 /// answer is lost); while `fail_deletes`, API-key DELETEs are answered 503 without reaching the
 /// emulator (a transient failure, nothing applied).
 async fn faulty_proxy(upstream: String, knobs: Arc<Knobs>) -> String {
-    use axum::extract::Request;
-    let client = reqwest::Client::new();
-    let app = axum::Router::new().fallback(move |request: Request| {
-        let (client, upstream, knobs) = (client.clone(), upstream.clone(), knobs.clone());
+    proxy(upstream, move |received: Received| {
+        let knobs = knobs.clone();
         async move {
-            let (parts, body) = request.into_parts();
-            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-            let path = parts
-                .uri
-                .path_and_query()
-                .map_or("/", |p| p.as_str())
-                .to_string();
+            let Received {
+                parts,
+                path,
+                body,
+                client,
+                upstream,
+            } = received;
             let is_key_route = parts.uri.path().starts_with("/ai_gw/v2/api-keys/");
             if is_key_route
                 && parts.method == reqwest::Method::DELETE
@@ -146,8 +144,8 @@ async fn faulty_proxy(upstream: String, knobs: Arc<Knobs>) -> String {
             }
             json_answer(status, text)
         }
-    });
-    serve(app).await
+    })
+    .await
 }
 
 fn api_key_ready(k: &ApiKey) -> bool {
@@ -332,14 +330,9 @@ const LONG_KEY: &str = "sk-proj-Q7vN2mX9pL4kR8tW1yZ6cB3nH5jF0dS2aG7eU4iO9qP1wE6r
 /// message echoes the key sent: `mode` "full" (the whole body), "pydantic" (a truncated value,
 /// as a pydantic 422 prints an `input_value`).
 async fn echo_proxy(upstream: String, mode: &'static str) -> String {
-    use axum::extract::Request;
-    let client = reqwest::Client::new();
-    let app = axum::Router::new().fallback(move |request: Request| {
-        let (client, upstream) = (client.clone(), upstream.clone());
+    proxy(upstream, move |received: Received| {
         async move {
-            let (parts, body) = request.into_parts();
-            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-            let path = parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+            let Received { parts, path, body, client, upstream } = received;
             let writes_integration = parts.uri.path().starts_with("/ai_gw/admin/v2/integrations")
                 && !parts.uri.path().ends_with("/workspaces")
                 && (parts.method == reqwest::Method::POST || parts.method == reqwest::Method::PUT);
@@ -382,8 +375,8 @@ async fn echo_proxy(upstream: String, mode: &'static str) -> String {
             let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
             json_answer(status, text)
         }
-    });
-    serve(app).await
+    })
+    .await
 }
 
 /// An all-letter passphrase: no 12-character run of it has a digit. Any 6 characters of it in
@@ -484,23 +477,16 @@ async fn slug_race_proxy(
     foreign: Arc<std::sync::Mutex<Option<String>>>,
     same_name: bool,
 ) -> String {
-    use axum::extract::Request;
-    let client = reqwest::Client::new();
-    let app = axum::Router::new().fallback(move |request: Request| {
-        let (client, upstream, armed, foreign) = (
-            client.clone(),
-            upstream.clone(),
-            armed.clone(),
-            foreign.clone(),
-        );
+    proxy(upstream, move |received: Received| {
+        let (armed, foreign) = (armed.clone(), foreign.clone());
         async move {
-            let (parts, body) = request.into_parts();
-            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-            let path = parts
-                .uri
-                .path_and_query()
-                .map_or("/", |p| p.as_str())
-                .to_string();
+            let Received {
+                parts,
+                path,
+                body,
+                client,
+                upstream,
+            } = received;
             let auth = parts.headers.get("authorization").cloned();
             let creating =
                 parts.method == reqwest::Method::POST && parts.uri.path() == "/ai_gw/v2/providers";
@@ -540,8 +526,8 @@ async fn slug_race_proxy(
             }
             json_answer(status, text)
         }
-    });
-    serve(app).await
+    })
+    .await
 }
 
 #[tokio::test]
@@ -633,19 +619,17 @@ async fn refused_provider_create_race(prefix: &str, same_name: bool) {
 /// A proxy in front of the emulator answering every integration DELETE with a 400 whose message
 /// echoes the key the integration was created with (seen in the create's body).
 async fn delete_echo_proxy(upstream: String) -> String {
-    use axum::extract::Request;
-    let client = reqwest::Client::new();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-    let app = axum::Router::new().fallback(move |request: Request| {
-        let (client, upstream, seen) = (client.clone(), upstream.clone(), seen.clone());
+    proxy(upstream, move |received: Received| {
+        let seen = seen.clone();
         async move {
-            let (parts, body) = request.into_parts();
-            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-            let path = parts
-                .uri
-                .path_and_query()
-                .map_or("/", |p| p.as_str())
-                .to_string();
+            let Received {
+                parts,
+                path,
+                body,
+                client,
+                upstream,
+            } = received;
             let integrations = parts.uri.path().starts_with("/ai_gw/admin/v2/integrations");
             if integrations && parts.method == reqwest::Method::POST {
                 let sent: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -662,8 +646,8 @@ async fn delete_echo_proxy(upstream: String) -> String {
             let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
             json_answer(status, text)
         }
-    });
-    serve(app).await
+    })
+    .await
 }
 
 /// A failed cleanup is recorded in status and logged by the controller's error policy, after

@@ -15,7 +15,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{CallWindows, Harness};
 use support::objects::{Conditions, create, gateway, limits, routing};
-use support::proxy::{forward, json_answer, serve};
+use support::proxy::{Received, forward, json_answer, proxy};
 
 const WAIT: Duration = Duration::from_secs(60);
 const CONFIG_POST: &str = "POST /ai_gw/v2/configs";
@@ -444,18 +444,16 @@ async fn a_normalising_server_causes_no_writes_at_steady_state() {
 /// `Retry-After: 25` without reaching it; later ones are forwarded, and their answers held 30 s.
 /// `posts` records when each config POST arrived.
 async fn slow_create_proxy(upstream: String, posts: Arc<Mutex<Vec<jiff::Timestamp>>>) -> String {
-    use axum::extract::Request;
-    let client = reqwest::Client::new();
-    let app = axum::Router::new().fallback(move |request: Request| {
-        let (client, upstream, posts) = (client.clone(), upstream.clone(), posts.clone());
+    proxy(upstream, move |received: Received| {
+        let posts = posts.clone();
         async move {
-            let (parts, body) = request.into_parts();
-            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-            let path = parts
-                .uri
-                .path_and_query()
-                .map_or("/", |p| p.as_str())
-                .to_string();
+            let Received {
+                parts,
+                path,
+                body,
+                client,
+                upstream,
+            } = received;
             let creating =
                 parts.method == reqwest::Method::POST && parts.uri.path() == "/ai_gw/v2/configs";
             if !creating {
@@ -478,8 +476,8 @@ async fn slow_create_proxy(upstream: String, posts: Arc<Mutex<Vec<jiff::Timestam
             tokio::time::sleep(Duration::from_secs(30)).await;
             json_answer(status, text)
         }
-    });
-    serve(app).await
+    })
+    .await
 }
 
 /// A POST never leaves after its intent's window (issue 27, F7). 429s with `Retry-After: 25`
@@ -603,23 +601,16 @@ async fn namesake_proxy(
     foreign: Value,
     made: Arc<Mutex<Option<String>>>,
 ) -> String {
-    use axum::extract::Request;
-    let client = reqwest::Client::new();
-    let app = axum::Router::new().fallback(move |request: Request| {
-        let (client, upstream, foreign, made) = (
-            client.clone(),
-            upstream.clone(),
-            foreign.clone(),
-            made.clone(),
-        );
+    proxy(upstream, move |received: Received| {
+        let (foreign, made) = (foreign.clone(), made.clone());
         async move {
-            let (parts, body) = request.into_parts();
-            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-            let path = parts
-                .uri
-                .path_and_query()
-                .map_or("/", |p| p.as_str())
-                .to_string();
+            let Received {
+                parts,
+                path,
+                body,
+                client,
+                upstream,
+            } = received;
             let first = parts.method == reqwest::Method::POST
                 && parts.uri.path() == route
                 && made.lock().unwrap().is_none();
@@ -634,8 +625,8 @@ async fn namesake_proxy(
             *made.lock().unwrap() = Some(answer["id"].as_str().unwrap().to_string());
             json_answer(503, "{\"success\":false,\"message\":\"unavailable\"}")
         }
-    });
-    serve(app).await
+    })
+    .await
 }
 
 /// The grants of a namespace that may not adopt: any workspace, no `allowAdoption`.

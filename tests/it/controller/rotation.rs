@@ -820,7 +820,6 @@ async fn stripping_proxy(
     upstream: String,
     armed: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> String {
-    use axum::extract::Request;
     use std::sync::atomic::Ordering;
     fn strip(value: &mut Value) {
         if let Some(map) = value.as_object_mut() {
@@ -830,13 +829,17 @@ async fn stripping_proxy(
             }
         }
     }
-    let client = reqwest::Client::new();
-    let app = axum::Router::new().fallback(move |request: Request| {
-        let (client, upstream, armed) = (client.clone(), upstream.clone(), armed.clone());
+    support::proxy::proxy(upstream, move |received: support::proxy::Received| {
+        let armed = armed.clone();
         async move {
-            let (parts, body) = request.into_parts();
-            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-            let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+            let support::proxy::Received {
+                parts,
+                path,
+                body,
+                client,
+                upstream,
+            } = received;
+            // Only the credentials and the content type go on (no `x-` header).
             let mut out = client
                 .request(parts.method.clone(), format!("{upstream}{path}"))
                 .body(body.to_vec());
@@ -856,17 +859,10 @@ async fn stripping_proxy(
                 strip(&mut value);
                 text = serde_json::to_vec(&value).unwrap();
             }
-            axum::response::Response::builder()
-                .status(status)
-                .header("content-type", "application/json")
-                .body(axum::body::Body::from(text))
-                .unwrap()
+            support::proxy::json_answer(status, text)
         }
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    format!("http://{addr}")
+    })
+    .await
 }
 
 /// The API rotates, but its answer carries no `client_auth` (`Issued::incomplete`). The Secret
