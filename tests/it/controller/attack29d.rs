@@ -13,7 +13,7 @@ use reqwest::Method;
 use serde_json::json;
 use support::harness::Harness;
 use support::objects::Conditions;
-use support::proxy::{Received, proxy};
+use support::proxy::{Received, proxy, refusal};
 
 const WAIT: Duration = Duration::from_secs(40);
 const SCOPE_POST: &str = "POST /iam/v1/scopes";
@@ -240,13 +240,7 @@ const SECRET_KEY: &str = "wJalr-attack29d-Qx7Zr3Lm8Vn2";
 /// create's outcome is unknown, a path apart from the refusals the concealment was built for.
 async fn echo_503_proxy(upstream: String) -> String {
     proxy(upstream, move |received: Received| async move {
-        let Received {
-            parts,
-            path,
-            body,
-            client,
-            upstream,
-        } = received;
+        let Received { parts, body, .. } = &received;
         if parts.method == reqwest::Method::POST
             && [
                 "/ai_gw/admin/v2/secret-references",
@@ -258,12 +252,9 @@ async fn echo_503_proxy(upstream: String) -> String {
                 "upstream unavailable while handling {}",
                 String::from_utf8_lossy(&body)
             );
-            let answer = json!({"success": false, "message": message});
-            return support::proxy::json_answer(503, answer.to_string());
+            return refusal(503, message);
         }
-        let (status, text) =
-            support::proxy::forward(&client, &upstream, &parts, &path, &body).await;
-        support::proxy::json_answer(status, text)
+        received.pass().await
     })
     .await
 }

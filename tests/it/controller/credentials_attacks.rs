@@ -12,7 +12,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::harness::Harness;
 use support::objects::Conditions;
-use support::proxy::{Received, forward, json_answer, proxy};
+use support::proxy::{Received, json_answer, proxy, refusal};
 
 const WAIT: Duration = Duration::from_secs(30);
 const WS_A: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
@@ -117,22 +117,16 @@ async fn faulty_proxy(upstream: String, knobs: Arc<Knobs>) -> String {
     proxy(upstream, move |received: Received| {
         let knobs = knobs.clone();
         async move {
-            let Received {
-                parts,
-                path,
-                body,
-                client,
-                upstream,
-            } = received;
+            let Received { parts, .. } = &received;
             let is_key_route = parts.uri.path().starts_with("/ai_gw/v2/api-keys/");
             if is_key_route
                 && parts.method == reqwest::Method::DELETE
                 && knobs.fail_deletes.load(Ordering::SeqCst)
             {
                 knobs.failed_deletes.fetch_add(1, Ordering::SeqCst);
-                return json_answer(503, "{\"success\":false,\"message\":\"unavailable\"}");
+                return refusal(503, "unavailable");
             }
-            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
+            let (status, text) = received.forward().await;
             let creating = is_key_route
                 && parts.method == reqwest::Method::POST
                 && !parts.uri.path().contains("/rotate");
@@ -332,7 +326,7 @@ const LONG_KEY: &str = "sk-proj-Q7vN2mX9pL4kR8tW1yZ6cB3nH5jF0dS2aG7eU4iO9qP1wE6r
 async fn echo_proxy(upstream: String, mode: &'static str) -> String {
     proxy(upstream, move |received: Received| {
         async move {
-            let Received { parts, path, body, client, upstream } = received;
+            let Received { parts, body, .. } = &received;
             let writes_integration = parts.uri.path().starts_with("/ai_gw/admin/v2/integrations")
                 && !parts.uri.path().ends_with("/workspaces")
                 && (parts.method == reqwest::Method::POST || parts.method == reqwest::Method::PUT);
@@ -369,11 +363,9 @@ async fn echo_proxy(upstream: String, mode: &'static str) -> String {
                         format!("1 validation error for IntegrationCreate\nkey\n  Value error, key is not valid for this provider [type=value_error, input_value='{head}...{tail}', input_type=str]")
                     }
                 };
-                let answer = json!({"success": false, "message": message});
-                return json_answer(400, answer.to_string());
+                return refusal(400, message);
             }
-            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
-            json_answer(status, text)
+            received.pass().await
         }
     })
     .await
@@ -482,11 +474,11 @@ async fn slug_race_proxy(
         async move {
             let Received {
                 parts,
-                path,
                 body,
                 client,
                 upstream,
-            } = received;
+                ..
+            } = &received;
             let auth = parts.headers.get("authorization").cloned();
             let creating =
                 parts.method == reqwest::Method::POST && parts.uri.path() == "/ai_gw/v2/providers";
@@ -513,7 +505,7 @@ async fn slug_race_proxy(
                 eprintln!("proxy: foreign provider POST -> {status} id {id:?}");
                 *foreign.lock().unwrap() = id;
             }
-            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
+            let (status, text) = received.forward().await;
             if race {
                 eprintln!(
                     "proxy: our POST -> {status} {} (answer dropped: 502)",
@@ -623,13 +615,7 @@ async fn delete_echo_proxy(upstream: String) -> String {
     proxy(upstream, move |received: Received| {
         let seen = seen.clone();
         async move {
-            let Received {
-                parts,
-                path,
-                body,
-                client,
-                upstream,
-            } = received;
+            let Received { parts, body, .. } = &received;
             let integrations = parts.uri.path().starts_with("/ai_gw/admin/v2/integrations");
             if integrations && parts.method == reqwest::Method::POST {
                 let sent: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
@@ -640,11 +626,9 @@ async fn delete_echo_proxy(upstream: String) -> String {
             if integrations && parts.method == reqwest::Method::DELETE {
                 let key = seen.lock().unwrap().clone();
                 let message = format!("cannot delete: integration with key {key} is in use");
-                let answer = json!({"success": false, "message": message});
-                return json_answer(400, answer.to_string());
+                return refusal(400, message);
             }
-            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
-            json_answer(status, text)
+            received.pass().await
         }
     })
     .await

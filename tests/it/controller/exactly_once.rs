@@ -15,7 +15,7 @@ use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{CallWindows, Harness};
 use support::objects::{Conditions, create, gateway, limits, routing};
-use support::proxy::{Received, forward, json_answer, proxy};
+use support::proxy::{Received, json_answer, proxy, refusal};
 
 const WAIT: Duration = Duration::from_secs(60);
 const CONFIG_POST: &str = "POST /ai_gw/v2/configs";
@@ -447,18 +447,11 @@ async fn slow_create_proxy(upstream: String, posts: Arc<Mutex<Vec<jiff::Timestam
     proxy(upstream, move |received: Received| {
         let posts = posts.clone();
         async move {
-            let Received {
-                parts,
-                path,
-                body,
-                client,
-                upstream,
-            } = received;
+            let Received { parts, .. } = &received;
             let creating =
                 parts.method == reqwest::Method::POST && parts.uri.path() == "/ai_gw/v2/configs";
             if !creating {
-                let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
-                return json_answer(status, text);
+                return received.pass().await;
             }
             let arrived = {
                 let mut posts = posts.lock().unwrap();
@@ -472,7 +465,7 @@ async fn slow_create_proxy(upstream: String, posts: Arc<Mutex<Vec<jiff::Timestam
                     .insert("retry-after", axum::http::HeaderValue::from_static("25"));
                 return answer;
             }
-            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
+            let (status, text) = received.forward().await;
             tokio::time::sleep(Duration::from_secs(30)).await;
             json_answer(status, text)
         }
@@ -607,23 +600,23 @@ async fn namesake_proxy(
             let Received {
                 parts,
                 path,
-                body,
                 client,
                 upstream,
-            } = received;
+                ..
+            } = &received;
             let first = parts.method == reqwest::Method::POST
                 && parts.uri.path() == route
                 && made.lock().unwrap().is_none();
             if !first {
-                let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
-                return json_answer(status, text);
+                return received.pass().await;
             }
             let foreign = serde_json::to_vec(&foreign).unwrap();
-            let (status, text) = forward(&client, &upstream, &parts, &path, &foreign).await;
+            let (status, text) =
+                support::proxy::forward(client, upstream, parts, path, &foreign).await;
             assert_eq!(status, 200, "{}", String::from_utf8_lossy(&text));
             let answer: Value = serde_json::from_slice(&text).unwrap();
             *made.lock().unwrap() = Some(answer["id"].as_str().unwrap().to_string());
-            json_answer(503, "{\"success\":false,\"message\":\"unavailable\"}")
+            refusal(503, "unavailable")
         }
     })
     .await

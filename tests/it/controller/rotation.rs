@@ -838,7 +838,7 @@ async fn stripping_proxy(
                 body,
                 client,
                 upstream,
-            } = received;
+            } = &received;
             // Only the credentials and the content type go on (no `x-` header).
             let mut out = client
                 .request(parts.method.clone(), format!("{upstream}{path}"))

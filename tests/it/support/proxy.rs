@@ -48,6 +48,35 @@ pub struct Received {
     pub upstream: String,
 }
 
+impl Received {
+    /// Sends it on to the emulator; the status and body of the answer.
+    pub async fn forward(&self) -> (u16, Vec<u8>) {
+        forward(
+            &self.client,
+            &self.upstream,
+            &self.parts,
+            &self.path,
+            &self.body,
+        )
+        .await
+    }
+
+    /// Sends it on and answers what the emulator answered.
+    pub async fn pass(&self) -> axum::response::Response<axum::body::Body> {
+        let (status, text) = self.forward().await;
+        json_answer(status, text)
+    }
+}
+
+/// The API's error envelope with `message`, answered with `status`.
+pub fn refusal(
+    status: u16,
+    message: impl std::fmt::Display,
+) -> axum::response::Response<axum::body::Body> {
+    let answer = json!({"success": false, "message": message.to_string()});
+    json_answer(status, answer.to_string())
+}
+
 /// Serves a proxy in front of the emulator at `upstream` that answers every request with what
 /// `handle` makes of it; its URL.
 pub async fn proxy<F, Fut>(upstream: String, handle: F) -> String
@@ -108,13 +137,7 @@ fn leaves(value: &Value, out: &mut Vec<String>) {
 pub async fn echo_proxy(upstream: String) -> String {
     proxy(upstream, move |received: Received| {
         async move {
-            let Received {
-                parts,
-                path,
-                body,
-                client,
-                upstream,
-            } = received;
+            let Received { parts, body, .. } = &received;
             let route = parts.uri.path();
             let echoed = [
                 "/ai_gw/admin/v2/secret-references",
@@ -145,11 +168,9 @@ pub async fn echo_proxy(upstream: String) -> String {
                         format!("rejected values: {}", found.join(", "))
                     }
                 };
-                let answer = json!({"success": false, "message": message});
-                return json_answer(400, answer.to_string());
+                return refusal(400, message);
             }
-            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
-            json_answer(status, text)
+            received.pass().await
         }
     })
     .await
@@ -163,11 +184,11 @@ pub async fn delete_echo_proxy(upstream: String) -> String {
     proxy(upstream, move |received: Received| async move {
         let Received {
             parts,
-            path,
-            body,
+
             client,
             upstream,
-        } = received;
+            ..
+        } = &received;
         let route = parts.uri.path();
         let stored = [
             ("/ai_gw/admin/v2/secret-references/", "secret_references"),
@@ -194,11 +215,9 @@ pub async fn delete_echo_proxy(upstream: String) -> String {
                 .cloned()
                 .unwrap_or(Value::Null);
             let message = format!("cannot delete {key}: in use with {record}");
-            let answer = json!({"success": false, "message": message});
-            return json_answer(400, answer.to_string());
+            return refusal(400, message);
         }
-        let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
-        json_answer(status, text)
+        received.pass().await
     })
     .await
 }
