@@ -94,9 +94,7 @@ async fn the_key_comes_from_a_labelled_secret_and_each_change_is_one_put() {
     );
 
     // Steady state over several drift intervals: reads only.
-    h.reset_stats().await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(h.remote_writes().await, 0, "no write at steady state");
+    h.assert_no_write_over(Duration::from_secs(4)).await;
 
     // Each Secret change: the new key reaches the API with exactly one PUT.
     for (n, value) in [SECOND_KEY, THIRD_KEY].into_iter().enumerate() {
@@ -327,9 +325,7 @@ async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_
     assert_eq!(made[0]["usage_limits"]["credit_limit"], 200);
 
     // Steady state: the provider is read (its read carries the upstream key), never copied.
-    h.reset_stats().await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(h.remote_writes().await, 0, "no write at steady state");
+    h.assert_no_write_over(Duration::from_secs(3)).await;
     assert!(h.count("GET /ai_gw/v2/providers/{providerId}").await > 0);
     let statuses = serde_json::to_string(
         &h.env

@@ -170,25 +170,17 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
     assert_eq!(h.count(ACCESS).await, 1, "one access PUT for both rows");
 
     // Steady state over several drift intervals: reads only.
-    h.reset_stats().await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(h.remote_writes().await, 0, "no write at steady state");
+    h.assert_no_write_over(Duration::from_secs(4)).await;
 
     // A console edit of a readable field: corrected with one PUT.
-    h.call(
-        Method::PUT,
+    h.console_edit_corrected_once(
         &format!("/ai_gw/admin/v2/mcp-integrations/{slug}"),
-        Some(json!({"url": "https://console.example.com/mcp"})),
+        json!({"url": "https://console.example.com/mcp"}),
+        WAIT,
+        PUT,
+        || async { remote(&h, &slug).await["url"] == "https://mcp.example.com/mcp" },
     )
     .await;
-    h.reset_stats().await;
-    support::wait_until(WAIT, || async {
-        (remote(&h, &slug).await["url"] == "https://mcp.example.com/mcp").then_some(())
-    })
-    .await
-    .expect("the console edit was corrected");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(h.count(PUT).await, 1, "one PUT corrects the edit");
     let events = h.cluster_events_text().await;
     assert!(events.contains("DriftCorrected"), "{events}");
 
@@ -438,12 +430,6 @@ async fn an_exported_mcp_integration_is_adopted_without_a_write() {
     create(&h, "exported", spec).await;
     let ready = wait_for(&h, "exported", |w| w.ready()).await;
     assert_eq!(ready.status.unwrap().slug.as_deref(), Some(slug.as_str()));
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(
-        h.remote_writes().await,
-        before,
-        "adopting the export wrote: {}",
-        h.stats().await
-    );
+    h.assert_no_write_since(before, "adopting the export").await;
     h.stop().await;
 }

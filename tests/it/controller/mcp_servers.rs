@@ -222,20 +222,14 @@ async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_int
     assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
 
     // A console change of the default is corrected with one PUT.
-    h.call(
-        Method::PUT,
+    h.console_edit_corrected_once(
         &format!("/ai_gw/v2/mcp-servers/{id}/user-access"),
-        Some(json!({"user_access": [], "default_user_access": "allow"})),
+        json!({"user_access": [], "default_user_access": "allow"}),
+        WAIT,
+        ACCESS,
+        || async { remote(&h, &slug).await["default_user_access"] == "deny" },
     )
     .await;
-    h.reset_stats().await;
-    support::wait_until(WAIT, || async {
-        (remote(&h, &slug).await["default_user_access"] == "deny").then_some(())
-    })
-    .await
-    .expect("the default corrected");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(h.count(ACCESS).await, 1, "one PUT corrects it");
 
     // A rename: one PUT, whose short answer leaves the recorded id as it was.
     h.reset_stats().await;
@@ -352,13 +346,7 @@ async fn an_exported_mcp_server_is_adopted_without_a_write() {
     support::objects::create::<McpServer>(&h.env, "exported", spec).await;
     let ready = wait_for(&servers, "exported", |s| s.ready()).await;
     assert_eq!(ready.status.and_then(|s| s.id), Some(id));
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(
-        h.remote_writes().await,
-        before,
-        "adopting the export wrote: {}",
-        h.stats().await
-    );
+    h.assert_no_write_since(before, "adopting the export").await;
     h.stop().await;
 }
 

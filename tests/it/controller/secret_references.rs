@@ -85,25 +85,17 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
     assert_eq!(stored["tags"], json!({"team": "platform"}));
 
     // Steady state over several drift intervals: reads only.
-    h.reset_stats().await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(h.remote_writes().await, 0, "no write at steady state");
+    h.assert_no_write_over(Duration::from_secs(4)).await;
 
     // A console edit of a readable field: corrected with one PUT.
-    h.call(
-        Method::PUT,
+    h.console_edit_corrected_once(
         &format!("/ai_gw/admin/v2/secret-references/{slug}"),
-        Some(json!({"secret_path": "edited/in/the/console"})),
+        json!({"secret_path": "edited/in/the/console"}),
+        WAIT,
+        PUT,
+        || async { remote(&h, &slug).await["secret_path"] == "prod/openai" },
     )
     .await;
-    h.reset_stats().await;
-    support::wait_until(WAIT, || async {
-        (remote(&h, &slug).await["secret_path"] == "prod/openai").then_some(())
-    })
-    .await
-    .expect("the console edit was corrected");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(h.count(PUT).await, 1, "one PUT corrects the edit");
     let events = h.cluster_events_text().await;
     assert!(events.contains("DriftCorrected"), "{events}");
 
@@ -291,25 +283,17 @@ async fn an_integration_maps_its_key_to_a_secret_reference_resource() {
     );
     assert_eq!(h.count(POST_INTEGRATION).await, 1, "one POST");
 
-    h.reset_stats().await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(h.remote_writes().await, 0, "no write at steady state");
+    h.assert_no_write_over(Duration::from_secs(4)).await;
 
     // The mappings cleared in the console: put back with one PUT.
-    h.call(
-        Method::PUT,
+    h.console_edit_corrected_once(
         &format!("/ai_gw/admin/v2/integrations/{integration}"),
-        Some(json!({"secret_mappings": []})),
+        json!({"secret_mappings": []}),
+        WAIT,
+        PUT_INTEGRATION,
+        || async { remote_integration(&h, &integration).await["secret_mappings"] == wanted },
     )
     .await;
-    h.reset_stats().await;
-    support::wait_until(WAIT, || async {
-        (remote_integration(&h, &integration).await["secret_mappings"] == wanted).then_some(())
-    })
-    .await
-    .expect("the console edit was put back");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(h.count(PUT_INTEGRATION).await, 1, "one PUT puts it back");
 
     // The reference cannot go while the Integration maps it: it says who, and waits.
     api(&h)
@@ -412,12 +396,6 @@ async fn a_mapped_integration_as_exported_is_adopted_without_a_write() {
     })
     .await
     .expect("the exported integration is adopted");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(
-        h.remote_writes().await,
-        before,
-        "adopting the export wrote: {}",
-        h.stats().await
-    );
+    h.assert_no_write_since(before, "adopting the export").await;
     h.stop().await;
 }

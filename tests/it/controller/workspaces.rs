@@ -409,13 +409,7 @@ async fn an_exported_workspace_is_adopted_without_a_write() {
     create(&h, "exported", spec).await;
     let ready = wait_for(&h, "exported", |w| w.ready()).await;
     assert_eq!(ready.status.unwrap().slug.as_deref(), Some(slug.as_str()));
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(
-        h.remote_writes().await,
-        before,
-        "adopting the export wrote: {}",
-        h.stats().await
-    );
+    h.assert_no_write_since(before, "adopting the export").await;
     h.stop().await;
 }
 

@@ -118,6 +118,54 @@ impl Harness {
         );
     }
 
+    /// Edits a remote object as the console would (`PUT path` with `body`) and waits, within
+    /// `within`, until `corrected` holds; 3 s later, `endpoint` ("METHOD /template") has been
+    /// called exactly once since the edit: the one correction.
+    pub async fn console_edit_corrected_once<F, Fut>(
+        &self,
+        path: &str,
+        body: Value,
+        within: Duration,
+        endpoint: &str,
+        mut corrected: F,
+    ) where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        self.call(reqwest::Method::PUT, path, Some(body)).await;
+        self.reset_stats().await;
+        super::wait_until(within, || {
+            let done = corrected();
+            async move { done.await.then_some(()) }
+        })
+        .await
+        .unwrap_or_else(|| panic!("the console edit of {path} was not corrected"));
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(
+            self.count(endpoint).await,
+            1,
+            "one {endpoint} corrects the edit of {path}"
+        );
+    }
+
+    /// Over `quiet` from now, the emulator sees no write.
+    pub async fn assert_no_write_over(&self, quiet: Duration) {
+        self.reset_stats().await;
+        tokio::time::sleep(quiet).await;
+        assert_eq!(self.remote_writes().await, 0, "no write at steady state");
+    }
+
+    /// 3 s from now, the emulator has seen no write since it had seen `before`.
+    pub async fn assert_no_write_since(&self, before: u64, what: &str) {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(
+            self.remote_writes().await,
+            before,
+            "{what} wrote: {}",
+            self.stats().await
+        );
+    }
+
     /// The emulator's record in its state `collection` whose `field` is `value`, secrets in
     /// clear; `Null` when there is none.
     pub async fn remote_record(&self, collection: &str, field: &str, value: &str) -> Value {
