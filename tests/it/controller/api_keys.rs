@@ -32,15 +32,14 @@ async fn set_trigger(h: &Harness, name: &str, trigger: &str) -> ApiKey {
         )
         .await
         .unwrap();
-    h.env
-        .wait_for::<ApiKey>(name, WAIT, |k| {
-            ready(k)
-                && k.status.as_ref().is_some_and(|s| {
-                    s.rotation.pending_rotation.is_none()
-                        && s.rotation.observed_rotation_trigger.as_deref() == Some(trigger)
-                })
-        })
-        .await
+    h.wait_for::<ApiKey>(name, WAIT, |k| {
+        ready(k)
+            && k.status.as_ref().is_some_and(|s| {
+                s.rotation.pending_rotation.is_none()
+                    && s.rotation.observed_rotation_trigger.as_deref() == Some(trigger)
+            })
+    })
+    .await
 }
 
 /// No key value the emulator ever handed out (nor `extra`) is in logs, events or statuses.
@@ -110,7 +109,7 @@ async fn an_api_key_is_delivered_into_its_secret_and_kept_in_line_without_idle_w
         )
         .await
         .unwrap();
-    h.env.wait_for::<ApiKey>("app", WAIT, ready).await;
+    h.wait_for::<ApiKey>("app", WAIT, ready).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(h.remote_writes().await, 1, "{}", h.stats().await);
     let remote_key = remote(&h, &id).await;
@@ -303,7 +302,6 @@ async fn a_lost_create_answer_leaves_no_orphaned_key() {
     h.faults(json!({})).await;
 
     let created = h
-        .env
         .wait_for::<ApiKey>("lost", Duration::from_secs(90), ready)
         .await;
     let id = created.status.unwrap().id.unwrap();
@@ -443,14 +441,12 @@ async fn defaults_config_names_a_config_resource_and_waits_until_it_exists() {
     )
     .await;
     let config = h
-        .env
         .wait_for::<aigw::resources::Config>("routing", WAIT, |c| {
             c.status.as_ref().is_some_and(|s| s.slug.is_some())
         })
         .await;
     let slug = config.status.unwrap().slug.unwrap();
     let created = h
-        .env
         .wait_for::<ApiKey>("routed", Duration::from_secs(90), ready)
         .await;
     let status = created.status.unwrap();
@@ -469,17 +465,16 @@ async fn a_deleted_secret_is_reported_at_once_and_a_trigger_change_refills_it() 
         .delete("gone-key", &Default::default())
         .await
         .unwrap();
-    h.env
-        .wait_for::<ApiKey>("gone", WAIT, |k| {
-            k.status.as_ref().is_some_and(|s| {
-                s.conditions.iter().any(|c| {
-                    c.type_ == "CredentialsAvailable"
-                        && c.status == "False"
-                        && c.reason == "SecretMissing"
-                })
+    h.wait_for::<ApiKey>("gone", WAIT, |k| {
+        k.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| {
+                c.type_ == "CredentialsAvailable"
+                    && c.status == "False"
+                    && c.reason == "SecretMissing"
             })
         })
-        .await;
+    })
+    .await;
     assert_eq!(
         remote(&h, &id).await["rotations"],
         0,
@@ -503,7 +498,6 @@ async fn a_scheduled_rotation_happens_when_due() {
     .await
     .expect("no scheduled rotation");
     let rotated = h
-        .env
         .wait_for::<ApiKey>("sched", WAIT, |k| {
             ready(k)
                 && k.status
@@ -638,7 +632,6 @@ async fn a_lost_rotate_answer_replaces_the_key_and_the_secret_ends_live() {
     .expect("the rotate call never happened");
     h.faults(json!({})).await;
     let settled = h
-        .env
         .wait_for::<ApiKey>("shaky", WAIT, |k| {
             let status = k.status.as_ref().unwrap();
             ready(k)
@@ -701,7 +694,6 @@ async fn a_key_deleted_outside_aigw_is_created_again_into_the_secret() {
         "the old key is gone"
     );
     let again = h
-        .env
         .wait_for::<ApiKey>("gone", WAIT, |k| {
             ready(k)
                 && k.status
@@ -773,15 +765,14 @@ async fn a_rotation_in_flight_is_not_redone_by_a_second_writer() {
     tokio::time::sleep(Duration::from_millis(700)).await;
     h.faults(json!({})).await;
     let _writer_b = h.second_operator();
-    h.env
-        .wait_for::<ApiKey>("race", WAIT, |k| {
-            ready(k)
-                && k.status.as_ref().is_some_and(|s| {
-                    s.rotation.pending_rotation.is_none()
-                        && s.rotation.observed_rotation_trigger.as_deref() == Some("b")
-                })
-        })
-        .await;
+    h.wait_for::<ApiKey>("race", WAIT, |k| {
+        ready(k)
+            && k.status.as_ref().is_some_and(|s| {
+                s.rotation.pending_rotation.is_none()
+                    && s.rotation.observed_rotation_trigger.as_deref() == Some("b")
+            })
+    })
+    .await;
     // Let A's slow call land, and both writers settle.
     tokio::time::sleep(Duration::from_secs(9)).await;
     let remote_key = remote(&h, &id).await;
@@ -844,7 +835,6 @@ async fn a_crash_after_the_create_secret_write_keeps_the_key_the_secret_holds() 
     h.reset_stats().await;
     h.restart_operator().await;
     let settled = h
-        .env
         .wait_for::<ApiKey>("held", Duration::from_secs(60), |k| {
             ready(k)
                 && k.status
@@ -900,7 +890,6 @@ async fn a_stale_rotation_intent_never_rotates_a_freshly_created_key() {
     .await;
     h.restart_operator().await;
     let again = h
-        .env
         .wait_for::<ApiKey>("stale", WAIT, |k| {
             ready(k)
                 && k.status.as_ref().is_some_and(|s| {
@@ -938,11 +927,10 @@ async fn a_paused_or_observed_api_key_writes_nothing_until_let_go() {
     };
 
     patch(json!({"metadata": {"annotations": {"aigw.io/paused": "true"}}})).await;
-    h.env
-        .wait_for::<ApiKey>("held", WAIT, |k| {
-            k.condition("Paused").is_some_and(|(s, _, _)| s == "True")
-        })
-        .await;
+    h.wait_for::<ApiKey>("held", WAIT, |k| {
+        k.condition("Paused").is_some_and(|(s, _, _)| s == "True")
+    })
+    .await;
     h.reset_stats().await;
     patch(json!({"spec": {"description": "paused edit", "rotation": {"trigger": "b"}}})).await;
     tokio::time::sleep(drift * 3 + Duration::from_millis(500)).await;
@@ -970,7 +958,6 @@ async fn a_paused_or_observed_api_key_writes_nothing_until_let_go() {
     )
     .await;
     let observed = h
-        .env
         .wait_for::<ApiKey>("held", WAIT, |k| {
             k.condition("Drifted").is_some_and(|(s, _, _)| s == "True")
         })
@@ -1112,7 +1099,6 @@ async fn a_secret_that_cannot_be_written_mints_no_keys() {
         "keys were minted while the Secret could not be written"
     );
     let stalled = h
-        .env
         .wait_for::<ApiKey>("refused", WAIT, |k| k.stalled_with("SecretNotWritable"))
         .await;
     let (_, _, message) = stalled.condition("Stalled").unwrap();
@@ -1128,7 +1114,7 @@ async fn a_secret_that_cannot_be_written_mints_no_keys() {
     );
     // Once the Secret may be written, one key is created into it.
     refusal.lift().await;
-    let ready = h.env.wait_for::<ApiKey>("refused", WAIT, ready).await;
+    let ready = h.wait_for::<ApiKey>("refused", WAIT, ready).await;
     let id = ready.status.unwrap().id.unwrap();
     let live = named(remote_keys(&h).await);
     assert_eq!(live.len(), 1, "{live:?}");

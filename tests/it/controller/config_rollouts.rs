@@ -53,11 +53,10 @@ async fn setup_in(
         }
     }
     for name in waited {
-        h.env
-            .wait_for::<Config>(name, WAIT, |c| {
-                c.status.as_ref().is_some_and(|s| s.slug.is_some())
-            })
-            .await;
+        h.wait_for::<Config>(name, WAIT, |c| {
+            c.status.as_ref().is_some_and(|s| s.slug.is_some())
+        })
+        .await;
     }
     let mut keys = Vec::new();
     for name in KEYS {
@@ -75,7 +74,6 @@ async fn setup_in(
     }
     for name in KEYS {
         let key = h
-            .env
             .wait_for::<ApiKey>(name, WAIT, support::api_keys::ready)
             .await;
         keys.push((name.to_string(), key.status.unwrap().id.unwrap()));
@@ -192,7 +190,6 @@ async fn a_healthy_candidate_completes_every_step() {
     create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
 
     let done = h
-        .env
         .wait_for::<ConfigRollout>("checkout", Duration::from_secs(90), |r| {
             status(r).phase != Phase::Progressing
         })
@@ -210,7 +207,6 @@ async fn a_healthy_candidate_completes_every_step() {
     assert_eq!(analysis.candidate.keys, 4);
     assert_eq!(done_status.moved_keys, KEYS);
     let completed = h
-        .env
         .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
             condition(r, "Ready").is_some_and(|(s, reason, _)| s == "True" && reason == "Completed")
         })
@@ -258,13 +254,11 @@ async fn a_failing_candidate_is_rolled_back_at_the_first_step() {
     create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
 
     let moved = h
-        .env
         .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
         .await;
     let step_started = Instant::now();
     assert_eq!(status(&moved).moved_keys, ["key-a"]);
     let rolled_back = h
-        .env
         .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).phase != Phase::Progressing)
         .await;
     let decided_in = step_started.elapsed();
@@ -292,7 +286,6 @@ async fn a_failing_candidate_is_rolled_back_at_the_first_step() {
     let sent = traffic.stop().await;
     assert!(back.is_some(), "every key is back on the stable config");
     let settled = h
-        .env
         .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
             condition(r, "Ready")
                 .is_some_and(|(s, reason, _)| s == "False" && reason == "RolledBack")
@@ -360,7 +353,6 @@ async fn a_rollout_is_refused_what_it_cannot_do() {
     elsewhere["candidateConfigRef"] = json!({"name": "candidate", "namespace": "kube-system"});
     create::<ConfigRollout>(&h.env, "elsewhere", elsewhere).await;
     let refused = h
-        .env
         .wait_for::<ConfigRollout>("elsewhere", WAIT, |r| {
             condition(r, "Stalled")
                 .is_some_and(|(s, reason, _)| s == "True" && reason == "InvalidSpec")
@@ -400,8 +392,7 @@ async fn abort_and_promote_through_the_cli() {
     let keys = setup(&h).await;
     let steps = json!([{"weight": 50, "pause": "10m"}, {"weight": 100, "pause": "10m"}]);
     create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
-    h.env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
+    h.wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
         .await;
     let text = aigw_rollout(&h, &["status", "checkout"]).await;
     assert!(text.contains("Progressing, step 0 of 2 (50%)"), "{text}");
@@ -418,7 +409,6 @@ async fn abort_and_promote_through_the_cli() {
 
     aigw_rollout(&h, &["abort", "checkout"]).await;
     let aborted = h
-        .env
         .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
             condition(r, "Ready").is_some_and(|(s, reason, _)| s == "False" && reason == "Aborted")
                 && condition(r, "Stalled").is_some_and(|(s, _, _)| s == "True")
@@ -441,14 +431,12 @@ async fn abort_and_promote_through_the_cli() {
         .patch("checkout", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    h.env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
-            status(r).phase == Phase::Progressing && status(r).step_started_at.is_some()
-        })
-        .await;
+    h.wait_for::<ConfigRollout>("checkout", WAIT, |r| {
+        status(r).phase == Phase::Progressing && status(r).step_started_at.is_some()
+    })
+    .await;
     aigw_rollout(&h, &["promote", "checkout"]).await;
     let promoted = h
-        .env
         .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
             condition(r, "Ready").is_some_and(|(s, reason, _)| s == "True" && reason == "Completed")
         })
@@ -489,8 +477,7 @@ async fn a_restarted_operator_resumes_without_moving_a_key_twice() {
                        {"weight": 100, "pause": "2s"}]);
     create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
     for step in [0, 1, 2] {
-        h.env
-            .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).current_step == Some(step))
+        h.wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).current_step == Some(step))
             .await;
         h.stop_operator().await;
         let stopped = h.env.api::<ConfigRollout>().get("checkout").await.unwrap();
@@ -503,7 +490,6 @@ async fn a_restarted_operator_resumes_without_moving_a_key_twice() {
         h.restart_operator().await;
     }
     let done = h
-        .env
         .wait_for::<ConfigRollout>("checkout", Duration::from_secs(90), |r| {
             status(r).phase != Phase::Progressing
         })
@@ -535,8 +521,7 @@ async fn a_second_rollout_over_the_same_keys_is_refused_and_a_deleted_candidate_
     let keys = setup(&h).await;
     let steps = json!([{"weight": 50, "pause": "10m"}, {"weight": 100, "pause": "10m"}]);
     create::<ConfigRollout>(&h.env, "first", rollout_spec(steps)).await;
-    h.env
-        .wait_for::<ConfigRollout>("first", WAIT, |r| status(r).step_started_at.is_some())
+    h.wait_for::<ConfigRollout>("first", WAIT, |r| status(r).step_started_at.is_some())
         .await;
     let stable = slug(&h, "stable").await;
     let candidate = slug(&h, "candidate").await;
@@ -546,7 +531,6 @@ async fn a_second_rollout_over_the_same_keys_is_refused_and_a_deleted_candidate_
     let steps = json!([{"weight": 100, "pause": "1s"}]);
     create::<ConfigRollout>(&h.env, "second", rollout_spec(steps)).await;
     let refused = h
-        .env
         .wait_for::<ConfigRollout>("second", WAIT, |r| {
             condition(r, "Stalled")
                 .is_some_and(|(s, reason, _)| s == "True" && reason == "InvalidSpec")
@@ -580,7 +564,6 @@ async fn a_candidate_outside_the_grant_moves_no_key() {
     let h = Harness::start_with_grants("rollout-grant", Duration::from_secs(600), grants).await;
     let keys = setup_in(&h, Some(GRANTED), Some(ELSEWHERE)).await;
     let refused = h
-        .env
         .wait_for::<Config>("candidate", WAIT, |c| {
             c.status.as_ref().is_some_and(|s| {
                 s.conditions
@@ -593,7 +576,6 @@ async fn a_candidate_outside_the_grant_moves_no_key() {
     let steps = json!([{"weight": 100, "pause": "1s"}]);
     create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
     let waiting = h
-        .env
         .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
             condition(r, "Reconciling")
                 .is_some_and(|(s, reason, _)| s == "True" && reason == "ConfigNotReady")
@@ -628,7 +610,6 @@ async fn no_traffic_past_max_wait_rolls_back() {
     spec["analysis"]["maxWait"] = json!("3s");
     create::<ConfigRollout>(&h.env, "checkout", spec).await;
     let waiting = h
-        .env
         .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
             condition(r, "Reconciling")
                 .is_some_and(|(s, reason, _)| s == "True" && reason == "WaitingForTraffic")
@@ -640,7 +621,6 @@ async fn no_traffic_past_max_wait_rolls_back() {
         "{message}"
     );
     let rolled = h
-        .env
         .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).phase == Phase::RolledBack)
         .await;
     let decision = status(&rolled).decisions.last().cloned().unwrap();
@@ -678,7 +658,6 @@ async fn delete_config_and_see_the_rollback(
         .await
         .unwrap();
     let rolled = h
-        .env
         .wait_for::<ConfigRollout>(rollout, WAIT, |r| status(r).phase == Phase::RolledBack)
         .await;
     let decision = status(&rolled).decisions.last().cloned().unwrap();
@@ -713,7 +692,6 @@ async fn a_second_installation_leaves_a_claimed_rollout_alone() {
     let steps = json!([{"weight": 25, "pause": "120s"}, {"weight": 100, "pause": "2s"}]);
     create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
     let started = h
-        .env
         .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
         .await;
     let ns = h.env.namespace.clone();
@@ -760,8 +738,7 @@ async fn a_rewritten_rollout_claim_stalls_it_and_does_not_hold_its_deletion() {
     let keys = setup(&h).await;
     let steps = json!([{"weight": 25, "pause": "60s"}, {"weight": 100, "pause": "2s"}]);
     create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
-    h.env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
+    h.wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
         .await;
     h.env
         .api::<ConfigRollout>()
@@ -773,7 +750,6 @@ async fn a_rewritten_rollout_claim_stalls_it_and_does_not_hold_its_deletion() {
         .await
         .unwrap();
     let stalled = h
-        .env
         .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
             condition(r, "Stalled")
                 .is_some_and(|(s, reason, _)| s == "True" && reason == "ClaimChanged")
@@ -852,13 +828,11 @@ async fn promote_does_not_skip_a_refused_key() {
     assert_eq!(recorded.as_deref(), Some("inst-b"));
     let steps = json!([{"weight": 25, "pause": "120s"}, {"weight": 100, "pause": "2s"}]);
     create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
-    h.env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
-            condition(r, "Stalled").is_some_and(|(s, _, m)| {
-                s == "True" && m.contains("belongs to another installation")
-            })
-        })
-        .await;
+    h.wait_for::<ConfigRollout>("checkout", WAIT, |r| {
+        condition(r, "Stalled")
+            .is_some_and(|(s, _, m)| s == "True" && m.contains("belongs to another installation"))
+    })
+    .await;
     h.env
         .api::<ConfigRollout>()
         .patch(
@@ -932,12 +906,10 @@ async fn a_retagged_moved_key_is_returned_by_the_rollback() {
     let keys = setup(&h).await;
     let steps = json!([{"weight": 25, "pause": "60s"}, {"weight": 100, "pause": "2s"}]);
     create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
-    h.env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
+    h.wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
         .await;
     annotate(&h, "key-a", json!({"aigw.io/rollout": "ghost"})).await;
     let done = h
-        .env
         .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
             condition(r, "Stalled")
                 .is_some_and(|(s, _, m)| s == "True" && m.contains("every moved key is back"))
@@ -983,8 +955,7 @@ async fn a_hand_written_rollout_annotation_moves_no_key() {
     // Naming a rollout that never moved the key.
     let steps = json!([{"weight": 25, "pause": "60s"}, {"weight": 100, "pause": "2s"}]);
     create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
-    h.env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
+    h.wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
         .await;
     annotate(
         &h,
@@ -1012,7 +983,6 @@ async fn a_moved_key_leaving_the_selector_is_returned_and_not_counted() {
     let steps = json!([{"weight": 25, "pause": "3s"}, {"weight": 100, "pause": "2s"}]);
     create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
     let moved = h
-        .env
         .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
         .await;
     assert_eq!(status(&moved).moved_keys, ["key-a"]);
@@ -1026,7 +996,6 @@ async fn a_moved_key_leaving_the_selector_is_returned_and_not_counted() {
         .await
         .unwrap();
     let judged = h
-        .env
         .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
             let s = status(r);
             s.moved_keys == ["key-b"]
@@ -1257,13 +1226,12 @@ async fn a_sigkilled_operator_process_finishes_a_rollback() {
     .await;
     traffic.stop().await;
     assert!(back.is_some(), "every key is back on the stable config");
-    h.env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
-            condition(r, "Ready").is_some_and(|(s, reason, m)| {
-                s == "False" && reason == "RolledBack" && m.contains("every moved key is back")
-            })
+    h.wait_for::<ConfigRollout>("checkout", WAIT, |r| {
+        condition(r, "Ready").is_some_and(|(s, reason, m)| {
+            s == "False" && reason == "RolledBack" && m.contains("every moved key is back")
         })
-        .await;
+    })
+    .await;
     for (name, id) in &keys {
         println!("{name}: write log {:?}", config_writes(&h, id).await);
     }
@@ -1289,8 +1257,7 @@ async fn a_deleted_stable_config_rolls_back_and_is_held_while_keys_name_it() {
     let keys = setup(&h).await;
     let steps = json!([{"weight": 50, "pause": "10m"}, {"weight": 100, "pause": "10m"}]);
     create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
-    h.env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
+    h.wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
         .await;
     let (stable, candidate) = (slug(&h, "stable").await, slug(&h, "candidate").await);
     assert_eq!(
@@ -1308,7 +1275,6 @@ async fn a_deleted_stable_config_rolls_back_and_is_held_while_keys_name_it() {
     )
     .await;
     let held = h
-        .env
         .wait_for::<Config>("stable", WAIT, |c| c.stalled_with("StillReferenced"))
         .await;
     let (_, _, message) = held.condition("Stalled").unwrap();
@@ -1340,7 +1306,6 @@ async fn a_deleted_stable_config_rolls_back_and_is_held_while_keys_name_it() {
         .await
         .unwrap();
     let still = h
-        .env
         .wait_for::<Config>("stable", WAIT, |c| {
             c.condition("Stalled").is_some_and(|(s, r, m)| {
                 s == "True" && r == "StillReferenced" && !m.contains("ConfigRollout")
@@ -1383,7 +1348,6 @@ async fn a_telemetry_outage_past_max_wait_rolls_back() {
     spec["analysis"]["maxWait"] = json!("5s");
     create::<ConfigRollout>(&h.env, "checkout", spec).await;
     let waiting = h
-        .env
         .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
             condition(r, "Reconciling")
                 .is_some_and(|(s, reason, _)| s == "True" && reason == "TelemetryUnavailable")
@@ -1397,7 +1361,6 @@ async fn a_telemetry_outage_past_max_wait_rolls_back() {
     );
     assert!(message.contains("analysis.maxWait (5s)"), "{message}");
     let rolled = h
-        .env
         .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).phase == Phase::RolledBack)
         .await;
     let decision = status(&rolled).decisions.last().cloned().unwrap();
@@ -1465,18 +1428,16 @@ async fn a_rollout_whose_connection_leaves_reach_is_given_back_or_left_alone() {
     started["connectionRef"] = json!({"name": name});
     create::<ConfigRollout>(&h.env, "started", started).await;
     let api = h.env.api::<ConfigRollout>();
-    h.env
-        .wait_for::<ConfigRollout>("early", WAIT, |r| {
-            status(r).installation.as_deref() == Some("aigw")
-                && condition(r, "Stalled")
-                    .is_some_and(|(s, reason, _)| s == "True" && reason == "InvalidSpec")
-        })
-        .await;
-    h.env
-        .wait_for::<ConfigRollout>("started", WAIT, |r| {
-            status(r).installation.as_deref() == Some("aigw") && !r.finalizers().is_empty()
-        })
-        .await;
+    h.wait_for::<ConfigRollout>("early", WAIT, |r| {
+        status(r).installation.as_deref() == Some("aigw")
+            && condition(r, "Stalled")
+                .is_some_and(|(s, reason, _)| s == "True" && reason == "InvalidSpec")
+    })
+    .await;
+    h.wait_for::<ConfigRollout>("started", WAIT, |r| {
+        status(r).installation.as_deref() == Some("aigw") && !r.finalizers().is_empty()
+    })
+    .await;
 
     connections
         .patch(
@@ -1499,7 +1460,6 @@ async fn a_rollout_whose_connection_leaves_reach_is_given_back_or_left_alone() {
         .unwrap();
     }
     let given = h
-        .env
         .wait_for::<ConfigRollout>("early", WAIT, |r| {
             status(r).installation.is_none()
                 && !r.annotations().contains_key("aigw.io/installation")
@@ -1561,8 +1521,7 @@ async fn a_moved_key_asks_the_watch_cache_not_the_apiserver() {
     let keys = setup(&h).await;
     let steps = json!([{"weight": 100, "pause": "10m"}]);
     create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
-    h.env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
+    h.wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
         .await;
     let candidate = slug(&h, "candidate").await;
     assert_eq!(remote_configs(&h, &keys).await, vec![candidate.clone(); 4]);
@@ -1608,8 +1567,7 @@ async fn an_aborted_rollout_left_in_place_leaves_a_later_rollouts_keys_alone() {
     let keys = setup(&h).await;
     let steps = json!([{"weight": 50, "pause": "10m"}, {"weight": 100, "pause": "10m"}]);
     create::<ConfigRollout>(&h.env, "first", rollout_spec(steps.clone())).await;
-    h.env
-        .wait_for::<ConfigRollout>("first", WAIT, |r| status(r).step_started_at.is_some())
+    h.wait_for::<ConfigRollout>("first", WAIT, |r| status(r).step_started_at.is_some())
         .await;
     h.env
         .api::<ConfigRollout>()
@@ -1623,7 +1581,6 @@ async fn an_aborted_rollout_left_in_place_leaves_a_later_rollouts_keys_alone() {
         .await
         .unwrap();
     let aborted = h
-        .env
         .wait_for::<ConfigRollout>("first", WAIT, |r| {
             condition(r, "Stalled").is_some_and(|(s, reason, _)| s == "True" && reason == "Aborted")
         })
@@ -1634,8 +1591,7 @@ async fn an_aborted_rollout_left_in_place_leaves_a_later_rollouts_keys_alone() {
     assert_eq!(remote_configs(&h, &keys).await, vec![stable.clone(); 4]);
 
     create::<ConfigRollout>(&h.env, "second", rollout_spec(steps)).await;
-    h.env
-        .wait_for::<ConfigRollout>("second", WAIT, |r| status(r).step_started_at.is_some())
+    h.wait_for::<ConfigRollout>("second", WAIT, |r| status(r).step_started_at.is_some())
         .await;
     tokio::time::sleep(Duration::from_secs(8)).await;
     let once_more = vec![
@@ -1748,15 +1704,13 @@ async fn a_hand_rewritten_rollout_config_moves_nothing() {
         json!({"name": "other", "config": {"provider": "@other-openai"}}),
     )
     .await;
-    h.env
-        .wait_for::<Config>("other", WAIT, |c| {
-            c.status.as_ref().is_some_and(|s| s.slug.is_some())
-        })
-        .await;
+    h.wait_for::<Config>("other", WAIT, |c| {
+        c.status.as_ref().is_some_and(|s| s.slug.is_some())
+    })
+    .await;
     let steps = json!([{"weight": 50, "pause": "10m"}, {"weight": 100, "pause": "10m"}]);
     create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
-    h.env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
+    h.wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
         .await;
     annotate(&h, "key-a", json!({"aigw.io/rollout-config": "other"})).await;
     tokio::time::sleep(Duration::from_secs(8)).await;

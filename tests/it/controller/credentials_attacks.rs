@@ -47,8 +47,7 @@ async fn ready_integration_and_provider(h: &Harness) {
     .await
     .expect("integration ready");
     support::objects::create::<Provider>(&h.env, "openai-a", provider_spec(h)).await;
-    h.env
-        .wait_for::<Provider>("openai-a", WAIT, |p| p.ready())
+    h.wait_for::<Provider>("openai-a", WAIT, |p| p.ready())
         .await;
 }
 
@@ -77,7 +76,6 @@ async fn a_provider_whose_integration_grant_was_revoked_is_released_on_delete_wi
         .await
         .unwrap();
     let refused = h
-        .env
         .wait_for::<Provider>("openai-a", WAIT, |p| {
             p.stalled_with("IntegrationNotAllowed")
         })
@@ -188,7 +186,6 @@ async fn a_lost_key_create_whose_orphan_delete_fails_keeps_looking_for_the_orpha
     );
     knobs.fail_deletes.store(false, Ordering::SeqCst);
     let ready = h
-        .env
         .wait_for::<ApiKey>("lost", Duration::from_secs(90), api_key_ready)
         .await;
     let id = ready.status.clone().unwrap().id.unwrap();
@@ -257,7 +254,6 @@ async fn grants_and_secret_namespaces_hold_for_keys_and_integrations() {
             .await
             .unwrap();
         let k = h
-            .env
             .wait_for::<ApiKey>(name, WAIT, |k| k.stalled_with("WorkspaceNotAllowed"))
             .await;
         eprintln!("ApiKey {name}: {:?}", k.condition("Stalled"));

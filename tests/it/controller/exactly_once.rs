@@ -59,8 +59,7 @@ async fn two_operators_racing_create_each_config_once() {
         create::<Config>(&h.env, &name, routing(&name)).await;
     }
     for i in 0..10 {
-        h.env
-            .wait_for::<Config>(&format!("race-{i}"), WAIT, |c| c.ready())
+        h.wait_for::<Config>(&format!("race-{i}"), WAIT, |c| c.ready())
             .await;
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -94,10 +93,7 @@ async fn a_lost_create_answer_never_claims_an_older_namesake() {
     .await
     .expect("the create was sent");
     h.faults(json!({})).await;
-    let ready = h
-        .env
-        .wait_for::<Config>("shared", WAIT, |c| c.ready())
-        .await;
+    let ready = h.wait_for::<Config>("shared", WAIT, |c| c.ready()).await;
     let ours = ready.status.unwrap().id.unwrap();
     assert_ne!(ours, namesake, "the older namesake was claimed");
     let found = remote_configs_named(&h, "shared").await;
@@ -120,19 +116,16 @@ async fn a_capped_list_is_never_proof_of_absence() {
     .expect("the create was sent");
     // The answer was lost; now the list is capped below its total.
     h.faults(json!({"list_cap": 0})).await;
-    h.env
-        .wait_for::<Config>("capped", WAIT, |c| {
-            c.not_ready_with("CreateOutcomeUnknown")
-                && c.condition("Ready")
-                    .is_some_and(|(_, _, m)| m.contains("incomplete"))
-        })
-        .await;
+    h.wait_for::<Config>("capped", WAIT, |c| {
+        c.not_ready_with("CreateOutcomeUnknown")
+            && c.condition("Ready")
+                .is_some_and(|(_, _, m)| m.contains("incomplete"))
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(h.count(CONFIG_POST).await, 1, "a second POST on a guess");
     h.faults(json!({})).await;
-    h.env
-        .wait_for::<Config>("capped", WAIT, |c| c.ready())
-        .await;
+    h.wait_for::<Config>("capped", WAIT, |c| c.ready()).await;
     assert_eq!(remote_configs_named(&h, "capped").await.len(), 1);
     assert_eq!(h.count(CONFIG_POST).await, 1);
     h.stop().await;
@@ -150,10 +143,7 @@ async fn an_unreadable_create_answer_loses_neither_object_nor_credentials() {
     .expect("the create was sent");
     tokio::time::sleep(Duration::from_secs(2)).await;
     h.faults(json!({})).await;
-    let ready = h
-        .env
-        .wait_for::<Deployment>("gw", WAIT, |d| d.ready())
-        .await;
+    let ready = h.wait_for::<Deployment>("gw", WAIT, |d| d.ready()).await;
     let id = ready.status.unwrap().id.unwrap();
     assert_eq!(h.count(DEPLOYMENT_POST).await, 1, "one registration");
     let live = client_auth(&h, "gw-creds").await;
@@ -176,7 +166,6 @@ async fn a_create_answer_without_slug_is_followed_by_id() {
     h.faults(json!({"create_without_slug": true})).await;
     create::<Config>(&h.env, "noslug", routing("noslug")).await;
     let with_slug = h
-        .env
         .wait_for::<Config>("noslug", WAIT, |c| {
             c.ready() && c.status.as_ref().is_some_and(|s| s.slug.is_some())
         })
@@ -197,23 +186,18 @@ async fn ab03_means_out_of_scope_never_gone() {
     h.faults(json!({"missing_as_ab03": true})).await;
     let ready = {
         create::<Config>(&h.env, "scoped", routing("scoped")).await;
-        h.env
-            .wait_for::<Config>("scoped", WAIT, |c| c.ready())
-            .await
+        h.wait_for::<Config>("scoped", WAIT, |c| c.ready()).await
     };
     let slug = ready.status.unwrap().slug.unwrap();
     h.call(Method::DELETE, &format!("/ai_gw/v2/configs/{slug}"), None)
         .await;
-    h.env
-        .wait_for::<Config>("scoped", WAIT, |c| c.stalled_with("NotVisible"))
+    h.wait_for::<Config>("scoped", WAIT, |c| c.stalled_with("NotVisible"))
         .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(h.count(CONFIG_POST).await, 1, "recreated on an AB03");
     // A 404 does mean gone: the config aigw created is made again.
     h.faults(json!({})).await;
-    h.env
-        .wait_for::<Config>("scoped", WAIT, |c| c.ready())
-        .await;
+    h.wait_for::<Config>("scoped", WAIT, |c| c.ready()).await;
     assert_eq!(h.count(CONFIG_POST).await, 2);
     h.stop().await;
 }
@@ -225,8 +209,7 @@ async fn an_adopted_object_that_comes_into_scope_recovers_without_a_spec_change(
     let mut spec = routing("later");
     spec["slug"] = json!("pc-later-1");
     create::<Config>(&h.env, "later", spec).await;
-    h.env
-        .wait_for::<Config>("later", WAIT, |c| c.stalled_with("NotVisible"))
+    h.wait_for::<Config>("later", WAIT, |c| c.stalled_with("NotVisible"))
         .await;
     h.call(
         Method::POST,
@@ -235,7 +218,7 @@ async fn an_adopted_object_that_comes_into_scope_recovers_without_a_spec_change(
                                  "config": routing("later")["config"]}]})),
     )
     .await;
-    h.env.wait_for::<Config>("later", WAIT, |c| c.ready()).await;
+    h.wait_for::<Config>("later", WAIT, |c| c.ready()).await;
     assert_eq!(h.count(CONFIG_POST).await, 0);
     h.stop().await;
 }
@@ -247,10 +230,7 @@ async fn a_rotation_whose_answer_is_lost_finishes_with_live_credentials() {
     spec["rotation"] = json!({"trigger": "a"});
     let deployments = h.env.api::<Deployment>();
     create::<Deployment>(&h.env, "rot", spec).await;
-    let ready = h
-        .env
-        .wait_for::<Deployment>("rot", WAIT, |d| d.ready())
-        .await;
+    let ready = h.wait_for::<Deployment>("rot", WAIT, |d| d.ready()).await;
     let id = ready.status.unwrap().id.unwrap();
     // The rotation commits but its answer does not parse: on the old code a permanent
     // decode error stalled the rotation until the spec changed.
@@ -291,7 +271,6 @@ async fn a_rotation_whose_answer_is_lost_finishes_with_live_credentials() {
     h.faults(json!({})).await;
     let lost = h.count(DEPLOYMENT_PUT).await;
     let done = h
-        .env
         .wait_for::<Deployment>("rot", WAIT, |d| {
             d.ready()
                 && d.status
@@ -342,8 +321,7 @@ async fn deleting_needs_no_connection_when_no_call_is_needed() {
     never["connectionRef"] = json!({"name": "does-not-exist"});
     for (name, spec) in [("orphan", orphan), ("never", never)] {
         create::<Config>(&h.env, name, spec).await;
-        h.env
-            .wait_for::<Config>(name, WAIT, |c| c.not_ready_with("ConnectionUnavailable"))
+        h.wait_for::<Config>(name, WAIT, |c| c.not_ready_with("ConnectionUnavailable"))
             .await;
         h.env.delete_and_wait::<Config>(name, WAIT).await;
     }
@@ -366,7 +344,6 @@ async fn an_adopted_deployment_without_credentials_is_ready_and_follows_the_gate
     spec["deploymentId"] = json!(id);
     create::<Deployment>(&h.env, "legacy", spec).await;
     let ready = h
-        .env
         .wait_for::<Deployment>("legacy", WAIT, |d| d.ready())
         .await;
     let (available, reason, _) = ready.condition("CredentialsAvailable").unwrap();
@@ -380,13 +357,12 @@ async fn an_adopted_deployment_without_credentials_is_ready_and_follows_the_gate
         Some(json!({"connection_status": "unhealthy"})),
     )
     .await;
-    h.env
-        .wait_for::<Deployment>("legacy", WAIT, |d| {
-            d.ready()
-                && d.status.as_ref().and_then(|s| s.connection_status)
-                    == Some(aigw::resources::deployment::ConnectionStatus::Unhealthy)
-        })
-        .await;
+    h.wait_for::<Deployment>("legacy", WAIT, |d| {
+        d.ready()
+            && d.status.as_ref().and_then(|s| s.connection_status)
+                == Some(aigw::resources::deployment::ConnectionStatus::Unhealthy)
+    })
+    .await;
     assert_eq!(h.count(DEPLOYMENT_PUT).await, 0);
     h.stop().await;
 }
@@ -397,9 +373,8 @@ async fn a_normalising_server_causes_no_writes_at_steady_state() {
     h.faults(json!({"normalise": true})).await;
     create::<Config>(&h.env, "norm", routing("norm")).await;
     create::<RateLimitsPolicy>(&h.env, "norm", limits("norm")).await;
-    h.env.wait_for::<Config>("norm", WAIT, |c| c.ready()).await;
-    h.env
-        .wait_for::<RateLimitsPolicy>("norm", WAIT, |p| p.ready())
+    h.wait_for::<Config>("norm", WAIT, |c| c.ready()).await;
+    h.wait_for::<RateLimitsPolicy>("norm", WAIT, |p| p.ready())
         .await;
     // Remote writes that change nothing aigw manages (the same name) make the drift lists show
     // both objects changed, so both are read, normalised, and compared: no PUT follows.
@@ -508,7 +483,6 @@ async fn a_create_never_leaves_after_its_intents_window() {
     // The process dies before the answer arrives; a new one finds the config by the intent.
     h.restart_operator().await;
     let ready = h
-        .env
         .wait_for::<Config>("late", Duration::from_secs(180), |c| c.ready())
         .await;
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -559,7 +533,6 @@ async fn an_unnamed_policy_edited_after_a_lost_create_is_created_once() {
         .await
         .unwrap();
     let ready = h
-        .env
         .wait_for::<UsageLimitsPolicy>("budget", Duration::from_secs(120), |p| p.ready())
         .await;
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -654,7 +627,6 @@ async fn a_foreign_namesake_key_is_never_deleted_after_a_lost_create() {
                       "secretRef": {"name": "checkout-key"}});
     create::<ApiKey>(&h.env, "checkout", spec).await;
     let found = h
-        .env
         .wait_for::<ApiKey>("checkout", WAIT, |k| {
             reported(k, "AdoptionNotAllowed").is_some()
         })
@@ -712,7 +684,6 @@ async fn a_foreign_namesake_config_is_never_adopted_after_a_lost_create() {
     h.restart_operator_via(&proxy).await;
     create::<Config>(&h.env, "shared", routing("shared")).await;
     let found = h
-        .env
         .wait_for::<Config>("shared", WAIT, |c| {
             reported(c, "AdoptionNotAllowed").is_some()
         })
@@ -781,7 +752,6 @@ async fn another_installations_create_in_flight_holds_no_lookup_of_this_one() {
     .expect("the create was sent");
     h.faults(json!({})).await;
     let ready = h
-        .env
         .wait_for::<Config>("ours", Duration::from_secs(30), |c| c.ready())
         .await;
     let found = remote_configs_named(&h, "shared-name").await;

@@ -65,10 +65,7 @@ async fn a_secret_parameter_reaches_the_api_and_nothing_else() {
     let h = Harness::start_with("gr-secret", Duration::from_secs(1)).await;
     put_secret(&h, SECRET_VALUE).await;
     support::objects::create::<Guardrail>(&h.env, "pii", guardrail_spec("pii")).await;
-    let ready = h
-        .env
-        .wait_for::<Guardrail>("pii", WAIT, |g| g.ready())
-        .await;
+    let ready = h.wait_for::<Guardrail>("pii", WAIT, |g| g.ready()).await;
     let status = ready.status.clone().unwrap();
     let slug = status.slug.clone().expect("a slug");
     assert!(status.version_id.is_some() && !status.history.is_empty());
@@ -124,7 +121,6 @@ async fn a_guardrail_a_config_names_is_deleted_only_once_the_config_lets_go() {
     spec["checks"] = json!([{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}]);
     support::objects::create::<Guardrail>(&h.env, "kept", spec).await;
     let slug = h
-        .env
         .wait_for::<Guardrail>("kept", WAIT, |g| g.ready())
         .await
         .status
@@ -134,9 +130,7 @@ async fn a_guardrail_a_config_names_is_deleted_only_once_the_config_lets_go() {
     let config = json!({"name": "uses-it", "config": {"input_guardrails": [slug],
         "targets": [{"provider": "@openai"}]}});
     support::objects::create::<Config>(&h.env, "uses-it", config).await;
-    h.env
-        .wait_for::<Config>("uses-it", WAIT, |c| c.ready())
-        .await;
+    h.wait_for::<Config>("uses-it", WAIT, |c| c.ready()).await;
 
     h.env
         .api::<Guardrail>()
@@ -144,7 +138,6 @@ async fn a_guardrail_a_config_names_is_deleted_only_once_the_config_lets_go() {
         .await
         .unwrap();
     let waiting = h
-        .env
         .wait_for::<Guardrail>("kept", WAIT, |g| g.stalled_with("StillReferenced"))
         .await;
     let (_, _, message) = waiting.condition("Stalled").unwrap();
@@ -172,9 +165,7 @@ async fn a_config_naming_a_guardrail_resource_waits_for_it_then_applies_with_one
     let h = Harness::start_with("gr-named", Duration::from_secs(1)).await;
     let config = json!({"name": "routes", "config": {"targets": [{"provider": "@openai"}]}});
     support::objects::create::<Config>(&h.env, "routes", config).await;
-    h.env
-        .wait_for::<Config>("routes", WAIT, |c| c.ready())
-        .await;
+    h.wait_for::<Config>("routes", WAIT, |c| c.ready()).await;
 
     // Name a Guardrail that does not exist yet: the Config waits, naming it, and writes nothing.
     h.reset_stats().await;
@@ -186,7 +177,6 @@ async fn a_config_naming_a_guardrail_resource_waits_for_it_then_applies_with_one
         .await
         .unwrap();
     let waiting = h
-        .env
         .wait_for::<Config>("routes", WAIT, |c| c.stalled_with("ReferenceNotReady"))
         .await;
     let (_, _, message) = waiting.condition("Stalled").unwrap();
@@ -199,17 +189,13 @@ async fn a_config_naming_a_guardrail_resource_waits_for_it_then_applies_with_one
     spec["checks"] = json!([{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}]);
     support::objects::create::<Guardrail>(&h.env, "pii-later", spec).await;
     let slug = h
-        .env
         .wait_for::<Guardrail>("pii-later", WAIT, |g| g.ready())
         .await
         .status
         .unwrap()
         .slug
         .unwrap();
-    let ready = h
-        .env
-        .wait_for::<Config>("routes", WAIT, |c| c.ready())
-        .await;
+    let ready = h.wait_for::<Config>("routes", WAIT, |c| c.ready()).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
         h.count("PUT /ai_gw/v2/configs/{slug}").await,
@@ -300,7 +286,6 @@ async fn a_cluster_guardrail_lives_on_the_admin_plane_and_waits_for_configs_of_a
     adopting["secretRefs"] = json!([]);
     support::objects::create::<Guardrail>(&h.env, "takeover", adopting).await;
     let stalled = h
-        .env
         .wait_for::<Guardrail>("takeover", WAIT, |g| g.stalled_with("InvalidSpec"))
         .await;
     let (_, _, message) = stalled.condition("Stalled").unwrap();
@@ -317,7 +302,6 @@ async fn a_cluster_guardrail_lives_on_the_admin_plane_and_waits_for_configs_of_a
         "resourceRefs": [{"path": "/input_guardrails/0", "kind": "ClusterGuardrail", "name": name}]});
     support::objects::create::<Config>(&h.env, "uses-org", config).await;
     let config_slug = h
-        .env
         .wait_for::<Config>("uses-org", WAIT, |c| c.ready())
         .await
         .status
@@ -492,10 +476,7 @@ async fn a_guardrails_mcp_servers_are_the_full_set() {
         "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
         "mcpServers": [{"id": servers[0], "runOn": ["input"]}]});
     support::objects::create::<Guardrail>(&h.env, "tools", spec).await;
-    let ready = h
-        .env
-        .wait_for::<Guardrail>("tools", WAIT, |g| g.ready())
-        .await;
+    let ready = h.wait_for::<Guardrail>("tools", WAIT, |g| g.ready()).await;
     let id = ready.status.unwrap().id.expect("the guardrail's id");
     assert_eq!(mapped(&h, &id).await, [servers[0].clone()]);
     assert_eq!(h.count(MCP_SYNC).await, 1, "{}", h.stats().await);
@@ -555,7 +536,6 @@ async fn a_guardrails_mcp_servers_are_the_full_set() {
         .await
         .unwrap();
     let refused = h
-        .env
         .wait_for::<Guardrail>("tools", WAIT, |g| g.stalled_with("McpServerNotInWorkspace"))
         .await;
     let (_, _, message) = refused.condition("Stalled").unwrap();

@@ -255,7 +255,6 @@ async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_
     let config = json!({"name": "routes", "config": {"targets": [{"weight": 1}]}});
     support::objects::create::<aigw::resources::Config>(&h.env, "routes", config).await;
     let slug = h
-        .env
         .wait_for::<aigw::resources::Config>("routes", WAIT, |c| c.ready())
         .await
         .status
@@ -274,7 +273,6 @@ async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_
         .await
         .unwrap();
     let waiting = h
-        .env
         .wait_for::<aigw::resources::Config>("routes", WAIT, |c| {
             c.not_ready_with("ReferenceNotReady")
         })
@@ -284,7 +282,6 @@ async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_
     support::objects::create::<aigw::resources::Provider>(&h.env, "openai-a", provider_spec(&h))
         .await;
     let waiting = h
-        .env
         .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| {
             p.stalled_with("IntegrationNotReady")
         })
@@ -298,13 +295,11 @@ async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_
     // slug with exactly one PUT.
     create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
     let provider = h
-        .env
         .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| p.ready())
         .await;
     let provider_slug = provider.status.clone().unwrap().slug.unwrap();
     assert_eq!(provider_slug, format!("{}-openai-a", h.env.namespace));
-    h.env
-        .wait_for::<aigw::resources::Config>("routes", WAIT, |c| c.ready())
+    h.wait_for::<aigw::resources::Config>("routes", WAIT, |c| c.ready())
         .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(h.count("PUT /ai_gw/v2/configs/{slug}").await, 1, "one PUT");
@@ -367,11 +362,10 @@ async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_
         .delete("openai-a", &Default::default())
         .await
         .unwrap();
-    h.env
-        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| {
-            p.stalled_with("StillReferenced")
-        })
-        .await;
+    h.wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| {
+        p.stalled_with("StillReferenced")
+    })
+    .await;
     assert_eq!(
         h.state().await["providers"].as_array().map(Vec::len),
         Some(1)
@@ -416,7 +410,6 @@ async fn grants_decide_which_integrations_a_namespace_may_bind() {
     support::objects::create::<aigw::resources::Provider>(&h.env, "openai-a", provider_spec(&h))
         .await;
     let refused = h
-        .env
         .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| {
             p.stalled_with("IntegrationNotAllowed")
         })
@@ -428,11 +421,10 @@ async fn grants_decide_which_integrations_a_namespace_may_bind() {
     elsewhere["workspaceId"] = json!(WS_B);
     elsewhere["slug"] = json!(format!("{}-openai-b", h.env.namespace));
     support::objects::create::<aigw::resources::Provider>(&h.env, "openai-b", elsewhere).await;
-    h.env
-        .wait_for::<aigw::resources::Provider>("openai-b", WAIT, |p| {
-            p.stalled_with("WorkspaceNotAllowed")
-        })
-        .await;
+    h.wait_for::<aigw::resources::Provider>("openai-b", WAIT, |p| {
+        p.stalled_with("WorkspaceNotAllowed")
+    })
+    .await;
     assert_eq!(
         h.count("POST /ai_gw/v2/providers").await,
         0,
@@ -627,7 +619,6 @@ async fn a_provider_of_another_integration_is_never_adopted_nor_deleted() {
     // Whatever it concludes (it was once Stalled with the victim's id recorded; now Stalled
     // without it), the reconcile settled.
     let stalled = h
-        .env
         .wait_for::<aigw::resources::Provider>("grab", WAIT, |p| {
             p.status.as_ref().is_some_and(|s| !s.conditions.is_empty())
         })
@@ -842,8 +833,7 @@ async fn a_provider_resets_usage_once_per_trigger_value_and_keeps_its_expiry() {
                     .is_some_and(|s| s.observed_reset_usage.as_deref() == value)
         }
     };
-    h.env
-        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, settled(None))
+    h.wait_for::<aigw::resources::Provider>("openai-a", WAIT, settled(None))
         .await;
     let slug = format!("{}-openai-a", h.env.namespace);
     let stored = || async {
@@ -872,8 +862,7 @@ async fn a_provider_resets_usage_once_per_trigger_value_and_keeps_its_expiry() {
             )
             .await
             .unwrap();
-        h.env
-            .wait_for::<aigw::resources::Provider>("openai-a", WAIT, settled(Some(value)))
+        h.wait_for::<aigw::resources::Provider>("openai-a", WAIT, settled(Some(value)))
             .await;
         tokio::time::sleep(Duration::from_millis(1500)).await;
         assert_eq!(h.count(PUT).await, puts, "{}", h.stats().await);

@@ -193,7 +193,6 @@ async fn triggered_rotation_updates_the_secret_and_restarts_workloads() {
         .await
         .unwrap();
     let created = h
-        .env
         .wait_for::<Deployment>("edge", WAIT, deployment_ready)
         .await;
     let id = created.status.as_ref().unwrap().id.clone().unwrap();
@@ -215,7 +214,6 @@ async fn triggered_rotation_updates_the_secret_and_restarts_workloads() {
         .await
         .unwrap();
     let rotated = h
-        .env
         .wait_for::<Deployment>("edge", WAIT, |d| {
             deployment_ready(d)
                 && d.status
@@ -281,7 +279,6 @@ async fn scheduled_rotation_happens_when_due_and_never_by_accident() {
         .await
         .unwrap();
     let created = h
-        .env
         .wait_for::<Deployment>("sched", WAIT, deployment_ready)
         .await;
     let status = created.status.clone().unwrap();
@@ -292,7 +289,6 @@ async fn scheduled_rotation_happens_when_due_and_never_by_accident() {
 
     // Due after 4 s: one rotation, and the next one scheduled from it.
     let rotated = h
-        .env
         .wait_for::<Deployment>("sched", Duration::from_secs(20), |d| {
             deployment_ready(d)
                 && d.status
@@ -322,8 +318,7 @@ async fn scheduled_rotation_happens_when_due_and_never_by_accident() {
         )
         .await
         .unwrap();
-    h.env
-        .wait_for::<Deployment>("sched", WAIT, deployment_ready)
+    h.wait_for::<Deployment>("sched", WAIT, deployment_ready)
         .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let settled = secret_values(&h, "sched-creds").await.0;
@@ -362,7 +357,6 @@ async fn a_crash_between_the_rotation_and_the_secret_write_is_recovered() {
         .await
         .unwrap();
     let created = h
-        .env
         .wait_for::<Deployment>("crashy", WAIT, deployment_ready)
         .await;
     let id = created.status.unwrap().id.unwrap();
@@ -403,7 +397,6 @@ async fn a_crash_between_the_rotation_and_the_secret_write_is_recovered() {
     h.restart_operator().await;
     // The dead process's call is given the longest a call can take before it is redone.
     let recovered = h
-        .env
         .wait_for::<Deployment>("crashy", Duration::from_secs(90), |d| {
             deployment_ready(d)
                 && d.status
@@ -454,10 +447,7 @@ async fn freeze_a_rotation_after_its_put(h: &Harness, name: &str) -> String {
         )
         .await
         .unwrap();
-    let created = h
-        .env
-        .wait_for::<Deployment>(name, WAIT, deployment_ready)
-        .await;
+    let created = h.wait_for::<Deployment>(name, WAIT, deployment_ready).await;
     let id = created.status.unwrap().id.unwrap();
     let before = remote(h, &id).await["client_auth"].clone();
     h.ctx.failpoints.arm(AFTER_ROTATE_PUT);
@@ -634,13 +624,12 @@ async fn oauth_connection_refreshes_expiring_tokens_under_load() {
         tokio::time::sleep(Duration::from_millis(700)).await;
     }
     for i in 0..6 {
-        h.env
-            .wait_for::<Config>(&format!("load-{i}"), WAIT, |c| {
-                c.status
-                    .as_ref()
-                    .is_some_and(|s| ready(&s.conditions, c.metadata.generation))
-            })
-            .await;
+        h.wait_for::<Config>(&format!("load-{i}"), WAIT, |c| {
+            c.status
+                .as_ref()
+                .is_some_and(|s| ready(&s.conditions, c.metadata.generation))
+        })
+        .await;
     }
     let token_requests = h.count("POST /oauth2/access_token").await;
     assert!(
@@ -674,7 +663,6 @@ async fn a_namespace_the_connection_does_not_allow_is_stalled() {
         .await
         .unwrap();
     let stalled = h
-        .env
         .wait_for::<Config>("denied", WAIT, |c| {
             c.status.as_ref().is_some_and(|s| {
                 s.conditions
@@ -703,15 +691,14 @@ async fn a_namespace_the_connection_does_not_allow_is_stalled() {
         )
         .await
         .unwrap();
-    h.env
-        .wait_for::<Config>("denied", WAIT, |c| {
-            c.status.as_ref().is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.type_ == "Ready" && c.status == "True")
-            })
+    h.wait_for::<Config>("denied", WAIT, |c| {
+        c.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
         })
-        .await;
+    })
+    .await;
     assert_eq!(h.count("POST /ai_gw/v2/configs").await, 1);
 
     // A Connection whose secret is wrong is not Ready, and says why without the secret. It is
@@ -759,7 +746,6 @@ async fn a_gateway_registered_again_after_a_404_restarts_its_workloads() {
         .await
         .unwrap();
     let created = h
-        .env
         .wait_for::<Deployment>("edge", WAIT, deployment_ready)
         .await;
     let first_id = created.status.as_ref().unwrap().id.clone().unwrap();
@@ -783,7 +769,6 @@ async fn a_gateway_registered_again_after_a_404_restarts_its_workloads() {
         .await
         .unwrap();
     let recreated = h
-        .env
         .wait_for::<Deployment>("edge", Duration::from_secs(60), |d| {
             deployment_ready(d)
                 && d.status
@@ -881,7 +866,6 @@ async fn an_incomplete_rotate_answer_is_done_again_never_completed_over_revoked_
         .await
         .unwrap();
     let created = h
-        .env
         .wait_for::<Deployment>("partial", WAIT, deployment_ready)
         .await;
     let id = created.status.unwrap().id.unwrap();
@@ -899,7 +883,6 @@ async fn an_incomplete_rotate_answer_is_done_again_never_completed_over_revoked_
         .await
         .unwrap();
     let settled = h
-        .env
         .wait_for::<Deployment>("partial", Duration::from_secs(60), |d| {
             deployment_ready(d)
                 && d.status.as_ref().is_some_and(|s| {
@@ -1007,7 +990,6 @@ async fn a_rotation_interval_below_the_floor_is_refused_or_raised() {
         .await
         .unwrap();
     let raised = h
-        .env
         .wait_for::<Deployment>("fast", WAIT, |d| {
             deployment_ready(d) && condition(d, "RotationIntervalRaised").is_some()
         })
@@ -1056,11 +1038,10 @@ async fn a_rotation_interval_below_the_floor_is_refused_or_raised() {
         )
         .await
         .unwrap();
-    h.env
-        .wait_for::<Deployment>("fast", WAIT, |d| {
-            deployment_ready(d) && condition(d, "RotationIntervalRaised").is_none()
-        })
-        .await;
+    h.wait_for::<Deployment>("fast", WAIT, |d| {
+        deployment_ready(d) && condition(d, "RotationIntervalRaised").is_none()
+    })
+    .await;
     h.stop().await;
 }
 
@@ -1084,8 +1065,7 @@ async fn rotations_of_one_resource_are_spaced_whatever_asks_for_them() {
         )
         .await
         .unwrap();
-    h.env
-        .wait_for::<Deployment>("spaced", WAIT, deployment_ready)
+    h.wait_for::<Deployment>("spaced", WAIT, deployment_ready)
         .await;
     let rotations = "PUT /ai_gw/admin/v2/deployments/{deploymentId}";
     h.reset_stats().await;
@@ -1100,7 +1080,6 @@ async fn rotations_of_one_resource_are_spaced_whatever_asks_for_them() {
             .await
             .unwrap();
         let held = h
-            .env
             .wait_for::<Deployment>("spaced", WAIT, |d| {
                 d.status
                     .as_ref()
@@ -1118,7 +1097,6 @@ async fn rotations_of_one_resource_are_spaced_whatever_asks_for_them() {
         assert_ne!(rotation.observed_rotation_trigger.as_deref(), Some(trigger));
         assert_eq!(h.count(rotations).await, n - 1, "{}", h.stats().await);
         let rotated = h
-            .env
             .wait_for::<Deployment>("spaced", WAIT, |d| {
                 deployment_ready(d)
                     && d.status.as_ref().is_some_and(|s| {
@@ -1158,7 +1136,6 @@ async fn a_process_dying_between_a_recovered_create_and_its_rotation_leaves_the_
         .unwrap();
     // Frozen right after the recovered id was saved, before any rotation was sent.
     let frozen = h
-        .env
         .wait_for::<Deployment>("recovered", WAIT, |d| {
             d.status.as_ref().is_some_and(|s| s.id.is_some())
         })
@@ -1172,8 +1149,7 @@ async fn a_process_dying_between_a_recovered_create_and_its_rotation_leaves_the_
     );
 
     h.restart_operator().await;
-    h.env
-        .wait_for::<Deployment>("recovered", Duration::from_secs(90), deployment_ready)
+    h.wait_for::<Deployment>("recovered", Duration::from_secs(90), deployment_ready)
         .await;
     let stored = assert_secret_matches_remote(&h, "recovered-creds", &id).await;
     assert_eq!(h.handshake(&id, &stored).await, 200);

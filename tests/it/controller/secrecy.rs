@@ -150,7 +150,6 @@ async fn checked_secret_values_stay_out_of_status_events_and_logs() {
     }
 
     let hook_config = h
-        .env
         .wait_for::<Config>("hook", WAIT, |c| c.stalled_with("UnresolvedGuardrail"))
         .await;
     let (_, _, message) = hook_config.condition("GuardrailsResolved").unwrap();
@@ -159,7 +158,6 @@ async fn checked_secret_values_stay_out_of_status_events_and_logs() {
         "{message}"
     );
     let nested_config = h
-        .env
         .wait_for::<Config>("nested", WAIT, |c| c.stalled_with("UnresolvedGuardrail"))
         .await;
     let (_, _, message) = nested_config.condition("Ready").unwrap();
@@ -168,7 +166,6 @@ async fn checked_secret_values_stay_out_of_status_events_and_logs() {
         "{message}"
     );
     let typed_config = h
-        .env
         .wait_for::<Config>("typed", WAIT, |c| c.stalled_with("InvalidSpec"))
         .await;
     let (_, _, message) = typed_config.condition("Ready").unwrap();
@@ -178,7 +175,6 @@ async fn checked_secret_values_stay_out_of_status_events_and_logs() {
         "{message}"
     );
     let parent_config = h
-        .env
         .wait_for::<Config>("parent", WAIT, |c| c.stalled_with("InvalidSpec"))
         .await;
     let (_, _, message) = parent_config.condition("Ready").unwrap();
@@ -187,10 +183,7 @@ async fn checked_secret_values_stay_out_of_status_events_and_logs() {
         "{message}"
     );
     // The Secret's value is what is looked up: the guardrail it names exists, so it is written.
-    let resolved = h
-        .env
-        .wait_for::<Config>("resolved", WAIT, |c| c.ready())
-        .await;
+    let resolved = h.wait_for::<Config>("resolved", WAIT, |c| c.ready()).await;
     let slug = resolved
         .status
         .as_ref()

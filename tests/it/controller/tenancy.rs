@@ -37,10 +37,7 @@ async fn a_second_claim_on_a_config_writes_nothing_and_takes_over_only_when_the_
     let mut prod_spec = routing("prod-routing");
     prod_spec["deletionPolicy"] = "Orphan".into();
     create::<Config>(&h.env, "routing", prod_spec).await;
-    let prod = h
-        .env
-        .wait_for::<Config>("routing", WAIT, |c| c.ready())
-        .await;
+    let prod = h.wait_for::<Config>("routing", WAIT, |c| c.ready()).await;
     let slug = prod.status.unwrap().slug.unwrap();
     let owner_document = remote_config(&h, &slug).await.unwrap()["config"].clone();
     // Creation times have one-second resolution; a tie would be broken by uid.
@@ -98,7 +95,6 @@ async fn a_second_claim_on_a_policy_is_stalled() {
     let dev = h.other.as_ref().unwrap();
     create::<RateLimitsPolicy>(&h.env, "limits", limits("limits")).await;
     let owner = h
-        .env
         .wait_for::<RateLimitsPolicy>("limits", WAIT, |p| p.ready())
         .await;
     let id = owner.status.unwrap().id.unwrap();
@@ -135,10 +131,7 @@ async fn only_the_owner_rotates_a_shared_deployment() {
     owner_spec["rotation"] = json!({"trigger": "1"});
     let owners = h.env.api::<Deployment>();
     create::<Deployment>(&h.env, "gw", owner_spec).await;
-    let owner = h
-        .env
-        .wait_for::<Deployment>("gw", WAIT, |d| d.ready())
-        .await;
+    let owner = h.wait_for::<Deployment>("gw", WAIT, |d| d.ready()).await;
     let id = owner.status.unwrap().id.unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let mut intruder_spec = gateway("shared-gw", "stolen-creds");
@@ -157,18 +150,17 @@ async fn only_the_owner_rotates_a_shared_deployment() {
         .await
         .unwrap();
     }
-    h.env
-        .wait_for::<Deployment>("gw", WAIT, |d| {
-            d.ready()
-                && d.status
-                    .as_ref()
-                    .unwrap()
-                    .rotation
-                    .observed_rotation_trigger
-                    .as_deref()
-                    == Some("2")
-        })
-        .await;
+    h.wait_for::<Deployment>("gw", WAIT, |d| {
+        d.ready()
+            && d.status
+                .as_ref()
+                .unwrap()
+                .rotation
+                .observed_rotation_trigger
+                .as_deref()
+                == Some("2")
+    })
+    .await;
     tokio::time::sleep(DRIFT * 3).await;
     let state = h.state().await;
     let remote = state["deployments"]
@@ -216,7 +208,6 @@ async fn grants_refuse_adoption_and_foreign_workspaces_without_any_api_call() {
         create::<Config>(&h.env, name, spec).await;
     }
     let refused = h
-        .env
         .wait_for::<Config>("adopt", WAIT, |c| c.stalled_with("AdoptionNotAllowed"))
         .await;
     assert!(
@@ -227,12 +218,10 @@ async fn grants_refuse_adoption_and_foreign_workspaces_without_any_api_call() {
             .contains("allowAdoption")
     );
     let refused = h
-        .env
         .wait_for::<Config>("foreign", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
         .await;
     assert!(refused.condition("Stalled").unwrap().2.contains(WS_B));
-    h.env
-        .wait_for::<Config>("unscoped", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
+    h.wait_for::<Config>("unscoped", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
         .await;
     tokio::time::sleep(DRIFT * 2).await;
     let stats = h.stats().await;
@@ -275,8 +264,7 @@ async fn a_credentials_secret_aigw_did_not_create_is_never_taken_over() {
         .await
         .unwrap();
     create::<Deployment>(&h.env, "gw", gateway("gw-conflict", "someone-elses")).await;
-    h.env
-        .wait_for::<Deployment>("gw", WAIT, |d| d.stalled_with("SecretConflict"))
+    h.wait_for::<Deployment>("gw", WAIT, |d| d.stalled_with("SecretConflict"))
         .await;
     assert_eq!(h.count("POST /ai_gw/admin/v2/deployments").await, 0);
     let after = secrets.get("someone-elses").await.unwrap();
@@ -291,10 +279,7 @@ async fn an_orphaned_deployment_keeps_its_live_credentials() {
     let mut spec = gateway("gw-orphan", "orphan-creds");
     spec["deletionPolicy"] = "Orphan".into();
     create::<Deployment>(&h.env, "gw", spec).await;
-    let ready = h
-        .env
-        .wait_for::<Deployment>("gw", WAIT, |d| d.ready())
-        .await;
+    let ready = h.wait_for::<Deployment>("gw", WAIT, |d| d.ready()).await;
     let id = ready.status.unwrap().id.unwrap();
     h.env.delete_and_wait::<Deployment>("gw", WAIT).await;
     // Garbage collection would have removed an owned Secret by now; give it a moment anyway.
@@ -413,7 +398,7 @@ async fn two_installations_act_only_on_their_own_objects() {
         .await;
 
     for name in ["shared", "through-b"] {
-        h.env.wait_for::<Config>(name, WAIT, |c| c.ready()).await;
+        h.wait_for::<Config>(name, WAIT, |c| c.ready()).await;
     }
     support::wait_until(WAIT, || async {
         guardrails.get(&guardrail).await.ok().filter(|g| g.ready())
@@ -663,9 +648,7 @@ async fn another_installations_config_neither_uses_nor_pins_a_guardrail() {
         )
         .await
         .unwrap();
-    h.env
-        .wait_for::<Guardrail>("pii", WAIT, |g| g.ready())
-        .await;
+    h.wait_for::<Guardrail>("pii", WAIT, |g| g.ready()).await;
     assert!(
         a.state().await.to_string().contains("pii"),
         "a created it in its tenant"
@@ -682,7 +665,6 @@ async fn another_installations_config_neither_uses_nor_pins_a_guardrail() {
         .await
         .unwrap();
     let refused = h
-        .env
         .wait_for::<Config>("user", WAIT, |c| c.stalled_with("InvalidSpec"))
         .await;
     let (_, _, message) = refused.condition("Stalled").unwrap();
@@ -753,7 +735,6 @@ async fn a_resource_refused_by_the_grants_is_not_claimed() {
     foreign["workspaceId"] = json!(WS_B);
     create::<Config>(&h.env, "foreign", foreign).await;
     let refused = h
-        .env
         .wait_for::<Config>("foreign", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
         .await;
     tokio::time::sleep(DRIFT * 3).await;
@@ -781,10 +762,7 @@ async fn a_resource_refused_by_the_grants_is_not_claimed() {
     // Admitted now: claimed and reconciled.
     h.set_grants(json!([{"namespaces": ["{ns}"], "workspaces": [WS_A, WS_B]}]));
     h.restart_operator().await;
-    let ready = h
-        .env
-        .wait_for::<Config>("foreign", WAIT, |c| c.ready())
-        .await;
+    let ready = h.wait_for::<Config>("foreign", WAIT, |c| c.ready()).await;
     let annotations = ready.metadata.annotations.unwrap_or_default();
     assert!(
         annotations.contains_key("aigw.io/installation"),
@@ -836,7 +814,7 @@ async fn a_tenant_rewriting_the_claim_moves_nothing() {
         .create(&PostParams::default(), &claimed_config("moved", "inst-a"))
         .await
         .unwrap();
-    let ready = h.env.wait_for::<Config>("moved", WAIT, |c| c.ready()).await;
+    let ready = h.wait_for::<Config>("moved", WAIT, |c| c.ready()).await;
     assert_eq!(config_copies(&a).await, 1, "a created it in its tenant");
     let finalizers = ready.metadata.finalizers.clone().unwrap_or_default();
     assert_eq!(
@@ -896,7 +874,7 @@ async fn a_tenant_rewriting_the_claim_moves_nothing() {
         .patch("moved", &PatchParams::default(), &rewritten_claim("inst-a"))
         .await
         .unwrap();
-    let resumed = h.env.wait_for::<Config>("moved", WAIT, |c| c.ready()).await;
+    let resumed = h.wait_for::<Config>("moved", WAIT, |c| c.ready()).await;
     assert!(!resumed.stalled_with("ClaimChanged"));
     assert!(a.remote_writes().await > writes_while_changed);
     assert_eq!(
@@ -910,8 +888,7 @@ async fn a_tenant_rewriting_the_claim_moves_nothing() {
         .patch("moved", &PatchParams::default(), &rewritten_claim("inst-b"))
         .await
         .unwrap();
-    h.env
-        .wait_for::<Config>("moved", WAIT, |c| c.stalled_with("ClaimChanged"))
+    h.wait_for::<Config>("moved", WAIT, |c| c.stalled_with("ClaimChanged"))
         .await;
     h.env.delete_and_wait::<Config>("moved", WAIT).await;
     let (in_a, in_b) = (config_copies(&a).await, config_copies(&b).await);
@@ -945,7 +922,7 @@ async fn a_claim_naming_nobody_does_not_hold_the_deletion() {
         .create(&PostParams::default(), &claimed_config("stray", "inst-a"))
         .await
         .unwrap();
-    h.env.wait_for::<Config>("stray", WAIT, |c| c.ready()).await;
+    h.wait_for::<Config>("stray", WAIT, |c| c.ready()).await;
     configs
         .patch(
             "stray",
@@ -1007,7 +984,7 @@ async fn an_object_with_the_shared_finalizer_is_cleaned_up_by_its_installation()
     let selector = |other: &str| format!("{CLUSTER_LABEL}={ns},aigw-test/installation!={other}");
     let a = h.installation("inst-a", &selector("inst-b")).await;
     let b = h.installation("inst-b", &selector("inst-a")).await;
-    let ready = h.env.wait_for::<Config>("old", WAIT, |c| c.ready()).await;
+    let ready = h.wait_for::<Config>("old", WAIT, |c| c.ready()).await;
     assert_eq!(
         ready.metadata.finalizers.unwrap_or_default(),
         ["aigw.io/finalizer"],

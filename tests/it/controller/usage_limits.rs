@@ -67,7 +67,7 @@ async fn create(h: &Harness, name: &str, spec: Value) -> String {
         .create(&PostParams::default(), &policy(name, spec))
         .await
         .unwrap();
-    let created = h.env.wait_for::<UsageLimitsPolicy>(name, WAIT, ready).await;
+    let created = h.wait_for::<UsageLimitsPolicy>(name, WAIT, ready).await;
     created.status.unwrap().id.unwrap()
 }
 
@@ -77,7 +77,7 @@ async fn patch(h: &Harness, name: &str, patch: Value) {
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    h.env.wait_for::<UsageLimitsPolicy>(name, WAIT, ready).await;
+    h.wait_for::<UsageLimitsPolicy>(name, WAIT, ready).await;
 }
 
 #[tokio::test]
@@ -188,7 +188,6 @@ async fn usage_is_reset_exactly_once_per_trigger_change_and_never_by_an_apply() 
     // Only key-a had usage again.
     assert_eq!(remote(&h, &id).await["resets"], 3);
     let status = h
-        .env
         .wait_for::<UsageLimitsPolicy>("reset", WAIT, ready)
         .await
         .status
@@ -264,7 +263,6 @@ async fn an_adopted_policy_is_observed_without_a_write() {
         .await
         .unwrap();
     let observed = h
-        .env
         .wait_for::<UsageLimitsPolicy>("shared", WAIT, |p| {
             p.status.as_ref().is_some_and(|s| {
                 s.conditions

@@ -70,8 +70,7 @@ async fn attack_an_ungranted_namespace_naming_a_workspace_by_resource_blocks_its
     spec["workspaceRef"] = json!({"name": h.cluster_name("other")});
     spec["deletionPolicy"] = json!("Orphan");
     support::objects::create::<Config>(&h.env, "squatter", spec).await;
-    h.env
-        .wait_for::<Config>("squatter", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
+    h.wait_for::<Config>("squatter", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
         .await;
     workspaces(&h)
         .delete(&h.cluster_name("other"), &DeleteParams::default())
@@ -170,12 +169,11 @@ async fn attack_an_mcp_server_that_never_made_anything_holds_the_integration() {
                        "integrationRef": {"name": slug}}),
     )
     .await;
-    h.env
-        .wait_for::<McpServer>("squatter", WAIT, |s| {
-            s.condition("Ready")
-                .is_some_and(|(st, reason, _)| st == "False" && reason == "IntegrationNotReady")
-        })
-        .await;
+    h.wait_for::<McpServer>("squatter", WAIT, |s| {
+        s.condition("Ready")
+            .is_some_and(|(st, reason, _)| st == "False" && reason == "IntegrationNotReady")
+    })
+    .await;
     integrations
         .delete(&slug, &DeleteParams::default())
         .await
@@ -332,8 +330,7 @@ async fn attack_a_workspace_held_by_an_mcp_server_goes_as_soon_as_the_server_doe
                        "integrationRef": {"name": slug}}),
     )
     .await;
-    h.env
-        .wait_for::<McpServer>("pay-tools", WAIT, |s| s.ready())
+    h.wait_for::<McpServer>("pay-tools", WAIT, |s| s.ready())
         .await;
     workspaces(&h)
         .delete(&h.cluster_name("pay"), &DeleteParams::default())

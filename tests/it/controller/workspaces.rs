@@ -440,7 +440,7 @@ async fn a_default_config_in_the_workspace_is_set_once_its_config_is_ready() {
     config["workspaceId"] = json!(id);
     config["deletionPolicy"] = json!("Orphan");
     support::objects::create::<Config>(&h.env, "main", config).await;
-    let config = h.env.wait_for::<Config>("main", WAIT, |c| c.ready()).await;
+    let config = h.wait_for::<Config>("main", WAIT, |c| c.ready()).await;
     let config_id = config.status.unwrap().id.expect("the config's id");
     wait_for(&h, "routing", |w| w.ready()).await;
     let remote = h.call(Method::GET, &path, None).await;
@@ -476,11 +476,8 @@ async fn a_grant_naming_a_workspace_resource_lets_a_namespace_into_that_workspac
         spec["deletionPolicy"] = json!("Orphan");
         support::objects::create::<Config>(&h.env, name, spec).await;
     }
-    h.env
-        .wait_for::<Config>("inside", WAIT, |c| c.ready())
-        .await;
+    h.wait_for::<Config>("inside", WAIT, |c| c.ready()).await;
     let refused = h
-        .env
         .wait_for::<Config>("outside", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
         .await;
     let (_, _, message) = refused.condition("Stalled").unwrap();
@@ -509,7 +506,6 @@ async fn a_config_naming_its_workspace_by_resource_waits_then_is_created_once_in
     spec["deletionPolicy"] = json!("Orphan");
     support::objects::create::<Config>(&h.env, "by-ref", spec).await;
     let waiting = h
-        .env
         .wait_for::<Config>("by-ref", WAIT, |c| c.stalled_with("WorkspaceNotReady"))
         .await;
     let (_, _, message) = waiting.condition("Stalled").unwrap();
@@ -519,10 +515,7 @@ async fn a_config_naming_its_workspace_by_resource_waits_then_is_created_once_in
     create(&h, "later", json!({"name": "Later"})).await;
     let ready = wait_for(&h, "later", |w| w.ready()).await;
     let (id, _, _) = recorded(&ready);
-    let config = h
-        .env
-        .wait_for::<Config>("by-ref", WAIT, |c| c.ready())
-        .await;
+    let config = h.wait_for::<Config>("by-ref", WAIT, |c| c.ready()).await;
     let slug = config.status.unwrap().slug.expect("the config's slug");
     let remote = h
         .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
@@ -575,17 +568,13 @@ async fn a_workspace_named_by_resource_outside_the_grants_is_refused_before_any_
         spec["deletionPolicy"] = json!("Orphan");
         support::objects::create::<Config>(&h.env, name, spec).await;
     }
-    let inside = h
-        .env
-        .wait_for::<Config>("inside", WAIT, |c| c.ready())
-        .await;
+    let inside = h.wait_for::<Config>("inside", WAIT, |c| c.ready()).await;
     let slug = inside.status.unwrap().slug.unwrap();
     let remote = h
         .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
         .await;
     assert_eq!(remote["workspace_id"], team_id.as_str(), "{remote}");
     let refused = h
-        .env
         .wait_for::<Config>("outside", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
         .await;
     let (_, _, message) = refused.condition("Stalled").unwrap();

@@ -743,20 +743,15 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
                 .unwrap();
         }
     }
-    h.env
-        .wait_for::<Config>("chat-routing", WAIT, |c| c.ready())
+    h.wait_for::<Config>("chat-routing", WAIT, |c| c.ready())
         .await;
-    h.env
-        .wait_for::<Deployment>("edge-eu", WAIT, |d| d.ready())
+    h.wait_for::<Deployment>("edge-eu", WAIT, |d| d.ready())
         .await;
-    h.env
-        .wait_for::<RateLimitsPolicy>("per-key", WAIT, |p| p.ready())
+    h.wait_for::<RateLimitsPolicy>("per-key", WAIT, |p| p.ready())
         .await;
-    h.env
-        .wait_for::<UsageLimitsPolicy>("team-budget", WAIT, |p| p.ready())
+    h.wait_for::<UsageLimitsPolicy>("team-budget", WAIT, |p| p.ready())
         .await;
-    h.env
-        .wait_for::<Guardrail>("pii-check", WAIT, |g| g.ready())
+    h.wait_for::<Guardrail>("pii-check", WAIT, |g| g.ready())
         .await;
     let cluster = Api::<ClusterGuardrail>::all(h.env.client.clone());
     support::wait_until(WAIT, || async {

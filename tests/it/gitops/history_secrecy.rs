@@ -44,12 +44,9 @@ async fn history_diff_never_prints_a_secret_backed_value() {
     spec["secretRefs"] =
         json!([{"path": "/aws_access_key_id", "secretKeyRef": {"name": "aws", "key": "id"}}]);
     support::objects::create::<Config>(&h.env, "bedrock", spec).await;
-    h.env
-        .wait_for::<Config>("bedrock", WAIT, |c| c.ready())
-        .await;
+    h.wait_for::<Config>("bedrock", WAIT, |c| c.ready()).await;
     put(SECOND).await;
     let config = h
-        .env
         .wait_for::<Config>("bedrock", WAIT, |c| {
             c.ready() && c.status.as_ref().is_some_and(|s| s.history.len() == 2)
         })
@@ -129,10 +126,7 @@ async fn plan_history_and_export_never_print_a_secret_backed_value_after_an_inde
         1,
     );
     support::objects::create::<Config>(&h.env, "bedrock", before).await;
-    let created = h
-        .env
-        .wait_for::<Config>("bedrock", WAIT, |c| c.ready())
-        .await;
+    let created = h.wait_for::<Config>("bedrock", WAIT, |c| c.ready()).await;
     let slug = created.status.unwrap().slug.unwrap();
 
     let dir = tempfile::tempdir().unwrap();
@@ -190,7 +184,6 @@ async fn plan_history_and_export_never_print_a_secret_backed_value_after_an_inde
         .await
         .unwrap();
     let config = h
-        .env
         .wait_for::<Config>("bedrock", WAIT, |c| {
             c.ready() && c.status.as_ref().is_some_and(|s| s.history.len() == 2)
         })

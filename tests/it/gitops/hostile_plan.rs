@@ -175,9 +175,7 @@ async fn plan_masks_the_manifest_by_path_never_by_a_secret_value() {
         "secretRefs": [{"path": "/targets/0/account_pin",
                         "secretKeyRef": {"name": "pins", "key": "pin"}}]});
     support::objects::create::<Config>(&h.env, "pinned", spec.clone()).await;
-    h.env
-        .wait_for::<Config>("pinned", WAIT, |c| c.ready())
-        .await;
+    h.wait_for::<Config>("pinned", WAIT, |c| c.ready()).await;
 
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");

@@ -118,7 +118,6 @@ async fn observe_reports_differences_without_writing_until_full() {
     spec["managementPolicy"] = json!("Observe");
     support::objects::create::<Config>(&h.env, "observed", spec).await;
     let seen = h
-        .env
         .wait_for::<Config>("observed", WAIT, |c| {
             c.ready() && drifted(c).is_some_and(|(s, _)| s == "True")
         })
@@ -152,7 +151,6 @@ async fn observe_reports_differences_without_writing_until_full() {
     )
     .await;
     let applied = h
-        .env
         .wait_for::<Config>("observed", WAIT, |c| {
             c.ready() && drifted(c).is_some_and(|(s, _)| s == "False")
         })
@@ -175,8 +173,7 @@ async fn observe_without_a_remote_object_is_stalled_and_never_creates() {
     let mut spec = routing("unborn");
     spec["managementPolicy"] = json!("Observe");
     support::objects::create::<Config>(&h.env, "unborn", spec).await;
-    h.env
-        .wait_for::<Config>("unborn", WAIT, |c| c.stalled_with("NothingToObserve"))
+    h.wait_for::<Config>("unborn", WAIT, |c| c.stalled_with("NothingToObserve"))
         .await;
     support::wait_until(WAIT, || async {
         (!events_about(&h, "unborn", "NothingToObserve")
@@ -190,9 +187,7 @@ async fn observe_without_a_remote_object_is_stalled_and_never_creates() {
 
     // Full creates it: the test above would have seen a POST had Observe sent one.
     merge::<Config>(&h, "unborn", json!({"spec": {"managementPolicy": "Full"}})).await;
-    h.env
-        .wait_for::<Config>("unborn", WAIT, |c| c.ready())
-        .await;
+    h.wait_for::<Config>("unborn", WAIT, |c| c.ready()).await;
     assert_eq!(h.count(CONFIG_POST).await, 1, "{}", h.stats().await);
     h.stop().await;
 }
@@ -206,7 +201,6 @@ async fn deleting_an_observed_object_leaves_the_remote_one_whatever_the_deletion
     spec["deletionPolicy"] = json!("Delete");
     support::objects::create::<Config>(&h.env, "kept", spec).await;
     let seen = h
-        .env
         .wait_for::<Config>("kept", WAIT, |c| {
             c.ready() && drifted(c).is_some_and(|(s, _)| s == "False")
         })
@@ -256,7 +250,6 @@ async fn an_observed_deployment_is_never_written_nor_archived() {
     spec["managementPolicy"] = json!("Observe");
     support::objects::create::<Deployment>(&h.env, "legacy", spec).await;
     let seen = h
-        .env
         .wait_for::<Deployment>("legacy", WAIT, |d| {
             d.ready() && drifted(d).is_some_and(|(s, _)| s == "True")
         })
@@ -311,7 +304,6 @@ async fn observe_works_for_rate_limits_policies_too() {
     spec["managementPolicy"] = json!("Observe");
     support::objects::create::<RateLimitsPolicy>(&h.env, "shared", spec).await;
     let seen = h
-        .env
         .wait_for::<RateLimitsPolicy>("shared", WAIT, |p| {
             p.ready() && drifted(p).is_some_and(|(s, _)| s == "True")
         })
@@ -327,7 +319,7 @@ async fn observe_works_for_rate_limits_policies_too() {
 async fn a_paused_object_makes_no_api_call_until_unpaused() {
     let h = Harness::start_with("modes-paused", DRIFT).await;
     support::objects::create::<Config>(&h.env, "held", routing("held")).await;
-    h.env.wait_for::<Config>("held", WAIT, |c| c.ready()).await;
+    h.wait_for::<Config>("held", WAIT, |c| c.ready()).await;
 
     merge::<Config>(
         &h,
@@ -336,7 +328,6 @@ async fn a_paused_object_makes_no_api_call_until_unpaused() {
     )
     .await;
     let paused = h
-        .env
         .wait_for::<Config>("held", WAIT, |c| {
             c.condition("Paused").is_some_and(|(s, _, _)| s == "True")
         })
@@ -359,7 +350,6 @@ async fn a_paused_object_makes_no_api_call_until_unpaused() {
     )
     .await;
     let resumed = h
-        .env
         .wait_for::<Config>("held", WAIT, |c| {
             c.ready() && c.condition("Paused").is_some_and(|(s, _, _)| s == "False")
         })
@@ -377,7 +367,7 @@ async fn a_paused_object_makes_no_api_call_until_unpaused() {
 async fn unpausing_without_a_spec_change_clears_paused() {
     let h = Harness::start_with("modes-unpause", DRIFT).await;
     support::objects::create::<Config>(&h.env, "idle", routing("idle")).await;
-    h.env.wait_for::<Config>("idle", WAIT, |c| c.ready()).await;
+    h.wait_for::<Config>("idle", WAIT, |c| c.ready()).await;
     for (value, paused) in [(json!("true"), "True"), (Value::Null, "False")] {
         merge::<Config>(
             &h,
@@ -385,11 +375,10 @@ async fn unpausing_without_a_spec_change_clears_paused() {
             json!({"metadata": {"annotations": {"aigw.io/paused": value}}}),
         )
         .await;
-        h.env
-            .wait_for::<Config>("idle", WAIT, |c| {
-                c.condition("Paused").is_some_and(|(s, _, _)| s == paused)
-            })
-            .await;
+        h.wait_for::<Config>("idle", WAIT, |c| {
+            c.condition("Paused").is_some_and(|(s, _, _)| s == paused)
+        })
+        .await;
     }
     let stats = h.stats().await;
     assert_eq!(count_in(&stats, CONFIG_POST), 1, "{stats}");
@@ -401,7 +390,7 @@ async fn unpausing_without_a_spec_change_clears_paused() {
 async fn deleting_a_paused_object_still_follows_its_deletion_policy() {
     let h = Harness::start_with("modes-paused-delete", DRIFT).await;
     support::objects::create::<Config>(&h.env, "gone", routing("gone")).await;
-    let ready = h.env.wait_for::<Config>("gone", WAIT, |c| c.ready()).await;
+    let ready = h.wait_for::<Config>("gone", WAIT, |c| c.ready()).await;
     let slug = ready.status.unwrap().slug.unwrap();
     merge::<Config>(
         &h,
@@ -409,11 +398,10 @@ async fn deleting_a_paused_object_still_follows_its_deletion_policy() {
         json!({"metadata": {"annotations": {"aigw.io/paused": "true"}}}),
     )
     .await;
-    h.env
-        .wait_for::<Config>("gone", WAIT, |c| {
-            c.condition("Paused").is_some_and(|(s, _, _)| s == "True")
-        })
-        .await;
+    h.wait_for::<Config>("gone", WAIT, |c| {
+        c.condition("Paused").is_some_and(|(s, _, _)| s == "True")
+    })
+    .await;
     h.env.delete_and_wait::<Config>("gone", WAIT).await;
     assert_eq!(h.count(CONFIG_DELETE).await, 1, "{}", h.stats().await);
     let state = h.state().await;
@@ -436,15 +424,14 @@ async fn commit(h: &Harness, name: &str, attempts: u64, revision: &str) {
         json!({"metadata": {"annotations": {"aigw.io/revision": revision}}, "spec": spec}),
     )
     .await;
-    h.env
-        .wait_for::<Config>(name, WAIT, |c| {
-            c.ready()
-                && c.status
-                    .as_ref()
-                    .and_then(|s| s.history.first())
-                    .is_some_and(|e| e.revision.as_deref() == Some(revision))
-        })
-        .await;
+    h.wait_for::<Config>(name, WAIT, |c| {
+        c.ready()
+            && c.status
+                .as_ref()
+                .and_then(|s| s.history.first())
+                .is_some_and(|e| e.revision.as_deref() == Some(revision))
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -459,9 +446,7 @@ async fn history_records_each_applied_version_with_its_revision() {
         .create(&PostParams::default(), &first)
         .await
         .unwrap();
-    h.env
-        .wait_for::<Config>("promoted", WAIT, |c| c.ready())
-        .await;
+    h.wait_for::<Config>("promoted", WAIT, |c| c.ready()).await;
     commit(&h, "promoted", 4, "c0ffee1").await;
     commit(&h, "promoted", 5, "c0ffee2").await;
 

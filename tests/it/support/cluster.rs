@@ -34,6 +34,18 @@ impl<K> ClusterKind for K where
 }
 
 impl Harness {
+    /// [`TestEnv::wait_for`](super::TestEnv::wait_for) in the test's namespace.
+    pub async fn wait_for<K>(&self, name: &str, timeout: Duration, done: impl Fn(&K) -> bool) -> K
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + Serialize
+            + Debug,
+    {
+        self.env.wait_for(name, timeout, done).await
+    }
+
     /// Applies the Secret `name` of the operator's namespace (the test namespace) with
     /// `string_data`, labelled for cluster-scoped readers when `readable`.
     pub async fn put_secret(&self, name: &str, string_data: Value, readable: bool) {
