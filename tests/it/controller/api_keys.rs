@@ -54,18 +54,7 @@ async fn assert_no_leaks(h: &Harness, extra: &[&str]) {
     values.extend(extra.iter().map(|s| s.to_string()));
     let logs = captured_logs();
     let events = h.env.events_text().await;
-    let statuses = serde_json::to_string(
-        &h.env
-            .api::<ApiKey>()
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .map(|k| k.status.clone())
-            .collect::<Vec<_>>(),
-    )
-    .unwrap();
+    let statuses = support::statuses(&h.env.api::<ApiKey>()).await;
     for value in values.iter().filter(|s| s.len() >= 8) {
         assert!(!logs.contains(value.as_str()), "a key appears in the logs");
         assert!(!events.contains(value.as_str()), "a key appears in events");

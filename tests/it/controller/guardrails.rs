@@ -91,18 +91,7 @@ async fn a_secret_parameter_reaches_the_api_and_nothing_else() {
     assert_eq!(puts(&h).await, 1, "one PUT for the Secret change");
 
     // The values are nowhere but in the API.
-    let statuses = serde_json::to_string(
-        &h.env
-            .api::<Guardrail>()
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .map(|g| g.status.clone())
-            .collect::<Vec<_>>(),
-    )
-    .unwrap();
+    let statuses = support::statuses(&h.env.api::<Guardrail>()).await;
     let events = h.env.events_text().await;
     let logs = captured_logs();
     for value in [SECRET_VALUE, ROTATED_VALUE] {

@@ -128,17 +128,7 @@ async fn the_key_comes_from_a_labelled_secret_and_each_change_is_one_put() {
     assert!(message.contains("kube-system"), "{message}");
 
     // No key value anywhere but the API.
-    let statuses = serde_json::to_string(
-        &Api::<Integration>::all(h.env.client.clone())
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .map(|i| i.status.clone())
-            .collect::<Vec<_>>(),
-    )
-    .unwrap();
+    let statuses = support::statuses(&Api::<Integration>::all(h.env.client.clone())).await;
     let events = format!(
         "{}\n{}",
         h.cluster_events_text().await,
@@ -322,18 +312,7 @@ async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_
     // Steady state: the provider is read (its read carries the upstream key), never copied.
     h.assert_no_write_over(Duration::from_secs(3)).await;
     assert!(h.count("GET /ai_gw/v2/providers/{providerId}").await > 0);
-    let statuses = serde_json::to_string(
-        &h.env
-            .api::<aigw::resources::Provider>()
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .map(|p| p.status.clone())
-            .collect::<Vec<_>>(),
-    )
-    .unwrap();
+    let statuses = support::statuses(&h.env.api::<aigw::resources::Provider>()).await;
     let events = format!(
         "{}\n{}",
         h.env.events_text().await,

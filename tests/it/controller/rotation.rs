@@ -97,26 +97,11 @@ async fn assert_no_leaks(h: &Harness, extra: &[&str]) {
     secrets.extend(extra.iter().map(|s| s.to_string()));
     let logs = captured_logs();
     let events = h.env.events_text().await;
-    let statuses = serde_json::to_string(&(
-        h.env
-            .api::<Deployment>()
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .map(|d| d.status.clone())
-            .collect::<Vec<_>>(),
-        Api::<Connection>::all(h.env.client.clone())
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .map(|c| c.status.clone())
-            .collect::<Vec<_>>(),
-    ))
-    .unwrap();
+    let statuses = format!(
+        "{}\n{}",
+        support::statuses(&h.env.api::<Deployment>()).await,
+        support::statuses(&Api::<Connection>::all(h.env.client.clone())).await
+    );
     for secret in secrets.iter().filter(|s| s.len() >= 8) {
         assert!(
             !logs.contains(secret.as_str()),

@@ -147,6 +147,21 @@ pub async fn install_admission_policies(client: &Client, text: &str) {
     }
 }
 
+/// The JSON of the status of every object `api` lists, to search for values that must not be
+/// there.
+pub async fn statuses<K>(api: &Api<K>) -> String
+where
+    K: kube::Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let list = api.list(&Default::default()).await.unwrap();
+    let statuses: Vec<serde_json::Value> = list
+        .items
+        .iter()
+        .map(|object| serde_json::to_value(object).unwrap()["status"].take())
+        .collect();
+    serde_json::to_string(&statuses).unwrap()
+}
+
 /// Polls `probe` every 100 ms until it returns `Some` or `timeout` passes.
 pub async fn wait_until<T, F, Fut>(timeout: Duration, mut probe: F) -> Option<T>
 where
