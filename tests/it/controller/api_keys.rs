@@ -527,20 +527,8 @@ async fn plan(h: &Harness, manifest: String) -> (i32, String) {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
-            .args(&args)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
+    let (code, text) = support::cli::aigw(&args).await;
+    (code.unwrap_or(-1), text)
 }
 
 #[tokio::test]

@@ -488,21 +488,10 @@ spec:
         "--token-file".into(),
         token.display().to_string(),
     ];
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
-            .args(&args)
-            .env_remove("KUBECONFIG")
-            .output()
-            .expect("failed to run aigw")
-    })
-    .await
-    .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(out.status.code(), Some(1), "{text}");
+    let mut command = support::cli::command();
+    command.args(&args).env_remove("KUBECONFIG");
+    let (code, text) = support::cli::run(command).await;
+    assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("pg-nope-9 at /input_guardrails/1"), "{text}");
     assert!(!text.contains("pg-known-2 at"), "{text}");
     assert!(text.contains("(secret keys/openai)"), "{text}");

@@ -599,18 +599,6 @@ async fn plan(h: &Harness, manifest: &str) -> (i32, String) {
         "--kubeconfig".into(),
         support::kubeconfig_path().display().to_string(),
     ];
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
-            .args(&args)
-            .output()
-            .expect("failed to run aigw")
-    })
-    .await
-    .unwrap();
-    let report = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().expect("aigw was killed"), report)
+    let (code, report) = support::cli::aigw(&args).await;
+    (code.expect("aigw was killed"), report)
 }

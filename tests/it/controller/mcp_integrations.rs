@@ -71,19 +71,8 @@ fn row<'a>(remote: &'a Value, workspace: &str) -> Option<&'a Value> {
 /// Runs the built `aigw <args[0]>` (`api` or `export`) against the harness's emulator with the
 /// rest of `args`; its stdout and stderr.
 pub(super) async fn aigw(h: &Harness, args: &[&str]) -> String {
-    let token = tempfile::NamedTempFile::new().expect("token file");
-    std::fs::write(token.path(), support::harness::TOKEN).expect("token written");
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
-    command
-        .arg(args[0])
-        .args(["--management-url", &h.emulator.management_url()])
-        .arg("--token-file")
-        .arg(token.path())
-        .args(&args[1..]);
-    let output = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .unwrap()
-        .expect("aigw runs");
+    let url = h.emulator.management_url();
+    let output = support::cli::against(args[0], &url, support::harness::TOKEN, &args[1..]).await;
     assert!(output.status.success(), "{args:?}: {output:?}");
     format!(
         "{}{}",

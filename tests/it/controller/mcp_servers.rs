@@ -148,20 +148,8 @@ async fn a_guardrail_names_an_mcp_server_by_resource() {
         "--kubeconfig".into(),
         support::kubeconfig_path().display().to_string(),
     ];
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
-            .args(run)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(out.status.code(), Some(0), "{said}");
+    let (code, said) = support::cli::aigw(run).await;
+    assert_eq!(code, Some(0), "{said}");
     assert!(said.contains("1 unchanged"), "{said}");
     h.stop().await;
 }

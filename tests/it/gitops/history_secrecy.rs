@@ -82,20 +82,8 @@ async fn history_diff_never_prints_a_secret_backed_value() {
 
 /// Runs `aigw` off the async runtime (the in-process emulator keeps serving); stdout and stderr.
 async fn aigw(args: Vec<String>) -> (bool, String) {
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
-            .args(args)
-            .output()
-    })
-    .await
-    .unwrap()
-    .expect("aigw runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code().is_some_and(|c| c <= 2), text)
+    let (code, text) = support::cli::aigw(args).await;
+    (code.is_some_and(|c| c <= 2), text)
 }
 
 /// A target prepended before the one a Secret fills shifts the `secretRefs` index: the remote

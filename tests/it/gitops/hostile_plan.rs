@@ -22,20 +22,8 @@ const WAIT: Duration = Duration::from_secs(60);
 /// Runs `aigw` off the async runtime (the in-process emulator keeps serving): whether it ran
 /// to a plan's exit code (0, 1 or 2), and stdout then stderr.
 async fn aigw(args: Vec<String>) -> (bool, String) {
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
-            .args(args)
-            .output()
-    })
-    .await
-    .unwrap()
-    .expect("aigw runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code().is_some_and(|c| c <= 2), text)
+    let (code, text) = support::cli::aigw(args).await;
+    (code.is_some_and(|c| c <= 2), text)
 }
 
 /// `manifest` written to `dir` as `name`, its path.
@@ -696,20 +684,7 @@ async fn history_diff_hides_the_values_of_a_version_older_than_the_recorded_hist
 
 /// Runs `aigw plan` (off the async runtime): its exit code and stdout then stderr.
 async fn plan_exit(args: Vec<String>) -> (Option<i32>, String) {
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
-            .args(args)
-            .output()
-    })
-    .await
-    .unwrap()
-    .expect("aigw runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code(), text)
+    support::cli::aigw(args).await
 }
 
 /// `body` POSTed to the emulator at `path`, its answer.
