@@ -183,20 +183,19 @@ pub(super) async fn aigw_api(emulator: &Running, args: Vec<String>) -> std::proc
     crate::support::cli::aigw_api(&emulator.management_url(), TOKEN, &args).await
 }
 
+/// `aigw api ARGS` against `emulator`, which must succeed; its stdout.
+pub(super) async fn cli_stdout(emulator: &Running, args: Vec<String>) -> String {
+    let url = emulator.management_url();
+    let output = crate::support::cli::aigw_api_ok(&url, TOKEN, &args).await;
+    String::from_utf8(output.stdout).expect("utf-8")
+}
+
 #[tokio::test]
 async fn the_cli_never_prints_a_key_or_a_credential() {
     let emulator = emulator().await;
     let body = tempfile::NamedTempFile::new().expect("body file");
     let file = body.path().display().to_string();
-    let run = |args: &[&str]| {
-        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        let emulator = &emulator;
-        async move {
-            let url = emulator.management_url();
-            let output = crate::support::cli::aigw_api_ok(&url, TOKEN, &args).await;
-            String::from_utf8(output.stdout).expect("utf-8")
-        }
-    };
+    let run = |args: &[&str]| cli_stdout(&emulator, args.iter().map(|s| s.to_string()).collect());
     let create = serde_json::to_value(create_request()).unwrap();
     std::fs::write(body.path(), create.to_string()).unwrap();
     let created: Value =

@@ -7,7 +7,7 @@ use aigw::api::{
 };
 use serde_json::{Value, json};
 
-use super::integrations_client::{TOKEN, client, emulator};
+use super::integrations_client::{cli_stdout, client, emulator};
 
 #[tokio::test]
 async fn the_client_makes_binds_updates_and_archives_a_workspace() {
@@ -126,13 +126,8 @@ async fn the_cli_covers_scopes_and_workspaces() {
     let body = tempfile::NamedTempFile::new().expect("body file");
     let file = body.path().display().to_string();
     let run = |args: &[&str]| {
-        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        let emulator = &emulator;
-        async move {
-            let url = emulator.management_url();
-            let output = crate::support::cli::aigw_api_ok(&url, TOKEN, &args).await;
-            serde_json::from_slice::<Value>(&output.stdout).expect("json on stdout")
-        }
+        let stdout = cli_stdout(&emulator, args.iter().map(|s| s.to_string()).collect());
+        async move { serde_json::from_str::<Value>(&stdout.await).expect("json on stdout") }
     };
     std::fs::write(
         body.path(),
