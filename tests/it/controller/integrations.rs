@@ -129,11 +129,7 @@ async fn the_key_comes_from_a_labelled_secret_and_each_change_is_one_put() {
 
     // No key value anywhere but the API.
     let statuses = support::statuses(&Api::<Integration>::all(h.env.client.clone())).await;
-    let events = format!(
-        "{}\n{}",
-        h.cluster_events_text().await,
-        h.env.events_text().await
-    );
+    let events = h.all_events_text().await;
     assert!(events.contains("Updated"), "{events}");
     let logs = captured_logs();
     let metrics = h.ctx.metrics.encode();
@@ -313,11 +309,7 @@ async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_
     h.assert_no_write_over(Duration::from_secs(3)).await;
     assert!(h.count("GET /ai_gw/v2/providers/{providerId}").await > 0);
     let statuses = support::statuses(&h.env.api::<aigw::resources::Provider>()).await;
-    let events = format!(
-        "{}\n{}",
-        h.env.events_text().await,
-        h.cluster_events_text().await
-    );
+    let events = h.all_events_text().await;
     let logs = captured_logs();
     for text in [&statuses, &events, &logs] {
         assert!(!text.contains(FIRST_KEY), "the upstream key leaked");

@@ -255,20 +255,13 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
         None,
     )
     .await;
-    support::wait_until(Duration::from_secs(60), || async {
-        api(&h).get_opt(&slug).await.ok()?.is_none().then_some(())
-    })
-    .await
-    .expect("the McpIntegration went once no server used it");
+    h.wait_cluster_gone::<McpIntegration>("github", Duration::from_secs(60))
+        .await;
     assert!(remote(&h, &slug).await.is_null(), "deleted remotely");
 
     // No configuration value anywhere but the API.
     let statuses = serde_json::to_string(&held.status).unwrap();
-    let events = format!(
-        "{}\n{}",
-        h.cluster_events_text().await,
-        h.env.events_text().await
-    );
+    let events = h.all_events_text().await;
     assert!(events.contains("StillReferenced"), "{events}");
     let logs = captured_logs();
     let metrics = h.ctx.metrics.encode();

@@ -156,20 +156,13 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
         Some(json!({"secret_mappings": []})),
     )
     .await;
-    support::wait_until(Duration::from_secs(60), || async {
-        api(&h).get_opt(&slug).await.ok()?.is_none().then_some(())
-    })
-    .await
-    .expect("the SecretReference went once nothing mapped to it");
+    h.wait_cluster_gone::<SecretReference>("aws", Duration::from_secs(60))
+        .await;
     assert!(remote(&h, &slug).await.is_null(), "deleted remotely");
 
     // No auth_config value anywhere but the API.
     let statuses = serde_json::to_string(&held.status).unwrap();
-    let events = format!(
-        "{}\n{}",
-        h.cluster_events_text().await,
-        h.env.events_text().await
-    );
+    let events = h.all_events_text().await;
     assert!(events.contains("StillReferenced"), "{events}");
     let logs = captured_logs();
     let metrics = h.ctx.metrics.encode();

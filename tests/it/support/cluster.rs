@@ -178,6 +178,15 @@ impl Harness {
         );
     }
 
+    /// Every event of the test: of its cluster-scoped objects, then of its namespace.
+    pub async fn all_events_text(&self) -> String {
+        format!(
+            "{}\n{}",
+            self.cluster_events_text().await,
+            self.env.events_text().await
+        )
+    }
+
     /// The emulator's record in its state `collection` whose `field` is `value`, secrets in
     /// clear; `Null` when there is none.
     pub async fn remote_record(&self, collection: &str, field: &str, value: &str) -> Value {
