@@ -395,18 +395,8 @@ async fn waits<F: ByRef>(m: &Matrix<'_>) {
     assert_eq!(m.posts::<F>().await, posts + 1, "{} (waits)", F::KIND);
 }
 
-macro_rules! by_ref {
-    ($($test:ident => $fixture:ty),* $(,)?) => {
-        $(
-            #[tokio::test]
-            async fn $test() {
-                run::<$fixture>(concat!("wr-", stringify!($test))).await;
-            }
-        )*
-    };
-}
-
-by_ref! {
+super::conformance::per_kind! {
+    "wr-":
     config => ConfigKind,
     rate_limits_policy => RateLimitsPolicyKind,
     usage_limits_policy => UsageLimitsPolicyKind,

@@ -754,19 +754,22 @@ async fn lost_create<F: Fixture>(kind: &Kind<'_>) {
     );
 }
 
-/// One `#[tokio::test]` per kind: `kind_name => Fixture`.
-macro_rules! conformance {
-    ($($test:ident => $fixture:ty),* $(,)?) => {
+/// One `#[tokio::test]` per kind, `kind_name => Fixture`, each calling the invoking module's
+/// `run::<Fixture>` with the prefix `"prefix-kind_name"`.
+macro_rules! per_kind {
+    ($prefix:literal: $($test:ident => $fixture:ty),* $(,)?) => {
         $(
             #[tokio::test]
             async fn $test() {
-                run::<$fixture>(concat!("cf-", stringify!($test))).await;
+                run::<$fixture>(concat!($prefix, stringify!($test))).await;
             }
         )*
     };
 }
+pub(crate) use per_kind;
 
-conformance! {
+per_kind! {
+    "cf-":
     config => kinds::ConfigKind,
     rate_limits_policy => kinds::RateLimitsPolicyKind,
     usage_limits_policy => kinds::UsageLimitsPolicyKind,
