@@ -21,14 +21,8 @@ fn live_ours(keys: &[Value], name: &str) -> Vec<Value> {
 
 async fn set_trigger_no_wait(h: &Harness, name: &str, trigger: &str) {
     h.env
-        .api::<ApiKey>()
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": trigger}}})),
-        )
-        .await
-        .unwrap();
+        .patch_spec::<ApiKey>(name, json!({"rotation": {"trigger": trigger}}))
+        .await;
 }
 
 /// A lost rotate answer, then the replacement key's own Secret write fails (an immutable

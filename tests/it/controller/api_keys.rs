@@ -24,14 +24,8 @@ const ROLLED: &str = "aigw.io/credentials-rotated-at";
 
 async fn set_trigger(h: &Harness, name: &str, trigger: &str) -> ApiKey {
     h.env
-        .api::<ApiKey>()
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": trigger}}})),
-        )
-        .await
-        .unwrap();
+        .patch_spec::<ApiKey>(name, json!({"rotation": {"trigger": trigger}}))
+        .await;
     h.wait_for::<ApiKey>(name, WAIT, |k| {
         ready(k)
             && k.status.as_ref().is_some_and(|s| {
@@ -90,14 +84,11 @@ async fn an_api_key_is_delivered_into_its_secret_and_kept_in_line_without_idle_w
 
     // A change: one PUT of the changed fields only, no rotation.
     h.env
-        .api::<ApiKey>()
-        .patch(
+        .patch_spec::<ApiKey>(
             "app",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"description": "billing", "scopes": ["completions.write", "logs.write"]}})),
+            json!({"description": "billing", "scopes": ["completions.write", "logs.write"]}),
         )
-        .await
-        .unwrap();
+        .await;
     h.wait_for::<ApiKey>("app", WAIT, ready).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(h.remote_writes().await, 1, "{}", h.stats().await);
@@ -318,14 +309,8 @@ async fn a_crash_between_the_rotate_call_and_the_secret_write_is_recovered() {
     // The process "dies" right after the API issued the new value.
     h.ctx.failpoints.arm(AFTER_API_KEY_ROTATE);
     h.env
-        .api::<ApiKey>()
-        .patch(
-            "crashy",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
-        )
-        .await
-        .unwrap();
+        .patch_spec::<ApiKey>("crashy", json!({"rotation": {"trigger": "b"}}))
+        .await;
     support::wait_until(WAIT, || async {
         (remote(&h, &id).await["rotations"] == 1).then_some(())
     })
@@ -594,14 +579,8 @@ async fn a_lost_rotate_answer_replaces_the_key_and_the_secret_ends_live() {
     h.reset_stats().await;
     h.faults(json!({"error_after_commit_rate": 1.0})).await;
     h.env
-        .api::<ApiKey>()
-        .patch(
-            "shaky",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
-        )
-        .await
-        .unwrap();
+        .patch_spec::<ApiKey>("shaky", json!({"rotation": {"trigger": "b"}}))
+        .await;
     support::wait_until(WAIT, || async {
         (remote(&h, &id).await["rotations"] == 1).then_some(())
     })
@@ -725,14 +704,8 @@ async fn a_rotation_in_flight_is_not_redone_by_a_second_writer() {
     // Writer A's rotate call spends 7 s in the network.
     h.faults(json!({"latency_ms": 7000})).await;
     h.env
-        .api::<ApiKey>()
-        .patch(
-            "race",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
-        )
-        .await
-        .unwrap();
+        .patch_spec::<ApiKey>("race", json!({"rotation": {"trigger": "b"}}))
+        .await;
     support::wait_until(Duration::from_secs(20), || async {
         pending_rotation(&h, "race").await.map(|_| ())
     })
@@ -845,14 +818,8 @@ async fn a_stale_rotation_intent_never_rotates_a_freshly_created_key() {
     let id = create(&h, "stale", service_key("stale", json!({"trigger": "a"}))).await;
     h.ctx.failpoints.arm(AFTER_API_KEY_ROTATE);
     h.env
-        .api::<ApiKey>()
-        .patch(
-            "stale",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
-        )
-        .await
-        .unwrap();
+        .patch_spec::<ApiKey>("stale", json!({"rotation": {"trigger": "b"}}))
+        .await;
     support::wait_until(WAIT, || async {
         (remote(&h, &id).await["rotations"] == 1).then_some(())
     })

@@ -291,15 +291,7 @@ async fn config_adopt_and_orphan() {
     );
 
     spec["config"]["retry"]["attempts"] = json!(5);
-    h.env
-        .api::<Config>()
-        .patch(
-            "adopted",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": spec})),
-        )
-        .await
-        .unwrap();
+    h.env.patch_spec::<Config>("adopted", json!(spec)).await;
     h.wait_for::<Config>("adopted", WAIT, config_ready).await;
     assert_eq!(h.count("PUT /ai_gw/v2/configs/{slug}").await, 1);
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use aigw::resources::{Integration, Provider};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use support::harness::Harness;
 use support::objects::Conditions;
@@ -67,14 +67,8 @@ async fn a_provider_whose_integration_grant_was_revoked_is_released_on_delete_wi
     h.restart_operator().await;
     // An update is refused (control): touch the note.
     h.env
-        .api::<Provider>()
-        .patch(
-            "openai-a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"note": "changed"}})),
-        )
-        .await
-        .unwrap();
+        .patch_spec::<Provider>("openai-a", json!({"note": "changed"}))
+        .await;
     let refused = h
         .wait_for::<Provider>("openai-a", WAIT, |p| {
             p.stalled_with("IntegrationNotAllowed")
@@ -573,14 +567,8 @@ async fn refused_provider_create_race(prefix: &str, same_name: bool) {
     h.reset_stats().await;
     // If it was taken over: an edit is now PUT onto someone else's provider, the delete deletes it.
     h.env
-        .api::<Provider>()
-        .patch(
-            "openai-a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"note": "aigw's now"}})),
-        )
-        .await
-        .unwrap();
+        .patch_spec::<Provider>("openai-a", json!({"note": "aigw's now"}))
+        .await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     // The create's outcome settles as "never made" only once a list taken a settle time after it
     // still lacks it: the deletion waits that long.

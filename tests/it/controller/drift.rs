@@ -8,7 +8,6 @@ use crate::support;
 use std::time::{Duration, Instant};
 
 use aigw::resources::{Config, RateLimitsPolicy};
-use kube::api::{Patch, PatchParams};
 use reqwest::Method;
 use serde_json::json;
 use support::harness::Harness;
@@ -147,14 +146,8 @@ async fn drift_is_found_by_listing_and_only_changed_objects_are_read() {
     h.reset_stats().await;
     let edited = Instant::now();
     h.env
-        .api::<Config>()
-        .patch(
-            NAMES[2],
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"config": {"retry": {"attempts": 5}}}})),
-        )
-        .await
-        .unwrap();
+        .patch_spec::<Config>(NAMES[2], json!({"config": {"retry": {"attempts": 5}}}))
+        .await;
     h.wait_for::<Config>(NAMES[2], WAIT, |c| {
         c.ready() && c.status.as_ref().and_then(|s| s.observed_generation) == c.metadata.generation
     })

@@ -235,14 +235,9 @@ async fn a_rotation_whose_answer_is_lost_finishes_with_live_credentials() {
     // The rotation commits but its answer does not parse: on the old code a permanent
     // decode error stalled the rotation until the spec changed.
     h.faults(json!({"garbage_2xx_rate": 1.0})).await;
-    deployments
-        .patch(
-            "rot",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
-        )
-        .await
-        .unwrap();
+    h.env
+        .patch_spec::<Deployment>("rot", json!({"rotation": {"trigger": "b"}}))
+        .await;
     support::wait_until(WAIT, || async {
         (h.count(DEPLOYMENT_PUT).await >= 1).then_some(())
     })
@@ -524,14 +519,9 @@ async fn an_unnamed_policy_edited_after_a_lost_create_is_created_once() {
     .await
     .expect("the lost create's end was recorded");
     h.faults(lagging).await;
-    policies
-        .patch(
-            "budget",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"creditLimit": 200}})),
-        )
-        .await
-        .unwrap();
+    h.env
+        .patch_spec::<UsageLimitsPolicy>("budget", json!({"creditLimit": 200}))
+        .await;
     let ready = h
         .wait_for::<UsageLimitsPolicy>("budget", Duration::from_secs(120), |p| p.ready())
         .await;

@@ -255,14 +255,8 @@ async fn a_spec_edit_during_a_slow_create_keeps_its_result_and_one_remote_config
     create::<Config>(&h.env, "slow", routing("slow")).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     h.env
-        .api::<Config>()
-        .patch(
-            "slow",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"name": "slow-renamed"}})),
-        )
-        .await
-        .unwrap();
+        .patch_spec::<Config>("slow", json!({"name": "slow-renamed"}))
+        .await;
     let done = h
         .wait_for::<Config>("slow", WAIT, |c| {
             c.ready()

@@ -792,7 +792,6 @@ async fn a_provider_resets_usage_once_per_trigger_value_and_keeps_its_expiry() {
     put_key(&h, FIRST_KEY, true).await;
     create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
     wait_integration(&h, "openai", |i| i.ready()).await;
-    let providers = h.env.api::<aigw::resources::Provider>();
     let mut spec = provider_spec(&h);
     spec["expiresAt"] = json!("2031-01-01T00:00:00Z");
     support::objects::create::<aigw::resources::Provider>(&h.env, "openai-a", spec).await;
@@ -825,14 +824,9 @@ async fn a_provider_resets_usage_once_per_trigger_value_and_keeps_its_expiry() {
 
     let mut resets = Vec::new();
     for (value, puts) in [("r1", 1), ("r1", 1), ("r2", 2)] {
-        providers
-            .patch(
-                "openai-a",
-                &PatchParams::default(),
-                &Patch::Merge(&json!({"spec": {"resetUsage": value}})),
-            )
-            .await
-            .unwrap();
+        h.env
+            .patch_spec::<aigw::resources::Provider>("openai-a", json!({"resetUsage": value}))
+            .await;
         h.wait_for::<aigw::resources::Provider>("openai-a", WAIT, settled(Some(value)))
             .await;
         tokio::time::sleep(Duration::from_millis(1500)).await;

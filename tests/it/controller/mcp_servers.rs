@@ -221,14 +221,9 @@ async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_int
 
     // A rename: one PUT, whose short answer leaves the recorded id as it was.
     h.reset_stats().await;
-    servers
-        .patch(
-            "pay-tools",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"name": "Payments MCP tools"}})),
-        )
-        .await
-        .unwrap();
+    h.env
+        .patch_spec::<McpServer>("pay-tools", json!({"name": "Payments MCP tools"}))
+        .await;
     let renamed = wait_for(&servers, "pay-tools", |s| s.ready()).await;
     assert_eq!(remote(&h, &slug).await["name"], "Payments MCP tools");
     assert_eq!(renamed.status.and_then(|s| s.id), Some(id.clone()));

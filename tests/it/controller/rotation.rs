@@ -190,14 +190,9 @@ async fn triggered_rotation_updates_the_secret_and_restarts_workloads() {
     );
 
     h.reset_stats().await;
-    deployments
-        .patch(
-            "edge",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "v2"}}})),
-        )
-        .await
-        .unwrap();
+    h.env
+        .patch_spec::<Deployment>("edge", json!({"rotation": {"trigger": "v2"}}))
+        .await;
     let rotated = h
         .wait_for::<Deployment>("edge", WAIT, |d| {
             deployment_ready(d)
@@ -295,14 +290,9 @@ async fn scheduled_rotation_happens_when_due_and_never_by_accident() {
     assert_eq!(next.duration_since(last).as_secs(), 4);
 
     // Drift checks and a restart do not rotate when nothing is due: a long interval now.
-    deployments
-        .patch(
-            "sched",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"interval": "720h"}}})),
-        )
-        .await
-        .unwrap();
+    h.env
+        .patch_spec::<Deployment>("sched", json!({"rotation": {"interval": "720h"}}))
+        .await;
     h.wait_for::<Deployment>("sched", WAIT, deployment_ready)
         .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -349,14 +339,9 @@ async fn a_crash_between_the_rotation_and_the_secret_write_is_recovered() {
 
     // The process "dies" right after the API issued new credentials.
     h.ctx.failpoints.arm(AFTER_ROTATE_PUT);
-    deployments
-        .patch(
-            "crashy",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
-        )
-        .await
-        .unwrap();
+    h.env
+        .patch_spec::<Deployment>("crashy", json!({"rotation": {"trigger": "b"}}))
+        .await;
     support::wait_until(WAIT, || async {
         (remote(&h, &id).await["client_auth"] != before.as_str()).then_some(())
     })
@@ -436,14 +421,9 @@ async fn freeze_a_rotation_after_its_put(h: &Harness, name: &str) -> String {
     let id = created.status.unwrap().id.unwrap();
     let before = remote(h, &id).await["client_auth"].clone();
     h.ctx.failpoints.arm(AFTER_ROTATE_PUT);
-    deployments
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
-        )
-        .await
-        .unwrap();
+    h.env
+        .patch_spec::<Deployment>(name, json!({"rotation": {"trigger": "b"}}))
+        .await;
     support::wait_until(WAIT, || async {
         (remote(h, &id).await["client_auth"] != before).then_some(())
     })
@@ -859,14 +839,9 @@ async fn an_incomplete_rotate_answer_is_done_again_never_completed_over_revoked_
     let armed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
     let proxy = stripping_proxy(h.emulator.management_url(), armed.clone()).await;
     h.restart_operator_via(&proxy).await;
-    deployments
-        .patch(
-            "partial",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "v2"}}})),
-        )
-        .await
-        .unwrap();
+    h.env
+        .patch_spec::<Deployment>("partial", json!({"rotation": {"trigger": "v2"}}))
+        .await;
     let settled = h
         .wait_for::<Deployment>("partial", Duration::from_secs(60), |d| {
             deployment_ready(d)
@@ -1015,14 +990,9 @@ async fn a_rotation_interval_below_the_floor_is_refused_or_raised() {
     );
 
     // An interval at the floor clears the condition.
-    deployments
-        .patch(
-            "fast",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"interval": "1h"}}})),
-        )
-        .await
-        .unwrap();
+    h.env
+        .patch_spec::<Deployment>("fast", json!({"rotation": {"interval": "1h"}}))
+        .await;
     h.wait_for::<Deployment>("fast", WAIT, |d| {
         deployment_ready(d) && condition(d, "RotationIntervalRaised").is_none()
     })
@@ -1056,14 +1026,9 @@ async fn rotations_of_one_resource_are_spaced_whatever_asks_for_them() {
     h.reset_stats().await;
 
     for (n, trigger) in [(1, "b"), (2, "c")] {
-        deployments
-            .patch(
-                "spaced",
-                &PatchParams::default(),
-                &Patch::Merge(&json!({"spec": {"rotation": {"trigger": trigger}}})),
-            )
-            .await
-            .unwrap();
+        h.env
+            .patch_spec::<Deployment>("spaced", json!({"rotation": {"trigger": trigger}}))
+            .await;
         let held = h
             .wait_for::<Deployment>("spaced", WAIT, |d| {
                 d.status

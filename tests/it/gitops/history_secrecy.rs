@@ -162,15 +162,7 @@ async fn plan_history_and_export_never_print_a_secret_backed_value_after_an_inde
         }
     }
 
-    h.env
-        .api::<Config>()
-        .patch(
-            "bedrock",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": after})),
-        )
-        .await
-        .unwrap();
+    h.env.patch_spec::<Config>("bedrock", json!(after)).await;
     let config = h
         .wait_for::<Config>("bedrock", WAIT, |c| {
             c.ready() && c.status.as_ref().is_some_and(|s| s.history.len() == 2)

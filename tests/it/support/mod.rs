@@ -349,6 +349,23 @@ impl TestEnv {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
+    /// Merge-patches the `spec` of the object `name` with `spec`; the object as patched.
+    pub async fn patch_spec<K>(&self, name: &str, spec: serde_json::Value) -> K
+    where
+        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+        <K as Resource>::DynamicType: Default,
+    {
+        let patch = serde_json::json!({ "spec": spec });
+        self.api::<K>()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_or_else(|e| panic!("failed to patch {name}: {e}"))
+    }
+
     /// Waits until the named object satisfies `done`; on timeout, panics with the object and
     /// the namespace's events so the failure explains itself.
     pub async fn wait_for<K>(&self, name: &str, timeout: Duration, done: impl Fn(&K) -> bool) -> K
