@@ -111,15 +111,7 @@ async fn an_api_key_is_delivered_into_its_secret_and_kept_in_line_without_idle_w
     .await
     .expect("the remote edit was not corrected");
     assert_eq!(h.count(&format!("PUT {SERVICE_KEYS}/{{keyId}}")).await, 2);
-    support::wait_until(WAIT, || async {
-        h.env
-            .events_text()
-            .await
-            .contains("DriftCorrected")
-            .then_some(())
-    })
-    .await
-    .expect("a DriftCorrected event");
+    h.env.wait_event("DriftCorrected", WAIT).await;
 
     h.reset_stats().await;
     h.env.delete_and_wait::<ApiKey>("app", WAIT).await;

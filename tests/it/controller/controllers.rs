@@ -238,15 +238,7 @@ async fn config_lifecycle_create_update_drift_delete() {
             .any(|c| c.path.starts_with("/config/strategy") && c.remote.is_none()),
         "{record:?}"
     );
-    support::wait_until(WAIT, || async {
-        h.env
-            .events_text()
-            .await
-            .contains("/config/retry")
-            .then_some(())
-    })
-    .await
-    .expect("the DriftCorrected event names the paths");
+    h.env.wait_event("/config/retry", WAIT).await;
 
     // Delete (the default policy) removes the remote config and then the resource.
     h.env.delete_and_wait::<Config>("routing", WAIT).await;

@@ -24,11 +24,7 @@ async fn writes(h: &Harness) -> u64 {
 /// Waits for an event with `reason` (published right after the status write that follows the
 /// correction).
 async fn wait_for_event(h: &Harness, reason: &str) {
-    let found = support::wait_until(WAIT, || async {
-        h.env.events_text().await.contains(reason).then_some(())
-    })
-    .await;
-    assert!(found.is_some(), "{}", h.env.events_text().await);
+    h.env.wait_event(reason, WAIT).await;
 }
 
 async fn slug_of(h: &Harness, name: &str) -> String {

@@ -122,15 +122,7 @@ async fn a_usage_limits_policy_is_created_updated_and_archived_with_one_write_ea
     .await
     .expect("the remote edit was not corrected");
     // The event follows the PUT (after the status write).
-    support::wait_until(WAIT, || async {
-        h.env
-            .events_text()
-            .await
-            .contains("DriftCorrected")
-            .then_some(())
-    })
-    .await
-    .expect("a DriftCorrected event");
+    h.env.wait_event("DriftCorrected", WAIT).await;
     let recorded = support::wait_until(WAIT, || async {
         let policy = h.env.api::<UsageLimitsPolicy>().get("budget").await.ok()?;
         policy.status?.last_drift_correction

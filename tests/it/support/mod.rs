@@ -349,6 +349,19 @@ impl TestEnv {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
+    /// Waits until an event of the namespace says `text`; on timeout, panics with the events.
+    pub async fn wait_event(&self, text: &str, timeout: Duration) {
+        let found = wait_until(timeout, || async {
+            self.events_text().await.contains(text).then_some(())
+        })
+        .await;
+        assert!(
+            found.is_some(),
+            "no event says {text:?}:\n{}",
+            self.events_text().await
+        );
+    }
+
     /// Merge-patches the `spec` of the object `name` with `spec`; the object as patched.
     pub async fn patch_spec<K>(&self, name: &str, spec: serde_json::Value) -> K
     where
