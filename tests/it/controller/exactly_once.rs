@@ -34,14 +34,7 @@ async fn remote_configs_named(h: &Harness, name: &str) -> Vec<Value> {
 }
 
 async fn remote_deployment(h: &Harness, id: &str) -> Value {
-    let state = h.state().await;
-    state["deployments"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|d| d["id"] == id)
-        .cloned()
-        .unwrap_or(Value::Null)
+    h.remote_record("deployments", "id", id).await
 }
 
 async fn client_auth(h: &Harness, secret: &str) -> String {

@@ -49,11 +49,8 @@ async fn put_secret(h: &Harness, value: &str) {
 
 /// The emulator's record of guardrail `slug`, parameters in clear.
 async fn remote(h: &Harness, slug: &str) -> Option<Value> {
-    h.state().await["guardrails"]
-        .as_array()?
-        .iter()
-        .find(|g| g["slug"] == slug)
-        .cloned()
+    let record = h.remote_record("guardrails", "slug", slug).await;
+    (!record.is_null()).then_some(record)
 }
 
 async fn puts(h: &Harness) -> u64 {

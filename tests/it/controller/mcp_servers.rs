@@ -51,10 +51,7 @@ where
 
 /// The emulator's record of the server `slug` (with its workspace and default user access).
 async fn remote(h: &Harness, slug: &str) -> Value {
-    h.state().await["mcp_servers"]
-        .as_array()
-        .and_then(|all| all.iter().find(|r| r["slug"] == slug).cloned())
-        .unwrap_or(Value::Null)
+    h.remote_record("mcp_servers", "slug", slug).await
 }
 
 /// Seeds workspace [`WS_A`] and makes a Ready McpIntegration (`tools`) enabling it, if `enabled`.

@@ -45,14 +45,9 @@ fn rotating_deployment(name: &str, rotation: Value) -> Deployment {
 }
 
 async fn remote(h: &Harness, id: &str) -> Value {
-    let state = h.state().await;
-    state["deployments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["id"] == id)
-        .cloned()
-        .expect("remote deployment")
+    let record = h.remote_record("deployments", "id", id).await;
+    assert!(!record.is_null(), "remote deployment");
+    record
 }
 
 async fn secret_values(h: &Harness, name: &str) -> (String, String, String) {

@@ -331,10 +331,7 @@ async fn an_integration_maps_its_key_to_a_secret_reference_resource() {
 
 /// The emulator's record of the integration `slug`.
 async fn remote_integration(h: &Harness, slug: &str) -> Value {
-    h.state().await["integrations"]
-        .as_array()
-        .and_then(|all| all.iter().find(|i| i["slug"] == slug).cloned())
-        .unwrap_or(Value::Null)
+    h.remote_record("integrations", "slug", slug).await
 }
 
 /// An integration whose key the gateway reads through a secret reference, made in the console,

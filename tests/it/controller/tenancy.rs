@@ -17,13 +17,8 @@ const WAIT: Duration = Duration::from_secs(60);
 const DRIFT: Duration = Duration::from_secs(1);
 
 async fn remote_config(h: &Harness, slug: &str) -> Option<Value> {
-    let state = h.state().await;
-    state["configs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["slug"] == slug)
-        .cloned()
+    let record = h.remote_record("configs", "slug", slug).await;
+    (!record.is_null()).then_some(record)
 }
 
 async fn writes(h: &Harness) -> u64 {

@@ -40,13 +40,9 @@ fn budget(name: &str) -> Value {
 
 /// The emulator's record of policy `id` (archived ones included), with its `resets` count.
 async fn remote(h: &Harness, id: &str) -> Value {
-    h.state().await["usage_limits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["id"] == id)
-        .cloned()
-        .unwrap_or_else(|| panic!("no remote usage-limits policy {id}"))
+    let record = h.remote_record("usage_limits", "id", id).await;
+    assert!(!record.is_null(), "no remote usage-limits policy {id}");
+    record
 }
 
 /// What gateway traffic would do: `usage` more for `value_key`.

@@ -687,13 +687,8 @@ const CREATE: &str = "POST /ai_gw/v2/configs";
 
 /// The remote config with `slug`, as the emulator holds it.
 async fn remote_by_slug(h: &Harness, slug: &str) -> Option<Value> {
-    let state = h.state().await;
-    state["configs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["slug"] == slug)
-        .cloned()
+    let record = h.remote_record("configs", "slug", slug).await;
+    (!record.is_null()).then_some(record)
 }
 
 /// Every remote config named `name`.
