@@ -250,7 +250,7 @@ async fn echo_503_proxy(upstream: String) -> String {
         {
             let message = format!(
                 "upstream unavailable while handling {}",
-                String::from_utf8_lossy(&body)
+                String::from_utf8_lossy(body)
             );
             return refusal(503, message);
         }

@@ -321,10 +321,10 @@ async fn echo_proxy(upstream: String, mode: &'static str) -> String {
                 && !parts.uri.path().ends_with("/workspaces")
                 && (parts.method == reqwest::Method::POST || parts.method == reqwest::Method::PUT);
             if writes_integration {
-                let sent: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let sent: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
                 let key = sent["key"].as_str().unwrap_or("").to_string();
                 let message = match mode {
-                    "full" => format!("invalid request: {}", String::from_utf8_lossy(&body)),
+                    "full" => format!("invalid request: {}", String::from_utf8_lossy(body)),
                     // Review F11: an all-letter value cut short, a URL-encoded and a base64 echo.
                     "elided" => {
                         let n = key.chars().count();
@@ -474,7 +474,7 @@ async fn slug_race_proxy(
                 parts.method == reqwest::Method::POST && parts.uri.path() == "/ai_gw/v2/providers";
             let race = creating && armed.swap(false, Ordering::SeqCst);
             if race {
-                let mut theirs: Value = serde_json::from_slice(&body).unwrap();
+                let mut theirs: Value = serde_json::from_slice(body).unwrap();
                 if !same_name {
                     theirs["name"] = json!("someone else's provider");
                 }
@@ -602,7 +602,7 @@ async fn delete_echo_proxy(upstream: String) -> String {
             let Received { parts, body, .. } = &received;
             let integrations = parts.uri.path().starts_with("/ai_gw/admin/v2/integrations");
             if integrations && parts.method == reqwest::Method::POST {
-                let sent: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let sent: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
                 if let Some(key) = sent["key"].as_str() {
                     *seen.lock().unwrap() = key.to_string();
                 }

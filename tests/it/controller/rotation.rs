@@ -798,7 +798,7 @@ async fn stripping_proxy(
             let mut text = answer.bytes().await.unwrap().to_vec();
             let rotating = parts.method == reqwest::Method::PUT
                 && parts.uri.path().contains("/deployments/")
-                && String::from_utf8_lossy(&body).contains("\"rotate_auth\":true");
+                && String::from_utf8_lossy(body).contains("\"rotate_auth\":true");
             if rotating && status == 200 && armed.swap(false, Ordering::SeqCst) {
                 let mut value: Value = serde_json::from_slice(&text).unwrap();
                 strip(&mut value);

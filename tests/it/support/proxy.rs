@@ -152,9 +152,9 @@ pub async fn echo_proxy(upstream: String) -> String {
             let method = &parts.method;
             if echoed && (method == reqwest::Method::POST || method == reqwest::Method::PUT) {
                 let message = match *method == reqwest::Method::POST {
-                    true => format!("invalid request: {}", String::from_utf8_lossy(&body)),
+                    true => format!("invalid request: {}", String::from_utf8_lossy(body)),
                     false => {
-                        let sent: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                        let sent: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
                         let mut found = Vec::new();
                         leaves(&sent, &mut found);
                         // A value holding JSON (a Secret's value) is listed parsed too.
