@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::harness::Harness;
+use support::harness::{Harness, Installation};
 use support::objects::{Conditions, create, gateway, limits, routing};
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -19,6 +19,17 @@ const DRIFT: Duration = Duration::from_secs(1);
 async fn remote_config(h: &Harness, slug: &str) -> Option<Value> {
     let record = h.remote_record("configs", "slug", slug).await;
     (!record.is_null()).then_some(record)
+}
+
+/// Installations `inst-a` and `inst-b`: each selects this test's cluster-scoped objects but
+/// those labelled for the other.
+async fn two_installations(h: &Harness) -> (Installation, Installation) {
+    let ns = &h.env.namespace;
+    let label = support::harness::CLUSTER_LABEL;
+    let selector = |other: &str| format!("{label}={ns},aigw-test/installation!={other}");
+    let a = h.installation("inst-a", &selector("inst-b")).await;
+    let b = h.installation("inst-b", &selector("inst-a")).await;
+    (a, b)
 }
 
 async fn writes(h: &Harness) -> u64 {
@@ -334,9 +345,7 @@ async fn two_installations_act_only_on_their_own_objects() {
     let ns = h.env.namespace.clone();
     // Both select this test's cluster-scoped objects; a Connection labelled for one is not the
     // other's.
-    let selector = |other: &str| format!("{CLUSTER_LABEL}={ns},aigw-test/installation!={other}");
-    let a = h.installation("inst-a", &selector("inst-b")).await;
-    let b = h.installation("inst-b", &selector("inst-a")).await;
+    let (a, b) = two_installations(&h).await;
 
     // A Connection of b's (to b's tenant), and a Config naming it.
     let token: Secret = serde_json::from_value(json!({
@@ -616,14 +625,10 @@ async fn two_installations_act_only_on_their_own_objects() {
 async fn another_installations_config_neither_uses_nor_pins_a_guardrail() {
     use aigw::controller::state::installation::ANNOTATION;
     use aigw::resources::Guardrail;
-    use support::harness::CLUSTER_LABEL;
 
     let mut h = Harness::start_with("ten-pin", DRIFT).await;
     h.stop_operator().await;
-    let ns = h.env.namespace.clone();
-    let selector = |other: &str| format!("{CLUSTER_LABEL}={ns},aigw-test/installation!={other}");
-    let a = h.installation("inst-a", &selector("inst-b")).await;
-    let b = h.installation("inst-b", &selector("inst-a")).await;
+    let (a, b) = two_installations(&h).await;
     // Claimed up front, so which installation has which is not a race.
     fn claimed<K: serde::de::DeserializeOwned>(kind: &str, name: &str, id: &str, spec: Value) -> K {
         serde_json::from_value(json!({
@@ -797,13 +802,9 @@ fn rewritten_claim(id: &str) -> Patch<Value> {
 /// created a second copy in its tenant and the first was left orphaned.
 #[tokio::test]
 async fn a_tenant_rewriting_the_claim_moves_nothing() {
-    use support::harness::CLUSTER_LABEL;
     let mut h = Harness::start_with("ten-move", DRIFT).await;
     h.stop_operator().await;
-    let ns = h.env.namespace.clone();
-    let selector = |other: &str| format!("{CLUSTER_LABEL}={ns},aigw-test/installation!={other}");
-    let a = h.installation("inst-a", &selector("inst-b")).await;
-    let b = h.installation("inst-b", &selector("inst-a")).await;
+    let (a, b) = two_installations(&h).await;
     let configs = h.env.api::<Config>();
     configs
         .create(&PostParams::default(), &claimed_config("moved", "inst-a"))
@@ -905,13 +906,9 @@ async fn a_tenant_rewriting_the_claim_moves_nothing() {
 /// the object alone, and its deletion waited on the shared finalizer for good.
 #[tokio::test]
 async fn a_claim_naming_nobody_does_not_hold_the_deletion() {
-    use support::harness::CLUSTER_LABEL;
     let mut h = Harness::start_with("ten-nobody", DRIFT).await;
     h.stop_operator().await;
-    let ns = h.env.namespace.clone();
-    let selector = |other: &str| format!("{CLUSTER_LABEL}={ns},aigw-test/installation!={other}");
-    let a = h.installation("inst-a", &selector("inst-b")).await;
-    let b = h.installation("inst-b", &selector("inst-a")).await;
+    let (a, b) = two_installations(&h).await;
     let configs = h.env.api::<Config>();
     configs
         .create(&PostParams::default(), &claimed_config("stray", "inst-a"))
@@ -968,17 +965,13 @@ async fn a_claim_naming_nobody_does_not_hold_the_deletion() {
 /// installation, which removes the shared finalizer; another installation leaves it alone.
 #[tokio::test]
 async fn an_object_with_the_shared_finalizer_is_cleaned_up_by_its_installation() {
-    use support::harness::CLUSTER_LABEL;
     let mut h = Harness::start_with("ten-legacy", DRIFT).await;
     h.stop_operator().await;
-    let ns = h.env.namespace.clone();
     let configs = h.env.api::<Config>();
     let mut old = claimed_config("old", "inst-a");
     old.metadata.finalizers = Some(vec!["aigw.io/finalizer".into()]);
     configs.create(&PostParams::default(), &old).await.unwrap();
-    let selector = |other: &str| format!("{CLUSTER_LABEL}={ns},aigw-test/installation!={other}");
-    let a = h.installation("inst-a", &selector("inst-b")).await;
-    let b = h.installation("inst-b", &selector("inst-a")).await;
+    let (a, b) = two_installations(&h).await;
     let ready = h.wait_for::<Config>("old", WAIT, |c| c.ready()).await;
     assert_eq!(
         ready.metadata.finalizers.unwrap_or_default(),
@@ -1013,13 +1006,9 @@ async fn an_object_with_the_shared_finalizer_is_cleaned_up_by_its_installation()
 async fn a_rewritten_claim_on_a_cluster_scoped_object_moves_nothing() {
     use aigw::controller::state::installation::ANNOTATION;
     use aigw::resources::ClusterGuardrail;
-    use support::harness::CLUSTER_LABEL;
     let mut h = Harness::start_with("ten-movec", DRIFT).await;
     h.stop_operator().await;
-    let ns = h.env.namespace.clone();
-    let selector = |other: &str| format!("{CLUSTER_LABEL}={ns},aigw-test/installation!={other}");
-    let a = h.installation("inst-a", &selector("inst-b")).await;
-    let b = h.installation("inst-b", &selector("inst-a")).await;
+    let (a, b) = two_installations(&h).await;
     let spec = json!({"name": "org-shared",
         "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
         "actions": {"deny": true}});
