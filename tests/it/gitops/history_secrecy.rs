@@ -56,23 +56,7 @@ async fn history_diff_never_prints_a_secret_backed_value() {
         history[0].version_id.clone().unwrap(),
         history[1].version_id.clone().unwrap(),
     );
-    let token = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(token.path(), support::harness::TOKEN).unwrap();
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
-    command
-        .args(["history", "config/bedrock", "--diff", &older, &newer])
-        .args(["-n", &h.env.namespace])
-        .arg("--kubeconfig")
-        .arg(support::kubeconfig_path())
-        .args(["--management-url", &h.emulator.management_url()])
-        .arg("--token-file")
-        .arg(token.path());
-    let output = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .unwrap()
-        .expect("aigw runs");
-    let out = String::from_utf8_lossy(&output.stdout).to_string();
-    assert!(output.status.success(), "{output:?}");
+    let out = super::modes::history(&h, &["config/bedrock", "--diff", &older, &newer]).await;
     assert!(
         !out.contains(FIRST) && !out.contains(SECOND),
         "aigw history --diff printed the Secret's values:\n{out}"

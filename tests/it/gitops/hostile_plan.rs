@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use aigw::emulator::EmulatorOptions;
 use aigw::resources::Config;
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::harness::{Harness, TOKEN};
@@ -38,16 +37,7 @@ fn args(list: &[&str]) -> Vec<String> {
 }
 
 async fn put_secret(env: &support::TestEnv, name: &str, data: Value) {
-    let secret: Secret =
-        serde_json::from_value(json!({"metadata": {"name": name}, "stringData": data})).unwrap();
-    env.api::<Secret>()
-        .patch(
-            name,
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&secret),
-        )
-        .await
-        .unwrap();
+    env.put_secret(name, json!({}), data).await;
 }
 
 /// A Config of team b takes a target's `custom_host` (credentials in its userinfo) from a

@@ -526,7 +526,7 @@ async fn history_records_each_applied_version_with_its_revision() {
 }
 
 /// `aigw history ARGS` against the harness's cluster and emulator; its stdout.
-async fn history(h: &Harness, args: &[&str]) -> String {
+pub(super) async fn history(h: &Harness, args: &[&str]) -> String {
     let token = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(token.path(), support::harness::TOKEN).unwrap();
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));

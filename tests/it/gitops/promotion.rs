@@ -140,16 +140,7 @@ async fn plan_with(h: &Harness, manifest: &Config, grants: Option<Value>) -> (Op
         std::fs::write(&file, serde_yaml::to_string(&grants).unwrap()).unwrap();
         command.arg("--grants-file").arg(file);
     }
-    let output = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .unwrap()
-        .expect("aigw runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code(), text)
+    support::cli::run(command).await
 }
 
 /// `retry.attempts` of the remote document.

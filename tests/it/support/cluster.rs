@@ -6,8 +6,7 @@ use std::fmt::Debug;
 use std::time::Duration;
 
 use k8s_openapi::ClusterResourceScope;
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -53,20 +52,7 @@ impl Harness {
             true => json!({"aigw.io/cluster-readable": "true"}),
             false => json!({}),
         };
-        let secret: Secret = serde_json::from_value(json!({
-            "metadata": {"name": name, "labels": labels},
-            "stringData": string_data
-        }))
-        .unwrap();
-        self.env
-            .api::<Secret>()
-            .patch(
-                name,
-                &PatchParams::apply("test").force(),
-                &Patch::Apply(&secret),
-            )
-            .await
-            .unwrap();
+        self.env.put_secret(name, labels, string_data).await;
     }
 
     /// The API of the cluster-scoped kind `K`.

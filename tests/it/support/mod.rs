@@ -349,6 +349,29 @@ impl TestEnv {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
+    /// Applies the Secret `name` of the namespace with `labels` and `string_data`.
+    pub async fn put_secret(
+        &self,
+        name: &str,
+        labels: serde_json::Value,
+        string_data: serde_json::Value,
+    ) {
+        let secret: k8s_openapi::api::core::v1::Secret =
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "labels": labels},
+                "stringData": string_data
+            }))
+            .unwrap();
+        self.api::<k8s_openapi::api::core::v1::Secret>()
+            .patch(
+                name,
+                &PatchParams::apply("test").force(),
+                &Patch::Apply(&secret),
+            )
+            .await
+            .unwrap();
+    }
+
     /// Waits until an event of the namespace says `text`; on timeout, panics with the events.
     pub async fn wait_event(&self, text: &str, timeout: Duration) {
         let found = wait_until(timeout, || async {
