@@ -597,15 +597,7 @@ impl Harness {
                     .as_deref()
                     .is_some_and(|n| n.starts_with(&prefix))
             })
-            .map(|e| {
-                format!(
-                    "{} {} {}: {}",
-                    e.type_.as_deref().unwrap_or(""),
-                    e.involved_object.name.as_deref().unwrap_or(""),
-                    e.reason.as_deref().unwrap_or(""),
-                    e.message.as_deref().unwrap_or("")
-                )
-            })
+            .map(super::event_line)
             .collect::<Vec<_>>()
             .join("\n")
     }
@@ -626,24 +618,8 @@ where
 {
     let api = kube::Api::<K>::all(env.client.clone());
     let selector = format!("{CLUSTER_LABEL}={}", env.namespace);
-    let Ok(list) = api
-        .list(&kube::api::ListParams::default().labels(&selector))
-        .await
-    else {
-        return;
-    };
-    let drop_finalizers = serde_json::json!({"metadata": {"finalizers": null}});
-    for object in list.items {
-        let name = kube::ResourceExt::name_any(&object);
-        let _ = api
-            .patch(
-                &name,
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(&drop_finalizers),
-            )
-            .await;
-        let _ = api.delete(&name, &Default::default()).await;
-    }
+    let params = kube::api::ListParams::default().labels(&selector);
+    super::force_delete_all(&api, &params).await;
 }
 
 /// Sums every status of `endpoint` ("METHOD /template") in an emulator stats document.

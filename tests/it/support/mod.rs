@@ -162,6 +162,40 @@ where
     serde_json::to_string(&statuses).unwrap()
 }
 
+/// An event as one line: its type, object, reason and message.
+pub fn event_line(e: &Event) -> String {
+    format!(
+        "{} {} {}: {}",
+        e.type_.as_deref().unwrap_or(""),
+        e.involved_object.name.as_deref().unwrap_or(""),
+        e.reason.as_deref().unwrap_or(""),
+        e.message.as_deref().unwrap_or("")
+    )
+}
+
+/// Deletes every object `api` lists with `params`, their finalizers dropped first (the
+/// operator that would run them may be gone).
+pub async fn force_delete_all<K>(api: &Api<K>, params: &ListParams)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let Ok(list) = api.list(params).await else {
+        return;
+    };
+    let drop_finalizers = serde_json::json!({"metadata": {"finalizers": null}});
+    for object in list.items {
+        let name = object.name_any();
+        let _ = api
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(&drop_finalizers),
+            )
+            .await;
+        let _ = api.delete(&name, &Default::default()).await;
+    }
+}
+
 /// Polls `probe` every 100 ms until it returns `Some` or `timeout` passes.
 pub async fn wait_until<T, F, Fut>(timeout: Duration, mut probe: F) -> Option<T>
 where
@@ -470,22 +504,7 @@ impl TestEnv {
             + std::fmt::Debug,
         <K as Resource>::DynamicType: Default,
     {
-        let api = self.api::<K>();
-        let Ok(list) = api.list(&ListParams::default()).await else {
-            return;
-        };
-        let drop_finalizers = serde_json::json!({"metadata": {"finalizers": null}});
-        for object in list.items {
-            let name = object.name_any();
-            let _ = api
-                .patch(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&drop_finalizers),
-                )
-                .await;
-            let _ = api.delete(&name, &Default::default()).await;
-        }
+        force_delete_all(&self.api::<K>(), &ListParams::default()).await;
     }
 
     /// Every event in the namespace, one per line (for failure dumps and secret-leak checks).
@@ -496,19 +515,7 @@ impl TestEnv {
             .await
             .map(|l| l.items)
             .unwrap_or_default();
-        events
-            .iter()
-            .map(|e| {
-                format!(
-                    "{} {} {}: {}",
-                    e.type_.as_deref().unwrap_or(""),
-                    e.involved_object.name.as_deref().unwrap_or(""),
-                    e.reason.as_deref().unwrap_or(""),
-                    e.message.as_deref().unwrap_or("")
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
+        events.iter().map(event_line).collect::<Vec<_>>().join("\n")
     }
 
     /// Deletes the test's aigw objects (dropping finalizers the stopped operator can no longer
