@@ -486,25 +486,7 @@ async fn a_scheduled_rotation_happens_when_due() {
 
 /// `aigw plan` off the async runtime (the in-process emulator keeps serving).
 async fn plan(h: &Harness, manifest: String) -> (i32, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let (file, token) = (dir.path().join("key.yaml"), dir.path().join("token"));
-    std::fs::write(&file, manifest).unwrap();
-    std::fs::write(&token, TOKEN).unwrap();
-    let args: Vec<String> = [
-        "plan",
-        "-f",
-        file.to_str().unwrap(),
-        "--management-url",
-        &h.emulator.management_url(),
-        "--token-file",
-        token.to_str().unwrap(),
-        "--kubeconfig",
-        support::kubeconfig_path().to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let (code, text) = support::cli::aigw(&args).await;
+    let (code, text) = h.plan("key.yaml", &manifest).await;
     (code.unwrap_or(-1), text)
 }
 

@@ -580,22 +580,6 @@ async fn a_cluster_guardrails_mcp_servers_are_written_on_the_admin_plane() {
 /// `aigw plan` of `manifest` against the harness's emulator and cluster: its exit code and what
 /// it printed.
 async fn plan(h: &Harness, manifest: &str) -> (i32, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("manifest.yaml");
-    std::fs::write(&file, manifest).unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, support::harness::TOKEN).unwrap();
-    let args = [
-        "plan".to_string(),
-        "-f".into(),
-        file.display().to_string(),
-        "--management-url".into(),
-        h.emulator.management_url(),
-        "--token-file".into(),
-        token.display().to_string(),
-        "--kubeconfig".into(),
-        support::kubeconfig_path().display().to_string(),
-    ];
-    let (code, report) = support::cli::aigw(&args).await;
+    let (code, report) = h.plan("manifest.yaml", manifest).await;
     (code.expect("aigw was killed"), report)
 }

@@ -126,26 +126,10 @@ async fn a_guardrail_names_an_mcp_server_by_resource() {
 
     // `aigw plan` with the cluster in view resolves `mcpServerRef` to the id the McpServer
     // recorded, as the operator does: the applied guardrail is unchanged, not a change.
-    let dir = tempfile::tempdir().unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, support::harness::TOKEN).unwrap();
-    let manifest = dir.path().join("guardrail.json");
     let mut object = serde_json::to_value(&ready).unwrap();
     object["metadata"] = json!({"name": "tools", "namespace": h.env.namespace});
     object.as_object_mut().unwrap().remove("status");
-    std::fs::write(&manifest, object.to_string()).unwrap();
-    let run = [
-        "plan".to_string(),
-        "-f".into(),
-        manifest.display().to_string(),
-        "--management-url".into(),
-        h.emulator.management_url(),
-        "--token-file".into(),
-        token.display().to_string(),
-        "--kubeconfig".into(),
-        support::kubeconfig_path().display().to_string(),
-    ];
-    let (code, said) = support::cli::aigw(run).await;
+    let (code, said) = h.plan("guardrail.json", &object.to_string()).await;
     assert_eq!(code, Some(0), "{said}");
     assert!(said.contains("1 unchanged"), "{said}");
     h.stop().await;

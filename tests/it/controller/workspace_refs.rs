@@ -118,13 +118,7 @@ struct Matrix<'h> {
 
 impl<'h> Matrix<'h> {
     fn new<F: ByRef>(h: &'h Harness) -> Self {
-        let resource = ApiResource {
-            group: "aigw.io".into(),
-            version: "v1alpha1".into(),
-            api_version: "aigw.io/v1alpha1".into(),
-            kind: F::KIND.into(),
-            plural: F::PLURAL.into(),
-        };
+        let resource = super::conformance::resource::<F>();
         let workspace = ApiResource::erase::<aigw::resources::Workspace>(&());
         Self {
             h,

@@ -173,6 +173,26 @@ impl Harness {
         )
     }
 
+    /// `aigw plan -f` of `manifest` (written to a file named `file_name`) against the emulator
+    /// and the cluster; its exit code and what it printed.
+    pub async fn plan(&self, file_name: &str, manifest: &str) -> (Option<i32>, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let (file, token) = (dir.path().join(file_name), dir.path().join("token"));
+        std::fs::write(&file, manifest).unwrap();
+        std::fs::write(&token, TOKEN).unwrap();
+        let mut command = super::cli::command();
+        command
+            .arg("plan")
+            .arg("-f")
+            .arg(&file)
+            .args(["--management-url", &self.emulator.management_url()])
+            .arg("--token-file")
+            .arg(&token)
+            .arg("--kubeconfig")
+            .arg(super::kubeconfig_path());
+        super::cli::run(command).await
+    }
+
     /// The emulator's record in its state `collection` whose `field` is `value`, secrets in
     /// clear; `Null` when there is none.
     pub async fn remote_record(&self, collection: &str, field: &str, value: &str) -> Value {

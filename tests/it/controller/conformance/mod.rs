@@ -140,6 +140,17 @@ pub trait Fixture {
     }
 }
 
+/// The kind's API resource.
+pub fn resource<F: Fixture>() -> ApiResource {
+    ApiResource {
+        group: "aigw.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "aigw.io/v1alpha1".into(),
+        kind: F::KIND.into(),
+        plural: F::PLURAL.into(),
+    }
+}
+
 /// One kind's objects on the apiserver, and its remote objects in the emulator.
 struct Kind<'h> {
     h: &'h Harness,
@@ -148,13 +159,7 @@ struct Kind<'h> {
 
 impl<'h> Kind<'h> {
     fn new<F: Fixture>(h: &'h Harness) -> Self {
-        let resource = ApiResource {
-            group: "aigw.io".into(),
-            version: "v1alpha1".into(),
-            api_version: "aigw.io/v1alpha1".into(),
-            kind: F::KIND.into(),
-            plural: F::PLURAL.into(),
-        };
+        let resource = resource::<F>();
         let api = match F::CLUSTER {
             true => Api::all_with(h.env.client.clone(), &resource),
             false => Api::namespaced_with(h.env.client.clone(), &h.env.namespace, &resource),
