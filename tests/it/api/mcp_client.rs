@@ -18,6 +18,7 @@ use aigw::emulator::Running;
 use serde_json::{Value, json};
 
 use super::integrations_client::{TOKEN, aigw_api, client, emulator};
+use crate::support::SendJson;
 
 const AWS_SECRET: &str = "aws-ref-secret-Mn4Bv7Cx1Z";
 const HEADER: &str = "Bearer mcp-header-Qe8Rt5Yu2I";
@@ -302,12 +303,8 @@ async fn the_client_covers_secret_references_mcp_and_mappings() {
     let seeded: Value = reqwest::Client::new()
         .post(format!("{}/_emulator/seed", emulator.management_url()))
         .json(&json!({"guardrails": [{"name": "pii", "workspace_id": workspace}]}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_value()
+        .await;
     let guardrail = seeded["guardrails"][0]["id"].as_str().unwrap().to_owned();
     let mappings = client.guardrail_mcp_servers(GuardrailPlane::Workspace);
     let set = SyncMcpServerMappingsRequest {
@@ -517,12 +514,8 @@ async fn the_cli_never_prints_auth_config_or_mcp_configurations() {
     let seeded: Value = reqwest::Client::new()
         .post(format!("{}/_emulator/seed", emulator.management_url()))
         .json(&json!({"guardrails": [{"name": "pii", "workspace_id": workspace}]}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_value()
+        .await;
     let guardrail = seeded["guardrails"][0]["id"].as_str().unwrap().to_owned();
     std::fs::write(
         body.path(),

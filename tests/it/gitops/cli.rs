@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use crate::support::SendJson;
 use aigw::emulator::EmulatorOptions;
 use aigw::resources::{
     ClusterGuardrail, Config, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy,
@@ -290,14 +291,7 @@ impl Remote {
 
     async fn stats(&self) -> Value {
         let url = format!("{}/_emulator/stats", self.url);
-        self.http
-            .get(url)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        self.http.get(url).json_value().await
     }
 
     async fn reset_stats(&self) {

@@ -9,6 +9,7 @@ use crate::support;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::support::SendJson;
 use aigw::emulator::EmulatorOptions;
 use aigw::resources::Config;
 use kube::api::{Patch, PatchParams, PostParams};
@@ -209,12 +210,8 @@ async fn plan_export_and_api_show_no_hidden_configuration_of_an_integration() {
                 "aws_external_id": EXTERNAL,
                 "custom_host": format!("https://{USERINFO}@bedrock.victim.example")}}),
         )
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_value()
+        .await;
     assert_eq!(created["slug"], "victim-bedrock", "{created}");
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");
@@ -291,7 +288,7 @@ async fn api_and_export_never_show_the_userinfo_of_a_url() {
             .bearer_auth(TOKEN)
             .json(&body);
         async move {
-            let answer: Value = request.send().await.unwrap().json().await.unwrap();
+            let answer: Value = request.json_value().await;
             answer
         }
     };
@@ -368,12 +365,8 @@ async fn victim_integration(env: &support::TestEnv, emulator_url: &str, name: &s
             "create_default_provider": false,
             "configurations": {"custom_host": VICTIM_HOST}}),
         )
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_value()
+        .await;
     let id = created["id"].as_str().expect("id").to_string();
     let integrations = kube::Api::<aigw::resources::Integration>::all(env.client.clone());
     let live = support::objects::object(
@@ -476,12 +469,8 @@ async fn plan_of_an_adopted_guardrail_shows_no_action_value_it_does_not_hold() {
             "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
             "actions": {"deny": true, "on_fail": {"feedback": {"value": -5, "weight": 1,
                 "metadata": format!("team=b sink={SINK}")}}}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_value()
+        .await;
     let slug = created["slug"].as_str().expect("slug").to_string();
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");
@@ -598,12 +587,8 @@ async fn history_diff_hides_the_values_of_a_version_older_than_the_recorded_hist
         .post(format!("{url}/ai_gw/v2/configs"))
         .bearer_auth(TOKEN)
         .json(&json!({"name": "old", "config": document(1, OLD)}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_value()
+        .await;
     let slug = created["slug"].as_str().expect("slug").to_string();
     for n in 2..=12 {
         let answer = http
@@ -618,12 +603,8 @@ async fn history_diff_hides_the_values_of_a_version_older_than_the_recorded_hist
     let versions: Value = http
         .get(format!("{url}/ai_gw/v2/configs/{slug}/versions"))
         .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_value()
+        .await;
     // Newest first.
     let ids: Vec<String> = versions["data"]
         .as_array()
@@ -683,12 +664,8 @@ async fn post(url: &str, path: &str, body: Value) -> Value {
         .post(format!("{url}{path}"))
         .bearer_auth(TOKEN)
         .json(&body)
-        .send()
+        .json_value()
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
 }
 
 /// A pull request adopts another team's Config, Guardrail and Integration by slug, without

@@ -13,6 +13,7 @@ use aigw::resources::connection::Grant;
 pub use aigw::resources::rotation::RotationLimits;
 use serde_json::Value;
 
+use super::SendJson;
 use super::TestEnv;
 use super::chart::{self, Identity, Scope};
 
@@ -407,12 +408,8 @@ impl Harness {
     pub async fn stats(&self) -> Value {
         self.http
             .get(self.url("/_emulator/stats"))
-            .send()
+            .json_value()
             .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
     }
 
     pub async fn reset_stats(&self) {
@@ -486,12 +483,8 @@ impl Harness {
     pub async fn state(&self) -> Value {
         self.http
             .get(self.url("/_emulator/state"))
-            .send()
+            .json_value()
             .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
     }
 
     /// The single-object GETs of Secrets (`GET /api/v1/namespaces/{ns}/secrets/{name}`) the
@@ -803,15 +796,7 @@ impl Installation {
     /// The remote writes (every request but GETs) its emulator counted.
     pub async fn remote_writes(&self) -> u64 {
         let url = format!("{}/_emulator/stats", self.emulator.management_url());
-        let stats: Value = self
-            .http
-            .get(url)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let stats: Value = self.http.get(url).json_value().await;
         let endpoints = stats["requests"].as_object().cloned().unwrap_or_default();
         endpoints
             .keys()
@@ -823,15 +808,7 @@ impl Installation {
     /// How many requests its emulator counted for `endpoint` (`METHOD path template`).
     pub async fn count(&self, endpoint: &str) -> u64 {
         let url = format!("{}/_emulator/stats", self.emulator.management_url());
-        let stats: Value = self
-            .http
-            .get(url)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let stats: Value = self.http.get(url).json_value().await;
         count_in(&stats, endpoint)
     }
 

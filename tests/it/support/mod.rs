@@ -162,6 +162,18 @@ where
     serde_json::to_string(&statuses).unwrap()
 }
 
+/// A request whose answer is JSON.
+pub trait SendJson {
+    /// Sends it; its answer's JSON (a failed send or a body that is not JSON panics).
+    fn json_value(self) -> impl std::future::Future<Output = serde_json::Value> + Send;
+}
+
+impl SendJson for reqwest::RequestBuilder {
+    async fn json_value(self) -> serde_json::Value {
+        self.send().await.unwrap().json().await.unwrap()
+    }
+}
+
 /// An event as one line: its type, object, reason and message.
 pub fn event_line(e: &Event) -> String {
     format!(

@@ -1,6 +1,7 @@
 //! Proxies in front of the emulator, for tests that change what the operator sees of the API:
 //! forward a request, answer one, serve the proxy; APIs that echo what they were sent.
 
+use super::SendJson;
 use serde_json::{Value, json};
 
 /// Sends what a proxy received on to the emulator (its credentials and content type with it);
@@ -201,12 +202,8 @@ pub async fn delete_echo_proxy(upstream: String) -> String {
             let key = route.trim_start_matches(prefix);
             let state: Value = client
                 .get(format!("{upstream}/_emulator/state"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+                .json_value()
+                .await;
             let record = state[family]
                 .as_array()
                 .into_iter()
