@@ -174,25 +174,15 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
     assert!(events.contains("DriftCorrected"), "{events}");
 
     // A Secret change: the new value reaches the API with exactly one PUT.
-    let writes = remote(&h, &slug).await["configuration_writes"]
-        .as_u64()
-        .unwrap();
-    h.reset_stats().await;
-    put_config(&h, SECOND_HEADER, true).await;
-    support::wait_until(WAIT, || async {
-        (remote(&h, &slug).await["configurations"]["custom_headers"]["x-api-key"] == SECOND_HEADER)
-            .then_some(())
-    })
-    .await
-    .expect("the new header reached the API");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(h.count(PUT).await, 1, "one PUT per Secret change");
-    assert_eq!(
-        remote(&h, &slug).await["configuration_writes"]
-            .as_u64()
-            .unwrap(),
-        writes + 1
-    );
+    h.secret_change_is_one_put(
+        ("mcp_integrations", &slug),
+        "configuration_writes",
+        PUT,
+        WAIT,
+        put_config(&h, SECOND_HEADER, true),
+        |r| r["configurations"]["custom_headers"]["x-api-key"] == SECOND_HEADER,
+    )
+    .await;
 
     // A workspace dropped from the spec is disabled, its row kept; the other is untouched.
     h.reset_stats().await;

@@ -100,25 +100,15 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
     assert!(events.contains("DriftCorrected"), "{events}");
 
     // A Secret change: the new value reaches the API with exactly one PUT.
-    let writes = remote(&h, &slug).await["auth_config_writes"]
-        .as_u64()
-        .unwrap();
-    h.reset_stats().await;
-    put_auth(&h, SECOND_SECRET, true).await;
-    support::wait_until(WAIT, || async {
-        (remote(&h, &slug).await["auth_config"]["aws_secret_access_key"] == SECOND_SECRET)
-            .then_some(())
-    })
-    .await
-    .expect("the new secret reached the API");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(h.count(PUT).await, 1, "one PUT per Secret change");
-    assert_eq!(
-        remote(&h, &slug).await["auth_config_writes"]
-            .as_u64()
-            .unwrap(),
-        writes + 1
-    );
+    h.secret_change_is_one_put(
+        ("secret_references", &slug),
+        "auth_config_writes",
+        PUT,
+        WAIT,
+        put_auth(&h, SECOND_SECRET, true),
+        |r| r["auth_config"]["aws_secret_access_key"] == SECOND_SECRET,
+    )
+    .await;
 
     // An integration maps its key to the reference: the API refuses the delete, the resource
     // says who holds it and waits; nothing is forced.

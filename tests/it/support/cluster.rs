@@ -146,6 +146,33 @@ impl Harness {
         );
     }
 
+    /// A Secret change (`change`) reaches the emulator's record of `slug` in its state
+    /// `collection` within `within` (once `arrived` holds of the record) with exactly one
+    /// `put` ("METHOD /template"), and the record's `writes` counter goes up by one.
+    pub async fn secret_change_is_one_put(
+        &self,
+        (collection, slug): (&str, &str),
+        writes: &str,
+        put: &str,
+        within: Duration,
+        change: impl std::future::Future<Output = ()>,
+        arrived: impl Fn(&Value) -> bool,
+    ) {
+        let written = |record: Value| record[writes].as_u64().unwrap();
+        let before = written(self.remote_record(collection, "slug", slug).await);
+        self.reset_stats().await;
+        change.await;
+        super::wait_until(within, || async {
+            arrived(&self.remote_record(collection, "slug", slug).await).then_some(())
+        })
+        .await
+        .expect("the new value reached the API");
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(self.count(put).await, 1, "one PUT per Secret change");
+        let after = written(self.remote_record(collection, "slug", slug).await);
+        assert_eq!(after, before + 1);
+    }
+
     /// Over `quiet` from now, the emulator sees no write.
     pub async fn assert_no_write_over(&self, quiet: Duration) {
         self.reset_stats().await;
