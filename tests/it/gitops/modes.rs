@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use aigw::resources::{Config, Deployment, RateLimitsPolicy};
 use k8s_openapi::api::core::v1::{Event, Secret};
+use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use kube::{Resource, ResourceExt};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{Harness, count_in};
@@ -62,11 +62,7 @@ fn total_requests(stats: &Value) -> u64 {
 
 async fn merge<K>(h: &Harness, name: &str, patch: Value)
 where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    <K as Resource>::DynamicType: Default,
+    K: crate::support::NamespacedKind,
 {
     h.env
         .api::<K>()

@@ -162,6 +162,25 @@ where
     serde_json::to_string(&statuses).unwrap()
 }
 
+/// A namespaced kind (aigw's or Kubernetes').
+pub trait NamespacedKind:
+    Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + DeserializeOwned
+    + serde::Serialize
+    + std::fmt::Debug
+{
+}
+
+impl<K> NamespacedKind for K where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug
+{
+}
+
 /// A request whose answer is JSON.
 pub trait SendJson {
     /// Sends it; its answer's JSON (a failed send or a body that is not JSON panics).
@@ -434,12 +453,7 @@ impl TestEnv {
     /// Merge-patches the `spec` of the object `name` with `spec`; the object as patched.
     pub async fn patch_spec<K>(&self, name: &str, spec: serde_json::Value) -> K
     where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + DeserializeOwned
-            + serde::Serialize
-            + std::fmt::Debug,
-        <K as Resource>::DynamicType: Default,
+        K: NamespacedKind,
     {
         let patch = serde_json::json!({ "spec": spec });
         self.api::<K>()
@@ -452,12 +466,7 @@ impl TestEnv {
     /// the namespace's events so the failure explains itself.
     pub async fn wait_for<K>(&self, name: &str, timeout: Duration, done: impl Fn(&K) -> bool) -> K
     where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + DeserializeOwned
-            + serde::Serialize
-            + std::fmt::Debug,
-        <K as Resource>::DynamicType: Default,
+        K: NamespacedKind,
     {
         let api = self.api::<K>();
         let found = wait_until(timeout, || async {
@@ -482,12 +491,7 @@ impl TestEnv {
     /// panics with the object and the namespace's events.
     pub async fn delete_and_wait<K>(&self, name: &str, timeout: Duration)
     where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + DeserializeOwned
-            + serde::Serialize
-            + std::fmt::Debug,
-        <K as Resource>::DynamicType: Default,
+        K: NamespacedKind,
     {
         let api = self.api::<K>();
         api.delete(name, &Default::default())
@@ -509,12 +513,7 @@ impl TestEnv {
 
     async fn purge<K>(&self)
     where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + DeserializeOwned
-            + serde::Serialize
-            + std::fmt::Debug,
-        <K as Resource>::DynamicType: Default,
+        K: NamespacedKind,
     {
         force_delete_all(&self.api::<K>(), &ListParams::default()).await;
     }
