@@ -500,14 +500,7 @@ async fn deployment_create_secret_connection_status_and_archive() {
     );
 
     // The Secret holds exactly the emulator's one-time values and is owned by the resource.
-    let state = h.state().await;
-    let remote = state["deployments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["id"] == id.as_str())
-        .unwrap()
-        .clone();
+    let remote = h.remote_record_present("deployments", "id", &id).await;
     let secret = h.env.api::<Secret>().get("edge-creds").await.unwrap();
     let data = secret.data.clone().unwrap();
     let text = |k: &str| String::from_utf8(data[k].0.clone()).unwrap();

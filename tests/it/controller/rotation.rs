@@ -45,9 +45,7 @@ fn rotating_deployment(name: &str, rotation: Value) -> Deployment {
 }
 
 async fn remote(h: &Harness, id: &str) -> Value {
-    let record = h.remote_record("deployments", "id", id).await;
-    assert!(!record.is_null(), "remote deployment");
-    record
+    h.remote_record_present("deployments", "id", id).await
 }
 
 async fn secret_values(h: &Harness, name: &str) -> (String, String, String) {

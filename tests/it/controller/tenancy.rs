@@ -168,14 +168,7 @@ async fn only_the_owner_rotates_a_shared_deployment() {
     })
     .await;
     tokio::time::sleep(DRIFT * 3).await;
-    let state = h.state().await;
-    let remote = state["deployments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["id"] == id.as_str())
-        .unwrap()
-        .clone();
+    let remote = h.remote_record_present("deployments", "id", &id).await;
     assert_eq!(
         remote["rotations"], 1,
         "only the owner's trigger change rotated"

@@ -40,9 +40,7 @@ fn budget(name: &str) -> Value {
 
 /// The emulator's record of policy `id` (archived ones included), with its `resets` count.
 async fn remote(h: &Harness, id: &str) -> Value {
-    let record = h.remote_record("usage_limits", "id", id).await;
-    assert!(!record.is_null(), "no remote usage-limits policy {id}");
-    record
+    h.remote_record_present("usage_limits", "id", id).await
 }
 
 /// What gateway traffic would do: `usage` more for `value_key`.

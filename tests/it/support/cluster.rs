@@ -200,6 +200,16 @@ impl Harness {
         )
     }
 
+    /// [`Harness::remote_record`], which must be there.
+    pub async fn remote_record_present(&self, collection: &str, field: &str, value: &str) -> Value {
+        let record = self.remote_record(collection, field, value).await;
+        assert!(
+            !record.is_null(),
+            "no {collection} record with {field} {value}"
+        );
+        record
+    }
+
     /// `aigw plan -f` of `manifest` (written to a file named `file_name`) against the emulator
     /// and the cluster; its exit code and what it printed.
     pub async fn plan(&self, file_name: &str, manifest: &str) -> (Option<i32>, String) {
