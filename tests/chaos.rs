@@ -146,11 +146,7 @@ impl Spread {
     /// The `K` objects of every namespace.
     async fn list<K>(&self) -> kube::Result<Vec<K>>
     where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
-        <K as Resource>::DynamicType: Default,
+        K: support::NamespacedKind,
     {
         let mut all = Vec::new();
         for namespace in &self.namespaces {
@@ -166,11 +162,7 @@ impl Spread {
     /// The `K` named `name`, in whichever namespace it is.
     async fn find<K>(&self, name: &str) -> Option<K>
     where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + serde::de::DeserializeOwned
-            + std::fmt::Debug,
-        <K as Resource>::DynamicType: Default,
+        K: support::NamespacedKind,
     {
         for namespace in &self.namespaces {
             if let Ok(Some(found)) = self.api::<K>(namespace).get_opt(name).await {
@@ -885,11 +877,7 @@ fn random_pause(min_s: f64, max_s: f64) -> Duration {
 /// The names of the objects of kind `K` that are not Ready (or whose check fails).
 async fn not_ready<K>(spread: &Spread, done: impl Fn(&K) -> bool) -> Vec<String>
 where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    <K as Resource>::DynamicType: Default,
+    K: support::NamespacedKind,
 {
     match spread.list::<K>().await {
         Ok(list) => list

@@ -287,21 +287,7 @@ async fn lost_answers_to_create_and_rotate_are_reported_not_repeated() {
 
 /// Runs the built `aigw api` off the async runtime, so the in-process emulator keeps serving.
 async fn aigw_api(env: &Env, args: &[&str]) -> std::process::Output {
-    let token = tempfile::NamedTempFile::new().expect("token file");
-    std::fs::write(token.path(), TOKEN).expect("token written");
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
-    command
-        .arg("api")
-        .args(["--management-url", &env.emulator.management_url()])
-        .arg("--token-file")
-        .arg(token.path())
-        .args(args);
-    let output = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .unwrap()
-        .expect("aigw runs");
-    drop(token);
-    output
+    crate::support::cli::aigw_api(&env.emulator.management_url(), TOKEN, args).await
 }
 
 #[tokio::test]
@@ -315,13 +301,8 @@ async fn api_keys_through_the_cli_print_the_value_only_on_create_and_rotate() {
     let run = |args: Vec<String>| {
         let env = &env;
         async move {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let output = aigw_api(env, &args).await;
-            assert!(
-                output.status.success(),
-                "{args:?}: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
+            let url = env.emulator.management_url();
+            let output = crate::support::cli::aigw_api_ok(&url, TOKEN, &args).await;
             String::from_utf8(output.stdout).expect("utf-8")
         }
     };

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use crate::support::SendJson;
 use aigw::api::{
     ApiError, Client, ClientConfig, Condition, CreateConfigRequest, CreateDeploymentRequest,
     CreateRateLimitsPolicyRequest, DeploymentAuthSettingsInput, DeploymentListQuery,
@@ -80,15 +81,7 @@ impl Env {
     /// How many answers with `status` the emulator gave to `key` (`"GET /ai_gw/..."`).
     async fn count(&self, key: &str, status: u16) -> u64 {
         let url = format!("{}/_emulator/stats", self.emulator.management_url());
-        let stats: Value = self
-            .control
-            .get(url)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let stats: Value = self.control.get(url).json_value().await;
         stats["requests"][key][status.to_string()]
             .as_u64()
             .unwrap_or(0)
@@ -435,22 +428,9 @@ async fn gateway_reads() {
 
 /// Runs the built `aigw` off the async runtime, so the in-process emulator keeps serving.
 async fn aigw_api(env: &Env, args: &[&str]) -> std::process::Output {
-    let token = tempfile::NamedTempFile::new().expect("token file");
-    std::fs::write(token.path(), TOKEN).expect("token written");
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
-    command
-        .arg("api")
-        .args(["--management-url", &env.emulator.management_url()])
-        .args(["--gateway-url", &env.emulator.gateway_url()])
-        .arg("--token-file")
-        .arg(token.path())
-        .args(args);
-    let output = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .unwrap()
-        .expect("aigw runs");
-    drop(token);
-    output
+    let gateway = env.emulator.gateway_url();
+    let args = [&["--gateway-url", gateway.as_str()], args].concat();
+    crate::support::cli::aigw_api(&env.emulator.management_url(), TOKEN, &args).await
 }
 
 #[tokio::test]
@@ -1016,12 +996,8 @@ async fn guardrails_get_through_the_cli_reads_either_plane_and_keeps_unknown_fie
             .post(format!("{}{path}", env.emulator.management_url()))
             .bearer_auth(TOKEN)
             .json(&body)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+            .json_value()
+            .await;
         slugs.push(created["slug"].as_str().expect("a slug").to_string());
     }
     let output = aigw_api(&env, &["guardrails", "get", &slugs[0]]).await;
@@ -1050,12 +1026,8 @@ async fn config_versions_diff_through_the_cli_shows_the_change_masked() {
             &json!({"name": "routing", "config": {"retry": {"attempts": 2},
             "targets": [{"provider": "@openai", "api_key": "sk-first-version"}]}}),
         )
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_value()
+        .await;
     let slug = created["slug"].as_str().unwrap().to_string();
     let updated = http
         .put(url(&format!("/ai_gw/v2/configs/{slug}")))

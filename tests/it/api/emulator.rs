@@ -2,54 +2,16 @@
 
 use std::time::{Duration, Instant};
 
-use aigw::emulator::{EmulatorOptions, OAuthOptions, Running, spawn};
+use aigw::emulator::{EmulatorOptions, OAuthOptions};
 use reqwest::{Method, RequestBuilder, StatusCode};
 use serde_json::{Value, json};
 
-const TOKEN: &str = "test-token";
+use crate::support::emu::{Emu, TOKEN, assert_ab, text};
+
 /// Config and guardrail `workspace_id`s are workspace UUIDs.
 const WORKSPACE: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
 
-struct Emu {
-    running: Running,
-    http: reqwest::Client,
-}
-
 impl Emu {
-    async fn start() -> Self {
-        Self::with(EmulatorOptions::new(TOKEN)).await
-    }
-
-    async fn with(options: EmulatorOptions) -> Self {
-        let running = spawn(options).await.expect("emulator starts");
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(10))
-            .build()
-            .expect("http client");
-        Self { running, http }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.running.management_url())
-    }
-
-    fn call(&self, method: Method, path: &str) -> RequestBuilder {
-        self.http.request(method, self.url(path)).bearer_auth(TOKEN)
-    }
-
-    /// Sends and returns status plus JSON body (`Null` for an empty body).
-    async fn send(&self, request: RequestBuilder) -> (StatusCode, Value) {
-        let response = request.send().await.expect("request succeeds");
-        let status = response.status();
-        let bytes = response.bytes().await.expect("body");
-        let body = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes).expect("json body")
-        };
-        (status, body)
-    }
-
     /// Sends and returns status plus the body as text, for answers that are not JSON.
     async fn send_raw(&self, request: RequestBuilder) -> (StatusCode, String) {
         let response = request.send().await.expect("request succeeds");
@@ -57,44 +19,15 @@ impl Emu {
         (status, response.text().await.expect("body"))
     }
 
-    async fn get(&self, path: &str) -> (StatusCode, Value) {
-        self.send(self.call(Method::GET, path)).await
+    /// A control endpoint (no token), which must succeed; its answer.
+    async fn control_ok(&self, method: Method, path: &str, body: Option<Value>) -> Value {
+        let (status, answer) = self.control(method, path, body).await;
+        assert!(status.is_success(), "{path}: {status}");
+        answer
     }
 
-    async fn post(&self, path: &str, body: Value) -> (StatusCode, Value) {
-        self.send(self.call(Method::POST, path).json(&body)).await
-    }
-
-    async fn put(&self, path: &str, body: Value) -> (StatusCode, Value) {
-        self.send(self.call(Method::PUT, path).json(&body)).await
-    }
-
-    async fn delete(&self, path: &str) -> (StatusCode, Value) {
-        self.send(self.call(Method::DELETE, path)).await
-    }
-
-    /// Control endpoints need no token.
-    async fn control(&self, method: Method, path: &str, body: Option<Value>) -> Value {
-        let mut request = self.http.request(method, self.url(path));
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.expect("control request");
-        assert!(
-            response.status().is_success(),
-            "{path}: {}",
-            response.status()
-        );
-        response.json().await.expect("control json")
-    }
-
-    async fn faults(&self, faults: Value) {
-        self.control(Method::PUT, "/_emulator/faults", Some(faults))
-            .await;
-    }
-
-    async fn state(&self) -> Value {
-        self.control(Method::GET, "/_emulator/state", None).await
+    async fn stats(&self) -> Value {
+        self.control_ok(Method::GET, "/_emulator/stats", None).await["requests"].clone()
     }
 
     async fn create_config(&self, name: &str) -> Value {
@@ -111,10 +44,6 @@ impl Emu {
         receipt
     }
 
-    async fn stats(&self) -> Value {
-        self.control(Method::GET, "/_emulator/stats", None).await["requests"].clone()
-    }
-
     async fn create_deployment(&self, body: Value) -> Value {
         let (status, receipt) = self.post("/ai_gw/admin/v2/deployments", body).await;
         assert_eq!(status, StatusCode::OK, "{receipt}");
@@ -122,24 +51,10 @@ impl Emu {
     }
 }
 
-fn text(value: &Value) -> String {
-    value.as_str().expect("a string").to_owned()
-}
-
 fn rate_limit_body(value: Value) -> Value {
     json!({"conditions": [{"key": "api_key", "value": "k1"}, {"key": "metadata.team", "value": "t"}],
            "group_by": [{"key": "api_key"}, {"key": "workspace_id"}],
            "type": "requests", "unit": "rpm", "value": value})
-}
-
-fn assert_ab(body: &Value, code: &str, mentions: &str) {
-    assert_eq!(body["success"], json!(false), "{body}");
-    assert_eq!(body["data"]["errorCode"], json!(code), "{body}");
-    let message = body["data"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains(mentions),
-        "message {message:?} should mention {mentions:?}"
-    );
 }
 
 fn assert_envelope(body: &Value, param: Option<&str>) {
@@ -476,7 +391,7 @@ async fn connection_status_is_set_through_the_control_endpoint() {
         .unwrap_or("")
         .to_owned();
     let body = json!({"connection_status": "healthy"});
-    emu.control(
+    emu.control_ok(
         Method::POST,
         &format!("/_emulator/deployments/{id}/connection"),
         Some(body),
@@ -570,7 +485,7 @@ async fn rate_limit_policies_keep_immutable_fields_and_archive_on_delete() {
 async fn guardrails_page_and_reject_out_of_bounds_with_the_envelope() {
     let emu = Emu::start().await;
     let guardrails: Vec<Value> = (0..5).map(|n| json!({"name": format!("g{n}")})).collect();
-    emu.control(
+    emu.control_ok(
         Method::POST,
         "/_emulator/seed",
         Some(json!({"guardrails": guardrails})),
@@ -626,7 +541,7 @@ async fn gateway_serves_seeded_responses_and_files() {
         "vector_store_files": [{"id": "file_1", "vector_store_id": "vs_1", "usage_bytes": 42}],
     });
     let created = emu
-        .control(Method::POST, "/_emulator/seed", Some(seed))
+        .control_ok(Method::POST, "/_emulator/seed", Some(seed))
         .await;
     assert_eq!(created["responses"][0]["id"], "resp_1");
     let (status, response) = emu.get("/v1/responses/resp_1").await;
@@ -664,7 +579,7 @@ async fn seeded_objects_take_read_shapes() {
                          "type": "requests", "unit": "rpw", "value": 5}],
     });
     let created = emu
-        .control(Method::POST, "/_emulator/seed", Some(seed))
+        .control_ok(Method::POST, "/_emulator/seed", Some(seed))
         .await;
     let (_, config) = emu.get("/ai_gw/v2/configs/pc-seeded-abc123").await;
     assert_eq!(config["config"], "{\"retry\":{\"attempts\":2}}");
@@ -681,7 +596,8 @@ async fn seeded_objects_take_read_shapes() {
     );
     let (_, list) = emu.get("/ai_gw/v2/policies/rate-limits?unit=rpw").await;
     assert_eq!(list["total"], json!(1));
-    emu.control(Method::DELETE, "/_emulator/state", None).await;
+    emu.control_ok(Method::DELETE, "/_emulator/state", None)
+        .await;
     let (_, list) = emu.get("/ai_gw/v2/configs").await;
     assert_eq!(list["total"], json!(0));
 }
@@ -709,7 +625,7 @@ async fn stats_count_by_method_and_path_template() {
         .expect("unauthenticated");
     emu.state().await;
 
-    let stats = emu.control(Method::GET, "/_emulator/stats", None).await;
+    let stats = emu.control_ok(Method::GET, "/_emulator/stats", None).await;
     let requests = &stats["requests"];
     assert_eq!(requests["PUT /ai_gw/v2/configs/{slug}"], json!({"200": 2}));
     assert_eq!(
@@ -724,8 +640,9 @@ async fn stats_count_by_method_and_path_template() {
             .is_some_and(|all| all.keys().all(|key| !key.contains("/_emulator"))),
         "{stats}"
     );
-    emu.control(Method::DELETE, "/_emulator/stats", None).await;
-    let stats = emu.control(Method::GET, "/_emulator/stats", None).await;
+    emu.control_ok(Method::DELETE, "/_emulator/stats", None)
+        .await;
+    let stats = emu.control_ok(Method::GET, "/_emulator/stats", None).await;
     assert_eq!(stats, json!({"requests": {}}));
 }
 
@@ -812,7 +729,7 @@ async fn rate_limit_fault_answers_429_with_retry_after() {
         .and_then(|value| value.parse().ok())
         .expect("Retry-After in seconds");
     assert!((1..=2).contains(&retry_after));
-    let stats = emu.control(Method::GET, "/_emulator/stats", None).await;
+    let stats = emu.control_ok(Method::GET, "/_emulator/stats", None).await;
     assert_eq!(
         stats["requests"]["GET /ai_gw/v2/configs"],
         json!({"200": 1, "429": 1})
@@ -850,7 +767,7 @@ async fn oauth_tokens_work_until_they_expire() {
         client_secret: "secret".into(),
         token_ttl: Duration::from_secs(1),
     });
-    let emu = Emu::with(options).await;
+    let emu = Emu::start_with(options).await;
     let token_url = emu.url("/oauth2/access_token");
     let form = "grant_type=client_credentials&scope=tsg_id%3A1234";
     let wrong = emu
@@ -940,7 +857,7 @@ async fn new_fault_switches_are_validated_reported_and_cleared() {
     });
     emu.faults(all.clone()).await;
     assert_eq!(
-        emu.control(Method::GET, "/_emulator/faults", None).await,
+        emu.control_ok(Method::GET, "/_emulator/faults", None).await,
         all
     );
     for bad in [
@@ -964,7 +881,7 @@ async fn new_fault_switches_are_validated_reported_and_cleared() {
     }
     emu.faults(json!({})).await;
     assert_eq!(
-        emu.control(Method::GET, "/_emulator/faults", None).await,
+        emu.control_ok(Method::GET, "/_emulator/faults", None).await,
         json!({})
     );
 }
@@ -1049,7 +966,7 @@ async fn list_cap_cuts_config_and_deployment_lists_but_total_tells_the_truth() {
 async fn list_lag_hides_fresh_objects_from_lists_but_not_from_reads() {
     let emu = Emu::start().await;
     let seed = json!({"configs": [{"name": "old"}]});
-    emu.control(Method::POST, "/_emulator/seed", Some(seed))
+    emu.control_ok(Method::POST, "/_emulator/seed", Some(seed))
         .await;
     emu.faults(json!({"list_lag_ms": 60_000})).await;
     let config = text(&emu.create_config("fresh").await["slug"]);
@@ -1244,7 +1161,7 @@ async fn generated_guardrails_page_by_the_thousand_and_resolve_by_slug_and_id() 
     let emu = Emu::start().await;
     let seed = json!({"generate_guardrails": {"count": 2500, "prefix": "pg-gen"}});
     let made = emu
-        .control(Method::POST, "/_emulator/seed", Some(seed.clone()))
+        .control_ok(Method::POST, "/_emulator/seed", Some(seed.clone()))
         .await;
     assert_eq!(made["generate_guardrails"]["count"], json!(2500));
     assert_eq!(made["generate_guardrails"]["last"]["slug"], "pg-gen-002499");

@@ -9,7 +9,7 @@ use crate::support;
 use aigw::emulator::EmulatorOptions;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use support::emu::{Emu, TOKEN};
+use support::emu::{Emu, TOKEN, assert_ab, text};
 
 const SERVICE: &str = "/ai_gw/v2/api-keys/service";
 const USER: &str = "/ai_gw/v2/api-keys/user";
@@ -62,10 +62,6 @@ fn id_of(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or_default()
 }
 
-fn text(value: &Value) -> String {
-    value.as_str().expect("a string").to_owned()
-}
-
 fn rows(list: &Value) -> usize {
     list["data"].as_array().map_or(0, Vec::len)
 }
@@ -78,16 +74,6 @@ fn service_key(name: &str) -> Value {
 fn user_key(name: &str) -> Value {
     json!({"name": name, "scopes": ["completions.write"], "workspace_id": WORKSPACE,
            "user_id": USER_ID, "type": "user"})
-}
-
-fn assert_ab(body: &Value, code: &str, mentions: &str) {
-    assert_eq!(body["success"], json!(false), "{body}");
-    assert_eq!(body["data"]["errorCode"], json!(code), "{body}");
-    let message = body["data"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains(mentions),
-        "message {message:?} should mention {mentions:?}"
-    );
 }
 
 #[tokio::test]

@@ -8,7 +8,7 @@ use crate::support;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use support::emu::Emu;
+use support::emu::{Emu, assert_ab01, text};
 
 const INTEGRATIONS: &str = "/ai_gw/admin/v2/integrations";
 const PROVIDERS: &str = "/ai_gw/v2/providers";
@@ -18,24 +18,10 @@ const TSG: &str = "1234567890";
 const KEY: &str = "sk-upstream-Hq7Lw2Xp9Vz4";
 const AWS_SECRET: &str = "wJalrXUtnFEMI-K7MDENG-bPxRfiCY";
 
-fn text(value: &Value) -> String {
-    value.as_str().expect("a string").to_owned()
-}
-
 fn integration(slug: &str) -> Value {
     json!({"name": "OpenAI prod", "ai_provider_id": "open-ai", "slug": slug, "key": KEY,
            "organisation_id": TSG, "create_default_provider": false,
            "configurations": {"aws_region": "eu-west-1", "aws_secret_access_key": AWS_SECRET}})
-}
-
-fn assert_ab01(status: StatusCode, body: &Value, mentions: &str) {
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    assert_eq!(body["data"]["errorCode"], "AB01", "{body}");
-    let message = body["data"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains(mentions),
-        "{message:?} should mention {mentions:?}"
-    );
 }
 
 impl Emu {

@@ -9,26 +9,12 @@ use crate::support;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use support::emu::Emu;
+use support::emu::{Emu, assert_ab01, text};
 
 const MCP: &str = "/ai_gw/admin/v2/mcp-integrations";
 const SERVERS: &str = "/ai_gw/v2/mcp-servers";
 const HEADER_SECRET: &str = "Bearer lin-api-Pq7Ws2Ex9Rt4";
 const CLIENT_SECRET: &str = "oauth-client-secret-Hh31";
-
-fn text(value: &Value) -> String {
-    value.as_str().expect("a string").to_owned()
-}
-
-fn assert_ab01(status: StatusCode, body: &Value, mentions: &str) {
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    assert_eq!(body["data"]["errorCode"], "AB01", "{body}");
-    let message = body["data"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains(mentions),
-        "{message:?} should mention {mentions:?}"
-    );
-}
 
 fn linear() -> Value {
     json!({"organisation_id": "1234567890", "name": "Linear", "slug": "linear",

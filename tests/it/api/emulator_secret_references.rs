@@ -7,7 +7,7 @@ use crate::support;
 
 use reqwest::StatusCode;
 use serde_json::{Value, json};
-use support::emu::Emu;
+use support::emu::{Emu, assert_ab01};
 
 pub(super) const REFS: &str = "/ai_gw/admin/v2/secret-references";
 const AWS_SECRET: &str = "wJalrXUtnFEMI-ref-secret-K7MDENG";
@@ -22,16 +22,6 @@ pub(super) fn aws_reference(slug: &str) -> Value {
                         "aws_secret_access_key": AWS_SECRET, "aws_region": "eu-west-1"},
         "tags": {"team": "payments"},
     })
-}
-
-fn assert_ab01(status: StatusCode, body: &Value, mentions: &str) {
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    assert_eq!(body["data"]["errorCode"], "AB01", "{body}");
-    let message = body["data"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains(mentions),
-        "{message:?} should mention {mentions:?}"
-    );
 }
 
 #[tokio::test]

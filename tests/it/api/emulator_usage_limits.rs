@@ -11,7 +11,7 @@ use aigw::api::{
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use support::emu::{Emu, TOKEN};
+use support::emu::{Emu, TOKEN, assert_ab, text};
 
 const BASE: &str = "/ai_gw/v2/policies/usage-limits";
 const WORKSPACE: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
@@ -50,10 +50,6 @@ impl Emu {
     }
 }
 
-fn text(value: &Value) -> String {
-    value.as_str().expect("a string").to_owned()
-}
-
 fn rows(list: &Value) -> usize {
     list["data"].as_array().map_or(0, Vec::len)
 }
@@ -62,16 +58,6 @@ fn budget(credit_limit: Value) -> Value {
     json!({"name": "team budget", "type": "cost", "credit_limit": credit_limit,
            "conditions": [{"key": "workspace_id", "value": WORKSPACE}, {"key": "metadata.team", "value": ["a", "b"]}],
            "group_by": [{"key": "api_key"}, {"key": "metadata.user_id"}]})
-}
-
-fn assert_ab(body: &Value, code: &str, mentions: &str) {
-    assert_eq!(body["success"], json!(false), "{body}");
-    assert_eq!(body["data"]["errorCode"], json!(code), "{body}");
-    let message = body["data"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains(mentions),
-        "message {message:?} should mention {mentions:?}"
-    );
 }
 
 #[tokio::test]

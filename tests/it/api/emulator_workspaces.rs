@@ -8,25 +8,11 @@ use crate::support;
 
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use support::emu::Emu;
+use support::emu::{Emu, assert_ab01, text};
 
 const ADMIN: &str = "/ai_gw/admin/v2/workspaces";
 const DATA: &str = "/ai_gw/v2/workspaces";
 const SCOPES: &str = "/iam/v1/scopes";
-
-fn text(value: &Value) -> String {
-    value.as_str().expect("a string").to_owned()
-}
-
-fn assert_ab01(status: StatusCode, body: &Value, mentions: &str) {
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    assert_eq!(body["data"]["errorCode"], "AB01", "{body}");
-    let message = body["data"]["message"].as_str().unwrap_or_default();
-    assert!(
-        message.contains(mentions),
-        "{message:?} should mention {mentions:?}"
-    );
-}
 
 fn slugs(list: &Value) -> Vec<String> {
     list["data"]

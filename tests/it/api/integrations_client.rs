@@ -17,13 +17,15 @@ const WORKSPACE: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
 const KEY: &str = "sk-upstream-Zr4Tq8Mn2Bv6";
 const AWS_SECRET: &str = "aws-secret-Lp3Ks9Jd7Hg1";
 
-async fn emulator() -> Running {
+/// An emulator of its own.
+pub(super) async fn emulator() -> Running {
     spawn(EmulatorOptions::new(TOKEN))
         .await
         .expect("emulator starts")
 }
 
-fn client(emulator: &Running) -> Client {
+/// A client of `emulator`.
+pub(super) fn client(emulator: &Running) -> Client {
     let config = ClientConfig::new(
         emulator.management_url(),
         emulator.gateway_url(),
@@ -178,21 +180,14 @@ async fn the_typed_client_manages_integrations_access_and_providers() {
 
 /// Runs the built `aigw api` off the async runtime, so the in-process emulator keeps serving.
 pub(super) async fn aigw_api(emulator: &Running, args: Vec<String>) -> std::process::Output {
-    let token = tempfile::NamedTempFile::new().expect("token file");
-    std::fs::write(token.path(), TOKEN).expect("token written");
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
-    command
-        .arg("api")
-        .args(["--management-url", &emulator.management_url()])
-        .arg("--token-file")
-        .arg(token.path())
-        .args(args);
-    let output = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .unwrap()
-        .expect("aigw runs");
-    drop(token);
-    output
+    crate::support::cli::aigw_api(&emulator.management_url(), TOKEN, &args).await
+}
+
+/// `aigw api ARGS` against `emulator`, which must succeed; its stdout.
+pub(super) async fn cli_stdout(emulator: &Running, args: Vec<String>) -> String {
+    let url = emulator.management_url();
+    let output = crate::support::cli::aigw_api_ok(&url, TOKEN, &args).await;
+    String::from_utf8(output.stdout).expect("utf-8")
 }
 
 #[tokio::test]
@@ -200,19 +195,7 @@ async fn the_cli_never_prints_a_key_or_a_credential() {
     let emulator = emulator().await;
     let body = tempfile::NamedTempFile::new().expect("body file");
     let file = body.path().display().to_string();
-    let run = |args: &[&str]| {
-        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        let emulator = &emulator;
-        async move {
-            let output = aigw_api(emulator, args.clone()).await;
-            assert!(
-                output.status.success(),
-                "{args:?}: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-            String::from_utf8(output.stdout).expect("utf-8")
-        }
-    };
+    let run = |args: &[&str]| cli_stdout(&emulator, args.iter().map(|s| s.to_string()).collect());
     let create = serde_json::to_value(create_request()).unwrap();
     std::fs::write(body.path(), create.to_string()).unwrap();
     let created: Value =

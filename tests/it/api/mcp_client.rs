@@ -5,38 +5,23 @@
 //! `Debug`, printed reads or errors.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use aigw::api::{
-    CapabilityToggle, Client, ClientConfig, CreateMcpIntegrationRequest, CreateMcpServerRequest,
+    CapabilityToggle, CreateMcpIntegrationRequest, CreateMcpServerRequest,
     CreateSecretReferenceRequest, GuardrailPlane, McpServerMappingTarget, McpServersListQuery,
     McpWorkspaceAccessUpdate, SecretMapping, SecretReferencesListQuery, SensitiveFields,
-    StaticToken, SyncMcpServerMappingsRequest, UpdateCapabilitiesRequest,
-    UpdateMcpIntegrationRequest, UpdateMcpServerRequest, UpdateMcpWorkspacesRequest,
-    UpdateSecretReferenceRequest, UpdateUserAccessRequest, UserAccessUpdate,
+    SyncMcpServerMappingsRequest, UpdateCapabilitiesRequest, UpdateMcpIntegrationRequest,
+    UpdateMcpServerRequest, UpdateMcpWorkspacesRequest, UpdateSecretReferenceRequest,
+    UpdateUserAccessRequest, UserAccessUpdate,
 };
-use aigw::emulator::{EmulatorOptions, Running, spawn};
+use aigw::emulator::Running;
 use serde_json::{Value, json};
 
-use super::integrations_client::{TOKEN, aigw_api};
+use super::integrations_client::{TOKEN, aigw_api, client, emulator};
+use crate::support::SendJson;
 
 const AWS_SECRET: &str = "aws-ref-secret-Mn4Bv7Cx1Z";
 const HEADER: &str = "Bearer mcp-header-Qe8Rt5Yu2I";
-
-async fn emulator() -> Running {
-    spawn(EmulatorOptions::new(TOKEN))
-        .await
-        .expect("emulator starts")
-}
-
-fn client(emulator: &Running) -> Client {
-    let config = ClientConfig::new(
-        emulator.management_url(),
-        emulator.gateway_url(),
-        Arc::new(StaticToken::new(TOKEN)),
-    );
-    Client::new(config).expect("client builds")
-}
 
 fn fields(value: Value) -> SensitiveFields {
     SensitiveFields(value.as_object().cloned().expect("an object"))
@@ -318,12 +303,8 @@ async fn the_client_covers_secret_references_mcp_and_mappings() {
     let seeded: Value = reqwest::Client::new()
         .post(format!("{}/_emulator/seed", emulator.management_url()))
         .json(&json!({"guardrails": [{"name": "pii", "workspace_id": workspace}]}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_value()
+        .await;
     let guardrail = seeded["guardrails"][0]["id"].as_str().unwrap().to_owned();
     let mappings = client.guardrail_mcp_servers(GuardrailPlane::Workspace);
     let set = SyncMcpServerMappingsRequest {
@@ -372,12 +353,8 @@ async fn the_cli_never_prints_auth_config_or_mcp_configurations() {
         let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
         let emulator = &emulator;
         async move {
-            let output = aigw_api(emulator, args.clone()).await;
-            assert!(
-                output.status.success(),
-                "{args:?}: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
+            let url = emulator.management_url();
+            let output = crate::support::cli::aigw_api_ok(&url, TOKEN, &args).await;
             let stdout = String::from_utf8(output.stdout).expect("utf-8");
             let stderr = String::from_utf8(output.stderr).expect("utf-8");
             for secret in [AWS_SECRET, "AKIA0000CLIENT", "Qe8Rt5Yu2I"] {
@@ -537,12 +514,8 @@ async fn the_cli_never_prints_auth_config_or_mcp_configurations() {
     let seeded: Value = reqwest::Client::new()
         .post(format!("{}/_emulator/seed", emulator.management_url()))
         .json(&json!({"guardrails": [{"name": "pii", "workspace_id": workspace}]}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_value()
+        .await;
     let guardrail = seeded["guardrails"][0]["id"].as_str().unwrap().to_owned();
     std::fs::write(
         body.path(),

@@ -2,31 +2,12 @@
 //! `aigw api scopes` / `aigw api workspaces` against the emulator over real HTTP: the three-call
 //! create, data-plane visibility, the clearing forms, archive, and checks made before sending.
 
-use std::sync::Arc;
-
 use aigw::api::{
-    ApiPlane, Client, ClientConfig, CreateWorkspaceRequest, IamScopeWrite, StaticToken,
-    UpdateWorkspaceRequest, WorkspacesListQuery,
+    ApiPlane, CreateWorkspaceRequest, IamScopeWrite, UpdateWorkspaceRequest, WorkspacesListQuery,
 };
-use aigw::emulator::{EmulatorOptions, Running, spawn};
 use serde_json::{Value, json};
 
-use super::integrations_client::{TOKEN, aigw_api};
-
-async fn emulator() -> Running {
-    spawn(EmulatorOptions::new(TOKEN))
-        .await
-        .expect("emulator starts")
-}
-
-fn client(emulator: &Running) -> Client {
-    let config = ClientConfig::new(
-        emulator.management_url(),
-        emulator.gateway_url(),
-        Arc::new(StaticToken::new(TOKEN)),
-    );
-    Client::new(config).expect("client builds")
-}
+use super::integrations_client::{cli_stdout, client, emulator};
 
 #[tokio::test]
 async fn the_client_makes_binds_updates_and_archives_a_workspace() {
@@ -145,17 +126,8 @@ async fn the_cli_covers_scopes_and_workspaces() {
     let body = tempfile::NamedTempFile::new().expect("body file");
     let file = body.path().display().to_string();
     let run = |args: &[&str]| {
-        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        let emulator = &emulator;
-        async move {
-            let output = aigw_api(emulator, args.clone()).await;
-            assert!(
-                output.status.success(),
-                "{args:?}: {}",
-                String::from_utf8_lossy(&output.stderr)
-            );
-            serde_json::from_slice::<Value>(&output.stdout).expect("json on stdout")
-        }
+        let stdout = cli_stdout(&emulator, args.iter().map(|s| s.to_string()).collect());
+        async move { serde_json::from_str::<Value>(&stdout.await).expect("json on stdout") }
     };
     std::fs::write(
         body.path(),

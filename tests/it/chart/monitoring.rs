@@ -428,17 +428,14 @@ async fn metrics_count_stalled_resources_and_rotations_due_by_kind() {
     let mut spec = gateway("mon-edge-gw", "mon-edge-gw-creds");
     spec["rotation"] = json!({"trigger": "a"});
     create::<Deployment>(&h.env, "mon-edge-gw", spec).await;
-    h.env
-        .wait_for::<Config>("mon-ready-cfg", WAIT, |c| c.ready())
+    h.wait_for::<Config>("mon-ready-cfg", WAIT, |c| c.ready())
         .await;
-    h.env
-        .wait_for::<Config>("mon-blank-cfg", WAIT, |c| {
-            c.condition("Stalled")
-                .is_some_and(|(status, _, _)| status == "True")
-        })
-        .await;
-    h.env
-        .wait_for::<Deployment>("mon-edge-gw", WAIT, |d| d.ready())
+    h.wait_for::<Config>("mon-blank-cfg", WAIT, |c| {
+        c.condition("Stalled")
+            .is_some_and(|(status, _, _)| status == "True")
+    })
+    .await;
+    h.wait_for::<Deployment>("mon-edge-gw", WAIT, |d| d.ready())
         .await;
 
     // Paused, then its trigger changed: the rotation is due, and waits.
@@ -452,12 +449,11 @@ async fn metrics_count_stalled_resources_and_rotations_due_by_kind() {
         )
         .await
         .unwrap();
-    h.env
-        .wait_for::<Deployment>("mon-edge-gw", WAIT, |d| {
-            d.condition("Paused")
-                .is_some_and(|(status, _, _)| status == "True")
-        })
-        .await;
+    h.wait_for::<Deployment>("mon-edge-gw", WAIT, |d| {
+        d.condition("Paused")
+            .is_some_and(|(status, _, _)| status == "True")
+    })
+    .await;
     deployments
         .patch(
             "mon-edge-gw",
@@ -506,15 +502,14 @@ async fn metrics_count_stalled_resources_and_rotations_due_by_kind() {
         )
         .await
         .unwrap();
-    h.env
-        .wait_for::<Deployment>("mon-edge-gw", WAIT, |d| {
-            d.ready()
-                && d.status
-                    .as_ref()
-                    .and_then(|s| s.rotation.observed_rotation_trigger.as_deref())
-                    == Some("b")
-        })
-        .await;
+    h.wait_for::<Deployment>("mon-edge-gw", WAIT, |d| {
+        d.ready()
+            && d.status
+                .as_ref()
+                .and_then(|s| s.rotation.observed_rotation_trigger.as_deref())
+                == Some("b")
+    })
+    .await;
     scrape_until(
         addr,
         &[

@@ -503,12 +503,7 @@ impl Operator {
     /// Waits until the object satisfies `done`; fails early when the operator has exited.
     async fn wait_for<K>(&self, env: &TestEnv, name: &str, done: impl Fn(&K) -> bool) -> K
     where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + serde::de::DeserializeOwned
-            + serde::Serialize
-            + std::fmt::Debug,
-        <K as Resource>::DynamicType: Default,
+        K: crate::support::NamespacedKind,
     {
         let api = env.api::<K>();
         let deadline = tokio::time::Instant::now() + WAIT;

@@ -21,14 +21,8 @@ fn live_ours(keys: &[Value], name: &str) -> Vec<Value> {
 
 async fn set_trigger_no_wait(h: &Harness, name: &str, trigger: &str) {
     h.env
-        .api::<ApiKey>()
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": trigger}}})),
-        )
-        .await
-        .unwrap();
+        .patch_spec::<ApiKey>(name, json!({"rotation": {"trigger": trigger}}))
+        .await;
 }
 
 /// A lost rotate answer, then the replacement key's own Secret write fails (an immutable
@@ -61,7 +55,6 @@ async fn a_replacement_whose_secret_write_fails_keeps_track_of_the_replaced_key(
         .await
         .unwrap();
     let settled = h
-        .env
         .wait_for::<ApiKey>("imm", Duration::from_secs(90), |k| {
             let s = k.status.as_ref().unwrap();
             ready(k) && s.replaced_key.is_none() && s.rotation.pending_rotation.is_none()
@@ -96,11 +89,10 @@ async fn an_orphaned_api_key_mid_replacement_keeps_a_live_secret_and_no_stray_ke
     })
     .await
     .expect("the rotate call never happened");
-    h.env
-        .wait_for::<ApiKey>("orph", WAIT, |k| {
-            k.status.as_ref().is_some_and(|s| s.replaced_key.is_some())
-        })
-        .await;
+    h.wait_for::<ApiKey>("orph", WAIT, |k| {
+        k.status.as_ref().is_some_and(|s| s.replaced_key.is_some())
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     h.stop_operator().await;
     h.faults(json!({})).await;
@@ -158,7 +150,6 @@ async fn lost_answers_during_replacement(two: bool, prefix: &str) {
     tokio::time::sleep(Duration::from_secs(4)).await;
     h.faults(json!({})).await;
     let settled = h
-        .env
         .wait_for::<ApiKey>("lost", Duration::from_secs(120), |k| {
             let s = k.status.as_ref().unwrap();
             ready(k)
@@ -204,11 +195,10 @@ async fn an_api_key_deleted_mid_replacement_leaves_no_key() {
     })
     .await
     .expect("the rotate call never happened");
-    h.env
-        .wait_for::<ApiKey>("del", WAIT, |k| {
-            k.status.as_ref().is_some_and(|s| s.replaced_key.is_some())
-        })
-        .await;
+    h.wait_for::<ApiKey>("del", WAIT, |k| {
+        k.status.as_ref().is_some_and(|s| s.replaced_key.is_some())
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     h.stop_operator().await;
     h.faults(json!({})).await;

@@ -24,23 +24,16 @@ const ROLLED: &str = "aigw.io/credentials-rotated-at";
 
 async fn set_trigger(h: &Harness, name: &str, trigger: &str) -> ApiKey {
     h.env
-        .api::<ApiKey>()
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": trigger}}})),
-        )
-        .await
-        .unwrap();
-    h.env
-        .wait_for::<ApiKey>(name, WAIT, |k| {
-            ready(k)
-                && k.status.as_ref().is_some_and(|s| {
-                    s.rotation.pending_rotation.is_none()
-                        && s.rotation.observed_rotation_trigger.as_deref() == Some(trigger)
-                })
-        })
-        .await
+        .patch_spec::<ApiKey>(name, json!({"rotation": {"trigger": trigger}}))
+        .await;
+    h.wait_for::<ApiKey>(name, WAIT, |k| {
+        ready(k)
+            && k.status.as_ref().is_some_and(|s| {
+                s.rotation.pending_rotation.is_none()
+                    && s.rotation.observed_rotation_trigger.as_deref() == Some(trigger)
+            })
+    })
+    .await
 }
 
 /// No key value the emulator ever handed out (nor `extra`) is in logs, events or statuses.
@@ -55,18 +48,7 @@ async fn assert_no_leaks(h: &Harness, extra: &[&str]) {
     values.extend(extra.iter().map(|s| s.to_string()));
     let logs = captured_logs();
     let events = h.env.events_text().await;
-    let statuses = serde_json::to_string(
-        &h.env
-            .api::<ApiKey>()
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .map(|k| k.status.clone())
-            .collect::<Vec<_>>(),
-    )
-    .unwrap();
+    let statuses = support::statuses(&h.env.api::<ApiKey>()).await;
     for value in values.iter().filter(|s| s.len() >= 8) {
         assert!(!logs.contains(value.as_str()), "a key appears in the logs");
         assert!(!events.contains(value.as_str()), "a key appears in events");
@@ -102,15 +84,12 @@ async fn an_api_key_is_delivered_into_its_secret_and_kept_in_line_without_idle_w
 
     // A change: one PUT of the changed fields only, no rotation.
     h.env
-        .api::<ApiKey>()
-        .patch(
+        .patch_spec::<ApiKey>(
             "app",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"description": "billing", "scopes": ["completions.write", "logs.write"]}})),
+            json!({"description": "billing", "scopes": ["completions.write", "logs.write"]}),
         )
-        .await
-        .unwrap();
-    h.env.wait_for::<ApiKey>("app", WAIT, ready).await;
+        .await;
+    h.wait_for::<ApiKey>("app", WAIT, ready).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(h.remote_writes().await, 1, "{}", h.stats().await);
     let remote_key = remote(&h, &id).await;
@@ -132,15 +111,7 @@ async fn an_api_key_is_delivered_into_its_secret_and_kept_in_line_without_idle_w
     .await
     .expect("the remote edit was not corrected");
     assert_eq!(h.count(&format!("PUT {SERVICE_KEYS}/{{keyId}}")).await, 2);
-    support::wait_until(WAIT, || async {
-        h.env
-            .events_text()
-            .await
-            .contains("DriftCorrected")
-            .then_some(())
-    })
-    .await
-    .expect("a DriftCorrected event");
+    h.env.wait_event("DriftCorrected", WAIT).await;
 
     h.reset_stats().await;
     h.env.delete_and_wait::<ApiKey>("app", WAIT).await;
@@ -303,7 +274,6 @@ async fn a_lost_create_answer_leaves_no_orphaned_key() {
     h.faults(json!({})).await;
 
     let created = h
-        .env
         .wait_for::<ApiKey>("lost", Duration::from_secs(90), ready)
         .await;
     let id = created.status.unwrap().id.unwrap();
@@ -331,14 +301,8 @@ async fn a_crash_between_the_rotate_call_and_the_secret_write_is_recovered() {
     // The process "dies" right after the API issued the new value.
     h.ctx.failpoints.arm(AFTER_API_KEY_ROTATE);
     h.env
-        .api::<ApiKey>()
-        .patch(
-            "crashy",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
-        )
-        .await
-        .unwrap();
+        .patch_spec::<ApiKey>("crashy", json!({"rotation": {"trigger": "b"}}))
+        .await;
     support::wait_until(WAIT, || async {
         (remote(&h, &id).await["rotations"] == 1).then_some(())
     })
@@ -443,14 +407,12 @@ async fn defaults_config_names_a_config_resource_and_waits_until_it_exists() {
     )
     .await;
     let config = h
-        .env
         .wait_for::<aigw::resources::Config>("routing", WAIT, |c| {
             c.status.as_ref().is_some_and(|s| s.slug.is_some())
         })
         .await;
     let slug = config.status.unwrap().slug.unwrap();
     let created = h
-        .env
         .wait_for::<ApiKey>("routed", Duration::from_secs(90), ready)
         .await;
     let status = created.status.unwrap();
@@ -469,17 +431,16 @@ async fn a_deleted_secret_is_reported_at_once_and_a_trigger_change_refills_it() 
         .delete("gone-key", &Default::default())
         .await
         .unwrap();
-    h.env
-        .wait_for::<ApiKey>("gone", WAIT, |k| {
-            k.status.as_ref().is_some_and(|s| {
-                s.conditions.iter().any(|c| {
-                    c.type_ == "CredentialsAvailable"
-                        && c.status == "False"
-                        && c.reason == "SecretMissing"
-                })
+    h.wait_for::<ApiKey>("gone", WAIT, |k| {
+        k.status.as_ref().is_some_and(|s| {
+            s.conditions.iter().any(|c| {
+                c.type_ == "CredentialsAvailable"
+                    && c.status == "False"
+                    && c.reason == "SecretMissing"
             })
         })
-        .await;
+    })
+    .await;
     assert_eq!(
         remote(&h, &id).await["rotations"],
         0,
@@ -503,7 +464,6 @@ async fn a_scheduled_rotation_happens_when_due() {
     .await
     .expect("no scheduled rotation");
     let rotated = h
-        .env
         .wait_for::<ApiKey>("sched", WAIT, |k| {
             ready(k)
                 && k.status
@@ -526,38 +486,8 @@ async fn a_scheduled_rotation_happens_when_due() {
 
 /// `aigw plan` off the async runtime (the in-process emulator keeps serving).
 async fn plan(h: &Harness, manifest: String) -> (i32, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let (file, token) = (dir.path().join("key.yaml"), dir.path().join("token"));
-    std::fs::write(&file, manifest).unwrap();
-    std::fs::write(&token, TOKEN).unwrap();
-    let args: Vec<String> = [
-        "plan",
-        "-f",
-        file.to_str().unwrap(),
-        "--management-url",
-        &h.emulator.management_url(),
-        "--token-file",
-        token.to_str().unwrap(),
-        "--kubeconfig",
-        support::kubeconfig_path().to_str().unwrap(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
-            .args(&args)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().unwrap_or(-1), text)
+    let (code, text) = h.plan("key.yaml", &manifest).await;
+    (code.unwrap_or(-1), text)
 }
 
 #[tokio::test]
@@ -623,14 +553,8 @@ async fn a_lost_rotate_answer_replaces_the_key_and_the_secret_ends_live() {
     h.reset_stats().await;
     h.faults(json!({"error_after_commit_rate": 1.0})).await;
     h.env
-        .api::<ApiKey>()
-        .patch(
-            "shaky",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
-        )
-        .await
-        .unwrap();
+        .patch_spec::<ApiKey>("shaky", json!({"rotation": {"trigger": "b"}}))
+        .await;
     support::wait_until(WAIT, || async {
         (remote(&h, &id).await["rotations"] == 1).then_some(())
     })
@@ -638,7 +562,6 @@ async fn a_lost_rotate_answer_replaces_the_key_and_the_secret_ends_live() {
     .expect("the rotate call never happened");
     h.faults(json!({})).await;
     let settled = h
-        .env
         .wait_for::<ApiKey>("shaky", WAIT, |k| {
             let status = k.status.as_ref().unwrap();
             ready(k)
@@ -701,7 +624,6 @@ async fn a_key_deleted_outside_aigw_is_created_again_into_the_secret() {
         "the old key is gone"
     );
     let again = h
-        .env
         .wait_for::<ApiKey>("gone", WAIT, |k| {
             ready(k)
                 && k.status
@@ -756,14 +678,8 @@ async fn a_rotation_in_flight_is_not_redone_by_a_second_writer() {
     // Writer A's rotate call spends 7 s in the network.
     h.faults(json!({"latency_ms": 7000})).await;
     h.env
-        .api::<ApiKey>()
-        .patch(
-            "race",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
-        )
-        .await
-        .unwrap();
+        .patch_spec::<ApiKey>("race", json!({"rotation": {"trigger": "b"}}))
+        .await;
     support::wait_until(Duration::from_secs(20), || async {
         pending_rotation(&h, "race").await.map(|_| ())
     })
@@ -773,15 +689,14 @@ async fn a_rotation_in_flight_is_not_redone_by_a_second_writer() {
     tokio::time::sleep(Duration::from_millis(700)).await;
     h.faults(json!({})).await;
     let _writer_b = h.second_operator();
-    h.env
-        .wait_for::<ApiKey>("race", WAIT, |k| {
-            ready(k)
-                && k.status.as_ref().is_some_and(|s| {
-                    s.rotation.pending_rotation.is_none()
-                        && s.rotation.observed_rotation_trigger.as_deref() == Some("b")
-                })
-        })
-        .await;
+    h.wait_for::<ApiKey>("race", WAIT, |k| {
+        ready(k)
+            && k.status.as_ref().is_some_and(|s| {
+                s.rotation.pending_rotation.is_none()
+                    && s.rotation.observed_rotation_trigger.as_deref() == Some("b")
+            })
+    })
+    .await;
     // Let A's slow call land, and both writers settle.
     tokio::time::sleep(Duration::from_secs(9)).await;
     let remote_key = remote(&h, &id).await;
@@ -844,7 +759,6 @@ async fn a_crash_after_the_create_secret_write_keeps_the_key_the_secret_holds() 
     h.reset_stats().await;
     h.restart_operator().await;
     let settled = h
-        .env
         .wait_for::<ApiKey>("held", Duration::from_secs(60), |k| {
             ready(k)
                 && k.status
@@ -878,14 +792,8 @@ async fn a_stale_rotation_intent_never_rotates_a_freshly_created_key() {
     let id = create(&h, "stale", service_key("stale", json!({"trigger": "a"}))).await;
     h.ctx.failpoints.arm(AFTER_API_KEY_ROTATE);
     h.env
-        .api::<ApiKey>()
-        .patch(
-            "stale",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
-        )
-        .await
-        .unwrap();
+        .patch_spec::<ApiKey>("stale", json!({"rotation": {"trigger": "b"}}))
+        .await;
     support::wait_until(WAIT, || async {
         (remote(&h, &id).await["rotations"] == 1).then_some(())
     })
@@ -900,7 +808,6 @@ async fn a_stale_rotation_intent_never_rotates_a_freshly_created_key() {
     .await;
     h.restart_operator().await;
     let again = h
-        .env
         .wait_for::<ApiKey>("stale", WAIT, |k| {
             ready(k)
                 && k.status.as_ref().is_some_and(|s| {
@@ -938,11 +845,10 @@ async fn a_paused_or_observed_api_key_writes_nothing_until_let_go() {
     };
 
     patch(json!({"metadata": {"annotations": {"aigw.io/paused": "true"}}})).await;
-    h.env
-        .wait_for::<ApiKey>("held", WAIT, |k| {
-            k.condition("Paused").is_some_and(|(s, _, _)| s == "True")
-        })
-        .await;
+    h.wait_for::<ApiKey>("held", WAIT, |k| {
+        k.condition("Paused").is_some_and(|(s, _, _)| s == "True")
+    })
+    .await;
     h.reset_stats().await;
     patch(json!({"spec": {"description": "paused edit", "rotation": {"trigger": "b"}}})).await;
     tokio::time::sleep(drift * 3 + Duration::from_millis(500)).await;
@@ -970,7 +876,6 @@ async fn a_paused_or_observed_api_key_writes_nothing_until_let_go() {
     )
     .await;
     let observed = h
-        .env
         .wait_for::<ApiKey>("held", WAIT, |k| {
             k.condition("Drifted").is_some_and(|(s, _, _)| s == "True")
         })
@@ -1112,7 +1017,6 @@ async fn a_secret_that_cannot_be_written_mints_no_keys() {
         "keys were minted while the Secret could not be written"
     );
     let stalled = h
-        .env
         .wait_for::<ApiKey>("refused", WAIT, |k| k.stalled_with("SecretNotWritable"))
         .await;
     let (_, _, message) = stalled.condition("Stalled").unwrap();
@@ -1128,7 +1032,7 @@ async fn a_secret_that_cannot_be_written_mints_no_keys() {
     );
     // Once the Secret may be written, one key is created into it.
     refusal.lift().await;
-    let ready = h.env.wait_for::<ApiKey>("refused", WAIT, ready).await;
+    let ready = h.wait_for::<ApiKey>("refused", WAIT, ready).await;
     let id = ready.status.unwrap().id.unwrap();
     let live = named(remote_keys(&h).await);
     assert_eq!(live.len(), 1, "{live:?}");

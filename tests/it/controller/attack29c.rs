@@ -7,7 +7,7 @@ use crate::support;
 use std::time::Duration;
 
 use aigw::resources::{McpIntegration, McpServer};
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use reqwest::Method;
 use serde_json::json;
 use support::harness::Harness;
@@ -19,19 +19,13 @@ const POST: &str = "POST /ai_gw/v2/mcp-servers";
 
 async fn ready_integration(h: &Harness, name: &str, slug: &str) {
     let integrations = Api::<McpIntegration>::all(h.env.client.clone());
-    integrations
-        .create(
-            &PostParams::default(),
-            &h.cluster_object(
-                "McpIntegration",
-                name,
-                json!({"slug": slug, "name": "Tools", "url": "https://mcp.example.com/mcp",
+    h.create_cluster::<McpIntegration>(
+        name,
+        json!({"slug": slug, "name": "Tools", "url": "https://mcp.example.com/mcp",
                        "authType": "none", "transport": "http",
                        "workspaces": [{"workspace": WS_A}]}),
-            ),
-        )
-        .await
-        .unwrap();
+    )
+    .await;
     let full = h.cluster_name(name);
     let ready = support::wait_until(WAIT, || async {
         let i = integrations.get_opt(&full).await.ok()??;
@@ -61,18 +55,13 @@ async fn a_grant_by_resource_name_does_not_cover_an_integration_whose_slug_equal
     h.reset_stats().await;
     let servers = h.env.api::<McpServer>();
     let slug = format!("atk-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
-    servers
-        .create(
-            &PostParams::default(),
-            &support::objects::object(
-                "McpServer",
-                "tools",
-                json!({"slug": slug, "name": "Tools", "workspaceId": WS_A,
+    support::objects::create::<McpServer>(
+        &h.env,
+        "tools",
+        json!({"slug": slug, "name": "Tools", "workspaceId": WS_A,
                        "integrationRef": {"name": b}}),
-            ),
-        )
-        .await
-        .unwrap();
+    )
+    .await;
     let refused = support::wait_until(WAIT, || async {
         let s = servers.get_opt("tools").await.ok()??;
         s.stalled_with("McpIntegrationNotAllowed").then_some(s)
@@ -105,18 +94,13 @@ async fn a_revoked_mcp_integration_grant_refuses_an_edit_without_a_put() {
     h.restart_operator().await;
     let servers = h.env.api::<McpServer>();
     let slug = format!("rev-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
-    servers
-        .create(
-            &PostParams::default(),
-            &support::objects::object(
-                "McpServer",
-                "tools",
-                json!({"slug": slug, "name": "Tools", "workspaceId": WS_A,
+    support::objects::create::<McpServer>(
+        &h.env,
+        "tools",
+        json!({"slug": slug, "name": "Tools", "workspaceId": WS_A,
                        "integrationRef": {"name": a}}),
-            ),
-        )
-        .await
-        .unwrap();
+    )
+    .await;
     let made = support::wait_until(WAIT, || async {
         let s = servers.get_opt("tools").await.ok()??;
         s.ready().then_some(())

@@ -13,6 +13,7 @@ use reqwest::Method;
 use serde_json::json;
 use support::harness::Harness;
 use support::objects::Conditions;
+use support::proxy::{Received, proxy, refusal};
 
 const WAIT: Duration = Duration::from_secs(40);
 const SCOPE_POST: &str = "POST /iam/v1/scopes";
@@ -27,13 +28,8 @@ fn workspaces(h: &Harness) -> Api<Workspace> {
 }
 
 async fn create_workspace(h: &Harness, name: &str) {
-    workspaces(h)
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("Workspace", name, json!({"name": name})),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<Workspace>(name, json!({"name": name}))
+        .await;
 }
 
 /// The emulator's IAM scopes, by name.
@@ -140,17 +136,12 @@ async fn attack_a_workspace_deleted_while_its_create_fails_leaves_no_iam_scope()
 /// A Ready McpIntegration resource `name` with `slug`, enabling [`WS_A`]; returns its UUID.
 async fn mcp_integration(h: &Harness, name: &str, slug: &str) -> String {
     let api = Api::<McpIntegration>::all(h.env.client.clone());
-    api.create(
-        &PostParams::default(),
-        &h.cluster_object(
-            "McpIntegration",
-            name,
-            json!({"slug": slug, "name": name, "url": "https://mcp.example.com/mcp",
+    h.create_cluster::<McpIntegration>(
+        name,
+        json!({"slug": slug, "name": name, "url": "https://mcp.example.com/mcp",
                    "authType": "none", "transport": "http", "workspaces": [{"workspace": WS_A}]}),
-        ),
     )
-    .await
-    .unwrap();
+    .await;
     let full = h.cluster_name(name);
     let id = support::wait_until(WAIT, || async {
         let i = api.get_opt(&full).await.ok()??;
@@ -169,14 +160,7 @@ async fn server(h: &Harness, name: &str, by: serde_json::Value) {
     for (k, v) in by.as_object().into_iter().flatten() {
         spec[k] = v.clone();
     }
-    h.env
-        .api::<McpServer>()
-        .create(
-            &PostParams::default(),
-            &support::objects::object("McpServer", name, spec),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<McpServer>(&h.env, name, spec).await;
 }
 
 async fn refused(h: &Harness, name: &str) {
@@ -255,38 +239,24 @@ const SECRET_KEY: &str = "wJalr-attack29d-Qx7Zr3Lm8Vn2";
 /// message echoes the body it was sent (a gateway in trouble dumping the request): the
 /// create's outcome is unknown, a path apart from the refusals the concealment was built for.
 async fn echo_503_proxy(upstream: String) -> String {
-    use axum::extract::Request;
-    let client = reqwest::Client::new();
-    let app = axum::Router::new().fallback(move |request: Request| {
-        let (client, upstream) = (client.clone(), upstream.clone());
-        async move {
-            let (parts, body) = request.into_parts();
-            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-            let path = parts
-                .uri
-                .path_and_query()
-                .map_or("/", |p| p.as_str())
-                .to_string();
-            if parts.method == reqwest::Method::POST
-                && [
-                    "/ai_gw/admin/v2/secret-references",
-                    "/ai_gw/admin/v2/mcp-integrations",
-                ]
-                .contains(&parts.uri.path())
-            {
-                let message = format!(
-                    "upstream unavailable while handling {}",
-                    String::from_utf8_lossy(&body)
-                );
-                let answer = json!({"success": false, "message": message});
-                return support::proxy::json_answer(503, answer.to_string());
-            }
-            let (status, text) =
-                support::proxy::forward(&client, &upstream, &parts, &path, &body).await;
-            support::proxy::json_answer(status, text)
+    proxy(upstream, move |received: Received| async move {
+        let Received { parts, body, .. } = &received;
+        if parts.method == reqwest::Method::POST
+            && [
+                "/ai_gw/admin/v2/secret-references",
+                "/ai_gw/admin/v2/mcp-integrations",
+            ]
+            .contains(&parts.uri.path())
+        {
+            let message = format!(
+                "upstream unavailable while handling {}",
+                String::from_utf8_lossy(body)
+            );
+            return refusal(503, message);
         }
-    });
-    support::proxy::serve(app).await
+        received.pass().await
+    })
+    .await
 }
 
 /// Secrecy: a SecretReference create answered 503 with the request echoed (`auth_config` in
@@ -312,18 +282,13 @@ async fn a_secret_reference_create_answered_503_echoing_auth_config_shows_it_now
         .unwrap();
     let slug = h.cluster_name("aws");
     let api = Api::<aigw::resources::SecretReference>::all(h.env.client.clone());
-    api.create(
-        &PostParams::default(),
-        &h.cluster_object(
-            "SecretReference",
-            "aws",
-            json!({"slug": slug, "name": "AWS prod", "managerType": "aws_sm",
+    h.create_cluster::<aigw::resources::SecretReference>(
+        "aws",
+        json!({"slug": slug, "name": "AWS prod", "managerType": "aws_sm",
                    "secretPath": "prod/openai", "secretKey": "api_key",
                    "authConfigSecretRef": {"name": "aws-sm-auth"}}),
-        ),
     )
-    .await
-    .unwrap();
+    .await;
     // Several failed attempts, each reported.
     let seen = support::wait_until(WAIT, || async {
         let events = h.cluster_events_text().await;
@@ -377,26 +342,15 @@ async fn two_installations_over_one_workspace_and_mcp_integration_make_one_of_ea
     let b = h.installation("inst-b", &selector).await;
     let workspace = h.cluster_name("shared");
     let integration = h.cluster_name("tools");
-    workspaces(&h)
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("Workspace", "shared", json!({"name": workspace})),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<Workspace>("shared", json!({"name": workspace}))
+        .await;
     let integrations = Api::<McpIntegration>::all(h.env.client.clone());
-    integrations
-        .create(
-            &PostParams::default(),
-            &h.cluster_object(
-                "McpIntegration",
-                "tools",
-                json!({"slug": integration, "name": "Tools", "url": "https://mcp.example.com/mcp",
+    h.create_cluster::<McpIntegration>(
+        "tools",
+        json!({"slug": integration, "name": "Tools", "url": "https://mcp.example.com/mcp",
                        "authType": "none", "transport": "http"}),
-            ),
-        )
-        .await
-        .unwrap();
+    )
+    .await;
     let ready = support::wait_until(WAIT, || async {
         let w = workspaces(&h).get_opt(&workspace).await.ok()??;
         let i = integrations.get_opt(&integration).await.ok()??;
@@ -515,18 +469,13 @@ async fn an_mcp_integration_create_answered_503_echoing_configurations_shows_the
         .unwrap();
     let slug = h.cluster_name("tools");
     let api = Api::<McpIntegration>::all(h.env.client.clone());
-    api.create(
-        &PostParams::default(),
-        &h.cluster_object(
-            "McpIntegration",
-            "tools",
-            json!({"slug": slug, "name": "Tools", "url": "https://mcp.example.com/mcp",
+    h.create_cluster::<McpIntegration>(
+        "tools",
+        json!({"slug": slug, "name": "Tools", "url": "https://mcp.example.com/mcp",
                    "authType": "headers", "transport": "http",
                    "configurationsSecretRef": {"name": "mcp-conf"}}),
-        ),
     )
-    .await
-    .unwrap();
+    .await;
     let seen = support::wait_until(WAIT, || async {
         let events = h.cluster_events_text().await;
         events.contains("upstream unavailable").then_some(())

@@ -101,7 +101,6 @@ async fn a_claim_written_between_the_record_and_the_metadata_moves_nothing() {
         .unwrap();
     let (a, b) = two(&h).await;
     let stalled = h
-        .env
         .wait_for::<Config>("window", WAIT, |c| c.stalled_with("ClaimChanged"))
         .await;
     tokio::time::sleep(Duration::from_secs(4)).await;

@@ -91,10 +91,7 @@ async fn secret_backed_values_are_applied_hashed_and_never_echoed() {
         .create(&PostParams::default(), &config("routing", spec))
         .await
         .unwrap();
-    let ready = h
-        .env
-        .wait_for::<Config>("routing", WAIT, |c| c.ready())
-        .await;
+    let ready = h.wait_for::<Config>("routing", WAIT, |c| c.ready()).await;
     let status = ready.status.clone().unwrap();
     let slug = status.slug.clone().expect("status.slug");
     assert!(
@@ -135,7 +132,6 @@ async fn secret_backed_values_are_applied_hashed_and_never_echoed() {
         .await
         .unwrap();
     let updated = h
-        .env
         .wait_for::<Config>("routing", Duration::from_secs(10), |c| {
             c.ready() && version(c).is_some() && version(c) != before
         })
@@ -208,7 +204,6 @@ async fn secret_backed_values_are_applied_hashed_and_never_echoed() {
         .await
         .unwrap();
     let broken = h
-        .env
         .wait_for::<Config>("routing", WAIT, |c| c.not_ready_with("SecretNotFound"))
         .await;
     let (_, _, message) = broken.condition("Ready").unwrap();
@@ -241,7 +236,6 @@ async fn a_missing_key_names_the_secret_and_the_key() {
         .await
         .unwrap();
     let broken = h
-        .env
         .wait_for::<Config>("routing", WAIT, |c| c.not_ready_with("SecretKeyNotFound"))
         .await;
     let (_, _, message) = broken.condition("Ready").unwrap();
@@ -261,10 +255,7 @@ async fn a_missing_key_names_the_secret_and_the_key() {
         )
         .await
         .unwrap();
-    let ready = h
-        .env
-        .wait_for::<Config>("routing", WAIT, |c| c.ready())
-        .await;
+    let ready = h.wait_for::<Config>("routing", WAIT, |c| c.ready()).await;
     assert_eq!(ready.meta().generation, broken.meta().generation);
     assert_eq!(h.count("POST /ai_gw/v2/configs").await, 1);
     h.stop().await;
@@ -331,7 +322,6 @@ async fn an_unknown_guardrail_stalls_until_it_exists() {
         .await
         .unwrap();
     let stalled = h
-        .env
         .wait_for::<Config>("guarded", WAIT, |c| c.stalled_with("UnresolvedGuardrail"))
         .await;
     let (_, _, message) = stalled.condition("Stalled").unwrap();
@@ -358,10 +348,7 @@ async fn an_unknown_guardrail_stalls_until_it_exists() {
         json!({"guardrails": [{"slug": "pg-missing-123", "name": "late"}]}),
     )
     .await;
-    let ready = h
-        .env
-        .wait_for::<Config>("guarded", WAIT, |c| c.ready())
-        .await;
+    let ready = h.wait_for::<Config>("guarded", WAIT, |c| c.ready()).await;
     assert_eq!(ready.meta().generation, stalled.meta().generation);
     let (resolved, _, _) = ready.condition("GuardrailsResolved").unwrap();
     assert_eq!(resolved, "True");
@@ -395,7 +382,7 @@ async fn references_on_the_third_page_resolve() {
         .create(&PostParams::default(), &config("paged", spec))
         .await
         .unwrap();
-    let ready = h.env.wait_for::<Config>("paged", WAIT, |c| c.ready()).await;
+    let ready = h.wait_for::<Config>("paged", WAIT, |c| c.ready()).await;
     let (resolved, _, message) = ready.condition("GuardrailsResolved").unwrap();
     assert_eq!(resolved, "True", "{message}");
     assert!(
@@ -501,21 +488,10 @@ spec:
         "--token-file".into(),
         token.display().to_string(),
     ];
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
-            .args(&args)
-            .env_remove("KUBECONFIG")
-            .output()
-            .expect("failed to run aigw")
-    })
-    .await
-    .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(out.status.code(), Some(1), "{text}");
+    let mut command = support::cli::command();
+    command.args(&args).env_remove("KUBECONFIG");
+    let (code, text) = support::cli::run(command).await;
+    assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("pg-nope-9 at /input_guardrails/1"), "{text}");
     assert!(!text.contains("pg-known-2 at"), "{text}");
     assert!(text.contains("(secret keys/openai)"), "{text}");
@@ -559,7 +535,7 @@ async fn secret_hashes_are_keyed_by_the_operators_secret_and_survive_restarts() 
         .create(&PostParams::default(), &config("keyed", spec))
         .await
         .unwrap();
-    let ready = h.env.wait_for::<Config>("keyed", WAIT, |c| c.ready()).await;
+    let ready = h.wait_for::<Config>("keyed", WAIT, |c| c.ready()).await;
     let uid = ready.meta().uid.clone().unwrap();
     let recorded = ready
         .status
@@ -620,7 +596,6 @@ async fn secret_hashes_are_keyed_by_the_operators_secret_and_survive_restarts() 
     h.reset_stats().await;
     h.restart_operator().await;
     let rewritten = h
-        .env
         .wait_for::<Config>("keyed", WAIT, |c| {
             c.ready() && c.status.as_ref().and_then(|s| s.secret_hash.as_deref()) == Some(&recorded)
         })

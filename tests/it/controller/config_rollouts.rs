@@ -53,11 +53,10 @@ async fn setup_in(
         }
     }
     for name in waited {
-        h.env
-            .wait_for::<Config>(name, WAIT, |c| {
-                c.status.as_ref().is_some_and(|s| s.slug.is_some())
-            })
-            .await;
+        h.wait_for::<Config>(name, WAIT, |c| {
+            c.status.as_ref().is_some_and(|s| s.slug.is_some())
+        })
+        .await;
     }
     let mut keys = Vec::new();
     for name in KEYS {
@@ -75,7 +74,6 @@ async fn setup_in(
     }
     for name in KEYS {
         let key = h
-            .env
             .wait_for::<ApiKey>(name, WAIT, support::api_keys::ready)
             .await;
         keys.push((name.to_string(), key.status.unwrap().id.unwrap()));
@@ -150,6 +148,28 @@ fn condition(r: &ConfigRollout, type_: &str) -> Option<(String, String, String)>
         .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
 }
 
+/// Whether `r`'s condition `type_` has `status` and `reason`.
+fn has(r: &ConfigRollout, type_: &str, status: &str, reason: &str) -> bool {
+    condition(r, type_).is_some_and(|(s, re, _)| s == status && re == reason)
+}
+
+/// Whether `r`'s condition `type_` has `status` and a message saying `text`.
+fn says(r: &ConfigRollout, type_: &str, status: &str, text: &str) -> bool {
+    condition(r, type_).is_some_and(|(s, _, m)| s == status && m.contains(text))
+}
+
+/// The rollout `name` once `done` holds for it.
+async fn rollout(h: &Harness, name: &str, done: impl Fn(&ConfigRollout) -> bool) -> ConfigRollout {
+    h.wait_for::<ConfigRollout>(name, WAIT, done).await
+}
+
+/// Creates the rollout `name` of the stable and candidate configs with `steps`; once its
+/// first step has started.
+async fn start_rollout(h: &Harness, name: &str, steps: Value) -> ConfigRollout {
+    create::<ConfigRollout>(&h.env, name, rollout_spec(steps)).await;
+    rollout(h, name, |r| status(r).step_started_at.is_some()).await
+}
+
 /// The remote config each key's requests use now.
 async fn remote_configs(h: &Harness, keys: &[(String, String)]) -> Vec<String> {
     let mut configs = Vec::new();
@@ -192,7 +212,6 @@ async fn a_healthy_candidate_completes_every_step() {
     create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
 
     let done = h
-        .env
         .wait_for::<ConfigRollout>("checkout", Duration::from_secs(90), |r| {
             status(r).phase != Phase::Progressing
         })
@@ -209,12 +228,7 @@ async fn a_healthy_candidate_completes_every_step() {
     assert!(analysis.candidate.requests >= 20, "{analysis:?}");
     assert_eq!(analysis.candidate.keys, 4);
     assert_eq!(done_status.moved_keys, KEYS);
-    let completed = h
-        .env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
-            condition(r, "Ready").is_some_and(|(s, reason, _)| s == "True" && reason == "Completed")
-        })
-        .await;
+    let completed = rollout(&h, "checkout", |r| has(r, "Ready", "True", "Completed")).await;
     let (_, _, message) = condition(&completed, "Ready").unwrap();
     assert!(message.contains("step 2 passed, the last"), "{message}");
 
@@ -257,16 +271,10 @@ async fn a_failing_candidate_is_rolled_back_at_the_first_step() {
                        {"weight": 100, "pause": "2s"}]);
     create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
 
-    let moved = h
-        .env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
-        .await;
+    let moved = rollout(&h, "checkout", |r| status(r).step_started_at.is_some()).await;
     let step_started = Instant::now();
     assert_eq!(status(&moved).moved_keys, ["key-a"]);
-    let rolled_back = h
-        .env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).phase != Phase::Progressing)
-        .await;
+    let rolled_back = rollout(&h, "checkout", |r| status(r).phase != Phase::Progressing).await;
     let decided_in = step_started.elapsed();
     let rolled = status(&rolled_back);
     assert_eq!(rolled.phase, Phase::RolledBack, "{rolled:#?}");
@@ -291,14 +299,11 @@ async fn a_failing_candidate_is_rolled_back_at_the_first_step() {
     .await;
     let sent = traffic.stop().await;
     assert!(back.is_some(), "every key is back on the stable config");
-    let settled = h
-        .env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
-            condition(r, "Ready")
-                .is_some_and(|(s, reason, _)| s == "False" && reason == "RolledBack")
-                && condition(r, "Stalled").is_some_and(|(s, _, _)| s == "True")
-        })
-        .await;
+    let settled = rollout(&h, "checkout", |r| {
+        has(r, "Ready", "False", "RolledBack")
+            && condition(r, "Stalled").is_some_and(|(s, _, _)| s == "True")
+    })
+    .await;
     let (_, _, message) = condition(&settled, "Ready").unwrap();
     assert!(message.contains("every moved key is back"), "{message}");
     assert!(
@@ -359,13 +364,10 @@ async fn a_rollout_is_refused_what_it_cannot_do() {
     let mut elsewhere = rollout_spec(json!([{"weight": 100, "pause": "1s"}]));
     elsewhere["candidateConfigRef"] = json!({"name": "candidate", "namespace": "kube-system"});
     create::<ConfigRollout>(&h.env, "elsewhere", elsewhere).await;
-    let refused = h
-        .env
-        .wait_for::<ConfigRollout>("elsewhere", WAIT, |r| {
-            condition(r, "Stalled")
-                .is_some_and(|(s, reason, _)| s == "True" && reason == "InvalidSpec")
-        })
-        .await;
+    let refused = rollout(&h, "elsewhere", |r| {
+        has(r, "Stalled", "True", "InvalidSpec")
+    })
+    .await;
     let (_, _, message) = condition(&refused, "Stalled").unwrap();
     assert!(message.contains("Config of its own namespace"), "{message}");
     assert!(status(&refused).moved_keys.is_empty());
@@ -399,10 +401,7 @@ async fn abort_and_promote_through_the_cli() {
     let h = Harness::start("rollout-cli").await;
     let keys = setup(&h).await;
     let steps = json!([{"weight": 50, "pause": "10m"}, {"weight": 100, "pause": "10m"}]);
-    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
-    h.env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
-        .await;
+    start_rollout(&h, "checkout", steps).await;
     let text = aigw_rollout(&h, &["status", "checkout"]).await;
     assert!(text.contains("Progressing, step 0 of 2 (50%)"), "{text}");
     assert!(
@@ -417,13 +416,11 @@ async fn abort_and_promote_through_the_cli() {
     );
 
     aigw_rollout(&h, &["abort", "checkout"]).await;
-    let aborted = h
-        .env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
-            condition(r, "Ready").is_some_and(|(s, reason, _)| s == "False" && reason == "Aborted")
-                && condition(r, "Stalled").is_some_and(|(s, _, _)| s == "True")
-        })
-        .await;
+    let aborted = rollout(&h, "checkout", |r| {
+        has(r, "Ready", "False", "Aborted")
+            && condition(r, "Stalled").is_some_and(|(s, _, _)| s == "True")
+    })
+    .await;
     assert_eq!(status(&aborted).phase, Phase::Aborted);
     assert_eq!(remote_configs(&h, &keys).await, vec![stable.clone(); 4]);
     let text = aigw_rollout(&h, &["status", "checkout"]).await;
@@ -441,18 +438,12 @@ async fn abort_and_promote_through_the_cli() {
         .patch("checkout", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    h.env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
-            status(r).phase == Phase::Progressing && status(r).step_started_at.is_some()
-        })
-        .await;
+    rollout(&h, "checkout", |r| {
+        status(r).phase == Phase::Progressing && status(r).step_started_at.is_some()
+    })
+    .await;
     aigw_rollout(&h, &["promote", "checkout"]).await;
-    let promoted = h
-        .env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
-            condition(r, "Ready").is_some_and(|(s, reason, _)| s == "True" && reason == "Completed")
-        })
-        .await;
+    let promoted = rollout(&h, "checkout", |r| has(r, "Ready", "True", "Completed")).await;
     let decisions: Vec<Decision> = status(&promoted)
         .decisions
         .iter()
@@ -489,9 +480,7 @@ async fn a_restarted_operator_resumes_without_moving_a_key_twice() {
                        {"weight": 100, "pause": "2s"}]);
     create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
     for step in [0, 1, 2] {
-        h.env
-            .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).current_step == Some(step))
-            .await;
+        rollout(&h, "checkout", |r| status(r).current_step == Some(step)).await;
         h.stop_operator().await;
         let stopped = h.env.api::<ConfigRollout>().get("checkout").await.unwrap();
         println!(
@@ -503,7 +492,6 @@ async fn a_restarted_operator_resumes_without_moving_a_key_twice() {
         h.restart_operator().await;
     }
     let done = h
-        .env
         .wait_for::<ConfigRollout>("checkout", Duration::from_secs(90), |r| {
             status(r).phase != Phase::Progressing
         })
@@ -534,10 +522,7 @@ async fn a_second_rollout_over_the_same_keys_is_refused_and_a_deleted_candidate_
     let h = Harness::start("rollout-two").await;
     let keys = setup(&h).await;
     let steps = json!([{"weight": 50, "pause": "10m"}, {"weight": 100, "pause": "10m"}]);
-    create::<ConfigRollout>(&h.env, "first", rollout_spec(steps)).await;
-    h.env
-        .wait_for::<ConfigRollout>("first", WAIT, |r| status(r).step_started_at.is_some())
-        .await;
+    start_rollout(&h, "first", steps).await;
     let stable = slug(&h, "stable").await;
     let candidate = slug(&h, "candidate").await;
     let split = [candidate.as_str(), &candidate, &stable, &stable];
@@ -545,13 +530,7 @@ async fn a_second_rollout_over_the_same_keys_is_refused_and_a_deleted_candidate_
 
     let steps = json!([{"weight": 100, "pause": "1s"}]);
     create::<ConfigRollout>(&h.env, "second", rollout_spec(steps)).await;
-    let refused = h
-        .env
-        .wait_for::<ConfigRollout>("second", WAIT, |r| {
-            condition(r, "Stalled")
-                .is_some_and(|(s, reason, _)| s == "True" && reason == "InvalidSpec")
-        })
-        .await;
+    let refused = rollout(&h, "second", |r| has(r, "Stalled", "True", "InvalidSpec")).await;
     let (_, _, message) = condition(&refused, "Stalled").unwrap();
     assert!(message.contains("is in ConfigRollout first"), "{message}");
     assert!(status(&refused).moved_keys.is_empty());
@@ -580,7 +559,6 @@ async fn a_candidate_outside_the_grant_moves_no_key() {
     let h = Harness::start_with_grants("rollout-grant", Duration::from_secs(600), grants).await;
     let keys = setup_in(&h, Some(GRANTED), Some(ELSEWHERE)).await;
     let refused = h
-        .env
         .wait_for::<Config>("candidate", WAIT, |c| {
             c.status.as_ref().is_some_and(|s| {
                 s.conditions
@@ -592,13 +570,10 @@ async fn a_candidate_outside_the_grant_moves_no_key() {
     assert!(refused.status.unwrap().slug.is_none());
     let steps = json!([{"weight": 100, "pause": "1s"}]);
     create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
-    let waiting = h
-        .env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
-            condition(r, "Reconciling")
-                .is_some_and(|(s, reason, _)| s == "True" && reason == "ConfigNotReady")
-        })
-        .await;
+    let waiting = rollout(&h, "checkout", |r| {
+        has(r, "Reconciling", "True", "ConfigNotReady")
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let still = h.env.api::<ConfigRollout>().get("checkout").await.unwrap();
     assert!(
@@ -627,22 +602,16 @@ async fn no_traffic_past_max_wait_rolls_back() {
         rollout_spec(json!([{"weight": 50, "pause": "1s"}, {"weight": 100, "pause": "1s"}]));
     spec["analysis"]["maxWait"] = json!("3s");
     create::<ConfigRollout>(&h.env, "checkout", spec).await;
-    let waiting = h
-        .env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
-            condition(r, "Reconciling")
-                .is_some_and(|(s, reason, _)| s == "True" && reason == "WaitingForTraffic")
-        })
-        .await;
+    let waiting = rollout(&h, "checkout", |r| {
+        has(r, "Reconciling", "True", "WaitingForTraffic")
+    })
+    .await;
     let (_, _, message) = condition(&waiting, "Reconciling").unwrap();
     assert!(
         message.contains("0 candidate requests of the 20 needed"),
         "{message}"
     );
-    let rolled = h
-        .env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).phase == Phase::RolledBack)
-        .await;
+    let rolled = rollout(&h, "checkout", |r| status(r).phase == Phase::RolledBack).await;
     let decision = status(&rolled).decisions.last().cloned().unwrap();
     assert!(
         decision
@@ -678,7 +647,6 @@ async fn delete_config_and_see_the_rollback(
         .await
         .unwrap();
     let rolled = h
-        .env
         .wait_for::<ConfigRollout>(rollout, WAIT, |r| status(r).phase == Phase::RolledBack)
         .await;
     let decision = status(&rolled).decisions.last().cloned().unwrap();
@@ -712,10 +680,7 @@ async fn a_second_installation_leaves_a_claimed_rollout_alone() {
     let keys = setup(&h).await;
     let steps = json!([{"weight": 25, "pause": "120s"}, {"weight": 100, "pause": "2s"}]);
     create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
-    let started = h
-        .env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
-        .await;
+    let started = rollout(&h, "checkout", |r| status(r).step_started_at.is_some()).await;
     let ns = h.env.namespace.clone();
     let b = h
         .installation("inst-b", &format!("{CLUSTER_LABEL}={ns}"))
@@ -759,10 +724,7 @@ async fn a_rewritten_rollout_claim_stalls_it_and_does_not_hold_its_deletion() {
     let h = Harness::start("roll-clm").await;
     let keys = setup(&h).await;
     let steps = json!([{"weight": 25, "pause": "60s"}, {"weight": 100, "pause": "2s"}]);
-    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
-    h.env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
-        .await;
+    start_rollout(&h, "checkout", steps).await;
     h.env
         .api::<ConfigRollout>()
         .patch(
@@ -772,13 +734,10 @@ async fn a_rewritten_rollout_claim_stalls_it_and_does_not_hold_its_deletion() {
         )
         .await
         .unwrap();
-    let stalled = h
-        .env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
-            condition(r, "Stalled")
-                .is_some_and(|(s, reason, _)| s == "True" && reason == "ClaimChanged")
-        })
-        .await;
+    let stalled = rollout(&h, "checkout", |r| {
+        has(r, "Stalled", "True", "ClaimChanged")
+    })
+    .await;
     assert_eq!(status(&stalled).installation.as_deref(), Some("aigw"));
     h.env
         .api::<ConfigRollout>()
@@ -852,13 +811,10 @@ async fn promote_does_not_skip_a_refused_key() {
     assert_eq!(recorded.as_deref(), Some("inst-b"));
     let steps = json!([{"weight": 25, "pause": "120s"}, {"weight": 100, "pause": "2s"}]);
     create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
-    h.env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
-            condition(r, "Stalled").is_some_and(|(s, _, m)| {
-                s == "True" && m.contains("belongs to another installation")
-            })
-        })
-        .await;
+    rollout(&h, "checkout", |r| {
+        says(r, "Stalled", "True", "belongs to another installation")
+    })
+    .await;
     h.env
         .api::<ConfigRollout>()
         .patch(
@@ -931,18 +887,12 @@ async fn a_retagged_moved_key_is_returned_by_the_rollback() {
     let h = Harness::start("roll-tag").await;
     let keys = setup(&h).await;
     let steps = json!([{"weight": 25, "pause": "60s"}, {"weight": 100, "pause": "2s"}]);
-    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
-    h.env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
-        .await;
+    start_rollout(&h, "checkout", steps).await;
     annotate(&h, "key-a", json!({"aigw.io/rollout": "ghost"})).await;
-    let done = h
-        .env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
-            condition(r, "Stalled")
-                .is_some_and(|(s, _, m)| s == "True" && m.contains("every moved key is back"))
-        })
-        .await;
+    let done = rollout(&h, "checkout", |r| {
+        says(r, "Stalled", "True", "every moved key is back")
+    })
+    .await;
     assert_eq!(status(&done).phase, Phase::RolledBack);
     let stable = slug(&h, "stable").await;
     assert_eq!(
@@ -982,10 +932,7 @@ async fn a_hand_written_rollout_annotation_moves_no_key() {
     .await;
     // Naming a rollout that never moved the key.
     let steps = json!([{"weight": 25, "pause": "60s"}, {"weight": 100, "pause": "2s"}]);
-    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
-    h.env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
-        .await;
+    start_rollout(&h, "checkout", steps).await;
     annotate(
         &h,
         "key-c",
@@ -1011,10 +958,7 @@ async fn a_moved_key_leaving_the_selector_is_returned_and_not_counted() {
     let keys = setup(&h).await;
     let steps = json!([{"weight": 25, "pause": "3s"}, {"weight": 100, "pause": "2s"}]);
     create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
-    let moved = h
-        .env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
-        .await;
+    let moved = rollout(&h, "checkout", |r| status(r).step_started_at.is_some()).await;
     assert_eq!(status(&moved).moved_keys, ["key-a"]);
     h.env
         .api::<ApiKey>()
@@ -1025,19 +969,17 @@ async fn a_moved_key_leaving_the_selector_is_returned_and_not_counted() {
         )
         .await
         .unwrap();
-    let judged = h
-        .env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
-            let s = status(r);
-            s.moved_keys == ["key-b"]
-                && s.analysis.as_ref().is_some_and(|a| {
-                    let at = |t: &str| t.parse::<jiff::Timestamp>().ok();
-                    s.step_started_at
-                        .as_deref()
-                        .is_some_and(|started| at(&a.from) >= at(started))
-                })
-        })
-        .await;
+    let judged = rollout(&h, "checkout", |r| {
+        let s = status(r);
+        s.moved_keys == ["key-b"]
+            && s.analysis.as_ref().is_some_and(|a| {
+                let at = |t: &str| t.parse::<jiff::Timestamp>().ok();
+                s.step_started_at
+                    .as_deref()
+                    .is_some_and(|started| at(&a.from) >= at(started))
+            })
+    })
+    .await;
     let analysis = status(&judged).analysis.unwrap();
     assert_eq!(
         (analysis.candidate.keys, analysis.stable.keys),
@@ -1257,13 +1199,12 @@ async fn a_sigkilled_operator_process_finishes_a_rollback() {
     .await;
     traffic.stop().await;
     assert!(back.is_some(), "every key is back on the stable config");
-    h.env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
-            condition(r, "Ready").is_some_and(|(s, reason, m)| {
-                s == "False" && reason == "RolledBack" && m.contains("every moved key is back")
-            })
+    rollout(&h, "checkout", |r| {
+        condition(r, "Ready").is_some_and(|(s, reason, m)| {
+            s == "False" && reason == "RolledBack" && m.contains("every moved key is back")
         })
-        .await;
+    })
+    .await;
     for (name, id) in &keys {
         println!("{name}: write log {:?}", config_writes(&h, id).await);
     }
@@ -1288,10 +1229,7 @@ async fn a_deleted_stable_config_rolls_back_and_is_held_while_keys_name_it() {
     let h = Harness::start("roll-stable").await;
     let keys = setup(&h).await;
     let steps = json!([{"weight": 50, "pause": "10m"}, {"weight": 100, "pause": "10m"}]);
-    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
-    h.env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
-        .await;
+    start_rollout(&h, "checkout", steps).await;
     let (stable, candidate) = (slug(&h, "stable").await, slug(&h, "candidate").await);
     assert_eq!(
         remote_configs(&h, &keys).await,
@@ -1308,7 +1246,6 @@ async fn a_deleted_stable_config_rolls_back_and_is_held_while_keys_name_it() {
     )
     .await;
     let held = h
-        .env
         .wait_for::<Config>("stable", WAIT, |c| c.stalled_with("StillReferenced"))
         .await;
     let (_, _, message) = held.condition("Stalled").unwrap();
@@ -1340,7 +1277,6 @@ async fn a_deleted_stable_config_rolls_back_and_is_held_while_keys_name_it() {
         .await
         .unwrap();
     let still = h
-        .env
         .wait_for::<Config>("stable", WAIT, |c| {
             c.condition("Stalled").is_some_and(|(s, r, m)| {
                 s == "True" && r == "StillReferenced" && !m.contains("ConfigRollout")
@@ -1382,13 +1318,10 @@ async fn a_telemetry_outage_past_max_wait_rolls_back() {
         rollout_spec(json!([{"weight": 50, "pause": "1s"}, {"weight": 100, "pause": "1s"}]));
     spec["analysis"]["maxWait"] = json!("5s");
     create::<ConfigRollout>(&h.env, "checkout", spec).await;
-    let waiting = h
-        .env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| {
-            condition(r, "Reconciling")
-                .is_some_and(|(s, reason, _)| s == "True" && reason == "TelemetryUnavailable")
-        })
-        .await;
+    let waiting = rollout(&h, "checkout", |r| {
+        has(r, "Reconciling", "True", "TelemetryUnavailable")
+    })
+    .await;
     let (_, _, message) = condition(&waiting, "Reconciling").unwrap();
     println!("while it fails: {message}");
     assert!(
@@ -1396,10 +1329,7 @@ async fn a_telemetry_outage_past_max_wait_rolls_back() {
         "{message}"
     );
     assert!(message.contains("analysis.maxWait (5s)"), "{message}");
-    let rolled = h
-        .env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).phase == Phase::RolledBack)
-        .await;
+    let rolled = rollout(&h, "checkout", |r| status(r).phase == Phase::RolledBack).await;
     let decision = status(&rolled).decisions.last().cloned().unwrap();
     println!("decided: {}", decision.message);
     assert_eq!(decision.decision, Decision::RollBack);
@@ -1465,18 +1395,15 @@ async fn a_rollout_whose_connection_leaves_reach_is_given_back_or_left_alone() {
     started["connectionRef"] = json!({"name": name});
     create::<ConfigRollout>(&h.env, "started", started).await;
     let api = h.env.api::<ConfigRollout>();
-    h.env
-        .wait_for::<ConfigRollout>("early", WAIT, |r| {
-            status(r).installation.as_deref() == Some("aigw")
-                && condition(r, "Stalled")
-                    .is_some_and(|(s, reason, _)| s == "True" && reason == "InvalidSpec")
-        })
-        .await;
-    h.env
-        .wait_for::<ConfigRollout>("started", WAIT, |r| {
-            status(r).installation.as_deref() == Some("aigw") && !r.finalizers().is_empty()
-        })
-        .await;
+    rollout(&h, "early", |r| {
+        status(r).installation.as_deref() == Some("aigw")
+            && has(r, "Stalled", "True", "InvalidSpec")
+    })
+    .await;
+    rollout(&h, "started", |r| {
+        status(r).installation.as_deref() == Some("aigw") && !r.finalizers().is_empty()
+    })
+    .await;
 
     connections
         .patch(
@@ -1498,13 +1425,10 @@ async fn a_rollout_whose_connection_leaves_reach_is_given_back_or_left_alone() {
         .await
         .unwrap();
     }
-    let given = h
-        .env
-        .wait_for::<ConfigRollout>("early", WAIT, |r| {
-            status(r).installation.is_none()
-                && !r.annotations().contains_key("aigw.io/installation")
-        })
-        .await;
+    let given = rollout(&h, "early", |r| {
+        status(r).installation.is_none() && !r.annotations().contains_key("aigw.io/installation")
+    })
+    .await;
     println!("early: given back, annotations {:?}", given.annotations());
     let before = api.get("started").await.unwrap();
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -1560,10 +1484,7 @@ async fn a_moved_key_asks_the_watch_cache_not_the_apiserver() {
     let mut h = Harness::start("roll-cache").await;
     let keys = setup(&h).await;
     let steps = json!([{"weight": 100, "pause": "10m"}]);
-    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
-    h.env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
-        .await;
+    start_rollout(&h, "checkout", steps).await;
     let candidate = slug(&h, "candidate").await;
     assert_eq!(remote_configs(&h, &keys).await, vec![candidate.clone(); 4]);
     let requests = h.restart_operator_recording().await;
@@ -1608,9 +1529,7 @@ async fn an_aborted_rollout_left_in_place_leaves_a_later_rollouts_keys_alone() {
     let keys = setup(&h).await;
     let steps = json!([{"weight": 50, "pause": "10m"}, {"weight": 100, "pause": "10m"}]);
     create::<ConfigRollout>(&h.env, "first", rollout_spec(steps.clone())).await;
-    h.env
-        .wait_for::<ConfigRollout>("first", WAIT, |r| status(r).step_started_at.is_some())
-        .await;
+    rollout(&h, "first", |r| status(r).step_started_at.is_some()).await;
     h.env
         .api::<ConfigRollout>()
         .patch(
@@ -1622,21 +1541,13 @@ async fn an_aborted_rollout_left_in_place_leaves_a_later_rollouts_keys_alone() {
         )
         .await
         .unwrap();
-    let aborted = h
-        .env
-        .wait_for::<ConfigRollout>("first", WAIT, |r| {
-            condition(r, "Stalled").is_some_and(|(s, reason, _)| s == "True" && reason == "Aborted")
-        })
-        .await;
+    let aborted = rollout(&h, "first", |r| has(r, "Stalled", "True", "Aborted")).await;
     assert_eq!(status(&aborted).moved_keys, ["key-a", "key-b"]);
     let stable = slug(&h, "stable").await;
     let candidate = slug(&h, "candidate").await;
     assert_eq!(remote_configs(&h, &keys).await, vec![stable.clone(); 4]);
 
-    create::<ConfigRollout>(&h.env, "second", rollout_spec(steps)).await;
-    h.env
-        .wait_for::<ConfigRollout>("second", WAIT, |r| status(r).step_started_at.is_some())
-        .await;
+    start_rollout(&h, "second", steps).await;
     tokio::time::sleep(Duration::from_secs(8)).await;
     let once_more = vec![
         json!(stable),
@@ -1748,16 +1659,12 @@ async fn a_hand_rewritten_rollout_config_moves_nothing() {
         json!({"name": "other", "config": {"provider": "@other-openai"}}),
     )
     .await;
-    h.env
-        .wait_for::<Config>("other", WAIT, |c| {
-            c.status.as_ref().is_some_and(|s| s.slug.is_some())
-        })
-        .await;
+    h.wait_for::<Config>("other", WAIT, |c| {
+        c.status.as_ref().is_some_and(|s| s.slug.is_some())
+    })
+    .await;
     let steps = json!([{"weight": 50, "pause": "10m"}, {"weight": 100, "pause": "10m"}]);
-    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
-    h.env
-        .wait_for::<ConfigRollout>("checkout", WAIT, |r| status(r).step_started_at.is_some())
-        .await;
+    start_rollout(&h, "checkout", steps).await;
     annotate(&h, "key-a", json!({"aigw.io/rollout-config": "other"})).await;
     tokio::time::sleep(Duration::from_secs(8)).await;
     let other = slug(&h, "other").await;

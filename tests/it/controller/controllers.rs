@@ -122,10 +122,7 @@ async fn config_lifecycle_create_update_drift_delete() {
         )
         .await
         .unwrap();
-    let ready = h
-        .env
-        .wait_for::<Config>("routing", WAIT, config_ready)
-        .await;
+    let ready = h.wait_for::<Config>("routing", WAIT, config_ready).await;
     let status = ready.status.clone().unwrap();
     let slug = status.slug.clone().expect("status.slug");
     let first_version = status.version_id.clone().expect("status.versionId");
@@ -168,7 +165,6 @@ async fn config_lifecycle_create_update_drift_delete() {
         .await
         .unwrap();
     let updated = h
-        .env
         .wait_for::<Config>("routing", WAIT, |c| {
             config_ready(c)
                 && c.status
@@ -199,16 +195,15 @@ async fn config_lifecycle_create_update_drift_delete() {
     )
     .await;
     h.reset_stats().await;
-    h.env
-        .wait_for::<Config>("routing", WAIT, |c| {
-            c.status
-                .as_ref()
-                .unwrap()
-                .version_id
-                .as_deref()
-                .is_some_and(|v| v != second_version)
-        })
-        .await;
+    h.wait_for::<Config>("routing", WAIT, |c| {
+        c.status
+            .as_ref()
+            .unwrap()
+            .version_id
+            .as_deref()
+            .is_some_and(|v| v != second_version)
+    })
+    .await;
     let remote = h
         .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
         .await;
@@ -243,15 +238,7 @@ async fn config_lifecycle_create_update_drift_delete() {
             .any(|c| c.path.starts_with("/config/strategy") && c.remote.is_none()),
         "{record:?}"
     );
-    support::wait_until(WAIT, || async {
-        h.env
-            .events_text()
-            .await
-            .contains("/config/retry")
-            .then_some(())
-    })
-    .await
-    .expect("the DriftCorrected event names the paths");
+    h.env.wait_event("/config/retry", WAIT).await;
 
     // Delete (the default policy) removes the remote config and then the resource.
     h.env.delete_and_wait::<Config>("routing", WAIT).await;
@@ -287,10 +274,7 @@ async fn config_adopt_and_orphan() {
         .create(&PostParams::default(), &config("adopted", spec.clone()))
         .await
         .unwrap();
-    let ready = h
-        .env
-        .wait_for::<Config>("adopted", WAIT, config_ready)
-        .await;
+    let ready = h.wait_for::<Config>("adopted", WAIT, config_ready).await;
     assert_eq!(ready.status.unwrap().slug.as_deref(), Some(slug.as_str()));
     assert_eq!(
         writes(&h).await,
@@ -299,18 +283,8 @@ async fn config_adopt_and_orphan() {
     );
 
     spec["config"]["retry"]["attempts"] = json!(5);
-    h.env
-        .api::<Config>()
-        .patch(
-            "adopted",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": spec})),
-        )
-        .await
-        .unwrap();
-    h.env
-        .wait_for::<Config>("adopted", WAIT, config_ready)
-        .await;
+    h.env.patch_spec::<Config>("adopted", json!(spec)).await;
+    h.wait_for::<Config>("adopted", WAIT, config_ready).await;
     assert_eq!(h.count("PUT /ai_gw/v2/configs/{slug}").await, 1);
 
     h.env.delete_and_wait::<Config>("adopted", WAIT).await;
@@ -333,7 +307,6 @@ async fn api_validation_error_stalls_without_a_retry_storm() {
         .await
         .unwrap();
     let stalled = h
-        .env
         .wait_for::<RateLimitsPolicy>("bad-key", WAIT, |p| {
             p.status
                 .as_ref()
@@ -376,7 +349,6 @@ async fn api_validation_error_stalls_without_a_retry_storm() {
         .await
         .unwrap();
     let blank = h
-        .env
         .wait_for::<Config>("blank", WAIT, |c| {
             c.status
                 .as_ref()
@@ -394,8 +366,7 @@ async fn api_validation_error_stalls_without_a_retry_storm() {
         .patch("bad-key", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    h.env
-        .wait_for::<RateLimitsPolicy>("bad-key", WAIT, policy_ready)
+    h.wait_for::<RateLimitsPolicy>("bad-key", WAIT, policy_ready)
         .await;
     h.stop().await;
 }
@@ -416,13 +387,12 @@ async fn server_errors_and_rate_limits_are_recovered_from() {
     // A 5xx to a POST may have come after the commit, so each one is looked up, and absence
     // counts only a list-settle time after it (30 s by default, 3 s in tests: TEST_CALL_WINDOWS).
     for i in 0..6 {
-        h.env
-            .wait_for::<Config>(
-                &format!("burst-{i}"),
-                Duration::from_secs(180),
-                config_ready,
-            )
-            .await;
+        h.wait_for::<Config>(
+            &format!("burst-{i}"),
+            Duration::from_secs(180),
+            config_ready,
+        )
+        .await;
     }
     let stats = h.stats().await;
     let failures: u64 = ["500", "503", "429"]
@@ -480,7 +450,6 @@ async fn a_lost_deployment_create_answer_ends_with_live_credentials() {
     h.faults(json!({})).await;
 
     let deployment = h
-        .env
         .wait_for::<Deployment>("dropped", WAIT, deployment_ready)
         .await;
     let state = h.state().await;
@@ -517,7 +486,6 @@ async fn deployment_create_secret_connection_status_and_archive() {
         .await
         .unwrap();
     let ready = h
-        .env
         .wait_for::<Deployment>("edge", WAIT, deployment_ready)
         .await;
     let status = ready.status.clone().unwrap();
@@ -532,14 +500,7 @@ async fn deployment_create_secret_connection_status_and_archive() {
     );
 
     // The Secret holds exactly the emulator's one-time values and is owned by the resource.
-    let state = h.state().await;
-    let remote = state["deployments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["id"] == id.as_str())
-        .unwrap()
-        .clone();
+    let remote = h.remote_record_present("deployments", "id", &id).await;
     let secret = h.env.api::<Secret>().get("edge-creds").await.unwrap();
     let data = secret.data.clone().unwrap();
     let text = |k: &str| String::from_utf8(data[k].0.clone()).unwrap();
@@ -572,7 +533,6 @@ async fn deployment_create_secret_connection_status_and_archive() {
     )
     .await;
     let healthy = h
-        .env
         .wait_for::<Deployment>("edge", WAIT, |d| {
             d.status.as_ref().unwrap().connection_status
                 == Some(aigw::resources::deployment::ConnectionStatus::Healthy)
@@ -629,7 +589,6 @@ async fn deployment_create_secret_connection_status_and_archive() {
         .await
         .unwrap();
     let missing = h
-        .env
         .wait_for::<Deployment>("edge", WAIT, |d| {
             condition(&d.status.as_ref().unwrap().conditions, "Ready")
                 .is_some_and(|(s, r, _)| s == "False" && r == "MissingState")
@@ -681,7 +640,6 @@ async fn deployment_adopt_and_orphan() {
         .unwrap();
     // Adopted: the one-time credentials are elsewhere, which is said in a condition.
     let adopted = h
-        .env
         .wait_for::<Deployment>("legacy", WAIT, |d| {
             d.status
                 .as_ref()
@@ -725,7 +683,6 @@ async fn rate_limits_policy_lifecycle() {
         .await
         .unwrap();
     let ready = h
-        .env
         .wait_for::<RateLimitsPolicy>("per-key", WAIT, policy_ready)
         .await;
     let id = ready.status.unwrap().id.unwrap();
@@ -736,8 +693,7 @@ async fn rate_limits_policy_lifecycle() {
         .patch("per-key", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    h.env
-        .wait_for::<RateLimitsPolicy>("per-key", WAIT, policy_ready)
+    h.wait_for::<RateLimitsPolicy>("per-key", WAIT, policy_ready)
         .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
@@ -770,7 +726,6 @@ async fn rate_limits_policy_lifecycle() {
         .await
         .unwrap();
     let adopted = h
-        .env
         .wait_for::<RateLimitsPolicy>("shared", WAIT, policy_ready)
         .await;
     assert_eq!(
@@ -832,7 +787,7 @@ async fn backoff_and_drift_bookkeeping_go_with_the_object() {
         )
         .await
         .unwrap();
-    h.env.wait_for::<Config>("kept", WAIT, config_ready).await;
+    h.wait_for::<Config>("kept", WAIT, config_ready).await;
     let key = |name: &str| format!("Config/{}/{name}", h.env.namespace);
     let failed = support::wait_until(WAIT, || async {
         (h.ctx.backoff.failures(&key("failing")) >= 2).then_some(())
@@ -892,8 +847,7 @@ async fn a_dry_run_reports_what_it_would_write_and_writes_nothing() {
             .unwrap();
     }
     for n in 0..50 {
-        h.env
-            .wait_for::<Config>(&format!("c{n:02}"), WAIT, |c| c.ready())
+        h.wait_for::<Config>(&format!("c{n:02}"), WAIT, |c| c.ready())
             .await;
     }
     // A remote edit the real operator has not seen (its drift check is 10 minutes away).

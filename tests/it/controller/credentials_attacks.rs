@@ -8,31 +8,19 @@ use std::time::Duration;
 
 use aigw::resources::{Integration, Provider};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use serde_json::{Value, json};
 use support::harness::Harness;
 use support::objects::Conditions;
-use support::proxy::{forward, json_answer, serve};
+use support::proxy::{Received, json_answer, proxy, refusal};
 
 const WAIT: Duration = Duration::from_secs(30);
 const WS_A: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
 const KEY: &str = "sk-upstream-Fq3Wz8Lm1Rt6";
 
 async fn put_key(h: &Harness, value: &str) {
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "openai-upstream", "labels": {"aigw.io/cluster-readable": "true"}},
-        "stringData": {"api-key": value}
-    }))
-    .unwrap();
-    h.env
-        .api::<Secret>()
-        .patch(
-            "openai-upstream",
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&secret),
-        )
-        .await
-        .unwrap();
+    h.put_secret("openai-upstream", json!({"api-key": value}), true)
+        .await;
 }
 
 fn integration_spec(h: &Harness) -> Value {
@@ -49,12 +37,8 @@ fn provider_spec(h: &Harness) -> Value {
 async fn ready_integration_and_provider(h: &Harness) {
     put_key(h, KEY).await;
     let api = Api::<Integration>::all(h.env.client.clone());
-    api.create(
-        &PostParams::default(),
-        &h.cluster_object("Integration", "openai", integration_spec(h)),
-    )
-    .await
-    .unwrap();
+    h.create_cluster::<Integration>("openai", integration_spec(h))
+        .await;
     let name = h.cluster_name("openai");
     support::wait_until(WAIT, || async {
         let i = api.get_opt(&name).await.ok()??;
@@ -62,16 +46,8 @@ async fn ready_integration_and_provider(h: &Harness) {
     })
     .await
     .expect("integration ready");
-    h.env
-        .api::<Provider>()
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Provider", "openai-a", provider_spec(h)),
-        )
-        .await
-        .unwrap();
-    h.env
-        .wait_for::<Provider>("openai-a", WAIT, |p| p.ready())
+    support::objects::create::<Provider>(&h.env, "openai-a", provider_spec(h)).await;
+    h.wait_for::<Provider>("openai-a", WAIT, |p| p.ready())
         .await;
 }
 
@@ -91,16 +67,9 @@ async fn a_provider_whose_integration_grant_was_revoked_is_released_on_delete_wi
     h.restart_operator().await;
     // An update is refused (control): touch the note.
     h.env
-        .api::<Provider>()
-        .patch(
-            "openai-a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"note": "changed"}})),
-        )
-        .await
-        .unwrap();
+        .patch_spec::<Provider>("openai-a", json!({"note": "changed"}))
+        .await;
     let refused = h
-        .env
         .wait_for::<Provider>("openai-a", WAIT, |p| {
             p.stalled_with("IntegrationNotAllowed")
         })
@@ -137,27 +106,19 @@ struct Knobs {
 /// answer is lost); while `fail_deletes`, API-key DELETEs are answered 503 without reaching the
 /// emulator (a transient failure, nothing applied).
 async fn faulty_proxy(upstream: String, knobs: Arc<Knobs>) -> String {
-    use axum::extract::Request;
-    let client = reqwest::Client::new();
-    let app = axum::Router::new().fallback(move |request: Request| {
-        let (client, upstream, knobs) = (client.clone(), upstream.clone(), knobs.clone());
+    proxy(upstream, move |received: Received| {
+        let knobs = knobs.clone();
         async move {
-            let (parts, body) = request.into_parts();
-            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-            let path = parts
-                .uri
-                .path_and_query()
-                .map_or("/", |p| p.as_str())
-                .to_string();
+            let Received { parts, .. } = &received;
             let is_key_route = parts.uri.path().starts_with("/ai_gw/v2/api-keys/");
             if is_key_route
                 && parts.method == reqwest::Method::DELETE
                 && knobs.fail_deletes.load(Ordering::SeqCst)
             {
                 knobs.failed_deletes.fetch_add(1, Ordering::SeqCst);
-                return json_answer(503, "{\"success\":false,\"message\":\"unavailable\"}");
+                return refusal(503, "unavailable");
             }
-            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
+            let (status, text) = received.forward().await;
             let creating = is_key_route
                 && parts.method == reqwest::Method::POST
                 && !parts.uri.path().contains("/rotate");
@@ -169,8 +130,8 @@ async fn faulty_proxy(upstream: String, knobs: Arc<Knobs>) -> String {
             }
             json_answer(status, text)
         }
-    });
-    serve(app).await
+    })
+    .await
 }
 
 fn api_key_ready(k: &ApiKey) -> bool {
@@ -219,7 +180,6 @@ async fn a_lost_key_create_whose_orphan_delete_fails_keeps_looking_for_the_orpha
     );
     knobs.fail_deletes.store(false, Ordering::SeqCst);
     let ready = h
-        .env
         .wait_for::<ApiKey>("lost", Duration::from_secs(90), api_key_ready)
         .await;
     let id = ready.status.clone().unwrap().id.unwrap();
@@ -288,7 +248,6 @@ async fn grants_and_secret_namespaces_hold_for_keys_and_integrations() {
             .await
             .unwrap();
         let k = h
-            .env
             .wait_for::<ApiKey>(name, WAIT, |k| k.stalled_with("WorkspaceNotAllowed"))
             .await;
         eprintln!("ApiKey {name}: {:?}", k.condition("Stalled"));
@@ -318,12 +277,7 @@ async fn grants_and_secret_namespaces_hold_for_keys_and_integrations() {
     thief["workspaces"] = json!([]);
     let api = Api::<Integration>::all(h.env.client.clone());
     for (name, spec) in [("cross", cross), ("plain", plain), ("thief", thief)] {
-        api.create(
-            &PostParams::default(),
-            &h.cluster_object("Integration", name, spec),
-        )
-        .await
-        .unwrap();
+        h.create_cluster::<Integration>(name, spec).await;
     }
     for (name, reason) in [
         ("cross", "SecretNotReadable"),
@@ -360,22 +314,17 @@ const LONG_KEY: &str = "sk-proj-Q7vN2mX9pL4kR8tW1yZ6cB3nH5jF0dS2aG7eU4iO9qP1wE6r
 /// message echoes the key sent: `mode` "full" (the whole body), "pydantic" (a truncated value,
 /// as a pydantic 422 prints an `input_value`).
 async fn echo_proxy(upstream: String, mode: &'static str) -> String {
-    use axum::extract::Request;
-    let client = reqwest::Client::new();
-    let app = axum::Router::new().fallback(move |request: Request| {
-        let (client, upstream) = (client.clone(), upstream.clone());
+    proxy(upstream, move |received: Received| {
         async move {
-            let (parts, body) = request.into_parts();
-            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-            let path = parts.uri.path_and_query().map_or("/", |p| p.as_str()).to_string();
+            let Received { parts, body, .. } = &received;
             let writes_integration = parts.uri.path().starts_with("/ai_gw/admin/v2/integrations")
                 && !parts.uri.path().ends_with("/workspaces")
                 && (parts.method == reqwest::Method::POST || parts.method == reqwest::Method::PUT);
             if writes_integration {
-                let sent: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let sent: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
                 let key = sent["key"].as_str().unwrap_or("").to_string();
                 let message = match mode {
-                    "full" => format!("invalid request: {}", String::from_utf8_lossy(&body)),
+                    "full" => format!("invalid request: {}", String::from_utf8_lossy(body)),
                     // Review F11: an all-letter value cut short, a URL-encoded and a base64 echo.
                     "elided" => {
                         let n = key.chars().count();
@@ -404,14 +353,12 @@ async fn echo_proxy(upstream: String, mode: &'static str) -> String {
                         format!("1 validation error for IntegrationCreate\nkey\n  Value error, key is not valid for this provider [type=value_error, input_value='{head}...{tail}', input_type=str]")
                     }
                 };
-                let answer = json!({"success": false, "message": message});
-                return json_answer(400, answer.to_string());
+                return refusal(400, message);
             }
-            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
-            json_answer(status, text)
+            received.pass().await
         }
-    });
-    serve(app).await
+    })
+    .await
 }
 
 /// An all-letter passphrase: no 12-character run of it has a digit. Any 6 characters of it in
@@ -433,12 +380,7 @@ async fn echo_attack(mode: &'static str) {
     let api = Api::<Integration>::all(h.env.client.clone());
     let mut spec = integration_spec(&h);
     spec["workspaces"] = json!([]);
-    api.create(
-        &PostParams::default(),
-        &h.cluster_object("Integration", "openai", spec),
-    )
-    .await
-    .unwrap();
+    h.create_cluster::<Integration>("openai", spec).await;
     let name = h.cluster_name("openai");
     let got = support::wait_until(WAIT, || async {
         let i = api.get_opt(&name).await.ok()??;
@@ -517,29 +459,22 @@ async fn slug_race_proxy(
     foreign: Arc<std::sync::Mutex<Option<String>>>,
     same_name: bool,
 ) -> String {
-    use axum::extract::Request;
-    let client = reqwest::Client::new();
-    let app = axum::Router::new().fallback(move |request: Request| {
-        let (client, upstream, armed, foreign) = (
-            client.clone(),
-            upstream.clone(),
-            armed.clone(),
-            foreign.clone(),
-        );
+    proxy(upstream, move |received: Received| {
+        let (armed, foreign) = (armed.clone(), foreign.clone());
         async move {
-            let (parts, body) = request.into_parts();
-            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-            let path = parts
-                .uri
-                .path_and_query()
-                .map_or("/", |p| p.as_str())
-                .to_string();
+            let Received {
+                parts,
+                body,
+                client,
+                upstream,
+                ..
+            } = &received;
             let auth = parts.headers.get("authorization").cloned();
             let creating =
                 parts.method == reqwest::Method::POST && parts.uri.path() == "/ai_gw/v2/providers";
             let race = creating && armed.swap(false, Ordering::SeqCst);
             if race {
-                let mut theirs: Value = serde_json::from_slice(&body).unwrap();
+                let mut theirs: Value = serde_json::from_slice(body).unwrap();
                 if !same_name {
                     theirs["name"] = json!("someone else's provider");
                 }
@@ -560,7 +495,7 @@ async fn slug_race_proxy(
                 eprintln!("proxy: foreign provider POST -> {status} id {id:?}");
                 *foreign.lock().unwrap() = id;
             }
-            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
+            let (status, text) = received.forward().await;
             if race {
                 eprintln!(
                     "proxy: our POST -> {status} {} (answer dropped: 502)",
@@ -573,8 +508,8 @@ async fn slug_race_proxy(
             }
             json_answer(status, text)
         }
-    });
-    serve(app).await
+    })
+    .await
 }
 
 #[tokio::test]
@@ -604,26 +539,15 @@ async fn refused_provider_create_race(prefix: &str, same_name: bool) {
     h.restart_operator_via(&proxy).await;
     put_key(&h, KEY).await;
     let api = Api::<Integration>::all(h.env.client.clone());
-    api.create(
-        &PostParams::default(),
-        &h.cluster_object("Integration", "openai", integration_spec(&h)),
-    )
-    .await
-    .unwrap();
+    h.create_cluster::<Integration>("openai", integration_spec(&h))
+        .await;
     let name = h.cluster_name("openai");
     support::wait_until(WAIT, || async {
         api.get_opt(&name).await.ok()??.ready().then_some(())
     })
     .await
     .expect("integration ready");
-    h.env
-        .api::<Provider>()
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Provider", "openai-a", provider_spec(&h)),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Provider>(&h.env, "openai-a", provider_spec(&h)).await;
     tokio::time::sleep(Duration::from_secs(6)).await;
     let p = h.env.api::<Provider>().get("openai-a").await.unwrap();
     let providers = h.state().await["providers"]
@@ -643,14 +567,8 @@ async fn refused_provider_create_race(prefix: &str, same_name: bool) {
     h.reset_stats().await;
     // If it was taken over: an edit is now PUT onto someone else's provider, the delete deletes it.
     h.env
-        .api::<Provider>()
-        .patch(
-            "openai-a",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"note": "aigw's now"}})),
-        )
-        .await
-        .unwrap();
+        .patch_spec::<Provider>("openai-a", json!({"note": "aigw's now"}))
+        .await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     // The create's outcome settles as "never made" only once a list taken a settle time after it
     // still lacks it: the deletion waits that long.
@@ -677,22 +595,14 @@ async fn refused_provider_create_race(prefix: &str, same_name: bool) {
 /// A proxy in front of the emulator answering every integration DELETE with a 400 whose message
 /// echoes the key the integration was created with (seen in the create's body).
 async fn delete_echo_proxy(upstream: String) -> String {
-    use axum::extract::Request;
-    let client = reqwest::Client::new();
     let seen = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-    let app = axum::Router::new().fallback(move |request: Request| {
-        let (client, upstream, seen) = (client.clone(), upstream.clone(), seen.clone());
+    proxy(upstream, move |received: Received| {
+        let seen = seen.clone();
         async move {
-            let (parts, body) = request.into_parts();
-            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-            let path = parts
-                .uri
-                .path_and_query()
-                .map_or("/", |p| p.as_str())
-                .to_string();
+            let Received { parts, body, .. } = &received;
             let integrations = parts.uri.path().starts_with("/ai_gw/admin/v2/integrations");
             if integrations && parts.method == reqwest::Method::POST {
-                let sent: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                let sent: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
                 if let Some(key) = sent["key"].as_str() {
                     *seen.lock().unwrap() = key.to_string();
                 }
@@ -700,14 +610,12 @@ async fn delete_echo_proxy(upstream: String) -> String {
             if integrations && parts.method == reqwest::Method::DELETE {
                 let key = seen.lock().unwrap().clone();
                 let message = format!("cannot delete: integration with key {key} is in use");
-                let answer = json!({"success": false, "message": message});
-                return json_answer(400, answer.to_string());
+                return refusal(400, message);
             }
-            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
-            json_answer(status, text)
+            received.pass().await
         }
-    });
-    serve(app).await
+    })
+    .await
 }
 
 /// A failed cleanup is recorded in status and logged by the controller's error policy, after
@@ -724,12 +632,7 @@ async fn a_failed_cleanup_echoing_the_key_reaches_no_log_or_status() {
     let api = Api::<Integration>::all(h.env.client.clone());
     let mut spec = integration_spec(&h);
     spec["workspaces"] = json!([]);
-    api.create(
-        &PostParams::default(),
-        &h.cluster_object("Integration", "openai", spec),
-    )
-    .await
-    .unwrap();
+    h.create_cluster::<Integration>("openai", spec).await;
     let name = h.cluster_name("openai");
     support::wait_until(WAIT, || async {
         let i = api.get_opt(&name).await.ok()??;

@@ -8,7 +8,6 @@ use crate::support;
 use std::time::{Duration, Instant};
 
 use aigw::resources::{Config, RateLimitsPolicy};
-use kube::api::{Patch, PatchParams};
 use reqwest::Method;
 use serde_json::json;
 use support::harness::Harness;
@@ -25,15 +24,11 @@ async fn writes(h: &Harness) -> u64 {
 /// Waits for an event with `reason` (published right after the status write that follows the
 /// correction).
 async fn wait_for_event(h: &Harness, reason: &str) {
-    let found = support::wait_until(WAIT, || async {
-        h.env.events_text().await.contains(reason).then_some(())
-    })
-    .await;
-    assert!(found.is_some(), "{}", h.env.events_text().await);
+    h.env.wait_event(reason, WAIT).await;
 }
 
 async fn slug_of(h: &Harness, name: &str) -> String {
-    let config = h.env.wait_for::<Config>(name, WAIT, |c| c.ready()).await;
+    let config = h.wait_for::<Config>(name, WAIT, |c| c.ready()).await;
     config.status.and_then(|s| s.slug).expect("status.slug")
 }
 
@@ -119,15 +114,14 @@ async fn drift_is_found_by_listing_and_only_changed_objects_are_read() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    h.env
-        .wait_for::<Config>(NAMES[1], WAIT, |c| {
-            c.ready()
-                && c.status
-                    .as_ref()
-                    .and_then(|s| s.slug.as_deref())
-                    .is_some_and(|now| now != slugs[1])
-        })
-        .await;
+    h.wait_for::<Config>(NAMES[1], WAIT, |c| {
+        c.ready()
+            && c.status
+                .as_ref()
+                .and_then(|s| s.slug.as_deref())
+                .is_some_and(|now| now != slugs[1])
+    })
+    .await;
 
     // An incomplete list (capped below its total) proves nothing: what it does not show is read.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -148,20 +142,12 @@ async fn drift_is_found_by_listing_and_only_changed_objects_are_read() {
     h.reset_stats().await;
     let edited = Instant::now();
     h.env
-        .api::<Config>()
-        .patch(
-            NAMES[2],
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"config": {"retry": {"attempts": 5}}}})),
-        )
-        .await
-        .unwrap();
-    h.env
-        .wait_for::<Config>(NAMES[2], WAIT, |c| {
-            c.ready()
-                && c.status.as_ref().and_then(|s| s.observed_generation) == c.metadata.generation
-        })
+        .patch_spec::<Config>(NAMES[2], json!({"config": {"retry": {"attempts": 5}}}))
         .await;
+    h.wait_for::<Config>(NAMES[2], WAIT, |c| {
+        c.ready() && c.status.as_ref().and_then(|s| s.observed_generation) == c.metadata.generation
+    })
+    .await;
     eprintln!("edit after restart applied in {:?}", edited.elapsed());
     assert_eq!(h.count("PUT /ai_gw/v2/configs/{slug}").await, 1);
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -181,8 +167,7 @@ async fn drift_is_found_by_listing_and_only_changed_objects_are_read() {
 async fn untouched_policies_are_listed_not_read() {
     let h = Harness::start_with("drift-rlp", DRIFT).await;
     create::<RateLimitsPolicy>(&h.env, "limit", limits("limit")).await;
-    h.env
-        .wait_for::<RateLimitsPolicy>("limit", WAIT, |p| p.ready())
+    h.wait_for::<RateLimitsPolicy>("limit", WAIT, |p| p.ready())
         .await;
     h.reset_stats().await;
     tokio::time::sleep(Duration::from_secs(4)).await;
@@ -207,7 +192,7 @@ async fn two_watched_namespaces_share_one_drift_list_per_interval() {
     let other = h.other.as_ref().unwrap();
     create::<Config>(&h.env, "mine", routing("mine")).await;
     create::<Config>(other, "theirs", routing("theirs")).await;
-    h.env.wait_for::<Config>("mine", WAIT, |c| c.ready()).await;
+    h.wait_for::<Config>("mine", WAIT, |c| c.ready()).await;
     other
         .wait_for::<Config>("theirs", WAIT, |c| c.ready())
         .await;

@@ -14,8 +14,8 @@ use kube::api::{Patch, PatchParams, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{CallWindows, Harness};
-use support::objects::{Conditions, create, gateway, limits, object, routing};
-use support::proxy::{forward, json_answer, serve};
+use support::objects::{Conditions, create, gateway, limits, routing};
+use support::proxy::{Received, json_answer, proxy, refusal};
 
 const WAIT: Duration = Duration::from_secs(60);
 const CONFIG_POST: &str = "POST /ai_gw/v2/configs";
@@ -34,14 +34,7 @@ async fn remote_configs_named(h: &Harness, name: &str) -> Vec<Value> {
 }
 
 async fn remote_deployment(h: &Harness, id: &str) -> Value {
-    let state = h.state().await;
-    state["deployments"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|d| d["id"] == id)
-        .cloned()
-        .unwrap_or(Value::Null)
+    h.remote_record("deployments", "id", id).await
 }
 
 async fn client_auth(h: &Harness, secret: &str) -> String {
@@ -54,20 +47,12 @@ async fn client_auth(h: &Harness, secret: &str) -> String {
 async fn two_operators_racing_create_each_config_once() {
     let h = Harness::start_with("eo-race", Duration::from_secs(2)).await;
     let _second = h.second_operator();
-    let configs = h.env.api::<Config>();
     for i in 0..10 {
         let name = format!("race-{i}");
-        configs
-            .create(
-                &PostParams::default(),
-                &object("Config", &name, routing(&name)),
-            )
-            .await
-            .unwrap();
+        create::<Config>(&h.env, &name, routing(&name)).await;
     }
     for i in 0..10 {
-        h.env
-            .wait_for::<Config>(&format!("race-{i}"), WAIT, |c| c.ready())
+        h.wait_for::<Config>(&format!("race-{i}"), WAIT, |c| c.ready())
             .await;
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -101,10 +86,7 @@ async fn a_lost_create_answer_never_claims_an_older_namesake() {
     .await
     .expect("the create was sent");
     h.faults(json!({})).await;
-    let ready = h
-        .env
-        .wait_for::<Config>("shared", WAIT, |c| c.ready())
-        .await;
+    let ready = h.wait_for::<Config>("shared", WAIT, |c| c.ready()).await;
     let ours = ready.status.unwrap().id.unwrap();
     assert_ne!(ours, namesake, "the older namesake was claimed");
     let found = remote_configs_named(&h, "shared").await;
@@ -119,14 +101,7 @@ async fn a_lost_create_answer_never_claims_an_older_namesake() {
 async fn a_capped_list_is_never_proof_of_absence() {
     let h = Harness::start_with("eo-capped", Duration::from_secs(2)).await;
     h.faults(json!({"drop_after_commit_rate": 1.0})).await;
-    let configs = h.env.api::<Config>();
-    configs
-        .create(
-            &PostParams::default(),
-            &object("Config", "capped", routing("capped")),
-        )
-        .await
-        .unwrap();
+    create::<Config>(&h.env, "capped", routing("capped")).await;
     support::wait_until(WAIT, || async {
         (h.count(CONFIG_POST).await >= 1).then_some(())
     })
@@ -134,19 +109,16 @@ async fn a_capped_list_is_never_proof_of_absence() {
     .expect("the create was sent");
     // The answer was lost; now the list is capped below its total.
     h.faults(json!({"list_cap": 0})).await;
-    h.env
-        .wait_for::<Config>("capped", WAIT, |c| {
-            c.not_ready_with("CreateOutcomeUnknown")
-                && c.condition("Ready")
-                    .is_some_and(|(_, _, m)| m.contains("incomplete"))
-        })
-        .await;
+    h.wait_for::<Config>("capped", WAIT, |c| {
+        c.not_ready_with("CreateOutcomeUnknown")
+            && c.condition("Ready")
+                .is_some_and(|(_, _, m)| m.contains("incomplete"))
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(h.count(CONFIG_POST).await, 1, "a second POST on a guess");
     h.faults(json!({})).await;
-    h.env
-        .wait_for::<Config>("capped", WAIT, |c| c.ready())
-        .await;
+    h.wait_for::<Config>("capped", WAIT, |c| c.ready()).await;
     assert_eq!(remote_configs_named(&h, "capped").await.len(), 1);
     assert_eq!(h.count(CONFIG_POST).await, 1);
     h.stop().await;
@@ -164,10 +136,7 @@ async fn an_unreadable_create_answer_loses_neither_object_nor_credentials() {
     .expect("the create was sent");
     tokio::time::sleep(Duration::from_secs(2)).await;
     h.faults(json!({})).await;
-    let ready = h
-        .env
-        .wait_for::<Deployment>("gw", WAIT, |d| d.ready())
-        .await;
+    let ready = h.wait_for::<Deployment>("gw", WAIT, |d| d.ready()).await;
     let id = ready.status.unwrap().id.unwrap();
     assert_eq!(h.count(DEPLOYMENT_POST).await, 1, "one registration");
     let live = client_auth(&h, "gw-creds").await;
@@ -190,7 +159,6 @@ async fn a_create_answer_without_slug_is_followed_by_id() {
     h.faults(json!({"create_without_slug": true})).await;
     create::<Config>(&h.env, "noslug", routing("noslug")).await;
     let with_slug = h
-        .env
         .wait_for::<Config>("noslug", WAIT, |c| {
             c.ready() && c.status.as_ref().is_some_and(|s| s.slug.is_some())
         })
@@ -211,23 +179,18 @@ async fn ab03_means_out_of_scope_never_gone() {
     h.faults(json!({"missing_as_ab03": true})).await;
     let ready = {
         create::<Config>(&h.env, "scoped", routing("scoped")).await;
-        h.env
-            .wait_for::<Config>("scoped", WAIT, |c| c.ready())
-            .await
+        h.wait_for::<Config>("scoped", WAIT, |c| c.ready()).await
     };
     let slug = ready.status.unwrap().slug.unwrap();
     h.call(Method::DELETE, &format!("/ai_gw/v2/configs/{slug}"), None)
         .await;
-    h.env
-        .wait_for::<Config>("scoped", WAIT, |c| c.stalled_with("NotVisible"))
+    h.wait_for::<Config>("scoped", WAIT, |c| c.stalled_with("NotVisible"))
         .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(h.count(CONFIG_POST).await, 1, "recreated on an AB03");
     // A 404 does mean gone: the config aigw created is made again.
     h.faults(json!({})).await;
-    h.env
-        .wait_for::<Config>("scoped", WAIT, |c| c.ready())
-        .await;
+    h.wait_for::<Config>("scoped", WAIT, |c| c.ready()).await;
     assert_eq!(h.count(CONFIG_POST).await, 2);
     h.stop().await;
 }
@@ -239,8 +202,7 @@ async fn an_adopted_object_that_comes_into_scope_recovers_without_a_spec_change(
     let mut spec = routing("later");
     spec["slug"] = json!("pc-later-1");
     create::<Config>(&h.env, "later", spec).await;
-    h.env
-        .wait_for::<Config>("later", WAIT, |c| c.stalled_with("NotVisible"))
+    h.wait_for::<Config>("later", WAIT, |c| c.stalled_with("NotVisible"))
         .await;
     h.call(
         Method::POST,
@@ -249,7 +211,7 @@ async fn an_adopted_object_that_comes_into_scope_recovers_without_a_spec_change(
                                  "config": routing("later")["config"]}]})),
     )
     .await;
-    h.env.wait_for::<Config>("later", WAIT, |c| c.ready()).await;
+    h.wait_for::<Config>("later", WAIT, |c| c.ready()).await;
     assert_eq!(h.count(CONFIG_POST).await, 0);
     h.stop().await;
 }
@@ -260,26 +222,15 @@ async fn a_rotation_whose_answer_is_lost_finishes_with_live_credentials() {
     let mut spec = gateway("gw-rotate", "rot-creds");
     spec["rotation"] = json!({"trigger": "a"});
     let deployments = h.env.api::<Deployment>();
-    deployments
-        .create(&PostParams::default(), &object("Deployment", "rot", spec))
-        .await
-        .unwrap();
-    let ready = h
-        .env
-        .wait_for::<Deployment>("rot", WAIT, |d| d.ready())
-        .await;
+    create::<Deployment>(&h.env, "rot", spec).await;
+    let ready = h.wait_for::<Deployment>("rot", WAIT, |d| d.ready()).await;
     let id = ready.status.unwrap().id.unwrap();
     // The rotation commits but its answer does not parse: on the old code a permanent
     // decode error stalled the rotation until the spec changed.
     h.faults(json!({"garbage_2xx_rate": 1.0})).await;
-    deployments
-        .patch(
-            "rot",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
-        )
-        .await
-        .unwrap();
+    h.env
+        .patch_spec::<Deployment>("rot", json!({"rotation": {"trigger": "b"}}))
+        .await;
     support::wait_until(WAIT, || async {
         (h.count(DEPLOYMENT_PUT).await >= 1).then_some(())
     })
@@ -308,7 +259,6 @@ async fn a_rotation_whose_answer_is_lost_finishes_with_live_credentials() {
     h.faults(json!({})).await;
     let lost = h.count(DEPLOYMENT_PUT).await;
     let done = h
-        .env
         .wait_for::<Deployment>("rot", WAIT, |d| {
             d.ready()
                 && d.status
@@ -352,19 +302,14 @@ async fn a_rotation_whose_answer_is_lost_finishes_with_live_credentials() {
 #[tokio::test]
 async fn deleting_needs_no_connection_when_no_call_is_needed() {
     let h = Harness::start("eo-noconn").await;
-    let configs = h.env.api::<Config>();
     let mut orphan = routing("orphan");
     orphan["connectionRef"] = json!({"name": "does-not-exist"});
     orphan["deletionPolicy"] = "Orphan".into();
     let mut never = routing("never");
     never["connectionRef"] = json!({"name": "does-not-exist"});
     for (name, spec) in [("orphan", orphan), ("never", never)] {
-        configs
-            .create(&PostParams::default(), &object("Config", name, spec))
-            .await
-            .unwrap();
-        h.env
-            .wait_for::<Config>(name, WAIT, |c| c.not_ready_with("ConnectionUnavailable"))
+        create::<Config>(&h.env, name, spec).await;
+        h.wait_for::<Config>(name, WAIT, |c| c.not_ready_with("ConnectionUnavailable"))
             .await;
         h.env.delete_and_wait::<Config>(name, WAIT).await;
     }
@@ -387,7 +332,6 @@ async fn an_adopted_deployment_without_credentials_is_ready_and_follows_the_gate
     spec["deploymentId"] = json!(id);
     create::<Deployment>(&h.env, "legacy", spec).await;
     let ready = h
-        .env
         .wait_for::<Deployment>("legacy", WAIT, |d| d.ready())
         .await;
     let (available, reason, _) = ready.condition("CredentialsAvailable").unwrap();
@@ -401,13 +345,12 @@ async fn an_adopted_deployment_without_credentials_is_ready_and_follows_the_gate
         Some(json!({"connection_status": "unhealthy"})),
     )
     .await;
-    h.env
-        .wait_for::<Deployment>("legacy", WAIT, |d| {
-            d.ready()
-                && d.status.as_ref().and_then(|s| s.connection_status)
-                    == Some(aigw::resources::deployment::ConnectionStatus::Unhealthy)
-        })
-        .await;
+    h.wait_for::<Deployment>("legacy", WAIT, |d| {
+        d.ready()
+            && d.status.as_ref().and_then(|s| s.connection_status)
+                == Some(aigw::resources::deployment::ConnectionStatus::Unhealthy)
+    })
+    .await;
     assert_eq!(h.count(DEPLOYMENT_PUT).await, 0);
     h.stop().await;
 }
@@ -418,9 +361,8 @@ async fn a_normalising_server_causes_no_writes_at_steady_state() {
     h.faults(json!({"normalise": true})).await;
     create::<Config>(&h.env, "norm", routing("norm")).await;
     create::<RateLimitsPolicy>(&h.env, "norm", limits("norm")).await;
-    h.env.wait_for::<Config>("norm", WAIT, |c| c.ready()).await;
-    h.env
-        .wait_for::<RateLimitsPolicy>("norm", WAIT, |p| p.ready())
+    h.wait_for::<Config>("norm", WAIT, |c| c.ready()).await;
+    h.wait_for::<RateLimitsPolicy>("norm", WAIT, |p| p.ready())
         .await;
     // Remote writes that change nothing aigw manages (the same name) make the drift lists show
     // both objects changed, so both are read, normalised, and compared: no PUT follows.
@@ -465,23 +407,14 @@ async fn a_normalising_server_causes_no_writes_at_steady_state() {
 /// `Retry-After: 25` without reaching it; later ones are forwarded, and their answers held 30 s.
 /// `posts` records when each config POST arrived.
 async fn slow_create_proxy(upstream: String, posts: Arc<Mutex<Vec<jiff::Timestamp>>>) -> String {
-    use axum::extract::Request;
-    let client = reqwest::Client::new();
-    let app = axum::Router::new().fallback(move |request: Request| {
-        let (client, upstream, posts) = (client.clone(), upstream.clone(), posts.clone());
+    proxy(upstream, move |received: Received| {
+        let posts = posts.clone();
         async move {
-            let (parts, body) = request.into_parts();
-            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-            let path = parts
-                .uri
-                .path_and_query()
-                .map_or("/", |p| p.as_str())
-                .to_string();
+            let Received { parts, .. } = &received;
             let creating =
                 parts.method == reqwest::Method::POST && parts.uri.path() == "/ai_gw/v2/configs";
             if !creating {
-                let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
-                return json_answer(status, text);
+                return received.pass().await;
             }
             let arrived = {
                 let mut posts = posts.lock().unwrap();
@@ -495,12 +428,12 @@ async fn slow_create_proxy(upstream: String, posts: Arc<Mutex<Vec<jiff::Timestam
                     .insert("retry-after", axum::http::HeaderValue::from_static("25"));
                 return answer;
             }
-            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
+            let (status, text) = received.forward().await;
             tokio::time::sleep(Duration::from_secs(30)).await;
             json_answer(status, text)
         }
-    });
-    serve(app).await
+    })
+    .await
 }
 
 /// A POST never leaves after its intent's window (issue 27, F7). 429s with `Retry-After: 25`
@@ -538,7 +471,6 @@ async fn a_create_never_leaves_after_its_intents_window() {
     // The process dies before the answer arrives; a new one finds the config by the intent.
     h.restart_operator().await;
     let ready = h
-        .env
         .wait_for::<Config>("late", Duration::from_secs(180), |c| c.ready())
         .await;
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -580,16 +512,10 @@ async fn an_unnamed_policy_edited_after_a_lost_create_is_created_once() {
     .await
     .expect("the lost create's end was recorded");
     h.faults(lagging).await;
-    policies
-        .patch(
-            "budget",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"creditLimit": 200}})),
-        )
-        .await
-        .unwrap();
+    h.env
+        .patch_spec::<UsageLimitsPolicy>("budget", json!({"creditLimit": 200}))
+        .await;
     let ready = h
-        .env
         .wait_for::<UsageLimitsPolicy>("budget", Duration::from_secs(120), |p| p.ready())
         .await;
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -624,39 +550,32 @@ async fn namesake_proxy(
     foreign: Value,
     made: Arc<Mutex<Option<String>>>,
 ) -> String {
-    use axum::extract::Request;
-    let client = reqwest::Client::new();
-    let app = axum::Router::new().fallback(move |request: Request| {
-        let (client, upstream, foreign, made) = (
-            client.clone(),
-            upstream.clone(),
-            foreign.clone(),
-            made.clone(),
-        );
+    proxy(upstream, move |received: Received| {
+        let (foreign, made) = (foreign.clone(), made.clone());
         async move {
-            let (parts, body) = request.into_parts();
-            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-            let path = parts
-                .uri
-                .path_and_query()
-                .map_or("/", |p| p.as_str())
-                .to_string();
+            let Received {
+                parts,
+                path,
+                client,
+                upstream,
+                ..
+            } = &received;
             let first = parts.method == reqwest::Method::POST
                 && parts.uri.path() == route
                 && made.lock().unwrap().is_none();
             if !first {
-                let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
-                return json_answer(status, text);
+                return received.pass().await;
             }
             let foreign = serde_json::to_vec(&foreign).unwrap();
-            let (status, text) = forward(&client, &upstream, &parts, &path, &foreign).await;
+            let (status, text) =
+                support::proxy::forward(client, upstream, parts, path, &foreign).await;
             assert_eq!(status, 200, "{}", String::from_utf8_lossy(&text));
             let answer: Value = serde_json::from_slice(&text).unwrap();
             *made.lock().unwrap() = Some(answer["id"].as_str().unwrap().to_string());
-            json_answer(503, "{\"success\":false,\"message\":\"unavailable\"}")
+            refusal(503, "unavailable")
         }
-    });
-    serve(app).await
+    })
+    .await
 }
 
 /// The grants of a namespace that may not adopt: any workspace, no `allowAdoption`.
@@ -691,7 +610,6 @@ async fn a_foreign_namesake_key_is_never_deleted_after_a_lost_create() {
                       "secretRef": {"name": "checkout-key"}});
     create::<ApiKey>(&h.env, "checkout", spec).await;
     let found = h
-        .env
         .wait_for::<ApiKey>("checkout", WAIT, |k| {
             reported(k, "AdoptionNotAllowed").is_some()
         })
@@ -749,7 +667,6 @@ async fn a_foreign_namesake_config_is_never_adopted_after_a_lost_create() {
     h.restart_operator_via(&proxy).await;
     create::<Config>(&h.env, "shared", routing("shared")).await;
     let found = h
-        .env
         .wait_for::<Config>("shared", WAIT, |c| {
             reported(c, "AdoptionNotAllowed").is_some()
         })
@@ -818,7 +735,6 @@ async fn another_installations_create_in_flight_holds_no_lookup_of_this_one() {
     .expect("the create was sent");
     h.faults(json!({})).await;
     let ready = h
-        .env
         .wait_for::<Config>("ours", Duration::from_secs(30), |c| c.ready())
         .await;
     let found = remote_configs_named(&h, "shared-name").await;

@@ -150,9 +150,7 @@ async fn a_config_nested_150_levels_stops_no_other_config_after_a_restart() {
     let mut h = Harness::start_two_teams("ff-watch", DRIFT, None).await;
     let other = h.other.as_ref().unwrap();
     create::<Config>(&h.env, "before", routing("before")).await;
-    h.env
-        .wait_for::<Config>("before", WAIT, |c| c.ready())
-        .await;
+    h.wait_for::<Config>("before", WAIT, |c| c.ready()).await;
 
     {
         let _one_at_a_time = POLICIES.lock().await;
@@ -173,7 +171,7 @@ async fn a_config_nested_150_levels_stops_no_other_config_after_a_restart() {
     let other = h.other.as_ref().unwrap();
     create::<Config>(&h.env, "after", routing("after")).await;
     create::<Config>(other, "neighbour", routing("neighbour")).await;
-    h.env.wait_for::<Config>("after", WAIT, |c| c.ready()).await;
+    h.wait_for::<Config>("after", WAIT, |c| c.ready()).await;
     other
         .wait_for::<Config>("neighbour", WAIT, |c| c.ready())
         .await;

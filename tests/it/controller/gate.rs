@@ -90,17 +90,13 @@ async fn deleting_a_resource_refused_by_its_grants_writes_nothing_to_the_remote_
     create::<Config>(&h.env, "foreign", foreign_config).await;
     create::<RateLimitsPolicy>(&h.env, "adopt", adopt_policy).await;
     create::<Deployment>(&h.env, "adopt", adopt_gateway).await;
-    h.env
-        .wait_for::<Config>("adopt", WAIT, |c| c.stalled_with("AdoptionNotAllowed"))
+    h.wait_for::<Config>("adopt", WAIT, |c| c.stalled_with("AdoptionNotAllowed"))
         .await;
-    h.env
-        .wait_for::<Config>("foreign", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
+    h.wait_for::<Config>("foreign", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
         .await;
-    h.env
-        .wait_for::<RateLimitsPolicy>("adopt", WAIT, |p| p.stalled_with("AdoptionNotAllowed"))
+    h.wait_for::<RateLimitsPolicy>("adopt", WAIT, |p| p.stalled_with("AdoptionNotAllowed"))
         .await;
-    h.env
-        .wait_for::<Deployment>("adopt", WAIT, |d| d.stalled_with("AdoptionNotAllowed"))
+    h.wait_for::<Deployment>("adopt", WAIT, |d| d.stalled_with("AdoptionNotAllowed"))
         .await;
 
     let refused = h.env.api::<Config>().get("adopt").await.unwrap();
@@ -142,10 +138,7 @@ async fn deleting_an_owner_and_its_claimant_together_deletes_the_object_once() {
     let h = Harness::start_two_teams("gate-claim", DRIFT, None).await;
     let dev = h.other.as_ref().unwrap();
     create::<Config>(&h.env, "routing", routing("routing")).await;
-    let owner = h
-        .env
-        .wait_for::<Config>("routing", WAIT, |c| c.ready())
-        .await;
+    let owner = h.wait_for::<Config>("routing", WAIT, |c| c.ready()).await;
     let slug = owner.status.unwrap().slug.unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let mut claimant = routing("claimant");
@@ -183,7 +176,6 @@ async fn deployment_grants_cover_jwt_workspaces_and_the_default_gateway() {
     create::<Deployment>(&h.env, "mapped", mapped).await;
     create::<Deployment>(&h.env, "default", default).await;
     let refused = h
-        .env
         .wait_for::<Deployment>("mapped", WAIT, |d| d.stalled_with("WorkspaceNotAllowed"))
         .await;
     assert!(
@@ -194,7 +186,6 @@ async fn deployment_grants_cover_jwt_workspaces_and_the_default_gateway() {
             .contains("jwtSubWorkspaceMapping")
     );
     let refused = h
-        .env
         .wait_for::<Deployment>("default", WAIT, |d| d.stalled_with("DefaultNotAllowed"))
         .await;
     assert!(
@@ -264,16 +255,9 @@ async fn a_spec_edit_during_a_slow_create_keeps_its_result_and_one_remote_config
     create::<Config>(&h.env, "slow", routing("slow")).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     h.env
-        .api::<Config>()
-        .patch(
-            "slow",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"name": "slow-renamed"}})),
-        )
-        .await
-        .unwrap();
+        .patch_spec::<Config>("slow", json!({"name": "slow-renamed"}))
+        .await;
     let done = h
-        .env
         .wait_for::<Config>("slow", WAIT, |c| {
             c.ready()
                 && c.status.as_ref().and_then(|s| s.observed_generation) == c.metadata.generation
@@ -322,15 +306,14 @@ async fn a_delete_during_an_unknown_create_waits_for_the_list_and_leaves_nothing
     h.faults(json!({"drop_after_commit_rate": 1.0, "list_lag_ms": 20000}))
         .await;
     create::<Config>(&h.env, "lost", routing("lost")).await;
-    h.env
-        .wait_for::<Config>("lost", WAIT, |c| {
-            c.status.as_ref().is_some_and(|s| {
-                s.create_attempt
-                    .as_ref()
-                    .is_some_and(|a| a.ended_at.is_some())
-            })
+    h.wait_for::<Config>("lost", WAIT, |c| {
+        c.status.as_ref().is_some_and(|s| {
+            s.create_attempt
+                .as_ref()
+                .is_some_and(|a| a.ended_at.is_some())
         })
-        .await;
+    })
+    .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     h.faults(json!({"list_lag_ms": 20000})).await;
     let started = std::time::Instant::now();
@@ -355,15 +338,14 @@ async fn a_lost_create_never_claims_another_namespaces_namesake() {
     let other = h.other.as_ref().unwrap();
     h.faults(json!({"drop_after_commit_rate": 1.0})).await;
     create::<Config>(&h.env, "twin", routing("twin")).await;
-    h.env
-        .wait_for::<Config>("twin", WAIT, |c| {
-            c.status.as_ref().is_some_and(|s| {
-                s.create_attempt
-                    .as_ref()
-                    .is_some_and(|a| a.ended_at.is_some())
-            })
+    h.wait_for::<Config>("twin", WAIT, |c| {
+        c.status.as_ref().is_some_and(|s| {
+            s.create_attempt
+                .as_ref()
+                .is_some_and(|a| a.ended_at.is_some())
         })
-        .await;
+    })
+    .await;
     h.faults(json!({})).await;
     // Meanwhile the operator looks the lost create up: delete what it made, as if the POST had
     // never committed, so the only namesake left is the other namespace's.
@@ -385,7 +367,6 @@ async fn a_lost_create_never_claims_another_namespaces_namesake() {
         .slug
         .unwrap();
     let ours = h
-        .env
         .wait_for::<Config>("twin", Duration::from_secs(90), |c| c.ready())
         .await
         .status

@@ -49,11 +49,8 @@ async fn put_secret(h: &Harness, value: &str) {
 
 /// The emulator's record of guardrail `slug`, parameters in clear.
 async fn remote(h: &Harness, slug: &str) -> Option<Value> {
-    h.state().await["guardrails"]
-        .as_array()?
-        .iter()
-        .find(|g| g["slug"] == slug)
-        .cloned()
+    let record = h.remote_record("guardrails", "slug", slug).await;
+    (!record.is_null()).then_some(record)
 }
 
 async fn puts(h: &Harness) -> u64 {
@@ -64,18 +61,8 @@ async fn puts(h: &Harness) -> u64 {
 async fn a_secret_parameter_reaches_the_api_and_nothing_else() {
     let h = Harness::start_with("gr-secret", Duration::from_secs(1)).await;
     put_secret(&h, SECRET_VALUE).await;
-    h.env
-        .api::<Guardrail>()
-        .create(
-            &PostParams::default(),
-            &object("Guardrail", "pii", guardrail_spec("pii")),
-        )
-        .await
-        .unwrap();
-    let ready = h
-        .env
-        .wait_for::<Guardrail>("pii", WAIT, |g| g.ready())
-        .await;
+    support::objects::create::<Guardrail>(&h.env, "pii", guardrail_spec("pii")).await;
+    let ready = h.wait_for::<Guardrail>("pii", WAIT, |g| g.ready()).await;
     let status = ready.status.clone().unwrap();
     let slug = status.slug.clone().expect("a slug");
     assert!(status.version_id.is_some() && !status.history.is_empty());
@@ -101,18 +88,7 @@ async fn a_secret_parameter_reaches_the_api_and_nothing_else() {
     assert_eq!(puts(&h).await, 1, "one PUT for the Secret change");
 
     // The values are nowhere but in the API.
-    let statuses = serde_json::to_string(
-        &h.env
-            .api::<Guardrail>()
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .map(|g| g.status.clone())
-            .collect::<Vec<_>>(),
-    )
-    .unwrap();
+    let statuses = support::statuses(&h.env.api::<Guardrail>()).await;
     let events = h.env.events_text().await;
     let logs = captured_logs();
     for value in [SECRET_VALUE, ROTATED_VALUE] {
@@ -129,13 +105,8 @@ async fn a_guardrail_a_config_names_is_deleted_only_once_the_config_lets_go() {
     let mut spec = guardrail_spec("kept");
     spec["secretRefs"] = json!([]);
     spec["checks"] = json!([{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}]);
-    h.env
-        .api::<Guardrail>()
-        .create(&PostParams::default(), &object("Guardrail", "kept", spec))
-        .await
-        .unwrap();
+    support::objects::create::<Guardrail>(&h.env, "kept", spec).await;
     let slug = h
-        .env
         .wait_for::<Guardrail>("kept", WAIT, |g| g.ready())
         .await
         .status
@@ -144,14 +115,8 @@ async fn a_guardrail_a_config_names_is_deleted_only_once_the_config_lets_go() {
         .unwrap();
     let config = json!({"name": "uses-it", "config": {"input_guardrails": [slug],
         "targets": [{"provider": "@openai"}]}});
-    h.env
-        .api::<Config>()
-        .create(&PostParams::default(), &object("Config", "uses-it", config))
-        .await
-        .unwrap();
-    h.env
-        .wait_for::<Config>("uses-it", WAIT, |c| c.ready())
-        .await;
+    support::objects::create::<Config>(&h.env, "uses-it", config).await;
+    h.wait_for::<Config>("uses-it", WAIT, |c| c.ready()).await;
 
     h.env
         .api::<Guardrail>()
@@ -159,7 +124,6 @@ async fn a_guardrail_a_config_names_is_deleted_only_once_the_config_lets_go() {
         .await
         .unwrap();
     let waiting = h
-        .env
         .wait_for::<Guardrail>("kept", WAIT, |g| g.stalled_with("StillReferenced"))
         .await;
     let (_, _, message) = waiting.condition("Stalled").unwrap();
@@ -186,14 +150,8 @@ async fn a_guardrail_a_config_names_is_deleted_only_once_the_config_lets_go() {
 async fn a_config_naming_a_guardrail_resource_waits_for_it_then_applies_with_one_put() {
     let h = Harness::start_with("gr-named", Duration::from_secs(1)).await;
     let config = json!({"name": "routes", "config": {"targets": [{"provider": "@openai"}]}});
-    h.env
-        .api::<Config>()
-        .create(&PostParams::default(), &object("Config", "routes", config))
-        .await
-        .unwrap();
-    h.env
-        .wait_for::<Config>("routes", WAIT, |c| c.ready())
-        .await;
+    support::objects::create::<Config>(&h.env, "routes", config).await;
+    h.wait_for::<Config>("routes", WAIT, |c| c.ready()).await;
 
     // Name a Guardrail that does not exist yet: the Config waits, naming it, and writes nothing.
     h.reset_stats().await;
@@ -205,7 +163,6 @@ async fn a_config_naming_a_guardrail_resource_waits_for_it_then_applies_with_one
         .await
         .unwrap();
     let waiting = h
-        .env
         .wait_for::<Config>("routes", WAIT, |c| c.stalled_with("ReferenceNotReady"))
         .await;
     let (_, _, message) = waiting.condition("Stalled").unwrap();
@@ -216,26 +173,15 @@ async fn a_config_naming_a_guardrail_resource_waits_for_it_then_applies_with_one
     let mut spec = guardrail_spec("pii-later");
     spec["secretRefs"] = json!([]);
     spec["checks"] = json!([{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}]);
-    h.env
-        .api::<Guardrail>()
-        .create(
-            &PostParams::default(),
-            &object("Guardrail", "pii-later", spec),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Guardrail>(&h.env, "pii-later", spec).await;
     let slug = h
-        .env
         .wait_for::<Guardrail>("pii-later", WAIT, |g| g.ready())
         .await
         .status
         .unwrap()
         .slug
         .unwrap();
-    let ready = h
-        .env
-        .wait_for::<Config>("routes", WAIT, |c| c.ready())
-        .await;
+    let ready = h.wait_for::<Config>("routes", WAIT, |c| c.ready()).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
         h.count("PUT /ai_gw/v2/configs/{slug}").await,
@@ -280,13 +226,7 @@ async fn a_cluster_guardrail_lives_on_the_admin_plane_and_waits_for_configs_of_a
     spec.as_object_mut().unwrap().remove("workspaceId");
     let cluster = Api::<ClusterGuardrail>::all(h.env.client.clone());
     let name = h.cluster_name("org-pii");
-    cluster
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("ClusterGuardrail", "org-pii", spec),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<ClusterGuardrail>("org-pii", spec).await;
     // The operator's namespace also holds Connection credentials: a cluster-scoped resource
     // reads only the Secrets labelled for it there, and sends nothing until then.
     let refused = support::wait_until(WAIT, || async {
@@ -330,16 +270,8 @@ async fn a_cluster_guardrail_lives_on_the_admin_plane_and_waits_for_configs_of_a
     let mut adopting = guardrail_spec("org-pii");
     adopting["slug"] = json!(slug);
     adopting["secretRefs"] = json!([]);
-    h.env
-        .api::<Guardrail>()
-        .create(
-            &PostParams::default(),
-            &object("Guardrail", "takeover", adopting),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Guardrail>(&h.env, "takeover", adopting).await;
     let stalled = h
-        .env
         .wait_for::<Guardrail>("takeover", WAIT, |g| g.stalled_with("InvalidSpec"))
         .await;
     let (_, _, message) = stalled.condition("Stalled").unwrap();
@@ -354,16 +286,8 @@ async fn a_cluster_guardrail_lives_on_the_admin_plane_and_waits_for_configs_of_a
     // A Config of the test namespace names it by resource.
     let config = json!({"name": "uses-org", "config": {"targets": [{"provider": "@openai"}]},
         "resourceRefs": [{"path": "/input_guardrails/0", "kind": "ClusterGuardrail", "name": name}]});
-    h.env
-        .api::<Config>()
-        .create(
-            &PostParams::default(),
-            &object("Config", "uses-org", config),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Config>(&h.env, "uses-org", config).await;
     let config_slug = h
-        .env
         .wait_for::<Config>("uses-org", WAIT, |c| c.ready())
         .await
         .status
@@ -537,15 +461,8 @@ async fn a_guardrails_mcp_servers_are_the_full_set() {
     let spec = json!({"name": "tools", "workspaceId": workspace, "target": "mcp_tools",
         "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
         "mcpServers": [{"id": servers[0], "runOn": ["input"]}]});
-    h.env
-        .api::<Guardrail>()
-        .create(&PostParams::default(), &object("Guardrail", "tools", spec))
-        .await
-        .unwrap();
-    let ready = h
-        .env
-        .wait_for::<Guardrail>("tools", WAIT, |g| g.ready())
-        .await;
+    support::objects::create::<Guardrail>(&h.env, "tools", spec).await;
+    let ready = h.wait_for::<Guardrail>("tools", WAIT, |g| g.ready()).await;
     let id = ready.status.unwrap().id.expect("the guardrail's id");
     assert_eq!(mapped(&h, &id).await, [servers[0].clone()]);
     assert_eq!(h.count(MCP_SYNC).await, 1, "{}", h.stats().await);
@@ -605,7 +522,6 @@ async fn a_guardrails_mcp_servers_are_the_full_set() {
         .await
         .unwrap();
     let refused = h
-        .env
         .wait_for::<Guardrail>("tools", WAIT, |g| g.stalled_with("McpServerNotInWorkspace"))
         .await;
     let (_, _, message) = refused.condition("Stalled").unwrap();
@@ -630,13 +546,8 @@ async fn a_cluster_guardrails_mcp_servers_are_written_on_the_admin_plane() {
         "mcpServers": [{"id": servers[0]}]});
     let cluster = Api::<ClusterGuardrail>::all(h.env.client.clone());
     let name = h.cluster_name("org-tools");
-    cluster
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("ClusterGuardrail", "org-tools", spec),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<ClusterGuardrail>("org-tools", spec)
+        .await;
     let ready = support::wait_until(WAIT, || async {
         let g = cluster.get_opt(&name).await.ok()??;
         g.ready().then_some(g)
@@ -669,34 +580,6 @@ async fn a_cluster_guardrails_mcp_servers_are_written_on_the_admin_plane() {
 /// `aigw plan` of `manifest` against the harness's emulator and cluster: its exit code and what
 /// it printed.
 async fn plan(h: &Harness, manifest: &str) -> (i32, String) {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("manifest.yaml");
-    std::fs::write(&file, manifest).unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, support::harness::TOKEN).unwrap();
-    let args = [
-        "plan".to_string(),
-        "-f".into(),
-        file.display().to_string(),
-        "--management-url".into(),
-        h.emulator.management_url(),
-        "--token-file".into(),
-        token.display().to_string(),
-        "--kubeconfig".into(),
-        support::kubeconfig_path().display().to_string(),
-    ];
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
-            .args(&args)
-            .output()
-            .expect("failed to run aigw")
-    })
-    .await
-    .unwrap();
-    let report = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code().expect("aigw was killed"), report)
+    let (code, report) = h.plan("manifest.yaml", manifest).await;
+    (code.expect("aigw was killed"), report)
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use aigw::resources::Integration;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{Harness, captured_logs};
@@ -29,24 +29,8 @@ const PUT_ACCESS: &str = "PUT /ai_gw/admin/v2/integrations/{integrationId}/works
 /// The upstream key Secret in the operator's namespace (the test namespace), labelled for
 /// cluster-scoped readers unless `labelled` is false.
 async fn put_key(h: &Harness, value: &str, labelled: bool) {
-    let labels = match labelled {
-        true => json!({"aigw.io/cluster-readable": "true"}),
-        false => json!({}),
-    };
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "openai-upstream", "labels": labels},
-        "stringData": {"api-key": value}
-    }))
-    .unwrap();
-    h.env
-        .api::<Secret>()
-        .patch(
-            "openai-upstream",
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&secret),
-        )
-        .await
-        .unwrap();
+    h.put_secret("openai-upstream", json!({"api-key": value}), labelled)
+        .await;
 }
 
 fn integration_spec(h: &Harness, workspaces: Value) -> Value {
@@ -57,14 +41,8 @@ fn integration_spec(h: &Harness, workspaces: Value) -> Value {
 }
 
 async fn create_integration(h: &Harness, name: &str, spec: Value) -> Api<Integration> {
-    let api = Api::<Integration>::all(h.env.client.clone());
-    api.create(
-        &PostParams::default(),
-        &h.cluster_object("Integration", name, spec),
-    )
-    .await
-    .unwrap();
-    api
+    h.create_cluster::<Integration>(name, spec).await;
+    h.cluster_api()
 }
 
 async fn wait_integration(
@@ -72,34 +50,12 @@ async fn wait_integration(
     name: &str,
     done: impl Fn(&Integration) -> bool,
 ) -> Integration {
-    let api = Api::<Integration>::all(h.env.client.clone());
-    let name = h.cluster_name(name);
-    let found = support::wait_until(WAIT, || async {
-        let i = api.get_opt(&name).await.ok()??;
-        done(&i).then_some(i)
-    })
-    .await;
-    match found {
-        Some(i) => i,
-        None => panic!(
-            "Integration {name} did not get there: {:?}\n--- events ---\n{}",
-            api.get_opt(&name)
-                .await
-                .ok()
-                .flatten()
-                .and_then(|i| i.status),
-            h.cluster_events_text().await
-        ),
-    }
+    h.wait_cluster(name, WAIT, done).await
 }
 
 /// The emulator's record of the integration, key in clear.
 async fn remote(h: &Harness, slug: &str) -> Value {
-    let state = h.state().await;
-    state["integrations"]
-        .as_array()
-        .and_then(|all| all.iter().find(|i| i["slug"] == slug).cloned())
-        .unwrap_or(Value::Null)
+    h.remote_record("integrations", "slug", slug).await
 }
 
 fn row(remote: &Value, id: &str) -> Value {
@@ -107,29 +63,6 @@ fn row(remote: &Value, id: &str) -> Value {
         .as_array()
         .and_then(|rows| rows.iter().find(|r| r["id"] == id).cloned())
         .unwrap_or(Value::Null)
-}
-
-/// Runs the built `aigw api …` against the harness's emulator; its stdout and stderr.
-async fn aigw_api(h: &Harness, args: &[&str]) -> String {
-    let token = tempfile::NamedTempFile::new().expect("token file");
-    std::fs::write(token.path(), support::harness::TOKEN).expect("token written");
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
-    command
-        .arg("api")
-        .args(["--management-url", &h.emulator.management_url()])
-        .arg("--token-file")
-        .arg(token.path())
-        .args(args);
-    let output = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .unwrap()
-        .expect("aigw runs");
-    assert!(output.status.success(), "{args:?}: {output:?}");
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 #[tokio::test]
@@ -161,9 +94,7 @@ async fn the_key_comes_from_a_labelled_secret_and_each_change_is_one_put() {
     );
 
     // Steady state over several drift intervals: reads only.
-    h.reset_stats().await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(h.remote_writes().await, 0, "no write at steady state");
+    h.assert_no_write_over(Duration::from_secs(4)).await;
 
     // Each Secret change: the new key reaches the API with exactly one PUT.
     for (n, value) in [SECOND_KEY, THIRD_KEY].into_iter().enumerate() {
@@ -197,29 +128,15 @@ async fn the_key_comes_from_a_labelled_secret_and_each_change_is_one_put() {
     assert!(message.contains("kube-system"), "{message}");
 
     // No key value anywhere but the API.
-    let statuses = serde_json::to_string(
-        &Api::<Integration>::all(h.env.client.clone())
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .map(|i| i.status.clone())
-            .collect::<Vec<_>>(),
-    )
-    .unwrap();
-    let events = format!(
-        "{}\n{}",
-        h.cluster_events_text().await,
-        h.env.events_text().await
-    );
+    let statuses = support::statuses(&Api::<Integration>::all(h.env.client.clone())).await;
+    let events = h.all_events_text().await;
     assert!(events.contains("Updated"), "{events}");
     let logs = captured_logs();
     let metrics = h.ctx.metrics.encode();
     let cli = format!(
         "{}{}",
-        aigw_api(&h, &["integrations", "get", &slug]).await,
-        aigw_api(&h, &["integrations", "list"]).await
+        h.aigw_api(&["integrations", "get", &slug]).await,
+        h.aigw_api(&["integrations", "list"]).await
     );
     assert!(cli.contains("masked_key"), "{cli}");
     for value in [FIRST_KEY, SECOND_KEY, THIRD_KEY] {
@@ -322,16 +239,8 @@ async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_
     let h = Harness::start_with_secret_namespace("int-prov", Duration::from_secs(1)).await;
     put_key(&h, FIRST_KEY, true).await;
     let config = json!({"name": "routes", "config": {"targets": [{"weight": 1}]}});
-    h.env
-        .api::<aigw::resources::Config>()
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Config", "routes", config),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<aigw::resources::Config>(&h.env, "routes", config).await;
     let slug = h
-        .env
         .wait_for::<aigw::resources::Config>("routes", WAIT, |c| c.ready())
         .await
         .status
@@ -350,23 +259,15 @@ async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_
         .await
         .unwrap();
     let waiting = h
-        .env
         .wait_for::<aigw::resources::Config>("routes", WAIT, |c| {
             c.not_ready_with("ReferenceNotReady")
         })
         .await;
     let (_, _, message) = waiting.condition("Ready").unwrap();
     assert!(message.contains("Provider openai-a"), "{message}");
-    h.env
-        .api::<aigw::resources::Provider>()
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Provider", "openai-a", provider_spec(&h)),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<aigw::resources::Provider>(&h.env, "openai-a", provider_spec(&h))
+        .await;
     let waiting = h
-        .env
         .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| {
             p.stalled_with("IntegrationNotReady")
         })
@@ -380,13 +281,11 @@ async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_
     // slug with exactly one PUT.
     create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
     let provider = h
-        .env
         .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| p.ready())
         .await;
     let provider_slug = provider.status.clone().unwrap().slug.unwrap();
     assert_eq!(provider_slug, format!("{}-openai-a", h.env.namespace));
-    h.env
-        .wait_for::<aigw::resources::Config>("routes", WAIT, |c| c.ready())
+    h.wait_for::<aigw::resources::Config>("routes", WAIT, |c| c.ready())
         .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(h.count("PUT /ai_gw/v2/configs/{slug}").await, 1, "one PUT");
@@ -407,27 +306,10 @@ async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_
     assert_eq!(made[0]["usage_limits"]["credit_limit"], 200);
 
     // Steady state: the provider is read (its read carries the upstream key), never copied.
-    h.reset_stats().await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(h.remote_writes().await, 0, "no write at steady state");
+    h.assert_no_write_over(Duration::from_secs(3)).await;
     assert!(h.count("GET /ai_gw/v2/providers/{providerId}").await > 0);
-    let statuses = serde_json::to_string(
-        &h.env
-            .api::<aigw::resources::Provider>()
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .map(|p| p.status.clone())
-            .collect::<Vec<_>>(),
-    )
-    .unwrap();
-    let events = format!(
-        "{}\n{}",
-        h.env.events_text().await,
-        h.cluster_events_text().await
-    );
+    let statuses = support::statuses(&h.env.api::<aigw::resources::Provider>()).await;
+    let events = h.all_events_text().await;
     let logs = captured_logs();
     for text in [&statuses, &events, &logs] {
         assert!(!text.contains(FIRST_KEY), "the upstream key leaked");
@@ -451,11 +333,10 @@ async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_
         .delete("openai-a", &Default::default())
         .await
         .unwrap();
-    h.env
-        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| {
-            p.stalled_with("StillReferenced")
-        })
-        .await;
+    h.wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| {
+        p.stalled_with("StillReferenced")
+    })
+    .await;
     assert_eq!(
         h.state().await["providers"].as_array().map(Vec::len),
         Some(1)
@@ -497,16 +378,9 @@ async fn grants_decide_which_integrations_a_namespace_may_bind() {
     .await;
     wait_integration(&h, "openai", |i| i.ready()).await;
     h.reset_stats().await;
-    h.env
-        .api::<aigw::resources::Provider>()
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Provider", "openai-a", provider_spec(&h)),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<aigw::resources::Provider>(&h.env, "openai-a", provider_spec(&h))
+        .await;
     let refused = h
-        .env
         .wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| {
             p.stalled_with("IntegrationNotAllowed")
         })
@@ -517,19 +391,11 @@ async fn grants_decide_which_integrations_a_namespace_may_bind() {
     let mut elsewhere = provider_spec(&h);
     elsewhere["workspaceId"] = json!(WS_B);
     elsewhere["slug"] = json!(format!("{}-openai-b", h.env.namespace));
-    h.env
-        .api::<aigw::resources::Provider>()
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Provider", "openai-b", elsewhere),
-        )
-        .await
-        .unwrap();
-    h.env
-        .wait_for::<aigw::resources::Provider>("openai-b", WAIT, |p| {
-            p.stalled_with("WorkspaceNotAllowed")
-        })
-        .await;
+    support::objects::create::<aigw::resources::Provider>(&h.env, "openai-b", elsewhere).await;
+    h.wait_for::<aigw::resources::Provider>("openai-b", WAIT, |p| {
+        p.stalled_with("WorkspaceNotAllowed")
+    })
+    .await;
     assert_eq!(
         h.count("POST /ai_gw/v2/providers").await,
         0,
@@ -617,14 +483,7 @@ async fn an_integration_id_is_granted_by_the_remote_integration_never_by_a_resou
 
     let provider = json!({"slug": format!("{}-bound", h.env.namespace), "name": "bound",
                           "workspaceId": WS_A, "integrationId": other_slug});
-    h.env
-        .api::<aigw::resources::Provider>()
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Provider", "bound", provider),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<aigw::resources::Provider>(&h.env, "bound", provider).await;
     let settled = support::wait_until(WAIT, || async {
         let p = h
             .env
@@ -664,14 +523,7 @@ async fn a_provider_bound_by_integration_slug_becomes_ready() {
     out_of_band_integration(&h, &slug, WS_A).await;
     let provider = json!({"slug": format!("{}-by-slug", h.env.namespace), "name": "by slug",
                           "workspaceId": WS_A, "integrationId": slug});
-    h.env
-        .api::<aigw::resources::Provider>()
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Provider", "by-slug", provider),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<aigw::resources::Provider>(&h.env, "by-slug", provider).await;
     support::wait_until(WAIT, || async {
         (h.count("POST /ai_gw/v2/providers").await > 0).then_some(())
     })
@@ -734,17 +586,10 @@ async fn a_provider_of_another_integration_is_never_adopted_nor_deleted() {
     let grab = json!({"slug": victim, "name": "grab", "workspaceId": WS_A,
                       "integration": h.cluster_name("granted")});
     let providers = h.env.api::<aigw::resources::Provider>();
-    providers
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Provider", "grab", grab),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<aigw::resources::Provider>(&h.env, "grab", grab).await;
     // Whatever it concludes (it was once Stalled with the victim's id recorded; now Stalled
     // without it), the reconcile settled.
     let stalled = h
-        .env
         .wait_for::<aigw::resources::Provider>("grab", WAIT, |p| {
             p.status.as_ref().is_some_and(|s| !s.conditions.is_empty())
         })
@@ -837,7 +682,7 @@ async fn plan_export_and_api_never_show_a_configuration_value_from_a_secret() {
         .await
         .unwrap();
     let shown_export: String = exported.files.iter().map(|f| f.content.clone()).collect();
-    let cli = aigw_api(&h, &["integrations", "get", &slug]).await;
+    let cli = h.aigw_api(&["integrations", "get", &slug]).await;
     h.stop().await;
     let leaks: Vec<&str> = [
         ("plan", &shown_plan),
@@ -947,16 +792,9 @@ async fn a_provider_resets_usage_once_per_trigger_value_and_keeps_its_expiry() {
     put_key(&h, FIRST_KEY, true).await;
     create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
     wait_integration(&h, "openai", |i| i.ready()).await;
-    let providers = h.env.api::<aigw::resources::Provider>();
     let mut spec = provider_spec(&h);
     spec["expiresAt"] = json!("2031-01-01T00:00:00Z");
-    providers
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Provider", "openai-a", spec),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<aigw::resources::Provider>(&h.env, "openai-a", spec).await;
     let settled = |value: Option<&'static str>| {
         move |p: &aigw::resources::Provider| {
             p.ready()
@@ -965,8 +803,7 @@ async fn a_provider_resets_usage_once_per_trigger_value_and_keeps_its_expiry() {
                     .is_some_and(|s| s.observed_reset_usage.as_deref() == value)
         }
     };
-    h.env
-        .wait_for::<aigw::resources::Provider>("openai-a", WAIT, settled(None))
+    h.wait_for::<aigw::resources::Provider>("openai-a", WAIT, settled(None))
         .await;
     let slug = format!("{}-openai-a", h.env.namespace);
     let stored = || async {
@@ -987,16 +824,10 @@ async fn a_provider_resets_usage_once_per_trigger_value_and_keeps_its_expiry() {
 
     let mut resets = Vec::new();
     for (value, puts) in [("r1", 1), ("r1", 1), ("r2", 2)] {
-        providers
-            .patch(
-                "openai-a",
-                &PatchParams::default(),
-                &Patch::Merge(&json!({"spec": {"resetUsage": value}})),
-            )
-            .await
-            .unwrap();
         h.env
-            .wait_for::<aigw::resources::Provider>("openai-a", WAIT, settled(Some(value)))
+            .patch_spec::<aigw::resources::Provider>("openai-a", json!({"resetUsage": value}))
+            .await;
+        h.wait_for::<aigw::resources::Provider>("openai-a", WAIT, settled(Some(value)))
             .await;
         tokio::time::sleep(Duration::from_millis(1500)).await;
         assert_eq!(h.count(PUT).await, puts, "{}", h.stats().await);

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::SendJson;
 use aigw::emulator::{EmulatorOptions, Running};
 use aigw::resources::Config;
 use k8s_openapi::api::coordination::v1::Lease;
@@ -443,22 +444,14 @@ async fn a_paused_leader_resumed_after_a_takeover_sends_no_write() {
     let state: Value = http
         .get(format!("{}/_emulator/state", emulator.management_url()))
         .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_value()
+        .await;
     let configs = state["configs"].as_array().map_or(0, Vec::len);
     assert_eq!(configs, N, "exactly one remote config per Config");
     let stats: Value = http
         .get(format!("{}/_emulator/stats", emulator.management_url()))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_value()
+        .await;
     let posts: u64 = stats["requests"]["POST /ai_gw/v2/configs"]
         .as_object()
         .map_or(0, |m| m.values().filter_map(Value::as_u64).sum());

@@ -14,8 +14,7 @@ use crate::support;
 use std::time::Duration;
 
 use aigw::resources::{McpIntegration, Workspace};
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{Harness, captured_logs};
@@ -35,25 +34,9 @@ const TOGGLE: &str = "PUT /ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}/ca
 /// The `configurations` Secret in the operator's namespace (the test namespace), labelled for
 /// cluster-scoped readers unless `labelled` is false.
 async fn put_config(h: &Harness, header: &str, labelled: bool) {
-    let labels = match labelled {
-        true => json!({"aigw.io/cluster-readable": "true"}),
-        false => json!({}),
-    };
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "github-mcp", "labels": labels},
-        "stringData": {"custom_headers": format!("{{\"x-api-key\":\"{header}\"}}"),
-                       "client_secret": CLIENT_SECRET}
-    }))
-    .unwrap();
-    h.env
-        .api::<Secret>()
-        .patch(
-            "github-mcp",
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&secret),
-        )
-        .await
-        .unwrap();
+    let data = json!({"custom_headers": format!("{{\"x-api-key\":\"{header}\"}}"),
+                      "client_secret": CLIENT_SECRET});
+    h.put_secret("github-mcp", data, labelled).await;
 }
 
 fn api(h: &Harness) -> Api<McpIntegration> {
@@ -61,13 +44,7 @@ fn api(h: &Harness) -> Api<McpIntegration> {
 }
 
 async fn create(h: &Harness, name: &str, spec: Value) {
-    api(h)
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("McpIntegration", name, spec),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<McpIntegration>(name, spec).await;
 }
 
 async fn wait_for(
@@ -75,34 +52,12 @@ async fn wait_for(
     name: &str,
     done: impl Fn(&McpIntegration) -> bool,
 ) -> McpIntegration {
-    let api = api(h);
-    let name = h.cluster_name(name);
-    let found = support::wait_until(WAIT, || async {
-        let r = api.get_opt(&name).await.ok()??;
-        done(&r).then_some(r)
-    })
-    .await;
-    match found {
-        Some(r) => r,
-        None => panic!(
-            "McpIntegration {name} did not get there: {:?}\n--- events ---\n{}\n--- stats ---\n{}",
-            api.get_opt(&name)
-                .await
-                .ok()
-                .flatten()
-                .and_then(|r| r.status),
-            h.cluster_events_text().await,
-            h.stats().await
-        ),
-    }
+    h.wait_cluster(name, WAIT, done).await
 }
 
 /// The emulator's record of the integration, `configurations` in clear.
 async fn remote(h: &Harness, slug: &str) -> Value {
-    h.state().await["mcp_integrations"]
-        .as_array()
-        .and_then(|all| all.iter().find(|r| r["slug"] == slug).cloned())
-        .unwrap_or(Value::Null)
+    h.remote_record("mcp_integrations", "slug", slug).await
 }
 
 /// The emulator's access row of `workspace`.
@@ -116,19 +71,8 @@ fn row<'a>(remote: &'a Value, workspace: &str) -> Option<&'a Value> {
 /// Runs the built `aigw <args[0]>` (`api` or `export`) against the harness's emulator with the
 /// rest of `args`; its stdout and stderr.
 pub(super) async fn aigw(h: &Harness, args: &[&str]) -> String {
-    let token = tempfile::NamedTempFile::new().expect("token file");
-    std::fs::write(token.path(), support::harness::TOKEN).expect("token written");
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
-    command
-        .arg(args[0])
-        .args(["--management-url", &h.emulator.management_url()])
-        .arg("--token-file")
-        .arg(token.path())
-        .args(&args[1..]);
-    let output = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .unwrap()
-        .expect("aigw runs");
+    let url = h.emulator.management_url();
+    let output = support::cli::against(args[0], &url, support::harness::TOKEN, &args[1..]).await;
     assert!(output.status.success(), "{args:?}: {output:?}");
     format!(
         "{}{}",
@@ -140,13 +84,8 @@ pub(super) async fn aigw(h: &Harness, args: &[&str]) -> String {
 /// A Workspace resource `name`, created by aigw; its recorded UUID once Ready.
 async fn ready_workspace(h: &Harness, name: &str) -> String {
     let workspaces: Api<Workspace> = Api::all(h.env.client.clone());
-    workspaces
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("Workspace", name, json!({"name": name})),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<Workspace>(name, json!({"name": name}))
+        .await;
     let full = h.cluster_name(name);
     support::wait_until(WAIT, || async {
         let w = workspaces.get_opt(&full).await.ok()??;
@@ -220,48 +159,30 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
     assert_eq!(h.count(ACCESS).await, 1, "one access PUT for both rows");
 
     // Steady state over several drift intervals: reads only.
-    h.reset_stats().await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(h.remote_writes().await, 0, "no write at steady state");
+    h.assert_no_write_over(Duration::from_secs(4)).await;
 
     // A console edit of a readable field: corrected with one PUT.
-    h.call(
-        Method::PUT,
+    h.console_edit_corrected_once(
         &format!("/ai_gw/admin/v2/mcp-integrations/{slug}"),
-        Some(json!({"url": "https://console.example.com/mcp"})),
+        json!({"url": "https://console.example.com/mcp"}),
+        WAIT,
+        PUT,
+        || async { remote(&h, &slug).await["url"] == "https://mcp.example.com/mcp" },
     )
     .await;
-    h.reset_stats().await;
-    support::wait_until(WAIT, || async {
-        (remote(&h, &slug).await["url"] == "https://mcp.example.com/mcp").then_some(())
-    })
-    .await
-    .expect("the console edit was corrected");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(h.count(PUT).await, 1, "one PUT corrects the edit");
     let events = h.cluster_events_text().await;
     assert!(events.contains("DriftCorrected"), "{events}");
 
     // A Secret change: the new value reaches the API with exactly one PUT.
-    let writes = remote(&h, &slug).await["configuration_writes"]
-        .as_u64()
-        .unwrap();
-    h.reset_stats().await;
-    put_config(&h, SECOND_HEADER, true).await;
-    support::wait_until(WAIT, || async {
-        (remote(&h, &slug).await["configurations"]["custom_headers"]["x-api-key"] == SECOND_HEADER)
-            .then_some(())
-    })
-    .await
-    .expect("the new header reached the API");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(h.count(PUT).await, 1, "one PUT per Secret change");
-    assert_eq!(
-        remote(&h, &slug).await["configuration_writes"]
-            .as_u64()
-            .unwrap(),
-        writes + 1
-    );
+    h.secret_change_is_one_put(
+        ("mcp_integrations", &slug),
+        "configuration_writes",
+        PUT,
+        WAIT,
+        put_config(&h, SECOND_HEADER, true),
+        |r| r["configurations"]["custom_headers"]["x-api-key"] == SECOND_HEADER,
+    )
+    .await;
 
     // A workspace dropped from the spec is disabled, its row kept; the other is untouched.
     h.reset_stats().await;
@@ -324,20 +245,13 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
         None,
     )
     .await;
-    support::wait_until(Duration::from_secs(60), || async {
-        api(&h).get_opt(&slug).await.ok()?.is_none().then_some(())
-    })
-    .await
-    .expect("the McpIntegration went once no server used it");
+    h.wait_cluster_gone::<McpIntegration>("github", Duration::from_secs(60))
+        .await;
     assert!(remote(&h, &slug).await.is_null(), "deleted remotely");
 
     // No configuration value anywhere but the API.
     let statuses = serde_json::to_string(&held.status).unwrap();
-    let events = format!(
-        "{}\n{}",
-        h.cluster_events_text().await,
-        h.env.events_text().await
-    );
+    let events = h.all_events_text().await;
     assert!(events.contains("StillReferenced"), "{events}");
     let logs = captured_logs();
     let metrics = h.ctx.metrics.encode();
@@ -488,12 +402,6 @@ async fn an_exported_mcp_integration_is_adopted_without_a_write() {
     create(&h, "exported", spec).await;
     let ready = wait_for(&h, "exported", |w| w.ready()).await;
     assert_eq!(ready.status.unwrap().slug.as_deref(), Some(slug.as_str()));
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(
-        h.remote_writes().await,
-        before,
-        "adopting the export wrote: {}",
-        h.stats().await
-    );
+    h.assert_no_write_since(before, "adopting the export").await;
     h.stop().await;
 }

@@ -12,7 +12,7 @@ use crate::support;
 use std::time::Duration;
 
 use aigw::resources::{Guardrail, McpIntegration, McpServer};
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::Harness;
@@ -51,10 +51,7 @@ where
 
 /// The emulator's record of the server `slug` (with its workspace and default user access).
 async fn remote(h: &Harness, slug: &str) -> Value {
-    h.state().await["mcp_servers"]
-        .as_array()
-        .and_then(|all| all.iter().find(|r| r["slug"] == slug).cloned())
-        .unwrap_or(Value::Null)
+    h.remote_record("mcp_servers", "slug", slug).await
 }
 
 /// Seeds workspace [`WS_A`] and makes a Ready McpIntegration (`tools`) enabling it, if `enabled`.
@@ -71,18 +68,12 @@ async fn integration(h: &Harness, enabled: bool) -> String {
         true => json!([{"workspace": WS_A}]),
         false => json!([]),
     };
-    integrations
-        .create(
-            &PostParams::default(),
-            &h.cluster_object(
-                "McpIntegration",
-                "tools",
-                json!({"slug": integration, "name": "Tools", "url": "https://mcp.example.com/mcp",
+    h.create_cluster::<McpIntegration>(
+        "tools",
+        json!({"slug": integration, "name": "Tools", "url": "https://mcp.example.com/mcp",
                        "authType": "none", "transport": "http", "workspaces": workspaces}),
-            ),
-        )
-        .await
-        .unwrap();
+    )
+    .await;
     wait_for(&integrations, &integration, |i| i.ready()).await;
     integration
 }
@@ -95,13 +86,7 @@ async fn a_guardrail_names_an_mcp_server_by_resource() {
     let spec = json!({"name": "tools", "workspaceId": WS_A, "target": "mcp_tools",
         "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
         "mcpServers": [{"mcpServerRef": {"name": "pay-tools"}, "runOn": ["input"]}]});
-    guardrails
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Guardrail", "tools", spec),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Guardrail>(&h.env, "tools", spec).await;
     // No McpServer yet: the mapping waits, naming it, and nothing is synced.
     let waiting = wait_for(&guardrails, "tools", |g| {
         g.not_ready_with("McpServerNotReady")
@@ -114,18 +99,13 @@ async fn a_guardrail_names_an_mcp_server_by_resource() {
 
     let servers = h.env.api::<McpServer>();
     let slug = format!("gd-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
-    servers
-        .create(
-            &PostParams::default(),
-            &support::objects::object(
-                "McpServer",
-                "pay-tools",
-                json!({"slug": slug, "name": "Payments tools", "workspaceId": WS_A,
+    support::objects::create::<McpServer>(
+        &h.env,
+        "pay-tools",
+        json!({"slug": slug, "name": "Payments tools", "workspaceId": WS_A,
                        "integrationRef": {"name": integration}}),
-            ),
-        )
-        .await
-        .unwrap();
+    )
+    .await;
     let server = wait_for(&servers, "pay-tools", |s| s.ready()).await;
     let server_id = server.status.and_then(|s| s.id).unwrap();
     let ready = wait_for(&guardrails, "tools", |g| g.ready()).await;
@@ -146,39 +126,11 @@ async fn a_guardrail_names_an_mcp_server_by_resource() {
 
     // `aigw plan` with the cluster in view resolves `mcpServerRef` to the id the McpServer
     // recorded, as the operator does: the applied guardrail is unchanged, not a change.
-    let dir = tempfile::tempdir().unwrap();
-    let token = dir.path().join("token");
-    std::fs::write(&token, support::harness::TOKEN).unwrap();
-    let manifest = dir.path().join("guardrail.json");
     let mut object = serde_json::to_value(&ready).unwrap();
     object["metadata"] = json!({"name": "tools", "namespace": h.env.namespace});
     object.as_object_mut().unwrap().remove("status");
-    std::fs::write(&manifest, object.to_string()).unwrap();
-    let run = [
-        "plan".to_string(),
-        "-f".into(),
-        manifest.display().to_string(),
-        "--management-url".into(),
-        h.emulator.management_url(),
-        "--token-file".into(),
-        token.display().to_string(),
-        "--kubeconfig".into(),
-        support::kubeconfig_path().display().to_string(),
-    ];
-    let out = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
-            .args(run)
-            .output()
-            .unwrap()
-    })
-    .await
-    .unwrap();
-    let said = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert_eq!(out.status.code(), Some(0), "{said}");
+    let (code, said) = h.plan("guardrail.json", &object.to_string()).await;
+    assert_eq!(code, Some(0), "{said}");
     assert!(said.contains("1 unchanged"), "{said}");
     h.stop().await;
 }
@@ -195,13 +147,7 @@ async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_int
     let spec = json!({"slug": slug, "name": "Payments tools", "workspaceId": WS_A,
         "integrationRef": {"name": integration}, "defaultUserAccess": "deny",
         "userAccess": [{"userId": "user-1", "enabled": true}]});
-    servers
-        .create(
-            &PostParams::default(),
-            &support::objects::object("McpServer", "pay-tools", spec),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<McpServer>(&h.env, "pay-tools", spec).await;
     let waiting = wait_for(&servers, "pay-tools", |s| {
         s.not_ready_with("IntegrationNotReady")
     })
@@ -245,31 +191,20 @@ async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_int
     assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
 
     // A console change of the default is corrected with one PUT.
-    h.call(
-        Method::PUT,
+    h.console_edit_corrected_once(
         &format!("/ai_gw/v2/mcp-servers/{id}/user-access"),
-        Some(json!({"user_access": [], "default_user_access": "allow"})),
+        json!({"user_access": [], "default_user_access": "allow"}),
+        WAIT,
+        ACCESS,
+        || async { remote(&h, &slug).await["default_user_access"] == "deny" },
     )
     .await;
-    h.reset_stats().await;
-    support::wait_until(WAIT, || async {
-        (remote(&h, &slug).await["default_user_access"] == "deny").then_some(())
-    })
-    .await
-    .expect("the default corrected");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(h.count(ACCESS).await, 1, "one PUT corrects it");
 
     // A rename: one PUT, whose short answer leaves the recorded id as it was.
     h.reset_stats().await;
-    servers
-        .patch(
-            "pay-tools",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"name": "Payments MCP tools"}})),
-        )
-        .await
-        .unwrap();
+    h.env
+        .patch_spec::<McpServer>("pay-tools", json!({"name": "Payments MCP tools"}))
+        .await;
     let renamed = wait_for(&servers, "pay-tools", |s| s.ready()).await;
     assert_eq!(remote(&h, &slug).await["name"], "Payments MCP tools");
     assert_eq!(renamed.status.and_then(|s| s.id), Some(id.clone()));
@@ -372,22 +307,10 @@ async fn an_exported_mcp_server_is_adopted_without_a_write() {
     assert_eq!(spec["deletionPolicy"], "Orphan");
     let before = h.remote_writes().await;
     let servers = h.env.api::<McpServer>();
-    servers
-        .create(
-            &PostParams::default(),
-            &support::objects::object("McpServer", "exported", spec),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<McpServer>(&h.env, "exported", spec).await;
     let ready = wait_for(&servers, "exported", |s| s.ready()).await;
     assert_eq!(ready.status.and_then(|s| s.id), Some(id));
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(
-        h.remote_writes().await,
-        before,
-        "adopting the export wrote: {}",
-        h.stats().await
-    );
+    h.assert_no_write_since(before, "adopting the export").await;
     h.stop().await;
 }
 
@@ -422,18 +345,13 @@ async fn a_server_of_the_slug_in_another_workspace_is_not_adopted() {
     .await;
     h.reset_stats().await;
     let servers = h.env.api::<McpServer>();
-    servers
-        .create(
-            &PostParams::default(),
-            &support::objects::object(
-                "McpServer",
-                "mine",
-                json!({"slug": slug, "name": "Other team's", "workspaceId": WS_A,
+    support::objects::create::<McpServer>(
+        &h.env,
+        "mine",
+        json!({"slug": slug, "name": "Other team's", "workspaceId": WS_A,
                        "integrationRef": {"name": integration}}),
-            ),
-        )
-        .await
-        .unwrap();
+    )
+    .await;
     let refused = wait_for(&servers, "mine", |s| s.stalled_with("InvalidSpec")).await;
     let (_, _, message) = refused.condition("Stalled").unwrap();
     assert!(
@@ -462,18 +380,13 @@ async fn a_server_of_an_mcp_integration_not_granted_makes_no_call() {
     let integration = integration(&h, true).await;
     let servers = h.env.api::<McpServer>();
     let slug = format!("gr-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
-    servers
-        .create(
-            &PostParams::default(),
-            &support::objects::object(
-                "McpServer",
-                "tools",
-                json!({"slug": slug, "name": "Tools", "workspaceId": WS_A,
+    support::objects::create::<McpServer>(
+        &h.env,
+        "tools",
+        json!({"slug": slug, "name": "Tools", "workspaceId": WS_A,
                        "integrationRef": {"name": integration}}),
-            ),
-        )
-        .await
-        .unwrap();
+    )
+    .await;
     let refused = wait_for(&servers, "tools", |s| {
         s.stalled_with("McpIntegrationNotAllowed")
     })

@@ -45,14 +45,7 @@ fn rotating_deployment(name: &str, rotation: Value) -> Deployment {
 }
 
 async fn remote(h: &Harness, id: &str) -> Value {
-    let state = h.state().await;
-    state["deployments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["id"] == id)
-        .cloned()
-        .expect("remote deployment")
+    h.remote_record_present("deployments", "id", id).await
 }
 
 async fn secret_values(h: &Harness, name: &str) -> (String, String, String) {
@@ -97,26 +90,11 @@ async fn assert_no_leaks(h: &Harness, extra: &[&str]) {
     secrets.extend(extra.iter().map(|s| s.to_string()));
     let logs = captured_logs();
     let events = h.env.events_text().await;
-    let statuses = serde_json::to_string(&(
-        h.env
-            .api::<Deployment>()
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .map(|d| d.status.clone())
-            .collect::<Vec<_>>(),
-        Api::<Connection>::all(h.env.client.clone())
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .map(|c| c.status.clone())
-            .collect::<Vec<_>>(),
-    ))
-    .unwrap();
+    let statuses = format!(
+        "{}\n{}",
+        support::statuses(&h.env.api::<Deployment>()).await,
+        support::statuses(&Api::<Connection>::all(h.env.client.clone())).await
+    );
     for secret in secrets.iter().filter(|s| s.len() >= 8) {
         assert!(
             !logs.contains(secret.as_str()),
@@ -193,7 +171,6 @@ async fn triggered_rotation_updates_the_secret_and_restarts_workloads() {
         .await
         .unwrap();
     let created = h
-        .env
         .wait_for::<Deployment>("edge", WAIT, deployment_ready)
         .await;
     let id = created.status.as_ref().unwrap().id.clone().unwrap();
@@ -206,16 +183,10 @@ async fn triggered_rotation_updates_the_secret_and_restarts_workloads() {
     );
 
     h.reset_stats().await;
-    deployments
-        .patch(
-            "edge",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "v2"}}})),
-        )
-        .await
-        .unwrap();
+    h.env
+        .patch_spec::<Deployment>("edge", json!({"rotation": {"trigger": "v2"}}))
+        .await;
     let rotated = h
-        .env
         .wait_for::<Deployment>("edge", WAIT, |d| {
             deployment_ready(d)
                 && d.status
@@ -281,7 +252,6 @@ async fn scheduled_rotation_happens_when_due_and_never_by_accident() {
         .await
         .unwrap();
     let created = h
-        .env
         .wait_for::<Deployment>("sched", WAIT, deployment_ready)
         .await;
     let status = created.status.clone().unwrap();
@@ -292,7 +262,6 @@ async fn scheduled_rotation_happens_when_due_and_never_by_accident() {
 
     // Due after 4 s: one rotation, and the next one scheduled from it.
     let rotated = h
-        .env
         .wait_for::<Deployment>("sched", Duration::from_secs(20), |d| {
             deployment_ready(d)
                 && d.status
@@ -314,16 +283,10 @@ async fn scheduled_rotation_happens_when_due_and_never_by_accident() {
     assert_eq!(next.duration_since(last).as_secs(), 4);
 
     // Drift checks and a restart do not rotate when nothing is due: a long interval now.
-    deployments
-        .patch(
-            "sched",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"interval": "720h"}}})),
-        )
-        .await
-        .unwrap();
     h.env
-        .wait_for::<Deployment>("sched", WAIT, deployment_ready)
+        .patch_spec::<Deployment>("sched", json!({"rotation": {"interval": "720h"}}))
+        .await;
+    h.wait_for::<Deployment>("sched", WAIT, deployment_ready)
         .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let settled = secret_values(&h, "sched-creds").await.0;
@@ -362,7 +325,6 @@ async fn a_crash_between_the_rotation_and_the_secret_write_is_recovered() {
         .await
         .unwrap();
     let created = h
-        .env
         .wait_for::<Deployment>("crashy", WAIT, deployment_ready)
         .await;
     let id = created.status.unwrap().id.unwrap();
@@ -370,14 +332,9 @@ async fn a_crash_between_the_rotation_and_the_secret_write_is_recovered() {
 
     // The process "dies" right after the API issued new credentials.
     h.ctx.failpoints.arm(AFTER_ROTATE_PUT);
-    deployments
-        .patch(
-            "crashy",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
-        )
-        .await
-        .unwrap();
+    h.env
+        .patch_spec::<Deployment>("crashy", json!({"rotation": {"trigger": "b"}}))
+        .await;
     support::wait_until(WAIT, || async {
         (remote(&h, &id).await["client_auth"] != before.as_str()).then_some(())
     })
@@ -403,7 +360,6 @@ async fn a_crash_between_the_rotation_and_the_secret_write_is_recovered() {
     h.restart_operator().await;
     // The dead process's call is given the longest a call can take before it is redone.
     let recovered = h
-        .env
         .wait_for::<Deployment>("crashy", Duration::from_secs(90), |d| {
             deployment_ready(d)
                 && d.status
@@ -454,21 +410,13 @@ async fn freeze_a_rotation_after_its_put(h: &Harness, name: &str) -> String {
         )
         .await
         .unwrap();
-    let created = h
-        .env
-        .wait_for::<Deployment>(name, WAIT, deployment_ready)
-        .await;
+    let created = h.wait_for::<Deployment>(name, WAIT, deployment_ready).await;
     let id = created.status.unwrap().id.unwrap();
     let before = remote(h, &id).await["client_auth"].clone();
     h.ctx.failpoints.arm(AFTER_ROTATE_PUT);
-    deployments
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
-        )
-        .await
-        .unwrap();
+    h.env
+        .patch_spec::<Deployment>(name, json!({"rotation": {"trigger": "b"}}))
+        .await;
     support::wait_until(WAIT, || async {
         (remote(h, &id).await["client_auth"] != before).then_some(())
     })
@@ -634,13 +582,12 @@ async fn oauth_connection_refreshes_expiring_tokens_under_load() {
         tokio::time::sleep(Duration::from_millis(700)).await;
     }
     for i in 0..6 {
-        h.env
-            .wait_for::<Config>(&format!("load-{i}"), WAIT, |c| {
-                c.status
-                    .as_ref()
-                    .is_some_and(|s| ready(&s.conditions, c.metadata.generation))
-            })
-            .await;
+        h.wait_for::<Config>(&format!("load-{i}"), WAIT, |c| {
+            c.status
+                .as_ref()
+                .is_some_and(|s| ready(&s.conditions, c.metadata.generation))
+        })
+        .await;
     }
     let token_requests = h.count("POST /oauth2/access_token").await;
     assert!(
@@ -674,7 +621,6 @@ async fn a_namespace_the_connection_does_not_allow_is_stalled() {
         .await
         .unwrap();
     let stalled = h
-        .env
         .wait_for::<Config>("denied", WAIT, |c| {
             c.status.as_ref().is_some_and(|s| {
                 s.conditions
@@ -703,15 +649,14 @@ async fn a_namespace_the_connection_does_not_allow_is_stalled() {
         )
         .await
         .unwrap();
-    h.env
-        .wait_for::<Config>("denied", WAIT, |c| {
-            c.status.as_ref().is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.type_ == "Ready" && c.status == "True")
-            })
+    h.wait_for::<Config>("denied", WAIT, |c| {
+        c.status.as_ref().is_some_and(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Ready" && c.status == "True")
         })
-        .await;
+    })
+    .await;
     assert_eq!(h.count("POST /ai_gw/v2/configs").await, 1);
 
     // A Connection whose secret is wrong is not Ready, and says why without the secret. It is
@@ -759,7 +704,6 @@ async fn a_gateway_registered_again_after_a_404_restarts_its_workloads() {
         .await
         .unwrap();
     let created = h
-        .env
         .wait_for::<Deployment>("edge", WAIT, deployment_ready)
         .await;
     let first_id = created.status.as_ref().unwrap().id.clone().unwrap();
@@ -783,7 +727,6 @@ async fn a_gateway_registered_again_after_a_404_restarts_its_workloads() {
         .await
         .unwrap();
     let recreated = h
-        .env
         .wait_for::<Deployment>("edge", Duration::from_secs(60), |d| {
             deployment_ready(d)
                 && d.status
@@ -820,7 +763,6 @@ async fn stripping_proxy(
     upstream: String,
     armed: std::sync::Arc<std::sync::atomic::AtomicBool>,
 ) -> String {
-    use axum::extract::Request;
     use std::sync::atomic::Ordering;
     fn strip(value: &mut Value) {
         if let Some(map) = value.as_object_mut() {
@@ -830,13 +772,17 @@ async fn stripping_proxy(
             }
         }
     }
-    let client = reqwest::Client::new();
-    let app = axum::Router::new().fallback(move |request: Request| {
-        let (client, upstream, armed) = (client.clone(), upstream.clone(), armed.clone());
+    support::proxy::proxy(upstream, move |received: support::proxy::Received| {
+        let armed = armed.clone();
         async move {
-            let (parts, body) = request.into_parts();
-            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-            let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+            let support::proxy::Received {
+                parts,
+                path,
+                body,
+                client,
+                upstream,
+            } = &received;
+            // Only the credentials and the content type go on (no `x-` header).
             let mut out = client
                 .request(parts.method.clone(), format!("{upstream}{path}"))
                 .body(body.to_vec());
@@ -850,23 +796,16 @@ async fn stripping_proxy(
             let mut text = answer.bytes().await.unwrap().to_vec();
             let rotating = parts.method == reqwest::Method::PUT
                 && parts.uri.path().contains("/deployments/")
-                && String::from_utf8_lossy(&body).contains("\"rotate_auth\":true");
+                && String::from_utf8_lossy(body).contains("\"rotate_auth\":true");
             if rotating && status == 200 && armed.swap(false, Ordering::SeqCst) {
                 let mut value: Value = serde_json::from_slice(&text).unwrap();
                 strip(&mut value);
                 text = serde_json::to_vec(&value).unwrap();
             }
-            axum::response::Response::builder()
-                .status(status)
-                .header("content-type", "application/json")
-                .body(axum::body::Body::from(text))
-                .unwrap()
+            support::proxy::json_answer(status, text)
         }
-    });
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    format!("http://{addr}")
+    })
+    .await
 }
 
 /// The API rotates, but its answer carries no `client_auth` (`Issued::incomplete`). The Secret
@@ -885,7 +824,6 @@ async fn an_incomplete_rotate_answer_is_done_again_never_completed_over_revoked_
         .await
         .unwrap();
     let created = h
-        .env
         .wait_for::<Deployment>("partial", WAIT, deployment_ready)
         .await;
     let id = created.status.unwrap().id.unwrap();
@@ -894,16 +832,10 @@ async fn an_incomplete_rotate_answer_is_done_again_never_completed_over_revoked_
     let armed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
     let proxy = stripping_proxy(h.emulator.management_url(), armed.clone()).await;
     h.restart_operator_via(&proxy).await;
-    deployments
-        .patch(
-            "partial",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "v2"}}})),
-        )
-        .await
-        .unwrap();
+    h.env
+        .patch_spec::<Deployment>("partial", json!({"rotation": {"trigger": "v2"}}))
+        .await;
     let settled = h
-        .env
         .wait_for::<Deployment>("partial", Duration::from_secs(60), |d| {
             deployment_ready(d)
                 && d.status.as_ref().is_some_and(|s| {
@@ -1011,7 +943,6 @@ async fn a_rotation_interval_below_the_floor_is_refused_or_raised() {
         .await
         .unwrap();
     let raised = h
-        .env
         .wait_for::<Deployment>("fast", WAIT, |d| {
             deployment_ready(d) && condition(d, "RotationIntervalRaised").is_some()
         })
@@ -1052,19 +983,13 @@ async fn a_rotation_interval_below_the_floor_is_refused_or_raised() {
     );
 
     // An interval at the floor clears the condition.
-    deployments
-        .patch(
-            "fast",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"interval": "1h"}}})),
-        )
-        .await
-        .unwrap();
     h.env
-        .wait_for::<Deployment>("fast", WAIT, |d| {
-            deployment_ready(d) && condition(d, "RotationIntervalRaised").is_none()
-        })
+        .patch_spec::<Deployment>("fast", json!({"rotation": {"interval": "1h"}}))
         .await;
+    h.wait_for::<Deployment>("fast", WAIT, |d| {
+        deployment_ready(d) && condition(d, "RotationIntervalRaised").is_none()
+    })
+    .await;
     h.stop().await;
 }
 
@@ -1088,23 +1013,16 @@ async fn rotations_of_one_resource_are_spaced_whatever_asks_for_them() {
         )
         .await
         .unwrap();
-    h.env
-        .wait_for::<Deployment>("spaced", WAIT, deployment_ready)
+    h.wait_for::<Deployment>("spaced", WAIT, deployment_ready)
         .await;
     let rotations = "PUT /ai_gw/admin/v2/deployments/{deploymentId}";
     h.reset_stats().await;
 
     for (n, trigger) in [(1, "b"), (2, "c")] {
-        deployments
-            .patch(
-                "spaced",
-                &PatchParams::default(),
-                &Patch::Merge(&json!({"spec": {"rotation": {"trigger": trigger}}})),
-            )
-            .await
-            .unwrap();
+        h.env
+            .patch_spec::<Deployment>("spaced", json!({"rotation": {"trigger": trigger}}))
+            .await;
         let held = h
-            .env
             .wait_for::<Deployment>("spaced", WAIT, |d| {
                 d.status
                     .as_ref()
@@ -1122,7 +1040,6 @@ async fn rotations_of_one_resource_are_spaced_whatever_asks_for_them() {
         assert_ne!(rotation.observed_rotation_trigger.as_deref(), Some(trigger));
         assert_eq!(h.count(rotations).await, n - 1, "{}", h.stats().await);
         let rotated = h
-            .env
             .wait_for::<Deployment>("spaced", WAIT, |d| {
                 deployment_ready(d)
                     && d.status.as_ref().is_some_and(|s| {
@@ -1162,7 +1079,6 @@ async fn a_process_dying_between_a_recovered_create_and_its_rotation_leaves_the_
         .unwrap();
     // Frozen right after the recovered id was saved, before any rotation was sent.
     let frozen = h
-        .env
         .wait_for::<Deployment>("recovered", WAIT, |d| {
             d.status.as_ref().is_some_and(|s| s.id.is_some())
         })
@@ -1176,8 +1092,7 @@ async fn a_process_dying_between_a_recovered_create_and_its_rotation_leaves_the_
     );
 
     h.restart_operator().await;
-    h.env
-        .wait_for::<Deployment>("recovered", Duration::from_secs(90), deployment_ready)
+    h.wait_for::<Deployment>("recovered", Duration::from_secs(90), deployment_ready)
         .await;
     let stored = assert_secret_matches_remote(&h, "recovered-creds", &id).await;
     assert_eq!(h.handshake(&id, &stored).await, 200);

@@ -146,15 +146,10 @@ async fn checked_secret_values_stay_out_of_status_events_and_logs() {
     ];
     for (name, document, refs) in configs {
         let spec = json!({"name": name, "config": document, "secretRefs": refs});
-        h.env
-            .api::<Config>()
-            .create(&PostParams::default(), &object("Config", name, spec))
-            .await
-            .unwrap();
+        support::objects::create::<Config>(&h.env, name, spec).await;
     }
 
     let hook_config = h
-        .env
         .wait_for::<Config>("hook", WAIT, |c| c.stalled_with("UnresolvedGuardrail"))
         .await;
     let (_, _, message) = hook_config.condition("GuardrailsResolved").unwrap();
@@ -163,7 +158,6 @@ async fn checked_secret_values_stay_out_of_status_events_and_logs() {
         "{message}"
     );
     let nested_config = h
-        .env
         .wait_for::<Config>("nested", WAIT, |c| c.stalled_with("UnresolvedGuardrail"))
         .await;
     let (_, _, message) = nested_config.condition("Ready").unwrap();
@@ -172,7 +166,6 @@ async fn checked_secret_values_stay_out_of_status_events_and_logs() {
         "{message}"
     );
     let typed_config = h
-        .env
         .wait_for::<Config>("typed", WAIT, |c| c.stalled_with("InvalidSpec"))
         .await;
     let (_, _, message) = typed_config.condition("Ready").unwrap();
@@ -182,7 +175,6 @@ async fn checked_secret_values_stay_out_of_status_events_and_logs() {
         "{message}"
     );
     let parent_config = h
-        .env
         .wait_for::<Config>("parent", WAIT, |c| c.stalled_with("InvalidSpec"))
         .await;
     let (_, _, message) = parent_config.condition("Ready").unwrap();
@@ -191,10 +183,7 @@ async fn checked_secret_values_stay_out_of_status_events_and_logs() {
         "{message}"
     );
     // The Secret's value is what is looked up: the guardrail it names exists, so it is written.
-    let resolved = h
-        .env
-        .wait_for::<Config>("resolved", WAIT, |c| c.ready())
-        .await;
+    let resolved = h.wait_for::<Config>("resolved", WAIT, |c| c.ready()).await;
     let slug = resolved
         .status
         .as_ref()

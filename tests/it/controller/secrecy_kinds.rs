@@ -13,7 +13,6 @@ use std::path::Path;
 use std::time::Duration;
 
 use aigw::resources::{Integration, McpIntegration, SecretReference};
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::harness::{Harness, TOKEN, captured_logs};
@@ -120,24 +119,6 @@ fn table(h: &Harness) -> (Vec<String>, Vec<Case>, Value) {
         host,
     ];
     (values, cases, integration("/x_upstream_host"))
-}
-
-/// The labelled Secret `name` of the operator's namespace with `data`.
-async fn put_secret(h: &Harness, name: &str, data: &Value) {
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": {"aigw.io/cluster-readable": "true"}},
-        "stringData": data
-    }))
-    .unwrap();
-    h.env
-        .api::<Secret>()
-        .patch(
-            name,
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&secret),
-        )
-        .await
-        .unwrap();
 }
 
 /// The cluster-scoped object `kind`/`name` of this test, as JSON.
@@ -324,7 +305,7 @@ async fn issue_29_kinds_keep_secret_values_out_of_every_output() {
     let mut h = Harness::start_with_secret_namespace("secrecy-kinds", Duration::from_secs(1)).await;
     let (values, cases, moved_integration) = table(&h);
     for case in &cases {
-        put_secret(&h, case.secret, &case.before).await;
+        h.put_secret(case.secret, case.before.clone(), true).await;
     }
     for case in &cases {
         create(&h, case.kind, case.name, &case.spec).await;
@@ -346,7 +327,7 @@ async fn issue_29_kinds_keep_secret_values_out_of_every_output() {
     let proxy = echo_proxy(direct.clone()).await;
     h.restart_operator_via(&proxy).await;
     for case in &cases {
-        put_secret(&h, case.secret, &case.after).await;
+        h.put_secret(case.secret, case.after.clone(), true).await;
         let mut spec = case.spec.clone();
         spec["slug"] = json!(h.cluster_name(&format!("{}-2", case.name)));
         create(&h, case.kind, &format!("{}-2", case.name), &spec).await;
@@ -527,7 +508,7 @@ async fn a_refused_delete_echoing_issue_29_kinds_values_reaches_no_output() {
         Harness::start_with_secret_namespace("secrecy-kinds-del", Duration::from_secs(1)).await;
     let (values, cases, _) = table(&h);
     for case in &cases {
-        put_secret(&h, case.secret, &case.before).await;
+        h.put_secret(case.secret, case.before.clone(), true).await;
         create(&h, case.kind, case.name, &case.spec).await;
     }
     // A reference no Integration maps: its delete is tried at once.

@@ -74,22 +74,11 @@ async fn a_mixed_set_reads_no_secret_from_the_apiserver_at_steady_state() {
     let integrations = Api::<Integration>::all(h.env.client.clone());
     let integration = json!({"slug": h.cluster_name("openai"), "name": "OpenAI",
         "aiProviderId": "open-ai", "keySecretRef": {"name": "upstream", "key": "api-key"}});
-    integrations
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("Integration", "openai", integration),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<Integration>("openai", integration).await;
 
-    h.env
-        .wait_for::<Deployment>("gw", WAIT, |d| d.ready())
-        .await;
-    h.env.wait_for::<ApiKey>("svc", WAIT, |k| k.ready()).await;
-    let config = h
-        .env
-        .wait_for::<Config>("routing", WAIT, |c| c.ready())
-        .await;
+    h.wait_for::<Deployment>("gw", WAIT, |d| d.ready()).await;
+    h.wait_for::<ApiKey>("svc", WAIT, |k| k.ready()).await;
+    let config = h.wait_for::<Config>("routing", WAIT, |c| c.ready()).await;
     let slug = config.status.and_then(|s| s.slug).expect("status.slug");
     let name = h.cluster_name("openai");
     support::wait_until(WAIT, || async {

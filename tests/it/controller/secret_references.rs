@@ -11,8 +11,7 @@ use crate::support;
 use std::time::Duration;
 
 use aigw::resources::SecretReference;
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{Harness, captured_logs};
@@ -30,25 +29,9 @@ const DELETE: &str = "DELETE /ai_gw/admin/v2/secret-references/{secretReferenceI
 /// The `auth_config` Secret in the operator's namespace (the test namespace), labelled for
 /// cluster-scoped readers unless `labelled` is false.
 async fn put_auth(h: &Harness, secret_key: &str, labelled: bool) {
-    let labels = match labelled {
-        true => json!({"aigw.io/cluster-readable": "true"}),
-        false => json!({}),
-    };
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "aws-sm-auth", "labels": labels},
-        "stringData": {"aws_auth_type": "accessKey", "aws_region": "eu-west-1",
-                       "aws_access_key_id": KEY_ID, "aws_secret_access_key": secret_key}
-    }))
-    .unwrap();
-    h.env
-        .api::<Secret>()
-        .patch(
-            "aws-sm-auth",
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&secret),
-        )
-        .await
-        .unwrap();
+    let data = json!({"aws_auth_type": "accessKey", "aws_region": "eu-west-1",
+                      "aws_access_key_id": KEY_ID, "aws_secret_access_key": secret_key});
+    h.put_secret("aws-sm-auth", data, labelled).await;
 }
 
 fn api(h: &Harness) -> Api<SecretReference> {
@@ -60,56 +43,12 @@ async fn wait_for(
     name: &str,
     done: impl Fn(&SecretReference) -> bool,
 ) -> SecretReference {
-    let api = api(h);
-    let name = h.cluster_name(name);
-    let found = support::wait_until(WAIT, || async {
-        let r = api.get_opt(&name).await.ok()??;
-        done(&r).then_some(r)
-    })
-    .await;
-    match found {
-        Some(r) => r,
-        None => panic!(
-            "SecretReference {name} did not get there: {:?}\n--- events ---\n{}",
-            api.get_opt(&name)
-                .await
-                .ok()
-                .flatten()
-                .and_then(|r| r.status),
-            h.cluster_events_text().await
-        ),
-    }
+    h.wait_cluster(name, WAIT, done).await
 }
 
 /// The emulator's record of the reference, `auth_config` in clear.
 async fn remote(h: &Harness, slug: &str) -> Value {
-    h.state().await["secret_references"]
-        .as_array()
-        .and_then(|all| all.iter().find(|r| r["slug"] == slug).cloned())
-        .unwrap_or(Value::Null)
-}
-
-/// Runs the built `aigw api …` against the harness's emulator; its stdout and stderr.
-async fn aigw_api(h: &Harness, args: &[&str]) -> String {
-    let token = tempfile::NamedTempFile::new().expect("token file");
-    std::fs::write(token.path(), support::harness::TOKEN).expect("token written");
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
-    command
-        .arg("api")
-        .args(["--management-url", &h.emulator.management_url()])
-        .arg("--token-file")
-        .arg(token.path())
-        .args(args);
-    let output = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .unwrap()
-        .expect("aigw runs");
-    assert!(output.status.success(), "{args:?}: {output:?}");
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
+    h.remote_record("secret_references", "slug", slug).await
 }
 
 #[tokio::test]
@@ -122,13 +61,7 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
                       "description": "managed from Git",
                       "authConfigSecretRef": {"name": "aws-sm-auth"},
                       "allowedWorkspaces": [WS_A], "tags": {"team": "platform"}});
-    api(&h)
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("SecretReference", "aws", spec),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<SecretReference>("aws", spec).await;
 
     // The operator's namespace also holds Connection credentials: only a labelled Secret is read.
     let refused = wait_for(&h, "aws", |r| r.stalled_with("SecretNotReadable")).await;
@@ -152,48 +85,30 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
     assert_eq!(stored["tags"], json!({"team": "platform"}));
 
     // Steady state over several drift intervals: reads only.
-    h.reset_stats().await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(h.remote_writes().await, 0, "no write at steady state");
+    h.assert_no_write_over(Duration::from_secs(4)).await;
 
     // A console edit of a readable field: corrected with one PUT.
-    h.call(
-        Method::PUT,
+    h.console_edit_corrected_once(
         &format!("/ai_gw/admin/v2/secret-references/{slug}"),
-        Some(json!({"secret_path": "edited/in/the/console"})),
+        json!({"secret_path": "edited/in/the/console"}),
+        WAIT,
+        PUT,
+        || async { remote(&h, &slug).await["secret_path"] == "prod/openai" },
     )
     .await;
-    h.reset_stats().await;
-    support::wait_until(WAIT, || async {
-        (remote(&h, &slug).await["secret_path"] == "prod/openai").then_some(())
-    })
-    .await
-    .expect("the console edit was corrected");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(h.count(PUT).await, 1, "one PUT corrects the edit");
     let events = h.cluster_events_text().await;
     assert!(events.contains("DriftCorrected"), "{events}");
 
     // A Secret change: the new value reaches the API with exactly one PUT.
-    let writes = remote(&h, &slug).await["auth_config_writes"]
-        .as_u64()
-        .unwrap();
-    h.reset_stats().await;
-    put_auth(&h, SECOND_SECRET, true).await;
-    support::wait_until(WAIT, || async {
-        (remote(&h, &slug).await["auth_config"]["aws_secret_access_key"] == SECOND_SECRET)
-            .then_some(())
-    })
-    .await
-    .expect("the new secret reached the API");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(h.count(PUT).await, 1, "one PUT per Secret change");
-    assert_eq!(
-        remote(&h, &slug).await["auth_config_writes"]
-            .as_u64()
-            .unwrap(),
-        writes + 1
-    );
+    h.secret_change_is_one_put(
+        ("secret_references", &slug),
+        "auth_config_writes",
+        PUT,
+        WAIT,
+        put_auth(&h, SECOND_SECRET, true),
+        |r| r["auth_config"]["aws_secret_access_key"] == SECOND_SECRET,
+    )
+    .await;
 
     // An integration maps its key to the reference: the API refuses the delete, the resource
     // says who holds it and waits; nothing is forced.
@@ -231,20 +146,13 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
         Some(json!({"secret_mappings": []})),
     )
     .await;
-    support::wait_until(Duration::from_secs(60), || async {
-        api(&h).get_opt(&slug).await.ok()?.is_none().then_some(())
-    })
-    .await
-    .expect("the SecretReference went once nothing mapped to it");
+    h.wait_cluster_gone::<SecretReference>("aws", Duration::from_secs(60))
+        .await;
     assert!(remote(&h, &slug).await.is_null(), "deleted remotely");
 
     // No auth_config value anywhere but the API.
     let statuses = serde_json::to_string(&held.status).unwrap();
-    let events = format!(
-        "{}\n{}",
-        h.cluster_events_text().await,
-        h.env.events_text().await
-    );
+    let events = h.all_events_text().await;
     assert!(events.contains("StillReferenced"), "{events}");
     let logs = captured_logs();
     let metrics = h.ctx.metrics.encode();
@@ -262,8 +170,8 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
     .await;
     let cli = format!(
         "{}{}",
-        aigw_api(&h, &["secret-references", "get", "cli-ref"]).await,
-        aigw_api(&h, &["secret-references", "list"]).await
+        h.aigw_api(&["secret-references", "get", "cli-ref"]).await,
+        h.aigw_api(&["secret-references", "list"]).await
     );
     assert!(cli.contains("cli-ref"), "{cli}");
     for value in [FIRST_SECRET, SECOND_SECRET] {
@@ -319,13 +227,8 @@ async fn an_integration_maps_its_key_to_a_secret_reference_resource() {
                       "secretMappings": [{"targetField": "key",
                                           "secretReferenceRef": {"name": reference},
                                           "secretKey": "openai_key"}]});
-    integrations
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("Integration", "mapped", spec),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<aigw::resources::Integration>("mapped", spec)
+        .await;
     let waiting = support::wait_until(WAIT, || async {
         let i = integrations.get_opt(&integration).await.ok()??;
         i.condition("Ready")
@@ -345,13 +248,7 @@ async fn an_integration_maps_its_key_to_a_secret_reference_resource() {
     put_auth(&h, FIRST_SECRET, true).await;
     let spec = json!({"slug": reference, "name": "Vault", "managerType": "aws_sm",
                       "secretPath": "prod/openai", "authConfigSecretRef": {"name": "aws-sm-auth"}});
-    api(&h)
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("SecretReference", "vault", spec),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<SecretReference>("vault", spec).await;
     let ready = wait_for(&h, "vault", |r| r.ready()).await;
     let id = ready.status.unwrap().id.expect("the reference's UUID");
     let mapped = support::wait_until(WAIT, || async {
@@ -369,25 +266,17 @@ async fn an_integration_maps_its_key_to_a_secret_reference_resource() {
     );
     assert_eq!(h.count(POST_INTEGRATION).await, 1, "one POST");
 
-    h.reset_stats().await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    assert_eq!(h.remote_writes().await, 0, "no write at steady state");
+    h.assert_no_write_over(Duration::from_secs(4)).await;
 
     // The mappings cleared in the console: put back with one PUT.
-    h.call(
-        Method::PUT,
+    h.console_edit_corrected_once(
         &format!("/ai_gw/admin/v2/integrations/{integration}"),
-        Some(json!({"secret_mappings": []})),
+        json!({"secret_mappings": []}),
+        WAIT,
+        PUT_INTEGRATION,
+        || async { remote_integration(&h, &integration).await["secret_mappings"] == wanted },
     )
     .await;
-    h.reset_stats().await;
-    support::wait_until(WAIT, || async {
-        (remote_integration(&h, &integration).await["secret_mappings"] == wanted).then_some(())
-    })
-    .await
-    .expect("the console edit was put back");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(h.count(PUT_INTEGRATION).await, 1, "one PUT puts it back");
 
     // The reference cannot go while the Integration maps it: it says who, and waits.
     api(&h)
@@ -432,10 +321,7 @@ async fn an_integration_maps_its_key_to_a_secret_reference_resource() {
 
 /// The emulator's record of the integration `slug`.
 async fn remote_integration(h: &Harness, slug: &str) -> Value {
-    h.state().await["integrations"]
-        .as_array()
-        .and_then(|all| all.iter().find(|i| i["slug"] == slug).cloned())
-        .unwrap_or(Value::Null)
+    h.remote_record("integrations", "slug", slug).await
 }
 
 /// An integration whose key the gateway reads through a secret reference, made in the console,
@@ -478,13 +364,8 @@ async fn a_mapped_integration_as_exported_is_adopted_without_a_write() {
     let spec = json!({"slug": slug, "name": "Console mapped", "aiProviderId": "open-ai",
                       "secretMappings": [{"targetField": "key", "secretReference": reference_id}],
                       "deletionPolicy": "Orphan"});
-    integrations
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("Integration", "console-mapped", spec),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<aigw::resources::Integration>("console-mapped", spec)
+        .await;
     support::wait_until(WAIT, || async {
         integrations
             .get_opt(&slug)
@@ -495,12 +376,6 @@ async fn a_mapped_integration_as_exported_is_adopted_without_a_write() {
     })
     .await
     .expect("the exported integration is adopted");
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(
-        h.remote_writes().await,
-        before,
-        "adopting the export wrote: {}",
-        h.stats().await
-    );
+    h.assert_no_write_since(before, "adopting the export").await;
     h.stop().await;
 }

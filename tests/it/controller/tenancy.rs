@@ -10,20 +10,26 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::harness::Harness;
-use support::objects::{Conditions, create, gateway, limits, object, routing};
+use support::harness::{Harness, Installation};
+use support::objects::{Conditions, create, gateway, limits, routing};
 
 const WAIT: Duration = Duration::from_secs(60);
 const DRIFT: Duration = Duration::from_secs(1);
 
 async fn remote_config(h: &Harness, slug: &str) -> Option<Value> {
-    let state = h.state().await;
-    state["configs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .find(|c| c["slug"] == slug)
-        .cloned()
+    let record = h.remote_record("configs", "slug", slug).await;
+    (!record.is_null()).then_some(record)
+}
+
+/// Installations `inst-a` and `inst-b`: each selects this test's cluster-scoped objects but
+/// those labelled for the other.
+async fn two_installations(h: &Harness) -> (Installation, Installation) {
+    let ns = &h.env.namespace;
+    let label = support::harness::CLUSTER_LABEL;
+    let selector = |other: &str| format!("{label}={ns},aigw-test/installation!={other}");
+    let a = h.installation("inst-a", &selector("inst-b")).await;
+    let b = h.installation("inst-b", &selector("inst-a")).await;
+    (a, b)
 }
 
 async fn writes(h: &Harness) -> u64 {
@@ -37,10 +43,7 @@ async fn a_second_claim_on_a_config_writes_nothing_and_takes_over_only_when_the_
     let mut prod_spec = routing("prod-routing");
     prod_spec["deletionPolicy"] = "Orphan".into();
     create::<Config>(&h.env, "routing", prod_spec).await;
-    let prod = h
-        .env
-        .wait_for::<Config>("routing", WAIT, |c| c.ready())
-        .await;
+    let prod = h.wait_for::<Config>("routing", WAIT, |c| c.ready()).await;
     let slug = prod.status.unwrap().slug.unwrap();
     let owner_document = remote_config(&h, &slug).await.unwrap()["config"].clone();
     // Creation times have one-second resolution; a tie would be broken by uid.
@@ -98,7 +101,6 @@ async fn a_second_claim_on_a_policy_is_stalled() {
     let dev = h.other.as_ref().unwrap();
     create::<RateLimitsPolicy>(&h.env, "limits", limits("limits")).await;
     let owner = h
-        .env
         .wait_for::<RateLimitsPolicy>("limits", WAIT, |p| p.ready())
         .await;
     let id = owner.status.unwrap().id.unwrap();
@@ -134,30 +136,15 @@ async fn only_the_owner_rotates_a_shared_deployment() {
     let mut owner_spec = gateway("shared-gw", "owner-creds");
     owner_spec["rotation"] = json!({"trigger": "1"});
     let owners = h.env.api::<Deployment>();
-    owners
-        .create(
-            &PostParams::default(),
-            &object("Deployment", "gw", owner_spec),
-        )
-        .await
-        .unwrap();
-    let owner = h
-        .env
-        .wait_for::<Deployment>("gw", WAIT, |d| d.ready())
-        .await;
+    create::<Deployment>(&h.env, "gw", owner_spec).await;
+    let owner = h.wait_for::<Deployment>("gw", WAIT, |d| d.ready()).await;
     let id = owner.status.unwrap().id.unwrap();
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let mut intruder_spec = gateway("shared-gw", "stolen-creds");
     intruder_spec["deploymentId"] = json!(id);
     intruder_spec["rotation"] = json!({"trigger": "x"});
     let intruders = dev.api::<Deployment>();
-    intruders
-        .create(
-            &PostParams::default(),
-            &object("Deployment", "gw", intruder_spec),
-        )
-        .await
-        .unwrap();
+    create::<Deployment>(dev, "gw", intruder_spec).await;
     dev.wait_for::<Deployment>("gw", WAIT, |d| d.stalled_with("AlreadyManaged"))
         .await;
     for (api, trigger) in [(&intruders, "y"), (&owners, "2"), (&intruders, "z")] {
@@ -169,27 +156,19 @@ async fn only_the_owner_rotates_a_shared_deployment() {
         .await
         .unwrap();
     }
-    h.env
-        .wait_for::<Deployment>("gw", WAIT, |d| {
-            d.ready()
-                && d.status
-                    .as_ref()
-                    .unwrap()
-                    .rotation
-                    .observed_rotation_trigger
-                    .as_deref()
-                    == Some("2")
-        })
-        .await;
+    h.wait_for::<Deployment>("gw", WAIT, |d| {
+        d.ready()
+            && d.status
+                .as_ref()
+                .unwrap()
+                .rotation
+                .observed_rotation_trigger
+                .as_deref()
+                == Some("2")
+    })
+    .await;
     tokio::time::sleep(DRIFT * 3).await;
-    let state = h.state().await;
-    let remote = state["deployments"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|d| d["id"] == id.as_str())
-        .unwrap()
-        .clone();
+    let remote = h.remote_record_present("deployments", "id", &id).await;
     assert_eq!(
         remote["rotations"], 1,
         "only the owner's trigger change rotated"
@@ -214,7 +193,6 @@ async fn grants_refuse_adoption_and_foreign_workspaces_without_any_api_call() {
         {"namespaces": ["{other}"], "allowAdoption": true}
     ]);
     let h = Harness::start_two_teams("ten-grant", DRIFT, Some(grants)).await;
-    let configs = h.env.api::<Config>();
     let mut adopt = routing("adopt");
     adopt["slug"] = json!("pc-someone-elses");
     adopt["workspaceId"] = json!(WS_A);
@@ -226,13 +204,9 @@ async fn grants_refuse_adoption_and_foreign_workspaces_without_any_api_call() {
         ("foreign", foreign),
         ("unscoped", unscoped),
     ] {
-        configs
-            .create(&PostParams::default(), &object("Config", name, spec))
-            .await
-            .unwrap();
+        create::<Config>(&h.env, name, spec).await;
     }
     let refused = h
-        .env
         .wait_for::<Config>("adopt", WAIT, |c| c.stalled_with("AdoptionNotAllowed"))
         .await;
     assert!(
@@ -243,12 +217,10 @@ async fn grants_refuse_adoption_and_foreign_workspaces_without_any_api_call() {
             .contains("allowAdoption")
     );
     let refused = h
-        .env
         .wait_for::<Config>("foreign", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
         .await;
     assert!(refused.condition("Stalled").unwrap().2.contains(WS_B));
-    h.env
-        .wait_for::<Config>("unscoped", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
+    h.wait_for::<Config>("unscoped", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
         .await;
     tokio::time::sleep(DRIFT * 2).await;
     let stats = h.stats().await;
@@ -291,8 +263,7 @@ async fn a_credentials_secret_aigw_did_not_create_is_never_taken_over() {
         .await
         .unwrap();
     create::<Deployment>(&h.env, "gw", gateway("gw-conflict", "someone-elses")).await;
-    h.env
-        .wait_for::<Deployment>("gw", WAIT, |d| d.stalled_with("SecretConflict"))
+    h.wait_for::<Deployment>("gw", WAIT, |d| d.stalled_with("SecretConflict"))
         .await;
     assert_eq!(h.count("POST /ai_gw/admin/v2/deployments").await, 0);
     let after = secrets.get("someone-elses").await.unwrap();
@@ -307,10 +278,7 @@ async fn an_orphaned_deployment_keeps_its_live_credentials() {
     let mut spec = gateway("gw-orphan", "orphan-creds");
     spec["deletionPolicy"] = "Orphan".into();
     create::<Deployment>(&h.env, "gw", spec).await;
-    let ready = h
-        .env
-        .wait_for::<Deployment>("gw", WAIT, |d| d.ready())
-        .await;
+    let ready = h.wait_for::<Deployment>("gw", WAIT, |d| d.ready()).await;
     let id = ready.status.unwrap().id.unwrap();
     h.env.delete_and_wait::<Deployment>("gw", WAIT).await;
     // Garbage collection would have removed an owned Secret by now; give it a moment anyway.
@@ -370,9 +338,7 @@ async fn two_installations_act_only_on_their_own_objects() {
     let ns = h.env.namespace.clone();
     // Both select this test's cluster-scoped objects; a Connection labelled for one is not the
     // other's.
-    let selector = |other: &str| format!("{CLUSTER_LABEL}={ns},aigw-test/installation!={other}");
-    let a = h.installation("inst-a", &selector("inst-b")).await;
-    let b = h.installation("inst-b", &selector("inst-a")).await;
+    let (a, b) = two_installations(&h).await;
 
     // A Connection of b's (to b's tenant), and a Config naming it.
     let token: Secret = serde_json::from_value(json!({
@@ -425,16 +391,11 @@ async fn two_installations_act_only_on_their_own_objects() {
         "actions": {"deny": true}});
     let guardrails = Api::<ClusterGuardrail>::all(h.env.client.clone());
     let guardrail = h.cluster_name("org-shared");
-    guardrails
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("ClusterGuardrail", "org-shared", guardrail_spec),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<aigw::resources::ClusterGuardrail>("org-shared", guardrail_spec)
+        .await;
 
     for name in ["shared", "through-b"] {
-        h.env.wait_for::<Config>(name, WAIT, |c| c.ready()).await;
+        h.wait_for::<Config>(name, WAIT, |c| c.ready()).await;
     }
     support::wait_until(WAIT, || async {
         guardrails.get(&guardrail).await.ok().filter(|g| g.ready())
@@ -657,14 +618,10 @@ async fn two_installations_act_only_on_their_own_objects() {
 async fn another_installations_config_neither_uses_nor_pins_a_guardrail() {
     use aigw::controller::state::installation::ANNOTATION;
     use aigw::resources::Guardrail;
-    use support::harness::CLUSTER_LABEL;
 
     let mut h = Harness::start_with("ten-pin", DRIFT).await;
     h.stop_operator().await;
-    let ns = h.env.namespace.clone();
-    let selector = |other: &str| format!("{CLUSTER_LABEL}={ns},aigw-test/installation!={other}");
-    let a = h.installation("inst-a", &selector("inst-b")).await;
-    let b = h.installation("inst-b", &selector("inst-a")).await;
+    let (a, b) = two_installations(&h).await;
     // Claimed up front, so which installation has which is not a race.
     fn claimed<K: serde::de::DeserializeOwned>(kind: &str, name: &str, id: &str, spec: Value) -> K {
         serde_json::from_value(json!({
@@ -684,9 +641,7 @@ async fn another_installations_config_neither_uses_nor_pins_a_guardrail() {
         )
         .await
         .unwrap();
-    h.env
-        .wait_for::<Guardrail>("pii", WAIT, |g| g.ready())
-        .await;
+    h.wait_for::<Guardrail>("pii", WAIT, |g| g.ready()).await;
     assert!(
         a.state().await.to_string().contains("pii"),
         "a created it in its tenant"
@@ -703,7 +658,6 @@ async fn another_installations_config_neither_uses_nor_pins_a_guardrail() {
         .await
         .unwrap();
     let refused = h
-        .env
         .wait_for::<Config>("user", WAIT, |c| c.stalled_with("InvalidSpec"))
         .await;
     let (_, _, message) = refused.condition("Stalled").unwrap();
@@ -774,7 +728,6 @@ async fn a_resource_refused_by_the_grants_is_not_claimed() {
     foreign["workspaceId"] = json!(WS_B);
     create::<Config>(&h.env, "foreign", foreign).await;
     let refused = h
-        .env
         .wait_for::<Config>("foreign", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
         .await;
     tokio::time::sleep(DRIFT * 3).await;
@@ -802,10 +755,7 @@ async fn a_resource_refused_by_the_grants_is_not_claimed() {
     // Admitted now: claimed and reconciled.
     h.set_grants(json!([{"namespaces": ["{ns}"], "workspaces": [WS_A, WS_B]}]));
     h.restart_operator().await;
-    let ready = h
-        .env
-        .wait_for::<Config>("foreign", WAIT, |c| c.ready())
-        .await;
+    let ready = h.wait_for::<Config>("foreign", WAIT, |c| c.ready()).await;
     let annotations = ready.metadata.annotations.unwrap_or_default();
     assert!(
         annotations.contains_key("aigw.io/installation"),
@@ -845,19 +795,15 @@ fn rewritten_claim(id: &str) -> Patch<Value> {
 /// created a second copy in its tenant and the first was left orphaned.
 #[tokio::test]
 async fn a_tenant_rewriting_the_claim_moves_nothing() {
-    use support::harness::CLUSTER_LABEL;
     let mut h = Harness::start_with("ten-move", DRIFT).await;
     h.stop_operator().await;
-    let ns = h.env.namespace.clone();
-    let selector = |other: &str| format!("{CLUSTER_LABEL}={ns},aigw-test/installation!={other}");
-    let a = h.installation("inst-a", &selector("inst-b")).await;
-    let b = h.installation("inst-b", &selector("inst-a")).await;
+    let (a, b) = two_installations(&h).await;
     let configs = h.env.api::<Config>();
     configs
         .create(&PostParams::default(), &claimed_config("moved", "inst-a"))
         .await
         .unwrap();
-    let ready = h.env.wait_for::<Config>("moved", WAIT, |c| c.ready()).await;
+    let ready = h.wait_for::<Config>("moved", WAIT, |c| c.ready()).await;
     assert_eq!(config_copies(&a).await, 1, "a created it in its tenant");
     let finalizers = ready.metadata.finalizers.clone().unwrap_or_default();
     assert_eq!(
@@ -917,7 +863,7 @@ async fn a_tenant_rewriting_the_claim_moves_nothing() {
         .patch("moved", &PatchParams::default(), &rewritten_claim("inst-a"))
         .await
         .unwrap();
-    let resumed = h.env.wait_for::<Config>("moved", WAIT, |c| c.ready()).await;
+    let resumed = h.wait_for::<Config>("moved", WAIT, |c| c.ready()).await;
     assert!(!resumed.stalled_with("ClaimChanged"));
     assert!(a.remote_writes().await > writes_while_changed);
     assert_eq!(
@@ -931,8 +877,7 @@ async fn a_tenant_rewriting_the_claim_moves_nothing() {
         .patch("moved", &PatchParams::default(), &rewritten_claim("inst-b"))
         .await
         .unwrap();
-    h.env
-        .wait_for::<Config>("moved", WAIT, |c| c.stalled_with("ClaimChanged"))
+    h.wait_for::<Config>("moved", WAIT, |c| c.stalled_with("ClaimChanged"))
         .await;
     h.env.delete_and_wait::<Config>("moved", WAIT).await;
     let (in_a, in_b) = (config_copies(&a).await, config_copies(&b).await);
@@ -954,19 +899,15 @@ async fn a_tenant_rewriting_the_claim_moves_nothing() {
 /// the object alone, and its deletion waited on the shared finalizer for good.
 #[tokio::test]
 async fn a_claim_naming_nobody_does_not_hold_the_deletion() {
-    use support::harness::CLUSTER_LABEL;
     let mut h = Harness::start_with("ten-nobody", DRIFT).await;
     h.stop_operator().await;
-    let ns = h.env.namespace.clone();
-    let selector = |other: &str| format!("{CLUSTER_LABEL}={ns},aigw-test/installation!={other}");
-    let a = h.installation("inst-a", &selector("inst-b")).await;
-    let b = h.installation("inst-b", &selector("inst-a")).await;
+    let (a, b) = two_installations(&h).await;
     let configs = h.env.api::<Config>();
     configs
         .create(&PostParams::default(), &claimed_config("stray", "inst-a"))
         .await
         .unwrap();
-    h.env.wait_for::<Config>("stray", WAIT, |c| c.ready()).await;
+    h.wait_for::<Config>("stray", WAIT, |c| c.ready()).await;
     configs
         .patch(
             "stray",
@@ -1017,18 +958,14 @@ async fn a_claim_naming_nobody_does_not_hold_the_deletion() {
 /// installation, which removes the shared finalizer; another installation leaves it alone.
 #[tokio::test]
 async fn an_object_with_the_shared_finalizer_is_cleaned_up_by_its_installation() {
-    use support::harness::CLUSTER_LABEL;
     let mut h = Harness::start_with("ten-legacy", DRIFT).await;
     h.stop_operator().await;
-    let ns = h.env.namespace.clone();
     let configs = h.env.api::<Config>();
     let mut old = claimed_config("old", "inst-a");
     old.metadata.finalizers = Some(vec!["aigw.io/finalizer".into()]);
     configs.create(&PostParams::default(), &old).await.unwrap();
-    let selector = |other: &str| format!("{CLUSTER_LABEL}={ns},aigw-test/installation!={other}");
-    let a = h.installation("inst-a", &selector("inst-b")).await;
-    let b = h.installation("inst-b", &selector("inst-a")).await;
-    let ready = h.env.wait_for::<Config>("old", WAIT, |c| c.ready()).await;
+    let (a, b) = two_installations(&h).await;
+    let ready = h.wait_for::<Config>("old", WAIT, |c| c.ready()).await;
     assert_eq!(
         ready.metadata.finalizers.unwrap_or_default(),
         ["aigw.io/finalizer"],
@@ -1062,13 +999,9 @@ async fn an_object_with_the_shared_finalizer_is_cleaned_up_by_its_installation()
 async fn a_rewritten_claim_on_a_cluster_scoped_object_moves_nothing() {
     use aigw::controller::state::installation::ANNOTATION;
     use aigw::resources::ClusterGuardrail;
-    use support::harness::CLUSTER_LABEL;
     let mut h = Harness::start_with("ten-movec", DRIFT).await;
     h.stop_operator().await;
-    let ns = h.env.namespace.clone();
-    let selector = |other: &str| format!("{CLUSTER_LABEL}={ns},aigw-test/installation!={other}");
-    let a = h.installation("inst-a", &selector("inst-b")).await;
-    let b = h.installation("inst-b", &selector("inst-a")).await;
+    let (a, b) = two_installations(&h).await;
     let spec = json!({"name": "org-shared",
         "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
         "actions": {"deny": true}});

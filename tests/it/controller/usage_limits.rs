@@ -40,13 +40,7 @@ fn budget(name: &str) -> Value {
 
 /// The emulator's record of policy `id` (archived ones included), with its `resets` count.
 async fn remote(h: &Harness, id: &str) -> Value {
-    h.state().await["usage_limits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["id"] == id)
-        .cloned()
-        .unwrap_or_else(|| panic!("no remote usage-limits policy {id}"))
+    h.remote_record_present("usage_limits", "id", id).await
 }
 
 /// What gateway traffic would do: `usage` more for `value_key`.
@@ -67,7 +61,7 @@ async fn create(h: &Harness, name: &str, spec: Value) -> String {
         .create(&PostParams::default(), &policy(name, spec))
         .await
         .unwrap();
-    let created = h.env.wait_for::<UsageLimitsPolicy>(name, WAIT, ready).await;
+    let created = h.wait_for::<UsageLimitsPolicy>(name, WAIT, ready).await;
     created.status.unwrap().id.unwrap()
 }
 
@@ -77,7 +71,7 @@ async fn patch(h: &Harness, name: &str, patch: Value) {
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    h.env.wait_for::<UsageLimitsPolicy>(name, WAIT, ready).await;
+    h.wait_for::<UsageLimitsPolicy>(name, WAIT, ready).await;
 }
 
 #[tokio::test]
@@ -122,15 +116,7 @@ async fn a_usage_limits_policy_is_created_updated_and_archived_with_one_write_ea
     .await
     .expect("the remote edit was not corrected");
     // The event follows the PUT (after the status write).
-    support::wait_until(WAIT, || async {
-        h.env
-            .events_text()
-            .await
-            .contains("DriftCorrected")
-            .then_some(())
-    })
-    .await
-    .expect("a DriftCorrected event");
+    h.env.wait_event("DriftCorrected", WAIT).await;
     let recorded = support::wait_until(WAIT, || async {
         let policy = h.env.api::<UsageLimitsPolicy>().get("budget").await.ok()?;
         policy.status?.last_drift_correction
@@ -188,7 +174,6 @@ async fn usage_is_reset_exactly_once_per_trigger_change_and_never_by_an_apply() 
     // Only key-a had usage again.
     assert_eq!(remote(&h, &id).await["resets"], 3);
     let status = h
-        .env
         .wait_for::<UsageLimitsPolicy>("reset", WAIT, ready)
         .await
         .status
@@ -264,7 +249,6 @@ async fn an_adopted_policy_is_observed_without_a_write() {
         .await
         .unwrap();
     let observed = h
-        .env
         .wait_for::<UsageLimitsPolicy>("shared", WAIT, |p| {
             p.status.as_ref().is_some_and(|s| {
                 s.conditions

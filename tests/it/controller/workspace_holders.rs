@@ -10,7 +10,7 @@ use crate::support;
 use std::time::Duration;
 
 use aigw::resources::{Config, McpIntegration, McpServer, Workspace};
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams};
 use serde_json::json;
 use support::harness::Harness;
 use support::objects::Conditions;
@@ -25,12 +25,8 @@ fn workspaces(h: &Harness) -> Api<Workspace> {
 
 async fn ready_workspace(h: &Harness, name: &str) -> String {
     let api = workspaces(h);
-    api.create(
-        &PostParams::default(),
-        &h.cluster_object("Workspace", name, json!({"name": name})),
-    )
-    .await
-    .unwrap();
+    h.create_cluster::<Workspace>(name, json!({"name": name}))
+        .await;
     let full = h.cluster_name(name);
     support::wait_until(WAIT, || async {
         let w = api.get_opt(&full).await.ok()??;
@@ -73,15 +69,8 @@ async fn attack_an_ungranted_namespace_naming_a_workspace_by_resource_blocks_its
     let mut spec = support::objects::routing("squatter");
     spec["workspaceRef"] = json!({"name": h.cluster_name("other")});
     spec["deletionPolicy"] = json!("Orphan");
-    configs
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Config", "squatter", spec),
-        )
-        .await
-        .unwrap();
-    h.env
-        .wait_for::<Config>("squatter", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
+    support::objects::create::<Config>(&h.env, "squatter", spec).await;
+    h.wait_for::<Config>("squatter", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
         .await;
     workspaces(&h)
         .delete(&h.cluster_name("other"), &DeleteParams::default())
@@ -113,19 +102,13 @@ async fn attack_a_workspace_an_mcp_integration_enables_by_resource_is_archived_u
     ready_workspace(&h, "payments").await;
     let integrations = Api::<McpIntegration>::all(h.env.client.clone());
     let slug = h.cluster_name("tools");
-    integrations
-        .create(
-            &PostParams::default(),
-            &h.cluster_object(
-                "McpIntegration",
-                "tools",
-                json!({"slug": slug, "name": "Tools", "url": "https://mcp.example.com/mcp",
+    h.create_cluster::<McpIntegration>(
+        "tools",
+        json!({"slug": slug, "name": "Tools", "url": "https://mcp.example.com/mcp",
                        "authType": "none", "transport": "http",
                        "workspaces": [{"workspaceRef": {"name": h.cluster_name("payments")}}]}),
-            ),
-        )
-        .await
-        .unwrap();
+    )
+    .await;
     let ready = support::wait_until(WAIT, || async {
         let i = integrations.get_opt(&slug).await.ok()??;
         i.ready().then_some(())
@@ -166,18 +149,12 @@ async fn attack_an_mcp_server_that_never_made_anything_holds_the_integration() {
     .await;
     let integrations = Api::<McpIntegration>::all(h.env.client.clone());
     let slug = h.cluster_name("tools");
-    integrations
-        .create(
-            &PostParams::default(),
-            &h.cluster_object(
-                "McpIntegration",
-                "tools",
-                json!({"slug": slug, "name": "Tools", "url": "https://mcp.example.com/mcp",
+    h.create_cluster::<McpIntegration>(
+        "tools",
+        json!({"slug": slug, "name": "Tools", "url": "https://mcp.example.com/mcp",
                        "authType": "none", "transport": "http", "workspaces": []}),
-            ),
-        )
-        .await
-        .unwrap();
+    )
+    .await;
     let ready = support::wait_until(WAIT, || async {
         let i = integrations.get_opt(&slug).await.ok()??;
         i.ready().then_some(())
@@ -185,24 +162,18 @@ async fn attack_an_mcp_server_that_never_made_anything_holds_the_integration() {
     .await;
     assert!(ready.is_some(), "{}", h.cluster_events_text().await);
     let servers = h.env.api::<McpServer>();
-    servers
-        .create(
-            &PostParams::default(),
-            &support::objects::object(
-                "McpServer",
-                "squatter",
-                json!({"name": "Squatter", "workspaceId": WS_A,
+    support::objects::create::<McpServer>(
+        &h.env,
+        "squatter",
+        json!({"name": "Squatter", "workspaceId": WS_A,
                        "integrationRef": {"name": slug}}),
-            ),
-        )
-        .await
-        .unwrap();
-    h.env
-        .wait_for::<McpServer>("squatter", WAIT, |s| {
-            s.condition("Ready")
-                .is_some_and(|(st, reason, _)| st == "False" && reason == "IntegrationNotReady")
-        })
-        .await;
+    )
+    .await;
+    h.wait_for::<McpServer>("squatter", WAIT, |s| {
+        s.condition("Ready")
+            .is_some_and(|(st, reason, _)| st == "False" && reason == "IntegrationNotReady")
+    })
+    .await;
     integrations
         .delete(&slug, &DeleteParams::default())
         .await
@@ -260,12 +231,8 @@ async fn attack_a_workspace_whose_create_is_refused_leaves_no_iam_scope_behind()
     let before = owned_scopes(&h).await.len();
     h.faults(json!({"failing_routes": {WS_POST: 400}})).await;
     let api = workspaces(&h);
-    api.create(
-        &PostParams::default(),
-        &h.cluster_object("Workspace", "refused", json!({"name": "Refused"})),
-    )
-    .await
-    .unwrap();
+    h.create_cluster::<Workspace>("refused", json!({"name": "Refused"}))
+        .await;
     let tried = support::wait_until(WAIT, || async {
         (h.count(WS_POST).await >= 1).then_some(())
     })
@@ -300,12 +267,8 @@ async fn attack_a_workspace_deleted_while_its_create_is_uncertain_is_not_left_be
     h.faults(json!({"drop_after_commit_once": [WS_POST], "failing_routes": {WS_LIST: 503}}))
         .await;
     let api = workspaces(&h);
-    api.create(
-        &PostParams::default(),
-        &h.cluster_object("Workspace", "uncertain", json!({"name": "Uncertain"})),
-    )
-    .await
-    .unwrap();
+    h.create_cluster::<Workspace>("uncertain", json!({"name": "Uncertain"}))
+        .await;
     let posted = support::wait_until(WAIT, || async {
         (h.count(WS_POST).await >= 1).then_some(())
     })
@@ -352,34 +315,22 @@ async fn attack_a_workspace_held_by_an_mcp_server_goes_as_soon_as_the_server_doe
     let id = ready_workspace(&h, "pay").await;
     let integrations = Api::<McpIntegration>::all(h.env.client.clone());
     let slug = h.cluster_name("tools");
-    integrations
-        .create(
-            &PostParams::default(),
-            &h.cluster_object(
-                "McpIntegration",
-                "tools",
-                json!({"slug": slug, "name": "Tools", "url": "https://mcp.example.com/mcp",
+    h.create_cluster::<McpIntegration>(
+        "tools",
+        json!({"slug": slug, "name": "Tools", "url": "https://mcp.example.com/mcp",
                        "authType": "none", "transport": "http",
                        "workspaces": [{"workspace": id}], "deletionPolicy": "Orphan"}),
-            ),
-        )
-        .await
-        .unwrap();
+    )
+    .await;
     let servers = h.env.api::<McpServer>();
-    servers
-        .create(
-            &PostParams::default(),
-            &support::objects::object(
-                "McpServer",
-                "pay-tools",
-                json!({"name": "Pay tools", "workspaceId": id,
+    support::objects::create::<McpServer>(
+        &h.env,
+        "pay-tools",
+        json!({"name": "Pay tools", "workspaceId": id,
                        "integrationRef": {"name": slug}}),
-            ),
-        )
-        .await
-        .unwrap();
-    h.env
-        .wait_for::<McpServer>("pay-tools", WAIT, |s| s.ready())
+    )
+    .await;
+    h.wait_for::<McpServer>("pay-tools", WAIT, |s| s.ready())
         .await;
     workspaces(&h)
         .delete(&h.cluster_name("pay"), &DeleteParams::default())
@@ -457,16 +408,11 @@ async fn attack_adopting_a_managed_workspace_by_slug_then_deleting_it_leaves_it_
     let api = workspaces(&h);
     let a = api.get(&h.cluster_name("a")).await.unwrap();
     let slug = a.status.and_then(|s| s.slug).unwrap();
-    api.create(
-        &PostParams::default(),
-        &h.cluster_object(
-            "Workspace",
-            "b",
-            json!({"name": "B", "slug": slug, "deletionPolicy": "Delete"}),
-        ),
+    h.create_cluster::<Workspace>(
+        "b",
+        json!({"name": "B", "slug": slug, "deletionPolicy": "Delete"}),
     )
-    .await
-    .unwrap();
+    .await;
     let full = h.cluster_name("b");
     let stalled = support::wait_until(WAIT, || async {
         let w = api.get_opt(&full).await.ok()??;

@@ -118,13 +118,7 @@ struct Matrix<'h> {
 
 impl<'h> Matrix<'h> {
     fn new<F: ByRef>(h: &'h Harness) -> Self {
-        let resource = ApiResource {
-            group: "aigw.io".into(),
-            version: "v1alpha1".into(),
-            api_version: "aigw.io/v1alpha1".into(),
-            kind: F::KIND.into(),
-            plural: F::PLURAL.into(),
-        };
+        let resource = super::conformance::resource::<F>();
         let workspace = ApiResource::erase::<aigw::resources::Workspace>(&());
         Self {
             h,
@@ -223,16 +217,19 @@ impl<'h> Matrix<'h> {
 
     /// POSTs of the kind's creates so far.
     async fn posts<F: ByRef>(&self) -> u64 {
-        count_in(&self.h.stats().await, &format!("POST {}", F::COLLECTION))
+        count_in(
+            &self.h.stats().await,
+            &format!("POST {}", F::REMOTE.collection),
+        )
     }
 
     /// The workspace the emulator holds the remote object of `object` (Ready) in.
     async fn remote_workspace<F: ByRef>(&self, object: &Value) -> Value {
-        let key = object["status"][F::KEY].clone();
+        let key = object["status"][F::REMOTE.key].clone();
         let state = self.h.state().await;
-        let remote = state[F::STATE]
+        let remote = state[F::REMOTE.state]
             .as_array()
-            .and_then(|all| all.iter().find(|r| r[F::KEY] == key))
+            .and_then(|all| all.iter().find(|r| r[F::REMOTE.key] == key))
             .unwrap_or_else(|| panic!("{}: no remote object {key} in {state}", F::KIND));
         remote["workspace_id"].clone()
     }
@@ -392,18 +389,8 @@ async fn waits<F: ByRef>(m: &Matrix<'_>) {
     assert_eq!(m.posts::<F>().await, posts + 1, "{} (waits)", F::KIND);
 }
 
-macro_rules! by_ref {
-    ($($test:ident => $fixture:ty),* $(,)?) => {
-        $(
-            #[tokio::test]
-            async fn $test() {
-                run::<$fixture>(concat!("wr-", stringify!($test))).await;
-            }
-        )*
-    };
-}
-
-by_ref! {
+super::conformance::per_kind! {
+    "wr-":
     config => ConfigKind,
     rate_limits_policy => RateLimitsPolicyKind,
     usage_limits_policy => UsageLimitsPolicyKind,

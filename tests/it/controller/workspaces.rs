@@ -11,7 +11,7 @@ use crate::support;
 use std::time::Duration;
 
 use aigw::resources::{Config, Workspace};
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::Harness;
@@ -30,50 +30,15 @@ fn api(h: &Harness) -> Api<Workspace> {
 }
 
 async fn create(h: &Harness, name: &str, spec: Value) {
-    api(h)
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("Workspace", name, spec),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<Workspace>(name, spec).await;
 }
 
 async fn wait_for(h: &Harness, name: &str, done: impl Fn(&Workspace) -> bool) -> Workspace {
-    let api = api(h);
-    let name = h.cluster_name(name);
-    let found = support::wait_until(WAIT, || async {
-        let w = api.get_opt(&name).await.ok()??;
-        done(&w).then_some(w)
-    })
-    .await;
-    match found {
-        Some(w) => w,
-        None => panic!(
-            "Workspace {name} did not get there: {:?}\n--- events ---\n{}\n--- stats ---\n{}",
-            api.get_opt(&name)
-                .await
-                .ok()
-                .flatten()
-                .and_then(|w| w.status),
-            h.cluster_events_text().await,
-            h.stats().await
-        ),
-    }
+    h.wait_cluster(name, WAIT, done).await
 }
 
 async fn wait_gone(h: &Harness, name: &str) {
-    let api = api(h);
-    let name = h.cluster_name(name);
-    let gone = support::wait_until(WAIT, || async {
-        api.get_opt(&name).await.ok()?.is_none().then_some(())
-    })
-    .await;
-    assert!(
-        gone.is_some(),
-        "Workspace {name} was not deleted\n{}",
-        h.cluster_events_text().await
-    );
+    h.wait_cluster_gone::<Workspace>(name, WAIT).await;
 }
 
 /// The emulator's workspaces (archived ones too) and IAM scopes.
@@ -196,13 +161,7 @@ async fn a_workspace_is_made_in_three_calls_kept_in_line_and_archived_once_nothi
     let mut holder = support::objects::routing("in-pay");
     holder["workspaceId"] = json!(id);
     holder["deletionPolicy"] = json!("Orphan");
-    configs
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Config", "in-pay", holder),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Config>(&h.env, "in-pay", holder).await;
     api(&h)
         .delete(&h.cluster_name("pay"), &DeleteParams::default())
         .await
@@ -450,13 +409,7 @@ async fn an_exported_workspace_is_adopted_without_a_write() {
     create(&h, "exported", spec).await;
     let ready = wait_for(&h, "exported", |w| w.ready()).await;
     assert_eq!(ready.status.unwrap().slug.as_deref(), Some(slug.as_str()));
-    tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(
-        h.remote_writes().await,
-        before,
-        "adopting the export wrote: {}",
-        h.stats().await
-    );
+    h.assert_no_write_since(before, "adopting the export").await;
     h.stop().await;
 }
 
@@ -486,15 +439,8 @@ async fn a_default_config_in_the_workspace_is_set_once_its_config_is_ready() {
     let mut config = support::objects::routing("main");
     config["workspaceId"] = json!(id);
     config["deletionPolicy"] = json!("Orphan");
-    h.env
-        .api::<Config>()
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Config", "main", config),
-        )
-        .await
-        .unwrap();
-    let config = h.env.wait_for::<Config>("main", WAIT, |c| c.ready()).await;
+    support::objects::create::<Config>(&h.env, "main", config).await;
+    let config = h.wait_for::<Config>("main", WAIT, |c| c.ready()).await;
     let config_id = config.status.unwrap().id.expect("the config's id");
     wait_for(&h, "routing", |w| w.ready()).await;
     let remote = h.call(Method::GET, &path, None).await;
@@ -528,19 +474,10 @@ async fn a_grant_naming_a_workspace_resource_lets_a_namespace_into_that_workspac
         let mut spec = support::objects::routing(name);
         spec["workspaceId"] = json!(workspace);
         spec["deletionPolicy"] = json!("Orphan");
-        configs
-            .create(
-                &PostParams::default(),
-                &support::objects::object("Config", name, spec),
-            )
-            .await
-            .unwrap();
+        support::objects::create::<Config>(&h.env, name, spec).await;
     }
-    h.env
-        .wait_for::<Config>("inside", WAIT, |c| c.ready())
-        .await;
+    h.wait_for::<Config>("inside", WAIT, |c| c.ready()).await;
     let refused = h
-        .env
         .wait_for::<Config>("outside", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
         .await;
     let (_, _, message) = refused.condition("Stalled").unwrap();
@@ -567,15 +504,8 @@ async fn a_config_naming_its_workspace_by_resource_waits_then_is_created_once_in
     let mut spec = support::objects::routing("by-ref");
     spec["workspaceRef"] = json!({"name": h.cluster_name("later")});
     spec["deletionPolicy"] = json!("Orphan");
-    configs
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Config", "by-ref", spec),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Config>(&h.env, "by-ref", spec).await;
     let waiting = h
-        .env
         .wait_for::<Config>("by-ref", WAIT, |c| c.stalled_with("WorkspaceNotReady"))
         .await;
     let (_, _, message) = waiting.condition("Stalled").unwrap();
@@ -585,10 +515,7 @@ async fn a_config_naming_its_workspace_by_resource_waits_then_is_created_once_in
     create(&h, "later", json!({"name": "Later"})).await;
     let ready = wait_for(&h, "later", |w| w.ready()).await;
     let (id, _, _) = recorded(&ready);
-    let config = h
-        .env
-        .wait_for::<Config>("by-ref", WAIT, |c| c.ready())
-        .await;
+    let config = h.wait_for::<Config>("by-ref", WAIT, |c| c.ready()).await;
     let slug = config.status.unwrap().slug.expect("the config's slug");
     let remote = h
         .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
@@ -639,25 +566,15 @@ async fn a_workspace_named_by_resource_outside_the_grants_is_refused_before_any_
         let mut spec = support::objects::routing(name);
         spec["workspaceRef"] = json!({"name": h.cluster_name(workspace)});
         spec["deletionPolicy"] = json!("Orphan");
-        configs
-            .create(
-                &PostParams::default(),
-                &support::objects::object("Config", name, spec),
-            )
-            .await
-            .unwrap();
+        support::objects::create::<Config>(&h.env, name, spec).await;
     }
-    let inside = h
-        .env
-        .wait_for::<Config>("inside", WAIT, |c| c.ready())
-        .await;
+    let inside = h.wait_for::<Config>("inside", WAIT, |c| c.ready()).await;
     let slug = inside.status.unwrap().slug.unwrap();
     let remote = h
         .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
         .await;
     assert_eq!(remote["workspace_id"], team_id.as_str(), "{remote}");
     let refused = h
-        .env
         .wait_for::<Config>("outside", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
         .await;
     let (_, _, message) = refused.condition("Stalled").unwrap();

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
+use crate::support::SendJson;
 use aigw::emulator::EmulatorOptions;
 use aigw::resources::{
     ClusterGuardrail, Config, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy,
@@ -290,14 +291,7 @@ impl Remote {
 
     async fn stats(&self) -> Value {
         let url = format!("{}/_emulator/stats", self.url);
-        self.http
-            .get(url)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
+        self.http.get(url).json_value().await
     }
 
     async fn reset_stats(&self) {
@@ -743,20 +737,15 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
                 .unwrap();
         }
     }
-    h.env
-        .wait_for::<Config>("chat-routing", WAIT, |c| c.ready())
+    h.wait_for::<Config>("chat-routing", WAIT, |c| c.ready())
         .await;
-    h.env
-        .wait_for::<Deployment>("edge-eu", WAIT, |d| d.ready())
+    h.wait_for::<Deployment>("edge-eu", WAIT, |d| d.ready())
         .await;
-    h.env
-        .wait_for::<RateLimitsPolicy>("per-key", WAIT, |p| p.ready())
+    h.wait_for::<RateLimitsPolicy>("per-key", WAIT, |p| p.ready())
         .await;
-    h.env
-        .wait_for::<UsageLimitsPolicy>("team-budget", WAIT, |p| p.ready())
+    h.wait_for::<UsageLimitsPolicy>("team-budget", WAIT, |p| p.ready())
         .await;
-    h.env
-        .wait_for::<Guardrail>("pii-check", WAIT, |g| g.ready())
+    h.wait_for::<Guardrail>("pii-check", WAIT, |g| g.ready())
         .await;
     let cluster = Api::<ClusterGuardrail>::all(h.env.client.clone());
     support::wait_until(WAIT, || async {
@@ -891,13 +880,8 @@ async fn plan_without_a_kubeconfig_hides_a_value_at_a_dropped_path() {
 async fn plan_resolves_a_workspace_named_by_resource_through_the_cluster() {
     let h = Harness::start("gitops-wsref").await;
     let name = h.cluster_name("planned");
-    Api::<aigw::resources::Workspace>::all(h.env.client.clone())
-        .create(
-            &PostParams::default(),
-            &h.cluster_object("Workspace", "planned", json!({"name": "Planned"})),
-        )
-        .await
-        .unwrap();
+    h.create_cluster::<aigw::resources::Workspace>("planned", json!({"name": "Planned"}))
+        .await;
     let workspaces = Api::<aigw::resources::Workspace>::all(h.env.client.clone());
     let id = support::wait_until(WAIT, || async {
         let w = workspaces.get_opt(&name).await.ok()??;

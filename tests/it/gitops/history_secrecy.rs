@@ -43,17 +43,10 @@ async fn history_diff_never_prints_a_secret_backed_value() {
     let mut spec = routing("bedrock");
     spec["secretRefs"] =
         json!([{"path": "/aws_access_key_id", "secretKeyRef": {"name": "aws", "key": "id"}}]);
-    h.env
-        .api::<Config>()
-        .create(&PostParams::default(), &object("Config", "bedrock", spec))
-        .await
-        .unwrap();
-    h.env
-        .wait_for::<Config>("bedrock", WAIT, |c| c.ready())
-        .await;
+    support::objects::create::<Config>(&h.env, "bedrock", spec).await;
+    h.wait_for::<Config>("bedrock", WAIT, |c| c.ready()).await;
     put(SECOND).await;
     let config = h
-        .env
         .wait_for::<Config>("bedrock", WAIT, |c| {
             c.ready() && c.status.as_ref().is_some_and(|s| s.history.len() == 2)
         })
@@ -63,23 +56,7 @@ async fn history_diff_never_prints_a_secret_backed_value() {
         history[0].version_id.clone().unwrap(),
         history[1].version_id.clone().unwrap(),
     );
-    let token = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(token.path(), support::harness::TOKEN).unwrap();
-    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
-    command
-        .args(["history", "config/bedrock", "--diff", &older, &newer])
-        .args(["-n", &h.env.namespace])
-        .arg("--kubeconfig")
-        .arg(support::kubeconfig_path())
-        .args(["--management-url", &h.emulator.management_url()])
-        .arg("--token-file")
-        .arg(token.path());
-    let output = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .unwrap()
-        .expect("aigw runs");
-    let out = String::from_utf8_lossy(&output.stdout).to_string();
-    assert!(output.status.success(), "{output:?}");
+    let out = super::modes::history(&h, &["config/bedrock", "--diff", &older, &newer]).await;
     assert!(
         !out.contains(FIRST) && !out.contains(SECOND),
         "aigw history --diff printed the Secret's values:\n{out}"
@@ -89,20 +66,8 @@ async fn history_diff_never_prints_a_secret_backed_value() {
 
 /// Runs `aigw` off the async runtime (the in-process emulator keeps serving); stdout and stderr.
 async fn aigw(args: Vec<String>) -> (bool, String) {
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
-            .args(args)
-            .output()
-    })
-    .await
-    .unwrap()
-    .expect("aigw runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code().is_some_and(|c| c <= 2), text)
+    let (code, text) = support::cli::aigw(args).await;
+    (code.is_some_and(|c| c <= 2), text)
 }
 
 /// A target prepended before the one a Secret fills shifts the `secretRefs` index: the remote
@@ -132,15 +97,8 @@ async fn plan_history_and_export_never_print_a_secret_backed_value_after_an_inde
         json!([{"provider": "@openai"}, {"provider": "@bedrock-a"}]),
         1,
     );
-    h.env
-        .api::<Config>()
-        .create(&PostParams::default(), &object("Config", "bedrock", before))
-        .await
-        .unwrap();
-    let created = h
-        .env
-        .wait_for::<Config>("bedrock", WAIT, |c| c.ready())
-        .await;
+    support::objects::create::<Config>(&h.env, "bedrock", before).await;
+    let created = h.wait_for::<Config>("bedrock", WAIT, |c| c.ready()).await;
     let slug = created.status.unwrap().slug.unwrap();
 
     let dir = tempfile::tempdir().unwrap();
@@ -188,17 +146,8 @@ async fn plan_history_and_export_never_print_a_secret_backed_value_after_an_inde
         }
     }
 
-    h.env
-        .api::<Config>()
-        .patch(
-            "bedrock",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": after})),
-        )
-        .await
-        .unwrap();
+    h.env.patch_spec::<Config>("bedrock", json!(after)).await;
     let config = h
-        .env
         .wait_for::<Config>("bedrock", WAIT, |c| {
             c.ready() && c.status.as_ref().is_some_and(|s| s.history.len() == 2)
         })

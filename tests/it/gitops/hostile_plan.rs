@@ -9,9 +9,9 @@ use crate::support;
 use std::path::Path;
 use std::time::Duration;
 
+use crate::support::SendJson;
 use aigw::emulator::EmulatorOptions;
 use aigw::resources::Config;
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::harness::{Harness, TOKEN};
@@ -22,20 +22,8 @@ const WAIT: Duration = Duration::from_secs(60);
 /// Runs `aigw` off the async runtime (the in-process emulator keeps serving): whether it ran
 /// to a plan's exit code (0, 1 or 2), and stdout then stderr.
 async fn aigw(args: Vec<String>) -> (bool, String) {
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
-            .args(args)
-            .output()
-    })
-    .await
-    .unwrap()
-    .expect("aigw runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code().is_some_and(|c| c <= 2), text)
+    let (code, text) = support::cli::aigw(args).await;
+    (code.is_some_and(|c| c <= 2), text)
 }
 
 /// `manifest` written to `dir` as `name`, its path.
@@ -50,16 +38,7 @@ fn args(list: &[&str]) -> Vec<String> {
 }
 
 async fn put_secret(env: &support::TestEnv, name: &str, data: Value) {
-    let secret: Secret =
-        serde_json::from_value(json!({"metadata": {"name": name}, "stringData": data})).unwrap();
-    env.api::<Secret>()
-        .patch(
-            name,
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&secret),
-        )
-        .await
-        .unwrap();
+    env.put_secret(name, json!({}), data).await;
 }
 
 /// A Config of team b takes a target's `custom_host` (credentials in its userinfo) from a
@@ -80,14 +59,7 @@ async fn plan_shows_no_value_of_a_remote_config_the_manifest_does_not_hold() {
         "targets": [{"provider": "@openai"}]},
         "secretRefs": [{"path": "/targets/0/custom_host",
                         "secretKeyRef": {"name": "upstream", "key": "host"}}]});
-    team_b
-        .api::<Config>()
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Config", "victim", victim),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Config>(team_b, "victim", victim).await;
     let ready = team_b
         .wait_for::<Config>("victim", WAIT, |c| c.ready())
         .await;
@@ -181,17 +153,8 @@ async fn plan_masks_the_manifest_by_path_never_by_a_secret_value() {
         "targets": [{"provider": "@openai"}]},
         "secretRefs": [{"path": "/targets/0/account_pin",
                         "secretKeyRef": {"name": "pins", "key": "pin"}}]});
-    h.env
-        .api::<Config>()
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Config", "pinned", spec.clone()),
-        )
-        .await
-        .unwrap();
-    h.env
-        .wait_for::<Config>("pinned", WAIT, |c| c.ready())
-        .await;
+    support::objects::create::<Config>(&h.env, "pinned", spec.clone()).await;
+    h.wait_for::<Config>("pinned", WAIT, |c| c.ready()).await;
 
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");
@@ -247,12 +210,8 @@ async fn plan_export_and_api_show_no_hidden_configuration_of_an_integration() {
                 "aws_external_id": EXTERNAL,
                 "custom_host": format!("https://{USERINFO}@bedrock.victim.example")}}),
         )
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_value()
+        .await;
     assert_eq!(created["slug"], "victim-bedrock", "{created}");
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");
@@ -329,7 +288,7 @@ async fn api_and_export_never_show_the_userinfo_of_a_url() {
             .bearer_auth(TOKEN)
             .json(&body);
         async move {
-            let answer: Value = request.send().await.unwrap().json().await.unwrap();
+            let answer: Value = request.json_value().await;
             answer
         }
     };
@@ -406,12 +365,8 @@ async fn victim_integration(env: &support::TestEnv, emulator_url: &str, name: &s
             "create_default_provider": false,
             "configurations": {"custom_host": VICTIM_HOST}}),
         )
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_value()
+        .await;
     let id = created["id"].as_str().expect("id").to_string();
     let integrations = kube::Api::<aigw::resources::Integration>::all(env.client.clone());
     let live = support::objects::object(
@@ -514,12 +469,8 @@ async fn plan_of_an_adopted_guardrail_shows_no_action_value_it_does_not_hold() {
             "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
             "actions": {"deny": true, "on_fail": {"feedback": {"value": -5, "weight": 1,
                 "metadata": format!("team=b sink={SINK}")}}}}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_value()
+        .await;
     let slug = created["slug"].as_str().expect("slug").to_string();
     let dir = tempfile::tempdir().unwrap();
     let token = dir.path().join("token");
@@ -636,12 +587,8 @@ async fn history_diff_hides_the_values_of_a_version_older_than_the_recorded_hist
         .post(format!("{url}/ai_gw/v2/configs"))
         .bearer_auth(TOKEN)
         .json(&json!({"name": "old", "config": document(1, OLD)}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_value()
+        .await;
     let slug = created["slug"].as_str().expect("slug").to_string();
     for n in 2..=12 {
         let answer = http
@@ -656,12 +603,8 @@ async fn history_diff_hides_the_values_of_a_version_older_than_the_recorded_hist
     let versions: Value = http
         .get(format!("{url}/ai_gw/v2/configs/{slug}/versions"))
         .bearer_auth(TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json_value()
+        .await;
     // Newest first.
     let ids: Vec<String> = versions["data"]
         .as_array()
@@ -671,13 +614,7 @@ async fn history_diff_hides_the_values_of_a_version_older_than_the_recorded_hist
         .collect();
     assert_eq!(ids.len(), 12, "{versions}");
     let spec = json!({"name": "old", "config": document(12, PUBLIC)});
-    env.api::<Config>()
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Config", "old", spec),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Config>(&env, "old", spec).await;
     let recorded: Vec<Value> = ids[..10]
         .iter()
         .map(|id| json!({"versionId": id, "appliedAt": "2026-11-01T00:00:00Z"}))
@@ -718,20 +655,7 @@ async fn history_diff_hides_the_values_of_a_version_older_than_the_recorded_hist
 
 /// Runs `aigw plan` (off the async runtime): its exit code and stdout then stderr.
 async fn plan_exit(args: Vec<String>) -> (Option<i32>, String) {
-    let output = tokio::task::spawn_blocking(move || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
-            .args(args)
-            .output()
-    })
-    .await
-    .unwrap()
-    .expect("aigw runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code(), text)
+    support::cli::aigw(args).await
 }
 
 /// `body` POSTed to the emulator at `path`, its answer.
@@ -740,12 +664,8 @@ async fn post(url: &str, path: &str, body: Value) -> Value {
         .post(format!("{url}{path}"))
         .bearer_auth(TOKEN)
         .json(&body)
-        .send()
+        .json_value()
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
 }
 
 /// A pull request adopts another team's Config, Guardrail and Integration by slug, without

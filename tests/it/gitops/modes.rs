@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use aigw::resources::{Config, Deployment, RateLimitsPolicy};
 use k8s_openapi::api::core::v1::{Event, Secret};
+use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use kube::{Resource, ResourceExt};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{Harness, count_in};
@@ -62,11 +62,7 @@ fn total_requests(stats: &Value) -> u64 {
 
 async fn merge<K>(h: &Harness, name: &str, patch: Value)
 where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    <K as Resource>::DynamicType: Default,
+    K: crate::support::NamespacedKind,
 {
     h.env
         .api::<K>()
@@ -116,13 +112,8 @@ async fn observe_reports_differences_without_writing_until_full() {
     let slug = remote_config(&h, "observed", 2).await;
     let mut spec = adopting(&slug, "observed", 5);
     spec["managementPolicy"] = json!("Observe");
-    h.env
-        .api::<Config>()
-        .create(&PostParams::default(), &object("Config", "observed", spec))
-        .await
-        .unwrap();
+    support::objects::create::<Config>(&h.env, "observed", spec).await;
     let seen = h
-        .env
         .wait_for::<Config>("observed", WAIT, |c| {
             c.ready() && drifted(c).is_some_and(|(s, _)| s == "True")
         })
@@ -156,7 +147,6 @@ async fn observe_reports_differences_without_writing_until_full() {
     )
     .await;
     let applied = h
-        .env
         .wait_for::<Config>("observed", WAIT, |c| {
             c.ready() && drifted(c).is_some_and(|(s, _)| s == "False")
         })
@@ -178,13 +168,8 @@ async fn observe_without_a_remote_object_is_stalled_and_never_creates() {
     let h = Harness::start_with("modes-nothing", DRIFT).await;
     let mut spec = routing("unborn");
     spec["managementPolicy"] = json!("Observe");
-    h.env
-        .api::<Config>()
-        .create(&PostParams::default(), &object("Config", "unborn", spec))
-        .await
-        .unwrap();
-    h.env
-        .wait_for::<Config>("unborn", WAIT, |c| c.stalled_with("NothingToObserve"))
+    support::objects::create::<Config>(&h.env, "unborn", spec).await;
+    h.wait_for::<Config>("unborn", WAIT, |c| c.stalled_with("NothingToObserve"))
         .await;
     support::wait_until(WAIT, || async {
         (!events_about(&h, "unborn", "NothingToObserve")
@@ -198,9 +183,7 @@ async fn observe_without_a_remote_object_is_stalled_and_never_creates() {
 
     // Full creates it: the test above would have seen a POST had Observe sent one.
     merge::<Config>(&h, "unborn", json!({"spec": {"managementPolicy": "Full"}})).await;
-    h.env
-        .wait_for::<Config>("unborn", WAIT, |c| c.ready())
-        .await;
+    h.wait_for::<Config>("unborn", WAIT, |c| c.ready()).await;
     assert_eq!(h.count(CONFIG_POST).await, 1, "{}", h.stats().await);
     h.stop().await;
 }
@@ -212,13 +195,8 @@ async fn deleting_an_observed_object_leaves_the_remote_one_whatever_the_deletion
     let mut spec = adopting(&slug, "kept", 2);
     spec["managementPolicy"] = json!("Observe");
     spec["deletionPolicy"] = json!("Delete");
-    h.env
-        .api::<Config>()
-        .create(&PostParams::default(), &object("Config", "kept", spec))
-        .await
-        .unwrap();
+    support::objects::create::<Config>(&h.env, "kept", spec).await;
     let seen = h
-        .env
         .wait_for::<Config>("kept", WAIT, |c| {
             c.ready() && drifted(c).is_some_and(|(s, _)| s == "False")
         })
@@ -266,16 +244,8 @@ async fn an_observed_deployment_is_never_written_nor_archived() {
     spec["type"] = "production".into();
     spec["deploymentId"] = json!(id);
     spec["managementPolicy"] = json!("Observe");
-    h.env
-        .api::<Deployment>()
-        .create(
-            &PostParams::default(),
-            &object("Deployment", "legacy", spec),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Deployment>(&h.env, "legacy", spec).await;
     let seen = h
-        .env
         .wait_for::<Deployment>("legacy", WAIT, |d| {
             d.ready() && drifted(d).is_some_and(|(s, _)| s == "True")
         })
@@ -328,16 +298,8 @@ async fn observe_works_for_rate_limits_policies_too() {
     let mut spec = limits("shared-limit");
     spec["policyId"] = json!(id);
     spec["managementPolicy"] = json!("Observe");
-    h.env
-        .api::<RateLimitsPolicy>()
-        .create(
-            &PostParams::default(),
-            &object("RateLimitsPolicy", "shared", spec),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<RateLimitsPolicy>(&h.env, "shared", spec).await;
     let seen = h
-        .env
         .wait_for::<RateLimitsPolicy>("shared", WAIT, |p| {
             p.ready() && drifted(p).is_some_and(|(s, _)| s == "True")
         })
@@ -352,15 +314,8 @@ async fn observe_works_for_rate_limits_policies_too() {
 #[tokio::test]
 async fn a_paused_object_makes_no_api_call_until_unpaused() {
     let h = Harness::start_with("modes-paused", DRIFT).await;
-    h.env
-        .api::<Config>()
-        .create(
-            &PostParams::default(),
-            &object("Config", "held", routing("held")),
-        )
-        .await
-        .unwrap();
-    h.env.wait_for::<Config>("held", WAIT, |c| c.ready()).await;
+    support::objects::create::<Config>(&h.env, "held", routing("held")).await;
+    h.wait_for::<Config>("held", WAIT, |c| c.ready()).await;
 
     merge::<Config>(
         &h,
@@ -369,7 +324,6 @@ async fn a_paused_object_makes_no_api_call_until_unpaused() {
     )
     .await;
     let paused = h
-        .env
         .wait_for::<Config>("held", WAIT, |c| {
             c.condition("Paused").is_some_and(|(s, _, _)| s == "True")
         })
@@ -392,7 +346,6 @@ async fn a_paused_object_makes_no_api_call_until_unpaused() {
     )
     .await;
     let resumed = h
-        .env
         .wait_for::<Config>("held", WAIT, |c| {
             c.ready() && c.condition("Paused").is_some_and(|(s, _, _)| s == "False")
         })
@@ -409,15 +362,8 @@ async fn a_paused_object_makes_no_api_call_until_unpaused() {
 #[tokio::test]
 async fn unpausing_without_a_spec_change_clears_paused() {
     let h = Harness::start_with("modes-unpause", DRIFT).await;
-    h.env
-        .api::<Config>()
-        .create(
-            &PostParams::default(),
-            &object("Config", "idle", routing("idle")),
-        )
-        .await
-        .unwrap();
-    h.env.wait_for::<Config>("idle", WAIT, |c| c.ready()).await;
+    support::objects::create::<Config>(&h.env, "idle", routing("idle")).await;
+    h.wait_for::<Config>("idle", WAIT, |c| c.ready()).await;
     for (value, paused) in [(json!("true"), "True"), (Value::Null, "False")] {
         merge::<Config>(
             &h,
@@ -425,11 +371,10 @@ async fn unpausing_without_a_spec_change_clears_paused() {
             json!({"metadata": {"annotations": {"aigw.io/paused": value}}}),
         )
         .await;
-        h.env
-            .wait_for::<Config>("idle", WAIT, |c| {
-                c.condition("Paused").is_some_and(|(s, _, _)| s == paused)
-            })
-            .await;
+        h.wait_for::<Config>("idle", WAIT, |c| {
+            c.condition("Paused").is_some_and(|(s, _, _)| s == paused)
+        })
+        .await;
     }
     let stats = h.stats().await;
     assert_eq!(count_in(&stats, CONFIG_POST), 1, "{stats}");
@@ -440,15 +385,8 @@ async fn unpausing_without_a_spec_change_clears_paused() {
 #[tokio::test]
 async fn deleting_a_paused_object_still_follows_its_deletion_policy() {
     let h = Harness::start_with("modes-paused-delete", DRIFT).await;
-    h.env
-        .api::<Config>()
-        .create(
-            &PostParams::default(),
-            &object("Config", "gone", routing("gone")),
-        )
-        .await
-        .unwrap();
-    let ready = h.env.wait_for::<Config>("gone", WAIT, |c| c.ready()).await;
+    support::objects::create::<Config>(&h.env, "gone", routing("gone")).await;
+    let ready = h.wait_for::<Config>("gone", WAIT, |c| c.ready()).await;
     let slug = ready.status.unwrap().slug.unwrap();
     merge::<Config>(
         &h,
@@ -456,11 +394,10 @@ async fn deleting_a_paused_object_still_follows_its_deletion_policy() {
         json!({"metadata": {"annotations": {"aigw.io/paused": "true"}}}),
     )
     .await;
-    h.env
-        .wait_for::<Config>("gone", WAIT, |c| {
-            c.condition("Paused").is_some_and(|(s, _, _)| s == "True")
-        })
-        .await;
+    h.wait_for::<Config>("gone", WAIT, |c| {
+        c.condition("Paused").is_some_and(|(s, _, _)| s == "True")
+    })
+    .await;
     h.env.delete_and_wait::<Config>("gone", WAIT).await;
     assert_eq!(h.count(CONFIG_DELETE).await, 1, "{}", h.stats().await);
     let state = h.state().await;
@@ -483,15 +420,14 @@ async fn commit(h: &Harness, name: &str, attempts: u64, revision: &str) {
         json!({"metadata": {"annotations": {"aigw.io/revision": revision}}, "spec": spec}),
     )
     .await;
-    h.env
-        .wait_for::<Config>(name, WAIT, |c| {
-            c.ready()
-                && c.status
-                    .as_ref()
-                    .and_then(|s| s.history.first())
-                    .is_some_and(|e| e.revision.as_deref() == Some(revision))
-        })
-        .await;
+    h.wait_for::<Config>(name, WAIT, |c| {
+        c.ready()
+            && c.status
+                .as_ref()
+                .and_then(|s| s.history.first())
+                .is_some_and(|e| e.revision.as_deref() == Some(revision))
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -506,9 +442,7 @@ async fn history_records_each_applied_version_with_its_revision() {
         .create(&PostParams::default(), &first)
         .await
         .unwrap();
-    h.env
-        .wait_for::<Config>("promoted", WAIT, |c| c.ready())
-        .await;
+    h.wait_for::<Config>("promoted", WAIT, |c| c.ready()).await;
     commit(&h, "promoted", 4, "c0ffee1").await;
     commit(&h, "promoted", 5, "c0ffee2").await;
 
@@ -588,7 +522,7 @@ async fn history_records_each_applied_version_with_its_revision() {
 }
 
 /// `aigw history ARGS` against the harness's cluster and emulator; its stdout.
-async fn history(h: &Harness, args: &[&str]) -> String {
+pub(super) async fn history(h: &Harness, args: &[&str]) -> String {
     let token = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(token.path(), support::harness::TOKEN).unwrap();
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));

@@ -140,16 +140,7 @@ async fn plan_with(h: &Harness, manifest: &Config, grants: Option<Value>) -> (Op
         std::fs::write(&file, serde_yaml::to_string(&grants).unwrap()).unwrap();
         command.arg("--grants-file").arg(file);
     }
-    let output = tokio::task::spawn_blocking(move || command.output())
-        .await
-        .unwrap()
-        .expect("aigw runs");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (output.status.code(), text)
+    support::cli::run(command).await
 }
 
 /// `retry.attempts` of the remote document.
@@ -506,13 +497,7 @@ async fn a_guardrail_soaking_a_change_leaves_the_configs_that_name_it_working() 
     let mut spec = routing("routes");
     spec["resourceRefs"] =
         json!([{"path": "/input_guardrails/0", "kind": "Guardrail", "name": "pii"}]);
-    prod.api::<Config>()
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Config", "routes", spec),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Config>(prod, "routes", spec).await;
     let config = prod.wait_for::<Config>("routes", WAIT, |c| c.ready()).await;
     let slug = config.status.unwrap().slug.unwrap();
 
@@ -595,13 +580,7 @@ async fn a_held_guardrail_deleted_remotely_is_created_again_only_when_the_gate_o
     let mut spec = routing("routes");
     spec["resourceRefs"] =
         json!([{"path": "/input_guardrails/0", "kind": "Guardrail", "name": "pii"}]);
-    prod.api::<Config>()
-        .create(
-            &PostParams::default(),
-            &support::objects::object("Config", "routes", spec),
-        )
-        .await
-        .unwrap();
+    support::objects::create::<Config>(prod, "routes", spec).await;
     let config = prod.wait_for::<Config>("routes", WAIT, |c| c.ready()).await;
     let config_slug = config.status.unwrap().slug.unwrap();
     let input_guardrail = || async {
@@ -699,13 +678,8 @@ const CREATE: &str = "POST /ai_gw/v2/configs";
 
 /// The remote config with `slug`, as the emulator holds it.
 async fn remote_by_slug(h: &Harness, slug: &str) -> Option<Value> {
-    let state = h.state().await;
-    state["configs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["slug"] == slug)
-        .cloned()
+    let record = h.remote_record("configs", "slug", slug).await;
+    (!record.is_null()).then_some(record)
 }
 
 /// Every remote config named `name`.

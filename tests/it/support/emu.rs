@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use aigw::emulator::{EmulatorOptions, Running, spawn};
 use reqwest::{Method, RequestBuilder, StatusCode};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 pub const TOKEN: &str = "test-token";
 
@@ -90,4 +90,31 @@ impl Emu {
             .await;
         assert_eq!(status, StatusCode::OK);
     }
+}
+
+/// A string value, owned.
+pub fn text(value: &Value) -> String {
+    value.as_str().expect("a string").to_owned()
+}
+
+/// An error envelope with the error code `code` whose message mentions `mentions`.
+pub fn assert_ab(body: &Value, code: &str, mentions: &str) {
+    assert_eq!(body["success"], json!(false), "{body}");
+    assert_eq!(body["data"]["errorCode"], json!(code), "{body}");
+    let message = body["data"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(mentions),
+        "message {message:?} should mention {mentions:?}"
+    );
+}
+
+/// A 400 `AB01` whose message mentions `mentions`.
+pub fn assert_ab01(status: StatusCode, body: &Value, mentions: &str) {
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["data"]["errorCode"], "AB01", "{body}");
+    let message = body["data"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains(mentions),
+        "{message:?} should mention {mentions:?}"
+    );
 }

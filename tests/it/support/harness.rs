@@ -13,6 +13,7 @@ use aigw::resources::connection::Grant;
 pub use aigw::resources::rotation::RotationLimits;
 use serde_json::Value;
 
+use super::SendJson;
 use super::TestEnv;
 use super::chart::{self, Identity, Scope};
 
@@ -407,12 +408,8 @@ impl Harness {
     pub async fn stats(&self) -> Value {
         self.http
             .get(self.url("/_emulator/stats"))
-            .send()
+            .json_value()
             .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
     }
 
     pub async fn reset_stats(&self) {
@@ -486,12 +483,8 @@ impl Harness {
     pub async fn state(&self) -> Value {
         self.http
             .get(self.url("/_emulator/state"))
-            .send()
+            .json_value()
             .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap()
     }
 
     /// The single-object GETs of Secrets (`GET /api/v1/namespaces/{ns}/secrets/{name}`) the
@@ -597,15 +590,7 @@ impl Harness {
                     .as_deref()
                     .is_some_and(|n| n.starts_with(&prefix))
             })
-            .map(|e| {
-                format!(
-                    "{} {} {}: {}",
-                    e.type_.as_deref().unwrap_or(""),
-                    e.involved_object.name.as_deref().unwrap_or(""),
-                    e.reason.as_deref().unwrap_or(""),
-                    e.message.as_deref().unwrap_or("")
-                )
-            })
+            .map(super::event_line)
             .collect::<Vec<_>>()
             .join("\n")
     }
@@ -626,24 +611,8 @@ where
 {
     let api = kube::Api::<K>::all(env.client.clone());
     let selector = format!("{CLUSTER_LABEL}={}", env.namespace);
-    let Ok(list) = api
-        .list(&kube::api::ListParams::default().labels(&selector))
-        .await
-    else {
-        return;
-    };
-    let drop_finalizers = serde_json::json!({"metadata": {"finalizers": null}});
-    for object in list.items {
-        let name = kube::ResourceExt::name_any(&object);
-        let _ = api
-            .patch(
-                &name,
-                &kube::api::PatchParams::default(),
-                &kube::api::Patch::Merge(&drop_finalizers),
-            )
-            .await;
-        let _ = api.delete(&name, &Default::default()).await;
-    }
+    let params = kube::api::ListParams::default().labels(&selector);
+    super::force_delete_all(&api, &params).await;
 }
 
 /// Sums every status of `endpoint` ("METHOD /template") in an emulator stats document.
@@ -827,15 +796,7 @@ impl Installation {
     /// The remote writes (every request but GETs) its emulator counted.
     pub async fn remote_writes(&self) -> u64 {
         let url = format!("{}/_emulator/stats", self.emulator.management_url());
-        let stats: Value = self
-            .http
-            .get(url)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let stats: Value = self.http.get(url).json_value().await;
         let endpoints = stats["requests"].as_object().cloned().unwrap_or_default();
         endpoints
             .keys()
@@ -847,15 +808,7 @@ impl Installation {
     /// How many requests its emulator counted for `endpoint` (`METHOD path template`).
     pub async fn count(&self, endpoint: &str) -> u64 {
         let url = format!("{}/_emulator/stats", self.emulator.management_url());
-        let stats: Value = self
-            .http
-            .get(url)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let stats: Value = self.http.get(url).json_value().await;
         count_in(&stats, endpoint)
     }
 

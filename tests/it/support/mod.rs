@@ -14,6 +14,8 @@ use serde::de::DeserializeOwned;
 
 pub mod api_keys;
 pub mod chart;
+pub mod cli;
+pub mod cluster;
 pub mod emu;
 pub mod harness;
 pub mod objects;
@@ -142,6 +144,86 @@ pub async fn install_admission_policies(client: &Client, text: &str) {
             other => panic!("unexpected kind {other:?} in the admission policies"),
         };
         result.unwrap_or_else(|e| panic!("failed to install {name}: {e}"));
+    }
+}
+
+/// The JSON of the status of every object `api` lists, to search for values that must not be
+/// there.
+pub async fn statuses<K>(api: &Api<K>) -> String
+where
+    K: kube::Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    let list = api.list(&Default::default()).await.unwrap();
+    let statuses: Vec<serde_json::Value> = list
+        .items
+        .iter()
+        .map(|object| serde_json::to_value(object).unwrap()["status"].take())
+        .collect();
+    serde_json::to_string(&statuses).unwrap()
+}
+
+/// A namespaced kind (aigw's or Kubernetes').
+pub trait NamespacedKind:
+    Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + DeserializeOwned
+    + serde::Serialize
+    + std::fmt::Debug
+{
+}
+
+impl<K> NamespacedKind for K where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+        + Clone
+        + DeserializeOwned
+        + serde::Serialize
+        + std::fmt::Debug
+{
+}
+
+/// A request whose answer is JSON.
+pub trait SendJson {
+    /// Sends it; its answer's JSON (a failed send or a body that is not JSON panics).
+    fn json_value(self) -> impl std::future::Future<Output = serde_json::Value> + Send;
+}
+
+impl SendJson for reqwest::RequestBuilder {
+    async fn json_value(self) -> serde_json::Value {
+        self.send().await.unwrap().json().await.unwrap()
+    }
+}
+
+/// An event as one line: its type, object, reason and message.
+pub fn event_line(e: &Event) -> String {
+    format!(
+        "{} {} {}: {}",
+        e.type_.as_deref().unwrap_or(""),
+        e.involved_object.name.as_deref().unwrap_or(""),
+        e.reason.as_deref().unwrap_or(""),
+        e.message.as_deref().unwrap_or("")
+    )
+}
+
+/// Deletes every object `api` lists with `params`, their finalizers dropped first (the
+/// operator that would run them may be gone).
+pub async fn force_delete_all<K>(api: &Api<K>, params: &ListParams)
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    let Ok(list) = api.list(params).await else {
+        return;
+    };
+    let drop_finalizers = serde_json::json!({"metadata": {"finalizers": null}});
+    for object in list.items {
+        let name = object.name_any();
+        let _ = api
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(&drop_finalizers),
+            )
+            .await;
+        let _ = api.delete(&name, &Default::default()).await;
     }
 }
 
@@ -332,16 +414,59 @@ impl TestEnv {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
+    /// Applies the Secret `name` of the namespace with `labels` and `string_data`.
+    pub async fn put_secret(
+        &self,
+        name: &str,
+        labels: serde_json::Value,
+        string_data: serde_json::Value,
+    ) {
+        let secret: k8s_openapi::api::core::v1::Secret =
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": name, "labels": labels},
+                "stringData": string_data
+            }))
+            .unwrap();
+        self.api::<k8s_openapi::api::core::v1::Secret>()
+            .patch(
+                name,
+                &PatchParams::apply("test").force(),
+                &Patch::Apply(&secret),
+            )
+            .await
+            .unwrap();
+    }
+
+    /// Waits until an event of the namespace says `text`; on timeout, panics with the events.
+    pub async fn wait_event(&self, text: &str, timeout: Duration) {
+        let found = wait_until(timeout, || async {
+            self.events_text().await.contains(text).then_some(())
+        })
+        .await;
+        assert!(
+            found.is_some(),
+            "no event says {text:?}:\n{}",
+            self.events_text().await
+        );
+    }
+
+    /// Merge-patches the `spec` of the object `name` with `spec`; the object as patched.
+    pub async fn patch_spec<K>(&self, name: &str, spec: serde_json::Value) -> K
+    where
+        K: NamespacedKind,
+    {
+        let patch = serde_json::json!({ "spec": spec });
+        self.api::<K>()
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_or_else(|e| panic!("failed to patch {name}: {e}"))
+    }
+
     /// Waits until the named object satisfies `done`; on timeout, panics with the object and
     /// the namespace's events so the failure explains itself.
     pub async fn wait_for<K>(&self, name: &str, timeout: Duration, done: impl Fn(&K) -> bool) -> K
     where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + DeserializeOwned
-            + serde::Serialize
-            + std::fmt::Debug,
-        <K as Resource>::DynamicType: Default,
+        K: NamespacedKind,
     {
         let api = self.api::<K>();
         let found = wait_until(timeout, || async {
@@ -366,12 +491,7 @@ impl TestEnv {
     /// panics with the object and the namespace's events.
     pub async fn delete_and_wait<K>(&self, name: &str, timeout: Duration)
     where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + DeserializeOwned
-            + serde::Serialize
-            + std::fmt::Debug,
-        <K as Resource>::DynamicType: Default,
+        K: NamespacedKind,
     {
         let api = self.api::<K>();
         api.delete(name, &Default::default())
@@ -393,29 +513,9 @@ impl TestEnv {
 
     async fn purge<K>(&self)
     where
-        K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-            + Clone
-            + DeserializeOwned
-            + serde::Serialize
-            + std::fmt::Debug,
-        <K as Resource>::DynamicType: Default,
+        K: NamespacedKind,
     {
-        let api = self.api::<K>();
-        let Ok(list) = api.list(&ListParams::default()).await else {
-            return;
-        };
-        let drop_finalizers = serde_json::json!({"metadata": {"finalizers": null}});
-        for object in list.items {
-            let name = object.name_any();
-            let _ = api
-                .patch(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&drop_finalizers),
-                )
-                .await;
-            let _ = api.delete(&name, &Default::default()).await;
-        }
+        force_delete_all(&self.api::<K>(), &ListParams::default()).await;
     }
 
     /// Every event in the namespace, one per line (for failure dumps and secret-leak checks).
@@ -426,19 +526,7 @@ impl TestEnv {
             .await
             .map(|l| l.items)
             .unwrap_or_default();
-        events
-            .iter()
-            .map(|e| {
-                format!(
-                    "{} {} {}: {}",
-                    e.type_.as_deref().unwrap_or(""),
-                    e.involved_object.name.as_deref().unwrap_or(""),
-                    e.reason.as_deref().unwrap_or(""),
-                    e.message.as_deref().unwrap_or("")
-                )
-            })
-            .collect::<Vec<_>>()
-            .join("\n")
+        events.iter().map(event_line).collect::<Vec<_>>().join("\n")
     }
 
     /// Deletes the test's aigw objects (dropping finalizers the stopped operator can no longer

@@ -1,6 +1,7 @@
 //! Proxies in front of the emulator, for tests that change what the operator sees of the API:
 //! forward a request, answer one, serve the proxy; APIs that echo what they were sent.
 
+use super::SendJson;
 use serde_json::{Value, json};
 
 /// Sends what a proxy received on to the emulator (its credentials and content type with it);
@@ -37,6 +38,77 @@ pub fn json_answer(
         .unwrap()
 }
 
+/// A request a proxy received, read whole, with the client and the emulator's URL to send it on
+/// with ([`forward`]).
+pub struct Received {
+    pub parts: axum::http::request::Parts,
+    /// Its path and query.
+    pub path: String,
+    pub body: axum::body::Bytes,
+    pub client: reqwest::Client,
+    pub upstream: String,
+}
+
+impl Received {
+    /// Sends it on to the emulator; the status and body of the answer.
+    pub async fn forward(&self) -> (u16, Vec<u8>) {
+        forward(
+            &self.client,
+            &self.upstream,
+            &self.parts,
+            &self.path,
+            &self.body,
+        )
+        .await
+    }
+
+    /// Sends it on and answers what the emulator answered.
+    pub async fn pass(&self) -> axum::response::Response<axum::body::Body> {
+        let (status, text) = self.forward().await;
+        json_answer(status, text)
+    }
+}
+
+/// The API's error envelope with `message`, answered with `status`.
+pub fn refusal(
+    status: u16,
+    message: impl std::fmt::Display,
+) -> axum::response::Response<axum::body::Body> {
+    let answer = json!({"success": false, "message": message.to_string()});
+    json_answer(status, answer.to_string())
+}
+
+/// Serves a proxy in front of the emulator at `upstream` that answers every request with what
+/// `handle` makes of it; its URL.
+pub async fn proxy<F, Fut>(upstream: String, handle: F) -> String
+where
+    F: Fn(Received) -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = axum::response::Response<axum::body::Body>> + Send + 'static,
+{
+    let client = reqwest::Client::new();
+    let app = axum::Router::new().fallback(move |request: axum::extract::Request| {
+        let (client, upstream, handle) = (client.clone(), upstream.clone(), handle.clone());
+        async move {
+            let (parts, body) = request.into_parts();
+            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+            let path = parts
+                .uri
+                .path_and_query()
+                .map_or("/", |p| p.as_str())
+                .to_string();
+            handle(Received {
+                parts,
+                path,
+                body,
+                client,
+                upstream,
+            })
+            .await
+        }
+    });
+    serve(app).await
+}
+
 /// Serves a proxy on a free local port; its URL.
 pub async fn serve(app: axum::Router) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -64,18 +136,9 @@ fn leaves(value: &Value, out: &mut Vec<String>) {
 /// and numbers, the way a validator lists what it refused, the JSON of a Secret's value
 /// parsed).
 pub async fn echo_proxy(upstream: String) -> String {
-    use axum::extract::Request;
-    let client = reqwest::Client::new();
-    let app = axum::Router::new().fallback(move |request: Request| {
-        let (client, upstream) = (client.clone(), upstream.clone());
+    proxy(upstream, move |received: Received| {
         async move {
-            let (parts, body) = request.into_parts();
-            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-            let path = parts
-                .uri
-                .path_and_query()
-                .map_or("/", |p| p.as_str())
-                .to_string();
+            let Received { parts, body, .. } = &received;
             let route = parts.uri.path();
             let echoed = [
                 "/ai_gw/admin/v2/secret-references",
@@ -90,9 +153,9 @@ pub async fn echo_proxy(upstream: String) -> String {
             let method = &parts.method;
             if echoed && (method == reqwest::Method::POST || method == reqwest::Method::PUT) {
                 let message = match *method == reqwest::Method::POST {
-                    true => format!("invalid request: {}", String::from_utf8_lossy(&body)),
+                    true => format!("invalid request: {}", String::from_utf8_lossy(body)),
                     false => {
-                        let sent: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                        let sent: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
                         let mut found = Vec::new();
                         leaves(&sent, &mut found);
                         // A value holding JSON (a Secret's value) is listed parsed too.
@@ -106,14 +169,12 @@ pub async fn echo_proxy(upstream: String) -> String {
                         format!("rejected values: {}", found.join(", "))
                     }
                 };
-                let answer = json!({"success": false, "message": message});
-                return json_answer(400, answer.to_string());
+                return refusal(400, message);
             }
-            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
-            json_answer(status, text)
+            received.pass().await
         }
-    });
-    serve(app).await
+    })
+    .await
 }
 
 /// A proxy in front of the emulator answering every DELETE of a secret reference, an MCP
@@ -121,50 +182,39 @@ pub async fn echo_proxy(upstream: String) -> String {
 /// `auth_config`, `configurations` and key in clear), as an API explaining why the object is in
 /// use might: after an operator restart, the reconcile that read the Secret is long over.
 pub async fn delete_echo_proxy(upstream: String) -> String {
-    use axum::extract::Request;
-    let client = reqwest::Client::new();
-    let app = axum::Router::new().fallback(move |request: Request| {
-        let (client, upstream) = (client.clone(), upstream.clone());
-        async move {
-            let (parts, body) = request.into_parts();
-            let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
-            let path = parts
-                .uri
-                .path_and_query()
-                .map_or("/", |p| p.as_str())
-                .to_string();
-            let route = parts.uri.path();
-            let stored = [
-                ("/ai_gw/admin/v2/secret-references/", "secret_references"),
-                ("/ai_gw/admin/v2/mcp-integrations/", "mcp_integrations"),
-                ("/ai_gw/admin/v2/integrations/", "integrations"),
-            ]
-            .into_iter()
-            .find(|(prefix, _)| route.starts_with(prefix));
-            if let (Some((prefix, family)), &reqwest::Method::DELETE) = (stored, &parts.method) {
-                let key = route.trim_start_matches(prefix);
-                let state: Value = client
-                    .get(format!("{upstream}/_emulator/state"))
-                    .send()
-                    .await
-                    .unwrap()
-                    .json()
-                    .await
-                    .unwrap();
-                let record = state[family]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .find(|r| r["id"] == key || r["slug"] == key)
-                    .cloned()
-                    .unwrap_or(Value::Null);
-                let message = format!("cannot delete {key}: in use with {record}");
-                let answer = json!({"success": false, "message": message});
-                return json_answer(400, answer.to_string());
-            }
-            let (status, text) = forward(&client, &upstream, &parts, &path, &body).await;
-            json_answer(status, text)
+    proxy(upstream, move |received: Received| async move {
+        let Received {
+            parts,
+
+            client,
+            upstream,
+            ..
+        } = &received;
+        let route = parts.uri.path();
+        let stored = [
+            ("/ai_gw/admin/v2/secret-references/", "secret_references"),
+            ("/ai_gw/admin/v2/mcp-integrations/", "mcp_integrations"),
+            ("/ai_gw/admin/v2/integrations/", "integrations"),
+        ]
+        .into_iter()
+        .find(|(prefix, _)| route.starts_with(prefix));
+        if let (Some((prefix, family)), &reqwest::Method::DELETE) = (stored, &parts.method) {
+            let key = route.trim_start_matches(prefix);
+            let state: Value = client
+                .get(format!("{upstream}/_emulator/state"))
+                .json_value()
+                .await;
+            let record = state[family]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|r| r["id"] == key || r["slug"] == key)
+                .cloned()
+                .unwrap_or(Value::Null);
+            let message = format!("cannot delete {key}: in use with {record}");
+            return refusal(400, message);
         }
-    });
-    serve(app).await
+        received.pass().await
+    })
+    .await
 }

@@ -1,26 +1,39 @@
 //! The fixtures of the conformance matrix: one per kind with a remote object.
 
-use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 
-use super::{Conflict, DRIFT, Fixture};
+use super::{Conflict, Fixture, Remote};
 use crate::support::harness::Harness;
 
 const WORKSPACE: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
 const OTHER_WORKSPACE: &str = "0b7c1d2e-3f40-4a5b-8c6d-7e8f9a0b1c2d";
 const UPSTREAM_KEY: &str = "sk-upstream-Cf4Mx8Tq2Wz6";
+/// The lost-answer fault of a kind that reads the remote object its spec's slug names before
+/// creating it (the write alone answered 5xx after the commit).
+const READS_FIRST: &str = "error_after_commit_rate";
+
+/// An edit setting `field` to `value`, with the pointer at which the remote object shows it.
+fn set(
+    field: &str,
+    pointer: &'static str,
+    value: impl Into<Value>,
+) -> (Value, &'static str, Value) {
+    let value = value.into();
+    (json!({ field: value.clone() }), pointer, value)
+}
 
 pub struct ConfigKind;
 
 impl Fixture for ConfigKind {
     const KIND: &'static str = "Config";
     const PLURAL: &'static str = "configs";
-    const COLLECTION: &'static str = "/ai_gw/v2/configs";
-    const ITEM: &'static str = "/ai_gw/v2/configs/{slug}";
-    const STATE: &'static str = "configs";
-    const KEY: &'static str = "slug";
-    const PATH_KEY: &'static str = "slug";
+    const REMOTE: Remote = Remote::new(
+        "/ai_gw/v2/configs",
+        "/ai_gw/v2/configs/{slug}",
+        "configs",
+        "slug",
+    )
+    .slug_path();
 
     fn spec(_h: &Harness, name: &str) -> Value {
         json!({"name": name, "config": {"retry": {"attempts": 3}, "strategy": {"mode": "fallback"},
@@ -46,19 +59,21 @@ pub struct RateLimitsPolicyKind;
 impl Fixture for RateLimitsPolicyKind {
     const KIND: &'static str = "RateLimitsPolicy";
     const PLURAL: &'static str = "ratelimitspolicies";
-    const COLLECTION: &'static str = "/ai_gw/v2/policies/rate-limits";
-    const ITEM: &'static str = "/ai_gw/v2/policies/rate-limits/{rateLimitsPolicyId}";
-    const STATE: &'static str = "rate_limits";
-    const KEY: &'static str = "id";
+    const REMOTE: Remote = Remote::new(
+        "/ai_gw/v2/policies/rate-limits",
+        "/ai_gw/v2/policies/rate-limits/{rateLimitsPolicyId}",
+        "rate_limits",
+        "id",
+    );
 
     fn spec(_h: &Harness, name: &str) -> Value {
         rate_limits(name, "requests")
     }
     fn spec_edit() -> (Value, &'static str, Value) {
-        (json!({"value": 250}), "/value", json!(250))
+        set("value", "/value", 250)
     }
     fn remote_edit() -> (Value, &'static str, Value) {
-        (json!({"value": 1}), "/value", json!(1))
+        set("value", "/value", 1)
     }
     fn immutable_edit() -> Value {
         json!({"type": "tokens"})
@@ -85,19 +100,21 @@ pub struct UsageLimitsPolicyKind;
 impl Fixture for UsageLimitsPolicyKind {
     const KIND: &'static str = "UsageLimitsPolicy";
     const PLURAL: &'static str = "usagelimitspolicies";
-    const COLLECTION: &'static str = "/ai_gw/v2/policies/usage-limits";
-    const ITEM: &'static str = "/ai_gw/v2/policies/usage-limits/{policyUsageLimitsId}";
-    const STATE: &'static str = "usage_limits";
-    const KEY: &'static str = "id";
+    const REMOTE: Remote = Remote::new(
+        "/ai_gw/v2/policies/usage-limits",
+        "/ai_gw/v2/policies/usage-limits/{policyUsageLimitsId}",
+        "usage_limits",
+        "id",
+    );
 
     fn spec(_h: &Harness, name: &str) -> Value {
         usage_limits(name, "cost")
     }
     fn spec_edit() -> (Value, &'static str, Value) {
-        (json!({"creditLimit": 250}), "/credit_limit", json!(250))
+        set("creditLimit", "/credit_limit", 250)
     }
     fn remote_edit() -> (Value, &'static str, Value) {
-        (json!({"credit_limit": 1}), "/credit_limit", json!(1))
+        set("credit_limit", "/credit_limit", 1)
     }
     fn immutable_edit() -> Value {
         json!({"type": "tokens"})
@@ -146,11 +163,13 @@ pub struct GuardrailKind;
 impl Fixture for GuardrailKind {
     const KIND: &'static str = "Guardrail";
     const PLURAL: &'static str = "guardrails";
-    const COLLECTION: &'static str = "/ai_gw/v2/guardrails";
-    const ITEM: &'static str = "/ai_gw/v2/guardrails/{guardrailId}";
-    const STATE: &'static str = "guardrails";
-    const KEY: &'static str = "slug";
-    const PATH_KEY: &'static str = "slug";
+    const REMOTE: Remote = Remote::new(
+        "/ai_gw/v2/guardrails",
+        "/ai_gw/v2/guardrails/{guardrailId}",
+        "guardrails",
+        "slug",
+    )
+    .slug_path();
 
     fn spec(_h: &Harness, name: &str) -> Value {
         guardrail(name, true)
@@ -177,11 +196,13 @@ impl Fixture for ClusterGuardrailKind {
     const KIND: &'static str = "ClusterGuardrail";
     const PLURAL: &'static str = "clusterguardrails";
     const CLUSTER: bool = true;
-    const COLLECTION: &'static str = "/ai_gw/admin/v2/guardrails";
-    const ITEM: &'static str = "/ai_gw/admin/v2/guardrails/{guardrailId}";
-    const STATE: &'static str = "guardrails";
-    const KEY: &'static str = "slug";
-    const PATH_KEY: &'static str = "slug";
+    const REMOTE: Remote = Remote::new(
+        "/ai_gw/admin/v2/guardrails",
+        "/ai_gw/admin/v2/guardrails/{guardrailId}",
+        "guardrails",
+        "slug",
+    )
+    .slug_path();
 
     fn spec(_h: &Harness, name: &str) -> Value {
         guardrail(name, false)
@@ -200,22 +221,30 @@ impl Fixture for ClusterGuardrailKind {
     }
 }
 
-/// The upstream key Secret in the operator's namespace, labelled for cluster-scoped readers.
+/// The upstream key Secret.
 async fn put_upstream_key(h: &Harness) {
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "cf-upstream", "labels": {"aigw.io/cluster-readable": "true"}},
-        "stringData": {"api-key": UPSTREAM_KEY}
-    }))
-    .unwrap();
-    h.env
-        .api::<Secret>()
-        .patch(
-            "cf-upstream",
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&secret),
-        )
-        .await
-        .unwrap();
+    h.put_secret("cf-upstream", json!({"api-key": UPSTREAM_KEY}), true)
+        .await;
+}
+
+/// Creates the cluster-scoped object `name` of kind `K` with `spec`, and waits until it is Ready.
+async fn create_ready<K>(h: &Harness, name: &str, spec: Value)
+where
+    K: crate::support::cluster::ClusterKind,
+{
+    h.create_cluster::<K>(name, spec).await;
+    let api = h.cluster_api::<K>();
+    let name = h.cluster_name(name);
+    let ready = crate::support::wait_until(super::WAIT, || async {
+        let object = serde_json::to_value(api.get_opt(&name).await.ok()??).unwrap();
+        super::ready(&object).then_some(())
+    })
+    .await;
+    assert!(
+        ready.is_some(),
+        "{} {name} never became Ready",
+        K::kind(&())
+    );
 }
 
 fn integration(h: &Harness, name: &str) -> Value {
@@ -230,18 +259,17 @@ impl Fixture for IntegrationKind {
     const KIND: &'static str = "Integration";
     const PLURAL: &'static str = "integrations";
     const CLUSTER: bool = true;
-    const COLLECTION: &'static str = "/ai_gw/admin/v2/integrations";
-    const ITEM: &'static str = "/ai_gw/admin/v2/integrations/{integrationId}";
-    const STATE: &'static str = "integrations";
-    const KEY: &'static str = "slug";
-    /// It reads the remote object its spec's slug names before creating it.
-    const LOST_ANSWER: &'static str = "error_after_commit_rate";
+    const REMOTE: Remote = Remote::new(
+        "/ai_gw/admin/v2/integrations",
+        "/ai_gw/admin/v2/integrations/{integrationId}",
+        "integrations",
+        "slug",
+    );
+    const LOST_ANSWER: &'static str = READS_FIRST;
     /// What a correction replaced is in its event only.
     const RECORDS_DRIFT: bool = false;
+    const SECRET_NAMESPACE: bool = true;
 
-    async fn start(prefix: &str) -> Harness {
-        Harness::start_with_secret_namespace(prefix, DRIFT).await
-    }
     async fn prepare(h: &Harness) {
         put_upstream_key(h).await;
     }
@@ -249,36 +277,21 @@ impl Fixture for IntegrationKind {
         integration(h, name)
     }
     fn spec_edit() -> (Value, &'static str, Value) {
-        let name = "edited by the spec";
-        (json!({"name": name}), "/name", json!(name))
+        set("name", "/name", "edited by the spec")
     }
     fn remote_edit() -> (Value, &'static str, Value) {
-        let name = "edited remotely";
-        (json!({"name": name}), "/name", json!(name))
+        set("name", "/name", "edited remotely")
     }
     fn immutable_edit() -> Value {
         json!({"aiProviderId": "anthropic"})
     }
 }
 
-/// The `auth_config` Secret of a SecretReference, in the operator's namespace, labelled for
-/// cluster-scoped readers.
+/// The `auth_config` Secret of a SecretReference.
 async fn put_auth_config(h: &Harness) {
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "cf-sm-auth", "labels": {"aigw.io/cluster-readable": "true"}},
-        "stringData": {"aws_auth_type": "accessKey", "aws_region": "eu-west-1",
-                       "aws_access_key_id": "AKIACF0TESTKEY", "aws_secret_access_key": UPSTREAM_KEY}
-    }))
-    .unwrap();
-    h.env
-        .api::<Secret>()
-        .patch(
-            "cf-sm-auth",
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&secret),
-        )
-        .await
-        .unwrap();
+    let data = json!({"aws_auth_type": "accessKey", "aws_region": "eu-west-1",
+                      "aws_access_key_id": "AKIACF0TESTKEY", "aws_secret_access_key": UPSTREAM_KEY});
+    h.put_secret("cf-sm-auth", data, true).await;
 }
 
 pub struct SecretReferenceKind;
@@ -287,18 +300,17 @@ impl Fixture for SecretReferenceKind {
     const KIND: &'static str = "SecretReference";
     const PLURAL: &'static str = "secretreferences";
     const CLUSTER: bool = true;
-    const COLLECTION: &'static str = "/ai_gw/admin/v2/secret-references";
-    const ITEM: &'static str = "/ai_gw/admin/v2/secret-references/{secretReferenceId}";
-    const STATE: &'static str = "secret_references";
-    const KEY: &'static str = "slug";
-    /// It reads the remote object its spec's slug names before creating it.
-    const LOST_ANSWER: &'static str = "error_after_commit_rate";
+    const REMOTE: Remote = Remote::new(
+        "/ai_gw/admin/v2/secret-references",
+        "/ai_gw/admin/v2/secret-references/{secretReferenceId}",
+        "secret_references",
+        "slug",
+    );
+    const LOST_ANSWER: &'static str = READS_FIRST;
     /// What a correction replaced is in its event only.
     const RECORDS_DRIFT: bool = false;
+    const SECRET_NAMESPACE: bool = true;
 
-    async fn start(prefix: &str) -> Harness {
-        Harness::start_with_secret_namespace(prefix, DRIFT).await
-    }
     async fn prepare(h: &Harness) {
         put_auth_config(h).await;
     }
@@ -308,12 +320,10 @@ impl Fixture for SecretReferenceKind {
                "allowedWorkspaces": [WORKSPACE]})
     }
     fn spec_edit() -> (Value, &'static str, Value) {
-        let path = "edited/by/the/spec";
-        (json!({"secretPath": path}), "/secret_path", json!(path))
+        set("secretPath", "/secret_path", "edited/by/the/spec")
     }
     fn remote_edit() -> (Value, &'static str, Value) {
-        let path = "edited/remotely";
-        (json!({"secret_path": path}), "/secret_path", json!(path))
+        set("secret_path", "/secret_path", "edited/remotely")
     }
     fn immutable_edit() -> Value {
         json!({"managerType": "azure_kv"})
@@ -335,49 +345,32 @@ pub struct ProviderKind;
 impl Fixture for ProviderKind {
     const KIND: &'static str = "Provider";
     const PLURAL: &'static str = "providers";
-    const COLLECTION: &'static str = "/ai_gw/v2/providers";
-    const ITEM: &'static str = "/ai_gw/v2/providers/{providerId}";
-    const STATE: &'static str = "providers";
-    const KEY: &'static str = "slug";
-    /// It reads the remote object its spec's slug names before creating it.
-    const LOST_ANSWER: &'static str = "error_after_commit_rate";
+    const REMOTE: Remote = Remote::new(
+        "/ai_gw/v2/providers",
+        "/ai_gw/v2/providers/{providerId}",
+        "providers",
+        "slug",
+    );
+    const LOST_ANSWER: &'static str = READS_FIRST;
     /// What a correction replaced is in its event only.
     const RECORDS_DRIFT: bool = false;
+    const SECRET_NAMESPACE: bool = true;
 
-    async fn start(prefix: &str) -> Harness {
-        Harness::start_with_secret_namespace(prefix, DRIFT).await
-    }
     /// The Integration every provider binds, Ready.
     async fn prepare(h: &Harness) {
         put_upstream_key(h).await;
-        let integrations = kube::Api::<aigw::resources::Integration>::all(h.env.client.clone());
-        integrations
-            .create(
-                &Default::default(),
-                &h.cluster_object("Integration", "cf-int", integration(h, "cf-int")),
-            )
-            .await
-            .unwrap();
-        let name = h.cluster_name("cf-int");
-        let ready = crate::support::wait_until(super::WAIT, || async {
-            let i = integrations.get_opt(&name).await.ok()??;
-            let i = serde_json::to_value(i).unwrap();
-            super::ready(&i).then_some(())
-        })
-        .await;
-        assert!(ready.is_some(), "Integration {name} never became Ready");
+        let spec = integration(h, "cf-int");
+        create_ready::<aigw::resources::Integration>(h, "cf-int", spec).await;
     }
     fn spec(h: &Harness, name: &str) -> Value {
         json!({"slug": format!("{}-{name}", h.env.namespace), "name": name, "note": "conformance",
                "workspaceId": WORKSPACE, "integration": h.cluster_name("cf-int")})
     }
     fn spec_edit() -> (Value, &'static str, Value) {
-        let note = "edited by the spec";
-        (json!({"note": note}), "/note", json!(note))
+        set("note", "/note", "edited by the spec")
     }
     fn remote_edit() -> (Value, &'static str, Value) {
-        let note = "edited remotely";
-        (json!({"note": note}), "/note", json!(note))
+        set("note", "/note", "edited remotely")
     }
     fn immutable_edit() -> Value {
         json!({"workspaceId": OTHER_WORKSPACE})
@@ -389,22 +382,22 @@ pub struct DeploymentKind;
 impl Fixture for DeploymentKind {
     const KIND: &'static str = "Deployment";
     const PLURAL: &'static str = "deployments";
-    const COLLECTION: &'static str = "/ai_gw/admin/v2/deployments";
-    const ITEM: &'static str = "/ai_gw/admin/v2/deployments/{deploymentId}";
-    const STATE: &'static str = "deployments";
-    const KEY: &'static str = "id";
+    const REMOTE: Remote = Remote::new(
+        "/ai_gw/admin/v2/deployments",
+        "/ai_gw/admin/v2/deployments/{deploymentId}",
+        "deployments",
+        "id",
+    );
 
     fn spec(_h: &Harness, name: &str) -> Value {
         json!({"name": name, "type": "non_production",
                "credentialsSecretRef": {"name": format!("{name}-credentials")}})
     }
     fn spec_edit() -> (Value, &'static str, Value) {
-        let name = "edited-by-the-spec";
-        (json!({"name": name}), "/name", json!(name))
+        set("name", "/name", "edited-by-the-spec")
     }
     fn remote_edit() -> (Value, &'static str, Value) {
-        let name = "edited-remotely";
-        (json!({"name": name}), "/name", json!(name))
+        set("name", "/name", "edited-remotely")
     }
 }
 
@@ -413,10 +406,12 @@ pub struct ApiKeyKind;
 impl Fixture for ApiKeyKind {
     const KIND: &'static str = "ApiKey";
     const PLURAL: &'static str = "apikeys";
-    const COLLECTION: &'static str = "/ai_gw/v2/api-keys/service";
-    const ITEM: &'static str = "/ai_gw/v2/api-keys/service/{keyId}";
-    const STATE: &'static str = "api_keys";
-    const KEY: &'static str = "id";
+    const REMOTE: Remote = Remote::new(
+        "/ai_gw/v2/api-keys/service",
+        "/ai_gw/v2/api-keys/service/{keyId}",
+        "api_keys",
+        "id",
+    );
     /// The value of a key whose create answer was lost is lost with it: the key found (by the
     /// mark aigw puts in the description) is deleted and one more is created.
     const LOST_CREATE_POSTS: u64 = 2;
@@ -446,10 +441,12 @@ impl Fixture for WorkspaceKind {
     const KIND: &'static str = "Workspace";
     const PLURAL: &'static str = "workspaces";
     const CLUSTER: bool = true;
-    const COLLECTION: &'static str = "/ai_gw/admin/v2/workspaces";
-    const ITEM: &'static str = "/ai_gw/admin/v2/workspaces/{workspaceRef}";
-    const STATE: &'static str = "workspaces";
-    const KEY: &'static str = "id";
+    const REMOTE: Remote = Remote::new(
+        "/ai_gw/admin/v2/workspaces",
+        "/ai_gw/admin/v2/workspaces/{workspaceRef}",
+        "workspaces",
+        "id",
+    );
     /// Its create reads its IAM scope first (and the lost-answer fault of every request would
     /// lose that read too): the writes alone are answered 5xx after the commit.
     const LOST_ANSWER: &'static str = "error_after_commit_rate";
@@ -460,32 +457,17 @@ impl Fixture for WorkspaceKind {
         json!({"name": name, "description": "made by the conformance matrix"})
     }
     fn spec_edit() -> (Value, &'static str, Value) {
-        let edit = "edited by the spec";
-        (json!({"description": edit}), "/description", json!(edit))
+        set("description", "/description", "edited by the spec")
     }
     fn remote_edit() -> (Value, &'static str, Value) {
-        let edit = "edited remotely";
-        (json!({"description": edit}), "/description", json!(edit))
+        set("description", "/description", "edited remotely")
     }
 }
 
-/// The `configurations` Secret of an McpIntegration, in the operator's namespace, labelled for
-/// cluster-scoped readers.
+/// The `configurations` Secret of an McpIntegration.
 async fn put_mcp_configurations(h: &Harness) {
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "cf-mcp-config", "labels": {"aigw.io/cluster-readable": "true"}},
-        "stringData": {"custom_headers": format!("{{\"x-api-key\":\"{UPSTREAM_KEY}\"}}")}
-    }))
-    .unwrap();
-    h.env
-        .api::<Secret>()
-        .patch(
-            "cf-mcp-config",
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&secret),
-        )
-        .await
-        .unwrap();
+    let data = json!({"custom_headers": format!("{{\"x-api-key\":\"{UPSTREAM_KEY}\"}}")});
+    h.put_secret("cf-mcp-config", data, true).await;
 }
 
 pub struct McpIntegrationKind;
@@ -494,18 +476,17 @@ impl Fixture for McpIntegrationKind {
     const KIND: &'static str = "McpIntegration";
     const PLURAL: &'static str = "mcpintegrations";
     const CLUSTER: bool = true;
-    const COLLECTION: &'static str = "/ai_gw/admin/v2/mcp-integrations";
-    const ITEM: &'static str = "/ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}";
-    const STATE: &'static str = "mcp_integrations";
-    const KEY: &'static str = "slug";
-    /// It reads the remote object its spec's slug names before creating it.
-    const LOST_ANSWER: &'static str = "error_after_commit_rate";
+    const REMOTE: Remote = Remote::new(
+        "/ai_gw/admin/v2/mcp-integrations",
+        "/ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}",
+        "mcp_integrations",
+        "slug",
+    );
+    const LOST_ANSWER: &'static str = READS_FIRST;
     /// What a correction replaced is in its event only.
     const RECORDS_DRIFT: bool = false;
+    const SECRET_NAMESPACE: bool = true;
 
-    async fn start(prefix: &str) -> Harness {
-        Harness::start_with_secret_namespace(prefix, DRIFT).await
-    }
     async fn prepare(h: &Harness) {
         put_mcp_configurations(h).await;
     }
@@ -516,12 +497,10 @@ impl Fixture for McpIntegrationKind {
                "workspaces": [{"workspace": WORKSPACE}]})
     }
     fn spec_edit() -> (Value, &'static str, Value) {
-        let url = "https://mcp.example.com/edited-by-the-spec";
-        (json!({"url": url}), "/url", json!(url))
+        set("url", "/url", "https://mcp.example.com/edited-by-the-spec")
     }
     fn remote_edit() -> (Value, &'static str, Value) {
-        let url = "https://mcp.example.com/edited-remotely";
-        (json!({"url": url}), "/url", json!(url))
+        set("url", "/url", "https://mcp.example.com/edited-remotely")
     }
     fn immutable_edit() -> Value {
         json!({"slug": "another-slug"})
@@ -547,25 +526,10 @@ pub async fn ready_mcp_integration(h: &Harness, name: &str) {
         Some(json!({"workspaces": [{"id": WORKSPACE, "name": "conformance", "slug": "cf-ws"}]})),
     )
     .await;
-    let integrations = kube::Api::<aigw::resources::McpIntegration>::all(h.env.client.clone());
     let spec = json!({"slug": h.cluster_name(name), "name": name,
         "url": "https://mcp.example.com/mcp", "authType": "none", "transport": "http",
         "workspaces": [{"workspace": WORKSPACE}]});
-    integrations
-        .create(
-            &Default::default(),
-            &h.cluster_object("McpIntegration", name, spec),
-        )
-        .await
-        .unwrap();
-    let name = h.cluster_name(name);
-    let ready = crate::support::wait_until(super::WAIT, || async {
-        let i = integrations.get_opt(&name).await.ok()??;
-        let i = serde_json::to_value(i).unwrap();
-        super::ready(&i).then_some(())
-    })
-    .await;
-    assert!(ready.is_some(), "McpIntegration {name} never became Ready");
+    create_ready::<aigw::resources::McpIntegration>(h, name, spec).await;
 }
 
 /// A server slug unique to the test's namespace, within the API's 3–50 characters.
@@ -579,12 +543,13 @@ pub struct McpServerKind;
 impl Fixture for McpServerKind {
     const KIND: &'static str = "McpServer";
     const PLURAL: &'static str = "mcpservers";
-    const COLLECTION: &'static str = "/ai_gw/v2/mcp-servers";
-    const ITEM: &'static str = "/ai_gw/v2/mcp-servers/{mcpServerId}";
-    const STATE: &'static str = "mcp_servers";
-    const KEY: &'static str = "slug";
-    /// It reads the remote object its spec's slug names before creating it.
-    const LOST_ANSWER: &'static str = "error_after_commit_rate";
+    const REMOTE: Remote = Remote::new(
+        "/ai_gw/v2/mcp-servers",
+        "/ai_gw/v2/mcp-servers/{mcpServerId}",
+        "mcp_servers",
+        "slug",
+    );
+    const LOST_ANSWER: &'static str = READS_FIRST;
     /// What a correction replaced is in its event only.
     const RECORDS_DRIFT: bool = false;
 
@@ -596,12 +561,10 @@ impl Fixture for McpServerKind {
                "workspaceId": WORKSPACE, "integrationRef": {"name": h.cluster_name("cf-mcpi")}})
     }
     fn spec_edit() -> (Value, &'static str, Value) {
-        let edit = "edited by the spec";
-        (json!({"description": edit}), "/description", json!(edit))
+        set("description", "/description", "edited by the spec")
     }
     fn remote_edit() -> (Value, &'static str, Value) {
-        let edit = "edited remotely";
-        (json!({"description": edit}), "/description", json!(edit))
+        set("description", "/description", "edited remotely")
     }
     fn immutable_edit() -> Value {
         json!({"workspaceId": OTHER_WORKSPACE})

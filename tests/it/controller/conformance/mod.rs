@@ -49,21 +49,53 @@ pub struct Conflict {
 }
 
 /// One kind of the matrix.
+/// Where the remote objects of a kind are.
+pub struct Remote {
+    /// Where creates go: `POST {collection}`; reads start with `GET {collection}`.
+    pub collection: &'static str,
+    /// The item route as the emulator counts it: "/ai_gw/v2/configs/{slug}".
+    pub item: &'static str,
+    /// The collection of `/_emulator/state` that holds its remote objects.
+    pub state: &'static str,
+    /// The status field that records the remote object, and the field of the remote object
+    /// (in `/_emulator/state`) it holds.
+    pub key: &'static str,
+    /// The field of the remote object the item route takes.
+    pub path_key: &'static str,
+}
+
+impl Remote {
+    /// Remote objects recorded by `key`, their item route taking their `id`.
+    pub const fn new(
+        collection: &'static str,
+        item: &'static str,
+        state: &'static str,
+        key: &'static str,
+    ) -> Self {
+        Remote {
+            collection,
+            item,
+            state,
+            key,
+            path_key: "id",
+        }
+    }
+
+    /// The item route takes the remote object's `slug`.
+    pub const fn slug_path(self) -> Self {
+        Remote {
+            path_key: "slug",
+            ..self
+        }
+    }
+}
+
 pub trait Fixture {
     const KIND: &'static str;
     const PLURAL: &'static str;
     const CLUSTER: bool = false;
-    /// Where creates go: `POST {COLLECTION}`; reads start with `GET {COLLECTION}`.
-    const COLLECTION: &'static str;
-    /// The item route as the emulator counts it: "/ai_gw/v2/configs/{slug}".
-    const ITEM: &'static str;
-    /// The collection of `/_emulator/state` that holds its remote objects.
-    const STATE: &'static str;
-    /// The status field that records the remote object, and the field of the remote object
-    /// (in `/_emulator/state`) it holds.
-    const KEY: &'static str;
-    /// The field of the remote object the item route takes.
-    const PATH_KEY: &'static str = "id";
+    /// Where its remote objects are, in the API and in the emulator.
+    const REMOTE: Remote;
     /// The emulator fault that loses the create's answer after committing it: the connection
     /// cut (`drop_after_commit_rate`, which loses every answer, reads too), or, for a kind that
     /// reads the object it names before creating it, the write alone answered 5xx
@@ -75,10 +107,17 @@ pub trait Fixture {
     /// Whether the status keeps what a drift correction replaced (`status.lastDriftCorrection`).
     const RECORDS_DRIFT: bool = true;
 
-    /// A harness for this kind (most kinds: the defaults; a kind reading Secrets of the
-    /// operator's namespace: its own secret namespace).
+    /// Whether it reads Secrets of the operator's namespace: its harness then has its own
+    /// secret namespace (most kinds: the defaults).
+    const SECRET_NAMESPACE: bool = false;
+
+    /// A harness for this kind.
     async fn start(prefix: &str) -> Harness {
-        Harness::start_with(prefix, DRIFT).await
+        if Self::SECRET_NAMESPACE {
+            Harness::start_with_secret_namespace(prefix, DRIFT).await
+        } else {
+            Harness::start_with(prefix, DRIFT).await
+        }
     }
     /// What every object of the kind needs first (Secrets, an Integration).
     async fn prepare(_h: &Harness) {}
@@ -101,6 +140,17 @@ pub trait Fixture {
     }
 }
 
+/// The kind's API resource.
+pub fn resource<F: Fixture>() -> ApiResource {
+    ApiResource {
+        group: "aigw.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "aigw.io/v1alpha1".into(),
+        kind: F::KIND.into(),
+        plural: F::PLURAL.into(),
+    }
+}
+
 /// One kind's objects on the apiserver, and its remote objects in the emulator.
 struct Kind<'h> {
     h: &'h Harness,
@@ -109,13 +159,7 @@ struct Kind<'h> {
 
 impl<'h> Kind<'h> {
     fn new<F: Fixture>(h: &'h Harness) -> Self {
-        let resource = ApiResource {
-            group: "aigw.io".into(),
-            version: "v1alpha1".into(),
-            api_version: "aigw.io/v1alpha1".into(),
-            kind: F::KIND.into(),
-            plural: F::PLURAL.into(),
-        };
+        let resource = resource::<F>();
         let api = match F::CLUSTER {
             true => Api::all_with(h.env.client.clone(), &resource),
             false => Api::namespaced_with(h.env.client.clone(), &h.env.namespace, &resource),
@@ -237,7 +281,7 @@ impl<'h> Kind<'h> {
 
     /// Every remote object of the kind the emulator holds.
     async fn remotes<F: Fixture>(&self) -> Vec<Value> {
-        self.h.state().await[F::STATE]
+        self.h.state().await[F::REMOTE.state]
             .as_array()
             .cloned()
             .unwrap_or_default()
@@ -248,7 +292,7 @@ impl<'h> Kind<'h> {
         self.remotes::<F>()
             .await
             .into_iter()
-            .find(|r| r[F::KEY] == key)
+            .find(|r| r[F::REMOTE.key] == key)
     }
 
     /// Waits for the remote object `key` to satisfy `done`.
@@ -296,19 +340,19 @@ impl<'h> Kind<'h> {
 
     /// The key the status records (`status.<KEY>`).
     fn key<F: Fixture>(object: &Value) -> String {
-        object["status"][F::KEY]
+        object["status"][F::REMOTE.key]
             .as_str()
-            .unwrap_or_else(|| panic!("{}: no status.{} in {object}", F::KIND, F::KEY))
+            .unwrap_or_else(|| panic!("{}: no status.{} in {object}", F::KIND, F::REMOTE.key))
             .to_string()
     }
 
     /// The path of the remote object `key` on the item route.
     async fn path<F: Fixture>(&self, key: &str) -> String {
         let remote = self.remote::<F>(key).await.expect("the remote object");
-        let segment = remote[F::PATH_KEY]
+        let segment = remote[F::REMOTE.path_key]
             .as_str()
             .expect("the remote object's path key");
-        format!("{}/{segment}", F::COLLECTION)
+        format!("{}/{segment}", F::REMOTE.collection)
     }
 }
 
@@ -348,7 +392,7 @@ fn writes(stats: &Value) -> u64 {
 /// The reads of the kind's remote objects (its collection and items) in a stats document.
 fn reads<F: Fixture>(stats: &Value) -> u64 {
     let endpoints = stats["requests"].as_object().cloned().unwrap_or_default();
-    let prefix = format!("GET {}", F::COLLECTION);
+    let prefix = format!("GET {}", F::REMOTE.collection);
     endpoints
         .keys()
         .filter(|k| k.starts_with(&prefix))
@@ -418,7 +462,7 @@ async fn create<F: Fixture>(kind: &Kind<'_>) -> String {
     let before = kind.h.stats().await;
     let key = ready_object::<F>(kind, "create", "cf-create", json!({})).await;
     let after = kind.h.stats().await;
-    let post = format!("POST {}", F::COLLECTION);
+    let post = format!("POST {}", F::REMOTE.collection);
     assert_eq!(
         count(&after, &post) - count(&before, &post),
         1,
@@ -515,7 +559,7 @@ async fn drift<F: Fixture>(kind: &Kind<'_>, key: &str) {
         F::KIND
     );
     let after = kind.h.stats().await;
-    let put = format!("PUT {}", F::ITEM);
+    let put = format!("PUT {}", F::REMOTE.item);
     // The edit itself is one PUT and one write.
     assert_eq!(
         count(&after, &put) - count(&before, &put),
@@ -601,7 +645,7 @@ async fn orphan<F: Fixture>(kind: &Kind<'_>) {
     let before = kind.h.stats().await;
     kind.delete_and_wait::<F>("orphan", name).await;
     let after = kind.h.stats().await;
-    let delete = format!("DELETE {}", F::ITEM);
+    let delete = format!("DELETE {}", F::REMOTE.item);
     assert_eq!(
         count(&after, &delete) - count(&before, &delete),
         0,
@@ -632,7 +676,7 @@ async fn immutable<F: Fixture>(kind: &Kind<'_>) {
     };
     let made = kind
         .h
-        .call(Method::POST, F::COLLECTION, Some(conflict.post))
+        .call(Method::POST, F::REMOTE.collection, Some(conflict.post))
         .await;
     let remote_key = made[conflict.answer].as_str().expect("the answer's key");
     let mut spec = F::spec(kind.h, "cf-conflict");
@@ -689,7 +733,7 @@ async fn lost_create<F: Fixture>(kind: &Kind<'_>) {
         .await;
     let key = Kind::key::<F>(&object);
     let after = kind.h.stats().await;
-    let post = format!("POST {}", F::COLLECTION);
+    let post = format!("POST {}", F::REMOTE.collection);
     assert_eq!(
         count(&after, &post) - count(&before, &post),
         F::LOST_CREATE_POSTS,
@@ -704,7 +748,7 @@ async fn lost_create<F: Fixture>(kind: &Kind<'_>) {
         F::KIND
     );
     assert!(
-        remotes.iter().any(|r| r[F::KEY] == key.as_str()),
+        remotes.iter().any(|r| r[F::REMOTE.key] == key.as_str()),
         "{} (lost_create): the status records {key}, not the object made",
         F::KIND
     );
@@ -715,19 +759,22 @@ async fn lost_create<F: Fixture>(kind: &Kind<'_>) {
     );
 }
 
-/// One `#[tokio::test]` per kind: `kind_name => Fixture`.
-macro_rules! conformance {
-    ($($test:ident => $fixture:ty),* $(,)?) => {
+/// One `#[tokio::test]` per kind, `kind_name => Fixture`, each calling the invoking module's
+/// `run::<Fixture>` with the prefix `"prefix-kind_name"`.
+macro_rules! per_kind {
+    ($prefix:literal: $($test:ident => $fixture:ty),* $(,)?) => {
         $(
             #[tokio::test]
             async fn $test() {
-                run::<$fixture>(concat!("cf-", stringify!($test))).await;
+                run::<$fixture>(concat!($prefix, stringify!($test))).await;
             }
         )*
     };
 }
+pub(crate) use per_kind;
 
-conformance! {
+per_kind! {
+    "cf-":
     config => kinds::ConfigKind,
     rate_limits_policy => kinds::RateLimitsPolicyKind,
     usage_limits_policy => kinds::UsageLimitsPolicyKind,

@@ -1,0 +1,80 @@
+//! The built `aigw api`, run off the async runtime so that an in-process emulator keeps serving.
+
+use std::process::Output;
+
+/// Runs `aigw api --management-url {management_url} --token-file … {args}`, the file holding
+/// `token`.
+pub async fn aigw_api<S: AsRef<str>>(management_url: &str, token: &str, args: &[S]) -> Output {
+    against("api", management_url, token, args).await
+}
+
+/// Runs `aigw {subcommand} --management-url {management_url} --token-file … {args}`, the file
+/// holding `token`.
+pub async fn against<S: AsRef<str>>(
+    subcommand: &str,
+    management_url: &str,
+    token: &str,
+    args: &[S],
+) -> Output {
+    let token_file = tempfile::NamedTempFile::new().expect("token file");
+    std::fs::write(token_file.path(), token).expect("token written");
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"));
+    command
+        .arg(subcommand)
+        .args(["--management-url", management_url])
+        .arg("--token-file")
+        .arg(token_file.path())
+        .args(args.iter().map(AsRef::as_ref));
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .expect("aigw runs");
+    drop(token_file);
+    output
+}
+
+/// [`aigw_api`], which must succeed (else a panic with its stderr).
+pub async fn aigw_api_ok<S: AsRef<str> + std::fmt::Debug>(
+    management_url: &str,
+    token: &str,
+    args: &[S],
+) -> Output {
+    let output = aigw_api(management_url, token, args).await;
+    assert!(
+        output.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output
+}
+
+/// Runs `command` (the built `aigw`, from [`command`]) off the async runtime; its exit code, and
+/// its stdout then stderr.
+pub async fn run(mut command: std::process::Command) -> (Option<i32>, String) {
+    let output = tokio::task::spawn_blocking(move || command.output())
+        .await
+        .unwrap()
+        .expect("aigw runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (output.status.code(), text)
+}
+
+/// The built `aigw`.
+pub fn command() -> std::process::Command {
+    std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
+}
+
+/// Runs the built `aigw` with `args` ([`run`]).
+pub async fn aigw<I, S>(args: I) -> (Option<i32>, String)
+where
+    I: IntoIterator<Item = S>,
+    S: AsRef<std::ffi::OsStr>,
+{
+    let mut command = command();
+    command.args(args);
+    run(command).await
+}

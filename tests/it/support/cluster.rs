@@ -1,0 +1,253 @@
+//! What the tests of cluster-scoped kinds share: the Secrets of the operator's namespace they
+//! read, creating and waiting on this test's cluster-scoped objects, and the emulator's record
+//! of a remote object.
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use k8s_openapi::ClusterResourceScope;
+use kube::api::{Api, PostParams};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::harness::{Harness, TOKEN};
+
+/// A cluster-scoped kind of aigw.
+pub trait ClusterKind:
+    kube::Resource<Scope = ClusterResourceScope, DynamicType = ()>
+    + Clone
+    + Debug
+    + DeserializeOwned
+    + Serialize
+{
+}
+
+impl<K> ClusterKind for K where
+    K: kube::Resource<Scope = ClusterResourceScope, DynamicType = ()>
+        + Clone
+        + Debug
+        + DeserializeOwned
+        + Serialize
+{
+}
+
+impl Harness {
+    /// [`TestEnv::wait_for`](super::TestEnv::wait_for) in the test's namespace.
+    pub async fn wait_for<K>(&self, name: &str, timeout: Duration, done: impl Fn(&K) -> bool) -> K
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
+            + Clone
+            + DeserializeOwned
+            + Serialize
+            + Debug,
+    {
+        self.env.wait_for(name, timeout, done).await
+    }
+
+    /// Applies the Secret `name` of the operator's namespace (the test namespace) with
+    /// `string_data`, labelled for cluster-scoped readers when `readable`.
+    pub async fn put_secret(&self, name: &str, string_data: Value, readable: bool) {
+        let labels = match readable {
+            true => json!({"aigw.io/cluster-readable": "true"}),
+            false => json!({}),
+        };
+        self.env.put_secret(name, labels, string_data).await;
+    }
+
+    /// The API of the cluster-scoped kind `K`.
+    pub fn cluster_api<K: ClusterKind>(&self) -> Api<K> {
+        Api::all(self.env.client.clone())
+    }
+
+    /// Creates this test's cluster-scoped object `name` of kind `K` with `spec`.
+    pub async fn create_cluster<K: ClusterKind>(&self, name: &str, spec: Value) -> K {
+        let object: K = self.cluster_object(&K::kind(&()), name, spec);
+        self.cluster_api::<K>()
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap_or_else(|e| panic!("failed to create {name}: {e}"))
+    }
+
+    /// This test's cluster-scoped object `name` once `done` holds for it, within `within`;
+    /// otherwise a panic with its status, the events of the test's cluster-scoped objects and
+    /// the emulator's stats.
+    pub async fn wait_cluster<K: ClusterKind>(
+        &self,
+        name: &str,
+        within: Duration,
+        done: impl Fn(&K) -> bool,
+    ) -> K {
+        let api = self.cluster_api::<K>();
+        let name = self.cluster_name(name);
+        let found = super::wait_until(within, || async {
+            let object = api.get_opt(&name).await.ok()??;
+            done(&object).then_some(object)
+        })
+        .await;
+        match found {
+            Some(object) => object,
+            None => {
+                let object = api.get_opt(&name).await.ok().flatten();
+                let status = object.map(|o| serde_json::to_value(o).unwrap()["status"].take());
+                panic!(
+                    "{} {name} did not get there: {status:?}\n--- events ---\n{}\n--- stats ---\n{}",
+                    K::kind(&()),
+                    self.cluster_events_text().await,
+                    self.stats().await
+                )
+            }
+        }
+    }
+
+    /// Waits until this test's cluster-scoped object `name` is gone, within `within`.
+    pub async fn wait_cluster_gone<K: ClusterKind>(&self, name: &str, within: Duration) {
+        let api = self.cluster_api::<K>();
+        let name = self.cluster_name(name);
+        let gone = super::wait_until(within, || async {
+            api.get_opt(&name).await.ok()?.is_none().then_some(())
+        })
+        .await;
+        assert!(
+            gone.is_some(),
+            "{} {name} was not deleted\n{}",
+            K::kind(&()),
+            self.cluster_events_text().await
+        );
+    }
+
+    /// Edits a remote object as the console would (`PUT path` with `body`) and waits, within
+    /// `within`, until `corrected` holds; 3 s later, `endpoint` ("METHOD /template") has been
+    /// called exactly once since the edit: the one correction.
+    pub async fn console_edit_corrected_once<F, Fut>(
+        &self,
+        path: &str,
+        body: Value,
+        within: Duration,
+        endpoint: &str,
+        mut corrected: F,
+    ) where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        self.call(reqwest::Method::PUT, path, Some(body)).await;
+        self.reset_stats().await;
+        super::wait_until(within, || {
+            let done = corrected();
+            async move { done.await.then_some(()) }
+        })
+        .await
+        .unwrap_or_else(|| panic!("the console edit of {path} was not corrected"));
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(
+            self.count(endpoint).await,
+            1,
+            "one {endpoint} corrects the edit of {path}"
+        );
+    }
+
+    /// A Secret change (`change`) reaches the emulator's record of `slug` in its state
+    /// `collection` within `within` (once `arrived` holds of the record) with exactly one
+    /// `put` ("METHOD /template"), and the record's `writes` counter goes up by one.
+    pub async fn secret_change_is_one_put(
+        &self,
+        (collection, slug): (&str, &str),
+        writes: &str,
+        put: &str,
+        within: Duration,
+        change: impl std::future::Future<Output = ()>,
+        arrived: impl Fn(&Value) -> bool,
+    ) {
+        let written = |record: Value| record[writes].as_u64().unwrap();
+        let before = written(self.remote_record(collection, "slug", slug).await);
+        self.reset_stats().await;
+        change.await;
+        super::wait_until(within, || async {
+            arrived(&self.remote_record(collection, "slug", slug).await).then_some(())
+        })
+        .await
+        .expect("the new value reached the API");
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(self.count(put).await, 1, "one PUT per Secret change");
+        let after = written(self.remote_record(collection, "slug", slug).await);
+        assert_eq!(after, before + 1);
+    }
+
+    /// Over `quiet` from now, the emulator sees no write.
+    pub async fn assert_no_write_over(&self, quiet: Duration) {
+        self.reset_stats().await;
+        tokio::time::sleep(quiet).await;
+        assert_eq!(self.remote_writes().await, 0, "no write at steady state");
+    }
+
+    /// 3 s from now, the emulator has seen no write since it had seen `before`.
+    pub async fn assert_no_write_since(&self, before: u64, what: &str) {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert_eq!(
+            self.remote_writes().await,
+            before,
+            "{what} wrote: {}",
+            self.stats().await
+        );
+    }
+
+    /// Every event of the test: of its cluster-scoped objects, then of its namespace.
+    pub async fn all_events_text(&self) -> String {
+        format!(
+            "{}\n{}",
+            self.cluster_events_text().await,
+            self.env.events_text().await
+        )
+    }
+
+    /// [`Harness::remote_record`], which must be there.
+    pub async fn remote_record_present(&self, collection: &str, field: &str, value: &str) -> Value {
+        let record = self.remote_record(collection, field, value).await;
+        assert!(
+            !record.is_null(),
+            "no {collection} record with {field} {value}"
+        );
+        record
+    }
+
+    /// `aigw plan -f` of `manifest` (written to a file named `file_name`) against the emulator
+    /// and the cluster; its exit code and what it printed.
+    pub async fn plan(&self, file_name: &str, manifest: &str) -> (Option<i32>, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let (file, token) = (dir.path().join(file_name), dir.path().join("token"));
+        std::fs::write(&file, manifest).unwrap();
+        std::fs::write(&token, TOKEN).unwrap();
+        let mut command = super::cli::command();
+        command
+            .arg("plan")
+            .arg("-f")
+            .arg(&file)
+            .args(["--management-url", &self.emulator.management_url()])
+            .arg("--token-file")
+            .arg(&token)
+            .arg("--kubeconfig")
+            .arg(super::kubeconfig_path());
+        super::cli::run(command).await
+    }
+
+    /// The emulator's record in its state `collection` whose `field` is `value`, secrets in
+    /// clear; `Null` when there is none.
+    pub async fn remote_record(&self, collection: &str, field: &str, value: &str) -> Value {
+        self.state().await[collection]
+            .as_array()
+            .and_then(|all| all.iter().find(|r| r[field] == value).cloned())
+            .unwrap_or(Value::Null)
+    }
+
+    /// Runs the built `aigw api …` against the emulator; its stdout and stderr (it must
+    /// succeed).
+    pub async fn aigw_api(&self, args: &[&str]) -> String {
+        let output = super::cli::aigw_api(&self.emulator.management_url(), TOKEN, args).await;
+        assert!(output.status.success(), "{args:?}: {output:?}");
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    }
+}
