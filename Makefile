@@ -45,7 +45,7 @@ integration: cluster
 	$(CARGO) test --tests -- --test-threads=$(TEST_THREADS)
 
 ## test: everything CI runs: fmt, clippy, unit and integration tests (the docs book built and its
-## links checked among them), and a short chaos round
+## links checked among them), and two short chaos rounds (one leader; three shards)
 test: lint
 	$(CARGO) test --no-run
 	$(MAKE) image-check
@@ -54,6 +54,7 @@ test: lint
 	$(MAKE) health-test
 	$(MAKE) alerts-test
 	$(MAKE) chaos-short
+	$(MAKE) chaos-sharded-short
 
 ## health-test: the Argo CD health scripts under gopher-lua, and kstatus on the local apiserver
 ## (hack/health; the kstatus test starts the control plane itself when it is not running)
@@ -85,7 +86,8 @@ chaos-sharded: cluster
 	AIGW_CHAOS_SHARDS=3 nice $(CARGO) test --test chaos -- --nocapture
 
 ## chaos-sharded-short: the sharded suite at chaos-short's scale (60 resources, 5 kills; the
-## addition, removal and pause, deletes during creates, the apiserver restart): about 5 minutes
+## addition, removal and pause, deletes during creates, the apiserver restart): about 2 minutes,
+## part of `make test`
 chaos-sharded-short: cluster
 	AIGW_CHAOS_SHARDS=3 AIGW_CHAOS_CONFIGS=40 AIGW_CHAOS_POLICIES=10 AIGW_CHAOS_DEPLOYMENTS=10 \
 		AIGW_CHAOS_KILLS=5 nice $(CARGO) test --test chaos -- --nocapture
