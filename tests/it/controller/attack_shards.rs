@@ -113,8 +113,12 @@ impl Field {
     /// One Config `c0` in every namespace, each Ready.
     async fn create_all(&self) {
         for namespace in &self.namespaces {
+            // A remote name of its own per namespace: the write log keys a POST by it, and two
+            // shards creating two namespaces' Configs at once are not two writers of one.
+            let mut object = config("c0");
+            object.spec.name = format!("{namespace}-c0");
             self.configs(namespace)
-                .create(&PostParams::default(), &config("c0"))
+                .create(&PostParams::default(), &object)
                 .await
                 .unwrap();
         }
@@ -525,7 +529,7 @@ async fn a_sharded_replica_labels_the_secrets_of_its_share() {
             .unwrap();
         let routing: Config = serde_json::from_value(json!({
             "apiVersion": "aigw.io/v1alpha1", "kind": "Config", "metadata": {"name": "c0"},
-            "spec": {"name": "c0", "config": {"provider": "openai"},
+            "spec": {"name": format!("{namespace}-c0"), "config": {"provider": "openai"},
                      "secretRefs": [{"path": "/api_key",
                                      "secretKeyRef": {"name": "db", "key": "password"}}]}
         }))
