@@ -129,20 +129,19 @@ fn watched<K: Watchable>(
             unindex.clone(),
         );
         let api = readable_api::<K>(&kube, namespace.as_deref());
-        shard_cache::boxed(
-            watcher(api, config.clone())
-                .default_backoff()
-                .filter_map(move |event| {
-                    let unindex = unindex.as_deref();
-                    futures::future::ready(readable_event(event, &cache, &*on_unreadable, unindex))
-                })
-                .modify(move |object| as_cached(object, prepare))
-                .inspect(move |event| {
-                    if let Ok(event) = event {
-                        on_event(event);
-                    }
-                }),
-        )
+        watcher(api, config.clone())
+            .default_backoff()
+            .filter_map(move |event| {
+                let unindex = unindex.as_deref();
+                futures::future::ready(readable_event(event, &cache, &*on_unreadable, unindex))
+            })
+            .modify(move |object| as_cached(object, prepare))
+            .inspect(move |event| {
+                if let Ok(event) = event {
+                    on_event(event);
+                }
+            })
+            .boxed()
     };
     // With --shards, what the cache keeps is this replica's share ([`shard_cache`]).
     let (objects, listed) = match share {

@@ -95,13 +95,7 @@ pub async fn every<K: Managed>(ctx: &Context, question: &str) -> Result<Vec<Arc<
                 action: format!("list the {} resources to decide {question}", K::KIND),
                 source,
             })?;
-            every.extend(page.items.into_iter().filter_map(|item| match item {
-                Readable::Object(mut object) => {
-                    as_cached(&mut object, K::prepare);
-                    Some(Arc::new(object))
-                }
-                Readable::Unreadable(_) => None,
-            }));
+            every.extend(page.items.into_iter().filter_map(prepared));
             match page.metadata.continue_.filter(|c| !c.is_empty()) {
                 Some(token) => params = params.continue_token(&token),
                 None => break,
@@ -128,14 +122,19 @@ pub async fn find_in<K: Managed>(
             action: format!("read {} {namespace}/{name}", K::KIND),
             source,
         })?;
-    Ok(match read {
-        Some(Readable::Object(mut object)) => {
+    // One that does not decode is reported by the watch of its own namespace's replica.
+    Ok(read.and_then(prepared))
+}
+
+/// An object read from the apiserver as the cache would hold it; `None` when it does not decode.
+fn prepared<K: Managed>(read: Readable<K>) -> Option<Arc<K>> {
+    match read {
+        Readable::Object(mut object) => {
             as_cached(&mut object, K::prepare);
             Some(Arc::new(object))
         }
-        // One that does not decode is reported by the watch of its own namespace's replica.
-        Some(Readable::Unreadable(_)) | None => None,
-    })
+        Readable::Unreadable(_) => None,
+    }
 }
 
 /// Objects a page of [`every`]'s lists.

@@ -29,8 +29,8 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
+use futures::StreamExt;
 use futures::stream::BoxStream;
-use futures::{Stream, StreamExt};
 use kube::runtime::reflector::Store;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
@@ -362,14 +362,6 @@ where
         }
         passed.map(Ok)
     }
-}
-
-/// A filtered cache's events, for [`filtered`]'s `start`.
-pub fn boxed<K, S>(events: S) -> Events<K>
-where
-    S: Stream<Item = Result<Event<K>, watcher::Error>> + Send + 'static,
-{
-    events.boxed()
 }
 
 #[cfg(test)]
