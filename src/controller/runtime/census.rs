@@ -1,8 +1,9 @@
 //! The resource gauges, counted from the watch caches each time `/metrics` is scraped: how many
 //! resources of each kind there are, how many report each condition, and how many have a
-//! credential rotation due that has not happened. Counted by kind, never named. A standby's
-//! caches hold what the leader's do, so every replica reports the same counts (alerts take the
-//! max over replicas).
+//! credential rotation due that has not happened. Counted by kind, never named. Each replica
+//! counts the objects it reconciles now: the leader all of them (a standby none), with
+//! `--shards` its share. The replicas' counts are disjoint, so a total is their `sum` in either
+//! mode (what the chart's alerts and dashboard take).
 
 use crate::controller::{Context, Managed};
 use crate::resources::common::condition::{DRIFTED, PAUSED, READY, RECONCILING, STALLED};
@@ -69,21 +70,18 @@ pub fn refresh(ctx: &Context) {
 /// Sets the resource gauges of kind `K` (what [`crate::registry::Kind::census`] holds).
 pub fn record<K: Managed>(ctx: &Context) {
     let objects = K::stores(&ctx.stores).all();
-    // Another installation's objects are counted by it.
-    let theirs = |o: &&K| {
-        matches!(
+    // Another installation's objects are counted by it, another replica's share by that one.
+    let ours = |o: &&K| {
+        !matches!(
             ctx.installation.claim_on(*o),
             crate::controller::state::installation::Claim::Theirs(_)
-        )
+        ) && ctx.leadership.acts_on(o.meta())
     };
-    let census = count(objects.iter().map(AsRef::as_ref).filter(|o| !theirs(o)));
-    ctx.metrics.census(K::KIND, &census);
+    let owned: Vec<&K> = objects.iter().map(AsRef::as_ref).filter(ours).collect();
+    ctx.metrics.census(K::KIND, &count(owned.iter().copied()));
     if ctx.leadership.shards().is_some() {
-        let owned = objects
-            .iter()
-            .filter(|o| !theirs(&o.as_ref()) && ctx.leadership.acts_on(o.meta()))
-            .count();
-        ctx.metrics.shard_objects(K::KIND, owned, objects.len());
+        ctx.metrics
+            .shard_objects(K::KIND, owned.len(), objects.len());
     }
 }
 

@@ -65,18 +65,20 @@ async fn shares(operators: &[&Operator], total: usize) -> Vec<f64> {
             .unwrap_or(0.0)
     };
     wait_until(WITHIN, || async {
-        let (mut shares, mut cached) = (Vec::new(), Vec::new());
+        let (mut shares, mut cached, mut census) = (Vec::new(), Vec::new(), Vec::new());
         for operator in operators {
             let metrics = operator.metrics().await;
             shares.push(gauge(&metrics, "aigw_shard_objects"));
             cached.push(gauge(&metrics, "aigw_shard_cached_objects"));
+            // The census counts each replica's share too: the alerts' sum is the total.
+            census.push(gauge(&metrics, "aigw_resources"));
         }
         let adds_up = |counts: &[f64]| counts.iter().sum::<f64>() == total as f64;
-        (adds_up(&shares) && adds_up(&cached)).then_some(shares)
+        (adds_up(&shares) && adds_up(&cached) && adds_up(&census)).then_some(shares)
     })
     .await
     .unwrap_or_else(|| {
-        panic!("the replicas' shares (reconciled and cached) never added up to {total}")
+        panic!("the replicas' shares (reconciled, cached and counted) never added up to {total}")
     })
 }
 
