@@ -117,6 +117,7 @@ fn watched<K: Watchable>(
     let (reader, writer) = reflector::store();
     let (on_event, on_unreadable) = (Arc::new(on_event), Arc::new(on_unreadable));
     let unindex = share.as_ref().map(|share| share.unindex.clone());
+    let scope = namespace.map(str::to_string);
     let (kube, namespace, cache) = (kube.clone(), namespace.map(str::to_string), reader.clone());
     // Paged initial lists (500 objects a page): a list served whole from the watch cache (the
     // "any" semantic ignores the page size) put every object in one response, which at 10,000
@@ -148,7 +149,8 @@ fn watched<K: Watchable>(
         Some(Share {
             shards, skipped, ..
         }) => {
-            let (objects, listed) = shard_cache::filtered(shards, reader.clone(), start, skipped);
+            let (objects, listed) =
+                shard_cache::filtered(shards, scope.as_deref(), reader.clone(), start, skipped);
             (objects, Some(listed))
         }
         None => (start(), None),

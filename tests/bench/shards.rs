@@ -58,6 +58,11 @@ async fn start_shards(
     if let Ok(extra) = std::env::var("BENCH_SHARD_ARGS") {
         args.extend(extra.split_whitespace().map(str::to_string));
     }
+    // BENCH_HEAPTRACK=DIR profiles every replica of the rollout with heaptrack
+    // (DIR/shard{r}-rollout-N.zst; build with `--no-default-features`, or jemalloc hides the heap).
+    let heaptrack = std::env::var("BENCH_HEAPTRACK")
+        .ok()
+        .filter(|_| phase == "rollout");
     let mut operators = Vec::new();
     for r in 0..replicas {
         let log = std::fs::File::create(
@@ -65,15 +70,25 @@ async fn start_shards(
                 .join(format!("operator-shard{r}-{phase}-{}.log", opts.n)),
         )
         .expect("operator log");
+        let command = match &heaptrack {
+            Some(dir) => {
+                let mut command = Command::new("heaptrack");
+                command
+                    .args(["-o", &format!("{dir}/shard{r}-{phase}-{}", opts.n)])
+                    .arg(&opts.bin);
+                command
+            }
+            None => Command::new(&opts.bin),
+        };
         let operator = Operator::launch(
-            Command::new(&opts.bin),
+            command,
             emulator,
             token_file,
             kubeconfig,
             &args,
             log,
             free_port(),
-            false,
+            heaptrack.is_some(),
         )
         .await;
         operators.push(operator);
@@ -101,10 +116,22 @@ async fn first_exit(operators: &mut [Operator]) -> String {
 /// lapse), then waits for them to exit.
 async fn terminate(operators: Vec<Operator>) {
     for operator in &operators {
-        let _ = Command::new("kill")
-            .args(["-TERM", &operator.pid.to_string()])
-            .status()
-            .await;
+        // Under heaptrack the child is its script: the operator is found by its metrics port.
+        let signalled = if operator.profiled {
+            let port = operator.metrics.rsplit(':').next().unwrap_or_default();
+            let pattern = format!(
+                "^{} operator .*127.0.0.1:{port}",
+                env!("CARGO_BIN_EXE_aigw")
+            );
+            Command::new("pkill")
+                .args(["-TERM", "-f", &pattern])
+                .status()
+        } else {
+            Command::new("kill")
+                .args(["-TERM", &operator.pid.to_string()])
+                .status()
+        };
+        let _ = signalled.await;
     }
     for mut operator in operators {
         let _ = tokio::time::timeout(Duration::from_secs(30), operator.child.wait()).await;

@@ -9,9 +9,12 @@
 //! - the caches keep a key when this replica's view, or a view a live member published, hashes
 //!   it to this replica ([`Coverage::keep`]): a superset of the keys it may act on;
 //! - each change of those views is an *epoch*. One that may keep a key the caches dropped (a
-//!   member leaving; not one joining, which only takes keys) makes every filtered cache list
-//!   again ([`Keep::relist`]); one that keeps fewer drops the copies it no longer keeps from the
-//!   caches, without a list (and again after each list ends, whose buffer may hold them);
+//!   member leaving; not one joining, which only takes keys) makes the filtered caches list
+//!   again ([`Keep::relist`]): a watch of every namespace always, a watch of one namespace only
+//!   when its namespace is kept now and was not at every epoch since its last list
+//!   ([`Coverage::must_list`]). One that keeps fewer drops the copies it no longer keeps from
+//!   the caches, without a list (and again after each list ends, whose buffer may hold them),
+//!   one removal at a time;
 //! - the watches start before this replica has a share, keeping nothing, so the claim index
 //!   hears every namespace from the start;
 //! - a cache that finished a list begun at epoch `e` holds, and has followed since, every key
@@ -59,6 +62,8 @@ struct State {
     kept: BTreeMap<u64, Vec<Vec<String>>>,
     /// Per filtered cache: the epoch its last completed list began at.
     listed: Vec<Option<u64>>,
+    /// Per filtered cache: the one key it watches (a watch of one namespace), or `None`.
+    scopes: Vec<Option<String>>,
 }
 
 impl State {
@@ -71,9 +76,35 @@ impl State {
 
     /// The oldest epoch a filtered cache may lack keys of; `None` while one has not listed.
     fn oldest_listed(&self) -> Option<u64> {
+        self.oldest_listed_of(None)
+    }
+
+    /// The same over the caches that may hold `key` (all, for `None`): a watch of one namespace
+    /// holds nothing of another.
+    fn oldest_listed_of(&self, key: Option<&str>) -> Option<u64> {
         self.listed
             .iter()
-            .try_fold(u64::MAX, |oldest, at| Some(oldest.min((*at)?)))
+            .zip(&self.scopes)
+            .filter(|(_, scope)| match (key, scope) {
+                (Some(key), Some(scope)) => key == scope,
+                _ => true,
+            })
+            .try_fold(u64::MAX, |oldest, (at, _)| Some(oldest.min((*at)?)))
+    }
+
+    /// True when every epoch from `from` on keeps `key`.
+    fn kept_since(&self, from: u64, me: &str, key: &str) -> bool {
+        self.kept
+            .range(from..)
+            .all(|(_, views)| keeps(views, me, key))
+    }
+
+    /// Epochs no cache can be behind on any more are not asked about again.
+    fn forget_old_epochs(&mut self) {
+        if let Some(oldest) = self.oldest_listed() {
+            let current = self.now.epoch;
+            self.kept.retain(|epoch, _| *epoch >= oldest.min(current));
+        }
     }
 }
 
@@ -135,36 +166,70 @@ impl Coverage {
     /// since an epoch from which on every epoch kept `key`.
     pub(super) fn covers(&self, me: &str, key: &str) -> bool {
         let state = self.state();
-        let Some(oldest) = state.oldest_listed() else {
+        let Some(oldest) = state.oldest_listed_of(Some(key)) else {
             return false;
         };
-        state
-            .kept
-            .range(oldest..)
-            .all(|(_, views)| keeps(views, me, key))
+        state.kept_since(oldest, me, key)
     }
 
-    /// A filtered cache, by the number it reports its lists under.
-    pub(super) fn register(&self) -> usize {
+    /// A filtered cache, by the number it reports its lists under; `scope` is the one key it
+    /// watches (a watch of one namespace), if it watches one.
+    pub(super) fn register(&self, scope: Option<String>) -> usize {
         let mut state = self.state();
         state.listed.push(None);
+        state.scopes.push(scope);
         state.listed.len() - 1
     }
 
+    /// Whether cache `cache`, which watches the one key `scope`, must list again for the epoch
+    /// `epoch` that asks for lists; `listing` is the epoch a list in progress began at. It need
+    /// not when that epoch does not keep `scope` (the copies go without a list), or when every
+    /// epoch since its list keeps it (it followed every event of `scope` meanwhile). Without
+    /// a list in progress it then holds, as of `epoch`, what it held.
+    pub(super) fn must_list(
+        &self,
+        cache: usize,
+        scope: &str,
+        me: &str,
+        epoch: u64,
+        listing: Option<u64>,
+    ) -> bool {
+        let mut state = self.state();
+        let listed = state.listed.get(cache).copied().flatten();
+        // What the cache holds dates from the list under way, else from its last one.
+        let Some(from) = listing.or(listed) else {
+            return true;
+        };
+        let held = !state
+            .kept
+            .get(&epoch)
+            .is_some_and(|views| keeps(views, me, scope))
+            || state.kept_since(from, me, scope);
+        if !held {
+            return true;
+        }
+        if listing.is_none()
+            && let Some(at) = state.listed.get_mut(cache)
+        {
+            *at = Some(from.max(epoch));
+            state.forget_old_epochs();
+        }
+        false
+    }
+
     /// Cache `cache` holds what it listed from epoch `epoch`. True when the oldest epoch a
-    /// cache may lack moved on: the caches hold more than before.
+    /// cache may lack (of those that may hold its namespace) moved on: the caches hold more
+    /// than before.
     pub(super) fn listed(&self, cache: usize, epoch: u64) -> bool {
         let mut state = self.state();
-        let before = state.oldest_listed();
+        // A watch of one namespace adds to what is held of that namespace only.
+        let scope = state.scopes.get(cache).cloned().flatten();
+        let before = state.oldest_listed_of(scope.as_deref());
         if let Some(at) = state.listed.get_mut(cache) {
             *at = Some(at.map_or(epoch, |at| at.max(epoch)));
         }
-        let after = state.oldest_listed();
-        if let Some(oldest) = after {
-            // Epochs no cache can be behind on any more are not asked about again.
-            let current = state.now.epoch;
-            state.kept.retain(|epoch, _| *epoch >= oldest.min(current));
-        }
+        let after = state.oldest_listed_of(scope.as_deref());
+        state.forget_old_epochs();
         after != before
     }
 
@@ -207,6 +272,7 @@ pub type Skipped<K> = Box<dyn Fn(&Event<K>) + Send>;
 /// every event once the cache took it.
 pub fn filtered<K>(
     shards: Shards,
+    namespace: Option<&str>,
     cache: Store<K>,
     start: impl Fn() -> Events<K> + Send + 'static,
     skipped: impl Fn(&Event<K>) + Send + 'static,
@@ -214,13 +280,17 @@ pub fn filtered<K>(
 where
     K: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
 {
+    // A watch of one namespace watches one key: it lists again only when the share gains it.
+    let scope = namespace.map(|ns| format!("namespace/{ns}"));
     let listed = Listed {
-        cache: shards.register_cache(),
+        cache: shards.register_cache(scope.clone()),
         shards: shards.clone(),
         ending: Arc::default(),
     };
     let filter = Filter {
         keep: shards.keep_changes(),
+        id: listed.cache,
+        scope,
         shards,
         cache,
         start: Box::new(start),
@@ -241,6 +311,10 @@ where
 
 struct Filter<K: kube::Resource<DynamicType = ()> + 'static> {
     shards: Shards,
+    /// The number this cache reports its lists under.
+    id: usize,
+    /// The one key this cache watches, if it watches one namespace.
+    scope: Option<String>,
     cache: Store<K>,
     start: Box<dyn Fn() -> Events<K> + Send>,
     skipped: Skipped<K>,
@@ -251,8 +325,8 @@ struct Filter<K: kube::Resource<DynamicType = ()> + 'static> {
     /// The epoch the list in progress began at.
     listing: Option<u64>,
     ending: Arc<Mutex<Option<u64>>>,
-    /// Removals of copies no longer kept, to pass before anything else.
-    pending: VecDeque<Event<K>>,
+    /// Copies no longer kept, to remove before anything else passes.
+    pending: VecDeque<Arc<K>>,
     /// A list ended: look for copies it put back that the share no longer keeps.
     sweep: bool,
 }
@@ -263,8 +337,10 @@ where
 {
     async fn next(&mut self) -> Option<Result<Event<K>, watcher::Error>> {
         loop {
+            // One removal at a time: a share that shrinks by tens of thousands of objects
+            // copies one of them at a time, not all at once.
             if let Some(removed) = self.pending.pop_front() {
-                return Some(Ok(removed));
+                return Some(Ok(Event::Delete(K::clone(&removed))));
             }
             if std::mem::take(&mut self.sweep) {
                 // The list that just ended may have put back copies dropped while it ran.
@@ -298,7 +374,15 @@ where
     /// copies it no longer keeps.
     fn follow(&mut self) {
         let now = *self.keep.borrow_and_update();
-        if now.relist != self.at.relist || self.inner.is_none() {
+        let must_list = match &self.scope {
+            _ if self.inner.is_none() => true,
+            _ if now.relist == self.at.relist => false,
+            None => true,
+            Some(scope) => self
+                .shards
+                .must_list(self.id, scope, now.epoch, self.listing),
+        };
+        if must_list {
             // The new watch starts with a list; the cache serves what it had until it ends.
             self.inner = Some((self.start)());
             self.listing = Some(now.epoch);
@@ -315,7 +399,6 @@ where
             .state()
             .into_iter()
             .filter(|object| !self.kept(object.as_ref()))
-            .map(|object| Event::Delete(K::clone(&object)))
             .collect();
         self.pending.extend(dropped);
     }
@@ -392,7 +475,7 @@ mod tests {
     #[test]
     fn nothing_is_covered_until_every_cache_listed_and_a_gain_asks_for_a_list() {
         let coverage = Coverage::new();
-        let (a, b) = (coverage.register(), coverage.register());
+        let (a, b) = (coverage.register(None), coverage.register(None));
         let alone = view(&["r0"]);
         let key = "namespace/any";
         coverage.keep("r0", vec![alone.clone(), alone.clone()]);
@@ -447,7 +530,7 @@ mod tests {
     #[test]
     fn a_key_dropped_and_kept_again_is_covered_only_after_a_new_list() {
         let coverage = Coverage::new();
-        let cache = coverage.register();
+        let cache = coverage.register(None);
         let alone = view(&["r0"]);
         let two = view(&["r0", "r1"]);
         let (_, given) = keys_of(&two, "r0");
@@ -487,9 +570,56 @@ mod tests {
     }
 
     #[test]
+    fn a_watch_of_one_namespace_lists_again_only_when_its_namespace_is_gained() {
+        let coverage = Coverage::new();
+        let two = view(&["r0", "r1"]);
+        let (mine, theirs) = keys_of(&two, "r0");
+        let (kept, gained) = (
+            coverage.register(Some(mine.clone())),
+            coverage.register(Some(theirs.clone())),
+        );
+        // Alone, r0 keeps both; each cache lists its namespace.
+        coverage.keep("r0", vec![view(&["r0"])]);
+        assert!(coverage.listed(kept, 1), "its namespace is held now");
+        assert!(
+            coverage.covers("r0", &mine),
+            "the other cache holds none of it"
+        );
+        assert!(
+            !coverage.covers("r0", &theirs),
+            "its own cache has not listed"
+        );
+        assert!(coverage.listed(gained, 1));
+        assert!(coverage.covers("r0", &theirs));
+        // r1 joins (no list), then leaves (a list is asked for).
+        coverage.keep("r0", vec![two.clone()]);
+        assert!(!coverage.keeps("r0", &theirs));
+        coverage.keep("r0", vec![view(&["r0"])]);
+        let now = *coverage.subscribe().borrow();
+        assert_eq!(now.relist, 2);
+        // The namespace kept all along needs no list, and is still covered.
+        assert!(!coverage.must_list(kept, &mine, "r0", now.epoch, None));
+        assert!(coverage.covers("r0", &mine));
+        // The one dropped at epoch 2 and kept again does, and is covered once it listed.
+        assert!(coverage.must_list(gained, &theirs, "r0", now.epoch, None));
+        assert!(!coverage.covers("r0", &theirs));
+        // A list already under way since this epoch need not start over.
+        assert!(!coverage.must_list(gained, &theirs, "r0", now.epoch, Some(now.epoch)));
+        assert!(!coverage.covers("r0", &theirs), "not until that list ends");
+        coverage.listed(gained, now.epoch);
+        assert!(coverage.covers("r0", &theirs));
+        // r1 joins again: the namespace r0 no longer keeps lists nothing, and is not covered.
+        coverage.keep("r0", vec![two.clone()]);
+        let now = *coverage.subscribe().borrow();
+        assert!(!coverage.must_list(gained, &theirs, "r0", now.epoch, None));
+        assert!(!coverage.covers("r0", &theirs));
+        assert!(coverage.covers("r0", &mine));
+    }
+
+    #[test]
     fn no_share_keeps_nothing() {
         let coverage = Coverage::new();
-        let cache = coverage.register();
+        let cache = coverage.register(None);
         coverage.keep("r0", vec![view(&["r0"])]);
         coverage.listed(cache, 1);
         coverage.keep("r0", Vec::new());

@@ -168,8 +168,17 @@ impl Shards {
     }
 
     /// A watch cache that keeps this share only: the number to report its lists under.
-    pub fn register_cache(&self) -> usize {
-        self.inner.coverage.register()
+    /// `scope`: the one key it watches (a watch of one namespace), if it watches one.
+    pub fn register_cache(&self, scope: Option<String>) -> usize {
+        self.inner.coverage.register(scope)
+    }
+
+    /// Whether cache `cache`, watching the one key `scope`, must list again for the epoch
+    /// `epoch` ([`Coverage::must_list`]).
+    pub fn must_list(&self, cache: usize, scope: &str, epoch: u64, listing: Option<u64>) -> bool {
+        self.inner
+            .coverage
+            .must_list(cache, scope, &self.inner.me, epoch, listing)
     }
 
     /// Cache `cache` holds what it listed from epoch `epoch`; when that makes the caches hold
