@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use serde_with::skip_serializing_none;
 
 use super::de;
 use super::deployment::enum_str;
@@ -52,11 +53,11 @@ pub enum OneOrMany {
 /// Which requests the policy applies to. `key` is `api_key`, `organisation_id`, `workspace_id` or
 /// `metadata.*`. Also a request body part the operator builds field by field, so it has no
 /// catch-all for unknown fields: those of a read condition are dropped.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Condition {
     pub key: String,
     pub value: OneOrMany,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub excludes: Option<OneOrMany>,
 }
 
@@ -67,12 +68,11 @@ pub struct GroupBy {
     pub key: String,
 }
 
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RateLimitsPolicy {
     pub id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     #[serde(default, deserialize_with = "de::null_as_empty")]
     pub conditions: Vec<Condition>,
@@ -84,15 +84,10 @@ pub struct RateLimitsPolicy {
     #[serde(serialize_with = "de::whole_f64")]
     pub value: f64,
     pub status: PolicyStatus,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<RateLimitTarget>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organisation_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated_at: Option<String>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]
@@ -100,11 +95,10 @@ pub struct RateLimitsPolicy {
 }
 
 /// `POST /policies/rate-limits`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CreateRateLimitsPolicyRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     pub conditions: Vec<Condition>,
     pub group_by: Vec<GroupBy>,
@@ -113,39 +107,29 @@ pub struct CreateRateLimitsPolicyRequest {
     pub unit: RateLimitUnit,
     #[serde(serialize_with = "de::whole_f64")]
     pub value: f64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<RateLimitTarget>,
     /// Workspace id or slug.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organisation_id: Option<String>,
 }
 
 /// `PUT /policies/rate-limits/{id}`: only these fields can change.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct UpdateRateLimitsPolicyRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unit: Option<RateLimitUnit>,
-    #[serde(
-        default,
-        serialize_with = "de::opt_whole_f64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(serialize_with = "de::opt_whole_f64")]
     pub value: Option<f64>,
 }
 
 /// The create receipt.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PolicyCreated {
     pub id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object: Option<String>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use serde_with::skip_serializing_none;
 
 use super::de;
 use super::open_enum::open_enum;
@@ -133,9 +134,9 @@ open_enum! {
     }
 }
 
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IncompleteDetails {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<IncompleteReason>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]
@@ -206,9 +207,9 @@ open_enum! {
 }
 
 /// The `text` field: how the model formats its text output.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct TextConfig {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<TextFormat>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]

@@ -3,6 +3,7 @@
 //! conditions, grouping keys, receipts and archive-on-delete.
 
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use super::de;
 use super::deployment::enum_str;
@@ -27,12 +28,11 @@ pub enum PeriodicReset {
 }
 
 /// A usage-limits policy as reads return it.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UsageLimitsPolicy {
     pub id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     #[serde(default, deserialize_with = "de::null_as_empty")]
     pub conditions: Vec<Condition>,
@@ -42,31 +42,18 @@ pub struct UsageLimitsPolicy {
     pub limit_type: UsageLimitType,
     #[serde(default, serialize_with = "de::whole_f64")]
     pub credit_limit: f64,
-    #[serde(
-        default,
-        serialize_with = "de::opt_whole_f64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(serialize_with = "de::opt_whole_f64")]
     pub alert_threshold: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub periodic_reset: Option<PeriodicReset>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub periodic_reset_days: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_usage_reset_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reset_at: Option<String>,
     pub status: PolicyStatus,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organisation_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated_at: Option<String>,
     /// Usage per value of the grouping key; only on a read with `include_usage=true`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value_key_usage_map: Option<serde_json::Map<String, serde_json::Value>>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]
@@ -74,9 +61,9 @@ pub struct UsageLimitsPolicy {
 }
 
 /// `POST /policies/usage-limits`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CreateUsageLimitsPolicyRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     pub conditions: Vec<Condition>,
     pub group_by: Vec<GroupBy>,
@@ -84,18 +71,11 @@ pub struct CreateUsageLimitsPolicyRequest {
     pub limit_type: UsageLimitType,
     #[serde(serialize_with = "de::whole_f64")]
     pub credit_limit: f64,
-    #[serde(
-        default,
-        serialize_with = "de::opt_whole_f64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(serialize_with = "de::opt_whole_f64")]
     pub alert_threshold: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub periodic_reset: Option<PeriodicReset>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub periodic_reset_days: Option<u32>,
     /// Workspace id or slug.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
 }
 
@@ -123,14 +103,12 @@ pub struct UpdateUsageLimitsPolicyRequest {
 }
 
 /// One value of the grouping key and its usage (`GET …/{id}/entities`).
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UsageEntity {
     pub id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value_key: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_usage: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]
