@@ -52,6 +52,6 @@ pub struct GuardrailListQuery {
 
 impl Validate for GuardrailListQuery {
     fn validate(&self) -> Result<(), ApiError> {
-        validate::range_u64("page_size", self.page_size.map(u64::from), 1, 1000)
+        validate::range("page_size", self.page_size.map(u64::from), 1, 1000)
     }
 }

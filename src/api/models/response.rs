@@ -227,8 +227,8 @@ open_enum! {
 
 impl Validate for Response {
     fn validate(&self) -> Result<(), ApiError> {
-        validate::range_f64("temperature", self.temperature, 0.0, 2.0)?;
-        validate::range_f64("top_p", self.top_p, 0.0, 1.0)?;
+        validate::range("temperature", self.temperature, 0.0, 2.0)?;
+        validate::range("top_p", self.top_p, 0.0, 1.0)?;
         if let Some(metadata) = &self.metadata {
             validate::metadata("metadata", metadata)?;
         }

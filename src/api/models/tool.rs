@@ -32,14 +32,14 @@ impl Tool {
         let Tool::FileSearch(fs) = self else {
             return Ok(());
         };
-        validate::range_u64(
+        validate::range(
             &format!("{field}.max_num_results"),
             fs.max_num_results.map(u64::from),
             1,
             50,
         )?;
         let threshold = fs.ranking_options.as_ref().and_then(|r| r.score_threshold);
-        validate::range_f64(
+        validate::range(
             &format!("{field}.ranking_options.score_threshold"),
             threshold,
             0.0,
