@@ -9,6 +9,7 @@ use serde_with::skip_serializing_none;
 
 use super::de;
 use super::deployment::SensitiveFields;
+use super::query;
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
 use crate::api::secret::SecretString;
@@ -280,17 +281,11 @@ pub struct IntegrationsListQuery {
 
 impl IntegrationsListQuery {
     pub(crate) fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        let mut pairs = Vec::new();
-        if let Some(ws) = &self.workspace_id {
-            pairs.push(("workspace_id", ws.clone()));
-        }
-        if let Some(kind) = &self.integration_type {
-            pairs.push(("type", kind.clone()));
-        }
-        if let Some(size) = self.page_size {
-            pairs.push(("page_size", size.to_string()));
-        }
-        pairs
+        query::filters([
+            ("workspace_id", self.workspace_id.clone()),
+            ("type", self.integration_type.clone()),
+            ("page_size", query::number(self.page_size)),
+        ])
     }
 }
 

@@ -12,6 +12,7 @@ use serde_json::{Map, Value};
 use serde_with::skip_serializing_none;
 
 use super::deployment::SensitiveFields;
+use super::query;
 use super::validate::{self, Validate};
 use super::{HIDDEN_CONFIGURATION, SecretMapping, de};
 use crate::api::error::ApiError;
@@ -323,17 +324,12 @@ pub struct McpServersListQuery {
 
 impl McpServersListQuery {
     pub fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        let mut pairs = vec![("page_size", "100".to_owned())];
-        if let Some(workspace) = &self.workspace_id {
-            pairs.push(("workspace_id", workspace.clone()));
-        }
-        if !self.ids.is_empty() {
-            pairs.push(("id", self.ids.join(",")));
-        }
-        if let Some(search) = &self.search {
-            pairs.push(("search", search.clone()));
-        }
-        pairs
+        query::filters([
+            ("page_size", Some("100".to_owned())),
+            ("workspace_id", self.workspace_id.clone()),
+            ("id", (!self.ids.is_empty()).then(|| self.ids.join(","))),
+            ("search", self.search.clone()),
+        ])
     }
 }
 

@@ -6,6 +6,7 @@ use serde_with::skip_serializing_none;
 
 use super::de;
 use super::deployment::enum_str;
+use super::query;
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
 
@@ -152,26 +153,14 @@ pub struct RateLimitsListQuery {
 
 impl RateLimitsListQuery {
     pub(crate) fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        let mut pairs = Vec::new();
-        if let Some(ws) = &self.workspace_id {
-            pairs.push(("workspace_id", ws.clone()));
-        }
-        if let Some(v) = &self.status {
-            pairs.push(("status", enum_str(v)));
-        }
-        if let Some(v) = &self.limit_type {
-            pairs.push(("type", enum_str(v)));
-        }
-        if let Some(v) = &self.unit {
-            pairs.push(("unit", enum_str(v)));
-        }
-        if let Some(v) = &self.target {
-            pairs.push(("target", enum_str(v)));
-        }
-        if let Some(size) = self.page_size {
-            pairs.push(("page_size", size.to_string()));
-        }
-        pairs
+        query::filters([
+            ("workspace_id", self.workspace_id.clone()),
+            ("status", self.status.as_ref().map(enum_str)),
+            ("type", self.limit_type.as_ref().map(enum_str)),
+            ("unit", self.unit.as_ref().map(enum_str)),
+            ("target", self.target.as_ref().map(enum_str)),
+            ("page_size", query::number(self.page_size)),
+        ])
     }
 }
 

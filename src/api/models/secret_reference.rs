@@ -11,6 +11,7 @@ use serde_with::skip_serializing_none;
 
 use super::HIDDEN_CONFIGURATION;
 use super::deployment::SensitiveFields;
+use super::query;
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
 
@@ -89,17 +90,17 @@ pub struct SecretReferencesListQuery {
 
 impl SecretReferencesListQuery {
     pub fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        let mut pairs = vec![("page_size", "100".to_owned())];
-        if let Some(manager) = &self.manager_type {
-            pairs.push(("manager_type", manager.clone()));
-        }
-        if let Some(search) = &self.search {
-            pairs.push(("search", search.clone()));
-        }
-        if let Some(tags) = &self.tags {
-            pairs.push(("tags", Value::Object(tags.clone()).to_string()));
-        }
-        pairs
+        query::filters([
+            ("page_size", Some("100".to_owned())),
+            ("manager_type", self.manager_type.clone()),
+            ("search", self.search.clone()),
+            (
+                "tags",
+                self.tags
+                    .clone()
+                    .map(|tags| Value::Object(tags).to_string()),
+            ),
+        ])
     }
 }
 

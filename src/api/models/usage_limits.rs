@@ -7,6 +7,7 @@ use serde_with::skip_serializing_none;
 
 use super::de;
 use super::deployment::enum_str;
+use super::query;
 use super::rate_limits::{Condition, GroupBy, PolicyStatus};
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
@@ -129,20 +130,12 @@ pub struct UsageLimitsListQuery {
 
 impl UsageLimitsListQuery {
     pub(crate) fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        let mut pairs = Vec::new();
-        if let Some(ws) = &self.workspace_id {
-            pairs.push(("workspace_id", ws.clone()));
-        }
-        if let Some(v) = &self.status {
-            pairs.push(("status", enum_str(v)));
-        }
-        if let Some(v) = &self.limit_type {
-            pairs.push(("type", enum_str(v)));
-        }
-        if let Some(size) = self.page_size {
-            pairs.push(("page_size", size.to_string()));
-        }
-        pairs
+        query::filters([
+            ("workspace_id", self.workspace_id.clone()),
+            ("status", self.status.as_ref().map(enum_str)),
+            ("type", self.limit_type.as_ref().map(enum_str)),
+            ("page_size", query::number(self.page_size)),
+        ])
     }
 }
 

@@ -9,6 +9,7 @@ use serde_json::{Map, Value};
 use serde_with::skip_serializing_none;
 
 use super::de;
+use super::query;
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
 
@@ -77,21 +78,12 @@ pub struct WorkspacesListQuery {
 
 impl WorkspacesListQuery {
     pub fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        let mut pairs = Vec::new();
-        let fields = [
-            ("status", &self.status),
-            ("name", &self.name),
-            ("exact_name", &self.exact_name),
-        ];
-        for (key, value) in fields {
-            if let Some(value) = value {
-                pairs.push((key, value.clone()));
-            }
-        }
-        if let Some(size) = self.page_size {
-            pairs.push(("page_size", size.to_string()));
-        }
-        pairs
+        query::filters([
+            ("status", self.status.clone()),
+            ("name", self.name.clone()),
+            ("exact_name", self.exact_name.clone()),
+            ("page_size", query::number(self.page_size)),
+        ])
     }
 }
 
