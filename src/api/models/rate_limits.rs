@@ -164,23 +164,13 @@ impl RateLimitsListQuery {
     }
 }
 
-fn validate_value(value: f64) -> Result<(), ApiError> {
-    if !value.is_finite() || value < 0.0 {
-        return Err(ApiError::validation(
-            "value",
-            "must be a non-negative number",
-        ));
-    }
-    Ok(())
-}
-
 impl Validate for CreateRateLimitsPolicyRequest {
     fn validate(&self) -> Result<(), ApiError> {
         validate::max_chars("name", self.name.as_deref(), 255)?;
         validate::max_chars("description", self.description.as_deref(), 500)?;
         validate::non_empty("conditions", &self.conditions)?;
         validate::non_empty("group_by", &self.group_by)?;
-        validate_value(self.value)
+        validate::non_negative("value", Some(self.value))
     }
 }
 
@@ -194,6 +184,6 @@ impl Validate for UpdateRateLimitsPolicyRequest {
         if let Some(conditions) = &self.conditions {
             validate::non_empty("conditions", conditions)?;
         }
-        self.value.map_or(Ok(()), validate_value)
+        validate::non_negative("value", self.value)
     }
 }

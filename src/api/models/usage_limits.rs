@@ -139,15 +139,6 @@ impl UsageLimitsListQuery {
     }
 }
 
-fn validate_amount(field: &str, value: Option<f64>) -> Result<(), ApiError> {
-    match value {
-        Some(v) if !v.is_finite() || v < 0.0 => {
-            Err(ApiError::validation(field, "must be a non-negative number"))
-        }
-        _ => Ok(()),
-    }
-}
-
 fn validate_reset(reset: Option<PeriodicReset>, days: Option<u32>) -> Result<(), ApiError> {
     if reset.is_some() && days.is_some() {
         return Err(ApiError::validation(
@@ -169,8 +160,8 @@ impl Validate for CreateUsageLimitsPolicyRequest {
         validate::max_chars("name", self.name.as_deref(), 255)?;
         validate::non_empty("conditions", &self.conditions)?;
         validate::non_empty("group_by", &self.group_by)?;
-        validate_amount("credit_limit", Some(self.credit_limit))?;
-        validate_amount("alert_threshold", self.alert_threshold)?;
+        validate::non_negative("credit_limit", Some(self.credit_limit))?;
+        validate::non_negative("alert_threshold", self.alert_threshold)?;
         validate_reset(self.periodic_reset, self.periodic_reset_days)
     }
 }
@@ -181,8 +172,8 @@ impl Validate for UpdateUsageLimitsPolicyRequest {
         if let Some(conditions) = &self.conditions {
             validate::non_empty("conditions", conditions)?;
         }
-        validate_amount("credit_limit", self.credit_limit)?;
-        validate_amount("alert_threshold", self.alert_threshold)?;
+        validate::non_negative("credit_limit", self.credit_limit)?;
+        validate::non_negative("alert_threshold", self.alert_threshold)?;
         validate_reset(self.periodic_reset, self.periodic_reset_days)
     }
 }

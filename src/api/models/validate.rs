@@ -32,6 +32,16 @@ pub(crate) fn range<T: PartialOrd + std::fmt::Display + Copy>(
     }
 }
 
+/// `value`, when set, must be a finite number of at least 0.
+pub(crate) fn non_negative(field: &str, value: Option<f64>) -> Result<(), ApiError> {
+    match value {
+        Some(v) if !v.is_finite() || v < 0.0 => {
+            Err(ApiError::validation(field, "must be a non-negative number"))
+        }
+        _ => Ok(()),
+    }
+}
+
 pub(crate) fn max_chars(field: &str, value: Option<&str>, max: usize) -> Result<(), ApiError> {
     match value {
         Some(v) if v.chars().count() > max => Err(ApiError::validation(
