@@ -747,27 +747,47 @@ mod tests {
         assert_eq!(out, WITHHELD);
     }
 
+    /// Each of `messages` narrows `value` down: withheld whole.
+    fn assert_withheld(value: &str, messages: &[&str]) {
+        for message in messages {
+            let shown = conceal(message, &[value.to_string()]);
+            assert_eq!(shown, WITHHELD, "{message}");
+        }
+    }
+
+    /// None of `messages` narrows `value` down: each reads as it is.
+    fn assert_kept(value: &str, messages: &[&str]) {
+        for message in messages {
+            let shown = conceal(message, &[value.to_string()]);
+            assert_eq!(shown, *message, "{message}");
+        }
+    }
+
+    const PASSPHRASE: &str = "correct-horse-battery-staple";
+    const ACCOUNT: &str = r#"{"type": "service_account", "private_key_id": "3f9a0c1b7d"}"#;
+
     #[test]
     fn partial_quotes_short_and_all_letter_ones_too_withhold_the_message() {
-        let passphrase = "correct-horse-battery-staple".to_string();
-        let echo = "{\"message\":\"bad value 'correc...staple'\"}";
-        assert_eq!(conceal(echo, std::slice::from_ref(&passphrase)), WITHHELD);
-        let pydantic = "input_value='correct-horse-battery-s...'";
-        assert_eq!(
-            conceal(pydantic, std::slice::from_ref(&passphrase)),
-            WITHHELD
+        assert_withheld(
+            PASSPHRASE,
+            &[
+                "{\"message\":\"bad value 'correc...staple'\"}",
+                "input_value='correct-horse-battery-s...'",
+            ],
         );
-        let short = "Tr0ub4dor&3".to_string();
-        let quoted = "bad value 'Tr0ub4d'";
-        assert_eq!(conceal(quoted, std::slice::from_ref(&short)), WITHHELD);
+        assert_withheld("Tr0ub4dor&3", &["bad value 'Tr0ub4d'"]);
         // Prose that shares words with a value still reads.
-        let prose = "failed to read the config: field is missing...";
-        assert_eq!(conceal(prose, std::slice::from_ref(&passphrase)), prose);
-        let account = r#"{"type": "service_account", "private_key_id": "3f9a0c1b7d"}"#.to_string();
-        let named = "vertex_service_account_json: 'private_key_id' is missing";
-        assert_eq!(conceal(named, std::slice::from_ref(&account)), named);
-        let listed = "expected one of type, project_id, private_key_id...";
-        assert_eq!(conceal(listed, std::slice::from_ref(&account)), listed);
+        assert_kept(
+            PASSPHRASE,
+            &["failed to read the config: field is missing..."],
+        );
+        assert_kept(
+            ACCOUNT,
+            &[
+                "vertex_service_account_json: 'private_key_id' is missing",
+                "expected one of type, project_id, private_key_id...",
+            ],
+        );
     }
 
     /// A quote of 4 characters of a value, less than half of it, with no digit and no ellipsis,
@@ -775,34 +795,20 @@ mod tests {
     /// quote had to be half the value).
     #[test]
     fn short_partial_quotes_of_a_value_withhold_the_message() {
-        let passphrase = "correct-horse-battery-staple".to_string();
-        for echo in [
-            "bad value near 'horse'",
-            "unexpected \"batt\" in value",
-            "token `staple` rejected",
-        ] {
-            assert_eq!(
-                conceal(echo, std::slice::from_ref(&passphrase)),
-                WITHHELD,
-                "{echo}"
-            );
-        }
-        let key = "Tr0ub4dor&3xyz".to_string();
-        assert_eq!(
-            conceal("bad value 'ub4d'", std::slice::from_ref(&key)),
-            WITHHELD
+        assert_withheld(
+            PASSPHRASE,
+            &[
+                "bad value near 'horse'",
+                "unexpected \"batt\" in value",
+                "token `staple` rejected",
+            ],
         );
+        assert_withheld("Tr0ub4dor&3xyz", &["bad value 'ub4d'"]);
         // Three characters are no quote of a value; nor is a quote the value does not hold.
-        let three = "bad value 'hor'";
-        assert_eq!(conceal(three, std::slice::from_ref(&passphrase)), three);
-        let other = "field 'name' is required";
-        assert_eq!(conceal(other, std::slice::from_ref(&passphrase)), other);
+        assert_kept(PASSPHRASE, &["bad value 'hor'", "field 'name' is required"]);
         // A JSON key file: its leaves count, its field names do not.
-        let account = r#"{"type": "service_account", "private_key_id": "3f9a0c1b7d"}"#.to_string();
-        let leaf = "private_key_id '3f9a' does not match";
-        assert_eq!(conceal(leaf, std::slice::from_ref(&account)), WITHHELD);
-        let field = "'private_key_id' is missing";
-        assert_eq!(conceal(field, std::slice::from_ref(&account)), field);
+        assert_withheld(ACCOUNT, &["private_key_id '3f9a' does not match"]);
+        assert_kept(ACCOUNT, &["'private_key_id' is missing"]);
     }
 
     /// Echoes an API may send back transformed: case changed, hex-encoded, with JSON `\u`
@@ -894,13 +900,14 @@ mod tests {
         }
         // Stars with nothing of the value around them, or around text that is not the value's
         // start or end, stay.
-        for plain in [
-            "invalid api key ************ for workspace",
-            "invalid api key pk-zz***********qqqq for workspace",
-            "use ** for bold",
-        ] {
-            assert_eq!(conceal(plain, std::slice::from_ref(&key)), plain);
-        }
+        assert_kept(
+            &key,
+            &[
+                "invalid api key ************ for workspace",
+                "invalid api key pk-zz***********qqqq for workspace",
+                "use ** for bold",
+            ],
+        );
     }
 
     /// An unquoted part of a value in a message: all letters (a passphrase cut short), or
@@ -908,50 +915,38 @@ mod tests {
     /// issue 27's concealment); ordinary words a message shares with a value still read.
     #[test]
     fn unquoted_partial_runs_of_a_value_withhold_the_message() {
-        let passphrase = "correct-horse-battery-staple".to_string();
-        for echo in [
-            "value too long: correct-horse-batt",
-            "unknown token horse-battery in header",
-            "expected hex, got CORRECT-HORSE-BATTERY",
-        ] {
-            assert_eq!(
-                conceal(echo, std::slice::from_ref(&passphrase)),
-                WITHHELD,
-                "{echo}"
-            );
-        }
-        let short = "Tr0ub4dor&3".to_string();
-        for echo in ["bad value Tr0ub4d near", "bad value ub4dor&3 near"] {
-            assert_eq!(
-                conceal(echo, std::slice::from_ref(&short)),
-                WITHHELD,
-                "{echo}"
-            );
-        }
+        assert_withheld(
+            PASSPHRASE,
+            &[
+                "value too long: correct-horse-batt",
+                "unknown token horse-battery in header",
+                "expected hex, got CORRECT-HORSE-BATTERY",
+            ],
+        );
+        assert_withheld(
+            "Tr0ub4dor&3",
+            &["bad value Tr0ub4d near", "bad value ub4dor&3 near"],
+        );
         // Words of a message that a value also holds: too short, or not a whole word of the
         // message.
-        for plain in [
-            "the horse field is unknown",
-            "correct the staple value and retry",
-            "request to https://api.example failed",
-            "custom_host must start with https://",
-        ] {
-            assert_eq!(conceal(plain, std::slice::from_ref(&passphrase)), plain);
-        }
-        let host = "https://proxy.victim.example/v1?api-key=SECRETQ-9f3a7c".to_string();
-        for plain in [
-            "custom_host must start with https://",
-            "invalid api-key parameter",
-            "path /v1 not found",
-        ] {
-            assert_eq!(conceal(plain, std::slice::from_ref(&host)), plain);
-        }
-        assert_eq!(
-            conceal(
-                "cannot reach proxy.victim.example",
-                std::slice::from_ref(&host)
-            ),
-            WITHHELD
+        assert_kept(
+            PASSPHRASE,
+            &[
+                "the horse field is unknown",
+                "correct the staple value and retry",
+                "request to https://api.example failed",
+                "custom_host must start with https://",
+            ],
         );
+        let host = "https://proxy.victim.example/v1?api-key=SECRETQ-9f3a7c";
+        assert_kept(
+            host,
+            &[
+                "custom_host must start with https://",
+                "invalid api-key parameter",
+                "path /v1 not found",
+            ],
+        );
+        assert_withheld(host, &["cannot reach proxy.victim.example"]);
     }
 }

@@ -29,8 +29,8 @@ pub use client::{Client, REPLICA_HEADER, WriteGuard, identify_replica};
 pub use config::{ClientConfig, DEFAULT_TIMEOUT, RequestObserver, RetryPolicy};
 pub use error::{ApiError, HttpError};
 pub use handles::{
-    ApiKeys, Configs, Deployments, Guardrails, GuardrailsOn, Integrations, Providers, RateLimits,
-    Responses, Telemetry, UsageLimits, VectorStoreFiles,
+    ApiKeys, Configs, Deployments, Endpoint, Guardrails, GuardrailsOn, Integrations, Providers,
+    RateLimits, Responses, Telemetry, UsageLimits, VectorStoreFiles,
 };
 pub use handles::{
     GuardrailMcpServers, IamScopes, McpIntegrations, McpServers, SecretReferences, Workspaces,

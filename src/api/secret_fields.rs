@@ -152,28 +152,42 @@ pub fn secret_pointers(document: &Value) -> Vec<String> {
 /// JSON Pointers of the values of [`CREDENTIAL_KEYS`] at any depth (what must not be written in
 /// plain text in `spec.config`); null values are not credentials.
 pub fn credential_pointers(document: &Value) -> Vec<String> {
-    fn visit(value: &Value, path: &str, found: &mut Vec<String>) {
+    pointers_where(document, &|key, value| {
+        key.is_some_and(is_credential_key) && !value.is_null()
+    })
+}
+
+/// JSON Pointers of the values in `document` that `picked` chooses, given the value and the key
+/// it stands under (`None` in an array); a chosen value is not looked into.
+fn pointers_where(document: &Value, picked: &dyn Fn(Option<&str>, &Value) -> bool) -> Vec<String> {
+    fn visit(
+        value: &Value,
+        key: Option<&str>,
+        path: &str,
+        picked: &dyn Fn(Option<&str>, &Value) -> bool,
+        found: &mut Vec<String>,
+    ) {
+        if picked(key, value) {
+            found.push(path.to_string());
+            return;
+        }
         match value {
             Value::Object(map) => {
                 for (key, item) in map {
                     let here = format!("{path}/{}", escape(key));
-                    if is_credential_key(key) && !item.is_null() {
-                        found.push(here);
-                    } else {
-                        visit(item, &here, found);
-                    }
+                    visit(item, Some(key), &here, picked, found);
                 }
             }
             Value::Array(items) => {
                 for (n, item) in items.iter().enumerate() {
-                    visit(item, &format!("{path}/{n}"), found);
+                    visit(item, None, &format!("{path}/{n}"), picked, found);
                 }
             }
             _ => {}
         }
     }
     let mut found = Vec::new();
-    visit(document, "", &mut found);
+    visit(document, None, "", picked, &mut found);
     found
 }
 
@@ -251,25 +265,9 @@ pub fn userinfo_hidden(value: &Value) -> Value {
 
 /// JSON Pointers of the strings in `document` that hold a URL with userinfo.
 pub fn userinfo_pointers(document: &Value) -> Vec<String> {
-    fn visit(value: &Value, path: &str, found: &mut Vec<String>) {
-        match value {
-            Value::String(text) if has_userinfo(text) => found.push(path.to_string()),
-            Value::Object(map) => {
-                for (key, item) in map {
-                    visit(item, &format!("{path}/{}", escape(key)), found);
-                }
-            }
-            Value::Array(items) => {
-                for (n, item) in items.iter().enumerate() {
-                    visit(item, &format!("{path}/{n}"), found);
-                }
-            }
-            _ => {}
-        }
-    }
-    let mut found = Vec::new();
-    visit(document, "", &mut found);
-    found
+    pointers_where(document, &|_, value| {
+        value.as_str().is_some_and(has_userinfo)
+    })
 }
 
 /// `text` (an error or log message) with the value after each secret-looking key hidden:

@@ -15,11 +15,8 @@ use serde::de::DeserializeOwned;
 
 use super::api_mcp::GuardrailMcp;
 use aigw::api::{
-    ApiKeyKind, ApiKeysListQuery, Client, ClientConfig, CreateApiKeyRequest, CreateConfigRequest,
-    CreateDeploymentRequest, CreateRateLimitsPolicyRequest, CreateUsageLimitsPolicyRequest,
-    DeploymentListQuery, Includable, RateLimitsListQuery, RotateApiKeyRequest, SecretString,
-    StaticToken, UpdateApiKeyRequest, UpdateConfigRequest, UpdateDeploymentRequest,
-    UpdateRateLimitsPolicyRequest, UpdateUsageLimitsPolicyRequest, UsageLimitsListQuery,
+    ApiError, ApiKeyKind, ApiKeysListQuery, Client, ClientConfig, DeploymentListQuery, Includable,
+    RateLimitsListQuery, RotateApiKeyRequest, SecretString, StaticToken, UsageLimitsListQuery,
 };
 
 #[derive(Args)]
@@ -114,6 +111,21 @@ pub(super) struct BodyArg {
     pub(super) file: PathBuf,
 }
 
+impl BodyArg {
+    /// The request body, parsed (see [`read_body`]).
+    pub(super) fn read<T: DeserializeOwned>(&self) -> anyhow::Result<T> {
+        read_body(&self.file)
+    }
+}
+
+/// An object's id and a request body for it (`aigw api … update ID -f FILE`).
+#[derive(Args)]
+pub(super) struct IdBody {
+    pub(super) id: String,
+    #[command(flatten)]
+    pub(super) body: BodyArg,
+}
+
 #[derive(Subcommand)]
 enum ResponsesCommand {
     /// Retrieve a response by id.
@@ -153,11 +165,7 @@ enum DeploymentsCommand {
     /// Register a deployment; prints the one-time `client_auth` and credentials.
     Create(BodyArg),
     /// Update a deployment; with `"rotate_auth": true` prints the new secrets.
-    Update {
-        id: String,
-        #[command(flatten)]
-        body: BodyArg,
-    },
+    Update(IdBody),
     /// Archive a deployment.
     Delete { id: String },
 }
@@ -249,11 +257,7 @@ enum RateLimitsCommand {
     /// Create a policy.
     Create(BodyArg),
     /// Update a policy's name, unit, value or conditions.
-    Update {
-        id: String,
-        #[command(flatten)]
-        body: BodyArg,
-    },
+    Update(IdBody),
     /// Delete a policy.
     Delete { id: String },
 }
@@ -270,11 +274,7 @@ enum UsageLimitsCommand {
     /// Create a policy.
     Create(BodyArg),
     /// Update a policy's name, limits, periodic reset or conditions (never resets usage).
-    Update {
-        id: String,
-        #[command(flatten)]
-        body: BodyArg,
-    },
+    Update(IdBody),
     /// Archive a policy.
     Delete { id: String },
     /// List the values of the grouping key that have usage (all pages).
@@ -398,7 +398,7 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
             organisation,
             body,
         }) => {
-            let req = GuardrailMcp::Sync(read_body(&body.file)?);
+            let req = GuardrailMcp::Sync(body.read()?);
             super::api_mcp::guardrail_mcp(&client, &guardrail, organisation, req).await
         }
         ApiCommand::Guardrails(GuardrailsCommand::UpsertMcpServer {
@@ -407,7 +407,7 @@ pub async fn run(args: ApiArgs) -> anyhow::Result<()> {
             organisation,
             body,
         }) => {
-            let req = GuardrailMcp::Upsert(server, read_body(&body.file)?);
+            let req = GuardrailMcp::Upsert(server, body.read()?);
             super::api_mcp::guardrail_mcp(&client, &guardrail, organisation, req).await
         }
     }
@@ -460,18 +460,11 @@ async fn deployments(client: &Client, cmd: DeploymentsCommand) -> anyhow::Result
             print(&api.list(&query).await?)
         }
         DeploymentsCommand::Get { id } => print(&api.get(&id).await?),
-        DeploymentsCommand::Create(body) => {
-            let req: CreateDeploymentRequest = read_body(&body.file)?;
-            print(&api.create(&req).await?)
+        DeploymentsCommand::Create(body) => print(&api.create(&body.read()?).await?),
+        DeploymentsCommand::Update(IdBody { id, body }) => {
+            print(&api.update(&id, &body.read()?).await?)
         }
-        DeploymentsCommand::Update { id, body } => {
-            let req: UpdateDeploymentRequest = read_body(&body.file)?;
-            print(&api.update(&id, &req).await?)
-        }
-        DeploymentsCommand::Delete { id } => {
-            api.delete(&id).await?;
-            print_empty()
-        }
+        DeploymentsCommand::Delete { id } => done(api.delete(&id)).await,
     }
 }
 
@@ -480,18 +473,9 @@ async fn configs(client: &Client, cmd: ConfigsCommand) -> anyhow::Result<()> {
     match cmd {
         ConfigsCommand::List { workspace_id } => print(&api.list(workspace_id.as_deref()).await?),
         ConfigsCommand::Get { slug } => print(&api.get(&slug).await?),
-        ConfigsCommand::Create(body) => {
-            let req: CreateConfigRequest = read_body(&body.file)?;
-            print(&api.create(&req).await?)
-        }
-        ConfigsCommand::Update { slug, body } => {
-            let req: UpdateConfigRequest = read_body(&body.file)?;
-            print(&api.update(&slug, &req).await?)
-        }
-        ConfigsCommand::Delete { slug } => {
-            api.delete(&slug).await?;
-            print_empty()
-        }
+        ConfigsCommand::Create(body) => print(&api.create(&body.read()?).await?),
+        ConfigsCommand::Update { slug, body } => print(&api.update(&slug, &body.read()?).await?),
+        ConfigsCommand::Delete { slug } => done(api.delete(&slug)).await,
         ConfigsCommand::Versions { slug, diff: None } => print(&api.versions(&slug).await?),
         ConfigsCommand::Versions {
             slug,
@@ -521,19 +505,11 @@ async fn rate_limits(client: &Client, cmd: RateLimitsCommand) -> anyhow::Result<
             print(&api.list(&query).await?)
         }
         RateLimitsCommand::Get { id } => print(&api.get(&id).await?),
-        RateLimitsCommand::Create(body) => {
-            let req: CreateRateLimitsPolicyRequest = read_body(&body.file)?;
-            print(&api.create(&req).await?)
+        RateLimitsCommand::Create(body) => print(&api.create(&body.read()?).await?),
+        RateLimitsCommand::Update(IdBody { id, body }) => {
+            done(api.update(&id, &body.read()?)).await
         }
-        RateLimitsCommand::Update { id, body } => {
-            let req: UpdateRateLimitsPolicyRequest = read_body(&body.file)?;
-            api.update(&id, &req).await?;
-            print_empty()
-        }
-        RateLimitsCommand::Delete { id } => {
-            api.delete(&id).await?;
-            print_empty()
-        }
+        RateLimitsCommand::Delete { id } => done(api.delete(&id)).await,
     }
 }
 
@@ -548,23 +524,14 @@ async fn usage_limits(client: &Client, cmd: UsageLimitsCommand) -> anyhow::Resul
             print(&api.list(&query).await?)
         }
         UsageLimitsCommand::Get { id } => print(&api.get(&id).await?),
-        UsageLimitsCommand::Create(body) => {
-            let req: CreateUsageLimitsPolicyRequest = read_body(&body.file)?;
-            print(&api.create(&req).await?)
+        UsageLimitsCommand::Create(body) => print(&api.create(&body.read()?).await?),
+        UsageLimitsCommand::Update(IdBody { id, body }) => {
+            done(api.update(&id, &body.read()?)).await
         }
-        UsageLimitsCommand::Update { id, body } => {
-            let req: UpdateUsageLimitsPolicyRequest = read_body(&body.file)?;
-            api.update(&id, &req).await?;
-            print_empty()
-        }
-        UsageLimitsCommand::Delete { id } => {
-            api.delete(&id).await?;
-            print_empty()
-        }
+        UsageLimitsCommand::Delete { id } => done(api.delete(&id)).await,
         UsageLimitsCommand::Entities { id } => print(&api.entities(&id).await?.items),
         UsageLimitsCommand::Reset { id, entity_id } => {
-            api.reset_entity(&id, &entity_id).await?;
-            print_empty()
+            done(api.reset_entity(&id, &entity_id)).await
         }
     }
 }
@@ -580,17 +547,13 @@ async fn api_keys(client: &Client, cmd: ApiKeysCommand) -> anyhow::Result<()> {
         }
         ApiKeysCommand::Get { id, kind } => print(&client.api_keys(kind.kind()?).get(&id).await?),
         ApiKeysCommand::Create { kind, body } => {
-            let req: CreateApiKeyRequest = read_body(&body.file)?;
-            print(&client.api_keys(kind.kind()?).create(&req).await?)
+            print(&client.api_keys(kind.kind()?).create(&body.read()?).await?)
         }
         ApiKeysCommand::Update { id, kind, body } => {
-            let req: UpdateApiKeyRequest = read_body(&body.file)?;
-            client.api_keys(kind.kind()?).update(&id, &req).await?;
-            print_empty()
+            done(client.api_keys(kind.kind()?).update(&id, &body.read()?)).await
         }
         ApiKeysCommand::Delete { id, kind } => {
-            client.api_keys(kind.kind()?).delete(&id).await?;
-            print_empty()
+            done(client.api_keys(kind.kind()?).delete(&id)).await
         }
         ApiKeysCommand::Rotate {
             id,
@@ -733,7 +696,11 @@ pub(super) fn print<T: Serialize>(value: &T) -> anyhow::Result<()> {
     }
 }
 
-pub(super) fn print_empty() -> anyhow::Result<()> {
+/// Waits for a call that answers nothing and prints `{}` for it.
+pub(super) async fn done(
+    call: impl std::future::Future<Output = Result<(), ApiError>>,
+) -> anyhow::Result<()> {
+    call.await?;
     write_stdout("{}")
 }
 

@@ -5,13 +5,9 @@
 
 use clap::Subcommand;
 
-use aigw::api::{
-    Client, CreateIntegrationRequest, CreateProviderRequest, IntegrationsListQuery,
-    ProvidersListQuery, UpdateIntegrationRequest, UpdateModelsRequest, UpdateProviderRequest,
-    UpdateWorkspacesRequest,
-};
+use aigw::api::{Client, IntegrationsListQuery, ProvidersListQuery};
 
-use super::api::{BodyArg, print, print_empty, read_body};
+use super::api::{BodyArg, IdBody, done, print};
 
 #[derive(Subcommand)]
 pub(super) enum IntegrationsCommand {
@@ -31,11 +27,7 @@ pub(super) enum IntegrationsCommand {
     Create(BodyArg),
     /// Update an integration's name, key, description, configurations (sent whole), secret
     /// mappings or pricing adjustments.
-    Update {
-        id: String,
-        #[command(flatten)]
-        body: BodyArg,
-    },
+    Update(IdBody),
     /// Delete an integration.
     Delete {
         id: String,
@@ -47,19 +39,11 @@ pub(super) enum IntegrationsCommand {
     Workspaces { id: String },
     /// Merge workspace access rows (`{"workspaces": [{"id", "enabled"}]}`); a row is disabled
     /// with `"enabled": false`, never deleted.
-    UpdateWorkspaces {
-        id: String,
-        #[command(flatten)]
-        body: BodyArg,
-    },
+    UpdateWorkspaces(IdBody),
     /// List the models and whether each is enabled.
     Models { id: String },
     /// Merge model access per slug (`{"models": [{"slug", "enabled"}]}`).
-    UpdateModels {
-        id: String,
-        #[command(flatten)]
-        body: BodyArg,
-    },
+    UpdateModels(IdBody),
     /// Delete custom models (built-in ones can only be disabled).
     DeleteModels {
         id: String,
@@ -121,37 +105,24 @@ pub(super) async fn integrations(client: &Client, cmd: IntegrationsCommand) -> a
             print(&rows)
         }
         IntegrationsCommand::Get { id } => print(&api.get(&id).await?.with_configurations_hidden()),
-        IntegrationsCommand::Create(body) => {
-            let req: CreateIntegrationRequest = read_body(&body.file)?;
-            print(&api.create(&req).await?)
-        }
-        IntegrationsCommand::Update { id, body } => {
-            let req: UpdateIntegrationRequest = read_body(&body.file)?;
-            api.update(&id, &req).await?;
-            print_empty()
+        IntegrationsCommand::Create(body) => print(&api.create(&body.read()?).await?),
+        IntegrationsCommand::Update(IdBody { id, body }) => {
+            done(api.update(&id, &body.read()?)).await
         }
         IntegrationsCommand::Delete {
             id,
             organisation_id,
-        } => {
-            api.delete(&id, organisation_id.as_deref()).await?;
-            print_empty()
-        }
+        } => done(api.delete(&id, organisation_id.as_deref())).await,
         IntegrationsCommand::Workspaces { id } => print(&api.workspaces(&id).await?),
-        IntegrationsCommand::UpdateWorkspaces { id, body } => {
-            let req: UpdateWorkspacesRequest = read_body(&body.file)?;
-            api.update_workspaces(&id, &req).await?;
-            print_empty()
+        IntegrationsCommand::UpdateWorkspaces(IdBody { id, body }) => {
+            done(api.update_workspaces(&id, &body.read()?)).await
         }
         IntegrationsCommand::Models { id } => print(&api.models(&id).await?),
-        IntegrationsCommand::UpdateModels { id, body } => {
-            let req: UpdateModelsRequest = read_body(&body.file)?;
-            api.update_models(&id, &req).await?;
-            print_empty()
+        IntegrationsCommand::UpdateModels(IdBody { id, body }) => {
+            done(api.update_models(&id, &body.read()?)).await
         }
         IntegrationsCommand::DeleteModels { id, slugs } => {
-            api.delete_models(&id, &slugs).await?;
-            print_empty()
+            done(api.delete_models(&id, &slugs)).await
         }
     }
 }
@@ -169,21 +140,17 @@ pub(super) async fn providers(client: &Client, cmd: ProvidersCommand) -> anyhow:
         ProvidersCommand::Get { id, workspace_id } => {
             print(&api.get(&id, workspace_id.as_deref()).await?)
         }
-        ProvidersCommand::Create(body) => {
-            let req: CreateProviderRequest = read_body(&body.file)?;
-            print(&api.create(&req).await?)
-        }
+        ProvidersCommand::Create(body) => print(&api.create(&body.read()?).await?),
         ProvidersCommand::Update {
             id,
             workspace_id,
             body,
-        } => {
-            let req: UpdateProviderRequest = read_body(&body.file)?;
-            print(&api.update(&id, workspace_id.as_deref(), &req).await?)
-        }
+        } => print(
+            &api.update(&id, workspace_id.as_deref(), &body.read()?)
+                .await?,
+        ),
         ProvidersCommand::Delete { id, workspace_id } => {
-            api.delete(&id, workspace_id.as_deref()).await?;
-            print_empty()
+            done(api.delete(&id, workspace_id.as_deref())).await
         }
     }
 }

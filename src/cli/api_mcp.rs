@@ -6,14 +6,11 @@
 use clap::Subcommand;
 
 use aigw::api::{
-    Client, CreateMcpIntegrationRequest, CreateMcpServerRequest, CreateSecretReferenceRequest,
-    GuardrailPlane, McpServerMappingTarget, McpServersListQuery, SecretReferencesListQuery,
-    SyncMcpServerMappingsRequest, UpdateCapabilitiesRequest, UpdateMcpIntegrationRequest,
-    UpdateMcpServerRequest, UpdateMcpWorkspacesRequest, UpdateSecretReferenceRequest,
-    UpdateUserAccessRequest,
+    Client, GuardrailPlane, McpServerMappingTarget, McpServersListQuery, SecretReferencesListQuery,
+    SyncMcpServerMappingsRequest,
 };
 
-use super::api::{BodyArg, print, print_empty, read_body};
+use super::api::{BodyArg, IdBody, done, print};
 
 #[derive(Subcommand)]
 pub(super) enum SecretReferencesCommand {
@@ -31,11 +28,7 @@ pub(super) enum SecretReferencesCommand {
     /// Create one (`{"name", "manager_type", "auth_config", "secret_path", …}`).
     Create(BodyArg),
     /// Update one (`auth_config` is merged into the stored one).
-    Update {
-        id: String,
-        #[command(flatten)]
-        body: BodyArg,
-    },
+    Update(IdBody),
     /// Delete one (refused while an integration maps a field to it).
     Delete { id: String },
 }
@@ -49,22 +42,14 @@ pub(super) enum McpIntegrationsCommand {
     /// Create one (`{"name", "url", "auth_type", "transport", …}`).
     Create(BodyArg),
     /// Update one (`configurations` is sent whole).
-    Update {
-        id: String,
-        #[command(flatten)]
-        body: BodyArg,
-    },
+    Update(IdBody),
     /// Delete one.
     Delete { id: String },
     /// List the workspace access rows (disabled ones stay listed).
     Workspaces { id: String },
     /// Merge workspace access rows (`{"workspaces": [{"id", "enabled"}]}`); a row is disabled,
     /// never deleted.
-    UpdateWorkspaces {
-        id: String,
-        #[command(flatten)]
-        body: BodyArg,
-    },
+    UpdateWorkspaces(IdBody),
     /// List the discovered capabilities (all pages).
     Capabilities {
         id: String,
@@ -73,11 +58,7 @@ pub(super) enum McpIntegrationsCommand {
         kind: Option<String>,
     },
     /// Toggle discovered capabilities (`{"capabilities": [{"name", "type", "enabled"}]}`).
-    UpdateCapabilities {
-        id: String,
-        #[command(flatten)]
-        body: BodyArg,
-    },
+    UpdateCapabilities(IdBody),
     /// The sync metadata (server identity, `sync_status`, `sync_error`).
     Metadata { id: String },
 }
@@ -98,11 +79,7 @@ pub(super) enum McpServersCommand {
     /// Create one (`{"name", "mcp_integration_id", "workspace_id", …}`).
     Create(BodyArg),
     /// Update one's name or description.
-    Update {
-        id: String,
-        #[command(flatten)]
-        body: BodyArg,
-    },
+    Update(IdBody),
     /// Delete one.
     Delete { id: String },
     /// Run the connectivity test (SCM answers 403).
@@ -114,19 +91,11 @@ pub(super) enum McpServersCommand {
         kind: Option<String>,
     },
     /// Toggle capabilities on this server.
-    UpdateCapabilities {
-        id: String,
-        #[command(flatten)]
-        body: BodyArg,
-    },
+    UpdateCapabilities(IdBody),
     /// The default user access and per-user overrides.
     UserAccess { id: String },
     /// Merge per-user access (`{"user_access": [{"user_id", "enabled"}], "default_user_access"}`).
-    UpdateUserAccess {
-        id: String,
-        #[command(flatten)]
-        body: BodyArg,
-    },
+    UpdateUserAccess(IdBody),
     /// List users' connections.
     Connections { id: String },
     /// End users' connections (SCM answers 403).
@@ -186,19 +155,11 @@ pub(super) async fn secret_references(
         SecretReferencesCommand::Get { id } => {
             print(&api.get(&id).await?.with_auth_config_hidden())
         }
-        SecretReferencesCommand::Create(body) => {
-            let req: CreateSecretReferenceRequest = read_body(&body.file)?;
-            print(&api.create(&req).await?)
+        SecretReferencesCommand::Create(body) => print(&api.create(&body.read()?).await?),
+        SecretReferencesCommand::Update(IdBody { id, body }) => {
+            done(api.update(&id, &body.read()?)).await
         }
-        SecretReferencesCommand::Update { id, body } => {
-            let req: UpdateSecretReferenceRequest = read_body(&body.file)?;
-            api.update(&id, &req).await?;
-            print_empty()
-        }
-        SecretReferencesCommand::Delete { id } => {
-            api.delete(&id).await?;
-            print_empty()
-        }
+        SecretReferencesCommand::Delete { id } => done(api.delete(&id)).await,
     }
 }
 
@@ -220,32 +181,20 @@ pub(super) async fn mcp_integrations(
         McpIntegrationsCommand::Get { id } => {
             print(&api.get(&id).await?.with_configurations_hidden())
         }
-        McpIntegrationsCommand::Create(body) => {
-            let req: CreateMcpIntegrationRequest = read_body(&body.file)?;
-            print(&api.create(&req).await?)
+        McpIntegrationsCommand::Create(body) => print(&api.create(&body.read()?).await?),
+        McpIntegrationsCommand::Update(IdBody { id, body }) => {
+            done(api.update(&id, &body.read()?)).await
         }
-        McpIntegrationsCommand::Update { id, body } => {
-            let req: UpdateMcpIntegrationRequest = read_body(&body.file)?;
-            api.update(&id, &req).await?;
-            print_empty()
-        }
-        McpIntegrationsCommand::Delete { id } => {
-            api.delete(&id).await?;
-            print_empty()
-        }
+        McpIntegrationsCommand::Delete { id } => done(api.delete(&id)).await,
         McpIntegrationsCommand::Workspaces { id } => print(&api.workspaces(&id).await?),
-        McpIntegrationsCommand::UpdateWorkspaces { id, body } => {
-            let req: UpdateMcpWorkspacesRequest = read_body(&body.file)?;
-            api.update_workspaces(&id, &req).await?;
-            print_empty()
+        McpIntegrationsCommand::UpdateWorkspaces(IdBody { id, body }) => {
+            done(api.update_workspaces(&id, &body.read()?)).await
         }
         McpIntegrationsCommand::Capabilities { id, kind } => {
             print(&api.capabilities(&id, kind.as_deref()).await?)
         }
-        McpIntegrationsCommand::UpdateCapabilities { id, body } => {
-            let req: UpdateCapabilitiesRequest = read_body(&body.file)?;
-            api.update_capabilities(&id, &req).await?;
-            print_empty()
+        McpIntegrationsCommand::UpdateCapabilities(IdBody { id, body }) => {
+            done(api.update_capabilities(&id, &body.read()?)).await
         }
         McpIntegrationsCommand::Metadata { id } => print(&api.metadata(&id).await?),
     }
@@ -263,37 +212,23 @@ pub(super) async fn mcp_servers(client: &Client, cmd: McpServersCommand) -> anyh
             print(&api.list(&query).await?)
         }
         McpServersCommand::Get { id } => print(&api.get(&id).await?),
-        McpServersCommand::Create(body) => {
-            let req: CreateMcpServerRequest = read_body(&body.file)?;
-            print(&api.create(&req).await?)
+        McpServersCommand::Create(body) => print(&api.create(&body.read()?).await?),
+        McpServersCommand::Update(IdBody { id, body }) => {
+            print(&api.update(&id, &body.read()?).await?)
         }
-        McpServersCommand::Update { id, body } => {
-            let req: UpdateMcpServerRequest = read_body(&body.file)?;
-            print(&api.update(&id, &req).await?)
-        }
-        McpServersCommand::Delete { id } => {
-            api.delete(&id).await?;
-            print_empty()
-        }
+        McpServersCommand::Delete { id } => done(api.delete(&id)).await,
         McpServersCommand::Test { id } => print(&api.test(&id).await?),
         McpServersCommand::Capabilities { id, kind } => {
             print(&api.capabilities(&id, kind.as_deref()).await?)
         }
-        McpServersCommand::UpdateCapabilities { id, body } => {
-            let req: UpdateCapabilitiesRequest = read_body(&body.file)?;
-            api.update_capabilities(&id, &req).await?;
-            print_empty()
+        McpServersCommand::UpdateCapabilities(IdBody { id, body }) => {
+            done(api.update_capabilities(&id, &body.read()?)).await
         }
         McpServersCommand::UserAccess { id } => print(&api.user_access(&id).await?),
-        McpServersCommand::UpdateUserAccess { id, body } => {
-            let req: UpdateUserAccessRequest = read_body(&body.file)?;
-            api.update_user_access(&id, &req).await?;
-            print_empty()
+        McpServersCommand::UpdateUserAccess(IdBody { id, body }) => {
+            done(api.update_user_access(&id, &body.read()?)).await
         }
         McpServersCommand::Connections { id } => print(&api.connections(&id).await?),
-        McpServersCommand::DeleteConnections { id } => {
-            api.delete_connections(&id).await?;
-            print_empty()
-        }
+        McpServersCommand::DeleteConnections { id } => done(api.delete_connections(&id)).await,
     }
 }

@@ -3,12 +3,9 @@
 
 use clap::Subcommand;
 
-use aigw::api::{
-    ApiPlane, Client, CreateWorkspaceRequest, IamScopeWrite, UpdateWorkspaceRequest,
-    WorkspacesListQuery,
-};
+use aigw::api::{ApiPlane, Client, IamScopeWrite, WorkspacesListQuery};
 
-use super::api::{BodyArg, print, print_empty, read_body};
+use super::api::{BodyArg, done, print};
 
 #[derive(Subcommand)]
 pub(super) enum WorkspacesCommand {
@@ -99,19 +96,11 @@ pub(super) async fn workspaces(client: &Client, cmd: WorkspacesCommand) -> anyho
                 .get(&workspace)
                 .await?,
         ),
-        WorkspacesCommand::Create(body) => {
-            let req: CreateWorkspaceRequest = read_body(&body.file)?;
-            print(&admin.create(&req).await?)
-        }
+        WorkspacesCommand::Create(body) => print(&admin.create(&body.read()?).await?),
         WorkspacesCommand::Update { workspace, body } => {
-            let req: UpdateWorkspaceRequest = read_body(&body.file)?;
-            admin.update(&workspace, &req).await?;
-            print_empty()
+            done(admin.update(&workspace, &body.read()?)).await
         }
-        WorkspacesCommand::Archive { workspace } => {
-            admin.archive(&workspace).await?;
-            print_empty()
-        }
+        WorkspacesCommand::Archive { workspace } => done(admin.archive(&workspace)).await,
     }
 }
 
@@ -120,14 +109,8 @@ pub(super) async fn scopes(client: &Client, cmd: ScopesCommand) -> anyhow::Resul
     match cmd {
         ScopesCommand::List => print(&api.list().await?),
         ScopesCommand::Get { name } => print(&api.get(&name).await?),
-        ScopesCommand::Create(body) => {
-            let req: IamScopeWrite = read_body(&body.file)?;
-            print(&api.create(&req).await?)
-        }
-        ScopesCommand::Replace { name, body } => {
-            let req: IamScopeWrite = read_body(&body.file)?;
-            print(&api.replace(&name, &req).await?)
-        }
+        ScopesCommand::Create(body) => print(&api.create(&body.read()?).await?),
+        ScopesCommand::Replace { name, body } => print(&api.replace(&name, &body.read()?).await?),
         ScopesCommand::Bind {
             name,
             workspace_slug,
@@ -136,9 +119,6 @@ pub(super) async fn scopes(client: &Client, cmd: ScopesCommand) -> anyhow::Resul
             let req = IamScopeWrite::binding(&name, &current.description, &workspace_slug);
             print(&api.replace(&name, &req).await?)
         }
-        ScopesCommand::Delete { name } => {
-            api.delete(&name).await?;
-            print_empty()
-        }
+        ScopesCommand::Delete { name } => done(api.delete(&name)).await,
     }
 }

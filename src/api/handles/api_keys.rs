@@ -64,8 +64,7 @@ impl<'c> ApiKeys<'c> {
 
     /// The key with its value masked.
     pub async fn get(&self, id: &str) -> Result<ApiKey, ApiError> {
-        super::require("keyId", id)?;
-        let call = Call::new(Route::mgmt(Verb::Get, self.routes().item, &[id])).sensitive();
+        let call = super::on(Verb::Get, self.routes().item, "keyId", id)?.sensitive();
         self.client.json(call).await
     }
 
@@ -82,22 +81,14 @@ impl<'c> ApiKeys<'c> {
 
     /// `type`, `workspace_id`, `user_id` and `organisation_id` cannot change; recreate the key.
     pub async fn update(&self, id: &str, req: &UpdateApiKeyRequest) -> Result<(), ApiError> {
-        super::require("keyId", id)?;
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Put, self.routes().item, &[id])).json(req)?;
+        let call = super::send(Verb::Put, self.routes().item, "keyId", id, req)?;
         self.client.empty(call).await
     }
 
     /// Deletes the key for good; every value of it stops working.
     pub async fn delete(&self, id: &str) -> Result<(), ApiError> {
-        super::require("keyId", id)?;
-        self.client
-            .empty(Call::new(Route::mgmt(
-                Verb::Delete,
-                self.routes().item,
-                &[id],
-            )))
-            .await
+        let call = super::on(Verb::Delete, self.routes().item, "keyId", id)?;
+        self.client.empty(call).await
     }
 
     /// Issues a new value (returned once) and keeps the old one working until

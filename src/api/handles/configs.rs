@@ -1,8 +1,8 @@
-use crate::api::client::{Call, Client};
+use crate::api::client::Call;
 use crate::api::error::ApiError;
 use crate::api::models::{
     ConfigCreated, ConfigDetail, ConfigStamp, ConfigSummary, ConfigUpdated, ConfigVersion,
-    CreateConfigRequest, ListPage, Listing, StreamedPage, UpdateConfigRequest, Validate,
+    CreateConfigRequest, ListPage, Listing, StreamedPage, UpdateConfigRequest,
 };
 use crate::api::routes::{CONFIG, CONFIG_VERSIONS, CONFIGS, Route, Verb};
 
@@ -15,16 +15,9 @@ fn list_call(workspace_id: Option<&str>) -> Call {
 }
 
 /// Configs (`/ai_gw/v2/configs`). Paths take the slug; the config UUID works too.
-#[derive(Debug, Clone, Copy)]
-pub struct Configs<'c> {
-    client: &'c Client,
-}
+pub type Configs<'c> = super::Endpoint<'c, ConfigDetail>;
 
-impl<'c> Configs<'c> {
-    pub(crate) fn new(client: &'c Client) -> Self {
-        Self { client }
-    }
-
+impl Configs<'_> {
     /// All configs, optionally of one workspace. The API does not page this list.
     pub async fn list(&self, workspace_id: Option<&str>) -> Result<Vec<ConfigSummary>, ApiError> {
         Ok(self.listing(workspace_id).await?.items)
@@ -53,14 +46,12 @@ impl<'c> Configs<'c> {
 
     /// Not retried when the answer is lost: check `outcome_unknown()` and look the config up.
     pub async fn create(&self, req: &CreateConfigRequest) -> Result<ConfigCreated, ApiError> {
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Post, CONFIGS, &[])).json(req)?;
+        let call = super::post(CONFIGS, req)?;
         self.client.json(call).await
     }
 
     pub async fn get(&self, slug_or_id: &str) -> Result<ConfigDetail, ApiError> {
-        super::require("slug", slug_or_id)?;
-        let call = Call::new(Route::mgmt(Verb::Get, CONFIG, &[slug_or_id]));
+        let call = super::on(Verb::Get, CONFIG, "slug", slug_or_id)?;
         self.client.json(call).await
     }
 
@@ -70,23 +61,18 @@ impl<'c> Configs<'c> {
         slug: &str,
         req: &UpdateConfigRequest,
     ) -> Result<ConfigUpdated, ApiError> {
-        super::require("slug", slug)?;
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Put, CONFIG, &[slug])).json(req)?;
+        let call = super::send(Verb::Put, CONFIG, "slug", slug, req)?;
         self.client.json(call).await
     }
 
     /// Hard delete.
     pub async fn delete(&self, slug: &str) -> Result<(), ApiError> {
-        super::require("slug", slug)?;
-        self.client
-            .empty(Call::new(Route::mgmt(Verb::Delete, CONFIG, &[slug])))
-            .await
+        let call = super::on(Verb::Delete, CONFIG, "slug", slug)?;
+        self.client.empty(call).await
     }
 
     pub async fn versions(&self, slug: &str) -> Result<Vec<ConfigVersion>, ApiError> {
-        super::require("slug", slug)?;
-        let call = Call::new(Route::mgmt(Verb::Get, CONFIG_VERSIONS, &[slug]));
+        let call = super::on(Verb::Get, CONFIG_VERSIONS, "slug", slug)?;
         let page: ListPage<ConfigVersion> = self.client.json(call).await?;
         Ok(page.data)
     }

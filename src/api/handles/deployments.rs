@@ -1,22 +1,15 @@
-use crate::api::client::{Call, Client};
+use crate::api::client::Call;
 use crate::api::error::ApiError;
 use crate::api::models::{
     CreateDeploymentRequest, Deployment, DeploymentCreated, DeploymentListQuery, DeploymentSummary,
-    DeploymentUpdated, ListPage, Listing, UpdateDeploymentRequest, Validate,
+    DeploymentUpdated, ListPage, Listing, UpdateDeploymentRequest,
 };
 use crate::api::routes::{DEPLOYMENT, DEPLOYMENTS, Route, Verb};
 
 /// Deployments (`/ai_gw/admin/v2/deployments`).
-#[derive(Debug, Clone, Copy)]
-pub struct Deployments<'c> {
-    client: &'c Client,
-}
+pub type Deployments<'c> = super::Endpoint<'c, Deployment>;
 
-impl<'c> Deployments<'c> {
-    pub(crate) fn new(client: &'c Client) -> Self {
-        Self { client }
-    }
-
+impl Deployments<'_> {
     /// The API does not page this list.
     pub async fn list(
         &self,
@@ -41,16 +34,12 @@ impl<'c> Deployments<'c> {
         &self,
         req: &CreateDeploymentRequest,
     ) -> Result<DeploymentCreated, ApiError> {
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Post, DEPLOYMENTS, &[]))
-            .json(req)?
-            .sensitive();
+        let call = super::post(DEPLOYMENTS, req)?.sensitive();
         self.client.json(call).await
     }
 
     pub async fn get(&self, id: &str) -> Result<Deployment, ApiError> {
-        super::require("deploymentId", id)?;
-        let call = Call::new(Route::mgmt(Verb::Get, DEPLOYMENT, &[id])).sensitive();
+        let call = super::on(Verb::Get, DEPLOYMENT, "deploymentId", id)?.sensitive();
         self.client.json(call).await
     }
 
@@ -60,19 +49,13 @@ impl<'c> Deployments<'c> {
         id: &str,
         req: &UpdateDeploymentRequest,
     ) -> Result<DeploymentUpdated, ApiError> {
-        super::require("deploymentId", id)?;
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Put, DEPLOYMENT, &[id]))
-            .json(req)?
-            .sensitive();
+        let call = super::send(Verb::Put, DEPLOYMENT, "deploymentId", id, req)?.sensitive();
         self.client.json(call).await
     }
 
     /// Archives the deployment; it stays in the list with `status: archived`.
     pub async fn delete(&self, id: &str) -> Result<(), ApiError> {
-        super::require("deploymentId", id)?;
-        self.client
-            .empty(Call::new(Route::mgmt(Verb::Delete, DEPLOYMENT, &[id])))
-            .await
+        let call = super::on(Verb::Delete, DEPLOYMENT, "deploymentId", id)?;
+        self.client.empty(call).await
     }
 }

@@ -17,16 +17,9 @@ fn routes(plane: GuardrailPlane) -> (&'static str, &'static str) {
 }
 
 /// The organisation's guardrails (`/ai_gw/admin/v2/guardrails`).
-#[derive(Debug, Clone, Copy)]
-pub struct Guardrails<'c> {
-    client: &'c Client,
-}
+pub type Guardrails<'c> = super::Endpoint<'c, GuardrailSummary>;
 
-impl<'c> Guardrails<'c> {
-    pub(crate) fn new(client: &'c Client) -> Self {
-        Self { client }
-    }
-
+impl Guardrails<'_> {
     /// One page: `page_size` 1..=1000 (server default 100), `current_page` from 0.
     pub async fn list(
         &self,
@@ -80,18 +73,13 @@ impl<'c> GuardrailsOn<'c> {
 
     /// By UUID or slug. A missing guardrail answers 403 (FACTS §6), which reads as not found.
     pub async fn get(&self, key: &str) -> Result<GuardrailDetails, ApiError> {
-        super::require("guardrailId", key)?;
-        let (_, item) = routes(self.plane);
-        self.client
-            .json(Call::new(Route::mgmt(Verb::Get, item, &[key])))
-            .await
+        let call = super::on(Verb::Get, routes(self.plane).1, "guardrailId", key)?;
+        self.client.json(call).await
     }
 
     /// Not retried when the answer is lost (`outcome_unknown()`).
     pub async fn create(&self, req: &CreateGuardrailRequest) -> Result<GuardrailWritten, ApiError> {
-        req.validate()?;
-        let (collection, _) = routes(self.plane);
-        let call = Call::new(Route::mgmt(Verb::Post, collection, &[])).json(req)?;
+        let call = super::post(routes(self.plane).0, req)?;
         self.client.json(call).await
     }
 
@@ -101,19 +89,13 @@ impl<'c> GuardrailsOn<'c> {
         key: &str,
         req: &UpdateGuardrailRequest,
     ) -> Result<GuardrailWritten, ApiError> {
-        super::require("guardrailId", key)?;
-        req.validate()?;
-        let (_, item) = routes(self.plane);
-        let call = Call::new(Route::mgmt(Verb::Put, item, &[key])).json(req)?;
+        let call = super::send(Verb::Put, routes(self.plane).1, "guardrailId", key, req)?;
         self.client.json(call).await
     }
 
     pub async fn delete(&self, key: &str) -> Result<(), ApiError> {
-        super::require("guardrailId", key)?;
-        let (_, item) = routes(self.plane);
-        self.client
-            .empty(Call::new(Route::mgmt(Verb::Delete, item, &[key])))
-            .await
+        let call = super::on(Verb::Delete, routes(self.plane).1, "guardrailId", key)?;
+        self.client.empty(call).await
     }
 
     /// Every guardrail of the plane (of `workspace` on the workspace plane), all pages, with

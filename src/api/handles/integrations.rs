@@ -1,9 +1,9 @@
-use crate::api::client::{Call, Client};
+use crate::api::client::Call;
 use crate::api::error::ApiError;
 use crate::api::models::{
     CreateIntegrationRequest, Integration, IntegrationCreated, IntegrationModels,
     IntegrationWorkspaces, IntegrationsListQuery, Listing, UpdateIntegrationRequest,
-    UpdateModelsRequest, UpdateWorkspacesRequest, Validate,
+    UpdateModelsRequest, UpdateWorkspacesRequest,
 };
 use crate::api::routes::{
     INTEGRATION, INTEGRATION_MODELS, INTEGRATION_WORKSPACES, INTEGRATIONS, Route, Verb,
@@ -11,16 +11,9 @@ use crate::api::routes::{
 
 /// The organisation's integrations (`/ai_gw/admin/v2/integrations`), addressed by UUID or slug.
 /// `key` and credential `configurations` are write-only: reads return them masked.
-#[derive(Debug, Clone, Copy)]
-pub struct Integrations<'c> {
-    client: &'c Client,
-}
+pub type Integrations<'c> = super::Endpoint<'c, Integration>;
 
-impl<'c> Integrations<'c> {
-    pub(crate) fn new(client: &'c Client) -> Self {
-        Self { client }
-    }
-
+impl Integrations<'_> {
     /// Every integration that matches, all pages.
     pub async fn list(&self, query: &IntegrationsListQuery) -> Result<Vec<Integration>, ApiError> {
         Ok(self.listing(query).await?.items)
@@ -43,8 +36,7 @@ impl<'c> Integrations<'c> {
 
     /// The detail (key and credentials masked).
     pub async fn get(&self, id: &str) -> Result<Integration, ApiError> {
-        super::require("integrationId", id)?;
-        let call = Call::new(Route::mgmt(Verb::Get, INTEGRATION, &[id]));
+        let call = super::on(Verb::Get, INTEGRATION, "integrationId", id)?;
         self.client.json(call).await
     }
 
@@ -54,20 +46,13 @@ impl<'c> Integrations<'c> {
         &self,
         req: &CreateIntegrationRequest,
     ) -> Result<IntegrationCreated, ApiError> {
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Post, INTEGRATIONS, &[]))
-            .json(req)?
-            .sensitive();
+        let call = super::post(INTEGRATIONS, req)?.sensitive();
         self.client.json(call).await
     }
 
     /// `ai_provider_id`, `slug` and `workspace_id` cannot change.
     pub async fn update(&self, id: &str, req: &UpdateIntegrationRequest) -> Result<(), ApiError> {
-        super::require("integrationId", id)?;
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Put, INTEGRATION, &[id]))
-            .json(req)?
-            .sensitive();
+        let call = super::send(Verb::Put, INTEGRATION, "integrationId", id, req)?.sensitive();
         self.client.empty(call).await
     }
 
@@ -84,8 +69,7 @@ impl<'c> Integrations<'c> {
 
     /// The workspace access rows (a disabled row stays listed).
     pub async fn workspaces(&self, id: &str) -> Result<IntegrationWorkspaces, ApiError> {
-        super::require("integrationId", id)?;
-        let call = Call::new(Route::mgmt(Verb::Get, INTEGRATION_WORKSPACES, &[id]));
+        let call = super::on(Verb::Get, INTEGRATION_WORKSPACES, "integrationId", id)?;
         self.client.json(call).await
     }
 
@@ -95,23 +79,18 @@ impl<'c> Integrations<'c> {
         id: &str,
         req: &UpdateWorkspacesRequest,
     ) -> Result<(), ApiError> {
-        super::require("integrationId", id)?;
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Put, INTEGRATION_WORKSPACES, &[id])).json(req)?;
+        let call = super::send(Verb::Put, INTEGRATION_WORKSPACES, "integrationId", id, req)?;
         self.client.empty(call).await
     }
 
     pub async fn models(&self, id: &str) -> Result<IntegrationModels, ApiError> {
-        super::require("integrationId", id)?;
-        let call = Call::new(Route::mgmt(Verb::Get, INTEGRATION_MODELS, &[id]));
+        let call = super::on(Verb::Get, INTEGRATION_MODELS, "integrationId", id)?;
         self.client.json(call).await
     }
 
     /// Merges per slug; a new slug must be a custom model.
     pub async fn update_models(&self, id: &str, req: &UpdateModelsRequest) -> Result<(), ApiError> {
-        super::require("integrationId", id)?;
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Put, INTEGRATION_MODELS, &[id])).json(req)?;
+        let call = super::send(Verb::Put, INTEGRATION_MODELS, "integrationId", id, req)?;
         self.client.empty(call).await
     }
 

@@ -6,7 +6,7 @@ use crate::api::models::{
     McpServerMapping, McpServerMappingTarget, McpServerMappingWritten, McpServerMappingsSynced,
     McpServersListQuery, McpUserAccess, SyncMcpServerMappingsRequest, UpdateCapabilitiesRequest,
     UpdateMcpIntegrationRequest, UpdateMcpServerRequest, UpdateMcpWorkspacesRequest,
-    UpdateUserAccessRequest, Validate,
+    UpdateUserAccessRequest,
 };
 use crate::api::routes::{
     GUARDRAIL_MCP_SERVER, GUARDRAIL_MCP_SERVERS, MCP_INTEGRATION, MCP_INTEGRATION_CAPABILITIES,
@@ -14,6 +14,10 @@ use crate::api::routes::{
     MCP_SERVER_CAPABILITIES, MCP_SERVER_CONNECTIONS, MCP_SERVER_TEST, MCP_SERVER_USER_ACCESS,
     MCP_SERVERS, ORG_GUARDRAIL_MCP_SERVER, ORG_GUARDRAIL_MCP_SERVERS, Route, Verb,
 };
+
+/// What an empty integration or server key is refused as.
+const INTEGRATION_ID: &str = "mcpIntegrationId";
+const SERVER_ID: &str = "mcpServerId";
 
 /// A capabilities page query: `page` from 1, `page_size` 1..=500, `type`.
 fn capability_pairs(page: u32, kind: Option<&str>) -> Vec<(&'static str, String)> {
@@ -60,16 +64,9 @@ const USER_ACCESS_PAGES: u32 = 1000;
 
 /// The organisation's MCP integrations (`/ai_gw/admin/v2/mcp-integrations`), by UUID or slug.
 /// `configurations` is write-only.
-#[derive(Debug, Clone, Copy)]
-pub struct McpIntegrations<'c> {
-    client: &'c Client,
-}
+pub type McpIntegrations<'c> = super::Endpoint<'c, McpIntegration>;
 
-impl<'c> McpIntegrations<'c> {
-    pub(crate) fn new(client: &'c Client) -> Self {
-        Self { client }
-    }
-
+impl McpIntegrations<'_> {
     /// Every integration, all pages (`configurations` a JSON string in each row).
     pub async fn list(&self) -> Result<Vec<McpIntegration>, ApiError> {
         Ok(self.listing().await?.items)
@@ -87,17 +84,13 @@ impl<'c> McpIntegrations<'c> {
     }
 
     pub async fn get(&self, key: &str) -> Result<McpIntegration, ApiError> {
-        super::require("mcpIntegrationId", key)?;
-        let call = Call::new(Route::mgmt(Verb::Get, MCP_INTEGRATION, &[key]));
+        let call = super::on(Verb::Get, MCP_INTEGRATION, INTEGRATION_ID, key)?;
         self.client.json(call).await
     }
 
     /// Not retried when the answer is lost: look it up by slug first.
     pub async fn create(&self, req: &CreateMcpIntegrationRequest) -> Result<Created, ApiError> {
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Post, MCP_INTEGRATIONS, &[]))
-            .json(req)?
-            .sensitive();
+        let call = super::post(MCP_INTEGRATIONS, req)?.sensitive();
         self.client.json(call).await
     }
 
@@ -106,24 +99,18 @@ impl<'c> McpIntegrations<'c> {
         key: &str,
         req: &UpdateMcpIntegrationRequest,
     ) -> Result<(), ApiError> {
-        super::require("mcpIntegrationId", key)?;
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Put, MCP_INTEGRATION, &[key]))
-            .json(req)?
-            .sensitive();
+        let call = super::send(Verb::Put, MCP_INTEGRATION, INTEGRATION_ID, key, req)?.sensitive();
         self.client.empty(call).await
     }
 
     pub async fn delete(&self, key: &str) -> Result<(), ApiError> {
-        super::require("mcpIntegrationId", key)?;
-        let call = Call::new(Route::mgmt(Verb::Delete, MCP_INTEGRATION, &[key]));
+        let call = super::on(Verb::Delete, MCP_INTEGRATION, INTEGRATION_ID, key)?;
         self.client.empty(call).await
     }
 
     /// The workspace access rows (disabled ones stay listed), in the versioned shape.
     pub async fn workspaces(&self, key: &str) -> Result<McpIntegrationWorkspaces, ApiError> {
-        super::require("mcpIntegrationId", key)?;
-        let call = Call::new(Route::mgmt(Verb::Get, MCP_INTEGRATION_WORKSPACES, &[key]))
+        let call = super::on(Verb::Get, MCP_INTEGRATION_WORKSPACES, INTEGRATION_ID, key)?
             .query(vec![("version", "2".to_owned())]);
         self.client.json(call).await
     }
@@ -134,10 +121,13 @@ impl<'c> McpIntegrations<'c> {
         key: &str,
         req: &UpdateMcpWorkspacesRequest,
     ) -> Result<(), ApiError> {
-        super::require("mcpIntegrationId", key)?;
-        req.validate()?;
-        let call =
-            Call::new(Route::mgmt(Verb::Put, MCP_INTEGRATION_WORKSPACES, &[key])).json(req)?;
+        let call = super::send(
+            Verb::Put,
+            MCP_INTEGRATION_WORKSPACES,
+            INTEGRATION_ID,
+            key,
+            req,
+        )?;
         self.client.empty(call).await
     }
 
@@ -147,7 +137,7 @@ impl<'c> McpIntegrations<'c> {
         key: &str,
         kind: Option<&str>,
     ) -> Result<McpCapabilities, ApiError> {
-        super::require("mcpIntegrationId", key)?;
+        super::require(INTEGRATION_ID, key)?;
         all_capabilities(self.client, MCP_INTEGRATION_CAPABILITIES, key, kind).await
     }
 
@@ -157,32 +147,27 @@ impl<'c> McpIntegrations<'c> {
         key: &str,
         req: &UpdateCapabilitiesRequest,
     ) -> Result<(), ApiError> {
-        super::require("mcpIntegrationId", key)?;
-        req.validate()?;
-        let call =
-            Call::new(Route::mgmt(Verb::Put, MCP_INTEGRATION_CAPABILITIES, &[key])).json(req)?;
+        let call = super::send(
+            Verb::Put,
+            MCP_INTEGRATION_CAPABILITIES,
+            INTEGRATION_ID,
+            key,
+            req,
+        )?;
         self.client.empty(call).await
     }
 
     /// The sync metadata (`sync_status`, `sync_error`, `last_synced_at`, server identity).
     pub async fn metadata(&self, key: &str) -> Result<serde_json::Value, ApiError> {
-        super::require("mcpIntegrationId", key)?;
-        let call = Call::new(Route::mgmt(Verb::Get, MCP_INTEGRATION_METADATA, &[key]));
+        let call = super::on(Verb::Get, MCP_INTEGRATION_METADATA, INTEGRATION_ID, key)?;
         self.client.json(call).await
     }
 }
 
 /// Workspaces' MCP servers (`/ai_gw/v2/mcp-servers`), by UUID or slug.
-#[derive(Debug, Clone, Copy)]
-pub struct McpServers<'c> {
-    client: &'c Client,
-}
+pub type McpServers<'c> = super::Endpoint<'c, McpServer>;
 
-impl<'c> McpServers<'c> {
-    pub(crate) fn new(client: &'c Client) -> Self {
-        Self { client }
-    }
-
+impl McpServers<'_> {
     pub async fn list(&self, query: &McpServersListQuery) -> Result<Vec<McpServer>, ApiError> {
         Ok(self.listing(query).await?.items)
     }
@@ -203,15 +188,13 @@ impl<'c> McpServers<'c> {
 
     /// The detail (no `workspace_id`; list with `workspace_id` and `ids` to prove it).
     pub async fn get(&self, key: &str) -> Result<McpServer, ApiError> {
-        super::require("mcpServerId", key)?;
-        let call = Call::new(Route::mgmt(Verb::Get, MCP_SERVER, &[key]));
+        let call = super::on(Verb::Get, MCP_SERVER, SERVER_ID, key)?;
         self.client.json(call).await
     }
 
     /// Not retried when the answer is lost: look it up by slug first.
     pub async fn create(&self, req: &CreateMcpServerRequest) -> Result<Created, ApiError> {
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Post, MCP_SERVERS, &[])).json(req)?;
+        let call = super::post(MCP_SERVERS, req)?;
         self.client.json(call).await
     }
 
@@ -221,22 +204,18 @@ impl<'c> McpServers<'c> {
         key: &str,
         req: &UpdateMcpServerRequest,
     ) -> Result<Created, ApiError> {
-        super::require("mcpServerId", key)?;
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Put, MCP_SERVER, &[key])).json(req)?;
+        let call = super::send(Verb::Put, MCP_SERVER, SERVER_ID, key, req)?;
         self.client.json(call).await
     }
 
     pub async fn delete(&self, key: &str) -> Result<(), ApiError> {
-        super::require("mcpServerId", key)?;
-        let call = Call::new(Route::mgmt(Verb::Delete, MCP_SERVER, &[key]));
+        let call = super::on(Verb::Delete, MCP_SERVER, SERVER_ID, key)?;
         self.client.empty(call).await
     }
 
     /// A connectivity test. SCM answers 403 even for an owned server.
     pub async fn test(&self, key: &str) -> Result<serde_json::Value, ApiError> {
-        super::require("mcpServerId", key)?;
-        let call = Call::new(Route::mgmt(Verb::Post, MCP_SERVER_TEST, &[key]));
+        let call = super::on(Verb::Post, MCP_SERVER_TEST, SERVER_ID, key)?;
         self.client.json(call).await
     }
 
@@ -245,7 +224,7 @@ impl<'c> McpServers<'c> {
         key: &str,
         kind: Option<&str>,
     ) -> Result<McpCapabilities, ApiError> {
-        super::require("mcpServerId", key)?;
+        super::require(SERVER_ID, key)?;
         all_capabilities(self.client, MCP_SERVER_CAPABILITIES, key, kind).await
     }
 
@@ -254,9 +233,7 @@ impl<'c> McpServers<'c> {
         key: &str,
         req: &UpdateCapabilitiesRequest,
     ) -> Result<(), ApiError> {
-        super::require("mcpServerId", key)?;
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Put, MCP_SERVER_CAPABILITIES, &[key])).json(req)?;
+        let call = super::send(Verb::Put, MCP_SERVER_CAPABILITIES, SERVER_ID, key, req)?;
         self.client.empty(call).await
     }
 
@@ -264,7 +241,7 @@ impl<'c> McpServers<'c> {
     /// Every user-access row of server `key`, page after page (500 a page) while the API says
     /// it has more: a user past the first page is compared like any other.
     pub async fn user_access(&self, key: &str) -> Result<McpUserAccess, ApiError> {
-        super::require("mcpServerId", key)?;
+        super::require(SERVER_ID, key)?;
         let mut all: Option<McpUserAccess> = None;
         for page in 1..=USER_ACCESS_PAGES {
             let call =
@@ -292,22 +269,18 @@ impl<'c> McpServers<'c> {
         key: &str,
         req: &UpdateUserAccessRequest,
     ) -> Result<(), ApiError> {
-        super::require("mcpServerId", key)?;
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Put, MCP_SERVER_USER_ACCESS, &[key])).json(req)?;
+        let call = super::send(Verb::Put, MCP_SERVER_USER_ACCESS, SERVER_ID, key, req)?;
         self.client.empty(call).await
     }
 
     pub async fn connections(&self, key: &str) -> Result<McpConnections, ApiError> {
-        super::require("mcpServerId", key)?;
-        let call = Call::new(Route::mgmt(Verb::Get, MCP_SERVER_CONNECTIONS, &[key]));
+        let call = super::on(Verb::Get, MCP_SERVER_CONNECTIONS, SERVER_ID, key)?;
         self.client.json(call).await
     }
 
     /// Ends users' connections. SCM answers 403.
     pub async fn delete_connections(&self, key: &str) -> Result<(), ApiError> {
-        super::require("mcpServerId", key)?;
-        let call = Call::new(Route::mgmt(Verb::Delete, MCP_SERVER_CONNECTIONS, &[key]));
+        let call = super::on(Verb::Delete, MCP_SERVER_CONNECTIONS, SERVER_ID, key)?;
         self.client.empty(call).await
     }
 }
@@ -333,8 +306,7 @@ impl<'c> GuardrailMcpServers<'c> {
 
     /// The guardrail's mappings (SCM's `{object, total, data}` or the spec's bare array).
     pub async fn list(&self, guardrail: &str) -> Result<Vec<McpServerMapping>, ApiError> {
-        super::require("guardrailId", guardrail)?;
-        let call = Call::new(Route::mgmt(Verb::Get, self.routes().0, &[guardrail]));
+        let call = super::on(Verb::Get, self.routes().0, "guardrailId", guardrail)?;
         let page: ListPage<McpServerMapping> = self.client.json(call).await?;
         Ok(page.data)
     }
@@ -345,9 +317,7 @@ impl<'c> GuardrailMcpServers<'c> {
         guardrail: &str,
         req: &SyncMcpServerMappingsRequest,
     ) -> Result<McpServerMappingsSynced, ApiError> {
-        super::require("guardrailId", guardrail)?;
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Put, self.routes().0, &[guardrail])).json(req)?;
+        let call = super::send(Verb::Put, self.routes().0, "guardrailId", guardrail, req)?;
         self.client.json(call).await
     }
 
@@ -359,7 +329,7 @@ impl<'c> GuardrailMcpServers<'c> {
         target: &McpServerMappingTarget,
     ) -> Result<McpServerMappingWritten, ApiError> {
         super::require("guardrailId", guardrail)?;
-        super::require("mcpServerId", server)?;
+        super::require(SERVER_ID, server)?;
         let call = Call::new(Route::mgmt(
             Verb::Put,
             self.routes().1,

@@ -30,12 +30,49 @@ pub use usage_limits::UsageLimits;
 pub use vector_store_files::VectorStoreFiles;
 pub use workspaces::{IamScopes, Workspaces};
 
+use std::marker::PhantomData;
+
+use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::client::{Call, Client};
 use super::error::ApiError;
-use super::models::{ListPage, Listing};
+use super::models::{ListPage, Listing, Validate};
 use super::routes::{Route, Verb};
+
+/// A handle on one resource's calls, borrowing the client: `K` is the resource's read model,
+/// which only names it (`Endpoint<'c, Deployment>` is [`Deployments`]). Each resource's module
+/// adds the calls of its own `Endpoint`.
+pub struct Endpoint<'c, K> {
+    client: &'c Client,
+    resource: PhantomData<fn() -> K>,
+}
+
+impl<'c, K> Endpoint<'c, K> {
+    pub(crate) fn new(client: &'c Client) -> Self {
+        Self {
+            client,
+            resource: PhantomData,
+        }
+    }
+}
+
+// By hand: the derives would ask `K`, a name only, to be `Clone` and `Debug` too.
+impl<K> Clone for Endpoint<'_, K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<K> Copy for Endpoint<'_, K> {}
+
+impl<K> std::fmt::Debug for Endpoint<'_, K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct(std::any::type_name::<Self>())
+            .field("client", self.client)
+            .finish()
+    }
+}
 
 /// Safety stop for a server whose `total` never matches what it returns.
 const MAX_PAGES: u32 = 10_000;
@@ -104,4 +141,29 @@ fn require(field: &str, value: &str) -> Result<(), ApiError> {
         return Err(ApiError::validation(field, "must not be empty"));
     }
     Ok(())
+}
+
+/// A call on the object `key` of the item route `template`; an empty `key` is refused as `id`.
+fn on(verb: Verb, template: &'static str, id: &str, key: &str) -> Result<Call, ApiError> {
+    require(id, key)?;
+    Ok(Call::new(Route::mgmt(verb, template, &[key])))
+}
+
+/// Like [`on`], sending `req` once it validates (a bad key is named before a bad body).
+fn send<B: Validate + Serialize>(
+    verb: Verb,
+    template: &'static str,
+    id: &str,
+    key: &str,
+    req: &B,
+) -> Result<Call, ApiError> {
+    let call = on(verb, template, id, key)?;
+    req.validate()?;
+    call.json(req)
+}
+
+/// A create: `req` posted to the collection `template` once it validates.
+fn post<B: Validate + Serialize>(template: &'static str, req: &B) -> Result<Call, ApiError> {
+    req.validate()?;
+    Call::new(Route::mgmt(Verb::Post, template, &[])).json(req)
 }

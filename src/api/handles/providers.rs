@@ -1,4 +1,4 @@
-use crate::api::client::{Call, Client};
+use crate::api::client::Call;
 use crate::api::error::ApiError;
 use crate::api::models::{
     CreateProviderRequest, Listing, Provider, ProviderWritten, ProvidersListQuery,
@@ -8,10 +8,7 @@ use crate::api::routes::{PROVIDER, PROVIDERS, Route, Verb};
 
 /// Providers (`/ai_gw/v2/providers`), addressed by UUID or slug, with the workspace as a query
 /// parameter. Reads drop every field that may carry credentials ([`Provider`]).
-#[derive(Debug, Clone, Copy)]
-pub struct Providers<'c> {
-    client: &'c Client,
-}
+pub type Providers<'c> = super::Endpoint<'c, Provider>;
 
 fn workspace_query(workspace: Option<&str>) -> Vec<(&'static str, String)> {
     workspace
@@ -20,11 +17,7 @@ fn workspace_query(workspace: Option<&str>) -> Vec<(&'static str, String)> {
         .collect()
 }
 
-impl<'c> Providers<'c> {
-    pub(crate) fn new(client: &'c Client) -> Self {
-        Self { client }
-    }
-
+impl Providers<'_> {
     /// Every provider that matches, all pages.
     pub async fn list(&self, query: &ProvidersListQuery) -> Result<Vec<Provider>, ApiError> {
         Ok(self.listing(query).await?.items)
@@ -45,8 +38,7 @@ impl<'c> Providers<'c> {
     /// The detail, its credential material withheld. The answer may carry the upstream key:
     /// it is never copied into an error.
     pub async fn get(&self, id: &str, workspace: Option<&str>) -> Result<Provider, ApiError> {
-        super::require("providerId", id)?;
-        let call = Call::new(Route::mgmt(Verb::Get, PROVIDER, &[id]))
+        let call = super::on(Verb::Get, PROVIDER, "providerId", id)?
             .query(workspace_query(workspace))
             .sensitive();
         self.client.json(call).await
@@ -54,8 +46,7 @@ impl<'c> Providers<'c> {
 
     /// Not retried when the answer is lost (`outcome_unknown()`).
     pub async fn create(&self, req: &CreateProviderRequest) -> Result<ProviderWritten, ApiError> {
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Post, PROVIDERS, &[])).json(req)?;
+        let call = super::post(PROVIDERS, req)?;
         self.client.json(call).await
     }
 
@@ -76,9 +67,8 @@ impl<'c> Providers<'c> {
 
     /// Deletes it for good.
     pub async fn delete(&self, id: &str, workspace: Option<&str>) -> Result<(), ApiError> {
-        super::require("providerId", id)?;
         let call =
-            Call::new(Route::mgmt(Verb::Delete, PROVIDER, &[id])).query(workspace_query(workspace));
+            super::on(Verb::Delete, PROVIDER, "providerId", id)?.query(workspace_query(workspace));
         self.client.empty(call).await
     }
 }

@@ -1,22 +1,14 @@
-use crate::api::client::{Call, Client};
 use crate::api::error::ApiError;
 use crate::api::models::{
     CreateRateLimitsPolicyRequest, Listing, PolicyCreated, PolicyStatus, RateLimitsListQuery,
-    RateLimitsPolicy, UpdateRateLimitsPolicyRequest, Validate, enum_str,
+    RateLimitsPolicy, UpdateRateLimitsPolicyRequest, enum_str,
 };
-use crate::api::routes::{RATE_LIMIT, RATE_LIMITS, Route, Verb};
+use crate::api::routes::{RATE_LIMIT, RATE_LIMITS, Verb};
 
 /// Rate limits policies (`/ai_gw/v2/policies/rate-limits`).
-#[derive(Debug, Clone, Copy)]
-pub struct RateLimits<'c> {
-    client: &'c Client,
-}
+pub type RateLimits<'c> = super::Endpoint<'c, RateLimitsPolicy>;
 
-impl<'c> RateLimits<'c> {
-    pub(crate) fn new(client: &'c Client) -> Self {
-        Self { client }
-    }
-
+impl RateLimits<'_> {
     /// Every matching policy: pages through `current_page` (0-based) until `total` rows arrived,
     /// or a page comes back empty.
     pub async fn list(
@@ -46,15 +38,13 @@ impl<'c> RateLimits<'c> {
         &self,
         req: &CreateRateLimitsPolicyRequest,
     ) -> Result<PolicyCreated, ApiError> {
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Post, RATE_LIMITS, &[])).json(req)?;
+        let call = super::post(RATE_LIMITS, req)?;
         self.client.json(call).await
     }
 
     /// An active policy; archived ones read as not found unless asked for with [`Self::get_with_status`].
     pub async fn get(&self, id: &str) -> Result<RateLimitsPolicy, ApiError> {
-        super::require("rateLimitsPolicyId", id)?;
-        let call = Call::new(Route::mgmt(Verb::Get, RATE_LIMIT, &[id]));
+        let call = super::on(Verb::Get, RATE_LIMIT, "rateLimitsPolicyId", id)?;
         self.client.json(call).await
     }
 
@@ -63,8 +53,7 @@ impl<'c> RateLimits<'c> {
         id: &str,
         status: PolicyStatus,
     ) -> Result<RateLimitsPolicy, ApiError> {
-        super::require("rateLimitsPolicyId", id)?;
-        let call = Call::new(Route::mgmt(Verb::Get, RATE_LIMIT, &[id]))
+        let call = super::on(Verb::Get, RATE_LIMIT, "rateLimitsPolicyId", id)?
             .query(vec![("status", enum_str(&status))]);
         self.client.json(call).await
     }
@@ -75,16 +64,12 @@ impl<'c> RateLimits<'c> {
         id: &str,
         req: &UpdateRateLimitsPolicyRequest,
     ) -> Result<(), ApiError> {
-        super::require("rateLimitsPolicyId", id)?;
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Put, RATE_LIMIT, &[id])).json(req)?;
+        let call = super::send(Verb::Put, RATE_LIMIT, "rateLimitsPolicyId", id, req)?;
         self.client.empty(call).await
     }
 
     pub async fn delete(&self, id: &str) -> Result<(), ApiError> {
-        super::require("rateLimitsPolicyId", id)?;
-        self.client
-            .empty(Call::new(Route::mgmt(Verb::Delete, RATE_LIMIT, &[id])))
-            .await
+        let call = super::on(Verb::Delete, RATE_LIMIT, "rateLimitsPolicyId", id)?;
+        self.client.empty(call).await
     }
 }

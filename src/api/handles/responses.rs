@@ -1,19 +1,12 @@
-use crate::api::client::{Call, Client};
+use crate::api::client::Call;
 use crate::api::error::ApiError;
 use crate::api::models::{Includable, Response};
 use crate::api::routes::{RESPONSE, Route, Verb};
 
 /// Stored model responses on the gateway (`{gateway_url}/responses`).
-#[derive(Debug, Clone, Copy)]
-pub struct Responses<'c> {
-    client: &'c Client,
-}
+pub type Responses<'c> = super::Endpoint<'c, Response>;
 
-impl<'c> Responses<'c> {
-    pub(crate) fn new(client: &'c Client) -> Self {
-        Self { client }
-    }
-
+impl Responses<'_> {
     /// `include` adds search results, input image URLs or computer-call screenshots.
     pub async fn get(&self, id: &str, include: &[Includable]) -> Result<Response, ApiError> {
         super::require("response_id", id)?;

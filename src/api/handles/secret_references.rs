@@ -1,23 +1,15 @@
-use crate::api::client::{Call, Client};
 use crate::api::error::ApiError;
 use crate::api::models::{
     CreateSecretReferenceRequest, Created, Listing, SecretReference, SecretReferencesListQuery,
-    UpdateSecretReferenceRequest, Validate,
+    UpdateSecretReferenceRequest,
 };
-use crate::api::routes::{Route, SECRET_REFERENCE, SECRET_REFERENCES, Verb};
+use crate::api::routes::{SECRET_REFERENCE, SECRET_REFERENCES, Verb};
 
 /// The organisation's secret references (`/ai_gw/admin/v2/secret-references`), by UUID or slug.
 /// `auth_config` is write-only: reads return it masked.
-#[derive(Debug, Clone, Copy)]
-pub struct SecretReferences<'c> {
-    client: &'c Client,
-}
+pub type SecretReferences<'c> = super::Endpoint<'c, SecretReference>;
 
-impl<'c> SecretReferences<'c> {
-    pub(crate) fn new(client: &'c Client) -> Self {
-        Self { client }
-    }
-
+impl SecretReferences<'_> {
     pub async fn list(
         &self,
         query: &SecretReferencesListQuery,
@@ -42,17 +34,13 @@ impl<'c> SecretReferences<'c> {
 
     /// The detail (`auth_config` masked; no `allowed_workspaces`).
     pub async fn get(&self, key: &str) -> Result<SecretReference, ApiError> {
-        super::require("secretReferenceId", key)?;
-        let call = Call::new(Route::mgmt(Verb::Get, SECRET_REFERENCE, &[key]));
+        let call = super::on(Verb::Get, SECRET_REFERENCE, "secretReferenceId", key)?;
         self.client.json(call).await
     }
 
     /// Not retried when the answer is lost: look it up by slug first.
     pub async fn create(&self, req: &CreateSecretReferenceRequest) -> Result<Created, ApiError> {
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Post, SECRET_REFERENCES, &[]))
-            .json(req)?
-            .sensitive();
+        let call = super::post(SECRET_REFERENCES, req)?.sensitive();
         self.client.json(call).await
     }
 
@@ -62,18 +50,14 @@ impl<'c> SecretReferences<'c> {
         key: &str,
         req: &UpdateSecretReferenceRequest,
     ) -> Result<(), ApiError> {
-        super::require("secretReferenceId", key)?;
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Put, SECRET_REFERENCE, &[key]))
-            .json(req)?
-            .sensitive();
+        let call =
+            super::send(Verb::Put, SECRET_REFERENCE, "secretReferenceId", key, req)?.sensitive();
         self.client.empty(call).await
     }
 
     /// Refused (400) while an integration or MCP integration maps a field to it.
     pub async fn delete(&self, key: &str) -> Result<(), ApiError> {
-        super::require("secretReferenceId", key)?;
-        let call = Call::new(Route::mgmt(Verb::Delete, SECRET_REFERENCE, &[key]));
+        let call = super::on(Verb::Delete, SECRET_REFERENCE, "secretReferenceId", key)?;
         self.client.empty(call).await
     }
 }

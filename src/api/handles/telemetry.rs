@@ -1,4 +1,4 @@
-use crate::api::client::{Call, Client};
+use crate::api::client::Call;
 use crate::api::error::ApiError;
 use crate::api::models::{
     CohortFigures, CountChart, CountMetric, GroupColumn, GroupDimension, GroupList, LatencyChart,
@@ -7,16 +7,9 @@ use crate::api::models::{
 use crate::api::routes::{LOG_CHART, LOG_GROUP, Route, Verb};
 
 /// The gateway's telemetry (`/ai_gw/v2/logs/groups/*`, `/ai_gw/v2/logs/charts/*`): reads only.
-#[derive(Debug, Clone, Copy)]
-pub struct Telemetry<'c> {
-    client: &'c Client,
-}
+pub type Telemetry<'c> = super::Endpoint<'c, TelemetryQuery>;
 
-impl<'c> Telemetry<'c> {
-    pub(crate) fn new(client: &'c Client) -> Self {
-        Self { client }
-    }
-
+impl Telemetry<'_> {
     /// `GET /logs/groups/{dimension}` with the asked `columns`.
     pub async fn groups(
         &self,

@@ -1,28 +1,20 @@
-use crate::api::client::{Call, Client};
+use crate::api::client::Call;
 use crate::api::error::ApiError;
 use crate::api::models::{
     CreateUsageLimitsPolicyRequest, Listing, PolicyCreated, PolicyStatus,
-    UpdateUsageLimitsPolicyRequest, UsageEntity, UsageLimitsListQuery, UsageLimitsPolicy, Validate,
-    enum_str,
+    UpdateUsageLimitsPolicyRequest, UsageEntity, UsageLimitsListQuery, UsageLimitsPolicy, enum_str,
 };
 use crate::api::routes::{
     Route, USAGE_LIMIT, USAGE_LIMIT_ENTITIES, USAGE_LIMIT_ENTITY_RESET, USAGE_LIMITS, Verb,
 };
 
 /// Usage-limits policies (`/ai_gw/v2/policies/usage-limits`).
-#[derive(Debug, Clone, Copy)]
-pub struct UsageLimits<'c> {
-    client: &'c Client,
-}
+pub type UsageLimits<'c> = super::Endpoint<'c, UsageLimitsPolicy>;
 
 /// The largest page the entity list serves.
 const ENTITY_PAGE: u32 = 100;
 
-impl<'c> UsageLimits<'c> {
-    pub(crate) fn new(client: &'c Client) -> Self {
-        Self { client }
-    }
-
+impl UsageLimits<'_> {
     /// Every matching policy, all pages.
     pub async fn list(
         &self,
@@ -51,16 +43,14 @@ impl<'c> UsageLimits<'c> {
         &self,
         req: &CreateUsageLimitsPolicyRequest,
     ) -> Result<PolicyCreated, ApiError> {
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Post, USAGE_LIMITS, &[])).json(req)?;
+        let call = super::post(USAGE_LIMITS, req)?;
         self.client.json(call).await
     }
 
     /// An active policy, with the usage per value of its grouping key; an archived one reads as
     /// not found unless asked for with [`Self::get_with_status`].
     pub async fn get(&self, id: &str) -> Result<UsageLimitsPolicy, ApiError> {
-        super::require("policyUsageLimitsId", id)?;
-        let call = Call::new(Route::mgmt(Verb::Get, USAGE_LIMIT, &[id]))
+        let call = super::on(Verb::Get, USAGE_LIMIT, "policyUsageLimitsId", id)?
             .query(vec![("include_usage", "true".to_string())]);
         self.client.json(call).await
     }
@@ -70,8 +60,7 @@ impl<'c> UsageLimits<'c> {
         id: &str,
         status: PolicyStatus,
     ) -> Result<UsageLimitsPolicy, ApiError> {
-        super::require("policyUsageLimitsId", id)?;
-        let call = Call::new(Route::mgmt(Verb::Get, USAGE_LIMIT, &[id]))
+        let call = super::on(Verb::Get, USAGE_LIMIT, "policyUsageLimitsId", id)?
             .query(vec![("status", enum_str(&status))]);
         self.client.json(call).await
     }
@@ -83,18 +72,14 @@ impl<'c> UsageLimits<'c> {
         id: &str,
         req: &UpdateUsageLimitsPolicyRequest,
     ) -> Result<(), ApiError> {
-        super::require("policyUsageLimitsId", id)?;
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Put, USAGE_LIMIT, &[id])).json(req)?;
+        let call = super::send(Verb::Put, USAGE_LIMIT, "policyUsageLimitsId", id, req)?;
         self.client.empty(call).await
     }
 
     /// Archives the policy (the API keeps it, readable with `?status=archived`).
     pub async fn delete(&self, id: &str) -> Result<(), ApiError> {
-        super::require("policyUsageLimitsId", id)?;
-        self.client
-            .empty(Call::new(Route::mgmt(Verb::Delete, USAGE_LIMIT, &[id])))
-            .await
+        let call = super::on(Verb::Delete, USAGE_LIMIT, "policyUsageLimitsId", id)?;
+        self.client.empty(call).await
     }
 
     /// Every value of the policy's grouping key that has usage, all pages.

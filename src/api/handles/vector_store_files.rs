@@ -1,19 +1,12 @@
-use crate::api::client::{Call, Client};
+use crate::api::client::Call;
 use crate::api::error::ApiError;
 use crate::api::models::VectorStoreFile;
 use crate::api::routes::{Route, VECTOR_STORE_FILE, Verb};
 
 /// Files of vector stores on the gateway (`{gateway_url}/vector_stores/{vs}/files`).
-#[derive(Debug, Clone, Copy)]
-pub struct VectorStoreFiles<'c> {
-    client: &'c Client,
-}
+pub type VectorStoreFiles<'c> = super::Endpoint<'c, VectorStoreFile>;
 
-impl<'c> VectorStoreFiles<'c> {
-    pub(crate) fn new(client: &'c Client) -> Self {
-        Self { client }
-    }
-
+impl VectorStoreFiles<'_> {
     pub async fn get(
         &self,
         vector_store_id: &str,

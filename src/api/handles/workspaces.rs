@@ -64,48 +64,36 @@ impl<'c> Workspaces<'c> {
     /// By UUID or slug. An archived workspace answers 404; on the data plane one outside the
     /// caller's scope answers 403 `AB03`.
     pub async fn get(&self, key: &str) -> Result<Workspace, ApiError> {
-        super::require("workspaceRef", key)?;
-        let call = Call::new(Route::mgmt(Verb::Get, self.routes().1, &[key]));
+        let call = super::on(Verb::Get, self.routes().1, "workspaceRef", key)?;
         self.client.json(call).await
     }
 
     /// Not retried when the answer is lost: look it up (by name or by its scope) first.
     pub async fn create(&self, req: &CreateWorkspaceRequest) -> Result<WorkspaceCreated, ApiError> {
         self.admin_only()?;
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Post, ADMIN_WORKSPACES, &[])).json(req)?;
+        let call = super::post(ADMIN_WORKSPACES, req)?;
         self.client.json(call).await
     }
 
     /// Partial; the API answers `{}` (read it again to see the result).
     pub async fn update(&self, key: &str, req: &UpdateWorkspaceRequest) -> Result<(), ApiError> {
         self.admin_only()?;
-        super::require("workspaceRef", key)?;
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Put, ADMIN_WORKSPACE, &[key])).json(req)?;
+        let call = super::send(Verb::Put, ADMIN_WORKSPACE, "workspaceRef", key, req)?;
         self.client.empty(call).await
     }
 
     /// Archives (there is no hard delete); the default workspace refuses.
     pub async fn archive(&self, key: &str) -> Result<(), ApiError> {
         self.admin_only()?;
-        super::require("workspaceRef", key)?;
-        let call = Call::new(Route::mgmt(Verb::Delete, ADMIN_WORKSPACE, &[key]));
+        let call = super::on(Verb::Delete, ADMIN_WORKSPACE, "workspaceRef", key)?;
         self.client.empty(call).await
     }
 }
 
 /// SCM IAM scopes (`/iam/v1/scopes`, on the management host), keyed by name.
-#[derive(Debug, Clone, Copy)]
-pub struct IamScopes<'c> {
-    client: &'c Client,
-}
+pub type IamScopes<'c> = super::Endpoint<'c, IamScope>;
 
-impl<'c> IamScopes<'c> {
-    pub(crate) fn new(client: &'c Client) -> Self {
-        Self { client }
-    }
-
+impl IamScopes<'_> {
     /// Every scope (the API does not page them).
     pub async fn list(&self) -> Result<Vec<IamScope>, ApiError> {
         let call = Call::new(Route::mgmt(Verb::Get, IAM_SCOPES, &[]));
@@ -114,14 +102,12 @@ impl<'c> IamScopes<'c> {
     }
 
     pub async fn get(&self, name: &str) -> Result<IamScope, ApiError> {
-        super::require("name", name)?;
-        let call = Call::new(Route::mgmt(Verb::Get, IAM_SCOPE, &[name]));
+        let call = super::on(Verb::Get, IAM_SCOPE, "name", name)?;
         self.client.json(call).await
     }
 
     pub async fn create(&self, req: &IamScopeWrite) -> Result<IamScope, ApiError> {
-        req.validate()?;
-        let call = Call::new(Route::mgmt(Verb::Post, IAM_SCOPES, &[])).json(req)?;
+        let call = super::post(IAM_SCOPES, req)?;
         self.client.json(call).await
     }
 
@@ -137,8 +123,7 @@ impl<'c> IamScopes<'c> {
     }
 
     pub async fn delete(&self, name: &str) -> Result<(), ApiError> {
-        super::require("name", name)?;
-        let call = Call::new(Route::mgmt(Verb::Delete, IAM_SCOPE, &[name]));
+        let call = super::on(Verb::Delete, IAM_SCOPE, "name", name)?;
         self.client.empty(call).await
     }
 }

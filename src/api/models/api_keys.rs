@@ -4,10 +4,12 @@
 
 use serde::{Deserialize, Serialize, Serializer};
 use serde_json::{Map, Value};
+use serde_with::skip_serializing_none;
 
 use super::de;
 use super::deployment::SensitiveFields;
 use super::open_enum::open_enum;
+use super::query;
 use super::rate_limits::RateLimitType;
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
@@ -79,26 +81,15 @@ pub struct ApiKeyRateLimit {
 
 /// What requests made with the key get unless they say otherwise. In an update, a field that is
 /// present replaces the stored one; `config_id: null` unbinds the config.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ApiKeyDefaults {
-    #[serde(
-        default,
-        deserialize_with = "de::double_option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::double_option")]
     pub metadata: Option<Option<Map<String, Value>>>,
-    #[serde(
-        default,
-        deserialize_with = "de::double_option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::double_option")]
     pub config_id: Option<Option<String>>,
     /// Reads may carry it as 0/1.
-    #[serde(
-        default,
-        deserialize_with = "de::opt_flag",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::opt_flag")]
     pub allow_config_override: Option<bool>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]
@@ -115,69 +106,45 @@ pub enum RotationPeriod {
 }
 
 /// `rotation_policy`: a period **or** a next rotation time, and the transition to apply.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct RotationPolicy {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotation_period: Option<RotationPeriod>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_rotation_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_transition_period_ms: Option<u64>,
 }
 
 /// An API key as reads return it: `key` is masked (and printed masked whatever came back),
 /// `expiry_enforced` and `allow_config_override` arrive as 0/1.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApiKey {
     pub id: String,
-    #[serde(
-        default,
-        serialize_with = "masked_key",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(serialize_with = "masked_key")]
     pub key: Option<SecretString>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "type")]
     pub key_type: Option<ApiKeyType>,
     /// The internal organisation UUID (writes take the numeric TSG).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organisation_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<ApiKeyStatus>,
     #[serde(default, deserialize_with = "de::null_as_empty")]
     pub scopes: Vec<String>,
     #[serde(default, deserialize_with = "de::null_as_empty")]
     pub rate_limits: Vec<ApiKeyRateLimit>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_limits: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub defaults: Option<ApiKeyDefaults>,
     #[serde(default, deserialize_with = "de::null_as_empty")]
     pub alert_emails: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
-    #[serde(
-        default,
-        deserialize_with = "de::opt_flag",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::opt_flag")]
     pub expiry_enforced: Option<bool>,
-    #[serde(
-        default,
-        deserialize_with = "de::opt_flag",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::opt_flag")]
     pub allow_config_override: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated_at: Option<String>,
     /// Fields not modelled here, kept as sent (`Debug` shows their names only).
     #[serde(flatten)]
@@ -196,6 +163,7 @@ fn masked_key<S: Serializer>(key: &Option<SecretString>, s: S) -> Result<S::Ok, 
 
 /// `POST /api-keys/{service|user}`. `name` and a non-empty `scopes` are required; user keys need
 /// `user_id`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct CreateApiKeyRequest {
     pub name: String,
@@ -203,90 +171,53 @@ pub struct CreateApiKeyRequest {
     pub scopes: Vec<String>,
     /// Which value SCM wants here is unresolved (FACTS-more §8.1): the SDK sends `workspace`,
     /// Terraform the kind (`service`/`user`). Sent only when set.
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "type")]
     pub key_type: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// The numeric TSG id as a string on live tenants.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organisation_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
     /// Required for user keys, refused for service keys.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limits: Option<Vec<ApiKeyRateLimit>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_limits: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub defaults: Option<ApiKeyDefaults>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alert_emails: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotation_policy: Option<RotationPolicy>,
 }
 
 /// `PUT /api-keys/{service|user}/{id}`: only these fields can change (`type`, `workspace_id`,
 /// `user_id` and `organisation_id` are fixed at create). Fields left `None` are not sent; the
 /// nullable ones are `Some(None)` to send `null`, which clears them.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct UpdateApiKeyRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(
-        default,
-        deserialize_with = "de::double_option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::double_option")]
     pub description: Option<Option<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scopes: Option<Vec<String>>,
-    #[serde(
-        default,
-        deserialize_with = "de::double_option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::double_option")]
     pub rate_limits: Option<Option<Vec<ApiKeyRateLimit>>>,
-    #[serde(
-        default,
-        deserialize_with = "de::double_option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::double_option")]
     pub usage_limits: Option<Option<Value>>,
     /// Resets the key's usage; the API does not keep the flag.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reset_usage: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub defaults: Option<ApiKeyDefaults>,
-    #[serde(
-        default,
-        deserialize_with = "de::double_option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::double_option")]
     pub alert_emails: Option<Option<Vec<String>>>,
-    #[serde(
-        default,
-        deserialize_with = "de::double_option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::double_option")]
     pub expires_at: Option<Option<String>>,
-    #[serde(
-        default,
-        deserialize_with = "de::double_option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::double_option")]
     pub rotation_policy: Option<Option<RotationPolicy>>,
 }
 
 /// `POST /api-keys/{service|user}/{id}/rotate`. Without a period the request has no body and the
 /// API applies its default (30 minutes, or the key's `rotation_policy`).
+#[skip_serializing_none]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct RotateApiKeyRequest {
     /// How long the old value keeps working, in ms; at least [`MIN_KEY_TRANSITION_MS`].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_transition_period_ms: Option<u64>,
 }
 
@@ -303,11 +234,11 @@ impl RotateApiKeyRequest {
 
 /// The create receipt: the only time the new key's value is readable. Store it before anything
 /// else.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApiKeyCreated {
     pub id: String,
     pub key: SecretString,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object: Option<String>,
     /// Fields not modelled here, kept as sent (`Debug` shows their names only).
     #[serde(flatten)]
@@ -315,13 +246,12 @@ pub struct ApiKeyCreated {
 }
 
 /// The rotate receipt: the new value, once, and when the old one stops working.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ApiKeyRotated {
     pub id: String,
     pub key: SecretString,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_transition_expires_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object: Option<String>,
     /// Fields not modelled here, kept as sent (`Debug` shows their names only).
     #[serde(flatten)]
@@ -338,14 +268,10 @@ pub struct ApiKeysListQuery {
 
 impl ApiKeysListQuery {
     pub(crate) fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        let mut pairs = Vec::new();
-        if let Some(ws) = &self.workspace_id {
-            pairs.push(("workspace_id", ws.clone()));
-        }
-        if let Some(size) = self.page_size {
-            pairs.push(("page_size", size.to_string()));
-        }
-        pairs
+        query::filters([
+            ("workspace_id", self.workspace_id.clone()),
+            ("page_size", query::number(self.page_size)),
+        ])
     }
 }
 

@@ -2,12 +2,14 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use serde_with::skip_serializing_none;
 
 use super::de;
 use super::validate::Validate;
 use crate::api::error::ApiError;
 
 /// A row of the config list. Rows carry no `config` document.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConfigSummary {
     pub id: String,
@@ -18,23 +20,13 @@ pub struct ConfigSummary {
     /// `active` is the value seen; the API has no enum.
     #[serde(default)]
     pub status: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organisation_id: Option<String>,
-    #[serde(
-        default,
-        deserialize_with = "de::opt_flag",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::opt_flag")]
     pub is_default: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updated_by: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated_at: Option<String>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]
@@ -57,6 +49,7 @@ pub struct ConfigStamp {
 }
 
 /// A config as `GET /configs/{slug}` returns it. `config` arrives as a JSON string and is parsed.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConfigDetail {
     #[serde(default)]
@@ -67,32 +60,20 @@ pub struct ConfigDetail {
     pub name: String,
     #[serde(default)]
     pub status: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
     #[serde(default, deserialize_with = "de::json_document")]
     pub config: Value,
     /// Changes on every update.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organisation_id: Option<String>,
-    #[serde(
-        default,
-        deserialize_with = "de::opt_flag",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::opt_flag")]
     pub is_default: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<String>,
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "type")]
     pub config_type: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updated_by: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated_at: Option<String>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]
@@ -101,42 +82,39 @@ pub struct ConfigDetail {
 
 /// One entry of `GET /configs/{slug}/versions`. Fields neither struct models are kept in
 /// `detail.extra` (one catch-all per flattened record: two would each take every unknown field).
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConfigVersion {
     #[serde(flatten)]
     pub detail: ConfigDetail,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version_created_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version_owner_id: Option<String>,
 }
 
 /// `POST /configs`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct CreateConfigRequest {
     pub name: String,
     /// The routing document, sent as an object.
     pub config: Value,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
     /// Sent as `isDefault: 0|1`.
     #[serde(
         rename = "isDefault",
         default,
         deserialize_with = "de::opt_flag",
-        serialize_with = "de::opt_flag_as_int",
-        skip_serializing_if = "Option::is_none"
+        serialize_with = "de::opt_flag_as_int"
     )]
     pub is_default: Option<bool>,
 }
 
 /// The create receipt. Live tenants return all three fields flat; the published spec has no slug.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ConfigCreated {
     pub id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slug: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version_id: Option<String>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]
@@ -144,26 +122,21 @@ pub struct ConfigCreated {
 }
 
 /// `PUT /configs/{slug}`. A `config` replaces the whole routing document.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct UpdateConfigRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
 }
 
 /// The update answer: `{success, data: {version_id}}` or flat.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ConfigUpdated {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slug: Option<String>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]

@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use serde_with::skip_serializing_none;
 
 use super::de;
 use super::open_enum::open_enum;
@@ -68,6 +69,7 @@ impl std::fmt::Debug for SensitiveFields {
 }
 
 /// A row of the deployment list.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeploymentSummary {
     pub id: String,
@@ -75,29 +77,17 @@ pub struct DeploymentSummary {
     pub name: String,
     #[serde(default)]
     pub slug: String,
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "type")]
     pub deployment_type: Option<DeploymentType>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<DeploymentStatus>,
-    #[serde(
-        default,
-        deserialize_with = "de::opt_flag",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::opt_flag")]
     pub is_default: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_status: Option<ConnectionStatus>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_by: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_synced_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_resynced_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<Tags>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]
@@ -108,19 +98,16 @@ pub struct DeploymentSummary {
 /// come back masked here; only create and `rotate_auth` return the real values. Fields neither
 /// struct models are kept in `summary.extra` (one catch-all per flattened record: two would each
 /// take every unknown field).
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Deployment {
     #[serde(flatten)]
     pub summary: DeploymentSummary,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_settings: Option<DeploymentAuthSettings>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment_config: Option<Value>,
     #[serde(default, deserialize_with = "de::null_as_empty")]
     pub workspaces: Vec<WorkspaceRef>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials: Option<Credentials>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_auth: Option<SecretString>,
 }
 
@@ -155,49 +142,24 @@ pub struct Credentials {
 }
 
 /// `auth_settings` as reads return it; flags arrive as `0`/`1`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct DeploymentAuthSettings {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway_base_url: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_gateway_base_url: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub private_link_endpoint: Option<String>,
-    #[serde(
-        default,
-        deserialize_with = "de::opt_flag",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::opt_flag")]
     pub use_private_link_proxy: Option<bool>,
-    #[serde(
-        default,
-        deserialize_with = "de::opt_flag",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::opt_flag")]
     pub is_dataservice_hosted: Option<bool>,
-    #[serde(
-        default,
-        deserialize_with = "de::opt_flag",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::opt_flag")]
     pub is_playground_proxy_allowed: Option<bool>,
-    #[serde(
-        default,
-        deserialize_with = "de::opt_flag",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::opt_flag")]
     pub disable_service_gateway: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspaces_allowed: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jwt_subs_allowed: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jwt_sub_workspace_mapping: Option<BTreeMap<String, String>>,
-    #[serde(
-        default,
-        deserialize_with = "de::opt_flag",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::opt_flag")]
     pub allow_all_workspaces: Option<bool>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]
@@ -205,57 +167,44 @@ pub struct DeploymentAuthSettings {
 }
 
 /// `auth_settings` in create and update bodies.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct DeploymentAuthSettingsInput {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway_base_url: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_gateway_base_url: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspaces_allowed: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jwt_subs_allowed: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jwt_sub_workspace_mapping: Option<BTreeMap<String, String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_all_workspaces: Option<bool>,
     /// Update only: workspaces to take off `workspaces_allowed`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remove_workspaces_allowed: Option<Vec<String>>,
     /// Update only: subjects to take off `jwt_subs_allowed`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remove_subs_allowed: Option<Vec<String>>,
 }
 
 /// `POST /deployments`. Only `name` is required.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct CreateDeploymentRequest {
     pub name: String,
     /// The numeric TSG id as a string on live tenants.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organisation_id: Option<String>,
     /// 1 to 50 characters.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slug: Option<String>,
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "type")]
     pub deployment_type: Option<DeploymentType>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment_config: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_default: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_settings: Option<DeploymentAuthSettingsInput>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<Tags>,
 }
 
 /// The create receipt: the only time `client_auth` and the password are readable.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeploymentCreated {
     pub id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slug: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organisation_id: Option<String>,
     pub client_auth: SecretString,
     pub credentials: Credentials,
@@ -265,40 +214,31 @@ pub struct DeploymentCreated {
 }
 
 /// `PUT /deployments/{id}`. No field is required, but the body must not be empty.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct UpdateDeploymentRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "type")]
     pub deployment_type: Option<DeploymentType>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<DeploymentStatus>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deployment_config: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_default: Option<bool>,
     /// Re-issues `client_auth` and the credentials, returned once in the answer.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotate_auth: Option<bool>,
     /// Replace the allow lists instead of merging into them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub override_existing: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_settings: Option<DeploymentAuthSettingsInput>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<Tags>,
 }
 
 /// The update answer; carries new secrets after `rotate_auth: true`. Masked values (`****`), which
 /// an answer without rotation may echo, read as `None`, so `Some` always means a usable secret.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(from = "RawDeploymentUpdated")]
 pub struct DeploymentUpdated {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub client_auth: Option<SecretString>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials: Option<Credentials>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]

@@ -4,6 +4,7 @@
 use serde::de::{DeserializeOwned, Deserializer};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_with::skip_serializing_none;
 
 /// Removes a `{success, data}` wrapper if there is one. Returns `Err(body)` when `success` is
 /// `false`, so the caller can report it as an API error.
@@ -43,10 +44,10 @@ impl<T> Listing<T> {
 }
 
 /// A page of a list: its rows and, when the API says, the total across all pages.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct ListPage<T> {
     pub data: Vec<T>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub total: Option<u64>,
 }
 

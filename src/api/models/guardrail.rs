@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use serde_with::skip_serializing_none;
 
 use super::de;
 use super::validate::{self, Validate};
@@ -19,6 +20,7 @@ pub struct GuardrailList {
     pub extra: Map<String, Value>,
 }
 
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GuardrailSummary {
     pub id: String,
@@ -26,23 +28,15 @@ pub struct GuardrailSummary {
     pub name: String,
     #[serde(default)]
     pub slug: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub owner_id: Option<String>,
     /// `llm` appears; other values are not shown.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organisation_id: Option<String>,
     /// `None` for organisation-level guardrails.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub updated_by: Option<String>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]
@@ -58,6 +52,6 @@ pub struct GuardrailListQuery {
 
 impl Validate for GuardrailListQuery {
     fn validate(&self) -> Result<(), ApiError> {
-        validate::range_u64("page_size", self.page_size.map(u64::from), 1, 1000)
+        validate::range("page_size", self.page_size.map(u64::from), 1, 1000)
     }
 }

@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_with::skip_serializing_none;
 
 use super::de;
 use super::validate::{self, Validate};
@@ -18,6 +19,7 @@ pub enum GuardrailPlane {
 
 /// `GET …/guardrails/{guardrailId}`: the summary fields, the checks and the actions. Checks and
 /// actions stay JSON: parameters are free-form per check, and a diff compares them by meaning.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GuardrailDetails {
     pub id: String,
@@ -25,24 +27,17 @@ pub struct GuardrailDetails {
     pub name: String,
     #[serde(default)]
     pub slug: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
     /// `None` for organisation guardrails.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organisation_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version_id: Option<String>,
     #[serde(default, deserialize_with = "de::null_as_empty")]
     pub checks: Vec<serde_json::Map<String, Value>>,
     #[serde(default)]
     pub actions: Value,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated_at: Option<String>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]
@@ -50,12 +45,11 @@ pub struct GuardrailDetails {
 }
 
 /// `POST …/guardrails`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CreateGuardrailRequest {
     pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
     pub checks: Value,
     pub actions: Value,
@@ -63,23 +57,21 @@ pub struct CreateGuardrailRequest {
 
 /// `PUT …/guardrails/{guardrailId}`: replaces the checks and actions; `target` and
 /// `workspace_id` cannot change.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct UpdateGuardrailRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checks: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actions: Option<Value>,
 }
 
 /// The receipt of a create or update: each mints a `version_id`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GuardrailWritten {
     pub id: String,
     #[serde(default)]
     pub slug: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version_id: Option<String>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]

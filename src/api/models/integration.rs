@@ -5,14 +5,17 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use serde_with::skip_serializing_none;
 
 use super::de;
 use super::deployment::SensitiveFields;
+use super::query;
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
 use crate::api::secret::SecretString;
 
 /// An integration as list rows and reads return it (a row lacks the detail's fields).
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Integration {
     pub id: String,
@@ -20,40 +23,26 @@ pub struct Integration {
     pub slug: String,
     #[serde(default)]
     pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ai_provider_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
     /// The internal organisation UUID (writes take the numeric TSG).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organisation_id: Option<String>,
     /// Set for a workspace-scoped integration; `None` for an organisation one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
     /// `organisation` or `workspace`.
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "type")]
     pub integration_type: Option<String>,
     /// The key as the API masks it; never the key.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub masked_key: Option<String>,
     /// Non-secret settings as sent; secret ones as `masked_<field>`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub configurations: Option<Map<String, Value>>,
-    #[serde(
-        default,
-        deserialize_with = "de::opt_flag",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::opt_flag")]
     pub allow_all_models: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
     /// `null` until the first update.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated_at: Option<String>,
     /// `[{target_field, secret_reference_id, secret_key?, value_format?}]`; `null` when unset.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_mappings: Option<Vec<Value>>,
     /// Fields not modelled here, kept as sent (`Debug` shows their names only).
     #[serde(flatten)]
@@ -115,77 +104,62 @@ impl Integration {
 
 /// `POST /integrations`. Send `create_default_provider: Some(false)` unless you want the API to
 /// make a provider nobody manages (it defaults to true).
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct CreateIntegrationRequest {
     pub name: String,
     /// A catalogue entry (`open-ai`, `bedrock`, … or its UUID on SCM).
     pub ai_provider_id: String,
     /// `^[a-zA-Z0-9_-]+$`; made from the name when absent. Fixed once created.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slug: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<SecretString>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// The numeric TSG id as a string on live tenants.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organisation_id: Option<String>,
     /// Makes a workspace-scoped integration; absent for an organisation one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
     /// Provider settings (`aws_region`, `aws_secret_access_key`, …); `Debug` hides the values.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub configurations: Option<SensitiveFields>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub create_default_provider: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_provider_slug: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_mappings: Option<Vec<Value>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pricing_adjustments: Option<Value>,
 }
 
 /// `PUT /integrations/{id}`: `configurations` is sent whole (no source says whether the API
 /// merges it). `ai_provider_id`, `slug` and `workspace_id` cannot change.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct UpdateIntegrationRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<SecretString>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub configurations: Option<SensitiveFields>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_mappings: Option<Vec<Value>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pricing_adjustments: Option<Value>,
 }
 
 /// The create receipt: `{id, slug, provider_id, object}` (live).
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IntegrationCreated {
     pub id: String,
     #[serde(default)]
     pub slug: String,
     /// The default provider the API made, if it made one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_id: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
 /// `GET /integrations/{id}/workspaces`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IntegrationWorkspaces {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total: Option<u64>,
     #[serde(default, deserialize_with = "de::null_as_empty")]
     pub workspaces: Vec<WorkspaceAccess>,
     /// Live: an object `{enabled, rate_limits?, usage_limits?}`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub global_workspace_access: Option<Value>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -201,6 +175,7 @@ impl IntegrationWorkspaces {
 }
 
 /// One workspace's access to an integration. A disabled row stays listed (`enabled: false`).
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkspaceAccess {
     /// The workspace, as the API writes it (UUID or slug: FACTS-more §8.4).
@@ -212,7 +187,6 @@ pub struct WorkspaceAccess {
     pub usage_limits: Vec<Value>,
     #[serde(default, deserialize_with = "de::null_as_empty")]
     pub rate_limits: Vec<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -220,106 +194,78 @@ pub struct WorkspaceAccess {
 
 /// `PUT /integrations/{id}/workspaces`: merges the listed rows. aigw never sets
 /// `override_existing_workspace_access` (it would disable every row not listed).
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct UpdateWorkspacesRequest {
     pub workspaces: Vec<WorkspaceAccessUpdate>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub global_workspace_access: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub override_existing_workspace_access: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub create_default_provider: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_provider_slug: Option<String>,
 }
 
 /// One row of [`UpdateWorkspacesRequest`]; `usage_limits`/`rate_limits` hold at most one item,
 /// `Some(None)` sends `null`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct WorkspaceAccessUpdate {
     pub id: String,
     pub enabled: bool,
-    #[serde(
-        default,
-        deserialize_with = "de::double_option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::double_option")]
     pub usage_limits: Option<Option<Vec<Value>>>,
-    #[serde(
-        default,
-        deserialize_with = "de::double_option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::double_option")]
     pub rate_limits: Option<Option<Vec<Value>>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reset_usage: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub create_default_provider: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_provider_slug: Option<String>,
 }
 
 /// `GET /integrations/{id}/models`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IntegrationModels {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total: Option<u64>,
     #[serde(default, deserialize_with = "de::null_as_empty")]
     pub models: Vec<IntegrationModel>,
-    #[serde(
-        default,
-        deserialize_with = "de::opt_flag",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::opt_flag")]
     pub allow_all_models: Option<bool>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
 /// One model of an integration; the flags may come as booleans, numbers or strings.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IntegrationModel {
     pub slug: String,
     #[serde(deserialize_with = "de::flag")]
     pub enabled: bool,
-    #[serde(
-        default,
-        deserialize_with = "de::opt_flag",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::opt_flag")]
     pub is_custom: Option<bool>,
-    #[serde(
-        default,
-        deserialize_with = "de::opt_flag",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::opt_flag")]
     pub is_finetune: Option<bool>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
 /// `PUT /integrations/{id}/models`: merges per slug (inference, FACTS-more §8.5).
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct UpdateModelsRequest {
     pub models: Vec<ModelAccessUpdate>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_all_models: Option<bool>,
 }
 
 /// One model of [`UpdateModelsRequest`].
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ModelAccessUpdate {
     pub slug: String,
     pub enabled: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_custom: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_finetune: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_model_slug: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub configurations: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pricing_config: Option<Value>,
 }
 
@@ -335,17 +281,11 @@ pub struct IntegrationsListQuery {
 
 impl IntegrationsListQuery {
     pub(crate) fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        let mut pairs = Vec::new();
-        if let Some(ws) = &self.workspace_id {
-            pairs.push(("workspace_id", ws.clone()));
-        }
-        if let Some(kind) = &self.integration_type {
-            pairs.push(("type", kind.clone()));
-        }
-        if let Some(size) = self.page_size {
-            pairs.push(("page_size", size.to_string()));
-        }
-        pairs
+        query::filters([
+            ("workspace_id", self.workspace_id.clone()),
+            ("type", self.integration_type.clone()),
+            ("page_size", query::number(self.page_size)),
+        ])
     }
 }
 

@@ -9,13 +9,16 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use serde_with::skip_serializing_none;
 
 use super::deployment::SensitiveFields;
+use super::query;
 use super::validate::{self, Validate};
 use super::{HIDDEN_CONFIGURATION, SecretMapping, de};
 use crate::api::error::ApiError;
 
 /// An MCP integration as list rows and the detail return it.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct McpIntegration {
     pub id: String,
@@ -23,35 +26,24 @@ pub struct McpIntegration {
     pub slug: String,
     #[serde(default)]
     pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
     /// `oauth_auto`, `headers`, `none` (reads may also say `oauth_client_credentials`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_type: Option<String>,
     /// `http`, `sse` (reads may also say `interactive`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<String>,
     /// An object in the detail, a JSON-encoded string in list rows. Masked by the API as far as
     /// is known (FACTS leaves it open): `Debug` prints none of it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub configurations: Option<HiddenValue>,
     /// `null` until set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_mappings: Option<Vec<SecretMapping>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub global_workspace_access: Option<Value>,
     /// `null` for an organisation integration.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
-    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "type")]
     pub integration_type: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated_at: Option<String>,
     /// Fields not modelled here (`Debug` shows their names only).
     #[serde(flatten)]
@@ -89,6 +81,7 @@ impl McpIntegration {
 }
 
 /// `POST /mcp-integrations`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct CreateMcpIntegrationRequest {
     pub name: String,
@@ -96,16 +89,11 @@ pub struct CreateMcpIntegrationRequest {
     pub auth_type: String,
     pub transport: String,
     /// `^[a-zA-Z0-9_-]+$`; fixed once created.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slug: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub configurations: Option<SensitiveFields>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_mappings: Option<Vec<SecretMapping>>,
     /// The numeric TSG id on live tenants.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organisation_id: Option<String>,
 }
 
@@ -147,21 +135,15 @@ impl Validate for CreateMcpIntegrationRequest {
 }
 
 /// `PUT /mcp-integrations/{id}`: at least one field; `configurations` is sent whole.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct UpdateMcpIntegrationRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_type: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transport: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub configurations: Option<SensitiveFields>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_mappings: Option<Vec<SecretMapping>>,
 }
 
@@ -175,12 +157,12 @@ impl Validate for UpdateMcpIntegrationRequest {
 }
 
 /// One workspace's access to an MCP integration; a disabled row stays listed.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct McpWorkspaceAccess {
     pub id: String,
     #[serde(deserialize_with = "de::flag")]
     pub enabled: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -188,12 +170,11 @@ pub struct McpWorkspaceAccess {
 
 /// `GET …/mcp-integrations/{id}/workspaces`, either shape: legacy `workspaces` or versioned
 /// `data` (both are read into `workspaces`).
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct McpIntegrationWorkspaces {
     pub workspaces: Vec<McpWorkspaceAccess>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub global_workspace_access: Option<Value>,
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub total: Option<u64>,
 }
 
@@ -226,16 +207,12 @@ pub struct McpWorkspaceAccessUpdate {
 
 /// `PUT …/mcp-integrations/{id}/workspaces` (answers `{}`): merges the listed rows; there is
 /// no delete (a row is disabled). aigw never sets `override_existing_workspace_access`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct UpdateMcpWorkspacesRequest {
     pub workspaces: Vec<McpWorkspaceAccessUpdate>,
-    #[serde(
-        default,
-        deserialize_with = "de::double_option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::double_option")]
     pub global_workspace_access: Option<Option<Value>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub override_existing_workspace_access: Option<bool>,
 }
 
@@ -259,6 +236,7 @@ impl Validate for UpdateMcpWorkspacesRequest {
 
 /// A discovered tool, prompt, resource or resource template. Server capabilities add
 /// `integration_enabled`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct McpCapability {
     pub name: String,
@@ -266,22 +244,20 @@ pub struct McpCapability {
     pub kind: String,
     #[serde(deserialize_with = "de::flag")]
     pub enabled: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub integration_enabled: Option<bool>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
 /// A capabilities page (`page` counts from 1).
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct McpCapabilities {
     #[serde(default, deserialize_with = "de::null_as_empty")]
     pub data: Vec<McpCapability>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total: Option<u64>,
     #[serde(default)]
     pub has_more: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub counts: Option<Value>,
 }
 
@@ -318,6 +294,7 @@ impl Validate for UpdateCapabilitiesRequest {
 
 /// An MCP server as list rows and the detail return it. The detail omits `workspace_id`: list
 /// with a `workspace_id` and `id` filter to prove where a server lives.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct McpServer {
     pub id: String,
@@ -325,17 +302,12 @@ pub struct McpServer {
     pub slug: String,
     #[serde(default)]
     pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_integration_id: Option<String>,
     /// List rows only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
     /// Detail only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub guardrail_mappings: Option<Vec<McpServerMapping>>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -352,32 +324,25 @@ pub struct McpServersListQuery {
 
 impl McpServersListQuery {
     pub fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        let mut pairs = vec![("page_size", "100".to_owned())];
-        if let Some(workspace) = &self.workspace_id {
-            pairs.push(("workspace_id", workspace.clone()));
-        }
-        if !self.ids.is_empty() {
-            pairs.push(("id", self.ids.join(",")));
-        }
-        if let Some(search) = &self.search {
-            pairs.push(("search", search.clone()));
-        }
-        pairs
+        query::filters([
+            ("page_size", Some("100".to_owned())),
+            ("workspace_id", self.workspace_id.clone()),
+            ("id", (!self.ids.is_empty()).then(|| self.ids.join(","))),
+            ("search", self.search.clone()),
+        ])
     }
 }
 
 /// `POST /mcp-servers`. The integration must be enabled for the workspace first.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct CreateMcpServerRequest {
     pub name: String,
     /// UUID or slug.
     pub mcp_integration_id: String,
     /// UUID or slug; required with an organisation admin token.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slug: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
 }
 
@@ -403,11 +368,10 @@ impl Validate for CreateMcpServerRequest {
 }
 
 /// `PUT /mcp-servers/{id}`: `name` and `description` only.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct UpdateMcpServerRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
 }
 
@@ -421,6 +385,7 @@ impl Validate for UpdateMcpServerRequest {
 }
 
 /// `GET …/mcp-servers/{id}/user-access`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct McpUserAccess {
     /// `allow` or `deny`.
@@ -428,7 +393,6 @@ pub struct McpUserAccess {
     pub default_user_access: String,
     #[serde(default, deserialize_with = "de::null_as_empty")]
     pub data: Vec<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total: Option<u64>,
     #[serde(default)]
     pub has_more: bool,
@@ -442,12 +406,12 @@ pub struct UserAccessUpdate {
 }
 
 /// `PUT …/mcp-servers/{id}/user-access` (answers `{success, object}`).
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct UpdateUserAccessRequest {
     #[serde(default)]
     pub user_access: Vec<UserAccessUpdate>,
     /// `allow` or `deny`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_user_access: Option<String>,
 }
 
@@ -464,11 +428,11 @@ impl Validate for UpdateUserAccessRequest {
 }
 
 /// `GET …/mcp-servers/{id}/connections` (operational: per-user OAuth connections).
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct McpConnections {
     #[serde(default, deserialize_with = "de::null_as_empty")]
     pub data: Vec<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total: Option<u64>,
     #[serde(default)]
     pub has_more: bool,
@@ -490,10 +454,10 @@ pub struct McpServerMapping {
 }
 
 /// What one server of [`SyncMcpServerMappingsRequest`] gets.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct McpServerMappingTarget {
     /// Default (absent): `[input, output]`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_on: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mcp_integration_capability_ids: Vec<String>,

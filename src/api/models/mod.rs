@@ -23,6 +23,7 @@ mod mcp;
 mod open_enum;
 mod output;
 mod provider;
+mod query;
 mod rate_limits;
 mod response;
 mod secret_reference;

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use serde_with::skip_serializing_none;
 
 use super::de;
 use super::open_enum::open_enum;
@@ -90,33 +91,28 @@ pub struct FileSearchCall {
     pub extra: Map<String, Value>,
 }
 
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct FileSearchResult {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filename: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attributes: Option<VectorStoreFileAttributes>,
     /// 0 to 1.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub score: Option<f64>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct FunctionCall {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     pub call_id: String,
     pub name: String,
     /// The arguments as a JSON string.
     pub arguments: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<ItemStatus>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]
@@ -216,12 +212,12 @@ pub struct Coordinate {
     pub extra: Map<String, Value>,
 }
 
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ReasoningItem {
     pub id: String,
     #[serde(default, deserialize_with = "de::null_as_empty")]
     pub summary: Vec<SummaryText>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<ItemStatus>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]

@@ -5,9 +5,11 @@
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
+use serde_with::skip_serializing_none;
 
 use super::de;
 use super::deployment::SensitiveFields;
+use super::query;
 use super::validate::Validate;
 use crate::api::error::ApiError;
 
@@ -34,6 +36,7 @@ impl<'de> Deserialize<'de> for Withheld {
 }
 
 /// A provider as list rows and reads return it. Reads have no `id` in [PANW] but do live.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Provider {
     #[serde(default)]
@@ -42,34 +45,21 @@ pub struct Provider {
     pub slug: String,
     #[serde(default)]
     pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub integration_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
     /// `active`, `exhausted` or `expired`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
     /// `null`, one object, or an array (all seen live).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_limits: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limits: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reset_at: Option<String>,
     /// "Potentially secret-bearing. Never log or persist this field." (SDK)
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<Withheld>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_config: Option<Withheld>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub credentials: Option<Withheld>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub configurations: Option<Withheld>,
     /// Fields not modelled here, kept as sent (`Debug` shows their names only).
     #[serde(flatten)]
@@ -77,57 +67,35 @@ pub struct Provider {
 }
 
 /// `POST /providers`. Inline `rate_limits` fail live (HTTP 503): use a rate-limits policy.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct CreateProviderRequest {
     pub name: String,
     /// The integration's UUID (what the SDK and Terraform send; its slug may work too).
     pub integration_id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
     /// `^[a-zA-Z0-9_-]+$`; made from the name when absent. Fixed once created.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slug: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_limits: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limits: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
 }
 
 /// `PUT /providers/{id}`: `Some(None)` sends `null`, which clears.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct UpdateProviderRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(
-        default,
-        deserialize_with = "de::double_option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::double_option")]
     pub note: Option<Option<String>>,
-    #[serde(
-        default,
-        deserialize_with = "de::double_option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::double_option")]
     pub usage_limits: Option<Option<Value>>,
-    #[serde(
-        default,
-        deserialize_with = "de::double_option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::double_option")]
     pub rate_limits: Option<Option<Value>>,
-    #[serde(
-        default,
-        deserialize_with = "de::double_option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::double_option")]
     pub expires_at: Option<Option<String>>,
     /// Resets the provider's usage (an `exhausted` provider becomes `active`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reset_usage: Option<bool>,
 }
 
@@ -150,14 +118,10 @@ pub struct ProvidersListQuery {
 
 impl ProvidersListQuery {
     pub(crate) fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        let mut pairs = Vec::new();
-        if let Some(ws) = &self.workspace_id {
-            pairs.push(("workspace_id", ws.clone()));
-        }
-        if let Some(size) = self.page_size {
-            pairs.push(("page_size", size.to_string()));
-        }
-        pairs
+        query::filters([
+            ("workspace_id", self.workspace_id.clone()),
+            ("page_size", query::number(self.page_size)),
+        ])
     }
 }
 

@@ -2,9 +2,11 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use serde_with::skip_serializing_none;
 
 use super::de;
 use super::deployment::enum_str;
+use super::query;
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
 
@@ -52,11 +54,11 @@ pub enum OneOrMany {
 /// Which requests the policy applies to. `key` is `api_key`, `organisation_id`, `workspace_id` or
 /// `metadata.*`. Also a request body part the operator builds field by field, so it has no
 /// catch-all for unknown fields: those of a read condition are dropped.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Condition {
     pub key: String,
     pub value: OneOrMany,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub excludes: Option<OneOrMany>,
 }
 
@@ -67,12 +69,11 @@ pub struct GroupBy {
     pub key: String,
 }
 
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RateLimitsPolicy {
     pub id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     #[serde(default, deserialize_with = "de::null_as_empty")]
     pub conditions: Vec<Condition>,
@@ -84,15 +85,10 @@ pub struct RateLimitsPolicy {
     #[serde(serialize_with = "de::whole_f64")]
     pub value: f64,
     pub status: PolicyStatus,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<RateLimitTarget>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organisation_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated_at: Option<String>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]
@@ -100,11 +96,10 @@ pub struct RateLimitsPolicy {
 }
 
 /// `POST /policies/rate-limits`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CreateRateLimitsPolicyRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     pub conditions: Vec<Condition>,
     pub group_by: Vec<GroupBy>,
@@ -113,39 +108,29 @@ pub struct CreateRateLimitsPolicyRequest {
     pub unit: RateLimitUnit,
     #[serde(serialize_with = "de::whole_f64")]
     pub value: f64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<RateLimitTarget>,
     /// Workspace id or slug.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organisation_id: Option<String>,
 }
 
 /// `PUT /policies/rate-limits/{id}`: only these fields can change.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct UpdateRateLimitsPolicyRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub conditions: Option<Vec<Condition>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unit: Option<RateLimitUnit>,
-    #[serde(
-        default,
-        serialize_with = "de::opt_whole_f64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(serialize_with = "de::opt_whole_f64")]
     pub value: Option<f64>,
 }
 
 /// The create receipt.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PolicyCreated {
     pub id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object: Option<String>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]
@@ -168,37 +153,15 @@ pub struct RateLimitsListQuery {
 
 impl RateLimitsListQuery {
     pub(crate) fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        let mut pairs = Vec::new();
-        if let Some(ws) = &self.workspace_id {
-            pairs.push(("workspace_id", ws.clone()));
-        }
-        if let Some(v) = &self.status {
-            pairs.push(("status", enum_str(v)));
-        }
-        if let Some(v) = &self.limit_type {
-            pairs.push(("type", enum_str(v)));
-        }
-        if let Some(v) = &self.unit {
-            pairs.push(("unit", enum_str(v)));
-        }
-        if let Some(v) = &self.target {
-            pairs.push(("target", enum_str(v)));
-        }
-        if let Some(size) = self.page_size {
-            pairs.push(("page_size", size.to_string()));
-        }
-        pairs
+        query::filters([
+            ("workspace_id", self.workspace_id.clone()),
+            ("status", self.status.as_ref().map(enum_str)),
+            ("type", self.limit_type.as_ref().map(enum_str)),
+            ("unit", self.unit.as_ref().map(enum_str)),
+            ("target", self.target.as_ref().map(enum_str)),
+            ("page_size", query::number(self.page_size)),
+        ])
     }
-}
-
-fn validate_value(value: f64) -> Result<(), ApiError> {
-    if !value.is_finite() || value < 0.0 {
-        return Err(ApiError::validation(
-            "value",
-            "must be a non-negative number",
-        ));
-    }
-    Ok(())
 }
 
 impl Validate for CreateRateLimitsPolicyRequest {
@@ -207,7 +170,7 @@ impl Validate for CreateRateLimitsPolicyRequest {
         validate::max_chars("description", self.description.as_deref(), 500)?;
         validate::non_empty("conditions", &self.conditions)?;
         validate::non_empty("group_by", &self.group_by)?;
-        validate_value(self.value)
+        validate::non_negative("value", Some(self.value))
     }
 }
 
@@ -221,6 +184,6 @@ impl Validate for UpdateRateLimitsPolicyRequest {
         if let Some(conditions) = &self.conditions {
             validate::non_empty("conditions", conditions)?;
         }
-        self.value.map_or(Ok(()), validate_value)
+        validate::non_negative("value", self.value)
     }
 }

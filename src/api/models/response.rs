@@ -4,6 +4,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use serde_with::skip_serializing_none;
 
 use super::de;
 use super::open_enum::open_enum;
@@ -133,9 +134,9 @@ open_enum! {
     }
 }
 
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IncompleteDetails {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<IncompleteReason>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]
@@ -206,9 +207,9 @@ open_enum! {
 }
 
 /// The `text` field: how the model formats its text output.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct TextConfig {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<TextFormat>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]
@@ -226,8 +227,8 @@ open_enum! {
 
 impl Validate for Response {
     fn validate(&self) -> Result<(), ApiError> {
-        validate::range_f64("temperature", self.temperature, 0.0, 2.0)?;
-        validate::range_f64("top_p", self.top_p, 0.0, 1.0)?;
+        validate::range("temperature", self.temperature, 0.0, 2.0)?;
+        validate::range("top_p", self.top_p, 0.0, 1.0)?;
         if let Some(metadata) = &self.metadata {
             validate::metadata("metadata", metadata)?;
         }

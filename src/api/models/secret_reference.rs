@@ -7,9 +7,11 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use serde_with::skip_serializing_none;
 
 use super::HIDDEN_CONFIGURATION;
 use super::deployment::SensitiveFields;
+use super::query;
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
 
@@ -36,6 +38,7 @@ pub const PUBLIC_AUTH_CONFIG: &[&str] = &[
 
 /// A secret reference as list rows and the detail return it. The detail omits
 /// `allowed_workspaces` (live).
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SecretReference {
     pub id: String,
@@ -43,29 +46,18 @@ pub struct SecretReference {
     pub slug: String,
     #[serde(default)]
     pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manager_type: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// Masked by the API; `Debug` hides the values anyway.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_config: Option<SensitiveFields>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_path: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_key: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_all_workspaces: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<Map<String, Value>>,
     /// `active` live, `ACTIVE` in the spec: compare without case.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organisation_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated_at: Option<String>,
     /// Fields not modelled here (`Debug` shows their names only).
     #[serde(flatten)]
@@ -98,43 +90,37 @@ pub struct SecretReferencesListQuery {
 
 impl SecretReferencesListQuery {
     pub fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        let mut pairs = vec![("page_size", "100".to_owned())];
-        if let Some(manager) = &self.manager_type {
-            pairs.push(("manager_type", manager.clone()));
-        }
-        if let Some(search) = &self.search {
-            pairs.push(("search", search.clone()));
-        }
-        if let Some(tags) = &self.tags {
-            pairs.push(("tags", Value::Object(tags.clone()).to_string()));
-        }
-        pairs
+        query::filters([
+            ("page_size", Some("100".to_owned())),
+            ("manager_type", self.manager_type.clone()),
+            ("search", self.search.clone()),
+            (
+                "tags",
+                self.tags
+                    .clone()
+                    .map(|tags| Value::Object(tags).to_string()),
+            ),
+        ])
     }
 }
 
 /// `POST /secret-references`. `auth_config` is a variant of `manager_type` (`aws_auth_type`,
 /// `azure_auth_mode` or `vault_auth_type` says which).
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct CreateSecretReferenceRequest {
     pub name: String,
     pub manager_type: String,
     pub auth_config: SensitiveFields,
     pub secret_path: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slug: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_key: Option<String>,
     /// The API's default is true; it cannot be true beside `allowed_workspaces`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_all_workspaces: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_workspaces: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<Map<String, Value>>,
     /// The numeric TSG id on live tenants.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organisation_id: Option<String>,
 }
 
@@ -179,23 +165,16 @@ impl Validate for CreateSecretReferenceRequest {
 
 /// `PUT /secret-references/{id}` (answers `{}`). `auth_config` is merged into the stored one;
 /// `allowed_workspaces` replaces the list and turns `allow_all_workspaces` off.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct UpdateSecretReferenceRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_config: Option<SensitiveFields>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_path: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_key: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_all_workspaces: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_workspaces: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<Map<String, Value>>,
 }
 
@@ -222,15 +201,14 @@ pub struct Created {
 /// One `secret_mappings` entry of an integration or MCP integration: `target_field` (`key` or
 /// `configurations.<field>`; MCP integrations take only the latter) filled from the secret
 /// reference `secret_reference_id` (UUID or slug).
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SecretMapping {
     pub target_field: String,
     pub secret_reference_id: String,
     /// Overrides the reference's own `secret_key`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_key: Option<String>,
     /// `json` parses the secret before applying it, `string` (default) does not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value_format: Option<String>,
 }
 

@@ -9,6 +9,7 @@ use std::fmt;
 use jiff::{Timestamp, tz::TimeZone};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use serde_with::skip_serializing_none;
 
 use crate::api::error::ApiError;
 
@@ -235,22 +236,16 @@ impl GroupList {
 }
 
 /// One group. The dimension key (`api_key`, `status_code`, …) is among `extra`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GroupRow {
     pub requests: f64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub avg_latency: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub avg_tokens: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_tokens: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub success_rate: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_seen: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub object: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,

@@ -2,6 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use serde_with::skip_serializing_none;
 
 use super::de;
 use super::open_enum::open_enum;
@@ -31,14 +32,14 @@ impl Tool {
         let Tool::FileSearch(fs) = self else {
             return Ok(());
         };
-        validate::range_u64(
+        validate::range(
             &format!("{field}.max_num_results"),
             fs.max_num_results.map(u64::from),
             1,
             50,
         )?;
         let threshold = fs.ranking_options.as_ref().and_then(|r| r.score_threshold);
-        validate::range_f64(
+        validate::range(
             &format!("{field}.ranking_options.score_threshold"),
             threshold,
             0.0,
@@ -53,27 +54,24 @@ impl Validate for Tool {
     }
 }
 
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct FileSearchTool {
     pub vector_store_ids: Vec<String>,
     /// 1 to 50 inclusive.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_num_results: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub filters: Option<Filter>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ranking_options: Option<RankingOptions>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct RankingOptions {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ranker: Option<Ranker>,
     /// 0 to 1, default 0.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub score_threshold: Option<f64>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]
@@ -185,11 +183,10 @@ open_enum! {
     }
 }
 
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct WebSearchTool {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_location: Option<UserLocation>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search_context_size: Option<SearchContextSize>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]
@@ -197,19 +194,16 @@ pub struct WebSearchTool {
 }
 
 /// An approximate location; `type` is always `approximate`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UserLocation {
     #[serde(rename = "type", default = "approximate")]
     pub kind: String,
     /// Two-letter ISO 3166-1 code.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub country: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub region: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub city: Option<String>,
     /// IANA time zone name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timezone: Option<String>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]

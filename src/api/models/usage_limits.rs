@@ -3,9 +3,11 @@
 //! conditions, grouping keys, receipts and archive-on-delete.
 
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use super::de;
 use super::deployment::enum_str;
+use super::query;
 use super::rate_limits::{Condition, GroupBy, PolicyStatus};
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
@@ -27,12 +29,11 @@ pub enum PeriodicReset {
 }
 
 /// A usage-limits policy as reads return it.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UsageLimitsPolicy {
     pub id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     #[serde(default, deserialize_with = "de::null_as_empty")]
     pub conditions: Vec<Condition>,
@@ -42,31 +43,18 @@ pub struct UsageLimitsPolicy {
     pub limit_type: UsageLimitType,
     #[serde(default, serialize_with = "de::whole_f64")]
     pub credit_limit: f64,
-    #[serde(
-        default,
-        serialize_with = "de::opt_whole_f64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(serialize_with = "de::opt_whole_f64")]
     pub alert_threshold: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub periodic_reset: Option<PeriodicReset>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub periodic_reset_days: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_usage_reset_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reset_at: Option<String>,
     pub status: PolicyStatus,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub organisation_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated_at: Option<String>,
     /// Usage per value of the grouping key; only on a read with `include_usage=true`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value_key_usage_map: Option<serde_json::Map<String, serde_json::Value>>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]
@@ -74,9 +62,9 @@ pub struct UsageLimitsPolicy {
 }
 
 /// `POST /policies/usage-limits`.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CreateUsageLimitsPolicyRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     pub conditions: Vec<Condition>,
     pub group_by: Vec<GroupBy>,
@@ -84,18 +72,11 @@ pub struct CreateUsageLimitsPolicyRequest {
     pub limit_type: UsageLimitType,
     #[serde(serialize_with = "de::whole_f64")]
     pub credit_limit: f64,
-    #[serde(
-        default,
-        serialize_with = "de::opt_whole_f64",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(serialize_with = "de::opt_whole_f64")]
     pub alert_threshold: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub periodic_reset: Option<PeriodicReset>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub periodic_reset_days: Option<u32>,
     /// Workspace id or slug.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
 }
 
@@ -123,14 +104,12 @@ pub struct UpdateUsageLimitsPolicyRequest {
 }
 
 /// One value of the grouping key and its usage (`GET …/{id}/entities`).
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UsageEntity {
     pub id: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value_key: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_usage: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
     /// Fields not modelled here, kept as sent.
     #[serde(flatten)]
@@ -151,29 +130,12 @@ pub struct UsageLimitsListQuery {
 
 impl UsageLimitsListQuery {
     pub(crate) fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        let mut pairs = Vec::new();
-        if let Some(ws) = &self.workspace_id {
-            pairs.push(("workspace_id", ws.clone()));
-        }
-        if let Some(v) = &self.status {
-            pairs.push(("status", enum_str(v)));
-        }
-        if let Some(v) = &self.limit_type {
-            pairs.push(("type", enum_str(v)));
-        }
-        if let Some(size) = self.page_size {
-            pairs.push(("page_size", size.to_string()));
-        }
-        pairs
-    }
-}
-
-fn validate_amount(field: &str, value: Option<f64>) -> Result<(), ApiError> {
-    match value {
-        Some(v) if !v.is_finite() || v < 0.0 => {
-            Err(ApiError::validation(field, "must be a non-negative number"))
-        }
-        _ => Ok(()),
+        query::filters([
+            ("workspace_id", self.workspace_id.clone()),
+            ("status", self.status.as_ref().map(enum_str)),
+            ("type", self.limit_type.as_ref().map(enum_str)),
+            ("page_size", query::number(self.page_size)),
+        ])
     }
 }
 
@@ -198,8 +160,8 @@ impl Validate for CreateUsageLimitsPolicyRequest {
         validate::max_chars("name", self.name.as_deref(), 255)?;
         validate::non_empty("conditions", &self.conditions)?;
         validate::non_empty("group_by", &self.group_by)?;
-        validate_amount("credit_limit", Some(self.credit_limit))?;
-        validate_amount("alert_threshold", self.alert_threshold)?;
+        validate::non_negative("credit_limit", Some(self.credit_limit))?;
+        validate::non_negative("alert_threshold", self.alert_threshold)?;
         validate_reset(self.periodic_reset, self.periodic_reset_days)
     }
 }
@@ -210,8 +172,8 @@ impl Validate for UpdateUsageLimitsPolicyRequest {
         if let Some(conditions) = &self.conditions {
             validate::non_empty("conditions", conditions)?;
         }
-        validate_amount("credit_limit", self.credit_limit)?;
-        validate_amount("alert_threshold", self.alert_threshold)?;
+        validate::non_negative("credit_limit", self.credit_limit)?;
+        validate::non_negative("alert_threshold", self.alert_threshold)?;
         validate_reset(self.periodic_reset, self.periodic_reset_days)
     }
 }

@@ -16,11 +16,12 @@ impl<T: Validate> Validate for Option<T> {
     }
 }
 
-pub(crate) fn range_f64(
+/// `value`, when set, must lie in `min..=max`.
+pub(crate) fn range<T: PartialOrd + std::fmt::Display + Copy>(
     field: &str,
-    value: Option<f64>,
-    min: f64,
-    max: f64,
+    value: Option<T>,
+    min: T,
+    max: T,
 ) -> Result<(), ApiError> {
     match value {
         Some(v) if !(min..=max).contains(&v) => Err(ApiError::validation(
@@ -31,17 +32,12 @@ pub(crate) fn range_f64(
     }
 }
 
-pub(crate) fn range_u64(
-    field: &str,
-    value: Option<u64>,
-    min: u64,
-    max: u64,
-) -> Result<(), ApiError> {
+/// `value`, when set, must be a finite number of at least 0.
+pub(crate) fn non_negative(field: &str, value: Option<f64>) -> Result<(), ApiError> {
     match value {
-        Some(v) if !(min..=max).contains(&v) => Err(ApiError::validation(
-            field,
-            format!("must be between {min} and {max}, got {v}"),
-        )),
+        Some(v) if !v.is_finite() || v < 0.0 => {
+            Err(ApiError::validation(field, "must be a non-negative number"))
+        }
         _ => Ok(()),
     }
 }

@@ -6,8 +6,10 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+use serde_with::skip_serializing_none;
 
 use super::de;
+use super::query;
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
 
@@ -21,6 +23,7 @@ pub enum ApiPlane {
 }
 
 /// A workspace as list rows and the detail return it (a row lacks the detail's settings).
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Workspace {
     pub id: String,
@@ -29,33 +32,20 @@ pub struct Workspace {
     /// As the API shows it: with the icon in front when there is one ([`Workspace::plain_name`]).
     #[serde(default)]
     pub name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub icon: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope_name: Option<String>,
     /// 0/1 on the wire.
-    #[serde(
-        default,
-        deserialize_with = "de::opt_flag",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::opt_flag")]
     pub is_default: Option<bool>,
     /// `active` or `archived` on list rows; the detail may say `null` for an active one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
     /// `{config_id, metadata}` (detail only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub defaults: Option<Value>,
     /// `null` or an array of at most one usage policy (detail only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_limits: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limits: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub created_at: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_updated_at: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
@@ -88,41 +78,27 @@ pub struct WorkspacesListQuery {
 
 impl WorkspacesListQuery {
     pub fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        let mut pairs = Vec::new();
-        let fields = [
-            ("status", &self.status),
-            ("name", &self.name),
-            ("exact_name", &self.exact_name),
-        ];
-        for (key, value) in fields {
-            if let Some(value) = value {
-                pairs.push((key, value.clone()));
-            }
-        }
-        if let Some(size) = self.page_size {
-            pairs.push(("page_size", size.to_string()));
-        }
-        pairs
+        query::filters([
+            ("status", self.status.clone()),
+            ("name", self.name.clone()),
+            ("exact_name", self.exact_name.clone()),
+            ("page_size", query::number(self.page_size)),
+        ])
     }
 }
 
 /// `POST /workspaces` (admin plane). `scope_name` must name an IAM scope that exists.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct CreateWorkspaceRequest {
     pub name: String,
     pub scope_name: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub icon: Option<String>,
     /// `{config_id, metadata, allow_config_override}`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub defaults: Option<Value>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub users: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_limits: Option<Vec<Value>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limits: Option<Vec<Value>>,
 }
 
@@ -148,23 +124,15 @@ impl Validate for CreateWorkspaceRequest {
 /// explicit: [`UpdateWorkspaceRequest::clear_defaults`], `usage_limits: Some(None)` (sends
 /// `null`; `[]` changes nothing), `rate_limits: Some(vec![])`, `icon: Some("")`. A blank
 /// description does not clear it.
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct UpdateWorkspaceRequest {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub icon: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub defaults: Option<Value>,
-    #[serde(
-        default,
-        deserialize_with = "de::double_option",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, deserialize_with = "de::double_option")]
     pub usage_limits: Option<Option<Vec<Value>>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limits: Option<Vec<Value>>,
 }
 
@@ -194,18 +162,19 @@ impl Validate for UpdateWorkspaceRequest {
 }
 
 /// The create receipt: most of the record (no `status`, `is_default`, `icon` or limits).
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkspaceCreated {
     pub id: String,
     #[serde(default)]
     pub slug: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope_name: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,
 }
 
 /// An SCM IAM scope, keyed by `name` (`id` is `<name>:<tsg_id>` and not a path key).
+#[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct IamScope {
     pub name: String,
@@ -214,9 +183,7 @@ pub struct IamScope {
     pub description: String,
     #[serde(default, deserialize_with = "de::null_as_empty")]
     pub resources: Vec<IamScopeResource>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tsg_id: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     #[serde(flatten)]
     pub extra: Map<String, Value>,

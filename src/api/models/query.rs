@@ -1,0 +1,16 @@
+//! The query strings of list calls.
+
+/// The pairs of a list query: each filter that is set, in the order given.
+pub(crate) fn filters<const N: usize>(
+    filters: [(&'static str, Option<String>); N],
+) -> Vec<(&'static str, String)> {
+    filters
+        .into_iter()
+        .filter_map(|(key, value)| Some((key, value?)))
+        .collect()
+}
+
+/// A number filter's value.
+pub(crate) fn number(value: Option<u32>) -> Option<String> {
+    value.map(|n| n.to_string())
+}
