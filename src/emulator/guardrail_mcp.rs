@@ -139,7 +139,7 @@ async fn sync(
         )));
     }
     let (mut added, mut updated, mut removed) = (0u64, 0u64, 0u64);
-    for server in store.all_mut() {
+    for server in store.values_mut() {
         let at = server
             .guardrail_mappings
             .iter()

@@ -48,8 +48,9 @@ use super::common::{
     clock::{now, touched},
     errors::{ApiResult, EmulatorError},
     fields::{self, IdRule, Object},
-    ids::{free_slug, new_id},
+    ids::new_id,
     mappings, normalise, policy_fields,
+    records::{Key, Kind, Record, Records, reply_one},
     state::{Common, lock},
 };
 
@@ -104,10 +105,7 @@ fn built_in_models(ai_provider_id: &str) -> &'static [&'static str] {
     }
 }
 
-#[derive(Default)]
-pub struct IntegrationStore {
-    by_id: HashMap<String, IntegrationRecord>,
-}
+pub type IntegrationStore = Records<IntegrationRecord>;
 
 pub struct IntegrationRecord {
     pub seq: u64,
@@ -397,50 +395,19 @@ impl IntegrationRecord {
     }
 }
 
+/// Found by UUID or slug (the SDK addresses integrations by UUID, [PANW] by slug).
+impl Record for IntegrationRecord {
+    const KIND: Kind = Kind::new("an", "integration", "integration");
+
+    fn key(&self) -> Key<'_> {
+        Key::new(self.seq, &self.id, &self.slug, self.api_created)
+    }
+}
+
 impl IntegrationStore {
-    /// Every integration in creation order.
-    pub fn sorted(&self) -> Vec<&IntegrationRecord> {
-        let mut records: Vec<_> = self.by_id.values().collect();
-        records.sort_by_key(|record| record.seq);
-        records
-    }
-
-    pub fn insert(&mut self, record: IntegrationRecord) {
-        self.by_id.insert(record.id.clone(), record);
-    }
-
-    /// By UUID or slug (the SDK addresses integrations by UUID, [PANW] by slug).
-    pub fn find(&self, key: &str) -> Option<&IntegrationRecord> {
-        self.by_id
-            .get(key)
-            .or_else(|| self.by_id.values().find(|r| r.slug == key))
-    }
-
-    pub fn find_mut(&mut self, key: &str) -> Option<&mut IntegrationRecord> {
-        let id = self.find(key)?.id.clone();
-        self.by_id.get_mut(&id)
-    }
-
-    pub fn slug_taken(&self, slug: &str) -> bool {
-        self.by_id.values().any(|r| r.slug == slug)
-    }
-
-    pub fn remove(&mut self, key: &str) -> Option<IntegrationRecord> {
-        let id = self.find(key)?.id.clone();
-        self.by_id.remove(&id)
-    }
-
-    /// A slug for `name` that no integration has: its name, dashed, with a random suffix.
-    pub fn new_slug(&self, name: &str) -> String {
-        free_slug(name, "integration", |slug| self.slug_taken(slug))
-    }
-
     /// Every integration with its secrets in clear (for `GET /_emulator/state`).
     pub fn dump(&self) -> Vec<Value> {
-        self.sorted()
-            .into_iter()
-            .map(IntegrationRecord::dump)
-            .collect()
+        self.dump_with(IntegrationRecord::dump)
     }
 
     /// Preloads an integration given in its read shape, with `key` and `configurations` in
@@ -452,12 +419,7 @@ impl IntegrationStore {
         let mut record = IntegrationRecord::created(state, name, provider, slug);
         record.api_created = None;
         record.id = fields::str_or(item, "id", record.id);
-        if self.by_id.contains_key(&record.id) || self.slug_taken(&record.slug) {
-            return Err(EmulatorError::validation(format!(
-                "integration {} already exists",
-                record.slug
-            )));
-        }
+        self.check_new(&record.id, &record.slug)?;
         record.description = fields::nullable_str(item, "description");
         record.key = fields::nullable_str(item, "key");
         record.configurations = fields::opt_object(item, "configurations")?.unwrap_or_default();
@@ -478,10 +440,6 @@ impl IntegrationStore {
         self.insert(record);
         Ok(answer)
     }
-}
-
-fn missing(state: &Common, key: &str) -> EmulatorError {
-    state.missing(&format!("integration {key}"))
 }
 
 /// `^[a-zA-Z0-9_-]+$`, at most 255 characters: integration and provider slugs.
@@ -616,15 +574,7 @@ pub async fn create(State(state): State<IntegrationsState>, body: Bytes) -> ApiR
         }
     };
     let mut store = lock(&state.integrations);
-    let slug = match slug {
-        Some(slug) if store.slug_taken(&slug) => {
-            return Err(EmulatorError::validation(format!(
-                "an integration with slug {slug} already exists"
-            )));
-        }
-        Some(slug) => slug,
-        None => store.new_slug(&name),
-    };
+    let slug = store.claim_slug(slug, &name)?;
     let mut record = IntegrationRecord::created(&state, name, ai_provider_id, slug);
     record.description = description;
     record.key_writes = u64::from(key.is_some());
@@ -660,9 +610,8 @@ pub async fn list(
     let faults = state.faults();
     let store = lock(&state.integrations);
     let matching: Vec<&IntegrationRecord> = store
-        .sorted()
+        .listed(&faults)
         .into_iter()
-        .filter(|r| faults.listed(r.api_created))
         .filter(|r| match kind.as_deref() {
             Some("workspace") => r.workspace_id.is_some(),
             Some("organisation") => r.workspace_id.is_none(),
@@ -670,12 +619,12 @@ pub async fn list(
         })
         .filter(|r| workspace.is_none_or(|ws| r.enabled_for(ws)))
         .collect();
-    let total = matching.len();
-    let data: Vec<Value> = policy_fields::page(matching, page_size, current_page)
-        .into_iter()
-        .map(IntegrationRecord::list_row)
-        .collect();
-    let body = json!({ "object": "list", "total": total, "data": data });
+    let body = policy_fields::list_body(
+        matching,
+        page_size,
+        current_page,
+        IntegrationRecord::list_row,
+    );
     Ok(normalise::reply(&body, faults.normalise))
 }
 
@@ -684,10 +633,7 @@ pub async fn get(
     State(state): State<IntegrationsState>,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let normalise = state.faults().normalise;
-    let store = lock(&state.integrations);
-    let record = store.find(&id).ok_or_else(|| missing(&state, &id))?;
-    Ok(normalise::reply(&record.read(), normalise))
+    reply_one(&state, &state.integrations, &id, IntegrationRecord::read)
 }
 
 /// `PUT /ai_gw/admin/v2/integrations/{id}` → `{}`: `name`, `key`, `description`,
@@ -699,17 +645,11 @@ pub async fn update(
 ) -> ApiResult<Json<Value>> {
     let body = fields::parse_object(&body)?;
     IdRule::TsgOrUuid.opt_field(&body, "organisation_id")?;
-    let name = fields::opt_str(&body, "name")?;
-    if name.as_ref().is_some_and(|n| n.trim().is_empty()) {
-        return Err(EmulatorError::validation("name must not be empty"));
-    }
+    let name = fields::opt_name(&body)?;
     let key = key(&body)?;
     let configurations = fields::opt_object(&body, "configurations")?;
     let mappings = mappings::secret_mappings(&body, &["key", "configurations."])?;
-    let description = body
-        .contains_key("description")
-        .then(|| fields::opt_str(&body, "description"))
-        .transpose()?;
+    let description = fields::clearable_str(&body, "description", usize::MAX)?;
     let pricing = body.get("pricing_adjustments").cloned();
     let changes = name.is_some()
         || key.is_some()
@@ -723,23 +663,16 @@ pub async fn update(
         ));
     }
     let mut store = lock(&state.integrations);
-    let record = store.find_mut(&id).ok_or_else(|| missing(&state, &id))?;
-    // Fixed at creation: an update naming another value is refused.
-    let fixed = [
-        ("ai_provider_id", json!(record.ai_provider_id)),
-        ("slug", json!(record.slug)),
-        ("workspace_id", json!(record.workspace_id)),
-    ];
-    for (field, value) in fixed {
-        if body
-            .get(field)
-            .is_some_and(|sent| !sent.is_null() && *sent != value)
-        {
-            return Err(EmulatorError::validation(format!(
-                "{field} cannot be changed; create a new integration"
-            )));
-        }
-    }
+    let record = store.get_mut(&state, &id)?;
+    fields::reject_changes(
+        &body,
+        &[
+            ("ai_provider_id", json!(record.ai_provider_id)),
+            ("slug", json!(record.slug)),
+            ("workspace_id", json!(record.workspace_id)),
+        ],
+        "create a new integration",
+    )?;
     if let Some(name) = name {
         record.name = name;
     }
@@ -772,9 +705,7 @@ pub async fn delete(
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Value>> {
     IdRule::TsgOrUuid.query(&query, "organisation_id")?;
-    lock(&state.integrations)
-        .remove(&id)
-        .ok_or_else(|| missing(&state, &id))?;
+    lock(&state.integrations).take(&state, &id)?;
     Ok(Json(json!({})))
 }
 
@@ -783,10 +714,12 @@ pub async fn workspaces(
     State(state): State<IntegrationsState>,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let normalise = state.faults().normalise;
-    let store = lock(&state.integrations);
-    let record = store.find(&id).ok_or_else(|| missing(&state, &id))?;
-    Ok(normalise::reply(&record.workspaces_read(), normalise))
+    reply_one(
+        &state,
+        &state.integrations,
+        &id,
+        IntegrationRecord::workspaces_read,
+    )
 }
 
 /// One row of a workspace access PUT, checked.
@@ -888,7 +821,7 @@ pub async fn update_workspaces(
     let default_provider = fields::opt_bool(&body, "create_default_provider")?.unwrap_or(true);
     let default_slug = opt_slug(&body, "default_provider_slug")?;
     let mut store = lock(&state.integrations);
-    let record = store.find_mut(&id).ok_or_else(|| missing(&state, &id))?;
+    let record = store.get_mut(&state, &id)?;
     if overriding {
         let listed: HashSet<String> = rows.iter().map(|r| r.id.clone()).collect();
         for row in record
@@ -926,10 +859,12 @@ pub async fn models(
     State(state): State<IntegrationsState>,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let normalise = state.faults().normalise;
-    let store = lock(&state.integrations);
-    let record = store.find(&id).ok_or_else(|| missing(&state, &id))?;
-    Ok(normalise::reply(&record.models_read(), normalise))
+    reply_one(
+        &state,
+        &state.integrations,
+        &id,
+        IntegrationRecord::models_read,
+    )
 }
 
 /// `PUT …/integrations/{id}/models` → `{}`: merges per slug; a slug the integration lacks is
@@ -966,7 +901,7 @@ pub async fn update_models(
         ));
     }
     let mut store = lock(&state.integrations);
-    let record = store.find_mut(&id).ok_or_else(|| missing(&state, &id))?;
+    let record = store.get_mut(&state, &id)?;
     if let Some((_, slug, ..)) = parsed.iter().find(|(_, slug, _, custom, _)| {
         *custom != Some(true) && !record.models.iter().any(|m| &m.slug == slug)
     }) {
@@ -1029,7 +964,7 @@ pub async fn delete_models(
         return Err(EmulatorError::validation("slugs is required"));
     }
     let mut store = lock(&state.integrations);
-    let record = store.find_mut(&id).ok_or_else(|| missing(&state, &id))?;
+    let record = store.get_mut(&state, &id)?;
     for slug in &slugs {
         match record.models.iter().find(|m| &m.slug == slug) {
             None => return Err(state.missing(&format!("model {slug}"))),

@@ -47,6 +47,17 @@ pub fn req_str(body: &Object, field: &str) -> ApiResult<String> {
     }
 }
 
+/// A required string no longer than `max` characters.
+pub fn req_str_max(body: &Object, field: &str, max: usize) -> ApiResult<String> {
+    let text = req_str(body, field)?;
+    if text.chars().count() > max {
+        return Err(EmulatorError::validation(format!(
+            "{field} must be at most {max} characters"
+        )));
+    }
+    Ok(text)
+}
+
 /// A string no longer than `max` characters.
 pub fn opt_str_max(body: &Object, field: &str, max: usize) -> ApiResult<Option<String>> {
     let text = opt_str(body, field)?;
@@ -56,6 +67,39 @@ pub fn opt_str_max(body: &Object, field: &str, max: usize) -> ApiResult<Option<S
         )));
     }
     Ok(text)
+}
+
+/// An update's `name`: absent, or not blank.
+pub fn opt_name(body: &Object) -> ApiResult<Option<String>> {
+    let name = opt_str(body, "name")?;
+    if name.as_ref().is_some_and(|n| n.trim().is_empty()) {
+        return Err(EmulatorError::validation("name must not be empty"));
+    }
+    Ok(name)
+}
+
+/// An update's nullable string of at most `max` characters: `None` when absent, `Some(None)`
+/// for `null` (which clears it).
+pub fn clearable_str(body: &Object, field: &str, max: usize) -> ApiResult<Option<Option<String>>> {
+    body.contains_key(field)
+        .then(|| opt_str_max(body, field, max))
+        .transpose()
+}
+
+/// Refuses an update that sends a field fixed at creation with a value other than the current
+/// one (sending the current value, or `null`, is accepted): `{field} cannot be changed; {remedy}`.
+pub fn reject_changes(body: &Object, fixed: &[(&str, Value)], remedy: &str) -> ApiResult<()> {
+    for (field, current) in fixed {
+        if body
+            .get(*field)
+            .is_some_and(|sent| !sent.is_null() && sent != current)
+        {
+            return Err(EmulatorError::validation(format!(
+                "{field} cannot be changed; {remedy}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A boolean; the API also takes (and returns) 0/1 integers for flags.

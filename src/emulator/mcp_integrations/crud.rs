@@ -15,15 +15,16 @@ use axum::{
 use serde_json::{Value, json};
 
 use super::store::{
-    AccessRow, McpIntegrationRecord, McpIntegrationsState, OBJECT, missing, pending_metadata,
+    AccessRow, McpIntegrationRecord, McpIntegrationsState, OBJECT, pending_metadata,
 };
 use crate::emulator::{
     common::{
         clock::{now, touched},
         errors::{ApiResult, EmulatorError},
         fields::{self, IdRule, Object},
-        ids::{free_slug, new_id},
+        ids::new_id,
         mappings, normalise, policy_fields,
+        records::reply_one,
         state::lock,
     },
     integrations::valid_slug,
@@ -68,16 +69,7 @@ pub(super) async fn create(
     let mappings = mappings::secret_mappings(&body, &["configurations."])?;
     let description = fields::opt_str(&body, "description")?;
     let mut store = lock(&state.store);
-    let taken = |s: &str| store.by_id.values().any(|r| r.slug == s);
-    let slug = match slug {
-        Some(slug) if taken(&slug) => {
-            return Err(EmulatorError::validation(format!(
-                "an MCP integration with slug {slug} already exists"
-            )));
-        }
-        Some(slug) => slug,
-        None => free_slug(&name, "mcp", taken),
-    };
+    let slug = store.claim_slug(slug, &name)?;
     let at = now();
     let record = McpIntegrationRecord {
         seq: state.next_seq(),
@@ -102,9 +94,7 @@ pub(super) async fn create(
         capabilities: Vec::new(),
         metadata: pending_metadata(),
     };
-    let receipt = json!({"id": record.id, "slug": record.slug, "object": OBJECT});
-    store.by_id.insert(record.id.clone(), record);
-    Ok(Json(receipt))
+    Ok(Json(store.insert_receipt(record, OBJECT)))
 }
 
 /// `GET …/mcp-integrations` → `{object: "list", total, has_more, data}`: `type`,
@@ -126,9 +116,8 @@ pub(super) async fn list(
     let faults = state.faults();
     let store = lock(&state.store);
     let matching: Vec<&McpIntegrationRecord> = store
-        .sorted()
+        .listed(&faults)
         .into_iter()
-        .filter(|r| faults.listed(r.api_created))
         .filter(|r| match kind.as_deref() {
             Some("workspace") => r.workspace_id.is_some(),
             Some("organisation") => r.workspace_id.is_none(),
@@ -139,19 +128,12 @@ pub(super) async fn list(
                 .get("workspace_id")
                 .is_none_or(|ws| r.enabled_for(&[ws.as_str()]))
         })
-        .filter(|r| {
-            query
-                .get("search")
-                .is_none_or(|s| r.name.to_lowercase().contains(&s.to_lowercase()))
-        })
+        .filter(|r| policy_fields::searched(&query, &r.name))
         .collect();
     let total = matching.len();
-    let data: Vec<Value> = policy_fields::page(matching, page_size, current_page)
-        .into_iter()
-        .map(McpIntegrationRecord::row)
-        .collect();
-    let has_more = (current_page + 1) * page_size < total;
-    let body = json!({"object": "list", "total": total, "has_more": has_more, "data": data});
+    let mut body =
+        policy_fields::list_body(matching, page_size, current_page, McpIntegrationRecord::row);
+    body["has_more"] = json!((current_page + 1) * page_size < total);
     Ok(normalise::reply(&body, faults.normalise))
 }
 
@@ -159,10 +141,7 @@ pub(super) async fn read(
     State(state): State<McpIntegrationsState>,
     Path(key): Path<String>,
 ) -> ApiResult<Response> {
-    let normalise = state.faults().normalise;
-    let store = lock(&state.store);
-    let record = store.find(&key).ok_or_else(|| missing(&state, &key))?;
-    Ok(normalise::reply(&record.detail(), normalise))
+    reply_one(&state, &state.store, &key, McpIntegrationRecord::detail)
 }
 
 /// `PUT …/mcp-integrations/{id}` → `{}`: `name`, `description`, `configurations` (replaced
@@ -174,14 +153,8 @@ pub(super) async fn update(
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
     let body = fields::parse_object(&body)?;
-    let name = fields::opt_str(&body, "name")?;
-    if name.as_ref().is_some_and(|n| n.trim().is_empty()) {
-        return Err(EmulatorError::validation("name must not be empty"));
-    }
-    let description = body
-        .contains_key("description")
-        .then(|| fields::opt_str(&body, "description"))
-        .transpose()?;
+    let name = fields::opt_name(&body)?;
+    let description = fields::clearable_str(&body, "description", usize::MAX)?;
     let configurations = fields::opt_object(&body, "configurations")?;
     let new_url = url(&body, false)?;
     let auth_type = fields::opt_enum(&body, "auth_type", AUTH_TYPES)?;
@@ -195,20 +168,15 @@ pub(super) async fn update(
         || transport.is_some()
         || mappings.is_some();
     let mut store = lock(&state.store);
-    let record = store.find_mut(&key).ok_or_else(|| missing(&state, &key))?;
-    for (field, current) in [
-        ("slug", json!(record.slug)),
-        ("workspace_id", json!(record.workspace_id)),
-    ] {
-        if body
-            .get(field)
-            .is_some_and(|sent| !sent.is_null() && *sent != current)
-        {
-            return Err(EmulatorError::validation(format!(
-                "{field} cannot be changed; create another MCP integration"
-            )));
-        }
-    }
+    let record = store.get_mut(&state, &key)?;
+    fields::reject_changes(
+        &body,
+        &[
+            ("slug", json!(record.slug)),
+            ("workspace_id", json!(record.workspace_id)),
+        ],
+        "create another MCP integration",
+    )?;
     if !changes {
         return Err(EmulatorError::validation(
             "request body must contain at least one field to update",
@@ -244,13 +212,7 @@ pub(super) async fn delete(
     State(state): State<McpIntegrationsState>,
     Path(key): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let mut store = lock(&state.store);
-    let id = store
-        .find(&key)
-        .ok_or_else(|| missing(&state, &key))?
-        .id
-        .clone();
-    store.by_id.remove(&id);
+    lock(&state.store).take(&state, &key)?;
     Ok(Json(json!({})))
 }
 
@@ -262,7 +224,7 @@ pub(super) async fn workspaces(
 ) -> ApiResult<Response> {
     let normalise = state.faults().normalise;
     let store = lock(&state.store);
-    let record = store.find(&key).ok_or_else(|| missing(&state, &key))?;
+    let record = store.get(&state, &key)?;
     let rows: Vec<Value> = record.rows.iter().map(AccessRow::row).collect();
     let body = if query.contains_key("version") {
         let data: Vec<Value> = rows
@@ -323,7 +285,7 @@ pub(super) async fn update_workspaces(
     let overriding =
         fields::opt_bool(&body, "override_existing_workspace_access")?.unwrap_or(false);
     let mut store = lock(&state.store);
-    let record = store.find_mut(&key).ok_or_else(|| missing(&state, &key))?;
+    let record = store.get_mut(&state, &key)?;
     if overriding {
         for row in record.rows.iter_mut().filter(|r| !seen.contains(&r.id)) {
             if row.enabled {
