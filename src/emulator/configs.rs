@@ -5,7 +5,6 @@ use std::{collections::HashMap, sync::Arc, time::Instant};
 
 use axum::{
     Json,
-    body::Bytes,
     extract::{Path, Query, State},
     response::Response,
 };
@@ -15,7 +14,7 @@ use super::common::{
     clock::{now, touched},
     errors::{ApiResult, EmulatorError},
     faults::Faults,
-    fields::{self, IdRule, Object},
+    fields::{self, IdRule, JsonObject, Object},
     ids::{make_slug, new_id},
     normalise,
     state::{Common, KindState, lock},
@@ -258,8 +257,10 @@ fn shape_document(value: &mut Value, faults: &Faults) {
 }
 
 /// `POST /ai_gw/v2/configs` → `{id, version_id, slug, object: "config"}`.
-pub async fn create(State(state): State<ConfigsState>, body: Bytes) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
+pub async fn create(
+    State(state): State<ConfigsState>,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Json<Value>> {
     let name = fields::req_str(&body, "name")?;
     let document = fields::opt_object(&body, "config")?
         .ok_or_else(|| EmulatorError::validation("config is required"))?;
@@ -348,9 +349,8 @@ pub async fn get(
 pub async fn update(
     State(state): State<ConfigsState>,
     Path(slug): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let name = fields::opt_str(&body, "name")?;
     if name.as_ref().is_some_and(|name| name.trim().is_empty()) {
         return Err(EmulatorError::validation("name must not be empty"));

@@ -13,7 +13,7 @@ use std::{collections::HashMap, time::Instant};
 
 use axum::{
     Json,
-    body::{Body, Bytes},
+    body::Body,
     extract::{Path, Query, State},
     response::{IntoResponse, Response},
 };
@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use super::common::{
     clock::{now, touched},
     errors::{ApiResult, EmulatorError},
-    fields::{self, IdRule, Object},
+    fields::{self, IdRule, JsonObject, Object},
     ids::{make_slug, new_id, random_hex},
     normalise,
     records::{Key, Kind, Record, Records, reply_one},
@@ -397,8 +397,10 @@ fn not_found(id: &str) -> EmulatorError {
 }
 
 /// `POST /ai_gw/admin/v2/deployments` → `{id, organisation_id, client_auth, credentials, object}`.
-pub async fn create(State(state): State<DeploymentsState>, body: Bytes) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
+pub async fn create(
+    State(state): State<DeploymentsState>,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Json<Value>> {
     let name = fields::req_str(&body, "name")?;
     let slug = fields::opt_str(&body, "slug")?;
     if slug
@@ -574,9 +576,8 @@ pub async fn get(
 pub async fn update(
     State(state): State<DeploymentsState>,
     Path(id): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     if body.is_empty() {
         return Err(EmulatorError::validation(
             "request body must contain at least one field",
@@ -691,9 +692,8 @@ pub async fn delete(
 pub async fn set_connection(
     State(state): State<DeploymentsState>,
     Path(id): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let status = fields::opt_enum(&body, "connection_status", CONNECTION_STATUSES)?
         .ok_or_else(|| EmulatorError::validation("connection_status is required"))?;
     let mut store = lock(&state.store);
@@ -725,9 +725,8 @@ pub async fn purge(
 pub async fn handshake(
     State(state): State<DeploymentsState>,
     Path(id): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<(axum::http::StatusCode, Json<Value>)> {
-    let body = fields::parse_object(&body)?;
     let presented = fields::opt_str(&body, "client_auth")?
         .ok_or_else(|| EmulatorError::validation("client_auth is required"))?;
     let mut store = lock(&state.store);

@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use super::{
     common::{
         errors::{ApiResult, EmulatorError},
-        fields::{self, Object},
+        fields::{self, JsonObject, Object},
         ids::new_id,
         normalise,
         state::{Common, lock},
@@ -114,9 +114,8 @@ async fn list(
 async fn sync(
     State(state): State<GuardrailMcpState>,
     Path(key): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let servers = fields::opt_object(&body, "mcp_servers")?
         .ok_or_else(|| EmulatorError::validation("mcp_servers is required"))?;
     let mut wanted = HashMap::new();

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use axum::{
     Json,
-    body::{Body, Bytes},
+    body::Body,
     extract::{Path, Query, State},
     response::{IntoResponse, Response},
 };
@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use super::common::{
     clock::{now, touched},
     errors::{ApiResult, EmulatorError},
-    fields::{self, IdRule, Object},
+    fields::{self, IdRule, JsonObject, Object},
     ids::{make_slug, new_id},
     normalise,
     state::{Common, KindState, lock},
@@ -350,8 +350,7 @@ fn actions(body: &Object) -> ApiResult<Option<Value>> {
     Ok(Some(Value::Object(actions)))
 }
 
-async fn create(state: GuardrailsState, plane: Plane, body: Bytes) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
+async fn create(state: GuardrailsState, plane: Plane, body: Object) -> ApiResult<Json<Value>> {
     let name = fields::opt_str(&body, "name")?
         .filter(|name| !name.trim().is_empty())
         .ok_or_else(|| EmulatorError::validation("name is required"))?;
@@ -400,7 +399,7 @@ async fn create(state: GuardrailsState, plane: Plane, body: Bytes) -> ApiResult<
 /// `POST /ai_gw/v2/guardrails`: a workspace guardrail (`workspace_id` required).
 pub async fn create_in_workspace(
     State(state): State<GuardrailsState>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
     create(state, Plane::Workspace, body).await
 }
@@ -408,7 +407,7 @@ pub async fn create_in_workspace(
 /// `POST /ai_gw/admin/v2/guardrails`: an organisation guardrail (`workspace_id` null).
 pub async fn create_in_organisation(
     State(state): State<GuardrailsState>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
     create(state, Plane::Organisation, body).await
 }
@@ -422,9 +421,8 @@ pub fn missing(key: &str) -> EmulatorError {
 pub async fn update(
     State(state): State<GuardrailsState>,
     Path(key): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     for fixed in ["workspace_id", "target"] {
         if body.contains_key(fixed) {
             return Err(EmulatorError::validation(format!(

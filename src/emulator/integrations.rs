@@ -38,7 +38,6 @@ use std::{
 
 use axum::{
     Json,
-    body::Bytes,
     extract::{Path, Query, State},
     response::Response,
 };
@@ -47,7 +46,7 @@ use serde_json::{Map, Value, json};
 use super::common::{
     clock::{now, touched},
     errors::{ApiResult, EmulatorError},
-    fields::{self, IdRule, Object},
+    fields::{self, IdRule, JsonObject, Object},
     ids::new_id,
     mappings, normalise, policy_fields,
     records::{Key, Kind, Record, Records, reply_one},
@@ -549,8 +548,10 @@ fn key(body: &Object) -> ApiResult<Option<String>> {
 
 /// `POST /ai_gw/admin/v2/integrations` → `{id, slug, provider_id, object}`; `provider_id` is
 /// the default provider's id when one was made.
-pub async fn create(State(state): State<IntegrationsState>, body: Bytes) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
+pub async fn create(
+    State(state): State<IntegrationsState>,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Json<Value>> {
     let name = fields::req_str(&body, "name")?;
     let ai_provider_id = fields::req_str(&body, "ai_provider_id")?;
     IdRule::TsgOrUuid.opt_field(&body, "organisation_id")?;
@@ -641,9 +642,8 @@ pub async fn get(
 pub async fn update(
     State(state): State<IntegrationsState>,
     Path(id): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     IdRule::TsgOrUuid.opt_field(&body, "organisation_id")?;
     let name = fields::opt_name(&body)?;
     let key = key(&body)?;
@@ -787,9 +787,8 @@ impl RowUpdate {
 pub async fn update_workspaces(
     State(state): State<IntegrationsState>,
     Path(id): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let rows: Vec<RowUpdate> = fields::opt_array(&body, "workspaces")?
         .unwrap_or_default()
         .iter()
@@ -872,9 +871,8 @@ pub async fn models(
 pub async fn update_models(
     State(state): State<IntegrationsState>,
     Path(id): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let models = fields::opt_array(&body, "models")?
         .ok_or_else(|| EmulatorError::validation("models is required"))?;
     let allow_all = fields::opt_bool(&body, "allow_all_models")?;

@@ -28,7 +28,6 @@ use std::{
 
 use axum::{
     Json, Router,
-    body::Bytes,
     extract::{FromRef, Path, Query, State},
     response::Response,
     routing::{get, post},
@@ -39,7 +38,7 @@ use super::{
     common::{
         clock::{now, touched},
         errors::{ApiResult, EmulatorError},
-        fields::{self, IdRule, Object},
+        fields::{self, IdRule, JsonObject, Object},
         ids::new_id,
         normalise, policy_fields,
         records::{Key, Kind, Record, Records, reply_one},
@@ -232,8 +231,10 @@ where
 }
 
 /// `POST /ai_gw/v2/mcp-servers` → `{id, slug, object}`.
-async fn create(State(state): State<McpServersState>, body: Bytes) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
+async fn create(
+    State(state): State<McpServersState>,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Json<Value>> {
     let name = fields::req_str_max(&body, "name", 255)?;
     let integration_key = fields::req_str(&body, "mcp_integration_id")?;
     let workspace_key = IdRule::UuidOrSlug
@@ -337,9 +338,8 @@ async fn read(
 async fn update(
     State(state): State<McpServersState>,
     Path(key): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let name = fields::opt_str(&body, "name")?;
     if name
         .as_ref()
@@ -430,9 +430,8 @@ async fn capabilities(
 async fn update_capabilities(
     State(state): State<McpServersState>,
     Path(key): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let updates = capability_updates(&body)?;
     let integrations = lock(&state.mcp_integrations);
     let mut store = lock(&state.store);
@@ -491,9 +490,8 @@ async fn user_access(
 async fn update_user_access(
     State(state): State<McpServersState>,
     Path(key): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let items = fields::opt_array(&body, "user_access")?
         .ok_or_else(|| EmulatorError::validation("user_access is required"))?;
     let mut rows = Vec::with_capacity(items.len());

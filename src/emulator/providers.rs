@@ -22,7 +22,6 @@ use std::{
 
 use axum::{
     Json,
-    body::Bytes,
     extract::{Path, Query, State},
     http::StatusCode,
     response::Response,
@@ -32,7 +31,7 @@ use serde_json::{Value, json};
 use super::common::{
     clock::now,
     errors::{ApiResult, EmulatorError},
-    fields::{self, IdRule, Object},
+    fields::{self, IdRule, JsonObject, Object},
     ids::new_id,
     normalise, policy_fields,
     records::{Key, Kind, Record, Records, missing},
@@ -241,8 +240,10 @@ fn in_workspace<'a>(
 }
 
 /// `POST /ai_gw/v2/providers` → `{id, slug, object: "provider"}` (no `version_id`).
-pub async fn create(State(state): State<ProvidersState>, body: Bytes) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
+pub async fn create(
+    State(state): State<ProvidersState>,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Json<Value>> {
     let name = fields::req_str(&body, "name")?;
     let integration = fields::req_str(&body, "integration_id")?;
     let workspace = IdRule::UuidOrSlug
@@ -350,9 +351,8 @@ pub async fn update(
     State(state): State<ProvidersState>,
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let name = fields::opt_name(&body)?;
     let note = fields::clearable_str(&body, "note", usize::MAX)?;
     let limits = match body.get("usage_limits") {

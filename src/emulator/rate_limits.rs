@@ -12,7 +12,6 @@ use std::{collections::HashMap, time::Instant};
 
 use axum::{
     Json,
-    body::Bytes,
     extract::{Path, Query, State},
     response::Response,
 };
@@ -21,7 +20,7 @@ use serde_json::{Number, Value, json};
 use super::common::{
     clock::{now, touched},
     errors::{ApiResult, EmulatorError},
-    fields::{self, IdRule, Object},
+    fields::{self, IdRule, JsonObject, Object},
     ids::new_id,
     normalise,
     policy_fields::{
@@ -139,8 +138,10 @@ impl RateLimitStore {
 }
 
 /// `POST /ai_gw/v2/policies/rate-limits` → `{id, object: "policy_rate_limits"}`.
-pub async fn create(State(state): State<RateLimitsState>, body: Bytes) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
+pub async fn create(
+    State(state): State<RateLimitsState>,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Json<Value>> {
     IdRule::Uuid.opt_field(&body, "organisation_id")?;
     let created_at = now();
     let record = RateLimitRecord {
@@ -225,9 +226,8 @@ pub async fn get(
 pub async fn update(
     State(state): State<RateLimitsState>,
     Path(id): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let name = fields::opt_str_max(&body, "name", 255)?;
     let unit = fields::opt_enum(&body, "unit", UNITS)?;
     let value = fields::opt_number_not_null(&body, "value")?;

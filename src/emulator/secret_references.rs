@@ -25,7 +25,6 @@ use std::{
 
 use axum::{
     Json, Router,
-    body::Bytes,
     extract::{FromRef, Path, Query, State},
     response::Response,
 };
@@ -35,7 +34,7 @@ use super::{
     common::{
         clock::{now, touched},
         errors::{ApiResult, EmulatorError},
-        fields::{self, IdRule, Object},
+        fields::{self, IdRule, JsonObject, Object},
         ids::new_id,
         normalise, policy_fields,
         records::{Key, Kind, Record, Records, reply_one},
@@ -297,8 +296,10 @@ fn tags(body: &Object) -> ApiResult<Option<Object>> {
 }
 
 /// `POST …/secret-references` → `{id, slug, object}`.
-async fn create(State(state): State<SecretReferencesState>, body: Bytes) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
+async fn create(
+    State(state): State<SecretReferencesState>,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Json<Value>> {
     let name = fields::req_str_max(&body, "name", 255)?;
     let manager_type = policy_fields::required_enum(&body, "manager_type", MANAGER_TYPES)?;
     let auth_config = fields::opt_object(&body, "auth_config")?
@@ -408,9 +409,8 @@ async fn read(
 async fn update(
     State(state): State<SecretReferencesState>,
     Path(key): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let name = fields::opt_name(&body)?;
     let description = fields::clearable_str(&body, "description", 1024)?;
     let auth_config = fields::opt_object(&body, "auth_config")?;

@@ -28,7 +28,6 @@ use std::{collections::HashMap, time::Instant};
 
 use axum::{
     Json,
-    body::Bytes,
     extract::{Path, Query, State},
     response::Response,
 };
@@ -37,7 +36,7 @@ use serde_json::{Number, Value, json};
 use super::common::{
     clock::{now, touched},
     errors::{ApiResult, EmulatorError},
-    fields::{self, IdRule, Object},
+    fields::{self, IdRule, JsonObject, Object},
     ids::new_id,
     normalise,
     policy_fields::{
@@ -433,8 +432,10 @@ fn opt_timestamp(body: &Object, field: &str) -> ApiResult<Option<Option<String>>
 }
 
 /// `POST /ai_gw/v2/policies/usage-limits` → `{id, object: "policy_usage_limits"}`.
-pub async fn create(State(state): State<UsageLimitsState>, body: Bytes) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
+pub async fn create(
+    State(state): State<UsageLimitsState>,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Json<Value>> {
     IdRule::Uuid.opt_field(&body, "organisation_id")?;
     let credit_limit = fields::opt_number_not_null(&body, "credit_limit")?
         .ok_or_else(|| EmulatorError::validation("credit_limit is required"))?;
@@ -636,9 +637,8 @@ impl Update {
 pub async fn update(
     State(state): State<UsageLimitsState>,
     Path(id): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let update = Update::parse(&body)?;
     let mut store = lock(&state.store);
     let record = active_mut(&mut store, &state, &id)?;
@@ -729,9 +729,8 @@ pub async fn reset_entity(
 pub async fn add_usage(
     State(state): State<UsageLimitsState>,
     Path(id): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let value_key = fields::req_str(&body, "value_key")?;
     let usage = fields::opt_number_not_null(&body, "usage")?
         .and_then(|usage| usage.as_f64())

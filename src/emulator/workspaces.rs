@@ -35,7 +35,6 @@ use std::{
 
 use axum::{
     Json, Router,
-    body::Bytes,
     extract::{FromRef, Path, Query, State},
     response::Response,
     routing::get,
@@ -46,7 +45,7 @@ use super::{
     common::{
         clock::{now, touched},
         errors::{ApiResult, EmulatorError},
-        fields::{self, IdRule, Object},
+        fields::{self, IdRule, JsonObject, Object},
         ids::{make_slug, new_id},
         normalise, policy_fields,
         records::{Key, Kind, Record, Records, missing},
@@ -457,8 +456,10 @@ fn rate_limits(body: &Object) -> ApiResult<Option<Vec<Value>>> {
 }
 
 /// `POST /ai_gw/admin/v2/workspaces` → the receipt.
-async fn create(State(state): State<WorkspacesState>, body: Bytes) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
+async fn create(
+    State(state): State<WorkspacesState>,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Json<Value>> {
     let name = fields::req_str(&body, "name")?;
     let scope_name = fields::req_str(&body, "scope_name")?;
     IdRule::TsgOrUuid.opt_field(&body, "organisation_id")?;
@@ -494,9 +495,8 @@ async fn create(State(state): State<WorkspacesState>, body: Bytes) -> ApiResult<
 async fn update(
     State(state): State<WorkspacesState>,
     Path(key): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let name = fields::opt_name(&body)?;
     let description = fields::opt_str_max(&body, "description", 1024)?;
     let icon = fields::opt_str(&body, "icon")?;

@@ -3,11 +3,33 @@
 //! Bodies are parsed by hand rather than with axum's `Json` extractor so that malformed input gets
 //! the API's error shape instead of axum's plain-text rejection.
 
+use axum::{
+    body::Bytes,
+    extract::{FromRequest, Request},
+    response::{IntoResponse, Response},
+};
 use serde_json::{Map, Number, Value};
 
 use super::errors::{ApiResult, EmulatorError};
 
 pub type Object = Map<String, Value>;
+
+/// A request body that must be a JSON object, read by [`parse_object`]: the extractor of every
+/// write route, rejecting as the API does.
+pub struct JsonObject(pub Object);
+
+impl<S: Send + Sync> FromRequest<S> for JsonObject {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Response> {
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        parse_object(&bytes)
+            .map(Self)
+            .map_err(IntoResponse::into_response)
+    }
+}
 
 /// Parses a request body that must be a JSON object.
 pub fn parse_object(bytes: &[u8]) -> ApiResult<Object> {

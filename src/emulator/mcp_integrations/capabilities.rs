@@ -6,7 +6,6 @@ use std::collections::HashMap;
 
 use axum::{
     Json,
-    body::Bytes,
     extract::{Path, Query, State},
     response::Response,
 };
@@ -16,7 +15,7 @@ use super::store::{Capability, KINDS, McpIntegrationsState};
 use crate::emulator::common::{
     clock::{now, touched},
     errors::{ApiResult, EmulatorError},
-    fields::{self, Object},
+    fields::{self, JsonObject, Object},
     normalise, policy_fields,
     state::lock,
 };
@@ -115,9 +114,8 @@ pub(super) async fn capabilities(
 pub(super) async fn update_capabilities(
     State(state): State<McpIntegrationsState>,
     Path(key): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let updates = capability_updates(&body)?;
     let mut store = lock(&state.store);
     let record = store.get_mut(&state, &key)?;
@@ -161,9 +159,8 @@ pub(super) async fn metadata(
 pub async fn discover(
     State(state): State<McpIntegrationsState>,
     Path(key): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let mut discovered = Vec::new();
     for (field, kind) in [
         ("tools", "tool"),

@@ -8,7 +8,6 @@ use std::{
 
 use axum::{
     Json,
-    body::Bytes,
     extract::{Path, Query, State},
     response::Response,
 };
@@ -21,7 +20,7 @@ use crate::emulator::{
     common::{
         clock::{now, touched},
         errors::{ApiResult, EmulatorError},
-        fields::{self, IdRule, Object},
+        fields::{self, IdRule, JsonObject, Object},
         ids::new_id,
         mappings, normalise, policy_fields,
         records::reply_one,
@@ -48,9 +47,8 @@ const TRANSPORTS: &[&str] = &["http", "sse"];
 /// `POST …/mcp-integrations` → `{id, slug, object}`.
 pub(super) async fn create(
     State(state): State<McpIntegrationsState>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let name = fields::req_str(&body, "name")?;
     let url = url(&body, true)?.unwrap_or_default();
     let auth_type = policy_fields::required_enum(&body, "auth_type", AUTH_TYPES)?;
@@ -150,9 +148,8 @@ pub(super) async fn read(
 pub(super) async fn update(
     State(state): State<McpIntegrationsState>,
     Path(key): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let name = fields::opt_name(&body)?;
     let description = fields::clearable_str(&body, "description", usize::MAX)?;
     let configurations = fields::opt_object(&body, "configurations")?;
@@ -247,9 +244,8 @@ pub(super) async fn workspaces(
 pub(super) async fn update_workspaces(
     State(state): State<McpIntegrationsState>,
     Path(key): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let items = fields::opt_array(&body, "workspaces")?
         .ok_or_else(|| EmulatorError::validation("workspaces is required"))?;
     let mut rows = Vec::with_capacity(items.len());
