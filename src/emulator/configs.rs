@@ -368,15 +368,11 @@ pub async fn update(
     let record = store
         .find_mut(&slug)
         .ok_or_else(|| not_found(&state, &slug))?;
-    if let Some(name) = name {
-        record.name = name;
-    }
+    fields::set(&mut record.name, name);
     if let Some(document) = document {
         record.config = Arc::from(Value::Object(document).to_string());
     }
-    if let Some(status) = status {
-        record.status = status;
-    }
+    fields::set(&mut record.status, status);
     record.version_id = new_id();
     record.last_updated_at = touched(&record.last_updated_at);
     record.updated_by = state.user_id.clone();

@@ -673,25 +673,15 @@ pub async fn update(
         ],
         "create a new integration",
     )?;
-    if let Some(name) = name {
-        record.name = name;
-    }
+    fields::set(&mut record.name, name);
     if let Some(key) = key {
         record.key = Some(key);
         record.key_writes += 1;
     }
-    if let Some(configurations) = configurations {
-        record.configurations = configurations;
-    }
-    if let Some(mappings) = mappings {
-        record.secret_mappings = mappings;
-    }
-    if let Some(description) = description {
-        record.description = description;
-    }
-    if let Some(pricing) = pricing {
-        record.pricing_adjustments = pricing;
-    }
+    fields::set(&mut record.configurations, configurations);
+    fields::set(&mut record.secret_mappings, mappings);
+    fields::set(&mut record.description, description);
+    fields::set(&mut record.pricing_adjustments, pricing);
     let previous = record.last_updated_at.clone().unwrap_or_default();
     record.last_updated_at = Some(touched(&previous));
     Ok(Json(json!({})))
@@ -917,9 +907,7 @@ pub async fn update_models(
         };
         let model = &mut record.models[at];
         model.enabled = enabled;
-        if let Some(finetune) = finetune {
-            model.is_finetune = finetune;
-        }
+        fields::set(&mut model.is_finetune, finetune);
         if custom == Some(true) && !model.is_custom {
             model.is_custom = true;
         }
@@ -936,9 +924,7 @@ pub async fn update_models(
         }
         model.last_updated_at = touched(&model.last_updated_at);
     }
-    if let Some(allow_all) = allow_all {
-        record.allow_all_models = allow_all;
-    }
+    fields::set(&mut record.allow_all_models, allow_all);
     Ok(Json(json!({})))
 }
 

@@ -364,12 +364,8 @@ async fn update(
             "request body must contain name or description",
         ));
     }
-    if let Some(name) = name {
-        record.name = name;
-    }
-    if let Some(description) = description {
-        record.description = description;
-    }
+    fields::set(&mut record.name, name);
+    fields::set(&mut record.description, description);
     record.last_updated_at = touched(&record.last_updated_at);
     Ok(Json(
         json!({"id": record.id, "slug": record.slug, "object": OBJECT}),
@@ -514,9 +510,7 @@ async fn update_user_access(
             None => record.user_access.push((user, enabled)),
         }
     }
-    if let Some(default) = default {
-        record.default_user_access = default;
-    }
+    fields::set(&mut record.default_user_access, default);
     record.last_updated_at = touched(&record.last_updated_at);
     Ok(Json(
         json!({"success": true, "object": "mcp-server-user-access"}),

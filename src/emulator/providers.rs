@@ -388,18 +388,10 @@ pub async fn update(
         ));
     }
     let record = store.get_mut(&state, &id)?;
-    if let Some(name) = name {
-        record.name = name;
-    }
-    if let Some(note) = note {
-        record.note = note;
-    }
-    if let Some(limits) = limits {
-        record.usage_limits = limits;
-    }
-    if let Some(expires) = expires {
-        record.expires_at = expires;
-    }
+    fields::set(&mut record.name, name);
+    fields::set(&mut record.note, note);
+    fields::set(&mut record.usage_limits, limits);
+    fields::set(&mut record.expires_at, expires);
     if reset {
         record.exhausted = false;
         record.last_reset_at = Some(now());

@@ -247,15 +247,9 @@ pub async fn update(
     if let Some(name) = name {
         record.name = Some(name);
     }
-    if let Some(unit) = unit {
-        record.unit = unit;
-    }
-    if let Some(value) = value {
-        record.value = value;
-    }
-    if let Some(conditions) = new_conditions {
-        record.conditions = conditions;
-    }
+    fields::set(&mut record.unit, unit);
+    fields::set(&mut record.value, value);
+    fields::set(&mut record.conditions, new_conditions);
     record.last_updated_at = touched(&record.last_updated_at);
     Ok(Json(json!({})))
 }

@@ -447,18 +447,10 @@ async fn update(
         record.auth_config = merged;
         record.auth_config_writes += 1;
     }
-    if let Some(name) = name {
-        record.name = name;
-    }
-    if let Some(description) = description {
-        record.description = description;
-    }
-    if let Some(path) = secret_path {
-        record.secret_path = path;
-    }
-    if let Some(secret_key) = secret_key {
-        record.secret_key = secret_key;
-    }
+    fields::set(&mut record.name, name);
+    fields::set(&mut record.description, description);
+    fields::set(&mut record.secret_path, secret_path);
+    fields::set(&mut record.secret_key, secret_key);
     if let Some(allowed) = allowed {
         record.allowed_workspaces = allowed;
         record.allow_all_workspaces = false;
@@ -469,9 +461,7 @@ async fn update(
     } else if allow_all == Some(false) {
         record.allow_all_workspaces = false;
     }
-    if let Some(tags) = new_tags {
-        record.tags = tags;
-    }
+    fields::set(&mut record.tags, new_tags);
     record.last_updated_at = touched(&record.last_updated_at);
     Ok(Json(json!({})))
 }

@@ -528,9 +528,7 @@ async fn update(
         merge_defaults(&mut merged, defaults, &configs)?;
     }
     record.defaults = merged;
-    if let Some(name) = name {
-        record.name = name;
-    }
+    fields::set(&mut record.name, name);
     // SCM keeps the previous description for a blank write.
     if let Some(description) = description.filter(|d| !d.trim().is_empty()) {
         record.description = Some(description);
@@ -538,12 +536,8 @@ async fn update(
     if let Some(icon) = icon {
         record.icon = Some(icon).filter(|i| !i.is_empty());
     }
-    if let Some(usage) = usage {
-        record.usage_limits = usage;
-    }
-    if let Some(rates) = rates {
-        record.rate_limits = rates;
-    }
+    fields::set(&mut record.usage_limits, usage);
+    fields::set(&mut record.rate_limits, rates);
     record.last_updated_at = touched(&record.last_updated_at);
     record.writes += 1;
     Ok(Json(json!({})))

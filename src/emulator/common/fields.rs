@@ -108,6 +108,13 @@ pub fn clearable_str(body: &Object, field: &str, max: usize) -> ApiResult<Option
         .transpose()
 }
 
+/// An update's assignment: what the request sent for a field replaces the stored value.
+pub fn set<T>(slot: &mut T, sent: Option<T>) {
+    if let Some(value) = sent {
+        *slot = value;
+    }
+}
+
 /// Refuses an update that sends a field fixed at creation with a value other than the current
 /// one (sending the current value, or `null`, is accepted): `{field} cannot be changed; {remedy}`.
 pub fn reject_changes(body: &Object, fixed: &[(&str, Value)], remedy: &str) -> ApiResult<()> {

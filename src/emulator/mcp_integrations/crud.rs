@@ -179,25 +179,15 @@ pub(super) async fn update(
             "request body must contain at least one field to update",
         ));
     }
-    if let Some(name) = name {
-        record.name = name;
-    }
-    if let Some(description) = description {
-        record.description = description;
-    }
+    fields::set(&mut record.name, name);
+    fields::set(&mut record.description, description);
     if let Some(configurations) = configurations {
         record.configurations = configurations;
         record.configuration_writes += 1;
     }
-    if let Some(url) = new_url {
-        record.url = url;
-    }
-    if let Some(auth_type) = auth_type {
-        record.auth_type = auth_type;
-    }
-    if let Some(transport) = transport {
-        record.transport = transport;
-    }
+    fields::set(&mut record.url, new_url);
+    fields::set(&mut record.auth_type, auth_type);
+    fields::set(&mut record.transport, transport);
     if let Some(mappings) = mappings {
         record.secret_mappings = Some(mappings);
     }
