@@ -605,7 +605,7 @@ pub async fn list(
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
     IdRule::UuidOrSlug.query(&query, "workspace_id")?;
-    let kind = policy_fields::enum_filter(&query, "type", &["workspace", "organisation", "all"])?;
+    let scope = policy_fields::ScopeFilter::parse(&query)?;
     let workspace = query.get("workspace_id").filter(|ws| !ws.is_empty());
     let (page_size, current_page) = policy_fields::policy_page(&query)?;
     let faults = state.faults();
@@ -613,11 +613,7 @@ pub async fn list(
     let matching: Vec<&IntegrationRecord> = store
         .listed(&faults)
         .into_iter()
-        .filter(|r| match kind.as_deref() {
-            Some("workspace") => r.workspace_id.is_some(),
-            Some("organisation") => r.workspace_id.is_none(),
-            _ => true,
-        })
+        .filter(|r| scope.admits(r.workspace_id.as_ref()))
         .filter(|r| workspace.is_none_or(|ws| r.enabled_for(ws)))
         .collect();
     let body = policy_fields::list_body(

@@ -173,6 +173,25 @@ pub fn enum_filter(
         .transpose()
 }
 
+/// The `type` list filter of integrations and MCP integrations: `workspace` or `organisation`
+/// scoped ones, or `all` (also when absent).
+pub struct ScopeFilter(Option<String>);
+
+impl ScopeFilter {
+    pub fn parse(query: &HashMap<String, String>) -> ApiResult<Self> {
+        enum_filter(query, "type", &["workspace", "organisation", "all"]).map(Self)
+    }
+
+    /// Whether an object of that `workspace_id` (`None`: organisation scoped) is listed.
+    pub fn admits<T>(&self, workspace_id: Option<&T>) -> bool {
+        match self.0.as_deref() {
+            Some("workspace") => workspace_id.is_some(),
+            Some("organisation") => workspace_id.is_none(),
+            _ => true,
+        }
+    }
+}
+
 /// A non-negative integer query parameter.
 pub fn page_param(query: &HashMap<String, String>, name: &str, default: usize) -> ApiResult<usize> {
     match query.get(name) {

@@ -106,7 +106,7 @@ pub(super) async fn list(
             "organisation_id is not a query parameter",
         ));
     }
-    let kind = policy_fields::enum_filter(&query, "type", &["workspace", "organisation", "all"])?;
+    let scope = policy_fields::ScopeFilter::parse(&query)?;
     let (page_size, current_page) = policy_fields::policy_page(&query)?;
     if page_size > 1000 {
         return Err(EmulatorError::validation("page_size must be 1 to 1000"));
@@ -116,11 +116,7 @@ pub(super) async fn list(
     let matching: Vec<&McpIntegrationRecord> = store
         .listed(&faults)
         .into_iter()
-        .filter(|r| match kind.as_deref() {
-            Some("workspace") => r.workspace_id.is_some(),
-            Some("organisation") => r.workspace_id.is_none(),
-            _ => true,
-        })
+        .filter(|r| scope.admits(r.workspace_id.as_ref()))
         .filter(|r| {
             query
                 .get("workspace_id")
