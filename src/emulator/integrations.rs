@@ -721,14 +721,7 @@ struct RowUpdate {
 
 impl RowUpdate {
     fn parse(item: &Value) -> ApiResult<Self> {
-        let item = item
-            .as_object()
-            .ok_or_else(|| EmulatorError::validation("workspaces items must be objects"))?;
-        let id = fields::req_str(item, "id")
-            .map_err(|_| EmulatorError::validation("workspaces[].id is required"))?;
-        IdRule::UuidOrSlug.check("workspace_id", &id)?;
-        let enabled = fields::opt_bool(item, "enabled")?
-            .ok_or_else(|| EmulatorError::validation("workspaces[].enabled is required"))?;
+        let (item, id, enabled) = fields::access_item(item)?;
         Ok(Self {
             id,
             enabled,

@@ -320,6 +320,20 @@ pub fn opt_array(body: &Object, field: &str) -> ApiResult<Option<Vec<Value>>> {
     }
 }
 
+/// One item of a workspace access PUT (`workspaces[]`, integrations and MCP integrations):
+/// the object, its `id` (a workspace UUID or slug) and `enabled`, both required.
+pub fn access_item(item: &Value) -> ApiResult<(&Object, String, bool)> {
+    let item = item
+        .as_object()
+        .ok_or_else(|| EmulatorError::validation("workspaces items must be objects"))?;
+    let id = req_str(item, "id")
+        .map_err(|_| EmulatorError::validation("workspaces[].id is required"))?;
+    IdRule::UuidOrSlug.check("workspace_id", &id)?;
+    let enabled = opt_bool(item, "enabled")?
+        .ok_or_else(|| EmulatorError::validation("workspaces[].enabled is required"))?;
+    Ok((item, id, enabled))
+}
+
 /// Reads a field of a seeded object leniently: a string, or the default.
 pub fn str_or(body: &Object, field: &str, default: impl Into<String>) -> String {
     match body.get(field) {

@@ -237,14 +237,7 @@ pub(super) async fn update_workspaces(
     let mut rows = Vec::with_capacity(items.len());
     let mut seen = HashSet::new();
     for item in &items {
-        let item = item
-            .as_object()
-            .ok_or_else(|| EmulatorError::validation("workspaces items must be objects"))?;
-        let id = fields::req_str(item, "id")
-            .map_err(|_| EmulatorError::validation("workspaces[].id is required"))?;
-        IdRule::UuidOrSlug.check("workspace_id", &id)?;
-        let enabled = fields::opt_bool(item, "enabled")?
-            .ok_or_else(|| EmulatorError::validation("workspaces[].enabled is required"))?;
+        let (_, id, enabled) = fields::access_item(item)?;
         if !seen.insert(id.clone()) {
             return Err(EmulatorError::validation(format!(
                 "workspaces names {id} twice"
