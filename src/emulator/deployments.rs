@@ -23,9 +23,9 @@ use super::common::{
     clock::{now, touched},
     errors::{ApiResult, EmulatorError},
     fields::{self, IdRule, JsonObject, Object},
-    ids::{make_slug, new_id, random_hex},
+    ids::{new_id, random_hex},
     normalise,
-    records::{Key, Kind, Record, Records, reply_one},
+    records::{Key, Kind, Record, Records, Slug, reply_one},
     state::{Common, KindState, lock},
 };
 
@@ -92,7 +92,7 @@ pub enum Secrets {
 }
 
 impl Record for DeploymentRecord {
-    const KIND: Kind = Kind::new("a", "deployment", "dp");
+    const KIND: Kind = Kind::new("a", "deployment", Slug::Prefixed("dp"));
 
     fn key(&self) -> Key<'_> {
         Key::new(self.seq, &self.id, &self.slug, self.api_created)
@@ -100,15 +100,6 @@ impl Record for DeploymentRecord {
 }
 
 impl DeploymentStore {
-    pub fn unique_slug(&self, name: &str) -> String {
-        loop {
-            let slug = make_slug("dp", name);
-            if !self.slug_taken(&slug) {
-                return slug;
-            }
-        }
-    }
-
     /// Every deployment with its secrets in clear and its rotation count (for
     /// `GET /_emulator/state`).
     pub fn dump(&self) -> Vec<Value> {
@@ -123,7 +114,7 @@ impl DeploymentStore {
     pub fn seed(&mut self, state: &Common, item: &Object) -> ApiResult<(String, String)> {
         let name = fields::str_or(item, "name", "seeded deployment");
         let created_at = fields::str_or(item, "created_at", now());
-        let slug = fields::nullable_str(item, "slug").unwrap_or_else(|| self.unique_slug(&name));
+        let slug = fields::nullable_str(item, "slug").unwrap_or_else(|| self.new_slug(&name));
         let kind = fields::str_or(item, "type", "production");
         fields::check_enum("type", Some(&kind), TYPES)?;
         let status = fields::str_or(item, "status", "active");
@@ -428,7 +419,7 @@ pub async fn create(
             )));
         }
         Some(slug) => slug,
-        None => store.unique_slug(&name),
+        None => store.new_slug(&name),
     };
     let created_at = now();
     let record = DeploymentRecord {

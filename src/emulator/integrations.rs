@@ -49,7 +49,7 @@ use super::common::{
     fields::{self, IdRule, JsonObject, Object},
     ids::new_id,
     mappings, normalise, policy_fields,
-    records::{Key, Kind, Record, Records, reply_one},
+    records::{Key, Kind, Record, Records, Slug, reply_one},
     state::{Common, lock},
 };
 
@@ -396,7 +396,7 @@ impl IntegrationRecord {
 
 /// Found by UUID or slug (the SDK addresses integrations by UUID, [PANW] by slug).
 impl Record for IntegrationRecord {
-    const KIND: Kind = Kind::new("an", "integration", "integration");
+    const KIND: Kind = Kind::new("an", "integration", Slug::Named("integration"));
 
     fn key(&self) -> Key<'_> {
         Key::new(self.seq, &self.id, &self.slug, self.api_created)

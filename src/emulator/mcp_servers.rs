@@ -41,7 +41,7 @@ use super::{
         fields::{self, IdRule, JsonObject, Object},
         ids::new_id,
         normalise, policy_fields,
-        records::{Key, Kind, Record, Records, reply_one},
+        records::{Key, Kind, Record, Records, Slug, reply_one},
         routes::crud,
         state::{Common, lock},
     },
@@ -107,7 +107,7 @@ impl GuardrailMapping {
 }
 
 impl Record for McpServerRecord {
-    const KIND: Kind = Kind::new("an", "MCP server", "mcp-server");
+    const KIND: Kind = Kind::new("an", "MCP server", Slug::Named("mcp-server"));
 
     fn key(&self) -> Key<'_> {
         Key::new(self.seq, &self.id, &self.slug, self.api_created)

@@ -34,7 +34,7 @@ use super::common::{
     fields::{self, IdRule, JsonObject, Object},
     ids::new_id,
     normalise, policy_fields,
-    records::{Key, Kind, Record, Records, missing},
+    records::{Key, Kind, Record, Records, Slug, missing},
     state::{Common, lock},
 };
 use super::integrations::{
@@ -88,7 +88,7 @@ pub struct ProviderRecord {
 }
 
 impl Record for ProviderRecord {
-    const KIND: Kind = Kind::new("a", "provider", "provider");
+    const KIND: Kind = Kind::new("a", "provider", Slug::Named("provider"));
 
     fn key(&self) -> Key<'_> {
         Key::new(self.seq, &self.id, &self.slug, self.api_created)

@@ -27,7 +27,7 @@ use super::common::{
         self, Policy, STATUSES, active_mut, archive, conditions, group_by, in_status, policy_page,
         reject_changes, required_enum, status_filter,
     },
-    records::{Key, Kind, Record, Records},
+    records::{Key, Kind, Record, Records, Slug},
     state::{Common, KindState, lock},
 };
 
@@ -61,7 +61,7 @@ pub struct RateLimitRecord {
 
 /// A policy has no slug: its id is its only name.
 impl Record for RateLimitRecord {
-    const KIND: Kind = Kind::new("a", "rate limits policy", "rate-limits");
+    const KIND: Kind = Kind::new("a", "rate limits policy", Slug::Named("rate-limits"));
 
     fn key(&self) -> Key<'_> {
         Key::new(self.seq, &self.id, &self.id, self.api_created)

@@ -37,7 +37,7 @@ use super::{
         fields::{self, IdRule, JsonObject, Object},
         ids::new_id,
         normalise, policy_fields,
-        records::{Key, Kind, Record, Records, reply_one},
+        records::{Key, Kind, Record, Records, Slug, reply_one},
         routes::crud,
         state::{Common, lock},
     },
@@ -177,7 +177,7 @@ pub struct SecretReferenceRecord {
 }
 
 impl Record for SecretReferenceRecord {
-    const KIND: Kind = Kind::new("a", "secret reference", "secret");
+    const KIND: Kind = Kind::new("a", "secret reference", Slug::Named("secret"));
 
     fn key(&self) -> Key<'_> {
         Key::new(self.seq, &self.id, &self.slug, self.api_created)

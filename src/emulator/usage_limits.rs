@@ -43,7 +43,7 @@ use super::common::{
         self, Policy, STATUSES, active_mut, archive, conditions, group_by, in_status, policy_page,
         reject_changes, required_enum, status_filter,
     },
-    records::{Key, Kind, Record, Records},
+    records::{Key, Kind, Record, Records, Slug},
     state::{Common, KindState, lock},
 };
 
@@ -295,7 +295,7 @@ impl UsageLimitRecord {
 
 /// A policy has no slug: its id is its only name.
 impl Record for UsageLimitRecord {
-    const KIND: Kind = Kind::new("a", "usage limits policy", "usage-limits");
+    const KIND: Kind = Kind::new("a", "usage limits policy", Slug::Named("usage-limits"));
 
     fn key(&self) -> Key<'_> {
         Key::new(self.seq, &self.id, &self.id, self.api_created)

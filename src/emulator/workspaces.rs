@@ -48,7 +48,7 @@ use super::{
         fields::{self, IdRule, JsonObject, Object},
         ids::{make_slug, new_id},
         normalise, policy_fields,
-        records::{Key, Kind, Record, Records, missing},
+        records::{Key, Kind, Record, Records, Slug, missing},
         state::{Common, lock},
     },
     configs::ConfigStore,
@@ -120,7 +120,7 @@ pub struct WorkspaceRecord {
 
 /// Found by UUID or slug, archived ones included.
 impl Record for WorkspaceRecord {
-    const KIND: Kind = Kind::new("a", "workspace", "ws");
+    const KIND: Kind = Kind::new("a", "workspace", Slug::Prefixed("ws"));
 
     fn key(&self) -> Key<'_> {
         Key::new(self.seq, &self.id, &self.slug, self.api_created)
@@ -146,16 +146,6 @@ impl WorkspaceStore {
         self.find(key).filter(|r| r.status == "active")
     }
 
-    /// A slug for `name` that no workspace has: `ws-<six name characters>-<6 hex>`.
-    fn ws_slug(&self, name: &str) -> String {
-        loop {
-            let slug = make_slug("ws", name);
-            if !self.slug_taken(&slug) {
-                return slug;
-            }
-        }
-    }
-
     /// Every workspace with its write count, for `GET /_emulator/state`.
     pub fn dump(&self) -> Vec<Value> {
         self.dump_with(|r| {
@@ -175,7 +165,7 @@ impl WorkspaceStore {
         record.api_created = None;
         record.id = fields::str_or(item, "id", record.id);
         record.slug =
-            fields::nullable_str(item, "slug").unwrap_or_else(|| self.ws_slug(&record.name));
+            fields::nullable_str(item, "slug").unwrap_or_else(|| self.new_slug(&record.name));
         self.check_new(&record.id, &record.slug)?;
         record.description = fields::nullable_str(item, "description");
         record.icon = fields::nullable_str(item, "icon").filter(|i| !i.is_empty());
@@ -485,7 +475,7 @@ async fn create(
     record.rate_limits = rates.unwrap_or_default();
     record.writes = 1;
     let mut store = lock(&state.workspaces);
-    record.slug = store.ws_slug(&record.name);
+    record.slug = store.new_slug(&record.name);
     let receipt = record.receipt();
     store.insert(record);
     Ok(Json(receipt))

@@ -11,33 +11,37 @@ use super::{
     errors::{ApiResult, EmulatorError},
     faults::Faults,
     fields::{self, Object},
-    ids::{free_slug, new_id},
+    ids::{free_slug, make_slug, new_id},
     normalise,
     state::{Common, lock},
 };
 
-/// How messages name a kind: `Kind::new("a", "provider", "provider")`.
+/// How messages name a kind and how it makes slugs:
+/// `Kind::new("a", "provider", Slug::Named("provider"))`.
 pub struct Kind {
     /// `a` or `an`, before [`Self::what`].
     pub article: &'static str,
     /// The kind as messages name it (`secret reference`, `MCP server`).
     pub what: &'static str,
-    /// The stem of a slug made from a name with nothing to keep.
-    pub slug_fallback: &'static str,
+    pub slug: Slug,
 }
 
 impl Kind {
-    pub const fn new(
-        article: &'static str,
-        what: &'static str,
-        slug_fallback: &'static str,
-    ) -> Self {
+    pub const fn new(article: &'static str, what: &'static str, slug: Slug) -> Self {
         Self {
             article,
             what,
-            slug_fallback,
+            slug,
         }
     }
+}
+
+/// The slugs the API makes for a kind.
+pub enum Slug {
+    /// `<name, dashed>-<6 hex>` ([`free_slug`]), with this stem for a name with nothing to keep.
+    Named(&'static str),
+    /// `<prefix>-<six name characters>-<6 hex>` ([`make_slug`]), like `pc-pplx-c-ca7a87`.
+    Prefixed(&'static str),
 }
 
 /// What [`Records`] reads of a record.
@@ -68,15 +72,18 @@ pub trait Record {
     fn key(&self) -> Key<'_>;
 }
 
-/// Records of one kind by id.
+/// Records of one kind by id, with an index of their slugs (a slug never changes once the
+/// record is in).
 pub struct Records<R> {
     by_id: HashMap<String, R>,
+    id_by_slug: HashMap<String, String>,
 }
 
 impl<R> Default for Records<R> {
     fn default() -> Self {
         Self {
             by_id: HashMap::new(),
+            id_by_slug: HashMap::new(),
         }
     }
 }
@@ -99,9 +106,10 @@ impl<R: Record> Records<R> {
 
     /// By UUID or slug.
     pub fn find(&self, key: &str) -> Option<&R> {
-        self.by_id
-            .get(key)
-            .or_else(|| self.by_id.values().find(|r| r.key().slug == key))
+        self.by_id.get(key).or_else(|| {
+            let id = self.id_by_slug.get(key)?;
+            self.by_id.get(id)
+        })
     }
 
     pub fn find_mut(&mut self, key: &str) -> Option<&mut R> {
@@ -123,7 +131,9 @@ impl<R: Record> Records<R> {
     /// Removes the record `key` (UUID or slug) names.
     pub fn remove(&mut self, key: &str) -> Option<R> {
         let id = self.find(key)?.key().id.to_owned();
-        self.by_id.remove(&id)
+        let removed = self.by_id.remove(&id)?;
+        self.id_by_slug.remove(removed.key().slug);
+        Some(removed)
     }
 
     /// Removes the record `key` names (a hard delete), or the API's answer for a missing one.
@@ -136,16 +146,27 @@ impl<R: Record> Records<R> {
     }
 
     pub fn insert(&mut self, record: R) {
-        self.by_id.insert(record.key().id.to_owned(), record);
+        let key = record.key();
+        self.id_by_slug
+            .insert(key.slug.to_owned(), key.id.to_owned());
+        self.by_id.insert(key.id.to_owned(), record);
     }
 
     pub fn slug_taken(&self, slug: &str) -> bool {
-        self.by_id.values().any(|r| r.key().slug == slug)
+        self.id_by_slug.contains_key(slug)
     }
 
-    /// A slug for `name` that no record has: its name, dashed, with a random suffix.
+    /// A slug for `name` that no record has, in the kind's [`Slug`] style.
     pub fn new_slug(&self, name: &str) -> String {
-        free_slug(name, R::KIND.slug_fallback, |slug| self.slug_taken(slug))
+        match R::KIND.slug {
+            Slug::Named(fallback) => free_slug(name, fallback, |slug| self.slug_taken(slug)),
+            Slug::Prefixed(prefix) => loop {
+                let slug = make_slug(prefix, name);
+                if !self.slug_taken(&slug) {
+                    return slug;
+                }
+            },
+        }
     }
 
     /// A create's slug: the one it asks for, refused when another record has it, or a new one.

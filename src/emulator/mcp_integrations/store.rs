@@ -9,7 +9,7 @@ use crate::emulator::{
         clock::now,
         errors::ApiResult,
         fields::{self, Object},
-        records::{Key, Kind, Record, Records},
+        records::{Key, Kind, Record, Records, Slug},
         state::{Common, KindState},
     },
     integrations::masked_configurations,
@@ -221,7 +221,7 @@ impl McpIntegrationRecord {
 }
 
 impl Record for McpIntegrationRecord {
-    const KIND: Kind = Kind::new("an", "MCP integration", "mcp");
+    const KIND: Kind = Kind::new("an", "MCP integration", Slug::Named("mcp"));
 
     fn key(&self) -> Key<'_> {
         Key::new(self.seq, &self.id, &self.slug, self.api_created)
