@@ -644,8 +644,7 @@ async fn list(
     kind: KeyKind,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    IdRule::UuidOrSlug.query(&query, "workspace_id")?;
-    let workspace = query.get("workspace_id").filter(|ws| !ws.is_empty());
+    let workspace = IdRule::UuidOrSlug.filter(&query, "workspace_id")?;
     let (page_size, current_page) = policy_fields::policy_page(&query)?;
     let faults = state.faults();
     let store = lock(&state.store);

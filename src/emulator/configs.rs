@@ -218,8 +218,7 @@ pub async fn create(
     JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
     let name = fields::req_str(&body, "name")?;
-    let document = fields::opt_object(&body, "config")?
-        .ok_or_else(|| EmulatorError::validation("config is required"))?;
+    let document = fields::req_object(&body, "config")?;
     let workspace_id = IdRule::Uuid
         .opt_field(&body, "workspace_id")?
         .filter(|id| !id.is_empty())
@@ -271,8 +270,7 @@ pub async fn list(
     State(state): State<ConfigsState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    IdRule::Uuid.query(&query, "workspace_id")?;
-    let workspace = query.get("workspace_id").filter(|id| !id.is_empty());
+    let workspace = IdRule::Uuid.filter(&query, "workspace_id")?;
     let faults = state.faults();
     let store = lock(&state.store);
     let mut data: Vec<Value> = store

@@ -116,8 +116,7 @@ async fn sync(
     Path(key): Path<String>,
     JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let servers = fields::opt_object(&body, "mcp_servers")?
-        .ok_or_else(|| EmulatorError::validation("mcp_servers is required"))?;
+    let servers = fields::req_object(&body, "mcp_servers")?;
     let mut wanted = HashMap::new();
     for (server, value) in &servers {
         if !fields::is_uuid(server) {

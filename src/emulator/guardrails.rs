@@ -198,8 +198,7 @@ pub async fn list(
 ) -> ApiResult<Json<Value>> {
     let page_size = page_param(&query, "page_size", DEFAULT_PAGE_SIZE, 1..=MAX_PAGE_SIZE)?;
     let current_page = page_param(&query, "current_page", 0, 0..=u64::MAX)?;
-    IdRule::Uuid.query(&query, "workspace_id")?;
-    let workspace = query.get("workspace_id").filter(|ws| !ws.is_empty());
+    let workspace = IdRule::Uuid.filter(&query, "workspace_id")?;
     let guardrails = lock(&state.store);
     let matching: Vec<&Value> = guardrails
         .items

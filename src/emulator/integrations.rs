@@ -604,9 +604,8 @@ pub async fn list(
     State(state): State<IntegrationsState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    IdRule::UuidOrSlug.query(&query, "workspace_id")?;
+    let workspace = IdRule::UuidOrSlug.filter(&query, "workspace_id")?;
     let scope = policy_fields::ScopeFilter::parse(&query)?;
-    let workspace = query.get("workspace_id").filter(|ws| !ws.is_empty());
     let (page_size, current_page) = policy_fields::policy_page(&query)?;
     let faults = state.faults();
     let store = lock(&state.integrations);
@@ -852,8 +851,7 @@ pub async fn update_models(
     Path(id): Path<String>,
     JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let models = fields::opt_array(&body, "models")?
-        .ok_or_else(|| EmulatorError::validation("models is required"))?;
+    let models = fields::req_array(&body, "models")?;
     let allow_all = fields::opt_bool(&body, "allow_all_models")?;
     let mut parsed = Vec::with_capacity(models.len());
     for item in &models {

@@ -488,8 +488,7 @@ async fn update_user_access(
     Path(key): Path<String>,
     JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let items = fields::opt_array(&body, "user_access")?
-        .ok_or_else(|| EmulatorError::validation("user_access is required"))?;
+    let items = fields::req_array(&body, "user_access")?;
     let mut rows = Vec::with_capacity(items.len());
     for item in &items {
         let item: &Object = item

@@ -304,8 +304,7 @@ pub async fn list(
     State(state): State<ProvidersState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    IdRule::UuidOrSlug.query(&query, "workspace_id")?;
-    let workspace = query.get("workspace_id").filter(|ws| !ws.is_empty());
+    let workspace = IdRule::UuidOrSlug.filter(&query, "workspace_id")?;
     let page_size = match policy_fields::page_param(&query, "page_size", DEFAULT_PAGE_SIZE)? {
         0 => DEFAULT_PAGE_SIZE,
         size => size,

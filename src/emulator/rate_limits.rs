@@ -175,12 +175,11 @@ pub async fn list(
     State(state): State<RateLimitsState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    IdRule::UuidOrSlug.query(&query, "workspace_id")?;
+    let workspace = IdRule::UuidOrSlug.filter(&query, "workspace_id")?;
     let status = status_filter(&query)?;
     let kind = policy_fields::enum_filter(&query, "type", TYPES)?;
     let unit = policy_fields::enum_filter(&query, "unit", UNITS)?;
     let target = policy_fields::enum_filter(&query, "target", TARGETS)?;
-    let workspace = query.get("workspace_id").filter(|ws| !ws.is_empty());
     let search = query.get("search").map(|text| text.to_lowercase());
     let (page_size, current_page) = policy_page(&query)?;
 

@@ -302,8 +302,7 @@ async fn create(
 ) -> ApiResult<Json<Value>> {
     let name = fields::req_str_max(&body, "name", 255)?;
     let manager_type = policy_fields::required_enum(&body, "manager_type", MANAGER_TYPES)?;
-    let auth_config = fields::opt_object(&body, "auth_config")?
-        .ok_or_else(|| EmulatorError::validation("auth_config is required"))?;
+    let auth_config = fields::req_object(&body, "auth_config")?;
     check_auth_config(&manager_type, &auth_config)?;
     let secret_path = fields::req_str(&body, "secret_path")?;
     IdRule::TsgOrUuid.opt_field(&body, "organisation_id")?;

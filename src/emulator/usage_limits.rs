@@ -482,10 +482,9 @@ pub async fn list(
     State(state): State<UsageLimitsState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    IdRule::UuidOrSlug.query(&query, "workspace_id")?;
+    let workspace = IdRule::UuidOrSlug.filter(&query, "workspace_id")?;
     let status = status_filter(&query)?;
     let kind = policy_fields::enum_filter(&query, "type", TYPES)?;
-    let workspace = query.get("workspace_id").filter(|ws| !ws.is_empty());
     let (page_size, current_page) = policy_page(&query)?;
 
     let faults = state.faults();

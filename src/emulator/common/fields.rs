@@ -65,7 +65,7 @@ pub fn opt_str(body: &Object, field: &str) -> ApiResult<Option<String>> {
 pub fn req_str(body: &Object, field: &str) -> ApiResult<String> {
     match opt_str(body, field)? {
         Some(text) if !text.trim().is_empty() => Ok(text),
-        _ => Err(EmulatorError::validation(format!("{field} is required"))),
+        _ => Err(required(field)),
     }
 }
 
@@ -170,6 +170,16 @@ pub fn opt_object(body: &Object, field: &str) -> ApiResult<Option<Object>> {
             "{field} must be an object"
         ))),
     }
+}
+
+/// A required object field.
+pub fn req_object(body: &Object, field: &str) -> ApiResult<Object> {
+    opt_object(body, field)?.ok_or_else(|| required(field))
+}
+
+/// The answer for a required field the request lacks.
+pub fn required(field: &str) -> EmulatorError {
+    EmulatorError::validation(format!("{field} is required"))
 }
 
 /// An object whose values are all strings (tags, jwt_sub_workspace_mapping).
@@ -298,6 +308,17 @@ impl IdRule {
         Ok(text)
     }
 
+    /// Checks an optional query filter and answers it (an empty one counts as absent, as the
+    /// lists treat it).
+    pub fn filter<'a>(
+        self,
+        query: &'a std::collections::HashMap<String, String>,
+        param: &'static str,
+    ) -> ApiResult<Option<&'a String>> {
+        self.query(query, param)?;
+        Ok(query.get(param).filter(|text| !text.is_empty()))
+    }
+
     /// Checks an optional query parameter.
     pub fn query(
         self,
@@ -332,6 +353,11 @@ pub fn access_item(item: &Value) -> ApiResult<(&Object, String, bool)> {
     let enabled = opt_bool(item, "enabled")?
         .ok_or_else(|| EmulatorError::validation("workspaces[].enabled is required"))?;
     Ok((item, id, enabled))
+}
+
+/// A required array field.
+pub fn req_array(body: &Object, field: &str) -> ApiResult<Vec<Value>> {
+    opt_array(body, field)?.ok_or_else(|| required(field))
 }
 
 /// Reads a field of a seeded object leniently: a string, or the default.

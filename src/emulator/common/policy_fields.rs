@@ -22,8 +22,7 @@ pub const DEFAULT_PAGE_SIZE: usize = 100;
 
 /// A required field that must be one of `allowed`.
 pub fn required_enum(body: &Object, field: &str, allowed: &[&str]) -> ApiResult<String> {
-    fields::opt_enum(body, field, allowed)?
-        .ok_or_else(|| EmulatorError::validation(format!("{field} is required")))
+    fields::opt_enum(body, field, allowed)?.ok_or_else(|| fields::required(field))
 }
 
 /// Keys a condition or `group_by` may name: `api_key`, `organisation_id`, `workspace_id`, or

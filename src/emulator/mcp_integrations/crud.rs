@@ -232,8 +232,7 @@ pub(super) async fn update_workspaces(
     Path(key): Path<String>,
     JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let items = fields::opt_array(&body, "workspaces")?
-        .ok_or_else(|| EmulatorError::validation("workspaces is required"))?;
+    let items = fields::req_array(&body, "workspaces")?;
     let mut rows = Vec::with_capacity(items.len());
     let mut seen = HashSet::new();
     for item in &items {
