@@ -1,6 +1,8 @@
 //! What rate-limits and usage-limits policies share on the wire: `conditions`, `group_by`, the
-//! `status` filter with its `active` default, 0-based paging, immutable fields on update, and how
-//! the `normalise` fault reorders a read. Kept in one place so the two siblings cannot drift.
+//! `status` filter with its `active` default, archiving ([`Policy`]), 0-based paging, immutable
+//! fields on update, and how the `normalise` fault reorders a read. Kept in one place so the two
+//! siblings cannot drift. The paged list envelope and the `search` and `type` filters serve the
+//! other kinds' lists too.
 
 use std::collections::HashMap;
 
