@@ -49,7 +49,7 @@ use serde_json::{Value, json};
 use super::common::{
     clock::{now, now_plus, touched},
     errors::{ApiResult, EmulatorError},
-    fields::{self, IdRule, Object},
+    fields::{self, IdRule, JsonObject, Object},
     ids::{new_id, random_hex},
     normalise, policy_fields,
     state::{Common, KindState, lock},
@@ -531,13 +531,13 @@ where
                     list(state, kind, query)
                 },
             )
-            .post(move |state: State<ApiKeysState>, body: Bytes| create(state, kind, body)),
+            .post(move |state: State<ApiKeysState>, body: JsonObject| create(state, kind, body)),
         )
         .route(
             &format!("{base}/{{keyId}}"),
             get(move |state: State<ApiKeysState>, id: Path<String>| read(state, kind, id))
                 .put(
-                    move |state: State<ApiKeysState>, id: Path<String>, body: Bytes| {
+                    move |state: State<ApiKeysState>, id: Path<String>, body: JsonObject| {
                         update(state, kind, id, body)
                     },
                 )
@@ -592,9 +592,8 @@ fn key_type(body: &Object, kind: KeyKind) -> ApiResult<(String, bool)> {
 async fn create(
     State(state): State<ApiKeysState>,
     kind: KeyKind,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let name = fields::req_str(&body, "name")?;
     if !body.contains_key("scopes") {
         return Err(EmulatorError::validation("scopes is required"));
@@ -645,8 +644,7 @@ async fn list(
     kind: KeyKind,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    IdRule::UuidOrSlug.query(&query, "workspace_id")?;
-    let workspace = query.get("workspace_id").filter(|ws| !ws.is_empty());
+    let workspace = IdRule::UuidOrSlug.filter(&query, "workspace_id")?;
     let (page_size, current_page) = policy_fields::policy_page(&query)?;
     let faults = state.faults();
     let store = lock(&state.store);
@@ -685,9 +683,8 @@ async fn update(
     State(state): State<ApiKeysState>,
     kind: KeyKind,
     Path(id): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     if let Some(field) = IMMUTABLE
         .iter()
         .find(|field| body.get(**field).is_some_and(|value| !value.is_null()))
@@ -778,9 +775,8 @@ async fn rotate(
 pub async fn handshake(
     State(state): State<ApiKeysState>,
     Path(id): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<(StatusCode, Json<Value>)> {
-    let body = fields::parse_object(&body)?;
     let presented = fields::opt_str(&body, "key")?
         .ok_or_else(|| EmulatorError::validation("key is required"))?;
     let store = lock(&state.store);

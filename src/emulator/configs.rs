@@ -5,7 +5,6 @@ use std::{collections::HashMap, sync::Arc, time::Instant};
 
 use axum::{
     Json,
-    body::Bytes,
     extract::{Path, Query, State},
     response::Response,
 };
@@ -15,9 +14,10 @@ use super::common::{
     clock::{now, touched},
     errors::{ApiResult, EmulatorError},
     faults::Faults,
-    fields::{self, IdRule, Object},
-    ids::{make_slug, new_id},
+    fields::{self, IdRule, JsonObject, Object},
+    ids::new_id,
     normalise,
+    records::{Key, Kind, Record, Records, Slug},
     state::{Common, KindState, lock},
 };
 
@@ -27,13 +27,10 @@ pub type ConfigsState = KindState<ConfigStore>;
 /// Versions kept per config; older ones are dropped so a PUT hot loop cannot exhaust memory.
 const MAX_VERSIONS: usize = 500;
 
-#[derive(Default)]
-pub struct ConfigStore {
-    by_id: HashMap<String, ConfigRecord>,
-    slug_to_id: HashMap<String, String>,
-}
+/// Found by id or slug (an API key's `defaults.config_id` may be either).
+pub type ConfigStore = Records<ConfigRecord>;
 
-struct ConfigRecord {
+pub struct ConfigRecord {
     seq: u64,
     /// When the API created it (`None` when seeded); lists lag behind it under `list_lag_ms`.
     api_created: Option<Instant>,
@@ -72,6 +69,14 @@ pub struct ConfigView {
     pub document: Arc<str>,
 }
 
+impl Record for ConfigRecord {
+    const KIND: Kind = Kind::new("a", "config", Slug::Prefixed("pc"));
+
+    fn key(&self) -> Key<'_> {
+        Key::new(self.seq, &self.id, &self.slug, self.api_created)
+    }
+}
+
 impl ConfigStore {
     /// The config named by id or slug (an API key's `defaults.config_id` may be either), as it
     /// stands now.
@@ -84,66 +89,19 @@ impl ConfigStore {
         })
     }
 
-    fn find(&self, slug_or_id: &str) -> Option<&ConfigRecord> {
-        let id = self
-            .slug_to_id
-            .get(slug_or_id)
-            .map_or(slug_or_id, String::as_str);
-        self.by_id.get(id)
-    }
-
     /// True when a config has this slug or id (a workspace's `defaults.config_id` must name one).
     pub fn exists(&self, slug_or_id: &str) -> bool {
         self.find(slug_or_id).is_some()
     }
 
-    fn find_mut(&mut self, slug_or_id: &str) -> Option<&mut ConfigRecord> {
-        let id = self
-            .slug_to_id
-            .get(slug_or_id)
-            .map_or(slug_or_id, String::as_str);
-        self.by_id.get_mut(id)
-    }
-
-    fn insert(&mut self, record: ConfigRecord) -> ApiResult<()> {
-        if self.slug_to_id.contains_key(&record.slug) || self.by_id.contains_key(&record.id) {
-            return Err(EmulatorError::validation(format!(
-                "config {} already exists",
-                record.slug
-            )));
-        }
-        self.slug_to_id
-            .insert(record.slug.clone(), record.id.clone());
-        self.by_id.insert(record.id.clone(), record);
-        Ok(())
-    }
-
-    fn unique_slug(&self, name: &str) -> String {
-        loop {
-            let slug = make_slug("pc", name);
-            if !self.slug_to_id.contains_key(&slug) {
-                return slug;
-            }
-        }
-    }
-
-    fn sorted(&self) -> Vec<&ConfigRecord> {
-        let mut records: Vec<_> = self.by_id.values().collect();
-        records.sort_by_key(|record| record.seq);
-        records
-    }
-
     /// Every config with `config` as an object (for `GET /_emulator/state`).
     pub fn dump(&self) -> Vec<Value> {
-        self.sorted()
-            .into_iter()
-            .map(|record| {
-                let mut value = record.detail();
-                value["config"] = serde_json::from_str(&record.config).unwrap_or(Value::Null);
-                value["versions"] = json!(record.versions.len());
-                value
-            })
-            .collect()
+        self.dump_with(|record| {
+            let mut value = record.detail();
+            value["config"] = serde_json::from_str(&record.config).unwrap_or(Value::Null);
+            value["versions"] = json!(record.versions.len());
+            value
+        })
     }
 
     /// Preloads a config given in its read shape (`config` as object or string); returns `(id, slug)`.
@@ -159,7 +117,7 @@ impl ConfigStore {
         let created_at = fields::str_or(item, "created_at", now());
         let slug = match fields::nullable_str(item, "slug") {
             Some(slug) => slug,
-            None => self.unique_slug(&name),
+            None => self.new_slug(&name),
         };
         let mut record = ConfigRecord {
             seq: state.next_seq(),
@@ -180,8 +138,9 @@ impl ConfigStore {
             versions: Vec::new(),
         };
         record.push_version(&state.user_id);
+        self.check_new(&record.id, &record.slug)?;
         let key = (record.id.clone(), record.slug.clone());
-        self.insert(record)?;
+        self.insert(record);
         Ok(key)
     }
 }
@@ -242,10 +201,6 @@ impl ConfigRecord {
     }
 }
 
-fn not_found(state: &Common, slug: &str) -> EmulatorError {
-    state.missing(&format!("config {slug}"))
-}
-
 /// Rewrites the `config` string of a read as the `normalise` and `mask_credentials` faults say.
 fn shape_document(value: &mut Value, faults: &Faults) {
     if let Some(text) = value["config"].as_str() {
@@ -258,11 +213,12 @@ fn shape_document(value: &mut Value, faults: &Faults) {
 }
 
 /// `POST /ai_gw/v2/configs` → `{id, version_id, slug, object: "config"}`.
-pub async fn create(State(state): State<ConfigsState>, body: Bytes) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
+pub async fn create(
+    State(state): State<ConfigsState>,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Json<Value>> {
     let name = fields::req_str(&body, "name")?;
-    let document = fields::opt_object(&body, "config")?
-        .ok_or_else(|| EmulatorError::validation("config is required"))?;
+    let document = fields::req_object(&body, "config")?;
     let workspace_id = IdRule::Uuid
         .opt_field(&body, "workspace_id")?
         .filter(|id| !id.is_empty())
@@ -277,7 +233,7 @@ pub async fn create(State(state): State<ConfigsState>, body: Bytes) -> ApiResult
         seq: state.next_seq(),
         api_created: Some(Instant::now()),
         id: new_id(),
-        slug: store.unique_slug(&name),
+        slug: store.new_slug(&name),
         name,
         organisation_id: state.organisation_id.clone(),
         workspace_id,
@@ -304,7 +260,7 @@ pub async fn create(State(state): State<ConfigsState>, body: Bytes) -> ApiResult
             .as_object_mut()
             .map(|receipt| receipt.remove("slug"));
     }
-    store.insert(record)?;
+    store.insert(record);
     Ok(Json(receipt))
 }
 
@@ -314,14 +270,12 @@ pub async fn list(
     State(state): State<ConfigsState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    IdRule::Uuid.query(&query, "workspace_id")?;
-    let workspace = query.get("workspace_id").filter(|id| !id.is_empty());
+    let workspace = IdRule::Uuid.filter(&query, "workspace_id")?;
     let faults = state.faults();
     let store = lock(&state.store);
     let mut data: Vec<Value> = store
-        .sorted()
+        .listed(&faults)
         .into_iter()
-        .filter(|record| faults.listed(record.api_created))
         .filter(|record| workspace.is_none_or(|ws| &record.workspace_id == ws))
         .map(ConfigRecord::row)
         .collect();
@@ -338,7 +292,7 @@ pub async fn get(
 ) -> ApiResult<Response> {
     let faults = state.faults();
     let store = lock(&state.store);
-    let record = store.find(&slug).ok_or_else(|| not_found(&state, &slug))?;
+    let record = store.get(&state, &slug)?;
     let mut value = record.detail();
     shape_document(&mut value, &faults);
     Ok(normalise::reply(&value, faults.normalise))
@@ -348,9 +302,8 @@ pub async fn get(
 pub async fn update(
     State(state): State<ConfigsState>,
     Path(slug): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let name = fields::opt_str(&body, "name")?;
     if name.as_ref().is_some_and(|name| name.trim().is_empty()) {
         return Err(EmulatorError::validation("name must not be empty"));
@@ -365,18 +318,12 @@ pub async fn update(
         ));
     }
     let mut store = lock(&state.store);
-    let record = store
-        .find_mut(&slug)
-        .ok_or_else(|| not_found(&state, &slug))?;
-    if let Some(name) = name {
-        record.name = name;
-    }
+    let record = store.get_mut(&state, &slug)?;
+    fields::set(&mut record.name, name);
     if let Some(document) = document {
         record.config = Arc::from(Value::Object(document).to_string());
     }
-    if let Some(status) = status {
-        record.status = status;
-    }
+    fields::set(&mut record.status, status);
     record.version_id = new_id();
     record.last_updated_at = touched(&record.last_updated_at);
     record.updated_by = state.user_id.clone();
@@ -391,14 +338,7 @@ pub async fn delete(
     State(state): State<ConfigsState>,
     Path(slug): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let mut store = lock(&state.store);
-    let id = store
-        .find(&slug)
-        .map(|record| record.id.clone())
-        .ok_or_else(|| not_found(&state, &slug))?;
-    if let Some(record) = store.by_id.remove(&id) {
-        store.slug_to_id.remove(&record.slug);
-    }
+    lock(&state.store).take(&state, &slug)?;
     Ok(Json(json!({})))
 }
 
@@ -409,7 +349,7 @@ pub async fn versions(
 ) -> ApiResult<Response> {
     let faults = state.faults();
     let store = lock(&state.store);
-    let record = store.find(&slug).ok_or_else(|| not_found(&state, &slug))?;
+    let record = store.get(&state, &slug)?;
     let data: Vec<Value> = record
         .versions
         .iter()

@@ -21,7 +21,7 @@ use super::{
     common::{
         errors::{ApiResult, EmulatorError},
         faults::{Faults, RateWindow},
-        fields::{self, Object},
+        fields::{self, JsonObject, Object},
         options::EmulatorOptions,
         state::{Common, KindState, lock},
     },
@@ -383,8 +383,10 @@ pub async fn clear_state(State(state): State<AppState>) -> Json<Value> {
 /// Answers with the identifiers of what it stored, per collection. The key
 /// `generate_guardrails` takes `{"count", "prefix", "workspace_id"}` instead of an array and makes
 /// that many guardrails at once (see `GuardrailStore::generate`).
-pub async fn seed(State(state): State<AppState>, body: Bytes) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
+pub async fn seed(
+    State(state): State<AppState>,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Json<Value>> {
     let mut created = Map::new();
     for (collection, items) in &body {
         if collection == "generate_guardrails" {

@@ -13,7 +13,7 @@ use std::{collections::HashMap, time::Instant};
 
 use axum::{
     Json,
-    body::{Body, Bytes},
+    body::Body,
     extract::{Path, Query, State},
     response::{IntoResponse, Response},
 };
@@ -22,9 +22,10 @@ use serde_json::{Value, json};
 use super::common::{
     clock::{now, touched},
     errors::{ApiResult, EmulatorError},
-    fields::{self, IdRule, Object},
-    ids::{make_slug, new_id, random_hex},
+    fields::{self, IdRule, JsonObject, Object},
+    ids::{new_id, random_hex},
     normalise,
+    records::{Key, Kind, Record, Records, Slug, reply_one},
     state::{Common, KindState, lock},
 };
 
@@ -37,10 +38,8 @@ pub const TYPES: &[&str] = &["production", "non_production"];
 pub const STATUSES: &[&str] = &["active", "archived"];
 pub const CONNECTION_STATUSES: &[&str] = &["healthy", "unhealthy", "unknown"];
 
-#[derive(Default)]
-pub struct DeploymentStore {
-    pub by_id: HashMap<String, DeploymentRecord>,
-}
+/// Found by id, or by slug (the CLI and tests sometimes hold only the slug).
+pub type DeploymentStore = Records<DeploymentRecord>;
 
 pub struct DeploymentRecord {
     pub seq: u64,
@@ -92,52 +91,30 @@ pub enum Secrets {
     Revealed,
 }
 
+impl Record for DeploymentRecord {
+    const KIND: Kind = Kind::new("a", "deployment", Slug::Prefixed("dp"));
+
+    fn key(&self) -> Key<'_> {
+        Key::new(self.seq, &self.id, &self.slug, self.api_created)
+    }
+}
+
 impl DeploymentStore {
-    pub fn slug_taken(&self, slug: &str) -> bool {
-        self.by_id.values().any(|record| record.slug == slug)
-    }
-
-    pub fn unique_slug(&self, name: &str) -> String {
-        loop {
-            let slug = make_slug("dp", name);
-            if !self.slug_taken(&slug) {
-                return slug;
-            }
-        }
-    }
-
-    /// Finds by id, or by slug (the CLI and tests sometimes hold only the slug).
-    pub fn find_mut(&mut self, id: &str) -> Option<&mut DeploymentRecord> {
-        if self.by_id.contains_key(id) {
-            return self.by_id.get_mut(id);
-        }
-        self.by_id.values_mut().find(|record| record.slug == id)
-    }
-
-    pub fn sorted(&self) -> Vec<&DeploymentRecord> {
-        let mut records: Vec<_> = self.by_id.values().collect();
-        records.sort_by_key(|record| record.seq);
-        records
-    }
-
     /// Every deployment with its secrets in clear and its rotation count (for
     /// `GET /_emulator/state`).
     pub fn dump(&self) -> Vec<Value> {
-        self.sorted()
-            .into_iter()
-            .map(|record| {
-                let mut value = record.detail(Secrets::Revealed);
-                value["rotations"] = json!(record.rotations);
-                value
-            })
-            .collect()
+        self.dump_with(|record| {
+            let mut value = record.detail(Secrets::Revealed);
+            value["rotations"] = json!(record.rotations);
+            value
+        })
     }
 
     /// Preloads a deployment given in its read shape; secrets given in clear are kept.
     pub fn seed(&mut self, state: &Common, item: &Object) -> ApiResult<(String, String)> {
         let name = fields::str_or(item, "name", "seeded deployment");
         let created_at = fields::str_or(item, "created_at", now());
-        let slug = fields::nullable_str(item, "slug").unwrap_or_else(|| self.unique_slug(&name));
+        let slug = fields::nullable_str(item, "slug").unwrap_or_else(|| self.new_slug(&name));
         let kind = fields::str_or(item, "type", "production");
         fields::check_enum("type", Some(&kind), TYPES)?;
         let status = fields::str_or(item, "status", "active");
@@ -197,14 +174,9 @@ impl DeploymentStore {
                 .filter(|value| *value != MASK)
                 .map_or_else(new_client_auth, str::to_owned),
         };
-        if self.by_id.contains_key(&record.id) || self.slug_taken(&record.slug) {
-            return Err(EmulatorError::validation(format!(
-                "deployment {} already exists",
-                record.slug
-            )));
-        }
+        self.check_new(&record.id, &record.slug)?;
         let key = (record.id.clone(), record.slug.clone());
-        self.by_id.insert(record.id.clone(), record);
+        self.insert(record);
         Ok(key)
     }
 }
@@ -410,19 +382,16 @@ fn prefixed(err: EmulatorError, prefix: &str) -> EmulatorError {
     }
 }
 
-/// For the API routes: 404, or 403 `AB03` under `missing_as_ab03`.
-fn missing(state: &Common, id: &str) -> EmulatorError {
-    state.missing(&format!("deployment {id}"))
-}
-
 /// For the control routes, which no fault touches.
 fn not_found(id: &str) -> EmulatorError {
     EmulatorError::not_found(format!("deployment {id} not found"))
 }
 
 /// `POST /ai_gw/admin/v2/deployments` → `{id, organisation_id, client_auth, credentials, object}`.
-pub async fn create(State(state): State<DeploymentsState>, body: Bytes) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
+pub async fn create(
+    State(state): State<DeploymentsState>,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Json<Value>> {
     let name = fields::req_str(&body, "name")?;
     let slug = fields::opt_str(&body, "slug")?;
     if slug
@@ -450,7 +419,7 @@ pub async fn create(State(state): State<DeploymentsState>, body: Bytes) -> ApiRe
             )));
         }
         Some(slug) => slug,
-        None => store.unique_slug(&name),
+        None => store.new_slug(&name),
     };
     let created_at = now();
     let record = DeploymentRecord {
@@ -479,7 +448,7 @@ pub async fn create(State(state): State<DeploymentsState>, body: Bytes) -> ApiRe
         client_auth: new_client_auth(),
     };
     let receipt = record.receipt();
-    store.by_id.insert(record.id.clone(), record);
+    store.insert(record);
     Ok(Json(receipt))
 }
 
@@ -495,9 +464,9 @@ pub async fn list(
     let faults = state.faults();
     let store = lock(&state.store);
     let mut data: Vec<Value> = store
-        .sorted()
+        .listed(&faults)
         .into_iter()
-        .filter(|record| faults.listed(record.api_created) && filter.matches(record))
+        .filter(|record| filter.matches(record))
         .map(DeploymentRecord::row)
         .collect();
     let total = data.len();
@@ -588,10 +557,9 @@ pub async fn get(
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
     IdRule::TsgOrUuid.query(&query, "organisation_id")?;
-    let normalise = state.faults().normalise;
-    let mut store = lock(&state.store);
-    let record = store.find_mut(&id).ok_or_else(|| missing(&state, &id))?;
-    Ok(normalise::reply(&record.detail(Secrets::Masked), normalise))
+    reply_one(&state, &state.store, &id, |record| {
+        record.detail(Secrets::Masked)
+    })
 }
 
 /// `PUT /ai_gw/admin/v2/deployments/{id}` → the detail shape; when `rotate_auth` is true it
@@ -599,9 +567,8 @@ pub async fn get(
 pub async fn update(
     State(state): State<DeploymentsState>,
     Path(id): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     if body.is_empty() {
         return Err(EmulatorError::validation(
             "request body must contain at least one field",
@@ -609,7 +576,7 @@ pub async fn update(
     }
     let change = DeploymentChange::parse(&body)?;
     let mut store = lock(&state.store);
-    let record = store.find_mut(&id).ok_or_else(|| missing(&state, &id))?;
+    let record = store.get_mut(&state, &id)?;
     change.apply(record)?;
     record.last_updated_at = touched(&record.last_updated_at);
     let secrets = if change.rotate_auth {
@@ -705,7 +672,7 @@ pub async fn delete(
 ) -> ApiResult<Response> {
     IdRule::TsgOrUuid.query(&query, "organisation_id")?;
     let mut store = lock(&state.store);
-    let record = store.find_mut(&id).ok_or_else(|| missing(&state, &id))?;
+    let record = store.get_mut(&state, &id)?;
     record.status = "archived".to_owned();
     record.last_updated_at = touched(&record.last_updated_at);
     Ok(Body::empty().into_response())
@@ -716,9 +683,8 @@ pub async fn delete(
 pub async fn set_connection(
     State(state): State<DeploymentsState>,
     Path(id): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let status = fields::opt_enum(&body, "connection_status", CONNECTION_STATUSES)?
         .ok_or_else(|| EmulatorError::validation("connection_status is required"))?;
     let mut store = lock(&state.store);
@@ -737,10 +703,10 @@ pub async fn purge(
     State(state): State<DeploymentsState>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let mut store = lock(&state.store);
-    let found = store.find_mut(&id).map(|record| record.id.clone());
-    let id = found.ok_or_else(|| not_found(&id))?;
-    store.by_id.remove(&id);
+    let id = lock(&state.store)
+        .remove(&id)
+        .map(|record| record.id)
+        .ok_or_else(|| not_found(&id))?;
     Ok(Json(serde_json::json!({ "purged": id })))
 }
 
@@ -750,9 +716,8 @@ pub async fn purge(
 pub async fn handshake(
     State(state): State<DeploymentsState>,
     Path(id): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<(axum::http::StatusCode, Json<Value>)> {
-    let body = fields::parse_object(&body)?;
     let presented = fields::opt_str(&body, "client_auth")?
         .ok_or_else(|| EmulatorError::validation("client_auth is required"))?;
     let mut store = lock(&state.store);

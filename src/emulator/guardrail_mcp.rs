@@ -29,7 +29,7 @@ use serde_json::{Value, json};
 use super::{
     common::{
         errors::{ApiResult, EmulatorError},
-        fields::{self, Object},
+        fields::{self, JsonObject, Object},
         ids::new_id,
         normalise,
         state::{Common, lock},
@@ -114,11 +114,9 @@ async fn list(
 async fn sync(
     State(state): State<GuardrailMcpState>,
     Path(key): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
-    let servers = fields::opt_object(&body, "mcp_servers")?
-        .ok_or_else(|| EmulatorError::validation("mcp_servers is required"))?;
+    let servers = fields::req_object(&body, "mcp_servers")?;
     let mut wanted = HashMap::new();
     for (server, value) in &servers {
         if !fields::is_uuid(server) {
@@ -139,7 +137,7 @@ async fn sync(
         )));
     }
     let (mut added, mut updated, mut removed) = (0u64, 0u64, 0u64);
-    for server in store.all_mut() {
+    for server in store.values_mut() {
         let at = server
             .guardrail_mappings
             .iter()

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 
 use axum::{
     Json,
-    body::{Body, Bytes},
+    body::Body,
     extract::{Path, Query, State},
     response::{IntoResponse, Response},
 };
@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use super::common::{
     clock::{now, touched},
     errors::{ApiResult, EmulatorError},
-    fields::{self, IdRule, Object},
+    fields::{self, IdRule, JsonObject, Object},
     ids::{make_slug, new_id},
     normalise,
     state::{Common, KindState, lock},
@@ -198,8 +198,7 @@ pub async fn list(
 ) -> ApiResult<Json<Value>> {
     let page_size = page_param(&query, "page_size", DEFAULT_PAGE_SIZE, 1..=MAX_PAGE_SIZE)?;
     let current_page = page_param(&query, "current_page", 0, 0..=u64::MAX)?;
-    IdRule::Uuid.query(&query, "workspace_id")?;
-    let workspace = query.get("workspace_id").filter(|ws| !ws.is_empty());
+    let workspace = IdRule::Uuid.filter(&query, "workspace_id")?;
     let guardrails = lock(&state.store);
     let matching: Vec<&Value> = guardrails
         .items
@@ -350,8 +349,7 @@ fn actions(body: &Object) -> ApiResult<Option<Value>> {
     Ok(Some(Value::Object(actions)))
 }
 
-async fn create(state: GuardrailsState, plane: Plane, body: Bytes) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
+async fn create(state: GuardrailsState, plane: Plane, body: Object) -> ApiResult<Json<Value>> {
     let name = fields::opt_str(&body, "name")?
         .filter(|name| !name.trim().is_empty())
         .ok_or_else(|| EmulatorError::validation("name is required"))?;
@@ -400,7 +398,7 @@ async fn create(state: GuardrailsState, plane: Plane, body: Bytes) -> ApiResult<
 /// `POST /ai_gw/v2/guardrails`: a workspace guardrail (`workspace_id` required).
 pub async fn create_in_workspace(
     State(state): State<GuardrailsState>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
     create(state, Plane::Workspace, body).await
 }
@@ -408,7 +406,7 @@ pub async fn create_in_workspace(
 /// `POST /ai_gw/admin/v2/guardrails`: an organisation guardrail (`workspace_id` null).
 pub async fn create_in_organisation(
     State(state): State<GuardrailsState>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
     create(state, Plane::Organisation, body).await
 }
@@ -422,9 +420,8 @@ pub fn missing(key: &str) -> EmulatorError {
 pub async fn update(
     State(state): State<GuardrailsState>,
     Path(key): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     for fixed in ["workspace_id", "target"] {
         if body.contains_key(fixed) {
             return Err(EmulatorError::validation(format!(

@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 
 use axum::{
     Json, Router,
-    body::Bytes,
     extract::{FromRef, Path, State},
     routing::get,
 };
@@ -18,7 +17,7 @@ use serde_json::{Value, json};
 
 use super::common::{
     errors::{ApiResult, EmulatorError},
-    fields::{self, Object},
+    fields::{self, JsonObject, Object},
     state::{Common, KindState, lock},
 };
 
@@ -146,8 +145,10 @@ where
 }
 
 /// `POST /iam/v1/scopes` `{name, description, resources}` → the scope.
-async fn create(State(state): State<ScopesState>, body: Bytes) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
+async fn create(
+    State(state): State<ScopesState>,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Json<Value>> {
     let name = fields::req_str(&body, "name")?;
     let record = ScopeRecord {
         name: name.clone(),
@@ -191,9 +192,8 @@ async fn read(
 async fn replace(
     State(state): State<ScopesState>,
     Path(name): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     if fields::opt_str(&body, "name")?.is_some_and(|sent| sent != name) {
         return Err(EmulatorError::validation(
             "name cannot be changed; it is the scope's key",

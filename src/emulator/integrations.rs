@@ -38,7 +38,6 @@ use std::{
 
 use axum::{
     Json,
-    body::Bytes,
     extract::{Path, Query, State},
     response::Response,
 };
@@ -47,9 +46,10 @@ use serde_json::{Map, Value, json};
 use super::common::{
     clock::{now, touched},
     errors::{ApiResult, EmulatorError},
-    fields::{self, IdRule, Object},
-    ids::{free_slug, new_id},
+    fields::{self, IdRule, JsonObject, Object},
+    ids::new_id,
     mappings, normalise, policy_fields,
+    records::{Key, Kind, Record, Records, Slug, reply_one},
     state::{Common, lock},
 };
 
@@ -104,10 +104,7 @@ fn built_in_models(ai_provider_id: &str) -> &'static [&'static str] {
     }
 }
 
-#[derive(Default)]
-pub struct IntegrationStore {
-    by_id: HashMap<String, IntegrationRecord>,
-}
+pub type IntegrationStore = Records<IntegrationRecord>;
 
 pub struct IntegrationRecord {
     pub seq: u64,
@@ -397,50 +394,19 @@ impl IntegrationRecord {
     }
 }
 
+/// Found by UUID or slug (the SDK addresses integrations by UUID, [PANW] by slug).
+impl Record for IntegrationRecord {
+    const KIND: Kind = Kind::new("an", "integration", Slug::Named("integration"));
+
+    fn key(&self) -> Key<'_> {
+        Key::new(self.seq, &self.id, &self.slug, self.api_created)
+    }
+}
+
 impl IntegrationStore {
-    /// Every integration in creation order.
-    pub fn sorted(&self) -> Vec<&IntegrationRecord> {
-        let mut records: Vec<_> = self.by_id.values().collect();
-        records.sort_by_key(|record| record.seq);
-        records
-    }
-
-    pub fn insert(&mut self, record: IntegrationRecord) {
-        self.by_id.insert(record.id.clone(), record);
-    }
-
-    /// By UUID or slug (the SDK addresses integrations by UUID, [PANW] by slug).
-    pub fn find(&self, key: &str) -> Option<&IntegrationRecord> {
-        self.by_id
-            .get(key)
-            .or_else(|| self.by_id.values().find(|r| r.slug == key))
-    }
-
-    pub fn find_mut(&mut self, key: &str) -> Option<&mut IntegrationRecord> {
-        let id = self.find(key)?.id.clone();
-        self.by_id.get_mut(&id)
-    }
-
-    pub fn slug_taken(&self, slug: &str) -> bool {
-        self.by_id.values().any(|r| r.slug == slug)
-    }
-
-    pub fn remove(&mut self, key: &str) -> Option<IntegrationRecord> {
-        let id = self.find(key)?.id.clone();
-        self.by_id.remove(&id)
-    }
-
-    /// A slug for `name` that no integration has: its name, dashed, with a random suffix.
-    pub fn new_slug(&self, name: &str) -> String {
-        free_slug(name, "integration", |slug| self.slug_taken(slug))
-    }
-
     /// Every integration with its secrets in clear (for `GET /_emulator/state`).
     pub fn dump(&self) -> Vec<Value> {
-        self.sorted()
-            .into_iter()
-            .map(IntegrationRecord::dump)
-            .collect()
+        self.dump_with(IntegrationRecord::dump)
     }
 
     /// Preloads an integration given in its read shape, with `key` and `configurations` in
@@ -452,12 +418,7 @@ impl IntegrationStore {
         let mut record = IntegrationRecord::created(state, name, provider, slug);
         record.api_created = None;
         record.id = fields::str_or(item, "id", record.id);
-        if self.by_id.contains_key(&record.id) || self.slug_taken(&record.slug) {
-            return Err(EmulatorError::validation(format!(
-                "integration {} already exists",
-                record.slug
-            )));
-        }
+        self.check_new(&record.id, &record.slug)?;
         record.description = fields::nullable_str(item, "description");
         record.key = fields::nullable_str(item, "key");
         record.configurations = fields::opt_object(item, "configurations")?.unwrap_or_default();
@@ -478,10 +439,6 @@ impl IntegrationStore {
         self.insert(record);
         Ok(answer)
     }
-}
-
-fn missing(state: &Common, key: &str) -> EmulatorError {
-    state.missing(&format!("integration {key}"))
 }
 
 /// `^[a-zA-Z0-9_-]+$`, at most 255 characters: integration and provider slugs.
@@ -591,8 +548,10 @@ fn key(body: &Object) -> ApiResult<Option<String>> {
 
 /// `POST /ai_gw/admin/v2/integrations` → `{id, slug, provider_id, object}`; `provider_id` is
 /// the default provider's id when one was made.
-pub async fn create(State(state): State<IntegrationsState>, body: Bytes) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
+pub async fn create(
+    State(state): State<IntegrationsState>,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Json<Value>> {
     let name = fields::req_str(&body, "name")?;
     let ai_provider_id = fields::req_str(&body, "ai_provider_id")?;
     IdRule::TsgOrUuid.opt_field(&body, "organisation_id")?;
@@ -616,15 +575,7 @@ pub async fn create(State(state): State<IntegrationsState>, body: Bytes) -> ApiR
         }
     };
     let mut store = lock(&state.integrations);
-    let slug = match slug {
-        Some(slug) if store.slug_taken(&slug) => {
-            return Err(EmulatorError::validation(format!(
-                "an integration with slug {slug} already exists"
-            )));
-        }
-        Some(slug) => slug,
-        None => store.new_slug(&name),
-    };
+    let slug = store.claim_slug(slug, &name)?;
     let mut record = IntegrationRecord::created(&state, name, ai_provider_id, slug);
     record.description = description;
     record.key_writes = u64::from(key.is_some());
@@ -653,29 +604,23 @@ pub async fn list(
     State(state): State<IntegrationsState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    IdRule::UuidOrSlug.query(&query, "workspace_id")?;
-    let kind = policy_fields::enum_filter(&query, "type", &["workspace", "organisation", "all"])?;
-    let workspace = query.get("workspace_id").filter(|ws| !ws.is_empty());
+    let workspace = IdRule::UuidOrSlug.filter(&query, "workspace_id")?;
+    let scope = policy_fields::ScopeFilter::parse(&query)?;
     let (page_size, current_page) = policy_fields::policy_page(&query)?;
     let faults = state.faults();
     let store = lock(&state.integrations);
     let matching: Vec<&IntegrationRecord> = store
-        .sorted()
+        .listed(&faults)
         .into_iter()
-        .filter(|r| faults.listed(r.api_created))
-        .filter(|r| match kind.as_deref() {
-            Some("workspace") => r.workspace_id.is_some(),
-            Some("organisation") => r.workspace_id.is_none(),
-            _ => true,
-        })
+        .filter(|r| scope.admits(r.workspace_id.as_ref()))
         .filter(|r| workspace.is_none_or(|ws| r.enabled_for(ws)))
         .collect();
-    let total = matching.len();
-    let data: Vec<Value> = policy_fields::page(matching, page_size, current_page)
-        .into_iter()
-        .map(IntegrationRecord::list_row)
-        .collect();
-    let body = json!({ "object": "list", "total": total, "data": data });
+    let body = policy_fields::list_body(
+        matching,
+        page_size,
+        current_page,
+        IntegrationRecord::list_row,
+    );
     Ok(normalise::reply(&body, faults.normalise))
 }
 
@@ -684,10 +629,7 @@ pub async fn get(
     State(state): State<IntegrationsState>,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let normalise = state.faults().normalise;
-    let store = lock(&state.integrations);
-    let record = store.find(&id).ok_or_else(|| missing(&state, &id))?;
-    Ok(normalise::reply(&record.read(), normalise))
+    reply_one(&state, &state.integrations, &id, IntegrationRecord::read)
 }
 
 /// `PUT /ai_gw/admin/v2/integrations/{id}` → `{}`: `name`, `key`, `description`,
@@ -695,21 +637,14 @@ pub async fn get(
 pub async fn update(
     State(state): State<IntegrationsState>,
     Path(id): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     IdRule::TsgOrUuid.opt_field(&body, "organisation_id")?;
-    let name = fields::opt_str(&body, "name")?;
-    if name.as_ref().is_some_and(|n| n.trim().is_empty()) {
-        return Err(EmulatorError::validation("name must not be empty"));
-    }
+    let name = fields::opt_name(&body)?;
     let key = key(&body)?;
     let configurations = fields::opt_object(&body, "configurations")?;
     let mappings = mappings::secret_mappings(&body, &["key", "configurations."])?;
-    let description = body
-        .contains_key("description")
-        .then(|| fields::opt_str(&body, "description"))
-        .transpose()?;
+    let description = fields::clearable_str(&body, "description", usize::MAX)?;
     let pricing = body.get("pricing_adjustments").cloned();
     let changes = name.is_some()
         || key.is_some()
@@ -723,42 +658,25 @@ pub async fn update(
         ));
     }
     let mut store = lock(&state.integrations);
-    let record = store.find_mut(&id).ok_or_else(|| missing(&state, &id))?;
-    // Fixed at creation: an update naming another value is refused.
-    let fixed = [
-        ("ai_provider_id", json!(record.ai_provider_id)),
-        ("slug", json!(record.slug)),
-        ("workspace_id", json!(record.workspace_id)),
-    ];
-    for (field, value) in fixed {
-        if body
-            .get(field)
-            .is_some_and(|sent| !sent.is_null() && *sent != value)
-        {
-            return Err(EmulatorError::validation(format!(
-                "{field} cannot be changed; create a new integration"
-            )));
-        }
-    }
-    if let Some(name) = name {
-        record.name = name;
-    }
+    let record = store.get_mut(&state, &id)?;
+    fields::reject_changes(
+        &body,
+        &[
+            ("ai_provider_id", json!(record.ai_provider_id)),
+            ("slug", json!(record.slug)),
+            ("workspace_id", json!(record.workspace_id)),
+        ],
+        "create a new integration",
+    )?;
+    fields::set(&mut record.name, name);
     if let Some(key) = key {
         record.key = Some(key);
         record.key_writes += 1;
     }
-    if let Some(configurations) = configurations {
-        record.configurations = configurations;
-    }
-    if let Some(mappings) = mappings {
-        record.secret_mappings = mappings;
-    }
-    if let Some(description) = description {
-        record.description = description;
-    }
-    if let Some(pricing) = pricing {
-        record.pricing_adjustments = pricing;
-    }
+    fields::set(&mut record.configurations, configurations);
+    fields::set(&mut record.secret_mappings, mappings);
+    fields::set(&mut record.description, description);
+    fields::set(&mut record.pricing_adjustments, pricing);
     let previous = record.last_updated_at.clone().unwrap_or_default();
     record.last_updated_at = Some(touched(&previous));
     Ok(Json(json!({})))
@@ -772,9 +690,7 @@ pub async fn delete(
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Value>> {
     IdRule::TsgOrUuid.query(&query, "organisation_id")?;
-    lock(&state.integrations)
-        .remove(&id)
-        .ok_or_else(|| missing(&state, &id))?;
+    lock(&state.integrations).take(&state, &id)?;
     Ok(Json(json!({})))
 }
 
@@ -783,10 +699,12 @@ pub async fn workspaces(
     State(state): State<IntegrationsState>,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let normalise = state.faults().normalise;
-    let store = lock(&state.integrations);
-    let record = store.find(&id).ok_or_else(|| missing(&state, &id))?;
-    Ok(normalise::reply(&record.workspaces_read(), normalise))
+    reply_one(
+        &state,
+        &state.integrations,
+        &id,
+        IntegrationRecord::workspaces_read,
+    )
 }
 
 /// One row of a workspace access PUT, checked.
@@ -802,14 +720,7 @@ struct RowUpdate {
 
 impl RowUpdate {
     fn parse(item: &Value) -> ApiResult<Self> {
-        let item = item
-            .as_object()
-            .ok_or_else(|| EmulatorError::validation("workspaces items must be objects"))?;
-        let id = fields::req_str(item, "id")
-            .map_err(|_| EmulatorError::validation("workspaces[].id is required"))?;
-        IdRule::UuidOrSlug.check("workspace_id", &id)?;
-        let enabled = fields::opt_bool(item, "enabled")?
-            .ok_or_else(|| EmulatorError::validation("workspaces[].enabled is required"))?;
+        let (item, id, enabled) = fields::access_item(item)?;
         Ok(Self {
             id,
             enabled,
@@ -854,9 +765,8 @@ impl RowUpdate {
 pub async fn update_workspaces(
     State(state): State<IntegrationsState>,
     Path(id): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let rows: Vec<RowUpdate> = fields::opt_array(&body, "workspaces")?
         .unwrap_or_default()
         .iter()
@@ -888,7 +798,7 @@ pub async fn update_workspaces(
     let default_provider = fields::opt_bool(&body, "create_default_provider")?.unwrap_or(true);
     let default_slug = opt_slug(&body, "default_provider_slug")?;
     let mut store = lock(&state.integrations);
-    let record = store.find_mut(&id).ok_or_else(|| missing(&state, &id))?;
+    let record = store.get_mut(&state, &id)?;
     if overriding {
         let listed: HashSet<String> = rows.iter().map(|r| r.id.clone()).collect();
         for row in record
@@ -926,10 +836,12 @@ pub async fn models(
     State(state): State<IntegrationsState>,
     Path(id): Path<String>,
 ) -> ApiResult<Response> {
-    let normalise = state.faults().normalise;
-    let store = lock(&state.integrations);
-    let record = store.find(&id).ok_or_else(|| missing(&state, &id))?;
-    Ok(normalise::reply(&record.models_read(), normalise))
+    reply_one(
+        &state,
+        &state.integrations,
+        &id,
+        IntegrationRecord::models_read,
+    )
 }
 
 /// `PUT …/integrations/{id}/models` → `{}`: merges per slug; a slug the integration lacks is
@@ -937,11 +849,9 @@ pub async fn models(
 pub async fn update_models(
     State(state): State<IntegrationsState>,
     Path(id): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
-    let models = fields::opt_array(&body, "models")?
-        .ok_or_else(|| EmulatorError::validation("models is required"))?;
+    let models = fields::req_array(&body, "models")?;
     let allow_all = fields::opt_bool(&body, "allow_all_models")?;
     let mut parsed = Vec::with_capacity(models.len());
     for item in &models {
@@ -966,7 +876,7 @@ pub async fn update_models(
         ));
     }
     let mut store = lock(&state.integrations);
-    let record = store.find_mut(&id).ok_or_else(|| missing(&state, &id))?;
+    let record = store.get_mut(&state, &id)?;
     if let Some((_, slug, ..)) = parsed.iter().find(|(_, slug, _, custom, _)| {
         *custom != Some(true) && !record.models.iter().any(|m| &m.slug == slug)
     }) {
@@ -984,9 +894,7 @@ pub async fn update_models(
         };
         let model = &mut record.models[at];
         model.enabled = enabled;
-        if let Some(finetune) = finetune {
-            model.is_finetune = finetune;
-        }
+        fields::set(&mut model.is_finetune, finetune);
         if custom == Some(true) && !model.is_custom {
             model.is_custom = true;
         }
@@ -1003,9 +911,7 @@ pub async fn update_models(
         }
         model.last_updated_at = touched(&model.last_updated_at);
     }
-    if let Some(allow_all) = allow_all {
-        record.allow_all_models = allow_all;
-    }
+    fields::set(&mut record.allow_all_models, allow_all);
     Ok(Json(json!({})))
 }
 
@@ -1029,7 +935,7 @@ pub async fn delete_models(
         return Err(EmulatorError::validation("slugs is required"));
     }
     let mut store = lock(&state.integrations);
-    let record = store.find_mut(&id).ok_or_else(|| missing(&state, &id))?;
+    let record = store.get_mut(&state, &id)?;
     for slug in &slugs {
         match record.models.iter().find(|m| &m.slug == slug) {
             None => return Err(state.missing(&format!("model {slug}"))),

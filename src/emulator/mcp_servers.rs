@@ -28,7 +28,6 @@ use std::{
 
 use axum::{
     Json, Router,
-    body::Bytes,
     extract::{FromRef, Path, Query, State},
     response::Response,
     routing::{get, post},
@@ -39,9 +38,11 @@ use super::{
     common::{
         clock::{now, touched},
         errors::{ApiResult, EmulatorError},
-        fields::{self, IdRule, Object},
-        ids::{free_slug, new_id},
+        fields::{self, IdRule, JsonObject, Object},
+        ids::new_id,
         normalise, policy_fields,
+        records::{Key, Kind, Record, Records, Slug, reply_one},
+        routes::crud,
         state::{Common, lock},
     },
     denied::opa_denied,
@@ -62,10 +63,7 @@ pub struct McpServersState {
     pub workspaces: Arc<Mutex<WorkspaceStore>>,
 }
 
-#[derive(Default)]
-pub struct McpServerStore {
-    by_id: HashMap<String, McpServerRecord>,
-}
+pub type McpServerStore = Records<McpServerRecord>;
 
 pub struct McpServerRecord {
     seq: u64,
@@ -105,6 +103,14 @@ impl GuardrailMapping {
             "run_on": self.run_on, "capability_ids": self.capability_ids,
             "object": "guardrail-mcp-server-mapping",
         })
+    }
+}
+
+impl Record for McpServerRecord {
+    const KIND: Kind = Kind::new("an", "MCP server", Slug::Named("mcp-server"));
+
+    fn key(&self) -> Key<'_> {
+        Key::new(self.seq, &self.id, &self.slug, self.api_created)
     }
 }
 
@@ -148,29 +154,6 @@ impl McpServerRecord {
 }
 
 impl McpServerStore {
-    fn sorted(&self) -> Vec<&McpServerRecord> {
-        let mut records: Vec<_> = self.by_id.values().collect();
-        records.sort_by_key(|r| r.seq);
-        records
-    }
-
-    /// By UUID or slug.
-    pub fn find(&self, key: &str) -> Option<&McpServerRecord> {
-        self.by_id
-            .get(key)
-            .or_else(|| self.by_id.values().find(|r| r.slug == key))
-    }
-
-    pub fn find_mut(&mut self, key: &str) -> Option<&mut McpServerRecord> {
-        let id = self.find(key)?.id.clone();
-        self.by_id.get_mut(&id)
-    }
-
-    /// Every server, in creation order, mutably (guardrail mappings are synced across them).
-    pub fn all_mut(&mut self) -> impl Iterator<Item = &mut McpServerRecord> {
-        self.by_id.values_mut()
-    }
-
     /// Every mapping of `guardrail`, by server, in server creation order.
     pub fn mappings_of(&self, guardrail: &str) -> Vec<Value> {
         self.sorted()
@@ -190,15 +173,7 @@ impl McpServerStore {
     pub fn seed(&mut self, common: &Common, item: &Object) -> ApiResult<(String, String)> {
         let missing = |_| EmulatorError::validation("mcp_servers items need mcp_integration_id");
         let integration = fields::req_str(item, "mcp_integration_id").map_err(missing)?;
-        let name = fields::str_or(item, "name", "seeded MCP server");
-        let slug = fields::nullable_str(item, "slug")
-            .unwrap_or_else(|| free_slug(&name, "mcp-server", |s| self.find(s).is_some()));
-        let id = fields::str_or(item, "id", new_id());
-        if self.find(&id).is_some() || self.find(&slug).is_some() {
-            return Err(EmulatorError::validation(format!(
-                "MCP server {slug} already exists"
-            )));
-        }
+        let (id, slug, name) = self.seed_names(item, "seeded MCP server")?;
         let at = now();
         let record = McpServerRecord {
             seq: common.next_seq(),
@@ -218,25 +193,18 @@ impl McpServerStore {
             user_access: Vec::new(),
             guardrail_mappings: Vec::new(),
         };
-        self.by_id.insert(id.clone(), record);
+        self.insert(record);
         Ok((id, slug))
     }
 
     pub fn dump(&self) -> Vec<Value> {
-        self.sorted()
-            .into_iter()
-            .map(|s| {
-                let mut value = s.detail();
-                value["workspace_id"] = json!(s.workspace_id);
-                value["default_user_access"] = json!(s.default_user_access);
-                value
-            })
-            .collect()
+        self.dump_with(|s| {
+            let mut value = s.detail();
+            value["workspace_id"] = json!(s.workspace_id);
+            value["default_user_access"] = json!(s.default_user_access);
+            value
+        })
     }
-}
-
-fn missing(state: &Common, key: &str) -> EmulatorError {
-    state.missing(&format!("MCP server {key}"))
 }
 
 /// The routes under `/ai_gw/v2/mcp-servers`.
@@ -246,12 +214,7 @@ where
     McpServersState: FromRef<S>,
 {
     let base = "/ai_gw/v2/mcp-servers";
-    Router::new()
-        .route(base, get(list).post(create))
-        .route(
-            &format!("{base}/{{mcpServerId}}"),
-            get(read).put(update).delete(delete),
-        )
+    crud(base, "mcpServerId", (list, create), (read, update, delete))
         .route(&format!("{base}/{{mcpServerId}}/test"), post(opa_denied))
         .route(
             &format!("{base}/{{mcpServerId}}/capabilities"),
@@ -268,14 +231,11 @@ where
 }
 
 /// `POST /ai_gw/v2/mcp-servers` → `{id, slug, object}`.
-async fn create(State(state): State<McpServersState>, body: Bytes) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
-    let name = fields::req_str(&body, "name")?;
-    if name.chars().count() > 255 {
-        return Err(EmulatorError::validation(
-            "name must be at most 255 characters",
-        ));
-    }
+async fn create(
+    State(state): State<McpServersState>,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Json<Value>> {
+    let name = fields::req_str_max(&body, "name", 255)?;
     let integration_key = fields::req_str(&body, "mcp_integration_id")?;
     let workspace_key = IdRule::UuidOrSlug
         .opt_field(&body, "workspace_id")?
@@ -308,16 +268,7 @@ async fn create(State(state): State<McpServersState>, body: Bytes) -> ApiResult<
         )));
     }
     let mut store = lock(&state.store);
-    let taken = |s: &str| store.by_id.values().any(|r| r.slug == s);
-    let slug = match slug {
-        Some(slug) if taken(&slug) => {
-            return Err(EmulatorError::validation(format!(
-                "an MCP server with slug {slug} already exists"
-            )));
-        }
-        Some(slug) => slug,
-        None => free_slug(&name, "mcp-server", taken),
-    };
+    let slug = store.claim_slug(slug, &name)?;
     let at = now();
     let record = McpServerRecord {
         seq: state.common.next_seq(),
@@ -337,9 +288,7 @@ async fn create(State(state): State<McpServersState>, body: Bytes) -> ApiResult<
         user_access: Vec::new(),
         guardrail_mappings: Vec::new(),
     };
-    let receipt = json!({"id": record.id, "slug": record.slug, "object": OBJECT});
-    store.by_id.insert(record.id.clone(), record);
-    Ok(Json(receipt))
+    Ok(Json(store.insert_receipt(record, OBJECT)))
 }
 
 /// `GET /ai_gw/v2/mcp-servers` → `{object: "list", total, data}`: `workspace_id` (UUID or
@@ -366,23 +315,15 @@ async fn list(
         .get("workspace_id")
         .map(|key| workspaces.find(key).map_or(key.clone(), |w| w.id.clone()));
     let matching: Vec<&McpServerRecord> = store
-        .sorted()
+        .listed(&faults)
         .into_iter()
-        .filter(|r| faults.listed(r.api_created))
         .filter(|r| workspace.as_ref().is_none_or(|w| &r.workspace_id == w))
         .filter(|r| ids.as_ref().is_none_or(|ids| ids.contains(&r.id.as_str())))
-        .filter(|r| {
-            query
-                .get("search")
-                .is_none_or(|s| r.name.to_lowercase().contains(&s.to_lowercase()))
-        })
+        .filter(|r| policy_fields::searched(&query, &r.name))
         .collect();
-    let total = matching.len();
-    let data: Vec<Value> = policy_fields::page(matching, page_size, current_page)
-        .into_iter()
-        .map(|r| r.row(&integrations, &workspaces))
-        .collect();
-    let body = json!({"object": "list", "total": total, "data": data});
+    let body = policy_fields::list_body(matching, page_size, current_page, |r| {
+        r.row(&integrations, &workspaces)
+    });
     Ok(normalise::reply(&body, faults.normalise))
 }
 
@@ -390,21 +331,15 @@ async fn read(
     State(state): State<McpServersState>,
     Path(key): Path<String>,
 ) -> ApiResult<Response> {
-    let normalise = state.common.faults().normalise;
-    let store = lock(&state.store);
-    let record = store
-        .find(&key)
-        .ok_or_else(|| missing(&state.common, &key))?;
-    Ok(normalise::reply(&record.detail(), normalise))
+    reply_one(&state.common, &state.store, &key, McpServerRecord::detail)
 }
 
 /// `PUT …/mcp-servers/{id}`: `name`, `description` → `{id, slug, object}`.
 async fn update(
     State(state): State<McpServersState>,
     Path(key): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let name = fields::opt_str(&body, "name")?;
     if name
         .as_ref()
@@ -414,14 +349,9 @@ async fn update(
             "name must be 1 to 255 characters",
         ));
     }
-    let description = body
-        .contains_key("description")
-        .then(|| fields::opt_str_max(&body, "description", 500))
-        .transpose()?;
+    let description = fields::clearable_str(&body, "description", 500)?;
     let mut store = lock(&state.store);
-    let record = store
-        .find_mut(&key)
-        .ok_or_else(|| missing(&state.common, &key))?;
+    let record = store.get_mut(&state.common, &key)?;
     for field in ["workspace_id", "mcp_integration_id", "slug"] {
         if body.get(field).is_some_and(|v| !v.is_null()) {
             return Err(EmulatorError::validation(format!(
@@ -434,12 +364,8 @@ async fn update(
             "request body must contain name or description",
         ));
     }
-    if let Some(name) = name {
-        record.name = name;
-    }
-    if let Some(description) = description {
-        record.description = description;
-    }
+    fields::set(&mut record.name, name);
+    fields::set(&mut record.description, description);
     record.last_updated_at = touched(&record.last_updated_at);
     Ok(Json(
         json!({"id": record.id, "slug": record.slug, "object": OBJECT}),
@@ -450,13 +376,7 @@ async fn delete(
     State(state): State<McpServersState>,
     Path(key): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let mut store = lock(&state.store);
-    let id = store
-        .find(&key)
-        .ok_or_else(|| missing(&state.common, &key))?
-        .id
-        .clone();
-    store.by_id.remove(&id);
+    lock(&state.store).take(&state.common, &key)?;
     Ok(Json(json!({})))
 }
 
@@ -494,9 +414,7 @@ async fn capabilities(
     let normalise = state.common.faults().normalise;
     let integrations = lock(&state.mcp_integrations);
     let store = lock(&state.store);
-    let record = store
-        .find(&key)
-        .ok_or_else(|| missing(&state.common, &key))?;
+    let record = store.get(&state.common, &key)?;
     let layers = layered(record, &integrations);
     let all: Vec<(String, bool)> = layers.iter().map(|(k, _, e)| (k.clone(), *e)).collect();
     let items = layers.into_iter().map(|(k, item, _)| (k, item)).collect();
@@ -508,15 +426,12 @@ async fn capabilities(
 async fn update_capabilities(
     State(state): State<McpServersState>,
     Path(key): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let updates = capability_updates(&body)?;
     let integrations = lock(&state.mcp_integrations);
     let mut store = lock(&state.store);
-    let record = store
-        .find_mut(&key)
-        .ok_or_else(|| missing(&state.common, &key))?;
+    let record = store.get_mut(&state.common, &key)?;
     let known = integrations
         .find(&record.mcp_integration_id)
         .map(|i| i.capabilities.clone())
@@ -544,9 +459,7 @@ async fn user_access(
         return Err(EmulatorError::validation("page_size must be 1 to 500"));
     }
     let store = lock(&state.store);
-    let record = store
-        .find(&key)
-        .ok_or_else(|| missing(&state.common, &key))?;
+    let record = store.get(&state.common, &key)?;
     let rows: Vec<Value> = record
         .user_access
         .iter()
@@ -573,11 +486,9 @@ async fn user_access(
 async fn update_user_access(
     State(state): State<McpServersState>,
     Path(key): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
-    let items = fields::opt_array(&body, "user_access")?
-        .ok_or_else(|| EmulatorError::validation("user_access is required"))?;
+    let items = fields::req_array(&body, "user_access")?;
     let mut rows = Vec::with_capacity(items.len());
     for item in &items {
         let item: &Object = item
@@ -591,18 +502,14 @@ async fn update_user_access(
     }
     let default = fields::opt_enum(&body, "default_user_access", &["allow", "deny"])?;
     let mut store = lock(&state.store);
-    let record = store
-        .find_mut(&key)
-        .ok_or_else(|| missing(&state.common, &key))?;
+    let record = store.get_mut(&state.common, &key)?;
     for (user, enabled) in rows {
         match record.user_access.iter_mut().find(|(u, _)| *u == user) {
             Some(row) => row.1 = enabled,
             None => record.user_access.push((user, enabled)),
         }
     }
-    if let Some(default) = default {
-        record.default_user_access = default;
-    }
+    fields::set(&mut record.default_user_access, default);
     record.last_updated_at = touched(&record.last_updated_at);
     Ok(Json(
         json!({"success": true, "object": "mcp-server-user-access"}),
@@ -620,9 +527,7 @@ async fn connections(
         return Err(EmulatorError::validation("page_size must be at most 500"));
     }
     let store = lock(&state.store);
-    store
-        .find(&key)
-        .ok_or_else(|| missing(&state.common, &key))?;
+    store.get(&state.common, &key)?;
     Ok(Json(
         json!({"object": "list", "total": 0, "has_more": false, "data": []}),
     ))

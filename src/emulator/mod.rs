@@ -67,6 +67,7 @@ use common::{
     auth,
     listener::{ConnHandle, KillableListener},
     middleware,
+    routes::crud,
 };
 use control::AppState;
 
@@ -189,47 +190,35 @@ fn router(state: AppState) -> Router {
             "/v1/vector_stores/{vector_store_id}/files/{file_id}",
             get(gateway::get_vector_store_file),
         )
-        .route(
+        .merge(crud(
             "/ai_gw/v2/configs",
-            get(configs::list).post(configs::create),
-        )
-        .route(
-            "/ai_gw/v2/configs/{slug}",
-            get(configs::get)
-                .put(configs::update)
-                .delete(configs::delete),
-        )
+            "slug",
+            (configs::list, configs::create),
+            (configs::get, configs::update, configs::delete),
+        ))
         .route("/ai_gw/v2/configs/{slug}/versions", get(configs::versions))
-        .route(
+        .merge(crud(
             "/ai_gw/admin/v2/deployments",
-            get(deployments::list).post(deployments::create),
-        )
-        .route(
-            "/ai_gw/admin/v2/deployments/{deploymentId}",
-            get(deployments::get)
-                .put(deployments::update)
-                .delete(deployments::delete),
-        )
-        .route(
+            "deploymentId",
+            (deployments::list, deployments::create),
+            (deployments::get, deployments::update, deployments::delete),
+        ))
+        .merge(crud(
             "/ai_gw/v2/policies/rate-limits",
-            get(rate_limits::list).post(rate_limits::create),
-        )
-        .route(
-            "/ai_gw/v2/policies/rate-limits/{rateLimitsPolicyId}",
-            get(rate_limits::get)
-                .put(rate_limits::update)
-                .delete(rate_limits::delete),
-        )
-        .route(
+            "rateLimitsPolicyId",
+            (rate_limits::list, rate_limits::create),
+            (rate_limits::get, rate_limits::update, rate_limits::delete),
+        ))
+        .merge(crud(
             "/ai_gw/v2/policies/usage-limits",
-            get(usage_limits::list).post(usage_limits::create),
-        )
-        .route(
-            "/ai_gw/v2/policies/usage-limits/{policyUsageLimitsId}",
-            get(usage_limits::get)
-                .put(usage_limits::update)
-                .delete(usage_limits::delete),
-        )
+            "policyUsageLimitsId",
+            (usage_limits::list, usage_limits::create),
+            (
+                usage_limits::get,
+                usage_limits::update,
+                usage_limits::delete,
+            ),
+        ))
         .route(
             "/ai_gw/v2/policies/usage-limits/{policyUsageLimitsId}/entities",
             get(usage_limits::entities),
@@ -238,26 +227,18 @@ fn router(state: AppState) -> Router {
             "/ai_gw/v2/policies/usage-limits/{policyUsageLimitsId}/entities/{entityId}/reset",
             put(usage_limits::reset_entity),
         )
-        .route(
+        .merge(crud(
             "/ai_gw/v2/guardrails",
-            get(guardrails::list).post(guardrails::create_in_workspace),
-        )
-        .route(
-            "/ai_gw/v2/guardrails/{guardrailId}",
-            get(guardrails::get)
-                .put(guardrails::update)
-                .delete(guardrails::delete),
-        )
-        .route(
+            "guardrailId",
+            (guardrails::list, guardrails::create_in_workspace),
+            (guardrails::get, guardrails::update, guardrails::delete),
+        ))
+        .merge(crud(
             "/ai_gw/admin/v2/guardrails",
-            get(guardrails::list).post(guardrails::create_in_organisation),
-        )
-        .route(
-            "/ai_gw/admin/v2/guardrails/{guardrailId}",
-            get(guardrails::get)
-                .put(guardrails::update)
-                .delete(guardrails::delete),
-        )
+            "guardrailId",
+            (guardrails::list, guardrails::create_in_organisation),
+            (guardrails::get, guardrails::update, guardrails::delete),
+        ))
         .merge(api_keys::routes())
         .merge(workspaces::routes())
         .merge(iam_scopes::routes())
@@ -266,16 +247,16 @@ fn router(state: AppState) -> Router {
         .merge(mcp_integrations::routes())
         .merge(mcp_servers::routes())
         .merge(guardrail_mcp::routes())
-        .route(
+        .merge(crud(
             "/ai_gw/admin/v2/integrations",
-            get(integrations::list).post(integrations::create),
-        )
-        .route(
-            "/ai_gw/admin/v2/integrations/{integrationId}",
-            get(integrations::get)
-                .put(integrations::update)
-                .delete(integrations::delete),
-        )
+            "integrationId",
+            (integrations::list, integrations::create),
+            (
+                integrations::get,
+                integrations::update,
+                integrations::delete,
+            ),
+        ))
         .route(
             "/ai_gw/admin/v2/integrations/{integrationId}/workspaces",
             get(integrations::workspaces).put(integrations::update_workspaces),
@@ -286,16 +267,12 @@ fn router(state: AppState) -> Router {
                 .put(integrations::update_models)
                 .delete(integrations::delete_models),
         )
-        .route(
+        .merge(crud(
             "/ai_gw/v2/providers",
-            get(providers::list).post(providers::create),
-        )
-        .route(
-            "/ai_gw/v2/providers/{providerId}",
-            get(providers::get)
-                .put(providers::update)
-                .delete(providers::delete),
-        )
+            "providerId",
+            (providers::list, providers::create),
+            (providers::get, providers::update, providers::delete),
+        ))
         .route("/ai_gw/v2/logs/groups/{dimension}", get(telemetry::groups))
         .route("/ai_gw/v2/logs/charts/{metric}", get(telemetry::charts))
         .layer(from_fn_with_state(

@@ -22,7 +22,6 @@ use std::{
 
 use axum::{
     Json,
-    body::Bytes,
     extract::{Path, Query, State},
     http::StatusCode,
     response::Response,
@@ -32,9 +31,10 @@ use serde_json::{Value, json};
 use super::common::{
     clock::now,
     errors::{ApiResult, EmulatorError},
-    fields::{self, IdRule, Object},
-    ids::{free_slug, new_id},
+    fields::{self, IdRule, JsonObject, Object},
+    ids::new_id,
     normalise, policy_fields,
+    records::{Key, Kind, Record, Records, Slug, missing},
     state::{Common, lock},
 };
 use super::integrations::{
@@ -64,10 +64,7 @@ const OBJECT: &str = "provider";
 /// Rows per list page when the request names none ([PK]: "default to 50").
 const DEFAULT_PAGE_SIZE: usize = 50;
 
-#[derive(Default)]
-pub struct ProviderStore {
-    by_id: HashMap<String, ProviderRecord>,
-}
+pub type ProviderStore = Records<ProviderRecord>;
 
 pub struct ProviderRecord {
     pub seq: u64,
@@ -88,6 +85,14 @@ pub struct ProviderRecord {
     pub exhausted: bool,
     /// Made by the API itself (`create_default_provider`), not by a provider create.
     pub default: bool,
+}
+
+impl Record for ProviderRecord {
+    const KIND: Kind = Kind::new("a", "provider", Slug::Named("provider"));
+
+    fn key(&self) -> Key<'_> {
+        Key::new(self.seq, &self.id, &self.slug, self.api_created)
+    }
 }
 
 impl ProviderRecord {
@@ -143,54 +148,15 @@ impl ProviderRecord {
 }
 
 impl ProviderStore {
-    fn sorted(&self) -> Vec<&ProviderRecord> {
-        let mut records: Vec<_> = self.by_id.values().collect();
-        records.sort_by_key(|record| record.seq);
-        records
-    }
-
-    fn find(&self, key: &str) -> Option<&ProviderRecord> {
-        self.by_id
-            .get(key)
-            .or_else(|| self.by_id.values().find(|r| r.slug == key))
-    }
-
-    fn find_mut(&mut self, key: &str) -> Option<&mut ProviderRecord> {
-        let id = self.find(key)?.id.clone();
-        self.by_id.get_mut(&id)
-    }
-
-    fn slug_taken(&self, slug: &str) -> bool {
-        self.by_id.values().any(|r| r.slug == slug)
-    }
-
-    fn new_slug(&self, name: &str) -> String {
-        free_slug(name, "provider", |slug| self.slug_taken(slug))
-    }
-
-    fn insert(&mut self, record: ProviderRecord) {
-        self.by_id.insert(record.id.clone(), record);
-    }
-
     /// Every provider, default ones marked (for `GET /_emulator/state`).
     pub fn dump(&self) -> Vec<Value> {
-        self.sorted()
-            .into_iter()
-            .map(ProviderRecord::dump)
-            .collect()
+        self.dump_with(ProviderRecord::dump)
     }
 
     /// Preloads a provider given in its read shape (`integration_id` and `workspace_id` as
     /// they should read); answers its id and slug.
     pub fn seed(&mut self, state: &Common, item: &Object) -> ApiResult<(String, String)> {
-        let name = fields::str_or(item, "name", "seeded provider");
-        let slug = fields::nullable_str(item, "slug").unwrap_or_else(|| self.new_slug(&name));
-        let id = fields::str_or(item, "id", new_id());
-        if self.by_id.contains_key(&id) || self.slug_taken(&slug) {
-            return Err(EmulatorError::validation(format!(
-                "provider {slug} already exists"
-            )));
-        }
+        let (id, slug, name) = self.seed_names(item, "seeded provider")?;
         let record = ProviderRecord {
             seq: state.next_seq(),
             api_created: None,
@@ -246,10 +212,6 @@ pub fn create_default(
     id
 }
 
-fn missing(state: &Common, key: &str) -> EmulatorError {
-    state.missing(&format!("provider {key}"))
-}
-
 /// An RFC 3339 date-time or `null` (`Some(None)`), absent (`None`).
 fn expires_at(body: &Object) -> ApiResult<Option<Option<String>>> {
     match body.get("expires_at") {
@@ -274,12 +236,14 @@ fn in_workspace<'a>(
     store
         .find(key)
         .filter(|r| workspace.is_none_or(|ws| ws.is_empty() || &r.workspace_id == ws))
-        .ok_or_else(|| missing(state, key))
+        .ok_or_else(|| missing::<ProviderRecord>(state, key))
 }
 
 /// `POST /ai_gw/v2/providers` → `{id, slug, object: "provider"}` (no `version_id`).
-pub async fn create(State(state): State<ProvidersState>, body: Bytes) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
+pub async fn create(
+    State(state): State<ProvidersState>,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Json<Value>> {
     let name = fields::req_str(&body, "name")?;
     let integration = fields::req_str(&body, "integration_id")?;
     let workspace = IdRule::UuidOrSlug
@@ -314,15 +278,7 @@ pub async fn create(State(state): State<ProvidersState>, body: Bytes) -> ApiResu
         found.id.clone()
     };
     let mut store = lock(&state.providers);
-    let slug = match slug {
-        Some(slug) if store.slug_taken(&slug) => {
-            return Err(EmulatorError::validation(format!(
-                "a provider with slug {slug} already exists"
-            )));
-        }
-        Some(slug) => slug,
-        None => store.new_slug(&name),
-    };
+    let slug = store.claim_slug(slug, &name)?;
     let record = ProviderRecord {
         seq: state.next_seq(),
         api_created: Some(Instant::now()),
@@ -339,9 +295,7 @@ pub async fn create(State(state): State<ProvidersState>, body: Bytes) -> ApiResu
         exhausted: false,
         default: false,
     };
-    let receipt = json!({ "id": record.id, "slug": record.slug, "object": OBJECT });
-    store.insert(record);
-    Ok(Json(receipt))
+    Ok(Json(store.insert_receipt(record, OBJECT)))
 }
 
 /// `GET /ai_gw/v2/providers` → `{object: "list", total, data}`: `workspace_id` filters,
@@ -350,8 +304,7 @@ pub async fn list(
     State(state): State<ProvidersState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    IdRule::UuidOrSlug.query(&query, "workspace_id")?;
-    let workspace = query.get("workspace_id").filter(|ws| !ws.is_empty());
+    let workspace = IdRule::UuidOrSlug.filter(&query, "workspace_id")?;
     let page_size = match policy_fields::page_param(&query, "page_size", DEFAULT_PAGE_SIZE)? {
         0 => DEFAULT_PAGE_SIZE,
         size => size,
@@ -360,17 +313,11 @@ pub async fn list(
     let faults = state.faults();
     let store = lock(&state.providers);
     let matching: Vec<&ProviderRecord> = store
-        .sorted()
+        .listed(&faults)
         .into_iter()
-        .filter(|r| faults.listed(r.api_created))
         .filter(|r| workspace.is_none_or(|ws| &r.workspace_id == ws))
         .collect();
-    let total = matching.len();
-    let data: Vec<Value> = policy_fields::page(matching, page_size, current_page)
-        .into_iter()
-        .map(ProviderRecord::row)
-        .collect();
-    let body = json!({ "object": "list", "total": total, "data": data });
+    let body = policy_fields::list_body(matching, page_size, current_page, ProviderRecord::row);
     Ok(normalise::reply(&body, faults.normalise))
 }
 
@@ -403,17 +350,10 @@ pub async fn update(
     State(state): State<ProvidersState>,
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
-    let name = fields::opt_str(&body, "name")?;
-    if name.as_ref().is_some_and(|n| n.trim().is_empty()) {
-        return Err(EmulatorError::validation("name must not be empty"));
-    }
-    let note = body
-        .contains_key("note")
-        .then(|| fields::opt_str(&body, "note"))
-        .transpose()?;
+    let name = fields::opt_name(&body)?;
+    let note = fields::clearable_str(&body, "note", usize::MAX)?;
     let limits = match body.get("usage_limits") {
         None => None,
         Some(Value::Null) => Some(Value::Null),
@@ -433,37 +373,24 @@ pub async fn update(
     let workspace = fields::opt_str(&body, "workspace_id")?.or(query.get("workspace_id").cloned());
     let mut store = lock(&state.providers);
     let current = in_workspace(&store, &state, &id, workspace.as_ref())?;
-    for (field, value) in [
-        ("integration_id", json!(current.integration_id)),
-        ("slug", json!(current.slug)),
-    ] {
-        if body
-            .get(field)
-            .is_some_and(|sent| !sent.is_null() && *sent != value)
-        {
-            return Err(EmulatorError::validation(format!(
-                "{field} cannot be changed; create a new provider"
-            )));
-        }
-    }
+    fields::reject_changes(
+        &body,
+        &[
+            ("integration_id", json!(current.integration_id)),
+            ("slug", json!(current.slug)),
+        ],
+        "create a new provider",
+    )?;
     if !changes {
         return Err(EmulatorError::validation(
             "request body must contain at least one field to update",
         ));
     }
-    let record = store.find_mut(&id).ok_or_else(|| missing(&state, &id))?;
-    if let Some(name) = name {
-        record.name = name;
-    }
-    if let Some(note) = note {
-        record.note = note;
-    }
-    if let Some(limits) = limits {
-        record.usage_limits = limits;
-    }
-    if let Some(expires) = expires {
-        record.expires_at = expires;
-    }
+    let record = store.get_mut(&state, &id)?;
+    fields::set(&mut record.name, name);
+    fields::set(&mut record.note, note);
+    fields::set(&mut record.usage_limits, limits);
+    fields::set(&mut record.expires_at, expires);
     if reset {
         record.exhausted = false;
         record.last_reset_at = Some(now());
@@ -481,6 +408,6 @@ pub async fn delete(
     let found = in_workspace(&store, &state, &id, query.get("workspace_id"))?
         .id
         .clone();
-    store.by_id.remove(&found);
+    store.take(&state, &found)?;
     Ok(Json(json!({})))
 }

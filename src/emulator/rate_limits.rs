@@ -12,7 +12,6 @@ use std::{collections::HashMap, time::Instant};
 
 use axum::{
     Json,
-    body::Bytes,
     extract::{Path, Query, State},
     response::Response,
 };
@@ -21,13 +20,14 @@ use serde_json::{Number, Value, json};
 use super::common::{
     clock::{now, touched},
     errors::{ApiResult, EmulatorError},
-    fields::{self, IdRule, Object},
+    fields::{self, IdRule, JsonObject, Object},
     ids::new_id,
     normalise,
     policy_fields::{
-        self, STATUSES, conditions, group_by, policy_page, reject_changes, required_enum,
-        status_filter,
+        self, Policy, STATUSES, active_mut, archive, conditions, group_by, in_status, policy_page,
+        reject_changes, required_enum, status_filter,
     },
+    records::{Key, Kind, Record, Records, Slug},
     state::{Common, KindState, lock},
 };
 
@@ -38,12 +38,9 @@ const TYPES: &[&str] = &["requests", "tokens"];
 const UNITS: &[&str] = &["rpm", "rph", "rpd", "rpw"];
 const TARGETS: &[&str] = &["llm", "mcp_tools"];
 
-#[derive(Default)]
-pub struct RateLimitStore {
-    by_id: HashMap<String, RateLimitRecord>,
-}
+pub type RateLimitStore = Records<RateLimitRecord>;
 
-struct RateLimitRecord {
+pub struct RateLimitRecord {
     seq: u64,
     /// When the API created it (`None` when seeded); lists lag behind it under `list_lag_ms`.
     api_created: Option<Instant>,
@@ -60,6 +57,25 @@ struct RateLimitRecord {
     organisation_id: String,
     created_at: String,
     last_updated_at: String,
+}
+
+/// A policy has no slug: its id is its only name.
+impl Record for RateLimitRecord {
+    const KIND: Kind = Kind::new("a", "rate limits policy", Slug::Named("rate-limits"));
+
+    fn key(&self) -> Key<'_> {
+        Key::new(self.seq, &self.id, &self.id, self.api_created)
+    }
+}
+
+impl Policy for RateLimitRecord {
+    fn status(&self) -> &str {
+        &self.status
+    }
+
+    fn lifecycle(&mut self) -> (&mut String, &mut String) {
+        (&mut self.status, &mut self.last_updated_at)
+    }
 }
 
 impl RateLimitRecord {
@@ -89,18 +105,9 @@ impl RateLimitRecord {
 }
 
 impl RateLimitStore {
-    fn sorted(&self) -> Vec<&RateLimitRecord> {
-        let mut records: Vec<_> = self.by_id.values().collect();
-        records.sort_by_key(|record| record.seq);
-        records
-    }
-
     /// Every policy, archived ones included (for `GET /_emulator/state`).
     pub fn dump(&self) -> Vec<Value> {
-        self.sorted()
-            .into_iter()
-            .map(RateLimitRecord::read)
-            .collect()
+        self.dump_with(RateLimitRecord::read)
     }
 
     /// Preloads a policy given in its read shape; returns its id.
@@ -125,18 +132,16 @@ impl RateLimitStore {
             created_at,
         };
         let id = record.id.clone();
-        self.by_id.insert(id.clone(), record);
+        self.insert(record);
         Ok(id)
     }
 }
 
-fn not_found(state: &Common, id: &str) -> EmulatorError {
-    state.missing(&format!("rate limits policy {id}"))
-}
-
 /// `POST /ai_gw/v2/policies/rate-limits` → `{id, object: "policy_rate_limits"}`.
-pub async fn create(State(state): State<RateLimitsState>, body: Bytes) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
+pub async fn create(
+    State(state): State<RateLimitsState>,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Json<Value>> {
     IdRule::Uuid.opt_field(&body, "organisation_id")?;
     let created_at = now();
     let record = RateLimitRecord {
@@ -161,7 +166,7 @@ pub async fn create(State(state): State<RateLimitsState>, body: Bytes) -> ApiRes
         last_updated_at: created_at,
     };
     let receipt = json!({ "id": record.id, "object": "policy_rate_limits" });
-    lock(&state.store).by_id.insert(record.id.clone(), record);
+    lock(&state.store).insert(record);
     Ok(Json(receipt))
 }
 
@@ -170,21 +175,19 @@ pub async fn list(
     State(state): State<RateLimitsState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    IdRule::UuidOrSlug.query(&query, "workspace_id")?;
+    let workspace = IdRule::UuidOrSlug.filter(&query, "workspace_id")?;
     let status = status_filter(&query)?;
     let kind = policy_fields::enum_filter(&query, "type", TYPES)?;
     let unit = policy_fields::enum_filter(&query, "unit", UNITS)?;
     let target = policy_fields::enum_filter(&query, "target", TARGETS)?;
-    let workspace = query.get("workspace_id").filter(|ws| !ws.is_empty());
     let search = query.get("search").map(|text| text.to_lowercase());
     let (page_size, current_page) = policy_page(&query)?;
 
     let faults = state.faults();
     let store = lock(&state.store);
     let matching: Vec<&RateLimitRecord> = store
-        .sorted()
+        .listed(&faults)
         .into_iter()
-        .filter(|r| faults.listed(r.api_created))
         .filter(|r| r.status == status)
         .filter(|r| kind.as_ref().is_none_or(|k| &r.kind == k))
         .filter(|r| unit.as_ref().is_none_or(|u| &r.unit == u))
@@ -198,12 +201,9 @@ pub async fn list(
             })
         })
         .collect();
-    let total = matching.len();
-    let data: Vec<Value> = policy_fields::page(matching, page_size, current_page)
-        .into_iter()
-        .map(|record| record.read_as(faults.normalise))
-        .collect();
-    let body = json!({ "object": "list", "data": data, "total": total });
+    let body = policy_fields::list_body(matching, page_size, current_page, |record| {
+        record.read_as(faults.normalise)
+    });
     Ok(normalise::reply(&body, faults.normalise))
 }
 
@@ -216,11 +216,7 @@ pub async fn get(
     let status = status_filter(&query)?;
     let normalise = state.faults().normalise;
     let store = lock(&state.store);
-    let record = store
-        .by_id
-        .get(&id)
-        .filter(|record| record.status == status)
-        .ok_or_else(|| not_found(&state, &id))?;
+    let record = in_status(&store, &state, &id, &status)?;
     Ok(normalise::reply(&record.read_as(normalise), normalise))
 }
 
@@ -229,20 +225,15 @@ pub async fn get(
 pub async fn update(
     State(state): State<RateLimitsState>,
     Path(id): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let name = fields::opt_str_max(&body, "name", 255)?;
     let unit = fields::opt_enum(&body, "unit", UNITS)?;
     let value = fields::opt_number_not_null(&body, "value")?;
     IdRule::UuidOrSlug.opt_field(&body, "workspace_id")?;
     let new_conditions = policy_fields::opt_conditions(&body)?;
     let mut store = lock(&state.store);
-    let record = store
-        .by_id
-        .get_mut(&id)
-        .filter(|record| record.status == "active")
-        .ok_or_else(|| not_found(&state, &id))?;
+    let record = active_mut(&mut store, &state, &id)?;
     reject_changes(
         &body,
         &[
@@ -255,15 +246,9 @@ pub async fn update(
     if let Some(name) = name {
         record.name = Some(name);
     }
-    if let Some(unit) = unit {
-        record.unit = unit;
-    }
-    if let Some(value) = value {
-        record.value = value;
-    }
-    if let Some(conditions) = new_conditions {
-        record.conditions = conditions;
-    }
+    fields::set(&mut record.unit, unit);
+    fields::set(&mut record.value, value);
+    fields::set(&mut record.conditions, new_conditions);
     record.last_updated_at = touched(&record.last_updated_at);
     Ok(Json(json!({})))
 }
@@ -273,13 +258,6 @@ pub async fn delete(
     State(state): State<RateLimitsState>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let mut store = lock(&state.store);
-    let record = store
-        .by_id
-        .get_mut(&id)
-        .filter(|record| record.status == "active")
-        .ok_or_else(|| not_found(&state, &id))?;
-    record.status = "archived".to_owned();
-    record.last_updated_at = touched(&record.last_updated_at);
+    archive(&mut lock(&state.store), &state, &id)?;
     Ok(Json(json!({})))
 }

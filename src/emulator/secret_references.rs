@@ -25,10 +25,8 @@ use std::{
 
 use axum::{
     Json, Router,
-    body::Bytes,
     extract::{FromRef, Path, Query, State},
     response::Response,
-    routing::get,
 };
 use serde_json::{Value, json};
 
@@ -36,9 +34,11 @@ use super::{
     common::{
         clock::{now, touched},
         errors::{ApiResult, EmulatorError},
-        fields::{self, IdRule, Object},
-        ids::{free_slug, new_id},
+        fields::{self, IdRule, JsonObject, Object},
+        ids::new_id,
         normalise, policy_fields,
+        records::{Key, Kind, Record, Records, Slug, reply_one},
+        routes::crud,
         state::{Common, lock},
     },
     integrations::{IntegrationStore, masked, valid_slug},
@@ -152,10 +152,7 @@ pub struct SecretReferencesState {
     pub mcp_integrations: Arc<Mutex<McpIntegrationStore>>,
 }
 
-#[derive(Default)]
-pub struct SecretReferenceStore {
-    by_id: HashMap<String, SecretReferenceRecord>,
-}
+pub type SecretReferenceStore = Records<SecretReferenceRecord>;
 
 pub struct SecretReferenceRecord {
     seq: u64,
@@ -177,6 +174,14 @@ pub struct SecretReferenceRecord {
     last_updated_at: String,
     /// Requests that wrote `auth_config`.
     auth_config_writes: u64,
+}
+
+impl Record for SecretReferenceRecord {
+    const KIND: Kind = Kind::new("a", "secret reference", Slug::Named("secret"));
+
+    fn key(&self) -> Key<'_> {
+        Key::new(self.seq, &self.id, &self.slug, self.api_created)
+    }
 }
 
 impl SecretReferenceRecord {
@@ -206,52 +211,22 @@ impl SecretReferenceRecord {
 }
 
 impl SecretReferenceStore {
-    fn sorted(&self) -> Vec<&SecretReferenceRecord> {
-        let mut records: Vec<_> = self.by_id.values().collect();
-        records.sort_by_key(|r| r.seq);
-        records
-    }
-
-    fn find(&self, key: &str) -> Option<&SecretReferenceRecord> {
-        self.by_id
-            .get(key)
-            .or_else(|| self.by_id.values().find(|r| r.slug == key))
-    }
-
-    fn find_mut(&mut self, key: &str) -> Option<&mut SecretReferenceRecord> {
-        let id = self.find(key)?.id.clone();
-        self.by_id.get_mut(&id)
-    }
-
     /// Every reference with `auth_config` in clear, `allowed_workspaces` and the write count.
     pub fn dump(&self) -> Vec<Value> {
-        self.sorted()
-            .into_iter()
-            .map(|r| {
-                let mut value = r.detail();
-                value["auth_config"] = Value::Object(r.auth_config.clone());
-                value["allowed_workspaces"] = json!(r.allowed_workspaces);
-                value["auth_config_writes"] = json!(r.auth_config_writes);
-                value
-            })
-            .collect()
+        self.dump_with(|r| {
+            let mut value = r.detail();
+            value["auth_config"] = Value::Object(r.auth_config.clone());
+            value["allowed_workspaces"] = json!(r.allowed_workspaces);
+            value["auth_config_writes"] = json!(r.auth_config_writes);
+            value
+        })
     }
-}
 
-impl SecretReferenceStore {
     /// Preloads a reference given in its read shape with `auth_config` in clear (checked
     /// against `manager_type`, default `aws_sm`) and `allowed_workspaces`; answers its id and
     /// slug.
     pub fn seed(&mut self, common: &Common, item: &Object) -> ApiResult<(String, String)> {
-        let name = fields::str_or(item, "name", "seeded secret reference");
-        let slug = fields::nullable_str(item, "slug")
-            .unwrap_or_else(|| free_slug(&name, "secret", |s| self.find(s).is_some()));
-        let id = fields::str_or(item, "id", new_id());
-        if self.find(&id).is_some() || self.find(&slug).is_some() {
-            return Err(EmulatorError::validation(format!(
-                "secret reference {slug} already exists"
-            )));
-        }
+        let (id, slug, name) = self.seed_names(item, "seeded secret reference")?;
         let manager_type = fields::str_or(item, "manager_type", "aws_sm");
         fields::check_enum("manager_type", Some(&manager_type), MANAGER_TYPES)?;
         let auth_config = fields::opt_object(item, "auth_config")?.unwrap_or_else(|| {
@@ -280,13 +255,9 @@ impl SecretReferenceStore {
             last_updated_at: at,
             auth_config_writes: 0,
         };
-        self.by_id.insert(id.clone(), record);
+        self.insert(record);
         Ok((id, slug))
     }
-}
-
-fn missing(state: &Common, key: &str) -> EmulatorError {
-    state.missing(&format!("secret reference {key}"))
 }
 
 /// The routes under `/ai_gw/admin/v2/secret-references`.
@@ -295,12 +266,12 @@ where
     S: Clone + Send + Sync + 'static,
     SecretReferencesState: FromRef<S>,
 {
-    Router::new()
-        .route("/ai_gw/admin/v2/secret-references", get(list).post(create))
-        .route(
-            "/ai_gw/admin/v2/secret-references/{secretReferenceId}",
-            get(read).put(update).delete(delete),
-        )
+    crud(
+        "/ai_gw/admin/v2/secret-references",
+        "secretReferenceId",
+        (list, create),
+        (read, update, delete),
+    )
 }
 
 /// `allowed_workspaces`: at least one UUID or slug.
@@ -325,17 +296,13 @@ fn tags(body: &Object) -> ApiResult<Option<Object>> {
 }
 
 /// `POST …/secret-references` → `{id, slug, object}`.
-async fn create(State(state): State<SecretReferencesState>, body: Bytes) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
-    let name = fields::req_str(&body, "name")?;
-    if name.chars().count() > 255 {
-        return Err(EmulatorError::validation(
-            "name must be at most 255 characters",
-        ));
-    }
+async fn create(
+    State(state): State<SecretReferencesState>,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Json<Value>> {
+    let name = fields::req_str_max(&body, "name", 255)?;
     let manager_type = policy_fields::required_enum(&body, "manager_type", MANAGER_TYPES)?;
-    let auth_config = fields::opt_object(&body, "auth_config")?
-        .ok_or_else(|| EmulatorError::validation("auth_config is required"))?;
+    let auth_config = fields::req_object(&body, "auth_config")?;
     check_auth_config(&manager_type, &auth_config)?;
     let secret_path = fields::req_str(&body, "secret_path")?;
     IdRule::TsgOrUuid.opt_field(&body, "organisation_id")?;
@@ -356,16 +323,7 @@ async fn create(State(state): State<SecretReferencesState>, body: Bytes) -> ApiR
     let description = fields::opt_str_max(&body, "description", 1024)?;
     let secret_key = fields::opt_str_max(&body, "secret_key", 255)?;
     let mut store = lock(&state.store);
-    let taken = |s: &str| store.by_id.values().any(|r| r.slug == s);
-    let slug = match slug {
-        Some(slug) if taken(&slug) => {
-            return Err(EmulatorError::validation(format!(
-                "a secret reference with slug {slug} already exists"
-            )));
-        }
-        Some(slug) => slug,
-        None => free_slug(&name, "secret", taken),
-    };
+    let slug = store.claim_slug(slug, &name)?;
     let at = now();
     let record = SecretReferenceRecord {
         seq: state.common.next_seq(),
@@ -387,9 +345,7 @@ async fn create(State(state): State<SecretReferencesState>, body: Bytes) -> ApiR
         last_updated_at: at,
         auth_config_writes: 1,
     };
-    let receipt = json!({"id": record.id, "slug": record.slug, "object": OBJECT});
-    store.by_id.insert(record.id.clone(), record);
-    Ok(Json(receipt))
+    Ok(Json(store.insert_receipt(record, OBJECT)))
 }
 
 /// `GET …/secret-references` → `{object: "list", total, data}`: `manager_type`, `search` (in the
@@ -415,15 +371,10 @@ async fn list(
     let faults = state.common.faults();
     let store = lock(&state.store);
     let matching: Vec<&SecretReferenceRecord> = store
-        .sorted()
+        .listed(&faults)
         .into_iter()
-        .filter(|r| faults.listed(r.api_created))
         .filter(|r| manager_type.as_ref().is_none_or(|m| &r.manager_type == m))
-        .filter(|r| {
-            query
-                .get("search")
-                .is_none_or(|s| r.name.to_lowercase().contains(&s.to_lowercase()))
-        })
+        .filter(|r| policy_fields::searched(&query, &r.name))
         .filter(|r| {
             wanted_tags.as_ref().is_none_or(|wanted| {
                 wanted
@@ -432,12 +383,12 @@ async fn list(
             })
         })
         .collect();
-    let total = matching.len();
-    let data: Vec<Value> = policy_fields::page(matching, page_size, current_page)
-        .into_iter()
-        .map(SecretReferenceRecord::row)
-        .collect();
-    let body = json!({"object": "list", "total": total, "data": data});
+    let body = policy_fields::list_body(
+        matching,
+        page_size,
+        current_page,
+        SecretReferenceRecord::row,
+    );
     Ok(normalise::reply(&body, faults.normalise))
 }
 
@@ -445,35 +396,25 @@ async fn read(
     State(state): State<SecretReferencesState>,
     Path(key): Path<String>,
 ) -> ApiResult<Response> {
-    let normalise = state.common.faults().normalise;
-    let store = lock(&state.store);
-    let record = store
-        .find(&key)
-        .ok_or_else(|| missing(&state.common, &key))?;
-    Ok(normalise::reply(&record.detail(), normalise))
+    reply_one(
+        &state.common,
+        &state.store,
+        &key,
+        SecretReferenceRecord::detail,
+    )
 }
 
 /// `PUT …/secret-references/{id}` → `{}`.
 async fn update(
     State(state): State<SecretReferencesState>,
     Path(key): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
-    let name = fields::opt_str(&body, "name")?;
-    if name.as_ref().is_some_and(|n| n.trim().is_empty()) {
-        return Err(EmulatorError::validation("name must not be empty"));
-    }
-    let description = body
-        .contains_key("description")
-        .then(|| fields::opt_str_max(&body, "description", 1024))
-        .transpose()?;
+    let name = fields::opt_name(&body)?;
+    let description = fields::clearable_str(&body, "description", 1024)?;
     let auth_config = fields::opt_object(&body, "auth_config")?;
     let secret_path = fields::opt_str_max(&body, "secret_path", 1024)?;
-    let secret_key = body
-        .contains_key("secret_key")
-        .then(|| fields::opt_str_max(&body, "secret_key", 255))
-        .transpose()?;
+    let secret_key = fields::clearable_str(&body, "secret_key", 255)?;
     let allow_all = fields::opt_bool(&body, "allow_all_workspaces")?;
     let allowed = allowed_workspaces(&body)?;
     let new_tags = body.contains_key("tags").then(|| tags(&body)).transpose()?;
@@ -489,22 +430,15 @@ async fn update(
         return Err(EmulatorError::validation("no valid fields to update"));
     }
     let mut store = lock(&state.store);
-    let record = store
-        .find_mut(&key)
-        .ok_or_else(|| missing(&state.common, &key))?;
-    for (field, current) in [
-        ("manager_type", json!(record.manager_type)),
-        ("slug", json!(record.slug)),
-    ] {
-        if body
-            .get(field)
-            .is_some_and(|sent| !sent.is_null() && *sent != current)
-        {
-            return Err(EmulatorError::validation(format!(
-                "{field} cannot be changed; create another secret reference"
-            )));
-        }
-    }
+    let record = store.get_mut(&state.common, &key)?;
+    fields::reject_changes(
+        &body,
+        &[
+            ("manager_type", json!(record.manager_type)),
+            ("slug", json!(record.slug)),
+        ],
+        "create another secret reference",
+    )?;
     if let Some(sent) = auth_config {
         let mut merged = record.auth_config.clone();
         merged.extend(sent);
@@ -512,18 +446,10 @@ async fn update(
         record.auth_config = merged;
         record.auth_config_writes += 1;
     }
-    if let Some(name) = name {
-        record.name = name;
-    }
-    if let Some(description) = description {
-        record.description = description;
-    }
-    if let Some(path) = secret_path {
-        record.secret_path = path;
-    }
-    if let Some(secret_key) = secret_key {
-        record.secret_key = secret_key;
-    }
+    fields::set(&mut record.name, name);
+    fields::set(&mut record.description, description);
+    fields::set(&mut record.secret_path, secret_path);
+    fields::set(&mut record.secret_key, secret_key);
     if let Some(allowed) = allowed {
         record.allowed_workspaces = allowed;
         record.allow_all_workspaces = false;
@@ -534,9 +460,7 @@ async fn update(
     } else if allow_all == Some(false) {
         record.allow_all_workspaces = false;
     }
-    if let Some(tags) = new_tags {
-        record.tags = tags;
-    }
+    fields::set(&mut record.tags, new_tags);
     record.last_updated_at = touched(&record.last_updated_at);
     Ok(Json(json!({})))
 }
@@ -549,9 +473,7 @@ async fn delete(
     let integrations = lock(&state.integrations);
     let mcp = lock(&state.mcp_integrations);
     let mut store = lock(&state.store);
-    let record = store
-        .find(&key)
-        .ok_or_else(|| missing(&state.common, &key))?;
+    let record = store.get(&state.common, &key)?;
     let names = [record.id.as_str(), record.slug.as_str()];
     let mut users: Vec<String> = integrations
         .sorted()
@@ -579,6 +501,6 @@ async fn delete(
         )));
     }
     let id = record.id.clone();
-    store.by_id.remove(&id);
+    store.take(&state.common, &id)?;
     Ok(Json(json!({})))
 }

@@ -28,7 +28,6 @@ use std::{collections::HashMap, time::Instant};
 
 use axum::{
     Json,
-    body::Bytes,
     extract::{Path, Query, State},
     response::Response,
 };
@@ -37,13 +36,14 @@ use serde_json::{Number, Value, json};
 use super::common::{
     clock::{now, touched},
     errors::{ApiResult, EmulatorError},
-    fields::{self, IdRule, Object},
+    fields::{self, IdRule, JsonObject, Object},
     ids::new_id,
     normalise,
     policy_fields::{
-        self, STATUSES, conditions, group_by, policy_page, reject_changes, required_enum,
-        status_filter,
+        self, Policy, STATUSES, active_mut, archive, conditions, group_by, in_status, policy_page,
+        reject_changes, required_enum, status_filter,
     },
+    records::{Key, Kind, Record, Records, Slug},
     state::{Common, KindState, lock},
 };
 
@@ -58,10 +58,7 @@ pub const OBJECT: &str = "policy_usage_limits";
 /// The `object` of entity rows; the live value is redacted in every capture we have.
 const ENTITY_OBJECT: &str = "policy_usage_limits_entity";
 
-#[derive(Default)]
-pub struct UsageLimitStore {
-    by_id: HashMap<String, UsageLimitRecord>,
-}
+pub type UsageLimitStore = Records<UsageLimitRecord>;
 
 pub struct UsageLimitRecord {
     pub seq: u64,
@@ -296,37 +293,30 @@ impl UsageLimitRecord {
     }
 }
 
+/// A policy has no slug: its id is its only name.
+impl Record for UsageLimitRecord {
+    const KIND: Kind = Kind::new("a", "usage limits policy", Slug::Named("usage-limits"));
+
+    fn key(&self) -> Key<'_> {
+        Key::new(self.seq, &self.id, &self.id, self.api_created)
+    }
+}
+
+impl Policy for UsageLimitRecord {
+    fn status(&self) -> &str {
+        &self.status
+    }
+
+    fn lifecycle(&mut self) -> (&mut String, &mut String) {
+        (&mut self.status, &mut self.last_updated_at)
+    }
+}
+
 impl UsageLimitStore {
-    /// Every policy in creation order, archived ones included.
-    pub fn sorted(&self) -> Vec<&UsageLimitRecord> {
-        let mut records: Vec<_> = self.by_id.values().collect();
-        records.sort_by_key(|record| record.seq);
-        records
-    }
-
-    pub fn insert(&mut self, record: UsageLimitRecord) {
-        self.by_id.insert(record.id.clone(), record);
-    }
-
-    /// The policy if its status is `status`.
-    pub fn find(&self, id: &str, status: &str) -> Option<&UsageLimitRecord> {
-        self.by_id.get(id).filter(|record| record.status == status)
-    }
-
-    /// The policy if it is active: only active policies take writes, usage and resets.
-    pub fn active_mut(&mut self, id: &str) -> Option<&mut UsageLimitRecord> {
-        self.by_id
-            .get_mut(id)
-            .filter(|record| record.status == "active")
-    }
-
     /// Every policy, archived ones included, with reset counts and entities (for
     /// `GET /_emulator/state`).
     pub fn dump(&self) -> Vec<Value> {
-        self.sorted()
-            .into_iter()
-            .map(UsageLimitRecord::dump)
-            .collect()
+        self.dump_with(UsageLimitRecord::dump)
     }
 
     /// Preloads a policy given in its read shape, with its usage as `entities` (entity rows) or
@@ -390,10 +380,6 @@ fn seeded_entities(item: &Object) -> Vec<UsageEntity> {
 /// The entity list's `page_size` bounds (spec: 1–100); absent means the largest page.
 const ENTITY_PAGE_SIZES: std::ops::RangeInclusive<usize> = 1..=100;
 
-fn not_found(state: &Common, id: &str) -> EmulatorError {
-    state.missing(&format!("usage limits policy {id}"))
-}
-
 /// `periodic_reset_days`: an integer 1–365, or `null`.
 fn opt_reset_days(body: &Object) -> ApiResult<Option<u64>> {
     match body.get("periodic_reset_days") {
@@ -446,8 +432,10 @@ fn opt_timestamp(body: &Object, field: &str) -> ApiResult<Option<Option<String>>
 }
 
 /// `POST /ai_gw/v2/policies/usage-limits` → `{id, object: "policy_usage_limits"}`.
-pub async fn create(State(state): State<UsageLimitsState>, body: Bytes) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
+pub async fn create(
+    State(state): State<UsageLimitsState>,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Json<Value>> {
     IdRule::Uuid.opt_field(&body, "organisation_id")?;
     let credit_limit = fields::opt_number_not_null(&body, "credit_limit")?
         .ok_or_else(|| EmulatorError::validation("credit_limit is required"))?;
@@ -494,28 +482,23 @@ pub async fn list(
     State(state): State<UsageLimitsState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    IdRule::UuidOrSlug.query(&query, "workspace_id")?;
+    let workspace = IdRule::UuidOrSlug.filter(&query, "workspace_id")?;
     let status = status_filter(&query)?;
     let kind = policy_fields::enum_filter(&query, "type", TYPES)?;
-    let workspace = query.get("workspace_id").filter(|ws| !ws.is_empty());
     let (page_size, current_page) = policy_page(&query)?;
 
     let faults = state.faults();
     let store = lock(&state.store);
     let matching: Vec<&UsageLimitRecord> = store
-        .sorted()
+        .listed(&faults)
         .into_iter()
-        .filter(|r| faults.listed(r.api_created))
         .filter(|r| r.status == status)
         .filter(|r| kind.as_ref().is_none_or(|k| &r.kind == k))
         .filter(|r| workspace.is_none_or(|ws| &r.workspace_id == ws))
         .collect();
-    let total = matching.len();
-    let data: Vec<Value> = policy_fields::page(matching, page_size, current_page)
-        .into_iter()
-        .map(|record| record.read_as(faults.normalise, false))
-        .collect();
-    let body = json!({ "object": "list", "data": data, "total": total });
+    let body = policy_fields::list_body(matching, page_size, current_page, |record| {
+        record.read_as(faults.normalise, false)
+    });
     Ok(normalise::reply(&body, faults.normalise))
 }
 
@@ -541,9 +524,7 @@ pub async fn get(
     let include_usage = include_usage(&query)?;
     let normalise = state.faults().normalise;
     let store = lock(&state.store);
-    let record = store
-        .find(&id, &status)
-        .ok_or_else(|| not_found(&state, &id))?;
+    let record = in_status(&store, &state, &id, &status)?;
     let read = record.read_as(normalise, include_usage);
     Ok(normalise::reply(&read, normalise))
 }
@@ -655,14 +636,11 @@ impl Update {
 pub async fn update(
     State(state): State<UsageLimitsState>,
     Path(id): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let update = Update::parse(&body)?;
     let mut store = lock(&state.store);
-    let record = store
-        .active_mut(&id)
-        .ok_or_else(|| not_found(&state, &id))?;
+    let record = active_mut(&mut store, &state, &id)?;
     reject_changes(
         &body,
         &[
@@ -680,12 +658,7 @@ pub async fn delete(
     State(state): State<UsageLimitsState>,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let mut store = lock(&state.store);
-    let record = store
-        .active_mut(&id)
-        .ok_or_else(|| not_found(&state, &id))?;
-    record.status = "archived".to_owned();
-    record.last_updated_at = touched(&record.last_updated_at);
+    archive(&mut lock(&state.store), &state, &id)?;
     Ok(Json(json!({})))
 }
 
@@ -717,9 +690,7 @@ pub async fn entities(
     let (page_size, current_page) = entity_page(&query)?;
     let normalise = state.faults().normalise;
     let store = lock(&state.store);
-    let record = store
-        .find(&id, "active")
-        .ok_or_else(|| not_found(&state, &id))?;
+    let record = in_status(&store, &state, &id, "active")?;
     let matching: Vec<Value> = record
         .entities
         .iter()
@@ -744,9 +715,7 @@ pub async fn reset_entity(
     Path((id, entity_id)): Path<(String, String)>,
 ) -> ApiResult<Json<Value>> {
     let mut store = lock(&state.store);
-    let record = store
-        .active_mut(&id)
-        .ok_or_else(|| not_found(&state, &id))?;
+    let record = active_mut(&mut store, &state, &id)?;
     if !record.reset_entity(&entity_id) {
         return Err(state.missing(&format!("usage limits entity {entity_id} of policy {id}")));
     }
@@ -759,17 +728,19 @@ pub async fn reset_entity(
 pub async fn add_usage(
     State(state): State<UsageLimitsState>,
     Path(id): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let value_key = fields::req_str(&body, "value_key")?;
     let usage = fields::opt_number_not_null(&body, "usage")?
         .and_then(|usage| usage.as_f64())
         .ok_or_else(|| EmulatorError::validation("usage is required"))?;
     let mut store = lock(&state.store);
-    let record = store.active_mut(&id).ok_or_else(|| {
-        EmulatorError::not_found(format!("active usage limits policy {id} not found"))
-    })?;
+    let record = store
+        .find_mut(&id)
+        .filter(|r| r.status == "active")
+        .ok_or_else(|| {
+            EmulatorError::not_found(format!("active usage limits policy {id} not found"))
+        })?;
     Ok(Json(record.add_usage(&value_key, usage)))
 }
 

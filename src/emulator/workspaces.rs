@@ -35,7 +35,6 @@ use std::{
 
 use axum::{
     Json, Router,
-    body::Bytes,
     extract::{FromRef, Path, Query, State},
     response::Response,
     routing::get,
@@ -46,9 +45,10 @@ use super::{
     common::{
         clock::{now, touched},
         errors::{ApiResult, EmulatorError},
-        fields::{self, IdRule, Object},
+        fields::{self, IdRule, JsonObject, Object},
         ids::{make_slug, new_id},
         normalise, policy_fields,
+        records::{Key, Kind, Record, Records, Slug, missing},
         state::{Common, lock},
     },
     configs::ConfigStore,
@@ -89,9 +89,7 @@ enum Plane {
     Admin,
 }
 
-pub struct WorkspaceStore {
-    by_id: HashMap<String, WorkspaceRecord>,
-}
+pub type WorkspaceStore = Records<WorkspaceRecord>;
 
 pub struct WorkspaceRecord {
     pub seq: u64,
@@ -120,6 +118,15 @@ pub struct WorkspaceRecord {
     pub writes: u64,
 }
 
+/// Found by UUID or slug, archived ones included.
+impl Record for WorkspaceRecord {
+    const KIND: Kind = Kind::new("a", "workspace", Slug::Prefixed("ws"));
+
+    fn key(&self) -> Key<'_> {
+        Key::new(self.seq, &self.id, &self.slug, self.api_created)
+    }
+}
+
 impl WorkspaceStore {
     /// The store with the organisation's default workspace in it.
     pub fn new(common: &Common) -> Self {
@@ -129,28 +136,9 @@ impl WorkspaceStore {
         record.slug = make_slug("ws", "default");
         record.scope_name = format!("main_airs_workspace_{}", record.id);
         record.is_default = true;
-        let mut by_id = HashMap::new();
-        by_id.insert(record.id.clone(), record);
-        Self { by_id }
-    }
-
-    /// Every workspace in creation order.
-    pub fn sorted(&self) -> Vec<&WorkspaceRecord> {
-        let mut records: Vec<_> = self.by_id.values().collect();
-        records.sort_by_key(|r| r.seq);
-        records
-    }
-
-    /// By UUID or slug, archived ones included.
-    pub fn find(&self, key: &str) -> Option<&WorkspaceRecord> {
-        self.by_id
-            .get(key)
-            .or_else(|| self.by_id.values().find(|r| r.slug == key))
-    }
-
-    fn find_mut(&mut self, key: &str) -> Option<&mut WorkspaceRecord> {
-        let id = self.find(key)?.id.clone();
-        self.by_id.get_mut(&id)
+        let mut store = Self::default();
+        store.insert(record);
+        store
     }
 
     /// An active workspace by UUID or slug.
@@ -158,26 +146,14 @@ impl WorkspaceStore {
         self.find(key).filter(|r| r.status == "active")
     }
 
-    fn new_slug(&self, name: &str) -> String {
-        loop {
-            let slug = make_slug("ws", name);
-            if !self.by_id.values().any(|r| r.slug == slug) {
-                return slug;
-            }
-        }
-    }
-
     /// Every workspace with its write count, for `GET /_emulator/state`.
     pub fn dump(&self) -> Vec<Value> {
-        self.sorted()
-            .into_iter()
-            .map(|r| {
-                let mut value = r.detail();
-                value["status"] = json!(r.status);
-                value["writes"] = json!(r.writes);
-                value
-            })
-            .collect()
+        self.dump_with(|r| {
+            let mut value = r.detail();
+            value["status"] = json!(r.status);
+            value["writes"] = json!(r.writes);
+            value
+        })
     }
 
     /// Preloads a workspace given in its read shape (`status` `archived` for an archived one);
@@ -190,17 +166,12 @@ impl WorkspaceStore {
         record.id = fields::str_or(item, "id", record.id);
         record.slug =
             fields::nullable_str(item, "slug").unwrap_or_else(|| self.new_slug(&record.name));
-        if self.find(&record.id).is_some() || self.find(&record.slug).is_some() {
-            return Err(EmulatorError::validation(format!(
-                "workspace {} already exists",
-                record.slug
-            )));
-        }
+        self.check_new(&record.id, &record.slug)?;
         record.description = fields::nullable_str(item, "description");
         record.icon = fields::nullable_str(item, "icon").filter(|i| !i.is_empty());
         record.status = fields::str_or(item, "status", "active");
         let answer = (record.id.clone(), record.slug.clone());
-        self.by_id.insert(record.id.clone(), record);
+        self.insert(record);
         Ok(answer)
     }
 }
@@ -319,10 +290,6 @@ impl WorkspaceRecord {
     }
 }
 
-fn missing(state: &Common, key: &str) -> EmulatorError {
-    state.missing(&format!("workspace {key}"))
-}
-
 /// The routes under `/ai_gw/v2/workspaces` (reads) and `/ai_gw/admin/v2/workspaces` (reads and
 /// writes).
 pub fn routes<S>() -> Router<S>
@@ -374,9 +341,8 @@ async fn list(
     let scopes = lock(&state.scopes);
     let store = lock(&state.workspaces);
     let matching: Vec<&WorkspaceRecord> = store
-        .sorted()
+        .listed(&faults)
         .into_iter()
-        .filter(|r| faults.listed(r.api_created))
         .filter(|r| statuses.contains(&r.status))
         .filter(|r| r.visible(plane, &scopes))
         .filter(|r| {
@@ -386,12 +352,7 @@ async fn list(
         })
         .filter(|r| query.get("exact_name").is_none_or(|n| &r.name == n))
         .collect();
-    let total = matching.len();
-    let data: Vec<Value> = policy_fields::page(matching, page_size, current_page)
-        .into_iter()
-        .map(WorkspaceRecord::row)
-        .collect();
-    let body = json!({"object": "list", "total": total, "data": data});
+    let body = policy_fields::list_body(matching, page_size, current_page, WorkspaceRecord::row);
     Ok(normalise::reply(&body, faults.normalise))
 }
 
@@ -406,7 +367,7 @@ async fn read(
     let store = lock(&state.workspaces);
     let record = store
         .active(&key)
-        .ok_or_else(|| missing(&state.common, &key))?;
+        .ok_or_else(|| missing::<WorkspaceRecord>(&state.common, &key))?;
     if !record.visible(plane, &scopes) {
         return Err(EmulatorError::NotVisible(format!(
             "workspace {key} is not in the caller's scope"
@@ -485,8 +446,10 @@ fn rate_limits(body: &Object) -> ApiResult<Option<Vec<Value>>> {
 }
 
 /// `POST /ai_gw/admin/v2/workspaces` → the receipt.
-async fn create(State(state): State<WorkspacesState>, body: Bytes) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
+async fn create(
+    State(state): State<WorkspacesState>,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Json<Value>> {
     let name = fields::req_str(&body, "name")?;
     let scope_name = fields::req_str(&body, "scope_name")?;
     IdRule::TsgOrUuid.opt_field(&body, "organisation_id")?;
@@ -514,7 +477,7 @@ async fn create(State(state): State<WorkspacesState>, body: Bytes) -> ApiResult<
     let mut store = lock(&state.workspaces);
     record.slug = store.new_slug(&record.name);
     let receipt = record.receipt();
-    store.by_id.insert(record.id.clone(), record);
+    store.insert(record);
     Ok(Json(receipt))
 }
 
@@ -522,13 +485,9 @@ async fn create(State(state): State<WorkspacesState>, body: Bytes) -> ApiResult<
 async fn update(
     State(state): State<WorkspacesState>,
     Path(key): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
-    let name = fields::opt_str(&body, "name")?;
-    if name.as_ref().is_some_and(|n| n.trim().is_empty()) {
-        return Err(EmulatorError::validation("name must not be empty"));
-    }
+    let name = fields::opt_name(&body)?;
     let description = fields::opt_str_max(&body, "description", 1024)?;
     let icon = fields::opt_str(&body, "icon")?;
     let defaults = fields::opt_object(&body, "defaults")?;
@@ -538,7 +497,7 @@ async fn update(
     let record = store
         .find_mut(&key)
         .filter(|r| r.status == "active")
-        .ok_or_else(|| missing(&state.common, &key))?;
+        .ok_or_else(|| missing::<WorkspaceRecord>(&state.common, &key))?;
     if body
         .get("scope_name")
         .is_some_and(|sent| !sent.is_null() && *sent != json!(record.scope_name))
@@ -559,9 +518,7 @@ async fn update(
         merge_defaults(&mut merged, defaults, &configs)?;
     }
     record.defaults = merged;
-    if let Some(name) = name {
-        record.name = name;
-    }
+    fields::set(&mut record.name, name);
     // SCM keeps the previous description for a blank write.
     if let Some(description) = description.filter(|d| !d.trim().is_empty()) {
         record.description = Some(description);
@@ -569,12 +526,8 @@ async fn update(
     if let Some(icon) = icon {
         record.icon = Some(icon).filter(|i| !i.is_empty());
     }
-    if let Some(usage) = usage {
-        record.usage_limits = usage;
-    }
-    if let Some(rates) = rates {
-        record.rate_limits = rates;
-    }
+    fields::set(&mut record.usage_limits, usage);
+    fields::set(&mut record.rate_limits, rates);
     record.last_updated_at = touched(&record.last_updated_at);
     record.writes += 1;
     Ok(Json(json!({})))
@@ -589,7 +542,7 @@ async fn archive(
     let record = store
         .find_mut(&key)
         .filter(|r| r.status == "active")
-        .ok_or_else(|| missing(&state.common, &key))?;
+        .ok_or_else(|| missing::<WorkspaceRecord>(&state.common, &key))?;
     if record.is_default {
         return Err(EmulatorError::validation(
             "the default workspace cannot be archived",

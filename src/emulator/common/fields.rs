@@ -3,11 +3,33 @@
 //! Bodies are parsed by hand rather than with axum's `Json` extractor so that malformed input gets
 //! the API's error shape instead of axum's plain-text rejection.
 
+use axum::{
+    body::Bytes,
+    extract::{FromRequest, Request},
+    response::{IntoResponse, Response},
+};
 use serde_json::{Map, Number, Value};
 
 use super::errors::{ApiResult, EmulatorError};
 
 pub type Object = Map<String, Value>;
+
+/// A request body that must be a JSON object, read by [`parse_object`]: the extractor of every
+/// write route, rejecting as the API does.
+pub struct JsonObject(pub Object);
+
+impl<S: Send + Sync> FromRequest<S> for JsonObject {
+    type Rejection = Response;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Response> {
+        let bytes = Bytes::from_request(request, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        parse_object(&bytes)
+            .map(Self)
+            .map_err(IntoResponse::into_response)
+    }
+}
 
 /// Parses a request body that must be a JSON object.
 pub fn parse_object(bytes: &[u8]) -> ApiResult<Object> {
@@ -43,8 +65,19 @@ pub fn opt_str(body: &Object, field: &str) -> ApiResult<Option<String>> {
 pub fn req_str(body: &Object, field: &str) -> ApiResult<String> {
     match opt_str(body, field)? {
         Some(text) if !text.trim().is_empty() => Ok(text),
-        _ => Err(EmulatorError::validation(format!("{field} is required"))),
+        _ => Err(required(field)),
     }
+}
+
+/// A required string no longer than `max` characters.
+pub fn req_str_max(body: &Object, field: &str, max: usize) -> ApiResult<String> {
+    let text = req_str(body, field)?;
+    if text.chars().count() > max {
+        return Err(EmulatorError::validation(format!(
+            "{field} must be at most {max} characters"
+        )));
+    }
+    Ok(text)
 }
 
 /// A string no longer than `max` characters.
@@ -56,6 +89,46 @@ pub fn opt_str_max(body: &Object, field: &str, max: usize) -> ApiResult<Option<S
         )));
     }
     Ok(text)
+}
+
+/// An update's `name`: absent, or not blank.
+pub fn opt_name(body: &Object) -> ApiResult<Option<String>> {
+    let name = opt_str(body, "name")?;
+    if name.as_ref().is_some_and(|n| n.trim().is_empty()) {
+        return Err(EmulatorError::validation("name must not be empty"));
+    }
+    Ok(name)
+}
+
+/// An update's nullable string of at most `max` characters: `None` when absent, `Some(None)`
+/// for `null` (which clears it).
+pub fn clearable_str(body: &Object, field: &str, max: usize) -> ApiResult<Option<Option<String>>> {
+    body.contains_key(field)
+        .then(|| opt_str_max(body, field, max))
+        .transpose()
+}
+
+/// An update's assignment: what the request sent for a field replaces the stored value.
+pub fn set<T>(slot: &mut T, sent: Option<T>) {
+    if let Some(value) = sent {
+        *slot = value;
+    }
+}
+
+/// Refuses an update that sends a field fixed at creation with a value other than the current
+/// one (sending the current value, or `null`, is accepted): `{field} cannot be changed; {remedy}`.
+pub fn reject_changes(body: &Object, fixed: &[(&str, Value)], remedy: &str) -> ApiResult<()> {
+    for (field, current) in fixed {
+        if body
+            .get(*field)
+            .is_some_and(|sent| !sent.is_null() && sent != current)
+        {
+            return Err(EmulatorError::validation(format!(
+                "{field} cannot be changed; {remedy}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// A boolean; the API also takes (and returns) 0/1 integers for flags.
@@ -97,6 +170,16 @@ pub fn opt_object(body: &Object, field: &str) -> ApiResult<Option<Object>> {
             "{field} must be an object"
         ))),
     }
+}
+
+/// A required object field.
+pub fn req_object(body: &Object, field: &str) -> ApiResult<Object> {
+    opt_object(body, field)?.ok_or_else(|| required(field))
+}
+
+/// The answer for a required field the request lacks.
+pub fn required(field: &str) -> EmulatorError {
+    EmulatorError::validation(format!("{field} is required"))
 }
 
 /// An object whose values are all strings (tags, jwt_sub_workspace_mapping).
@@ -225,6 +308,17 @@ impl IdRule {
         Ok(text)
     }
 
+    /// Checks an optional query filter and answers it (an empty one counts as absent, as the
+    /// lists treat it).
+    pub fn filter<'a>(
+        self,
+        query: &'a std::collections::HashMap<String, String>,
+        param: &'static str,
+    ) -> ApiResult<Option<&'a String>> {
+        self.query(query, param)?;
+        Ok(query.get(param).filter(|text| !text.is_empty()))
+    }
+
     /// Checks an optional query parameter.
     pub fn query(
         self,
@@ -245,6 +339,25 @@ pub fn opt_array(body: &Object, field: &str) -> ApiResult<Option<Vec<Value>>> {
             "{field} must be an array"
         ))),
     }
+}
+
+/// One item of a workspace access PUT (`workspaces[]`, integrations and MCP integrations):
+/// the object, its `id` (a workspace UUID or slug) and `enabled`, both required.
+pub fn access_item(item: &Value) -> ApiResult<(&Object, String, bool)> {
+    let item = item
+        .as_object()
+        .ok_or_else(|| EmulatorError::validation("workspaces items must be objects"))?;
+    let id = req_str(item, "id")
+        .map_err(|_| EmulatorError::validation("workspaces[].id is required"))?;
+    IdRule::UuidOrSlug.check("workspace_id", &id)?;
+    let enabled = opt_bool(item, "enabled")?
+        .ok_or_else(|| EmulatorError::validation("workspaces[].enabled is required"))?;
+    Ok((item, id, enabled))
+}
+
+/// A required array field.
+pub fn req_array(body: &Object, field: &str) -> ApiResult<Vec<Value>> {
+    opt_array(body, field)?.ok_or_else(|| required(field))
 }
 
 /// Reads a field of a seeded object leniently: a string, or the default.

@@ -1,14 +1,19 @@
 //! What rate-limits and usage-limits policies share on the wire: `conditions`, `group_by`, the
-//! `status` filter with its `active` default, 0-based paging, immutable fields on update, and how
-//! the `normalise` fault reorders a read. Kept in one place so the two siblings cannot drift.
+//! `status` filter with its `active` default, archiving ([`Policy`]), 0-based paging, immutable
+//! fields on update, and how the `normalise` fault reorders a read. Kept in one place so the two
+//! siblings cannot drift. The paged list envelope and the `search` and `type` filters serve the
+//! other kinds' lists too.
 
 use std::collections::HashMap;
 
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use super::{
+    clock::touched,
     errors::{ApiResult, EmulatorError},
     fields::{self, Object},
+    records::{Record, Records, missing},
+    state::Common,
 };
 
 /// A policy's `status`; DELETE archives, the `status` filter picks one of them.
@@ -19,8 +24,7 @@ pub const DEFAULT_PAGE_SIZE: usize = 100;
 
 /// A required field that must be one of `allowed`.
 pub fn required_enum(body: &Object, field: &str, allowed: &[&str]) -> ApiResult<String> {
-    fields::opt_enum(body, field, allowed)?
-        .ok_or_else(|| EmulatorError::validation(format!("{field} is required")))
+    fields::opt_enum(body, field, allowed)?.ok_or_else(|| fields::required(field))
 }
 
 /// Keys a condition or `group_by` may name: `api_key`, `organisation_id`, `workspace_id`, or
@@ -105,16 +109,48 @@ pub fn group_by(body: &Object) -> ApiResult<Vec<Value>> {
 /// Refuses an update that sends an immutable field with a value other than the current one
 /// (sending the current value, or `null`, is accepted): the API wants the policy recreated.
 pub fn reject_changes(body: &Object, immutable: &[(&str, Value)]) -> ApiResult<()> {
-    for (field, current) in immutable {
-        if body
-            .get(*field)
-            .is_some_and(|sent| !sent.is_null() && sent != current)
-        {
-            return Err(EmulatorError::validation(format!(
-                "{field} cannot be changed; delete and recreate the policy"
-            )));
-        }
-    }
+    fields::reject_changes(body, immutable, "delete and recreate the policy")
+}
+
+/// A policy record: reads filter on its `status`, DELETE archives it.
+pub trait Policy: Record {
+    /// `active` or `archived`.
+    fn status(&self) -> &str;
+    /// `status` and `last_updated_at`, for [`archive`].
+    fn lifecycle(&mut self) -> (&mut String, &mut String);
+}
+
+/// The policy `id` names if its status is `status`, else the API's answer for a missing one.
+pub fn in_status<'a, R: Policy>(
+    store: &'a Records<R>,
+    common: &Common,
+    id: &str,
+    status: &str,
+) -> ApiResult<&'a R> {
+    store
+        .find(id)
+        .filter(|r| r.status() == status)
+        .ok_or_else(|| missing::<R>(common, id))
+}
+
+/// The policy `id` names if it is active (only active policies take writes), else the API's
+/// answer for a missing one.
+pub fn active_mut<'a, R: Policy>(
+    store: &'a mut Records<R>,
+    common: &Common,
+    id: &str,
+) -> ApiResult<&'a mut R> {
+    store
+        .find_mut(id)
+        .filter(|r| r.status() == "active")
+        .ok_or_else(|| missing::<R>(common, id))
+}
+
+/// DELETE: archives the active policy `id` names.
+pub fn archive<R: Policy>(store: &mut Records<R>, common: &Common, id: &str) -> ApiResult<()> {
+    let (status, last_updated_at) = active_mut(store, common, id)?.lifecycle();
+    *status = "archived".to_owned();
+    *last_updated_at = touched(last_updated_at);
     Ok(())
 }
 
@@ -136,6 +172,25 @@ pub fn enum_filter(
         .get(name)
         .map(|value| fields::check_enum(name, Some(value), allowed))
         .transpose()
+}
+
+/// The `type` list filter of integrations and MCP integrations: `workspace` or `organisation`
+/// scoped ones, or `all` (also when absent).
+pub struct ScopeFilter(Option<String>);
+
+impl ScopeFilter {
+    pub fn parse(query: &HashMap<String, String>) -> ApiResult<Self> {
+        enum_filter(query, "type", &["workspace", "organisation", "all"]).map(Self)
+    }
+
+    /// Whether an object of that `workspace_id` (`None`: organisation scoped) is listed.
+    pub fn admits<T>(&self, workspace_id: Option<&T>) -> bool {
+        match self.0.as_deref() {
+            Some("workspace") => workspace_id.is_some(),
+            Some("organisation") => workspace_id.is_none(),
+            _ => true,
+        }
+    }
 }
 
 /// A non-negative integer query parameter.
@@ -163,6 +218,28 @@ pub fn page<T>(rows: Vec<T>, page_size: usize, current_page: usize) -> Vec<T> {
         .skip(current_page.saturating_mul(page_size))
         .take(page_size)
         .collect()
+}
+
+/// `{object: "list", total, data}`: the 0-based page of `matching`, each row shown by `row`.
+pub fn list_body<T>(
+    matching: Vec<T>,
+    page_size: usize,
+    current_page: usize,
+    row: impl FnMut(T) -> Value,
+) -> Value {
+    let total = matching.len();
+    let data: Vec<Value> = page(matching, page_size, current_page)
+        .into_iter()
+        .map(row)
+        .collect();
+    json!({"object": "list", "total": total, "data": data})
+}
+
+/// The `search` query filter: a case-insensitive part of `name` (absent: everything).
+pub fn searched(query: &HashMap<String, String>, name: &str) -> bool {
+    query
+        .get("search")
+        .is_none_or(|s| name.to_lowercase().contains(&s.to_lowercase()))
 }
 
 /// A read as a normalising server returns it: `conditions` and `group_by` in reverse order (the

@@ -6,17 +6,16 @@ use std::collections::HashMap;
 
 use axum::{
     Json,
-    body::Bytes,
     extract::{Path, Query, State},
     response::Response,
 };
 use serde_json::{Map, Value, json};
 
-use super::store::{Capability, KINDS, McpIntegrationsState, missing};
+use super::store::{Capability, KINDS, McpIntegrationsState};
 use crate::emulator::common::{
     clock::{now, touched},
     errors::{ApiResult, EmulatorError},
-    fields::{self, Object},
+    fields::{self, JsonObject, Object},
     normalise, policy_fields,
     state::lock,
 };
@@ -96,7 +95,7 @@ pub(super) async fn capabilities(
 ) -> ApiResult<Response> {
     let normalise = state.faults().normalise;
     let store = lock(&state.store);
-    let record = store.find(&key).ok_or_else(|| missing(&state, &key))?;
+    let record = store.get(&state, &key)?;
     let all: Vec<(String, bool)> = record
         .capabilities
         .iter()
@@ -115,12 +114,11 @@ pub(super) async fn capabilities(
 pub(super) async fn update_capabilities(
     State(state): State<McpIntegrationsState>,
     Path(key): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let updates = capability_updates(&body)?;
     let mut store = lock(&state.store);
-    let record = store.find_mut(&key).ok_or_else(|| missing(&state, &key))?;
+    let record = store.get_mut(&state, &key)?;
     for (name, kind, _) in &updates {
         if !record
             .capabilities
@@ -149,7 +147,7 @@ pub(super) async fn metadata(
     Path(key): Path<String>,
 ) -> ApiResult<Json<Value>> {
     let store = lock(&state.store);
-    let record = store.find(&key).ok_or_else(|| missing(&state, &key))?;
+    let record = store.get(&state, &key)?;
     let mut body = record.metadata.clone();
     body.insert("object".to_owned(), json!("mcp-integration-metadata"));
     Ok(Json(Value::Object(body)))
@@ -161,9 +159,8 @@ pub(super) async fn metadata(
 pub async fn discover(
     State(state): State<McpIntegrationsState>,
     Path(key): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let mut discovered = Vec::new();
     for (field, kind) in [
         ("tools", "tool"),
@@ -188,7 +185,7 @@ pub async fn discover(
     }
     let error = fields::opt_str(&body, "error")?;
     let mut store = lock(&state.store);
-    let record = store.find_mut(&key).ok_or_else(|| missing(&state, &key))?;
+    let record = store.get_mut(&state, &key)?;
     let at = now();
     if let Some(error) = error {
         record

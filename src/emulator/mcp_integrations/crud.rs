@@ -8,22 +8,22 @@ use std::{
 
 use axum::{
     Json,
-    body::Bytes,
     extract::{Path, Query, State},
     response::Response,
 };
 use serde_json::{Value, json};
 
 use super::store::{
-    AccessRow, McpIntegrationRecord, McpIntegrationsState, OBJECT, missing, pending_metadata,
+    AccessRow, McpIntegrationRecord, McpIntegrationsState, OBJECT, pending_metadata,
 };
 use crate::emulator::{
     common::{
         clock::{now, touched},
         errors::{ApiResult, EmulatorError},
-        fields::{self, IdRule, Object},
-        ids::{free_slug, new_id},
+        fields::{self, IdRule, JsonObject, Object},
+        ids::new_id,
         mappings, normalise, policy_fields,
+        records::reply_one,
         state::lock,
     },
     integrations::valid_slug,
@@ -47,9 +47,8 @@ const TRANSPORTS: &[&str] = &["http", "sse"];
 /// `POST …/mcp-integrations` → `{id, slug, object}`.
 pub(super) async fn create(
     State(state): State<McpIntegrationsState>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
     let name = fields::req_str(&body, "name")?;
     let url = url(&body, true)?.unwrap_or_default();
     let auth_type = policy_fields::required_enum(&body, "auth_type", AUTH_TYPES)?;
@@ -68,16 +67,7 @@ pub(super) async fn create(
     let mappings = mappings::secret_mappings(&body, &["configurations."])?;
     let description = fields::opt_str(&body, "description")?;
     let mut store = lock(&state.store);
-    let taken = |s: &str| store.by_id.values().any(|r| r.slug == s);
-    let slug = match slug {
-        Some(slug) if taken(&slug) => {
-            return Err(EmulatorError::validation(format!(
-                "an MCP integration with slug {slug} already exists"
-            )));
-        }
-        Some(slug) => slug,
-        None => free_slug(&name, "mcp", taken),
-    };
+    let slug = store.claim_slug(slug, &name)?;
     let at = now();
     let record = McpIntegrationRecord {
         seq: state.next_seq(),
@@ -102,9 +92,7 @@ pub(super) async fn create(
         capabilities: Vec::new(),
         metadata: pending_metadata(),
     };
-    let receipt = json!({"id": record.id, "slug": record.slug, "object": OBJECT});
-    store.by_id.insert(record.id.clone(), record);
-    Ok(Json(receipt))
+    Ok(Json(store.insert_receipt(record, OBJECT)))
 }
 
 /// `GET …/mcp-integrations` → `{object: "list", total, has_more, data}`: `type`,
@@ -118,7 +106,7 @@ pub(super) async fn list(
             "organisation_id is not a query parameter",
         ));
     }
-    let kind = policy_fields::enum_filter(&query, "type", &["workspace", "organisation", "all"])?;
+    let scope = policy_fields::ScopeFilter::parse(&query)?;
     let (page_size, current_page) = policy_fields::policy_page(&query)?;
     if page_size > 1000 {
         return Err(EmulatorError::validation("page_size must be 1 to 1000"));
@@ -126,32 +114,20 @@ pub(super) async fn list(
     let faults = state.faults();
     let store = lock(&state.store);
     let matching: Vec<&McpIntegrationRecord> = store
-        .sorted()
+        .listed(&faults)
         .into_iter()
-        .filter(|r| faults.listed(r.api_created))
-        .filter(|r| match kind.as_deref() {
-            Some("workspace") => r.workspace_id.is_some(),
-            Some("organisation") => r.workspace_id.is_none(),
-            _ => true,
-        })
+        .filter(|r| scope.admits(r.workspace_id.as_ref()))
         .filter(|r| {
             query
                 .get("workspace_id")
                 .is_none_or(|ws| r.enabled_for(&[ws.as_str()]))
         })
-        .filter(|r| {
-            query
-                .get("search")
-                .is_none_or(|s| r.name.to_lowercase().contains(&s.to_lowercase()))
-        })
+        .filter(|r| policy_fields::searched(&query, &r.name))
         .collect();
     let total = matching.len();
-    let data: Vec<Value> = policy_fields::page(matching, page_size, current_page)
-        .into_iter()
-        .map(McpIntegrationRecord::row)
-        .collect();
-    let has_more = (current_page + 1) * page_size < total;
-    let body = json!({"object": "list", "total": total, "has_more": has_more, "data": data});
+    let mut body =
+        policy_fields::list_body(matching, page_size, current_page, McpIntegrationRecord::row);
+    body["has_more"] = json!((current_page + 1) * page_size < total);
     Ok(normalise::reply(&body, faults.normalise))
 }
 
@@ -159,10 +135,7 @@ pub(super) async fn read(
     State(state): State<McpIntegrationsState>,
     Path(key): Path<String>,
 ) -> ApiResult<Response> {
-    let normalise = state.faults().normalise;
-    let store = lock(&state.store);
-    let record = store.find(&key).ok_or_else(|| missing(&state, &key))?;
-    Ok(normalise::reply(&record.detail(), normalise))
+    reply_one(&state, &state.store, &key, McpIntegrationRecord::detail)
 }
 
 /// `PUT …/mcp-integrations/{id}` → `{}`: `name`, `description`, `configurations` (replaced
@@ -171,17 +144,10 @@ pub(super) async fn read(
 pub(super) async fn update(
     State(state): State<McpIntegrationsState>,
     Path(key): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
-    let name = fields::opt_str(&body, "name")?;
-    if name.as_ref().is_some_and(|n| n.trim().is_empty()) {
-        return Err(EmulatorError::validation("name must not be empty"));
-    }
-    let description = body
-        .contains_key("description")
-        .then(|| fields::opt_str(&body, "description"))
-        .transpose()?;
+    let name = fields::opt_name(&body)?;
+    let description = fields::clearable_str(&body, "description", usize::MAX)?;
     let configurations = fields::opt_object(&body, "configurations")?;
     let new_url = url(&body, false)?;
     let auth_type = fields::opt_enum(&body, "auth_type", AUTH_TYPES)?;
@@ -195,44 +161,29 @@ pub(super) async fn update(
         || transport.is_some()
         || mappings.is_some();
     let mut store = lock(&state.store);
-    let record = store.find_mut(&key).ok_or_else(|| missing(&state, &key))?;
-    for (field, current) in [
-        ("slug", json!(record.slug)),
-        ("workspace_id", json!(record.workspace_id)),
-    ] {
-        if body
-            .get(field)
-            .is_some_and(|sent| !sent.is_null() && *sent != current)
-        {
-            return Err(EmulatorError::validation(format!(
-                "{field} cannot be changed; create another MCP integration"
-            )));
-        }
-    }
+    let record = store.get_mut(&state, &key)?;
+    fields::reject_changes(
+        &body,
+        &[
+            ("slug", json!(record.slug)),
+            ("workspace_id", json!(record.workspace_id)),
+        ],
+        "create another MCP integration",
+    )?;
     if !changes {
         return Err(EmulatorError::validation(
             "request body must contain at least one field to update",
         ));
     }
-    if let Some(name) = name {
-        record.name = name;
-    }
-    if let Some(description) = description {
-        record.description = description;
-    }
+    fields::set(&mut record.name, name);
+    fields::set(&mut record.description, description);
     if let Some(configurations) = configurations {
         record.configurations = configurations;
         record.configuration_writes += 1;
     }
-    if let Some(url) = new_url {
-        record.url = url;
-    }
-    if let Some(auth_type) = auth_type {
-        record.auth_type = auth_type;
-    }
-    if let Some(transport) = transport {
-        record.transport = transport;
-    }
+    fields::set(&mut record.url, new_url);
+    fields::set(&mut record.auth_type, auth_type);
+    fields::set(&mut record.transport, transport);
     if let Some(mappings) = mappings {
         record.secret_mappings = Some(mappings);
     }
@@ -244,13 +195,7 @@ pub(super) async fn delete(
     State(state): State<McpIntegrationsState>,
     Path(key): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    let mut store = lock(&state.store);
-    let id = store
-        .find(&key)
-        .ok_or_else(|| missing(&state, &key))?
-        .id
-        .clone();
-    store.by_id.remove(&id);
+    lock(&state.store).take(&state, &key)?;
     Ok(Json(json!({})))
 }
 
@@ -262,7 +207,7 @@ pub(super) async fn workspaces(
 ) -> ApiResult<Response> {
     let normalise = state.faults().normalise;
     let store = lock(&state.store);
-    let record = store.find(&key).ok_or_else(|| missing(&state, &key))?;
+    let record = store.get(&state, &key)?;
     let rows: Vec<Value> = record.rows.iter().map(AccessRow::row).collect();
     let body = if query.contains_key("version") {
         let data: Vec<Value> = rows
@@ -285,22 +230,13 @@ pub(super) async fn workspaces(
 pub(super) async fn update_workspaces(
     State(state): State<McpIntegrationsState>,
     Path(key): Path<String>,
-    body: Bytes,
+    JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let body = fields::parse_object(&body)?;
-    let items = fields::opt_array(&body, "workspaces")?
-        .ok_or_else(|| EmulatorError::validation("workspaces is required"))?;
+    let items = fields::req_array(&body, "workspaces")?;
     let mut rows = Vec::with_capacity(items.len());
     let mut seen = HashSet::new();
     for item in &items {
-        let item = item
-            .as_object()
-            .ok_or_else(|| EmulatorError::validation("workspaces items must be objects"))?;
-        let id = fields::req_str(item, "id")
-            .map_err(|_| EmulatorError::validation("workspaces[].id is required"))?;
-        IdRule::UuidOrSlug.check("workspace_id", &id)?;
-        let enabled = fields::opt_bool(item, "enabled")?
-            .ok_or_else(|| EmulatorError::validation("workspaces[].enabled is required"))?;
+        let (_, id, enabled) = fields::access_item(item)?;
         if !seen.insert(id.clone()) {
             return Err(EmulatorError::validation(format!(
                 "workspaces names {id} twice"
@@ -323,7 +259,7 @@ pub(super) async fn update_workspaces(
     let overriding =
         fields::opt_bool(&body, "override_existing_workspace_access")?.unwrap_or(false);
     let mut store = lock(&state.store);
-    let record = store.find_mut(&key).ok_or_else(|| missing(&state, &key))?;
+    let record = store.get_mut(&state, &key)?;
     if overriding {
         for row in record.rows.iter_mut().filter(|r| !seen.contains(&r.id)) {
             if row.enabled {

@@ -31,6 +31,8 @@ mod store;
 
 use axum::{Router, extract::FromRef, routing::get};
 
+use super::common::routes as common_routes;
+
 pub use capabilities::{capabilities_page, capability_updates, discover, undiscovered};
 pub use store::{McpIntegrationStore, McpIntegrationsState};
 
@@ -41,22 +43,22 @@ where
     McpIntegrationsState: FromRef<S>,
 {
     let base = "/ai_gw/admin/v2/mcp-integrations";
-    Router::new()
-        .route(base, get(crud::list).post(crud::create))
-        .route(
-            &format!("{base}/{{mcpIntegrationId}}"),
-            get(crud::read).put(crud::update).delete(crud::delete),
-        )
-        .route(
-            &format!("{base}/{{mcpIntegrationId}}/workspaces"),
-            get(crud::workspaces).put(crud::update_workspaces),
-        )
-        .route(
-            &format!("{base}/{{mcpIntegrationId}}/capabilities"),
-            get(capabilities::capabilities).put(capabilities::update_capabilities),
-        )
-        .route(
-            &format!("{base}/{{mcpIntegrationId}}/metadata"),
-            get(capabilities::metadata),
-        )
+    common_routes::crud(
+        base,
+        "mcpIntegrationId",
+        (crud::list, crud::create),
+        (crud::read, crud::update, crud::delete),
+    )
+    .route(
+        &format!("{base}/{{mcpIntegrationId}}/workspaces"),
+        get(crud::workspaces).put(crud::update_workspaces),
+    )
+    .route(
+        &format!("{base}/{{mcpIntegrationId}}/capabilities"),
+        get(capabilities::capabilities).put(capabilities::update_capabilities),
+    )
+    .route(
+        &format!("{base}/{{mcpIntegrationId}}/metadata"),
+        get(capabilities::metadata),
+    )
 }

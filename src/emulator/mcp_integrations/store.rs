@@ -1,15 +1,15 @@
 //! The MCP integrations' store and read shapes, which the routes (`crud`, `capabilities`) share.
 
-use std::{collections::HashMap, time::Instant};
+use std::time::Instant;
 
 use serde_json::{Map, Value, json};
 
 use crate::emulator::{
     common::{
         clock::now,
-        errors::{ApiResult, EmulatorError},
+        errors::ApiResult,
         fields::{self, Object},
-        ids::{free_slug, new_id},
+        records::{Key, Kind, Record, Records, Slug},
         state::{Common, KindState},
     },
     integrations::masked_configurations,
@@ -28,10 +28,7 @@ pub(super) const KINDS: &[(&str, &str)] = &[
     ("resource_template", "resource_templates"),
 ];
 
-#[derive(Default)]
-pub struct McpIntegrationStore {
-    pub(super) by_id: HashMap<String, McpIntegrationRecord>,
-}
+pub type McpIntegrationStore = Records<McpIntegrationRecord>;
 
 pub struct McpIntegrationRecord {
     pub seq: u64,
@@ -223,45 +220,24 @@ impl McpIntegrationRecord {
     }
 }
 
+impl Record for McpIntegrationRecord {
+    const KIND: Kind = Kind::new("an", "MCP integration", Slug::Named("mcp"));
+
+    fn key(&self) -> Key<'_> {
+        Key::new(self.seq, &self.id, &self.slug, self.api_created)
+    }
+}
+
 impl McpIntegrationStore {
-    pub fn sorted(&self) -> Vec<&McpIntegrationRecord> {
-        let mut records: Vec<_> = self.by_id.values().collect();
-        records.sort_by_key(|r| r.seq);
-        records
-    }
-
-    /// By UUID or slug.
-    pub fn find(&self, key: &str) -> Option<&McpIntegrationRecord> {
-        self.by_id
-            .get(key)
-            .or_else(|| self.by_id.values().find(|r| r.slug == key))
-    }
-
-    pub(super) fn find_mut(&mut self, key: &str) -> Option<&mut McpIntegrationRecord> {
-        let id = self.find(key)?.id.clone();
-        self.by_id.get_mut(&id)
-    }
-
     pub fn dump(&self) -> Vec<Value> {
-        self.sorted()
-            .into_iter()
-            .map(McpIntegrationRecord::dump)
-            .collect()
+        self.dump_with(McpIntegrationRecord::dump)
     }
 
     /// Preloads an integration given in its read shape, with `configurations` in clear,
     /// `workspaces` as access rows (`{id, enabled}`) and `tools` as discovered tool names;
     /// answers its id and slug.
     pub fn seed(&mut self, common: &Common, item: &Object) -> ApiResult<(String, String)> {
-        let name = fields::str_or(item, "name", "seeded MCP integration");
-        let slug = fields::nullable_str(item, "slug")
-            .unwrap_or_else(|| free_slug(&name, "mcp", |s| self.find(s).is_some()));
-        let id = fields::str_or(item, "id", new_id());
-        if self.find(&id).is_some() || self.find(&slug).is_some() {
-            return Err(EmulatorError::validation(format!(
-                "MCP integration {slug} already exists"
-            )));
-        }
+        let (id, slug, name) = self.seed_names(item, "seeded MCP integration")?;
         let at = now();
         let rows = item
             .get("workspaces")
@@ -321,13 +297,9 @@ impl McpIntegrationStore {
             metadata,
             configuration_writes: 0,
         };
-        self.by_id.insert(id.clone(), record);
+        self.insert(record);
         Ok((id, slug))
     }
-}
-
-pub(super) fn missing(state: &Common, key: &str) -> EmulatorError {
-    state.missing(&format!("MCP integration {key}"))
 }
 
 pub(super) fn pending_metadata() -> Object {

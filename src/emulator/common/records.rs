@@ -1,0 +1,237 @@
+//! The store most kinds keep: records by id, found by UUID or slug, listed in creation order,
+//! with the API's answers for a record that is missing, a seed that is already there and a slug
+//! that another record has. One implementation, so that the kinds cannot drift apart.
+
+use std::{collections::HashMap, sync::Mutex, time::Instant};
+
+use axum::response::Response;
+use serde_json::{Value, json};
+
+use super::{
+    errors::{ApiResult, EmulatorError},
+    faults::Faults,
+    fields::{self, Object},
+    ids::{free_slug, make_slug, new_id},
+    normalise,
+    state::{Common, lock},
+};
+
+/// How messages name a kind and how it makes slugs:
+/// `Kind::new("a", "provider", Slug::Named("provider"))`.
+pub struct Kind {
+    /// `a` or `an`, before [`Self::what`].
+    pub article: &'static str,
+    /// The kind as messages name it (`secret reference`, `MCP server`).
+    pub what: &'static str,
+    pub slug: Slug,
+}
+
+impl Kind {
+    pub const fn new(article: &'static str, what: &'static str, slug: Slug) -> Self {
+        Self {
+            article,
+            what,
+            slug,
+        }
+    }
+}
+
+/// The slugs the API makes for a kind.
+pub enum Slug {
+    /// `<name, dashed>-<6 hex>` ([`free_slug`]), with this stem for a name with nothing to keep.
+    Named(&'static str),
+    /// `<prefix>-<six name characters>-<6 hex>` ([`make_slug`]), like `pc-pplx-c-ca7a87`.
+    Prefixed(&'static str),
+}
+
+/// What [`Records`] reads of a record.
+pub struct Key<'a> {
+    /// Orders lists by creation ([`Common::next_seq`]).
+    pub seq: u64,
+    pub id: &'a str,
+    pub slug: &'a str,
+    /// When the API created it (`None` when seeded); lists lag behind it under `list_lag_ms`.
+    pub api_created: Option<Instant>,
+}
+
+impl<'a> Key<'a> {
+    pub const fn new(seq: u64, id: &'a str, slug: &'a str, api_created: Option<Instant>) -> Self {
+        Self {
+            seq,
+            id,
+            slug,
+            api_created,
+        }
+    }
+}
+
+/// What [`Records`] needs of a kind's record.
+pub trait Record {
+    const KIND: Kind;
+
+    fn key(&self) -> Key<'_>;
+}
+
+/// Records of one kind by id, with an index of their slugs (a slug never changes once the
+/// record is in).
+pub struct Records<R> {
+    by_id: HashMap<String, R>,
+    id_by_slug: HashMap<String, String>,
+}
+
+impl<R> Default for Records<R> {
+    fn default() -> Self {
+        Self {
+            by_id: HashMap::new(),
+            id_by_slug: HashMap::new(),
+        }
+    }
+}
+
+impl<R: Record> Records<R> {
+    /// Every record in creation order.
+    pub fn sorted(&self) -> Vec<&R> {
+        let mut records: Vec<_> = self.by_id.values().collect();
+        records.sort_by_key(|r| r.key().seq);
+        records
+    }
+
+    /// Every record a list shows now, in creation order (`list_lag_ms` hides new ones).
+    pub fn listed(&self, faults: &Faults) -> Vec<&R> {
+        self.sorted()
+            .into_iter()
+            .filter(|r| faults.listed(r.key().api_created))
+            .collect()
+    }
+
+    /// By UUID or slug.
+    pub fn find(&self, key: &str) -> Option<&R> {
+        self.by_id.get(key).or_else(|| {
+            let id = self.id_by_slug.get(key)?;
+            self.by_id.get(id)
+        })
+    }
+
+    pub fn find_mut(&mut self, key: &str) -> Option<&mut R> {
+        let id = self.find(key)?.key().id.to_owned();
+        self.by_id.get_mut(&id)
+    }
+
+    /// By UUID or slug, or the API's answer for a missing one (404 `AB08`, or 403 `AB03` under
+    /// `missing_as_ab03`).
+    pub fn get(&self, common: &Common, key: &str) -> ApiResult<&R> {
+        self.find(key).ok_or_else(|| missing::<R>(common, key))
+    }
+
+    /// [`Self::get`], mutably.
+    pub fn get_mut(&mut self, common: &Common, key: &str) -> ApiResult<&mut R> {
+        self.find_mut(key).ok_or_else(|| missing::<R>(common, key))
+    }
+
+    /// Removes the record `key` (UUID or slug) names.
+    pub fn remove(&mut self, key: &str) -> Option<R> {
+        let id = self.find(key)?.key().id.to_owned();
+        let removed = self.by_id.remove(&id)?;
+        self.id_by_slug.remove(removed.key().slug);
+        Some(removed)
+    }
+
+    /// Removes the record `key` names (a hard delete), or the API's answer for a missing one.
+    pub fn take(&mut self, common: &Common, key: &str) -> ApiResult<R> {
+        self.remove(key).ok_or_else(|| missing::<R>(common, key))
+    }
+
+    pub fn values_mut(&mut self) -> impl Iterator<Item = &mut R> {
+        self.by_id.values_mut()
+    }
+
+    pub fn insert(&mut self, record: R) {
+        let key = record.key();
+        self.id_by_slug
+            .insert(key.slug.to_owned(), key.id.to_owned());
+        self.by_id.insert(key.id.to_owned(), record);
+    }
+
+    pub fn slug_taken(&self, slug: &str) -> bool {
+        self.id_by_slug.contains_key(slug)
+    }
+
+    /// A slug for `name` that no record has, in the kind's [`Slug`] style.
+    pub fn new_slug(&self, name: &str) -> String {
+        match R::KIND.slug {
+            Slug::Named(fallback) => free_slug(name, fallback, |slug| self.slug_taken(slug)),
+            Slug::Prefixed(prefix) => loop {
+                let slug = make_slug(prefix, name);
+                if !self.slug_taken(&slug) {
+                    return slug;
+                }
+            },
+        }
+    }
+
+    /// A create's slug: the one it asks for, refused when another record has it, or a new one.
+    pub fn claim_slug(&self, wanted: Option<String>, name: &str) -> ApiResult<String> {
+        match wanted {
+            Some(slug) if self.slug_taken(&slug) => Err(EmulatorError::validation(format!(
+                "{} {} with slug {slug} already exists",
+                R::KIND.article,
+                R::KIND.what
+            ))),
+            Some(slug) => Ok(slug),
+            None => Ok(self.new_slug(name)),
+        }
+    }
+
+    /// Adds a created record and answers the receipt the API gives: `{id, slug, object}`.
+    pub fn insert_receipt(&mut self, record: R, object: &str) -> Value {
+        let key = record.key();
+        let receipt = json!({"id": key.id, "slug": key.slug, "object": object});
+        self.insert(record);
+        receipt
+    }
+
+    /// The `id`, `slug` and `name` of a record to seed: as `item` gives them, else a new id, a
+    /// slug made from the name and `name`; refused when a record has that id or slug.
+    pub fn seed_names(&self, item: &Object, name: &str) -> ApiResult<(String, String, String)> {
+        let name = fields::str_or(item, "name", name);
+        let slug = fields::nullable_str(item, "slug").unwrap_or_else(|| self.new_slug(&name));
+        let id = fields::str_or(item, "id", new_id());
+        self.check_new(&id, &slug)?;
+        Ok((id, slug, name))
+    }
+
+    /// Refuses to seed a record whose id or slug is already known.
+    pub fn check_new(&self, id: &str, slug: &str) -> ApiResult<()> {
+        if self.find(id).is_some() || self.find(slug).is_some() {
+            return Err(EmulatorError::validation(format!(
+                "{} {slug} already exists",
+                R::KIND.what
+            )));
+        }
+        Ok(())
+    }
+
+    /// Every record in creation order, each as `dump` shows it (for `GET /_emulator/state`).
+    pub fn dump_with(&self, dump: impl FnMut(&R) -> Value) -> Vec<Value> {
+        self.sorted().into_iter().map(dump).collect()
+    }
+}
+
+/// The API's answer for a record of `R` that `key` names but that does not exist (or that the
+/// request may not see).
+pub fn missing<R: Record>(common: &Common, key: &str) -> EmulatorError {
+    common.missing(&format!("{} {key}", R::KIND.what))
+}
+
+/// `GET …/{id}`: one record, shown by `read`, as the `normalise` fault shapes it.
+pub fn reply_one<R: Record>(
+    common: &Common,
+    store: &Mutex<Records<R>>,
+    key: &str,
+    read: impl FnOnce(&R) -> Value,
+) -> ApiResult<Response> {
+    let normalise = common.faults().normalise;
+    let store = lock(store);
+    let record = store.get(common, key)?;
+    Ok(normalise::reply(&read(record), normalise))
+}
