@@ -8,7 +8,6 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::common::Recorded;
 use super::config::{ConfigSecretRef, SecretKeyRef};
 use super::config_document::SecretDocument;
 use super::limits::{RateLimit, UsageLimits, covers};
@@ -626,17 +625,7 @@ fn write_only(
 
 super::common::governed!(Integration, DeletionPolicy::Orphan, slug);
 
-impl Recorded for IntegrationStatus {
-    fn recorded_remote(&self) -> Option<&str> {
-        self.id.as_deref().or(self.slug.as_deref())
-    }
-    fn remote_keys(&self) -> Vec<&str> {
-        [self.id.as_deref(), self.slug.as_deref()]
-            .into_iter()
-            .flatten()
-            .collect()
-    }
-}
+super::common::recorded!(IntegrationStatus, id or slug);
 
 #[cfg(test)]
 mod tests {

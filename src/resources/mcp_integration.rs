@@ -6,7 +6,6 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::common::Recorded;
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 use crate::api;
@@ -437,17 +436,7 @@ pub fn capability_updates(
 
 super::common::governed!(McpIntegration, DeletionPolicy::Orphan, slug);
 
-impl Recorded for McpIntegrationStatus {
-    fn recorded_remote(&self) -> Option<&str> {
-        self.id.as_deref().or(self.slug.as_deref())
-    }
-    fn remote_keys(&self) -> Vec<&str> {
-        [self.id.as_deref(), self.slug.as_deref()]
-            .into_iter()
-            .flatten()
-            .collect()
-    }
-}
+super::common::recorded!(McpIntegrationStatus, id or slug);
 
 #[cfg(test)]
 mod tests {

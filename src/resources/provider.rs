@@ -6,7 +6,6 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::common::Recorded;
 use super::limits::{UsageLimits, covers};
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, embeds_managed};
@@ -245,17 +244,7 @@ impl ProviderSpec {
 
 super::common::governed!(Provider, DeletionPolicy::Orphan, slug);
 
-impl Recorded for ProviderStatus {
-    fn recorded_remote(&self) -> Option<&str> {
-        self.id.as_deref().or(self.slug.as_deref())
-    }
-    fn remote_keys(&self) -> Vec<&str> {
-        [self.id.as_deref(), self.slug.as_deref()]
-            .into_iter()
-            .flatten()
-            .collect()
-    }
-}
+super::common::recorded!(ProviderStatus, id or slug);
 
 impl Provider {
     /// True when `value` (a Config document's string) routes to this provider: `@<slug>` of

@@ -9,7 +9,6 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::common::Recorded;
 use super::limits::{RateLimit, UsageLimits, covers};
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, Reword, embeds_managed};
@@ -349,17 +348,7 @@ impl WorkspaceSettings {
 
 super::common::governed!(Workspace, DeletionPolicy::Orphan, slug);
 
-impl Recorded for WorkspaceStatus {
-    fn recorded_remote(&self) -> Option<&str> {
-        self.id.as_deref().or(self.slug.as_deref())
-    }
-    fn remote_keys(&self) -> Vec<&str> {
-        [self.id.as_deref(), self.slug.as_deref()]
-            .into_iter()
-            .flatten()
-            .collect()
-    }
-}
+super::common::recorded!(WorkspaceStatus, id or slug);
 
 /// The IAM scope aigw makes for the Workspace named `name` whose ownership token is `token`:
 /// `ws_<name>_<6 characters of the token>`, SCM's own naming, fixed for the resource's life (a
