@@ -69,14 +69,11 @@ impl EmbedsManagedStatus for ApiKeyStatus {
 
 impl Managed for ApiKey {
     crate::controller::driver::kind::namespaced_api!();
-    type Status = ApiKeyStatus;
     const KIND: &'static str = "ApiKey";
     const MANAGER: &'static str = "aigw/apikey";
     const LISTED: bool = true;
 
-    crate::controller::driver::kind::status_field!();
-
-    crate::controller::driver::issuing::driven_issuing!();
+    crate::controller::driver::flow::driven!(issuing);
 
     fn due_in(&self, status: &ApiKeyStatus) -> Option<Duration> {
         rotation::due_in(&status.rotation)
@@ -187,9 +184,6 @@ impl Verbs for ApiKey {
             differs: self.spec.update_for(remote, config_id.as_deref()).0,
             inputs: Vec::new(),
         }
-    }
-    fn recorded(status: &ApiKeyStatus) -> Option<String> {
-        status.id.clone()
     }
     async fn find_created(
         &self,

@@ -52,13 +52,10 @@ pub const DEPLOYMENT_ID_ANNOTATION: &str = "aigw.io/deployment-id";
 
 impl Managed for Deployment {
     crate::controller::driver::kind::namespaced_api!();
-    type Status = DeploymentStatus;
     const KIND: &'static str = "Deployment";
     const MANAGER: &'static str = MANAGER;
 
-    crate::controller::driver::kind::status_field!();
-
-    crate::controller::driver::issuing::driven_issuing!();
+    crate::controller::driver::flow::driven!(issuing);
 
     fn due_in(&self, status: &DeploymentStatus) -> Option<Duration> {
         rotation::due_in(&status.rotation)
@@ -109,9 +106,6 @@ impl Verbs for Deployment {
             differs: self.spec.diff(remote),
             ..Default::default()
         }
-    }
-    fn recorded(status: &DeploymentStatus) -> Option<String> {
-        status.id.clone()
     }
     /// Adopting reaches a gateway made outside aigw: everything it serves must be granted too
     /// (its workspaces; the organisation, if it is the default gateway).

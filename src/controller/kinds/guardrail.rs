@@ -24,7 +24,6 @@ use crate::controller::driver::create::{Created, Lookup, Row as Candidate, one_n
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::every;
-use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -38,15 +37,6 @@ mod mcp_servers;
 
 /// Condition reason while a Config still names the guardrail being deleted.
 pub const STILL_REFERENCED: &str = "StillReferenced";
-
-impl EmbedsManagedStatus for GuardrailStatus {
-    fn without_own_timestamps(&self) -> Self {
-        Self {
-            last_applied_at: None,
-            ..self.clone()
-        }
-    }
-}
 
 /// What the flow needs of a guardrail kind.
 pub trait GuardrailObject:
@@ -66,12 +56,9 @@ macro_rules! guardrail_kind {
 
         impl Managed for $kind {
             crate::controller::driver::kind::$api!();
-            type Status = GuardrailStatus;
             const KIND: &'static str = stringify!($kind);
             const MANAGER: &'static str = $manager;
             const LISTED: bool = true;
-
-            crate::controller::driver::kind::status_field!();
 
             crate::controller::driver::flow::driven!();
 
@@ -124,9 +111,6 @@ macro_rules! guardrail_kind {
                 status: &GuardrailStatus,
             ) -> Comparison {
                 compare(self, desired.as_ref(), remote, status)
-            }
-            fn recorded(status: &GuardrailStatus) -> Option<String> {
-                status.slug.clone().or(status.id.clone())
             }
             fn refuses(remote: &GuardrailDetails) -> Option<String> {
                 Self::other_kind(remote)

@@ -26,7 +26,6 @@ use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, Row, one_named, sent_or};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::every;
-use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -42,22 +41,10 @@ pub const INTEGRATION_NOT_READY: &str = "IntegrationNotReady";
 /// Condition reason while a Config still names the provider being deleted.
 pub const STILL_REFERENCED: &str = "StillReferenced";
 
-impl EmbedsManagedStatus for ProviderStatus {
-    fn without_own_timestamps(&self) -> Self {
-        Self {
-            last_applied_at: None,
-            ..self.clone()
-        }
-    }
-}
-
 impl Managed for Provider {
     crate::controller::driver::kind::namespaced_api!();
-    type Status = ProviderStatus;
     const KIND: &'static str = "Provider";
     const MANAGER: &'static str = "aigw/provider";
-
-    crate::controller::driver::kind::status_field!();
 
     crate::controller::driver::flow::driven!();
 }
@@ -143,12 +130,6 @@ impl Verbs for Provider {
             },
             differs,
         }
-    }
-    fn recorded(status: &ProviderStatus) -> Option<String> {
-        status.id.clone().or(status.slug.clone())
-    }
-    fn shown(status: &ProviderStatus) -> Option<String> {
-        status.slug.clone().or(status.id.clone())
     }
     /// A provider of the slug binds another integration (or lives in another workspace).
     fn not_adoptable(&self, desired: &Binding, remote: &RemoteProvider) -> Option<String> {
