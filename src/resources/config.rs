@@ -439,13 +439,6 @@ pub(crate) use applied_history;
 applied_history!(ConfigStatus);
 
 impl ConfigSpec {
-    /// The `connectionRef` name, `default` when absent.
-    pub fn connection_name(&self) -> &str {
-        self.connection_ref
-            .as_ref()
-            .map_or("default", |c| c.name.as_str())
-    }
-
     /// The create body for this spec.
     pub fn create_request(&self) -> api::CreateConfigRequest {
         self.create_request_with(&self.config.to_map())

@@ -696,13 +696,6 @@ impl ClusterGuardrailSpec {
 }
 
 impl GuardrailDefinition {
-    /// The `connectionRef` name, `default` when absent.
-    pub fn connection_name(&self) -> &str {
-        self.connection_ref
-            .as_ref()
-            .map_or("default", |c| c.name.as_str())
-    }
-
     /// The create body sending `document` (the spec's `{checks, actions}`, Secret values
     /// filled in).
     pub fn create_request_with(

@@ -406,13 +406,6 @@ impl SecretDocument for IntegrationSpec {
 }
 
 impl IntegrationSpec {
-    /// The `connectionRef` name, `default` when absent.
-    pub fn connection_name(&self) -> &str {
-        self.connection_ref
-            .as_ref()
-            .map_or("default", |c| c.name.as_str())
-    }
-
     /// The create body sending `document` (`{key?, configurations?}`, Secret values filled in).
     /// Never lets the API make a default provider.
     pub fn create_request_with(

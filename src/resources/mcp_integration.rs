@@ -294,13 +294,6 @@ pub struct WantedAccess {
 }
 
 impl McpIntegrationSpec {
-    /// The `connectionRef` name, `default` when absent.
-    pub fn connection_name(&self) -> &str {
-        self.connection_ref
-            .as_ref()
-            .map_or("default", |c| c.name.as_str())
-    }
-
     /// The create body with `configurations` filled in (`None`: none sent), in the tenant it
     /// names.
     pub fn create_request(

@@ -190,13 +190,6 @@ impl McpServerSpec {
         self.workspace_id.as_deref().unwrap_or_default()
     }
 
-    /// The `connectionRef` name, `default` when absent.
-    pub fn connection_name(&self) -> &str {
-        self.connection_ref
-            .as_ref()
-            .map_or("default", |c| c.name.as_str())
-    }
-
     /// The create body instantiating `integration` (its UUID or slug).
     pub fn create_request(&self, integration: &str) -> api::CreateMcpServerRequest {
         api::CreateMcpServerRequest {

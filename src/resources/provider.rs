@@ -156,13 +156,6 @@ impl ProviderSpec {
         self.workspace_id.as_deref().unwrap_or_default()
     }
 
-    /// The `connectionRef` name, `default` when absent.
-    pub fn connection_name(&self) -> &str {
-        self.connection_ref
-            .as_ref()
-            .map_or("default", |c| c.name.as_str())
-    }
-
     /// The create body binding `integration_id`. Never inline rate limits (they fail live).
     pub fn create_request(&self, integration_id: &str) -> api::CreateProviderRequest {
         api::CreateProviderRequest {

@@ -185,13 +185,6 @@ pub struct SecretReferenceStatus {
 embeds_managed!(SecretReferenceStatus, ManagedStatus);
 
 impl SecretReferenceSpec {
-    /// The `connectionRef` name, `default` when absent.
-    pub fn connection_name(&self) -> &str {
-        self.connection_ref
-            .as_ref()
-            .map_or("default", |c| c.name.as_str())
-    }
-
     /// `allow_all_workspaces` as the spec means it.
     fn allow_all(&self) -> bool {
         self.allowed_workspaces.is_empty()

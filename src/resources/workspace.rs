@@ -201,13 +201,6 @@ pub struct WorkspaceSettings {
 }
 
 impl WorkspaceSpec {
-    /// The `connectionRef` name, `default` when absent.
-    pub fn connection_name(&self) -> &str {
-        self.connection_ref
-            .as_ref()
-            .map_or("default", |c| c.name.as_str())
-    }
-
     /// The settings, with the default config `config` resolves to.
     pub fn settings(&self, config: Option<DefaultConfig>) -> WorkspaceSettings {
         let defaults = self.defaults.as_ref().map(|d| {
