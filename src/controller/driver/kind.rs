@@ -120,8 +120,11 @@ pub trait Managed:
     /// False for a cluster-scoped kind: one controller and one watch cache for it, whatever
     /// `--namespace` says, and no namespace grants (see [`crate::controller::driver::gate`]).
     const NAMESPACED: bool = true;
-    /// Server-side apply field manager for this kind's status.
-    const MANAGER: &'static str;
+    /// Server-side apply field manager for this kind's status: `aigw/` and the kind's name in
+    /// lower case.
+    fn manager() -> String {
+        format!("aigw/{}", Self::KIND.to_lowercase())
+    }
 
     /// Makes a copy read from the cluster (a watch event, a re-read) what reconciles read: the
     /// create intent of its `aigw.io/create-intent` annotation shown in its status
@@ -777,7 +780,7 @@ async fn write_status<K: Managed>(
     let written = objects
         .patch_status(
             name,
-            &PatchParams::apply(K::MANAGER).force(),
+            &PatchParams::apply(&K::manager()).force(),
             &Patch::Apply(&patch),
         )
         .await

@@ -70,7 +70,6 @@ impl EmbedsManagedStatus for ApiKeyStatus {
 impl Managed for ApiKey {
     crate::controller::driver::kind::namespaced_api!();
     const KIND: &'static str = "ApiKey";
-    const MANAGER: &'static str = "aigw/apikey";
     const LISTED: bool = true;
 
     crate::controller::driver::flow::driven!(issuing);

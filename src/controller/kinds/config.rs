@@ -82,7 +82,6 @@ pub async fn holders(config: &Config, ctx: &Context) -> Result<Vec<String>, Halt
 impl Managed for Config {
     crate::controller::driver::kind::namespaced_api!();
     const KIND: &'static str = "Config";
-    const MANAGER: &'static str = "aigw/config";
     const LISTED: bool = true;
 
     crate::controller::driver::flow::driven!();

@@ -32,7 +32,6 @@ pub use crate::controller::driver::secret_delivery::{
     MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_ANNOTATION, ROTATED_AT_ANNOTATION,
     ROTATION_ID_ANNOTATION,
 };
-const MANAGER: &str = "aigw/deployment";
 
 impl EmbedsManagedStatus for DeploymentStatus {
     fn without_own_timestamps(&self) -> Self {
@@ -53,7 +52,6 @@ pub const DEPLOYMENT_ID_ANNOTATION: &str = "aigw.io/deployment-id";
 impl Managed for Deployment {
     crate::controller::driver::kind::namespaced_api!();
     const KIND: &'static str = "Deployment";
-    const MANAGER: &'static str = MANAGER;
 
     crate::controller::driver::flow::driven!(issuing);
 

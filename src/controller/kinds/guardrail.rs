@@ -47,7 +47,7 @@ impl<G: GuardrailKind + Managed<Status = GuardrailStatus> + ReadsSecrets> Guardr
 
 /// `Managed`, `Listed` and `ReadsSecrets` of a guardrail kind, all through the one flow below.
 macro_rules! guardrail_kind {
-    ($kind:ident, $manager:literal, $api:ident) => {
+    ($kind:ident, $api:ident) => {
         impl ReadsSecrets for $kind {
             fn secret_refs(&self) -> std::borrow::Cow<'_, [ConfigSecretRef]> {
                 std::borrow::Cow::Borrowed(&self.definition().secret_refs)
@@ -57,7 +57,6 @@ macro_rules! guardrail_kind {
         impl Managed for $kind {
             crate::controller::driver::kind::$api!();
             const KIND: &'static str = stringify!($kind);
-            const MANAGER: &'static str = $manager;
             const LISTED: bool = true;
 
             crate::controller::driver::flow::driven!();
@@ -252,8 +251,8 @@ macro_rules! guardrail_kind {
     };
 }
 
-guardrail_kind!(Guardrail, "aigw/guardrail", namespaced_api);
-guardrail_kind!(ClusterGuardrail, "aigw/clusterguardrail", cluster_api);
+guardrail_kind!(Guardrail, namespaced_api);
+guardrail_kind!(ClusterGuardrail, cluster_api);
 
 fn plane<G: GuardrailKind>(client: &Client) -> GuardrailsOn<'_> {
     client.guardrails_on(G::PLANE)

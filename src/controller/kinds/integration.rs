@@ -59,7 +59,6 @@ impl ReadsSecrets for Integration {
 impl Managed for Integration {
     crate::controller::driver::kind::cluster_api!();
     const KIND: &'static str = "Integration";
-    const MANAGER: &'static str = "aigw/integration";
 
     crate::controller::driver::flow::driven!();
 }

@@ -72,7 +72,6 @@ impl ReadsSecrets for McpIntegration {
 impl Managed for McpIntegration {
     crate::controller::driver::kind::cluster_api!();
     const KIND: &'static str = "McpIntegration";
-    const MANAGER: &'static str = "aigw/mcpintegration";
 
     /// A toggle waiting for its capability is looked at again sooner than the drift interval.
     fn due_in(&self, status: &McpIntegrationStatus) -> Option<Duration> {

@@ -39,7 +39,6 @@ pub const INTEGRATION_NOT_READY: &str = "IntegrationNotReady";
 impl Managed for McpServer {
     crate::controller::driver::kind::namespaced_api!();
     const KIND: &'static str = "McpServer";
-    const MANAGER: &'static str = "aigw/mcpserver";
 
     crate::controller::driver::flow::driven!();
 }

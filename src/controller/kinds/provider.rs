@@ -44,7 +44,6 @@ pub const STILL_REFERENCED: &str = "StillReferenced";
 impl Managed for Provider {
     crate::controller::driver::kind::namespaced_api!();
     const KIND: &'static str = "Provider";
-    const MANAGER: &'static str = "aigw/provider";
 
     crate::controller::driver::flow::driven!();
 }

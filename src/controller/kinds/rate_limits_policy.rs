@@ -18,7 +18,6 @@ impl PolicyKind for RateLimitsPolicy {
 impl Managed for RateLimitsPolicy {
     crate::controller::driver::kind::namespaced_api!();
     const KIND: &'static str = "RateLimitsPolicy";
-    const MANAGER: &'static str = "aigw/ratelimitspolicy";
     const LISTED: bool = true;
 
     crate::controller::driver::flow::driven!();

@@ -52,7 +52,6 @@ impl ReadsSecrets for SecretReference {
 impl Managed for SecretReference {
     crate::controller::driver::kind::cluster_api!();
     const KIND: &'static str = "SecretReference";
-    const MANAGER: &'static str = "aigw/secretreference";
 
     crate::controller::driver::flow::driven!();
 }

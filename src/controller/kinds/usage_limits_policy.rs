@@ -79,7 +79,6 @@ impl PolicyKind for UsageLimitsPolicy {
 impl Managed for UsageLimitsPolicy {
     crate::controller::driver::kind::namespaced_api!();
     const KIND: &'static str = "UsageLimitsPolicy";
-    const MANAGER: &'static str = "aigw/usagelimitspolicy";
     const LISTED: bool = true;
 
     crate::controller::driver::flow::driven!();

@@ -53,7 +53,6 @@ pub const SCOPE_NOT_OURS: &str = "ScopeNotOwned";
 impl Managed for Workspace {
     crate::controller::driver::kind::cluster_api!();
     const KIND: &'static str = "Workspace";
-    const MANAGER: &'static str = "aigw/workspace";
 
     crate::controller::driver::flow::driven!();
 }
