@@ -1260,6 +1260,24 @@ pub(super) fn field_changes_masked(
     field_changes(fields, &shown_current, &shown_desired)
 }
 
+/// One change per field of `fields`, from what `read` says the remote object holds to the
+/// spec's value in `desired`: plain values (no Secret, no document), shown as they are.
+pub(super) fn plain_changes(
+    fields: Vec<&str>,
+    desired: &Value,
+    read: impl Fn(&str) -> Value,
+) -> Vec<FieldChange> {
+    fields
+        .into_iter()
+        .map(|field| FieldChange {
+            field: field.into(),
+            from: read(field),
+            to: desired[field].clone(),
+            diff: Vec::new(),
+        })
+        .collect()
+}
+
 /// One change per field, masked; documents get a line diff of their pretty JSON.
 pub(super) fn field_changes(fields: &[&str], current: &Value, desired: &Value) -> Vec<FieldChange> {
     fields

@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 use super::GitopsError;
 use super::mask::{Masking, hide_unconfirmed};
 use super::plan::{
-    Action, Counterpart, Entry, FieldChange, Live, compared, create_changes, creating, entry,
-    field_changes, immutable_differs, live_cluster_object, live_object, read_counterpart,
+    Action, Counterpart, Entry, Live, compared, create_changes, creating, entry, field_changes,
+    immutable_differs, live_cluster_object, live_object, plain_changes, read_counterpart,
     status_of, to_json, with_hidden,
 };
 use super::plan_claims::{Claimed, Own, claimed};
@@ -306,26 +306,17 @@ pub(super) async fn plan_secret_reference(
         let what = "secret reference";
         return Ok(immutable_differs(counterpart.key, what, &immutable).identified(&remote.id));
     }
-    let changes: Vec<FieldChange> = spec
-        .diff(&remote)
-        .into_iter()
-        .map(|field| FieldChange {
-            field: field.into(),
-            from: match field {
-                "name" => json!(remote.name),
-                "description" => json!(remote.description),
-                "secretPath" => json!(remote.secret_path),
-                "secretKey" => json!(remote.secret_key),
-                "allowedWorkspaces" => match remote.allow_all_workspaces {
-                    Some(true) => json!("(every workspace)"),
-                    _ => json!("(a list the API does not show)"),
-                },
-                _ => json!(remote.tags),
-            },
-            to: desired[field].clone(),
-            diff: Vec::new(),
-        })
-        .collect();
+    let changes = plain_changes(spec.diff(&remote), &desired, |field| match field {
+        "name" => json!(remote.name),
+        "description" => json!(remote.description),
+        "secretPath" => json!(remote.secret_path),
+        "secretKey" => json!(remote.secret_key),
+        "allowedWorkspaces" => match remote.allow_all_workspaces {
+            Some(true) => json!("(every workspace)"),
+            _ => json!("(a list the API does not show)"),
+        },
+        _ => json!(remote.tags),
+    });
     Ok(compared(&counterpart, changes).identified(&remote.id))
 }
 

@@ -8,8 +8,8 @@ use serde_json::json;
 
 use super::GitopsError;
 use super::plan::{
-    Action, Counterpart, Entry, FieldChange, Live, compared, creating, entry, immutable_differs,
-    live_cluster_object, read_counterpart, status_of, to_json,
+    Action, Counterpart, Entry, Live, compared, creating, entry, immutable_differs,
+    live_cluster_object, plain_changes, read_counterpart, status_of, to_json,
 };
 use crate::api::Client;
 use crate::resources::McpIntegration;
@@ -49,21 +49,12 @@ pub(super) async fn plan_mcp_integration(
         let what = "MCP integration";
         return Ok(immutable_differs(counterpart.key, what, &immutable).identified(&remote.id));
     }
-    let changes: Vec<FieldChange> = spec
-        .diff(&remote)
-        .into_iter()
-        .map(|field| FieldChange {
-            field: field.into(),
-            from: match field {
-                "name" => json!(remote.name),
-                "description" => json!(remote.description),
-                "url" => json!(remote.url),
-                "authType" => json!(remote.auth_type),
-                _ => json!(remote.transport),
-            },
-            to: desired[field].clone(),
-            diff: Vec::new(),
-        })
-        .collect();
+    let changes = plain_changes(spec.diff(&remote), &desired, |field| match field {
+        "name" => json!(remote.name),
+        "description" => json!(remote.description),
+        "url" => json!(remote.url),
+        "authType" => json!(remote.auth_type),
+        _ => json!(remote.transport),
+    });
     Ok(compared(&counterpart, changes).identified(&remote.id))
 }

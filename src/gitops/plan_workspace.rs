@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 
 use super::GitopsError;
 use super::plan::{
-    Action, Counterpart, Entry, FieldChange, Live, compared, creating, entry, live_cluster_object,
-    read_counterpart, status_of, to_json,
+    Action, Counterpart, Entry, Live, compared, creating, entry, live_cluster_object,
+    plain_changes, read_counterpart, status_of, to_json,
 };
 use super::validate::Object;
 use crate::api::{self, Client};
@@ -46,16 +46,9 @@ pub(super) async fn plan_workspace(
     };
     let config = default_config(live, workspace).await?;
     let settings = spec.settings(config);
-    let changes: Vec<FieldChange> = settings
-        .diff(&remote)
-        .into_iter()
-        .map(|field| FieldChange {
-            field: field.into(),
-            from: read_field(&remote, field),
-            to: desired[field].clone(),
-            diff: Vec::new(),
-        })
-        .collect();
+    let changes = plain_changes(settings.diff(&remote), &desired, |field| {
+        read_field(&remote, field)
+    });
     Ok(compared(&counterpart, changes))
 }
 
