@@ -216,15 +216,6 @@ impl Verbs for ApiKey {
 }
 
 impl OwnCalls for ApiKey {
-    fn key(remote: &api::ApiKey) -> String {
-        remote.id.clone()
-    }
-    fn found_key(found: &api::ApiKey) -> String {
-        found.id.clone()
-    }
-    fn workspace(remote: &api::ApiKey) -> Option<&str> {
-        remote.workspace_id.as_deref()
-    }
     /// A key that is gone (404, nothing else) is forgotten, so a new one is created into the
     /// Secret.
     async fn observe(

@@ -313,15 +313,6 @@ impl Verbs for Config {
 }
 
 impl OwnCalls for Config {
-    fn key(remote: &ConfigDetail) -> String {
-        remote.slug.clone()
-    }
-    fn found_key(found: &ConfigSummary) -> String {
-        found.slug.clone()
-    }
-    fn workspace(remote: &ConfigDetail) -> Option<&str> {
-        remote.workspace_id.as_deref()
-    }
     async fn observe(
         &self,
         client: &Client,

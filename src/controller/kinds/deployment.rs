@@ -188,15 +188,6 @@ impl Verbs for Deployment {
 }
 
 impl OwnCalls for Deployment {
-    fn key(remote: &api::Deployment) -> String {
-        remote.id.clone()
-    }
-    fn found_key(found: &api::DeploymentSummary) -> String {
-        found.id.clone()
-    }
-    fn workspace(_remote: &api::Deployment) -> Option<&str> {
-        None
-    }
     /// Only 404 or `AB08` means it is gone.
     async fn observe(
         &self,

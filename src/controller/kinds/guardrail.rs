@@ -19,7 +19,7 @@ use crate::api::{
     ApiError, Client, GuardrailDetails, GuardrailSummary, GuardrailWritten, GuardrailsOn, Listing,
 };
 use crate::controller::Context;
-use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls, RemoteKey};
 use crate::controller::driver::create::{Created, Lookup, Row as Candidate, one_named, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::gate::Op;
@@ -182,15 +182,6 @@ macro_rules! guardrail_kind {
         }
 
         impl OwnCalls for $kind {
-            fn key(remote: &GuardrailDetails) -> String {
-                key_of(remote)
-            }
-            fn found_key(found: &GuardrailSummary) -> String {
-                found.slug.clone()
-            }
-            fn workspace(remote: &GuardrailDetails) -> Option<&str> {
-                remote.workspace_id.as_deref()
-            }
             async fn observe(
                 &self,
                 client: &Client,
@@ -428,6 +419,16 @@ async fn referencing_configs<G: GuardrailKind>(
 }
 
 /// The key the API addresses the guardrail by: its slug, else its id.
+/// A guardrail is read by its slug ([`key_of`]), in its workspace.
+impl RemoteKey for GuardrailDetails {
+    fn key(&self) -> String {
+        key_of(self)
+    }
+    fn workspace(&self) -> Option<&str> {
+        self.workspace_id.as_deref()
+    }
+}
+
 fn key_of(remote: &GuardrailDetails) -> String {
     if remote.slug.is_empty() {
         remote.id.clone()

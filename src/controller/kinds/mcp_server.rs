@@ -237,15 +237,6 @@ impl Verbs for McpServer {
 }
 
 impl OwnCalls for McpServer {
-    fn key(remote: &RemoteServer) -> String {
-        remote.id.clone()
-    }
-    fn found_key(found: &RemoteServer) -> String {
-        found.id.clone()
-    }
-    fn workspace(remote: &RemoteServer) -> Option<&str> {
-        remote.workspace_id.as_deref()
-    }
     /// The detail, with the workspace its list row tells (the detail omits it; a row not
     /// listed yet leaves it unknown, and so not compared).
     async fn observe(

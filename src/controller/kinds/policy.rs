@@ -5,7 +5,7 @@
 //! status records besides [`PolicyRecord`] ([`PolicyKind`]); the driver does the rest ([`crate::controller::driver::flow`]).
 
 use crate::api::{ApiError, Client, Listing};
-use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls, RemoteKey};
 use crate::controller::driver::create::{
     Created, Lookup, body_hash, body_hash_matches, one_of_ours,
 };
@@ -53,7 +53,9 @@ macro_rules! records_policy {
 records_policy!(RateLimitsPolicyStatus, UsageLimitsPolicyStatus);
 
 /// A policy kind in the driver: its [`Policy`] binding, and what its status records.
-pub trait PolicyKind: Managed + HasStatus<Status: RecordsPolicy> + Policy {
+pub trait PolicyKind:
+    Managed + HasStatus<Status: RecordsPolicy> + Policy<Remote: RemoteKey>
+{
     /// The event reason and verb of the remote removal: ("Deleted", "delete"), ("Archived",
     /// "archive").
     const REMOVAL: (&'static str, &'static str);
@@ -152,15 +154,6 @@ impl<P: PolicyKind> Verbs for P {
 }
 
 impl<P: PolicyKind> OwnCalls for P {
-    fn key(remote: &P::Remote) -> String {
-        P::facts(remote).id.to_string()
-    }
-    fn found_key(found: &P::Remote) -> String {
-        P::facts(found).id.to_string()
-    }
-    fn workspace(remote: &P::Remote) -> Option<&str> {
-        P::facts(remote).workspace_id
-    }
     async fn observe(
         &self,
         client: &Client,

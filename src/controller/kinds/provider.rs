@@ -22,7 +22,7 @@ use crate::api::{
     ProvidersListQuery,
 };
 use crate::controller::Context;
-use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls, RemoteKey};
 use crate::controller::driver::create::{Created, Lookup, Row, one_named, sent_or};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::every;
@@ -242,18 +242,6 @@ impl Verbs for Provider {
 }
 
 impl OwnCalls for Provider {
-    fn key(remote: &RemoteProvider) -> String {
-        match remote.slug.is_empty() {
-            true => remote.id.clone(),
-            false => remote.slug.clone(),
-        }
-    }
-    fn found_key(found: &RemoteProvider) -> String {
-        key_of(found)
-    }
-    fn workspace(remote: &RemoteProvider) -> Option<&str> {
-        remote.workspace_id.as_deref()
-    }
     async fn observe(
         &self,
         client: &Client,
@@ -302,6 +290,23 @@ impl OwnCalls for Provider {
 }
 
 /// The key the API addresses the provider by: its UUID, else its slug.
+/// A provider is read by its slug (its id while it has none); a create lookup's candidate by
+/// its id ([`key_of`]).
+impl RemoteKey for RemoteProvider {
+    fn key(&self) -> String {
+        match self.slug.is_empty() {
+            true => self.id.clone(),
+            false => self.slug.clone(),
+        }
+    }
+    fn found_key(&self) -> String {
+        key_of(self)
+    }
+    fn workspace(&self) -> Option<&str> {
+        self.workspace_id.as_deref()
+    }
+}
+
 fn key_of(remote: &RemoteProvider) -> String {
     match remote.id.is_empty() {
         true => remote.slug.clone(),

@@ -368,15 +368,6 @@ impl Verbs for Workspace {
 }
 
 impl OwnCalls for Workspace {
-    fn key(remote: &RemoteWorkspace) -> String {
-        remote.id.clone()
-    }
-    fn found_key(found: &RemoteWorkspace) -> String {
-        found.id.clone()
-    }
-    fn workspace(_remote: &RemoteWorkspace) -> Option<&str> {
-        None
-    }
     async fn observe(
         &self,
         client: &Client,
