@@ -18,6 +18,7 @@
 
 use k8s_openapi::NamespaceResourceScope;
 use kube::Resource;
+use kube::core::object::HasStatus;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -434,10 +435,7 @@ async fn plan_object(
         Object::RateLimitsPolicy(o) => plan_policy(api, live, o.as_ref()).await?,
         Object::UsageLimitsPolicy(o) => plan_policy(api, live, o.as_ref()).await?,
         Object::Guardrail(o) => {
-            let managed = match live {
-                Some(live) => live_object(live, o.as_ref()).await?,
-                None => None,
-            };
+            let managed = live_object(live, o.as_ref()).await?;
             let namespace = o.metadata.namespace.clone();
             let secrets = live.map(|l| {
                 let namespace = namespace.unwrap_or_else(|| l.default_namespace.clone());
@@ -446,10 +444,7 @@ async fn plan_object(
             plan_guardrail(api, live, o.as_ref(), managed, secrets).await?
         }
         Object::ClusterGuardrail(o) => {
-            let managed = match live {
-                Some(live) => live_cluster_object(live, o.as_ref()).await?,
-                None => None,
-            };
+            let managed = live_cluster_object(live, o.as_ref()).await?;
             // Its Secrets sit in the operator's namespace, which a plan does not know: it
             // hides by the key names of its paths.
             plan_guardrail(api, live, o.as_ref(), managed, None).await?
@@ -500,6 +495,61 @@ pub(super) struct Counterpart {
     pub(super) from_spec: bool,
 }
 
+impl Counterpart {
+    /// The remote object the live resource recorded (`recorded`), else the one the spec's slug
+    /// names, which the operator adopts if it exists.
+    pub(super) fn recorded_or_slug(
+        recorded: Option<&String>,
+        slug: Option<&String>,
+    ) -> Option<Self> {
+        let adopting = recorded.is_none();
+        recorded.or(slug).map(|key| Counterpart {
+            key: key.clone(),
+            adopting,
+            from_spec: adopting,
+        })
+    }
+}
+
+/// The status of a resource's live copy (`managed`); a default one without it.
+pub(super) fn status_of<K: HasStatus<Status: Default>>(managed: Option<K>) -> K::Status {
+    managed
+        .and_then(|mut m| m.status_mut().take())
+        .unwrap_or_default()
+}
+
+/// The counterpart (`what`, in messages) as `get` reads it by its key: `None` when there is
+/// none, or the API does not know it.
+pub(super) async fn read_counterpart<T>(
+    counterpart: Option<&Counterpart>,
+    what: &str,
+    get: impl AsyncFnOnce(&str) -> Result<T, ApiError>,
+) -> Result<Option<T>, GitopsError> {
+    match counterpart {
+        Some(c) => found(&format!("{what} {}", c.key), get(&c.key).await),
+        None => Ok(None),
+    }
+}
+
+/// The entry of a create: every field of `desired` but those in `skip`.
+pub(super) fn creating(desired: &Value, skip: &[&str]) -> Entry {
+    entry(Action::Create, None, create_changes(desired, skip), None)
+}
+
+/// The entry for a remote object (`what`, found as `key`) whose `immutable` fields differ from
+/// the spec: the operator would stall.
+pub(super) fn immutable_differs(key: String, what: &str, immutable: &[&str]) -> Entry {
+    entry(
+        Action::Conflict,
+        Some(key),
+        Vec::new(),
+        Some(format!(
+            "{} of the remote {what} differ(s) and cannot be changed: the operator would stall (InvalidSpec)",
+            immutable.join(", ")
+        )),
+    )
+}
+
 /// The counterpart: the spec's id; else the live resource's status id; else none.
 async fn counterpart<K>(
     live: Option<&Live>,
@@ -513,10 +563,7 @@ where
         + DeserializeOwned
         + std::fmt::Debug,
 {
-    let managed = match live {
-        Some(live) => live_object(live, object).await?.and_then(|o| status_id(&o)),
-        None => None,
-    };
+    let managed = live_object(live, object).await?.and_then(|o| status_id(&o));
     Ok(pair(spec_id, managed))
 }
 
@@ -540,7 +587,7 @@ pub(super) fn pair(spec_id: Option<&String>, managed: Option<String>) -> Option<
 
 /// The live copy of a cluster-scoped resource.
 pub(super) async fn live_cluster_object<K>(
-    live: &Live,
+    live: Option<&Live>,
     object: &K,
 ) -> Result<Option<K>, GitopsError>
 where
@@ -549,6 +596,9 @@ where
         + DeserializeOwned
         + std::fmt::Debug,
 {
+    let Some(live) = live else {
+        return Ok(None);
+    };
     let name = object.meta().name.clone().unwrap_or_default();
     kube::Api::<K>::all(live.client.clone())
         .get_opt(&name)
@@ -556,13 +606,19 @@ where
         .map_err(|e| GitopsError::kube(format!("failed to read {name}"), e))
 }
 
-pub(super) async fn live_object<K>(live: &Live, object: &K) -> Result<Option<K>, GitopsError>
+pub(super) async fn live_object<K>(
+    live: Option<&Live>,
+    object: &K,
+) -> Result<Option<K>, GitopsError>
 where
     K: Resource<Scope = NamespaceResourceScope, DynamicType = ()>
         + Clone
         + DeserializeOwned
         + std::fmt::Debug,
 {
+    let Some(live) = live else {
+        return Ok(None);
+    };
     let meta = object.meta();
     let namespace = meta
         .namespace
@@ -739,10 +795,7 @@ async fn plan_config(
         }
     };
     let unresolved = unresolved.or(waiting);
-    let managed = match live {
-        Some(live) => live_object(live, config).await?,
-        None => None,
-    };
+    let managed = live_object(live, config).await?;
     let masking = config_masking(live, config, managed.as_ref()).await;
     let creation = || {
         let desired = masking.masked_by_path(&desired);
@@ -1106,10 +1159,7 @@ async fn plan_api_key(
 ) -> Result<Entry, GitopsError> {
     let desired = to_json(&key.spec);
     let creation = || create_changes(&desired, &["secretRef", "rotation", "kind", "userId"]);
-    let managed = match live {
-        Some(live) => live_object(live, key).await?,
-        None => None,
-    };
+    let managed = live_object(live, key).await?;
     let status = managed.and_then(|m| m.status);
     let Some(counterpart) = pair(None, status.as_ref().and_then(|s| s.id.clone())) else {
         return Ok(entry(Action::Create, None, creation(), None));
@@ -1208,6 +1258,24 @@ pub(super) fn field_changes_masked(
     let shown_current = masking.masked_against(current, desired);
     let shown_desired = masking.masked_by_path_against(desired, current);
     field_changes(fields, &shown_current, &shown_desired)
+}
+
+/// One change per field of `fields`, from what `read` says the remote object holds to the
+/// spec's value in `desired`: plain values (no Secret, no document), shown as they are.
+pub(super) fn plain_changes(
+    fields: Vec<&str>,
+    desired: &Value,
+    read: impl Fn(&str) -> Value,
+) -> Vec<FieldChange> {
+    fields
+        .into_iter()
+        .map(|field| FieldChange {
+            field: field.into(),
+            from: read(field),
+            to: desired[field].clone(),
+            diff: Vec::new(),
+        })
+        .collect()
 }
 
 /// One change per field, masked; documents get a line diff of their pretty JSON.

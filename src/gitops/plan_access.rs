@@ -8,8 +8,9 @@ use serde_json::{Value, json};
 use super::GitopsError;
 use super::mask::{Masking, hide_unconfirmed};
 use super::plan::{
-    Action, Counterpart, Entry, FieldChange, Live, compared, create_changes, entry, field_changes,
-    found, live_cluster_object, live_object, to_json, with_hidden,
+    Action, Counterpart, Entry, Live, compared, create_changes, creating, entry, field_changes,
+    immutable_differs, live_cluster_object, live_object, plain_changes, read_counterpart,
+    status_of, to_json, with_hidden,
 };
 use super::plan_claims::{Claimed, Own, claimed};
 use crate::api::{self, Client};
@@ -42,10 +43,7 @@ pub(super) async fn plan_integration(
         desired["keySecretRef"] = json!(format!("(secret {}/{})", key.name, key.key));
     }
     let creation = || create_changes(&desired, &["slug", "secretRefs"]);
-    let managed = match live {
-        Some(live) => live_cluster_object(live, integration).await?,
-        None => None,
-    };
+    let managed = live_cluster_object(live, integration).await?;
     // The live resource's Secret paths: the read holds their values where a PR moved or
     // dropped them.
     let earlier = managed
@@ -63,22 +61,11 @@ pub(super) async fn plan_integration(
         managed.is_some() && paths(&earlier) != paths(&SecretDocument::secret_refs(spec));
     let status = managed.and_then(|m| m.status).unwrap_or_default();
     // The live resource's integration, else the one its slug names (adopted if it exists).
-    let counterpart = status
-        .id
-        .clone()
-        .or(spec.slug.clone())
-        .map(|key| Counterpart {
-            key,
-            adopting: status.id.is_none(),
-            from_spec: status.id.is_none(),
-        });
-    let remote = match &counterpart {
-        Some(c) => found(
-            &format!("integration {}", c.key),
-            api.integrations().get(&c.key).await,
-        )?,
-        None => None,
-    };
+    let counterpart = Counterpart::recorded_or_slug(status.id.as_ref(), spec.slug.as_ref());
+    let remote = read_counterpart(counterpart.as_ref(), "integration", async |key| {
+        api.integrations().get(key).await
+    })
+    .await?;
     let (Some(counterpart), Some(remote)) = (counterpart, remote) else {
         return Ok(match invalid {
             Some(reason) => entry(Action::Conflict, None, creation(), Some(reason)),
@@ -243,27 +230,12 @@ pub(super) async fn plan_provider(
             &["slug", "integration", "integrationId", "resetUsage"],
         )
     };
-    let managed = match live {
-        Some(live) => live_object(live, provider).await?,
-        None => None,
-    };
-    let status = managed.and_then(|m| m.status).unwrap_or_default();
-    let counterpart = status
-        .id
-        .clone()
-        .or(spec.slug.clone())
-        .map(|key| Counterpart {
-            key,
-            adopting: status.id.is_none(),
-            from_spec: status.id.is_none(),
-        });
-    let remote = match &counterpart {
-        Some(c) => found(
-            &format!("provider {}", c.key),
-            api.providers().get(&c.key, Some(spec.workspace())).await,
-        )?,
-        None => None,
-    };
+    let status = status_of(live_object(live, provider).await?);
+    let counterpart = Counterpart::recorded_or_slug(status.id.as_ref(), spec.slug.as_ref());
+    let remote = read_counterpart(counterpart.as_ref(), "provider", async |key| {
+        api.providers().get(key, Some(spec.workspace())).await
+    })
+    .await?;
     let (Some(counterpart), Some(remote)) = (counterpart, remote) else {
         return Ok(entry(Action::Create, None, creation(), None));
     };
@@ -320,67 +292,32 @@ pub(super) async fn plan_secret_reference(
         "(every key of secret {})",
         spec.auth_config_secret_ref.name
     ));
-    let managed = match live {
-        Some(live) => live_cluster_object(live, reference).await?,
-        None => None,
-    };
-    let status = managed.and_then(|m| m.status).unwrap_or_default();
-    let adopting = status.id.is_none();
-    let key = status.id.clone().or(spec.slug.clone());
-    let remote = match &key {
-        Some(key) => found(
-            &format!("secret reference {key}"),
-            api.secret_references().get(key).await,
-        )?,
-        None => None,
-    };
-    let (Some(key), Some(remote)) = (key, remote) else {
-        return Ok(entry(
-            Action::Create,
-            None,
-            create_changes(&desired, &["slug"]),
-            None,
-        ));
+    let status = status_of(live_cluster_object(live, reference).await?);
+    let counterpart = Counterpart::recorded_or_slug(status.id.as_ref(), spec.slug.as_ref());
+    let remote = read_counterpart(counterpart.as_ref(), "secret reference", async |key| {
+        api.secret_references().get(key).await
+    })
+    .await?;
+    let (Some(counterpart), Some(remote)) = (counterpart, remote) else {
+        return Ok(creating(&desired, &["slug"]));
     };
     let immutable = spec.immutable_conflicts(&remote);
     if !immutable.is_empty() {
-        return Ok(entry(
-            Action::Conflict,
-            Some(key),
-            Vec::new(),
-            Some(format!(
-                "{} of the remote secret reference differ(s) and cannot be changed: the operator would stall (InvalidSpec)",
-                immutable.join(", ")
-            )),
-        )
-        .identified(&remote.id));
+        let what = "secret reference";
+        return Ok(immutable_differs(counterpart.key, what, &immutable).identified(&remote.id));
     }
-    let changes: Vec<FieldChange> = spec
-        .diff(&remote)
-        .into_iter()
-        .map(|field| FieldChange {
-            field: field.into(),
-            from: match field {
-                "name" => json!(remote.name),
-                "description" => json!(remote.description),
-                "secretPath" => json!(remote.secret_path),
-                "secretKey" => json!(remote.secret_key),
-                "allowedWorkspaces" => match remote.allow_all_workspaces {
-                    Some(true) => json!("(every workspace)"),
-                    _ => json!("(a list the API does not show)"),
-                },
-                _ => json!(remote.tags),
-            },
-            to: desired[field].clone(),
-            diff: Vec::new(),
-        })
-        .collect();
-    let action = match (adopting, changes.is_empty()) {
-        (true, _) => Action::Adopt,
-        (false, true) => Action::NoChange,
-        (false, false) => Action::Update,
-    };
-    Ok(entry(action, Some(key), changes, None).identified(&remote.id))
+    let changes = plain_changes(spec.diff(&remote), &desired, |field| match field {
+        "name" => json!(remote.name),
+        "description" => json!(remote.description),
+        "secretPath" => json!(remote.secret_path),
+        "secretKey" => json!(remote.secret_key),
+        "allowedWorkspaces" => match remote.allow_all_workspaces {
+            Some(true) => json!("(every workspace)"),
+            _ => json!("(a list the API does not show)"),
+        },
+        _ => json!(remote.tags),
+    });
+    Ok(compared(&counterpart, changes).identified(&remote.id))
 }
 
 #[cfg(test)]

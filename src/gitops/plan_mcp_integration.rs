@@ -8,7 +8,8 @@ use serde_json::json;
 
 use super::GitopsError;
 use super::plan::{
-    Action, Entry, FieldChange, Live, create_changes, entry, found, live_cluster_object, to_json,
+    Action, Counterpart, Entry, Live, compared, creating, entry, immutable_differs,
+    live_cluster_object, plain_changes, read_counterpart, status_of, to_json,
 };
 use crate::api::Client;
 use crate::resources::McpIntegration;
@@ -23,32 +24,19 @@ pub(super) async fn plan_mcp_integration(
     if let Some(named) = &spec.configurations_secret_ref {
         desired["configurationsSecretRef"] = json!(format!("(every key of secret {})", named.name));
     }
-    let managed = match live {
-        Some(live) => live_cluster_object(live, integration).await?,
-        None => None,
-    };
-    let status = managed.and_then(|m| m.status).unwrap_or_default();
-    let adopting = status.id.is_none();
-    let key = status.id.clone().or(spec.slug.clone());
-    let remote = match &key {
-        Some(key) => found(
-            &format!("MCP integration {key}"),
-            api.mcp_integrations().get(key).await,
-        )?,
-        None => None,
-    };
-    let (Some(key), Some(remote)) = (key, remote) else {
-        return Ok(entry(
-            Action::Create,
-            None,
-            create_changes(&desired, &["slug"]),
-            None,
-        ));
+    let status = status_of(live_cluster_object(live, integration).await?);
+    let counterpart = Counterpart::recorded_or_slug(status.id.as_ref(), spec.slug.as_ref());
+    let remote = read_counterpart(counterpart.as_ref(), "MCP integration", async |key| {
+        api.mcp_integrations().get(key).await
+    })
+    .await?;
+    let (Some(counterpart), Some(remote)) = (counterpart, remote) else {
+        return Ok(creating(&desired, &["slug"]));
     };
     if let Some(workspace) = &remote.workspace_id {
         return Ok(entry(
             Action::Conflict,
-            Some(key),
+            Some(counterpart.key),
             Vec::new(),
             Some(format!(
                 "the remote MCP integration belongs to workspace {workspace}, not to the organisation: the operator would stall (InvalidSpec)"
@@ -58,37 +46,15 @@ pub(super) async fn plan_mcp_integration(
     }
     let immutable = spec.immutable_conflicts(&remote);
     if !immutable.is_empty() {
-        return Ok(entry(
-            Action::Conflict,
-            Some(key),
-            Vec::new(),
-            Some(format!(
-                "{} of the remote MCP integration differ(s) and cannot be changed: the operator would stall (InvalidSpec)",
-                immutable.join(", ")
-            )),
-        )
-        .identified(&remote.id));
+        let what = "MCP integration";
+        return Ok(immutable_differs(counterpart.key, what, &immutable).identified(&remote.id));
     }
-    let changes: Vec<FieldChange> = spec
-        .diff(&remote)
-        .into_iter()
-        .map(|field| FieldChange {
-            field: field.into(),
-            from: match field {
-                "name" => json!(remote.name),
-                "description" => json!(remote.description),
-                "url" => json!(remote.url),
-                "authType" => json!(remote.auth_type),
-                _ => json!(remote.transport),
-            },
-            to: desired[field].clone(),
-            diff: Vec::new(),
-        })
-        .collect();
-    let action = match (adopting, changes.is_empty()) {
-        (true, _) => Action::Adopt,
-        (false, true) => Action::NoChange,
-        (false, false) => Action::Update,
-    };
-    Ok(entry(action, Some(key), changes, None).identified(&remote.id))
+    let changes = plain_changes(spec.diff(&remote), &desired, |field| match field {
+        "name" => json!(remote.name),
+        "description" => json!(remote.description),
+        "url" => json!(remote.url),
+        "authType" => json!(remote.auth_type),
+        _ => json!(remote.transport),
+    });
+    Ok(compared(&counterpart, changes).identified(&remote.id))
 }

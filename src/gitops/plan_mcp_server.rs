@@ -7,8 +7,8 @@ use serde_json::json;
 
 use super::GitopsError;
 use super::plan::{
-    Action, Counterpart, Entry, Live, compared, create_changes, entry, field_changes, found,
-    live_object, to_json,
+    Action, Counterpart, Entry, Live, compared, creating, entry, field_changes, live_object,
+    read_counterpart, status_of, to_json,
 };
 use crate::api::{Client, McpServersListQuery};
 use crate::resources::McpServer;
@@ -21,35 +21,15 @@ pub(super) async fn plan_mcp_server(
 ) -> Result<Entry, GitopsError> {
     let spec = &server.spec;
     let desired = to_json(spec);
-    let managed = match live {
-        Some(live) => live_object(live, server).await?,
-        None => None,
-    };
-    let status = managed.and_then(|m| m.status).unwrap_or_default();
-    let counterpart = status
-        .id
-        .clone()
-        .or(spec.slug.clone())
-        .map(|key| Counterpart {
-            key,
-            adopting: status.id.is_none(),
-            from_spec: status.id.is_none(),
-        });
-    let remote = match &counterpart {
-        Some(c) => found(
-            &format!("MCP server {}", c.key),
-            api.mcp_servers().get(&c.key).await,
-        )?,
-        None => None,
-    };
+    let status = status_of(live_object(live, server).await?);
+    let counterpart = Counterpart::recorded_or_slug(status.id.as_ref(), spec.slug.as_ref());
+    let remote = read_counterpart(counterpart.as_ref(), "MCP server", async |key| {
+        api.mcp_servers().get(key).await
+    })
+    .await?;
     let (Some(counterpart), Some(mut remote)) = (counterpart, remote) else {
         let fields = ["slug", "integrationRef", "integrationId", "userAccess"];
-        return Ok(entry(
-            Action::Create,
-            None,
-            create_changes(&desired, &fields),
-            None,
-        ));
+        return Ok(creating(&desired, &fields));
     };
     let query = McpServersListQuery {
         ids: vec![remote.id.clone()],

@@ -6,7 +6,8 @@ use serde_json::{Value, json};
 
 use super::GitopsError;
 use super::plan::{
-    Action, Entry, FieldChange, Live, create_changes, entry, found, live_cluster_object, to_json,
+    Action, Counterpart, Entry, Live, compared, creating, entry, live_cluster_object,
+    plain_changes, read_counterpart, status_of, to_json,
 };
 use super::validate::Object;
 use crate::api::{self, Client};
@@ -21,18 +22,13 @@ pub(super) async fn plan_workspace(
 ) -> Result<Entry, GitopsError> {
     let spec = &workspace.spec;
     let desired = to_json(spec);
-    let managed = match live {
-        Some(live) => live_cluster_object(live, workspace).await?,
-        None => None,
-    };
-    let status = managed.and_then(|m| m.status).unwrap_or_default();
-    let adopting = status.id.is_none();
-    let key = status.id.clone().or(spec.slug.clone());
-    let remote = match &key {
-        Some(key) => found(&format!("workspace {key}"), api.workspaces().get(key).await)?,
-        None => None,
-    };
-    let (Some(key), Some(remote)) = (key, remote) else {
+    let status = status_of(live_cluster_object(live, workspace).await?);
+    let counterpart = Counterpart::recorded_or_slug(status.id.as_ref(), spec.slug.as_ref());
+    let remote = read_counterpart(counterpart.as_ref(), "workspace", async |key| {
+        api.workspaces().get(key).await
+    })
+    .await?;
+    let (Some(counterpart), Some(remote)) = (counterpart, remote) else {
         if let Some(slug) = &spec.slug {
             return Ok(entry(
                 Action::Conflict,
@@ -43,31 +39,17 @@ pub(super) async fn plan_workspace(
                 )),
             ));
         }
-        return Ok(entry(
-            Action::Create,
-            None,
-            create_changes(&desired, &["slug"]),
-            Some("created in three calls: an IAM scope of its own, the workspace, the scope bound to its slug".into()),
-        ));
+        return Ok(Entry {
+            reason: Some("created in three calls: an IAM scope of its own, the workspace, the scope bound to its slug".into()),
+            ..creating(&desired, &["slug"])
+        });
     };
     let config = default_config(live, workspace).await?;
     let settings = spec.settings(config);
-    let changes: Vec<FieldChange> = settings
-        .diff(&remote)
-        .into_iter()
-        .map(|field| FieldChange {
-            field: field.into(),
-            from: read_field(&remote, field),
-            to: desired[field].clone(),
-            diff: Vec::new(),
-        })
-        .collect();
-    let action = match (adopting, changes.is_empty()) {
-        (true, _) => Action::Adopt,
-        (false, true) => Action::NoChange,
-        (false, false) => Action::Update,
-    };
-    Ok(entry(action, Some(key), changes, None))
+    let changes = plain_changes(settings.diff(&remote), &desired, |field| {
+        read_field(&remote, field)
+    });
+    Ok(compared(&counterpart, changes))
 }
 
 /// The value a read shows for the spec field `field`.

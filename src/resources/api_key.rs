@@ -325,13 +325,6 @@ impl ApiKey {
 }
 
 impl ApiKeySpec {
-    /// The `connectionRef` name, `default` when absent.
-    pub fn connection_name(&self) -> &str {
-        self.connection_ref
-            .as_ref()
-            .map_or("default", |c| c.name.as_str())
-    }
-
     fn rate_limits_to_api(&self) -> Vec<api::ApiKeyRateLimit> {
         self.rate_limits
             .iter()

@@ -114,11 +114,38 @@ macro_rules! governed {
 }
 pub(crate) use governed;
 
+/// [`Recorded`] of a status that records its remote object by `id` and `slug` (found by either;
+/// `$first or $second` is the one it is recorded by), and, where named, the field that keeps the
+/// remote object's `last_updated_at`.
+macro_rules! recorded {
+    ($status:ty, $first:ident or $second:ident $(, $updated:ident)?) => {
+        impl $crate::resources::common::Recorded for $status {
+            fn recorded_remote(&self) -> Option<&str> {
+                self.$first.as_deref().or(self.$second.as_deref())
+            }
+            fn remote_keys(&self) -> Vec<&str> {
+                [self.id.as_deref(), self.slug.as_deref()]
+                    .into_iter()
+                    .flatten()
+                    .collect()
+            }
+            $(fn remote_updated_at(&self) -> Option<&str> {
+                self.$updated.as_deref()
+            })?
+        }
+    };
+}
+pub(crate) use recorded;
+
 pub trait Recorded {
     fn recorded_remote(&self) -> Option<&str>;
-    /// Every key the remote object can be found by in a list (id, slug).
+    /// Every key the remote object can be found by in a list: the id first, then the slug.
     fn remote_keys(&self) -> Vec<&str> {
         self.recorded_remote().into_iter().collect()
+    }
+    /// [`Recorded::remote_keys`], owned.
+    fn remote_key_strings(&self) -> Vec<String> {
+        self.remote_keys().into_iter().map(str::to_string).collect()
     }
     /// The remote object's `last_updated_at` as aigw last read it, where the kind records it.
     fn remote_updated_at(&self) -> Option<&str> {

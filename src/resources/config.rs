@@ -4,7 +4,6 @@ use super::common::DeletionPolicy;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use super::common::Recorded;
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 use super::promotion::RevisionOrder;
@@ -440,13 +439,6 @@ pub(crate) use applied_history;
 applied_history!(ConfigStatus);
 
 impl ConfigSpec {
-    /// The `connectionRef` name, `default` when absent.
-    pub fn connection_name(&self) -> &str {
-        self.connection_ref
-            .as_ref()
-            .map_or("default", |c| c.name.as_str())
-    }
-
     /// The create body for this spec.
     pub fn create_request(&self) -> api::CreateConfigRequest {
         self.create_request_with(&self.config.to_map())
@@ -668,20 +660,7 @@ use crate::api;
 
 super::common::governed!(Config, DeletionPolicy::Orphan, slug);
 
-impl Recorded for ConfigStatus {
-    fn recorded_remote(&self) -> Option<&str> {
-        self.slug.as_deref().or(self.id.as_deref())
-    }
-    fn remote_keys(&self) -> Vec<&str> {
-        [self.id.as_deref(), self.slug.as_deref()]
-            .into_iter()
-            .flatten()
-            .collect()
-    }
-    fn remote_updated_at(&self) -> Option<&str> {
-        self.remote_updated_at.as_deref()
-    }
-}
+super::common::recorded!(ConfigStatus, slug or id, remote_updated_at);
 
 #[cfg(test)]
 mod tests {

@@ -268,13 +268,6 @@ fn list_matches(wanted: &[String], remote: Option<&Vec<String>>, replace: bool) 
 pub const UID_TAG: &str = "aigw.io/uid";
 
 impl DeploymentSpec {
-    /// The `connectionRef` name, `default` when absent.
-    pub fn connection_name(&self) -> &str {
-        self.connection_ref
-            .as_ref()
-            .map_or("default", |c| c.name.as_str())
-    }
-
     /// The tags to send: the spec's, plus [`UID_TAG`] with the resource's uid on a deployment
     /// aigw creates (its identity, for finding it again after a lost create answer).
     fn tags_with_uid(&self, uid: Option<&str>) -> Option<BTreeMap<String, String>> {

@@ -696,13 +696,6 @@ impl ClusterGuardrailSpec {
 }
 
 impl GuardrailDefinition {
-    /// The `connectionRef` name, `default` when absent.
-    pub fn connection_name(&self) -> &str {
-        self.connection_ref
-            .as_ref()
-            .map_or("default", |c| c.name.as_str())
-    }
-
     /// The create body sending `document` (the spec's `{checks, actions}`, Secret values
     /// filled in).
     pub fn create_request_with(
@@ -825,20 +818,7 @@ super::common::governed!(
     in spec.definition
 );
 
-impl Recorded for GuardrailStatus {
-    fn recorded_remote(&self) -> Option<&str> {
-        self.slug.as_deref().or(self.id.as_deref())
-    }
-    fn remote_keys(&self) -> Vec<&str> {
-        [self.id.as_deref(), self.slug.as_deref()]
-            .into_iter()
-            .flatten()
-            .collect()
-    }
-    fn remote_updated_at(&self) -> Option<&str> {
-        self.remote_updated_at.as_deref()
-    }
-}
+super::common::recorded!(GuardrailStatus, slug or id, remote_updated_at);
 
 #[cfg(test)]
 mod tests {

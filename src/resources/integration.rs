@@ -8,7 +8,6 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::common::Recorded;
 use super::config::{ConfigSecretRef, SecretKeyRef};
 use super::config_document::SecretDocument;
 use super::limits::{RateLimit, UsageLimits, covers};
@@ -407,13 +406,6 @@ impl SecretDocument for IntegrationSpec {
 }
 
 impl IntegrationSpec {
-    /// The `connectionRef` name, `default` when absent.
-    pub fn connection_name(&self) -> &str {
-        self.connection_ref
-            .as_ref()
-            .map_or("default", |c| c.name.as_str())
-    }
-
     /// The create body sending `document` (`{key?, configurations?}`, Secret values filled in).
     /// Never lets the API make a default provider.
     pub fn create_request_with(
@@ -626,17 +618,7 @@ fn write_only(
 
 super::common::governed!(Integration, DeletionPolicy::Orphan, slug);
 
-impl Recorded for IntegrationStatus {
-    fn recorded_remote(&self) -> Option<&str> {
-        self.id.as_deref().or(self.slug.as_deref())
-    }
-    fn remote_keys(&self) -> Vec<&str> {
-        [self.id.as_deref(), self.slug.as_deref()]
-            .into_iter()
-            .flatten()
-            .collect()
-    }
-}
+super::common::recorded!(IntegrationStatus, id or slug);
 
 #[cfg(test)]
 mod tests {

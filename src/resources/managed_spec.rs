@@ -23,6 +23,15 @@ pub struct ManagedSpec {
     pub connection_ref: Option<ConnectionRef>,
 }
 
+impl ManagedSpec {
+    /// The `connectionRef` name, `default` when absent (every spec reads it through its block).
+    pub fn connection_name(&self) -> &str {
+        self.connection_ref
+            .as_ref()
+            .map_or("default", |c| c.name.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::json;

@@ -6,7 +6,6 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::common::Recorded;
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 use crate::api;
@@ -295,13 +294,6 @@ pub struct WantedAccess {
 }
 
 impl McpIntegrationSpec {
-    /// The `connectionRef` name, `default` when absent.
-    pub fn connection_name(&self) -> &str {
-        self.connection_ref
-            .as_ref()
-            .map_or("default", |c| c.name.as_str())
-    }
-
     /// The create body with `configurations` filled in (`None`: none sent), in the tenant it
     /// names.
     pub fn create_request(
@@ -437,17 +429,7 @@ pub fn capability_updates(
 
 super::common::governed!(McpIntegration, DeletionPolicy::Orphan, slug);
 
-impl Recorded for McpIntegrationStatus {
-    fn recorded_remote(&self) -> Option<&str> {
-        self.id.as_deref().or(self.slug.as_deref())
-    }
-    fn remote_keys(&self) -> Vec<&str> {
-        [self.id.as_deref(), self.slug.as_deref()]
-            .into_iter()
-            .flatten()
-            .collect()
-    }
-}
+super::common::recorded!(McpIntegrationStatus, id or slug);
 
 #[cfg(test)]
 mod tests {

@@ -4,7 +4,7 @@
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
-use super::common::{DeletionPolicy, Recorded, WorkspaceRef};
+use super::common::{DeletionPolicy, WorkspaceRef};
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 use crate::api;
@@ -190,13 +190,6 @@ impl McpServerSpec {
         self.workspace_id.as_deref().unwrap_or_default()
     }
 
-    /// The `connectionRef` name, `default` when absent.
-    pub fn connection_name(&self) -> &str {
-        self.connection_ref
-            .as_ref()
-            .map_or("default", |c| c.name.as_str())
-    }
-
     /// The create body instantiating `integration` (its UUID or slug).
     pub fn create_request(&self, integration: &str) -> api::CreateMcpServerRequest {
         api::CreateMcpServerRequest {
@@ -297,17 +290,7 @@ pub fn user_access_update(
 
 super::common::governed!(McpServer, DeletionPolicy::Orphan, slug);
 
-impl Recorded for McpServerStatus {
-    fn recorded_remote(&self) -> Option<&str> {
-        self.id.as_deref().or(self.slug.as_deref())
-    }
-    fn remote_keys(&self) -> Vec<&str> {
-        [self.id.as_deref(), self.slug.as_deref()]
-            .into_iter()
-            .flatten()
-            .collect()
-    }
-}
+super::common::recorded!(McpServerStatus, id or slug);
 
 #[cfg(test)]
 mod tests {

@@ -6,7 +6,6 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::common::Recorded;
 use super::limits::{UsageLimits, covers};
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, embeds_managed};
@@ -157,13 +156,6 @@ impl ProviderSpec {
         self.workspace_id.as_deref().unwrap_or_default()
     }
 
-    /// The `connectionRef` name, `default` when absent.
-    pub fn connection_name(&self) -> &str {
-        self.connection_ref
-            .as_ref()
-            .map_or("default", |c| c.name.as_str())
-    }
-
     /// The create body binding `integration_id`. Never inline rate limits (they fail live).
     pub fn create_request(&self, integration_id: &str) -> api::CreateProviderRequest {
         api::CreateProviderRequest {
@@ -245,17 +237,7 @@ impl ProviderSpec {
 
 super::common::governed!(Provider, DeletionPolicy::Orphan, slug);
 
-impl Recorded for ProviderStatus {
-    fn recorded_remote(&self) -> Option<&str> {
-        self.id.as_deref().or(self.slug.as_deref())
-    }
-    fn remote_keys(&self) -> Vec<&str> {
-        [self.id.as_deref(), self.slug.as_deref()]
-            .into_iter()
-            .flatten()
-            .collect()
-    }
-}
+super::common::recorded!(ProviderStatus, id or slug);
 
 impl Provider {
     /// True when `value` (a Config document's string) routes to this provider: `@<slug>` of

@@ -338,13 +338,6 @@ impl RateLimitsPolicySpec {
         })
     }
 
-    /// The `connectionRef` name, `default` when absent.
-    pub fn connection_name(&self) -> &str {
-        self.connection_ref
-            .as_ref()
-            .map_or("default", |c| c.name.as_str())
-    }
-
     /// The create body for this spec.
     pub fn create_request(&self) -> api::CreateRateLimitsPolicyRequest {
         api::CreateRateLimitsPolicyRequest {

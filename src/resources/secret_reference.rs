@@ -8,7 +8,6 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::common::Recorded;
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 use crate::api;
@@ -186,13 +185,6 @@ pub struct SecretReferenceStatus {
 embeds_managed!(SecretReferenceStatus, ManagedStatus);
 
 impl SecretReferenceSpec {
-    /// The `connectionRef` name, `default` when absent.
-    pub fn connection_name(&self) -> &str {
-        self.connection_ref
-            .as_ref()
-            .map_or("default", |c| c.name.as_str())
-    }
-
     /// `allow_all_workspaces` as the spec means it.
     fn allow_all(&self) -> bool {
         self.allowed_workspaces.is_empty()
@@ -301,17 +293,7 @@ impl SecretReferenceSpec {
 
 super::common::governed!(SecretReference, DeletionPolicy::Orphan, slug);
 
-impl Recorded for SecretReferenceStatus {
-    fn recorded_remote(&self) -> Option<&str> {
-        self.id.as_deref().or(self.slug.as_deref())
-    }
-    fn remote_keys(&self) -> Vec<&str> {
-        [self.id.as_deref(), self.slug.as_deref()]
-            .into_iter()
-            .flatten()
-            .collect()
-    }
-}
+super::common::recorded!(SecretReferenceStatus, id or slug);
 
 #[cfg(test)]
 mod tests {

@@ -258,13 +258,6 @@ impl UsageLimitsPolicySpec {
         })
     }
 
-    /// The `connectionRef` name, `default` when absent.
-    pub fn connection_name(&self) -> &str {
-        self.connection_ref
-            .as_ref()
-            .map_or("default", |c| c.name.as_str())
-    }
-
     /// The create body for this spec.
     pub fn create_request(&self) -> api::CreateUsageLimitsPolicyRequest {
         api::CreateUsageLimitsPolicyRequest {

@@ -9,7 +9,6 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::common::Recorded;
 use super::limits::{RateLimit, UsageLimits, covers};
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, Reword, embeds_managed};
@@ -202,13 +201,6 @@ pub struct WorkspaceSettings {
 }
 
 impl WorkspaceSpec {
-    /// The `connectionRef` name, `default` when absent.
-    pub fn connection_name(&self) -> &str {
-        self.connection_ref
-            .as_ref()
-            .map_or("default", |c| c.name.as_str())
-    }
-
     /// The settings, with the default config `config` resolves to.
     pub fn settings(&self, config: Option<DefaultConfig>) -> WorkspaceSettings {
         let defaults = self.defaults.as_ref().map(|d| {
@@ -349,17 +341,7 @@ impl WorkspaceSettings {
 
 super::common::governed!(Workspace, DeletionPolicy::Orphan, slug);
 
-impl Recorded for WorkspaceStatus {
-    fn recorded_remote(&self) -> Option<&str> {
-        self.id.as_deref().or(self.slug.as_deref())
-    }
-    fn remote_keys(&self) -> Vec<&str> {
-        [self.id.as_deref(), self.slug.as_deref()]
-            .into_iter()
-            .flatten()
-            .collect()
-    }
-}
+super::common::recorded!(WorkspaceStatus, id or slug);
 
 /// The IAM scope aigw makes for the Workspace named `name` whose ownership token is `token`:
 /// `ws_<name>_<6 characters of the token>`, SCM's own naming, fixed for the resource's life (a

@@ -166,13 +166,7 @@ impl<K: Bodies<H>, H: Handle> Calls<K> for Through<H> {
 pub struct Own;
 
 /// [`Calls`] written out by the kind, with the same meaning.
-pub trait OwnCalls: Verbs {
-    /// [`Calls::key`].
-    fn key(remote: &Self::Remote) -> String;
-    /// [`Calls::found_key`].
-    fn found_key(found: &Self::Found) -> String;
-    /// [`Calls::workspace`].
-    fn workspace(remote: &Self::Remote) -> Option<&str>;
+pub trait OwnCalls: Verbs<Remote: RemoteKey, Found: RemoteKey> {
     /// [`Calls::observe`].
     fn observe(
         &self,
@@ -199,6 +193,47 @@ pub trait OwnCalls: Verbs {
     fn delete(&self, at: Deleting<'_, Self>) -> impl Future<Output = Result<(), ApiError>> + Send;
 }
 
+/// What the driver reads of a remote object, or of a create lookup's candidate, of a kind on
+/// [`OwnCalls`]: [`Calls::key`] (a candidate's: [`Calls::found_key`]) and [`Calls::workspace`].
+pub trait RemoteKey {
+    fn key(&self) -> String;
+    /// The key of a create lookup's candidate: by default its key.
+    fn found_key(&self) -> String {
+        self.key()
+    }
+    /// By default none (an organisation's object).
+    fn workspace(&self) -> Option<&str> {
+        None
+    }
+}
+
+/// [`RemoteKey`] of API objects read by the field `$key` (`in workspace`: living in their
+/// `workspace_id`).
+macro_rules! read_by {
+    ($key:ident: $($remote:ty),+ ; in workspace) => {$(
+        impl RemoteKey for $remote {
+            fn key(&self) -> String {
+                self.$key.clone()
+            }
+            fn workspace(&self) -> Option<&str> {
+                self.workspace_id.as_deref()
+            }
+        }
+    )+};
+    ($key:ident: $($remote:ty),+) => {$(
+        impl RemoteKey for $remote {
+            fn key(&self) -> String {
+                self.$key.clone()
+            }
+        }
+    )+};
+}
+
+read_by!(id: api::ApiKey, api::McpServer, api::RateLimitsPolicy, api::UsageLimitsPolicy; in workspace);
+read_by!(id: api::Deployment, api::DeploymentSummary, api::Workspace);
+read_by!(slug: api::ConfigDetail; in workspace);
+read_by!(slug: api::ConfigSummary, api::GuardrailSummary);
+
 /// What [`OwnCalls::delete`] is given: the remote object's `key`, the `client` for the call, the
 /// status so far, and `cx` for what else the call needs.
 pub struct Deleting<'a, K: Verbs> {
@@ -210,13 +245,13 @@ pub struct Deleting<'a, K: Verbs> {
 
 impl<K: OwnCalls> Calls<K> for Own {
     fn key(remote: &K::Remote) -> String {
-        K::key(remote)
+        remote.key()
     }
     fn found_key(found: &K::Found) -> String {
-        K::found_key(found)
+        found.found_key()
     }
     fn workspace(remote: &K::Remote) -> Option<&str> {
-        K::workspace(remote)
+        remote.workspace()
     }
     fn observe(
         kind: &K,

@@ -156,6 +156,30 @@ pub async fn apply<K: Verbs>(
     status: &mut K::Status,
 ) -> Result<Vec<Change>, Halt> {
     let first_sight = K::recorded(status).is_none();
+    let (desired, remote, comparison, step) = found(object, cx, status).await?;
+    let mut changes = match (step, &remote, &comparison) {
+        (Step::Create, _, _) => vec![create(object, cx, status, &desired).await?],
+        (Step::InSync, _, _) => Vec::new(),
+        (Step::Refuse(fields), Some(remote), _) => return Err(refusal::<K>(remote, &fields).into()),
+        (Step::Update { drift }, Some(remote), Some(comparison)) => {
+            let change = update(object, cx, status, &desired, remote, comparison, drift).await?;
+            vec![change]
+        }
+        // `decide` refuses or updates only an observed object.
+        (Step::Refuse(_) | Step::Update { .. }, _, _) => Vec::new(),
+    };
+    changes.extend(object.sync_sub_resources(cx, status).await?);
+    changes.extend(object.follow_up(cx, status, &desired, first_sight).await?);
+    Ok(changes)
+}
+
+/// What a reconcile finds before it writes: the desired state, the remote object (what it was
+/// compared with recorded in `status`), how the two compare, and the step that takes.
+pub(super) async fn found<K: Verbs>(
+    object: &K,
+    cx: &Cx<'_, K>,
+    status: &mut K::Status,
+) -> Result<(K::Desired, Option<K::Remote>, Option<Comparison>, Step), Halt> {
     let inputs = object.resolve(cx, status).await?;
     let desired = object.desired(inputs);
     let remote = observe(object, cx, status, &desired).await?;
@@ -170,20 +194,8 @@ pub async fn apply<K: Verbs>(
     let comparison = remote
         .as_ref()
         .map(|remote| object.compare(&desired, remote, status));
-    let mut changes = match (decide(comparison.as_ref(), applied), &remote, &comparison) {
-        (Step::Create, _, _) => vec![create(object, cx, status, &desired).await?],
-        (Step::InSync, _, _) => Vec::new(),
-        (Step::Refuse(fields), Some(remote), _) => return Err(refusal::<K>(remote, &fields).into()),
-        (Step::Update { drift }, Some(remote), Some(comparison)) => {
-            let change = update(object, cx, status, &desired, remote, comparison, drift).await?;
-            vec![change]
-        }
-        // `decide` refuses or updates only an observed object.
-        (Step::Refuse(_) | Step::Update { .. }, _, _) => Vec::new(),
-    };
-    changes.extend(object.sync_sub_resources(cx, status).await?);
-    changes.extend(object.follow_up(cx, status, &desired, first_sight).await?);
-    Ok(changes)
+    let step = decide(comparison.as_ref(), applied);
+    Ok((desired, remote, comparison, step))
 }
 
 /// Why the remote object cannot be brought in line: `fields` no update can change.
@@ -461,15 +473,20 @@ pub fn updated_change(
 }
 
 /// [`Managed::apply`], [`Managed::observe_only`] and [`Managed::cleanup`] of a kind on
-/// [`Verbs`]: the driver's flow.
+/// [`Verbs`]: the driver's flow. `driven!(issuing)`: a kind on
+/// [`super::issuing::Issues`], whose apply and cleanup are the issuing flow's (its observe is
+/// this one).
 macro_rules! driven {
     () => {
+        $crate::controller::driver::flow::driven!(flow);
+    };
+    ($flow:ident) => {
         async fn apply(
             &self,
             cx: &$crate::controller::driver::Cx<'_, Self>,
             status: &mut Self::Status,
         ) -> Result<Vec<$crate::controller::driver::Change>, $crate::controller::error::Halt> {
-            $crate::controller::driver::flow::apply(self, cx, status).await
+            $crate::controller::driver::$flow::apply(self, cx, status).await
         }
 
         async fn observe_only(
@@ -484,7 +501,7 @@ macro_rules! driven {
             &self,
             cx: &$crate::controller::driver::Cx<'_, Self>,
         ) -> Result<Vec<$crate::controller::driver::Change>, $crate::controller::error::Halt> {
-            $crate::controller::driver::flow::cleanup(self, cx).await
+            $crate::controller::driver::$flow::cleanup(self, cx).await
         }
 
         async fn remove_unused(

@@ -21,16 +21,15 @@ use std::time::Duration;
 
 use super::calls::Calls;
 use super::create::{Created, made_by_unfinished_create};
-use super::flow::{self, Recovery, Step, Undelivered, decide};
+use super::flow::{self, Recovery, Step, Undelivered};
 use super::rotation::{self, Rotates};
 use super::secret_delivery::{self, Delivery, ROTATION_ID_ANNOTATION, SecretVersion};
 use super::verbs::Verbs;
 use super::{Change, Cx, orphaned, removed};
 use crate::api::SecretString;
 use crate::controller::driver::gate::Op;
-use crate::controller::driver::status::{CommonStatus, IntentStatus};
+use crate::controller::driver::status::IntentStatus;
 use crate::controller::error::{Error, Halt};
-use crate::controller::spec_already_applied;
 
 /// What a kind whose answers issue one-time values supplies besides its verbs.
 pub trait Issues: Verbs + Rotates {
@@ -78,22 +77,9 @@ pub async fn apply<K: Issues>(
 ) -> Result<Vec<Change>, Halt> {
     let (interval, transition) = object.timing()?;
     let interval = rotation::floored_interval(object, cx, status, interval, transition).await;
-    let inputs = object.resolve(cx, status).await?;
-    let desired = object.desired(inputs);
-    let remote = flow::observe(object, cx, status, &desired).await?;
-    if remote.is_some() {
-        object.record_compared(status, &desired);
-    }
-    let applied = spec_already_applied(
-        object.meta().generation,
-        status.observed_generation(),
-        status.conditions(),
-    );
-    let comparison = remote
-        .as_ref()
-        .map(|remote| object.compare(&desired, remote, status));
+    let (desired, remote, comparison, step) = flow::found(object, cx, status).await?;
     let mut changes = Vec::new();
-    match (decide(comparison.as_ref(), applied), &remote, &comparison) {
+    match (step, &remote, &comparison) {
         (Step::Create, _, _) => changes.extend(create(object, cx, status, &desired).await?),
         (Step::Refuse(fields), Some(remote), _) => {
             return Err(flow::refusal::<K>(remote, &fields).into());
@@ -442,32 +428,3 @@ async fn retire_replaced<K: Issues>(
     K::forget_replaced(status);
     Ok(changes)
 }
-/// [`super::Managed::apply`], [`super::Managed::observe_only`] and
-/// [`super::Managed::cleanup`] of a kind on [`Issues`].
-macro_rules! driven_issuing {
-    () => {
-        async fn apply(
-            &self,
-            cx: &$crate::controller::driver::Cx<'_, Self>,
-            status: &mut Self::Status,
-        ) -> Result<Vec<$crate::controller::driver::Change>, $crate::controller::error::Halt> {
-            $crate::controller::driver::issuing::apply(self, cx, status).await
-        }
-
-        async fn observe_only(
-            &self,
-            cx: &$crate::controller::driver::Cx<'_, Self>,
-            status: &mut Self::Status,
-        ) -> Result<Vec<&'static str>, $crate::controller::error::Halt> {
-            $crate::controller::driver::flow::observe_only(self, cx, status).await
-        }
-
-        async fn cleanup(
-            &self,
-            cx: &$crate::controller::driver::Cx<'_, Self>,
-        ) -> Result<Vec<$crate::controller::driver::Change>, $crate::controller::error::Halt> {
-            $crate::controller::driver::issuing::cleanup(self, cx).await
-        }
-    };
-}
-pub(crate) use driven_issuing;

@@ -9,6 +9,7 @@ use std::time::Duration;
 use kube::api::{Api, Patch, PatchParams};
 
 use crate::controller::driver::status::CommonStatus;
+use kube::core::object::HasStatus;
 use kube::runtime::events::EventType;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
@@ -100,6 +101,7 @@ pub fn observed<T>(
 /// them.
 pub trait Managed:
     crate::controller::state::claims::Claims
+    + HasStatus<Status: IntentStatus + Recorded>
     + Governed
     + Resource<DynamicType = ()>
     + Clone
@@ -110,7 +112,6 @@ pub trait Managed:
     + Sync
     + 'static
 {
-    type Status: IntentStatus + Recorded;
     /// Kind name, for logs, metrics and messages.
     const KIND: &'static str;
     /// The API of this kind's objects in `namespace` (all namespaces for `None`). The trait does
@@ -119,11 +120,11 @@ pub trait Managed:
     /// False for a cluster-scoped kind: one controller and one watch cache for it, whatever
     /// `--namespace` says, and no namespace grants (see [`crate::controller::driver::gate`]).
     const NAMESPACED: bool = true;
-    /// Server-side apply field manager for this kind's status.
-    const MANAGER: &'static str;
-
-    fn status(&self) -> Option<&Self::Status>;
-    fn status_slot(&mut self) -> &mut Option<Self::Status>;
+    /// Server-side apply field manager for this kind's status: `aigw/` and the kind's name in
+    /// lower case.
+    fn manager() -> String {
+        format!("aigw/{}", Self::KIND.to_lowercase())
+    }
 
     /// Makes a copy read from the cluster (a watch event, a re-read) what reconciles read: the
     /// create intent of its `aigw.io/create-intent` annotation shown in its status
@@ -133,14 +134,14 @@ pub trait Managed:
     fn prepare(&mut self) {
         use crate::controller::driver::status::{project_claim, project_intent};
         let intent = CreateIntent::of(self.meta());
-        project_intent(intent, self.status_slot());
+        project_intent(intent, self.status_mut());
         let recorded = self
             .status()
             .and_then(|s| s.installation())
             .map(str::to_owned);
         if let Some(recorded) = recorded
             && project_claim(self.meta_mut(), &recorded)
-            && let Some(status) = self.status_slot()
+            && let Some(status) = self.status_mut()
         {
             *status.claim_annotated_mut() = true;
         }
@@ -324,20 +325,6 @@ macro_rules! cluster_api {
     };
 }
 pub(crate) use cluster_api;
-
-/// [`Managed::status`] and [`Managed::status_slot`] of a kind whose status is its `status`
-/// field, as every kind's is.
-macro_rules! status_field {
-    () => {
-        fn status(&self) -> Option<&Self::Status> {
-            self.status.as_ref()
-        }
-        fn status_slot(&mut self) -> &mut Option<Self::Status> {
-            &mut self.status
-        }
-    };
-}
-pub(crate) use status_field;
 
 /// What a kind's apply/cleanup may use: the gate to the management API for this object (the
 /// only way to its client), the Kubernetes client, and status writes guarded by the
@@ -793,7 +780,7 @@ async fn write_status<K: Managed>(
     let written = objects
         .patch_status(
             name,
-            &PatchParams::apply(K::MANAGER).force(),
+            &PatchParams::apply(&K::manager()).force(),
             &Patch::Apply(&patch),
         )
         .await

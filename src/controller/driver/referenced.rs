@@ -15,12 +15,22 @@ use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, tenant_peers};
 use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::process::as_cached;
 use crate::controller::{Context, spec_already_applied};
+use crate::resources::common::Recorded;
 use crate::resources::readable::{Readable, readable_api};
 
 /// The resource of kind `K` named `name` in the watch cache, if it is there.
 pub fn named<K: Managed>(ctx: &Context, name: &str) -> Option<Arc<K>> {
     let all = ctx.stores.of::<K>().all();
     all.into_iter().find(|r| r.name_any() == name)
+}
+
+/// Every key (id, slug) the resource of kind `K` named `name` recorded of its remote object
+/// (none before it recorded one); `None` when the watch cache has no such resource.
+pub fn recorded_keys<K: Managed>(ctx: &Context, name: &str) -> Option<Vec<String>> {
+    named::<K>(ctx, name).map(|found| {
+        let status = found.status();
+        status.map(Recorded::remote_key_strings).unwrap_or_default()
+    })
 }
 
 /// Resource `name` of kind `K` and the remote id `id` reads from its status, once `referrer`

@@ -192,8 +192,11 @@ pub trait EmbedsManagedStatus:
     + std::fmt::Debug
     + std::ops::DerefMut<Target = ManagedStatus>
 {
-    /// A copy with the kind's own timestamps blanked (the block's are blanked with it).
-    fn without_own_timestamps(&self) -> Self;
+    /// A copy with the kind's own timestamps blanked (the block's are blanked with it); a copy
+    /// for a kind that keeps none.
+    fn without_own_timestamps(&self) -> Self {
+        self.clone()
+    }
     /// True while work of the kind's own whose outcome is not yet known is in flight (a
     /// rotation, a usage reset, a key being replaced): it must finish like a create.
     fn own_intent(&self) -> bool {

@@ -14,7 +14,7 @@ use super::create::{Created, Lookup};
 use super::{Change, Cx, Managed};
 use crate::api::ApiError;
 use crate::controller::error::{Error, Halt};
-use crate::resources::common::DriftCorrection;
+use crate::resources::common::{DriftCorrection, Recorded};
 
 /// How the remote object differs from the desired state ([`Verbs::compare`]).
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -116,12 +116,16 @@ pub trait Verbs: Managed {
         remote: &Self::Remote,
         status: &Self::Status,
     ) -> Comparison;
-    /// The key of the remote object this resource recorded in `status` (id or slug).
-    fn recorded(status: &Self::Status) -> Option<String>;
-    /// How the messages of a deletion name the remote object `status` recorded (the slug users
-    /// route by, where the key is a UUID): by default its key.
+    /// The key of the remote object this resource recorded in `status` (id or slug): what its
+    /// status records it by ([`Recorded::recorded_remote`]).
+    fn recorded(status: &Self::Status) -> Option<String> {
+        status.recorded_remote().map(str::to_string)
+    }
+    /// How the messages of a deletion name the remote object `status` recorded: the slug users
+    /// route by where the status keeps one (the last of [`Recorded::remote_keys`], which lists
+    /// the id first), else its key.
     fn shown(status: &Self::Status) -> Option<String> {
-        Self::recorded(status)
+        status.remote_keys().last().map(|key| key.to_string())
     }
     /// What adopting `remote` (named `what`) reaches besides this resource's own grant: by
     /// default its workspace; a gateway reaches every workspace it serves.

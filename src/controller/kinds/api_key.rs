@@ -69,14 +69,10 @@ impl EmbedsManagedStatus for ApiKeyStatus {
 
 impl Managed for ApiKey {
     crate::controller::driver::kind::namespaced_api!();
-    type Status = ApiKeyStatus;
     const KIND: &'static str = "ApiKey";
-    const MANAGER: &'static str = "aigw/apikey";
     const LISTED: bool = true;
 
-    crate::controller::driver::kind::status_field!();
-
-    crate::controller::driver::issuing::driven_issuing!();
+    crate::controller::driver::flow::driven!(issuing);
 
     fn due_in(&self, status: &ApiKeyStatus) -> Option<Duration> {
         rotation::due_in(&status.rotation)
@@ -188,9 +184,6 @@ impl Verbs for ApiKey {
             inputs: Vec::new(),
         }
     }
-    fn recorded(status: &ApiKeyStatus) -> Option<String> {
-        status.id.clone()
-    }
     async fn find_created(
         &self,
         cx: &Cx<'_, Self>,
@@ -223,15 +216,6 @@ impl Verbs for ApiKey {
 }
 
 impl OwnCalls for ApiKey {
-    fn key(remote: &api::ApiKey) -> String {
-        remote.id.clone()
-    }
-    fn found_key(found: &api::ApiKey) -> String {
-        found.id.clone()
-    }
-    fn workspace(remote: &api::ApiKey) -> Option<&str> {
-        remote.workspace_id.as_deref()
-    }
     /// A key that is gone (404, nothing else) is forgotten, so a new one is created into the
     /// Secret.
     async fn observe(

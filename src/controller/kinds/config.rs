@@ -13,7 +13,6 @@ use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, Row as Candidate, one_named, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
-use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt, Wait};
@@ -21,15 +20,6 @@ use crate::controller::kinds::config_refs::{self, Desired};
 use crate::controller::now_rfc3339;
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 use crate::resources::config::{AppliedHistory, Config, ConfigStatus};
-
-impl EmbedsManagedStatus for ConfigStatus {
-    fn without_own_timestamps(&self) -> Self {
-        Self {
-            last_applied_at: None,
-            ..self.clone()
-        }
-    }
-}
 
 /// Condition reason while a Config's deletion waits for what uses it.
 pub const STILL_REFERENCED: &str = "StillReferenced";
@@ -91,12 +81,8 @@ pub async fn holders(config: &Config, ctx: &Context) -> Result<Vec<String>, Halt
 
 impl Managed for Config {
     crate::controller::driver::kind::namespaced_api!();
-    type Status = ConfigStatus;
     const KIND: &'static str = "Config";
-    const MANAGER: &'static str = "aigw/config";
     const LISTED: bool = true;
-
-    crate::controller::driver::kind::status_field!();
 
     crate::controller::driver::flow::driven!();
 
@@ -199,9 +185,6 @@ impl Verbs for Config {
             differs,
             inputs,
         }
-    }
-    fn recorded(status: &ConfigStatus) -> Option<String> {
-        status.slug.clone().or(status.id.clone())
     }
     async fn find_created(
         &self,
@@ -330,15 +313,6 @@ impl Verbs for Config {
 }
 
 impl OwnCalls for Config {
-    fn key(remote: &ConfigDetail) -> String {
-        remote.slug.clone()
-    }
-    fn found_key(found: &ConfigSummary) -> String {
-        found.slug.clone()
-    }
-    fn workspace(remote: &ConfigDetail) -> Option<&str> {
-        remote.workspace_id.as_deref()
-    }
     async fn observe(
         &self,
         client: &Client,

@@ -32,7 +32,6 @@ pub use crate::controller::driver::secret_delivery::{
     MANAGED_BY, MANAGED_BY_LABEL, OWNER_UID_ANNOTATION, ROTATED_AT_ANNOTATION,
     ROTATION_ID_ANNOTATION,
 };
-const MANAGER: &str = "aigw/deployment";
 
 impl EmbedsManagedStatus for DeploymentStatus {
     fn without_own_timestamps(&self) -> Self {
@@ -52,13 +51,9 @@ pub const DEPLOYMENT_ID_ANNOTATION: &str = "aigw.io/deployment-id";
 
 impl Managed for Deployment {
     crate::controller::driver::kind::namespaced_api!();
-    type Status = DeploymentStatus;
     const KIND: &'static str = "Deployment";
-    const MANAGER: &'static str = MANAGER;
 
-    crate::controller::driver::kind::status_field!();
-
-    crate::controller::driver::issuing::driven_issuing!();
+    crate::controller::driver::flow::driven!(issuing);
 
     fn due_in(&self, status: &DeploymentStatus) -> Option<Duration> {
         rotation::due_in(&status.rotation)
@@ -109,9 +104,6 @@ impl Verbs for Deployment {
             differs: self.spec.diff(remote),
             ..Default::default()
         }
-    }
-    fn recorded(status: &DeploymentStatus) -> Option<String> {
-        status.id.clone()
     }
     /// Adopting reaches a gateway made outside aigw: everything it serves must be granted too
     /// (its workspaces; the organisation, if it is the default gateway).
@@ -196,15 +188,6 @@ impl Verbs for Deployment {
 }
 
 impl OwnCalls for Deployment {
-    fn key(remote: &api::Deployment) -> String {
-        remote.id.clone()
-    }
-    fn found_key(found: &api::DeploymentSummary) -> String {
-        found.id.clone()
-    }
-    fn workspace(_remote: &api::Deployment) -> Option<&str> {
-        None
-    }
     /// Only 404 or `AB08` means it is gone.
     async fn observe(
         &self,

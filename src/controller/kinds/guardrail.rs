@@ -19,12 +19,11 @@ use crate::api::{
     ApiError, Client, GuardrailDetails, GuardrailSummary, GuardrailWritten, GuardrailsOn, Listing,
 };
 use crate::controller::Context;
-use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls, RemoteKey};
 use crate::controller::driver::create::{Created, Lookup, Row as Candidate, one_named, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::every;
-use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -39,15 +38,6 @@ mod mcp_servers;
 /// Condition reason while a Config still names the guardrail being deleted.
 pub const STILL_REFERENCED: &str = "StillReferenced";
 
-impl EmbedsManagedStatus for GuardrailStatus {
-    fn without_own_timestamps(&self) -> Self {
-        Self {
-            last_applied_at: None,
-            ..self.clone()
-        }
-    }
-}
-
 /// What the flow needs of a guardrail kind.
 pub trait GuardrailObject:
     GuardrailKind + Managed<Status = GuardrailStatus> + ReadsSecrets
@@ -57,7 +47,7 @@ impl<G: GuardrailKind + Managed<Status = GuardrailStatus> + ReadsSecrets> Guardr
 
 /// `Managed`, `Listed` and `ReadsSecrets` of a guardrail kind, all through the one flow below.
 macro_rules! guardrail_kind {
-    ($kind:ident, $manager:literal, $api:ident) => {
+    ($kind:ident, $api:ident) => {
         impl ReadsSecrets for $kind {
             fn secret_refs(&self) -> std::borrow::Cow<'_, [ConfigSecretRef]> {
                 std::borrow::Cow::Borrowed(&self.definition().secret_refs)
@@ -66,12 +56,8 @@ macro_rules! guardrail_kind {
 
         impl Managed for $kind {
             crate::controller::driver::kind::$api!();
-            type Status = GuardrailStatus;
             const KIND: &'static str = stringify!($kind);
-            const MANAGER: &'static str = $manager;
             const LISTED: bool = true;
-
-            crate::controller::driver::kind::status_field!();
 
             crate::controller::driver::flow::driven!();
 
@@ -124,9 +110,6 @@ macro_rules! guardrail_kind {
                 status: &GuardrailStatus,
             ) -> Comparison {
                 compare(self, desired.as_ref(), remote, status)
-            }
-            fn recorded(status: &GuardrailStatus) -> Option<String> {
-                status.slug.clone().or(status.id.clone())
             }
             fn refuses(remote: &GuardrailDetails) -> Option<String> {
                 Self::other_kind(remote)
@@ -199,15 +182,6 @@ macro_rules! guardrail_kind {
         }
 
         impl OwnCalls for $kind {
-            fn key(remote: &GuardrailDetails) -> String {
-                key_of(remote)
-            }
-            fn found_key(found: &GuardrailSummary) -> String {
-                found.slug.clone()
-            }
-            fn workspace(remote: &GuardrailDetails) -> Option<&str> {
-                remote.workspace_id.as_deref()
-            }
             async fn observe(
                 &self,
                 client: &Client,
@@ -268,8 +242,8 @@ macro_rules! guardrail_kind {
     };
 }
 
-guardrail_kind!(Guardrail, "aigw/guardrail", namespaced_api);
-guardrail_kind!(ClusterGuardrail, "aigw/clusterguardrail", cluster_api);
+guardrail_kind!(Guardrail, namespaced_api);
+guardrail_kind!(ClusterGuardrail, cluster_api);
 
 fn plane<G: GuardrailKind>(client: &Client) -> GuardrailsOn<'_> {
     client.guardrails_on(G::PLANE)
@@ -445,6 +419,16 @@ async fn referencing_configs<G: GuardrailKind>(
 }
 
 /// The key the API addresses the guardrail by: its slug, else its id.
+/// A guardrail is read by its slug ([`key_of`]), in its workspace.
+impl RemoteKey for GuardrailDetails {
+    fn key(&self) -> String {
+        key_of(self)
+    }
+    fn workspace(&self) -> Option<&str> {
+        self.workspace_id.as_deref()
+    }
+}
+
 fn key_of(remote: &GuardrailDetails) -> String {
     if remote.slug.is_empty() {
         remote.id.clone()

@@ -22,7 +22,6 @@ use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::create::{Created, Lookup, Row, body_hash, by_slug_or_name};
 use crate::controller::driver::gate::{Op, tenant_id};
 use crate::controller::driver::referenced::ready_named;
-use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -42,15 +41,6 @@ pub const STILL_REFERENCED: &str = "StillReferenced";
 /// being deleted or not Ready yet.
 pub const SECRET_REFERENCE_NOT_READY: &str = "SecretReferenceNotReady";
 
-impl EmbedsManagedStatus for IntegrationStatus {
-    fn without_own_timestamps(&self) -> Self {
-        Self {
-            last_applied_at: None,
-            ..self.clone()
-        }
-    }
-}
-
 impl ReadsSecrets for Integration {
     fn secret_refs(&self) -> std::borrow::Cow<'_, [ConfigSecretRef]> {
         SecretDocument::secret_refs(&self.spec)
@@ -68,11 +58,7 @@ impl ReadsSecrets for Integration {
 
 impl Managed for Integration {
     crate::controller::driver::kind::cluster_api!();
-    type Status = IntegrationStatus;
     const KIND: &'static str = "Integration";
-    const MANAGER: &'static str = "aigw/integration";
-
-    crate::controller::driver::kind::status_field!();
 
     crate::controller::driver::flow::driven!();
 }
@@ -166,12 +152,6 @@ impl Verbs for Integration {
             differs,
             inputs,
         }
-    }
-    fn recorded(status: &IntegrationStatus) -> Option<String> {
-        status.id.clone().or(status.slug.clone())
-    }
-    fn shown(status: &IntegrationStatus) -> Option<String> {
-        status.slug.clone().or(status.id.clone())
     }
     async fn find_created(
         &self,

@@ -1,13 +1,16 @@
 //! What the kinds whose remote object is known by an id and a slug record of it in status
-//! (Integration, McpIntegration, McpServer, Provider, SecretReference): its keys, when aigw
+//! (Integration, McpIntegration, McpServer, Provider, SecretReference; Config, Guardrail and
+//! Workspace share only its timestamp so far): its keys, when aigw
 //! last wrote it, and for the kinds that write values from Secrets no read shows, the hash of
 //! what was sent (`status.secretHash`).
 
 use crate::controller::driver::create::Created;
+use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::now_rfc3339;
 use crate::resources::{
-    integration::IntegrationStatus, mcp_integration::McpIntegrationStatus,
-    mcp_server::McpServerStatus, provider::ProviderStatus, secret_reference::SecretReferenceStatus,
+    config::ConfigStatus, guardrail::GuardrailStatus, integration::IntegrationStatus,
+    mcp_integration::McpIntegrationStatus, mcp_server::McpServerStatus, provider::ProviderStatus,
+    secret_reference::SecretReferenceStatus, workspace::WorkspaceStatus,
 };
 
 /// A remote object's `(id, slug)` as the API gives them (either may be empty).
@@ -91,37 +94,34 @@ pub fn record_updated(status: &mut impl Keyed, hash: Option<String>) {
     }
 }
 
-impl Keyed for IntegrationStatus {
-    fn keyed(&mut self) -> Record<'_> {
-        let keys = (&mut self.id, &mut self.slug);
-        Record::of(keys, &mut self.last_applied_at, Some(&mut self.secret_hash))
-    }
+/// [`Keyed`] and [`EmbedsManagedStatus`] of statuses whose keys are `id` and `slug`, written at `last_applied_at`, and
+/// after `;` the field that keeps the hash of what was sent from Secrets.
+macro_rules! keyed {
+    (@impl $status:ty $(, $hash:ident)?) => {
+        impl Keyed for $status {
+            fn keyed(&mut self) -> Record<'_> {
+                let hash = None$(.or(Some(&mut self.$hash)))?;
+                Record::of((&mut self.id, &mut self.slug), &mut self.last_applied_at, hash)
+            }
+        }
+
+        /// Its own timestamp is `lastAppliedAt`.
+        impl EmbedsManagedStatus for $status {
+            fn without_own_timestamps(&self) -> Self {
+                Self {
+                    last_applied_at: None,
+                    ..self.clone()
+                }
+            }
+        }
+    };
+    ($($status:ty),+ ; $hash:ident) => {
+        $(keyed!(@impl $status, $hash);)+
+    };
+    ($($status:ty),+) => {
+        $(keyed!(@impl $status);)+
+    };
 }
 
-impl Keyed for McpIntegrationStatus {
-    fn keyed(&mut self) -> Record<'_> {
-        let keys = (&mut self.id, &mut self.slug);
-        Record::of(keys, &mut self.last_applied_at, Some(&mut self.secret_hash))
-    }
-}
-
-impl Keyed for SecretReferenceStatus {
-    fn keyed(&mut self) -> Record<'_> {
-        let keys = (&mut self.id, &mut self.slug);
-        Record::of(keys, &mut self.last_applied_at, Some(&mut self.secret_hash))
-    }
-}
-
-impl Keyed for McpServerStatus {
-    fn keyed(&mut self) -> Record<'_> {
-        let keys = (&mut self.id, &mut self.slug);
-        Record::of(keys, &mut self.last_applied_at, None)
-    }
-}
-
-impl Keyed for ProviderStatus {
-    fn keyed(&mut self) -> Record<'_> {
-        let keys = (&mut self.id, &mut self.slug);
-        Record::of(keys, &mut self.last_applied_at, None)
-    }
-}
+keyed!(IntegrationStatus, McpIntegrationStatus, SecretReferenceStatus, ConfigStatus, GuardrailStatus; secret_hash);
+keyed!(McpServerStatus, ProviderStatus, WorkspaceStatus);

@@ -21,7 +21,6 @@ use crate::api::{self, ApiError, Client, McpIntegration as RemoteIntegration};
 use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::create::{Created, Lookup, Row, body_hash, by_slug_or_name};
 use crate::controller::driver::gate::{Op, tenant_id, tenant_peers};
-use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -30,6 +29,7 @@ use crate::controller::kinds::config_refs::ReadsSecrets;
 use crate::controller::kinds::keyed;
 use crate::controller::{Context, spec_already_applied};
 use crate::resources::Workspace;
+use crate::resources::common::Recorded;
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
 use crate::resources::mcp_integration::{
     McpIntegration, McpIntegrationStatus, WantedAccess, access_updates, capability_updates,
@@ -44,15 +44,6 @@ pub const WORKSPACE_NOT_READY: &str = "WorkspaceNotReady";
 
 /// How soon a reconcile reads the capabilities again while a toggle waits for its capability.
 const PENDING_LOOK_AGAIN: Duration = Duration::from_secs(30);
-
-impl EmbedsManagedStatus for McpIntegrationStatus {
-    fn without_own_timestamps(&self) -> Self {
-        Self {
-            last_applied_at: None,
-            ..self.clone()
-        }
-    }
-}
 
 /// The Secret `spec.configurationsSecretRef` names, for the Secret watch (which matches by
 /// name): the integration takes every key of it, so the key here names none.
@@ -80,11 +71,7 @@ impl ReadsSecrets for McpIntegration {
 
 impl Managed for McpIntegration {
     crate::controller::driver::kind::cluster_api!();
-    type Status = McpIntegrationStatus;
     const KIND: &'static str = "McpIntegration";
-    const MANAGER: &'static str = "aigw/mcpintegration";
-
-    crate::controller::driver::kind::status_field!();
 
     /// A toggle waiting for its capability is looked at again sooner than the drift interval.
     fn due_in(&self, status: &McpIntegrationStatus) -> Option<Duration> {
@@ -169,12 +156,6 @@ impl Verbs for McpIntegration {
             inputs,
         }
     }
-    fn recorded(status: &McpIntegrationStatus) -> Option<String> {
-        status.id.clone().or(status.slug.clone())
-    }
-    fn shown(status: &McpIntegrationStatus) -> Option<String> {
-        status.slug.clone().or(status.id.clone())
-    }
     /// A workspace's own MCP integration (`workspace_id` set) is not the organisation's.
     fn refuses(remote: &RemoteIntegration) -> Option<String> {
         remote.workspace_id.as_ref().map(|ws| {
@@ -205,8 +186,8 @@ impl Verbs for McpIntegration {
                 ),
             ).into());
         }
-        let status = self.status.clone().unwrap_or_default();
-        let keys: Vec<String> = status.id.into_iter().chain(status.slug).collect();
+        let keys = self.status.as_ref().map(Recorded::remote_key_strings);
+        let keys = keys.unwrap_or_default();
         let servers = cx
             .api(Op::Read)
             .await?

@@ -24,8 +24,7 @@ use crate::controller::Context;
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, Row, one_named, sent_or};
 use crate::controller::driver::gate::Op;
-use crate::controller::driver::referenced::{named, ready_named};
-use crate::controller::driver::status::EmbedsManagedStatus;
+use crate::controller::driver::referenced::{ready_named, recorded_keys};
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -37,22 +36,9 @@ use crate::resources::{McpIntegration, Workspace};
 /// Condition reason while the MCP integration a server instantiates is not ready for it.
 pub const INTEGRATION_NOT_READY: &str = "IntegrationNotReady";
 
-impl EmbedsManagedStatus for McpServerStatus {
-    fn without_own_timestamps(&self) -> Self {
-        Self {
-            last_applied_at: None,
-            ..self.clone()
-        }
-    }
-}
-
 impl Managed for McpServer {
     crate::controller::driver::kind::namespaced_api!();
-    type Status = McpServerStatus;
     const KIND: &'static str = "McpServer";
-    const MANAGER: &'static str = "aigw/mcpserver";
-
-    crate::controller::driver::kind::status_field!();
 
     crate::controller::driver::flow::driven!();
 }
@@ -130,12 +116,6 @@ impl Verbs for McpServer {
             differs: self.spec.update_for(remote).0,
             inputs: Vec::new(),
         }
-    }
-    fn recorded(status: &McpServerStatus) -> Option<String> {
-        status.id.clone().or(status.slug.clone())
-    }
-    fn shown(status: &McpServerStatus) -> Option<String> {
-        status.slug.clone().or(status.id.clone())
     }
     /// A server of the slug in another workspace or of another integration.
     fn not_adoptable(&self, desired: &Instantiates, remote: &RemoteServer) -> Option<String> {
@@ -257,15 +237,6 @@ impl Verbs for McpServer {
 }
 
 impl OwnCalls for McpServer {
-    fn key(remote: &RemoteServer) -> String {
-        remote.id.clone()
-    }
-    fn found_key(found: &RemoteServer) -> String {
-        found.id.clone()
-    }
-    fn workspace(remote: &RemoteServer) -> Option<&str> {
-        remote.workspace_id.as_deref()
-    }
     /// The detail, with the workspace its list row tells (the detail omits it; a row not
     /// listed yet leaves it unknown, and so not compared).
     async fn observe(
@@ -369,14 +340,12 @@ fn integration_keys(server: &McpServer, ctx: &Context, status: &McpServerStatus)
     if let Some(id) = &spec.integration_id {
         keys.push(id.clone());
         keys.extend(status.integration_id.clone());
-    } else if let Some(found) = spec
+    } else if let Some(recorded) = spec
         .integration_ref
         .as_ref()
-        .and_then(|r| named::<McpIntegration>(ctx, &r.name))
+        .and_then(|r| recorded_keys::<McpIntegration>(ctx, &r.name))
     {
-        let recorded = found.status.as_ref();
-        keys.extend(recorded.and_then(|s| s.id.clone()));
-        keys.extend(recorded.and_then(|s| s.slug.clone()));
+        keys.extend(recorded);
     }
     keys.retain(|k| !k.is_empty());
     keys.dedup();
@@ -434,12 +403,7 @@ async fn integration_granted(
         (None, None) => return Ok(()),
     };
     named_by.extend(keys.iter().cloned());
-    let resource = |entry: &str| {
-        named::<McpIntegration>(cx.ctx, entry).map(|found| {
-            let recorded = found.status.clone().unwrap_or_default();
-            recorded.id.into_iter().chain(recorded.slug).collect()
-        })
-    };
+    let resource = |entry: &str| recorded_keys::<McpIntegration>(cx.ctx, entry);
     cx.gate
         .grants()
         .await?

@@ -2,10 +2,10 @@
 //! ([`Verbs`]) over a remote object with a UUID and no slug, in one workspace, adopted by
 //! `spec.policyId`, updated in place for its mutable fields, deleted (archived) per
 //! `deletionPolicy`. A policy kind supplies its API calls and its diff ([`Policy`]) and what its
-//! status records ([`PolicyKind`]); the driver does the rest ([`crate::controller::driver::flow`]).
+//! status records besides [`PolicyRecord`] ([`PolicyKind`]); the driver does the rest ([`crate::controller::driver::flow`]).
 
 use crate::api::{ApiError, Client, Listing};
-use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls, RemoteKey};
 use crate::controller::driver::create::{
     Created, Lookup, body_hash, body_hash_matches, one_of_ours,
 };
@@ -17,20 +17,51 @@ use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 pub use crate::resources::policy::{Facts, Policy};
+use crate::resources::rate_limits_policy::RateLimitsPolicyStatus;
+use crate::resources::usage_limits_policy::UsageLimitsPolicyStatus;
+use kube::core::object::HasStatus;
+
+/// The status fields every policy kind records of its remote policy.
+pub struct PolicyRecord<'a> {
+    id: &'a mut Option<String>,
+    remote_status: &'a mut Option<String>,
+    remote_updated_at: &'a mut Option<String>,
+    last_drift_correction: &'a mut Option<Box<DriftCorrection>>,
+}
+
+/// A policy kind's status: where it keeps [`PolicyRecord`].
+pub trait RecordsPolicy {
+    fn policy_record(&mut self) -> PolicyRecord<'_>;
+}
+
+/// [`RecordsPolicy`] of statuses whose fields are named as [`PolicyRecord`]'s.
+macro_rules! records_policy {
+    ($($status:ty),+) => {$(
+        impl RecordsPolicy for $status {
+            fn policy_record(&mut self) -> PolicyRecord<'_> {
+                PolicyRecord {
+                    id: &mut self.id,
+                    remote_status: &mut self.remote_status,
+                    remote_updated_at: &mut self.remote_updated_at,
+                    last_drift_correction: &mut self.last_drift_correction,
+                }
+            }
+        }
+    )+};
+}
+
+records_policy!(RateLimitsPolicyStatus, UsageLimitsPolicyStatus);
 
 /// A policy kind in the driver: its [`Policy`] binding, and what its status records.
-pub trait PolicyKind: Managed + Policy {
+pub trait PolicyKind:
+    Managed + HasStatus<Status: RecordsPolicy> + Policy<Remote: RemoteKey>
+{
     /// The event reason and verb of the remote removal: ("Deleted", "delete"), ("Archived",
     /// "archive").
     const REMOVAL: (&'static str, &'static str);
-    /// Records in `status` what a read reported (`None`: the policy is gone).
-    fn record(status: &mut Self::Status, remote: Option<&Self::Remote>);
-    /// Records in `status` the policy a create made (`id`), before any read of it.
-    fn record_created(status: &mut Self::Status, id: String);
-    /// `status.id`.
-    fn id(status: &Self::Status) -> Option<&str>;
-    /// Keeps what the last drift correction replaced.
-    fn record_drift(status: &mut Self::Status, replaced: DriftCorrection);
+    /// Records in `status` what a read reported besides [`PolicyRecord`] (`None`: the policy
+    /// is gone).
+    fn record_more(_status: &mut Self::Status, _remote: Option<&Self::Remote>) {}
     /// [`Verbs::follow_up`] of this kind.
     fn follow_up(
         &self,
@@ -69,9 +100,6 @@ impl<P: PolicyKind> Verbs for P {
             inputs: Vec::new(),
         }
     }
-    fn recorded(status: &P::Status) -> Option<String> {
-        P::id(status).map(str::to_string)
-    }
     async fn find_created(
         &self,
         cx: &Cx<'_, P>,
@@ -80,7 +108,12 @@ impl<P: PolicyKind> Verbs for P {
         find_created(self, cx, status).await
     }
     fn record(status: &mut P::Status, remote: Option<&P::Remote>) {
-        <P as PolicyKind>::record(status, remote)
+        let facts = remote.map(P::facts);
+        let record = status.policy_record();
+        *record.id = facts.as_ref().map(|r| r.id.to_string());
+        *record.remote_status = facts.as_ref().map(|r| r.remote_status().into());
+        *record.remote_updated_at = facts.and_then(|r| r.updated_at.map(str::to_string));
+        P::record_more(status, remote);
     }
     fn record_created(
         &self,
@@ -92,7 +125,9 @@ impl<P: PolicyKind> Verbs for P {
             Created::Posted(id) => id,
             Created::Recovered(found) => P::facts(&found).id.to_string(),
         };
-        <P as PolicyKind>::record_created(status, id.clone());
+        let record = status.policy_record();
+        *record.id = Some(id.clone());
+        *record.remote_status = Some("active".into());
         id
     }
     fn replaced(
@@ -105,7 +140,7 @@ impl<P: PolicyKind> Verbs for P {
         desired.drift_against(remote, &comparison.differs, at)
     }
     fn record_drift(status: &mut P::Status, replaced: DriftCorrection) {
-        <P as PolicyKind>::record_drift(status, replaced)
+        *status.policy_record().last_drift_correction = Some(Box::new(replaced));
     }
     async fn follow_up(
         &self,
@@ -119,15 +154,6 @@ impl<P: PolicyKind> Verbs for P {
 }
 
 impl<P: PolicyKind> OwnCalls for P {
-    fn key(remote: &P::Remote) -> String {
-        P::facts(remote).id.to_string()
-    }
-    fn found_key(found: &P::Remote) -> String {
-        P::facts(found).id.to_string()
-    }
-    fn workspace(remote: &P::Remote) -> Option<&str> {
-        P::facts(remote).workspace_id
-    }
     async fn observe(
         &self,
         client: &Client,

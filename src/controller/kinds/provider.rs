@@ -22,11 +22,10 @@ use crate::api::{
     ProvidersListQuery,
 };
 use crate::controller::Context;
-use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls, RemoteKey};
 use crate::controller::driver::create::{Created, Lookup, Row, one_named, sent_or};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::every;
-use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
@@ -42,22 +41,9 @@ pub const INTEGRATION_NOT_READY: &str = "IntegrationNotReady";
 /// Condition reason while a Config still names the provider being deleted.
 pub const STILL_REFERENCED: &str = "StillReferenced";
 
-impl EmbedsManagedStatus for ProviderStatus {
-    fn without_own_timestamps(&self) -> Self {
-        Self {
-            last_applied_at: None,
-            ..self.clone()
-        }
-    }
-}
-
 impl Managed for Provider {
     crate::controller::driver::kind::namespaced_api!();
-    type Status = ProviderStatus;
     const KIND: &'static str = "Provider";
-    const MANAGER: &'static str = "aigw/provider";
-
-    crate::controller::driver::kind::status_field!();
 
     crate::controller::driver::flow::driven!();
 }
@@ -143,12 +129,6 @@ impl Verbs for Provider {
             },
             differs,
         }
-    }
-    fn recorded(status: &ProviderStatus) -> Option<String> {
-        status.id.clone().or(status.slug.clone())
-    }
-    fn shown(status: &ProviderStatus) -> Option<String> {
-        status.slug.clone().or(status.id.clone())
     }
     /// A provider of the slug binds another integration (or lives in another workspace).
     fn not_adoptable(&self, desired: &Binding, remote: &RemoteProvider) -> Option<String> {
@@ -262,18 +242,6 @@ impl Verbs for Provider {
 }
 
 impl OwnCalls for Provider {
-    fn key(remote: &RemoteProvider) -> String {
-        match remote.slug.is_empty() {
-            true => remote.id.clone(),
-            false => remote.slug.clone(),
-        }
-    }
-    fn found_key(found: &RemoteProvider) -> String {
-        key_of(found)
-    }
-    fn workspace(remote: &RemoteProvider) -> Option<&str> {
-        remote.workspace_id.as_deref()
-    }
     async fn observe(
         &self,
         client: &Client,
@@ -322,6 +290,23 @@ impl OwnCalls for Provider {
 }
 
 /// The key the API addresses the provider by: its UUID, else its slug.
+/// A provider is read by its slug (its id while it has none); a create lookup's candidate by
+/// its id ([`key_of`]).
+impl RemoteKey for RemoteProvider {
+    fn key(&self) -> String {
+        match self.slug.is_empty() {
+            true => self.id.clone(),
+            false => self.slug.clone(),
+        }
+    }
+    fn found_key(&self) -> String {
+        key_of(self)
+    }
+    fn workspace(&self) -> Option<&str> {
+        self.workspace_id.as_deref()
+    }
+}
+
 fn key_of(remote: &RemoteProvider) -> String {
     match remote.id.is_empty() {
         true => remote.slug.clone(),

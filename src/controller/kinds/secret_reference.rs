@@ -17,28 +17,19 @@ use crate::controller::Context;
 use crate::controller::driver::calls::{Bodies, Through};
 use crate::controller::driver::create::{Created, Lookup, Row, body_hash, by_slug_or_name};
 use crate::controller::driver::gate::{Op, tenant_id};
-use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::cluster_secret;
 use crate::controller::kinds::config_refs::ReadsSecrets;
 use crate::controller::kinds::keyed;
+use crate::resources::common::Recorded;
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
 use crate::resources::integration::Integration;
 use crate::resources::secret_reference::{SecretReference, SecretReferenceStatus};
 
 /// Condition reason while the API refuses the delete because something maps to the reference.
 pub const STILL_REFERENCED: &str = "StillReferenced";
-
-impl EmbedsManagedStatus for SecretReferenceStatus {
-    fn without_own_timestamps(&self) -> Self {
-        Self {
-            last_applied_at: None,
-            ..self.clone()
-        }
-    }
-}
 
 /// The Secret `spec.authConfigSecretRef` names, for the Secret watch (which matches by name):
 /// the reference takes every key of it, so the key here names none.
@@ -60,11 +51,7 @@ impl ReadsSecrets for SecretReference {
 
 impl Managed for SecretReference {
     crate::controller::driver::kind::cluster_api!();
-    type Status = SecretReferenceStatus;
     const KIND: &'static str = "SecretReference";
-    const MANAGER: &'static str = "aigw/secretreference";
-
-    crate::controller::driver::kind::status_field!();
 
     crate::controller::driver::flow::driven!();
 }
@@ -141,12 +128,6 @@ impl Verbs for SecretReference {
             inputs,
         }
     }
-    fn recorded(status: &SecretReferenceStatus) -> Option<String> {
-        status.id.clone().or(status.slug.clone())
-    }
-    fn shown(status: &SecretReferenceStatus) -> Option<String> {
-        status.slug.clone().or(status.id.clone())
-    }
     async fn find_created(
         &self,
         cx: &Cx<'_, Self>,
@@ -157,8 +138,8 @@ impl Verbs for SecretReference {
     /// Waits while an Integration resource maps a field to the reference (by resource, or by
     /// its UUID or slug), naming them: the API would refuse the delete too, but later.
     async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
-        let status = self.status.clone().unwrap_or_default();
-        let keys: Vec<String> = status.id.into_iter().chain(status.slug).collect();
+        let keys = self.status.as_ref().map(Recorded::remote_key_strings);
+        let keys = keys.unwrap_or_default();
         let users = crate::controller::kinds::integration::mapping(cx.ctx, &self.name_any(), &keys);
         if users.is_empty() {
             return Ok(());

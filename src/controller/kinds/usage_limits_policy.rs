@@ -9,7 +9,7 @@
 //! is reset with `PUT …/entities/{id}/reset`; a run that resumes an interrupted reset resets
 //! only the values that still have usage.
 
-use super::policy::{self, Policy, PolicyKind};
+use super::policy::{self, PolicyKind};
 use crate::api::{ApiError, Client, Listing, UsageLimitsPolicy as RemotePolicy};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::gate::Op;
@@ -17,7 +17,6 @@ use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::now_rfc3339;
-use crate::resources::common::DriftCorrection;
 use crate::resources::usage_limits_policy::{
     UsageLimitsPolicy, UsageLimitsPolicyStatus, ValueUsage,
 };
@@ -26,9 +25,6 @@ use crate::resources::usage_limits_policy::{
 const USAGE_SHOWN: usize = 20;
 
 impl EmbedsManagedStatus for UsageLimitsPolicyStatus {
-    fn without_own_timestamps(&self) -> Self {
-        self.clone()
-    }
     fn own_intent(&self) -> bool {
         self.resetting_for.is_some()
     }
@@ -60,23 +56,10 @@ fn usage_of(remote: &RemotePolicy) -> (Vec<ValueUsage>, Option<u32>) {
 impl PolicyKind for UsageLimitsPolicy {
     const REMOVAL: (&'static str, &'static str) = ("Archived", "archive");
 
-    fn record(status: &mut UsageLimitsPolicyStatus, remote: Option<&RemotePolicy>) {
-        let facts = remote.map(<Self as Policy>::facts);
-        status.id = facts.as_ref().map(|r| r.id.to_string());
-        status.remote_status = facts.as_ref().map(|r| r.remote_status().into());
-        status.remote_updated_at = facts.and_then(|r| r.updated_at.map(str::to_string));
+    /// When the usage was last reset, and the usage itself.
+    fn record_more(status: &mut UsageLimitsPolicyStatus, remote: Option<&RemotePolicy>) {
         status.last_reset_at = remote.and_then(|r| r.last_reset_at.clone());
         (status.usage, status.usage_values) = remote.map(usage_of).unwrap_or_default();
-    }
-    fn record_created(status: &mut UsageLimitsPolicyStatus, id: String) {
-        status.id = Some(id);
-        status.remote_status = Some("active".into());
-    }
-    fn id(status: &UsageLimitsPolicyStatus) -> Option<&str> {
-        status.id.as_deref()
-    }
-    fn record_drift(status: &mut UsageLimitsPolicyStatus, replaced: DriftCorrection) {
-        status.last_drift_correction = Some(Box::new(replaced));
     }
     /// The usage reset a change of `spec.resetUsage` asks for. The trigger a policy is created
     /// or adopted with resets nothing: only a change does.
@@ -95,12 +78,8 @@ impl PolicyKind for UsageLimitsPolicy {
 
 impl Managed for UsageLimitsPolicy {
     crate::controller::driver::kind::namespaced_api!();
-    type Status = UsageLimitsPolicyStatus;
     const KIND: &'static str = "UsageLimitsPolicy";
-    const MANAGER: &'static str = "aigw/usagelimitspolicy";
     const LISTED: bool = true;
-
-    crate::controller::driver::kind::status_field!();
 
     crate::controller::driver::flow::driven!();
 }

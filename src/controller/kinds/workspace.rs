@@ -30,7 +30,6 @@ use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced;
-use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt, Wait};
@@ -51,22 +50,9 @@ pub const DEFAULT_WORKSPACE: &str = "DefaultWorkspace";
 /// Condition reason when the IAM scope aigw would make exists and is not this resource's.
 pub const SCOPE_NOT_OURS: &str = "ScopeNotOwned";
 
-impl EmbedsManagedStatus for WorkspaceStatus {
-    fn without_own_timestamps(&self) -> Self {
-        Self {
-            last_applied_at: None,
-            ..self.clone()
-        }
-    }
-}
-
 impl Managed for Workspace {
     crate::controller::driver::kind::cluster_api!();
-    type Status = WorkspaceStatus;
     const KIND: &'static str = "Workspace";
-    const MANAGER: &'static str = "aigw/workspace";
-
-    crate::controller::driver::kind::status_field!();
 
     crate::controller::driver::flow::driven!();
 }
@@ -134,12 +120,6 @@ impl Verbs for Workspace {
             differs: desired.settings.diff(remote),
             inputs: Vec::new(),
         }
-    }
-    fn recorded(status: &WorkspaceStatus) -> Option<String> {
-        status.id.clone().or(status.slug.clone())
-    }
-    fn shown(status: &WorkspaceStatus) -> Option<String> {
-        status.slug.clone().or(status.id.clone())
     }
     /// The first of the three calls: this resource's IAM scope, made once.
     async fn before_create(&self, cx: &Cx<'_, Self>, desired: &Desired) -> Result<(), Halt> {
@@ -388,15 +368,6 @@ impl Verbs for Workspace {
 }
 
 impl OwnCalls for Workspace {
-    fn key(remote: &RemoteWorkspace) -> String {
-        remote.id.clone()
-    }
-    fn found_key(found: &RemoteWorkspace) -> String {
-        found.id.clone()
-    }
-    fn workspace(_remote: &RemoteWorkspace) -> Option<&str> {
-        None
-    }
     async fn observe(
         &self,
         client: &Client,

@@ -7,7 +7,7 @@ use super::INTEGRATION_NOT_READY;
 use crate::controller::Context;
 use crate::controller::driver::Cx;
 use crate::controller::driver::gate::Op;
-use crate::controller::driver::referenced::{named, ready_named};
+use crate::controller::driver::referenced::{ready_named, recorded_keys};
 use crate::controller::error::{Error, Halt};
 use crate::resources::integration::Integration;
 use crate::resources::provider::{Provider, ProviderStatus};
@@ -32,14 +32,12 @@ pub(super) fn integration_keys(
     if let Some(id) = &spec.integration_id {
         keys.push(id.clone());
         keys.extend(status.integration_id.clone());
-    } else if let Some(found) = spec
+    } else if let Some(recorded) = spec
         .integration
         .as_deref()
-        .and_then(|name| named::<Integration>(ctx, name))
+        .and_then(|name| recorded_keys::<Integration>(ctx, name))
     {
-        let recorded = found.status.as_ref();
-        keys.extend(recorded.and_then(|s| s.id.clone()));
-        keys.extend(recorded.and_then(|s| s.slug.clone()));
+        keys.extend(recorded);
     }
     keys.retain(|k| !k.is_empty());
     keys.dedup();
@@ -95,12 +93,7 @@ async fn remote_integration(
             if !found.slug.is_empty() && found.slug != id {
                 keys.push(found.slug.clone());
             }
-            let resource = |entry: &str| {
-                named::<Integration>(cx.ctx, entry).map(|found| {
-                    let recorded = found.status.clone().unwrap_or_default();
-                    recorded.id.into_iter().chain(recorded.slug).collect()
-                })
-            };
+            let resource = |entry: &str| recorded_keys::<Integration>(cx.ctx, entry);
             cx.gate.binding_remote(FIELD, &keys, resource).await?;
             Ok(Bound { id, keys })
         }
@@ -194,12 +187,7 @@ pub(super) async fn integration_granted(
     let keys = integration_keys(provider, cx.ctx, status);
     match (&provider.spec.integration, &provider.spec.integration_id) {
         (_, Some(_)) => {
-            let resource = |entry: &str| {
-                named::<Integration>(cx.ctx, entry).map(|found| {
-                    let recorded = found.status.clone().unwrap_or_default();
-                    recorded.id.into_iter().chain(recorded.slug).collect()
-                })
-            };
+            let resource = |entry: &str| recorded_keys::<Integration>(cx.ctx, entry);
             cx.gate
                 .binding_remote("spec.integrationId", &keys, resource)
                 .await
