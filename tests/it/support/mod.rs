@@ -414,6 +414,16 @@ impl TestEnv {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
+    /// Creates the object `manifest` describes (any namespaced kind) in the namespace; the
+    /// object as the apiserver stored it.
+    pub async fn create_from<K: NamespacedKind>(&self, manifest: serde_json::Value) -> K {
+        let object: K = serde_json::from_value(manifest).unwrap();
+        self.api::<K>()
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap_or_else(|e| panic!("failed to create {}: {e}", object.name_any()))
+    }
+
     /// Applies the Secret `name` of the namespace with `labels` and `string_data`.
     pub async fn put_secret(
         &self,
