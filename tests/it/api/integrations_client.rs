@@ -34,6 +34,19 @@ pub(super) fn client(emulator: &Running) -> Client {
     Client::new(config).expect("client builds")
 }
 
+/// Enables [`WORKSPACE`] without a default provider.
+fn grant_workspace() -> UpdateWorkspacesRequest {
+    UpdateWorkspacesRequest {
+        workspaces: vec![WorkspaceAccessUpdate {
+            id: WORKSPACE.into(),
+            enabled: true,
+            ..Default::default()
+        }],
+        create_default_provider: Some(false),
+        ..Default::default()
+    }
+}
+
 async fn state(emulator: &Running) -> Value {
     reqwest::get(format!("{}/_emulator/state", emulator.management_url()))
         .await
@@ -104,15 +117,7 @@ async fn the_typed_client_manages_integrations_access_and_providers() {
     let dumped = state(&emulator).await;
     assert_eq!(dumped["integrations"][0]["key"], "sk-upstream-new-000000");
 
-    let grant = UpdateWorkspacesRequest {
-        workspaces: vec![WorkspaceAccessUpdate {
-            id: WORKSPACE.into(),
-            enabled: true,
-            ..Default::default()
-        }],
-        create_default_provider: Some(false),
-        ..Default::default()
-    };
+    let grant = grant_workspace();
     api.update_workspaces(&created.id, &grant).await.unwrap();
     let rows = api.workspaces(&created.id).await.unwrap();
     assert!(rows.complete() && rows.workspaces[0].enabled);
@@ -378,15 +383,7 @@ async fn providers_are_planned_and_exported_without_their_credentials() {
         .create(&create_request())
         .await
         .unwrap();
-    let grant = UpdateWorkspacesRequest {
-        workspaces: vec![WorkspaceAccessUpdate {
-            id: WORKSPACE.into(),
-            enabled: true,
-            ..Default::default()
-        }],
-        create_default_provider: Some(false),
-        ..Default::default()
-    };
+    let grant = grant_workspace();
     client
         .integrations()
         .update_workspaces(&created.id, &grant)
