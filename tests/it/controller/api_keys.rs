@@ -18,7 +18,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::api_keys::*;
 use support::harness::{Harness, TOKEN, captured_logs};
-use support::objects::Conditions;
+use support::objects::{Conditions, Rotates};
 
 const ROLLED: &str = "aigw.io/credentials-rotated-at";
 
@@ -26,14 +26,8 @@ async fn set_trigger(h: &Harness, name: &str, trigger: &str) -> ApiKey {
     h.env
         .patch_spec::<ApiKey>(name, json!({"rotation": {"trigger": trigger}}))
         .await;
-    h.wait_for::<ApiKey>(name, WAIT, |k| {
-        ready(k)
-            && k.status.as_ref().is_some_and(|s| {
-                s.rotation.pending_rotation.is_none()
-                    && s.rotation.observed_rotation_trigger.as_deref() == Some(trigger)
-            })
-    })
-    .await
+    h.wait_for::<ApiKey>(name, WAIT, |k| k.settled_at(trigger))
+        .await
 }
 
 /// No key value the emulator ever handed out (nor `extra`) is in logs, events or statuses.
@@ -130,14 +124,10 @@ async fn two_trigger_changes_rotate_twice_and_the_old_key_works_until_its_transi
     options.min_key_transition = Some(Duration::from_secs(6));
     let h = Harness::start_with_emulator("ak-rotate", Duration::from_secs(600), options).await;
     let pod = json!({"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "web:1"}]}});
-    let workload: AppsDeployment = serde_json::from_value(json!({"metadata": {"name": "web"},
-        "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": pod}}))
-    .unwrap();
     h.env
-        .api::<AppsDeployment>()
-        .create(&PostParams::default(), &workload)
-        .await
-        .unwrap();
+        .create_from::<AppsDeployment>(json!({"metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": pod}}))
+        .await;
     let rotation = json!({"trigger": "a", "transitionPeriod": "1h",
                           "restart": [{"kind": "Deployment", "name": "web"}]});
     let id = create(&h, "rot", service_key("rot", rotation)).await;
@@ -463,17 +453,7 @@ async fn a_scheduled_rotation_happens_when_due() {
     })
     .await
     .expect("no scheduled rotation");
-    let rotated = h
-        .wait_for::<ApiKey>("sched", WAIT, |k| {
-            ready(k)
-                && k.status
-                    .as_ref()
-                    .unwrap()
-                    .rotation
-                    .pending_rotation
-                    .is_none()
-        })
-        .await;
+    let rotated = h.wait_for::<ApiKey>("sched", WAIT, |k| k.settled()).await;
     let second = secret_value(&h, "sched-key").await;
     assert_ne!(first, second);
     assert_eq!(handshake(&h, &id, &second).await, 200);
@@ -689,14 +669,8 @@ async fn a_rotation_in_flight_is_not_redone_by_a_second_writer() {
     tokio::time::sleep(Duration::from_millis(700)).await;
     h.faults(json!({})).await;
     let _writer_b = h.second_operator();
-    h.wait_for::<ApiKey>("race", WAIT, |k| {
-        ready(k)
-            && k.status.as_ref().is_some_and(|s| {
-                s.rotation.pending_rotation.is_none()
-                    && s.rotation.observed_rotation_trigger.as_deref() == Some("b")
-            })
-    })
-    .await;
+    h.wait_for::<ApiKey>("race", WAIT, |k| k.settled_at("b"))
+        .await;
     // Let A's slow call land, and both writers settle.
     tokio::time::sleep(Duration::from_secs(9)).await;
     let remote_key = remote(&h, &id).await;

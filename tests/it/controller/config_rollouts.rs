@@ -1363,15 +1363,11 @@ async fn a_rollout_whose_connection_leaves_reach_is_given_back_or_left_alone() {
     use support::harness::{CLUSTER_LABEL, TOKEN};
     let h = Harness::start("roll-reach").await;
     let ns = h.env.namespace.clone();
-    let token: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "reach-token"}, "stringData": {"token": TOKEN}
-    }))
-    .unwrap();
     h.env
-        .api::<Secret>()
-        .create(&Default::default(), &token)
-        .await
-        .unwrap();
+        .create_from::<Secret>(json!({
+            "metadata": {"name": "reach-token"}, "stringData": {"token": TOKEN}
+        }))
+        .await;
     let name = format!("{ns}-reach");
     let connection: Connection = serde_json::from_value(json!({
         "apiVersion": "aigw.io/v1alpha1", "kind": "Connection",

@@ -7,44 +7,13 @@ use std::time::Duration;
 use aigw::resources::{Config, Deployment, RateLimitsPolicy};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{Harness, TOKEN, captured_logs};
 use support::objects::Conditions;
 
 const WAIT: Duration = Duration::from_secs(30);
-
-fn is_ready(
-    status: Option<&[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]>,
-    generation: Option<i64>,
-) -> bool {
-    status
-        .unwrap_or_default()
-        .iter()
-        .any(|c| c.type_ == "Ready" && c.status == "True" && c.observed_generation == generation)
-}
-
-fn config_ready(c: &Config) -> bool {
-    is_ready(
-        c.status.as_ref().map(|s| s.conditions.as_slice()),
-        c.meta().generation,
-    )
-}
-
-fn deployment_ready(d: &Deployment) -> bool {
-    is_ready(
-        d.status.as_ref().map(|s| s.conditions.as_slice()),
-        d.meta().generation,
-    )
-}
-
-fn policy_ready(p: &RateLimitsPolicy) -> bool {
-    is_ready(
-        p.status.as_ref().map(|s| s.conditions.as_slice()),
-        p.meta().generation,
-    )
-}
 
 fn condition(
     conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
@@ -122,7 +91,7 @@ async fn config_lifecycle_create_update_drift_delete() {
         )
         .await
         .unwrap();
-    let ready = h.wait_for::<Config>("routing", WAIT, config_ready).await;
+    let ready = h.wait_for::<Config>("routing", WAIT, Config::ready).await;
     let status = ready.status.clone().unwrap();
     let slug = status.slug.clone().expect("status.slug");
     let first_version = status.version_id.clone().expect("status.versionId");
@@ -166,7 +135,7 @@ async fn config_lifecycle_create_update_drift_delete() {
         .unwrap();
     let updated = h
         .wait_for::<Config>("routing", WAIT, |c| {
-            config_ready(c)
+            c.ready()
                 && c.status
                     .as_ref()
                     .and_then(|s| s.version_id.as_deref())
@@ -274,7 +243,7 @@ async fn config_adopt_and_orphan() {
         .create(&PostParams::default(), &config("adopted", spec.clone()))
         .await
         .unwrap();
-    let ready = h.wait_for::<Config>("adopted", WAIT, config_ready).await;
+    let ready = h.wait_for::<Config>("adopted", WAIT, Config::ready).await;
     assert_eq!(ready.status.unwrap().slug.as_deref(), Some(slug.as_str()));
     assert_eq!(
         writes(&h).await,
@@ -284,7 +253,7 @@ async fn config_adopt_and_orphan() {
 
     spec["config"]["retry"]["attempts"] = json!(5);
     h.env.patch_spec::<Config>("adopted", json!(spec)).await;
-    h.wait_for::<Config>("adopted", WAIT, config_ready).await;
+    h.wait_for::<Config>("adopted", WAIT, Config::ready).await;
     assert_eq!(h.count("PUT /ai_gw/v2/configs/{slug}").await, 1);
 
     h.env.delete_and_wait::<Config>("adopted", WAIT).await;
@@ -366,7 +335,7 @@ async fn api_validation_error_stalls_without_a_retry_storm() {
         .patch("bad-key", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    h.wait_for::<RateLimitsPolicy>("bad-key", WAIT, policy_ready)
+    h.wait_for::<RateLimitsPolicy>("bad-key", WAIT, RateLimitsPolicy::ready)
         .await;
     h.stop().await;
 }
@@ -390,7 +359,7 @@ async fn server_errors_and_rate_limits_are_recovered_from() {
         h.wait_for::<Config>(
             &format!("burst-{i}"),
             Duration::from_secs(180),
-            config_ready,
+            Config::ready,
         )
         .await;
     }
@@ -450,7 +419,7 @@ async fn a_lost_deployment_create_answer_ends_with_live_credentials() {
     h.faults(json!({})).await;
 
     let deployment = h
-        .wait_for::<Deployment>("dropped", WAIT, deployment_ready)
+        .wait_for::<Deployment>("dropped", WAIT, Deployment::ready)
         .await;
     let state = h.state().await;
     // The deployment's credentials were in a lost answer: the Secret holds live ones.
@@ -486,7 +455,7 @@ async fn deployment_create_secret_connection_status_and_archive() {
         .await
         .unwrap();
     let ready = h
-        .wait_for::<Deployment>("edge", WAIT, deployment_ready)
+        .wait_for::<Deployment>("edge", WAIT, Deployment::ready)
         .await;
     let status = ready.status.clone().unwrap();
     let id = status.id.clone().unwrap();
@@ -554,13 +523,7 @@ async fn deployment_create_secret_connection_status_and_archive() {
     )
     .await;
     support::wait_until(WAIT, || async {
-        let d = h
-            .call(
-                Method::GET,
-                &format!("/ai_gw/admin/v2/deployments/{id}"),
-                None,
-            )
-            .await;
+        let d = h.remote_deployment(&id).await;
         (d["name"] == "edge-gw").then_some(())
     })
     .await
@@ -607,13 +570,7 @@ async fn deployment_create_secret_connection_status_and_archive() {
 
     // Archive on delete.
     h.env.delete_and_wait::<Deployment>("edge", WAIT).await;
-    let remote = h
-        .call(
-            Method::GET,
-            &format!("/ai_gw/admin/v2/deployments/{id}"),
-            None,
-        )
-        .await;
+    let remote = h.remote_deployment(&id).await;
     assert_eq!(remote["status"], "archived");
     assert_no_secrets_leaked(&h).await;
     h.stop().await;
@@ -655,13 +612,7 @@ async fn deployment_adopt_and_orphan() {
     );
     let _ = adopted;
     h.env.delete_and_wait::<Deployment>("legacy", WAIT).await;
-    let remote = h
-        .call(
-            Method::GET,
-            &format!("/ai_gw/admin/v2/deployments/{id}"),
-            None,
-        )
-        .await;
+    let remote = h.remote_deployment(&id).await;
     assert_eq!(
         remote["status"], "active",
         "Orphan leaves the remote deployment alone"
@@ -683,7 +634,7 @@ async fn rate_limits_policy_lifecycle() {
         .await
         .unwrap();
     let ready = h
-        .wait_for::<RateLimitsPolicy>("per-key", WAIT, policy_ready)
+        .wait_for::<RateLimitsPolicy>("per-key", WAIT, RateLimitsPolicy::ready)
         .await;
     let id = ready.status.unwrap().id.unwrap();
     h.reset_stats().await;
@@ -693,7 +644,7 @@ async fn rate_limits_policy_lifecycle() {
         .patch("per-key", &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    h.wait_for::<RateLimitsPolicy>("per-key", WAIT, policy_ready)
+    h.wait_for::<RateLimitsPolicy>("per-key", WAIT, RateLimitsPolicy::ready)
         .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
@@ -726,7 +677,7 @@ async fn rate_limits_policy_lifecycle() {
         .await
         .unwrap();
     let adopted = h
-        .wait_for::<RateLimitsPolicy>("shared", WAIT, policy_ready)
+        .wait_for::<RateLimitsPolicy>("shared", WAIT, RateLimitsPolicy::ready)
         .await;
     assert_eq!(
         adopted.status.unwrap().id.as_deref(),
@@ -787,7 +738,7 @@ async fn backoff_and_drift_bookkeeping_go_with_the_object() {
         )
         .await
         .unwrap();
-    h.wait_for::<Config>("kept", WAIT, config_ready).await;
+    h.wait_for::<Config>("kept", WAIT, Config::ready).await;
     let key = |name: &str| format!("Config/{}/{name}", h.env.namespace);
     let failed = support::wait_until(WAIT, || async {
         (h.ctx.backoff.failures(&key("failing")) >= 2).then_some(())

@@ -32,19 +32,7 @@ fn guardrail_spec(name: &str) -> Value {
 }
 
 async fn put_secret(h: &Harness, value: &str) {
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "airs"}, "stringData": {"api-key": value}
-    }))
-    .unwrap();
-    h.env
-        .api::<Secret>()
-        .patch(
-            "airs",
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&secret),
-        )
-        .await
-        .unwrap();
+    h.put_secret("airs", json!({"api-key": value}), false).await;
 }
 
 /// The emulator's record of guardrail `slug`, parameters in clear.
@@ -350,25 +338,17 @@ async fn a_namespaced_user_cannot_create_a_cluster_guardrail() {
     let env = support::TestEnv::new("cgr-rbac").await;
     let user = format!("{}-dev", env.namespace);
     // Everything aigw serves in the namespace: the RBAC a team gets for its own namespace.
-    let role: Role = serde_json::from_value(json!({
+    env.create_from::<Role>(json!({
         "metadata": {"name": "aigw-editor"},
         "rules": [{"apiGroups": ["aigw.io"], "resources": ["*"], "verbs": ["*"]}]
     }))
-    .unwrap();
-    let binding: RoleBinding = serde_json::from_value(json!({
+    .await;
+    env.create_from::<RoleBinding>(json!({
         "metadata": {"name": "aigw-editor"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "aigw-editor"},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
     }))
-    .unwrap();
-    env.api::<Role>()
-        .create(&PostParams::default(), &role)
-        .await
-        .unwrap();
-    env.api::<RoleBinding>()
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
+    .await;
     let as_user = support::impersonating(&user).await;
 
     let mut spec = guardrail_spec("team-pii");

@@ -11,7 +11,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{Harness, Installation};
-use support::objects::{Conditions, create, gateway, limits, routing};
+use support::objects::{Conditions, Rotates, create, gateway, limits, routing};
 
 const WAIT: Duration = Duration::from_secs(60);
 const DRIFT: Duration = Duration::from_secs(1);
@@ -156,17 +156,8 @@ async fn only_the_owner_rotates_a_shared_deployment() {
         .await
         .unwrap();
     }
-    h.wait_for::<Deployment>("gw", WAIT, |d| {
-        d.ready()
-            && d.status
-                .as_ref()
-                .unwrap()
-                .rotation
-                .observed_rotation_trigger
-                .as_deref()
-                == Some("2")
-    })
-    .await;
+    h.wait_for::<Deployment>("gw", WAIT, |d| d.rotated_for("2"))
+        .await;
     tokio::time::sleep(DRIFT * 3).await;
     let remote = h.remote_record_present("deployments", "id", &id).await;
     assert_eq!(
@@ -341,15 +332,11 @@ async fn two_installations_act_only_on_their_own_objects() {
     let (a, b) = two_installations(&h).await;
 
     // A Connection of b's (to b's tenant), and a Config naming it.
-    let token: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "b-token"}, "stringData": {"token": b.token}
-    }))
-    .unwrap();
     h.env
-        .api::<Secret>()
-        .create(&PostParams::default(), &token)
-        .await
-        .unwrap();
+        .create_from::<Secret>(json!({
+            "metadata": {"name": "b-token"}, "stringData": {"token": b.token}
+        }))
+        .await;
     let conn_b = format!("{ns}-b");
     let connection: Connection = serde_json::from_value(json!({
         "apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
