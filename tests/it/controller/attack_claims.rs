@@ -310,15 +310,8 @@ async fn a_crashed_shards_member_lease_holds_a_leader_without_shards_back_for_on
         Some("leader"),
         "led beside a member Lease that may be live"
     );
-    let leading = support::wait_until(WAIT, || async {
-        plain
-            .readyz()
-            .await
-            .filter(|(status, role)| *status == 200 && role == "leader")
-    })
-    .await;
     assert!(
-        leading.is_some(),
+        plain.leads_within(WAIT).await,
         "a crashed shard's Lease held the replica without --shards back for good"
     );
     let after = started.elapsed();

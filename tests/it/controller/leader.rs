@@ -16,9 +16,9 @@ use aigw::emulator::{EmulatorOptions, Running};
 use aigw::resources::Config;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use kube::Resource;
 use kube::api::PostParams;
 use serde_json::{Value, json};
+use support::objects::Conditions;
 use support::{TestEnv, wait_until};
 
 pub(super) const TOKEN: &str = "leader-test-token-5b1d";
@@ -101,6 +101,14 @@ impl Operator {
             .and_then(|(status, role)| (status == 200).then_some(role))
     }
 
+    /// Whether `/readyz` says 200 with the role "leader" within `within`.
+    pub(super) async fn leads_within(&self, within: Duration) -> bool {
+        let leading = wait_until(within, || async {
+            (self.ready_role().await? == "leader").then_some(())
+        });
+        leading.await.is_some()
+    }
+
     async fn healthz(&self) -> (u16, String) {
         let response = reqwest::get(format!("http://{}/healthz", self.metrics))
             .await
@@ -173,6 +181,42 @@ fn free_port() -> SocketAddr {
     listener.local_addr().unwrap()
 }
 
+/// The namespaces (the first `env`'s), the emulator and the chart's sharded RBAC (its
+/// kubeconfig in `dir`) of a test of shards.
+pub(super) struct Field {
+    pub(super) env: TestEnv,
+    pub(super) namespaces: Vec<String>,
+    pub(super) emu: Running,
+    pub(super) dir: tempfile::TempDir,
+}
+
+impl Field {
+    pub(super) async fn with(prefix: &str, namespaces: usize) -> Self {
+        let env = TestEnv::new(prefix).await;
+        let mut names = vec![env.namespace.clone()];
+        for _ in 1..namespaces {
+            names.push(TestEnv::another(prefix).await.namespace);
+        }
+        let emu = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+            .await
+            .expect("emulator did not start");
+        let dir = tempfile::tempdir().unwrap();
+        let watched: Vec<&str> = names.iter().map(String::as_str).collect();
+        let scope = support::chart::Scope::watched(&watched)
+            .lease_namespace(&env.namespace)
+            .sharded();
+        support::chart::install(&env.client, &scope)
+            .await
+            .kubeconfig_file(dir.path());
+        Self {
+            env,
+            namespaces: names,
+            emu,
+            dir,
+        }
+    }
+}
+
 pub(super) fn sum_of(metrics: &str, name: &str) -> f64 {
     metrics
         .lines()
@@ -188,15 +232,6 @@ pub(super) fn config(name: &str) -> Config {
                  "targets": [{"provider": "@openai"}, {"provider": "@anthropic"}]}}
     }))
     .unwrap()
-}
-
-pub(super) fn config_ready(c: &Config) -> bool {
-    let generation = c.meta().generation;
-    c.status.as_ref().is_some_and(|s| {
-        s.conditions.iter().any(|c| {
-            c.type_ == "Ready" && c.status == "True" && c.observed_generation == generation
-        })
-    })
 }
 
 /// Waits until exactly one of `operators` is ready as leader and the others as standby;
@@ -237,7 +272,7 @@ async fn takeover(
             operator.name
         )
     });
-    env.wait_for::<Config>(name, TAKEOVER_TIMEOUT, config_ready)
+    env.wait_for::<Config>(name, TAKEOVER_TIMEOUT, Config::ready)
         .await;
     (leading - since, since.elapsed())
 }
@@ -287,7 +322,7 @@ async fn one_leader_reconciles_and_a_standby_takes_over() {
         .create(&PostParams::default(), &config("before"))
         .await
         .unwrap();
-    env.wait_for::<Config>("before", TAKEOVER_TIMEOUT, config_ready)
+    env.wait_for::<Config>("before", TAKEOVER_TIMEOUT, Config::ready)
         .await;
     assert!(leader.api_requests().await > 0.0, "the leader reconciled");
     assert_eq!(
@@ -325,7 +360,7 @@ async fn one_leader_reconciles_and_a_standby_takes_over() {
         .create(&PostParams::default(), &config("while-c-stands-by"))
         .await
         .unwrap();
-    env.wait_for::<Config>("while-c-stands-by", TAKEOVER_TIMEOUT, config_ready)
+    env.wait_for::<Config>("while-c-stands-by", TAKEOVER_TIMEOUT, Config::ready)
         .await;
     assert_eq!(
         third.api_requests().await,
@@ -436,8 +471,12 @@ async fn a_paused_leader_resumed_after_a_takeover_sends_no_write() {
     tokio::time::sleep(Duration::from_secs(25)).await;
     leader.signal("-CONT");
     for i in 0..N {
-        env.wait_for::<Config>(&format!("stop-{i}"), Duration::from_secs(120), config_ready)
-            .await;
+        env.wait_for::<Config>(
+            &format!("stop-{i}"),
+            Duration::from_secs(120),
+            Config::ready,
+        )
+        .await;
     }
     // Whatever the resumed replica still held is past its window by now.
     tokio::time::sleep(Duration::from_secs(5)).await;
