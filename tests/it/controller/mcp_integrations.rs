@@ -17,7 +17,7 @@ use aigw::resources::{McpIntegration, Workspace};
 use kube::api::{Api, Patch, PatchParams};
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::harness::{Harness, captured_logs};
+use support::harness::Harness;
 use support::objects::Conditions;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -158,11 +158,9 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
     assert_eq!(row(&stored, WS_A).unwrap()["enabled"], true);
     assert_eq!(h.count(ACCESS).await, 1, "one access PUT for both rows");
 
-    // Steady state over several drift intervals: reads only.
-    h.assert_no_write_over(Duration::from_secs(4)).await;
-
-    // A console edit of a readable field: corrected with one PUT.
-    h.console_edit_corrected_once(
+    // Steady state over several drift intervals: reads only; then a console edit of a readable
+    // field, corrected with one PUT.
+    h.settled_then_edit_corrected(
         &format!("/ai_gw/admin/v2/mcp-integrations/{slug}"),
         json!({"url": "https://console.example.com/mcp"}),
         WAIT,
@@ -170,8 +168,6 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
         || async { remote(&h, &slug).await["url"] == "https://mcp.example.com/mcp" },
     )
     .await;
-    let events = h.cluster_events_text().await;
-    assert!(events.contains("DriftCorrected"), "{events}");
 
     // A Secret change: the new value reaches the API with exactly one PUT.
     h.secret_change_is_one_put(
@@ -226,35 +222,21 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
         .await;
     let server_id = server["id"].as_str().expect("the server's id").to_string();
     h.reset_stats().await;
-    api(&h).delete(&slug, &Default::default()).await.unwrap();
-    let held = wait_for(&h, "github", |r| {
-        r.condition("Ready")
-            .is_some_and(|(s, reason, _)| s == "False" && reason == "StillReferenced")
-    })
-    .await;
-    let (_, _, message) = held.condition("Ready").unwrap();
-    assert!(message.contains("MCP server payments-github"), "{message}");
+    let (held, message) = h
+        .delete_waits_for::<McpIntegration>("github", "MCP server payments-github")
+        .await;
     assert!(message.contains("deletionPolicy: Orphan"), "{message}");
     assert!(!remote(&h, &slug).await.is_null(), "not deleted while used");
     assert_eq!(h.count(DELETE).await, 0, "nothing forced");
 
     // The server goes: the next try deletes the integration.
-    h.call(
-        Method::DELETE,
-        &format!("/ai_gw/v2/mcp-servers/{server_id}"),
-        None,
-    )
-    .await;
-    h.wait_cluster_gone::<McpIntegration>("github", Duration::from_secs(60))
+    let server = format!("/ai_gw/v2/mcp-servers/{server_id}");
+    let release = h.call(Method::DELETE, &server, None);
+    h.released_then_gone::<McpIntegration>("github", ("mcp_integrations", &slug), release)
         .await;
-    assert!(remote(&h, &slug).await.is_null(), "deleted remotely");
 
     // No configuration value anywhere but the API.
     let statuses = serde_json::to_string(&held.status).unwrap();
-    let events = h.all_events_text().await;
-    assert!(events.contains("StillReferenced"), "{events}");
-    let logs = captured_logs();
-    let metrics = h.ctx.metrics.encode();
     // An integration to read with the CLI, its configurations set through the API.
     h.call(
         Method::POST,
@@ -273,13 +255,12 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
         aigw(&h, &["api", "mcp-integrations", "list"]).await
     );
     assert!(cli.contains("cli-mcp"), "{cli}");
-    for value in [FIRST_HEADER, SECOND_HEADER, CLIENT_SECRET] {
-        assert!(!statuses.contains(value), "a secret in a status");
-        assert!(!events.contains(value), "a secret in an event");
-        assert!(!logs.contains(value), "a secret in the operator's log");
-        assert!(!metrics.contains(value), "a secret in the metrics");
-        assert!(!cli.contains(value), "a secret in the CLI output");
-    }
+    h.assert_hidden(
+        &[FIRST_HEADER, SECOND_HEADER, CLIENT_SECRET],
+        &statuses,
+        &cli,
+    )
+    .await;
     h.stop().await;
 }
 
@@ -379,29 +360,15 @@ async fn an_exported_mcp_integration_is_adopted_without_a_write() {
     let out = dir.path().join("export");
     let output = aigw(&h, &["export", "--out", out.to_str().unwrap()]).await;
     assert!(!output.contains(FIRST_HEADER), "{output}");
-    let file = std::fs::read_dir(&out)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| {
-            std::fs::read_to_string(p)
-                .is_ok_and(|t| t.contains("kind: McpIntegration") && t.contains(&slug))
-        })
-        .expect("the MCP integration's manifest");
-    let text = std::fs::read_to_string(&file).unwrap();
+    let text = support::cli::exported_manifest(&out, "McpIntegration", &slug);
     assert!(!text.contains(FIRST_HEADER), "{text}");
     assert!(text.contains("configurationsSecretRef"), "{text}");
     let mut exported: Value = serde_yaml::from_str(&text).unwrap();
-    assert_eq!(exported["spec"]["slug"], slug.as_str());
-    assert_eq!(exported["spec"]["deletionPolicy"], "Orphan");
     assert_eq!(
         exported["spec"]["workspaces"],
         json!([{"workspace": WS_A, "enabled": true}])
     );
-    let before = h.remote_writes().await;
-    let spec = exported["spec"].take();
-    create(&h, "exported", spec).await;
-    let ready = wait_for(&h, "exported", |w| w.ready()).await;
-    assert_eq!(ready.status.unwrap().slug.as_deref(), Some(slug.as_str()));
-    h.assert_no_write_since(before, "adopting the export").await;
+    h.adopts_export::<McpIntegration>("exported", exported["spec"].take(), &slug)
+        .await;
     h.stop().await;
 }

@@ -56,12 +56,7 @@ async fn remote(h: &Harness, slug: &str) -> Value {
 
 /// Seeds workspace [`WS_A`] and makes a Ready McpIntegration (`tools`) enabling it, if `enabled`.
 async fn integration(h: &Harness, enabled: bool) -> String {
-    h.call(
-        Method::POST,
-        "/_emulator/seed",
-        Some(json!({"workspaces": [{"id": WS_A, "name": "payments", "slug": "payments"}]})),
-    )
-    .await;
+    h.seed_workspace(WS_A, "payments", "payments").await;
     let integrations = Api::<McpIntegration>::all(h.env.client.clone());
     let integration = h.cluster_name("tools");
     let workspaces = match enabled {
@@ -290,16 +285,8 @@ async fn an_exported_mcp_server_is_adopted_without_a_write() {
         ],
     )
     .await;
-    let file = std::fs::read_dir(&out)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| {
-            std::fs::read_to_string(p)
-                .is_ok_and(|t| t.contains("kind: McpServer") && t.contains(&slug))
-        })
-        .expect("the MCP server's manifest");
-    let mut exported: Value =
-        serde_yaml::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let text = support::cli::exported_manifest(&out, "McpServer", &slug);
+    let mut exported: Value = serde_yaml::from_str(&text).unwrap();
     let spec = exported["spec"].take();
     assert_eq!(spec["slug"], slug.as_str());
     assert_eq!(spec["workspaceId"], WS_A);
@@ -321,12 +308,7 @@ async fn a_server_of_the_slug_in_another_workspace_is_not_adopted() {
     const WS_B: &str = "7a8b9c0d-1e2f-4a3b-9c4d-5e6f7a8b9c0d";
     let h = Harness::start_with("mcps-other", Duration::from_secs(1)).await;
     let integration = integration(&h, true).await;
-    h.call(
-        Method::POST,
-        "/_emulator/seed",
-        Some(json!({"workspaces": [{"id": WS_B, "name": "other", "slug": "other"}]})),
-    )
-    .await;
+    h.seed_workspace(WS_B, "other", "other").await;
     h.call(
         Method::PUT,
         &format!("/ai_gw/admin/v2/mcp-integrations/{integration}/workspaces"),

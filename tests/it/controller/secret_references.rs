@@ -14,7 +14,7 @@ use aigw::resources::SecretReference;
 use kube::api::{Api, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::harness::{Harness, captured_logs};
+use support::harness::Harness;
 use support::objects::Conditions;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -84,11 +84,9 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
     assert_eq!(stored["secret_key"], "api_key");
     assert_eq!(stored["tags"], json!({"team": "platform"}));
 
-    // Steady state over several drift intervals: reads only.
-    h.assert_no_write_over(Duration::from_secs(4)).await;
-
-    // A console edit of a readable field: corrected with one PUT.
-    h.console_edit_corrected_once(
+    // Steady state over several drift intervals: reads only; then a console edit of a readable
+    // field, corrected with one PUT.
+    h.settled_then_edit_corrected(
         &format!("/ai_gw/admin/v2/secret-references/{slug}"),
         json!({"secret_path": "edited/in/the/console"}),
         WAIT,
@@ -96,8 +94,6 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
         || async { remote(&h, &slug).await["secret_path"] == "prod/openai" },
     )
     .await;
-    let events = h.cluster_events_text().await;
-    assert!(events.contains("DriftCorrected"), "{events}");
 
     // A Secret change: the new value reaches the API with exactly one PUT.
     h.secret_change_is_one_put(
@@ -124,14 +120,9 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
         )
         .await;
     assert!(integration["id"].is_string(), "{integration}");
-    api(&h).delete(&slug, &Default::default()).await.unwrap();
-    let held = wait_for(&h, "aws", |r| {
-        r.condition("Ready")
-            .is_some_and(|(s, reason, _)| s == "False" && reason == "StillReferenced")
-    })
-    .await;
-    let (_, _, message) = held.condition("Ready").unwrap();
-    assert!(message.contains("integration mapped-openai"), "{message}");
+    let (held, message) = h
+        .delete_waits_for::<SecretReference>("aws", "integration mapped-openai")
+        .await;
     assert!(message.contains("deletionPolicy: Orphan"), "{message}");
     assert!(
         !remote(&h, &slug).await.is_null(),
@@ -140,22 +131,14 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
     assert!(h.count(DELETE).await >= 1, "the delete was tried");
 
     // The mapping goes: the next try deletes it.
-    h.call(
-        Method::PUT,
-        "/ai_gw/admin/v2/integrations/mapped-openai",
-        Some(json!({"secret_mappings": []})),
-    )
-    .await;
-    h.wait_cluster_gone::<SecretReference>("aws", Duration::from_secs(60))
+    let unmapped = Some(json!({"secret_mappings": []}));
+    let mapping = "/ai_gw/admin/v2/integrations/mapped-openai";
+    let release = h.call(Method::PUT, mapping, unmapped);
+    h.released_then_gone::<SecretReference>("aws", ("secret_references", &slug), release)
         .await;
-    assert!(remote(&h, &slug).await.is_null(), "deleted remotely");
 
     // No auth_config value anywhere but the API.
     let statuses = serde_json::to_string(&held.status).unwrap();
-    let events = h.all_events_text().await;
-    assert!(events.contains("StillReferenced"), "{events}");
-    let logs = captured_logs();
-    let metrics = h.ctx.metrics.encode();
     // A reference to read with the CLI, its auth_config set through the API.
     h.call(
         Method::POST,
@@ -174,13 +157,8 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
         h.aigw_api(&["secret-references", "list"]).await
     );
     assert!(cli.contains("cli-ref"), "{cli}");
-    for value in [FIRST_SECRET, SECOND_SECRET] {
-        assert!(!statuses.contains(value), "a secret in a status");
-        assert!(!events.contains(value), "a secret in an event");
-        assert!(!logs.contains(value), "a secret in the operator's log");
-        assert!(!metrics.contains(value), "a secret in the metrics");
-        assert!(!cli.contains(value), "a secret in the CLI output");
-    }
+    h.assert_hidden(&[FIRST_SECRET, SECOND_SECRET], &statuses, &cli)
+        .await;
     h.stop().await;
 }
 
@@ -283,11 +261,7 @@ async fn an_integration_maps_its_key_to_a_secret_reference_resource() {
         .delete(&reference, &Default::default())
         .await
         .unwrap();
-    let held = wait_for(&h, "vault", |r| {
-        r.condition("Ready")
-            .is_some_and(|(s, reason, _)| s == "False" && reason == "StillReferenced")
-    })
-    .await;
+    let held = wait_for(&h, "vault", |r| r.not_ready_with("StillReferenced")).await;
     let (_, _, message) = held.condition("Ready").unwrap();
     assert!(
         message.contains(&format!("Integration {integration}")),

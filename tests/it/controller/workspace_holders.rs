@@ -141,12 +141,7 @@ async fn attack_a_workspace_an_mcp_integration_enables_by_resource_is_archived_u
 #[tokio::test]
 async fn attack_an_mcp_server_that_never_made_anything_holds_the_integration() {
     let h = Harness::start_with("atk-mcpihold", Duration::from_secs(1)).await;
-    h.call(
-        reqwest::Method::POST,
-        "/_emulator/seed",
-        Some(json!({"workspaces": [{"id": WS_A, "name": "payments", "slug": "payments"}]})),
-    )
-    .await;
+    h.seed_workspace(WS_A, "payments", "payments").await;
     let integrations = Api::<McpIntegration>::all(h.env.client.clone());
     let slug = h.cluster_name("tools");
     h.create_cluster::<McpIntegration>(

@@ -392,24 +392,10 @@ async fn an_exported_workspace_is_adopted_without_a_write() {
         stderr.contains("the organisation's default workspace"),
         "{stderr}"
     );
-    let file = std::fs::read_dir(&out)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| {
-            std::fs::read_to_string(p)
-                .is_ok_and(|t| t.contains("kind: Workspace") && t.contains(&slug))
-        })
-        .expect("the workspace's manifest");
-    let mut exported: Value =
-        serde_yaml::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    assert_eq!(exported["spec"]["slug"], slug.as_str());
-    assert_eq!(exported["spec"]["deletionPolicy"], "Orphan");
-    let before = h.remote_writes().await;
-    let spec = exported["spec"].take();
-    create(&h, "exported", spec).await;
-    let ready = wait_for(&h, "exported", |w| w.ready()).await;
-    assert_eq!(ready.status.unwrap().slug.as_deref(), Some(slug.as_str()));
-    h.assert_no_write_since(before, "adopting the export").await;
+    let text = support::cli::exported_manifest(&out, "Workspace", &slug);
+    let mut exported: Value = serde_yaml::from_str(&text).unwrap();
+    h.adopts_export::<Workspace>("exported", exported["spec"].take(), &slug)
+        .await;
     h.stop().await;
 }
 
