@@ -8,12 +8,25 @@ use std::time::Duration;
 
 use aigw::resources::Config;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::harness::Harness;
 use support::objects::{Conditions, object, routing};
 
 const WAIT: Duration = Duration::from_secs(60);
+
+/// Once the Config `bedrock` records two versions: the newer's id, then the older's.
+async fn two_versions(h: &Harness) -> (String, String) {
+    let config = h
+        .wait_for::<Config>("bedrock", WAIT, |c| {
+            c.ready() && c.status.as_ref().is_some_and(|s| s.history.len() == 2)
+        })
+        .await;
+    let history = config.status.unwrap().history;
+    (
+        history[0].version_id.clone().unwrap(),
+        history[1].version_id.clone().unwrap(),
+    )
+}
 
 /// `aigw history config/NAME --diff A B`: a value taken from a Secret (`spec.secretRefs`) is
 /// never printed, whatever its key.
@@ -22,23 +35,7 @@ async fn history_diff_never_prints_a_secret_backed_value() {
     const FIRST: &str = "AKIAQ7ZX3EXAMPLEKEY1";
     const SECOND: &str = "AKIAQ7ZX3EXAMPLEKEY2";
     let h = Harness::start_with("atk-hist-secret", Duration::from_secs(600)).await;
-    let put = |value: &'static str| {
-        let secrets = h.env.api::<Secret>();
-        async move {
-            let secret: Secret = serde_json::from_value(
-                json!({"metadata": {"name": "aws"}, "stringData": {"id": value}}),
-            )
-            .unwrap();
-            secrets
-                .patch(
-                    "aws",
-                    &PatchParams::apply("test").force(),
-                    &Patch::Apply(&secret),
-                )
-                .await
-                .unwrap();
-        }
-    };
+    let put = |value: &'static str| h.put_secret("aws", json!({"id": value}), false);
     put(FIRST).await;
     let mut spec = routing("bedrock");
     spec["secretRefs"] =
@@ -46,16 +43,7 @@ async fn history_diff_never_prints_a_secret_backed_value() {
     support::objects::create::<Config>(&h.env, "bedrock", spec).await;
     h.wait_for::<Config>("bedrock", WAIT, |c| c.ready()).await;
     put(SECOND).await;
-    let config = h
-        .wait_for::<Config>("bedrock", WAIT, |c| {
-            c.ready() && c.status.as_ref().is_some_and(|s| s.history.len() == 2)
-        })
-        .await;
-    let history = config.status.unwrap().history;
-    let (newer, older) = (
-        history[0].version_id.clone().unwrap(),
-        history[1].version_id.clone().unwrap(),
-    );
+    let (newer, older) = two_versions(&h).await;
     let out = super::modes::history(&h, &["config/bedrock", "--diff", &older, &newer]).await;
     assert!(
         !out.contains(FIRST) && !out.contains(SECOND),
@@ -78,14 +66,9 @@ async fn aigw(args: Vec<String>) -> (bool, String) {
 async fn plan_history_and_export_never_print_a_secret_backed_value_after_an_index_shift() {
     const VALUE: &str = "AKIAPLANLEAK00000001";
     let h = Harness::start_with("atk-index-shift", Duration::from_secs(600)).await;
-    let secret: Secret =
-        serde_json::from_value(json!({"metadata": {"name": "aws"}, "stringData": {"id": VALUE}}))
-            .unwrap();
     h.env
-        .api::<Secret>()
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+        .create_from::<Secret>(json!({"metadata": {"name": "aws"}, "stringData": {"id": VALUE}}))
+        .await;
     let spec = |targets: Value, index: usize| {
         json!({"name": "bedrock",
                "config": {"strategy": {"mode": "fallback"}, "targets": targets},
@@ -147,16 +130,7 @@ async fn plan_history_and_export_never_print_a_secret_backed_value_after_an_inde
     }
 
     h.env.patch_spec::<Config>("bedrock", json!(after)).await;
-    let config = h
-        .wait_for::<Config>("bedrock", WAIT, |c| {
-            c.ready() && c.status.as_ref().is_some_and(|s| s.history.len() == 2)
-        })
-        .await;
-    let history = config.status.unwrap().history;
-    let (newer, older) = (
-        history[0].version_id.clone().unwrap(),
-        history[1].version_id.clone().unwrap(),
-    );
+    let (newer, older) = two_versions(&h).await;
     let mut args = vec!["history".to_string(), "config/bedrock".into()];
     args.extend(["--diff".into(), older, newer]);
     args.extend(["-n".into(), h.env.namespace.clone()]);

@@ -231,14 +231,7 @@ fn writes(stats: &Value) -> u64 {
 #[tokio::test]
 async fn an_observed_deployment_is_never_written_nor_archived() {
     let h = Harness::start_with("modes-deploy", DRIFT).await;
-    let seeded = h
-        .call(
-            Method::POST,
-            "/_emulator/seed",
-            Some(json!({"deployments": [{"name": "legacy", "type": "production"}]})),
-        )
-        .await;
-    let id = seeded["deployments"][0]["id"].as_str().unwrap().to_string();
+    let id = h.seed_deployment("legacy", "production").await;
     h.reset_stats().await;
     let mut spec = gateway("renamed", "legacy-credentials");
     spec["type"] = "production".into();
@@ -269,13 +262,7 @@ async fn an_observed_deployment_is_never_written_nor_archived() {
     h.env.delete_and_wait::<Deployment>("legacy", WAIT).await;
     let stats = h.stats().await;
     assert_eq!(writes(&stats), 0, "{stats}");
-    let remote = h
-        .call(
-            Method::GET,
-            &format!("/ai_gw/admin/v2/deployments/{id}"),
-            None,
-        )
-        .await;
+    let remote = h.remote_deployment(&id).await;
     assert_eq!(remote["name"], "legacy");
     assert_eq!(remote["status"], "active", "not archived: {remote}");
     h.stop().await;
