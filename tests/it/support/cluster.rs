@@ -166,12 +166,8 @@ impl Harness {
     pub async fn wait_cluster_gone<K: ClusterKind>(&self, name: &str, within: Duration) {
         let api = self.cluster_api::<K>();
         let name = self.cluster_name(name);
-        let gone = super::wait_until(within, || async {
-            api.get_opt(&name).await.ok()?.is_none().then_some(())
-        })
-        .await;
         assert!(
-            gone.is_some(),
+            super::gone_within(&api, &name, within).await,
             "{} {name} was not deleted\n{}",
             K::kind(&()),
             self.cluster_events_text().await
@@ -292,6 +288,22 @@ impl Harness {
                 assert!(!text.contains(value), "a secret in {place}");
             }
         }
+    }
+
+    /// A Workspace resource `name`, created by aigw; its recorded UUID once Ready.
+    pub async fn ready_workspace(&self, name: &str) -> String {
+        self.create_cluster::<aigw::resources::Workspace>(name, json!({"name": name}))
+            .await;
+        let ready: aigw::resources::Workspace = self
+            .wait_cluster(
+                name,
+                Duration::from_secs(40),
+                |w: &aigw::resources::Workspace| {
+                    w.ready() && w.status.as_ref().is_some_and(|s| s.id.is_some())
+                },
+            )
+            .await;
+        ready.status.and_then(|s| s.id).unwrap()
     }
 
     /// Seeds the deployment `name` of `type_` in the emulator, as if made outside aigw; its id.

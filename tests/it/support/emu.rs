@@ -159,10 +159,10 @@ impl ClientEnv {
     }
 
     pub async fn start_with(options: EmulatorOptions) -> Self {
-        let emulator = spawn(options).await.expect("emulator starts");
+        let Emu { running, http } = Emu::start_with(options).await;
         Self {
-            emulator,
-            control: reqwest::Client::new(),
+            emulator: running,
+            control: http,
         }
     }
 

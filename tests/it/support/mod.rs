@@ -17,6 +17,7 @@ pub mod chart;
 pub mod cli;
 pub mod cluster;
 pub mod emu;
+pub mod endpoints;
 pub mod harness;
 pub mod objects;
 pub mod proxy;
@@ -225,6 +226,43 @@ where
             .await;
         let _ = api.delete(&name, &Default::default()).await;
     }
+}
+
+/// Merge-patches the object `name` through `api` with `patch`; the object as patched.
+pub async fn merge_patch<K>(
+    api: &Api<K>,
+    name: &str,
+    patch: impl serde::Serialize + std::fmt::Debug,
+) -> K
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_or_else(|e| panic!("failed to patch {name}: {e}"))
+}
+
+/// Whether `name` is gone from `api` within `within`.
+pub async fn gone_within<K>(api: &Api<K>, name: &str, within: Duration) -> bool
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    wait_until(within, || async {
+        api.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await
+    .is_some()
+}
+
+/// Deletes `name` through `api`; whether it is gone (its finalizers run) within `within`.
+pub async fn deleted_within<K>(api: &Api<K>, name: &str, within: Duration) -> bool
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    api.delete(name, &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("failed to delete {name}: {e}"));
+    gone_within(api, name, within).await
 }
 
 /// Polls `probe` every 100 ms until it returns `Some` or `timeout` passes.
@@ -465,11 +503,7 @@ impl TestEnv {
     where
         K: NamespacedKind,
     {
-        let patch = serde_json::json!({ "spec": spec });
-        self.api::<K>()
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .unwrap_or_else(|e| panic!("failed to patch {name}: {e}"))
+        merge_patch(&self.api::<K>(), name, serde_json::json!({ "spec": spec })).await
     }
 
     /// Waits until the named object satisfies `done`; on timeout, panics with the object and
@@ -497,6 +531,34 @@ impl TestEnv {
         }
     }
 
+    /// Deletes the object `name` of kind `K` (its finalizers may keep it a while).
+    pub async fn delete<K: NamespacedKind>(&self, name: &str) {
+        self.api::<K>()
+            .delete(name, &Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("failed to delete {name}: {e}"));
+    }
+
+    /// Waits until the object `name`'s condition `type_` ("Stalled" or "Ready") says `reason`
+    /// (Stalled=True, or Ready=False); that condition's message.
+    pub async fn condition_message<K>(
+        &self,
+        name: &str,
+        timeout: Duration,
+        (type_, reason): (&str, &str),
+    ) -> String
+    where
+        K: NamespacedKind + objects::Conditions,
+    {
+        let object = self
+            .wait_for::<K>(name, timeout, |o| match type_ {
+                "Ready" => o.not_ready_with(reason),
+                _ => o.stalled_with(reason),
+            })
+            .await;
+        object.condition(type_).unwrap().2
+    }
+
     /// Deletes the named object and waits until it is gone (its finalizer has run); on timeout,
     /// panics with the object and the namespace's events.
     pub async fn delete_and_wait<K>(&self, name: &str, timeout: Duration)
@@ -504,14 +566,7 @@ impl TestEnv {
         K: NamespacedKind,
     {
         let api = self.api::<K>();
-        api.delete(name, &Default::default())
-            .await
-            .unwrap_or_else(|e| panic!("failed to delete {name}: {e}"));
-        let gone = wait_until(timeout, || async {
-            api.get_opt(name).await.ok()?.is_none().then_some(())
-        })
-        .await;
-        if gone.is_none() {
+        if !deleted_within(&api, name, timeout).await {
             let current = api.get_opt(name).await.ok().flatten();
             panic!(
                 "{name} was not deleted within {timeout:?}\n--- object ---\n{}\n--- events ---\n{}",
