@@ -443,14 +443,12 @@ async fn metrics_count_stalled_resources_and_rotations_due_by_kind() {
             .is_some_and(|(status, _, _)| status == "True")
     })
     .await;
-    deployments
-        .patch(
-            "mon-edge-gw",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
-        )
-        .await
-        .unwrap();
+    support::merge_patch(
+        &deployments,
+        "mon-edge-gw",
+        json!({"spec": {"rotation": {"trigger": "b"}}}),
+    )
+    .await;
 
     let text = scrape_until(
         addr,

@@ -217,14 +217,12 @@ async fn manage_config_and_rotating_deployment(
         .await;
     let first = client_auth(deployment_ns, "edge-creds").await;
 
-    deployments
-        .patch(
-            "edge",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "v2"}}})),
-        )
-        .await
-        .expect("change the rotation trigger");
+    support::merge_patch(
+        &deployments,
+        "edge",
+        json!({"spec": {"rotation": {"trigger": "v2"}}}),
+    )
+    .await;
     let rotated = operator
         .wait_for(deployment_ns, "edge", |d: &Deployment| d.rotated_for("v2"))
         .await;
@@ -276,14 +274,12 @@ async fn edit_during_a_slow_create(env: &TestEnv, operator: &Operator, emulator:
         .await
         .expect("create the Config");
     tokio::time::sleep(Duration::from_secs(1)).await;
-    env.api::<Config>()
-        .patch(
-            "slow",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"name": "slow-renamed"}})),
-        )
-        .await
-        .expect("edit the Config");
+    support::merge_patch(
+        &env.api::<Config>(),
+        "slow",
+        json!({"spec": {"name": "slow-renamed"}}),
+    )
+    .await;
     let done = operator.wait_for(env, "slow", Config::ready).await;
     set(json!({})).await;
     assert!(
@@ -320,13 +316,12 @@ async fn manage_rotating_api_key(env: &TestEnv, operator: &Operator) {
     };
     operator.wait_for(env, "app-key", key_ready).await;
     let first = secret_value(env, "app-key", "api_key").await;
-    keys.patch(
+    support::merge_patch(
+        &keys,
         "app-key",
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "v2"}}})),
+        json!({"spec": {"rotation": {"trigger": "v2"}}}),
     )
-    .await
-    .expect("change the rotation trigger");
+    .await;
     let rotated = operator
         .wait_for(env, "app-key", |k: &ApiKey| {
             key_ready(k) && k.rotated_for("v2")
@@ -713,14 +708,12 @@ async fn a_namespace_editor_writes_specs_but_never_status() {
         .create(&PostParams::default(), &config("routing", None))
         .await
         .expect("an editor creates a Config");
-    editor
-        .patch(
-            "routing",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"team": "a"}}})),
-        )
-        .await
-        .expect("an editor edits it");
+    support::merge_patch(
+        &editor,
+        "routing",
+        json!({"metadata": {"annotations": {"team": "a"}}}),
+    )
+    .await;
     assert_forbidden(
         editor
             .patch_status(

@@ -416,11 +416,7 @@ async fn defaults_config_names_a_config_resource_and_waits_until_it_exists() {
 async fn a_deleted_secret_is_reported_at_once_and_a_trigger_change_refills_it() {
     let h = Harness::start("ak-gone").await;
     let id = create(&h, "gone", service_key("gone", json!({"trigger": "a"}))).await;
-    h.env
-        .api::<Secret>()
-        .delete("gone-key", &Default::default())
-        .await
-        .unwrap();
+    h.env.delete::<Secret>("gone-key").await;
     h.wait_for::<ApiKey>("gone", WAIT, |k| {
         k.status.as_ref().is_some_and(|s| {
             s.conditions.iter().any(|c| {
@@ -812,9 +808,7 @@ async fn a_paused_or_observed_api_key_writes_nothing_until_let_go() {
     let patch = |patch: Value| {
         let keys = h.env.api::<ApiKey>();
         async move {
-            keys.patch("held", &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .unwrap();
+            support::merge_patch(&keys, "held", patch).await;
         }
     };
 
@@ -990,10 +984,10 @@ async fn a_secret_that_cannot_be_written_mints_no_keys() {
         posts, 0,
         "keys were minted while the Secret could not be written"
     );
-    let stalled = h
-        .wait_for::<ApiKey>("refused", WAIT, |k| k.stalled_with("SecretNotWritable"))
+    let message = h
+        .env
+        .condition_message::<ApiKey>("refused", WAIT, ("Stalled", "SecretNotWritable"))
         .await;
-    let (_, _, message) = stalled.condition("Stalled").unwrap();
     assert!(message.contains("refused-key"), "{message}");
     assert!(
         h.env

@@ -9,12 +9,12 @@ use std::time::Duration;
 use aigw::resources::{McpIntegration, McpServer};
 use kube::api::Api;
 use serde_json::json;
+use support::endpoints::MCP_SERVER_POST;
 use support::harness::Harness;
 use support::objects::Conditions;
 
 const WAIT: Duration = Duration::from_secs(30);
 const WS_A: &str = "5d1c3b2a-4e6f-4a7b-8c9d-0e1f2a3b4c5d";
-const POST: &str = "POST /ai_gw/v2/mcp-servers";
 
 async fn ready_integration(h: &Harness, name: &str, slug: &str) {
     let integrations = Api::<McpIntegration>::all(h.env.client.clone());
@@ -76,7 +76,7 @@ async fn a_grant_by_resource_name_does_not_cover_an_integration_whose_slug_equal
         s.stalled_with("McpIntegrationNotAllowed").then_some(s)
     })
     .await;
-    let posts = h.count(POST).await;
+    let posts = h.count(MCP_SERVER_POST).await;
     assert!(
         refused.is_some(),
         "a server of {b} (slug {a}) was not refused though only resource {a} is granted: {}",

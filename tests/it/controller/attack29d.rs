@@ -10,16 +10,14 @@ use std::time::Duration;
 use aigw::resources::{McpIntegration, McpServer, Workspace};
 use kube::api::{Api, DeleteParams};
 use serde_json::json;
+use support::endpoints::{
+    MCP_INTEGRATION_GET, MCP_SERVER_POST, SCOPE_POST, SCOPE_PUT, WORKSPACE_POST,
+};
 use support::harness::Harness;
 use support::objects::Conditions;
 use support::proxy::{Received, proxy, refusal};
 
 const WAIT: Duration = Duration::from_secs(40);
-const SCOPE_POST: &str = "POST /iam/v1/scopes";
-const SCOPE_PUT: &str = "PUT /iam/v1/scopes/{name}";
-const POST: &str = "POST /ai_gw/admin/v2/workspaces";
-const SERVER_POST: &str = "POST /ai_gw/v2/mcp-servers";
-const INTEGRATION_GET: &str = "GET /ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}";
 const WS_A: &str = "5d1c3b2a-4e6f-4a7b-8c9d-0e1f2a3b4c5d";
 
 fn workspaces(h: &Harness) -> Api<Workspace> {
@@ -58,11 +56,12 @@ async fn sent(h: &Harness, endpoint: &str, n: u64) -> bool {
 #[tokio::test]
 async fn a_workspace_create_killed_between_scope_and_workspace_ends_with_one_call_each() {
     let mut h = Harness::start_with("atk-wskill", Duration::from_secs(1)).await;
-    h.faults(json!({"failing_routes": {POST: 503}})).await;
+    h.faults(json!({"failing_routes": {WORKSPACE_POST: 503}}))
+        .await;
     let before = scope_names(&h).await.len();
     create_workspace(&h, "killed").await;
     assert!(sent(&h, SCOPE_POST, 1).await, "{}", h.stats().await);
-    assert!(sent(&h, POST, 1).await, "{}", h.stats().await);
+    assert!(sent(&h, WORKSPACE_POST, 1).await, "{}", h.stats().await);
     h.stop_operator().await;
     h.faults(json!({})).await;
     h.restart_operator().await;
@@ -103,10 +102,11 @@ async fn a_workspace_create_killed_between_scope_and_workspace_ends_with_one_cal
 #[tokio::test]
 async fn attack_a_workspace_deleted_while_its_create_fails_leaves_no_iam_scope() {
     let h = Harness::start_with("atk-wsleak", Duration::from_secs(1)).await;
-    h.faults(json!({"failing_routes": {POST: 503}})).await;
+    h.faults(json!({"failing_routes": {WORKSPACE_POST: 503}}))
+        .await;
     let before = scope_names(&h).await;
     create_workspace(&h, "leak").await;
-    assert!(sent(&h, POST, 2).await, "{}", h.stats().await);
+    assert!(sent(&h, WORKSPACE_POST, 2).await, "{}", h.stats().await);
     let api = workspaces(&h);
     let full = h.cluster_name("leak");
     api.delete(&full, &DeleteParams::default()).await.unwrap();
@@ -197,11 +197,11 @@ async fn an_ungranted_mcp_integration_by_uuid_on_a_failing_read_or_by_a_granted_
     mcp_integration(&h, "alpha", &format!("{alpha}-slug")).await;
     // `other`'s slug is the granted resource's name.
     let other = mcp_integration(&h, "other", &alpha).await;
-    h.faults(json!({"failing_routes": {INTEGRATION_GET: 503}}))
+    h.faults(json!({"failing_routes": {MCP_INTEGRATION_GET: 503}}))
         .await;
     server(&h, "by-uuid", json!({"integrationId": other})).await;
     refused(&h, "by-uuid").await;
-    let reads_failed = h.count(INTEGRATION_GET).await;
+    let reads_failed = h.count(MCP_INTEGRATION_GET).await;
     h.faults(json!({})).await;
     server(&h, "by-slug", json!({"integrationId": alpha})).await;
     refused(&h, "by-slug").await;
@@ -210,14 +210,14 @@ async fn an_ungranted_mcp_integration_by_uuid_on_a_failing_read_or_by_a_granted_
         "the read never failed: {}",
         h.stats().await
     );
-    assert_eq!(h.count(SERVER_POST).await, 0, "{}", h.stats().await);
+    assert_eq!(h.count(MCP_SERVER_POST).await, 0, "{}", h.stats().await);
     let servers = h.env.api::<McpServer>();
     server(&h, "by-ref", json!({"integrationRef": {"name": alpha}})).await;
     let made = support::wait_until(WAIT, || async {
         servers.get_opt("by-ref").await.ok()??.ready().then_some(())
     })
     .await;
-    let posts = h.count(SERVER_POST).await;
+    let posts = h.count(MCP_SERVER_POST).await;
     for name in ["by-uuid", "by-slug", "by-ref"] {
         h.env.delete_and_wait::<McpServer>(name, WAIT).await;
     }
@@ -408,13 +408,13 @@ async fn an_mcp_server_create_lost_while_its_list_fails_is_sent_once() {
     h.seed_workspace(WS_A, "payments", "payments").await;
     let tools = h.cluster_name("tools");
     mcp_integration(&h, "tools", &tools).await;
-    h.faults(json!({"drop_after_commit_once": [SERVER_POST],
+    h.faults(json!({"drop_after_commit_once": [MCP_SERVER_POST],
                     "failing_routes": {"GET /ai_gw/v2/mcp-servers": 503}}))
         .await;
     server(&h, "lost", json!({"integrationRef": {"name": tools}})).await;
-    assert!(sent(&h, SERVER_POST, 1).await, "{}", h.stats().await);
+    assert!(sent(&h, MCP_SERVER_POST, 1).await, "{}", h.stats().await);
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let while_failing = h.count(SERVER_POST).await;
+    let while_failing = h.count(MCP_SERVER_POST).await;
     let lists = h.count("GET /ai_gw/v2/mcp-servers").await;
     h.faults(json!({})).await;
     let servers = h.env.api::<McpServer>();
@@ -437,7 +437,7 @@ async fn an_mcp_server_create_lost_while_its_list_fails_is_sent_once() {
     );
     assert!(ready.is_some(), "not recovered: {stats}");
     assert_eq!(
-        support::harness::count_in(&stats, SERVER_POST),
+        support::harness::count_in(&stats, MCP_SERVER_POST),
         1,
         "{stats}"
     );

@@ -91,14 +91,12 @@ async fn a_claim_written_between_the_record_and_the_metadata_moves_nothing() {
 
     create::<Config>(&h.env, "window", routing("window")).await;
     record(&configs, "window", "inst-a").await;
-    configs
-        .patch(
-            "window",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {ANNOTATION: "inst-b"}}})),
-        )
-        .await
-        .unwrap();
+    support::merge_patch(
+        &configs,
+        "window",
+        json!({"metadata": {"annotations": {ANNOTATION: "inst-b"}}}),
+    )
+    .await;
     let (a, b) = two(&h).await;
     let stalled = h
         .wait_for::<Config>("window", WAIT, |c| c.stalled_with("ClaimChanged"))
@@ -159,14 +157,7 @@ async fn an_object_deleted_between_the_record_and_the_metadata_is_not_held() {
     assert_eq!(claim(&going), None);
     assert_eq!((copies(&a).await, copies(&b).await), (0, 0));
     assert_eq!((a.remote_writes().await, b.remote_writes().await), (0, 0));
-    configs
-        .patch(
-            "going",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .unwrap();
+    support::merge_patch(&configs, "going", json!({"metadata": {"finalizers": null}})).await;
     let gone = support::wait_until(WAIT, || async {
         configs
             .get_opt("going")

@@ -438,15 +438,8 @@ async fn lease_renew_times_far_off_change_nothing() {
         .unwrap();
     let b_lease = field.lease_of(&b.name).await;
     let patch = json!({"spec": {"renewTime": "1970-01-02T00:00:00.000000Z"}});
-    field
-        .leases()
-        .patch(
-            b_lease.metadata.name.as_deref().unwrap(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-        .unwrap();
+    let b_name = b_lease.metadata.name.as_deref().unwrap();
+    support::merge_patch(&field.leases(), b_name, patch).await;
     let start = Instant::now();
     settled(&[&a, &b], 3.0).await;
     field.edit_all(1).await;

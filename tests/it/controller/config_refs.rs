@@ -198,15 +198,11 @@ async fn secret_backed_values_are_applied_hashed_and_never_echoed() {
 
     // The Secret is deleted: Ready=False naming it, and nothing is written.
     h.reset_stats().await;
-    h.env
-        .api::<Secret>()
-        .delete("provider-keys", &Default::default())
-        .await
-        .unwrap();
-    let broken = h
-        .wait_for::<Config>("routing", WAIT, |c| c.not_ready_with("SecretNotFound"))
+    h.env.delete::<Secret>("provider-keys").await;
+    let message = h
+        .env
+        .condition_message::<Config>("routing", WAIT, ("Ready", "SecretNotFound"))
         .await;
-    let (_, _, message) = broken.condition("Ready").unwrap();
     assert!(message.contains("provider-keys"), "{message}");
     tokio::time::sleep(DRIFT * 2).await;
     assert_eq!(writes(&h).await, 0, "{}", h.stats().await);

@@ -6,8 +6,8 @@ use std::time::Duration;
 
 use aigw::resources::{Config, Deployment, RateLimitsPolicy};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
 use kube::ResourceExt;
+use kube::api::{DeleteParams, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{Harness, TOKEN, captured_logs};
@@ -129,10 +129,7 @@ async fn config_lifecycle_create_update_drift_delete() {
     // A spec change: exactly one PUT, and a new versionId.
     h.reset_stats().await;
     let patch = json!({"spec": {"config": {"strategy": {"mode": "loadbalance"}, "targets": [{"provider": "@openai"}]}}});
-    configs
-        .patch("routing", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+    support::merge_patch(&configs, "routing", patch).await;
     let updated = h
         .wait_for::<Config>("routing", WAIT, |c| {
             c.ready()
@@ -331,10 +328,7 @@ async fn api_validation_error_stalls_without_a_retry_storm() {
 
     // A spec change un-stalls it.
     let patch = json!({"spec": {"conditions": [{"key": "metadata.team", "value": "a"}]}});
-    policies
-        .patch("bad-key", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+    support::merge_patch(&policies, "bad-key", patch).await;
     h.wait_for::<RateLimitsPolicy>("bad-key", WAIT, RateLimitsPolicy::ready)
         .await;
     h.stop().await;
@@ -546,11 +540,7 @@ async fn deployment_create_secret_connection_status_and_archive() {
     );
 
     // Deleting a credentials Secret is reported, never papered over with invented values.
-    h.env
-        .api::<Secret>()
-        .delete("edge-creds", &DeleteParams::default())
-        .await
-        .unwrap();
+    h.env.delete::<Secret>("edge-creds").await;
     let missing = h
         .wait_for::<Deployment>("edge", WAIT, |d| {
             condition(&d.status.as_ref().unwrap().conditions, "Ready")
@@ -640,10 +630,7 @@ async fn rate_limits_policy_lifecycle() {
     h.reset_stats().await;
 
     let patch = json!({"spec": {"value": 250, "unit": "rph"}});
-    policies
-        .patch("per-key", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+    support::merge_patch(&policies, "per-key", patch).await;
     h.wait_for::<RateLimitsPolicy>("per-key", WAIT, RateLimitsPolicy::ready)
         .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -751,14 +738,12 @@ async fn backoff_and_drift_bookkeeping_go_with_the_object() {
     );
 
     // Route 1: the finalizer taken off by hand, then deleted, while it still fails.
-    configs
-        .patch(
-            "failing",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .unwrap();
+    support::merge_patch(
+        &configs,
+        "failing",
+        json!({"metadata": {"finalizers": null}}),
+    )
+    .await;
     h.env.delete_and_wait::<Config>("failing", WAIT).await;
     // Route 2: an ordinary deletion, the finalizer run by aigw.
     h.env.delete_and_wait::<Config>("kept", WAIT).await;
@@ -819,14 +804,7 @@ async fn a_dry_run_reports_what_it_would_write_and_writes_nothing() {
     h.restart_dry_run().await;
     for n in 0..10 {
         let edit = json!({"spec": {"config": {"retry": {"attempts": 5}}}});
-        configs
-            .patch(
-                &format!("c{n:02}"),
-                &PatchParams::default(),
-                &Patch::Merge(&edit),
-            )
-            .await
-            .unwrap();
+        support::merge_patch(&configs, &format!("c{n:02}"), edit).await;
     }
     let versions = |list: Vec<Config>| -> Vec<(String, Option<String>)> {
         list.into_iter()

@@ -12,10 +12,10 @@ use kube::api::Api;
 use serde_json::{Value, json};
 use support::harness::Harness;
 use support::objects::Conditions;
+use support::objects::{WS_A, WS_B};
 use support::proxy::{Received, bad_gateway, json_answer, proxy, refusal};
 
 const WAIT: Duration = Duration::from_secs(30);
-const WS_A: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
 const KEY: &str = "sk-upstream-Fq3Wz8Lm1Rt6";
 
 async fn put_key(h: &Harness, value: &str) {
@@ -203,7 +203,6 @@ async fn an_integration_is_never_already_managed_by_itself() {
 /// Integration naming the slug another Integration owns writes nothing.
 #[tokio::test]
 async fn grants_and_secret_namespaces_hold_for_keys_and_integrations() {
-    const WS_B: &str = "0b7c1d2e-3f40-4a5b-8c6d-7e8f9a0b1c2d";
     let grants =
         json!([{"namespaces": ["{ns}"], "workspaces": [WS_A], "integrations": ["{ns}-openai"]}]);
     let h = Harness::start_with_grants("cred-held", Duration::from_secs(1), grants).await;

@@ -13,14 +13,12 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
+use support::endpoints::{CONFIG_POST, DEPLOYMENT_POST, DEPLOYMENT_PUT};
 use support::harness::{CallWindows, Harness};
 use support::objects::{Conditions, Rotates, create, gateway, limits, routing};
 use support::proxy::{Received, json_answer, proxy, refusal};
 
 const WAIT: Duration = Duration::from_secs(60);
-const CONFIG_POST: &str = "POST /ai_gw/v2/configs";
-const DEPLOYMENT_POST: &str = "POST /ai_gw/admin/v2/deployments";
-const DEPLOYMENT_PUT: &str = "PUT /ai_gw/admin/v2/deployments/{deploymentId}";
 
 async fn remote_configs_named(h: &Harness, name: &str) -> Vec<Value> {
     let state = h.state().await;

@@ -258,10 +258,7 @@ async fn takeover(
     since: Instant,
     name: &str,
 ) -> (Duration, Duration) {
-    env.api::<Config>()
-        .create(&PostParams::default(), &config(name))
-        .await
-        .unwrap();
+    create_config(env, name).await;
     let leading = wait_until(TAKEOVER_TIMEOUT, || async {
         (operator.readyz().await?.1 == "leader").then(Instant::now)
     })
@@ -277,6 +274,23 @@ async fn takeover(
     (leading - since, since.elapsed())
 }
 
+/// An emulator and the chart's operator kubeconfig for `env` (in the directory), for replicas.
+async fn emulator_and_kubeconfig(env: &TestEnv) -> (Running, tempfile::TempDir) {
+    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        .await
+        .expect("emulator did not start");
+    let dir = tempfile::tempdir().unwrap();
+    support::chart::operator_kubeconfig(&env.client, &env.namespace, dir.path()).await;
+    (emulator, dir)
+}
+
+async fn create_config(env: &TestEnv, name: &str) {
+    env.api::<Config>()
+        .create(&PostParams::default(), &config(name))
+        .await
+        .unwrap();
+}
+
 async fn lease_holder(env: &TestEnv) -> Option<String> {
     let lease = env.api::<Lease>().get("aigw").await.unwrap();
     lease.spec?.holder_identity
@@ -285,11 +299,7 @@ async fn lease_holder(env: &TestEnv) -> Option<String> {
 #[tokio::test]
 async fn one_leader_reconciles_and_a_standby_takes_over() {
     let env = TestEnv::new("leader").await;
-    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
-        .await
-        .expect("emulator did not start");
-    let dir = tempfile::tempdir().unwrap();
-    support::chart::operator_kubeconfig(&env.client, &env.namespace, dir.path()).await;
+    let (emulator, dir) = emulator_and_kubeconfig(&env).await;
     let suffix = &env.namespace[env.namespace.len() - 8..];
     let first = Operator::start(&format!("aigw-a-{suffix}"), &env, &emulator, dir.path());
     let second = Operator::start(&format!("aigw-b-{suffix}"), &env, &emulator, dir.path());
@@ -318,10 +328,7 @@ async fn one_leader_reconciles_and_a_standby_takes_over() {
         assert_eq!(operator.healthz().await, (200, "ok\n".to_string()));
     }
 
-    env.api::<Config>()
-        .create(&PostParams::default(), &config("before"))
-        .await
-        .unwrap();
+    create_config(&env, "before").await;
     env.wait_for::<Config>("before", TAKEOVER_TIMEOUT, Config::ready)
         .await;
     assert!(leader.api_requests().await > 0.0, "the leader reconciled");
@@ -356,10 +363,7 @@ async fn one_leader_reconciles_and_a_standby_takes_over() {
     // SIGTERM: the leader releases the lease; a freshly started replica takes over at once.
     let third = Operator::start(&format!("aigw-c-{suffix}"), &env, &emulator, dir.path());
     sole_leader(&[&standby, &third]).await;
-    env.api::<Config>()
-        .create(&PostParams::default(), &config("while-c-stands-by"))
-        .await
-        .unwrap();
+    create_config(&env, "while-c-stands-by").await;
     env.wait_for::<Config>("while-c-stands-by", TAKEOVER_TIMEOUT, Config::ready)
         .await;
     assert_eq!(
@@ -398,11 +402,7 @@ async fn one_leader_reconciles_and_a_standby_takes_over() {
 #[tokio::test]
 async fn a_leader_that_loses_its_lease_exits_non_zero() {
     let env = TestEnv::new("leader-lost").await;
-    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
-        .await
-        .expect("emulator did not start");
-    let dir = tempfile::tempdir().unwrap();
-    support::chart::operator_kubeconfig(&env.client, &env.namespace, dir.path()).await;
+    let (emulator, dir) = emulator_and_kubeconfig(&env).await;
     let mut operator = Operator::start("aigw-lost", &env, &emulator, dir.path());
     sole_leader(&[&operator]).await;
 
@@ -438,12 +438,8 @@ async fn a_leader_that_loses_its_lease_exits_non_zero() {
 #[tokio::test]
 async fn a_paused_leader_resumed_after_a_takeover_sends_no_write() {
     let env = TestEnv::new("leader-stop").await;
-    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
-        .await
-        .expect("emulator did not start");
+    let (emulator, dir) = emulator_and_kubeconfig(&env).await;
     let http = reqwest::Client::new();
-    let dir = tempfile::tempdir().unwrap();
-    support::chart::operator_kubeconfig(&env.client, &env.namespace, dir.path()).await;
     let suffix = &env.namespace[env.namespace.len() - 8..];
     let first = Operator::start(&format!("aigw-a-{suffix}"), &env, &emulator, dir.path());
     let second = Operator::start(&format!("aigw-b-{suffix}"), &env, &emulator, dir.path());
@@ -460,10 +456,7 @@ async fn a_paused_leader_resumed_after_a_takeover_sends_no_write() {
         .unwrap();
     const N: usize = 20;
     for i in 0..N {
-        env.api::<Config>()
-            .create(&PostParams::default(), &config(&format!("stop-{i}")))
-            .await
-            .unwrap();
+        create_config(&env, &format!("stop-{i}")).await;
     }
     // Let the leader start its creates, then freeze it with calls queued.
     tokio::time::sleep(Duration::from_secs(3)).await;

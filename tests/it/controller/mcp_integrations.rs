@@ -13,23 +13,22 @@ use crate::support;
 
 use std::time::Duration;
 
-use aigw::resources::{McpIntegration, Workspace};
+use aigw::resources::McpIntegration;
 use kube::api::{Api, Patch, PatchParams};
 use reqwest::Method;
 use serde_json::{Value, json};
+use support::endpoints::{
+    MCP_INTEGRATION_CAPABILITIES_PUT, MCP_INTEGRATION_DELETE, MCP_INTEGRATION_POST,
+    MCP_INTEGRATION_PUT, MCP_INTEGRATION_WORKSPACES_PUT,
+};
 use support::harness::Harness;
 use support::objects::Conditions;
+use support::objects::WS_A;
 
 const WAIT: Duration = Duration::from_secs(30);
-const WS_A: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
 const FIRST_HEADER: &str = "hdr-first-Qm7Vx2Lp9Rt4";
 const SECOND_HEADER: &str = "hdr-second-Zk3Wn8Bd5Hy1";
 const CLIENT_SECRET: &str = "cs-mcp-Jt6Fq1Xs8Ne2";
-const POST: &str = "POST /ai_gw/admin/v2/mcp-integrations";
-const PUT: &str = "PUT /ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}";
-const DELETE: &str = "DELETE /ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}";
-const ACCESS: &str = "PUT /ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}/workspaces";
-const TOGGLE: &str = "PUT /ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}/capabilities";
 
 /// The `configurations` Secret in the operator's namespace (the test namespace), labelled for
 /// cluster-scoped readers unless `labelled` is false.
@@ -81,20 +80,6 @@ pub(super) async fn aigw(h: &Harness, args: &[&str]) -> String {
     )
 }
 
-/// A Workspace resource `name`, created by aigw; its recorded UUID once Ready.
-async fn ready_workspace(h: &Harness, name: &str) -> String {
-    let workspaces: Api<Workspace> = Api::all(h.env.client.clone());
-    h.create_cluster::<Workspace>(name, json!({"name": name}))
-        .await;
-    let full = h.cluster_name(name);
-    support::wait_until(WAIT, || async {
-        let w = workspaces.get_opt(&full).await.ok()??;
-        w.ready().then(|| w.status.and_then(|s| s.id)).flatten()
-    })
-    .await
-    .expect("the Workspace is Ready")
-}
-
 #[tokio::test]
 async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and_a_used_integration_waits()
  {
@@ -129,7 +114,7 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
         message.contains(&format!("Workspace {payments_name}")),
         "{message}"
     );
-    assert_eq!(h.count(POST).await, 1, "one POST");
+    assert_eq!(h.count(MCP_INTEGRATION_POST).await, 1, "one POST");
     let stored = remote(&h, &slug).await;
     assert_eq!(
         stored["configurations"]["custom_headers"]["x-api-key"],
@@ -143,7 +128,7 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
     );
 
     // The Workspace becomes Ready: both rows are enabled, in one PUT.
-    let payments = ready_workspace(&h, "payments").await;
+    let payments = h.ready_workspace("payments").await;
     let ready = wait_for(&h, "github", |r| r.ready()).await;
     let status = ready.status.clone().unwrap();
     assert_eq!(status.slug.as_deref(), Some(slug.as_str()));
@@ -156,7 +141,11 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
     let stored = remote(&h, &slug).await;
     assert_eq!(row(&stored, &payments).unwrap()["enabled"], true);
     assert_eq!(row(&stored, WS_A).unwrap()["enabled"], true);
-    assert_eq!(h.count(ACCESS).await, 1, "one access PUT for both rows");
+    assert_eq!(
+        h.count(MCP_INTEGRATION_WORKSPACES_PUT).await,
+        1,
+        "one access PUT for both rows"
+    );
 
     // Steady state over several drift intervals: reads only; then a console edit of a readable
     // field, corrected with one PUT.
@@ -164,7 +153,7 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
         &format!("/ai_gw/admin/v2/mcp-integrations/{slug}"),
         json!({"url": "https://console.example.com/mcp"}),
         WAIT,
-        PUT,
+        MCP_INTEGRATION_PUT,
         || async { remote(&h, &slug).await["url"] == "https://mcp.example.com/mcp" },
     )
     .await;
@@ -173,7 +162,7 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
     h.secret_change_is_one_put(
         ("mcp_integrations", &slug),
         "configuration_writes",
-        PUT,
+        MCP_INTEGRATION_PUT,
         WAIT,
         put_config(&h, SECOND_HEADER, true),
         |r| r["configurations"]["custom_headers"]["x-api-key"] == SECOND_HEADER,
@@ -209,7 +198,11 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
     })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(h.count(ACCESS).await, 1, "one PUT disables it");
+    assert_eq!(
+        h.count(MCP_INTEGRATION_WORKSPACES_PUT).await,
+        1,
+        "one PUT disables it"
+    );
 
     // An MCP server of the integration: the delete waits, naming it, and makes no call.
     let server = h
@@ -227,7 +220,7 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
         .await;
     assert!(message.contains("deletionPolicy: Orphan"), "{message}");
     assert!(!remote(&h, &slug).await.is_null(), "not deleted while used");
-    assert_eq!(h.count(DELETE).await, 0, "nothing forced");
+    assert_eq!(h.count(MCP_INTEGRATION_DELETE).await, 0, "nothing forced");
 
     // The server goes: the next try deletes the integration.
     let server = format!("/ai_gw/v2/mcp-servers/{server_id}");
@@ -290,7 +283,7 @@ async fn a_toggle_of_a_tool_not_discovered_yet_is_pending_then_applied() {
         pending.status.unwrap().pending_capabilities,
         ["prompt summarise", "tool delete_repo"]
     );
-    assert_eq!(h.count(TOGGLE).await, 0);
+    assert_eq!(h.count(MCP_INTEGRATION_CAPABILITIES_PUT).await, 0);
 
     // The gateway discovers the tools (not the prompt): the tool's toggle goes in one PUT,
     // the prompt's keeps waiting.
@@ -324,7 +317,11 @@ async fn a_toggle_of_a_tool_not_discovered_yet_is_pending_then_applied() {
         true,
         "an unlisted tool is left"
     );
-    assert_eq!(h.count(TOGGLE).await, 1, "one toggle PUT");
+    assert_eq!(
+        h.count(MCP_INTEGRATION_CAPABILITIES_PUT).await,
+        1,
+        "one toggle PUT"
+    );
 
     // Steady: the pending prompt is read again, nothing written.
     h.reset_stats().await;

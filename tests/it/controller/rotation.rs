@@ -435,14 +435,12 @@ async fn a_pause_waits_for_a_rotation_in_flight() {
     let mut h = Harness::start("rot-pause").await;
     let deployments = h.env.api::<Deployment>();
     let id = freeze_a_rotation_after_its_put(&h, "held").await;
-    deployments
-        .patch(
-            "held",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"annotations": {"aigw.io/paused": "true"}}})),
-        )
-        .await
-        .unwrap();
+    support::merge_patch(
+        &deployments,
+        "held",
+        json!({"metadata": {"annotations": {"aigw.io/paused": "true"}}}),
+    )
+    .await;
     h.restart_operator().await;
     h.env
         // After the crash, its call is given the longest a call can take before it is redone.
@@ -535,14 +533,7 @@ async fn oauth_connection_refreshes_expiring_tokens_under_load() {
     for round in 2..10 {
         for i in 0..6 {
             let patch = json!({"spec": {"config": {"retry": {"attempts": round}}}});
-            configs
-                .patch(
-                    &format!("load-{i}"),
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await
-                .unwrap();
+            support::merge_patch(&configs, &format!("load-{i}"), patch).await;
         }
         tokio::time::sleep(Duration::from_millis(700)).await;
     }
@@ -683,14 +674,12 @@ async fn a_gateway_registered_again_after_a_404_restarts_its_workloads() {
     h.purge_deployment(&first_id).await;
     // Any change makes the controller read the gateway again (Deployments are read on every
     // reconcile); an annotation does not change the spec.
-    deployments
-        .patch(
-            "edge",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"annotations": {"test/poke": "1"}}})),
-        )
-        .await
-        .unwrap();
+    support::merge_patch(
+        &deployments,
+        "edge",
+        json!({"metadata": {"annotations": {"test/poke": "1"}}}),
+    )
+    .await;
     let recreated = h
         .wait_for::<Deployment>("edge", Duration::from_secs(60), |d| {
             d.ready()

@@ -14,17 +14,15 @@ use aigw::resources::SecretReference;
 use kube::api::{Api, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
+use support::endpoints::{SECRET_REFERENCE_DELETE, SECRET_REFERENCE_POST, SECRET_REFERENCE_PUT};
 use support::harness::Harness;
 use support::objects::Conditions;
+use support::objects::WS_A;
 
 const WAIT: Duration = Duration::from_secs(30);
-const WS_A: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
 const KEY_ID: &str = "AKIAQ7SECREF0EXAMPLE";
 const FIRST_SECRET: &str = "wJalr-first-Vb8Nq2Lx5Tz1";
 const SECOND_SECRET: &str = "wJalr-second-Hc3Ry6Pk9Dm4";
-const POST: &str = "POST /ai_gw/admin/v2/secret-references";
-const PUT: &str = "PUT /ai_gw/admin/v2/secret-references/{secretReferenceId}";
-const DELETE: &str = "DELETE /ai_gw/admin/v2/secret-references/{secretReferenceId}";
 
 /// The `auth_config` Secret in the operator's namespace (the test namespace), labelled for
 /// cluster-scoped readers unless `labelled` is false.
@@ -75,7 +73,7 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
     let status = ready.status.clone().unwrap();
     assert_eq!(status.slug.as_deref(), Some(slug.as_str()));
     assert!(status.secret_hash.is_some());
-    assert_eq!(h.count(POST).await, 1, "one POST");
+    assert_eq!(h.count(SECRET_REFERENCE_POST).await, 1, "one POST");
     let stored = remote(&h, &slug).await;
     assert_eq!(stored["auth_config"]["aws_secret_access_key"], FIRST_SECRET);
     assert_eq!(stored["auth_config"]["aws_access_key_id"], KEY_ID);
@@ -90,7 +88,7 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
         &format!("/ai_gw/admin/v2/secret-references/{slug}"),
         json!({"secret_path": "edited/in/the/console"}),
         WAIT,
-        PUT,
+        SECRET_REFERENCE_PUT,
         || async { remote(&h, &slug).await["secret_path"] == "prod/openai" },
     )
     .await;
@@ -99,7 +97,7 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
     h.secret_change_is_one_put(
         ("secret_references", &slug),
         "auth_config_writes",
-        PUT,
+        SECRET_REFERENCE_PUT,
         WAIT,
         put_auth(&h, SECOND_SECRET, true),
         |r| r["auth_config"]["aws_secret_access_key"] == SECOND_SECRET,
@@ -128,7 +126,10 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
         !remote(&h, &slug).await.is_null(),
         "not deleted while in use"
     );
-    assert!(h.count(DELETE).await >= 1, "the delete was tried");
+    assert!(
+        h.count(SECRET_REFERENCE_DELETE).await >= 1,
+        "the delete was tried"
+    );
 
     // The mapping goes: the next try deletes it.
     let unmapped = Some(json!({"secret_mappings": []}));
@@ -267,7 +268,11 @@ async fn an_integration_maps_its_key_to_a_secret_reference_resource() {
         message.contains(&format!("Integration {integration}")),
         "{message}"
     );
-    assert_eq!(h.count(DELETE).await, 0, "no delete tried while mapped");
+    assert_eq!(
+        h.count(SECRET_REFERENCE_DELETE).await,
+        0,
+        "no delete tried while mapped"
+    );
     assert!(!remote(&h, &reference).await.is_null());
 
     // The Integration goes: then the reference does.

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use aigw::resources::Config;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::{Value, json};
 use support::objects::Conditions;
-use support::writes::assert_no_overlap;
 use support::wait_until;
+use support::writes::assert_no_overlap;
 
 use super::leader::{Field, Operator, config, sum_of};
 
@@ -93,13 +93,7 @@ async fn edit_all(client: &kube::Client, namespaces: &[String], round: usize) {
         for i in 0..PER_NAMESPACE {
             let patch =
                 json!({"spec": {"config": {"strategy": {"mode": "fallback"}, "targets": targets}}});
-            api.patch(
-                &format!("c{i}"),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-            .unwrap();
+            support::merge_patch(&api, &format!("c{i}"), patch).await;
         }
     }
     all_ready(client, namespaces).await;

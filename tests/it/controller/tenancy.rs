@@ -57,10 +57,9 @@ async fn a_second_claim_on_a_config_writes_nothing_and_takes_over_only_when_the_
         create::<Config>(dev, name, spec).await;
         tokio::time::sleep(Duration::from_millis(1100)).await; // distinct creation seconds
     }
-    let stalled = dev
-        .wait_for::<Config>("intruder", WAIT, |c| c.stalled_with("AlreadyManaged"))
+    let message = dev
+        .condition_message::<Config>("intruder", WAIT, ("Stalled", "AlreadyManaged"))
         .await;
-    let (_, _, message) = stalled.condition("Stalled").unwrap();
     // The owner sits in another namespace: the message says another resource manages the
     // object, never which (tenant b learns nothing of tenant a's resources).
     assert!(
@@ -148,13 +147,12 @@ async fn only_the_owner_rotates_a_shared_deployment() {
     dev.wait_for::<Deployment>("gw", WAIT, |d| d.stalled_with("AlreadyManaged"))
         .await;
     for (api, trigger) in [(&intruders, "y"), (&owners, "2"), (&intruders, "z")] {
-        api.patch(
+        support::merge_patch(
+            &api,
             "gw",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": trigger}}})),
+            json!({"spec": {"rotation": {"trigger": trigger}}}),
         )
-        .await
-        .unwrap();
+        .await;
     }
     h.wait_for::<Deployment>("gw", WAIT, |d| d.rotated_for("2"))
         .await;
@@ -561,14 +559,12 @@ async fn two_installations_act_only_on_their_own_objects() {
     };
     owner.stop().await;
     let before = survivor.remote_writes().await;
-    guardrails
-        .patch(
-            &guardrail,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"actions": {"deny": false}}})),
-        )
-        .await
-        .unwrap();
+    support::merge_patch(
+        &guardrails,
+        &guardrail,
+        json!({"spec": {"actions": {"deny": false}}}),
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(
         guardrail_copies(survivor).await,
@@ -644,10 +640,10 @@ async fn another_installations_config_neither_uses_nor_pins_a_guardrail() {
         )
         .await
         .unwrap();
-    let refused = h
-        .wait_for::<Config>("user", WAIT, |c| c.stalled_with("InvalidSpec"))
+    let message = h
+        .env
+        .condition_message::<Config>("user", WAIT, ("Stalled", "InvalidSpec"))
         .await;
-    let (_, _, message) = refused.condition("Stalled").unwrap();
     assert!(message.contains("another installation"), "{message}");
     let b_configs = b.state().await["configs"].clone();
     assert_eq!(

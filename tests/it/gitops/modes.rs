@@ -12,18 +12,12 @@ use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
+use support::endpoints::{CONFIG_DELETE, CONFIG_GET, CONFIG_LIST, CONFIG_POST, CONFIG_PUT};
 use support::harness::{Harness, count_in};
 use support::objects::{Conditions, gateway, limits, object, routing};
 
 const WAIT: Duration = Duration::from_secs(60);
 const DRIFT: Duration = Duration::from_secs(2);
-const CONFIG_GET: &str = "GET /ai_gw/v2/configs/{slug}";
-/// A drift check of configs is one list.
-const CONFIG_LIST: &str = "GET /ai_gw/v2/configs";
-const CONFIG_PUT: &str = "PUT /ai_gw/v2/configs/{slug}";
-const CONFIG_POST: &str = "POST /ai_gw/v2/configs";
-const CONFIG_DELETE: &str = "DELETE /ai_gw/v2/configs/{slug}";
-
 /// A config made outside aigw, with `attempts` retries; its slug.
 async fn remote_config(h: &Harness, name: &str, attempts: u64) -> String {
     let created = h

@@ -11,9 +11,10 @@ use crate::support;
 use std::time::Duration;
 
 use aigw::resources::{Config, Guardrail};
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use serde_json::{Value, json};
 use support::TestEnv;
+use support::endpoints::{CONFIG_POST, CONFIG_PUT, GUARDRAIL_POST};
 use support::harness::Harness;
 use support::objects::{Conditions, routing};
 
@@ -22,7 +23,6 @@ const WORKSPACE: &str = "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c";
 /// Long enough that nothing here waits for a drift check: a gate opens through the watch of
 /// its source, or at the end of its soak.
 const DRIFT: Duration = Duration::from_secs(120);
-const PUT: &str = "PUT /ai_gw/v2/configs/{slug}";
 const SOAK: Duration = Duration::from_secs(20);
 
 /// A Config named `web` at `revision`, with `promotion` when given.
@@ -70,18 +70,12 @@ async fn commit(env: &TestEnv, revision: &str, attempts: u64, name: Option<&str>
         spec["name"] = json!(name);
     }
     let patch = json!({"metadata": {"annotations": {"aigw.io/revision": revision}}, "spec": spec});
-    env.api::<Config>()
-        .patch("web", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+    support::merge_patch(&env.api::<Config>(), "web", patch).await;
 }
 
 async fn annotate(env: &TestEnv, key: &str, value: &str) {
     let patch = json!({"metadata": {"annotations": {key: value}}});
-    env.api::<Config>()
-        .patch("web", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+    support::merge_patch(&env.api::<Config>(), "web", patch).await;
 }
 
 /// Ready at its generation, with `revision` the newest entry of `status.history`.
@@ -203,7 +197,12 @@ async fn prod_applies_a_revision_once_dev_has_been_ready_at_it_for_the_soak() {
 
     // Not one prod PUT until the soak has passed since dev was Ready at r2.
     while jiff::Timestamp::now() < eligible {
-        assert_eq!(h.count(PUT).await, 1, "only dev's PUT: {}", h.stats().await);
+        assert_eq!(
+            h.count(CONFIG_PUT).await,
+            1,
+            "only dev's PUT: {}",
+            h.stats().await
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let config = prod.api::<Config>().get("web").await.unwrap();
@@ -230,7 +229,7 @@ async fn prod_applies_a_revision_once_dev_has_been_ready_at_it_for_the_soak() {
     assert_eq!(attempts(&h, &promoted).await, 4.0);
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
-        h.count(PUT).await,
+        h.count(CONFIG_PUT).await,
         2,
         "exactly one PUT for prod: {}",
         h.stats().await
@@ -278,7 +277,7 @@ async fn a_stalled_source_keeps_prod_at_its_revision() {
         "no version besides prod's create"
     );
     assert_eq!(
-        h.count(PUT).await,
+        h.count(CONFIG_PUT).await,
         1,
         "dev's refused PUT only: {}",
         h.stats().await
@@ -316,7 +315,7 @@ async fn promote_now_lets_exactly_that_revision_through_and_history_says_so() {
             && out.contains("1 gated"),
         "{out}"
     );
-    assert_eq!(h.count(PUT).await, 0, "plan writes nothing");
+    assert_eq!(h.count(CONFIG_PUT).await, 0, "plan writes nothing");
 
     // An override naming another revision lets nothing through, and says so.
     annotate(prod, "aigw.io/promote-now", "r9").await;
@@ -325,7 +324,7 @@ async fn promote_now_lets_exactly_that_revision_through_and_history_says_so() {
             .is_some_and(|(s, _, m)| s == "False" && m.contains("names r9, not r2"))
     })
     .await;
-    assert_eq!(h.count(PUT).await, 0, "{}", h.stats().await);
+    assert_eq!(h.count(CONFIG_PUT).await, 0, "{}", h.stats().await);
 
     annotate(prod, "aigw.io/promote-now", "r2").await;
     let promoted = prod
@@ -344,7 +343,7 @@ async fn promote_now_lets_exactly_that_revision_through_and_history_says_so() {
     let history = serde_json::to_value(&promoted.status.as_ref().unwrap().history).unwrap();
     assert_eq!(history[0]["promotionOverride"], json!(true), "{history}");
     assert!(history[1].get("promotionOverride").is_none(), "{history}");
-    assert_eq!(h.count(PUT).await, 1, "{}", h.stats().await);
+    assert_eq!(h.count(CONFIG_PUT).await, 1, "{}", h.stats().await);
     assert!(prod.events_text().await.contains("Normal web PromoteNow"));
     h.stop().await;
 }
@@ -396,7 +395,12 @@ async fn following_another_namespace_without_the_grant_is_refused_naming_the_rul
         "{:?}",
         config.condition("Stalled")
     );
-    assert_eq!(h.count(PUT).await, 1, "dev's only: {}", h.stats().await);
+    assert_eq!(
+        h.count(CONFIG_PUT).await,
+        1,
+        "dev's only: {}",
+        h.stats().await
+    );
     assert_eq!(newest(&config).unwrap().revision.as_deref(), Some("r1"));
     h.stop().await;
 }
@@ -505,10 +509,7 @@ async fn a_guardrail_soaking_a_change_leaves_the_configs_that_name_it_working() 
     let commit = json!({"metadata": {"annotations": {"aigw.io/revision": "r2"}},
         "spec": {"checks": [{"id": "default.regexMatch", "parameters": {"rule": "b2"}}]}});
     for env in [dev, prod] {
-        env.api::<Guardrail>()
-            .patch("pii", &PatchParams::default(), &Patch::Merge(&commit))
-            .await
-            .unwrap();
+        support::merge_patch(&env.api::<Guardrail>(), "pii", &commit).await;
     }
     dev.wait_for::<Guardrail>("pii", WAIT, |g| guardrail_at(g, "r2"))
         .await;
@@ -550,8 +551,6 @@ async fn a_guardrail_soaking_a_change_leaves_the_configs_that_name_it_working() 
     );
     h.stop().await;
 }
-
-const GUARDRAIL_CREATE: &str = "POST /ai_gw/v2/guardrails";
 
 /// A change the gate holds makes no write on any path. prod's Guardrail soaks r2 and its remote
 /// guardrail is deleted outside aigw: creating it again would publish r2 unsoaked, so it waits
@@ -598,10 +597,7 @@ async fn a_held_guardrail_deleted_remotely_is_created_again_only_when_the_gate_o
     let commit = json!({"metadata": {"annotations": {"aigw.io/revision": "r2"}},
         "spec": {"checks": [{"id": "default.regexMatch", "parameters": {"rule": "b2"}}]}});
     for env in [dev, prod] {
-        env.api::<Guardrail>()
-            .patch("pii", &PatchParams::default(), &Patch::Merge(&commit))
-            .await
-            .unwrap();
+        support::merge_patch(&env.api::<Guardrail>(), "pii", &commit).await;
     }
     dev.wait_for::<Guardrail>("pii", WAIT, |g| guardrail_at(g, "r2"))
         .await;
@@ -621,10 +617,7 @@ async fn a_held_guardrail_deleted_remotely_is_created_again_only_when_the_gate_o
     )
     .await;
     let touch = json!({"metadata": {"labels": {"touched": "1"}}});
-    prod.api::<Guardrail>()
-        .patch("pii", &PatchParams::default(), &Patch::Merge(&touch))
-        .await
-        .unwrap();
+    support::merge_patch(&prod.api::<Guardrail>(), "pii", touch).await;
     let waiting = prod
         .wait_for::<Guardrail>("pii", WAIT, |g| {
             g.condition("Ready").is_some_and(|(s, r, m)| {
@@ -634,7 +627,7 @@ async fn a_held_guardrail_deleted_remotely_is_created_again_only_when_the_gate_o
         .await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(
-        h.count(GUARDRAIL_CREATE).await,
+        h.count(GUARDRAIL_POST).await,
         0,
         "nothing created while r2 soaks: {}",
         h.stats().await
@@ -648,10 +641,7 @@ async fn a_held_guardrail_deleted_remotely_is_created_again_only_when_the_gate_o
     // The emergency override lets r2 through: created again, and the Config follows at once
     // (its drift pass trusts its own unchanged remote; the full read is a day away).
     let promote = json!({"metadata": {"annotations": {"aigw.io/promote-now": "r2"}}});
-    prod.api::<Guardrail>()
-        .patch("pii", &PatchParams::default(), &Patch::Merge(&promote))
-        .await
-        .unwrap();
+    support::merge_patch(&prod.api::<Guardrail>(), "pii", promote).await;
     let recreated = prod
         .wait_for::<Guardrail>("pii", WAIT, |g| {
             g.ready() && g.status.as_ref().and_then(|s| s.slug.as_deref()).is_some()
@@ -659,7 +649,7 @@ async fn a_held_guardrail_deleted_remotely_is_created_again_only_when_the_gate_o
         .await;
     let new_slug = slug_of(recreated).unwrap();
     assert_ne!(new_slug, old_slug);
-    assert_eq!(h.count(GUARDRAIL_CREATE).await, 1, "{}", h.stats().await);
+    assert_eq!(h.count(GUARDRAIL_POST).await, 1, "{}", h.stats().await);
     let followed = support::wait_until(Duration::from_secs(20), || async {
         (input_guardrail().await == json!(new_slug)).then_some(())
     })
@@ -673,8 +663,6 @@ async fn a_held_guardrail_deleted_remotely_is_created_again_only_when_the_gate_o
 }
 
 // ---- Found by a second attack on the gate; each failed before its fix. ----
-
-const CREATE: &str = "POST /ai_gw/v2/configs";
 
 /// The remote config with `slug`, as the emulator holds it.
 async fn remote_by_slug(h: &Harness, slug: &str) -> Option<Value> {
@@ -742,7 +730,7 @@ async fn a_rollback_to_an_annotation_only_revision_is_taken_for_one_that_contain
     tokio::time::sleep(Duration::from_secs(6)).await;
     let config = prod.api::<Config>().get("web").await.unwrap();
     assert_eq!(
-        h.count(PUT).await,
+        h.count(CONFIG_PUT).await,
         0,
         "prod wrote r3 although dev rolled back from r3 to r2 (dev's revisionOrder {order:?}); Promoted: {:?}; {}",
         config.condition("Promoted"),
@@ -808,10 +796,7 @@ async fn a_held_change_is_published_by_recreating_an_object_whose_create_answer_
     )
     .await;
     let touch = json!({"metadata": {"labels": {"touched": "1"}}});
-    prod.api::<Config>()
-        .patch("web", &PatchParams::default(), &Patch::Merge(&touch))
-        .await
-        .unwrap();
+    support::merge_patch(&prod.api::<Config>(), "web", touch).await;
     tokio::time::sleep(Duration::from_secs(6)).await;
     let config = prod.api::<Config>().get("web").await.unwrap();
     let _ = remotes_named(&h, remote_name.as_str().unwrap_or_default()).await;
@@ -822,7 +807,7 @@ async fn a_held_change_is_published_by_recreating_an_object_whose_create_answer_
         None => None,
     };
     assert_eq!(
-        h.count(CREATE).await,
+        h.count(CONFIG_POST).await,
         0,
         "r2 soaks for an hour, yet prod created its config again with it (prod's remote retry now {published:?}; r1 had attempts 3); history {:?}; Promoted {:?}; {}",
         config.status.as_ref().map(|s| &s.history),
@@ -883,7 +868,7 @@ async fn plan_lets_promote_now_through_where_the_operator_refuses_an_invalid_pro
     let refused = env
         .wait_for::<Config>("web", WAIT, |c| c.stalled_with("InvalidSpec"))
         .await;
-    assert_eq!(h.count(PUT).await, 0, "the operator writes nothing");
+    assert_eq!(h.count(CONFIG_PUT).await, 0, "the operator writes nothing");
 
     let (code, out) = plan(&h, &manifest).await;
     assert!(
@@ -959,10 +944,7 @@ async fn a_promoted_config_does_not_follow_its_guardrails_new_slug_while_its_own
     // dev's Config is paused (an operator investigating it): prod's Config makes no change
     // of its own meanwhile, and has none to make.
     let pause = json!({"metadata": {"annotations": {"aigw.io/paused": "true"}}});
-    dev.api::<Config>()
-        .patch("routes", &PatchParams::default(), &Patch::Merge(&pause))
-        .await
-        .unwrap();
+    support::merge_patch(&dev.api::<Config>(), "routes", pause).await;
     let input_guardrail = || async {
         let state = h.state().await;
         state["configs"]
@@ -979,10 +961,7 @@ async fn a_promoted_config_does_not_follow_its_guardrails_new_slug_while_its_own
     let commit = json!({"metadata": {"annotations": {"aigw.io/revision": "r2"}},
         "spec": {"checks": [{"id": "default.regexMatch", "parameters": {"rule": "b2"}}]}});
     for env in [dev, prod] {
-        env.api::<Guardrail>()
-            .patch("pii", &PatchParams::default(), &Patch::Merge(&commit))
-            .await
-            .unwrap();
+        support::merge_patch(&env.api::<Guardrail>(), "pii", &commit).await;
     }
     dev.wait_for::<Guardrail>("pii", WAIT, |g| guardrail_at(g, "r2"))
         .await;
@@ -998,10 +977,7 @@ async fn a_promoted_config_does_not_follow_its_guardrails_new_slug_while_its_own
     )
     .await;
     let touch = json!({"metadata": {"labels": {"touched": "1"}}});
-    prod.api::<Guardrail>()
-        .patch("pii", &PatchParams::default(), &Patch::Merge(&touch))
-        .await
-        .unwrap();
+    support::merge_patch(&prod.api::<Guardrail>(), "pii", touch).await;
     prod.wait_for::<Config>("routes", WAIT, |c| {
         c.condition("Ready")
             .is_some_and(|(s, r, _)| s == "False" && r == "ReferenceNotReady")
@@ -1010,10 +986,7 @@ async fn a_promoted_config_does_not_follow_its_guardrails_new_slug_while_its_own
 
     // The guardrail's override lets r2 through: it is created again with a new slug.
     let promote = json!({"metadata": {"annotations": {"aigw.io/promote-now": "r2"}}});
-    prod.api::<Guardrail>()
-        .patch("pii", &PatchParams::default(), &Patch::Merge(&promote))
-        .await
-        .unwrap();
+    support::merge_patch(&prod.api::<Guardrail>(), "pii", promote).await;
     let recreated = prod
         .wait_for::<Guardrail>("pii", WAIT, |g| {
             g.ready() && g.status.as_ref().and_then(|s| s.slug.as_deref()).is_some()
