@@ -140,12 +140,7 @@ async fn invalid_manifests_are_rejected_naming_the_field() {
 async fn immutable_fields_cannot_change() {
     let env = TestEnv::new("crds-immutable").await;
     let api = dynamic_api(&env, "RateLimitsPolicy", "ratelimitspolicies");
-    api.create(
-        &PostParams::default(),
-        &object("RateLimitsPolicy", "fixed", policy_spec()),
-    )
-    .await
-    .unwrap();
+    support::create(&api, &object("RateLimitsPolicy", "fixed", policy_spec())).await;
 
     for (field, value, wanted) in [
         ("type", json!("tokens"), "type is immutable"),

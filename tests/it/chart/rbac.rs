@@ -208,10 +208,7 @@ async fn manage_config_and_rotating_deployment(
 
     create_workload(deployment_ns, "gw", "gateway:1").await;
     let deployments = deployment_ns.api::<Deployment>();
-    deployments
-        .create(&PostParams::default(), &rotating_deployment("edge", "v1"))
-        .await
-        .expect("create the Deployment");
+    support::create(&deployments, &rotating_deployment("edge", "v1")).await;
     operator
         .wait_for(deployment_ns, "edge", Deployment::ready)
         .await;
@@ -269,10 +266,7 @@ async fn edit_during_a_slow_create(env: &TestEnv, operator: &Operator, emulator:
         );
     };
     set(json!({"latency_ms": 3000})).await;
-    env.api::<Config>()
-        .create(&PostParams::default(), &config("slow", None))
-        .await
-        .expect("create the Config");
+    support::create(&env.api::<Config>(), &config("slow", None)).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
     support::merge_patch(
         &env.api::<Config>(),
@@ -306,9 +300,7 @@ async fn manage_rotating_api_key(env: &TestEnv, operator: &Operator) {
                  "secretRef": {"name": "app-key"},
                  "rotation": {"trigger": "v1", "restart": [{"kind": "Deployment", "name": "app"}]}}}));
     let keys = env.api::<ApiKey>();
-    keys.create(&PostParams::default(), &key)
-        .await
-        .expect("create the ApiKey");
+    support::create(&keys, &key).await;
     let key_ready = |k: &ApiKey| {
         k.status
             .as_ref()
@@ -346,10 +338,7 @@ async fn create_workload(env: &TestEnv, name: &str, image: &str) {
                      "spec": {"containers": [{"name": name, "image": image}]}});
     let workload: AppsDeployment = object(json!({"metadata": {"name": name},
         "spec": {"selector": {"matchLabels": {"app": name}}, "template": pod}}));
-    env.api::<AppsDeployment>()
-        .create(&PostParams::default(), &workload)
-        .await
-        .expect("create the workload");
+    support::create(&env.api::<AppsDeployment>(), &workload).await;
 }
 
 /// When the operator last restarted the workload `name` (its pod template's annotation).
@@ -639,10 +628,7 @@ async fn secret_value(env: &TestEnv, name: &str, key: &str) -> Vec<u8> {
 /// A Secret aigw has nothing to do with, created as admin; its name.
 async fn plain_secret(env: &TestEnv, name: &str) -> String {
     let secret: Secret = object(json!({"metadata": {"name": name}, "stringData": {"k": "v"}}));
-    env.api::<Secret>()
-        .create(&PostParams::default(), &secret)
-        .await
-        .expect("create a Secret");
+    support::create(&env.api::<Secret>(), &secret).await;
     name.to_string()
 }
 
@@ -689,10 +675,11 @@ async fn a_namespace_editor_writes_specs_but_never_status() {
             "subjects": [{"kind": "ServiceAccount", "name": who, "namespace": env.namespace}]
         }))
         .unwrap();
-        env.api::<k8s_openapi::api::rbac::v1::RoleBinding>()
-            .create(&PostParams::default(), &binding)
-            .await
-            .expect("bind the role");
+        support::create(
+            &env.api::<k8s_openapi::api::rbac::v1::RoleBinding>(),
+            &binding,
+        )
+        .await;
     }
     let as_user = |who: &str| Identity {
         namespace: env.namespace.clone(),
@@ -704,10 +691,7 @@ async fn a_namespace_editor_writes_specs_but_never_status() {
     })
     .await
     .expect("the editor may list Configs once its binding is seen");
-    editor
-        .create(&PostParams::default(), &config("routing", None))
-        .await
-        .expect("an editor creates a Config");
+    support::create(&editor, &config("routing", None)).await;
     support::merge_patch(
         &editor,
         "routing",

@@ -909,14 +909,8 @@ impl SecretRefusal {
                 "matchResources": {"namespaceSelector": {"matchLabels":
                     {"kubernetes.io/metadata.name": h.env.namespace}}}}}))
         .unwrap();
-        policies
-            .create(&PostParams::default(), &policy)
-            .await
-            .unwrap();
-        bindings
-            .create(&PostParams::default(), &binding)
-            .await
-            .unwrap();
+        support::create(&policies, &policy).await;
+        support::create(&bindings, &binding).await;
         // In force once a dry-run create of the Secret is refused.
         let secrets = h.env.api::<Secret>();
         let probe: Secret = serde_json::from_value(json!({"metadata": {"name": secret}})).unwrap();

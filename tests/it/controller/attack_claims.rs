@@ -83,10 +83,7 @@ async fn a_claim_written_between_the_record_and_the_metadata_moves_nothing() {
         },
         ..Default::default()
     });
-    let made = configs
-        .create(&PostParams::default(), &preset)
-        .await
-        .unwrap();
+    let made = support::create(&configs, &preset).await;
     assert_eq!(recorded(&made), None, "a create set status.installation");
 
     create::<Config>(&h.env, "window", routing("window")).await;
@@ -141,7 +138,7 @@ async fn an_object_deleted_between_the_record_and_the_metadata_is_not_held() {
         "spec": routing("going"),
     }))
     .unwrap();
-    configs.create(&PostParams::default(), &held).await.unwrap();
+    support::create(&configs, &held).await;
     record(&configs, "going", "inst-a").await;
     configs
         .delete("going", &DeleteParams::default())
@@ -198,10 +195,7 @@ async fn racing_installations_take_each_new_object_once_and_annotate_it_as_recor
     }))
     .unwrap();
     let configs = h.env.api::<Config>();
-    configs
-        .create(&PostParams::default(), &paused)
-        .await
-        .unwrap();
+    support::create(&configs, &paused).await;
     names.push("paused".into());
     let settled = support::wait_until(WAIT, || async {
         let mut owners = BTreeMap::new();
@@ -326,7 +320,7 @@ async fn a_deleted_object_from_before_claims_is_not_held_by_the_shared_finalizer
         "spec": routing("old"),
     }))
     .unwrap();
-    configs.create(&PostParams::default(), &old).await.unwrap();
+    support::create(&configs, &old).await;
     configs
         .delete("old", &DeleteParams::default())
         .await

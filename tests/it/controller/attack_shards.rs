@@ -431,11 +431,7 @@ async fn lease_renew_times_far_off_change_nothing() {
                  "acquireTime": "2126-01-01T00:00:00.000000Z"}
     }))
     .unwrap();
-    field
-        .leases()
-        .create(&PostParams::default(), &ghost)
-        .await
-        .unwrap();
+    support::create(&field.leases(), &ghost).await;
     let b_lease = field.lease_of(&b.name).await;
     let patch = json!({"spec": {"renewTime": "1970-01-02T00:00:00.000000Z"}});
     let b_name = b_lease.metadata.name.as_deref().unwrap();

@@ -286,17 +286,11 @@ async fn plaintext_credentials_are_rejected_at_admission() {
         eprintln!("[case 5] plaintext {field} refused: {message}");
     }
     // The same document with the credential from a Secret is admitted.
-    configs
-        .create(
-            &PostParams::default(),
-            &config(
+    support::create(&configs, &config(
                 "plain",
                 json!({"name": "plain", "config": {"provider": "openai"},
                        "secretRefs": [{"path": "/api_key", "secretKeyRef": {"name": "k", "key": "api_key"}}]}),
-            ),
-        )
-        .await
-        .expect("a Secret reference is admitted");
+            )).await;
     env.cleanup().await;
 }
 
@@ -408,10 +402,7 @@ async fn two_hundred_configs_share_a_few_listings() {
         async move {
             let spec = json!({"name": format!("many-{n}"),
                               "config": {"input_guardrails": ["pg-shared"], "retry": {"attempts": 1}}});
-            configs
-                .create(&PostParams::default(), &config(&format!("many-{n}"), spec))
-                .await
-                .unwrap();
+            support::create(&configs, &config(&format!("many-{n}"), spec)).await;
         }
     });
     futures::future::join_all(creates).await;

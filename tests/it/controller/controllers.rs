@@ -84,13 +84,7 @@ async fn assert_no_secrets_leaked(h: &Harness) {
 async fn config_lifecycle_create_update_drift_delete() {
     let h = Harness::start_with("ctl-config", Duration::from_secs(1)).await;
     let configs = h.env.api::<Config>();
-    configs
-        .create(
-            &PostParams::default(),
-            &config("routing", routing_spec("routing")),
-        )
-        .await
-        .unwrap();
+    support::create(&configs, &config("routing", routing_spec("routing"))).await;
     let ready = h.wait_for::<Config>("routing", WAIT, Config::ready).await;
     let status = ready.status.clone().unwrap();
     let slug = status.slug.clone().expect("status.slug");
@@ -268,10 +262,7 @@ async fn api_validation_error_stalls_without_a_retry_storm() {
     let mut spec = policy_spec("bad-key");
     spec["conditions"] = json!([{"key": "team", "value": "a"}]);
     let policies = h.env.api::<RateLimitsPolicy>();
-    policies
-        .create(&PostParams::default(), &policy("bad-key", spec))
-        .await
-        .unwrap();
+    support::create(&policies, &policy("bad-key", spec)).await;
     let stalled = h
         .wait_for::<RateLimitsPolicy>("bad-key", WAIT, |p| {
             p.status
@@ -342,10 +333,7 @@ async fn server_errors_and_rate_limits_are_recovered_from() {
     let configs = h.env.api::<Config>();
     for i in 0..6 {
         let name = format!("burst-{i}");
-        configs
-            .create(&PostParams::default(), &config(&name, routing_spec(&name)))
-            .await
-            .unwrap();
+        support::create(&configs, &config(&name, routing_spec(&name))).await;
     }
     // A 5xx to a POST may have come after the commit, so each one is looked up, and absence
     // counts only a list-settle time after it (30 s by default, 3 s in tests: TEST_CALL_WINDOWS).
@@ -444,10 +432,7 @@ async fn deployment_create_secret_connection_status_and_archive() {
         "authSettings": {"gatewayBaseUrl": "https://gw.example", "workspacesAllowed": ["ws-1"]}
     });
     let deployments = h.env.api::<Deployment>();
-    deployments
-        .create(&PostParams::default(), &deployment("edge", spec))
-        .await
-        .unwrap();
+    support::create(&deployments, &deployment("edge", spec)).await;
     let ready = h
         .wait_for::<Deployment>("edge", WAIT, Deployment::ready)
         .await;
@@ -616,13 +601,7 @@ async fn deployment_adopt_and_orphan() {
 async fn rate_limits_policy_lifecycle() {
     let h = Harness::start_with("ctl-rlp", Duration::from_secs(1)).await;
     let policies = h.env.api::<RateLimitsPolicy>();
-    policies
-        .create(
-            &PostParams::default(),
-            &policy("per-key", policy_spec("per-key")),
-        )
-        .await
-        .unwrap();
+    support::create(&policies, &policy("per-key", policy_spec("per-key"))).await;
     let ready = h
         .wait_for::<RateLimitsPolicy>("per-key", WAIT, RateLimitsPolicy::ready)
         .await;
@@ -659,10 +638,7 @@ async fn rate_limits_policy_lifecycle() {
     let existing_id = existing["id"].as_str().unwrap().to_string();
     let spec = json!({"policyId": existing_id, "name": "shared", "type": "tokens", "unit": "rpd", "value": 1000,
                       "conditions": [{"key": "api_key", "value": "k1"}], "groupBy": [{"key": "workspace_id"}], "deletionPolicy": "Orphan"});
-    policies
-        .create(&PostParams::default(), &policy("shared", spec))
-        .await
-        .unwrap();
+    support::create(&policies, &policy("shared", spec)).await;
     let adopted = h
         .wait_for::<RateLimitsPolicy>("shared", WAIT, RateLimitsPolicy::ready)
         .await;
@@ -714,17 +690,8 @@ async fn backoff_and_drift_bookkeeping_go_with_the_object() {
     let configs = h.env.api::<Config>();
     let mut failing = routing_spec("failing");
     failing["connectionRef"] = json!({"name": "does-not-exist"});
-    configs
-        .create(&PostParams::default(), &config("failing", failing))
-        .await
-        .unwrap();
-    configs
-        .create(
-            &PostParams::default(),
-            &config("kept", routing_spec("kept")),
-        )
-        .await
-        .unwrap();
+    support::create(&configs, &config("failing", failing)).await;
+    support::create(&configs, &config("kept", routing_spec("kept"))).await;
     h.wait_for::<Config>("kept", WAIT, Config::ready).await;
     let key = |name: &str| format!("Config/{}/{name}", h.env.namespace);
     let failed = support::wait_until(WAIT, || async {
@@ -777,10 +744,7 @@ async fn a_dry_run_reports_what_it_would_write_and_writes_nothing() {
             "spec": {"name": format!("c{n:02}"), "config": {"retry": {"attempts": 2}}}
         }))
         .unwrap();
-        configs
-            .create(&PostParams::default(), &config)
-            .await
-            .unwrap();
+        support::create(&configs, &config).await;
     }
     for n in 0..50 {
         h.wait_for::<Config>(&format!("c{n:02}"), WAIT, |c| c.ready())

@@ -10,7 +10,7 @@ use std::time::Duration;
 use aigw::resources::common::CreateIntent;
 use aigw::resources::{ApiKey, Config, Deployment, RateLimitsPolicy, UsageLimitsPolicy};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::endpoints::{CONFIG_POST, DEPLOYMENT_POST, DEPLOYMENT_PUT};
@@ -694,10 +694,7 @@ async fn another_installations_create_in_flight_holds_no_lookup_of_this_one() {
     }))
     .unwrap();
     let configs = h.env.api::<Config>();
-    configs
-        .create(&PostParams::default(), &theirs)
-        .await
-        .unwrap();
+    support::create(&configs, &theirs).await;
     let in_flight = json!({"status": {
         "pendingCreate": jiff::Timestamp::now().to_string(),
         "createAttempt": {"name": "shared-name", "intent": "their-intent"}

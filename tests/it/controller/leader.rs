@@ -285,10 +285,7 @@ async fn emulator_and_kubeconfig(env: &TestEnv) -> (Running, tempfile::TempDir) 
 }
 
 async fn create_config(env: &TestEnv, name: &str) {
-    env.api::<Config>()
-        .create(&PostParams::default(), &config(name))
-        .await
-        .unwrap();
+    support::create(&env.api::<Config>(), &config(name)).await;
 }
 
 async fn lease_holder(env: &TestEnv) -> Option<String> {
@@ -520,10 +517,7 @@ async fn a_replica_without_the_lease_restarts_no_workload() {
                 "spec": {"containers": [{"name": "app", "image": "registry.invalid/app:1"}]}}}
     }))
     .unwrap();
-    workloads
-        .create(&PostParams::default(), &app)
-        .await
-        .unwrap();
+    support::create(&workloads, &app).await;
     let key: ApiKey = serde_json::from_value(json!({
         "apiVersion": "aigw.io/v1alpha1", "kind": "ApiKey",
         "metadata": {"name": "key", "namespace": env.namespace},

@@ -149,13 +149,11 @@ async fn triggered_rotation_updates_the_secret_and_restarts_workloads() {
     create_workloads(&h).await;
     let restart = json!([{"kind": "Deployment", "name": "gw"}, {"kind": "StatefulSet", "name": "gw-sts"}, {"kind": "DaemonSet", "name": "gw-ds"}]);
     let deployments = h.env.api::<Deployment>();
-    deployments
-        .create(
-            &PostParams::default(),
-            &rotating_deployment("edge", json!({"trigger": "v1", "restart": restart})),
-        )
-        .await
-        .unwrap();
+    support::create(
+        &deployments,
+        &rotating_deployment("edge", json!({"trigger": "v1", "restart": restart})),
+    )
+    .await;
     let created = h
         .wait_for::<Deployment>("edge", WAIT, Deployment::ready)
         .await;
@@ -221,13 +219,11 @@ async fn triggered_rotation_updates_the_secret_and_restarts_workloads() {
 async fn scheduled_rotation_happens_when_due_and_never_by_accident() {
     let h = Harness::start_with("rot-interval", Duration::from_secs(1)).await;
     let deployments = h.env.api::<Deployment>();
-    deployments
-        .create(
-            &PostParams::default(),
-            &rotating_deployment("sched", json!({"interval": "4s"})),
-        )
-        .await
-        .unwrap();
+    support::create(
+        &deployments,
+        &rotating_deployment("sched", json!({"interval": "4s"})),
+    )
+    .await;
     let created = h
         .wait_for::<Deployment>("sched", WAIT, Deployment::ready)
         .await;
@@ -294,13 +290,11 @@ async fn scheduled_rotation_happens_when_due_and_never_by_accident() {
 async fn a_crash_between_the_rotation_and_the_secret_write_is_recovered() {
     let mut h = Harness::start("rot-crash").await;
     let deployments = h.env.api::<Deployment>();
-    deployments
-        .create(
-            &PostParams::default(),
-            &rotating_deployment("crashy", json!({"trigger": "a"})),
-        )
-        .await
-        .unwrap();
+    support::create(
+        &deployments,
+        &rotating_deployment("crashy", json!({"trigger": "a"})),
+    )
+    .await;
     let created = h
         .wait_for::<Deployment>("crashy", WAIT, Deployment::ready)
         .await;
@@ -372,13 +366,11 @@ fn oauth_emulator() -> EmulatorOptions {
 /// set to freeze right after the rotation PUT: returns the remote id once that PUT happened.
 async fn freeze_a_rotation_after_its_put(h: &Harness, name: &str) -> String {
     let deployments = h.env.api::<Deployment>();
-    deployments
-        .create(
-            &PostParams::default(),
-            &rotating_deployment(name, json!({"trigger": "a"})),
-        )
-        .await
-        .unwrap();
+    support::create(
+        &deployments,
+        &rotating_deployment(name, json!({"trigger": "a"})),
+    )
+    .await;
     let created = h
         .wait_for::<Deployment>(name, WAIT, Deployment::ready)
         .await;
@@ -524,10 +516,7 @@ async fn oauth_connection_refreshes_expiring_tokens_under_load() {
             json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Config", "metadata": {"name": format!("load-{i}")},
             "spec": {"name": format!("load-{i}"), "config": {"retry": {"attempts": 1}}, "connectionRef": {"name": name}}}),
         );
-        configs
-            .create(&PostParams::default(), &config)
-            .await
-            .unwrap();
+        support::create(&configs, &config).await;
     }
     // Keep changing them for several token lifetimes (2 s each).
     for round in 2..10 {
@@ -649,16 +638,14 @@ async fn a_gateway_registered_again_after_a_404_restarts_its_workloads() {
     let h = Harness::start("rot-recreate").await;
     create_workloads(&h).await;
     let deployments = h.env.api::<Deployment>();
-    deployments
-        .create(
-            &PostParams::default(),
-            &rotating_deployment(
-                "edge",
-                json!({"restart": [{"kind": "Deployment", "name": "gw"}]}),
-            ),
-        )
-        .await
-        .unwrap();
+    support::create(
+        &deployments,
+        &rotating_deployment(
+            "edge",
+            json!({"restart": [{"kind": "Deployment", "name": "gw"}]}),
+        ),
+    )
+    .await;
     let created = h
         .wait_for::<Deployment>("edge", WAIT, Deployment::ready)
         .await;
@@ -770,13 +757,11 @@ async fn stripping_proxy(
 async fn an_incomplete_rotate_answer_is_done_again_never_completed_over_revoked_credentials() {
     let mut h = Harness::start("rot-incomplete").await;
     let deployments = h.env.api::<Deployment>();
-    deployments
-        .create(
-            &PostParams::default(),
-            &rotating_deployment("partial", json!({"trigger": "v1"})),
-        )
-        .await
-        .unwrap();
+    support::create(
+        &deployments,
+        &rotating_deployment("partial", json!({"trigger": "v1"})),
+    )
+    .await;
     let created = h
         .wait_for::<Deployment>("partial", WAIT, Deployment::ready)
         .await;
@@ -883,13 +868,11 @@ async fn a_rotation_interval_below_the_floor_is_refused_or_raised() {
     );
 
     // Taken by admission, below the operator's floor: raised to it.
-    deployments
-        .create(
-            &PostParams::default(),
-            &rotating_deployment("fast", json!({"interval": "4s"})),
-        )
-        .await
-        .unwrap();
+    support::create(
+        &deployments,
+        &rotating_deployment("fast", json!({"interval": "4s"})),
+    )
+    .await;
     let raised = h
         .wait_for::<Deployment>("fast", WAIT, |d| {
             d.ready() && condition(d, "RotationIntervalRaised").is_some()
@@ -954,13 +937,11 @@ async fn rotations_of_one_resource_are_spaced_whatever_asks_for_them() {
     });
     h.restart_operator().await;
     let deployments = h.env.api::<Deployment>();
-    deployments
-        .create(
-            &PostParams::default(),
-            &rotating_deployment("spaced", json!({"trigger": "a"})),
-        )
-        .await
-        .unwrap();
+    support::create(
+        &deployments,
+        &rotating_deployment("spaced", json!({"trigger": "a"})),
+    )
+    .await;
     h.wait_for::<Deployment>("spaced", WAIT, Deployment::ready)
         .await;
     let rotations = "PUT /ai_gw/admin/v2/deployments/{deploymentId}";
@@ -1013,13 +994,11 @@ async fn a_process_dying_between_a_recovered_create_and_its_rotation_leaves_the_
         .failpoints
         .arm(aigw::controller::runtime::failpoints::AFTER_RECOVERY_SAVED);
     let deployments = h.env.api::<Deployment>();
-    deployments
-        .create(
-            &PostParams::default(),
-            &rotating_deployment("recovered", json!({"trigger": "a"})),
-        )
-        .await
-        .unwrap();
+    support::create(
+        &deployments,
+        &rotating_deployment("recovered", json!({"trigger": "a"})),
+    )
+    .await;
     // Frozen right after the recovered id was saved, before any rotation was sent.
     let frozen = h
         .wait_for::<Deployment>("recovered", WAIT, |d| {

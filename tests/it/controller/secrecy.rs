@@ -276,13 +276,11 @@ async fn plan_reads_connection_secrets_only_from_the_operator_namespace() {
     let operator = TestEnv::new("secrecy-op").await;
     let elsewhere = TestEnv::new("secrecy-else").await;
     for env in [&operator, &elsewhere] {
-        env.api::<Secret>()
-            .create(
-                &PostParams::default(),
-                &secret("api-token", &[("token", TOKEN)]),
-            )
-            .await
-            .unwrap();
+        support::create(
+            &env.api::<Secret>(),
+            &secret("api-token", &[("token", TOKEN)]),
+        )
+        .await;
     }
     let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
         .await
@@ -375,10 +373,7 @@ async fn a_connection_file_never_decides_where_credentials_go() {
         ),
         ("integration-key", &[("api-key", "sk-upstream-77aa01")][..]),
     ] {
-        secrets
-            .create(&PostParams::default(), &secret(name, pairs))
-            .await
-            .unwrap();
+        support::create(&secrets, &secret(name, pairs)).await;
     }
     let mut options = EmulatorOptions::new(TOKEN);
     options.oauth = Some(aigw::emulator::OAuthOptions {

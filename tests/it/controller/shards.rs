@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use aigw::resources::Config;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
 use support::objects::Conditions;
 use support::wait_until;
@@ -165,7 +165,7 @@ async fn shards_split_the_objects_and_hand_them_over_without_overlap() {
             // A remote name of its own per namespace: the write log keys a POST by it.
             let mut object = config(&format!("c{i}"));
             object.spec.name = format!("{namespace}-c{i}");
-            api.create(&PostParams::default(), &object).await.unwrap();
+            support::create(&api, &object).await;
         }
     }
     all_ready(&env.client, &namespaces).await;

@@ -247,10 +247,7 @@ async fn a_credentials_secret_aigw_did_not_create_is_never_taken_over() {
         "stringData": {"client_auth": "precious"}
     }))
     .unwrap();
-    secrets
-        .create(&PostParams::default(), &theirs)
-        .await
-        .unwrap();
+    support::create(&secrets, &theirs).await;
     create::<Deployment>(&h.env, "gw", gateway("gw-conflict", "someone-elses")).await;
     h.wait_for::<Deployment>("gw", WAIT, |d| d.stalled_with("SecretConflict"))
         .await;
@@ -344,10 +341,7 @@ async fn two_installations_act_only_on_their_own_objects() {
     }))
     .unwrap();
     let connections = Api::<Connection>::all(h.env.client.clone());
-    connections
-        .create(&PostParams::default(), &connection)
-        .await
-        .unwrap();
+    support::create(&connections, &connection).await;
     let mut through_b = routing("through-b");
     through_b["connectionRef"] = json!({"name": conn_b});
     create::<Config>(&h.env, "through-b", through_b).await;
@@ -362,10 +356,7 @@ async fn two_installations_act_only_on_their_own_objects() {
                  "auth": {"bearerToken": {"secretRef": {"namespace": ns, "name": "b-token", "key": "token"}}}}
     }))
     .unwrap();
-    connections
-        .create(&PostParams::default(), &claimed)
-        .await
-        .unwrap();
+    support::create(&connections, &claimed).await;
     let mut through_z = routing("through-z");
     through_z["connectionRef"] = json!({"name": conn_z});
     create::<Config>(&h.env, "through-z", through_z).await;
@@ -782,10 +773,7 @@ async fn a_tenant_rewriting_the_claim_moves_nothing() {
     h.stop_operator().await;
     let (a, b) = two_installations(&h).await;
     let configs = h.env.api::<Config>();
-    configs
-        .create(&PostParams::default(), &claimed_config("moved", "inst-a"))
-        .await
-        .unwrap();
+    support::create(&configs, &claimed_config("moved", "inst-a")).await;
     let ready = h.wait_for::<Config>("moved", WAIT, |c| c.ready()).await;
     assert_eq!(config_copies(&a).await, 1, "a created it in its tenant");
     let finalizers = ready.metadata.finalizers.clone().unwrap_or_default();
@@ -886,10 +874,7 @@ async fn a_claim_naming_nobody_does_not_hold_the_deletion() {
     h.stop_operator().await;
     let (a, b) = two_installations(&h).await;
     let configs = h.env.api::<Config>();
-    configs
-        .create(&PostParams::default(), &claimed_config("stray", "inst-a"))
-        .await
-        .unwrap();
+    support::create(&configs, &claimed_config("stray", "inst-a")).await;
     h.wait_for::<Config>("stray", WAIT, |c| c.ready()).await;
     configs
         .patch(
@@ -946,7 +931,7 @@ async fn an_object_with_the_shared_finalizer_is_cleaned_up_by_its_installation()
     let configs = h.env.api::<Config>();
     let mut old = claimed_config("old", "inst-a");
     old.metadata.finalizers = Some(vec!["aigw.io/finalizer".into()]);
-    configs.create(&PostParams::default(), &old).await.unwrap();
+    support::create(&configs, &old).await;
     let (a, b) = two_installations(&h).await;
     let ready = h.wait_for::<Config>("old", WAIT, |c| c.ready()).await;
     assert_eq!(
@@ -992,10 +977,7 @@ async fn a_rewritten_claim_on_a_cluster_scoped_object_moves_nothing() {
     guardrail.metadata.annotations = Some([(ANNOTATION.to_string(), "inst-a".to_string())].into());
     let name = h.cluster_name("org-shared");
     let guardrails = Api::<ClusterGuardrail>::all(h.env.client.clone());
-    guardrails
-        .create(&PostParams::default(), &guardrail)
-        .await
-        .unwrap();
+    support::create(&guardrails, &guardrail).await;
     support::wait_until(WAIT, || async {
         guardrails.get(&name).await.ok().filter(|g| g.ready())
     })

@@ -188,10 +188,7 @@ impl<'h> Matrix<'h> {
             name,
             json!({"name": format!("By ref {name}"), "deletionPolicy": "Orphan"}),
         );
-        self.workspaces
-            .create(&PostParams::default(), &object)
-            .await
-            .unwrap();
+        support::create(&self.workspaces, &object).await;
         self.wait_workspace(name, done).await
     }
 

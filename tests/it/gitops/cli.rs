@@ -705,10 +705,7 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
             })
             .await
             .expect("a leftover ClusterGuardrail went");
-            cluster
-                .create(&PostParams::default(), &object)
-                .await
-                .unwrap();
+            support::create(&cluster, &object).await;
         } else if name.starts_with("usagelimitspolicy-") {
             let object: UsageLimitsPolicy = serde_yaml::from_str(yaml).unwrap();
             h.env

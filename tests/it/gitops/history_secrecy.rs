@@ -58,6 +58,17 @@ async fn aigw(args: Vec<String>) -> (bool, String) {
     (code.is_some_and(|c| c <= 2), text)
 }
 
+/// `aigw {args}` succeeds and shows the change (to `@openai`), never `value`.
+async fn shows_the_change_not(value: &str, args: Vec<String>, what: &str) {
+    let (ran, out) = aigw(args).await;
+    assert!(ran, "{out}");
+    assert!(out.contains("@openai"), "{what} shows the change: {out}");
+    assert!(
+        !out.contains(value),
+        "{what} printed the Secret's value:\n{out}"
+    );
+}
+
 /// A target prepended before the one a Secret fills shifts the `secretRefs` index: the remote
 /// document and the older version hold the value at the old index. Neither `aigw plan` (with
 /// and without cluster access) nor `aigw history --diff` prints it, nor does `aigw export`
@@ -119,13 +130,8 @@ async fn plan_history_and_export_never_print_a_secret_backed_value_after_an_inde
             let mut args = vec!["plan".to_string(), "-f".into(), manifest(with_slug)];
             args.extend(["--output".into(), output.into()]);
             args.extend(target(kube));
-            let (ran, out) = aigw(args).await;
-            assert!(ran, "{out}");
-            assert!(out.contains("@openai"), "the plan shows the change: {out}");
-            assert!(
-                !out.contains(VALUE),
-                "aigw plan ({output}, cluster access: {kube}) printed the Secret's value:\n{out}"
-            );
+            let what = format!("aigw plan ({output}, cluster access: {kube})");
+            shows_the_change_not(VALUE, args, &what).await;
         }
     }
 
@@ -135,13 +141,7 @@ async fn plan_history_and_export_never_print_a_secret_backed_value_after_an_inde
     args.extend(["--diff".into(), older, newer]);
     args.extend(["-n".into(), h.env.namespace.clone()]);
     args.extend(target(true));
-    let (ran, out) = aigw(args).await;
-    assert!(ran, "{out}");
-    assert!(out.contains("@openai"), "the diff shows the change: {out}");
-    assert!(
-        !out.contains(VALUE),
-        "aigw history --diff printed the Secret's value:\n{out}"
-    );
+    shows_the_change_not(VALUE, args, "aigw history --diff").await;
 
     // A console edit swaps the targets: the remote holds the value at index 0, the live
     // resource names index 1. `aigw export` writes no file holding it, and says why.

@@ -45,17 +45,12 @@ fn after(namespace: &str, soak: &str) -> Value {
 
 /// dev's `web` and prod's `web` (following dev's), both created at `r1` and Ready.
 async fn both_at_r1(dev: &TestEnv, prod: &TestEnv, soak: &str) {
-    dev.api::<Config>()
-        .create(&PostParams::default(), &web("r1", None))
-        .await
-        .unwrap();
-    prod.api::<Config>()
-        .create(
-            &PostParams::default(),
-            &web("r1", Some(after(&dev.namespace, soak))),
-        )
-        .await
-        .unwrap();
+    support::create(&dev.api::<Config>(), &web("r1", None)).await;
+    support::create(
+        &prod.api::<Config>(),
+        &web("r1", Some(after(&dev.namespace, soak))),
+    )
+    .await;
     for env in [dev, prod] {
         env.wait_for::<Config>("web", WAIT, |c| at_revision(c, "r1"))
             .await;
@@ -483,17 +478,12 @@ async fn a_guardrail_soaking_a_change_leaves_the_configs_that_name_it_working() 
     let h = Harness::start_two_teams("prom-gr-soak", Duration::from_secs(2), None).await;
     let (prod, dev) = (&h.env, h.other.as_ref().unwrap());
     let after = json!({"after": [{"namespace": dev.namespace, "name": "pii"}], "soak": "1h"});
-    dev.api::<Guardrail>()
-        .create(&PostParams::default(), &guardrail("r1", "a1", None))
-        .await
-        .unwrap();
-    prod.api::<Guardrail>()
-        .create(
-            &PostParams::default(),
-            &guardrail("r1", "a1", Some(after.clone())),
-        )
-        .await
-        .unwrap();
+    support::create(&dev.api::<Guardrail>(), &guardrail("r1", "a1", None)).await;
+    support::create(
+        &prod.api::<Guardrail>(),
+        &guardrail("r1", "a1", Some(after.clone())),
+    )
+    .await;
     for env in [dev, prod] {
         env.wait_for::<Guardrail>("pii", WAIT, |g| guardrail_at(g, "r1"))
             .await;
@@ -562,14 +552,12 @@ async fn a_held_guardrail_deleted_remotely_is_created_again_only_when_the_gate_o
     let h = Harness::start_two_teams("prom-gr-recreate", Duration::from_secs(2), None).await;
     let (prod, dev) = (&h.env, h.other.as_ref().unwrap());
     let after = json!({"after": [{"namespace": dev.namespace, "name": "pii"}], "soak": "1h"});
-    dev.api::<Guardrail>()
-        .create(&PostParams::default(), &guardrail("r1", "a1", None))
-        .await
-        .unwrap();
-    prod.api::<Guardrail>()
-        .create(&PostParams::default(), &guardrail("r1", "a1", Some(after)))
-        .await
-        .unwrap();
+    support::create(&dev.api::<Guardrail>(), &guardrail("r1", "a1", None)).await;
+    support::create(
+        &prod.api::<Guardrail>(),
+        &guardrail("r1", "a1", Some(after)),
+    )
+    .await;
     for env in [dev, prod] {
         env.wait_for::<Guardrail>("pii", WAIT, |g| guardrail_at(g, "r1"))
             .await;
@@ -695,17 +683,12 @@ async fn remotes_named(h: &Harness, name: &str) -> Vec<Value> {
 async fn a_rollback_to_an_annotation_only_revision_is_taken_for_one_that_contains_the_change() {
     let h = Harness::start_two_teams("atk2-rollback", DRIFT, None).await;
     let (prod, dev) = (&h.env, h.other.as_ref().unwrap());
-    dev.api::<Config>()
-        .create(&PostParams::default(), &web("r1", None))
-        .await
-        .unwrap();
-    prod.api::<Config>()
-        .create(
-            &PostParams::default(),
-            &web("r1", Some(after(&dev.namespace, "1s"))),
-        )
-        .await
-        .unwrap();
+    support::create(&dev.api::<Config>(), &web("r1", None)).await;
+    support::create(
+        &prod.api::<Config>(),
+        &web("r1", Some(after(&dev.namespace, "1s"))),
+    )
+    .await;
     for env in [dev, prod] {
         env.wait_for::<Config>("web", WAIT, |c| at_revision(c, "r1"))
             .await;
@@ -755,21 +738,16 @@ async fn a_rollback_to_an_annotation_only_revision_is_taken_for_one_that_contain
 async fn a_held_change_is_published_by_recreating_an_object_whose_create_answer_was_lost() {
     let h = Harness::start_two_teams("atk2-recovered", Duration::from_secs(2), None).await;
     let (prod, dev) = (&h.env, h.other.as_ref().unwrap());
-    dev.api::<Config>()
-        .create(&PostParams::default(), &web("r1", None))
-        .await
-        .unwrap();
+    support::create(&dev.api::<Config>(), &web("r1", None)).await;
     dev.wait_for::<Config>("web", WAIT, |c| at_revision(c, "r1"))
         .await;
     // prod's create commits but its answer is lost; the lookup finds the config.
     h.faults(json!({"error_after_commit_rate": 1.0})).await;
-    prod.api::<Config>()
-        .create(
-            &PostParams::default(),
-            &web("r1", Some(after(&dev.namespace, "1h"))),
-        )
-        .await
-        .unwrap();
+    support::create(
+        &prod.api::<Config>(),
+        &web("r1", Some(after(&dev.namespace, "1h"))),
+    )
+    .await;
     let created = prod
         .wait_for::<Config>("web", WAIT, |c| {
             c.ready() && c.status.as_ref().and_then(|s| s.slug.as_deref()).is_some()
@@ -827,10 +805,7 @@ async fn a_held_change_is_published_by_recreating_an_object_whose_create_answer_
 async fn plan_lets_promote_now_through_where_the_operator_refuses_an_invalid_promotion() {
     let h = Harness::start_with("atk2-plan-self", DRIFT).await;
     let env = &h.env;
-    env.api::<Config>()
-        .create(&PostParams::default(), &web("r1", None))
-        .await
-        .unwrap();
+    support::create(&env.api::<Config>(), &web("r1", None)).await;
     env.wait_for::<Config>("web", WAIT, |c| at_revision(c, "r1"))
         .await;
     h.reset_stats().await;
@@ -894,17 +869,12 @@ async fn a_promoted_config_does_not_follow_its_guardrails_new_slug_while_its_own
     let h = Harness::start_two_teams("atk2-follow", Duration::from_secs(2), None).await;
     let (prod, dev) = (&h.env, h.other.as_ref().unwrap());
     let after_pii = json!({"after": [{"namespace": dev.namespace, "name": "pii"}], "soak": "1h"});
-    dev.api::<Guardrail>()
-        .create(&PostParams::default(), &guardrail("r1", "a1", None))
-        .await
-        .unwrap();
-    prod.api::<Guardrail>()
-        .create(
-            &PostParams::default(),
-            &guardrail("r1", "a1", Some(after_pii)),
-        )
-        .await
-        .unwrap();
+    support::create(&dev.api::<Guardrail>(), &guardrail("r1", "a1", None)).await;
+    support::create(
+        &prod.api::<Guardrail>(),
+        &guardrail("r1", "a1", Some(after_pii)),
+    )
+    .await;
     for env in [dev, prod] {
         env.wait_for::<Guardrail>("pii", WAIT, |g| guardrail_at(g, "r1"))
             .await;
@@ -928,17 +898,11 @@ async fn a_promoted_config_does_not_follow_its_guardrails_new_slug_while_its_own
         }))
         .unwrap()
     };
-    dev.api::<Config>()
-        .create(&PostParams::default(), &routes(None, false))
-        .await
-        .unwrap();
+    support::create(&dev.api::<Config>(), &routes(None, false)).await;
     dev.wait_for::<Config>("routes", WAIT, |c| c.ready()).await;
     let after_routes =
         json!({"after": [{"namespace": dev.namespace, "name": "routes"}], "soak": "1s"});
-    prod.api::<Config>()
-        .create(&PostParams::default(), &routes(Some(after_routes), true))
-        .await
-        .unwrap();
+    support::create(&prod.api::<Config>(), &routes(Some(after_routes), true)).await;
     let config = prod.wait_for::<Config>("routes", WAIT, |c| c.ready()).await;
     let config_slug = config.status.unwrap().slug.unwrap();
     // dev's Config is paused (an operator investigating it): prod's Config makes no change

@@ -228,6 +228,16 @@ where
     }
 }
 
+/// Creates `object` through `api`; the object as the apiserver stored it.
+pub async fn create<K>(api: &Api<K>, object: &K) -> K
+where
+    K: Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    api.create(&PostParams::default(), object)
+        .await
+        .unwrap_or_else(|e| panic!("failed to create {}: {e}", object.name_any()))
+}
+
 /// Merge-patches the object `name` through `api` with `patch`; the object as patched.
 pub async fn merge_patch<K>(
     api: &Api<K>,
