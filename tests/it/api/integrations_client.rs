@@ -47,13 +47,18 @@ fn grant_workspace() -> UpdateWorkspacesRequest {
     }
 }
 
-async fn state(emulator: &Running) -> Value {
-    reqwest::get(format!("{}/_emulator/state", emulator.management_url()))
+/// `GET /_emulator/{what}` (`state`, `stats`) of `emulator`.
+pub(super) async fn control_json(emulator: &Running, what: &str) -> Value {
+    reqwest::get(format!("{}/_emulator/{what}", emulator.management_url()))
         .await
-        .expect("state")
+        .expect(what)
         .json()
         .await
         .expect("json")
+}
+
+async fn state(emulator: &Running) -> Value {
+    control_json(emulator, "state").await
 }
 
 fn create_request() -> CreateIntegrationRequest {
@@ -331,12 +336,7 @@ async fn validate_plan_and_export_never_handle_a_key() {
         !shown.contains(KEY) && !shown.contains(AWS_SECRET),
         "{shown}"
     );
-    let stats: Value = reqwest::get(format!("{}/_emulator/stats", emulator.management_url()))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats = control_json(&emulator, "stats").await;
     let writes: Vec<&String> = stats["requests"]
         .as_object()
         .unwrap()
