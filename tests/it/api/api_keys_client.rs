@@ -5,12 +5,11 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::support::emu::{ClientEnv, TOKEN};
+use crate::support::emu::{ClientEnv, TOKEN, key_transition_options};
 use aigw::api::{
     ApiError, ApiKeyDefaults, ApiKeyKind, ApiKeysListQuery, Client, CreateApiKeyRequest,
     RequestObserver, RotateApiKeyRequest, UpdateApiKeyRequest,
 };
-use aigw::emulator::EmulatorOptions;
 use serde_json::{Value, json};
 
 const WORKSPACE: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
@@ -21,9 +20,7 @@ const TRANSITION: Duration = Duration::from_secs(60);
 impl ClientEnv {
     /// Its emulator caps transitions at [`TRANSITION`].
     async fn with_long_transitions() -> Self {
-        let mut options = EmulatorOptions::new(TOKEN);
-        options.min_key_transition = Some(TRANSITION);
-        Self::start_with(options).await
+        Self::start_with(key_transition_options(TRANSITION)).await
     }
 
     async fn api_keys(&self) -> Vec<Value> {

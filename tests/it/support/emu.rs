@@ -119,6 +119,14 @@ impl Emu {
     }
 }
 
+/// Emulator options with the test token whose key rotations keep the old key for `transition`
+/// at most.
+pub fn key_transition_options(transition: Duration) -> EmulatorOptions {
+    let mut options = EmulatorOptions::new(TOKEN);
+    options.min_key_transition = Some(transition);
+    options
+}
+
 /// A string value, owned.
 pub fn text(value: &Value) -> String {
     value.as_str().expect("a string").to_owned()
