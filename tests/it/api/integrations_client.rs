@@ -57,6 +57,17 @@ pub(super) async fn control_json(emulator: &Running, what: &str) -> Value {
         .expect("json")
 }
 
+/// The provider `openai-team-a` of the integration `integration_id` in [`WORKSPACE`].
+fn team_a_provider(integration_id: &str) -> CreateProviderRequest {
+    CreateProviderRequest {
+        name: "team a".into(),
+        integration_id: integration_id.to_string(),
+        workspace_id: Some(WORKSPACE.into()),
+        slug: Some("openai-team-a".into()),
+        ..Default::default()
+    }
+}
+
 async fn state(emulator: &Running) -> Value {
     control_json(emulator, "state").await
 }
@@ -148,13 +159,7 @@ async fn the_typed_client_manages_integrations_access_and_providers() {
     );
 
     let providers = client.providers();
-    let provider = CreateProviderRequest {
-        name: "team a".into(),
-        integration_id: created.id.clone(),
-        workspace_id: Some(WORKSPACE.into()),
-        slug: Some("openai-team-a".into()),
-        ..Default::default()
-    };
+    let provider = team_a_provider(&created.id);
     let written = providers.create(&provider).await.expect("provider");
     let read = providers.get(&written.id, Some(WORKSPACE)).await.unwrap();
     let printed = format!("{read:?} {}", serde_json::to_string(&read).unwrap());
@@ -389,13 +394,7 @@ async fn providers_are_planned_and_exported_without_their_credentials() {
         .update_workspaces(&created.id, &grant)
         .await
         .unwrap();
-    let provider = CreateProviderRequest {
-        name: "team a".into(),
-        integration_id: created.id.clone(),
-        workspace_id: Some(WORKSPACE.into()),
-        slug: Some("openai-team-a".into()),
-        ..Default::default()
-    };
+    let provider = team_a_provider(&created.id);
     client.providers().create(&provider).await.unwrap();
 
     let manifest = format!(
