@@ -148,7 +148,7 @@ async fn only_the_owner_rotates_a_shared_deployment() {
         .await;
     for (api, trigger) in [(&intruders, "y"), (&owners, "2"), (&intruders, "z")] {
         support::merge_patch(
-            &api,
+            api,
             "gw",
             json!({"spec": {"rotation": {"trigger": trigger}}}),
         )

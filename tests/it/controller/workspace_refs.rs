@@ -76,7 +76,7 @@ async fn grant_access(api: &Api<DynamicObject>, name: &str, entry: Value) {
     let mut workspaces = object.data["spec"]["workspaces"].clone();
     workspaces.as_array_mut().unwrap().push(entry);
     let patch = json!({"spec": {"workspaces": workspaces}});
-    support::merge_patch(&api, name, &patch).await;
+    support::merge_patch(api, name, &patch).await;
     let ready = support::wait_until(WAIT, || async {
         let object = serde_json::to_value(api.get_opt(name).await.ok()??).unwrap();
         ready(&object).then_some(())
