@@ -5,74 +5,22 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::support::emu::{ClientEnv, TOKEN, key_transition_options};
 use aigw::api::{
-    ApiError, ApiKeyDefaults, ApiKeyKind, ApiKeysListQuery, Client, ClientConfig,
-    CreateApiKeyRequest, RequestObserver, RetryPolicy, RotateApiKeyRequest, StaticToken,
-    UpdateApiKeyRequest,
+    ApiError, ApiKeyDefaults, ApiKeyKind, ApiKeysListQuery, Client, CreateApiKeyRequest,
+    RequestObserver, RotateApiKeyRequest, UpdateApiKeyRequest,
 };
-use aigw::emulator::{EmulatorOptions, Running, spawn};
 use serde_json::{Value, json};
 
-const TOKEN: &str = "test-token";
 const WORKSPACE: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
 const USER_ID: &str = "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c";
 /// Caps transitions well above how long these tests take, so an old key is still live when checked.
 const TRANSITION: Duration = Duration::from_secs(60);
 
-struct Env {
-    emulator: Running,
-    control: reqwest::Client,
-}
-
-impl Env {
-    async fn start() -> Self {
-        let mut options = EmulatorOptions::new(TOKEN);
-        options.min_key_transition = Some(TRANSITION);
-        let emulator = spawn(options).await.expect("emulator starts");
-        Self {
-            emulator,
-            control: reqwest::Client::new(),
-        }
-    }
-
-    fn config(&self) -> ClientConfig {
-        ClientConfig::new(
-            self.emulator.management_url(),
-            self.emulator.gateway_url(),
-            Arc::new(StaticToken::new(TOKEN)),
-        )
-        .retry(RetryPolicy {
-            max_attempts: 5,
-            base_delay: Duration::from_millis(5),
-            max_delay: Duration::from_secs(5),
-        })
-        .rate_limit(0.0, 1)
-    }
-
-    fn client(&self) -> Client {
-        Client::new(self.config()).expect("client builds")
-    }
-
-    /// A control endpoint; its status and answer.
-    async fn control(&self, method: reqwest::Method, path: &str, body: Value) -> (u16, Value) {
-        let url = format!("{}/_emulator/{path}", self.emulator.management_url());
-        let response = self
-            .control
-            .request(method, url)
-            .json(&body)
-            .send()
-            .await
-            .expect("control call");
-        let status = response.status().as_u16();
-        (
-            status,
-            response.json().await.expect("control answer is JSON"),
-        )
-    }
-
-    async fn faults(&self, faults: Value) {
-        let (status, _) = self.control(reqwest::Method::PUT, "faults", faults).await;
-        assert_eq!(status, 200);
+impl ClientEnv {
+    /// Its emulator caps transitions at [`TRANSITION`].
+    async fn with_long_transitions() -> Self {
+        Self::start_with(key_transition_options(TRANSITION)).await
     }
 
     async fn api_keys(&self) -> Vec<Value> {
@@ -123,7 +71,7 @@ fn request(name: &str) -> CreateApiKeyRequest {
 
 #[tokio::test]
 async fn the_client_creates_reads_updates_rotates_and_deletes_keys() {
-    let env = Env::start().await;
+    let env = ClientEnv::with_long_transitions().await;
     let client = env.client();
     let service = client.api_keys(ApiKeyKind::Service);
     let users = client.api_keys(ApiKeyKind::User);
@@ -244,7 +192,7 @@ async fn the_client_creates_reads_updates_rotates_and_deletes_keys() {
 
 #[tokio::test]
 async fn lost_answers_to_create_and_rotate_are_reported_not_repeated() {
-    let env = Env::start().await;
+    let env = ClientEnv::with_long_transitions().await;
     let attempts = Arc::new(Attempts::default());
     let client = Client::new(env.config().observer(attempts.clone())).unwrap();
     let service = client.api_keys(ApiKeyKind::Service);
@@ -285,14 +233,9 @@ async fn lost_answers_to_create_and_rotate_are_reported_not_repeated() {
     );
 }
 
-/// Runs the built `aigw api` off the async runtime, so the in-process emulator keeps serving.
-async fn aigw_api(env: &Env, args: &[&str]) -> std::process::Output {
-    crate::support::cli::aigw_api(&env.emulator.management_url(), TOKEN, args).await
-}
-
 #[tokio::test]
 async fn api_keys_through_the_cli_print_the_value_only_on_create_and_rotate() {
-    let env = Env::start().await;
+    let env = ClientEnv::with_long_transitions().await;
     let body = tempfile::NamedTempFile::new().expect("body file");
     let create = json!({"name": "cli", "scopes": ["completions.write"], "user_id": USER_ID,
                         "workspace_id": WORKSPACE, "type": "user"});
@@ -344,16 +287,18 @@ async fn api_keys_through_the_cli_print_the_value_only_on_create_and_rotate() {
     .await;
     assert_eq!(updated.trim(), "{}");
 
-    let rotated = run(args(&[
-        "api-keys",
-        "rotate",
-        &id,
-        "--kind",
-        "user",
-        "--transition",
-        "45m",
-    ]))
-    .await;
+    let rotate = |transition: &'static str| {
+        [
+            "api-keys",
+            "rotate",
+            id.as_str(),
+            "--kind",
+            "user",
+            "--transition",
+            transition,
+        ]
+    };
+    let rotated = run(args(&rotate("45m"))).await;
     let rotated: Value = serde_json::from_str(&rotated).unwrap();
     let new_key = rotated["key"].as_str().expect("the new key").to_string();
     assert_ne!(new_key, key);
@@ -367,22 +312,12 @@ async fn api_keys_through_the_cli_print_the_value_only_on_create_and_rotate() {
     );
     assert!(env.live(&id, &new_key).await);
 
-    let too_short = aigw_api(
-        &env,
-        &[
-            "api-keys",
-            "rotate",
-            &id,
-            "--kind",
-            "user",
-            "--transition",
-            "5m",
-        ],
-    )
-    .await;
+    let too_short = env.aigw_api(&rotate("5m")).await;
     assert!(!too_short.status.success(), "refused before sending");
     run(args(&["api-keys", "delete", &id, "--kind", "user"])).await;
-    let missing = aigw_api(&env, &["api-keys", "get", &id, "--kind", "user"]).await;
+    let missing = env
+        .aigw_api(&["api-keys", "get", &id, "--kind", "user"])
+        .await;
     assert!(!missing.status.success());
     let stderr = String::from_utf8_lossy(&missing.stderr);
     assert!(stderr.contains("404"), "{stderr}");

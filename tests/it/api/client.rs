@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::support::SendJson;
+use crate::support::emu::{ClientEnv, TOKEN};
 use aigw::api::{
     ApiError, Client, ClientConfig, Condition, CreateConfigRequest, CreateDeploymentRequest,
     CreateRateLimitsPolicyRequest, DeploymentAuthSettingsInput, DeploymentListQuery,
@@ -14,68 +15,13 @@ use aigw::api::{
     SecretString, StaticToken, TokenFuture, TokenSource, UpdateConfigRequest,
     UpdateDeploymentRequest, UpdateRateLimitsPolicyRequest, VectorStoreFileStatus,
 };
-use aigw::emulator::{EmulatorOptions, Running, spawn};
 use serde_json::{Value, json};
 
-const TOKEN: &str = "test-token";
-
-struct Env {
-    emulator: Running,
-    control: reqwest::Client,
-}
-
-impl Env {
-    async fn start() -> Self {
-        let emulator = spawn(EmulatorOptions::new(TOKEN))
-            .await
-            .expect("emulator starts");
-        Self {
-            emulator,
-            control: reqwest::Client::new(),
-        }
-    }
-
-    fn config(&self) -> ClientConfig {
-        ClientConfig::new(
-            self.emulator.management_url(),
-            self.emulator.gateway_url(),
-            Arc::new(StaticToken::new(TOKEN)),
-        )
-        .retry(RetryPolicy {
-            max_attempts: 5,
-            base_delay: Duration::from_millis(5),
-            max_delay: Duration::from_secs(5),
-        })
-        .rate_limit(0.0, 1)
-    }
-
-    fn client(&self) -> Client {
-        Client::new(self.config()).expect("client builds")
-    }
-
-    async fn control(&self, method: reqwest::Method, path: &str, body: Value) -> Value {
-        let url = format!("{}/_emulator/{path}", self.emulator.management_url());
-        let response = self
-            .control
-            .request(method, url)
-            .json(&body)
-            .send()
-            .await
-            .expect("control call");
-        assert!(
-            response.status().is_success(),
-            "control {path}: {}",
-            response.status()
-        );
-        response.json().await.expect("control answer is JSON")
-    }
-
-    async fn faults(&self, faults: Value) {
-        self.control(reqwest::Method::PUT, "faults", faults).await;
-    }
-
+impl ClientEnv {
     async fn seed(&self, body: Value) -> Value {
-        self.control(reqwest::Method::POST, "seed", body).await
+        let (status, answer) = self.control(reqwest::Method::POST, "seed", body).await;
+        assert!((200..300).contains(&status), "control seed: {status}");
+        answer
     }
 
     /// How many answers with `status` the emulator gave to `key` (`"GET /ai_gw/..."`).
@@ -141,7 +87,7 @@ fn policy_request(name: &str) -> CreateRateLimitsPolicyRequest {
 
 #[tokio::test]
 async fn configs_crud() {
-    let env = Env::start().await;
+    let env = ClientEnv::start().await;
     let client = env.client();
     let configs = client.configs();
 
@@ -198,7 +144,7 @@ async fn configs_crud() {
 
 #[tokio::test]
 async fn deployments_lifecycle_and_one_time_secrets() {
-    let env = Env::start().await;
+    let env = ClientEnv::start().await;
     let client = env.client();
     let deployments = client.deployments();
 
@@ -284,7 +230,7 @@ async fn deployments_lifecycle_and_one_time_secrets() {
 
 #[tokio::test]
 async fn rate_limits_crud_and_paging() {
-    let env = Env::start().await;
+    let env = ClientEnv::start().await;
     let client = env.client();
     let policies = client.rate_limits();
 
@@ -342,7 +288,7 @@ async fn rate_limits_crud_and_paging() {
 
 #[tokio::test]
 async fn guardrails_pages() {
-    let env = Env::start().await;
+    let env = ClientEnv::start().await;
     let rows: Vec<Value> = (0..5)
         .map(|i| json!({"name": format!("g{i}"), "target": "llm"}))
         .collect();
@@ -366,7 +312,7 @@ async fn guardrails_pages() {
 
 #[tokio::test]
 async fn gateway_reads() {
-    let env = Env::start().await;
+    let env = ClientEnv::start().await;
     env.seed(json!({
         "responses": [{
             "id": "resp_1",
@@ -427,7 +373,7 @@ async fn gateway_reads() {
 }
 
 /// Runs the built `aigw` off the async runtime, so the in-process emulator keeps serving.
-async fn aigw_api(env: &Env, args: &[&str]) -> std::process::Output {
+async fn aigw_api(env: &ClientEnv, args: &[&str]) -> std::process::Output {
     let gateway = env.emulator.gateway_url();
     let args = [&["--gateway-url", gateway.as_str()], args].concat();
     crate::support::cli::aigw_api(&env.emulator.management_url(), TOKEN, &args).await
@@ -435,7 +381,7 @@ async fn aigw_api(env: &Env, args: &[&str]) -> std::process::Output {
 
 #[tokio::test]
 async fn fields_the_models_do_not_name_are_read_and_printed() {
-    let env = Env::start().await;
+    let env = ClientEnv::start().await;
     let response = json!({
         "id": "resp_new", "model": "o1-pro", "service_tier": "default",
         "output": [
@@ -500,7 +446,7 @@ impl TokenSource for StaleThenFresh {
 
 #[tokio::test]
 async fn unauthorized_refreshes_the_token_once() {
-    let env = Env::start().await;
+    let env = ClientEnv::start().await;
     let source = Arc::new(StaleThenFresh::default());
     let mut cfg = env.config();
     cfg.token = source.clone();
@@ -537,7 +483,7 @@ async fn unauthorized_refreshes_the_token_once() {
 
 #[tokio::test]
 async fn bad_request_envelope_is_permanent() {
-    let env = Env::start().await;
+    let env = ClientEnv::start().await;
     let client = env.client();
     let req = CreateDeploymentRequest {
         name: "a".into(),
@@ -564,7 +510,7 @@ async fn bad_request_envelope_is_permanent() {
 
 #[tokio::test]
 async fn rate_limited_answers_are_retried_after_retry_after() {
-    let env = Env::start().await;
+    let env = ClientEnv::start().await;
     env.faults(json!({"rate_limit_qps": 1.0})).await;
     let client = env.client();
     let started = Instant::now();
@@ -595,7 +541,7 @@ async fn rate_limited_answers_are_retried_after_retry_after() {
 
 #[tokio::test]
 async fn server_errors_are_retried_until_success() {
-    let env = Env::start().await;
+    let env = ClientEnv::start().await;
     let created = env
         .client()
         .configs()
@@ -621,7 +567,7 @@ async fn server_errors_are_retried_until_success() {
 
 #[tokio::test]
 async fn retry_budget_exhausted_returns_the_last_cause() {
-    let env = Env::start().await;
+    let env = ClientEnv::start().await;
     env.faults(json!({"error_rate": 1.0})).await;
     let attempts = Arc::new(Attempts::default());
     let mut cfg = env.config().observer(attempts.clone());
@@ -658,7 +604,7 @@ async fn retry_budget_exhausted_returns_the_last_cause() {
 
 #[tokio::test]
 async fn timeouts() {
-    let env = Env::start().await;
+    let env = ClientEnv::start().await;
     env.faults(json!({"timeout_rate": 1.0})).await;
     let attempts = Arc::new(Attempts::default());
     let mut cfg = env
@@ -693,7 +639,7 @@ async fn timeouts() {
 
 #[tokio::test]
 async fn lost_answer_to_a_post_is_outcome_unknown() {
-    let env = Env::start().await;
+    let env = ClientEnv::start().await;
     env.faults(json!({"drop_after_commit_rate": 1.0})).await;
     let attempts = Arc::new(Attempts::default());
     let client = Client::new(env.config().observer(attempts.clone())).unwrap();
@@ -725,7 +671,7 @@ async fn lost_answer_to_a_post_is_outcome_unknown() {
 async fn lost_answer_to_a_put_is_not_repeated() {
     // Each config PUT mints a version (and a rotate_auth PUT rotates): after a lost answer the
     // caller re-reads and compares instead of the client sending it again.
-    let env = Env::start().await;
+    let env = ClientEnv::start().await;
     let created = env
         .client()
         .configs()
@@ -757,7 +703,7 @@ async fn lost_answer_to_a_put_is_not_repeated() {
 
 #[tokio::test]
 async fn client_side_rate_limit_spaces_requests() {
-    let env = Env::start().await;
+    let env = ClientEnv::start().await;
     let client = Client::new(env.config().rate_limit(10.0, 1)).unwrap();
     let started = Instant::now();
     for _ in 0..6 {
@@ -772,7 +718,7 @@ async fn client_side_rate_limit_spaces_requests() {
 
 #[tokio::test]
 async fn in_flight_limit_serialises_requests() {
-    let env = Env::start().await;
+    let env = ClientEnv::start().await;
     env.faults(json!({"latency_ms": 100})).await;
     let client = Client::new(env.config().max_in_flight(1)).unwrap();
     let started = Instant::now();
@@ -908,7 +854,7 @@ async fn a_request_that_could_not_be_answered_by_its_deadline_is_not_sent() {
 
 #[tokio::test]
 async fn usage_limits_through_the_cli_create_list_read_usage_and_reset() {
-    let env = Env::start().await;
+    let env = ClientEnv::start().await;
     let body = tempfile::NamedTempFile::new().expect("body file");
     std::fs::write(
         body.path(),
@@ -975,7 +921,7 @@ async fn usage_limits_through_the_cli_create_list_read_usage_and_reset() {
 
 #[tokio::test]
 async fn guardrails_get_through_the_cli_reads_either_plane_and_keeps_unknown_fields() {
-    let env = Env::start().await;
+    let env = ClientEnv::start().await;
     let http = reqwest::Client::new();
     let mut slugs = Vec::new();
     for (path, body) in [
@@ -1016,7 +962,7 @@ async fn guardrails_get_through_the_cli_reads_either_plane_and_keeps_unknown_fie
 
 #[tokio::test]
 async fn config_versions_diff_through_the_cli_shows_the_change_masked() {
-    let env = Env::start().await;
+    let env = ClientEnv::start().await;
     let http = reqwest::Client::new();
     let url = |path: &str| format!("{}{path}", env.emulator.management_url());
     let created: Value = http
@@ -1090,15 +1036,14 @@ async fn config_versions_diff_through_the_cli_shows_the_change_masked() {
 /// the same as the ordinary list; a capped list is reported incomplete.
 #[tokio::test]
 async fn config_stamps_are_decoded_as_the_answer_arrives() {
-    let env = Env::start().await;
+    let env = ClientEnv::start().await;
     let seeded: Vec<Value> = (0..3000)
         .map(|i| {
             json!({"name": format!("seeded-{i:04}"), "slug": format!("pc-seeded-{i:04}"),
                    "config": {"retry": {"attempts": 3}, "note": "x".repeat(200)}})
         })
         .collect();
-    env.control(reqwest::Method::POST, "seed", json!({ "configs": seeded }))
-        .await;
+    env.seed(json!({ "configs": seeded })).await;
     let client = env.client();
     let configs = client.configs();
     let stamps = configs.stamps(None).await.unwrap();
@@ -1121,8 +1066,7 @@ async fn config_stamps_are_decoded_as_the_answer_arrives() {
             .all(|s| s.slug.starts_with("pc-seeded-"))
     );
 
-    env.control(reqwest::Method::PUT, "faults", json!({"list_cap": 100}))
-        .await;
+    env.faults(json!({"list_cap": 100})).await;
     let capped = configs.stamps(None).await.unwrap();
     assert_eq!(capped.items.len(), 100);
     assert!(

@@ -231,15 +231,7 @@ impl Spec {
     }
 
     fn resolve<'a>(&'a self, schema: &'a Value) -> &'a Value {
-        let mut current = schema;
-        while let Some(reference) = current.get("$ref").and_then(Value::as_str) {
-            let name = reference
-                .strip_prefix("#/components/schemas/")
-                .unwrap_or_else(|| panic!("unsupported $ref {reference}"));
-            current = &self.doc["components"]["schemas"][name];
-            assert!(!current.is_null(), "dangling $ref {reference}");
-        }
-        current
+        resolve_ref(&self.doc, schema)
     }
 
     /// All violations of `schema` by `value`, each with its JSON path.
@@ -1681,4 +1673,16 @@ async fn secret_reference_and_mapping_responses_match_the_spec() {
             .map(|o| (*o).to_owned())
             .collect()
     );
+}
+
+/// `schema` with its `$ref`s to `#/components/schemas/…` of `doc` followed.
+pub(super) fn resolve_ref<'a>(doc: &'a Value, mut schema: &'a Value) -> &'a Value {
+    while let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
+        let name = reference
+            .strip_prefix("#/components/schemas/")
+            .unwrap_or_else(|| panic!("unsupported $ref {reference}"));
+        schema = &doc["components"]["schemas"][name];
+        assert!(!schema.is_null(), "dangling $ref {reference}");
+    }
+    schema
 }

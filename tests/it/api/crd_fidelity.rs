@@ -154,15 +154,8 @@ struct Document {
 }
 
 impl Document {
-    fn resolve<'a>(&'a self, mut schema: &'a Value) -> &'a Value {
-        while let Some(reference) = schema.get("$ref").and_then(Value::as_str) {
-            let name = reference
-                .strip_prefix("#/components/schemas/")
-                .unwrap_or_else(|| panic!("unsupported $ref {reference}"));
-            schema = &self.doc["components"]["schemas"][name];
-            assert!(!schema.is_null(), "dangling $ref {reference}");
-        }
-        schema
+    fn resolve<'a>(&'a self, schema: &'a Value) -> &'a Value {
+        super::contract_openapi::resolve_ref(&self.doc, schema)
     }
 
     /// `POST /path` (that operation's request body), or `Component/property/…`.

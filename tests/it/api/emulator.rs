@@ -467,16 +467,7 @@ async fn rate_limit_policies_keep_immutable_fields_and_archive_on_delete() {
     );
     assert_eq!(page["object"], "list");
 
-    let (status, body) = emu.delete(&path).await;
-    assert_eq!((status, body), (StatusCode::OK, json!({})));
-    let (status, missing) = emu.get(&path).await;
-    assert_eq!(status, StatusCode::NOT_FOUND);
-    assert_ab(&missing, "AB08", "not found");
-    let (status, archived) = emu.get(&format!("{path}?status=archived")).await;
-    assert_eq!(
-        (status, archived["status"].clone()),
-        (StatusCode::OK, json!("archived"))
-    );
+    emu.delete_archives(&path).await;
     let (status, _) = emu.delete(&path).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }

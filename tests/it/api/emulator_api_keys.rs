@@ -6,10 +6,9 @@ use std::time::Duration;
 
 use crate::support;
 
-use aigw::emulator::EmulatorOptions;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-use support::emu::{Emu, TOKEN, assert_ab, text};
+use support::emu::{Emu, TOKEN, assert_ab, key_transition_options, text};
 
 const SERVICE: &str = "/ai_gw/v2/api-keys/service";
 const USER: &str = "/ai_gw/v2/api-keys/user";
@@ -24,9 +23,7 @@ const TRANSITION: Duration = Duration::from_secs(2);
 impl Emu {
     /// An emulator whose rotations keep the old key for [`TRANSITION`] at most.
     async fn with_short_transitions() -> Self {
-        let mut options = EmulatorOptions::new(TOKEN);
-        options.min_key_transition = Some(TRANSITION);
-        Self::start_with(options).await
+        Self::start_with(key_transition_options(TRANSITION)).await
     }
 
     /// Creates a key under `base`; returns its path and the one-time value.

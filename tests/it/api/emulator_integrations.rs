@@ -9,11 +9,10 @@ use crate::support;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 use support::emu::{Emu, assert_ab01, text};
+use support::objects::{WS_A, WS_B};
 
 const INTEGRATIONS: &str = "/ai_gw/admin/v2/integrations";
 const PROVIDERS: &str = "/ai_gw/v2/providers";
-const WS_A: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
-const WS_B: &str = "0b7c1d2e-3f40-4a5b-8c6d-7e8f9a0b1c2d";
 const TSG: &str = "1234567890";
 const KEY: &str = "sk-upstream-Hq7Lw2Xp9Vz4";
 const AWS_SECRET: &str = "wJalrXUtnFEMI-K7MDENG-bPxRfiCY";

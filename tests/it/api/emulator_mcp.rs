@@ -60,16 +60,7 @@ async fn integrations_hide_configurations_and_keep_every_access_row() {
         let (status, error) = emu.post(MCP, body).await;
         assert_ab01(status, &error, mentions);
     }
-    let (status, receipt) = emu.post(MCP, linear()).await;
-    assert_eq!(status, StatusCode::OK, "{receipt}");
-    assert_eq!(
-        receipt
-            .as_object()
-            .expect("receipt")
-            .keys()
-            .collect::<Vec<_>>(),
-        ["id", "object", "slug"]
-    );
+    let receipt = emu.post_receipt(MCP, linear()).await;
     let id = text(&receipt["id"]);
 
     let (_, detail) = emu.get(&format!("{MCP}/linear")).await;
@@ -218,16 +209,7 @@ async fn servers_need_access_first_and_hide_their_workspace_in_the_detail() {
         json!({"workspaces": [{"id": workspace_id, "enabled": true}]}),
     )
     .await;
-    let (status, receipt) = emu.post(SERVERS, server.clone()).await;
-    assert_eq!(status, StatusCode::OK, "{receipt}");
-    assert_eq!(
-        receipt
-            .as_object()
-            .expect("receipt")
-            .keys()
-            .collect::<Vec<_>>(),
-        ["id", "object", "slug"]
-    );
+    let receipt = emu.post_receipt(SERVERS, server.clone()).await;
     let id = text(&receipt["id"]);
     let (status, error) = emu.post(SERVERS, server).await;
     assert_ab01(status, &error, "already exists");

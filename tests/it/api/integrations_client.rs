@@ -34,13 +34,42 @@ pub(super) fn client(emulator: &Running) -> Client {
     Client::new(config).expect("client builds")
 }
 
-async fn state(emulator: &Running) -> Value {
-    reqwest::get(format!("{}/_emulator/state", emulator.management_url()))
+/// Enables [`WORKSPACE`] without a default provider.
+fn grant_workspace() -> UpdateWorkspacesRequest {
+    UpdateWorkspacesRequest {
+        workspaces: vec![WorkspaceAccessUpdate {
+            id: WORKSPACE.into(),
+            enabled: true,
+            ..Default::default()
+        }],
+        create_default_provider: Some(false),
+        ..Default::default()
+    }
+}
+
+/// `GET /_emulator/{what}` (`state`, `stats`) of `emulator`.
+pub(super) async fn control_json(emulator: &Running, what: &str) -> Value {
+    reqwest::get(format!("{}/_emulator/{what}", emulator.management_url()))
         .await
-        .expect("state")
+        .expect(what)
         .json()
         .await
         .expect("json")
+}
+
+/// The provider `openai-team-a` of the integration `integration_id` in [`WORKSPACE`].
+fn team_a_provider(integration_id: &str) -> CreateProviderRequest {
+    CreateProviderRequest {
+        name: "team a".into(),
+        integration_id: integration_id.to_string(),
+        workspace_id: Some(WORKSPACE.into()),
+        slug: Some("openai-team-a".into()),
+        ..Default::default()
+    }
+}
+
+async fn state(emulator: &Running) -> Value {
+    control_json(emulator, "state").await
 }
 
 fn create_request() -> CreateIntegrationRequest {
@@ -104,15 +133,7 @@ async fn the_typed_client_manages_integrations_access_and_providers() {
     let dumped = state(&emulator).await;
     assert_eq!(dumped["integrations"][0]["key"], "sk-upstream-new-000000");
 
-    let grant = UpdateWorkspacesRequest {
-        workspaces: vec![WorkspaceAccessUpdate {
-            id: WORKSPACE.into(),
-            enabled: true,
-            ..Default::default()
-        }],
-        create_default_provider: Some(false),
-        ..Default::default()
-    };
+    let grant = grant_workspace();
     api.update_workspaces(&created.id, &grant).await.unwrap();
     let rows = api.workspaces(&created.id).await.unwrap();
     assert!(rows.complete() && rows.workspaces[0].enabled);
@@ -138,13 +159,7 @@ async fn the_typed_client_manages_integrations_access_and_providers() {
     );
 
     let providers = client.providers();
-    let provider = CreateProviderRequest {
-        name: "team a".into(),
-        integration_id: created.id.clone(),
-        workspace_id: Some(WORKSPACE.into()),
-        slug: Some("openai-team-a".into()),
-        ..Default::default()
-    };
+    let provider = team_a_provider(&created.id);
     let written = providers.create(&provider).await.expect("provider");
     let read = providers.get(&written.id, Some(WORKSPACE)).await.unwrap();
     let printed = format!("{read:?} {}", serde_json::to_string(&read).unwrap());
@@ -326,12 +341,7 @@ async fn validate_plan_and_export_never_handle_a_key() {
         !shown.contains(KEY) && !shown.contains(AWS_SECRET),
         "{shown}"
     );
-    let stats: Value = reqwest::get(format!("{}/_emulator/stats", emulator.management_url()))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats = control_json(&emulator, "stats").await;
     let writes: Vec<&String> = stats["requests"]
         .as_object()
         .unwrap()
@@ -378,27 +388,13 @@ async fn providers_are_planned_and_exported_without_their_credentials() {
         .create(&create_request())
         .await
         .unwrap();
-    let grant = UpdateWorkspacesRequest {
-        workspaces: vec![WorkspaceAccessUpdate {
-            id: WORKSPACE.into(),
-            enabled: true,
-            ..Default::default()
-        }],
-        create_default_provider: Some(false),
-        ..Default::default()
-    };
+    let grant = grant_workspace();
     client
         .integrations()
         .update_workspaces(&created.id, &grant)
         .await
         .unwrap();
-    let provider = CreateProviderRequest {
-        name: "team a".into(),
-        integration_id: created.id.clone(),
-        workspace_id: Some(WORKSPACE.into()),
-        slug: Some("openai-team-a".into()),
-        ..Default::default()
-    };
+    let provider = team_a_provider(&created.id);
     client.providers().create(&provider).await.unwrap();
 
     let manifest = format!(

@@ -17,7 +17,7 @@ use aigw::api::{
 use aigw::emulator::Running;
 use serde_json::{Value, json};
 
-use super::integrations_client::{TOKEN, aigw_api, client, emulator};
+use super::integrations_client::{TOKEN, aigw_api, client, control_json, emulator};
 use crate::support::SendJson;
 
 const AWS_SECRET: &str = "aws-ref-secret-Mn4Bv7Cx1Z";
@@ -158,12 +158,7 @@ async fn the_client_covers_secret_references_mcp_and_mappings() {
     refs.delete("openai-key").await.unwrap();
     assert!(refs.get(&created.id).await.unwrap_err().is_not_found());
 
-    let state: Value = reqwest::get(format!("{}/_emulator/state", emulator.management_url()))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let state = control_json(&emulator, "state").await;
     let workspace = state["default_workspace_id"].as_str().unwrap().to_owned();
     mcp.update_workspaces(
         &integration.id,
@@ -399,12 +394,7 @@ async fn the_cli_never_prints_auth_config_or_mcp_configurations() {
     )
     .unwrap();
     run(&["mcp-integrations", "update", "linear", "-f", &file]).await;
-    let state: Value = reqwest::get(format!("{}/_emulator/state", emulator.management_url()))
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let state = control_json(&emulator, "state").await;
     let workspace = state["default_workspace_id"].as_str().unwrap().to_owned();
     std::fs::write(
         body.path(),

@@ -140,12 +140,7 @@ async fn invalid_manifests_are_rejected_naming_the_field() {
 async fn immutable_fields_cannot_change() {
     let env = TestEnv::new("crds-immutable").await;
     let api = dynamic_api(&env, "RateLimitsPolicy", "ratelimitspolicies");
-    api.create(
-        &PostParams::default(),
-        &object("RateLimitsPolicy", "fixed", policy_spec()),
-    )
-    .await
-    .unwrap();
+    support::create(&api, &object("RateLimitsPolicy", "fixed", policy_spec())).await;
 
     for (field, value, wanted) in [
         ("type", json!("tokens"), "type is immutable"),
@@ -183,9 +178,7 @@ async fn immutable_fields_cannot_change() {
 
     // A mutable field still changes.
     let patch = json!({"spec": {"value": 250, "unit": "rph"}});
-    api.patch("fixed", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+    support::merge_patch(&api, "fixed", patch).await;
     env.cleanup().await;
 }
 
@@ -361,14 +354,7 @@ async fn integration_provider_and_api_key_identities_are_immutable() {
         assert!(message.contains(wanted), "{spec}: {message}");
     }
     // What may change still does.
-    providers
-        .patch(
-            "openai-a",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"note": "edited"}})),
-        )
-        .await
-        .unwrap();
+    support::merge_patch(&providers, "openai-a", json!({"spec": {"note": "edited"}})).await;
     integrations
         .delete(&integration, &Default::default())
         .await

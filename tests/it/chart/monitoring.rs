@@ -14,7 +14,6 @@ use crate::support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use aigw::controller::Metrics;
@@ -23,7 +22,6 @@ use aigw::resources::{Config, Deployment};
 use kube::api::{Patch, PatchParams};
 use promql_parser::parser::{self, Expr};
 use promql_parser::util::{ExprVisitor, walk_expr};
-use serde::Deserialize;
 use serde_json::{Value, json};
 use support::harness::Harness;
 use support::objects::{Conditions, create, gateway, routing};
@@ -228,24 +226,15 @@ fn check(query: &str, source: &str, exported: &Exported, problems: &mut Vec<Stri
 /// The PrometheusRule and the dashboard ConfigMap as `helm template` renders them with
 /// `monitoring.enabled=true` (the helm of `hack/chart-check.sh`).
 fn render() -> Vec<Value> {
-    let output = Command::new("bash")
-        .arg(repo_root().join("hack/chart-check.sh"))
-        .args(["--template", "aigw", "--namespace", "aigw-system"])
-        .args(["--set", "monitoring.enabled=true"])
-        .args(["--show-only", "templates/prometheusrule.yaml"])
-        .args(["--show-only", "templates/grafana-dashboard.yaml"])
-        .output()
-        .expect("run hack/chart-check.sh");
-    assert!(
-        output.status.success(),
-        "hack/chart-check.sh --template failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let text = String::from_utf8(output.stdout).expect("UTF-8 manifests");
-    serde_yaml::Deserializer::from_str(&text)
-        .map(|document| Value::deserialize(document).expect("invalid YAML from helm"))
-        .filter(|value| !value.is_null())
-        .collect()
+    support::chart::render_templates(
+        "aigw",
+        "aigw-system",
+        &[
+            "templates/prometheusrule.yaml",
+            "templates/grafana-dashboard.yaml",
+        ],
+        &["monitoring.enabled=true".to_string()],
+    )
 }
 
 /// Every `expr` of a dashboard's panels and the metric queries of its variables
@@ -454,14 +443,12 @@ async fn metrics_count_stalled_resources_and_rotations_due_by_kind() {
             .is_some_and(|(status, _, _)| status == "True")
     })
     .await;
-    deployments
-        .patch(
-            "mon-edge-gw",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "b"}}})),
-        )
-        .await
-        .unwrap();
+    support::merge_patch(
+        &deployments,
+        "mon-edge-gw",
+        json!({"spec": {"rotation": {"trigger": "b"}}}),
+    )
+    .await;
 
     let text = scrape_until(
         addr,

@@ -24,6 +24,7 @@ use serde_json::{Value, json};
 use support::TestEnv;
 use support::chart::{self, Identity};
 use support::harness::Harness;
+use support::objects::{Conditions, Rotates, ready_at};
 
 const WAIT: Duration = Duration::from_secs(60);
 const TOKEN: &str = "chart-rbac-token-5d1e7b";
@@ -203,42 +204,24 @@ async fn manage_config_and_rotating_deployment(
         .create(&PostParams::default(), &config("routing", connection))
         .await
         .expect("create the Config");
-    operator.wait_for(config_ns, "routing", config_ready).await;
+    operator.wait_for(config_ns, "routing", Config::ready).await;
 
-    let pod = json!({"metadata": {"labels": {"app": "gw"}}, "spec": {"containers": [{"name": "gw", "image": "gateway:1"}]}});
-    let workload: AppsDeployment = object(json!({"metadata": {"name": "gw"},
-        "spec": {"selector": {"matchLabels": {"app": "gw"}}, "template": pod}}));
-    deployment_ns
-        .api::<AppsDeployment>()
-        .create(&PostParams::default(), &workload)
-        .await
-        .expect("create the workload");
+    create_workload(deployment_ns, "gw", "gateway:1").await;
     let deployments = deployment_ns.api::<Deployment>();
-    deployments
-        .create(&PostParams::default(), &rotating_deployment("edge", "v1"))
-        .await
-        .expect("create the Deployment");
+    support::create(&deployments, &rotating_deployment("edge", "v1")).await;
     operator
-        .wait_for(deployment_ns, "edge", deployment_ready)
+        .wait_for(deployment_ns, "edge", Deployment::ready)
         .await;
     let first = client_auth(deployment_ns, "edge-creds").await;
 
-    deployments
-        .patch(
-            "edge",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "v2"}}})),
-        )
-        .await
-        .expect("change the rotation trigger");
+    support::merge_patch(
+        &deployments,
+        "edge",
+        json!({"spec": {"rotation": {"trigger": "v2"}}}),
+    )
+    .await;
     let rotated = operator
-        .wait_for(deployment_ns, "edge", |d: &Deployment| {
-            deployment_ready(d)
-                && d.status
-                    .as_ref()
-                    .and_then(|s| s.rotation.observed_rotation_trigger.as_deref())
-                    == Some("v2")
-        })
+        .wait_for(deployment_ns, "edge", |d: &Deployment| d.rotated_for("v2"))
         .await;
     assert_ne!(
         client_auth(deployment_ns, "edge-creds").await,
@@ -246,18 +229,9 @@ async fn manage_config_and_rotating_deployment(
         "the rotation wrote new credentials into the Secret"
     );
     let rotated_at = rotated.status.and_then(|s| s.rotation.last_rotated_at);
-    let workload = deployment_ns
-        .api::<AppsDeployment>()
-        .get("gw")
-        .await
-        .expect("read the workload");
-    let annotation = workload
-        .spec
-        .and_then(|s| s.template.metadata)
-        .and_then(|m| m.annotations)
-        .and_then(|a| a.get(ROTATED_AT).cloned());
     assert_eq!(
-        annotation, rotated_at,
+        restarted_at(deployment_ns, "gw").await,
+        rotated_at,
         "the workload was restarted (patched)"
     );
     assert!(
@@ -292,20 +266,15 @@ async fn edit_during_a_slow_create(env: &TestEnv, operator: &Operator, emulator:
         );
     };
     set(json!({"latency_ms": 3000})).await;
-    env.api::<Config>()
-        .create(&PostParams::default(), &config("slow", None))
-        .await
-        .expect("create the Config");
+    support::create(&env.api::<Config>(), &config("slow", None)).await;
     tokio::time::sleep(Duration::from_secs(1)).await;
-    env.api::<Config>()
-        .patch(
-            "slow",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"name": "slow-renamed"}})),
-        )
-        .await
-        .expect("edit the Config");
-    let done = operator.wait_for(env, "slow", config_ready).await;
+    support::merge_patch(
+        &env.api::<Config>(),
+        "slow",
+        json!({"spec": {"name": "slow-renamed"}}),
+    )
+    .await;
+    let done = operator.wait_for(env, "slow", Config::ready).await;
     set(json!({})).await;
     assert!(
         done.status.and_then(|s| s.slug).is_some(),
@@ -324,43 +293,30 @@ async fn edit_during_a_slow_create(env: &TestEnv, operator: &Operator, emulator:
 /// `app`, an apps/v1 Deployment), then deletes it: the verbs the chart grants for API keys and
 /// the Secrets they are delivered into.
 async fn manage_rotating_api_key(env: &TestEnv, operator: &Operator) {
-    let pod = json!({"metadata": {"labels": {"app": "app"}}, "spec": {"containers": [{"name": "app", "image": "app:1"}]}});
-    let workload: AppsDeployment = object(json!({"metadata": {"name": "app"},
-        "spec": {"selector": {"matchLabels": {"app": "app"}}, "template": pod}}));
-    env.api::<AppsDeployment>()
-        .create(&PostParams::default(), &workload)
-        .await
-        .expect("create the workload");
+    create_workload(env, "app", "app:1").await;
     let key: ApiKey = object(json!({"apiVersion": "aigw.io/v1alpha1", "kind": "ApiKey",
         "metadata": {"name": "app-key"},
         "spec": {"name": "app-key", "kind": "service", "scopes": ["completions.write"],
                  "secretRef": {"name": "app-key"},
                  "rotation": {"trigger": "v1", "restart": [{"kind": "Deployment", "name": "app"}]}}}));
     let keys = env.api::<ApiKey>();
-    keys.create(&PostParams::default(), &key)
-        .await
-        .expect("create the ApiKey");
+    support::create(&keys, &key).await;
     let key_ready = |k: &ApiKey| {
         k.status
             .as_ref()
-            .is_some_and(|s| ready(&s.conditions, k.meta().generation) && s.id.is_some())
+            .is_some_and(|s| ready_at(&s.conditions, k.meta().generation) && s.id.is_some())
     };
     operator.wait_for(env, "app-key", key_ready).await;
     let first = secret_value(env, "app-key", "api_key").await;
-    keys.patch(
+    support::merge_patch(
+        &keys,
         "app-key",
-        &PatchParams::default(),
-        &Patch::Merge(&json!({"spec": {"rotation": {"trigger": "v2"}}})),
+        json!({"spec": {"rotation": {"trigger": "v2"}}}),
     )
-    .await
-    .expect("change the rotation trigger");
+    .await;
     let rotated = operator
         .wait_for(env, "app-key", |k: &ApiKey| {
-            key_ready(k)
-                && k.status
-                    .as_ref()
-                    .and_then(|s| s.rotation.observed_rotation_trigger.as_deref())
-                    == Some("v2")
+            key_ready(k) && k.rotated_for("v2")
         })
         .await;
     assert_ne!(
@@ -368,22 +324,35 @@ async fn manage_rotating_api_key(env: &TestEnv, operator: &Operator) {
         first,
         "the rotation wrote a new key into the Secret"
     );
-    let workload = env
-        .api::<AppsDeployment>()
-        .get("app")
-        .await
-        .expect("read the workload");
-    let annotation = workload
-        .spec
-        .and_then(|s| s.template.metadata)
-        .and_then(|m| m.annotations)
-        .and_then(|a| a.get(ROTATED_AT).cloned());
     assert_eq!(
-        annotation,
+        restarted_at(env, "app").await,
         rotated.status.and_then(|s| s.rotation.last_rotated_at),
         "the workload was restarted (patched)"
     );
     env.delete_and_wait::<ApiKey>("app-key", WAIT).await;
+}
+
+/// Creates the workload (an apps/v1 Deployment) `name` running `image`.
+async fn create_workload(env: &TestEnv, name: &str, image: &str) {
+    let pod = json!({"metadata": {"labels": {"app": name}},
+                     "spec": {"containers": [{"name": name, "image": image}]}});
+    let workload: AppsDeployment = object(json!({"metadata": {"name": name},
+        "spec": {"selector": {"matchLabels": {"app": name}}, "template": pod}}));
+    support::create(&env.api::<AppsDeployment>(), &workload).await;
+}
+
+/// When the operator last restarted the workload `name` (its pod template's annotation).
+async fn restarted_at(env: &TestEnv, name: &str) -> Option<String> {
+    let workload = env
+        .api::<AppsDeployment>()
+        .get(name)
+        .await
+        .expect("read the workload");
+    workload
+        .spec
+        .and_then(|s| s.template.metadata)
+        .and_then(|m| m.annotations)
+        .and_then(|a| a.get(ROTATED_AT).cloned())
 }
 
 /// The chart's ServiceAccount and RBAC, applied to the local apiserver.
@@ -638,27 +607,6 @@ fn rotating_deployment(name: &str, trigger: &str) -> Deployment {
     )
 }
 
-fn ready(
-    conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
-    generation: Option<i64>,
-) -> bool {
-    conditions
-        .iter()
-        .any(|c| c.type_ == "Ready" && c.status == "True" && c.observed_generation == generation)
-}
-
-fn config_ready(c: &Config) -> bool {
-    c.status
-        .as_ref()
-        .is_some_and(|s| ready(&s.conditions, c.meta().generation))
-}
-
-fn deployment_ready(d: &Deployment) -> bool {
-    d.status
-        .as_ref()
-        .is_some_and(|s| ready(&s.conditions, d.meta().generation))
-}
-
 /// The `client_auth` of a credentials Secret, read as admin.
 async fn client_auth(env: &TestEnv, name: &str) -> Vec<u8> {
     secret_value(env, name, "client_auth").await
@@ -680,10 +628,7 @@ async fn secret_value(env: &TestEnv, name: &str, key: &str) -> Vec<u8> {
 /// A Secret aigw has nothing to do with, created as admin; its name.
 async fn plain_secret(env: &TestEnv, name: &str) -> String {
     let secret: Secret = object(json!({"metadata": {"name": name}, "stringData": {"k": "v"}}));
-    env.api::<Secret>()
-        .create(&PostParams::default(), &secret)
-        .await
-        .expect("create a Secret");
+    support::create(&env.api::<Secret>(), &secret).await;
     name.to_string()
 }
 
@@ -730,10 +675,11 @@ async fn a_namespace_editor_writes_specs_but_never_status() {
             "subjects": [{"kind": "ServiceAccount", "name": who, "namespace": env.namespace}]
         }))
         .unwrap();
-        env.api::<k8s_openapi::api::rbac::v1::RoleBinding>()
-            .create(&PostParams::default(), &binding)
-            .await
-            .expect("bind the role");
+        support::create(
+            &env.api::<k8s_openapi::api::rbac::v1::RoleBinding>(),
+            &binding,
+        )
+        .await;
     }
     let as_user = |who: &str| Identity {
         namespace: env.namespace.clone(),
@@ -745,18 +691,13 @@ async fn a_namespace_editor_writes_specs_but_never_status() {
     })
     .await
     .expect("the editor may list Configs once its binding is seen");
-    editor
-        .create(&PostParams::default(), &config("routing", None))
-        .await
-        .expect("an editor creates a Config");
-    editor
-        .patch(
-            "routing",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"team": "a"}}})),
-        )
-        .await
-        .expect("an editor edits it");
+    support::create(&editor, &config("routing", None)).await;
+    support::merge_patch(
+        &editor,
+        "routing",
+        json!({"metadata": {"annotations": {"team": "a"}}}),
+    )
+    .await;
     assert_forbidden(
         editor
             .patch_status(

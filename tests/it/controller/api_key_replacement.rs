@@ -25,6 +25,43 @@ async fn set_trigger_no_wait(h: &Harness, name: &str, trigger: &str) {
         .await;
 }
 
+/// Trigger `b` for the ApiKey `name` (key `id`), whose rotate answer is lost after the commit:
+/// the API has rotated it once; answers stay lost until the caller clears the faults.
+async fn lose_the_rotate_answer(h: &Harness, name: &str, id: &str) {
+    h.faults(json!({"error_after_commit_rate": 1.0})).await;
+    set_trigger_no_wait(h, name, "b").await;
+    support::wait_until(WAIT, || async {
+        (remote(h, id).await["rotations"] == 1).then_some(())
+    })
+    .await
+    .expect("the rotate call never happened");
+}
+
+/// Once the ApiKey `name` records the key it replaces, the operator dies, answers come back,
+/// `name` is deleted and a new operator finishes the deletion.
+async fn delete_mid_replacement(h: &mut Harness, name: &str) {
+    h.wait_for::<ApiKey>(name, WAIT, |k| {
+        k.status.as_ref().is_some_and(|s| s.replaced_key.is_some())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    h.stop_operator().await;
+    h.faults(json!({})).await;
+    h.env.delete::<ApiKey>(name).await;
+    h.restart_operator().await;
+    let gone = support::wait_until(Duration::from_secs(90), || async {
+        h.env
+            .api::<ApiKey>()
+            .get_opt(name)
+            .await
+            .unwrap()
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    assert!(gone.is_some(), "the ApiKey was never deleted");
+}
+
 /// A lost rotate answer, then the replacement key's own Secret write fails (an immutable
 /// Secret): the replaced key stays recorded until it is deleted, and no key piles up.
 #[tokio::test]
@@ -40,20 +77,10 @@ async fn a_replacement_whose_secret_write_fails_keeps_track_of_the_replaced_key(
         )
         .await
         .unwrap();
-    h.faults(json!({"error_after_commit_rate": 1.0})).await;
-    set_trigger_no_wait(&h, "imm", "b").await;
-    support::wait_until(WAIT, || async {
-        (remote(&h, &id).await["rotations"] == 1).then_some(())
-    })
-    .await
-    .expect("the rotate call never happened");
+    lose_the_rotate_answer(&h, "imm", &id).await;
     h.faults(json!({})).await;
     tokio::time::sleep(Duration::from_secs(10)).await;
-    h.env
-        .api::<Secret>()
-        .delete("imm-key", &Default::default())
-        .await
-        .unwrap();
+    h.env.delete::<Secret>("imm-key").await;
     let settled = h
         .wait_for::<ApiKey>("imm", Duration::from_secs(90), |k| {
             let s = k.status.as_ref().unwrap();
@@ -82,37 +109,8 @@ async fn an_orphaned_api_key_mid_replacement_keeps_a_live_secret_and_no_stray_ke
     let mut spec = service_key("orph", json!({"trigger": "a"}));
     spec["deletionPolicy"] = json!("Orphan");
     let id = create(&h, "orph", spec).await;
-    h.faults(json!({"error_after_commit_rate": 1.0})).await;
-    set_trigger_no_wait(&h, "orph", "b").await;
-    support::wait_until(WAIT, || async {
-        (remote(&h, &id).await["rotations"] == 1).then_some(())
-    })
-    .await
-    .expect("the rotate call never happened");
-    h.wait_for::<ApiKey>("orph", WAIT, |k| {
-        k.status.as_ref().is_some_and(|s| s.replaced_key.is_some())
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    h.stop_operator().await;
-    h.faults(json!({})).await;
-    h.env
-        .api::<ApiKey>()
-        .delete("orph", &Default::default())
-        .await
-        .unwrap();
-    h.restart_operator().await;
-    let gone = support::wait_until(Duration::from_secs(90), || async {
-        h.env
-            .api::<ApiKey>()
-            .get_opt("orph")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    assert!(gone.is_some(), "the ApiKey was never deleted");
+    lose_the_rotate_answer(&h, "orph", &id).await;
+    delete_mid_replacement(&mut h, "orph").await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let value = secret_value(&h, "orph-key").await;
     assert_eq!(
@@ -140,13 +138,7 @@ async fn lost_answers_during_replacement(two: bool, prefix: &str) {
         tokio::spawn(async {})
     };
     h.reset_stats().await;
-    h.faults(json!({"error_after_commit_rate": 1.0})).await;
-    set_trigger_no_wait(&h, "lost", "b").await;
-    support::wait_until(WAIT, || async {
-        (remote(&h, &id).await["rotations"] == 1).then_some(())
-    })
-    .await
-    .expect("the rotate call never happened");
+    lose_the_rotate_answer(&h, "lost", &id).await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     h.faults(json!({})).await;
     let settled = h
@@ -188,37 +180,8 @@ async fn lost_answers_during_a_replacement_with_two_operators_end_with_one_live_
 async fn an_api_key_deleted_mid_replacement_leaves_no_key() {
     let mut h = Harness::start("rep-del").await;
     let id = create(&h, "del", service_key("del", json!({"trigger": "a"}))).await;
-    h.faults(json!({"error_after_commit_rate": 1.0})).await;
-    set_trigger_no_wait(&h, "del", "b").await;
-    support::wait_until(WAIT, || async {
-        (remote(&h, &id).await["rotations"] == 1).then_some(())
-    })
-    .await
-    .expect("the rotate call never happened");
-    h.wait_for::<ApiKey>("del", WAIT, |k| {
-        k.status.as_ref().is_some_and(|s| s.replaced_key.is_some())
-    })
-    .await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
-    h.stop_operator().await;
-    h.faults(json!({})).await;
-    h.env
-        .api::<ApiKey>()
-        .delete("del", &Default::default())
-        .await
-        .unwrap();
-    h.restart_operator().await;
-    let gone = support::wait_until(Duration::from_secs(90), || async {
-        h.env
-            .api::<ApiKey>()
-            .get_opt("del")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    assert!(gone.is_some(), "the ApiKey was never deleted");
+    lose_the_rotate_answer(&h, "del", &id).await;
+    delete_mid_replacement(&mut h, "del").await;
     let ours = live_ours(&remote_keys(&h).await, "del");
     assert!(
         ours.is_empty(),

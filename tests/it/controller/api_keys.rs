@@ -18,7 +18,7 @@ use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::api_keys::*;
 use support::harness::{Harness, TOKEN, captured_logs};
-use support::objects::Conditions;
+use support::objects::{Conditions, Rotates};
 
 const ROLLED: &str = "aigw.io/credentials-rotated-at";
 
@@ -26,14 +26,8 @@ async fn set_trigger(h: &Harness, name: &str, trigger: &str) -> ApiKey {
     h.env
         .patch_spec::<ApiKey>(name, json!({"rotation": {"trigger": trigger}}))
         .await;
-    h.wait_for::<ApiKey>(name, WAIT, |k| {
-        ready(k)
-            && k.status.as_ref().is_some_and(|s| {
-                s.rotation.pending_rotation.is_none()
-                    && s.rotation.observed_rotation_trigger.as_deref() == Some(trigger)
-            })
-    })
-    .await
+    h.wait_for::<ApiKey>(name, WAIT, |k| k.settled_at(trigger))
+        .await
 }
 
 /// No key value the emulator ever handed out (nor `extra`) is in logs, events or statuses.
@@ -130,14 +124,10 @@ async fn two_trigger_changes_rotate_twice_and_the_old_key_works_until_its_transi
     options.min_key_transition = Some(Duration::from_secs(6));
     let h = Harness::start_with_emulator("ak-rotate", Duration::from_secs(600), options).await;
     let pod = json!({"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "web", "image": "web:1"}]}});
-    let workload: AppsDeployment = serde_json::from_value(json!({"metadata": {"name": "web"},
-        "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": pod}}))
-    .unwrap();
     h.env
-        .api::<AppsDeployment>()
-        .create(&PostParams::default(), &workload)
-        .await
-        .unwrap();
+        .create_from::<AppsDeployment>(json!({"metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}}, "template": pod}}))
+        .await;
     let rotation = json!({"trigger": "a", "transitionPeriod": "1h",
                           "restart": [{"kind": "Deployment", "name": "web"}]});
     let id = create(&h, "rot", service_key("rot", rotation)).await;
@@ -426,11 +416,7 @@ async fn defaults_config_names_a_config_resource_and_waits_until_it_exists() {
 async fn a_deleted_secret_is_reported_at_once_and_a_trigger_change_refills_it() {
     let h = Harness::start("ak-gone").await;
     let id = create(&h, "gone", service_key("gone", json!({"trigger": "a"}))).await;
-    h.env
-        .api::<Secret>()
-        .delete("gone-key", &Default::default())
-        .await
-        .unwrap();
+    h.env.delete::<Secret>("gone-key").await;
     h.wait_for::<ApiKey>("gone", WAIT, |k| {
         k.status.as_ref().is_some_and(|s| {
             s.conditions.iter().any(|c| {
@@ -463,17 +449,7 @@ async fn a_scheduled_rotation_happens_when_due() {
     })
     .await
     .expect("no scheduled rotation");
-    let rotated = h
-        .wait_for::<ApiKey>("sched", WAIT, |k| {
-            ready(k)
-                && k.status
-                    .as_ref()
-                    .unwrap()
-                    .rotation
-                    .pending_rotation
-                    .is_none()
-        })
-        .await;
+    let rotated = h.wait_for::<ApiKey>("sched", WAIT, |k| k.settled()).await;
     let second = secret_value(&h, "sched-key").await;
     assert_ne!(first, second);
     assert_eq!(handshake(&h, &id, &second).await, 200);
@@ -689,14 +665,8 @@ async fn a_rotation_in_flight_is_not_redone_by_a_second_writer() {
     tokio::time::sleep(Duration::from_millis(700)).await;
     h.faults(json!({})).await;
     let _writer_b = h.second_operator();
-    h.wait_for::<ApiKey>("race", WAIT, |k| {
-        ready(k)
-            && k.status.as_ref().is_some_and(|s| {
-                s.rotation.pending_rotation.is_none()
-                    && s.rotation.observed_rotation_trigger.as_deref() == Some("b")
-            })
-    })
-    .await;
+    h.wait_for::<ApiKey>("race", WAIT, |k| k.settled_at("b"))
+        .await;
     // Let A's slow call land, and both writers settle.
     tokio::time::sleep(Duration::from_secs(9)).await;
     let remote_key = remote(&h, &id).await;
@@ -838,9 +808,7 @@ async fn a_paused_or_observed_api_key_writes_nothing_until_let_go() {
     let patch = |patch: Value| {
         let keys = h.env.api::<ApiKey>();
         async move {
-            keys.patch("held", &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .unwrap();
+            support::merge_patch(&keys, "held", patch).await;
         }
     };
 
@@ -941,14 +909,8 @@ impl SecretRefusal {
                 "matchResources": {"namespaceSelector": {"matchLabels":
                     {"kubernetes.io/metadata.name": h.env.namespace}}}}}))
         .unwrap();
-        policies
-            .create(&PostParams::default(), &policy)
-            .await
-            .unwrap();
-        bindings
-            .create(&PostParams::default(), &binding)
-            .await
-            .unwrap();
+        support::create(&policies, &policy).await;
+        support::create(&bindings, &binding).await;
         // In force once a dry-run create of the Secret is refused.
         let secrets = h.env.api::<Secret>();
         let probe: Secret = serde_json::from_value(json!({"metadata": {"name": secret}})).unwrap();
@@ -1016,10 +978,10 @@ async fn a_secret_that_cannot_be_written_mints_no_keys() {
         posts, 0,
         "keys were minted while the Secret could not be written"
     );
-    let stalled = h
-        .wait_for::<ApiKey>("refused", WAIT, |k| k.stalled_with("SecretNotWritable"))
+    let message = h
+        .env
+        .condition_message::<ApiKey>("refused", WAIT, ("Stalled", "SecretNotWritable"))
         .await;
-    let (_, _, message) = stalled.condition("Stalled").unwrap();
     assert!(message.contains("refused-key"), "{message}");
     assert!(
         h.env

@@ -8,14 +8,13 @@ use std::time::Duration;
 
 use aigw::resources::{McpIntegration, McpServer};
 use kube::api::Api;
-use reqwest::Method;
 use serde_json::json;
+use support::endpoints::MCP_SERVER_POST;
 use support::harness::Harness;
 use support::objects::Conditions;
 
 const WAIT: Duration = Duration::from_secs(30);
 const WS_A: &str = "5d1c3b2a-4e6f-4a7b-8c9d-0e1f2a3b4c5d";
-const POST: &str = "POST /ai_gw/v2/mcp-servers";
 
 async fn ready_integration(h: &Harness, name: &str, slug: &str) {
     let integrations = Api::<McpIntegration>::all(h.env.client.clone());
@@ -35,17 +34,34 @@ async fn ready_integration(h: &Harness, name: &str, slug: &str) {
     assert!(ready.is_some(), "McpIntegration {full} never Ready");
 }
 
+/// A harness whose emulator holds the workspace `WS_A`.
+async fn with_workspace(prefix: &str) -> Harness {
+    let h = Harness::start_with(prefix, Duration::from_secs(1)).await;
+    h.seed_workspace(WS_A, "payments", "payments").await;
+    h
+}
+
+/// Creates the McpServer `tools` in `WS_A` on the McpIntegration resource `integration`, its
+/// slug `slug_prefix` and the namespace's suffix.
+async fn create_tools(h: &Harness, slug_prefix: &str, integration: &str) {
+    let slug = format!(
+        "{slug_prefix}-{}",
+        &h.env.namespace[h.env.namespace.len() - 8..]
+    );
+    support::objects::create::<McpServer>(
+        &h.env,
+        "tools",
+        json!({"slug": slug, "name": "Tools", "workspaceId": WS_A,
+                       "integrationRef": {"name": integration}}),
+    )
+    .await;
+}
+
 /// Integration `a` (slug `a-slug`) is granted by resource name; integration `b` has the slug equal
 /// to `a`'s resource name. A server of `b` must be refused with no POST.
 #[tokio::test]
 async fn a_grant_by_resource_name_does_not_cover_an_integration_whose_slug_equals_it() {
-    let mut h = Harness::start_with("atk29c-slug", Duration::from_secs(1)).await;
-    h.call(
-        Method::POST,
-        "/_emulator/seed",
-        Some(json!({"workspaces": [{"id": WS_A, "name": "payments", "slug": "payments"}]})),
-    )
-    .await;
+    let mut h = with_workspace("atk29c-slug").await;
     let a = h.cluster_name("a");
     let b = h.cluster_name("b");
     ready_integration(&h, "a", &h.cluster_name("a-slug")).await;
@@ -54,20 +70,13 @@ async fn a_grant_by_resource_name_does_not_cover_an_integration_whose_slug_equal
     h.restart_operator().await;
     h.reset_stats().await;
     let servers = h.env.api::<McpServer>();
-    let slug = format!("atk-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
-    support::objects::create::<McpServer>(
-        &h.env,
-        "tools",
-        json!({"slug": slug, "name": "Tools", "workspaceId": WS_A,
-                       "integrationRef": {"name": b}}),
-    )
-    .await;
+    create_tools(&h, "atk", &b).await;
     let refused = support::wait_until(WAIT, || async {
         let s = servers.get_opt("tools").await.ok()??;
         s.stalled_with("McpIntegrationNotAllowed").then_some(s)
     })
     .await;
-    let posts = h.count(POST).await;
+    let posts = h.count(MCP_SERVER_POST).await;
     assert!(
         refused.is_some(),
         "a server of {b} (slug {a}) was not refused though only resource {a} is granted: {}",
@@ -81,26 +90,13 @@ async fn a_grant_by_resource_name_does_not_cover_an_integration_whose_slug_equal
 /// (the existing test checks only the delete).
 #[tokio::test]
 async fn a_revoked_mcp_integration_grant_refuses_an_edit_without_a_put() {
-    let mut h = Harness::start_with("atk29c-rev", Duration::from_secs(1)).await;
-    h.call(
-        Method::POST,
-        "/_emulator/seed",
-        Some(json!({"workspaces": [{"id": WS_A, "name": "payments", "slug": "payments"}]})),
-    )
-    .await;
+    let mut h = with_workspace("atk29c-rev").await;
     let a = h.cluster_name("a");
     ready_integration(&h, "a", &a).await;
     h.set_grants(json!([{"namespaces": ["{ns}"], "workspaces": [WS_A], "mcpIntegrations": [a]}]));
     h.restart_operator().await;
     let servers = h.env.api::<McpServer>();
-    let slug = format!("rev-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
-    support::objects::create::<McpServer>(
-        &h.env,
-        "tools",
-        json!({"slug": slug, "name": "Tools", "workspaceId": WS_A,
-                       "integrationRef": {"name": a}}),
-    )
-    .await;
+    create_tools(&h, "rev", &a).await;
     let made = support::wait_until(WAIT, || async {
         let s = servers.get_opt("tools").await.ok()??;
         s.ready().then_some(())

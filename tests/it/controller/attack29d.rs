@@ -8,19 +8,16 @@ use crate::support;
 use std::time::Duration;
 
 use aigw::resources::{McpIntegration, McpServer, Workspace};
-use kube::api::{Api, DeleteParams, PostParams};
-use reqwest::Method;
+use kube::api::{Api, DeleteParams};
 use serde_json::json;
+use support::endpoints::{
+    MCP_INTEGRATION_GET, MCP_SERVER_POST, SCOPE_POST, SCOPE_PUT, WORKSPACE_POST,
+};
 use support::harness::Harness;
 use support::objects::Conditions;
 use support::proxy::{Received, proxy, refusal};
 
 const WAIT: Duration = Duration::from_secs(40);
-const SCOPE_POST: &str = "POST /iam/v1/scopes";
-const SCOPE_PUT: &str = "PUT /iam/v1/scopes/{name}";
-const POST: &str = "POST /ai_gw/admin/v2/workspaces";
-const SERVER_POST: &str = "POST /ai_gw/v2/mcp-servers";
-const INTEGRATION_GET: &str = "GET /ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}";
 const WS_A: &str = "5d1c3b2a-4e6f-4a7b-8c9d-0e1f2a3b4c5d";
 
 fn workspaces(h: &Harness) -> Api<Workspace> {
@@ -59,11 +56,12 @@ async fn sent(h: &Harness, endpoint: &str, n: u64) -> bool {
 #[tokio::test]
 async fn a_workspace_create_killed_between_scope_and_workspace_ends_with_one_call_each() {
     let mut h = Harness::start_with("atk-wskill", Duration::from_secs(1)).await;
-    h.faults(json!({"failing_routes": {POST: 503}})).await;
+    h.faults(json!({"failing_routes": {WORKSPACE_POST: 503}}))
+        .await;
     let before = scope_names(&h).await.len();
     create_workspace(&h, "killed").await;
     assert!(sent(&h, SCOPE_POST, 1).await, "{}", h.stats().await);
-    assert!(sent(&h, POST, 1).await, "{}", h.stats().await);
+    assert!(sent(&h, WORKSPACE_POST, 1).await, "{}", h.stats().await);
     h.stop_operator().await;
     h.faults(json!({})).await;
     h.restart_operator().await;
@@ -104,10 +102,11 @@ async fn a_workspace_create_killed_between_scope_and_workspace_ends_with_one_cal
 #[tokio::test]
 async fn attack_a_workspace_deleted_while_its_create_fails_leaves_no_iam_scope() {
     let h = Harness::start_with("atk-wsleak", Duration::from_secs(1)).await;
-    h.faults(json!({"failing_routes": {POST: 503}})).await;
+    h.faults(json!({"failing_routes": {WORKSPACE_POST: 503}}))
+        .await;
     let before = scope_names(&h).await;
     create_workspace(&h, "leak").await;
-    assert!(sent(&h, POST, 2).await, "{}", h.stats().await);
+    assert!(sent(&h, WORKSPACE_POST, 2).await, "{}", h.stats().await);
     let api = workspaces(&h);
     let full = h.cluster_name("leak");
     api.delete(&full, &DeleteParams::default()).await.unwrap();
@@ -194,20 +193,15 @@ async fn an_ungranted_mcp_integration_by_uuid_on_a_failing_read_or_by_a_granted_
                          "mcpIntegrations": ["{ns}-alpha"]}]);
     let h = Harness::start_with_grants("atk-mcpg", Duration::from_secs(1), grants).await;
     let alpha = h.cluster_name("alpha");
-    h.call(
-        Method::POST,
-        "/_emulator/seed",
-        Some(json!({"workspaces": [{"id": WS_A, "name": "payments", "slug": "payments"}]})),
-    )
-    .await;
+    h.seed_workspace(WS_A, "payments", "payments").await;
     mcp_integration(&h, "alpha", &format!("{alpha}-slug")).await;
     // `other`'s slug is the granted resource's name.
     let other = mcp_integration(&h, "other", &alpha).await;
-    h.faults(json!({"failing_routes": {INTEGRATION_GET: 503}}))
+    h.faults(json!({"failing_routes": {MCP_INTEGRATION_GET: 503}}))
         .await;
     server(&h, "by-uuid", json!({"integrationId": other})).await;
     refused(&h, "by-uuid").await;
-    let reads_failed = h.count(INTEGRATION_GET).await;
+    let reads_failed = h.count(MCP_INTEGRATION_GET).await;
     h.faults(json!({})).await;
     server(&h, "by-slug", json!({"integrationId": alpha})).await;
     refused(&h, "by-slug").await;
@@ -216,14 +210,14 @@ async fn an_ungranted_mcp_integration_by_uuid_on_a_failing_read_or_by_a_granted_
         "the read never failed: {}",
         h.stats().await
     );
-    assert_eq!(h.count(SERVER_POST).await, 0, "{}", h.stats().await);
+    assert_eq!(h.count(MCP_SERVER_POST).await, 0, "{}", h.stats().await);
     let servers = h.env.api::<McpServer>();
     server(&h, "by-ref", json!({"integrationRef": {"name": alpha}})).await;
     let made = support::wait_until(WAIT, || async {
         servers.get_opt("by-ref").await.ok()??.ready().then_some(())
     })
     .await;
-    let posts = h.count(SERVER_POST).await;
+    let posts = h.count(MCP_SERVER_POST).await;
     for name in ["by-uuid", "by-slug", "by-ref"] {
         h.env.delete_and_wait::<McpServer>(name, WAIT).await;
     }
@@ -259,59 +253,71 @@ async fn echo_503_proxy(upstream: String) -> String {
     .await
 }
 
+/// A harness whose operator reaches the emulator through [`echo_503_proxy`]; the log mark from
+/// just before it did.
+async fn behind_echoing_503(prefix: &str) -> (Harness, usize) {
+    let mut h = Harness::start_with_secret_namespace(prefix, Duration::from_secs(1)).await;
+    let proxy = echo_503_proxy(h.emulator.management_url()).await;
+    let mark = support::harness::log_mark();
+    h.restart_operator_via(&proxy).await;
+    (h, mark)
+}
+
+/// Creates this test's cluster-scoped `name` of kind `K` with `spec` and waits until its
+/// cluster-scoped events are `reported`; whether they were, and what the operator shows: the
+/// object's status, those events and the log since `mark`. Then the object goes.
+async fn create_and_show<K: support::cluster::ClusterKind>(
+    h: &Harness,
+    (name, spec): (&str, serde_json::Value),
+    mark: usize,
+    reported: impl Fn(&str) -> bool,
+) -> (bool, [String; 3]) {
+    h.create_cluster::<K>(name, spec).await;
+    let seen = support::wait_until(WAIT, || async {
+        reported(&h.cluster_events_text().await).then_some(())
+    })
+    .await;
+    let api = h.cluster_api::<K>();
+    let full = h.cluster_name(name);
+    let status = api
+        .get_opt(&full)
+        .await
+        .unwrap()
+        .map(|r| serde_json::to_value(r).unwrap()["status"].to_string())
+        .unwrap_or_default();
+    let events = h.cluster_events_text().await;
+    let logs = support::harness::logs_since(mark);
+    api.delete(&full, &DeleteParams::default()).await.ok();
+    (seen.is_some(), [status, events, logs])
+}
+
 /// Secrecy: a SecretReference create answered 503 with the request echoed (`auth_config` in
 /// clear) is an unknown outcome, not a refusal; its `aws_secret_access_key` still reaches no
 /// status, event or log line.
 #[tokio::test]
 async fn a_secret_reference_create_answered_503_echoing_auth_config_shows_it_nowhere() {
-    let mut h = Harness::start_with_secret_namespace("atk-sr503", Duration::from_secs(1)).await;
-    let proxy = echo_503_proxy(h.emulator.management_url()).await;
-    let mark = support::harness::log_mark();
-    h.restart_operator_via(&proxy).await;
-    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
-        "metadata": {"name": "aws-sm-auth", "labels": {"aigw.io/cluster-readable": "true"}},
-        "stringData": {"aws_auth_type": "accessKey", "aws_region": "eu-west-1",
-                       "aws_access_key_id": "AKIAQ7ATTACK29DEXMPL",
-                       "aws_secret_access_key": SECRET_KEY}
-    }))
-    .unwrap();
-    h.env
-        .api::<k8s_openapi::api::core::v1::Secret>()
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
-    let slug = h.cluster_name("aws");
-    let api = Api::<aigw::resources::SecretReference>::all(h.env.client.clone());
-    h.create_cluster::<aigw::resources::SecretReference>(
-        "aws",
-        json!({"slug": slug, "name": "AWS prod", "managerType": "aws_sm",
-                   "secretPath": "prod/openai", "secretKey": "api_key",
-                   "authConfigSecretRef": {"name": "aws-sm-auth"}}),
-    )
-    .await;
+    let (h, mark) = behind_echoing_503("atk-sr503").await;
+    let auth = json!({"aws_auth_type": "accessKey", "aws_region": "eu-west-1",
+                      "aws_access_key_id": "AKIAQ7ATTACK29DEXMPL",
+                      "aws_secret_access_key": SECRET_KEY});
+    h.put_secret("aws-sm-auth", auth, true).await;
+    let spec = json!({"slug": h.cluster_name("aws"), "name": "AWS prod", "managerType": "aws_sm",
+                      "secretPath": "prod/openai", "secretKey": "api_key",
+                      "authConfigSecretRef": {"name": "aws-sm-auth"}});
     // Several failed attempts, each reported.
-    let seen = support::wait_until(WAIT, || async {
-        let events = h.cluster_events_text().await;
-        (events.matches("upstream unavailable").count() >= 2 || events.matches("503").count() >= 2)
-            .then_some(events)
-    })
-    .await;
-    let status = api
-        .get_opt(&slug)
-        .await
-        .unwrap()
-        .map(|r| serde_json::to_string(&r.status).unwrap())
-        .unwrap_or_default();
-    let events = h.cluster_events_text().await;
-    let logs = support::harness::logs_since(mark);
+    let reported = |events: &str| {
+        events.matches("upstream unavailable").count() >= 2 || events.matches("503").count() >= 2
+    };
+    let (seen, [status, events, logs]) =
+        create_and_show::<aigw::resources::SecretReference>(&h, ("aws", spec), mark, reported)
+            .await;
     h.env
         .api::<k8s_openapi::api::core::v1::Secret>()
         .delete("aws-sm-auth", &DeleteParams::default())
         .await
         .ok();
-    api.delete(&slug, &DeleteParams::default()).await.ok();
     h.stop().await;
-    assert!(seen.is_some(), "the 503 was never reported:\n{events}");
+    assert!(seen, "the 503 was never reported:\n{events}");
     for (what, text) in [("status", &status), ("events", &events), ("log", &logs)] {
         assert!(
             !text.contains(SECRET_KEY),
@@ -399,21 +405,16 @@ async fn two_installations_over_one_workspace_and_mcp_integration_make_one_of_ea
 #[tokio::test]
 async fn an_mcp_server_create_lost_while_its_list_fails_is_sent_once() {
     let h = Harness::start_with("atk-mcps-lost", Duration::from_secs(1)).await;
-    h.call(
-        Method::POST,
-        "/_emulator/seed",
-        Some(json!({"workspaces": [{"id": WS_A, "name": "payments", "slug": "payments"}]})),
-    )
-    .await;
+    h.seed_workspace(WS_A, "payments", "payments").await;
     let tools = h.cluster_name("tools");
     mcp_integration(&h, "tools", &tools).await;
-    h.faults(json!({"drop_after_commit_once": [SERVER_POST],
+    h.faults(json!({"drop_after_commit_once": [MCP_SERVER_POST],
                     "failing_routes": {"GET /ai_gw/v2/mcp-servers": 503}}))
         .await;
     server(&h, "lost", json!({"integrationRef": {"name": tools}})).await;
-    assert!(sent(&h, SERVER_POST, 1).await, "{}", h.stats().await);
+    assert!(sent(&h, MCP_SERVER_POST, 1).await, "{}", h.stats().await);
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let while_failing = h.count(SERVER_POST).await;
+    let while_failing = h.count(MCP_SERVER_POST).await;
     let lists = h.count("GET /ai_gw/v2/mcp-servers").await;
     h.faults(json!({})).await;
     let servers = h.env.api::<McpServer>();
@@ -436,7 +437,7 @@ async fn an_mcp_server_create_lost_while_its_list_fails_is_sent_once() {
     );
     assert!(ready.is_some(), "not recovered: {stats}");
     assert_eq!(
-        support::harness::count_in(&stats, SERVER_POST),
+        support::harness::count_in(&stats, MCP_SERVER_POST),
         1,
         "{stats}"
     );
@@ -448,53 +449,22 @@ async fn an_mcp_server_create_lost_while_its_list_fails_is_sent_once() {
 /// inside a JSON value) shows none of them in its status, the events or the log.
 #[tokio::test]
 async fn an_mcp_integration_create_answered_503_echoing_configurations_shows_them_nowhere() {
-    let mut h = Harness::start_with_secret_namespace("atk-mcpi503", Duration::from_secs(1)).await;
-    let proxy = echo_503_proxy(h.emulator.management_url()).await;
-    let mark = support::harness::log_mark();
-    h.restart_operator_via(&proxy).await;
+    let (h, mark) = behind_echoing_503("atk-mcpi503").await;
     let header = "hdr-attack29d-Zq4Wv8Np2Lk6";
     let client_secret = "cs-attack29d-Rt5Yu9Io3Pa7";
     let pin = 80_000_000_000u64 + u64::from(uuid::Uuid::new_v4().as_fields().0) % 9_999_999_999;
-    let secret: k8s_openapi::api::core::v1::Secret = serde_json::from_value(json!({
-        "metadata": {"name": "mcp-conf", "labels": {"aigw.io/cluster-readable": "true"}},
-        "stringData": {"custom_headers": json!({"x-api-key": header}).to_string(),
-                       "client_secret": client_secret,
-                       "jwt_validation": json!({"clock_pin": pin}).to_string()}
-    }))
-    .unwrap();
-    h.env
-        .api::<k8s_openapi::api::core::v1::Secret>()
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
-    let slug = h.cluster_name("tools");
-    let api = Api::<McpIntegration>::all(h.env.client.clone());
-    h.create_cluster::<McpIntegration>(
-        "tools",
-        json!({"slug": slug, "name": "Tools", "url": "https://mcp.example.com/mcp",
-                   "authType": "headers", "transport": "http",
-                   "configurationsSecretRef": {"name": "mcp-conf"}}),
-    )
-    .await;
-    let seen = support::wait_until(WAIT, || async {
-        let events = h.cluster_events_text().await;
-        events.contains("upstream unavailable").then_some(())
-    })
-    .await;
-    let status = api
-        .get_opt(&slug)
-        .await
-        .unwrap()
-        .map(|r| serde_json::to_string(&r.status).unwrap())
-        .unwrap_or_default();
-    let events = h.cluster_events_text().await;
-    let logs = support::harness::logs_since(mark);
-    api.delete(&slug, &DeleteParams::default()).await.ok();
+    let configurations = json!({"custom_headers": json!({"x-api-key": header}).to_string(),
+                                "client_secret": client_secret,
+                                "jwt_validation": json!({"clock_pin": pin}).to_string()});
+    h.put_secret("mcp-conf", configurations, true).await;
+    let spec = json!({"slug": h.cluster_name("tools"), "name": "Tools",
+                      "url": "https://mcp.example.com/mcp", "authType": "headers",
+                      "transport": "http", "configurationsSecretRef": {"name": "mcp-conf"}});
+    let reported = |events: &str| events.contains("upstream unavailable");
+    let (seen, [status, events, logs]) =
+        create_and_show::<McpIntegration>(&h, ("tools", spec), mark, reported).await;
     h.stop().await;
-    assert!(
-        seen.is_some(),
-        "the 503 was never reported:\n{events}\n{status}"
-    );
+    assert!(seen, "the 503 was never reported:\n{events}\n{status}");
     for value in [
         header.to_string(),
         client_secret.to_string(),
@@ -514,12 +484,7 @@ async fn a_server_by_integration_id_whose_grant_is_revoked_is_released_without_a
     let granted = json!([{"namespaces": ["{ns}"], "workspaces": [WS_A],
                           "mcpIntegrations": ["{ns}-alpha"]}]);
     let mut h = Harness::start_with_grants("atk-mcprev", Duration::from_secs(1), granted).await;
-    h.call(
-        Method::POST,
-        "/_emulator/seed",
-        Some(json!({"workspaces": [{"id": WS_A, "name": "payments", "slug": "payments"}]})),
-    )
-    .await;
+    h.seed_workspace(WS_A, "payments", "payments").await;
     let alpha = h.cluster_name("alpha");
     let id = mcp_integration(&h, "alpha", &alpha).await;
     server(&h, "by-id", json!({"integrationId": id})).await;

@@ -83,22 +83,17 @@ async fn a_claim_written_between_the_record_and_the_metadata_moves_nothing() {
         },
         ..Default::default()
     });
-    let made = configs
-        .create(&PostParams::default(), &preset)
-        .await
-        .unwrap();
+    let made = support::create(&configs, &preset).await;
     assert_eq!(recorded(&made), None, "a create set status.installation");
 
     create::<Config>(&h.env, "window", routing("window")).await;
     record(&configs, "window", "inst-a").await;
-    configs
-        .patch(
-            "window",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {ANNOTATION: "inst-b"}}})),
-        )
-        .await
-        .unwrap();
+    support::merge_patch(
+        &configs,
+        "window",
+        json!({"metadata": {"annotations": {ANNOTATION: "inst-b"}}}),
+    )
+    .await;
     let (a, b) = two(&h).await;
     let stalled = h
         .wait_for::<Config>("window", WAIT, |c| c.stalled_with("ClaimChanged"))
@@ -143,7 +138,7 @@ async fn an_object_deleted_between_the_record_and_the_metadata_is_not_held() {
         "spec": routing("going"),
     }))
     .unwrap();
-    configs.create(&PostParams::default(), &held).await.unwrap();
+    support::create(&configs, &held).await;
     record(&configs, "going", "inst-a").await;
     configs
         .delete("going", &DeleteParams::default())
@@ -159,14 +154,7 @@ async fn an_object_deleted_between_the_record_and_the_metadata_is_not_held() {
     assert_eq!(claim(&going), None);
     assert_eq!((copies(&a).await, copies(&b).await), (0, 0));
     assert_eq!((a.remote_writes().await, b.remote_writes().await), (0, 0));
-    configs
-        .patch(
-            "going",
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .unwrap();
+    support::merge_patch(&configs, "going", json!({"metadata": {"finalizers": null}})).await;
     let gone = support::wait_until(WAIT, || async {
         configs
             .get_opt("going")
@@ -207,10 +195,7 @@ async fn racing_installations_take_each_new_object_once_and_annotate_it_as_recor
     }))
     .unwrap();
     let configs = h.env.api::<Config>();
-    configs
-        .create(&PostParams::default(), &paused)
-        .await
-        .unwrap();
+    support::create(&configs, &paused).await;
     names.push("paused".into());
     let settled = support::wait_until(WAIT, || async {
         let mut owners = BTreeMap::new();
@@ -310,15 +295,8 @@ async fn a_crashed_shards_member_lease_holds_a_leader_without_shards_back_for_on
         Some("leader"),
         "led beside a member Lease that may be live"
     );
-    let leading = support::wait_until(WAIT, || async {
-        plain
-            .readyz()
-            .await
-            .filter(|(status, role)| *status == 200 && role == "leader")
-    })
-    .await;
     assert!(
-        leading.is_some(),
+        plain.leads_within(WAIT).await,
         "a crashed shard's Lease held the replica without --shards back for good"
     );
     let after = started.elapsed();
@@ -342,7 +320,7 @@ async fn a_deleted_object_from_before_claims_is_not_held_by_the_shared_finalizer
         "spec": routing("old"),
     }))
     .unwrap();
-    configs.create(&PostParams::default(), &old).await.unwrap();
+    support::create(&configs, &old).await;
     configs
         .delete("old", &DeleteParams::default())
         .await

@@ -12,56 +12,26 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use aigw::emulator::EmulatorOptions;
 use aigw::resources::Config;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use support::{TestEnv, wait_until};
+use support::objects::Conditions;
+use support::wait_until;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinSet;
 
-use super::leader::{Operator, TOKEN, config, config_ready};
+use super::leader::{Field, Operator, config};
 use super::shards::{emulator, settled, succeeded};
-use crate::support::writes::overlaps;
 
 const NAMESPACES: usize = 6;
 const WITHIN: Duration = Duration::from_secs(90);
 const GROUP_LABEL: &str = "aigw.io/shard-group";
 
-/// The namespaces, the emulator and the chart's RBAC of one attack.
-struct Field {
-    env: TestEnv,
-    namespaces: Vec<String>,
-    emu: aigw::emulator::Running,
-    dir: tempfile::TempDir,
-}
-
 impl Field {
     async fn new(prefix: &str) -> Self {
-        let env = TestEnv::new(prefix).await;
-        let mut namespaces = vec![env.namespace.clone()];
-        for _ in 1..NAMESPACES {
-            namespaces.push(TestEnv::another(prefix).await.namespace);
-        }
-        let emu = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
-            .await
-            .expect("emulator did not start");
-        let dir = tempfile::tempdir().unwrap();
-        let watched: Vec<&str> = namespaces.iter().map(String::as_str).collect();
-        let scope = support::chart::Scope::watched(&watched)
-            .lease_namespace(&env.namespace)
-            .sharded();
-        support::chart::install(&env.client, &scope)
-            .await
-            .kubeconfig_file(dir.path());
-        Self {
-            env,
-            namespaces,
-            emu,
-            dir,
-        }
+        Self::with(prefix, NAMESPACES).await
     }
 
     fn name(&self, n: &str) -> String {
@@ -145,7 +115,7 @@ impl Field {
         for namespace in &self.namespaces {
             let api = self.configs(namespace);
             let ready = wait_until(WITHIN, || async {
-                config_ready(&api.get_opt("c0").await.ok()??).then_some(())
+                api.get_opt("c0").await.ok()??.ready().then_some(())
             })
             .await;
             assert!(
@@ -165,17 +135,7 @@ impl Field {
     /// writer's).
     async fn assert_no_overlap(&self, edits: u64) {
         let writes = self.writes().await;
-        let (overlapping, switches) = overlaps(&writes);
-        println!(
-            "write log: {} writes, {switches} changes of writer, {} overlapping",
-            writes.len(),
-            overlapping.len()
-        );
-        assert!(
-            overlapping.is_empty(),
-            "two replicas wrote one object at once:\n{}",
-            overlapping.join("\n")
-        );
+        support::writes::assert_no_overlap(&writes);
         let stats = emulator(&self.emu, "/_emulator/stats").await;
         let total = NAMESPACES as u64;
         assert_eq!(
@@ -471,22 +431,11 @@ async fn lease_renew_times_far_off_change_nothing() {
                  "acquireTime": "2126-01-01T00:00:00.000000Z"}
     }))
     .unwrap();
-    field
-        .leases()
-        .create(&PostParams::default(), &ghost)
-        .await
-        .unwrap();
+    support::create(&field.leases(), &ghost).await;
     let b_lease = field.lease_of(&b.name).await;
     let patch = json!({"spec": {"renewTime": "1970-01-02T00:00:00.000000Z"}});
-    field
-        .leases()
-        .patch(
-            b_lease.metadata.name.as_deref().unwrap(),
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        )
-        .await
-        .unwrap();
+    let b_name = b_lease.metadata.name.as_deref().unwrap();
+    support::merge_patch(&field.leases(), b_name, patch).await;
     let start = Instant::now();
     settled(&[&a, &b], 3.0).await;
     field.edit_all(1).await;
@@ -575,13 +524,7 @@ async fn a_shard_acts_on_nothing_while_a_leader_without_shards_holds_the_leader_
         old_dir.path(),
         &[],
     );
-    let leading = wait_until(WITHIN, || async {
-        old.readyz()
-            .await
-            .filter(|(status, role)| *status == 200 && role == "leader")
-    })
-    .await;
-    assert!(leading.is_some(), "the old replica never led");
+    assert!(old.leads_within(WITHIN).await, "the old replica never led");
     field.create_all().await;
     let new = field.start("new");
     settled(&[&new], 1.0).await;
@@ -679,15 +622,8 @@ async fn a_leader_without_shards_acts_on_nothing_while_shards_hold_live_leases()
         let code = shard.exit_code(Duration::from_secs(30)).await;
         assert!(matches!(code, Some(0 | 1)), "a shard exited with {code:?}");
     }
-    let leading = wait_until(WITHIN, || async {
-        leader
-            .readyz()
-            .await
-            .filter(|(status, role)| *status == 200 && role == "leader")
-    })
-    .await;
     assert!(
-        leading.is_some(),
+        leader.leads_within(WITHIN).await,
         "the replica without --shards never led after the shards shut down"
     );
     println!(

@@ -198,15 +198,11 @@ async fn secret_backed_values_are_applied_hashed_and_never_echoed() {
 
     // The Secret is deleted: Ready=False naming it, and nothing is written.
     h.reset_stats().await;
-    h.env
-        .api::<Secret>()
-        .delete("provider-keys", &Default::default())
-        .await
-        .unwrap();
-    let broken = h
-        .wait_for::<Config>("routing", WAIT, |c| c.not_ready_with("SecretNotFound"))
+    h.env.delete::<Secret>("provider-keys").await;
+    let message = h
+        .env
+        .condition_message::<Config>("routing", WAIT, ("Ready", "SecretNotFound"))
         .await;
-    let (_, _, message) = broken.condition("Ready").unwrap();
     assert!(message.contains("provider-keys"), "{message}");
     tokio::time::sleep(DRIFT * 2).await;
     assert_eq!(writes(&h).await, 0, "{}", h.stats().await);
@@ -290,17 +286,11 @@ async fn plaintext_credentials_are_rejected_at_admission() {
         eprintln!("[case 5] plaintext {field} refused: {message}");
     }
     // The same document with the credential from a Secret is admitted.
-    configs
-        .create(
-            &PostParams::default(),
-            &config(
+    support::create(&configs, &config(
                 "plain",
                 json!({"name": "plain", "config": {"provider": "openai"},
                        "secretRefs": [{"path": "/api_key", "secretKeyRef": {"name": "k", "key": "api_key"}}]}),
-            ),
-        )
-        .await
-        .expect("a Secret reference is admitted");
+            )).await;
     env.cleanup().await;
 }
 
@@ -412,10 +402,7 @@ async fn two_hundred_configs_share_a_few_listings() {
         async move {
             let spec = json!({"name": format!("many-{n}"),
                               "config": {"input_guardrails": ["pg-shared"], "retry": {"attempts": 1}}});
-            configs
-                .create(&PostParams::default(), &config(&format!("many-{n}"), spec))
-                .await
-                .unwrap();
+            support::create(&configs, &config(&format!("many-{n}"), spec)).await;
         }
     });
     futures::future::join_all(creates).await;

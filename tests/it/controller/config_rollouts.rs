@@ -246,11 +246,7 @@ async fn a_healthy_candidate_completes_every_step() {
     println!("completed after {sent} requests: {decisions:?}");
 
     // Deleting the rollout returns every key to its own defaults (the stable Config).
-    h.env
-        .api::<ConfigRollout>()
-        .delete("checkout", &Default::default())
-        .await
-        .unwrap();
+    h.env.delete::<ConfigRollout>("checkout").await;
     let back = support::wait_until(WAIT, || async {
         (remote_configs(&h, &keys).await == vec![stable.clone(); 4]).then_some(())
     })
@@ -641,11 +637,7 @@ async fn delete_config_and_see_the_rollback(
     stable: &str,
     why: &str,
 ) {
-    h.env
-        .api::<Config>()
-        .delete(config, &Default::default())
-        .await
-        .unwrap();
+    h.env.delete::<Config>(config).await;
     let rolled = h
         .wait_for::<ConfigRollout>(rollout, WAIT, |r| status(r).phase == Phase::RolledBack)
         .await;
@@ -739,11 +731,7 @@ async fn a_rewritten_rollout_claim_stalls_it_and_does_not_hold_its_deletion() {
     })
     .await;
     assert_eq!(status(&stalled).installation.as_deref(), Some("aigw"));
-    h.env
-        .api::<ConfigRollout>()
-        .delete("checkout", &Default::default())
-        .await
-        .unwrap();
+    h.env.delete::<ConfigRollout>("checkout").await;
     let gone = support::wait_until(WAIT, || async {
         let r = h
             .env
@@ -1271,11 +1259,7 @@ async fn a_deleted_stable_config_rolls_back_and_is_held_while_keys_name_it() {
     );
 
     // The rollout gone, the keys still hold it; the keys gone, it goes.
-    h.env
-        .api::<ConfigRollout>()
-        .delete("checkout", &Default::default())
-        .await
-        .unwrap();
+    h.env.delete::<ConfigRollout>("checkout").await;
     let still = h
         .wait_for::<Config>("stable", WAIT, |c| {
             c.condition("Stalled").is_some_and(|(s, r, m)| {
@@ -1286,11 +1270,7 @@ async fn a_deleted_stable_config_rolls_back_and_is_held_while_keys_name_it() {
     println!("held: {}", still.condition("Stalled").unwrap().2);
     assert_eq!(h.count(DELETE).await, 0);
     for name in KEYS {
-        h.env
-            .api::<ApiKey>()
-            .delete(name, &Default::default())
-            .await
-            .unwrap();
+        h.env.delete::<ApiKey>(name).await;
     }
     let gone = support::wait_until(WAIT, || async {
         let c = h.env.api::<Config>().get_opt("stable").await.unwrap();
@@ -1363,15 +1343,11 @@ async fn a_rollout_whose_connection_leaves_reach_is_given_back_or_left_alone() {
     use support::harness::{CLUSTER_LABEL, TOKEN};
     let h = Harness::start("roll-reach").await;
     let ns = h.env.namespace.clone();
-    let token: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "reach-token"}, "stringData": {"token": TOKEN}
-    }))
-    .unwrap();
     h.env
-        .api::<Secret>()
-        .create(&Default::default(), &token)
-        .await
-        .unwrap();
+        .create_from::<Secret>(json!({
+            "metadata": {"name": "reach-token"}, "stringData": {"token": TOKEN}
+        }))
+        .await;
     let name = format!("{ns}-reach");
     let connection: Connection = serde_json::from_value(json!({
         "apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
@@ -1405,25 +1381,22 @@ async fn a_rollout_whose_connection_leaves_reach_is_given_back_or_left_alone() {
     })
     .await;
 
-    connections
-        .patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {CLUSTER_LABEL: "elsewhere"}}})),
-        )
-        .await
-        .unwrap();
+    support::merge_patch(
+        &connections,
+        &name,
+        json!({"metadata": {"labels": {CLUSTER_LABEL: "elsewhere"}}}),
+    )
+    .await;
     // A relabelled Connection shows in no watch of the rollouts': a touch reconciles them now
     // (the drift interval would, later).
     tokio::time::sleep(Duration::from_secs(1)).await;
     for rollout in ["early", "started"] {
-        api.patch(
+        support::merge_patch(
+            &api,
             rollout,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"annotations": {"touched": "1"}}})),
+            json!({"metadata": {"annotations": {"touched": "1"}}}),
         )
-        .await
-        .unwrap();
+        .await;
     }
     let given = rollout(&h, "early", |r| {
         status(r).installation.is_none() && !r.annotations().contains_key("aigw.io/installation")
@@ -1448,14 +1421,12 @@ async fn a_rollout_whose_connection_leaves_reach_is_given_back_or_left_alone() {
         "nothing written to a rollout left alone"
     );
     // Back in reach, it is reconciled again; its deletion then goes.
-    connections
-        .patch(
-            &name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"metadata": {"labels": {CLUSTER_LABEL: ns}}})),
-        )
-        .await
-        .unwrap();
+    support::merge_patch(
+        &connections,
+        &name,
+        json!({"metadata": {"labels": {CLUSTER_LABEL: ns}}}),
+    )
+    .await;
     api.delete("started", &Default::default()).await.unwrap();
     let gone = support::wait_until(WAIT, || async {
         api.get_opt("started")
@@ -1574,11 +1545,7 @@ async fn an_aborted_rollout_left_in_place_leaves_a_later_rollouts_keys_alone() {
     assert_eq!((ready.as_str(), reason.as_str()), ("True", "Aborted"));
 
     // Deleting the aborted rollout does not pull the later one's keys back either.
-    h.env
-        .api::<ConfigRollout>()
-        .delete("first", &Default::default())
-        .await
-        .unwrap();
+    h.env.delete::<ConfigRollout>("first").await;
     let gone = support::wait_until(WAIT, || async {
         let r = h.env.api::<ConfigRollout>().get_opt("first").await.unwrap();
         r.is_none().then_some(())

@@ -6,45 +6,14 @@ use std::time::Duration;
 
 use aigw::resources::{Config, Deployment, RateLimitsPolicy};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams};
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
+use kube::api::{DeleteParams, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{Harness, TOKEN, captured_logs};
 use support::objects::Conditions;
 
 const WAIT: Duration = Duration::from_secs(30);
-
-fn is_ready(
-    status: Option<&[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition]>,
-    generation: Option<i64>,
-) -> bool {
-    status
-        .unwrap_or_default()
-        .iter()
-        .any(|c| c.type_ == "Ready" && c.status == "True" && c.observed_generation == generation)
-}
-
-fn config_ready(c: &Config) -> bool {
-    is_ready(
-        c.status.as_ref().map(|s| s.conditions.as_slice()),
-        c.meta().generation,
-    )
-}
-
-fn deployment_ready(d: &Deployment) -> bool {
-    is_ready(
-        d.status.as_ref().map(|s| s.conditions.as_slice()),
-        d.meta().generation,
-    )
-}
-
-fn policy_ready(p: &RateLimitsPolicy) -> bool {
-    is_ready(
-        p.status.as_ref().map(|s| s.conditions.as_slice()),
-        p.meta().generation,
-    )
-}
 
 fn condition(
     conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
@@ -115,14 +84,8 @@ async fn assert_no_secrets_leaked(h: &Harness) {
 async fn config_lifecycle_create_update_drift_delete() {
     let h = Harness::start_with("ctl-config", Duration::from_secs(1)).await;
     let configs = h.env.api::<Config>();
-    configs
-        .create(
-            &PostParams::default(),
-            &config("routing", routing_spec("routing")),
-        )
-        .await
-        .unwrap();
-    let ready = h.wait_for::<Config>("routing", WAIT, config_ready).await;
+    support::create(&configs, &config("routing", routing_spec("routing"))).await;
+    let ready = h.wait_for::<Config>("routing", WAIT, Config::ready).await;
     let status = ready.status.clone().unwrap();
     let slug = status.slug.clone().expect("status.slug");
     let first_version = status.version_id.clone().expect("status.versionId");
@@ -160,13 +123,10 @@ async fn config_lifecycle_create_update_drift_delete() {
     // A spec change: exactly one PUT, and a new versionId.
     h.reset_stats().await;
     let patch = json!({"spec": {"config": {"strategy": {"mode": "loadbalance"}, "targets": [{"provider": "@openai"}]}}});
-    configs
-        .patch("routing", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+    support::merge_patch(&configs, "routing", patch).await;
     let updated = h
         .wait_for::<Config>("routing", WAIT, |c| {
-            config_ready(c)
+            c.ready()
                 && c.status
                     .as_ref()
                     .and_then(|s| s.version_id.as_deref())
@@ -274,7 +234,7 @@ async fn config_adopt_and_orphan() {
         .create(&PostParams::default(), &config("adopted", spec.clone()))
         .await
         .unwrap();
-    let ready = h.wait_for::<Config>("adopted", WAIT, config_ready).await;
+    let ready = h.wait_for::<Config>("adopted", WAIT, Config::ready).await;
     assert_eq!(ready.status.unwrap().slug.as_deref(), Some(slug.as_str()));
     assert_eq!(
         writes(&h).await,
@@ -284,7 +244,7 @@ async fn config_adopt_and_orphan() {
 
     spec["config"]["retry"]["attempts"] = json!(5);
     h.env.patch_spec::<Config>("adopted", json!(spec)).await;
-    h.wait_for::<Config>("adopted", WAIT, config_ready).await;
+    h.wait_for::<Config>("adopted", WAIT, Config::ready).await;
     assert_eq!(h.count("PUT /ai_gw/v2/configs/{slug}").await, 1);
 
     h.env.delete_and_wait::<Config>("adopted", WAIT).await;
@@ -302,10 +262,7 @@ async fn api_validation_error_stalls_without_a_retry_storm() {
     let mut spec = policy_spec("bad-key");
     spec["conditions"] = json!([{"key": "team", "value": "a"}]);
     let policies = h.env.api::<RateLimitsPolicy>();
-    policies
-        .create(&PostParams::default(), &policy("bad-key", spec))
-        .await
-        .unwrap();
+    support::create(&policies, &policy("bad-key", spec)).await;
     let stalled = h
         .wait_for::<RateLimitsPolicy>("bad-key", WAIT, |p| {
             p.status
@@ -362,11 +319,8 @@ async fn api_validation_error_stalls_without_a_retry_storm() {
 
     // A spec change un-stalls it.
     let patch = json!({"spec": {"conditions": [{"key": "metadata.team", "value": "a"}]}});
-    policies
-        .patch("bad-key", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
-    h.wait_for::<RateLimitsPolicy>("bad-key", WAIT, policy_ready)
+    support::merge_patch(&policies, "bad-key", patch).await;
+    h.wait_for::<RateLimitsPolicy>("bad-key", WAIT, RateLimitsPolicy::ready)
         .await;
     h.stop().await;
 }
@@ -379,10 +333,7 @@ async fn server_errors_and_rate_limits_are_recovered_from() {
     let configs = h.env.api::<Config>();
     for i in 0..6 {
         let name = format!("burst-{i}");
-        configs
-            .create(&PostParams::default(), &config(&name, routing_spec(&name)))
-            .await
-            .unwrap();
+        support::create(&configs, &config(&name, routing_spec(&name))).await;
     }
     // A 5xx to a POST may have come after the commit, so each one is looked up, and absence
     // counts only a list-settle time after it (30 s by default, 3 s in tests: TEST_CALL_WINDOWS).
@@ -390,7 +341,7 @@ async fn server_errors_and_rate_limits_are_recovered_from() {
         h.wait_for::<Config>(
             &format!("burst-{i}"),
             Duration::from_secs(180),
-            config_ready,
+            Config::ready,
         )
         .await;
     }
@@ -450,7 +401,7 @@ async fn a_lost_deployment_create_answer_ends_with_live_credentials() {
     h.faults(json!({})).await;
 
     let deployment = h
-        .wait_for::<Deployment>("dropped", WAIT, deployment_ready)
+        .wait_for::<Deployment>("dropped", WAIT, Deployment::ready)
         .await;
     let state = h.state().await;
     // The deployment's credentials were in a lost answer: the Secret holds live ones.
@@ -481,12 +432,9 @@ async fn deployment_create_secret_connection_status_and_archive() {
         "authSettings": {"gatewayBaseUrl": "https://gw.example", "workspacesAllowed": ["ws-1"]}
     });
     let deployments = h.env.api::<Deployment>();
-    deployments
-        .create(&PostParams::default(), &deployment("edge", spec))
-        .await
-        .unwrap();
+    support::create(&deployments, &deployment("edge", spec)).await;
     let ready = h
-        .wait_for::<Deployment>("edge", WAIT, deployment_ready)
+        .wait_for::<Deployment>("edge", WAIT, Deployment::ready)
         .await;
     let status = ready.status.clone().unwrap();
     let id = status.id.clone().unwrap();
@@ -554,13 +502,7 @@ async fn deployment_create_secret_connection_status_and_archive() {
     )
     .await;
     support::wait_until(WAIT, || async {
-        let d = h
-            .call(
-                Method::GET,
-                &format!("/ai_gw/admin/v2/deployments/{id}"),
-                None,
-            )
-            .await;
+        let d = h.remote_deployment(&id).await;
         (d["name"] == "edge-gw").then_some(())
     })
     .await
@@ -583,11 +525,7 @@ async fn deployment_create_secret_connection_status_and_archive() {
     );
 
     // Deleting a credentials Secret is reported, never papered over with invented values.
-    h.env
-        .api::<Secret>()
-        .delete("edge-creds", &DeleteParams::default())
-        .await
-        .unwrap();
+    h.env.delete::<Secret>("edge-creds").await;
     let missing = h
         .wait_for::<Deployment>("edge", WAIT, |d| {
             condition(&d.status.as_ref().unwrap().conditions, "Ready")
@@ -607,13 +545,7 @@ async fn deployment_create_secret_connection_status_and_archive() {
 
     // Archive on delete.
     h.env.delete_and_wait::<Deployment>("edge", WAIT).await;
-    let remote = h
-        .call(
-            Method::GET,
-            &format!("/ai_gw/admin/v2/deployments/{id}"),
-            None,
-        )
-        .await;
+    let remote = h.remote_deployment(&id).await;
     assert_eq!(remote["status"], "archived");
     assert_no_secrets_leaked(&h).await;
     h.stop().await;
@@ -655,13 +587,7 @@ async fn deployment_adopt_and_orphan() {
     );
     let _ = adopted;
     h.env.delete_and_wait::<Deployment>("legacy", WAIT).await;
-    let remote = h
-        .call(
-            Method::GET,
-            &format!("/ai_gw/admin/v2/deployments/{id}"),
-            None,
-        )
-        .await;
+    let remote = h.remote_deployment(&id).await;
     assert_eq!(
         remote["status"], "active",
         "Orphan leaves the remote deployment alone"
@@ -675,25 +601,16 @@ async fn deployment_adopt_and_orphan() {
 async fn rate_limits_policy_lifecycle() {
     let h = Harness::start_with("ctl-rlp", Duration::from_secs(1)).await;
     let policies = h.env.api::<RateLimitsPolicy>();
-    policies
-        .create(
-            &PostParams::default(),
-            &policy("per-key", policy_spec("per-key")),
-        )
-        .await
-        .unwrap();
+    support::create(&policies, &policy("per-key", policy_spec("per-key"))).await;
     let ready = h
-        .wait_for::<RateLimitsPolicy>("per-key", WAIT, policy_ready)
+        .wait_for::<RateLimitsPolicy>("per-key", WAIT, RateLimitsPolicy::ready)
         .await;
     let id = ready.status.unwrap().id.unwrap();
     h.reset_stats().await;
 
     let patch = json!({"spec": {"value": 250, "unit": "rph"}});
-    policies
-        .patch("per-key", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
-    h.wait_for::<RateLimitsPolicy>("per-key", WAIT, policy_ready)
+    support::merge_patch(&policies, "per-key", patch).await;
+    h.wait_for::<RateLimitsPolicy>("per-key", WAIT, RateLimitsPolicy::ready)
         .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
@@ -721,12 +638,9 @@ async fn rate_limits_policy_lifecycle() {
     let existing_id = existing["id"].as_str().unwrap().to_string();
     let spec = json!({"policyId": existing_id, "name": "shared", "type": "tokens", "unit": "rpd", "value": 1000,
                       "conditions": [{"key": "api_key", "value": "k1"}], "groupBy": [{"key": "workspace_id"}], "deletionPolicy": "Orphan"});
-    policies
-        .create(&PostParams::default(), &policy("shared", spec))
-        .await
-        .unwrap();
+    support::create(&policies, &policy("shared", spec)).await;
     let adopted = h
-        .wait_for::<RateLimitsPolicy>("shared", WAIT, policy_ready)
+        .wait_for::<RateLimitsPolicy>("shared", WAIT, RateLimitsPolicy::ready)
         .await;
     assert_eq!(
         adopted.status.unwrap().id.as_deref(),
@@ -776,18 +690,9 @@ async fn backoff_and_drift_bookkeeping_go_with_the_object() {
     let configs = h.env.api::<Config>();
     let mut failing = routing_spec("failing");
     failing["connectionRef"] = json!({"name": "does-not-exist"});
-    configs
-        .create(&PostParams::default(), &config("failing", failing))
-        .await
-        .unwrap();
-    configs
-        .create(
-            &PostParams::default(),
-            &config("kept", routing_spec("kept")),
-        )
-        .await
-        .unwrap();
-    h.wait_for::<Config>("kept", WAIT, config_ready).await;
+    support::create(&configs, &config("failing", failing)).await;
+    support::create(&configs, &config("kept", routing_spec("kept"))).await;
+    h.wait_for::<Config>("kept", WAIT, Config::ready).await;
     let key = |name: &str| format!("Config/{}/{name}", h.env.namespace);
     let failed = support::wait_until(WAIT, || async {
         (h.ctx.backoff.failures(&key("failing")) >= 2).then_some(())
@@ -800,14 +705,12 @@ async fn backoff_and_drift_bookkeeping_go_with_the_object() {
     );
 
     // Route 1: the finalizer taken off by hand, then deleted, while it still fails.
-    configs
-        .patch(
-            "failing",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"finalizers": null}})),
-        )
-        .await
-        .unwrap();
+    support::merge_patch(
+        &configs,
+        "failing",
+        json!({"metadata": {"finalizers": null}}),
+    )
+    .await;
     h.env.delete_and_wait::<Config>("failing", WAIT).await;
     // Route 2: an ordinary deletion, the finalizer run by aigw.
     h.env.delete_and_wait::<Config>("kept", WAIT).await;
@@ -841,10 +744,7 @@ async fn a_dry_run_reports_what_it_would_write_and_writes_nothing() {
             "spec": {"name": format!("c{n:02}"), "config": {"retry": {"attempts": 2}}}
         }))
         .unwrap();
-        configs
-            .create(&PostParams::default(), &config)
-            .await
-            .unwrap();
+        support::create(&configs, &config).await;
     }
     for n in 0..50 {
         h.wait_for::<Config>(&format!("c{n:02}"), WAIT, |c| c.ready())
@@ -868,14 +768,7 @@ async fn a_dry_run_reports_what_it_would_write_and_writes_nothing() {
     h.restart_dry_run().await;
     for n in 0..10 {
         let edit = json!({"spec": {"config": {"retry": {"attempts": 5}}}});
-        configs
-            .patch(
-                &format!("c{n:02}"),
-                &PatchParams::default(),
-                &Patch::Merge(&edit),
-            )
-            .await
-            .unwrap();
+        support::merge_patch(&configs, &format!("c{n:02}"), edit).await;
     }
     let versions = |list: Vec<Config>| -> Vec<(String, Option<String>)> {
         list.into_iter()

@@ -8,14 +8,14 @@ use std::time::Duration;
 
 use aigw::resources::{Integration, Provider};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use serde_json::{Value, json};
 use support::harness::Harness;
 use support::objects::Conditions;
-use support::proxy::{Received, json_answer, proxy, refusal};
+use support::objects::{WS_A, WS_B};
+use support::proxy::{Received, bad_gateway, json_answer, proxy, refusal};
 
 const WAIT: Duration = Duration::from_secs(30);
-const WS_A: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
 const KEY: &str = "sk-upstream-Fq3Wz8Lm1Rt6";
 
 async fn put_key(h: &Harness, value: &str) {
@@ -34,18 +34,16 @@ fn provider_spec(h: &Harness) -> Value {
            "workspaceId": WS_A, "integration": h.cluster_name("openai"), "note": "managed"})
 }
 
+/// Creates the Integration `openai` with `spec` and waits until it is Ready.
+async fn ready_integration(h: &Harness, spec: Value) {
+    h.create_cluster::<Integration>("openai", spec).await;
+    h.wait_cluster::<Integration>("openai", WAIT, |i| i.ready())
+        .await;
+}
+
 async fn ready_integration_and_provider(h: &Harness) {
     put_key(h, KEY).await;
-    let api = Api::<Integration>::all(h.env.client.clone());
-    h.create_cluster::<Integration>("openai", integration_spec(h))
-        .await;
-    let name = h.cluster_name("openai");
-    support::wait_until(WAIT, || async {
-        let i = api.get_opt(&name).await.ok()??;
-        i.ready().then_some(())
-    })
-    .await
-    .expect("integration ready");
+    ready_integration(h, integration_spec(h)).await;
     support::objects::create::<Provider>(&h.env, "openai-a", provider_spec(h)).await;
     h.wait_for::<Provider>("openai-a", WAIT, |p| p.ready())
         .await;
@@ -123,25 +121,12 @@ async fn faulty_proxy(upstream: String, knobs: Arc<Knobs>) -> String {
                 && parts.method == reqwest::Method::POST
                 && !parts.uri.path().contains("/rotate");
             if creating && status == 200 && knobs.lose_next_post.swap(false, Ordering::SeqCst) {
-                return axum::response::Response::builder()
-                    .status(502)
-                    .body(axum::body::Body::from("bad gateway"))
-                    .unwrap();
+                return bad_gateway();
             }
             json_answer(status, text)
         }
     })
     .await
-}
-
-fn api_key_ready(k: &ApiKey) -> bool {
-    k.status.as_ref().is_some_and(|s| {
-        s.conditions.iter().any(|c| {
-            c.type_ == "Ready"
-                && c.status == "True"
-                && c.observed_generation == k.metadata.generation
-        })
-    })
 }
 
 #[tokio::test]
@@ -154,17 +139,9 @@ async fn a_lost_key_create_whose_orphan_delete_fails_keeps_looking_for_the_orpha
     });
     let proxy = faulty_proxy(h.emulator.management_url(), knobs.clone()).await;
     h.restart_operator_via(&proxy).await;
-    let key: ApiKey =
-        serde_json::from_value(json!({"apiVersion": "aigw.io/v1alpha1", "kind": "ApiKey",
-        "metadata": {"name": "lost"},
-        "spec": {"name": "lost", "kind": "service", "scopes": ["completions.write"],
-                 "secretRef": {"name": "lost-key"}}}))
-        .unwrap();
-    h.env
-        .api::<ApiKey>()
-        .create(&PostParams::default(), &key)
-        .await
-        .unwrap();
+    let spec = json!({"name": "lost", "kind": "service", "scopes": ["completions.write"],
+                      "secretRef": {"name": "lost-key"}});
+    support::objects::create::<ApiKey>(&h.env, "lost", spec).await;
     // Wait until the orphan's delete has been tried and failed.
     support::wait_until(Duration::from_secs(60), || async {
         (knobs.failed_deletes.load(Ordering::SeqCst) > 0).then_some(())
@@ -180,7 +157,7 @@ async fn a_lost_key_create_whose_orphan_delete_fails_keeps_looking_for_the_orpha
     );
     knobs.fail_deletes.store(false, Ordering::SeqCst);
     let ready = h
-        .wait_for::<ApiKey>("lost", Duration::from_secs(90), api_key_ready)
+        .wait_for::<ApiKey>("lost", Duration::from_secs(90), ApiKey::ready)
         .await;
     let id = ready.status.clone().unwrap().id.unwrap();
     // Give the operator time to clean anything up it knows of.
@@ -226,7 +203,6 @@ async fn an_integration_is_never_already_managed_by_itself() {
 /// Integration naming the slug another Integration owns writes nothing.
 #[tokio::test]
 async fn grants_and_secret_namespaces_hold_for_keys_and_integrations() {
-    const WS_B: &str = "0b7c1d2e-3f40-4a5b-8c6d-7e8f9a0b1c2d";
     let grants =
         json!([{"namespaces": ["{ns}"], "workspaces": [WS_A], "integrations": ["{ns}-openai"]}]);
     let h = Harness::start_with_grants("cred-held", Duration::from_secs(1), grants).await;
@@ -238,15 +214,7 @@ async fn grants_and_secret_namespaces_hold_for_keys_and_integrations() {
         if let Some(ws) = ws {
             spec["workspaceId"] = json!(ws);
         }
-        let key: ApiKey =
-            serde_json::from_value(json!({"apiVersion": "aigw.io/v1alpha1", "kind": "ApiKey",
-            "metadata": {"name": name}, "spec": spec}))
-            .unwrap();
-        h.env
-            .api::<ApiKey>()
-            .create(&PostParams::default(), &key)
-            .await
-            .unwrap();
+        support::objects::create::<ApiKey>(&h.env, name, spec).await;
         let k = h
             .wait_for::<ApiKey>(name, WAIT, |k| k.stalled_with("WorkspaceNotAllowed"))
             .await;
@@ -259,14 +227,10 @@ async fn grants_and_secret_namespaces_hold_for_keys_and_integrations() {
     cross["keySecretRef"] =
         json!({"name": "openai-upstream", "key": "api-key", "namespace": other_ns});
     cross["workspaces"] = json!([]);
-    let unlabelled: Secret = serde_json::from_value(json!({"metadata": {"name": "plain"},
-        "stringData": {"k": "sk-unlabelled-Zx9Yw8Vu7T"}}))
-    .unwrap();
     h.env
-        .api::<Secret>()
-        .create(&PostParams::default(), &unlabelled)
-        .await
-        .unwrap();
+        .create_from::<Secret>(json!({"metadata": {"name": "plain"},
+        "stringData": {"k": "sk-unlabelled-Zx9Yw8Vu7T"}}))
+        .await;
     let mut plain = integration_spec(&h);
     plain["slug"] = json!(h.cluster_name("plain"));
     plain["keySecretRef"] = json!({"name": "plain", "key": "k"});
@@ -501,10 +465,7 @@ async fn slug_race_proxy(
                     "proxy: our POST -> {status} {} (answer dropped: 502)",
                     String::from_utf8_lossy(&text)
                 );
-                return axum::response::Response::builder()
-                    .status(502)
-                    .body(axum::body::Body::from("bad gateway"))
-                    .unwrap();
+                return bad_gateway();
             }
             json_answer(status, text)
         }
@@ -632,14 +593,8 @@ async fn a_failed_cleanup_echoing_the_key_reaches_no_log_or_status() {
     let api = Api::<Integration>::all(h.env.client.clone());
     let mut spec = integration_spec(&h);
     spec["workspaces"] = json!([]);
-    h.create_cluster::<Integration>("openai", spec).await;
+    ready_integration(&h, spec).await;
     let name = h.cluster_name("openai");
-    support::wait_until(WAIT, || async {
-        let i = api.get_opt(&name).await.ok()??;
-        i.ready().then_some(())
-    })
-    .await
-    .expect("the integration is ready");
     api.delete(&name, &Default::default()).await.unwrap();
     // The cleanup fails and is retried (and logged) a few times.
     support::wait_until(WAIT, || async {

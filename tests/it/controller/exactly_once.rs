@@ -10,17 +10,15 @@ use std::time::Duration;
 use aigw::resources::common::CreateIntent;
 use aigw::resources::{ApiKey, Config, Deployment, RateLimitsPolicy, UsageLimitsPolicy};
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use reqwest::Method;
 use serde_json::{Value, json};
+use support::endpoints::{CONFIG_POST, DEPLOYMENT_POST, DEPLOYMENT_PUT};
 use support::harness::{CallWindows, Harness};
-use support::objects::{Conditions, create, gateway, limits, routing};
+use support::objects::{Conditions, Rotates, create, gateway, limits, routing};
 use support::proxy::{Received, json_answer, proxy, refusal};
 
 const WAIT: Duration = Duration::from_secs(60);
-const CONFIG_POST: &str = "POST /ai_gw/v2/configs";
-const DEPLOYMENT_POST: &str = "POST /ai_gw/admin/v2/deployments";
-const DEPLOYMENT_PUT: &str = "PUT /ai_gw/admin/v2/deployments/{deploymentId}";
 
 async fn remote_configs_named(h: &Harness, name: &str) -> Vec<Value> {
     let state = h.state().await;
@@ -258,17 +256,7 @@ async fn a_rotation_whose_answer_is_lost_finishes_with_live_credentials() {
     );
     h.faults(json!({})).await;
     let lost = h.count(DEPLOYMENT_PUT).await;
-    let done = h
-        .wait_for::<Deployment>("rot", WAIT, |d| {
-            d.ready()
-                && d.status
-                    .as_ref()
-                    .unwrap()
-                    .rotation
-                    .pending_rotation
-                    .is_none()
-        })
-        .await;
+    let done = h.wait_for::<Deployment>("rot", WAIT, |d| d.settled()).await;
     assert_eq!(
         done.status
             .unwrap()
@@ -319,14 +307,7 @@ async fn deleting_needs_no_connection_when_no_call_is_needed() {
 #[tokio::test]
 async fn an_adopted_deployment_without_credentials_is_ready_and_follows_the_gateway() {
     let h = Harness::start_with("eo-adopt", Duration::from_secs(1)).await;
-    let seeded = h
-        .call(
-            Method::POST,
-            "/_emulator/seed",
-            Some(json!({"deployments": [{"name": "legacy", "type": "production"}]})),
-        )
-        .await;
-    let id = seeded["deployments"][0]["id"].as_str().unwrap().to_string();
+    let id = h.seed_deployment("legacy", "production").await;
     let mut spec = gateway("legacy", "not-issued-yet");
     spec["type"] = "production".into();
     spec["deploymentId"] = json!(id);
@@ -713,10 +694,7 @@ async fn another_installations_create_in_flight_holds_no_lookup_of_this_one() {
     }))
     .unwrap();
     let configs = h.env.api::<Config>();
-    configs
-        .create(&PostParams::default(), &theirs)
-        .await
-        .unwrap();
+    support::create(&configs, &theirs).await;
     let in_flight = json!({"status": {
         "pendingCreate": jiff::Timestamp::now().to_string(),
         "createAttempt": {"name": "shared-name", "intent": "their-intent"}

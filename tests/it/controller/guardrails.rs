@@ -14,6 +14,7 @@ use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
+use support::endpoints::GUARDRAIL_MCP_SERVERS_PUT;
 use support::harness::{Harness, captured_logs};
 use support::objects::{Conditions, object};
 
@@ -32,19 +33,7 @@ fn guardrail_spec(name: &str) -> Value {
 }
 
 async fn put_secret(h: &Harness, value: &str) {
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "airs"}, "stringData": {"api-key": value}
-    }))
-    .unwrap();
-    h.env
-        .api::<Secret>()
-        .patch(
-            "airs",
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&secret),
-        )
-        .await
-        .unwrap();
+    h.put_secret("airs", json!({"api-key": value}), false).await;
 }
 
 /// The emulator's record of guardrail `slug`, parameters in clear.
@@ -118,15 +107,11 @@ async fn a_guardrail_a_config_names_is_deleted_only_once_the_config_lets_go() {
     support::objects::create::<Config>(&h.env, "uses-it", config).await;
     h.wait_for::<Config>("uses-it", WAIT, |c| c.ready()).await;
 
-    h.env
-        .api::<Guardrail>()
-        .delete("kept", &Default::default())
-        .await
-        .unwrap();
-    let waiting = h
-        .wait_for::<Guardrail>("kept", WAIT, |g| g.stalled_with("StillReferenced"))
+    h.env.delete::<Guardrail>("kept").await;
+    let message = h
+        .env
+        .condition_message::<Guardrail>("kept", WAIT, ("Stalled", "StillReferenced"))
         .await;
-    let (_, _, message) = waiting.condition("Stalled").unwrap();
     assert!(message.contains("uses-it"), "{message}");
     assert!(remote(&h, &slug).await.is_some(), "not deleted while named");
 
@@ -271,10 +256,10 @@ async fn a_cluster_guardrail_lives_on_the_admin_plane_and_waits_for_configs_of_a
     adopting["slug"] = json!(slug);
     adopting["secretRefs"] = json!([]);
     support::objects::create::<Guardrail>(&h.env, "takeover", adopting).await;
-    let stalled = h
-        .wait_for::<Guardrail>("takeover", WAIT, |g| g.stalled_with("InvalidSpec"))
+    let message = h
+        .env
+        .condition_message::<Guardrail>("takeover", WAIT, ("Stalled", "InvalidSpec"))
         .await;
-    let (_, _, message) = stalled.condition("Stalled").unwrap();
     assert!(message.contains("organisation guardrail"), "{message}");
     h.env.delete_and_wait::<Guardrail>("takeover", WAIT).await;
     assert_eq!(h.remote_writes().await, 0, "the takeover wrote nothing");
@@ -350,25 +335,17 @@ async fn a_namespaced_user_cannot_create_a_cluster_guardrail() {
     let env = support::TestEnv::new("cgr-rbac").await;
     let user = format!("{}-dev", env.namespace);
     // Everything aigw serves in the namespace: the RBAC a team gets for its own namespace.
-    let role: Role = serde_json::from_value(json!({
+    env.create_from::<Role>(json!({
         "metadata": {"name": "aigw-editor"},
         "rules": [{"apiGroups": ["aigw.io"], "resources": ["*"], "verbs": ["*"]}]
     }))
-    .unwrap();
-    let binding: RoleBinding = serde_json::from_value(json!({
+    .await;
+    env.create_from::<RoleBinding>(json!({
         "metadata": {"name": "aigw-editor"},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "aigw-editor"},
         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]
     }))
-    .unwrap();
-    env.api::<Role>()
-        .create(&PostParams::default(), &role)
-        .await
-        .unwrap();
-    env.api::<RoleBinding>()
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
+    .await;
     let as_user = support::impersonating(&user).await;
 
     let mut spec = guardrail_spec("team-pii");
@@ -393,8 +370,6 @@ async fn a_namespaced_user_cannot_create_a_cluster_guardrail() {
     }
     env.cleanup().await;
 }
-
-const MCP_SYNC: &str = "PUT /ai_gw/v2/guardrails/{guardrailId}/mcp-servers";
 
 /// An MCP integration enabled for `workspace` and `names` servers of it: their UUIDs.
 async fn mcp_servers(h: &Harness, workspace: &str, names: &[&str]) -> Vec<String> {
@@ -465,7 +440,12 @@ async fn a_guardrails_mcp_servers_are_the_full_set() {
     let ready = h.wait_for::<Guardrail>("tools", WAIT, |g| g.ready()).await;
     let id = ready.status.unwrap().id.expect("the guardrail's id");
     assert_eq!(mapped(&h, &id).await, [servers[0].clone()]);
-    assert_eq!(h.count(MCP_SYNC).await, 1, "{}", h.stats().await);
+    assert_eq!(
+        h.count(GUARDRAIL_MCP_SERVERS_PUT).await,
+        1,
+        "{}",
+        h.stats().await
+    );
 
     // The console maps another server: one bulk write takes it off again.
     h.call(
@@ -479,7 +459,11 @@ async fn a_guardrails_mcp_servers_are_the_full_set() {
     })
     .await;
     assert!(restored.is_some(), "{}", h.env.events_text().await);
-    assert_eq!(h.count(MCP_SYNC).await, 2, "one bulk write removed it");
+    assert_eq!(
+        h.count(GUARDRAIL_MCP_SERVERS_PUT).await,
+        2,
+        "one bulk write removed it"
+    );
     let writes = h.remote_writes().await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(h.remote_writes().await, writes, "0 writes at steady state");
@@ -521,12 +505,16 @@ async fn a_guardrails_mcp_servers_are_the_full_set() {
         .replace("tools", &PostParams::default(), &foreign)
         .await
         .unwrap();
-    let refused = h
-        .wait_for::<Guardrail>("tools", WAIT, |g| g.stalled_with("McpServerNotInWorkspace"))
+    let message = h
+        .env
+        .condition_message::<Guardrail>("tools", WAIT, ("Stalled", "McpServerNotInWorkspace"))
         .await;
-    let (_, _, message) = refused.condition("Stalled").unwrap();
     assert!(message.contains("0b7c1d2e"), "{message}");
-    assert_eq!(h.count(MCP_SYNC).await, 2, "no write for it");
+    assert_eq!(
+        h.count(GUARDRAIL_MCP_SERVERS_PUT).await,
+        2,
+        "no write for it"
+    );
     assert_eq!(mapped(&h, &id).await, [servers[0].clone()]);
     h.stop().await;
 }
@@ -570,7 +558,11 @@ async fn a_cluster_guardrails_mcp_servers_are_written_on_the_admin_plane() {
             .await,
         1
     );
-    assert_eq!(h.count(MCP_SYNC).await, 0, "not on the workspace plane");
+    assert_eq!(
+        h.count(GUARDRAIL_MCP_SERVERS_PUT).await,
+        0,
+        "not on the workspace plane"
+    );
     let writes = h.remote_writes().await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(h.remote_writes().await, writes, "0 writes at steady state");

@@ -9,22 +9,18 @@ use crate::support;
 use std::time::Duration;
 
 use aigw::resources::Integration;
-use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, Patch, PatchParams};
 use reqwest::Method;
 use serde_json::{Value, json};
+use support::endpoints::{INTEGRATION_PUT, INTEGRATION_WORKSPACES_PUT};
 use support::harness::{Harness, captured_logs};
 use support::objects::Conditions;
+use support::objects::{WS_A, WS_B, WS_OTHER};
 
 const WAIT: Duration = Duration::from_secs(30);
-const WS_A: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
-const WS_B: &str = "0b7c1d2e-3f40-4a5b-8c6d-7e8f9a0b1c2d";
-const WS_OTHER: &str = "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c";
 const FIRST_KEY: &str = "sk-upstream-Fq3Wz8Lm1Rt6";
 const SECOND_KEY: &str = "sk-upstream-Kd9Pv4Hx2Ny7";
 const THIRD_KEY: &str = "sk-upstream-Bs5Jc7Qe0Ua3";
-const PUT_INTEGRATION: &str = "PUT /ai_gw/admin/v2/integrations/{integrationId}";
-const PUT_ACCESS: &str = "PUT /ai_gw/admin/v2/integrations/{integrationId}/workspaces";
 
 /// The upstream key Secret in the operator's namespace (the test namespace), labelled for
 /// cluster-scoped readers unless `labelled` is false.
@@ -106,14 +102,14 @@ async fn the_key_comes_from_a_labelled_secret_and_each_change_is_one_put() {
         .unwrap_or_else(|| panic!("key {n} never reached the API"));
         tokio::time::sleep(Duration::from_secs(3)).await;
         assert_eq!(
-            h.count(PUT_INTEGRATION).await,
+            h.count(INTEGRATION_PUT).await,
             n as u64 + 1,
             "one PUT per Secret change"
         );
     }
     assert_eq!(remote(&h, &slug).await["key_writes"], 3);
     assert_eq!(
-        h.count(PUT_ACCESS).await,
+        h.count(INTEGRATION_WORKSPACES_PUT).await,
         0,
         "the access rows were not touched"
     );
@@ -131,21 +127,14 @@ async fn the_key_comes_from_a_labelled_secret_and_each_change_is_one_put() {
     let statuses = support::statuses(&Api::<Integration>::all(h.env.client.clone())).await;
     let events = h.all_events_text().await;
     assert!(events.contains("Updated"), "{events}");
-    let logs = captured_logs();
-    let metrics = h.ctx.metrics.encode();
     let cli = format!(
         "{}{}",
         h.aigw_api(&["integrations", "get", &slug]).await,
         h.aigw_api(&["integrations", "list"]).await
     );
     assert!(cli.contains("masked_key"), "{cli}");
-    for value in [FIRST_KEY, SECOND_KEY, THIRD_KEY] {
-        assert!(!statuses.contains(value), "a key in a status");
-        assert!(!events.contains(value), "a key in an event");
-        assert!(!logs.contains(value), "a key in the logs");
-        assert!(!metrics.contains(value), "a key in the metrics");
-        assert!(!cli.contains(value), "a key in the CLI output");
-    }
+    h.assert_hidden(&[FIRST_KEY, SECOND_KEY, THIRD_KEY], &statuses, &cli)
+        .await;
 
     // Deleting it deletes the remote integration.
     let api = Api::<Integration>::all(h.env.client.clone());
@@ -195,9 +184,7 @@ async fn a_removed_workspace_is_disabled_and_no_other_row_is_touched() {
 
     let dropped = json!({"spec": {"workspaces": [
         {"id": WS_A, "usageLimits": {"creditLimit": 500, "type": "cost", "periodicReset": "monthly"}}]}});
-    api.patch(&slug, &PatchParams::default(), &Patch::Merge(&dropped))
-        .await
-        .unwrap();
+    support::merge_patch(&api, &slug, dropped).await;
     wait_integration(&h, "openai", |i| {
         i.ready() && i.status.as_ref().is_some_and(|s| s.workspaces == [WS_A])
     })
@@ -213,11 +200,11 @@ async fn a_removed_workspace_is_disabled_and_no_other_row_is_touched() {
         );
     }
     assert_eq!(
-        h.count(PUT_ACCESS).await,
+        h.count(INTEGRATION_WORKSPACES_PUT).await,
         1,
         "one PUT, naming only the removed row"
     );
-    assert_eq!(h.count(PUT_INTEGRATION).await, 0);
+    assert_eq!(h.count(INTEGRATION_PUT).await, 0);
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(h.remote_writes().await, 1, "nothing more at steady state");
     assert_eq!(
@@ -328,11 +315,7 @@ async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_
         message.contains(&format!("{}/openai-a", h.env.namespace)),
         "{message}"
     );
-    h.env
-        .api::<aigw::resources::Provider>()
-        .delete("openai-a", &Default::default())
-        .await
-        .unwrap();
+    h.env.delete::<aigw::resources::Provider>("openai-a").await;
     h.wait_for::<aigw::resources::Provider>("openai-a", WAIT, |p| {
         p.stalled_with("StillReferenced")
     })
@@ -630,20 +613,8 @@ async fn plan_export_and_api_never_show_a_configuration_value_from_a_secret() {
     use aigw::gitops::{export, load, plan, validate};
     const FROM_SECRET: &str = "ext-id-from-secret-Vb7Nm3Kx9";
     let h = Harness::start_with_secret_namespace("atk-cfgsec", Duration::from_secs(1)).await;
-    let secret: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "openai-upstream", "labels": {"aigw.io/cluster-readable": "true"}},
-        "stringData": {"api-key": FIRST_KEY, "external-id": FROM_SECRET}
-    }))
-    .unwrap();
-    h.env
-        .api::<Secret>()
-        .patch(
-            "openai-upstream",
-            &PatchParams::apply("test").force(),
-            &Patch::Apply(&secret),
-        )
-        .await
-        .unwrap();
+    let string_data = json!({"api-key": FIRST_KEY, "external-id": FROM_SECRET});
+    h.put_secret("openai-upstream", string_data, true).await;
     let slug = h.cluster_name("bedrock");
     let mut spec = integration_spec(&h, json!([]));
     spec["slug"] = json!(slug);
@@ -719,9 +690,7 @@ async fn a_secret_change_is_one_put_even_when_the_integration_is_annotated_meanw
     put_key(&h, SECOND_KEY, true).await;
     tokio::time::sleep(Duration::from_millis(1000)).await;
     let annotate = json!({"metadata": {"annotations": {"example.com/touched": "yes"}}});
-    api.patch(&slug, &PatchParams::default(), &Patch::Merge(&annotate))
-        .await
-        .unwrap();
+    support::merge_patch(&api, &slug, annotate).await;
     support::wait_until(WAIT, || async {
         (remote(&h, &slug).await["key"] == SECOND_KEY).then_some(())
     })
@@ -730,7 +699,7 @@ async fn a_secret_change_is_one_put_even_when_the_integration_is_annotated_meanw
     tokio::time::sleep(Duration::from_secs(8)).await;
     h.faults(json!({})).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let puts = h.count(PUT_INTEGRATION).await;
+    let puts = h.count(INTEGRATION_PUT).await;
     let writes = remote(&h, &slug).await["key_writes"].clone();
     h.stop().await;
     assert_eq!(
@@ -753,10 +722,7 @@ async fn a_paused_integration_holds_a_secret_change_until_let_go() {
     wait_integration(&h, "openai", |i| i.ready()).await;
     let name = h.cluster_name("openai");
     let pause = json!({"metadata": {"annotations": {"aigw.io/paused": "true"}}});
-    integrations
-        .patch(&name, &PatchParams::default(), &Patch::Merge(pause))
-        .await
-        .unwrap();
+    support::merge_patch(&integrations, &name, pause).await;
     wait_integration(&h, "openai", |i| {
         i.condition("Paused").is_some_and(|(s, _, _)| s == "True")
     })
@@ -768,10 +734,7 @@ async fn a_paused_integration_holds_a_secret_change_until_let_go() {
     assert_eq!(remote(&h, &slug).await["key"], FIRST_KEY);
 
     let unpause = json!({"metadata": {"annotations": {"aigw.io/paused": null}}});
-    integrations
-        .patch(&name, &PatchParams::default(), &Patch::Merge(unpause))
-        .await
-        .unwrap();
+    support::merge_patch(&integrations, &name, unpause).await;
     let let_go = support::wait_until(WAIT, || async {
         (remote(&h, &slug).await["key"] == SECOND_KEY).then_some(())
     })

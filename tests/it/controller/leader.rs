@@ -16,9 +16,9 @@ use aigw::emulator::{EmulatorOptions, Running};
 use aigw::resources::Config;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
-use kube::Resource;
 use kube::api::PostParams;
 use serde_json::{Value, json};
+use support::objects::Conditions;
 use support::{TestEnv, wait_until};
 
 pub(super) const TOKEN: &str = "leader-test-token-5b1d";
@@ -101,6 +101,14 @@ impl Operator {
             .and_then(|(status, role)| (status == 200).then_some(role))
     }
 
+    /// Whether `/readyz` says 200 with the role "leader" within `within`.
+    pub(super) async fn leads_within(&self, within: Duration) -> bool {
+        let leading = wait_until(within, || async {
+            (self.ready_role().await? == "leader").then_some(())
+        });
+        leading.await.is_some()
+    }
+
     async fn healthz(&self) -> (u16, String) {
         let response = reqwest::get(format!("http://{}/healthz", self.metrics))
             .await
@@ -173,6 +181,42 @@ fn free_port() -> SocketAddr {
     listener.local_addr().unwrap()
 }
 
+/// The namespaces (the first `env`'s), the emulator and the chart's sharded RBAC (its
+/// kubeconfig in `dir`) of a test of shards.
+pub(super) struct Field {
+    pub(super) env: TestEnv,
+    pub(super) namespaces: Vec<String>,
+    pub(super) emu: Running,
+    pub(super) dir: tempfile::TempDir,
+}
+
+impl Field {
+    pub(super) async fn with(prefix: &str, namespaces: usize) -> Self {
+        let env = TestEnv::new(prefix).await;
+        let mut names = vec![env.namespace.clone()];
+        for _ in 1..namespaces {
+            names.push(TestEnv::another(prefix).await.namespace);
+        }
+        let emu = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+            .await
+            .expect("emulator did not start");
+        let dir = tempfile::tempdir().unwrap();
+        let watched: Vec<&str> = names.iter().map(String::as_str).collect();
+        let scope = support::chart::Scope::watched(&watched)
+            .lease_namespace(&env.namespace)
+            .sharded();
+        support::chart::install(&env.client, &scope)
+            .await
+            .kubeconfig_file(dir.path());
+        Self {
+            env,
+            namespaces: names,
+            emu,
+            dir,
+        }
+    }
+}
+
 pub(super) fn sum_of(metrics: &str, name: &str) -> f64 {
     metrics
         .lines()
@@ -188,15 +232,6 @@ pub(super) fn config(name: &str) -> Config {
                  "targets": [{"provider": "@openai"}, {"provider": "@anthropic"}]}}
     }))
     .unwrap()
-}
-
-pub(super) fn config_ready(c: &Config) -> bool {
-    let generation = c.meta().generation;
-    c.status.as_ref().is_some_and(|s| {
-        s.conditions.iter().any(|c| {
-            c.type_ == "Ready" && c.status == "True" && c.observed_generation == generation
-        })
-    })
 }
 
 /// Waits until exactly one of `operators` is ready as leader and the others as standby;
@@ -223,10 +258,7 @@ async fn takeover(
     since: Instant,
     name: &str,
 ) -> (Duration, Duration) {
-    env.api::<Config>()
-        .create(&PostParams::default(), &config(name))
-        .await
-        .unwrap();
+    create_config(env, name).await;
     let leading = wait_until(TAKEOVER_TIMEOUT, || async {
         (operator.readyz().await?.1 == "leader").then(Instant::now)
     })
@@ -237,9 +269,23 @@ async fn takeover(
             operator.name
         )
     });
-    env.wait_for::<Config>(name, TAKEOVER_TIMEOUT, config_ready)
+    env.wait_for::<Config>(name, TAKEOVER_TIMEOUT, Config::ready)
         .await;
     (leading - since, since.elapsed())
+}
+
+/// An emulator and the chart's operator kubeconfig for `env` (in the directory), for replicas.
+async fn emulator_and_kubeconfig(env: &TestEnv) -> (Running, tempfile::TempDir) {
+    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
+        .await
+        .expect("emulator did not start");
+    let dir = tempfile::tempdir().unwrap();
+    support::chart::operator_kubeconfig(&env.client, &env.namespace, dir.path()).await;
+    (emulator, dir)
+}
+
+async fn create_config(env: &TestEnv, name: &str) {
+    support::create(&env.api::<Config>(), &config(name)).await;
 }
 
 async fn lease_holder(env: &TestEnv) -> Option<String> {
@@ -250,11 +296,7 @@ async fn lease_holder(env: &TestEnv) -> Option<String> {
 #[tokio::test]
 async fn one_leader_reconciles_and_a_standby_takes_over() {
     let env = TestEnv::new("leader").await;
-    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
-        .await
-        .expect("emulator did not start");
-    let dir = tempfile::tempdir().unwrap();
-    support::chart::operator_kubeconfig(&env.client, &env.namespace, dir.path()).await;
+    let (emulator, dir) = emulator_and_kubeconfig(&env).await;
     let suffix = &env.namespace[env.namespace.len() - 8..];
     let first = Operator::start(&format!("aigw-a-{suffix}"), &env, &emulator, dir.path());
     let second = Operator::start(&format!("aigw-b-{suffix}"), &env, &emulator, dir.path());
@@ -283,11 +325,8 @@ async fn one_leader_reconciles_and_a_standby_takes_over() {
         assert_eq!(operator.healthz().await, (200, "ok\n".to_string()));
     }
 
-    env.api::<Config>()
-        .create(&PostParams::default(), &config("before"))
-        .await
-        .unwrap();
-    env.wait_for::<Config>("before", TAKEOVER_TIMEOUT, config_ready)
+    create_config(&env, "before").await;
+    env.wait_for::<Config>("before", TAKEOVER_TIMEOUT, Config::ready)
         .await;
     assert!(leader.api_requests().await > 0.0, "the leader reconciled");
     assert_eq!(
@@ -321,11 +360,8 @@ async fn one_leader_reconciles_and_a_standby_takes_over() {
     // SIGTERM: the leader releases the lease; a freshly started replica takes over at once.
     let third = Operator::start(&format!("aigw-c-{suffix}"), &env, &emulator, dir.path());
     sole_leader(&[&standby, &third]).await;
-    env.api::<Config>()
-        .create(&PostParams::default(), &config("while-c-stands-by"))
-        .await
-        .unwrap();
-    env.wait_for::<Config>("while-c-stands-by", TAKEOVER_TIMEOUT, config_ready)
+    create_config(&env, "while-c-stands-by").await;
+    env.wait_for::<Config>("while-c-stands-by", TAKEOVER_TIMEOUT, Config::ready)
         .await;
     assert_eq!(
         third.api_requests().await,
@@ -363,11 +399,7 @@ async fn one_leader_reconciles_and_a_standby_takes_over() {
 #[tokio::test]
 async fn a_leader_that_loses_its_lease_exits_non_zero() {
     let env = TestEnv::new("leader-lost").await;
-    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
-        .await
-        .expect("emulator did not start");
-    let dir = tempfile::tempdir().unwrap();
-    support::chart::operator_kubeconfig(&env.client, &env.namespace, dir.path()).await;
+    let (emulator, dir) = emulator_and_kubeconfig(&env).await;
     let mut operator = Operator::start("aigw-lost", &env, &emulator, dir.path());
     sole_leader(&[&operator]).await;
 
@@ -403,12 +435,8 @@ async fn a_leader_that_loses_its_lease_exits_non_zero() {
 #[tokio::test]
 async fn a_paused_leader_resumed_after_a_takeover_sends_no_write() {
     let env = TestEnv::new("leader-stop").await;
-    let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
-        .await
-        .expect("emulator did not start");
+    let (emulator, dir) = emulator_and_kubeconfig(&env).await;
     let http = reqwest::Client::new();
-    let dir = tempfile::tempdir().unwrap();
-    support::chart::operator_kubeconfig(&env.client, &env.namespace, dir.path()).await;
     let suffix = &env.namespace[env.namespace.len() - 8..];
     let first = Operator::start(&format!("aigw-a-{suffix}"), &env, &emulator, dir.path());
     let second = Operator::start(&format!("aigw-b-{suffix}"), &env, &emulator, dir.path());
@@ -425,10 +453,7 @@ async fn a_paused_leader_resumed_after_a_takeover_sends_no_write() {
         .unwrap();
     const N: usize = 20;
     for i in 0..N {
-        env.api::<Config>()
-            .create(&PostParams::default(), &config(&format!("stop-{i}")))
-            .await
-            .unwrap();
+        create_config(&env, &format!("stop-{i}")).await;
     }
     // Let the leader start its creates, then freeze it with calls queued.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -436,8 +461,12 @@ async fn a_paused_leader_resumed_after_a_takeover_sends_no_write() {
     tokio::time::sleep(Duration::from_secs(25)).await;
     leader.signal("-CONT");
     for i in 0..N {
-        env.wait_for::<Config>(&format!("stop-{i}"), Duration::from_secs(120), config_ready)
-            .await;
+        env.wait_for::<Config>(
+            &format!("stop-{i}"),
+            Duration::from_secs(120),
+            Config::ready,
+        )
+        .await;
     }
     // Whatever the resumed replica still held is past its window by now.
     tokio::time::sleep(Duration::from_secs(5)).await;
@@ -488,10 +517,7 @@ async fn a_replica_without_the_lease_restarts_no_workload() {
                 "spec": {"containers": [{"name": "app", "image": "registry.invalid/app:1"}]}}}
     }))
     .unwrap();
-    workloads
-        .create(&PostParams::default(), &app)
-        .await
-        .unwrap();
+    support::create(&workloads, &app).await;
     let key: ApiKey = serde_json::from_value(json!({
         "apiVersion": "aigw.io/v1alpha1", "kind": "ApiKey",
         "metadata": {"name": "key", "namespace": env.namespace},

@@ -13,23 +13,22 @@ use crate::support;
 
 use std::time::Duration;
 
-use aigw::resources::{McpIntegration, Workspace};
+use aigw::resources::McpIntegration;
 use kube::api::{Api, Patch, PatchParams};
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::harness::{Harness, captured_logs};
+use support::endpoints::{
+    MCP_INTEGRATION_CAPABILITIES_PUT, MCP_INTEGRATION_DELETE, MCP_INTEGRATION_POST,
+    MCP_INTEGRATION_PUT, MCP_INTEGRATION_WORKSPACES_PUT,
+};
+use support::harness::Harness;
 use support::objects::Conditions;
+use support::objects::WS_A;
 
 const WAIT: Duration = Duration::from_secs(30);
-const WS_A: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
 const FIRST_HEADER: &str = "hdr-first-Qm7Vx2Lp9Rt4";
 const SECOND_HEADER: &str = "hdr-second-Zk3Wn8Bd5Hy1";
 const CLIENT_SECRET: &str = "cs-mcp-Jt6Fq1Xs8Ne2";
-const POST: &str = "POST /ai_gw/admin/v2/mcp-integrations";
-const PUT: &str = "PUT /ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}";
-const DELETE: &str = "DELETE /ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}";
-const ACCESS: &str = "PUT /ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}/workspaces";
-const TOGGLE: &str = "PUT /ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}/capabilities";
 
 /// The `configurations` Secret in the operator's namespace (the test namespace), labelled for
 /// cluster-scoped readers unless `labelled` is false.
@@ -81,20 +80,6 @@ pub(super) async fn aigw(h: &Harness, args: &[&str]) -> String {
     )
 }
 
-/// A Workspace resource `name`, created by aigw; its recorded UUID once Ready.
-async fn ready_workspace(h: &Harness, name: &str) -> String {
-    let workspaces: Api<Workspace> = Api::all(h.env.client.clone());
-    h.create_cluster::<Workspace>(name, json!({"name": name}))
-        .await;
-    let full = h.cluster_name(name);
-    support::wait_until(WAIT, || async {
-        let w = workspaces.get_opt(&full).await.ok()??;
-        w.ready().then(|| w.status.and_then(|s| s.id)).flatten()
-    })
-    .await
-    .expect("the Workspace is Ready")
-}
-
 #[tokio::test]
 async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and_a_used_integration_waits()
  {
@@ -129,7 +114,7 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
         message.contains(&format!("Workspace {payments_name}")),
         "{message}"
     );
-    assert_eq!(h.count(POST).await, 1, "one POST");
+    assert_eq!(h.count(MCP_INTEGRATION_POST).await, 1, "one POST");
     let stored = remote(&h, &slug).await;
     assert_eq!(
         stored["configurations"]["custom_headers"]["x-api-key"],
@@ -143,7 +128,7 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
     );
 
     // The Workspace becomes Ready: both rows are enabled, in one PUT.
-    let payments = ready_workspace(&h, "payments").await;
+    let payments = h.ready_workspace("payments").await;
     let ready = wait_for(&h, "github", |r| r.ready()).await;
     let status = ready.status.clone().unwrap();
     assert_eq!(status.slug.as_deref(), Some(slug.as_str()));
@@ -156,28 +141,28 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
     let stored = remote(&h, &slug).await;
     assert_eq!(row(&stored, &payments).unwrap()["enabled"], true);
     assert_eq!(row(&stored, WS_A).unwrap()["enabled"], true);
-    assert_eq!(h.count(ACCESS).await, 1, "one access PUT for both rows");
+    assert_eq!(
+        h.count(MCP_INTEGRATION_WORKSPACES_PUT).await,
+        1,
+        "one access PUT for both rows"
+    );
 
-    // Steady state over several drift intervals: reads only.
-    h.assert_no_write_over(Duration::from_secs(4)).await;
-
-    // A console edit of a readable field: corrected with one PUT.
-    h.console_edit_corrected_once(
+    // Steady state over several drift intervals: reads only; then a console edit of a readable
+    // field, corrected with one PUT.
+    h.settled_then_edit_corrected(
         &format!("/ai_gw/admin/v2/mcp-integrations/{slug}"),
         json!({"url": "https://console.example.com/mcp"}),
         WAIT,
-        PUT,
+        MCP_INTEGRATION_PUT,
         || async { remote(&h, &slug).await["url"] == "https://mcp.example.com/mcp" },
     )
     .await;
-    let events = h.cluster_events_text().await;
-    assert!(events.contains("DriftCorrected"), "{events}");
 
     // A Secret change: the new value reaches the API with exactly one PUT.
     h.secret_change_is_one_put(
         ("mcp_integrations", &slug),
         "configuration_writes",
-        PUT,
+        MCP_INTEGRATION_PUT,
         WAIT,
         put_config(&h, SECOND_HEADER, true),
         |r| r["configurations"]["custom_headers"]["x-api-key"] == SECOND_HEADER,
@@ -213,7 +198,11 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
     })
     .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(h.count(ACCESS).await, 1, "one PUT disables it");
+    assert_eq!(
+        h.count(MCP_INTEGRATION_WORKSPACES_PUT).await,
+        1,
+        "one PUT disables it"
+    );
 
     // An MCP server of the integration: the delete waits, naming it, and makes no call.
     let server = h
@@ -226,35 +215,21 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
         .await;
     let server_id = server["id"].as_str().expect("the server's id").to_string();
     h.reset_stats().await;
-    api(&h).delete(&slug, &Default::default()).await.unwrap();
-    let held = wait_for(&h, "github", |r| {
-        r.condition("Ready")
-            .is_some_and(|(s, reason, _)| s == "False" && reason == "StillReferenced")
-    })
-    .await;
-    let (_, _, message) = held.condition("Ready").unwrap();
-    assert!(message.contains("MCP server payments-github"), "{message}");
+    let (held, message) = h
+        .delete_waits_for::<McpIntegration>("github", "MCP server payments-github")
+        .await;
     assert!(message.contains("deletionPolicy: Orphan"), "{message}");
     assert!(!remote(&h, &slug).await.is_null(), "not deleted while used");
-    assert_eq!(h.count(DELETE).await, 0, "nothing forced");
+    assert_eq!(h.count(MCP_INTEGRATION_DELETE).await, 0, "nothing forced");
 
     // The server goes: the next try deletes the integration.
-    h.call(
-        Method::DELETE,
-        &format!("/ai_gw/v2/mcp-servers/{server_id}"),
-        None,
-    )
-    .await;
-    h.wait_cluster_gone::<McpIntegration>("github", Duration::from_secs(60))
+    let server = format!("/ai_gw/v2/mcp-servers/{server_id}");
+    let release = h.call(Method::DELETE, &server, None);
+    h.released_then_gone::<McpIntegration>("github", ("mcp_integrations", &slug), release)
         .await;
-    assert!(remote(&h, &slug).await.is_null(), "deleted remotely");
 
     // No configuration value anywhere but the API.
     let statuses = serde_json::to_string(&held.status).unwrap();
-    let events = h.all_events_text().await;
-    assert!(events.contains("StillReferenced"), "{events}");
-    let logs = captured_logs();
-    let metrics = h.ctx.metrics.encode();
     // An integration to read with the CLI, its configurations set through the API.
     h.call(
         Method::POST,
@@ -273,13 +248,12 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
         aigw(&h, &["api", "mcp-integrations", "list"]).await
     );
     assert!(cli.contains("cli-mcp"), "{cli}");
-    for value in [FIRST_HEADER, SECOND_HEADER, CLIENT_SECRET] {
-        assert!(!statuses.contains(value), "a secret in a status");
-        assert!(!events.contains(value), "a secret in an event");
-        assert!(!logs.contains(value), "a secret in the operator's log");
-        assert!(!metrics.contains(value), "a secret in the metrics");
-        assert!(!cli.contains(value), "a secret in the CLI output");
-    }
+    h.assert_hidden(
+        &[FIRST_HEADER, SECOND_HEADER, CLIENT_SECRET],
+        &statuses,
+        &cli,
+    )
+    .await;
     h.stop().await;
 }
 
@@ -309,7 +283,7 @@ async fn a_toggle_of_a_tool_not_discovered_yet_is_pending_then_applied() {
         pending.status.unwrap().pending_capabilities,
         ["prompt summarise", "tool delete_repo"]
     );
-    assert_eq!(h.count(TOGGLE).await, 0);
+    assert_eq!(h.count(MCP_INTEGRATION_CAPABILITIES_PUT).await, 0);
 
     // The gateway discovers the tools (not the prompt): the tool's toggle goes in one PUT,
     // the prompt's keeps waiting.
@@ -343,7 +317,11 @@ async fn a_toggle_of_a_tool_not_discovered_yet_is_pending_then_applied() {
         true,
         "an unlisted tool is left"
     );
-    assert_eq!(h.count(TOGGLE).await, 1, "one toggle PUT");
+    assert_eq!(
+        h.count(MCP_INTEGRATION_CAPABILITIES_PUT).await,
+        1,
+        "one toggle PUT"
+    );
 
     // Steady: the pending prompt is read again, nothing written.
     h.reset_stats().await;
@@ -379,29 +357,15 @@ async fn an_exported_mcp_integration_is_adopted_without_a_write() {
     let out = dir.path().join("export");
     let output = aigw(&h, &["export", "--out", out.to_str().unwrap()]).await;
     assert!(!output.contains(FIRST_HEADER), "{output}");
-    let file = std::fs::read_dir(&out)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| {
-            std::fs::read_to_string(p)
-                .is_ok_and(|t| t.contains("kind: McpIntegration") && t.contains(&slug))
-        })
-        .expect("the MCP integration's manifest");
-    let text = std::fs::read_to_string(&file).unwrap();
+    let text = support::cli::exported_manifest(&out, "McpIntegration", &slug);
     assert!(!text.contains(FIRST_HEADER), "{text}");
     assert!(text.contains("configurationsSecretRef"), "{text}");
     let mut exported: Value = serde_yaml::from_str(&text).unwrap();
-    assert_eq!(exported["spec"]["slug"], slug.as_str());
-    assert_eq!(exported["spec"]["deletionPolicy"], "Orphan");
     assert_eq!(
         exported["spec"]["workspaces"],
         json!([{"workspace": WS_A, "enabled": true}])
     );
-    let before = h.remote_writes().await;
-    let spec = exported["spec"].take();
-    create(&h, "exported", spec).await;
-    let ready = wait_for(&h, "exported", |w| w.ready()).await;
-    assert_eq!(ready.status.unwrap().slug.as_deref(), Some(slug.as_str()));
-    h.assert_no_write_since(before, "adopting the export").await;
+    h.adopts_export::<McpIntegration>("exported", exported["spec"].take(), &slug)
+        .await;
     h.stop().await;
 }

@@ -12,20 +12,18 @@ use crate::support;
 use std::time::Duration;
 
 use aigw::resources::{Guardrail, McpIntegration, McpServer};
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::Api;
 use reqwest::Method;
 use serde_json::{Value, json};
+use support::endpoints::{
+    GUARDRAIL_MCP_SERVERS_PUT, MCP_INTEGRATION_DELETE, MCP_SERVER_DELETE, MCP_SERVER_POST,
+    MCP_SERVER_PUT, MCP_SERVER_USER_ACCESS_PUT,
+};
 use support::harness::Harness;
 use support::objects::Conditions;
 
 const WAIT: Duration = Duration::from_secs(30);
 const WS_A: &str = "5d1c3b2a-4e6f-4a7b-8c9d-0e1f2a3b4c5d";
-const POST: &str = "POST /ai_gw/v2/mcp-servers";
-const PUT: &str = "PUT /ai_gw/v2/mcp-servers/{mcpServerId}";
-const DELETE: &str = "DELETE /ai_gw/v2/mcp-servers/{mcpServerId}";
-const ACCESS: &str = "PUT /ai_gw/v2/mcp-servers/{mcpServerId}/user-access";
-const SYNC: &str = "PUT /ai_gw/v2/guardrails/{guardrailId}/mcp-servers";
-const INTEGRATION_DELETE: &str = "DELETE /ai_gw/admin/v2/mcp-integrations/{mcpIntegrationId}";
 
 async fn wait_for<K>(api: &Api<K>, name: &str, done: impl Fn(&K) -> bool) -> K
 where
@@ -56,12 +54,7 @@ async fn remote(h: &Harness, slug: &str) -> Value {
 
 /// Seeds workspace [`WS_A`] and makes a Ready McpIntegration (`tools`) enabling it, if `enabled`.
 async fn integration(h: &Harness, enabled: bool) -> String {
-    h.call(
-        Method::POST,
-        "/_emulator/seed",
-        Some(json!({"workspaces": [{"id": WS_A, "name": "payments", "slug": "payments"}]})),
-    )
-    .await;
+    h.seed_workspace(WS_A, "payments", "payments").await;
     let integrations = Api::<McpIntegration>::all(h.env.client.clone());
     let integration = h.cluster_name("tools");
     let workspaces = match enabled {
@@ -95,7 +88,11 @@ async fn a_guardrail_names_an_mcp_server_by_resource() {
     let (_, _, message) = waiting.condition("Ready").unwrap();
     let named = format!("McpServer {}/pay-tools", h.env.namespace);
     assert!(message.contains(&named), "{message}");
-    assert_eq!(h.count(SYNC).await, 0, "nothing mapped yet");
+    assert_eq!(
+        h.count(GUARDRAIL_MCP_SERVERS_PUT).await,
+        0,
+        "nothing mapped yet"
+    );
 
     let servers = h.env.api::<McpServer>();
     let slug = format!("gd-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
@@ -119,7 +116,11 @@ async fn a_guardrail_names_an_mcp_server_by_resource() {
         .await;
     assert_eq!(mapped["data"][0]["mcp_server_id"], server_id.as_str());
     assert_eq!(mapped["data"][0]["run_on"], json!(["input"]));
-    assert_eq!(h.count(SYNC).await, 1, "one bulk write");
+    assert_eq!(
+        h.count(GUARDRAIL_MCP_SERVERS_PUT).await,
+        1,
+        "one bulk write"
+    );
     h.reset_stats().await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
@@ -157,24 +158,30 @@ async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_int
         message.contains(&integration) && message.contains("does not enable workspace"),
         "{message}"
     );
-    assert_eq!(h.count(POST).await, 0, "no create before workspace access");
+    assert_eq!(
+        h.count(MCP_SERVER_POST).await,
+        0,
+        "no create before workspace access"
+    );
 
     // Enabled: created with one POST, its user access with one PUT.
-    integrations
-        .patch(
-            &integration,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"workspaces": [{"workspace": WS_A}]}})),
-        )
-        .await
-        .unwrap();
+    support::merge_patch(
+        &integrations,
+        &integration,
+        json!({"spec": {"workspaces": [{"workspace": WS_A}]}}),
+    )
+    .await;
     let ready = wait_for(&servers, "pay-tools", |s| s.ready()).await;
     let id = ready.status.as_ref().and_then(|s| s.id.clone()).unwrap();
     let stored = remote(&h, &slug).await;
     assert_eq!(stored["workspace_id"], WS_A);
     assert_eq!(stored["default_user_access"], "deny");
-    assert_eq!(h.count(POST).await, 1, "one POST");
-    assert_eq!(h.count(ACCESS).await, 1, "one user-access PUT");
+    assert_eq!(h.count(MCP_SERVER_POST).await, 1, "one POST");
+    assert_eq!(
+        h.count(MCP_SERVER_USER_ACCESS_PUT).await,
+        1,
+        "one user-access PUT"
+    );
     let rows = h
         .call(
             Method::GET,
@@ -195,7 +202,7 @@ async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_int
         &format!("/ai_gw/v2/mcp-servers/{id}/user-access"),
         json!({"user_access": [], "default_user_access": "allow"}),
         WAIT,
-        ACCESS,
+        MCP_SERVER_USER_ACCESS_PUT,
         || async { remote(&h, &slug).await["default_user_access"] == "deny" },
     )
     .await;
@@ -208,7 +215,7 @@ async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_int
     let renamed = wait_for(&servers, "pay-tools", |s| s.ready()).await;
     assert_eq!(remote(&h, &slug).await["name"], "Payments MCP tools");
     assert_eq!(renamed.status.and_then(|s| s.id), Some(id.clone()));
-    assert_eq!(h.count(PUT).await, 1, "one PUT renames it");
+    assert_eq!(h.count(MCP_SERVER_PUT).await, 1, "one PUT renames it");
 
     // The integration's deletion waits for the resource naming it, and forces nothing.
     h.reset_stats().await;
@@ -223,7 +230,7 @@ async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_int
     let (_, _, message) = held.condition("Ready").unwrap();
     let named = format!("McpServer {}/pay-tools", h.env.namespace);
     assert!(message.contains(&named), "{message}");
-    assert_eq!(h.count(INTEGRATION_DELETE).await, 0, "nothing forced");
+    assert_eq!(h.count(MCP_INTEGRATION_DELETE).await, 0, "nothing forced");
 
     // The server goes (a hard delete), then the integration.
     servers
@@ -240,7 +247,11 @@ async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_int
     })
     .await
     .expect("the McpIntegration went once no McpServer named it");
-    assert_eq!(h.count(DELETE).await, 1, "one DELETE of the server");
+    assert_eq!(
+        h.count(MCP_SERVER_DELETE).await,
+        1,
+        "one DELETE of the server"
+    );
     assert!(remote(&h, &slug).await.is_null(), "the server is gone");
     let gone = reqwest::Client::new()
         .get(h.url(&format!("/ai_gw/v2/mcp-servers/{id}")))
@@ -290,16 +301,8 @@ async fn an_exported_mcp_server_is_adopted_without_a_write() {
         ],
     )
     .await;
-    let file = std::fs::read_dir(&out)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| {
-            std::fs::read_to_string(p)
-                .is_ok_and(|t| t.contains("kind: McpServer") && t.contains(&slug))
-        })
-        .expect("the MCP server's manifest");
-    let mut exported: Value =
-        serde_yaml::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let text = support::cli::exported_manifest(&out, "McpServer", &slug);
+    let mut exported: Value = serde_yaml::from_str(&text).unwrap();
     let spec = exported["spec"].take();
     assert_eq!(spec["slug"], slug.as_str());
     assert_eq!(spec["workspaceId"], WS_A);
@@ -321,12 +324,7 @@ async fn a_server_of_the_slug_in_another_workspace_is_not_adopted() {
     const WS_B: &str = "7a8b9c0d-1e2f-4a3b-9c4d-5e6f7a8b9c0d";
     let h = Harness::start_with("mcps-other", Duration::from_secs(1)).await;
     let integration = integration(&h, true).await;
-    h.call(
-        Method::POST,
-        "/_emulator/seed",
-        Some(json!({"workspaces": [{"id": WS_B, "name": "other", "slug": "other"}]})),
-    )
-    .await;
+    h.seed_workspace(WS_B, "other", "other").await;
     h.call(
         Method::PUT,
         &format!("/ai_gw/admin/v2/mcp-integrations/{integration}/workspaces"),
@@ -396,7 +394,7 @@ async fn a_server_of_an_mcp_integration_not_granted_makes_no_call() {
         message.contains("spec.grants[].mcpIntegrations"),
         "{message}"
     );
-    assert_eq!(h.count(POST).await, 0, "{}", h.stats().await);
+    assert_eq!(h.count(MCP_SERVER_POST).await, 0, "{}", h.stats().await);
 
     // Granted by the McpIntegration resource's name: the server is made, once.
     h.set_grants(
@@ -404,14 +402,14 @@ async fn a_server_of_an_mcp_integration_not_granted_makes_no_call() {
     );
     h.restart_operator().await;
     wait_for(&servers, "tools", |s| s.ready()).await;
-    assert_eq!(h.count(POST).await, 1, "{}", h.stats().await);
+    assert_eq!(h.count(MCP_SERVER_POST).await, 1, "{}", h.stats().await);
 
     // Revoked: an update is refused and the delete leaves the server, without a call.
     h.set_grants(not_granted);
     h.restart_operator().await;
     h.reset_stats().await;
     h.env.delete_and_wait::<McpServer>("tools", WAIT).await;
-    assert_eq!(h.count(DELETE).await, 0, "{}", h.stats().await);
+    assert_eq!(h.count(MCP_SERVER_DELETE).await, 0, "{}", h.stats().await);
     assert!(
         !remote(&h, &slug).await.is_null(),
         "the server is left in place"

@@ -14,24 +14,10 @@ use kube::Resource;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::harness::{CLUSTER_LABEL, Harness, TOKEN, captured_logs};
+use support::objects::{Conditions, Rotates, ready_at};
 
 const WAIT: Duration = Duration::from_secs(30);
 const ANNOTATION: &str = "aigw.io/credentials-rotated-at";
-
-fn ready(
-    conditions: &[k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition],
-    generation: Option<i64>,
-) -> bool {
-    conditions
-        .iter()
-        .any(|c| c.type_ == "Ready" && c.status == "True" && c.observed_generation == generation)
-}
-
-fn deployment_ready(d: &Deployment) -> bool {
-    d.status
-        .as_ref()
-        .is_some_and(|s| ready(&s.conditions, d.meta().generation))
-}
 
 fn object<K: serde::de::DeserializeOwned>(value: Value) -> K {
     serde_json::from_value(value).unwrap()
@@ -163,15 +149,13 @@ async fn triggered_rotation_updates_the_secret_and_restarts_workloads() {
     create_workloads(&h).await;
     let restart = json!([{"kind": "Deployment", "name": "gw"}, {"kind": "StatefulSet", "name": "gw-sts"}, {"kind": "DaemonSet", "name": "gw-ds"}]);
     let deployments = h.env.api::<Deployment>();
-    deployments
-        .create(
-            &PostParams::default(),
-            &rotating_deployment("edge", json!({"trigger": "v1", "restart": restart})),
-        )
-        .await
-        .unwrap();
+    support::create(
+        &deployments,
+        &rotating_deployment("edge", json!({"trigger": "v1", "restart": restart})),
+    )
+    .await;
     let created = h
-        .wait_for::<Deployment>("edge", WAIT, deployment_ready)
+        .wait_for::<Deployment>("edge", WAIT, Deployment::ready)
         .await;
     let id = created.status.as_ref().unwrap().id.clone().unwrap();
     let first = assert_secret_matches_remote(&h, "edge-creds", &id).await;
@@ -187,16 +171,7 @@ async fn triggered_rotation_updates_the_secret_and_restarts_workloads() {
         .patch_spec::<Deployment>("edge", json!({"rotation": {"trigger": "v2"}}))
         .await;
     let rotated = h
-        .wait_for::<Deployment>("edge", WAIT, |d| {
-            deployment_ready(d)
-                && d.status
-                    .as_ref()
-                    .unwrap()
-                    .rotation
-                    .observed_rotation_trigger
-                    .as_deref()
-                    == Some("v2")
-        })
+        .wait_for::<Deployment>("edge", WAIT, |d| d.rotated_for("v2"))
         .await;
     let second = assert_secret_matches_remote(&h, "edge-creds", &id).await;
     assert_ne!(first, second, "the old client_auth is replaced");
@@ -244,15 +219,13 @@ async fn triggered_rotation_updates_the_secret_and_restarts_workloads() {
 async fn scheduled_rotation_happens_when_due_and_never_by_accident() {
     let h = Harness::start_with("rot-interval", Duration::from_secs(1)).await;
     let deployments = h.env.api::<Deployment>();
-    deployments
-        .create(
-            &PostParams::default(),
-            &rotating_deployment("sched", json!({"interval": "4s"})),
-        )
-        .await
-        .unwrap();
+    support::create(
+        &deployments,
+        &rotating_deployment("sched", json!({"interval": "4s"})),
+    )
+    .await;
     let created = h
-        .wait_for::<Deployment>("sched", WAIT, deployment_ready)
+        .wait_for::<Deployment>("sched", WAIT, Deployment::ready)
         .await;
     let status = created.status.clone().unwrap();
     let id = status.id.clone().unwrap();
@@ -263,7 +236,7 @@ async fn scheduled_rotation_happens_when_due_and_never_by_accident() {
     // Due after 4 s: one rotation, and the next one scheduled from it.
     let rotated = h
         .wait_for::<Deployment>("sched", Duration::from_secs(20), |d| {
-            deployment_ready(d)
+            d.ready()
                 && d.status
                     .as_ref()
                     .unwrap()
@@ -286,7 +259,7 @@ async fn scheduled_rotation_happens_when_due_and_never_by_accident() {
     h.env
         .patch_spec::<Deployment>("sched", json!({"rotation": {"interval": "720h"}}))
         .await;
-    h.wait_for::<Deployment>("sched", WAIT, deployment_ready)
+    h.wait_for::<Deployment>("sched", WAIT, Deployment::ready)
         .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let settled = secret_values(&h, "sched-creds").await.0;
@@ -317,15 +290,13 @@ async fn scheduled_rotation_happens_when_due_and_never_by_accident() {
 async fn a_crash_between_the_rotation_and_the_secret_write_is_recovered() {
     let mut h = Harness::start("rot-crash").await;
     let deployments = h.env.api::<Deployment>();
-    deployments
-        .create(
-            &PostParams::default(),
-            &rotating_deployment("crashy", json!({"trigger": "a"})),
-        )
-        .await
-        .unwrap();
+    support::create(
+        &deployments,
+        &rotating_deployment("crashy", json!({"trigger": "a"})),
+    )
+    .await;
     let created = h
-        .wait_for::<Deployment>("crashy", WAIT, deployment_ready)
+        .wait_for::<Deployment>("crashy", WAIT, Deployment::ready)
         .await;
     let id = created.status.unwrap().id.unwrap();
     let before = assert_secret_matches_remote(&h, "crashy-creds", &id).await;
@@ -353,22 +324,14 @@ async fn a_crash_between_the_rotation_and_the_secret_write_is_recovered() {
         "the intent was recorded before the PUT"
     );
     assert!(
-        !ready(&status.conditions, frozen.metadata.generation),
+        !ready_at(&status.conditions, frozen.metadata.generation),
         "not Ready over dead credentials"
     );
 
     h.restart_operator().await;
     // The dead process's call is given the longest a call can take before it is redone.
     let recovered = h
-        .wait_for::<Deployment>("crashy", Duration::from_secs(90), |d| {
-            deployment_ready(d)
-                && d.status
-                    .as_ref()
-                    .unwrap()
-                    .rotation
-                    .pending_rotation
-                    .is_none()
-        })
+        .wait_for::<Deployment>("crashy", Duration::from_secs(90), |d| d.settled())
         .await;
     let now = assert_secret_matches_remote(&h, "crashy-creds", &id).await;
     assert_ne!(now, before);
@@ -403,14 +366,14 @@ fn oauth_emulator() -> EmulatorOptions {
 /// set to freeze right after the rotation PUT: returns the remote id once that PUT happened.
 async fn freeze_a_rotation_after_its_put(h: &Harness, name: &str) -> String {
     let deployments = h.env.api::<Deployment>();
-    deployments
-        .create(
-            &PostParams::default(),
-            &rotating_deployment(name, json!({"trigger": "a"})),
-        )
-        .await
-        .unwrap();
-    let created = h.wait_for::<Deployment>(name, WAIT, deployment_ready).await;
+    support::create(
+        &deployments,
+        &rotating_deployment(name, json!({"trigger": "a"})),
+    )
+    .await;
+    let created = h
+        .wait_for::<Deployment>(name, WAIT, Deployment::ready)
+        .await;
     let id = created.status.unwrap().id.unwrap();
     let before = remote(h, &id).await["client_auth"].clone();
     h.ctx.failpoints.arm(AFTER_ROTATE_PUT);
@@ -448,13 +411,7 @@ async fn a_trigger_changed_during_a_rotation_rotates_again() {
     let done = h
         .env
         // After the crash, its call is given the longest a call can take before it is redone.
-        .wait_for::<Deployment>("busy", Duration::from_secs(90), |d| {
-            deployment_ready(d)
-                && d.status.as_ref().is_some_and(|s| {
-                    s.rotation.pending_rotation.is_none()
-                        && s.rotation.observed_rotation_trigger.as_deref() == Some("c")
-                })
-        })
+        .wait_for::<Deployment>("busy", Duration::from_secs(90), |d| d.settled_at("c"))
         .await;
     assert!(done.status.unwrap().rotation.rotating_for.is_none());
     // b's PUT, b's again (its values were lost with the frozen reconcile), then c's.
@@ -470,14 +427,12 @@ async fn a_pause_waits_for_a_rotation_in_flight() {
     let mut h = Harness::start("rot-pause").await;
     let deployments = h.env.api::<Deployment>();
     let id = freeze_a_rotation_after_its_put(&h, "held").await;
-    deployments
-        .patch(
-            "held",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"annotations": {"aigw.io/paused": "true"}}})),
-        )
-        .await
-        .unwrap();
+    support::merge_patch(
+        &deployments,
+        "held",
+        json!({"metadata": {"annotations": {"aigw.io/paused": "true"}}}),
+    )
+    .await;
     h.restart_operator().await;
     h.env
         // After the crash, its call is given the longest a call can take before it is redone.
@@ -549,7 +504,7 @@ async fn oauth_connection_refreshes_expiring_tokens_under_load() {
         let c = connections.get(&name).await.ok()?;
         c.status
             .as_ref()
-            .is_some_and(|s| ready(&s.conditions, c.metadata.generation))
+            .is_some_and(|s| ready_at(&s.conditions, c.metadata.generation))
             .then_some(())
     })
     .await
@@ -561,23 +516,13 @@ async fn oauth_connection_refreshes_expiring_tokens_under_load() {
             json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Config", "metadata": {"name": format!("load-{i}")},
             "spec": {"name": format!("load-{i}"), "config": {"retry": {"attempts": 1}}, "connectionRef": {"name": name}}}),
         );
-        configs
-            .create(&PostParams::default(), &config)
-            .await
-            .unwrap();
+        support::create(&configs, &config).await;
     }
     // Keep changing them for several token lifetimes (2 s each).
     for round in 2..10 {
         for i in 0..6 {
             let patch = json!({"spec": {"config": {"retry": {"attempts": round}}}});
-            configs
-                .patch(
-                    &format!("load-{i}"),
-                    &PatchParams::default(),
-                    &Patch::Merge(&patch),
-                )
-                .await
-                .unwrap();
+            support::merge_patch(&configs, &format!("load-{i}"), patch).await;
         }
         tokio::time::sleep(Duration::from_millis(700)).await;
     }
@@ -585,7 +530,7 @@ async fn oauth_connection_refreshes_expiring_tokens_under_load() {
         h.wait_for::<Config>(&format!("load-{i}"), WAIT, |c| {
             c.status
                 .as_ref()
-                .is_some_and(|s| ready(&s.conditions, c.metadata.generation))
+                .is_some_and(|s| ready_at(&s.conditions, c.metadata.generation))
         })
         .await;
     }
@@ -693,18 +638,16 @@ async fn a_gateway_registered_again_after_a_404_restarts_its_workloads() {
     let h = Harness::start("rot-recreate").await;
     create_workloads(&h).await;
     let deployments = h.env.api::<Deployment>();
-    deployments
-        .create(
-            &PostParams::default(),
-            &rotating_deployment(
-                "edge",
-                json!({"restart": [{"kind": "Deployment", "name": "gw"}]}),
-            ),
-        )
-        .await
-        .unwrap();
+    support::create(
+        &deployments,
+        &rotating_deployment(
+            "edge",
+            json!({"restart": [{"kind": "Deployment", "name": "gw"}]}),
+        ),
+    )
+    .await;
     let created = h
-        .wait_for::<Deployment>("edge", WAIT, deployment_ready)
+        .wait_for::<Deployment>("edge", WAIT, Deployment::ready)
         .await;
     let first_id = created.status.as_ref().unwrap().id.clone().unwrap();
     let first = assert_secret_matches_remote(&h, "edge-creds", &first_id).await;
@@ -718,17 +661,15 @@ async fn a_gateway_registered_again_after_a_404_restarts_its_workloads() {
     h.purge_deployment(&first_id).await;
     // Any change makes the controller read the gateway again (Deployments are read on every
     // reconcile); an annotation does not change the spec.
-    deployments
-        .patch(
-            "edge",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"metadata": {"annotations": {"test/poke": "1"}}})),
-        )
-        .await
-        .unwrap();
+    support::merge_patch(
+        &deployments,
+        "edge",
+        json!({"metadata": {"annotations": {"test/poke": "1"}}}),
+    )
+    .await;
     let recreated = h
         .wait_for::<Deployment>("edge", Duration::from_secs(60), |d| {
-            deployment_ready(d)
+            d.ready()
                 && d.status
                     .as_ref()
                     .and_then(|s| s.id.as_deref())
@@ -816,15 +757,13 @@ async fn stripping_proxy(
 async fn an_incomplete_rotate_answer_is_done_again_never_completed_over_revoked_credentials() {
     let mut h = Harness::start("rot-incomplete").await;
     let deployments = h.env.api::<Deployment>();
-    deployments
-        .create(
-            &PostParams::default(),
-            &rotating_deployment("partial", json!({"trigger": "v1"})),
-        )
-        .await
-        .unwrap();
+    support::create(
+        &deployments,
+        &rotating_deployment("partial", json!({"trigger": "v1"})),
+    )
+    .await;
     let created = h
-        .wait_for::<Deployment>("partial", WAIT, deployment_ready)
+        .wait_for::<Deployment>("partial", WAIT, Deployment::ready)
         .await;
     let id = created.status.unwrap().id.unwrap();
     let first = assert_secret_matches_remote(&h, "partial-creds", &id).await;
@@ -836,13 +775,7 @@ async fn an_incomplete_rotate_answer_is_done_again_never_completed_over_revoked_
         .patch_spec::<Deployment>("partial", json!({"rotation": {"trigger": "v2"}}))
         .await;
     let settled = h
-        .wait_for::<Deployment>("partial", Duration::from_secs(60), |d| {
-            deployment_ready(d)
-                && d.status.as_ref().is_some_and(|s| {
-                    s.rotation.pending_rotation.is_none()
-                        && s.rotation.observed_rotation_trigger.as_deref() == Some("v2")
-                })
-        })
+        .wait_for::<Deployment>("partial", Duration::from_secs(60), |d| d.settled_at("v2"))
         .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(
@@ -935,16 +868,14 @@ async fn a_rotation_interval_below_the_floor_is_refused_or_raised() {
     );
 
     // Taken by admission, below the operator's floor: raised to it.
-    deployments
-        .create(
-            &PostParams::default(),
-            &rotating_deployment("fast", json!({"interval": "4s"})),
-        )
-        .await
-        .unwrap();
+    support::create(
+        &deployments,
+        &rotating_deployment("fast", json!({"interval": "4s"})),
+    )
+    .await;
     let raised = h
         .wait_for::<Deployment>("fast", WAIT, |d| {
-            deployment_ready(d) && condition(d, "RotationIntervalRaised").is_some()
+            d.ready() && condition(d, "RotationIntervalRaised").is_some()
         })
         .await;
     let raised_condition = condition(&raised, "RotationIntervalRaised").unwrap();
@@ -987,7 +918,7 @@ async fn a_rotation_interval_below_the_floor_is_refused_or_raised() {
         .patch_spec::<Deployment>("fast", json!({"rotation": {"interval": "1h"}}))
         .await;
     h.wait_for::<Deployment>("fast", WAIT, |d| {
-        deployment_ready(d) && condition(d, "RotationIntervalRaised").is_none()
+        d.ready() && condition(d, "RotationIntervalRaised").is_none()
     })
     .await;
     h.stop().await;
@@ -1006,14 +937,12 @@ async fn rotations_of_one_resource_are_spaced_whatever_asks_for_them() {
     });
     h.restart_operator().await;
     let deployments = h.env.api::<Deployment>();
-    deployments
-        .create(
-            &PostParams::default(),
-            &rotating_deployment("spaced", json!({"trigger": "a"})),
-        )
-        .await
-        .unwrap();
-    h.wait_for::<Deployment>("spaced", WAIT, deployment_ready)
+    support::create(
+        &deployments,
+        &rotating_deployment("spaced", json!({"trigger": "a"})),
+    )
+    .await;
+    h.wait_for::<Deployment>("spaced", WAIT, Deployment::ready)
         .await;
     let rotations = "PUT /ai_gw/admin/v2/deployments/{deploymentId}";
     h.reset_stats().await;
@@ -1040,12 +969,7 @@ async fn rotations_of_one_resource_are_spaced_whatever_asks_for_them() {
         assert_ne!(rotation.observed_rotation_trigger.as_deref(), Some(trigger));
         assert_eq!(h.count(rotations).await, n - 1, "{}", h.stats().await);
         let rotated = h
-            .wait_for::<Deployment>("spaced", WAIT, |d| {
-                deployment_ready(d)
-                    && d.status.as_ref().is_some_and(|s| {
-                        s.rotation.observed_rotation_trigger.as_deref() == Some(trigger)
-                    })
-            })
+            .wait_for::<Deployment>("spaced", WAIT, |d| d.rotated_for(trigger))
             .await;
         let rotation = rotated.status.unwrap().rotation;
         assert_eq!(rotation.rotation_held_until, None);
@@ -1070,13 +994,11 @@ async fn a_process_dying_between_a_recovered_create_and_its_rotation_leaves_the_
         .failpoints
         .arm(aigw::controller::runtime::failpoints::AFTER_RECOVERY_SAVED);
     let deployments = h.env.api::<Deployment>();
-    deployments
-        .create(
-            &PostParams::default(),
-            &rotating_deployment("recovered", json!({"trigger": "a"})),
-        )
-        .await
-        .unwrap();
+    support::create(
+        &deployments,
+        &rotating_deployment("recovered", json!({"trigger": "a"})),
+    )
+    .await;
     // Frozen right after the recovered id was saved, before any rotation was sent.
     let frozen = h
         .wait_for::<Deployment>("recovered", WAIT, |d| {
@@ -1092,7 +1014,7 @@ async fn a_process_dying_between_a_recovered_create_and_its_rotation_leaves_the_
     );
 
     h.restart_operator().await;
-    h.wait_for::<Deployment>("recovered", Duration::from_secs(90), deployment_ready)
+    h.wait_for::<Deployment>("recovered", Duration::from_secs(90), Deployment::ready)
         .await;
     let stored = assert_secret_matches_remote(&h, "recovered-creds", &id).await;
     assert_eq!(h.handshake(&id, &stored).await, 200);

@@ -16,7 +16,7 @@ use kube::api::PostParams;
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::TestEnv;
-use support::harness::{Harness, TOKEN, captured_logs};
+use support::harness::{Harness, TOKEN, call_api, captured_logs};
 use support::objects::{Conditions, object, secret};
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -66,22 +66,6 @@ pub(super) fn assert_absent(values: &[String], place: &str, haystack: &str) {
     }
 }
 
-async fn call(url: &str, method: Method, path: &str, body: Value) -> Value {
-    let response = reqwest::Client::new()
-        .request(method, format!("{url}{path}"))
-        .bearer_auth(TOKEN)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert!(
-        response.status().is_success(),
-        "{path}: {}",
-        response.status()
-    );
-    response.json().await.unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn checked_secret_values_stay_out_of_status_events_and_logs() {
     let h = Harness::start_with("secrecy", Duration::from_secs(2)).await;
@@ -93,13 +77,8 @@ async fn checked_secret_values_stay_out_of_status_events_and_logs() {
     let known = format!("pg-{}", distinctive("known"));
     let values = [&hook, &nested, &typed, &parent, &child, &known].map(|v| v.to_string());
     // The one guardrail a Secret names that exists: its slug is itself a Secret value.
-    call(
-        &h.emulator.management_url(),
-        Method::POST,
-        "/_emulator/seed",
-        json!({"guardrails": [{"slug": known, "name": "known"}]}),
-    )
-    .await;
+    let seed = json!({"guardrails": [{"slug": known, "name": "known"}]});
+    h.call(Method::POST, "/_emulator/seed", Some(seed)).await;
     let pairs = [
         ("password", hook.as_str()),
         ("nested", nested.as_str()),
@@ -227,16 +206,17 @@ async fn plan_and_export_never_print_vertex_credentials_or_header_values() {
     let forwarded = distinctive("forwarded");
     let new_header = distinctive("new-header");
     let values = [&vertex, &header, &forwarded, &new_header].map(|v| v.to_string());
-    let created = call(
+    let created = call_api(
+        &reqwest::Client::new(),
         &url,
         Method::POST,
         "/ai_gw/v2/configs",
-        json!({"name": "vertex", "config": {
+        Some(json!({"name": "vertex", "config": {
             "provider": "vertex-ai", "vertex_project_id": "p-1",
             "vertex_service_account_json": vertex,
             "custom_headers": {"x-team": header},
             "forward_headers": {"x-upstream": forwarded},
-            "retry": {"attempts": 2}}}),
+            "retry": {"attempts": 2}}})),
     )
     .await;
     let slug = created["slug"].as_str().unwrap().to_string();
@@ -279,30 +259,11 @@ async fn plan_and_export_never_print_vertex_credentials_or_header_values() {
 
     // A manifest that adopts the config and changes its header in plain text: the plan says
     // the header changes and shows neither value, nor the Vertex key it would drop.
-    let manifest = dir.path().join("config.yaml");
-    std::fs::write(
-        &manifest,
-        format!(
-            "apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {{name: vertex, namespace: team-a}}\nspec:\n  slug: {slug}\n  name: vertex\n  config: {{provider: vertex-ai, vertex_project_id: p-1, retry: {{attempts: 3}}, custom_headers: {{x-team: {new_header}}}}}\n"
-        ),
-    )
-    .unwrap();
-    let manifest = manifest.to_str().unwrap();
-    for output in ["human", "json"] {
-        let out = aigw_async(&[
-            "plan",
-            "-f",
-            manifest,
-            "--output",
-            output,
-            "--management-url",
-            &url,
-            "--token-file",
-            token,
-        ])
-        .await;
-        let plan = text(&out);
-        assert_eq!(out.status.code(), Some(2), "{plan}");
+    let manifest = format!(
+        "apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {{name: vertex, namespace: team-a}}\nspec:\n  slug: {slug}\n  name: vertex\n  config: {{provider: vertex-ai, vertex_project_id: p-1, retry: {{attempts: 3}}, custom_headers: {{x-team: {new_header}}}}}\n"
+    );
+    for (output, code, plan) in support::cli::plan_each_output(&url, TOKEN, &manifest).await {
+        assert_eq!(code, Some(2), "{plan}");
         assert!(plan.contains("<masked, changed>"), "{plan}");
         assert_absent(&values, &format!("the {output} plan"), &plan);
     }
@@ -315,13 +276,11 @@ async fn plan_reads_connection_secrets_only_from_the_operator_namespace() {
     let operator = TestEnv::new("secrecy-op").await;
     let elsewhere = TestEnv::new("secrecy-else").await;
     for env in [&operator, &elsewhere] {
-        env.api::<Secret>()
-            .create(
-                &PostParams::default(),
-                &secret("api-token", &[("token", TOKEN)]),
-            )
-            .await
-            .unwrap();
+        support::create(
+            &env.api::<Secret>(),
+            &secret("api-token", &[("token", TOKEN)]),
+        )
+        .await;
     }
     let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
         .await
@@ -414,10 +373,7 @@ async fn a_connection_file_never_decides_where_credentials_go() {
         ),
         ("integration-key", &[("api-key", "sk-upstream-77aa01")][..]),
     ] {
-        secrets
-            .create(&PostParams::default(), &secret(name, pairs))
-            .await
-            .unwrap();
+        support::create(&secrets, &secret(name, pairs)).await;
     }
     let mut options = EmulatorOptions::new(TOKEN);
     options.oauth = Some(aigw::emulator::OAuthOptions {

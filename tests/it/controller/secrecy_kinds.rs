@@ -333,14 +333,12 @@ async fn issue_29_kinds_keep_secret_values_out_of_every_output() {
         create(&h, case.kind, &format!("{}-2", case.name), &spec).await;
     }
     let integrations = Api::<Integration>::all(h.env.client.clone());
-    integrations
-        .patch(
-            &h.cluster_name("upstream"),
-            &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"secretRefs": moved_integration["secretRefs"]}})),
-        )
-        .await
-        .unwrap();
+    support::merge_patch(
+        &integrations,
+        &h.cluster_name("upstream"),
+        json!({"spec": {"secretRefs": moved_integration["secretRefs"]}}),
+    )
+    .await;
     for case in &cases {
         for name in [case.name.to_string(), format!("{}-2", case.name)] {
             wait_until(&h, case.kind, &name, "refused by the echoing API", refused).await;

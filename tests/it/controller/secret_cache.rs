@@ -39,16 +39,10 @@ async fn a_mixed_set_reads_no_secret_from_the_apiserver_at_steady_state() {
     let secrets = h.env.api::<Secret>();
     // The Config's Secret, unlabelled (a namespaced resource reads any Secret of its
     // namespace), and the Integration's key, labelled for cluster-scoped readers.
-    secrets
-        .create(
-            &PostParams::default(),
-            &secret("db", &[("password", "s3cr3t-db-Kq8")]),
-        )
-        .await
-        .unwrap();
+    support::create(&secrets, &secret("db", &[("password", "s3cr3t-db-Kq8")])).await;
     let mut key = secret("upstream", &[("api-key", "sk-upstream-Zr4Tn6")]);
     key.metadata.labels = Some([("aigw.io/cluster-readable".into(), "true".into())].into());
-    secrets.create(&PostParams::default(), &key).await.unwrap();
+    support::create(&secrets, &key).await;
     // Created before the resources, as a user applies them: the operator's metadata cache
     // holds them before any resource names them (else a read could not tell "created a moment
     // ago" from "missing", and would ask the apiserver, as it should).

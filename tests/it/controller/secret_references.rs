@@ -14,17 +14,15 @@ use aigw::resources::SecretReference;
 use kube::api::{Api, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::harness::{Harness, captured_logs};
+use support::endpoints::{SECRET_REFERENCE_DELETE, SECRET_REFERENCE_POST, SECRET_REFERENCE_PUT};
+use support::harness::Harness;
 use support::objects::Conditions;
+use support::objects::WS_A;
 
 const WAIT: Duration = Duration::from_secs(30);
-const WS_A: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
 const KEY_ID: &str = "AKIAQ7SECREF0EXAMPLE";
 const FIRST_SECRET: &str = "wJalr-first-Vb8Nq2Lx5Tz1";
 const SECOND_SECRET: &str = "wJalr-second-Hc3Ry6Pk9Dm4";
-const POST: &str = "POST /ai_gw/admin/v2/secret-references";
-const PUT: &str = "PUT /ai_gw/admin/v2/secret-references/{secretReferenceId}";
-const DELETE: &str = "DELETE /ai_gw/admin/v2/secret-references/{secretReferenceId}";
 
 /// The `auth_config` Secret in the operator's namespace (the test namespace), labelled for
 /// cluster-scoped readers unless `labelled` is false.
@@ -75,7 +73,7 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
     let status = ready.status.clone().unwrap();
     assert_eq!(status.slug.as_deref(), Some(slug.as_str()));
     assert!(status.secret_hash.is_some());
-    assert_eq!(h.count(POST).await, 1, "one POST");
+    assert_eq!(h.count(SECRET_REFERENCE_POST).await, 1, "one POST");
     let stored = remote(&h, &slug).await;
     assert_eq!(stored["auth_config"]["aws_secret_access_key"], FIRST_SECRET);
     assert_eq!(stored["auth_config"]["aws_access_key_id"], KEY_ID);
@@ -84,26 +82,22 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
     assert_eq!(stored["secret_key"], "api_key");
     assert_eq!(stored["tags"], json!({"team": "platform"}));
 
-    // Steady state over several drift intervals: reads only.
-    h.assert_no_write_over(Duration::from_secs(4)).await;
-
-    // A console edit of a readable field: corrected with one PUT.
-    h.console_edit_corrected_once(
+    // Steady state over several drift intervals: reads only; then a console edit of a readable
+    // field, corrected with one PUT.
+    h.settled_then_edit_corrected(
         &format!("/ai_gw/admin/v2/secret-references/{slug}"),
         json!({"secret_path": "edited/in/the/console"}),
         WAIT,
-        PUT,
+        SECRET_REFERENCE_PUT,
         || async { remote(&h, &slug).await["secret_path"] == "prod/openai" },
     )
     .await;
-    let events = h.cluster_events_text().await;
-    assert!(events.contains("DriftCorrected"), "{events}");
 
     // A Secret change: the new value reaches the API with exactly one PUT.
     h.secret_change_is_one_put(
         ("secret_references", &slug),
         "auth_config_writes",
-        PUT,
+        SECRET_REFERENCE_PUT,
         WAIT,
         put_auth(&h, SECOND_SECRET, true),
         |r| r["auth_config"]["aws_secret_access_key"] == SECOND_SECRET,
@@ -124,38 +118,28 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
         )
         .await;
     assert!(integration["id"].is_string(), "{integration}");
-    api(&h).delete(&slug, &Default::default()).await.unwrap();
-    let held = wait_for(&h, "aws", |r| {
-        r.condition("Ready")
-            .is_some_and(|(s, reason, _)| s == "False" && reason == "StillReferenced")
-    })
-    .await;
-    let (_, _, message) = held.condition("Ready").unwrap();
-    assert!(message.contains("integration mapped-openai"), "{message}");
+    let (held, message) = h
+        .delete_waits_for::<SecretReference>("aws", "integration mapped-openai")
+        .await;
     assert!(message.contains("deletionPolicy: Orphan"), "{message}");
     assert!(
         !remote(&h, &slug).await.is_null(),
         "not deleted while in use"
     );
-    assert!(h.count(DELETE).await >= 1, "the delete was tried");
+    assert!(
+        h.count(SECRET_REFERENCE_DELETE).await >= 1,
+        "the delete was tried"
+    );
 
     // The mapping goes: the next try deletes it.
-    h.call(
-        Method::PUT,
-        "/ai_gw/admin/v2/integrations/mapped-openai",
-        Some(json!({"secret_mappings": []})),
-    )
-    .await;
-    h.wait_cluster_gone::<SecretReference>("aws", Duration::from_secs(60))
+    let unmapped = Some(json!({"secret_mappings": []}));
+    let mapping = "/ai_gw/admin/v2/integrations/mapped-openai";
+    let release = h.call(Method::PUT, mapping, unmapped);
+    h.released_then_gone::<SecretReference>("aws", ("secret_references", &slug), release)
         .await;
-    assert!(remote(&h, &slug).await.is_null(), "deleted remotely");
 
     // No auth_config value anywhere but the API.
     let statuses = serde_json::to_string(&held.status).unwrap();
-    let events = h.all_events_text().await;
-    assert!(events.contains("StillReferenced"), "{events}");
-    let logs = captured_logs();
-    let metrics = h.ctx.metrics.encode();
     // A reference to read with the CLI, its auth_config set through the API.
     h.call(
         Method::POST,
@@ -174,13 +158,8 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
         h.aigw_api(&["secret-references", "list"]).await
     );
     assert!(cli.contains("cli-ref"), "{cli}");
-    for value in [FIRST_SECRET, SECOND_SECRET] {
-        assert!(!statuses.contains(value), "a secret in a status");
-        assert!(!events.contains(value), "a secret in an event");
-        assert!(!logs.contains(value), "a secret in the operator's log");
-        assert!(!metrics.contains(value), "a secret in the metrics");
-        assert!(!cli.contains(value), "a secret in the CLI output");
-    }
+    h.assert_hidden(&[FIRST_SECRET, SECOND_SECRET], &statuses, &cli)
+        .await;
     h.stop().await;
 }
 
@@ -283,17 +262,17 @@ async fn an_integration_maps_its_key_to_a_secret_reference_resource() {
         .delete(&reference, &Default::default())
         .await
         .unwrap();
-    let held = wait_for(&h, "vault", |r| {
-        r.condition("Ready")
-            .is_some_and(|(s, reason, _)| s == "False" && reason == "StillReferenced")
-    })
-    .await;
+    let held = wait_for(&h, "vault", |r| r.not_ready_with("StillReferenced")).await;
     let (_, _, message) = held.condition("Ready").unwrap();
     assert!(
         message.contains(&format!("Integration {integration}")),
         "{message}"
     );
-    assert_eq!(h.count(DELETE).await, 0, "no delete tried while mapped");
+    assert_eq!(
+        h.count(SECRET_REFERENCE_DELETE).await,
+        0,
+        "no delete tried while mapped"
+    );
     assert!(!remote(&h, &reference).await.is_null());
 
     // The Integration goes: then the reference does.

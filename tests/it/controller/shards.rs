@@ -9,15 +9,15 @@ use crate::support;
 
 use std::time::{Duration, Instant};
 
-use aigw::emulator::EmulatorOptions;
 use aigw::resources::Config;
 use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams};
 use serde_json::{Value, json};
-use support::writes::overlaps;
-use support::{TestEnv, wait_until};
+use support::objects::Conditions;
+use support::wait_until;
+use support::writes::assert_no_overlap;
 
-use super::leader::{Operator, TOKEN, config, config_ready, sum_of};
+use super::leader::{Field, Operator, config, sum_of};
 
 const NAMESPACES: usize = 8;
 const PER_NAMESPACE: usize = 2;
@@ -95,13 +95,7 @@ async fn edit_all(client: &kube::Client, namespaces: &[String], round: usize) {
         for i in 0..PER_NAMESPACE {
             let patch =
                 json!({"spec": {"config": {"strategy": {"mode": "fallback"}, "targets": targets}}});
-            api.patch(
-                &format!("c{i}"),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-            .unwrap();
+            support::merge_patch(&api, &format!("c{i}"), patch).await;
         }
     }
     all_ready(client, namespaces).await;
@@ -118,7 +112,7 @@ async fn all_ready(client: &kube::Client, namespaces: &[String]) {
             let name = format!("c{i}");
             let ready = wait_until(WITHIN, || async {
                 let config = api.get_opt(&name).await.ok()??;
-                config_ready(&config).then_some(())
+                config.ready().then_some(())
             })
             .await;
             assert!(
@@ -152,22 +146,13 @@ pub(super) fn succeeded(stats: &Value, endpoint: &str) -> u64 {
 
 #[tokio::test]
 async fn shards_split_the_objects_and_hand_them_over_without_overlap() {
-    let env = TestEnv::new("shards").await;
-    let mut namespaces = vec![env.namespace.clone()];
-    for _ in 1..NAMESPACES {
-        namespaces.push(TestEnv::another("shards").await.namespace);
-    }
+    let Field {
+        env,
+        namespaces,
+        emu,
+        dir,
+    } = Field::with("shards", NAMESPACES).await;
     let watched: Vec<&str> = namespaces.iter().map(String::as_str).collect();
-    let emu = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
-        .await
-        .expect("emulator did not start");
-    let dir = tempfile::tempdir().unwrap();
-    let scope = support::chart::Scope::watched(&watched)
-        .lease_namespace(&env.namespace)
-        .sharded();
-    support::chart::install(&env.client, &scope)
-        .await
-        .kubeconfig_file(dir.path());
     let suffix = &env.namespace[env.namespace.len() - 8..];
     let name = |n: &str| format!("aigw-{n}-{suffix}");
     let a = start(&name("a"), &watched, &env.namespace, &emu, dir.path());
@@ -182,7 +167,7 @@ async fn shards_split_the_objects_and_hand_them_over_without_overlap() {
             // A remote name of its own per namespace: the write log keys a POST by it.
             let mut object = config(&format!("c{i}"));
             object.spec.name = format!("{namespace}-c{i}");
-            api.create(&PostParams::default(), &object).await.unwrap();
+            support::create(&api, &object).await;
         }
     }
     all_ready(&env.client, &namespaces).await;
@@ -240,17 +225,7 @@ async fn shards_split_the_objects_and_hand_them_over_without_overlap() {
     );
     let writes = emulator(&emu, "/_emulator/writes").await;
     let writes = writes["writes"].as_array().cloned().unwrap_or_default();
-    let (overlapping, switches) = overlaps(&writes);
-    println!(
-        "write log: {} writes, {switches} changes of writer, {} overlapping",
-        writes.len(),
-        overlapping.len()
-    );
-    assert!(
-        overlapping.is_empty(),
-        "two replicas wrote one object at once:\n{}",
-        overlapping.join("\n")
-    );
+    assert_no_overlap(&writes);
 
     drop((b, c, d));
     for namespace in &namespaces[1..] {

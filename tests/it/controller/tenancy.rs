@@ -11,7 +11,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{Harness, Installation};
-use support::objects::{Conditions, create, gateway, limits, routing};
+use support::objects::{Conditions, Rotates, create, gateway, limits, routing};
 
 const WAIT: Duration = Duration::from_secs(60);
 const DRIFT: Duration = Duration::from_secs(1);
@@ -57,10 +57,9 @@ async fn a_second_claim_on_a_config_writes_nothing_and_takes_over_only_when_the_
         create::<Config>(dev, name, spec).await;
         tokio::time::sleep(Duration::from_millis(1100)).await; // distinct creation seconds
     }
-    let stalled = dev
-        .wait_for::<Config>("intruder", WAIT, |c| c.stalled_with("AlreadyManaged"))
+    let message = dev
+        .condition_message::<Config>("intruder", WAIT, ("Stalled", "AlreadyManaged"))
         .await;
-    let (_, _, message) = stalled.condition("Stalled").unwrap();
     // The owner sits in another namespace: the message says another resource manages the
     // object, never which (tenant b learns nothing of tenant a's resources).
     assert!(
@@ -148,25 +147,15 @@ async fn only_the_owner_rotates_a_shared_deployment() {
     dev.wait_for::<Deployment>("gw", WAIT, |d| d.stalled_with("AlreadyManaged"))
         .await;
     for (api, trigger) in [(&intruders, "y"), (&owners, "2"), (&intruders, "z")] {
-        api.patch(
+        support::merge_patch(
+            api,
             "gw",
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"rotation": {"trigger": trigger}}})),
+            json!({"spec": {"rotation": {"trigger": trigger}}}),
         )
-        .await
-        .unwrap();
+        .await;
     }
-    h.wait_for::<Deployment>("gw", WAIT, |d| {
-        d.ready()
-            && d.status
-                .as_ref()
-                .unwrap()
-                .rotation
-                .observed_rotation_trigger
-                .as_deref()
-                == Some("2")
-    })
-    .await;
+    h.wait_for::<Deployment>("gw", WAIT, |d| d.rotated_for("2"))
+        .await;
     tokio::time::sleep(DRIFT * 3).await;
     let remote = h.remote_record_present("deployments", "id", &id).await;
     assert_eq!(
@@ -258,10 +247,7 @@ async fn a_credentials_secret_aigw_did_not_create_is_never_taken_over() {
         "stringData": {"client_auth": "precious"}
     }))
     .unwrap();
-    secrets
-        .create(&PostParams::default(), &theirs)
-        .await
-        .unwrap();
+    support::create(&secrets, &theirs).await;
     create::<Deployment>(&h.env, "gw", gateway("gw-conflict", "someone-elses")).await;
     h.wait_for::<Deployment>("gw", WAIT, |d| d.stalled_with("SecretConflict"))
         .await;
@@ -341,15 +327,11 @@ async fn two_installations_act_only_on_their_own_objects() {
     let (a, b) = two_installations(&h).await;
 
     // A Connection of b's (to b's tenant), and a Config naming it.
-    let token: Secret = serde_json::from_value(json!({
-        "metadata": {"name": "b-token"}, "stringData": {"token": b.token}
-    }))
-    .unwrap();
     h.env
-        .api::<Secret>()
-        .create(&PostParams::default(), &token)
-        .await
-        .unwrap();
+        .create_from::<Secret>(json!({
+            "metadata": {"name": "b-token"}, "stringData": {"token": b.token}
+        }))
+        .await;
     let conn_b = format!("{ns}-b");
     let connection: Connection = serde_json::from_value(json!({
         "apiVersion": "aigw.io/v1alpha1", "kind": "Connection",
@@ -359,10 +341,7 @@ async fn two_installations_act_only_on_their_own_objects() {
     }))
     .unwrap();
     let connections = Api::<Connection>::all(h.env.client.clone());
-    connections
-        .create(&PostParams::default(), &connection)
-        .await
-        .unwrap();
+    support::create(&connections, &connection).await;
     let mut through_b = routing("through-b");
     through_b["connectionRef"] = json!({"name": conn_b});
     create::<Config>(&h.env, "through-b", through_b).await;
@@ -377,10 +356,7 @@ async fn two_installations_act_only_on_their_own_objects() {
                  "auth": {"bearerToken": {"secretRef": {"namespace": ns, "name": "b-token", "key": "token"}}}}
     }))
     .unwrap();
-    connections
-        .create(&PostParams::default(), &claimed)
-        .await
-        .unwrap();
+    support::create(&connections, &claimed).await;
     let mut through_z = routing("through-z");
     through_z["connectionRef"] = json!({"name": conn_z});
     create::<Config>(&h.env, "through-z", through_z).await;
@@ -574,14 +550,12 @@ async fn two_installations_act_only_on_their_own_objects() {
     };
     owner.stop().await;
     let before = survivor.remote_writes().await;
-    guardrails
-        .patch(
-            &guardrail,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"actions": {"deny": false}}})),
-        )
-        .await
-        .unwrap();
+    support::merge_patch(
+        &guardrails,
+        &guardrail,
+        json!({"spec": {"actions": {"deny": false}}}),
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(
         guardrail_copies(survivor).await,
@@ -657,10 +631,10 @@ async fn another_installations_config_neither_uses_nor_pins_a_guardrail() {
         )
         .await
         .unwrap();
-    let refused = h
-        .wait_for::<Config>("user", WAIT, |c| c.stalled_with("InvalidSpec"))
+    let message = h
+        .env
+        .condition_message::<Config>("user", WAIT, ("Stalled", "InvalidSpec"))
         .await;
-    let (_, _, message) = refused.condition("Stalled").unwrap();
     assert!(message.contains("another installation"), "{message}");
     let b_configs = b.state().await["configs"].clone();
     assert_eq!(
@@ -799,10 +773,7 @@ async fn a_tenant_rewriting_the_claim_moves_nothing() {
     h.stop_operator().await;
     let (a, b) = two_installations(&h).await;
     let configs = h.env.api::<Config>();
-    configs
-        .create(&PostParams::default(), &claimed_config("moved", "inst-a"))
-        .await
-        .unwrap();
+    support::create(&configs, &claimed_config("moved", "inst-a")).await;
     let ready = h.wait_for::<Config>("moved", WAIT, |c| c.ready()).await;
     assert_eq!(config_copies(&a).await, 1, "a created it in its tenant");
     let finalizers = ready.metadata.finalizers.clone().unwrap_or_default();
@@ -903,10 +874,7 @@ async fn a_claim_naming_nobody_does_not_hold_the_deletion() {
     h.stop_operator().await;
     let (a, b) = two_installations(&h).await;
     let configs = h.env.api::<Config>();
-    configs
-        .create(&PostParams::default(), &claimed_config("stray", "inst-a"))
-        .await
-        .unwrap();
+    support::create(&configs, &claimed_config("stray", "inst-a")).await;
     h.wait_for::<Config>("stray", WAIT, |c| c.ready()).await;
     configs
         .patch(
@@ -963,7 +931,7 @@ async fn an_object_with_the_shared_finalizer_is_cleaned_up_by_its_installation()
     let configs = h.env.api::<Config>();
     let mut old = claimed_config("old", "inst-a");
     old.metadata.finalizers = Some(vec!["aigw.io/finalizer".into()]);
-    configs.create(&PostParams::default(), &old).await.unwrap();
+    support::create(&configs, &old).await;
     let (a, b) = two_installations(&h).await;
     let ready = h.wait_for::<Config>("old", WAIT, |c| c.ready()).await;
     assert_eq!(
@@ -1009,10 +977,7 @@ async fn a_rewritten_claim_on_a_cluster_scoped_object_moves_nothing() {
     guardrail.metadata.annotations = Some([(ANNOTATION.to_string(), "inst-a".to_string())].into());
     let name = h.cluster_name("org-shared");
     let guardrails = Api::<ClusterGuardrail>::all(h.env.client.clone());
-    guardrails
-        .create(&PostParams::default(), &guardrail)
-        .await
-        .unwrap();
+    support::create(&guardrails, &guardrail).await;
     support::wait_until(WAIT, || async {
         guardrails.get(&name).await.ok().filter(|g| g.ready())
     })

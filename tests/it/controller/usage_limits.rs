@@ -8,22 +8,14 @@ use crate::support;
 use std::time::Duration;
 
 use aigw::resources::UsageLimitsPolicy;
-use kube::Resource;
 use kube::api::{Patch, PatchParams, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::Harness;
+use support::objects::Conditions;
 
 const WAIT: Duration = Duration::from_secs(30);
 const POLICIES: &str = "/ai_gw/v2/policies/usage-limits";
-
-fn ready(p: &UsageLimitsPolicy) -> bool {
-    p.status.as_ref().is_some_and(|s| {
-        s.conditions.iter().any(|c| {
-            c.type_ == "Ready" && c.status == "True" && c.observed_generation == p.meta().generation
-        })
-    })
-}
 
 fn policy(name: &str, spec: Value) -> UsageLimitsPolicy {
     serde_json::from_value(
@@ -61,7 +53,9 @@ async fn create(h: &Harness, name: &str, spec: Value) -> String {
         .create(&PostParams::default(), &policy(name, spec))
         .await
         .unwrap();
-    let created = h.wait_for::<UsageLimitsPolicy>(name, WAIT, ready).await;
+    let created = h
+        .wait_for::<UsageLimitsPolicy>(name, WAIT, UsageLimitsPolicy::ready)
+        .await;
     created.status.unwrap().id.unwrap()
 }
 
@@ -71,7 +65,8 @@ async fn patch(h: &Harness, name: &str, patch: Value) {
         .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap();
-    h.wait_for::<UsageLimitsPolicy>(name, WAIT, ready).await;
+    h.wait_for::<UsageLimitsPolicy>(name, WAIT, UsageLimitsPolicy::ready)
+        .await;
 }
 
 #[tokio::test]
@@ -174,7 +169,7 @@ async fn usage_is_reset_exactly_once_per_trigger_change_and_never_by_an_apply() 
     // Only key-a had usage again.
     assert_eq!(remote(&h, &id).await["resets"], 3);
     let status = h
-        .wait_for::<UsageLimitsPolicy>("reset", WAIT, ready)
+        .wait_for::<UsageLimitsPolicy>("reset", WAIT, UsageLimitsPolicy::ready)
         .await
         .status
         .unwrap();

@@ -12,28 +12,15 @@ use std::time::Duration;
 use aigw::resources::{Config, McpIntegration, McpServer, Workspace};
 use kube::api::{Api, DeleteParams};
 use serde_json::json;
+use support::endpoints::{SCOPE_POST, WORKSPACE_DELETE, WORKSPACE_LIST, WORKSPACE_POST};
 use support::harness::Harness;
 use support::objects::Conditions;
 
 const WAIT: Duration = Duration::from_secs(30);
-const ARCHIVE: &str = "DELETE /ai_gw/admin/v2/workspaces/{workspaceRef}";
 const WS_A: &str = "5d1c3b2a-4e6f-4a7b-8c9d-0e1f2a3b4c5d";
 
 fn workspaces(h: &Harness) -> Api<Workspace> {
     Api::all(h.env.client.clone())
-}
-
-async fn ready_workspace(h: &Harness, name: &str) -> String {
-    let api = workspaces(h);
-    h.create_cluster::<Workspace>(name, json!({"name": name}))
-        .await;
-    let full = h.cluster_name(name);
-    support::wait_until(WAIT, || async {
-        let w = api.get_opt(&full).await.ok()??;
-        w.ready().then(|| w.status.and_then(|s| s.id)).flatten()
-    })
-    .await
-    .expect("the Workspace is Ready")
 }
 
 /// Waits for Workspace `name` to be gone (archived) or to stall with `StillReferenced`;
@@ -54,6 +41,17 @@ async fn archived_or_held(h: &Harness, name: &str) -> Option<String> {
     .expect("the Workspace neither went nor stalled")
 }
 
+/// Creates the McpIntegration `tools` (no auth, HTTP) enabling `workspaces` and waits until it
+/// is Ready.
+async fn ready_tools(h: &Harness, workspaces: serde_json::Value) {
+    let spec = json!({"slug": h.cluster_name("tools"), "name": "Tools",
+                      "url": "https://mcp.example.com/mcp", "authType": "none",
+                      "transport": "http", "workspaces": workspaces});
+    h.create_cluster::<McpIntegration>("tools", spec).await;
+    h.wait_cluster::<McpIntegration>("tools", WAIT, |i| i.ready())
+        .await;
+}
+
 /// Tenancy: a namespace whose grants do NOT allow Workspace `other` names it by `workspaceRef`.
 /// The Config is refused (`WorkspaceNotAllowed`, no write), yet it holds the cluster's
 /// Workspace from its archive (`StillReferenced`, naming the namespace's object) for as long as
@@ -64,7 +62,7 @@ async fn archived_or_held(h: &Harness, name: &str) -> Option<String> {
 async fn attack_an_ungranted_namespace_naming_a_workspace_by_resource_blocks_its_archive() {
     let grants = json!([{"namespaces": ["{ns}"], "workspaces": ["{ns}-team"]}]);
     let h = Harness::start_with_grants("atk-wsgrant", Duration::from_secs(1), grants).await;
-    ready_workspace(&h, "other").await;
+    h.ready_workspace("other").await;
     let configs: Api<Config> = h.env.api();
     let mut spec = support::objects::routing("squatter");
     spec["workspaceRef"] = json!({"name": h.cluster_name("other")});
@@ -77,7 +75,7 @@ async fn attack_an_ungranted_namespace_naming_a_workspace_by_resource_blocks_its
         .await
         .unwrap();
     let held = archived_or_held(&h, "other").await;
-    let archives = h.count(ARCHIVE).await;
+    let archives = h.count(WORKSPACE_DELETE).await;
     configs
         .delete("squatter", &DeleteParams::default())
         .await
@@ -99,22 +97,14 @@ async fn attack_an_ungranted_namespace_naming_a_workspace_by_resource_blocks_its
 #[tokio::test]
 async fn attack_a_workspace_an_mcp_integration_enables_by_resource_is_archived_under_it() {
     let h = Harness::start_with("atk-wsmcpi", Duration::from_secs(1)).await;
-    ready_workspace(&h, "payments").await;
+    h.ready_workspace("payments").await;
     let integrations = Api::<McpIntegration>::all(h.env.client.clone());
     let slug = h.cluster_name("tools");
-    h.create_cluster::<McpIntegration>(
-        "tools",
-        json!({"slug": slug, "name": "Tools", "url": "https://mcp.example.com/mcp",
-                       "authType": "none", "transport": "http",
-                       "workspaces": [{"workspaceRef": {"name": h.cluster_name("payments")}}]}),
+    ready_tools(
+        &h,
+        json!([{"workspaceRef": {"name": h.cluster_name("payments")}}]),
     )
     .await;
-    let ready = support::wait_until(WAIT, || async {
-        let i = integrations.get_opt(&slug).await.ok()??;
-        i.ready().then_some(())
-    })
-    .await;
-    assert!(ready.is_some(), "{}", h.cluster_events_text().await);
     workspaces(&h)
         .delete(&h.cluster_name("payments"), &DeleteParams::default())
         .await
@@ -141,26 +131,10 @@ async fn attack_a_workspace_an_mcp_integration_enables_by_resource_is_archived_u
 #[tokio::test]
 async fn attack_an_mcp_server_that_never_made_anything_holds_the_integration() {
     let h = Harness::start_with("atk-mcpihold", Duration::from_secs(1)).await;
-    h.call(
-        reqwest::Method::POST,
-        "/_emulator/seed",
-        Some(json!({"workspaces": [{"id": WS_A, "name": "payments", "slug": "payments"}]})),
-    )
-    .await;
+    h.seed_workspace(WS_A, "payments", "payments").await;
     let integrations = Api::<McpIntegration>::all(h.env.client.clone());
     let slug = h.cluster_name("tools");
-    h.create_cluster::<McpIntegration>(
-        "tools",
-        json!({"slug": slug, "name": "Tools", "url": "https://mcp.example.com/mcp",
-                       "authType": "none", "transport": "http", "workspaces": []}),
-    )
-    .await;
-    let ready = support::wait_until(WAIT, || async {
-        let i = integrations.get_opt(&slug).await.ok()??;
-        i.ready().then_some(())
-    })
-    .await;
-    assert!(ready.is_some(), "{}", h.cluster_events_text().await);
+    ready_tools(&h, json!([])).await;
     let servers = h.env.api::<McpServer>();
     support::objects::create::<McpServer>(
         &h.env,
@@ -174,19 +148,7 @@ async fn attack_an_mcp_server_that_never_made_anything_holds_the_integration() {
             .is_some_and(|(st, reason, _)| st == "False" && reason == "IntegrationNotReady")
     })
     .await;
-    integrations
-        .delete(&slug, &DeleteParams::default())
-        .await
-        .unwrap();
-    let gone = support::wait_until(WAIT, || async {
-        integrations
-            .get_opt(&slug)
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    let gone = support::deleted_within(&integrations, &slug, WAIT).await;
     let left = integrations
         .get_opt(&slug)
         .await
@@ -196,15 +158,10 @@ async fn attack_an_mcp_server_that_never_made_anything_holds_the_integration() {
     let _ = servers.delete("squatter", &DeleteParams::default()).await;
     h.stop().await;
     assert!(
-        gone.is_some(),
+        gone,
         "an McpServer that made nothing holds the McpIntegration: {left:?}"
     );
 }
-
-const WS_POST: &str = "POST /ai_gw/admin/v2/workspaces";
-const WS_LIST: &str = "GET /ai_gw/admin/v2/workspaces";
-
-const SCOPE_POST: &str = "POST /iam/v1/scopes";
 
 /// The IAM scopes aigw made (their description carries an owner token).
 async fn owned_scopes(h: &Harness) -> Vec<serde_json::Value> {
@@ -221,6 +178,18 @@ async fn owned_scopes(h: &Harness) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// Creates the Workspace `name` (display name `display`) and waits until its workspace POST
+/// was sent.
+async fn create_until_posted(h: &Harness, name: &str, display: &str) {
+    h.create_cluster::<Workspace>(name, json!({"name": display}))
+        .await;
+    let posted = support::wait_until(WAIT, || async {
+        (h.count(WORKSPACE_POST).await >= 1).then_some(())
+    })
+    .await;
+    assert!(posted.is_some(), "{}", h.stats().await);
+}
+
 /// Three-call create: the first call (the IAM scope) is made, the second (the workspace) is
 /// refused by the API for good; the Workspace resource is then deleted. The scope aigw made for
 /// it goes with it (`Verbs::remove_unused`; before, only a scope recorded in status was deleted
@@ -229,27 +198,16 @@ async fn owned_scopes(h: &Harness) -> Vec<serde_json::Value> {
 async fn attack_a_workspace_whose_create_is_refused_leaves_no_iam_scope_behind() {
     let h = Harness::start_with("atk-wsscope", Duration::from_secs(1)).await;
     let before = owned_scopes(&h).await.len();
-    h.faults(json!({"failing_routes": {WS_POST: 400}})).await;
-    let api = workspaces(&h);
-    h.create_cluster::<Workspace>("refused", json!({"name": "Refused"}))
+    h.faults(json!({"failing_routes": {WORKSPACE_POST: 400}}))
         .await;
-    let tried = support::wait_until(WAIT, || async {
-        (h.count(WS_POST).await >= 1).then_some(())
-    })
-    .await;
-    assert!(tried.is_some(), "{}", h.stats().await);
+    let api = workspaces(&h);
+    create_until_posted(&h, "refused", "Refused").await;
     assert_eq!(h.count(SCOPE_POST).await, 1);
-    api.delete(&h.cluster_name("refused"), &DeleteParams::default())
-        .await
-        .unwrap();
     let full = h.cluster_name("refused");
-    let gone = support::wait_until(WAIT, || async {
-        api.get_opt(&full).await.ok()?.is_none().then_some(())
-    })
-    .await;
+    let gone = support::deleted_within(&api, &full, WAIT).await;
     let left = owned_scopes(&h).await;
     h.stop().await;
-    assert!(gone.is_some(), "the Workspace was not deleted");
+    assert!(gone, "the Workspace was not deleted");
     assert_eq!(
         left.len(),
         before,
@@ -264,16 +222,10 @@ async fn attack_a_workspace_whose_create_is_refused_leaves_no_iam_scope_behind()
 #[tokio::test]
 async fn attack_a_workspace_deleted_while_its_create_is_uncertain_is_not_left_behind() {
     let h = Harness::start_with("atk-wsuncertain", Duration::from_secs(1)).await;
-    h.faults(json!({"drop_after_commit_once": [WS_POST], "failing_routes": {WS_LIST: 503}}))
+    h.faults(json!({"drop_after_commit_once": [WORKSPACE_POST], "failing_routes": {WORKSPACE_LIST: 503}}))
         .await;
     let api = workspaces(&h);
-    h.create_cluster::<Workspace>("uncertain", json!({"name": "Uncertain"}))
-        .await;
-    let posted = support::wait_until(WAIT, || async {
-        (h.count(WS_POST).await >= 1).then_some(())
-    })
-    .await;
-    assert!(posted.is_some(), "{}", h.stats().await);
+    create_until_posted(&h, "uncertain", "Uncertain").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     api.delete(&h.cluster_name("uncertain"), &DeleteParams::default())
         .await
@@ -281,10 +233,7 @@ async fn attack_a_workspace_deleted_while_its_create_is_uncertain_is_not_left_be
     tokio::time::sleep(Duration::from_secs(5)).await;
     h.faults(json!({})).await;
     let full = h.cluster_name("uncertain");
-    let gone = support::wait_until(WAIT, || async {
-        api.get_opt(&full).await.ok()?.is_none().then_some(())
-    })
-    .await;
+    let gone = support::gone_within(&api, &full, WAIT).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let state = h.state().await;
     let active: Vec<serde_json::Value> = state["workspaces"]
@@ -294,9 +243,9 @@ async fn attack_a_workspace_deleted_while_its_create_is_uncertain_is_not_left_be
         .into_iter()
         .filter(|w| w["name"] == "Uncertain" && w["status"] == "active")
         .collect();
-    let posts = h.count(WS_POST).await;
+    let posts = h.count(WORKSPACE_POST).await;
     h.stop().await;
-    assert!(gone.is_some(), "the Workspace was not deleted");
+    assert!(gone, "the Workspace was not deleted");
     assert_eq!(posts, 1, "one POST");
     assert!(
         active.is_empty(),
@@ -312,7 +261,7 @@ async fn attack_a_workspace_deleted_while_its_create_is_uncertain_is_not_left_be
 #[tokio::test]
 async fn attack_a_workspace_held_by_an_mcp_server_goes_as_soon_as_the_server_does() {
     let h = Harness::start_with("atk-wsmcps", Duration::from_secs(1)).await;
-    let id = ready_workspace(&h, "pay").await;
+    let id = h.ready_workspace("pay").await;
     let integrations = Api::<McpIntegration>::all(h.env.client.clone());
     let slug = h.cluster_name("tools");
     h.create_cluster::<McpIntegration>(
@@ -343,20 +292,8 @@ async fn attack_a_workspace_held_by_an_mcp_server_goes_as_soon_as_the_server_doe
     );
     // Held a while: the Workspace's retries back off.
     tokio::time::sleep(Duration::from_secs(45)).await;
-    servers
-        .delete("pay-tools", &DeleteParams::default())
-        .await
-        .unwrap();
-    let server_gone = support::wait_until(WAIT, || async {
-        servers
-            .get_opt("pay-tools")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    assert!(server_gone.is_some(), "the McpServer was not deleted");
+    let server_gone = support::deleted_within(&servers, "pay-tools", WAIT).await;
+    assert!(server_gone, "the McpServer was not deleted");
     // The integration's access row names the workspace too, and holds it in turn; once the
     // integration goes (Orphan), nothing names the workspace.
     let still = archived_or_held(&h, "pay").await;
@@ -366,33 +303,15 @@ async fn attack_a_workspace_held_by_an_mcp_server_goes_as_soon_as_the_server_doe
             .is_some_and(|m| m.contains("McpIntegration")),
         "{still:?}"
     );
-    integrations
-        .delete(&slug, &DeleteParams::default())
-        .await
-        .unwrap();
-    let integration_gone = support::wait_until(WAIT, || async {
-        integrations
-            .get_opt(&slug)
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    assert!(
-        integration_gone.is_some(),
-        "the McpIntegration was not deleted"
-    );
+    let integration_gone = support::deleted_within(&integrations, &slug, WAIT).await;
+    assert!(integration_gone, "the McpIntegration was not deleted");
     let full = h.cluster_name("pay");
     let api = workspaces(&h);
     let started = std::time::Instant::now();
-    let gone = support::wait_until(Duration::from_secs(10), || async {
-        api.get_opt(&full).await.ok()?.is_none().then_some(())
-    })
-    .await;
+    let gone = support::gone_within(&api, &full, Duration::from_secs(10)).await;
     h.stop().await;
     assert!(
-        gone.is_some(),
+        gone,
         "the Workspace was still waiting {:?} after the last object naming it went",
         started.elapsed()
     );
@@ -404,7 +323,7 @@ async fn attack_a_workspace_held_by_an_mcp_server_goes_as_soon_as_the_server_doe
 #[tokio::test]
 async fn attack_adopting_a_managed_workspace_by_slug_then_deleting_it_leaves_it_alone() {
     let h = Harness::start_with("atk-wsadopt", Duration::from_secs(1)).await;
-    ready_workspace(&h, "a").await;
+    h.ready_workspace("a").await;
     let api = workspaces(&h);
     let a = api.get(&h.cluster_name("a")).await.unwrap();
     let slug = a.status.and_then(|s| s.slug).unwrap();
@@ -419,13 +338,9 @@ async fn attack_adopting_a_managed_workspace_by_slug_then_deleting_it_leaves_it_
         w.stalled_with("AlreadyManaged").then_some(())
     })
     .await;
-    api.delete(&full, &DeleteParams::default()).await.unwrap();
-    let gone = support::wait_until(WAIT, || async {
-        api.get_opt(&full).await.ok()?.is_none().then_some(())
-    })
-    .await;
+    let gone = support::deleted_within(&api, &full, WAIT).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let archives = h.count(ARCHIVE).await;
+    let archives = h.count(WORKSPACE_DELETE).await;
     let a_ready = api
         .get(&h.cluster_name("a"))
         .await
@@ -433,7 +348,7 @@ async fn attack_adopting_a_managed_workspace_by_slug_then_deleting_it_leaves_it_
         .unwrap_or(false);
     h.stop().await;
     assert!(stalled.is_some(), "b did not stand aside");
-    assert!(gone.is_some(), "b was not deleted");
+    assert!(gone, "b was not deleted");
     assert_eq!(archives, 0, "b's delete archived a's workspace");
     assert!(a_ready);
 }

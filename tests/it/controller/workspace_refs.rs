@@ -19,8 +19,9 @@ use crate::support;
 
 use std::time::Duration;
 
-use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use serde_json::{Value, json};
+use support::endpoints::SCOPE_PUT;
 use support::harness::{Harness, count_in};
 
 use super::conformance::Fixture;
@@ -30,9 +31,6 @@ use super::conformance::kinds::{
 };
 
 const WAIT: Duration = Duration::from_secs(40);
-/// The IAM bind, the third call of a Workspace's create.
-const BIND: &str = "PUT /iam/v1/scopes/{name}";
-
 /// A kind of the matrix, with what its create needs of a workspace beyond the grant.
 trait ByRef: Fixture {
     /// Whether exactly one of `workspaceId` and `workspaceRef` is required.
@@ -78,9 +76,7 @@ async fn grant_access(api: &Api<DynamicObject>, name: &str, entry: Value) {
     let mut workspaces = object.data["spec"]["workspaces"].clone();
     workspaces.as_array_mut().unwrap().push(entry);
     let patch = json!({"spec": {"workspaces": workspaces}});
-    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+    support::merge_patch(api, name, &patch).await;
     let ready = support::wait_until(WAIT, || async {
         let object = serde_json::to_value(api.get_opt(name).await.ok()??).unwrap();
         ready(&object).then_some(())
@@ -192,10 +188,7 @@ impl<'h> Matrix<'h> {
             name,
             json!({"name": format!("By ref {name}"), "deletionPolicy": "Orphan"}),
         );
-        self.workspaces
-            .create(&PostParams::default(), &object)
-            .await
-            .unwrap();
+        support::create(&self.workspaces, &object).await;
         self.wait_workspace(name, done).await
     }
 
@@ -358,7 +351,8 @@ async fn waits<F: ByRef>(m: &Matrix<'_>) {
     );
 
     // Its create is refused at the bind: it recorded its workspace and is not Ready.
-    m.h.faults(json!({"failing_routes": {BIND: 403}})).await;
+    m.h.faults(json!({"failing_routes": {SCOPE_PUT: 403}}))
+        .await;
     let later = m
         .workspace("later", |w| w["status"]["id"].is_string() && !ready(w))
         .await;

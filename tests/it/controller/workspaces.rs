@@ -14,16 +14,14 @@ use aigw::resources::{Config, Workspace};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use reqwest::Method;
 use serde_json::{Value, json};
+use support::endpoints::{
+    CONFIG_POST, SCOPE_DELETE, SCOPE_POST, SCOPE_PUT, WORKSPACE_DELETE, WORKSPACE_POST,
+    WORKSPACE_PUT,
+};
 use support::harness::Harness;
 use support::objects::Conditions;
 
 const WAIT: Duration = Duration::from_secs(40);
-const SCOPE_POST: &str = "POST /iam/v1/scopes";
-const SCOPE_PUT: &str = "PUT /iam/v1/scopes/{name}";
-const SCOPE_DELETE: &str = "DELETE /iam/v1/scopes/{name}";
-const POST: &str = "POST /ai_gw/admin/v2/workspaces";
-const PUT: &str = "PUT /ai_gw/admin/v2/workspaces/{workspaceRef}";
-const DELETE: &str = "DELETE /ai_gw/admin/v2/workspaces/{workspaceRef}";
 
 fn api(h: &Harness) -> Api<Workspace> {
     Api::all(h.env.client.clone())
@@ -87,7 +85,7 @@ async fn a_workspace_is_made_in_three_calls_kept_in_line_and_archived_once_nothi
 
     // Scope, workspace, bind: one call each.
     assert_eq!(h.count(SCOPE_POST).await, 1, "{}", h.stats().await);
-    assert_eq!(h.count(POST).await, 1, "{}", h.stats().await);
+    assert_eq!(h.count(WORKSPACE_POST).await, 1, "{}", h.stats().await);
     assert_eq!(h.count(SCOPE_PUT).await, 1, "{}", h.stats().await);
     let made = scope(&h, &scope_name).await.expect("the scope");
     assert!(binds(&made, &slug), "{made}");
@@ -121,7 +119,7 @@ async fn a_workspace_is_made_in_three_calls_kept_in_line_and_archived_once_nothi
     assert_eq!(h.remote_writes().await, before, "{}", h.stats().await);
 
     // A console edit of the settings: one PUT restores them.
-    let puts = h.count(PUT).await;
+    let puts = h.count(WORKSPACE_PUT).await;
     let path = format!("/ai_gw/admin/v2/workspaces/{id}");
     h.call(
         Method::PUT,
@@ -137,7 +135,11 @@ async fn a_workspace_is_made_in_three_calls_kept_in_line_and_archived_once_nothi
     .await;
     assert!(restored.is_some(), "{}", h.cluster_events_text().await);
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(h.count(PUT).await, puts + 2, "the edit and one correction");
+    assert_eq!(
+        h.count(WORKSPACE_PUT).await,
+        puts + 2,
+        "the edit and one correction"
+    );
 
     // The binding removed in the console: one full replacement binds the slug again.
     let scope_path = format!("/iam/v1/scopes/{scope_name}");
@@ -170,7 +172,7 @@ async fn a_workspace_is_made_in_three_calls_kept_in_line_and_archived_once_nothi
     let (_, _, message) = held.condition("Stalled").unwrap();
     let holder_name = format!("Config {}/in-pay", h.env.namespace);
     assert!(message.contains(&holder_name), "{message}");
-    assert_eq!(h.count(DELETE).await, 0, "archived while named");
+    assert_eq!(h.count(WORKSPACE_DELETE).await, 0, "archived while named");
 
     configs
         .delete("in-pay", &DeleteParams::default())
@@ -187,7 +189,7 @@ async fn a_workspace_is_made_in_three_calls_kept_in_line_and_archived_once_nothi
         scope(&h, &scope_name).await.is_none(),
         "its scope is deleted"
     );
-    assert_eq!(h.count(DELETE).await, 1);
+    assert_eq!(h.count(WORKSPACE_DELETE).await, 1);
     assert_eq!(h.count(SCOPE_DELETE).await, 1);
     h.stop().await;
 }
@@ -197,7 +199,10 @@ async fn a_workspace_is_made_in_three_calls_kept_in_line_and_archived_once_nothi
 #[tokio::test]
 async fn a_lost_answer_on_each_of_the_three_calls_is_recovered_without_a_duplicate() {
     let h = Harness::start_with("ws-lost", Duration::from_secs(1)).await;
-    for (n, lost) in [SCOPE_POST, POST, SCOPE_PUT].into_iter().enumerate() {
+    for (n, lost) in [SCOPE_POST, WORKSPACE_POST, SCOPE_PUT]
+        .into_iter()
+        .enumerate()
+    {
         let name = format!("lost-{n}");
         let before = h.stats().await;
         let count = |stats: &Value, endpoint: &str| support::harness::count_in(stats, endpoint);
@@ -211,7 +216,7 @@ async fn a_lost_answer_on_each_of_the_three_calls_is_recovered_without_a_duplica
             "{lost}: the answer was not lost: {faults}"
         );
         let after = h.stats().await;
-        for endpoint in [SCOPE_POST, POST, SCOPE_PUT] {
+        for endpoint in [SCOPE_POST, WORKSPACE_POST, SCOPE_PUT] {
             assert_eq!(
                 count(&after, endpoint) - count(&before, endpoint),
                 1,
@@ -339,7 +344,7 @@ async fn the_default_workspace_is_adopted_and_observed_but_never_archived() {
         .find(|w| w["slug"] == slug.as_str())
         .unwrap();
     assert_eq!(kept["status"], "active");
-    assert_eq!(h.count(DELETE).await, 0);
+    assert_eq!(h.count(WORKSPACE_DELETE).await, 0);
     assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
     h.stop().await;
 }
@@ -392,24 +397,10 @@ async fn an_exported_workspace_is_adopted_without_a_write() {
         stderr.contains("the organisation's default workspace"),
         "{stderr}"
     );
-    let file = std::fs::read_dir(&out)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .find(|p| {
-            std::fs::read_to_string(p)
-                .is_ok_and(|t| t.contains("kind: Workspace") && t.contains(&slug))
-        })
-        .expect("the workspace's manifest");
-    let mut exported: Value =
-        serde_yaml::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-    assert_eq!(exported["spec"]["slug"], slug.as_str());
-    assert_eq!(exported["spec"]["deletionPolicy"], "Orphan");
-    let before = h.remote_writes().await;
-    let spec = exported["spec"].take();
-    create(&h, "exported", spec).await;
-    let ready = wait_for(&h, "exported", |w| w.ready()).await;
-    assert_eq!(ready.status.unwrap().slug.as_deref(), Some(slug.as_str()));
-    h.assert_no_write_since(before, "adopting the export").await;
+    let text = support::cli::exported_manifest(&out, "Workspace", &slug);
+    let mut exported: Value = serde_yaml::from_str(&text).unwrap();
+    h.adopts_export::<Workspace>("exported", exported["spec"].take(), &slug)
+        .await;
     h.stop().await;
 }
 
@@ -434,7 +425,7 @@ async fn a_default_config_in_the_workspace_is_set_once_its_config_is_ready() {
     let remote = h.call(Method::GET, &path, None).await;
     assert_eq!(remote["defaults"]["config_id"], Value::Null, "{remote}");
     assert_eq!(remote["defaults"]["metadata"], json!({"team": "routing"}));
-    let puts = h.count(PUT).await;
+    let puts = h.count(WORKSPACE_PUT).await;
 
     let mut config = support::objects::routing("main");
     config["workspaceId"] = json!(id);
@@ -451,12 +442,12 @@ async fn a_default_config_in_the_workspace_is_set_once_its_config_is_ready() {
     );
     assert_eq!(remote["defaults"]["metadata"], json!({"team": "routing"}));
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(h.count(PUT).await, puts + 1, "one PUT sets the default");
-    h.env
-        .api::<Config>()
-        .delete("main", &DeleteParams::default())
-        .await
-        .unwrap();
+    assert_eq!(
+        h.count(WORKSPACE_PUT).await,
+        puts + 1,
+        "one PUT sets the default"
+    );
+    h.env.delete::<Config>("main").await;
     h.stop().await;
 }
 
@@ -477,10 +468,10 @@ async fn a_grant_naming_a_workspace_resource_lets_a_namespace_into_that_workspac
         support::objects::create::<Config>(&h.env, name, spec).await;
     }
     h.wait_for::<Config>("inside", WAIT, |c| c.ready()).await;
-    let refused = h
-        .wait_for::<Config>("outside", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
+    let message = h
+        .env
+        .condition_message::<Config>("outside", WAIT, ("Stalled", "WorkspaceNotAllowed"))
         .await;
-    let (_, _, message) = refused.condition("Stalled").unwrap();
     assert!(message.contains(OUTSIDE), "{message}");
     for name in ["inside", "outside"] {
         configs
@@ -505,10 +496,10 @@ async fn a_config_naming_its_workspace_by_resource_waits_then_is_created_once_in
     spec["workspaceRef"] = json!({"name": h.cluster_name("later")});
     spec["deletionPolicy"] = json!("Orphan");
     support::objects::create::<Config>(&h.env, "by-ref", spec).await;
-    let waiting = h
-        .wait_for::<Config>("by-ref", WAIT, |c| c.stalled_with("WorkspaceNotReady"))
+    let message = h
+        .env
+        .condition_message::<Config>("by-ref", WAIT, ("Stalled", "WorkspaceNotReady"))
         .await;
-    let (_, _, message) = waiting.condition("Stalled").unwrap();
     assert!(message.contains("spec.workspaceRef"), "{message}");
     assert_eq!(h.count(CONFIG_POST).await, 0, "no write while it waits");
 
@@ -538,13 +529,13 @@ async fn a_config_naming_its_workspace_by_resource_waits_then_is_created_once_in
     let (_, _, message) = held.condition("Stalled").unwrap();
     let holder = format!("Config {}/by-ref", h.env.namespace);
     assert!(message.contains(&holder), "{message}");
-    assert_eq!(h.count(DELETE).await, 0, "archived while named");
+    assert_eq!(h.count(WORKSPACE_DELETE).await, 0, "archived while named");
     configs
         .delete("by-ref", &DeleteParams::default())
         .await
         .unwrap();
     wait_gone(&h, "later").await;
-    assert_eq!(h.count(DELETE).await, 1);
+    assert_eq!(h.count(WORKSPACE_DELETE).await, 1);
     h.stop().await;
 }
 
@@ -574,10 +565,10 @@ async fn a_workspace_named_by_resource_outside_the_grants_is_refused_before_any_
         .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
         .await;
     assert_eq!(remote["workspace_id"], team_id.as_str(), "{remote}");
-    let refused = h
-        .wait_for::<Config>("outside", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
+    let message = h
+        .env
+        .condition_message::<Config>("outside", WAIT, ("Stalled", "WorkspaceNotAllowed"))
         .await;
-    let (_, _, message) = refused.condition("Stalled").unwrap();
     assert!(message.contains("spec.workspaceRef"), "{message}");
     assert!(!message.contains(&other_id), "{message}");
     assert_eq!(h.count(CONFIG_POST).await, 1, "only the granted one");
@@ -589,5 +580,3 @@ async fn a_workspace_named_by_resource_outside_the_grants_is_refused_before_any_
     }
     h.stop().await;
 }
-
-const CONFIG_POST: &str = "POST /ai_gw/v2/configs";

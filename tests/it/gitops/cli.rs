@@ -18,7 +18,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
-use support::harness::{CLUSTER_LABEL, Harness, TOKEN, count_in};
+use support::harness::{CLUSTER_LABEL, Harness, TOKEN, call_api, count_in};
 use support::objects::Conditions;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -273,20 +273,7 @@ struct Remote {
 
 impl Remote {
     async fn call(&self, method: Method, path: &str, body: Value) -> Value {
-        let response = self
-            .http
-            .request(method, format!("{}{path}", self.url))
-            .bearer_auth(TOKEN)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert!(
-            response.status().is_success(),
-            "{path}: {}",
-            response.status()
-        );
-        response.json().await.unwrap_or(Value::Null)
+        call_api(&self.http, &self.url, method, path, Some(body)).await
     }
 
     async fn stats(&self) -> Value {
@@ -659,16 +646,10 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
         );
         files.push((path, content));
     }
-    let secret: Secret = serde_json::from_value(json!({
+    h.env.create_from::<Secret>(json!({
         "metadata": {"name": "edge-eu-credentials"},
         "stringData": {"client_auth": client_auth, "username": created["credentials"]["username"], "password": password}
-    }))
-    .unwrap();
-    h.env
-        .api::<Secret>()
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    })).await;
 
     h.reset_stats().await;
     for (path, content) in &files {
@@ -724,10 +705,7 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
             })
             .await
             .expect("a leftover ClusterGuardrail went");
-            cluster
-                .create(&PostParams::default(), &object)
-                .await
-                .unwrap();
+            support::create(&cluster, &object).await;
         } else if name.starts_with("usagelimitspolicy-") {
             let object: UsageLimitsPolicy = serde_yaml::from_str(yaml).unwrap();
             h.env
@@ -837,31 +815,12 @@ async fn plan_without_a_kubeconfig_hides_a_value_at_a_dropped_path() {
         )
         .await;
     let slug = created["slug"].as_str().expect("slug").to_string();
-    let dir = tempfile::tempdir().unwrap();
-    let token = token_file(dir.path(), TOKEN);
     let url = emulator.management_url();
-    let manifest = dir.path().join("pr.yaml");
-    std::fs::write(
-        &manifest,
-        format!("apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {{name: dropped-ref, namespace: team-a}}\nspec: {{name: dropped-ref, slug: {slug}, config: {{strategy: {{mode: single}}, targets: [{{provider: '@openai'}}]}}}}\n"),
-    )
-    .unwrap();
-    let manifest = manifest.to_str().unwrap();
-    for output in ["human", "json"] {
-        let out = aigw_async(args(&[
-            "plan",
-            "-f",
-            manifest,
-            "--output",
-            output,
-            "--management-url",
-            &url,
-            "--token-file",
-            &token,
-        ]))
-        .await;
-        let plan = text(&out);
-        assert_eq!(code(&out), 2, "{plan}");
+    let manifest = format!(
+        "apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {{name: dropped-ref, namespace: team-a}}\nspec: {{name: dropped-ref, slug: {slug}, config: {{strategy: {{mode: single}}, targets: [{{provider: '@openai'}}]}}}}\n"
+    );
+    for (output, code, plan) in support::cli::plan_each_output(&url, TOKEN, &manifest).await {
+        assert_eq!(code, Some(2), "{plan}");
         assert!(
             !plan.contains(VALUE),
             "[{output}] the value was printed:\n{plan}"

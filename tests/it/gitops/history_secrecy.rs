@@ -8,12 +8,25 @@ use std::time::Duration;
 
 use aigw::resources::Config;
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 use support::harness::Harness;
 use support::objects::{Conditions, object, routing};
 
 const WAIT: Duration = Duration::from_secs(60);
+
+/// Once the Config `bedrock` records two versions: the newer's id, then the older's.
+async fn two_versions(h: &Harness) -> (String, String) {
+    let config = h
+        .wait_for::<Config>("bedrock", WAIT, |c| {
+            c.ready() && c.status.as_ref().is_some_and(|s| s.history.len() == 2)
+        })
+        .await;
+    let history = config.status.unwrap().history;
+    (
+        history[0].version_id.clone().unwrap(),
+        history[1].version_id.clone().unwrap(),
+    )
+}
 
 /// `aigw history config/NAME --diff A B`: a value taken from a Secret (`spec.secretRefs`) is
 /// never printed, whatever its key.
@@ -22,23 +35,7 @@ async fn history_diff_never_prints_a_secret_backed_value() {
     const FIRST: &str = "AKIAQ7ZX3EXAMPLEKEY1";
     const SECOND: &str = "AKIAQ7ZX3EXAMPLEKEY2";
     let h = Harness::start_with("atk-hist-secret", Duration::from_secs(600)).await;
-    let put = |value: &'static str| {
-        let secrets = h.env.api::<Secret>();
-        async move {
-            let secret: Secret = serde_json::from_value(
-                json!({"metadata": {"name": "aws"}, "stringData": {"id": value}}),
-            )
-            .unwrap();
-            secrets
-                .patch(
-                    "aws",
-                    &PatchParams::apply("test").force(),
-                    &Patch::Apply(&secret),
-                )
-                .await
-                .unwrap();
-        }
-    };
+    let put = |value: &'static str| h.put_secret("aws", json!({"id": value}), false);
     put(FIRST).await;
     let mut spec = routing("bedrock");
     spec["secretRefs"] =
@@ -46,16 +43,7 @@ async fn history_diff_never_prints_a_secret_backed_value() {
     support::objects::create::<Config>(&h.env, "bedrock", spec).await;
     h.wait_for::<Config>("bedrock", WAIT, |c| c.ready()).await;
     put(SECOND).await;
-    let config = h
-        .wait_for::<Config>("bedrock", WAIT, |c| {
-            c.ready() && c.status.as_ref().is_some_and(|s| s.history.len() == 2)
-        })
-        .await;
-    let history = config.status.unwrap().history;
-    let (newer, older) = (
-        history[0].version_id.clone().unwrap(),
-        history[1].version_id.clone().unwrap(),
-    );
+    let (newer, older) = two_versions(&h).await;
     let out = super::modes::history(&h, &["config/bedrock", "--diff", &older, &newer]).await;
     assert!(
         !out.contains(FIRST) && !out.contains(SECOND),
@@ -70,6 +58,17 @@ async fn aigw(args: Vec<String>) -> (bool, String) {
     (code.is_some_and(|c| c <= 2), text)
 }
 
+/// `aigw {args}` succeeds and shows the change (to `@openai`), never `value`.
+async fn shows_the_change_not(value: &str, args: Vec<String>, what: &str) {
+    let (ran, out) = aigw(args).await;
+    assert!(ran, "{out}");
+    assert!(out.contains("@openai"), "{what} shows the change: {out}");
+    assert!(
+        !out.contains(value),
+        "{what} printed the Secret's value:\n{out}"
+    );
+}
+
 /// A target prepended before the one a Secret fills shifts the `secretRefs` index: the remote
 /// document and the older version hold the value at the old index. Neither `aigw plan` (with
 /// and without cluster access) nor `aigw history --diff` prints it, nor does `aigw export`
@@ -78,14 +77,9 @@ async fn aigw(args: Vec<String>) -> (bool, String) {
 async fn plan_history_and_export_never_print_a_secret_backed_value_after_an_index_shift() {
     const VALUE: &str = "AKIAPLANLEAK00000001";
     let h = Harness::start_with("atk-index-shift", Duration::from_secs(600)).await;
-    let secret: Secret =
-        serde_json::from_value(json!({"metadata": {"name": "aws"}, "stringData": {"id": VALUE}}))
-            .unwrap();
     h.env
-        .api::<Secret>()
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+        .create_from::<Secret>(json!({"metadata": {"name": "aws"}, "stringData": {"id": VALUE}}))
+        .await;
     let spec = |targets: Value, index: usize| {
         json!({"name": "bedrock",
                "config": {"strategy": {"mode": "fallback"}, "targets": targets},
@@ -136,38 +130,18 @@ async fn plan_history_and_export_never_print_a_secret_backed_value_after_an_inde
             let mut args = vec!["plan".to_string(), "-f".into(), manifest(with_slug)];
             args.extend(["--output".into(), output.into()]);
             args.extend(target(kube));
-            let (ran, out) = aigw(args).await;
-            assert!(ran, "{out}");
-            assert!(out.contains("@openai"), "the plan shows the change: {out}");
-            assert!(
-                !out.contains(VALUE),
-                "aigw plan ({output}, cluster access: {kube}) printed the Secret's value:\n{out}"
-            );
+            let what = format!("aigw plan ({output}, cluster access: {kube})");
+            shows_the_change_not(VALUE, args, &what).await;
         }
     }
 
     h.env.patch_spec::<Config>("bedrock", json!(after)).await;
-    let config = h
-        .wait_for::<Config>("bedrock", WAIT, |c| {
-            c.ready() && c.status.as_ref().is_some_and(|s| s.history.len() == 2)
-        })
-        .await;
-    let history = config.status.unwrap().history;
-    let (newer, older) = (
-        history[0].version_id.clone().unwrap(),
-        history[1].version_id.clone().unwrap(),
-    );
+    let (newer, older) = two_versions(&h).await;
     let mut args = vec!["history".to_string(), "config/bedrock".into()];
     args.extend(["--diff".into(), older, newer]);
     args.extend(["-n".into(), h.env.namespace.clone()]);
     args.extend(target(true));
-    let (ran, out) = aigw(args).await;
-    assert!(ran, "{out}");
-    assert!(out.contains("@openai"), "the diff shows the change: {out}");
-    assert!(
-        !out.contains(VALUE),
-        "aigw history --diff printed the Secret's value:\n{out}"
-    );
+    shows_the_change_not(VALUE, args, "aigw history --diff").await;
 
     // A console edit swaps the targets: the remote holds the value at index 0, the live
     // resource names index 1. `aigw export` writes no file holding it, and says why.

@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::support::SendJson;
 use aigw::emulator::EmulatorOptions;
 use aigw::resources::Config;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use support::harness::{Harness, TOKEN};
 use support::objects::Conditions;
@@ -376,10 +376,7 @@ async fn victim_integration(env: &support::TestEnv, emulator_url: &str, name: &s
             "secretRefs": [{"path": "/custom_host",
                             "secretKeyRef": {"name": "oai", "key": "host"}}]}),
     );
-    integrations
-        .create(&PostParams::default(), &live)
-        .await
-        .unwrap();
+    support::create(&integrations, &live).await;
     integrations
         .patch_status(
             name,

@@ -12,18 +12,12 @@ use kube::ResourceExt;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use reqwest::Method;
 use serde_json::{Value, json};
+use support::endpoints::{CONFIG_DELETE, CONFIG_GET, CONFIG_LIST, CONFIG_POST, CONFIG_PUT};
 use support::harness::{Harness, count_in};
 use support::objects::{Conditions, gateway, limits, object, routing};
 
 const WAIT: Duration = Duration::from_secs(60);
 const DRIFT: Duration = Duration::from_secs(2);
-const CONFIG_GET: &str = "GET /ai_gw/v2/configs/{slug}";
-/// A drift check of configs is one list.
-const CONFIG_LIST: &str = "GET /ai_gw/v2/configs";
-const CONFIG_PUT: &str = "PUT /ai_gw/v2/configs/{slug}";
-const CONFIG_POST: &str = "POST /ai_gw/v2/configs";
-const CONFIG_DELETE: &str = "DELETE /ai_gw/v2/configs/{slug}";
-
 /// A config made outside aigw, with `attempts` retries; its slug.
 async fn remote_config(h: &Harness, name: &str, attempts: u64) -> String {
     let created = h
@@ -76,6 +70,20 @@ fn drifted(c: &impl Conditions) -> Option<(String, String)> {
         .map(|(status, _, message)| (status, message))
 }
 
+/// Creates `name` of kind `K` with `spec` in Observe mode; the object once it is Ready and its
+/// Drifted condition says `drifted` ("True" or "False").
+async fn observed<K>(h: &Harness, name: &str, mut spec: Value, drifted_status: &str) -> K
+where
+    K: support::NamespacedKind + Conditions,
+{
+    spec["managementPolicy"] = json!("Observe");
+    support::objects::create::<K>(&h.env, name, spec).await;
+    h.wait_for::<K>(name, WAIT, |o| {
+        o.ready() && drifted(o).is_some_and(|(s, _)| s == drifted_status)
+    })
+    .await
+}
+
 /// The events with `reason` about object `name`, and how many times each was reported (a
 /// repeated event is one object with a `series`).
 async fn events_about(h: &Harness, name: &str, reason: &str) -> Vec<i32> {
@@ -110,14 +118,8 @@ async fn wait_for_requests(h: &Harness, endpoint: &str, from: u64, n: u64) {
 async fn observe_reports_differences_without_writing_until_full() {
     let h = Harness::start_with("modes-observe", DRIFT).await;
     let slug = remote_config(&h, "observed", 2).await;
-    let mut spec = adopting(&slug, "observed", 5);
-    spec["managementPolicy"] = json!("Observe");
-    support::objects::create::<Config>(&h.env, "observed", spec).await;
-    let seen = h
-        .wait_for::<Config>("observed", WAIT, |c| {
-            c.ready() && drifted(c).is_some_and(|(s, _)| s == "True")
-        })
-        .await;
+    let spec = adopting(&slug, "observed", 5);
+    let seen: Config = observed(&h, "observed", spec, "True").await;
     let (_, message) = drifted(&seen).unwrap();
     assert!(message.contains("config"), "{message}");
     assert_eq!(
@@ -193,14 +195,8 @@ async fn deleting_an_observed_object_leaves_the_remote_one_whatever_the_deletion
     let h = Harness::start_with("modes-delete", DRIFT).await;
     let slug = remote_config(&h, "kept", 2).await;
     let mut spec = adopting(&slug, "kept", 2);
-    spec["managementPolicy"] = json!("Observe");
     spec["deletionPolicy"] = json!("Delete");
-    support::objects::create::<Config>(&h.env, "kept", spec).await;
-    let seen = h
-        .wait_for::<Config>("kept", WAIT, |c| {
-            c.ready() && drifted(c).is_some_and(|(s, _)| s == "False")
-        })
-        .await;
+    let seen: Config = observed(&h, "kept", spec, "False").await;
     assert_eq!(seen.condition("Drifted").unwrap().1, "InSync");
     h.env.delete_and_wait::<Config>("kept", WAIT).await;
     assert_eq!(h.count(CONFIG_DELETE).await, 0, "{}", h.stats().await);
@@ -231,25 +227,12 @@ fn writes(stats: &Value) -> u64 {
 #[tokio::test]
 async fn an_observed_deployment_is_never_written_nor_archived() {
     let h = Harness::start_with("modes-deploy", DRIFT).await;
-    let seeded = h
-        .call(
-            Method::POST,
-            "/_emulator/seed",
-            Some(json!({"deployments": [{"name": "legacy", "type": "production"}]})),
-        )
-        .await;
-    let id = seeded["deployments"][0]["id"].as_str().unwrap().to_string();
+    let id = h.seed_deployment("legacy", "production").await;
     h.reset_stats().await;
     let mut spec = gateway("renamed", "legacy-credentials");
     spec["type"] = "production".into();
     spec["deploymentId"] = json!(id);
-    spec["managementPolicy"] = json!("Observe");
-    support::objects::create::<Deployment>(&h.env, "legacy", spec).await;
-    let seen = h
-        .wait_for::<Deployment>("legacy", WAIT, |d| {
-            d.ready() && drifted(d).is_some_and(|(s, _)| s == "True")
-        })
-        .await;
+    let seen: Deployment = observed(&h, "legacy", spec, "True").await;
     assert!(drifted(&seen).unwrap().1.contains("name"), "{seen:?}");
     let gets = h
         .count("GET /ai_gw/admin/v2/deployments/{deploymentId}")
@@ -269,13 +252,7 @@ async fn an_observed_deployment_is_never_written_nor_archived() {
     h.env.delete_and_wait::<Deployment>("legacy", WAIT).await;
     let stats = h.stats().await;
     assert_eq!(writes(&stats), 0, "{stats}");
-    let remote = h
-        .call(
-            Method::GET,
-            &format!("/ai_gw/admin/v2/deployments/{id}"),
-            None,
-        )
-        .await;
+    let remote = h.remote_deployment(&id).await;
     assert_eq!(remote["name"], "legacy");
     assert_eq!(remote["status"], "active", "not archived: {remote}");
     h.stop().await;
@@ -297,13 +274,7 @@ async fn observe_works_for_rate_limits_policies_too() {
     h.reset_stats().await;
     let mut spec = limits("shared-limit");
     spec["policyId"] = json!(id);
-    spec["managementPolicy"] = json!("Observe");
-    support::objects::create::<RateLimitsPolicy>(&h.env, "shared", spec).await;
-    let seen = h
-        .wait_for::<RateLimitsPolicy>("shared", WAIT, |p| {
-            p.ready() && drifted(p).is_some_and(|(s, _)| s == "True")
-        })
-        .await;
+    let seen: RateLimitsPolicy = observed(&h, "shared", spec, "True").await;
     let (_, message) = drifted(&seen).unwrap();
     assert!(message.contains("value"), "{message}");
     let stats = h.stats().await;

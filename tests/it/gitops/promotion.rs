@@ -11,9 +11,10 @@ use crate::support;
 use std::time::Duration;
 
 use aigw::resources::{Config, Guardrail};
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::PostParams;
 use serde_json::{Value, json};
 use support::TestEnv;
+use support::endpoints::{CONFIG_POST, CONFIG_PUT, GUARDRAIL_POST};
 use support::harness::Harness;
 use support::objects::{Conditions, routing};
 
@@ -22,7 +23,6 @@ const WORKSPACE: &str = "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c";
 /// Long enough that nothing here waits for a drift check: a gate opens through the watch of
 /// its source, or at the end of its soak.
 const DRIFT: Duration = Duration::from_secs(120);
-const PUT: &str = "PUT /ai_gw/v2/configs/{slug}";
 const SOAK: Duration = Duration::from_secs(20);
 
 /// A Config named `web` at `revision`, with `promotion` when given.
@@ -45,17 +45,12 @@ fn after(namespace: &str, soak: &str) -> Value {
 
 /// dev's `web` and prod's `web` (following dev's), both created at `r1` and Ready.
 async fn both_at_r1(dev: &TestEnv, prod: &TestEnv, soak: &str) {
-    dev.api::<Config>()
-        .create(&PostParams::default(), &web("r1", None))
-        .await
-        .unwrap();
-    prod.api::<Config>()
-        .create(
-            &PostParams::default(),
-            &web("r1", Some(after(&dev.namespace, soak))),
-        )
-        .await
-        .unwrap();
+    support::create(&dev.api::<Config>(), &web("r1", None)).await;
+    support::create(
+        &prod.api::<Config>(),
+        &web("r1", Some(after(&dev.namespace, soak))),
+    )
+    .await;
     for env in [dev, prod] {
         env.wait_for::<Config>("web", WAIT, |c| at_revision(c, "r1"))
             .await;
@@ -70,18 +65,12 @@ async fn commit(env: &TestEnv, revision: &str, attempts: u64, name: Option<&str>
         spec["name"] = json!(name);
     }
     let patch = json!({"metadata": {"annotations": {"aigw.io/revision": revision}}, "spec": spec});
-    env.api::<Config>()
-        .patch("web", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+    support::merge_patch(&env.api::<Config>(), "web", patch).await;
 }
 
 async fn annotate(env: &TestEnv, key: &str, value: &str) {
     let patch = json!({"metadata": {"annotations": {key: value}}});
-    env.api::<Config>()
-        .patch("web", &PatchParams::default(), &Patch::Merge(&patch))
-        .await
-        .unwrap();
+    support::merge_patch(&env.api::<Config>(), "web", patch).await;
 }
 
 /// Ready at its generation, with `revision` the newest entry of `status.history`.
@@ -203,7 +192,12 @@ async fn prod_applies_a_revision_once_dev_has_been_ready_at_it_for_the_soak() {
 
     // Not one prod PUT until the soak has passed since dev was Ready at r2.
     while jiff::Timestamp::now() < eligible {
-        assert_eq!(h.count(PUT).await, 1, "only dev's PUT: {}", h.stats().await);
+        assert_eq!(
+            h.count(CONFIG_PUT).await,
+            1,
+            "only dev's PUT: {}",
+            h.stats().await
+        );
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     let config = prod.api::<Config>().get("web").await.unwrap();
@@ -230,7 +224,7 @@ async fn prod_applies_a_revision_once_dev_has_been_ready_at_it_for_the_soak() {
     assert_eq!(attempts(&h, &promoted).await, 4.0);
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert_eq!(
-        h.count(PUT).await,
+        h.count(CONFIG_PUT).await,
         2,
         "exactly one PUT for prod: {}",
         h.stats().await
@@ -278,7 +272,7 @@ async fn a_stalled_source_keeps_prod_at_its_revision() {
         "no version besides prod's create"
     );
     assert_eq!(
-        h.count(PUT).await,
+        h.count(CONFIG_PUT).await,
         1,
         "dev's refused PUT only: {}",
         h.stats().await
@@ -316,7 +310,7 @@ async fn promote_now_lets_exactly_that_revision_through_and_history_says_so() {
             && out.contains("1 gated"),
         "{out}"
     );
-    assert_eq!(h.count(PUT).await, 0, "plan writes nothing");
+    assert_eq!(h.count(CONFIG_PUT).await, 0, "plan writes nothing");
 
     // An override naming another revision lets nothing through, and says so.
     annotate(prod, "aigw.io/promote-now", "r9").await;
@@ -325,7 +319,7 @@ async fn promote_now_lets_exactly_that_revision_through_and_history_says_so() {
             .is_some_and(|(s, _, m)| s == "False" && m.contains("names r9, not r2"))
     })
     .await;
-    assert_eq!(h.count(PUT).await, 0, "{}", h.stats().await);
+    assert_eq!(h.count(CONFIG_PUT).await, 0, "{}", h.stats().await);
 
     annotate(prod, "aigw.io/promote-now", "r2").await;
     let promoted = prod
@@ -344,7 +338,7 @@ async fn promote_now_lets_exactly_that_revision_through_and_history_says_so() {
     let history = serde_json::to_value(&promoted.status.as_ref().unwrap().history).unwrap();
     assert_eq!(history[0]["promotionOverride"], json!(true), "{history}");
     assert!(history[1].get("promotionOverride").is_none(), "{history}");
-    assert_eq!(h.count(PUT).await, 1, "{}", h.stats().await);
+    assert_eq!(h.count(CONFIG_PUT).await, 1, "{}", h.stats().await);
     assert!(prod.events_text().await.contains("Normal web PromoteNow"));
     h.stop().await;
 }
@@ -396,7 +390,12 @@ async fn following_another_namespace_without_the_grant_is_refused_naming_the_rul
         "{:?}",
         config.condition("Stalled")
     );
-    assert_eq!(h.count(PUT).await, 1, "dev's only: {}", h.stats().await);
+    assert_eq!(
+        h.count(CONFIG_PUT).await,
+        1,
+        "dev's only: {}",
+        h.stats().await
+    );
     assert_eq!(newest(&config).unwrap().revision.as_deref(), Some("r1"));
     h.stop().await;
 }
@@ -479,17 +478,12 @@ async fn a_guardrail_soaking_a_change_leaves_the_configs_that_name_it_working() 
     let h = Harness::start_two_teams("prom-gr-soak", Duration::from_secs(2), None).await;
     let (prod, dev) = (&h.env, h.other.as_ref().unwrap());
     let after = json!({"after": [{"namespace": dev.namespace, "name": "pii"}], "soak": "1h"});
-    dev.api::<Guardrail>()
-        .create(&PostParams::default(), &guardrail("r1", "a1", None))
-        .await
-        .unwrap();
-    prod.api::<Guardrail>()
-        .create(
-            &PostParams::default(),
-            &guardrail("r1", "a1", Some(after.clone())),
-        )
-        .await
-        .unwrap();
+    support::create(&dev.api::<Guardrail>(), &guardrail("r1", "a1", None)).await;
+    support::create(
+        &prod.api::<Guardrail>(),
+        &guardrail("r1", "a1", Some(after.clone())),
+    )
+    .await;
     for env in [dev, prod] {
         env.wait_for::<Guardrail>("pii", WAIT, |g| guardrail_at(g, "r1"))
             .await;
@@ -505,10 +499,7 @@ async fn a_guardrail_soaking_a_change_leaves_the_configs_that_name_it_working() 
     let commit = json!({"metadata": {"annotations": {"aigw.io/revision": "r2"}},
         "spec": {"checks": [{"id": "default.regexMatch", "parameters": {"rule": "b2"}}]}});
     for env in [dev, prod] {
-        env.api::<Guardrail>()
-            .patch("pii", &PatchParams::default(), &Patch::Merge(&commit))
-            .await
-            .unwrap();
+        support::merge_patch(&env.api::<Guardrail>(), "pii", &commit).await;
     }
     dev.wait_for::<Guardrail>("pii", WAIT, |g| guardrail_at(g, "r2"))
         .await;
@@ -551,8 +542,6 @@ async fn a_guardrail_soaking_a_change_leaves_the_configs_that_name_it_working() 
     h.stop().await;
 }
 
-const GUARDRAIL_CREATE: &str = "POST /ai_gw/v2/guardrails";
-
 /// A change the gate holds makes no write on any path. prod's Guardrail soaks r2 and its remote
 /// guardrail is deleted outside aigw: creating it again would publish r2 unsoaked, so it waits
 /// for the gate (found by an attack: it was created at once from the held spec, and the
@@ -563,14 +552,12 @@ async fn a_held_guardrail_deleted_remotely_is_created_again_only_when_the_gate_o
     let h = Harness::start_two_teams("prom-gr-recreate", Duration::from_secs(2), None).await;
     let (prod, dev) = (&h.env, h.other.as_ref().unwrap());
     let after = json!({"after": [{"namespace": dev.namespace, "name": "pii"}], "soak": "1h"});
-    dev.api::<Guardrail>()
-        .create(&PostParams::default(), &guardrail("r1", "a1", None))
-        .await
-        .unwrap();
-    prod.api::<Guardrail>()
-        .create(&PostParams::default(), &guardrail("r1", "a1", Some(after)))
-        .await
-        .unwrap();
+    support::create(&dev.api::<Guardrail>(), &guardrail("r1", "a1", None)).await;
+    support::create(
+        &prod.api::<Guardrail>(),
+        &guardrail("r1", "a1", Some(after)),
+    )
+    .await;
     for env in [dev, prod] {
         env.wait_for::<Guardrail>("pii", WAIT, |g| guardrail_at(g, "r1"))
             .await;
@@ -598,10 +585,7 @@ async fn a_held_guardrail_deleted_remotely_is_created_again_only_when_the_gate_o
     let commit = json!({"metadata": {"annotations": {"aigw.io/revision": "r2"}},
         "spec": {"checks": [{"id": "default.regexMatch", "parameters": {"rule": "b2"}}]}});
     for env in [dev, prod] {
-        env.api::<Guardrail>()
-            .patch("pii", &PatchParams::default(), &Patch::Merge(&commit))
-            .await
-            .unwrap();
+        support::merge_patch(&env.api::<Guardrail>(), "pii", &commit).await;
     }
     dev.wait_for::<Guardrail>("pii", WAIT, |g| guardrail_at(g, "r2"))
         .await;
@@ -621,10 +605,7 @@ async fn a_held_guardrail_deleted_remotely_is_created_again_only_when_the_gate_o
     )
     .await;
     let touch = json!({"metadata": {"labels": {"touched": "1"}}});
-    prod.api::<Guardrail>()
-        .patch("pii", &PatchParams::default(), &Patch::Merge(&touch))
-        .await
-        .unwrap();
+    support::merge_patch(&prod.api::<Guardrail>(), "pii", touch).await;
     let waiting = prod
         .wait_for::<Guardrail>("pii", WAIT, |g| {
             g.condition("Ready").is_some_and(|(s, r, m)| {
@@ -634,7 +615,7 @@ async fn a_held_guardrail_deleted_remotely_is_created_again_only_when_the_gate_o
         .await;
     tokio::time::sleep(Duration::from_secs(4)).await;
     assert_eq!(
-        h.count(GUARDRAIL_CREATE).await,
+        h.count(GUARDRAIL_POST).await,
         0,
         "nothing created while r2 soaks: {}",
         h.stats().await
@@ -648,10 +629,7 @@ async fn a_held_guardrail_deleted_remotely_is_created_again_only_when_the_gate_o
     // The emergency override lets r2 through: created again, and the Config follows at once
     // (its drift pass trusts its own unchanged remote; the full read is a day away).
     let promote = json!({"metadata": {"annotations": {"aigw.io/promote-now": "r2"}}});
-    prod.api::<Guardrail>()
-        .patch("pii", &PatchParams::default(), &Patch::Merge(&promote))
-        .await
-        .unwrap();
+    support::merge_patch(&prod.api::<Guardrail>(), "pii", promote).await;
     let recreated = prod
         .wait_for::<Guardrail>("pii", WAIT, |g| {
             g.ready() && g.status.as_ref().and_then(|s| s.slug.as_deref()).is_some()
@@ -659,7 +637,7 @@ async fn a_held_guardrail_deleted_remotely_is_created_again_only_when_the_gate_o
         .await;
     let new_slug = slug_of(recreated).unwrap();
     assert_ne!(new_slug, old_slug);
-    assert_eq!(h.count(GUARDRAIL_CREATE).await, 1, "{}", h.stats().await);
+    assert_eq!(h.count(GUARDRAIL_POST).await, 1, "{}", h.stats().await);
     let followed = support::wait_until(Duration::from_secs(20), || async {
         (input_guardrail().await == json!(new_slug)).then_some(())
     })
@@ -673,8 +651,6 @@ async fn a_held_guardrail_deleted_remotely_is_created_again_only_when_the_gate_o
 }
 
 // ---- Found by a second attack on the gate; each failed before its fix. ----
-
-const CREATE: &str = "POST /ai_gw/v2/configs";
 
 /// The remote config with `slug`, as the emulator holds it.
 async fn remote_by_slug(h: &Harness, slug: &str) -> Option<Value> {
@@ -707,17 +683,12 @@ async fn remotes_named(h: &Harness, name: &str) -> Vec<Value> {
 async fn a_rollback_to_an_annotation_only_revision_is_taken_for_one_that_contains_the_change() {
     let h = Harness::start_two_teams("atk2-rollback", DRIFT, None).await;
     let (prod, dev) = (&h.env, h.other.as_ref().unwrap());
-    dev.api::<Config>()
-        .create(&PostParams::default(), &web("r1", None))
-        .await
-        .unwrap();
-    prod.api::<Config>()
-        .create(
-            &PostParams::default(),
-            &web("r1", Some(after(&dev.namespace, "1s"))),
-        )
-        .await
-        .unwrap();
+    support::create(&dev.api::<Config>(), &web("r1", None)).await;
+    support::create(
+        &prod.api::<Config>(),
+        &web("r1", Some(after(&dev.namespace, "1s"))),
+    )
+    .await;
     for env in [dev, prod] {
         env.wait_for::<Config>("web", WAIT, |c| at_revision(c, "r1"))
             .await;
@@ -742,7 +713,7 @@ async fn a_rollback_to_an_annotation_only_revision_is_taken_for_one_that_contain
     tokio::time::sleep(Duration::from_secs(6)).await;
     let config = prod.api::<Config>().get("web").await.unwrap();
     assert_eq!(
-        h.count(PUT).await,
+        h.count(CONFIG_PUT).await,
         0,
         "prod wrote r3 although dev rolled back from r3 to r2 (dev's revisionOrder {order:?}); Promoted: {:?}; {}",
         config.condition("Promoted"),
@@ -767,21 +738,16 @@ async fn a_rollback_to_an_annotation_only_revision_is_taken_for_one_that_contain
 async fn a_held_change_is_published_by_recreating_an_object_whose_create_answer_was_lost() {
     let h = Harness::start_two_teams("atk2-recovered", Duration::from_secs(2), None).await;
     let (prod, dev) = (&h.env, h.other.as_ref().unwrap());
-    dev.api::<Config>()
-        .create(&PostParams::default(), &web("r1", None))
-        .await
-        .unwrap();
+    support::create(&dev.api::<Config>(), &web("r1", None)).await;
     dev.wait_for::<Config>("web", WAIT, |c| at_revision(c, "r1"))
         .await;
     // prod's create commits but its answer is lost; the lookup finds the config.
     h.faults(json!({"error_after_commit_rate": 1.0})).await;
-    prod.api::<Config>()
-        .create(
-            &PostParams::default(),
-            &web("r1", Some(after(&dev.namespace, "1h"))),
-        )
-        .await
-        .unwrap();
+    support::create(
+        &prod.api::<Config>(),
+        &web("r1", Some(after(&dev.namespace, "1h"))),
+    )
+    .await;
     let created = prod
         .wait_for::<Config>("web", WAIT, |c| {
             c.ready() && c.status.as_ref().and_then(|s| s.slug.as_deref()).is_some()
@@ -808,10 +774,7 @@ async fn a_held_change_is_published_by_recreating_an_object_whose_create_answer_
     )
     .await;
     let touch = json!({"metadata": {"labels": {"touched": "1"}}});
-    prod.api::<Config>()
-        .patch("web", &PatchParams::default(), &Patch::Merge(&touch))
-        .await
-        .unwrap();
+    support::merge_patch(&prod.api::<Config>(), "web", touch).await;
     tokio::time::sleep(Duration::from_secs(6)).await;
     let config = prod.api::<Config>().get("web").await.unwrap();
     let _ = remotes_named(&h, remote_name.as_str().unwrap_or_default()).await;
@@ -822,7 +785,7 @@ async fn a_held_change_is_published_by_recreating_an_object_whose_create_answer_
         None => None,
     };
     assert_eq!(
-        h.count(CREATE).await,
+        h.count(CONFIG_POST).await,
         0,
         "r2 soaks for an hour, yet prod created its config again with it (prod's remote retry now {published:?}; r1 had attempts 3); history {:?}; Promoted {:?}; {}",
         config.status.as_ref().map(|s| &s.history),
@@ -842,10 +805,7 @@ async fn a_held_change_is_published_by_recreating_an_object_whose_create_answer_
 async fn plan_lets_promote_now_through_where_the_operator_refuses_an_invalid_promotion() {
     let h = Harness::start_with("atk2-plan-self", DRIFT).await;
     let env = &h.env;
-    env.api::<Config>()
-        .create(&PostParams::default(), &web("r1", None))
-        .await
-        .unwrap();
+    support::create(&env.api::<Config>(), &web("r1", None)).await;
     env.wait_for::<Config>("web", WAIT, |c| at_revision(c, "r1"))
         .await;
     h.reset_stats().await;
@@ -883,7 +843,7 @@ async fn plan_lets_promote_now_through_where_the_operator_refuses_an_invalid_pro
     let refused = env
         .wait_for::<Config>("web", WAIT, |c| c.stalled_with("InvalidSpec"))
         .await;
-    assert_eq!(h.count(PUT).await, 0, "the operator writes nothing");
+    assert_eq!(h.count(CONFIG_PUT).await, 0, "the operator writes nothing");
 
     let (code, out) = plan(&h, &manifest).await;
     assert!(
@@ -909,17 +869,12 @@ async fn a_promoted_config_does_not_follow_its_guardrails_new_slug_while_its_own
     let h = Harness::start_two_teams("atk2-follow", Duration::from_secs(2), None).await;
     let (prod, dev) = (&h.env, h.other.as_ref().unwrap());
     let after_pii = json!({"after": [{"namespace": dev.namespace, "name": "pii"}], "soak": "1h"});
-    dev.api::<Guardrail>()
-        .create(&PostParams::default(), &guardrail("r1", "a1", None))
-        .await
-        .unwrap();
-    prod.api::<Guardrail>()
-        .create(
-            &PostParams::default(),
-            &guardrail("r1", "a1", Some(after_pii)),
-        )
-        .await
-        .unwrap();
+    support::create(&dev.api::<Guardrail>(), &guardrail("r1", "a1", None)).await;
+    support::create(
+        &prod.api::<Guardrail>(),
+        &guardrail("r1", "a1", Some(after_pii)),
+    )
+    .await;
     for env in [dev, prod] {
         env.wait_for::<Guardrail>("pii", WAIT, |g| guardrail_at(g, "r1"))
             .await;
@@ -943,26 +898,17 @@ async fn a_promoted_config_does_not_follow_its_guardrails_new_slug_while_its_own
         }))
         .unwrap()
     };
-    dev.api::<Config>()
-        .create(&PostParams::default(), &routes(None, false))
-        .await
-        .unwrap();
+    support::create(&dev.api::<Config>(), &routes(None, false)).await;
     dev.wait_for::<Config>("routes", WAIT, |c| c.ready()).await;
     let after_routes =
         json!({"after": [{"namespace": dev.namespace, "name": "routes"}], "soak": "1s"});
-    prod.api::<Config>()
-        .create(&PostParams::default(), &routes(Some(after_routes), true))
-        .await
-        .unwrap();
+    support::create(&prod.api::<Config>(), &routes(Some(after_routes), true)).await;
     let config = prod.wait_for::<Config>("routes", WAIT, |c| c.ready()).await;
     let config_slug = config.status.unwrap().slug.unwrap();
     // dev's Config is paused (an operator investigating it): prod's Config makes no change
     // of its own meanwhile, and has none to make.
     let pause = json!({"metadata": {"annotations": {"aigw.io/paused": "true"}}});
-    dev.api::<Config>()
-        .patch("routes", &PatchParams::default(), &Patch::Merge(&pause))
-        .await
-        .unwrap();
+    support::merge_patch(&dev.api::<Config>(), "routes", pause).await;
     let input_guardrail = || async {
         let state = h.state().await;
         state["configs"]
@@ -979,10 +925,7 @@ async fn a_promoted_config_does_not_follow_its_guardrails_new_slug_while_its_own
     let commit = json!({"metadata": {"annotations": {"aigw.io/revision": "r2"}},
         "spec": {"checks": [{"id": "default.regexMatch", "parameters": {"rule": "b2"}}]}});
     for env in [dev, prod] {
-        env.api::<Guardrail>()
-            .patch("pii", &PatchParams::default(), &Patch::Merge(&commit))
-            .await
-            .unwrap();
+        support::merge_patch(&env.api::<Guardrail>(), "pii", &commit).await;
     }
     dev.wait_for::<Guardrail>("pii", WAIT, |g| guardrail_at(g, "r2"))
         .await;
@@ -998,10 +941,7 @@ async fn a_promoted_config_does_not_follow_its_guardrails_new_slug_while_its_own
     )
     .await;
     let touch = json!({"metadata": {"labels": {"touched": "1"}}});
-    prod.api::<Guardrail>()
-        .patch("pii", &PatchParams::default(), &Patch::Merge(&touch))
-        .await
-        .unwrap();
+    support::merge_patch(&prod.api::<Guardrail>(), "pii", touch).await;
     prod.wait_for::<Config>("routes", WAIT, |c| {
         c.condition("Ready")
             .is_some_and(|(s, r, _)| s == "False" && r == "ReferenceNotReady")
@@ -1010,10 +950,7 @@ async fn a_promoted_config_does_not_follow_its_guardrails_new_slug_while_its_own
 
     // The guardrail's override lets r2 through: it is created again with a new slug.
     let promote = json!({"metadata": {"annotations": {"aigw.io/promote-now": "r2"}}});
-    prod.api::<Guardrail>()
-        .patch("pii", &PatchParams::default(), &Patch::Merge(&promote))
-        .await
-        .unwrap();
+    support::merge_patch(&prod.api::<Guardrail>(), "pii", promote).await;
     let recreated = prod
         .wait_for::<Guardrail>("pii", WAIT, |g| {
             g.ready() && g.status.as_ref().and_then(|s| s.slug.as_deref()).is_some()

@@ -78,3 +78,39 @@ where
     command.args(args);
     run(command).await
 }
+
+/// The text of the manifest `aigw export` wrote under `out` for the `kind` object that names
+/// `slug`.
+pub fn exported_manifest(out: &std::path::Path, kind: &str, slug: &str) -> String {
+    let kind_line = format!("kind: {kind}");
+    std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| std::fs::read_to_string(e.unwrap().path()).unwrap_or_default())
+        .find(|t| t.contains(&kind_line) && t.contains(slug))
+        .unwrap_or_else(|| panic!("no exported {kind} manifest names {slug}"))
+}
+
+/// `aigw plan` of the manifest `manifest` (written to a file of its own) against the management
+/// API at `management_url`, once per output format: each format, its exit code, and its stdout
+/// then stderr.
+pub async fn plan_each_output(
+    management_url: &str,
+    token: &str,
+    manifest: &str,
+) -> Vec<(&'static str, Option<i32>, String)> {
+    let file = tempfile::NamedTempFile::new().expect("manifest file");
+    std::fs::write(file.path(), manifest).expect("manifest written");
+    let path = file.path().to_str().unwrap();
+    let mut plans = Vec::new();
+    for output in ["human", "json"] {
+        let args = ["-f", path, "--output", output];
+        let out = against("plan", management_url, token, &args).await;
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        plans.push((output, out.status.code(), text));
+    }
+    plans
+}

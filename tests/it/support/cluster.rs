@@ -12,6 +12,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use super::harness::{Harness, TOKEN};
+use super::objects::Conditions;
 
 /// A cluster-scoped kind of aigw.
 pub trait ClusterKind:
@@ -100,16 +101,73 @@ impl Harness {
         }
     }
 
+    /// The `spec` `aigw export` wrote for the remote object `slug`, created as `name`: it keeps
+    /// the remote object (Orphan), adopts it (Ready, with its slug) and writes nothing.
+    pub async fn adopts_export<K: ClusterKind + Conditions>(
+        &self,
+        name: &str,
+        spec: Value,
+        slug: &str,
+    ) {
+        assert_eq!(spec["slug"], slug);
+        assert_eq!(spec["deletionPolicy"], "Orphan");
+        let before = self.remote_writes().await;
+        self.create_cluster::<K>(name, spec).await;
+        let ready: K = self
+            .wait_cluster(name, Duration::from_secs(40), |o: &K| o.ready())
+            .await;
+        let status = serde_json::to_value(&ready).unwrap()["status"].take();
+        assert_eq!(status["slug"], slug);
+        self.assert_no_write_since(before, "adopting the export")
+            .await;
+    }
+
+    /// Deletes this test's cluster-scoped `name` while the API says something uses it: the object
+    /// waits (Ready=False StillReferenced) with a message naming `holder`; the object as it
+    /// waits, and that message.
+    pub async fn delete_waits_for<K: ClusterKind + Conditions>(
+        &self,
+        name: &str,
+        holder: &str,
+    ) -> (K, String) {
+        self.cluster_api::<K>()
+            .delete(&self.cluster_name(name), &Default::default())
+            .await
+            .unwrap();
+        let held: K = self
+            .wait_cluster(name, Duration::from_secs(40), |o: &K| {
+                o.not_ready_with("StillReferenced")
+            })
+            .await;
+        let (_, _, message) = held.condition("Ready").unwrap();
+        assert!(message.contains(holder), "{message}");
+        (held, message)
+    }
+
+    /// Once `release` lets go of this test's cluster-scoped `name` (held by a user in the API),
+    /// its delete goes through: the object and the record `slug` of the emulator's `collection`
+    /// are gone, and an event told of the wait.
+    pub async fn released_then_gone<K: ClusterKind>(
+        &self,
+        name: &str,
+        (collection, slug): (&str, &str),
+        release: impl std::future::Future,
+    ) {
+        release.await;
+        self.wait_cluster_gone::<K>(name, Duration::from_secs(60))
+            .await;
+        let record = self.remote_record(collection, "slug", slug).await;
+        assert!(record.is_null(), "deleted remotely: {record}");
+        let events = self.all_events_text().await;
+        assert!(events.contains("StillReferenced"), "{events}");
+    }
+
     /// Waits until this test's cluster-scoped object `name` is gone, within `within`.
     pub async fn wait_cluster_gone<K: ClusterKind>(&self, name: &str, within: Duration) {
         let api = self.cluster_api::<K>();
         let name = self.cluster_name(name);
-        let gone = super::wait_until(within, || async {
-            api.get_opt(&name).await.ok()?.is_none().then_some(())
-        })
-        .await;
         assert!(
-            gone.is_some(),
+            super::gone_within(&api, &name, within).await,
             "{} {name} was not deleted\n{}",
             K::kind(&()),
             self.cluster_events_text().await
@@ -144,6 +202,27 @@ impl Harness {
             1,
             "one {endpoint} corrects the edit of {path}"
         );
+    }
+
+    /// Steady state first: nothing written over several drift intervals (4 s); then a console
+    /// edit is corrected with one `endpoint` (as [`Self::console_edit_corrected_once`]) and
+    /// recorded as a DriftCorrected event.
+    pub async fn settled_then_edit_corrected<F, Fut>(
+        &self,
+        path: &str,
+        body: Value,
+        within: Duration,
+        endpoint: &str,
+        corrected: F,
+    ) where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = bool>,
+    {
+        self.assert_no_write_over(Duration::from_secs(4)).await;
+        self.console_edit_corrected_once(path, body, within, endpoint, corrected)
+            .await;
+        let events = self.cluster_events_text().await;
+        assert!(events.contains("DriftCorrected"), "{events}");
     }
 
     /// A Secret change (`change`) reaches the emulator's record of `slug` in its state
@@ -189,6 +268,65 @@ impl Harness {
             "{what} wrote: {}",
             self.stats().await
         );
+    }
+
+    /// None of `values` (Secret values) is in `statuses`, the test's events, the operator's log,
+    /// its metrics or `cli` (the CLI's output).
+    pub async fn assert_hidden(&self, values: &[&str], statuses: &str, cli: &str) {
+        let events = self.all_events_text().await;
+        let logs = super::harness::captured_logs();
+        let metrics = self.ctx.metrics.encode();
+        let places = [
+            ("a status", statuses),
+            ("an event", &events),
+            ("the operator's log", &logs),
+            ("the metrics", &metrics),
+            ("the CLI output", cli),
+        ];
+        for value in values {
+            for (place, text) in places {
+                assert!(!text.contains(value), "a secret in {place}");
+            }
+        }
+    }
+
+    /// A Workspace resource `name`, created by aigw; its recorded UUID once Ready.
+    pub async fn ready_workspace(&self, name: &str) -> String {
+        self.create_cluster::<aigw::resources::Workspace>(name, json!({"name": name}))
+            .await;
+        let ready: aigw::resources::Workspace = self
+            .wait_cluster(
+                name,
+                Duration::from_secs(40),
+                |w: &aigw::resources::Workspace| {
+                    w.ready() && w.status.as_ref().is_some_and(|s| s.id.is_some())
+                },
+            )
+            .await;
+        ready.status.and_then(|s| s.id).unwrap()
+    }
+
+    /// Seeds the deployment `name` of `type_` in the emulator, as if made outside aigw; its id.
+    pub async fn seed_deployment(&self, name: &str, type_: &str) -> String {
+        let seed = json!({"deployments": [{"name": name, "type": type_}]});
+        let seeded = self
+            .call(reqwest::Method::POST, "/_emulator/seed", Some(seed))
+            .await;
+        seeded["deployments"][0]["id"].as_str().unwrap().to_string()
+    }
+
+    /// Seeds the workspace `id` (name `name`, slug `slug`) in the emulator, as if made outside
+    /// aigw.
+    pub async fn seed_workspace(&self, id: &str, name: &str, slug: &str) {
+        let seed = json!({"workspaces": [{"id": id, "name": name, "slug": slug}]});
+        self.call(reqwest::Method::POST, "/_emulator/seed", Some(seed))
+            .await;
+    }
+
+    /// The emulator's deployment `id`, through the management API.
+    pub async fn remote_deployment(&self, id: &str) -> Value {
+        let path = format!("/ai_gw/admin/v2/deployments/{id}");
+        self.call(reqwest::Method::GET, &path, None).await
     }
 
     /// Every event of the test: of its cluster-scoped objects, then of its namespace.

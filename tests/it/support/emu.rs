@@ -4,6 +4,9 @@
 
 use std::time::Duration;
 
+use std::sync::Arc;
+
+use aigw::api::{Client, ClientConfig, RetryPolicy, StaticToken};
 use aigw::emulator::{EmulatorOptions, Running, spawn};
 use reqwest::{Method, RequestBuilder, StatusCode};
 use serde_json::{Value, json};
@@ -84,12 +87,44 @@ impl Emu {
         self.control(Method::GET, "/_emulator/state", None).await.1
     }
 
+    /// Creates with `POST path`; the receipt, which holds `id`, `object` and `slug` only.
+    pub async fn post_receipt(&self, path: &str, body: Value) -> Value {
+        let (status, receipt) = self.post(path, body).await;
+        assert_eq!(status, StatusCode::OK, "{receipt}");
+        let fields: Vec<&String> = receipt.as_object().expect("receipt").keys().collect();
+        assert_eq!(fields, ["id", "object", "slug"]);
+        receipt
+    }
+
+    /// Deletes the policy at `path`: it answers `{}`, then is not found, but for
+    /// `?status=archived`, where it stands archived.
+    pub async fn delete_archives(&self, path: &str) {
+        let (status, body) = self.delete(path).await;
+        assert_eq!((status, body), (StatusCode::OK, json!({})));
+        let (status, missing) = self.get(path).await;
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert_ab(&missing, "AB08", "not found");
+        let (status, archived) = self.get(&format!("{path}?status=archived")).await;
+        assert_eq!(
+            (status, archived["status"].clone()),
+            (StatusCode::OK, json!("archived"))
+        );
+    }
+
     pub async fn faults(&self, faults: Value) {
         let (status, _) = self
             .control(Method::PUT, "/_emulator/faults", Some(faults))
             .await;
         assert_eq!(status, StatusCode::OK);
     }
+}
+
+/// Emulator options with the test token whose key rotations keep the old key for `transition`
+/// at most.
+pub fn key_transition_options(transition: Duration) -> EmulatorOptions {
+    let mut options = EmulatorOptions::new(TOKEN);
+    options.min_key_transition = Some(transition);
+    options
 }
 
 /// A string value, owned.
@@ -117,4 +152,71 @@ pub fn assert_ab01(status: StatusCode, body: &Value, mentions: &str) {
         message.contains(mentions),
         "{message:?} should mention {mentions:?}"
     );
+}
+
+/// An emulator and the API client's configuration for it, for the tests of the client; each
+/// test module adds its own helpers in an `impl ClientEnv` (names differ between modules).
+pub struct ClientEnv {
+    pub emulator: Running,
+    pub control: reqwest::Client,
+}
+
+impl ClientEnv {
+    pub async fn start() -> Self {
+        Self::start_with(EmulatorOptions::new(TOKEN)).await
+    }
+
+    pub async fn start_with(options: EmulatorOptions) -> Self {
+        let Emu { running, http } = Emu::start_with(options).await;
+        Self {
+            emulator: running,
+            control: http,
+        }
+    }
+
+    /// The test token, quick retries and no rate limit.
+    pub fn config(&self) -> ClientConfig {
+        ClientConfig::new(
+            self.emulator.management_url(),
+            self.emulator.gateway_url(),
+            Arc::new(StaticToken::new(TOKEN)),
+        )
+        .retry(RetryPolicy {
+            max_attempts: 5,
+            base_delay: Duration::from_millis(5),
+            max_delay: Duration::from_secs(5),
+        })
+        .rate_limit(0.0, 1)
+    }
+
+    pub fn client(&self) -> Client {
+        Client::new(self.config()).expect("client builds")
+    }
+
+    /// A control endpoint (`/_emulator/{path}`); its status and answer.
+    pub async fn control(&self, method: Method, path: &str, body: Value) -> (u16, Value) {
+        let url = format!("{}/_emulator/{path}", self.emulator.management_url());
+        let response = self
+            .control
+            .request(method, url)
+            .json(&body)
+            .send()
+            .await
+            .expect("control call");
+        let status = response.status().as_u16();
+        (
+            status,
+            response.json().await.expect("control answer is JSON"),
+        )
+    }
+
+    /// Runs `aigw api {args}` against its emulator with the test token.
+    pub async fn aigw_api(&self, args: &[&str]) -> std::process::Output {
+        super::cli::aigw_api(&self.emulator.management_url(), TOKEN, args).await
+    }
+
+    pub async fn faults(&self, faults: Value) {
+        let (status, _) = self.control(Method::PUT, "faults", faults).await;
+        assert_eq!(status, 200);
+    }
 }

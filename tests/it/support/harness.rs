@@ -246,7 +246,7 @@ impl Harness {
         };
         let identity = chart::install(&env.client, &scope).await;
         let requests = Arc::new(Mutex::new(Vec::new()));
-        let kube = recording_all_client(identity.kubeconfig(), requests.clone()).await;
+        let kube = recording_client(identity.kubeconfig(), requests.clone(), true).await;
         let hash_key_namespace = secret_namespace
             .clone()
             .unwrap_or_else(|| chart::RELEASE_NAMESPACE.to_string());
@@ -295,11 +295,17 @@ impl Harness {
     /// Stops the controllers at once, as a killed process would stop, and starts new ones with
     /// fresh in-memory state (backoff, failpoints).
     pub async fn restart_operator(&mut self) {
-        self.operator.abort();
-        let _ = (&mut self.operator).await;
-        self.ctx = new_context(
+        let config = api_config(self.emulator.management_url(), &self.emulator, TOKEN);
+        self.restart_operator_with(config).await;
+    }
+
+    /// Stops the controllers and starts new ones whose management API client is built from
+    /// `config`.
+    async fn restart_operator_with(&mut self, config: ClientConfig) {
+        self.stop_operator().await;
+        self.ctx = new_context_with(
             &self.kube,
-            &self.emulator,
+            config,
             &self.settings,
             self.grants.clone(),
             self.secret_namespace.clone(),
@@ -314,7 +320,7 @@ impl Harness {
     #[allow(dead_code)]
     pub async fn restart_operator_recording(&mut self) -> Arc<Mutex<Vec<String>>> {
         let requests = Arc::new(Mutex::new(Vec::new()));
-        self.kube = recording_all_client(self.identity.kubeconfig(), requests.clone()).await;
+        self.kube = recording_client(self.identity.kubeconfig(), requests.clone(), true).await;
         self.restart_operator().await;
         requests
     }
@@ -354,17 +360,8 @@ impl Harness {
     /// Replaces the operator by one whose management API client talks to `management_url` (a
     /// proxy in front of the emulator) instead of to the emulator itself.
     pub async fn restart_operator_via(&mut self, management_url: &str) {
-        self.stop_operator().await;
-        self.ctx = new_context_at(
-            &self.kube,
-            management_url.to_string(),
-            &self.emulator,
-            &self.settings,
-            self.grants.clone(),
-            self.secret_namespace.clone(),
-            self.load_hash_key().await,
-        );
-        self.operator = tokio::spawn(controller::run(self.ctx.clone(), self.settings.clone()));
+        let config = api_config(management_url.to_string(), &self.emulator, TOKEN);
+        self.restart_operator_with(config).await;
     }
 
     /// Like [`Self::restart_operator_via`], with the client the operator binary builds (its
@@ -372,21 +369,13 @@ impl Harness {
     /// quick one tests use), under the binary's default windows (a 30 s call does not fit
     /// [`TEST_CALL_WINDOWS`]).
     pub async fn restart_operator_via_production_client(&mut self, management_url: &str) {
-        self.stop_operator().await;
         self.settings.call_windows = CallWindows::default();
-        self.ctx = new_context_with(
-            &self.kube,
-            ClientConfig::new(
-                management_url,
-                self.emulator.gateway_url(),
-                Arc::new(StaticToken::new(TOKEN)),
-            ),
-            &self.settings,
-            self.grants.clone(),
-            self.secret_namespace.clone(),
-            self.load_hash_key().await,
+        let config = ClientConfig::new(
+            management_url,
+            self.emulator.gateway_url(),
+            Arc::new(StaticToken::new(TOKEN)),
         );
-        self.operator = tokio::spawn(controller::run(self.ctx.clone(), self.settings.clone()));
+        self.restart_operator_with(config).await;
     }
 
     /// The hash key a starting operator reads (as `aigw operator` does at start, under the
@@ -507,15 +496,8 @@ impl Harness {
 
     /// A management API call outside the operator (an out-of-band edit).
     pub async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Value {
-        let mut request = self.http.request(method, self.url(path)).bearer_auth(TOKEN);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.unwrap();
-        let status = response.status();
-        let text = response.text().await.unwrap();
-        assert!(status.is_success(), "{path}: {status} {text}");
-        serde_json::from_str(&text).unwrap_or(Value::Null)
+        let base = self.emulator.management_url();
+        call_api(&self.http, &base, method, path, body).await
     }
 
     pub async fn stop(self) {
@@ -615,6 +597,28 @@ where
     super::force_delete_all(&api, &params).await;
 }
 
+/// A call with the test token to the management API at `base` (an emulator of the test's own);
+/// its answer (`Null` when empty). A failed status panics with the path and the answer.
+pub async fn call_api(
+    http: &reqwest::Client,
+    base: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> Value {
+    let mut request = http
+        .request(method, format!("{base}{path}"))
+        .bearer_auth(TOKEN);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status();
+    let text = response.text().await.unwrap();
+    assert!(status.is_success(), "{path}: {status} {text}");
+    serde_json::from_str(&text).unwrap_or(Value::Null)
+}
+
 /// Sums every status of `endpoint` ("METHOD /template") in an emulator stats document.
 pub fn count_in(stats: &Value, endpoint: &str) -> u64 {
     stats["requests"][endpoint]
@@ -631,27 +635,7 @@ fn new_context(
     secret_namespace: Option<String>,
     hash_key: HashKey,
 ) -> Arc<Context> {
-    new_context_at(
-        kube,
-        emulator.management_url(),
-        emulator,
-        settings,
-        grants,
-        secret_namespace,
-        hash_key,
-    )
-}
-
-fn new_context_at(
-    kube: &kube::Client,
-    management_url: String,
-    emulator: &Running,
-    settings: &Settings,
-    grants: Option<Vec<Grant>>,
-    secret_namespace: Option<String>,
-    hash_key: HashKey,
-) -> Arc<Context> {
-    let config = api_config(management_url, emulator, TOKEN);
+    let config = api_config(emulator.management_url(), emulator, TOKEN);
     new_context_with(kube, config, settings, grants, secret_namespace, hash_key)
 }
 
@@ -735,7 +719,7 @@ impl Harness {
         };
         let writes = Arc::new(Mutex::new(Vec::new()));
         // Under the chart's RBAC, as the harness's operator.
-        let kube = recording_client(self.identity.kubeconfig(), writes.clone()).await;
+        let kube = recording_client(self.identity.kubeconfig(), writes.clone(), false).await;
         let config = api_config(emulator.management_url(), &emulator, &token);
         let api = Client::new(config).expect("api client");
         let hash_key = load_hash_key(&kube, &self.hash_key_namespace, settings.dry_run).await;
@@ -826,29 +810,12 @@ impl Drop for Installation {
     }
 }
 
-/// A client of the local control plane (as `kubeconfig` says) that records every request but
-/// reads, with its answer (`METHOD path STATUS`), into `writes`.
+/// A client of the local control plane (as `kubeconfig` says) that records every request, with
+/// its answer (`METHOD path STATUS`), into `requests`: the reads too when `reads`.
 async fn recording_client(
     kubeconfig: kube::config::Kubeconfig,
-    writes: Arc<Mutex<Vec<String>>>,
-) -> kube::Client {
-    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-        .await
-        .expect("invalid kubeconfig");
-    kube::client::ClientBuilder::try_from(config)
-        .expect("kube client")
-        .with_layer(&Recording {
-            inner: (),
-            writes,
-            reads: false,
-        })
-        .build()
-}
-
-/// Like [`recording_client`], recording the reads (`GET path STATUS`) as well.
-async fn recording_all_client(
-    kubeconfig: kube::config::Kubeconfig,
     requests: Arc<Mutex<Vec<String>>>,
+    reads: bool,
 ) -> kube::Client {
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
@@ -858,7 +825,7 @@ async fn recording_all_client(
         .with_layer(&Recording {
             inner: (),
             writes: requests,
-            reads: true,
+            reads,
         })
         .build()
 }

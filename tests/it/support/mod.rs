@@ -17,6 +17,7 @@ pub mod chart;
 pub mod cli;
 pub mod cluster;
 pub mod emu;
+pub mod endpoints;
 pub mod harness;
 pub mod objects;
 pub mod proxy;
@@ -227,6 +228,53 @@ where
     }
 }
 
+/// Creates `object` through `api`; the object as the apiserver stored it.
+pub async fn create<K>(api: &Api<K>, object: &K) -> K
+where
+    K: Resource + Clone + DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    api.create(&PostParams::default(), object)
+        .await
+        .unwrap_or_else(|e| panic!("failed to create {}: {e}", object.name_any()))
+}
+
+/// Merge-patches the object `name` through `api` with `patch`; the object as patched.
+pub async fn merge_patch<K>(
+    api: &Api<K>,
+    name: &str,
+    patch: impl serde::Serialize + std::fmt::Debug,
+) -> K
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap_or_else(|e| panic!("failed to patch {name}: {e}"))
+}
+
+/// Whether `name` is gone from `api` within `within`.
+pub async fn gone_within<K>(api: &Api<K>, name: &str, within: Duration) -> bool
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    wait_until(within, || async {
+        api.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await
+    .is_some()
+}
+
+/// Deletes `name` through `api`; whether it is gone (its finalizers run) within `within`.
+pub async fn deleted_within<K>(api: &Api<K>, name: &str, within: Duration) -> bool
+where
+    K: Resource + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    api.delete(name, &Default::default())
+        .await
+        .unwrap_or_else(|e| panic!("failed to delete {name}: {e}"));
+    gone_within(api, name, within).await
+}
+
 /// Polls `probe` every 100 ms until it returns `Some` or `timeout` passes.
 pub async fn wait_until<T, F, Fut>(timeout: Duration, mut probe: F) -> Option<T>
 where
@@ -414,6 +462,16 @@ impl TestEnv {
         Api::namespaced(self.client.clone(), &self.namespace)
     }
 
+    /// Creates the object `manifest` describes (any namespaced kind) in the namespace; the
+    /// object as the apiserver stored it.
+    pub async fn create_from<K: NamespacedKind>(&self, manifest: serde_json::Value) -> K {
+        let object: K = serde_json::from_value(manifest).unwrap();
+        self.api::<K>()
+            .create(&PostParams::default(), &object)
+            .await
+            .unwrap_or_else(|e| panic!("failed to create {}: {e}", object.name_any()))
+    }
+
     /// Applies the Secret `name` of the namespace with `labels` and `string_data`.
     pub async fn put_secret(
         &self,
@@ -455,11 +513,7 @@ impl TestEnv {
     where
         K: NamespacedKind,
     {
-        let patch = serde_json::json!({ "spec": spec });
-        self.api::<K>()
-            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .unwrap_or_else(|e| panic!("failed to patch {name}: {e}"))
+        merge_patch(&self.api::<K>(), name, serde_json::json!({ "spec": spec })).await
     }
 
     /// Waits until the named object satisfies `done`; on timeout, panics with the object and
@@ -487,6 +541,34 @@ impl TestEnv {
         }
     }
 
+    /// Deletes the object `name` of kind `K` (its finalizers may keep it a while).
+    pub async fn delete<K: NamespacedKind>(&self, name: &str) {
+        self.api::<K>()
+            .delete(name, &Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("failed to delete {name}: {e}"));
+    }
+
+    /// Waits until the object `name`'s condition `type_` ("Stalled" or "Ready") says `reason`
+    /// (Stalled=True, or Ready=False); that condition's message.
+    pub async fn condition_message<K>(
+        &self,
+        name: &str,
+        timeout: Duration,
+        (type_, reason): (&str, &str),
+    ) -> String
+    where
+        K: NamespacedKind + objects::Conditions,
+    {
+        let object = self
+            .wait_for::<K>(name, timeout, |o| match type_ {
+                "Ready" => o.not_ready_with(reason),
+                _ => o.stalled_with(reason),
+            })
+            .await;
+        object.condition(type_).unwrap().2
+    }
+
     /// Deletes the named object and waits until it is gone (its finalizer has run); on timeout,
     /// panics with the object and the namespace's events.
     pub async fn delete_and_wait<K>(&self, name: &str, timeout: Duration)
@@ -494,14 +576,7 @@ impl TestEnv {
         K: NamespacedKind,
     {
         let api = self.api::<K>();
-        api.delete(name, &Default::default())
-            .await
-            .unwrap_or_else(|e| panic!("failed to delete {name}: {e}"));
-        let gone = wait_until(timeout, || async {
-            api.get_opt(name).await.ok()?.is_none().then_some(())
-        })
-        .await;
-        if gone.is_none() {
+        if !deleted_within(&api, name, timeout).await {
             let current = api.get_opt(name).await.ok().flatten();
             panic!(
                 "{name} was not deleted within {timeout:?}\n--- object ---\n{}\n--- events ---\n{}",

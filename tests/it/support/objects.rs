@@ -4,6 +4,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::Resource;
 use serde_json::{Value, json};
 
+/// Workspace ids the tests share (the emulator takes any UUID it is given).
+pub const WS_A: &str = "6f0e4a2c-5a4e-4c1b-9a53-3c2f1f0d9b11";
+pub const WS_B: &str = "0b7c1d2e-3f40-4a5b-8c6d-7e8f9a0b1c2d";
+pub const WS_OTHER: &str = "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c";
+
 pub fn object<K: serde::de::DeserializeOwned>(kind: &str, name: &str, spec: Value) -> K {
     serde_json::from_value(json!({
         "apiVersion": "aigw.io/v1alpha1", "kind": kind,
@@ -26,10 +31,7 @@ pub trait Conditions: Resource {
 
     /// Ready=True for the current generation.
     fn ready(&self) -> bool {
-        let generation = self.meta().generation;
-        self.conditions().iter().any(|c| {
-            c.type_ == "Ready" && c.status == "True" && c.observed_generation == generation
-        })
+        ready_at(self.conditions(), self.meta().generation)
     }
 
     /// Stalled=True with `reason`.
@@ -43,6 +45,14 @@ pub trait Conditions: Resource {
         self.condition("Ready")
             .is_some_and(|(status, r, _)| status == "False" && r == reason)
     }
+}
+
+/// Whether `conditions` say Ready=True for `generation` (also for kinds without claims, such as
+/// Connection).
+pub fn ready_at(conditions: &[Condition], generation: Option<i64>) -> bool {
+    conditions
+        .iter()
+        .any(|c| c.type_ == "Ready" && c.status == "True" && c.observed_generation == generation)
 }
 
 /// Every managed kind: the conditions its claims are decided on (the operator's own reading).
@@ -101,5 +111,43 @@ pub fn secret(name: &str, pairs: &[(&str, &str)]) -> k8s_openapi::api::core::v1:
         },
         data: Some(data),
         ..Default::default()
+    }
+}
+
+/// The kinds whose credentials rotate (ApiKey, Deployment).
+pub trait Rotates: Conditions {
+    fn rotation(&self) -> Option<&aigw::resources::rotation::RotationStatus>;
+
+    /// Ready, with no rotation in flight.
+    fn settled(&self) -> bool {
+        self.ready()
+            && self
+                .rotation()
+                .is_some_and(|r| r.pending_rotation.is_none())
+    }
+
+    /// Ready, and the last rotation acted on `trigger`.
+    fn rotated_for(&self, trigger: &str) -> bool {
+        self.ready()
+            && self
+                .rotation()
+                .is_some_and(|r| r.observed_rotation_trigger.as_deref() == Some(trigger))
+    }
+
+    /// Ready, no rotation in flight, and the last one acted on `trigger`.
+    fn settled_at(&self, trigger: &str) -> bool {
+        self.settled() && self.rotated_for(trigger)
+    }
+}
+
+impl Rotates for aigw::resources::ApiKey {
+    fn rotation(&self) -> Option<&aigw::resources::rotation::RotationStatus> {
+        self.status.as_ref().map(|s| &s.rotation)
+    }
+}
+
+impl Rotates for aigw::resources::Deployment {
+    fn rotation(&self) -> Option<&aigw::resources::rotation::RotationStatus> {
+        self.status.as_ref().map(|s| &s.rotation)
     }
 }

@@ -78,6 +78,15 @@ pub fn refusal(
     json_answer(status, answer.to_string())
 }
 
+/// A 502 with a plain-text body, as a gateway in front of the API answers when the API's answer
+/// is lost.
+pub fn bad_gateway() -> axum::response::Response<axum::body::Body> {
+    axum::response::Response::builder()
+        .status(502)
+        .body(axum::body::Body::from("bad gateway"))
+        .unwrap()
+}
+
 /// Serves a proxy in front of the emulator at `upstream` that answers every request with what
 /// `handle` makes of it; its URL.
 pub async fn proxy<F, Fut>(upstream: String, handle: F) -> String

@@ -38,3 +38,19 @@ pub fn overlaps(writes: &[Value]) -> (Vec<String>, usize) {
     }
     (overlapping, switches)
 }
+
+/// Panics when two replicas wrote one object at once; prints how many writes and changes of
+/// writer the log holds.
+pub fn assert_no_overlap(writes: &[Value]) {
+    let (overlapping, switches) = overlaps(writes);
+    println!(
+        "write log: {} writes, {switches} changes of writer, {} overlapping",
+        writes.len(),
+        overlapping.len()
+    );
+    assert!(
+        overlapping.is_empty(),
+        "two replicas wrote one object at once:\n{}",
+        overlapping.join("\n")
+    );
+}

@@ -520,12 +520,7 @@ impl Fixture for McpIntegrationKind {
 /// The McpIntegration every MCP server of a matrix instantiates, enabling [`WORKSPACE`] (an
 /// active workspace of the emulator, seeded: a server is created only in one), Ready.
 pub async fn ready_mcp_integration(h: &Harness, name: &str) {
-    h.call(
-        reqwest::Method::POST,
-        "/_emulator/seed",
-        Some(json!({"workspaces": [{"id": WORKSPACE, "name": "conformance", "slug": "cf-ws"}]})),
-    )
-    .await;
+    h.seed_workspace(WORKSPACE, "conformance", "cf-ws").await;
     let spec = json!({"slug": h.cluster_name(name), "name": name,
         "url": "https://mcp.example.com/mcp", "authType": "none", "transport": "http",
         "workspaces": [{"workspace": WORKSPACE}]});
