@@ -1429,16 +1429,7 @@ impl Operator {
         args.push(format!("aigw-test/env={ns}"));
         args.extend(["--leader-elect=false", "--leader-election-namespace", ns].map(String::from));
         args.extend(extra.iter().cloned());
-        let command = match &heaptrack {
-            Some(dir) => {
-                let mut command = Command::new("heaptrack");
-                command
-                    .args(["-o", &format!("{dir}/steady-{}", opts.n)])
-                    .arg(&opts.bin);
-                command
-            }
-            None => Command::new(&opts.bin),
-        };
+        let command = operator_command(opts, heaptrack.as_deref(), "steady");
         Self::launch(
             command,
             emulator,
@@ -1534,6 +1525,20 @@ impl Operator {
             let _ = tokio::time::timeout(Duration::from_secs(60), self.child.wait()).await;
         }
         let _ = self.child.kill().await;
+    }
+}
+
+/// The operator binary, under heaptrack writing `DIR/NAME-N.zst` when `heaptrack` is `DIR`.
+fn operator_command(opts: &Opts, heaptrack: Option<&str>, name: &str) -> Command {
+    match heaptrack {
+        Some(dir) => {
+            let mut command = Command::new("heaptrack");
+            command
+                .args(["-o", &format!("{dir}/{name}-{}", opts.n)])
+                .arg(&opts.bin);
+            command
+        }
+        None => Command::new(&opts.bin),
     }
 }
 

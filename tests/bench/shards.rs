@@ -70,16 +70,7 @@ async fn start_shards(
                 .join(format!("operator-shard{r}-{phase}-{}.log", opts.n)),
         )
         .expect("operator log");
-        let command = match &heaptrack {
-            Some(dir) => {
-                let mut command = Command::new("heaptrack");
-                command
-                    .args(["-o", &format!("{dir}/shard{r}-{phase}-{}", opts.n)])
-                    .arg(&opts.bin);
-                command
-            }
-            None => Command::new(&opts.bin),
-        };
+        let command = operator_command(opts, heaptrack.as_deref(), &format!("shard{r}-{phase}"));
         let operator = Operator::launch(
             command,
             emulator,
