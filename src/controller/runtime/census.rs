@@ -1,8 +1,8 @@
 //! The resource gauges, counted from the watch caches each time `/metrics` is scraped: how many
 //! resources of each kind there are, how many report each condition, and how many have a
 //! credential rotation due that has not happened. Counted by kind, never named. Each replica
-//! counts the objects it reconciles now: the leader all of them (a standby none), with
-//! `--shards` its share. The replicas' counts are disjoint, so a total is their `sum` in either
+//! counts the objects it reconciles now: the leader all of them (a standby none, a dry run
+//! none), with `--shards` its share. The replicas' counts are disjoint, so a total is their `sum` in either
 //! mode (what the chart's alerts and dashboard take).
 
 use crate::controller::{Context, Managed};
@@ -70,12 +70,15 @@ pub fn refresh(ctx: &Context) {
 /// Sets the resource gauges of kind `K` (what [`crate::registry::Kind::census`] holds).
 pub fn record<K: Managed>(ctx: &Context) {
     let objects = K::stores(&ctx.stores).all();
-    // Another installation's objects are counted by it, another replica's share by that one.
+    // Another installation's objects are counted by it, another replica's share by that one;
+    // a dry run, which writes nothing, counts none (the real operator's sum stays its own).
     let ours = |o: &&K| {
-        !matches!(
-            ctx.installation.claim_on(*o),
-            crate::controller::state::installation::Claim::Theirs(_)
-        ) && ctx.leadership.acts_on(o.meta())
+        !ctx.dry_run
+            && !matches!(
+                ctx.installation.claim_on(*o),
+                crate::controller::state::installation::Claim::Theirs(_)
+            )
+            && ctx.leadership.acts_on(o.meta())
     };
     let owned: Vec<&K> = objects.iter().map(AsRef::as_ref).filter(ours).collect();
     ctx.metrics.census(K::KIND, &count(owned.iter().copied()));

@@ -81,15 +81,21 @@ impl State {
 
     /// The same over the caches that may hold `key` (all, for `None`): a watch of one namespace
     /// holds nothing of another.
+    /// A key no cache may hold (a namespace not watched) has none: it is never held.
     fn oldest_listed_of(&self, key: Option<&str>) -> Option<u64> {
-        self.listed
+        let mut caches = self
+            .listed
             .iter()
             .zip(&self.scopes)
             .filter(|(_, scope)| match (key, scope) {
                 (Some(key), Some(scope)) => key == scope,
                 _ => true,
             })
-            .try_fold(u64::MAX, |oldest, (at, _)| Some(oldest.min((*at)?)))
+            .peekable();
+        if key.is_some() {
+            caches.peek()?;
+        }
+        caches.try_fold(u64::MAX, |oldest, (at, _)| Some(oldest.min((*at)?)))
     }
 
     /// True when every epoch from `from` on keeps `key`.
@@ -580,6 +586,10 @@ mod tests {
         );
         // Alone, r0 keeps both; each cache lists its namespace.
         coverage.keep("r0", vec![view(&["r0"])]);
+        assert!(
+            !coverage.covers("r0", "namespace/unwatched"),
+            "a namespace no cache watches is never held"
+        );
         assert!(coverage.listed(kept, 1), "its namespace is held now");
         assert!(
             coverage.covers("r0", &mine),
