@@ -172,6 +172,10 @@ impl Leadership {
             changes.mark_unchanged();
             futures::stream::unfold(changes, |mut changes| async move {
                 changes.changed().await.ok()?;
+                // The namespaces of a hand-over come into the caches one list after another:
+                // what changes within a moment wakes every object once, not once a namespace.
+                tokio::time::sleep(SHARE_CHANGES_GATHERED).await;
+                changes.mark_unchanged();
                 Some(((), changes))
             })
         });
@@ -184,6 +188,10 @@ impl crate::api::WriteGuard for Leadership {
         Leadership::may_write(self)
     }
 }
+
+/// How long a change of the share waits for the changes right behind it before it wakes every
+/// object ([`Leadership::acquired`]).
+const SHARE_CHANGES_GATHERED: Duration = Duration::from_millis(500);
 
 /// Timing and naming of the election.
 #[derive(Debug, Clone)]
