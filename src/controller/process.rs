@@ -118,7 +118,7 @@ fn watched<K: Watchable>(
     let (on_event, on_unreadable) = (Arc::new(on_event), Arc::new(on_unreadable));
     let unindex = share.as_ref().map(|share| share.unindex.clone());
     let scope = namespace.map(str::to_string);
-    let (kube, namespace, cache) = (kube.clone(), namespace.map(str::to_string), reader.clone());
+    let (kube, namespace, cache) = (kube.clone(), scope.clone(), reader.clone());
     // Paged initial lists (500 objects a page): a list served whole from the watch cache (the
     // "any" semantic ignores the page size) put every object in one response, which at 10,000
     // objects was the largest allocation of the process.

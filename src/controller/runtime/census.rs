@@ -2,8 +2,8 @@
 //! resources of each kind there are, how many report each condition, and how many have a
 //! credential rotation due that has not happened. Counted by kind, never named. Each replica
 //! counts the objects it reconciles now: the leader all of them (a standby none, a dry run
-//! none), with `--shards` its share. The replicas' counts are disjoint, so a total is their `sum` in either
-//! mode (what the chart's alerts and dashboard take).
+//! none), with `--shards` its share. The replicas' counts are disjoint, so a total is their
+//! `sum` in either mode (what the chart's alerts and dashboard take).
 
 use crate::controller::{Context, Managed};
 use crate::resources::common::condition::{DRIFTED, PAUSED, READY, RECONCILING, STALLED};

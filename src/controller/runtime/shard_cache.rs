@@ -38,7 +38,7 @@ use kube::runtime::reflector::Store;
 use kube::runtime::watcher::{self, Event};
 use tokio::sync::watch;
 
-use super::shards::{Shards, owner, shard_key};
+use super::shards::{Shards, namespace_key, owner, shard_key};
 
 /// The epoch of what the caches keep, and how many of the changes so far may have added keys
 /// (each makes the filtered caches list again).
@@ -80,8 +80,8 @@ impl State {
     }
 
     /// The same over the caches that may hold `key` (all, for `None`): a watch of one namespace
-    /// holds nothing of another.
-    /// A key no cache may hold (a namespace not watched) has none: it is never held.
+    /// holds nothing of another, and a key no cache may hold (a namespace not watched) has
+    /// none, so it is never held.
     fn oldest_listed_of(&self, key: Option<&str>) -> Option<u64> {
         let mut caches = self
             .listed
@@ -287,7 +287,7 @@ where
     K: kube::Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
 {
     // A watch of one namespace watches one key: it lists again only when the share gains it.
-    let scope = namespace.map(|ns| format!("namespace/{ns}"));
+    let scope = namespace.map(namespace_key);
     let listed = Listed {
         cache: shards.register_cache(scope.clone()),
         shards: shards.clone(),

@@ -51,9 +51,14 @@ const LAPSED_FOR: u32 = 4;
 /// What decides where an object goes: its namespace, or its uid when it has none.
 pub fn shard_key(meta: &ObjectMeta) -> String {
     match meta.namespace.as_deref().filter(|n| !n.is_empty()) {
-        Some(namespace) => format!("namespace/{namespace}"),
+        Some(namespace) => namespace_key(namespace),
         None => format!("uid/{}", meta.uid.as_deref().unwrap_or_default()),
     }
+}
+
+/// The shard key of the objects of `namespace`.
+pub fn namespace_key(namespace: &str) -> String {
+    format!("namespace/{namespace}")
 }
 
 /// The member of `view` that `key` hashes to (rendezvous hashing: the highest score wins, so a

@@ -18,7 +18,7 @@ use std::any::{Any, TypeId};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock, RwLock};
 
-use crate::controller::runtime::shards::Shards;
+use crate::controller::runtime::shards::{Shards, namespace_key};
 
 use kube::ResourceExt;
 use kube::runtime::reflector::Store;
@@ -79,7 +79,7 @@ impl<K: Cached> StoreList<K> {
     pub fn holds(&self, namespace: &str) -> bool {
         self.share
             .get()
-            .is_none_or(|shards| shards.holds(&format!("namespace/{namespace}")))
+            .is_none_or(|shards| shards.holds(&namespace_key(namespace)))
     }
 
     fn snapshot(&self) -> Vec<Store<K>> {
