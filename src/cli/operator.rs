@@ -88,6 +88,11 @@ pub struct OperatorArgs {
     /// API whose lists lag more.
     #[arg(long, env = "AIGW_LIST_SETTLE", default_value = "30s", value_parser = humantime::parse_duration, value_name = "DUR")]
     list_settle: Duration,
+    /// Watches listing at once, over every kind and namespace (`0`: any number). A list holds a
+    /// page of decoded objects; with many `--namespace` watches, or shards handing namespaces
+    /// over, lists running together set the operator's peak memory. The rest wait their turn.
+    #[arg(long, env = "AIGW_CONCURRENT_LISTS", default_value_t = aigw::controller::runtime::lists::AT_ONCE, value_name = "N")]
+    concurrent_lists: usize,
     /// YAML file with the tenancy grants of the default connection (the one these flags define),
     /// in the shape of a Connection's `spec.grants`: which namespaces may use it, for which
     /// workspaces, and whether they may adopt. Without it, the default connection is open to
@@ -229,6 +234,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         .check(args.api_timeout)
         .map_err(|e| anyhow::anyhow!("--longest-api-call: {e} (--api-timeout)"))?;
     check_lease_timing(&args)?;
+    aigw::controller::runtime::lists::limit(args.concurrent_lists);
     let kube = kube::Client::try_default().await?;
     controller::check_crds_installed(&kube)
         .await

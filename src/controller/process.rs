@@ -130,7 +130,7 @@ fn watched<K: Watchable>(
             unindex.clone(),
         );
         let api = readable_api::<K>(&kube, namespace.as_deref());
-        watcher(api, config.clone())
+        crate::controller::runtime::lists::queued(watcher(api, config.clone()))
             .default_backoff()
             .filter_map(move |event| {
                 let unindex = unindex.as_deref();

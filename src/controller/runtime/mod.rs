@@ -6,6 +6,7 @@ pub mod failpoints;
 pub mod hash_key;
 pub mod health;
 pub mod leader;
+pub mod lists;
 pub mod metrics;
 pub mod shard_cache;
 pub mod shards;

@@ -615,7 +615,7 @@ fn tracked<K: Watchable>(
             raised
         });
     };
-    let objects = watcher(api, config)
+    let objects = crate::controller::runtime::lists::queued(watcher(api, config))
         .default_backoff()
         .modify(move |object| {
             object.meta_mut().managed_fields = None;

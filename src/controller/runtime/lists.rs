@@ -1,0 +1,156 @@
+//! At most [`AT_ONCE`] (`--concurrent-lists`) of the process's watches list at a time.
+//!
+//! A watch starts with a list, and a list holds a page of objects at once: 500 decoded objects
+//! and the bytes they came in. One watch per kind lists a kind after another. With
+//! `--namespace` there is one watch per namespace and kind, and with `--shards` every watch of a
+//! gained namespace lists again: 24 namespaces made 24 Config lists run together, and their
+//! pages, not the cache, set a replica's peak memory. Queued, the same lists run one after
+//! another over the same connections; they all still happen.
+//!
+//! A list holds its place from the watch's `Init` to its `InitDone`. After an error the place
+//! is given back (the watch backs off before it tries again) and taken again before the watch
+//! goes on; the events of a watch that has listed pass freely.
+
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
+use kube::runtime::watcher::{Error, Event};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// How many lists run at once unless `--concurrent-lists` says otherwise: two keep the
+/// apiserver's two cores busy while one page is decoded here.
+pub const AT_ONCE: usize = 2;
+
+/// The places, set once by [`limit`] before the first watch; `None`: no limit.
+static PLACES: OnceLock<Option<Arc<Semaphore>>> = OnceLock::new();
+
+/// `--concurrent-lists`: at most `at_once` lists at a time (`0`: any number). Takes effect only
+/// before the first watch starts.
+pub fn limit(at_once: usize) {
+    let _ = PLACES.set((at_once > 0).then(|| Arc::new(Semaphore::new(at_once))));
+}
+
+/// `events`, a watch, listing only while it holds one of the process's places ([`limit`],
+/// [`AT_ONCE`] by default). Put it right behind `watcher(…)`, before its backoff, so no place is
+/// held while it waits to try again.
+pub fn queued<K, S>(events: S) -> BoxStream<'static, Result<Event<K>, Error>>
+where
+    K: Send + 'static,
+    S: Stream<Item = Result<Event<K>, Error>> + Send + 'static,
+{
+    let places = PLACES.get_or_init(|| Some(Arc::new(Semaphore::new(AT_ONCE))));
+    match places {
+        Some(places) => queued_on(places.clone(), events).boxed(),
+        None => events.boxed(),
+    }
+}
+
+struct Queue<K> {
+    events: Pin<Box<dyn Stream<Item = Result<Event<K>, Error>> + Send>>,
+    places: Arc<Semaphore>,
+    place: Option<OwnedSemaphorePermit>,
+    /// Between an `Init` and its `InitDone`.
+    listing: bool,
+}
+
+fn queued_on<K, S>(
+    places: Arc<Semaphore>,
+    events: S,
+) -> impl Stream<Item = Result<Event<K>, Error>> + Send + 'static
+where
+    K: Send + 'static,
+    S: Stream<Item = Result<Event<K>, Error>> + Send + 'static,
+{
+    let queue = Queue {
+        events: Box::pin(events),
+        places,
+        place: None,
+        listing: false,
+    };
+    futures::stream::unfold(queue, |mut queue| async move {
+        if queue.listing && queue.place.is_none() {
+            // The semaphore is never closed; if it were, the list would go on unqueued.
+            queue.place = queue.places.clone().acquire_owned().await.ok();
+        }
+        let event = queue.events.next().await?;
+        match &event {
+            // The watcher asks for the first page when it is polled next.
+            Ok(Event::Init) => queue.listing = true,
+            Ok(Event::InitDone) => {
+                queue.listing = false;
+                queue.place = None;
+            }
+            Err(_) => queue.place = None,
+            Ok(_) => {}
+        }
+        Some((event, queue))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::channel::mpsc;
+    use std::time::Duration;
+
+    type Sent = mpsc::UnboundedSender<Result<Event<u32>, Error>>;
+
+    fn watch(places: &Arc<Semaphore>) -> (Sent, impl Stream<Item = Result<Event<u32>, Error>>) {
+        let (tx, rx) = mpsc::unbounded();
+        (tx, Box::pin(queued_on(places.clone(), rx)))
+    }
+
+    async fn next<S: Stream + Unpin>(events: &mut S) -> Option<S::Item> {
+        tokio::time::timeout(Duration::from_millis(50), events.next())
+            .await
+            .ok()
+            .flatten()
+    }
+
+    #[tokio::test]
+    async fn a_list_waits_for_a_place_and_a_listed_watch_does_not() {
+        let places = Arc::new(Semaphore::new(1));
+        let (a_tx, mut a) = watch(&places);
+        let (b_tx, mut b) = watch(&places);
+        a_tx.unbounded_send(Ok(Event::Init)).unwrap();
+        a_tx.unbounded_send(Ok(Event::InitApply(1))).unwrap();
+        b_tx.unbounded_send(Ok(Event::Init)).unwrap();
+        b_tx.unbounded_send(Ok(Event::InitApply(2))).unwrap();
+
+        assert!(matches!(next(&mut a).await, Some(Ok(Event::Init))));
+        assert!(matches!(next(&mut a).await, Some(Ok(Event::InitApply(1)))));
+        // b's Init passes; its first page waits while a lists.
+        assert!(matches!(next(&mut b).await, Some(Ok(Event::Init))));
+        assert!(next(&mut b).await.is_none());
+
+        a_tx.unbounded_send(Ok(Event::InitDone)).unwrap();
+        assert!(matches!(next(&mut a).await, Some(Ok(Event::InitDone))));
+        assert!(matches!(next(&mut b).await, Some(Ok(Event::InitApply(2)))));
+
+        // a watches now, while b lists: its events pass.
+        a_tx.unbounded_send(Ok(Event::Apply(3))).unwrap();
+        assert!(matches!(next(&mut a).await, Some(Ok(Event::Apply(3)))));
+    }
+
+    #[tokio::test]
+    async fn an_error_gives_the_place_back_and_a_dropped_watch_too() {
+        let places = Arc::new(Semaphore::new(1));
+        let (a_tx, mut a) = watch(&places);
+        a_tx.unbounded_send(Ok(Event::Init)).unwrap();
+        a_tx.unbounded_send(Err(Error::NoResourceVersion)).unwrap();
+        assert!(matches!(next(&mut a).await, Some(Ok(Event::Init))));
+        assert!(matches!(next(&mut a).await, Some(Err(_))));
+        assert_eq!(places.available_permits(), 1, "held while backing off");
+
+        // Listing again (the watcher starts over with Init): the place is taken again.
+        a_tx.unbounded_send(Ok(Event::Init)).unwrap();
+        a_tx.unbounded_send(Ok(Event::InitApply(1))).unwrap();
+        assert!(matches!(next(&mut a).await, Some(Ok(Event::Init))));
+        assert!(matches!(next(&mut a).await, Some(Ok(Event::InitApply(1)))));
+        assert_eq!(places.available_permits(), 0);
+        drop(a);
+        assert_eq!(places.available_permits(), 1, "a watch dropped mid-list");
+    }
+}
