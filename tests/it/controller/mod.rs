@@ -26,6 +26,7 @@ mod secrecy_kinds;
 mod secret_cache;
 mod secret_references;
 mod shards;
+mod shards_cluster;
 mod tenancy;
 mod usage_limits;
 mod workspace_holders;
