@@ -17,8 +17,8 @@ use super::backoff::retry_after_header;
 use super::config::{ClientConfig, RequestObserver, RetryPolicy};
 use super::error::{ApiError, HttpError};
 use super::handles::{
-    ApiKeys, Configs, Deployments, Guardrails, Integrations, Providers, RateLimits, Responses,
-    Telemetry, UsageLimits, VectorStoreFiles,
+    AnswerBody, ApiKeys, Configs, Deployments, Guardrails, Integrations, Providers, RateLimits,
+    Responses, Telemetry, UsageLimits, VectorStoreFiles,
 };
 use super::models::{ApiErrorBody, unwrap_success};
 use super::routes::{Plane, Route, Verb};
@@ -91,8 +91,13 @@ impl Call {
         Ok(self)
     }
 
-    pub fn sensitive(mut self) -> Self {
-        self.sensitive = true;
+    pub fn sensitive(self) -> Self {
+        self.sensitive_if(true)
+    }
+
+    /// [`Self::sensitive`] when `sensitive` holds (a kind's answers that carry credentials).
+    pub fn sensitive_if(mut self, sensitive: bool) -> Self {
+        self.sensitive |= sensitive;
         self
     }
 
@@ -385,8 +390,14 @@ impl Client {
 
     /// Sends `call` and ignores the body of a success answer (`{}` or empty).
     pub(crate) async fn empty(&self, call: Call) -> Result<(), ApiError> {
+        self.answer(call).await
+    }
+
+    /// Sends `call` and reads a success answer as `T` does ([`AnswerBody`]).
+    pub(crate) async fn answer<T: AnswerBody>(&self, call: Call) -> Result<T, ApiError> {
         let answer = self.execute(&call).await?;
-        answer_value(&call, &answer).map(drop)
+        let value = answer_value(&call, &answer)?;
+        T::decode(value).map_err(|e| decode_error(&call, &answer, &e))
     }
 
     async fn execute(&self, call: &Call) -> Result<Answer, ApiError> {

@@ -5,7 +5,7 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use super::managed_spec::ManagedSpec;
-use super::managed_status::{ManagedStatus, Reword, embeds_managed};
+use super::managed_status::{ManagedStatus, PENDING_CREATE, Reword, embeds_managed};
 use super::promotion::RevisionOrder;
 use crate::api::secret_fields::CREDENTIAL_KEYS;
 
@@ -279,12 +279,7 @@ fn document_level(depth: usize) -> serde_json::Value {
          observedGeneration, and `GuardrailsResolved` when the document names \
          guardrails.",
     ),
-    (
-        "pendingCreate",
-        "Set just before a create is sent and cleared once its outcome is known: a \
-         create whose outcome was lost is looked up by name instead of being sent \
-         again.",
-    ),
+    PENDING_CREATE,
 ]))]
 pub struct ConfigStatus {
     /// Generation, conditions, create intent and claim: the block every kind keeps.

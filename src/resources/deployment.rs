@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::common::{ManagementPolicy, Recorded, free_form_object};
 use super::managed_spec::ManagedSpec;
-use super::managed_status::{ManagedStatus, Reword, embeds_managed};
+use super::managed_status::{ManagedStatus, PENDING_CREATE, Reword, embeds_managed};
 pub use super::rotation::{Rotation, RotationStatus, WorkloadKind, WorkloadRef};
 
 /// A self-hosted gateway registered with the management API (`/ai_gw/admin/v2/deployments`).
@@ -190,14 +190,7 @@ pub enum RemoteStatus {
 /// What the management API reports about the deployment.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = Reword(&[
-    (
-        "pendingCreate",
-        "Set just before a create is sent and cleared once its outcome is known: a \
-         create whose outcome was lost is looked up by name instead of being sent \
-         again.",
-    ),
-]))]
+#[schemars(transform = Reword(&[PENDING_CREATE]))]
 pub struct DeploymentStatus {
     /// Generation, conditions, create intent and claim: the block every kind keeps.
     #[serde(flatten)]

@@ -90,6 +90,22 @@ pub fn conditions_without_timestamps(conditions: &[Condition]) -> Vec<Condition>
 /// that kind's status. Keys are the camelCase property names.
 pub struct Reword(pub &'static [(&'static str, &'static str)]);
 
+/// [`Reword`] of `createSettled` told together with the annotation it settles.
+pub const CREATE_SETTLED: (&str, &str) = (
+    "createSettled",
+    "The id of the last create intent whose outcome was recorded (the intent \
+     itself is the `aigw.io/create-intent` annotation): an annotation naming this \
+     id is settled.",
+);
+
+/// [`Reword`] of `pendingCreate` for the kinds that look a lost create up by name.
+pub const PENDING_CREATE: (&str, &str) = (
+    "pendingCreate",
+    "Set just before a create is sent and cleared once its outcome is known: a \
+     create whose outcome was lost is looked up by name instead of being sent \
+     again.",
+);
+
 impl schemars::transform::Transform for Reword {
     fn transform(&mut self, schema: &mut schemars::Schema) {
         let Some(properties) = schema

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::managed_spec::ManagedSpec;
-use super::managed_status::{ManagedStatus, Reword, embeds_managed};
+use super::managed_status::{CREATE_SETTLED, ManagedStatus, Reword, embeds_managed};
 use crate::api;
 
 /// An MCP integration (`/ai_gw/admin/v2/mcp-integrations`): one upstream MCP server of the
@@ -247,14 +247,7 @@ impl McpCapabilityKind {
 /// ever kept as a keyed hash.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = Reword(&[
-    (
-        "createSettled",
-        "The id of the last create intent whose outcome was recorded (the intent \
-         itself is the `aigw.io/create-intent` annotation): an annotation naming this \
-         id is settled.",
-    ),
-]))]
+#[schemars(transform = Reword(&[CREATE_SETTLED]))]
 pub struct McpIntegrationStatus {
     /// Generation, conditions, create intent and claim: the block every kind keeps.
     #[serde(flatten)]

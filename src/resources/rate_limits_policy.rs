@@ -6,7 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use super::common::{ManagementPolicy, Recorded};
 use super::managed_spec::ManagedSpec;
-use super::managed_status::{ManagedStatus, Reword, embeds_managed};
+use super::managed_status::{ManagedStatus, PENDING_CREATE, Reword, embeds_managed};
 
 /// A rate-limits policy (`/ai_gw/v2/policies/rate-limits`). `name`, `unit`, `value` and
 /// `conditions` are updated in place; `type`, `groupBy`, `target` and `workspaceId` are fixed
@@ -178,14 +178,7 @@ pub struct GroupBy {
 /// What the management API reports about the policy.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = Reword(&[
-    (
-        "pendingCreate",
-        "Set just before a create is sent and cleared once its outcome is known: a \
-         create whose outcome was lost is looked up by name instead of being sent \
-         again.",
-    ),
-]))]
+#[schemars(transform = Reword(&[PENDING_CREATE]))]
 pub struct RateLimitsPolicyStatus {
     /// Generation, conditions, create intent and claim: the block every kind keeps.
     #[serde(flatten)]

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::managed_spec::ManagedSpec;
-use super::managed_status::{ManagedStatus, Reword, embeds_managed};
+use super::managed_status::{CREATE_SETTLED, ManagedStatus, Reword, embeds_managed};
 use crate::api;
 
 /// A secret reference (`/ai_gw/admin/v2/secret-references`): where the gateway reads a secret
@@ -154,14 +154,7 @@ pub struct AuthConfigSecretRef {
 /// kept as a keyed hash.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = Reword(&[
-    (
-        "createSettled",
-        "The id of the last create intent whose outcome was recorded (the intent \
-         itself is the `aigw.io/create-intent` annotation): an annotation naming this \
-         id is settled.",
-    ),
-]))]
+#[schemars(transform = Reword(&[CREATE_SETTLED]))]
 pub struct SecretReferenceStatus {
     /// Generation, conditions, create intent and claim: the block every kind keeps.
     #[serde(flatten)]

@@ -11,7 +11,7 @@ use serde_json::{Map, Value, json};
 
 use super::limits::{RateLimit, UsageLimits, covers};
 use super::managed_spec::ManagedSpec;
-use super::managed_status::{ManagedStatus, Reword, embeds_managed};
+use super::managed_status::{CREATE_SETTLED, ManagedStatus, Reword, embeds_managed};
 use crate::api;
 
 /// A workspace (`/workspaces`), where every namespaced object of the gateway lives. Created
@@ -145,14 +145,7 @@ pub struct WorkspaceConfigRef {
 /// What aigw knows of the workspace.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(transform = Reword(&[
-    (
-        "createSettled",
-        "The id of the last create intent whose outcome was recorded (the intent \
-         itself is the `aigw.io/create-intent` annotation): an annotation naming this \
-         id is settled.",
-    ),
-]))]
+#[schemars(transform = Reword(&[CREATE_SETTLED]))]
 pub struct WorkspaceStatus {
     /// Generation, conditions, create intent and claim: the block every kind keeps.
     #[serde(flatten)]

@@ -2,7 +2,7 @@ use crate::api::client::{Call, Client};
 use crate::api::error::ApiError;
 use crate::api::models::{
     ApiKey, ApiKeyCreated, ApiKeyKind, ApiKeyRotated, ApiKeysListQuery, CreateApiKeyRequest,
-    Listing, RotateApiKeyRequest, UpdateApiKeyRequest, Validate,
+    ListQuery, Listing, RotateApiKeyRequest, UpdateApiKeyRequest, Validate,
 };
 use crate::api::routes::{
     Route, SERVICE_API_KEY, SERVICE_API_KEY_ROTATE, SERVICE_API_KEYS, USER_API_KEY,

@@ -6,6 +6,8 @@ use crate::api::models::{
 };
 use crate::api::routes::{CONFIG, CONFIG_VERSIONS, CONFIGS, Route, Verb};
 
+use super::collection::{DeletedByKey, ReadByKey, Receipt, Remote, Written};
+
 /// `GET /configs`, of one workspace when `workspace_id` is set.
 fn list_call(workspace_id: Option<&str>) -> Call {
     let query = workspace_id
@@ -14,8 +16,29 @@ fn list_call(workspace_id: Option<&str>) -> Call {
     Call::new(Route::mgmt(Verb::Get, CONFIGS, &[])).query(query)
 }
 
-/// Configs (`/ai_gw/v2/configs`). Paths take the slug; the config UUID works too.
+/// Configs (`/ai_gw/v2/configs`). Paths take the slug; the config UUID works too. An update
+/// replaces the fields that are set, and every update mints a new `version_id`. A delete is
+/// for good.
 pub type Configs<'c> = super::Endpoint<'c, ConfigDetail>;
+
+impl Remote for ConfigDetail {
+    const COLLECTION: &'static str = CONFIGS;
+    const ITEM: &'static str = CONFIG;
+    const KEY: &'static str = "slug";
+}
+
+impl ReadByKey for ConfigDetail {}
+
+impl Written for ConfigDetail {
+    type Create = CreateConfigRequest;
+    type Created = ConfigCreated;
+    type Update = UpdateConfigRequest;
+    type Updated = ConfigUpdated;
+}
+
+impl DeletedByKey for ConfigDetail {}
+
+impl Receipt for ConfigUpdated {}
 
 impl Configs<'_> {
     /// All configs, optionally of one workspace. The API does not page this list.
@@ -42,33 +65,6 @@ impl Configs<'_> {
         let page: StreamedPage<ConfigStamp> =
             self.client.json_streamed(list_call(workspace_id)).await?;
         Ok(page.into())
-    }
-
-    /// Not retried when the answer is lost: check `outcome_unknown()` and look the config up.
-    pub async fn create(&self, req: &CreateConfigRequest) -> Result<ConfigCreated, ApiError> {
-        let call = super::post(CONFIGS, req)?;
-        self.client.json(call).await
-    }
-
-    pub async fn get(&self, slug_or_id: &str) -> Result<ConfigDetail, ApiError> {
-        let call = super::on(Verb::Get, CONFIG, "slug", slug_or_id)?;
-        self.client.json(call).await
-    }
-
-    /// Replaces the fields that are set; every update mints a new `version_id`.
-    pub async fn update(
-        &self,
-        slug: &str,
-        req: &UpdateConfigRequest,
-    ) -> Result<ConfigUpdated, ApiError> {
-        let call = super::send(Verb::Put, CONFIG, "slug", slug, req)?;
-        self.client.json(call).await
-    }
-
-    /// Hard delete.
-    pub async fn delete(&self, slug: &str) -> Result<(), ApiError> {
-        let call = super::on(Verb::Delete, CONFIG, "slug", slug)?;
-        self.client.empty(call).await
     }
 
     pub async fn versions(&self, slug: &str) -> Result<Vec<ConfigVersion>, ApiError> {

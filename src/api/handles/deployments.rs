@@ -6,8 +6,34 @@ use crate::api::models::{
 };
 use crate::api::routes::{DEPLOYMENT, DEPLOYMENTS, Route, Verb};
 
-/// Deployments (`/ai_gw/admin/v2/deployments`).
+use super::collection::{DeletedByKey, ReadByKey, Receipt, Remote, Written};
+
+/// Deployments (`/ai_gw/admin/v2/deployments`). The create's answer holds `client_auth` and the
+/// password, which no later read returns: store them before doing anything else. An update with
+/// `rotate_auth: true` answers the new secrets, once. A delete archives the deployment; it stays
+/// in the list with `status: archived`.
 pub type Deployments<'c> = super::Endpoint<'c, Deployment>;
+
+impl Remote for Deployment {
+    const COLLECTION: &'static str = DEPLOYMENTS;
+    const ITEM: &'static str = DEPLOYMENT;
+    const KEY: &'static str = "deploymentId";
+    const SECRET_READS: bool = true;
+    const SECRET_WRITES: bool = true;
+}
+
+impl ReadByKey for Deployment {}
+
+impl Written for Deployment {
+    type Create = CreateDeploymentRequest;
+    type Created = DeploymentCreated;
+    type Update = UpdateDeploymentRequest;
+    type Updated = DeploymentUpdated;
+}
+
+impl DeletedByKey for Deployment {}
+
+impl Receipt for DeploymentUpdated {}
 
 impl Deployments<'_> {
     /// The API does not page this list.
@@ -26,36 +52,5 @@ impl Deployments<'_> {
         let call = Call::new(Route::mgmt(Verb::Get, DEPLOYMENTS, &[])).query(query.to_pairs());
         let page: ListPage<DeploymentSummary> = self.client.json(call).await?;
         Ok(Listing::from_page(page))
-    }
-
-    /// The answer holds `client_auth` and the password, which no later read returns: store them
-    /// before doing anything else. Not retried when the answer is lost (`outcome_unknown()`).
-    pub async fn create(
-        &self,
-        req: &CreateDeploymentRequest,
-    ) -> Result<DeploymentCreated, ApiError> {
-        let call = super::post(DEPLOYMENTS, req)?.sensitive();
-        self.client.json(call).await
-    }
-
-    pub async fn get(&self, id: &str) -> Result<Deployment, ApiError> {
-        let call = super::on(Verb::Get, DEPLOYMENT, "deploymentId", id)?.sensitive();
-        self.client.json(call).await
-    }
-
-    /// With `rotate_auth: true` the answer carries the new secrets, once.
-    pub async fn update(
-        &self,
-        id: &str,
-        req: &UpdateDeploymentRequest,
-    ) -> Result<DeploymentUpdated, ApiError> {
-        let call = super::send(Verb::Put, DEPLOYMENT, "deploymentId", id, req)?.sensitive();
-        self.client.json(call).await
-    }
-
-    /// Archives the deployment; it stays in the list with `status: archived`.
-    pub async fn delete(&self, id: &str) -> Result<(), ApiError> {
-        let call = super::on(Verb::Delete, DEPLOYMENT, "deploymentId", id)?;
-        self.client.empty(call).await
     }
 }

@@ -2,60 +2,45 @@ use crate::api::client::Call;
 use crate::api::error::ApiError;
 use crate::api::models::{
     CreateIntegrationRequest, Integration, IntegrationCreated, IntegrationModels,
-    IntegrationWorkspaces, IntegrationsListQuery, Listing, UpdateIntegrationRequest,
-    UpdateModelsRequest, UpdateWorkspacesRequest,
+    IntegrationWorkspaces, IntegrationsListQuery, UpdateIntegrationRequest, UpdateModelsRequest,
+    UpdateWorkspacesRequest,
 };
 use crate::api::routes::{
     INTEGRATION, INTEGRATION_MODELS, INTEGRATION_WORKSPACES, INTEGRATIONS, Route, Verb,
 };
 
+use super::collection::{Listed, ReadByKey, Remote, Written};
+
 /// The organisation's integrations (`/ai_gw/admin/v2/integrations`), addressed by UUID or slug.
-/// `key` and credential `configurations` are write-only: reads return them masked.
+/// `key` and credential `configurations` are write-only: reads return them masked. An update
+/// cannot change `ai_provider_id`, `slug` or `workspace_id`.
 pub type Integrations<'c> = super::Endpoint<'c, Integration>;
 
+impl Remote for Integration {
+    const COLLECTION: &'static str = INTEGRATIONS;
+    const ITEM: &'static str = INTEGRATION;
+    const KEY: &'static str = "integrationId";
+    const SECRET_WRITES: bool = true;
+}
+
+impl ReadByKey for Integration {}
+
+impl Listed for Integration {
+    type Query = IntegrationsListQuery;
+
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+impl Written for Integration {
+    type Create = CreateIntegrationRequest;
+    type Created = IntegrationCreated;
+    type Update = UpdateIntegrationRequest;
+    type Updated = ();
+}
+
 impl Integrations<'_> {
-    /// Every integration that matches, all pages.
-    pub async fn list(&self, query: &IntegrationsListQuery) -> Result<Vec<Integration>, ApiError> {
-        Ok(self.listing(query).await?.items)
-    }
-
-    /// Like [`Self::list`], saying whether the pages prove the whole list.
-    pub async fn listing(
-        &self,
-        query: &IntegrationsListQuery,
-    ) -> Result<Listing<Integration>, ApiError> {
-        super::paged(
-            self.client,
-            INTEGRATIONS,
-            &[],
-            query.to_pairs(),
-            |i: &Integration| i.id.as_str(),
-        )
-        .await
-    }
-
-    /// The detail (key and credentials masked).
-    pub async fn get(&self, id: &str) -> Result<Integration, ApiError> {
-        let call = super::on(Verb::Get, INTEGRATION, "integrationId", id)?;
-        self.client.json(call).await
-    }
-
-    /// Not retried when the answer is lost (`outcome_unknown()`): look it up (by its slug)
-    /// before creating again.
-    pub async fn create(
-        &self,
-        req: &CreateIntegrationRequest,
-    ) -> Result<IntegrationCreated, ApiError> {
-        let call = super::post(INTEGRATIONS, req)?.sensitive();
-        self.client.json(call).await
-    }
-
-    /// `ai_provider_id`, `slug` and `workspace_id` cannot change.
-    pub async fn update(&self, id: &str, req: &UpdateIntegrationRequest) -> Result<(), ApiError> {
-        let call = super::send(Verb::Put, INTEGRATION, "integrationId", id, req)?.sensitive();
-        self.client.empty(call).await
-    }
-
     /// `organisation_id`: the numeric TSG the live API takes as a query parameter, when known.
     pub async fn delete(&self, id: &str, organisation_id: Option<&str>) -> Result<(), ApiError> {
         super::require("integrationId", id)?;

@@ -15,6 +15,8 @@ use crate::api::routes::{
     MCP_SERVERS, ORG_GUARDRAIL_MCP_SERVER, ORG_GUARDRAIL_MCP_SERVERS, Route, Verb,
 };
 
+use super::collection::{DeletedByKey, Listed, ReadByKey, Receipt, Remote, Written};
+
 /// What an empty integration or server key is refused as.
 const INTEGRATION_ID: &str = "mcpIntegrationId";
 const SERVER_ID: &str = "mcpServerId";
@@ -31,30 +33,50 @@ fn capability_pairs(page: u32, kind: Option<&str>) -> Vec<(&'static str, String)
     pairs
 }
 
-/// Every capability, all pages (`page` counts from 1).
-async fn all_capabilities(
-    client: &Client,
-    template: &'static str,
-    id: &str,
-    kind: Option<&str>,
-) -> Result<McpCapabilities, ApiError> {
-    let mut page = 1;
-    let mut all: Option<McpCapabilities> = None;
-    loop {
-        let call =
-            Call::new(Route::mgmt(Verb::Get, template, &[id])).query(capability_pairs(page, kind));
-        let got: McpCapabilities = client.json(call).await?;
-        let (more, empty) = (got.has_more, got.data.is_empty());
-        match &mut all {
-            None => all = Some(got),
-            Some(all) => all.data.extend(got.data),
+/// An MCP integration or server: each discovers its server's capabilities, which are then
+/// turned on or off one by one.
+pub trait McpCapable: Remote {
+    /// The capabilities route, keyed like the item route.
+    const CAPABILITIES: &'static str;
+}
+
+impl<K: McpCapable> super::Endpoint<'_, K> {
+    /// Every discovered capability (all pages, `page` counting from 1), optionally of one
+    /// `type`.
+    pub async fn capabilities(
+        &self,
+        key: &str,
+        kind: Option<&str>,
+    ) -> Result<McpCapabilities, ApiError> {
+        super::require(K::KEY, key)?;
+        let mut page = 1;
+        let mut all: Option<McpCapabilities> = None;
+        loop {
+            let call = Call::new(Route::mgmt(Verb::Get, K::CAPABILITIES, &[key]))
+                .query(capability_pairs(page, kind));
+            let got: McpCapabilities = self.client.json(call).await?;
+            let (more, empty) = (got.has_more, got.data.is_empty());
+            match &mut all {
+                None => all = Some(got),
+                Some(all) => all.data.extend(got.data),
+            }
+            if !more || empty || page >= 1000 {
+                break;
+            }
+            page += 1;
         }
-        if !more || empty || page >= 1000 {
-            break;
-        }
-        page += 1;
+        Ok(all.expect("at least one page"))
     }
-    Ok(all.expect("at least one page"))
+
+    /// Toggles discovered capabilities; one not discovered yet is refused.
+    pub async fn update_capabilities(
+        &self,
+        key: &str,
+        req: &UpdateCapabilitiesRequest,
+    ) -> Result<(), ApiError> {
+        let call = super::send(Verb::Put, K::CAPABILITIES, K::KEY, key, req)?;
+        self.client.empty(call).await
+    }
 }
 
 /// Rows a user-access read asks for at once (the API's most), and the pages it reads at most
@@ -65,6 +87,28 @@ const USER_ACCESS_PAGES: u32 = 1000;
 /// The organisation's MCP integrations (`/ai_gw/admin/v2/mcp-integrations`), by UUID or slug.
 /// `configurations` is write-only.
 pub type McpIntegrations<'c> = super::Endpoint<'c, McpIntegration>;
+
+impl Remote for McpIntegration {
+    const COLLECTION: &'static str = MCP_INTEGRATIONS;
+    const ITEM: &'static str = MCP_INTEGRATION;
+    const KEY: &'static str = INTEGRATION_ID;
+    const SECRET_WRITES: bool = true;
+}
+
+impl ReadByKey for McpIntegration {}
+
+impl Written for McpIntegration {
+    type Create = CreateMcpIntegrationRequest;
+    type Created = Created;
+    type Update = UpdateMcpIntegrationRequest;
+    type Updated = ();
+}
+
+impl DeletedByKey for McpIntegration {}
+
+impl McpCapable for McpIntegration {
+    const CAPABILITIES: &'static str = MCP_INTEGRATION_CAPABILITIES;
+}
 
 impl McpIntegrations<'_> {
     /// Every integration, all pages (`configurations` a JSON string in each row).
@@ -81,31 +125,6 @@ impl McpIntegrations<'_> {
             |i: &McpIntegration| i.id.as_str(),
         )
         .await
-    }
-
-    pub async fn get(&self, key: &str) -> Result<McpIntegration, ApiError> {
-        let call = super::on(Verb::Get, MCP_INTEGRATION, INTEGRATION_ID, key)?;
-        self.client.json(call).await
-    }
-
-    /// Not retried when the answer is lost: look it up by slug first.
-    pub async fn create(&self, req: &CreateMcpIntegrationRequest) -> Result<Created, ApiError> {
-        let call = super::post(MCP_INTEGRATIONS, req)?.sensitive();
-        self.client.json(call).await
-    }
-
-    pub async fn update(
-        &self,
-        key: &str,
-        req: &UpdateMcpIntegrationRequest,
-    ) -> Result<(), ApiError> {
-        let call = super::send(Verb::Put, MCP_INTEGRATION, INTEGRATION_ID, key, req)?.sensitive();
-        self.client.empty(call).await
-    }
-
-    pub async fn delete(&self, key: &str) -> Result<(), ApiError> {
-        let call = super::on(Verb::Delete, MCP_INTEGRATION, INTEGRATION_ID, key)?;
-        self.client.empty(call).await
     }
 
     /// The workspace access rows (disabled ones stay listed), in the versioned shape.
@@ -131,32 +150,6 @@ impl McpIntegrations<'_> {
         self.client.empty(call).await
     }
 
-    /// Every discovered capability (all pages), optionally of one `type`.
-    pub async fn capabilities(
-        &self,
-        key: &str,
-        kind: Option<&str>,
-    ) -> Result<McpCapabilities, ApiError> {
-        super::require(INTEGRATION_ID, key)?;
-        all_capabilities(self.client, MCP_INTEGRATION_CAPABILITIES, key, kind).await
-    }
-
-    /// Toggles discovered capabilities; one not discovered yet is refused.
-    pub async fn update_capabilities(
-        &self,
-        key: &str,
-        req: &UpdateCapabilitiesRequest,
-    ) -> Result<(), ApiError> {
-        let call = super::send(
-            Verb::Put,
-            MCP_INTEGRATION_CAPABILITIES,
-            INTEGRATION_ID,
-            key,
-            req,
-        )?;
-        self.client.empty(call).await
-    }
-
     /// The sync metadata (`sync_status`, `sync_error`, `last_synced_at`, server identity).
     pub async fn metadata(&self, key: &str) -> Result<serde_json::Value, ApiError> {
         let call = super::on(Verb::Get, MCP_INTEGRATION_METADATA, INTEGRATION_ID, key)?;
@@ -164,80 +157,49 @@ impl McpIntegrations<'_> {
     }
 }
 
-/// Workspaces' MCP servers (`/ai_gw/v2/mcp-servers`), by UUID or slug.
+/// Workspaces' MCP servers (`/ai_gw/v2/mcp-servers`), by UUID or slug. The detail has no
+/// `workspace_id`: list with `workspace_id` and `ids` to prove it.
 pub type McpServers<'c> = super::Endpoint<'c, McpServer>;
 
+impl Remote for McpServer {
+    const COLLECTION: &'static str = MCP_SERVERS;
+    const ITEM: &'static str = MCP_SERVER;
+    const KEY: &'static str = SERVER_ID;
+}
+
+impl ReadByKey for McpServer {}
+
+impl Listed for McpServer {
+    type Query = McpServersListQuery;
+
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
+/// An update answers `{id, slug, object}`.
+impl Written for McpServer {
+    type Create = CreateMcpServerRequest;
+    type Created = Created;
+    type Update = UpdateMcpServerRequest;
+    type Updated = Created;
+}
+
+impl DeletedByKey for McpServer {}
+
+impl McpCapable for McpServer {
+    const CAPABILITIES: &'static str = MCP_SERVER_CAPABILITIES;
+}
+
+impl Receipt for Created {}
+
 impl McpServers<'_> {
-    pub async fn list(&self, query: &McpServersListQuery) -> Result<Vec<McpServer>, ApiError> {
-        Ok(self.listing(query).await?.items)
-    }
-
-    pub async fn listing(
-        &self,
-        query: &McpServersListQuery,
-    ) -> Result<Listing<McpServer>, ApiError> {
-        super::paged(
-            self.client,
-            MCP_SERVERS,
-            &[],
-            query.to_pairs(),
-            |s: &McpServer| s.id.as_str(),
-        )
-        .await
-    }
-
-    /// The detail (no `workspace_id`; list with `workspace_id` and `ids` to prove it).
-    pub async fn get(&self, key: &str) -> Result<McpServer, ApiError> {
-        let call = super::on(Verb::Get, MCP_SERVER, SERVER_ID, key)?;
-        self.client.json(call).await
-    }
-
-    /// Not retried when the answer is lost: look it up by slug first.
-    pub async fn create(&self, req: &CreateMcpServerRequest) -> Result<Created, ApiError> {
-        let call = super::post(MCP_SERVERS, req)?;
-        self.client.json(call).await
-    }
-
-    /// Answers `{id, slug, object}`.
-    pub async fn update(
-        &self,
-        key: &str,
-        req: &UpdateMcpServerRequest,
-    ) -> Result<Created, ApiError> {
-        let call = super::send(Verb::Put, MCP_SERVER, SERVER_ID, key, req)?;
-        self.client.json(call).await
-    }
-
-    pub async fn delete(&self, key: &str) -> Result<(), ApiError> {
-        let call = super::on(Verb::Delete, MCP_SERVER, SERVER_ID, key)?;
-        self.client.empty(call).await
-    }
-
     /// A connectivity test. SCM answers 403 even for an owned server.
     pub async fn test(&self, key: &str) -> Result<serde_json::Value, ApiError> {
         let call = super::on(Verb::Post, MCP_SERVER_TEST, SERVER_ID, key)?;
         self.client.json(call).await
     }
 
-    pub async fn capabilities(
-        &self,
-        key: &str,
-        kind: Option<&str>,
-    ) -> Result<McpCapabilities, ApiError> {
-        super::require(SERVER_ID, key)?;
-        all_capabilities(self.client, MCP_SERVER_CAPABILITIES, key, kind).await
-    }
-
-    pub async fn update_capabilities(
-        &self,
-        key: &str,
-        req: &UpdateCapabilitiesRequest,
-    ) -> Result<(), ApiError> {
-        let call = super::send(Verb::Put, MCP_SERVER_CAPABILITIES, SERVER_ID, key, req)?;
-        self.client.empty(call).await
-    }
-
-    /// The first page of user access (500 rows) with `default_user_access`.
     /// Every user-access row of server `key`, page after page (500 a page) while the API says
     /// it has more: a user past the first page is compared like any other.
     pub async fn user_access(&self, key: &str) -> Result<McpUserAccess, ApiError> {

@@ -1,6 +1,7 @@
 //! Resource handles: `client.configs().update(slug, &req)`. Each borrows the client.
 
 mod api_keys;
+mod collection;
 mod configs;
 mod deployments;
 mod guardrails;
@@ -16,11 +17,14 @@ mod vector_store_files;
 mod workspaces;
 
 pub use api_keys::ApiKeys;
+pub use collection::{
+    AnswerBody, Archives, DeletedByKey, Listed, ReadByKey, Receipt, Remote, Written,
+};
 pub use configs::Configs;
 pub use deployments::Deployments;
 pub use guardrails::{Guardrails, GuardrailsOn};
 pub use integrations::Integrations;
-pub use mcp::{GuardrailMcpServers, McpIntegrations, McpServers};
+pub use mcp::{GuardrailMcpServers, McpCapable, McpIntegrations, McpServers};
 pub use providers::Providers;
 pub use rate_limits::RateLimits;
 pub use responses::Responses;
@@ -137,10 +141,7 @@ async fn paged<T: DeserializeOwned>(
 
 /// Rejects an empty path identifier, which would silently address the collection instead.
 fn require(field: &str, value: &str) -> Result<(), ApiError> {
-    if value.trim().is_empty() {
-        return Err(ApiError::validation(field, "must not be empty"));
-    }
-    Ok(())
+    super::models::validate::not_blank([(field, value)])
 }
 
 /// A call on the object `key` of the item route `template`; an empty `key` is refused as `id`.

@@ -1,10 +1,12 @@
 use crate::api::client::Call;
 use crate::api::error::ApiError;
 use crate::api::models::{
-    CreateProviderRequest, Listing, Provider, ProviderWritten, ProvidersListQuery,
-    UpdateProviderRequest, Validate,
+    CreateProviderRequest, Provider, ProviderWritten, ProvidersListQuery, UpdateProviderRequest,
+    Validate,
 };
 use crate::api::routes::{PROVIDER, PROVIDERS, Route, Verb};
+
+use super::collection::{Listed, Remote};
 
 /// Providers (`/ai_gw/v2/providers`), addressed by UUID or slug, with the workspace as a query
 /// parameter. Reads drop every field that may carry credentials ([`Provider`]).
@@ -17,24 +19,21 @@ fn workspace_query(workspace: Option<&str>) -> Vec<(&'static str, String)> {
         .collect()
 }
 
+impl Remote for Provider {
+    const COLLECTION: &'static str = PROVIDERS;
+    const ITEM: &'static str = PROVIDER;
+    const KEY: &'static str = "providerId";
+}
+
+impl Listed for Provider {
+    type Query = ProvidersListQuery;
+
+    fn id(&self) -> &str {
+        &self.id
+    }
+}
+
 impl Providers<'_> {
-    /// Every provider that matches, all pages.
-    pub async fn list(&self, query: &ProvidersListQuery) -> Result<Vec<Provider>, ApiError> {
-        Ok(self.listing(query).await?.items)
-    }
-
-    /// Like [`Self::list`], saying whether the pages prove the whole list.
-    pub async fn listing(&self, query: &ProvidersListQuery) -> Result<Listing<Provider>, ApiError> {
-        super::paged(
-            self.client,
-            PROVIDERS,
-            &[],
-            query.to_pairs(),
-            |p: &Provider| p.id.as_str(),
-        )
-        .await
-    }
-
     /// The detail, its credential material withheld. The answer may carry the upstream key:
     /// it is never copied into an error.
     pub async fn get(&self, id: &str, workspace: Option<&str>) -> Result<Provider, ApiError> {

@@ -1,75 +1,39 @@
-use crate::api::error::ApiError;
 use crate::api::models::{
-    CreateRateLimitsPolicyRequest, Listing, PolicyCreated, PolicyStatus, RateLimitsListQuery,
-    RateLimitsPolicy, UpdateRateLimitsPolicyRequest, enum_str,
+    CreateRateLimitsPolicyRequest, PolicyCreated, RateLimitsListQuery, RateLimitsPolicy,
+    UpdateRateLimitsPolicyRequest,
 };
-use crate::api::routes::{RATE_LIMIT, RATE_LIMITS, Verb};
+use crate::api::routes::{RATE_LIMIT, RATE_LIMITS};
 
-/// Rate limits policies (`/ai_gw/v2/policies/rate-limits`).
+use super::collection::{Archives, DeletedByKey, Listed, ReadByKey, Remote, Written};
+
+/// Rate limits policies (`/ai_gw/v2/policies/rate-limits`). A read sees active policies only
+/// (an archived one with `get_with_status`). An update cannot change `type`, `group_by`,
+/// `target` or `workspace_id`: recreate the policy instead.
 pub type RateLimits<'c> = super::Endpoint<'c, RateLimitsPolicy>;
 
-impl RateLimits<'_> {
-    /// Every matching policy: pages through `current_page` (0-based) until `total` rows arrived,
-    /// or a page comes back empty.
-    pub async fn list(
-        &self,
-        query: &RateLimitsListQuery,
-    ) -> Result<Vec<RateLimitsPolicy>, ApiError> {
-        Ok(self.listing(query).await?.items)
-    }
+impl Remote for RateLimitsPolicy {
+    const COLLECTION: &'static str = RATE_LIMITS;
+    const ITEM: &'static str = RATE_LIMIT;
+    const KEY: &'static str = "rateLimitsPolicyId";
+}
 
-    /// Like [`Self::list`], saying whether the pages prove the whole list (see `paged`).
-    pub async fn listing(
-        &self,
-        query: &RateLimitsListQuery,
-    ) -> Result<Listing<RateLimitsPolicy>, ApiError> {
-        super::paged(
-            self.client,
-            RATE_LIMITS,
-            &[],
-            query.to_pairs(),
-            |p: &RateLimitsPolicy| p.id.as_str(),
-        )
-        .await
-    }
+impl ReadByKey for RateLimitsPolicy {}
 
-    /// Not retried when the answer is lost (`outcome_unknown()`).
-    pub async fn create(
-        &self,
-        req: &CreateRateLimitsPolicyRequest,
-    ) -> Result<PolicyCreated, ApiError> {
-        let call = super::post(RATE_LIMITS, req)?;
-        self.client.json(call).await
-    }
+impl Listed for RateLimitsPolicy {
+    type Query = RateLimitsListQuery;
 
-    /// An active policy; archived ones read as not found unless asked for with [`Self::get_with_status`].
-    pub async fn get(&self, id: &str) -> Result<RateLimitsPolicy, ApiError> {
-        let call = super::on(Verb::Get, RATE_LIMIT, "rateLimitsPolicyId", id)?;
-        self.client.json(call).await
-    }
-
-    pub async fn get_with_status(
-        &self,
-        id: &str,
-        status: PolicyStatus,
-    ) -> Result<RateLimitsPolicy, ApiError> {
-        let call = super::on(Verb::Get, RATE_LIMIT, "rateLimitsPolicyId", id)?
-            .query(vec![("status", enum_str(&status))]);
-        self.client.json(call).await
-    }
-
-    /// `type`, `group_by`, `target` and `workspace_id` cannot change; recreate the policy instead.
-    pub async fn update(
-        &self,
-        id: &str,
-        req: &UpdateRateLimitsPolicyRequest,
-    ) -> Result<(), ApiError> {
-        let call = super::send(Verb::Put, RATE_LIMIT, "rateLimitsPolicyId", id, req)?;
-        self.client.empty(call).await
-    }
-
-    pub async fn delete(&self, id: &str) -> Result<(), ApiError> {
-        let call = super::on(Verb::Delete, RATE_LIMIT, "rateLimitsPolicyId", id)?;
-        self.client.empty(call).await
+    fn id(&self) -> &str {
+        &self.id
     }
 }
+
+impl Written for RateLimitsPolicy {
+    type Create = CreateRateLimitsPolicyRequest;
+    type Created = PolicyCreated;
+    type Update = UpdateRateLimitsPolicyRequest;
+    type Updated = ();
+}
+
+impl DeletedByKey for RateLimitsPolicy {}
+
+impl Archives for RateLimitsPolicy {}

@@ -1,3 +1,5 @@
+use serde::de::DeserializeOwned;
+
 use crate::api::client::Call;
 use crate::api::error::ApiError;
 use crate::api::models::{
@@ -29,11 +31,7 @@ impl Telemetry<'_> {
 
     /// `GET /logs/groups/users`: requests and cost per end user.
     pub async fn users(&self, query: &TelemetryQuery) -> Result<UserGroups, ApiError> {
-        query.check()?;
-        let route = Route::mgmt(Verb::Get, LOG_GROUP, &["users"]);
-        self.client
-            .json(Call::new(route).query(query.pairs()))
-            .await
+        self.read(LOG_GROUP, "users", query).await
     }
 
     /// `GET /logs/charts/{requests|errors|cost|tokens}`.
@@ -42,21 +40,13 @@ impl Telemetry<'_> {
         metric: CountMetric,
         query: &TelemetryQuery,
     ) -> Result<CountChart, ApiError> {
-        query.check()?;
-        let route = Route::mgmt(Verb::Get, LOG_CHART, &[metric.as_str()]);
-        self.client
-            .json(Call::new(route).query(query.pairs()))
-            .await
+        self.read(LOG_CHART, metric.as_str(), query).await
     }
 
     /// `GET /logs/charts/latency`: mean and p50/p90/p99 in milliseconds, `None` for an empty
     /// cohort.
     pub async fn latency(&self, query: &TelemetryQuery) -> Result<LatencyChart, ApiError> {
-        query.check()?;
-        let route = Route::mgmt(Verb::Get, LOG_CHART, &["latency"]);
-        self.client
-            .json(Call::new(route).query(query.pairs()))
-            .await
+        self.read(LOG_CHART, "latency", query).await
     }
 
     /// A canary's figures for one cohort (`query` narrowed to its keys or metadata): requests,
@@ -65,5 +55,19 @@ impl Telemetry<'_> {
         let statuses = self.groups(GroupDimension::StatusCode, query, &[]).await?;
         let latency = self.latency(query).await?;
         Ok(CohortFigures::from_reads(&statuses, &latency))
+    }
+
+    /// `GET` of the group or chart `template` names by `name`, narrowed by `query`.
+    async fn read<T: DeserializeOwned>(
+        &self,
+        template: &'static str,
+        name: &str,
+        query: &TelemetryQuery,
+    ) -> Result<T, ApiError> {
+        query.check()?;
+        let route = Route::mgmt(Verb::Get, template, &[name]);
+        self.client
+            .json(Call::new(route).query(query.pairs()))
+            .await
     }
 }

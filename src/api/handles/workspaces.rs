@@ -1,13 +1,15 @@
 use crate::api::client::{Call, Client};
 use crate::api::error::ApiError;
 use crate::api::models::{
-    ApiPlane, CreateWorkspaceRequest, IamScope, IamScopeList, IamScopeWrite, Listing,
+    ApiPlane, CreateWorkspaceRequest, IamScope, IamScopeList, IamScopeWrite, ListQuery, Listing,
     UpdateWorkspaceRequest, Validate, Workspace, WorkspaceCreated, WorkspacesListQuery,
 };
 use crate::api::routes::{
     ADMIN_WORKSPACE, ADMIN_WORKSPACES, DATA_WORKSPACE, DATA_WORKSPACES, IAM_SCOPE, IAM_SCOPES,
     Route, Verb,
 };
+
+use super::collection::{DeletedByKey, ReadByKey, Remote};
 
 /// Workspaces (`/workspaces`), addressed by UUID or slug: reads on either plane, writes on the
 /// admin plane. Creating one is three calls: [`IamScopes::create`], [`Workspaces::create`],
@@ -93,17 +95,22 @@ impl<'c> Workspaces<'c> {
 /// SCM IAM scopes (`/iam/v1/scopes`, on the management host), keyed by name.
 pub type IamScopes<'c> = super::Endpoint<'c, IamScope>;
 
+impl Remote for IamScope {
+    const COLLECTION: &'static str = IAM_SCOPES;
+    const ITEM: &'static str = IAM_SCOPE;
+    const KEY: &'static str = "name";
+}
+
+impl ReadByKey for IamScope {}
+
+impl DeletedByKey for IamScope {}
+
 impl IamScopes<'_> {
     /// Every scope (the API does not page them).
     pub async fn list(&self) -> Result<Vec<IamScope>, ApiError> {
         let call = Call::new(Route::mgmt(Verb::Get, IAM_SCOPES, &[]));
         let list: IamScopeList = self.client.json(call).await?;
         Ok(list.items)
-    }
-
-    pub async fn get(&self, name: &str) -> Result<IamScope, ApiError> {
-        let call = super::on(Verb::Get, IAM_SCOPE, "name", name)?;
-        self.client.json(call).await
     }
 
     pub async fn create(&self, req: &IamScopeWrite) -> Result<IamScope, ApiError> {
@@ -120,10 +127,5 @@ impl IamScopes<'_> {
         }
         let call = Call::new(Route::mgmt(Verb::Put, IAM_SCOPE, &[name])).json(req)?;
         self.client.json(call).await
-    }
-
-    pub async fn delete(&self, name: &str) -> Result<(), ApiError> {
-        let call = super::on(Verb::Delete, IAM_SCOPE, "name", name)?;
-        self.client.empty(call).await
     }
 }

@@ -9,7 +9,7 @@ use serde_with::skip_serializing_none;
 use super::de;
 use super::deployment::SensitiveFields;
 use super::open_enum::open_enum;
-use super::query;
+use super::query::{self, ListQuery};
 use super::rate_limits::RateLimitType;
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
@@ -266,8 +266,8 @@ pub struct ApiKeysListQuery {
     pub page_size: Option<u32>,
 }
 
-impl ApiKeysListQuery {
-    pub(crate) fn to_pairs(&self) -> Vec<(&'static str, String)> {
+impl ListQuery for ApiKeysListQuery {
+    fn to_pairs(&self) -> Vec<(&'static str, String)> {
         query::filters([
             ("workspace_id", self.workspace_id.clone()),
             ("page_size", query::number(self.page_size)),
@@ -326,9 +326,7 @@ impl Validate for RotationPolicy {
 
 impl Validate for CreateApiKeyRequest {
     fn validate(&self) -> Result<(), ApiError> {
-        if self.name.trim().is_empty() {
-            return Err(ApiError::validation("name", "is required"));
-        }
+        validate::required([("name", &self.name)])?;
         validate_scopes(&self.scopes)?;
         validate_rate_limits(self.rate_limits.as_deref().unwrap_or_default())?;
         self.rotation_policy.validate()

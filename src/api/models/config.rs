@@ -5,7 +5,7 @@ use serde_json::{Map, Value};
 use serde_with::skip_serializing_none;
 
 use super::de;
-use super::validate::Validate;
+use super::validate::{self, Validate};
 use crate::api::error::ApiError;
 
 /// A row of the config list. Rows carry no `config` document.
@@ -145,9 +145,7 @@ pub struct ConfigUpdated {
 
 impl Validate for CreateConfigRequest {
     fn validate(&self) -> Result<(), ApiError> {
-        if self.name.trim().is_empty() {
-            return Err(ApiError::validation("name", "is required"));
-        }
+        validate::required([("name", &self.name)])?;
         if !self.config.is_object() {
             return Err(ApiError::validation("config", "must be a JSON object"));
         }

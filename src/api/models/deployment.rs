@@ -315,9 +315,7 @@ pub(crate) fn enum_str<T: Serialize>(value: &T) -> String {
 
 impl Validate for CreateDeploymentRequest {
     fn validate(&self) -> Result<(), ApiError> {
-        if self.name.trim().is_empty() {
-            return Err(ApiError::validation("name", "is required"));
-        }
+        validate::required([("name", &self.name)])?;
         if let Some(slug) = &self.slug {
             validate::max_chars("slug", Some(slug), 50)?;
             if slug.is_empty() {

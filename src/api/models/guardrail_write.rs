@@ -89,9 +89,7 @@ fn non_empty_checks(checks: Option<&Value>) -> Result<(), ApiError> {
 impl Validate for CreateGuardrailRequest {
     fn validate(&self) -> Result<(), ApiError> {
         validate::max_chars("name", Some(self.name.as_str()), 255)?;
-        if self.name.trim().is_empty() {
-            return Err(ApiError::validation("name", "must not be empty"));
-        }
+        validate::not_blank([("name", &self.name)])?;
         non_empty_checks(Some(&self.checks))
     }
 }

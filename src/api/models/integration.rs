@@ -9,7 +9,7 @@ use serde_with::skip_serializing_none;
 
 use super::de;
 use super::deployment::SensitiveFields;
-use super::query;
+use super::query::{self, ListQuery};
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
 use crate::api::secret::SecretString;
@@ -279,8 +279,8 @@ pub struct IntegrationsListQuery {
     pub page_size: Option<u32>,
 }
 
-impl IntegrationsListQuery {
-    pub(crate) fn to_pairs(&self) -> Vec<(&'static str, String)> {
+impl ListQuery for IntegrationsListQuery {
+    fn to_pairs(&self) -> Vec<(&'static str, String)> {
         query::filters([
             ("workspace_id", self.workspace_id.clone()),
             ("type", self.integration_type.clone()),
@@ -306,12 +306,10 @@ pub(crate) fn check_slug(field: &str, slug: Option<&str>) -> Result<(), ApiError
 
 impl Validate for CreateIntegrationRequest {
     fn validate(&self) -> Result<(), ApiError> {
-        if self.name.trim().is_empty() {
-            return Err(ApiError::validation("name", "is required"));
-        }
-        if self.ai_provider_id.trim().is_empty() {
-            return Err(ApiError::validation("ai_provider_id", "is required"));
-        }
+        validate::required([
+            ("name", &self.name),
+            ("ai_provider_id", &self.ai_provider_id),
+        ])?;
         if self.key.as_ref().is_some_and(SecretString::is_empty) {
             return Err(ApiError::validation("key", "must not be empty"));
         }

@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use serde_with::skip_serializing_none;
 
 use super::deployment::SensitiveFields;
-use super::query;
+use super::query::{self, ListQuery};
 use super::validate::{self, Validate};
 use super::{HIDDEN_CONFIGURATION, SecretMapping, de};
 use crate::api::error::ApiError;
@@ -120,16 +120,12 @@ fn check_mappings(mappings: Option<&Vec<SecretMapping>>) -> Result<(), ApiError>
 
 impl Validate for CreateMcpIntegrationRequest {
     fn validate(&self) -> Result<(), ApiError> {
-        for (field, value) in [
+        validate::not_blank([
             ("name", &self.name),
             ("url", &self.url),
             ("auth_type", &self.auth_type),
             ("transport", &self.transport),
-        ] {
-            if value.trim().is_empty() {
-                return Err(ApiError::validation(field, "must not be empty"));
-            }
-        }
+        ])?;
         check_mappings(self.secret_mappings.as_ref())
     }
 }
@@ -322,8 +318,8 @@ pub struct McpServersListQuery {
     pub search: Option<String>,
 }
 
-impl McpServersListQuery {
-    pub fn to_pairs(&self) -> Vec<(&'static str, String)> {
+impl ListQuery for McpServersListQuery {
+    fn to_pairs(&self) -> Vec<(&'static str, String)> {
         query::filters([
             ("page_size", Some("100".to_owned())),
             ("workspace_id", self.workspace_id.clone()),
@@ -348,14 +344,10 @@ pub struct CreateMcpServerRequest {
 
 impl Validate for CreateMcpServerRequest {
     fn validate(&self) -> Result<(), ApiError> {
-        for (field, value) in [
+        validate::not_blank([
             ("name", &self.name),
             ("mcp_integration_id", &self.mcp_integration_id),
-        ] {
-            if value.trim().is_empty() {
-                return Err(ApiError::validation(field, "must not be empty"));
-            }
-        }
+        ])?;
         validate::max_chars("name", Some(&self.name), 255)?;
         validate::max_chars("description", self.description.as_deref(), 500)?;
         if let Some(slug) = &self.slug

@@ -48,6 +48,7 @@ pub use integration::*;
 pub use mcp::*;
 pub use output::*;
 pub use provider::*;
+pub use query::ListQuery;
 pub use rate_limits::*;
 pub use response::*;
 pub use secret_reference::*;

@@ -4,13 +4,13 @@
 //! decoded and print as `(withheld)`, so nothing that holds or prints a read can leak them.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
-use serde_json::{Map, Value};
+use serde_json::Value;
 use serde_with::skip_serializing_none;
 
 use super::de;
 use super::deployment::SensitiveFields;
-use super::query;
-use super::validate::Validate;
+use super::query::{self, ListQuery};
+use super::validate::{self, Validate};
 use crate::api::error::ApiError;
 
 /// A field of a provider read that may hold credentials: its value is never kept.
@@ -100,14 +100,7 @@ pub struct UpdateProviderRequest {
 }
 
 /// The create and update receipt `{id, slug}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ProviderWritten {
-    pub id: String,
-    #[serde(default)]
-    pub slug: String,
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
-}
+pub type ProviderWritten = super::Created;
 
 /// Filters of `GET /providers`. The client pages through every page itself.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -116,8 +109,8 @@ pub struct ProvidersListQuery {
     pub page_size: Option<u32>,
 }
 
-impl ProvidersListQuery {
-    pub(crate) fn to_pairs(&self) -> Vec<(&'static str, String)> {
+impl ListQuery for ProvidersListQuery {
+    fn to_pairs(&self) -> Vec<(&'static str, String)> {
         query::filters([
             ("workspace_id", self.workspace_id.clone()),
             ("page_size", query::number(self.page_size)),
@@ -127,12 +120,10 @@ impl ProvidersListQuery {
 
 impl Validate for CreateProviderRequest {
     fn validate(&self) -> Result<(), ApiError> {
-        if self.name.trim().is_empty() {
-            return Err(ApiError::validation("name", "is required"));
-        }
-        if self.integration_id.trim().is_empty() {
-            return Err(ApiError::validation("integration_id", "is required"));
-        }
+        validate::required([
+            ("name", &self.name),
+            ("integration_id", &self.integration_id),
+        ])?;
         if self.rate_limits.is_some() {
             return Err(ApiError::validation(
                 "rate_limits",

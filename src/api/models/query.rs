@@ -1,5 +1,11 @@
 //! The query strings of list calls.
 
+/// The filters of a list call.
+pub trait ListQuery {
+    /// The query pairs: each filter that is set.
+    fn to_pairs(&self) -> Vec<(&'static str, String)>;
+}
+
 /// The pairs of a list query: each filter that is set, in the order given.
 pub(crate) fn filters<const N: usize>(
     filters: [(&'static str, Option<String>); N],

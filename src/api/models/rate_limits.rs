@@ -6,7 +6,7 @@ use serde_with::skip_serializing_none;
 
 use super::de;
 use super::deployment::enum_str;
-use super::query;
+use super::query::{self, ListQuery};
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
 
@@ -151,8 +151,8 @@ pub struct RateLimitsListQuery {
     pub page_size: Option<u32>,
 }
 
-impl RateLimitsListQuery {
-    pub(crate) fn to_pairs(&self) -> Vec<(&'static str, String)> {
+impl ListQuery for RateLimitsListQuery {
+    fn to_pairs(&self) -> Vec<(&'static str, String)> {
         query::filters([
             ("workspace_id", self.workspace_id.clone()),
             ("status", self.status.as_ref().map(enum_str)),

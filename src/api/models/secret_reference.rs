@@ -11,7 +11,7 @@ use serde_with::skip_serializing_none;
 
 use super::HIDDEN_CONFIGURATION;
 use super::deployment::SensitiveFields;
-use super::query;
+use super::query::{self, ListQuery};
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
 
@@ -88,8 +88,8 @@ pub struct SecretReferencesListQuery {
     pub tags: Option<Map<String, Value>>,
 }
 
-impl SecretReferencesListQuery {
-    pub fn to_pairs(&self) -> Vec<(&'static str, String)> {
+impl ListQuery for SecretReferencesListQuery {
+    fn to_pairs(&self) -> Vec<(&'static str, String)> {
         query::filters([
             ("page_size", Some("100".to_owned())),
             ("manager_type", self.manager_type.clone()),
@@ -142,11 +142,7 @@ fn check_workspaces(
 
 impl Validate for CreateSecretReferenceRequest {
     fn validate(&self) -> Result<(), ApiError> {
-        for (field, value) in [("name", &self.name), ("secret_path", &self.secret_path)] {
-            if value.trim().is_empty() {
-                return Err(ApiError::validation(field, "must not be empty"));
-            }
-        }
+        validate::not_blank([("name", &self.name), ("secret_path", &self.secret_path)])?;
         if !MANAGER_TYPES.contains(&self.manager_type.as_str()) {
             return Err(ApiError::validation(
                 "manager_type",
@@ -188,7 +184,8 @@ impl Validate for UpdateSecretReferenceRequest {
     }
 }
 
-/// A create receipt `{id, slug, object}` (secret references, MCP integrations, MCP servers).
+/// A create receipt `{id, slug, object}` (secret references, MCP integrations, MCP servers,
+/// providers).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Created {
     pub id: String,

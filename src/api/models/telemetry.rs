@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use serde_with::skip_serializing_none;
 
+use super::validate;
 use crate::api::error::ApiError;
 
 /// A telemetry read's window and filters. Filters combine with AND; each list is an OR.
@@ -85,9 +86,7 @@ impl TelemetryQuery {
                 "must be the numeric TSG id",
             ));
         }
-        if self.workspace_slug.trim().is_empty() {
-            return Err(ApiError::validation("workspaceSlug", "must not be empty"));
-        }
+        validate::not_blank([("workspaceSlug", &self.workspace_slug)])?;
         if self.from > self.to {
             return Err(ApiError::validation(
                 "timeOfGenerationMin",

@@ -7,7 +7,7 @@ use serde_with::skip_serializing_none;
 
 use super::de;
 use super::deployment::enum_str;
-use super::query;
+use super::query::{self, ListQuery};
 use super::rate_limits::{Condition, GroupBy, PolicyStatus};
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
@@ -128,8 +128,8 @@ pub struct UsageLimitsListQuery {
     pub page_size: Option<u32>,
 }
 
-impl UsageLimitsListQuery {
-    pub(crate) fn to_pairs(&self) -> Vec<(&'static str, String)> {
+impl ListQuery for UsageLimitsListQuery {
+    fn to_pairs(&self) -> Vec<(&'static str, String)> {
         query::filters([
             ("workspace_id", self.workspace_id.clone()),
             ("status", self.status.as_ref().map(enum_str)),

@@ -52,6 +52,27 @@ pub(crate) fn max_chars(field: &str, value: Option<&str>, max: usize) -> Result<
     }
 }
 
+/// Each `(field, value)`, in order, must hold more than whitespace ("must not be empty").
+pub(crate) fn not_blank<const N: usize>(fields: [(&str, &str); N]) -> Result<(), ApiError> {
+    first_blank(fields).map_or(Ok(()), |field| {
+        Err(ApiError::validation(field, "must not be empty"))
+    })
+}
+
+/// Like [`not_blank`], for the fields a create requires ("is required").
+pub(crate) fn required<const N: usize>(fields: [(&str, &str); N]) -> Result<(), ApiError> {
+    first_blank(fields).map_or(Ok(()), |field| {
+        Err(ApiError::validation(field, "is required"))
+    })
+}
+
+fn first_blank<'f, const N: usize>(fields: [(&'f str, &str); N]) -> Option<&'f str> {
+    fields
+        .into_iter()
+        .find(|(_, value)| value.trim().is_empty())
+        .map(|(field, _)| field)
+}
+
 pub(crate) fn non_empty<T>(field: &str, items: &[T]) -> Result<(), ApiError> {
     if items.is_empty() {
         return Err(ApiError::validation(field, "must have at least one item"));

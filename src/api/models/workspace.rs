@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 use serde_with::skip_serializing_none;
 
 use super::de;
-use super::query;
+use super::query::{self, ListQuery};
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
 
@@ -76,8 +76,8 @@ pub struct WorkspacesListQuery {
     pub page_size: Option<u32>,
 }
 
-impl WorkspacesListQuery {
-    pub fn to_pairs(&self) -> Vec<(&'static str, String)> {
+impl ListQuery for WorkspacesListQuery {
+    fn to_pairs(&self) -> Vec<(&'static str, String)> {
         query::filters([
             ("status", self.status.clone()),
             ("name", self.name.clone()),
@@ -104,11 +104,7 @@ pub struct CreateWorkspaceRequest {
 
 impl Validate for CreateWorkspaceRequest {
     fn validate(&self) -> Result<(), ApiError> {
-        for (field, value) in [("name", &self.name), ("scope_name", &self.scope_name)] {
-            if value.trim().is_empty() {
-                return Err(ApiError::validation(field, "must not be empty"));
-            }
-        }
+        validate::not_blank([("name", &self.name), ("scope_name", &self.scope_name)])?;
         validate::max_chars("description", self.description.as_deref(), 1024)?;
         if self.usage_limits.as_ref().is_some_and(|u| u.len() > 1) {
             return Err(ApiError::validation(
@@ -235,10 +231,7 @@ impl IamScopeWrite {
 
 impl Validate for IamScopeWrite {
     fn validate(&self) -> Result<(), ApiError> {
-        if self.name.trim().is_empty() {
-            return Err(ApiError::validation("name", "must not be empty"));
-        }
-        Ok(())
+        validate::not_blank([("name", &self.name)])
     }
 }
 
