@@ -88,9 +88,9 @@ pub struct OperatorArgs {
     /// API whose lists lag more.
     #[arg(long, env = "AIGW_LIST_SETTLE", default_value = "30s", value_parser = humantime::parse_duration, value_name = "DUR")]
     list_settle: Duration,
-    /// Watches listing at once, over every kind and namespace (`0`: any number). A list holds a
-    /// page of decoded objects; with many `--namespace` watches, or shards handing namespaces
-    /// over, lists running together set the operator's peak memory. The rest wait their turn.
+    /// Watches listing at once, over every kind and namespace (`0`: any number); the rest wait
+    /// their turn. With many `--namespace` watches, or shards handing namespaces over, lists
+    /// sent together overload the apiserver (500s, 429s) and leave the caches behind.
     #[arg(long, env = "AIGW_CONCURRENT_LISTS", default_value_t = aigw::controller::runtime::lists::AT_ONCE, value_name = "N")]
     concurrent_lists: usize,
     /// YAML file with the tenancy grants of the default connection (the one these flags define),

@@ -1,11 +1,12 @@
 //! At most [`AT_ONCE`] (`--concurrent-lists`) of the process's watches list at a time.
 //!
-//! A watch starts with a list, and a list holds a page of objects at once: 500 decoded objects
-//! and the bytes they came in. One watch per kind lists a kind after another. With
-//! `--namespace` there is one watch per namespace and kind, and with `--shards` every watch of a
-//! gained namespace lists again: 24 namespaces made 24 Config lists run together, and their
-//! pages, not the cache, set a replica's peak memory. Queued, the same lists run one after
-//! another over the same connections; they all still happen.
+//! A watch starts with a list. With `--namespace` there is one watch per namespace and kind, and
+//! with `--shards` every watch of a gained namespace lists again: three replicas over 24
+//! namespaces sent the control plane dozens of lists at once. It failed list pages with 500 and
+//! throttled lists, watches and writes with 429; the caches fell behind the objects, and at
+//! 10,000 Configs almost every status write was refused once as stale (18,577 refusals, a 531 s
+//! rollout; queued, none and 202 s: the Benchmark chapter). Queued, the same lists run one after
+//! another; they all still happen.
 //!
 //! A list holds its place from the watch's `Init` to its `InitDone`. After an error the place
 //! is given back (the watch backs off before it tries again) and taken again before the watch
@@ -20,7 +21,7 @@ use kube::runtime::watcher::{Error, Event};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// How many lists run at once unless `--concurrent-lists` says otherwise: two keep the
-/// apiserver's two cores busy while one page is decoded here.
+/// control plane busy while one page is decoded here.
 pub const AT_ONCE: usize = 2;
 
 /// The places, set once by [`limit`] before the first watch; `None`: no limit.
