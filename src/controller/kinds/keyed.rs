@@ -70,7 +70,7 @@ impl<'a> Record<'a> {
     }
 }
 
-/// A status that records a remote object by [`Keys`].
+/// A status that records a remote object by its id and slug ([`Identified`]).
 pub trait Keyed {
     fn keyed(&mut self) -> Record<'_>;
 }

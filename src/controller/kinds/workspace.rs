@@ -9,7 +9,7 @@
 //!    a foreign scope is never taken;
 //! 2. the workspace naming the scope: the driver's create protocol records the intent before
 //!    the POST, and a lost answer is recovered by the scope the workspace names
-//!    ([`find_created`]), never by display name;
+//!    ([`OwnCalls::find_created`]), never by display name;
 //! 3. the bind of the scope to the workspace's slug ([`Verbs::sync_sub_resources`]): a full
 //!    replacement, sent only while the scope does not bind the slug, so a lost answer is
 //!    followed by a read that finds it bound.
