@@ -8,8 +8,14 @@ use std::future::Future;
 use std::marker::PhantomData;
 
 use super::Cx;
+use super::create::{Candidate, Lookup, by_slug_or_name};
+use super::gate::Op;
 use super::verbs::Verbs;
-use crate::api::{self, ApiError, Client, Integrations, McpIntegrations, SecretReferences};
+use crate::api::{
+    self, ApiError, Client, Integrations, IntegrationsListQuery, Listing, McpIntegrations,
+    SecretReferences, SecretReferencesListQuery,
+};
+use crate::controller::error::{Error, Halt};
 use crate::resources::common::CreateAttempt;
 
 /// How the driver makes a kind's remote calls (through the gate: it hands each the client
@@ -53,11 +59,19 @@ pub trait Calls<K: Verbs> {
         key: &str,
         status: &K::Status,
     ) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// What an earlier create whose answer was lost made, proven by what it sent (the intent
+    /// in `status`): a marker or a body hash the API keeps, or one match in a complete listing
+    /// within the create's window ([`super::create::one_of_ours`]). Never a guess by name alone.
+    fn find_created(
+        kind: &K,
+        cx: &Cx<'_, K>,
+        status: &K::Status,
+    ) -> impl Future<Output = Result<Lookup<K::Found>, Halt>> + Send;
 }
 
 /// An API client handle as the driver calls it: one kind's collection, by key.
 pub trait Handle: 'static {
-    type Remote: Send + Sync;
+    type Remote: Send + Sync + Candidate;
     type Create: serde::Serialize + Send + Sync;
     type Posted: Send;
     type Update: Send + Sync;
@@ -87,6 +101,12 @@ pub trait Handle: 'static {
     fn id(remote: &Self::Remote) -> &str;
     /// The workspace `remote` lives in.
     fn workspace(remote: &Self::Remote) -> Option<&str>;
+    /// Every object of the organisation's collection, as complete as the API lists it.
+    fn listing(
+        client: &Client,
+    ) -> impl Future<Output = Result<Listing<Self::Remote>, ApiError>> + Send;
+    /// False for an object of a workspace in the collection's list (never the organisation's).
+    fn of_organisation(remote: &Self::Remote) -> bool;
 }
 
 /// What a kind whose calls are its handle's ([`Through`]) supplies: its request bodies, and
@@ -160,6 +180,22 @@ impl<K: Bodies<H>, H: Handle> Calls<K> for Through<H> {
         let tenant = kind.before_remote_delete(cx).await;
         H::delete(client, key, tenant.as_deref()).await
     }
+    /// The organisation's object with the slug the create sent (the spec's named remote object:
+    /// a deterministic identity), else the one with the name it sent, created within its
+    /// window, claimed by no other resource, in a complete listing ([`by_slug_or_name`]).
+    async fn find_created(
+        kind: &K,
+        cx: &Cx<'_, K>,
+        status: &K::Status,
+    ) -> Result<Lookup<H::Remote>, Halt> {
+        let client = cx.api(Op::Read).await?;
+        let listing = H::listing(client)
+            .await
+            .map_err(|e| Error::api(format!("list {}s", K::WHAT), e))?;
+        let name = kind.sent_name();
+        let identity = (kind.named_remote(), name.as_str());
+        by_slug_or_name(cx, status, listing, identity, K::WHAT, H::of_organisation).await
+    }
 }
 
 /// The calls of a kind that writes them out ([`OwnCalls`]).
@@ -191,6 +227,12 @@ pub trait OwnCalls: Verbs<Remote: RemoteKey, Found: RemoteKey> {
     ) -> impl Future<Output = Result<Self::Updated, ApiError>> + Send;
     /// [`Calls::delete`].
     fn delete(&self, at: Deleting<'_, Self>) -> impl Future<Output = Result<(), ApiError>> + Send;
+    /// [`Calls::find_created`].
+    fn find_created(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &Self::Status,
+    ) -> impl Future<Output = Result<Lookup<Self::Found>, Halt>> + Send;
 }
 
 /// What the driver reads of a remote object, or of a create lookup's candidate, of a kind on
@@ -204,6 +246,15 @@ pub trait RemoteKey {
     /// By default none (an organisation's object).
     fn workspace(&self) -> Option<&str> {
         None
+    }
+}
+
+/// The key an object is addressed by: `preferred` (its slug, say), else `otherwise` when the
+/// API gave no `preferred`.
+pub fn key_or(preferred: &str, otherwise: &str) -> String {
+    match preferred.is_empty() {
+        true => otherwise.to_string(),
+        false => preferred.to_string(),
     }
 }
 
@@ -294,13 +345,21 @@ impl<K: OwnCalls> Calls<K> for Own {
         };
         kind.delete(at).await
     }
+    fn find_created(
+        kind: &K,
+        cx: &Cx<'_, K>,
+        status: &K::Status,
+    ) -> impl Future<Output = Result<Lookup<K::Found>, Halt>> + Send {
+        kind.find_created(cx, status)
+    }
 }
 
 /// [`Handle`] of a client handle whose calls are `client.$of()`'s, keyed by slug, else UUID:
 /// the remote types, how a delete names the tenant, and the workspace a remote object is in.
 macro_rules! handle {
     ($handle:ident = $of:ident: $remote:ident, $create:ident -> $posted:ident, $update:ident;
-     delete($c:ident, $k:ident, $t:ident) $delete:expr; workspace($r:ident) $workspace:expr) => {
+     delete($c:ident, $k:ident, $t:ident) $delete:expr; workspace($r:ident) $workspace:expr;
+     listing($lc:ident) $listing:expr; of_organisation($o:ident) $of_organisation:expr) => {
         impl Handle for $handle<'static> {
             type Remote = api::$remote;
             type Create = api::$create;
@@ -324,16 +383,19 @@ macro_rules! handle {
                 $delete.await
             }
             fn key(remote: &Self::Remote) -> String {
-                match remote.slug.is_empty() {
-                    true => remote.id.clone(),
-                    false => remote.slug.clone(),
-                }
+                key_or(&remote.slug, &remote.id)
             }
             fn id(remote: &Self::Remote) -> &str {
                 &remote.id
             }
             fn workspace($r: &Self::Remote) -> Option<&str> {
                 $workspace
+            }
+            async fn listing($lc: &Client) -> Result<Listing<Self::Remote>, ApiError> {
+                $listing.await
+            }
+            fn of_organisation($o: &Self::Remote) -> bool {
+                $of_organisation
             }
         }
     };
@@ -343,17 +405,26 @@ handle! {
     SecretReferences = secret_references: SecretReference,
         CreateSecretReferenceRequest -> Created, UpdateSecretReferenceRequest;
     delete(client, key, _tenant) client.secret_references().delete(key);
-    workspace(_remote) None
+    workspace(_remote) None;
+    listing(client) client.secret_references().listing(&SecretReferencesListQuery::default());
+    of_organisation(_remote) true
 }
 handle! {
     McpIntegrations = mcp_integrations: McpIntegration,
         CreateMcpIntegrationRequest -> Created, UpdateMcpIntegrationRequest;
     delete(client, key, _tenant) client.mcp_integrations().delete(key);
-    workspace(_remote) None
+    workspace(_remote) None;
+    listing(client) client.mcp_integrations().listing();
+    of_organisation(remote) remote.workspace_id.is_none()
 }
 handle! {
     Integrations = integrations: Integration,
         CreateIntegrationRequest -> IntegrationCreated, UpdateIntegrationRequest;
     delete(client, key, tenant) client.integrations().delete(key, tenant);
-    workspace(remote) remote.workspace_id.as_deref()
+    workspace(remote) remote.workspace_id.as_deref();
+    listing(client) client.integrations().listing(&IntegrationsListQuery {
+        integration_type: Some("organisation".into()),
+        ..Default::default()
+    });
+    of_organisation(remote) remote.workspace_id.is_none()
 }

@@ -106,20 +106,6 @@ pub enum Created<N, F> {
     Recovered(F),
 }
 
-impl<N, F> Created<N, F> {
-    /// The same outcome with its answer (`posted`) or its find (`recovered`) mapped.
-    pub fn map<N2, F2>(
-        self,
-        posted: impl FnOnce(N) -> N2,
-        recovered: impl FnOnce(F) -> F2,
-    ) -> Created<N2, F2> {
-        match self {
-            Self::Posted(answer) => Created::Posted(posted(answer)),
-            Self::Recovered(found) => Created::Recovered(recovered(found)),
-        }
-    }
-}
-
 /// Runs the protocol: `lookup` is awaited only when an intent is set, `post` only when no
 /// earlier create can have made the object, with `client` bound to answer within the intent's
 /// window. `what` names the kind in messages ("config"); `sent` is what the POST carries.
@@ -440,7 +426,7 @@ pub async fn one_of_ours<K: Managed, T>(
     }
 }
 
-/// What [`by_slug_or_name`] reads of a row of an organisation object's list.
+/// What [`by_slug_or_name`] and [`one_named`] read of a row of an object's list.
 pub struct Row<'a> {
     pub id: &'a str,
     pub slug: &'a str,
@@ -448,18 +434,60 @@ pub struct Row<'a> {
     pub created_at: Option<&'a str>,
 }
 
+/// A candidate of a create lookup: its row of a list keyed by UUID and slug, with the name a
+/// create sends.
+pub trait Candidate {
+    fn row(&self) -> Row<'_>;
+}
+
+/// [`Candidate`] of API objects whose row is their `id`, `slug`, `name` and `created_at`.
+macro_rules! candidate {
+    ($($remote:ty),+) => {$(
+        impl Candidate for $remote {
+            fn row(&self) -> Row<'_> {
+                Row {
+                    id: &self.id,
+                    slug: &self.slug,
+                    name: &self.name,
+                    created_at: self.created_at.as_deref(),
+                }
+            }
+        }
+    )+};
+}
+
+candidate!(
+    crate::api::SecretReference,
+    crate::api::McpIntegration,
+    crate::api::Integration,
+    crate::api::Provider,
+    crate::api::ConfigSummary,
+    crate::api::GuardrailSummary
+);
+
+/// The MCP server's list row keeps `created_at` among the fields the client does not model.
+impl Candidate for crate::api::McpServer {
+    fn row(&self) -> Row<'_> {
+        Row {
+            id: &self.id,
+            slug: &self.slug,
+            name: &self.name,
+            created_at: self.extra.get("created_at").and_then(|c| c.as_str()),
+        }
+    }
+}
+
 /// The lookup after an unanswered create of an object whose spec may name the slug it is made
 /// with (`slug`). A slug is unique, so the row of that slug is the one, and none in a complete
 /// list means none was made. Without a slug: the row with the name the create sent (`also`
 /// narrowing it further), made in the create's window, by [`one_of_ours`]; the API keeps no
 /// marker of a create on these objects, so such a match is never proven (`what` names it).
-pub async fn by_slug_or_name<K: Managed, T>(
+pub async fn by_slug_or_name<K: Managed, T: Candidate>(
     cx: &Cx<'_, K>,
     status: &K::Status,
     listing: Listing<T>,
     (slug, name): (Option<&str>, &str),
     what: &str,
-    row: impl for<'a> Fn(&'a T) -> Row<'a>,
     also: impl Fn(&T) -> bool,
 ) -> Result<Lookup<T>, Halt> {
     if let Some(slug) = slug {
@@ -467,7 +495,7 @@ pub async fn by_slug_or_name<K: Managed, T>(
         let found = listing
             .items
             .into_iter()
-            .find(|item| row(item).slug == slug);
+            .find(|item| item.row().slug == slug);
         return Ok(match (found, complete) {
             (Some(found), _) => Lookup::Found(found),
             (None, true) => Lookup::Absent,
@@ -475,8 +503,23 @@ pub async fn by_slug_or_name<K: Managed, T>(
         });
     }
     let sent = sent_or(status, name, None);
-    let unproven = |item: &T| Some(format!("{what} {} ({})", row(item).slug, row(item).id));
-    one_named(cx, status, &sent, listing, &row, also, unproven).await
+    let unproven = |item: &T| Some(format!("{what} {} ({})", item.row().slug, item.row().id));
+    one_named(cx, status, &sent, listing, also, unproven).await
+}
+
+/// The lookup after an unanswered create of an object of a workspace (`listing` holds the
+/// workspace's) whose spec may name its slug: the one with the name the create sent (and the
+/// slug, when named), by [`one_named`]; `unproven` as there.
+pub async fn in_workspace<K: Managed, T: Candidate>(
+    cx: &Cx<'_, K>,
+    status: &K::Status,
+    listing: Listing<T>,
+    (slug, name, workspace): (Option<&str>, &str, &str),
+    unproven: impl Fn(&T) -> Option<String>,
+) -> Result<Lookup<T>, Halt> {
+    let sent = sent_or(status, name, Some(workspace));
+    let also = |item: &T| slug.is_none_or(|slug| item.row().slug == slug);
+    one_named(cx, status, &sent, listing, also, unproven).await
 }
 
 /// What the create in flight sent (the intent in `status`), else what a create of `name` in
@@ -494,12 +537,11 @@ pub fn sent_or<S: IntentStatus>(status: &S, name: &str, workspace: Option<&str>)
 
 /// [`one_of_ours`] over rows keyed by UUID and slug: a candidate matches when it has the name
 /// `sent` (and `also` holds); `unproven` as there.
-pub async fn one_named<K: Managed, T>(
+pub async fn one_named<K: Managed, T: Candidate>(
     cx: &Cx<'_, K>,
     status: &K::Status,
     sent: &CreateAttempt,
     listing: Listing<T>,
-    row: impl for<'a> Fn(&'a T) -> Row<'a>,
     also: impl Fn(&T) -> bool,
     unproven: impl Fn(&T) -> Option<String>,
 ) -> Result<Lookup<T>, Halt> {
@@ -508,9 +550,9 @@ pub async fn one_named<K: Managed, T>(
         status,
         sent,
         listing,
-        |item| vec![row(item).id, row(item).slug],
-        |item| row(item).created_at,
-        |item| sent.name.as_deref() == Some(row(item).name) && also(item),
+        |item| vec![item.row().id, item.row().slug],
+        |item| item.row().created_at,
+        |item| sent.name.as_deref() == Some(item.row().name) && also(item),
         unproven,
     )
     .await

@@ -243,7 +243,7 @@ pub async fn cleanup<K: Verbs>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change>
         }
         Removal::Delete(key) => key,
         Removal::LookUp => {
-            let lookup = object.find_created(cx, &status);
+            let lookup = K::Calls::find_created(object, cx, &status);
             match made_by_unfinished_create(&status, K::WHAT, lookup, cx.ctx.call_windows).await? {
                 Some(found) => K::Calls::found_key(&found),
                 // Proven never made: only what was made for it may be left.
@@ -405,7 +405,7 @@ pub(super) async fn post_once<K: Verbs>(
     client: &crate::api::Client,
 ) -> Result<Created<K::Posted, K::Found>, Halt> {
     let sent = K::Calls::sent(object, cx, desired);
-    let lookup = object.find_created(cx, before);
+    let lookup = K::Calls::find_created(object, cx, before);
     let post = async |client: &crate::api::Client| K::Calls::create(object, client, desired).await;
     create_once(cx, status, K::WHAT, sent, lookup, client, post).await
 }

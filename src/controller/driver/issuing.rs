@@ -112,7 +112,7 @@ pub async fn cleanup<K: Issues>(object: &K, cx: &Cx<'_, K>) -> Result<Vec<Change
     if let (Some(replaced), None, true) = (&replaced, K::recorded(&status), object.orphans()) {
         // What the replacement's unfinished create made is held by nobody: it goes.
         if status.pending_create().is_some() {
-            let lookup = object.find_created(cx, &status);
+            let lookup = K::Calls::find_created(object, cx, &status);
             if let Some(found) =
                 made_by_unfinished_create(&status, K::WHAT, lookup, cx.ctx.call_windows).await?
             {

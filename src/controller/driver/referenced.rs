@@ -24,6 +24,17 @@ pub fn named<K: Managed>(ctx: &Context, name: &str) -> Option<Arc<K>> {
     all.into_iter().find(|r| r.name_any() == name)
 }
 
+/// True when a referrer names `resource`: by its name (`by_name`, a `…Ref`), or by a key of its
+/// remote object its status recorded (`by_key`, a UUID or slug).
+pub fn names<K: Managed>(resource: &K, by_name: Option<&str>, by_key: Option<&str>) -> bool {
+    let recorded = |key: &str| {
+        let status = resource.status();
+        status.is_some_and(|s| s.remote_keys().contains(&key))
+    };
+    (by_name.is_some() && by_name == resource.meta().name.as_deref())
+        || by_key.is_some_and(recorded)
+}
+
 /// Every key (id, slug) the resource of kind `K` named `name` recorded of its remote object
 /// (none before it recorded one); `None` when the watch cache has no such resource.
 pub fn recorded_keys<K: Managed>(ctx: &Context, name: &str) -> Option<Vec<String>> {
@@ -73,6 +84,35 @@ pub fn ready_named<K: Managed, R: Managed>(
         Some(id) => Ok((found, id)),
         None => Err(waiting(format!("{what} is not Ready yet; waiting for it"))),
     }
+}
+
+/// The resources of kind `K` that use what a deletion waits for (`uses`), of this installation
+/// (another's uses an object of its own tenant), as `shown` names them, sorted: from
+/// [`every`], which asks `question`.
+pub async fn users<K: Managed>(
+    ctx: &Context,
+    question: &str,
+    uses: impl Fn(&K) -> bool,
+    shown: impl Fn(&K) -> String,
+) -> Result<Vec<String>, Halt> {
+    let all = every::<K>(ctx, question).await?;
+    let mut users: Vec<String> = all
+        .iter()
+        .map(Arc::as_ref)
+        .filter(|k| !ctx.installation.is_theirs(*k) && uses(k))
+        .map(shown)
+        .collect();
+    users.sort();
+    Ok(users)
+}
+
+/// `namespace/name` of `resource`.
+pub fn qualified<K: Managed>(resource: &K) -> String {
+    format!(
+        "{}/{}",
+        resource.namespace().unwrap_or_default(),
+        resource.name_any()
+    )
 }
 
 /// Every resource of kind `K` in the watched namespaces, to decide `question` (for the message

@@ -10,7 +10,7 @@
 use std::future::Future;
 
 use super::calls::Calls;
-use super::create::{Created, Lookup};
+use super::create::Created;
 use super::{Change, Cx, Managed};
 use crate::api::ApiError;
 use crate::controller::error::{Error, Halt};
@@ -63,8 +63,8 @@ pub enum Naming {
 pub trait Verbs: Managed {
     /// What `resolve` gathered: Secret values, referenced objects.
     type Inputs: Send + Sync;
-    /// The desired state, computed from the inputs alone.
-    type Desired: Send + Sync;
+    /// The desired state, computed from the inputs alone ([`Verbs::desired`]).
+    type Desired: Send + Sync + From<Self::Inputs>;
     /// The remote object as a read returns it.
     type Remote: Send + Sync;
     /// A candidate of a create lookup (a list row).
@@ -77,16 +77,16 @@ pub trait Verbs: Managed {
     type Calls: Calls<Self>;
     /// In messages: "rate-limits policy".
     const WHAT: &'static str;
-    /// The spec field that names an adopted remote object: "spec.policyId".
-    const ADOPTED_BY: &'static str;
+    /// The spec field that names an adopted remote object: by default `spec.slug`.
+    const ADOPTED_BY: &'static str = "spec.slug";
     /// The event reason and verb of the remote removal: ("Deleted", "delete").
     const REMOVAL: (&'static str, &'static str) = ("Deleted", "delete");
     /// What the spec's named remote object is to this kind.
     const NAMING: Naming = Naming::Adopts;
-    /// False for a kind whose status keeps no `lastDriftCorrection`: a drift correction is
-    /// reported by the fields it restored, and [`Verbs::replaced`] and [`Verbs::record_drift`]
-    /// are never called.
-    const RECORDS_DRIFT: bool = true;
+    /// True for a kind whose status keeps `lastDriftCorrection` ([`Verbs::replaced`],
+    /// [`Verbs::record_drift`]). False (the default): a drift correction is reported by the
+    /// fields it restored, and those two are never called.
+    const RECORDS_DRIFT: bool = false;
     /// True for a listed kind whose update answer lacks the new remote stamp: the next
     /// reconcile reads the object again ([`crate::controller::driver::drift::Drift::flag`]).
     const READ_AFTER_UPDATE: bool = false;
@@ -107,8 +107,11 @@ pub trait Verbs: Managed {
     ) -> impl Future<Output = Result<Self::Inputs, Halt>> + Send {
         self.resolve(cx, status)
     }
-    /// The desired state. Pure.
-    fn desired(&self, inputs: Self::Inputs) -> Self::Desired;
+    /// The desired state. Pure. By default the inputs as they are: what a kind resolves is
+    /// what it writes.
+    fn desired(&self, inputs: Self::Inputs) -> Self::Desired {
+        inputs.into()
+    }
     /// How `remote` differs from `desired`. Pure.
     fn compare(
         &self,
@@ -163,14 +166,6 @@ pub trait Verbs: Managed {
     ) -> impl Future<Output = Result<(), Halt>> + Send {
         async { Ok(()) }
     }
-    /// What an earlier create whose answer was lost made, proven by what it sent (the intent
-    /// in `status`): a marker or a body hash the API keeps, or one match in a complete listing
-    /// within the create's window ([`super::create::one_of_ours`]). Never a guess by name alone.
-    fn find_created(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &Self::Status,
-    ) -> impl Future<Output = Result<Lookup<Self::Found>, Halt>> + Send;
     /// Why the remote object `key` must be left in place without a call rather than deleted
     /// (`Some`): it binds another integration than this resource, or the grants no longer let
     /// this namespace bind its integration. The driver releases it and says why.
@@ -278,4 +273,52 @@ pub trait Verbs: Managed {
     ) -> impl Future<Output = Result<Vec<Change>, Halt>> + Send {
         async { Ok(Vec::new()) }
     }
+}
+
+/// Condition reason while something still uses the remote object being deleted (or the API
+/// refuses its delete for that).
+pub const STILL_REFERENCED: &str = "StillReferenced";
+
+/// [`Verbs::before_delete`] of the remote object `key` that `users` (named in messages) still
+/// use as `relation` says ("named by Config"): `StillReferenced` until none does (`until`).
+pub fn still_referenced<K: Verbs>(
+    key: &str,
+    relation: &str,
+    users: &[String],
+    until: &str,
+) -> Result<(), Error> {
+    if users.is_empty() {
+        return Ok(());
+    }
+    Err(Error::not_allowed(
+        STILL_REFERENCED,
+        format!(
+            "{} {key} is still {relation} {}; {}",
+            K::WHAT,
+            users.join(", "),
+            removed_once::<K>(until)
+        ),
+    ))
+}
+
+/// [`Verbs::delete_refused`]: the API refuses the delete of `key` with `message` while
+/// something uses the remote object (`until` says what must go first).
+pub fn refused_in_use<K: Verbs>(key: &str, message: &str, until: &str) -> Error {
+    Error::not_allowed(
+        STILL_REFERENCED,
+        format!(
+            "{} {key} is still in use, so the API refuses its {} ({message}); {}",
+            K::WHAT,
+            K::REMOVAL.1,
+            removed_once::<K>(until)
+        ),
+    )
+}
+
+/// How a refused removal ends: "it is deleted once {until} (or set deletionPolicy: Orphan)".
+pub fn removed_once<K: Verbs>(until: &str) -> String {
+    format!(
+        "it is {}d once {until} (or set deletionPolicy: Orphan)",
+        K::REMOVAL.1
+    )
 }

@@ -144,8 +144,6 @@ impl Verbs for ApiKey {
     const WHAT: &'static str = "API key";
     /// An API key is never adopted ([`crate::resources::common::Governed::named_remote`]).
     const ADOPTED_BY: &'static str = "";
-    /// An API key's status keeps no drift record: a correction is reported by its fields.
-    const RECORDS_DRIFT: bool = false;
     /// The PUT moves `last_updated_at`: the next list shows it, and the read after it records
     /// the new stamp.
     const READ_AFTER_UPDATE: bool = true;
@@ -169,9 +167,6 @@ impl Verbs for ApiKey {
     ) -> Result<Option<String>, Halt> {
         Ok(status.config_id.clone())
     }
-    fn desired(&self, config_id: Option<String>) -> Option<String> {
-        config_id
-    }
     fn compare(
         &self,
         config_id: &Option<String>,
@@ -183,13 +178,6 @@ impl Verbs for ApiKey {
             differs: self.spec.update_for(remote, config_id.as_deref()).0,
             inputs: Vec::new(),
         }
-    }
-    async fn find_created(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &ApiKeyStatus,
-    ) -> Result<Lookup<api::ApiKey>, Halt> {
-        find_created(self, cx, status).await
     }
     fn record(status: &mut ApiKeyStatus, remote: Option<&api::ApiKey>) {
         match remote {
@@ -266,6 +254,60 @@ impl OwnCalls for ApiKey {
             .api_keys(self.spec.kind.to_api())
             .delete(at.key)
             .await
+    }
+    /// The key an earlier create made: the one key of its kind in the workspace it was sent to
+    /// with the same name, created within the POST's window, claimed by no other resource, in a
+    /// complete listing; proven by this resource's mark, or else taken only under the adoption
+    /// grant (see [`one_of_ours`]).
+    async fn find_created(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &ApiKeyStatus,
+    ) -> Result<Lookup<api::ApiKey>, Halt> {
+        let sent = status
+            .create_attempt
+            .clone()
+            .map(|attempt| *attempt)
+            .unwrap_or_else(|| CreateAttempt {
+                name: Some(self.spec.name.clone()),
+                workspace_id: self.spec.workspace_id.clone(),
+                ..Default::default()
+            });
+        let query = api::ApiKeysListQuery {
+            workspace_id: sent.workspace_id.clone(),
+            page_size: None,
+        };
+        let listing = cx
+            .api(Op::Read)
+            .await?
+            .api_keys(self.spec.kind.to_api())
+            .listing(&query)
+            .await
+            .map_err(|e| Error::api("list API keys", e))?;
+        one_of_ours(
+            cx,
+            status,
+            &sent,
+            listing,
+            |k| vec![k.id.as_str()],
+            |k| k.created_at.as_deref(),
+            // The key a replacement replaces has the same name and body, and is no answer to it.
+            |k| {
+                k.name == sent.name
+                    && status.replaced_key.as_deref() != Some(k.id.as_str())
+                    && self.spec.immutable_conflicts(k).is_empty()
+            },
+            |k| {
+                (!ours(self, k)).then(|| {
+                    format!(
+                        "API key {} ({})",
+                        k.name.as_deref().unwrap_or_default(),
+                        k.id
+                    )
+                })
+            },
+        )
+        .await
     }
 }
 
@@ -493,59 +535,4 @@ fn created_mark(key: &ApiKey) -> Option<String> {
 /// True when `found` carries the mark of this resource's creates ([`created_mark`]).
 fn ours(key: &ApiKey, found: &api::ApiKey) -> bool {
     created_mark(key).is_some_and(|mark| found.description.as_deref() == Some(mark.as_str()))
-}
-
-/// The key an earlier create made: the one key of its kind in the workspace it was sent to
-/// with the same name, created within the POST's window, claimed by no other resource, in a
-/// complete listing; proven by this resource's mark, or else taken only under the adoption
-/// grant (see [`one_of_ours`]).
-async fn find_created(
-    key: &ApiKey,
-    cx: &Cx<'_, ApiKey>,
-    status: &ApiKeyStatus,
-) -> Result<Lookup<api::ApiKey>, Halt> {
-    let sent = status
-        .create_attempt
-        .clone()
-        .map(|attempt| *attempt)
-        .unwrap_or_else(|| CreateAttempt {
-            name: Some(key.spec.name.clone()),
-            workspace_id: key.spec.workspace_id.clone(),
-            ..Default::default()
-        });
-    let query = api::ApiKeysListQuery {
-        workspace_id: sent.workspace_id.clone(),
-        page_size: None,
-    };
-    let listing = cx
-        .api(Op::Read)
-        .await?
-        .api_keys(key.spec.kind.to_api())
-        .listing(&query)
-        .await
-        .map_err(|e| Error::api("list API keys", e))?;
-    one_of_ours(
-        cx,
-        status,
-        &sent,
-        listing,
-        |k| vec![k.id.as_str()],
-        |k| k.created_at.as_deref(),
-        // The key a replacement replaces has the same name and body, and is no answer to it.
-        |k| {
-            k.name == sent.name
-                && status.replaced_key.as_deref() != Some(k.id.as_str())
-                && key.spec.immutable_conflicts(k).is_empty()
-        },
-        |k| {
-            (!ours(key, k)).then(|| {
-                format!(
-                    "API key {} ({})",
-                    k.name.as_deref().unwrap_or_default(),
-                    k.id
-                )
-            })
-        },
-    )
-    .await
 }

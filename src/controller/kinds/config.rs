@@ -10,19 +10,16 @@ use crate::api::{
 };
 use crate::controller::Context;
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
-use crate::controller::driver::create::{Created, Lookup, Row as Candidate, one_named, sent_or};
+use crate::controller::driver::create::{Created, Lookup, one_named, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
-use crate::controller::driver::verbs::{Comparison, Verbs};
+use crate::controller::driver::verbs::{Comparison, Verbs, still_referenced};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::kinds::config_refs::{self, Desired};
 use crate::controller::now_rfc3339;
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 use crate::resources::config::{AppliedHistory, Config, ConfigStatus};
-
-/// Condition reason while a Config's deletion waits for what uses it.
-pub const STILL_REFERENCED: &str = "StillReferenced";
 
 /// What uses `config` (from the watch caches, once every watched namespace listed), sorted:
 /// `ApiKey NAME` for each key of its namespace whose `defaults.config` names it or that a
@@ -126,7 +123,7 @@ impl Verbs for Config {
     type Updated = ConfigUpdated;
     type Calls = Own;
     const WHAT: &'static str = "config";
-    const ADOPTED_BY: &'static str = "spec.slug";
+    const RECORDS_DRIFT: bool = true;
 
     /// The resources the document names, by their slugs, then (from the resolved document)
     /// the Secret values and guardrail references, settled before anything is read or written.
@@ -159,9 +156,6 @@ impl Verbs for Config {
             references: Vec::new(),
         })
     }
-    fn desired(&self, inputs: Resolved) -> Resolved {
-        inputs
-    }
     /// A config has no fixed fields; `secretRefs` differs when a Secret value changed (an
     /// input, not an outside edit).
     fn compare(
@@ -186,29 +180,13 @@ impl Verbs for Config {
             inputs,
         }
     }
-    async fn find_created(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &ConfigStatus,
-    ) -> Result<Lookup<ConfigSummary>, Halt> {
-        find_created(self, cx, status).await
-    }
     /// Never while an ApiKey's requests use the config (its `defaults.config`, or a
     /// ConfigRollout's `aigw.io/rollout-config` asked or applied) or a ConfigRollout names it:
     /// a key is never left pointing at a deleted config.
     async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
         let holders = holders(self, cx.ctx).await?;
-        if holders.is_empty() {
-            return Ok(());
-        }
-        Err(Error::not_allowed(
-            STILL_REFERENCED,
-            format!(
-                "config {key} is still used by {}; it is deleted once none of them names Config {} (or set deletionPolicy: Orphan)",
-                holders.join(", "),
-                self.name_any()
-            ),
-        ).into())
+        let until = format!("none of them names Config {}", self.name_any());
+        Ok(still_referenced::<Self>(key, "used by", &holders, &until)?)
     }
     /// A config aigw created that is gone (404 or `AB08`, nothing else) is forgotten, so it is
     /// created again.
@@ -364,6 +342,34 @@ impl OwnCalls for Config {
     async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
         at.client.configs().delete(at.key).await
     }
+    /// The config an earlier create made: the one config with the name and workspace that create
+    /// sent (not the spec's, which may have been edited since), created within its window, that no
+    /// other resource records, in a complete listing. The API keeps no marker on configs, so a
+    /// namesake outside the window, another resource's config, or two candidates never count.
+    async fn find_created(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &ConfigStatus,
+    ) -> Result<Lookup<crate::api::ConfigSummary>, Halt> {
+        let sent = sent_or(status, &self.spec.name, self.spec.workspace_id.as_deref());
+        let listing = cx
+            .api(Op::Read)
+            .await?
+            .configs()
+            .listing(sent.workspace_id.as_deref())
+            .await
+            .map_err(|e| Error::api("list configs", e))?;
+        one_named(
+            cx,
+            status,
+            &sent,
+            listing,
+            |c| sent.workspace_id.is_none() || c.workspace_id == sent.workspace_id,
+            // The API keeps no marker of the create on a config: a match is never proven.
+            |c| Some(format!("config {} ({})", c.slug, c.id)),
+        )
+        .await
+    }
 }
 
 impl Listed for Config {
@@ -389,43 +395,4 @@ impl Listed for Config {
             complete: listing.complete,
         })
     }
-}
-
-/// The config an earlier create made: the one config with the name and workspace that create
-/// sent (not the spec's, which may have been edited since), created within its window, that no
-/// other resource records, in a complete listing. The API keeps no marker on configs, so a
-/// namesake outside the window, another resource's config, or two candidates never count.
-async fn find_created(
-    config: &Config,
-    cx: &Cx<'_, Config>,
-    status: &ConfigStatus,
-) -> Result<Lookup<crate::api::ConfigSummary>, Halt> {
-    let sent = sent_or(
-        status,
-        &config.spec.name,
-        config.spec.workspace_id.as_deref(),
-    );
-    let listing = cx
-        .api(Op::Read)
-        .await?
-        .configs()
-        .listing(sent.workspace_id.as_deref())
-        .await
-        .map_err(|e| Error::api("list configs", e))?;
-    one_named(
-        cx,
-        status,
-        &sent,
-        listing,
-        |c: &crate::api::ConfigSummary| Candidate {
-            id: &c.id,
-            slug: &c.slug,
-            name: &c.name,
-            created_at: c.created_at.as_deref(),
-        },
-        |c| sent.workspace_id.is_none() || c.workspace_id == sent.workspace_id,
-        // The API keeps no marker of the create on a config: a match is never proven.
-        |c| Some(format!("config {} ({})", c.slug, c.id)),
-    )
-    .await
 }

@@ -21,8 +21,10 @@ use crate::controller::driver::Cx;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::status::set_condition;
 use crate::controller::error::{Error, Halt};
+use crate::controller::process::Watchable;
 use crate::controller::runtime::hash_key::HashKey;
 use crate::controller::state::claims::Claims;
+use crate::controller::state::relay::requeue_when;
 use crate::controller::state::secret_cache::Reader;
 use crate::resources::config::{
     Config, ConfigResourceRef, ConfigSecretRef, ConfigStatus, ReferencedKind,
@@ -740,32 +742,22 @@ pub fn watch_inputs(
 /// Requeues the Configs of a namespace whose deletion waits ([`super::config::holders`])
 /// whenever an object of kind `U` there (an ApiKey, a ConfigRollout) changes or goes, once
 /// `U`'s watch cache holds the change: the deletion goes on as soon as nothing uses them.
-fn watch_users<U>(
+fn watch_users<U: Watchable>(
     controller: Controller<Config>,
     ctx: &Context,
     namespace: Option<&str>,
     configs: &Store<Config>,
-) -> Controller<Config>
-where
-    U: kube::Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
-{
-    let stream = ctx.relay.subscribe::<U>(namespace.map(str::to_string));
-    let configs = configs.clone();
-    controller.watches_shared_stream(stream, move |user: Arc<U>| {
-        let namespace = user.meta().namespace.clone();
-        configs
-            .state()
-            .into_iter()
-            .filter(|c| c.namespace() == namespace && c.metadata.deletion_timestamp.is_some())
-            .map(|c| ObjectRef::from_obj(c.as_ref()))
-            .collect::<Vec<_>>()
-    })
+) -> Controller<Config> {
+    let deleting_beside = |c: &Config, user: &U| {
+        c.namespace() == user.meta().namespace && c.metadata.deletion_timestamp.is_some()
+    };
+    requeue_when(
+        controller,
+        &ctx.relay,
+        namespace,
+        configs.clone(),
+        deleting_beside,
+    )
 }
 
 /// A kind whose spec takes values from Secrets (`spec.secretRefs`).

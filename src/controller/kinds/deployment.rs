@@ -83,6 +83,7 @@ impl Verbs for Deployment {
     type Calls = Own;
     const WHAT: &'static str = "deployment";
     const ADOPTED_BY: &'static str = "spec.deploymentId";
+    const RECORDS_DRIFT: bool = true;
     /// The API's DELETE archives a deployment; it never hard-deletes one.
     const REMOVAL: (&'static str, &'static str) = ("Archived", "archive");
 
@@ -93,7 +94,6 @@ impl Verbs for Deployment {
     ) -> Result<(), Halt> {
         Ok(())
     }
-    fn desired(&self, _inputs: ()) {}
     fn compare(
         &self,
         _desired: &(),
@@ -124,13 +124,6 @@ impl Verbs for Deployment {
                 .await?;
         }
         Ok(())
-    }
-    async fn find_created(
-        &self,
-        cx: &Cx<'_, Self>,
-        _status: &DeploymentStatus,
-    ) -> Result<Lookup<api::DeploymentSummary>, Halt> {
-        find_created(self, cx).await
     }
     fn record(status: &mut DeploymentStatus, remote: Option<&api::Deployment>) {
         match remote {
@@ -218,6 +211,52 @@ impl OwnCalls for Deployment {
     }
     async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
         at.client.deployments().delete(at.key).await
+    }
+    /// The deployment an earlier create made for this resource: the one carrying its
+    /// `aigw.io/uid` tag, in a complete listing.
+    async fn find_created(
+        &self,
+        cx: &Cx<'_, Self>,
+        _status: &DeploymentStatus,
+    ) -> Result<Lookup<api::DeploymentSummary>, Halt> {
+        let Some(uid) = created_uid(self) else {
+            return Ok(Lookup::Absent);
+        };
+        let query = DeploymentListQuery {
+            tags: [(UID_TAG.to_string(), uid.to_string())].into(),
+            ..Default::default()
+        };
+        let listing = cx
+            .api(Op::Read)
+            .await?
+            .deployments()
+            .listing(&query)
+            .await
+            .map_err(|e| Error::api("list deployments", e))?;
+        let complete = listing.complete;
+        // The filter is applied here too, in case the server ignores it; a deployment another
+        // resource records is never taken for this one's, whatever its tags say.
+        let claimed_elsewhere = cx.gate.claimed_elsewhere();
+        let mut tagged: Vec<_> = listing
+            .items
+            .into_iter()
+            .filter(|d| {
+                d.tags
+                    .as_ref()
+                    .and_then(|t| t.get(UID_TAG))
+                    .map(String::as_str)
+                    == Some(uid)
+            })
+            .filter(|d| !claimed_elsewhere(&d.id))
+            .collect();
+        Ok(match tagged.len() {
+            1 => tagged.pop().map_or(Lookup::Absent, Lookup::Found),
+            0 if complete => Lookup::Absent,
+            0 => Lookup::Unknown(
+                "the deployment list is incomplete (fewer rows than its total)".into(),
+            ),
+            n => Lookup::Unknown(format!("{n} deployments carry this resource's uid tag")),
+        })
     }
 }
 
@@ -387,50 +426,4 @@ fn served_workspaces(remote: &api::Deployment) -> Vec<&str> {
     workspaces.sort_unstable();
     workspaces.dedup();
     workspaces
-}
-
-/// The deployment an earlier create made for this resource: the one carrying its
-/// `aigw.io/uid` tag, in a complete listing.
-async fn find_created(
-    deployment: &Deployment,
-    cx: &Cx<'_, Deployment>,
-) -> Result<Lookup<api::DeploymentSummary>, Halt> {
-    let Some(uid) = created_uid(deployment) else {
-        return Ok(Lookup::Absent);
-    };
-    let query = DeploymentListQuery {
-        tags: [(UID_TAG.to_string(), uid.to_string())].into(),
-        ..Default::default()
-    };
-    let listing = cx
-        .api(Op::Read)
-        .await?
-        .deployments()
-        .listing(&query)
-        .await
-        .map_err(|e| Error::api("list deployments", e))?;
-    let complete = listing.complete;
-    // The filter is applied here too, in case the server ignores it; a deployment another
-    // resource records is never taken for this one's, whatever its tags say.
-    let claimed_elsewhere = cx.gate.claimed_elsewhere();
-    let mut tagged: Vec<_> = listing
-        .items
-        .into_iter()
-        .filter(|d| {
-            d.tags
-                .as_ref()
-                .and_then(|t| t.get(UID_TAG))
-                .map(String::as_str)
-                == Some(uid)
-        })
-        .filter(|d| !claimed_elsewhere(&d.id))
-        .collect();
-    Ok(match tagged.len() {
-        1 => tagged.pop().map_or(Lookup::Absent, Lookup::Found),
-        0 if complete => Lookup::Absent,
-        0 => {
-            Lookup::Unknown("the deployment list is incomplete (fewer rows than its total)".into())
-        }
-        n => Lookup::Unknown(format!("{n} deployments carry this resource's uid tag")),
-    })
 }

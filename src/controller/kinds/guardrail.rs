@@ -19,24 +19,22 @@ use crate::api::{
     ApiError, Client, GuardrailDetails, GuardrailSummary, GuardrailWritten, GuardrailsOn, Listing,
 };
 use crate::controller::Context;
-use crate::controller::driver::calls::{Deleting, Own, OwnCalls, RemoteKey};
-use crate::controller::driver::create::{Created, Lookup, Row as Candidate, one_named, sent_or};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls, RemoteKey, key_or};
+use crate::controller::driver::create::{Created, Lookup, one_named, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::gate::Op;
-use crate::controller::driver::referenced::every;
-use crate::controller::driver::verbs::{Comparison, Verbs};
+use crate::controller::driver::referenced::{qualified, users};
+use crate::controller::driver::verbs::{Comparison, Verbs, still_referenced};
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::config_refs::{self, Desired, ReadsSecrets};
 use crate::controller::now_rfc3339;
+use crate::controller::state::claims::refused_by_grants;
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 use crate::resources::config::{AppliedHistory, Config, ConfigSecretRef};
 use crate::resources::guardrail::{ClusterGuardrail, Guardrail, GuardrailKind, GuardrailStatus};
 
 mod mcp_servers;
-
-/// Condition reason while a Config still names the guardrail being deleted.
-pub const STILL_REFERENCED: &str = "StillReferenced";
 
 /// What the flow needs of a guardrail kind.
 pub trait GuardrailObject:
@@ -84,7 +82,7 @@ macro_rules! guardrail_kind {
             type Updated = GuardrailWritten;
             type Calls = Own;
             const WHAT: &'static str = "guardrail";
-            const ADOPTED_BY: &'static str = "spec.slug";
+            const RECORDS_DRIFT: bool = true;
 
             async fn resolve(
                 &self,
@@ -100,9 +98,6 @@ macro_rules! guardrail_kind {
             ) -> Result<Option<Desired>, Halt> {
                 Ok(None)
             }
-            fn desired(&self, inputs: Option<Desired>) -> Option<Desired> {
-                inputs
-            }
             fn compare(
                 &self,
                 desired: &Option<Desired>,
@@ -113,13 +108,6 @@ macro_rules! guardrail_kind {
             }
             fn refuses(remote: &GuardrailDetails) -> Option<String> {
                 Self::other_kind(remote)
-            }
-            async fn find_created(
-                &self,
-                cx: &Cx<'_, Self>,
-                status: &GuardrailStatus,
-            ) -> Result<Lookup<GuardrailSummary>, Halt> {
-                find_created(self, cx, status).await
             }
             async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
                 unreferenced(self, cx, key).await
@@ -224,6 +212,13 @@ macro_rules! guardrail_kind {
                     ..
                 } = at;
                 delete(self, client, key, status).await
+            }
+            async fn find_created(
+                &self,
+                cx: &Cx<'_, Self>,
+                status: &GuardrailStatus,
+            ) -> Result<Lookup<GuardrailSummary>, Halt> {
+                find_created(self, cx, status).await
             }
         }
 
@@ -340,22 +335,19 @@ fn record_created<G: GuardrailObject>(
 }
 
 /// Refuses the deletion while a Config names the guardrail.
-async fn unreferenced<G: GuardrailObject>(
+async fn unreferenced<G: GuardrailObject + Verbs>(
     guardrail: &G,
     cx: &Cx<'_, G>,
     key: &str,
 ) -> Result<(), Halt> {
     let users = referencing_configs(guardrail, cx.ctx).await?;
-    if users.is_empty() {
-        return Ok(());
-    }
-    Err(Error::not_allowed(
-        STILL_REFERENCED,
-        format!(
-            "guardrail {key} is still named by Config {}; it is deleted once no Config names it (or set deletionPolicy: Orphan)",
-            users.join(", ")
-        ),
-    ).into())
+    let until = "no Config names it";
+    Ok(still_referenced::<G>(
+        key,
+        "named by Config",
+        &users,
+        until,
+    )?)
 }
 
 /// DELETEs the guardrail; a 403 that a complete listing confirms counts as "already gone".
@@ -402,20 +394,13 @@ async fn referencing_configs<G: GuardrailKind>(
     guardrail: &G,
     ctx: &Context,
 ) -> Result<Vec<String>, Halt> {
-    let configs = every::<Config>(ctx, "whether a Config names this guardrail").await?;
-    let mut users: Vec<String> = configs
-        .iter()
-        .filter(|c| !crate::controller::state::claims::refused_by_grants(c.as_ref()))
-        // Another installation's Config names a guardrail of its own tenant, not this one.
-        .filter(|c| !ctx.installation.is_theirs(c.as_ref()))
-        .filter(|c| guardrail.named_by(c))
-        .map(|c| match guardrail.meta().namespace {
-            Some(_) => c.name_any(),
-            None => format!("{}/{}", c.namespace().unwrap_or_default(), c.name_any()),
-        })
-        .collect();
-    users.sort();
-    Ok(users)
+    let question = "whether a Config names this guardrail";
+    let uses = |c: &Config| !refused_by_grants(c) && guardrail.named_by(c);
+    let shown = |c: &Config| match guardrail.meta().namespace {
+        Some(_) => c.name_any(),
+        None => qualified(c),
+    };
+    users(ctx, question, uses, shown).await
 }
 
 /// The key the API addresses the guardrail by: its slug, else its id.
@@ -430,11 +415,7 @@ impl RemoteKey for GuardrailDetails {
 }
 
 fn key_of(remote: &GuardrailDetails) -> String {
-    if remote.slug.is_empty() {
-        remote.id.clone()
-    } else {
-        remote.slug.clone()
-    }
+    key_or(&remote.slug, &remote.id)
 }
 
 /// A 403 that may mean "no such guardrail" (FACTS §6): not an OPA denial, not `AB03`.
@@ -524,12 +505,6 @@ async fn find_created<G: GuardrailObject>(
         status,
         &sent,
         listing,
-        |g: &GuardrailSummary| Candidate {
-            id: &g.id,
-            slug: &g.slug,
-            name: &g.name,
-            created_at: g.created_at.as_deref(),
-        },
         |g| {
             G::lists_as_own(g.workspace_id.as_deref())
                 && (sent.workspace_id.is_none() || g.workspace_id == sent.workspace_id)

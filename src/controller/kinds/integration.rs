@@ -11,31 +11,31 @@
 //! row's change does not move it, so each reconcile (at least once per drift interval) reads the
 //! integration, its access rows and its models. Integrations are few.
 
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 use serde_json::{Map, Value};
 
 mod access;
 
-use crate::api::{self, Integration as RemoteIntegration, IntegrationsListQuery};
+use crate::api::{self, Integration as RemoteIntegration};
 use crate::controller::Context;
 use crate::controller::driver::calls::{Bodies, Through};
-use crate::controller::driver::create::{Created, Lookup, Row, body_hash, by_slug_or_name};
-use crate::controller::driver::gate::{Op, tenant_id};
+use crate::controller::driver::create::Created;
+use crate::controller::driver::gate::tenant_id;
 use crate::controller::driver::referenced::ready_named;
-use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
+use crate::controller::driver::verbs::{Comparison, Naming, Verbs, still_referenced};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::config_refs::{
     CLUSTER_READABLE, Desired, ReadsSecrets, SECRET_NOT_READABLE,
 };
 use crate::controller::kinds::keyed;
+use crate::controller::kinds::secret_inputs::{self, create_parts, sent_hash};
 use crate::resources::config::ConfigSecretRef;
 use crate::resources::config_document::SecretDocument;
-use crate::resources::integration::{Integration, IntegrationStatus, KEY_PATH, same_mappings};
+use crate::resources::integration::{
+    Integration, IntegrationStatus, KEY_PATH, SecretMapping, same_mappings,
+};
 use crate::resources::secret_reference::SecretReference;
-
-/// Condition reason while a Provider resource still binds the integration being deleted.
-pub const STILL_REFERENCED: &str = "StillReferenced";
 
 /// Condition reason while a SecretReference resource `spec.secretMappings` names is missing,
 /// being deleted or not Ready yet.
@@ -63,18 +63,16 @@ impl Managed for Integration {
     crate::controller::driver::flow::driven!();
 }
 
-/// What an integration is written with: the write-only values as sent, their hash, and the
-/// tenant a create names.
-pub struct Written {
-    /// `{key?, configurations?}`, Secret values filled in.
+/// What an integration is written with besides the spec.
+#[derive(Clone, Default)]
+pub struct Sent {
+    /// `{key?, configurations?}`, Secret values filled in: what `status.secretHash` hashes.
     document: Map<String, Value>,
-    /// [`write_only_hash`] of `document`: what `status.secretHash` records.
-    hash: Option<String>,
-    /// The numeric tenant id the live API takes as `organisation_id`, when known.
-    organisation: Option<String>,
     /// `spec.secretMappings` in the API's form, references resolved; `None` leaves the API's.
     mappings: Option<Vec<Value>>,
 }
+
+type Written = secret_inputs::Written<Sent>;
 
 /// The field a change of the write-only values reports: an input, never an outside edit.
 const WRITE_ONLY: &str = "write-only values (key, configurations)";
@@ -92,9 +90,7 @@ impl Verbs for Integration {
     type Updated = ();
     type Calls = Through<api::Integrations<'static>>;
     const WHAT: &'static str = "integration";
-    const ADOPTED_BY: &'static str = "spec.slug";
     const NAMING: Naming = Naming::CreatesAs;
-    const RECORDS_DRIFT: bool = false;
 
     async fn resolve(
         &self,
@@ -111,12 +107,9 @@ impl Verbs for Integration {
         // whose key the gateway reads through `secretMappings` (as `aigw export` writes one) is
         // adopted without a write.
         let from_secrets = desired.secret_values().next().is_some();
-        Ok(Some(Written {
-            hash: write_only_hash(self, cx.ctx, &document).filter(|_| from_secrets),
-            organisation: tenant_id(cx.ctx, self.spec.connection_name()),
-            mappings: secret_mappings(self, cx.ctx)?,
-            document,
-        }))
+        let hash = secret_inputs::hash(cx, &document).filter(|_| from_secrets);
+        let mappings = secret_mappings(self, cx.ctx)?;
+        Ok(Some(Written::new(cx, Sent { document, mappings }, hash)))
     }
     async fn observed_inputs(
         &self,
@@ -125,9 +118,6 @@ impl Verbs for Integration {
     ) -> Result<Option<Written>, Halt> {
         Ok(None)
     }
-    fn desired(&self, inputs: Option<Written>) -> Option<Written> {
-        inputs
-    }
     fn compare(
         &self,
         desired: &Option<Written>,
@@ -135,46 +125,25 @@ impl Verbs for Integration {
         status: &IntegrationStatus,
     ) -> Comparison {
         let mut differs = self.spec.diff(remote);
-        let wanted = desired.as_ref().and_then(|w| w.mappings.as_deref());
+        let wanted = desired.as_ref().and_then(|w| w.values.mappings.as_deref());
         if wanted.is_some_and(|m| !same_mappings(m, remote.secret_mappings.as_deref())) {
             differs.push("secretMappings");
         }
-        let mut inputs = Vec::new();
-        if desired
-            .as_ref()
-            .is_some_and(|w| w.hash.is_some() && w.hash != status.secret_hash)
-        {
-            differs.push(WRITE_ONLY);
-            inputs.push(WRITE_ONLY);
-        }
-        Comparison {
-            immutable: self.spec.immutable_conflicts(remote),
-            differs,
-            inputs,
-        }
-    }
-    async fn find_created(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &IntegrationStatus,
-    ) -> Result<Lookup<RemoteIntegration>, Halt> {
-        find_created(self, cx, status).await
+        let readable = (self.spec.immutable_conflicts(remote), differs);
+        secret_inputs::compare(desired, &status.secret_hash, WRITE_ONLY, readable)
     }
     async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
         let users = crate::controller::kinds::provider::naming(self, cx.ctx).await?;
-        if users.is_empty() {
-            return Ok(());
-        }
-        Err(Error::not_allowed(
-            STILL_REFERENCED,
-            format!(
-                "integration {key} is still bound by Provider {}; it is deleted once no Provider binds it (or set deletionPolicy: Orphan)",
-                users.join(", ")
-            ),
-        ).into())
+        let until = "no Provider binds it";
+        Ok(still_referenced::<Self>(
+            key,
+            "bound by Provider",
+            &users,
+            until,
+        )?)
     }
     fn record(status: &mut IntegrationStatus, remote: Option<&RemoteIntegration>) {
-        keyed::record(status, remote.map(|r| (r.id.as_str(), r.slug.as_str())));
+        keyed::record(status, remote);
     }
     fn record_created(
         &self,
@@ -182,8 +151,7 @@ impl Verbs for Integration {
         desired: &Option<Written>,
         created: Created<api::IntegrationCreated, RemoteIntegration>,
     ) -> String {
-        let keys = created.map(|c| (c.id, c.slug), |found| (found.id, found.slug));
-        keyed::record_created(status, desired.as_ref().and_then(|w| w.hash.clone()), keys)
+        keyed::record_created(status, sent_hash(desired), created)
     }
     fn record_updated(
         &self,
@@ -192,7 +160,7 @@ impl Verbs for Integration {
         _: &RemoteIntegration,
         _: (),
     ) {
-        keyed::record_updated(status, desired.as_ref().and_then(|w| w.hash.clone()));
+        keyed::record_updated(status, sent_hash(desired));
     }
     /// The workspace access rows, then the model access.
     async fn sync_sub_resources(
@@ -217,12 +185,9 @@ impl Bodies<api::Integrations<'static>> for Integration {
     }
     /// The spec with the write-only values filled in, in the tenant it names.
     fn create_request(&self, desired: &Option<Written>) -> api::CreateIntegrationRequest {
-        let (document, organisation) = match desired {
-            Some(w) => (w.document.clone(), w.organisation.clone()),
-            None => Default::default(),
-        };
-        let mut request = self.spec.create_request_with(&document, organisation);
-        request.secret_mappings = desired.as_ref().and_then(|w| w.mappings.clone());
+        let (sent, organisation) = create_parts(desired);
+        let mut request = self.spec.create_request_with(&sent.document, organisation);
+        request.secret_mappings = sent.mappings;
         request
     }
     fn update_request(
@@ -230,12 +195,12 @@ impl Bodies<api::Integrations<'static>> for Integration {
         desired: &Option<Written>,
         _: &RemoteIntegration,
     ) -> api::UpdateIntegrationRequest {
-        let document = desired
+        let sent = desired
             .as_ref()
-            .map(|w| w.document.clone())
+            .map(|w| w.values.clone())
             .unwrap_or_default();
-        let mut request = self.spec.update_request_with(&document);
-        request.secret_mappings = desired.as_ref().and_then(|w| w.mappings.clone());
+        let mut request = self.spec.update_request_with(&sent.document);
+        request.secret_mappings = sent.mappings;
         request
     }
     /// The Secret values this resource sends are concealed (a Secret gone by now leaves
@@ -298,9 +263,7 @@ pub fn mapping(ctx: &Context, name: &str, keys: &[String]) -> Vec<String> {
         .into_iter()
         .filter(|i| {
             i.spec.secret_mappings.iter().flatten().any(|m| {
-                m.secret_reference_ref
-                    .as_ref()
-                    .is_some_and(|r| r.name == name)
+                by_resource(m) == Some(name)
                     || m.secret_reference
                         .as_ref()
                         .is_some_and(|k| keys.contains(k))
@@ -310,17 +273,6 @@ pub fn mapping(ctx: &Context, name: &str, keys: &[String]) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-/// The write-only values as sent (`{key?, configurations?}`, Secret values filled in), hashed
-/// with the operator's key and the object's uid ([`body_hash`]): what `status.secretHash`
-/// records.
-fn write_only_hash(
-    integration: &Integration,
-    ctx: &Context,
-    document: &serde_json::Map<String, serde_json::Value>,
-) -> Option<String> {
-    body_hash(&ctx.hash_key, integration.meta().uid.as_deref(), document)
 }
 
 /// `keySecretRef.namespace`, when given, must be the operator's Connection secret namespace: a
@@ -345,41 +297,6 @@ fn check_key_namespace(integration: &Integration, ctx: &Context) -> Result<(), E
             own.unwrap_or("none configured")
         ),
     ))
-}
-
-/// The integration an earlier create made: the one with `spec.slug` (a deterministic identity),
-/// else the one with the name it sent, created within its window, claimed by no other
-/// resource, in a complete listing of the organisation's integrations.
-async fn find_created(
-    integration: &Integration,
-    cx: &Cx<'_, Integration>,
-    status: &IntegrationStatus,
-) -> Result<Lookup<RemoteIntegration>, Halt> {
-    let client = cx.api(Op::Read).await?;
-    let query = IntegrationsListQuery {
-        integration_type: Some("organisation".into()),
-        ..Default::default()
-    };
-    let listing = client
-        .integrations()
-        .listing(&query)
-        .await
-        .map_err(|e| Error::api("list integrations", e))?;
-    by_slug_or_name(
-        cx,
-        status,
-        listing,
-        (integration.spec.slug.as_deref(), &integration.spec.name),
-        "integration",
-        |r| Row {
-            id: &r.id,
-            slug: &r.slug,
-            name: &r.name,
-            created_at: r.created_at.as_deref(),
-        },
-        |i| i.workspace_id.is_none(),
-    )
-    .await
 }
 
 /// An Integration's own triggers: the Secrets it reads (in the operator's namespace) and the
@@ -407,20 +324,16 @@ fn watch_references(
     ctx: &Context,
     integrations: kube::runtime::reflector::Store<Integration>,
 ) -> kube::runtime::controller::Controller<Integration> {
-    let stream = ctx.relay.subscribe::<SecretReference>(None);
-    controller.watches_shared_stream(stream, move |reference: std::sync::Arc<SecretReference>| {
-        let name = reference.name_any();
-        integrations
-            .state()
-            .into_iter()
-            .filter(|i| {
-                i.spec.secret_mappings.iter().flatten().any(|m| {
-                    m.secret_reference_ref
-                        .as_ref()
-                        .is_some_and(|r| r.name == name)
-                })
-            })
-            .map(|i| kube::runtime::reflector::ObjectRef::from_obj(i.as_ref()))
-            .collect::<Vec<_>>()
-    })
+    let maps = |i: &Integration, reference: &SecretReference| {
+        let name = reference.metadata.name.as_deref();
+        let mut mappings = i.spec.secret_mappings.iter().flatten();
+        name.is_some() && mappings.any(|m| by_resource(m) == name)
+    };
+    crate::controller::state::relay::requeue_when(controller, &ctx.relay, None, integrations, maps)
+}
+
+/// The SecretReference resource a mapping names (`secretReferenceRef`), by name.
+fn by_resource(mapping: &SecretMapping) -> Option<&str> {
+    let named = mapping.secret_reference_ref.as_ref();
+    named.map(|r| r.name.as_str())
 }

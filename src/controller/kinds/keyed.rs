@@ -4,6 +4,7 @@
 //! last wrote it, and for the kinds that write values from Secrets no read shows, the hash of
 //! what was sent (`status.secretHash`).
 
+use crate::api;
 use crate::controller::driver::create::Created;
 use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::now_rfc3339;
@@ -13,8 +14,37 @@ use crate::resources::{
     secret_reference::SecretReferenceStatus, workspace::WorkspaceStatus,
 };
 
-/// A remote object's `(id, slug)` as the API gives them (either may be empty).
-pub type Keys = (String, String);
+/// A remote object, or a create's answer, known by its id and slug as the API gives them
+/// (either may be empty).
+pub trait Identified {
+    fn id(&self) -> &str;
+    fn slug(&self) -> &str;
+}
+
+/// [`Identified`] of API objects and answers with the fields `id` and `slug`.
+macro_rules! identified {
+    ($($remote:ty),+) => {$(
+        impl Identified for $remote {
+            fn id(&self) -> &str {
+                &self.id
+            }
+            fn slug(&self) -> &str {
+                &self.slug
+            }
+        }
+    )+};
+}
+
+identified!(
+    api::Created,
+    api::IntegrationCreated,
+    api::ProviderWritten,
+    api::SecretReference,
+    api::McpIntegration,
+    api::Integration,
+    api::Provider,
+    api::McpServer
+);
 
 /// The status fields this module keeps.
 pub struct Record<'a> {
@@ -40,7 +70,7 @@ impl<'a> Record<'a> {
     }
 }
 
-/// A status that records a remote object by [`Keys`].
+/// A status that records a remote object by its id and slug ([`Identified`]).
 pub trait Keyed {
     fn keyed(&mut self) -> Record<'_>;
 }
@@ -52,10 +82,10 @@ fn key(key: &str) -> Option<String> {
 
 /// The remote object as a read shows it; `None`: it is gone, and with it what was sent to it
 /// (the next create sends the Secret values again).
-pub fn record(status: &mut impl Keyed, remote: Option<(&str, &str)>) {
+pub fn record(status: &mut impl Keyed, remote: Option<&impl Identified>) {
     let record = status.keyed();
-    *record.id = remote.and_then(|(id, _)| key(id));
-    *record.slug = remote.and_then(|(_, slug)| key(slug));
+    *record.id = remote.and_then(|r| key(r.id()));
+    *record.slug = remote.and_then(|r| key(r.slug()));
     if let (None, Some(hash)) = (remote, record.secret_hash) {
         *hash = None;
     }
@@ -67,22 +97,22 @@ pub fn record(status: &mut impl Keyed, remote: Option<(&str, &str)>) {
 pub fn record_created(
     status: &mut impl Keyed,
     hash: Option<String>,
-    created: Created<Keys, Keys>,
+    created: Created<impl Identified, impl Identified>,
 ) -> String {
     let record = status.keyed();
-    let (id, slug, hash) = match created {
-        Created::Posted((id, slug)) => {
+    let (id, slug, hash) = match &created {
+        Created::Posted(posted) => {
             *record.last_applied_at = Some(now_rfc3339());
-            (id, slug, hash)
+            (posted.id(), posted.slug(), hash)
         }
-        Created::Recovered((id, slug)) => (id, slug, None),
+        Created::Recovered(found) => (found.id(), found.slug(), None),
     };
     if let Some(recorded) = record.secret_hash {
         *recorded = hash;
     }
-    *record.id = key(&id);
-    *record.slug = key(&slug);
-    slug
+    *record.id = key(id);
+    *record.slug = key(slug);
+    slug.to_string()
 }
 
 /// An update was written now, with `hash`.

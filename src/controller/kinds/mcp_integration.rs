@@ -14,19 +14,23 @@
 use std::collections::BTreeSet;
 use std::time::Duration;
 
-use kube::{Resource, ResourceExt};
+use kube::ResourceExt;
 use serde_json::{Map, Value};
 
 use crate::api::{self, ApiError, Client, McpIntegration as RemoteIntegration};
 use crate::controller::driver::calls::{Bodies, Through};
-use crate::controller::driver::create::{Created, Lookup, Row, body_hash, by_slug_or_name};
-use crate::controller::driver::gate::{Op, tenant_id, tenant_peers};
-use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
+use crate::controller::driver::create::Created;
+use crate::controller::driver::gate::{Op, tenant_peers};
+use crate::controller::driver::verbs::{
+    Comparison, Naming, Verbs, refused_in_use, still_referenced,
+};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::cluster_secret;
 use crate::controller::kinds::config_refs::ReadsSecrets;
 use crate::controller::kinds::keyed;
+use crate::controller::kinds::secret_inputs::{self, create_parts, sent_hash};
+use crate::controller::kinds::sub_resources;
 use crate::controller::{Context, spec_already_applied};
 use crate::resources::Workspace;
 use crate::resources::common::Recorded;
@@ -35,8 +39,12 @@ use crate::resources::mcp_integration::{
     McpIntegration, McpIntegrationStatus, WantedAccess, access_updates, capability_updates,
 };
 
-/// Condition reason while an MCP server still instantiates the integration being deleted.
-pub const STILL_REFERENCED: &str = "StillReferenced";
+/// The sub-resources, as messages name them.
+const ACCESS: &str = "workspace access";
+const CAPABILITIES: &str = "capabilities";
+
+/// What lets the delete of an integration go on.
+const NO_SERVER: &str = "no MCP server uses it";
 
 /// Condition reason while a Workspace resource `spec.workspaces` names is missing, being
 /// deleted or not Ready yet.
@@ -82,14 +90,8 @@ impl Managed for McpIntegration {
 }
 
 /// What an integration is written with: `configurations` as the Secret holds it (`None`: the
-/// spec names no Secret), the hash of it, and the tenant a create names. Its `Debug` shows no
-/// value (it has none).
-pub struct Written {
-    configurations: Option<Map<String, Value>>,
-    /// [`configurations_hash`]: what `status.secretHash` records.
-    hash: Option<String>,
-    organisation: Option<String>,
-}
+/// spec names no Secret, and nothing is hashed).
+type Written = secret_inputs::Written<Option<Map<String, Value>>>;
 
 /// The field a change of the Secret reports: an input, never an outside edit.
 const CONFIGURATIONS: &str = "configurations (from spec.configurationsSecretRef)";
@@ -104,9 +106,7 @@ impl Verbs for McpIntegration {
     type Updated = ();
     type Calls = Through<api::McpIntegrations<'static>>;
     const WHAT: &'static str = "MCP integration";
-    const ADOPTED_BY: &'static str = "spec.slug";
     const NAMING: Naming = Naming::CreatesAs;
-    const RECORDS_DRIFT: bool = false;
 
     async fn resolve(
         &self,
@@ -117,13 +117,10 @@ impl Verbs for McpIntegration {
             Some(_) => Some(read_configurations(self, cx).await?),
             None => None,
         };
-        Ok(Some(Written {
-            hash: configurations
-                .as_ref()
-                .and_then(|c| configurations_hash(self, cx.ctx, c)),
-            organisation: tenant_id(cx.ctx, self.spec.connection_name()),
-            configurations,
-        }))
+        let hash = configurations
+            .as_ref()
+            .and_then(|c| secret_inputs::hash(cx, c));
+        Ok(Some(Written::new(cx, configurations, hash)))
     }
     async fn observed_inputs(
         &self,
@@ -132,29 +129,17 @@ impl Verbs for McpIntegration {
     ) -> Result<Option<Written>, Halt> {
         Ok(None)
     }
-    fn desired(&self, inputs: Option<Written>) -> Option<Written> {
-        inputs
-    }
     fn compare(
         &self,
         desired: &Option<Written>,
         remote: &RemoteIntegration,
         status: &McpIntegrationStatus,
     ) -> Comparison {
-        let mut differs = self.spec.diff(remote);
-        let mut inputs = Vec::new();
-        if desired
-            .as_ref()
-            .is_some_and(|w| w.configurations.is_some() && w.hash != status.secret_hash)
-        {
-            differs.push(CONFIGURATIONS);
-            inputs.push(CONFIGURATIONS);
-        }
-        Comparison {
-            immutable: self.spec.immutable_conflicts(remote),
-            differs,
-            inputs,
-        }
+        let readable = (
+            self.spec.immutable_conflicts(remote),
+            self.spec.diff(remote),
+        );
+        secret_inputs::compare(desired, &status.secret_hash, CONFIGURATIONS, readable)
     }
     /// A workspace's own MCP integration (`workspace_id` set) is not the organisation's.
     fn refuses(remote: &RemoteIntegration) -> Option<String> {
@@ -165,27 +150,13 @@ impl Verbs for McpIntegration {
             )
         })
     }
-    async fn find_created(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &McpIntegrationStatus,
-    ) -> Result<Lookup<RemoteIntegration>, Halt> {
-        find_created(self, cx, status).await
-    }
     /// Waits while an MCP server instantiates the integration, naming them: the McpServer
     /// resources that name it (from the caches, before it is created remotely too), and the
     /// servers the API lists with this integration's id or slug.
     async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
         let resources = crate::controller::kinds::mcp_server::naming(self, cx.ctx).await?;
-        if !resources.is_empty() {
-            return Err(Error::not_allowed(
-                STILL_REFERENCED,
-                format!(
-                    "MCP integration {key} is still named by McpServer {}; it is deleted once no McpServer names it (or set deletionPolicy: Orphan)",
-                    resources.join(", ")
-                ),
-            ).into());
-        }
+        let until = "no McpServer names it";
+        still_referenced::<Self>(key, "named by McpServer", &resources, until)?;
         let keys = self.status.as_ref().map(Recorded::remote_key_strings);
         let keys = keys.unwrap_or_default();
         let servers = cx
@@ -205,16 +176,12 @@ impl Verbs for McpIntegration {
             .map(|s| format!("MCP server {} ({})", s.slug, s.id))
             .collect();
         users.sort();
-        if users.is_empty() {
-            return Ok(());
-        }
-        Err(Error::not_allowed(
-            STILL_REFERENCED,
-            format!(
-                "MCP integration {key} is still instantiated by {}; it is deleted once no MCP server uses it (or set deletionPolicy: Orphan)",
-                users.join(", ")
-            ),
-        ).into())
+        Ok(still_referenced::<Self>(
+            key,
+            "instantiated by",
+            &users,
+            NO_SERVER,
+        )?)
     }
     /// An API that refuses the delete while servers use the integration (a 400 or 409 saying
     /// so): `StillReferenced` with its words, retried, never forced.
@@ -222,17 +189,11 @@ impl Verbs for McpIntegration {
         let message = error.api_message()?;
         let status = error.status()?;
         let in_use = message.contains("in use") || message.contains("server");
-        ((status == 400 || status == 409) && in_use).then(|| {
-            Error::not_allowed(
-                STILL_REFERENCED,
-                format!(
-                    "MCP integration {key} is still in use, so the API refuses its delete ({message}); it is deleted once no MCP server uses it (or set deletionPolicy: Orphan)"
-                ),
-            )
-        })
+        ((status == 400 || status == 409) && in_use)
+            .then(|| refused_in_use::<Self>(key, message, NO_SERVER))
     }
     fn record(status: &mut McpIntegrationStatus, remote: Option<&RemoteIntegration>) {
-        keyed::record(status, remote.map(|r| (r.id.as_str(), r.slug.as_str())));
+        keyed::record(status, remote);
         if remote.is_none() {
             status.workspaces.clear();
             status.pending_capabilities.clear();
@@ -244,8 +205,7 @@ impl Verbs for McpIntegration {
         desired: &Option<Written>,
         created: Created<api::Created, RemoteIntegration>,
     ) -> String {
-        let keys = created.map(|c| (c.id, c.slug), |found| (found.id, found.slug));
-        keyed::record_created(status, desired.as_ref().and_then(|w| w.hash.clone()), keys)
+        keyed::record_created(status, sent_hash(desired), created)
     }
     /// Without `spec.configurationsSecretRef` nothing was sent from a Secret: the hash stays.
     fn record_updated(
@@ -255,10 +215,7 @@ impl Verbs for McpIntegration {
         _: &RemoteIntegration,
         _: (),
     ) {
-        let hash = match desired.as_ref().filter(|w| w.configurations.is_some()) {
-            Some(written) => written.hash.clone(),
-            None => status.secret_hash.clone(),
-        };
+        let hash = sent_hash(desired).or_else(|| status.secret_hash.clone());
         keyed::record_updated(status, hash);
     }
     /// The workspace access rows, then the capability toggles.
@@ -305,10 +262,7 @@ impl Bodies<api::McpIntegrations<'static>> for McpIntegration {
     }
     /// The spec with `configurations` filled in, in the tenant it names.
     fn create_request(&self, desired: &Option<Written>) -> api::CreateMcpIntegrationRequest {
-        let (configurations, organisation) = match desired {
-            Some(w) => (w.configurations.clone(), w.organisation.clone()),
-            None => Default::default(),
-        };
+        let (configurations, organisation) = create_parts(desired);
         self.spec.create_request(configurations, organisation)
     }
     fn update_request(
@@ -316,7 +270,7 @@ impl Bodies<api::McpIntegrations<'static>> for McpIntegration {
         desired: &Option<Written>,
         _: &RemoteIntegration,
     ) -> api::UpdateMcpIntegrationRequest {
-        let configurations = desired.as_ref().and_then(|w| w.configurations.clone());
+        let configurations = desired.as_ref().and_then(|w| w.values.clone());
         self.spec.update_request(configurations)
     }
     /// The configurations this resource sends are concealed (a Secret gone by now leaves
@@ -325,20 +279,6 @@ impl Bodies<api::McpIntegrations<'static>> for McpIntegration {
         let _ = read_configurations(self, cx).await;
         None
     }
-}
-
-/// `configurations` hashed with the operator's key and the object's uid ([`body_hash`]): what
-/// `status.secretHash` records.
-fn configurations_hash(
-    integration: &McpIntegration,
-    ctx: &Context,
-    configurations: &Map<String, Value>,
-) -> Option<String> {
-    body_hash(
-        &ctx.hash_key,
-        integration.meta().uid.as_deref(),
-        configurations,
-    )
 }
 
 /// Every key of the Secret `spec.configurationsSecretRef` names ([`cluster_secret::texts`]), as
@@ -455,25 +395,15 @@ async fn read_workspaces(
     client: &Client,
     key: &str,
 ) -> Result<api::McpIntegrationWorkspaces, Error> {
-    client
-        .mcp_integrations()
-        .workspaces(key)
-        .await
-        .map_err(|e| {
-            Error::api(
-                format!("read the workspace access of MCP integration {key}"),
-                e,
-            )
-        })
+    let integrations = client.mcp_integrations();
+    sub_resources::read::<McpIntegration, _>((ACCESS, key), integrations.workspaces(key)).await
 }
 
 async fn read_capabilities(client: &Client, key: &str) -> Result<Vec<api::McpCapability>, Error> {
-    client
-        .mcp_integrations()
-        .capabilities(key, None)
-        .await
-        .map(|c| c.data)
-        .map_err(|e| Error::api(format!("read the capabilities of MCP integration {key}"), e))
+    let integrations = client.mcp_integrations();
+    let read = integrations.capabilities(key, None);
+    let read = sub_resources::read::<McpIntegration, _>((CAPABILITIES, key), read);
+    read.await.map(|c| c.data)
 }
 
 /// Merges the access rows the spec names and disables the workspaces it no longer lists, in
@@ -499,43 +429,26 @@ async fn apply_access(
         status.workspaces = enabled;
         return Ok(None);
     }
-    let list = |on: bool| {
-        let ids: Vec<&str> = updates
-            .iter()
-            .filter(|u| u.enabled == on)
-            .map(|u| u.id.as_str())
-            .collect();
-        ids.join(", ")
-    };
-    let what = [("enabled", list(true)), ("disabled", list(false))]
-        .into_iter()
-        .filter(|(_, ids)| !ids.is_empty())
-        .map(|(verb, ids)| format!("{verb} {ids}"))
-        .collect::<Vec<_>>()
-        .join("; ");
-    cx.gate.intend(format!(
-        "would update the workspace access of MCP integration {key}: {what}"
-    ));
+    let rows = updates.iter().map(|u| (u.id.as_str(), u.enabled));
+    let what = sub_resources::toggled(rows, "enabled");
     let request = api::UpdateMcpWorkspacesRequest {
         workspaces: updates,
         ..Default::default()
     };
-    cx.api(Op::Update)
-        .await?
-        .mcp_integrations()
-        .update_workspaces(key, &request)
-        .await
-        .map_err(|e| {
-            Error::api(
-                format!("update the workspace access of MCP integration {key}"),
-                e,
-            )
-        })?;
-    status.workspaces = enabled;
-    Ok(Some(Change::new(
+    let change = sub_resources::write(
+        cx,
+        (ACCESS, key, &what),
         "AccessUpdated",
-        format!("workspace access of MCP integration {key}: {what}"),
-    )))
+        |client| async move {
+            client
+                .mcp_integrations()
+                .update_workspaces(key, &request)
+                .await
+        },
+    )
+    .await?;
+    status.workspaces = enabled;
+    Ok(Some(change))
 }
 
 /// One PUT of the toggles whose capability was discovered and differs; the others wait in
@@ -564,58 +477,23 @@ async fn apply_capabilities(
         })
         .collect::<Vec<_>>()
         .join(", ");
-    cx.gate.intend(format!(
-        "would update the capabilities of MCP integration {key}: {what}"
-    ));
     let request = api::UpdateCapabilitiesRequest {
         capabilities: toggles,
     };
-    cx.api(Op::Update)
-        .await?
-        .mcp_integrations()
-        .update_capabilities(key, &request)
-        .await
-        .map_err(|e| {
-            Error::api(
-                format!("update the capabilities of MCP integration {key}"),
-                e,
-            )
-        })?;
-    Ok(Some(Change::new(
-        "CapabilitiesUpdated",
-        format!("capabilities of MCP integration {key}: {what}"),
-    )))
-}
-
-/// The integration an earlier create made: the one with `spec.slug` (a deterministic identity),
-/// else the one with the name it sent, created within its window, claimed by no other
-/// resource, in a complete listing of the organisation's MCP integrations.
-async fn find_created(
-    integration: &McpIntegration,
-    cx: &Cx<'_, McpIntegration>,
-    status: &McpIntegrationStatus,
-) -> Result<Lookup<RemoteIntegration>, Halt> {
-    let client = cx.api(Op::Read).await?;
-    let listing = client
-        .mcp_integrations()
-        .listing()
-        .await
-        .map_err(|e| Error::api("list MCP integrations", e))?;
-    by_slug_or_name(
+    let reason = "CapabilitiesUpdated";
+    let change = sub_resources::write(
         cx,
-        status,
-        listing,
-        (integration.spec.slug.as_deref(), &integration.spec.name),
-        "MCP integration",
-        |r| Row {
-            id: &r.id,
-            slug: &r.slug,
-            name: &r.name,
-            created_at: r.created_at.as_deref(),
+        (CAPABILITIES, key, &what),
+        reason,
+        |client| async move {
+            client
+                .mcp_integrations()
+                .update_capabilities(key, &request)
+                .await
         },
-        |i| i.workspace_id.is_none(),
     )
-    .await
+    .await?;
+    Ok(Some(change))
 }
 
 /// True when a row of `integration`'s `spec.workspaces` names the workspace: by the Workspace

@@ -22,16 +22,21 @@ pub use references::{naming, watch_inputs, watch_servers};
 use crate::api::{self, ApiError, Client, McpServer as RemoteServer, McpServersListQuery};
 use crate::controller::Context;
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
-use crate::controller::driver::create::{Created, Lookup, Row, one_named, sent_or};
+use crate::controller::driver::create::{Created, Lookup, in_workspace};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::{ready_named, recorded_keys};
 use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
+use crate::controller::kinds::bound::{Bound, recorded_keys_of, released};
 use crate::controller::kinds::keyed;
+use crate::controller::kinds::sub_resources;
 use crate::resources::common::CreateAttempt;
 use crate::resources::mcp_server::{McpServer, McpServerStatus, user_access_update};
 use crate::resources::{McpIntegration, Workspace};
+
+/// The sub-resource, as messages name it.
+const ACCESS: &str = "user access";
 
 /// Condition reason while the MCP integration a server instantiates is not ready for it.
 pub const INTEGRATION_NOT_READY: &str = "IntegrationNotReady";
@@ -43,19 +48,8 @@ impl Managed for McpServer {
     crate::controller::driver::flow::driven!();
 }
 
-/// The integration a server instantiates: the UUID (or, unreadable, the key given) sent as
-/// `mcp_integration_id` (`None` in Observe, which never writes), and what a read may name it
-/// by (its UUID and slug).
-pub struct Instantiates {
-    id: Option<String>,
-    keys: Vec<String>,
-}
-
-impl Instantiates {
-    fn keys(&self) -> Vec<&str> {
-        self.keys.iter().map(String::as_str).collect()
-    }
-}
+/// The integration a server instantiates, sent as `mcp_integration_id`.
+type Instantiates = Bound;
 
 impl Verbs for McpServer {
     type Inputs = Instantiates;
@@ -66,9 +60,7 @@ impl Verbs for McpServer {
     type Updated = api::Created;
     type Calls = Own;
     const WHAT: &'static str = "MCP server";
-    const ADOPTED_BY: &'static str = "spec.slug";
     const NAMING: Naming = Naming::CreatesAs;
-    const RECORDS_DRIFT: bool = false;
 
     async fn resolve(
         &self,
@@ -102,9 +94,6 @@ impl Verbs for McpServer {
             keys: integration_keys(self, cx.ctx, status),
         })
     }
-    fn desired(&self, inputs: Instantiates) -> Instantiates {
-        inputs
-    }
     fn compare(
         &self,
         desired: &Instantiates,
@@ -119,16 +108,8 @@ impl Verbs for McpServer {
     }
     /// A server of the slug in another workspace or of another integration.
     fn not_adoptable(&self, desired: &Instantiates, remote: &RemoteServer) -> Option<String> {
-        let conflicts = match desired.keys.is_empty() {
-            true => vec!["integration"],
-            false => self.spec.immutable_conflicts(remote, &desired.keys()),
-        };
-        (!conflicts.is_empty()).then(|| {
-            format!(
-                "a different {} than this McpServer names",
-                conflicts.join(", ")
-            )
-        })
+        let conflicts = |keys: &[&str]| self.spec.immutable_conflicts(remote, keys);
+        desired.not_adoptable(conflicts, "this McpServer names")
     }
     /// Found by `spec.slug` while a create is in flight: that create made it only if it has
     /// the name the create sent and lives in its workspace.
@@ -146,13 +127,6 @@ impl Verbs for McpServer {
             _ => Ok(()),
         }
     }
-    async fn find_created(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &McpServerStatus,
-    ) -> Result<Lookup<RemoteServer>, Halt> {
-        find_created(self, cx, status).await
-    }
     /// A namespace no longer granted the integration releases its server without a call, as
     /// for a revoked workspace: a delete reaches the integration as much as an update.
     async fn release(
@@ -162,19 +136,13 @@ impl Verbs for McpServer {
         status: &McpServerStatus,
     ) -> Result<Option<String>, Halt> {
         let keys = integration_keys(self, cx.ctx, status);
-        match integration_granted(self, cx, &keys).await {
-            Ok(()) => Ok(None),
-            Err(refused @ Error::NotAllowed { .. }) => Ok(Some(refused.to_string())),
-            Err(other) => Err(other.into()),
-        }
+        released(integration_granted(self, cx, &keys).await)
     }
     fn record(status: &mut McpServerStatus, remote: Option<&RemoteServer>) {
-        keyed::record(status, remote.map(|r| (r.id.as_str(), r.slug.as_str())));
+        keyed::record(status, remote);
     }
     fn record_compared(&self, status: &mut McpServerStatus, desired: &Instantiates) {
-        if let Some(id) = &desired.id {
-            status.integration_id = Some(id.clone());
-        }
+        desired.record(&mut status.integration_id);
     }
     fn record_created(
         &self,
@@ -183,8 +151,7 @@ impl Verbs for McpServer {
         created: Created<api::Created, RemoteServer>,
     ) -> String {
         self.record_compared(status, desired);
-        let keys = created.map(|c| (c.id, c.slug), |found| (found.id, found.slug));
-        keyed::record_created(status, None, keys)
+        keyed::record_created(status, None, created)
     }
     /// The answer is `{id, slug, object}` only: nothing of it is recorded.
     fn record_updated(
@@ -208,20 +175,15 @@ impl Verbs for McpServer {
         let Some(update) = access_differs(self, cx.api(Op::Read).await?, &key).await? else {
             return Ok(Vec::new());
         };
-        let what = access_shown(&update);
-        cx.gate.intend(format!(
-            "would update the user access of MCP server {key}: {what}"
-        ));
-        cx.api(Op::Update)
-            .await?
-            .mcp_servers()
-            .update_user_access(&key, &update)
-            .await
-            .map_err(|e| Error::api(format!("update the user access of MCP server {key}"), e))?;
-        Ok(vec![Change::new(
+        let (key, what) = (key.as_str(), access_shown(&update));
+        let change = sub_resources::write(
+            cx,
+            (ACCESS, key, &what),
             "AccessUpdated",
-            format!("user access of MCP server {key}: {what}"),
-        )])
+            |client| async move { client.mcp_servers().update_user_access(key, &update).await },
+        )
+        .await?;
+        Ok(vec![change])
     }
     async fn sub_resources_differ(
         &self,
@@ -289,6 +251,36 @@ impl OwnCalls for McpServer {
     async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
         at.client.mcp_servers().delete(at.key).await
     }
+    /// The server an earlier create made: in its workspace, the one with `spec.slug` (and the name
+    /// it sent), else the one with the name it sent, created within its window, claimed by no
+    /// other resource, in a complete listing.
+    async fn find_created(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &McpServerStatus,
+    ) -> Result<Lookup<RemoteServer>, Halt> {
+        let spec = &self.spec;
+        let query = McpServersListQuery {
+            workspace_id: Some(spec.workspace().to_string()),
+            ..Default::default()
+        };
+        let listing = cx
+            .api(Op::Read)
+            .await?
+            .mcp_servers()
+            .listing(&query)
+            .await
+            .map_err(|e| Error::api("list MCP servers", e))?;
+        let slug = spec.slug.as_deref();
+        let identity = (slug, spec.name.as_str(), spec.workspace());
+        // The slug is asked for by this create, and a slug is unique: found with it (and the
+        // name sent), it is what the create made. Without a slug nothing marks it as ours.
+        let unproven = |s: &RemoteServer| {
+            slug.is_none()
+                .then(|| format!("MCP server {} ({})", s.slug, s.id))
+        };
+        in_workspace(cx, status, listing, identity, unproven).await
+    }
 }
 
 /// The user-access PUT the spec needs, read from the API (`None`: none, or the spec manages no
@@ -302,11 +294,9 @@ async fn access_differs(
     if spec.default_user_access.is_none() && spec.user_access.is_empty() {
         return Ok(None);
     }
-    let read = client
-        .mcp_servers()
-        .user_access(key)
-        .await
-        .map_err(|e| Error::api(format!("read the user access of MCP server {key}"), e))?;
+    let servers = client.mcp_servers();
+    let read = sub_resources::read::<McpServer, _>((ACCESS, key), servers.user_access(key));
+    let read = read.await?;
     Ok(user_access_update(spec, &read))
 }
 
@@ -336,20 +326,9 @@ fn access_shown(update: &api::UpdateUserAccessRequest) -> String {
 /// to (`status.integrationId`).
 fn integration_keys(server: &McpServer, ctx: &Context, status: &McpServerStatus) -> Vec<String> {
     let spec = &server.spec;
-    let mut keys = Vec::new();
-    if let Some(id) = &spec.integration_id {
-        keys.push(id.clone());
-        keys.extend(status.integration_id.clone());
-    } else if let Some(recorded) = spec
-        .integration_ref
-        .as_ref()
-        .and_then(|r| recorded_keys::<McpIntegration>(ctx, &r.name))
-    {
-        keys.extend(recorded);
-    }
-    keys.retain(|k| !k.is_empty());
-    keys.dedup();
-    keys
+    let by_name = spec.integration_ref.as_ref().map(|r| r.name.as_str());
+    let given = spec.integration_id.as_ref();
+    recorded_keys_of::<McpIntegration>(ctx, by_name, given, status.integration_id.as_ref())
 }
 
 /// The UUID (and keys) of McpIntegration `name`, once this server may instantiate it: Ready, of
@@ -468,48 +447,4 @@ async fn check_remote_access(
             "MCP integration {id} named by spec.integrationId does not enable workspace {workspace}; the server is created once it does"
         ),
     ).into())
-}
-
-/// The server an earlier create made: in its workspace, the one with `spec.slug` (and the name
-/// it sent), else the one with the name it sent, created within its window, claimed by no
-/// other resource, in a complete listing.
-async fn find_created(
-    server: &McpServer,
-    cx: &Cx<'_, McpServer>,
-    status: &McpServerStatus,
-) -> Result<Lookup<RemoteServer>, Halt> {
-    let spec = &server.spec;
-    let query = McpServersListQuery {
-        workspace_id: Some(spec.workspace().to_string()),
-        ..Default::default()
-    };
-    let listing = cx
-        .api(Op::Read)
-        .await?
-        .mcp_servers()
-        .listing(&query)
-        .await
-        .map_err(|e| Error::api("list MCP servers", e))?;
-    let sent = sent_or(status, &spec.name, Some(spec.workspace()));
-    let slug = spec.slug.as_deref();
-    one_named(
-        cx,
-        status,
-        &sent,
-        listing,
-        |s: &RemoteServer| Row {
-            id: &s.id,
-            slug: &s.slug,
-            name: &s.name,
-            created_at: s.extra.get("created_at").and_then(|c| c.as_str()),
-        },
-        |s| slug.is_none_or(|slug| s.slug == slug),
-        // The slug is asked for by this create, and a slug is unique: found with it (and the
-        // name sent), it is what the create made. Without a slug nothing marks it as ours.
-        |s| {
-            slug.is_none()
-                .then(|| format!("MCP server {} ({})", s.slug, s.id))
-        },
-    )
-    .await
 }

@@ -1,4 +1,5 @@
 pub mod api_key;
+pub mod bound;
 pub mod cluster_secret;
 pub mod config;
 pub mod config_refs;
@@ -13,6 +14,8 @@ pub mod mcp_server;
 pub mod policy;
 pub mod provider;
 pub mod rate_limits_policy;
+pub mod secret_inputs;
 pub mod secret_reference;
+pub mod sub_resources;
 pub mod usage_limits_policy;
 pub mod workspace;

@@ -76,7 +76,7 @@ pub trait PolicyKind:
 /// [`Verbs`] of every policy kind: the desired state is the resource itself (a policy
 /// references nothing to resolve), compared by the kind's diff.
 impl<P: PolicyKind> Verbs for P {
-    type Inputs = ();
+    type Inputs = P;
     type Desired = P;
     type Remote = P::Remote;
     type Found = P::Remote;
@@ -85,13 +85,11 @@ impl<P: PolicyKind> Verbs for P {
     type Calls = Own;
     const WHAT: &'static str = <P as Policy>::WHAT;
     const ADOPTED_BY: &'static str = "spec.policyId";
+    const RECORDS_DRIFT: bool = true;
     const REMOVAL: (&'static str, &'static str) = <P as PolicyKind>::REMOVAL;
 
-    async fn resolve(&self, _cx: &Cx<'_, P>, _status: &mut P::Status) -> Result<(), Halt> {
-        Ok(())
-    }
-    fn desired(&self, _inputs: ()) -> P {
-        self.clone()
+    async fn resolve(&self, _cx: &Cx<'_, P>, _status: &mut P::Status) -> Result<P, Halt> {
+        Ok(self.clone())
     }
     fn compare(&self, desired: &P, remote: &P::Remote, _status: &P::Status) -> Comparison {
         Comparison {
@@ -99,13 +97,6 @@ impl<P: PolicyKind> Verbs for P {
             differs: desired.diff(remote),
             inputs: Vec::new(),
         }
-    }
-    async fn find_created(
-        &self,
-        cx: &Cx<'_, P>,
-        status: &P::Status,
-    ) -> Result<Lookup<P::Remote>, Halt> {
-        find_created(self, cx, status).await
     }
     fn record(status: &mut P::Status, remote: Option<&P::Remote>) {
         let facts = remote.map(P::facts);
@@ -187,57 +178,56 @@ impl<P: PolicyKind> OwnCalls for P {
     async fn delete(&self, at: Deleting<'_, Self>) -> Result<(), ApiError> {
         <P as Policy>::delete(at.client, at.key).await
     }
-}
-
-/// The policy an earlier create made: the one policy of the workspace it was sent to with the
-/// same name (or, without a name, the fields that create sent: not the spec's, which may have
-/// been edited since) and fixed fields, created within the POST's window, claimed by no other
-/// resource, in a complete, fully paged listing.
-async fn find_created<P: PolicyKind>(
-    policy: &P,
-    cx: &Cx<'_, P>,
-    status: &P::Status,
-) -> Result<Lookup<P::Remote>, Halt> {
-    let sent = status
-        .create_attempt()
-        .cloned()
-        .unwrap_or_else(|| CreateAttempt {
-            name: policy.name().map(str::to_string),
-            workspace_id: policy.workspace_id().map(str::to_string),
-            ..Default::default()
-        });
-    let client = cx.api(Op::Read).await?;
-    let listing = P::list(client, sent.workspace_id.clone())
-        .await
-        .map_err(|e| Error::api(format!("list {}s", P::WHAT), e))?;
-    one_of_ours(
-        cx,
-        status,
-        &sent,
-        listing,
-        |p| vec![P::facts(p).id],
-        |p| P::facts(p).created_at,
-        |p| match (sent.name.as_deref(), sent.body_hash.as_deref()) {
-            (Some(name), _) => {
-                P::facts(p).name == Some(name) && policy.immutable_conflicts(p).is_empty()
-            }
-            (None, Some(hash)) => {
-                let read_back = P::projected(p)
-                    .map(|spec| P::with_spec(Default::default(), spec).create_request());
-                let uid = policy.meta().uid.as_deref();
-                read_back.is_ok_and(|body| {
-                    sent_fields(&body).is_some_and(|fields| {
-                        body_hash_matches(&cx.ctx.hash_key, uid, &fields, hash)
+    /// The policy an earlier create made: the one policy of the workspace it was sent to with the
+    /// same name (or, without a name, the fields that create sent: not the spec's, which may have
+    /// been edited since) and fixed fields, created within the POST's window, claimed by no other
+    /// resource, in a complete, fully paged listing.
+    async fn find_created(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &P::Status,
+    ) -> Result<Lookup<P::Remote>, Halt> {
+        let sent = status
+            .create_attempt()
+            .cloned()
+            .unwrap_or_else(|| CreateAttempt {
+                name: self.name().map(str::to_string),
+                workspace_id: self.workspace_id().map(str::to_string),
+                ..Default::default()
+            });
+        let client = cx.api(Op::Read).await?;
+        let listing = P::list(client, sent.workspace_id.clone())
+            .await
+            .map_err(|e| Error::api(format!("list {}s", P::WHAT), e))?;
+        one_of_ours(
+            cx,
+            status,
+            &sent,
+            listing,
+            |p| vec![P::facts(p).id],
+            |p| P::facts(p).created_at,
+            |p| match (sent.name.as_deref(), sent.body_hash.as_deref()) {
+                (Some(name), _) => {
+                    P::facts(p).name == Some(name) && self.immutable_conflicts(p).is_empty()
+                }
+                (None, Some(hash)) => {
+                    let read_back = P::projected(p)
+                        .map(|spec| P::with_spec(Default::default(), spec).create_request());
+                    let uid = self.meta().uid.as_deref();
+                    read_back.is_ok_and(|body| {
+                        sent_fields(&body).is_some_and(|fields| {
+                            body_hash_matches(&cx.ctx.hash_key, uid, &fields, hash)
+                        })
                     })
-                })
-            }
-            // An intent recorded without what it sent: the current spec is all there is.
-            (None, None) => policy.diff(p).is_empty() && policy.immutable_conflicts(p).is_empty(),
-        },
-        // The API keeps no marker of the create on a policy: a match is never proven.
-        |p| Some(format!("{} {}", P::WHAT, P::facts(p).id)),
-    )
-    .await
+                }
+                // An intent recorded without what it sent: the current spec is all there is.
+                (None, None) => self.diff(p).is_empty() && self.immutable_conflicts(p).is_empty(),
+            },
+            // The API keeps no marker of the create on a policy: a match is never proven.
+            |p| Some(format!("{} {}", P::WHAT, P::facts(p).id)),
+        )
+        .await
+    }
 }
 
 /// What [`CreateAttempt::body_hash`] of a policy create hashes: the fields `body` sends that a

@@ -22,15 +22,17 @@ use crate::api::{
     ProvidersListQuery,
 };
 use crate::controller::Context;
-use crate::controller::driver::calls::{Deleting, Own, OwnCalls, RemoteKey};
-use crate::controller::driver::create::{Created, Lookup, Row, one_named, sent_or};
+use crate::controller::driver::calls::{Deleting, Own, OwnCalls, RemoteKey, key_or};
+use crate::controller::driver::create::{Created, Lookup, in_workspace};
 use crate::controller::driver::gate::Op;
-use crate::controller::driver::referenced::every;
-use crate::controller::driver::verbs::{Comparison, Naming, Verbs};
+use crate::controller::driver::referenced::{names, qualified, users};
+use crate::controller::driver::verbs::{Comparison, Naming, Verbs, still_referenced};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
+use crate::controller::kinds::bound::{Bound, released};
 use crate::controller::kinds::config_refs::{Referenced, slug_when_ready};
 use crate::controller::kinds::keyed;
+use crate::controller::state::claims::refused_by_grants;
 use crate::resources::common::CreateAttempt;
 use crate::resources::config::{Config, ReferencedKind};
 use crate::resources::integration::Integration;
@@ -38,8 +40,6 @@ use crate::resources::provider::{Provider, ProviderStatus};
 
 /// Condition reason while the integration a Provider binds is not ready for it.
 pub const INTEGRATION_NOT_READY: &str = "IntegrationNotReady";
-/// Condition reason while a Config still names the provider being deleted.
-pub const STILL_REFERENCED: &str = "StillReferenced";
 
 impl Managed for Provider {
     crate::controller::driver::kind::namespaced_api!();
@@ -48,21 +48,12 @@ impl Managed for Provider {
     crate::controller::driver::flow::driven!();
 }
 
-/// What a provider is written and compared with: the integration it binds, and whether its
-/// usage is to be reset.
+/// What a provider is written and compared with: the integration it binds (sent as
+/// `integration_id`), and whether its usage is to be reset.
 pub struct Binding {
-    /// The UUID sent as `integration_id` (`None` in Observe, which never writes).
-    id: Option<String>,
-    /// What a provider read may name the integration by (its UUID and slug).
-    keys: Vec<String>,
+    integration: Bound,
     /// `spec.resetUsage` holds a value not acted upon yet.
     reset: bool,
-}
-
-impl Binding {
-    fn keys(&self) -> Vec<&str> {
-        self.keys.iter().map(String::as_str).collect()
-    }
 }
 
 /// The driver observes by id (or slug: [`Naming::CreatesAs`]), adopts a provider of the slug
@@ -79,9 +70,7 @@ impl Verbs for Provider {
     type Updated = ProviderWritten;
     type Calls = Own;
     const WHAT: &'static str = "provider";
-    const ADOPTED_BY: &'static str = "spec.slug";
     const NAMING: Naming = Naming::CreatesAs;
-    const RECORDS_DRIFT: bool = false;
 
     async fn resolve(
         &self,
@@ -92,8 +81,7 @@ impl Verbs for Provider {
         let reset =
             self.spec.reset_usage.is_some() && self.spec.reset_usage != status.observed_reset_usage;
         Ok(Binding {
-            id: Some(bound.id),
-            keys: bound.keys,
+            integration: bound,
             reset,
         })
     }
@@ -103,14 +91,11 @@ impl Verbs for Provider {
         cx: &Cx<'_, Self>,
         status: &mut ProviderStatus,
     ) -> Result<Binding, Halt> {
+        let keys = integration_keys(self, cx.ctx, status);
         Ok(Binding {
-            id: None,
-            keys: integration_keys(self, cx.ctx, status),
+            integration: Bound { id: None, keys },
             reset: false,
         })
-    }
-    fn desired(&self, inputs: Binding) -> Binding {
-        inputs
     }
     fn compare(
         &self,
@@ -120,7 +105,9 @@ impl Verbs for Provider {
     ) -> Comparison {
         let (differs, _) = self.spec.update_for(remote, desired.reset);
         Comparison {
-            immutable: self.spec.immutable_conflicts(remote, &desired.keys()),
+            immutable: self
+                .spec
+                .immutable_conflicts(remote, &desired.integration.keys()),
             // A usage reset is asked for by the spec: the update it is part of is no drift.
             inputs: if desired.reset {
                 differs.clone()
@@ -132,17 +119,10 @@ impl Verbs for Provider {
     }
     /// A provider of the slug binds another integration (or lives in another workspace).
     fn not_adoptable(&self, desired: &Binding, remote: &RemoteProvider) -> Option<String> {
-        let conflicts = match desired.keys.is_empty() {
-            // What this provider binds is not known yet: nothing can be adopted.
-            true => vec!["integration"],
-            false => self.spec.immutable_conflicts(remote, &desired.keys()),
-        };
-        (!conflicts.is_empty()).then(|| {
-            format!(
-                "a different {} than this Provider binds",
-                conflicts.join(", ")
-            )
-        })
+        let conflicts = |keys: &[&str]| self.spec.immutable_conflicts(remote, keys);
+        desired
+            .integration
+            .not_adoptable(conflicts, "this Provider binds")
     }
     /// Found by `spec.slug` while a create of it is in flight: that create made it only if it
     /// carries the name the create sent and this resource's mark. The slug and the name alone
@@ -156,17 +136,10 @@ impl Verbs for Provider {
         sent == Some(remote.name.as_str()) && ours(self, remote)
     }
     async fn before_create(&self, cx: &Cx<'_, Self>, desired: &Binding) -> Result<(), Halt> {
-        match (&self.spec.integration_id, &desired.id) {
+        match (&self.spec.integration_id, &desired.integration.id) {
             (Some(_), Some(id)) => check_remote_integration(self, cx, id).await,
             _ => Ok(()),
         }
-    }
-    async fn find_created(
-        &self,
-        cx: &Cx<'_, Self>,
-        status: &ProviderStatus,
-    ) -> Result<Lookup<RemoteProvider>, Halt> {
-        find_created(self, cx, status).await
     }
     async fn release(
         &self,
@@ -180,33 +153,24 @@ impl Verbs for Provider {
         // A delete reaches the integration's provider as much as an update: a namespace no
         // longer granted the integration releases it without a call, as for a revoked
         // workspace.
-        match integration_granted(self, cx, status).await {
-            Ok(()) => Ok(None),
-            Err(refused @ Error::NotAllowed { .. }) => Ok(Some(refused.to_string())),
-            Err(other) => Err(other.into()),
-        }
+        released(integration_granted(self, cx, status).await)
     }
     async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
         let users = referencing_configs(self, cx.ctx).await?;
-        if users.is_empty() {
-            return Ok(());
-        }
-        Err(Error::not_allowed(
-            STILL_REFERENCED,
-            format!(
-                "provider {key} is still named by Config {}; it is deleted once no Config names it (or set deletionPolicy: Orphan)",
-                users.join(", ")
-            ),
-        ).into())
+        let until = "no Config names it";
+        Ok(still_referenced::<Self>(
+            key,
+            "named by Config",
+            &users,
+            until,
+        )?)
     }
     /// Only the id and slug of a read are ever recorded (a read may carry the upstream key).
     fn record(status: &mut ProviderStatus, remote: Option<&RemoteProvider>) {
-        keyed::record(status, remote.map(|r| (r.id.as_str(), r.slug.as_str())));
+        keyed::record(status, remote);
     }
     fn record_compared(&self, status: &mut ProviderStatus, desired: &Binding) {
-        if let Some(id) = &desired.id {
-            status.integration_id = Some(id.clone());
-        }
+        desired.integration.record(&mut status.integration_id);
     }
     fn record_created(
         &self,
@@ -215,8 +179,7 @@ impl Verbs for Provider {
         created: Created<ProviderWritten, RemoteProvider>,
     ) -> String {
         self.record_compared(status, desired);
-        let keys = created.map(|c| (c.id, c.slug), |found| (found.id, found.slug));
-        keyed::record_created(status, None, keys)
+        keyed::record_created(status, None, created)
     }
     fn record_updated(
         &self,
@@ -287,6 +250,36 @@ impl OwnCalls for Provider {
         let workspace = Some(self.spec.workspace());
         at.client.providers().delete(at.key, workspace).await
     }
+    /// The provider an earlier create made: the one of the workspace with the name it sent (and
+    /// `spec.slug`, when set), created within its window, claimed by no other resource, in a
+    /// complete listing.
+    async fn find_created(
+        &self,
+        cx: &Cx<'_, Self>,
+        status: &ProviderStatus,
+    ) -> Result<Lookup<RemoteProvider>, Halt> {
+        let spec = &self.spec;
+        let query = ProvidersListQuery {
+            workspace_id: Some(spec.workspace().to_string()),
+            ..Default::default()
+        };
+        let listing = cx
+            .api(Op::Read)
+            .await?
+            .providers()
+            .listing(&query)
+            .await
+            .map_err(|e| Error::api("list providers", e))?;
+        // `spec.slug` narrows the search, but is no proof: someone else may hold that slug (and
+        // our POST was refused for it). Only the provider our POST made counts as ours (the name
+        // it sent, within its window, claimed by no other resource); any other is left to the
+        // adoption rules of `observe`.
+        let identity = (spec.slug.as_deref(), spec.name.as_str(), spec.workspace());
+        let unproven = |p: &RemoteProvider| {
+            (!ours(self, p)).then(|| format!("provider {} ({})", p.slug, p.id))
+        };
+        in_workspace(cx, status, listing, identity, unproven).await
+    }
 }
 
 /// The key the API addresses the provider by: its UUID, else its slug.
@@ -294,10 +287,7 @@ impl OwnCalls for Provider {
 /// its id ([`key_of`]).
 impl RemoteKey for RemoteProvider {
     fn key(&self) -> String {
-        match self.slug.is_empty() {
-            true => self.id.clone(),
-            false => self.slug.clone(),
-        }
+        key_or(&self.slug, &self.id)
     }
     fn found_key(&self) -> String {
         key_of(self)
@@ -308,10 +298,7 @@ impl RemoteKey for RemoteProvider {
 }
 
 fn key_of(remote: &RemoteProvider) -> String {
-    match remote.id.is_empty() {
-        true => remote.slug.clone(),
-        false => remote.id.clone(),
-    }
+    key_or(&remote.id, &remote.slug)
 }
 
 /// The create body binding the integration. Without a note of the spec's, the provider carries
@@ -320,7 +307,7 @@ fn key_of(remote: &RemoteProvider) -> String {
 fn create_request(provider: &Provider, desired: &Binding) -> CreateProviderRequest {
     let mut request = provider
         .spec
-        .create_request(desired.id.as_deref().unwrap_or_default());
+        .create_request(desired.integration.id.as_deref().unwrap_or_default());
     if request.note.is_none() {
         request.note = created_mark(provider);
     }
@@ -338,49 +325,6 @@ impl Referenced for Provider {
             &s.conditions,
         )
     }
-}
-
-/// The provider an earlier create made: the one of the workspace with the name it sent (and
-/// `spec.slug`, when set), created within its window, claimed by no other resource, in a
-/// complete listing.
-async fn find_created(
-    provider: &Provider,
-    cx: &Cx<'_, Provider>,
-    status: &ProviderStatus,
-) -> Result<Lookup<RemoteProvider>, Halt> {
-    let spec = &provider.spec;
-    let query = ProvidersListQuery {
-        workspace_id: Some(spec.workspace().to_string()),
-        ..Default::default()
-    };
-    let listing = cx
-        .api(Op::Read)
-        .await?
-        .providers()
-        .listing(&query)
-        .await
-        .map_err(|e| Error::api("list providers", e))?;
-    let sent = sent_or(status, &spec.name, Some(spec.workspace()));
-    // `spec.slug` narrows the search, but is no proof: someone else may hold that slug (and
-    // our POST was refused for it). Only the provider our POST made counts as ours (the name
-    // it sent, within its window, claimed by no other resource); any other is left to the
-    // adoption rules of `observe`.
-    let slug = spec.slug.as_deref();
-    one_named(
-        cx,
-        status,
-        &sent,
-        listing,
-        |p: &RemoteProvider| Row {
-            id: &p.id,
-            slug: &p.slug,
-            name: &p.name,
-            created_at: p.created_at.as_deref(),
-        },
-        |p| slug.is_none_or(|slug| p.slug == slug),
-        |p| (!ours(provider, p)).then(|| format!("provider {} ({})", p.slug, p.id)),
-    )
-    .await
 }
 
 /// The note a provider aigw creates carries when the spec gives none: this resource's uid,
@@ -455,16 +399,9 @@ fn routes_to(provider: &Provider, document: &Value) -> bool {
 
 /// The Configs (by name) that name the provider, once every Config cache has listed.
 async fn referencing_configs(provider: &Provider, ctx: &Context) -> Result<Vec<String>, Halt> {
-    let configs = every::<Config>(ctx, "whether a Config names this provider").await?;
-    let mut users: Vec<String> = configs
-        .iter()
-        // Another installation's Config names a provider of its own tenant, not this one.
-        .filter(|c| !ctx.installation.is_theirs(c.as_ref()))
-        .filter(|c| named_by(provider, c))
-        .map(|c| c.name_any())
-        .collect();
-    users.sort();
-    Ok(users)
+    let question = "whether a Config names this provider";
+    let uses = |c: &Config| named_by(provider, c);
+    users(ctx, question, uses, |c| c.name_any()).await
 }
 
 /// The Providers (as `namespace/name`) that bind `integration`: by resource name, or by the
@@ -472,30 +409,18 @@ async fn referencing_configs(provider: &Provider, ctx: &Context) -> Result<Vec<S
 /// its grants refuse (Stalled `IntegrationNotAllowed`, `NamespaceNotAllowed`, …) that never
 /// managed a provider binds nothing and does not count: a tenant cannot pin the Integration.
 pub async fn naming(integration: &Integration, ctx: &Context) -> Result<Vec<String>, Halt> {
-    let providers = every::<Provider>(ctx, "whether a Provider binds this integration").await?;
-    let name = integration.name_any();
-    let status = integration.status.as_ref();
-    let keys: Vec<&str> = [
-        status.and_then(|s| s.id.as_deref()),
-        status.and_then(|s| s.slug.as_deref()),
-    ]
-    .into_iter()
-    .flatten()
-    .collect();
-    let mut users: Vec<String> = providers
-        .iter()
-        .filter(|p| !crate::controller::state::claims::refused_by_grants(p.as_ref()))
-        // Another installation's Provider binds an integration of its own tenant.
-        .filter(|p| !ctx.installation.is_theirs(p.as_ref()))
-        .filter(|p| {
-            p.spec.integration.as_deref() == Some(name.as_str())
-                || p.spec
-                    .integration_id
-                    .as_deref()
-                    .is_some_and(|id| keys.contains(&id))
-        })
-        .map(|p| format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()))
-        .collect();
-    users.sort();
-    Ok(users)
+    let question = "whether a Provider binds this integration";
+    let uses = |p: &Provider| !refused_by_grants(p) && binds(p, integration);
+    users(ctx, question, uses, qualified).await
+}
+
+/// True when `provider` binds `integration`: by resource name, or by the UUID or slug it
+/// recorded.
+fn binds(provider: &Provider, integration: &Integration) -> bool {
+    let spec = &provider.spec;
+    names(
+        integration,
+        spec.integration.as_deref(),
+        spec.integration_id.as_deref(),
+    )
 }

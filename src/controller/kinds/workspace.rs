@@ -9,7 +9,7 @@
 //!    a foreign scope is never taken;
 //! 2. the workspace naming the scope: the driver's create protocol records the intent before
 //!    the POST, and a lost answer is recovered by the scope the workspace names
-//!    ([`find_created`]), never by display name;
+//!    ([`OwnCalls::find_created`]), never by display name;
 //! 3. the bind of the scope to the workspace's slug ([`Verbs::sync_sub_resources`]): a full
 //!    replacement, sent only while the scope does not bind the slug, so a lost answer is
 //!    followed by a read that finds it bound.
@@ -29,22 +29,23 @@ use crate::api::{
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup};
 use crate::controller::driver::gate::Op;
-use crate::controller::driver::referenced;
-use crate::controller::driver::verbs::{Comparison, Verbs};
+use crate::controller::driver::referenced::{self, names};
+use crate::controller::driver::verbs::{
+    Comparison, STILL_REFERENCED, Verbs, removed_once, still_referenced,
+};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::kinds::config_refs::REFERENCE_NOT_READY;
 use crate::controller::kinds::mcp_integration;
+use crate::controller::process::Watchable;
+use crate::controller::state::relay::requeue_when;
 use crate::controller::{Context, now_rfc3339};
 use crate::resources::Config;
-use crate::resources::common::CreateAttempt;
+use crate::resources::common::{CreateAttempt, Recorded};
 use crate::resources::workspace::{
     DefaultConfig, Workspace, WorkspaceSettings, WorkspaceStatus, scope_marker, scope_name,
 };
 
-/// Condition reason while aigw objects still name the workspace (or the API refuses the
-/// archive because something lives in it).
-pub const STILL_REFERENCED: &str = "StillReferenced";
 /// Condition reason when deleting would archive the organisation's default workspace.
 pub const DEFAULT_WORKSPACE: &str = "DefaultWorkspace";
 /// Condition reason when the IAM scope aigw would make exists and is not this resource's.
@@ -83,9 +84,7 @@ impl Verbs for Workspace {
     type Updated = ();
     type Calls = Own;
     const WHAT: &'static str = "workspace";
-    const ADOPTED_BY: &'static str = "spec.slug";
     const REMOVAL: (&'static str, &'static str) = ("Archived", "archive");
-    const RECORDS_DRIFT: bool = false;
 
     async fn resolve(
         &self,
@@ -98,9 +97,6 @@ impl Verbs for Workspace {
             scope: owned_scope(self, cx.ctx),
             pending,
         })
-    }
-    fn desired(&self, inputs: Desired) -> Desired {
-        inputs
     }
     fn compare(
         &self,
@@ -144,13 +140,6 @@ impl Verbs for Workspace {
             .map(drop)
             .map_err(|e| Error::api(format!("create IAM scope {}", scope.name), e))?)
     }
-    async fn find_created(
-        &self,
-        cx: &Cx<'_, Self>,
-        _status: &WorkspaceStatus,
-    ) -> Result<Lookup<RemoteWorkspace>, Halt> {
-        find_created(self, cx).await
-    }
     /// Never the default workspace; never while an aigw object of the cluster names it.
     async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
         let status = self.status.clone().unwrap_or_default();
@@ -192,16 +181,10 @@ impl Verbs for Workspace {
             &keys,
             &self.name_any(),
         ));
-        if holders.is_empty() {
-            return Ok(());
-        }
-        Err(Error::not_allowed(
-            STILL_REFERENCED,
-            format!(
-                "workspace {shown} is still named by {}; it is archived once they are gone (or set deletionPolicy: Orphan)",
-                holders.join(", ")
-            ),
-        ).into())
+        let until = "they are gone";
+        Ok(still_referenced::<Self>(
+            &shown, "named by", &holders, until,
+        )?)
     }
     /// The IAM scope [`Verbs::before_create`] made for a workspace the API never made (its
     /// create refused, or failed and proven to have made nothing): deleted when it carries this resource's token and binds nothing. A
@@ -257,7 +240,8 @@ impl Verbs for Workspace {
             Error::not_allowed(
                 STILL_REFERENCED,
                 format!(
-                    "the API refuses to archive workspace {key} ({message}); it is archived once nothing lives in it (or set deletionPolicy: Orphan)"
+                    "the API refuses to archive workspace {key} ({message}); {}",
+                    removed_once::<Self>("nothing lives in it")
                 ),
             )
         })
@@ -433,6 +417,39 @@ impl OwnCalls for Workspace {
             _ => Ok(()),
         }
     }
+    /// The workspace an earlier create made: the one naming this resource's own IAM scope (which
+    /// carries its ownership token), in a complete listing of the organisation's workspaces.
+    async fn find_created(
+        &self,
+        cx: &Cx<'_, Self>,
+        _status: &WorkspaceStatus,
+    ) -> Result<Lookup<RemoteWorkspace>, Halt> {
+        let Some(scope) = owned_scope(self, cx.ctx) else {
+            return Ok(Lookup::Absent);
+        };
+        if owned(cx, &scope).await?.is_none() {
+            // No scope of ours: no workspace can name it.
+            return Ok(Lookup::Absent);
+        }
+        let client = cx.api(Op::Read).await?;
+        let listing = client
+            .workspaces()
+            .listing(&WorkspacesListQuery::default())
+            .await
+            .map_err(|e| Error::api("list workspaces", e))?;
+        let mut ours = listing
+            .items
+            .into_iter()
+            .filter(|w| w.scope_name.as_deref() == Some(scope.name.as_str()));
+        Ok(match (ours.next(), ours.next(), listing.complete) {
+            (Some(found), None, _) => Lookup::Found(found),
+            (Some(_), Some(_), _) => {
+                Lookup::Unknown(format!("several workspaces name IAM scope {}", scope.name))
+            }
+            (None, _, true) => Lookup::Absent,
+            (None, _, false) => Lookup::Unknown("the workspace list is incomplete".into()),
+        })
+    }
 }
 
 /// The IAM scope this resource owns: named from its Kubernetes name and ownership token.
@@ -483,39 +500,6 @@ fn own_binding(
     let scope = owned_scope(workspace, ctx)?;
     let slug = status.slug.clone()?;
     (status.scope_name.as_deref() == Some(scope.name.as_str())).then_some((scope, slug))
-}
-
-/// The workspace an earlier create made: the one naming this resource's own IAM scope (which
-/// carries its ownership token), in a complete listing of the organisation's workspaces.
-async fn find_created(
-    workspace: &Workspace,
-    cx: &Cx<'_, Workspace>,
-) -> Result<Lookup<RemoteWorkspace>, Halt> {
-    let Some(scope) = owned_scope(workspace, cx.ctx) else {
-        return Ok(Lookup::Absent);
-    };
-    if owned(cx, &scope).await?.is_none() {
-        // No scope of ours: no workspace can name it.
-        return Ok(Lookup::Absent);
-    }
-    let client = cx.api(Op::Read).await?;
-    let listing = client
-        .workspaces()
-        .listing(&WorkspacesListQuery::default())
-        .await
-        .map_err(|e| Error::api("list workspaces", e))?;
-    let mut ours = listing
-        .items
-        .into_iter()
-        .filter(|w| w.scope_name.as_deref() == Some(scope.name.as_str()));
-    Ok(match (ours.next(), ours.next(), listing.complete) {
-        (Some(found), None, _) => Lookup::Found(found),
-        (Some(_), Some(_), _) => {
-            Lookup::Unknown(format!("several workspaces name IAM scope {}", scope.name))
-        }
-        (None, _, true) => Lookup::Absent,
-        (None, _, false) => Lookup::Unknown("the workspace list is incomplete".into()),
-    })
 }
 
 /// The default config the spec's `defaults.configRef` resolves to, and why it is pending. The
@@ -574,56 +558,29 @@ fn enabled_by_mcp_integrations(
     ctx: &Context,
     workspaces: kube::runtime::reflector::Store<Workspace>,
 ) -> kube::runtime::controller::Controller<Workspace> {
-    crate::controller::state::relay::requeue_when(
-        controller,
-        &ctx.relay,
-        None,
-        workspaces,
-        |workspace: &Workspace, integration: &crate::resources::McpIntegration| {
-            let status = workspace.status.as_ref();
-            let keys: BTreeSet<&str> = [
-                status.and_then(|s| s.id.as_deref()),
-                status.and_then(|s| s.slug.as_deref()),
-            ]
-            .into_iter()
-            .flatten()
+    let held = |workspace: &Workspace, integration: &crate::resources::McpIntegration| {
+        let keys: BTreeSet<&str> = workspace
+            .status
+            .iter()
+            .flat_map(|s| s.remote_keys())
             .collect();
-            workspace.metadata.deletion_timestamp.is_some()
-                && mcp_integration::names_workspace(integration, &keys, &workspace.name_any())
-        },
-    )
+        workspace.metadata.deletion_timestamp.is_some()
+            && mcp_integration::names_workspace(integration, &keys, &workspace.name_any())
+    };
+    requeue_when(controller, &ctx.relay, None, workspaces, held)
 }
 
 /// [`watch_referrers`] for the objects of kind `K`, of every watched namespace.
-fn held_by<K>(
+fn held_by<K: crate::controller::state::claims::Claims + Watchable>(
     controller: kube::runtime::controller::Controller<Workspace>,
     ctx: &Context,
     workspaces: kube::runtime::reflector::Store<Workspace>,
-) -> kube::runtime::controller::Controller<Workspace>
-where
-    K: crate::controller::state::claims::Claims
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync,
-{
-    crate::controller::state::relay::requeue_when(
-        controller,
-        &ctx.relay,
-        None,
-        workspaces,
-        |workspace: &Workspace, object: &K| {
-            let status = workspace.status.as_ref();
-            let keys = [
-                status.and_then(|s| s.id.as_deref()),
-                status.and_then(|s| s.slug.as_deref()),
-            ];
-            workspace.metadata.deletion_timestamp.is_some()
-                && (object.workspace_ref() == workspace.metadata.name.as_deref()
-                    || object.workspaces().iter().any(|(_, ws)| {
-                        ws.as_deref()
-                            .is_some_and(|ws| keys.iter().flatten().any(|k| *k == ws))
-                    }))
-        },
-    )
+) -> kube::runtime::controller::Controller<Workspace> {
+    let held = |workspace: &Workspace, object: &K| {
+        let by_key = |(_, ws): &(_, Option<String>)| names(workspace, None, ws.as_deref());
+        workspace.metadata.deletion_timestamp.is_some()
+            && (names(workspace, object.workspace_ref(), None)
+                || object.workspaces().iter().any(by_key))
+    };
+    requeue_when(controller, &ctx.relay, None, workspaces, held)
 }

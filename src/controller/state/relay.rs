@@ -21,34 +21,20 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use tokio::sync::mpsc;
 
+use crate::controller::process::Watchable;
+
 /// Requeues the objects of `objects` that `concerns` relates to a changed (or gone) object of
 /// kind `S` (one they refer to, or one referring to them), heard from `S`'s own watch in
 /// `namespace` (`None`: every watched namespace) once its cache holds the change: the one way a
 /// controller hears of the objects its own depend on or are held by (a Provider's Integration,
 /// the Configs naming a guardrail, the Workspace a `workspaceRef` names).
-pub fn requeue_when<S, K>(
+pub fn requeue_when<S: Watchable, K: Watchable>(
     controller: Controller<K>,
     relay: &Relay,
     namespace: Option<&str>,
     objects: Store<K>,
     concerns: impl Fn(&K, &S) -> bool + Send + Sync + 'static,
-) -> Controller<K>
-where
-    S: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug
-        + Send
-        + Sync
-        + 'static,
-{
+) -> Controller<K> {
     let stream = relay.subscribe::<S>(namespace.map(str::to_string));
     controller.watches_shared_stream(stream, move |source: Arc<S>| {
         objects

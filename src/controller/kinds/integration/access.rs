@@ -10,7 +10,12 @@ use crate::api::{self, Client};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::{Change, Cx};
 use crate::controller::error::{Error, Halt};
+use crate::controller::kinds::sub_resources;
 use crate::resources::integration::{Integration, IntegrationSpec, IntegrationStatus};
+
+/// The sub-resources, as messages name them.
+const ACCESS: &str = "workspace access";
+const MODELS: &str = "models";
 
 /// Brings the workspace access rows, then the model access, in line with the spec.
 pub(super) async fn sync(
@@ -49,19 +54,13 @@ pub(super) async fn differ(
 }
 
 async fn read_workspaces(client: &Client, key: &str) -> Result<api::IntegrationWorkspaces, Error> {
-    client
-        .integrations()
-        .workspaces(key)
-        .await
-        .map_err(|e| Error::api(format!("read the workspace access of integration {key}"), e))
+    let integrations = client.integrations();
+    sub_resources::read::<Integration, _>((ACCESS, key), integrations.workspaces(key)).await
 }
 
 async fn read_models(client: &Client, key: &str) -> Result<api::IntegrationModels, Error> {
-    client
-        .integrations()
-        .models(key)
-        .await
-        .map_err(|e| Error::api(format!("read the models of integration {key}"), e))
+    let integrations = client.integrations();
+    sub_resources::read::<Integration, _>((MODELS, key), integrations.models(key)).await
 }
 
 /// Merges the access rows the spec names and disables the workspaces it no longer lists, in
@@ -81,47 +80,22 @@ async fn apply_access(
         status.workspaces = spec.enabled_workspaces();
         return Ok(None);
     }
-    let describe = |enabled: bool| {
-        let ids: Vec<&str> = updates
-            .iter()
-            .filter(|u| u.enabled == enabled)
-            .map(|u| u.id.as_str())
-            .collect();
-        ids.join(", ")
-    };
-    let (granted, disabled) = (describe(true), describe(false));
-    let mut what = Vec::new();
-    if !granted.is_empty() {
-        what.push(format!("enabled or changed {granted}"));
-    }
-    if !disabled.is_empty() {
-        what.push(format!("disabled {disabled}"));
-    }
-    let what = what.join("; ");
-    cx.gate.intend(format!(
-        "would update the workspace access of integration {key}: {what}"
-    ));
+    let rows = updates.iter().map(|u| (u.id.as_str(), u.enabled));
+    let what = sub_resources::toggled(rows, "enabled or changed");
     let request = api::UpdateWorkspacesRequest {
         workspaces: updates,
         create_default_provider: Some(false),
         ..Default::default()
     };
-    cx.api(Op::Update)
-        .await?
-        .integrations()
-        .update_workspaces(key, &request)
-        .await
-        .map_err(|e| {
-            Error::api(
-                format!("update the workspace access of integration {key}"),
-                e,
-            )
-        })?;
-    status.workspaces = spec.enabled_workspaces();
-    Ok(Some(Change::new(
+    let change = sub_resources::write(
+        cx,
+        (ACCESS, key, &what),
         "AccessUpdated",
-        format!("workspace access of integration {key}: {what}"),
-    )))
+        |client| async move { client.integrations().update_workspaces(key, &request).await },
+    )
+    .await?;
+    status.workspaces = spec.enabled_workspaces();
+    Ok(Some(change))
 }
 
 /// One model access PUT when a listed model (or `allowAllModels`) differs.
@@ -142,17 +116,12 @@ async fn apply_models(
         (_, Some(all)) => format!("{} (allowAllModels {all})", slugs.join(", ")),
         (_, None) => slugs.join(", "),
     };
-    cx.gate.intend(format!(
-        "would update the models of integration {key}: {what}"
-    ));
-    cx.api(Op::Update)
-        .await?
-        .integrations()
-        .update_models(key, &request)
-        .await
-        .map_err(|e| Error::api(format!("update the models of integration {key}"), e))?;
-    Ok(Some(Change::new(
+    let change = sub_resources::write(
+        cx,
+        (MODELS, key, &what),
         "ModelsUpdated",
-        format!("models of integration {key}: {what}"),
-    )))
+        |client| async move { client.integrations().update_models(key, &request).await },
+    )
+    .await?;
+    Ok(Some(change))
 }

@@ -2,12 +2,11 @@
 //! McpIntegration against its deletion, and the watches that requeue one kind when the other
 //! changes (each heard from its kind's own watch: [`crate::controller::state::relay`]).
 
-use kube::ResourceExt;
-
 use crate::controller::Context;
-use crate::controller::driver::referenced::every;
+use crate::controller::driver::referenced::{names, qualified, users};
 use crate::controller::error::Halt;
-use crate::controller::state::claims::Claims;
+use crate::controller::state::claims::{Claims, refused_by_grants};
+use crate::controller::state::relay::requeue_when;
 use crate::resources::{McpIntegration, McpServer};
 
 /// The McpServer resources (as `namespace/name`) that instantiate `integration`: by resource
@@ -15,32 +14,18 @@ use crate::resources::{McpIntegration, McpServer};
 /// listed. A server that never made a remote server (or began to) does not count, nor one of
 /// another installation.
 pub async fn naming(integration: &McpIntegration, ctx: &Context) -> Result<Vec<String>, Halt> {
-    let servers =
-        every::<McpServer>(ctx, "whether an McpServer instantiates this integration").await?;
-    let mut users: Vec<String> = servers
-        .iter()
-        .filter(|s| !crate::controller::state::claims::refused_by_grants(s.as_ref()))
-        // One that never made (or began to make) a remote server holds nothing: any namespace
-        // could otherwise keep the organisation's integration alive by naming it.
-        .filter(|s| s.manages())
-        .filter(|s| !ctx.installation.is_theirs(s.as_ref()))
-        .filter(|s| instantiates(s, integration))
-        .map(|s| format!("{}/{}", s.namespace().unwrap_or_default(), s.name_any()))
-        .collect();
-    users.sort();
-    Ok(users)
+    let question = "whether an McpServer instantiates this integration";
+    // One that never made (or began to make) a remote server holds nothing: any namespace
+    // could otherwise keep the organisation's integration alive by naming it.
+    let uses = |s: &McpServer| !refused_by_grants(s) && s.manages() && instantiates(s, integration);
+    users(ctx, question, uses, qualified).await
 }
 
 /// True when `server` names `integration` (by resource, or by a key it recorded).
 fn instantiates(server: &McpServer, integration: &McpIntegration) -> bool {
-    let status = integration.status.as_ref();
-    let recorded = |id: &String| {
-        status.and_then(|s| s.id.as_ref()) == Some(id)
-            || status.and_then(|s| s.slug.as_ref()) == Some(id)
-    };
-    let name = integration.name_any();
-    server.spec.integration_ref.as_ref().map(|r| &r.name) == Some(&name)
-        || server.spec.integration_id.as_ref().is_some_and(recorded)
+    let spec = &server.spec;
+    let by_name = spec.integration_ref.as_ref().map(|r| r.name.as_str());
+    names(integration, by_name, spec.integration_id.as_deref())
 }
 
 /// A server's own triggers: the McpIntegration resource it names (a server waiting for it to
@@ -51,15 +36,10 @@ pub fn watch_inputs(
     _namespace: Option<&str>,
     servers: kube::runtime::reflector::Store<McpServer>,
 ) -> kube::runtime::controller::Controller<McpServer> {
-    crate::controller::state::relay::requeue_when(
-        controller,
-        &ctx.relay,
-        None,
-        servers,
-        |s: &McpServer, i: &McpIntegration| {
-            s.spec.integration_ref.as_ref().map(|r| r.name.as_str()) == i.metadata.name.as_deref()
-        },
-    )
+    let named_by = |s: &McpServer, i: &McpIntegration| {
+        s.spec.integration_ref.as_ref().map(|r| r.name.as_str()) == i.metadata.name.as_deref()
+    };
+    requeue_when(controller, &ctx.relay, None, servers, named_by)
 }
 
 /// Requeues the McpIntegrations McpServer resources name whenever one of those changes or
@@ -69,11 +49,6 @@ pub fn watch_servers(
     ctx: &Context,
     integrations: kube::runtime::reflector::Store<McpIntegration>,
 ) -> kube::runtime::controller::Controller<McpIntegration> {
-    crate::controller::state::relay::requeue_when(
-        controller,
-        &ctx.relay,
-        None,
-        integrations,
-        |i: &McpIntegration, s: &McpServer| instantiates(s, i),
-    )
+    let instantiated_by = |i: &McpIntegration, s: &McpServer| instantiates(s, i);
+    requeue_when(controller, &ctx.relay, None, integrations, instantiated_by)
 }

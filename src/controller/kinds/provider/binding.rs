@@ -9,15 +9,9 @@ use crate::controller::driver::Cx;
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::{ready_named, recorded_keys};
 use crate::controller::error::{Error, Halt};
+use crate::controller::kinds::bound::{Bound, recorded_keys_of};
 use crate::resources::integration::Integration;
 use crate::resources::provider::{Provider, ProviderStatus};
-
-/// The integration a provider binds: the UUID sent as `integration_id`, and what a provider
-/// read may name it by (its UUID and slug).
-pub(super) struct Bound {
-    pub(super) id: String,
-    pub(super) keys: Vec<String>,
-}
 
 /// What a provider read may name the provider's integration by, without an API call: the UUID
 /// and slug the Integration resource (`spec.integration`) recorded, or `spec.integrationId`
@@ -28,20 +22,9 @@ pub(super) fn integration_keys(
     status: &ProviderStatus,
 ) -> Vec<String> {
     let spec = &provider.spec;
-    let mut keys = Vec::new();
-    if let Some(id) = &spec.integration_id {
-        keys.push(id.clone());
-        keys.extend(status.integration_id.clone());
-    } else if let Some(recorded) = spec
-        .integration
-        .as_deref()
-        .and_then(|name| recorded_keys::<Integration>(ctx, name))
-    {
-        keys.extend(recorded);
-    }
-    keys.retain(|k| !k.is_empty());
-    keys.dedup();
-    keys
+    let by_name = spec.integration.as_deref();
+    let given = spec.integration_id.as_ref();
+    recorded_keys_of::<Integration>(ctx, by_name, given, status.integration_id.as_ref())
 }
 
 /// The integration the provider binds, once it can be bound here. `spec.integration`: the
@@ -66,7 +49,7 @@ pub(super) async fn bound_integration(
             let mut granted = vec![name.clone()];
             granted.extend(keys.iter().cloned());
             cx.gate.binding("spec.integration", &granted).await?;
-            Ok(Bound { id, keys })
+            Ok(Bound { id: Some(id), keys })
         }
         (None, None) => {
             Err(Error::InvalidSpec("set spec.integration or spec.integrationId".into()).into())
@@ -95,7 +78,7 @@ async fn remote_integration(
             }
             let resource = |entry: &str| recorded_keys::<Integration>(cx.ctx, entry);
             cx.gate.binding_remote(FIELD, &keys, resource).await?;
-            Ok(Bound { id, keys })
+            Ok(Bound { id: Some(id), keys })
         }
         Err(e) if e.is_not_found() => Err(Error::not_allowed(
             INTEGRATION_NOT_READY,
@@ -109,7 +92,7 @@ async fn remote_integration(
                 let id = given.to_string();
                 let mut keys = vec![id.clone()];
                 keys.extend(status.integration_id.filter(|i| i != given));
-                Ok(Bound { id, keys })
+                Ok(Bound { id: Some(id), keys })
             }
             Err(Error::NotAllowed { .. }) => Err(Error::api(
                 format!(

@@ -1,0 +1,79 @@
+//! What the organisation kinds that send values from Secrets no read shows (SecretReference,
+//! McpIntegration, Integration) are written with ([`Written`]), and how a change of those
+//! values is found: by the keyed hash of what was sent (`status.secretHash`), never by a read.
+
+use crate::controller::driver::create::body_hash;
+use crate::controller::driver::gate::tenant_id;
+use crate::controller::driver::verbs::Comparison;
+use crate::controller::driver::{Cx, Managed};
+
+/// What a kind sends: `values` (Secret values filled in), the hash of what a read never shows,
+/// and the tenant a create names; no `Debug`, so nothing prints the values. A kind's inputs are
+/// `None` in Observe, which reads no Secret.
+pub struct Written<T> {
+    pub values: T,
+    /// [`hash`]: what `status.secretHash` records; `None` when nothing is sent from a Secret.
+    pub hash: Option<String>,
+    /// The numeric tenant id the live API takes as `organisation_id`, when known.
+    pub organisation: Option<String>,
+}
+
+impl<T> Written<T> {
+    /// `values` for the object of `cx`, with their `hash` ([`hash`]) and the tenant of its
+    /// Connection.
+    pub fn new<K: Managed>(cx: &Cx<'_, K>, values: T, hash: Option<String>) -> Self {
+        Self {
+            values,
+            hash,
+            organisation: tenant_id(cx.ctx, cx.object.connection_name()),
+        }
+    }
+}
+
+/// What a read never shows of the object of `cx` (`unreadable`), hashed with the operator's key
+/// and the object's uid ([`body_hash`]): what `status.secretHash` records.
+pub fn hash<K: Managed>(cx: &Cx<'_, K>, unreadable: &impl serde::Serialize) -> Option<String> {
+    body_hash(
+        &cx.ctx.hash_key,
+        cx.object.meta().uid.as_deref(),
+        unreadable,
+    )
+}
+
+/// The hash of what `desired` sends from Secrets, for `status.secretHash`.
+pub fn sent_hash<T>(desired: &Option<Written<T>>) -> Option<String> {
+    desired.as_ref().and_then(|w| w.hash.clone())
+}
+
+/// What a create sends besides the spec: the values (none in Observe, which never creates) and
+/// the tenant.
+pub fn create_parts<T: Clone + Default>(desired: &Option<Written<T>>) -> (T, Option<String>) {
+    match desired {
+        Some(w) => (w.values.clone(), w.organisation.clone()),
+        None => Default::default(),
+    }
+}
+
+/// The readable fields that differ (`differs`, `immutable`), and `field` besides when what is
+/// sent from Secrets is not what `recorded` (`status.secretHash`) says was sent: an input, never
+/// an outside edit.
+pub fn compare<T>(
+    desired: &Option<Written<T>>,
+    recorded: &Option<String>,
+    field: &'static str,
+    (immutable, mut differs): (Vec<&'static str>, Vec<&'static str>),
+) -> Comparison {
+    let mut inputs = Vec::new();
+    if desired
+        .as_ref()
+        .is_some_and(|w| w.hash.is_some() && w.hash != *recorded)
+    {
+        differs.push(field);
+        inputs.push(field);
+    }
+    Comparison {
+        immutable,
+        differs,
+        inputs,
+    }
+}
