@@ -36,9 +36,8 @@ macro_rules! identified {
 }
 
 identified!(
-    api::Created,
+    api::Created, // also `api::ProviderWritten`, its alias
     api::IntegrationCreated,
-    api::ProviderWritten,
     api::SecretReference,
     api::McpIntegration,
     api::Integration,
