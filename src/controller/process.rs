@@ -311,16 +311,22 @@ fn listed_kind<K: drift::Listed>(
     }
 }
 
+/// The reconciles of one kind running at once, over all its controllers (one per watched
+/// namespace): `--concurrency` is per kind. `None`: any number (`--concurrency 0`).
+type Slots = Option<Arc<tokio::sync::Semaphore>>;
+
 fn spawn_kind<K: Managed>(
     ctx: &Arc<Context>,
     namespace: &Option<String>,
     concurrency: u16,
+    slots: &Slots,
     setup: &KindSetup<K>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(run_kind::<K>(
         ctx.clone(),
         namespace.clone(),
         concurrency,
+        slots.clone(),
         setup.clone(),
     ))
 }
@@ -329,6 +335,7 @@ async fn run_kind<K: Managed>(
     ctx: Arc<Context>,
     namespace: Option<String>,
     concurrency: u16,
+    slots: Slots,
     setup: KindSetup<K>,
 ) {
     let KindSetup {
@@ -446,7 +453,21 @@ async fn run_kind<K: Managed>(
     }
     let controller = controller
         .shutdown_on_signal()
-        .run(driver::reconcile::<K>, driver::error_policy::<K>, ctx)
+        .run(
+            move |object, ctx| {
+                let slots = slots.clone();
+                async move {
+                    // Held for the reconcile: a slot of the kind's, shared by its namespaces.
+                    let _slot = match slots {
+                        Some(slots) => slots.acquire_owned().await.ok(),
+                        None => None,
+                    };
+                    driver::reconcile::<K>(object, ctx).await
+                }
+            },
+            driver::error_policy::<K>,
+            ctx,
+        )
         .for_each(|result| async move {
             if let Err(e) = result {
                 controller_error(K::KIND, &e);
@@ -734,13 +755,17 @@ impl Spawner<'_> {
     }
 
     fn spawn<K: Managed>(&mut self, setup: KindSetup<K>) {
+        // With `--namespace` a kind has a controller per namespace: at 24 namespaces, 96
+        // reconciles of a kind ran at once where `--concurrency 4` said four.
+        let slots = (self.concurrency > 0)
+            .then(|| Arc::new(tokio::sync::Semaphore::new(usize::from(self.concurrency))));
         if K::NAMESPACED {
             for namespace in self.namespaces {
-                let task = spawn_kind(self.ctx, namespace, self.concurrency, &setup);
+                let task = spawn_kind(self.ctx, namespace, self.concurrency, &slots, &setup);
                 self.tasks.push(task);
             }
         } else {
-            let task = spawn_kind(self.ctx, &None, self.concurrency, &setup);
+            let task = spawn_kind(self.ctx, &None, self.concurrency, &slots, &setup);
             self.tasks.push(task);
         }
     }
