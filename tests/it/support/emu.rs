@@ -87,6 +87,14 @@ impl Emu {
         self.control(Method::GET, "/_emulator/state", None).await.1
     }
 
+    /// The record of the state's `collection` whose `id` is `id`; `Null` when there is none.
+    pub async fn state_record(&self, collection: &str, id: &str) -> Value {
+        self.state().await[collection]
+            .as_array()
+            .and_then(|all| all.iter().find(|r| r["id"] == id).cloned())
+            .unwrap_or(Value::Null)
+    }
+
     /// Creates with `POST path`; the receipt, which holds `id`, `object` and `slug` only.
     pub async fn post_receipt(&self, path: &str, body: Value) -> Value {
         let (status, receipt) = self.post(path, body).await;
