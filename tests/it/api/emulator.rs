@@ -1433,14 +1433,7 @@ async fn guardrails_are_created_read_updated_and_deleted_on_both_planes() {
         );
         assert_eq!(read["checks"][0]["parameters"]["rule"], "x");
     }
-    let state = emu.state().await;
-    let stored = state["guardrails"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["slug"] == slug.as_str())
-        .unwrap()
-        .clone();
+    let stored = emu.state_record("guardrails", "slug", &slug).await;
     assert_eq!(stored["checks"][0]["parameters"]["api_key"], "sk-airs-1");
     // Lists show summaries, never checks.
     let (_, list) = emu.get("/ai_gw/v2/guardrails").await;

@@ -46,7 +46,7 @@ impl Emu {
     /// The dump of one key from `GET /_emulator/state`.
     async fn dumped(&self, key_path: &str) -> Value {
         let id = id_of(key_path);
-        self.state_record("api_keys", id).await
+        self.state_record("api_keys", "id", id).await
     }
 }
 

@@ -41,7 +41,7 @@ impl Emu {
     /// The dump of one policy from `GET /_emulator/state`.
     async fn dumped_policy(&self, policy_path: &str) -> Value {
         let id = policy_path.rsplit('/').next().unwrap_or_default();
-        self.state_record("usage_limits", id).await
+        self.state_record("usage_limits", "id", id).await
     }
 }
 

@@ -87,11 +87,12 @@ impl Emu {
         self.control(Method::GET, "/_emulator/state", None).await.1
     }
 
-    /// The record of the state's `collection` whose `id` is `id`; `Null` when there is none.
-    pub async fn state_record(&self, collection: &str, id: &str) -> Value {
+    /// The record of the state's `collection` whose `field` is `value`; `Null` when there is
+    /// none.
+    pub async fn state_record(&self, collection: &str, field: &str, value: &str) -> Value {
         self.state().await[collection]
             .as_array()
-            .and_then(|all| all.iter().find(|r| r["id"] == id).cloned())
+            .and_then(|all| all.iter().find(|r| r[field] == value).cloned())
             .unwrap_or(Value::Null)
     }
 
