@@ -201,8 +201,8 @@ impl ConfigRecord {
     }
 }
 
-/// Rewrites the `config` string of a read as the `normalise` and `mask_credentials` faults say.
-fn shape_document(value: &mut Value, faults: &Faults) {
+/// A read with its `config` string rewritten as the `normalise` and `mask_credentials` faults say.
+fn shaped(mut value: Value, faults: &Faults) -> Value {
     if let Some(text) = value["config"].as_str() {
         value["config"] = json!(normalise::config_text(
             text,
@@ -210,6 +210,20 @@ fn shape_document(value: &mut Value, faults: &Faults) {
             faults.mask_credentials
         ));
     }
+    value
+}
+
+/// The answer to a read of the config `slug` (slug or id): what `read` makes of its record under
+/// the faults in force.
+fn read_config(
+    state: &ConfigsState,
+    slug: &str,
+    read: impl FnOnce(&ConfigRecord, &Faults) -> Value,
+) -> ApiResult<Response> {
+    let faults = state.faults();
+    let store = lock(&state.store);
+    let body = read(store.get(state, slug)?, &faults);
+    Ok(normalise::reply(&body, faults.normalise))
 }
 
 /// `POST /ai_gw/v2/configs` → `{id, version_id, slug, object: "config"}`.
@@ -290,12 +304,9 @@ pub async fn get(
     State(state): State<ConfigsState>,
     Path(slug): Path<String>,
 ) -> ApiResult<Response> {
-    let faults = state.faults();
-    let store = lock(&state.store);
-    let record = store.get(&state, &slug)?;
-    let mut value = record.detail();
-    shape_document(&mut value, &faults);
-    Ok(normalise::reply(&value, faults.normalise))
+    read_config(&state, &slug, |record, faults| {
+        shaped(record.detail(), faults)
+    })
 }
 
 /// `PUT /ai_gw/v2/configs/{slug}` with `{name?, config?, status?}` → `{success, data: {version_id}}`.
@@ -347,19 +358,13 @@ pub async fn versions(
     State(state): State<ConfigsState>,
     Path(slug): Path<String>,
 ) -> ApiResult<Response> {
-    let faults = state.faults();
-    let store = lock(&state.store);
-    let record = store.get(&state, &slug)?;
-    let data: Vec<Value> = record
-        .versions
-        .iter()
-        .rev()
-        .map(|version| {
-            let mut value = record.version_detail(version);
-            shape_document(&mut value, &faults);
-            value
-        })
-        .collect();
-    let body = json!({ "object": "list", "total": data.len(), "data": data });
-    Ok(normalise::reply(&body, faults.normalise))
+    read_config(&state, &slug, |record, faults| {
+        let data: Vec<Value> = record
+            .versions
+            .iter()
+            .rev()
+            .map(|version| shaped(record.version_detail(version), faults))
+            .collect();
+        json!({ "object": "list", "total": data.len(), "data": data })
+    })
 }

@@ -8,10 +8,12 @@
 //! migration must never delete them. Switch to `Delete`/`Archive` once Git owns an object.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Debug;
 use std::path::Path;
 
 use kube::api::ObjectMeta;
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use super::GitopsError;
 use super::mask::{Masking, add_references, secret_paths, secret_pointers};
@@ -172,11 +174,7 @@ pub async fn live_records<K>(
     what: &str,
 ) -> Result<Vec<LiveRecord>, GitopsError>
 where
-    K: kube::Resource<DynamicType = ()>
-        + Serialize
-        + serde::de::DeserializeOwned
-        + Clone
-        + std::fmt::Debug,
+    K: kube::Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
 {
     let (objects, unreadable) = crate::resources::readable::list_readable::<K>(kube, None)
         .await
@@ -219,11 +217,7 @@ async fn live_refs_of<K>(
     live: &mut LiveSecrets,
 ) -> Result<(), GitopsError>
 where
-    K: kube::Resource<DynamicType = ()>
-        + Serialize
-        + serde::de::DeserializeOwned
-        + Clone
-        + std::fmt::Debug,
+    K: kube::Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
 {
     for record in live_records::<K>(kube, what).await? {
         if record.current.is_empty() {
@@ -412,6 +406,23 @@ impl<'o> Builder<'o> {
         }
     }
 
+    /// `workspace` (`--workspace-id`) for a kind exported per workspace only; without one, the
+    /// `count` objects listed are said skipped (`what`: "providers: exported per workspace
+    /// only").
+    fn per_workspace<'w>(
+        &mut self,
+        workspace: Option<&'w str>,
+        count: usize,
+        what: &str,
+    ) -> Option<&'w str> {
+        if workspace.is_none() && count > 0 {
+            self.export
+                .skipped
+                .push(format!("{count} {what}; pass --workspace-id"));
+        }
+        workspace
+    }
+
     fn meta(&mut self, kind: &'static str, wanted: &str, fallback: &str) -> ObjectMeta {
         let base = kubernetes_name(wanted)
             .or_else(|| kubernetes_name(fallback))
@@ -439,13 +450,24 @@ impl<'o> Builder<'o> {
         field: &str,
     ) -> bool {
         let found = document.map(|d| secret_paths(d, field)).unwrap_or_default();
+        self.none_or_skipped(&what, &found, |at| {
+            format!("inline secrets at {at}; move them to a secret reference or virtual key, or write its manifest by hand")
+        })
+    }
+
+    /// True when `found` (paths of values that must not land in Git) is empty; otherwise false,
+    /// and `what` recorded as skipped: it holds what `holds` says is at those paths.
+    fn none_or_skipped(
+        &mut self,
+        what: &str,
+        found: &[String],
+        holds: impl FnOnce(String) -> String,
+    ) -> bool {
         if found.is_empty() {
             return true;
         }
-        self.export.skipped.push(format!(
-            "{what}: holds inline secrets at {}; move them to a secret reference or virtual key, or write its manifest by hand",
-            found.join(", ")
-        ));
+        let holds = holds(found.join(", "));
+        self.export.skipped.push(format!("{what}: holds {holds}"));
         false
     }
 
@@ -468,14 +490,9 @@ impl<'o> Builder<'o> {
         let current = self.options.live_secret_refs.get(key).into_iter().flatten();
         let current: Vec<&str> = current.map(|r| r.path.as_str()).collect();
         stray.retain(|pointer| !current.contains(&pointer.as_str()));
-        if stray.is_empty() {
-            return true;
-        }
-        self.export.skipped.push(format!(
-            "{what}: holds a value of a Secret its resource takes values from at {}, outside its secretRefs paths; apply the resource so the operator rewrites the document, then export again",
-            stray.join(", ")
-        ));
-        false
+        self.none_or_skipped(what, &stray, |at| {
+            format!("a value of a Secret its resource takes values from at {at}, outside its secretRefs paths; apply the resource so the operator rewrites the document, then export again")
+        })
     }
 
     /// Inline secrets of the document (never exported) become `spec.secretRefs` to a Secret

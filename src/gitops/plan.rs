@@ -518,17 +518,22 @@ pub(super) fn status_of<K: HasStatus<Status: Default>>(managed: Option<K>) -> K:
         .unwrap_or_default()
 }
 
-/// The counterpart (`what`, in messages) as `get` reads it by its key: `None` when there is
-/// none, or the API does not know it.
-pub(super) async fn read_counterpart<T>(
-    counterpart: Option<&Counterpart>,
+/// The counterpart the live resource recorded (`recorded`), else the one the spec's `slug`
+/// names ([`Counterpart::recorded_or_slug`]), with the remote object as `get` reads it (`what`,
+/// in messages): `None` when there is none, or the API does not know it.
+pub(super) async fn read_recorded_or_slug<T>(
+    (recorded, slug): (Option<&String>, Option<&String>),
     what: &str,
     get: impl AsyncFnOnce(&str) -> Result<T, ApiError>,
-) -> Result<Option<T>, GitopsError> {
-    match counterpart {
-        Some(c) => found(&format!("{what} {}", c.key), get(&c.key).await),
-        None => Ok(None),
-    }
+) -> Result<Option<(Counterpart, T)>, GitopsError> {
+    let Some(counterpart) = Counterpart::recorded_or_slug(recorded, slug) else {
+        return Ok(None);
+    };
+    let remote = found(
+        &format!("{what} {}", counterpart.key),
+        get(&counterpart.key).await,
+    )?;
+    Ok(remote.map(|remote| (counterpart, remote)))
 }
 
 /// The entry of a create: every field of `desired` but those in `skip`.

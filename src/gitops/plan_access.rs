@@ -8,8 +8,8 @@ use serde_json::{Value, json};
 use super::GitopsError;
 use super::mask::{Masking, hide_unconfirmed};
 use super::plan::{
-    Action, Counterpart, Entry, Live, compared, create_changes, creating, entry, field_changes,
-    immutable_differs, live_cluster_object, live_object, plain_changes, read_counterpart,
+    Action, Entry, Live, compared, create_changes, creating, entry, field_changes,
+    immutable_differs, live_cluster_object, live_object, plain_changes, read_recorded_or_slug,
     status_of, to_json, with_hidden,
 };
 use super::plan_claims::{Claimed, Own, claimed};
@@ -61,12 +61,12 @@ pub(super) async fn plan_integration(
         managed.is_some() && paths(&earlier) != paths(&SecretDocument::secret_refs(spec));
     let status = managed.and_then(|m| m.status).unwrap_or_default();
     // The live resource's integration, else the one its slug names (adopted if it exists).
-    let counterpart = Counterpart::recorded_or_slug(status.id.as_ref(), spec.slug.as_ref());
-    let remote = read_counterpart(counterpart.as_ref(), "integration", async |key| {
+    let keys = (status.id.as_ref(), spec.slug.as_ref());
+    let found = read_recorded_or_slug(keys, "integration", async |key| {
         api.integrations().get(key).await
     })
     .await?;
-    let (Some(counterpart), Some(remote)) = (counterpart, remote) else {
+    let Some((counterpart, remote)) = found else {
         return Ok(match invalid {
             Some(reason) => entry(Action::Conflict, None, creation(), Some(reason)),
             None => entry(Action::Create, None, creation(), None),
@@ -231,12 +231,12 @@ pub(super) async fn plan_provider(
         )
     };
     let status = status_of(live_object(live, provider).await?);
-    let counterpart = Counterpart::recorded_or_slug(status.id.as_ref(), spec.slug.as_ref());
-    let remote = read_counterpart(counterpart.as_ref(), "provider", async |key| {
+    let keys = (status.id.as_ref(), spec.slug.as_ref());
+    let found = read_recorded_or_slug(keys, "provider", async |key| {
         api.providers().get(key, Some(spec.workspace())).await
     })
     .await?;
-    let (Some(counterpart), Some(remote)) = (counterpart, remote) else {
+    let Some((counterpart, remote)) = found else {
         return Ok(entry(Action::Create, None, creation(), None));
     };
     let current = json!({
@@ -293,12 +293,12 @@ pub(super) async fn plan_secret_reference(
         spec.auth_config_secret_ref.name
     ));
     let status = status_of(live_cluster_object(live, reference).await?);
-    let counterpart = Counterpart::recorded_or_slug(status.id.as_ref(), spec.slug.as_ref());
-    let remote = read_counterpart(counterpart.as_ref(), "secret reference", async |key| {
+    let keys = (status.id.as_ref(), spec.slug.as_ref());
+    let found = read_recorded_or_slug(keys, "secret reference", async |key| {
         api.secret_references().get(key).await
     })
     .await?;
-    let (Some(counterpart), Some(remote)) = (counterpart, remote) else {
+    let Some((counterpart, remote)) = found else {
         return Ok(creating(&desired, &["slug"]));
     };
     let immutable = spec.immutable_conflicts(&remote);

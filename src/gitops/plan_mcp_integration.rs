@@ -8,8 +8,8 @@ use serde_json::json;
 
 use super::GitopsError;
 use super::plan::{
-    Action, Counterpart, Entry, Live, compared, creating, entry, immutable_differs,
-    live_cluster_object, plain_changes, read_counterpart, status_of, to_json,
+    Action, Entry, Live, compared, creating, entry, immutable_differs, live_cluster_object,
+    plain_changes, read_recorded_or_slug, status_of, to_json,
 };
 use crate::api::Client;
 use crate::resources::McpIntegration;
@@ -25,12 +25,12 @@ pub(super) async fn plan_mcp_integration(
         desired["configurationsSecretRef"] = json!(format!("(every key of secret {})", named.name));
     }
     let status = status_of(live_cluster_object(live, integration).await?);
-    let counterpart = Counterpart::recorded_or_slug(status.id.as_ref(), spec.slug.as_ref());
-    let remote = read_counterpart(counterpart.as_ref(), "MCP integration", async |key| {
+    let keys = (status.id.as_ref(), spec.slug.as_ref());
+    let found = read_recorded_or_slug(keys, "MCP integration", async |key| {
         api.mcp_integrations().get(key).await
     })
     .await?;
-    let (Some(counterpart), Some(remote)) = (counterpart, remote) else {
+    let Some((counterpart, remote)) = found else {
         return Ok(creating(&desired, &["slug"]));
     };
     if let Some(workspace) = &remote.workspace_id {

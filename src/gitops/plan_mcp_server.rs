@@ -7,8 +7,8 @@ use serde_json::json;
 
 use super::GitopsError;
 use super::plan::{
-    Action, Counterpart, Entry, Live, compared, creating, entry, field_changes, live_object,
-    read_counterpart, status_of, to_json,
+    Action, Entry, Live, compared, creating, entry, field_changes, live_object,
+    read_recorded_or_slug, status_of, to_json,
 };
 use crate::api::{Client, McpServersListQuery};
 use crate::resources::McpServer;
@@ -22,12 +22,12 @@ pub(super) async fn plan_mcp_server(
     let spec = &server.spec;
     let desired = to_json(spec);
     let status = status_of(live_object(live, server).await?);
-    let counterpart = Counterpart::recorded_or_slug(status.id.as_ref(), spec.slug.as_ref());
-    let remote = read_counterpart(counterpart.as_ref(), "MCP server", async |key| {
+    let keys = (status.id.as_ref(), spec.slug.as_ref());
+    let found = read_recorded_or_slug(keys, "MCP server", async |key| {
         api.mcp_servers().get(key).await
     })
     .await?;
-    let (Some(counterpart), Some(mut remote)) = (counterpart, remote) else {
+    let Some((counterpart, mut remote)) = found else {
         let fields = ["slug", "integrationRef", "integrationId", "userAccess"];
         return Ok(creating(&desired, &fields));
     };

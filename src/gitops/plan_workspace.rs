@@ -6,8 +6,8 @@ use serde_json::{Value, json};
 
 use super::GitopsError;
 use super::plan::{
-    Action, Counterpart, Entry, Live, compared, creating, entry, live_cluster_object,
-    plain_changes, read_counterpart, status_of, to_json,
+    Action, Entry, Live, compared, creating, entry, live_cluster_object, plain_changes,
+    read_recorded_or_slug, status_of, to_json,
 };
 use super::validate::Object;
 use crate::api::{self, Client};
@@ -23,12 +23,12 @@ pub(super) async fn plan_workspace(
     let spec = &workspace.spec;
     let desired = to_json(spec);
     let status = status_of(live_cluster_object(live, workspace).await?);
-    let counterpart = Counterpart::recorded_or_slug(status.id.as_ref(), spec.slug.as_ref());
-    let remote = read_counterpart(counterpart.as_ref(), "workspace", async |key| {
+    let keys = (status.id.as_ref(), spec.slug.as_ref());
+    let found = read_recorded_or_slug(keys, "workspace", async |key| {
         api.workspaces().get(key).await
     })
     .await?;
-    let (Some(counterpart), Some(remote)) = (counterpart, remote) else {
+    let Some((counterpart, remote)) = found else {
         if let Some(slug) = &spec.slug {
             return Ok(entry(
                 Action::Conflict,

@@ -3,7 +3,6 @@
 
 use crate::api;
 use crate::resources::common::DeletionPolicy;
-use crate::resources::common::ManagementPolicy;
 use crate::resources::config::ConfigSpec;
 use crate::resources::deployment::DeploymentSpec;
 use crate::resources::guardrail::{
@@ -28,10 +27,7 @@ pub fn config_spec(remote: &api::ConfigDetail) -> ConfigSpec {
         resource_refs: Vec::new(),
         state: Some(remote.status.clone()).filter(|s| !s.is_empty()),
         deletion_policy: DeletionPolicy::Orphan,
-        managed: crate::resources::managed_spec::ManagedSpec {
-            management_policy: ManagementPolicy::Full,
-            connection_ref: None,
-        },
+        managed: Default::default(),
         promotion: None,
     }
 }
@@ -84,10 +80,7 @@ pub fn guardrail_definition(remote: &api::GuardrailDetails) -> GuardrailDefiniti
         },
         secret_refs: Vec::new(),
         deletion_policy: DeletionPolicy::Orphan,
-        managed: crate::resources::managed_spec::ManagedSpec {
-            management_policy: ManagementPolicy::Full,
-            connection_ref: None,
-        },
+        managed: Default::default(),
         promotion: None,
         // Absent: an adopted guardrail's MCP server mappings are left as they are.
         mcp_servers: None,

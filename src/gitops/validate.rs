@@ -819,6 +819,15 @@ mod tests {
         Validator::new().validate(&loaded)
     }
 
+    /// Each problem of `report` as (path, message).
+    fn paths_and_messages(report: &Report) -> Vec<(&str, &str)> {
+        report
+            .problems
+            .iter()
+            .map(|p| (p.path.as_str(), p.message.as_str()))
+            .collect()
+    }
+
     const POLICY: &str = "apiVersion: aigw.io/v1alpha1\nkind: RateLimitsPolicy\nmetadata: {name: p, namespace: team-a}\nspec: {type: requests, unit: rpm, value: 10, conditions: [{key: workspace_id, value: ws}], groupBy: [{key: api_key}]}\n";
 
     #[test]
@@ -889,11 +898,7 @@ mod tests {
         // 150 levels: past the YAML parser's own recursion limit (128), still named.
         for levels in [32, 150] {
             let report = validate(&config.replace("DOC", &nested_yaml(levels)));
-            let problems: Vec<_> = report
-                .problems
-                .iter()
-                .map(|p| (p.path.as_str(), p.message.as_str()))
-                .collect();
+            let problems = paths_and_messages(&report);
             assert_eq!(problems.len(), 1, "{levels}: {problems:?}");
             assert_eq!(problems[0].0, "spec.config", "{levels}");
             assert!(
@@ -942,11 +947,7 @@ mod tests {
             values.join(", ")
         );
         let report = validate(&config);
-        let problems: Vec<_> = report
-            .problems
-            .iter()
-            .map(|p| (p.path.as_str(), p.message.as_str()))
-            .collect();
+        let problems = paths_and_messages(&report);
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert_eq!(problems[0].0, "spec.config");
         assert!(
@@ -1017,20 +1018,17 @@ mod tests {
         };
         let guardrails = "apiVersion: aigw.io/v1alpha1\nkind: Guardrail\nmetadata: {name: g, namespace: a}\nspec: {name: g, slug: s1, checks: []}\n---\napiVersion: aigw.io/v1alpha1\nkind: ClusterGuardrail\nmetadata: {name: c}\nspec: {name: c, slug: s1, checks: []}\n";
         assert_eq!(claimed_twice(guardrails), ["ClusterGuardrail c spec.slug"]);
+        let with_id = |text: &str| text.replace("spec: {", "spec: {policyId: p1, ");
         let policies = format!(
             "{}---\n{}",
-            POLICY.replace("spec: {", "spec: {policyId: p1, "),
-            POLICY
-                .replace("RateLimitsPolicy", "UsageLimitsPolicy")
-                .replace("spec: {", "spec: {policyId: p1, ")
+            with_id(POLICY),
+            with_id(&POLICY.replace("RateLimitsPolicy", "UsageLimitsPolicy"))
         );
         assert_eq!(claimed_twice(&policies), Vec::<String>::new());
         let twice = format!(
             "{}---\n{}",
-            POLICY.replace("spec: {", "spec: {policyId: p1, "),
-            POLICY
-                .replace("name: p,", "name: q,")
-                .replace("spec: {", "spec: {policyId: p1, ")
+            with_id(POLICY),
+            with_id(&POLICY.replace("name: p,", "name: q,"))
         );
         assert_eq!(
             claimed_twice(&twice),

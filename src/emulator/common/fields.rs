@@ -52,14 +52,26 @@ fn present<'a>(body: &'a Object, field: &str) -> Option<&'a Value> {
     body.get(field).filter(|value| !value.is_null())
 }
 
+/// A present field as `take` reads it; a 400 saying the field must be `what` ("a string") when
+/// `take` cannot.
+fn opt_as<T>(
+    body: &Object,
+    field: &str,
+    what: &str,
+    take: impl FnOnce(&Value) -> Option<T>,
+) -> ApiResult<Option<T>> {
+    let Some(value) = present(body, field) else {
+        return Ok(None);
+    };
+    take(value)
+        .map(Some)
+        .ok_or_else(|| EmulatorError::validation(format!("{field} must be {what}")))
+}
+
 pub fn opt_str(body: &Object, field: &str) -> ApiResult<Option<String>> {
-    match present(body, field) {
-        None => Ok(None),
-        Some(Value::String(text)) => Ok(Some(text.clone())),
-        Some(_) => Err(EmulatorError::validation(format!(
-            "{field} must be a string"
-        ))),
-    }
+    opt_as(body, field, "a string", |value| {
+        value.as_str().map(str::to_owned)
+    })
 }
 
 pub fn req_str(body: &Object, field: &str) -> ApiResult<String> {
@@ -133,15 +145,15 @@ pub fn reject_changes(body: &Object, fixed: &[(&str, Value)], remedy: &str) -> A
 
 /// A boolean; the API also takes (and returns) 0/1 integers for flags.
 pub fn opt_bool(body: &Object, field: &str) -> ApiResult<Option<bool>> {
-    match present(body, field) {
-        None => Ok(None),
-        Some(Value::Bool(flag)) => Ok(Some(*flag)),
-        Some(Value::Number(n)) if n.as_u64() == Some(0) => Ok(Some(false)),
-        Some(Value::Number(n)) if n.as_u64() == Some(1) => Ok(Some(true)),
-        Some(_) => Err(EmulatorError::validation(format!(
-            "{field} must be a boolean (or 0/1)"
-        ))),
-    }
+    opt_as(body, field, "a boolean (or 0/1)", |value| match value {
+        Value::Bool(flag) => Some(*flag),
+        Value::Number(n) => match n.as_u64() {
+            Some(0) => Some(false),
+            Some(1) => Some(true),
+            _ => None,
+        },
+        _ => None,
+    })
 }
 
 pub fn opt_enum(body: &Object, field: &str, allowed: &[&str]) -> ApiResult<Option<String>> {
@@ -163,13 +175,7 @@ pub fn check_enum(field: &str, value: Option<&str>, allowed: &[&str]) -> ApiResu
 }
 
 pub fn opt_object(body: &Object, field: &str) -> ApiResult<Option<Object>> {
-    match present(body, field) {
-        None => Ok(None),
-        Some(Value::Object(map)) => Ok(Some(map.clone())),
-        Some(_) => Err(EmulatorError::validation(format!(
-            "{field} must be an object"
-        ))),
-    }
+    opt_as(body, field, "an object", |value| value.as_object().cloned())
 }
 
 /// A required object field.
@@ -197,30 +203,20 @@ pub fn opt_string_map(body: &Object, field: &str) -> ApiResult<Option<Object>> {
 }
 
 pub fn opt_str_list(body: &Object, field: &str) -> ApiResult<Option<Vec<String>>> {
-    match present(body, field) {
-        None => Ok(None),
-        Some(Value::Array(items)) => items
+    opt_as(body, field, "an array of strings", |value| {
+        let items = value.as_array()?;
+        items
             .iter()
             .map(|item| item.as_str().map(str::to_owned))
-            .collect::<Option<Vec<_>>>()
-            .map(Some)
-            .ok_or_else(|| {
-                EmulatorError::validation(format!("{field} must be an array of strings"))
-            }),
-        Some(_) => Err(EmulatorError::validation(format!(
-            "{field} must be an array of strings"
-        ))),
-    }
+            .collect()
+    })
 }
 
 pub fn opt_number(body: &Object, field: &str) -> ApiResult<Option<Number>> {
-    match present(body, field) {
-        None => Ok(None),
-        Some(Value::Number(n)) if n.as_f64().is_some_and(|f| f >= 0.0) => Ok(Some(n.clone())),
-        Some(_) => Err(EmulatorError::validation(format!(
-            "{field} must be a non-negative number"
-        ))),
-    }
+    opt_as(body, field, "a non-negative number", |value| match value {
+        Value::Number(n) if n.as_f64().is_some_and(|f| f >= 0.0) => Some(n.clone()),
+        _ => None,
+    })
 }
 
 /// A number that may be absent but not `null`: the API rejects `null` for its required numbers.

@@ -40,6 +40,7 @@ use serde_json::{Map, Value, json};
 
 use super::common::{
     errors::{ApiResult, EmulatorError},
+    fields,
     state::{KindState, lock},
 };
 use log::timestamp;
@@ -118,12 +119,7 @@ pub async fn groups(
     Path(dimension): Path<String>,
     Query(pairs): Query<Vec<(String, String)>>,
 ) -> ApiResult<Json<Value>> {
-    if !DIMENSIONS.contains(&dimension.as_str()) {
-        return Err(invalid(format!(
-            "dimension must be one of {}",
-            DIMENSIONS.join(", ")
-        )));
-    }
+    fields::check_enum("dimension", Some(&dimension), DIMENSIONS)?;
     let filters = Filters::parse(&pairs)?;
     let log = lock(&state.store);
     let rows: Vec<&LogRow> = log.rows().filter(|row| filters.matches(row)).collect();
@@ -200,12 +196,7 @@ pub async fn charts(
     Path(metric): Path<String>,
     Query(pairs): Query<Vec<(String, String)>>,
 ) -> ApiResult<Json<Value>> {
-    if !METRICS.contains(&metric.as_str()) {
-        return Err(invalid(format!(
-            "metric must be one of {}",
-            METRICS.join(", ")
-        )));
-    }
+    fields::check_enum("metric", Some(&metric), METRICS)?;
     let filters = Filters::parse(&pairs)?;
     let filtered = matches!(metric.as_str(), "requests" | "cost" | "tokens" | "latency");
     let log = lock(&state.store);

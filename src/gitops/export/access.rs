@@ -8,8 +8,8 @@ use serde_json::{Map, Value};
 use super::{Builder, GitopsError, placeholder_secret};
 use crate::api::secret_fields::is_header_map;
 use crate::api::{self, Client, IntegrationsListQuery, ProvidersListQuery};
+use crate::resources::common::CLUSTER_READABLE;
 use crate::resources::common::DeletionPolicy;
-use crate::resources::common::{CLUSTER_READABLE, ManagementPolicy};
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
 use crate::resources::integration::{
     Integration, IntegrationSpec, KeySecretRef, SecretMapping, WorkspaceAccess,
@@ -72,13 +72,8 @@ pub(super) async fn export_providers(
         .list(&query)
         .await
         .map_err(|e| GitopsError::api("failed to list providers", e))?;
-    let Some(workspace) = workspace else {
-        if !providers.is_empty() {
-            out.export.skipped.push(format!(
-                "{} providers: exported per workspace only (their rows do not name it); pass --workspace-id",
-                providers.len()
-            ));
-        }
+    let what = "providers: exported per workspace only (their rows do not name it)";
+    let Some(workspace) = out.per_workspace(workspace, providers.len(), what) else {
         return Ok(());
     };
     for remote in &providers {
@@ -110,10 +105,7 @@ impl Builder<'_> {
             expires_at: remote.expires_at.clone(),
             reset_usage: None,
             deletion_policy: DeletionPolicy::Orphan,
-            managed: crate::resources::managed_spec::ManagedSpec {
-                management_policy: ManagementPolicy::Full,
-                connection_ref: None,
-            },
+            managed: Default::default(),
         };
         let object = Provider {
             metadata,
@@ -182,10 +174,7 @@ impl Builder<'_> {
             models: None,
             secret_mappings: exported_mappings(remote.secret_mappings.as_deref()),
             deletion_policy: DeletionPolicy::Orphan,
-            managed: crate::resources::managed_spec::ManagedSpec {
-                management_policy: ManagementPolicy::Full,
-                connection_ref: None,
-            },
+            managed: Default::default(),
         };
         let object = Integration {
             metadata,
@@ -307,32 +296,40 @@ fn exported_mappings(remote: Option<&[Value]>) -> Option<Vec<SecretMapping>> {
 mod tests {
     use super::*;
     use crate::gitops::export::ExportOptions;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
-    #[test]
-    fn an_exported_integration_references_its_credentials_and_holds_none() {
-        let remote: api::Integration = serde_json::from_value(json!({
-            "id": "i1", "slug": "bedrock-prod", "name": "Bedrock prod", "ai_provider_id": "bedrock",
-            "masked_key": "****abcd",
-            "configurations": {"aws_region": "eu-west-1", "masked_aws_secret_access_key": "****wxyz",
-                               "custom_headers": {"x-team": "****"}}
-        }))
-        .unwrap();
-        let rows: api::IntegrationWorkspaces = serde_json::from_value(json!({
-            "total": 2, "workspaces": [{"id": "ws-a", "enabled": true}, {"id": "ws-b", "enabled": false}]
-        }))
-        .unwrap();
+    /// `remote` (with the workspace access `rows`) exported: the Integration, and the text of
+    /// every file written.
+    fn exported_integration(remote: Value, rows: Value) -> (Integration, Vec<String>) {
+        let remote: api::Integration = serde_json::from_value(remote).unwrap();
+        let rows: api::IntegrationWorkspaces = serde_json::from_value(rows).unwrap();
         let options = ExportOptions::default();
         let mut builder = Builder::new(&options);
         builder.integration(&remote, &rows).unwrap();
-        let text: String = builder
+        let files: Vec<String> = builder
             .export
             .files
-            .iter()
-            .map(|f| f.content.clone())
+            .into_iter()
+            .map(|f| f.content)
             .collect();
+        (serde_yaml::from_str(&files[0]).unwrap(), files)
+    }
+
+    #[test]
+    fn an_exported_integration_references_its_credentials_and_holds_none() {
+        let (exported, files) = exported_integration(
+            json!({
+                "id": "i1", "slug": "bedrock-prod", "name": "Bedrock prod", "ai_provider_id": "bedrock",
+                "masked_key": "****abcd",
+                "configurations": {"aws_region": "eu-west-1", "masked_aws_secret_access_key": "****wxyz",
+                                   "custom_headers": {"x-team": "****"}}
+            }),
+            json!({
+                "total": 2, "workspaces": [{"id": "ws-a", "enabled": true}, {"id": "ws-b", "enabled": false}]
+            }),
+        );
+        let text = files.concat();
         assert!(!text.contains("****"), "{text}");
-        let exported: Integration = serde_yaml::from_str(&builder.export.files[0].content).unwrap();
         let spec = &exported.spec;
         assert_eq!(spec.slug.as_deref(), Some("bedrock-prod"));
         assert_eq!(
@@ -348,7 +345,7 @@ mod tests {
         assert_eq!(spec.workspaces.len(), 2);
         assert!(!spec.workspaces[1].enabled);
         assert_eq!(spec.deletion_policy, DeletionPolicy::Orphan);
-        let secret = &builder.export.files[1].content;
+        let secret = &files[1];
         assert!(secret.contains("aigw.io/cluster-readable"), "{secret}");
         assert!(secret.contains("api-key: ''"), "{secret}");
     }
@@ -358,25 +355,16 @@ mod tests {
     /// of writing it into Git (attack on issue 27).
     #[test]
     fn a_public_url_with_userinfo_is_exported_as_a_secret_reference() {
-        let remote: api::Integration = serde_json::from_value(json!({
-            "id": "i1", "slug": "bedrock-prod", "name": "Bedrock prod", "ai_provider_id": "bedrock",
-            "configurations": {"aws_region": "eu-west-1",
-                               "custom_host": "https://u:HostPassw0rd@bedrock.example"}
-        }))
-        .unwrap();
-        let rows: api::IntegrationWorkspaces =
-            serde_json::from_value(json!({"total": 0, "workspaces": []})).unwrap();
-        let options = ExportOptions::default();
-        let mut builder = Builder::new(&options);
-        builder.integration(&remote, &rows).unwrap();
-        let text: String = builder
-            .export
-            .files
-            .iter()
-            .map(|f| f.content.clone())
-            .collect();
+        let (exported, files) = exported_integration(
+            json!({
+                "id": "i1", "slug": "bedrock-prod", "name": "Bedrock prod", "ai_provider_id": "bedrock",
+                "configurations": {"aws_region": "eu-west-1",
+                                   "custom_host": "https://u:HostPassw0rd@bedrock.example"}
+            }),
+            json!({"total": 0, "workspaces": []}),
+        );
+        let text = files.concat();
         assert!(!text.contains("HostPassw0rd"), "{text}");
-        let exported: Integration = serde_yaml::from_str(&builder.export.files[0].content).unwrap();
         let paths: Vec<&str> = exported
             .spec
             .secret_refs

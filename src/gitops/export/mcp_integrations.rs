@@ -6,7 +6,6 @@
 use super::{Builder, GitopsError};
 use crate::api::{self, Client};
 use crate::resources::common::DeletionPolicy;
-use crate::resources::common::ManagementPolicy;
 use crate::resources::mcp_integration::{
     McpAuthType, McpIntegration, McpIntegrationSpec, McpTransport, McpWorkspaceAccess,
 };
@@ -98,10 +97,7 @@ impl Builder<'_> {
             workspaces,
             capabilities: Vec::new(),
             deletion_policy: DeletionPolicy::Orphan,
-            managed: crate::resources::managed_spec::ManagedSpec {
-                management_policy: ManagementPolicy::Full,
-                connection_ref: None,
-            },
+            managed: Default::default(),
         };
         let object = McpIntegration {
             metadata,

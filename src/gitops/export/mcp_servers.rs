@@ -5,7 +5,7 @@
 
 use super::{Builder, GitopsError};
 use crate::api::{self, Client, McpServersListQuery};
-use crate::resources::common::{DeletionPolicy, ManagementPolicy};
+use crate::resources::common::DeletionPolicy;
 use crate::resources::mcp_server::{DefaultUserAccess, McpServer, McpServerSpec};
 
 /// Every MCP server of `workspace`, with its default user access.
@@ -23,13 +23,8 @@ pub(super) async fn export_mcp_servers(
         .list(&query)
         .await
         .map_err(|e| GitopsError::api("failed to list MCP servers", e))?;
-    let Some(workspace) = workspace else {
-        if !servers.is_empty() {
-            out.export.skipped.push(format!(
-                "{} MCP servers: exported per workspace only; pass --workspace-id",
-                servers.len()
-            ));
-        }
+    let what = "MCP servers: exported per workspace only";
+    let Some(workspace) = out.per_workspace(workspace, servers.len(), what) else {
         return Ok(());
     };
     for row in &servers {
@@ -76,10 +71,7 @@ impl Builder<'_> {
             default_user_access,
             user_access: Vec::new(),
             deletion_policy: DeletionPolicy::Orphan,
-            managed: crate::resources::managed_spec::ManagedSpec {
-                management_policy: ManagementPolicy::Full,
-                connection_ref: None,
-            },
+            managed: Default::default(),
         };
         let object = McpServer {
             metadata,

@@ -8,7 +8,6 @@ use serde_json::Value;
 use super::{Builder, GitopsError};
 use crate::api::{self, Client, WorkspacesListQuery};
 use crate::resources::common::DeletionPolicy;
-use crate::resources::common::ManagementPolicy;
 use crate::resources::limits::{RateLimit, UsageLimits};
 use crate::resources::workspace::{Workspace, WorkspaceDefaults, WorkspaceSpec};
 
@@ -64,10 +63,7 @@ impl Builder<'_> {
             usage_limits,
             rate_limits,
             deletion_policy: DeletionPolicy::Orphan,
-            managed: crate::resources::managed_spec::ManagedSpec {
-                management_policy: ManagementPolicy::Full,
-                connection_ref: None,
-            },
+            managed: Default::default(),
         };
         let object = Workspace {
             metadata,
@@ -185,10 +181,7 @@ mod tests {
             usage_limits: usage_limits(read.usage_limits.as_ref()),
             rate_limits: rate_limits(read.rate_limits.as_ref()),
             deletion_policy: DeletionPolicy::Orphan,
-            managed: crate::resources::managed_spec::ManagedSpec {
-                management_policy: ManagementPolicy::Full,
-                connection_ref: None,
-            },
+            managed: Default::default(),
         };
         assert_eq!(spec.name, "Payments");
         assert_eq!(spec.usage_limits.as_ref().map(Vec::len), Some(1));

@@ -19,13 +19,11 @@
 
 use std::{collections::BTreeSet, path::PathBuf};
 
-use aigw::emulator::{EmulatorOptions, Running, spawn};
+use crate::support::emu::Emu;
 use aigw::resources::config_document::SecretDocument;
 use aigw::resources::guardrail::GuardrailSpec;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
-
-const TOKEN: &str = "contract-token";
 
 /// Live behaviour (FACTS.md) the emulator follows where the spec says otherwise.
 const DEVIATIONS: &[(&str, &str)] = &[
@@ -547,8 +545,7 @@ fn live_deployment_receipt() -> Value {
 
 struct Harness {
     spec: Spec,
-    running: Running,
-    http: reqwest::Client,
+    emu: Emu,
     checked: BTreeSet<String>,
 }
 
@@ -560,36 +557,25 @@ impl Harness {
     async fn start_with(spec: Spec) -> Self {
         Self {
             spec,
-            running: spawn(EmulatorOptions::new(TOKEN))
-                .await
-                .expect("emulator starts"),
-            http: reqwest::Client::new(),
+            emu: Emu::start().await,
             checked: BTreeSet::new(),
         }
     }
 
     async fn call(&self, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
-        let url = format!("{}{path}", self.running.management_url());
-        let mut request = self.http.request(method, url).bearer_auth(TOKEN);
+        let mut request = self.emu.call(method, path);
         if let Some(body) = body {
             request = request.json(&body);
         }
-        let response = request.send().await.expect("request");
-        let status = response.status().as_u16();
-        let bytes = response.bytes().await.expect("body");
-        let body = if bytes.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&bytes).expect("json")
-        };
-        (status, body)
+        let (status, body) = self.emu.send(request).await;
+        (status.as_u16(), body)
     }
 
     async fn control(&self, path: &str, body: Value) -> Value {
-        let url = format!("{}{path}", self.running.management_url());
         let response = self
+            .emu
             .http
-            .post(url)
+            .post(self.emu.url(path))
             .json(&body)
             .send()
             .await
@@ -1137,22 +1123,13 @@ async fn telemetry_responses_match_the_fragments() {
     h.control("/_emulator/seed", seed).await;
     let faults = json!({"gateway_seed": 5,
                         "providers": {"canary": {"error_rate": 0.5, "status": 503, "latency_ms": 5}}});
-    let response = h
-        .http
-        .put(format!("{}/_emulator/faults", h.running.management_url()))
-        .json(&faults)
-        .send()
-        .await
-        .expect("faults");
-    assert_eq!(response.status(), StatusCode::OK);
+    h.emu.faults(faults).await;
     for n in 0..20 {
         let key = if n % 2 == 0 { "ak-stable" } else { "ak-canary" };
         let response = h
+            .emu
             .http
-            .post(format!(
-                "{}/v1/chat/completions",
-                h.running.management_url()
-            ))
+            .post(h.emu.url("/v1/chat/completions"))
             .header("x-portkey-api-key", key)
             .header("x-portkey-metadata", r#"{"aigw_canary":"contract"}"#)
             .json(&json!({"model": "gpt-4o-mini", "messages": [{"role": "user", "content": "hi"}]}))
@@ -1593,15 +1570,7 @@ async fn secret_reference_and_mapping_responses_match_the_spec() {
         .as_str()
         .expect("id")
         .to_owned();
-    let state: Value = h
-        .http
-        .get(format!("{}/_emulator/state", h.running.management_url()))
-        .send()
-        .await
-        .expect("state")
-        .json()
-        .await
-        .expect("json");
+    let state = h.emu.state().await;
     let workspace = state["default_workspace_id"]
         .as_str()
         .expect("id")

@@ -859,15 +859,10 @@ async fn new_fault_switches_are_validated_reported_and_cleared() {
         json!({"normalise": "yes"}),
         json!({"no_such_switch": true}),
     ] {
-        let response = emu
-            .http
-            .put(emu.url("/_emulator/faults"))
-            .json(&bad)
-            .send()
-            .await
-            .expect("request");
-        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{bad}");
-        let body: Value = response.json().await.expect("json error");
+        let (status, body) = emu
+            .control(Method::PUT, "/_emulator/faults", Some(bad.clone()))
+            .await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{bad}");
         assert_eq!(body["data"]["errorCode"], "AB01", "{body}");
     }
     emu.faults(json!({})).await;
@@ -1176,14 +1171,10 @@ async fn generated_guardrails_page_by_the_thousand_and_resolve_by_slug_and_id() 
     let id = text(&by_slug["id"]);
     let (_, by_id) = emu.get(&format!("/ai_gw/admin/v2/guardrails/{id}")).await;
     assert_eq!(by_id["slug"], "pg-gen-001234");
-    let again = emu
-        .http
-        .post(emu.url("/_emulator/seed"))
-        .json(&seed)
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(again.status(), StatusCode::BAD_REQUEST, "slugs stay unique");
+    let (again, _) = emu
+        .control(Method::POST, "/_emulator/seed", Some(seed))
+        .await;
+    assert_eq!(again, StatusCode::BAD_REQUEST, "slugs stay unique");
     let (_, default_page) = emu.get("/ai_gw/v2/guardrails").await;
     assert_eq!(default_page["data"].as_array().map(Vec::len), Some(100));
 }
@@ -1442,14 +1433,7 @@ async fn guardrails_are_created_read_updated_and_deleted_on_both_planes() {
         );
         assert_eq!(read["checks"][0]["parameters"]["rule"], "x");
     }
-    let state = emu.state().await;
-    let stored = state["guardrails"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|g| g["slug"] == slug.as_str())
-        .unwrap()
-        .clone();
+    let stored = emu.state_record("guardrails", "slug", &slug).await;
     assert_eq!(stored["checks"][0]["parameters"]["api_key"], "sk-airs-1");
     // Lists show summaries, never checks.
     let (_, list) = emu.get("/ai_gw/v2/guardrails").await;

@@ -46,12 +46,7 @@ impl Emu {
     /// The dump of one key from `GET /_emulator/state`.
     async fn dumped(&self, key_path: &str) -> Value {
         let id = id_of(key_path);
-        let state = self.state().await;
-        state["api_keys"]
-            .as_array()
-            .and_then(|all| all.iter().find(|k| k["id"] == json!(id)))
-            .cloned()
-            .unwrap_or(Value::Null)
+        self.state_record("api_keys", "id", id).await
     }
 }
 

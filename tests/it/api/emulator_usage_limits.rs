@@ -41,12 +41,7 @@ impl Emu {
     /// The dump of one policy from `GET /_emulator/state`.
     async fn dumped_policy(&self, policy_path: &str) -> Value {
         let id = policy_path.rsplit('/').next().unwrap_or_default();
-        let state = self.state().await;
-        state["usage_limits"]
-            .as_array()
-            .and_then(|all| all.iter().find(|p| p["id"] == json!(id)))
-            .cloned()
-            .unwrap_or(Value::Null)
+        self.state_record("usage_limits", "id", id).await
     }
 }
 

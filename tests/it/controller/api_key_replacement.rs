@@ -50,13 +50,7 @@ async fn delete_mid_replacement(h: &mut Harness, name: &str) {
     h.env.delete::<ApiKey>(name).await;
     h.restart_operator().await;
     let gone = support::wait_until(Duration::from_secs(90), || async {
-        h.env
-            .api::<ApiKey>()
-            .get_opt(name)
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
+        h.env.get_opt::<ApiKey>(name).await.is_none().then_some(())
     })
     .await;
     assert!(gone.is_some(), "the ApiKey was never deleted");

@@ -43,14 +43,12 @@ async fn assert_no_leaks(h: &Harness, extra: &[&str]) {
     let logs = captured_logs();
     let events = h.env.events_text().await;
     let statuses = support::statuses(&h.env.api::<ApiKey>()).await;
-    for value in values.iter().filter(|s| s.len() >= 8) {
-        assert!(!logs.contains(value.as_str()), "a key appears in the logs");
-        assert!(!events.contains(value.as_str()), "a key appears in events");
-        assert!(
-            !statuses.contains(value.as_str()),
-            "a key appears in a status"
-        );
-    }
+    let places = [
+        ("the logs", logs.as_str()),
+        ("events", events.as_str()),
+        ("a status", statuses.as_str()),
+    ];
+    support::assert_none_in(&values, "key", &places);
 }
 
 #[tokio::test]
@@ -93,12 +91,8 @@ async fn an_api_key_is_delivered_into_its_secret_and_kept_in_line_without_idle_w
 
     // An edit outside aigw is corrected by one PUT, found by the drift list.
     h.reset_stats().await;
-    h.call(
-        reqwest::Method::PUT,
-        &format!("{SERVICE_KEYS}/{id}"),
-        Some(json!({"name": "edited"})),
-    )
-    .await;
+    h.put(&format!("{SERVICE_KEYS}/{id}"), json!({"name": "edited"}))
+        .await;
     support::wait_until(WAIT, || async {
         (remote(&h, &id).await["name"] == "app").then_some(())
     })
@@ -379,11 +373,7 @@ async fn defaults_config_names_a_config_resource_and_waits_until_it_exists() {
     let h = Harness::start("ak-config").await;
     let mut spec = service_key("routed", json!({}));
     spec["defaults"] = json!({"config": "routing", "allowConfigOverride": false});
-    h.env
-        .api::<ApiKey>()
-        .create(&PostParams::default(), &api_key("routed", spec))
-        .await
-        .unwrap();
+    support::create(&h.env.api(), &api_key("routed", spec)).await;
     // No Config yet: the key waits, and nothing is created.
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(remote_keys(&h).await.is_empty());
@@ -588,12 +578,7 @@ async fn a_key_deleted_outside_aigw_is_created_again_into_the_secret() {
     let h = Harness::start_with("ak-gone", Duration::from_secs(1)).await;
     let id = create(&h, "gone", service_key("gone", json!({"trigger": "a"}))).await;
     let before = secret_value(&h, "gone-key").await;
-    h.call(
-        reqwest::Method::DELETE,
-        &format!("{SERVICE_KEYS}/{id}"),
-        None,
-    )
-    .await;
+    h.delete(&format!("{SERVICE_KEYS}/{id}")).await;
     assert_eq!(
         handshake(&h, &id, &before).await,
         404,
@@ -770,12 +755,7 @@ async fn a_stale_rotation_intent_never_rotates_a_freshly_created_key() {
     .await
     .expect("the rotate call never happened");
     h.stop_operator().await;
-    h.call(
-        reqwest::Method::DELETE,
-        &format!("{SERVICE_KEYS}/{id}"),
-        None,
-    )
-    .await;
+    h.delete(&format!("{SERVICE_KEYS}/{id}")).await;
     h.restart_operator().await;
     let again = h
         .wait_for::<ApiKey>("stale", WAIT, |k| {
@@ -813,10 +793,8 @@ async fn a_paused_or_observed_api_key_writes_nothing_until_let_go() {
     };
 
     patch(json!({"metadata": {"annotations": {"aigw.io/paused": "true"}}})).await;
-    h.wait_for::<ApiKey>("held", WAIT, |k| {
-        k.condition("Paused").is_some_and(|(s, _, _)| s == "True")
-    })
-    .await;
+    h.wait_for::<ApiKey>("held", WAIT, |k| k.is_true("Paused"))
+        .await;
     h.reset_stats().await;
     patch(json!({"spec": {"description": "paused edit", "rotation": {"trigger": "b"}}})).await;
     tokio::time::sleep(drift * 3 + Duration::from_millis(500)).await;
@@ -844,9 +822,7 @@ async fn a_paused_or_observed_api_key_writes_nothing_until_let_go() {
     )
     .await;
     let observed = h
-        .wait_for::<ApiKey>("held", WAIT, |k| {
-            k.condition("Drifted").is_some_and(|(s, _, _)| s == "True")
-        })
+        .wait_for::<ApiKey>("held", WAIT, |k| k.is_true("Drifted"))
         .await;
     let (_, _, message) = observed.condition("Drifted").unwrap();
     assert!(message.contains("description"), "{message}");
@@ -951,11 +927,7 @@ async fn a_secret_that_cannot_be_written_mints_no_keys() {
     let refusal = SecretRefusal::install(&h, "refused-key").await;
     let spec = json!({"name": "refused", "kind": "service", "scopes": ["completions.write"],
                       "secretRef": {"name": "refused-key"}});
-    h.env
-        .api::<ApiKey>()
-        .create(&PostParams::default(), &api_key("refused", spec))
-        .await
-        .unwrap();
+    support::create(&h.env.api(), &api_key("refused", spec)).await;
     // Retries (backoff up to the 1 s drift interval) for 15 s.
     tokio::time::sleep(Duration::from_secs(15)).await;
     let named = |keys: Vec<Value>| -> Vec<Value> {
@@ -984,12 +956,7 @@ async fn a_secret_that_cannot_be_written_mints_no_keys() {
         .await;
     assert!(message.contains("refused-key"), "{message}");
     assert!(
-        h.env
-            .api::<Secret>()
-            .get_opt("refused-key")
-            .await
-            .unwrap()
-            .is_none(),
+        h.env.get_opt::<Secret>("refused-key").await.is_none(),
         "the refused Secret exists"
     );
     // Once the Secret may be written, one key is created into it.

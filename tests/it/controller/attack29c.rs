@@ -11,7 +11,7 @@ use kube::api::Api;
 use serde_json::json;
 use support::endpoints::MCP_SERVER_POST;
 use support::harness::Harness;
-use support::objects::Conditions;
+use support::objects::{Conditions, mcp_server};
 
 const WAIT: Duration = Duration::from_secs(30);
 const WS_A: &str = "5d1c3b2a-4e6f-4a7b-8c9d-0e1f2a3b4c5d";
@@ -44,17 +44,9 @@ async fn with_workspace(prefix: &str) -> Harness {
 /// Creates the McpServer `tools` in `WS_A` on the McpIntegration resource `integration`, its
 /// slug `slug_prefix` and the namespace's suffix.
 async fn create_tools(h: &Harness, slug_prefix: &str, integration: &str) {
-    let slug = format!(
-        "{slug_prefix}-{}",
-        &h.env.namespace[h.env.namespace.len() - 8..]
-    );
-    support::objects::create::<McpServer>(
-        &h.env,
-        "tools",
-        json!({"slug": slug, "name": "Tools", "workspaceId": WS_A,
-                       "integrationRef": {"name": integration}}),
-    )
-    .await;
+    let slug = h.env.suffixed(slug_prefix);
+    let spec = mcp_server(Some(&slug), "Tools", WS_A, integration);
+    support::objects::create::<McpServer>(&h.env, "tools", spec).await;
 }
 
 /// Integration `a` (slug `a-slug`) is granted by resource name; integration `b` has the slug equal

@@ -11,7 +11,6 @@ use aigw::resources::Config;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 use kube::{Resource, ResourceExt};
-use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{Harness, captured_logs};
 use support::objects::{Conditions, object, secret};
@@ -28,9 +27,7 @@ async fn writes(h: &Harness) -> u64 {
 }
 
 async fn remote_document(h: &Harness, slug: &str) -> Value {
-    let remote = h
-        .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
-        .await;
+    let remote = h.get(&format!("/ai_gw/v2/configs/{slug}")).await;
     serde_json::from_str(remote["config"].as_str().expect("config string")).expect("JSON config")
 }
 
@@ -86,11 +83,7 @@ async fn secret_backed_values_are_applied_hashed_and_never_echoed() {
             {"path": "/targets/0/api_key", "secretKeyRef": {"name": "provider-keys", "key": "backup"}}
         ]
     });
-    h.env
-        .api::<Config>()
-        .create(&PostParams::default(), &config("routing", spec))
-        .await
-        .unwrap();
+    support::create(&h.env.api(), &config("routing", spec)).await;
     let ready = h.wait_for::<Config>("routing", WAIT, |c| c.ready()).await;
     let status = ready.status.clone().unwrap();
     let slug = status.slug.clone().expect("status.slug");
@@ -171,10 +164,9 @@ async fn secret_backed_values_are_applied_hashed_and_never_echoed() {
     assert_eq!(remote_document(&h, &slug).await["api_key"], "********");
     h.restart_operator().await;
     for _ in 0..2 {
-        h.call(
-            Method::PUT,
+        h.put(
             &format!("/ai_gw/v2/configs/{slug}"),
-            Some(json!({"name": "routing"})),
+            json!({"name": "routing"}),
         )
         .await;
         h.reset_stats().await;
@@ -219,18 +211,10 @@ async fn secret_backed_values_are_applied_hashed_and_never_echoed() {
 #[tokio::test]
 async fn a_missing_key_names_the_secret_and_the_key() {
     let h = Harness::start_with("refs-key", DRIFT).await;
-    h.env
-        .api::<Secret>()
-        .create(&PostParams::default(), &secret("keys", &[("other", "x")]))
-        .await
-        .unwrap();
+    support::create(&h.env.api(), &secret("keys", &[("other", "x")])).await;
     let spec = json!({"name": "routing", "config": {"provider": "openai"},
         "secretRefs": [{"path": "/api_key", "secretKeyRef": {"name": "keys", "key": "api_key"}}]});
-    h.env
-        .api::<Config>()
-        .create(&PostParams::default(), &config("routing", spec))
-        .await
-        .unwrap();
+    support::create(&h.env.api(), &config("routing", spec)).await;
     let broken = h
         .wait_for::<Config>("routing", WAIT, |c| c.not_ready_with("SecretKeyNotFound"))
         .await;
@@ -306,11 +290,7 @@ async fn an_unknown_guardrail_stalls_until_it_exists() {
         "output_guardrails": ["pg-known-1"],
         "strategy": {"mode": "fallback"},
         "targets": [{"provider": "@a", "input_guardrails": ["pg-missing-123"]}, {"provider": "@b"}]}});
-    h.env
-        .api::<Config>()
-        .create(&PostParams::default(), &config("guarded", spec))
-        .await
-        .unwrap();
+    support::create(&h.env.api(), &config("guarded", spec)).await;
     let stalled = h
         .wait_for::<Config>("guarded", WAIT, |c| c.stalled_with("UnresolvedGuardrail"))
         .await;
@@ -367,11 +347,7 @@ async fn references_on_the_third_page_resolve() {
         "input_guardrails": ["pg-bulk-002400"],
         "before_request_hooks": [{"id": last_id}],
         "targets": [{"provider": "@a", "output_guardrails": ["pg-bulk-000001"]}]}});
-    h.env
-        .api::<Config>()
-        .create(&PostParams::default(), &config("paged", spec))
-        .await
-        .unwrap();
+    support::create(&h.env.api(), &config("paged", spec)).await;
     let ready = h.wait_for::<Config>("paged", WAIT, |c| c.ready()).await;
     let (resolved, _, message) = ready.condition("GuardrailsResolved").unwrap();
     assert_eq!(resolved, "True", "{message}");
@@ -507,21 +483,13 @@ fn unkeyed_hash(uid: &str, pairs: &[(&str, &str)]) -> String {
 async fn secret_hashes_are_keyed_by_the_operators_secret_and_survive_restarts() {
     let mut h = Harness::start_with("refs-hashkey", DRIFT).await;
     let value = "Summer2025!";
-    h.env
-        .api::<Secret>()
-        .create(&PostParams::default(), &secret("pw", &[("pw", value)]))
-        .await
-        .unwrap();
+    support::create(&h.env.api(), &secret("pw", &[("pw", value)])).await;
     let spec = json!({
         "name": "keyed",
         "config": {"provider": "openai", "metadata": {}},
         "secretRefs": [{"path": "/metadata/pw", "secretKeyRef": {"name": "pw", "key": "pw"}}]
     });
-    h.env
-        .api::<Config>()
-        .create(&PostParams::default(), &config("keyed", spec))
-        .await
-        .unwrap();
+    support::create(&h.env.api(), &config("keyed", spec)).await;
     let ready = h.wait_for::<Config>("keyed", WAIT, |c| c.ready()).await;
     let uid = ready.meta().uid.clone().unwrap();
     let recorded = ready

@@ -19,7 +19,7 @@ use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use support::api_keys::{remote, secret_value, service_key};
 use support::harness::Harness;
-use support::objects::create;
+use support::objects::{Conditions, create};
 
 const WAIT: Duration = Duration::from_secs(60);
 const WORKSPACE: &str = "ws-canary";
@@ -555,13 +555,7 @@ async fn a_candidate_outside_the_grant_moves_no_key() {
     let h = Harness::start_with_grants("rollout-grant", Duration::from_secs(600), grants).await;
     let keys = setup_in(&h, Some(GRANTED), Some(ELSEWHERE)).await;
     let refused = h
-        .wait_for::<Config>("candidate", WAIT, |c| {
-            c.status.as_ref().is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.type_ == "Stalled" && c.status == "True")
-            })
-        })
+        .wait_for::<Config>("candidate", WAIT, |c| c.is_true("Stalled"))
         .await;
     assert!(refused.status.unwrap().slug.is_none());
     let steps = json!([{"weight": 100, "pause": "1s"}]);
@@ -989,10 +983,7 @@ async fn a_moved_key_leaving_the_selector_is_returned_and_not_counted() {
 /// One `aigw operator` process over the harness's namespace, emulator and installation (the
 /// in-process operator stopped first), under the chart's RBAC. Killed with SIGKILL when
 /// dropped; its log is printed if the test fails.
-struct OperatorProcess {
-    child: std::process::Child,
-    log: std::path::PathBuf,
-}
+struct OperatorProcess(support::cli::Process);
 
 impl OperatorProcess {
     fn start(h: &Harness, dir: &std::path::Path, n: usize) -> Self {
@@ -1004,8 +995,8 @@ impl OperatorProcess {
             .unwrap()
             .local_addr()
             .unwrap();
-        let log = dir.join(format!("operator-{n}.log"));
-        let child = std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
+        let mut command = support::cli::command();
+        command
             .arg("operator")
             .args(["--management-url", &h.emulator.management_url()])
             .args(["--gateway-url", &h.emulator.gateway_url()])
@@ -1024,38 +1015,17 @@ impl OperatorProcess {
             // that, without leader election).
             .args(["--leader-election-namespace", &h.hash_key_namespace])
             .env("KUBECONFIG", kubeconfig)
-            .env("RUST_LOG", "aigw=debug,info")
             .env_remove("POD_NAMESPACE")
             .env_remove("AIGW_LEADER_ELECT")
-            .env_remove("AIGW_CONNECTION_SECRET_NAMESPACE")
-            .stdin(std::process::Stdio::null())
-            .stdout(std::fs::File::create(&log).unwrap())
-            .stderr(std::fs::File::options().append(true).open(&log).unwrap())
-            .spawn()
-            .expect("failed to start aigw operator");
-        Self { child, log }
+            .env_remove("AIGW_CONNECTION_SECRET_NAMESPACE");
+        let log = dir.join(format!("operator-{n}.log"));
+        Self(support::cli::Process::spawn(command, log))
     }
 
     /// SIGKILL, as the kernel's OOM killer or a node loss would stop it: no cleanup runs.
     fn kill(mut self) -> std::process::ExitStatus {
-        let pid = self.child.id().to_string();
-        let killed = std::process::Command::new("kill")
-            .args(["-KILL", &pid])
-            .status()
-            .unwrap();
-        assert!(killed.success(), "kill -KILL {pid}");
-        self.child.wait().unwrap()
-    }
-}
-
-impl Drop for OperatorProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            eprintln!("--- log of {} ---\n{log}", self.log.display());
-        }
+        self.0.signal("-KILL");
+        self.0.child.wait().unwrap()
     }
 }
 

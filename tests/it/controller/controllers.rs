@@ -8,7 +8,6 @@ use aigw::resources::{Config, Deployment, RateLimitsPolicy};
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, PostParams};
-use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{Harness, TOKEN, captured_logs};
 use support::objects::Conditions;
@@ -68,16 +67,8 @@ async fn assert_no_secrets_leaked(h: &Harness) {
     }
     let logs = captured_logs();
     let events = h.env.events_text().await;
-    for secret in secrets.iter().filter(|s| s.len() >= 8) {
-        assert!(
-            !logs.contains(secret.as_str()),
-            "a secret appears in the logs"
-        );
-        assert!(
-            !events.contains(secret.as_str()),
-            "a secret appears in the events"
-        );
-    }
+    let places = [("the logs", logs.as_str()), ("the events", events.as_str())];
+    support::assert_none_in(&secrets, "secret", &places);
 }
 
 #[tokio::test]
@@ -93,9 +84,7 @@ async fn config_lifecycle_create_update_drift_delete() {
         status.id.is_some() && status.last_applied_at.is_some() && status.pending_create.is_none()
     );
     assert_eq!(h.count("POST /ai_gw/v2/configs").await, 1);
-    let remote = h
-        .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
-        .await;
+    let remote = h.get(&format!("/ai_gw/v2/configs/{slug}")).await;
     assert_eq!(remote["version_id"], first_version.as_str());
 
     // Several drift intervals without a change: each is one list, and the list shows the
@@ -141,17 +130,14 @@ async fn config_lifecycle_create_update_drift_delete() {
         h.stats().await
     );
     let second_version = updated.status.unwrap().version_id.unwrap();
-    let remote = h
-        .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
-        .await;
+    let remote = h.get(&format!("/ai_gw/v2/configs/{slug}")).await;
     let document: Value = serde_json::from_str(remote["config"].as_str().unwrap()).unwrap();
     assert_eq!(document["strategy"]["mode"], "loadbalance");
 
     // A remote edit is corrected with one PUT and reported.
-    h.call(
-        Method::PUT,
+    h.put(
         &format!("/ai_gw/v2/configs/{slug}"),
-        Some(json!({"config": {"retry": {"attempts": 9}}})),
+        json!({"config": {"retry": {"attempts": 9}}}),
     )
     .await;
     h.reset_stats().await;
@@ -164,9 +150,7 @@ async fn config_lifecycle_create_update_drift_delete() {
             .is_some_and(|v| v != second_version)
     })
     .await;
-    let remote = h
-        .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
-        .await;
+    let remote = h.get(&format!("/ai_gw/v2/configs/{slug}")).await;
     let document: Value = serde_json::from_str(remote["config"].as_str().unwrap()).unwrap();
     assert_eq!(
         document["strategy"]["mode"], "loadbalance",
@@ -219,21 +203,16 @@ async fn config_lifecycle_create_update_drift_delete() {
 async fn config_adopt_and_orphan() {
     let h = Harness::start("ctl-config-adopt").await;
     let created = h
-        .call(
-            Method::POST,
+        .post(
             "/ai_gw/v2/configs",
-            Some(json!({"name": "existing", "config": {"retry": {"attempts": 2}}})),
+            json!({"name": "existing", "config": {"retry": {"attempts": 2}}}),
         )
         .await;
     let slug = created["slug"].as_str().unwrap().to_string();
     h.reset_stats().await;
 
     let mut spec = json!({"slug": slug, "name": "existing", "config": {"retry": {"attempts": 2}}, "deletionPolicy": "Orphan"});
-    h.env
-        .api::<Config>()
-        .create(&PostParams::default(), &config("adopted", spec.clone()))
-        .await
-        .unwrap();
+    support::create(&h.env.api(), &config("adopted", spec.clone())).await;
     let ready = h.wait_for::<Config>("adopted", WAIT, Config::ready).await;
     assert_eq!(ready.status.unwrap().slug.as_deref(), Some(slug.as_str()));
     assert_eq!(
@@ -248,8 +227,7 @@ async fn config_adopt_and_orphan() {
     assert_eq!(h.count("PUT /ai_gw/v2/configs/{slug}").await, 1);
 
     h.env.delete_and_wait::<Config>("adopted", WAIT).await;
-    h.call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
-        .await; // still there
+    h.get(&format!("/ai_gw/v2/configs/{slug}")).await; // still there
     assert_eq!(h.count("DELETE /ai_gw/v2/configs/{slug}").await, 0);
     h.stop().await;
 }
@@ -385,11 +363,7 @@ async fn a_lost_deployment_create_answer_ends_with_live_credentials() {
     let h = Harness::start("ctl-drop").await;
     h.faults(json!({"drop_after_commit_rate": 1.0})).await;
     let spec = json!({"name": "dropped-gw", "credentialsSecretRef": {"name": "dropped-creds"}});
-    h.env
-        .api::<Deployment>()
-        .create(&PostParams::default(), &deployment("dropped", spec))
-        .await
-        .unwrap();
+    support::create(&h.env.api(), &deployment("dropped", spec)).await;
     // Let the create land (and its answer be lost), then heal the network.
     support::wait_until(WAIT, || async {
         let s = h.state().await;
@@ -474,10 +448,9 @@ async fn deployment_create_secret_connection_status_and_archive() {
 
     // The gateway's heartbeat shows up in status at the next observation.
     h.reset_stats().await;
-    h.call(
-        Method::POST,
+    h.post(
         &format!("/_emulator/deployments/{id}/connection"),
-        Some(json!({"connection_status": "healthy"})),
+        json!({"connection_status": "healthy"}),
     )
     .await;
     let healthy = h
@@ -495,10 +468,9 @@ async fn deployment_create_secret_connection_status_and_archive() {
     );
 
     // A remote edit is corrected.
-    h.call(
-        Method::PUT,
+    h.put(
         &format!("/ai_gw/admin/v2/deployments/{id}"),
-        Some(json!({"name": "renamed"})),
+        json!({"name": "renamed"}),
     )
     .await;
     support::wait_until(WAIT, || async {
@@ -534,14 +506,7 @@ async fn deployment_create_secret_connection_status_and_archive() {
         .await;
     let (_, _, message) = condition(&missing.status.unwrap().conditions, "Ready").unwrap();
     assert!(message.contains("edge-creds"), "{message}");
-    assert!(
-        h.env
-            .api::<Secret>()
-            .get_opt("edge-creds")
-            .await
-            .unwrap()
-            .is_none()
-    );
+    assert!(h.env.get_opt::<Secret>("edge-creds").await.is_none());
 
     // Archive on delete.
     h.env.delete_and_wait::<Deployment>("edge", WAIT).await;
@@ -555,21 +520,16 @@ async fn deployment_create_secret_connection_status_and_archive() {
 async fn deployment_adopt_and_orphan() {
     let h = Harness::start("ctl-deploy-adopt").await;
     let created = h
-        .call(
-            Method::POST,
+        .post(
             "/ai_gw/admin/v2/deployments",
-            Some(json!({"name": "legacy", "type": "non_production"})),
+            json!({"name": "legacy", "type": "non_production"}),
         )
         .await;
     let id = created["id"].as_str().unwrap().to_string();
     h.reset_stats().await;
     let spec = json!({"deploymentId": id, "name": "legacy", "type": "non_production",
                       "credentialsSecretRef": {"name": "legacy-creds"}, "deletionPolicy": "Orphan"});
-    h.env
-        .api::<Deployment>()
-        .create(&PostParams::default(), &deployment("legacy", spec))
-        .await
-        .unwrap();
+    support::create(&h.env.api(), &deployment("legacy", spec)).await;
     // Adopted: the one-time credentials are elsewhere, which is said in a condition.
     let adopted = h
         .wait_for::<Deployment>("legacy", WAIT, |d| {
@@ -618,23 +578,16 @@ async fn rate_limits_policy_lifecycle() {
             .await,
         1
     );
-    let remote = h
-        .call(
-            Method::GET,
-            &format!("/ai_gw/v2/policies/rate-limits/{id}"),
-            None,
-        )
-        .await;
+    let remote = h.get(&format!("/ai_gw/v2/policies/rate-limits/{id}")).await;
     assert_eq!(
         (remote["value"].as_f64(), remote["unit"].as_str()),
         (Some(250.0), Some("rph"))
     );
 
     // Adopt an existing policy, then delete both under different policies.
-    let existing = h
-        .call(Method::POST, "/ai_gw/v2/policies/rate-limits", Some(json!({"name": "shared", "type": "tokens", "unit": "rpd", "value": 1000,
-            "conditions": [{"key": "api_key", "value": "k1"}], "group_by": [{"key": "workspace_id"}]})))
-        .await;
+    let console_made = json!({"name": "shared", "type": "tokens", "unit": "rpd", "value": 1000,
+            "conditions": [{"key": "api_key", "value": "k1"}], "group_by": [{"key": "workspace_id"}]});
+    let existing = h.post("/ai_gw/v2/policies/rate-limits", console_made).await;
     let existing_id = existing["id"].as_str().unwrap().to_string();
     let spec = json!({"policyId": existing_id, "name": "shared", "type": "tokens", "unit": "rpd", "value": 1000,
                       "conditions": [{"key": "api_key", "value": "k1"}], "groupBy": [{"key": "workspace_id"}], "deletionPolicy": "Orphan"});
@@ -671,12 +624,8 @@ async fn rate_limits_policy_lifecycle() {
             .await,
         1
     );
-    h.call(
-        Method::GET,
-        &format!("/ai_gw/v2/policies/rate-limits/{existing_id}"),
-        None,
-    )
-    .await;
+    h.get(&format!("/ai_gw/v2/policies/rate-limits/{existing_id}"))
+        .await;
     assert_no_secrets_leaked(&h).await;
     h.stop().await;
 }
@@ -759,10 +708,9 @@ async fn a_dry_run_reports_what_it_would_write_and_writes_nothing() {
         .unwrap()
         .slug
         .unwrap();
-    h.call(
-        Method::PUT,
+    h.put(
         &format!("/ai_gw/v2/configs/{slug}"),
-        Some(json!({"config": {"retry": {"attempts": 9}}})),
+        json!({"config": {"retry": {"attempts": 9}}}),
     )
     .await;
     h.restart_dry_run().await;

@@ -8,7 +8,6 @@ use crate::support;
 use std::time::{Duration, Instant};
 
 use aigw::resources::{Config, RateLimitsPolicy};
-use reqwest::Method;
 use serde_json::json;
 use support::harness::Harness;
 use support::objects::{Conditions, create, limits, routing};
@@ -63,10 +62,9 @@ async fn drift_is_found_by_listing_and_only_changed_objects_are_read() {
 
     // A remote edit of one config: that one is read and restored, the others are not read.
     h.reset_stats().await;
-    h.call(
-        Method::PUT,
+    h.put(
         &format!("/ai_gw/v2/configs/{}", slugs[0]),
-        Some(json!({"config": {"retry": {"attempts": 9}}})),
+        json!({"config": {"retry": {"attempts": 9}}}),
     )
     .await;
     h.reset_stats().await;
@@ -75,13 +73,7 @@ async fn drift_is_found_by_listing_and_only_changed_objects_are_read() {
         assert!(Instant::now() < deadline, "the edit was never corrected");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    let remote = h
-        .call(
-            Method::GET,
-            &format!("/ai_gw/v2/configs/{}", slugs[0]),
-            None,
-        )
-        .await;
+    let remote = h.get(&format!("/ai_gw/v2/configs/{}", slugs[0])).await;
     let document: serde_json::Value =
         serde_json::from_str(remote["config"].as_str().unwrap()).unwrap();
     assert_eq!(document["strategy"]["mode"], "fallback", "{document}");
@@ -100,12 +92,7 @@ async fn drift_is_found_by_listing_and_only_changed_objects_are_read() {
 
     // A remote deletion: absent from a complete list, read (404), and created again.
     h.reset_stats().await;
-    h.call(
-        Method::DELETE,
-        &format!("/ai_gw/v2/configs/{}", slugs[1]),
-        None,
-    )
-    .await;
+    h.delete(&format!("/ai_gw/v2/configs/{}", slugs[1])).await;
     let deadline = Instant::now() + WAIT;
     while h.count("POST /ai_gw/v2/configs").await == 0 {
         assert!(

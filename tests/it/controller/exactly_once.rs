@@ -11,7 +11,6 @@ use aigw::resources::common::CreateIntent;
 use aigw::resources::{ApiKey, Config, Deployment, RateLimitsPolicy, UsageLimitsPolicy};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Patch, PatchParams};
-use reqwest::Method;
 use serde_json::{Value, json};
 use support::endpoints::{CONFIG_POST, DEPLOYMENT_POST, DEPLOYMENT_PUT};
 use support::harness::{CallWindows, Harness};
@@ -19,17 +18,6 @@ use support::objects::{Conditions, Rotates, create, gateway, limits, routing};
 use support::proxy::{Received, json_answer, proxy, refusal};
 
 const WAIT: Duration = Duration::from_secs(60);
-
-async fn remote_configs_named(h: &Harness, name: &str) -> Vec<Value> {
-    let state = h.state().await;
-    state["configs"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|c| c["name"] == name)
-        .cloned()
-        .collect()
-}
 
 async fn remote_deployment(h: &Harness, id: &str) -> Value {
     h.remote_record("deployments", "id", id).await
@@ -55,7 +43,9 @@ async fn two_operators_racing_create_each_config_once() {
     }
     tokio::time::sleep(Duration::from_secs(3)).await;
     for i in 0..10 {
-        let found = remote_configs_named(&h, &format!("race-{i}")).await;
+        let found = h
+            .remote_records("configs", "name", &format!("race-{i}"))
+            .await;
         assert_eq!(found.len(), 1, "race-{i}: {found:?}");
     }
     assert_eq!(h.count(CONFIG_POST).await, 10, "{}", h.stats().await);
@@ -66,13 +56,10 @@ async fn two_operators_racing_create_each_config_once() {
 async fn a_lost_create_answer_never_claims_an_older_namesake() {
     let h = Harness::start_with("eo-namesake", Duration::from_secs(2)).await;
     let seeded = h
-        .call(
-            Method::POST,
+        .post(
             "/_emulator/seed",
-            Some(
-                json!({"configs": [{"name": "shared", "created_at": "2026-01-01T00:00:00Z",
+            json!({"configs": [{"name": "shared", "created_at": "2026-01-01T00:00:00Z",
                                      "config": {"retry": {"attempts": 1}}}]}),
-            ),
         )
         .await;
     let namesake = seeded["configs"][0]["id"].as_str().unwrap().to_string();
@@ -87,7 +74,7 @@ async fn a_lost_create_answer_never_claims_an_older_namesake() {
     let ready = h.wait_for::<Config>("shared", WAIT, |c| c.ready()).await;
     let ours = ready.status.unwrap().id.unwrap();
     assert_ne!(ours, namesake, "the older namesake was claimed");
-    let found = remote_configs_named(&h, "shared").await;
+    let found = h.remote_records("configs", "name", "shared").await;
     assert_eq!(found.len(), 2, "the namesake and ours: {found:?}");
     let untouched = found.iter().find(|c| c["id"] == namesake.as_str()).unwrap();
     assert_eq!(untouched["versions"], 1, "the namesake was overwritten");
@@ -117,7 +104,7 @@ async fn a_capped_list_is_never_proof_of_absence() {
     assert_eq!(h.count(CONFIG_POST).await, 1, "a second POST on a guess");
     h.faults(json!({})).await;
     h.wait_for::<Config>("capped", WAIT, |c| c.ready()).await;
-    assert_eq!(remote_configs_named(&h, "capped").await.len(), 1);
+    assert_eq!(h.remote_records("configs", "name", "capped").await.len(), 1);
     assert_eq!(h.count(CONFIG_POST).await, 1);
     h.stop().await;
 }
@@ -161,7 +148,7 @@ async fn a_create_answer_without_slug_is_followed_by_id() {
             c.ready() && c.status.as_ref().is_some_and(|s| s.slug.is_some())
         })
         .await;
-    let remote = remote_configs_named(&h, "noslug").await;
+    let remote = h.remote_records("configs", "name", "noslug").await;
     assert_eq!(remote.len(), 1);
     assert_eq!(
         with_slug.status.unwrap().slug.as_deref(),
@@ -180,8 +167,7 @@ async fn ab03_means_out_of_scope_never_gone() {
         h.wait_for::<Config>("scoped", WAIT, |c| c.ready()).await
     };
     let slug = ready.status.unwrap().slug.unwrap();
-    h.call(Method::DELETE, &format!("/ai_gw/v2/configs/{slug}"), None)
-        .await;
+    h.delete(&format!("/ai_gw/v2/configs/{slug}")).await;
     h.wait_for::<Config>("scoped", WAIT, |c| c.stalled_with("NotVisible"))
         .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -202,11 +188,10 @@ async fn an_adopted_object_that_comes_into_scope_recovers_without_a_spec_change(
     create::<Config>(&h.env, "later", spec).await;
     h.wait_for::<Config>("later", WAIT, |c| c.stalled_with("NotVisible"))
         .await;
-    h.call(
-        Method::POST,
+    h.post(
         "/_emulator/seed",
-        Some(json!({"configs": [{"name": "later", "slug": "pc-later-1",
-                                 "config": routing("later")["config"]}]})),
+        json!({"configs": [{"name": "later", "slug": "pc-later-1",
+                                 "config": routing("later")["config"]}]}),
     )
     .await;
     h.wait_for::<Config>("later", WAIT, |c| c.ready()).await;
@@ -320,10 +305,9 @@ async fn an_adopted_deployment_without_credentials_is_ready_and_follows_the_gate
         (available.as_str(), reason.as_str()),
         ("False", "NotIssued")
     );
-    h.call(
-        Method::POST,
+    h.post(
         &format!("/_emulator/deployments/{id}/connection"),
-        Some(json!({"connection_status": "unhealthy"})),
+        json!({"connection_status": "unhealthy"}),
     )
     .await;
     h.wait_for::<Deployment>("legacy", WAIT, |d| {
@@ -351,16 +335,14 @@ async fn a_normalising_server_causes_no_writes_at_steady_state() {
     let slug = config.status.and_then(|s| s.slug).unwrap();
     let policy = h.env.api::<RateLimitsPolicy>().get("norm").await.unwrap();
     let id = policy.status.and_then(|s| s.id).unwrap();
-    h.call(
-        Method::PUT,
+    h.put(
         &format!("/ai_gw/v2/configs/{slug}"),
-        Some(json!({"name": "norm"})),
+        json!({"name": "norm"}),
     )
     .await;
-    h.call(
-        Method::PUT,
+    h.put(
         &format!("/ai_gw/v2/policies/rate-limits/{id}"),
-        Some(json!({"name": "norm"})),
+        json!({"name": "norm"}),
     )
     .await;
     h.reset_stats().await;
@@ -455,7 +437,7 @@ async fn a_create_never_leaves_after_its_intents_window() {
         .wait_for::<Config>("late", Duration::from_secs(180), |c| c.ready())
         .await;
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let found = remote_configs_named(&h, "late").await;
+    let found = h.remote_records("configs", "name", "late").await;
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(ready.status.unwrap().id.as_deref(), found[0]["id"].as_str());
     assert_eq!(h.count(CONFIG_POST).await, 1, "{}", h.stats().await);
@@ -619,14 +601,7 @@ async fn a_foreign_namesake_key_is_never_deleted_after_a_lost_create() {
         "the foreign key was rotated: {:?}",
         live[0]
     );
-    let status = h
-        .env
-        .api::<ApiKey>()
-        .get("checkout")
-        .await
-        .unwrap()
-        .status
-        .unwrap();
+    let status = h.env.get::<ApiKey>("checkout").await.status.unwrap();
     assert_eq!(status.id, None, "the foreign key was taken");
     h.stop().await;
 }
@@ -666,7 +641,7 @@ async fn a_foreign_namesake_config_is_never_adopted_after_a_lost_create() {
         None,
         "the foreign config was adopted"
     );
-    let found = remote_configs_named(&h, "shared").await;
+    let found = h.remote_records("configs", "name", "shared").await;
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found[0]["id"], foreign_id.as_str());
     assert_eq!(
@@ -675,7 +650,7 @@ async fn a_foreign_namesake_config_is_never_adopted_after_a_lost_create() {
     );
     // Deleting the Config leaves the foreign config in place.
     h.env.delete_and_wait::<Config>("shared", WAIT).await;
-    assert_eq!(remote_configs_named(&h, "shared").await.len(), 1);
+    assert_eq!(h.remote_records("configs", "name", "shared").await.len(), 1);
     h.stop().await;
 }
 
@@ -715,7 +690,7 @@ async fn another_installations_create_in_flight_holds_no_lookup_of_this_one() {
     let ready = h
         .wait_for::<Config>("ours", Duration::from_secs(30), |c| c.ready())
         .await;
-    let found = remote_configs_named(&h, "shared-name").await;
+    let found = h.remote_records("configs", "name", "shared-name").await;
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(ready.status.unwrap().id.as_deref(), found[0]["id"].as_str());
     assert_eq!(h.count(CONFIG_POST).await, 1, "{}", h.stats().await);

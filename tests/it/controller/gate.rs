@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use aigw::resources::{Config, Deployment, RateLimitsPolicy};
 use kube::api::{Patch, PatchParams};
-use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{CallWindows, Harness, TEST_CALL_WINDOWS};
 use support::objects::{Conditions, create, gateway, limits, routing};
@@ -22,11 +21,7 @@ const WS_B: &str = "0a9b8c7d-6e5f-4a3b-9c2d-1e0f9a8b7c6d";
 /// Seeds one remote object made outside aigw (in the console) and returns its key.
 async fn seed(h: &Harness, collection: &str, item: Value, key: &str) -> String {
     let seeded = h
-        .call(
-            Method::POST,
-            "/_emulator/seed",
-            Some(json!({ collection: [item] })),
-        )
+        .post("/_emulator/seed", json!({ collection: [item] }))
         .await;
     seeded[collection][0][key]
         .as_str()
@@ -175,26 +170,16 @@ async fn deployment_grants_cover_jwt_workspaces_and_the_default_gateway() {
     default["isDefault"] = json!(true);
     create::<Deployment>(&h.env, "mapped", mapped).await;
     create::<Deployment>(&h.env, "default", default).await;
-    let refused = h
-        .wait_for::<Deployment>("mapped", WAIT, |d| d.stalled_with("WorkspaceNotAllowed"))
+    let message = h
+        .env
+        .condition_message::<Deployment>("mapped", WAIT, ("Stalled", "WorkspaceNotAllowed"))
         .await;
-    assert!(
-        refused
-            .condition("Stalled")
-            .unwrap()
-            .2
-            .contains("jwtSubWorkspaceMapping")
-    );
-    let refused = h
-        .wait_for::<Deployment>("default", WAIT, |d| d.stalled_with("DefaultNotAllowed"))
+    assert!(message.contains("jwtSubWorkspaceMapping"), "{message}");
+    let message = h
+        .env
+        .condition_message::<Deployment>("default", WAIT, ("Stalled", "DefaultNotAllowed"))
         .await;
-    assert!(
-        refused
-            .condition("Stalled")
-            .unwrap()
-            .2
-            .contains("allowDefault")
-    );
+    assert!(message.contains("allowDefault"), "{message}");
     tokio::time::sleep(DRIFT * 2).await;
     assert_eq!(h.remote_writes().await, 0, "{}", h.stats().await);
     h.stop().await;
@@ -351,8 +336,7 @@ async fn a_lost_create_never_claims_another_namespaces_namesake() {
     // never committed, so the only namesake left is the other namespace's.
     for c in h.state().await["configs"].as_array().cloned().unwrap() {
         let slug = c["slug"].as_str().unwrap().to_string();
-        h.call(Method::DELETE, &format!("/ai_gw/v2/configs/{slug}"), None)
-            .await;
+        h.delete(&format!("/ai_gw/v2/configs/{slug}")).await;
     }
     // Past the lost request's window (its end plus the clock skew allowed): a namesake made
     // now cannot be what that request made. One made sooner is excluded once its own resource

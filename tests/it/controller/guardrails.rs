@@ -12,7 +12,6 @@ use aigw::resources::{ClusterGuardrail, Config, Guardrail};
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use reqwest::Method;
 use serde_json::{Value, json};
 use support::endpoints::GUARDRAIL_MCP_SERVERS_PUT;
 use support::harness::{Harness, captured_logs};
@@ -116,17 +115,10 @@ async fn a_guardrail_a_config_names_is_deleted_only_once_the_config_lets_go() {
     assert!(remote(&h, &slug).await.is_some(), "not deleted while named");
 
     h.env.delete_and_wait::<Config>("uses-it", WAIT).await;
-    let gone = support::wait_until(Duration::from_secs(60), || async {
-        h.env
-            .api::<Guardrail>()
-            .get_opt("kept")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    assert!(gone.is_some(), "the guardrail went once no Config named it");
+    assert!(
+        support::gone_within(&h.env.api::<Guardrail>(), "kept", Duration::from_secs(60)).await,
+        "the guardrail went once no Config named it"
+    );
     assert!(remote(&h, &slug).await.is_none(), "deleted remotely");
     h.stop().await;
 }
@@ -174,13 +166,7 @@ async fn a_config_naming_a_guardrail_resource_waits_for_it_then_applies_with_one
         "one PUT once the guardrail is Ready"
     );
     let remote_slug = ready.status.unwrap().slug.unwrap();
-    let remote = h
-        .call(
-            Method::GET,
-            &format!("/ai_gw/v2/configs/{remote_slug}"),
-            None,
-        )
-        .await;
+    let remote = h.get(&format!("/ai_gw/v2/configs/{remote_slug}")).await;
     let document: Value = match &remote["config"] {
         Value::String(text) => serde_json::from_str(text).unwrap(),
         other => other.clone(),
@@ -191,9 +177,7 @@ async fn a_config_naming_a_guardrail_resource_waits_for_it_then_applies_with_one
 
 /// The emulator's guardrail `slug` as the admin plane reads it.
 async fn org_guardrail(h: &Harness, slug: &str) -> Option<Value> {
-    let listed = h
-        .call(Method::GET, "/ai_gw/admin/v2/guardrails", None)
-        .await;
+    let listed = h.get("/ai_gw/admin/v2/guardrails").await;
     listed["data"]
         .as_array()?
         .iter()
@@ -279,13 +263,7 @@ async fn a_cluster_guardrail_lives_on_the_admin_plane_and_waits_for_configs_of_a
         .unwrap()
         .slug
         .unwrap();
-    let document = h
-        .call(
-            Method::GET,
-            &format!("/ai_gw/v2/configs/{config_slug}"),
-            None,
-        )
-        .await;
+    let document = h.get(&format!("/ai_gw/v2/configs/{config_slug}")).await;
     let document: Value = serde_json::from_str(document["config"].as_str().unwrap()).unwrap();
     assert_eq!(document["input_guardrails"][0], slug, "{document}");
 
@@ -374,28 +352,23 @@ async fn a_namespaced_user_cannot_create_a_cluster_guardrail() {
 /// An MCP integration enabled for `workspace` and `names` servers of it: their UUIDs.
 async fn mcp_servers(h: &Harness, workspace: &str, names: &[&str]) -> Vec<String> {
     let integrations = "/ai_gw/admin/v2/mcp-integrations";
-    h.call(
-        Method::POST,
+    h.post(
         integrations,
-        Some(
-            json!({"organisation_id": "1234567890", "name": "Linear", "slug": "linear",
+        json!({"organisation_id": "1234567890", "name": "Linear", "slug": "linear",
                     "url": "https://mcp.linear.app/mcp", "auth_type": "none", "transport": "http"}),
-        ),
     )
     .await;
-    h.call(
-        Method::PUT,
+    h.put(
         &format!("{integrations}/linear/workspaces"),
-        Some(json!({"workspaces": [{"id": workspace, "enabled": true}]})),
+        json!({"workspaces": [{"id": workspace, "enabled": true}]}),
     )
     .await;
     let mut ids = Vec::new();
     for name in names {
         let receipt = h
-            .call(
-                Method::POST,
+            .post(
                 "/ai_gw/v2/mcp-servers",
-                Some(json!({"name": name, "mcp_integration_id": "linear", "workspace_id": workspace})),
+                json!({"name": name, "mcp_integration_id": "linear", "workspace_id": workspace}),
             )
             .await;
         ids.push(receipt["id"].as_str().expect("a server id").to_string());
@@ -406,11 +379,7 @@ async fn mcp_servers(h: &Harness, workspace: &str, names: &[&str]) -> Vec<String
 /// The servers the API maps guardrail `key` to, sorted.
 async fn mapped(h: &Harness, key: &str) -> Vec<String> {
     let listed = h
-        .call(
-            Method::GET,
-            &format!("/ai_gw/v2/guardrails/{key}/mcp-servers"),
-            None,
-        )
+        .get(&format!("/ai_gw/v2/guardrails/{key}/mcp-servers"))
         .await;
     let mut servers: Vec<String> = listed["data"]
         .as_array()
@@ -448,10 +417,9 @@ async fn a_guardrails_mcp_servers_are_the_full_set() {
     );
 
     // The console maps another server: one bulk write takes it off again.
-    h.call(
-        Method::PUT,
+    h.put(
         &format!("/ai_gw/v2/guardrails/{id}/mcp-servers/{}", servers[1]),
-        Some(json!({})),
+        json!({}),
     )
     .await;
     let restored = support::wait_until(WAIT, || async {
@@ -544,11 +512,7 @@ async fn a_cluster_guardrails_mcp_servers_are_written_on_the_admin_plane() {
     .expect("the ClusterGuardrail is Ready");
     let id = ready.status.unwrap().id.expect("its id");
     let listed = h
-        .call(
-            Method::GET,
-            &format!("/ai_gw/admin/v2/guardrails/{id}/mcp-servers"),
-            None,
-        )
+        .get(&format!("/ai_gw/admin/v2/guardrails/{id}/mcp-servers"))
         .await;
     assert_eq!(listed["total"], 1, "{listed}");
     assert_eq!(listed["data"][0]["mcp_server_id"], servers[0].as_str());

@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use aigw::resources::Integration;
 use kube::api::{Api, Patch, PatchParams};
-use reqwest::Method;
 use serde_json::{Value, json};
 use support::endpoints::{INTEGRATION_PUT, INTEGRATION_WORKSPACES_PUT};
 use support::harness::{Harness, captured_logs};
@@ -41,14 +40,6 @@ async fn create_integration(h: &Harness, name: &str, spec: Value) -> Api<Integra
     h.cluster_api()
 }
 
-async fn wait_integration(
-    h: &Harness,
-    name: &str,
-    done: impl Fn(&Integration) -> bool,
-) -> Integration {
-    h.wait_cluster(name, WAIT, done).await
-}
-
 /// The emulator's record of the integration, key in clear.
 async fn remote(h: &Harness, slug: &str) -> Value {
     h.remote_record("integrations", "slug", slug).await
@@ -69,13 +60,17 @@ async fn the_key_comes_from_a_labelled_secret_and_each_change_is_one_put() {
     create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
 
     // The operator's namespace also holds Connection credentials: only a labelled Secret is read.
-    let refused = wait_integration(&h, "openai", |i| i.stalled_with("SecretNotReadable")).await;
+    let refused = h
+        .wait_cluster::<Integration>("openai", WAIT, |i| i.stalled_with("SecretNotReadable"))
+        .await;
     let (_, _, message) = refused.condition("Stalled").unwrap();
     assert!(message.contains("aigw.io/cluster-readable"), "{message}");
     assert_eq!(h.remote_writes().await, 0, "nothing sent without the label");
     put_key(&h, FIRST_KEY, true).await;
 
-    let ready = wait_integration(&h, "openai", |i| i.ready()).await;
+    let ready = h
+        .wait_cluster::<Integration>("openai", WAIT, |i| i.ready())
+        .await;
     let status = ready.status.clone().unwrap();
     assert_eq!(status.slug.as_deref(), Some(slug.as_str()));
     assert_eq!(status.workspaces, vec![WS_A.to_string()]);
@@ -119,8 +114,13 @@ async fn the_key_comes_from_a_labelled_secret_and_each_change_is_one_put() {
     elsewhere["slug"] = json!(h.cluster_name("elsewhere"));
     elsewhere["keySecretRef"]["namespace"] = json!("kube-system");
     create_integration(&h, "elsewhere", elsewhere).await;
-    let refused = wait_integration(&h, "elsewhere", |i| i.stalled_with("SecretNotReadable")).await;
-    let (_, _, message) = refused.condition("Stalled").unwrap();
+    let message = h
+        .cluster_condition_message::<Integration>(
+            "elsewhere",
+            WAIT,
+            ("Stalled", "SecretNotReadable"),
+        )
+        .await;
     assert!(message.contains("kube-system"), "{message}");
 
     // No key value anywhere but the API.
@@ -138,18 +138,11 @@ async fn the_key_comes_from_a_labelled_secret_and_each_change_is_one_put() {
 
     // Deleting it deletes the remote integration.
     let api = Api::<Integration>::all(h.env.client.clone());
-    api.delete(&h.cluster_name("openai"), &Default::default())
-        .await
-        .unwrap();
-    support::wait_until(Duration::from_secs(60), || async {
-        api.get_opt(&h.cluster_name("openai"))
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await
-    .expect("the Integration went");
+    h.delete_cluster::<Integration>("openai").await;
+    assert!(
+        support::gone_within(&api, &h.cluster_name("openai"), Duration::from_secs(60)).await,
+        "the Integration went"
+    );
     assert!(remote(&h, &slug).await.is_null(), "deleted remotely");
     h.stop().await;
 }
@@ -164,7 +157,7 @@ async fn a_removed_workspace_is_disabled_and_no_other_row_is_touched() {
         {"id": WS_B, "rateLimits": {"type": "requests", "unit": "rpm", "value": 60}}
     ]);
     let api = create_integration(&h, "openai", integration_spec(&h, workspaces)).await;
-    wait_integration(&h, "openai", |i| {
+    h.wait_cluster::<Integration>("openai", WAIT, |i| {
         i.ready() && i.status.as_ref().is_some_and(|s| s.workspaces.len() == 2)
     })
     .await;
@@ -173,10 +166,10 @@ async fn a_removed_workspace_is_disabled_and_no_other_row_is_touched() {
     assert_eq!(row(&stored, WS_B)["rate_limits"][0]["value"], 60);
 
     // A row aigw does not manage, granted out of band.
-    h.call(
-        Method::PUT,
+    let rows = json!({"workspaces": [{"id": WS_OTHER, "enabled": true}], "create_default_provider": false});
+    h.put(
         &format!("/ai_gw/admin/v2/integrations/{slug}/workspaces"),
-        Some(json!({"workspaces": [{"id": WS_OTHER, "enabled": true}], "create_default_provider": false})),
+        rows,
     )
     .await;
     let before = remote(&h, &slug).await;
@@ -185,7 +178,7 @@ async fn a_removed_workspace_is_disabled_and_no_other_row_is_touched() {
     let dropped = json!({"spec": {"workspaces": [
         {"id": WS_A, "usageLimits": {"creditLimit": 500, "type": "cost", "periodicReset": "monthly"}}]}});
     support::merge_patch(&api, &slug, dropped).await;
-    wait_integration(&h, "openai", |i| {
+    h.wait_cluster::<Integration>("openai", WAIT, |i| {
         i.ready() && i.status.as_ref().is_some_and(|s| s.workspaces == [WS_A])
     })
     .await;
@@ -245,12 +238,14 @@ async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_
         .patch("routes", &PatchParams::default(), &Patch::Merge(&refs))
         .await
         .unwrap();
-    let waiting = h
-        .wait_for::<aigw::resources::Config>("routes", WAIT, |c| {
-            c.not_ready_with("ReferenceNotReady")
-        })
+    let message = h
+        .env
+        .condition_message::<aigw::resources::Config>(
+            "routes",
+            WAIT,
+            ("Ready", "ReferenceNotReady"),
+        )
         .await;
-    let (_, _, message) = waiting.condition("Ready").unwrap();
     assert!(message.contains("Provider openai-a"), "{message}");
     support::objects::create::<aigw::resources::Provider>(&h.env, "openai-a", provider_spec(&h))
         .await;
@@ -277,9 +272,7 @@ async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(h.count("PUT /ai_gw/v2/configs/{slug}").await, 1, "one PUT");
     assert_eq!(h.count("POST /ai_gw/v2/providers").await, 1);
-    let document = h
-        .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
-        .await;
+    let document = h.get(&format!("/ai_gw/v2/configs/{slug}")).await;
     let document: Value = serde_json::from_str(document["config"].as_str().unwrap()).unwrap();
     assert_eq!(
         document["targets"][0]["provider"],
@@ -305,12 +298,10 @@ async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_
     // Deletion runs in reverse: the Integration waits for its Provider, the Provider for the
     // Config that names it.
     let integrations = Api::<Integration>::all(h.env.client.clone());
-    integrations
-        .delete(&h.cluster_name("openai"), &Default::default())
-        .await
-        .unwrap();
-    let bound = wait_integration(&h, "openai", |i| i.stalled_with("StillReferenced")).await;
-    let (_, _, message) = bound.condition("Stalled").unwrap();
+    h.delete_cluster::<Integration>("openai").await;
+    let message = h
+        .cluster_condition_message::<Integration>("openai", WAIT, ("Stalled", "StillReferenced"))
+        .await;
     assert!(
         message.contains(&format!("{}/openai-a", h.env.namespace)),
         "{message}"
@@ -327,16 +318,15 @@ async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_
     h.env
         .delete_and_wait::<aigw::resources::Config>("routes", WAIT)
         .await;
-    support::wait_until(Duration::from_secs(60), || async {
-        integrations
-            .get_opt(&h.cluster_name("openai"))
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await
-    .expect("the Integration went once its Provider had gone");
+    assert!(
+        support::gone_within(
+            &integrations,
+            &h.cluster_name("openai"),
+            Duration::from_secs(60)
+        )
+        .await,
+        "the Integration went once its Provider had gone"
+    );
     let state = h.state().await;
     assert_eq!(state["providers"], json!([]), "the provider was deleted");
     assert_eq!(
@@ -359,7 +349,8 @@ async fn grants_decide_which_integrations_a_namespace_may_bind() {
         integration_spec(&h, json!([{"id": WS_A}, {"id": WS_B}])),
     )
     .await;
-    wait_integration(&h, "openai", |i| i.ready()).await;
+    h.wait_cluster::<Integration>("openai", WAIT, |i| i.ready())
+        .await;
     h.reset_stats().await;
     support::objects::create::<aigw::resources::Provider>(&h.env, "openai-a", provider_spec(&h))
         .await;
@@ -387,20 +378,16 @@ async fn grants_decide_which_integrations_a_namespace_may_bind() {
     // Refused Providers bind nothing, so they do not pin the Integration: it is deleted (once
     // a refused tenant's Provider held it forever, StillReferenced).
     let integrations = Api::<Integration>::all(h.env.client.clone());
-    integrations
-        .delete(&h.cluster_name("openai"), &Default::default())
-        .await
-        .unwrap();
-    support::wait_until(Duration::from_secs(60), || async {
-        integrations
-            .get_opt(&h.cluster_name("openai"))
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await
-    .expect("the Integration was pinned by Providers its grants refuse");
+    h.delete_cluster::<Integration>("openai").await;
+    assert!(
+        support::gone_within(
+            &integrations,
+            &h.cluster_name("openai"),
+            Duration::from_secs(60)
+        )
+        .await,
+        "the Integration was pinned by Providers its grants refuse"
+    );
     assert_eq!(
         h.state().await["integrations"],
         json!([]),
@@ -416,21 +403,18 @@ async fn grants_decide_which_integrations_a_namespace_may_bind() {
 /// An organisation integration made out of band (not by aigw), enabled for `workspace`; its id.
 async fn out_of_band_integration(h: &Harness, slug: &str, workspace: &str) -> String {
     let created = h
-        .call(
-            Method::POST,
+        .post(
             "/ai_gw/admin/v2/integrations",
-            Some(
-                json!({"name": format!("out of band {slug}"), "ai_provider_id": "anthropic",
+            json!({"name": format!("out of band {slug}"), "ai_provider_id": "anthropic",
                         "slug": slug, "key": "sk-out-of-band-Qw8Er4Ty6U",
                         "create_default_provider": false}),
-            ),
         )
         .await;
     let created = created.get("data").cloned().unwrap_or(created);
-    h.call(
-        Method::PUT,
+    let rows = json!({"workspaces": [{"id": workspace, "enabled": true}], "create_default_provider": false});
+    h.put(
         &format!("/ai_gw/admin/v2/integrations/{slug}/workspaces"),
-        Some(json!({"workspaces": [{"id": workspace, "enabled": true}], "create_default_provider": false})),
+        rows,
     )
     .await;
     created["id"]
@@ -459,7 +443,8 @@ async fn an_integration_id_is_granted_by_the_remote_integration_never_by_a_resou
     let mut spec = integration_spec(&h, json!([{"id": WS_A}]));
     spec["slug"] = json!(h.cluster_name("granted-slug"));
     create_integration(&h, "granted", spec).await;
-    wait_integration(&h, "granted", |i| i.ready()).await;
+    h.wait_cluster::<Integration>("granted", WAIT, |i| i.ready())
+        .await;
     // Another team's integration whose slug equals the granted resource's name.
     let other_slug = h.cluster_name("granted");
     let other_id = out_of_band_integration(&h, &other_slug, WS_A).await;
@@ -552,17 +537,15 @@ async fn a_provider_of_another_integration_is_never_adopted_nor_deleted() {
     let mut spec = integration_spec(&h, json!([{"id": WS_A}]));
     spec["slug"] = json!(h.cluster_name("granted"));
     create_integration(&h, "granted", spec).await;
-    wait_integration(&h, "granted", |i| i.ready()).await;
+    h.wait_cluster::<Integration>("granted", WAIT, |i| i.ready())
+        .await;
     let other = h.cluster_name("other");
     let other_id = out_of_band_integration(&h, &other, WS_A).await;
     let victim = format!("{}-victim", h.env.namespace);
-    h.call(
-        Method::POST,
+    h.post(
         "/ai_gw/v2/providers",
-        Some(
-            json!({"name": "another team's", "integration_id": other_id, "workspace_id": WS_A,
+        json!({"name": "another team's", "integration_id": other_id, "workspace_id": WS_A,
                     "slug": victim}),
-        ),
     )
     .await;
 
@@ -580,16 +563,10 @@ async fn a_provider_of_another_integration_is_never_adopted_nor_deleted() {
     let recorded = stalled.status.clone().unwrap();
     h.reset_stats().await;
     providers.delete("grab", &Default::default()).await.unwrap();
-    support::wait_until(WAIT, || async {
-        providers
-            .get_opt("grab")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await
-    .expect("the Provider went");
+    assert!(
+        support::gone_within(&providers, "grab", WAIT).await,
+        "the Provider went"
+    );
     let left = remote_providers(&h.state().await)
         .into_iter()
         .any(|p| p["slug"] == victim.as_str());
@@ -622,7 +599,8 @@ async fn plan_export_and_api_never_show_a_configuration_value_from_a_secret() {
     spec["secretRefs"] = json!([{"path": "/aws_external_id",
                                  "secretKeyRef": {"name": "openai-upstream", "key": "external-id"}}]);
     create_integration(&h, "bedrock", spec.clone()).await;
-    wait_integration(&h, "bedrock", |i| i.ready()).await;
+    h.wait_cluster::<Integration>("bedrock", WAIT, |i| i.ready())
+        .await;
     assert_eq!(
         remote(&h, &slug).await["configurations"]["aws_external_id"],
         FROM_SECRET,
@@ -681,7 +659,8 @@ async fn a_secret_change_is_one_put_even_when_the_integration_is_annotated_meanw
     put_key(&h, FIRST_KEY, true).await;
     let slug = h.cluster_name("openai");
     let api = create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
-    wait_integration(&h, "openai", |i| i.ready()).await;
+    h.wait_cluster::<Integration>("openai", WAIT, |i| i.ready())
+        .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     h.reset_stats().await;
     // Slow API calls, so that the reconcile the Secret change starts is still running when the
@@ -719,14 +698,13 @@ async fn a_paused_integration_holds_a_secret_change_until_let_go() {
     let slug = h.cluster_name("openai");
     let integrations =
         create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
-    wait_integration(&h, "openai", |i| i.ready()).await;
+    h.wait_cluster::<Integration>("openai", WAIT, |i| i.ready())
+        .await;
     let name = h.cluster_name("openai");
     let pause = json!({"metadata": {"annotations": {"aigw.io/paused": "true"}}});
     support::merge_patch(&integrations, &name, pause).await;
-    wait_integration(&h, "openai", |i| {
-        i.condition("Paused").is_some_and(|(s, _, _)| s == "True")
-    })
-    .await;
+    h.wait_cluster::<Integration>("openai", WAIT, |i| i.is_true("Paused"))
+        .await;
     h.reset_stats().await;
     put_key(&h, SECOND_KEY, true).await;
     tokio::time::sleep(drift * 3 + Duration::from_millis(500)).await;
@@ -754,7 +732,8 @@ async fn a_provider_resets_usage_once_per_trigger_value_and_keeps_its_expiry() {
     let h = Harness::start_with_secret_namespace("int-reset", Duration::from_secs(1)).await;
     put_key(&h, FIRST_KEY, true).await;
     create_integration(&h, "openai", integration_spec(&h, json!([{"id": WS_A}]))).await;
-    wait_integration(&h, "openai", |i| i.ready()).await;
+    h.wait_cluster::<Integration>("openai", WAIT, |i| i.ready())
+        .await;
     let mut spec = provider_spec(&h);
     spec["expiresAt"] = json!("2031-01-01T00:00:00Z");
     support::objects::create::<aigw::resources::Provider>(&h.env, "openai-a", spec).await;
@@ -821,7 +800,8 @@ async fn model_access_is_applied_with_one_put_and_kept() {
         {"slug": "gpt-4o-mini", "enabled": false},
         {"slug": "ft-gpt-4o-acme", "custom": true, "baseModelSlug": "gpt-4o"}]});
     create_integration(&h, "openai", spec).await;
-    wait_integration(&h, "openai", |i| i.ready()).await;
+    h.wait_cluster::<Integration>("openai", WAIT, |i| i.ready())
+        .await;
     const PUT_MODELS: &str = "PUT /ai_gw/admin/v2/integrations/{integrationId}/models";
     let models = || async {
         let stored = remote(&h, &slug).await;
@@ -856,10 +836,9 @@ async fn model_access_is_applied_with_one_put_and_kept() {
         "nothing written at steady state"
     );
 
-    h.call(
-        Method::PUT,
+    h.put(
         &format!("/ai_gw/admin/v2/integrations/{slug}/models"),
-        Some(json!({"models": [{"slug": "gpt-4o-mini", "enabled": true}]})),
+        json!({"models": [{"slug": "gpt-4o-mini", "enabled": true}]}),
     )
     .await;
     let restored = support::wait_until(WAIT, || async {

@@ -7,8 +7,7 @@
 use crate::support;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use crate::support::SendJson;
@@ -27,9 +26,8 @@ const TAKEOVER_TIMEOUT: Duration = Duration::from_secs(60);
 /// One `aigw operator` process, killed when dropped; its log is printed if the test fails.
 pub(super) struct Operator {
     pub(super) name: String,
-    child: Child,
+    process: support::cli::Process,
     metrics: SocketAddr,
-    log: PathBuf,
 }
 
 impl Operator {
@@ -50,10 +48,10 @@ impl Operator {
         extra: &[&str],
     ) -> Self {
         let metrics = free_port();
-        let log = dir.join(format!("{name}.log"));
         let token_file = dir.join("token");
         std::fs::write(&token_file, TOKEN).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_aigw"))
+        let mut command = support::cli::command();
+        command
             .arg("operator")
             .args(["--management-url", &emulator.management_url()])
             .arg("--token-file")
@@ -68,19 +66,13 @@ impl Operator {
             .args(extra)
             .env("KUBECONFIG", dir.join("kubeconfig"))
             .env("POD_NAME", name)
-            .env("RUST_LOG", "aigw=debug,info")
             .env_remove("AIGW_LEADER_ELECT")
-            .env_remove("POD_NAMESPACE")
-            .stdin(Stdio::null())
-            .stdout(std::fs::File::create(&log).unwrap())
-            .stderr(std::fs::File::options().append(true).open(&log).unwrap())
-            .spawn()
-            .expect("failed to start aigw operator");
+            .env_remove("POD_NAMESPACE");
+        let log = dir.join(format!("{name}.log"));
         Self {
             name: name.to_string(),
-            child,
+            process: support::cli::Process::spawn(command, log),
             metrics,
-            log,
         }
     }
 
@@ -145,33 +137,18 @@ impl Operator {
     }
 
     pub(super) fn signal(&self, signal: &str) {
-        let status = Command::new("kill")
-            .args([signal, &self.child.id().to_string()])
-            .status()
-            .unwrap();
-        assert!(status.success(), "kill {signal} {} failed", self.name);
+        self.process.signal(signal);
     }
 
     /// Waits for the process to exit and returns its exit code.
     pub(super) async fn exit_code(&mut self, timeout: Duration) -> Option<i32> {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(status) = self.child.try_wait().unwrap() {
+            if let Some(status) = self.process.child.try_wait().unwrap() {
                 return status.code();
             }
             assert!(Instant::now() < deadline, "{} did not exit", self.name);
             tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-}
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if std::thread::panicking() {
-            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
-            eprintln!("--- log of {} ---\n{log}", self.name);
         }
     }
 }
@@ -419,7 +396,7 @@ async fn a_leader_that_loses_its_lease_exits_non_zero() {
         code.is_some_and(|c| c != 0),
         "exit code {code:?} after losing the lease"
     );
-    let log = std::fs::read_to_string(&operator.log).unwrap();
+    let log = std::fs::read_to_string(&operator.process.log).unwrap();
     assert!(
         log.contains("lost the leader lease") && log.contains("held by intruder"),
         "{log}"
@@ -485,7 +462,7 @@ async fn a_paused_leader_resumed_after_a_takeover_sends_no_write() {
         .as_object()
         .map_or(0, |m| m.values().filter_map(Value::as_u64).sum());
     assert_eq!(posts, N as u64, "one POST per Config, none resent: {stats}");
-    let log = std::fs::read_to_string(&leader.log).unwrap();
+    let log = std::fs::read_to_string(&leader.process.log).unwrap();
     let withheld = log.matches("was not sent").count() + log.matches("not acting").count();
     println!(
         "paused leader {}: {withheld} writes or reconciles withheld after resuming; standby {} took over",

@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use aigw::resources::McpIntegration;
 use kube::api::{Api, Patch, PatchParams};
-use reqwest::Method;
 use serde_json::{Value, json};
 use support::endpoints::{
     MCP_INTEGRATION_CAPABILITIES_PUT, MCP_INTEGRATION_DELETE, MCP_INTEGRATION_POST,
@@ -44,14 +43,6 @@ fn api(h: &Harness) -> Api<McpIntegration> {
 
 async fn create(h: &Harness, name: &str, spec: Value) {
     h.create_cluster::<McpIntegration>(name, spec).await;
-}
-
-async fn wait_for(
-    h: &Harness,
-    name: &str,
-    done: impl Fn(&McpIntegration) -> bool,
-) -> McpIntegration {
-    h.wait_cluster(name, WAIT, done).await
 }
 
 /// The emulator's record of the integration, `configurations` in clear.
@@ -96,19 +87,25 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
     create(&h, "github", spec.clone()).await;
 
     // The operator's namespace also holds Connection credentials: only a labelled Secret is read.
-    let refused = wait_for(&h, "github", |r| r.stalled_with("SecretNotReadable")).await;
-    let (_, _, message) = refused.condition("Stalled").unwrap();
+    let message = h
+        .cluster_condition_message::<McpIntegration>(
+            "github",
+            WAIT,
+            ("Stalled", "SecretNotReadable"),
+        )
+        .await;
     assert!(message.contains("aigw.io/cluster-readable"), "{message}");
     assert_eq!(h.remote_writes().await, 0, "nothing sent without the label");
     put_config(&h, FIRST_HEADER, true).await;
 
     // One POST; configurations reached the API (a JSON value as JSON); the Workspace resource
     // does not exist yet, so its access row waits while the literal workspace's is enabled.
-    let waiting = wait_for(&h, "github", |r| {
-        r.condition("Ready")
-            .is_some_and(|(s, reason, _)| s == "False" && reason == "WorkspaceNotReady")
-    })
-    .await;
+    let waiting = h
+        .wait_cluster::<McpIntegration>("github", WAIT, |r| {
+            r.condition("Ready")
+                .is_some_and(|(s, reason, _)| s == "False" && reason == "WorkspaceNotReady")
+        })
+        .await;
     let (_, _, message) = waiting.condition("Ready").unwrap();
     assert!(
         message.contains(&format!("Workspace {payments_name}")),
@@ -129,7 +126,9 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
 
     // The Workspace becomes Ready: both rows are enabled, in one PUT.
     let payments = h.ready_workspace("payments").await;
-    let ready = wait_for(&h, "github", |r| r.ready()).await;
+    let ready = h
+        .wait_cluster::<McpIntegration>("github", WAIT, |r| r.ready())
+        .await;
     let status = ready.status.clone().unwrap();
     assert_eq!(status.slug.as_deref(), Some(slug.as_str()));
     assert!(status.secret_hash.is_some());
@@ -190,7 +189,7 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
     let stored = remote(&h, &slug).await;
     assert_eq!(row(&stored, WS_A).unwrap()["status"], "archived");
     assert_eq!(row(&stored, &payments).unwrap()["enabled"], true);
-    wait_for(&h, "github", |r| {
+    h.wait_cluster::<McpIntegration>("github", WAIT, |r| {
         r.ready()
             && r.status
                 .as_ref()
@@ -206,11 +205,10 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
 
     // An MCP server of the integration: the delete waits, naming it, and makes no call.
     let server = h
-        .call(
-            Method::POST,
+        .post(
             "/ai_gw/v2/mcp-servers",
-            Some(json!({"name": "Payments GitHub", "slug": "payments-github",
-                        "mcp_integration_id": slug, "workspace_id": payments})),
+            json!({"name": "Payments GitHub", "slug": "payments-github",
+                        "mcp_integration_id": slug, "workspace_id": payments}),
         )
         .await;
     let server_id = server["id"].as_str().expect("the server's id").to_string();
@@ -224,22 +222,19 @@ async fn configurations_come_from_a_labelled_secret_access_rows_are_disabled_and
 
     // The server goes: the next try deletes the integration.
     let server = format!("/ai_gw/v2/mcp-servers/{server_id}");
-    let release = h.call(Method::DELETE, &server, None);
+    let release = h.delete(&server);
     h.released_then_gone::<McpIntegration>("github", ("mcp_integrations", &slug), release)
         .await;
 
     // No configuration value anywhere but the API.
     let statuses = serde_json::to_string(&held.status).unwrap();
     // An integration to read with the CLI, its configurations set through the API.
-    h.call(
-        Method::POST,
+    h.post(
         "/ai_gw/admin/v2/mcp-integrations",
-        Some(
-            json!({"name": "cli", "slug": "cli-mcp", "url": "https://mcp.example.com/cli",
+        json!({"name": "cli", "slug": "cli-mcp", "url": "https://mcp.example.com/cli",
                     "auth_type": "headers", "transport": "sse",
                     "configurations": {"custom_headers": {"x-api-key": SECOND_HEADER},
                                        "client_secret": CLIENT_SECRET}}),
-        ),
     )
     .await;
     let cli = format!(
@@ -272,13 +267,14 @@ async fn a_toggle_of_a_tool_not_discovered_yet_is_pending_then_applied() {
     .await;
 
     // Nothing discovered: Ready, both toggles pending, no toggle sent.
-    let pending = wait_for(&h, "tools", |r| {
-        r.ready()
-            && r.status
-                .as_ref()
-                .is_some_and(|s| !s.pending_capabilities.is_empty())
-    })
-    .await;
+    let pending = h
+        .wait_cluster::<McpIntegration>("tools", WAIT, |r| {
+            r.ready()
+                && r.status
+                    .as_ref()
+                    .is_some_and(|s| !s.pending_capabilities.is_empty())
+        })
+        .await;
     assert_eq!(
         pending.status.unwrap().pending_capabilities,
         ["prompt summarise", "tool delete_repo"]
@@ -288,18 +284,18 @@ async fn a_toggle_of_a_tool_not_discovered_yet_is_pending_then_applied() {
     // The gateway discovers the tools (not the prompt): the tool's toggle goes in one PUT,
     // the prompt's keeps waiting.
     let id = remote(&h, &slug).await["id"].as_str().unwrap().to_string();
-    h.call(
-        Method::POST,
+    h.post(
         &format!("/_emulator/mcp-integrations/{id}/discover"),
-        Some(json!({"tools": [{"name": "delete_repo"}, {"name": "list_repos"}]})),
+        json!({"tools": [{"name": "delete_repo"}, {"name": "list_repos"}]}),
     )
     .await;
-    let applied = wait_for(&h, "tools", |r| {
-        r.status
-            .as_ref()
-            .is_some_and(|s| s.pending_capabilities == ["prompt summarise"])
-    })
-    .await;
+    let applied = h
+        .wait_cluster::<McpIntegration>("tools", WAIT, |r| {
+            r.status
+                .as_ref()
+                .is_some_and(|s| s.pending_capabilities == ["prompt summarise"])
+        })
+        .await;
     assert!(applied.ready());
     let stored = remote(&h, &slug).await;
     let tool = |name: &str| {
@@ -336,20 +332,13 @@ async fn a_toggle_of_a_tool_not_discovered_yet_is_pending_then_applied() {
 async fn an_exported_mcp_integration_is_adopted_without_a_write() {
     let h = Harness::start_with("mcpi-export", Duration::from_secs(1)).await;
     let slug = format!("console-{}", h.env.namespace);
-    h.call(
-        Method::POST,
-        "/ai_gw/admin/v2/mcp-integrations",
-        Some(
-            json!({"name": "Console made", "slug": slug, "url": "https://mcp.example.com/console",
+    let made = json!({"name": "Console made", "slug": slug, "url": "https://mcp.example.com/console",
                     "auth_type": "headers", "transport": "sse", "description": "made in the console",
-                    "configurations": {"custom_headers": {"x-api-key": FIRST_HEADER}}}),
-        ),
-    )
-    .await;
-    h.call(
-        Method::PUT,
+                    "configurations": {"custom_headers": {"x-api-key": FIRST_HEADER}}});
+    h.post("/ai_gw/admin/v2/mcp-integrations", made).await;
+    h.put(
         &format!("/ai_gw/admin/v2/mcp-integrations/{slug}/workspaces"),
-        Some(json!({"workspaces": [{"id": WS_A, "enabled": true}]})),
+        json!({"workspaces": [{"id": WS_A, "enabled": true}]}),
     )
     .await;
 

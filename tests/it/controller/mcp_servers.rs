@@ -13,39 +13,16 @@ use std::time::Duration;
 
 use aigw::resources::{Guardrail, McpIntegration, McpServer};
 use kube::api::Api;
-use reqwest::Method;
 use serde_json::{Value, json};
 use support::endpoints::{
     GUARDRAIL_MCP_SERVERS_PUT, MCP_INTEGRATION_DELETE, MCP_SERVER_DELETE, MCP_SERVER_POST,
     MCP_SERVER_PUT, MCP_SERVER_USER_ACCESS_PUT,
 };
 use support::harness::Harness;
-use support::objects::Conditions;
+use support::objects::{Conditions, mcp_server};
 
 const WAIT: Duration = Duration::from_secs(30);
 const WS_A: &str = "5d1c3b2a-4e6f-4a7b-8c9d-0e1f2a3b4c5d";
-
-async fn wait_for<K>(api: &Api<K>, name: &str, done: impl Fn(&K) -> bool) -> K
-where
-    K: kube::Resource<DynamicType = ()>
-        + Clone
-        + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + serde::Serialize,
-{
-    let found = support::wait_until(WAIT, || async {
-        let r = api.get_opt(name).await.ok()??;
-        done(&r).then_some(r)
-    })
-    .await;
-    match found {
-        Some(r) => r,
-        None => panic!(
-            "{name} did not get there: {}",
-            serde_json::to_string(&api.get_opt(name).await.ok().flatten()).unwrap()
-        ),
-    }
-}
 
 /// The emulator's record of the server `slug` (with its workspace and default user access).
 async fn remote(h: &Harness, slug: &str) -> Value {
@@ -55,7 +32,6 @@ async fn remote(h: &Harness, slug: &str) -> Value {
 /// Seeds workspace [`WS_A`] and makes a Ready McpIntegration (`tools`) enabling it, if `enabled`.
 async fn integration(h: &Harness, enabled: bool) -> String {
     h.seed_workspace(WS_A, "payments", "payments").await;
-    let integrations = Api::<McpIntegration>::all(h.env.client.clone());
     let integration = h.cluster_name("tools");
     let workspaces = match enabled {
         true => json!([{"workspace": WS_A}]),
@@ -67,7 +43,8 @@ async fn integration(h: &Harness, enabled: bool) -> String {
                        "authType": "none", "transport": "http", "workspaces": workspaces}),
     )
     .await;
-    wait_for(&integrations, &integration, |i| i.ready()).await;
+    h.wait_cluster::<McpIntegration>("tools", WAIT, |i| i.ready())
+        .await;
     integration
 }
 
@@ -75,17 +52,15 @@ async fn integration(h: &Harness, enabled: bool) -> String {
 async fn a_guardrail_names_an_mcp_server_by_resource() {
     let h = Harness::start_with("mcps-guard", Duration::from_secs(2)).await;
     let integration = integration(&h, true).await;
-    let guardrails = h.env.api::<Guardrail>();
     let spec = json!({"name": "tools", "workspaceId": WS_A, "target": "mcp_tools",
         "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
         "mcpServers": [{"mcpServerRef": {"name": "pay-tools"}, "runOn": ["input"]}]});
     support::objects::create::<Guardrail>(&h.env, "tools", spec).await;
     // No McpServer yet: the mapping waits, naming it, and nothing is synced.
-    let waiting = wait_for(&guardrails, "tools", |g| {
-        g.not_ready_with("McpServerNotReady")
-    })
-    .await;
-    let (_, _, message) = waiting.condition("Ready").unwrap();
+    let message = h
+        .env
+        .condition_message::<Guardrail>("tools", WAIT, ("Ready", "McpServerNotReady"))
+        .await;
     let named = format!("McpServer {}/pay-tools", h.env.namespace);
     assert!(message.contains(&named), "{message}");
     assert_eq!(
@@ -94,25 +69,17 @@ async fn a_guardrail_names_an_mcp_server_by_resource() {
         "nothing mapped yet"
     );
 
-    let servers = h.env.api::<McpServer>();
-    let slug = format!("gd-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
-    support::objects::create::<McpServer>(
-        &h.env,
-        "pay-tools",
-        json!({"slug": slug, "name": "Payments tools", "workspaceId": WS_A,
-                       "integrationRef": {"name": integration}}),
-    )
-    .await;
-    let server = wait_for(&servers, "pay-tools", |s| s.ready()).await;
+    let slug = h.env.suffixed("gd");
+    let spec = mcp_server(Some(&slug), "Payments tools", WS_A, &integration);
+    support::objects::create::<McpServer>(&h.env, "pay-tools", spec).await;
+    let server = h
+        .wait_for::<McpServer>("pay-tools", WAIT, |s| s.ready())
+        .await;
     let server_id = server.status.and_then(|s| s.id).unwrap();
-    let ready = wait_for(&guardrails, "tools", |g| g.ready()).await;
+    let ready = h.wait_for::<Guardrail>("tools", WAIT, |g| g.ready()).await;
     let guardrail_id = ready.status.clone().and_then(|s| s.id).unwrap();
     let mapped = h
-        .call(
-            Method::GET,
-            &format!("/ai_gw/v2/guardrails/{guardrail_id}/mcp-servers"),
-            None,
-        )
+        .get(&format!("/ai_gw/v2/guardrails/{guardrail_id}/mcp-servers"))
         .await;
     assert_eq!(mapped["data"][0]["mcp_server_id"], server_id.as_str());
     assert_eq!(mapped["data"][0]["run_on"], json!(["input"]));
@@ -144,16 +111,15 @@ async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_int
 
     // The integration enables no workspace: the server waits, naming what, and posts nothing.
     let servers = h.env.api::<McpServer>();
-    let slug = format!("pay-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
+    let slug = h.env.suffixed("pay");
     let spec = json!({"slug": slug, "name": "Payments tools", "workspaceId": WS_A,
         "integrationRef": {"name": integration}, "defaultUserAccess": "deny",
         "userAccess": [{"userId": "user-1", "enabled": true}]});
     support::objects::create::<McpServer>(&h.env, "pay-tools", spec).await;
-    let waiting = wait_for(&servers, "pay-tools", |s| {
-        s.not_ready_with("IntegrationNotReady")
-    })
-    .await;
-    let (_, _, message) = waiting.condition("Ready").unwrap();
+    let message = h
+        .env
+        .condition_message::<McpServer>("pay-tools", WAIT, ("Ready", "IntegrationNotReady"))
+        .await;
     assert!(
         message.contains(&integration) && message.contains("does not enable workspace"),
         "{message}"
@@ -171,7 +137,9 @@ async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_int
         json!({"spec": {"workspaces": [{"workspace": WS_A}]}}),
     )
     .await;
-    let ready = wait_for(&servers, "pay-tools", |s| s.ready()).await;
+    let ready = h
+        .wait_for::<McpServer>("pay-tools", WAIT, |s| s.ready())
+        .await;
     let id = ready.status.as_ref().and_then(|s| s.id.clone()).unwrap();
     let stored = remote(&h, &slug).await;
     assert_eq!(stored["workspace_id"], WS_A);
@@ -183,11 +151,7 @@ async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_int
         "one user-access PUT"
     );
     let rows = h
-        .call(
-            Method::GET,
-            &format!("/ai_gw/v2/mcp-servers/{id}/user-access"),
-            None,
-        )
+        .get(&format!("/ai_gw/v2/mcp-servers/{id}/user-access"))
         .await;
     assert_eq!(rows["data"][0]["user_id"], "user-1");
     assert_eq!(rows["data"][0]["enabled"], true);
@@ -212,7 +176,9 @@ async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_int
     h.env
         .patch_spec::<McpServer>("pay-tools", json!({"name": "Payments MCP tools"}))
         .await;
-    let renamed = wait_for(&servers, "pay-tools", |s| s.ready()).await;
+    let renamed = h
+        .wait_for::<McpServer>("pay-tools", WAIT, |s| s.ready())
+        .await;
     assert_eq!(remote(&h, &slug).await["name"], "Payments MCP tools");
     assert_eq!(renamed.status.and_then(|s| s.id), Some(id.clone()));
     assert_eq!(h.count(MCP_SERVER_PUT).await, 1, "one PUT renames it");
@@ -223,11 +189,9 @@ async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_int
         .delete(&integration, &Default::default())
         .await
         .unwrap();
-    let held = wait_for(&integrations, &integration, |i| {
-        i.not_ready_with("StillReferenced")
-    })
-    .await;
-    let (_, _, message) = held.condition("Ready").unwrap();
+    let message = h
+        .cluster_condition_message::<McpIntegration>("tools", WAIT, ("Ready", "StillReferenced"))
+        .await;
     let named = format!("McpServer {}/pay-tools", h.env.namespace);
     assert!(message.contains(&named), "{message}");
     assert_eq!(h.count(MCP_INTEGRATION_DELETE).await, 0, "nothing forced");
@@ -237,16 +201,10 @@ async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_int
         .delete("pay-tools", &Default::default())
         .await
         .unwrap();
-    support::wait_until(Duration::from_secs(60), || async {
-        integrations
-            .get_opt(&integration)
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await
-    .expect("the McpIntegration went once no McpServer named it");
+    assert!(
+        support::gone_within(&integrations, &integration, Duration::from_secs(60)).await,
+        "the McpIntegration went once no McpServer named it"
+    );
     assert_eq!(
         h.count(MCP_SERVER_DELETE).await,
         1,
@@ -269,22 +227,18 @@ async fn a_server_waits_for_workspace_access_syncs_user_access_and_holds_its_int
 async fn an_exported_mcp_server_is_adopted_without_a_write() {
     let h = Harness::start_with("mcps-export", Duration::from_secs(1)).await;
     let integration = integration(&h, true).await;
-    let slug = format!("console-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
+    let slug = h.env.suffixed("console");
     let made = h
-        .call(
-            Method::POST,
+        .post(
             "/ai_gw/v2/mcp-servers",
-            Some(
-                json!({"name": "Console made", "slug": slug, "workspace_id": WS_A,
+            json!({"name": "Console made", "slug": slug, "workspace_id": WS_A,
                         "mcp_integration_id": integration, "description": "made in the console"}),
-            ),
         )
         .await;
     let id = made["id"].as_str().unwrap().to_string();
-    h.call(
-        Method::PUT,
+    h.put(
         &format!("/ai_gw/v2/mcp-servers/{id}/user-access"),
-        Some(json!({"user_access": [], "default_user_access": "deny"})),
+        json!({"user_access": [], "default_user_access": "deny"}),
     )
     .await;
 
@@ -309,9 +263,10 @@ async fn an_exported_mcp_server_is_adopted_without_a_write() {
     assert_eq!(spec["defaultUserAccess"], "deny");
     assert_eq!(spec["deletionPolicy"], "Orphan");
     let before = h.remote_writes().await;
-    let servers = h.env.api::<McpServer>();
     support::objects::create::<McpServer>(&h.env, "exported", spec).await;
-    let ready = wait_for(&servers, "exported", |s| s.ready()).await;
+    let ready = h
+        .wait_for::<McpServer>("exported", WAIT, |s| s.ready())
+        .await;
     assert_eq!(ready.status.and_then(|s| s.id), Some(id));
     h.assert_no_write_since(before, "adopting the export").await;
     h.stop().await;
@@ -325,32 +280,24 @@ async fn a_server_of_the_slug_in_another_workspace_is_not_adopted() {
     let h = Harness::start_with("mcps-other", Duration::from_secs(1)).await;
     let integration = integration(&h, true).await;
     h.seed_workspace(WS_B, "other", "other").await;
-    h.call(
-        Method::PUT,
+    h.put(
         &format!("/ai_gw/admin/v2/mcp-integrations/{integration}/workspaces"),
-        Some(json!({"workspaces": [{"id": WS_B, "enabled": true}]})),
+        json!({"workspaces": [{"id": WS_B, "enabled": true}]}),
     )
     .await;
-    let slug = format!("taken-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
-    h.call(
-        Method::POST,
+    let slug = h.env.suffixed("taken");
+    h.post(
         "/ai_gw/v2/mcp-servers",
-        Some(
-            json!({"name": "Other team's", "slug": slug, "workspace_id": WS_B,
+        json!({"name": "Other team's", "slug": slug, "workspace_id": WS_B,
                     "mcp_integration_id": integration}),
-        ),
     )
     .await;
     h.reset_stats().await;
-    let servers = h.env.api::<McpServer>();
-    support::objects::create::<McpServer>(
-        &h.env,
-        "mine",
-        json!({"slug": slug, "name": "Other team's", "workspaceId": WS_A,
-                       "integrationRef": {"name": integration}}),
-    )
-    .await;
-    let refused = wait_for(&servers, "mine", |s| s.stalled_with("InvalidSpec")).await;
+    let spec = mcp_server(Some(&slug), "Other team's", WS_A, &integration);
+    support::objects::create::<McpServer>(&h.env, "mine", spec).await;
+    let refused = h
+        .wait_for::<McpServer>("mine", WAIT, |s| s.stalled_with("InvalidSpec"))
+        .await;
     let (_, _, message) = refused.condition("Stalled").unwrap();
     assert!(
         message.contains("workspaceId") && message.contains("not adopted"),
@@ -376,19 +323,14 @@ async fn a_server_of_an_mcp_integration_not_granted_makes_no_call() {
     let mut h =
         Harness::start_with_grants("mcps-grant", Duration::from_secs(1), not_granted.clone()).await;
     let integration = integration(&h, true).await;
-    let servers = h.env.api::<McpServer>();
-    let slug = format!("gr-{}", &h.env.namespace[h.env.namespace.len() - 8..]);
-    support::objects::create::<McpServer>(
-        &h.env,
-        "tools",
-        json!({"slug": slug, "name": "Tools", "workspaceId": WS_A,
-                       "integrationRef": {"name": integration}}),
-    )
-    .await;
-    let refused = wait_for(&servers, "tools", |s| {
-        s.stalled_with("McpIntegrationNotAllowed")
-    })
-    .await;
+    let slug = h.env.suffixed("gr");
+    let spec = mcp_server(Some(&slug), "Tools", WS_A, &integration);
+    support::objects::create::<McpServer>(&h.env, "tools", spec).await;
+    let refused = h
+        .wait_for::<McpServer>("tools", WAIT, |s| {
+            s.stalled_with("McpIntegrationNotAllowed")
+        })
+        .await;
     let (_, _, message) = refused.condition("Stalled").unwrap();
     assert!(
         message.contains("spec.grants[].mcpIntegrations"),
@@ -401,7 +343,7 @@ async fn a_server_of_an_mcp_integration_not_granted_makes_no_call() {
         json!([{"namespaces": ["{ns}"], "workspaces": [WS_A], "mcpIntegrations": [integration]}]),
     );
     h.restart_operator().await;
-    wait_for(&servers, "tools", |s| s.ready()).await;
+    h.wait_for::<McpServer>("tools", WAIT, |s| s.ready()).await;
     assert_eq!(h.count(MCP_SERVER_POST).await, 1, "{}", h.stats().await);
 
     // Revoked: an update is refused and the delete leaves the server, without a call.

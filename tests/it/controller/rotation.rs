@@ -81,20 +81,12 @@ async fn assert_no_leaks(h: &Harness, extra: &[&str]) {
         support::statuses(&h.env.api::<Deployment>()).await,
         support::statuses(&Api::<Connection>::all(h.env.client.clone())).await
     );
-    for secret in secrets.iter().filter(|s| s.len() >= 8) {
-        assert!(
-            !logs.contains(secret.as_str()),
-            "a secret value appears in the logs"
-        );
-        assert!(
-            !events.contains(secret.as_str()),
-            "a secret value appears in the events"
-        );
-        assert!(
-            !statuses.contains(secret.as_str()),
-            "a secret value appears in a status"
-        );
-    }
+    let places = [
+        ("the logs", logs.as_str()),
+        ("the events", events.as_str()),
+        ("a status", statuses.as_str()),
+    ];
+    support::assert_none_in(&secrets, "secret value", &places);
 }
 
 async fn workload_annotation<K>(h: &Harness, name: &str) -> Option<String>
@@ -456,11 +448,7 @@ async fn create_connection(h: &Harness, name: &str, extra: Value) {
 async fn create_connection_with_secret(h: &Harness, name: &str, extra: Value, client_secret: &str) {
     let secret: Secret = object(json!({"metadata": {"name": format!("{name}-oauth")},
         "stringData": {"client_id": "aigw-client", "client_secret": client_secret}}));
-    h.env
-        .api::<Secret>()
-        .create(&PostParams::default(), &secret)
-        .await
-        .unwrap();
+    support::create(&h.env.api(), &secret).await;
     let ns = &h.env.namespace;
     let mut spec = json!({
         "managementUrl": h.emulator.management_url(),
@@ -560,19 +548,9 @@ async fn a_namespace_the_connection_does_not_allow_is_stalled() {
         json!({"apiVersion": "aigw.io/v1alpha1", "kind": "Config", "metadata": {"name": "denied"},
         "spec": {"name": "denied", "config": {"retry": {"attempts": 1}}, "connectionRef": {"name": name}}}),
     );
-    h.env
-        .api::<Config>()
-        .create(&PostParams::default(), &config)
-        .await
-        .unwrap();
+    support::create(&h.env.api(), &config).await;
     let stalled = h
-        .wait_for::<Config>("denied", WAIT, |c| {
-            c.status.as_ref().is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.type_ == "Stalled" && c.status == "True")
-            })
-        })
+        .wait_for::<Config>("denied", WAIT, |c| c.is_true("Stalled"))
         .await;
     let conditions = stalled.status.unwrap().managed.conditions;
     let stalled = conditions.iter().find(|c| c.type_ == "Stalled").unwrap();
@@ -594,14 +572,8 @@ async fn a_namespace_the_connection_does_not_allow_is_stalled() {
         )
         .await
         .unwrap();
-    h.wait_for::<Config>("denied", WAIT, |c| {
-        c.status.as_ref().is_some_and(|s| {
-            s.conditions
-                .iter()
-                .any(|c| c.type_ == "Ready" && c.status == "True")
-        })
-    })
-    .await;
+    h.wait_for::<Config>("denied", WAIT, |c| c.is_true("Ready"))
+        .await;
     assert_eq!(h.count("POST /ai_gw/v2/configs").await, 1);
 
     // A Connection whose secret is wrong is not Ready, and says why without the secret. It is

@@ -78,7 +78,7 @@ async fn checked_secret_values_stay_out_of_status_events_and_logs() {
     let values = [&hook, &nested, &typed, &parent, &child, &known].map(|v| v.to_string());
     // The one guardrail a Secret names that exists: its slug is itself a Secret value.
     let seed = json!({"guardrails": [{"slug": known, "name": "known"}]});
-    h.call(Method::POST, "/_emulator/seed", Some(seed)).await;
+    h.post("/_emulator/seed", seed).await;
     let pairs = [
         ("password", hook.as_str()),
         ("nested", nested.as_str()),
@@ -87,11 +87,7 @@ async fn checked_secret_values_stay_out_of_status_events_and_logs() {
         ("child", child.as_str()),
         ("known", known.as_str()),
     ];
-    h.env
-        .api::<Secret>()
-        .create(&PostParams::default(), &secret("db", &pairs))
-        .await
-        .unwrap();
+    support::create(&h.env.api(), &secret("db", &pairs)).await;
     let configs = [
         (
             "hook",
@@ -168,9 +164,7 @@ async fn checked_secret_values_stay_out_of_status_events_and_logs() {
         .as_ref()
         .and_then(|s| s.slug.clone())
         .unwrap();
-    let remote = h
-        .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
-        .await;
+    let remote = h.get(&format!("/ai_gw/v2/configs/{slug}")).await;
     assert!(
         remote["config"].as_str().unwrap().contains(known.as_str()),
         "the request body lacks the Secret's value: {remote}"

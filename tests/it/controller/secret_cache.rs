@@ -75,16 +75,10 @@ async fn a_mixed_set_reads_no_secret_from_the_apiserver_at_steady_state() {
     let config = h.wait_for::<Config>("routing", WAIT, |c| c.ready()).await;
     let slug = config.status.and_then(|s| s.slug).expect("status.slug");
     let name = h.cluster_name("openai");
-    support::wait_until(WAIT, || async {
-        integrations
-            .get_opt(&name)
-            .await
-            .ok()??
-            .ready()
-            .then_some(())
-    })
-    .await
-    .expect("the Integration is Ready");
+    assert!(
+        support::ready_within(&integrations, &name, WAIT).await,
+        "the Integration is Ready"
+    );
 
     // At creation: no GET of any Secret (the caches say whether a delivered one exists and
     // whose it is, and hold the values of the referenced ones), and no fallback counted.
@@ -134,7 +128,7 @@ async fn a_mixed_set_reads_no_secret_from_the_apiserver_at_steady_state() {
         .unwrap();
     let path = format!("/ai_gw/v2/configs/{slug}");
     support::wait_until(WAIT, || async {
-        let remote = h.call(reqwest::Method::GET, &path, None).await;
+        let remote = h.get(&path).await;
         let document = remote["config"].as_str().unwrap_or_default().to_string();
         document.contains("s3cr3t-db-new-Wm2").then_some(())
     })

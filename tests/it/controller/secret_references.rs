@@ -36,14 +36,6 @@ fn api(h: &Harness) -> Api<SecretReference> {
     Api::all(h.env.client.clone())
 }
 
-async fn wait_for(
-    h: &Harness,
-    name: &str,
-    done: impl Fn(&SecretReference) -> bool,
-) -> SecretReference {
-    h.wait_cluster(name, WAIT, done).await
-}
-
 /// The emulator's record of the reference, `auth_config` in clear.
 async fn remote(h: &Harness, slug: &str) -> Value {
     h.remote_record("secret_references", "slug", slug).await
@@ -62,14 +54,17 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
     h.create_cluster::<SecretReference>("aws", spec).await;
 
     // The operator's namespace also holds Connection credentials: only a labelled Secret is read.
-    let refused = wait_for(&h, "aws", |r| r.stalled_with("SecretNotReadable")).await;
-    let (_, _, message) = refused.condition("Stalled").unwrap();
+    let message = h
+        .cluster_condition_message::<SecretReference>("aws", WAIT, ("Stalled", "SecretNotReadable"))
+        .await;
     assert!(message.contains("aigw.io/cluster-readable"), "{message}");
     assert_eq!(h.remote_writes().await, 0, "nothing sent without the label");
     put_auth(&h, FIRST_SECRET, true).await;
 
     // One POST; auth_config and the allowed workspaces reached the API.
-    let ready = wait_for(&h, "aws", |r| r.ready()).await;
+    let ready = h
+        .wait_cluster::<SecretReference>("aws", WAIT, |r| r.ready())
+        .await;
     let status = ready.status.clone().unwrap();
     assert_eq!(status.slug.as_deref(), Some(slug.as_str()));
     assert!(status.secret_hash.is_some());
@@ -107,14 +102,11 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
     // An integration maps its key to the reference: the API refuses the delete, the resource
     // says who holds it and waits; nothing is forced.
     let integration = h
-        .call(
-            Method::POST,
+        .post(
             "/ai_gw/admin/v2/integrations",
-            Some(
-                json!({"name": "mapped", "ai_provider_id": "open-ai", "slug": "mapped-openai",
+            json!({"name": "mapped", "ai_provider_id": "open-ai", "slug": "mapped-openai",
                         "create_default_provider": false,
                         "secret_mappings": [{"target_field": "key", "secret_reference_id": slug}]}),
-            ),
         )
         .await;
     assert!(integration["id"].is_string(), "{integration}");
@@ -141,15 +133,12 @@ async fn auth_config_comes_from_a_labelled_secret_and_an_in_use_reference_waits_
     // No auth_config value anywhere but the API.
     let statuses = serde_json::to_string(&held.status).unwrap();
     // A reference to read with the CLI, its auth_config set through the API.
-    h.call(
-        Method::POST,
+    h.post(
         "/ai_gw/admin/v2/secret-references",
-        Some(
-            json!({"name": "cli", "slug": "cli-ref", "manager_type": "aws_sm",
+        json!({"name": "cli", "slug": "cli-ref", "manager_type": "aws_sm",
                     "secret_path": "p", "auth_config": {"aws_auth_type": "accessKey",
                     "aws_region": "eu-west-1", "aws_access_key_id": KEY_ID,
                     "aws_secret_access_key": SECOND_SECRET}}),
-        ),
     )
     .await;
     let cli = format!(
@@ -228,7 +217,9 @@ async fn an_integration_maps_its_key_to_a_secret_reference_resource() {
     let spec = json!({"slug": reference, "name": "Vault", "managerType": "aws_sm",
                       "secretPath": "prod/openai", "authConfigSecretRef": {"name": "aws-sm-auth"}});
     h.create_cluster::<SecretReference>("vault", spec).await;
-    let ready = wait_for(&h, "vault", |r| r.ready()).await;
+    let ready = h
+        .wait_cluster::<SecretReference>("vault", WAIT, |r| r.ready())
+        .await;
     let id = ready.status.unwrap().id.expect("the reference's UUID");
     let mapped = support::wait_until(WAIT, || async {
         let i = integrations.get_opt(&integration).await.ok()??;
@@ -262,8 +253,9 @@ async fn an_integration_maps_its_key_to_a_secret_reference_resource() {
         .delete(&reference, &Default::default())
         .await
         .unwrap();
-    let held = wait_for(&h, "vault", |r| r.not_ready_with("StillReferenced")).await;
-    let (_, _, message) = held.condition("Ready").unwrap();
+    let message = h
+        .cluster_condition_message::<SecretReference>("vault", WAIT, ("Ready", "StillReferenced"))
+        .await;
     assert!(
         message.contains(&format!("Integration {integration}")),
         "{message}"
@@ -280,16 +272,10 @@ async fn an_integration_maps_its_key_to_a_secret_reference_resource() {
         .delete(&integration, &Default::default())
         .await
         .unwrap();
-    support::wait_until(Duration::from_secs(60), || async {
-        api(&h)
-            .get_opt(&reference)
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await
-    .expect("the SecretReference went once no Integration mapped it");
+    assert!(
+        support::gone_within(&api(&h), &reference, Duration::from_secs(60)).await,
+        "the SecretReference went once no Integration mapped it"
+    );
     assert!(remote(&h, &reference).await.is_null(), "deleted remotely");
     assert!(
         remote_integration(&h, &integration).await.is_null(),
@@ -312,30 +298,24 @@ async fn a_mapped_integration_as_exported_is_adopted_without_a_write() {
     let h = Harness::start_with_secret_namespace("secmap-adopt", Duration::from_secs(1)).await;
     let slug = h.cluster_name("console-mapped");
     let reference = h
-        .call(
-            Method::POST,
+        .post(
             "/ai_gw/admin/v2/secret-references",
-            Some(
-                json!({"name": "Console vault", "slug": format!("{slug}-ref"),
+            json!({"name": "Console vault", "slug": format!("{slug}-ref"),
                         "manager_type": "aws_sm", "secret_path": "prod/openai",
                         "auth_config": {"aws_auth_type": "accessKey", "aws_region": "eu-west-1",
                                         "aws_access_key_id": KEY_ID,
                                         "aws_secret_access_key": FIRST_SECRET}}),
-            ),
         )
         .await;
     let reference_id = reference["id"]
         .as_str()
         .expect("the reference's id")
         .to_string();
-    h.call(
-        Method::POST,
+    h.post(
         "/ai_gw/admin/v2/integrations",
-        Some(
-            json!({"name": "Console mapped", "slug": slug, "ai_provider_id": "open-ai",
+        json!({"name": "Console mapped", "slug": slug, "ai_provider_id": "open-ai",
                     "secret_mappings": [{"target_field": "key",
                                          "secret_reference_id": reference_id}]}),
-        ),
     )
     .await;
     let before = h.remote_writes().await;
@@ -345,16 +325,10 @@ async fn a_mapped_integration_as_exported_is_adopted_without_a_write() {
                       "deletionPolicy": "Orphan"});
     h.create_cluster::<aigw::resources::Integration>("console-mapped", spec)
         .await;
-    support::wait_until(WAIT, || async {
-        integrations
-            .get_opt(&slug)
-            .await
-            .ok()??
-            .ready()
-            .then_some(())
-    })
-    .await
-    .expect("the exported integration is adopted");
+    assert!(
+        support::ready_within(&integrations, &slug, WAIT).await,
+        "the exported integration is adopted"
+    );
     h.assert_no_write_since(before, "adopting the export").await;
     h.stop().await;
 }

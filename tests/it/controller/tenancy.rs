@@ -8,7 +8,6 @@ use std::time::Duration;
 use aigw::resources::{Config, Deployment, RateLimitsPolicy};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
-use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{Harness, Installation};
 use support::objects::{Conditions, Rotates, create, gateway, limits, routing};
@@ -113,13 +112,7 @@ async fn a_second_claim_on_a_policy_is_stalled() {
     h.reset_stats().await;
     tokio::time::sleep(DRIFT * 3 + Duration::from_secs(1)).await;
     assert_eq!(writes(&h).await, 0, "{}", h.stats().await);
-    let state = h.state().await;
-    let remote = state["rate_limits"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["id"] == id.as_str())
-        .unwrap();
+    let remote = h.remote_record_present("rate_limits", "id", &id).await;
     assert_eq!(
         remote["value"].as_f64(),
         Some(100.0),
@@ -195,20 +188,16 @@ async fn grants_refuse_adoption_and_foreign_workspaces_without_any_api_call() {
     ] {
         create::<Config>(&h.env, name, spec).await;
     }
-    let refused = h
-        .wait_for::<Config>("adopt", WAIT, |c| c.stalled_with("AdoptionNotAllowed"))
+    let message = h
+        .env
+        .condition_message::<Config>("adopt", WAIT, ("Stalled", "AdoptionNotAllowed"))
         .await;
-    assert!(
-        refused
-            .condition("Stalled")
-            .unwrap()
-            .2
-            .contains("allowAdoption")
-    );
-    let refused = h
-        .wait_for::<Config>("foreign", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
+    assert!(message.contains("allowAdoption"), "{message}");
+    let message = h
+        .env
+        .condition_message::<Config>("foreign", WAIT, ("Stalled", "WorkspaceNotAllowed"))
         .await;
-    assert!(refused.condition("Stalled").unwrap().2.contains(WS_B));
+    assert!(message.contains(WS_B), "{message}");
     h.wait_for::<Config>("unscoped", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
         .await;
     tokio::time::sleep(DRIFT * 2).await;
@@ -221,10 +210,9 @@ async fn grants_refuse_adoption_and_foreign_workspaces_without_any_api_call() {
 
     // The other namespace may adopt, in any workspace.
     let seeded = h
-        .call(
-            Method::POST,
+        .post(
             "/_emulator/seed",
-            Some(json!({"configs": [{"name": "theirs", "config": routing("theirs")["config"]}]})),
+            json!({"configs": [{"name": "theirs", "config": routing("theirs")["config"]}]}),
         )
         .await;
     let slug = seeded["configs"][0]["slug"].as_str().unwrap();
@@ -1009,16 +997,10 @@ async fn a_rewritten_claim_on_a_cluster_scoped_object_moves_nothing() {
         .delete(&name, &DeleteParams::default())
         .await
         .unwrap();
-    let gone = support::wait_until(WAIT, || async {
-        guardrails
-            .get_opt(&name)
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    assert!(gone.is_some(), "the deletion hangs");
+    assert!(
+        support::gone_within(&guardrails, &name, WAIT).await,
+        "the deletion hangs"
+    );
     assert_eq!(
         (guardrail_copies(&a).await, guardrail_copies(&b).await),
         (0, 0)

@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use aigw::resources::UsageLimitsPolicy;
 use kube::api::{Patch, PatchParams, PostParams};
-use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::Harness;
 use support::objects::Conditions;
@@ -48,11 +47,7 @@ async fn spend(h: &Harness, id: &str, value_key: &str, usage: f64) {
 }
 
 async fn create(h: &Harness, name: &str, spec: Value) -> String {
-    h.env
-        .api::<UsageLimitsPolicy>()
-        .create(&PostParams::default(), &policy(name, spec))
-        .await
-        .unwrap();
+    support::create(&h.env.api(), &policy(name, spec)).await;
     let created = h
         .wait_for::<UsageLimitsPolicy>(name, WAIT, UsageLimitsPolicy::ready)
         .await;
@@ -99,12 +94,8 @@ async fn a_usage_limits_policy_is_created_updated_and_archived_with_one_write_ea
 
     // A remote edit is corrected with one PUT, and the event names it.
     h.reset_stats().await;
-    h.call(
-        Method::PUT,
-        &format!("{POLICIES}/{id}"),
-        Some(json!({"credit_limit": 1})),
-    )
-    .await;
+    h.put(&format!("{POLICIES}/{id}"), json!({"credit_limit": 1}))
+        .await;
     support::wait_until(WAIT, || async {
         (remote(&h, &id).await["credit_limit"].as_f64() == Some(250.0)).then_some(())
     })
@@ -224,33 +215,18 @@ async fn fixed_fields_and_both_reset_forms_are_refused_at_admission() {
 #[tokio::test]
 async fn an_adopted_policy_is_observed_without_a_write() {
     let h = Harness::start("ulp-adopt").await;
-    let existing = h
-        .call(
-            Method::POST,
-            POLICIES,
-            Some(json!({"name": "shared", "type": "tokens", "credit_limit": 1000, "periodic_reset_days": 30,
-            "conditions": [{"key": "api_key", "value": "k1"}], "group_by": [{"key": "workspace_id"}]})),
-        )
-        .await;
+    let console_made = json!({"name": "shared", "type": "tokens", "credit_limit": 1000, "periodic_reset_days": 30,
+            "conditions": [{"key": "api_key", "value": "k1"}], "group_by": [{"key": "workspace_id"}]});
+    let existing = h.post(POLICIES, console_made).await;
     let id = existing["id"].as_str().unwrap().to_string();
     // Observe-only with a different limit: Drifted, never written.
     h.reset_stats().await;
     let spec = json!({"policyId": id, "name": "shared", "type": "tokens", "creditLimit": 5, "periodicResetDays": 30,
         "conditions": [{"key": "api_key", "value": "k1"}], "groupBy": [{"key": "workspace_id"}],
         "managementPolicy": "Observe", "deletionPolicy": "Orphan"});
-    h.env
-        .api::<UsageLimitsPolicy>()
-        .create(&PostParams::default(), &policy("shared", spec))
-        .await
-        .unwrap();
+    support::create(&h.env.api(), &policy("shared", spec)).await;
     let observed = h
-        .wait_for::<UsageLimitsPolicy>("shared", WAIT, |p| {
-            p.status.as_ref().is_some_and(|s| {
-                s.conditions
-                    .iter()
-                    .any(|c| c.type_ == "Drifted" && c.status == "True")
-            })
-        })
+        .wait_for::<UsageLimitsPolicy>("shared", WAIT, |p| p.is_true("Drifted"))
         .await;
     assert_eq!(observed.status.unwrap().id.as_deref(), Some(id.as_str()));
     assert_eq!(h.remote_writes().await, 0, "observe-only writes nothing");

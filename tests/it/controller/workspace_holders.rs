@@ -14,7 +14,7 @@ use kube::api::{Api, DeleteParams};
 use serde_json::json;
 use support::endpoints::{SCOPE_POST, WORKSPACE_DELETE, WORKSPACE_LIST, WORKSPACE_POST};
 use support::harness::Harness;
-use support::objects::Conditions;
+use support::objects::{Conditions, mcp_server};
 
 const WAIT: Duration = Duration::from_secs(30);
 const WS_A: &str = "5d1c3b2a-4e6f-4a7b-8c9d-0e1f2a3b4c5d";
@@ -70,10 +70,7 @@ async fn attack_an_ungranted_namespace_naming_a_workspace_by_resource_blocks_its
     support::objects::create::<Config>(&h.env, "squatter", spec).await;
     h.wait_for::<Config>("squatter", WAIT, |c| c.stalled_with("WorkspaceNotAllowed"))
         .await;
-    workspaces(&h)
-        .delete(&h.cluster_name("other"), &DeleteParams::default())
-        .await
-        .unwrap();
+    h.delete_cluster::<Workspace>("other").await;
     let held = archived_or_held(&h, "other").await;
     let archives = h.count(WORKSPACE_DELETE).await;
     configs
@@ -105,10 +102,7 @@ async fn attack_a_workspace_an_mcp_integration_enables_by_resource_is_archived_u
         json!([{"workspaceRef": {"name": h.cluster_name("payments")}}]),
     )
     .await;
-    workspaces(&h)
-        .delete(&h.cluster_name("payments"), &DeleteParams::default())
-        .await
-        .unwrap();
+    h.delete_cluster::<Workspace>("payments").await;
     let held = archived_or_held(&h, "payments").await;
     let after = integrations
         .get_opt(&slug)
@@ -136,13 +130,8 @@ async fn attack_an_mcp_server_that_never_made_anything_holds_the_integration() {
     let slug = h.cluster_name("tools");
     ready_tools(&h, json!([])).await;
     let servers = h.env.api::<McpServer>();
-    support::objects::create::<McpServer>(
-        &h.env,
-        "squatter",
-        json!({"name": "Squatter", "workspaceId": WS_A,
-                       "integrationRef": {"name": slug}}),
-    )
-    .await;
+    let spec = mcp_server(None, "Squatter", WS_A, &slug);
+    support::objects::create::<McpServer>(&h.env, "squatter", spec).await;
     h.wait_for::<McpServer>("squatter", WAIT, |s| {
         s.condition("Ready")
             .is_some_and(|(st, reason, _)| st == "False" && reason == "IntegrationNotReady")
@@ -227,9 +216,7 @@ async fn attack_a_workspace_deleted_while_its_create_is_uncertain_is_not_left_be
     let api = workspaces(&h);
     create_until_posted(&h, "uncertain", "Uncertain").await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    api.delete(&h.cluster_name("uncertain"), &DeleteParams::default())
-        .await
-        .unwrap();
+    h.delete_cluster::<Workspace>("uncertain").await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     h.faults(json!({})).await;
     let full = h.cluster_name("uncertain");
@@ -272,19 +259,11 @@ async fn attack_a_workspace_held_by_an_mcp_server_goes_as_soon_as_the_server_doe
     )
     .await;
     let servers = h.env.api::<McpServer>();
-    support::objects::create::<McpServer>(
-        &h.env,
-        "pay-tools",
-        json!({"name": "Pay tools", "workspaceId": id,
-                       "integrationRef": {"name": slug}}),
-    )
-    .await;
+    let spec = mcp_server(None, "Pay tools", &id, &slug);
+    support::objects::create::<McpServer>(&h.env, "pay-tools", spec).await;
     h.wait_for::<McpServer>("pay-tools", WAIT, |s| s.ready())
         .await;
-    workspaces(&h)
-        .delete(&h.cluster_name("pay"), &DeleteParams::default())
-        .await
-        .unwrap();
+    h.delete_cluster::<Workspace>("pay").await;
     let held = archived_or_held(&h, "pay").await;
     assert!(
         held.as_deref().is_some_and(|m| m.contains("McpServer")),

@@ -24,11 +24,11 @@ use serde_json::{Value, json};
 use support::endpoints::SCOPE_PUT;
 use support::harness::{Harness, count_in};
 
-use super::conformance::Fixture;
 use super::conformance::kinds::{
     ApiKeyKind, ConfigKind, GuardrailKind, McpServerKind, ProviderKind, RateLimitsPolicyKind,
     UsageLimitsPolicyKind,
 };
+use super::conformance::{Fixture, condition, ready, ready_within};
 
 const WAIT: Duration = Duration::from_secs(40);
 /// A kind of the matrix, with what its create needs of a workspace beyond the grant.
@@ -77,31 +77,15 @@ async fn grant_access(api: &Api<DynamicObject>, name: &str, entry: Value) {
     workspaces.as_array_mut().unwrap().push(entry);
     let patch = json!({"spec": {"workspaces": workspaces}});
     support::merge_patch(api, name, &patch).await;
-    let ready = support::wait_until(WAIT, || async {
-        let object = serde_json::to_value(api.get_opt(name).await.ok()??).unwrap();
-        ready(&object).then_some(())
-    })
-    .await;
-    assert!(ready.is_some(), "{name} never became Ready with {patch}");
-}
-
-/// Ready=True for the object's generation.
-fn ready(object: &Value) -> bool {
-    stalled_or(object, "Ready").is_some_and(|c| {
-        c["status"] == "True" && c["observedGeneration"] == object["metadata"]["generation"]
-    })
-}
-
-fn stalled_or<'a>(object: &'a Value, type_: &str) -> Option<&'a Value> {
-    object["status"]["conditions"]
-        .as_array()?
-        .iter()
-        .find(|c| c["type"] == type_)
+    assert!(
+        ready_within(api, name, WAIT).await,
+        "{name} never became Ready with {patch}"
+    );
 }
 
 /// Stalled=True with `reason`: its message.
 fn stalled_with(object: &Value, reason: &str) -> Option<String> {
-    let c = stalled_or(object, "Stalled")?;
+    let c = condition(object, "Stalled")?;
     (c["status"] == "True" && c["reason"] == reason).then(|| c["message"].to_string())
 }
 

@@ -12,7 +12,6 @@ use std::time::Duration;
 
 use aigw::resources::{Config, Workspace};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
-use reqwest::Method;
 use serde_json::{Value, json};
 use support::endpoints::{
     CONFIG_POST, SCOPE_DELETE, SCOPE_POST, SCOPE_PUT, WORKSPACE_DELETE, WORKSPACE_POST,
@@ -29,10 +28,6 @@ fn api(h: &Harness) -> Api<Workspace> {
 
 async fn create(h: &Harness, name: &str, spec: Value) {
     h.create_cluster::<Workspace>(name, spec).await;
-}
-
-async fn wait_for(h: &Harness, name: &str, done: impl Fn(&Workspace) -> bool) -> Workspace {
-    h.wait_cluster(name, WAIT, done).await
 }
 
 async fn wait_gone(h: &Harness, name: &str) {
@@ -80,7 +75,9 @@ async fn a_workspace_is_made_in_three_calls_kept_in_line_and_archived_once_nothi
         "usageLimits": [{"creditLimit": 500, "type": "cost", "periodicReset": "monthly"}],
         "rateLimits": [{"type": "requests", "unit": "rpm", "value": 600}]});
     create(&h, "pay", spec).await;
-    let ready = wait_for(&h, "pay", |w| w.ready()).await;
+    let ready = h
+        .wait_cluster::<Workspace>("pay", WAIT, |w| w.ready())
+        .await;
     let (id, slug, scope_name) = recorded(&ready);
 
     // Scope, workspace, bind: one call each.
@@ -97,17 +94,9 @@ async fn a_workspace_is_made_in_three_calls_kept_in_line_and_archived_once_nothi
     );
     assert!(scope_name.starts_with("ws_"), "{scope_name}");
     // Bound, it is visible on the data plane.
-    let visible = h
-        .call(Method::GET, &format!("/ai_gw/v2/workspaces/{slug}"), None)
-        .await;
+    let visible = h.get(&format!("/ai_gw/v2/workspaces/{slug}")).await;
     assert_eq!(visible["id"], id.as_str(), "{visible}");
-    let remote = h
-        .call(
-            Method::GET,
-            &format!("/ai_gw/admin/v2/workspaces/{id}"),
-            None,
-        )
-        .await;
+    let remote = h.get(&format!("/ai_gw/admin/v2/workspaces/{id}")).await;
     assert_eq!(remote["defaults"]["metadata"], json!({"team": "payments"}));
     assert_eq!(remote["usage_limits"][0]["credit_limit"], 500);
     assert_eq!(remote["rate_limits"][0]["value"], 600);
@@ -121,14 +110,10 @@ async fn a_workspace_is_made_in_three_calls_kept_in_line_and_archived_once_nothi
     // A console edit of the settings: one PUT restores them.
     let puts = h.count(WORKSPACE_PUT).await;
     let path = format!("/ai_gw/admin/v2/workspaces/{id}");
-    h.call(
-        Method::PUT,
-        &path,
-        Some(json!({"description": "edited", "rate_limits": []})),
-    )
-    .await;
+    h.put(&path, json!({"description": "edited", "rate_limits": []}))
+        .await;
     let restored = support::wait_until(WAIT, || async {
-        let remote = h.call(Method::GET, &path, None).await;
+        let remote = h.get(&path).await;
         (remote["description"] == "the payments team" && remote["rate_limits"][0]["value"] == 600)
             .then_some(())
     })
@@ -144,10 +129,9 @@ async fn a_workspace_is_made_in_three_calls_kept_in_line_and_archived_once_nothi
     // The binding removed in the console: one full replacement binds the slug again.
     let scope_path = format!("/iam/v1/scopes/{scope_name}");
     let description = made["description"].clone();
-    h.call(
-        Method::PUT,
+    h.put(
         &scope_path,
-        Some(json!({"name": scope_name, "description": description, "resources": []})),
+        json!({"name": scope_name, "description": description, "resources": []}),
     )
     .await;
     let rebound = support::wait_until(WAIT, || async {
@@ -164,12 +148,10 @@ async fn a_workspace_is_made_in_three_calls_kept_in_line_and_archived_once_nothi
     holder["workspaceId"] = json!(id);
     holder["deletionPolicy"] = json!("Orphan");
     support::objects::create::<Config>(&h.env, "in-pay", holder).await;
-    api(&h)
-        .delete(&h.cluster_name("pay"), &DeleteParams::default())
-        .await
-        .unwrap();
-    let held = wait_for(&h, "pay", |w| w.stalled_with("StillReferenced")).await;
-    let (_, _, message) = held.condition("Stalled").unwrap();
+    h.delete_cluster::<Workspace>("pay").await;
+    let message = h
+        .cluster_condition_message::<Workspace>("pay", WAIT, ("Stalled", "StillReferenced"))
+        .await;
     let holder_name = format!("Config {}/in-pay", h.env.namespace);
     assert!(message.contains(&holder_name), "{message}");
     assert_eq!(h.count(WORKSPACE_DELETE).await, 0, "archived while named");
@@ -208,9 +190,11 @@ async fn a_lost_answer_on_each_of_the_three_calls_is_recovered_without_a_duplica
         let count = |stats: &Value, endpoint: &str| support::harness::count_in(stats, endpoint);
         h.faults(json!({"drop_after_commit_once": [lost]})).await;
         create(&h, &name, json!({"name": format!("Lost {n}")})).await;
-        let ready = wait_for(&h, &name, |w| w.ready()).await;
+        let ready = h
+            .wait_cluster::<Workspace>(&name, WAIT, |w| w.ready())
+            .await;
         let (id, slug, scope_name) = recorded(&ready);
-        let faults = h.call(Method::GET, "/_emulator/faults", None).await;
+        let faults = h.get("/_emulator/faults").await;
         assert!(
             faults.get("drop_after_commit_once").is_none(),
             "{lost}: the answer was not lost: {faults}"
@@ -243,25 +227,21 @@ async fn a_lost_answer_on_each_of_the_three_calls_is_recovered_without_a_duplica
 async fn a_scope_without_the_owner_token_is_never_written() {
     let h = Harness::start_with("ws-foreign", Duration::from_secs(1)).await;
     create(&h, "ops", json!({"name": "Ops"})).await;
-    let ready = wait_for(&h, "ops", |w| w.ready()).await;
+    let ready = h
+        .wait_cluster::<Workspace>("ops", WAIT, |w| w.ready())
+        .await;
     let (_, slug, scope_name) = recorded(&ready);
     // Someone else now holds the scope: another description, no binding.
     let foreign =
         json!({"name": scope_name, "description": "the platform team's", "resources": []});
-    h.call(
-        Method::PUT,
-        &format!("/iam/v1/scopes/{scope_name}"),
-        Some(foreign),
-    )
-    .await;
+    h.put(&format!("/iam/v1/scopes/{scope_name}"), foreign)
+        .await;
     let puts = h.count(SCOPE_PUT).await;
-    let refused = wait_for(&h, "ops", |w| w.stalled_with("ScopeNotOwned")).await;
-    let (_, _, message) = refused.condition("Stalled").unwrap();
+    let message = h
+        .cluster_condition_message::<Workspace>("ops", WAIT, ("Stalled", "ScopeNotOwned"))
+        .await;
     assert!(message.contains(&scope_name), "{message}");
-    api(&h)
-        .delete(&h.cluster_name("ops"), &DeleteParams::default())
-        .await
-        .unwrap();
+    h.delete_cluster::<Workspace>("ops").await;
     wait_gone(&h, "ops").await;
     let kept = scope(&h, &scope_name)
         .await
@@ -287,7 +267,9 @@ async fn the_default_workspace_is_adopted_and_observed_but_never_archived() {
         .expect("the default workspace");
     let slug = default["slug"].as_str().unwrap().to_string();
     create(&h, "default", json!({"slug": slug, "name": "Default"})).await;
-    let ready = wait_for(&h, "default", |w| w.ready()).await;
+    let ready = h
+        .wait_cluster::<Workspace>("default", WAIT, |w| w.ready())
+        .await;
     let status = ready.status.clone().unwrap();
     assert!(status.is_default);
     assert_eq!(status.slug.as_deref(), Some(slug.as_str()));
@@ -303,10 +285,9 @@ async fn the_default_workspace_is_adopted_and_observed_but_never_archived() {
         )
         .await
         .unwrap();
-    let drifted = wait_for(&h, "default", |w| {
-        w.condition("Drifted").is_some_and(|(s, _, _)| s == "True")
-    })
-    .await;
+    let drifted = h
+        .wait_cluster::<Workspace>("default", WAIT, |w| w.is_true("Drifted"))
+        .await;
     let (_, _, message) = drifted.condition("Drifted").unwrap();
     assert!(message.contains("description"), "{message}");
     let back = json!({"spec": {"managementPolicy": "Full", "description": null}});
@@ -318,15 +299,14 @@ async fn the_default_workspace_is_adopted_and_observed_but_never_archived() {
         )
         .await
         .unwrap();
-    wait_for(&h, "default", |w| w.ready()).await;
+    h.wait_cluster::<Workspace>("default", WAIT, |w| w.ready())
+        .await;
 
     // Deleting with deletionPolicy Delete is refused; Orphan lets it go and leaves it.
-    api(&h)
-        .delete(&h.cluster_name("default"), &DeleteParams::default())
-        .await
-        .unwrap();
-    let refused = wait_for(&h, "default", |w| w.stalled_with("DefaultWorkspace")).await;
-    let (_, _, message) = refused.condition("Stalled").unwrap();
+    h.delete_cluster::<Workspace>("default").await;
+    let message = h
+        .cluster_condition_message::<Workspace>("default", WAIT, ("Stalled", "DefaultWorkspace"))
+        .await;
     assert!(message.contains("deletionPolicy: Orphan"), "{message}");
     let orphan = json!({"spec": {"deletionPolicy": "Orphan"}});
     api(&h)
@@ -354,24 +334,20 @@ async fn the_default_workspace_is_adopted_and_observed_but_never_archived() {
 async fn an_exported_workspace_is_adopted_without_a_write() {
     let h = Harness::start_with("ws-export", Duration::from_secs(1)).await;
     let scope_name = format!("ws_console_{}", h.env.namespace.replace('-', "_"));
-    h.call(
-        Method::POST,
+    h.post(
         "/iam/v1/scopes",
-        Some(json!({"name": scope_name, "description": ""})),
+        json!({"name": scope_name, "description": ""}),
     )
     .await;
     let made = h
-        .call(
-            Method::POST,
+        .post(
             "/ai_gw/admin/v2/workspaces",
-            Some(
-                json!({"name": "Console made", "scope_name": scope_name, "icon": "🧪",
+            json!({"name": "Console made", "scope_name": scope_name, "icon": "🧪",
                 "description": "made in the console",
                 "defaults": {"metadata": {"team": "lab"}},
                 "usage_limits": [{"credit_limit": 250, "type": "tokens", "alert_threshold": 200,
                                   "periodic_reset": "weekly"}],
                 "rate_limits": [{"type": "tokens", "unit": "rph", "value": 90000}]}),
-            ),
         )
         .await;
     let slug = made["slug"].as_str().expect("the slug").to_string();
@@ -414,15 +390,17 @@ async fn a_default_config_in_the_workspace_is_set_once_its_config_is_ready() {
         "configRef": {"namespace": h.env.namespace, "name": "main"},
         "metadata": {"team": "routing"}}});
     create(&h, "routing", spec).await;
-    let waiting = wait_for(&h, "routing", |w| {
-        w.not_ready_with("ReferenceNotReady") && w.status.as_ref().is_some_and(|s| s.id.is_some())
-    })
-    .await;
+    let waiting = h
+        .wait_cluster::<Workspace>("routing", WAIT, |w| {
+            w.not_ready_with("ReferenceNotReady")
+                && w.status.as_ref().is_some_and(|s| s.id.is_some())
+        })
+        .await;
     let (id, _, _) = recorded(&waiting);
     let (_, _, message) = waiting.condition("Ready").unwrap();
     assert!(message.contains("Config"), "{message}");
     let path = format!("/ai_gw/admin/v2/workspaces/{id}");
-    let remote = h.call(Method::GET, &path, None).await;
+    let remote = h.get(&path).await;
     assert_eq!(remote["defaults"]["config_id"], Value::Null, "{remote}");
     assert_eq!(remote["defaults"]["metadata"], json!({"team": "routing"}));
     let puts = h.count(WORKSPACE_PUT).await;
@@ -433,8 +411,9 @@ async fn a_default_config_in_the_workspace_is_set_once_its_config_is_ready() {
     support::objects::create::<Config>(&h.env, "main", config).await;
     let config = h.wait_for::<Config>("main", WAIT, |c| c.ready()).await;
     let config_id = config.status.unwrap().id.expect("the config's id");
-    wait_for(&h, "routing", |w| w.ready()).await;
-    let remote = h.call(Method::GET, &path, None).await;
+    h.wait_cluster::<Workspace>("routing", WAIT, |w| w.ready())
+        .await;
+    let remote = h.get(&path).await;
     assert_eq!(
         remote["defaults"]["config_id"],
         config_id.as_str(),
@@ -458,7 +437,9 @@ async fn a_grant_naming_a_workspace_resource_lets_a_namespace_into_that_workspac
     let grants = json!([{"namespaces": ["{ns}"], "workspaces": ["{ns}-team"]}]);
     let h = Harness::start_with_grants("ws-grant", Duration::from_secs(1), grants).await;
     create(&h, "team", json!({"name": "Team"})).await;
-    let ready = wait_for(&h, "team", |w| w.ready()).await;
+    let ready = h
+        .wait_cluster::<Workspace>("team", WAIT, |w| w.ready())
+        .await;
     let (id, _, _) = recorded(&ready);
     let configs: Api<Config> = h.env.api();
     for (name, workspace) in [("inside", id.as_str()), ("outside", OUTSIDE)] {
@@ -504,13 +485,13 @@ async fn a_config_naming_its_workspace_by_resource_waits_then_is_created_once_in
     assert_eq!(h.count(CONFIG_POST).await, 0, "no write while it waits");
 
     create(&h, "later", json!({"name": "Later"})).await;
-    let ready = wait_for(&h, "later", |w| w.ready()).await;
+    let ready = h
+        .wait_cluster::<Workspace>("later", WAIT, |w| w.ready())
+        .await;
     let (id, _, _) = recorded(&ready);
     let config = h.wait_for::<Config>("by-ref", WAIT, |c| c.ready()).await;
     let slug = config.status.unwrap().slug.expect("the config's slug");
-    let remote = h
-        .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
-        .await;
+    let remote = h.get(&format!("/ai_gw/v2/configs/{slug}")).await;
     assert_eq!(remote["workspace_id"], id.as_str(), "{remote}");
     assert_eq!(h.count(CONFIG_POST).await, 1, "{}", h.stats().await);
     // The spec is as written: the resolved id lives only in what the reconcile acted on.
@@ -521,12 +502,10 @@ async fn a_config_naming_its_workspace_by_resource_waits_then_is_created_once_in
     assert_eq!(h.remote_writes().await, writes, "0 writes at steady state");
 
     // The Workspace's archive waits while the Config names it by resource.
-    api(&h)
-        .delete(&h.cluster_name("later"), &DeleteParams::default())
-        .await
-        .unwrap();
-    let held = wait_for(&h, "later", |w| w.stalled_with("StillReferenced")).await;
-    let (_, _, message) = held.condition("Stalled").unwrap();
+    h.delete_cluster::<Workspace>("later").await;
+    let message = h
+        .cluster_condition_message::<Workspace>("later", WAIT, ("Stalled", "StillReferenced"))
+        .await;
     let holder = format!("Config {}/by-ref", h.env.namespace);
     assert!(message.contains(&holder), "{message}");
     assert_eq!(h.count(WORKSPACE_DELETE).await, 0, "archived while named");
@@ -548,8 +527,12 @@ async fn a_workspace_named_by_resource_outside_the_grants_is_refused_before_any_
     let h = Harness::start_with_grants("ws-refgrant", Duration::from_secs(1), grants).await;
     create(&h, "team", json!({"name": "Team"})).await;
     create(&h, "other", json!({"name": "Other"})).await;
-    let team = wait_for(&h, "team", |w| w.ready()).await;
-    let other = wait_for(&h, "other", |w| w.ready()).await;
+    let team = h
+        .wait_cluster::<Workspace>("team", WAIT, |w| w.ready())
+        .await;
+    let other = h
+        .wait_cluster::<Workspace>("other", WAIT, |w| w.ready())
+        .await;
     let (team_id, _, _) = recorded(&team);
     let (other_id, _, _) = recorded(&other);
     let configs: Api<Config> = h.env.api();
@@ -561,9 +544,7 @@ async fn a_workspace_named_by_resource_outside_the_grants_is_refused_before_any_
     }
     let inside = h.wait_for::<Config>("inside", WAIT, |c| c.ready()).await;
     let slug = inside.status.unwrap().slug.unwrap();
-    let remote = h
-        .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
-        .await;
+    let remote = h.get(&format!("/ai_gw/v2/configs/{slug}")).await;
     assert_eq!(remote["workspace_id"], team_id.as_str(), "{remote}");
     let message = h
         .env

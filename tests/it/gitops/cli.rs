@@ -15,7 +15,7 @@ use aigw::resources::{
     ClusterGuardrail, Config, Deployment, Guardrail, RateLimitsPolicy, UsageLimitsPolicy,
 };
 use k8s_openapi::api::core::v1::Secret;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{CLUSTER_LABEL, Harness, TOKEN, call_api, count_in};
@@ -657,32 +657,16 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
         let yaml = content.as_str();
         if name.starts_with("config-") {
             let object: Config = serde_yaml::from_str(yaml).unwrap();
-            h.env
-                .api::<Config>()
-                .create(&PostParams::default(), &object)
-                .await
-                .unwrap();
+            support::create(&h.env.api(), &object).await;
         } else if name.starts_with("deployment-") {
             let object: Deployment = serde_yaml::from_str(yaml).unwrap();
-            h.env
-                .api::<Deployment>()
-                .create(&PostParams::default(), &object)
-                .await
-                .unwrap();
+            support::create(&h.env.api(), &object).await;
         } else if name.starts_with("ratelimitspolicy-") {
             let object: RateLimitsPolicy = serde_yaml::from_str(yaml).unwrap();
-            h.env
-                .api::<RateLimitsPolicy>()
-                .create(&PostParams::default(), &object)
-                .await
-                .unwrap();
+            support::create(&h.env.api(), &object).await;
         } else if name.starts_with("guardrail-") {
             let object: Guardrail = serde_yaml::from_str(yaml).unwrap();
-            h.env
-                .api::<Guardrail>()
-                .create(&PostParams::default(), &object)
-                .await
-                .unwrap();
+            support::create(&h.env.api(), &object).await;
         } else if name.starts_with("clusterguardrail-") {
             // Labelled for the harness's operator (which takes only its own cluster-scoped
             // objects); a leftover of an earlier run is removed first.
@@ -708,11 +692,7 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
             support::create(&cluster, &object).await;
         } else if name.starts_with("usagelimitspolicy-") {
             let object: UsageLimitsPolicy = serde_yaml::from_str(yaml).unwrap();
-            h.env
-                .api::<UsageLimitsPolicy>()
-                .create(&PostParams::default(), &object)
-                .await
-                .unwrap();
+            support::create(&h.env.api(), &object).await;
         }
     }
     h.wait_for::<Config>("chat-routing", WAIT, |c| c.ready())
@@ -726,16 +706,10 @@ async fn export_applied_with_the_operator_running_adopts_everything_without_a_wr
     h.wait_for::<Guardrail>("pii-check", WAIT, |g| g.ready())
         .await;
     let cluster = Api::<ClusterGuardrail>::all(h.env.client.clone());
-    support::wait_until(WAIT, || async {
-        cluster
-            .get_opt("org-secrets-scan")
-            .await
-            .ok()??
-            .ready()
-            .then_some(())
-    })
-    .await
-    .expect("the exported ClusterGuardrail was adopted");
+    assert!(
+        support::ready_within(&cluster, "org-secrets-scan", WAIT).await,
+        "the exported ClusterGuardrail was adopted"
+    );
     let stats = h.stats().await;
     assert_eq!(
         writes(&stats),

@@ -145,13 +145,10 @@ async fn plan_history_and_export_never_print_a_secret_backed_value_after_an_inde
 
     // A console edit swaps the targets: the remote holds the value at index 0, the live
     // resource names index 1. `aigw export` writes no file holding it, and says why.
-    h.call(
-        reqwest::Method::PUT,
+    h.put(
         &format!("/ai_gw/v2/configs/{slug}"),
-        Some(
-            json!({"config": {"strategy": {"mode": "fallback"}, "targets": [
+        json!({"config": {"strategy": {"mode": "fallback"}, "targets": [
             {"provider": "@bedrock-a", "aws_access_key_id": VALUE}, {"provider": "@openai"}]}}),
-        ),
     )
     .await;
     let out_dir = dir.path().join("export");

@@ -9,8 +9,7 @@ use std::time::Duration;
 use aigw::resources::{Config, Deployment, RateLimitsPolicy};
 use k8s_openapi::api::core::v1::{Event, Secret};
 use kube::ResourceExt;
-use kube::api::{ListParams, Patch, PatchParams, PostParams};
-use reqwest::Method;
+use kube::api::{ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use support::endpoints::{CONFIG_DELETE, CONFIG_GET, CONFIG_LIST, CONFIG_POST, CONFIG_PUT};
 use support::harness::{Harness, count_in};
@@ -21,10 +20,9 @@ const DRIFT: Duration = Duration::from_secs(2);
 /// A config made outside aigw, with `attempts` retries; its slug.
 async fn remote_config(h: &Harness, name: &str, attempts: u64) -> String {
     let created = h
-        .call(
-            Method::POST,
+        .post(
             "/ai_gw/v2/configs",
-            Some(json!({"name": name, "config": {"retry": {"attempts": attempts}}})),
+            json!({"name": name, "config": {"retry": {"attempts": attempts}}}),
         )
         .await;
     created["slug"].as_str().expect("slug").to_string()
@@ -36,9 +34,7 @@ fn adopting(slug: &str, name: &str, attempts: u64) -> Value {
 }
 
 async fn remote_attempts(h: &Harness, slug: &str) -> Value {
-    let remote = h
-        .call(Method::GET, &format!("/ai_gw/v2/configs/{slug}"), None)
-        .await;
+    let remote = h.get(&format!("/ai_gw/v2/configs/{slug}")).await;
     let document: Value = match &remote["config"] {
         Value::String(text) => serde_json::from_str(text).expect("config document"),
         other => other.clone(),
@@ -261,15 +257,10 @@ async fn an_observed_deployment_is_never_written_nor_archived() {
 #[tokio::test]
 async fn observe_works_for_rate_limits_policies_too() {
     let h = Harness::start_with("modes-rlp", DRIFT).await;
-    let created = h
-        .call(
-            Method::POST,
-            "/ai_gw/v2/policies/rate-limits",
-            Some(json!({"name": "shared-limit", "type": "requests", "unit": "rpm", "value": 50,
+    let policy = json!({"name": "shared-limit", "type": "requests", "unit": "rpm", "value": 50,
                         "conditions": [{"key": "api_key", "value": "k1"}, {"key": "metadata.user_id", "value": "u1"}],
-                        "group_by": [{"key": "api_key"}]})),
-        )
-        .await;
+                        "group_by": [{"key": "api_key"}]});
+    let created = h.post("/ai_gw/v2/policies/rate-limits", policy).await;
     let id = created["id"].as_str().expect("policy id").to_string();
     h.reset_stats().await;
     let mut spec = limits("shared-limit");
@@ -295,9 +286,7 @@ async fn a_paused_object_makes_no_api_call_until_unpaused() {
     )
     .await;
     let paused = h
-        .wait_for::<Config>("held", WAIT, |c| {
-            c.condition("Paused").is_some_and(|(s, _, _)| s == "True")
-        })
+        .wait_for::<Config>("held", WAIT, |c| c.is_true("Paused"))
         .await;
     assert!(paused.ready(), "Ready stays as it was: {paused:?}");
     h.reset_stats().await;
@@ -365,10 +354,8 @@ async fn deleting_a_paused_object_still_follows_its_deletion_policy() {
         json!({"metadata": {"annotations": {"aigw.io/paused": "true"}}}),
     )
     .await;
-    h.wait_for::<Config>("gone", WAIT, |c| {
-        c.condition("Paused").is_some_and(|(s, _, _)| s == "True")
-    })
-    .await;
+    h.wait_for::<Config>("gone", WAIT, |c| c.is_true("Paused"))
+        .await;
     h.env.delete_and_wait::<Config>("gone", WAIT).await;
     assert_eq!(h.count(CONFIG_DELETE).await, 1, "{}", h.stats().await);
     let state = h.state().await;
@@ -408,11 +395,7 @@ async fn history_records_each_applied_version_with_its_revision() {
     first
         .annotations_mut()
         .insert("aigw.io/revision".into(), "c0ffee0".into());
-    h.env
-        .api::<Config>()
-        .create(&PostParams::default(), &first)
-        .await
-        .unwrap();
+    support::create(&h.env.api(), &first).await;
     h.wait_for::<Config>("promoted", WAIT, |c| c.ready()).await;
     commit(&h, "promoted", 4, "c0ffee1").await;
     commit(&h, "promoted", 5, "c0ffee2").await;
@@ -426,13 +409,7 @@ async fn history_records_each_applied_version_with_its_revision() {
         .map(|e| e.revision.as_deref().unwrap_or(""))
         .collect();
     assert_eq!(revisions, ["c0ffee2", "c0ffee1", "c0ffee0"]);
-    let versions = h
-        .call(
-            Method::GET,
-            &format!("/ai_gw/v2/configs/{slug}/versions"),
-            None,
-        )
-        .await;
+    let versions = h.get(&format!("/ai_gw/v2/configs/{slug}/versions")).await;
     let reported: Vec<_> = versions["data"]
         .as_array()
         .expect("versions")
@@ -455,14 +432,7 @@ async fn history_records_each_applied_version_with_its_revision() {
     for i in 3..=12 {
         commit(&h, "promoted", 10 + i, &format!("c0ffee{i}")).await;
     }
-    let status = h
-        .env
-        .api::<Config>()
-        .get("promoted")
-        .await
-        .unwrap()
-        .status
-        .unwrap();
+    let status = h.env.get::<Config>("promoted").await.status.unwrap();
     let revisions: Vec<_> = status
         .history
         .iter()

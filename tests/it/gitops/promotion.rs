@@ -91,14 +91,7 @@ fn promoted_with(config: &Config, status: &str, reason: &str) -> bool {
 /// The remote document of the config `config` recorded, as the emulator holds it.
 async fn remote(h: &Harness, config: &Config) -> Value {
     let slug = config.status.as_ref().unwrap().slug.clone().unwrap();
-    let state = h.state().await;
-    state["configs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["slug"] == slug.as_str())
-        .cloned()
-        .unwrap_or_else(|| panic!("no remote config {slug}: {state}"))
+    h.remote_record_present("configs", "slug", &slug).await
 }
 
 /// `aigw plan -f` of `manifest` against the harness's emulator, with the cluster in view:
@@ -510,10 +503,9 @@ async fn a_guardrail_soaking_a_change_leaves_the_configs_that_name_it_working() 
     .await;
 
     // Someone edits prod's remote config by hand during the soak.
-    h.call(
-        reqwest::Method::PUT,
+    h.put(
         &format!("/ai_gw/v2/configs/{slug}"),
-        Some(json!({"config": {"retry": {"attempts": 9}}})),
+        json!({"config": {"retry": {"attempts": 9}}}),
     )
     .await;
     let corrected = support::wait_until(Duration::from_secs(30), || async {
@@ -571,14 +563,10 @@ async fn a_held_guardrail_deleted_remotely_is_created_again_only_when_the_gate_o
     let config = prod.wait_for::<Config>("routes", WAIT, |c| c.ready()).await;
     let config_slug = config.status.unwrap().slug.unwrap();
     let input_guardrail = || async {
-        let state = h.state().await;
-        state["configs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["slug"] == config_slug.as_str())
-            .map(|c| c["config"]["input_guardrails"][0].clone())
-            .unwrap()
+        let remote = h
+            .remote_record_present("configs", "slug", &config_slug)
+            .await;
+        remote["config"]["input_guardrails"][0].clone()
     };
     assert_eq!(input_guardrail().await, json!(old_slug));
 
@@ -598,12 +586,7 @@ async fn a_held_guardrail_deleted_remotely_is_created_again_only_when_the_gate_o
     // The remote guardrail goes away outside aigw; a label edit brings prod's back to its
     // reconcile at once.
     h.reset_stats().await;
-    h.call(
-        reqwest::Method::DELETE,
-        &format!("/ai_gw/v2/guardrails/{old_slug}"),
-        None,
-    )
-    .await;
+    h.delete(&format!("/ai_gw/v2/guardrails/{old_slug}")).await;
     let touch = json!({"metadata": {"labels": {"touched": "1"}}});
     support::merge_patch(&prod.api::<Guardrail>(), "pii", touch).await;
     let waiting = prod
@@ -656,18 +639,6 @@ async fn a_held_guardrail_deleted_remotely_is_created_again_only_when_the_gate_o
 async fn remote_by_slug(h: &Harness, slug: &str) -> Option<Value> {
     let record = h.remote_record("configs", "slug", slug).await;
     (!record.is_null()).then_some(record)
-}
-
-/// Every remote config named `name`.
-async fn remotes_named(h: &Harness, name: &str) -> Vec<Value> {
-    let state = h.state().await;
-    state["configs"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|c| c["name"] == name)
-        .cloned()
-        .collect()
 }
 
 /// Guarantee: "a source *contains* R when it applied R and its own revision was not applied
@@ -767,17 +738,14 @@ async fn a_held_change_is_published_by_recreating_an_object_whose_create_answer_
 
     // prod's remote config goes away outside aigw.
     h.reset_stats().await;
-    h.call(
-        reqwest::Method::DELETE,
-        &format!("/ai_gw/v2/configs/{slug}"),
-        None,
-    )
-    .await;
+    h.delete(&format!("/ai_gw/v2/configs/{slug}")).await;
     let touch = json!({"metadata": {"labels": {"touched": "1"}}});
     support::merge_patch(&prod.api::<Config>(), "web", touch).await;
     tokio::time::sleep(Duration::from_secs(6)).await;
     let config = prod.api::<Config>().get("web").await.unwrap();
-    let _ = remotes_named(&h, remote_name.as_str().unwrap_or_default()).await;
+    let _ = h
+        .remote_records("configs", "name", remote_name.as_str().unwrap_or_default())
+        .await;
     let published = match config.status.as_ref().and_then(|s| s.slug.clone()) {
         Some(new) => remote_by_slug(&h, &new)
             .await
@@ -910,14 +878,10 @@ async fn a_promoted_config_does_not_follow_its_guardrails_new_slug_while_its_own
     let pause = json!({"metadata": {"annotations": {"aigw.io/paused": "true"}}});
     support::merge_patch(&dev.api::<Config>(), "routes", pause).await;
     let input_guardrail = || async {
-        let state = h.state().await;
-        state["configs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["slug"] == config_slug.as_str())
-            .map(|c| c["config"]["input_guardrails"][0].clone())
-            .unwrap()
+        let remote = h
+            .remote_record_present("configs", "slug", &config_slug)
+            .await;
+        remote["config"]["input_guardrails"][0].clone()
     };
     assert_eq!(input_guardrail().await, json!(old_slug));
 
@@ -934,12 +898,7 @@ async fn a_promoted_config_does_not_follow_its_guardrails_new_slug_while_its_own
             .is_some_and(|(s, r, _)| s == "False" && r == "Soaking")
     })
     .await;
-    h.call(
-        reqwest::Method::DELETE,
-        &format!("/ai_gw/v2/guardrails/{old_slug}"),
-        None,
-    )
-    .await;
+    h.delete(&format!("/ai_gw/v2/guardrails/{old_slug}")).await;
     let touch = json!({"metadata": {"labels": {"touched": "1"}}});
     support::merge_patch(&prod.api::<Guardrail>(), "pii", touch).await;
     prod.wait_for::<Config>("routes", WAIT, |c| {

@@ -6,7 +6,6 @@ use std::time::Duration;
 use aigw::resources::ApiKey;
 use k8s_openapi::api::core::v1::Secret;
 use kube::Resource;
-use kube::api::PostParams;
 use serde_json::{Value, json};
 
 use super::harness::Harness;
@@ -34,11 +33,7 @@ pub fn service_key(name: &str, rotation: Value) -> Value {
 }
 
 pub async fn create(h: &Harness, name: &str, spec: Value) -> String {
-    h.env
-        .api::<ApiKey>()
-        .create(&PostParams::default(), &api_key(name, spec))
-        .await
-        .unwrap();
+    super::create(&h.env.api(), &api_key(name, spec)).await;
     let created = h.env.wait_for::<ApiKey>(name, WAIT, ready).await;
     created.status.unwrap().id.unwrap()
 }

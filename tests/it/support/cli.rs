@@ -68,6 +68,49 @@ pub fn command() -> std::process::Command {
     std::process::Command::new(env!("CARGO_BIN_EXE_aigw"))
 }
 
+/// A process of the built `aigw` (an `aigw operator`), its stdout and stderr in `log`: killed
+/// when dropped, its log printed if the test panics.
+pub struct Process {
+    pub child: std::process::Child,
+    pub log: std::path::PathBuf,
+}
+
+impl Process {
+    /// Starts `command` ([`command`] and its arguments) with the operator's debug logging into
+    /// `log`.
+    pub fn spawn(mut command: std::process::Command, log: std::path::PathBuf) -> Self {
+        let child = command
+            .env("RUST_LOG", "aigw=debug,info")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(std::fs::File::options().append(true).open(&log).unwrap())
+            .spawn()
+            .expect("failed to start aigw operator");
+        Self { child, log }
+    }
+
+    /// Sends it `signal` (`-TERM`, `-KILL`, `-STOP`, …) with `kill`.
+    pub fn signal(&self, signal: &str) {
+        let pid = self.child.id().to_string();
+        let status = std::process::Command::new("kill")
+            .args([signal, &pid])
+            .status()
+            .unwrap();
+        assert!(status.success(), "kill {signal} {pid} failed");
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if std::thread::panicking() {
+            let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+            eprintln!("--- log of {} ---\n{log}", self.log.display());
+        }
+    }
+}
+
 /// Runs the built `aigw` with `args` ([`run`]).
 pub async fn aigw<I, S>(args: I) -> (Option<i32>, String)
 where

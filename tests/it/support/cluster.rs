@@ -70,6 +70,15 @@ impl Harness {
             .unwrap_or_else(|e| panic!("failed to create {name}: {e}"))
     }
 
+    /// Deletes this test's cluster-scoped object `name` of kind `K` (its finalizers may keep it
+    /// a while).
+    pub async fn delete_cluster<K: ClusterKind>(&self, name: &str) {
+        self.cluster_api::<K>()
+            .delete(&self.cluster_name(name), &Default::default())
+            .await
+            .unwrap_or_else(|e| panic!("failed to delete {name}: {e}"));
+    }
+
     /// This test's cluster-scoped object `name` once `done` holds for it, within `within`;
     /// otherwise a panic with its status, the events of the test's cluster-scoped objects and
     /// the emulator's stats.
@@ -99,6 +108,20 @@ impl Harness {
                 )
             }
         }
+    }
+
+    /// [`TestEnv::condition_message`](super::TestEnv::condition_message) of this test's
+    /// cluster-scoped object `name`: once its condition `type_` says `reason`, that message.
+    pub async fn cluster_condition_message<K: ClusterKind + Conditions>(
+        &self,
+        name: &str,
+        within: Duration,
+        (type_, reason): (&str, &str),
+    ) -> String {
+        let object: K = self
+            .wait_cluster(name, within, |o: &K| o.says((type_, reason)))
+            .await;
+        object.condition(type_).unwrap().2
     }
 
     /// The `spec` `aigw export` wrote for the remote object `slug`, created as `name`: it keeps
@@ -188,7 +211,7 @@ impl Harness {
         F: FnMut() -> Fut,
         Fut: std::future::Future<Output = bool>,
     {
-        self.call(reqwest::Method::PUT, path, Some(body)).await;
+        self.put(path, body).await;
         self.reset_stats().await;
         super::wait_until(within, || {
             let done = corrected();
@@ -309,9 +332,7 @@ impl Harness {
     /// Seeds the deployment `name` of `type_` in the emulator, as if made outside aigw; its id.
     pub async fn seed_deployment(&self, name: &str, type_: &str) -> String {
         let seed = json!({"deployments": [{"name": name, "type": type_}]});
-        let seeded = self
-            .call(reqwest::Method::POST, "/_emulator/seed", Some(seed))
-            .await;
+        let seeded = self.post("/_emulator/seed", seed).await;
         seeded["deployments"][0]["id"].as_str().unwrap().to_string()
     }
 
@@ -319,14 +340,13 @@ impl Harness {
     /// aigw.
     pub async fn seed_workspace(&self, id: &str, name: &str, slug: &str) {
         let seed = json!({"workspaces": [{"id": id, "name": name, "slug": slug}]});
-        self.call(reqwest::Method::POST, "/_emulator/seed", Some(seed))
-            .await;
+        self.post("/_emulator/seed", seed).await;
     }
 
     /// The emulator's deployment `id`, through the management API.
     pub async fn remote_deployment(&self, id: &str) -> Value {
         let path = format!("/ai_gw/admin/v2/deployments/{id}");
-        self.call(reqwest::Method::GET, &path, None).await
+        self.get(&path).await
     }
 
     /// Every event of the test: of its cluster-scoped objects, then of its namespace.
@@ -375,6 +395,19 @@ impl Harness {
             .as_array()
             .and_then(|all| all.iter().find(|r| r[field] == value).cloned())
             .unwrap_or(Value::Null)
+    }
+
+    /// Every record of the emulator's state `collection` whose `field` is `value`, secrets in
+    /// clear.
+    pub async fn remote_records(&self, collection: &str, field: &str, value: &str) -> Vec<Value> {
+        let state = self.state().await;
+        state[collection]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|r| r[field] == value)
+            .cloned()
+            .collect()
     }
 
     /// Runs the built `aigw api …` against the emulator; its stdout and stderr (it must

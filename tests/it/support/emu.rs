@@ -87,6 +87,15 @@ impl Emu {
         self.control(Method::GET, "/_emulator/state", None).await.1
     }
 
+    /// The record of the state's `collection` whose `field` is `value`; `Null` when there is
+    /// none.
+    pub async fn state_record(&self, collection: &str, field: &str, value: &str) -> Value {
+        self.state().await[collection]
+            .as_array()
+            .and_then(|all| all.iter().find(|r| r[field] == value).cloned())
+            .unwrap_or(Value::Null)
+    }
+
     /// Creates with `POST path`; the receipt, which holds `id`, `object` and `slug` only.
     pub async fn post_receipt(&self, path: &str, body: Value) -> Value {
         let (status, receipt) = self.post(path, body).await;

@@ -500,6 +500,27 @@ impl Harness {
         call_api(&self.http, &base, method, path, body).await
     }
 
+    /// A management API `GET path` outside the operator; its answer.
+    pub async fn get(&self, path: &str) -> Value {
+        self.call(reqwest::Method::GET, path, None).await
+    }
+
+    /// A management API `POST path` of `body` outside the operator; its answer.
+    pub async fn post(&self, path: &str, body: Value) -> Value {
+        self.call(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    /// A management API `PUT path` of `body` outside the operator (an out-of-band edit); its
+    /// answer.
+    pub async fn put(&self, path: &str, body: Value) -> Value {
+        self.call(reqwest::Method::PUT, path, Some(body)).await
+    }
+
+    /// A management API `DELETE path` outside the operator; its answer.
+    pub async fn delete(&self, path: &str) -> Value {
+        self.call(reqwest::Method::DELETE, path, None).await
+    }
+
     pub async fn stop(self) {
         self.operator.abort();
         let _ = self.operator.await;

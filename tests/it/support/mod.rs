@@ -163,6 +163,19 @@ where
     serde_json::to_string(&statuses).unwrap()
 }
 
+/// Fails when a value of `secrets` (of 8 characters or more) is in one of `places` (where, its
+/// text), saying that "a `what` appears in" that place.
+pub fn assert_none_in(secrets: &[String], what: &str, places: &[(&str, &str)]) {
+    for secret in secrets.iter().filter(|s| s.len() >= 8) {
+        for (place, text) in places {
+            assert!(
+                !text.contains(secret.as_str()),
+                "a {what} appears in {place}"
+            );
+        }
+    }
+}
+
 /// A namespaced kind (aigw's or Kubernetes').
 pub trait NamespacedKind:
     Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>
@@ -259,6 +272,18 @@ where
 {
     wait_until(within, || async {
         api.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await
+    .is_some()
+}
+
+/// Whether `name` of `api` is Ready (for its generation) within `within`.
+pub async fn ready_within<K>(api: &Api<K>, name: &str, within: Duration) -> bool
+where
+    K: objects::Conditions + Clone + DeserializeOwned + std::fmt::Debug,
+{
+    wait_until(within, || async {
+        api.get_opt(name).await.ok()??.ready().then_some(())
     })
     .await
     .is_some()
@@ -454,12 +479,34 @@ impl TestEnv {
         }
     }
 
+    /// `prefix` and the namespace's random part (its last 8 characters): a name or slug unique
+    /// to the test.
+    pub fn suffixed(&self, prefix: &str) -> String {
+        format!("{prefix}-{}", &self.namespace[self.namespace.len() - 8..])
+    }
+
     pub fn api<K>(&self) -> Api<K>
     where
         K: Resource<Scope = k8s_openapi::NamespaceResourceScope>,
         <K as Resource>::DynamicType: Default,
     {
         Api::namespaced(self.client.clone(), &self.namespace)
+    }
+
+    /// The object `name` of kind `K`, if it exists.
+    pub async fn get_opt<K: NamespacedKind>(&self, name: &str) -> Option<K> {
+        self.api::<K>()
+            .get_opt(name)
+            .await
+            .unwrap_or_else(|e| panic!("failed to read {name}: {e}"))
+    }
+
+    /// The object `name` of kind `K`, which must exist.
+    pub async fn get<K: NamespacedKind>(&self, name: &str) -> K {
+        self.api::<K>()
+            .get(name)
+            .await
+            .unwrap_or_else(|e| panic!("failed to read {name}: {e}"))
     }
 
     /// Creates the object `manifest` describes (any namespaced kind) in the namespace; the
@@ -561,10 +608,7 @@ impl TestEnv {
         K: NamespacedKind + objects::Conditions,
     {
         let object = self
-            .wait_for::<K>(name, timeout, |o| match type_ {
-                "Ready" => o.not_ready_with(reason),
-                _ => o.stalled_with(reason),
-            })
+            .wait_for::<K>(name, timeout, |o| o.says((type_, reason)))
             .await;
         object.condition(type_).unwrap().2
     }

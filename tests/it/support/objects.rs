@@ -29,6 +29,12 @@ pub trait Conditions: Resource {
             .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
     }
 
+    /// The condition `type_` is True, whatever its reason and generation.
+    fn is_true(&self, type_: &str) -> bool {
+        self.condition(type_)
+            .is_some_and(|(status, _, _)| status == "True")
+    }
+
     /// Ready=True for the current generation.
     fn ready(&self) -> bool {
         ready_at(self.conditions(), self.meta().generation)
@@ -44,6 +50,15 @@ pub trait Conditions: Resource {
     fn not_ready_with(&self, reason: &str) -> bool {
         self.condition("Ready")
             .is_some_and(|(status, r, _)| status == "False" && r == reason)
+    }
+
+    /// The condition `type_` ("Stalled" or "Ready") says `reason`: Stalled=True, or Ready=False,
+    /// with it.
+    fn says(&self, (type_, reason): (&str, &str)) -> bool {
+        match type_ {
+            "Ready" => self.not_ready_with(reason),
+            _ => self.stalled_with(reason),
+        }
     }
 }
 
@@ -75,6 +90,17 @@ pub fn limits(name: &str) -> Value {
 
 pub fn gateway(name: &str, secret: &str) -> Value {
     json!({"name": name, "type": "non_production", "credentialsSecretRef": {"name": secret}})
+}
+
+/// The spec of an McpServer: the server `name` in `workspace`, of the McpIntegration resource
+/// `integration`, its slug `slug` when given.
+pub fn mcp_server(slug: Option<&str>, name: &str, workspace: &str, integration: &str) -> Value {
+    let mut spec =
+        json!({"name": name, "workspaceId": workspace, "integrationRef": {"name": integration}});
+    if let Some(slug) = slug {
+        spec["slug"] = json!(slug);
+    }
+    spec
 }
 
 /// Creates the aigw object `name` of kind `K` with `spec` in the test's namespace.

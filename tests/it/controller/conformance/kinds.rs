@@ -235,13 +235,8 @@ where
     h.create_cluster::<K>(name, spec).await;
     let api = h.cluster_api::<K>();
     let name = h.cluster_name(name);
-    let ready = crate::support::wait_until(super::WAIT, || async {
-        let object = serde_json::to_value(api.get_opt(&name).await.ok()??).unwrap();
-        super::ready(&object).then_some(())
-    })
-    .await;
     assert!(
-        ready.is_some(),
+        super::ready_within(&api, &name, super::WAIT).await,
         "{} {name} never became Ready",
         K::kind(&())
     );

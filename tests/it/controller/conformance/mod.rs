@@ -30,7 +30,6 @@ use crate::support;
 use std::time::Duration;
 
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams};
-use reqwest::Method;
 use serde_json::{Value, json};
 use support::harness::{CLUSTER_LABEL, Harness, log_mark, logs_since};
 
@@ -357,13 +356,27 @@ impl<'h> Kind<'h> {
 }
 
 /// Ready=True for the object's generation.
-fn ready(object: &Value) -> bool {
+pub(super) fn ready(object: &Value) -> bool {
     condition(object, "Ready").is_some_and(|c| {
         c["status"] == "True" && c["observedGeneration"] == object["metadata"]["generation"]
     })
 }
 
-fn condition<'a>(object: &'a Value, type_: &str) -> Option<&'a Value> {
+/// Whether the object `name` of `api` (any kind, read as JSON) is [`ready`] within `within`.
+pub(super) async fn ready_within<K>(api: &Api<K>, name: &str, within: Duration) -> bool
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    support::wait_until(within, || async {
+        let object = serde_json::to_value(api.get_opt(name).await.ok()??).unwrap();
+        ready(&object).then_some(())
+    })
+    .await
+    .is_some()
+}
+
+/// The condition `type_` of the object (as JSON).
+pub(super) fn condition<'a>(object: &'a Value, type_: &str) -> Option<&'a Value> {
     object["status"]["conditions"]
         .as_array()?
         .iter()
@@ -517,7 +530,7 @@ async fn drift<F: Fixture>(kind: &Kind<'_>, key: &str) {
     );
     let path = kind.path::<F>(key).await;
     let before = kind.h.stats().await;
-    kind.h.call(Method::PUT, &path, Some(body)).await;
+    kind.h.put(&path, body).await;
     kind.wait_remote::<F>("drift", key, |r| same(at(r, pointer), &original))
         .await;
     // The event follows the write (after the status write).
@@ -674,10 +687,7 @@ async fn immutable<F: Fixture>(kind: &Kind<'_>) {
     let Some(conflict) = F::conflict(kind.h, "cf-conflict") else {
         return;
     };
-    let made = kind
-        .h
-        .call(Method::POST, F::REMOTE.collection, Some(conflict.post))
-        .await;
+    let made = kind.h.post(F::REMOTE.collection, conflict.post).await;
     let remote_key = made[conflict.answer].as_str().expect("the answer's key");
     let mut spec = F::spec(kind.h, "cf-conflict");
     merge(
