@@ -44,7 +44,7 @@ pub struct OperatorArgs {
     /// `<release namespace>/<release fullname>`).
     #[arg(long, env = "AIGW_INSTALLATION_ID", value_name = "ID", value_parser = parse_installation_id)]
     installation_id: Option<String>,
-    /// Reconciles running at once, per kind.
+    /// Reconciles running at once, per kind, over all its watched namespaces.
     #[arg(long, env = "AIGW_CONCURRENCY", default_value_t = 4, value_name = "N")]
     concurrency: u16,
     /// Requests per second to the management API, shared by every controller (burst is twice this).
