@@ -234,7 +234,6 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         .check(args.api_timeout)
         .map_err(|e| anyhow::anyhow!("--longest-api-call: {e} (--api-timeout)"))?;
     check_lease_timing(&args)?;
-    aigw::controller::runtime::lists::limit(args.concurrent_lists);
     let kube = kube::Client::try_default().await?;
     controller::check_crds_installed(&kube)
         .await
@@ -280,6 +279,7 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
             spacing: args.rotation_spacing,
         },
         call_windows,
+        concurrent_lists: args.concurrent_lists,
     };
     tracing::info!(installation = %settings.installation_id, "this installation acts only on the objects it claims (aigw.io/installation)");
     let grants = args

@@ -58,6 +58,8 @@ pub struct Context {
     pub rotation: crate::resources::rotation::RotationLimits,
     /// `--longest-api-call` and `--list-settle`: what a lost answer's recovery waits out.
     pub call_windows: driver::create::CallWindows,
+    /// The places this operator's watches take to list ([`crate::controller::runtime::lists`]).
+    pub lists: crate::controller::runtime::lists::Lists,
     /// The Secret values each object's reconciles handled, for the messages that outlive them.
     pub secret_values: secret_values::SecretValues,
     /// The Secrets aigw writes or reads, from watch caches ([`secret_cache`]).
@@ -89,6 +91,8 @@ pub struct Settings {
     pub rotation: crate::resources::rotation::RotationLimits,
     /// How long a call may run and lists may lag (`--longest-api-call`, `--list-settle`).
     pub call_windows: driver::create::CallWindows,
+    /// How many watches list at once (`--concurrent-lists`; `0`: any number).
+    pub concurrent_lists: usize,
 }
 
 impl Default for Settings {
@@ -104,6 +108,7 @@ impl Default for Settings {
             dry_run: false,
             rotation: Default::default(),
             call_windows: Default::default(),
+            concurrent_lists: crate::controller::runtime::lists::AT_ONCE,
         }
     }
 }
@@ -227,6 +232,7 @@ impl Context {
             hash_key: hash_key::HashKey::random(),
             rotation: settings.rotation,
             call_windows: settings.call_windows,
+            lists: crate::controller::runtime::lists::Lists::new(settings.concurrent_lists),
             secret_values: Default::default(),
             secrets,
         }

@@ -14,6 +14,7 @@ use tracing::{debug, info, warn};
 
 use super::driver::{self, drift, status};
 use super::kinds::{config_rollout, connection};
+use super::runtime::lists::Lists;
 use super::runtime::shard_cache;
 use super::runtime::shards::Shards;
 use super::runtime::{health, unreadable};
@@ -103,6 +104,7 @@ fn watched<K: Watchable>(
     kube: &kube::Client,
     namespace: Option<&str>,
     config: watcher::Config,
+    lists: Lists,
     probe: health::WatchProbe,
     prepare: fn(&mut K),
     on_event: impl Fn(&watcher::Event<K>) + Send + Sync + 'static,
@@ -130,7 +132,8 @@ fn watched<K: Watchable>(
             unindex.clone(),
         );
         let api = readable_api::<K>(&kube, namespace.as_deref());
-        crate::controller::runtime::lists::queued(watcher(api, config.clone()))
+        lists
+            .queued(watcher(api, config.clone()))
             .default_backoff()
             .filter_map(move |event| {
                 let unindex = unindex.as_deref();
@@ -409,6 +412,7 @@ async fn run_kind<K: Managed>(
         &ctx.kube,
         ns,
         ctx.watch_config::<K>(),
+        ctx.lists.clone(),
         probe,
         K::prepare,
         index,
@@ -533,6 +537,7 @@ async fn run_connections(ctx: Arc<Context>, concurrency: u16) {
         &ctx.kube,
         None,
         watcher::Config::default(),
+        ctx.lists.clone(),
         probe,
         |_| {},
         |_| {},
@@ -581,6 +586,7 @@ async fn run_rollouts(ctx: Arc<Context>, namespace: Option<String>, concurrency:
         &ctx.kube,
         ns,
         watcher::Config::default(),
+        ctx.lists.clone(),
         probe,
         |_| {},
         |_| {},

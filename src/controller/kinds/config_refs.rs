@@ -478,11 +478,12 @@ where
     ));
     let secrets = crate::controller::scoped::<PartialObjectMeta<Secret>>(&ctx.kube, namespace);
     // Paged initial lists: a namespace may hold many Secrets.
-    let stream =
-        crate::controller::runtime::lists::queued(watcher(secrets, watcher::Config::default()))
-            .default_backoff()
-            .inspect(move |item| probe.observe(item))
-            .touched_objects();
+    let stream = ctx
+        .lists
+        .queued(watcher(secrets, watcher::Config::default()))
+        .default_backoff()
+        .inspect(move |item| probe.observe(item))
+        .touched_objects();
     controller.watches_stream(stream, move |secret: PartialObjectMeta<Secret>| {
         mapper(&secret)
     })

@@ -1,4 +1,4 @@
-//! At most [`AT_ONCE`] (`--concurrent-lists`) of the process's watches list at a time.
+//! At most [`AT_ONCE`] (`--concurrent-lists`) of an operator's watches list at a time.
 //!
 //! A watch starts with a list. With `--namespace` there is one watch per namespace and kind, and
 //! with `--shards` every watch of a gained namespace lists again: three replicas over 24
@@ -13,7 +13,7 @@
 //! goes on; the events of a watch that has listed pass freely.
 
 use std::pin::Pin;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
@@ -24,27 +24,33 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// control plane busy while one page is decoded here.
 pub const AT_ONCE: usize = 2;
 
-/// The places, set once by [`limit`] before the first watch; `None`: no limit.
-static PLACES: OnceLock<Option<Arc<Semaphore>>> = OnceLock::new();
+/// The places an operator's watches take to list (one set per operator: [`crate::controller::Context`]).
+#[derive(Clone, Debug)]
+pub struct Lists(Option<Arc<Semaphore>>);
 
-/// `--concurrent-lists`: at most `at_once` lists at a time (`0`: any number). Takes effect only
-/// before the first watch starts.
-pub fn limit(at_once: usize) {
-    let _ = PLACES.set((at_once > 0).then(|| Arc::new(Semaphore::new(at_once))));
+impl Lists {
+    /// At most `at_once` lists at a time (`0`: any number).
+    pub fn new(at_once: usize) -> Self {
+        Self((at_once > 0).then(|| Arc::new(Semaphore::new(at_once))))
+    }
+
+    /// `events`, a watch, listing only while it holds one of the places. Put it right behind
+    /// `watcher(…)`, before its backoff, so no place is held while it waits to try again.
+    pub fn queued<K, S>(&self, events: S) -> BoxStream<'static, Result<Event<K>, Error>>
+    where
+        K: Send + 'static,
+        S: Stream<Item = Result<Event<K>, Error>> + Send + 'static,
+    {
+        match &self.0 {
+            Some(places) => queued_on(places.clone(), events).boxed(),
+            None => events.boxed(),
+        }
+    }
 }
 
-/// `events`, a watch, listing only while it holds one of the process's places ([`limit`],
-/// [`AT_ONCE`] by default). Put it right behind `watcher(…)`, before its backoff, so no place is
-/// held while it waits to try again.
-pub fn queued<K, S>(events: S) -> BoxStream<'static, Result<Event<K>, Error>>
-where
-    K: Send + 'static,
-    S: Stream<Item = Result<Event<K>, Error>> + Send + 'static,
-{
-    let places = PLACES.get_or_init(|| Some(Arc::new(Semaphore::new(AT_ONCE))));
-    match places {
-        Some(places) => queued_on(places.clone(), events).boxed(),
-        None => events.boxed(),
+impl Default for Lists {
+    fn default() -> Self {
+        Self::new(AT_ONCE)
     }
 }
 

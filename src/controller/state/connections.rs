@@ -723,12 +723,9 @@ fn filled<K: crate::controller::Watchable>(api: Api<K>, stores: &StoreList<K>) -
     use kube::runtime::{WatchStreamExt, reflector, watcher};
     let (reader, writer) = reflector::store();
     stores.register(reader);
-    let objects = crate::controller::runtime::lists::queued(watcher(
-        api,
-        watcher::Config::default().any_semantic(),
-    ))
-    .default_backoff()
-    .modify(|object| object.meta_mut().managed_fields = None);
+    let objects = watcher(api, watcher::Config::default().any_semantic())
+        .default_backoff()
+        .modify(|object| object.meta_mut().managed_fields = None);
     reflector::reflector(writer, objects)
         .map(|event| event.map(progress))
         .boxed()

@@ -615,7 +615,9 @@ fn tracked<K: Watchable>(
             raised
         });
     };
-    let objects = crate::controller::runtime::lists::queued(watcher(api, config))
+    let objects = ctx
+        .lists
+        .queued(watcher(api, config))
         .default_backoff()
         .modify(move |object| {
             object.meta_mut().managed_fields = None;
