@@ -176,8 +176,10 @@ async fn a_config_nested_150_levels_stops_no_other_config_after_a_restart() {
         .wait_for::<Config>("neighbour", WAIT, |c| c.ready())
         .await;
 
-    // Ready (every cache listed) and healthy (no watch failing).
-    assert!(h.ctx.health.synced(), "a watch cache never listed");
+    // Ready (every cache listed: they list in turn, `--concurrent-lists`) and healthy (no
+    // watch failing).
+    let synced = support::wait_until(WAIT, || async { h.ctx.health.synced().then_some(()) });
+    assert!(synced.await.is_some(), "a watch cache never listed");
     assert!(
         h.ctx.health.failing().is_empty(),
         "{:?}",
