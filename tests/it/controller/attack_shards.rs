@@ -377,8 +377,13 @@ async fn a_replica_cut_from_the_apiserver_stops_before_its_share_moves() {
     let b = field.start("b");
     settled(&[&a, &b], 2.0).await;
     field.create_all().await;
-    let share = acting_on(&a).await;
-    assert!(share > 0.0, "a acts on no Config");
+    // The gauge follows a's caches, which list in turn: wait for it rather than read it once.
+    let share = support::wait_until(Duration::from_secs(30), || async {
+        let share = acting_on(&a).await;
+        (share > 0.0).then_some(share)
+    })
+    .await;
+    assert!(share.is_some(), "a acts on no Config");
 
     let mark = field.writes().await.len();
     let cut = Instant::now();
