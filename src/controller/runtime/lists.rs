@@ -48,12 +48,6 @@ impl Lists {
     }
 }
 
-impl Default for Lists {
-    fn default() -> Self {
-        Self::new(AT_ONCE)
-    }
-}
-
 struct Queue<K> {
     events: Pin<Box<dyn Stream<Item = Result<Event<K>, Error>> + Send>>,
     places: Arc<Semaphore>,
