@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use aigw::api::{self, ClientConfig};
+use aigw::controller::runtime::apiserver;
 use aigw::controller::runtime::hash_key;
 use aigw::controller::runtime::leader::{self, Elector, LeaseSettings};
 use aigw::controller::{self, Connections, Context, Leadership, Metrics, Settings};
@@ -93,6 +94,12 @@ pub struct OperatorArgs {
     /// sent together overload the apiserver (500s, 429s) and leave the caches behind.
     #[arg(long, env = "AIGW_CONCURRENT_LISTS", default_value_t = aigw::controller::runtime::lists::AT_ONCE, value_name = "N")]
     concurrent_lists: usize,
+    /// Speak HTTP/1.1 to the apiserver: one connection per watch and per request in flight, as
+    /// kube's own client does. By default aigw speaks HTTP/2 where the apiserver offers it (TLS
+    /// ALPN), every watch and request a stream of one connection; this is for a proxy or
+    /// apiserver that misbehaves with it.
+    #[arg(long, env = "AIGW_KUBE_HTTP1")]
+    kube_http1: bool,
     /// YAML file with the tenancy grants of the default connection (the one these flags define),
     /// in the shape of a Connection's `spec.grants`: which namespaces may use it, for which
     /// workspaces, and whether they may adopt. Without it, the default connection is open to
@@ -234,7 +241,12 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         .check(args.api_timeout)
         .map_err(|e| anyhow::anyhow!("--longest-api-call: {e} (--api-timeout)"))?;
     check_lease_timing(&args)?;
-    let kube = kube::Client::try_default().await?;
+    let kube = apiserver::infer(if args.kube_http1 {
+        apiserver::Protocol::Http1
+    } else {
+        apiserver::Protocol::Http2
+    })
+    .await?;
     controller::check_crds_installed(&kube)
         .await
         .map_err(anyhow::Error::msg)?;

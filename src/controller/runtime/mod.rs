@@ -1,3 +1,4 @@
+pub mod apiserver;
 pub mod backoff;
 pub mod census;
 pub mod changes;

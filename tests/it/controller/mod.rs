@@ -2,6 +2,7 @@
 
 mod api_key_replacement;
 mod api_keys;
+mod apiserver_http2;
 mod attack29c;
 mod attack29d;
 mod attack_claims;

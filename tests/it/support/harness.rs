@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use aigw::api::{Client, ClientConfig, RetryPolicy, StaticToken};
 pub use aigw::controller::driver::create::CallWindows;
+use aigw::controller::runtime::apiserver;
 use aigw::controller::runtime::hash_key::{self, HashKey};
 use aigw::controller::{self, Connections, Context, Metrics, Settings};
 use aigw::emulator::{EmulatorOptions, Running};
@@ -841,7 +842,8 @@ async fn recording_client(
     let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
         .await
         .expect("invalid kubeconfig");
-    kube::client::ClientBuilder::try_from(config)
+    // The operator's own client: HTTP/2 to the apiserver, as `aigw operator` speaks it.
+    apiserver::builder(config, apiserver::Protocol::Http2)
         .expect("kube client")
         .with_layer(&Recording {
             inner: (),
