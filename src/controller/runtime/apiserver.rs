@@ -41,6 +41,13 @@ pub type GenericService = BoxService<Request<Body>, Response<Box<DynBody>>, BoxE
 const PING_EVERY: Duration = Duration::from_secs(30);
 const PING_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// The flow-control windows of a stream and of a connection: Go's (and so client-go's). A body
+/// nobody reads (a watch whose consumer waits) holds at most its stream's window, so the
+/// connection's window never runs out for the other streams on it; the windows are credit the
+/// apiserver may send ahead, not memory allocated.
+const STREAM_WINDOW: u32 = 4 << 20;
+const CONNECTION_WINDOW: u32 = 1 << 30;
+
 /// Streams [`Pool`] sends on one connection at once, below kube-apiserver's default limit of 100
 /// so that a request never waits for a watch to end.
 pub const STREAMS_PER_CONNECTION: usize = 80;
@@ -165,6 +172,8 @@ impl<C: Connect + Clone + Send + Sync + 'static> Pool<C> {
                 .http2_keep_alive_interval(PING_EVERY)
                 .http2_keep_alive_timeout(PING_TIMEOUT)
                 .http2_keep_alive_while_idle(true)
+                .http2_initial_stream_window_size(STREAM_WINDOW)
+                .http2_initial_connection_window_size(CONNECTION_WINDOW)
                 .build(self.connector.clone());
             connections.push(Connection {
                 client,
