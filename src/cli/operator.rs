@@ -241,12 +241,19 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
         .check(args.api_timeout)
         .map_err(|e| anyhow::anyhow!("--longest-api-call: {e} (--api-timeout)"))?;
     check_lease_timing(&args)?;
-    let kube = apiserver::infer(if args.kube_http1 {
-        apiserver::Protocol::Http1
-    } else {
-        apiserver::Protocol::Http2
-    })
-    .await?;
+    let kube_config = kube::Config::infer().await?;
+    let kube = apiserver::client(
+        kube_config.clone(),
+        if args.kube_http1 {
+            apiserver::Protocol::Http1
+        } else {
+            apiserver::Protocol::Http2
+        },
+    )?;
+    // The Leases' own client, HTTP/1.1: a renewal never waits behind the watches sharing an
+    // HTTP/2 connection, and one that timed out takes its connection with it, so the next
+    // dials afresh instead of waiting up to 45 s for pings to find a dead connection.
+    let leases = apiserver::client(kube_config, apiserver::Protocol::Http1)?;
     controller::check_crds_installed(&kube)
         .await
         .map_err(anyhow::Error::msg)?;
@@ -325,9 +332,9 @@ pub async fn run(args: OperatorArgs) -> anyhow::Result<()> {
             ..LeaseSettings::new(args.leader_election_namespace, identity)
         };
         let (leadership, elector) = match args.shards {
-            true => leader::elect_shard(kube.clone(), lease, &settings.installation_id),
+            true => leader::elect_shard(leases, lease, &settings.installation_id),
             false => {
-                let (leadership, elector) = leader::elect(kube.clone(), lease);
+                let (leadership, elector) = leader::elect(leases, lease);
                 (
                     leadership,
                     elector.deferring_to_shards(&settings.installation_id),

@@ -12,7 +12,8 @@
 //! minutes. hyper's client never opens a second HTTP/2 connection to a host, so [`Pool`] does:
 //! it counts the streams in flight on each connection and opens another when every one has
 //! [`STREAMS_PER_CONNECTION`] (Go's client, and so client-go, does the same). A sharded
-//! replica with 240 watches needs four connections.
+//! replica with 240 watches needs five connections. The Leases have a client of their own
+//! (HTTP/1.1, `aigw operator`), so a renewal never waits behind watches.
 //!
 //! `--kube-http1` goes back to one connection per request for an apiserver or proxy that
 //! misbehaves with HTTP/2. With a proxy (`proxy-url` in the kubeconfig) kube's own stack is used.
@@ -48,9 +49,10 @@ const PING_TIMEOUT: Duration = Duration::from_secs(15);
 const STREAM_WINDOW: u32 = 4 << 20;
 const CONNECTION_WINDOW: u32 = 1 << 30;
 
-/// Streams [`Pool`] sends on one connection at once, below kube-apiserver's default limit of 100
-/// so that a request never waits for a watch to end.
-pub const STREAMS_PER_CONNECTION: usize = 80;
+/// Streams [`Pool`] sends on one connection at once, well below kube-apiserver's default limit of
+/// 100 (and of proxies in front of it, often lower), so that a request never waits for a watch to
+/// end.
+pub const STREAMS_PER_CONNECTION: usize = 50;
 
 /// Which HTTP versions the client offers the apiserver.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -35,7 +35,12 @@ impl Lists {
     }
 
     /// `events`, a watch, listing only while it holds one of the places. Put it right behind
-    /// `watcher(…)`, before its backoff, so no place is held while it waits to try again.
+    /// `watcher(…)`, before its backoff, so no place is held while it waits to try again (kube's
+    /// own retries of a 429 or 5xx within one list request do hold it: they are the list).
+    ///
+    /// For list-then-watch watchers only (`InitialListStrategy::ListWatch`, kube's default and
+    /// every watch of aigw's): there `Init` comes before the list request is sent. A streaming
+    /// list opens its request before `Init`, and its answer would wait unread behind the queue.
     pub fn queued<K, S>(&self, events: S) -> BoxStream<'static, Result<Event<K>, Error>>
     where
         K: Send + 'static,
