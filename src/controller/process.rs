@@ -7,7 +7,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::Api;
-use kube::runtime::controller::{Config as ControllerConfig, Controller};
+use kube::runtime::controller::{Action, Config as ControllerConfig, Controller};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use tracing::{debug, info, warn};
@@ -318,6 +318,30 @@ fn listed_kind<K: drift::Listed>(
 /// namespace): `--concurrency` is per kind. `None`: any number (`--concurrency 0`).
 type Slots = Option<Arc<tokio::sync::Semaphore>>;
 
+/// `reconcile`, each run in its object's turn ([`in_turn`]); an object gone by then waits for its
+/// next change.
+fn taking_turns<K, E, R>(
+    slots: Slots,
+    store: Store<K>,
+    reconcile: fn(Arc<K>, Arc<Context>) -> R,
+) -> impl FnMut(Arc<K>, Arc<Context>) -> futures::future::BoxFuture<'static, Result<Action, E>>
+where
+    K: kube::Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone + Send + Sync,
+    R: Future<Output = Result<Action, E>> + Send + 'static,
+    E: Send + 'static,
+{
+    move |object, ctx| {
+        let (slots, store) = (slots.clone(), store.clone());
+        Box::pin(async move {
+            match in_turn(slots, &store, object).await {
+                Some((_slot, object)) => reconcile(object, ctx).await,
+                None => Ok(Action::await_change()),
+            }
+        })
+    }
+}
+
 /// `object`'s turn: a slot of its kind's (held for the reconcile), then its copy as the cache
 /// has it now. kube hands the reconcile the copy of when it was scheduled, and a reconcile may
 /// wait for a slot behind the other namespaces' (96 of a kind at 24 namespaces): an object
@@ -480,15 +504,7 @@ async fn run_kind<K: Managed>(
     let controller = controller
         .shutdown_on_signal()
         .run(
-            move |object, ctx| {
-                let (slots, latest) = (slots.clone(), latest.clone());
-                async move {
-                    let Some((_slot, object)) = in_turn(slots, &latest, object).await else {
-                        return Ok(kube::runtime::controller::Action::await_change());
-                    };
-                    driver::reconcile::<K>(object, ctx).await
-                }
-            },
+            taking_turns(slots, latest, driver::reconcile::<K>),
             driver::error_policy::<K>,
             ctx,
         )
@@ -639,15 +655,7 @@ async fn run_rollouts(
         })
         .shutdown_on_signal()
         .run(
-            move |object, ctx| {
-                let (slots, latest) = (slots.clone(), latest.clone());
-                async move {
-                    let Some((_slot, object)) = in_turn(slots, &latest, object).await else {
-                        return Ok(kube::runtime::controller::Action::await_change());
-                    };
-                    config_rollout::reconcile(object, ctx).await
-                }
-            },
+            taking_turns(slots, latest, config_rollout::reconcile),
             config_rollout::error_policy,
             ctx,
         )
