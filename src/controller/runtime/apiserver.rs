@@ -16,7 +16,8 @@
 //! (HTTP/1.1, `aigw operator`), so a renewal never waits behind watches.
 //!
 //! `--kube-http1` goes back to one connection per request for an apiserver or proxy that
-//! misbehaves with HTTP/2. With a proxy (`proxy-url` in the kubeconfig) kube's own stack is used.
+//! misbehaves with HTTP/2. With a proxy (`proxy-url` in the kubeconfig) or an exec credential
+//! plugin, kube's own stack is used.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -82,7 +83,10 @@ pub fn builder(
     config: kube::Config,
     protocol: Protocol,
 ) -> Result<ClientBuilder<GenericService>, kube::Error> {
-    if protocol == Protocol::Http1 || config.proxy_url.is_some() {
+    // kube's own stack for what only it handles: proxies, and exec plugins (their client
+    // certificates expire, and kube marks the client with that time).
+    if protocol == Protocol::Http1 || config.proxy_url.is_some() || config.auth_info.exec.is_some()
+    {
         return ClientBuilder::try_from(config);
     }
     Ok(pooled(config, STREAMS_PER_CONNECTION)?.0)
