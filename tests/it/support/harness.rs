@@ -445,16 +445,8 @@ impl Harness {
 
     /// Presents `client_auth` for deployment `id` as its gateway would; the HTTP status.
     pub async fn handshake(&self, id: &str, client_auth: &str) -> u16 {
-        let url = self.url(&format!("/_emulator/deployments/{id}/handshake"));
         let body = serde_json::json!({ "client_auth": client_auth });
-        self.http
-            .post(url)
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
-            .status()
-            .as_u16()
+        super::gateway_handshake(&self.http, &self.url(""), ("deployments", id), body).await
     }
 
     /// Makes deployment `id` vanish from the emulator, as if removed outside the API: later
