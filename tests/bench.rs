@@ -53,11 +53,7 @@ const WRITE_VERBS: [&str; 6] = [
 /// How long a rollout may take before the bench gives up: `BENCH_ROLLOUT_SECONDS` (default 1800;
 /// 100,000 Configs on a machine shared with other work can need more).
 fn rollout_limit() -> Duration {
-    let seconds = std::env::var("BENCH_ROLLOUT_SECONDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(1800);
-    Duration::from_secs(seconds)
+    Duration::from_secs(support::env_or("BENCH_ROLLOUT_SECONDS", 1800))
 }
 
 struct Opts {
@@ -70,12 +66,7 @@ struct Opts {
 
 impl Opts {
     fn from_env() -> Self {
-        let num = |key: &str, default: usize| {
-            std::env::var(key)
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(default)
-        };
+        let num = support::env_or::<usize>;
         let out = std::env::var("BENCH_OUT")
             .map(PathBuf::from)
             .unwrap_or_else(|_| support::repo_root().join("target/bench"));
@@ -106,6 +97,15 @@ async fn setup() -> (Opts, kube::Client, PathBuf) {
         .expect("KUBECONFIG must point at the bench control plane (hack/bench.sh)");
     support::install_crds(&kube).await;
     (opts, kube, token_file)
+}
+
+/// Writes `report` as `file` in the output directory, and prints it.
+fn write_report(opts: &Opts, file: &str, report: &Value) {
+    let text = serde_json::to_string_pretty(report).unwrap_or_default();
+    let path = opts.out.join(file);
+    std::fs::write(&path, &text).expect("cannot write the report");
+    println!("{text}");
+    eprintln!("report written to {}", path.display());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -155,11 +155,7 @@ async fn bench() {
         "edit_to_version_id_ms": edits,
         "steady_state_after_restart": steady,
     });
-    let text = serde_json::to_string_pretty(&report).unwrap_or_default();
-    let path = opts.out.join(format!("report-{}.json", opts.n));
-    std::fs::write(&path, &text).expect("cannot write the report");
-    println!("{text}");
-    eprintln!("report written to {}", path.display());
+    write_report(&opts, &format!("report-{}.json", opts.n), &report);
     drop(emulator);
 }
 
@@ -238,11 +234,7 @@ async fn bench_scale() {
             "restart_peak": per_object_kib(steady["peak_rss_mib"].as_f64().unwrap_or(0.0), 0.0),
         },
     });
-    let text = serde_json::to_string_pretty(&report).unwrap_or_default();
-    let path = opts.out.join(format!("scale-{}.json", opts.n));
-    std::fs::write(&path, &text).expect("cannot write the report");
-    println!("{text}");
-    eprintln!("report written to {}", path.display());
+    write_report(&opts, &format!("scale-{}.json", opts.n), &report);
     drop(emulator);
 }
 
@@ -318,10 +310,7 @@ async fn bench_status_writes() {
         results.insert(method.into(), Value::Array(rounds));
     }
     let report = json!({"n": opts.n, "build": if cfg!(debug_assertions) { "debug" } else { "release" }, "status_writes": results});
-    let text = serde_json::to_string_pretty(&report).unwrap_or_default();
-    let path = opts.out.join(format!("status-writes-{}.json", opts.n));
-    std::fs::write(&path, &text).expect("cannot write the report");
-    println!("{text}");
+    write_report(&opts, &format!("status-writes-{}.json", opts.n), &report);
 }
 
 /// A status as the operator writes it for a Config it created: conditions, ids, a version, the
@@ -741,11 +730,7 @@ async fn bench_mixed() {
             "ratio_to_live_floor": ratio(&backlog),
         },
     });
-    let text = serde_json::to_string_pretty(&report).unwrap_or_default();
-    let path = opts.out.join(format!("report-mixed-{n}.json"));
-    std::fs::write(&path, &text).expect("cannot write the report");
-    println!("{text}");
-    eprintln!("report written to {}", path.display());
+    write_report(&opts, &format!("report-mixed-{n}.json"), &report);
     drop(emulator);
 }
 
@@ -1494,15 +1479,19 @@ impl Operator {
         operator
     }
 
-    /// Sum of `aigw_reconciles_total` over kinds and results.
-    async fn reconciles(&self) -> f64 {
-        let url = format!("{}/metrics", self.metrics);
-        let text = reqwest::get(url)
+    /// What its `/metrics` answers (empty when the body cannot be read).
+    async fn metrics_text(&self) -> String {
+        reqwest::get(format!("{}/metrics", self.metrics))
             .await
             .expect("operator /metrics")
             .text()
             .await
-            .unwrap_or_default();
+            .unwrap_or_default()
+    }
+
+    /// Sum of `aigw_reconciles_total` over kinds and results.
+    async fn reconciles(&self) -> f64 {
+        let text = self.metrics_text().await;
         text.lines()
             .filter(|l| l.starts_with("aigw_reconciles_total"))
             .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())

@@ -54,7 +54,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use aigw::resources::{ApiKey, Config, Deployment, RateLimitsPolicy};
-use futures::StreamExt;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
 use jiff::Timestamp;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Secret;
@@ -103,12 +104,7 @@ struct Scale {
 
 impl Scale {
     fn from_env() -> Self {
-        let knob = |name: &str, default: usize| {
-            std::env::var(name)
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(default)
-        };
+        let knob = support::env_or::<usize>;
         Self {
             configs: knob("AIGW_CHAOS_CONFIGS", 300),
             policies: knob("AIGW_CHAOS_POLICIES", 20),
@@ -143,6 +139,21 @@ impl Spread {
         &self.namespaces[i % self.namespaces.len()]
     }
 
+    /// The create of `object`, the `i`-th resource of its kind, in its namespace: to run with
+    /// the others.
+    fn create<K>(&self, i: usize, object: K) -> BoxFuture<'static, kube::Result<()>>
+    where
+        K: support::NamespacedKind + Send + Sync + 'static,
+    {
+        let api = self.api::<K>(self.home(i));
+        async move {
+            api.create(&PostParams::default(), &object)
+                .await
+                .map(|_| ())
+        }
+        .boxed()
+    }
+
     /// The `K` objects of every namespace.
     async fn list<K>(&self) -> kube::Result<Vec<K>>
     where
@@ -157,6 +168,17 @@ impl Spread {
             all.extend(list.items);
         }
         Ok(all)
+    }
+
+    /// Deletes the `K` objects of every namespace (their finalizers left to run).
+    async fn delete_all<K: support::NamespacedKind>(&self) {
+        let params = (DeleteParams::default(), ListParams::default());
+        for namespace in &self.namespaces {
+            self.api::<K>(namespace)
+                .delete_collection(&params.0, &params.1)
+                .await
+                .unwrap();
+        }
     }
 
     /// The `K` named `name`, in whichever namespace it is.
@@ -271,26 +293,14 @@ impl Emulator {
 
     /// The HTTP status of the gateway's check of API key `id` presented as `key`.
     async fn key_handshake(&self, id: &str, key: &str) -> u16 {
-        self.http
-            .post(format!("{}/_emulator/api-keys/{id}/handshake", self.url))
-            .json(&json!({ "key": key }))
-            .send()
-            .await
-            .unwrap()
-            .status()
-            .as_u16()
+        let credential = json!({ "key": key });
+        support::gateway_handshake(&self.http, &self.url, ("api-keys", id), credential).await
     }
 
     /// The HTTP status of the gateway handshake with `client_auth`.
     async fn handshake(&self, id: &str, client_auth: &str) -> u16 {
-        self.http
-            .post(format!("{}/_emulator/deployments/{id}/handshake", self.url))
-            .json(&json!({"client_auth": client_auth}))
-            .send()
-            .await
-            .unwrap()
-            .status()
-            .as_u16()
+        let credential = json!({ "client_auth": client_auth });
+        support::gateway_handshake(&self.http, &self.url, ("deployments", id), credential).await
     }
 }
 
@@ -529,6 +539,12 @@ struct Windows {
 }
 
 impl Windows {
+    /// Opens `name`'s window, now, for its change to `trigger`.
+    fn open_now(&mut self, name: String, trigger: &str) {
+        self.open
+            .insert(name, (Timestamp::now(), trigger.to_string()));
+    }
+
     fn is_open(&self, name: &str) -> bool {
         self.open.contains_key(name)
     }
@@ -638,54 +654,28 @@ async fn create_all(spread: &Spread, scale: &Scale, windows: &Mutex<Windows>) {
     for i in 0..scale.configs {
         let name = format!("c-{i:03}");
         let config: Config = object("Config", &name, routing(&name));
-        let api = spread.api::<Config>(spread.home(i));
-        creates.push(futures::future::FutureExt::boxed(async move {
-            api.create(&PostParams::default(), &config)
-                .await
-                .map(|_| ())
-        }));
+        creates.push(spread.create(i, config));
     }
     for i in 0..scale.policies {
         let name = format!("p-{i:02}");
         let policy: RateLimitsPolicy = object("RateLimitsPolicy", &name, limits(&name));
-        let api = spread.api::<RateLimitsPolicy>(spread.home(i));
-        creates.push(futures::future::FutureExt::boxed(async move {
-            api.create(&PostParams::default(), &policy)
-                .await
-                .map(|_| ())
-        }));
+        creates.push(spread.create(i, policy));
     }
     for i in 0..scale.deployments {
         let name = format!("d-{i:02}");
         let mut spec = gateway(&name, &format!("{name}-credentials"));
         spec["rotation"] = json!({"trigger": "t0"});
         let deployment: Deployment = object("Deployment", &name, spec);
-        windows
-            .lock()
-            .unwrap()
-            .open
-            .insert(name, (Timestamp::now(), "t0".into()));
-        let api = spread.api::<Deployment>(spread.home(i));
-        creates.push(futures::future::FutureExt::boxed(async move {
-            api.create(&PostParams::default(), &deployment)
-                .await
-                .map(|_| ())
-        }));
+        windows.lock().unwrap().open_now(name, "t0");
+        creates.push(spread.create(i, deployment));
     }
     for i in 0..scale.api_keys {
         let name = format!("k-{i:02}");
         let spec = json!({"name": name, "kind": "service", "scopes": ["completions.write"],
             "secretRef": {"name": format!("{name}-key")}, "rotation": {"trigger": "t0"}});
         let key: ApiKey = object("ApiKey", &name, spec);
-        windows
-            .lock()
-            .unwrap()
-            .open
-            .insert(name, (Timestamp::now(), "t0".into()));
-        let api = spread.api::<ApiKey>(spread.home(i));
-        creates.push(futures::future::FutureExt::boxed(async move {
-            api.create(&PostParams::default(), &key).await.map(|_| ())
-        }));
+        windows.lock().unwrap().open_now(name, "t0");
+        creates.push(spread.create(i, key));
     }
     let results: Vec<_> = futures::stream::iter(creates)
         .buffer_unordered(16)
@@ -694,6 +684,18 @@ async fn create_all(spread: &Spread, scale: &Scale, windows: &Mutex<Windows>) {
     for result in results {
         result.expect("failed to create a resource");
     }
+}
+
+/// A round's trigger changes, between random pauses; how many were made.
+async fn change_triggers_between_pauses(
+    spread: &Spread,
+    windows: &Mutex<Windows>,
+    step: usize,
+) -> usize {
+    tokio::time::sleep(random_pause(0.5, 4.0)).await;
+    let changed = change_triggers(spread, windows, step).await;
+    tokio::time::sleep(random_pause(0.0, 3.0)).await;
+    changed
 }
 
 /// Changes the trigger of about half of the Deployments and ApiKeys whose last change has
@@ -717,11 +719,7 @@ async fn change_triggers_of<K: Rotating>(
             continue;
         }
         let trigger = format!("t{}", step + 1);
-        windows
-            .lock()
-            .unwrap()
-            .open
-            .insert(name.clone(), (Timestamp::now(), trigger.clone()));
+        windows.lock().unwrap().open_now(name.clone(), &trigger);
         let patch = json!({"spec": {"rotation": {"trigger": trigger}}});
         match api
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -793,6 +791,17 @@ struct Chaos {
 }
 
 impl Chaos {
+    /// The disruptions of both modes at the same rounds: Configs deleted while their creates
+    /// run (two thirds in) and an apiserver restart (halfway).
+    async fn disrupt_at(&mut self, spread: &Spread, scale: &Scale, step: usize) {
+        if step == scale.kills * 2 / 3 {
+            self.deleted_during_create += delete_during_creates(spread, step, 10).await;
+        }
+        if step == scale.kills / 2 {
+            self.restart_apiserver();
+        }
+    }
+
     /// Restarts the kube-apiserver: an outage and an incident.
     fn restart_apiserver(&mut self) {
         let outage = restart_apiserver();
@@ -832,9 +841,7 @@ async fn run_chaos(
     let mut chaos = Chaos::default();
     for step in 0..scale.kills {
         let mut leader = replicas.sole_leader().await;
-        tokio::time::sleep(random_pause(0.5, 4.0)).await;
-        let changed = change_triggers(spread, windows, step).await;
-        tokio::time::sleep(random_pause(0.0, 3.0)).await;
+        let changed = change_triggers_between_pauses(spread, windows, step).await;
         if step == (scale.kills / 3).max(1) {
             let pause = replicas.pause_past_the_lease(leader).await;
             chaos.incidents.push(pause);
@@ -842,12 +849,7 @@ async fn run_chaos(
             eprintln!("chaos: leader paused (SIGSTOP) for {PAUSE:?}, resumed and exited");
             leader = replicas.sole_leader().await;
         }
-        if step == scale.kills * 2 / 3 {
-            chaos.deleted_during_create += delete_during_creates(spread, step, 10).await;
-        }
-        if step == scale.kills / 2 {
-            chaos.restart_apiserver();
-        }
+        chaos.disrupt_at(spread, scale, step).await;
         let alive = replicas
             .live
             .get_mut(leader)
@@ -1258,29 +1260,10 @@ fn refusals(dir: &Path, outages: &[(Timestamp, Timestamp)]) -> Vec<String> {
 
 /// Deletes every aigw object in the namespaces and waits until their finalizers have run.
 async fn delete_everything(spread: &Spread) -> Vec<String> {
-    let params = (DeleteParams::default(), ListParams::default());
-    for namespace in &spread.namespaces {
-        spread
-            .api::<Config>(namespace)
-            .delete_collection(&params.0, &params.1)
-            .await
-            .unwrap();
-        spread
-            .api::<RateLimitsPolicy>(namespace)
-            .delete_collection(&params.0, &params.1)
-            .await
-            .unwrap();
-        spread
-            .api::<Deployment>(namespace)
-            .delete_collection(&params.0, &params.1)
-            .await
-            .unwrap();
-        spread
-            .api::<ApiKey>(namespace)
-            .delete_collection(&params.0, &params.1)
-            .await
-            .unwrap();
-    }
+    spread.delete_all::<Config>().await;
+    spread.delete_all::<RateLimitsPolicy>().await;
+    spread.delete_all::<Deployment>().await;
+    spread.delete_all::<ApiKey>().await;
     let remaining = || async {
         let mut left = not_ready::<Config>(spread, |_| false).await;
         left.extend(not_ready::<RateLimitsPolicy>(spread, |_| false).await);
@@ -1434,26 +1417,19 @@ async fn exactly_once_under_kills_failover_and_faults() {
         duplicates.extra == 0 && duplicates.missing.is_empty(),
         "{duplicates:?}"
     );
-    assert!(dead.is_empty(), "dead credentials: {dead:?}");
-    assert!(dead_keys.is_empty(), "dead API keys: {dead_keys:?}");
-    assert!(
-        rotations.missed.is_empty(),
-        "fewer rotations than trigger changes (name, changes, rotations, incidents): {:?}",
-        rotations.missed
+    assert_empty(&dead, "dead credentials");
+    assert_empty(&dead_keys, "dead API keys");
+    assert_empty(
+        &rotations.missed,
+        "fewer rotations than trigger changes (name, changes, rotations, incidents)",
     );
-    assert!(
-        rotations.unexplained.is_empty(),
-        "more extra rotations than incidents in the window (name, changes, rotations, incidents): {:?}",
-        rotations.unexplained
+    assert_empty(
+        &rotations.unexplained,
+        "more extra rotations than incidents in the window (name, changes, rotations, incidents)",
     );
-    assert!(
-        stuck.is_empty(),
-        "not deleted (finalizer stuck) within {SETTLE_TIMEOUT:?}: {stuck:?}"
-    );
-    assert!(
-        lost.is_empty(),
-        "remote objects left after deleting everything: {lost:?}"
-    );
+    let within = format!("not deleted (finalizer stuck) within {SETTLE_TIMEOUT:?}");
+    assert_empty(&stuck, &within);
+    assert_empty(&lost, "remote objects left after deleting everything");
     let refused = refusals(&dir, &chaos.outages);
     assert!(
         refused.is_empty(),
@@ -1466,4 +1442,9 @@ async fn exactly_once_under_kills_failover_and_faults() {
         more.cleanup().await;
     }
     env.cleanup().await;
+}
+
+/// Asserts that nothing was `found`, naming `what` was.
+fn assert_empty<T: std::fmt::Debug>(found: &[T], what: &str) {
+    assert!(found.is_empty(), "{what}: {found:?}");
 }

@@ -95,10 +95,7 @@ fn per_object<T>(texts: &[Vec<u8>], make: impl Fn(&[u8]) -> T) -> f64 {
 
 #[tokio::test]
 async fn bench_cache_footprint() {
-    let n: usize = std::env::var("N")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000);
+    let n: usize = support::env_or("N", 10_000);
     let texts: Vec<Vec<u8>> = (0..n)
         .map(|i| serde_json::to_vec(&ready_config(i)).expect("a Config as JSON"))
         .collect();

@@ -131,12 +131,7 @@ async fn terminate(operators: Vec<Operator>) {
 
 /// The Configs each replica reconciles now (`aigw_shard_objects{kind="Config"}`).
 async fn share(operator: &Operator) -> f64 {
-    let text = reqwest::get(format!("{}/metrics", operator.metrics))
-        .await
-        .expect("operator /metrics")
-        .text()
-        .await
-        .unwrap_or_default();
+    let text = operator.metrics_text().await;
     text.lines()
         .find(|l| l.starts_with("aigw_shard_objects{kind=\"Config\"}"))
         .and_then(|l| l.rsplit(' ').next()?.parse().ok())
@@ -159,10 +154,7 @@ async fn replica_figures(operators: &[Operator], n: f64) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn bench_shards() {
-    let replicas: usize = std::env::var("BENCH_REPLICAS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(3);
+    let replicas: usize = support::env_or("BENCH_REPLICAS", 3);
     let (opts, kube, token_file) = setup().await;
     let emulator = Emulator::start(&opts, &token_file).await;
     let mut namespaces = Vec::new();
@@ -185,18 +177,20 @@ async fn bench_shards() {
     let tracker = Tracker::watch(Api::all(kube.clone()));
     emulator.reset_stats().await;
     let before = apiserver_snapshot().await;
+    let start = |phase| {
+        start_shards(
+            &opts,
+            &emulator,
+            &token_file,
+            &kubeconfig,
+            &namespaces,
+            replicas,
+            phase,
+        )
+    };
     let t0 = Instant::now();
     eprintln!("== {replicas} shards on the backlog");
-    let mut operators = start_shards(
-        &opts,
-        &emulator,
-        &token_file,
-        &kubeconfig,
-        &namespaces,
-        replicas,
-        "rollout",
-    )
-    .await;
+    let mut operators = start("rollout").await;
     let rollout = tokio::select! {
         rollout = tracker.wait_all_ready(opts.n, t0) => rollout,
         exited = first_exit(&mut operators) => panic!("{exited} (N={})", opts.n),
@@ -213,16 +207,7 @@ async fn bench_shards() {
     );
     emulator.reset_stats().await;
     let quiet_from = apiserver_snapshot().await;
-    let restarted = start_shards(
-        &opts,
-        &emulator,
-        &token_file,
-        &kubeconfig,
-        &namespaces,
-        replicas,
-        "restart",
-    )
-    .await;
+    let restarted = start("restart").await;
     tokio::time::sleep(opts.steady).await;
     let restart_replicas = replica_figures(&restarted, n).await;
     let (writes, gets) = writes_and_gets(&delta(&quiet_from, &apiserver_snapshot().await));
@@ -257,10 +242,10 @@ async fn bench_shards() {
             "management_api_calls": steady_calls,
         },
     });
-    let text = serde_json::to_string_pretty(&report).unwrap_or_default();
-    let path = opts.out.join(format!("shards-{}-{replicas}.json", opts.n));
-    std::fs::write(&path, &text).expect("cannot write the report");
-    println!("{text}");
-    eprintln!("report written to {}", path.display());
+    write_report(
+        &opts,
+        &format!("shards-{}-{replicas}.json", opts.n),
+        &report,
+    );
     drop(emulator);
 }

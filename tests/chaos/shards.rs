@@ -177,9 +177,7 @@ pub(super) async fn run_chaos(
     let mut chaos = Chaos::default();
     for step in 0..scale.kills {
         replicas.settled().await;
-        tokio::time::sleep(random_pause(0.5, 4.0)).await;
-        let changed = change_triggers(spread, windows, step).await;
-        tokio::time::sleep(random_pause(0.0, 3.0)).await;
+        let changed = change_triggers_between_pauses(spread, windows, step).await;
         if step == scale.kills / 4 {
             let added = replicas.add_one().await;
             chaos.incidents.push(added);
@@ -196,12 +194,7 @@ pub(super) async fn run_chaos(
             chaos.kept_running.extend(kept_running);
             eprintln!("chaos: replica paused (SIGSTOP) for {PAUSE:?}, resumed, exited");
         }
-        if step == scale.kills * 2 / 3 {
-            chaos.deleted_during_create += delete_during_creates(spread, step, 10).await;
-        }
-        if step == scale.kills / 2 {
-            chaos.restart_apiserver();
-        }
+        chaos.disrupt_at(spread, scale, step).await;
         if step == scale.kills * 3 / 4 {
             let (removed, problem) = replicas.remove_one().await;
             chaos.incidents.push(removed);
@@ -266,10 +259,9 @@ pub(super) fn assert_held(chaos: &Chaos, overlapping: &[String]) {
         "two replicas wrote one object at once:\n{}",
         overlapping.join("\n")
     );
-    assert!(
-        chaos.kept_running.is_empty(),
-        "paused past their lease, these replicas kept running after SIGCONT: {:?}",
-        chaos.kept_running
+    assert_empty(
+        &chaos.kept_running,
+        "paused past their lease, these replicas kept running after SIGCONT",
     );
     assert!(
         chaos.unclean_removals.is_empty(),

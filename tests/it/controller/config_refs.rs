@@ -130,12 +130,7 @@ async fn secret_backed_values_are_applied_hashed_and_never_echoed() {
         })
         .await;
     tokio::time::sleep(DRIFT * 2).await;
-    assert_eq!(
-        h.count("PUT /ai_gw/v2/configs/{slug}").await,
-        1,
-        "{}",
-        h.stats().await
-    );
+    h.assert_count("PUT /ai_gw/v2/configs/{slug}", 1).await;
     assert_eq!(
         remote_document(&h, &slug).await["api_key"],
         rotated.as_str()
@@ -556,12 +551,7 @@ async fn secret_hashes_are_keyed_by_the_operators_secret_and_survive_restarts() 
         })
         .await;
     tokio::time::sleep(DRIFT * 3).await;
-    assert_eq!(
-        h.count("PUT /ai_gw/v2/configs/{slug}").await,
-        1,
-        "{}",
-        h.stats().await
-    );
+    h.assert_count("PUT /ai_gw/v2/configs/{slug}", 1).await;
     assert_eq!(h.remote_writes().await, 1, "{}", h.stats().await);
     assert!(rewritten.ready());
     let events = h.env.events_text().await;

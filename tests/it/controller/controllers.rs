@@ -123,12 +123,7 @@ async fn config_lifecycle_create_update_drift_delete() {
         })
         .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(
-        h.count("PUT /ai_gw/v2/configs/{slug}").await,
-        1,
-        "{}",
-        h.stats().await
-    );
+    h.assert_count("PUT /ai_gw/v2/configs/{slug}", 1).await;
     let second_version = updated.status.unwrap().version_id.unwrap();
     let remote = h.get(&format!("/ai_gw/v2/configs/{slug}")).await;
     let document: Value = serde_json::from_str(remote["config"].as_str().unwrap()).unwrap();
@@ -202,14 +197,8 @@ async fn config_lifecycle_create_update_drift_delete() {
 #[tokio::test]
 async fn config_adopt_and_orphan() {
     let h = Harness::start("ctl-config-adopt").await;
-    let created = h
-        .post(
-            "/ai_gw/v2/configs",
-            json!({"name": "existing", "config": {"retry": {"attempts": 2}}}),
-        )
-        .await;
-    let slug = created["slug"].as_str().unwrap().to_string();
-    h.reset_stats().await;
+    let existing = json!({"name": "existing", "config": {"retry": {"attempts": 2}}});
+    let slug = h.made_outside("/ai_gw/v2/configs", existing, "slug").await;
 
     let mut spec = json!({"slug": slug, "name": "existing", "config": {"retry": {"attempts": 2}}, "deletionPolicy": "Orphan"});
     support::create(&h.env.api(), &config("adopted", spec.clone())).await;
@@ -242,12 +231,7 @@ async fn api_validation_error_stalls_without_a_retry_storm() {
     let policies = h.env.api::<RateLimitsPolicy>();
     support::create(&policies, &policy("bad-key", spec)).await;
     let stalled = h
-        .wait_for::<RateLimitsPolicy>("bad-key", WAIT, |p| {
-            p.status
-                .as_ref()
-                .and_then(|s| condition(&s.conditions, "Stalled"))
-                .is_some_and(|(status, _, _)| status == "True")
-        })
+        .wait_for::<RateLimitsPolicy>("bad-key", WAIT, |p| p.is_true("Stalled"))
         .await;
     let conditions = stalled.status.unwrap().managed.conditions;
     let (_, reason, message) = condition(&conditions, "Stalled").unwrap();
@@ -284,12 +268,7 @@ async fn api_validation_error_stalls_without_a_retry_storm() {
         .await
         .unwrap();
     let blank = h
-        .wait_for::<Config>("blank", WAIT, |c| {
-            c.status
-                .as_ref()
-                .and_then(|s| condition(&s.conditions, "Stalled"))
-                .is_some_and(|(status, _, _)| status == "True")
-        })
+        .wait_for::<Config>("blank", WAIT, |c| c.is_true("Stalled"))
         .await;
     let (_, _, message) = condition(&blank.status.unwrap().conditions, "Stalled").unwrap();
     assert!(message.contains("name"), "{message}");
@@ -519,14 +498,10 @@ async fn deployment_create_secret_connection_status_and_archive() {
 #[tokio::test]
 async fn deployment_adopt_and_orphan() {
     let h = Harness::start("ctl-deploy-adopt").await;
-    let created = h
-        .post(
-            "/ai_gw/admin/v2/deployments",
-            json!({"name": "legacy", "type": "non_production"}),
-        )
+    let legacy = json!({"name": "legacy", "type": "non_production"});
+    let id = h
+        .made_outside("/ai_gw/admin/v2/deployments", legacy, "id")
         .await;
-    let id = created["id"].as_str().unwrap().to_string();
-    h.reset_stats().await;
     let spec = json!({"deploymentId": id, "name": "legacy", "type": "non_production",
                       "credentialsSecretRef": {"name": "legacy-creds"}, "deletionPolicy": "Orphan"});
     support::create(&h.env.api(), &deployment("legacy", spec)).await;

@@ -176,13 +176,7 @@ async fn untouched_policies_are_listed_not_read() {
 async fn two_watched_namespaces_share_one_drift_list_per_interval() {
     let interval = Duration::from_secs(3);
     let h = Harness::start_two_teams("drift-two-ns", interval, None).await;
-    let other = h.other.as_ref().unwrap();
-    create::<Config>(&h.env, "mine", routing("mine")).await;
-    create::<Config>(other, "theirs", routing("theirs")).await;
-    h.wait_for::<Config>("mine", WAIT, |c| c.ready()).await;
-    other
-        .wait_for::<Config>("theirs", WAIT, |c| c.ready())
-        .await;
+    h.ready_configs_in_both(("mine", "theirs"), WAIT).await;
     h.reset_stats().await;
     let window = Duration::from_secs(10);
     tokio::time::sleep(window).await;

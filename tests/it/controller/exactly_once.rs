@@ -258,12 +258,7 @@ async fn a_rotation_whose_answer_is_lost_finishes_with_live_credentials() {
     let rotations = remote_deployment(&h, &id).await["rotations"]
         .as_u64()
         .unwrap();
-    assert_eq!(
-        h.count(DEPLOYMENT_PUT).await,
-        lost + 1,
-        "{}",
-        h.stats().await
-    );
+    h.assert_count(DEPLOYMENT_PUT, lost + 1).await;
     assert_eq!(
         rotations,
         lost + 1,

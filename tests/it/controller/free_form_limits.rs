@@ -9,7 +9,7 @@ use std::time::Duration;
 use aigw::resources::{ADMISSION_POLICIES_FILE, Config};
 use k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding;
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use serde_json::json;
+use serde_json::{Value, json};
 use support::harness::Harness;
 use support::objects::{Conditions, create, routing};
 
@@ -40,15 +40,19 @@ async fn create_raw(
     client.request_text(request).await.map(drop)
 }
 
+/// The JSON text of `manifest` with its value `"DOC"` [`nested`] `levels` deep.
+fn with_deep_doc(manifest: Value, levels: usize) -> String {
+    manifest.to_string().replace("\"DOC\"", &nested(levels))
+}
+
 /// A Config whose `spec.config.metadata` is `levels` objects deep.
 fn deep_config(name: &str, namespace: &str, levels: usize) -> String {
-    json!({
+    let manifest = json!({
         "apiVersion": "aigw.io/v1alpha1", "kind": "Config",
         "metadata": {"name": name, "namespace": namespace},
         "spec": {"name": name, "config": {"metadata": "DOC"}},
-    })
-    .to_string()
-    .replace("\"DOC\"", &nested(levels))
+    });
+    with_deep_doc(manifest, levels)
 }
 
 fn refusal(error: kube::Error) -> String {
@@ -58,21 +62,34 @@ fn refusal(error: kube::Error) -> String {
     }
 }
 
+/// Creates the object of `body` in `env`'s namespace: refused, naming `field` as nested
+/// deeper than 32 levels; the refusal (`code message`).
+async fn refused_too_deep(
+    env: &support::TestEnv,
+    plural: &str,
+    body: String,
+    field: &str,
+) -> String {
+    let error = create_raw(&env.client, plural, &env.namespace, body)
+        .await
+        .expect_err(&format!("a 150-deep {field} was accepted"));
+    let message = refusal(error);
+    assert!(
+        message.contains(&format!("{field}: nested deeper than 32 levels")),
+        "{message}"
+    );
+    message
+}
+
 #[tokio::test]
 async fn free_form_fields_nested_150_levels_are_refused_at_admission_naming_the_field() {
     let _one_at_a_time = POLICIES.lock().await;
     let env = support::TestEnv::new("ff-admit").await;
     let ns = &env.namespace;
 
-    let error = create_raw(&env.client, "configs", ns, deep_config("deep", ns, 150))
-        .await
-        .expect_err("a 150-deep spec.config was accepted");
-    let message = refusal(error);
+    let config = deep_config("deep", ns, 150);
+    let message = refused_too_deep(&env, "configs", config, "spec.config").await;
     assert!(message.starts_with("422"), "{message}");
-    assert!(
-        message.contains("spec.config: nested deeper than 32 levels"),
-        "{message}"
-    );
 
     // The second check's parameters: the message names the list field.
     let guardrail = json!({
@@ -82,18 +99,9 @@ async fn free_form_fields_nested_150_levels_are_refused_at_admission_naming_the_
             {"id": "default.regexMatch", "parameters": {"rule": "x"}},
             {"id": "default.regexMatch", "parameters": "DOC"},
         ]},
-    })
-    .to_string()
-    .replace("\"DOC\"", &nested(150));
-    let message = refusal(
-        create_raw(&env.client, "guardrails", ns, guardrail)
-            .await
-            .expect_err("a 150-deep guardrail parameters was accepted"),
-    );
-    assert!(
-        message.contains("spec.checks[].parameters: nested deeper than 32 levels"),
-        "{message}"
-    );
+    });
+    let guardrail = with_deep_doc(guardrail, 150);
+    refused_too_deep(&env, "guardrails", guardrail, "spec.checks[].parameters").await;
 
     // ApiKey usageLimits.
     let api_key = json!({
@@ -101,18 +109,9 @@ async fn free_form_fields_nested_150_levels_are_refused_at_admission_naming_the_
         "metadata": {"name": "deep", "namespace": ns},
         "spec": {"name": "deep", "kind": "service", "scopes": ["completions.write"],
                  "secretRef": {"name": "deep"}, "usageLimits": "DOC"},
-    })
-    .to_string()
-    .replace("\"DOC\"", &nested(150));
-    let message = refusal(
-        create_raw(&env.client, "apikeys", ns, api_key)
-            .await
-            .expect_err("a 150-deep usageLimits was accepted"),
-    );
-    assert!(
-        message.contains("spec.usageLimits: nested deeper than 32 levels"),
-        "{message}"
-    );
+    });
+    let api_key = with_deep_doc(api_key, 150);
+    refused_too_deep(&env, "apikeys", api_key, "spec.usageLimits").await;
 
     // Within the bounds: spec.config (1) + metadata (1) + 30 = 32 levels, accepted.
     create_raw(&env.client, "configs", ns, deep_config("within", ns, 30))
@@ -168,13 +167,8 @@ async fn a_config_nested_150_levels_stops_no_other_config_after_a_restart() {
     h.restart_operator().await;
 
     // Configs created after the restart, in both namespaces (the deep one's included), reconcile.
+    h.ready_configs_in_both(("after", "neighbour"), WAIT).await;
     let other = h.other.as_ref().unwrap();
-    create::<Config>(&h.env, "after", routing("after")).await;
-    create::<Config>(other, "neighbour", routing("neighbour")).await;
-    h.wait_for::<Config>("after", WAIT, |c| c.ready()).await;
-    other
-        .wait_for::<Config>("neighbour", WAIT, |c| c.ready())
-        .await;
 
     // Ready (every cache listed: they list in turn, `--concurrent-lists`) and healthy (no
     // watch failing).

@@ -147,12 +147,7 @@ async fn deleting_an_owner_and_its_claimant_together_deletes_the_object_once() {
         dev.delete_and_wait::<Config>("claimant", WAIT)
     );
     let _ = (a, b);
-    assert_eq!(
-        h.count("DELETE /ai_gw/v2/configs/{slug}").await,
-        1,
-        "{}",
-        h.stats().await
-    );
+    h.assert_count("DELETE /ai_gw/v2/configs/{slug}", 1).await;
     assert!(remote(&h, "configs", "slug", &slug).await.is_none());
     h.stop().await;
 }
@@ -185,42 +180,31 @@ async fn deployment_grants_cover_jwt_workspaces_and_the_default_gateway() {
     h.stop().await;
 }
 
+/// Creates a `K` (named as its kind, lowercase) with `spec`, then moves it to another
+/// Connection: the answer to that patch.
+async fn switch_connection<K: support::NamespacedKind>(
+    env: &support::TestEnv,
+    spec: Value,
+) -> Result<(), kube::Error> {
+    let name = K::kind(&()).to_ascii_lowercase();
+    create::<K>(env, &name, spec).await;
+    let patch = json!({"spec": {"connectionRef": {"name": "other-tenant"}}});
+    env.api::<K>()
+        .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map(drop)
+}
+
 /// Switching `spec.connectionRef` would orphan the remote object and create another in the
 /// other tenant: admission refuses it, naming the field.
 #[tokio::test]
 async fn connection_ref_cannot_be_changed_after_creation() {
     let env = support::TestEnv::new("gate-connref").await;
     for kind in ["Config", "RateLimitsPolicy", "Deployment"] {
-        let spec = match kind {
-            "Config" => routing("r"),
-            "RateLimitsPolicy" => limits("r"),
-            _ => gateway("r", "r-credentials"),
-        };
-        let name = kind.to_ascii_lowercase();
-        let patch = json!({"spec": {"connectionRef": {"name": "other-tenant"}}});
-        let params = PatchParams::default();
         let refused = match kind {
-            "Config" => {
-                create::<Config>(&env, &name, spec).await;
-                env.api::<Config>()
-                    .patch(&name, &params, &Patch::Merge(&patch))
-                    .await
-                    .map(drop)
-            }
-            "RateLimitsPolicy" => {
-                create::<RateLimitsPolicy>(&env, &name, spec).await;
-                env.api::<RateLimitsPolicy>()
-                    .patch(&name, &params, &Patch::Merge(&patch))
-                    .await
-                    .map(drop)
-            }
-            _ => {
-                create::<Deployment>(&env, &name, spec).await;
-                env.api::<Deployment>()
-                    .patch(&name, &params, &Patch::Merge(&patch))
-                    .await
-                    .map(drop)
-            }
+            "Config" => switch_connection::<Config>(&env, routing("r")).await,
+            "RateLimitsPolicy" => switch_connection::<RateLimitsPolicy>(&env, limits("r")).await,
+            _ => switch_connection::<Deployment>(&env, gateway("r", "r-credentials")).await,
         };
         let error = refused.expect_err(kind).to_string();
         assert!(
@@ -254,12 +238,7 @@ async fn a_spec_edit_during_a_slow_create_keeps_its_result_and_one_remote_config
     let windows = TEST_CALL_WINDOWS;
     tokio::time::sleep(windows.longest_attempt + windows.list_settle + Duration::from_secs(2))
         .await;
-    assert_eq!(
-        h.count("POST /ai_gw/v2/configs").await,
-        1,
-        "{}",
-        h.stats().await
-    );
+    h.assert_count("POST /ai_gw/v2/configs", 1).await;
     // The result was written straight away, not found again by a lookup after a lost write.
     let logs: Vec<String> = support::harness::captured_logs()
         .lines()
@@ -279,6 +258,15 @@ async fn a_spec_edit_during_a_slow_create_keeps_its_result_and_one_remote_config
     h.stop().await;
 }
 
+/// Whether the Config's create attempt has ended (with its answer lost, it is not Ready).
+fn create_attempt_ended(c: &Config) -> bool {
+    c.status.as_ref().is_some_and(|s| {
+        s.create_attempt
+            .as_ref()
+            .is_some_and(|a| a.ended_at.is_some())
+    })
+}
+
 /// A create whose answer is lost, deleted while the list still lags it: the resource goes only
 /// once the outcome is known, and the config the lost POST made is deleted, not left behind.
 #[tokio::test]
@@ -291,14 +279,8 @@ async fn a_delete_during_an_unknown_create_waits_for_the_list_and_leaves_nothing
     h.faults(json!({"drop_after_commit_rate": 1.0, "list_lag_ms": 20000}))
         .await;
     create::<Config>(&h.env, "lost", routing("lost")).await;
-    h.wait_for::<Config>("lost", WAIT, |c| {
-        c.status.as_ref().is_some_and(|s| {
-            s.create_attempt
-                .as_ref()
-                .is_some_and(|a| a.ended_at.is_some())
-        })
-    })
-    .await;
+    h.wait_for::<Config>("lost", WAIT, create_attempt_ended)
+        .await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     h.faults(json!({"list_lag_ms": 20000})).await;
     let started = std::time::Instant::now();
@@ -323,14 +305,8 @@ async fn a_lost_create_never_claims_another_namespaces_namesake() {
     let other = h.other.as_ref().unwrap();
     h.faults(json!({"drop_after_commit_rate": 1.0})).await;
     create::<Config>(&h.env, "twin", routing("twin")).await;
-    h.wait_for::<Config>("twin", WAIT, |c| {
-        c.status.as_ref().is_some_and(|s| {
-            s.create_attempt
-                .as_ref()
-                .is_some_and(|a| a.ended_at.is_some())
-        })
-    })
-    .await;
+    h.wait_for::<Config>("twin", WAIT, create_attempt_ended)
+        .await;
     h.faults(json!({})).await;
     // Meanwhile the operator looks the lost create up: delete what it made, as if the POST had
     // never committed, so the only namesake left is the other namespace's.

@@ -409,12 +409,7 @@ async fn a_guardrails_mcp_servers_are_the_full_set() {
     let ready = h.wait_for::<Guardrail>("tools", WAIT, |g| g.ready()).await;
     let id = ready.status.unwrap().id.expect("the guardrail's id");
     assert_eq!(mapped(&h, &id).await, [servers[0].clone()]);
-    assert_eq!(
-        h.count(GUARDRAIL_MCP_SERVERS_PUT).await,
-        1,
-        "{}",
-        h.stats().await
-    );
+    h.assert_count(GUARDRAIL_MCP_SERVERS_PUT, 1).await;
 
     // The console maps another server: one bulk write takes it off again.
     h.put(

@@ -53,9 +53,7 @@ impl ByRef for ProviderKind {
     const EXACTLY_ONE: bool = true;
     /// The Integration the provider binds is enabled for the workspace.
     async fn open(h: &Harness, id: &str) {
-        let resource = ApiResource::erase::<aigw::resources::Integration>(&());
-        let api = Api::<DynamicObject>::all_with(h.env.client.clone(), &resource);
-        grant_access(&api, &h.cluster_name("cf-int"), json!({"id": id})).await;
+        grant_access::<aigw::resources::Integration>(h, "cf-int", json!({"id": id})).await;
     }
 }
 
@@ -63,15 +61,17 @@ impl ByRef for McpServerKind {
     const EXACTLY_ONE: bool = true;
     /// The McpIntegration the server instantiates is enabled for the workspace.
     async fn open(h: &Harness, id: &str) {
-        let resource = ApiResource::erase::<aigw::resources::McpIntegration>(&());
-        let api = Api::<DynamicObject>::all_with(h.env.client.clone(), &resource);
-        grant_access(&api, &h.cluster_name("cf-mcpi"), json!({"workspace": id})).await;
+        let entry = json!({"workspace": id});
+        grant_access::<aigw::resources::McpIntegration>(h, "cf-mcpi", entry).await;
     }
 }
 
-/// Adds `entry` to `spec.workspaces` of the cluster-scoped object `name` and waits until it is
-/// Ready for that spec.
-async fn grant_access(api: &Api<DynamicObject>, name: &str, entry: Value) {
+/// Adds `entry` to `spec.workspaces` of this test's cluster-scoped `K` `name` and waits until
+/// it is Ready for that spec.
+async fn grant_access<K: kube::Resource<DynamicType = ()>>(h: &Harness, name: &str, entry: Value) {
+    let resource = ApiResource::erase::<K>(&());
+    let api = &Api::<DynamicObject>::all_with(h.env.client.clone(), &resource);
+    let name = &h.cluster_name(name);
     let object = api.get(name).await.unwrap();
     let mut workspaces = object.data["spec"]["workspaces"].clone();
     workspaces.as_array_mut().unwrap().push(entry);
@@ -210,6 +210,32 @@ impl<'h> Matrix<'h> {
             .unwrap_or_else(|| panic!("{}: no remote object {key} in {state}", F::KIND));
         remote["workspace_id"].clone()
     }
+
+    /// Waits until `name` is Ready, created with one POST (of `posts_before` so far) in the
+    /// workspace `workspace_id`; the object.
+    async fn created_once_in<F: ByRef>(
+        &self,
+        check: &str,
+        name: &str,
+        workspace_id: &str,
+        posts_before: u64,
+    ) -> Value {
+        let object = self
+            .wait::<F, _>(check, name, |o| ready(o).then(|| o.clone()))
+            .await;
+        let kind = F::KIND;
+        assert_eq!(
+            self.remote_workspace::<F>(&object).await,
+            workspace_id,
+            "{kind} ({check})"
+        );
+        assert_eq!(
+            self.posts::<F>().await,
+            posts_before + 1,
+            "{kind} ({check})"
+        );
+        object
+    }
 }
 
 fn id(workspace: &Value) -> String {
@@ -272,15 +298,8 @@ async fn resolved<F: ByRef>(m: &Matrix<'_>) {
     m.create::<F>("inside", m.spec::<F>("inside", Some("team")))
         .await;
     let inside = m
-        .wait::<F, _>("resolved", "inside", |o| ready(o).then(|| o.clone()))
+        .created_once_in::<F>("resolved", "inside", &team_id, posts)
         .await;
-    assert_eq!(
-        m.remote_workspace::<F>(&inside).await,
-        team_id.as_str(),
-        "{} (resolved)",
-        F::KIND
-    );
-    assert_eq!(m.posts::<F>().await, posts + 1, "{} (resolved)", F::KIND);
     // The spec is as written: the id lives only in what the reconcile acted on.
     assert_eq!(inside["spec"]["workspaceId"], Value::Null, "{}", F::KIND);
 }
@@ -355,16 +374,8 @@ async fn waits<F: ByRef>(m: &Matrix<'_>) {
 
     m.h.faults(json!({})).await;
     m.wait_workspace("later", ready).await;
-    let object = m
-        .wait::<F, _>("waits: Ready", "waiting", |o| ready(o).then(|| o.clone()))
+    m.created_once_in::<F>("waits: Ready", "waiting", &later_id, posts)
         .await;
-    assert_eq!(
-        m.remote_workspace::<F>(&object).await,
-        later_id.as_str(),
-        "{} (waits)",
-        F::KIND
-    );
-    assert_eq!(m.posts::<F>().await, posts + 1, "{} (waits)", F::KIND);
 }
 
 super::conformance::per_kind! {

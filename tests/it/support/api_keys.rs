@@ -58,12 +58,6 @@ pub async fn secret_value(h: &Harness, name: &str) -> String {
 
 /// Presents `key` for API key `id` as the gateway would: the HTTP status.
 pub async fn handshake(h: &Harness, id: &str, key: &str) -> u16 {
-    reqwest::Client::new()
-        .post(h.url(&format!("/_emulator/api-keys/{id}/handshake")))
-        .json(&json!({ "key": key }))
-        .send()
-        .await
-        .unwrap()
-        .status()
-        .as_u16()
+    let http = reqwest::Client::new();
+    super::gateway_handshake(&http, &h.url(""), ("api-keys", id), json!({ "key": key })).await
 }

@@ -189,6 +189,19 @@ impl Harness {
         .await
     }
 
+    /// Creates the routing Config `mine` in the test namespace and `theirs` in the other team's
+    /// (of [`Self::start_two_teams`]), and waits until both are Ready.
+    pub async fn ready_configs_in_both(&self, (mine, theirs): (&str, &str), within: Duration) {
+        use super::objects::{Conditions, create, routing};
+        let other = self.other.as_ref().expect("a harness of two teams");
+        create::<aigw::resources::Config>(&self.env, mine, routing(mine)).await;
+        create::<aigw::resources::Config>(other, theirs, routing(theirs)).await;
+        for (env, name) in [(&self.env, mine), (other, theirs)] {
+            env.wait_for::<aigw::resources::Config>(name, within, |c| c.ready())
+                .await;
+        }
+    }
+
     async fn start_full(
         prefix: &str,
         drift_interval: Duration,
@@ -429,6 +442,13 @@ impl Harness {
         count_in(&self.stats().await, endpoint)
     }
 
+    /// Asserts that the emulator counted `expected` requests for `endpoint` (`METHOD path
+    /// template`), showing all it counted when not.
+    pub async fn assert_count(&self, endpoint: &str, expected: u64) {
+        let stats = self.stats().await;
+        assert_eq!(count_in(&stats, endpoint), expected, "{endpoint}: {stats}");
+    }
+
     pub async fn faults(&self, faults: Value) {
         let response = self
             .http
@@ -446,16 +466,8 @@ impl Harness {
 
     /// Presents `client_auth` for deployment `id` as its gateway would; the HTTP status.
     pub async fn handshake(&self, id: &str, client_auth: &str) -> u16 {
-        let url = self.url(&format!("/_emulator/deployments/{id}/handshake"));
         let body = serde_json::json!({ "client_auth": client_auth });
-        self.http
-            .post(url)
-            .json(&body)
-            .send()
-            .await
-            .unwrap()
-            .status()
-            .as_u16()
+        super::gateway_handshake(&self.http, &self.url(""), ("deployments", id), body).await
     }
 
     /// Makes deployment `id` vanish from the emulator, as if removed outside the API: later
@@ -509,6 +521,14 @@ impl Harness {
     /// A management API `POST path` of `body` outside the operator; its answer.
     pub async fn post(&self, path: &str, body: Value) -> Value {
         self.call(reqwest::Method::POST, path, Some(body)).await
+    }
+
+    /// A remote object made outside the operator (`POST path` of `body`): its `key` (`id` or
+    /// `slug`). The stats are reset after it, so they count only what follows.
+    pub async fn made_outside(&self, path: &str, body: Value, key: &str) -> String {
+        let created = self.post(path, body).await;
+        self.reset_stats().await;
+        created[key].as_str().unwrap().to_string()
     }
 
     /// A management API `PUT path` of `body` outside the operator (an out-of-band edit); its

@@ -27,6 +27,33 @@ pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Presents `credential` (`{"client_auth": …}` of a deployment, `{"key": …}` of an API key)
+/// for `{objects}/{id}` to the emulator at `base` as its gateway would; the HTTP status.
+pub async fn gateway_handshake(
+    http: &reqwest::Client,
+    base: &str,
+    (objects, id): (&str, &str),
+    credential: serde_json::Value,
+) -> u16 {
+    http.post(format!("{base}/_emulator/{objects}/{id}/handshake"))
+        .json(&credential)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+/// The knob `key` of the environment, parsed; `default` when it is unset or does not parse
+/// (the bench and chaos targets' knobs).
+#[allow(dead_code)]
+pub fn env_or<T: std::str::FromStr>(key: &str, default: T) -> T {
+    std::env::var(key)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 /// Starts the local control plane with `hack/cluster-up.sh` (idempotent; it reuses a running
 /// one) once per test process. Panics with the script's output when it cannot start: an
 /// integration test never passes, or skips, without a real apiserver.
