@@ -130,6 +130,15 @@ pub fn identify_replica(identity: &str) {
     }
 }
 
+/// The HTTP client `builder` makes, naming aigw and its version as the user agent (the
+/// management API's and the OAuth token endpoint's alike).
+pub(super) fn http_client(builder: reqwest::ClientBuilder) -> Result<reqwest::Client, ApiError> {
+    builder
+        .user_agent(concat!("aigw/", env!("CARGO_PKG_VERSION")))
+        .build()
+        .map_err(|e| ApiError::Config(format!("cannot build the HTTP client: {e}")))
+}
+
 impl Client {
     pub fn new(cfg: ClientConfig) -> Result<Self, ApiError> {
         let management_url = base_url("management_url", &cfg.management_url)?;
@@ -138,11 +147,7 @@ impl Client {
         if let Some(replica) = REPLICA.get() {
             headers.insert(REPLICA_HEADER, replica.clone());
         }
-        let http = reqwest::Client::builder()
-            .user_agent(concat!("aigw/", env!("CARGO_PKG_VERSION")))
-            .default_headers(headers)
-            .build()
-            .map_err(|e| ApiError::Config(format!("cannot build the HTTP client: {e}")))?;
+        let http = http_client(reqwest::Client::builder().default_headers(headers))?;
         Ok(Self {
             inner: Arc::new(Inner {
                 http,

@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
+use super::client::http_client;
 use super::error::{ApiError, HttpError};
 use super::secret::SecretString;
 use super::token::{TokenFuture, TokenSource};
@@ -58,11 +59,7 @@ impl OAuth2ClientCredentials {
         scope: Option<String>,
         timeout: Duration,
     ) -> Result<Self, ApiError> {
-        let http = reqwest::Client::builder()
-            .user_agent(concat!("aigw/", env!("CARGO_PKG_VERSION")))
-            .timeout(timeout)
-            .build()
-            .map_err(|e| ApiError::Config(format!("cannot build the HTTP client: {e}")))?;
+        let http = http_client(reqwest::Client::builder().timeout(timeout))?;
         Ok(Self {
             token_url: token_url.into(),
             client_id: client_id.into(),

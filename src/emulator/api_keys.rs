@@ -809,22 +809,14 @@ struct Changes {
     rotation_policy: Option<Value>,
 }
 
-/// `Some(value)` when the body has `field` (`value` being `None` for `null`).
-fn sent<T>(body: &Object, field: &str, value: Option<T>) -> Option<Option<T>> {
-    body.contains_key(field).then_some(value)
-}
-
 impl Changes {
     fn parse(body: &Object) -> ApiResult<Self> {
-        let name = fields::opt_str(body, "name")?;
-        if name.as_ref().is_some_and(|name| name.trim().is_empty()) {
-            return Err(EmulatorError::validation("name must not be empty"));
-        }
+        let name = fields::opt_name(body)?;
         Ok(Self {
             name,
-            description: sent(body, "description", fields::opt_str(body, "description")?),
+            description: fields::sent(body, "description", fields::opt_str(body, "description")?),
             scopes: scopes(body)?,
-            rate_limits: sent(body, "rate_limits", rate_limits(body)?)
+            rate_limits: fields::sent(body, "rate_limits", rate_limits(body)?)
                 .map(Option::unwrap_or_default),
             usage_limits: match body.get("usage_limits") {
                 None => None,
@@ -832,11 +824,11 @@ impl Changes {
                 Some(_) => return Err(EmulatorError::validation("usage_limits must be an object")),
             },
             reset_usage: fields::opt_bool(body, "reset_usage")?.unwrap_or(false),
-            defaults: sent(body, "defaults", defaults(body)?),
-            alert_emails: sent(body, "alert_emails", alert_emails(body)?)
+            defaults: fields::sent(body, "defaults", defaults(body)?),
+            alert_emails: fields::sent(body, "alert_emails", alert_emails(body)?)
                 .map(Option::unwrap_or_default),
-            expires_at: sent(body, "expires_at", timestamp(body, "expires_at")?),
-            rotation_policy: sent(body, "rotation_policy", rotation_policy(body)?)
+            expires_at: fields::sent(body, "expires_at", timestamp(body, "expires_at")?),
+            rotation_policy: fields::sent(body, "rotation_policy", rotation_policy(body)?)
                 .map(|policy| policy.map_or(Value::Null, Value::Object)),
         })
     }

@@ -315,10 +315,7 @@ pub async fn update(
     Path(slug): Path<String>,
     JsonObject(body): JsonObject,
 ) -> ApiResult<Json<Value>> {
-    let name = fields::opt_str(&body, "name")?;
-    if name.as_ref().is_some_and(|name| name.trim().is_empty()) {
-        return Err(EmulatorError::validation("name must not be empty"));
-    }
+    let name = fields::opt_name(&body)?;
     let document = fields::opt_object(&body, "config")?;
     let status = fields::opt_str(&body, "status")?;
     // workspace_id is accepted (the SDK sends it) but a config never moves between workspaces.

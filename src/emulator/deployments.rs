@@ -603,10 +603,7 @@ struct DeploymentChange {
 
 impl DeploymentChange {
     fn parse(body: &Object) -> ApiResult<Self> {
-        let name = fields::opt_str(body, "name")?;
-        if name.as_ref().is_some_and(|name| name.trim().is_empty()) {
-            return Err(EmulatorError::validation("name must not be empty"));
-        }
+        let name = fields::opt_name(body)?;
         let deployment_config = match body.get("deployment_config") {
             None => None,
             Some(value @ (Value::Null | Value::Object(_))) => Some(value.clone()),

@@ -66,10 +66,12 @@ pub use common::options::{EmulatorOptions, OAuthOptions};
 use common::{
     auth,
     listener::{ConnHandle, KillableListener},
-    middleware,
+    middleware, policy_fields,
     routes::crud,
 };
 use control::AppState;
+use rate_limits::RateLimit;
+use usage_limits::UsageLimit;
 
 /// Serves until the process ends.
 pub async fn serve(listener: TcpListener, opts: EmulatorOptions) -> std::io::Result<()> {
@@ -206,17 +208,21 @@ fn router(state: AppState) -> Router {
         .merge(crud(
             "/ai_gw/v2/policies/rate-limits",
             "rateLimitsPolicyId",
-            (rate_limits::list, rate_limits::create),
-            (rate_limits::get, rate_limits::update, rate_limits::delete),
+            (rate_limits::list, policy_fields::create::<RateLimit>),
+            (
+                rate_limits::get,
+                policy_fields::update::<RateLimit>,
+                policy_fields::delete::<RateLimit>,
+            ),
         ))
         .merge(crud(
             "/ai_gw/v2/policies/usage-limits",
             "policyUsageLimitsId",
-            (usage_limits::list, usage_limits::create),
+            (usage_limits::list, policy_fields::create::<UsageLimit>),
             (
                 usage_limits::get,
-                usage_limits::update,
-                usage_limits::delete,
+                policy_fields::update::<UsageLimit>,
+                policy_fields::delete::<UsageLimit>,
             ),
         ))
         .route(

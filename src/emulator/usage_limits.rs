@@ -24,7 +24,7 @@
 //! `periodic_reset` and `periodic_reset_days` are the two forms of a periodic reset: a request
 //! that sets both is a 400; an update that sets one clears the other, and `null` clears either.
 
-use std::{collections::HashMap, time::Instant};
+use std::collections::HashMap;
 
 use axum::{
     Json,
@@ -34,53 +34,37 @@ use axum::{
 use serde_json::{Number, Value, json};
 
 use super::common::{
-    clock::{now, touched},
+    clock::now,
     errors::{ApiResult, EmulatorError},
-    fields::{self, IdRule, JsonObject, Object},
+    fields::{self, JsonObject, Object},
     ids::new_id,
     normalise,
-    policy_fields::{
-        self, Policy, STATUSES, active_mut, archive, conditions, group_by, in_status, policy_page,
-        reject_changes, required_enum, status_filter,
-    },
-    records::{Key, Kind, Record, Records, Slug},
+    policy_fields::{self, Policy, PolicyFilter, PolicyKind, active_mut, in_status},
+    records::{Kind, Records, Slug},
     state::{Common, KindState, lock},
 };
 
 /// What the usage-limits policy routes reach.
 pub type UsageLimitsState = KindState<UsageLimitStore>;
 
-pub const TYPES: &[&str] = &["cost", "tokens"];
 pub const PERIODIC_RESETS: &[&str] = &["monthly", "weekly"];
 pub const ENTITY_STATUSES: &[&str] = &["active", "exhausted"];
-/// The `object` of policy reads and create receipts, as rate limits use `policy_rate_limits`.
-pub const OBJECT: &str = "policy_usage_limits";
 /// The `object` of entity rows; the live value is redacted in every capture we have.
 const ENTITY_OBJECT: &str = "policy_usage_limits_entity";
 
 pub type UsageLimitStore = Records<UsageLimitRecord>;
 
-pub struct UsageLimitRecord {
-    pub seq: u64,
-    /// When the API created it (`None` when seeded); lists lag behind it under `list_lag_ms`.
-    pub api_created: Option<Instant>,
-    pub id: String,
-    pub name: Option<String>,
+pub type UsageLimitRecord = Policy<UsageLimit>;
+
+/// What a usage-limits policy holds besides its [`PolicyHead`].
+pub struct UsageLimit {
     pub description: Option<String>,
-    pub conditions: Vec<Value>,
-    pub group_by: Vec<Value>,
-    pub kind: String,
     pub credit_limit: Number,
     pub alert_threshold: Option<Number>,
     pub periodic_reset: Option<String>,
     pub periodic_reset_days: Option<u64>,
     pub next_usage_reset_at: Option<String>,
     pub last_reset_at: Option<String>,
-    pub status: String,
-    pub workspace_id: String,
-    pub organisation_id: String,
-    pub created_at: String,
-    pub last_updated_at: String,
     pub created_by: String,
     /// In the order their first usage arrived.
     pub entities: Vec<UsageEntity>,
@@ -186,37 +170,13 @@ impl UsageEntity {
 }
 
 impl UsageLimitRecord {
-    /// The live read shape (FACTS-more §5), without usage.
-    pub fn read(&self) -> Value {
-        json!({
-            "id": self.id,
-            "name": self.name,
-            "description": self.description,
-            "conditions": self.conditions,
-            "group_by": self.group_by,
-            "type": self.kind,
-            "credit_limit": self.credit_limit,
-            "alert_threshold": self.alert_threshold,
-            "periodic_reset": self.periodic_reset,
-            "periodic_reset_days": self.periodic_reset_days,
-            "next_usage_reset_at": self.next_usage_reset_at,
-            "last_reset_at": self.last_reset_at,
-            "status": self.status,
-            "workspace_id": self.workspace_id,
-            "organisation_id": self.organisation_id,
-            "created_at": self.created_at,
-            "last_updated_at": self.last_updated_at,
-            "created_by": self.created_by,
-            "object": OBJECT,
-        })
-    }
-
     /// The read a GET or list answers: normalised under the fault, with
     /// `value_key_usage_map` when `include_usage` asks for it.
-    pub fn read_as(&self, normalise: bool, include_usage: bool) -> Value {
-        let mut read = policy_fields::normalised(self.read(), normalise);
+    pub fn read_with_usage(&self, normalise: bool, include_usage: bool) -> Value {
+        let mut read = self.read_as(normalise);
         if include_usage {
             let map: serde_json::Map<String, Value> = self
+                .own
                 .entities
                 .iter()
                 .map(|entity| (entity.value_key.clone(), entity.usage()))
@@ -225,7 +185,88 @@ impl UsageLimitRecord {
         }
         read
     }
+}
 
+impl PolicyKind for UsageLimit {
+    const KIND: Kind = Kind::new("a", "usage limits policy", Slug::Named("usage-limits"));
+    const TYPES: &'static [&'static str] = &["cost", "tokens"];
+    const OBJECT: &'static str = "policy_usage_limits";
+    type Changes = Update;
+
+    /// With its usage as `entities` (entity rows) or `value_key_usage_map`, and an optional
+    /// `resets` count.
+    fn seed(state: &Common, item: &Object) -> ApiResult<Self> {
+        Ok(Self {
+            description: fields::nullable_str(item, "description"),
+            credit_limit: fields::opt_number(item, "credit_limit")?
+                .unwrap_or_else(|| Number::from(0)),
+            alert_threshold: fields::opt_number(item, "alert_threshold")?,
+            periodic_reset: fields::opt_enum(item, "periodic_reset", PERIODIC_RESETS)?,
+            periodic_reset_days: item.get("periodic_reset_days").and_then(Value::as_u64),
+            next_usage_reset_at: fields::nullable_str(item, "next_usage_reset_at"),
+            last_reset_at: fields::nullable_str(item, "last_reset_at"),
+            created_by: fields::str_or(item, "created_by", &state.user_id),
+            entities: seeded_entities(item),
+            resets: item.get("resets").and_then(Value::as_u64).unwrap_or(0),
+        })
+    }
+
+    /// `POST /ai_gw/v2/policies/usage-limits`: `credit_limit` is required and
+    /// `alert_threshold` must stay below it.
+    fn create(state: &Common, body: &Object) -> ApiResult<Self> {
+        let credit_limit = fields::opt_number_not_null(body, "credit_limit")?
+            .ok_or_else(|| EmulatorError::validation("credit_limit is required"))?;
+        let alert_threshold = fields::opt_number(body, "alert_threshold")?;
+        check_threshold(&credit_limit, alert_threshold.as_ref())?;
+        let (periodic_reset, periodic_reset_days) = reset_form(body)?;
+        Ok(Self {
+            description: fields::opt_str_max(body, "description", 500)?,
+            credit_limit,
+            alert_threshold,
+            periodic_reset,
+            periodic_reset_days,
+            next_usage_reset_at: None,
+            last_reset_at: None,
+            created_by: state.user_id.clone(),
+            entities: Vec::new(),
+            resets: 0,
+        })
+    }
+
+    /// `PUT /ai_gw/v2/policies/usage-limits/{id}`: `reset_usage_for_value` resets that value's
+    /// usage.
+    fn changes(body: &Object) -> ApiResult<Update> {
+        Update::parse(body)
+    }
+
+    fn apply(&mut self, changes: Update) -> ApiResult<()> {
+        changes.apply(self)
+    }
+
+    /// The live read shape (FACTS-more §5), without usage.
+    fn read(&self) -> Value {
+        json!({
+            "description": self.description,
+            "credit_limit": self.credit_limit,
+            "alert_threshold": self.alert_threshold,
+            "periodic_reset": self.periodic_reset,
+            "periodic_reset_days": self.periodic_reset_days,
+            "next_usage_reset_at": self.next_usage_reset_at,
+            "last_reset_at": self.last_reset_at,
+            "created_by": self.created_by,
+        })
+    }
+
+    /// The read, the reset count and every entity.
+    fn dump(policy: &Policy<Self>) -> Value {
+        let mut value = policy.read();
+        value["resets"] = json!(policy.own.resets);
+        value["entities"] = policy.own.entities.iter().map(UsageEntity::row).collect();
+        value
+    }
+}
+
+impl UsageLimit {
     fn limit(&self) -> f64 {
         self.credit_limit.as_f64().unwrap_or(0.0)
     }
@@ -282,76 +323,6 @@ impl UsageLimitRecord {
     fn count_reset(&mut self) {
         self.resets += 1;
         self.last_reset_at = Some(now());
-    }
-
-    /// The dump of `GET /_emulator/state`: the read, the reset count and every entity.
-    fn dump(&self) -> Value {
-        let mut value = self.read();
-        value["resets"] = json!(self.resets);
-        value["entities"] = self.entities.iter().map(UsageEntity::row).collect();
-        value
-    }
-}
-
-/// A policy has no slug: its id is its only name.
-impl Record for UsageLimitRecord {
-    const KIND: Kind = Kind::new("a", "usage limits policy", Slug::Named("usage-limits"));
-
-    fn key(&self) -> Key<'_> {
-        Key::new(self.seq, &self.id, &self.id, self.api_created)
-    }
-}
-
-impl Policy for UsageLimitRecord {
-    fn status(&self) -> &str {
-        &self.status
-    }
-
-    fn lifecycle(&mut self) -> (&mut String, &mut String) {
-        (&mut self.status, &mut self.last_updated_at)
-    }
-}
-
-impl UsageLimitStore {
-    /// Every policy, archived ones included, with reset counts and entities (for
-    /// `GET /_emulator/state`).
-    pub fn dump(&self) -> Vec<Value> {
-        self.dump_with(UsageLimitRecord::dump)
-    }
-
-    /// Preloads a policy given in its read shape, with its usage as `entities` (entity rows) or
-    /// `value_key_usage_map`, and an optional `resets` count; returns its id.
-    pub fn seed(&mut self, state: &Common, item: &Object) -> ApiResult<String> {
-        let created_at = fields::str_or(item, "created_at", now());
-        let record = UsageLimitRecord {
-            seq: state.next_seq(),
-            api_created: None,
-            id: fields::str_or(item, "id", new_id()),
-            name: fields::nullable_str(item, "name"),
-            description: fields::nullable_str(item, "description"),
-            conditions: conditions(item, "conditions")?,
-            group_by: group_by(item)?,
-            kind: required_enum(item, "type", TYPES)?,
-            credit_limit: fields::opt_number(item, "credit_limit")?
-                .unwrap_or_else(|| Number::from(0)),
-            alert_threshold: fields::opt_number(item, "alert_threshold")?,
-            periodic_reset: fields::opt_enum(item, "periodic_reset", PERIODIC_RESETS)?,
-            periodic_reset_days: item.get("periodic_reset_days").and_then(Value::as_u64),
-            next_usage_reset_at: fields::nullable_str(item, "next_usage_reset_at"),
-            last_reset_at: fields::nullable_str(item, "last_reset_at"),
-            status: fields::opt_enum(item, "status", STATUSES)?
-                .unwrap_or_else(|| "active".to_owned()),
-            workspace_id: fields::str_or(item, "workspace_id", &state.default_workspace_id),
-            organisation_id: fields::str_or(item, "organisation_id", &state.organisation_id),
-            last_updated_at: fields::str_or(item, "last_updated_at", &created_at),
-            created_at,
-            created_by: fields::str_or(item, "created_by", &state.user_id),
-            entities: seeded_entities(item),
-            resets: item.get("resets").and_then(Value::as_u64).unwrap_or(0),
-        };
-        let id = record.id.clone();
-        self.insert(record);
-        Ok(id)
     }
 }
 
@@ -431,50 +402,6 @@ fn opt_timestamp(body: &Object, field: &str) -> ApiResult<Option<Option<String>>
     }
 }
 
-/// `POST /ai_gw/v2/policies/usage-limits` → `{id, object: "policy_usage_limits"}`.
-pub async fn create(
-    State(state): State<UsageLimitsState>,
-    JsonObject(body): JsonObject,
-) -> ApiResult<Json<Value>> {
-    IdRule::Uuid.opt_field(&body, "organisation_id")?;
-    let credit_limit = fields::opt_number_not_null(&body, "credit_limit")?
-        .ok_or_else(|| EmulatorError::validation("credit_limit is required"))?;
-    let alert_threshold = fields::opt_number(&body, "alert_threshold")?;
-    check_threshold(&credit_limit, alert_threshold.as_ref())?;
-    let (periodic_reset, periodic_reset_days) = reset_form(&body)?;
-    let created_at = now();
-    let record = UsageLimitRecord {
-        seq: state.next_seq(),
-        api_created: Some(Instant::now()),
-        id: new_id(),
-        name: fields::opt_str_max(&body, "name", 255)?,
-        description: fields::opt_str_max(&body, "description", 500)?,
-        conditions: conditions(&body, "conditions")?,
-        group_by: group_by(&body)?,
-        kind: required_enum(&body, "type", TYPES)?,
-        credit_limit,
-        alert_threshold,
-        periodic_reset,
-        periodic_reset_days,
-        next_usage_reset_at: None,
-        last_reset_at: None,
-        status: "active".to_owned(),
-        workspace_id: IdRule::UuidOrSlug
-            .opt_field(&body, "workspace_id")?
-            .filter(|id| !id.is_empty())
-            .unwrap_or_else(|| state.default_workspace_id.clone()),
-        organisation_id: state.organisation_id.clone(),
-        created_at: created_at.clone(),
-        last_updated_at: created_at,
-        created_by: state.user_id.clone(),
-        entities: Vec::new(),
-        resets: 0,
-    };
-    let receipt = json!({ "id": record.id, "object": OBJECT });
-    lock(&state.store).insert(record);
-    Ok(Json(receipt))
-}
-
 /// `GET /ai_gw/v2/policies/usage-limits` → `{object: "list", data, total}`, 0-based paging;
 /// filters `workspace_id`, `status` (default `active`) and `type`. Honours `list_lag_ms` and
 /// `normalise` as the rate-limit list does.
@@ -482,24 +409,12 @@ pub async fn list(
     State(state): State<UsageLimitsState>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    let workspace = IdRule::UuidOrSlug.filter(&query, "workspace_id")?;
-    let status = status_filter(&query)?;
-    let kind = policy_fields::enum_filter(&query, "type", TYPES)?;
-    let (page_size, current_page) = policy_page(&query)?;
-
-    let faults = state.faults();
-    let store = lock(&state.store);
-    let matching: Vec<&UsageLimitRecord> = store
-        .listed(&faults)
-        .into_iter()
-        .filter(|r| r.status == status)
-        .filter(|r| kind.as_ref().is_none_or(|k| &r.kind == k))
-        .filter(|r| workspace.is_none_or(|ws| &r.workspace_id == ws))
-        .collect();
-    let body = policy_fields::list_body(matching, page_size, current_page, |record| {
-        record.read_as(faults.normalise, false)
-    });
-    Ok(normalise::reply(&body, faults.normalise))
+    let filter = PolicyFilter::parse(&query, UsageLimit::TYPES)?;
+    Ok(filter.reply(
+        &state,
+        |_| true,
+        |record, normalise| record.read_with_usage(normalise, false),
+    ))
 }
 
 /// `include_usage`: `true` or `false` (default).
@@ -520,21 +435,17 @@ pub async fn get(
     Path(id): Path<String>,
     Query(query): Query<HashMap<String, String>>,
 ) -> ApiResult<Response> {
-    let status = status_filter(&query)?;
     let include_usage = include_usage(&query)?;
-    let normalise = state.faults().normalise;
-    let store = lock(&state.store);
-    let record = in_status(&store, &state, &id, &status)?;
-    let read = record.read_as(normalise, include_usage);
-    Ok(normalise::reply(&read, normalise))
+    policy_fields::reply_one(&state, &id, &query, |record, normalise| {
+        record.read_with_usage(normalise, include_usage)
+    })
 }
 
-/// What an update body asks for, validated before anything changes. The outer `Option` of a
-/// nullable field is "sent", the inner one its value (`None` clears).
-struct Update {
-    name: Option<String>,
+/// What an update body asks of the policy's own fields (the generic PUT handles `name` and
+/// `conditions`), validated before anything changes. The outer `Option` of a nullable field is
+/// "sent", the inner one its value (`None` clears).
+pub struct Update {
     description: Option<Option<String>>,
-    conditions: Option<Vec<Value>>,
     credit_limit: Option<Number>,
     alert_threshold: Option<Option<Number>>,
     periodic_reset: Option<Option<String>>,
@@ -543,14 +454,8 @@ struct Update {
     reset_usage_for_value: Option<String>,
 }
 
-/// `Some(value)` when the body has `field` (`value` being `None` for `null`).
-fn sent<T>(body: &Object, field: &str, value: Option<T>) -> Option<Option<T>> {
-    body.contains_key(field).then_some(value)
-}
-
 impl Update {
     fn parse(body: &Object) -> ApiResult<Self> {
-        IdRule::UuidOrSlug.opt_field(body, "workspace_id")?;
         let (reset, days) = reset_form(body)?;
         let reset_usage_for_value = fields::opt_str(body, "reset_usage_for_value")?;
         if reset_usage_for_value.as_deref() == Some("") {
@@ -559,63 +464,54 @@ impl Update {
             ));
         }
         Ok(Self {
-            name: fields::opt_str_max(body, "name", 255)?,
-            description: sent(
+            description: fields::sent(
                 body,
                 "description",
                 fields::opt_str_max(body, "description", 500)?,
             ),
-            conditions: policy_fields::opt_conditions(body)?,
             credit_limit: fields::opt_number_not_null(body, "credit_limit")?,
-            alert_threshold: sent(
+            alert_threshold: fields::sent(
                 body,
                 "alert_threshold",
                 fields::opt_number(body, "alert_threshold")?,
             ),
-            periodic_reset: sent(body, "periodic_reset", reset),
-            periodic_reset_days: sent(body, "periodic_reset_days", days),
+            periodic_reset: fields::sent(body, "periodic_reset", reset),
+            periodic_reset_days: fields::sent(body, "periodic_reset_days", days),
             next_usage_reset_at: opt_timestamp(body, "next_usage_reset_at")?,
             reset_usage_for_value,
         })
     }
 
     /// Checks the limits the policy would end up with, then applies everything.
-    fn apply(self, record: &mut UsageLimitRecord) -> ApiResult<()> {
-        let credit_limit = self.credit_limit.as_ref().unwrap_or(&record.credit_limit);
+    fn apply(self, own: &mut UsageLimit) -> ApiResult<()> {
+        let credit_limit = self.credit_limit.as_ref().unwrap_or(&own.credit_limit);
         let alert_threshold = match &self.alert_threshold {
             Some(sent) => sent.as_ref(),
-            None => record.alert_threshold.as_ref(),
+            None => own.alert_threshold.as_ref(),
         };
         check_threshold(credit_limit, alert_threshold)?;
-        self.apply_reset_form(record);
-        if let Some(name) = self.name {
-            record.name = Some(name);
-        }
+        self.apply_reset_form(own);
         if let Some(description) = self.description {
-            record.description = description;
-        }
-        if let Some(conditions) = self.conditions {
-            record.conditions = conditions;
+            own.description = description;
         }
         if let Some(threshold) = self.alert_threshold {
-            record.alert_threshold = threshold;
+            own.alert_threshold = threshold;
         }
         if let Some(at) = self.next_usage_reset_at {
-            record.next_usage_reset_at = at;
+            own.next_usage_reset_at = at;
         }
         if let Some(limit) = self.credit_limit {
-            record.credit_limit = limit;
-            record.recheck_limit();
+            own.credit_limit = limit;
+            own.recheck_limit();
         }
         if let Some(value_key) = &self.reset_usage_for_value {
-            record.reset_value(value_key);
+            own.reset_value(value_key);
         }
-        record.last_updated_at = touched(&record.last_updated_at);
         Ok(())
     }
 
     /// One reset form at a time: setting one clears the other.
-    fn apply_reset_form(&self, record: &mut UsageLimitRecord) {
+    fn apply_reset_form(&self, record: &mut UsageLimit) {
         if let Some(reset) = &self.periodic_reset {
             record.periodic_reset.clone_from(reset);
             if reset.is_some() {
@@ -629,37 +525,6 @@ impl Update {
             }
         }
     }
-}
-
-/// `PUT /ai_gw/v2/policies/usage-limits/{id}` → `{}`. `type`, `group_by` and `workspace_id` are
-/// immutable and a differing value is a 400; `reset_usage_for_value` resets that value's usage.
-pub async fn update(
-    State(state): State<UsageLimitsState>,
-    Path(id): Path<String>,
-    JsonObject(body): JsonObject,
-) -> ApiResult<Json<Value>> {
-    let update = Update::parse(&body)?;
-    let mut store = lock(&state.store);
-    let record = active_mut(&mut store, &state, &id)?;
-    reject_changes(
-        &body,
-        &[
-            ("type", json!(record.kind)),
-            ("group_by", json!(record.group_by)),
-            ("workspace_id", json!(record.workspace_id)),
-        ],
-    )?;
-    update.apply(record)?;
-    Ok(Json(json!({})))
-}
-
-/// `DELETE /ai_gw/v2/policies/usage-limits/{id}` → `{}`; archives (see the module comment).
-pub async fn delete(
-    State(state): State<UsageLimitsState>,
-    Path(id): Path<String>,
-) -> ApiResult<Json<Value>> {
-    archive(&mut lock(&state.store), &state, &id)?;
-    Ok(Json(json!({})))
 }
 
 /// The entity list's `page_size` (1–100, default 100) and `current_page` (≥ 0).
@@ -692,6 +557,7 @@ pub async fn entities(
     let store = lock(&state.store);
     let record = in_status(&store, &state, &id, "active")?;
     let matching: Vec<Value> = record
+        .own
         .entities
         .iter()
         .filter(|entity| status.as_deref().is_none_or(|s| entity.status() == s))
@@ -716,7 +582,7 @@ pub async fn reset_entity(
 ) -> ApiResult<Json<Value>> {
     let mut store = lock(&state.store);
     let record = active_mut(&mut store, &state, &id)?;
-    if !record.reset_entity(&entity_id) {
+    if !record.own.reset_entity(&entity_id) {
         return Err(state.missing(&format!("usage limits entity {entity_id} of policy {id}")));
     }
     Ok(Json(json!({})))
@@ -737,80 +603,85 @@ pub async fn add_usage(
     let mut store = lock(&state.store);
     let record = store
         .find_mut(&id)
-        .filter(|r| r.status == "active")
+        .filter(|r| r.head.status == "active")
         .ok_or_else(|| {
             EmulatorError::not_found(format!("active usage limits policy {id} not found"))
         })?;
-    Ok(Json(record.add_usage(&value_key, usage)))
+    Ok(Json(record.own.add_usage(&value_key, usage)))
 }
 
 #[cfg(test)]
 mod tests {
+    use super::super::common::policy_fields::PolicyHead;
     use super::*;
 
     fn record(limit: u64, threshold: Option<u64>) -> UsageLimitRecord {
-        UsageLimitRecord {
-            seq: 0,
-            api_created: None,
-            id: new_id(),
-            name: None,
-            description: None,
-            conditions: Vec::new(),
-            group_by: Vec::new(),
-            kind: "cost".to_owned(),
-            credit_limit: Number::from(limit),
-            alert_threshold: threshold.map(Number::from),
-            periodic_reset: None,
-            periodic_reset_days: None,
-            next_usage_reset_at: None,
-            last_reset_at: None,
-            status: "active".to_owned(),
-            workspace_id: new_id(),
-            organisation_id: new_id(),
-            created_at: now(),
-            last_updated_at: now(),
-            created_by: new_id(),
-            entities: Vec::new(),
-            resets: 0,
+        Policy {
+            head: PolicyHead {
+                seq: 0,
+                api_created: None,
+                id: new_id(),
+                name: None,
+                conditions: Vec::new(),
+                group_by: Vec::new(),
+                kind: "cost".to_owned(),
+                status: "active".to_owned(),
+                workspace_id: new_id(),
+                organisation_id: new_id(),
+                created_at: now(),
+                last_updated_at: now(),
+            },
+            own: UsageLimit {
+                description: None,
+                credit_limit: Number::from(limit),
+                alert_threshold: threshold.map(Number::from),
+                periodic_reset: None,
+                periodic_reset_days: None,
+                next_usage_reset_at: None,
+                last_reset_at: None,
+                created_by: new_id(),
+                entities: Vec::new(),
+                resets: 0,
+            },
         }
     }
 
     #[test]
     fn usage_crosses_the_threshold_then_exhausts() {
         let mut policy = record(10, Some(5));
-        let row = policy.add_usage("k", 2.5);
+        let row = policy.own.add_usage("k", 2.5);
         assert_eq!(
             (row["current_usage"].clone(), row["status"].clone()),
             (json!(2.5), json!("active"))
         );
         assert_eq!(row["is_threshold_alerts_sent"], json!(0));
-        let row = policy.add_usage("k", 2.5);
+        let row = policy.own.add_usage("k", 2.5);
         assert_eq!(row["current_usage"], json!(5), "whole amounts as integers");
         assert_eq!(row["is_threshold_alerts_sent"], json!(1));
-        let row = policy.add_usage("k", 5.0);
+        let row = policy.own.add_usage("k", 5.0);
         assert_eq!(row["status"], "exhausted");
         assert_eq!(row["is_exhausted_alerts_sent"], json!(1));
-        assert_eq!(policy.entities.len(), 1, "one entity per value");
+        assert_eq!(policy.own.entities.len(), 1, "one entity per value");
     }
 
     #[test]
     fn a_raised_limit_reopens_and_a_reset_clears_everything() {
         let mut policy = record(10, None);
-        policy.add_usage("k", 12.0);
-        policy.credit_limit = Number::from(20);
-        policy.recheck_limit();
-        let usage = policy.read_as(false, true)["value_key_usage_map"]["k"].clone();
+        policy.own.add_usage("k", 12.0);
+        policy.own.credit_limit = Number::from(20);
+        policy.own.recheck_limit();
+        let usage = policy.read_with_usage(false, true)["value_key_usage_map"]["k"].clone();
         assert_eq!(usage["status"], "active");
         assert_eq!(
             usage["is_exhausted_alerts_sent"],
             json!(1),
             "alerts stay sent"
         );
-        policy.reset_value("k");
-        policy.reset_value("never-used");
-        assert_eq!(policy.resets, 2);
-        assert!(policy.last_reset_at.is_some());
-        let row = policy.entities[0].row();
+        policy.own.reset_value("k");
+        policy.own.reset_value("never-used");
+        assert_eq!(policy.own.resets, 2);
+        assert!(policy.own.last_reset_at.is_some());
+        let row = policy.own.entities[0].row();
         assert_eq!(
             (
                 row["current_usage"].clone(),

@@ -364,6 +364,12 @@ pub fn str_or(body: &Object, field: &str, default: impl Into<String>) -> String 
     }
 }
 
+/// An update's nullable field: `Some(value)` when the body has `field` (`value` being `None`
+/// for `null`), `None` when it leaves the field as it is.
+pub fn sent<T>(body: &Object, field: &str, value: Option<T>) -> Option<Option<T>> {
+    body.contains_key(field).then_some(value)
+}
+
 /// Reads a nullable string field of a seeded object leniently.
 pub fn nullable_str(body: &Object, field: &str) -> Option<String> {
     body.get(field).and_then(Value::as_str).map(str::to_owned)

@@ -1,19 +1,27 @@
-//! What rate-limits and usage-limits policies share on the wire: `conditions`, `group_by`, the
-//! `status` filter with its `active` default, archiving ([`Policy`]), 0-based paging, immutable
-//! fields on update, and how the `normalise` fault reorders a read. Kept in one place so the two
-//! siblings cannot drift. The paged list envelope and the `search` and `type` filters serve the
-//! other kinds' lists too.
+//! What rate-limits and usage-limits policies share on the wire: the fields of [`PolicyHead`]
+//! (`conditions`, `group_by`, `type`, where the policy lives, its lifecycle), the list filters
+//! with the `status` default `active`, archiving ([`delete`]), 0-based paging,
+//! immutable fields on update, and how the `normalise` fault reorders a read. Kept in one place
+//! so the two siblings cannot drift. The paged list envelope and the `search` and `type` filters
+//! serve the other kinds' lists too.
 
-use std::collections::HashMap;
+use std::{collections::HashMap, time::Instant};
 
+use axum::{
+    Json,
+    extract::{Path, State},
+    response::Response,
+};
 use serde_json::{Value, json};
 
 use super::{
-    clock::touched,
+    clock::{now, touched},
     errors::{ApiResult, EmulatorError},
-    fields::{self, Object},
-    records::{Record, Records, missing},
-    state::Common,
+    fields::{self, IdRule, JsonObject, Object},
+    ids::new_id,
+    normalise,
+    records::{Key, Kind, Record, Records, missing},
+    state::{Common, KindState, lock},
 };
 
 /// A policy's `status`; DELETE archives, the `status` filter picks one of them.
@@ -112,46 +120,344 @@ pub fn reject_changes(body: &Object, immutable: &[(&str, Value)]) -> ApiResult<(
     fields::reject_changes(body, immutable, "delete and recreate the policy")
 }
 
-/// A policy record: reads filter on its `status`, DELETE archives it.
-pub trait Policy: Record {
+/// What every policy record holds besides its kind's own fields: its identity, what it applies
+/// to, where it lives and its lifecycle.
+pub struct PolicyHead {
+    pub seq: u64,
+    /// When the API created it (`None` when seeded); lists lag behind it under `list_lag_ms`.
+    pub api_created: Option<Instant>,
+    pub id: String,
+    pub name: Option<String>,
+    pub conditions: Vec<Value>,
+    pub group_by: Vec<Value>,
+    /// The read's `type`, one of the kind's.
+    pub kind: String,
     /// `active` or `archived`.
-    fn status(&self) -> &str;
-    /// `status` and `last_updated_at`, for [`archive`].
-    fn lifecycle(&mut self) -> (&mut String, &mut String);
+    pub status: String,
+    pub workspace_id: String,
+    pub organisation_id: String,
+    pub created_at: String,
+    pub last_updated_at: String,
+}
+
+impl PolicyHead {
+    /// The head of a policy preloaded in its read shape; `types` are the kind's `type` values.
+    fn seed(state: &Common, item: &Object, types: &[&str]) -> ApiResult<Self> {
+        let created_at = fields::str_or(item, "created_at", now());
+        Ok(Self {
+            seq: state.next_seq(),
+            api_created: None,
+            id: fields::str_or(item, "id", new_id()),
+            name: fields::nullable_str(item, "name"),
+            conditions: conditions(item, "conditions")?,
+            group_by: group_by(item)?,
+            kind: required_enum(item, "type", types)?,
+            status: fields::opt_enum(item, "status", STATUSES)?
+                .unwrap_or_else(|| "active".to_owned()),
+            workspace_id: fields::str_or(item, "workspace_id", &state.default_workspace_id),
+            organisation_id: fields::str_or(item, "organisation_id", &state.organisation_id),
+            last_updated_at: fields::str_or(item, "last_updated_at", &created_at),
+            created_at,
+        })
+    }
+
+    /// The head of the active policy a create body asks for: `organisation_id`, when sent, must
+    /// be a UUID but the caller's organisation is kept; `workspace_id` (UUID or slug) defaults
+    /// to the default workspace.
+    fn create(state: &Common, body: &Object, types: &[&str]) -> ApiResult<Self> {
+        IdRule::Uuid.opt_field(body, "organisation_id")?;
+        let created_at = now();
+        Ok(Self {
+            seq: state.next_seq(),
+            api_created: Some(Instant::now()),
+            id: new_id(),
+            name: fields::opt_str_max(body, "name", 255)?,
+            conditions: conditions(body, "conditions")?,
+            group_by: group_by(body)?,
+            kind: required_enum(body, "type", types)?,
+            status: "active".to_owned(),
+            workspace_id: IdRule::UuidOrSlug
+                .opt_field(body, "workspace_id")?
+                .filter(|id| !id.is_empty())
+                .unwrap_or_else(|| state.default_workspace_id.clone()),
+            organisation_id: state.organisation_id.clone(),
+            created_at: created_at.clone(),
+            last_updated_at: created_at,
+        })
+    }
+
+    /// A policy has no slug: its id is its only name.
+    fn key(&self) -> Key<'_> {
+        Key::new(self.seq, &self.id, &self.id, self.api_created)
+    }
+
+    /// The read: the head's fields, the kind's `own` ones (an object) and the kind's `object`.
+    fn read(&self, object: &str, own: Value) -> Value {
+        let mut read = json!({
+            "id": self.id,
+            "name": self.name,
+            "conditions": self.conditions,
+            "group_by": self.group_by,
+            "type": self.kind,
+            "status": self.status,
+            "workspace_id": self.workspace_id,
+            "organisation_id": self.organisation_id,
+            "created_at": self.created_at,
+            "last_updated_at": self.last_updated_at,
+            "object": object,
+        });
+        if let (Some(read), Value::Object(own)) = (read.as_object_mut(), own) {
+            read.extend(own);
+        }
+        read
+    }
+
+    /// What an update may not change (see [`reject_changes`]): `type`, `group_by`,
+    /// `workspace_id` and the kind's `also`.
+    fn reject_changes(&self, body: &Object, also: &[(&str, Value)]) -> ApiResult<()> {
+        let mut immutable = vec![
+            ("type", json!(self.kind)),
+            ("group_by", json!(self.group_by)),
+        ];
+        immutable.extend(also.iter().cloned());
+        immutable.push(("workspace_id", json!(self.workspace_id)));
+        reject_changes(body, &immutable)
+    }
+
+    /// Stamps a change.
+    fn touch(&mut self) {
+        self.last_updated_at = touched(&self.last_updated_at);
+    }
+}
+
+/// A policy kind's own fields, beside the [`PolicyHead`] of a [`Policy`].
+pub trait PolicyKind: Sized {
+    /// How messages name the kind (its policies' [`Record::KIND`]).
+    const KIND: Kind;
+    /// The `type` values of the kind.
+    const TYPES: &'static [&'static str];
+    /// The `object` of reads and create receipts.
+    const OBJECT: &'static str;
+    /// What an update body asks of the kind's own fields, validated before anything changes.
+    type Changes;
+
+    /// The kind's own fields of a policy preloaded in its read shape.
+    fn seed(state: &Common, item: &Object) -> ApiResult<Self>;
+
+    /// The kind's own fields of the policy a create body asks for.
+    fn create(state: &Common, body: &Object) -> ApiResult<Self>;
+
+    /// The kind's own fields of a read (an object).
+    fn read(&self) -> Value;
+
+    /// The [`Self::Changes`] an update body asks for.
+    fn changes(body: &Object) -> ApiResult<Self::Changes>;
+
+    /// Applies `changes`, or refuses them (changing nothing) when the policy cannot end up so.
+    fn apply(&mut self, changes: Self::Changes) -> ApiResult<()>;
+
+    /// The kind's fields an update may not change besides the head's (see
+    /// [`PolicyHead::reject_changes`]).
+    fn immutable(&self) -> Vec<(&'static str, Value)> {
+        Vec::new()
+    }
+
+    /// How `GET /_emulator/state` shows a policy: its read.
+    fn dump(policy: &Policy<Self>) -> Value {
+        policy.read()
+    }
+}
+
+/// A policy record: the [`PolicyHead`] every kind has and the kind's `own` fields. Reads filter
+/// on its `status`, DELETE archives it.
+pub struct Policy<K> {
+    pub head: PolicyHead,
+    pub own: K,
+}
+
+impl<K: PolicyKind> Record for Policy<K> {
+    const KIND: Kind = K::KIND;
+
+    fn key(&self) -> Key<'_> {
+        self.head.key()
+    }
+}
+
+impl<K: PolicyKind> Policy<K> {
+    pub fn read(&self) -> Value {
+        self.head.read(K::OBJECT, self.own.read())
+    }
+
+    /// The read as a normalising server returns it: `conditions` and `group_by` reordered.
+    pub fn read_as(&self, normalise: bool) -> Value {
+        normalised(self.read(), normalise)
+    }
+}
+
+impl<K: PolicyKind> Records<Policy<K>> {
+    /// Every policy, archived ones included (for `GET /_emulator/state`).
+    pub fn dump(&self) -> Vec<Value> {
+        self.dump_with(K::dump)
+    }
+
+    /// Preloads a policy given in its read shape; returns its id.
+    pub fn seed(&mut self, state: &Common, item: &Object) -> ApiResult<String> {
+        let policy = Policy {
+            head: PolicyHead::seed(state, item, K::TYPES)?,
+            own: K::seed(state, item)?,
+        };
+        let id = policy.head.id.clone();
+        self.insert(policy);
+        Ok(id)
+    }
+}
+
+/// `POST` → `{id, object}`: adds the active policy the body asks for.
+pub async fn create<K: PolicyKind>(
+    State(state): State<KindState<Records<Policy<K>>>>,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Json<Value>> {
+    let policy = Policy {
+        head: PolicyHead::create(&state, &body, K::TYPES)?,
+        own: K::create(&state, &body)?,
+    };
+    let receipt = json!({ "id": policy.head.id, "object": K::OBJECT });
+    lock(&state.store).insert(policy);
+    Ok(Json(receipt))
 }
 
 /// The policy `id` names if its status is `status`, else the API's answer for a missing one.
-pub fn in_status<'a, R: Policy>(
-    store: &'a Records<R>,
+pub fn in_status<'a, K: PolicyKind>(
+    store: &'a Records<Policy<K>>,
     common: &Common,
     id: &str,
     status: &str,
-) -> ApiResult<&'a R> {
+) -> ApiResult<&'a Policy<K>> {
     store
         .find(id)
-        .filter(|r| r.status() == status)
-        .ok_or_else(|| missing::<R>(common, id))
+        .filter(|p| p.head.status == status)
+        .ok_or_else(|| missing::<Policy<K>>(common, id))
 }
 
 /// The policy `id` names if it is active (only active policies take writes), else the API's
 /// answer for a missing one.
-pub fn active_mut<'a, R: Policy>(
-    store: &'a mut Records<R>,
+pub fn active_mut<'a, K: PolicyKind>(
+    store: &'a mut Records<Policy<K>>,
     common: &Common,
     id: &str,
-) -> ApiResult<&'a mut R> {
+) -> ApiResult<&'a mut Policy<K>> {
     store
         .find_mut(id)
-        .filter(|r| r.status() == "active")
-        .ok_or_else(|| missing::<R>(common, id))
+        .filter(|p| p.head.status == "active")
+        .ok_or_else(|| missing::<Policy<K>>(common, id))
 }
 
-/// DELETE: archives the active policy `id` names.
-pub fn archive<R: Policy>(store: &mut Records<R>, common: &Common, id: &str) -> ApiResult<()> {
-    let (status, last_updated_at) = active_mut(store, common, id)?.lifecycle();
-    *status = "archived".to_owned();
-    *last_updated_at = touched(last_updated_at);
-    Ok(())
+/// `GET …/{id}` (`?status`, default `active`): the policy in that status, shown by `read`
+/// (given the `normalise` fault).
+pub fn reply_one<K: PolicyKind>(
+    state: &KindState<Records<Policy<K>>>,
+    id: &str,
+    query: &HashMap<String, String>,
+    read: impl FnOnce(&Policy<K>, bool) -> Value,
+) -> ApiResult<Response> {
+    let status = status_filter(query)?;
+    let normalise = state.faults().normalise;
+    let store = lock(&state.store);
+    let policy = in_status(&store, state, id, &status)?;
+    Ok(normalise::reply(&read(policy, normalise), normalise))
+}
+
+/// `PUT …/{id}` → `{}`: `name`, `conditions` and what the kind lets change, of an active policy;
+/// `type`, `group_by`, `workspace_id` and the kind's immutable fields keep their values (a
+/// differing one is a 400).
+pub async fn update<K: PolicyKind>(
+    State(state): State<KindState<Records<Policy<K>>>>,
+    Path(id): Path<String>,
+    JsonObject(body): JsonObject,
+) -> ApiResult<Json<Value>> {
+    let name = fields::opt_str_max(&body, "name", 255)?;
+    IdRule::UuidOrSlug.opt_field(&body, "workspace_id")?;
+    let conditions = opt_conditions(&body)?;
+    let changes = K::changes(&body)?;
+    let mut store = lock(&state.store);
+    let policy = active_mut(&mut store, &state, &id)?;
+    policy.head.reject_changes(&body, &policy.own.immutable())?;
+    policy.own.apply(changes)?;
+    if let Some(name) = name {
+        policy.head.name = Some(name);
+    }
+    fields::set(&mut policy.head.conditions, conditions);
+    policy.head.touch();
+    Ok(Json(json!({})))
+}
+
+/// `DELETE …/{id}` → `{}`: archives the active policy `id` names (a second DELETE is a 404).
+pub async fn delete<K: PolicyKind>(
+    State(state): State<KindState<Records<Policy<K>>>>,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    let mut store = lock(&state.store);
+    let head = &mut active_mut(&mut store, &state, &id)?.head;
+    head.status = "archived".to_owned();
+    head.touch();
+    Ok(Json(json!({})))
+}
+
+/// The list filters every policy kind takes: `workspace_id` (UUID or slug), `status` (default
+/// `active`), `type` and the 0-based page.
+pub struct PolicyFilter {
+    workspace: Option<String>,
+    status: String,
+    kind: Option<String>,
+    page_size: usize,
+    current_page: usize,
+}
+
+impl PolicyFilter {
+    /// `types` are the kind's `type` values.
+    pub fn parse(query: &HashMap<String, String>, types: &[&str]) -> ApiResult<Self> {
+        let workspace = IdRule::UuidOrSlug.filter(query, "workspace_id")?.cloned();
+        let status = status_filter(query)?;
+        let kind = enum_filter(query, "type", types)?;
+        let (page_size, current_page) = policy_page(query)?;
+        Ok(Self {
+            workspace,
+            status,
+            kind,
+            page_size,
+            current_page,
+        })
+    }
+
+    fn admits(&self, head: &PolicyHead) -> bool {
+        head.status == self.status
+            && self.kind.as_ref().is_none_or(|k| &head.kind == k)
+            && self
+                .workspace
+                .as_ref()
+                .is_none_or(|ws| &head.workspace_id == ws)
+    }
+
+    /// `{object: "list", data, total}`: the policies the filter and the kind's `admits` let
+    /// through, as lists show them now, each shown by `read` (given the `normalise` fault).
+    pub fn reply<K: PolicyKind>(
+        &self,
+        state: &KindState<Records<Policy<K>>>,
+        admits: impl Fn(&Policy<K>) -> bool,
+        read: impl Fn(&Policy<K>, bool) -> Value,
+    ) -> Response {
+        let faults = state.faults();
+        let store = lock(&state.store);
+        let matching: Vec<&Policy<K>> = store
+            .listed(&faults)
+            .into_iter()
+            .filter(|p| self.admits(&p.head) && admits(p))
+            .collect();
+        let body = list_body(matching, self.page_size, self.current_page, |policy| {
+            read(policy, faults.normalise)
+        });
+        normalise::reply(&body, faults.normalise)
+    }
 }
 
 /// Reads the `status` query filter (default `active`).
