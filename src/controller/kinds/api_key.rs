@@ -134,12 +134,8 @@ impl Managed for ApiKey {
 
 impl Verbs for ApiKey {
     /// The config `defaults` names (its remote slug or id).
-    type Inputs = Option<String>;
     type Desired = Option<String>;
     type Remote = api::ApiKey;
-    type Found = api::ApiKey;
-    type Posted = api::ApiKeyCreated;
-    type Updated = ();
     type Calls = Own;
     const WHAT: &'static str = "API key";
     /// An API key is never adopted ([`crate::resources::common::Governed::named_remote`]).
@@ -204,6 +200,9 @@ impl Verbs for ApiKey {
 }
 
 impl OwnCalls for ApiKey {
+    type Found = api::ApiKey;
+    type Posted = api::ApiKeyCreated;
+    type Updated = ();
     /// A key that is gone (404, nothing else) is forgotten, so a new one is created into the
     /// Secret.
     async fn observe(

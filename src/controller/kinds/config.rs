@@ -115,12 +115,8 @@ impl Resolved {
 }
 
 impl Verbs for Config {
-    type Inputs = Resolved;
     type Desired = Resolved;
     type Remote = ConfigDetail;
-    type Found = ConfigSummary;
-    type Posted = (ConfigCreated, Option<ConfigDetail>);
-    type Updated = ConfigUpdated;
     type Calls = Own;
     const WHAT: &'static str = "config";
     const RECORDS_DRIFT: bool = true;
@@ -291,6 +287,9 @@ impl Verbs for Config {
 }
 
 impl OwnCalls for Config {
+    type Found = ConfigSummary;
+    type Posted = (ConfigCreated, Option<ConfigDetail>);
+    type Updated = ConfigUpdated;
     async fn observe(
         &self,
         client: &Client,

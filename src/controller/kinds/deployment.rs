@@ -74,12 +74,8 @@ impl Managed for Deployment {
 }
 
 impl Verbs for Deployment {
-    type Inputs = ();
     type Desired = ();
     type Remote = api::Deployment;
-    type Found = api::DeploymentSummary;
-    type Posted = DeploymentCreated;
-    type Updated = api::DeploymentUpdated;
     type Calls = Own;
     const WHAT: &'static str = "deployment";
     const ADOPTED_BY: &'static str = "spec.deploymentId";
@@ -181,6 +177,9 @@ impl Verbs for Deployment {
 }
 
 impl OwnCalls for Deployment {
+    type Found = api::DeploymentSummary;
+    type Posted = DeploymentCreated;
+    type Updated = api::DeploymentUpdated;
     /// Only 404 or `AB08` means it is gone.
     async fn observe(
         &self,

@@ -74,12 +74,8 @@ macro_rules! guardrail_kind {
         }
 
         impl Verbs for $kind {
-            type Inputs = Option<Desired>;
             type Desired = Option<Desired>;
             type Remote = GuardrailDetails;
-            type Found = GuardrailSummary;
-            type Posted = GuardrailWritten;
-            type Updated = GuardrailWritten;
             type Calls = Own;
             const WHAT: &'static str = "guardrail";
             const RECORDS_DRIFT: bool = true;
@@ -170,6 +166,9 @@ macro_rules! guardrail_kind {
         }
 
         impl OwnCalls for $kind {
+            type Found = GuardrailSummary;
+            type Posted = GuardrailWritten;
+            type Updated = GuardrailWritten;
             async fn observe(
                 &self,
                 client: &Client,

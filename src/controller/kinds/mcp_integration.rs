@@ -98,12 +98,8 @@ const CONFIGURATIONS: &str = "configurations (from spec.configurationsSecretRef)
 
 impl Verbs for McpIntegration {
     /// `None` in Observe, which reads no Secret.
-    type Inputs = Option<Written>;
     type Desired = Option<Written>;
     type Remote = RemoteIntegration;
-    type Found = RemoteIntegration;
-    type Posted = api::Created;
-    type Updated = ();
     type Calls = Through<api::McpIntegrations<'static>>;
     const WHAT: &'static str = "MCP integration";
     const NAMING: Naming = Naming::CreatesAs;

@@ -52,12 +52,8 @@ impl Managed for McpServer {
 type Instantiates = Bound;
 
 impl Verbs for McpServer {
-    type Inputs = Instantiates;
     type Desired = Instantiates;
     type Remote = RemoteServer;
-    type Found = RemoteServer;
-    type Posted = api::Created;
-    type Updated = api::Created;
     type Calls = Own;
     const WHAT: &'static str = "MCP server";
     const NAMING: Naming = Naming::CreatesAs;
@@ -199,6 +195,9 @@ impl Verbs for McpServer {
 }
 
 impl OwnCalls for McpServer {
+    type Found = RemoteServer;
+    type Posted = api::Created;
+    type Updated = api::Created;
     /// The detail, with the workspace its list row tells (the detail omits it; a row not
     /// listed yet leaves it unknown, and so not compared).
     async fn observe(

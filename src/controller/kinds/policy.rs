@@ -76,12 +76,8 @@ pub trait PolicyKind:
 /// [`Verbs`] of every policy kind: the desired state is the resource itself (a policy
 /// references nothing to resolve), compared by the kind's diff.
 impl<P: PolicyKind> Verbs for P {
-    type Inputs = P;
     type Desired = P;
     type Remote = P::Remote;
-    type Found = P::Remote;
-    type Posted = String;
-    type Updated = ();
     type Calls = Own;
     const WHAT: &'static str = <P as Policy>::WHAT;
     const ADOPTED_BY: &'static str = "spec.policyId";
@@ -145,6 +141,9 @@ impl<P: PolicyKind> Verbs for P {
 }
 
 impl<P: PolicyKind> OwnCalls for P {
+    type Found = P::Remote;
+    type Posted = String;
+    type Updated = ();
     async fn observe(
         &self,
         client: &Client,

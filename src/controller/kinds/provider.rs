@@ -62,12 +62,8 @@ pub struct Binding {
 /// it; a provider of another integration, or one the grants no longer let this namespace
 /// bind, is released.
 impl Verbs for Provider {
-    type Inputs = Binding;
     type Desired = Binding;
     type Remote = RemoteProvider;
-    type Found = RemoteProvider;
-    type Posted = ProviderWritten;
-    type Updated = ProviderWritten;
     type Calls = Own;
     const WHAT: &'static str = "provider";
     const NAMING: Naming = Naming::CreatesAs;
@@ -205,6 +201,9 @@ impl Verbs for Provider {
 }
 
 impl OwnCalls for Provider {
+    type Found = RemoteProvider;
+    type Posted = ProviderWritten;
+    type Updated = ProviderWritten;
     async fn observe(
         &self,
         client: &Client,

@@ -76,12 +76,8 @@ struct OwnedScope {
 }
 
 impl Verbs for Workspace {
-    type Inputs = Desired;
     type Desired = Desired;
     type Remote = RemoteWorkspace;
-    type Found = RemoteWorkspace;
-    type Posted = api::WorkspaceCreated;
-    type Updated = ();
     type Calls = Own;
     const WHAT: &'static str = "workspace";
     const REMOVAL: (&'static str, &'static str) = ("Archived", "archive");
@@ -352,6 +348,9 @@ impl Verbs for Workspace {
 }
 
 impl OwnCalls for Workspace {
+    type Found = RemoteWorkspace;
+    type Posted = api::WorkspaceCreated;
+    type Updated = ();
     async fn observe(
         &self,
         client: &Client,
