@@ -9,13 +9,12 @@ use std::marker::PhantomData;
 
 use super::Cx;
 use super::create::{Candidate, Lookup, by_slug_or_name};
-use super::gate::Op;
 use super::verbs::Verbs;
 use crate::api::{
     self, ApiError, Client, Integrations, IntegrationsListQuery, Listing, McpIntegrations,
     SecretReferences, SecretReferencesListQuery,
 };
-use crate::controller::error::{Error, Halt};
+use crate::controller::error::Halt;
 use crate::resources::common::CreateAttempt;
 
 /// How the driver makes a kind's remote calls (through the gate: it hands each the client
@@ -202,10 +201,9 @@ impl<K: Bodies<H>, H: Handle> Calls<K> for Through<H> {
         cx: &Cx<'_, K>,
         status: &K::Status,
     ) -> Result<Lookup<H::Remote>, Halt> {
-        let client = cx.api(Op::Read).await?;
-        let listing = H::listing(client)
-            .await
-            .map_err(|e| Error::api(format!("list {}s", K::WHAT), e))?;
+        let listing = cx
+            .read(format!("list {}s", K::WHAT), |client| H::listing(client))
+            .await?;
         let name = kind.sent_name();
         let identity = (kind.named_remote(), name.as_str());
         by_slug_or_name(cx, status, listing, identity, K::WHAT, H::of_organisation).await

@@ -33,7 +33,6 @@ use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, one_of_ours};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::flow::Recovery;
-use crate::controller::driver::gate::Op;
 use crate::controller::driver::issuing::Issues;
 use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Verbs};
@@ -277,12 +276,13 @@ impl OwnCalls for ApiKey {
             page_size: None,
         };
         let listing = cx
-            .api(Op::Read)
-            .await?
-            .api_keys(self.spec.kind.to_api())
-            .listing(&query)
-            .await
-            .map_err(|e| Error::api("list API keys", e))?;
+            .read("list API keys", |client| async move {
+                client
+                    .api_keys(self.spec.kind.to_api())
+                    .listing(&query)
+                    .await
+            })
+            .await?;
         one_of_ours(
             cx,
             status,

@@ -226,12 +226,10 @@ impl OwnCalls for Deployment {
             ..Default::default()
         };
         let listing = cx
-            .api(Op::Read)
-            .await?
-            .deployments()
-            .listing(&query)
-            .await
-            .map_err(|e| Error::api("list deployments", e))?;
+            .read("list deployments", |client| async move {
+                client.deployments().listing(&query).await
+            })
+            .await?;
         let complete = listing.complete;
         // The filter is applied here too, in case the server ignores it; a deployment another
         // resource records is never taken for this one's, whatever its tags say.

@@ -264,12 +264,10 @@ impl OwnCalls for McpServer {
             ..Default::default()
         };
         let listing = cx
-            .api(Op::Read)
-            .await?
-            .mcp_servers()
-            .listing(&query)
-            .await
-            .map_err(|e| Error::api("list MCP servers", e))?;
+            .read("list MCP servers", |client| async move {
+                client.mcp_servers().listing(&query).await
+            })
+            .await?;
         let slug = spec.slug.as_deref();
         let identity = (slug, spec.name.as_str(), spec.workspace());
         // The slug is asked for by this create, and a slug is unique: found with it (and the

@@ -263,12 +263,10 @@ impl OwnCalls for Provider {
             ..Default::default()
         };
         let listing = cx
-            .api(Op::Read)
-            .await?
-            .providers()
-            .listing(&query)
-            .await
-            .map_err(|e| Error::api("list providers", e))?;
+            .read("list providers", |client| async move {
+                client.providers().listing(&query).await
+            })
+            .await?;
         // `spec.slug` narrows the search, but is no proof: someone else may hold that slug (and
         // our POST was refused for it). Only the provider our POST made counts as ours (the name
         // it sent, within its window, claimed by no other resource); any other is left to the

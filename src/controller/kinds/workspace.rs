@@ -430,12 +430,14 @@ impl OwnCalls for Workspace {
             // No scope of ours: no workspace can name it.
             return Ok(Lookup::Absent);
         }
-        let client = cx.api(Op::Read).await?;
-        let listing = client
-            .workspaces()
-            .listing(&WorkspacesListQuery::default())
-            .await
-            .map_err(|e| Error::api("list workspaces", e))?;
+        let listing = cx
+            .read("list workspaces", |client| async move {
+                client
+                    .workspaces()
+                    .listing(&WorkspacesListQuery::default())
+                    .await
+            })
+            .await?;
         let mut ours = listing
             .items
             .into_iter()
