@@ -1,30 +1,35 @@
-//! The remote calls of a kind ([`Calls`]): read, what a create sends, create, update, delete.
-//! A kind names how it makes them ([`Verbs::Calls`]): through its API client handle
-//! ([`Through`]), supplying only its request bodies ([`Bodies`]), or written out ([`Own`],
-//! [`OwnCalls`]) where a call is more than the handle's (a read merged with a list row, a
-//! plane or key kind the handle is chosen by).
+//! The remote calls of a kind ([`Calls`]): read, what a create sends, create, update, delete,
+//! and what they answer. A kind names how it makes them ([`Verbs::Calls`]): through its API
+//! client handle ([`Through`]), supplying only its request bodies ([`Bodies`]), or written out
+//! ([`Own`], [`OwnCalls`]) where a call is more than the handle's (a read merged with a list
+//! row, a plane or key kind the handle is chosen by).
 
 use std::future::Future;
 use std::marker::PhantomData;
 
 use super::Cx;
 use super::create::{Candidate, Lookup, by_slug_or_name};
-use super::gate::Op;
 use super::verbs::Verbs;
 use crate::api::{
     self, ApiError, Client, Integrations, IntegrationsListQuery, Listing, McpIntegrations,
     SecretReferences, SecretReferencesListQuery,
 };
-use crate::controller::error::{Error, Halt};
+use crate::controller::error::Halt;
 use crate::resources::common::CreateAttempt;
 
 /// How the driver makes a kind's remote calls (through the gate: it hands each the client
 /// [`Cx::api`] gave for its operation).
 pub trait Calls<K: Verbs> {
+    /// A candidate of a create lookup (a list row).
+    type Found: Send + Sync;
+    /// What a create answers.
+    type Posted: Send + Sync;
+    /// What an update answers.
+    type Updated: Send + Sync;
     /// The key `remote` is read and written by.
     fn key(remote: &K::Remote) -> String;
     /// The key of a lookup's candidate.
-    fn found_key(found: &K::Found) -> String;
+    fn found_key(found: &Self::Found) -> String;
     /// The workspace `remote` lives in (an adopted object's must be granted too).
     fn workspace(remote: &K::Remote) -> Option<&str>;
     /// GETs the remote object `key` names. `Ok(None)`: gone, as the kind proves it besides a
@@ -42,14 +47,14 @@ pub trait Calls<K: Verbs> {
         kind: &K,
         client: &Client,
         desired: &K::Desired,
-    ) -> impl Future<Output = Result<K::Posted, ApiError>> + Send;
+    ) -> impl Future<Output = Result<Self::Posted, ApiError>> + Send;
     /// PUTs what differs.
     fn update(
         kind: &K,
         client: &Client,
         desired: &K::Desired,
         remote: &K::Remote,
-    ) -> impl Future<Output = Result<K::Updated, ApiError>> + Send;
+    ) -> impl Future<Output = Result<Self::Updated, ApiError>> + Send;
     /// DELETEs (or archives) the remote object `key` names ("already gone" is done); `cx`
     /// tells what the call needs besides the key (the tenant an organisation's object is of).
     fn delete(
@@ -66,16 +71,23 @@ pub trait Calls<K: Verbs> {
         kind: &K,
         cx: &Cx<'_, K>,
         status: &K::Status,
-    ) -> impl Future<Output = Result<Lookup<K::Found>, Halt>> + Send;
+    ) -> impl Future<Output = Result<Lookup<Self::Found>, Halt>> + Send;
 }
+
+/// A candidate of `K`'s create lookup ([`Calls::Found`]).
+pub type Found<K> = <<K as Verbs>::Calls as Calls<K>>::Found;
+/// What `K`'s create answers ([`Calls::Posted`]).
+pub type Posted<K> = <<K as Verbs>::Calls as Calls<K>>::Posted;
+/// What `K`'s update answers ([`Calls::Updated`]).
+pub type Updated<K> = <<K as Verbs>::Calls as Calls<K>>::Updated;
 
 /// An API client handle as the driver calls it: one kind's collection, by key.
 pub trait Handle: 'static {
     type Remote: Send + Sync + Candidate;
     type Create: serde::Serialize + Send + Sync;
-    type Posted: Send;
+    type Posted: Send + Sync;
     type Update: Send + Sync;
-    type Updated: Send;
+    type Updated: Send + Sync;
     fn get(
         client: &Client,
         key: &str,
@@ -111,9 +123,7 @@ pub trait Handle: 'static {
 
 /// What a kind whose calls are its handle's ([`Through`]) supplies: its request bodies, and
 /// what a delete needs first.
-pub trait Bodies<H: Handle>:
-    Verbs<Remote = H::Remote, Found = H::Remote, Posted = H::Posted, Updated = H::Updated>
-{
+pub trait Bodies<H: Handle>: Verbs<Remote = H::Remote> {
     /// The name a create sends, for its intent.
     fn sent_name(&self) -> String;
     /// The body a create of `desired` sends.
@@ -135,10 +145,13 @@ pub trait Bodies<H: Handle>:
 pub struct Through<H>(PhantomData<fn() -> H>);
 
 impl<K: Bodies<H>, H: Handle> Calls<K> for Through<H> {
+    type Found = H::Remote;
+    type Posted = H::Posted;
+    type Updated = H::Updated;
     fn key(remote: &H::Remote) -> String {
         H::key(remote)
     }
-    fn found_key(found: &K::Found) -> String {
+    fn found_key(found: &H::Remote) -> String {
         H::id(found).to_string()
     }
     fn workspace(remote: &H::Remote) -> Option<&str> {
@@ -188,10 +201,9 @@ impl<K: Bodies<H>, H: Handle> Calls<K> for Through<H> {
         cx: &Cx<'_, K>,
         status: &K::Status,
     ) -> Result<Lookup<H::Remote>, Halt> {
-        let client = cx.api(Op::Read).await?;
-        let listing = H::listing(client)
-            .await
-            .map_err(|e| Error::api(format!("list {}s", K::WHAT), e))?;
+        let listing = cx
+            .read(format!("list {}s", K::WHAT), |client| H::listing(client))
+            .await?;
         let name = kind.sent_name();
         let identity = (kind.named_remote(), name.as_str());
         by_slug_or_name(cx, status, listing, identity, K::WHAT, H::of_organisation).await
@@ -202,7 +214,13 @@ impl<K: Bodies<H>, H: Handle> Calls<K> for Through<H> {
 pub struct Own;
 
 /// [`Calls`] written out by the kind, with the same meaning.
-pub trait OwnCalls: Verbs<Remote: RemoteKey, Found: RemoteKey> {
+pub trait OwnCalls: Verbs<Remote: RemoteKey> {
+    /// [`Calls::Found`].
+    type Found: RemoteKey + Send + Sync;
+    /// [`Calls::Posted`].
+    type Posted: Send + Sync;
+    /// [`Calls::Updated`].
+    type Updated: Send + Sync;
     /// [`Calls::observe`].
     fn observe(
         &self,
@@ -295,6 +313,9 @@ pub struct Deleting<'a, K: Verbs> {
 }
 
 impl<K: OwnCalls> Calls<K> for Own {
+    type Found = K::Found;
+    type Posted = K::Posted;
+    type Updated = K::Updated;
     fn key(remote: &K::Remote) -> String {
         remote.key()
     }

@@ -7,7 +7,7 @@
 //! finds is taken as recorded, adopted or made by the create in flight ([`taking`]). The
 //! decisions are pure functions, proven by the table tests below.
 
-use super::calls::Calls;
+use super::calls::{Calls, Found, Posted};
 use super::create::{Created, clear_intent, create_once, made_by_unfinished_create};
 use super::verbs::{Comparison, Naming, Verbs};
 use super::{Change, Cx, object_key, observed, orphaned, removed};
@@ -180,8 +180,7 @@ pub(super) async fn found<K: Verbs>(
     cx: &Cx<'_, K>,
     status: &mut K::Status,
 ) -> Result<(K::Desired, Option<K::Remote>, Option<Comparison>, Step), Halt> {
-    let inputs = object.resolve(cx, status).await?;
-    let desired = object.desired(inputs);
+    let desired = object.resolve(cx, status).await?;
     let remote = observe(object, cx, status, &desired).await?;
     if remote.is_some() {
         object.record_compared(status, &desired);
@@ -216,8 +215,7 @@ pub async fn observe_only<K: Verbs>(
     cx: &Cx<'_, K>,
     status: &mut K::Status,
 ) -> Result<Vec<&'static str>, Halt> {
-    let inputs = object.observed_inputs(cx, status).await?;
-    let desired = object.desired(inputs);
+    let desired = object.observed_inputs(cx, status).await?;
     let Some(remote) = observe(object, cx, status, &desired).await? else {
         return Ok(Vec::new());
     };
@@ -403,7 +401,7 @@ pub(super) async fn post_once<K: Verbs>(
     before: &K::Status,
     desired: &K::Desired,
     client: &crate::api::Client,
-) -> Result<Created<K::Posted, K::Found>, Halt> {
+) -> Result<Created<Posted<K>, Found<K>>, Halt> {
     let sent = K::Calls::sent(object, cx, desired);
     let lookup = K::Calls::find_created(object, cx, before);
     let post = async |client: &crate::api::Client| K::Calls::create(object, client, desired).await;

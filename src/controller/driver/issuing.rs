@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use super::calls::Calls;
+use super::calls::{Calls, Found, Posted};
 use super::create::{Created, made_by_unfinished_create};
 use super::flow::{self, Recovery, Step, Undelivered};
 use super::rotation::{self, Rotates};
@@ -45,12 +45,12 @@ pub trait Issues: Verbs + Rotates {
     /// `spec.rotation`'s interval and key transition, or why the spec is refused.
     fn timing(&self) -> Result<(Option<Duration>, Option<Duration>), Error>;
     /// The values a create's answer carries, for the Secret.
-    fn issued(posted: &Self::Posted) -> Vec<(&'static str, SecretString)>;
+    fn issued(posted: &Posted<Self>) -> Vec<(&'static str, SecretString)>;
     /// The `Created` message once Secret `secret` holds the values of the object `key`.
     fn created_message(key: &str, secret: &str) -> String;
     /// What becomes of `found`, the object an earlier create made whose answer was lost;
     /// `held`: the Secret names it (its values got there before a status write was lost).
-    fn recovery(&self, found: &Self::Found, held: bool) -> Recovery;
+    fn recovery(&self, found: &Found<Self>, held: bool) -> Recovery;
     /// Checks that the Secret holds the values of the remote object `key` (they cannot be read
     /// back), recording `CredentialsAvailable`.
     fn check_delivered(
@@ -220,7 +220,7 @@ async fn recover<K: Issues>(
     status: &mut K::Status,
     before: &K::Status,
     desired: &K::Desired,
-    found: K::Found,
+    found: Found<K>,
 ) -> Result<Recovered, Halt> {
     let keep_intent = |status: &mut K::Status, e: Halt| {
         *status = before.clone();
@@ -303,7 +303,7 @@ async fn deliver<K: Issues>(
     cx: &Cx<'_, K>,
     status: &mut K::Status,
     desired: &K::Desired,
-    posted: K::Posted,
+    posted: Posted<K>,
     version: SecretVersion,
 ) -> Result<Change, Halt> {
     let values = K::issued(&posted);

@@ -412,6 +412,20 @@ impl<'a, K: Managed> Cx<'a, K> {
         Ok(client)
     }
 
+    /// A read through the client for reads ([`Op::Read`]): `read` with it, whose failure says
+    /// it could not `action` ("list providers").
+    pub async fn read<'c, T, F>(
+        &'c self,
+        action: impl Into<String>,
+        read: impl FnOnce(&'c crate::api::Client) -> F,
+    ) -> Result<T, Halt>
+    where
+        F: Future<Output = Result<T, crate::api::ApiError>>,
+    {
+        let client = self.api(Op::Read).await?;
+        Ok(read(client).await.map_err(|e| Error::api(action, e))?)
+    }
+
     /// Adds aigw's finalizer when the object lacks it: one metadata write guarded by the
     /// resourceVersion this reconcile last saw.
     pub async fn ensure_finalizer(&self) -> Result<(), Halt> {

@@ -1,5 +1,5 @@
 //! The kind contract: the verbs a kind supplies to the driver ([`Verbs`]). A kind resolves its
-//! inputs, computes its desired state and compares it with the remote object (pure), and names
+//! desired state (the spec and its inputs) and compares it with the remote object (pure), and names
 //! how the API calls are made ([`Verbs::Calls`]: through its client handle with request bodies
 //! of its own, or written out; [`super::calls`]). Everything around them (adoption, the workspace reach, immutable refusal,
 //! create-once and its recovery, drift versus update, Observe, orphan, release) is the driver's
@@ -9,7 +9,7 @@
 
 use std::future::Future;
 
-use super::calls::Calls;
+use super::calls::{Calls, Found, Posted, Updated};
 use super::create::Created;
 use super::{Change, Cx, Managed};
 use crate::api::ApiError;
@@ -61,19 +61,13 @@ pub enum Naming {
 /// What a kind supplies to the generic driver. The driver alone decides create versus update,
 /// runs the create protocol ([`super::create`]), and honours Observe and `deletionPolicy`.
 pub trait Verbs: Managed {
-    /// What `resolve` gathered: Secret values, referenced objects.
-    type Inputs: Send + Sync;
-    /// The desired state, computed from the inputs alone ([`Verbs::desired`]).
-    type Desired: Send + Sync + From<Self::Inputs>;
+    /// The desired state, as [`Verbs::resolve`] gathers it besides the spec: Secret values,
+    /// referenced objects.
+    type Desired: Send + Sync;
     /// The remote object as a read returns it.
     type Remote: Send + Sync;
-    /// A candidate of a create lookup (a list row).
-    type Found: Send + Sync;
-    /// What a create answers.
-    type Posted: Send + Sync;
-    /// What an update answers.
-    type Updated: Send + Sync;
-    /// How the remote calls are made: through the API client's handle, or written out.
+    /// How the remote calls are made (through the API client's handle, or written out), and
+    /// what a create lookup finds and a create and an update answer.
     type Calls: Calls<Self>;
     /// In messages: "rate-limits policy".
     const WHAT: &'static str;
@@ -97,20 +91,15 @@ pub trait Verbs: Managed {
         &self,
         cx: &Cx<'_, Self>,
         status: &mut Self::Status,
-    ) -> impl Future<Output = Result<Self::Inputs, Halt>> + Send;
+    ) -> impl Future<Output = Result<Self::Desired, Halt>> + Send;
     /// What Observe compares with (it never writes, so it needs no Secret values): by default
     /// what [`Verbs::resolve`] gathers.
     fn observed_inputs(
         &self,
         cx: &Cx<'_, Self>,
         status: &mut Self::Status,
-    ) -> impl Future<Output = Result<Self::Inputs, Halt>> + Send {
+    ) -> impl Future<Output = Result<Self::Desired, Halt>> + Send {
         self.resolve(cx, status)
-    }
-    /// The desired state. Pure. By default the inputs as they are: what a kind resolves is
-    /// what it writes.
-    fn desired(&self, inputs: Self::Inputs) -> Self::Desired {
-        inputs.into()
     }
     /// How `remote` differs from `desired`. Pure.
     fn compare(
@@ -213,7 +202,7 @@ pub trait Verbs: Managed {
         &self,
         status: &mut Self::Status,
         desired: &Self::Desired,
-        created: Created<Self::Posted, Self::Found>,
+        created: Created<Posted<Self>, Found<Self>>,
     ) -> String;
     /// Records in `status` that an update (its answer `updated`) brought `remote` in line
     /// with `desired`.
@@ -222,7 +211,7 @@ pub trait Verbs: Managed {
         _status: &mut Self::Status,
         _desired: &Self::Desired,
         _remote: &Self::Remote,
-        _updated: Self::Updated,
+        _updated: Updated<Self>,
     ) {
     }
     /// What correcting `remote` replaces, in the spec's terms, at time `at` (a kind that

@@ -33,7 +33,6 @@ use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, one_of_ours};
 use crate::controller::driver::drift::{Listed, Row};
 use crate::controller::driver::flow::Recovery;
-use crate::controller::driver::gate::Op;
 use crate::controller::driver::issuing::Issues;
 use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Verbs};
@@ -134,12 +133,8 @@ impl Managed for ApiKey {
 
 impl Verbs for ApiKey {
     /// The config `defaults` names (its remote slug or id).
-    type Inputs = Option<String>;
     type Desired = Option<String>;
     type Remote = api::ApiKey;
-    type Found = api::ApiKey;
-    type Posted = api::ApiKeyCreated;
-    type Updated = ();
     type Calls = Own;
     const WHAT: &'static str = "API key";
     /// An API key is never adopted ([`crate::resources::common::Governed::named_remote`]).
@@ -204,6 +199,9 @@ impl Verbs for ApiKey {
 }
 
 impl OwnCalls for ApiKey {
+    type Found = api::ApiKey;
+    type Posted = api::ApiKeyCreated;
+    type Updated = ();
     /// A key that is gone (404, nothing else) is forgotten, so a new one is created into the
     /// Secret.
     async fn observe(
@@ -278,12 +276,13 @@ impl OwnCalls for ApiKey {
             page_size: None,
         };
         let listing = cx
-            .api(Op::Read)
-            .await?
-            .api_keys(self.spec.kind.to_api())
-            .listing(&query)
-            .await
-            .map_err(|e| Error::api("list API keys", e))?;
+            .read("list API keys", |client| async move {
+                client
+                    .api_keys(self.spec.kind.to_api())
+                    .listing(&query)
+                    .await
+            })
+            .await?;
         one_of_ours(
             cx,
             status,

@@ -12,10 +12,10 @@ use crate::controller::Context;
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, one_named, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
-use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, Op};
+use crate::controller::driver::gate::CACHES_LISTED_WITHIN;
 use crate::controller::driver::verbs::{Comparison, Verbs, still_referenced};
 use crate::controller::driver::{Change, Cx, Managed};
-use crate::controller::error::{Error, Halt, Wait};
+use crate::controller::error::{Halt, Wait};
 use crate::controller::kinds::config_refs::{self, Desired};
 use crate::controller::now_rfc3339;
 use crate::resources::common::{CreateAttempt, DriftCorrection};
@@ -115,12 +115,8 @@ impl Resolved {
 }
 
 impl Verbs for Config {
-    type Inputs = Resolved;
     type Desired = Resolved;
     type Remote = ConfigDetail;
-    type Found = ConfigSummary;
-    type Posted = (ConfigCreated, Option<ConfigDetail>);
-    type Updated = ConfigUpdated;
     type Calls = Own;
     const WHAT: &'static str = "config";
     const RECORDS_DRIFT: bool = true;
@@ -291,6 +287,9 @@ impl Verbs for Config {
 }
 
 impl OwnCalls for Config {
+    type Found = ConfigSummary;
+    type Posted = (ConfigCreated, Option<ConfigDetail>);
+    type Updated = ConfigUpdated;
     async fn observe(
         &self,
         client: &Client,
@@ -352,13 +351,12 @@ impl OwnCalls for Config {
         status: &ConfigStatus,
     ) -> Result<Lookup<crate::api::ConfigSummary>, Halt> {
         let sent = sent_or(status, &self.spec.name, self.spec.workspace_id.as_deref());
+        let workspace = sent.workspace_id.as_deref();
         let listing = cx
-            .api(Op::Read)
-            .await?
-            .configs()
-            .listing(sent.workspace_id.as_deref())
-            .await
-            .map_err(|e| Error::api("list configs", e))?;
+            .read("list configs", |client| async move {
+                client.configs().listing(workspace).await
+            })
+            .await?;
         one_named(
             cx,
             status,

@@ -169,10 +169,7 @@ async fn claimed(
                         return Ok(Err(Action::requeue(ctx.drift_interval)));
                     }
                     if !ctx.dry_run {
-                        ctx.leadership
-                            .for_object(object.meta())
-                            .may_write()
-                            .map_err(Wait::NotLeader)?;
+                        may_write(ctx, &object)?;
                         installation::give_back_recorded(rollouts, &object, true).await?;
                     }
                     debug!(kind = KIND, name = %object.name_any(), %connection, "its Connection is out of this installation's reach; claim given back");
@@ -183,10 +180,7 @@ async fn claimed(
             // Its own whatever the annotation says (a rewritten one stalls it, see
             // `claim_changed`; a removed one is written again). Its deletion is cleaned up here.
             if annotated == Claim::None && !deleting && !ctx.dry_run {
-                ctx.leadership
-                    .for_object(object.meta())
-                    .may_write()
-                    .map_err(Wait::NotLeader)?;
+                may_write(ctx, &object)?;
                 installation::take(rollouts, &object, me).await?;
                 return leave;
             }
@@ -206,10 +200,7 @@ async fn claimed(
     if deleting || ctx.dry_run {
         return Ok(Ok(object));
     }
-    ctx.leadership
-        .for_object(object.meta())
-        .may_write()
-        .map_err(Wait::NotLeader)?;
+    may_write(ctx, &object)?;
     if annotated == Claim::None {
         // The write wakes the next reconcile, which records the claim.
         installation::take(rollouts, &object, me).await?;
@@ -790,11 +781,7 @@ impl Run<'_> {
     /// Writes `status` on condition that the rollout is still at the version last read or
     /// written here: another writer (a second replica) makes this reconcile start over.
     async fn save(&mut self, status: &ConfigRolloutStatus) -> Result<(), Halt> {
-        self.ctx
-            .leadership
-            .for_object(self.rollout.meta())
-            .may_write()
-            .map_err(Wait::NotLeader)?;
+        may_write(self.ctx, self.rollout)?;
         let patch = serde_json::json!({
             "apiVersion": ConfigRollout::api_version(&()),
             "kind": KIND,
@@ -809,13 +796,7 @@ impl Run<'_> {
                 &Patch::Apply(&patch),
             )
             .await
-            .map_err(|e| match e {
-                kube::Error::Api(s) if s.code == 409 => Halt::from(Wait::Conflict(format!(
-                    "{KIND} {} changed meanwhile",
-                    self.name
-                ))),
-                e => Error::kube(format!("write status of {KIND} {}", self.name), e).into(),
-            })?;
+            .map_err(|e| self.write_failed("write status", e))?;
         self.version = written.resource_version();
         Ok(())
     }
@@ -826,25 +807,13 @@ impl Run<'_> {
         if !self.finalizers_held().is_empty() {
             return Ok(());
         }
-        self.ctx
-            .leadership
-            .for_object(self.rollout.meta())
-            .may_write()
-            .map_err(Wait::NotLeader)?;
+        may_write(self.ctx, self.rollout)?;
         let mut finalizers = self.rollout.finalizers().to_vec();
         finalizers.push(self.ctx.installation.finalizer().to_string());
-        let patch = serde_json::json!({"metadata": {"resourceVersion": self.version, "finalizers": finalizers}});
         let written = self
-            .rollouts
-            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .write_finalizers(finalizers)
             .await
-            .map_err(|e| match e {
-                kube::Error::Api(s) if s.code == 409 => Halt::from(Wait::Conflict(format!(
-                    "{KIND} {} changed meanwhile",
-                    self.name
-                ))),
-                e => Error::kube(format!("add the finalizer of {KIND} {}", self.name), e).into(),
-            })?;
+            .map_err(|e| self.write_failed("add the finalizer", e))?;
         self.version = written.resource_version();
         Ok(())
     }
@@ -859,11 +828,7 @@ impl Run<'_> {
         let keys = self.keys().await?;
         let status = self.rollout.status.clone().unwrap_or_default();
         self.place(&keys, &returning(&keys, &status), None).await?;
-        self.ctx
-            .leadership
-            .for_object(self.rollout.meta())
-            .may_write()
-            .map_err(Wait::NotLeader)?;
+        may_write(self.ctx, self.rollout)?;
         let finalizers: Vec<String> = self
             .rollout
             .finalizers()
@@ -871,34 +836,51 @@ impl Run<'_> {
             .filter(|f| !held.contains(f))
             .cloned()
             .collect();
-        let patch = serde_json::json!({"metadata": {"resourceVersion": self.version, "finalizers": finalizers}});
-        match self
-            .rollouts
-            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
+        match self.write_finalizers(finalizers).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {
-                return Err(
-                    Wait::Conflict(format!("{KIND} {} changed meanwhile", self.name)).into(),
-                );
-            }
-            Err(e) => {
-                return Err(Error::kube(
-                    format!("remove the finalizer of {KIND} {}", self.name),
-                    e,
-                )
-                .into());
-            }
+            Err(e) => return Err(self.write_failed("remove the finalizer", e)),
         }
         self.ctx.metrics.forget_rollout(&self.namespace, &self.name);
         Ok(Action::await_change())
     }
 
+    /// Sets the rollout's finalizers to `finalizers`, on condition that it is still at the
+    /// version last read or written here.
+    async fn write_finalizers(
+        &self,
+        finalizers: Vec<String>,
+    ) -> Result<ConfigRollout, kube::Error> {
+        let metadata =
+            serde_json::json!({"resourceVersion": self.version, "finalizers": finalizers});
+        let patch = serde_json::json!({ "metadata": metadata });
+        self.rollouts
+            .patch(&self.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+    }
+
+    /// Why a write of the rollout (`action`: "write status") failed: a conflict when another
+    /// writer changed it since it was read or written here (this reconcile starts over).
+    fn write_failed(&self, action: &str, e: kube::Error) -> Halt {
+        match e {
+            kube::Error::Api(s) if s.code == 409 => {
+                Wait::Conflict(format!("{KIND} {} changed meanwhile", self.name)).into()
+            }
+            e => Error::kube(format!("{action} of {KIND} {}", self.name), e).into(),
+        }
+    }
+
     fn reference(&self) -> ObjectReference {
         self.rollout.object_ref(&())
     }
+}
+
+/// Whether this replica may write `rollout`: it leads for it.
+fn may_write(ctx: &Context, rollout: &ConfigRollout) -> Result<(), Wait> {
+    ctx.leadership
+        .for_object(rollout.meta())
+        .may_write()
+        .map_err(Wait::NotLeader)
 }
 
 /// The keys a rollout returns to their own defaults: every key in `status.movedKeys` and every

@@ -74,12 +74,8 @@ impl Managed for Deployment {
 }
 
 impl Verbs for Deployment {
-    type Inputs = ();
     type Desired = ();
     type Remote = api::Deployment;
-    type Found = api::DeploymentSummary;
-    type Posted = DeploymentCreated;
-    type Updated = api::DeploymentUpdated;
     type Calls = Own;
     const WHAT: &'static str = "deployment";
     const ADOPTED_BY: &'static str = "spec.deploymentId";
@@ -181,6 +177,9 @@ impl Verbs for Deployment {
 }
 
 impl OwnCalls for Deployment {
+    type Found = api::DeploymentSummary;
+    type Posted = DeploymentCreated;
+    type Updated = api::DeploymentUpdated;
     /// Only 404 or `AB08` means it is gone.
     async fn observe(
         &self,
@@ -227,12 +226,10 @@ impl OwnCalls for Deployment {
             ..Default::default()
         };
         let listing = cx
-            .api(Op::Read)
-            .await?
-            .deployments()
-            .listing(&query)
-            .await
-            .map_err(|e| Error::api("list deployments", e))?;
+            .read("list deployments", |client| async move {
+                client.deployments().listing(&query).await
+            })
+            .await?;
         let complete = listing.complete;
         // The filter is applied here too, in case the server ignores it; a deployment another
         // resource records is never taken for this one's, whatever its tags say.

@@ -22,7 +22,6 @@ use crate::controller::Context;
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls, RemoteKey, key_or};
 use crate::controller::driver::create::{Created, Lookup, one_named, sent_or};
 use crate::controller::driver::drift::{Listed, Row};
-use crate::controller::driver::gate::Op;
 use crate::controller::driver::referenced::{qualified, users};
 use crate::controller::driver::verbs::{Comparison, Verbs, still_referenced};
 use crate::controller::driver::{Cx, Managed};
@@ -74,12 +73,8 @@ macro_rules! guardrail_kind {
         }
 
         impl Verbs for $kind {
-            type Inputs = Option<Desired>;
             type Desired = Option<Desired>;
             type Remote = GuardrailDetails;
-            type Found = GuardrailSummary;
-            type Posted = GuardrailWritten;
-            type Updated = GuardrailWritten;
             type Calls = Own;
             const WHAT: &'static str = "guardrail";
             const RECORDS_DRIFT: bool = true;
@@ -170,6 +165,9 @@ macro_rules! guardrail_kind {
         }
 
         impl OwnCalls for $kind {
+            type Found = GuardrailSummary;
+            type Posted = GuardrailWritten;
+            type Updated = GuardrailWritten;
             async fn observe(
                 &self,
                 client: &Client,
@@ -495,11 +493,12 @@ async fn find_created<G: GuardrailObject>(
         &guardrail.definition().name,
         guardrail.workspace_id(),
     );
-    let client = cx.api(Op::Read).await?;
-    let listing = plane::<G>(client)
-        .listing(sent.workspace_id.as_deref())
-        .await
-        .map_err(|e| Error::api("list guardrails", e))?;
+    let workspace = sent.workspace_id.as_deref();
+    let listing = cx
+        .read("list guardrails", |client| async move {
+            plane::<G>(client).listing(workspace).await
+        })
+        .await?;
     one_named(
         cx,
         status,

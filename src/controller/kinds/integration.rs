@@ -82,12 +82,8 @@ const WRITE_ONLY: &str = "write-only values (key, configurations)";
 /// the workspace access rows and the model access follow ([`Verbs::sync_sub_resources`]).
 impl Verbs for Integration {
     /// `None` in Observe, which reads no Secret.
-    type Inputs = Option<Written>;
     type Desired = Option<Written>;
     type Remote = RemoteIntegration;
-    type Found = RemoteIntegration;
-    type Posted = api::IntegrationCreated;
-    type Updated = ();
     type Calls = Through<api::Integrations<'static>>;
     const WHAT: &'static str = "integration";
     const NAMING: Naming = Naming::CreatesAs;

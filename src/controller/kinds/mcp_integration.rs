@@ -98,12 +98,8 @@ const CONFIGURATIONS: &str = "configurations (from spec.configurationsSecretRef)
 
 impl Verbs for McpIntegration {
     /// `None` in Observe, which reads no Secret.
-    type Inputs = Option<Written>;
     type Desired = Option<Written>;
     type Remote = RemoteIntegration;
-    type Found = RemoteIntegration;
-    type Posted = api::Created;
-    type Updated = ();
     type Calls = Through<api::McpIntegrations<'static>>;
     const WHAT: &'static str = "MCP integration";
     const NAMING: Naming = Naming::CreatesAs;
@@ -160,12 +156,13 @@ impl Verbs for McpIntegration {
         let keys = self.status.as_ref().map(Recorded::remote_key_strings);
         let keys = keys.unwrap_or_default();
         let servers = cx
-            .api(Op::Read)
-            .await?
-            .mcp_servers()
-            .list(&api::McpServersListQuery::default())
-            .await
-            .map_err(|e| Error::api("list MCP servers", e))?;
+            .read("list MCP servers", |client| async move {
+                client
+                    .mcp_servers()
+                    .list(&api::McpServersListQuery::default())
+                    .await
+            })
+            .await?;
         let mut users: Vec<String> = servers
             .iter()
             .filter(|s| {

@@ -52,12 +52,8 @@ impl Managed for McpServer {
 type Instantiates = Bound;
 
 impl Verbs for McpServer {
-    type Inputs = Instantiates;
     type Desired = Instantiates;
     type Remote = RemoteServer;
-    type Found = RemoteServer;
-    type Posted = api::Created;
-    type Updated = api::Created;
     type Calls = Own;
     const WHAT: &'static str = "MCP server";
     const NAMING: Naming = Naming::CreatesAs;
@@ -199,6 +195,9 @@ impl Verbs for McpServer {
 }
 
 impl OwnCalls for McpServer {
+    type Found = RemoteServer;
+    type Posted = api::Created;
+    type Updated = api::Created;
     /// The detail, with the workspace its list row tells (the detail omits it; a row not
     /// listed yet leaves it unknown, and so not compared).
     async fn observe(
@@ -265,12 +264,10 @@ impl OwnCalls for McpServer {
             ..Default::default()
         };
         let listing = cx
-            .api(Op::Read)
-            .await?
-            .mcp_servers()
-            .listing(&query)
-            .await
-            .map_err(|e| Error::api("list MCP servers", e))?;
+            .read("list MCP servers", |client| async move {
+                client.mcp_servers().listing(&query).await
+            })
+            .await?;
         let slug = spec.slug.as_deref();
         let identity = (slug, spec.name.as_str(), spec.workspace());
         // The slug is asked for by this create, and a slug is unique: found with it (and the

@@ -10,11 +10,10 @@ use crate::controller::driver::create::{
     Created, Lookup, body_hash, body_hash_matches, one_of_ours,
 };
 use crate::controller::driver::drift::Row;
-use crate::controller::driver::gate::Op;
 use crate::controller::driver::status::IntentStatus;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
-use crate::controller::error::{Error, Halt};
+use crate::controller::error::Halt;
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 pub use crate::resources::policy::{Facts, Policy};
 use crate::resources::rate_limits_policy::RateLimitsPolicyStatus;
@@ -76,12 +75,8 @@ pub trait PolicyKind:
 /// [`Verbs`] of every policy kind: the desired state is the resource itself (a policy
 /// references nothing to resolve), compared by the kind's diff.
 impl<P: PolicyKind> Verbs for P {
-    type Inputs = P;
     type Desired = P;
     type Remote = P::Remote;
-    type Found = P::Remote;
-    type Posted = String;
-    type Updated = ();
     type Calls = Own;
     const WHAT: &'static str = <P as Policy>::WHAT;
     const ADOPTED_BY: &'static str = "spec.policyId";
@@ -145,6 +140,9 @@ impl<P: PolicyKind> Verbs for P {
 }
 
 impl<P: PolicyKind> OwnCalls for P {
+    type Found = P::Remote;
+    type Posted = String;
+    type Updated = ();
     async fn observe(
         &self,
         client: &Client,
@@ -195,10 +193,11 @@ impl<P: PolicyKind> OwnCalls for P {
                 workspace_id: self.workspace_id().map(str::to_string),
                 ..Default::default()
             });
-        let client = cx.api(Op::Read).await?;
-        let listing = P::list(client, sent.workspace_id.clone())
-            .await
-            .map_err(|e| Error::api(format!("list {}s", P::WHAT), e))?;
+        let listing = cx
+            .read(format!("list {}s", P::WHAT), |client| {
+                P::list(client, sent.workspace_id.clone())
+            })
+            .await?;
         one_of_ours(
             cx,
             status,

@@ -62,12 +62,8 @@ pub struct Binding {
 /// it; a provider of another integration, or one the grants no longer let this namespace
 /// bind, is released.
 impl Verbs for Provider {
-    type Inputs = Binding;
     type Desired = Binding;
     type Remote = RemoteProvider;
-    type Found = RemoteProvider;
-    type Posted = ProviderWritten;
-    type Updated = ProviderWritten;
     type Calls = Own;
     const WHAT: &'static str = "provider";
     const NAMING: Naming = Naming::CreatesAs;
@@ -205,6 +201,9 @@ impl Verbs for Provider {
 }
 
 impl OwnCalls for Provider {
+    type Found = RemoteProvider;
+    type Posted = ProviderWritten;
+    type Updated = ProviderWritten;
     async fn observe(
         &self,
         client: &Client,
@@ -264,12 +263,10 @@ impl OwnCalls for Provider {
             ..Default::default()
         };
         let listing = cx
-            .api(Op::Read)
-            .await?
-            .providers()
-            .listing(&query)
-            .await
-            .map_err(|e| Error::api("list providers", e))?;
+            .read("list providers", |client| async move {
+                client.providers().listing(&query).await
+            })
+            .await?;
         // `spec.slug` narrows the search, but is no proof: someone else may hold that slug (and
         // our POST was refused for it). Only the provider our POST made counts as ours (the name
         // it sent, within its window, claimed by no other resource); any other is left to the

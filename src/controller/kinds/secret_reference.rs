@@ -66,12 +66,8 @@ const UNREADABLE: &str = "authConfig (from spec.authConfigSecretRef) or allowedW
 
 impl Verbs for SecretReference {
     /// `None` in Observe, which reads no Secret.
-    type Inputs = Option<Written>;
     type Desired = Option<Written>;
     type Remote = RemoteReference;
-    type Found = RemoteReference;
-    type Posted = api::Created;
-    type Updated = ();
     type Calls = Through<api::SecretReferences<'static>>;
     const WHAT: &'static str = "secret reference";
     const NAMING: Naming = Naming::CreatesAs;

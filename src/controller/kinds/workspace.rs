@@ -76,12 +76,8 @@ struct OwnedScope {
 }
 
 impl Verbs for Workspace {
-    type Inputs = Desired;
     type Desired = Desired;
     type Remote = RemoteWorkspace;
-    type Found = RemoteWorkspace;
-    type Posted = api::WorkspaceCreated;
-    type Updated = ();
     type Calls = Own;
     const WHAT: &'static str = "workspace";
     const REMOVAL: (&'static str, &'static str) = ("Archived", "archive");
@@ -352,6 +348,9 @@ impl Verbs for Workspace {
 }
 
 impl OwnCalls for Workspace {
+    type Found = RemoteWorkspace;
+    type Posted = api::WorkspaceCreated;
+    type Updated = ();
     async fn observe(
         &self,
         client: &Client,
@@ -431,12 +430,14 @@ impl OwnCalls for Workspace {
             // No scope of ours: no workspace can name it.
             return Ok(Lookup::Absent);
         }
-        let client = cx.api(Op::Read).await?;
-        let listing = client
-            .workspaces()
-            .listing(&WorkspacesListQuery::default())
-            .await
-            .map_err(|e| Error::api("list workspaces", e))?;
+        let listing = cx
+            .read("list workspaces", |client| async move {
+                client
+                    .workspaces()
+                    .listing(&WorkspacesListQuery::default())
+                    .await
+            })
+            .await?;
         let mut ours = listing
             .items
             .into_iter()

@@ -305,12 +305,11 @@ async fn in_workspace<G: GuardrailObject>(
         search: None,
     };
     let listing = cx
-        .api(Op::Read)
-        .await?
-        .mcp_servers()
-        .listing(&query)
-        .await
-        .map_err(|e| Error::api(format!("list the MCP servers of workspace {workspace}"), e))?;
+        .read(
+            format!("list the MCP servers of workspace {workspace}"),
+            |client| async move { client.mcp_servers().listing(&query).await },
+        )
+        .await?;
     let missing: Vec<&str> = wanted
         .keys()
         .filter(|id| !listing.items.iter().any(|s| &s.id == *id))
