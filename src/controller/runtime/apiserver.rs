@@ -69,14 +69,6 @@ pub fn client(config: kube::Config, protocol: Protocol) -> Result<kube::Client, 
     Ok(builder(config, protocol)?.build())
 }
 
-/// The client of the kubeconfig or in-cluster configuration kube finds (`Client::try_default`).
-pub async fn infer(protocol: Protocol) -> Result<kube::Client, kube::Error> {
-    let config = kube::Config::infer()
-        .await
-        .map_err(kube::Error::InferConfig)?;
-    client(config, protocol)
-}
-
 /// [`client`]'s builder, for a caller that adds layers of its own: kube's layers (base URI,
 /// retries of 5xx, authentication, extra headers) over a [`Pool`].
 pub fn builder(
