@@ -1,6 +1,7 @@
-//! `make bench` (hack/bench.sh): the real `aigw operator` process rolling out N Configs, beside a
-//! floor — a minimal client doing only the necessary work (one POST per config, one status patch
-//! per resource) at the same concurrency. Figures are reported, never asserted; the target has
+//! `make bench` (hack/bench.sh): the real `aigw operator` process rolling out N Configs, beside
+//! two floors at the same concurrency: a minimal client doing only the necessary work (one POST
+//! per config, one status patch per resource), and a crash-safe one that also writes a
+//! finalizer and a create intent, with a precondition, before each POST ([`Floor`]). Figures are reported, never asserted; the target has
 //! `test = false` (Cargo.toml), so `make test` does not build it.
 //!
 //! It needs `KUBECONFIG` pointing at a control plane of its own (hack/bench.sh starts one), since
@@ -27,6 +28,7 @@ use std::time::{Duration, Instant};
 
 use aigw::api::{Client, ClientConfig, CreateConfigRequest, StaticToken};
 use aigw::resources::Config;
+use aigw::resources::common::{CREATE_INTENT_ANNOTATION, FINALIZER};
 use futures::{StreamExt, TryStreamExt};
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -114,43 +116,51 @@ async fn bench() {
     let emulator = Emulator::start(&opts, &token_file).await;
 
     eprintln!("== floor: N={} at concurrency {CONCURRENCY}", opts.n);
-    let floor = run_floor(&opts, &kube, &emulator).await;
+    let floor = run_floor(&opts, &kube, &emulator, Floor::Minimal).await;
     eprintln!("{}", serde_json::to_string(&floor).unwrap_or_default());
+    eprintln!("== crash-safe floor: N={}", opts.n);
+    let safe_floor = run_floor(&opts, &kube, &emulator, Floor::CrashSafe).await;
+    eprintln!("{}", serde_json::to_string(&safe_floor).unwrap_or_default());
 
     eprintln!("== aigw operator: N={}", opts.n);
     let (aigw, edits, steady) = run_operator(&opts, &kube, &emulator, &token_file).await;
 
     eprintln!("== backlog: N={} Configs before either side starts", opts.n);
-    let backlog_floor = run_floor_backlog(&opts, &kube, &emulator).await;
-    eprintln!(
-        "{}",
-        serde_json::to_string(&backlog_floor).unwrap_or_default()
-    );
+    let backlog_floor = run_floor_backlog(&opts, &kube, &emulator, Floor::Minimal).await;
+    let backlog_safe_floor = run_floor_backlog(&opts, &kube, &emulator, Floor::CrashSafe).await;
+    for floor in [&backlog_floor, &backlog_safe_floor] {
+        eprintln!("{}", serde_json::to_string(floor).unwrap_or_default());
+    }
     let backlog_aigw = run_operator_backlog(&opts, &kube, &emulator, &token_file).await;
     eprintln!(
         "{}",
         serde_json::to_string(&backlog_aigw).unwrap_or_default()
     );
 
-    let ratio = aigw["rollout_seconds"].as_f64().unwrap_or(0.0)
-        / floor["rollout_seconds"].as_f64().unwrap_or(f64::NAN);
-    let backlog_ratio = backlog_aigw["rollout_seconds"].as_f64().unwrap_or(0.0)
-        / backlog_floor["rollout_seconds"]
-            .as_f64()
-            .unwrap_or(f64::NAN);
+    let ratio = |aigw: &Value, floor: &Value| {
+        let seconds = |run: &Value| run["rollout_seconds"].as_f64();
+        round(
+            seconds(aigw).unwrap_or(0.0) / seconds(floor).unwrap_or(f64::NAN),
+            2,
+        )
+    };
     let report = json!({
         "n": opts.n,
         "build": if cfg!(debug_assertions) { "debug" } else { "release" },
         "emulator_latency": LATENCY,
         "operator_flags": format!("--concurrency {CONCURRENCY} --api-qps {API_QPS} --leader-elect=false"),
         "floor": floor,
+        "floor_crash_safe": safe_floor,
         "aigw": aigw,
-        "ratio": round(ratio, 2),
+        "ratio": ratio(&aigw, &floor),
+        "ratio_to_crash_safe": ratio(&aigw, &safe_floor),
         "backlog": {
             "clock": "from the start of the operator (of the floor's first list) to the last Ready",
             "floor": backlog_floor,
+            "floor_crash_safe": backlog_safe_floor,
             "aigw": backlog_aigw,
-            "ratio": round(backlog_ratio, 2),
+            "ratio": ratio(&backlog_aigw, &backlog_floor),
+            "ratio_to_crash_safe": ratio(&backlog_aigw, &backlog_safe_floor),
         },
         "edit_to_version_id_ms": edits,
         "steady_state_after_restart": steady,
@@ -800,19 +810,63 @@ impl MixedTracker {
 // ---------------------------------------------------------------------------------------------
 // The two rollouts
 
+/// What a floor client writes besides the POST and the status patch.
+#[derive(Clone, Copy)]
+enum Floor {
+    /// Nothing: the work itself, with no crash safety (a crash between the POST and the status
+    /// patch leaves a remote Config no resource records; one before the POST, nothing).
+    Minimal,
+    /// A merge patch of the finalizer and a create intent before each POST, with the copy's
+    /// `resourceVersion` as its precondition: the least a client needs so a crash can neither
+    /// leak the remote object (the finalizer keeps a deleted resource until it is cleaned up)
+    /// nor create it twice (the intent tells a restarted client a create may be in flight).
+    CrashSafe,
+}
+
+impl Floor {
+    fn namespace(self, backlog: bool) -> &'static str {
+        match (self, backlog) {
+            (Floor::Minimal, false) => "bench-floor",
+            (Floor::Minimal, true) => "bench-floor-backlog",
+            (Floor::CrashSafe, false) => "bench-floor-safe",
+            (Floor::CrashSafe, true) => "bench-floor-safe-backlog",
+        }
+    }
+}
+
+/// A Config as the bench or the floor's list saw it, for a floor worker.
+struct Made {
+    name: String,
+    generation: i64,
+    resource_version: String,
+}
+
+impl Made {
+    fn of(config: &Config) -> Self {
+        Self {
+            name: config.metadata.name.clone().unwrap_or_default(),
+            generation: config.metadata.generation.unwrap_or(1),
+            resource_version: config.metadata.resource_version.clone().unwrap_or_default(),
+        }
+    }
+}
+
 /// The floor: as each Config is created, a worker POSTs it and patches its status Ready.
-async fn run_floor(opts: &Opts, kube: &kube::Client, emulator: &Emulator) -> Value {
-    let ns = namespace(kube, "bench-floor").await;
+async fn run_floor(opts: &Opts, kube: &kube::Client, emulator: &Emulator, floor: Floor) -> Value {
+    let ns = namespace(kube, floor.namespace(false)).await;
     let api: Api<Config> = Api::namespaced(kube.clone(), &ns);
     let tracker = Tracker::watch(api.clone());
     emulator.reset_stats().await;
     let before = apiserver_snapshot().await;
     let client = emulator.client();
-    let (tx, rx) = mpsc::unbounded_channel::<(String, i64)>();
+    let (tx, rx) = mpsc::unbounded_channel::<Made>();
     let rx = Arc::new(tokio::sync::Mutex::new(rx));
     let t0 = Instant::now();
     let workers: Vec<_> = (0..CONCURRENCY)
-        .map(|_| tokio::spawn(floor_worker(api.clone(), client.clone(), rx.clone())))
+        .map(|_| {
+            let worker = floor_worker(api.clone(), client.clone(), rx.clone(), floor);
+            tokio::spawn(worker)
+        })
         .collect();
     let created = create_all(&api, opts.n, Some(tx)).await;
     let rollout = tracker.wait_all_ready(opts.n, t0).await;
@@ -831,13 +885,30 @@ async fn run_floor(opts: &Opts, kube: &kube::Client, emulator: &Emulator) -> Val
 async fn floor_worker(
     api: Api<Config>,
     client: Client,
-    rx: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<(String, i64)>>>,
+    rx: Arc<tokio::sync::Mutex<mpsc::UnboundedReceiver<Made>>>,
+    floor: Floor,
 ) {
     loop {
         let next = rx.lock().await.recv().await;
-        let Some((name, generation)) = next else {
+        let Some(Made {
+            name,
+            generation,
+            resource_version,
+        }) = next
+        else {
             return;
         };
+        if let Floor::CrashSafe = floor {
+            let intent = json!({"name": name, "at": now_seconds()}).to_string();
+            let metadata = json!({"metadata": {
+                "resourceVersion": resource_version,
+                "finalizers": [FINALIZER],
+                "annotations": {CREATE_INTENT_ANNOTATION: intent},
+            }});
+            api.patch(&name, &PatchParams::default(), &Patch::Merge(&metadata))
+                .await
+                .expect("floor intent patch failed");
+        }
         let request = CreateConfigRequest {
             name: name.clone(),
             config: document(0),
@@ -913,26 +984,33 @@ async fn run_operator(
 
 /// The floor on a backlog: the N Configs exist before it starts; the clock runs from its first
 /// (paged) list to the last Ready.
-async fn run_floor_backlog(opts: &Opts, kube: &kube::Client, emulator: &Emulator) -> Value {
-    let ns = namespace(kube, "bench-floor-backlog").await;
+async fn run_floor_backlog(
+    opts: &Opts,
+    kube: &kube::Client,
+    emulator: &Emulator,
+    floor: Floor,
+) -> Value {
+    let ns = namespace(kube, floor.namespace(true)).await;
     let api: Api<Config> = Api::namespaced(kube.clone(), &ns);
     create_all(&api, opts.n, None).await;
     let tracker = Tracker::watch(api.clone());
     emulator.reset_stats().await;
     let before = apiserver_snapshot().await;
     let client = emulator.client();
-    let (tx, rx) = mpsc::unbounded_channel::<(String, i64)>();
+    let (tx, rx) = mpsc::unbounded_channel::<Made>();
     let rx = Arc::new(tokio::sync::Mutex::new(rx));
     let t0 = Instant::now();
     let workers: Vec<_> = (0..CONCURRENCY)
-        .map(|_| tokio::spawn(floor_worker(api.clone(), client.clone(), rx.clone())))
+        .map(|_| {
+            let worker = floor_worker(api.clone(), client.clone(), rx.clone(), floor);
+            tokio::spawn(worker)
+        })
         .collect();
     let mut params = kube::api::ListParams::default().limit(500);
     loop {
         let page = api.list(&params).await.expect("the floor's list failed");
         for config in &page.items {
-            let name = config.metadata.name.clone().unwrap_or_default();
-            let _ = tx.send((name, config.metadata.generation.unwrap_or(1)));
+            let _ = tx.send(Made::of(config));
         }
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(token) => params = params.continue_token(&token),
@@ -1004,12 +1082,12 @@ fn fast_flags() -> [String; 4] {
     .map(String::from)
 }
 
-/// Creates `c-00000`… with [`CREATORS`] requests in flight; each name and generation goes to
-/// `tx` as soon as it exists. The time it took.
+/// Creates `c-00000`… with [`CREATORS`] requests in flight; each goes to `tx` as soon as it
+/// exists. The time it took.
 async fn create_all(
     api: &Api<Config>,
     n: usize,
-    tx: Option<mpsc::UnboundedSender<(String, i64)>>,
+    tx: Option<mpsc::UnboundedSender<Made>>,
 ) -> Duration {
     let t0 = Instant::now();
     futures::stream::iter(0..n)
@@ -1029,7 +1107,7 @@ async fn create_all(
                     .await
                     .expect("creating a Config failed");
                 if let Some(tx) = tx {
-                    let _ = tx.send((name, created.metadata.generation.unwrap_or(1)));
+                    let _ = tx.send(Made::of(&created));
                 }
             }
         })
