@@ -115,21 +115,24 @@ async fn bench() {
     let (opts, kube, token_file) = setup().await;
     let emulator = Emulator::start(&opts, &token_file).await;
 
-    eprintln!("== floor: N={} at concurrency {CONCURRENCY}", opts.n);
-    let floor = run_floor(&opts, &kube, &emulator, Floor::Minimal).await;
-    eprintln!("{}", serde_json::to_string(&floor).unwrap_or_default());
-    eprintln!("== crash-safe floor: N={}", opts.n);
-    let safe_floor = run_floor(&opts, &kube, &emulator, Floor::CrashSafe).await;
-    eprintln!("{}", serde_json::to_string(&safe_floor).unwrap_or_default());
+    let mut floors = Vec::new();
+    for floor in Floor::ALL {
+        eprintln!(
+            "== {floor:?} floor: N={} at concurrency {CONCURRENCY}",
+            opts.n
+        );
+        floors.push(run_floor(&opts, &kube, &emulator, floor).await);
+        eprintln!("{}", floors[floors.len() - 1]);
+    }
 
     eprintln!("== aigw operator: N={}", opts.n);
     let (aigw, edits, steady) = run_operator(&opts, &kube, &emulator, &token_file).await;
 
     eprintln!("== backlog: N={} Configs before either side starts", opts.n);
-    let backlog_floor = run_floor_backlog(&opts, &kube, &emulator, Floor::Minimal).await;
-    let backlog_safe_floor = run_floor_backlog(&opts, &kube, &emulator, Floor::CrashSafe).await;
-    for floor in [&backlog_floor, &backlog_safe_floor] {
-        eprintln!("{}", serde_json::to_string(floor).unwrap_or_default());
+    let mut backlog_floors = Vec::new();
+    for floor in Floor::ALL {
+        backlog_floors.push(run_floor_backlog(&opts, &kube, &emulator, floor).await);
+        eprintln!("{floor:?}: {}", backlog_floors[backlog_floors.len() - 1]);
     }
     let backlog_aigw = run_operator_backlog(&opts, &kube, &emulator, &token_file).await;
     eprintln!(
@@ -144,23 +147,32 @@ async fn bench() {
             2,
         )
     };
+    // `floor` and `ratio` are the minimal floor's, as before; `floors` and `ratios` have each.
+    let by_floor = |runs: &[Value], aigw: &Value| {
+        let names = Floor::ALL.iter().map(|f| f.key().to_string());
+        let floors: serde_json::Map<_, _> = names.clone().zip(runs.iter().cloned()).collect();
+        let ratios = names.zip(runs.iter().map(|run| json!(ratio(aigw, run))));
+        (floors, ratios.collect::<serde_json::Map<_, _>>())
+    };
+    let (live_floors, live_ratios) = by_floor(&floors, &aigw);
+    let (old_floors, old_ratios) = by_floor(&backlog_floors, &backlog_aigw);
     let report = json!({
         "n": opts.n,
         "build": if cfg!(debug_assertions) { "debug" } else { "release" },
         "emulator_latency": LATENCY,
         "operator_flags": format!("--concurrency {CONCURRENCY} --api-qps {API_QPS} --leader-elect=false"),
-        "floor": floor,
-        "floor_crash_safe": safe_floor,
+        "floor": floors[0],
+        "floors": live_floors,
         "aigw": aigw,
-        "ratio": ratio(&aigw, &floor),
-        "ratio_to_crash_safe": ratio(&aigw, &safe_floor),
+        "ratio": ratio(&aigw, &floors[0]),
+        "ratios": live_ratios,
         "backlog": {
             "clock": "from the start of the operator (of the floor's first list) to the last Ready",
-            "floor": backlog_floor,
-            "floor_crash_safe": backlog_safe_floor,
+            "floor": backlog_floors[0],
+            "floors": old_floors,
             "aigw": backlog_aigw,
-            "ratio": ratio(&backlog_aigw, &backlog_floor),
-            "ratio_to_crash_safe": ratio(&backlog_aigw, &backlog_safe_floor),
+            "ratio": ratio(&backlog_aigw, &backlog_floors[0]),
+            "ratios": old_ratios,
         },
         "edit_to_version_id_ms": edits,
         "steady_state_after_restart": steady,
@@ -811,7 +823,7 @@ impl MixedTracker {
 // The two rollouts
 
 /// What a floor client writes besides the POST and the status patch.
-#[derive(Clone, Copy)]
+#[derive(Clone, Copy, Debug)]
 enum Floor {
     /// Nothing: the work itself, with no crash safety (a crash between the POST and the status
     /// patch leaves a remote Config no resource records; one before the POST, nothing).
@@ -821,16 +833,29 @@ enum Floor {
     /// leak the remote object (the finalizer keeps a deleted resource until it is cleaned up)
     /// nor create it twice (the intent tells a restarted client a create may be in flight).
     CrashSafe,
+    /// The crash-safe floor, first taking the object for its installation as aigw does: a
+    /// status merge patch of `status.installation`, with the copy's `resourceVersion` as its
+    /// precondition, so that of two installations racing for one object exactly one takes it
+    /// (the status subresource, which a tenant's `edit` role cannot write). Three apiserver
+    /// writes and one POST, each in series: aigw's own count.
+    Claimed,
 }
 
 impl Floor {
-    fn namespace(self, backlog: bool) -> &'static str {
-        match (self, backlog) {
-            (Floor::Minimal, false) => "bench-floor",
-            (Floor::Minimal, true) => "bench-floor-backlog",
-            (Floor::CrashSafe, false) => "bench-floor-safe",
-            (Floor::CrashSafe, true) => "bench-floor-safe-backlog",
+    const ALL: [Floor; 3] = [Floor::Minimal, Floor::CrashSafe, Floor::Claimed];
+
+    /// Its name in the report.
+    fn key(self) -> &'static str {
+        match self {
+            Floor::Minimal => "minimal",
+            Floor::CrashSafe => "crash_safe",
+            Floor::Claimed => "crash_safe_claimed",
         }
+    }
+
+    fn namespace(self, backlog: bool) -> String {
+        let name = format!("bench-floor-{}", self.key().replace('_', "-"));
+        if backlog { name + "-backlog" } else { name }
     }
 }
 
@@ -853,7 +878,7 @@ impl Made {
 
 /// The floor: as each Config is created, a worker POSTs it and patches its status Ready.
 async fn run_floor(opts: &Opts, kube: &kube::Client, emulator: &Emulator, floor: Floor) -> Value {
-    let ns = namespace(kube, floor.namespace(false)).await;
+    let ns = namespace(kube, &floor.namespace(false)).await;
     let api: Api<Config> = Api::namespaced(kube.clone(), &ns);
     let tracker = Tracker::watch(api.clone());
     emulator.reset_stats().await;
@@ -893,12 +918,23 @@ async fn floor_worker(
         let Some(Made {
             name,
             generation,
-            resource_version,
+            mut resource_version,
         }) = next
         else {
             return;
         };
-        if let Floor::CrashSafe = floor {
+        if let Floor::Claimed = floor {
+            let claim = json!({
+                "metadata": {"resourceVersion": resource_version},
+                "status": {"installation": "default"},
+            });
+            let claimed = api
+                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&claim))
+                .await
+                .expect("floor claim patch failed");
+            resource_version = claimed.metadata.resource_version.unwrap_or_default();
+        }
+        if let Floor::CrashSafe | Floor::Claimed = floor {
             let intent = json!({"name": name, "at": now_seconds()}).to_string();
             let metadata = json!({"metadata": {
                 "resourceVersion": resource_version,
@@ -990,7 +1026,7 @@ async fn run_floor_backlog(
     emulator: &Emulator,
     floor: Floor,
 ) -> Value {
-    let ns = namespace(kube, floor.namespace(true)).await;
+    let ns = namespace(kube, &floor.namespace(true)).await;
     let api: Api<Config> = Api::namespaced(kube.clone(), &ns);
     create_all(&api, opts.n, None).await;
     let tracker = Tracker::watch(api.clone());
