@@ -1,7 +1,7 @@
 //! `/ai_gw/v2/configs`: flat create receipt, `config` as a JSON string on reads, whole-document
 //! replace and a new `version_id` on every PUT, hard delete. `workspace_id` is a workspace UUID.
 
-use std::{collections::HashMap, sync::Arc, time::Instant};
+use std::{collections::HashMap, sync::Arc};
 
 use axum::{
     Json,
@@ -31,11 +31,7 @@ const MAX_VERSIONS: usize = 500;
 pub type ConfigStore = Records<ConfigRecord>;
 
 pub struct ConfigRecord {
-    seq: u64,
-    /// When the API created it (`None` when seeded); lists lag behind it under `list_lag_ms`.
-    api_created: Option<Instant>,
-    id: String,
-    slug: String,
+    pub key: Key,
     name: String,
     organisation_id: String,
     workspace_id: String,
@@ -72,8 +68,8 @@ pub struct ConfigView {
 impl Record for ConfigRecord {
     const KIND: Kind = Kind::new("a", "config", Slug::Prefixed("pc"));
 
-    fn key(&self) -> Key<'_> {
-        Key::new(self.seq, &self.id, &self.slug, self.api_created)
+    fn key(&self) -> &Key {
+        &self.key
     }
 }
 
@@ -82,8 +78,8 @@ impl ConfigStore {
     /// stands now.
     pub fn current(&self, slug_or_id: &str) -> Option<ConfigView> {
         self.find(slug_or_id).map(|record| ConfigView {
-            id: record.id.clone(),
-            slug: record.slug.clone(),
+            id: record.key.id.clone(),
+            slug: record.key.slug.clone(),
             version_id: record.version_id.clone(),
             document: Arc::clone(&record.config),
         })
@@ -120,10 +116,7 @@ impl ConfigStore {
             None => self.new_slug(&name),
         };
         let mut record = ConfigRecord {
-            seq: state.next_seq(),
-            api_created: None,
-            id: fields::str_or(item, "id", new_id()),
-            slug,
+            key: Key::seeded(state, fields::str_or(item, "id", new_id()), slug),
             name,
             organisation_id: fields::str_or(item, "organisation_id", &state.organisation_id),
             workspace_id: fields::str_or(item, "workspace_id", &state.default_workspace_id),
@@ -138,10 +131,8 @@ impl ConfigStore {
             versions: Vec::new(),
         };
         record.push_version(&state.user_id);
-        self.check_new(&record.id, &record.slug)?;
-        let key = (record.id.clone(), record.slug.clone());
-        self.insert(record);
-        Ok(key)
+        self.check_new(&record.key.id, &record.key.slug)?;
+        Ok(self.insert_seeded(record))
     }
 }
 
@@ -149,9 +140,9 @@ impl ConfigRecord {
     /// The 12-field list row.
     fn row(&self) -> Value {
         json!({
-            "id": self.id,
+            "id": self.key.id,
             "name": self.name,
-            "slug": self.slug,
+            "slug": self.key.slug,
             "organisation_id": self.organisation_id,
             "workspace_id": self.workspace_id,
             "is_default": fields::flag(self.is_default),
@@ -244,10 +235,7 @@ pub async fn create(
     let created_at = now();
     let mut store = lock(&state.store);
     let mut record = ConfigRecord {
-        seq: state.next_seq(),
-        api_created: Some(Instant::now()),
-        id: new_id(),
-        slug: store.new_slug(&name),
+        key: Key::created(&state, store.new_slug(&name)),
         name,
         organisation_id: state.organisation_id.clone(),
         workspace_id,
@@ -263,9 +251,9 @@ pub async fn create(
     };
     record.push_version(&state.user_id);
     let mut receipt = json!({
-        "id": record.id,
+        "id": record.key.id,
         "version_id": record.version_id,
-        "slug": record.slug,
+        "slug": record.key.slug,
         "object": "config",
     });
     if state.faults().create_without_slug {

@@ -9,7 +9,7 @@
 //! `organisation_id` (body of create, query of list, get and delete) is the numeric TSG id on
 //! writes and the internal UUID on reads (FACTS §2): both are accepted, anything else is a 400.
 
-use std::{collections::HashMap, time::Instant};
+use std::collections::HashMap;
 
 use axum::{
     Json,
@@ -42,14 +42,10 @@ pub const CONNECTION_STATUSES: &[&str] = &["healthy", "unhealthy", "unknown"];
 pub type DeploymentStore = Records<DeploymentRecord>;
 
 pub struct DeploymentRecord {
-    pub seq: u64,
-    /// When the API created it (`None` when seeded); lists lag behind it under `list_lag_ms`.
-    pub api_created: Option<Instant>,
+    pub key: Key,
     /// How many `rotate_auth: true` updates it has seen (shown by `GET /_emulator/state`).
     pub rotations: u64,
-    pub id: String,
     pub name: String,
-    pub slug: String,
     pub kind: String,
     pub status: String,
     pub is_default: bool,
@@ -94,8 +90,8 @@ pub enum Secrets {
 impl Record for DeploymentRecord {
     const KIND: Kind = Kind::new("a", "deployment", Slug::Prefixed("dp"));
 
-    fn key(&self) -> Key<'_> {
-        Key::new(self.seq, &self.id, &self.slug, self.api_created)
+    fn key(&self) -> &Key {
+        &self.key
     }
 }
 
@@ -138,12 +134,9 @@ impl DeploymentStore {
             auth.apply_seed(settings);
         }
         let record = DeploymentRecord {
-            seq: state.next_seq(),
-            api_created: None,
+            key: Key::seeded(state, fields::str_or(item, "id", new_id()), slug),
             rotations: 0,
-            id: fields::str_or(item, "id", new_id()),
             name,
-            slug,
             kind,
             status,
             is_default: fields::flag_or(item, "is_default", false),
@@ -174,10 +167,8 @@ impl DeploymentStore {
                 .filter(|value| *value != MASK)
                 .map_or_else(new_client_auth, str::to_owned),
         };
-        self.check_new(&record.id, &record.slug)?;
-        let key = (record.id.clone(), record.slug.clone());
-        self.insert(record);
-        Ok(key)
+        self.check_new(&record.key.id, &record.key.slug)?;
+        Ok(self.insert_seeded(record))
     }
 }
 
@@ -197,9 +188,9 @@ impl DeploymentRecord {
     /// The list row (`DeploymentListItem`).
     pub fn row(&self) -> Value {
         json!({
-            "id": self.id,
+            "id": self.key.id,
             "name": self.name,
-            "slug": self.slug,
+            "slug": self.key.slug,
             "type": self.kind,
             "status": self.status,
             "is_default": fields::flag(self.is_default),
@@ -233,7 +224,7 @@ impl DeploymentRecord {
     /// The one-time receipt of create (and of a rotating update).
     pub fn receipt(&self) -> Value {
         json!({
-            "id": self.id,
+            "id": self.key.id,
             "organisation_id": self.organisation_id,
             "client_auth": self.client_auth,
             "credentials": { "username": self.username, "password": self.password },
@@ -423,12 +414,9 @@ pub async fn create(
     };
     let created_at = now();
     let record = DeploymentRecord {
-        seq: state.next_seq(),
-        api_created: Some(Instant::now()),
+        key: Key::created(&state, slug),
         rotations: 0,
-        id: new_id(),
         name,
-        slug,
         kind,
         status: "active".to_owned(),
         is_default,
@@ -510,7 +498,7 @@ impl ListFilter {
     fn matches(&self, record: &DeploymentRecord) -> bool {
         let search = |needle: &String| {
             record.name.to_lowercase().contains(needle.as_str())
-                || record.slug.to_lowercase().contains(needle.as_str())
+                || record.key.slug.to_lowercase().contains(needle.as_str())
         };
         self.status
             .as_ref()
@@ -702,7 +690,7 @@ pub async fn purge(
 ) -> ApiResult<Json<Value>> {
     let id = lock(&state.store)
         .remove(&id)
-        .map(|record| record.id)
+        .map(|record| record.key.id)
         .ok_or_else(|| not_found(&id))?;
     Ok(Json(serde_json::json!({ "purged": id })))
 }

@@ -142,7 +142,7 @@ async fn sync(
             .guardrail_mappings
             .iter()
             .position(|m| m.guardrail_id == guardrail);
-        match (wanted.remove(&server.id), at) {
+        match (wanted.remove(&server.key.id), at) {
             (Some((run_on, capability_ids)), Some(at)) => {
                 let mapping = &mut server.guardrail_mappings[at];
                 if mapping.run_on != run_on || mapping.capability_ids != capability_ids {

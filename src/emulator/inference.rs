@@ -192,7 +192,7 @@ fn authenticate(state: &InferenceState, headers: &HeaderMap) -> Result<Caller, E
     // Telemetry is per workspace slug: the slug of the key's workspace when the emulator knows
     // it, else the key's workspace_id as the key holds it. (The key store is not held here.)
     if let Some(found) = lock(&state.workspaces).find(&caller.workspace) {
-        caller.workspace = found.slug.clone();
+        caller.workspace = found.key.slug.clone();
     }
     Ok(caller)
 }

@@ -33,7 +33,6 @@ use std::{
     collections::{HashMap, HashSet},
     ops::Deref,
     sync::{Arc, Mutex},
-    time::Instant,
 };
 
 use axum::{
@@ -47,7 +46,6 @@ use super::common::{
     clock::{now, touched},
     errors::{ApiResult, EmulatorError},
     fields::{self, IdRule, JsonObject, Object},
-    ids::new_id,
     mappings, normalise, policy_fields,
     records::{Key, Kind, Record, Records, Slug, reply_one},
     state::{Common, lock},
@@ -107,16 +105,12 @@ fn built_in_models(ai_provider_id: &str) -> &'static [&'static str] {
 pub type IntegrationStore = Records<IntegrationRecord>;
 
 pub struct IntegrationRecord {
-    pub seq: u64,
-    /// When the API created it (`None` when seeded); lists lag behind it under `list_lag_ms`.
-    pub api_created: Option<Instant>,
-    pub id: String,
-    pub slug: String,
+    pub key: Key,
     pub name: String,
     pub ai_provider_id: String,
     pub description: Option<String>,
     /// The upstream key, write-only.
-    pub key: Option<String>,
+    pub upstream_key: Option<String>,
     /// Provider settings, credential fields included, write-only as a whole.
     pub configurations: Object,
     pub organisation_id: String,
@@ -271,14 +265,11 @@ impl IntegrationRecord {
             .map(|slug| ModelRow::new(slug, false))
             .collect();
         Self {
-            seq: state.next_seq(),
-            api_created: Some(Instant::now()),
-            id: new_id(),
-            slug,
+            key: Key::created(state, slug),
             name,
             ai_provider_id,
             description: None,
-            key: None,
+            upstream_key: None,
             configurations: Map::new(),
             organisation_id: state.organisation_id.clone(),
             workspace_id: None,
@@ -303,14 +294,14 @@ impl IntegrationRecord {
     /// A row of the list (FACTS-more §3: [PANW] `IntegrationList` plus the live extras).
     pub fn list_row(&self) -> Value {
         json!({
-            "id": self.id,
+            "id": self.key.id,
             "organisation_id": self.organisation_id,
             "ai_provider_id": self.ai_provider_id,
             "name": self.name,
             "status": self.status,
             "created_at": self.created_at,
             "last_updated_at": self.last_updated_at,
-            "slug": self.slug,
+            "slug": self.key.slug,
             "description": self.description,
             "owner_id": self.owner_id,
             "tags": {},
@@ -325,7 +316,7 @@ impl IntegrationRecord {
     /// `global_workspace_access` (null until set), `allow_all_models` (a real boolean).
     pub fn read(&self) -> Value {
         let mut value = self.list_row();
-        value["masked_key"] = json!(self.key.as_deref().map(masked));
+        value["masked_key"] = json!(self.upstream_key.as_deref().map(masked));
         value["configurations"] = Value::Object(masked_configurations(&self.configurations));
         value["global_workspace_access"] = json!(self.global_access);
         value["allow_all_models"] = json!(self.allow_all_models);
@@ -377,7 +368,7 @@ impl IntegrationRecord {
     /// count, and each access row's write count.
     fn dump(&self) -> Value {
         let mut value = self.read();
-        value["key"] = json!(self.key);
+        value["key"] = json!(self.upstream_key);
         value["configurations"] = Value::Object(self.configurations.clone());
         value["key_writes"] = json!(self.key_writes);
         value["workspaces"] = self
@@ -398,8 +389,8 @@ impl IntegrationRecord {
 impl Record for IntegrationRecord {
     const KIND: Kind = Kind::new("an", "integration", Slug::Named("integration"));
 
-    fn key(&self) -> Key<'_> {
-        Key::new(self.seq, &self.id, &self.slug, self.api_created)
+    fn key(&self) -> &Key {
+        &self.key
     }
 }
 
@@ -416,11 +407,11 @@ impl IntegrationStore {
         let slug = fields::nullable_str(item, "slug").unwrap_or_else(|| self.new_slug(&name));
         let provider = fields::str_or(item, "ai_provider_id", "open-ai");
         let mut record = IntegrationRecord::created(state, name, provider, slug);
-        record.api_created = None;
-        record.id = fields::str_or(item, "id", record.id);
-        self.check_new(&record.id, &record.slug)?;
+        record.key.api_created = None;
+        record.key.id = fields::str_or(item, "id", record.key.id);
+        self.check_new(&record.key.id, &record.key.slug)?;
         record.description = fields::nullable_str(item, "description");
-        record.key = fields::nullable_str(item, "key");
+        record.upstream_key = fields::nullable_str(item, "key");
         record.configurations = fields::opt_object(item, "configurations")?.unwrap_or_default();
         record.workspace_id = fields::nullable_str(item, "workspace_id");
         record.last_updated_at = fields::nullable_str(item, "last_updated_at");
@@ -435,9 +426,7 @@ impl IntegrationStore {
             access.enabled = fields::flag_or(row, "enabled", true);
             record.workspaces.push(access);
         }
-        let answer = (record.id.clone(), record.slug.clone());
-        self.insert(record);
-        Ok(answer)
+        Ok(self.insert_seeded(record))
     }
 }
 
@@ -579,7 +568,7 @@ pub async fn create(
     let mut record = IntegrationRecord::created(&state, name, ai_provider_id, slug);
     record.description = description;
     record.key_writes = u64::from(key.is_some());
-    record.key = key;
+    record.upstream_key = key;
     record.configurations = configurations.unwrap_or_default();
     record.secret_mappings = mappings.unwrap_or_default();
     record.pricing_adjustments = pricing;
@@ -591,7 +580,7 @@ pub async fn create(
         }
     }
     let receipt = json!({
-        "id": record.id, "slug": record.slug, "provider_id": provider_id, "object": OBJECT,
+        "id": record.key.id, "slug": record.key.slug, "provider_id": provider_id, "object": OBJECT,
     });
     store.insert(record);
     Ok(Json(receipt))
@@ -663,14 +652,14 @@ pub async fn update(
         &body,
         &[
             ("ai_provider_id", json!(record.ai_provider_id)),
-            ("slug", json!(record.slug)),
+            ("slug", json!(record.key.slug)),
             ("workspace_id", json!(record.workspace_id)),
         ],
         "create a new integration",
     )?;
     fields::set(&mut record.name, name);
     if let Some(key) = key {
-        record.key = Some(key);
+        record.upstream_key = Some(key);
         record.key_writes += 1;
     }
     fields::set(&mut record.configurations, configurations);

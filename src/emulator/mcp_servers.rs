@@ -23,7 +23,6 @@
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
-    time::Instant,
 };
 
 use axum::{
@@ -39,7 +38,6 @@ use super::{
         clock::{now, touched},
         errors::{ApiResult, EmulatorError},
         fields::{self, IdRule, JsonObject, Object},
-        ids::new_id,
         normalise, policy_fields,
         records::{Key, Kind, Record, Records, Slug, reply_one},
         routes::crud,
@@ -66,10 +64,7 @@ pub struct McpServersState {
 pub type McpServerStore = Records<McpServerRecord>;
 
 pub struct McpServerRecord {
-    seq: u64,
-    api_created: Option<Instant>,
-    pub id: String,
-    pub slug: String,
+    pub key: Key,
     name: String,
     description: Option<String>,
     organisation_id: String,
@@ -109,21 +104,21 @@ impl GuardrailMapping {
 impl Record for McpServerRecord {
     const KIND: Kind = Kind::new("an", "MCP server", Slug::Named("mcp-server"));
 
-    fn key(&self) -> Key<'_> {
-        Key::new(self.seq, &self.id, &self.slug, self.api_created)
+    fn key(&self) -> &Key {
+        &self.key
     }
 }
 
 impl McpServerRecord {
     fn detail(&self) -> Value {
         json!({
-            "id": self.id, "organisation_id": self.organisation_id, "slug": self.slug,
+            "id": self.key.id, "organisation_id": self.organisation_id, "slug": self.key.slug,
             "name": self.name, "status": "active", "description": self.description,
             "created_at": self.created_at, "mcp_integration_id": self.mcp_integration_id,
             "guardrail_mappings": self
                 .guardrail_mappings
                 .iter()
-                .map(|m| m.read(&self.id))
+                .map(|m| m.read(&self.key.id))
                 .collect::<Vec<_>>(),
             "object": OBJECT,
         })
@@ -136,17 +131,17 @@ impl McpServerRecord {
             .map(|i| i.row()["metadata"].clone())
             .unwrap_or(Value::Null);
         json!({
-            "id": self.id, "organisation_id": self.organisation_id, "name": self.name,
+            "id": self.key.id, "organisation_id": self.organisation_id, "name": self.name,
             "description": self.description, "status": "active",
             "created_at": self.created_at, "last_updated_at": self.last_updated_at,
-            "owner_id": self.owner_id, "slug": self.slug, "workspace_id": self.workspace_id,
+            "owner_id": self.owner_id, "slug": self.key.slug, "workspace_id": self.workspace_id,
             "mcp_integration_id": self.mcp_integration_id,
-            "mcp_integration_slug": integration.map(|i| i.slug.clone()),
+            "mcp_integration_slug": integration.map(|i| i.key.slug.clone()),
             "auth_type": integration.map(|i| i.auth_type.clone()),
             "mcp_integration_url": integration.map(|i| i.url.clone()),
             "workspace_name": workspace.map(|w| w.name.clone()),
-            "workspace_slug": workspace.map(|w| w.slug.clone()),
-            "url": format!("https://mcp.emulator.invalid/{}/mcp", self.slug),
+            "workspace_slug": workspace.map(|w| w.key.slug.clone()),
+            "url": format!("https://mcp.emulator.invalid/{}/mcp", self.key.slug),
             "metadata": metadata,
             "object": OBJECT,
         })
@@ -162,7 +157,7 @@ impl McpServerStore {
                 s.guardrail_mappings
                     .iter()
                     .filter(|m| m.guardrail_id == guardrail)
-                    .map(|m| m.read(&s.id))
+                    .map(|m| m.read(&s.key.id))
             })
             .collect()
     }
@@ -173,13 +168,10 @@ impl McpServerStore {
     pub fn seed(&mut self, common: &Common, item: &Object) -> ApiResult<(String, String)> {
         let missing = |_| EmulatorError::validation("mcp_servers items need mcp_integration_id");
         let integration = fields::req_str(item, "mcp_integration_id").map_err(missing)?;
-        let (id, slug, name) = self.seed_names(item, "seeded MCP server")?;
+        let (key, name) = self.seed_key(common, item, "seeded MCP server")?;
         let at = now();
         let record = McpServerRecord {
-            seq: common.next_seq(),
-            api_created: None,
-            id: id.clone(),
-            slug: slug.clone(),
+            key,
             name,
             description: fields::nullable_str(item, "description"),
             organisation_id: common.organisation_id.clone(),
@@ -193,8 +185,7 @@ impl McpServerStore {
             user_access: Vec::new(),
             guardrail_mappings: Vec::new(),
         };
-        self.insert(record);
-        Ok((id, slug))
+        Ok(self.insert_seeded(record))
     }
 
     pub fn dump(&self) -> Vec<Value> {
@@ -261,26 +252,23 @@ async fn create(
             "mcp_integration_id {integration_key} is not an MCP integration"
         ))
     })?;
-    if !integration.enabled_for(&[workspace.id.as_str(), workspace.slug.as_str()]) {
+    if !integration.enabled_for(&[workspace.key.id.as_str(), workspace.key.slug.as_str()]) {
         return Err(EmulatorError::validation(format!(
             "MCP integration {} is not enabled for workspace {}",
-            integration.slug, workspace.slug
+            integration.key.slug, workspace.key.slug
         )));
     }
     let mut store = lock(&state.store);
     let slug = store.claim_slug(slug, &name)?;
     let at = now();
     let record = McpServerRecord {
-        seq: state.common.next_seq(),
-        api_created: Some(Instant::now()),
-        id: new_id(),
-        slug,
+        key: Key::created(&state.common, slug),
         name,
         description,
         organisation_id: state.common.organisation_id.clone(),
         owner_id: state.common.user_id.clone(),
-        workspace_id: workspace.id.clone(),
-        mcp_integration_id: integration.id.clone(),
+        workspace_id: workspace.key.id.clone(),
+        mcp_integration_id: integration.key.id.clone(),
         created_at: at.clone(),
         last_updated_at: at,
         capability_toggles: HashMap::new(),
@@ -311,14 +299,19 @@ async fn list(
     let workspaces = lock(&state.workspaces);
     let integrations = lock(&state.mcp_integrations);
     let store = lock(&state.store);
-    let workspace = query
-        .get("workspace_id")
-        .map(|key| workspaces.find(key).map_or(key.clone(), |w| w.id.clone()));
+    let workspace = query.get("workspace_id").map(|key| {
+        workspaces
+            .find(key)
+            .map_or(key.clone(), |w| w.key.id.clone())
+    });
     let matching: Vec<&McpServerRecord> = store
         .listed(&faults)
         .into_iter()
         .filter(|r| workspace.as_ref().is_none_or(|w| &r.workspace_id == w))
-        .filter(|r| ids.as_ref().is_none_or(|ids| ids.contains(&r.id.as_str())))
+        .filter(|r| {
+            ids.as_ref()
+                .is_none_or(|ids| ids.contains(&r.key.id.as_str()))
+        })
         .filter(|r| policy_fields::searched(&query, &r.name))
         .collect();
     let body = policy_fields::list_body(matching, page_size, current_page, |r| {
@@ -368,7 +361,7 @@ async fn update(
     fields::set(&mut record.description, description);
     record.last_updated_at = touched(&record.last_updated_at);
     Ok(Json(
-        json!({"id": record.id, "slug": record.slug, "object": OBJECT}),
+        json!({"id": record.key.id, "slug": record.key.slug, "object": OBJECT}),
     ))
 }
 

@@ -17,7 +17,6 @@ use std::{
     collections::HashMap,
     ops::Deref,
     sync::{Arc, Mutex},
-    time::Instant,
 };
 
 use axum::{
@@ -32,7 +31,6 @@ use super::common::{
     clock::now,
     errors::{ApiResult, EmulatorError},
     fields::{self, IdRule, JsonObject, Object},
-    ids::new_id,
     normalise, policy_fields,
     records::{Key, Kind, Record, Records, Slug, missing},
     state::{Common, lock},
@@ -67,11 +65,7 @@ const DEFAULT_PAGE_SIZE: usize = 50;
 pub type ProviderStore = Records<ProviderRecord>;
 
 pub struct ProviderRecord {
-    pub seq: u64,
-    /// When the API created it (`None` when seeded); lists lag behind it under `list_lag_ms`.
-    pub api_created: Option<Instant>,
-    pub id: String,
-    pub slug: String,
+    pub key: Key,
     pub name: String,
     /// The integration's UUID.
     pub integration_id: String,
@@ -90,8 +84,8 @@ pub struct ProviderRecord {
 impl Record for ProviderRecord {
     const KIND: Kind = Kind::new("a", "provider", Slug::Named("provider"));
 
-    fn key(&self) -> Key<'_> {
-        Key::new(self.seq, &self.id, &self.slug, self.api_created)
+    fn key(&self) -> &Key {
+        &self.key
     }
 }
 
@@ -112,9 +106,9 @@ impl ProviderRecord {
     /// A list row: the subset the SDK types for lists.
     fn row(&self) -> Value {
         json!({
-            "id": self.id,
+            "id": self.key.id,
             "name": self.name,
-            "slug": self.slug,
+            "slug": self.key.slug,
             "integration_id": self.integration_id,
             "note": self.note,
             "status": self.status(),
@@ -156,12 +150,9 @@ impl ProviderStore {
     /// Preloads a provider given in its read shape (`integration_id` and `workspace_id` as
     /// they should read); answers its id and slug.
     pub fn seed(&mut self, state: &Common, item: &Object) -> ApiResult<(String, String)> {
-        let (id, slug, name) = self.seed_names(item, "seeded provider")?;
+        let (key, name) = self.seed_key(state, item, "seeded provider")?;
         let record = ProviderRecord {
-            seq: state.next_seq(),
-            api_created: None,
-            id: id.clone(),
-            slug: slug.clone(),
+            key,
             name,
             integration_id: fields::str_or(item, "integration_id", ""),
             workspace_id: fields::str_or(item, "workspace_id", &state.default_workspace_id),
@@ -173,8 +164,7 @@ impl ProviderStore {
             exhausted: item.get("status").and_then(Value::as_str) == Some("exhausted"),
             default: false,
         };
-        self.insert(record);
-        Ok((id, slug))
+        Ok(self.insert_seeded(record))
     }
 }
 
@@ -190,14 +180,11 @@ pub fn create_default(
     let mut store = lock(providers);
     let slug = slug
         .filter(|s| !store.slug_taken(s))
-        .unwrap_or_else(|| store.new_slug(&integration.slug));
+        .unwrap_or_else(|| store.new_slug(&integration.key.slug));
     let record = ProviderRecord {
-        seq: state.next_seq(),
-        api_created: Some(Instant::now()),
-        id: new_id(),
-        slug,
+        key: Key::created(state, slug),
         name: integration.name.clone(),
-        integration_id: integration.id.clone(),
+        integration_id: integration.key.id.clone(),
         workspace_id: workspace.to_owned(),
         note: None,
         usage_limits: Value::Null,
@@ -207,7 +194,7 @@ pub fn create_default(
         exhausted: false,
         default: true,
     };
-    let id = record.id.clone();
+    let id = record.key.id.clone();
     store.insert(record);
     id
 }
@@ -275,15 +262,12 @@ pub async fn create(
                 "integration {integration} is not enabled for workspace {workspace}; grant it workspace access first"
             )));
         }
-        found.id.clone()
+        found.key.id.clone()
     };
     let mut store = lock(&state.providers);
     let slug = store.claim_slug(slug, &name)?;
     let record = ProviderRecord {
-        seq: state.next_seq(),
-        api_created: Some(Instant::now()),
-        id: new_id(),
-        slug,
+        key: Key::created(&state, slug),
         name,
         integration_id,
         workspace_id: workspace,
@@ -337,8 +321,8 @@ pub async fn get(
     // integrations one is taken (create_default takes them the other way round).
     if let Some(found) = lock(&state.integrations).find(&integration) {
         read["ai_provider_name"] = json!(found.ai_provider_id);
-        read["key"] = json!(found.key);
-        read["masked_api_key"] = json!(found.key.as_deref().map(masked));
+        read["key"] = json!(found.upstream_key);
+        read["masked_api_key"] = json!(found.upstream_key.as_deref().map(masked));
         read["model_config"] = Value::Object(found.configurations.clone());
     }
     Ok(normalise::reply(&read, normalise))
@@ -377,7 +361,7 @@ pub async fn update(
         &body,
         &[
             ("integration_id", json!(current.integration_id)),
-            ("slug", json!(current.slug)),
+            ("slug", json!(current.key.slug)),
         ],
         "create a new provider",
     )?;
@@ -395,7 +379,9 @@ pub async fn update(
         record.exhausted = false;
         record.last_reset_at = Some(now());
     }
-    Ok(Json(json!({ "id": record.id, "slug": record.slug })))
+    Ok(Json(
+        json!({ "id": record.key.id, "slug": record.key.slug }),
+    ))
 }
 
 /// `DELETE /ai_gw/v2/providers/{id}` (`?workspace_id`) → `{}`; gone for good.
@@ -406,6 +392,7 @@ pub async fn delete(
 ) -> ApiResult<Json<Value>> {
     let mut store = lock(&state.providers);
     let found = in_workspace(&store, &state, &id, query.get("workspace_id"))?
+        .key
         .id
         .clone();
     store.take(&state, &found)?;

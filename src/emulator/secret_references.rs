@@ -20,7 +20,6 @@
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
-    time::Instant,
 };
 
 use axum::{
@@ -35,7 +34,6 @@ use super::{
         clock::{now, touched},
         errors::{ApiResult, EmulatorError},
         fields::{self, IdRule, JsonObject, Object},
-        ids::new_id,
         normalise, policy_fields,
         records::{Key, Kind, Record, Records, Slug, reply_one},
         routes::crud,
@@ -155,10 +153,7 @@ pub struct SecretReferencesState {
 pub type SecretReferenceStore = Records<SecretReferenceRecord>;
 
 pub struct SecretReferenceRecord {
-    seq: u64,
-    api_created: Option<Instant>,
-    pub id: String,
-    pub slug: String,
+    pub key: Key,
     name: String,
     description: Option<String>,
     manager_type: String,
@@ -179,15 +174,15 @@ pub struct SecretReferenceRecord {
 impl Record for SecretReferenceRecord {
     const KIND: Kind = Kind::new("a", "secret reference", Slug::Named("secret"));
 
-    fn key(&self) -> Key<'_> {
-        Key::new(self.seq, &self.id, &self.slug, self.api_created)
+    fn key(&self) -> &Key {
+        &self.key
     }
 }
 
 impl SecretReferenceRecord {
     fn row(&self) -> Value {
         json!({
-            "id": self.id, "name": self.name, "slug": self.slug,
+            "id": self.key.id, "name": self.name, "slug": self.key.slug,
             "manager_type": self.manager_type, "status": "active",
             "created_at": self.created_at, "last_updated_at": self.last_updated_at,
             "object": OBJECT,
@@ -197,8 +192,8 @@ impl SecretReferenceRecord {
     /// The live detail: `auth_config` masked, no `allowed_workspaces`.
     fn detail(&self) -> Value {
         json!({
-            "id": self.id, "organisation_id": self.organisation_id, "name": self.name,
-            "slug": self.slug, "description": self.description,
+            "id": self.key.id, "organisation_id": self.organisation_id, "name": self.name,
+            "slug": self.key.slug, "description": self.description,
             "manager_type": self.manager_type,
             "auth_config": masked_auth_config(&self.auth_config),
             "secret_path": self.secret_path, "secret_key": self.secret_key,
@@ -226,7 +221,7 @@ impl SecretReferenceStore {
     /// against `manager_type`, default `aws_sm`) and `allowed_workspaces`; answers its id and
     /// slug.
     pub fn seed(&mut self, common: &Common, item: &Object) -> ApiResult<(String, String)> {
-        let (id, slug, name) = self.seed_names(item, "seeded secret reference")?;
+        let (key, name) = self.seed_key(common, item, "seeded secret reference")?;
         let manager_type = fields::str_or(item, "manager_type", "aws_sm");
         fields::check_enum("manager_type", Some(&manager_type), MANAGER_TYPES)?;
         let auth_config = fields::opt_object(item, "auth_config")?.unwrap_or_else(|| {
@@ -236,10 +231,7 @@ impl SecretReferenceStore {
         let allowed = fields::opt_str_list(item, "allowed_workspaces")?.unwrap_or_default();
         let at = now();
         let record = SecretReferenceRecord {
-            seq: common.next_seq(),
-            api_created: None,
-            id: id.clone(),
-            slug: slug.clone(),
+            key,
             name,
             description: fields::nullable_str(item, "description"),
             manager_type,
@@ -255,8 +247,7 @@ impl SecretReferenceStore {
             last_updated_at: at,
             auth_config_writes: 0,
         };
-        self.insert(record);
-        Ok((id, slug))
+        Ok(self.insert_seeded(record))
     }
 }
 
@@ -326,10 +317,7 @@ async fn create(
     let slug = store.claim_slug(slug, &name)?;
     let at = now();
     let record = SecretReferenceRecord {
-        seq: state.common.next_seq(),
-        api_created: Some(Instant::now()),
-        id: new_id(),
-        slug,
+        key: Key::created(&state.common, slug),
         name,
         description,
         manager_type,
@@ -435,7 +423,7 @@ async fn update(
         &body,
         &[
             ("manager_type", json!(record.manager_type)),
-            ("slug", json!(record.slug)),
+            ("slug", json!(record.key.slug)),
         ],
         "create another secret reference",
     )?;
@@ -474,7 +462,7 @@ async fn delete(
     let mcp = lock(&state.mcp_integrations);
     let mut store = lock(&state.store);
     let record = store.get(&state.common, &key)?;
-    let names = [record.id.as_str(), record.slug.as_str()];
+    let names = [record.key.id.as_str(), record.key.slug.as_str()];
     let mut users: Vec<String> = integrations
         .sorted()
         .into_iter()
@@ -485,22 +473,22 @@ async fn delete(
                     .is_some_and(|r| names.contains(&r))
             })
         })
-        .map(|i| format!("integration {}", i.slug))
+        .map(|i| format!("integration {}", i.key.slug))
         .collect();
     users.extend(
         mcp.sorted()
             .into_iter()
             .filter(|i| i.maps_secret(&names))
-            .map(|i| format!("MCP integration {}", i.slug)),
+            .map(|i| format!("MCP integration {}", i.key.slug)),
     );
     if !users.is_empty() {
         return Err(EmulatorError::validation(format!(
             "secret reference {} is in use by {}",
-            record.slug,
+            record.key.slug,
             users.join(", ")
         )));
     }
-    let id = record.id.clone();
+    let id = record.key.id.clone();
     store.take(&state.common, &id)?;
     Ok(Json(json!({})))
 }

@@ -612,15 +612,18 @@ pub async fn add_usage(
 
 #[cfg(test)]
 mod tests {
-    use super::super::common::policy_fields::PolicyHead;
+    use super::super::common::{policy_fields::PolicyHead, records::Key};
     use super::*;
 
     fn record(limit: u64, threshold: Option<u64>) -> UsageLimitRecord {
         Policy {
             head: PolicyHead {
-                seq: 0,
-                api_created: None,
-                id: new_id(),
+                key: Key {
+                    seq: 0,
+                    api_created: None,
+                    id: "p".to_owned(),
+                    slug: "p".to_owned(),
+                },
                 name: None,
                 conditions: Vec::new(),
                 group_by: Vec::new(),

@@ -30,7 +30,6 @@
 use std::{
     collections::HashMap,
     sync::{Arc, Mutex},
-    time::Instant,
 };
 
 use axum::{
@@ -92,11 +91,7 @@ enum Plane {
 pub type WorkspaceStore = Records<WorkspaceRecord>;
 
 pub struct WorkspaceRecord {
-    pub seq: u64,
-    /// When the API created it (`None` when seeded or the default); lists lag behind it.
-    pub api_created: Option<Instant>,
-    pub id: String,
-    pub slug: String,
+    pub key: Key,
     pub name: String,
     pub description: Option<String>,
     pub icon: Option<String>,
@@ -122,8 +117,8 @@ pub struct WorkspaceRecord {
 impl Record for WorkspaceRecord {
     const KIND: Kind = Kind::new("a", "workspace", Slug::Prefixed("ws"));
 
-    fn key(&self) -> Key<'_> {
-        Key::new(self.seq, &self.id, &self.slug, self.api_created)
+    fn key(&self) -> &Key {
+        &self.key
     }
 }
 
@@ -131,10 +126,10 @@ impl WorkspaceStore {
     /// The store with the organisation's default workspace in it.
     pub fn new(common: &Common) -> Self {
         let mut record = WorkspaceRecord::created(common, "Default".to_owned(), String::new());
-        record.api_created = None;
-        record.id = common.default_workspace_id.clone();
-        record.slug = make_slug("ws", "default");
-        record.scope_name = format!("main_airs_workspace_{}", record.id);
+        record.key.api_created = None;
+        record.key.id = common.default_workspace_id.clone();
+        record.key.slug = make_slug("ws", "default");
+        record.scope_name = format!("main_airs_workspace_{}", record.key.id);
         record.is_default = true;
         let mut store = Self::default();
         store.insert(record);
@@ -162,17 +157,15 @@ impl WorkspaceStore {
         let name = fields::str_or(item, "name", "seeded workspace");
         let scope = fields::str_or(item, "scope_name", format!("ws_{name}_seeded"));
         let mut record = WorkspaceRecord::created(common, name, scope);
-        record.api_created = None;
-        record.id = fields::str_or(item, "id", record.id);
-        record.slug =
+        record.key.api_created = None;
+        record.key.id = fields::str_or(item, "id", record.key.id);
+        record.key.slug =
             fields::nullable_str(item, "slug").unwrap_or_else(|| self.new_slug(&record.name));
-        self.check_new(&record.id, &record.slug)?;
+        self.check_new(&record.key.id, &record.key.slug)?;
         record.description = fields::nullable_str(item, "description");
         record.icon = fields::nullable_str(item, "icon").filter(|i| !i.is_empty());
         record.status = fields::str_or(item, "status", "active");
-        let answer = (record.id.clone(), record.slug.clone());
-        self.insert(record);
-        Ok(answer)
+        Ok(self.insert_seeded(record))
     }
 }
 
@@ -180,10 +173,7 @@ impl WorkspaceRecord {
     fn created(common: &Common, name: String, scope_name: String) -> Self {
         let at = now();
         Self {
-            seq: common.next_seq(),
-            api_created: Some(Instant::now()),
-            id: new_id(),
-            slug: String::new(),
+            key: Key::created(common, String::new()),
             name,
             description: None,
             icon: None,
@@ -216,8 +206,8 @@ impl WorkspaceRecord {
     /// A row of the list.
     pub fn row(&self) -> Value {
         json!({
-            "id": self.id,
-            "slug": self.slug,
+            "id": self.key.id,
+            "slug": self.key.slug,
             "name": self.shown_name(),
             "icon": self.icon,
             "description": self.description,
@@ -233,14 +223,14 @@ impl WorkspaceRecord {
     /// The live detail: the settings blocks the API shows but no write sets, `status` null.
     pub fn detail(&self) -> Value {
         json!({
-            "id": self.id,
+            "id": self.key.id,
             "name": self.shown_name(),
             "description": self.description,
             "created_at": self.created_at,
             "last_updated_at": self.last_updated_at,
             "is_default": fields::flag(self.is_default),
             "defaults": self.defaults,
-            "slug": self.slug,
+            "slug": self.key.slug,
             "icon": self.icon,
             "usage_limits": self.usage_limits,
             "rate_limits": self.rate_limits,
@@ -270,9 +260,9 @@ impl WorkspaceRecord {
     /// The create receipt: most of the record.
     fn receipt(&self) -> Value {
         json!({
-            "id": self.id,
+            "id": self.key.id,
             "name": self.shown_name(),
-            "slug": self.slug,
+            "slug": self.key.slug,
             "description": self.description,
             "created_at": self.created_at,
             "last_updated_at": self.last_updated_at,
@@ -286,7 +276,7 @@ impl WorkspaceRecord {
     /// Visible through `plane`: the admin plane sees all, the data plane the default workspace
     /// and those whose scope binds their slug.
     fn visible(&self, plane: Plane, scopes: &ScopeStore) -> bool {
-        plane == Plane::Admin || self.is_default || scopes.binds(&self.scope_name, &self.slug)
+        plane == Plane::Admin || self.is_default || scopes.binds(&self.scope_name, &self.key.slug)
     }
 }
 
@@ -475,7 +465,7 @@ async fn create(
     record.rate_limits = rates.unwrap_or_default();
     record.writes = 1;
     let mut store = lock(&state.workspaces);
-    record.slug = store.new_slug(&record.name);
+    record.key.slug = store.new_slug(&record.name);
     let receipt = record.receipt();
     store.insert(record);
     Ok(Json(receipt))

@@ -261,7 +261,8 @@ pub fn user_access_update(
     read: &api::McpUserAccess,
 ) -> Option<api::UpdateUserAccessRequest> {
     let row = |user: &str| {
-        read.data
+        read.page
+            .data
             .iter()
             .find(|r| r.get("user_id").and_then(|u| u.as_str()) == Some(user))
             .and_then(|r| r.get("enabled").and_then(|e| e.as_bool()))

@@ -317,12 +317,12 @@ impl RateLimitsPolicySpec {
             name: remote.name.clone(),
             workspace_id: remote.workspace_id.clone(),
             workspace_ref: None,
-            type_: same_enum(&remote.limit_type).ok_or("unknown type")?,
-            unit: same_enum(&remote.unit).ok_or("unknown unit")?,
-            value: remote.value,
+            type_: same_enum(&remote.limit.limit_type).ok_or("unknown type")?,
+            unit: same_enum(&remote.limit.unit).ok_or("unknown unit")?,
+            value: remote.limit.value,
             conditions: PolicyCondition::all_from_api(&remote.conditions)?,
             group_by: GroupBy::all_from_api(&remote.group_by),
-            target: remote.target.as_ref().and_then(same_enum),
+            target: remote.limit.target.as_ref().and_then(same_enum),
             deletion_policy: DeletionPolicy::Orphan,
             managed: crate::resources::managed_spec::ManagedSpec {
                 management_policy: ManagementPolicy::Full,
@@ -377,10 +377,10 @@ impl RateLimitsPolicySpec {
         if self.name.is_some() && self.name != remote.name {
             fields.push("name");
         }
-        if to_api_unit(self.unit) != remote.unit {
+        if to_api_unit(self.unit) != remote.limit.unit {
             fields.push("unit");
         }
-        if self.value != remote.value {
+        if self.value != remote.limit.value {
             fields.push("value");
         }
         if !PolicyCondition::same_set(&self.conditions, &remote.conditions) {
@@ -392,7 +392,7 @@ impl RateLimitsPolicySpec {
     /// Immutable fields where the remote policy differs; no PUT can fix these.
     pub fn immutable_conflicts(&self, remote: &api::RateLimitsPolicy) -> Vec<&'static str> {
         let mut fields = Vec::new();
-        if to_api_type(self.type_) != remote.limit_type {
+        if to_api_type(self.type_) != remote.limit.limit_type {
             fields.push("type");
         }
         if !GroupBy::same_set(&self.group_by, &remote.group_by) {
@@ -402,7 +402,7 @@ impl RateLimitsPolicySpec {
             .target
             .map(to_api_target)
             .unwrap_or(api::RateLimitTarget::Llm)
-            != remote.target.unwrap_or(api::RateLimitTarget::Llm)
+            != remote.limit.target.unwrap_or(api::RateLimitTarget::Llm)
         {
             fields.push("target");
         }
@@ -456,9 +456,9 @@ mod tests {
     #[test]
     fn mutable_and_immutable_differences_are_told_apart() {
         let mut remote = remote();
-        remote.value = 50.0;
-        remote.unit = api::RateLimitUnit::Rph;
-        remote.limit_type = api::RateLimitType::Tokens;
+        remote.limit.value = 50.0;
+        remote.limit.unit = api::RateLimitUnit::Rph;
+        remote.limit.limit_type = api::RateLimitType::Tokens;
         assert_eq!(spec().diff(&remote), vec!["unit", "value"]);
         assert_eq!(spec().immutable_conflicts(&remote), vec!["type"]);
     }

@@ -242,11 +242,11 @@ impl UsageLimitsPolicySpec {
             name: remote.name.clone(),
             workspace_id: remote.workspace_id.clone(),
             workspace_ref: None,
-            type_: same_enum(&remote.limit_type).ok_or("unknown type")?,
-            credit_limit: remote.credit_limit,
-            alert_threshold: remote.alert_threshold,
-            periodic_reset: remote.periodic_reset.as_ref().and_then(same_enum),
-            periodic_reset_days: remote.periodic_reset_days,
+            type_: same_enum(&remote.limit.limit_type).ok_or("unknown type")?,
+            credit_limit: remote.limit.credit_limit,
+            alert_threshold: remote.limit.alert_threshold,
+            periodic_reset: remote.limit.periodic_reset.as_ref().and_then(same_enum),
+            periodic_reset_days: remote.limit.periodic_reset_days,
             conditions: PolicyCondition::all_from_api(&remote.conditions)?,
             group_by: GroupBy::all_from_api(&remote.group_by),
             reset_usage: None,
@@ -305,16 +305,16 @@ impl UsageLimitsPolicySpec {
         if self.name.is_some() && self.name != remote.name {
             fields.push("name");
         }
-        if self.credit_limit != remote.credit_limit {
+        if self.credit_limit != remote.limit.credit_limit {
             fields.push("creditLimit");
         }
-        if self.alert_threshold != remote.alert_threshold {
+        if self.alert_threshold != remote.limit.alert_threshold {
             fields.push("alertThreshold");
         }
-        if self.periodic_reset.map(to_api_reset) != remote.periodic_reset {
+        if self.periodic_reset.map(to_api_reset) != remote.limit.periodic_reset {
             fields.push("periodicReset");
         }
-        if self.periodic_reset_days != remote.periodic_reset_days {
+        if self.periodic_reset_days != remote.limit.periodic_reset_days {
             fields.push("periodicResetDays");
         }
         if !PolicyCondition::same_set(&self.conditions, &remote.conditions) {
@@ -326,7 +326,7 @@ impl UsageLimitsPolicySpec {
     /// Immutable fields where the remote policy differs; no PUT can fix these.
     pub fn immutable_conflicts(&self, remote: &api::UsageLimitsPolicy) -> Vec<&'static str> {
         let mut fields = Vec::new();
-        if to_api_type(self.type_) != remote.limit_type {
+        if to_api_type(self.type_) != remote.limit.limit_type {
             fields.push("type");
         }
         if !GroupBy::same_set(&self.group_by, &remote.group_by) {
@@ -381,11 +381,11 @@ mod tests {
     #[test]
     fn mutable_and_immutable_differences_are_told_apart() {
         let mut remote = remote();
-        remote.credit_limit = 50.0;
-        remote.alert_threshold = None;
-        remote.periodic_reset = None;
-        remote.periodic_reset_days = Some(7);
-        remote.limit_type = api::UsageLimitType::Tokens;
+        remote.limit.credit_limit = 50.0;
+        remote.limit.alert_threshold = None;
+        remote.limit.periodic_reset = None;
+        remote.limit.periodic_reset_days = Some(7);
+        remote.limit.limit_type = api::UsageLimitType::Tokens;
         assert_eq!(
             spec().diff(&remote),
             vec![

@@ -1,12 +1,14 @@
+use serde::de::DeserializeOwned;
+
 use crate::api::client::{Call, Client};
 use crate::api::error::ApiError;
 use crate::api::models::{
     CreateMcpIntegrationRequest, CreateMcpServerRequest, Created, GuardrailPlane, ListPage,
-    Listing, McpCapabilities, McpConnections, McpIntegration, McpIntegrationWorkspaces, McpServer,
-    McpServerMapping, McpServerMappingTarget, McpServerMappingWritten, McpServerMappingsSynced,
-    McpServersListQuery, McpUserAccess, SyncMcpServerMappingsRequest, UpdateCapabilitiesRequest,
-    UpdateMcpIntegrationRequest, UpdateMcpServerRequest, UpdateMcpWorkspacesRequest,
-    UpdateUserAccessRequest,
+    Listing, McpCapabilities, McpCapability, McpConnections, McpIntegration,
+    McpIntegrationWorkspaces, McpServer, McpServerMapping, McpServerMappingTarget,
+    McpServerMappingWritten, McpServerMappingsSynced, McpServersListQuery, McpUserAccess, MorePage,
+    SyncMcpServerMappingsRequest, UpdateCapabilitiesRequest, UpdateMcpIntegrationRequest,
+    UpdateMcpServerRequest, UpdateMcpWorkspacesRequest, UpdateUserAccessRequest,
 };
 use crate::api::routes::{
     GUARDRAIL_MCP_SERVER, GUARDRAIL_MCP_SERVERS, MCP_INTEGRATION, MCP_INTEGRATION_CAPABILITIES,
@@ -33,6 +35,59 @@ fn capability_pairs(page: u32, kind: Option<&str>) -> Vec<(&'static str, String)
     pairs
 }
 
+/// The capabilities pages a read follows at most.
+const CAPABILITY_PAGES: u32 = 1000;
+
+/// An answer the API pages by `page` (from 1) while it has more: [`MorePage`] and what else
+/// the first page says.
+trait MorePaged: DeserializeOwned {
+    type Row;
+
+    fn page(&mut self) -> &mut MorePage<Self::Row>;
+}
+
+impl MorePaged for McpCapabilities {
+    type Row = McpCapability;
+
+    fn page(&mut self) -> &mut MorePage<McpCapability> {
+        &mut self.page
+    }
+}
+
+impl MorePaged for McpUserAccess {
+    type Row = serde_json::Value;
+
+    fn page(&mut self) -> &mut MorePage<serde_json::Value> {
+        &mut self.page
+    }
+}
+
+/// The first page of `template` for `key` with the rows of every page after it, read while a
+/// page says there are more (and was not empty), `max_pages` at most; `query` is a page's query.
+async fn every_page<R: MorePaged>(
+    client: &Client,
+    template: &'static str,
+    key: &str,
+    max_pages: u32,
+    query: impl Fn(u32) -> Vec<(&'static str, String)>,
+) -> Result<R, ApiError> {
+    let read = move |page| {
+        let call = Call::new(Route::mgmt(Verb::Get, template, &[key])).query(query(page));
+        client.json::<R>(call)
+    };
+    let mut all = read(1).await?;
+    let mut more = all.page().more();
+    for page in 2..=max_pages {
+        if !more {
+            break;
+        }
+        let mut next = read(page).await?;
+        more = next.page().more();
+        all.page().data.append(&mut next.page().data);
+    }
+    Ok(all)
+}
+
 /// An MCP integration or server: each discovers its server's capabilities, which are then
 /// turned on or off one by one.
 pub trait McpCapable: Remote {
@@ -49,23 +104,14 @@ impl<K: McpCapable> super::Endpoint<'_, K> {
         kind: Option<&str>,
     ) -> Result<McpCapabilities, ApiError> {
         super::require(K::KEY, key)?;
-        let mut page = 1;
-        let mut all: Option<McpCapabilities> = None;
-        loop {
-            let call = Call::new(Route::mgmt(Verb::Get, K::CAPABILITIES, &[key]))
-                .query(capability_pairs(page, kind));
-            let got: McpCapabilities = self.client.json(call).await?;
-            let (more, empty) = (got.has_more, got.data.is_empty());
-            match &mut all {
-                None => all = Some(got),
-                Some(all) => all.data.extend(got.data),
-            }
-            if !more || empty || page >= 1000 {
-                break;
-            }
-            page += 1;
-        }
-        Ok(all.expect("at least one page"))
+        every_page(
+            self.client,
+            K::CAPABILITIES,
+            key,
+            CAPABILITY_PAGES,
+            |page| capability_pairs(page, kind),
+        )
+        .await
     }
 
     /// Toggles discovered capabilities; one not discovered yet is refused.
@@ -204,25 +250,20 @@ impl McpServers<'_> {
     /// it has more: a user past the first page is compared like any other.
     pub async fn user_access(&self, key: &str) -> Result<McpUserAccess, ApiError> {
         super::require(SERVER_ID, key)?;
-        let mut all: Option<McpUserAccess> = None;
-        for page in 1..=USER_ACCESS_PAGES {
-            let call =
-                Call::new(Route::mgmt(Verb::Get, MCP_SERVER_USER_ACCESS, &[key])).query(vec![
+        let mut all: McpUserAccess = every_page(
+            self.client,
+            MCP_SERVER_USER_ACCESS,
+            key,
+            USER_ACCESS_PAGES,
+            |page| {
+                vec![
                     ("page", page.to_string()),
                     ("page_size", USER_ACCESS_PAGE_SIZE.to_string()),
-                ]);
-            let read: McpUserAccess = self.client.json(call).await?;
-            let more = read.has_more && !read.data.is_empty();
-            match &mut all {
-                None => all = Some(read),
-                Some(all) => all.data.extend(read.data),
-            }
-            if !more {
-                break;
-            }
-        }
-        let mut all = all.unwrap_or_default();
-        all.has_more = false;
+                ]
+            },
+        )
+        .await?;
+        all.page.has_more = false;
         Ok(all)
     }
 

@@ -9,7 +9,7 @@ use serde_with::skip_serializing_none;
 use super::de;
 use super::deployment::SensitiveFields;
 use super::open_enum::open_enum;
-use super::query::{self, ListQuery};
+use super::query::WorkspaceListQuery;
 use super::rate_limits::RateLimitType;
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
@@ -258,22 +258,8 @@ pub struct ApiKeyRotated {
     pub extra: SensitiveFields,
 }
 
-/// Filters of `GET /api-keys/{service|user}`. The client pages through every page itself.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ApiKeysListQuery {
-    pub workspace_id: Option<String>,
-    /// Rows per page request; the server's default when `None`.
-    pub page_size: Option<u32>,
-}
-
-impl ListQuery for ApiKeysListQuery {
-    fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        query::filters([
-            ("workspace_id", self.workspace_id.clone()),
-            ("page_size", query::number(self.page_size)),
-        ])
-    }
-}
+/// Filters of `GET /api-keys/{service|user}`.
+pub type ApiKeysListQuery = WorkspaceListQuery;
 
 fn validate_scopes(scopes: &[String]) -> Result<(), ApiError> {
     validate::non_empty("scopes", scopes)?;

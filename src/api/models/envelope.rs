@@ -72,6 +72,37 @@ impl<'de, T: DeserializeOwned> Deserialize<'de> for ListPage<T> {
     }
 }
 
+/// A page of a list the API pages by `page` (from 1) for as long as it `has_more`: its rows and,
+/// when the API says, their total.
+#[skip_serializing_none]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(bound(deserialize = "T: Deserialize<'de>"))]
+pub struct MorePage<T> {
+    #[serde(default, deserialize_with = "super::de::null_as_empty")]
+    pub data: Vec<T>,
+    pub total: Option<u64>,
+    #[serde(default)]
+    pub has_more: bool,
+}
+
+impl<T> MorePage<T> {
+    /// The API says there are more rows, and this page was not empty.
+    pub fn more(&self) -> bool {
+        self.has_more && !self.data.is_empty()
+    }
+}
+
+// By hand: the derive would ask `T` to be `Default` too.
+impl<T> Default for MorePage<T> {
+    fn default() -> Self {
+        Self {
+            data: Vec::new(),
+            total: None,
+            has_more: false,
+        }
+    }
+}
+
 /// A list answer decoded straight from the body, row by row, without the `Value` tree
 /// [`ListPage`] goes through: for large lists read often (the drift check lists every config),
 /// where that tree of maps was the largest allocation of the process. It takes the same shapes:

@@ -14,7 +14,7 @@ use serde_with::skip_serializing_none;
 use super::deployment::SensitiveFields;
 use super::query::{self, ListQuery};
 use super::validate::{self, Validate};
-use super::{HIDDEN_CONFIGURATION, SecretMapping, de};
+use super::{HIDDEN_CONFIGURATION, MorePage, SecretMapping, de};
 use crate::api::error::ApiError;
 
 /// An MCP integration as list rows and the detail return it.
@@ -249,11 +249,8 @@ pub struct McpCapability {
 #[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct McpCapabilities {
-    #[serde(default, deserialize_with = "de::null_as_empty")]
-    pub data: Vec<McpCapability>,
-    pub total: Option<u64>,
-    #[serde(default)]
-    pub has_more: bool,
+    #[serde(flatten)]
+    pub page: MorePage<McpCapability>,
     pub counts: Option<Value>,
 }
 
@@ -383,11 +380,8 @@ pub struct McpUserAccess {
     /// `allow` or `deny`.
     #[serde(default)]
     pub default_user_access: String,
-    #[serde(default, deserialize_with = "de::null_as_empty")]
-    pub data: Vec<Value>,
-    pub total: Option<u64>,
-    #[serde(default)]
-    pub has_more: bool,
+    #[serde(flatten)]
+    pub page: MorePage<Value>,
 }
 
 /// One row of [`UpdateUserAccessRequest`].
@@ -420,15 +414,7 @@ impl Validate for UpdateUserAccessRequest {
 }
 
 /// `GET …/mcp-servers/{id}/connections` (operational: per-user OAuth connections).
-#[skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct McpConnections {
-    #[serde(default, deserialize_with = "de::null_as_empty")]
-    pub data: Vec<Value>,
-    pub total: Option<u64>,
-    #[serde(default)]
-    pub has_more: bool,
-}
+pub type McpConnections = MorePage<Value>;
 
 /// A guardrail applied to an MCP server.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

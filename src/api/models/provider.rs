@@ -9,7 +9,7 @@ use serde_with::skip_serializing_none;
 
 use super::de;
 use super::deployment::SensitiveFields;
-use super::query::{self, ListQuery};
+use super::query::WorkspaceListQuery;
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
 
@@ -102,21 +102,8 @@ pub struct UpdateProviderRequest {
 /// The create and update receipt `{id, slug}`.
 pub type ProviderWritten = super::Created;
 
-/// Filters of `GET /providers`. The client pages through every page itself.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct ProvidersListQuery {
-    pub workspace_id: Option<String>,
-    pub page_size: Option<u32>,
-}
-
-impl ListQuery for ProvidersListQuery {
-    fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        query::filters([
-            ("workspace_id", self.workspace_id.clone()),
-            ("page_size", query::number(self.page_size)),
-        ])
-    }
-}
+/// Filters of `GET /providers`.
+pub type ProvidersListQuery = WorkspaceListQuery;
 
 impl Validate for CreateProviderRequest {
     fn validate(&self) -> Result<(), ApiError> {

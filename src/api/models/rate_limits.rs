@@ -6,6 +6,7 @@ use serde_with::skip_serializing_none;
 
 use super::de;
 use super::deployment::enum_str;
+use super::policy::{LimitsPolicy, PolicyListQuery};
 use super::query::{self, ListQuery};
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
@@ -69,31 +70,21 @@ pub struct GroupBy {
     pub key: String,
 }
 
+/// What a rate-limits policy counts, per what time unit and how many; `target` is what it
+/// applies to.
 #[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RateLimitsPolicy {
-    pub id: String,
-    pub name: Option<String>,
-    pub description: Option<String>,
-    #[serde(default, deserialize_with = "de::null_as_empty")]
-    pub conditions: Vec<Condition>,
-    #[serde(default, deserialize_with = "de::null_as_empty")]
-    pub group_by: Vec<GroupBy>,
+pub struct RateLimit {
     #[serde(rename = "type")]
     pub limit_type: RateLimitType,
     pub unit: RateLimitUnit,
     #[serde(serialize_with = "de::whole_f64")]
     pub value: f64,
-    pub status: PolicyStatus,
     pub target: Option<RateLimitTarget>,
-    pub workspace_id: Option<String>,
-    pub organisation_id: Option<String>,
-    pub created_at: Option<String>,
-    pub last_updated_at: Option<String>,
-    /// Fields not modelled here, kept as sent.
-    #[serde(flatten)]
-    pub extra: Map<String, Value>,
 }
+
+/// A rate-limits policy as reads return it.
+pub type RateLimitsPolicy = LimitsPolicy<RateLimit>;
 
 /// `POST /policies/rate-limits`.
 #[skip_serializing_none]
@@ -137,29 +128,23 @@ pub struct PolicyCreated {
     pub extra: Map<String, Value>,
 }
 
-/// Filters of `GET /policies/rate-limits`. The client pages through every page itself.
+/// The rate-limits filters of `GET /policies/rate-limits`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct RateLimitsListQuery {
-    /// Workspace id or slug.
-    pub workspace_id: Option<String>,
-    /// The API defaults to `active`.
-    pub status: Option<PolicyStatus>,
+pub struct RateLimitsFilters {
     pub limit_type: Option<RateLimitType>,
     pub unit: Option<RateLimitUnit>,
     pub target: Option<RateLimitTarget>,
-    /// Rows per page request; the server's default when `None`.
-    pub page_size: Option<u32>,
 }
 
-impl ListQuery for RateLimitsListQuery {
+/// Filters of `GET /policies/rate-limits`.
+pub type RateLimitsListQuery = PolicyListQuery<RateLimitsFilters>;
+
+impl ListQuery for RateLimitsFilters {
     fn to_pairs(&self) -> Vec<(&'static str, String)> {
         query::filters([
-            ("workspace_id", self.workspace_id.clone()),
-            ("status", self.status.as_ref().map(enum_str)),
             ("type", self.limit_type.as_ref().map(enum_str)),
             ("unit", self.unit.as_ref().map(enum_str)),
             ("target", self.target.as_ref().map(enum_str)),
-            ("page_size", query::number(self.page_size)),
         ])
     }
 }

@@ -522,15 +522,15 @@ fn guardrails_page() {
 #[test]
 fn rate_limits_policy_models() {
     let p: RateLimitsPolicy = read(fixture!("rate_limits_policy.json"));
-    assert_eq!(p.limit_type, RateLimitType::Requests);
-    assert_eq!(p.unit, RateLimitUnit::Rpm);
-    assert_eq!(p.value, 100.0);
+    assert_eq!(p.limit.limit_type, RateLimitType::Requests);
+    assert_eq!(p.limit.unit, RateLimitUnit::Rpm);
+    assert_eq!(p.limit.value, 100.0);
     assert_eq!(
         p.conditions[1].value,
         OneOrMany::Many(vec!["a".into(), "b".into()])
     );
     assert_eq!(p.conditions[1].excludes, Some(OneOrMany::One("c".into())));
-    assert_eq!(p.target, Some(RateLimitTarget::Llm));
+    assert_eq!(p.limit.target, Some(RateLimitTarget::Llm));
 
     let create = CreateRateLimitsPolicyRequest {
         name: Some("x".into()),

@@ -7,8 +7,9 @@ use serde_with::skip_serializing_none;
 
 use super::de;
 use super::deployment::enum_str;
+use super::policy::{LimitsPolicy, PolicyListQuery};
 use super::query::{self, ListQuery};
-use super::rate_limits::{Condition, GroupBy, PolicyStatus};
+use super::rate_limits::{Condition, GroupBy};
 use super::validate::{self, Validate};
 use crate::api::error::ApiError;
 
@@ -28,17 +29,11 @@ pub enum PeriodicReset {
     Weekly,
 }
 
-/// A usage-limits policy as reads return it.
+/// What a usage-limits policy counts and how much, when it alerts and when usage goes back to
+/// zero.
 #[skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct UsageLimitsPolicy {
-    pub id: String,
-    pub name: Option<String>,
-    pub description: Option<String>,
-    #[serde(default, deserialize_with = "de::null_as_empty")]
-    pub conditions: Vec<Condition>,
-    #[serde(default, deserialize_with = "de::null_as_empty")]
-    pub group_by: Vec<GroupBy>,
+pub struct UsageLimit {
     #[serde(rename = "type")]
     pub limit_type: UsageLimitType,
     #[serde(default, serialize_with = "de::whole_f64")]
@@ -49,17 +44,12 @@ pub struct UsageLimitsPolicy {
     pub periodic_reset_days: Option<u32>,
     pub next_usage_reset_at: Option<String>,
     pub last_reset_at: Option<String>,
-    pub status: PolicyStatus,
-    pub workspace_id: Option<String>,
-    pub organisation_id: Option<String>,
-    pub created_at: Option<String>,
-    pub last_updated_at: Option<String>,
     /// Usage per value of the grouping key; only on a read with `include_usage=true`.
     pub value_key_usage_map: Option<serde_json::Map<String, serde_json::Value>>,
-    /// Fields not modelled here, kept as sent.
-    #[serde(flatten)]
-    pub extra: serde_json::Map<String, serde_json::Value>,
 }
+
+/// A usage-limits policy as reads return it.
+pub type UsageLimitsPolicy = LimitsPolicy<UsageLimit>;
 
 /// `POST /policies/usage-limits`.
 #[skip_serializing_none]
@@ -116,26 +106,18 @@ pub struct UsageEntity {
     pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
-/// Filters of `GET /policies/usage-limits`. The client pages through every page itself.
+/// The usage-limits filter of `GET /policies/usage-limits`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct UsageLimitsListQuery {
-    /// Workspace id or slug.
-    pub workspace_id: Option<String>,
-    /// The API defaults to `active`.
-    pub status: Option<PolicyStatus>,
+pub struct UsageLimitsFilters {
     pub limit_type: Option<UsageLimitType>,
-    /// Rows per page request; the server's default when `None`.
-    pub page_size: Option<u32>,
 }
 
-impl ListQuery for UsageLimitsListQuery {
+/// Filters of `GET /policies/usage-limits`.
+pub type UsageLimitsListQuery = PolicyListQuery<UsageLimitsFilters>;
+
+impl ListQuery for UsageLimitsFilters {
     fn to_pairs(&self) -> Vec<(&'static str, String)> {
-        query::filters([
-            ("workspace_id", self.workspace_id.clone()),
-            ("status", self.status.as_ref().map(enum_str)),
-            ("type", self.limit_type.as_ref().map(enum_str)),
-            ("page_size", query::number(self.page_size)),
-        ])
+        query::filters([("type", self.limit_type.as_ref().map(enum_str))])
     }
 }
 
@@ -181,6 +163,7 @@ impl Validate for UpdateUsageLimitsPolicyRequest {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::models::PolicyStatus;
     use serde_json::json;
 
     #[test]
@@ -196,8 +179,8 @@ mod tests {
         }))
         .unwrap();
         assert_eq!(policy.status, PolicyStatus::Archived);
-        assert_eq!(policy.periodic_reset, Some(PeriodicReset::Monthly));
-        assert_eq!(policy.alert_threshold, None);
+        assert_eq!(policy.limit.periodic_reset, Some(PeriodicReset::Monthly));
+        assert_eq!(policy.limit.alert_threshold, None);
         assert_eq!(
             policy.extra["created_by"], "someone",
             "unknown fields are kept"

@@ -400,7 +400,7 @@ async fn read_capabilities(client: &Client, key: &str) -> Result<Vec<api::McpCap
     let integrations = client.mcp_integrations();
     let read = integrations.capabilities(key, None);
     let read = sub_resources::read::<McpIntegration, _>((CAPABILITIES, key), read);
-    read.await.map(|c| c.data)
+    read.await.map(|c| c.page.data)
 }
 
 /// Merges the access rows the spec names and disables the workspaces it no longer lists, in

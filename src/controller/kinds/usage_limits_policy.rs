@@ -32,7 +32,7 @@ impl EmbedsManagedStatus for UsageLimitsPolicyStatus {
 
 /// The usage a read reported, largest first, at most [`USAGE_SHOWN`] values.
 fn usage_of(remote: &RemotePolicy) -> (Vec<ValueUsage>, Option<u32>) {
-    let Some(map) = &remote.value_key_usage_map else {
+    let Some(map) = &remote.limit.value_key_usage_map else {
         return (Vec::new(), None);
     };
     let mut usage: Vec<ValueUsage> = map
@@ -58,7 +58,7 @@ impl PolicyKind for UsageLimitsPolicy {
 
     /// When the usage was last reset, and the usage itself.
     fn record_more(status: &mut UsageLimitsPolicyStatus, remote: Option<&RemotePolicy>) {
-        status.last_reset_at = remote.and_then(|r| r.last_reset_at.clone());
+        status.last_reset_at = remote.and_then(|r| r.limit.last_reset_at.clone());
         (status.usage, status.usage_values) = remote.map(usage_of).unwrap_or_default();
     }
     /// The usage reset a change of `spec.resetUsage` asks for. The trigger a policy is created

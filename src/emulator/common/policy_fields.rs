@@ -5,7 +5,7 @@
 //! so the two siblings cannot drift. The paged list envelope and the `search` and `type` filters
 //! serve the other kinds' lists too.
 
-use std::{collections::HashMap, time::Instant};
+use std::collections::HashMap;
 
 use axum::{
     Json,
@@ -123,10 +123,8 @@ pub fn reject_changes(body: &Object, immutable: &[(&str, Value)]) -> ApiResult<(
 /// What every policy record holds besides its kind's own fields: its identity, what it applies
 /// to, where it lives and its lifecycle.
 pub struct PolicyHead {
-    pub seq: u64,
-    /// When the API created it (`None` when seeded); lists lag behind it under `list_lag_ms`.
-    pub api_created: Option<Instant>,
-    pub id: String,
+    /// A policy has no slug: its id is its only name, and stands for the slug too.
+    pub key: Key,
     pub name: Option<String>,
     pub conditions: Vec<Value>,
     pub group_by: Vec<Value>,
@@ -145,9 +143,10 @@ impl PolicyHead {
     fn seed(state: &Common, item: &Object, types: &[&str]) -> ApiResult<Self> {
         let created_at = fields::str_or(item, "created_at", now());
         Ok(Self {
-            seq: state.next_seq(),
-            api_created: None,
-            id: fields::str_or(item, "id", new_id()),
+            key: {
+                let id = fields::str_or(item, "id", new_id());
+                Key::seeded(state, id.clone(), id)
+            },
             name: fields::nullable_str(item, "name"),
             conditions: conditions(item, "conditions")?,
             group_by: group_by(item)?,
@@ -168,9 +167,11 @@ impl PolicyHead {
         IdRule::Uuid.opt_field(body, "organisation_id")?;
         let created_at = now();
         Ok(Self {
-            seq: state.next_seq(),
-            api_created: Some(Instant::now()),
-            id: new_id(),
+            key: {
+                let mut key = Key::created(state, String::new());
+                key.slug = key.id.clone();
+                key
+            },
             name: fields::opt_str_max(body, "name", 255)?,
             conditions: conditions(body, "conditions")?,
             group_by: group_by(body)?,
@@ -186,15 +187,14 @@ impl PolicyHead {
         })
     }
 
-    /// A policy has no slug: its id is its only name.
-    fn key(&self) -> Key<'_> {
-        Key::new(self.seq, &self.id, &self.id, self.api_created)
+    fn key(&self) -> &Key {
+        &self.key
     }
 
     /// The read: the head's fields, the kind's `own` ones (an object) and the kind's `object`.
     fn read(&self, object: &str, own: Value) -> Value {
         let mut read = json!({
-            "id": self.id,
+            "id": self.key.id,
             "name": self.name,
             "conditions": self.conditions,
             "group_by": self.group_by,
@@ -278,7 +278,7 @@ pub struct Policy<K> {
 impl<K: PolicyKind> Record for Policy<K> {
     const KIND: Kind = K::KIND;
 
-    fn key(&self) -> Key<'_> {
+    fn key(&self) -> &Key {
         self.head.key()
     }
 }
@@ -306,7 +306,7 @@ impl<K: PolicyKind> Records<Policy<K>> {
             head: PolicyHead::seed(state, item, K::TYPES)?,
             own: K::seed(state, item)?,
         };
-        let id = policy.head.id.clone();
+        let id = policy.head.key.id.clone();
         self.insert(policy);
         Ok(id)
     }
@@ -321,7 +321,7 @@ pub async fn create<K: PolicyKind>(
         head: PolicyHead::create(&state, &body, K::TYPES)?,
         own: K::create(&state, &body)?,
     };
-    let receipt = json!({ "id": policy.head.id, "object": K::OBJECT });
+    let receipt = json!({ "id": policy.head.key.id, "object": K::OBJECT });
     lock(&state.store).insert(policy);
     Ok(Json(receipt))
 }

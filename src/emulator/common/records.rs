@@ -44,23 +44,35 @@ pub enum Slug {
     Prefixed(&'static str),
 }
 
-/// What [`Records`] reads of a record.
-pub struct Key<'a> {
+/// A record's identity, what [`Records`] reads of it: its place in creation order, its UUID
+/// and its slug (which never changes once the record is in).
+pub struct Key {
     /// Orders lists by creation ([`Common::next_seq`]).
     pub seq: u64,
-    pub id: &'a str,
-    pub slug: &'a str,
     /// When the API created it (`None` when seeded); lists lag behind it under `list_lag_ms`.
     pub api_created: Option<Instant>,
+    pub id: String,
+    pub slug: String,
 }
 
-impl<'a> Key<'a> {
-    pub const fn new(seq: u64, id: &'a str, slug: &'a str, api_created: Option<Instant>) -> Self {
+impl Key {
+    /// A record a create makes now: a new UUID, listed once `list_lag_ms` has passed.
+    pub fn created(common: &Common, slug: String) -> Self {
         Self {
-            seq,
+            seq: common.next_seq(),
+            api_created: Some(Instant::now()),
+            id: new_id(),
+            slug,
+        }
+    }
+
+    /// A seeded record, listed at once.
+    pub fn seeded(common: &Common, id: String, slug: String) -> Self {
+        Self {
+            seq: common.next_seq(),
+            api_created: None,
             id,
             slug,
-            api_created,
         }
     }
 }
@@ -69,7 +81,7 @@ impl<'a> Key<'a> {
 pub trait Record {
     const KIND: Kind;
 
-    fn key(&self) -> Key<'_>;
+    fn key(&self) -> &Key;
 }
 
 /// Records of one kind by id, with an index of their slugs (a slug never changes once the
@@ -113,7 +125,7 @@ impl<R: Record> Records<R> {
     }
 
     pub fn find_mut(&mut self, key: &str) -> Option<&mut R> {
-        let id = self.find(key)?.key().id.to_owned();
+        let id = self.find(key)?.key().id.clone();
         self.by_id.get_mut(&id)
     }
 
@@ -130,9 +142,9 @@ impl<R: Record> Records<R> {
 
     /// Removes the record `key` (UUID or slug) names.
     pub fn remove(&mut self, key: &str) -> Option<R> {
-        let id = self.find(key)?.key().id.to_owned();
+        let id = self.find(key)?.key().id.clone();
         let removed = self.by_id.remove(&id)?;
-        self.id_by_slug.remove(removed.key().slug);
+        self.id_by_slug.remove(&removed.key().slug);
         Some(removed)
     }
 
@@ -147,9 +159,8 @@ impl<R: Record> Records<R> {
 
     pub fn insert(&mut self, record: R) {
         let key = record.key();
-        self.id_by_slug
-            .insert(key.slug.to_owned(), key.id.to_owned());
-        self.by_id.insert(key.id.to_owned(), record);
+        self.id_by_slug.insert(key.slug.clone(), key.id.clone());
+        self.by_id.insert(key.id.clone(), record);
     }
 
     pub fn slug_taken(&self, slug: &str) -> bool {
@@ -190,14 +201,22 @@ impl<R: Record> Records<R> {
         receipt
     }
 
-    /// The `id`, `slug` and `name` of a record to seed: as `item` gives them, else a new id, a
-    /// slug made from the name and `name`; refused when a record has that id or slug.
-    pub fn seed_names(&self, item: &Object, name: &str) -> ApiResult<(String, String, String)> {
+    /// The key and `name` of a record to seed: `id` and `slug` as `item` gives them, else a new
+    /// id and a slug made from the name, and `name`; refused when a record has that id or slug.
+    pub fn seed_key(&self, common: &Common, item: &Object, name: &str) -> ApiResult<(Key, String)> {
         let name = fields::str_or(item, "name", name);
         let slug = fields::nullable_str(item, "slug").unwrap_or_else(|| self.new_slug(&name));
         let id = fields::str_or(item, "id", new_id());
         self.check_new(&id, &slug)?;
-        Ok((id, slug, name))
+        Ok((Key::seeded(common, id, slug), name))
+    }
+
+    /// Adds a seeded record and answers its id and slug.
+    pub fn insert_seeded(&mut self, record: R) -> (String, String) {
+        let key = record.key();
+        let names = (key.id.clone(), key.slug.clone());
+        self.insert(record);
+        names
     }
 
     /// Refuses to seed a record whose id or slug is already known.

@@ -212,7 +212,7 @@ pub async fn discover(
             })
             .collect();
         for (field, default) in [
-            ("server_name", json!(record.slug)),
+            ("server_name", json!(record.key.slug)),
             ("server_version", json!("1.0.0")),
         ] {
             let value = body.get(field).cloned().unwrap_or(default);

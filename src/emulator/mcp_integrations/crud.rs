@@ -1,10 +1,7 @@
 //! The MCP integration routes that write and read the integration itself and its workspace
 //! access rows (see the module comment of `mcp_integrations`).
 
-use std::{
-    collections::{HashMap, HashSet},
-    time::Instant,
-};
+use std::collections::{HashMap, HashSet};
 
 use axum::{
     Json,
@@ -21,9 +18,8 @@ use crate::emulator::{
         clock::{now, touched},
         errors::{ApiResult, EmulatorError},
         fields::{self, IdRule, JsonObject, Object},
-        ids::new_id,
         mappings, normalise, policy_fields,
-        records::reply_one,
+        records::{Key, reply_one},
         state::lock,
     },
     integrations::valid_slug,
@@ -70,10 +66,7 @@ pub(super) async fn create(
     let slug = store.claim_slug(slug, &name)?;
     let at = now();
     let record = McpIntegrationRecord {
-        seq: state.next_seq(),
-        api_created: Some(Instant::now()),
-        id: new_id(),
-        slug,
+        key: Key::created(&state, slug),
         name,
         description,
         url,
@@ -165,7 +158,7 @@ pub(super) async fn update(
     fields::reject_changes(
         &body,
         &[
-            ("slug", json!(record.slug)),
+            ("slug", json!(record.key.slug)),
             ("workspace_id", json!(record.workspace_id)),
         ],
         "create another MCP integration",

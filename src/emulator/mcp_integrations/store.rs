@@ -1,7 +1,5 @@
 //! The MCP integrations' store and read shapes, which the routes (`crud`, `capabilities`) share.
 
-use std::time::Instant;
-
 use serde_json::{Map, Value, json};
 
 use crate::emulator::{
@@ -31,10 +29,7 @@ pub(super) const KINDS: &[(&str, &str)] = &[
 pub type McpIntegrationStore = Records<McpIntegrationRecord>;
 
 pub struct McpIntegrationRecord {
-    pub seq: u64,
-    pub api_created: Option<Instant>,
-    pub id: String,
-    pub slug: String,
+    pub key: Key,
     pub name: String,
     pub description: Option<String>,
     pub url: String,
@@ -127,7 +122,7 @@ impl McpIntegrationRecord {
     /// The live detail.
     pub fn detail(&self) -> Value {
         json!({
-            "id": self.id,
+            "id": self.key.id,
             "name": self.name,
             "description": self.description,
             "owner_id": self.owner_id,
@@ -137,7 +132,7 @@ impl McpIntegrationRecord {
             "configurations": masked(&self.configurations),
             "global_workspace_access": self.global_access,
             "workspace_id": self.workspace_id,
-            "slug": self.slug,
+            "slug": self.key.slug,
             "url": self.url,
             "auth_type": self.auth_type,
             "transport": self.transport,
@@ -223,8 +218,8 @@ impl McpIntegrationRecord {
 impl Record for McpIntegrationRecord {
     const KIND: Kind = Kind::new("an", "MCP integration", Slug::Named("mcp"));
 
-    fn key(&self) -> Key<'_> {
-        Key::new(self.seq, &self.id, &self.slug, self.api_created)
+    fn key(&self) -> &Key {
+        &self.key
     }
 }
 
@@ -237,7 +232,7 @@ impl McpIntegrationStore {
     /// `workspaces` as access rows (`{id, enabled}`) and `tools` as discovered tool names;
     /// answers its id and slug.
     pub fn seed(&mut self, common: &Common, item: &Object) -> ApiResult<(String, String)> {
-        let (id, slug, name) = self.seed_names(item, "seeded MCP integration")?;
+        let (key, name) = self.seed_key(common, item, "seeded MCP integration")?;
         let at = now();
         let rows = item
             .get("workspaces")
@@ -272,10 +267,7 @@ impl McpIntegrationStore {
             metadata.insert("last_synced_at".to_owned(), json!(at));
         }
         let record = McpIntegrationRecord {
-            seq: common.next_seq(),
-            api_created: None,
-            id: id.clone(),
-            slug: slug.clone(),
+            key,
             name,
             description: fields::nullable_str(item, "description"),
             url: fields::str_or(item, "url", "https://mcp.example.invalid/mcp"),
@@ -297,8 +289,7 @@ impl McpIntegrationStore {
             metadata,
             configuration_writes: 0,
         };
-        self.insert(record);
-        Ok((id, slug))
+        Ok(self.insert_seeded(record))
     }
 }
 

@@ -256,7 +256,7 @@ async fn rate_limits_crud_and_paging() {
 
     let one = policies.get(&ids[0]).await.unwrap();
     assert_eq!(one.name.as_deref(), Some("p0"));
-    assert_eq!(one.limit_type, RateLimitType::Requests);
+    assert_eq!(one.limit.limit_type, RateLimitType::Requests);
     assert_eq!(one.status, PolicyStatus::Active);
 
     let update = UpdateRateLimitsPolicyRequest {
@@ -266,7 +266,10 @@ async fn rate_limits_crud_and_paging() {
     };
     policies.update(&ids[0], &update).await.unwrap();
     let after = policies.get(&ids[0]).await.unwrap();
-    assert_eq!((after.value, after.unit), (250.0, RateLimitUnit::Rph));
+    assert_eq!(
+        (after.limit.value, after.limit.unit),
+        (250.0, RateLimitUnit::Rph)
+    );
 
     policies.delete(&ids[0]).await.unwrap();
     assert!(policies.get(&ids[0]).await.unwrap_err().is_not_found());

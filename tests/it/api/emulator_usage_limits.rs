@@ -606,8 +606,8 @@ async fn aigw_client_round_trips_a_policy_and_its_usage() {
     emu.use_budget(&path, "key-1", 60.0).await;
 
     let read = policies.get(&created.id).await.expect("get");
-    assert_eq!(read.credit_limit, 50.0);
-    let usage = read.value_key_usage_map.expect("include_usage");
+    assert_eq!(read.limit.credit_limit, 50.0);
+    let usage = read.limit.value_key_usage_map.expect("include_usage");
     assert_eq!(usage["key-1"]["status"], "exhausted");
 
     // The client states every clearable field, `null` included.
@@ -625,9 +625,9 @@ async fn aigw_client_round_trips_a_policy_and_its_usage() {
     let read = policies.get(&created.id).await.expect("get");
     assert_eq!(
         (
-            read.alert_threshold,
-            read.periodic_reset,
-            read.periodic_reset_days
+            read.limit.alert_threshold,
+            read.limit.periodic_reset,
+            read.limit.periodic_reset_days
         ),
         (None, None, Some(10))
     );

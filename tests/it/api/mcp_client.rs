@@ -194,8 +194,8 @@ async fn the_client_covers_secret_references_mcp_and_mappings() {
     discover(&emulator, "linear", &["create_issue", "list_issues"]).await;
     mcp.update_capabilities("linear", &toggle).await.unwrap();
     let caps = mcp.capabilities("linear", Some("tool")).await.unwrap();
-    assert_eq!(caps.data.len(), 2);
-    assert!(!caps.data[0].enabled);
+    assert_eq!(caps.page.data.len(), 2);
+    assert!(!caps.page.data[0].enabled);
 
     let servers = client.mcp_servers();
     let server = servers
@@ -286,10 +286,10 @@ async fn the_client_covers_secret_references_mcp_and_mappings() {
             .unwrap();
     }
     let all = servers.user_access(&server.id).await.unwrap();
-    assert_eq!(all.data.len(), 600, "every page is read");
-    assert!(all.data.iter().any(|r| r["user_id"] == "user-599"));
+    assert_eq!(all.page.data.len(), 600, "every page is read");
+    assert!(all.page.data.iter().any(|r| r["user_id"] == "user-599"));
     let server_caps = servers.capabilities(&server.id, None).await.unwrap();
-    assert_eq!(server_caps.data[0].integration_enabled, Some(false));
+    assert_eq!(server_caps.page.data[0].integration_enabled, Some(false));
     servers
         .update_capabilities(&server.id, &toggle)
         .await
