@@ -9,11 +9,7 @@
 //! also be a refusal: such an answer counts as "gone" only when a complete listing of the
 //! guardrails shows no guardrail with that id or slug.
 
-use std::sync::Arc;
-
 use kube::ResourceExt;
-use kube::runtime::controller::Controller;
-use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::api::{
     ApiError, Client, GuardrailDetails, GuardrailSummary, GuardrailWritten, GuardrailsOn, Listing,
@@ -29,6 +25,7 @@ use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::config_refs::{self, Desired, ReadsSecrets};
 use crate::controller::now_rfc3339;
 use crate::controller::state::claims::refused_by_grants;
+use crate::controller::state::triggers::Triggers;
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 use crate::resources::config::{AppliedHistory, Config, ConfigSecretRef};
 use crate::resources::guardrail::{ClusterGuardrail, Guardrail, GuardrailKind, GuardrailStatus};
@@ -518,34 +515,15 @@ async fn find_created<G: GuardrailObject>(
 /// whenever that Config changes or goes, so a guardrail whose deletion waits for its Configs
 /// goes as soon as the last one lets go. A Guardrail hears the Configs of its namespace; a
 /// ClusterGuardrail those of every watched namespace.
-fn watch_referrers<G: GuardrailObject>(
-    controller: Controller<G>,
-    ctx: &Context,
-    namespace: Option<&str>,
-    guardrails: Store<G>,
-) -> Controller<G> {
+fn watch_referrers<G: GuardrailObject>(triggers: Triggers<'_, G>) -> Triggers<'_, G> {
     // A ClusterGuardrail hears the Configs of every watched namespace.
-    let namespace = namespace.filter(|_| G::NAMESPACED).map(str::to_string);
-    let stream = ctx.relay.subscribe::<Config>(namespace);
-    controller.watches_shared_stream(stream, move |config: Arc<Config>| {
-        guardrails
-            .state()
-            .into_iter()
-            .filter(|g| g.named_by(&config))
-            .map(|g| ObjectRef::from_obj(g.as_ref()))
-            .collect::<Vec<_>>()
-    })
+    let namespace = triggers.namespace.filter(|_| G::NAMESPACED);
+    triggers.heard_in(namespace, |g: &G, config: &Config| g.named_by(config))
 }
 
 /// A guardrail's own triggers: the Secrets it reads, the McpServer resources its
 /// `spec.mcpServers` names and the Configs that name it.
-pub fn watch_inputs<G: GuardrailObject>(
-    controller: Controller<G>,
-    ctx: &Context,
-    namespace: Option<&str>,
-    guardrails: Store<G>,
-) -> Controller<G> {
-    let controller = config_refs::watch_secrets(controller, ctx, namespace, guardrails.clone());
-    let controller = mcp_servers::watch_servers(controller, ctx, guardrails.clone());
-    watch_referrers(controller, ctx, namespace, guardrails)
+pub fn watch_inputs<G: GuardrailObject>(triggers: Triggers<'_, G>) -> Triggers<'_, G> {
+    let triggers = config_refs::watch_secrets(triggers);
+    watch_referrers(mcp_servers::watch_servers(triggers))
 }

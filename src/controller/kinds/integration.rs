@@ -26,10 +26,11 @@ use crate::controller::driver::verbs::{Comparison, Naming, Verbs, still_referenc
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::config_refs::{
-    CLUSTER_READABLE, Desired, ReadsSecrets, SECRET_NOT_READABLE,
+    self, CLUSTER_READABLE, Desired, ReadsSecrets, SECRET_NOT_READABLE,
 };
 use crate::controller::kinds::keyed;
 use crate::controller::kinds::secret_inputs::{self, create_parts, sent_hash};
+use crate::controller::state::triggers::Triggers;
 use crate::resources::config::ConfigSecretRef;
 use crate::resources::config_document::SecretDocument;
 use crate::resources::integration::{
@@ -297,35 +298,19 @@ fn check_key_namespace(integration: &Integration, ctx: &Context) -> Result<(), E
 
 /// An Integration's own triggers: the Secrets it reads (in the operator's namespace) and the
 /// Providers that bind it.
-pub fn watch_inputs(
-    controller: kube::runtime::controller::Controller<Integration>,
-    ctx: &Context,
-    namespace: Option<&str>,
-    integrations: kube::runtime::reflector::Store<Integration>,
-) -> kube::runtime::controller::Controller<Integration> {
-    let controller = crate::controller::kinds::config_refs::watch_secrets(
-        controller,
-        ctx,
-        namespace,
-        integrations.clone(),
-    );
-    let controller = watch_references(controller, ctx, integrations.clone());
-    crate::controller::kinds::provider::watch_binders(controller, ctx, integrations)
+pub fn watch_inputs(triggers: Triggers<'_, Integration>) -> Triggers<'_, Integration> {
+    let triggers = watch_references(config_refs::watch_secrets(triggers));
+    crate::controller::kinds::provider::watch_binders(triggers)
 }
 
 /// Requeues the Integrations whose `spec.secretMappings` name a SecretReference resource
 /// whenever it changes, so one waiting for it is written as soon as it is Ready.
-fn watch_references(
-    controller: kube::runtime::controller::Controller<Integration>,
-    ctx: &Context,
-    integrations: kube::runtime::reflector::Store<Integration>,
-) -> kube::runtime::controller::Controller<Integration> {
-    let maps = |i: &Integration, reference: &SecretReference| {
+fn watch_references(triggers: Triggers<'_, Integration>) -> Triggers<'_, Integration> {
+    triggers.when(|i: &Integration, reference: &SecretReference| {
         let name = reference.metadata.name.as_deref();
         let mut mappings = i.spec.secret_mappings.iter().flatten();
         name.is_some() && mappings.any(|m| by_resource(m) == name)
-    };
-    crate::controller::state::relay::requeue_when(controller, &ctx.relay, None, integrations, maps)
+    })
 }
 
 /// The SecretReference resource a mapping names (`secretReferenceRef`), by name.

@@ -27,10 +27,11 @@ use crate::controller::driver::verbs::{
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::cluster_secret;
-use crate::controller::kinds::config_refs::ReadsSecrets;
+use crate::controller::kinds::config_refs::{self, ReadsSecrets};
 use crate::controller::kinds::keyed;
 use crate::controller::kinds::secret_inputs::{self, create_parts, sent_hash};
 use crate::controller::kinds::sub_resources;
+use crate::controller::state::triggers::Triggers;
 use crate::controller::{Context, spec_already_applied};
 use crate::resources::Workspace;
 use crate::resources::common::Recorded;
@@ -526,33 +527,14 @@ pub fn naming_workspace(ctx: &Context, keys: &BTreeSet<&str>, resource: &str) ->
 /// McpServer resources that name it (a deletion waiting for them), and the Workspace resources
 /// its `spec.workspaces` names (one waiting for a Workspace goes on once it
 /// is Ready).
-pub fn watch_inputs(
-    controller: kube::runtime::controller::Controller<McpIntegration>,
-    ctx: &Context,
-    namespace: Option<&str>,
-    integrations: kube::runtime::reflector::Store<McpIntegration>,
-) -> kube::runtime::controller::Controller<McpIntegration> {
-    let controller = crate::controller::kinds::config_refs::watch_secrets(
-        controller,
-        ctx,
-        namespace,
-        integrations.clone(),
-    );
-    let controller =
-        crate::controller::kinds::mcp_server::watch_servers(controller, ctx, integrations.clone());
-    let stream = ctx.relay.subscribe::<Workspace>(None);
-    controller.watches_shared_stream(stream, move |workspace: std::sync::Arc<Workspace>| {
+pub fn watch_inputs(triggers: Triggers<'_, McpIntegration>) -> Triggers<'_, McpIntegration> {
+    let triggers = config_refs::watch_secrets(triggers);
+    let triggers = crate::controller::kinds::mcp_server::watch_servers(triggers);
+    triggers.when(|i: &McpIntegration, workspace: &Workspace| {
         let name = workspace.name_any();
-        integrations
-            .state()
-            .into_iter()
-            .filter(|i| {
-                i.spec
-                    .workspaces
-                    .iter()
-                    .any(|w| w.workspace_ref.as_ref().is_some_and(|r| r.name == name))
-            })
-            .map(|i| kube::runtime::reflector::ObjectRef::from_obj(i.as_ref()))
-            .collect::<Vec<_>>()
+        i.spec
+            .workspaces
+            .iter()
+            .any(|w| w.workspace_ref.as_ref().is_some_and(|r| r.name == name))
     })
 }

@@ -23,10 +23,10 @@ use crate::controller::driver::verbs::{
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::cluster_secret;
-use crate::controller::kinds::config_refs::ReadsSecrets;
+use crate::controller::kinds::config_refs::{self, ReadsSecrets};
 use crate::controller::kinds::keyed;
 use crate::controller::kinds::secret_inputs::{self, create_parts, sent_hash};
-use crate::controller::state::relay::requeue_when;
+use crate::controller::state::triggers::Triggers;
 use crate::resources::common::Recorded;
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
 use crate::resources::integration::Integration;
@@ -213,18 +213,7 @@ async fn read_auth_config(
 }
 
 /// A SecretReference's own triggers: the Secret it reads (in the operator's namespace).
-pub fn watch_inputs(
-    controller: kube::runtime::controller::Controller<SecretReference>,
-    ctx: &Context,
-    namespace: Option<&str>,
-    references: kube::runtime::reflector::Store<SecretReference>,
-) -> kube::runtime::controller::Controller<SecretReference> {
-    let controller = crate::controller::kinds::config_refs::watch_secrets(
-        controller,
-        ctx,
-        namespace,
-        references.clone(),
-    );
+pub fn watch_inputs(triggers: Triggers<'_, SecretReference>) -> Triggers<'_, SecretReference> {
     // An Integration that stops mapping a reference lets its waiting delete go on. What a
     // mapping names is taken for the reference's name, UUID or slug alike.
     let mapped_by = |r: &SecretReference, integration: &Integration| {
@@ -238,5 +227,5 @@ pub fn watch_inputs(
                 .any(|n| names(r, Some(n), Some(n)))
         })
     };
-    requeue_when(controller, &ctx.relay, None, references, mapped_by)
+    config_refs::watch_secrets(triggers).when(mapped_by)
 }
