@@ -75,6 +75,8 @@ macro_rules! guardrail_kind {
             type Calls = Own;
             const WHAT: &'static str = "guardrail";
             const RECORDS_DRIFT: bool = true;
+            /// Observe reads no Secret.
+            const UNREAD_INPUTS: Option<Option<Desired>> = Some(None);
 
             async fn resolve(
                 &self,
@@ -82,13 +84,6 @@ macro_rules! guardrail_kind {
                 _status: &mut GuardrailStatus,
             ) -> Result<Option<Desired>, Halt> {
                 Ok(Some(resolve(self, cx).await?))
-            }
-            async fn observed_inputs(
-                &self,
-                _cx: &Cx<'_, Self>,
-                _status: &mut GuardrailStatus,
-            ) -> Result<Option<Desired>, Halt> {
-                Ok(None)
             }
             fn compare(
                 &self,

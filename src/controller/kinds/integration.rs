@@ -82,12 +82,13 @@ const WRITE_ONLY: &str = "write-only values (key, configurations)";
 /// description or a readable configuration field differs or the write-only values changed;
 /// the workspace access rows and the model access follow ([`Verbs::sync_sub_resources`]).
 impl Verbs for Integration {
-    /// `None` in Observe, which reads no Secret.
+    /// `None` in Observe, which reads no Secret ([`Verbs::UNREAD_INPUTS`]).
     type Desired = Option<Written>;
     type Remote = RemoteIntegration;
     type Calls = Through<api::Integrations<'static>>;
     const WHAT: &'static str = "integration";
     const NAMING: Naming = Naming::CreatesAs;
+    const UNREAD_INPUTS: Option<Option<Written>> = Some(None);
 
     async fn resolve(
         &self,
@@ -107,13 +108,6 @@ impl Verbs for Integration {
         let hash = secret_inputs::hash(cx, &document).filter(|_| from_secrets);
         let mappings = secret_mappings(self, cx.ctx)?;
         Ok(Some(Written::new(cx, Sent { document, mappings }, hash)))
-    }
-    async fn observed_inputs(
-        &self,
-        _cx: &Cx<'_, Self>,
-        _status: &mut IntegrationStatus,
-    ) -> Result<Option<Written>, Halt> {
-        Ok(None)
     }
     fn compare(
         &self,

@@ -98,12 +98,13 @@ type Written = secret_inputs::Written<Option<Map<String, Value>>>;
 const CONFIGURATIONS: &str = "configurations (from spec.configurationsSecretRef)";
 
 impl Verbs for McpIntegration {
-    /// `None` in Observe, which reads no Secret.
+    /// `None` in Observe, which reads no Secret ([`Verbs::UNREAD_INPUTS`]).
     type Desired = Option<Written>;
     type Remote = RemoteIntegration;
     type Calls = Through<api::McpIntegrations<'static>>;
     const WHAT: &'static str = "MCP integration";
     const NAMING: Naming = Naming::CreatesAs;
+    const UNREAD_INPUTS: Option<Option<Written>> = Some(None);
 
     async fn resolve(
         &self,
@@ -118,13 +119,6 @@ impl Verbs for McpIntegration {
             .as_ref()
             .and_then(|c| secret_inputs::hash(cx, c));
         Ok(Some(Written::new(cx, configurations, hash)))
-    }
-    async fn observed_inputs(
-        &self,
-        _cx: &Cx<'_, Self>,
-        _status: &mut McpIntegrationStatus,
-    ) -> Result<Option<Written>, Halt> {
-        Ok(None)
     }
     fn compare(
         &self,

@@ -65,12 +65,13 @@ type Written = secret_inputs::Written<Map<String, Value>>;
 const UNREADABLE: &str = "authConfig (from spec.authConfigSecretRef) or allowedWorkspaces";
 
 impl Verbs for SecretReference {
-    /// `None` in Observe, which reads no Secret.
+    /// `None` in Observe, which reads no Secret ([`Verbs::UNREAD_INPUTS`]).
     type Desired = Option<Written>;
     type Remote = RemoteReference;
     type Calls = Through<api::SecretReferences<'static>>;
     const WHAT: &'static str = "secret reference";
     const NAMING: Naming = Naming::CreatesAs;
+    const UNREAD_INPUTS: Option<Option<Written>> = Some(None);
 
     async fn resolve(
         &self,
@@ -83,13 +84,6 @@ impl Verbs for SecretReference {
         }
         let hash = secret_inputs::hash(cx, &unreadable(self, &auth_config));
         Ok(Some(Written::new(cx, auth_config, hash)))
-    }
-    async fn observed_inputs(
-        &self,
-        _cx: &Cx<'_, Self>,
-        _status: &mut SecretReferenceStatus,
-    ) -> Result<Option<Written>, Halt> {
-        Ok(None)
     }
     fn compare(
         &self,
