@@ -285,7 +285,7 @@ pub fn still_referenced<K: Verbs>(
     relation: &str,
     users: &[String],
     until: &str,
-) -> Result<(), Error> {
+) -> Result<(), Halt> {
     if users.is_empty() {
         return Ok(());
     }
@@ -297,7 +297,8 @@ pub fn still_referenced<K: Verbs>(
             users.join(", "),
             removed_once::<K>(until)
         ),
-    ))
+    )
+    .into())
 }
 
 /// [`Verbs::delete_refused`]: the API refuses the delete of `key` with `message` while

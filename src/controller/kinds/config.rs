@@ -182,7 +182,7 @@ impl Verbs for Config {
     async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
         let holders = holders(self, cx.ctx).await?;
         let until = format!("none of them names Config {}", self.name_any());
-        Ok(still_referenced::<Self>(key, "used by", &holders, &until)?)
+        still_referenced::<Self>(key, "used by", &holders, &until)
     }
     /// A config aigw created that is gone (404 or `AB08`, nothing else) is forgotten, so it is
     /// created again.

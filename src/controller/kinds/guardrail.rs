@@ -332,12 +332,7 @@ async fn unreferenced<G: GuardrailObject + Verbs>(
 ) -> Result<(), Halt> {
     let users = referencing_configs(guardrail, cx.ctx).await?;
     let until = "no Config names it";
-    Ok(still_referenced::<G>(
-        key,
-        "named by Config",
-        &users,
-        until,
-    )?)
+    still_referenced::<G>(key, "named by Config", &users, until)
 }
 
 /// DELETEs the guardrail; a 403 that a complete listing confirms counts as "already gone".

@@ -168,12 +168,7 @@ impl Verbs for McpIntegration {
             .map(|s| format!("MCP server {} ({})", s.slug, s.id))
             .collect();
         users.sort();
-        Ok(still_referenced::<Self>(
-            key,
-            "instantiated by",
-            &users,
-            NO_SERVER,
-        )?)
+        still_referenced::<Self>(key, "instantiated by", &users, NO_SERVER)
     }
     /// An API that refuses the delete while servers use the integration (a 400 or 409 saying
     /// so): `StillReferenced` with its words, retried, never forced.

@@ -103,12 +103,7 @@ impl Verbs for SecretReference {
         let keys = self.status.as_ref().map(Recorded::remote_key_strings);
         let keys = keys.unwrap_or_default();
         let users = crate::controller::kinds::integration::mapping(cx.ctx, &self.name_any(), &keys);
-        Ok(still_referenced::<Self>(
-            key,
-            "mapped by Integration",
-            &users,
-            "none maps it",
-        )?)
+        still_referenced::<Self>(key, "mapped by Integration", &users, "none maps it")
     }
     /// The API's 400 while an integration maps a field to the reference: `StillReferenced`
     /// with its words (they name the integrations), retried, never forced.

@@ -178,9 +178,7 @@ impl Verbs for Workspace {
             &self.name_any(),
         ));
         let until = "they are gone";
-        Ok(still_referenced::<Self>(
-            &shown, "named by", &holders, until,
-        )?)
+        still_referenced::<Self>(&shown, "named by", &holders, until)
     }
     /// The IAM scope [`Verbs::before_create`] made for a workspace the API never made (its
     /// create refused, or failed and proven to have made nothing): deleted when it carries this resource's token and binds nothing. A
