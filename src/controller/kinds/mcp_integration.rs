@@ -30,7 +30,7 @@ use crate::controller::kinds::cluster_secret;
 use crate::controller::kinds::config_refs::{self, ReadsSecrets};
 use crate::controller::kinds::keyed;
 use crate::controller::kinds::secret_inputs::{self, create_parts, sent_hash};
-use crate::controller::kinds::sub_resources;
+use crate::controller::kinds::sub_resources::{self, Part, WORKSPACE_ACCESS};
 use crate::controller::state::triggers::Triggers;
 use crate::controller::{Context, spec_already_applied};
 use crate::resources::Workspace;
@@ -40,9 +40,8 @@ use crate::resources::mcp_integration::{
     McpIntegration, McpIntegrationStatus, WantedAccess, access_updates, capability_updates,
 };
 
-/// The sub-resources, as messages name them.
-const ACCESS: &str = "workspace access";
-const CAPABILITIES: &str = "capabilities";
+/// The capability toggles, as messages name them, and the reason of their writes.
+const CAPABILITIES: Part = Part::new("capabilities", "CapabilitiesUpdated");
 
 /// What lets the delete of an integration go on.
 const NO_SERVER: &str = "no MCP server uses it";
@@ -383,13 +382,15 @@ async fn read_workspaces(
     key: &str,
 ) -> Result<api::McpIntegrationWorkspaces, Error> {
     let integrations = client.mcp_integrations();
-    sub_resources::read::<McpIntegration, _>((ACCESS, key), integrations.workspaces(key)).await
+    WORKSPACE_ACCESS
+        .read::<McpIntegration, _>(key, integrations.workspaces(key))
+        .await
 }
 
 async fn read_capabilities(client: &Client, key: &str) -> Result<Vec<api::McpCapability>, Error> {
     let integrations = client.mcp_integrations();
     let read = integrations.capabilities(key, None);
-    let read = sub_resources::read::<McpIntegration, _>((CAPABILITIES, key), read);
+    let read = CAPABILITIES.read::<McpIntegration, _>(key, read);
     read.await.map(|c| c.data)
 }
 
@@ -422,18 +423,14 @@ async fn apply_access(
         workspaces: updates,
         ..Default::default()
     };
-    let change = sub_resources::write(
-        cx,
-        (ACCESS, key, &what),
-        "AccessUpdated",
-        |client| async move {
+    let change = WORKSPACE_ACCESS
+        .write(cx, (key, &what), |client| async move {
             client
                 .mcp_integrations()
                 .update_workspaces(key, &request)
                 .await
-        },
-    )
-    .await?;
+        })
+        .await?;
     status.workspaces = enabled;
     Ok(Some(change))
 }
@@ -467,19 +464,14 @@ async fn apply_capabilities(
     let request = api::UpdateCapabilitiesRequest {
         capabilities: toggles,
     };
-    let reason = "CapabilitiesUpdated";
-    let change = sub_resources::write(
-        cx,
-        (CAPABILITIES, key, &what),
-        reason,
-        |client| async move {
+    let change = CAPABILITIES
+        .write(cx, (key, &what), |client| async move {
             client
                 .mcp_integrations()
                 .update_capabilities(key, &request)
                 .await
-        },
-    )
-    .await?;
+        })
+        .await?;
     Ok(Some(change))
 }
 
