@@ -544,31 +544,33 @@ fn referenced_slug(
         "{:?} {} named by spec.resourceRefs[{n}] (path {})",
         reference.kind, reference.name, reference.path
     );
-    let named = |name: Option<&String>| name == Some(&reference.name);
     let peers = crate::controller::driver::gate::tenant_peers(ctx, config.spec.connection_name());
+    let (what, peers) = (what.as_str(), peers.as_slice());
     match reference.kind {
-        ReferencedKind::Guardrail => {
-            let namespace = config.namespace();
-            let all = ctx.stores.of::<Guardrail>().all();
-            let found = all
-                .iter()
-                .find(|g| g.namespace() == namespace && named(g.metadata.name.as_ref()));
-            ready_slug(found.map(|g| &**g), &what, &peers, ctx)
-        }
+        ReferencedKind::Guardrail => named_slug::<Guardrail>(config, reference, what, peers, ctx),
         ReferencedKind::ClusterGuardrail => {
-            let all = ctx.stores.of::<ClusterGuardrail>().all();
-            let found = all.iter().find(|g| named(g.metadata.name.as_ref()));
-            ready_slug(found.map(|g| &**g), &what, &peers, ctx)
+            named_slug::<ClusterGuardrail>(config, reference, what, peers, ctx)
         }
-        ReferencedKind::Provider => {
-            let namespace = config.namespace();
-            let all = ctx.stores.of::<Provider>().all();
-            let found = all
-                .iter()
-                .find(|p| p.namespace() == namespace && named(p.metadata.name.as_ref()));
-            ready_slug(found.map(|p| &**p), &what, &peers, ctx)
-        }
+        ReferencedKind::Provider => named_slug::<Provider>(config, reference, what, peers, ctx),
     }
+}
+
+/// [`ready_slug`] of the resource of kind `G` that `reference` names (one of the Config's
+/// namespace, where `G` is namespaced).
+fn named_slug<G: Referenced>(
+    config: &Config,
+    reference: &ConfigResourceRef,
+    what: &str,
+    peers: &[String],
+    ctx: &Context,
+) -> Result<String, Error> {
+    let namespace = config.namespace();
+    let all = ctx.stores.of::<G>().all();
+    let found = all.iter().find(|g| {
+        (!G::REFERENCED_AS.namespaced() || g.namespace() == namespace)
+            && g.meta().name.as_ref() == Some(&reference.name)
+    });
+    ready_slug(found.map(|g| &**g), what, peers, ctx)
 }
 
 /// A kind a Config's `spec.resourceRefs` may name: what it puts in the document once Ready.
