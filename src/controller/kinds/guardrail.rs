@@ -23,6 +23,7 @@ use crate::controller::driver::verbs::{Comparison, Verbs, still_referenced};
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::config_refs::{self, Desired, ReadsSecrets};
+use crate::controller::kinds::keyed;
 use crate::controller::now_rfc3339;
 use crate::controller::state::claims::refused_by_grants;
 use crate::controller::state::triggers::Triggers;
@@ -310,17 +311,7 @@ fn record_created<G: GuardrailObject>(
             );
             status.slug.clone().unwrap_or(created.id)
         }
-        Created::Recovered(found) => {
-            status.id = Some(found.id.clone());
-            status.slug = Some(found.slug.clone()).filter(|s| !s.is_empty());
-            // A version this resource published, whose spec is not known (no generation): it
-            // counts as written before, so creating it again waits for the promotion gate.
-            status.record_applied(crate::resources::config::AppliedVersion {
-                applied_at: now_rfc3339(),
-                ..Default::default()
-            });
-            found.slug
-        }
+        Created::Recovered(found) => keyed::record_recovered_version(status, &found),
     }
 }
 
@@ -353,21 +344,7 @@ async fn list<G: GuardrailKind>(
     workspace: Option<String>,
 ) -> Result<Listing<Row>, ApiError> {
     let listing = plane::<G>(client).listing(workspace.as_deref()).await?;
-    Ok(Listing {
-        items: listing
-            .items
-            .into_iter()
-            .map(|g| Row {
-                keys: [g.id, g.slug]
-                    .into_iter()
-                    .filter(|k| !k.is_empty())
-                    .collect(),
-                created_at: g.created_at,
-                updated_at: g.last_updated_at,
-            })
-            .collect(),
-        complete: listing.complete,
-    })
+    Ok(listing.map(|g| Row::new([g.id, g.slug], g.created_at, g.last_updated_at)))
 }
 
 /// The Configs that name the guardrail (from the watch caches: no apiserver read), once every
