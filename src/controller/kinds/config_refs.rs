@@ -557,7 +557,7 @@ fn referenced_slug(
 
 /// [`ready_slug`] of the resource of kind `G` that `reference` names (one of the Config's
 /// namespace, where `G` is namespaced).
-fn named_slug<G: Referenced>(
+fn named_slug<G: Referenced + crate::controller::Managed>(
     config: &Config,
     reference: &ConfigResourceRef,
     what: &str,

@@ -437,12 +437,12 @@ impl Run<'_> {
         if !strays.is_empty() {
             self.place(keys, &strays, None).await?;
             let waiting = self.not_placed(keys, &strays, None);
-            let returning = |keys: String| {
+            let going_back = |keys: String| {
                 format!(
                     "step {step} ({weight}%): ApiKeys {keys} left spec.apiKeySelector: returning them to their own defaults"
                 )
             };
-            if let Some(waiting) = waiting_for(&waiting, "ReturningKeys", returning) {
+            if let Some(waiting) = waiting_for(&waiting, "ReturningKeys", going_back) {
                 return Ok(waiting);
             }
         }
@@ -705,9 +705,9 @@ impl Run<'_> {
         };
         let decided = last_message(status);
         let waiting = self.not_placed(keys, &moved, None);
-        let returning =
+        let going_back =
             |keys: String| format!("{decided}; returning ApiKeys {keys} to the stable Config");
-        if let Some(waiting) = waiting_for(&waiting, reason, returning) {
+        if let Some(waiting) = waiting_for(&waiting, reason, going_back) {
             return Ok(waiting);
         }
         Ok((
