@@ -19,6 +19,7 @@ use super::runtime::shard_cache;
 use super::runtime::shards::Shards;
 use super::runtime::{health, unreadable};
 use super::state::relay;
+use super::state::triggers::Triggers;
 use super::{Context, Managed, Settings};
 use crate::resources::readable::{Readable, Unreadable, readable_api};
 
@@ -287,7 +288,7 @@ pub(crate) fn stream_name(kind: &str, namespace: Option<&str>) -> String {
 }
 
 /// Adds a kind's own triggers to its controller (the Config kind watches the Secrets it reads).
-pub type ExtraTriggers<K> = fn(Controller<K>, &Context, Option<&str>, Store<K>) -> Controller<K>;
+pub type ExtraTriggers<K> = for<'a> fn(Triggers<'a, K>) -> Triggers<'a, K>;
 
 /// What a kind's controller adds to the shared setup.
 #[derive(Clone)]
@@ -493,15 +494,17 @@ async fn run_kind<K: Managed>(
     if let Some(reads) = &drift {
         controller = controller.reconcile_on(drift::reads_for(reads, namespace.clone()));
     }
+    let latest = store.clone();
+    let mut triggers = Triggers::new(controller, &ctx, ns, store);
     if K::NAMESPACED {
         // An object waiting for the Workspace its `spec.workspaceRef` names acts once it can.
-        controller = driver::reach::requeue_referrers(controller, &ctx, store.clone());
+        triggers = driver::reach::requeue_referrers(triggers);
     }
-    let latest = store.clone();
     if let Some(extra) = extra {
-        controller = extra(controller, &ctx, ns, store);
+        triggers = extra(triggers);
     }
-    let controller = controller
+    let controller = triggers
+        .controller()
         .shutdown_on_signal()
         .run(
             taking_turns(slots, latest, driver::reconcile::<K>),

@@ -41,6 +41,14 @@ impl<T> Listing<T> {
             complete,
         }
     }
+
+    /// The same listing, each row mapped by `row`.
+    pub fn map<U>(self, row: impl FnMut(T) -> U) -> Listing<U> {
+        Listing {
+            items: self.items.into_iter().map(row).collect(),
+            complete: self.complete,
+        }
+    }
 }
 
 /// A page of a list: its rows and, when the API says, the total across all pages.

@@ -79,6 +79,21 @@ pub struct Row {
     pub updated_at: Option<String>,
 }
 
+impl Row {
+    /// The row of an object found by `keys` (its id and slug, say: an empty one is no key).
+    pub fn new(
+        keys: impl IntoIterator<Item = String>,
+        created_at: Option<String>,
+        updated_at: Option<String>,
+    ) -> Self {
+        Self {
+            keys: keys.into_iter().filter(|k| !k.is_empty()).collect(),
+            created_at,
+            updated_at,
+        }
+    }
+}
+
 /// A kind whose drift is found by listing (Config, RateLimitsPolicy). Deployments are read on
 /// every drift check: their `connectionStatus` changes without `last_updated_at` changing.
 pub trait Listed: Managed {

@@ -18,14 +18,12 @@
 use std::sync::Arc;
 
 use kube::ResourceExt;
-use kube::runtime::controller::Controller;
-use kube::runtime::reflector::Store;
 
 use super::Managed;
 use crate::controller::driver::gate::{CACHES_LISTED_WITHIN, tenant_peers};
 use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::state::claims::Claims;
-use crate::controller::state::relay::requeue_when;
+use crate::controller::state::triggers::Triggers;
 use crate::controller::{Context, spec_already_applied};
 use crate::resources::Workspace;
 
@@ -113,18 +111,8 @@ fn ready_workspace<K: Claims>(
 /// Workspace changes or goes (heard from the Workspace controller's own watch, once its cache
 /// holds the change), so an object waiting for it (`WorkspaceNotReady`) acts as soon as it can.
 /// Every namespaced kind's controller has it.
-pub fn requeue_referrers<K: Managed>(
-    controller: Controller<K>,
-    ctx: &Context,
-    objects: Store<K>,
-) -> Controller<K> {
-    requeue_when(
-        controller,
-        &ctx.relay,
-        None,
-        objects,
-        |o: &K, w: &Workspace| o.workspace_ref() == w.metadata.name.as_deref(),
-    )
+pub fn requeue_referrers<K: Managed>(triggers: Triggers<'_, K>) -> Triggers<'_, K> {
+    triggers.when(|o: &K, w: &Workspace| o.workspace_ref() == w.metadata.name.as_deref())
 }
 
 #[cfg(test)]

@@ -9,6 +9,8 @@
 
 use std::future::Future;
 
+use futures::future::Either;
+
 use super::calls::{Calls, Found, Posted, Updated};
 use super::create::Created;
 use super::{Change, Cx, Managed};
@@ -84,6 +86,11 @@ pub trait Verbs: Managed {
     /// True for a listed kind whose update answer lacks the new remote stamp: the next
     /// reconcile reads the object again ([`crate::controller::driver::drift::Drift::flag`]).
     const READ_AFTER_UPDATE: bool = false;
+    /// The desired state Observe compares with when it reads nothing besides the spec (`Some`):
+    /// `Some(None)` for a kind whose inputs are the Secret values it sends, which Observe never
+    /// reads ([`crate::controller::kinds::secret_inputs::Written`]). `None` (the default):
+    /// Observe reads them as [`Verbs::resolve`] does.
+    const UNREAD_INPUTS: Option<Self::Desired> = None;
 
     /// Reads what the desired state depends on besides the spec (Secrets, references), and
     /// records in `status` the conditions of what it read (a guardrail a Config names).
@@ -93,13 +100,16 @@ pub trait Verbs: Managed {
         status: &mut Self::Status,
     ) -> impl Future<Output = Result<Self::Desired, Halt>> + Send;
     /// What Observe compares with (it never writes, so it needs no Secret values): by default
-    /// what [`Verbs::resolve`] gathers.
+    /// [`Verbs::UNREAD_INPUTS`] where the kind gives it, else what [`Verbs::resolve`] gathers.
     fn observed_inputs(
         &self,
         cx: &Cx<'_, Self>,
         status: &mut Self::Status,
     ) -> impl Future<Output = Result<Self::Desired, Halt>> + Send {
-        self.resolve(cx, status)
+        match Self::UNREAD_INPUTS {
+            Some(unread) => Either::Left(std::future::ready(Ok(unread))),
+            None => Either::Right(self.resolve(cx, status)),
+        }
     }
     /// How `remote` differs from `desired`. Pure.
     fn compare(
@@ -275,7 +285,7 @@ pub fn still_referenced<K: Verbs>(
     relation: &str,
     users: &[String],
     until: &str,
-) -> Result<(), Error> {
+) -> Result<(), Halt> {
     if users.is_empty() {
         return Ok(());
     }
@@ -287,7 +297,8 @@ pub fn still_referenced<K: Verbs>(
             users.join(", "),
             removed_once::<K>(until)
         ),
-    ))
+    )
+    .into())
 }
 
 /// [`Verbs::delete_refused`]: the API refuses the delete of `key` with `message` while

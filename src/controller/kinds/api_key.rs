@@ -18,17 +18,13 @@
 //! The API's own `rotation_policy` is never sent (refused at admission): a scheduled rotation
 //! on the server would issue a value that never reaches the Secret.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::Api;
-use kube::runtime::controller::Controller;
-use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::api::{self, ApiError, Client, Listing, SecretString};
-use crate::controller::Context;
 use crate::controller::driver::calls::{Deleting, Own, OwnCalls};
 use crate::controller::driver::create::{Created, Lookup, one_of_ours};
 use crate::controller::driver::drift::{Listed, Row};
@@ -38,6 +34,7 @@ use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::driver::verbs::{Comparison, Verbs};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
+use crate::controller::state::triggers::Triggers;
 use crate::resources::Config;
 use crate::resources::api_key::{ApiKey, ApiKeyStatus, SECRET_KEY};
 use crate::resources::common::CreateAttempt;
@@ -361,48 +358,20 @@ impl Issues for ApiKey {
 }
 
 /// Reconciles an ApiKey when its Secret (one aigw wrote) or the Config its `defaults.config`
-/// names changes: a deleted Secret is reported at once, a Config's new slug is sent.
-pub fn watch_inputs(
-    controller: Controller<ApiKey>,
-    ctx: &Context,
-    namespace: Option<&str>,
-    keys: Store<ApiKey>,
-) -> Controller<ApiKey> {
+/// names changes: a deleted Secret is reported at once, a Config's new slug is sent. Either
+/// marks the ApiKeys of its namespace that use it so their next reconcile checks their inputs.
+pub fn watch_inputs(triggers: Triggers<'_, ApiKey>) -> Triggers<'_, ApiKey> {
+    let namespace = triggers.namespace;
     // Heard once the delivered-Secrets cache, which the reconcile reads, holds the change.
-    let secrets = ctx.relay.subscribe::<Secret>(namespace.map(str::to_string));
-    let (drift, store) = (ctx.drift.clone(), keys.clone());
-    let controller = controller.watches_shared_stream(secrets, move |secret: Arc<Secret>| {
-        users(&store, &drift, secret.namespace(), |k| {
-            k.spec.secret_ref.name == secret.name_any()
-        })
+    let triggers = triggers.inputs_from(namespace, |k: &ApiKey, secret: &Secret| {
+        k.metadata.namespace == secret.metadata.namespace
+            && k.spec.secret_ref.name == secret.name_any()
     });
     // Heard once the Config watch cache, which `defaults.config` is resolved from, holds it.
-    let configs = ctx.relay.subscribe::<Config>(namespace.map(str::to_string));
-    let drift = ctx.drift.clone();
-    controller.watches_shared_stream(configs, move |config: Arc<Config>| {
-        let name = config.name_any();
-        users(&keys, &drift, config.namespace(), |k| {
-            k.config_resource() == Some(name.as_str())
-        })
+    triggers.inputs_from(namespace, |k: &ApiKey, config: &Config| {
+        k.metadata.namespace == config.metadata.namespace
+            && k.config_resource() == Some(config.name_any().as_str())
     })
-}
-
-/// The ApiKeys of `namespace` that `uses` an input that changed, each marked so its next
-/// reconcile checks its inputs.
-fn users(
-    keys: &Store<ApiKey>,
-    drift: &crate::controller::driver::drift::Drift,
-    namespace: Option<String>,
-    uses: impl Fn(&ApiKey) -> bool,
-) -> Vec<ObjectRef<ApiKey>> {
-    keys.state()
-        .iter()
-        .filter(|k| k.namespace() == namespace && uses(k))
-        .map(|k| {
-            drift.inputs_changed(crate::controller::driver::object_key(k.as_ref()));
-            ObjectRef::from_obj(k.as_ref())
-        })
-        .collect()
 }
 
 impl Listed for ApiKey {

@@ -17,6 +17,7 @@ use crate::controller::driver::verbs::{Comparison, Verbs, still_referenced};
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Halt, Wait};
 use crate::controller::kinds::config_refs::{self, Desired};
+use crate::controller::kinds::keyed;
 use crate::controller::now_rfc3339;
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 use crate::resources::config::{AppliedHistory, Config, ConfigStatus};
@@ -182,7 +183,7 @@ impl Verbs for Config {
     async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
         let holders = holders(self, cx.ctx).await?;
         let until = format!("none of them names Config {}", self.name_any());
-        Ok(still_referenced::<Self>(key, "used by", &holders, &until)?)
+        still_referenced::<Self>(key, "used by", &holders, &until)
     }
     /// A config aigw created that is gone (404 or `AB08`, nothing else) is forgotten, so it is
     /// created again.
@@ -231,17 +232,7 @@ impl Verbs for Config {
                 }
                 created.slug.unwrap_or(created.id)
             }
-            Created::Recovered(found) => {
-                status.id = Some(found.id.clone());
-                status.slug = Some(found.slug.clone()).filter(|s| !s.is_empty());
-                // A version this resource published, whose spec is not known (no generation):
-                // it counts as written before, so creating it again waits for the promotion gate.
-                status.record_applied(crate::resources::config::AppliedVersion {
-                    applied_at: now_rfc3339(),
-                    ..Default::default()
-                });
-                found.slug
-            }
+            Created::Recovered(found) => keyed::record_recovered_version(status, &found),
         }
     }
     fn record_updated(
@@ -377,20 +368,6 @@ impl Listed for Config {
 
     async fn list(client: &Client, workspace: Option<String>) -> Result<Listing<Row>, ApiError> {
         let listing = client.configs().stamps(workspace.as_deref()).await?;
-        Ok(Listing {
-            items: listing
-                .items
-                .into_iter()
-                .map(|c| Row {
-                    keys: [c.id, c.slug]
-                        .into_iter()
-                        .filter(|k| !k.is_empty())
-                        .collect(),
-                    created_at: c.created_at,
-                    updated_at: c.last_updated_at,
-                })
-                .collect(),
-            complete: listing.complete,
-        })
+        Ok(listing.map(|c| Row::new([c.id, c.slug], c.created_at, c.last_updated_at)))
     }
 }

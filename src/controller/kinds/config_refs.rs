@@ -11,8 +11,6 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::Secret;
 use kube::ResourceExt;
 use kube::api::PartialObjectMeta;
-use kube::runtime::controller::Controller;
-use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::{Map, Value};
 
@@ -24,8 +22,8 @@ use crate::controller::error::{Error, Halt};
 use crate::controller::process::Watchable;
 use crate::controller::runtime::hash_key::HashKey;
 use crate::controller::state::claims::Claims;
-use crate::controller::state::relay::requeue_when;
 use crate::controller::state::secret_cache::Reader;
+use crate::controller::state::triggers::{Triggers, inputs_changed};
 use crate::resources::config::{
     Config, ConfigResourceRef, ConfigSecretRef, ConfigStatus, ReferencedKind,
 };
@@ -421,44 +419,29 @@ impl GuardrailCache {
 /// and notes that their inputs changed: only then does an object whose spec is applied read its
 /// Secrets. Only metadata is watched: the values are read when the object is reconciled. A
 /// cluster-scoped kind's Secrets are those of the operator's Connection secret namespace.
-pub fn watch_secrets<K>(
-    controller: Controller<K>,
-    ctx: &Context,
-    namespace: Option<&str>,
-    objects: Store<K>,
-) -> Controller<K>
+pub fn watch_secrets<K>(triggers: Triggers<'_, K>) -> Triggers<'_, K>
 where
     K: crate::controller::driver::Managed + ReadsSecrets,
 {
+    let ctx = triggers.ctx;
     let operator = ctx.connections.secret_namespace().map(str::to_string);
     let namespace = match K::NAMESPACED {
-        true => namespace.map(str::to_string),
+        true => triggers.namespace.map(str::to_string),
         // Without that namespace a cluster-scoped object can read no Secret: nothing to hear.
-        false if operator.is_none() => return controller,
+        false if operator.is_none() => return triggers,
         false => operator.clone(),
     };
     let namespace = namespace.as_deref();
-    let drift = ctx.drift.clone();
+    let (objects, drift) = (triggers.objects.clone(), ctx.drift.clone());
     let mapper = move |secret: &PartialObjectMeta<Secret>| {
         let namespace = secret.namespace();
         let name = secret.name_any();
-        let users: Vec<_> = objects
-            .state()
-            .into_iter()
-            .filter(|o| o.secrets_namespace(operator.as_deref()) == namespace)
-            .filter(|o| {
-                o.secret_refs()
+        inputs_changed(&objects, &drift, |o| {
+            o.secrets_namespace(operator.as_deref()) == namespace
+                && o.secret_refs()
                     .iter()
                     .any(|r| r.secret_key_ref.name == name)
-            })
-            .collect();
-        for object in &users {
-            drift.inputs_changed(crate::controller::driver::object_key(object.as_ref()));
-        }
-        users
-            .iter()
-            .map(|o| ObjectRef::from_obj(o.as_ref()))
-            .collect::<Vec<_>>()
+        })
     };
     if ctx.secrets.covers(namespace) {
         // The metadata cache of the namespace's Secrets, which the values are read against,
@@ -467,10 +450,12 @@ where
         let stream = ctx
             .relay
             .subscribe::<PartialObjectMeta<Secret>>(namespace.map(str::to_string));
-        return controller
-            .watches_shared_stream(stream, move |secret: Arc<PartialObjectMeta<Secret>>| {
-                mapper(&secret)
-            });
+        return triggers.with(|controller| {
+            controller
+                .watches_shared_stream(stream, move |secret: Arc<PartialObjectMeta<Secret>>| {
+                    mapper(&secret)
+                })
+        });
     }
     let probe = ctx.health.register(crate::controller::stream_name(
         &format!("Secret({} refs)", K::KIND),
@@ -484,8 +469,10 @@ where
         .default_backoff()
         .inspect(move |item| probe.observe(item))
         .touched_objects();
-    controller.watches_stream(stream, move |secret: PartialObjectMeta<Secret>| {
-        mapper(&secret)
+    triggers.with(|controller| {
+        controller.watches_stream(stream, move |secret: PartialObjectMeta<Secret>| {
+            mapper(&secret)
+        })
     })
 }
 
@@ -557,31 +544,33 @@ fn referenced_slug(
         "{:?} {} named by spec.resourceRefs[{n}] (path {})",
         reference.kind, reference.name, reference.path
     );
-    let named = |name: Option<&String>| name == Some(&reference.name);
     let peers = crate::controller::driver::gate::tenant_peers(ctx, config.spec.connection_name());
+    let (what, peers) = (what.as_str(), peers.as_slice());
     match reference.kind {
-        ReferencedKind::Guardrail => {
-            let namespace = config.namespace();
-            let all = ctx.stores.of::<Guardrail>().all();
-            let found = all
-                .iter()
-                .find(|g| g.namespace() == namespace && named(g.metadata.name.as_ref()));
-            ready_slug(found.map(|g| &**g), &what, &peers, ctx)
-        }
+        ReferencedKind::Guardrail => named_slug::<Guardrail>(config, reference, what, peers, ctx),
         ReferencedKind::ClusterGuardrail => {
-            let all = ctx.stores.of::<ClusterGuardrail>().all();
-            let found = all.iter().find(|g| named(g.metadata.name.as_ref()));
-            ready_slug(found.map(|g| &**g), &what, &peers, ctx)
+            named_slug::<ClusterGuardrail>(config, reference, what, peers, ctx)
         }
-        ReferencedKind::Provider => {
-            let namespace = config.namespace();
-            let all = ctx.stores.of::<Provider>().all();
-            let found = all
-                .iter()
-                .find(|p| p.namespace() == namespace && named(p.metadata.name.as_ref()));
-            ready_slug(found.map(|p| &**p), &what, &peers, ctx)
-        }
+        ReferencedKind::Provider => named_slug::<Provider>(config, reference, what, peers, ctx),
     }
+}
+
+/// [`ready_slug`] of the resource of kind `G` that `reference` names (one of the Config's
+/// namespace, where `G` is namespaced).
+fn named_slug<G: Referenced + crate::controller::Managed>(
+    config: &Config,
+    reference: &ConfigResourceRef,
+    what: &str,
+    peers: &[String],
+    ctx: &Context,
+) -> Result<String, Error> {
+    let namespace = config.namespace();
+    let all = ctx.stores.of::<G>().all();
+    let found = all.iter().find(|g| {
+        (!G::REFERENCED_AS.namespaced() || g.namespace() == namespace)
+            && g.meta().name.as_ref() == Some(&reference.name)
+    });
+    ready_slug(found.map(|g| &**g), what, peers, ctx)
 }
 
 /// A kind a Config's `spec.resourceRefs` may name: what it puts in the document once Ready.
@@ -688,77 +677,38 @@ fn ready_slug<G: Referenced>(
 /// inputs changed: a resource created again under a new slug is sent at once, not at the next
 /// full read. A Guardrail or Provider is heard in the Configs' namespace, a ClusterGuardrail
 /// everywhere; each change only once `G`'s watch cache, which the Config reads, holds it.
-fn watch_referenced<G>(
-    controller: Controller<Config>,
-    ctx: &Context,
-    namespace: Option<&str>,
-    configs: Store<Config>,
-) -> Controller<Config>
+fn watch_referenced<G>(triggers: Triggers<'_, Config>) -> Triggers<'_, Config>
 where
     G: Referenced + crate::controller::Managed,
 {
-    let namespace = namespace.filter(|_| G::NAMESPACED).map(str::to_string);
-    let stream = ctx.relay.subscribe::<G>(namespace);
-    let drift = ctx.drift.clone();
-    controller.watches_shared_stream(stream, move |resource: Arc<G>| {
-        let namespace = resource.meta().namespace.clone();
-        let name = resource.name_any();
-        let users: Vec<_> = configs
-            .state()
-            .into_iter()
-            .filter(|c| namespace.is_none() || c.namespace() == namespace)
-            .filter(|c| {
-                c.spec
-                    .resource_refs
-                    .iter()
-                    .any(|r| r.kind == G::REFERENCED_AS && r.name == name)
-            })
-            .collect();
-        for config in &users {
-            drift.inputs_changed(crate::controller::driver::object_key(config.as_ref()));
-        }
-        users
-            .iter()
-            .map(|c| ObjectRef::from_obj(c.as_ref()))
-            .collect::<Vec<_>>()
+    let namespace = triggers.namespace.filter(|_| G::NAMESPACED);
+    triggers.inputs_from(namespace, |c: &Config, resource: &G| {
+        let namespace = &resource.meta().namespace;
+        let name = resource.meta().name.as_deref();
+        (namespace.is_none() || c.metadata.namespace == *namespace)
+            && c.spec
+                .resource_refs
+                .iter()
+                .any(|r| r.kind == G::REFERENCED_AS && Some(r.name.as_str()) == name)
     })
 }
 
 /// The Config's own triggers: the Secrets and the guardrail and provider resources it names.
-pub fn watch_inputs(
-    controller: Controller<Config>,
-    ctx: &Context,
-    namespace: Option<&str>,
-    configs: Store<Config>,
-) -> Controller<Config> {
-    let controller = watch_secrets(controller, ctx, namespace, configs.clone());
-    let controller = watch_referenced::<Guardrail>(controller, ctx, namespace, configs.clone());
-    let controller =
-        watch_referenced::<ClusterGuardrail>(controller, ctx, namespace, configs.clone());
-    let controller = watch_referenced::<Provider>(controller, ctx, namespace, configs.clone());
-    let controller = watch_users::<crate::resources::ApiKey>(controller, ctx, namespace, &configs);
-    watch_users::<crate::resources::ConfigRollout>(controller, ctx, namespace, &configs)
+pub fn watch_inputs(triggers: Triggers<'_, Config>) -> Triggers<'_, Config> {
+    let triggers = watch_referenced::<Guardrail>(watch_secrets(triggers));
+    let triggers = watch_referenced::<ClusterGuardrail>(triggers);
+    let triggers = watch_referenced::<Provider>(triggers);
+    let triggers = watch_users::<crate::resources::ApiKey>(triggers);
+    watch_users::<crate::resources::ConfigRollout>(triggers)
 }
 
 /// Requeues the Configs of a namespace whose deletion waits ([`super::config::holders`])
 /// whenever an object of kind `U` there (an ApiKey, a ConfigRollout) changes or goes, once
 /// `U`'s watch cache holds the change: the deletion goes on as soon as nothing uses them.
-fn watch_users<U: Watchable>(
-    controller: Controller<Config>,
-    ctx: &Context,
-    namespace: Option<&str>,
-    configs: &Store<Config>,
-) -> Controller<Config> {
-    let deleting_beside = |c: &Config, user: &U| {
+fn watch_users<U: Watchable>(triggers: Triggers<'_, Config>) -> Triggers<'_, Config> {
+    triggers.when_beside(|c: &Config, user: &U| {
         c.namespace() == user.meta().namespace && c.metadata.deletion_timestamp.is_some()
-    };
-    requeue_when(
-        controller,
-        &ctx.relay,
-        namespace,
-        configs.clone(),
-        deleting_beside,
-    )
+    })
 }
 
 /// A kind whose spec takes values from Secrets (`spec.secretRefs`).

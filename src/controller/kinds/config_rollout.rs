@@ -415,14 +415,11 @@ impl Run<'_> {
                 ));
             }
             let unready = self.not_placed(keys, &names(&keys.eligible), None);
-            if !unready.is_empty() {
-                return Ok(progressing(
-                    "KeysNotReady",
-                    format!(
-                        "waiting for ApiKeys {} to be Ready on their own defaults",
-                        unready.join(", ")
-                    ),
-                ));
+            let not_ready = |keys: String| {
+                format!("waiting for ApiKeys {keys} to be Ready on their own defaults")
+            };
+            if let Some(waiting) = waiting_for(&unready, "KeysNotReady", not_ready) {
+                return Ok(waiting);
             }
             status.stable_config_id = Some(stable_slug);
             status.candidate_config_id = Some(candidate_slug.clone());
@@ -440,14 +437,13 @@ impl Run<'_> {
         if !strays.is_empty() {
             self.place(keys, &strays, None).await?;
             let waiting = self.not_placed(keys, &strays, None);
-            if !waiting.is_empty() {
-                return Ok(progressing(
-                    "ReturningKeys",
-                    format!(
-                        "step {step} ({weight}%): ApiKeys {} left spec.apiKeySelector: returning them to their own defaults",
-                        waiting.join(", ")
-                    ),
-                ));
+            let going_back = |keys: String| {
+                format!(
+                    "step {step} ({weight}%): ApiKeys {keys} left spec.apiKeySelector: returning them to their own defaults"
+                )
+            };
+            if let Some(waiting) = waiting_for(&waiting, "ReturningKeys", going_back) {
+                return Ok(waiting);
             }
         }
         let size = rollout_plan::cohort_size(weight, eligible.len());
@@ -471,14 +467,13 @@ impl Run<'_> {
                     .await?;
                 return self.hold_on_stable(status, keys).await;
             }
-            if !waiting.is_empty() {
-                return Ok(progressing(
-                    "MovingKeys",
-                    format!(
-                        "step {step} ({weight}%): waiting for ApiKeys {} to apply Config {candidate_name}",
-                        waiting.join(", ")
-                    ),
-                ));
+            let moving = |keys: String| {
+                format!(
+                    "step {step} ({weight}%): waiting for ApiKeys {keys} to apply Config {candidate_name}"
+                )
+            };
+            if let Some(waiting) = waiting_for(&waiting, "MovingKeys", moving) {
+                return Ok(waiting);
             }
             status.step_started_at = Some(Timestamp::now().to_string());
             self.save(status).await?;
@@ -677,14 +672,11 @@ impl Run<'_> {
             ));
         }
         let waiting = self.not_placed(keys, &status.moved_keys, Some(&candidate));
-        if !waiting.is_empty() {
-            return Ok(progressing(
-                "MovingKeys",
-                format!(
-                    "{decided}; waiting for ApiKeys {} to apply Config {candidate}",
-                    waiting.join(", ")
-                ),
-            ));
+        let moving = |keys: String| {
+            format!("{decided}; waiting for ApiKeys {keys} to apply Config {candidate}")
+        };
+        if let Some(waiting) = waiting_for(&waiting, "MovingKeys", moving) {
+            return Ok(waiting);
         }
         Ok((
             Outcome::Ready {
@@ -713,17 +705,10 @@ impl Run<'_> {
         };
         let decided = last_message(status);
         let waiting = self.not_placed(keys, &moved, None);
-        if !waiting.is_empty() {
-            return Ok((
-                Outcome::Progressing {
-                    reason: reason.into(),
-                    message: format!(
-                        "{decided}; returning ApiKeys {} to the stable Config",
-                        waiting.join(", ")
-                    ),
-                },
-                Some(POLL),
-            ));
+        let going_back =
+            |keys: String| format!("{decided}; returning ApiKeys {keys} to the stable Config");
+        if let Some(waiting) = waiting_for(&waiting, reason, going_back) {
+            return Ok(waiting);
         }
         Ok((
             Outcome::Stalled {
@@ -939,6 +924,16 @@ fn progressing(reason: &str, message: String) -> (Outcome, Option<Duration>) {
         },
         Some(POLL),
     )
+}
+
+/// [`progressing`] while the ApiKeys `waiting` wait (`None` when none does), their names in
+/// the message `says`.
+fn waiting_for(
+    waiting: &[String],
+    reason: &str,
+    says: impl FnOnce(String) -> String,
+) -> Option<(Outcome, Option<Duration>)> {
+    (!waiting.is_empty()).then(|| progressing(reason, says(waiting.join(", "))))
 }
 
 fn pausing(step: usize, weight: u32, left: Duration) -> Outcome {

@@ -9,11 +9,7 @@
 //! also be a refusal: such an answer counts as "gone" only when a complete listing of the
 //! guardrails shows no guardrail with that id or slug.
 
-use std::sync::Arc;
-
 use kube::ResourceExt;
-use kube::runtime::controller::Controller;
-use kube::runtime::reflector::{ObjectRef, Store};
 
 use crate::api::{
     ApiError, Client, GuardrailDetails, GuardrailSummary, GuardrailWritten, GuardrailsOn, Listing,
@@ -27,8 +23,10 @@ use crate::controller::driver::verbs::{Comparison, Verbs, still_referenced};
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::config_refs::{self, Desired, ReadsSecrets};
+use crate::controller::kinds::keyed;
 use crate::controller::now_rfc3339;
 use crate::controller::state::claims::refused_by_grants;
+use crate::controller::state::triggers::Triggers;
 use crate::resources::common::{CreateAttempt, DriftCorrection};
 use crate::resources::config::{AppliedHistory, Config, ConfigSecretRef};
 use crate::resources::guardrail::{ClusterGuardrail, Guardrail, GuardrailKind, GuardrailStatus};
@@ -78,6 +76,8 @@ macro_rules! guardrail_kind {
             type Calls = Own;
             const WHAT: &'static str = "guardrail";
             const RECORDS_DRIFT: bool = true;
+            /// Observe reads no Secret.
+            const UNREAD_INPUTS: Option<Option<Desired>> = Some(None);
 
             async fn resolve(
                 &self,
@@ -85,13 +85,6 @@ macro_rules! guardrail_kind {
                 _status: &mut GuardrailStatus,
             ) -> Result<Option<Desired>, Halt> {
                 Ok(Some(resolve(self, cx).await?))
-            }
-            async fn observed_inputs(
-                &self,
-                _cx: &Cx<'_, Self>,
-                _status: &mut GuardrailStatus,
-            ) -> Result<Option<Desired>, Halt> {
-                Ok(None)
             }
             fn compare(
                 &self,
@@ -318,17 +311,7 @@ fn record_created<G: GuardrailObject>(
             );
             status.slug.clone().unwrap_or(created.id)
         }
-        Created::Recovered(found) => {
-            status.id = Some(found.id.clone());
-            status.slug = Some(found.slug.clone()).filter(|s| !s.is_empty());
-            // A version this resource published, whose spec is not known (no generation): it
-            // counts as written before, so creating it again waits for the promotion gate.
-            status.record_applied(crate::resources::config::AppliedVersion {
-                applied_at: now_rfc3339(),
-                ..Default::default()
-            });
-            found.slug
-        }
+        Created::Recovered(found) => keyed::record_recovered_version(status, &found),
     }
 }
 
@@ -340,12 +323,7 @@ async fn unreferenced<G: GuardrailObject + Verbs>(
 ) -> Result<(), Halt> {
     let users = referencing_configs(guardrail, cx.ctx).await?;
     let until = "no Config names it";
-    Ok(still_referenced::<G>(
-        key,
-        "named by Config",
-        &users,
-        until,
-    )?)
+    still_referenced::<G>(key, "named by Config", &users, until)
 }
 
 /// DELETEs the guardrail; a 403 that a complete listing confirms counts as "already gone".
@@ -366,21 +344,7 @@ async fn list<G: GuardrailKind>(
     workspace: Option<String>,
 ) -> Result<Listing<Row>, ApiError> {
     let listing = plane::<G>(client).listing(workspace.as_deref()).await?;
-    Ok(Listing {
-        items: listing
-            .items
-            .into_iter()
-            .map(|g| Row {
-                keys: [g.id, g.slug]
-                    .into_iter()
-                    .filter(|k| !k.is_empty())
-                    .collect(),
-                created_at: g.created_at,
-                updated_at: g.last_updated_at,
-            })
-            .collect(),
-        complete: listing.complete,
-    })
+    Ok(listing.map(|g| Row::new([g.id, g.slug], g.created_at, g.last_updated_at)))
 }
 
 /// The Configs that name the guardrail (from the watch caches: no apiserver read), once every
@@ -518,34 +482,15 @@ async fn find_created<G: GuardrailObject>(
 /// whenever that Config changes or goes, so a guardrail whose deletion waits for its Configs
 /// goes as soon as the last one lets go. A Guardrail hears the Configs of its namespace; a
 /// ClusterGuardrail those of every watched namespace.
-fn watch_referrers<G: GuardrailObject>(
-    controller: Controller<G>,
-    ctx: &Context,
-    namespace: Option<&str>,
-    guardrails: Store<G>,
-) -> Controller<G> {
+fn watch_referrers<G: GuardrailObject>(triggers: Triggers<'_, G>) -> Triggers<'_, G> {
     // A ClusterGuardrail hears the Configs of every watched namespace.
-    let namespace = namespace.filter(|_| G::NAMESPACED).map(str::to_string);
-    let stream = ctx.relay.subscribe::<Config>(namespace);
-    controller.watches_shared_stream(stream, move |config: Arc<Config>| {
-        guardrails
-            .state()
-            .into_iter()
-            .filter(|g| g.named_by(&config))
-            .map(|g| ObjectRef::from_obj(g.as_ref()))
-            .collect::<Vec<_>>()
-    })
+    let namespace = triggers.namespace.filter(|_| G::NAMESPACED);
+    triggers.heard_in(namespace, |g: &G, config: &Config| g.named_by(config))
 }
 
 /// A guardrail's own triggers: the Secrets it reads, the McpServer resources its
 /// `spec.mcpServers` names and the Configs that name it.
-pub fn watch_inputs<G: GuardrailObject>(
-    controller: Controller<G>,
-    ctx: &Context,
-    namespace: Option<&str>,
-    guardrails: Store<G>,
-) -> Controller<G> {
-    let controller = config_refs::watch_secrets(controller, ctx, namespace, guardrails.clone());
-    let controller = mcp_servers::watch_servers(controller, ctx, guardrails.clone());
-    watch_referrers(controller, ctx, namespace, guardrails)
+pub fn watch_inputs<G: GuardrailObject>(triggers: Triggers<'_, G>) -> Triggers<'_, G> {
+    let triggers = config_refs::watch_secrets(triggers);
+    watch_referrers(mcp_servers::watch_servers(triggers))
 }

@@ -26,10 +26,11 @@ use crate::controller::driver::verbs::{Comparison, Naming, Verbs, still_referenc
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::config_refs::{
-    CLUSTER_READABLE, Desired, ReadsSecrets, SECRET_NOT_READABLE,
+    self, CLUSTER_READABLE, Desired, ReadsSecrets, SECRET_NOT_READABLE,
 };
 use crate::controller::kinds::keyed;
 use crate::controller::kinds::secret_inputs::{self, create_parts, sent_hash};
+use crate::controller::state::triggers::Triggers;
 use crate::resources::config::ConfigSecretRef;
 use crate::resources::config_document::SecretDocument;
 use crate::resources::integration::{
@@ -81,12 +82,13 @@ const WRITE_ONLY: &str = "write-only values (key, configurations)";
 /// description or a readable configuration field differs or the write-only values changed;
 /// the workspace access rows and the model access follow ([`Verbs::sync_sub_resources`]).
 impl Verbs for Integration {
-    /// `None` in Observe, which reads no Secret.
+    /// `None` in Observe, which reads no Secret ([`Verbs::UNREAD_INPUTS`]).
     type Desired = Option<Written>;
     type Remote = RemoteIntegration;
     type Calls = Through<api::Integrations<'static>>;
     const WHAT: &'static str = "integration";
     const NAMING: Naming = Naming::CreatesAs;
+    const UNREAD_INPUTS: Option<Option<Written>> = Some(None);
 
     async fn resolve(
         &self,
@@ -107,13 +109,6 @@ impl Verbs for Integration {
         let mappings = secret_mappings(self, cx.ctx)?;
         Ok(Some(Written::new(cx, Sent { document, mappings }, hash)))
     }
-    async fn observed_inputs(
-        &self,
-        _cx: &Cx<'_, Self>,
-        _status: &mut IntegrationStatus,
-    ) -> Result<Option<Written>, Halt> {
-        Ok(None)
-    }
     fn compare(
         &self,
         desired: &Option<Written>,
@@ -131,12 +126,7 @@ impl Verbs for Integration {
     async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
         let users = crate::controller::kinds::provider::naming(self, cx.ctx).await?;
         let until = "no Provider binds it";
-        Ok(still_referenced::<Self>(
-            key,
-            "bound by Provider",
-            &users,
-            until,
-        )?)
+        still_referenced::<Self>(key, "bound by Provider", &users, until)
     }
     fn record(status: &mut IntegrationStatus, remote: Option<&RemoteIntegration>) {
         keyed::record(status, remote);
@@ -297,35 +287,19 @@ fn check_key_namespace(integration: &Integration, ctx: &Context) -> Result<(), E
 
 /// An Integration's own triggers: the Secrets it reads (in the operator's namespace) and the
 /// Providers that bind it.
-pub fn watch_inputs(
-    controller: kube::runtime::controller::Controller<Integration>,
-    ctx: &Context,
-    namespace: Option<&str>,
-    integrations: kube::runtime::reflector::Store<Integration>,
-) -> kube::runtime::controller::Controller<Integration> {
-    let controller = crate::controller::kinds::config_refs::watch_secrets(
-        controller,
-        ctx,
-        namespace,
-        integrations.clone(),
-    );
-    let controller = watch_references(controller, ctx, integrations.clone());
-    crate::controller::kinds::provider::watch_binders(controller, ctx, integrations)
+pub fn watch_inputs(triggers: Triggers<'_, Integration>) -> Triggers<'_, Integration> {
+    let triggers = watch_references(config_refs::watch_secrets(triggers));
+    crate::controller::kinds::provider::watch_binders(triggers)
 }
 
 /// Requeues the Integrations whose `spec.secretMappings` name a SecretReference resource
 /// whenever it changes, so one waiting for it is written as soon as it is Ready.
-fn watch_references(
-    controller: kube::runtime::controller::Controller<Integration>,
-    ctx: &Context,
-    integrations: kube::runtime::reflector::Store<Integration>,
-) -> kube::runtime::controller::Controller<Integration> {
-    let maps = |i: &Integration, reference: &SecretReference| {
+fn watch_references(triggers: Triggers<'_, Integration>) -> Triggers<'_, Integration> {
+    triggers.when(|i: &Integration, reference: &SecretReference| {
         let name = reference.metadata.name.as_deref();
         let mut mappings = i.spec.secret_mappings.iter().flatten();
         name.is_some() && mappings.any(|m| by_resource(m) == name)
-    };
-    crate::controller::state::relay::requeue_when(controller, &ctx.relay, None, integrations, maps)
+    })
 }
 
 /// The SecretReference resource a mapping names (`secretReferenceRef`), by name.

@@ -8,6 +8,7 @@ use crate::api;
 use crate::controller::driver::create::Created;
 use crate::controller::driver::status::EmbedsManagedStatus;
 use crate::controller::now_rfc3339;
+use crate::resources::config::{AppliedHistory, AppliedVersion};
 use crate::resources::{
     config::ConfigStatus, guardrail::GuardrailStatus, integration::IntegrationStatus,
     mcp_integration::McpIntegrationStatus, mcp_server::McpServerStatus, provider::ProviderStatus,
@@ -37,6 +38,8 @@ macro_rules! identified {
 
 identified!(
     api::Created, // also `api::ProviderWritten`, its alias
+    api::ConfigSummary,
+    api::GuardrailSummary,
     api::IntegrationCreated,
     api::SecretReference,
     api::McpIntegration,
@@ -112,6 +115,24 @@ pub fn record_created(
     *record.id = key(id);
     *record.slug = key(slug);
     slug.to_string()
+}
+
+/// A create of a kind that keeps the versions it applied (Config, Guardrail) recovered by a
+/// lookup: `found`'s keys, and a version this resource published whose spec is not known (no
+/// generation): it counts as written before, so creating it again waits for the promotion
+/// gate. Returns the slug its event names.
+pub fn record_recovered_version(
+    status: &mut (impl Keyed + AppliedHistory),
+    found: &impl Identified,
+) -> String {
+    let record = status.keyed();
+    *record.id = Some(found.id().to_string());
+    *record.slug = key(found.slug());
+    status.record_applied(AppliedVersion {
+        applied_at: now_rfc3339(),
+        ..Default::default()
+    });
+    found.slug().to_string()
 }
 
 /// An update was written now, with `hash`.

@@ -27,10 +27,11 @@ use crate::controller::driver::verbs::{
 use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::cluster_secret;
-use crate::controller::kinds::config_refs::ReadsSecrets;
+use crate::controller::kinds::config_refs::{self, ReadsSecrets};
 use crate::controller::kinds::keyed;
 use crate::controller::kinds::secret_inputs::{self, create_parts, sent_hash};
-use crate::controller::kinds::sub_resources;
+use crate::controller::kinds::sub_resources::{self, Part, WORKSPACE_ACCESS};
+use crate::controller::state::triggers::Triggers;
 use crate::controller::{Context, spec_already_applied};
 use crate::resources::Workspace;
 use crate::resources::common::Recorded;
@@ -39,9 +40,8 @@ use crate::resources::mcp_integration::{
     McpIntegration, McpIntegrationStatus, WantedAccess, access_updates, capability_updates,
 };
 
-/// The sub-resources, as messages name them.
-const ACCESS: &str = "workspace access";
-const CAPABILITIES: &str = "capabilities";
+/// The capability toggles, as messages name them, and the reason of their writes.
+const CAPABILITIES: Part = Part::new("capabilities", "CapabilitiesUpdated");
 
 /// What lets the delete of an integration go on.
 const NO_SERVER: &str = "no MCP server uses it";
@@ -97,12 +97,13 @@ type Written = secret_inputs::Written<Option<Map<String, Value>>>;
 const CONFIGURATIONS: &str = "configurations (from spec.configurationsSecretRef)";
 
 impl Verbs for McpIntegration {
-    /// `None` in Observe, which reads no Secret.
+    /// `None` in Observe, which reads no Secret ([`Verbs::UNREAD_INPUTS`]).
     type Desired = Option<Written>;
     type Remote = RemoteIntegration;
     type Calls = Through<api::McpIntegrations<'static>>;
     const WHAT: &'static str = "MCP integration";
     const NAMING: Naming = Naming::CreatesAs;
+    const UNREAD_INPUTS: Option<Option<Written>> = Some(None);
 
     async fn resolve(
         &self,
@@ -117,13 +118,6 @@ impl Verbs for McpIntegration {
             .as_ref()
             .and_then(|c| secret_inputs::hash(cx, c));
         Ok(Some(Written::new(cx, configurations, hash)))
-    }
-    async fn observed_inputs(
-        &self,
-        _cx: &Cx<'_, Self>,
-        _status: &mut McpIntegrationStatus,
-    ) -> Result<Option<Written>, Halt> {
-        Ok(None)
     }
     fn compare(
         &self,
@@ -173,12 +167,7 @@ impl Verbs for McpIntegration {
             .map(|s| format!("MCP server {} ({})", s.slug, s.id))
             .collect();
         users.sort();
-        Ok(still_referenced::<Self>(
-            key,
-            "instantiated by",
-            &users,
-            NO_SERVER,
-        )?)
+        still_referenced::<Self>(key, "instantiated by", &users, NO_SERVER)
     }
     /// An API that refuses the delete while servers use the integration (a 400 or 409 saying
     /// so): `StillReferenced` with its words, retried, never forced.
@@ -393,13 +382,15 @@ async fn read_workspaces(
     key: &str,
 ) -> Result<api::McpIntegrationWorkspaces, Error> {
     let integrations = client.mcp_integrations();
-    sub_resources::read::<McpIntegration, _>((ACCESS, key), integrations.workspaces(key)).await
+    WORKSPACE_ACCESS
+        .read::<McpIntegration, _>(key, integrations.workspaces(key))
+        .await
 }
 
 async fn read_capabilities(client: &Client, key: &str) -> Result<Vec<api::McpCapability>, Error> {
     let integrations = client.mcp_integrations();
     let read = integrations.capabilities(key, None);
-    let read = sub_resources::read::<McpIntegration, _>((CAPABILITIES, key), read);
+    let read = CAPABILITIES.read::<McpIntegration, _>(key, read);
     read.await.map(|c| c.page.data)
 }
 
@@ -432,18 +423,14 @@ async fn apply_access(
         workspaces: updates,
         ..Default::default()
     };
-    let change = sub_resources::write(
-        cx,
-        (ACCESS, key, &what),
-        "AccessUpdated",
-        |client| async move {
+    let change = WORKSPACE_ACCESS
+        .write(cx, (key, &what), |client| async move {
             client
                 .mcp_integrations()
                 .update_workspaces(key, &request)
                 .await
-        },
-    )
-    .await?;
+        })
+        .await?;
     status.workspaces = enabled;
     Ok(Some(change))
 }
@@ -477,19 +464,14 @@ async fn apply_capabilities(
     let request = api::UpdateCapabilitiesRequest {
         capabilities: toggles,
     };
-    let reason = "CapabilitiesUpdated";
-    let change = sub_resources::write(
-        cx,
-        (CAPABILITIES, key, &what),
-        reason,
-        |client| async move {
+    let change = CAPABILITIES
+        .write(cx, (key, &what), |client| async move {
             client
                 .mcp_integrations()
                 .update_capabilities(key, &request)
                 .await
-        },
-    )
-    .await?;
+        })
+        .await?;
     Ok(Some(change))
 }
 
@@ -526,33 +508,14 @@ pub fn naming_workspace(ctx: &Context, keys: &BTreeSet<&str>, resource: &str) ->
 /// McpServer resources that name it (a deletion waiting for them), and the Workspace resources
 /// its `spec.workspaces` names (one waiting for a Workspace goes on once it
 /// is Ready).
-pub fn watch_inputs(
-    controller: kube::runtime::controller::Controller<McpIntegration>,
-    ctx: &Context,
-    namespace: Option<&str>,
-    integrations: kube::runtime::reflector::Store<McpIntegration>,
-) -> kube::runtime::controller::Controller<McpIntegration> {
-    let controller = crate::controller::kinds::config_refs::watch_secrets(
-        controller,
-        ctx,
-        namespace,
-        integrations.clone(),
-    );
-    let controller =
-        crate::controller::kinds::mcp_server::watch_servers(controller, ctx, integrations.clone());
-    let stream = ctx.relay.subscribe::<Workspace>(None);
-    controller.watches_shared_stream(stream, move |workspace: std::sync::Arc<Workspace>| {
+pub fn watch_inputs(triggers: Triggers<'_, McpIntegration>) -> Triggers<'_, McpIntegration> {
+    let triggers = config_refs::watch_secrets(triggers);
+    let triggers = crate::controller::kinds::mcp_server::watch_servers(triggers);
+    triggers.when(|i: &McpIntegration, workspace: &Workspace| {
         let name = workspace.name_any();
-        integrations
-            .state()
-            .into_iter()
-            .filter(|i| {
-                i.spec
-                    .workspaces
-                    .iter()
-                    .any(|w| w.workspace_ref.as_ref().is_some_and(|r| r.name == name))
-            })
-            .map(|i| kube::runtime::reflector::ObjectRef::from_obj(i.as_ref()))
-            .collect::<Vec<_>>()
+        i.spec
+            .workspaces
+            .iter()
+            .any(|w| w.workspace_ref.as_ref().is_some_and(|r| r.name == name))
     })
 }

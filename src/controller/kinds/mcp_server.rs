@@ -30,13 +30,13 @@ use crate::controller::driver::{Change, Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::bound::{Bound, recorded_keys_of, released};
 use crate::controller::kinds::keyed;
-use crate::controller::kinds::sub_resources;
+use crate::controller::kinds::sub_resources::Part;
 use crate::resources::common::CreateAttempt;
 use crate::resources::mcp_server::{McpServer, McpServerStatus, user_access_update};
 use crate::resources::{McpIntegration, Workspace};
 
-/// The sub-resource, as messages name it.
-const ACCESS: &str = "user access";
+/// The sub-resource, as messages name it, and the reason of its writes.
+const ACCESS: Part = Part::new("user access", "AccessUpdated");
 
 /// Condition reason while the MCP integration a server instantiates is not ready for it.
 pub const INTEGRATION_NOT_READY: &str = "IntegrationNotReady";
@@ -172,13 +172,11 @@ impl Verbs for McpServer {
             return Ok(Vec::new());
         };
         let (key, what) = (key.as_str(), access_shown(&update));
-        let change = sub_resources::write(
-            cx,
-            (ACCESS, key, &what),
-            "AccessUpdated",
-            |client| async move { client.mcp_servers().update_user_access(key, &update).await },
-        )
-        .await?;
+        let change = ACCESS
+            .write(cx, (key, &what), |client| async move {
+                client.mcp_servers().update_user_access(key, &update).await
+            })
+            .await?;
         Ok(vec![change])
     }
     async fn sub_resources_differ(
@@ -292,7 +290,7 @@ async fn access_differs(
         return Ok(None);
     }
     let servers = client.mcp_servers();
-    let read = sub_resources::read::<McpServer, _>((ACCESS, key), servers.user_access(key));
+    let read = ACCESS.read::<McpServer, _>(key, servers.user_access(key));
     let read = read.await?;
     Ok(user_access_update(spec, &read))
 }

@@ -154,12 +154,7 @@ impl Verbs for Provider {
     async fn before_delete(&self, cx: &Cx<'_, Self>, key: &str) -> Result<(), Halt> {
         let users = referencing_configs(self, cx.ctx).await?;
         let until = "no Config names it";
-        Ok(still_referenced::<Self>(
-            key,
-            "named by Config",
-            &users,
-            until,
-        )?)
+        still_referenced::<Self>(key, "named by Config", &users, until)
     }
     /// Only the id and slug of a read are ever recorded (a read may carry the upstream key).
     fn record(status: &mut ProviderStatus, remote: Option<&RemoteProvider>) {

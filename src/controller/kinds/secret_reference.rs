@@ -23,10 +23,10 @@ use crate::controller::driver::verbs::{
 use crate::controller::driver::{Cx, Managed};
 use crate::controller::error::{Error, Halt};
 use crate::controller::kinds::cluster_secret;
-use crate::controller::kinds::config_refs::ReadsSecrets;
+use crate::controller::kinds::config_refs::{self, ReadsSecrets};
 use crate::controller::kinds::keyed;
 use crate::controller::kinds::secret_inputs::{self, create_parts, sent_hash};
-use crate::controller::state::relay::requeue_when;
+use crate::controller::state::triggers::Triggers;
 use crate::resources::common::Recorded;
 use crate::resources::config::{ConfigSecretRef, SecretKeyRef};
 use crate::resources::integration::Integration;
@@ -65,12 +65,13 @@ type Written = secret_inputs::Written<Map<String, Value>>;
 const UNREADABLE: &str = "authConfig (from spec.authConfigSecretRef) or allowedWorkspaces";
 
 impl Verbs for SecretReference {
-    /// `None` in Observe, which reads no Secret.
+    /// `None` in Observe, which reads no Secret ([`Verbs::UNREAD_INPUTS`]).
     type Desired = Option<Written>;
     type Remote = RemoteReference;
     type Calls = Through<api::SecretReferences<'static>>;
     const WHAT: &'static str = "secret reference";
     const NAMING: Naming = Naming::CreatesAs;
+    const UNREAD_INPUTS: Option<Option<Written>> = Some(None);
 
     async fn resolve(
         &self,
@@ -83,13 +84,6 @@ impl Verbs for SecretReference {
         }
         let hash = secret_inputs::hash(cx, &unreadable(self, &auth_config));
         Ok(Some(Written::new(cx, auth_config, hash)))
-    }
-    async fn observed_inputs(
-        &self,
-        _cx: &Cx<'_, Self>,
-        _status: &mut SecretReferenceStatus,
-    ) -> Result<Option<Written>, Halt> {
-        Ok(None)
     }
     fn compare(
         &self,
@@ -109,12 +103,7 @@ impl Verbs for SecretReference {
         let keys = self.status.as_ref().map(Recorded::remote_key_strings);
         let keys = keys.unwrap_or_default();
         let users = crate::controller::kinds::integration::mapping(cx.ctx, &self.name_any(), &keys);
-        Ok(still_referenced::<Self>(
-            key,
-            "mapped by Integration",
-            &users,
-            "none maps it",
-        )?)
+        still_referenced::<Self>(key, "mapped by Integration", &users, "none maps it")
     }
     /// The API's 400 while an integration maps a field to the reference: `StillReferenced`
     /// with its words (they name the integrations), retried, never forced.
@@ -213,18 +202,7 @@ async fn read_auth_config(
 }
 
 /// A SecretReference's own triggers: the Secret it reads (in the operator's namespace).
-pub fn watch_inputs(
-    controller: kube::runtime::controller::Controller<SecretReference>,
-    ctx: &Context,
-    namespace: Option<&str>,
-    references: kube::runtime::reflector::Store<SecretReference>,
-) -> kube::runtime::controller::Controller<SecretReference> {
-    let controller = crate::controller::kinds::config_refs::watch_secrets(
-        controller,
-        ctx,
-        namespace,
-        references.clone(),
-    );
+pub fn watch_inputs(triggers: Triggers<'_, SecretReference>) -> Triggers<'_, SecretReference> {
     // An Integration that stops mapping a reference lets its waiting delete go on. What a
     // mapping names is taken for the reference's name, UUID or slug alike.
     let mapped_by = |r: &SecretReference, integration: &Integration| {
@@ -238,5 +216,5 @@ pub fn watch_inputs(
                 .any(|n| names(r, Some(n), Some(n)))
         })
     };
-    requeue_when(controller, &ctx.relay, None, references, mapped_by)
+    config_refs::watch_secrets(triggers).when(mapped_by)
 }

@@ -1,7 +1,7 @@
 //! The reads and writes of the sub-resources kept with a remote object
 //! ([`Verbs::sync_sub_resources`]): an integration's workspace access and models, an MCP
-//! integration's capabilities, an MCP server's user access. Each is named by its `part`
-//! ("workspace access") of the remote object `key`, in every message about it.
+//! integration's capabilities, an MCP server's user access. Each is a [`Part`] of the remote
+//! object `key`, named by it ("workspace access") in every message about it.
 
 use std::future::Future;
 
@@ -11,38 +11,58 @@ use crate::controller::driver::verbs::Verbs;
 use crate::controller::driver::{Change, Cx};
 use crate::controller::error::{Error, Halt};
 
-/// The read of `part` of the remote object `key` (`read`'s answer).
-pub async fn read<K: Verbs, T>(
-    (part, key): (&str, &str),
-    read: impl Future<Output = Result<T, ApiError>>,
-) -> Result<T, Error> {
-    read.await
-        .map_err(|e| Error::api(format!("read the {part} of {} {key}", K::WHAT), e))
+/// A sub-resource: how messages name it (`name`: "workspace access") and the event reason of a
+/// write of it (`updated`: "AccessUpdated").
+#[derive(Debug, Clone, Copy)]
+pub struct Part {
+    pub name: &'static str,
+    pub updated: &'static str,
 }
 
-/// One write of `part` of the remote object `key` (`write`, with the client for an update),
-/// which changes what `what` says: announced first (the `Would…` event of a dry run), then
-/// reported as `reason`.
-pub async fn write<'a, K: Verbs, T, F>(
-    cx: &'a Cx<'_, K>,
-    (part, key, what): (&str, &str, &str),
-    reason: &'static str,
-    write: impl FnOnce(&'a Client) -> F,
-) -> Result<Change, Halt>
-where
-    F: Future<Output = Result<T, ApiError>>,
-{
-    cx.gate.intend(format!(
-        "would update the {part} of {} {key}: {what}",
-        K::WHAT
-    ));
-    write(cx.api(Op::Update).await?)
-        .await
-        .map_err(|e| Error::api(format!("update the {part} of {} {key}", K::WHAT), e))?;
-    Ok(Change::new(
-        reason,
-        format!("{part} of {} {key}: {what}", K::WHAT),
-    ))
+/// An integration's (or MCP integration's) workspace access rows.
+pub const WORKSPACE_ACCESS: Part = Part::new("workspace access", "AccessUpdated");
+
+impl Part {
+    pub const fn new(name: &'static str, updated: &'static str) -> Self {
+        Self { name, updated }
+    }
+
+    /// The read of this part of the remote object `key` (`read`'s answer).
+    pub async fn read<K: Verbs, T>(
+        self,
+        key: &str,
+        read: impl Future<Output = Result<T, ApiError>>,
+    ) -> Result<T, Error> {
+        let part = self.name;
+        read.await
+            .map_err(|e| Error::api(format!("read the {part} of {} {key}", K::WHAT), e))
+    }
+
+    /// One write of this part of the remote object `key` (`write`, with the client for an
+    /// update), which changes what `what` says: announced first (the `Would…` event of a dry
+    /// run), then reported as [`Part::updated`].
+    pub async fn write<'a, K: Verbs, T, F>(
+        self,
+        cx: &'a Cx<'_, K>,
+        (key, what): (&str, &str),
+        write: impl FnOnce(&'a Client) -> F,
+    ) -> Result<Change, Halt>
+    where
+        F: Future<Output = Result<T, ApiError>>,
+    {
+        let part = self.name;
+        cx.gate.intend(format!(
+            "would update the {part} of {} {key}: {what}",
+            K::WHAT
+        ));
+        write(cx.api(Op::Update).await?)
+            .await
+            .map_err(|e| Error::api(format!("update the {part} of {} {key}", K::WHAT), e))?;
+        Ok(Change::new(
+            self.updated,
+            format!("{part} of {} {key}: {what}", K::WHAT),
+        ))
+    }
 }
 
 /// What an access write changes, for its messages: the ids of the `rows` it enables (as

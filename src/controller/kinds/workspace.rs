@@ -38,7 +38,7 @@ use crate::controller::error::{Error, Halt, Wait};
 use crate::controller::kinds::config_refs::REFERENCE_NOT_READY;
 use crate::controller::kinds::mcp_integration;
 use crate::controller::process::Watchable;
-use crate::controller::state::relay::requeue_when;
+use crate::controller::state::triggers::Triggers;
 use crate::controller::{Context, now_rfc3339};
 use crate::resources::Config;
 use crate::resources::common::{CreateAttempt, Recorded};
@@ -178,9 +178,7 @@ impl Verbs for Workspace {
             &self.name_any(),
         ));
         let until = "they are gone";
-        Ok(still_referenced::<Self>(
-            &shown, "named by", &holders, until,
-        )?)
+        still_referenced::<Self>(&shown, "named by", &holders, until)
     }
     /// The IAM scope [`Verbs::before_create`] made for a workspace the API never made (its
     /// create refused, or failed and proven to have made nothing): deleted when it carries this resource's token and binds nothing. A
@@ -533,55 +531,44 @@ async fn default_config(
 /// Requeues a Workspace being deleted whenever an object that names it (by UUID or slug, or by
 /// `spec.workspaceRef`) changes or goes, so that its archive, which waits for them
 /// (`StillReferenced`), goes on as soon as the last one lets go.
-pub fn watch_referrers(
-    controller: kube::runtime::controller::Controller<Workspace>,
-    ctx: &Context,
-    _namespace: Option<&str>,
-    workspaces: kube::runtime::reflector::Store<Workspace>,
-) -> kube::runtime::controller::Controller<Workspace> {
+pub fn watch_referrers(triggers: Triggers<'_, Workspace>) -> Triggers<'_, Workspace> {
     use crate::resources::{
         ApiKey, Deployment, Guardrail, Provider, RateLimitsPolicy, UsageLimitsPolicy,
     };
-    let controller = held_by::<Config>(controller, ctx, workspaces.clone());
-    let controller = held_by::<RateLimitsPolicy>(controller, ctx, workspaces.clone());
-    let controller = held_by::<UsageLimitsPolicy>(controller, ctx, workspaces.clone());
-    let controller = held_by::<Guardrail>(controller, ctx, workspaces.clone());
-    let controller = held_by::<ApiKey>(controller, ctx, workspaces.clone());
-    let controller = held_by::<Provider>(controller, ctx, workspaces.clone());
-    let controller = held_by::<crate::resources::McpServer>(controller, ctx, workspaces.clone());
-    let controller = enabled_by_mcp_integrations(controller, ctx, workspaces.clone());
-    held_by::<Deployment>(controller, ctx, workspaces)
+    let triggers = held_by::<Config>(triggers);
+    let triggers = held_by::<RateLimitsPolicy>(triggers);
+    let triggers = held_by::<UsageLimitsPolicy>(triggers);
+    let triggers = held_by::<Guardrail>(triggers);
+    let triggers = held_by::<ApiKey>(triggers);
+    let triggers = held_by::<Provider>(triggers);
+    let triggers = held_by::<crate::resources::McpServer>(triggers);
+    let triggers = enabled_by_mcp_integrations(triggers);
+    held_by::<Deployment>(triggers)
 }
 
 /// [`watch_referrers`] for the McpIntegrations whose `spec.workspaces` rows name a Workspace.
-fn enabled_by_mcp_integrations(
-    controller: kube::runtime::controller::Controller<Workspace>,
-    ctx: &Context,
-    workspaces: kube::runtime::reflector::Store<Workspace>,
-) -> kube::runtime::controller::Controller<Workspace> {
-    let held = |workspace: &Workspace, integration: &crate::resources::McpIntegration| {
-        let keys: BTreeSet<&str> = workspace
-            .status
-            .iter()
-            .flat_map(|s| s.remote_keys())
-            .collect();
-        workspace.metadata.deletion_timestamp.is_some()
-            && mcp_integration::names_workspace(integration, &keys, &workspace.name_any())
-    };
-    requeue_when(controller, &ctx.relay, None, workspaces, held)
+fn enabled_by_mcp_integrations(triggers: Triggers<'_, Workspace>) -> Triggers<'_, Workspace> {
+    triggers.when(
+        |workspace: &Workspace, integration: &crate::resources::McpIntegration| {
+            let keys: BTreeSet<&str> = workspace
+                .status
+                .iter()
+                .flat_map(|s| s.remote_keys())
+                .collect();
+            workspace.metadata.deletion_timestamp.is_some()
+                && mcp_integration::names_workspace(integration, &keys, &workspace.name_any())
+        },
+    )
 }
 
 /// [`watch_referrers`] for the objects of kind `K`, of every watched namespace.
 fn held_by<K: crate::controller::state::claims::Claims + Watchable>(
-    controller: kube::runtime::controller::Controller<Workspace>,
-    ctx: &Context,
-    workspaces: kube::runtime::reflector::Store<Workspace>,
-) -> kube::runtime::controller::Controller<Workspace> {
-    let held = |workspace: &Workspace, object: &K| {
+    triggers: Triggers<'_, Workspace>,
+) -> Triggers<'_, Workspace> {
+    triggers.when(|workspace: &Workspace, object: &K| {
         let by_key = |(_, ws): &(_, Option<String>)| names(workspace, None, ws.as_deref());
         workspace.metadata.deletion_timestamp.is_some()
             && (names(workspace, object.workspace_ref(), None)
                 || object.workspaces().iter().any(by_key))
-    };
-    requeue_when(controller, &ctx.relay, None, workspaces, held)
+    })
 }

@@ -5,3 +5,4 @@ pub mod installation;
 pub mod relay;
 pub mod secret_cache;
 pub mod secret_values;
+pub mod triggers;

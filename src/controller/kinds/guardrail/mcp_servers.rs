@@ -20,13 +20,12 @@ use crate::api::{
     SyncMcpServerMappingsRequest,
 };
 use kube::ResourceExt;
-use kube::runtime::controller::Controller;
-use kube::runtime::reflector::Store;
 
 use crate::controller::driver::gate::{Op, tenant_peers};
 use crate::controller::driver::referenced;
 use crate::controller::driver::{Change, Cx};
 use crate::controller::error::{Error, Halt};
+use crate::controller::state::triggers::Triggers;
 use crate::controller::{Context, spec_already_applied};
 use crate::resources::McpServer;
 use crate::resources::guardrail::{GuardrailMcpServer, GuardrailStatus};
@@ -264,26 +263,16 @@ async fn ready_server<G: GuardrailObject>(
 
 /// Requeues the guardrails whose `spec.mcpServers` names an McpServer resource whenever it
 /// changes, so mappings waiting for it (`McpServerNotReady`) are written once it is Ready.
-pub(super) fn watch_servers<G: GuardrailObject>(
-    controller: Controller<G>,
-    ctx: &Context,
-    guardrails: Store<G>,
-) -> Controller<G> {
-    crate::controller::state::relay::requeue_when(
-        controller,
-        &ctx.relay,
-        None,
-        guardrails,
-        |g: &G, server: &McpServer| {
-            let own = g.meta().namespace.as_deref();
-            g.definition().mcp_servers.iter().flatten().any(|s| {
-                s.mcp_server_ref.as_ref().is_some_and(|r| {
-                    r.name == server.name_any()
-                        && r.namespace.as_deref().or(own) == server.metadata.namespace.as_deref()
-                })
+pub(super) fn watch_servers<G: GuardrailObject>(triggers: Triggers<'_, G>) -> Triggers<'_, G> {
+    triggers.when(|g: &G, server: &McpServer| {
+        let own = g.meta().namespace.as_deref();
+        g.definition().mcp_servers.iter().flatten().any(|s| {
+            s.mcp_server_ref.as_ref().is_some_and(|r| {
+                r.name == server.name_any()
+                    && r.namespace.as_deref().or(own) == server.metadata.namespace.as_deref()
             })
-        },
-    )
+        })
+    })
 }
 
 /// For a workspace guardrail, that every server `wanted` names is one of its workspace's, as a

@@ -10,12 +10,11 @@ use crate::api::{self, Client};
 use crate::controller::driver::gate::Op;
 use crate::controller::driver::{Change, Cx};
 use crate::controller::error::{Error, Halt};
-use crate::controller::kinds::sub_resources;
+use crate::controller::kinds::sub_resources::{self, Part, WORKSPACE_ACCESS};
 use crate::resources::integration::{Integration, IntegrationSpec, IntegrationStatus};
 
-/// The sub-resources, as messages name them.
-const ACCESS: &str = "workspace access";
-const MODELS: &str = "models";
+/// The model access, as messages name it, and the reason of its writes.
+const MODELS: Part = Part::new("models", "ModelsUpdated");
 
 /// Brings the workspace access rows, then the model access, in line with the spec.
 pub(super) async fn sync(
@@ -55,12 +54,16 @@ pub(super) async fn differ(
 
 async fn read_workspaces(client: &Client, key: &str) -> Result<api::IntegrationWorkspaces, Error> {
     let integrations = client.integrations();
-    sub_resources::read::<Integration, _>((ACCESS, key), integrations.workspaces(key)).await
+    WORKSPACE_ACCESS
+        .read::<Integration, _>(key, integrations.workspaces(key))
+        .await
 }
 
 async fn read_models(client: &Client, key: &str) -> Result<api::IntegrationModels, Error> {
     let integrations = client.integrations();
-    sub_resources::read::<Integration, _>((MODELS, key), integrations.models(key)).await
+    MODELS
+        .read::<Integration, _>(key, integrations.models(key))
+        .await
 }
 
 /// Merges the access rows the spec names and disables the workspaces it no longer lists, in
@@ -87,13 +90,11 @@ async fn apply_access(
         create_default_provider: Some(false),
         ..Default::default()
     };
-    let change = sub_resources::write(
-        cx,
-        (ACCESS, key, &what),
-        "AccessUpdated",
-        |client| async move { client.integrations().update_workspaces(key, &request).await },
-    )
-    .await?;
+    let change = WORKSPACE_ACCESS
+        .write(cx, (key, &what), |client| async move {
+            client.integrations().update_workspaces(key, &request).await
+        })
+        .await?;
     status.workspaces = spec.enabled_workspaces();
     Ok(Some(change))
 }
@@ -116,12 +117,10 @@ async fn apply_models(
         (_, Some(all)) => format!("{} (allowAllModels {all})", slugs.join(", ")),
         (_, None) => slugs.join(", "),
     };
-    let change = sub_resources::write(
-        cx,
-        (MODELS, key, &what),
-        "ModelsUpdated",
-        |client| async move { client.integrations().update_models(key, &request).await },
-    )
-    .await?;
+    let change = MODELS
+        .write(cx, (key, &what), |client| async move {
+            client.integrations().update_models(key, &request).await
+        })
+        .await?;
     Ok(Some(change))
 }

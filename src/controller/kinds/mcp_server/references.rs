@@ -6,7 +6,7 @@ use crate::controller::Context;
 use crate::controller::driver::referenced::{names, qualified, users};
 use crate::controller::error::Halt;
 use crate::controller::state::claims::{Claims, refused_by_grants};
-use crate::controller::state::relay::requeue_when;
+use crate::controller::state::triggers::Triggers;
 use crate::resources::{McpIntegration, McpServer};
 
 /// The McpServer resources (as `namespace/name`) that instantiate `integration`: by resource
@@ -30,25 +30,14 @@ fn instantiates(server: &McpServer, integration: &McpIntegration) -> bool {
 
 /// A server's own triggers: the McpIntegration resource it names (a server waiting for it to
 /// be Ready and enable the workspace is created as soon as it does).
-pub fn watch_inputs(
-    controller: kube::runtime::controller::Controller<McpServer>,
-    ctx: &Context,
-    _namespace: Option<&str>,
-    servers: kube::runtime::reflector::Store<McpServer>,
-) -> kube::runtime::controller::Controller<McpServer> {
-    let named_by = |s: &McpServer, i: &McpIntegration| {
+pub fn watch_inputs(triggers: Triggers<'_, McpServer>) -> Triggers<'_, McpServer> {
+    triggers.when(|s: &McpServer, i: &McpIntegration| {
         s.spec.integration_ref.as_ref().map(|r| r.name.as_str()) == i.metadata.name.as_deref()
-    };
-    requeue_when(controller, &ctx.relay, None, servers, named_by)
+    })
 }
 
 /// Requeues the McpIntegrations McpServer resources name whenever one of those changes or
 /// goes, so an integration whose deletion waits for its servers goes once the last lets go.
-pub fn watch_servers(
-    controller: kube::runtime::controller::Controller<McpIntegration>,
-    ctx: &Context,
-    integrations: kube::runtime::reflector::Store<McpIntegration>,
-) -> kube::runtime::controller::Controller<McpIntegration> {
-    let instantiated_by = |i: &McpIntegration, s: &McpServer| instantiates(s, i);
-    requeue_when(controller, &ctx.relay, None, integrations, instantiated_by)
+pub fn watch_servers(triggers: Triggers<'_, McpIntegration>) -> Triggers<'_, McpIntegration> {
+    triggers.when(|i: &McpIntegration, s: &McpServer| instantiates(s, i))
 }

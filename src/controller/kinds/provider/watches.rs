@@ -4,12 +4,9 @@
 //! the change ([`crate::controller::state::relay`]).
 
 use kube::ResourceExt;
-use kube::runtime::controller::Controller;
-use kube::runtime::reflector::Store;
 
 use super::{binds, named_by};
-use crate::controller::Context;
-use crate::controller::state::relay::requeue_when;
+use crate::controller::state::triggers::Triggers;
 use crate::resources::integration::Integration;
 use crate::resources::provider::Provider;
 
@@ -17,27 +14,16 @@ use crate::resources::provider::Provider;
 /// Ready, its workspace granted, is created as soon as it can be), and the Configs that name
 /// it, in its namespace (a provider whose deletion waits for them goes as soon as the last one
 /// lets go).
-pub fn watch_inputs(
-    controller: Controller<Provider>,
-    ctx: &Context,
-    namespace: Option<&str>,
-    providers: Store<Provider>,
-) -> Controller<Provider> {
+pub fn watch_inputs(triggers: Triggers<'_, Provider>) -> Triggers<'_, Provider> {
     let bound_by = |p: &Provider, integration: &Integration| {
         p.spec.integration.as_deref() == Some(integration.name_any().as_str())
     };
-    let controller = requeue_when(controller, &ctx.relay, None, providers.clone(), bound_by);
-    requeue_when(controller, &ctx.relay, namespace, providers, named_by)
+    triggers.when(bound_by).when_beside(named_by)
 }
 
 /// Requeues the Integrations Providers bind whenever one of those changes or goes, so an
 /// Integration whose deletion waits for its Providers goes as soon as the last one lets go.
-pub fn watch_binders(
-    controller: Controller<Integration>,
-    ctx: &Context,
-    integrations: Store<Integration>,
-) -> Controller<Integration> {
+pub fn watch_binders(triggers: Triggers<'_, Integration>) -> Triggers<'_, Integration> {
     // The Providers of every watched namespace.
-    let bound_by = |i: &Integration, provider: &Provider| binds(provider, i);
-    requeue_when(controller, &ctx.relay, None, integrations, bound_by)
+    triggers.when(|i: &Integration, provider: &Provider| binds(provider, i))
 }

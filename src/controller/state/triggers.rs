@@ -1,0 +1,113 @@
+//! What wakes a kind's controller besides its own objects ([`Triggers`]): the objects of other
+//! kinds its objects depend on or are held by, and the Secrets they read. Each is heard from the
+//! other kind's own watch once its cache holds the change ([`super::relay`]).
+
+use std::sync::Arc;
+
+use kube::runtime::controller::Controller;
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use super::relay::requeue_when;
+use crate::controller::driver::drift::Drift;
+use crate::controller::driver::object_key;
+use crate::controller::{Context, Managed, Watchable};
+
+/// A kind's controller while its own triggers are added, with what they are made from: the
+/// operator's context, the namespace the controller watches (`None`: every watched namespace,
+/// or a cluster-scoped kind) and the cache of its objects.
+pub struct Triggers<'a, K: Managed> {
+    controller: Controller<K>,
+    pub ctx: &'a Context,
+    pub namespace: Option<&'a str>,
+    pub objects: Store<K>,
+}
+
+impl<'a, K: Managed> Triggers<'a, K> {
+    pub fn new(
+        controller: Controller<K>,
+        ctx: &'a Context,
+        namespace: Option<&'a str>,
+        objects: Store<K>,
+    ) -> Self {
+        Self {
+            controller,
+            ctx,
+            namespace,
+            objects,
+        }
+    }
+
+    /// Requeues the objects that `concerns` relates to a changed (or gone) object of kind `S`
+    /// of every watched namespace ([`requeue_when`]).
+    pub fn when<S: Watchable>(
+        self,
+        concerns: impl Fn(&K, &S) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        self.heard_in(None, concerns)
+    }
+
+    /// [`Triggers::when`] for the objects of kind `S` of the namespace this controller watches.
+    pub fn when_beside<S: Watchable>(
+        self,
+        concerns: impl Fn(&K, &S) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        let namespace = self.namespace;
+        self.heard_in(namespace, concerns)
+    }
+
+    /// [`Triggers::when`] for the objects of kind `S` of `namespace` (`None`: all).
+    pub fn heard_in<S: Watchable>(
+        self,
+        namespace: Option<&str>,
+        concerns: impl Fn(&K, &S) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        let (relay, objects) = (&self.ctx.relay, self.objects.clone());
+        let controller = requeue_when(self.controller, relay, namespace, objects, concerns);
+        Self { controller, ..self }
+    }
+
+    /// Requeues the objects that `uses` an object of kind `S` of `namespace` (`None`: all)
+    /// whenever it changes or goes, and notes that their inputs changed ([`inputs_changed`]).
+    pub fn inputs_from<S: Watchable>(
+        self,
+        namespace: Option<&str>,
+        uses: impl Fn(&K, &S) -> bool + Send + Sync + 'static,
+    ) -> Self {
+        let stream = self.ctx.relay.subscribe::<S>(namespace.map(str::to_string));
+        let (objects, drift) = (self.objects.clone(), self.ctx.drift.clone());
+        self.with(|controller| {
+            controller.watches_shared_stream(stream, move |source: Arc<S>| {
+                inputs_changed(&objects, &drift, |o| uses(o, &source))
+            })
+        })
+    }
+
+    /// Adds a trigger of its own shape to the controller.
+    pub fn with(self, add: impl FnOnce(Controller<K>) -> Controller<K>) -> Self {
+        let controller = add(self.controller);
+        Self { controller, ..self }
+    }
+
+    /// The controller with its triggers.
+    pub fn controller(self) -> Controller<K> {
+        self.controller
+    }
+}
+
+/// The objects of `objects` that `uses` an input that changed, each marked so its next
+/// reconcile checks its inputs before trusting its recorded state ([`Drift::inputs_changed`]).
+pub fn inputs_changed<K: Managed>(
+    objects: &Store<K>,
+    drift: &Drift,
+    uses: impl Fn(&K) -> bool,
+) -> Vec<ObjectRef<K>> {
+    objects
+        .state()
+        .iter()
+        .filter(|o| uses(o))
+        .map(|o| {
+            drift.inputs_changed(object_key(o.as_ref()));
+            ObjectRef::from_obj(o.as_ref())
+        })
+        .collect()
+}
