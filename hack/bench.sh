@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# `make bench`: the real `aigw operator` process rolling out N Config resources against two floors
-# (a minimal client doing one POST per config and one status patch per resource, and a crash-safe
-# one that first patches a finalizer and a create intent with a precondition), with apiserver
+# `make bench`: the real `aigw operator` process rolling out N Config resources against three floors
+# (a minimal client doing one POST per config and one status patch per resource; a crash-safe one
+# that first patches a finalizer and a create intent with a precondition; and that one claiming
+# the object in status.installation first, as aigw does), with apiserver
 # and management-API request counts, reconciles, peak RSS and CPU, edit-to-versionId latency and a
 # steady-state window after a restart. Writes target/bench/report-N.json and prints it.
 #

@@ -1,8 +1,9 @@
 //! `make bench` (hack/bench.sh): the real `aigw operator` process rolling out N Configs, beside
-//! two floors at the same concurrency: a minimal client doing only the necessary work (one POST
-//! per config, one status patch per resource), and a crash-safe one that also writes a
-//! finalizer and a create intent, with a precondition, before each POST ([`Floor`]). Figures are reported, never asserted; the target has
-//! `test = false` (Cargo.toml), so `make test` does not build it.
+//! three floors at the same concurrency ([`Floor`]): a minimal client doing only the necessary
+//! work (one POST per config, one status patch per resource), a crash-safe one that also writes
+//! a finalizer and a create intent, with a precondition, before each POST, and one that first
+//! claims the object for its installation as aigw does. Figures are reported, never asserted;
+//! the target has `test = false` (Cargo.toml), so `make test` does not build it.
 //!
 //! It needs `KUBECONFIG` pointing at a control plane of its own (hack/bench.sh starts one), since
 //! it reads the apiserver's `apiserver_request_total` and counts every request the apiserver saw.
@@ -820,7 +821,7 @@ impl MixedTracker {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The two rollouts
+// The rollouts: the floors' and the operator's
 
 /// What a floor client writes besides the POST and the status patch.
 #[derive(Clone, Copy, Debug)]
