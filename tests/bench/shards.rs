@@ -5,6 +5,8 @@
 
 use super::*;
 
+use std::collections::BTreeSet;
+
 /// How many namespaces the Configs are spread over (the shard key is the namespace).
 const NAMESPACES: usize = 24;
 
@@ -63,28 +65,30 @@ async fn start_shards(
     let heaptrack = std::env::var("BENCH_HEAPTRACK")
         .ok()
         .filter(|_| phase == "rollout");
-    let mut operators = Vec::new();
-    for r in 0..replicas {
+    // Every replica starts at once, as a Deployment's pods do, and is waited for together.
+    let mut ports = BTreeSet::new();
+    while ports.len() < replicas {
+        ports.insert(free_port());
+    }
+    let launches = ports.into_iter().enumerate().map(|(r, port)| {
         let log = std::fs::File::create(
             opts.out
                 .join(format!("operator-shard{r}-{phase}-{}.log", opts.n)),
         )
         .expect("operator log");
         let command = operator_command(opts, heaptrack.as_deref(), &format!("shard{r}-{phase}"));
-        let operator = Operator::launch(
+        Operator::launch(
             command,
             emulator,
             token_file,
             kubeconfig,
             &args,
             log,
-            free_port(),
+            port,
             heaptrack.is_some(),
         )
-        .await;
-        operators.push(operator);
-    }
-    operators
+    });
+    futures::future::join_all(launches).await
 }
 
 /// Waits until one of `operators` exits and says which: a replica that cannot renew its Lease

@@ -395,6 +395,8 @@ pub fn elect_shard(
         shards::group_of(installation),
         shards.clone(),
         leader,
+        // Replicas started together renew within one retry period of each other.
+        settings.retry_period,
     );
     let (mut leadership, mut elector) = elect(kube, settings);
     leadership.shards = Some(shards);

@@ -225,6 +225,25 @@ impl Shards {
         publish.current.clone()
     }
 
+    /// While this replica settles ([`Arrival`]): publishes `view` at its next
+    /// renewal, so the other members count it and their views agree sooner, and acts on and
+    /// keeps nothing. Publishing at once gives nothing away, since this replica has acted on
+    /// nothing yet. True when the view to publish changed.
+    fn settle(&self, view: &[String]) -> bool {
+        debug_assert!(
+            *self.inner.table.read().unwrap_or_else(|e| e.into_inner()) == Table::default(),
+            "a replica settles only before it acts"
+        );
+        let view = view.join(",");
+        let mut publish = self.inner.publish.lock().unwrap_or_else(|e| e.into_inner());
+        let changed = publish.current != view || publish.next.is_some();
+        *publish = Publish {
+            current: view,
+            next: None,
+        };
+        changed
+    }
+
     /// Acts on nothing (this replica stopped holding its Lease).
     pub fn clear(&self) {
         self.set(Table::default());
@@ -287,6 +306,32 @@ pub struct Membership {
     leader: String,
     /// The leader Lease's resourceVersion and when this process first saw it.
     leader_seen: Option<(String, Instant)>,
+    /// This replica's first moments as a member.
+    arrival: Arrival,
+}
+
+/// A replica that has just joined settles: for `settle` after its own Lease first shows in a
+/// list it publishes its view but acts on nothing and keeps nothing. Replicas started together
+/// (a Deployment's pods, all restarted at once) then see one another before any of them lists
+/// a namespace; the first to start would otherwise hold, list and cache every namespace until
+/// the others join. Acting on less is always safe, so this costs one `settle` of delay at a
+/// start and nothing else.
+#[derive(Debug)]
+struct Arrival {
+    settle: Duration,
+    /// When this replica's own Lease first showed in a list.
+    joined: Option<Instant>,
+}
+
+impl Arrival {
+    /// True while this replica settles; `member`: whether its own Lease shows in this list.
+    fn settling(&mut self, member: bool, now: Instant) -> bool {
+        if !member {
+            return self.joined.is_none();
+        }
+        let joined = *self.joined.get_or_insert(now);
+        now.saturating_duration_since(joined) < self.settle
+    }
 }
 
 /// One version of a member Lease, timed on this process's clock.
@@ -301,11 +346,13 @@ struct Seen {
 
 impl Membership {
     /// `leader` names the installation's leader Lease, which a replica without `--shards` holds.
+    /// `settle`: how long a replica that has just joined acts on nothing ([`Arrival`]).
     pub fn new(
         api: Api<Lease>,
         group: impl Into<String>,
         shards: Shards,
         leader: impl Into<String>,
+        settle: Duration,
     ) -> Self {
         Self {
             api,
@@ -314,6 +361,10 @@ impl Membership {
             seen: BTreeMap::new(),
             leader: leader.into(),
             leader_seen: None,
+            arrival: Arrival {
+                settle,
+                joined: None,
+            },
         }
     }
 
@@ -363,6 +414,13 @@ impl Membership {
         if self.leader_acts(leader.as_ref(), lease_duration) {
             // A replica without --shards acts on every object: an empty view gives this one none.
             next.published.push(Vec::new());
+        }
+        if self.arrival.settling(!next.view.is_empty(), Instant::now()) {
+            let published = self.shards.settle(&next.view);
+            if published {
+                info!(members = ?next.view, settle = ?self.arrival.settle, "joined the shard members; acting on nothing while the replicas started beside this one join");
+            }
+            return published;
         }
         let switched = next.view != self.current_view();
         if switched {
@@ -714,6 +772,45 @@ mod tests {
         });
         assert_eq!(shards.handovers(), 1);
         assert!(changes.has_changed().unwrap());
+    }
+
+    #[test]
+    fn a_replica_that_just_joined_publishes_its_view_and_acts_on_nothing_until_it_settled() {
+        let settle = Duration::from_secs(2);
+        let mut arrival = Arrival {
+            settle,
+            joined: None,
+        };
+        let t0 = Instant::now();
+        assert!(arrival.settling(false, t0), "not a member yet: nothing");
+        assert!(arrival.settling(true, t0 + settle), "joined now");
+        assert!(arrival.settling(true, t0 + settle + settle / 2));
+        assert!(!arrival.settling(true, t0 + settle * 2), "settled");
+        assert!(
+            !arrival.settling(false, t0 + settle * 3),
+            "a Lease lost later is the elector's to handle, not a second settling"
+        );
+
+        // While it settles, the view goes out at once and nothing is acted on or kept.
+        let shards = Shards::with_grace("a", Duration::from_secs(3600));
+        let key = namespace_key("team-1");
+        assert!(shards.settle(&view(&["a"])));
+        assert!(shards.settle(&view(&["a", "b"])));
+        assert!(!shards.settle(&view(&["a", "b"])), "nothing new to publish");
+        assert_eq!(shards.view_to_publish(), "a,b");
+        assert!(!shards.owns(&key) && !shards.keeps(&key));
+        assert_eq!(shards.handovers(), 0);
+        // Settled on the view it published: no grace, nothing to give away.
+        shards.set(Table {
+            view: view(&["a", "b"]),
+            published: vec![view(&["a", "b"]); 2],
+        });
+        assert_eq!(shards.view_to_publish(), "a,b");
+        let mine = keys(50)
+            .into_iter()
+            .find(|k| owner(&view(&["a", "b"]), k) == Some("a"))
+            .expect("a holds some key");
+        assert!(shards.keeps(&mine));
     }
 
     #[test]
