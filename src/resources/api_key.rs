@@ -4,6 +4,8 @@
 use super::common::DeletionPolicy;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+
+use super::rules;
 use serde_json::{Map, Value};
 
 use super::common::{ManagementPolicy, Recorded, free_form_object, json_equivalent};
@@ -37,30 +39,20 @@ pub const SECRET_KEY: &str = "api_key";
     category = "aigw",
     namespaced,
     status = "ApiKeyStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Kind", type_ = "string", json_path = ".spec.kind"),
     printcolumn(name = "Secret", type_ = "string", json_path = ".spec.secretRef.name"),
     printcolumn(name = "Rotated", type_ = "date", json_path = ".status.lastRotatedAt"),
-    printcolumn(name = "Id", type_ = "string", json_path = ".status.id", priority = 1),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "Id", type_ = "string", json_path = ".status.id", priority = 1)
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.rotationPolicy)").field_path(".rotationPolicy").reason(Reason::FieldValueForbidden).message("spec.rotationPolicy is refused: a server-side rotation would issue a new key that never reaches the Secret, which would be left holding a dead key; use spec.rotation (interval, trigger) so aigw rotates the key into the Secret"))]
 #[x_kube(validation = Rule::new("self.kind != 'user' || has(self.userId)").field_path(".userId").reason(Reason::FieldValueRequired).message("spec.userId is required for a user key"))]
 #[x_kube(validation = Rule::new("self.kind != 'service' || !has(self.userId)").field_path(".userId").reason(Reason::FieldValueForbidden).message("spec.userId is only taken by user keys"))]
-#[x_kube(validation = Rule::new("has(self.userId) == has(oldSelf.userId)").field_path(".userId").reason(Reason::FieldValueForbidden).message("spec.userId cannot be added or removed after creation: create a new ApiKey instead"))]
-#[x_kube(validation = Rule::new("has(self.workspaceId) == has(oldSelf.workspaceId)").field_path(".workspaceId").reason(Reason::FieldValueForbidden).message("spec.workspaceId cannot be added or removed after creation: create a new ApiKey instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new ApiKey to use another Connection"))]
-#[x_kube(validation = Rule::new("!(has(self.workspaceId) && has(self.workspaceRef))").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("set spec.workspaceId or spec.workspaceRef, not both"))]
-#[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceRef cannot be added or removed after creation: create a new ApiKey instead"))]
+#[x_kube(validation = rules::set_at_creation("userId", "ApiKey"))]
+#[x_kube(validation = rules::set_at_creation("workspaceId", "ApiKey"))]
+#[x_kube(validation = rules::same_connection("ApiKey"))]
+#[x_kube(validation = rules::workspace_id_or_ref())]
+#[x_kube(validation = rules::set_at_creation("workspaceRef", "ApiKey"))]
 #[schemars(transform = Reword(&[
     (
         "managementPolicy",

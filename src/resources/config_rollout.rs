@@ -46,19 +46,9 @@ pub const MAX_DECISIONS: usize = 20;
     category = "aigw",
     namespaced,
     status = "ConfigRolloutStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Step", type_ = "integer", json_path = ".status.currentStep"),
-    printcolumn(name = "Weight", type_ = "integer", json_path = ".status.weight"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "Weight", type_ = "integer", json_path = ".status.weight")
 )]
 #[serde(rename_all = "camelCase")]
 // On the spec rather than on `analysis`, which then carries no rule: the health test's

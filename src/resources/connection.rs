@@ -8,8 +8,6 @@ use super::common::conditions_schema;
 
 /// How aigw reaches and authenticates to the management API. Namespaced resources name it in
 /// `spec.connectionRef.name` (default `default`).
-// kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
-#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "aigw.io",
@@ -20,17 +18,7 @@ use super::common::conditions_schema;
     shortname = "aigwconn",
     category = "aigw",
     status = "ConnectionStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
-    printcolumn(name = "URL", type_ = "string", json_path = ".spec.managementUrl"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "URL", type_ = "string", json_path = ".spec.managementUrl")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ConnectionSpec {

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
+use super::rules;
+
 use super::common::{ManagementPolicy, Recorded, free_form_object};
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, PENDING_CREATE, Reword, embeds_managed};
@@ -28,28 +30,16 @@ pub use super::rotation::{Rotation, RotationStatus, WorkloadKind, WorkloadRef};
     namespaced,
     status = "DeploymentStatus",
     printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
-    printcolumn(
         name = "Connection",
         type_ = "string",
         json_path = ".status.connectionStatus"
     ),
-    printcolumn(name = "Remote", type_ = "string", json_path = ".status.remoteStatus"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "Remote", type_ = "string", json_path = ".status.remoteStatus")
 )]
 #[serde(rename_all = "camelCase")]
-// The field rule `self == oldSelf` only runs when the field is on both sides, so adding or
-// removing the identity, which would switch the object to another remote one, is caught here.
 #[x_kube(validation = Rule::new("!has(self.rotation) || !has(self.rotation.interval) || self.rotation.interval.contains('d') || duration(self.rotation.interval) > duration('0s')").field_path(".rotation.interval").reason(Reason::FieldValueInvalid).message("spec.rotation.interval must be longer than zero"))]
-#[x_kube(validation = Rule::new("has(self.deploymentId) == has(oldSelf.deploymentId)").field_path(".deploymentId").reason(Reason::FieldValueForbidden).message("spec.deploymentId cannot be added or removed after creation: create a new Deployment instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Deployment to use another Connection"))]
+#[x_kube(validation = rules::set_at_creation("deploymentId", "Deployment"))]
+#[x_kube(validation = rules::same_connection("Deployment"))]
 #[schemars(transform = Reword(&[
     (
         "managementPolicy",

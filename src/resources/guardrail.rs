@@ -4,6 +4,8 @@
 use super::common::DeletionPolicy;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+
+use super::rules;
 use serde_json::{Map, Value, json};
 
 use super::common::Recorded;
@@ -30,28 +32,18 @@ use crate::api;
     category = "aigw",
     namespaced,
     status = "GuardrailStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Slug", type_ = "string", json_path = ".status.slug"),
-    printcolumn(name = "VersionId", type_ = "string", json_path = ".status.versionId"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "VersionId", type_ = "string", json_path = ".status.versionId")
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new Guardrail instead"))]
-#[x_kube(validation = Rule::new("has(self.workspaceId) == has(oldSelf.workspaceId)").field_path(".workspaceId").reason(Reason::FieldValueForbidden).message("spec.workspaceId cannot be added or removed after creation: create a new Guardrail instead"))]
-#[x_kube(validation = Rule::new("has(self.target) == has(oldSelf.target)").field_path(".target").reason(Reason::FieldValueForbidden).message("spec.target cannot be added or removed after creation: create a new Guardrail instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Guardrail to use another Connection"))]
+#[x_kube(validation = rules::set_at_creation("slug", "Guardrail"))]
+#[x_kube(validation = rules::set_at_creation("workspaceId", "Guardrail"))]
+#[x_kube(validation = rules::set_at_creation("target", "Guardrail"))]
+#[x_kube(validation = rules::same_connection("Guardrail"))]
 // A workspace guardrail is created in one workspace: the API requires `workspace_id`, so a spec
 // naming none is refused here rather than by a 400 on its first create.
 #[x_kube(validation = Rule::new("has(self.workspaceId) != has(self.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueRequired).message("set exactly one of spec.workspaceId (a workspace's UUID) or spec.workspaceRef (a Workspace resource): a workspace guardrail lives in one workspace"))]
-#[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceRef cannot be added or removed after creation: create a new Guardrail instead"))]
+#[x_kube(validation = rules::set_at_creation("workspaceRef", "Guardrail"))]
 pub struct GuardrailSpec {
     /// UUID of the workspace the guardrail belongs to (the API requires one for a workspace
     /// guardrail). Immutable.
@@ -88,23 +80,13 @@ pub struct GuardrailSpec {
     shortname = "aigwcgr",
     category = "aigw",
     status = "GuardrailStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Slug", type_ = "string", json_path = ".status.slug"),
-    printcolumn(name = "VersionId", type_ = "string", json_path = ".status.versionId"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "VersionId", type_ = "string", json_path = ".status.versionId")
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new ClusterGuardrail instead"))]
-#[x_kube(validation = Rule::new("has(self.target) == has(oldSelf.target)").field_path(".target").reason(Reason::FieldValueForbidden).message("spec.target cannot be added or removed after creation: create a new ClusterGuardrail instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new ClusterGuardrail to use another Connection"))]
+#[x_kube(validation = rules::set_at_creation("slug", "ClusterGuardrail"))]
+#[x_kube(validation = rules::set_at_creation("target", "ClusterGuardrail"))]
+#[x_kube(validation = rules::same_connection("ClusterGuardrail"))]
 #[x_kube(validation = Rule::new("!has(self.promotion) || self.promotion.after.all(a, !has(a.namespace))").field_path(".promotion.after").reason(Reason::FieldValueForbidden).message("spec.promotion.after of a ClusterGuardrail names other ClusterGuardrails, which are cluster-scoped: leave namespace out"))]
 pub struct ClusterGuardrailSpec {
     /// The guardrail, said as a `Guardrail` says it (without a workspace).

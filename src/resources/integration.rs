@@ -6,6 +6,8 @@ use std::borrow::Cow;
 
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+
+use super::rules;
 use serde_json::{Map, Value, json};
 
 use super::config::{ConfigSecretRef, SecretKeyRef};
@@ -33,11 +35,6 @@ use crate::api::secret_fields::CREDENTIAL_KEYS;
     shortname = "aigwint",
     category = "aigw",
     status = "IntegrationStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Slug", type_ = "string", json_path = ".status.slug"),
     printcolumn(name = "Provider", type_ = "string", json_path = ".spec.aiProviderId"),
     printcolumn(
@@ -45,16 +42,11 @@ use crate::api::secret_fields::CREDENTIAL_KEYS;
         type_ = "string",
         json_path = ".status.workspaces[*]",
         priority = 1
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
     )
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new Integration instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Integration to use another Connection"))]
+#[x_kube(validation = rules::set_at_creation("slug", "Integration"))]
+#[x_kube(validation = rules::same_connection("Integration"))]
 pub struct IntegrationSpec {
     /// The integration's slug. Set, aigw adopts the integration with this slug if one exists,
     /// and otherwise creates one with it; absent, the API makes one from the name (recorded in

@@ -4,6 +4,8 @@
 use super::common::DeletionPolicy;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+
+use super::rules;
 use serde_json::{Map, Value};
 
 use super::managed_spec::ManagedSpec;
@@ -28,22 +30,12 @@ use crate::api;
     shortname = "aigwmcpi",
     category = "aigw",
     status = "McpIntegrationStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Slug", type_ = "string", json_path = ".status.slug"),
-    printcolumn(name = "URL", type_ = "string", json_path = ".spec.url"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "URL", type_ = "string", json_path = ".spec.url")
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new McpIntegration instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new McpIntegration to use another Connection"))]
+#[x_kube(validation = rules::set_at_creation("slug", "McpIntegration"))]
+#[x_kube(validation = rules::same_connection("McpIntegration"))]
 pub struct McpIntegrationSpec {
     /// The integration's slug (what an MCP server's `mcpIntegration` may name). Set, aigw adopts
     /// the integration with this slug if one exists, and otherwise creates one with it; absent,

@@ -4,6 +4,8 @@
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
+use super::rules;
+
 use super::common::{DeletionPolicy, WorkspaceRef};
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, Reword, embeds_managed};
@@ -26,26 +28,16 @@ use crate::api;
     category = "aigw",
     namespaced,
     status = "McpServerStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Slug", type_ = "string", json_path = ".status.slug"),
-    printcolumn(name = "Workspace", type_ = "string", json_path = ".spec.workspaceId"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "Workspace", type_ = "string", json_path = ".spec.workspaceId")
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.integrationRef) != has(self.integrationId)").message("set exactly one of spec.integrationRef (an McpIntegration resource) or spec.integrationId (an existing remote MCP integration)"))]
-#[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new McpServer instead"))]
+#[x_kube(validation = rules::set_at_creation("slug", "McpServer"))]
 #[x_kube(validation = Rule::new("has(self.integrationRef) == has(oldSelf.integrationRef) && has(self.integrationId) == has(oldSelf.integrationId)").field_path(".integrationRef").reason(Reason::FieldValueForbidden).message("the integration of an McpServer cannot change: create a new McpServer instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new McpServer to use another Connection"))]
-#[x_kube(validation = Rule::new("has(self.workspaceId) != has(self.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueRequired).message("set exactly one of spec.workspaceId (a workspace's UUID) or spec.workspaceRef (a Workspace resource)"))]
-#[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceId and spec.workspaceRef cannot be swapped after creation: create a new McpServer instead"))]
+#[x_kube(validation = rules::same_connection("McpServer"))]
+#[x_kube(validation = rules::one_workspace())]
+#[x_kube(validation = rules::workspace_named_alike("McpServer"))]
 pub struct McpServerSpec {
     /// The server's slug (clients reach it at `{gateway}/{slug}/mcp`). Set, aigw creates the
     /// server with it, or adopts the server that has it (which needs `allowAdoption`); absent,

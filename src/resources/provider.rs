@@ -4,6 +4,8 @@
 use super::common::DeletionPolicy;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+
+use super::rules;
 use serde_json::Value;
 
 use super::limits::{UsageLimits, covers};
@@ -27,31 +29,21 @@ use crate::api;
     category = "aigw",
     namespaced,
     status = "ProviderStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Slug", type_ = "string", json_path = ".status.slug"),
     printcolumn(name = "Workspace", type_ = "string", json_path = ".spec.workspaceId"),
     printcolumn(
         name = "Integration",
         type_ = "string",
         json_path = ".spec.integration"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
     )
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.integration) != has(self.integrationId)").message("set exactly one of spec.integration (an Integration resource) or spec.integrationId (an existing remote integration)"))]
-#[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new Provider instead"))]
+#[x_kube(validation = rules::set_at_creation("slug", "Provider"))]
 #[x_kube(validation = Rule::new("has(self.integration) == has(oldSelf.integration) && has(self.integrationId) == has(oldSelf.integrationId)").field_path(".integration").reason(Reason::FieldValueForbidden).message("the integration of a Provider cannot change: create a new Provider instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Provider to use another Connection"))]
-#[x_kube(validation = Rule::new("has(self.workspaceId) != has(self.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueRequired).message("set exactly one of spec.workspaceId (a workspace's UUID) or spec.workspaceRef (a Workspace resource)"))]
-#[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceId and spec.workspaceRef cannot be swapped after creation: create a new Provider instead"))]
+#[x_kube(validation = rules::same_connection("Provider"))]
+#[x_kube(validation = rules::one_workspace())]
+#[x_kube(validation = rules::workspace_named_alike("Provider"))]
 pub struct ProviderSpec {
     /// The provider's slug, what configs route to (`@<slug>`). Set, aigw creates the provider
     /// with it, or adopts the provider that has it (which needs `allowAdoption`); absent, the

@@ -4,6 +4,8 @@ use super::common::DeletionPolicy;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
+use super::rules;
+
 use super::common::{ManagementPolicy, Recorded};
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, PENDING_CREATE, Reword, embeds_managed};
@@ -24,27 +26,15 @@ use super::managed_status::{ManagedStatus, PENDING_CREATE, Reword, embeds_manage
     category = "aigw",
     namespaced,
     status = "RateLimitsPolicyStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Limit", type_ = "string", json_path = ".spec.value"),
     printcolumn(name = "Unit", type_ = "string", json_path = ".spec.unit"),
-    printcolumn(name = "Id", type_ = "string", json_path = ".status.id", priority = 1),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "Id", type_ = "string", json_path = ".status.id", priority = 1)
 )]
 #[serde(rename_all = "camelCase")]
-// The field rule `self == oldSelf` only runs when the field is on both sides, so adding or
-// removing the identity, which would switch the object to another remote one, is caught here.
-#[x_kube(validation = Rule::new("has(self.policyId) == has(oldSelf.policyId)").field_path(".policyId").reason(Reason::FieldValueForbidden).message("spec.policyId cannot be added or removed after creation: create a new RateLimitsPolicy instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new RateLimitsPolicy to use another Connection"))]
-#[x_kube(validation = Rule::new("!(has(self.workspaceId) && has(self.workspaceRef))").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("set spec.workspaceId or spec.workspaceRef, not both"))]
-#[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceRef cannot be added or removed after creation: create a new RateLimitsPolicy instead"))]
+#[x_kube(validation = rules::set_at_creation("policyId", "RateLimitsPolicy"))]
+#[x_kube(validation = rules::same_connection("RateLimitsPolicy"))]
+#[x_kube(validation = rules::workspace_id_or_ref())]
+#[x_kube(validation = rules::set_at_creation("workspaceRef", "RateLimitsPolicy"))]
 #[schemars(transform = Reword(&[
     (
         "managementPolicy",

@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+
+use super::rules;
 use serde_json::{Map, Value};
 
 use super::managed_spec::ManagedSpec;
@@ -29,22 +31,12 @@ use crate::api;
     shortname = "aigwsecref",
     category = "aigw",
     status = "SecretReferenceStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Slug", type_ = "string", json_path = ".status.slug"),
-    printcolumn(name = "Manager", type_ = "string", json_path = ".spec.managerType"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "Manager", type_ = "string", json_path = ".spec.managerType")
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new SecretReference instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new SecretReference to use another Connection"))]
+#[x_kube(validation = rules::set_at_creation("slug", "SecretReference"))]
+#[x_kube(validation = rules::same_connection("SecretReference"))]
 pub struct SecretReferenceSpec {
     /// The reference's slug (what an integration's `secret_mappings` may name). Set, aigw
     /// adopts the reference with this slug if one exists, and otherwise creates one with it;

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+
+use super::rules;
 use serde_json::{Map, Value, json};
 
 use super::limits::{RateLimit, UsageLimits, covers};
@@ -30,22 +32,12 @@ use crate::api;
     shortname = "aigwws",
     category = "aigw",
     status = "WorkspaceStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Slug", type_ = "string", json_path = ".status.slug"),
-    printcolumn(name = "ID", type_ = "string", json_path = ".status.id"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "ID", type_ = "string", json_path = ".status.id")
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new Workspace instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Workspace to use another Connection"))]
+#[x_kube(validation = rules::set_at_creation("slug", "Workspace"))]
+#[x_kube(validation = rules::same_connection("Workspace"))]
 #[schemars(transform = Reword(&[
     (
         "connectionRef",
