@@ -10,6 +10,7 @@ use serde_json::{Map, Value};
 
 use super::common::{ManagementPolicy, Recorded, free_form_object, json_equivalent};
 use super::deployment::SecretRef;
+use super::limits::RateLimitType;
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 use super::rotation::{Rotation, RotationStatus};
@@ -171,21 +172,11 @@ impl ApiKeyKind {
 pub struct KeyRateLimit {
     /// `requests` or `tokens`.
     #[serde(rename = "type")]
-    pub type_: KeyRateLimitType,
+    pub type_: RateLimitType,
     /// `rps`, `rpm`, `rph`, `rpd` or `rpw`.
     pub unit: KeyRateLimitUnit,
     /// How many per unit.
     pub value: u64,
-}
-
-/// What a rate limit counts.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum KeyRateLimitType {
-    /// Requests.
-    Requests,
-    /// Tokens.
-    Tokens,
 }
 
 /// The window of a rate limit.
@@ -321,10 +312,7 @@ impl ApiKeySpec {
         self.rate_limits
             .iter()
             .map(|limit| api::ApiKeyRateLimit {
-                limit_type: match limit.type_ {
-                    KeyRateLimitType::Requests => api::RateLimitType::Requests,
-                    KeyRateLimitType::Tokens => api::RateLimitType::Tokens,
-                },
+                limit_type: limit.type_.to_api(),
                 unit: api::ApiKeyRateLimitUnit::from(match limit.unit {
                     KeyRateLimitUnit::Rps => "rps",
                     KeyRateLimitUnit::Rpm => "rpm",

@@ -87,13 +87,13 @@ pub trait Governed {
 
 /// The remote object a status has recorded (created or adopted earlier), if any.
 /// `Governed` for a kind whose spec has `managementPolicy`, a `deletionPolicy` with an `Orphan`
-/// variant, and the adopting field `$named` (e.g. `slug`, `policy_id`).
+/// variant, and the adopting field `$named` (e.g. `slug`, `identity.policy_id`).
 /// `in $part` reads those fields from `spec.$part` (a part the spec flattens).
 macro_rules! governed {
-    ($kind:ty, $orphan:path, $named:ident) => {
-        $crate::resources::common::governed!($kind, $orphan, $named, in spec);
+    ($kind:ty, $orphan:path, $($named:ident).+) => {
+        $crate::resources::common::governed!($kind, $orphan, $($named).+, in spec);
     };
-    ($kind:ty, $orphan:path, $named:ident, in $($part:ident).+) => {
+    ($kind:ty, $orphan:path, $($named:ident).+, in $($part:ident).+) => {
         impl $crate::resources::common::Governed for $kind {
             fn management_policy(&self) -> $crate::resources::common::ManagementPolicy {
                 self.$($part).+.management_policy
@@ -107,7 +107,7 @@ macro_rules! governed {
                 self.$($part).+.deletion_policy == $orphan
             }
             fn named_remote(&self) -> Option<&str> {
-                self.$($part).+.$named.as_deref()
+                self.$($part).+.$($named).+.as_deref()
             }
         }
     };

@@ -31,7 +31,7 @@ pub struct UsageLimits {
     pub periodic_reset_days: Option<u32>,
 }
 
-/// What a budget counts.
+/// What a budget counts (of a usage-limits policy too).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum UsageLimitType {
@@ -39,6 +39,16 @@ pub enum UsageLimitType {
     Cost,
     /// Tokens.
     Tokens,
+}
+
+impl UsageLimitType {
+    /// The API's spelling.
+    pub fn to_api(self) -> crate::api::UsageLimitType {
+        match self {
+            Self::Cost => crate::api::UsageLimitType::Cost,
+            Self::Tokens => crate::api::UsageLimitType::Tokens,
+        }
+    }
 }
 
 /// A budget's reset schedule.
@@ -57,21 +67,31 @@ pub enum PeriodicReset {
 pub struct RateLimit {
     /// `requests` or `tokens`.
     #[serde(rename = "type")]
-    pub kind: RateLimitKind,
+    pub kind: RateLimitType,
     /// `rpm`, `rph` or `rpd`.
     pub unit: RateLimitUnit,
     /// How many per unit.
     pub value: u64,
 }
 
-/// What a rate limit counts.
+/// What a rate limit counts (of a rate-limits policy and an API key too).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum RateLimitKind {
+pub enum RateLimitType {
     /// Requests.
     Requests,
     /// Tokens.
     Tokens,
+}
+
+impl RateLimitType {
+    /// The API's spelling.
+    pub fn to_api(self) -> crate::api::RateLimitType {
+        match self {
+            Self::Requests => crate::api::RateLimitType::Requests,
+            Self::Tokens => crate::api::RateLimitType::Tokens,
+        }
+    }
 }
 
 /// The window of a rate limit.

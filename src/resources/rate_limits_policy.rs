@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::rules;
 
 use super::common::{ManagementPolicy, Recorded};
+pub use super::limits::RateLimitType;
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, PENDING_CREATE, Reword, embeds_managed};
 
@@ -44,30 +45,12 @@ use super::managed_status::{ManagedStatus, PENDING_CREATE, Reword, embeds_manage
          is deleted (whatever `deletionPolicy` says).",
     ),
 ]))]
+#[schemars(transform = FixedIdentity("RateLimitsPolicy"))]
 pub struct RateLimitsPolicySpec {
-    /// UUID of an existing remote policy to adopt. When absent, aigw creates a new policy.
-    /// Only set at creation: it cannot be added, removed or changed afterwards.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("policyId is immutable: create a new RateLimitsPolicy to adopt another remote policy"))]
-    pub policy_id: Option<String>,
-
-    /// Display name of the policy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 255))]
-    pub name: Option<String>,
-
-    /// Workspace (UUID or slug) the policy belongs to. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceId is immutable: create a new RateLimitsPolicy to change it"))]
-    #[schemars(length(min = 1))]
-    pub workspace_id: Option<String>,
-
-    /// The Workspace resource whose workspace the policy belongs to, instead of `workspaceId` (set
-    /// at most one of the two): the UUID it recorded is used once it is Ready, and the Connection's grants
-    /// apply to that workspace. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceRef is immutable: create a new RateLimitsPolicy to move it to another workspace"))]
-    pub workspace_ref: Option<super::common::WorkspaceRef>,
+    /// The remote policy it adopts, its name and its workspace: the fields every policy opens
+    /// with.
+    #[serde(flatten)]
+    pub identity: PolicyIdentity,
 
     /// What is counted: `requests` or `tokens`. Immutable.
     #[serde(rename = "type")]
@@ -107,16 +90,6 @@ pub struct RateLimitsPolicySpec {
     pub managed: ManagedSpec,
 }
 embeds_managed!(RateLimitsPolicySpec, ManagedSpec);
-
-/// What a rate limit counts.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum RateLimitType {
-    /// Requests.
-    Requests,
-    /// Tokens.
-    Tokens,
-}
 
 /// Window of a rate limit.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
@@ -190,15 +163,8 @@ pub struct RateLimitsPolicyStatus {
 }
 embeds_managed!(RateLimitsPolicyStatus, ManagedStatus);
 
-use super::policy::{bind_policy, same_enum, single};
+use super::policy::{FixedIdentity, Policy, PolicyIdentity, bind_policy, same_enum, single};
 use crate::api;
-
-fn to_api_type(t: RateLimitType) -> api::RateLimitType {
-    match t {
-        RateLimitType::Requests => api::RateLimitType::Requests,
-        RateLimitType::Tokens => api::RateLimitType::Tokens,
-    }
-}
 
 fn to_api_unit(u: RateLimitUnit) -> api::RateLimitUnit {
     match u {
@@ -303,10 +269,7 @@ impl RateLimitsPolicySpec {
     /// value per condition, the API allows several.
     pub fn adopting(remote: &api::RateLimitsPolicy) -> Result<Self, String> {
         Ok(Self {
-            policy_id: Some(remote.id.clone()),
-            name: remote.name.clone(),
-            workspace_id: remote.workspace_id.clone(),
-            workspace_ref: None,
+            identity: PolicyIdentity::adopting(&<RateLimitsPolicy as Policy>::facts(remote)),
             type_: same_enum(&remote.limit.limit_type).ok_or("unknown type")?,
             unit: same_enum(&remote.limit.unit).ok_or("unknown unit")?,
             value: remote.limit.value,
@@ -324,7 +287,7 @@ impl RateLimitsPolicySpec {
     /// The create body for this spec.
     pub fn create_request(&self) -> api::CreateRateLimitsPolicyRequest {
         api::CreateRateLimitsPolicyRequest {
-            name: self.name.clone(),
+            name: self.identity.name.clone(),
             description: None,
             conditions: self
                 .conditions
@@ -336,11 +299,11 @@ impl RateLimitsPolicySpec {
                 .iter()
                 .map(|g| api::GroupBy { key: g.key.clone() })
                 .collect(),
-            limit_type: to_api_type(self.type_),
+            limit_type: self.type_.to_api(),
             unit: to_api_unit(self.unit),
             value: self.value,
             target: self.target.map(to_api_target),
-            workspace_id: self.workspace_id.clone(),
+            workspace_id: self.identity.workspace_id.clone(),
             organisation_id: None,
         }
     }
@@ -348,7 +311,7 @@ impl RateLimitsPolicySpec {
     /// The update body: every field the API lets change.
     pub fn update_request(&self) -> api::UpdateRateLimitsPolicyRequest {
         api::UpdateRateLimitsPolicyRequest {
-            name: self.name.clone(),
+            name: self.identity.name.clone(),
             description: None,
             conditions: Some(
                 self.conditions
@@ -364,7 +327,7 @@ impl RateLimitsPolicySpec {
     /// Mutable fields where the remote policy differs from the spec; a PUT fixes these.
     pub fn diff(&self, remote: &api::RateLimitsPolicy) -> Vec<&'static str> {
         let mut fields = Vec::new();
-        if self.name.is_some() && self.name != remote.name {
+        if self.identity.name.is_some() && self.identity.name != remote.name {
             fields.push("name");
         }
         if to_api_unit(self.unit) != remote.limit.unit {
@@ -382,7 +345,7 @@ impl RateLimitsPolicySpec {
     /// Immutable fields where the remote policy differs; no PUT can fix these.
     pub fn immutable_conflicts(&self, remote: &api::RateLimitsPolicy) -> Vec<&'static str> {
         let mut fields = Vec::new();
-        if to_api_type(self.type_) != remote.limit.limit_type {
+        if self.type_.to_api() != remote.limit.limit_type {
             fields.push("type");
         }
         if !GroupBy::same_set(&self.group_by, &remote.group_by) {
@@ -400,14 +363,11 @@ impl RateLimitsPolicySpec {
     }
 }
 
-super::common::governed!(RateLimitsPolicy, DeletionPolicy::Orphan, policy_id);
+super::common::governed!(RateLimitsPolicy, DeletionPolicy::Orphan, identity.policy_id);
 
 impl Recorded for RateLimitsPolicyStatus {
     fn recorded_remote(&self) -> Option<&str> {
         self.id.as_deref()
-    }
-    fn remote_keys(&self) -> Vec<&str> {
-        self.id.as_deref().into_iter().collect()
     }
     fn remote_updated_at(&self) -> Option<&str> {
         self.remote_updated_at.as_deref()

@@ -10,7 +10,8 @@ use super::rules;
 use super::common::{ManagementPolicy, Recorded};
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, Reword, embeds_managed};
-use super::policy::{bind_policy, same_enum};
+use super::policy::{FixedIdentity, Policy, PolicyIdentity, bind_policy, same_enum};
+pub use super::limits::UsageLimitType;
 pub use super::rate_limits_policy::{GroupBy, PolicyCondition};
 use crate::api;
 
@@ -51,30 +52,12 @@ use crate::api;
          the `Drifted` condition.",
     ),
 ]))]
+#[schemars(transform = FixedIdentity("UsageLimitsPolicy"))]
 pub struct UsageLimitsPolicySpec {
-    /// UUID of an existing remote policy to adopt. When absent, aigw creates a new policy.
-    /// Only set at creation: it cannot be added, removed or changed afterwards.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("policyId is immutable: create a new UsageLimitsPolicy to adopt another remote policy"))]
-    pub policy_id: Option<String>,
-
-    /// Display name of the policy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 255))]
-    pub name: Option<String>,
-
-    /// Workspace (UUID or slug) the policy belongs to. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceId is immutable: create a new UsageLimitsPolicy to change it"))]
-    #[schemars(length(min = 1))]
-    pub workspace_id: Option<String>,
-
-    /// The Workspace resource whose workspace the policy belongs to, instead of `workspaceId` (set
-    /// at most one of the two): the UUID it recorded is used once it is Ready, and the Connection's grants
-    /// apply to that workspace. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceRef is immutable: create a new UsageLimitsPolicy to move it to another workspace"))]
-    pub workspace_ref: Option<super::common::WorkspaceRef>,
+    /// The remote policy it adopts, its name and its workspace: the fields every policy opens
+    /// with.
+    #[serde(flatten)]
+    pub identity: PolicyIdentity,
 
     /// What is counted: `cost` or `tokens`. Immutable.
     #[serde(rename = "type")]
@@ -127,16 +110,6 @@ pub struct UsageLimitsPolicySpec {
     pub managed: ManagedSpec,
 }
 embeds_managed!(UsageLimitsPolicySpec, ManagedSpec);
-
-/// What a usage limit counts.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum UsageLimitType {
-    /// Cost.
-    Cost,
-    /// Tokens.
-    Tokens,
-}
 
 /// The period after which usage goes back to zero.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
@@ -200,13 +173,6 @@ pub struct UsageLimitsPolicyStatus {
 }
 embeds_managed!(UsageLimitsPolicyStatus, ManagedStatus);
 
-fn to_api_type(t: UsageLimitType) -> api::UsageLimitType {
-    match t {
-        UsageLimitType::Cost => api::UsageLimitType::Cost,
-        UsageLimitType::Tokens => api::UsageLimitType::Tokens,
-    }
-}
-
 fn to_api_reset(r: PeriodicReset) -> api::PeriodicReset {
     match r {
         PeriodicReset::Monthly => api::PeriodicReset::Monthly,
@@ -230,10 +196,7 @@ impl UsageLimitsPolicySpec {
     /// A spec that adopts `remote` (by id) and matches it, or why none can.
     pub fn adopting(remote: &api::UsageLimitsPolicy) -> Result<Self, String> {
         Ok(Self {
-            policy_id: Some(remote.id.clone()),
-            name: remote.name.clone(),
-            workspace_id: remote.workspace_id.clone(),
-            workspace_ref: None,
+            identity: PolicyIdentity::adopting(&<UsageLimitsPolicy as Policy>::facts(remote)),
             type_: same_enum(&remote.limit.limit_type).ok_or("unknown type")?,
             credit_limit: remote.limit.credit_limit,
             alert_threshold: remote.limit.alert_threshold,
@@ -253,7 +216,7 @@ impl UsageLimitsPolicySpec {
     /// The create body for this spec.
     pub fn create_request(&self) -> api::CreateUsageLimitsPolicyRequest {
         api::CreateUsageLimitsPolicyRequest {
-            name: self.name.clone(),
+            name: self.identity.name.clone(),
             conditions: self
                 .conditions
                 .iter()
@@ -264,12 +227,12 @@ impl UsageLimitsPolicySpec {
                 .iter()
                 .map(|g| api::GroupBy { key: g.key.clone() })
                 .collect(),
-            limit_type: to_api_type(self.type_),
+            limit_type: self.type_.to_api(),
             credit_limit: self.credit_limit,
             alert_threshold: self.alert_threshold,
             periodic_reset: self.periodic_reset.map(to_api_reset),
             periodic_reset_days: self.periodic_reset_days,
-            workspace_id: self.workspace_id.clone(),
+            workspace_id: self.identity.workspace_id.clone(),
         }
     }
 
@@ -277,7 +240,7 @@ impl UsageLimitsPolicySpec {
     /// them). It never carries a usage reset.
     pub fn update_request(&self) -> api::UpdateUsageLimitsPolicyRequest {
         api::UpdateUsageLimitsPolicyRequest {
-            name: self.name.clone(),
+            name: self.identity.name.clone(),
             conditions: Some(
                 self.conditions
                     .iter()
@@ -294,7 +257,7 @@ impl UsageLimitsPolicySpec {
     /// Mutable fields where the remote policy differs from the spec; a PUT fixes these.
     pub fn diff(&self, remote: &api::UsageLimitsPolicy) -> Vec<&'static str> {
         let mut fields = Vec::new();
-        if self.name.is_some() && self.name != remote.name {
+        if self.identity.name.is_some() && self.identity.name != remote.name {
             fields.push("name");
         }
         if self.credit_limit != remote.limit.credit_limit {
@@ -318,7 +281,7 @@ impl UsageLimitsPolicySpec {
     /// Immutable fields where the remote policy differs; no PUT can fix these.
     pub fn immutable_conflicts(&self, remote: &api::UsageLimitsPolicy) -> Vec<&'static str> {
         let mut fields = Vec::new();
-        if to_api_type(self.type_) != remote.limit.limit_type {
+        if self.type_.to_api() != remote.limit.limit_type {
             fields.push("type");
         }
         if !GroupBy::same_set(&self.group_by, &remote.group_by) {
@@ -328,7 +291,7 @@ impl UsageLimitsPolicySpec {
     }
 }
 
-super::common::governed!(UsageLimitsPolicy, ArchivePolicy::Orphan, policy_id);
+super::common::governed!(UsageLimitsPolicy, ArchivePolicy::Orphan, identity.policy_id);
 
 impl Recorded for UsageLimitsPolicyStatus {
     fn recorded_remote(&self) -> Option<&str> {
