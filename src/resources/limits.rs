@@ -3,11 +3,13 @@
 
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 use serde_json::{Value, json};
 
 use super::common::json_equivalent;
 
 /// A budget: how much may be spent (or how many tokens used), with an alert and a reset.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!(has(self.periodicReset) && has(self.periodicResetDays))").message("set either periodicReset or periodicResetDays, not both"))]
@@ -19,14 +21,11 @@ pub struct UsageLimits {
     #[serde(rename = "type")]
     pub kind: UsageLimitType,
     /// Alert when usage reaches this much (at least 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub alert_threshold: Option<u64>,
     /// `monthly` or `weekly`: usage resets on that schedule.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub periodic_reset: Option<PeriodicReset>,
     /// Or: usage resets every this many days (1–365).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 365))]
     pub periodic_reset_days: Option<u32>,
 }

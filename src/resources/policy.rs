@@ -12,34 +12,32 @@ use kube::core::{Message, Rule};
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use super::common::WorkspaceRef;
 use crate::api::{ApiError, Client, Listing};
 
 /// The fields every policy kind's spec opens with (flattened: the same keys at the top of
 /// `spec`): the remote policy it adopts, its name and its workspace.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyIdentity {
     /// UUID of an existing remote policy to adopt. When absent, aigw creates a new policy.
     /// Only set at creation: it cannot be added, removed or changed afterwards.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy_id: Option<String>,
 
     /// Display name of the policy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 255))]
     pub name: Option<String>,
 
     /// Workspace (UUID or slug) the policy belongs to. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1))]
     pub workspace_id: Option<String>,
 
     /// The Workspace resource whose workspace the policy belongs to, instead of `workspaceId` (set
     /// at most one of the two): the UUID it recorded is used once it is Ready, and the Connection's grants
     /// apply to that workspace. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_ref: Option<WorkspaceRef>,
 }
 

@@ -3,6 +3,7 @@
 use super::common::DeletionPolicy;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use super::rules;
 
@@ -16,6 +17,7 @@ use super::managed_status::{ManagedStatus, PENDING_CREATE, Reword, embeds_manage
 /// at creation.
 // kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
 #[allow(clippy::duplicated_attributes)]
+#[skip_serializing_none]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "aigw.io",
@@ -76,7 +78,6 @@ pub struct RateLimitsPolicySpec {
     pub group_by: Vec<GroupBy>,
 
     /// What is limited: `llm` (model calls, the default) or `mcp_tools`. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("target is immutable: create a new RateLimitsPolicy to change it"))]
     pub target: Option<RateLimitTarget>,
 
@@ -116,6 +117,7 @@ pub enum RateLimitTarget {
 }
 
 /// A condition selecting the requests a policy applies to.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyCondition {
@@ -125,7 +127,6 @@ pub struct PolicyCondition {
     /// Value the key must have.
     pub value: String,
     /// A value excluded from the match.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub excludes: Option<String>,
 }
 
@@ -139,6 +140,7 @@ pub struct GroupBy {
 }
 
 /// What the management API reports about the policy.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = Reword(&[PENDING_CREATE]))]
@@ -147,18 +149,14 @@ pub struct RateLimitsPolicyStatus {
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// UUID of the remote policy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// `active` or `archived`, as the API reports it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_status: Option<String>,
     /// The remote object's `last_updated_at` when aigw last read it. The drift check lists the
     /// remote objects and reads again only those whose `last_updated_at` differs from this.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_updated_at: Option<String>,
     /// What the last drift correction replaced: when, the remote version, and each changed
     /// path with the remote and the desired value (masked where secret).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_drift_correction: Option<Box<super::common::DriftCorrection>>,
 }
 embeds_managed!(RateLimitsPolicyStatus, ManagedStatus);

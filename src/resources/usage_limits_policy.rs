@@ -4,6 +4,7 @@
 use super::common::ArchivePolicy;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use super::rules;
 
@@ -21,6 +22,7 @@ use crate::api;
 /// counted so far: only a change of `resetUsage` does.
 // kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
 #[allow(clippy::duplicated_attributes)]
+#[skip_serializing_none]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "aigw.io",
@@ -69,17 +71,14 @@ pub struct UsageLimitsPolicySpec {
     pub credit_limit: f64,
 
     /// Usage at which the API sends a threshold alert; none when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub alert_threshold: Option<f64>,
 
     /// Usage goes back to zero every `monthly` or `weekly` period. Not together with
     /// `periodicResetDays`; neither: usage is never reset by itself.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub periodic_reset: Option<PeriodicReset>,
 
     /// Usage goes back to zero every this many days (1–365). Not together with `periodicReset`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 365))]
     pub periodic_reset_days: Option<u32>,
 
@@ -96,7 +95,6 @@ pub struct UsageLimitsPolicySpec {
     /// A trigger: any string. Changing it resets the usage of every value of `groupBy` to zero,
     /// once (`status.observedResetUsage` records the value done). Applying any other change
     /// never resets usage.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 253))]
     pub reset_usage: Option<String>,
 
@@ -122,6 +120,7 @@ pub enum PeriodicReset {
 }
 
 /// The usage of one value of `groupBy`, as the API last reported it.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ValueUsage {
@@ -130,11 +129,11 @@ pub struct ValueUsage {
     /// Usage counted since the last reset.
     pub current_usage: f64,
     /// `active` or `exhausted`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
 }
 
 /// What the management API reports about the policy.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UsageLimitsPolicyStatus {
@@ -142,33 +141,25 @@ pub struct UsageLimitsPolicyStatus {
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// UUID of the remote policy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// `active` or `archived`, as the API reports it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_status: Option<String>,
     /// The remote object's `last_updated_at` when aigw last read it (for the drift check).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_updated_at: Option<String>,
     /// Usage per value of `groupBy` at the last read (at most the 20 largest).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub usage: Vec<ValueUsage>,
     /// How many values of `groupBy` had usage at the last read.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_values: Option<u32>,
     /// When the API last reset the usage (by period or on request).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reset_at: Option<String>,
     /// The `spec.resetUsage` value whose reset is done.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_reset_usage: Option<String>,
     /// Set (to the `spec.resetUsage` value) just before a reset is sent and cleared once it is
     /// done: of two reconciles acting on one view, only the one that recorded this resets.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resetting_for: Option<String>,
     /// What the last drift correction replaced: when, the remote version, and each changed
     /// path with the remote and the desired value (masked where secret).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_drift_correction: Option<Box<super::common::DriftCorrection>>,
 }
 embeds_managed!(UsageLimitsPolicyStatus, ManagedStatus);
