@@ -9,7 +9,7 @@ use serde_with::skip_serializing_none;
 use super::rules;
 use serde_json::{Map, Value};
 
-use super::common::{ManagementPolicy, Recorded, free_form_object, json_equivalent};
+use super::common::{ManagementPolicy, free_form_object, json_equivalent};
 use super::deployment::SecretRef;
 use super::limits::RateLimitType;
 use super::managed_spec::ManagedSpec;
@@ -498,14 +498,7 @@ impl super::common::Governed for ApiKey {
     }
 }
 
-impl Recorded for ApiKeyStatus {
-    fn recorded_remote(&self) -> Option<&str> {
-        self.id.as_deref()
-    }
-    fn remote_updated_at(&self) -> Option<&str> {
-        self.remote_updated_at.as_deref()
-    }
-}
+super::common::recorded!(ApiKeyStatus, id, remote_updated_at);
 
 fn is_zero(count: &u32) -> bool {
     *count == 0

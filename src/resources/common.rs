@@ -116,8 +116,8 @@ macro_rules! governed {
 pub(crate) use governed;
 
 /// [`Recorded`] of a status that records its remote object by `id` and `slug` (found by either;
-/// `$first or $second` is the one it is recorded by), and, where named, the field that keeps the
-/// remote object's `last_updated_at`.
+/// `$first or $second` is the one it is recorded by), or by `id` alone (`$only`), and, where
+/// named, the field that keeps the remote object's `last_updated_at`.
 macro_rules! recorded {
     ($status:ty, $first:ident or $second:ident $(, $updated:ident)?) => {
         impl $crate::resources::common::Recorded for $status {
@@ -129,6 +129,16 @@ macro_rules! recorded {
                     .into_iter()
                     .flatten()
                     .collect()
+            }
+            $(fn remote_updated_at(&self) -> Option<&str> {
+                self.$updated.as_deref()
+            })?
+        }
+    };
+    ($status:ty, $only:ident $(, $updated:ident)?) => {
+        impl $crate::resources::common::Recorded for $status {
+            fn recorded_remote(&self) -> Option<&str> {
+                self.$only.as_deref()
             }
             $(fn remote_updated_at(&self) -> Option<&str> {
                 self.$updated.as_deref()

@@ -9,7 +9,7 @@ use serde_with::skip_serializing_none;
 
 use super::rules;
 
-use super::common::{ManagementPolicy, Recorded, free_form_object};
+use super::common::{ManagementPolicy, free_form_object};
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, PENDING_CREATE, Reword, embeds_managed};
 pub use super::rotation::{Rotation, RotationStatus, WorkloadKind, WorkloadRef};
@@ -428,11 +428,7 @@ impl DeploymentSpec {
 
 super::common::governed!(Deployment, ArchivePolicy::Orphan, deployment_id);
 
-impl Recorded for DeploymentStatus {
-    fn recorded_remote(&self) -> Option<&str> {
-        self.id.as_deref()
-    }
-}
+super::common::recorded!(DeploymentStatus, id);
 
 #[cfg(test)]
 mod tests {

@@ -7,7 +7,7 @@ use serde_with::skip_serializing_none;
 
 use super::rules;
 
-use super::common::{ManagementPolicy, Recorded};
+use super::common::ManagementPolicy;
 pub use super::limits::RateLimitType;
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, PENDING_CREATE, Reword, embeds_managed};
@@ -363,14 +363,7 @@ impl RateLimitsPolicySpec {
 
 super::common::governed!(RateLimitsPolicy, DeletionPolicy::Orphan, identity.policy_id);
 
-impl Recorded for RateLimitsPolicyStatus {
-    fn recorded_remote(&self) -> Option<&str> {
-        self.id.as_deref()
-    }
-    fn remote_updated_at(&self) -> Option<&str> {
-        self.remote_updated_at.as_deref()
-    }
-}
+super::common::recorded!(RateLimitsPolicyStatus, id, remote_updated_at);
 
 #[cfg(test)]
 mod tests {

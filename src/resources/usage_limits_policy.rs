@@ -8,7 +8,7 @@ use serde_with::skip_serializing_none;
 
 use super::rules;
 
-use super::common::{ManagementPolicy, Recorded};
+use super::common::ManagementPolicy;
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 use super::policy::{FixedIdentity, Policy, PolicyIdentity, bind_policy, same_enum};
@@ -284,14 +284,7 @@ impl UsageLimitsPolicySpec {
 
 super::common::governed!(UsageLimitsPolicy, ArchivePolicy::Orphan, identity.policy_id);
 
-impl Recorded for UsageLimitsPolicyStatus {
-    fn recorded_remote(&self) -> Option<&str> {
-        self.id.as_deref()
-    }
-    fn remote_updated_at(&self) -> Option<&str> {
-        self.remote_updated_at.as_deref()
-    }
-}
+super::common::recorded!(UsageLimitsPolicyStatus, id, remote_updated_at);
 
 #[cfg(test)]
 mod tests {
