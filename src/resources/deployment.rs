@@ -9,7 +9,7 @@ use serde_with::skip_serializing_none;
 
 use super::rules;
 
-use super::common::{ManagementPolicy, free_form_object};
+use super::common::free_form_object;
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, PENDING_CREATE, Reword, embeds_managed};
 pub use super::rotation::{Rotation, RotationStatus, WorkloadKind, WorkloadRef};
@@ -418,10 +418,7 @@ impl DeploymentSpec {
             },
             deletion_policy: ArchivePolicy::Orphan,
             rotation: None,
-            managed: crate::resources::managed_spec::ManagedSpec {
-                management_policy: ManagementPolicy::Full,
-                connection_ref: None,
-            },
+            managed: ManagedSpec::default(),
         }
     }
 }

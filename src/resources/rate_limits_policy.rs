@@ -7,7 +7,6 @@ use serde_with::skip_serializing_none;
 
 use super::rules;
 
-use super::common::ManagementPolicy;
 pub use super::limits::RateLimitType;
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, PENDING_CREATE, Reword, embeds_managed};
@@ -223,6 +222,11 @@ impl PolicyCondition {
         remote.iter().map(Self::from_api).collect()
     }
 
+    /// The API's conditions for the spec's.
+    pub(crate) fn all_to_api(conditions: &[Self]) -> Vec<api::Condition> {
+        conditions.iter().map(Self::to_api).collect()
+    }
+
     /// The API may return conditions in another order than written: compare them as a set.
     pub(crate) fn same_set(wanted: &[PolicyCondition], remote: &[api::Condition]) -> bool {
         wanted.len() == remote.len()
@@ -237,6 +241,14 @@ impl GroupBy {
         remote
             .iter()
             .map(|g| GroupBy { key: g.key.clone() })
+            .collect()
+    }
+
+    /// The API's grouping keys for the spec's.
+    pub(crate) fn all_to_api(group_by: &[Self]) -> Vec<api::GroupBy> {
+        group_by
+            .iter()
+            .map(|g| api::GroupBy { key: g.key.clone() })
             .collect()
     }
 
@@ -275,10 +287,7 @@ impl RateLimitsPolicySpec {
             group_by: GroupBy::all_from_api(&remote.group_by),
             target: remote.limit.target.as_ref().and_then(same_enum),
             deletion_policy: DeletionPolicy::Orphan,
-            managed: crate::resources::managed_spec::ManagedSpec {
-                management_policy: ManagementPolicy::Full,
-                connection_ref: None,
-            },
+            managed: ManagedSpec::default(),
         })
     }
 
@@ -287,16 +296,8 @@ impl RateLimitsPolicySpec {
         api::CreateRateLimitsPolicyRequest {
             name: self.identity.name.clone(),
             description: None,
-            conditions: self
-                .conditions
-                .iter()
-                .map(PolicyCondition::to_api)
-                .collect(),
-            group_by: self
-                .group_by
-                .iter()
-                .map(|g| api::GroupBy { key: g.key.clone() })
-                .collect(),
+            conditions: PolicyCondition::all_to_api(&self.conditions),
+            group_by: GroupBy::all_to_api(&self.group_by),
             limit_type: self.type_.to_api(),
             unit: to_api_unit(self.unit),
             value: self.value,
@@ -311,12 +312,7 @@ impl RateLimitsPolicySpec {
         api::UpdateRateLimitsPolicyRequest {
             name: self.identity.name.clone(),
             description: None,
-            conditions: Some(
-                self.conditions
-                    .iter()
-                    .map(PolicyCondition::to_api)
-                    .collect(),
-            ),
+            conditions: Some(PolicyCondition::all_to_api(&self.conditions)),
             unit: Some(to_api_unit(self.unit)),
             value: Some(self.value),
         }

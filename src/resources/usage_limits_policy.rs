@@ -8,7 +8,6 @@ use serde_with::skip_serializing_none;
 
 use super::rules;
 
-use super::common::ManagementPolicy;
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 use super::policy::{FixedIdentity, Policy, PolicyIdentity, bind_policy, same_enum};
@@ -197,10 +196,7 @@ impl UsageLimitsPolicySpec {
             group_by: GroupBy::all_from_api(&remote.group_by),
             reset_usage: None,
             deletion_policy: ArchivePolicy::Orphan,
-            managed: crate::resources::managed_spec::ManagedSpec {
-                management_policy: ManagementPolicy::Full,
-                connection_ref: None,
-            },
+            managed: ManagedSpec::default(),
         })
     }
 
@@ -208,16 +204,8 @@ impl UsageLimitsPolicySpec {
     pub fn create_request(&self) -> api::CreateUsageLimitsPolicyRequest {
         api::CreateUsageLimitsPolicyRequest {
             name: self.identity.name.clone(),
-            conditions: self
-                .conditions
-                .iter()
-                .map(PolicyCondition::to_api)
-                .collect(),
-            group_by: self
-                .group_by
-                .iter()
-                .map(|g| api::GroupBy { key: g.key.clone() })
-                .collect(),
+            conditions: PolicyCondition::all_to_api(&self.conditions),
+            group_by: GroupBy::all_to_api(&self.group_by),
             limit_type: self.type_.to_api(),
             credit_limit: self.credit_limit,
             alert_threshold: self.alert_threshold,
@@ -232,12 +220,7 @@ impl UsageLimitsPolicySpec {
     pub fn update_request(&self) -> api::UpdateUsageLimitsPolicyRequest {
         api::UpdateUsageLimitsPolicyRequest {
             name: self.identity.name.clone(),
-            conditions: Some(
-                self.conditions
-                    .iter()
-                    .map(PolicyCondition::to_api)
-                    .collect(),
-            ),
+            conditions: Some(PolicyCondition::all_to_api(&self.conditions)),
             credit_limit: Some(self.credit_limit),
             alert_threshold: self.alert_threshold,
             periodic_reset: self.periodic_reset.map(to_api_reset),
