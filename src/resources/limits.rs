@@ -3,8 +3,8 @@
 
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
-use serde_with::skip_serializing_none;
 use serde_json::{Value, json};
+use serde_with::skip_serializing_none;
 
 use super::common::json_equivalent;
 

@@ -8,10 +8,10 @@ use serde_with::skip_serializing_none;
 
 use super::rules;
 
+pub use super::limits::UsageLimitType;
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 use super::policy::{FixedIdentity, Policy, PolicyIdentity, bind_policy, same_enum};
-pub use super::limits::UsageLimitType;
 pub use super::rate_limits_policy::{GroupBy, PolicyCondition};
 use crate::api;
 

@@ -824,10 +824,17 @@ macro_rules! policy_claims {
                 ])
             }
             fn adopted(&self) -> Option<(&'static str, String)> {
-                self.spec.identity.policy_id.clone().map(|id| ("spec.policyId", id))
+                self.spec
+                    .identity
+                    .policy_id
+                    .clone()
+                    .map(|id| ("spec.policyId", id))
             }
             fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
-                vec![(workspace_field(self), self.spec.identity.workspace_id.clone())]
+                vec![(
+                    workspace_field(self),
+                    self.spec.identity.workspace_id.clone(),
+                )]
             }
             workspace_named!(|o| o.spec.identity);
         }
