@@ -4,10 +4,14 @@
 use super::common::DeletionPolicy;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
+
+use super::rules;
 use serde_json::{Map, Value};
 
-use super::common::{ManagementPolicy, Recorded, free_form_object, json_equivalent};
+use super::common::{ManagementPolicy, free_form_object, json_equivalent};
 use super::deployment::SecretRef;
+use super::limits::RateLimitType;
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, Reword, embeds_managed};
 use super::rotation::{Rotation, RotationStatus};
@@ -26,6 +30,7 @@ pub const SECRET_KEY: &str = "api_key";
 /// keeps working for `transitionPeriod`), and deletes it (or leaves it) when the resource goes.
 // kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
 #[allow(clippy::duplicated_attributes)]
+#[skip_serializing_none]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "aigw.io",
@@ -37,30 +42,20 @@ pub const SECRET_KEY: &str = "api_key";
     category = "aigw",
     namespaced,
     status = "ApiKeyStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Kind", type_ = "string", json_path = ".spec.kind"),
     printcolumn(name = "Secret", type_ = "string", json_path = ".spec.secretRef.name"),
     printcolumn(name = "Rotated", type_ = "date", json_path = ".status.lastRotatedAt"),
-    printcolumn(name = "Id", type_ = "string", json_path = ".status.id", priority = 1),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "Id", type_ = "string", json_path = ".status.id", priority = 1)
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!has(self.rotationPolicy)").field_path(".rotationPolicy").reason(Reason::FieldValueForbidden).message("spec.rotationPolicy is refused: a server-side rotation would issue a new key that never reaches the Secret, which would be left holding a dead key; use spec.rotation (interval, trigger) so aigw rotates the key into the Secret"))]
 #[x_kube(validation = Rule::new("self.kind != 'user' || has(self.userId)").field_path(".userId").reason(Reason::FieldValueRequired).message("spec.userId is required for a user key"))]
 #[x_kube(validation = Rule::new("self.kind != 'service' || !has(self.userId)").field_path(".userId").reason(Reason::FieldValueForbidden).message("spec.userId is only taken by user keys"))]
-#[x_kube(validation = Rule::new("has(self.userId) == has(oldSelf.userId)").field_path(".userId").reason(Reason::FieldValueForbidden).message("spec.userId cannot be added or removed after creation: create a new ApiKey instead"))]
-#[x_kube(validation = Rule::new("has(self.workspaceId) == has(oldSelf.workspaceId)").field_path(".workspaceId").reason(Reason::FieldValueForbidden).message("spec.workspaceId cannot be added or removed after creation: create a new ApiKey instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new ApiKey to use another Connection"))]
-#[x_kube(validation = Rule::new("!(has(self.workspaceId) && has(self.workspaceRef))").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("set spec.workspaceId or spec.workspaceRef, not both"))]
-#[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceRef cannot be added or removed after creation: create a new ApiKey instead"))]
+#[x_kube(validation = rules::set_at_creation("userId", "ApiKey"))]
+#[x_kube(validation = rules::set_at_creation("workspaceId", "ApiKey"))]
+#[x_kube(validation = rules::same_connection("ApiKey"))]
+#[x_kube(validation = rules::workspace_id_or_ref())]
+#[x_kube(validation = rules::set_at_creation("workspaceRef", "ApiKey"))]
 #[schemars(transform = Reword(&[
     (
         "managementPolicy",
@@ -80,13 +75,11 @@ pub struct ApiKeySpec {
 
     /// UUID of the user a `user` key acts for; required for user keys, refused for service keys.
     /// Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("userId is immutable: create a new ApiKey to change it"))]
     pub user_id: Option<String>,
 
     /// Workspace (UUID or slug) the key belongs to; the API's default workspace when absent.
     /// Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceId is immutable: create a new ApiKey to move it to another workspace"))]
     #[schemars(length(min = 1))]
     pub workspace_id: Option<String>,
@@ -94,7 +87,6 @@ pub struct ApiKeySpec {
     /// The Workspace resource whose workspace the key belongs to, instead of `workspaceId` (set
     /// at most one of the two): the UUID it recorded is used once it is Ready, and the Connection's grants
     /// apply to that workspace. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceRef is immutable: create a new ApiKey to move it to another workspace"))]
     pub workspace_ref: Option<super::common::WorkspaceRef>,
 
@@ -105,7 +97,6 @@ pub struct ApiKeySpec {
     /// Description of the key. Without one, aigw describes a key it creates as `created by
     /// aigw for <uid>`: after a lost create answer, that tells its key from another party's of
     /// the same name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
 
     /// Rate limits of the key.
@@ -113,16 +104,14 @@ pub struct ApiKeySpec {
     pub rate_limits: Vec<KeyRateLimit>,
 
     /// Usage limits of the key, as the API takes them (free-form object).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(schema_with = "optional_free_form_object")]
     pub usage_limits: Option<Map<String, Value>>,
 
     /// What requests made with the key get unless they say otherwise.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub defaults: Option<KeyDefaults>,
 
     /// When the key stops working (RFC 3339); never when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
 
     /// The Secret (in this namespace) that receives the key's value under `api_key`. aigw
@@ -130,12 +119,11 @@ pub struct ApiKeySpec {
     pub secret_ref: SecretRef,
 
     /// Cluster-managed rotation of the key into the Secret.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotation: Option<KeyRotation>,
 
     /// Not supported, refused at admission: the API's own scheduled rotation would issue new
     /// values that never reach the Secret, leaving it with a dead key. Use `rotation` instead.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(schema_with = "optional_free_form_object")]
     pub rotation_policy: Option<Map<String, Value>>,
 
@@ -179,21 +167,11 @@ impl ApiKeyKind {
 pub struct KeyRateLimit {
     /// `requests` or `tokens`.
     #[serde(rename = "type")]
-    pub type_: KeyRateLimitType,
+    pub type_: RateLimitType,
     /// `rps`, `rpm`, `rph`, `rpd` or `rpw`.
     pub unit: KeyRateLimitUnit,
     /// How many per unit.
     pub value: u64,
-}
-
-/// What a rate limit counts.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum KeyRateLimitType {
-    /// Requests.
-    Requests,
-    /// Tokens.
-    Tokens,
 }
 
 /// The window of a rate limit.
@@ -213,27 +191,26 @@ pub enum KeyRateLimitUnit {
 }
 
 /// Defaults of the key's requests.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!(has(self.configId) && has(self.config))").field_path(".config").reason(Reason::FieldValueForbidden).message("set either defaults.configId or defaults.config, not both"))]
 pub struct KeyDefaults {
     /// Slug or id of the gateway config requests use by default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_id: Option<String>,
     /// Name of a Config resource of this namespace whose remote config requests use by
     /// default; the key waits until that Config is Ready.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config: Option<String>,
     /// Whether a request may name another config.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_config_override: Option<bool>,
     /// Metadata attached to the key's requests.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(schema_with = "optional_free_form_object")]
     pub metadata: Option<Map<String, Value>>,
 }
 
 /// When and how the key is rotated into the Secret.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 // Kubernetes' `duration()` does not read days: an interval with days is at least a day (the
@@ -246,13 +223,13 @@ pub struct KeyRotation {
     pub schedule: Rotation,
     /// How long the previous key keeps working after a rotation, at least `30m` (the API's
     /// minimum and default), e.g. `2h`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
     #[x_kube(validation = Rule::new("duration(self) >= duration('30m')").message("rotation.transitionPeriod must be at least 30m (the API's minimum)"))]
     pub transition_period: Option<String>,
 }
 
 /// What aigw knows of the key.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = Reword(&[
@@ -267,29 +244,23 @@ pub struct ApiKeyStatus {
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// UUID of the remote key.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// The config the key's defaults name, as sent (resolved from `defaults.config`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_id: Option<String>,
     /// The Config resource a ConfigRollout put the key on (its `aigw.io/rollout-config`
     /// annotation) when the config was last resolved; absent when the key's own
     /// `spec.defaults` decide.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_override: Option<String>,
     /// The remote key's `last_updated_at` when aigw last read it (for the drift check).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_updated_at: Option<String>,
     /// Where the key's rotation stands.
     #[serde(flatten)]
     pub rotation: RotationStatus,
     /// When the previous value stops working (the API's `key_transition_expires_at` of the
     /// last rotation).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub previous_key_expires_at: Option<String>,
     /// The key a new one replaces because a rotation's answer, and so the value it issued,
     /// was lost: deleted once the Secret holds the new key's value.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaced_key: Option<String>,
     /// How many times the key was replaced instead of rotated (a rotation's answer lost): each
     /// gave the Secret a new value for the rotation it stood in for.
@@ -329,10 +300,7 @@ impl ApiKeySpec {
         self.rate_limits
             .iter()
             .map(|limit| api::ApiKeyRateLimit {
-                limit_type: match limit.type_ {
-                    KeyRateLimitType::Requests => api::RateLimitType::Requests,
-                    KeyRateLimitType::Tokens => api::RateLimitType::Tokens,
-                },
+                limit_type: limit.type_.to_api(),
                 unit: api::ApiKeyRateLimitUnit::from(match limit.unit {
                     KeyRateLimitUnit::Rps => "rps",
                     KeyRateLimitUnit::Rpm => "rpm",
@@ -530,14 +498,7 @@ impl super::common::Governed for ApiKey {
     }
 }
 
-impl Recorded for ApiKeyStatus {
-    fn recorded_remote(&self) -> Option<&str> {
-        self.id.as_deref()
-    }
-    fn remote_updated_at(&self) -> Option<&str> {
-        self.remote_updated_at.as_deref()
-    }
-}
+super::common::recorded!(ApiKeyStatus, id, remote_updated_at);
 
 fn is_zero(count: &u32) -> bool {
     *count == 0

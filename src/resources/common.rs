@@ -3,6 +3,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 /// The API group of every aigw kind.
 pub const GROUP: &str = "aigw.io";
@@ -87,13 +88,13 @@ pub trait Governed {
 
 /// The remote object a status has recorded (created or adopted earlier), if any.
 /// `Governed` for a kind whose spec has `managementPolicy`, a `deletionPolicy` with an `Orphan`
-/// variant, and the adopting field `$named` (e.g. `slug`, `policy_id`).
+/// variant, and the adopting field `$named` (e.g. `slug`, `identity.policy_id`).
 /// `in $part` reads those fields from `spec.$part` (a part the spec flattens).
 macro_rules! governed {
-    ($kind:ty, $orphan:path, $named:ident) => {
-        $crate::resources::common::governed!($kind, $orphan, $named, in spec);
+    ($kind:ty, $orphan:path, $($named:ident).+) => {
+        $crate::resources::common::governed!($kind, $orphan, $($named).+, in spec);
     };
-    ($kind:ty, $orphan:path, $named:ident, in $($part:ident).+) => {
+    ($kind:ty, $orphan:path, $($named:ident).+, in $($part:ident).+) => {
         impl $crate::resources::common::Governed for $kind {
             fn management_policy(&self) -> $crate::resources::common::ManagementPolicy {
                 self.$($part).+.management_policy
@@ -107,7 +108,7 @@ macro_rules! governed {
                 self.$($part).+.deletion_policy == $orphan
             }
             fn named_remote(&self) -> Option<&str> {
-                self.$($part).+.$named.as_deref()
+                self.$($part).+.$($named).+.as_deref()
             }
         }
     };
@@ -115,8 +116,8 @@ macro_rules! governed {
 pub(crate) use governed;
 
 /// [`Recorded`] of a status that records its remote object by `id` and `slug` (found by either;
-/// `$first or $second` is the one it is recorded by), and, where named, the field that keeps the
-/// remote object's `last_updated_at`.
+/// `$first or $second` is the one it is recorded by), or by `id` alone (`$only`), and, where
+/// named, the field that keeps the remote object's `last_updated_at`.
 macro_rules! recorded {
     ($status:ty, $first:ident or $second:ident $(, $updated:ident)?) => {
         impl $crate::resources::common::Recorded for $status {
@@ -128,6 +129,16 @@ macro_rules! recorded {
                     .into_iter()
                     .flatten()
                     .collect()
+            }
+            $(fn remote_updated_at(&self) -> Option<&str> {
+                self.$updated.as_deref()
+            })?
+        }
+    };
+    ($status:ty, $only:ident $(, $updated:ident)?) => {
+        impl $crate::resources::common::Recorded for $status {
+            fn recorded_remote(&self) -> Option<&str> {
+                self.$only.as_deref()
             }
             $(fn remote_updated_at(&self) -> Option<&str> {
                 self.$updated.as_deref()
@@ -156,26 +167,22 @@ pub trait Recorded {
 /// What a create in flight sent, recorded with its intent (`pendingCreate`), so that a lookup
 /// after a lost answer matches on what was sent (not on a spec edited since) and within the
 /// window the POST could have created something in.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CreateAttempt {
     /// The name the request carried.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// The workspace the request carried.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_id: Option<String>,
     /// HMAC-SHA256 (`hmac-sha256:`, keyed with the operator's Secret `aigw-hash-key`) of the
     /// object's uid and the request body: what was sent, without a way to test guesses of the
     /// Secret values in it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_hash: Option<String>,
     /// When the request ended without a readable answer: nothing it made can be younger, and a
     /// list may be taken as proof of absence only a settle time after this.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ended_at: Option<String>,
     /// The id of the intent this attempt belongs to (the `aigw.io/create-intent` annotation).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub intent: Option<String>,
 }
 
@@ -297,13 +304,13 @@ pub fn json_equivalent(a: &serde_json::Value, b: &serde_json::Value) -> bool {
 /// What a drift correction replaced: when, the remote version it replaced (for kinds with
 /// versions), and for each path that differed the remote value and the desired one, as JSON
 /// text, masked where the path or a key on it is secret.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DriftCorrection {
     /// When aigw wrote the correction.
     pub at: String,
     /// The remote `version_id` the correction replaced.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replaced_version_id: Option<String>,
     /// The paths that differed (JSON Pointers into the API's object), first
     /// [`DRIFT_PATHS_KEPT`] of them.
@@ -319,16 +326,15 @@ fn is_zero(n: &u32) -> bool {
 }
 
 /// One path a drift correction overwrote.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct DriftedValue {
     /// JSON Pointer into the API's object, e.g. `/config/retry/attempts`.
     pub path: String,
     /// What the remote object held (JSON text; absent when it had nothing there).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote: Option<String>,
     /// What aigw wrote back (JSON text; absent when it removed the path).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub desired: Option<String>,
 }
 

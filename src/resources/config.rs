@@ -3,6 +3,9 @@
 use super::common::DeletionPolicy;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
+
+use super::rules;
 
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, PENDING_CREATE, Reword, embeds_managed};
@@ -13,6 +16,7 @@ use crate::api::secret_fields::CREDENTIAL_KEYS;
 /// `spec.name` or `spec.state` is applied with one PUT, which mints a new `status.versionId`.
 // kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
 #[allow(clippy::duplicated_attributes)]
+#[skip_serializing_none]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "aigw.io",
@@ -24,26 +28,14 @@ use crate::api::secret_fields::CREDENTIAL_KEYS;
     category = "aigw",
     namespaced,
     status = "ConfigStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Slug", type_ = "string", json_path = ".status.slug"),
-    printcolumn(name = "VersionId", type_ = "string", json_path = ".status.versionId"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "VersionId", type_ = "string", json_path = ".status.versionId")
 )]
 #[serde(rename_all = "camelCase")]
-// The field rule `self == oldSelf` only runs when the field is on both sides, so adding or
-// removing the identity, which would switch the object to another remote one, is caught here.
-#[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new Config instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Config to use another Connection"))]
-#[x_kube(validation = Rule::new("!(has(self.workspaceId) && has(self.workspaceRef))").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("set spec.workspaceId or spec.workspaceRef, not both"))]
-#[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceRef cannot be added or removed after creation: create a new Config instead"))]
+#[x_kube(validation = rules::set_at_creation("slug", "Config"))]
+#[x_kube(validation = rules::same_connection("Config"))]
+#[x_kube(validation = rules::workspace_id_or_ref())]
+#[x_kube(validation = rules::set_at_creation("workspaceRef", "Config"))]
 #[schemars(transform = Reword(&[
     (
         "managementPolicy",
@@ -57,7 +49,6 @@ pub struct ConfigSpec {
     /// Slug of an existing remote config to adopt (for example `pc-routing-3f2a1b`). When absent,
     /// aigw creates a new config and records its slug in `status.slug`. Only set at creation: it
     /// cannot be added, removed or changed afterwards.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("slug is immutable: create a new Config to adopt another remote config"))]
     pub slug: Option<String>,
 
@@ -66,7 +57,6 @@ pub struct ConfigSpec {
     pub name: String,
 
     /// UUID of the workspace the config belongs to. Cannot be changed once set.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceId is immutable: create a new Config to move it to another workspace"))]
     #[schemars(length(min = 1))]
     pub workspace_id: Option<String>,
@@ -74,7 +64,6 @@ pub struct ConfigSpec {
     /// The Workspace resource whose workspace the config belongs to, instead of `workspaceId` (set
     /// at most one of the two): the UUID it recorded is used once it is Ready, and the Connection's grants
     /// apply to that workspace. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceRef is immutable: create a new Config to move it to another workspace"))]
     pub workspace_ref: Option<super::common::WorkspaceRef>,
 
@@ -112,7 +101,6 @@ pub struct ConfigSpec {
 
     /// Remote status of the config (the API's `status` field), e.g. `active`. Left as the API
     /// sets it when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
 
     /// What happens to the remote config when this resource is deleted: `Delete` removes it
@@ -127,7 +115,6 @@ pub struct ConfigSpec {
     /// Gates every change of this Config behind other Configs that must have run it first,
     /// e.g. prod's after dev's: see `after` and `soak`. The annotation
     /// `aigw.io/promote-now: <revision>` lets exactly that revision through at once.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promotion: Option<super::promotion::Promotion>,
 }
 embeds_managed!(ConfigSpec, ManagedSpec);
@@ -270,6 +257,7 @@ fn document_level(depth: usize) -> serde_json::Value {
 }
 
 /// What the management API reports about the config.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = Reword(&[
@@ -286,30 +274,23 @@ pub struct ConfigStatus {
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// UUID of the remote config.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// Slug of the remote config; gateways reference configs by slug.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slug: Option<String>,
     /// Version the API minted for the last applied document.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version_id: Option<String>,
     /// HMAC-SHA256 (keyed with the operator's Secret `aigw-hash-key`, over the object's uid)
     /// of the Secret values the last write substituted
     /// for `spec.secretRefs`. The API may mask them on read, so a Secret change is found by
     /// comparing this hash, never by reading values back. Never the values themselves.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_hash: Option<String>,
     /// When aigw last wrote the document (create or update).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_at: Option<String>,
     /// The remote object's `last_updated_at` when aigw last read it. The drift check lists the
     /// remote objects and reads again only those whose `last_updated_at` differs from this.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_updated_at: Option<String>,
     /// What the last drift correction replaced: when, the remote version, and each changed
     /// path with the remote and the desired value (masked where secret).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_drift_correction: Option<Box<super::common::DriftCorrection>>,
     /// The last ten versions aigw applied (created or updated), newest first: which
     /// generation and which `aigw.io/revision` produced each `versionId`.
@@ -331,20 +312,18 @@ embeds_managed!(ConfigStatus, ManagedStatus);
 pub const HISTORY_LIMIT: usize = 10;
 
 /// One version of the document that aigw applied.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AppliedVersion {
     /// The `version_id` the API minted for this version.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version_id: Option<String>,
     /// The `metadata.generation` of this resource that was applied.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub generation: Option<i64>,
     /// When aigw applied it (RFC 3339).
     pub applied_at: String,
     /// The `aigw.io/revision` annotation at the time (a Git commit, a release tag); absent when
     /// the resource had none.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
     /// True when the `aigw.io/promote-now` annotation let this revision through before its
     /// promotion gate (`spec.promotion`) would have.

@@ -10,6 +10,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use super::common::{ConnectionRef, conditions_schema};
 
@@ -35,6 +36,7 @@ pub const MAX_DECISIONS: usize = 20;
 /// the candidate into the stable Config: promote it in Git, then delete the rollout.
 // kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
 #[allow(clippy::duplicated_attributes)]
+#[skip_serializing_none]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "aigw.io",
@@ -46,19 +48,9 @@ pub const MAX_DECISIONS: usize = 20;
     category = "aigw",
     namespaced,
     status = "ConfigRolloutStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
     printcolumn(name = "Step", type_ = "integer", json_path = ".status.currentStep"),
-    printcolumn(name = "Weight", type_ = "integer", json_path = ".status.weight"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "Weight", type_ = "integer", json_path = ".status.weight")
 )]
 #[serde(rename_all = "camelCase")]
 // On the spec rather than on `analysis`, which then carries no rule: the health test's
@@ -96,11 +88,11 @@ pub struct ConfigRolloutSpec {
     pub analysis: Analysis,
 
     /// The Connection whose telemetry is read; defaults to `default`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<ConnectionRef>,
 }
 
 /// A Config resource of the rollout's namespace.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct LocalConfigRef {
@@ -109,7 +101,6 @@ pub struct LocalConfigRef {
     pub name: String,
     /// Refused unless it is this rollout's own namespace: a rollout moves keys of its namespace
     /// onto a Config of its namespace only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
 }
 
@@ -127,6 +118,7 @@ pub struct RolloutStep {
 }
 
 /// What a step must show to go on. At least one threshold is required.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Analysis {
@@ -136,34 +128,28 @@ pub struct Analysis {
     pub workspace_slug: String,
     /// The numeric TSG id telemetry is read with; by default the one the Connection names
     /// (its `x-tsg-id` header or `tsg_id:` OAuth2 scope).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[0-9]+$"))]
     pub organisation_id: Option<String>,
     /// The span of telemetry a step is judged on, ending at the analysis and never starting
     /// before the step's keys moved, e.g. `5m`. Defaults to the step's pause.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
     pub window: Option<String>,
     /// The fewest candidate requests a window must hold to be judged (4xx other than 429 not
     /// counted); fewer, and the analysis waits for more traffic (up to `maxWait`). With a
     /// relative threshold, the stable cohort must hold as many (while it has keys). Default 20.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub min_requests: Option<u64>,
     /// How long past its pause a step may wait for `minRequests`, or for the telemetry to
     /// answer; then the rollout rolls back, the decision saying which (with the API's message
     /// for a telemetry error). Absent: it waits as long as it takes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
     pub max_wait: Option<String>,
     /// The highest error rate of the candidate cohort, from 0 to 1 (e.g. `0.05`): requests
     /// answered 5xx or 429, of those answered anything but another 4xx (a caller's own
     /// mistake, which the config neither causes nor fixes, is not judged).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0, max = 1.0))]
     pub max_error_rate: Option<f64>,
     /// The highest p90 latency of the candidate cohort, in milliseconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0))]
     pub max_p90_latency_ms: Option<f64>,
     /// The most the candidate's error rate may exceed the stable cohort's, from 0 to 1 (e.g.
@@ -171,12 +157,10 @@ pub struct Analysis {
     /// for them); at the 100 % step it has no key and only the absolute thresholds judge. The
     /// stable keys' traffic is the baseline: whoever sends requests with them moves it, so pair
     /// a relative threshold with an absolute one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.0, max = 1.0))]
     pub max_error_rate_over_stable: Option<f64>,
     /// The highest ratio of the candidate's p90 latency to the stable cohort's (e.g. `1.5`).
     /// Needs `minRequests` on the stable cohort, as `maxErrorRateOverStable` does.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1.0))]
     pub max_p90_latency_ratio: Option<f64>,
 }
@@ -211,11 +195,11 @@ impl Phase {
 
 /// What aigw knows of the rollout. Written with a precondition (its resourceVersion) before
 /// each key is moved, so a resumed rollout moves no key twice and leaves none behind.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigRolloutStatus {
     /// The `metadata.generation` this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// `Ready` (True once Completed; False with reason `RolledBack` or `Aborted`),
     /// `Reconciling` and `Stalled`.
@@ -226,32 +210,25 @@ pub struct ConfigRolloutStatus {
     #[serde(default)]
     pub phase: Phase,
     /// The index of the step in progress (0 for the first).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub current_step: Option<u32>,
     /// The weight of the step in progress, in percent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub weight: Option<u32>,
     /// When every key of the step in progress was on the candidate (the pause runs from here);
     /// absent while its keys are moving.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub step_started_at: Option<String>,
     /// The ApiKeys (names, sorted) moved to the candidate, recorded before they are moved.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub moved_keys: Vec<String>,
     /// The remote config (slug) of the stable Config when the rollout started.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stable_config_id: Option<String>,
     /// The remote config (slug) of the candidate Config when the rollout started.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidate_config_id: Option<String>,
     /// The figures of the last analysis (or the last wait for traffic).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub analysis: Option<AnalysisRecord>,
     /// The installation (its `--installation-id`) that runs this rollout, recorded before it
     /// moves any key. Only the status subresource holds it, which a tenant's `edit` role cannot
     /// write: an `aigw.io/installation` annotation rewritten later stalls the rollout
     /// (`ClaimChanged`) instead of handing it, and its keys, to another installation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub installation: Option<String>,
     /// What the rollout decided, step by step (the last 20).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -259,6 +236,7 @@ pub struct ConfigRolloutStatus {
 }
 
 /// One cohort's figures over a window.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CohortRecord {
@@ -276,10 +254,8 @@ pub struct CohortRecord {
     #[serde(default)]
     pub client_errors: u64,
     /// `errors / (requests - clientErrors)`; absent when no request is judged.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_rate: Option<f64>,
     /// p90 latency in milliseconds; absent for an empty cohort.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub p90_latency_ms: Option<f64>,
 }
 

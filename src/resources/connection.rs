@@ -3,13 +3,13 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, LabelSelector};
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use super::common::conditions_schema;
 
 /// How aigw reaches and authenticates to the management API. Namespaced resources name it in
 /// `spec.connectionRef.name` (default `default`).
-// kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
-#[allow(clippy::duplicated_attributes)]
+#[skip_serializing_none]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "aigw.io",
@@ -20,17 +20,7 @@ use super::common::conditions_schema;
     shortname = "aigwconn",
     category = "aigw",
     status = "ConnectionStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
-    printcolumn(name = "URL", type_ = "string", json_path = ".spec.managementUrl"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "URL", type_ = "string", json_path = ".spec.managementUrl")
 )]
 #[serde(rename_all = "camelCase")]
 pub struct ConnectionSpec {
@@ -39,7 +29,6 @@ pub struct ConnectionSpec {
     #[schemars(length(min = 1))]
     pub management_url: String,
     /// The gateway address including `/v1`, e.g. `https://gateway.example/v1`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway_url: Option<String>,
     /// How to obtain the bearer token.
     pub auth: ConnectionAuth,
@@ -47,26 +36,21 @@ pub struct ConnectionSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub headers: Vec<Header>,
     /// Requests per second allowed to the API through this connection.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.1))]
     pub qps: Option<f64>,
     /// Burst above `qps`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub burst: Option<u32>,
     /// Namespaces whose resources may use this connection. Absent (and no namespaceSelector)
     /// means all namespaces.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allowed_namespaces: Option<Vec<String>>,
     /// Label selector of the namespaces whose resources may use this connection.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace_selector: Option<LabelSelector>,
     /// Tenancy rules: which namespaces may use this connection, for which workspaces, and
     /// whether they may adopt remote objects aigw did not create. When set, a namespace must
     /// match at least one grant (in addition to allowedNamespaces/namespaceSelector); its
     /// workspaces are the union of its grants', and it may adopt if any of its grants says so.
     /// Absent: every allowed namespace may manage any workspace and adopt (single-team installs).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grants: Option<Vec<Grant>>,
 }
 
@@ -185,22 +169,20 @@ impl ConnectionSpec {
 }
 
 /// What some namespaces may do through a connection.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.namespaces) || has(self.namespaceSelector)").message("a grant needs namespaces or namespaceSelector"))]
 pub struct Grant {
     /// The namespaces this grant is for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespaces: Option<Vec<String>>,
     /// Or: a label selector of the namespaces this grant is for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace_selector: Option<LabelSelector>,
     /// Workspace ids (UUIDs) whose objects these namespaces may manage: the `workspaceId` of
     /// Configs and RateLimitsPolicies (which must then be set), the workspace of an adopted
     /// object, and a Deployment's `authSettings.workspacesAllowed`. An entry that is the name of
     /// a Workspace resource stands for the workspace that resource recorded (its UUID and
     /// slug), and for no other. Absent: any workspace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspaces: Option<Vec<String>>,
     /// May these namespaces adopt existing remote objects (`spec.slug`, `spec.deploymentId`,
     /// `spec.policyId`, or a namesake found after a lost create answer that nothing proves
@@ -218,31 +200,27 @@ pub struct Grant {
     /// (`spec.integrationId`; an Integration resource is also matched by its recorded slug and
     /// UUID). Absent: any integration. The workspace a Provider binds it into must be among
     /// `workspaces`, and the integration must grant that workspace access itself.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub integrations: Option<Vec<String>>,
     /// MCP integrations these namespaces may instantiate as McpServers: names of McpIntegration
     /// resources (`spec.integrationRef`), or slugs or UUIDs of remote MCP integrations
     /// (`spec.integrationId`; an McpIntegration resource is also matched by its recorded slug
     /// and UUID). Absent: any MCP integration that enables the server's workspace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_integrations: Option<Vec<String>>,
     /// Namespaces whose resources these namespaces may follow in `spec.promotion.after` (e.g.
     /// prod may follow dev): aigw reads only those resources' status, whether they are Ready
     /// and at which revision. Absent: only resources of their own namespace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promote_from: Option<Vec<String>>,
 }
 
 /// Exactly one way to authenticate.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.bearerToken) != has(self.oauth2ClientCredentials)").message("auth needs exactly one of bearerToken or oauth2ClientCredentials"))]
 pub struct ConnectionAuth {
     /// A static bearer token read from a Secret.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bearer_token: Option<BearerTokenAuth>,
     /// OAuth2 client credentials; tokens are cached and refreshed before they expire.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub oauth2_client_credentials: Option<OAuth2ClientCredentials>,
 }
 
@@ -255,6 +233,7 @@ pub struct BearerTokenAuth {
 }
 
 /// OAuth2 client-credentials grant.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct OAuth2ClientCredentials {
@@ -262,7 +241,6 @@ pub struct OAuth2ClientCredentials {
     #[schemars(length(min = 1))]
     pub token_url: String,
     /// Scope to request, e.g. `tsg_id:1234567890`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope: Option<String>,
     /// Where the client id is.
     pub client_id_ref: SecretKeyRef,
@@ -286,6 +264,7 @@ pub struct SecretKeyRef {
 }
 
 /// An extra request header.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.value) != has(self.valueFrom)").message("a header needs exactly one of value or valueFrom"))]
@@ -294,10 +273,8 @@ pub struct Header {
     #[schemars(length(min = 1))]
     pub name: String,
     /// Literal value.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value: Option<String>,
     /// Value taken from a Secret.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value_from: Option<HeaderValueFrom>,
 }
 
@@ -310,11 +287,11 @@ pub struct HeaderValueFrom {
 }
 
 /// Whether a token can be obtained with this connection.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConnectionStatus {
     /// The `metadata.generation` this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// `Ready` when a token can be obtained, with the reason when it cannot.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

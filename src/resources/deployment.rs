@@ -5,8 +5,11 @@ use std::collections::BTreeMap;
 
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
-use super::common::{ManagementPolicy, Recorded, free_form_object};
+use super::rules;
+
+use super::common::free_form_object;
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, PENDING_CREATE, Reword, embeds_managed};
 pub use super::rotation::{Rotation, RotationStatus, WorkloadKind, WorkloadRef};
@@ -16,6 +19,7 @@ pub use super::rotation::{Rotation, RotationStatus, WorkloadKind, WorkloadRef};
 /// Secret named by `spec.credentialsSecretRef`.
 // kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
 #[allow(clippy::duplicated_attributes)]
+#[skip_serializing_none]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "aigw.io",
@@ -28,28 +32,16 @@ pub use super::rotation::{Rotation, RotationStatus, WorkloadKind, WorkloadRef};
     namespaced,
     status = "DeploymentStatus",
     printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
-    printcolumn(
         name = "Connection",
         type_ = "string",
         json_path = ".status.connectionStatus"
     ),
-    printcolumn(name = "Remote", type_ = "string", json_path = ".status.remoteStatus"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "Remote", type_ = "string", json_path = ".status.remoteStatus")
 )]
 #[serde(rename_all = "camelCase")]
-// The field rule `self == oldSelf` only runs when the field is on both sides, so adding or
-// removing the identity, which would switch the object to another remote one, is caught here.
 #[x_kube(validation = Rule::new("!has(self.rotation) || !has(self.rotation.interval) || self.rotation.interval.contains('d') || duration(self.rotation.interval) > duration('0s')").field_path(".rotation.interval").reason(Reason::FieldValueInvalid).message("spec.rotation.interval must be longer than zero"))]
-#[x_kube(validation = Rule::new("has(self.deploymentId) == has(oldSelf.deploymentId)").field_path(".deploymentId").reason(Reason::FieldValueForbidden).message("spec.deploymentId cannot be added or removed after creation: create a new Deployment instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Deployment to use another Connection"))]
+#[x_kube(validation = rules::set_at_creation("deploymentId", "Deployment"))]
+#[x_kube(validation = rules::same_connection("Deployment"))]
 #[schemars(transform = Reword(&[
     (
         "managementPolicy",
@@ -62,7 +54,6 @@ pub use super::rotation::{Rotation, RotationStatus, WorkloadKind, WorkloadRef};
 pub struct DeploymentSpec {
     /// UUID of an existing remote deployment to adopt. When absent, aigw registers a new
     /// deployment. Only set at creation: it cannot be added, removed or changed afterwards.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("deploymentId is immutable: create a new Deployment to adopt another remote deployment"))]
     pub deployment_id: Option<String>,
 
@@ -75,28 +66,24 @@ pub struct DeploymentSpec {
     pub type_: Option<DeploymentType>,
 
     /// Whether this is the organisation's default deployment.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_default: Option<bool>,
 
     /// Free-form deployment configuration, passed to the API as `deployment_config`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(schema_with = "optional_free_form_object")]
     pub deployment_config: Option<serde_json::Map<String, serde_json::Value>>,
 
     /// Tags of the deployment (string map). Keys under `aigw.io/` are aigw's own (it tags each
     /// gateway it creates with `aigw.io/uid` to find it again after a lost answer) and are
     /// refused.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self.all(k, !k.startsWith('aigw.io/'))").message("tags under aigw.io/ are aigw's own (it marks the gateways it creates with aigw.io/uid): remove them from spec.tags"))]
     pub tags: Option<BTreeMap<String, String>>,
 
     /// Who may use the gateway and where it lives.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_settings: Option<AuthSettings>,
 
     /// When true, `authSettings.workspacesAllowed` and `jwtSubsAllowed` replace the remote
     /// lists instead of being merged into them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub override_existing: Option<bool>,
 
     /// Secret (in this namespace) that receives the one-time `client_auth`, `username` and
@@ -109,7 +96,6 @@ pub struct DeploymentSpec {
     pub deletion_policy: ArchivePolicy,
 
     /// Cluster-managed rotation of the gateway's credentials.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotation: Option<Rotation>,
 
     /// Management policy and Connection: the block every kind keeps.
@@ -133,26 +119,21 @@ pub enum DeploymentType {
 }
 
 /// Authentication settings of the gateway, mapped to the API's `auth_settings`.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AuthSettings {
     /// Base URL where the gateway is reachable, e.g. `https://gateway.example.com`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway_base_url: Option<String>,
     /// Base URL of the gateway's MCP endpoint.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_gateway_base_url: Option<String>,
     /// Workspaces (slugs or UUIDs) allowed to use the gateway.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspaces_allowed: Option<Vec<String>>,
     /// JWT subjects allowed to use the gateway.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jwt_subs_allowed: Option<Vec<String>>,
     /// Maps a JWT subject to the workspace its requests run in.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jwt_sub_workspace_mapping: Option<BTreeMap<String, String>>,
     /// Allow every workspace of the organisation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_all_workspaces: Option<bool>,
 }
 
@@ -188,6 +169,7 @@ pub enum RemoteStatus {
 }
 
 /// What the management API reports about the deployment.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = Reword(&[PENDING_CREATE]))]
@@ -196,26 +178,20 @@ pub struct DeploymentStatus {
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// UUID of the remote deployment.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// Slug of the remote deployment.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slug: Option<String>,
     /// `healthy`, `unhealthy` or `unknown`, from the gateway's heartbeat.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_status: Option<ConnectionStatus>,
     /// When the gateway last synced with the control plane.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_synced_at: Option<String>,
     /// `active` or `archived`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_status: Option<RemoteStatus>,
     /// Where the credentials' rotation stands.
     #[serde(flatten)]
     pub rotation: RotationStatus,
     /// What the last drift correction replaced: when, and each changed field with the remote
     /// and the desired value (masked where secret).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_drift_correction: Option<Box<super::common::DriftCorrection>>,
 }
 embeds_managed!(DeploymentStatus, ManagedStatus);
@@ -442,21 +418,14 @@ impl DeploymentSpec {
             },
             deletion_policy: ArchivePolicy::Orphan,
             rotation: None,
-            managed: crate::resources::managed_spec::ManagedSpec {
-                management_policy: ManagementPolicy::Full,
-                connection_ref: None,
-            },
+            managed: ManagedSpec::default(),
         }
     }
 }
 
 super::common::governed!(Deployment, ArchivePolicy::Orphan, deployment_id);
 
-impl Recorded for DeploymentStatus {
-    fn recorded_remote(&self) -> Option<&str> {
-        self.id.as_deref()
-    }
-}
+super::common::recorded!(DeploymentStatus, id);
 
 #[cfg(test)]
 mod tests {

@@ -4,6 +4,9 @@
 use super::common::DeletionPolicy;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
+
+use super::rules;
 use serde_json::{Map, Value, json};
 
 use super::common::Recorded;
@@ -19,6 +22,7 @@ use crate::api;
 /// `status.versionId`; `workspaceId` and `target` are fixed at creation.
 // kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
 #[allow(clippy::duplicated_attributes)]
+#[skip_serializing_none]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "aigw.io",
@@ -30,32 +34,21 @@ use crate::api;
     category = "aigw",
     namespaced,
     status = "GuardrailStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Slug", type_ = "string", json_path = ".status.slug"),
-    printcolumn(name = "VersionId", type_ = "string", json_path = ".status.versionId"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "VersionId", type_ = "string", json_path = ".status.versionId")
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new Guardrail instead"))]
-#[x_kube(validation = Rule::new("has(self.workspaceId) == has(oldSelf.workspaceId)").field_path(".workspaceId").reason(Reason::FieldValueForbidden).message("spec.workspaceId cannot be added or removed after creation: create a new Guardrail instead"))]
-#[x_kube(validation = Rule::new("has(self.target) == has(oldSelf.target)").field_path(".target").reason(Reason::FieldValueForbidden).message("spec.target cannot be added or removed after creation: create a new Guardrail instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Guardrail to use another Connection"))]
+#[x_kube(validation = rules::set_at_creation("slug", "Guardrail"))]
+#[x_kube(validation = rules::set_at_creation("workspaceId", "Guardrail"))]
+#[x_kube(validation = rules::set_at_creation("target", "Guardrail"))]
+#[x_kube(validation = rules::same_connection("Guardrail"))]
 // A workspace guardrail is created in one workspace: the API requires `workspace_id`, so a spec
 // naming none is refused here rather than by a 400 on its first create.
 #[x_kube(validation = Rule::new("has(self.workspaceId) != has(self.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueRequired).message("set exactly one of spec.workspaceId (a workspace's UUID) or spec.workspaceRef (a Workspace resource): a workspace guardrail lives in one workspace"))]
-#[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceRef cannot be added or removed after creation: create a new Guardrail instead"))]
+#[x_kube(validation = rules::set_at_creation("workspaceRef", "Guardrail"))]
 pub struct GuardrailSpec {
     /// UUID of the workspace the guardrail belongs to (the API requires one for a workspace
     /// guardrail). Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceId is immutable: create a new Guardrail to move it to another workspace"))]
     #[schemars(length(min = 1))]
     pub workspace_id: Option<String>,
@@ -63,7 +56,6 @@ pub struct GuardrailSpec {
     /// The Workspace resource whose workspace the guardrail belongs to, instead of `workspaceId` (set
     /// exactly one of the two): the UUID it recorded is used once it is Ready, and the Connection's grants
     /// apply to that workspace. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceRef is immutable: create a new Guardrail to move it to another workspace"))]
     pub workspace_ref: Option<super::common::WorkspaceRef>,
 
@@ -88,23 +80,13 @@ pub struct GuardrailSpec {
     shortname = "aigwcgr",
     category = "aigw",
     status = "GuardrailStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Slug", type_ = "string", json_path = ".status.slug"),
-    printcolumn(name = "VersionId", type_ = "string", json_path = ".status.versionId"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "VersionId", type_ = "string", json_path = ".status.versionId")
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new ClusterGuardrail instead"))]
-#[x_kube(validation = Rule::new("has(self.target) == has(oldSelf.target)").field_path(".target").reason(Reason::FieldValueForbidden).message("spec.target cannot be added or removed after creation: create a new ClusterGuardrail instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new ClusterGuardrail to use another Connection"))]
+#[x_kube(validation = rules::set_at_creation("slug", "ClusterGuardrail"))]
+#[x_kube(validation = rules::set_at_creation("target", "ClusterGuardrail"))]
+#[x_kube(validation = rules::same_connection("ClusterGuardrail"))]
 #[x_kube(validation = Rule::new("!has(self.promotion) || self.promotion.after.all(a, !has(a.namespace))").field_path(".promotion.after").reason(Reason::FieldValueForbidden).message("spec.promotion.after of a ClusterGuardrail names other ClusterGuardrails, which are cluster-scoped: leave namespace out"))]
 pub struct ClusterGuardrailSpec {
     /// The guardrail, said as a `Guardrail` says it (without a workspace).
@@ -113,12 +95,12 @@ pub struct ClusterGuardrailSpec {
 }
 
 /// What a `Guardrail` and a `ClusterGuardrail` say of their guardrail.
+#[skip_serializing_none]
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct GuardrailDefinition {
     /// Slug (or UUID) of an existing guardrail to adopt. When absent, aigw creates one and
     /// records its slug in `status.slug`. Only set at creation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("slug is immutable: create a new resource to adopt another guardrail"))]
     pub slug: Option<String>,
 
@@ -127,7 +109,6 @@ pub struct GuardrailDefinition {
     pub name: String,
 
     /// What the guardrail checks: `llm` (model calls, the default) or `mcp_tools`. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("target is immutable: create a new resource to change it"))]
     pub target: Option<GuardrailTarget>,
 
@@ -164,7 +145,6 @@ pub struct GuardrailDefinition {
     /// Gates every change of this guardrail behind other resources of its kind that must have
     /// run it first, e.g. prod's after dev's: see `after` and `soak`. The annotation
     /// `aigw.io/promote-now: <revision>` lets exactly that revision through at once.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promotion: Option<super::promotion::Promotion>,
 
     /// The MCP servers the guardrail applies to (their tool calls; a guardrail with `target:
@@ -174,7 +154,6 @@ pub struct GuardrailDefinition {
     /// servers of its own workspace. Each entry names its server by UUID (`id`) or by McpServer
     /// resource (`mcpServerRef`), resolved to the UUID it recorded once it is Ready (until then
     /// the guardrail's mappings wait, `McpServerNotReady`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 256))]
     #[x_kube(validation = Rule::new("self.all(s, !has(s.id) || self.exists_one(t, has(t.id) && t.id == s.id))").message("spec.mcpServers names one MCP server twice"))]
     #[x_kube(validation = Rule::new("self.all(s, !has(s.mcpServerRef) || self.exists_one(t, has(t.mcpServerRef) && t.mcpServerRef.name == s.mcpServerRef.name))").message("spec.mcpServers names one McpServer (by name) twice"))]
@@ -183,22 +162,20 @@ pub struct GuardrailDefinition {
 embeds_managed!(GuardrailDefinition, ManagedSpec);
 
 /// One MCP server a guardrail applies to, by UUID or by McpServer resource.
+#[skip_serializing_none]
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.id) != has(self.mcpServerRef)").message("a spec.mcpServers entry names its server once: set id (a UUID) or mcpServerRef (an McpServer resource)"))]
 pub struct GuardrailMcpServer {
     /// UUID of the MCP server.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 255))]
     pub id: Option<String>,
     /// Or: an McpServer resource, standing for the server it recorded (`status.id`). A
     /// Guardrail names one of its own namespace (`namespace` absent or its own); a
     /// ClusterGuardrail must say the namespace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcp_server_ref: Option<McpServerResourceRef>,
     /// What the guardrail checks of the server's tool calls: `input`, `output` or both (the
     /// default).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 2))]
     pub run_on: Option<Vec<McpRunOn>>,
     /// The capabilities (tools) of the server's MCP integration the mapping is limited to, by
@@ -209,6 +186,7 @@ pub struct GuardrailMcpServer {
 }
 
 /// An McpServer resource, by name (and namespace).
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 pub struct McpServerResourceRef {
     /// Its `metadata.name`.
@@ -216,7 +194,6 @@ pub struct McpServerResourceRef {
     pub name: String,
     /// Its namespace: for a Guardrail absent (its own) or its own; required for a
     /// ClusterGuardrail.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 63))]
     pub namespace: Option<String>,
 }
@@ -300,6 +277,7 @@ impl GuardrailMcpServer {
 }
 
 /// One check of a guardrail.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GuardrailCheck {
@@ -312,14 +290,13 @@ pub struct GuardrailCheck {
     #[schemars(schema_with = "free_form")]
     pub parameters: Map<String, Value>,
     /// Display name of the check.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub name: Option<String>,
     /// False disables the check; true (the default) runs it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub is_enabled: Option<bool>,
 }
 
 /// What happens on a guardrail's verdict.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GuardrailActions {
@@ -330,13 +307,10 @@ pub struct GuardrailActions {
     #[serde(default)]
     pub r#async: bool,
     /// Run the checks one after another (the live API's `sequential`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sequential: Option<bool>,
     /// Feedback recorded when the checks pass.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_success: Option<Feedback>,
     /// Feedback recorded when a check fails.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_fail: Option<Feedback>,
 }
 
@@ -399,6 +373,7 @@ impl GuardrailTarget {
 }
 
 /// What the management API reports about the guardrail.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GuardrailStatus {
@@ -406,16 +381,12 @@ pub struct GuardrailStatus {
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// UUID of the remote guardrail.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// Slug of the remote guardrail: what a Config names.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slug: Option<String>,
     /// The `version_id` of the guardrail as aigw last wrote or read it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version_id: Option<String>,
     /// When aigw last wrote the guardrail.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_at: Option<String>,
     /// The versions aigw applied, newest first (at most 10).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -426,14 +397,11 @@ pub struct GuardrailStatus {
     pub revision_order: RevisionOrder,
     /// Keyed hash (HMAC-SHA256 with the operator's Secret `aigw-hash-key`) of the Secret values
     /// last sent (never the values).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_hash: Option<String>,
     /// The remote object's `last_updated_at` when aigw last read it (for the drift check).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_updated_at: Option<String>,
     /// What the last drift correction replaced: when, the remote version, and each changed
     /// path with the remote and the desired value (masked where secret).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_drift_correction: Option<Box<super::common::DriftCorrection>>,
 }
 embeds_managed!(GuardrailStatus, ManagedStatus);

@@ -6,6 +6,9 @@ use std::borrow::Cow;
 
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
+
+use super::rules;
 use serde_json::{Map, Value, json};
 
 use super::config::{ConfigSecretRef, SecretKeyRef};
@@ -23,6 +26,7 @@ use crate::api::secret_fields::CREDENTIAL_KEYS;
 /// sent with exactly one PUT.
 // kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
 #[allow(clippy::duplicated_attributes)]
+#[skip_serializing_none]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "aigw.io",
@@ -33,11 +37,6 @@ use crate::api::secret_fields::CREDENTIAL_KEYS;
     shortname = "aigwint",
     category = "aigw",
     status = "IntegrationStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Slug", type_ = "string", json_path = ".status.slug"),
     printcolumn(name = "Provider", type_ = "string", json_path = ".spec.aiProviderId"),
     printcolumn(
@@ -45,21 +44,15 @@ use crate::api::secret_fields::CREDENTIAL_KEYS;
         type_ = "string",
         json_path = ".status.workspaces[*]",
         priority = 1
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
     )
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new Integration instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Integration to use another Connection"))]
+#[x_kube(validation = rules::set_at_creation("slug", "Integration"))]
+#[x_kube(validation = rules::same_connection("Integration"))]
 pub struct IntegrationSpec {
     /// The integration's slug. Set, aigw adopts the integration with this slug if one exists,
     /// and otherwise creates one with it; absent, the API makes one from the name (recorded in
     /// `status.slug`). Only set at creation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[a-zA-Z0-9_-]+$"), length(min = 1, max = 255))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("slug is immutable: create a new Integration to use another slug"))]
     pub slug: Option<String>,
@@ -75,21 +68,19 @@ pub struct IntegrationSpec {
     pub ai_provider_id: String,
 
     /// Description of the integration.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
 
     /// The Secret key holding the upstream key (an OpenAI or Anthropic API key). Read only from
     /// the namespace the operator reads Connection Secrets from, and only from a Secret labelled
     /// `aigw.io/cluster-readable: "true"`: a cluster-scoped resource never names another
     /// namespace's Secrets. A change of the Secret is applied with one PUT within seconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key_secret_ref: Option<KeySecretRef>,
 
     /// Provider settings as the API takes them (free-form: `aws_region`, `aws_access_key_id`,
     /// `vertex_project_id`, `custom_host`, …), sent whole on every write. Credentials
     /// (`aws_secret_access_key`, `vertex_service_account_json`, `azure_entra_client_secret`, …)
     /// are refused here in plain text: set them with `secretRefs`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     #[schemars(schema_with = "configurations_schema")]
     pub configurations: Option<Map<String, Value>>,
 
@@ -108,7 +99,6 @@ pub struct IntegrationSpec {
     /// (`secretReference`, its UUID or slug, sent as written). Set, the list is the whole set
     /// (`[]` removes every mapping); absent, the API's mappings are left as they are. A field
     /// mapped here is not also set by `keySecretRef` or `secretRefs`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64))]
     #[x_kube(validation = Rule::new("self.all(m, self.exists_one(o, o.targetField == m.targetField))").message("spec.secretMappings names a targetField twice: each field is mapped once"))]
     pub secret_mappings: Option<Vec<SecretMapping>>,
@@ -121,7 +111,6 @@ pub struct IntegrationSpec {
     pub workspaces: Vec<WorkspaceAccess>,
 
     /// Which models the integration exposes. Models not listed are left as the API has them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub models: Option<ModelAccess>,
 
     /// What happens to the remote integration when this resource is deleted: `Delete` (the
@@ -137,6 +126,7 @@ pub struct IntegrationSpec {
 embeds_managed!(IntegrationSpec, ManagedSpec);
 
 /// Where the upstream key is.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KeySecretRef {
@@ -148,11 +138,11 @@ pub struct KeySecretRef {
     pub key: String,
     /// The Secret's namespace, if you want to say it: it must be the namespace the operator
     /// reads Connection Secrets from (any other is refused).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
 }
 
 /// One field of the integration the gateway reads through a secret reference.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.secretReferenceRef) != has(self.secretReference)").message("a secretMappings entry names its secret reference once: set secretReferenceRef (a SecretReference resource) or secretReference (a UUID or slug), not both"))]
@@ -166,18 +156,14 @@ pub struct SecretMapping {
     pub target_field: String,
     /// The SecretReference resource (cluster-scoped) holding the value; the integration waits
     /// until it is Ready on a Connection of the same tenant.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_reference_ref: Option<SecretReferenceRef>,
     /// A secret reference the API knows, by UUID or slug, sent as written.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 255))]
     pub secret_reference: Option<String>,
     /// The key within the external secret, overriding the reference's own `secretKey`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 255))]
     pub secret_key: Option<String>,
     /// How the gateway reads the value: `string` or `json`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub value_format: Option<ValueFormat>,
 }
 
@@ -244,6 +230,7 @@ pub fn same_mappings(wanted: &[Value], remote: Option<&[Value]>) -> bool {
 }
 
 /// One workspace's access to the integration.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct WorkspaceAccess {
@@ -254,10 +241,8 @@ pub struct WorkspaceAccess {
     #[serde(default = "enabled")]
     pub enabled: bool,
     /// The workspace's budget on this integration; left as the API has it when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_limits: Option<UsageLimits>,
     /// The workspace's rate limit on this integration; left as the API has it when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limits: Option<RateLimit>,
 }
 
@@ -266,11 +251,11 @@ fn enabled() -> bool {
 }
 
 /// Model access of the integration.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelAccess {
     /// Whether models the provider adds later are enabled by default.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_all_models: Option<bool>,
     /// Models and whether each is enabled; a model the integration does not offer is added as
     /// a custom model when `custom` is true.
@@ -279,6 +264,7 @@ pub struct ModelAccess {
 }
 
 /// One model.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelEntry {
@@ -292,12 +278,12 @@ pub struct ModelEntry {
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub custom: bool,
     /// The model a custom one is based on.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub base_model_slug: Option<String>,
 }
 
 /// What aigw knows of the integration. Nothing here comes from a credential: the key and
 /// configurations are only ever kept as a salted hash.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct IntegrationStatus {
@@ -305,22 +291,18 @@ pub struct IntegrationStatus {
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// UUID of the remote integration.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// Slug of the remote integration.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slug: Option<String>,
     /// HMAC-SHA256 (keyed with the operator's Secret `aigw-hash-key`, over the object's uid)
     /// of the write-only values aigw last sent: the key
     /// and the configurations, Secret values filled in. The API never returns them, so a change
     /// (of the spec or of a Secret) is found by comparing this hash. Never the values.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_hash: Option<String>,
     /// The workspaces aigw enabled, so that one removed from `spec.workspaces` is disabled.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workspaces: Vec<String>,
     /// When aigw last wrote the integration.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_at: Option<String>,
 }
 embeds_managed!(IntegrationStatus, ManagedStatus);

@@ -4,10 +4,12 @@
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use serde_with::skip_serializing_none;
 
 use super::common::json_equivalent;
 
 /// A budget: how much may be spent (or how many tokens used), with an alert and a reset.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!(has(self.periodicReset) && has(self.periodicResetDays))").message("set either periodicReset or periodicResetDays, not both"))]
@@ -19,19 +21,16 @@ pub struct UsageLimits {
     #[serde(rename = "type")]
     pub kind: UsageLimitType,
     /// Alert when usage reaches this much (at least 1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1))]
     pub alert_threshold: Option<u64>,
     /// `monthly` or `weekly`: usage resets on that schedule.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub periodic_reset: Option<PeriodicReset>,
     /// Or: usage resets every this many days (1–365).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 365))]
     pub periodic_reset_days: Option<u32>,
 }
 
-/// What a budget counts.
+/// What a budget counts (of a usage-limits policy too).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum UsageLimitType {
@@ -39,6 +38,16 @@ pub enum UsageLimitType {
     Cost,
     /// Tokens.
     Tokens,
+}
+
+impl UsageLimitType {
+    /// The API's spelling.
+    pub fn to_api(self) -> crate::api::UsageLimitType {
+        match self {
+            Self::Cost => crate::api::UsageLimitType::Cost,
+            Self::Tokens => crate::api::UsageLimitType::Tokens,
+        }
+    }
 }
 
 /// A budget's reset schedule.
@@ -57,21 +66,31 @@ pub enum PeriodicReset {
 pub struct RateLimit {
     /// `requests` or `tokens`.
     #[serde(rename = "type")]
-    pub kind: RateLimitKind,
+    pub kind: RateLimitType,
     /// `rpm`, `rph` or `rpd`.
     pub unit: RateLimitUnit,
     /// How many per unit.
     pub value: u64,
 }
 
-/// What a rate limit counts.
+/// What a rate limit counts (of a rate-limits policy and an API key too).
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum RateLimitKind {
+pub enum RateLimitType {
     /// Requests.
     Requests,
     /// Tokens.
     Tokens,
+}
+
+impl RateLimitType {
+    /// The API's spelling.
+    pub fn to_api(self) -> crate::api::RateLimitType {
+        match self {
+            Self::Requests => crate::api::RateLimitType::Requests,
+            Self::Tokens => crate::api::RateLimitType::Tokens,
+        }
+    }
 }
 
 /// The window of a rate limit.

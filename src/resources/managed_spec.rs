@@ -8,10 +8,12 @@
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use super::common::{ConnectionRef, ManagementPolicy};
 
 /// Whether aigw writes the remote object, and through which Connection.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ManagedSpec {
@@ -19,7 +21,6 @@ pub struct ManagedSpec {
     #[serde(default)]
     pub management_policy: ManagementPolicy,
     /// The Connection used to reach the management API; defaults to `default`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connection_ref: Option<ConnectionRef>,
 }
 

@@ -6,39 +6,36 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use super::common::{CreateAttempt, conditions_schema};
 
 /// Generation, conditions, the create intent and the installation's claim of one object.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ManagedStatus {
     /// The `metadata.generation` this status describes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
     /// `Ready`, `Reconciling` and `Stalled`, each with a reason and its own observedGeneration.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,
     /// Set just before a create is sent and cleared once its outcome is known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_create: Option<String>,
     /// The installation (its `--installation-id`) that manages this object, recorded by the
     /// operator before any other write of its own. Only the status subresource holds it, which
     /// the chart's RBAC lets the operator write and a tenant's `edit` role does not: an
     /// `aigw.io/installation` annotation rewritten to another installation stalls the object
     /// (`ClaimChanged`) instead of moving it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub installation: Option<String>,
     /// The id of the last create intent whose outcome was recorded (the intent itself is the
     /// `aigw.io/create-intent` annotation, written with the finalizer in one write): an
     /// annotation naming this id is settled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub create_settled: Option<String>,
     /// What the create in flight sent, and when its request ended without an answer.
     // Boxed: it is set only while a create is in flight, and inline it would cost every cached
     // object its 120 bytes.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub create_attempt: Option<Box<CreateAttempt>>,
     /// Not status: whether the copy's `aigw.io/installation` annotation named the
     /// installation recorded above, set where a copy read from the cluster is prepared for

@@ -4,6 +4,9 @@
 use super::common::DeletionPolicy;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
+
+use super::rules;
 use serde_json::{Map, Value};
 
 use super::managed_spec::ManagedSpec;
@@ -18,6 +21,7 @@ use crate::api;
 /// gateway to discover the tool (`status.pendingCapabilities`).
 // kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
 #[allow(clippy::duplicated_attributes)]
+#[skip_serializing_none]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "aigw.io",
@@ -28,27 +32,16 @@ use crate::api;
     shortname = "aigwmcpi",
     category = "aigw",
     status = "McpIntegrationStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Slug", type_ = "string", json_path = ".status.slug"),
-    printcolumn(name = "URL", type_ = "string", json_path = ".spec.url"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "URL", type_ = "string", json_path = ".spec.url")
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new McpIntegration instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new McpIntegration to use another Connection"))]
+#[x_kube(validation = rules::set_at_creation("slug", "McpIntegration"))]
+#[x_kube(validation = rules::same_connection("McpIntegration"))]
 pub struct McpIntegrationSpec {
     /// The integration's slug (what an MCP server's `mcpIntegration` may name). Set, aigw adopts
     /// the integration with this slug if one exists, and otherwise creates one with it; absent,
     /// the API makes one from the name (recorded in `status.slug`). Only set at creation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[a-zA-Z0-9_-]+$"), length(min = 1, max = 255))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.slug is immutable: create a new McpIntegration to use another slug"))]
     pub slug: Option<String>,
@@ -58,7 +51,6 @@ pub struct McpIntegrationSpec {
     pub name: String,
 
     /// Description of the integration; left as the API has it when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 1024))]
     pub description: Option<String>,
 
@@ -80,7 +72,6 @@ pub struct McpIntegrationSpec {
     /// labelled `aigw.io/cluster-readable: "true"`. Write-only: never shown in status, events
     /// or logs; a change of the Secret is applied with one PUT (the API replaces
     /// `configurations` whole). Absent: the API's configurations are left as they are.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub configurations_secret_ref: Option<ConfigurationsSecretRef>,
 
     /// The workspaces that may create MCP servers of this integration. Each row is merged into
@@ -155,6 +146,7 @@ impl McpTransport {
 }
 
 /// The Secret that holds `configurations`.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ConfigurationsSecretRef {
@@ -163,22 +155,20 @@ pub struct ConfigurationsSecretRef {
     pub name: String,
     /// The Secret's namespace, if you want to say it: it must be the namespace the operator
     /// reads Connection Secrets from (any other is refused).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
 }
 
 /// One workspace's access to the integration, naming the workspace by Workspace resource or by
 /// UUID or slug.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.workspaceRef) != has(self.workspace)").message("a spec.workspaces entry names its workspace once: set workspaceRef (a Workspace resource) or workspace (a UUID or slug), not both"))]
 pub struct McpWorkspaceAccess {
     /// A Workspace resource (cluster-scoped), standing for the workspace it recorded; the
     /// integration waits until it is Ready.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub workspace_ref: Option<WorkspaceResourceRef>,
     /// A workspace the API knows, by UUID or slug, sent as written.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 255))]
     pub workspace: Option<String>,
     /// False keeps the row but disables it.
@@ -245,6 +235,7 @@ impl McpCapabilityKind {
 
 /// What aigw knows of the integration. Nothing here comes from `configurations`: it is only
 /// ever kept as a keyed hash.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = Reword(&[CREATE_SETTLED]))]
@@ -253,15 +244,12 @@ pub struct McpIntegrationStatus {
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// UUID of the remote integration.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// Slug of the remote integration.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slug: Option<String>,
     /// HMAC-SHA256 (keyed with the operator's Secret `aigw-hash-key`, over the object's uid)
     /// of the `configurations` aigw last sent (the Secret's values), which reads never show in
     /// clear. A change of the Secret is found by comparing this hash. Never the values.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_hash: Option<String>,
     /// The workspaces (as sent: UUID or slug) whose access aigw enabled, so that one removed
     /// from `spec.workspaces` is disabled.
@@ -272,7 +260,6 @@ pub struct McpIntegrationStatus {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pending_capabilities: Vec<String>,
     /// When aigw last wrote the integration.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_at: Option<String>,
 }
 embeds_managed!(McpIntegrationStatus, ManagedStatus);

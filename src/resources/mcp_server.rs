@@ -3,6 +3,9 @@
 
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
+
+use super::rules;
 
 use super::common::{DeletionPolicy, WorkspaceRef};
 use super::managed_spec::ManagedSpec;
@@ -15,6 +18,7 @@ use crate::api;
 /// rows the spec names are set, other users' rows are left as the API has them.
 // kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
 #[allow(clippy::duplicated_attributes)]
+#[skip_serializing_none]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "aigw.io",
@@ -26,31 +30,20 @@ use crate::api;
     category = "aigw",
     namespaced,
     status = "McpServerStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Slug", type_ = "string", json_path = ".status.slug"),
-    printcolumn(name = "Workspace", type_ = "string", json_path = ".spec.workspaceId"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "Workspace", type_ = "string", json_path = ".spec.workspaceId")
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.integrationRef) != has(self.integrationId)").message("set exactly one of spec.integrationRef (an McpIntegration resource) or spec.integrationId (an existing remote MCP integration)"))]
-#[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new McpServer instead"))]
+#[x_kube(validation = rules::set_at_creation("slug", "McpServer"))]
 #[x_kube(validation = Rule::new("has(self.integrationRef) == has(oldSelf.integrationRef) && has(self.integrationId) == has(oldSelf.integrationId)").field_path(".integrationRef").reason(Reason::FieldValueForbidden).message("the integration of an McpServer cannot change: create a new McpServer instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new McpServer to use another Connection"))]
-#[x_kube(validation = Rule::new("has(self.workspaceId) != has(self.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueRequired).message("set exactly one of spec.workspaceId (a workspace's UUID) or spec.workspaceRef (a Workspace resource)"))]
-#[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceId and spec.workspaceRef cannot be swapped after creation: create a new McpServer instead"))]
+#[x_kube(validation = rules::same_connection("McpServer"))]
+#[x_kube(validation = rules::one_workspace())]
+#[x_kube(validation = rules::workspace_named_alike("McpServer"))]
 pub struct McpServerSpec {
     /// The server's slug (clients reach it at `{gateway}/{slug}/mcp`). Set, aigw creates the
     /// server with it, or adopts the server that has it (which needs `allowAdoption`); absent,
     /// the API makes one from the name (`status.slug`). Only set at creation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[a-zA-Z0-9_-]+$"), length(min = 3, max = 50))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.slug is immutable: create a new McpServer to use another slug"))]
     pub slug: Option<String>,
@@ -60,26 +53,22 @@ pub struct McpServerSpec {
     pub name: String,
 
     /// Description of the server; left as the API has it when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 500))]
     pub description: Option<String>,
 
     /// The McpIntegration resource (cluster-scoped) this server instantiates. The server waits
     /// until it is Ready and enables this server's workspace. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.integrationRef is immutable: create a new McpServer to instantiate another integration"))]
     pub integration_ref: Option<McpIntegrationRef>,
 
     /// Or: the UUID or slug of an existing remote MCP integration no McpIntegration manages.
     /// The server waits until it enables this server's workspace. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 255))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.integrationId is immutable: create a new McpServer to instantiate another integration"))]
     pub integration_id: Option<String>,
 
     /// The workspace (UUID) the server belongs to; or name it by resource with `workspaceRef`.
     /// Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 255))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.workspaceId is immutable: create a new McpServer to move it to another workspace"))]
     pub workspace_id: Option<String>,
@@ -87,13 +76,11 @@ pub struct McpServerSpec {
     /// The Workspace resource whose workspace the server belongs to, instead of `workspaceId`
     /// (set one of the two): the UUID it recorded is used once it is Ready, and the
     /// Connection's grants apply to that workspace. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.workspaceRef is immutable: create a new McpServer to move it to another workspace"))]
     pub workspace_ref: Option<WorkspaceRef>,
 
     /// Whether users without a row of their own may use the server: `allow` or `deny`; left
     /// as the API has it when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub default_user_access: Option<DefaultUserAccess>,
 
     /// Per-user access rows (by the API's user id). Each is set as written; a user removed
@@ -152,6 +139,7 @@ pub struct McpUserAccessEntry {
 }
 
 /// What aigw knows of the server.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = Reword(&[
@@ -169,16 +157,12 @@ pub struct McpServerStatus {
     pub managed: ManagedStatus,
     /// UUID of the remote server (what a Guardrail's `spec.mcpServers[].mcpServerRef` resolves
     /// to).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// Slug of the remote server.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slug: Option<String>,
     /// The UUID of the MCP integration the server instantiates, as sent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub integration_id: Option<String>,
     /// When aigw last wrote the server.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_at: Option<String>,
 }
 embeds_managed!(McpServerStatus, ManagedStatus);

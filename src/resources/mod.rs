@@ -23,6 +23,7 @@ pub mod rate_limits_policy;
 pub mod readable;
 pub mod rollout_plan;
 pub mod rotation;
+pub mod rules;
 pub mod secret_reference;
 pub mod usage_limits_policy;
 pub mod workspace;
@@ -42,7 +43,9 @@ pub use secret_reference::SecretReference;
 pub use usage_limits_policy::UsageLimitsPolicy;
 pub use workspace::Workspace;
 
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceColumnDefinition, CustomResourceDefinition,
+};
 
 /// Every CRD aigw serves, with the file name it has under `crds/`: one per kind of
 /// [`crate::registry::KINDS`].
@@ -53,9 +56,36 @@ pub fn crds() -> Vec<(&'static str, CustomResourceDefinition)> {
         .collect()
 }
 
-/// A CRD as `crds/` holds it: descriptions unwrapped, free-form fields' bounds stated.
+/// A CRD as `crds/` holds it: the columns every kind prints, descriptions unwrapped, free-form
+/// fields' bounds stated.
 fn generated(crd: CustomResourceDefinition) -> CustomResourceDefinition {
-    free_form::describe(unwrap_descriptions(crd))
+    free_form::describe(unwrap_descriptions(with_common_columns(crd)))
+}
+
+/// `kubectl get` shows every kind's `Ready` condition first and its age last, around the
+/// columns the kind's own `printcolumn`s name.
+fn with_common_columns(mut crd: CustomResourceDefinition) -> CustomResourceDefinition {
+    let column = |name: &str, type_: &str, json_path: &str| CustomResourceColumnDefinition {
+        name: name.into(),
+        type_: type_.into(),
+        json_path: json_path.into(),
+        ..Default::default()
+    };
+    for version in &mut crd.spec.versions {
+        let columns = version
+            .additional_printer_columns
+            .get_or_insert_with(Vec::new);
+        columns.insert(
+            0,
+            column(
+                "Ready",
+                "string",
+                ".status.conditions[?(@.type==\"Ready\")].status",
+            ),
+        );
+        columns.push(column("Age", "date", ".metadata.creationTimestamp"));
+    }
+    crd
 }
 
 /// Doc comments are wrapped at 100 columns; `kubectl explain` wraps text itself, so join the

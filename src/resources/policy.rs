@@ -8,10 +8,86 @@ use std::future::Future;
 
 use k8s_openapi::NamespaceResourceScope;
 use kube::Resource;
-use serde::Serialize;
+use kube::core::{Message, Rule};
+use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
+use super::common::WorkspaceRef;
 use crate::api::{ApiError, Client, Listing};
+
+/// The fields every policy kind's spec opens with (flattened: the same keys at the top of
+/// `spec`): the remote policy it adopts, its name and its workspace.
+#[skip_serializing_none]
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyIdentity {
+    /// UUID of an existing remote policy to adopt. When absent, aigw creates a new policy.
+    /// Only set at creation: it cannot be added, removed or changed afterwards.
+    pub policy_id: Option<String>,
+
+    /// Display name of the policy.
+    #[schemars(length(max = 255))]
+    pub name: Option<String>,
+
+    /// Workspace (UUID or slug) the policy belongs to. Immutable.
+    #[schemars(length(min = 1))]
+    pub workspace_id: Option<String>,
+
+    /// The Workspace resource whose workspace the policy belongs to, instead of `workspaceId` (set
+    /// at most one of the two): the UUID it recorded is used once it is Ready, and the Connection's grants
+    /// apply to that workspace. Immutable.
+    pub workspace_ref: Option<WorkspaceRef>,
+}
+
+impl PolicyIdentity {
+    /// The identity of a spec adopting `remote` (by id).
+    pub fn adopting(facts: &Facts<'_>) -> Self {
+        Self {
+            policy_id: Some(facts.id.to_string()),
+            name: facts.name.map(str::to_string),
+            workspace_id: facts.workspace_id.map(str::to_string),
+            workspace_ref: None,
+        }
+    }
+}
+
+/// Makes the fixed fields of [`PolicyIdentity`] refuse a change (`self == oldSelf`), with
+/// messages naming the kind: `#[schemars(transform = FixedIdentity("RateLimitsPolicy"))]` on
+/// the kind's spec.
+pub struct FixedIdentity(pub &'static str);
+
+impl schemars::transform::Transform for FixedIdentity {
+    fn transform(&mut self, schema: &mut schemars::Schema) {
+        let kind = self.0;
+        let fixed = [
+            ("policyId", "adopt another remote policy"),
+            ("workspaceId", "change it"),
+            ("workspaceRef", "move it to another workspace"),
+        ];
+        let Some(properties) = schema
+            .get_mut("properties")
+            .and_then(serde_json::Value::as_object_mut)
+        else {
+            return;
+        };
+        for (field, instead) in fixed {
+            let Some(property) = properties.get_mut(field) else {
+                continue;
+            };
+            let Ok(mut rules) = schemars::Schema::try_from(property.clone()) else {
+                continue;
+            };
+            let rule = Rule::new("self == oldSelf").message(Message::Message(format!(
+                "{field} is immutable: create a new {kind} to {instead}"
+            )));
+            if kube::core::validate(&mut rules, rule).is_ok() {
+                *property = rules.to_value();
+            }
+        }
+    }
+}
 
 /// What a flow needs to know of a remote policy as a read returns it.
 pub struct Facts<'a> {
@@ -156,16 +232,16 @@ macro_rules! bind_policy {
                 }
             }
             fn adopts(&self) -> Option<&str> {
-                self.spec.policy_id.as_deref()
+                self.spec.identity.policy_id.as_deref()
             }
             fn recorded(&self) -> Option<&str> {
                 self.status.as_ref().and_then(|s| s.id.as_deref())
             }
             fn name(&self) -> Option<&str> {
-                self.spec.name.as_deref()
+                self.spec.identity.name.as_deref()
             }
             fn workspace_id(&self) -> Option<&str> {
-                self.spec.workspace_id.as_deref()
+                self.spec.identity.workspace_id.as_deref()
             }
             fn orphaned(&self) -> bool {
                 matches!(self.spec.deletion_policy, $deletion)

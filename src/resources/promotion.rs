@@ -25,6 +25,7 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use kube::KubeSchema;
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 use super::common::{
     PAUSED_ANNOTATION, REVISION_ANNOTATION,
@@ -68,13 +69,13 @@ pub struct Promotion {
 }
 
 /// One resource a promotion follows.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PromotionSource {
     /// Its namespace; this resource's own when absent (and always absent for a cluster-scoped
     /// kind). Another namespace needs a grant: `spec.grants[].promoteFrom` on this resource's
     /// Connection. aigw only reads the source's status.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 63))]
     pub namespace: Option<String>,
     /// Its `metadata.name`.
@@ -144,6 +145,7 @@ const OLDER_HASHES: usize = 4;
 /// The order in which a resource applied its revisions (`aigw.io/revision`): what the
 /// promotion gate of the resources that follow it reads to tell a revision that moved on from
 /// R from a rollback to one older than R.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RevisionOrder {
@@ -155,7 +157,6 @@ pub struct RevisionOrder {
     /// The revisions that fell off `recent`, as a Bloom filter (base64 of 1024 bits, four
     /// SHA-256-derived bits per revision): one it does not hold was never applied before
     /// those in `recent`; one it holds may have been.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub older: Option<String>,
 }
 

@@ -4,6 +4,9 @@
 use super::common::DeletionPolicy;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
+
+use super::rules;
 use serde_json::Value;
 
 use super::limits::{UsageLimits, covers};
@@ -16,6 +19,7 @@ use crate::api;
 /// provider read returns is kept: a read may carry the upstream key.
 // kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
 #[allow(clippy::duplicated_attributes)]
+#[skip_serializing_none]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "aigw.io",
@@ -27,36 +31,25 @@ use crate::api;
     category = "aigw",
     namespaced,
     status = "ProviderStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Slug", type_ = "string", json_path = ".status.slug"),
     printcolumn(name = "Workspace", type_ = "string", json_path = ".spec.workspaceId"),
     printcolumn(
         name = "Integration",
         type_ = "string",
         json_path = ".spec.integration"
-    ),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
     )
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("has(self.integration) != has(self.integrationId)").message("set exactly one of spec.integration (an Integration resource) or spec.integrationId (an existing remote integration)"))]
-#[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new Provider instead"))]
+#[x_kube(validation = rules::set_at_creation("slug", "Provider"))]
 #[x_kube(validation = Rule::new("has(self.integration) == has(oldSelf.integration) && has(self.integrationId) == has(oldSelf.integrationId)").field_path(".integration").reason(Reason::FieldValueForbidden).message("the integration of a Provider cannot change: create a new Provider instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Provider to use another Connection"))]
-#[x_kube(validation = Rule::new("has(self.workspaceId) != has(self.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueRequired).message("set exactly one of spec.workspaceId (a workspace's UUID) or spec.workspaceRef (a Workspace resource)"))]
-#[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceId and spec.workspaceRef cannot be swapped after creation: create a new Provider instead"))]
+#[x_kube(validation = rules::same_connection("Provider"))]
+#[x_kube(validation = rules::one_workspace())]
+#[x_kube(validation = rules::workspace_named_alike("Provider"))]
 pub struct ProviderSpec {
     /// The provider's slug, what configs route to (`@<slug>`). Set, aigw creates the provider
     /// with it, or adopts the provider that has it (which needs `allowAdoption`); absent, the
     /// API makes one from the name (`status.slug`). Only set at creation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[a-zA-Z0-9_-]+$"), length(min = 1, max = 255))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("slug is immutable: create a new Provider to use another slug"))]
     pub slug: Option<String>,
@@ -67,7 +60,6 @@ pub struct ProviderSpec {
 
     /// The workspace (UUID) the provider belongs to; or name it by resource with
     /// `workspaceRef`. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 255))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceId is immutable: create a new Provider to move it to another workspace"))]
     pub workspace_id: Option<String>,
@@ -75,39 +67,32 @@ pub struct ProviderSpec {
     /// The Workspace resource whose workspace the provider belongs to, instead of `workspaceId` (set
     /// one of the two): the UUID it recorded is used once it is Ready, and the Connection's grants
     /// apply to that workspace. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceRef is immutable: create a new Provider to move it to another workspace"))]
     pub workspace_ref: Option<super::common::WorkspaceRef>,
 
     /// Name of the Integration resource whose integration this provider binds. The provider
     /// waits until that Integration is Ready and grants this workspace access. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("integration is immutable: create a new Provider to bind another integration"))]
     pub integration: Option<String>,
 
     /// Or: the UUID (or slug) of an existing remote integration no Integration resource
     /// manages. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("integrationId is immutable: create a new Provider to bind another integration"))]
     pub integration_id: Option<String>,
 
     /// A note on the provider. Without one, aigw notes a provider it creates as `created by
     /// aigw for <uid>`: after a lost create answer, that tells its provider from another
     /// party's of the same name.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 
     /// The provider's budget; left as the API has it when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_limits: Option<UsageLimits>,
 
     /// When the provider stops working (RFC 3339); left as the API has it when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_at: Option<String>,
 
     /// Any string; changing it resets the provider's usage (an `exhausted` provider becomes
     /// `active` again).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reset_usage: Option<String>,
 
     /// What happens to the remote provider when this resource is deleted: `Delete` (the
@@ -124,6 +109,7 @@ embeds_managed!(ProviderSpec, ManagedSpec);
 
 /// What aigw knows of the provider: identifiers only. A provider read may carry the upstream
 /// key, so nothing else of it is ever recorded.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ProviderStatus {
@@ -131,20 +117,15 @@ pub struct ProviderStatus {
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// UUID of the remote provider.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// Slug of the remote provider: configs route to `@<slug>`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slug: Option<String>,
     /// The UUID of the integration the provider binds, as sent (the Integration resource's
     /// UUID, or the one `spec.integrationId`, a UUID or slug, was resolved to).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub integration_id: Option<String>,
     /// The `spec.resetUsage` value last acted upon.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_reset_usage: Option<String>,
     /// When aigw last wrote the provider.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_at: Option<String>,
 }
 embeds_managed!(ProviderStatus, ManagedStatus);

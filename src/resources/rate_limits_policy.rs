@@ -3,8 +3,11 @@
 use super::common::DeletionPolicy;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
-use super::common::{ManagementPolicy, Recorded};
+use super::rules;
+
+pub use super::limits::RateLimitType;
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, PENDING_CREATE, Reword, embeds_managed};
 
@@ -13,6 +16,7 @@ use super::managed_status::{ManagedStatus, PENDING_CREATE, Reword, embeds_manage
 /// at creation.
 // kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
 #[allow(clippy::duplicated_attributes)]
+#[skip_serializing_none]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "aigw.io",
@@ -24,27 +28,15 @@ use super::managed_status::{ManagedStatus, PENDING_CREATE, Reword, embeds_manage
     category = "aigw",
     namespaced,
     status = "RateLimitsPolicyStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Limit", type_ = "string", json_path = ".spec.value"),
     printcolumn(name = "Unit", type_ = "string", json_path = ".spec.unit"),
-    printcolumn(name = "Id", type_ = "string", json_path = ".status.id", priority = 1),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "Id", type_ = "string", json_path = ".status.id", priority = 1)
 )]
 #[serde(rename_all = "camelCase")]
-// The field rule `self == oldSelf` only runs when the field is on both sides, so adding or
-// removing the identity, which would switch the object to another remote one, is caught here.
-#[x_kube(validation = Rule::new("has(self.policyId) == has(oldSelf.policyId)").field_path(".policyId").reason(Reason::FieldValueForbidden).message("spec.policyId cannot be added or removed after creation: create a new RateLimitsPolicy instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new RateLimitsPolicy to use another Connection"))]
-#[x_kube(validation = Rule::new("!(has(self.workspaceId) && has(self.workspaceRef))").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("set spec.workspaceId or spec.workspaceRef, not both"))]
-#[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceRef cannot be added or removed after creation: create a new RateLimitsPolicy instead"))]
+#[x_kube(validation = rules::set_at_creation("policyId", "RateLimitsPolicy"))]
+#[x_kube(validation = rules::same_connection("RateLimitsPolicy"))]
+#[x_kube(validation = rules::workspace_id_or_ref())]
+#[x_kube(validation = rules::set_at_creation("workspaceRef", "RateLimitsPolicy"))]
 #[schemars(transform = Reword(&[
     (
         "managementPolicy",
@@ -54,30 +46,12 @@ use super::managed_status::{ManagedStatus, PENDING_CREATE, Reword, embeds_manage
          is deleted (whatever `deletionPolicy` says).",
     ),
 ]))]
+#[schemars(transform = FixedIdentity("RateLimitsPolicy"))]
 pub struct RateLimitsPolicySpec {
-    /// UUID of an existing remote policy to adopt. When absent, aigw creates a new policy.
-    /// Only set at creation: it cannot be added, removed or changed afterwards.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("policyId is immutable: create a new RateLimitsPolicy to adopt another remote policy"))]
-    pub policy_id: Option<String>,
-
-    /// Display name of the policy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 255))]
-    pub name: Option<String>,
-
-    /// Workspace (UUID or slug) the policy belongs to. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceId is immutable: create a new RateLimitsPolicy to change it"))]
-    #[schemars(length(min = 1))]
-    pub workspace_id: Option<String>,
-
-    /// The Workspace resource whose workspace the policy belongs to, instead of `workspaceId` (set
-    /// at most one of the two): the UUID it recorded is used once it is Ready, and the Connection's grants
-    /// apply to that workspace. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceRef is immutable: create a new RateLimitsPolicy to move it to another workspace"))]
-    pub workspace_ref: Option<super::common::WorkspaceRef>,
+    /// The remote policy it adopts, its name and its workspace: the fields every policy opens
+    /// with.
+    #[serde(flatten)]
+    pub identity: PolicyIdentity,
 
     /// What is counted: `requests` or `tokens`. Immutable.
     #[serde(rename = "type")]
@@ -103,7 +77,6 @@ pub struct RateLimitsPolicySpec {
     pub group_by: Vec<GroupBy>,
 
     /// What is limited: `llm` (model calls, the default) or `mcp_tools`. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("target is immutable: create a new RateLimitsPolicy to change it"))]
     pub target: Option<RateLimitTarget>,
 
@@ -117,16 +90,6 @@ pub struct RateLimitsPolicySpec {
     pub managed: ManagedSpec,
 }
 embeds_managed!(RateLimitsPolicySpec, ManagedSpec);
-
-/// What a rate limit counts.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum RateLimitType {
-    /// Requests.
-    Requests,
-    /// Tokens.
-    Tokens,
-}
 
 /// Window of a rate limit.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
@@ -153,6 +116,7 @@ pub enum RateLimitTarget {
 }
 
 /// A condition selecting the requests a policy applies to.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PolicyCondition {
@@ -162,7 +126,6 @@ pub struct PolicyCondition {
     /// Value the key must have.
     pub value: String,
     /// A value excluded from the match.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub excludes: Option<String>,
 }
 
@@ -176,6 +139,7 @@ pub struct GroupBy {
 }
 
 /// What the management API reports about the policy.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = Reword(&[PENDING_CREATE]))]
@@ -184,31 +148,20 @@ pub struct RateLimitsPolicyStatus {
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// UUID of the remote policy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// `active` or `archived`, as the API reports it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_status: Option<String>,
     /// The remote object's `last_updated_at` when aigw last read it. The drift check lists the
     /// remote objects and reads again only those whose `last_updated_at` differs from this.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_updated_at: Option<String>,
     /// What the last drift correction replaced: when, the remote version, and each changed
     /// path with the remote and the desired value (masked where secret).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_drift_correction: Option<Box<super::common::DriftCorrection>>,
 }
 embeds_managed!(RateLimitsPolicyStatus, ManagedStatus);
 
-use super::policy::{bind_policy, same_enum, single};
+use super::policy::{FixedIdentity, Policy, PolicyIdentity, bind_policy, same_enum, single};
 use crate::api;
-
-fn to_api_type(t: RateLimitType) -> api::RateLimitType {
-    match t {
-        RateLimitType::Requests => api::RateLimitType::Requests,
-        RateLimitType::Tokens => api::RateLimitType::Tokens,
-    }
-}
 
 fn to_api_unit(u: RateLimitUnit) -> api::RateLimitUnit {
     match u {
@@ -269,6 +222,11 @@ impl PolicyCondition {
         remote.iter().map(Self::from_api).collect()
     }
 
+    /// The API's conditions for the spec's.
+    pub(crate) fn all_to_api(conditions: &[Self]) -> Vec<api::Condition> {
+        conditions.iter().map(Self::to_api).collect()
+    }
+
     /// The API may return conditions in another order than written: compare them as a set.
     pub(crate) fn same_set(wanted: &[PolicyCondition], remote: &[api::Condition]) -> bool {
         wanted.len() == remote.len()
@@ -283,6 +241,14 @@ impl GroupBy {
         remote
             .iter()
             .map(|g| GroupBy { key: g.key.clone() })
+            .collect()
+    }
+
+    /// The API's grouping keys for the spec's.
+    pub(crate) fn all_to_api(group_by: &[Self]) -> Vec<api::GroupBy> {
+        group_by
+            .iter()
+            .map(|g| api::GroupBy { key: g.key.clone() })
             .collect()
     }
 
@@ -313,10 +279,7 @@ impl RateLimitsPolicySpec {
     /// value per condition, the API allows several.
     pub fn adopting(remote: &api::RateLimitsPolicy) -> Result<Self, String> {
         Ok(Self {
-            policy_id: Some(remote.id.clone()),
-            name: remote.name.clone(),
-            workspace_id: remote.workspace_id.clone(),
-            workspace_ref: None,
+            identity: PolicyIdentity::adopting(&<RateLimitsPolicy as Policy>::facts(remote)),
             type_: same_enum(&remote.limit.limit_type).ok_or("unknown type")?,
             unit: same_enum(&remote.limit.unit).ok_or("unknown unit")?,
             value: remote.limit.value,
@@ -324,33 +287,22 @@ impl RateLimitsPolicySpec {
             group_by: GroupBy::all_from_api(&remote.group_by),
             target: remote.limit.target.as_ref().and_then(same_enum),
             deletion_policy: DeletionPolicy::Orphan,
-            managed: crate::resources::managed_spec::ManagedSpec {
-                management_policy: ManagementPolicy::Full,
-                connection_ref: None,
-            },
+            managed: ManagedSpec::default(),
         })
     }
 
     /// The create body for this spec.
     pub fn create_request(&self) -> api::CreateRateLimitsPolicyRequest {
         api::CreateRateLimitsPolicyRequest {
-            name: self.name.clone(),
+            name: self.identity.name.clone(),
             description: None,
-            conditions: self
-                .conditions
-                .iter()
-                .map(PolicyCondition::to_api)
-                .collect(),
-            group_by: self
-                .group_by
-                .iter()
-                .map(|g| api::GroupBy { key: g.key.clone() })
-                .collect(),
-            limit_type: to_api_type(self.type_),
+            conditions: PolicyCondition::all_to_api(&self.conditions),
+            group_by: GroupBy::all_to_api(&self.group_by),
+            limit_type: self.type_.to_api(),
             unit: to_api_unit(self.unit),
             value: self.value,
             target: self.target.map(to_api_target),
-            workspace_id: self.workspace_id.clone(),
+            workspace_id: self.identity.workspace_id.clone(),
             organisation_id: None,
         }
     }
@@ -358,14 +310,9 @@ impl RateLimitsPolicySpec {
     /// The update body: every field the API lets change.
     pub fn update_request(&self) -> api::UpdateRateLimitsPolicyRequest {
         api::UpdateRateLimitsPolicyRequest {
-            name: self.name.clone(),
+            name: self.identity.name.clone(),
             description: None,
-            conditions: Some(
-                self.conditions
-                    .iter()
-                    .map(PolicyCondition::to_api)
-                    .collect(),
-            ),
+            conditions: Some(PolicyCondition::all_to_api(&self.conditions)),
             unit: Some(to_api_unit(self.unit)),
             value: Some(self.value),
         }
@@ -374,7 +321,7 @@ impl RateLimitsPolicySpec {
     /// Mutable fields where the remote policy differs from the spec; a PUT fixes these.
     pub fn diff(&self, remote: &api::RateLimitsPolicy) -> Vec<&'static str> {
         let mut fields = Vec::new();
-        if self.name.is_some() && self.name != remote.name {
+        if self.identity.name.is_some() && self.identity.name != remote.name {
             fields.push("name");
         }
         if to_api_unit(self.unit) != remote.limit.unit {
@@ -392,7 +339,7 @@ impl RateLimitsPolicySpec {
     /// Immutable fields where the remote policy differs; no PUT can fix these.
     pub fn immutable_conflicts(&self, remote: &api::RateLimitsPolicy) -> Vec<&'static str> {
         let mut fields = Vec::new();
-        if to_api_type(self.type_) != remote.limit.limit_type {
+        if self.type_.to_api() != remote.limit.limit_type {
             fields.push("type");
         }
         if !GroupBy::same_set(&self.group_by, &remote.group_by) {
@@ -410,19 +357,9 @@ impl RateLimitsPolicySpec {
     }
 }
 
-super::common::governed!(RateLimitsPolicy, DeletionPolicy::Orphan, policy_id);
+super::common::governed!(RateLimitsPolicy, DeletionPolicy::Orphan, identity.policy_id);
 
-impl Recorded for RateLimitsPolicyStatus {
-    fn recorded_remote(&self) -> Option<&str> {
-        self.id.as_deref()
-    }
-    fn remote_keys(&self) -> Vec<&str> {
-        self.id.as_deref().into_iter().collect()
-    }
-    fn remote_updated_at(&self) -> Option<&str> {
-        self.remote_updated_at.as_deref()
-    }
-}
+super::common::recorded!(RateLimitsPolicyStatus, id, remote_updated_at);
 
 #[cfg(test)]
 mod tests {

@@ -3,8 +3,10 @@
 //! rotation stands.
 
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
 /// When a rotation happens, and which workloads roll after it.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Rotation {
@@ -13,12 +15,10 @@ pub struct Rotation {
     /// an ApiKey never shorter than its `transitionPeriod` (refused at admission). The operator
     /// rotates no more often than its `--min-rotation-interval` (default `1h`): a shorter
     /// interval is raised to it, with a `RotationIntervalRaised` condition and Warning event.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^([0-9]*[1-9][0-9]*d|[0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
     #[schemars(length(max = 64))]
     pub interval: Option<String>,
     /// Any string; changing it rotates now (for example a date or a ticket id).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trigger: Option<String>,
     /// Workloads in this namespace whose pods are restarted (by a pod-template annotation)
     /// right after the new values are in the Secret, so they pick them up.
@@ -129,37 +129,30 @@ pub enum WorkloadKind {
 }
 
 /// Where the rotation of a resource's one-time values stands (flattened into its status).
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RotationStatus {
     /// When the values were last rotated (or first issued) into the Secret.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_rotated_at: Option<String>,
     /// When the next scheduled rotation is due.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_rotation_at: Option<String>,
     /// The `spec.rotation.trigger` value that was last acted upon.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_rotation_trigger: Option<String>,
     /// Set (to a rotation id) just before a rotation is sent and cleared once the new values
     /// are in the Secret: a rotation interrupted in between is finished, or done again.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_rotation: Option<String>,
     /// When the rotation in flight was recorded.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_rotation_since: Option<String>,
     /// When the call of the rotation in flight ended without its values stored (a lost or
     /// incomplete answer): it may be done again at once. Without it, a rotation recorded by
     /// another process is given the longest time a call can take before it is done again.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotation_call_ended_at: Option<String>,
     /// The `spec.rotation.trigger` the rotation in flight is for: only that trigger is marked
     /// observed when it finishes, so a trigger changed meanwhile rotates again.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotating_for: Option<String>,
     /// Set while a rotation is asked for (a changed trigger, a passed interval) but waits for
     /// the operator's `--rotation-spacing` after the last one: when it may start.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rotation_held_until: Option<String>,
 }
 

@@ -6,6 +6,9 @@ use std::collections::BTreeMap;
 
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
+
+use super::rules;
 use serde_json::{Map, Value};
 
 use super::managed_spec::ManagedSpec;
@@ -19,6 +22,7 @@ use crate::api;
 /// exactly one PUT.
 // kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
 #[allow(clippy::duplicated_attributes)]
+#[skip_serializing_none]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "aigw.io",
@@ -29,28 +33,17 @@ use crate::api;
     shortname = "aigwsecref",
     category = "aigw",
     status = "SecretReferenceStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Slug", type_ = "string", json_path = ".status.slug"),
-    printcolumn(name = "Manager", type_ = "string", json_path = ".spec.managerType"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "Manager", type_ = "string", json_path = ".spec.managerType")
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new SecretReference instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new SecretReference to use another Connection"))]
+#[x_kube(validation = rules::set_at_creation("slug", "SecretReference"))]
+#[x_kube(validation = rules::same_connection("SecretReference"))]
 pub struct SecretReferenceSpec {
     /// The reference's slug (what an integration's `secret_mappings` may name). Set, aigw
     /// adopts the reference with this slug if one exists, and otherwise creates one with it;
     /// absent, the API makes one from the name (recorded in `status.slug`). Only set at
     /// creation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[a-zA-Z0-9_-]+$"), length(min = 1, max = 255))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.slug is immutable: create a new SecretReference to use another slug"))]
     pub slug: Option<String>,
@@ -60,7 +53,6 @@ pub struct SecretReferenceSpec {
     pub name: String,
 
     /// Description of the reference.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 1024))]
     pub description: Option<String>,
 
@@ -76,7 +68,6 @@ pub struct SecretReferenceSpec {
 
     /// The key within the secret, when the secret holds several (an integration's mapping may
     /// override it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 255))]
     pub secret_key: Option<String>,
 
@@ -96,7 +87,6 @@ pub struct SecretReferenceSpec {
     pub allowed_workspaces: Vec<String>,
 
     /// Tags of the reference; left as the API has them when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tags: Option<BTreeMap<String, String>>,
 
     /// What happens to the remote reference when this resource is deleted: `Delete` (the
@@ -138,6 +128,7 @@ impl ManagerType {
 }
 
 /// The Secret that holds `auth_config`.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AuthConfigSecretRef {
@@ -146,12 +137,12 @@ pub struct AuthConfigSecretRef {
     pub name: String,
     /// The Secret's namespace, if you want to say it: it must be the namespace the operator
     /// reads Connection Secrets from (any other is refused).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
 }
 
 /// What aigw knows of the reference. Nothing here comes from `auth_config`: it is only ever
 /// kept as a keyed hash.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = Reword(&[CREATE_SETTLED]))]
@@ -160,19 +151,15 @@ pub struct SecretReferenceStatus {
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// UUID of the remote reference.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// Slug of the remote reference.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slug: Option<String>,
     /// HMAC-SHA256 (keyed with the operator's Secret `aigw-hash-key`, over the object's uid)
     /// of what aigw last sent that a read never shows: `auth_config` (the Secret's values) and
     /// the allowed workspaces. A change of either is found by comparing this hash. Never the
     /// values.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_hash: Option<String>,
     /// When aigw last wrote the reference.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_at: Option<String>,
 }
 embeds_managed!(SecretReferenceStatus, ManagedStatus);

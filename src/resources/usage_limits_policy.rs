@@ -4,11 +4,14 @@
 use super::common::ArchivePolicy;
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
 
-use super::common::{ManagementPolicy, Recorded};
+use super::rules;
+
+pub use super::limits::UsageLimitType;
 use super::managed_spec::ManagedSpec;
 use super::managed_status::{ManagedStatus, Reword, embeds_managed};
-use super::policy::{bind_policy, same_enum};
+use super::policy::{FixedIdentity, Policy, PolicyIdentity, bind_policy, same_enum};
 pub use super::rate_limits_policy::{GroupBy, PolicyCondition};
 use crate::api;
 
@@ -18,6 +21,7 @@ use crate::api;
 /// counted so far: only a change of `resetUsage` does.
 // kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
 #[allow(clippy::duplicated_attributes)]
+#[skip_serializing_none]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "aigw.io",
@@ -29,28 +33,18 @@ use crate::api;
     category = "aigw",
     namespaced,
     status = "UsageLimitsPolicyStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Type", type_ = "string", json_path = ".spec.type"),
     printcolumn(name = "Limit", type_ = "string", json_path = ".spec.creditLimit"),
     printcolumn(name = "Remote", type_ = "string", json_path = ".status.remoteStatus"),
-    printcolumn(name = "Id", type_ = "string", json_path = ".status.id", priority = 1),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "Id", type_ = "string", json_path = ".status.id", priority = 1)
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.policyId) == has(oldSelf.policyId)").field_path(".policyId").reason(Reason::FieldValueForbidden).message("spec.policyId cannot be added or removed after creation: create a new UsageLimitsPolicy instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new UsageLimitsPolicy to use another Connection"))]
-#[x_kube(validation = Rule::new("has(self.workspaceId) == has(oldSelf.workspaceId)").field_path(".workspaceId").reason(Reason::FieldValueForbidden).message("spec.workspaceId cannot be added or removed after creation: create a new UsageLimitsPolicy instead"))]
+#[x_kube(validation = rules::set_at_creation("policyId", "UsageLimitsPolicy"))]
+#[x_kube(validation = rules::same_connection("UsageLimitsPolicy"))]
+#[x_kube(validation = rules::set_at_creation("workspaceId", "UsageLimitsPolicy"))]
 #[x_kube(validation = Rule::new("!(has(self.periodicReset) && has(self.periodicResetDays))").field_path(".periodicResetDays").reason(Reason::FieldValueForbidden).message("spec.periodicResetDays cannot be set together with spec.periodicReset: choose one"))]
-#[x_kube(validation = Rule::new("!(has(self.workspaceId) && has(self.workspaceRef))").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("set spec.workspaceId or spec.workspaceRef, not both"))]
-#[x_kube(validation = Rule::new("has(self.workspaceRef) == has(oldSelf.workspaceRef)").field_path(".workspaceRef").reason(Reason::FieldValueForbidden).message("spec.workspaceRef cannot be added or removed after creation: create a new UsageLimitsPolicy instead"))]
+#[x_kube(validation = rules::workspace_id_or_ref())]
+#[x_kube(validation = rules::set_at_creation("workspaceRef", "UsageLimitsPolicy"))]
 #[schemars(transform = Reword(&[
     (
         "managementPolicy",
@@ -59,30 +53,12 @@ use crate::api;
          the `Drifted` condition.",
     ),
 ]))]
+#[schemars(transform = FixedIdentity("UsageLimitsPolicy"))]
 pub struct UsageLimitsPolicySpec {
-    /// UUID of an existing remote policy to adopt. When absent, aigw creates a new policy.
-    /// Only set at creation: it cannot be added, removed or changed afterwards.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("policyId is immutable: create a new UsageLimitsPolicy to adopt another remote policy"))]
-    pub policy_id: Option<String>,
-
-    /// Display name of the policy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 255))]
-    pub name: Option<String>,
-
-    /// Workspace (UUID or slug) the policy belongs to. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceId is immutable: create a new UsageLimitsPolicy to change it"))]
-    #[schemars(length(min = 1))]
-    pub workspace_id: Option<String>,
-
-    /// The Workspace resource whose workspace the policy belongs to, instead of `workspaceId` (set
-    /// at most one of the two): the UUID it recorded is used once it is Ready, and the Connection's grants
-    /// apply to that workspace. Immutable.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[x_kube(validation = Rule::new("self == oldSelf").message("workspaceRef is immutable: create a new UsageLimitsPolicy to move it to another workspace"))]
-    pub workspace_ref: Option<super::common::WorkspaceRef>,
+    /// The remote policy it adopts, its name and its workspace: the fields every policy opens
+    /// with.
+    #[serde(flatten)]
+    pub identity: PolicyIdentity,
 
     /// What is counted: `cost` or `tokens`. Immutable.
     #[serde(rename = "type")]
@@ -94,17 +70,14 @@ pub struct UsageLimitsPolicySpec {
     pub credit_limit: f64,
 
     /// Usage at which the API sends a threshold alert; none when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0))]
     pub alert_threshold: Option<f64>,
 
     /// Usage goes back to zero every `monthly` or `weekly` period. Not together with
     /// `periodicResetDays`; neither: usage is never reset by itself.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub periodic_reset: Option<PeriodicReset>,
 
     /// Usage goes back to zero every this many days (1–365). Not together with `periodicReset`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 365))]
     pub periodic_reset_days: Option<u32>,
 
@@ -121,7 +94,6 @@ pub struct UsageLimitsPolicySpec {
     /// A trigger: any string. Changing it resets the usage of every value of `groupBy` to zero,
     /// once (`status.observedResetUsage` records the value done). Applying any other change
     /// never resets usage.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 253))]
     pub reset_usage: Option<String>,
 
@@ -136,16 +108,6 @@ pub struct UsageLimitsPolicySpec {
 }
 embeds_managed!(UsageLimitsPolicySpec, ManagedSpec);
 
-/// What a usage limit counts.
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum UsageLimitType {
-    /// Cost.
-    Cost,
-    /// Tokens.
-    Tokens,
-}
-
 /// The period after which usage goes back to zero.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
@@ -157,6 +119,7 @@ pub enum PeriodicReset {
 }
 
 /// The usage of one value of `groupBy`, as the API last reported it.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ValueUsage {
@@ -165,11 +128,11 @@ pub struct ValueUsage {
     /// Usage counted since the last reset.
     pub current_usage: f64,
     /// `active` or `exhausted`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub status: Option<String>,
 }
 
 /// What the management API reports about the policy.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UsageLimitsPolicyStatus {
@@ -177,43 +140,28 @@ pub struct UsageLimitsPolicyStatus {
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// UUID of the remote policy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// `active` or `archived`, as the API reports it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_status: Option<String>,
     /// The remote object's `last_updated_at` when aigw last read it (for the drift check).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote_updated_at: Option<String>,
     /// Usage per value of `groupBy` at the last read (at most the 20 largest).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub usage: Vec<ValueUsage>,
     /// How many values of `groupBy` had usage at the last read.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage_values: Option<u32>,
     /// When the API last reset the usage (by period or on request).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_reset_at: Option<String>,
     /// The `spec.resetUsage` value whose reset is done.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_reset_usage: Option<String>,
     /// Set (to the `spec.resetUsage` value) just before a reset is sent and cleared once it is
     /// done: of two reconciles acting on one view, only the one that recorded this resets.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resetting_for: Option<String>,
     /// What the last drift correction replaced: when, the remote version, and each changed
     /// path with the remote and the desired value (masked where secret).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_drift_correction: Option<Box<super::common::DriftCorrection>>,
 }
 embeds_managed!(UsageLimitsPolicyStatus, ManagedStatus);
-
-fn to_api_type(t: UsageLimitType) -> api::UsageLimitType {
-    match t {
-        UsageLimitType::Cost => api::UsageLimitType::Cost,
-        UsageLimitType::Tokens => api::UsageLimitType::Tokens,
-    }
-}
 
 fn to_api_reset(r: PeriodicReset) -> api::PeriodicReset {
     match r {
@@ -238,10 +186,7 @@ impl UsageLimitsPolicySpec {
     /// A spec that adopts `remote` (by id) and matches it, or why none can.
     pub fn adopting(remote: &api::UsageLimitsPolicy) -> Result<Self, String> {
         Ok(Self {
-            policy_id: Some(remote.id.clone()),
-            name: remote.name.clone(),
-            workspace_id: remote.workspace_id.clone(),
-            workspace_ref: None,
+            identity: PolicyIdentity::adopting(&<UsageLimitsPolicy as Policy>::facts(remote)),
             type_: same_enum(&remote.limit.limit_type).ok_or("unknown type")?,
             credit_limit: remote.limit.credit_limit,
             alert_threshold: remote.limit.alert_threshold,
@@ -251,33 +196,22 @@ impl UsageLimitsPolicySpec {
             group_by: GroupBy::all_from_api(&remote.group_by),
             reset_usage: None,
             deletion_policy: ArchivePolicy::Orphan,
-            managed: crate::resources::managed_spec::ManagedSpec {
-                management_policy: ManagementPolicy::Full,
-                connection_ref: None,
-            },
+            managed: ManagedSpec::default(),
         })
     }
 
     /// The create body for this spec.
     pub fn create_request(&self) -> api::CreateUsageLimitsPolicyRequest {
         api::CreateUsageLimitsPolicyRequest {
-            name: self.name.clone(),
-            conditions: self
-                .conditions
-                .iter()
-                .map(PolicyCondition::to_api)
-                .collect(),
-            group_by: self
-                .group_by
-                .iter()
-                .map(|g| api::GroupBy { key: g.key.clone() })
-                .collect(),
-            limit_type: to_api_type(self.type_),
+            name: self.identity.name.clone(),
+            conditions: PolicyCondition::all_to_api(&self.conditions),
+            group_by: GroupBy::all_to_api(&self.group_by),
+            limit_type: self.type_.to_api(),
             credit_limit: self.credit_limit,
             alert_threshold: self.alert_threshold,
             periodic_reset: self.periodic_reset.map(to_api_reset),
             periodic_reset_days: self.periodic_reset_days,
-            workspace_id: self.workspace_id.clone(),
+            workspace_id: self.identity.workspace_id.clone(),
         }
     }
 
@@ -285,13 +219,8 @@ impl UsageLimitsPolicySpec {
     /// them). It never carries a usage reset.
     pub fn update_request(&self) -> api::UpdateUsageLimitsPolicyRequest {
         api::UpdateUsageLimitsPolicyRequest {
-            name: self.name.clone(),
-            conditions: Some(
-                self.conditions
-                    .iter()
-                    .map(PolicyCondition::to_api)
-                    .collect(),
-            ),
+            name: self.identity.name.clone(),
+            conditions: Some(PolicyCondition::all_to_api(&self.conditions)),
             credit_limit: Some(self.credit_limit),
             alert_threshold: self.alert_threshold,
             periodic_reset: self.periodic_reset.map(to_api_reset),
@@ -302,7 +231,7 @@ impl UsageLimitsPolicySpec {
     /// Mutable fields where the remote policy differs from the spec; a PUT fixes these.
     pub fn diff(&self, remote: &api::UsageLimitsPolicy) -> Vec<&'static str> {
         let mut fields = Vec::new();
-        if self.name.is_some() && self.name != remote.name {
+        if self.identity.name.is_some() && self.identity.name != remote.name {
             fields.push("name");
         }
         if self.credit_limit != remote.limit.credit_limit {
@@ -326,7 +255,7 @@ impl UsageLimitsPolicySpec {
     /// Immutable fields where the remote policy differs; no PUT can fix these.
     pub fn immutable_conflicts(&self, remote: &api::UsageLimitsPolicy) -> Vec<&'static str> {
         let mut fields = Vec::new();
-        if to_api_type(self.type_) != remote.limit.limit_type {
+        if self.type_.to_api() != remote.limit.limit_type {
             fields.push("type");
         }
         if !GroupBy::same_set(&self.group_by, &remote.group_by) {
@@ -336,16 +265,9 @@ impl UsageLimitsPolicySpec {
     }
 }
 
-super::common::governed!(UsageLimitsPolicy, ArchivePolicy::Orphan, policy_id);
+super::common::governed!(UsageLimitsPolicy, ArchivePolicy::Orphan, identity.policy_id);
 
-impl Recorded for UsageLimitsPolicyStatus {
-    fn recorded_remote(&self) -> Option<&str> {
-        self.id.as_deref()
-    }
-    fn remote_updated_at(&self) -> Option<&str> {
-        self.remote_updated_at.as_deref()
-    }
-}
+super::common::recorded!(UsageLimitsPolicyStatus, id, remote_updated_at);
 
 #[cfg(test)]
 mod tests {

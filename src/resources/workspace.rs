@@ -7,6 +7,9 @@ use std::collections::BTreeMap;
 
 use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
+use serde_with::skip_serializing_none;
+
+use super::rules;
 use serde_json::{Map, Value, json};
 
 use super::limits::{RateLimit, UsageLimits, covers};
@@ -20,6 +23,7 @@ use crate::api;
 /// has no hard delete), after the aigw objects that name it are gone.
 // kube's printcolumn(...) lists repeat `type_ = "string"`, which this lint misreads.
 #[allow(clippy::duplicated_attributes)]
+#[skip_serializing_none]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
 #[kube(
     group = "aigw.io",
@@ -30,22 +34,12 @@ use crate::api;
     shortname = "aigwws",
     category = "aigw",
     status = "WorkspaceStatus",
-    printcolumn(
-        name = "Ready",
-        type_ = "string",
-        json_path = ".status.conditions[?(@.type==\"Ready\")].status"
-    ),
     printcolumn(name = "Slug", type_ = "string", json_path = ".status.slug"),
-    printcolumn(name = "ID", type_ = "string", json_path = ".status.id"),
-    printcolumn(
-        name = "Age",
-        type_ = "date",
-        json_path = ".metadata.creationTimestamp"
-    )
+    printcolumn(name = "ID", type_ = "string", json_path = ".status.id")
 )]
 #[serde(rename_all = "camelCase")]
-#[x_kube(validation = Rule::new("has(self.slug) == has(oldSelf.slug)").field_path(".slug").reason(Reason::FieldValueForbidden).message("spec.slug cannot be added or removed after creation: create a new Workspace instead"))]
-#[x_kube(validation = Rule::new("(has(self.connectionRef) ? self.connectionRef.name : 'default') == (has(oldSelf.connectionRef) ? oldSelf.connectionRef.name : 'default')").field_path(".connectionRef").reason(Reason::FieldValueInvalid).message("spec.connectionRef is immutable: the remote object lives behind its Connection; create a new Workspace to use another Connection"))]
+#[x_kube(validation = rules::set_at_creation("slug", "Workspace"))]
+#[x_kube(validation = rules::same_connection("Workspace"))]
 #[schemars(transform = Reword(&[
     (
         "connectionRef",
@@ -58,7 +52,6 @@ pub struct WorkspaceSpec {
     /// The slug of an existing workspace to adopt (the default workspace included). Absent,
     /// aigw creates the workspace, with an IAM scope of its own, and records the slug the API
     /// makes in `status.slug`. Only set at creation.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = r"^[a-zA-Z0-9_-]+$"), length(min = 1, max = 255))]
     #[x_kube(validation = Rule::new("self == oldSelf").message("spec.slug is immutable: create a new Workspace to adopt another workspace"))]
     pub slug: Option<String>,
@@ -69,30 +62,25 @@ pub struct WorkspaceSpec {
 
     /// Description of the workspace; left as the API has it when absent. The API cannot clear
     /// a description (a blank one keeps the previous), so it cannot be blank here either.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 1024))]
     pub description: Option<String>,
 
     /// An icon (an emoji) shown in front of the name; `""` removes it; left as the API has it
     /// when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 16))]
     pub icon: Option<String>,
 
     /// The workspace's defaults (the default config and metadata of its requests). Absent: left
     /// as the API has them. Present, they are exactly what is given: `defaults: {}` clears the
     /// default config and the default metadata.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub defaults: Option<WorkspaceDefaults>,
 
     /// The workspace's budget: at most one usage policy. Absent: left as the API has it; `[]`
     /// removes it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 1))]
     pub usage_limits: Option<Vec<UsageLimits>>,
 
     /// The workspace's rate limits. Absent: left as the API has them; `[]` removes them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 16))]
     pub rate_limits: Option<Vec<RateLimit>>,
 
@@ -112,6 +100,7 @@ pub struct WorkspaceSpec {
 embeds_managed!(WorkspaceSpec, ManagedSpec);
 
 /// The defaults of a workspace's requests.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(validation = Rule::new("!(has(self.configRef) && has(self.configId))").message("spec.defaults: set configRef or configId, not both"))]
@@ -120,10 +109,8 @@ pub struct WorkspaceDefaults {
     /// in this workspace exists only after the workspace does: the workspace is created first
     /// and the default set once the Config is Ready (until then the Workspace reports
     /// `ReferenceNotReady`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub config_ref: Option<WorkspaceConfigRef>,
     /// Or the default config by its UUID.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 255))]
     pub config_id: Option<String>,
     /// Metadata added to every request of the workspace (string values).
@@ -143,6 +130,7 @@ pub struct WorkspaceConfigRef {
 }
 
 /// What aigw knows of the workspace.
+#[skip_serializing_none]
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(transform = Reword(&[CREATE_SETTLED]))]
@@ -151,19 +139,15 @@ pub struct WorkspaceStatus {
     #[serde(flatten)]
     pub managed: ManagedStatus,
     /// UUID of the remote workspace (what namespaced objects' `workspaceId` names).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub id: Option<String>,
     /// Slug of the remote workspace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slug: Option<String>,
     /// The IAM scope the workspace names (`scope_name`): who is granted it sees the workspace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scope_name: Option<String>,
     /// True for the organisation's default workspace (never archived).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub is_default: bool,
     /// When aigw last wrote the workspace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_applied_at: Option<String>,
 }
 embeds_managed!(WorkspaceStatus, ManagedStatus);

@@ -25,7 +25,7 @@ impl Managed for RateLimitsPolicy {
 
 impl Listed for RateLimitsPolicy {
     fn list_workspace(&self) -> Option<String> {
-        self.spec.workspace_id.clone()
+        self.spec.identity.workspace_id.clone()
     }
 
     async fn list(client: &Client, workspace: Option<String>) -> Result<Listing<Row>, ApiError> {

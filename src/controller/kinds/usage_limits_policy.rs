@@ -162,7 +162,7 @@ async fn reset_usage(
 
 impl Listed for UsageLimitsPolicy {
     fn list_workspace(&self) -> Option<String> {
-        self.spec.workspace_id.clone()
+        self.spec.identity.workspace_id.clone()
     }
 
     async fn list(client: &Client, workspace: Option<String>) -> Result<Listing<Row>, ApiError> {

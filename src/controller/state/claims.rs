@@ -818,18 +818,25 @@ macro_rules! policy_claims {
             }
             fn claimed_ids(&self) -> Vec<String> {
                 ids([
-                    self.spec.policy_id.as_ref(),
+                    self.spec.identity.policy_id.as_ref(),
                     self.status.as_ref().and_then(|s| s.id.as_ref()),
                     None,
                 ])
             }
             fn adopted(&self) -> Option<(&'static str, String)> {
-                self.spec.policy_id.clone().map(|id| ("spec.policyId", id))
+                self.spec
+                    .identity
+                    .policy_id
+                    .clone()
+                    .map(|id| ("spec.policyId", id))
             }
             fn workspaces(&self) -> Vec<(&'static str, Option<String>)> {
-                vec![(workspace_field(self), self.spec.workspace_id.clone())]
+                vec![(
+                    workspace_field(self),
+                    self.spec.identity.workspace_id.clone(),
+                )]
             }
-            workspace_named!(|o| o.spec);
+            workspace_named!(|o| o.spec.identity);
         }
     };
 }
