@@ -78,14 +78,9 @@ async fn each_kind_round_trips_through_the_apiserver() {
 }
 
 async fn rejection(api: &Api<DynamicObject>, obj: &DynamicObject) -> String {
-    match api.create(&PostParams::default(), obj).await {
-        Ok(_) => panic!(
-            "the apiserver accepted an invalid {}",
-            obj.metadata.name.as_deref().unwrap_or("")
-        ),
-        Err(kube::Error::Api(status)) => status.message,
-        Err(other) => panic!("unexpected error: {other}"),
-    }
+    let name = obj.metadata.name.as_deref().unwrap_or("");
+    let created = api.create(&PostParams::default(), obj).await;
+    support::refusal(created, format!("an invalid {name}"))
 }
 
 #[tokio::test]
@@ -184,18 +179,9 @@ async fn immutable_fields_cannot_change() {
 
 /// Merge-patches `name`'s spec and returns the apiserver's refusal.
 async fn refused_patch(api: &Api<DynamicObject>, name: &str, spec: serde_json::Value) -> String {
-    match api
-        .patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": spec})),
-        )
-        .await
-    {
-        Ok(_) => panic!("the apiserver accepted {spec} on {name}"),
-        Err(kube::Error::Api(status)) => status.message,
-        Err(other) => panic!("unexpected error: {other}"),
-    }
+    let patch = Patch::Merge(json!({"spec": spec}));
+    let patched = api.patch(name, &PatchParams::default(), &patch).await;
+    support::refusal(patched, format!("{spec} on {name}"))
 }
 
 #[tokio::test]
