@@ -155,16 +155,8 @@ async fn an_object_deleted_between_the_record_and_the_metadata_is_not_held() {
     assert_eq!((copies(&a).await, copies(&b).await), (0, 0));
     assert_eq!((a.remote_writes().await, b.remote_writes().await), (0, 0));
     support::merge_patch(&configs, "going", json!({"metadata": {"finalizers": null}})).await;
-    let gone = support::wait_until(WAIT, || async {
-        configs
-            .get_opt("going")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    assert!(gone.is_some(), "the object stayed");
+    let gone = support::gone_within(&configs, "going", WAIT).await;
+    assert!(gone, "the object stayed");
     drop((a, b));
     h.stop().await;
 }
@@ -326,18 +318,10 @@ async fn a_deleted_object_from_before_claims_is_not_held_by_the_shared_finalizer
         .await
         .unwrap();
     let (a, b) = two(&h).await;
-    let gone = support::wait_until(Duration::from_secs(30), || async {
-        configs
-            .get_opt("old")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    let gone = support::gone_within(&configs, "old", Duration::from_secs(30)).await;
     let left = configs.get_opt("old").await.unwrap();
     assert!(
-        gone.is_some(),
+        gone,
         "the deletion waits on the shared finalizer: {:?}",
         left.map(|c| c.metadata)
     );

@@ -95,6 +95,11 @@ async fn rolling(prefix: &str, name: &str, steps: Value) -> (Harness, Vec<(Strin
     (h, keys)
 }
 
+/// Three steps of 2 s each: 25 %, 50 % and all of the keys.
+fn three_steps() -> Value {
+    steps(&[(25, "2s"), (50, "2s"), (100, "2s")])
+}
+
 /// A rollout's `steps`, each `(weight, pause)`.
 fn steps(steps: &[(u32, &str)]) -> Value {
     let steps: Vec<Value> = steps
@@ -186,10 +191,14 @@ async fn rollout(h: &Harness, name: &str, done: impl Fn(&ConfigRollout) -> bool)
     h.wait_for::<ConfigRollout>(name, WAIT, done).await
 }
 
-/// Creates the rollout `name` of the stable and candidate configs with `steps`; once its
-/// first step has started.
-async fn start_rollout(h: &Harness, name: &str, steps: Value) -> ConfigRollout {
+/// Creates the rollout `name` of the stable and candidate configs with `steps`.
+async fn create_rollout(h: &Harness, name: &str, steps: Value) {
     create::<ConfigRollout>(&h.env, name, rollout_spec(steps)).await;
+}
+
+/// [`create_rollout`]; the rollout once its first step has started.
+async fn start_rollout(h: &Harness, name: &str, steps: Value) -> ConfigRollout {
+    create_rollout(h, name, steps).await;
     rollout(h, name, |r| status(r).step_started_at.is_some()).await
 }
 
@@ -301,12 +310,7 @@ async fn a_healthy_candidate_completes_every_step() {
         "candidate-openai": {"latency_ms": 2}}}))
         .await;
     let traffic = Traffic::start(&h).await;
-    create::<ConfigRollout>(
-        &h.env,
-        "checkout",
-        rollout_spec(steps(&[(25, "2s"), (50, "2s"), (100, "2s")])),
-    )
-    .await;
+    create_rollout(&h, "checkout", three_steps()).await;
 
     let done = h
         .wait_for::<ConfigRollout>("checkout", Duration::from_secs(90), |r| {
@@ -350,14 +354,7 @@ async fn a_failing_candidate_is_rolled_back_at_the_first_step() {
         "candidate-openai": {"error_rate": 0.3, "status": 503}}}))
         .await;
     let traffic = Traffic::start(&h).await;
-    create::<ConfigRollout>(
-        &h.env,
-        "checkout",
-        rollout_spec(steps(&[(25, "2s"), (50, "2s"), (100, "2s")])),
-    )
-    .await;
-
-    let moved = rollout(&h, "checkout", |r| status(r).step_started_at.is_some()).await;
+    let moved = start_rollout(&h, "checkout", three_steps()).await;
     let step_started = Instant::now();
     assert_eq!(status(&moved).moved_keys, ["key-a"]);
     let rolled_back = rollout(&h, "checkout", |r| status(r).phase != Phase::Progressing).await;
@@ -560,12 +557,7 @@ async fn a_restarted_operator_resumes_without_moving_a_key_twice() {
     let mut h = Harness::start("rollout-resume").await;
     let keys = setup(&h).await;
     let traffic = Traffic::start(&h).await;
-    create::<ConfigRollout>(
-        &h.env,
-        "checkout",
-        rollout_spec(steps(&[(25, "2s"), (50, "2s"), (100, "2s")])),
-    )
-    .await;
+    create_rollout(&h, "checkout", three_steps()).await;
     for step in [0, 1, 2] {
         rollout(&h, "checkout", |r| status(r).current_step == Some(step)).await;
         h.stop_operator().await;
@@ -612,7 +604,7 @@ async fn a_second_rollout_over_the_same_keys_is_refused_and_a_deleted_candidate_
     let split = [candidate.as_str(), &candidate, &stable, &stable];
     assert_eq!(remote_configs(&h, &keys).await, split);
 
-    create::<ConfigRollout>(&h.env, "second", rollout_spec(steps(&[(100, "1s")]))).await;
+    create_rollout(&h, "second", steps(&[(100, "1s")])).await;
     let refused = rollout(&h, "second", |r| has(r, "Stalled", "True", "InvalidSpec")).await;
     let (_, _, message) = condition(&refused, "Stalled").unwrap();
     assert!(message.contains("is in ConfigRollout first"), "{message}");
@@ -645,7 +637,7 @@ async fn a_candidate_outside_the_grant_moves_no_key() {
         .wait_for::<Config>("candidate", WAIT, |c| c.is_true("Stalled"))
         .await;
     assert!(refused.status.unwrap().slug.is_none());
-    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps(&[(100, "1s")]))).await;
+    create_rollout(&h, "checkout", steps(&[(100, "1s")])).await;
     let waiting = rollout(&h, "checkout", |r| {
         has(r, "Reconciling", "True", "ConfigNotReady")
     })
@@ -729,13 +721,7 @@ async fn annotate(h: &Harness, key: &str, annotations: Value) {
 async fn a_second_installation_leaves_a_claimed_rollout_alone() {
     use support::harness::CLUSTER_LABEL;
     let (h, keys) = with_keys("roll-inst").await;
-    create::<ConfigRollout>(
-        &h.env,
-        "checkout",
-        rollout_spec(steps(&[(25, "120s"), (100, "2s")])),
-    )
-    .await;
-    let started = rollout(&h, "checkout", |r| status(r).step_started_at.is_some()).await;
+    let started = start_rollout(&h, "checkout", steps(&[(25, "120s"), (100, "2s")])).await;
     let ns = h.env.namespace.clone();
     let b = h
         .installation("inst-b", &format!("{CLUSTER_LABEL}={ns}"))
@@ -772,18 +758,10 @@ async fn a_rewritten_rollout_claim_stalls_it_and_does_not_hold_its_deletion() {
     assert_eq!(status(&stalled).installation.as_deref(), Some("aigw"));
     h.env.delete::<ConfigRollout>("checkout").await;
     let rollouts = h.env.api::<ConfigRollout>();
-    let gone = support::wait_until(WAIT, || async {
-        rollouts
-            .get_opt("checkout")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
+    let gone = support::gone_within(&rollouts, "checkout", WAIT).await;
     let left = rollouts.get_opt("checkout").await.unwrap();
     assert!(
-        gone.is_some(),
+        gone,
         "the deletion hangs on finalizers {:?}",
         left.map(|r| r.finalizers().to_vec())
     );
@@ -830,12 +808,7 @@ async fn promote_does_not_skip_a_refused_key() {
     })
     .await;
     assert_eq!(recorded.as_deref(), Some("inst-b"));
-    create::<ConfigRollout>(
-        &h.env,
-        "checkout",
-        rollout_spec(steps(&[(25, "120s"), (100, "2s")])),
-    )
-    .await;
+    create_rollout(&h, "checkout", steps(&[(25, "120s"), (100, "2s")])).await;
     rollout(&h, "checkout", |r| {
         says(r, "Stalled", "True", "belongs to another installation")
     })
@@ -866,12 +839,7 @@ async fn promote_does_not_skip_a_refused_key() {
 #[tokio::test]
 async fn the_configs_of_a_rollout_cannot_change() {
     let h = Harness::start("roll-imm").await;
-    create::<ConfigRollout>(
-        &h.env,
-        "checkout",
-        rollout_spec(steps(&[(25, "20s"), (100, "2s")])),
-    )
-    .await;
+    create_rollout(&h, "checkout", steps(&[(25, "20s"), (100, "2s")])).await;
     for field in ["candidateConfigRef", "stableConfigRef"] {
         let refused = h
             .env
@@ -958,13 +926,7 @@ async fn a_hand_written_rollout_annotation_moves_no_key() {
 #[tokio::test]
 async fn a_moved_key_leaving_the_selector_is_returned_and_not_counted() {
     let (h, keys) = with_keys("roll-sel").await;
-    create::<ConfigRollout>(
-        &h.env,
-        "checkout",
-        rollout_spec(steps(&[(25, "3s"), (100, "2s")])),
-    )
-    .await;
-    let moved = rollout(&h, "checkout", |r| status(r).step_started_at.is_some()).await;
+    let moved = start_rollout(&h, "checkout", steps(&[(25, "3s"), (100, "2s")])).await;
     assert_eq!(status(&moved).moved_keys, ["key-a"]);
     h.env
         .api::<ApiKey>()
@@ -1095,9 +1057,8 @@ async fn a_sigkilled_operator_process_resumes_at_each_step_boundary() {
     h.stop_operator().await;
     let dir = tempfile::tempdir().unwrap();
     let traffic = Traffic::start(&h).await;
-    let steps = steps(&[(25, "2s"), (50, "2s"), (100, "2s")]);
     let mut operator = OperatorProcess::start(&h, dir.path(), 0);
-    create::<ConfigRollout>(&h.env, "checkout", rollout_spec(steps)).await;
+    create_rollout(&h, "checkout", three_steps()).await;
     for step in [0u32, 1, 2] {
         let seen = poll_rollout(&h, |r| status(r).current_step == Some(step)).await;
         let exit = operator.kill();
@@ -1392,18 +1353,8 @@ async fn a_rollout_whose_connection_leaves_reach_is_given_back_or_left_alone() {
     )
     .await;
     api.delete("started", &Default::default()).await.unwrap();
-    let gone = support::wait_until(WAIT, || async {
-        api.get_opt("started")
-            .await
-            .unwrap()
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    assert!(
-        gone.is_some(),
-        "its deletion goes once the Connection is back"
-    );
+    let gone = support::gone_within(&api, "started", WAIT).await;
+    assert!(gone, "its deletion goes once the Connection is back");
     connections
         .delete(&name, &Default::default())
         .await
@@ -1502,12 +1453,8 @@ async fn an_aborted_rollout_left_in_place_leaves_a_later_rollouts_keys_alone() {
 
     // Deleting the aborted rollout does not pull the later one's keys back either.
     h.env.delete::<ConfigRollout>("first").await;
-    let gone = support::wait_until(WAIT, || async {
-        let r = h.env.api::<ConfigRollout>().get_opt("first").await.unwrap();
-        r.is_none().then_some(())
-    })
-    .await;
-    assert!(gone.is_some(), "the aborted rollout's deletion hangs");
+    let gone = support::gone_within(&h.env.api::<ConfigRollout>(), "first", WAIT).await;
+    assert!(gone, "the aborted rollout's deletion hangs");
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_on_second().await;
     h.stop().await;
