@@ -951,7 +951,6 @@ async fn a_secret_that_cannot_be_written_mints_no_keys() {
         "keys were minted while the Secret could not be written"
     );
     let message = h
-        .env
         .condition_message::<ApiKey>("refused", WAIT, ("Stalled", "SecretNotWritable"))
         .await;
     assert!(message.contains("refused-key"), "{message}");

@@ -108,7 +108,6 @@ async fn a_guardrail_a_config_names_is_deleted_only_once_the_config_lets_go() {
 
     h.env.delete::<Guardrail>("kept").await;
     let message = h
-        .env
         .condition_message::<Guardrail>("kept", WAIT, ("Stalled", "StillReferenced"))
         .await;
     assert!(message.contains("uses-it"), "{message}");
@@ -241,7 +240,6 @@ async fn a_cluster_guardrail_lives_on_the_admin_plane_and_waits_for_configs_of_a
     adopting["secretRefs"] = json!([]);
     support::objects::create::<Guardrail>(&h.env, "takeover", adopting).await;
     let message = h
-        .env
         .condition_message::<Guardrail>("takeover", WAIT, ("Stalled", "InvalidSpec"))
         .await;
     assert!(message.contains("organisation guardrail"), "{message}");
@@ -469,7 +467,6 @@ async fn a_guardrails_mcp_servers_are_the_full_set() {
         .await
         .unwrap();
     let message = h
-        .env
         .condition_message::<Guardrail>("tools", WAIT, ("Stalled", "McpServerNotInWorkspace"))
         .await;
     assert!(message.contains("0b7c1d2e"), "{message}");

@@ -239,7 +239,6 @@ async fn a_config_naming_a_provider_resource_applies_its_slug_with_one_put_once_
         .await
         .unwrap();
     let message = h
-        .env
         .condition_message::<aigw::resources::Config>(
             "routes",
             WAIT,

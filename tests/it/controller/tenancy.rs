@@ -189,12 +189,10 @@ async fn grants_refuse_adoption_and_foreign_workspaces_without_any_api_call() {
         create::<Config>(&h.env, name, spec).await;
     }
     let message = h
-        .env
         .condition_message::<Config>("adopt", WAIT, ("Stalled", "AdoptionNotAllowed"))
         .await;
     assert!(message.contains("allowAdoption"), "{message}");
     let message = h
-        .env
         .condition_message::<Config>("foreign", WAIT, ("Stalled", "WorkspaceNotAllowed"))
         .await;
     assert!(message.contains(WS_B), "{message}");
@@ -620,7 +618,6 @@ async fn another_installations_config_neither_uses_nor_pins_a_guardrail() {
         .await
         .unwrap();
     let message = h
-        .env
         .condition_message::<Config>("user", WAIT, ("Stalled", "InvalidSpec"))
         .await;
     assert!(message.contains("another installation"), "{message}");

@@ -450,7 +450,6 @@ async fn a_grant_naming_a_workspace_resource_lets_a_namespace_into_that_workspac
     }
     h.wait_for::<Config>("inside", WAIT, |c| c.ready()).await;
     let message = h
-        .env
         .condition_message::<Config>("outside", WAIT, ("Stalled", "WorkspaceNotAllowed"))
         .await;
     assert!(message.contains(OUTSIDE), "{message}");
@@ -478,7 +477,6 @@ async fn a_config_naming_its_workspace_by_resource_waits_then_is_created_once_in
     spec["deletionPolicy"] = json!("Orphan");
     support::objects::create::<Config>(&h.env, "by-ref", spec).await;
     let message = h
-        .env
         .condition_message::<Config>("by-ref", WAIT, ("Stalled", "WorkspaceNotReady"))
         .await;
     assert!(message.contains("spec.workspaceRef"), "{message}");
@@ -547,7 +545,6 @@ async fn a_workspace_named_by_resource_outside_the_grants_is_refused_before_any_
     let remote = h.get(&format!("/ai_gw/v2/configs/{slug}")).await;
     assert_eq!(remote["workspace_id"], team_id.as_str(), "{remote}");
     let message = h
-        .env
         .condition_message::<Config>("outside", WAIT, ("Stalled", "WorkspaceNotAllowed"))
         .await;
     assert!(message.contains("spec.workspaceRef"), "{message}");
