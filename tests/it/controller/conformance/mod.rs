@@ -2,9 +2,9 @@
 //! every kind that has a remote object (provider-template's behaviour tests, in aigw's terms).
 //! A kind is one [`Fixture`] (in [`kinds`]): what it is ([`Meta`]: its routes in the emulator
 //! among them), how to build a minimal valid resource of it, a field to edit remotely, a spec
-//! edit, an immutable field ([`Edits`]); the
-//! `conformance!` list at the bottom instantiates [`run`] for it. Each kind runs every check on
-//! one harness (one namespace, emulator and operator), one object per check:
+//! edit, an immutable field ([`Edits`]); the `conformance!` list at the bottom instantiates
+//! [`run`] for it. Each kind runs every check on one harness (one namespace, emulator and
+//! operator), one object per check:
 //!
 //! - (a) `create`: created with exactly one POST, its key recorded in the status;
 //! - (b) `steady`: no remote write and no write to the object (status included) across drift
@@ -458,6 +458,24 @@ fn writes(stats: &Value) -> u64 {
         .sum()
 }
 
+/// Asserts `expected` requests to `endpoint` ("METHOD /template"; every remote write for
+/// `None`) between the stats documents `before` and `after`; the failure says the kind, the
+/// check `cell`, `what` went wrong and the stats after.
+fn assert_delta<F: Fixture>(
+    (before, after): (&Value, &Value),
+    endpoint: Option<&str>,
+    expected: u64,
+    (cell, what): (&str, &str),
+) {
+    let counted = |stats: &Value| endpoint.map_or_else(|| writes(stats), |e| count(stats, e));
+    assert_eq!(
+        counted(after) - counted(before),
+        expected,
+        "{} ({cell}): {what}: {after}",
+        F::META.kind
+    );
+}
+
 /// The reads of the kind's remote objects (its collection and items) in a stats document.
 fn reads<F: Fixture>(stats: &Value) -> u64 {
     let endpoints = stats["requests"].as_object().cloned().unwrap_or_default();
@@ -532,11 +550,11 @@ async fn create<F: Fixture>(kind: &Kind<'_>) -> String {
     let key = ready_object::<F>(kind, "create", "cf-create", json!({})).await;
     let after = kind.h.stats().await;
     let post = format!("POST {}", F::META.remote.collection);
-    assert_eq!(
-        count(&after, &post) - count(&before, &post),
+    assert_delta::<F>(
+        (&before, &after),
+        Some(&post),
         1,
-        "{} (create): exactly one POST: {after}",
-        F::META.kind
+        ("create", "exactly one POST"),
     );
     assert!(
         kind.remote::<F>(&key).await.is_some(),
@@ -559,11 +577,11 @@ async fn steady<F: Fixture>(kind: &Kind<'_>, key: &str) {
     // reconciled again).
     kind.settle::<F>("cf-create", mark, 0, &before).await;
     let after = kind.h.stats().await;
-    assert_eq!(
-        writes(&after) - writes(&before),
+    assert_delta::<F>(
+        (&before, &after),
+        None,
         0,
-        "{} (steady): remote writes at steady state: {after}",
-        F::META.kind
+        ("steady", "remote writes at steady state"),
     );
     let now = kind.get::<F>("cf-create").await.unwrap();
     assert_eq!(
@@ -630,17 +648,17 @@ async fn drift<F: Fixture>(kind: &Kind<'_>, key: &str) {
     let after = kind.h.stats().await;
     let put = format!("PUT {}", F::META.remote.item());
     // The edit itself is one PUT and one write.
-    assert_eq!(
-        count(&after, &put) - count(&before, &put),
+    assert_delta::<F>(
+        (&before, &after),
+        Some(&put),
         2,
-        "{} (drift): one PUT corrects the edit: {after}",
-        F::META.kind
+        ("drift", "one PUT corrects the edit"),
     );
-    assert_eq!(
-        writes(&after) - writes(&before),
+    assert_delta::<F>(
+        (&before, &after),
+        None,
         2,
-        "{} (drift): one write corrects the edit: {after}",
-        F::META.kind
+        ("drift", "one write corrects the edit"),
     );
 }
 
@@ -659,11 +677,11 @@ async fn pause<F: Fixture>(kind: &Kind<'_>) {
     kind.patch::<F>(name, json!({"spec": edit})).await.unwrap();
     kind.settle::<F>(name, mark, 1, &before).await;
     let after = kind.h.stats().await;
-    assert_eq!(
-        writes(&after) - writes(&before),
+    assert_delta::<F>(
+        (&before, &after),
+        None,
         0,
-        "{} (pause): a paused object was written: {after}",
-        F::META.kind
+        ("pause", "a paused object was written"),
     );
     let remote = kind.remote::<F>(&key).await.unwrap();
     assert!(
@@ -693,11 +711,11 @@ async fn observe<F: Fixture>(kind: &Kind<'_>) {
     let mark = log_mark();
     kind.settle::<F>(name, mark, 1, &kind.h.stats().await).await;
     let after = kind.h.stats().await;
-    assert_eq!(
-        writes(&after) - writes(&before),
+    assert_delta::<F>(
+        (&before, &after),
+        None,
         0,
-        "{} (observe): an observed object was written: {after}",
-        F::META.kind
+        ("observe", "an observed object was written"),
     );
     let remote = kind.remote::<F>(&key).await.unwrap();
     assert!(
@@ -715,11 +733,11 @@ async fn orphan<F: Fixture>(kind: &Kind<'_>) {
     kind.delete_and_wait::<F>("orphan", name).await;
     let after = kind.h.stats().await;
     let delete = format!("DELETE {}", F::META.remote.item());
-    assert_eq!(
-        count(&after, &delete) - count(&before, &delete),
+    assert_delta::<F>(
+        (&before, &after),
+        Some(&delete),
         0,
-        "{} (orphan): the remote object was removed: {after}",
-        F::META.kind
+        ("orphan", "the remote object was removed"),
     );
     assert!(
         kind.remote::<F>(&key).await.is_some(),
@@ -800,11 +818,11 @@ async fn lost_create<F: Fixture>(kind: &Kind<'_>) {
     let key = Kind::key::<F>(&object);
     let after = kind.h.stats().await;
     let post = format!("POST {}", F::META.remote.collection);
-    assert_eq!(
-        count(&after, &post) - count(&before, &post),
+    assert_delta::<F>(
+        (&before, &after),
+        Some(&post),
         F::META.lost_create_posts,
-        "{} (lost_create): created again: {after}",
-        F::META.kind
+        ("lost_create", "created again"),
     );
     let remotes = kind.remotes::<F>().await;
     assert_eq!(
