@@ -61,9 +61,7 @@ async fn cluster_wide_rbac_lets_the_operator_do_its_work() {
         "list ConfigMaps",
     )
     .await;
-    operator.assert_clean_log();
-
-    drop(operator);
+    operator.stop_clean();
     chart.uninstall().await;
     work.cleanup().await;
     release.cleanup().await;
@@ -115,9 +113,7 @@ async fn watch_namespaces_rbac_is_enough_and_confined_to_them() {
         "list the Secrets of a namespace that is not watched",
     )
     .await;
-    operator.assert_clean_log();
-
-    drop(operator);
+    operator.stop_clean();
     let _ = Api::<Connection>::all(release.client.clone())
         .delete(&connection, &DeleteParams::default())
         .await;
@@ -471,6 +467,11 @@ impl Operator {
             .try_wait()
             .expect("query the operator process");
         assert!(exited.is_none(), "the operator exited: {exited:?}");
+    }
+
+    /// [`Self::assert_clean_log`], then stops it.
+    fn stop_clean(self) {
+        self.assert_clean_log();
     }
 
     /// Nothing the operator tried was refused, and the API token never reached its log.
