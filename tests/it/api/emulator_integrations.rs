@@ -70,8 +70,7 @@ async fn integrations_are_written_once_and_read_masked() {
     }
     let mut bad_org = integration("bad");
     bad_org["organisation_id"] = json!("tsg-1");
-    let (status, error) = emu.post(INTEGRATIONS, bad_org).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let error = emu.post_refused(INTEGRATIONS, bad_org).await;
     assert_eq!(error["error"]["param"], "organisation_id", "{error}");
 
     let (status, receipt) = emu.post(INTEGRATIONS, integration("openai-prod")).await;
