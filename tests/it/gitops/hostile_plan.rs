@@ -20,6 +20,9 @@ use support::objects::Conditions;
 const WAIT: Duration = Duration::from_secs(60);
 
 /// Runs `aigw` off the async runtime (the in-process emulator keeps serving): whether it ran
+/// The workspace of the other team's remote objects.
+const WORKSPACE: &str = "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c";
+
 /// to a plan's exit code (0, 1 or 2), and stdout then stderr.
 async fn aigw(args: Vec<String>) -> (bool, String) {
     let (code, text) = support::cli::aigw(args).await;
@@ -47,6 +50,37 @@ async fn put_secret(env: &support::TestEnv, name: &str, data: Value) {
 /// without cluster access. With it, the plan now says another resource manages the object, or
 /// that the grants refuse the adoption, and shows nothing of it; without, it shows the paths of
 /// the values the manifest does not hold, never the values. The same holds when team b's own
+/// Another team's guardrail (a card-number check in [`WORKSPACE`]) whose `on_fail` feedback
+/// carries `metadata`; its slug.
+async fn victim_guardrail(url: &str, metadata: String) -> String {
+    let guardrail = post(
+        url,
+        "/ai_gw/v2/guardrails",
+        json!({"name": "victim pii", "workspace_id": WORKSPACE,
+            "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
+            "actions": {"deny": true, "on_fail": {"feedback": {"value": -5, "weight": 1,
+                "metadata": metadata}}}}),
+    )
+    .await;
+    guardrail["slug"].as_str().expect("slug").to_string()
+}
+
+/// `aigw plan` of `manifest` in `output`, against the API at `url` with the token file
+/// `token`, and `extra` flags: it ran (else a panic naming `case`); its output.
+async fn plan_ran(
+    case: &str,
+    (manifest, output): (&str, &str),
+    (url, token): (&str, &str),
+    extra: &[&str],
+) -> String {
+    let mut all = args(&["plan", "-f", manifest, "--output", output]);
+    all.extend(args(&["--management-url", url, "--token-file", token]));
+    all.extend(args(extra));
+    let (ran, out) = aigw(all).await;
+    assert!(ran, "[{case}] {out}");
+    out
+}
+
 /// An emulator of the test's own, and its management URL.
 async fn emulator() -> (aigw::emulator::Running, String) {
     let emulator = aigw::emulator::spawn(EmulatorOptions::new(TOKEN))
@@ -162,11 +196,7 @@ async fn plan_shows_no_value_of_a_remote_config_the_manifest_does_not_hold() {
     let mut leaks = Vec::new();
     for (case, manifest, extra, expected) in cases {
         for output in ["human", "json"] {
-            let mut all = args(&["plan", "-f", manifest, "--output", output]);
-            all.extend(args(&["--management-url", &url, "--token-file", &token]));
-            all.extend(args(extra));
-            let (ran, out) = aigw(all).await;
-            assert!(ran, "[{case}] {out}");
+            let out = plan_ran(case, (manifest, output), (&url, &token), extra).await;
             if out.contains("VictimHostPassw0rd") {
                 leaks.push(format!("[{case}, {output}]\n{out}"));
             }
@@ -242,18 +272,16 @@ async fn plan_export_and_api_show_no_hidden_configuration_of_an_integration() {
     const EXTERNAL: &str = "ext-victim-7Hq2Lm";
     const USERINFO: &str = "svc:IntegPassw0rd";
     let (_emulator, url) = emulator().await;
-    let created: Value = reqwest::Client::new()
-        .post(format!("{url}/ai_gw/admin/v2/integrations"))
-        .bearer_auth(TOKEN)
-        .json(
-            &json!({"name": "victim bedrock", "ai_provider_id": "bedrock",
+    let created = post(
+        &url,
+        "/ai_gw/admin/v2/integrations",
+        json!({"name": "victim bedrock", "ai_provider_id": "bedrock",
             "slug": "victim-bedrock", "create_default_provider": false,
             "configurations": {"aws_region": "eu-west-1", "aws_access_key_id": KEY_ID,
                 "aws_external_id": EXTERNAL,
                 "custom_host": format!("https://{USERINFO}@bedrock.victim.example")}}),
-        )
-        .json_value()
-        .await;
+    )
+    .await;
     assert_eq!(created["slug"], "victim-bedrock", "{created}");
     let dir = tempfile::tempdir().unwrap();
     let token = token_file(dir.path());
@@ -370,16 +398,14 @@ const VICTIM_HOST: &str = "https://proxy.victim.example/v1?api-key=SECRETQ-9f3a7
 /// takes from a Secret: the remote object in `emulator`, the live Integration (named `name`)
 /// with the status the operator would have written.
 async fn victim_integration(env: &support::TestEnv, emulator_url: &str, name: &str, slug: &str) {
-    let created: Value = reqwest::Client::new()
-        .post(format!("{emulator_url}/ai_gw/admin/v2/integrations"))
-        .bearer_auth(TOKEN)
-        .json(
-            &json!({"name": "victim openai", "ai_provider_id": "openai", "slug": slug,
+    let created = post(
+        &emulator_url,
+        "/ai_gw/admin/v2/integrations",
+        json!({"name": "victim openai", "ai_provider_id": "openai", "slug": slug,
             "create_default_provider": false,
             "configurations": {"custom_host": VICTIM_HOST}}),
-        )
-        .json_value()
-        .await;
+    )
+    .await;
     let id = created["id"].as_str().expect("id").to_string();
     let integrations = kube::Api::<aigw::resources::Integration>::all(env.client.clone());
     let live = support::objects::object(
@@ -431,11 +457,7 @@ async fn plan_of_an_adopted_integration_shows_no_secret_backed_setting() {
     let mut leaks = Vec::new();
     for (case, extra, expected) in cases {
         for output in ["human", "json"] {
-            let mut all = args(&["plan", "-f", &probe, "--output", output]);
-            all.extend(args(&["--management-url", &url, "--token-file", &token]));
-            all.extend(args(extra));
-            let (ran, out) = aigw(all).await;
-            assert!(ran, "[{case}] {out}");
+            let out = plan_ran(case, (&probe, output), (&url, &token), extra).await;
             if out.contains("SECRETQ-9f3a7c") {
                 leaks.push(format!("[{case}, {output}]\n{out}"));
             }
@@ -458,18 +480,8 @@ async fn plan_of_an_adopted_integration_shows_no_secret_backed_setting() {
 #[tokio::test]
 async fn plan_of_an_adopted_guardrail_shows_no_action_value_it_does_not_hold() {
     const SINK: &str = "https://hooks.example/T0/GRSECRET-77aa21";
-    const WORKSPACE: &str = "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c";
     let (_emulator, url) = emulator().await;
-    let created: Value = reqwest::Client::new()
-        .post(format!("{url}/ai_gw/v2/guardrails"))
-        .bearer_auth(TOKEN)
-        .json(&json!({"name": "victim pii", "workspace_id": WORKSPACE,
-            "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
-            "actions": {"deny": true, "on_fail": {"feedback": {"value": -5, "weight": 1,
-                "metadata": format!("team=b sink={SINK}")}}}}))
-        .json_value()
-        .await;
-    let slug = created["slug"].as_str().expect("slug").to_string();
+    let slug = victim_guardrail(&url, format!("team=b sink={SINK}")).await;
     let dir = tempfile::tempdir().unwrap();
     let token = token_file(dir.path());
     let mut shown = Vec::new();
@@ -645,7 +657,6 @@ async fn post(url: &str, path: &str, body: Value) -> Value {
 async fn an_adoption_plan_reads_the_same_whether_a_guess_is_right_or_wrong() {
     const PIN: &str = "pin-4711";
     const WRONG: &str = "pin-1234";
-    const WORKSPACE: &str = "9f3c2b1a-0d4e-4f6a-8b7c-1e2d3f4a5b6c";
     let (_emulator, url) = emulator().await;
     let document = |pin: &str| {
         json!({"strategy": {"mode": "single"},
@@ -658,16 +669,7 @@ async fn an_adoption_plan_reads_the_same_whether_a_guess_is_right_or_wrong() {
     )
     .await;
     let config_slug = config["slug"].as_str().expect("slug").to_string();
-    let guardrail = post(
-        &url,
-        "/ai_gw/v2/guardrails",
-        json!({"name": "victim pii", "workspace_id": WORKSPACE,
-            "checks": [{"id": "default.regexMatch", "parameters": {"rule": "\\d{16}"}}],
-            "actions": {"deny": true, "on_fail": {"feedback": {"value": -5, "weight": 1,
-                "metadata": format!("team_pin={PIN}")}}}}),
-    )
-    .await;
-    let guardrail_slug = guardrail["slug"].as_str().expect("slug").to_string();
+    let guardrail_slug = victim_guardrail(&url, format!("team_pin={PIN}")).await;
     post(
         &url,
         "/ai_gw/admin/v2/integrations",
