@@ -30,6 +30,43 @@ async fn set_trigger(h: &Harness, name: &str, trigger: &str) -> ApiKey {
         .await
 }
 
+/// The value the Secret `secret` holds: the key `(remote, id)`'s, which works (else a
+/// panic saying `holds`).
+async fn secret_holds(
+    h: &Harness,
+    secret: &str,
+    (remote, id): (&Value, &str),
+    holds: &str,
+) -> String {
+    let value = secret_value(h, secret).await;
+    assert_eq!(remote["key"], value.as_str(), "{holds}");
+    assert_eq!(handshake(h, id, &value).await, 200);
+    value
+}
+
+/// Creates the ApiKey `name` with `spec`, which admission refuses (`expect` says why it must);
+/// the refusal.
+async fn refused_at_admission(h: &Harness, name: &str, spec: Value, expect: &str) -> kube::Error {
+    h.env
+        .api::<ApiKey>()
+        .create(&PostParams::default(), &api_key(name, spec))
+        .await
+        .expect_err(expect)
+}
+
+/// Moves the rotation trigger of the ApiKey `name` to `b`; waits until the key `id` was
+/// rotated once.
+async fn rotate_to_b(h: &Harness, name: &str, id: &str) {
+    h.env
+        .patch_spec::<ApiKey>(name, json!({"rotation": {"trigger": "b"}}))
+        .await;
+    support::wait_until(WAIT, || async {
+        (remote(h, id).await["rotations"] == 1).then_some(())
+    })
+    .await
+    .expect("the rotate call never happened");
+}
+
 /// No key value the emulator ever handed out (nor `extra`) is in logs, events or statuses.
 async fn assert_no_leaks(h: &Harness, extra: &[&str]) {
     let mut values: Vec<String> = vec![TOKEN.to_string()];
@@ -177,45 +214,28 @@ async fn a_server_side_rotation_policy_is_refused_at_admission_saying_why() {
     let h = Harness::start("ak-admit").await;
     let mut spec = service_key("policy", json!({}));
     spec["rotationPolicy"] = json!({"rotation_period": "weekly"});
-    let refused = h
-        .env
-        .api::<ApiKey>()
-        .create(&PostParams::default(), &api_key("policy", spec))
-        .await
-        .expect_err("a rotationPolicy must be refused");
+    let refused =
+        refused_at_admission(&h, "policy", spec, "a rotationPolicy must be refused").await;
     let message = refused.to_string();
     assert!(message.contains("rotationPolicy"), "{message}");
     assert!(message.contains("dead key"), "{message}");
 
     let short = service_key("short", json!({"transitionPeriod": "10m"}));
-    let refused = h
-        .env
-        .api::<ApiKey>()
-        .create(&PostParams::default(), &api_key("short", short))
-        .await
-        .expect_err("a transition under 30m must be refused");
+    let refused =
+        refused_at_admission(&h, "short", short, "a transition under 30m must be refused").await;
     assert!(refused.to_string().contains("30m"), "{refused}");
 
     let mut user = service_key("user", json!({}));
     user["kind"] = json!("user");
-    let refused = h
-        .env
-        .api::<ApiKey>()
-        .create(&PostParams::default(), &api_key("user", user))
-        .await
-        .expect_err("a user key needs a userId");
+    let refused = refused_at_admission(&h, "user", user, "a user key needs a userId").await;
     assert!(refused.to_string().contains("userId"), "{refused}");
 
     // An empty workspaceId would mean the default workspace to the API and read back as
     // another value: refused, naming the field.
     let mut empty = service_key("empty", json!({}));
     empty["workspaceId"] = json!("");
-    let refused = h
-        .env
-        .api::<ApiKey>()
-        .create(&PostParams::default(), &api_key("empty", empty))
-        .await
-        .expect_err("an empty workspaceId must be refused");
+    let refused =
+        refused_at_admission(&h, "empty", empty, "an empty workspaceId must be refused").await;
     assert!(
         refused.to_string().contains("spec.workspaceId"),
         "{refused}"
@@ -284,14 +304,7 @@ async fn a_crash_between_the_rotate_call_and_the_secret_write_is_recovered() {
 
     // The process "dies" right after the API issued the new value.
     h.ctx.failpoints.arm(AFTER_API_KEY_ROTATE);
-    h.env
-        .patch_spec::<ApiKey>("crashy", json!({"rotation": {"trigger": "b"}}))
-        .await;
-    support::wait_until(WAIT, || async {
-        (remote(&h, &id).await["rotations"] == 1).then_some(())
-    })
-    .await
-    .expect("the rotate call never happened");
+    rotate_to_b(&h, "crashy", &id).await;
     let lost = remote(&h, &id).await["key"].as_str().unwrap().to_string();
     assert_eq!(secret_value(&h, "crashy-key").await, before);
     let frozen = h.env.api::<ApiKey>().get("crashy").await.unwrap();
@@ -329,13 +342,13 @@ async fn a_crash_between_the_rotate_call_and_the_secret_write_is_recovered() {
     assert_eq!(ours.len(), 1, "one key left in the API: {ours:?}");
     assert_eq!(ours[0]["id"], new_id.as_str());
     assert_eq!(ours[0]["rotations"], 0, "the new key was never rotated");
-    let now = secret_value(&h, "crashy-key").await;
-    assert_eq!(
-        ours[0]["key"],
-        now.as_str(),
-        "the Secret holds the live key"
-    );
-    assert_eq!(handshake(&h, &new_id, &now).await, 200);
+    secret_holds(
+        &h,
+        "crashy-key",
+        (&ours[0], &new_id),
+        "the Secret holds the live key",
+    )
+    .await;
     assert_ne!(
         handshake(&h, &id, &lost).await,
         200,
@@ -518,14 +531,7 @@ async fn a_lost_rotate_answer_replaces_the_key_and_the_secret_ends_live() {
     let id = create(&h, "shaky", service_key("shaky", json!({"trigger": "a"}))).await;
     h.reset_stats().await;
     h.faults(json!({"error_after_commit_rate": 1.0})).await;
-    h.env
-        .patch_spec::<ApiKey>("shaky", json!({"rotation": {"trigger": "b"}}))
-        .await;
-    support::wait_until(WAIT, || async {
-        (remote(&h, &id).await["rotations"] == 1).then_some(())
-    })
-    .await
-    .expect("the rotate call never happened");
+    rotate_to_b(&h, "shaky", &id).await;
     h.faults(json!({})).await;
     let settled = h
         .wait_for::<ApiKey>("shaky", WAIT, |k| {
@@ -556,13 +562,13 @@ async fn a_lost_rotate_answer_replaces_the_key_and_the_secret_ends_live() {
         .collect();
     assert_eq!(ours.len(), 1, "one key left in the API: {ours:?}");
     assert_eq!(ours[0]["id"], new_id.as_str());
-    let value = secret_value(&h, "shaky-key").await;
-    assert_eq!(
-        ours[0]["key"],
-        value.as_str(),
-        "the Secret holds the live key"
-    );
-    assert_eq!(handshake(&h, &new_id, &value).await, 200);
+    secret_holds(
+        &h,
+        "shaky-key",
+        (&ours[0], &new_id),
+        "the Secret holds the live key",
+    )
+    .await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(h.count(&rotate).await, 1);
     assert_eq!(remote(&h, &new_id).await["rotations"], 0);
@@ -596,13 +602,13 @@ async fn a_key_deleted_outside_aigw_is_created_again_into_the_secret() {
     let new_id = again.status.unwrap().id.unwrap();
     let keys = remote_keys(&h).await;
     assert_eq!(keys.len(), 1, "one key in the API: {keys:?}");
-    let value = secret_value(&h, "gone-key").await;
-    assert_eq!(
-        keys[0]["key"],
-        value.as_str(),
-        "the Secret holds the new key"
-    );
-    assert_eq!(handshake(&h, &new_id, &value).await, 200);
+    secret_holds(
+        &h,
+        "gone-key",
+        (&keys[0], &new_id),
+        "the Secret holds the new key",
+    )
+    .await;
     assert_no_leaks(&h, &[&before]).await;
     h.stop().await;
 }
@@ -746,14 +752,7 @@ async fn a_stale_rotation_intent_never_rotates_a_freshly_created_key() {
     let mut h = Harness::start("ak-stale-intent").await;
     let id = create(&h, "stale", service_key("stale", json!({"trigger": "a"}))).await;
     h.ctx.failpoints.arm(AFTER_API_KEY_ROTATE);
-    h.env
-        .patch_spec::<ApiKey>("stale", json!({"rotation": {"trigger": "b"}}))
-        .await;
-    support::wait_until(WAIT, || async {
-        (remote(&h, &id).await["rotations"] == 1).then_some(())
-    })
-    .await
-    .expect("the rotate call never happened");
+    rotate_to_b(&h, "stale", &id).await;
     h.stop_operator().await;
     h.delete(&format!("{SERVICE_KEYS}/{id}")).await;
     h.restart_operator().await;
