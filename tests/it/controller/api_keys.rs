@@ -30,6 +30,20 @@ async fn set_trigger(h: &Harness, name: &str, trigger: &str) -> ApiKey {
         .await
 }
 
+/// A service key `name`'s spec (no rotation) with `field` set to `value`.
+fn service_key_with(name: &str, (field, value): (&str, Value)) -> Value {
+    let mut spec = service_key(name, json!({}));
+    spec[field] = value;
+    spec
+}
+
+/// Creates the service key `name` rotating as `rotation`: its id and the value its Secret
+/// (`{name}-key`) holds.
+async fn created_key(h: &Harness, name: &str, rotation: Value) -> (String, String) {
+    let id = create(h, name, service_key(name, rotation)).await;
+    (id, secret_value(h, &format!("{name}-key")).await)
+}
+
 /// The value the Secret `secret` holds: the key `(remote, id)`'s, which works (else a
 /// panic saying `holds`).
 async fn secret_holds(
@@ -212,8 +226,10 @@ async fn two_trigger_changes_rotate_twice_and_the_old_key_works_until_its_transi
 #[tokio::test]
 async fn a_server_side_rotation_policy_is_refused_at_admission_saying_why() {
     let h = Harness::start("ak-admit").await;
-    let mut spec = service_key("policy", json!({}));
-    spec["rotationPolicy"] = json!({"rotation_period": "weekly"});
+    let spec = service_key_with(
+        "policy",
+        ("rotationPolicy", json!({"rotation_period": "weekly"})),
+    );
     let refused =
         refused_at_admission(&h, "policy", spec, "a rotationPolicy must be refused").await;
     let message = refused.to_string();
@@ -225,15 +241,13 @@ async fn a_server_side_rotation_policy_is_refused_at_admission_saying_why() {
         refused_at_admission(&h, "short", short, "a transition under 30m must be refused").await;
     assert!(refused.to_string().contains("30m"), "{refused}");
 
-    let mut user = service_key("user", json!({}));
-    user["kind"] = json!("user");
+    let user = service_key_with("user", ("kind", json!("user")));
     let refused = refused_at_admission(&h, "user", user, "a user key needs a userId").await;
     assert!(refused.to_string().contains("userId"), "{refused}");
 
     // An empty workspaceId would mean the default workspace to the API and read back as
     // another value: refused, naming the field.
-    let mut empty = service_key("empty", json!({}));
-    empty["workspaceId"] = json!("");
+    let empty = service_key_with("empty", ("workspaceId", json!("")));
     let refused =
         refused_at_admission(&h, "empty", empty, "an empty workspaceId must be refused").await;
     assert!(
@@ -299,8 +313,7 @@ async fn a_lost_create_answer_leaves_no_orphaned_key() {
 #[tokio::test]
 async fn a_crash_between_the_rotate_call_and_the_secret_write_is_recovered() {
     let mut h = Harness::start("ak-crash").await;
-    let id = create(&h, "crashy", service_key("crashy", json!({"trigger": "a"}))).await;
-    let before = secret_value(&h, "crashy-key").await;
+    let (id, before) = created_key(&h, "crashy", json!({"trigger": "a"})).await;
 
     // The process "dies" right after the API issued the new value.
     h.ctx.failpoints.arm(AFTER_API_KEY_ROTATE);
@@ -384,8 +397,13 @@ async fn a_crash_between_the_rotate_call_and_the_secret_write_is_recovered() {
 #[tokio::test]
 async fn defaults_config_names_a_config_resource_and_waits_until_it_exists() {
     let h = Harness::start("ak-config").await;
-    let mut spec = service_key("routed", json!({}));
-    spec["defaults"] = json!({"config": "routing", "allowConfigOverride": false});
+    let spec = service_key_with(
+        "routed",
+        (
+            "defaults",
+            json!({"config": "routing", "allowConfigOverride": false}),
+        ),
+    );
     support::create(&h.env.api(), &api_key("routed", spec)).await;
     // No Config yet: the key waits, and nothing is created.
     tokio::time::sleep(Duration::from_secs(2)).await;
@@ -445,8 +463,7 @@ async fn a_deleted_secret_is_reported_at_once_and_a_trigger_change_refills_it() 
 #[tokio::test]
 async fn a_scheduled_rotation_happens_when_due() {
     let h = Harness::start_with("ak-sched", Duration::from_secs(1)).await;
-    let id = create(&h, "sched", service_key("sched", json!({"interval": "4s"}))).await;
-    let first = secret_value(&h, "sched-key").await;
+    let (id, first) = created_key(&h, "sched", json!({"interval": "4s"})).await;
     support::wait_until(Duration::from_secs(20), || async {
         (remote(&h, &id).await["rotations"] == 1).then_some(())
     })
@@ -494,8 +511,7 @@ async fn plan_compares_the_recorded_key_and_never_prints_its_value() {
 #[tokio::test]
 async fn a_user_key_is_orphaned_with_its_secret_when_asked() {
     let h = Harness::start("ak-orphan").await;
-    let mut spec = service_key("mine", json!({}));
-    spec["kind"] = json!("user");
+    let mut spec = service_key_with("mine", ("kind", json!("user")));
     spec["userId"] = json!("6f1c2b3a-4d5e-4f60-8a7b-9c0d1e2f3a4b");
     spec["deletionPolicy"] = json!("Orphan");
     let id = create(&h, "mine", spec).await;
@@ -582,8 +598,7 @@ async fn a_lost_rotate_answer_replaces_the_key_and_the_secret_ends_live() {
 #[tokio::test]
 async fn a_key_deleted_outside_aigw_is_created_again_into_the_secret() {
     let h = Harness::start_with("ak-gone", Duration::from_secs(1)).await;
-    let id = create(&h, "gone", service_key("gone", json!({"trigger": "a"}))).await;
-    let before = secret_value(&h, "gone-key").await;
+    let (id, before) = created_key(&h, "gone", json!({"trigger": "a"})).await;
     h.delete(&format!("{SERVICE_KEYS}/{id}")).await;
     assert_eq!(
         handshake(&h, &id, &before).await,
@@ -701,8 +716,7 @@ async fn a_rotation_in_flight_is_not_redone_by_a_second_writer() {
 async fn a_crash_after_the_create_secret_write_keeps_the_key_the_secret_holds() {
     let mut h = Harness::start("ak-crash-create").await;
     let intent = jiff::Timestamp::now().to_string();
-    let id = create(&h, "held", service_key("held", json!({"trigger": "a"}))).await;
-    let value = secret_value(&h, "held-key").await;
+    let (id, value) = created_key(&h, "held", json!({"trigger": "a"})).await;
     // The status as a crash between the Secret write and the status write leaves it: the
     // intent recorded before the POST, no id.
     h.stop_operator().await;
@@ -782,8 +796,7 @@ async fn a_stale_rotation_intent_never_rotates_a_freshly_created_key() {
 async fn a_paused_or_observed_api_key_writes_nothing_until_let_go() {
     let drift = Duration::from_secs(1);
     let h = Harness::start_with("ak-modes", drift).await;
-    let id = create(&h, "held", service_key("held", json!({"trigger": "a"}))).await;
-    let before = secret_value(&h, "held-key").await;
+    let (id, before) = created_key(&h, "held", json!({"trigger": "a"})).await;
     let patch = |patch: Value| {
         let keys = h.env.api::<ApiKey>();
         async move {
