@@ -242,6 +242,15 @@ async fn set_faults(emu: &aigw::emulator::Running, faults: Value) {
 
 /// A member Lease deleted by hand (`kubectl delete lease`) while its holder runs: the others
 /// must not take the holder's share before it stops acting on it (it recreates the Lease at its
+/// At `most` Configs acted on at once, no Config was acted on twice; else a panic saying `who`
+/// did it, and `when`.
+fn assert_each_once(most: f64, (who, when): (&str, &str)) {
+    assert!(
+        most <= NAMESPACES as f64,
+        "{who} acted on {most} of {NAMESPACES} Configs{when}"
+    );
+}
+
 /// next renewal and acts on).
 #[tokio::test]
 async fn a_member_lease_deleted_by_hand_does_not_hand_its_share_over_while_its_holder_acts() {
@@ -284,10 +293,7 @@ async fn a_member_lease_deleted_by_hand_does_not_hand_its_share_over_while_its_h
     println!("a's Lease deleted 3 times: at most {most} Configs acted on at once");
     set_faults(&field.emu, json!({})).await;
     field.all_ready().await;
-    assert!(
-        most <= NAMESPACES as f64,
-        "a and b acted on {most} of {NAMESPACES} Configs at once after a's Lease was deleted"
-    );
+    assert_each_once(most, ("a and b", " at once after a's Lease was deleted"));
     field.finish(3, (a, b)).await;
 }
 
@@ -315,10 +321,7 @@ async fn two_processes_with_one_identity_do_not_both_act() {
         "two processes as {}: at most {most} Configs acted on at once",
         a.name
     );
-    assert!(
-        most <= NAMESPACES as f64,
-        "two processes with one identity acted on {most} of {NAMESPACES} Configs"
-    );
+    assert_each_once(most, ("two processes with one identity", ""));
     field.finish(1, (a, twin)).await;
 }
 
