@@ -401,6 +401,43 @@ impl<'h> Kind<'h> {
             .to_string()
     }
 
+    /// Since the stats `before`, `endpoint` was called `expected` times (else the check `cell`
+    /// fails saying `what`), and the remote object `key` is there (else it fails saying it
+    /// `missing`).
+    async fn counted_then_kept<F: Fixture>(
+        &self,
+        before: &Value,
+        (endpoint, expected, what): (&str, u64, &str),
+        (cell, key, missing): (&str, &str, &str),
+    ) {
+        let after = self.h.stats().await;
+        assert_delta::<F>((before, &after), Some(endpoint), expected, (cell, what));
+        assert!(
+            self.remote::<F>(key).await.is_some(),
+            "{} ({cell}): the remote object {key} {missing}",
+            F::META.kind
+        );
+    }
+
+    /// Since the stats `before`, nothing was written (else the check `cell` fails saying
+    /// `written`), and the remote object `key` does not show `edited` at `pointer` (else it
+    /// fails saying `applied`).
+    async fn unwritten<F: Fixture>(
+        &self,
+        before: &Value,
+        (key, pointer, edited): (&str, &str, &Value),
+        (cell, written, applied): (&str, &str, &str),
+    ) {
+        let after = self.h.stats().await;
+        assert_delta::<F>((before, &after), None, 0, (cell, written));
+        let remote = self.remote::<F>(key).await.unwrap();
+        assert!(
+            !same(at(&remote, pointer), edited),
+            "{} ({cell}): {applied}",
+            F::META.kind
+        );
+    }
+
     /// The path of the remote object `key` on the item route.
     async fn path<F: Fixture>(&self, key: &str) -> String {
         let remote = self.remote::<F>(key).await.expect("the remote object");
@@ -548,19 +585,10 @@ fn merge(target: &mut Value, patch: Value) {
 async fn create<F: Fixture>(kind: &Kind<'_>) -> String {
     let before = kind.h.stats().await;
     let key = ready_object::<F>(kind, "create", "cf-create", json!({})).await;
-    let after = kind.h.stats().await;
     let post = format!("POST {}", F::META.remote.collection);
-    assert_delta::<F>(
-        (&before, &after),
-        Some(&post),
-        1,
-        ("create", "exactly one POST"),
-    );
-    assert!(
-        kind.remote::<F>(&key).await.is_some(),
-        "{} (create): the remote object {key} the status records",
-        F::META.kind
-    );
+    let made = (post.as_str(), 1, "exactly one POST");
+    kind.counted_then_kept::<F>(&before, made, ("create", &key, "the status records"))
+        .await;
     key
 }
 
@@ -676,19 +704,13 @@ async fn pause<F: Fixture>(kind: &Kind<'_>) {
     let mark = log_mark();
     kind.patch::<F>(name, json!({"spec": edit})).await.unwrap();
     kind.settle::<F>(name, mark, 1, &before).await;
-    let after = kind.h.stats().await;
-    assert_delta::<F>(
-        (&before, &after),
-        None,
-        0,
-        ("pause", "a paused object was written"),
-    );
-    let remote = kind.remote::<F>(&key).await.unwrap();
-    assert!(
-        !same(at(&remote, pointer), &edited),
-        "{} (pause): applied",
-        F::META.kind
-    );
+    let edit = (key.as_str(), pointer, &edited);
+    kind.unwritten::<F>(
+        &before,
+        edit,
+        ("pause", "a paused object was written", "applied"),
+    )
+    .await;
 
     let resumed = json!({"metadata": {"annotations": {"aigw.io/paused": null}}});
     kind.patch::<F>(name, resumed).await.unwrap();
@@ -710,19 +732,13 @@ async fn observe<F: Fixture>(kind: &Kind<'_>) {
         .await;
     let mark = log_mark();
     kind.settle::<F>(name, mark, 1, &kind.h.stats().await).await;
-    let after = kind.h.stats().await;
-    assert_delta::<F>(
-        (&before, &after),
-        None,
-        0,
-        ("observe", "an observed object was written"),
+    let edit = (key.as_str(), pointer, &edited);
+    let cell = (
+        "observe",
+        "an observed object was written",
+        "the edit was applied",
     );
-    let remote = kind.remote::<F>(&key).await.unwrap();
-    assert!(
-        !same(at(&remote, pointer), &edited),
-        "{} (observe): the edit was applied",
-        F::META.kind
-    );
+    kind.unwritten::<F>(&before, edit, cell).await;
 }
 
 /// (f) `deletionPolicy: Orphan` leaves the remote object, with no call to remove it.
@@ -731,19 +747,10 @@ async fn orphan<F: Fixture>(kind: &Kind<'_>) {
     let key = ready_object::<F>(kind, "orphan", name, json!({"deletionPolicy": "Orphan"})).await;
     let before = kind.h.stats().await;
     kind.delete_and_wait::<F>("orphan", name).await;
-    let after = kind.h.stats().await;
     let delete = format!("DELETE {}", F::META.remote.item());
-    assert_delta::<F>(
-        (&before, &after),
-        Some(&delete),
-        0,
-        ("orphan", "the remote object was removed"),
-    );
-    assert!(
-        kind.remote::<F>(&key).await.is_some(),
-        "{} (orphan): the remote object {key} is gone",
-        F::META.kind
-    );
+    let removed = (delete.as_str(), 0, "the remote object was removed");
+    kind.counted_then_kept::<F>(&before, removed, ("orphan", &key, "is gone"))
+        .await;
 }
 
 /// (g) Admission refuses an edit of an immutable field; a remote object to adopt that differs
