@@ -185,13 +185,13 @@ impl<'h> Matrix<'h> {
             done(&w).then_some(w)
         })
         .await;
-        match found {
-            Some(w) => w,
-            None => panic!(
-                "Workspace {name} did not get there\n{}",
-                self.h.cluster_events_text().await
-            ),
+        if let Some(w) = found {
+            return w;
         }
+        panic!(
+            "Workspace {name} did not get there\n{}",
+            self.h.cluster_events_text().await
+        )
     }
 
     /// POSTs of the kind's creates so far.
@@ -250,12 +250,14 @@ async fn run<F: ByRef>(prefix: &str) {
     let h =
         Harness::start_with_grants(&prefix.replace('_', "-"), Duration::from_secs(1), grants).await;
     F::prepare(&h).await;
-    let m = Matrix::new::<F>(&h);
-    admission::<F>(&m).await;
-    resolved::<F>(&m).await;
-    refused::<F>(&m).await;
-    waits::<F>(&m).await;
-    drop(m);
+    {
+        // The matrix borrows the harness: it goes before the harness stops.
+        let m = Matrix::new::<F>(&h);
+        admission::<F>(&m).await;
+        resolved::<F>(&m).await;
+        refused::<F>(&m).await;
+        waits::<F>(&m).await;
+    }
     h.stop().await;
 }
 
