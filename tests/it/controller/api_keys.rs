@@ -358,7 +358,7 @@ async fn a_crash_between_the_rotate_call_and_the_secret_write_is_recovered() {
     secret_holds(
         &h,
         "crashy-key",
-        (&ours[0], &new_id),
+        (ours[0], &new_id),
         "the Secret holds the live key",
     )
     .await;

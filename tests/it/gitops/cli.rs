@@ -532,7 +532,7 @@ async fn plan_exits_0_2_and_1_and_never_writes() {
         "-f",
         set,
         "--management-url",
-        &url,
+        url,
         "--token-file",
         bad_token.to_str().unwrap(),
     ]))
@@ -546,7 +546,7 @@ async fn plan_exits_0_2_and_1_and_never_writes() {
         "--management-url",
         "http://127.0.0.1:1",
         "--token-file",
-        &token,
+        token,
         "--timeout",
         "2s",
     ]))
@@ -568,7 +568,7 @@ async fn plan_reports_conflicts_with_exit_1() {
     let policy_file = Path::new(set).join("ratelimitspolicy-per-key.yaml");
     edit_file(&policy_file, "type: requests", "type: tokens");
     std::fs::write(Path::new(set).join("gone.yaml"), "apiVersion: aigw.io/v1alpha1\nkind: Config\nmetadata: {name: gone}\nspec: {slug: pc-gone-000000, name: gone, config: {retry: {attempts: 1}}}\n").unwrap();
-    let out = aigw_async(connected(&["plan", "-f", set], &url, &token)).await;
+    let out = aigw_async(connected(&["plan", "-f", set], url, token)).await;
     let plan = exited(&out, 1);
     assert!(
         plan.contains("Config gone (")

@@ -399,7 +399,7 @@ const VICTIM_HOST: &str = "https://proxy.victim.example/v1?api-key=SECRETQ-9f3a7
 /// with the status the operator would have written.
 async fn victim_integration(env: &support::TestEnv, emulator_url: &str, name: &str, slug: &str) {
     let created = post(
-        &emulator_url,
+        emulator_url,
         "/ai_gw/admin/v2/integrations",
         json!({"name": "victim openai", "ai_provider_id": "openai", "slug": slug,
             "create_default_provider": false,
